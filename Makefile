@@ -1,0 +1,77 @@
+# trainc: build, install, test, demo, bench.  `make help` lists the targets.
+CC      ?= cc
+CFLAGS  ?= -O2 -g
+CFLAGS  += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -ffp-contract=off -fPIC
+PREFIX  ?= /usr/local
+PYTHON  ?= /usr/bin/python3
+B       := build
+
+RT_SRC  := $(wildcard runtime/*.c)
+RT_OBJ  := $(RT_SRC:runtime/%.c=$(B)/rt/%.o)
+CC_SRC  := $(wildcard compiler/*.c)
+CC_OBJ  := $(CC_SRC:compiler/%.c=$(B)/cc/%.o)
+LIBS    := -lcjson -lopenblas -lz -lm -lpthread -ldl
+TCC_LIB := -ltcc
+
+.PHONY: all install deps demo test test-fast bench clean help
+all: $(B)/trainc
+
+$(B)/rt/%.o: runtime/%.c runtime/rt.h runtime/trainc_rt.h | $(B)/rt
+	$(CC) $(CFLAGS) -c $< -o $@
+$(B)/cc/%.o: compiler/%.c compiler/trainc.h compiler/ops.h runtime/rt.h runtime/trainc_rt.h | $(B)/cc
+	$(CC) $(CFLAGS) -c $< -o $@
+$(B)/rt $(B)/cc:
+	mkdir -p $@
+
+$(B)/librt.a: $(RT_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+# -rdynamic: JIT-compiled trainers resolve rt_* (and libm) from this process.
+$(B)/trainc: $(CC_OBJ) $(B)/librt.a
+	$(CC) $(CFLAGS) -rdynamic -o $@ $(CC_OBJ) $(B)/librt.a $(TCC_LIB) $(LIBS)
+
+install: $(B)/trainc
+	install -d $(PREFIX)/bin $(PREFIX)/lib/trainc/include $(PREFIX)/lib/trainc/templates
+	install -m 755 $(B)/trainc $(PREFIX)/bin/trainc
+	install -m 644 $(B)/librt.a $(PREFIX)/lib/trainc/librt.a
+	install -m 644 runtime/trainc_rt.h $(PREFIX)/lib/trainc/include/trainc_rt.h
+	cp -r templates/. $(PREFIX)/lib/trainc/templates/
+
+# The Debian packages the project needs: installed when root, else printed.
+DEB_PKGS := build-essential libcjson-dev libtcc-dev tcc libopenblas-dev zlib1g-dev \
+            python3 python3-torch python3-numpy dataset-fashion-mnist
+deps:
+	@missing=$$(for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -z "$$missing" ]; then echo "deps: all installed"; \
+	elif [ "$$(id -u)" = 0 ]; then \
+	  echo "deps: installing $$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	else echo "deps: run as root:  apt-get install -y $$missing"; exit 1; fi
+
+data/fashion/train_x.npy: $(B)/trainc
+	$(B)/trainc data fashion-mnist data/fashion
+
+demo: deps
+	$(MAKE) all
+	$(MAKE) data/fashion/train_x.npy
+	$(B)/trainc build specs/mlp_fashion.json -o $(B)/mlp_fashion
+	$(B)/mlp_fashion --out runs/mlp_fashion
+	@$(PYTHON) tests/final_acc.py runs/mlp_fashion/metrics.jsonl
+
+test: deps
+	$(MAKE) all
+	$(MAKE) data/fashion/train_x.npy
+	bash tests/run_all.sh
+
+bench: all data/fashion/train_x.npy
+	bash bench/run.sh
+
+clean:
+	rm -rf $(B)
+
+help:
+	@echo "make          build build/trainc"
+	@echo "make demo     install deps, build, convert Fashion-MNIST, train specs/mlp_fashion.json"
+	@echo "make test     the whole test suite"
+	@echo "make bench    trainc vs PyTorch samples/s"
+	@echo "make install PREFIX=/usr/local"

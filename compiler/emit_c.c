@@ -1,0 +1,417 @@
+/* emit_c.c: Program -> C sources.
+ *
+ *   model.h        the plan: where every buffer lives, the kernels' prototypes
+ *   host.c         forward(), backward(), the parameter and input tables, the
+ *                  training-spec defaults and main(): backend-neutral host code
+ *   kernels_cpu.c  the fused elementwise loops, run over the runtime's thread pool
+ *   plan.json      the memory plan as data
+ *
+ * Everything is printed into memory; files are written only when all succeeded. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "ir.h"
+
+void buf_puts(Buf *b, const char *s)
+{
+    size_t n = strlen(s);
+    if (b->len + n + 1 > b->cap) {
+        b->cap = (b->len + n + 1) * 2 + 256;
+        b->s = realloc(b->s, b->cap);
+        if (!b->s)
+            die("out of memory");
+    }
+    memcpy(b->s + b->len, s, n + 1);
+    b->len += n;
+}
+
+void buf_printf(Buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *s = xcalloc(1, (size_t)n + 1);
+    va_start(ap, fmt);
+    vsnprintf(s, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    buf_puts(b, s);
+    free(s);
+}
+
+static void c_string(Buf *b, const char *s)
+{
+    buf_puts(b, "\"");
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            buf_printf(b, "\\%c", c);
+        else if (c < 32 || c >= 127)
+            buf_printf(b, "\\%03o", c);
+        else
+            buf_printf(b, "%c", c);
+    }
+    buf_puts(b, "\"");
+}
+
+static char *shape_of(const Tensor *t, int batch)
+{
+    Buf b = {0};
+    buf_puts(&b, batch ? "[B" : "[");
+    for (int i = 0; i < t->rank; i++)
+        buf_printf(&b, "%s%lld", (batch || i) ? ", " : "", (long long)t->shape[i]);
+    buf_puts(&b, "]");
+    return b.s;
+}
+
+static const char *ctype(int dt)
+{
+    switch (dt) {
+    case RT_U8: return "uint8_t";
+    case RT_U16: return "uint16_t";
+    case RT_I32: return "int32_t";
+    case RT_F32: return "float";
+    }
+    unreachable();
+}
+
+static Tensor *base(Tensor *t) { return t->alias ? t->alias : t; }
+
+/* "float *relu_2 = ACT(1024);" and friends, for a function's locals. */
+static void declare(Buf *b, Tensor *t, int writable)
+{
+    switch (t->kind) {
+    case T_INPUT:
+        buf_printf(b, "    const %s *%s = (const %s *)e->in[%d];\n", ctype(t->dtype), t->name,
+                   ctype(t->dtype), t->input_index);
+        return;
+    case T_PARAM:
+        buf_printf(b, "    const float *%s = e->params + %lld;\n", t->name,
+                   (long long)t->param->offset);
+        return;
+    case T_PGRAD:
+        buf_printf(b, "    float *%s = e->grads + %lld;\n", t->name, (long long)t->param->offset);
+        return;
+    case T_ACT:
+    case T_TEMP:
+        if (!base(t)->has_offset)
+            die("tensor %s has no place in the arena", t->name);
+        buf_printf(b, "    %sfloat *%s = ACT(%lld);\n", writable ? "" : "const ", t->name,
+                   (long long)base(t)->offset);
+        return;
+    }
+    unreachable();
+}
+
+/* The tensors an instruction range touches, each once, in first-use order. */
+typedef struct Uses {
+    Tensor **t;
+    char *w;
+    int n;
+} Uses;
+
+static void use(Uses *u, Tensor *t, int w)
+{
+    for (int i = 0; i < u->n; i++)
+        if (u->t[i] == t) {
+            u->w[i] |= (char)w;
+            return;
+        }
+    u->t = realloc(u->t, (size_t)(u->n + 1) * sizeof *u->t);
+    u->w = realloc(u->w, (size_t)(u->n + 1));
+    u->t[u->n] = t;
+    u->w[u->n++] = (char)w;
+}
+
+static void emit_kernel(Buf *b, Instr *in)
+{
+    Uses u = {0};
+    for (int k = 0; k < in->n_ops; k++) {
+        for (int j = 0; j < in->ops[k].n_arg; j++)
+            if (in->ops[k].arg[j].t)
+                use(&u, in->ops[k].arg[j].t, 0);
+    }
+    for (int k = 0; k < in->n_writes; k++)
+        use(&u, in->writes[k], 1);
+    buf_printf(b, "/* k%d: %s\n *     from %s */\n", in->id, in->what, in->origin);
+    buf_printf(b, "void k%d(rt_exec *e, int64_t lo, int64_t hi)\n{\n", in->id);
+    for (int i = 0; i < u.n; i++)
+        declare(b, u.t[i], u.w[i]);
+    buf_puts(b, "    for (int64_t i = lo; i < hi; i++) {\n");
+    for (int k = 0; k < in->n_ops; k++) {
+        EwOp *op = &in->ops[k];
+        buf_printf(b, "        float v%d = ", k);
+        for (const char *s = op->expr; *s; s++) {
+            if (*s != '$') {
+                char c[2] = {*s, 0};
+                buf_puts(b, c);
+                continue;
+            }
+            int j = *++s - '0';
+            Operand *o = &op->arg[j];
+            if (o->t)
+                buf_printf(b, "%s[%s]", o->t->name, o->index ? o->index : "i");
+            else
+                buf_printf(b, "v%d", o->val);
+        }
+        buf_printf(b, ";%*s/* %s */\n", 1, "", op->what);
+        for (int w = 0; w < in->n_writes; w++)
+            if (in->writes[w] == op->out)
+                buf_printf(b, "        %s[i] = v%d;\n", op->out->name, k);
+    }
+    buf_puts(b, "    }\n}\n\n");
+    free(u.t);
+    free(u.w);
+}
+
+static void emit_pass(Buf *b, Program *p, int from, int to, const char *sig, const char *doc,
+                      const char *prologue)
+{
+    Uses u = {0};
+    for (int i = from; i < to; i++) {
+        Instr *in = p->ins[i];
+        if (in->dead || in->kind == I_EW)
+            continue;
+        for (int k = 0; k < in->n_reads; k++)
+            use(&u, in->reads[k], 0);
+        for (int k = 0; k < in->n_writes; k++)
+            use(&u, in->writes[k], 1);
+    }
+    buf_printf(b, "/* %s */\n%s\n{\n%s", doc, sig, prologue);
+    for (int i = 0; i < u.n; i++)
+        declare(b, u.t[i], u.w[i]);
+    if (u.n)
+        buf_puts(b, "\n");
+    for (int i = from; i < to; i++) {
+        Instr *in = p->ins[i];
+        if (in->dead)
+            continue;
+        buf_printf(b, "    /* %s: %s */\n", in->origin, in->what);
+        if (in->kind == I_EW)
+            buf_printf(b, "    rt_parallel_for(e, %s, k%d);\n", in->n, in->id);
+        else
+            buf_printf(b, "    %s\n", in->text);
+    }
+    buf_puts(b, "}\n\n");
+    free(u.t);
+    free(u.w);
+}
+
+static void emit_header(Buf *b, Program *p, const char *file)
+{
+    const Spec *s = p->g->spec;
+    buf_printf(b, "/* %s: generated by trainc %s from the spec \"%s\"; do not edit.\n", file,
+               TRAINC_VERSION, s->name);
+}
+
+static void emit_model_h(Program *p, Buf *b)
+{
+    Graph *g = p->g;
+    emit_header(b, p, "model.h");
+    buf_printf(b, " *\n * The memory plan. Activations, their gradients and scratch buffers share one\n"
+                  " * arena of Bmax * %lld bytes (no reuse would take Bmax * %lld; the most ever\n"
+                  " * live at once is Bmax * %lld). A buffer's byte offset is Bmax * its offset\n"
+                  " * below, so any batch size fits the same plan.\n *\n",
+               (long long)p->arena_row_bytes, (long long)p->noreuse_row_bytes,
+               (long long)p->lower_bound_row_bytes);
+    buf_puts(b, " *   offset      bytes/row  live     buffer                      shape\n");
+    for (int i = 0; i < g->n_tensors; i++) {
+        Tensor *t = g->tensors[i];
+        if (!t->has_offset)
+            continue;
+        buf_printf(b, " *   %-10lld  %-9lld  %3d-%-3d  %-26s  %s  %s\n", (long long)t->offset,
+                   (long long)t->row_bytes, t->first, t->last, t->name, shape_of(t, 1),
+                   t->what ? t->what : "");
+    }
+    for (int i = 0; i < g->n_tensors; i++) {
+        Tensor *t = g->tensors[i];
+        if ((t->kind == T_ACT || t->kind == T_TEMP) && !t->has_offset && !t->alias && t->first >= 0)
+            buf_printf(b, " *   (register)  %-9s  %7s  %-26s  %s  fused, never stored\n", "-", "",
+                       t->name, shape_of(t, 1));
+    }
+    buf_puts(b, " */\n#ifndef TRAINC_MODEL_H\n#define TRAINC_MODEL_H\n\n#include \"trainc_rt.h\"\n\n");
+    buf_puts(b, "/* the arena at a per-row offset */\n"
+                "#define ACT(off) ((float *)(e->arena + e->Bmax * (int64_t)(off)))\n\n");
+    for (int i = 0; i < p->n_ins; i++)
+        if (!p->ins[i]->dead && p->ins[i]->kind == I_EW)
+            buf_printf(b, "void k%d(rt_exec *e, int64_t lo, int64_t hi);\n", p->ins[i]->id);
+    buf_puts(b, "\n#endif\n");
+}
+
+static void emit_host_c(Program *p, Buf *b)
+{
+    Graph *g = p->g;
+    const Spec *s = g->spec;
+    int64_t nparams = 0;
+    for (int i = 0; i < g->n_params; i++)
+        nparams += g->params[i]->numel;
+    emit_header(b, p, "host.c");
+    buf_printf(b, " *\n * %d layers, %lld parameters, %lld FLOPs per sample (forward + backward).\n"
+                  " * The runtime (trainc_rt.h) owns data, the loop, the optimizer and files; this\n"
+                  " * file only says what to compute, in order. */\n",
+               g->n_layers_total, (long long)nparams, (long long)(g->flops_fwd + g->flops_bwd));
+    buf_puts(b, "#include \"model.h\"\n\n");
+    buf_puts(b, "#ifndef TRAINC_DATA_DIR\n");
+    buf_printf(b, "#define TRAINC_DATA_DIR ");
+    c_string(b, s->data_dir);
+    buf_puts(b, " /* trainc build and trainc run pass the absolute folder */\n#endif\n\n");
+
+    emit_pass(b, p, 0, p->n_forward, "static void forward(rt_exec *e, int train)",
+              "The forward pass: the loss, and in training d(loss)/d(prediction).",
+              "    e->train = train; /* read by dropout and the loss */\n");
+    emit_pass(b, p, p->n_forward, p->n_ins, "static void backward(rt_exec *e)",
+              "The backward pass: activation gradients written, parameter gradients accumulated.", "");
+
+    buf_puts(b, "static const rt_param params[] = {\n");
+    for (int i = 0; i < g->n_params; i++) {
+        Param *pa = g->params[i];
+        buf_puts(b, "    {");
+        c_string(b, pa->name);
+        buf_printf(b, ", %d, {", pa->rank);
+        for (int k = 0; k < pa->rank; k++)
+            buf_printf(b, "%s%lld", k ? ", " : "", (long long)pa->shape[k]);
+        static const char *init[] = {"RT_INIT_UNIFORM", "RT_INIT_NORMAL", "RT_INIT_CONST"};
+        buf_printf(b, "}, %lld, %lld, %s, %.9gf},\n", (long long)pa->numel, (long long)pa->offset,
+                   init[pa->init], (double)(float)pa->init_a);
+    }
+    if (!g->n_params)
+        buf_puts(b, "    {0},\n");
+    buf_puts(b, "};\n\nstatic const rt_input inputs[] = {\n");
+    for (int i = 0; i < s->n_inputs; i++) {
+        const InputSpec *in = &s->inputs[i];
+        static const char *dt[] = {"RT_U8", "RT_U16", "RT_I32", "RT_F32"};
+        buf_puts(b, "    {");
+        c_string(b, in->name);
+        buf_printf(b, ", %s, %d, {", dt[in->dtype], in->rank);
+        int64_t n = 1;
+        for (int k = 0; k < in->rank; k++) {
+            buf_printf(b, "%s%lld", k ? ", " : "", (long long)in->shape[k]);
+            n *= in->shape[k];
+        }
+        buf_printf(b, "}, %lld, %lld},\n", (long long)n, (long long)in->classes);
+    }
+    buf_puts(b, "};\n\n/* the training spec, as --set would write it; options given at run time win */\n");
+    buf_puts(b, "static const char *const train_defaults[] = {\n");
+    for (int i = 0; i < s->n_train_lines; i++) {
+        buf_puts(b, "    ");
+        c_string(b, s->train_lines[i]);
+        buf_puts(b, ",\n");
+    }
+    buf_puts(b, "};\n\n");
+    int64_t terms = g->pred->numel;
+    if (s->loss == LOSS_CROSS_ENTROPY)
+        terms /= g->pred->shape[g->pred->rank - 1];
+    buf_puts(b, "const rt_model trainc_model = {\n    .abi = RT_ABI_VERSION,\n    .name = ");
+    c_string(b, s->name);
+    buf_printf(b, ",\n    .spec_hash = \"%s\",\n    .data_dir = TRAINC_DATA_DIR,\n", s->hash);
+    buf_printf(b, "    .n_params = %d,\n    .params = params,\n    .param_floats = %lld,\n",
+               g->n_params, (long long)g->param_floats);
+    buf_printf(b, "    .n_inputs = %d,\n    .inputs = inputs,\n", s->n_inputs);
+    buf_printf(b, "    .arena_row_bytes = %lld,\n    .noreuse_row_bytes = %lld,\n",
+               (long long)p->arena_row_bytes, (long long)p->noreuse_row_bytes);
+    buf_printf(b, "    .flops_per_sample = %lld,\n", (long long)(g->flops_fwd + g->flops_bwd));
+    buf_printf(b, "    .loss = %s,\n    .loss_terms = %lld,\n    .has_dropout = %d,\n",
+               s->loss == LOSS_CROSS_ENTROPY ? "RT_LOSS_CROSS_ENTROPY" : "RT_LOSS_MSE",
+               (long long)terms, g->has_dropout);
+    buf_printf(b, "    .train_defaults = train_defaults,\n    .n_train_defaults = %d,\n",
+               s->n_train_lines);
+    buf_puts(b, "    .forward = forward,\n    .backward = backward,\n};\n\n");
+    buf_puts(b, "#ifndef TRAINC_JIT\nint main(int argc, char **argv) { return rt_main(&trainc_model, argc, argv); }\n#endif\n");
+}
+
+static void emit_kernels_c(Program *p, Buf *b)
+{
+    emit_header(b, p, "kernels_cpu.c");
+    buf_puts(b, " *\n * The fused elementwise kernels for the CPU. Each runs over [lo, hi) of its index\n"
+                " * space; rt_parallel_for splits the space over the thread pool. Values pass\n"
+                " * between fused ops in registers (v0, v1, ...); only what a later kernel reads\n"
+                " * is stored. */\n#include \"model.h\"\n\n");
+    for (int i = 0; i < p->n_ins; i++)
+        if (!p->ins[i]->dead && p->ins[i]->kind == I_EW)
+            emit_kernel(b, p->ins[i]);
+}
+
+void emit_plan_json(Program *p, Buf *b)
+{
+    Graph *g = p->g;
+    const Spec *s = g->spec;
+    int64_t B = s->train.batch_size;
+    int64_t pbytes = 0;
+    for (int i = 0; i < g->n_params; i++)
+        pbytes += g->params[i]->numel * 4;
+    int adam = s->train.opt == RT_OPT_ADAMW;
+    int64_t opt = adam ? 2 * pbytes : (s->train.momentum > 0 ? pbytes : 0);
+    buf_printf(b, "{\n  \"model\": \"%s\",\n  \"batch_size\": %lld,\n", s->name, (long long)B);
+    buf_printf(b, "  \"arena_row_bytes\": %lld,\n  \"arena_bytes\": %lld,\n",
+               (long long)p->arena_row_bytes, (long long)(B * p->arena_row_bytes));
+    buf_printf(b, "  \"noreuse_bytes\": %lld,\n  \"lower_bound_bytes\": %lld,\n",
+               (long long)(B * p->noreuse_row_bytes), (long long)(B * p->lower_bound_row_bytes));
+    buf_printf(b, "  \"param_bytes\": %lld,\n  \"grad_bytes\": %lld,\n  \"optimizer_bytes\": %lld,\n",
+               (long long)pbytes, (long long)pbytes, (long long)opt);
+    buf_printf(b, "  \"recompute\": \"none\",\n  \"recompute_flops\": 0,\n");
+    buf_puts(b, "  \"buffers\": [\n");
+    int first = 1;
+    for (int i = 0; i < g->n_tensors; i++) {
+        Tensor *t = g->tensors[i];
+        if (!t->has_offset)
+            continue;
+        buf_printf(b, "%s    {\"name\": \"%s\", \"shape\": \"%s\", \"row_bytes\": %lld, \"offset\": %lld, "
+                      "\"bytes\": %lld, \"byte_offset\": %lld, \"live\": [%d, %d]}",
+                   first ? "" : ",\n", t->name, shape_of(t, 1), (long long)t->row_bytes,
+                   (long long)t->offset, (long long)(B * t->row_bytes), (long long)(B * t->offset),
+                   t->first, t->last);
+        first = 0;
+    }
+    buf_puts(b, "\n  ],\n  \"instructions\": [\n");
+    first = 1;
+    for (int i = 0; i < p->n_ins; i++) {
+        Instr *in = p->ins[i];
+        if (in->dead)
+            continue;
+        buf_printf(b, "%s    {\"index\": %d, \"pass\": \"%s\", \"kind\": \"%s\", \"what\": \"%s\", \"from\": \"%s\"}",
+                   first ? "" : ",\n", i, in->backward ? "backward" : "forward",
+                   in->kind == I_EW ? "kernel" : in->kind == I_GEMM ? "gemm" : "call", in->what,
+                   in->origin);
+        first = 0;
+    }
+    buf_puts(b, "\n  ]\n}\n");
+}
+
+void emit_c(Program *p, Emitted *out)
+{
+    memset(out, 0, sizeof *out);
+    emit_model_h(p, &out->model_h);
+    emit_host_c(p, &out->host_c);
+    emit_kernels_c(p, &out->kernels_c);
+    emit_plan_json(p, &out->plan_json);
+}
+
+static int write_file(const char *dir, const char *name, const Buf *b)
+{
+    char *path = xasprintf("%s/%s", dir, name);
+    char *tmp = xasprintf("%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f)
+        return -1;
+    if (fwrite(b->s, 1, b->len, f) != b->len || fclose(f) != 0)
+        return -1;
+    if (rename(tmp, path) != 0)
+        return -1;
+    free(path);
+    free(tmp);
+    return 0;
+}
+
+int emit_write(const Emitted *out, const char *dir)
+{
+    if (rt_mkdir_p(dir) != 0)
+        return -1;
+    if (write_file(dir, "model.h", &out->model_h) || write_file(dir, "host.c", &out->host_c) ||
+        write_file(dir, "kernels_cpu.c", &out->kernels_c) ||
+        write_file(dir, "plan.json", &out->plan_json))
+        return -1;
+    return 0;
+}

@@ -1,0 +1,449 @@
+/* graph.c: Spec -> Graph. Walks the layers in order, infers every shape (errors at
+ * the layer's JSON path), names the parameters as SPEC.md section 2 says, and
+ * counts FLOPs. */
+#include <math.h>
+#include <string.h>
+#include "ir.h"
+
+#define GROW(arr, n, cap)                                                   \
+    do {                                                                    \
+        if ((n) == (cap)) {                                                 \
+            (cap) = (cap) ? 2 * (cap) : 16;                                 \
+            (arr) = realloc((arr), (size_t)(cap) * sizeof *(arr));          \
+            if (!(arr))                                                     \
+                die("out of memory");                                       \
+        }                                                                   \
+    } while (0)
+
+#include <stdlib.h>
+
+static int64_t prod(int rank, const int64_t *shape)
+{
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++)
+        n *= shape[i];
+    return n;
+}
+
+static char *shape_str(int rank, const int64_t *shape)
+{
+    Buf b = {0};
+    buf_puts(&b, "[");
+    for (int i = 0; i < rank; i++)
+        buf_printf(&b, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    buf_puts(&b, "]");
+    return b.s;
+}
+
+Tensor *graph_tensor(Graph *g, int kind, const char *name, int rank, const int64_t *shape)
+{
+    Tensor *t = xcalloc(1, sizeof *t);
+    t->id = g->n_tensors;
+    t->kind = kind;
+    t->dtype = RT_F32;
+    t->rank = rank;
+    for (int i = 0; i < rank; i++)
+        t->shape[i] = shape[i];
+    t->numel = prod(rank, shape);
+    /* C identifiers must be unique: suffix the id when a name repeats */
+    for (int i = 0; i < g->n_tensors; i++)
+        if (!strcmp(g->tensors[i]->name, name)) {
+            t->name = xasprintf("%s_%d", name, t->id);
+            break;
+        }
+    if (!t->name)
+        t->name = xstrdup(name);
+    t->input_index = -1;
+    GROW(g->tensors, g->n_tensors, g->cap_tensors);
+    g->tensors[g->n_tensors++] = t;
+    return t;
+}
+
+Node *graph_node(Graph *g, int kind, const char *origin)
+{
+    Node *n = xcalloc(1, sizeof *n);
+    n->kind = kind;
+    n->origin = origin;
+    GROW(g->nodes, g->n_nodes, g->cap_nodes);
+    g->nodes[g->n_nodes++] = n;
+    return n;
+}
+
+/* A C identifier from a parameter prefix: "h.0.attn" -> "h_0_attn". */
+static char *ident(const char *op, const char *prefix)
+{
+    char *s = xasprintf("%s_%s", op, prefix);
+    for (char *p = s; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9')))
+            *p = '_';
+    return s;
+}
+
+static Param *add_param(Graph *g, const char *prefix, const char *what, int rank,
+                        const int64_t *shape, int init, double a, const char *origin)
+{
+    Param *p = xcalloc(1, sizeof *p);
+    p->name = xasprintf("%s.%s", prefix, what);
+    p->rank = rank;
+    for (int i = 0; i < rank; i++)
+        p->shape[i] = shape[i];
+    p->numel = prod(rank, shape);
+    p->offset = g->param_floats;
+    /* keep every parameter 64-byte aligned inside the region */
+    g->param_floats += (p->numel + 15) / 16 * 16;
+    p->init = init;
+    p->init_a = a;
+    p->origin = origin;
+    char *tn = ident("P", p->name);
+    p->t = graph_tensor(g, T_PARAM, tn, rank, shape);
+    p->t->param = p;
+    p->g = graph_tensor(g, T_PGRAD, ident("G", p->name), rank, shape);
+    p->g->param = p;
+    p->t->origin = p->g->origin = origin;
+    GROW(g->params, g->n_params, g->cap_params);
+    g->params[g->n_params++] = p;
+    return p;
+}
+
+typedef struct Ctx {
+    Graph *g;
+    const Spec *s;
+    Tensor *cur;           /* output of the previous layer */
+    Tensor *converted[RT_MAX_INPUTS];
+    Init init;             /* the init in effect (model, then layer) */
+    int has_init;
+} Ctx;
+
+static _Noreturn void lerr(Ctx *c, const Layer *l, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void lerr(Ctx *c, const Layer *l, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char msg[1024];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    error_at(c->s->model_file, l->path, "%s", msg);
+}
+
+/* The f32 view of model input k, converting raw integers (x * scale + shift) once. */
+static Tensor *input_f32(Ctx *c, int k)
+{
+    if (c->converted[k])
+        return c->converted[k];
+    const InputSpec *in = &c->s->inputs[k];
+    Tensor *raw = c->g->inputs[k];
+    if (in->dtype == RT_F32 && !in->has_scale && !in->has_shift)
+        return c->converted[k] = raw;
+    Tensor *t = graph_tensor(c->g, T_ACT, xasprintf("%s_f32", in->name), raw->rank, raw->shape);
+    t->origin = in->path;
+    t->what = "input as f32";
+    Node *n = graph_node(c->g, N_CONVERT, in->path);
+    n->in[n->n_in++] = raw;
+    n->out = t;
+    n->scale = in->has_scale ? in->scale : 1.0;
+    n->shift = in->has_shift ? in->shift : 0.0;
+    return c->converted[k] = t;
+}
+
+static int find_input(const Spec *s, const char *name)
+{
+    for (int i = 0; i < s->n_inputs; i++)
+        if (!strcmp(s->inputs[i].name, name))
+            return i;
+    return -1;
+}
+
+static Init layer_init(Ctx *c, const Layer *l)
+{
+    if (l->has_init)
+        return l->init;
+    return c->init;
+}
+
+static uint64_t fnv(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static void build_layers(Ctx *c, Layer **layers, int n, const char *prefix);
+
+static void build_layer(Ctx *c, const Layer *l, const char *pfx)
+{
+    Graph *g = c->g;
+    if (l->input) {
+        int k = find_input(c->s, l->input);
+        if (k < 0)
+            lerr(c, l, "unknown input '%s'", l->input);
+        c->cur = input_f32(c, k);
+    }
+    Tensor *x = c->cur;
+    Init init = layer_init(c, l);
+    switch (l->op) {
+    case OP_LINEAR: {
+        if (l->tie)
+            lerr(c, l, "'tie' is not supported yet (it comes with embeddings)");
+        if (x->rank < 1)
+            lerr(c, l, "linear needs an input with at least one axis, got a scalar");
+        int64_t in = x->shape[x->rank - 1];
+        int64_t shp[RT_MAX_RANK];
+        memcpy(shp, x->shape, sizeof shp);
+        shp[x->rank - 1] = l->out;
+        Tensor *y = graph_tensor(g, T_ACT, ident("linear", pfx), x->rank, shp);
+        y->origin = l->path;
+        y->what = "linear output";
+        Node *nd = graph_node(g, N_LINEAR, l->path);
+        nd->layer = l;
+        nd->in[nd->n_in++] = x;
+        nd->out = y;
+        int64_t ws[2] = {l->out, in};
+        double bound = 1.0 / sqrt((double)in);
+        int wi = init.kind == INIT_DEFAULT ? RT_INIT_UNIFORM : RT_INIT_NORMAL;
+        double wa = init.kind == INIT_DEFAULT ? bound : init.kind == INIT_GPT2 ? 0.02 : init.std;
+        nd->w = add_param(g, pfx, "weight", 2, ws, wi, wa, l->path);
+        if (l->bias)
+            nd->b = add_param(g, pfx, "bias", 1, &ws[0],
+                              init.kind == INIT_DEFAULT ? RT_INIT_UNIFORM : RT_INIT_CONST,
+                              init.kind == INIT_DEFAULT ? bound : 0.0, l->path);
+        int64_t rows = x->numel / in;
+        g->flops_fwd += 2 * rows * in * l->out;
+        g->flops_bwd += 4 * rows * in * l->out;
+        c->cur = y;
+        return;
+    }
+    case OP_CONV2D: {
+        if (x->rank != 3)
+            lerr(c, l, "conv2d needs a [channels, height, width] input, got %s",
+                 shape_str(x->rank, x->shape));
+        int64_t C = x->shape[0], H = x->shape[1], W = x->shape[2];
+        int64_t k = l->kernel, s = l->stride, p = l->padding;
+        if (H + 2 * p < k || W + 2 * p < k)
+            lerr(c, l, "kernel %lld is larger than the padded input %lldx%lld",
+                 (long long)k, (long long)(H + 2 * p), (long long)(W + 2 * p));
+        int64_t OH = (H + 2 * p - k) / s + 1, OW = (W + 2 * p - k) / s + 1;
+        int64_t shp[3] = {l->out, OH, OW};
+        Tensor *y = graph_tensor(g, T_ACT, ident("conv", pfx), 3, shp);
+        y->origin = l->path;
+        y->what = "conv2d output";
+        Node *nd = graph_node(g, N_CONV2D, l->path);
+        nd->layer = l;
+        nd->in[nd->n_in++] = x;
+        nd->out = y;
+        int64_t cv[8] = {C, H, W, k, s, p, OH, OW};
+        memcpy(nd->conv, cv, sizeof cv);
+        int64_t ws[4] = {l->out, C, k, k};
+        double bound = 1.0 / sqrt((double)(C * k * k));
+        int wi = init.kind == INIT_DEFAULT ? RT_INIT_UNIFORM : RT_INIT_NORMAL;
+        double wa = init.kind == INIT_DEFAULT ? bound : init.kind == INIT_GPT2 ? 0.02 : init.std;
+        nd->w = add_param(g, pfx, "weight", 4, ws, wi, wa, l->path);
+        if (l->bias)
+            nd->b = add_param(g, pfx, "bias", 1, &ws[0],
+                              init.kind == INIT_DEFAULT ? RT_INIT_UNIFORM : RT_INIT_CONST,
+                              init.kind == INIT_DEFAULT ? bound : 0.0, l->path);
+        int64_t macs = l->out * C * k * k * OH * OW;
+        g->flops_fwd += 2 * macs;
+        g->flops_bwd += 4 * macs;
+        c->cur = y;
+        return;
+    }
+    case OP_MAXPOOL2D:
+    case OP_AVGPOOL2D: {
+        if (x->rank != 3)
+            lerr(c, l, "%s needs a [channels, height, width] input, got %s", op_info[l->op].name,
+                 shape_str(x->rank, x->shape));
+        int64_t C = x->shape[0], H = x->shape[1], W = x->shape[2];
+        int64_t k = l->kernel, s = l->stride ? l->stride : l->kernel;
+        if (H < k || W < k)
+            lerr(c, l, "kernel %lld is larger than the input %lldx%lld", (long long)k,
+                 (long long)H, (long long)W);
+        int64_t OH = (H - k) / s + 1, OW = (W - k) / s + 1;
+        int64_t shp[3] = {C, OH, OW};
+        int mx = l->op == OP_MAXPOOL2D;
+        Tensor *y = graph_tensor(g, T_ACT, ident(mx ? "maxpool" : "avgpool", pfx), 3, shp);
+        y->origin = l->path;
+        y->what = mx ? "maxpool2d output" : "avgpool2d output";
+        Node *nd = graph_node(g, mx ? N_MAXPOOL : N_AVGPOOL, l->path);
+        nd->layer = l;
+        nd->in[nd->n_in++] = x;
+        nd->out = y;
+        int64_t cv[8] = {C, H, W, k, s, 0, OH, OW};
+        memcpy(nd->conv, cv, sizeof cv);
+        g->flops_fwd += C * OH * OW * k * k;
+        g->flops_bwd += C * OH * OW * k * k;
+        c->cur = y;
+        return;
+    }
+    case OP_FLATTEN: {
+        int64_t n = x->numel;
+        Tensor *y = graph_tensor(g, T_ACT, ident("flatten", pfx), 1, &n);
+        y->alias = x->alias ? x->alias : x;
+        y->origin = l->path;
+        y->what = "flatten (a view)";
+        Node *nd = graph_node(g, N_FLATTEN, l->path);
+        nd->layer = l;
+        nd->in[nd->n_in++] = x;
+        nd->out = y;
+        c->cur = y;
+        return;
+    }
+    case OP_RELU:
+    case OP_GELU:
+    case OP_SILU:
+    case OP_TANH:
+    case OP_SIGMOID: {
+        static const char *nm[] = {"relu", "gelu", "gelu", "silu", "tanh", "sigmoid"};
+        int act = l->op == OP_RELU ? ACT_RELU
+                  : l->op == OP_GELU ? (l->gelu_tanh ? ACT_GELU_TANH : ACT_GELU)
+                  : l->op == OP_SILU ? ACT_SILU
+                  : l->op == OP_TANH ? ACT_TANH
+                                     : ACT_SIGMOID;
+        Tensor *y = graph_tensor(g, T_ACT, ident(nm[act], pfx), x->rank, x->shape);
+        y->origin = l->path;
+        y->what = nm[act];
+        Node *nd = graph_node(g, N_ACT, l->path);
+        nd->layer = l;
+        nd->act = act;
+        nd->in[nd->n_in++] = x;
+        nd->out = y;
+        g->flops_fwd += x->numel;
+        g->flops_bwd += 2 * x->numel;
+        c->cur = y;
+        return;
+    }
+    case OP_DROPOUT: {
+        Tensor *y = graph_tensor(g, T_ACT, ident("dropout", pfx), x->rank, x->shape);
+        y->origin = l->path;
+        y->what = "dropout";
+        Node *nd = graph_node(g, N_DROPOUT, l->path);
+        nd->layer = l;
+        nd->p = l->p;
+        nd->key = fnv(l->path);
+        nd->in[nd->n_in++] = x;
+        nd->out = y;
+        g->has_dropout = 1;
+        c->cur = y;
+        return;
+    }
+    case OP_LAYERNORM: {
+        if (x->rank < 1)
+            lerr(c, l, "layernorm needs an input with at least one axis, got a scalar");
+        int64_t d = x->shape[x->rank - 1];
+        Tensor *y = graph_tensor(g, T_ACT, ident("layernorm", pfx), x->rank, x->shape);
+        y->origin = l->path;
+        y->what = "layernorm output";
+        int64_t rows = x->numel / d;
+        Tensor *mean = graph_tensor(g, T_ACT, ident("ln_mean", pfx), 1, &rows);
+        Tensor *rstd = graph_tensor(g, T_ACT, ident("ln_rstd", pfx), 1, &rows);
+        mean->origin = rstd->origin = l->path;
+        mean->what = "layernorm mean, saved for backward";
+        rstd->what = "layernorm 1/std, saved for backward";
+        Node *nd = graph_node(g, N_LAYERNORM, l->path);
+        nd->layer = l;
+        nd->p = l->eps;
+        nd->in[nd->n_in++] = x;
+        nd->out = y;
+        nd->tmp[0] = mean;
+        nd->tmp[1] = rstd;
+        nd->w = add_param(g, pfx, "weight", 1, &d, RT_INIT_CONST, 1.0, l->path);
+        nd->b = add_param(g, pfx, "bias", 1, &d, RT_INIT_CONST, 0.0, l->path);
+        g->flops_fwd += 8 * x->numel;
+        g->flops_bwd += 16 * x->numel;
+        c->cur = y;
+        return;
+    }
+    case OP_EMBEDDING:
+    case OP_POS_EMBEDDING:
+    case OP_ATTENTION:
+    case OP_RESIDUAL:
+    case OP_REPEAT:
+        lerr(c, l, "op '%s' is not supported yet (transformers come in a later release; see README.md)",
+             op_info[l->op].name);
+    }
+    unreachable();
+}
+
+static void build_layers(Ctx *c, Layer **layers, int n, const char *prefix)
+{
+    for (int i = 0; i < n; i++) {
+        const Layer *l = layers[i];
+        char *own = l->name ? xstrdup(l->name) : xasprintf("%d", i);
+        char *pfx = prefix[0] ? xasprintf("%s.%s", prefix, own) : own;
+        build_layer(c, l, pfx);
+        c->g->n_layers_total++;
+    }
+}
+
+static void build_loss(Ctx *c)
+{
+    const Spec *s = c->s;
+    Graph *g = c->g;
+    const char *path = "$.model.loss";
+    int k = find_input(s, s->loss_target);
+    if (k < 0)
+        error_at(s->model_file, path, "target '%s' is not a model input", s->loss_target);
+    Tensor *pred = c->cur;
+    const InputSpec *tin = &s->inputs[k];
+    Tensor *target;
+    if (s->loss == LOSS_CROSS_ENTROPY) {
+        if (pred->rank < 1)
+            error_at(s->model_file, path, "cross_entropy needs logits with a class axis, got a scalar");
+        int64_t C = pred->shape[pred->rank - 1];
+        if (tin->rank != pred->rank - 1 || memcmp(tin->shape, pred->shape, sizeof(int64_t) * (size_t)tin->rank))
+            error_at(s->model_file, path,
+                     "target '%s' has shape %s but the logits %s need %s", tin->name,
+                     shape_str(tin->rank, tin->shape), shape_str(pred->rank, pred->shape),
+                     shape_str(pred->rank - 1, pred->shape));
+        if (tin->dtype != RT_I32)
+            error_at(s->model_file, path, "cross_entropy needs an i32 target, '%s' is %s", tin->name,
+                     rt_dtype_name(tin->dtype));
+        if (tin->classes && tin->classes != C)
+            error_at(s->model_file, path,
+                     "the logits have %lld classes but $.model.inputs.%s.classes is %lld",
+                     (long long)C, tin->name, (long long)tin->classes);
+        target = g->inputs[k];
+        g->flops_fwd += 4 * pred->numel;
+    } else {
+        if (tin->rank != pred->rank || memcmp(tin->shape, pred->shape, sizeof(int64_t) * (size_t)tin->rank))
+            error_at(s->model_file, path, "target '%s' has shape %s but the prediction has shape %s",
+                     tin->name, shape_str(tin->rank, tin->shape), shape_str(pred->rank, pred->shape));
+        target = input_f32(c, k);
+        g->flops_fwd += 3 * pred->numel;
+    }
+    Tensor *dpred = graph_tensor(g, T_ACT, xasprintf("d_%s", pred->name), pred->rank, pred->shape);
+    dpred->origin = path;
+    dpred->what = "d(loss)/d(prediction), written by the loss";
+    Node *nd = graph_node(g, N_LOSS, path);
+    nd->loss = s->loss;
+    nd->in[nd->n_in++] = pred;
+    nd->in[nd->n_in++] = target;
+    nd->out2 = dpred;
+    g->pred = pred;
+    g->dpred = dpred;
+}
+
+Graph *graph_build(const Spec *s)
+{
+    Graph *g = xcalloc(1, sizeof *g);
+    g->spec = s;
+    Ctx c = {.g = g, .s = s};
+    if (s->has_init)
+        c.init = s->init;
+    for (int k = 0; k < s->n_inputs; k++) {
+        const InputSpec *in = &s->inputs[k];
+        Tensor *t = graph_tensor(g, T_INPUT, xasprintf("in_%s", in->name), in->rank, in->shape);
+        t->dtype = in->dtype;
+        t->input_index = k;
+        t->origin = in->path;
+        t->what = "model input";
+        g->inputs[k] = t;
+    }
+    /* the first input feeds the first layer unless a layer names its input */
+    c.cur = s->layers[0]->input ? NULL : input_f32(&c, 0);
+    build_layers(&c, s->layers, s->n_layers, "");
+    build_loss(&c);
+    g->n_forward = g->n_nodes;
+    return g;
+}

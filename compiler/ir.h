@@ -1,0 +1,213 @@
+/* ir.h: the graph, the training graph and the program.
+ *
+ *   graph.c     Spec -> Graph: forward nodes over tensors, shapes inferred, params named
+ *   autodiff.c  Graph -> backward nodes appended (the training graph)
+ *   lower.c     nodes -> Program: instructions (elementwise ops, GEMMs, runtime calls)
+ *   fusion.c    elementwise chains -> one loop each; bias/activation into GEMM epilogues
+ *   memplan.c   liveness -> per-row offsets in one arena (best fit, biggest first)
+ *   emit_c.c    Program -> model.h, host.c, kernels_cpu.c, plan.json
+ */
+#ifndef IR_H
+#define IR_H
+
+#include "trainc.h"
+
+/* ---- tensors ------------------------------------------------------------- */
+
+enum {
+    T_INPUT,   /* a model input, raw dtype, in e->in[k] (B rows) */
+    T_ACT,     /* an activation or activation gradient in the arena (B rows) */
+    T_TEMP,    /* scratch in the arena, live within one node's instructions */
+    T_PARAM,   /* a parameter (fp32 region) */
+    T_PGRAD    /* a parameter's gradient (same layout as params) */
+};
+
+typedef struct Param Param;
+
+typedef struct Tensor {
+    int id;
+    char *name;              /* C identifier in the generated code */
+    int kind;                /* T_* */
+    int dtype;               /* RT_F32 except raw inputs */
+    int rank;                /* per row (T_INPUT, T_ACT, T_TEMP) or whole (params) */
+    int64_t shape[RT_MAX_RANK];
+    int64_t numel;           /* per row, or whole for params */
+    int input_index;         /* T_INPUT */
+    Param *param;            /* T_PARAM, T_PGRAD */
+    struct Tensor *alias;    /* a view (flatten) shares this tensor's storage */
+    const char *origin;      /* spec path of the layer that made it */
+    const char *what;        /* short description for comments */
+    /* filled by fusion and memplan */
+    int materialized;        /* written to memory (not only a register in a fused loop) */
+    int first, last;         /* live range in instruction indices */
+    int64_t row_bytes;       /* storage per batch row */
+    int64_t offset;          /* per-row offset: byte offset = Bmax * offset */
+    int has_offset;
+} Tensor;
+
+struct Param {
+    char *name;              /* safetensors name */
+    int rank;
+    int64_t shape[RT_MAX_RANK];
+    int64_t numel;
+    int64_t offset;          /* floats */
+    int init;                /* RT_INIT_* */
+    double init_a;
+    Tensor *t, *g;
+    const char *origin;
+};
+
+/* ---- nodes (forward and backward) ----------------------------------------- */
+
+enum {
+    /* forward */
+    N_CONVERT,     /* raw input -> f32: x * scale + shift */
+    N_LINEAR,      /* y = x W^T (+ b) over the last axis */
+    N_CONV2D,      /* im2col + GEMM + bias */
+    N_MAXPOOL,
+    N_AVGPOOL,
+    N_FLATTEN,     /* a view */
+    N_ACT,         /* relu, gelu, silu, tanh, sigmoid (act field) */
+    N_DROPOUT,
+    N_LAYERNORM,
+    N_LOSS,        /* cross entropy or mse; in training also writes d(loss)/d(prediction) */
+    /* backward */
+    N_LINEAR_BWD,
+    N_CONV2D_BWD,
+    N_MAXPOOL_BWD,
+    N_AVGPOOL_BWD,
+    N_ACT_BWD,
+    N_DROPOUT_BWD,
+    N_LAYERNORM_BWD,
+};
+
+enum { ACT_RELU, ACT_GELU, ACT_GELU_TANH, ACT_SILU, ACT_TANH, ACT_SIGMOID };
+
+typedef struct Node {
+    int kind;                /* N_* */
+    const Layer *layer;      /* where it came from (NULL for input conversion) */
+    const char *origin;      /* spec path */
+    Tensor *in[4];
+    int n_in;
+    Tensor *out;             /* forward output, or the gradient a backward node writes */
+    Tensor *out2;            /* a second output (layernorm: dW/db live in params; loss: dpred) */
+    Tensor *tmp[2];          /* scratch */
+    Param *w, *b;
+    int act;                 /* N_ACT, N_ACT_BWD */
+    double p;                /* dropout probability, layernorm eps */
+    double scale, shift;     /* N_CONVERT */
+    int64_t conv[8];         /* C, H, W, k, stride, pad, OH, OW */
+    int loss;                /* N_LOSS: LOSS_* */
+    uint64_t key;            /* dropout: per-layer RNG key */
+    struct Node *fwd;        /* backward node: its forward node */
+    int backward;            /* part of the backward pass */
+} Node;
+
+typedef struct Graph {
+    const Spec *spec;
+    Tensor **tensors;
+    int n_tensors, cap_tensors;
+    Param **params;
+    int n_params, cap_params;
+    int64_t param_floats;
+    Node **nodes;            /* forward nodes, then (after autodiff) backward nodes */
+    int n_nodes, cap_nodes;
+    int n_forward;           /* nodes[0 .. n_forward) are the forward pass */
+    Tensor *inputs[RT_MAX_INPUTS];
+    Tensor *pred;            /* what the loss reads */
+    Tensor *dpred;           /* its gradient, written by the loss node */
+    int64_t flops_fwd, flops_bwd; /* per sample */
+    int n_layers_total;
+    int has_dropout;
+} Graph;
+
+Graph *graph_build(const Spec *s);
+Tensor *graph_tensor(Graph *g, int kind, const char *name, int rank, const int64_t *shape);
+Node *graph_node(Graph *g, int kind, const char *origin);
+void autodiff(Graph *g);
+
+/* ---- the program ---------------------------------------------------------- */
+
+/* An operand of an elementwise op: a tensor read at an index expression, or the
+ * value computed by an earlier op of the same fused loop. */
+typedef struct Operand {
+    Tensor *t;               /* NULL: value of op `val` in the same loop */
+    int val;
+    char *index;             /* C expression of `i` (NULL: "i") */
+} Operand;
+
+typedef struct EwOp {
+    char *expr;              /* C expression with $0, $1, $2 for the operands */
+    Operand arg[3];
+    int n_arg;
+    Tensor *out;             /* the tensor this value belongs to (written if materialized) */
+    const char *origin;
+    const char *what;
+} EwOp;
+
+enum { I_EW, I_CALL, I_GEMM };
+
+typedef struct Instr {
+    int kind;
+    int backward;
+    const char *origin;      /* spec path(s) for the comment */
+    char *what;              /* one-line description */
+    /* I_EW: one loop over n elements (n is a C expression of B) */
+    EwOp *ops;
+    int n_ops;
+    char *n;
+    int id;                  /* kernel number */
+    /* I_CALL and I_GEMM: a C statement with tensors named by $name */
+    char *text;
+    Tensor **reads, **writes;
+    int n_reads, n_writes;
+    int dead;                /* merged into another instruction by fusion */
+} Instr;
+
+typedef struct Program {
+    Graph *g;
+    Instr **ins;
+    int n_ins, cap_ins;
+    int n_forward;           /* ins[0 .. n_forward) run in the forward pass */
+    int n_kernels;
+    int64_t arena_row_bytes, noreuse_row_bytes, lower_bound_row_bytes;
+} Program;
+
+Program *lower(Graph *g);
+void fuse(Program *p);
+void memplan(Program *p);
+
+/* ---- output --------------------------------------------------------------- */
+
+typedef struct Buf {
+    char *s;
+    size_t len, cap;
+} Buf;
+void buf_printf(Buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void buf_puts(Buf *b, const char *s);
+
+typedef struct Emitted {
+    Buf model_h, host_c, kernels_c, plan_json;
+} Emitted;
+
+/* `data_dir` is recorded as given (the build and JIT override it with an absolute path). */
+void emit_c(Program *p, Emitted *out);
+void emit_plan_json(Program *p, Buf *b);
+/* Writes the files of `out` into dir (created), each via a temporary name. */
+int emit_write(const Emitted *out, const char *dir);
+
+/* ---- drivers -------------------------------------------------------------- */
+
+typedef struct Compiled {
+    Spec *spec;
+    Graph *graph;
+    Program *prog;
+    Emitted em;
+} Compiled;
+Compiled *compile_spec(Spec *s);
+int jit_run(Compiled *c, const char *incdir, int argc, char **argv);
+const char *trainc_home_include(void);  /* folder of trainc_rt.h */
+const char *trainc_home_lib(void);      /* folder of librt.a */
+int cmd_data(int argc, char **argv);
+
+#endif

@@ -1,0 +1,59 @@
+/* jit.c: `trainc run`. The generated host code and CPU kernels are compiled in memory
+ * by libtcc and linked against the runtime already inside this process (trainc is
+ * linked with -rdynamic, so rt_* and libm resolve from here): no compiler process
+ * is started and nothing is written to disk. */
+#include <libtcc.h>
+#include <stdlib.h>
+#include <string.h>
+#include "ir.h"
+
+#ifndef TCC_LIB_PATH
+#define TCC_LIB_PATH "/usr/lib/x86_64-linux-gnu/tcc"
+#endif
+
+static void tcc_error(void *opaque, const char *msg)
+{
+    (void)opaque;
+    fprintf(stderr, "trainc: jit: %s\n", msg);
+}
+
+/* The generated sources include "model.h" and "trainc_rt.h"; hand tcc the model
+ * header from memory by inlining it. */
+static char *inline_model_h(const Emitted *em, const Buf *src)
+{
+    const char *inc = "#include \"model.h\"\n";
+    char *at = strstr(src->s, inc);
+    if (!at)
+        die("generated source does not include model.h");
+    Buf b = {0};
+    buf_printf(&b, "%.*s%s%s", (int)(at - src->s), src->s, em->model_h.s, at + strlen(inc));
+    return b.s;
+}
+
+int jit_run(Compiled *c, const char *incdir, int argc, char **argv)
+{
+    TCCState *s = tcc_new();
+    if (!s)
+        die("tcc_new failed");
+    tcc_set_error_func(s, NULL, tcc_error);
+    tcc_set_lib_path(s, TCC_LIB_PATH);
+    tcc_set_output_type(s, TCC_OUTPUT_MEMORY);
+    tcc_add_include_path(s, incdir);
+    tcc_define_symbol(s, "TRAINC_JIT", "1");
+    char *abs = realpath(c->spec->data_dir, NULL);
+    char *q = xasprintf("\"%s\"", abs ? abs : c->spec->data_dir);
+    tcc_define_symbol(s, "TRAINC_DATA_DIR", q);
+    char *host = inline_model_h(&c->em, &c->em.host_c);
+    char *kern = inline_model_h(&c->em, &c->em.kernels_c);
+    if (tcc_compile_string(s, host) != 0 || tcc_compile_string(s, kern) != 0)
+        die("libtcc could not compile the generated code (see above)");
+    if (tcc_relocate(s, TCC_RELOCATE_AUTO) < 0)
+        die("libtcc could not link the generated code (see above)");
+    const rt_model *m = tcc_get_symbol(s, "trainc_model");
+    if (!m)
+        die("generated code has no trainc_model");
+    int rc = rt_main(m, argc, argv);
+    tcc_delete(s);
+    free(abs);
+    return rc;
+}

@@ -1,0 +1,437 @@
+/* lower.c: nodes -> Program. Each node becomes elementwise ops (I_EW, one op each,
+ * fused later), GEMMs (I_GEMM) or runtime calls (I_CALL). Every instruction lists
+ * the tensors it reads and writes: that is all fusion and memplan look at. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include "ir.h"
+
+/* A float literal that reads back as the same float. */
+static char *flit(double v)
+{
+    char s[64];
+    snprintf(s, sizeof s, "%.9g", (double)(float)v);
+    if (!strpbrk(s, ".eEn"))
+        strcat(s, ".0");
+    return xasprintf("%sf", s);
+}
+
+static Instr *add(Program *p, int kind, const char *origin, int backward)
+{
+    Instr *in = xcalloc(1, sizeof *in);
+    in->kind = kind;
+    in->origin = origin;
+    in->backward = backward;
+    if (p->n_ins == p->cap_ins) {
+        p->cap_ins = p->cap_ins ? 2 * p->cap_ins : 64;
+        p->ins = realloc(p->ins, (size_t)p->cap_ins * sizeof *p->ins);
+        if (!p->ins)
+            die("out of memory");
+    }
+    p->ins[p->n_ins++] = in;
+    return in;
+}
+
+static void reads(Instr *in, Tensor *t)
+{
+    if (!t)
+        return;
+    in->reads = realloc(in->reads, (size_t)(in->n_reads + 1) * sizeof *in->reads);
+    in->reads[in->n_reads++] = t;
+}
+
+static void writes(Instr *in, Tensor *t)
+{
+    if (!t)
+        return;
+    in->writes = realloc(in->writes, (size_t)(in->n_writes + 1) * sizeof *in->writes);
+    in->writes[in->n_writes++] = t;
+}
+
+static void textf(Instr *in, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void textf(Instr *in, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char buf[2048];
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    in->text = xstrdup(buf);
+}
+
+/* One elementwise op over n = e->B * numel elements: out = expr($0, $1, $2). */
+static Instr *ew(Program *p, Node *nd, const char *what, Tensor *out, const char *expr, int nargs,
+                 ...)
+{
+    Instr *in = add(p, I_EW, nd->origin, nd->backward);
+    in->what = xstrdup(what);
+    in->n = xasprintf("e->B * %lld", (long long)out->numel);
+    EwOp *op = xcalloc(1, sizeof *op);
+    op->expr = xstrdup(expr);
+    op->out = out;
+    op->origin = nd->origin;
+    op->what = in->what;
+    va_list ap;
+    va_start(ap, nargs);
+    for (int k = 0; k < nargs; k++) {
+        op->arg[k].t = va_arg(ap, Tensor *);
+        const char *ix = va_arg(ap, const char *);
+        op->arg[k].index = ix ? xstrdup(ix) : NULL;
+        reads(in, op->arg[k].t);
+    }
+    va_end(ap);
+    op->n_arg = nargs;
+    in->ops = op;
+    in->n_ops = 1;
+    writes(in, out);
+    return in;
+}
+
+static const char *act_fwd_expr(int act)
+{
+    switch (act) {
+    case ACT_RELU: return "$0 > 0.0f ? $0 : 0.0f";
+    case ACT_GELU: return "rt_gelu($0)";
+    case ACT_GELU_TANH: return "rt_gelu_tanh($0)";
+    case ACT_SILU: return "rt_silu($0)";
+    case ACT_TANH: return "tanhf($0)";
+    case ACT_SIGMOID: return "rt_sigmoidf($0)";
+    }
+    unreachable();
+}
+
+/* Backward of an activation: $0 = dy, $1 = what the rule needs (x or y). Rules that
+ * can use the output do, so the pre-activation (often a GEMM output) need not live. */
+static const char *act_bwd_expr(int act, int *uses_output)
+{
+    *uses_output = act == ACT_RELU || act == ACT_TANH || act == ACT_SIGMOID;
+    switch (act) {
+    case ACT_RELU: return "$1 > 0.0f ? $0 : 0.0f";
+    case ACT_GELU: return "rt_gelu_bwd($1, $0)";
+    case ACT_GELU_TANH: return "rt_gelu_tanh_bwd($1, $0)";
+    case ACT_SILU: return "rt_silu_bwd($1, $0)";
+    case ACT_TANH: return "$0 * (1.0f - $1 * $1)";
+    case ACT_SIGMOID: return "$0 * $1 * (1.0f - $1)";
+    }
+    unreachable();
+}
+
+static const char *act_name(int act)
+{
+    static const char *n[] = {"relu", "gelu", "gelu (tanh)", "silu", "tanh", "sigmoid"};
+    return n[act];
+}
+
+static Tensor *temp(Graph *g, const char *name, int64_t per_row, const char *origin,
+                    const char *what)
+{
+    Tensor *t = graph_tensor(g, T_TEMP, name, 1, &per_row);
+    t->origin = origin;
+    t->what = what;
+    return t;
+}
+
+static void lower_conv_fwd(Program *p, Node *nd)
+{
+    Graph *g = p->g;
+    int64_t C = nd->conv[0], H = nd->conv[1], W = nd->conv[2], k = nd->conv[3], s = nd->conv[4],
+            pad = nd->conv[5], OH = nd->conv[6], OW = nd->conv[7];
+    int64_t Cout = nd->out->shape[0], CKK = C * k * k, HW = OH * OW;
+    Tensor *x = nd->in[0], *y = nd->out;
+    Tensor *col = temp(g, xasprintf("col_%s", y->name), CKK * HW, nd->origin,
+                       "im2col columns [C*k*k, B*OH*OW]");
+    Tensor *yt = temp(g, xasprintf("gemm_%s", y->name), Cout * HW, nd->origin,
+                      "GEMM output [out, B*OH*OW]");
+    Instr *a = add(p, I_CALL, nd->origin, 0);
+    a->what = xstrdup("conv2d: im2col");
+    textf(a, "rt_im2col(e, %s, %s, e->B, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld);", x->name,
+          col->name, (long long)C, (long long)H, (long long)W, (long long)k, (long long)s,
+          (long long)pad, (long long)OH, (long long)OW);
+    reads(a, x);
+    writes(a, col);
+    Instr *b = add(p, I_GEMM, nd->origin, 0);
+    b->what = xstrdup("conv2d: weight x columns");
+    textf(b, "rt_gemm(e, 0, 0, %lld, e->B * %lld, %lld, 1.0f, %s, %lld, %s, e->B * %lld, 0.0f, %s, e->B * %lld);",
+          (long long)Cout, (long long)HW, (long long)CKK, nd->w->t->name, (long long)CKK, col->name,
+          (long long)HW, yt->name, (long long)HW);
+    reads(b, nd->w->t);
+    reads(b, col);
+    writes(b, yt);
+    /* epilogue: [out, B, HW] -> [B, out, HW], plus bias */
+    char *perm = xasprintf("(i / %lld %% %lld) * (e->B * %lld) + i / %lld * %lld + i %% %lld",
+                           (long long)HW, (long long)Cout, (long long)HW, (long long)(Cout * HW),
+                           (long long)HW, (long long)HW);
+    if (nd->b) {
+        char *bix = xasprintf("i / %lld %% %lld", (long long)HW, (long long)Cout);
+        ew(p, nd, "conv2d epilogue: bias, [out, B, HW] -> [B, out, HW]", y, "$0 + $1", 2, yt, perm,
+           nd->b->t, bix);
+    } else {
+        ew(p, nd, "conv2d epilogue: [out, B, HW] -> [B, out, HW]", y, "$0", 1, yt, perm);
+    }
+}
+
+static void lower_conv_bwd(Program *p, Node *nd)
+{
+    Graph *g = p->g;
+    int64_t C = nd->conv[0], H = nd->conv[1], W = nd->conv[2], k = nd->conv[3], s = nd->conv[4],
+            pad = nd->conv[5], OH = nd->conv[6], OW = nd->conv[7];
+    Tensor *dy = nd->in[0], *x = nd->in[1], *dx = nd->out;
+    int64_t Cout = dy->shape[0], CKK = C * k * k, HW = OH * OW;
+    Tensor *dyt = temp(g, xasprintf("gemm_%s", dy->name), Cout * HW, nd->origin,
+                       "gradient in GEMM layout [out, B*OH*OW]");
+    Tensor *col = temp(g, xasprintf("col_%s", dy->name), CKK * HW, nd->origin,
+                       "im2col columns, recomputed [C*k*k, B*OH*OW]");
+    /* [B, out, HW] -> [out, B, HW]: element j of dyt reads dy[b, co, q] */
+    char *perm = xasprintf("i %% (e->B * %lld) / %lld * %lld + i / (e->B * %lld) * %lld + i %% %lld",
+                           (long long)HW, (long long)HW, (long long)(Cout * HW), (long long)HW,
+                           (long long)HW, (long long)HW);
+    ew(p, nd, "conv2d backward: [B, out, HW] -> [out, B, HW]", dyt, "$0", 1, dy, perm);
+    if (nd->b) {
+        Instr *r = add(p, I_CALL, nd->origin, 1);
+        r->what = xstrdup("conv2d backward: bias gradient");
+        textf(r, "rt_rowsum_add(e, %s, %s, %lld, e->B * %lld);", dyt->name, nd->b->g->name,
+              (long long)Cout, (long long)HW);
+        reads(r, dyt);
+        writes(r, nd->b->g);
+    }
+    Instr *a = add(p, I_CALL, nd->origin, 1);
+    a->what = xstrdup("conv2d backward: im2col again (cheaper than keeping it)");
+    textf(a, "rt_im2col(e, %s, %s, e->B, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld);", x->name,
+          col->name, (long long)C, (long long)H, (long long)W, (long long)k, (long long)s,
+          (long long)pad, (long long)OH, (long long)OW);
+    reads(a, x);
+    writes(a, col);
+    Instr *b = add(p, I_GEMM, nd->origin, 1);
+    b->what = xstrdup("conv2d backward: dW += dY col^T");
+    textf(b, "rt_gemm(e, 0, 1, %lld, %lld, e->B * %lld, 1.0f, %s, e->B * %lld, %s, e->B * %lld, 1.0f, %s, %lld);",
+          (long long)Cout, (long long)CKK, (long long)HW, dyt->name, (long long)HW, col->name,
+          (long long)HW, nd->w->g->name, (long long)CKK);
+    reads(b, dyt);
+    reads(b, col);
+    writes(b, nd->w->g);
+    if (!dx)
+        return;
+    Tensor *dcol = temp(g, xasprintf("dcol_%s", dy->name), CKK * HW, nd->origin,
+                        "column gradients [C*k*k, B*OH*OW]");
+    Instr *c = add(p, I_GEMM, nd->origin, 1);
+    c->what = xstrdup("conv2d backward: dcol = W^T dY");
+    textf(c, "rt_gemm(e, 1, 0, %lld, e->B * %lld, %lld, 1.0f, %s, %lld, %s, e->B * %lld, 0.0f, %s, e->B * %lld);",
+          (long long)CKK, (long long)HW, (long long)Cout, nd->w->t->name, (long long)CKK, dyt->name,
+          (long long)HW, dcol->name, (long long)HW);
+    reads(c, nd->w->t);
+    reads(c, dyt);
+    writes(c, dcol);
+    Instr *d = add(p, I_CALL, nd->origin, 1);
+    d->what = xstrdup("conv2d backward: col2im");
+    textf(d, "rt_col2im(e, %s, %s, e->B, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld);", dcol->name,
+          dx->name, (long long)C, (long long)H, (long long)W, (long long)k, (long long)s,
+          (long long)pad, (long long)OH, (long long)OW);
+    reads(d, dcol);
+    writes(d, dx);
+}
+
+static void lower_node(Program *p, Node *nd)
+{
+    Graph *g = p->g;
+    Tensor *x = nd->n_in ? nd->in[0] : NULL, *y = nd->out;
+    switch (nd->kind) {
+    case N_CONVERT: {
+        char *e;
+        if (nd->shift != 0.0)
+            e = xasprintf("(float)$0 * %s + %s", flit(nd->scale), flit(nd->shift));
+        else if (nd->scale != 1.0)
+            e = xasprintf("(float)$0 * %s", flit(nd->scale));
+        else
+            e = xstrdup("(float)$0");
+        ew(p, nd, "input to f32", y, e, 1, x, NULL);
+        return;
+    }
+    case N_LINEAR: {
+        int64_t in = x->shape[x->rank - 1], out = y->shape[y->rank - 1], rows = x->numel / in;
+        Instr *a = add(p, I_GEMM, nd->origin, 0);
+        a->what = xasprintf("linear: y = x W^T%s", nd->b ? " (bias in the epilogue)" : "");
+        textf(a, "rt_gemm(e, 0, 1, e->B * %lld, %lld, %lld, 1.0f, %s, %lld, %s, %lld, 0.0f, %s, %lld);",
+              (long long)rows, (long long)out, (long long)in, x->name, (long long)in,
+              nd->w->t->name, (long long)in, y->name, (long long)out);
+        reads(a, x);
+        reads(a, nd->w->t);
+        writes(a, y);
+        if (nd->b) {
+            /* epilogue, in place over the GEMM output; fusion pulls the activation in */
+            char *bix = xasprintf("i %% %lld", (long long)out);
+            ew(p, nd, "linear epilogue: + bias", y, "$0 + $1", 2, y, NULL, nd->b->t, bix);
+        }
+        return;
+    }
+    case N_CONV2D:
+        lower_conv_fwd(p, nd);
+        return;
+    case N_MAXPOOL:
+    case N_AVGPOOL: {
+        Instr *a = add(p, I_CALL, nd->origin, 0);
+        int mx = nd->kind == N_MAXPOOL;
+        a->what = xstrdup(mx ? "maxpool2d" : "avgpool2d");
+        textf(a, "rt_%spool2d_fwd(e, %s, %s, e->B * %lld, %lld, %lld, %lld, %lld, %lld, %lld);",
+              mx ? "max" : "avg", x->name, y->name, (long long)nd->conv[0], (long long)nd->conv[1],
+              (long long)nd->conv[2], (long long)nd->conv[3], (long long)nd->conv[4],
+              (long long)nd->conv[6], (long long)nd->conv[7]);
+        reads(a, x);
+        writes(a, y);
+        return;
+    }
+    case N_FLATTEN:
+        return;                     /* a view: y shares x's storage */
+    case N_ACT:
+        ew(p, nd, act_name(nd->act), y, act_fwd_expr(nd->act), 1, x, NULL);
+        return;
+    case N_DROPOUT: {
+        char *e = xasprintf("e->train ? (rt_uniform(e->rng_key ^ 0x%016llxull, (uint64_t)i) < %s ? 0.0f : $0 * %s) : $0",
+                            (unsigned long long)nd->key, flit(nd->p), flit(1.0 / (1.0 - nd->p)));
+        ew(p, nd, "dropout (mask from a counter-based hash, never stored)", y, e, 1, x, NULL);
+        return;
+    }
+    case N_LAYERNORM: {
+        int64_t d = x->shape[x->rank - 1];
+        Instr *a = add(p, I_CALL, nd->origin, 0);
+        a->what = xstrdup("layernorm");
+        textf(a, "rt_layernorm_fwd(e, %s, %s, %s, %s, %s, %s, e->B * %lld, %lld, %s);", x->name,
+              nd->w->t->name, nd->b->t->name, y->name, nd->tmp[0]->name, nd->tmp[1]->name,
+              (long long)(x->numel / d), (long long)d, flit(nd->p));
+        reads(a, x);
+        reads(a, nd->w->t);
+        reads(a, nd->b->t);
+        writes(a, y);
+        writes(a, nd->tmp[0]);
+        writes(a, nd->tmp[1]);
+        return;
+    }
+    case N_LOSS: {
+        Tensor *pred = nd->in[0], *t = nd->in[1];
+        Instr *a = add(p, I_CALL, nd->origin, 0);
+        if (nd->loss == LOSS_CROSS_ENTROPY) {
+            int64_t C = pred->shape[pred->rank - 1];
+            a->what = xstrdup("cross entropy: loss, accuracy and d(logits) in one pass");
+            textf(a, "rt_cross_entropy(e, %s, %s, e->train ? %s : NULL, e->B * %lld, %lld);",
+                  pred->name, t->name, nd->out2->name, (long long)(pred->numel / C), (long long)C);
+        } else {
+            a->what = xstrdup("mean squared error and d(prediction)");
+            textf(a, "rt_mse(e, %s, %s, e->train ? %s : NULL, e->B * %lld);", pred->name, t->name,
+                  nd->out2->name, (long long)pred->numel);
+        }
+        reads(a, pred);
+        reads(a, t);
+        writes(a, nd->out2);
+        return;
+    }
+    case N_LINEAR_BWD: {
+        Tensor *dy = nd->in[0];
+        x = nd->in[1];
+        int64_t in = x->shape[x->rank - 1], out = dy->shape[dy->rank - 1], rows = x->numel / in;
+        if (y) {
+            Instr *a = add(p, I_GEMM, nd->origin, 1);
+            a->what = xstrdup("linear backward: dx = dy W");
+            textf(a, "rt_gemm(e, 0, 0, e->B * %lld, %lld, %lld, 1.0f, %s, %lld, %s, %lld, 0.0f, %s, %lld);",
+                  (long long)rows, (long long)in, (long long)out, dy->name, (long long)out,
+                  nd->w->t->name, (long long)in, y->name, (long long)in);
+            reads(a, dy);
+            reads(a, nd->w->t);
+            writes(a, y);
+        }
+        Instr *b = add(p, I_GEMM, nd->origin, 1);
+        b->what = xstrdup("linear backward: dW += dy^T x");
+        textf(b, "rt_gemm(e, 1, 0, %lld, %lld, e->B * %lld, 1.0f, %s, %lld, %s, %lld, 1.0f, %s, %lld);",
+              (long long)out, (long long)in, (long long)rows, dy->name, (long long)out, x->name,
+              (long long)in, nd->w->g->name, (long long)in);
+        reads(b, dy);
+        reads(b, x);
+        writes(b, nd->w->g);
+        if (nd->b) {
+            Instr *c = add(p, I_CALL, nd->origin, 1);
+            c->what = xstrdup("linear backward: db += column sums of dy");
+            textf(c, "rt_colsum_add(e, %s, %s, e->B * %lld, %lld);", dy->name, nd->b->g->name,
+                  (long long)rows, (long long)out);
+            reads(c, dy);
+            writes(c, nd->b->g);
+        }
+        return;
+    }
+    case N_CONV2D_BWD:
+        lower_conv_bwd(p, nd);
+        return;
+    case N_MAXPOOL_BWD:
+    case N_AVGPOOL_BWD: {
+        Tensor *dy = nd->in[0];
+        x = nd->in[1];
+        int mx = nd->kind == N_MAXPOOL_BWD;
+        Instr *a = add(p, I_CALL, nd->origin, 1);
+        a->what = xstrdup(mx ? "maxpool2d backward (argmax found again from x)" : "avgpool2d backward");
+        if (mx)
+            textf(a, "rt_maxpool2d_bwd(e, %s, %s, %s, e->B * %lld, %lld, %lld, %lld, %lld, %lld, %lld);",
+                  x->name, dy->name, y->name, (long long)nd->conv[0], (long long)nd->conv[1],
+                  (long long)nd->conv[2], (long long)nd->conv[3], (long long)nd->conv[4],
+                  (long long)nd->conv[6], (long long)nd->conv[7]);
+        else
+            textf(a, "rt_avgpool2d_bwd(e, %s, %s, e->B * %lld, %lld, %lld, %lld, %lld, %lld, %lld);",
+                  dy->name, y->name, (long long)nd->conv[0], (long long)nd->conv[1],
+                  (long long)nd->conv[2], (long long)nd->conv[3], (long long)nd->conv[4],
+                  (long long)nd->conv[6], (long long)nd->conv[7]);
+        if (mx)
+            reads(a, x);
+        reads(a, dy);
+        writes(a, y);
+        return;
+    }
+    case N_ACT_BWD: {
+        int uses_out;
+        const char *e = act_bwd_expr(nd->act, &uses_out);
+        char *what = xasprintf("%s backward", act_name(nd->act));
+        ew(p, nd, what, y, e, 2, nd->in[0], NULL, uses_out ? nd->in[2] : nd->in[1], NULL);
+        return;
+    }
+    case N_DROPOUT_BWD: {
+        char *e = xasprintf("rt_uniform(e->rng_key ^ 0x%016llxull, (uint64_t)i) < %s ? 0.0f : $0 * %s",
+                            (unsigned long long)nd->key, flit(nd->p), flit(1.0 / (1.0 - nd->p)));
+        ew(p, nd, "dropout backward (the same mask, regenerated)", y, e, 1, nd->in[0], NULL);
+        return;
+    }
+    case N_LAYERNORM_BWD: {
+        Tensor *dy = nd->in[0];
+        x = nd->in[1];
+        int64_t d = x->shape[x->rank - 1];
+        Tensor *dx = y;
+        if (!dx)
+            dx = temp(g, xasprintf("d_%s_unused", x->name), x->numel, nd->origin,
+                      "input gradient nobody reads");
+        Instr *a = add(p, I_CALL, nd->origin, 1);
+        a->what = xstrdup("layernorm backward");
+        textf(a, "rt_layernorm_bwd(e, %s, %s, %s, %s, %s, %s, %s, %s, e->B * %lld, %lld);", x->name,
+              nd->w->t->name, nd->tmp[0]->name, nd->tmp[1]->name, dy->name, dx->name,
+              nd->w->g->name, nd->b->g->name, (long long)(x->numel / d), (long long)d);
+        reads(a, x);
+        reads(a, nd->w->t);
+        reads(a, nd->tmp[0]);
+        reads(a, nd->tmp[1]);
+        reads(a, dy);
+        writes(a, dx);
+        writes(a, nd->w->g);
+        writes(a, nd->b->g);
+        return;
+    }
+    }
+    unreachable();
+}
+
+Program *lower(Graph *g)
+{
+    Program *p = xcalloc(1, sizeof *p);
+    p->g = g;
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (i == g->n_forward)
+            p->n_forward = p->n_ins;
+        lower_node(p, g->nodes[i]);
+    }
+    if (g->n_forward == g->n_nodes)
+        p->n_forward = p->n_ins;
+    return p;
+}

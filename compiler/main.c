@@ -1,0 +1,375 @@
+/* main.c: the trainc driver. The compile pipeline reads as its list of passes:
+ *
+ *   spec_load -> graph_build -> autodiff -> lower -> fuse -> memplan -> emit_c
+ *
+ * then `emit` writes the sources, `build` hands them to the system C compiler,
+ * and `run` to libtcc in this process. */
+#include <errno.h>
+#include <limits.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "ir.h"
+
+extern char **environ;
+
+Compiled *compile_spec(Spec *s)
+{
+    Compiled *c = xcalloc(1, sizeof *c);
+    c->spec = s;
+    c->graph = graph_build(s);
+    autodiff(c->graph);
+    c->prog = lower(c->graph);
+    fuse(c->prog);
+    memplan(c->prog);
+    emit_c(c->prog, &c->em);
+    return c;
+}
+
+/* ---- where the runtime lives ------------------------------------------------ */
+
+static char home_inc[PATH_MAX + 64], home_lib[PATH_MAX + 64];
+
+static int exists(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0;
+}
+
+/* Installed: PREFIX/bin/trainc with PREFIX/lib/trainc/{librt.a,include/}.
+ * Build tree: build/trainc with build/librt.a and runtime/trainc_rt.h. */
+static void find_home(void)
+{
+    if (home_inc[0])
+        return;
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0)
+        die("cannot read /proc/self/exe");
+    exe[n] = 0;
+    char *slash = strrchr(exe, '/');
+    *slash = 0;
+    char p[PATH_MAX + 64];
+    snprintf(p, sizeof p, "%s/../lib/trainc/include/trainc_rt.h", exe);
+    if (exists(p)) {
+        snprintf(home_inc, sizeof home_inc, "%s/../lib/trainc/include", exe);
+        snprintf(home_lib, sizeof home_lib, "%s/../lib/trainc", exe);
+        return;
+    }
+    snprintf(p, sizeof p, "%s/../runtime/trainc_rt.h", exe);
+    if (exists(p)) {
+        snprintf(home_inc, sizeof home_inc, "%s/../runtime", exe);
+        snprintf(home_lib, sizeof home_lib, "%s", exe);
+        return;
+    }
+    error_input("cannot find trainc's runtime next to %s (expected ../lib/trainc/); reinstall with make install",
+                exe);
+}
+
+const char *trainc_home_include(void)
+{
+    find_home();
+    return home_inc;
+}
+
+const char *trainc_home_lib(void)
+{
+    find_home();
+    return home_lib;
+}
+
+/* ---- argument helpers -------------------------------------------------------- */
+
+static int is_json(const char *a)
+{
+    size_t n = strlen(a);
+    return n > 5 && !strcmp(a + n - 5, ".json");
+}
+
+/* SPEC... at argv[i..]: one or two .json files. Returns how many. */
+static int spec_args(int argc, char **argv, int i, const char *cmd)
+{
+    int n = 0;
+    while (i + n < argc && n < 2 && is_json(argv[i + n]))
+        n++;
+    if (n == 0)
+        error_input("%s: expected a spec file (*.json)%s%s", cmd, i < argc ? ", got " : "",
+                    i < argc ? argv[i] : "");
+    return n;
+}
+
+static void usage(FILE *f)
+{
+    fputs("usage: trainc COMMAND [ARGS]\n\n"
+          "  check SPEC...                   validate; print layers, parameters, FLOPs, memory\n"
+          "  emit SPEC... -o DIR             write the generated sources and plan.json\n"
+          "  build SPEC... -o FILE [--device cpu] [--set K=V]\n"
+          "                                  compile a standalone trainer\n"
+          "  run SPEC... [trainer options]   compile in memory (libtcc) and train now\n"
+          "  plan SPEC... [--json]           the static memory plan\n"
+          "  data fashion-mnist DIR [--from SRC]\n"
+          "                                  convert Debian's Fashion-MNIST to .npy\n"
+          "  help [COMMAND], --version\n\n"
+          "SPEC... is one file with \"model\" and \"train\", or the model file then the train file.\n"
+          "Trainer options: --out DIR, --set KEY=VALUE, --init FILE.safetensors, --device cpu|auto,\n"
+          "                 --threads N, --quiet (see README.md)\n",
+          f);
+}
+
+static void human(char *buf, size_t n, double bytes)
+{
+    const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int k = 0;
+    while (bytes >= 1024 && k < 4) {
+        bytes /= 1024;
+        k++;
+    }
+    snprintf(buf, n, k ? "%.1f %s" : "%.0f %s", bytes, u[k]);
+}
+
+/* ---- commands ------------------------------------------------------------------ */
+
+static Spec *load_with_sets(int argc, char **argv, int at, int n, int allow_sets)
+{
+    Spec *s = spec_load(n, argv + at);
+    if (allow_sets)
+        for (int i = at + n; i < argc; i++)
+            if (!strcmp(argv[i], "--set") && i + 1 < argc)
+                spec_set(s, argv[++i]);
+    return s;
+}
+
+static int cmd_check(int argc, char **argv)
+{
+    int n = spec_args(argc, argv, 1, "check");
+    if (1 + n != argc)
+        error_input("check: unexpected argument '%s'", argv[1 + n]);
+    Spec *s = load_with_sets(argc, argv, 1, n, 0);
+    Compiled *c = compile_spec(s);
+    Graph *g = c->graph;
+    int64_t np = 0;
+    for (int i = 0; i < g->n_params; i++)
+        np += g->params[i]->numel;
+    int64_t B = s->train.batch_size;
+    char a[32], b[32], pb[32];
+    human(a, sizeof a, (double)(B * c->prog->arena_row_bytes));
+    human(b, sizeof b, (double)(B * c->prog->noreuse_row_bytes));
+    human(pb, sizeof pb, (double)(np * 4));
+    printf("%s: ok\n", s->model_file);
+    printf("  model        %s\n", s->name);
+    printf("  layers       %d\n", g->n_layers_total);
+    printf("  parameters   %lld (%s fp32)\n", (long long)np, pb);
+    printf("  FLOPs/sample %lld forward, %lld forward+backward\n", (long long)g->flops_fwd,
+           (long long)(g->flops_fwd + g->flops_bwd));
+    printf("  activations  %lld bytes per sample (arena, with reuse)\n",
+           (long long)c->prog->arena_row_bytes);
+    printf("  arena        %lld bytes at batch %lld (%s; %s without reuse)\n",
+           (long long)(B * c->prog->arena_row_bytes), (long long)B, a, b);
+    printf("  kernels      %d fused loops, %d instructions\n", c->prog->n_kernels, c->prog->n_ins);
+    return 0;
+}
+
+static const char *opt_value(int argc, char **argv, int *i, const char *name)
+{
+    if (*i + 1 >= argc)
+        error_input("%s needs a value", name);
+    return argv[++*i];
+}
+
+static int cmd_emit(int argc, char **argv)
+{
+    int n = spec_args(argc, argv, 1, "emit");
+    const char *out = NULL;
+    for (int i = 1 + n; i < argc; i++) {
+        if (!strcmp(argv[i], "-o"))
+            out = opt_value(argc, argv, &i, "-o");
+        else if (!strcmp(argv[i], "--set"))
+            i++;
+        else
+            error_input("emit: unknown option '%s'", argv[i]);
+    }
+    if (!out)
+        error_input("emit: missing -o DIR");
+    Spec *s = load_with_sets(argc, argv, 1, n, 1);
+    Compiled *c = compile_spec(s);
+    if (emit_write(&c->em, out) != 0)
+        rt_fail("emit: cannot write %s: %s", out, strerror(errno));
+    return 0;
+}
+
+static int spawn_wait(char **args)
+{
+    pid_t pid;
+    if (posix_spawnp(&pid, args[0], NULL, NULL, args, environ) != 0)
+        rt_fail("build: cannot start %s: %s (is a C compiler installed? set CC)", args[0],
+                strerror(errno));
+    int st;
+    if (waitpid(pid, &st, 0) < 0)
+        rt_fail("build: waitpid: %s", strerror(errno));
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static int cmd_build(int argc, char **argv)
+{
+    int n = spec_args(argc, argv, 1, "build");
+    const char *out = NULL, *device = "cpu";
+    for (int i = 1 + n; i < argc; i++) {
+        if (!strcmp(argv[i], "-o"))
+            out = opt_value(argc, argv, &i, "-o");
+        else if (!strcmp(argv[i], "--device"))
+            device = opt_value(argc, argv, &i, "--device");
+        else if (!strcmp(argv[i], "--arch"))
+            opt_value(argc, argv, &i, "--arch");
+        else if (!strcmp(argv[i], "--set"))
+            i++;
+        else
+            error_input("build: unknown option '%s'", argv[i]);
+    }
+    if (!out)
+        error_input("build: missing -o FILE");
+    if (strcmp(device, "cpu") && strcmp(device, "cuda") && strcmp(device, "both"))
+        error_input("build: --device must be cpu, cuda or both, got '%s'", device);
+    if (strcmp(device, "cpu"))
+        error_input("build: --device %s is not supported yet (the CUDA backend is in progress); use --device cpu",
+                    device);
+    Spec *s = load_with_sets(argc, argv, 1, n, 1);
+    Compiled *c = compile_spec(s);
+    char tmpl[] = "/tmp/trainc-build-XXXXXX";
+    if (!mkdtemp(tmpl))
+        rt_fail("build: mkdtemp: %s", strerror(errno));
+    if (emit_write(&c->em, tmpl) != 0)
+        rt_fail("build: cannot write %s: %s", tmpl, strerror(errno));
+    char *abs = realpath(s->data_dir, NULL);
+    char *ddef = xasprintf("-DTRAINC_DATA_DIR=\"%s\"", abs ? abs : s->data_dir);
+    char *inc = xasprintf("-I%s", trainc_home_include());
+    char *lib = xasprintf("%s/librt.a", trainc_home_lib());
+    char *host = xasprintf("%s/host.c", tmpl), *kern = xasprintf("%s/kernels_cpu.c", tmpl);
+    char *tmpout = xasprintf("%s.tmp%d", out, (int)getpid());
+    const char *cc = getenv("CC") && *getenv("CC") ? getenv("CC") : "cc";
+    char *args[] = {(char *)cc, "-std=gnu11", "-O2", "-ffp-contract=off", "-w", inc, ddef, host,
+                    kern, lib, "-lcjson", "-lopenblas", "-lm", "-lpthread", "-o", tmpout, NULL};
+    int rc = spawn_wait(args);
+    char *rm[] = {"rm", "-rf", tmpl, NULL};
+    spawn_wait(rm);
+    if (rc != 0) {
+        unlink(tmpout);
+        rt_fail("build: the C compiler failed (exit %d); this is a trainc bug, please report it", rc);
+    }
+    if (rename(tmpout, out) != 0)
+        rt_fail("build: cannot write %s: %s", out, strerror(errno));
+    fprintf(stderr, "trainc: built %s (cpu)\n", out);
+    return 0;
+}
+
+static int cmd_run(int argc, char **argv)
+{
+    int n = spec_args(argc, argv, 1, "run");
+    Spec *s = spec_load(n, argv + 1);
+    /* --set is applied by the runtime (as in a built trainer); check it here too so a
+     * bad key fails before compiling */
+    rt_train_config probe = s->train;
+    for (int i = 1 + n; i < argc; i++)
+        if (!strcmp(argv[i], "--set") && i + 1 < argc) {
+            const char *a = argv[++i], *eq = strchr(a, '=');
+            char key[256], err[512];
+            if (!eq || (size_t)(eq - a) >= sizeof key)
+                error_input("--set %s: expected KEY=VALUE", a);
+            memcpy(key, a, (size_t)(eq - a));
+            key[eq - a] = 0;
+            if (rt_config_set(&probe, key, eq + 1, err, sizeof err) != 0)
+                error_input("--set %s: %s", key, err);
+        }
+    Compiled *c = compile_spec(s);
+    int targc = argc - n;
+    char **targv = xcalloc((size_t)targc + 1, sizeof *targv);
+    targv[0] = "trainc run";
+    for (int i = 1 + n, k = 1; i < argc; i++, k++)
+        targv[k] = argv[i];
+    return jit_run(c, trainc_home_include(), targc, targv);
+}
+
+static int cmd_plan(int argc, char **argv)
+{
+    int n = spec_args(argc, argv, 1, "plan");
+    int json = 0;
+    for (int i = 1 + n; i < argc; i++) {
+        if (!strcmp(argv[i], "--json"))
+            json = 1;
+        else if (!strcmp(argv[i], "--set"))
+            i++;
+        else
+            error_input("plan: unknown option '%s'", argv[i]);
+    }
+    Spec *s = load_with_sets(argc, argv, 1, n, 1);
+    Compiled *c = compile_spec(s);
+    if (json) {
+        fputs(c->em.plan_json.s, stdout);
+        return 0;
+    }
+    Program *p = c->prog;
+    Graph *g = c->graph;
+    int64_t B = s->train.batch_size;
+    printf("memory plan for %s at batch %lld (recompute: none)\n\n", s->name, (long long)B);
+    printf("  %-28s %-18s %12s %12s  %s\n", "buffer", "shape", "bytes", "offset", "live");
+    for (int i = 0; i < g->n_tensors; i++) {
+        Tensor *t = g->tensors[i];
+        if (!t->has_offset)
+            continue;
+        char sh[64] = "[B";
+        for (int k = 0; k < t->rank; k++)
+            snprintf(sh + strlen(sh), sizeof sh - strlen(sh), ", %lld", (long long)t->shape[k]);
+        strcat(sh, "]");
+        printf("  %-28s %-18s %12lld %12lld  %d..%d\n", t->name, sh, (long long)(B * t->row_bytes),
+               (long long)(B * t->offset), t->first, t->last);
+    }
+    int64_t np = 0;
+    for (int i = 0; i < g->n_params; i++)
+        np += g->params[i]->numel;
+    int64_t opt = s->train.opt == RT_OPT_ADAMW ? 2 * np * 4 : (s->train.momentum > 0 ? np * 4 : 0);
+    printf("\n  arena                 %14lld bytes\n", (long long)(B * p->arena_row_bytes));
+    printf("  no reuse              %14lld bytes (arena is %.1f%% of it)\n",
+           (long long)(B * p->noreuse_row_bytes),
+           p->noreuse_row_bytes ? 100.0 * (double)p->arena_row_bytes / (double)p->noreuse_row_bytes : 0.0);
+    printf("  lower bound (peak live) %12lld bytes\n", (long long)(B * p->lower_bound_row_bytes));
+    printf("  parameters            %14lld bytes\n", (long long)(np * 4));
+    printf("  gradients             %14lld bytes\n", (long long)(np * 4));
+    printf("  optimizer state       %14lld bytes\n", (long long)opt);
+    printf("  recompute FLOPs       %14d per step\n", 0);
+    return 0;
+}
+
+static int cmd_help(int argc, char **argv)
+{
+    usage(stdout);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 1;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
+        printf("trainc %s\n", TRAINC_VERSION);
+        return 0;
+    }
+    if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h"))
+        return cmd_help(argc - 1, argv + 1);
+    static const struct {
+        const char *name;
+        int (*fn)(int, char **);
+    } cmds[] = {{"check", cmd_check}, {"emit", cmd_emit}, {"build", cmd_build}, {"run", cmd_run},
+                {"plan", cmd_plan},   {"data", cmd_data}};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+        if (!strcmp(cmd, cmds[i].name))
+            return cmds[i].fn(argc - 1, argv + 1);
+    const char *names[] = {"check", "emit", "build", "run", "plan", "data", "help", NULL};
+    const char *near = rt_closest(cmd, names);
+    error_input("unknown command '%s'%s%s%s", cmd, near ? "; did you mean '" : "", near ? near : "",
+                near ? "'?" : "");
+}

@@ -1,0 +1,116 @@
+/* memplan.c: the static memory plan.
+ *
+ * Every activation, activation gradient and scratch buffer gets a fixed offset in
+ * one arena. Sizes are per batch row, so the plan holds for any batch size: the
+ * byte offset of a buffer is Bmax * offset. Live ranges are instruction intervals
+ * (a buffer written in the forward pass and read in the backward pass lives across
+ * both); buffers are placed biggest first, each into the smallest gap among the
+ * already placed buffers whose lives overlap its own (best fit). Parameters,
+ * their gradients and optimizer state are in their own region, not here. */
+#include <stdlib.h>
+#include <string.h>
+#include "ir.h"
+
+#define ALIGN 16
+
+static Tensor *base(Tensor *t) { return t->alias ? t->alias : t; }
+
+static int in_arena(const Tensor *t)
+{
+    return (t->kind == T_ACT || t->kind == T_TEMP) && !t->alias && t->materialized;
+}
+
+static void touch(Tensor *t, int i)
+{
+    t = base(t);
+    if (t->first < 0 || i < t->first)
+        t->first = i;
+    if (i > t->last)
+        t->last = i;
+}
+
+static int by_size(const void *a, const void *b)
+{
+    const Tensor *x = *(Tensor *const *)a, *y = *(Tensor *const *)b;
+    if (x->row_bytes != y->row_bytes)
+        return x->row_bytes > y->row_bytes ? -1 : 1;
+    return x->id - y->id;
+}
+
+static int by_offset(const void *a, const void *b)
+{
+    const Tensor *x = *(Tensor *const *)a, *y = *(Tensor *const *)b;
+    if (x->offset != y->offset)
+        return x->offset < y->offset ? -1 : 1;
+    return x->id - y->id;
+}
+
+void memplan(Program *p)
+{
+    Graph *g = p->g;
+    for (int i = 0; i < g->n_tensors; i++) {
+        g->tensors[i]->first = -1;
+        g->tensors[i]->last = -1;
+    }
+    for (int i = 0; i < p->n_ins; i++) {
+        Instr *in = p->ins[i];
+        if (in->dead)
+            continue;
+        for (int k = 0; k < in->n_reads; k++)
+            touch(in->reads[k], i);
+        for (int k = 0; k < in->n_writes; k++)
+            touch(in->writes[k], i);
+    }
+    Tensor **ts = xcalloc((size_t)g->n_tensors, sizeof *ts);
+    int n = 0;
+    int64_t noreuse = 0;
+    for (int i = 0; i < g->n_tensors; i++) {
+        Tensor *t = g->tensors[i];
+        if (!in_arena(t) || t->first < 0)
+            continue;
+        t->row_bytes = (t->numel * 4 + ALIGN - 1) / ALIGN * ALIGN;
+        noreuse += t->row_bytes;
+        ts[n++] = t;
+    }
+    qsort(ts, (size_t)n, sizeof *ts, by_size);
+    Tensor **placed = xcalloc((size_t)n + 1, sizeof *placed);
+    int64_t arena = 0;
+    for (int i = 0; i < n; i++) {
+        Tensor *t = ts[i];
+        int m = 0;
+        for (int j = 0; j < i; j++)
+            if (ts[j]->first <= t->last && t->first <= ts[j]->last)
+                placed[m++] = ts[j];
+        qsort(placed, (size_t)m, sizeof *placed, by_offset);
+        int64_t best = -1, best_gap = INT64_MAX, at = 0;
+        for (int j = 0; j <= m; j++) {
+            int64_t end = j < m ? placed[j]->offset : INT64_MAX;
+            int64_t gap = end - at;
+            if (gap >= t->row_bytes && (best < 0 || gap < best_gap)) {
+                best = at;
+                best_gap = gap;
+            }
+            if (j < m && placed[j]->offset + placed[j]->row_bytes > at)
+                at = placed[j]->offset + placed[j]->row_bytes;
+        }
+        t->offset = best;
+        t->has_offset = 1;
+        if (t->offset + t->row_bytes > arena)
+            arena = t->offset + t->row_bytes;
+    }
+    /* the lower bound: the most bytes live at any one instruction */
+    int64_t lb = 0;
+    for (int i = 0; i < p->n_ins; i++) {
+        int64_t live = 0;
+        for (int j = 0; j < n; j++)
+            if (ts[j]->first <= i && i <= ts[j]->last)
+                live += ts[j]->row_bytes;
+        if (live > lb)
+            lb = live;
+    }
+    p->arena_row_bytes = arena;
+    p->noreuse_row_bytes = noreuse;
+    p->lower_bound_row_bytes = lb;
+    free(ts);
+    free(placed);
+}

@@ -1,0 +1,1350 @@
+/* spec.c: reads the model and training specs (SPEC.md sections 2 and 3) into a Spec.
+ *
+ * Checks, in order: JSON syntax (FILE:LINE:COL), duplicate keys, the top-level
+ * layout, the model (keys, types and ranges of every value, with "did you mean"),
+ * parameter-name collisions, then the training spec through the runtime's config
+ * table (runtime/config.c), so the compiler and a trainer's --set take the same
+ * values. Shapes are graph.c's business. Every error exits 1 through error_at().
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "trainc.h"
+
+/* From runtime/config.c: rt_config_set knowing the JSON type of the value, so that
+ * "batch_size": "32" is an error. Declared here because rt.h is frozen. */
+int rt_config_set_typed(rt_train_config *c, const char *key, int jtype, const char *value,
+                        char *err, size_t errlen);
+
+const OpInfo op_info[OP__COUNT] = {
+#define X(kind, name, keys, cls) [kind] = {name, keys, cls},
+    OP_LIST(X)
+#undef X
+};
+
+#define MAX_TENSORS 100000     /* parameter tensors after expanding repeats */
+#define MAX_DIM 2147483647     /* any size or count in the model */
+
+/* The parsed JSON stays alive with the Spec: the model tree feeds the hash. */
+typedef struct Canon {
+    const Spec *s;
+    cJSON *docs[2];
+    char *model_json;          /* cJSON_PrintUnformatted of "model" */
+    struct Canon *next;
+} Canon;
+static Canon *canons;
+
+typedef struct Ctx {
+    const char *file;          /* for error_at */
+    Spec *s;
+} Ctx;
+
+/* ---- small helpers ------------------------------------------------------- */
+
+/* Keeps a pointer reachable for good: suggestion lists and message parts built just
+ * before error_at() exits, so that LeakSanitizer stays quiet on bad input. */
+static void *keep(void *p)
+{
+    static void **kept;
+    static size_t n, cap;
+    if (n == cap) {
+        cap = cap ? 2 * cap : 16;
+        void **v = xcalloc(cap, sizeof *v);
+        if (n)
+            memcpy(v, kept, n * sizeof *v);
+        free(kept);
+        kept = v;
+    }
+    kept[n++] = p;
+    return p;
+}
+
+static int is_ident(const char *s)
+{
+    if (!isalpha((unsigned char)*s) && *s != '_')
+        return 0;
+    for (s++; *s; s++)
+        if (!isalnum((unsigned char)*s) && *s != '_')
+            return 0;
+    return 1;
+}
+
+/* "$.a.b" for identifier keys, "$.a[\"x y\"]" otherwise. */
+static char *path_key(const char *parent, const char *key)
+{
+    if (is_ident(key))
+        return xasprintf("%s.%s", parent, key);
+    return xasprintf("%s[\"%.60s\"]", parent, key);
+}
+
+static char *path_index(const char *parent, int i) { return xasprintf("%s[%d]", parent, i); }
+
+/* A number as short as it reads back exactly: 25.5, 0.9, 1e-08, 1024. */
+static void fmt_number(char *buf, size_t len, double d)
+{
+    if (d == floor(d) && fabs(d) < 1e15) {
+        snprintf(buf, len, "%.0f", d);
+        return;
+    }
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, len, "%.*g", prec, d);
+        if (strtod(buf, NULL) == d)
+            return;
+    }
+}
+
+/* A value as an error message shows it: numbers and literals as written, strings in
+ * quotes, containers by kind. */
+static const char *got(const cJSON *v, char *buf, size_t len)
+{
+    if (cJSON_IsNumber(v))
+        fmt_number(buf, len, v->valuedouble);
+    else if (cJSON_IsString(v))
+        snprintf(buf, len, "\"%.60s%s\"", v->valuestring,
+                 strlen(v->valuestring) > 60 ? "..." : "");
+    else if (cJSON_IsBool(v))
+        snprintf(buf, len, "%s", cJSON_IsTrue(v) ? "true" : "false");
+    else if (cJSON_IsNull(v))
+        snprintf(buf, len, "null");
+    else if (cJSON_IsArray(v))
+        snprintf(buf, len, "an array");
+    else
+        snprintf(buf, len, "an object");
+    return buf;
+}
+
+/* "unknown key 'K'; did you mean 'W'?" or, with no close word, the hint. */
+static _Noreturn void unknown(const Ctx *c, const char *path, const char *what,
+                              const char *word, const char *const *words, const char *hint)
+{
+    const char *near = rt_closest(word, words);
+    if (near)
+        error_at(c->file, path, "unknown %s '%.60s'; did you mean '%s'?", what, word, near);
+    if (hint)
+        error_at(c->file, path, "unknown %s '%.60s'; %s", what, word, hint);
+    error_at(c->file, path, "unknown %s '%.60s'", what, word);
+}
+
+static int in_list(const char *w, const char *const *words)
+{
+    for (int i = 0; words[i]; i++)
+        if (!strcmp(w, words[i]))
+            return 1;
+    return 0;
+}
+
+/* "a, b, c" from a NULL-terminated list. */
+static char *join(const char *const *words)
+{
+    size_t n = 1;
+    for (int i = 0; words[i]; i++)
+        n += strlen(words[i]) + 2;
+    char *s = keep(xcalloc(1, n));
+    for (int i = 0; words[i]; i++) {
+        if (i)
+            strcat(s, ", ");
+        strcat(s, words[i]);
+    }
+    return s;
+}
+
+/* Rejects keys of obj outside `allowed`, pointing at the key. */
+static void check_keys(const Ctx *c, const cJSON *obj, const char *path,
+                       const char *const *allowed)
+{
+    const cJSON *ch;
+    cJSON_ArrayForEach(ch, obj) {
+        if (in_list(ch->string, allowed))
+            continue;
+        char *hint_list = join(allowed);
+        char *hint = keep(xasprintf("expected one of %s", hint_list));
+        unknown(c, keep(path_key(path, ch->string)), "key", ch->string, allowed, hint);
+    }
+}
+
+static void need_object(const Ctx *c, const cJSON *v, const char *path, const char *what)
+{
+    char b[96];
+    if (!cJSON_IsObject(v))
+        error_at(c->file, path, "expected %s, got %s", what, got(v, b, sizeof b));
+}
+
+static int64_t get_int(const Ctx *c, const cJSON *v, const char *path, int64_t min,
+                       int64_t max)
+{
+    char want[64], b[96];
+    if (min == 1)
+        snprintf(want, sizeof want, "a positive integer");
+    else
+        snprintf(want, sizeof want, "an integer >= %lld", (long long)min);
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) ||
+        v->valuedouble != floor(v->valuedouble) || v->valuedouble < (double)min)
+        error_at(c->file, path, "expected %s, got %s", want, got(v, b, sizeof b));
+    if (v->valuedouble > (double)max)
+        error_at(c->file, path, "expected %s <= %lld, got %s", want, (long long)max,
+                 got(v, b, sizeof b));
+    return (int64_t)v->valuedouble;
+}
+
+static double get_number(const Ctx *c, const cJSON *v, const char *path)
+{
+    char b[96];
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+        error_at(c->file, path, "expected a number, got %s", got(v, b, sizeof b));
+    return v->valuedouble;
+}
+
+static int get_bool(const Ctx *c, const cJSON *v, const char *path)
+{
+    char b[96];
+    if (!cJSON_IsBool(v))
+        error_at(c->file, path, "expected true or false, got %s", got(v, b, sizeof b));
+    return cJSON_IsTrue(v);
+}
+
+static const char *get_string(const Ctx *c, const cJSON *v, const char *path)
+{
+    char b[96];
+    if (!cJSON_IsString(v))
+        error_at(c->file, path, "expected a string, got %s", got(v, b, sizeof b));
+    return v->valuestring;
+}
+
+/* A string that must be one of `words` (with a suggestion when it is not). */
+static int get_choice(const Ctx *c, const cJSON *v, const char *path,
+                      const char *const *words)
+{
+    char b[96];
+    if (!cJSON_IsString(v)) {
+        char *list = join(words);
+        error_at(c->file, path, "expected one of %s, got %s", list, got(v, b, sizeof b));
+    }
+    for (int i = 0; words[i]; i++)
+        if (!strcmp(v->valuestring, words[i]))
+            return i;
+    char *list = join(words);
+    const char *near = rt_closest(v->valuestring, words);
+    if (near)
+        error_at(c->file, path, "expected one of %s, got '%.60s'; did you mean '%s'?", list,
+                 v->valuestring, near);
+    error_at(c->file, path, "expected one of %s, got '%.60s'", list, v->valuestring);
+}
+
+static const cJSON *member(const cJSON *obj, const char *key)
+{
+    return cJSON_GetObjectItemCaseSensitive(obj, key);
+}
+
+static const cJSON *require(const Ctx *c, const cJSON *obj, const char *path, const char *key)
+{
+    const cJSON *v = member(obj, key);
+    if (!v)
+        error_at(c->file, path, "missing key '%s'", key);
+    return v;
+}
+
+/* ---- reading files, JSON syntax ------------------------------------------ */
+
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        error_input("cannot read %s: %s", path, strerror(errno));
+    size_t cap = 4096, n = 0;
+    char *buf = xcalloc(1, cap + 1);
+    for (;;) {
+        size_t got_n = fread(buf + n, 1, cap - n, f);
+        n += got_n;
+        if (n < cap) {
+            if (ferror(f))
+                error_input("cannot read %s: %s", path, strerror(errno));
+            break;
+        }
+        char *bigger = xcalloc(1, 2 * cap + 1);
+        memcpy(bigger, buf, n);
+        free(buf);
+        buf = bigger;
+        cap *= 2;
+    }
+    fclose(f);
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+static _Noreturn void syntax_error(const char *file, const char *text, size_t off,
+                                   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static _Noreturn void syntax_error(const char *file, const char *text, size_t off,
+                                   const char *fmt, ...)
+{
+    int line = 1;
+    size_t bol = 0;
+    for (size_t i = 0; i < off; i++)
+        if (text[i] == '\n') {
+            line++;
+            bol = i + 1;
+        }
+    fprintf(stderr, "%s:%d:%zu: error: ", file, line, off - bol + 1);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    exit(RT_EXIT_INPUT);
+}
+
+/* Up to 16 characters from off, stopping at a line end: what the error is near. */
+static const char *near_text(const char *text, size_t off, char *buf)
+{
+    size_t n = 0;
+    while (n < 16 && text[off + n] && text[off + n] != '\n' && text[off + n] != '\r')
+        n++;
+    memcpy(buf, text + off, n);
+    buf[n] = 0;
+    return buf;
+}
+
+/* cJSON reports only where it stopped; this turns that into a place and a reason. */
+static _Noreturn void json_error(const char *file, const char *text, size_t len, size_t off)
+{
+    char near[20];
+    size_t end = len;    /* just after the last non-blank character */
+    while (end > 0 && isspace((unsigned char)text[end - 1]))
+        end--;
+    if (end == 0)
+        syntax_error(file, text, 0, "unexpected end of file (the file is empty)");
+    /* cJSON reports a failed object key one character late (parse_string starts past
+     * the quote it expected): step back when a key was due */
+    if (off > 0 && off <= len && text[off - 1] != '"' && !isspace((unsigned char)text[off - 1])) {
+        size_t q = off - 1;
+        while (q > 0 && isspace((unsigned char)text[q - 1]))
+            q--;
+        if (q > 0 && (text[q - 1] == '{' || text[q - 1] == ','))
+            off--;
+    }
+    /* nesting and strings at the end tell a truncated file from a bad character */
+    int depth = 0, in_str = 0, esc = 0;
+    size_t str_start = 0;
+    for (size_t i = 0; i < len; i++) {
+        char ch = text[i];
+        if (in_str) {
+            if (esc)
+                esc = 0;
+            else if (ch == '\\')
+                esc = 1;
+            else if (ch == '"')
+                in_str = 0;
+        } else if (ch == '"') {
+            in_str = 1;
+            str_start = i;
+        } else if (ch == '{' || ch == '[')
+            depth++;
+        else if (ch == '}' || ch == ']')
+            depth--;
+    }
+    if (in_str && off <= str_start + 1)
+        syntax_error(file, text, str_start, "unterminated string");
+    if (off >= end) {
+        if (depth > 0 || in_str)
+            syntax_error(file, text, len, "unexpected end of file");
+        off = end - 1;
+    }
+    syntax_error(file, text, off, "invalid JSON near '%s'", near_text(text, off, near));
+}
+
+static cJSON *parse_json(const char *file, const char *text, size_t len)
+{
+    const char *nul = memchr(text, 0, len);
+    if (nul)
+        syntax_error(file, text, (size_t)(nul - text), "NUL byte in file");
+    const char *end = NULL;
+    cJSON *doc = cJSON_ParseWithOpts(text, &end, 0);
+    if (!doc)
+        json_error(file, text, len, end && end >= text ? (size_t)(end - text) : 0);
+    const char *p = end;
+    while (*p && isspace((unsigned char)*p))
+        p++;
+    if (*p) {
+        char near[20];
+        syntax_error(file, text, (size_t)(p - text),
+                     "unexpected text after the end of the JSON value: '%s'",
+                     near_text(text, (size_t)(p - text), near));
+    }
+    return doc;
+}
+
+/* cJSON keeps both copies of a repeated key; JSON readers disagree on which wins, so
+ * a repeated key is an error. */
+static void check_duplicates(const char *file, const cJSON *v, const char *path)
+{
+    if (!cJSON_IsObject(v) && !cJSON_IsArray(v))
+        return;
+    int i = 0;
+    for (const cJSON *ch = v->child; ch; ch = ch->next, i++) {
+        if (cJSON_IsObject(v))
+            for (const cJSON *prev = v->child; prev != ch; prev = prev->next)
+                if (!strcmp(prev->string, ch->string))
+                    error_at(file, path, "duplicate key '%.60s'", ch->string);
+        if (!cJSON_IsObject(ch) && !cJSON_IsArray(ch))
+            continue;
+        char *sub = cJSON_IsObject(v) ? path_key(path, ch->string) : path_index(path, i);
+        check_duplicates(file, ch, sub);
+        free(sub);
+    }
+}
+
+/* ---- the model ------------------------------------------------------------- */
+
+static const char *const dtype_names[] = {"u8", "u16", "i32", "f32", NULL};
+
+static int find_input(const Spec *s, const char *name)
+{
+    for (int i = 0; i < s->n_inputs; i++)
+        if (!strcmp(s->inputs[i].name, name))
+            return i;
+    return -1;
+}
+
+/* The model's input names, NULL-terminated, optionally with "tokens". */
+static const char **input_names(const Spec *s, int with_tokens)
+{
+    const char **w = keep(xcalloc((size_t)s->n_inputs + 2, sizeof *w));
+    int n = 0;
+    for (int i = 0; i < s->n_inputs; i++)
+        w[n++] = s->inputs[i].name;
+    if (with_tokens)
+        w[n++] = "tokens";
+    return w;
+}
+
+/* A name that must be one of the model's inputs. */
+static int get_input_ref(const Ctx *c, const cJSON *v, const char *path)
+{
+    const char *name = get_string(c, v, path);
+    int i = find_input(c->s, name);
+    if (i >= 0)
+        return i;
+    const char **names = input_names(c->s, 0);
+    char *hint = keep(xasprintf("the model's inputs are %s", join(names)));
+    unknown(c, path, "input", name, names, hint);
+}
+
+static void parse_inputs(const Ctx *c, const cJSON *v, const char *path)
+{
+    Spec *s = c->s;
+    need_object(c, v, path, "an object mapping input names to {shape, dtype}");
+    int n = cJSON_GetArraySize(v);
+    if (n < 1 || n > RT_MAX_INPUTS)
+        error_at(c->file, path, "expected 1 to %d inputs, got %d", RT_MAX_INPUTS, n);
+    static const char *const keys[] = {"shape", "dtype", "scale", "shift", "classes", NULL};
+    const cJSON *ch;
+    cJSON_ArrayForEach(ch, v) {
+        char *ip = path_key(path, ch->string);
+        if (!is_ident(ch->string))
+            error_at(c->file, ip, "bad input name '%.60s': expected letters, digits and '_', "
+                     "not starting with a digit", ch->string);
+        if (!strcmp(ch->string, "tokens"))
+            error_at(c->file, ip, "the input name 'tokens' is reserved for token data "
+                     "(train.data.train.tokens); choose another");
+        if (strlen(ch->string) >= sizeof ((rt_data_entry *)0)->key)
+            error_at(c->file, ip, "input name too long (at most %zu characters)",
+                     sizeof ((rt_data_entry *)0)->key - 1);
+        need_object(c, ch, ip, "an object {\"shape\": [...], \"dtype\": ...}");
+        check_keys(c, ch, ip, keys);
+        InputSpec *in = &s->inputs[s->n_inputs++];
+        in->name = ch->string;
+        in->path = ip;
+        in->scale = 1;
+
+        char *sp = path_key(ip, "shape");
+        const cJSON *shape = require(c, ch, ip, "shape");
+        char b[96];
+        if (!cJSON_IsArray(shape))
+            error_at(c->file, sp, "expected an array of sizes (per sample), got %s",
+                     got(shape, b, sizeof b));
+        in->rank = cJSON_GetArraySize(shape);
+        if (in->rank > RT_MAX_RANK)
+            error_at(c->file, sp, "expected at most %d dimensions, got %d", RT_MAX_RANK,
+                     in->rank);
+        int k = 0;
+        const cJSON *d;
+        cJSON_ArrayForEach(d, shape) {
+            char *dp = path_index(sp, k);
+            in->shape[k++] = get_int(c, d, dp, 1, MAX_DIM);
+            free(dp);
+        }
+        free(sp);
+
+        sp = path_key(ip, "dtype");
+        in->dtype = get_choice(c, require(c, ch, ip, "dtype"), sp, dtype_names);
+        free(sp);
+        const cJSON *x;
+        if ((x = member(ch, "scale"))) {
+            sp = path_key(ip, "scale");
+            in->scale = get_number(c, x, sp);
+            in->has_scale = 1;
+            free(sp);
+        }
+        if ((x = member(ch, "shift"))) {
+            sp = path_key(ip, "shift");
+            in->shift = get_number(c, x, sp);
+            in->has_shift = 1;
+            free(sp);
+        }
+        if ((x = member(ch, "classes"))) {
+            sp = path_key(ip, "classes");
+            if (in->dtype == RT_F32)
+                error_at(c->file, sp, "classes needs an integer dtype (u8, u16 or i32); "
+                         "input '%s' is f32", in->name);
+            in->classes = get_int(c, x, sp, 2, MAX_DIM);
+            free(sp);
+        }
+    }
+}
+
+static void parse_init(const Ctx *c, const cJSON *v, const char *path, Init *init)
+{
+    static const char *const kinds[] = {"default", "normal", "gpt2", NULL};
+    static const char *const keys[] = {"type", "std", NULL};
+    char b[96];
+    if (cJSON_IsString(v)) {
+        int k = get_choice(c, v, path, kinds);
+        if (k == INIT_NORMAL)
+            error_at(c->file, path, "init normal needs a std: {\"type\": \"normal\", "
+                     "\"std\": 0.02}");
+        init->kind = k;
+        return;
+    }
+    if (!cJSON_IsObject(v))
+        error_at(c->file, path, "expected \"gpt2\" or {\"type\": \"normal\", \"std\": S}, "
+                 "got %s", got(v, b, sizeof b));
+    check_keys(c, v, path, keys);
+    char *tp = path_key(path, "type");
+    init->kind = get_choice(c, require(c, v, path, "type"), tp, kinds);
+    free(tp);
+    const cJSON *std = member(v, "std");
+    char *sp = path_key(path, "std");
+    if (init->kind == INIT_NORMAL) {
+        if (!std)
+            error_at(c->file, path, "missing key 'std'");
+        init->std = get_number(c, std, sp);
+        if (!(init->std > 0))
+            error_at(c->file, sp, "expected a number > 0, got %s", got(std, b, sizeof b));
+    } else if (std)
+        error_at(c->file, sp, "std applies to init type normal only");
+    free(sp);
+}
+
+static int op_by_name(const char *name)
+{
+    for (int i = 0; i < OP__COUNT; i++)
+        if (!strcmp(op_info[i].name, name))
+            return i;
+    return -1;
+}
+
+/* The keys layer op `op` takes: the common ones, then the op's own. */
+static const char **layer_keys(int op)
+{
+    static const char *store[OP__COUNT][16];
+    static char words[OP__COUNT][128];
+    const char **k = store[op];
+    if (k[0])
+        return k;
+    int n = 0;
+    k[n++] = "op";
+    k[n++] = "name";
+    k[n++] = "input";
+    k[n++] = "init";
+    snprintf(words[op], sizeof words[op], "%s", op_info[op].keys);
+    for (char *w = strtok(words[op], " "); w && n < 15; w = strtok(NULL, " "))
+        k[n++] = w;
+    k[n] = NULL;
+    return k;
+}
+
+static const char *required_keys(int op)
+{
+    switch (op) {
+    case OP_LINEAR: return "out";           /* unless tied (checked later) */
+    case OP_CONV2D: return "out kernel";
+    case OP_MAXPOOL2D: case OP_AVGPOOL2D: return "kernel";
+    case OP_EMBEDDING: return "vocab dim";
+    case OP_POS_EMBEDDING: return "max_len";
+    case OP_ATTENTION: return "heads";
+    case OP_RESIDUAL: return "body";
+    case OP_REPEAT: return "body count";
+    }
+    return "";
+}
+
+static Layer *parse_layer(const Ctx *c, const cJSON *v, const char *path);
+
+static void parse_body(const Ctx *c, Layer *l, const cJSON *v, const char *path)
+{
+    char b[96];
+    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) == 0)
+        error_at(c->file, path, "expected a non-empty array of layers, got %s",
+                 cJSON_IsArray(v) ? "[]" : got(v, b, sizeof b));
+    l->n_body = cJSON_GetArraySize(v);
+    l->body = xcalloc((size_t)l->n_body, sizeof *l->body);
+    int i = 0;
+    const cJSON *ch;
+    cJSON_ArrayForEach(ch, v) {
+        l->body[i] = parse_layer(c, ch, path_index(path, i));
+        i++;
+    }
+}
+
+/* One op key of layer l (the key is known to be the op's). */
+static void parse_layer_key(const Ctx *c, Layer *l, const char *key, const cJSON *v,
+                            const char *path)
+{
+    char b[96];
+    if (!strcmp(key, "out"))
+        l->out = get_int(c, v, path, 1, MAX_DIM);
+    else if (!strcmp(key, "kernel"))
+        l->kernel = get_int(c, v, path, 1, MAX_DIM);
+    else if (!strcmp(key, "stride"))
+        l->stride = get_int(c, v, path, 1, MAX_DIM);
+    else if (!strcmp(key, "padding"))
+        l->padding = get_int(c, v, path, 0, MAX_DIM);
+    else if (!strcmp(key, "vocab"))
+        l->vocab = get_int(c, v, path, 1, MAX_DIM);
+    else if (!strcmp(key, "dim"))
+        l->dim = get_int(c, v, path, 1, MAX_DIM);
+    else if (!strcmp(key, "max_len"))
+        l->max_len = get_int(c, v, path, 1, MAX_DIM);
+    else if (!strcmp(key, "heads"))
+        l->heads = get_int(c, v, path, 1, MAX_DIM);
+    else if (!strcmp(key, "count"))
+        l->count = get_int(c, v, path, 1, MAX_DIM);
+    else if (!strcmp(key, "bias"))
+        l->bias = get_bool(c, v, path);
+    else if (!strcmp(key, "causal"))
+        l->causal = get_bool(c, v, path);
+    else if (!strcmp(key, "approximate")) {
+        static const char *const modes[] = {"none", "tanh", NULL};
+        l->gelu_tanh = get_choice(c, v, path, modes) == 1;
+    } else if (!strcmp(key, "p")) {
+        l->p = get_number(c, v, path);
+        if (l->p < 0 || l->p >= 1)
+            error_at(c->file, path, "expected a number in [0, 1), got %s", got(v, b, sizeof b));
+    } else if (!strcmp(key, "eps")) {
+        l->eps = get_number(c, v, path);
+        if (!(l->eps > 0))
+            error_at(c->file, path, "expected a number > 0, got %s", got(v, b, sizeof b));
+    } else if (!strcmp(key, "tie")) {
+        l->tie = xstrdup(get_string(c, v, path));
+        if (!is_ident(l->tie))
+            error_at(c->file, path, "expected the name of an embedding layer, got %s",
+                     got(v, b, sizeof b));
+    } else if (!strcmp(key, "body"))
+        parse_body(c, l, v, path);
+    else
+        die("op key '%s' of %s has no parser", key, op_info[l->op].name);
+}
+
+static Layer *parse_layer(const Ctx *c, const cJSON *v, const char *path)
+{
+    need_object(c, v, path, "a layer object {\"op\": ...}");
+    Layer *l = xcalloc(1, sizeof *l);
+    l->path = (char *)path;
+    l->bias = 1;
+    l->causal = 1;
+    l->p = 0.5;
+    l->eps = 1e-5;
+    l->stride = 0;       /* filled below: 1 for conv2d, the kernel for pools */
+
+    const cJSON *opv = require(c, v, path, "op");
+    char *opp = path_key(path, "op");
+    const char *opname = get_string(c, opv, opp);
+    l->op = op_by_name(opname);
+    if (l->op < 0) {
+        const char *names[OP__COUNT + 1];
+        for (int i = 0; i < OP__COUNT; i++)
+            names[i] = op_info[i].name;
+        names[OP__COUNT] = NULL;
+        unknown(c, opp, "op", opname, names, NULL);
+    }
+    free(opp);
+
+    const char **keys = layer_keys(l->op);
+    const cJSON *ch;
+    cJSON_ArrayForEach(ch, v) {
+        char *kp = path_key(path, ch->string);
+        if (!in_list(ch->string, keys)) {
+            char *list = join(keys);
+            char *hint = keep(xasprintf("%s takes %s", op_info[l->op].name, list));
+            unknown(c, kp, "key", ch->string, keys, hint);
+        }
+        if (!strcmp(ch->string, "op")) {
+        } else if (!strcmp(ch->string, "name")) {
+            const char *name = get_string(c, ch, kp);
+            if (!is_ident(name))
+                error_at(c->file, kp, "expected a name of letters, digits and '_', not "
+                         "starting with a digit, got \"%.60s\"", name);
+            l->name = xstrdup(name);
+        } else if (!strcmp(ch->string, "input")) {
+            l->input = c->s->inputs[get_input_ref(c, ch, kp)].name;
+        } else if (!strcmp(ch->string, "init")) {
+            parse_init(c, ch, kp, &l->init);
+            l->has_init = 1;
+        } else
+            parse_layer_key(c, l, ch->string, ch, kp);
+        free(kp);
+    }
+
+    char req[64];
+    snprintf(req, sizeof req, "%s", required_keys(l->op));
+    for (char *k = strtok(req, " "); k; k = strtok(NULL, " "))
+        if (!member(v, k) && !(l->op == OP_LINEAR && l->tie))
+            error_at(c->file, path, "missing key '%s' (%s needs %s)", k, op_info[l->op].name,
+                     required_keys(l->op));
+    if (!l->stride)
+        l->stride = l->op == OP_MAXPOOL2D || l->op == OP_AVGPOOL2D ? l->kernel : 1;
+    return l;
+}
+
+/* ---- parameter names (SPEC.md section 2) ---------------------------------- */
+
+typedef struct PName {
+    char *name;
+    const Layer *layer;
+    int order;
+} PName;
+
+typedef struct PNames {
+    PName *v;
+    int n, cap;
+} PNames;
+
+/* Parameter tensors a layer owns, as suffixes of its name. */
+static int layer_params(const Layer *l, const char **out)
+{
+    int n = 0;
+    switch (l->op) {
+    case OP_LINEAR:
+        if (!l->tie)
+            out[n++] = "weight";
+        if (l->bias)
+            out[n++] = "bias";
+        break;
+    case OP_CONV2D:
+        out[n++] = "weight";
+        if (l->bias)
+            out[n++] = "bias";
+        break;
+    case OP_LAYERNORM:
+        out[n++] = "weight";
+        out[n++] = "bias";
+        break;
+    case OP_EMBEDDING: case OP_POS_EMBEDDING:
+        out[n++] = "weight";
+        break;
+    case OP_ATTENTION:
+        out[n++] = "qkv.weight";
+        out[n++] = "qkv.bias";
+        out[n++] = "proj.weight";
+        out[n++] = "proj.bias";
+        break;
+    }
+    return n;
+}
+
+/* Tensors in a list of layers with repeats expanded, saturating at MAX_TENSORS + 1. */
+static int64_t count_tensors(Layer **ls, int n)
+{
+    int64_t total = 0;
+    const char *names[8];
+    for (int i = 0; i < n && total <= MAX_TENSORS; i++) {
+        const Layer *l = ls[i];
+        int64_t t = layer_params(l, names);
+        if (l->op == OP_RESIDUAL)
+            t = count_tensors(l->body, l->n_body);
+        else if (l->op == OP_REPEAT) {
+            t = count_tensors(l->body, l->n_body);
+            t = t && l->count > MAX_TENSORS / t ? MAX_TENSORS + 1 : t * l->count;
+        }
+        total += t;
+    }
+    return total > MAX_TENSORS ? MAX_TENSORS + 1 : total;
+}
+
+static void add_pname(PNames *p, char *name, const Layer *l)
+{
+    if (p->n == p->cap) {
+        p->cap = p->cap ? 2 * p->cap : 64;
+        PName *v = xcalloc((size_t)p->cap, sizeof *v);
+        if (p->n)
+            memcpy(v, p->v, (size_t)p->n * sizeof *v);
+        free(p->v);
+        p->v = v;
+    }
+    p->v[p->n] = (PName){name, l, p->n};
+    p->n++;
+}
+
+/* Names per SPEC.md section 2: named containers add their name, unnamed ones
+ * nothing; repeat adds the iteration index; a layer ends with its name or index. */
+static void collect_names(PNames *p, Layer **ls, int n, const char *prefix)
+{
+    const char *suffixes[8];
+    for (int i = 0; i < n; i++) {
+        const Layer *l = ls[i];
+        if (l->op == OP_RESIDUAL || l->op == OP_REPEAT) {
+            char *inner = l->name ? xasprintf("%s%s.", prefix, l->name) : xstrdup(prefix);
+            if (l->op == OP_RESIDUAL)
+                collect_names(p, l->body, l->n_body, inner);
+            else
+                for (int64_t it = 0; it < l->count; it++) {
+                    char *iter = xasprintf("%s%lld.", inner, (long long)it);
+                    collect_names(p, l->body, l->n_body, iter);
+                    free(iter);
+                }
+            free(inner);
+            continue;
+        }
+        int k = layer_params(l, suffixes);
+        for (int j = 0; j < k; j++) {
+            char *name = l->name ? xasprintf("%s%s.%s", prefix, l->name, suffixes[j])
+                                 : xasprintf("%s%d.%s", prefix, i, suffixes[j]);
+            add_pname(p, name, l);
+        }
+    }
+}
+
+static int cmp_pname(const void *a, const void *b)
+{
+    const PName *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : x->order - y->order;
+}
+
+static void check_param_names(const Ctx *c)
+{
+    Spec *s = c->s;
+    if (count_tensors(s->layers, s->n_layers) > MAX_TENSORS)
+        error_at(c->file, "$.model.layers", "more than %d parameter tensors (after "
+                 "expanding repeat); this is surely a mistake", MAX_TENSORS);
+    PNames p = {0};
+    collect_names(&p, s->layers, s->n_layers, "");
+    qsort(p.v, (size_t)p.n, sizeof *p.v, cmp_pname);
+    /* report the clash whose second layer comes first in the file */
+    const PName *first = NULL, *second = NULL;
+    for (int i = 1; i < p.n; i++)
+        if (!strcmp(p.v[i].name, p.v[i - 1].name) && p.v[i].layer != p.v[i - 1].layer &&
+            (!second || p.v[i].order < second->order)) {
+            first = &p.v[i - 1];
+            second = &p.v[i];
+        }
+    if (second)
+        error_at(c->file, second->layer->path, "parameter name '%s' is also used by the "
+                 "layer at %s; give one of them a (different) \"name\"", second->name,
+                 first->layer->path);
+    for (int i = 0; i < p.n; i++)
+        free(p.v[i].name);
+    free(p.v);
+}
+
+/* ---- ties -------------------------------------------------------------------- */
+
+static const Layer *find_named(Layer **ls, int n, const char *name, int in_repeat,
+                               int *found_in_repeat)
+{
+    for (int i = 0; i < n; i++) {
+        if (ls[i]->name && !strcmp(ls[i]->name, name)) {
+            *found_in_repeat = in_repeat;
+            return ls[i];
+        }
+        if (ls[i]->body) {
+            const Layer *l = find_named(ls[i]->body, ls[i]->n_body, name,
+                                        in_repeat || ls[i]->op == OP_REPEAT, found_in_repeat);
+            if (l)
+                return l;
+        }
+    }
+    return NULL;
+}
+
+static void check_ties(const Ctx *c, Layer **ls, int n)
+{
+    for (int i = 0; i < n; i++) {
+        Layer *l = ls[i];
+        if (l->body)
+            check_ties(c, l->body, l->n_body);
+        if (!l->tie)
+            continue;
+        char *tp = path_key(l->path, "tie");
+        int in_repeat = 0;
+        const Layer *e = find_named(c->s->layers, c->s->n_layers, l->tie, 0, &in_repeat);
+        if (!e)
+            error_at(c->file, tp, "no layer is named '%s' (tie names an embedding layer)",
+                     l->tie);
+        if (e->op != OP_EMBEDDING)
+            error_at(c->file, tp, "'%s' is a %s; tie needs an embedding", l->tie,
+                     op_info[e->op].name);
+        if (in_repeat)
+            error_at(c->file, tp, "embedding '%s' is inside a repeat; tie needs a single "
+                     "embedding", l->tie);
+        if (l->out && l->out != e->vocab)
+            error_at(c->file, l->path, "out %lld differs from the vocab %lld of the tied "
+                     "embedding '%s'", (long long)l->out, (long long)e->vocab, l->tie);
+        l->out = e->vocab;
+        free(tp);
+    }
+}
+
+static void parse_model(const Ctx *c, const cJSON *m)
+{
+    Spec *s = c->s;
+    const char *mp = "$.model";
+    static const char *const keys[] = {"name", "inputs", "layers", "loss", "init", NULL};
+    need_object(c, m, mp, "an object");
+    check_keys(c, m, mp, keys);
+
+    const cJSON *name = require(c, m, mp, "name");
+    s->name = (char *)get_string(c, name, "$.model.name");
+    size_t len = strlen(s->name), ok = strspn(s->name, "abcdefghijklmnopqrstuvwxyz"
+                                              "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-");
+    if (len == 0 || ok != len || strspn(s->name, ".") == len || len > 100)
+        error_at(c->file, "$.model.name", "expected a name of letters, digits, '_', '.' "
+                 "and '-' (it names the run folder), got \"%.60s\"", s->name);
+
+    parse_inputs(c, require(c, m, mp, "inputs"), "$.model.inputs");
+
+    const cJSON *layers = require(c, m, mp, "layers");
+    char b[96];
+    if (!cJSON_IsArray(layers) || cJSON_GetArraySize(layers) == 0)
+        error_at(c->file, "$.model.layers", "expected a non-empty array of layers, got %s",
+                 cJSON_IsArray(layers) ? "[]" : got(layers, b, sizeof b));
+    s->n_layers = cJSON_GetArraySize(layers);
+    s->layers = xcalloc((size_t)s->n_layers, sizeof *s->layers);
+    int i = 0;
+    const cJSON *ch;
+    cJSON_ArrayForEach(ch, layers) {
+        s->layers[i] = parse_layer(c, ch, path_index("$.model.layers", i));
+        i++;
+    }
+
+    const cJSON *loss = require(c, m, mp, "loss");
+    static const char *const loss_keys[] = {"op", "target", NULL};
+    static const char *const losses[] = {"cross_entropy", "mse", NULL};
+    need_object(c, loss, "$.model.loss", "an object {\"op\": ..., \"target\": ...}");
+    check_keys(c, loss, "$.model.loss", loss_keys);
+    s->loss = get_choice(c, require(c, loss, "$.model.loss", "op"), "$.model.loss.op",
+                         losses) == 0 ? LOSS_CROSS_ENTROPY : LOSS_MSE;
+    int t = get_input_ref(c, require(c, loss, "$.model.loss", "target"),
+                          "$.model.loss.target");
+    s->loss_target = s->inputs[t].name;
+    if (s->loss == LOSS_CROSS_ENTROPY && s->inputs[t].dtype == RT_F32)
+        error_at(c->file, "$.model.loss.target", "cross_entropy needs an integer target "
+                 "(u8, u16 or i32); input '%s' is f32", s->loss_target);
+
+    const cJSON *init = member(m, "init");
+    if (init) {
+        parse_init(c, init, "$.model.init", &s->init);
+        s->has_init = 1;
+    }
+    check_ties(c, s->layers, s->n_layers);
+    check_param_names(c);
+}
+
+/* ---- the training spec ------------------------------------------------------- */
+
+/* The data entries against the model: names are inputs (or "tokens", alone, for a
+ * model with two i32 inputs of shape [T]) and every input has a file. Returns 0, or
+ * -1 with a message. */
+static int check_data(const Spec *s, const rt_data_entry *e, int n, const char *what,
+                      char *err, size_t errlen)
+{
+    int tokens = 0;
+    for (int i = 0; i < n; i++) {
+        if (!strcmp(e[i].key, "tokens")) {
+            tokens = 1;
+            continue;
+        }
+        if (find_input(s, e[i].key) < 0) {
+            const char **names = input_names(s, 1);
+            const char *near = rt_closest(e[i].key, names);
+            if (near)
+                snprintf(err, errlen, "unknown input '%s' in data.%s; did you mean '%s'?",
+                         e[i].key, what, near);
+            else
+                snprintf(err, errlen, "unknown input '%s' in data.%s; the model's inputs "
+                         "are %s (or tokens, for token shards)", e[i].key, what,
+                         join(input_names(s, 0)));
+            return -1;
+        }
+    }
+    if (tokens) {
+        if (n != 1) {
+            snprintf(err, errlen, "data.%s.tokens must be the only entry of data.%s", what,
+                     what);
+            return -1;
+        }
+        const InputSpec *a = &s->inputs[0], *b = &s->inputs[1];
+        if (s->n_inputs != 2 || a->dtype != RT_I32 || b->dtype != RT_I32 || a->rank != 1 ||
+            b->rank != 1 || a->shape[0] != b->shape[0]) {
+            snprintf(err, errlen, "token data needs a model with two i32 inputs of shape "
+                     "[T] (the tokens and the next tokens)");
+            return -1;
+        }
+        return 0;
+    }
+    for (int i = 0; i < s->n_inputs; i++) {
+        int found = 0;
+        for (int j = 0; j < n; j++)
+            found |= !strcmp(e[j].key, s->inputs[i].name);
+        if (!found) {
+            snprintf(err, errlen, "data.%s has no file for input '%s'", what,
+                     s->inputs[i].name);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Rules between the model and the training spec. */
+static int check_train_vs_model(const Spec *s, char *err, size_t errlen)
+{
+    const rt_train_config *t = &s->train;
+    if (check_data(s, t->train, t->n_train, "train", err, errlen))
+        return -1;
+    if (t->n_val && check_data(s, t->val, t->n_val, "val", err, errlen))
+        return -1;
+    if (t->has_early_stopping && t->es_monitor == RT_MON_VAL_ACC &&
+        s->loss != LOSS_CROSS_ENTROPY) {
+        snprintf(err, errlen, "early_stopping.monitor val_acc needs a cross_entropy loss");
+        return -1;
+    }
+    return 0;
+}
+
+static void set_or_fail(const Ctx *c, const char *key, int jtype, const char *value,
+                        const char *path)
+{
+    char err[512];
+    if (rt_config_set_typed(&c->s->train, key, jtype, value, err, sizeof err))
+        error_at(c->file, path, "%s", err);
+}
+
+static void parse_data_files(const Ctx *c, const cJSON *v, const char *path, const char *what)
+{
+    char b[96];
+    if (cJSON_IsNull(v) && !strcmp(what, "val")) {
+        set_or_fail(c, "data.val", 'z', "null", path);
+        return;
+    }
+    if (!cJSON_IsObject(v))
+        error_at(c->file, path, "expected an object mapping input names to files, got %s",
+                 got(v, b, sizeof b));
+    const cJSON *ch;
+    cJSON_ArrayForEach(ch, v) {
+        char *ep = path_key(path, ch->string);
+        if (strcmp(ch->string, "tokens") && find_input(c->s, ch->string) < 0) {
+            char *hint = keep(xasprintf("the model's inputs are %s (or tokens, for token "
+                                        "shards)", join(input_names(c->s, 0))));
+            unknown(c, ep, "input", ch->string, input_names(c->s, 1), hint);
+        }
+        char *key = xasprintf("data.%s.%s", what, ch->string);
+        if (!cJSON_IsString(ch))
+            error_at(c->file, ep, "expected a file path, got %s", got(ch, b, sizeof b));
+        set_or_fail(c, key, 's', ch->valuestring, ep);
+        free(key);
+        free(ep);
+    }
+    char err[512];
+    rt_train_config *t = &c->s->train;
+    int is_val = !strcmp(what, "val");
+    if (check_data(c->s, is_val ? t->val : t->train, is_val ? t->n_val : t->n_train, what,
+                   err, sizeof err)) {
+        error_at(c->file, path, "%s", err);
+    }
+}
+
+static void parse_data(const Ctx *c, const cJSON *v, const char *path)
+{
+    static const char *const keys[] = {"train", "val", NULL};
+    need_object(c, v, path, "an object {\"train\": {...}, \"val\": {...}}");
+    check_keys(c, v, path, keys);
+    char *tp = path_key(path, "train");
+    parse_data_files(c, require(c, v, path, "train"), tp, "train");
+    free(tp);
+    const cJSON *val = member(v, "val");
+    if (val) {
+        char *vp = path_key(path, "val");
+        parse_data_files(c, val, vp, "val");
+        free(vp);
+    }
+}
+
+/* What the config table knows about a dotted key: 1 a value, 2 an object holding
+ * values, 3 both (a section that may be null). */
+static int key_kind(const char *full)
+{
+    size_t n = strlen(full);
+    int kind = 0;
+    for (int i = 0; rt_config_keys[i]; i++) {
+        if (!strcmp(rt_config_keys[i], full))
+            kind |= 1;
+        else if (!strncmp(rt_config_keys[i], full, n) && rt_config_keys[i][n] == '.')
+            kind |= 2;
+    }
+    return kind;
+}
+
+/* The keys one level below `prefix` ("" = the top), for suggestions. */
+static const char **child_keys(const char *prefix)
+{
+    int cap = 8;
+    for (int i = 0; rt_config_keys[i]; i++)
+        cap++;
+    const char **w = keep(xcalloc((size_t)cap, sizeof *w));
+    int n = 0;
+    size_t pn = strlen(prefix);
+    if (!pn)
+        w[n++] = "data";
+    for (int i = 0; rt_config_keys[i]; i++) {
+        const char *k = rt_config_keys[i];
+        if (pn && (strncmp(k, prefix, pn) || k[pn] != '.'))
+            continue;
+        if (!pn && !strncmp(k, "data.", 5))
+            continue;
+        const char *rest = pn ? k + pn + 1 : k;
+        size_t len = strcspn(rest, ".");
+        char *word = xasprintf("%.*s", (int)len, rest);
+        if (in_list(word, w))
+            free(word);
+        else
+            w[n++] = keep(word);
+    }
+    return w;
+}
+
+/* Renders a JSON scalar (or array of scalars) as the text rt_config_set takes. */
+static char *render(const cJSON *v, int *jtype)
+{
+    if (cJSON_IsNumber(v)) {
+        *jtype = 'n';
+        char buf[64];
+        fmt_number(buf, sizeof buf, v->valuedouble);
+        return xstrdup(buf);
+    }
+    if (cJSON_IsString(v)) {
+        *jtype = 's';
+        return xstrdup(v->valuestring);
+    }
+    if (cJSON_IsBool(v)) {
+        *jtype = 'b';
+        return xstrdup(cJSON_IsTrue(v) ? "true" : "false");
+    }
+    if (cJSON_IsNull(v)) {
+        *jtype = 'z';
+        return xstrdup("null");
+    }
+    if (cJSON_IsArray(v)) {
+        /* [0.9, 0.999] -> "0.9,0.999"; anything but numbers keeps its JSON form, so
+         * that it fails to parse as a number */
+        *jtype = 'a';
+        char *s = xstrdup("");
+        const cJSON *ch;
+        cJSON_ArrayForEach(ch, v) {
+            char *item;
+            if (cJSON_IsNumber(ch)) {
+                int t;
+                item = render(ch, &t);
+            } else {
+                char *p = cJSON_PrintUnformatted(ch);
+                item = xstrdup(p ? p : "?");
+                cJSON_free(p);
+            }
+            char *joined = xasprintf("%s%s%s", s, *s || ch != v->child ? "," : "", item);
+            free(s);
+            free(item);
+            s = joined;
+        }
+        return s;
+    }
+    *jtype = 'o';
+    return xstrdup("{}");
+}
+
+static void walk_train(const Ctx *c, const cJSON *obj, const char *prefix, const char *path)
+{
+    /* "type" first: a new optimizer type resets that optimizer's other fields */
+    const cJSON *type = member(obj, "type");
+    for (int pass = 0; pass < 2; pass++) {
+        const cJSON *ch;
+        cJSON_ArrayForEach(ch, obj) {
+            if ((pass == 0) != (ch == type))
+                continue;
+            char *cp = path_key(path, ch->string);
+            if (!*prefix && !strcmp(ch->string, "data")) {
+                parse_data(c, ch, cp);
+                free(cp);
+                continue;
+            }
+            char *full = *prefix ? xasprintf("%s.%s", prefix, ch->string)
+                                 : xstrdup(ch->string);
+            int kind = strchr(ch->string, '.') ? 0 : key_kind(full);
+            if (!kind)
+                unknown(c, cp, "key", ch->string, child_keys(prefix), NULL);
+            char b[96];
+            if (cJSON_IsObject(ch) && (kind & 2)) {
+                if (kind & 1)
+                    set_or_fail(c, full, 'o', "{}", cp);
+                walk_train(c, ch, full, cp);
+            } else if (kind & 1) {
+                int jtype;
+                char *text = render(ch, &jtype);
+                set_or_fail(c, full, jtype, text, cp);
+                free(text);
+            } else
+                error_at(c->file, cp, "expected an object, got %s", got(ch, b, sizeof b));
+            free(full);
+            free(cp);
+        }
+    }
+}
+
+static void parse_train(const Ctx *c, const cJSON *t)
+{
+    rt_config_defaults(&c->s->train);
+    need_object(c, t, "$.train", "an object");
+    if (!member(t, "data"))
+        error_at(c->file, "$.train", "missing key 'data' (the files to train on)");
+    walk_train(c, t, "", "$.train");
+    char err[512];
+    if (rt_config_validate(&c->s->train, err, sizeof err) ||
+        check_train_vs_model(c->s, err, sizeof err))
+        error_at(c->file, "$.train", "%s", err);
+}
+
+/* ---- the entry points --------------------------------------------------------- */
+
+static void check_top(const char *file, const cJSON *doc)
+{
+    static const char *const keys[] = {"trainc", "model", "train", NULL};
+    Ctx c = {file, NULL};
+    need_object(&c, doc, "$", "an object {\"model\": ..., \"train\": ...}");
+    check_keys(&c, doc, "$", keys);
+    const cJSON *v = member(doc, "trainc");
+    if (v) {
+        char b[96];
+        if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble))
+            error_at(file, "$.trainc", "expected the spec version 1, got %s",
+                     got(v, b, sizeof b));
+        if (v->valuedouble != 1)
+            error_at(file, "$.trainc", "unsupported spec version %s; this trainc reads "
+                     "version 1", got(v, b, sizeof b));
+    }
+}
+
+static char *dir_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        return xstrdup(".");
+    if (slash == path)
+        return xstrdup("/");
+    return xasprintf("%.*s", (int)(slash - path), path);
+}
+
+Spec *spec_load(int nfiles, char **files)
+{
+    if (nfiles < 1 || nfiles > 2)
+        error_input("expected one spec file (with \"model\" and \"train\") or two (the model "
+                    "spec, then the training spec), got %d", nfiles);
+    Canon *canon = xcalloc(1, sizeof *canon);
+    for (int i = 0; i < nfiles; i++) {
+        size_t len;
+        char *text = read_file(files[i], &len);
+        canon->docs[i] = parse_json(files[i], text, len);
+        free(text);
+        check_duplicates(files[i], canon->docs[i], "$");
+        check_top(files[i], canon->docs[i]);
+    }
+    Spec *s = xcalloc(1, sizeof *s);
+    canon->s = s;
+    canon->next = canons;
+    canons = canon;
+
+    const cJSON *model = member(canon->docs[0], "model");
+    const cJSON *train = member(canon->docs[nfiles - 1], "train");
+    if (!model)
+        error_at(files[0], "$", nfiles == 1 ? "missing key 'model'"
+                                            : "missing key 'model' (the first file is the "
+                                              "model spec)");
+    if (!train)
+        error_at(files[nfiles - 1], "$", nfiles == 1
+                 ? "missing key 'train' (give the training spec here or as a second file)"
+                 : "missing key 'train' (the second file is the training spec)");
+    if (nfiles == 2 && member(canon->docs[0], "train"))
+        error_at(files[0], "$.train", "the first file is the model spec; give \"train\" in "
+                 "the second file only");
+    if (nfiles == 2 && member(canon->docs[1], "model"))
+        error_at(files[1], "$.model", "the second file is the training spec; give \"model\" "
+                 "in the first file only");
+
+    s->model_file = xstrdup(files[0]);
+    s->train_file = xstrdup(files[nfiles - 1]);
+    s->data_dir = dir_of(s->train_file);
+    Ctx c = {s->model_file, s};
+    parse_model(&c, model);
+    c.file = s->train_file;
+    parse_train(&c, train);
+    canon->model_json = cJSON_PrintUnformatted(model);
+    if (!canon->model_json)
+        die("out of memory");
+    spec_finish(s);
+    return s;
+}
+
+void spec_set(Spec *s, const char *assignment)
+{
+    const char *eq = strchr(assignment, '=');
+    if (!eq || eq == assignment)
+        error_input("--set %s: expected KEY=VALUE", assignment);
+    char *key = xasprintf("%.*s", (int)(eq - assignment), assignment);
+    char err[512];
+    if (rt_config_set(&s->train, key, eq + 1, err, sizeof err))
+        error_input("--set %s: %s", key, err);
+    /* A value can be fine alone and wrong with the rest (nesterov without momentum):
+     * give such a pair in the order that keeps each step valid. */
+    if (check_train_vs_model(s, err, sizeof err) ||
+        rt_config_validate(&s->train, err, sizeof err))
+        error_input("--set %s: %s", key, err);
+    free(key);
+    spec_finish(s);
+}
+
+static uint64_t fnv1a(uint64_t h, const char *p)
+{
+    for (; *p; p++) {
+        h ^= (unsigned char)*p;
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+void spec_finish(Spec *s)
+{
+    for (int i = 0; i < s->n_train_lines; i++)
+        free(s->train_lines[i]);
+    free(s->train_lines);
+    s->train_lines = rt_config_dump(&s->train, &s->n_train_lines);
+
+    const char *model_json = "";
+    for (const Canon *c = canons; c; c = c->next)
+        if (c->s == s && c->model_json)
+            model_json = c->model_json;
+    uint64_t h = fnv1a(0xcbf29ce484222325ull, model_json);
+    for (int i = 0; i < s->n_train_lines; i++) {
+        h = fnv1a(h, s->train_lines[i]);
+        h = fnv1a(h, "\n");
+    }
+    snprintf(s->hash, sizeof s->hash, "%016llx", (unsigned long long)h);
+}

@@ -1,0 +1,100 @@
+/* trainc.h: the compiler's shared declarations. */
+#ifndef TRAINC_H
+#define TRAINC_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <cjson/cJSON.h>
+#include "ops.h"
+#include "../runtime/rt.h"
+
+#define TRAINC_VERSION "0.1.0"
+
+/* ---- errors: two tiers (DESIGN.md, house style) -------------------------- */
+
+/* Bad input at a JSON value: "FILE: error: PATH: MESSAGE", exit 1. */
+_Noreturn void error_at(const char *file, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Bad input with no JSON place (options, files): "trainc: error: MESSAGE", exit 1. */
+_Noreturn void error_input(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A broken internal rule. */
+_Noreturn void die_at(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+#define die(...) die_at(__FILE__, __LINE__, __VA_ARGS__)
+#define unreachable() die_at(__FILE__, __LINE__, "unreachable")
+
+void *xcalloc(size_t n, size_t size);
+char *xstrdup(const char *s);
+char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- the spec (spec.c) --------------------------------------------------- */
+
+enum { INIT_DEFAULT, INIT_NORMAL, INIT_GPT2 };
+
+typedef struct Init {
+    int kind;                 /* INIT_* */
+    double std;               /* INIT_NORMAL */
+} Init;
+
+typedef struct Layer Layer;
+struct Layer {
+    int op;                   /* OP_* */
+    char *path;               /* "$.model.layers[3]" or "$.model.layers[2].body[0]" */
+    char *name;               /* the "name" key, or NULL */
+    char *input;              /* the "input" key (a model input name), or NULL */
+    int has_init;
+    Init init;
+    /* op keys; a key that was not given holds its default (see ops.h and SPEC.md) */
+    int64_t out, kernel, stride, padding, vocab, dim, max_len, heads, count;
+    int bias;                 /* default 1 */
+    int causal;               /* default 1 */
+    int gelu_tanh;            /* "approximate": "tanh" */
+    double p;                 /* dropout; default 0.5 */
+    double eps;               /* layernorm; default 1e-5 */
+    char *tie;                /* linear: the name of an embedding, or NULL */
+    Layer **body;             /* residual, repeat */
+    int n_body;
+};
+
+typedef struct InputSpec {
+    char *name;
+    char *path;               /* "$.model.inputs.x" */
+    int dtype;                /* RT_U8 ... RT_F32 */
+    int rank;
+    int64_t shape[RT_MAX_RANK];
+    int has_scale, has_shift;
+    double scale, shift;      /* defaults 1 and 0 */
+    int64_t classes;          /* 0 when not given */
+} InputSpec;
+
+typedef struct Spec {
+    char *model_file;         /* the file holding "model" */
+    char *train_file;         /* the file holding "train" (may equal model_file) */
+    char *data_dir;           /* folder of train_file: data paths are relative to it */
+    char *name;
+    InputSpec inputs[RT_MAX_INPUTS];
+    int n_inputs;
+    Layer **layers;
+    int n_layers;
+    int has_init;
+    Init init;                /* model-level "init" */
+    int loss;                 /* LOSS_* */
+    char *loss_target;        /* an input name */
+    rt_train_config train;    /* validated, with defaults filled in */
+    char **train_lines;       /* rt_config_dump(&train): the canonical form */
+    int n_train_lines;
+    char hash[17];            /* FNV-1a 64 of the canonical model JSON and train lines, hex */
+} Spec;
+
+/* Reads one file (both "model" and "train") or two (model, then train); checks JSON
+ * syntax (FILE:LINE:COL), keys (unknown ones with "did you mean"), types, ranges,
+ * the data keys against the model inputs, and the training config. Shapes are
+ * checked later by graph.c. Exits 1 on any error. */
+Spec *spec_load(int nfiles, char **files);
+/* Applies one --set KEY=VALUE to spec->train (and recomputes the lines and hash);
+ * exits 1 on a bad key or value. */
+void spec_set(Spec *s, const char *assignment);
+/* Recomputes train_lines and hash after changes to s->train. */
+void spec_finish(Spec *s);
+
+#endif

@@ -1,0 +1,905 @@
+/* config.c: the training configuration of SPEC.md section 3, driven by one table.
+ *
+ * Every field of rt_train_config has one row below: its dotted key, how its text is
+ * parsed and checked, where it lives, and its default as text. rt_config_set,
+ * rt_config_dump, rt_config_defaults and the key list all read that one table, so a
+ * new field is one line. The compiler (spec.c) renders JSON values to text and sets
+ * them here; trainers apply `--set KEY=VALUE` and the embedded canonical lines here;
+ * both therefore accept exactly the same values with the same messages.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include "rt.h"
+
+enum {
+    F_DATA,      /* data.train / data.val: the entry arrays, keyed data.train.<input> */
+    F_INT,       /* int64_t in [min, max]; null (nullable) is -1 */
+    F_U64,       /* uint64_t */
+    F_REAL,      /* finite double within `range`; null (nullable) is NAN */
+    F_BOOL,      /* int 0/1 */
+    F_ENUM,      /* int: index into `names` */
+    F_DURATION,  /* double seconds from "DD:HH:MM:SS" or a number; null is NAN */
+    F_PAIR,      /* two doubles "A,B" (betas), each within `range` */
+    F_PATH,      /* char[RT_PATH_MAX]; null is "" */
+    F_SECTION,   /* int has_*: an object that may be null; setting a subkey enables it */
+};
+
+enum { R_ANY, R_POS, R_NONNEG, R_UNIT_OPEN, R_UNIT };   /* ranges of reals */
+
+typedef struct Field {
+    const char *key;
+    const char *def;       /* default, as the text rt_config_set takes; NULL: none */
+    int type;
+    size_t off, off2;      /* off2: F_PAIR's second double, F_DATA's count */
+    int nullable;
+    int64_t min, max;      /* F_INT */
+    int range;             /* F_REAL, F_PAIR */
+    const char *names;     /* F_ENUM: values in the order of the RT_ enum, space-separated */
+} Field;
+
+#define OFF(f) offsetof(rt_train_config, f)
+#define BIG ((int64_t)1 << 53)   /* JSON numbers are doubles: exact up to here */
+#define DATA(f, n) .type = F_DATA, .off = OFF(f), .off2 = OFF(n), .nullable = 1
+#define INT(f, lo, hi) .type = F_INT, .off = OFF(f), .min = lo, .max = hi
+#define INT_OR_NULL(f, lo) .type = F_INT, .off = OFF(f), .min = lo, .max = BIG, .nullable = 1
+#define U64(f) .type = F_U64, .off = OFF(f)
+#define REAL(f, r) .type = F_REAL, .off = OFF(f), .range = r
+#define REAL_OR_NULL(f, r) .type = F_REAL, .off = OFF(f), .range = r, .nullable = 1
+#define BOOL(f) .type = F_BOOL, .off = OFF(f)
+#define ENUM(f, n) .type = F_ENUM, .off = OFF(f), .names = n
+#define DURATION(f) .type = F_DURATION, .off = OFF(f), .nullable = 1
+#define PAIR(a, b, r) .type = F_PAIR, .off = OFF(a), .off2 = OFF(b), .range = r
+#define PATH(f) .type = F_PATH, .off = OFF(f), .nullable = 1
+#define SECTION(f) .type = F_SECTION, .off = OFF(f), .nullable = 1
+
+/* The table: X(key, default, kind). Order is the canonical dump order; a section's
+ * subkeys follow it directly. Defaults worth a word:
+ *   optimizer: adamw, lr 1e-3, betas 0.9,0.999, eps 1e-8, weight_decay 0.01. Setting
+ *     optimizer.type to a different type resets the type-specific fields to that
+ *     type's defaults (sgd: weight_decay 0, momentum 0, nesterov false), keeping lr.
+ *   schedule: constant, warmup_steps 0, final_lr_frac 0 (cosine/linear end at
+ *     lr * final_lr_frac), every_steps 1000 and gamma 0.1 (step: lr *= gamma every
+ *     every_steps optimizer steps, counted after warmup).
+ *   validate.every_epochs 1, every_steps null, batches null (= the whole val set).
+ *   early_stopping null; once enabled (any subkey, or {}): val_loss, min, patience 3,
+ *     min_delta 0, no thresholds, check_finite true.
+ *   checkpoint null; once enabled: every_steps 1000, keep 2.
+ *   loader.workers 2 (1..256), prefetch 4 (1..1024), shuffle and drop_last true. */
+#define CONFIG_FIELDS(X)                                                                \
+    X("data.train", NULL, DATA(train, n_train))                                         \
+    X("data.val", NULL, DATA(val, n_val))                                               \
+    X("batch_size", "32", INT(batch_size, 1, BIG))                                      \
+    X("accumulate", "1", INT(accumulate, 1, BIG))                                       \
+    X("epochs", "1", INT_OR_NULL(epochs, 1))                                            \
+    X("max_steps", "null", INT_OR_NULL(max_steps, 1))                                   \
+    X("max_time", "null", DURATION(max_time))                                           \
+    X("optimizer.type", "adamw", ENUM(opt, "sgd adamw"))                                \
+    X("optimizer.lr", "0.001", REAL(lr, R_POS))                                         \
+    X("optimizer.betas", "0.9,0.999", PAIR(beta1, beta2, R_UNIT_OPEN))                  \
+    X("optimizer.eps", "1e-8", REAL(eps, R_POS))                                        \
+    X("optimizer.weight_decay", "0.01", REAL(weight_decay, R_NONNEG))                   \
+    X("optimizer.momentum", "0", REAL(momentum, R_NONNEG))                              \
+    X("optimizer.nesterov", "false", BOOL(nesterov))                                    \
+    X("schedule.type", "constant", ENUM(sched, "constant step cosine linear"))          \
+    X("schedule.warmup_steps", "0", INT(warmup_steps, 0, BIG))                          \
+    X("schedule.final_lr_frac", "0", REAL(final_lr_frac, R_UNIT))                       \
+    X("schedule.every_steps", "1000", INT(sched_every_steps, 1, BIG))                   \
+    X("schedule.gamma", "0.1", REAL(gamma, R_POS))                                      \
+    X("grad_clip", "null", REAL_OR_NULL(grad_clip, R_POS))                              \
+    X("precision", "fp32", ENUM(precision, "fp32 bf16-mixed fp16-mixed"))               \
+    X("validate.every_steps", "null", INT_OR_NULL(val_every_steps, 1))                  \
+    X("validate.every_epochs", "1", INT_OR_NULL(val_every_epochs, 1))                   \
+    X("validate.batches", "null", INT_OR_NULL(val_batches, 1))                          \
+    X("early_stopping", "null", SECTION(has_early_stopping))                            \
+    X("early_stopping.monitor", "val_loss", ENUM(es_monitor, "val_loss val_acc loss"))  \
+    X("early_stopping.mode", "min", ENUM(es_mode, "min max"))                           \
+    X("early_stopping.patience", "3", INT(es_patience, 0, BIG))                         \
+    X("early_stopping.min_delta", "0", REAL(es_min_delta, R_NONNEG))                    \
+    X("early_stopping.stopping_threshold", "null",                                      \
+      REAL_OR_NULL(es_stopping_threshold, R_ANY))                                       \
+    X("early_stopping.divergence_threshold", "null",                                    \
+      REAL_OR_NULL(es_divergence_threshold, R_ANY))                                     \
+    X("early_stopping.check_finite", "true", BOOL(es_check_finite))                     \
+    X("checkpoint", "null", SECTION(has_checkpoint))                                    \
+    X("checkpoint.every_steps", "1000", INT(ckpt_every_steps, 1, BIG))                  \
+    X("checkpoint.keep", "2", INT(ckpt_keep, 1, BIG))                                   \
+    X("recompute", "none", ENUM(recompute, "none selective full auto"))                 \
+    X("memory_budget_mb", "null", REAL_OR_NULL(memory_budget_mb, R_POS))                \
+    X("distributed.strategy", "ddp", ENUM(dist, "ddp zero1 zero2"))                     \
+    X("loader.workers", "2", INT(workers, 1, 256))                                      \
+    X("loader.prefetch", "4", INT(prefetch, 1, 1024))                                   \
+    X("loader.shuffle", "true", BOOL(shuffle))                                          \
+    X("loader.drop_last", "true", BOOL(drop_last))                                      \
+    X("seed", "1337", U64(seed))                                                        \
+    X("log_every", "10", INT(log_every, 1, BIG))                                        \
+    X("device", "auto", ENUM(device, "auto cpu cuda"))                                  \
+    X("out_dir", "null", PATH(out_dir))
+
+#define AS_FIELD(k, d, ...) {.key = k, .def = d, __VA_ARGS__},
+#define AS_KEY(k, d, ...) k,
+static const Field fields[] = {CONFIG_FIELDS(AS_FIELD)};
+const char *const rt_config_keys[] = {CONFIG_FIELDS(AS_KEY) NULL};
+#define N_FIELDS ((int)(sizeof fields / sizeof fields[0]))
+
+/* ---- edit distance, suggestions ------------------------------------------ */
+
+int rt_edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    int small[64];
+    int *row = lb + 1 <= 64 ? small : malloc((lb + 1) * sizeof *row);
+    if (!row)
+        rt_die("out of memory");
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        int diag = row[0];       /* row[i-1][j-1] */
+        row[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int up = row[j];
+            int best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    int d = row[lb];
+    if (row != small)
+        free(row);
+    return d;
+}
+
+/* Close means within max(2, len/3) edits, fewer edits than the word has characters,
+ * and at most about half of the candidate changed: "xx" may mean "x", but "foo" is
+ * not a misspelling of "op". Ties go to the earlier word. */
+const char *rt_closest(const char *w, const char *const *words)
+{
+    int lw = (int)strlen(w), limit = lw / 3 > 2 ? lw / 3 : 2;
+    const char *best = NULL;
+    int best_d = limit + 1;
+    for (int i = 0; words[i]; i++) {
+        int lc = (int)strlen(words[i]);
+        if (abs(lc - lw) >= best_d)
+            continue;        /* the distance is at least the length difference */
+        int d = rt_edit_distance(w, words[i]);
+        if (d < best_d && d < lw && 2 * d <= lc + 1) {
+            best = words[i];
+            best_d = d;
+        }
+    }
+    return best;
+}
+
+/* ---- parsing values ------------------------------------------------------- */
+
+static int parse_real(const char *s, double *out)
+{
+    if (!*s || isspace((unsigned char)*s))
+        return -1;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (*end || !isfinite(v))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* Integers may be written as reals with an integral value ("1e3"), since JSON does
+ * not tell them apart; plain digits are read exactly. */
+static int parse_int(const char *s, int64_t *out)
+{
+    if (!*s || isspace((unsigned char)*s))
+        return -1;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (!*end && errno == 0) {
+        *out = v;
+        return 0;
+    }
+    double d;
+    if (parse_real(s, &d) || d != floor(d) || fabs(d) >= 9.2e18)
+        return -1;
+    *out = (int64_t)d;
+    return 0;
+}
+
+static int parse_u64(const char *s, uint64_t *out)
+{
+    if (!*s || isspace((unsigned char)*s) || *s == '-')
+        return -1;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (!*end && errno == 0) {
+        *out = v;
+        return 0;
+    }
+    double d;
+    if (parse_real(s, &d) || d != floor(d) || d < 0 || d >= 18446744073709551616.0)
+        return -1;
+    *out = (uint64_t)d;
+    return 0;
+}
+
+static int in_range(double v, int range)
+{
+    switch (range) {
+    case R_POS: return v > 0;
+    case R_NONNEG: return v >= 0;
+    case R_UNIT_OPEN: return v >= 0 && v < 1;
+    case R_UNIT: return v >= 0 && v <= 1;
+    }
+    return 1;
+}
+
+static const char *range_text(int range)
+{
+    switch (range) {
+    case R_POS: return " > 0";
+    case R_NONNEG: return " >= 0";
+    case R_UNIT_OPEN: return " in [0, 1)";
+    case R_UNIT: return " in [0, 1]";
+    }
+    return "";
+}
+
+/* "DD:HH:MM:SS" (each part digits, any size, as Lightning's max_time) or seconds. */
+static int parse_duration(const char *s, double *out)
+{
+    if (!strchr(s, ':'))
+        return parse_real(s, out);
+    static const double unit[4] = {86400, 3600, 60, 1};
+    double total = 0;
+    for (int i = 0; i < 4; i++) {
+        int digits = 0;
+        double v = 0;
+        for (; isdigit((unsigned char)*s); s++, digits++)
+            v = v * 10 + (*s - '0');
+        if (digits == 0 || digits > 9 || *s != (i < 3 ? ':' : '\0'))
+            return -1;
+        if (i < 3)
+            s++;
+        total += v * unit[i];
+    }
+    *out = total;
+    return 0;
+}
+
+/* Finds word `s` in a space-separated list; returns its index or -1. */
+static int enum_index(const char *names, const char *s)
+{
+    size_t n = strlen(s);
+    int i = 0;
+    for (const char *p = names; *p; i++) {
+        size_t len = strcspn(p, " ");
+        if (len == n && strncmp(p, s, n) == 0)
+            return i;
+        p += len;
+        while (*p == ' ')
+            p++;
+    }
+    return -1;
+}
+
+/* The index-th word of a space-separated list, into buf. */
+static const char *enum_name(const char *names, int index, char *buf, size_t len)
+{
+    const char *p = names;
+    for (int i = 0; i < index && *p; i++) {
+        p += strcspn(p, " ");
+        while (*p == ' ')
+            p++;
+    }
+    size_t n = strcspn(p, " ");
+    if (n >= len)
+        n = len - 1;
+    memcpy(buf, p, n);
+    buf[n] = 0;
+    return buf;
+}
+
+static int is_ident(const char *s)
+{
+    if (!isalpha((unsigned char)*s) && *s != '_')
+        return 0;
+    for (s++; *s; s++)
+        if (!isalnum((unsigned char)*s) && *s != '_')
+            return 0;
+    return 1;
+}
+
+/* ---- messages ------------------------------------------------------------ */
+
+/* What a field accepts, completing "expected ...". */
+static void expect_text(const Field *f, char *buf, size_t len)
+{
+    const char *ornull = f->nullable ? " or null" : "";
+    switch (f->type) {
+    case F_DATA:
+        snprintf(buf, len, "null (files go in %s.INPUT=PATH)", f->key);
+        return;
+    case F_INT:
+        if (f->max < BIG)
+            snprintf(buf, len, "an integer in [%" PRId64 ", %" PRId64 "]%s", f->min, f->max,
+                     ornull);
+        else
+            snprintf(buf, len, "an integer >= %" PRId64 "%s", f->min, ornull);
+        return;
+    case F_U64:
+        snprintf(buf, len, "an integer in [0, 2^64)");
+        return;
+    case F_REAL:
+        snprintf(buf, len, "a number%s%s", range_text(f->range), ornull);
+        return;
+    case F_BOOL:
+        snprintf(buf, len, "true or false");
+        return;
+    case F_ENUM: {
+        size_t o = (size_t)snprintf(buf, len, "one of ");
+        for (const char *p = f->names; *p && o < len;) {
+            size_t n = strcspn(p, " ");
+            o += (size_t)snprintf(buf + o, len - o, "%.*s%s", (int)n, p, p[n] ? ", " : "");
+            p += n;
+            while (*p == ' ')
+                p++;
+        }
+        return;
+    }
+    case F_DURATION:
+        snprintf(buf, len, "a duration \"DD:HH:MM:SS\" or seconds > 0, or null");
+        return;
+    case F_PAIR:
+        snprintf(buf, len, "2 numbers%s", range_text(f->range));
+        return;
+    case F_PATH:
+        snprintf(buf, len, "a path or null");
+        return;
+    case F_SECTION:
+        snprintf(buf, len, "an object or null");
+        return;
+    }
+}
+
+static int looks_plain(const char *s)
+{
+    char *end;
+    if (!strcmp(s, "true") || !strcmp(s, "false") || !strcmp(s, "null"))
+        return 1;
+    if (!*s || isspace((unsigned char)*s))
+        return 0;
+    strtod(s, &end);       /* "inf" and "1e999" read as numbers, shown bare */
+    return !*end;
+}
+
+/* How the offending value is shown: as its JSON type makes clear (a string where a
+ * number belongs is "\"32\""), quoted when it is a word. */
+static void got_text(const Field *f, int jtype, const char *v, char *buf, size_t len)
+{
+    int stringish = f && (f->type == F_ENUM || f->type == F_PATH || f->type == F_DATA ||
+                          f->type == F_DURATION);
+    switch (jtype) {
+    case 'o': snprintf(buf, len, "an object"); return;
+    case 'a': snprintf(buf, len, "[%.60s]", v); return;
+    case 's':
+        snprintf(buf, len, stringish ? "'%.60s%s'" : "\"%.60s%s\"", v, strlen(v) > 60 ? "..." : "");
+        return;
+    case 'n': case 'b': case 'z': snprintf(buf, len, "%.60s", v); return;
+    }
+    if (looks_plain(v))
+        snprintf(buf, len, "%.60s", v);
+    else
+        snprintf(buf, len, "'%.60s%s'", v, strlen(v) > 60 ? "..." : "");
+}
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+static int bad_value(const Field *f, int jtype, const char *v, char *err, size_t errlen)
+{
+    char want[160], got[96];
+    expect_text(f, want, sizeof want);
+    got_text(f, jtype, v, got, sizeof got);
+    int n = fail(err, errlen, "expected %s, got %s", want, got);
+    if (f->type == F_ENUM && jtype != 'n' && jtype != 'b' && jtype != 'z' && jtype != 'o' &&
+        jtype != 'a') {
+        /* words of the list as an array for rt_closest */
+        const char *words[16];
+        char store[16][32];
+        int k = 0;
+        for (const char *p = f->names; *p && k < 15; k++) {
+            size_t m = strcspn(p, " ");
+            snprintf(store[k], sizeof store[k], "%.*s", (int)m, p);
+            words[k] = store[k];
+            p += m;
+            while (*p == ' ')
+                p++;
+        }
+        words[k] = NULL;
+        const char *near = rt_closest(v, words);
+        size_t o = err ? strlen(err) : 0;
+        if (near && err && o < errlen)
+            snprintf(err + o, errlen - o, "; did you mean '%s'?", near);
+    }
+    return n;
+}
+
+/* JSON types a field takes, for rt_config_set_typed: n s b z a o. */
+static int type_ok(const Field *f, int jtype)
+{
+    if (jtype == 0)
+        return 1;
+    if (jtype == 'z')
+        return f->nullable;
+    switch (f->type) {
+    case F_DATA: return 0;
+    case F_INT: case F_U64: case F_REAL: return jtype == 'n';
+    case F_BOOL: return jtype == 'b';
+    case F_ENUM: case F_PATH: return jtype == 's';
+    case F_DURATION: return jtype == 's' || jtype == 'n';
+    case F_PAIR: return jtype == 'a';
+    case F_SECTION: return jtype == 'o';
+    }
+    return 0;
+}
+
+/* ---- setting ------------------------------------------------------------- */
+
+#define AT(c, f, T) ((T *)((char *)(c) + (f)->off))
+
+static const Field *find_field(const char *key)
+{
+    for (int i = 0; i < N_FIELDS; i++)
+        if (!strcmp(fields[i].key, key))
+            return &fields[i];
+    return NULL;
+}
+
+static int is_null(const char *v) { return !strcmp(v, "null"); }
+
+static void reset_prefix(rt_train_config *c, const char *prefix, const char *keep1,
+                         const char *keep2);
+
+/* Parses v into the field; no side effects on other fields except a section reset. */
+static int set_field(rt_train_config *c, const Field *f, int jtype, const char *v, char *err,
+                     size_t errlen)
+{
+    if (!type_ok(f, jtype))
+        return bad_value(f, jtype, v, err, errlen);
+    if (is_null(v) && f->nullable && f->type != F_DATA) {
+        switch (f->type) {
+        case F_INT: *AT(c, f, int64_t) = -1; return 0;
+        case F_REAL: case F_DURATION: *AT(c, f, double) = NAN; return 0;
+        case F_PATH: memset(AT(c, f, char), 0, RT_PATH_MAX); return 0;
+        case F_SECTION:
+            /* disabled: the subkeys go back to their defaults, so a disabled section
+             * dumps as one line and still round-trips exactly */
+            *AT(c, f, int) = 0;
+            reset_prefix(c, f->key, NULL, NULL);
+            return 0;
+        }
+    }
+    switch (f->type) {
+    case F_DATA:
+        if (!is_null(v))
+            return bad_value(f, jtype, v, err, errlen);
+        *(int *)((char *)c + f->off2) = 0;
+        memset((char *)c + f->off, 0, RT_MAX_INPUTS * sizeof(rt_data_entry));
+        return 0;
+    case F_INT: {
+        int64_t x;
+        if (parse_int(v, &x) || x < f->min || x > f->max)
+            return bad_value(f, jtype, v, err, errlen);
+        *AT(c, f, int64_t) = x;
+        return 0;
+    }
+    case F_U64: {
+        uint64_t x;
+        if (parse_u64(v, &x))
+            return bad_value(f, jtype, v, err, errlen);
+        *AT(c, f, uint64_t) = x;
+        return 0;
+    }
+    case F_REAL: {
+        double x;
+        if (parse_real(v, &x) || !in_range(x, f->range))
+            return bad_value(f, jtype, v, err, errlen);
+        *AT(c, f, double) = x;
+        return 0;
+    }
+    case F_BOOL:
+        if (strcmp(v, "true") && strcmp(v, "false"))
+            return bad_value(f, jtype, v, err, errlen);
+        *AT(c, f, int) = v[0] == 't';
+        return 0;
+    case F_ENUM: {
+        int i = enum_index(f->names, v);
+        if (i < 0)
+            return bad_value(f, jtype, v, err, errlen);
+        *AT(c, f, int) = i;
+        return 0;
+    }
+    case F_DURATION: {
+        double x;
+        if (parse_duration(v, &x) || !(x > 0))
+            return bad_value(f, jtype, v, err, errlen);
+        *AT(c, f, double) = x;
+        return 0;
+    }
+    case F_PAIR: {
+        const char *comma = strchr(v, ',');
+        char a[64], b[64];
+        if (!comma || strchr(comma + 1, ',') || (size_t)(comma - v) >= sizeof a ||
+            strlen(comma + 1) >= sizeof b)
+            return bad_value(f, jtype, v, err, errlen);
+        snprintf(a, sizeof a, "%.*s", (int)(comma - v), v);
+        const char *pb = comma + 1;
+        while (*pb == ' ')
+            pb++;     /* "0.9, 0.999" on a command line */
+        snprintf(b, sizeof b, "%s", pb);
+        double x, y;
+        if (parse_real(a, &x) || parse_real(b, &y) || !in_range(x, f->range) ||
+            !in_range(y, f->range))
+            return bad_value(f, jtype, v, err, errlen);
+        *AT(c, f, double) = x;
+        *(double *)((char *)c + f->off2) = y;
+        return 0;
+    }
+    case F_PATH: {
+        size_t n = strlen(v);
+        if (n == 0 || n >= RT_PATH_MAX || strchr(v, '\n'))
+            return bad_value(f, jtype, v, err, errlen);
+        memset(AT(c, f, char), 0, RT_PATH_MAX);   /* no stale tail: equal configs, equal bytes */
+        memcpy(AT(c, f, char), v, n + 1);
+        return 0;
+    }
+    case F_SECTION:
+        if (!strcmp(v, "false")) {
+            *AT(c, f, int) = 0;
+            reset_prefix(c, f->key, NULL, NULL);
+            return 0;
+        }
+        if (strcmp(v, "true") && strcmp(v, "{}"))
+            return bad_value(f, jtype, v, err, errlen);
+        *AT(c, f, int) = 1;
+        return 0;
+    }
+    rt_die("bad field type %d", f->type);
+}
+
+/* Puts every field under "prefix." back to its default, except keep1/keep2. */
+static void reset_prefix(rt_train_config *c, const char *prefix, const char *keep1,
+                         const char *keep2)
+{
+    size_t n = strlen(prefix);
+    for (int i = 0; i < N_FIELDS; i++) {
+        const Field *f = &fields[i];
+        if (strncmp(f->key, prefix, n) || f->key[n] != '.' || !f->def)
+            continue;
+        if ((keep1 && !strcmp(f->key, keep1)) || (keep2 && !strcmp(f->key, keep2)))
+            continue;
+        char err[256];
+        if (set_field(c, f, 0, f->def, err, sizeof err))
+            rt_die("default of %s: %s", f->key, err);
+    }
+}
+
+void rt_config_defaults(rt_train_config *c)
+{
+    memset(c, 0, sizeof *c);
+    for (int i = 0; i < N_FIELDS; i++) {
+        char err[256];
+        if (fields[i].def && set_field(c, &fields[i], 0, fields[i].def, err, sizeof err))
+            rt_die("default of %s: %s", fields[i].key, err);
+    }
+}
+
+/* data.train.NAME=PATH (or =null to drop the entry). */
+static int set_data_entry(rt_train_config *c, const Field *f, const char *name, int jtype,
+                          const char *v, char *err, size_t errlen)
+{
+    rt_data_entry *e = (rt_data_entry *)((char *)c + f->off);
+    int *n = (int *)((char *)c + f->off2);
+    if (!is_ident(name) || strlen(name) >= sizeof e->key)
+        return fail(err, errlen, "bad input name '%.60s' in %s.%.60s: expected a name of "
+                    "letters, digits and '_'", name, f->key, name);
+    int i = 0;
+    while (i < *n && strcmp(e[i].key, name))
+        i++;
+    if (is_null(v) && jtype != 's') {
+        if (i < *n) {
+            memmove(&e[i], &e[i + 1], (size_t)(*n - i - 1) * sizeof *e);
+            (*n)--;
+            memset(&e[*n], 0, sizeof *e);   /* equal configs stay equal bytes */
+        }
+        return 0;
+    }
+    size_t len = strlen(v);
+    if ((jtype && jtype != 's') || len == 0 || len >= RT_PATH_MAX || strchr(v, '\n')) {
+        char got[96];
+        got_text(f, jtype, v, got, sizeof got);
+        return fail(err, errlen, "expected a file path, got %s", got);
+    }
+    if (i == *n) {
+        if (*n == RT_MAX_INPUTS)
+            return fail(err, errlen, "too many files in %s (at most %d)", f->key,
+                        RT_MAX_INPUTS);
+        (*n)++;
+        snprintf(e[i].key, sizeof e[i].key, "%s", name);
+    }
+    memset(e[i].path, 0, sizeof e[i].path);
+    memcpy(e[i].path, v, len + 1);
+    return 0;
+}
+
+static int unknown_key(const char *key, char *err, size_t errlen)
+{
+    const char *near;
+    char buf[128];
+    if (!strncmp(key, "data.", 5)) {
+        /* suggest on "data.X" only, keeping the input name: data.trian.x -> data.train.x */
+        const char *dot = strchr(key + 5, '.');
+        size_t n = dot ? (size_t)(dot - key) : strlen(key);
+        snprintf(buf, sizeof buf, "%.*s", (int)(n < 100 ? n : 100), key);
+        static const char *const data_keys[] = {"data.train", "data.val", NULL};
+        near = rt_closest(buf, data_keys);
+        if (near)
+            return fail(err, errlen, "unknown key '%.100s'; did you mean '%s%.60s'?", key,
+                        near, dot ? dot : "");
+        return fail(err, errlen, "unknown key '%.100s'; data files go in data.train.INPUT "
+                    "and data.val.INPUT", key);
+    }
+    near = rt_closest(key, rt_config_keys);
+    if (near)
+        return fail(err, errlen, "unknown key '%.100s'; did you mean '%s'?", key, near);
+    return fail(err, errlen, "unknown key '%.100s'", key);
+}
+
+/* rt_config_set with the JSON type of the value the text came from ('n' number,
+ * 's' string, 'b' boolean, 'z' null, 'a' array rendered "A,B", 'o' object), or 0
+ * for text from a command line. The compiler needs it so that "batch_size": "32"
+ * is an error although --set batch_size=32 is fine. (Not in rt.h, which is frozen;
+ * spec.c declares it.) */
+int rt_config_set_typed(rt_train_config *c, const char *key, int jtype, const char *value,
+                        char *err, size_t errlen);
+int rt_config_set_typed(rt_train_config *c, const char *key, int jtype, const char *value,
+                        char *err, size_t errlen)
+{
+    const Field *f = find_field(key);
+    if (!f) {
+        for (int i = 0; i < N_FIELDS; i++) {
+            size_t n = strlen(fields[i].key);
+            if (fields[i].type == F_DATA && !strncmp(key, fields[i].key, n) && key[n] == '.')
+                return set_data_entry(c, &fields[i], key + n + 1, jtype, value, err, errlen);
+        }
+        return unknown_key(key, err, errlen);
+    }
+    if (f->type == F_ENUM && f->off == OFF(opt)) {
+        /* a new optimizer type brings its own defaults for the fields that differ
+         * (sgd: weight_decay 0); lr is shared and kept */
+        int old = c->opt;
+        if (set_field(c, f, jtype, value, err, errlen))
+            return -1;
+        if (c->opt != old) {
+            reset_prefix(c, "optimizer", "optimizer.type", "optimizer.lr");
+            if (c->opt == RT_OPT_SGD)
+                c->weight_decay = 0;
+        }
+        return 0;
+    }
+    if (set_field(c, f, jtype, value, err, errlen))
+        return -1;
+    /* a subkey of a section enables the section */
+    for (int i = 0; i < N_FIELDS; i++) {
+        size_t n = strlen(fields[i].key);
+        if (fields[i].type == F_SECTION && !strncmp(key, fields[i].key, n) && key[n] == '.')
+            *AT(c, &fields[i], int) = 1;
+    }
+    return 0;
+}
+
+int rt_config_set(rt_train_config *c, const char *key, const char *value, char *err,
+                  size_t errlen)
+{
+    return rt_config_set_typed(c, key, 0, value, err, errlen);
+}
+
+/* ---- dumping ------------------------------------------------------------- */
+
+/* The shortest %g text that reads back as exactly v. */
+static void fmt_real(char *buf, size_t len, double v)
+{
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, len, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v)
+            return;
+    }
+}
+
+static void fmt_value(const rt_train_config *c, const Field *f, char *buf, size_t len)
+{
+    switch (f->type) {
+    case F_INT: {
+        int64_t v = *AT(c, f, const int64_t);
+        if (f->nullable && v == -1)
+            snprintf(buf, len, "null");
+        else
+            snprintf(buf, len, "%" PRId64, v);
+        return;
+    }
+    case F_U64:
+        snprintf(buf, len, "%" PRIu64, *AT(c, f, const uint64_t));
+        return;
+    case F_REAL: {
+        double v = *AT(c, f, const double);
+        if (isnan(v))
+            snprintf(buf, len, "null");
+        else
+            fmt_real(buf, len, v);
+        return;
+    }
+    case F_BOOL:
+        snprintf(buf, len, "%s", *AT(c, f, const int) ? "true" : "false");
+        return;
+    case F_ENUM:
+        enum_name(f->names, *AT(c, f, const int), buf, len);
+        return;
+    case F_DURATION: {
+        double v = *AT(c, f, const double);
+        if (isnan(v))
+            snprintf(buf, len, "null");
+        else if (v == floor(v) && v < 1e12) {
+            int64_t s = (int64_t)v;
+            snprintf(buf, len, "%02" PRId64 ":%02" PRId64 ":%02" PRId64 ":%02" PRId64,
+                     s / 86400, s / 3600 % 24, s / 60 % 60, s % 60);
+        } else
+            fmt_real(buf, len, v);
+        return;
+    }
+    case F_PAIR: {
+        char a[40], b[40];
+        fmt_real(a, sizeof a, *AT(c, f, const double));
+        fmt_real(b, sizeof b, *(const double *)((const char *)c + f->off2));
+        snprintf(buf, len, "%s,%s", a, b);
+        return;
+    }
+    case F_PATH: {
+        const char *p = AT(c, f, const char);
+        snprintf(buf, len, "%s", p[0] ? p : "null");
+        return;
+    }
+    case F_SECTION:
+        snprintf(buf, len, "%s", *AT(c, f, const int) ? "true" : "null");
+        return;
+    }
+    rt_die("bad field type %d", f->type);
+}
+
+static char *line_dup(const char *key, const char *value)
+{
+    size_t n = strlen(key) + strlen(value) + 2;
+    char *s = malloc(n);
+    if (!s)
+        rt_die("out of memory");
+    snprintf(s, n, "%s=%s", key, value);
+    return s;
+}
+
+char **rt_config_dump(const rt_train_config *c, int *n)
+{
+    int cap = N_FIELDS + 2 * RT_MAX_INPUTS + 1;
+    char **lines = calloc((size_t)cap, sizeof *lines);
+    if (!lines)
+        rt_die("out of memory");
+    int k = 0;
+    char buf[RT_PATH_MAX + 64];
+    for (int i = 0; i < N_FIELDS; i++) {
+        const Field *f = &fields[i];
+        if (f->type == F_DATA) {
+            const rt_data_entry *e = (const rt_data_entry *)((const char *)c + f->off);
+            int count = *(const int *)((const char *)c + f->off2);
+            for (int j = 0; j < count; j++) {
+                snprintf(buf, sizeof buf, "%s.%s", f->key, e[j].key);
+                lines[k++] = line_dup(buf, e[j].path);
+            }
+            continue;
+        }
+        fmt_value(c, f, buf, sizeof buf);
+        lines[k++] = line_dup(f->key, buf);
+        if (f->type == F_SECTION && !*AT(c, f, const int)) {
+            /* a disabled section's subkeys hold defaults: skip them */
+            size_t len = strlen(f->key);
+            while (i + 1 < N_FIELDS && !strncmp(fields[i + 1].key, f->key, len) &&
+                   fields[i + 1].key[len] == '.')
+                i++;
+        }
+    }
+    *n = k;
+    return lines;
+}
+
+/* ---- cross-field rules ----------------------------------------------------- */
+
+static int has_key(const rt_data_entry *e, int n, const char *key)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(e[i].key, key))
+            return 1;
+    return 0;
+}
+
+int rt_config_validate(const rt_train_config *c, char *err, size_t errlen)
+{
+    rt_train_config d;
+    rt_config_defaults(&d);
+    if (c->n_train == 0)
+        return fail(err, errlen, "data.train is missing: give a file for every model input");
+    if (has_key(c->train, c->n_train, "tokens") && c->n_train != 1)
+        return fail(err, errlen, "data.train.tokens must be the only entry of data.train");
+    for (int i = 0; i < c->n_val; i++)
+        if (!has_key(c->train, c->n_train, c->val[i].key))
+            return fail(err, errlen, "data.val.%s has no counterpart in data.train",
+                        c->val[i].key);
+    if (c->n_val > 0)
+        for (int i = 0; i < c->n_train; i++)
+            if (!has_key(c->val, c->n_val, c->train[i].key))
+                return fail(err, errlen, "data.val has no file for '%s' (data.train has one)",
+                            c->train[i].key);
+    if (c->epochs < 0 && c->max_steps < 0 && isnan(c->max_time))
+        return fail(err, errlen, "no stop condition: set epochs, max_steps or max_time");
+    if (c->opt == RT_OPT_ADAMW && (c->momentum != 0 || c->nesterov))
+        return fail(err, errlen, "optimizer.momentum and optimizer.nesterov apply to sgd "
+                    "only (optimizer.type is adamw)");
+    if (c->nesterov && !(c->momentum > 0))
+        return fail(err, errlen, "optimizer.nesterov needs optimizer.momentum > 0");
+    if (c->opt == RT_OPT_SGD &&
+        (c->beta1 != d.beta1 || c->beta2 != d.beta2 || c->eps != d.eps))
+        return fail(err, errlen, "optimizer.betas and optimizer.eps apply to adamw only "
+                    "(optimizer.type is sgd)");
+    if (c->sched != RT_SCHED_STEP &&
+        (c->sched_every_steps != d.sched_every_steps || c->gamma != d.gamma))
+        return fail(err, errlen, "schedule.every_steps and schedule.gamma apply to "
+                    "schedule.type step only");
+    if ((c->sched == RT_SCHED_CONSTANT || c->sched == RT_SCHED_STEP) &&
+        c->final_lr_frac != d.final_lr_frac)
+        return fail(err, errlen, "schedule.final_lr_frac applies to schedule.type cosine "
+                    "and linear only");
+    if ((c->sched == RT_SCHED_COSINE || c->sched == RT_SCHED_LINEAR) && c->epochs < 0 &&
+        c->max_steps < 0)
+        return fail(err, errlen, "schedule.type %s needs epochs or max_steps to know its "
+                    "length", c->sched == RT_SCHED_COSINE ? "cosine" : "linear");
+    if (c->n_val == 0 && c->val_every_steps >= 0)
+        return fail(err, errlen, "validate.every_steps needs data.val");
+    if (c->n_val == 0 && c->val_batches >= 0)
+        return fail(err, errlen, "validate.batches needs data.val");
+    if (c->has_early_stopping && c->es_monitor != RT_MON_LOSS) {
+        const char *m = c->es_monitor == RT_MON_VAL_LOSS ? "val_loss" : "val_acc";
+        if (c->n_val == 0)
+            return fail(err, errlen, "early_stopping.monitor %s needs data.val", m);
+        if (c->val_every_steps < 0 && c->val_every_epochs < 0)
+            return fail(err, errlen, "early_stopping.monitor %s needs validation: set "
+                        "validate.every_epochs or validate.every_steps", m);
+    }
+    if (c->recompute == RT_RECOMPUTE_AUTO && isnan(c->memory_budget_mb))
+        return fail(err, errlen, "recompute auto needs memory_budget_mb");
+    return 0;
+}

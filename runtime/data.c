@@ -1,0 +1,784 @@
+/* data.c: memory-mapped .npy arrays, datasets checked against the model, the
+ * threaded batch loader, and the runtime's seeded random numbers.
+ *
+ * Everything read from a file is distrusted: the .npy header is parsed with an
+ * explicit end pointer, every size product is checked for overflow, and no byte
+ * outside the mapping is ever touched, whatever the header claims. Bad files exit
+ * through rt_input_error (exit 1) with a message that starts with the file name. */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "rt.h"
+
+/* .npy data is little-endian and copied with memcpy; a big-endian host would need
+ * byte swaps everywhere below. */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "data.c assumes a little-endian host"
+#endif
+
+/* ---- random numbers ------------------------------------------------------ */
+
+static uint64_t rotl64(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+/* splitmix64 expands one 64-bit seed into the 256-bit state (the seeding its
+ * authors recommend); it is a bijection of its counter, so the state is never all
+ * zero. */
+void rt_rng_seed(rt_rng *r, uint64_t seed)
+{
+    uint64_t x = seed;
+    for (int i = 0; i < 4; i++) {
+        x += 0x9E3779B97F4A7C15ull;
+        uint64_t z = x;
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        r->s[i] = z ^ (z >> 31);
+    }
+}
+
+/* xoshiro256** 1.0 (Blackman and Vigna). */
+uint64_t rt_rng_u64(rt_rng *r)
+{
+    uint64_t *s = r->s;
+    uint64_t result = rotl64(s[1] * 5, 7) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl64(s[3], 45);
+    return result;
+}
+
+/* The top 53 bits: every double in [0, 1) on the 2^-53 grid, equally likely. */
+double rt_rng_uniform(rt_rng *r) { return (double)(rt_rng_u64(r) >> 11) * 0x1.0p-53; }
+
+/* Box-Muller with two fresh uniforms per call (no cached second value, so the
+ * stream position is a simple function of the number of calls). 1 - u lies in
+ * (0, 1], so the log is finite. */
+double rt_rng_normal(rt_rng *r)
+{
+    double u1 = 1.0 - rt_rng_uniform(r);
+    double u2 = rt_rng_uniform(r);
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+/* Uniform in [0, n), n >= 1, without modulo bias: values below 2^64 mod n are
+ * rejected so that every residue has the same number of preimages. */
+static uint64_t rng_below(rt_rng *r, uint64_t n)
+{
+    uint64_t threshold = (0 - n) % n;
+    for (;;) {
+        uint64_t x = rt_rng_u64(r);
+        if (x >= threshold)
+            return x % n;
+    }
+}
+
+/* ---- .npy files ------------------------------------------------------------ */
+
+/* The header dict, e.g. {'descr': '<f4', 'fortran_order': False, 'shape': (60000, 784), }
+ * Parsed as a small Python literal: keys and strings in '' or "", True/False,
+ * a tuple (or list) of non-negative integers (Python 2 'L' suffixes allowed). */
+typedef struct hdr_cursor {
+    const char *path;
+    const char *start, *p, *end;
+} hdr_cursor;
+
+_Noreturn static void hdr_error(const hdr_cursor *c, const char *what)
+{
+    rt_input_error("%s: bad .npy header: %s at byte %td of the header", c->path, what,
+                   c->p - c->start);
+}
+
+static void hdr_ws(hdr_cursor *c)
+{
+    while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\n' || *c->p == '\r'))
+        c->p++;
+}
+
+/* Skips whitespace, then consumes `ch` if it is next. */
+static int hdr_accept(hdr_cursor *c, char ch)
+{
+    hdr_ws(c);
+    if (c->p < c->end && *c->p == ch) {
+        c->p++;
+        return 1;
+    }
+    return 0;
+}
+
+static void hdr_string(hdr_cursor *c, char *out, size_t cap)
+{
+    hdr_ws(c);
+    if (c->p >= c->end || (*c->p != '\'' && *c->p != '"'))
+        hdr_error(c, "expected a quoted string");
+    char q = *c->p++;
+    size_t n = 0;
+    while (c->p < c->end && *c->p != q) {
+        if (n + 1 >= cap)
+            hdr_error(c, "string too long");
+        out[n++] = *c->p++;
+    }
+    if (c->p >= c->end)
+        hdr_error(c, "unterminated string");
+    c->p++;
+    out[n] = 0;
+}
+
+static int hdr_bool(hdr_cursor *c)
+{
+    hdr_ws(c);
+    size_t left = (size_t)(c->end - c->p);
+    if (left >= 4 && memcmp(c->p, "True", 4) == 0) {
+        c->p += 4;
+        return 1;
+    }
+    if (left >= 5 && memcmp(c->p, "False", 5) == 0) {
+        c->p += 5;
+        return 0;
+    }
+    hdr_error(c, "expected True or False");
+}
+
+/* (d0, d1, ...) with an optional trailing comma; () is rank 0. */
+static int hdr_shape(hdr_cursor *c, int64_t *shape, int maxrank)
+{
+    char close;
+    if (hdr_accept(c, '('))
+        close = ')';
+    else if (hdr_accept(c, '['))
+        close = ']';
+    else
+        hdr_error(c, "expected a shape tuple");
+    int rank = 0;
+    for (;;) {
+        if (hdr_accept(c, close))
+            return rank;
+        hdr_ws(c);
+        if (c->p >= c->end || *c->p < '0' || *c->p > '9')
+            hdr_error(c, "expected a non-negative integer in the shape");
+        int64_t v = 0;
+        while (c->p < c->end && *c->p >= '0' && *c->p <= '9') {
+            int d = *c->p++ - '0';
+            if (v > (INT64_MAX - d) / 10)
+                hdr_error(c, "shape dimension too large");
+            v = v * 10 + d;
+        }
+        if (c->p < c->end && (*c->p == 'L' || *c->p == 'l'))
+            c->p++;
+        if (rank >= maxrank)
+            hdr_error(c, "more than 8 dimensions");
+        shape[rank++] = v;
+        if (!hdr_accept(c, ',')) {
+            if (!hdr_accept(c, close))
+                hdr_error(c, "expected ',' or the end of the shape");
+            return rank;
+        }
+    }
+}
+
+/* Maps a descr string to a dtype; -1 when unsupported. Single-byte types carry
+ * '|' (numpy's own spelling) or '<'. */
+static int npy_dtype(const char *descr, int *elem)
+{
+    static const struct { const char *name; int dt, bytes; } known[] = {
+        {"|u1", RT_U8, 1}, {"<u1", RT_U8, 1}, {"<u2", RT_U16, 2},
+        {"<i4", RT_I32, 4}, {"<f4", RT_F32, 4}, {"<i8", RT_I64, 8},
+    };
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (strcmp(descr, known[i].name) == 0) {
+            *elem = known[i].bytes;
+            return known[i].dt;
+        }
+    return -1;
+}
+
+/* Parses the header dict into a; every key exactly once, nothing else. */
+static void npy_parse_header(rt_npy *a, const char *h, size_t len)
+{
+    hdr_cursor c = {a->path, h, h, h + len};
+    char key[32], descr[64];
+    int seen_descr = 0, seen_fortran = 0, seen_shape = 0, fortran = 0;
+    if (!hdr_accept(&c, '{'))
+        hdr_error(&c, "expected '{'");
+    while (!hdr_accept(&c, '}')) {
+        hdr_string(&c, key, sizeof key);
+        if (!hdr_accept(&c, ':'))
+            hdr_error(&c, "expected ':' after a key");
+        if (strcmp(key, "descr") == 0 && !seen_descr) {
+            hdr_ws(&c);
+            if (c.p < c.end && (*c.p == '[' || *c.p == '('))
+                rt_input_error("%s: structured dtypes are not supported (need one of "
+                               "u1, u2, i4, i8, f4)", a->path);
+            hdr_string(&c, descr, sizeof descr);
+            seen_descr = 1;
+        } else if (strcmp(key, "fortran_order") == 0 && !seen_fortran) {
+            fortran = hdr_bool(&c);
+            seen_fortran = 1;
+        } else if (strcmp(key, "shape") == 0 && !seen_shape) {
+            a->rank = hdr_shape(&c, a->shape, 8);
+            seen_shape = 1;
+        } else {
+            rt_input_error("%s: bad .npy header: unexpected or repeated key '%s'", a->path,
+                           key);
+        }
+        if (!hdr_accept(&c, ',')) {
+            if (!hdr_accept(&c, '}'))
+                hdr_error(&c, "expected ',' or '}'");
+            break;
+        }
+    }
+    if (!seen_descr || !seen_fortran || !seen_shape)
+        rt_input_error("%s: bad .npy header: missing '%s'", a->path,
+                       !seen_descr ? "descr" : !seen_fortran ? "fortran_order" : "shape");
+    a->dtype = npy_dtype(descr, &a->elem_bytes);
+    if (a->dtype < 0)
+        rt_input_error("%s: big-endian or unsupported dtype '%s' (supported: little-endian "
+                       "u1, u2, i4, i8, f4)", a->path, descr);
+    if (fortran)
+        rt_input_error("%s: fortran_order arrays are not supported (save a C-ordered array: "
+                       "np.ascontiguousarray)", a->path);
+}
+
+/* a * b for non-negative values; -1 on overflow. */
+static int64_t mul_nonneg(int64_t a, int64_t b)
+{
+    if (a != 0 && b > INT64_MAX / a)
+        return -1;
+    return a * b;
+}
+
+/* Reads a little-endian u16/u32 from the mapping (bounds checked by the caller). */
+static uint32_t le16(const unsigned char *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
+static uint32_t le32(const unsigned char *p)
+{
+    return le16(p) | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+void rt_npy_open(rt_npy *a, const char *path)
+{
+    memset(a, 0, sizeof *a);
+    size_t plen = strlen(path);
+    if (plen >= sizeof a->path)
+        rt_input_error("%.64s...: path longer than %d bytes", path, RT_PATH_MAX - 1);
+    memcpy(a->path, path, plen + 1);
+
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        rt_input_error("%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        rt_input_error("%s: cannot stat: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        rt_input_error("%s: not a regular file", path);
+    }
+    /* Magic (6) + version (2) + header length (2 or 4) at least. */
+    if (st.st_size < 10) {
+        close(fd);
+        rt_input_error("%s: not a .npy file (only %jd bytes)", path, (intmax_t)st.st_size);
+    }
+    if ((uint64_t)st.st_size > SIZE_MAX) {
+        close(fd);
+        rt_input_error("%s: too large to map", path);
+    }
+    size_t len = (size_t)st.st_size;
+    void *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (map == MAP_FAILED) {
+        int e = errno;
+        close(fd);
+        rt_input_error("%s: cannot map: %s", path, strerror(e));
+    }
+    /* The mapping keeps the file alive; the descriptor is no longer needed. */
+    if (close(fd) != 0)
+        rt_fail("%s: close: %s", path, strerror(errno));
+    a->map = map;
+    a->map_len = len;
+    const unsigned char *b = map;
+
+    if (memcmp(b, "\x93NUMPY", 6) != 0)
+        rt_input_error("%s: not a .npy file (bad magic)", path);
+    int major = b[6], minor = b[7];
+    size_t pre, hlen;
+    if (major == 1) {
+        pre = 10;
+        hlen = le16(b + 8);
+    } else if (major == 2 || major == 3) {
+        if (len < 12)
+            rt_input_error("%s: truncated .npy header", path);
+        pre = 12;
+        hlen = le32(b + 8);
+    } else {
+        rt_input_error("%s: unsupported .npy version %d.%d (known: 1.0, 2.0, 3.0)", path, major,
+                       minor);
+    }
+    if (hlen > len - pre)
+        rt_input_error("%s: truncated .npy header (header says %zu bytes, the file has %zu)",
+                       path, hlen, len - pre);
+    npy_parse_header(a, (const char *)b + pre, hlen);
+
+    if (a->rank == 0)
+        rt_input_error("%s: a 0-d array has no rows (need shape [N, ...])", path);
+    int64_t per_row = a->elem_bytes;
+    for (int i = 1; i < a->rank && per_row >= 0; i++)
+        per_row = mul_nonneg(per_row, a->shape[i]);
+    int64_t total = per_row < 0 ? -1 : mul_nonneg(per_row, a->shape[0]);
+    if (total < 0)
+        rt_input_error("%s: header shape is impossibly large", path);
+    a->rows = a->shape[0];
+    a->row_bytes = per_row;
+    size_t have = len - pre - hlen;
+    if ((uint64_t)total > (uint64_t)have)
+        rt_input_error("%s: header says %" PRId64 " rows of %" PRId64 " bytes but the file has "
+                       "only %zu bytes of data (truncated?)", path, a->rows, a->row_bytes, have);
+    a->data = b + pre + hlen;
+}
+
+void rt_npy_close(rt_npy *a)
+{
+    if (a->map && munmap(a->map, a->map_len) != 0)
+        rt_die("munmap %s: %s", a->path, strerror(errno));
+    a->map = NULL;
+    a->data = NULL;
+}
+
+static size_t dtype_bytes(int dt)
+{
+    switch (dt) {
+    case RT_U8: return 1;
+    case RT_U16: return 2;
+    case RT_I32: case RT_F32: return 4;
+    case RT_I64: return 8;
+    }
+    rt_die("bad dtype %d", dt);
+}
+
+/* dst[n, row] = a[idx[i], row]; rows copied as they are, or i64 narrowed to i32. */
+void rt_npy_gather(const rt_npy *a, const int64_t *idx, int64_t n, void *dst, int to)
+{
+    unsigned char *out = dst;
+    if (a->dtype == to) {
+        size_t rb = (size_t)a->row_bytes;
+        for (int64_t i = 0; i < n; i++) {
+            if (idx[i] < 0 || idx[i] >= a->rows)
+                rt_die("%s: row %" PRId64 " out of [0, %" PRId64 ")", a->path, idx[i], a->rows);
+            memcpy(out + (size_t)i * rb, a->data + (size_t)idx[i] * rb, rb);
+        }
+        return;
+    }
+    if (a->dtype != RT_I64 || to != RT_I32)
+        rt_die("%s: cannot convert %s to %s", a->path, rt_dtype_name(a->dtype),
+               rt_dtype_name(to));
+    int64_t per = a->row_bytes / 8;   /* elements per row */
+    for (int64_t i = 0; i < n; i++) {
+        if (idx[i] < 0 || idx[i] >= a->rows)
+            rt_die("%s: row %" PRId64 " out of [0, %" PRId64 ")", a->path, idx[i], a->rows);
+        const unsigned char *src = a->data + (size_t)idx[i] * (size_t)a->row_bytes;
+        for (int64_t j = 0; j < per; j++) {
+            int64_t v;
+            memcpy(&v, src + 8 * j, 8);
+            if (v < INT32_MIN || v > INT32_MAX)
+                rt_input_error("%s: row %" PRId64 ": value %" PRId64 " does not fit in i32",
+                               a->path, idx[i], v);
+            int32_t w = (int32_t)v;
+            memcpy(out + 4 * (size_t)(i * per + j), &w, 4);
+        }
+    }
+}
+
+/* ---- datasets ---------------------------------------------------------------- */
+
+static void shape_str(char *buf, size_t cap, const int64_t *shape, int rank)
+{
+    size_t n = 0;
+    n += (size_t)snprintf(buf + n, cap - n, "[");
+    for (int i = 0; i < rank && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%" PRId64, i ? ", " : "", shape[i]);
+    if (n < cap)
+        snprintf(buf + n, cap - n, "]");
+}
+
+/* Element j of the mapped array as an integer (integer dtypes only). */
+static int64_t npy_int_at(const rt_npy *a, int64_t j)
+{
+    const unsigned char *p = a->data + (size_t)j * (size_t)a->elem_bytes;
+    switch (a->dtype) {
+    case RT_U8: return p[0];
+    case RT_U16: { uint16_t v; memcpy(&v, p, 2); return v; }
+    case RT_I32: { int32_t v; memcpy(&v, p, 4); return v; }
+    case RT_I64: { int64_t v; memcpy(&v, p, 8); return v; }
+    }
+    rt_die("not an integer dtype: %d", a->dtype);
+}
+
+/* Scans every element once: class labels within [0, classes), i64 values within
+ * i32 (so that the loader's narrowing can never fail inside a worker thread). */
+static void check_values(const rt_npy *a, const rt_input *in, const char *where)
+{
+    if (a->dtype == RT_F32)
+        return;
+    int64_t per = in->numel > 0 ? in->numel : 1;
+    int64_t total = a->rows * per;
+    for (int64_t j = 0; j < total; j++) {
+        int64_t v = npy_int_at(a, j);
+        if (in->classes > 0 && (v < 0 || v >= in->classes)) {
+            if (per == 1)
+                rt_input_error("%s: %s: row %" PRId64 ": label %" PRId64 " is outside [0, %"
+                               PRId64 ") (model input '%s' has %" PRId64 " classes)",
+                               a->path, where, j, v, in->classes, in->name, in->classes);
+            rt_input_error("%s: %s: row %" PRId64 ", element %" PRId64 ": label %" PRId64
+                           " is outside [0, %" PRId64 ") (model input '%s' has %" PRId64
+                           " classes)", a->path, where, j / per, j % per, v, in->classes,
+                           in->name, in->classes);
+        }
+        if (a->dtype == RT_I64 && (v < INT32_MIN || v > INT32_MAX))
+            rt_input_error("%s: %s: row %" PRId64 ": value %" PRId64 " does not fit in i32",
+                           a->path, where, j / per, v);
+    }
+}
+
+/* base_dir/path unless path is absolute or base_dir empty. */
+static void join_path(char *out, const char *base_dir, const char *path, const char *where)
+{
+    int n;
+    if (path[0] == '/' || !base_dir || !base_dir[0] || strcmp(base_dir, ".") == 0)
+        n = snprintf(out, RT_PATH_MAX, "%s", path);
+    else
+        n = snprintf(out, RT_PATH_MAX, "%s%s%s", base_dir,
+                     base_dir[strlen(base_dir) - 1] == '/' ? "" : "/", path);
+    if (n < 0 || n >= RT_PATH_MAX)
+        rt_input_error("%s: path '%.64s...' is longer than %d bytes", where, path,
+                       RT_PATH_MAX - 1);
+}
+
+void rt_dataset_open(rt_dataset *d, const rt_model *m, const rt_data_entry *entries, int n,
+                     const char *base_dir, const char *what)
+{
+    memset(d, 0, sizeof *d);
+    if (m->n_inputs < 1 || m->n_inputs > RT_MAX_INPUTS)
+        rt_die("model has %d inputs", m->n_inputs);
+    /* Every entry must name a model input: a stray key is a typo, not data to skip. */
+    for (int j = 0; j < n; j++) {
+        int found = 0;
+        for (int i = 0; i < m->n_inputs; i++)
+            found |= strcmp(entries[j].key, m->inputs[i].name) == 0;
+        if (!found)
+            rt_input_error("train spec: $.train.data.%s.%s: the model has no input named '%s'",
+                           what, entries[j].key, entries[j].key);
+    }
+    d->n = m->n_inputs;
+    for (int i = 0; i < m->n_inputs; i++) {
+        const rt_input *in = &m->inputs[i];
+        const rt_data_entry *e = NULL;
+        for (int j = 0; j < n && !e; j++)
+            if (strcmp(entries[j].key, in->name) == 0)
+                e = &entries[j];
+        if (!e)
+            rt_input_error("train spec: $.train.data.%s: no file for model input '%s'", what,
+                           in->name);
+        char where[128], path[RT_PATH_MAX];
+        snprintf(where, sizeof where, "$.train.data.%s.%s", what, in->name);
+        join_path(path, base_dir, e->path, where);
+        rt_npy *a = &d->arr[i];
+        rt_npy_open(a, path);
+
+        if (a->dtype != in->dtype && !(a->dtype == RT_I64 && in->dtype == RT_I32))
+            rt_input_error("%s: %s: dtype %s does not match model input '%s' (%s)%s", path,
+                           where, rt_dtype_name(a->dtype), in->name, rt_dtype_name(in->dtype),
+                           in->dtype == RT_I32 ? "; i64 is also accepted" : "");
+        /* File shape [N, *input shape]; a scalar input wants [N]. */
+        int same = a->rank == in->rank + 1;
+        for (int k = 0; same && k < in->rank; k++)
+            same = a->shape[k + 1] == in->shape[k];
+        if (!same) {
+            char fs[160], is[160];
+            shape_str(fs, sizeof fs, a->shape + 1, a->rank - 1);
+            shape_str(is, sizeof is, in->shape, in->rank);
+            rt_input_error("%s: %s: per-sample shape %s (file shape [N, ...] minus N) does not "
+                           "match model input '%s' shape %s", path, where, fs, in->name, is);
+        }
+        if (a->rows == 0)
+            rt_input_error("%s: %s: the array has no rows", path, where);
+        if (i > 0 && a->rows != d->rows)
+            rt_input_error("%s: %s: %" PRId64 " rows, but %s has %" PRId64 " (every input of "
+                           "a dataset needs the same number of rows)", path, where, a->rows,
+                           d->arr[0].path, d->rows);
+        d->rows = a->rows;
+        if (in->classes > 0 && in->dtype == RT_F32)
+            rt_input_error("%s: %s: model input '%s' has classes but f32 data", path, where,
+                           in->name);
+        if (in->classes > 0 || a->dtype == RT_I64)
+            check_values(a, in, where);
+    }
+}
+
+void rt_dataset_close(rt_dataset *d)
+{
+    for (int i = 0; i < d->n; i++)
+        rt_npy_close(&d->arr[i]);
+    d->n = 0;
+}
+
+/* ---- the batch loader ----------------------------------------------------------
+ *
+ * Sample order of epoch e (a pure function of seed, e and the row count N):
+ *   without shuffle: order[i] = i;
+ *   with shuffle: order starts as the identity; rt_rng is seeded with
+ *     seed ^ (0x9E3779B97F4A7C15 * (e + 1))   (mod 2^64)
+ *   and for i = N-1 down to 1: j = rng_below(i + 1); swap(order[i], order[j]),
+ *   where rng_below(n) draws rt_rng_u64 values, rejects those below 2^64 mod n and
+ *   returns the first accepted one mod n (Fisher-Yates without modulo bias).
+ * Batch b of the epoch holds rows order[b*B .. min(b*B + B, N)); with drop_last the
+ * epoch has floor(N / B) batches, else ceil(N / B), the last one possibly short.
+ *
+ * Threads: batch k always goes to slot k % nslots, and a worker may claim batch k
+ * only when that slot is free, so slots are filled in order and the content of
+ * every batch depends on (order, k) alone, never on the number of workers. One
+ * mutex guards all the bookkeeping; workers fill a claimed slot outside it (the
+ * slot's buffers then belong to that worker alone). rt_loader_start bumps the
+ * generation, waits until no slot is being filled (so `order` can be rewritten),
+ * frees every slot and lets the workers claim again from the new position. */
+
+enum { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_HELD };
+
+typedef struct loader_slot {
+    rt_batch b;                /* b.in[i]: [B, numel_i] in input i's dtype */
+    int state;                 /* SLOT_* */
+} loader_slot;
+
+struct rt_loader {
+    const rt_model *m;
+    const rt_dataset *d;
+    int64_t B, nb;             /* batch size, batches per epoch */
+    int shuffle, drop_last;
+    uint64_t seed;
+    int nworkers, nslots;
+    int64_t *order;            /* [N]: the current epoch's sample order */
+    loader_slot *slots;        /* [nslots] */
+    pthread_t *threads;        /* [nworkers] */
+
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv;    /* workers: a slot was freed, a start, or stop */
+    pthread_cond_t done_cv;    /* consumer and start: a slot became ready or idle */
+    int64_t epoch;
+    int64_t next_claim;        /* next batch index a worker will take */
+    int64_t next_take;         /* next batch index rt_loader_next returns */
+    uint64_t gen;              /* bumped by every start; stale fills are discarded */
+    int filling;               /* slots in SLOT_FILLING */
+    int paused, started, stop;
+};
+
+#define PT_CHECK(call)                                                                \
+    do {                                                                              \
+        int pt_err_ = (call);                                                         \
+        if (pt_err_ != 0)                                                             \
+            rt_die("%s: %s", #call, strerror(pt_err_));                               \
+    } while (0)
+
+static void make_order(rt_loader *l, int64_t epoch)
+{
+    int64_t n = l->d->rows;
+    for (int64_t i = 0; i < n; i++)
+        l->order[i] = i;
+    if (!l->shuffle)
+        return;
+    rt_rng r;
+    rt_rng_seed(&r, l->seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(epoch + 1)));
+    for (int64_t i = n - 1; i > 0; i--) {
+        int64_t j = (int64_t)rng_below(&r, (uint64_t)i + 1);
+        int64_t t = l->order[i];
+        l->order[i] = l->order[j];
+        l->order[j] = t;
+    }
+}
+
+/* Assembles batch k of the current order into s (no lock needed: the caller owns s
+ * and `order` does not change while any slot is being filled). */
+static void fill_batch(const rt_loader *l, loader_slot *s, int64_t epoch, int64_t k)
+{
+    int64_t lo = k * l->B;
+    int64_t rows = l->d->rows - lo < l->B ? l->d->rows - lo : l->B;
+    for (int i = 0; i < l->d->n; i++)
+        rt_npy_gather(&l->d->arr[i], l->order + lo, rows, s->b.in[i], l->m->inputs[i].dtype);
+    s->b.rows = rows;
+    s->b.epoch = epoch;
+    s->b.index = k;
+}
+
+static int can_claim(const rt_loader *l)
+{
+    return !l->paused && l->started && l->next_claim < l->nb &&
+           l->slots[l->next_claim % l->nslots].state == SLOT_FREE;
+}
+
+static void *worker_main(void *arg)
+{
+    rt_loader *l = arg;
+    PT_CHECK(pthread_mutex_lock(&l->mu));
+    for (;;) {
+        while (!l->stop && !can_claim(l))
+            PT_CHECK(pthread_cond_wait(&l->work_cv, &l->mu));
+        if (l->stop)
+            break;
+        int64_t k = l->next_claim++;
+        loader_slot *s = &l->slots[k % l->nslots];
+        uint64_t gen = l->gen;
+        int64_t epoch = l->epoch;
+        s->state = SLOT_FILLING;
+        l->filling++;
+        PT_CHECK(pthread_mutex_unlock(&l->mu));
+
+        fill_batch(l, s, epoch, k);
+
+        PT_CHECK(pthread_mutex_lock(&l->mu));
+        l->filling--;
+        /* A start in between made this batch stale; start itself resets the slots,
+         * so only a fill of the current generation publishes its result. */
+        s->state = gen == l->gen ? SLOT_READY : SLOT_FREE;
+        PT_CHECK(pthread_cond_broadcast(&l->done_cv));
+    }
+    PT_CHECK(pthread_mutex_unlock(&l->mu));
+    return NULL;
+}
+
+rt_loader *rt_loader_new(const rt_model *m, const rt_dataset *d, int64_t batch, int shuffle,
+                         int drop_last, uint64_t seed, int workers, int prefetch)
+{
+    if (batch < 1 || d->n != m->n_inputs || d->rows < 0)
+        rt_die("rt_loader_new: batch %" PRId64 ", %d arrays for %d inputs", batch, d->n,
+               m->n_inputs);
+    rt_loader *l = rt_xmalloc(sizeof *l);
+    l->m = m;
+    l->d = d;
+    l->B = batch;
+    l->nb = drop_last ? d->rows / batch : (d->rows + batch - 1) / batch;
+    l->shuffle = shuffle;
+    l->drop_last = drop_last;
+    l->seed = seed;
+    l->nworkers = workers > 0 ? workers : 0;
+    /* With workers, one slot more than `prefetch`: the consumer holds one batch while
+     * `prefetch` more are assembled. Without workers one slot is enough. */
+    l->nslots = l->nworkers ? (prefetch > 1 ? prefetch : 1) + 1 : 1;
+    l->order = rt_xmalloc(sizeof(int64_t) * (size_t)(d->rows > 0 ? d->rows : 1));
+    l->slots = rt_xmalloc(sizeof(loader_slot) * (size_t)l->nslots);
+    for (int s = 0; s < l->nslots; s++)
+        for (int i = 0; i < m->n_inputs; i++) {
+            size_t numel = (size_t)(m->inputs[i].numel > 0 ? m->inputs[i].numel : 1);
+            l->slots[s].b.in[i] = rt_xmalloc((size_t)batch * numel *
+                                             dtype_bytes(m->inputs[i].dtype));
+        }
+    PT_CHECK(pthread_mutex_init(&l->mu, NULL));
+    PT_CHECK(pthread_cond_init(&l->work_cv, NULL));
+    PT_CHECK(pthread_cond_init(&l->done_cv, NULL));
+    if (l->nworkers) {
+        l->threads = rt_xmalloc(sizeof(pthread_t) * (size_t)l->nworkers);
+        /* Workers block the asynchronous signals, so SIGINT/SIGTERM always reach
+         * the training thread (which writes the interrupt checkpoint). */
+        sigset_t block, old;
+        if (sigemptyset(&block) != 0)
+            rt_die("sigemptyset");
+        int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGALRM, SIGUSR1, SIGUSR2};
+        for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+            if (sigaddset(&block, sigs[i]) != 0)
+                rt_die("sigaddset");
+        PT_CHECK(pthread_sigmask(SIG_BLOCK, &block, &old));
+        for (int w = 0; w < l->nworkers; w++) {
+            int err = pthread_create(&l->threads[w], NULL, worker_main, l);
+            if (err != 0)
+                rt_fail("cannot start data loader thread %d: %s; lower loader.workers", w,
+                        strerror(err));
+        }
+        PT_CHECK(pthread_sigmask(SIG_SETMASK, &old, NULL));
+    }
+    return l;
+}
+
+int64_t rt_loader_batches(const rt_loader *l) { return l->nb; }
+
+void rt_loader_start(rt_loader *l, int64_t epoch, int64_t first)
+{
+    if (epoch < 0 || first < 0)
+        rt_die("rt_loader_start(%" PRId64 ", %" PRId64 ")", epoch, first);
+    PT_CHECK(pthread_mutex_lock(&l->mu));
+    l->paused = 1;
+    l->gen++;
+    while (l->filling > 0)
+        PT_CHECK(pthread_cond_wait(&l->done_cv, &l->mu));
+    for (int s = 0; s < l->nslots; s++)
+        l->slots[s].state = SLOT_FREE;
+    /* No fill is in flight and none can start while paused: `order` is ours. */
+    make_order(l, epoch);
+    l->epoch = epoch;
+    l->next_claim = l->next_take = first < l->nb ? first : l->nb;
+    l->started = 1;
+    l->paused = 0;
+    PT_CHECK(pthread_cond_broadcast(&l->work_cv));
+    PT_CHECK(pthread_mutex_unlock(&l->mu));
+}
+
+const rt_batch *rt_loader_next(rt_loader *l)
+{
+    if (!l->started)
+        rt_loader_start(l, 0, 0);   /* only the consumer writes `started` */
+    if (l->nworkers == 0) {
+        /* Synchronous: the caller assembles each batch into the one slot. */
+        if (l->next_take >= l->nb)
+            return NULL;
+        int64_t k = l->next_take++;
+        fill_batch(l, &l->slots[0], l->epoch, k);
+        return &l->slots[0].b;
+    }
+    PT_CHECK(pthread_mutex_lock(&l->mu));
+    for (int s = 0; s < l->nslots; s++)
+        if (l->slots[s].state == SLOT_HELD) {
+            l->slots[s].state = SLOT_FREE;
+            PT_CHECK(pthread_cond_broadcast(&l->work_cv));
+        }
+    loader_slot *s = NULL;
+    if (l->next_take < l->nb) {
+        s = &l->slots[l->next_take % l->nslots];
+        while (s->state != SLOT_READY)
+            PT_CHECK(pthread_cond_wait(&l->done_cv, &l->mu));
+        if (s->b.index != l->next_take || s->b.epoch != l->epoch)
+            rt_die("loader slot holds batch %" PRId64 " of epoch %" PRId64 ", want %" PRId64,
+                   s->b.index, s->b.epoch, l->next_take);
+        s->state = SLOT_HELD;
+        l->next_take++;
+    }
+    PT_CHECK(pthread_mutex_unlock(&l->mu));
+    return s ? &s->b : NULL;
+}
+
+void rt_loader_free(rt_loader *l)
+{
+    if (!l)
+        return;
+    PT_CHECK(pthread_mutex_lock(&l->mu));
+    l->stop = 1;
+    PT_CHECK(pthread_cond_broadcast(&l->work_cv));
+    PT_CHECK(pthread_mutex_unlock(&l->mu));
+    for (int w = 0; w < l->nworkers; w++)
+        PT_CHECK(pthread_join(l->threads[w], NULL));
+    PT_CHECK(pthread_cond_destroy(&l->work_cv));
+    PT_CHECK(pthread_cond_destroy(&l->done_cv));
+    PT_CHECK(pthread_mutex_destroy(&l->mu));
+    for (int s = 0; s < l->nslots; s++)
+        for (int i = 0; i < l->m->n_inputs; i++)
+            rt_xfree(l->slots[s].b.in[i]);
+    rt_xfree(l->slots);
+    rt_xfree(l->order);
+    rt_xfree(l->threads);
+    rt_xfree(l);
+}

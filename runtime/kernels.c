@@ -1,0 +1,1080 @@
+/* kernels.c: the CPU thread pool and the heavy kernels that generated trainers call
+ * (GEMM, im2col/col2im, pooling, LayerNorm, the losses).
+ *
+ * Determinism: every kernel here gives the same bits for the same shapes whatever the
+ * thread count. Work is cut into tasks whose boundaries depend only on the shapes; a
+ * reduction writes one partial per task and the caller adds the partials in task
+ * order. Only the assignment of tasks to threads depends on the pool.
+ *
+ * Semantics follow PyTorch's CPU kernels (pool window order, NaN in max pooling,
+ * first-max argmax), since whole runs are checked step by step against PyTorch. */
+#define _GNU_SOURCE
+#include <cblas.h>
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include "rt.h"
+
+/* Not in every cblas.h (netlib's lacks it); OpenBLAS always exports it. */
+extern void openblas_set_num_threads(int num_threads);
+
+/* ---- the thread pool ------------------------------------------------------ */
+
+/* Items per chunk for rt_parallel_for, whose items are light (elementwise loops). */
+#define RT_GRAIN 4096
+/* How long a waiting thread spins before it sleeps in the kernel. Trainers launch
+ * kernels back to back, so most waits end within the spin; a longer gap (a GEMM, which
+ * runs on OpenBLAS's threads, or the loader) puts the workers to sleep and gives the
+ * cores back. */
+#define RT_SPIN_NS 50000
+
+typedef void (*task_fn)(void *ctx, int64_t lo, int64_t hi);
+
+/* One worker's mailbox, on its own cache line: the caller writes the job, then bumps
+ * `seq`; the worker runs it and increments the pool's `done`. */
+typedef struct worker {
+    _Alignas(64) atomic_uint seq;
+    atomic_int sleeping;       /* 1 while the worker is (about to be) in futex_wait */
+    task_fn fn;
+    void *ctx;
+    int64_t lo, hi;
+    struct rt_pool *pool;
+    pthread_t tid;
+} worker;
+
+struct rt_pool {
+    _Alignas(64) atomic_uint done;  /* workers finished with the current launch */
+    atomic_int caller_sleeping;
+    atomic_int stop;
+    int threads;
+    worker *w;                 /* [threads - 1]; the caller is thread 0 */
+    double *scratch;           /* partial sums of reductions; caller-owned */
+    size_t scratch_n;
+};
+
+/* Set in pool workers and in a caller during a launch: a nested launch runs inline. */
+static _Thread_local int in_launch;
+
+static void futex_wait(atomic_uint *addr, unsigned val)
+{
+    /* EAGAIN (value changed) and EINTR both just mean "look again". */
+    syscall(SYS_futex, (unsigned *)addr, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+}
+
+static void futex_wake(atomic_uint *addr)
+{
+    syscall(SYS_futex, (unsigned *)addr, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield");
+#endif
+}
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Spins up to RT_SPIN_NS while *word == old (want_change) or != old (!want_change).
+ * Returns the last value read. */
+static unsigned spin_on(atomic_uint *word, unsigned old, int want_change)
+{
+    int64_t t0 = 0;
+    for (int i = 0;; i++) {
+        unsigned v = atomic_load_explicit(word, memory_order_acquire);
+        if ((v != old) == want_change)
+            return v;
+        cpu_relax();
+        if ((i & 31) == 31) {
+            int64_t t = now_ns();
+            if (t0 == 0)
+                t0 = t;
+            else if (t - t0 > RT_SPIN_NS)
+                return v;
+        }
+    }
+}
+
+/* Blocks until *word != old. `sleeping` tells the writer to call futex_wake: the
+ * writer stores the word and then reads the flag, the waiter stores the flag and then
+ * reads the word (both seq_cst), so at least one of them sees the other. */
+static unsigned wait_change(atomic_uint *word, unsigned old, atomic_int *sleeping)
+{
+    unsigned v = spin_on(word, old, 1);
+    while (v == old) {
+        atomic_store(sleeping, 1);
+        v = atomic_load(word);
+        if (v == old)
+            futex_wait(word, old);
+        atomic_store(sleeping, 0);
+        v = atomic_load(word);
+    }
+    return v;
+}
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    rt_pool *p = w->pool;
+    unsigned seen = 0;
+    in_launch = 1;
+    for (;;) {
+        seen = wait_change(&w->seq, seen, &w->sleeping);
+        if (atomic_load(&p->stop))
+            return NULL;
+        w->fn(w->ctx, w->lo, w->hi);
+        atomic_fetch_add(&p->done, 1);
+        if (atomic_load(&p->caller_sleeping))
+            futex_wake(&p->done);
+    }
+}
+
+rt_pool *rt_pool_new(int threads)
+{
+    if (threads < 1)
+        threads = 1;
+    rt_pool *p = rt_xmalloc(sizeof *p);
+    atomic_init(&p->done, 0);
+    atomic_init(&p->caller_sleeping, 0);
+    atomic_init(&p->stop, 0);
+    p->threads = threads;
+    p->w = rt_xmalloc(sizeof(worker) * (size_t)threads);
+    /* Workers block every signal: SIGINT and friends go to the main thread. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    for (int i = 1; i < threads; i++) {
+        worker *w = &p->w[i - 1];
+        atomic_init(&w->seq, 0);
+        atomic_init(&w->sleeping, 0);
+        w->pool = p;
+        int rc = pthread_create(&w->tid, NULL, worker_main, w);
+        if (rc != 0)
+            rt_fail("cannot start worker thread %d of %d: %s", i, threads, strerror(rc));
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return p;
+}
+
+int rt_pool_threads(const rt_pool *p) { return p ? p->threads : 1; }
+
+void rt_pool_free(rt_pool *p)
+{
+    if (!p)
+        return;
+    atomic_store(&p->stop, 1);
+    for (int i = 1; i < p->threads; i++) {
+        worker *w = &p->w[i - 1];
+        atomic_fetch_add(&w->seq, 1);
+        futex_wake(&w->seq);
+    }
+    for (int i = 1; i < p->threads; i++)
+        pthread_join(p->w[i - 1].tid, NULL);
+    free(p->scratch);
+    rt_xfree(p->w);
+    rt_xfree(p);
+}
+
+void rt_blas_threads(int threads) { openblas_set_num_threads(threads < 1 ? 1 : threads); }
+
+static rt_pool *pool_of(const rt_exec *e)
+{
+    if (!e->rt)
+        rt_die("rt_exec.rt is not set (no thread pool)");
+    return e->rt;
+}
+
+/* Runs fn over [0, n) in min(threads, ceil(n / grain)) contiguous chunks of near-equal
+ * size; the caller runs chunk 0. */
+static void launch(rt_pool *p, int64_t n, int64_t grain, task_fn fn, void *ctx)
+{
+    if (n <= 0)
+        return;
+    if (grain < 1)
+        grain = 1;
+    int64_t nch = (n + grain - 1) / grain;
+    if (nch > p->threads)
+        nch = p->threads;
+    if (nch <= 1 || in_launch) {
+        fn(ctx, 0, n);
+        return;
+    }
+    in_launch = 1;
+    atomic_store_explicit(&p->done, 0, memory_order_relaxed);
+    for (int64_t i = 1; i < nch; i++) {
+        worker *w = &p->w[i - 1];
+        w->fn = fn;
+        w->ctx = ctx;
+        w->lo = n * i / nch;
+        w->hi = n * (i + 1) / nch;
+        atomic_fetch_add(&w->seq, 1);
+        if (atomic_load(&w->sleeping))
+            futex_wake(&w->seq);
+    }
+    fn(ctx, 0, n / nch);
+    unsigned target = (unsigned)(nch - 1);
+    unsigned v = spin_on(&p->done, target, 0);
+    while (v != target) {
+        atomic_store(&p->caller_sleeping, 1);
+        v = atomic_load(&p->done);
+        if (v != target)
+            futex_wait(&p->done, v);
+        atomic_store(&p->caller_sleeping, 0);
+        v = atomic_load(&p->done);
+    }
+    in_launch = 0;
+}
+
+/* Caller-owned scratch for partial sums; valid until the next call. */
+static double *scratch(rt_pool *p, size_t n)
+{
+    if (n > p->scratch_n) {
+        free(p->scratch);
+        p->scratch = malloc(n * sizeof(double));
+        if (!p->scratch)
+            rt_fail("out of memory allocating %zu bytes of kernel scratch", n * sizeof(double));
+        p->scratch_n = n;
+    }
+    return p->scratch;
+}
+
+typedef struct { rt_kernel_fn fn; rt_exec *e; } pfor_ctx;
+
+static void pfor_task(void *ctx, int64_t lo, int64_t hi)
+{
+    pfor_ctx *c = ctx;
+    c->fn(c->e, lo, hi);
+}
+
+void rt_parallel_for(rt_exec *e, int64_t n, rt_kernel_fn fn)
+{
+    pfor_ctx c = {fn, e};
+    launch(pool_of(e), n, RT_GRAIN, pfor_task, &c);
+}
+
+/* Tasks per chunk so that a chunk does about 32K units of work. */
+static int64_t grain_for(int64_t work_per_item)
+{
+    int64_t g = 32768 / (work_per_item > 0 ? work_per_item : 1);
+    return g < 1 ? 1 : g;
+}
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* ---- short vectors ---------------------------------------------------------- *
+ * The runtime is built with -O2 and no -march, where gcc vectorizes almost nothing, so
+ * the hot loops use GCC vector types (SSE2 on x86-64, NEON on arm64). Elementwise
+ * vector arithmetic rounds exactly as the scalar code would; only sums are reordered,
+ * always in the same way for a given length. */
+
+typedef float v4f __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+typedef uint32_t v4u __attribute__((vector_size(16)));
+typedef double v2d __attribute__((vector_size(16)));
+typedef double v4d __attribute__((vector_size(32)));
+/* Four doubles as two 16-byte halves: gcc keeps these in registers, where a v4d
+ * without AVX would live in memory. */
+typedef struct { v2d lo, hi; } d4;
+
+static inline v4f ld4(const float *p) { v4f v; memcpy(&v, p, sizeof v); return v; }
+static inline void st4(float *p, v4f v) { memcpy(p, &v, sizeof v); }
+static inline v4f splat4(float a) { return (v4f){a, a, a, a}; }
+static inline d4 ld4d(const double *p) { d4 v; memcpy(&v, p, sizeof v); return v; }
+static inline void st4d(double *p, d4 v) { memcpy(p, &v, sizeof v); }
+
+static inline d4 cvt4(v4f v)   /* cvtps2pd twice */
+{
+    v4d w = __builtin_convertvector(v, v4d);
+    d4 r;
+    memcpy(&r, &w, sizeof r);
+    return r;
+}
+
+static inline d4 add4d(d4 a, d4 b) { return (d4){a.lo + b.lo, a.hi + b.hi}; }
+static inline d4 mul4d(d4 a, d4 b) { return (d4){a.lo * b.lo, a.hi * b.hi}; }
+static inline double hsum4d(d4 a) { return (a.lo[0] + a.lo[1]) + (a.hi[0] + a.hi[1]); }
+
+/* acc[j] += x[j], j < n, in double. */
+static inline void add_f64(double *restrict acc, const float *restrict x, int64_t n)
+{
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4)
+        st4d(acc + j, add4d(ld4d(acc + j), cvt4(ld4(x + j))));
+    for (; j < n; j++)
+        acc[j] += x[j];
+}
+
+/* sum x[j] in double: eight lanes, added in a fixed order. */
+static double sum_f64(const float *restrict x, int64_t n)
+{
+    d4 a0 = {{0, 0}, {0, 0}}, a1 = a0;
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        a0 = add4d(a0, cvt4(ld4(x + j)));
+        a1 = add4d(a1, cvt4(ld4(x + j + 4)));
+    }
+    double t = hsum4d(add4d(a0, a1));
+    for (; j < n; j++)
+        t += x[j];
+    return t;
+}
+
+/* sum (x[j] - mu)^2 in double. */
+static double sqdev_f64(const float *restrict x, int64_t n, double mu)
+{
+    d4 a0 = {{0, 0}, {0, 0}}, a1 = a0, m = {{mu, mu}, {mu, mu}};
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        d4 d0 = cvt4(ld4(x + j)), d1 = cvt4(ld4(x + j + 4));
+        d0 = (d4){d0.lo - m.lo, d0.hi - m.hi};
+        d1 = (d4){d1.lo - m.lo, d1.hi - m.hi};
+        a0 = add4d(a0, mul4d(d0, d0));
+        a1 = add4d(a1, mul4d(d1, d1));
+    }
+    double t = hsum4d(add4d(a0, a1));
+    for (; j < n; j++)
+        t += (x[j] - mu) * (x[j] - mu);
+    return t;
+}
+
+/* expf on four lanes (Cephes: 2^n * p(r), |r| <= ln2/2), within 2 ulp of exp; 0 below
+ * -103.97 and inf above 88.72 as for expf, NaN stays NaN. */
+static inline v4f exp4(v4f x)
+{
+    const v4f hi = splat4(88.7228391f), lo = splat4(-103.972084f);
+    v4i big = x > hi, small = x < lo;
+    v4f xc = (v4f)(((v4i)x & ~(big | small)) | ((v4i)hi & big) | ((v4i)lo & small));
+    /* n = floor(x * log2(e) + 0.5) */
+    v4f t = xc * splat4(1.44269504088896341f) + splat4(0.5f);
+    v4f n = __builtin_convertvector(__builtin_convertvector(t, v4i), v4f);
+    n += __builtin_convertvector((v4i)(n > t), v4f);      /* -1 where truncation rounded up */
+    v4f r = xc - n * splat4(0.693359375f) - n * splat4(-2.12194440e-4f);
+    v4f p = splat4(1.9875691500e-4f);
+    p = p * r + splat4(1.3981999507e-3f);
+    p = p * r + splat4(8.3334519073e-3f);
+    p = p * r + splat4(4.1665795894e-2f);
+    p = p * r + splat4(1.6666665459e-1f);
+    p = p * r + splat4(5.0000001201e-1f);
+    p = p * (r * r) + r + splat4(1.0f);
+    /* times 2^n as 2^n1 * 2^n2, both normal, so that the result may be subnormal or
+     * near FLT_MAX and still rounds once */
+    v4i ni = __builtin_convertvector(n, v4i), n1 = ni >> 1, n2 = ni - n1;
+    v4f y = p * (v4f)((v4u)(n1 + 127) << 23) * (v4f)((v4u)(n2 + 127) << 23);
+    return (v4f)(((v4i)y & ~(big | small)) | ((v4i)splat4(INFINITY) & big));
+}
+
+/* ---- GEMM ------------------------------------------------------------------ */
+
+void rt_gemm(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+             float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+             float beta, float *C, int64_t ldc)
+{
+    (void)e;                   /* OpenBLAS runs its own threads (rt_blas_threads) */
+    if (M <= 0 || N <= 0)
+        return;
+    if (M > INT_MAX || N > INT_MAX || K > INT_MAX || lda > INT_MAX || ldb > INT_MAX ||
+        ldc > INT_MAX)
+        rt_die("gemm %lld x %lld x %lld exceeds the BLAS int range", (long long)M,
+               (long long)N, (long long)K);
+    if (K <= 0) {
+        /* C = beta * C; BLAS would also do this, but rejects the degenerate lda. */
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++)
+                C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K, alpha, A,
+                (int)lda, B, (int)ldb, beta, C, (int)ldc);
+}
+
+/* ---- column sums ----------------------------------------------------------- */
+
+/* Column block: its double accumulators stay in L1 during a row-major sweep. */
+#define CS_CB 256
+
+typedef struct {
+    const float *dy;           /* [rows, cols] */
+    float *db;                 /* [cols] */
+    double *part;              /* [nrb, cols] when nrb > 1 */
+    int64_t rows, cols, rb, nrb, ncb;
+} colsum_ctx;
+
+static void colsum_task(void *ctx, int64_t lo, int64_t hi)
+{
+    const colsum_ctx *c = ctx;
+    double acc[CS_CB];
+    for (int64_t t = lo; t < hi; t++) {
+        int64_t r0 = t / c->ncb * c->rb, j0 = t % c->ncb * CS_CB;
+        int64_t r1 = r0 + c->rb < c->rows ? r0 + c->rb : c->rows;
+        int64_t nj = c->cols - j0 < CS_CB ? c->cols - j0 : CS_CB;
+        for (int64_t j = 0; j < nj; j++)
+            acc[j] = 0.0;
+        for (int64_t r = r0; r < r1; r++)
+            add_f64(acc, c->dy + r * c->cols + j0, nj);
+        if (c->nrb == 1)
+            for (int64_t j = 0; j < nj; j++)
+                c->db[j0 + j] += (float)acc[j];
+        else
+            memcpy(c->part + t / c->ncb * c->cols + j0, acc, (size_t)nj * sizeof(double));
+    }
+}
+
+void rt_colsum_add(rt_exec *e, const float *dy, float *db, int64_t rows, int64_t cols)
+{
+    if (rows <= 0 || cols <= 0)
+        return;
+    rt_pool *p = pool_of(e);
+    colsum_ctx c = {dy, db, NULL, rows, cols, 0, 1, ceil_div(cols, CS_CB)};
+    /* Row blocks give parallelism when there are few columns: about 32K elements a
+     * task, at most 64 tasks, so the partials stay small (nrb * cols <= 64 * CS_CB). */
+    int64_t nrb = rows * cols / 32768;
+    if (nrb > 64 / c.ncb)
+        nrb = 64 / c.ncb;
+    if (nrb < 1)
+        nrb = 1;
+    c.rb = ceil_div(rows, nrb);
+    c.nrb = ceil_div(rows, c.rb);
+    if (c.nrb > 1)
+        c.part = scratch(p, (size_t)(c.nrb * cols));
+    launch(p, c.nrb * c.ncb, 1, colsum_task, &c);
+    if (c.nrb > 1)
+        for (int64_t j = 0; j < cols; j++) {
+            double s = 0.0;
+            for (int64_t b = 0; b < c.nrb; b++)
+                s += c.part[b * cols + j];
+            db[j] += (float)s;
+        }
+}
+
+/* ---- im2col / col2im --------------------------------------------------------- */
+
+typedef struct {
+    const float *x;            /* im2col: [B, C, H, W] */
+    float *col;                /* im2col: [C*k*k, B*OH*OW] */
+    const float *dcol;         /* col2im: [C*k*k, B*OH*OW] */
+    float *dx;                 /* col2im: [B, C, H, W] */
+    int64_t B, C, H, W, k, s, pad, OH, OW;
+    int64_t bb, nbb;           /* images per batch block, and blocks */
+} conv_ctx;
+
+/* Tasks work on one channel of a block of bb images: the bb*OH*OW run of a col row is
+ * contiguous, so every task streams long runs of col (prefetch-friendly), while its
+ * bb input planes stay in L1/L2. About 4K col floats per run; shapes only. */
+static void conv_blocks(conv_ctx *c)
+{
+    int64_t ohw = c->OH * c->OW;
+    c->bb = ohw >= 4096 ? 1 : (4096 + ohw - 1) / ohw;
+    if (c->bb > c->B)
+        c->bb = c->B;
+    c->nbb = ceil_div(c->B, c->bb);
+}
+
+/* The outputs ow whose input column ow*s - pad + kj lies in [0, W): [*ow0, *ow1). */
+static void valid_cols(const conv_ctx *c, int64_t kj, int64_t *ow0, int64_t *ow1)
+{
+    int64_t lo = c->pad - kj > 0 ? ceil_div(c->pad - kj, c->s) : 0;
+    int64_t last = c->W - 1 + c->pad - kj;  /* ow*s <= last */
+    int64_t hi = last < 0 ? 0 : last / c->s + 1;
+    if (hi > c->OW)
+        hi = c->OW;
+    if (lo > hi)
+        lo = hi;
+    *ow0 = lo;
+    *ow1 = hi;
+}
+
+/* One image plane into its OH*OW segment of col row (ki, kj). */
+static void im2col_plane(const conv_ctx *c, const float *restrict xp, float *restrict dst,
+                         int64_t ki, int64_t kj)
+{
+    int64_t ow0, ow1, s = c->s;
+    valid_cols(c, kj, &ow0, &ow1);
+    for (int64_t oh = 0; oh < c->OH; oh++, dst += c->OW) {
+        int64_t ih = oh * s - c->pad + ki;
+        if (ih < 0 || ih >= c->H || ow0 == ow1) {
+            memset(dst, 0, (size_t)c->OW * sizeof(float));
+            continue;
+        }
+        for (int64_t ow = 0; ow < ow0; ow++)
+            dst[ow] = 0.0f;
+        for (int64_t ow = ow1; ow < c->OW; ow++)
+            dst[ow] = 0.0f;
+        const float *restrict src = xp + ih * c->W + ow0 * s - c->pad + kj;
+        float *restrict d = dst + ow0;
+        int64_t n = ow1 - ow0, j = 0;
+        if (s == 1) {
+            for (; j + 4 <= n; j += 4)
+                st4(d + j, ld4(src + j));
+            for (; j < n; j++)
+                d[j] = src[j];
+        } else {
+            for (; j < n; j++)
+                d[j] = src[j * s];
+        }
+    }
+}
+
+/* Task t = ((ch * nbb + blk) * k + ki) * k + kj: consecutive tasks read the same block
+ * of input planes and write k*k long runs. */
+static void im2col_task(void *ctx, int64_t lo, int64_t hi)
+{
+    const conv_ctx *c = ctx;
+    int64_t kk = c->k * c->k, ohw = c->OH * c->OW, hw = c->H * c->W;
+    for (int64_t t = lo; t < hi; t++) {
+        int64_t kidx = t % kk, blk = t / kk % c->nbb, ch = t / kk / c->nbb;
+        int64_t b0 = blk * c->bb, b1 = b0 + c->bb < c->B ? b0 + c->bb : c->B;
+        float *dst = c->col + (ch * kk + kidx) * (c->B * ohw);
+        for (int64_t b = b0; b < b1; b++)
+            im2col_plane(c, c->x + (b * c->C + ch) * hw, dst + b * ohw, kidx / c->k,
+                         kidx % c->k);
+    }
+}
+
+void rt_im2col(rt_exec *e, const float *x, float *col, int64_t B, int64_t C, int64_t H,
+               int64_t W, int64_t k, int64_t stride, int64_t pad, int64_t OH, int64_t OW)
+{
+    conv_ctx c = {x, col, NULL, NULL, B, C, H, W, k, stride, pad, OH, OW, 0, 0};
+    if (B <= 0 || C <= 0 || k <= 0)
+        return;
+    conv_blocks(&c);
+    launch(pool_of(e), C * c.nbb * k * k, grain_for(c.bb * OH * OW), im2col_task, &c);
+}
+
+/* col2im for one image plane and one kernel offset: dp += the (ki, kj) segment src. */
+static void col2im_plane(const conv_ctx *c, const float *restrict src, float *restrict dp,
+                         int64_t ki, int64_t kj)
+{
+    int64_t ow0, ow1, s = c->s;
+    valid_cols(c, kj, &ow0, &ow1);
+    if (ow0 == ow1)
+        return;
+    for (int64_t oh = 0; oh < c->OH; oh++) {
+        int64_t ih = oh * s - c->pad + ki;
+        if (ih < 0 || ih >= c->H)
+            continue;
+        float *restrict d = dp + ih * c->W + ow0 * s - c->pad + kj;
+        const float *restrict sr = src + oh * c->OW + ow0;
+        int64_t n = ow1 - ow0, j = 0;
+        if (s == 1) {
+            for (; j + 4 <= n; j += 4)
+                st4(d + j, ld4(d + j) + ld4(sr + j));
+            for (; j < n; j++)
+                d[j] += sr[j];
+        } else {
+            for (; j < n; j++)
+                d[j * s] += sr[j];
+        }
+    }
+}
+
+/* Task t = ch * nbb + blk owns the dx planes (b, ch) of its image block: no two tasks
+ * write the same element, and each element sums its contributions in the fixed
+ * (ki, kj, oh) order, whatever the blocking. */
+static void col2im_task(void *ctx, int64_t lo, int64_t hi)
+{
+    const conv_ctx *c = ctx;
+    int64_t kk = c->k * c->k, ohw = c->OH * c->OW, hw = c->H * c->W;
+    for (int64_t t = lo; t < hi; t++) {
+        int64_t blk = t % c->nbb, ch = t / c->nbb;
+        int64_t b0 = blk * c->bb, b1 = b0 + c->bb < c->B ? b0 + c->bb : c->B;
+        for (int64_t b = b0; b < b1; b++)
+            memset(c->dx + (b * c->C + ch) * hw, 0, (size_t)hw * sizeof(float));
+        for (int64_t kidx = 0; kidx < kk; kidx++) {
+            const float *src = c->dcol + (ch * kk + kidx) * (c->B * ohw);
+            for (int64_t b = b0; b < b1; b++)
+                col2im_plane(c, src + b * ohw, c->dx + (b * c->C + ch) * hw, kidx / c->k,
+                             kidx % c->k);
+        }
+    }
+}
+
+void rt_col2im(rt_exec *e, const float *dcol, float *dx, int64_t B, int64_t C, int64_t H,
+               int64_t W, int64_t k, int64_t stride, int64_t pad, int64_t OH, int64_t OW)
+{
+    conv_ctx c = {NULL, NULL, dcol, dx, B, C, H, W, k, stride, pad, OH, OW, 0, 0};
+    if (B <= 0 || C <= 0)
+        return;
+    conv_blocks(&c);
+    launch(pool_of(e), C * c.nbb, grain_for(c.bb * k * k * OH * OW), col2im_task, &c);
+}
+
+/* ---- pooling ----------------------------------------------------------------- */
+
+typedef struct {
+    const float *x, *dy;       /* [planes, H, W], [planes, OH, OW] */
+    float *y, *dx;
+    int64_t H, W, k, s, OH, OW;
+} pool_ctx;
+
+/* The window's maximum and the offset of PyTorch's argmax in the plane: scanned in
+ * row-major order from -inf, replaced when a value is greater or NaN (so NaN wins, and
+ * among equal maxima the first one stays). */
+static inline int64_t window_max(const float *restrict xp, int64_t W, int64_t k,
+                                 int64_t ih0, int64_t iw0, float *maxv)
+{
+    float m = -INFINITY;
+    int64_t idx = ih0 * W + iw0;
+    for (int64_t ki = 0; ki < k; ki++) {
+        const float *restrict row = xp + (ih0 + ki) * W;
+        for (int64_t kj = 0; kj < k; kj++) {
+            float v = row[iw0 + kj];
+            if (v > m || isnan(v)) {
+                m = v;
+                idx = (ih0 + ki) * W + iw0 + kj;
+            }
+        }
+    }
+    *maxv = m;
+    return idx;
+}
+
+static void maxpool_fwd_task(void *ctx, int64_t lo, int64_t hi)
+{
+    const pool_ctx *c = ctx;
+    for (int64_t pl = lo; pl < hi; pl++) {
+        const float *restrict xp = c->x + pl * c->H * c->W;
+        float *restrict yp = c->y + pl * c->OH * c->OW;
+        if (c->k == 2 && c->s == 2) {
+            /* The common 2x2/2 case, unrolled; same order and NaN rule as window_max. */
+            for (int64_t oh = 0; oh < c->OH; oh++) {
+                const float *restrict r0 = xp + 2 * oh * c->W, *restrict r1 = r0 + c->W;
+                for (int64_t ow = 0; ow < c->OW; ow++) {
+                    float m = r0[2 * ow], v;
+                    v = r0[2 * ow + 1];
+                    if (v > m || isnan(v)) m = v;
+                    v = r1[2 * ow];
+                    if (v > m || isnan(v)) m = v;
+                    v = r1[2 * ow + 1];
+                    if (v > m || isnan(v)) m = v;
+                    *yp++ = m;
+                }
+            }
+            continue;
+        }
+        for (int64_t oh = 0; oh < c->OH; oh++)
+            for (int64_t ow = 0; ow < c->OW; ow++)
+                window_max(xp, c->W, c->k, oh * c->s, ow * c->s, yp++);
+    }
+}
+
+static void maxpool_bwd_task(void *ctx, int64_t lo, int64_t hi)
+{
+    const pool_ctx *c = ctx;
+    for (int64_t pl = lo; pl < hi; pl++) {
+        const float *restrict xp = c->x + pl * c->H * c->W;
+        const float *restrict dyp = c->dy + pl * c->OH * c->OW;
+        float *restrict dxp = c->dx + pl * c->H * c->W;
+        memset(dxp, 0, (size_t)(c->H * c->W) * sizeof(float));
+        if (c->k == 2 && c->s == 2) {
+            for (int64_t oh = 0; oh < c->OH; oh++) {
+                int64_t o0 = 2 * oh * c->W, o1 = o0 + c->W;
+                for (int64_t ow = 0; ow < c->OW; ow++) {
+                    int64_t at = o0 + 2 * ow;
+                    float m = xp[at], v;
+                    v = xp[o0 + 2 * ow + 1];
+                    if (v > m || isnan(v)) m = v, at = o0 + 2 * ow + 1;
+                    v = xp[o1 + 2 * ow];
+                    if (v > m || isnan(v)) m = v, at = o1 + 2 * ow;
+                    v = xp[o1 + 2 * ow + 1];
+                    if (v > m || isnan(v)) at = o1 + 2 * ow + 1;
+                    dxp[at] += *dyp++;
+                }
+            }
+            continue;
+        }
+        for (int64_t oh = 0; oh < c->OH; oh++)
+            for (int64_t ow = 0; ow < c->OW; ow++) {
+                float m;
+                dxp[window_max(xp, c->W, c->k, oh * c->s, ow * c->s, &m)] += *dyp++;
+            }
+    }
+}
+
+void rt_maxpool2d_fwd(rt_exec *e, const float *x, float *y, int64_t planes, int64_t H,
+                      int64_t W, int64_t k, int64_t s, int64_t OH, int64_t OW)
+{
+    pool_ctx c = {x, NULL, y, NULL, H, W, k, s, OH, OW};
+    launch(pool_of(e), planes, grain_for(OH * OW * k * k), maxpool_fwd_task, &c);
+}
+
+void rt_maxpool2d_bwd(rt_exec *e, const float *x, const float *dy, float *dx, int64_t planes,
+                      int64_t H, int64_t W, int64_t k, int64_t s, int64_t OH, int64_t OW)
+{
+    pool_ctx c = {x, dy, NULL, dx, H, W, k, s, OH, OW};
+    launch(pool_of(e), planes, grain_for(OH * OW * k * k + H * W), maxpool_bwd_task, &c);
+}
+
+static void avgpool_fwd_task(void *ctx, int64_t lo, int64_t hi)
+{
+    const pool_ctx *c = ctx;
+    /* PyTorch divides the float sum by the window size (no reciprocal), so do we. */
+    float div = (float)(c->k * c->k);
+    for (int64_t pl = lo; pl < hi; pl++) {
+        const float *restrict xp = c->x + pl * c->H * c->W;
+        float *restrict yp = c->y + pl * c->OH * c->OW;
+        if (c->k == 2 && c->s == 2) {
+            /* same sum order as below; x / 4 == x * 0.25 exactly */
+            for (int64_t oh = 0; oh < c->OH; oh++) {
+                const float *restrict r0 = xp + 2 * oh * c->W, *restrict r1 = r0 + c->W;
+                for (int64_t ow = 0; ow < c->OW; ow++)
+                    *yp++ = ((((0.0f + r0[2 * ow]) + r0[2 * ow + 1]) + r1[2 * ow]) +
+                             r1[2 * ow + 1]) * 0.25f;
+            }
+            continue;
+        }
+        for (int64_t oh = 0; oh < c->OH; oh++)
+            for (int64_t ow = 0; ow < c->OW; ow++) {
+                const float *restrict win = xp + oh * c->s * c->W + ow * c->s;
+                float sum = 0.0f;
+                for (int64_t ki = 0; ki < c->k; ki++, win += c->W)
+                    for (int64_t kj = 0; kj < c->k; kj++)
+                        sum += win[kj];
+                *yp++ = sum / div;
+            }
+    }
+}
+
+static void avgpool_bwd_task(void *ctx, int64_t lo, int64_t hi)
+{
+    const pool_ctx *c = ctx;
+    float div = (float)(c->k * c->k);
+    for (int64_t pl = lo; pl < hi; pl++) {
+        const float *restrict dyp = c->dy + pl * c->OH * c->OW;
+        float *restrict dxp = c->dx + pl * c->H * c->W;
+        memset(dxp, 0, (size_t)(c->H * c->W) * sizeof(float));
+        if (c->k == 2 && c->s == 2) {
+            /* windows do not overlap: each covered dx is 0 + dy / 4 */
+            for (int64_t oh = 0; oh < c->OH; oh++) {
+                float *restrict r0 = dxp + 2 * oh * c->W, *restrict r1 = r0 + c->W;
+                for (int64_t ow = 0; ow < c->OW; ow++) {
+                    float g = 0.0f + *dyp++ * 0.25f;
+                    r0[2 * ow] = r0[2 * ow + 1] = r1[2 * ow] = r1[2 * ow + 1] = g;
+                }
+            }
+            continue;
+        }
+        for (int64_t oh = 0; oh < c->OH; oh++)
+            for (int64_t ow = 0; ow < c->OW; ow++) {
+                float g = *dyp++ / div;
+                float *restrict win = dxp + oh * c->s * c->W + ow * c->s;
+                for (int64_t ki = 0; ki < c->k; ki++, win += c->W)
+                    for (int64_t kj = 0; kj < c->k; kj++)
+                        win[kj] += g;
+            }
+    }
+}
+
+void rt_avgpool2d_fwd(rt_exec *e, const float *x, float *y, int64_t planes, int64_t H,
+                      int64_t W, int64_t k, int64_t s, int64_t OH, int64_t OW)
+{
+    pool_ctx c = {x, NULL, y, NULL, H, W, k, s, OH, OW};
+    launch(pool_of(e), planes, grain_for(OH * OW * k * k), avgpool_fwd_task, &c);
+}
+
+void rt_avgpool2d_bwd(rt_exec *e, const float *dy, float *dx, int64_t planes, int64_t H,
+                      int64_t W, int64_t k, int64_t s, int64_t OH, int64_t OW)
+{
+    pool_ctx c = {NULL, dy, NULL, dx, H, W, k, s, OH, OW};
+    launch(pool_of(e), planes, grain_for(OH * OW * k * k + H * W), avgpool_bwd_task, &c);
+}
+
+/* ---- LayerNorm ----------------------------------------------------------------- */
+
+typedef struct {
+    const float *x, *w, *b, *dy;   /* [rows, d], [d], [d], [rows, d] */
+    float *y, *dx;                 /* [rows, d] */
+    float *mean, *rstd;            /* [rows] */
+    float *dw, *db;                /* [d] */
+    double *part;                  /* bwd: [nrb, 2, d] partial dw, db */
+    int64_t rows, d, rb, nrb;
+    float eps;
+} ln_ctx;
+
+static void ln_fwd_task(void *ctx, int64_t lo, int64_t hi)
+{
+    const ln_ctx *c = ctx;
+    int64_t d = c->d;
+    const float *restrict w = c->w, *restrict b = c->b;
+    for (int64_t r = lo; r < hi; r++) {
+        const float *restrict x = c->x + r * d;
+        float *restrict y = c->y + r * d;
+        /* Two passes in double: mean, then the biased variance around it. */
+        double mu = sum_f64(x, d) / (double)d;
+        double var = sqdev_f64(x, d, mu) / (double)d;
+        float m = (float)mu, rs = (float)(1.0 / sqrt(var + (double)c->eps));
+        c->mean[r] = m;
+        c->rstd[r] = rs;
+        v4f mv = splat4(m), rv = splat4(rs);
+        int64_t j = 0;
+        for (; j + 4 <= d; j += 4)
+            st4(y + j, (ld4(x + j) - mv) * rv * ld4(w + j) + ld4(b + j));
+        for (; j < d; j++)
+            y[j] = (x[j] - m) * rs * w[j] + b[j];
+    }
+}
+
+void rt_layernorm_fwd(rt_exec *e, const float *x, const float *w, const float *b, float *y,
+                      float *mean, float *rstd, int64_t rows, int64_t d, float eps)
+{
+    ln_ctx c = {.x = x, .w = w, .b = b, .y = y, .mean = mean, .rstd = rstd, .rows = rows,
+                .d = d, .eps = eps};
+    launch(pool_of(e), rows, grain_for(4 * d), ln_fwd_task, &c);
+}
+
+/* Task t owns rows [t*rb, (t+1)*rb): it writes their dx and its partial dw, db sums
+ * (or adds them to dw, db directly when it is the only task). */
+static void ln_bwd_task(void *ctx, int64_t lo, int64_t hi)
+{
+    const ln_ctx *c = ctx;
+    int64_t d = c->d;
+    const float *restrict w = c->w;
+    for (int64_t t = lo; t < hi; t++) {
+        double *restrict pw = c->part + t * 2 * d, *restrict pb = pw + d;
+        for (int64_t j = 0; j < 2 * d; j++)
+            pw[j] = 0.0;
+        int64_t r1 = (t + 1) * c->rb < c->rows ? (t + 1) * c->rb : c->rows;
+        for (int64_t r = t * c->rb; r < r1; r++) {
+            const float *restrict x = c->x + r * d, *restrict dy = c->dy + r * d;
+            float *restrict dx = c->dx + r * d;
+            float m = c->mean[r], rs = c->rstd[r];
+            /* dxhat = dy * w; dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat*xhat)).
+             * Sums in double, four lanes then the tail. */
+            v4f mv = splat4(m), rv = splat4(rs);
+            d4 s1v = {{0, 0}, {0, 0}}, s2v = s1v;
+            int64_t j = 0;
+            for (; j + 4 <= d; j += 4) {
+                d4 xh = cvt4((ld4(x + j) - mv) * rv);
+                d4 gd = cvt4(ld4(dy + j) * ld4(w + j)), dyd = cvt4(ld4(dy + j));
+                s1v = add4d(s1v, gd);
+                s2v = add4d(s2v, mul4d(gd, xh));
+                st4d(pw + j, add4d(ld4d(pw + j), mul4d(dyd, xh)));
+                st4d(pb + j, add4d(ld4d(pb + j), dyd));
+            }
+            double s1 = hsum4d(s1v), s2 = hsum4d(s2v);
+            for (; j < d; j++) {
+                float xh = (x[j] - m) * rs, g = dy[j] * w[j];
+                s1 += g;
+                s2 += (double)g * xh;
+                pw[j] += (double)dy[j] * xh;
+                pb[j] += dy[j];
+            }
+            float a = (float)(s1 / (double)d), bb = (float)(s2 / (double)d);
+            v4f av = splat4(a), bv = splat4(bb);
+            for (j = 0; j + 4 <= d; j += 4) {
+                v4f xh = (ld4(x + j) - mv) * rv;
+                st4(dx + j, rv * (ld4(dy + j) * ld4(w + j) - av - xh * bv));
+            }
+            for (; j < d; j++) {
+                float xh = (x[j] - m) * rs;
+                dx[j] = rs * (dy[j] * w[j] - a - xh * bb);
+            }
+        }
+    }
+}
+
+/* Column j of dw, db: the partials added in task order. */
+static void ln_reduce_task(void *ctx, int64_t lo, int64_t hi)
+{
+    const ln_ctx *c = ctx;
+    int64_t d = c->d;
+    for (int64_t j = lo; j < hi; j++) {
+        double sw = 0.0, sb = 0.0;
+        for (int64_t t = 0; t < c->nrb; t++) {
+            sw += c->part[t * 2 * d + j];
+            sb += c->part[t * 2 * d + d + j];
+        }
+        c->dw[j] += (float)sw;
+        c->db[j] += (float)sb;
+    }
+}
+
+void rt_layernorm_bwd(rt_exec *e, const float *x, const float *w, const float *mean,
+                      const float *rstd, const float *dy, float *dx, float *dw, float *db,
+                      int64_t rows, int64_t d)
+{
+    if (rows <= 0 || d <= 0)
+        return;
+    rt_pool *p = pool_of(e);
+    ln_ctx c = {.x = x, .w = w, .dy = dy, .dx = dx, .mean = (float *)mean,
+                .rstd = (float *)rstd, .dw = dw, .db = db, .rows = rows, .d = d};
+    /* Row blocks of about 32K elements, at most 64 of them (partials: 64 * 2d doubles);
+     * they depend on the shape only, so dw and db do not depend on the thread count. */
+    int64_t nrb = rows * d / 32768;
+    nrb = nrb > 64 ? 64 : nrb < 1 ? 1 : nrb;
+    c.rb = ceil_div(rows, nrb);
+    c.nrb = ceil_div(rows, c.rb);
+    c.part = scratch(p, (size_t)(c.nrb * 2 * d));
+    launch(p, c.nrb, 1, ln_bwd_task, &c);
+    launch(p, d, grain_for(2 * c.nrb), ln_reduce_task, &c);
+}
+
+/* ---- losses -------------------------------------------------------------------- */
+
+typedef struct {
+    const float *logits;       /* [rows, C] */
+    const int32_t *target;     /* [rows] */
+    float *dlogits;            /* [rows, C] or NULL */
+    double *part;              /* [nblk, 2]: loss sum, correct count */
+    int64_t rows, C, rb;
+    float gs;
+    _Atomic int64_t bad;       /* first row with a target out of range, or rows */
+} ce_ctx;
+
+static void ce_task(void *ctx, int64_t lo, int64_t hi)
+{
+    ce_ctx *c = ctx;
+    int64_t C = c->C;
+    for (int64_t t = lo; t < hi; t++) {
+        double loss = 0.0, correct = 0.0;
+        int64_t r1 = (t + 1) * c->rb < c->rows ? (t + 1) * c->rb : c->rows;
+        for (int64_t r = t * c->rb; r < r1; r++) {
+            const float *restrict z = c->logits + r * C;
+            int32_t tg = c->target[r];
+            if (tg < 0 || tg >= C) {
+                int64_t old = atomic_load(&c->bad);
+                while (r < old && !atomic_compare_exchange_weak(&c->bad, &old, r))
+                    ;
+                continue;
+            }
+            /* max and first argmax (a NaN counts as the maximum, as in torch.argmax) */
+            float m = z[0];
+            int64_t am = 0;
+            for (int64_t j = 1; j < C; j++)
+                if (z[j] > m || (isnan(z[j]) && !isnan(m))) {
+                    m = z[j];
+                    am = j;
+                }
+            /* exp(z - max) in float (kept in dlogits when wanted), summed in double */
+            float *restrict g = c->dlogits ? c->dlogits + r * C : NULL;
+            v4f mv = splat4(m);
+            d4 sv = {{0, 0}, {0, 0}};
+            for (int64_t j = 0; j < C; j += 4) {
+                v4f zv;
+                if (j + 4 <= C) {
+                    zv = ld4(z + j);
+                } else {   /* the tail, padded with -inf, whose exp is 0 */
+                    zv = splat4(-INFINITY);
+                    memcpy(&zv, z + j, (size_t)(C - j) * sizeof(float));
+                }
+                v4f ev = exp4(zv - mv);
+                sv = add4d(sv, cvt4(ev));
+                if (!g)
+                    continue;
+                if (j + 4 <= C)
+                    st4(g + j, ev);
+                else
+                    memcpy(g + j, &ev, (size_t)(C - j) * sizeof(float));
+            }
+            double se = hsum4d(sv);
+            if (g) {
+                float inv = (float)(1.0 / se), et = g[tg];
+                v4f sc = splat4(inv) * splat4(c->gs);
+                int64_t j = 0;
+                for (; j + 4 <= C; j += 4)
+                    st4(g + j, ld4(g + j) * sc);
+                for (; j < C; j++)
+                    g[j] = g[j] * (inv * c->gs);
+                g[tg] = (et * inv - 1.0f) * c->gs;
+            }
+            loss += (double)m + log(se) - (double)z[tg];
+            correct += am == tg;
+        }
+        c->part[2 * t] = loss;
+        c->part[2 * t + 1] = correct;
+    }
+}
+
+void rt_cross_entropy(rt_exec *e, const float *logits, const int32_t *target, float *dlogits,
+                      int64_t rows, int64_t C)
+{
+    if (rows <= 0)
+        return;
+    rt_pool *p = pool_of(e);
+    /* Blocks of about 4K logits, fixed by C, so the loss sum does not depend on the
+     * thread count. */
+    ce_ctx c = {logits, target, dlogits, NULL, rows, C, ceil_div(4096, C > 0 ? C : 1),
+                e->grad_scale, rows};
+    int64_t nblk = ceil_div(rows, c.rb);
+    c.part = scratch(p, (size_t)(2 * nblk));
+    launch(p, nblk, grain_for(c.rb * C * 4), ce_task, &c);
+    int64_t bad = atomic_load(&c.bad);
+    if (bad < rows)
+        rt_fail("label %d out of range [0, %lld)", (int)target[bad], (long long)C);
+    double loss = 0.0, correct = 0.0;
+    for (int64_t t = 0; t < nblk; t++) {
+        loss += c.part[2 * t];
+        correct += c.part[2 * t + 1];
+    }
+    e->loss_sum += loss;
+    e->correct += (int64_t)correct;
+    e->terms += rows;
+}
+
+#define MSE_BLOCK 4096
+
+typedef struct {
+    const float *y, *t;        /* [n] */
+    float *dy;                 /* [n] or NULL */
+    double *part;              /* [nblk] */
+    int64_t n;
+    float gs;
+} mse_ctx;
+
+static void mse_task(void *ctx, int64_t lo, int64_t hi)
+{
+    const mse_ctx *c = ctx;
+    for (int64_t b = lo; b < hi; b++) {
+        int64_t i0 = b * MSE_BLOCK, i1 = i0 + MSE_BLOCK < c->n ? i0 + MSE_BLOCK : c->n;
+        const float *restrict y = c->y, *restrict t = c->t;
+        double s0 = 0.0, s1 = 0.0;
+        int64_t i = i0;
+        for (; i + 2 <= i1; i += 2) {
+            double d0 = (double)(y[i] - t[i]), d1 = (double)(y[i + 1] - t[i + 1]);
+            s0 += d0 * d0;
+            s1 += d1 * d1;
+        }
+        for (; i < i1; i++) {
+            double d0 = (double)(y[i] - t[i]);
+            s0 += d0 * d0;
+        }
+        c->part[b] = s0 + s1;
+        if (c->dy) {
+            float *restrict dy = c->dy;
+            float gs = c->gs;
+            for (i = i0; i < i1; i++)
+                dy[i] = 2.0f * (y[i] - t[i]) * gs;
+        }
+    }
+}
+
+void rt_mse(rt_exec *e, const float *y, const float *t, float *dy, int64_t n)
+{
+    if (n <= 0)
+        return;
+    rt_pool *p = pool_of(e);
+    int64_t nblk = ceil_div(n, MSE_BLOCK);
+    mse_ctx c = {y, t, dy, scratch(p, (size_t)nblk), n, e->grad_scale};
+    launch(p, nblk, grain_for(MSE_BLOCK * 2), mse_task, &c);
+    double s = 0.0;
+    for (int64_t b = 0; b < nblk; b++)
+        s += c.part[b];
+    e->loss_sum += s;
+    e->terms += n;
+}

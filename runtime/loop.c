@@ -1,0 +1,658 @@
+/* loop.c: rt_main, the trainer every generated model runs: options, configuration,
+ * data, the training loop (accumulation, clipping, schedules, the optimizer),
+ * validation, early stopping, metrics and the final weights.
+ *
+ * Order of work at start: everything that can be bad input (options, --set, data
+ * files, --init weights) is checked before the output folder is touched, so a bad
+ * run writes nothing (SPEC.md section 6). */
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "rt_loop.h"
+
+typedef struct Opts {
+    const char *out, *init, *resume;
+    const char *sets[256];
+    int n_sets;
+    int device;                /* -1: not given */
+    int threads;
+    int quiet;
+    int gradcheck;
+} Opts;
+
+static volatile sig_atomic_t g_signal;
+
+static void on_signal(int sig)
+{
+    if (g_signal) {            /* a second signal: leave now */
+        signal(sig, SIG_DFL);
+        raise(sig);
+    }
+    g_signal = sig;
+}
+
+static const char *const option_names[] = {"--out", "--set", "--init", "--resume", "--device",
+                                           "--threads", "--quiet", "--help", NULL};
+
+static void trainer_usage(const rt_model *m)
+{
+    printf("usage: %s-trainer [options]\n\n"
+           "  --out DIR              where outputs go (default: out_dir, else runs/%s)\n"
+           "  --set KEY=VALUE        override a training-spec field, e.g. --set optimizer.lr=3e-4\n"
+           "  --init FILE            start from these weights (safetensors)\n"
+           "  --device cpu|auto      where to run (this trainer: cpu)\n"
+           "  --threads N            CPU threads (default: all cores)\n"
+           "  --quiet                no progress line\n",
+           m->name, m->name);
+}
+
+static const char *need(int argc, char **argv, int *i)
+{
+    if (*i + 1 >= argc)
+        rt_input_error("%s needs a value", argv[*i]);
+    return argv[++*i];
+}
+
+static void parse_opts(const rt_model *m, int argc, char **argv, Opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->device = -1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--out"))
+            o->out = need(argc, argv, &i);
+        else if (!strcmp(a, "--set")) {
+            if (o->n_sets == 256)
+                rt_input_error("too many --set options");
+            o->sets[o->n_sets++] = need(argc, argv, &i);
+        } else if (!strcmp(a, "--init"))
+            o->init = need(argc, argv, &i);
+        else if (!strcmp(a, "--resume"))
+            o->resume = need(argc, argv, &i);
+        else if (!strcmp(a, "--device")) {
+            const char *d = need(argc, argv, &i);
+            if (!strcmp(d, "cpu"))
+                o->device = RT_DEVICE_CPU;
+            else if (!strcmp(d, "auto"))
+                o->device = RT_DEVICE_AUTO;
+            else if (!strcmp(d, "cuda"))
+                o->device = RT_DEVICE_CUDA;
+            else
+                rt_input_error("--device: expected cpu, cuda or auto, got '%s'", d);
+        } else if (!strcmp(a, "--threads")) {
+            const char *t = need(argc, argv, &i);
+            char *end;
+            long v = strtol(t, &end, 10);
+            if (*end || v < 1 || v > 1024)
+                rt_input_error("--threads: expected an integer from 1 to 1024, got '%s'", t);
+            o->threads = (int)v;
+        } else if (!strcmp(a, "--quiet"))
+            o->quiet = 1;
+        else if (!strcmp(a, "--gradcheck"))
+            o->gradcheck = 1;   /* developer option: finite-difference check, see tests/ */
+        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            trainer_usage(m);
+            exit(0);
+        } else {
+            const char *near = rt_closest(a, option_names);
+            rt_input_error("unknown option '%s'%s%s%s", a, near ? "; did you mean '" : "",
+                           near ? near : "", near ? "'?" : "");
+        }
+    }
+}
+
+static void configure(const rt_model *m, const Opts *o, rt_train_config *c)
+{
+    char err[512];
+    rt_config_defaults(c);
+    for (int i = 0; i < m->n_train_defaults; i++) {
+        char key[256];
+        const char *line = m->train_defaults[i], *eq = strchr(line, '=');
+        if (!eq || (size_t)(eq - line) >= sizeof key)
+            rt_die("bad embedded training line '%s'", line);
+        memcpy(key, line, (size_t)(eq - line));
+        key[eq - line] = 0;
+        if (rt_config_set(c, key, eq + 1, err, sizeof err) != 0)
+            rt_die("embedded training line '%s': %s", line, err);
+    }
+    for (int i = 0; i < o->n_sets; i++) {
+        char key[256];
+        const char *eq = strchr(o->sets[i], '=');
+        if (!eq)
+            rt_input_error("--set %s: expected KEY=VALUE", o->sets[i]);
+        if ((size_t)(eq - o->sets[i]) >= sizeof key)
+            rt_input_error("--set: key too long");
+        memcpy(key, o->sets[i], (size_t)(eq - o->sets[i]));
+        key[eq - o->sets[i]] = 0;
+        if (rt_config_set(c, key, eq + 1, err, sizeof err) != 0)
+            rt_input_error("--set %s: %s", key, err);
+    }
+    if (rt_config_validate(c, err, sizeof err) != 0)
+        rt_input_error("training spec: %s", err);
+    if (o->device >= 0)
+        c->device = o->device;
+}
+
+/* Features of the contract that this release does not have yet are refused
+ * clearly instead of being silently ignored. */
+static void refuse_unsupported(const rt_model *m, const Opts *o, const rt_train_config *c)
+{
+    if (c->device == RT_DEVICE_CUDA)
+        rt_input_error("this trainer was built for the CPU only; the CUDA backend is not supported yet (use --device cpu)");
+    if (o->resume)
+        rt_input_error("--resume: checkpoints are not supported yet in this release");
+    if (c->has_checkpoint)
+        rt_input_error("$.train.checkpoint: checkpoints are not supported yet in this release; set \"checkpoint\": null");
+    if (c->recompute != RT_RECOMPUTE_NONE)
+        rt_input_error("$.train.recompute: only \"none\" is supported yet");
+    if (!isnan(c->memory_budget_mb))
+        rt_input_error("$.train.memory_budget_mb: memory budgets are not supported yet (they come with recompute)");
+    if (c->dist != RT_DIST_DDP)
+        rt_input_error("$.train.distributed.strategy: zero1/zero2 are not supported yet");
+    for (int i = 0; i < c->n_train; i++)
+        if (!strcmp(c->train[i].key, "tokens"))
+            rt_input_error("$.train.data.train.tokens: token shards are not supported yet");
+    (void)m;
+}
+
+/* ---- one pass over a batch ------------------------------------------------ */
+
+typedef struct Run {
+    const rt_model *m;
+    rt_train_config c;
+    Opts o;
+    rt_exec e;
+    float *params, *grads, *state;
+    rt_dataset train, val;
+    int has_val;
+    rt_loader *tl, *vl;
+    int64_t steps_per_epoch, batches_per_epoch, total_steps;
+    rt_metrics *mt;
+    char out[RT_PATH_MAX];
+    double t0;
+} Run;
+
+static uint64_t mix(uint64_t a, uint64_t b)
+{
+    uint64_t z = a ^ (b + 0x9E3779B97F4A7C15ull + (a << 6) + (a >> 2));
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static void bind_batch(Run *r, const rt_batch *b)
+{
+    r->e.B = b->rows;
+    for (int k = 0; k < r->m->n_inputs; k++)
+        r->e.in[k] = b->in[k];
+    r->e.loss_sum = 0;
+    r->e.terms = 0;
+    r->e.correct = 0;
+}
+
+/* ---- parameters -------------------------------------------------------------- */
+
+static void init_params(const rt_model *m, float *params, uint64_t seed)
+{
+    rt_rng rng;
+    rt_rng_seed(&rng, seed);
+    for (int i = 0; i < m->n_params; i++) {
+        const rt_param *p = &m->params[i];
+        float *w = params + p->offset;
+        for (int64_t k = 0; k < p->numel; k++) {
+            switch (p->init) {
+            case RT_INIT_UNIFORM: w[k] = (float)((2.0 * rt_rng_uniform(&rng) - 1.0) * p->init_a); break;
+            case RT_INIT_NORMAL: w[k] = (float)(rt_rng_normal(&rng) * p->init_a); break;
+            case RT_INIT_CONST: w[k] = p->init_a; break;
+            default: rt_die("bad init %d", p->init);
+            }
+        }
+    }
+}
+
+static void join_path(char *dst, size_t n, const char *dir, const char *file)
+{
+    if (snprintf(dst, n, "%s/%s", dir, file) >= (int)n)
+        rt_fail("path too long: %s/%s", dir, file);
+}
+
+static void save_weights(Run *r, const char *file)
+{
+    char path[RT_PATH_MAX + 64];
+    join_path(path, sizeof path, r->out, file);
+    if (rt_safetensors_write(path, r->m, r->params) != 0)
+        rt_fail("cannot write %s: %s (is the disk full?)", path, strerror(errno));
+}
+
+/* ---- validation ----------------------------------------------------------------- */
+
+typedef struct Eval {
+    double loss, acc;
+    int64_t terms;
+} Eval;
+
+static Eval validate(Run *r)
+{
+    Eval ev = {0};
+    double loss = 0;
+    int64_t terms = 0, correct = 0, n = 0;
+    rt_loader_start(r->vl, 0, 0);
+    const rt_batch *b;
+    while ((b = rt_loader_next(r->vl))) {
+        if (r->c.val_batches > 0 && n == r->c.val_batches)
+            break;
+        bind_batch(r, b);
+        r->e.rng_key = 0;
+        r->m->forward(&r->e, 0);
+        loss += r->e.loss_sum;
+        terms += r->e.terms;
+        correct += r->e.correct;
+        n++;
+    }
+    ev.loss = terms ? loss / (double)terms : NAN;
+    ev.acc = terms ? (double)correct / (double)terms : NAN;
+    ev.terms = terms;
+    return ev;
+}
+
+/* ---- early stopping (PyTorch Lightning's EarlyStopping) -------------------------- */
+
+typedef struct Stopper {
+    double best;
+    int64_t wait;
+    int reason;                /* 0, or END_* */
+} Stopper;
+
+enum { END_EPOCHS, END_MAX_STEPS, END_MAX_TIME, END_EARLY, END_DIVERGED, END_INTERRUPTED };
+static const char *const end_names[] = {"epochs", "max_steps", "max_time", "early_stopping",
+                                        "diverged", "interrupted"};
+
+static int better(int mode, double a, double b) { return mode == RT_MODE_MIN ? a < b : a > b; }
+
+/* Returns 0 to go on, or the END_* reason to stop. */
+static int early_stop_check(const rt_train_config *c, Stopper *s, double v, char *why, size_t n)
+{
+    if (c->es_check_finite && !isfinite(v)) {
+        snprintf(why, n, "the monitored value is %g, not finite", v);
+        return END_DIVERGED;
+    }
+    if (!isnan(c->es_stopping_threshold) && better(c->es_mode, v, c->es_stopping_threshold)) {
+        snprintf(why, n, "the monitored value %g reached stopping_threshold %g", v,
+                 c->es_stopping_threshold);
+        return END_EARLY;
+    }
+    if (!isnan(c->es_divergence_threshold) && better(c->es_mode, -v, -c->es_divergence_threshold)) {
+        snprintf(why, n, "the monitored value %g passed divergence_threshold %g", v,
+                 c->es_divergence_threshold);
+        return END_DIVERGED;
+    }
+    double delta = c->es_mode == RT_MODE_MIN ? -c->es_min_delta : c->es_min_delta;
+    if (better(c->es_mode, v - delta, s->best)) {
+        s->best = v;
+        s->wait = 0;
+        return 0;
+    }
+    s->wait++;
+    if (s->wait >= c->es_patience) {
+        snprintf(why, n, "no improvement in %lld validation checks (best %g)", (long long)s->wait,
+                 s->best);
+        return END_EARLY;
+    }
+    return 0;
+}
+
+/* ---- gradient check (developer option) ------------------------------------------- */
+
+static double loss_at(Run *r, const rt_batch *b)
+{
+    bind_batch(r, b);
+    r->e.rng_key = 12345;
+    r->e.grad_scale = 1.0f / (float)((double)b->rows * (double)r->m->loss_terms);
+    r->m->forward(&r->e, 1);
+    return r->e.loss_sum / (double)r->e.terms;
+}
+
+/* Central differences along a random unit direction of each parameter tensor,
+ * against the analytic directional derivative <grad, v>. */
+static int gradcheck(Run *r)
+{
+    const rt_model *m = r->m;
+    rt_loader_start(r->tl, 0, 0);
+    const rt_batch *b = rt_loader_next(r->tl);
+    if (!b)
+        rt_input_error("gradcheck: no batch");
+    memset(r->grads, 0, (size_t)m->param_floats * sizeof(float));
+    loss_at(r, b);
+    m->backward(&r->e);
+    rt_rng rng;
+    rt_rng_seed(&rng, 99);
+    int bad = 0;
+    double h = 1e-2;
+    for (int i = 0; i < m->n_params; i++) {
+        const rt_param *p = &m->params[i];
+        float *w = r->params + p->offset;
+        const float *g = r->grads + p->offset;
+        double *v = calloc((size_t)p->numel, sizeof *v);
+        float *saved = malloc((size_t)p->numel * sizeof *saved);
+        double nv = 0, an = 0;
+        for (int64_t k = 0; k < p->numel; k++) {
+            v[k] = rt_rng_normal(&rng);
+            nv += v[k] * v[k];
+        }
+        nv = sqrt(nv);
+        for (int64_t k = 0; k < p->numel; k++) {
+            v[k] /= nv;
+            an += v[k] * g[k];
+            saved[k] = w[k];
+        }
+        for (int64_t k = 0; k < p->numel; k++)
+            w[k] = (float)(saved[k] + h * v[k]);
+        double lp = loss_at(r, b);
+        for (int64_t k = 0; k < p->numel; k++)
+            w[k] = (float)(saved[k] - h * v[k]);
+        double lm = loss_at(r, b);
+        memcpy(w, saved, (size_t)p->numel * sizeof *saved);
+        double fd = (lp - lm) / (2 * h);
+        double err = fabs(fd - an) / fmax(fmax(fabs(fd), fabs(an)), 1e-2);
+        int ok = err < 2e-2;
+        printf("gradcheck %-24s analytic % .6e  numeric % .6e  rel.err %.2e  %s\n", p->name, an, fd,
+               err, ok ? "ok" : "FAIL");
+        bad += !ok;
+        free(v);
+        free(saved);
+    }
+    printf("gradcheck: %s\n", bad ? "FAIL" : "ok");
+    return bad ? 1 : 0;
+}
+
+/* ---- the run ---------------------------------------------------------------------- */
+
+static void metrics_start(Run *r, int threads)
+{
+    char buf[1024];
+    const char *prec[] = {"fp32", "bf16-mixed", "fp16-mixed"};
+    snprintf(buf, sizeof buf,
+             "{\"event\":\"start\",\"model\":\"%s\",\"params\":%lld,\"device\":\"cpu\",\"precision\":\"%s\","
+             "\"arena_bytes\":%lld,\"param_bytes\":%lld,\"optimizer_bytes\":%lld,\"ranks\":1,"
+             "\"threads\":%d,\"batch_size\":%lld,\"spec_hash\":\"%s\"}",
+             r->m->name, (long long)0, prec[RT_PREC_FP32],
+             (long long)(r->e.Bmax * r->m->arena_row_bytes), (long long)(r->m->param_floats * 4),
+             (long long)(rt_optim_state_floats(&r->c, r->m) * 4), threads,
+             (long long)r->c.batch_size, r->m->spec_hash);
+    int64_t np = 0;
+    for (int i = 0; i < r->m->n_params; i++)
+        np += r->m->params[i].numel;
+    char *at = strstr(buf, "\"params\":0,");
+    char tail[1024];
+    snprintf(tail, sizeof tail, "%s", at + strlen("\"params\":0,"));
+    snprintf(at, sizeof buf - (size_t)(at - buf), "\"params\":%lld,%s", (long long)np, tail);
+    rt_metrics_line(r->mt, buf);
+}
+
+int rt_main(const rt_model *m, int argc, char **argv)
+{
+    if (m->abi != RT_ABI_VERSION)
+        rt_fail("this trainer was generated for runtime ABI %d, the runtime is %d; rebuild it", m->abi,
+                RT_ABI_VERSION);
+    Run *r = rt_xmalloc(sizeof *r);
+    r->m = m;
+    r->t0 = rt_now();
+    parse_opts(m, argc, argv, &r->o);
+    configure(m, &r->o, &r->c);
+    refuse_unsupported(m, &r->o, &r->c);
+    rt_train_config *c = &r->c;
+    if (c->precision != RT_PREC_FP32)
+        fprintf(stderr, "trainc: note: the CPU backend runs fp32 (the spec asks for %s)\n",
+                c->precision == RT_PREC_BF16 ? "bf16-mixed" : "fp16-mixed");
+
+    /* data and weights: all bad input is found before the output folder exists */
+    rt_dataset_open(&r->train, m, c->train, c->n_train, m->data_dir, "train");
+    r->has_val = c->n_val > 0;
+    if (r->has_val)
+        rt_dataset_open(&r->val, m, c->val, c->n_val, m->data_dir, "val");
+    int threads = r->o.threads ? r->o.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (threads < 1)
+        threads = 1;
+    r->tl = rt_loader_new(m, &r->train, c->batch_size, c->shuffle, c->drop_last, c->seed,
+                          (int)c->workers, (int)c->prefetch);
+    r->batches_per_epoch = rt_loader_batches(r->tl);
+    if (r->batches_per_epoch == 0)
+        rt_input_error("$.train.batch_size: the training data has %lld rows, fewer than batch_size %lld (with drop_last)",
+                       (long long)r->train.rows, (long long)c->batch_size);
+    if (r->has_val)
+        r->vl = rt_loader_new(m, &r->val, c->batch_size, 0, 0, c->seed, (int)c->workers,
+                              (int)c->prefetch);
+    r->steps_per_epoch = (r->batches_per_epoch + c->accumulate - 1) / c->accumulate;
+    r->total_steps = -1;
+    if (c->epochs > 0)
+        r->total_steps = c->epochs * r->steps_per_epoch;
+    if (c->max_steps > 0 && (r->total_steps < 0 || c->max_steps < r->total_steps))
+        r->total_steps = c->max_steps;
+    if ((c->sched == RT_SCHED_COSINE || c->sched == RT_SCHED_LINEAR) && r->total_steps < 0)
+        rt_input_error("$.train.schedule: a %s schedule needs epochs or max_steps to know its length",
+                       c->sched == RT_SCHED_COSINE ? "cosine" : "linear");
+
+    r->params = rt_xmalloc((size_t)m->param_floats * sizeof(float));
+    r->grads = rt_xmalloc((size_t)m->param_floats * sizeof(float));
+    int64_t sf = rt_optim_state_floats(c, m);
+    r->state = sf ? rt_xmalloc((size_t)sf * sizeof(float)) : NULL;
+    if (r->o.init)
+        rt_safetensors_read(r->o.init, m, r->params);
+    else
+        init_params(m, r->params, c->seed);
+
+    r->e.Bmax = c->batch_size;
+    r->e.arena = rt_xmalloc((size_t)(r->e.Bmax * m->arena_row_bytes));
+    r->e.params = r->params;
+    r->e.grads = r->grads;
+    r->e.rt = rt_pool_new(threads);
+    rt_blas_threads(threads);
+
+    if (r->o.gradcheck)
+        return gradcheck(r);
+
+    /* the output folder */
+    if (r->o.out)
+        snprintf(r->out, sizeof r->out, "%s", r->o.out);
+    else if (c->out_dir[0])
+        snprintf(r->out, sizeof r->out, "%s", c->out_dir);
+    else
+        snprintf(r->out, sizeof r->out, "runs/%s", m->name);
+    if (rt_mkdir_p(r->out) != 0)
+        rt_fail("cannot create the output folder %s: %s", r->out, strerror(errno));
+    r->mt = rt_metrics_open(r->out, 0);
+    metrics_start(r, threads);
+
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+
+    Stopper es = {.best = c->es_mode == RT_MODE_MIN ? INFINITY : -INFINITY};
+    double best_val = INFINITY;
+    int best_mode = c->has_early_stopping ? c->es_mode : RT_MODE_MIN;
+    double best_mon = best_mode == RT_MODE_MIN ? INFINITY : -INFINITY;
+    int end = -1;
+    char why[256] = "";
+    int64_t step = 0, epoch = 0;
+    double log_loss = 0, log_t = rt_now(), since_val_loss = 0;
+    int64_t log_n = 0, log_samples = 0, since_val_n = 0, last_val_step = -1;
+    double last_loss = NAN;
+    Eval last_eval = {NAN, NAN, 0};
+
+    while (end < 0) {
+        rt_loader_start(r->tl, epoch, 0);
+        int64_t b_index = 0;
+        for (;;) {
+            int64_t k = r->batches_per_epoch - b_index;
+            if (k <= 0)
+                break;
+            if (k > c->accumulate)
+                k = c->accumulate;
+            memset(r->grads, 0, (size_t)m->param_floats * sizeof(float));
+            double step_loss = 0;
+            int64_t samples = 0;
+            for (int64_t j = 0; j < k; j++) {
+                const rt_batch *b = rt_loader_next(r->tl);
+                if (!b)
+                    rt_die("loader ended early");
+                bind_batch(r, b);
+                r->e.rng_key = mix(mix(c->seed, (uint64_t)step), (uint64_t)j);
+                r->e.grad_scale = (float)(1.0 / ((double)b->rows * (double)m->loss_terms * (double)k));
+                m->forward(&r->e, 1);
+                m->backward(&r->e);
+                step_loss += r->e.loss_sum / (double)r->e.terms;
+                samples += b->rows;
+            }
+            b_index += k;
+            step_loss /= (double)k;
+            double norm = rt_grad_norm(m, r->grads);
+            if (!isfinite(step_loss)) {
+                end = END_DIVERGED;
+                snprintf(why, sizeof why, "the training loss is %g at step %lld", step_loss,
+                         (long long)step + 1);
+                break;
+            }
+            if (!isnan(c->grad_clip))
+                rt_clip_grads(m, r->grads, norm, c->grad_clip);
+            double lr = rt_lr_at(c, step, r->total_steps > 0 ? r->total_steps : 1);
+            rt_optim_step(c, m, r->params, r->grads, r->state, step + 1, lr);
+            step++;
+            last_loss = step_loss;
+            log_loss += step_loss;
+            log_n++;
+            log_samples += samples;
+            since_val_loss += step_loss;
+            since_val_n++;
+            double now = rt_now();
+            if (step % c->log_every == 0) {
+                char buf[512], a[32], bb[32], cc[32], d[32];
+                double sps = (double)log_samples / fmax(now - log_t, 1e-9);
+                snprintf(buf, sizeof buf,
+                         "{\"step\":%lld,\"epoch\":%lld,\"loss\":%s,\"lr\":%s,\"grad_norm\":%s,\"samples_per_s\":%s,\"time_s\":%.3f}",
+                         (long long)step, (long long)epoch, rt_json_num(a, log_loss / (double)log_n),
+                         rt_json_num(bb, lr), rt_json_num(cc, norm), rt_json_num(d, sps), now - r->t0);
+                rt_metrics_line(r->mt, buf);
+                rt_metrics_train_point(r->mt, step, log_loss / (double)log_n);
+                rt_progress(r->o.quiet, step, r->total_steps, epoch, log_loss / (double)log_n, sps,
+                            now - r->t0);
+                log_loss = 0;
+                log_n = 0;
+                log_samples = 0;
+                log_t = now;
+            }
+            int val_now = r->has_val && c->val_every_steps > 0 && step % c->val_every_steps == 0;
+            int epoch_end = b_index >= r->batches_per_epoch;
+            if (r->has_val && epoch_end && c->val_every_epochs > 0 &&
+                (epoch + 1) % c->val_every_epochs == 0)
+                val_now = 1;
+            int es_now = val_now || (!r->has_val && epoch_end && c->has_early_stopping);
+            if (val_now) {
+                last_eval = validate(r);
+                last_val_step = step;
+                char buf[512], a[32], bb[32];
+                if (m->loss == RT_LOSS_CROSS_ENTROPY)
+                    snprintf(buf, sizeof buf, "{\"step\":%lld,\"epoch\":%lld,\"val_loss\":%s,\"val_acc\":%s}",
+                             (long long)step, (long long)epoch, rt_json_num(a, last_eval.loss),
+                             rt_json_num(bb, last_eval.acc));
+                else
+                    snprintf(buf, sizeof buf, "{\"step\":%lld,\"epoch\":%lld,\"val_loss\":%s}",
+                             (long long)step, (long long)epoch, rt_json_num(a, last_eval.loss));
+                rt_metrics_line(r->mt, buf);
+                rt_metrics_val_point(r->mt, step, last_eval.loss);
+                rt_metrics_plot(r->mt);
+                if (last_eval.loss < best_val)
+                    best_val = last_eval.loss;
+            }
+            if (es_now) {
+                int mon = c->has_early_stopping ? c->es_monitor : RT_MON_VAL_LOSS;
+                double v = mon == RT_MON_VAL_LOSS ? last_eval.loss
+                           : mon == RT_MON_VAL_ACC ? last_eval.acc
+                                                   : since_val_loss / (double)(since_val_n ? since_val_n : 1);
+                since_val_loss = 0;
+                since_val_n = 0;
+                if (isfinite(v) && better(best_mode, v, best_mon)) {
+                    best_mon = v;
+                    if (val_now)
+                        save_weights(r, "best.safetensors");
+                }
+                if (c->has_early_stopping) {
+                    int s = early_stop_check(c, &es, v, why, sizeof why);
+                    if (s)
+                        end = s;
+                }
+            }
+            if (end >= 0)
+                break;
+            if (c->max_steps > 0 && step >= c->max_steps) {
+                end = END_MAX_STEPS;
+                break;
+            }
+            if (!isnan(c->max_time) && now - r->t0 >= c->max_time) {
+                end = END_MAX_TIME;
+                break;
+            }
+            if (g_signal) {
+                end = END_INTERRUPTED;
+                break;
+            }
+        }
+        if (end >= 0)
+            break;
+        epoch++;
+        if (c->epochs > 0 && epoch >= c->epochs)
+            end = END_EPOCHS;
+    }
+    rt_progress_done(r->o.quiet);
+    /* a run that stopped between validations ends with one, so the last record tells
+     * how good the final weights are */
+    if (r->has_val && last_val_step != step && (end == END_MAX_STEPS || end == END_MAX_TIME)) {
+        last_eval = validate(r);
+        last_val_step = step;
+        char vb[512], a1[32], b1[32];
+        if (m->loss == RT_LOSS_CROSS_ENTROPY)
+            snprintf(vb, sizeof vb, "{\"step\":%lld,\"epoch\":%lld,\"val_loss\":%s,\"val_acc\":%s}",
+                     (long long)step, (long long)epoch, rt_json_num(a1, last_eval.loss),
+                     rt_json_num(b1, last_eval.acc));
+        else
+            snprintf(vb, sizeof vb, "{\"step\":%lld,\"epoch\":%lld,\"val_loss\":%s}", (long long)step,
+                     (long long)epoch, rt_json_num(a1, last_eval.loss));
+        rt_metrics_line(r->mt, vb);
+        rt_metrics_val_point(r->mt, step, last_eval.loss);
+        if (last_eval.loss < best_val)
+            best_val = last_eval.loss;
+    }
+
+    /* the final weights, then the end record */
+    if (end != END_DIVERGED)
+        save_weights(r, "model.safetensors");
+    if (r->has_val)
+        rt_metrics_plot(r->mt);
+    char buf[512], a[32];
+    double t = rt_now() - r->t0;
+    snprintf(buf, sizeof buf, "{\"event\":\"end\",\"reason\":\"%s\",\"step\":%lld,\"best_val_loss\":%s,\"time_s\":%.3f}",
+             end_names[end], (long long)step, rt_json_num(a, r->has_val ? best_val : NAN), t);
+    rt_metrics_line(r->mt, buf);
+    rt_metrics_close(r->mt);
+
+    if (end == END_DIVERGED) {
+        fprintf(stderr, "trainc: diverged: %s.\n  Try a lower optimizer.lr, a grad_clip (e.g. --set grad_clip=1.0), or precision fp32.\n", why);
+        return RT_EXIT_DIVERGED;
+    }
+    {
+        fprintf(stderr, "trainc: %s after %lld steps (%lld epochs) in %.1f s: loss %.4f", end_names[end],
+                (long long)step, (long long)epoch + (end == END_EPOCHS ? 0 : 1), t, last_loss);
+        if (r->has_val && last_val_step >= 0) {
+            fprintf(stderr, ", val_loss %.4f", last_eval.loss);
+            if (m->loss == RT_LOSS_CROSS_ENTROPY)
+                fprintf(stderr, ", val_acc %.2f%%", 100.0 * last_eval.acc);
+        }
+        if (end == END_EARLY)
+            fprintf(stderr, " (%s)", why);
+        fprintf(stderr, "\n  outputs in %s/\n", r->out);
+    }
+    if (end == END_INTERRUPTED)
+        return RT_EXIT_INTERRUPTED;
+    return RT_EXIT_OK;
+}

@@ -1,0 +1,223 @@
+/* rt.h: the runtime's internal API, shared by the runtime's modules and by the
+ * compiler (which links the runtime for `trainc run` and reuses its config table).
+ * Generated code never includes this file; it includes trainc_rt.h only. */
+#ifndef RT_H
+#define RT_H
+
+#include <stdarg.h>
+#include <stdio.h>
+#include "trainc_rt.h"
+
+/* ---- errors ------------------------------------------------------------ */
+
+/* Exit codes of SPEC.md section 6. */
+enum { RT_EXIT_OK = 0, RT_EXIT_INPUT = 1, RT_EXIT_RUNTIME = 2, RT_EXIT_DIVERGED = 3,
+       RT_EXIT_INTERRUPTED = 130 };
+
+/* Bad input: prints "trainc: error: MESSAGE" (the message names the place) and exits 1. */
+_Noreturn void rt_input_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Failure at run time: prints the message and exits 2. */
+_Noreturn void rt_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A broken internal rule. */
+_Noreturn void rt_die_at(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+#define rt_die(...) rt_die_at(__FILE__, __LINE__, __VA_ARGS__)
+
+void *rt_xmalloc(size_t n);   /* zeroed, 64-byte aligned; exits 2 on failure */
+void rt_xfree(void *p);
+
+/* ---- the training configuration (SPEC.md section 3) ---------------------- */
+
+enum { RT_OPT_SGD, RT_OPT_ADAMW };
+enum { RT_SCHED_CONSTANT, RT_SCHED_STEP, RT_SCHED_COSINE, RT_SCHED_LINEAR };
+enum { RT_PREC_FP32, RT_PREC_BF16, RT_PREC_FP16 };
+enum { RT_MON_VAL_LOSS, RT_MON_VAL_ACC, RT_MON_LOSS };
+enum { RT_MODE_MIN, RT_MODE_MAX };
+enum { RT_RECOMPUTE_NONE, RT_RECOMPUTE_SELECTIVE, RT_RECOMPUTE_FULL, RT_RECOMPUTE_AUTO };
+enum { RT_DIST_DDP, RT_DIST_ZERO1, RT_DIST_ZERO2 };
+enum { RT_DEVICE_AUTO, RT_DEVICE_CPU, RT_DEVICE_CUDA };
+
+#define RT_PATH_MAX 1024
+
+typedef struct rt_data_entry {
+    char key[64];              /* a model input name, or "tokens" */
+    char path[RT_PATH_MAX];    /* as written; relative to the spec's folder */
+} rt_data_entry;
+
+/* Every field of the training spec. "null" is stored as -1 for counts and as NAN
+ * for reals, and `has_*` flags say whether an object was given at all. */
+typedef struct rt_train_config {
+    rt_data_entry train[RT_MAX_INPUTS];
+    int n_train;
+    rt_data_entry val[RT_MAX_INPUTS];
+    int n_val;
+    int64_t batch_size, accumulate, epochs, max_steps;
+    double max_time;           /* seconds, NAN = none */
+    int opt;                   /* RT_OPT_* */
+    double lr, beta1, beta2, eps, weight_decay, momentum;
+    int nesterov;
+    int sched;                 /* RT_SCHED_* */
+    int64_t warmup_steps, sched_every_steps;
+    double final_lr_frac, gamma;
+    double grad_clip;          /* NAN = none */
+    int precision;
+    int64_t val_every_steps, val_every_epochs, val_batches;
+    int has_early_stopping;
+    int es_monitor, es_mode;
+    int64_t es_patience;
+    double es_min_delta, es_stopping_threshold, es_divergence_threshold;
+    int es_check_finite;
+    int has_checkpoint;
+    int64_t ckpt_every_steps, ckpt_keep;
+    int recompute;
+    double memory_budget_mb;   /* NAN = none */
+    int dist;
+    int64_t workers, prefetch;
+    int shuffle, drop_last;
+    uint64_t seed;
+    int64_t log_every;
+    int device;
+    char out_dir[RT_PATH_MAX]; /* "" = none */
+} rt_train_config;
+
+void rt_config_defaults(rt_train_config *c);
+/* Sets one field from its dotted path and a textual value ("null" allowed where the
+ * spec allows it). Returns 0, or -1 with a message in err (which names the key and,
+ * for an unknown key, suggests the closest known one). */
+int rt_config_set(rt_train_config *c, const char *key, const char *value, char *err,
+                  size_t errlen);
+/* Checks the cross-field rules; returns 0 or -1 with a message. */
+int rt_config_validate(const rt_train_config *c, char *err, size_t errlen);
+/* Writes every field as "key=value" lines, the inverse of rt_config_set, in a fixed
+ * order: the canonical form hashed and embedded in generated trainers. Returns a
+ * malloc'd array of malloc'd strings. */
+char **rt_config_dump(const rt_train_config *c, int *n);
+/* The known dotted keys, NULL-terminated (for "did you mean"). */
+extern const char *const rt_config_keys[];
+/* Levenshtein distance, used for "did you mean" everywhere. */
+int rt_edit_distance(const char *a, const char *b);
+/* The known word in `words` closest to `w`, or NULL when none is close. */
+const char *rt_closest(const char *w, const char *const *words);
+
+/* ---- data (.npy, memory-mapped) ------------------------------------------ */
+
+enum { RT_I64 = 4 };          /* read from .npy files only, converted to RT_I32 */
+
+typedef struct rt_npy {
+    char path[RT_PATH_MAX];
+    int dtype;                 /* RT_U8, RT_U16, RT_I32, RT_F32; also RT_I64 read as i32 */
+    int rank;
+    int64_t shape[8];
+    int64_t rows;              /* shape[0] */
+    int64_t row_bytes;         /* bytes per row in the file */
+    int elem_bytes;
+    const unsigned char *data; /* first row */
+    void *map;
+    size_t map_len;
+} rt_npy;
+
+/* Opens and maps an .npy file; on a bad file exits 1 naming the file and the problem.
+ * Accepts <u1, <u2, <i4, <f4 and <i8 (converted to i32 when copied; values checked). */
+void rt_npy_open(rt_npy *a, const char *path);
+void rt_npy_close(rt_npy *a);
+/* Copies `n` rows given by `idx` into dst, converted to dtype `to` (same kind of
+ * element; i64 -> i32 is the only conversion). */
+void rt_npy_gather(const rt_npy *a, const int64_t *idx, int64_t n, void *dst, int to);
+
+/* A dataset: one mapped array per model input, checked against the model. */
+typedef struct rt_dataset {
+    int n;                     /* = model->n_inputs */
+    rt_npy arr[RT_MAX_INPUTS];
+    int64_t rows;
+} rt_dataset;
+
+/* Opens the files of `entries` for every input of m; paths are resolved against
+ * base_dir unless absolute. `what` is "train" or "val" for messages. Checks dtype,
+ * per-sample shape, equal row counts, and class labels in [0, classes). */
+void rt_dataset_open(rt_dataset *d, const rt_model *m, const rt_data_entry *entries, int n,
+                     const char *base_dir, const char *what);
+void rt_dataset_close(rt_dataset *d);
+
+/* The batch loader: worker threads assemble batches (in the model's input dtypes,
+ * B rows each) into a ring of `prefetch` slots; the compute thread takes them in
+ * order. The order of samples is a pure function of (seed, epoch): a Fisher-Yates
+ * shuffle driven by rt_rng seeded with seed ^ (0x9E3779B97F4A7C15 * (epoch + 1)),
+ * or identity without shuffle (data.c has the exact rule). */
+typedef struct rt_batch {
+    int64_t rows;              /* <= batch size (last batch when !drop_last) */
+    int64_t epoch, index;      /* which batch of which epoch */
+    void *in[RT_MAX_INPUTS];   /* rows of each input, model dtypes */
+} rt_batch;
+
+typedef struct rt_loader rt_loader;
+rt_loader *rt_loader_new(const rt_model *m, const rt_dataset *d, int64_t batch, int shuffle,
+                         int drop_last, uint64_t seed, int workers, int prefetch);
+/* Batches per epoch. */
+int64_t rt_loader_batches(const rt_loader *l);
+/* Starts (or restarts) delivering epoch `epoch` from batch `first`. */
+void rt_loader_start(rt_loader *l, int64_t epoch, int64_t first);
+/* Blocks until the next batch of the current epoch is ready; NULL at the end of the
+ * epoch. The batch stays valid until the next call to rt_loader_next/start. */
+const rt_batch *rt_loader_next(rt_loader *l);
+void rt_loader_free(rt_loader *l);
+
+/* ---- random numbers (seeded, reproducible, portable) --------------------- */
+
+typedef struct rt_rng { uint64_t s[4]; } rt_rng;   /* xoshiro256** */
+void rt_rng_seed(rt_rng *r, uint64_t seed);
+uint64_t rt_rng_u64(rt_rng *r);
+double rt_rng_uniform(rt_rng *r);                   /* [0, 1) */
+double rt_rng_normal(rt_rng *r);                    /* Box-Muller */
+
+/* ---- safetensors --------------------------------------------------------- */
+
+/* Writes the parameters (fp32, shapes of rt_param) atomically: to PATH.tmp, fsync,
+ * rename. Returns 0 or -1 (errno set). */
+int rt_safetensors_write(const char *path, const rt_model *m, const float *params);
+/* Reads the parameters of m from a safetensors file into params. Every parameter must
+ * be present with its exact shape as F32 (F64/BF16/F16 are converted); extra tensors
+ * are an error. Exits 1 naming the file and the tensor on any mismatch. */
+void rt_safetensors_read(const char *path, const rt_model *m, float *params);
+
+/* ---- metrics, progress, plot --------------------------------------------- */
+
+typedef struct rt_metrics rt_metrics;
+/* Opens DIR/metrics.jsonl (append when `append`). Only rank 0 writes. */
+rt_metrics *rt_metrics_open(const char *dir, int append);
+/* Appends one line (a complete JSON object, without newline) and flushes. */
+void rt_metrics_line(rt_metrics *mt, const char *json);
+/* Remembers points for the plot. */
+void rt_metrics_train_point(rt_metrics *mt, int64_t step, double loss);
+void rt_metrics_val_point(rt_metrics *mt, int64_t step, double val_loss);
+/* Redraws DIR/loss.svg (atomically) from the points so far. */
+void rt_metrics_plot(rt_metrics *mt);
+void rt_metrics_close(rt_metrics *mt);
+
+/* Formats a double for JSON: finite values with %.9g, else null. */
+const char *rt_json_num(char *buf, double v);
+
+/* A one-line progress display on a terminal (carriage return, no scrolling);
+ * does nothing when stderr is not a terminal or quiet is set. */
+void rt_progress(int quiet, int64_t step, int64_t total_steps, int64_t epoch, double loss,
+                 double samples_per_s, double elapsed_s);
+void rt_progress_done(int quiet);
+
+/* ---- the thread pool (kernels.c) ----------------------------------------- */
+
+/* rt_exec.rt points to one of these. threads == 1 runs everything on the caller.
+ * rt_parallel_for splits [0, n) into at most `threads` contiguous chunks of equal
+ * size (the split depends only on n and threads, so results are reproducible). */
+typedef struct rt_pool rt_pool;
+rt_pool *rt_pool_new(int threads);
+int rt_pool_threads(const rt_pool *p);
+void rt_pool_free(rt_pool *p);
+/* Sets the BLAS library's thread count (OpenBLAS). */
+void rt_blas_threads(int threads);
+
+/* ---- helpers ------------------------------------------------------------- */
+
+double rt_now(void);                 /* monotonic seconds */
+int rt_mkdir_p(const char *path);    /* 0 or -1 */
+const char *rt_dtype_name(int dt);
+
+#endif

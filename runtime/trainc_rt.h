@@ -1,0 +1,176 @@
+/* trainc_rt.h: the runtime API that generated trainers include, and nothing else.
+ *
+ * Plain C11 with no vendor headers, so that libtcc (JIT mode) and the system C
+ * compiler (ahead of time) read the same generated source. The runtime knows no
+ * model: a generated trainer describes itself with one rt_model and hands it to
+ * rt_main(). The generated code knows no files, clocks or sockets.
+ */
+#ifndef TRAINC_RT_H
+#define TRAINC_RT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <math.h>
+
+#define RT_ABI_VERSION 1
+#define RT_MAX_INPUTS 8
+#define RT_MAX_RANK 4
+
+enum { RT_U8, RT_U16, RT_I32, RT_F32 };                  /* input dtypes */
+enum { RT_INIT_UNIFORM, RT_INIT_NORMAL, RT_INIT_CONST };  /* parameter init */
+enum { RT_LOSS_CROSS_ENTROPY, RT_LOSS_MSE };
+
+/* One trainable tensor in the parameter region (fp32, PyTorch layout). */
+typedef struct rt_param {
+    const char *name;          /* safetensors name, e.g. "1.weight" */
+    int rank;
+    int64_t shape[RT_MAX_RANK];
+    int64_t numel;
+    int64_t offset;            /* in floats from the start of the region */
+    int init;                  /* RT_INIT_* */
+    float init_a;              /* uniform bound, normal std, or the constant */
+} rt_param;
+
+/* One model input as stored in the data files: per-sample shape and dtype. */
+typedef struct rt_input {
+    const char *name;
+    int dtype;                 /* RT_U8 ... RT_F32 */
+    int rank;
+    int64_t shape[RT_MAX_RANK];
+    int64_t numel;             /* per sample */
+    int64_t classes;           /* > 0: integer class target, checked against data */
+} rt_input;
+
+/* The state one forward/backward pass works on. The generated code reads its
+ * buffers at fixed offsets of `arena` scaled by `Bmax` (the plan is per batch
+ * row, so any batch size fits without recompiling). */
+typedef struct rt_exec {
+    int64_t B;                 /* rows in this batch (<= Bmax) */
+    int64_t Bmax;              /* rows the arena was laid out for */
+    char *arena;               /* activations and their gradients */
+    float *params;             /* parameter region, fp32 */
+    float *grads;              /* parameter gradients, same layout */
+    const void *in[RT_MAX_INPUTS]; /* this batch's raw inputs, B rows each */
+    int train;                 /* training pass: dropout active, loss gradient wanted */
+    float grad_scale;          /* d(loss)/d(per-term loss): 1/(terms * accumulate) */
+    uint64_t rng_key;          /* dropout: hash of seed and micro-step */
+    double loss_sum;           /* out: sum of the per-term losses */
+    int64_t correct;           /* out: correct argmax predictions (cross entropy) */
+    int64_t terms;             /* out: number of loss terms */
+    void *rt;                  /* the runtime's own state (thread pool, ...) */
+} rt_exec;
+
+typedef void (*rt_kernel_fn)(rt_exec *e, int64_t lo, int64_t hi);
+
+typedef struct rt_model {
+    int abi;                   /* RT_ABI_VERSION */
+    const char *name;
+    const char *spec_hash;     /* identifies model + training spec */
+    const char *data_dir;      /* data paths in the training spec are relative to it */
+    int n_params;
+    const rt_param *params;
+    int64_t param_floats;
+    int n_inputs;
+    const rt_input *inputs;
+    int64_t arena_row_bytes;   /* arena bytes = Bmax * arena_row_bytes */
+    int64_t noreuse_row_bytes; /* what the arena would take without reuse */
+    int64_t flops_per_sample;  /* forward + backward */
+    int loss;                  /* RT_LOSS_* */
+    int64_t loss_terms;        /* loss terms per sample */
+    int has_dropout;
+    const char *const *train_defaults; /* "key=value" lines of the training spec */
+    int n_train_defaults;
+    void (*forward)(rt_exec *e, int train); /* computes the loss; with train, also d(loss)/d(output) */
+    void (*backward)(rt_exec *e);           /* parameter gradients are accumulated (+=) */
+} rt_model;
+
+/* Entry point of every trainer: parses the trainer options, trains, returns the exit code. */
+int rt_main(const rt_model *m, int argc, char **argv);
+
+/* Kernel launch: split [0, n) over the thread pool; fn gets half-open ranges. */
+void rt_parallel_for(rt_exec *e, int64_t n, rt_kernel_fn fn);
+
+/* Row-major C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C. */
+void rt_gemm(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+             float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+             float beta, float *C, int64_t ldc);
+
+/* db[j] += sum_i dy[i, j] over rows i < rows. */
+void rt_colsum_add(rt_exec *e, const float *dy, float *db, int64_t rows, int64_t cols);
+
+/* conv2d as im2col + GEMM. col is [C*k*k, B*OH*OW]. */
+void rt_im2col(rt_exec *e, const float *x, float *col, int64_t B, int64_t C, int64_t H,
+               int64_t W, int64_t k, int64_t stride, int64_t pad, int64_t OH, int64_t OW);
+/* dx[B,C,H,W] = col2im(dcol) (overwrites dx). */
+void rt_col2im(rt_exec *e, const float *dcol, float *dx, int64_t B, int64_t C, int64_t H,
+               int64_t W, int64_t k, int64_t stride, int64_t pad, int64_t OH, int64_t OW);
+
+/* Pooling over [B*C] planes of H x W, no padding. */
+void rt_maxpool2d_fwd(rt_exec *e, const float *x, float *y, int64_t planes, int64_t H,
+                      int64_t W, int64_t k, int64_t s, int64_t OH, int64_t OW);
+void rt_maxpool2d_bwd(rt_exec *e, const float *x, const float *dy, float *dx, int64_t planes,
+                      int64_t H, int64_t W, int64_t k, int64_t s, int64_t OH, int64_t OW);
+void rt_avgpool2d_fwd(rt_exec *e, const float *x, float *y, int64_t planes, int64_t H,
+                      int64_t W, int64_t k, int64_t s, int64_t OH, int64_t OW);
+void rt_avgpool2d_bwd(rt_exec *e, const float *dy, float *dx, int64_t planes, int64_t H,
+                      int64_t W, int64_t k, int64_t s, int64_t OH, int64_t OW);
+
+/* LayerNorm over the last axis of [rows, d]; mean and rstd are saved for backward. */
+void rt_layernorm_fwd(rt_exec *e, const float *x, const float *w, const float *b, float *y,
+                      float *mean, float *rstd, int64_t rows, int64_t d, float eps);
+/* dx = (overwritten); dw, db accumulated (+=). */
+void rt_layernorm_bwd(rt_exec *e, const float *x, const float *w, const float *mean,
+                      const float *rstd, const float *dy, float *dx, float *dw, float *db,
+                      int64_t rows, int64_t d);
+
+/* Softmax cross entropy over rows of [rows, C] with i32 targets. Adds the loss sum and
+ * correct count to e; with dlogits != NULL also writes
+ * dlogits = (softmax - onehot) * e->grad_scale. Probabilities are never stored. */
+void rt_cross_entropy(rt_exec *e, const float *logits, const int32_t *target, float *dlogits,
+                      int64_t rows, int64_t C);
+/* db[r] += sum_j x[r, j] over cols j (conv bias gradients). */
+void rt_rowsum_add(rt_exec *e, const float *x, float *db, int64_t rows, int64_t cols);
+
+/* Mean squared error terms over n elements; dy = 2 (y - t) * e->grad_scale when dy != NULL. */
+void rt_mse(rt_exec *e, const float *y, const float *t, float *dy, int64_t n);
+
+/* Counter-based uniform [0,1) for dropout: the same (key, index) always gives the same
+ * number, so the backward pass regenerates the mask instead of storing it. */
+static inline float rt_uniform(uint64_t key, uint64_t idx)
+{
+    uint64_t z = key ^ (idx * 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (float)(z >> 40) * (1.0f / 16777216.0f);
+}
+
+/* Activations and their derivatives, shared by every generated CPU kernel. */
+static inline float rt_sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+static inline float rt_gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
+static inline float rt_gelu_bwd(float x, float dy)
+{
+    float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752f));
+    float pdf = expf(-0.5f * x * x) * 0.39894228040143268f;
+    return dy * (cdf + x * pdf);
+}
+static inline float rt_gelu_tanh(float x)
+{
+    float u = 0.79788456080286536f * (x + 0.044715f * x * x * x);
+    return 0.5f * x * (1.0f + tanhf(u));
+}
+static inline float rt_gelu_tanh_bwd(float x, float dy)
+{
+    float u = 0.79788456080286536f * (x + 0.044715f * x * x * x);
+    float t = tanhf(u);
+    float du = 0.79788456080286536f * (1.0f + 3.0f * 0.044715f * x * x);
+    return dy * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du);
+}
+static inline float rt_silu(float x) { return x / (1.0f + expf(-x)); }
+static inline float rt_silu_bwd(float x, float dy)
+{
+    float s = rt_sigmoidf(x);
+    return dy * s * (1.0f + x * (1.0f - s));
+}
+
+#endif

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# bad_input.sh: every spec in tests/bad/ must be rejected with the right message.
+#
+# For each tests/bad/NAME.json, NAME.expect holds two lines: the exit code, and a
+# substring that stderr must contain (with its place: "$.model.layers[1].strde" or
+# ":3:5:"). Runs `$TRAINC check NAME.json` (TRAINC defaults to build/trainc; the
+# parser alone: TRAINC=build/spec_driver). A bad spec must print nothing on stdout,
+# and a sanitizer report on stderr is a failure too.
+set -u
+cd "$(dirname "$0")/.."
+TRAINC=${TRAINC:-build/trainc}
+if [ ! -x "$TRAINC" ]; then
+    echo "bad-input: $TRAINC not built" >&2
+    exit 2
+fi
+pass=0
+fail=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+for spec in tests/bad/*.json; do
+    name=$(basename "$spec" .json)
+    expect=tests/bad/$name.expect
+    if [ ! -f "$expect" ]; then
+        echo "FAIL bad/$name: no $expect"
+        fail=$((fail + 1))
+        continue
+    fi
+    want_rc=$(sed -n 1p "$expect")
+    want_err=$(sed -n 2p "$expect")
+    timeout 30 "$TRAINC" check "$spec" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    why=""
+    if [ "$rc" != "$want_rc" ]; then
+        why="exit code $rc, expected $want_rc"
+    elif ! grep -qF -- "$want_err" "$tmp/err"; then
+        why="stderr lacks '$want_err'; got: $(head -c 400 "$tmp/err")"
+    elif grep -qE 'runtime error:|Sanitizer' "$tmp/err"; then
+        why="sanitizer report: $(grep -m1 -E 'runtime error:|Sanitizer' "$tmp/err")"
+    elif [ -s "$tmp/out" ]; then
+        why="printed on stdout: $(head -c 200 "$tmp/out")"
+    fi
+    if [ -z "$why" ]; then
+        echo "ok bad/$name"
+        pass=$((pass + 1))
+    else
+        echo "FAIL bad/$name: $why"
+        fail=$((fail + 1))
+    fi
+done
+echo "bad-input: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The whole test suite (`make test`). Each check prints "ok NAME" or "FAIL NAME";
+# the last line is "N passed, M failed" and the exit status is nonzero on failure.
+set -u
+cd "$(dirname "$0")/.."
+export TRAINC=${TRAINC:-build/trainc}
+export PYTHON=${PYTHON:-/usr/bin/python3}
+T=build/tests
+mkdir -p "$T"
+pass=0; fail=0; failed=()
+
+check() {   # check NAME COMMAND...: runs COMMAND, logs to build/tests/NAME.log
+    local name=$1; shift
+    local log="$T/${name//\//_}.log"
+    local t0=$SECONDS
+    if "$@" >"$log" 2>&1; then
+        pass=$((pass + 1)); echo "ok   $name ($((SECONDS - t0)) s)"
+    else
+        fail=$((fail + 1)); failed+=("$name"); echo "FAIL $name ($((SECONDS - t0)) s); last lines of $log:"
+        tail -n 15 "$log" | sed 's/^/    /'
+    fi
+}
+
+SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
+UCC="cc -std=gnu11 -O1 -g $SAN -Iruntime -Icompiler"
+
+# unit tests of the runtime, under AddressSanitizer and UBSan
+check unit/build_data     $UCC tests/unit/test_data.c runtime/data.c runtime/util.c -lpthread -lm -o $T/test_data
+check unit/data           $T/test_data
+check unit/build_io       $UCC tests/unit/test_io.c runtime/safetensors.c runtime/metrics.c runtime/util.c -lcjson -lm -o $T/test_io
+check unit/io             $T/test_io
+check unit/build_kernels  $UCC tests/unit/test_kernels.c runtime/kernels.c runtime/util.c -lopenblas -lpthread -lm -o $T/test_kernels
+check unit/kernels        $T/test_kernels
+check unit/build_config   $UCC tests/unit/test_spec.c runtime/config.c runtime/util.c -lm -o $T/test_spec
+check unit/config         $T/test_spec
+
+# the parser and checker under sanitizers, on the bad-input corpus
+check asan/build          make -s B=build/asan CFLAGS="-O1 -g $SAN" build/asan/trainc
+check bad/specs           env TRAINC=build/asan/trainc bash tests/bad_input.sh
+check bad/runtime         bash tests/bad_runtime.sh
+
+# compiler output
+check golden              bash tests/golden.sh
+check gradcheck           bash tests/gradcheck.sh
+
+# whole runs
+check jit_vs_build        bash tests/jit_vs_build.sh
+check parity/mlp_adamw    $PYTHON tests/torch_parity.py mlp adamw
+check parity/mlp_sgd      $PYTHON tests/torch_parity.py mlp sgd
+check parity/cnn_adamw    $PYTHON tests/torch_parity.py cnn adamw
+check parity/cnn_sgd      $PYTHON tests/torch_parity.py cnn sgd
+check learn/mlp           bash tests/learn.sh mlp_fashion 0.85
+check learn/cnn           bash tests/learn.sh cnn_fashion 0.88
+
+echo
+[ $fail -gt 0 ] && echo "failed: ${failed[*]}"
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]

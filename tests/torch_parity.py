@@ -1,0 +1,153 @@
+"""Step-by-step parity with PyTorch (Debian python3-torch, CPU).
+
+torch_parity.py {mlp,cnn} {adamw,sgd}
+
+The same initial weights (written by torch, loaded with --init), the same batches
+(shuffle off: batch b is rows b*B .. b*B+B-1 of Fashion-MNIST), the same schedule
+(warmup + cosine via LambdaLR with trainc's formula), the same gradient clipping
+and optimizer, threads = 1 on both sides. Every one of the 100 steps' losses must
+agree within 1e-4 relative, and the final weights within 1e-4.
+"""
+import json, math, os, struct, subprocess, sys
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TRAINC = os.path.join(ROOT, os.environ.get("TRAINC", "build/trainc"))
+which, opt_kind = sys.argv[1], sys.argv[2]
+spec_path = os.path.join(ROOT, "specs", f"{which}_fashion.json")
+OUT = os.path.join(ROOT, "build", "tests", f"parity_{which}_{opt_kind}")
+os.makedirs(OUT, exist_ok=True)
+STEPS, B = 100, 64
+torch.set_num_threads(1)
+torch.manual_seed(0)
+
+spec = json.load(open(spec_path))
+model_spec, train_spec = spec["model"], spec["train"]
+
+def build(layers, in_shape):
+    mods, shape = [], list(in_shape)
+    for l in layers:
+        op = l["op"]
+        if op == "flatten":
+            mods.append(nn.Flatten()); shape = [int(np.prod(shape))]
+        elif op == "linear":
+            mods.append(nn.Linear(shape[-1], l["out"], bias=l.get("bias", True))); shape[-1] = l["out"]
+        elif op == "conv2d":
+            k, s, p = l["kernel"], l.get("stride", 1), l.get("padding", 0)
+            mods.append(nn.Conv2d(shape[0], l["out"], k, s, p, bias=l.get("bias", True)))
+            shape = [l["out"], (shape[1] + 2 * p - k) // s + 1, (shape[2] + 2 * p - k) // s + 1]
+        elif op in ("maxpool2d", "avgpool2d"):
+            k = l["kernel"]; s = l.get("stride", k)
+            mods.append((nn.MaxPool2d if op == "maxpool2d" else nn.AvgPool2d)(k, s))
+            shape = [shape[0], (shape[1] - k) // s + 1, (shape[2] - k) // s + 1]
+        elif op == "relu":
+            mods.append(nn.ReLU())
+        else:
+            raise SystemExit(f"parity: op {op} not handled by this test")
+    return nn.Sequential(*mods)
+
+xin = model_spec["inputs"]["x"]
+model = build(model_spec["layers"], xin["shape"])
+scale = np.float32(xin.get("scale", 1.0))
+
+def write_safetensors(path, sd):
+    header, off, blobs = {}, 0, []
+    for name, t in sd.items():
+        a = t.detach().numpy().astype("<f4")
+        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [off, off + a.nbytes]}
+        off += a.nbytes; blobs.append(a.tobytes())
+    h = json.dumps(header).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h))); f.write(h)
+        for b in blobs: f.write(b)
+
+def read_safetensors(path):
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    out = {}
+    for k, v in header.items():
+        if k == "__metadata__": continue
+        a, b = v["data_offsets"]
+        out[k] = np.frombuffer(raw[8 + n + a: 8 + n + b], dtype="<f4").reshape(v["shape"])
+    return out
+
+init_path = os.path.join(OUT, "init.safetensors")
+write_safetensors(init_path, model.state_dict())
+
+sets = ["loader.shuffle=false", "log_every=1", f"max_steps={STEPS}", "data.val=null",
+        f"batch_size={B}", "epochs=1"]
+if opt_kind == "sgd":
+    sets += ["optimizer.type=sgd", "optimizer.lr=0.05", "optimizer.momentum=0.9",
+             "optimizer.weight_decay=0.0001"]
+cmd = [TRAINC, "run", spec_path, "--init", init_path, "--out", os.path.join(OUT, "run"),
+       "--threads", "1", "--quiet"]
+for s in sets:
+    cmd += ["--set", s]
+subprocess.run(cmd, check=True)
+recs = [json.loads(l) for l in open(os.path.join(OUT, "run", "metrics.jsonl"))]
+ours = [r["loss"] for r in recs if "loss" in r and "event" not in r]
+assert len(ours) == STEPS, len(ours)
+
+# the reference
+opt_spec = train_spec.get("optimizer", {})
+decay = [p for p in model.parameters() if p.dim() >= 2]
+no_decay = [p for p in model.parameters() if p.dim() < 2]
+if opt_kind == "adamw":
+    lr = opt_spec.get("lr", 1e-3)
+    wd = opt_spec.get("weight_decay", 0.01)
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": wd}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=lr, betas=tuple(opt_spec.get("betas", (0.9, 0.999))), eps=opt_spec.get("eps", 1e-8),
+                            foreach=False)
+else:
+    lr = 0.05
+    opt = torch.optim.SGD([{"params": decay, "weight_decay": 1e-4}, {"params": no_decay, "weight_decay": 0.0}],
+                          lr=lr, momentum=0.9, foreach=False)
+sch = train_spec.get("schedule", {"type": "constant"})
+warm, final = sch.get("warmup_steps", 0), sch.get("final_lr_frac", 0.0)
+def lam(step):
+    if warm > 0 and step < warm:
+        return (step + 1) / warm
+    prog = min(max((step - warm) / max(STEPS - warm, 1), 0.0), 1.0) if STEPS > warm else 1.0
+    t = sch.get("type", "constant")
+    if t == "constant": return 1.0
+    if t == "cosine": return final + (1 - final) * 0.5 * (1 + math.cos(math.pi * prog))
+    if t == "linear": return 1 - (1 - final) * prog
+    raise SystemExit("parity: schedule " + t)
+sched = torch.optim.lr_scheduler.LambdaLR(opt, lam)
+clip = train_spec.get("grad_clip")
+
+X = np.load(os.path.join(ROOT, "data", "fashion", "train_x.npy"), mmap_mode="r")
+Y = np.load(os.path.join(ROOT, "data", "fashion", "train_y.npy"), mmap_mode="r")
+ref = []
+for step in range(STEPS):
+    xb = torch.from_numpy(np.array(X[step * B:(step + 1) * B])).float() * torch.tensor(scale)
+    yb = torch.from_numpy(np.array(Y[step * B:(step + 1) * B])).long()
+    opt.zero_grad()
+    loss = F.cross_entropy(model(xb), yb)
+    loss.backward()
+    if clip:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+    opt.step()
+    sched.step()
+    ref.append(loss.item())
+
+worst = max(abs(a - b) / abs(b) for a, b in zip(ours, ref))
+print(f"{which} {opt_kind}: loss step 1 {ours[0]:.6f} vs {ref[0]:.6f}, step {STEPS} {ours[-1]:.6f} vs {ref[-1]:.6f}; worst relative difference {worst:.2e}")
+ok = worst <= 1e-4
+w = read_safetensors(os.path.join(OUT, "run", "model.safetensors"))
+for name, t in model.state_dict().items():
+    d = np.max(np.abs(w[name] - t.numpy()))
+    print(f"  {name:12s} max |ours - torch| = {d:.2e}")
+    if d > 1e-4:
+        ok = False
+if not ok:
+    for i, (a, b) in enumerate(zip(ours, ref)):
+        if abs(a - b) / abs(b) > 1e-4:
+            print(f"  step {i + 1}: {a:.7f} vs {b:.7f}")
+            break
+sys.exit(0 if ok else 1)

@@ -1,0 +1,955 @@
+/* test_kernels.c: every kernel of runtime/kernels.c against a naive C reference (double
+ * precision where it sums), on odd shapes, with 1 and 3 threads; run-to-run and
+ * thread-count determinism; finite-difference checks of the backward kernels.
+ *
+ * Build (from the repository root):
+ *   cc -std=gnu11 -O1 -g -fsanitize=address,undefined -Iruntime tests/unit/test_kernels.c \
+ *      runtime/kernels.c runtime/util.c -lopenblas -lpthread -lm -o build/test_kernels
+ * Prints "ok NAME" or "FAIL NAME ..." per check; exits 1 if any check failed. */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "rt.h"
+
+static int failures;
+static rt_pool *pools[2];      /* 1 and 3 threads */
+static const int pool_threads[2] = {1, 3};
+
+/* ---- helpers ------------------------------------------------------------------ */
+
+static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
+
+static float urand(void)       /* [-1, 1) */
+{
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return (float)((rng_state * 0x2545F4914F6CDD1Dull) >> 40) * (2.0f / 16777216.0f) - 1.0f;
+}
+
+static float *fvec(int64_t n)
+{
+    float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    for (int64_t i = 0; i < n; i++)
+        p[i] = urand();
+    return p;
+}
+
+static double *dvec(int64_t n) { return calloc((size_t)(n > 0 ? n : 1), sizeof(double)); }
+
+static void fill_nan(float *p, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        p[i] = NAN;
+}
+
+static rt_exec exec_on(int pi, float grad_scale)
+{
+    rt_exec e;
+    memset(&e, 0, sizeof e);
+    e.rt = pools[pi];
+    e.grad_scale = grad_scale;
+    return e;
+}
+
+static void pass(const char *name) { printf("ok %s\n", name); }
+
+static void fail(const char *name, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail(const char *name, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    printf("FAIL %s ", name);
+    vprintf(fmt, ap);
+    putchar('\n');
+    va_end(ap);
+    failures++;
+}
+
+/* max |got - ref| relative to max |ref| (floored at 1e-30); NaN must match NaN. */
+static void check_close(const char *name, const float *got, const double *ref, int64_t n,
+                        double tol)
+{
+    double err = 0, scale = 1e-30;
+    int64_t worst = -1;
+    for (int64_t i = 0; i < n; i++)
+        if (isfinite(ref[i]) && fabs(ref[i]) > scale)
+            scale = fabs(ref[i]);
+    for (int64_t i = 0; i < n; i++) {
+        if (isnan(ref[i]) || isnan(got[i])) {
+            if (isnan(ref[i]) != isnan(got[i])) {
+                fail(name, "at %lld: got %g, want %g", (long long)i, got[i], ref[i]);
+                return;
+            }
+            continue;
+        }
+        double d = fabs(got[i] - ref[i]) / scale;
+        if (d > err) {
+            err = d;
+            worst = i;
+        }
+    }
+    if (err > tol)
+        fail(name, "rel err %.3g > %.3g at %lld: got %.9g, want %.9g", err, tol,
+             (long long)worst, got[worst], ref[worst]);
+    else
+        pass(name);
+}
+
+static void check_scalar(const char *name, double got, double ref, double tol)
+{
+    double err = fabs(got - ref) / fmax(fabs(ref), 1e-30);
+    if (!(err <= tol))
+        fail(name, "got %.12g, want %.12g (rel err %.3g)", got, ref, err);
+    else
+        pass(name);
+}
+
+static void check_same(const char *name, const void *a, const void *b, size_t bytes)
+{
+    if (memcmp(a, b, bytes) != 0)
+        fail(name, "results differ bitwise");
+    else
+        pass(name);
+}
+
+#define NAME(...) (snprintf(nm, sizeof nm, __VA_ARGS__), nm)
+
+/* ---- rt_parallel_for ------------------------------------------------------------ */
+
+static int32_t *pf_count;      /* [n]: how often each index was visited */
+static atomic_int pf_nchunks;
+static int64_t pf_lo[64], pf_hi[64];
+
+static void pf_mark(rt_exec *e, int64_t lo, int64_t hi)
+{
+    (void)e;
+    int i = atomic_fetch_add(&pf_nchunks, 1);
+    if (i < 64) {
+        pf_lo[i] = lo;
+        pf_hi[i] = hi;
+    }
+    for (int64_t j = lo; j < hi; j++)
+        pf_count[j]++;
+}
+
+static void pf_add(rt_exec *e, int64_t lo, int64_t hi)
+{
+    (void)e;
+    for (int64_t j = lo; j < hi; j++)
+        pf_count[j]++;
+}
+
+static void test_parallel_for(void)
+{
+    char nm[128];
+    const int64_t ns[] = {0, 1, 4095, 4096, 4097, 8193, 3 * 4096, 3 * 4096 + 2, 100001};
+    for (int pi = 0; pi < 2; pi++) {
+        int th = pool_threads[pi];
+        for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+            int64_t n = ns[k];
+            rt_exec e = exec_on(pi, 1);
+            pf_count = calloc((size_t)n + 1, sizeof(int32_t));
+            atomic_store(&pf_nchunks, 0);
+            rt_parallel_for(&e, n, pf_mark);
+            int ok = 1;
+            for (int64_t j = 0; j < n; j++)
+                ok &= pf_count[j] == 1;
+            /* chunks: min(threads, ceil(n / 4096)), sizes differing by at most one */
+            int64_t want = n == 0 ? 0 : (n + 4095) / 4096 < th ? (n + 4095) / 4096 : th;
+            int got = atomic_load(&pf_nchunks);
+            int64_t mn = INT64_MAX, mx = 0;
+            for (int i = 0; i < got && i < 64; i++) {
+                int64_t len = pf_hi[i] - pf_lo[i];
+                mn = len < mn ? len : mn;
+                mx = len > mx ? len : mx;
+            }
+            NAME("parallel_for n=%lld t=%d", (long long)n, th);
+            if (!ok || got != want || (got > 0 && mx - mn > 1))
+                fail(nm,
+                     "coverage %d, %d chunks (want %lld), sizes %lld..%lld", ok, got,
+                     (long long)want, (long long)mn, (long long)mx);
+            else
+                pass(nm);
+            free(pf_count);
+        }
+        /* Many launches back to back: a lost wakeup hangs, a race miscounts. */
+        int64_t n = 3 * 4096 + 5;
+        int reps = 3000;
+        pf_count = calloc((size_t)n, sizeof(int32_t));
+        rt_exec e = exec_on(pi, 1);
+        double t0 = rt_now();
+        for (int r = 0; r < reps; r++)
+            rt_parallel_for(&e, n, pf_add);
+        double us = (rt_now() - t0) / reps * 1e6;
+        int ok = 1;
+        for (int64_t j = 0; j < n; j++)
+            ok &= pf_count[j] == reps;
+        if (!ok)
+            fail(NAME("parallel_for stress t=%d", th), "counts wrong");
+        else
+            printf("ok parallel_for stress t=%d (%.2f us per launch of %lld items)\n", th, us,
+                   (long long)n);
+        /* Launches with gaps long enough that the workers fall asleep between them. */
+        memset(pf_count, 0, (size_t)n * sizeof(int32_t));
+        for (int r = 0; r < 20; r++) {
+            usleep(200);
+            rt_parallel_for(&e, n, pf_add);
+        }
+        ok = 1;
+        for (int64_t j = 0; j < n; j++)
+            ok &= pf_count[j] == 20;
+        NAME("parallel_for after sleep t=%d", th);
+        if (!ok)
+            fail(nm, "counts wrong");
+        else
+            pass(nm);
+        free(pf_count);
+    }
+}
+
+/* ---- rt_gemm -------------------------------------------------------------------- */
+
+static void test_gemm(void)
+{
+    char nm[160];
+    const int64_t shapes[][3] = {{1, 1, 1}, {5, 7, 3}, {33, 17, 65}, {64, 1, 9}, {3, 4, 0}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++)
+                for (int bi = 0; bi < 2; bi++) {
+                    int64_t M = shapes[si][0], N = shapes[si][1], K = shapes[si][2];
+                    float alpha = 0.7f, beta = bi ? 1.3f : 0.0f;
+                    /* stored A is [M, K] or [K, M]; rows padded by 3 */
+                    int64_t lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 3, ldc = N + 2;
+                    float *A = fvec((ta ? K : M) * lda), *B = fvec((tb ? N : K) * ldb);
+                    float *C0 = fvec(M * ldc), *C = malloc((size_t)(M * ldc) * sizeof(float));
+                    if (beta == 0.0f)
+                        fill_nan(C0, M * ldc);  /* beta = 0 must not read C */
+                    double *ref = dvec(M * N);
+                    float *got = malloc((size_t)(M * N) * sizeof(float));
+                    for (int64_t i = 0; i < M; i++)
+                        for (int64_t j = 0; j < N; j++) {
+                            double s = 0;
+                            for (int64_t p = 0; p < K; p++)
+                                s += (double)(ta ? A[p * lda + i] : A[i * lda + p]) *
+                                     (tb ? B[j * ldb + p] : B[p * ldb + j]);
+                            ref[i * N + j] =
+                                alpha * s + (beta != 0.0f ? beta * (double)C0[i * ldc + j] : 0);
+                        }
+                    rt_exec e = exec_on(1, 1);
+                    memcpy(C, C0, (size_t)(M * ldc) * sizeof(float));
+                    rt_gemm(&e, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+                    for (int64_t i = 0; i < M; i++)
+                        memcpy(got + i * N, C + i * ldc, (size_t)N * sizeof(float));
+                    /* K <= 65 products of |values| < 1 summed in float: ~K * 2^-24 */
+                    check_close(NAME("gemm M=%lld N=%lld K=%lld ta=%d tb=%d beta=%g",
+                                     (long long)M, (long long)N, (long long)K, ta, tb,
+                                     (double)beta),
+                                got, ref, M * N, 1e-5);
+                    /* the padding between rows of C is left alone */
+                    int pad_ok = 1;
+                    for (int64_t i = 0; i < M; i++)
+                        for (int64_t j = N; j < ldc; j++)
+                            pad_ok &= memcmp(&C[i * ldc + j], &C0[i * ldc + j], 4) == 0;
+                    if (!pad_ok)
+                        fail(nm, "wrote outside the N columns");
+                    free(A), free(B), free(C0), free(C), free(ref), free(got);
+                }
+}
+
+/* ---- rt_colsum_add ------------------------------------------------------------------ */
+
+static void test_colsum(void)
+{
+    char nm[128];
+    /* the last three have several row blocks (partials) and/or column blocks */
+    const int64_t shapes[][2] = {{1, 1}, {5, 3}, {2, 700}, {1000, 7}, {20000, 7}, {300, 1000},
+                                 {4099, 513}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int64_t R = shapes[si][0], Cc = shapes[si][1];
+        float *dy = fvec(R * Cc), *db0 = fvec(Cc), *db[2][2];
+        double *ref = dvec(Cc);
+        for (int64_t j = 0; j < Cc; j++)
+            ref[j] = db0[j];
+        for (int64_t i = 0; i < R; i++)
+            for (int64_t j = 0; j < Cc; j++)
+                ref[j] += dy[i * Cc + j];
+        for (int pi = 0; pi < 2; pi++)
+            for (int rep = 0; rep < 2; rep++) {
+                rt_exec e = exec_on(pi, 1);
+                db[pi][rep] = malloc((size_t)Cc * sizeof(float));
+                memcpy(db[pi][rep], db0, (size_t)Cc * sizeof(float));
+                rt_colsum_add(&e, dy, db[pi][rep], R, Cc);
+            }
+        /* double sums rounded once to float: 2^-24 relative to the result, which can be
+         * much smaller than the terms, so compare against max |ref| with some slack. */
+        for (int pi = 0; pi < 2; pi++)
+            check_close(NAME("colsum %lldx%lld t=%d", (long long)R, (long long)Cc,
+                             pool_threads[pi]),
+                        db[pi][0], ref, Cc, 1e-6);
+        check_same(NAME("colsum %lldx%lld rerun", (long long)R, (long long)Cc), db[1][0],
+                   db[1][1], (size_t)Cc * 4);
+        check_same(NAME("colsum %lldx%lld t=1 vs t=3", (long long)R, (long long)Cc), db[0][0],
+                   db[1][0], (size_t)Cc * 4);
+        free(dy), free(db0), free(ref);
+        for (int pi = 0; pi < 2; pi++)
+            free(db[pi][0]), free(db[pi][1]);
+    }
+}
+
+/* ---- im2col / col2im ----------------------------------------------------------------- */
+
+typedef struct { int64_t B, C, H, W, k, s, pad; } conv_shape;
+
+static const conv_shape conv_shapes[] = {
+    {2, 3, 5, 7, 3, 1, 1}, {3, 2, 8, 6, 3, 2, 1}, {1, 1, 4, 4, 1, 1, 0}, {2, 3, 9, 9, 5, 2, 2},
+    {1, 2, 3, 3, 3, 1, 2}, {2, 4, 7, 5, 2, 2, 0}, {5, 1, 6, 6, 3, 3, 0}, {4, 5, 28, 28, 3, 1, 1},
+    {1, 3, 2, 9, 3, 2, 1},
+};
+
+static double ref_x_at(const float *x, const conv_shape *c, int64_t b, int64_t ch, int64_t ih,
+                       int64_t iw)
+{
+    if (ih < 0 || ih >= c->H || iw < 0 || iw >= c->W)
+        return 0;
+    return x[((b * c->C + ch) * c->H + ih) * c->W + iw];
+}
+
+static void test_conv(void)
+{
+    char nm[160];
+    for (size_t si = 0; si < sizeof conv_shapes / sizeof conv_shapes[0]; si++) {
+        const conv_shape *c = &conv_shapes[si];
+        int64_t OH = (c->H + 2 * c->pad - c->k) / c->s + 1;
+        int64_t OW = (c->W + 2 * c->pad - c->k) / c->s + 1;
+        int64_t nx = c->B * c->C * c->H * c->W, rows = c->C * c->k * c->k;
+        int64_t cols = c->B * OH * OW, ncol = rows * cols;
+        char tag[96];
+        snprintf(tag, sizeof tag, "B%lld C%lld %lldx%lld k%lld s%lld p%lld", (long long)c->B,
+                 (long long)c->C, (long long)c->H, (long long)c->W, (long long)c->k,
+                 (long long)c->s, (long long)c->pad);
+        float *x = fvec(nx), *dcol = fvec(ncol);
+        double *rcol = dvec(ncol), *rdx = dvec(nx);
+        for (int64_t ch = 0; ch < c->C; ch++)
+            for (int64_t ki = 0; ki < c->k; ki++)
+                for (int64_t kj = 0; kj < c->k; kj++)
+                    for (int64_t b = 0; b < c->B; b++)
+                        for (int64_t oh = 0; oh < OH; oh++)
+                            for (int64_t ow = 0; ow < OW; ow++) {
+                                int64_t r = (ch * c->k + ki) * c->k + kj;
+                                int64_t q = b * OH * OW + oh * OW + ow;
+                                int64_t ih = oh * c->s - c->pad + ki, iw = ow * c->s - c->pad + kj;
+                                rcol[r * cols + q] = ref_x_at(x, c, b, ch, ih, iw);
+                                if (ih >= 0 && ih < c->H && iw >= 0 && iw < c->W)
+                                    rdx[((b * c->C + ch) * c->H + ih) * c->W + iw] +=
+                                        dcol[r * cols + q];
+                            }
+        float *col[2][2], *dx[2][2];
+        for (int pi = 0; pi < 2; pi++)
+            for (int rep = 0; rep < 2; rep++) {
+                rt_exec e = exec_on(pi, 1);
+                col[pi][rep] = malloc((size_t)ncol * sizeof(float));
+                dx[pi][rep] = malloc((size_t)nx * sizeof(float));
+                fill_nan(col[pi][rep], ncol);  /* every element must be written */
+                fill_nan(dx[pi][rep], nx);
+                rt_im2col(&e, x, col[pi][rep], c->B, c->C, c->H, c->W, c->k, c->s, c->pad, OH,
+                          OW);
+                rt_col2im(&e, dcol, dx[pi][rep], c->B, c->C, c->H, c->W, c->k, c->s, c->pad,
+                          OH, OW);
+            }
+        for (int pi = 0; pi < 2; pi++) {
+            /* im2col only copies: exact */
+            check_close(NAME("im2col %s t=%d", tag, pool_threads[pi]), col[pi][0], rcol, ncol, 0);
+            /* col2im sums at most k*k floats per element: a few ulp */
+            check_close(NAME("col2im %s t=%d", tag, pool_threads[pi]), dx[pi][0], rdx, nx, 1e-6);
+        }
+        check_same(NAME("im2col %s rerun, t=1 vs t=3", tag), col[1][1], col[0][0],
+                   (size_t)ncol * 4);
+        check_same(NAME("col2im %s rerun", tag), dx[1][0], dx[1][1], (size_t)nx * 4);
+        check_same(NAME("col2im %s t=1 vs t=3", tag), dx[0][0], dx[1][0], (size_t)nx * 4);
+        /* Adjointness: <col2im(a), b> == <a, im2col(b)>, both in double over exact float
+         * products; only the summation order differs (relative error ~1e-15). */
+        double lhs = 0, rhs = 0;
+        for (int64_t i = 0; i < nx; i++)
+            lhs += (double)dx[1][0][i] * x[i];
+        for (int64_t i = 0; i < ncol; i++)
+            rhs += (double)dcol[i] * col[1][0][i];
+        /* dx itself is rounded to float once per element: 2^-24 relative of each term */
+        check_scalar(NAME("col2im adjoint of im2col %s", tag), lhs, rhs, 1e-5);
+        free(x), free(dcol), free(rcol), free(rdx);
+        for (int pi = 0; pi < 2; pi++)
+            for (int rep = 0; rep < 2; rep++)
+                free(col[pi][rep]), free(dx[pi][rep]);
+    }
+}
+
+/* ---- pooling -------------------------------------------------------------------------- */
+
+typedef struct { int64_t planes, H, W, k, s; } pool_shape;
+
+static const pool_shape pool_shapes[] = {
+    {7, 6, 6, 2, 2}, {5, 7, 9, 3, 2}, {4, 5, 5, 3, 1}, {1, 4, 4, 4, 4}, {10, 8, 6, 2, 1},
+    {3, 5, 7, 2, 3}, {64, 28, 28, 2, 2}, {2, 7, 7, 2, 2},
+};
+
+/* PyTorch's rule, written out plainly: scan the window in row-major order from -inf,
+ * take a value when it is greater or NaN. Returns the plane offset of the argmax. */
+static int64_t ref_argmax(const float *xp, const pool_shape *p, int64_t oh, int64_t ow)
+{
+    float m = -INFINITY;
+    int64_t idx = oh * p->s * p->W + ow * p->s;
+    for (int64_t ki = 0; ki < p->k; ki++)
+        for (int64_t kj = 0; kj < p->k; kj++) {
+            int64_t o = (oh * p->s + ki) * p->W + ow * p->s + kj;
+            if (xp[o] > m || xp[o] != xp[o]) {
+                m = xp[o];
+                idx = o;
+            }
+        }
+    return idx;
+}
+
+static void test_pools(void)
+{
+    char nm[160];
+    for (size_t si = 0; si < sizeof pool_shapes / sizeof pool_shapes[0]; si++)
+        for (int variant = 0; variant < 3; variant++) {
+            /* 0: random values; 1: values on a coarse grid (ties: first max wins);
+             * 2: random with NaNs sprinkled in (NaN wins, the last NaN in a window) */
+            const pool_shape *p = &pool_shapes[si];
+            int64_t OH = (p->H - p->k) / p->s + 1, OW = (p->W - p->k) / p->s + 1;
+            int64_t hw = p->H * p->W, ohw = OH * OW, nx = p->planes * hw, ny = p->planes * ohw;
+            char tag[96];
+            snprintf(tag, sizeof tag, "%lldx%lldx%lld k%lld s%lld %s", (long long)p->planes,
+                     (long long)p->H, (long long)p->W, (long long)p->k, (long long)p->s,
+                     variant == 0 ? "random" : variant == 1 ? "ties" : "nan");
+            float *x = fvec(nx), *dy = fvec(ny);
+            for (int64_t i = 0; i < nx; i++) {
+                if (variant == 1)
+                    x[i] = roundf(x[i] * 2.0f) / 2.0f;
+                if (variant == 2 && (i * 7919) % 13 == 0)
+                    x[i] = NAN;
+            }
+            double *rmax = dvec(ny), *ravg = dvec(ny), *rdmax = dvec(nx), *rdavg = dvec(nx);
+            for (int64_t pl = 0; pl < p->planes; pl++)
+                for (int64_t oh = 0; oh < OH; oh++)
+                    for (int64_t ow = 0; ow < OW; ow++) {
+                        const float *xp = x + pl * hw;
+                        int64_t o = pl * ohw + oh * OW + ow, am = ref_argmax(xp, p, oh, ow);
+                        rmax[o] = xp[am];
+                        rdmax[pl * hw + am] += dy[o];
+                        double s = 0;
+                        for (int64_t ki = 0; ki < p->k; ki++)
+                            for (int64_t kj = 0; kj < p->k; kj++) {
+                                int64_t q = (oh * p->s + ki) * p->W + ow * p->s + kj;
+                                s += xp[q];
+                                rdavg[pl * hw + q] += (double)dy[o] / (double)(p->k * p->k);
+                            }
+                        ravg[o] = s / (double)(p->k * p->k);
+                    }
+            float *ymax[2][2], *yavg[2][2], *dxmax[2][2], *dxavg[2][2];
+            for (int pi = 0; pi < 2; pi++)
+                for (int rep = 0; rep < 2; rep++) {
+                    rt_exec e = exec_on(pi, 1);
+                    ymax[pi][rep] = malloc((size_t)ny * 4), yavg[pi][rep] = malloc((size_t)ny * 4);
+                    dxmax[pi][rep] = malloc((size_t)nx * 4), dxavg[pi][rep] = malloc((size_t)nx * 4);
+                    fill_nan(ymax[pi][rep], ny), fill_nan(yavg[pi][rep], ny);
+                    fill_nan(dxmax[pi][rep], nx), fill_nan(dxavg[pi][rep], nx);
+                    rt_maxpool2d_fwd(&e, x, ymax[pi][rep], p->planes, p->H, p->W, p->k, p->s, OH, OW);
+                    rt_maxpool2d_bwd(&e, x, dy, dxmax[pi][rep], p->planes, p->H, p->W, p->k, p->s,
+                                     OH, OW);
+                    rt_avgpool2d_fwd(&e, x, yavg[pi][rep], p->planes, p->H, p->W, p->k, p->s, OH, OW);
+                    rt_avgpool2d_bwd(&e, dy, dxavg[pi][rep], p->planes, p->H, p->W, p->k, p->s,
+                                     OH, OW);
+                }
+            for (int pi = 0; pi < 2; pi++) {
+                int t = pool_threads[pi];
+                /* max picks a value: exact; its gradient sums <= ceil(k/s)^2 floats */
+                check_close(NAME("maxpool fwd %s t=%d", tag, t), ymax[pi][0], rmax, ny, 0);
+                check_close(NAME("maxpool bwd %s t=%d", tag, t), dxmax[pi][0], rdmax, nx, 1e-6);
+                if (variant != 2) {  /* with NaN inputs the averages are NaN, fine */
+                    /* float window sums of <= 16 terms: a few ulp */
+                    check_close(NAME("avgpool fwd %s t=%d", tag, t), yavg[pi][0], ravg, ny, 1e-6);
+                    check_close(NAME("avgpool bwd %s t=%d", tag, t), dxavg[pi][0], rdavg, nx,
+                                1e-6);
+                }
+            }
+            check_same(NAME("pools %s rerun", tag), dxmax[1][0], dxmax[1][1], (size_t)nx * 4);
+            int same = !memcmp(ymax[0][0], ymax[1][0], (size_t)ny * 4) &&
+                       !memcmp(dxmax[0][0], dxmax[1][0], (size_t)nx * 4) &&
+                       !memcmp(yavg[0][0], yavg[1][0], (size_t)ny * 4) &&
+                       !memcmp(dxavg[0][0], dxavg[1][0], (size_t)nx * 4) &&
+                       !memcmp(yavg[1][0], yavg[1][1], (size_t)ny * 4) &&
+                       !memcmp(dxavg[1][0], dxavg[1][1], (size_t)nx * 4);
+            NAME("pools %s t=1 vs t=3", tag);
+            if (!same)
+                fail(nm, "results differ bitwise");
+            else
+                pass(nm);
+            free(x), free(dy), free(rmax), free(ravg), free(rdmax), free(rdavg);
+            for (int pi = 0; pi < 2; pi++)
+                for (int rep = 0; rep < 2; rep++)
+                    free(ymax[pi][rep]), free(yavg[pi][rep]), free(dxmax[pi][rep]),
+                        free(dxavg[pi][rep]);
+        }
+}
+
+/* ---- LayerNorm ------------------------------------------------------------------------ */
+
+static void ref_layernorm(const float *x, const float *w, const float *b, const float *dy,
+                          int64_t R, int64_t d, double eps, double *y, double *mean,
+                          double *rstd, double *dx, double *dw, double *db)
+{
+    for (int64_t r = 0; r < R; r++) {
+        const float *xr = x + r * d, *g = dy + r * d;
+        double mu = 0, var = 0, s1 = 0, s2 = 0;
+        for (int64_t j = 0; j < d; j++)
+            mu += xr[j];
+        mu /= d;
+        for (int64_t j = 0; j < d; j++)
+            var += (xr[j] - mu) * (xr[j] - mu);
+        var /= d;
+        double rs = 1 / sqrt(var + eps);
+        mean[r] = mu, rstd[r] = rs;
+        for (int64_t j = 0; j < d; j++) {
+            double xh = (xr[j] - mu) * rs;
+            y[r * d + j] = xh * w[j] + b[j];
+            s1 += (double)g[j] * w[j];
+            s2 += (double)g[j] * w[j] * xh;
+            dw[j] += (double)g[j] * xh;
+            db[j] += g[j];
+        }
+        for (int64_t j = 0; j < d; j++) {
+            double xh = (xr[j] - mu) * rs;
+            dx[r * d + j] = rs * ((double)g[j] * w[j] - s1 / d - xh * s2 / d);
+        }
+    }
+}
+
+static void test_layernorm(void)
+{
+    char nm[160];
+    /* (300, 257) and (5, 20000) have several row blocks of dw/db partials */
+    const int64_t shapes[][2] = {{1, 1}, {2, 5}, {7, 64}, {300, 257}, {5, 1000}, {5, 20000}};
+    const float eps = 1e-5f;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int64_t R = shapes[si][0], d = shapes[si][1], n = R * d;
+        char tag[64];
+        snprintf(tag, sizeof tag, "%lldx%lld", (long long)R, (long long)d);
+        float *x = fvec(n), *w = fvec(d), *b = fvec(d), *dy = fvec(n), *dw0 = fvec(d),
+              *db0 = fvec(d);
+        for (int64_t i = 0; i < n; i++)  /* an offset that naive one-pass stats would feel */
+            x[i] = 3.0f + 2.0f * x[i];
+        double *ry = dvec(n), *rm = dvec(R), *rr = dvec(R), *rdx = dvec(n), *rdw = dvec(d),
+               *rdb = dvec(d);
+        for (int64_t j = 0; j < d; j++)
+            rdw[j] = dw0[j], rdb[j] = db0[j];
+        ref_layernorm(x, w, b, dy, R, d, eps, ry, rm, rr, rdx, rdw, rdb);
+        float *out[2][2][6];   /* y, mean, rstd, dx, dw, db */
+        const int64_t sz[6] = {n, R, R, n, d, d};
+        for (int pi = 0; pi < 2; pi++)
+            for (int rep = 0; rep < 2; rep++) {
+                rt_exec e = exec_on(pi, 1);
+                float **o = out[pi][rep];
+                for (int q = 0; q < 6; q++)
+                    o[q] = malloc((size_t)sz[q] * 4), fill_nan(o[q], sz[q]);
+                memcpy(o[4], dw0, (size_t)d * 4);
+                memcpy(o[5], db0, (size_t)d * 4);
+                rt_layernorm_fwd(&e, x, w, b, o[0], o[1], o[2], R, d, eps);
+                rt_layernorm_bwd(&e, x, w, o[1], o[2], dy, o[3], o[4], o[5], R, d);
+            }
+        const char *what[6] = {"y", "mean", "rstd", "dx", "dw", "db"};
+        const double *ref[6] = {ry, rm, rr, rdx, rdw, rdb};
+        /* float arithmetic on O(1) values with stats from double: y, dx within a few ulp
+         * of the largest element; dw, db are double sums rounded once. rstd for d = 1 is
+         * 1/sqrt(eps) = 316 and y = b exactly. */
+        for (int pi = 0; pi < 2; pi++)
+            for (int q = 0; q < 6; q++)
+                check_close(NAME("layernorm %s %s t=%d", what[q], tag, pool_threads[pi]),
+                            out[pi][0][q], ref[q], sz[q], 1e-5);
+        int same = 1, rerun = 1;
+        for (int q = 0; q < 6; q++) {
+            same &= !memcmp(out[0][0][q], out[1][0][q], (size_t)sz[q] * 4);
+            rerun &= !memcmp(out[1][0][q], out[1][1][q], (size_t)sz[q] * 4);
+        }
+        if (!rerun)
+            fail(NAME("layernorm %s rerun", tag), "results differ bitwise");
+        else
+            pass(NAME("layernorm %s rerun", tag));
+        if (!same)
+            fail(NAME("layernorm %s t=1 vs t=3", tag), "results differ bitwise");
+        else
+            pass(NAME("layernorm %s t=1 vs t=3", tag));
+        free(x), free(w), free(b), free(dy), free(dw0), free(db0);
+        free(ry), free(rm), free(rr), free(rdx), free(rdw), free(rdb);
+        for (int pi = 0; pi < 2; pi++)
+            for (int rep = 0; rep < 2; rep++)
+                for (int q = 0; q < 6; q++)
+                    free(out[pi][rep][q]);
+    }
+}
+
+/* ---- losses --------------------------------------------------------------------------- */
+
+static void test_cross_entropy(void)
+{
+    char nm[160];
+    const int64_t shapes[][2] = {{1, 1}, {2, 10}, {37, 10}, {300, 65}, {5, 1000}, {1, 3}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int64_t R = shapes[si][0], C = shapes[si][1], n = R * C;
+        char tag[64];
+        snprintf(tag, sizeof tag, "%lldx%lld", (long long)R, (long long)C);
+        float *z = fvec(n);
+        int32_t *t = malloc((size_t)R * sizeof(int32_t));
+        for (int64_t i = 0; i < n; i++)  /* a grid, so that rows have tied maxima */
+            z[i] = roundf(z[i] * 8.0f) / 2.0f;
+        for (int64_t r = 0; r < R; r++)
+            t[r] = (int32_t)((r * 7 + 3) % C);
+        if (R >= 2 && C >= 3) {  /* row 0: the target is the first of two maxima */
+            z[0 * C + 1] = z[0 * C + 2] = 9.0f;
+            t[0] = 1;
+            z[1 * C + 1] = z[1 * C + 2] = 9.0f;  /* row 1: the second of them: wrong */
+            t[1] = 2;
+        }
+        float gs = 1.0f / (float)R;
+        double rloss = 0, *rd = dvec(n);
+        int64_t rcorrect = 0;
+        for (int64_t r = 0; r < R; r++) {
+            const float *zr = z + r * C;
+            double m = zr[0], s = 0;
+            int64_t am = 0;
+            for (int64_t j = 1; j < C; j++)
+                if (zr[j] > m)
+                    m = zr[j], am = j;
+            for (int64_t j = 0; j < C; j++)
+                s += exp(zr[j] - m);
+            rloss += m + log(s) - zr[t[r]];
+            rcorrect += am == t[r];
+            for (int64_t j = 0; j < C; j++)
+                rd[r * C + j] = (exp(zr[j] - m) / s - (j == t[r])) * gs;
+        }
+        float *dz[2][2];
+        double loss[2][2];
+        for (int pi = 0; pi < 2; pi++)
+            for (int rep = 0; rep < 2; rep++) {
+                rt_exec e = exec_on(pi, gs);
+                e.correct = 3, e.terms = 11;  /* counts are accumulated into */
+                dz[pi][rep] = malloc((size_t)n * 4);
+                fill_nan(dz[pi][rep], n);
+                rt_cross_entropy(&e, z, t, dz[pi][rep], R, C);
+                loss[pi][rep] = e.loss_sum;
+                if (e.correct - 3 != rcorrect || e.terms - 11 != R)
+                    fail(NAME("cross_entropy %s counts t=%d", tag, pool_threads[pi]),
+                         "correct %lld (want %lld), terms %lld (want %lld)",
+                         (long long)(e.correct - 3), (long long)rcorrect,
+                         (long long)(e.terms - 11), (long long)R);
+                else if (rep == 0)
+                    pass(NAME("cross_entropy %s counts t=%d", tag, pool_threads[pi]));
+                /* without dlogits: the same loss, added to what is there (2L is exact) */
+                rt_cross_entropy(&e, z, t, NULL, R, C);
+                if (e.loss_sum != 2 * loss[pi][rep] || e.terms - 11 != 2 * R)
+                    fail(NAME("cross_entropy %s no-grad, accumulate t=%d", tag,
+                              pool_threads[pi]),
+                         "%.17g vs 2 * %.17g", e.loss_sum, loss[pi][rep]);
+            }
+        for (int pi = 0; pi < 2; pi++) {
+            /* float exp of O(1) arguments (~1 ulp) summed in double */
+            check_scalar(NAME("cross_entropy %s loss t=%d", tag, pool_threads[pi]),
+                         loss[pi][0], rloss, 1e-6);
+            check_close(NAME("cross_entropy %s dlogits t=%d", tag, pool_threads[pi]), dz[pi][0],
+                        rd, n, 1e-5);
+        }
+        NAME("cross_entropy %s loss deterministic", tag);
+        if (loss[0][0] != loss[1][0] || loss[1][0] != loss[1][1])
+            fail(nm, "%.17g %.17g %.17g",
+                 loss[0][0], loss[1][0], loss[1][1]);
+        else
+            pass(nm);
+        check_same(NAME("cross_entropy %s dlogits t=1 vs t=3", tag), dz[0][0], dz[1][0],
+                   (size_t)n * 4);
+        check_same(NAME("cross_entropy %s dlogits rerun", tag), dz[1][0], dz[1][1],
+                   (size_t)n * 4);
+        free(z), free(t), free(rd);
+        for (int pi = 0; pi < 2; pi++)
+            free(dz[pi][0]), free(dz[pi][1]);
+    }
+}
+
+/* A label out of range is a runtime error (exit 2). The child re-executes this program
+ * (a fork that goes on to start threads is not supported by ThreadSanitizer). */
+static int bad_label_child(void)
+{
+    rt_pool *p = rt_pool_new(3);
+    static float z[40 * 5];
+    int32_t t[40] = {0};
+    t[33] = 5;             /* found by a worker thread with 3 threads */
+    rt_exec e;
+    memset(&e, 0, sizeof e);
+    e.rt = p;
+    e.grad_scale = 1;
+    rt_cross_entropy(&e, z, t, z, 40, 5);
+    return 0;
+}
+
+static void test_cross_entropy_bad_label(void)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (!freopen("/dev/null", "w", stderr))
+            _exit(9);
+        execl("/proc/self/exe", "test_kernels", "--bad-label-child", (char *)NULL);
+        _exit(9);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    if (WIFEXITED(st) && WEXITSTATUS(st) == RT_EXIT_RUNTIME)
+        pass("cross_entropy label out of range exits 2");
+    else
+        fail("cross_entropy label out of range exits 2", "status %#x", st);
+}
+
+static void test_mse(void)
+{
+    char nm[128];
+    const int64_t ns[] = {1, 7, 4097, 20000};
+    for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+        int64_t n = ns[k];
+        float *y = fvec(n), *t = fvec(n), gs = 0.37f;
+        double rloss = 0, *rd = dvec(n);
+        for (int64_t i = 0; i < n; i++) {
+            double d = (double)y[i] - t[i];
+            rloss += d * d;
+            rd[i] = 2 * d * gs;
+        }
+        float *dy[2][2];
+        double loss[2][2];
+        for (int pi = 0; pi < 2; pi++)
+            for (int rep = 0; rep < 2; rep++) {
+                rt_exec e = exec_on(pi, gs);
+                dy[pi][rep] = malloc((size_t)n * 4);
+                fill_nan(dy[pi][rep], n);
+                rt_mse(&e, y, t, dy[pi][rep], n);
+                loss[pi][rep] = e.loss_sum;
+                if (e.terms != n)
+                    fail(NAME("mse n=%lld terms", (long long)n), "%lld", (long long)e.terms);
+                rt_exec e2 = exec_on(pi, gs);
+                rt_mse(&e2, y, t, NULL, n);
+                if (e2.loss_sum != loss[pi][rep])
+                    fail(NAME("mse n=%lld no-grad loss", (long long)n), "differs");
+            }
+        for (int pi = 0; pi < 2; pi++) {
+            /* y - t is exact or rounded once in float: 2^-24 relative per term */
+            check_scalar(NAME("mse n=%lld loss t=%d", (long long)n, pool_threads[pi]), loss[pi][0],
+                         rloss, 1e-6);
+            check_close(NAME("mse n=%lld dy t=%d", (long long)n, pool_threads[pi]), dy[pi][0], rd,
+                        n, 1e-6);
+        }
+        NAME("mse n=%lld deterministic", (long long)n);
+        if (loss[0][0] != loss[1][0] || loss[1][0] != loss[1][1])
+            fail(nm, "losses differ");
+        else
+            pass(nm);
+        check_same(NAME("mse n=%lld dy t=1 vs t=3", (long long)n), dy[0][0], dy[1][0],
+                   (size_t)n * 4);
+        free(y), free(t), free(rd);
+        for (int pi = 0; pi < 2; pi++)
+            free(dy[pi][0]), free(dy[pi][1]);
+    }
+}
+
+/* ---- finite differences --------------------------------------------------------------- *
+ * Each check perturbs one float input by +-h, evaluates a scalar L in double from the
+ * float outputs, and compares (L+ - L-) / (x+ - x-) (the actual float step) with the
+ * analytic gradient from the backward kernel. Errors: truncation ~h^2 |L'''| / 6 and the
+ * float rounding of the forward outputs, ~2^-24 * sum |terms| / (2h). The tolerance,
+ * |fd - an| <= tol * (1 + |an|), is stated per kernel below. */
+
+static int fd_bad;
+static double fd_worst;
+
+static void fd_compare(double fd, double an, double tol)
+{
+    double err = fabs(fd - an) / (1 + fabs(an));
+    if (err > fd_worst)
+        fd_worst = err;
+    if (!(err <= tol))
+        fd_bad++;
+}
+
+static void fd_report(const char *name, double tol)
+{
+    char nm[160];
+    if (fd_bad)
+        fail(name, "%d derivatives off, worst err %.3g > %.3g", fd_bad, fd_worst, tol);
+    else {
+        snprintf(nm, sizeof nm, "%s (worst %.2g, tol %.0e)", name, fd_worst, tol);
+        pass(nm);
+    }
+    fd_bad = 0;
+    fd_worst = 0;
+}
+
+static double dot_fd(const float *a, const float *r, int64_t n)
+{
+    double s = 0;
+    for (int64_t i = 0; i < n; i++)
+        s += (double)a[i] * r[i];
+    return s;
+}
+
+/* L = <layernorm(x; w, b), r>, rows 3, d 6. h = 1e-2 on O(1) inputs: truncation with
+ * |L'''| ~ rstd^3 ~ 5 is ~1e-4; rounding ~18 * 2^-24 / 0.02 ~ 5e-5. tol 1e-3. */
+static void fd_layernorm(void)
+{
+    enum { R = 3, D = 6 };
+    const float h = 1e-2f, eps = 1e-5f;
+    float *x = fvec(R * D), *w = fvec(D), *b = fvec(D), *r = fvec(R * D);
+    float y[R * D], mean[R], rstd[R], dx[R * D], dw[D] = {0}, db[D] = {0};
+    rt_exec e = exec_on(1, 1);
+    rt_layernorm_fwd(&e, x, w, b, y, mean, rstd, R, D, eps);
+    rt_layernorm_bwd(&e, x, w, mean, rstd, r, dx, dw, db, R, D);
+    float *vars[3] = {x, w, b}, *grads[3] = {dx, dw, db};
+    int64_t lens[3] = {R * D, D, D};
+    for (int v = 0; v < 3; v++)
+        for (int64_t i = 0; i < lens[v]; i++) {
+            float keep = vars[v][i], xp = keep + h, xm = keep - h;
+            vars[v][i] = xp;
+            rt_layernorm_fwd(&e, x, w, b, y, mean, rstd, R, D, eps);
+            double lp = dot_fd(y, r, R * D);
+            vars[v][i] = xm;
+            rt_layernorm_fwd(&e, x, w, b, y, mean, rstd, R, D, eps);
+            double lm = dot_fd(y, r, R * D);
+            vars[v][i] = keep;
+            fd_compare((lp - lm) / ((double)xp - xm), grads[v][i], 1e-3);
+        }
+    fd_report("fd layernorm dx dw db", 1e-3);
+    free(x), free(w), free(b), free(r);
+}
+
+/* L = <pool(x), r>. Max and average pooling are piecewise linear: with inputs spaced
+ * 0.05 apart and h = 1e-2 no argmax changes, so only rounding remains (~1e-5). tol 1e-4. */
+static void fd_pools(void)
+{
+    const pool_shape shapes[] = {{2, 5, 7, 3, 2}, {3, 4, 4, 2, 2}, {1, 5, 5, 3, 1}};
+    const float h = 1e-2f;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const pool_shape *p = &shapes[si];
+        int64_t OH = (p->H - p->k) / p->s + 1, OW = (p->W - p->k) / p->s + 1;
+        int64_t nx = p->planes * p->H * p->W, ny = p->planes * OH * OW;
+        float *x = malloc((size_t)nx * 4), *r = fvec(ny), *y = malloc((size_t)ny * 4);
+        float *dx = malloc((size_t)nx * 4);
+        for (int64_t i = 0; i < nx; i++)  /* distinct values 0.05 apart, shuffled */
+            x[i] = 0.05f * (float)((i * 37 + 11) % nx) - 1.0f;
+        rt_exec e = exec_on(1, 1);
+        for (int kind = 0; kind < 2; kind++) {
+            if (kind == 0)
+                rt_maxpool2d_bwd(&e, x, r, dx, p->planes, p->H, p->W, p->k, p->s, OH, OW);
+            else
+                rt_avgpool2d_bwd(&e, r, dx, p->planes, p->H, p->W, p->k, p->s, OH, OW);
+            for (int64_t i = 0; i < nx; i++) {
+                float keep = x[i], xp = keep + h, xm = keep - h;
+                double l[2];
+                for (int sgn = 0; sgn < 2; sgn++) {
+                    x[i] = sgn ? xm : xp;
+                    if (kind == 0)
+                        rt_maxpool2d_fwd(&e, x, y, p->planes, p->H, p->W, p->k, p->s, OH, OW);
+                    else
+                        rt_avgpool2d_fwd(&e, x, y, p->planes, p->H, p->W, p->k, p->s, OH, OW);
+                    l[sgn] = dot_fd(y, r, ny);
+                }
+                x[i] = keep;
+                fd_compare((l[0] - l[1]) / ((double)xp - xm), dx[i], 1e-4);
+            }
+            char nm[128];
+            snprintf(nm, sizeof nm, "fd %s %lldx%lldx%lld k%lld s%lld",
+                     kind ? "avgpool" : "maxpool", (long long)p->planes, (long long)p->H,
+                     (long long)p->W, (long long)p->k, (long long)p->s);
+            fd_report(nm, 1e-4);
+        }
+        free(x), free(r), free(y), free(dx);
+    }
+}
+
+/* L = loss_sum over 4 rows of 5 classes; dlogits / grad_scale is its gradient. Logits in
+ * [-2, 2), h = 1e-2: the softmax's third derivatives are < 1, truncation < 2e-5; the loss
+ * is a double sum of float exps, rounding ~4 * 2^-24 / 0.02 ~ 1e-5. tol 2e-4. */
+static void fd_cross_entropy(void)
+{
+    enum { R = 4, C = 5 };
+    const float h = 1e-2f, gs = 0.5f;
+    float *z = fvec(R * C), dz[R * C];
+    int32_t t[R] = {0, 4, 2, 2};
+    for (int i = 0; i < R * C; i++)
+        z[i] *= 2.0f;
+    rt_exec e = exec_on(1, gs);
+    rt_cross_entropy(&e, z, t, dz, R, C);
+    for (int i = 0; i < R * C; i++) {
+        float keep = z[i], xp = keep + h, xm = keep - h;
+        rt_exec ep = exec_on(1, gs), em = exec_on(1, gs);
+        z[i] = xp;
+        rt_cross_entropy(&ep, z, t, NULL, R, C);
+        z[i] = xm;
+        rt_cross_entropy(&em, z, t, NULL, R, C);
+        z[i] = keep;
+        fd_compare((ep.loss_sum - em.loss_sum) / ((double)xp - xm), dz[i] / gs, 2e-4);
+    }
+    fd_report("fd cross_entropy dlogits", 2e-4);
+    free(z);
+}
+
+/* L = loss_sum = sum (y - t)^2 is quadratic: the central difference is exact but for
+ * rounding (~2^-24 / 0.02 ~ 3e-6). tol 1e-4. */
+static void fd_mse(void)
+{
+    enum { N = 9 };
+    const float h = 1e-2f, gs = 0.25f;
+    float *y = fvec(N), *t = fvec(N), dy[N];
+    rt_exec e = exec_on(1, gs);
+    rt_mse(&e, y, t, dy, N);
+    for (int i = 0; i < N; i++) {
+        float keep = y[i], xp = keep + h, xm = keep - h;
+        rt_exec ep = exec_on(1, gs), em = exec_on(1, gs);
+        y[i] = xp;
+        rt_mse(&ep, y, t, NULL, N);
+        y[i] = xm;
+        rt_mse(&em, y, t, NULL, N);
+        y[i] = keep;
+        fd_compare((ep.loss_sum - em.loss_sum) / ((double)xp - xm), dy[i] / gs, 1e-4);
+    }
+    fd_report("fd mse dy", 1e-4);
+    free(y), free(t);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 2 && !strcmp(argv[1], "--bad-label-child"))
+        return bad_label_child();
+    rt_blas_threads(1);
+    pools[0] = rt_pool_new(1);
+    pools[1] = rt_pool_new(3);
+    if (rt_pool_threads(pools[0]) != 1 || rt_pool_threads(pools[1]) != 3)
+        fail("rt_pool_threads", "wrong thread counts");
+    test_parallel_for();
+    test_gemm();
+    test_colsum();
+    test_conv();
+    test_pools();
+    test_layernorm();
+    test_cross_entropy();
+    test_cross_entropy_bad_label();
+    test_mse();
+    fd_layernorm();
+    fd_pools();
+    fd_cross_entropy();
+    fd_mse();
+    rt_pool_free(pools[0]);
+    rt_pool_free(pools[1]);
+    printf("%s: %d failure%s\n", failures ? "FAIL" : "ok", failures, failures == 1 ? "" : "s");
+    return failures ? 1 : 0;
+}
