@@ -274,8 +274,12 @@ static void emit_host_c(Program *p, Buf *b)
         for (int k = 0; k < pa->rank; k++)
             buf_printf(b, "%s%lld", k ? ", " : "", (long long)pa->shape[k]);
         static const char *init[] = {"RT_INIT_UNIFORM", "RT_INIT_NORMAL", "RT_INIT_CONST"};
-        buf_printf(b, "}, %lld, %lld, %s, %.9gf},\n", (long long)pa->numel, (long long)pa->offset,
-                   init[pa->init], (double)(float)pa->init_a);
+        char lit[64];
+        snprintf(lit, sizeof lit, "%.9g", (double)(float)pa->init_a);
+        if (!strpbrk(lit, ".eEn"))
+            strcat(lit, ".0");
+        buf_printf(b, "}, %lld, %lld, %s, %sf},\n", (long long)pa->numel, (long long)pa->offset,
+                   init[pa->init], lit);
     }
     if (!g->n_params)
         buf_puts(b, "    {0},\n");

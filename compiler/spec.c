@@ -798,7 +798,7 @@ static void collect_names(PNames *p, Layer **ls, int n, const char *prefix)
             char *inner = l->name ? xasprintf("%s%s.", prefix, l->name) : xstrdup(prefix);
             if (l->op == OP_RESIDUAL)
                 collect_names(p, l->body, l->n_body, inner);
-            else
+            else if (count_tensors(l->body, l->n_body) > 0)   /* repeat 10^9 x relu */
                 for (int64_t it = 0; it < l->count; it++) {
                     char *iter = xasprintf("%s%lld.", inner, (long long)it);
                     collect_names(p, l->body, l->n_body, iter);
@@ -1312,11 +1312,11 @@ void spec_set(Spec *s, const char *assignment)
     char err[512];
     if (rt_config_set(&s->train, key, eq + 1, err, sizeof err))
         error_input("--set %s: %s", key, err);
-    /* A value can be fine alone and wrong with the rest (nesterov without momentum):
-     * give such a pair in the order that keeps each step valid. */
+    /* A value can be fine alone and wrong with the rest (nesterov without momentum);
+     * each --set is checked as it comes, so such pairs must come in a valid order. */
     if (check_train_vs_model(s, err, sizeof err) ||
         rt_config_validate(&s->train, err, sizeof err))
-        error_input("--set %s: %s", key, err);
+        error_input("--set %s: %s (--set options apply one at a time, in order)", key, err);
     free(key);
     spec_finish(s);
 }

@@ -471,20 +471,7 @@ typedef struct {
     const float *dcol;         /* col2im: [C*k*k, B*OH*OW] */
     float *dx;                 /* col2im: [B, C, H, W] */
     int64_t B, C, H, W, k, s, pad, OH, OW;
-    int64_t bb, nbb;           /* images per batch block, and blocks */
 } conv_ctx;
-
-/* Tasks work on one channel of a block of bb images: the bb*OH*OW run of a col row is
- * contiguous, so every task streams long runs of col (prefetch-friendly), while its
- * bb input planes stay in L1/L2. About 4K col floats per run; shapes only. */
-static void conv_blocks(conv_ctx *c)
-{
-    int64_t ohw = c->OH * c->OW;
-    c->bb = ohw >= 4096 ? 1 : (4096 + ohw - 1) / ohw;
-    if (c->bb > c->B)
-        c->bb = c->B;
-    c->nbb = ceil_div(c->B, c->bb);
-}
 
 /* The outputs ow whose input column ow*s - pad + kj lies in [0, W): [*ow0, *ow1). */
 static void valid_cols(const conv_ctx *c, int64_t kj, int64_t *ow0, int64_t *ow1)
@@ -506,6 +493,26 @@ static void im2col_plane(const conv_ctx *c, const float *restrict xp, float *res
 {
     int64_t ow0, ow1, s = c->s;
     valid_cols(c, kj, &ow0, &ow1);
+    if (s == 1 && c->OW == c->W) {
+        /* "Same" padding: the segment is the plane shifted by a constant offset, so the
+         * valid span is one copy; then zero the padding, which between two rows is one
+         * contiguous gap (right edge of a row + left edge of the next). */
+        int64_t W = c->W, oh0 = ki < c->pad ? c->pad - ki : 0;
+        int64_t oh1 = c->H + c->pad - ki < c->OH ? c->H + c->pad - ki : c->OH;
+        if (oh0 >= oh1 || ow0 == ow1) {
+            memset(dst, 0, (size_t)(c->OH * W) * sizeof(float));
+            return;
+        }
+        int64_t first = oh0 * W + ow0, last = (oh1 - 1) * W + ow1;
+        memset(dst, 0, (size_t)first * sizeof(float));
+        memcpy(dst + first, xp + first + (ki - c->pad) * W + (kj - c->pad),
+               (size_t)(last - first) * sizeof(float));
+        memset(dst + last, 0, (size_t)(c->OH * W - last) * sizeof(float));
+        for (int64_t oh = oh0; oh + 1 < oh1; oh++)
+            for (int64_t j = oh * W + ow1; j < (oh + 1) * W + ow0; j++)
+                dst[j] = 0.0f;
+        return;
+    }
     for (int64_t oh = 0; oh < c->OH; oh++, dst += c->OW) {
         int64_t ih = oh * s - c->pad + ki;
         if (ih < 0 || ih >= c->H || ow0 == ow1) {
@@ -531,30 +538,25 @@ static void im2col_plane(const conv_ctx *c, const float *restrict xp, float *res
     }
 }
 
-/* Task t = ((ch * nbb + blk) * k + ki) * k + kj: consecutive tasks read the same block
- * of input planes and write k*k long runs. */
+/* Task t = ((ch * B + b) * k + ki) * k + kj: consecutive tasks reuse one input plane
+ * from L1, and a run of tasks writes k*k long streams (one per col row). */
 static void im2col_task(void *ctx, int64_t lo, int64_t hi)
 {
     const conv_ctx *c = ctx;
     int64_t kk = c->k * c->k, ohw = c->OH * c->OW, hw = c->H * c->W;
     for (int64_t t = lo; t < hi; t++) {
-        int64_t kidx = t % kk, blk = t / kk % c->nbb, ch = t / kk / c->nbb;
-        int64_t b0 = blk * c->bb, b1 = b0 + c->bb < c->B ? b0 + c->bb : c->B;
-        float *dst = c->col + (ch * kk + kidx) * (c->B * ohw);
-        for (int64_t b = b0; b < b1; b++)
-            im2col_plane(c, c->x + (b * c->C + ch) * hw, dst + b * ohw, kidx / c->k,
-                         kidx % c->k);
+        int64_t kidx = t % kk, b = t / kk % c->B, ch = t / kk / c->B;
+        im2col_plane(c, c->x + (b * c->C + ch) * hw,
+                     c->col + (ch * kk + kidx) * (c->B * ohw) + b * ohw, kidx / c->k,
+                     kidx % c->k);
     }
 }
 
 void rt_im2col(rt_exec *e, const float *x, float *col, int64_t B, int64_t C, int64_t H,
                int64_t W, int64_t k, int64_t stride, int64_t pad, int64_t OH, int64_t OW)
 {
-    conv_ctx c = {x, col, NULL, NULL, B, C, H, W, k, stride, pad, OH, OW, 0, 0};
-    if (B <= 0 || C <= 0 || k <= 0)
-        return;
-    conv_blocks(&c);
-    launch(pool_of(e), C * c.nbb * k * k, grain_for(c.bb * OH * OW), im2col_task, &c);
+    conv_ctx c = {x, col, NULL, NULL, B, C, H, W, k, stride, pad, OH, OW};
+    launch(pool_of(e), C * B * k * k, grain_for(OH * OW), im2col_task, &c);
 }
 
 /* col2im for one image plane and one kernel offset: dp += the (ki, kj) segment src. */
@@ -584,35 +586,28 @@ static void col2im_plane(const conv_ctx *c, const float *restrict src, float *re
     }
 }
 
-/* Task t = ch * nbb + blk owns the dx planes (b, ch) of its image block: no two tasks
- * write the same element, and each element sums its contributions in the fixed
- * (ki, kj, oh) order, whatever the blocking. */
+/* Task t = ch * B + b owns dx plane (b, ch): no two tasks write the same element, and
+ * each element sums its contributions in the fixed (ki, kj, oh) order. A run of tasks
+ * reads k*k col rows as long streams. */
 static void col2im_task(void *ctx, int64_t lo, int64_t hi)
 {
     const conv_ctx *c = ctx;
     int64_t kk = c->k * c->k, ohw = c->OH * c->OW, hw = c->H * c->W;
     for (int64_t t = lo; t < hi; t++) {
-        int64_t blk = t % c->nbb, ch = t / c->nbb;
-        int64_t b0 = blk * c->bb, b1 = b0 + c->bb < c->B ? b0 + c->bb : c->B;
-        for (int64_t b = b0; b < b1; b++)
-            memset(c->dx + (b * c->C + ch) * hw, 0, (size_t)hw * sizeof(float));
-        for (int64_t kidx = 0; kidx < kk; kidx++) {
-            const float *src = c->dcol + (ch * kk + kidx) * (c->B * ohw);
-            for (int64_t b = b0; b < b1; b++)
-                col2im_plane(c, src + b * ohw, c->dx + (b * c->C + ch) * hw, kidx / c->k,
-                             kidx % c->k);
-        }
+        int64_t b = t % c->B, ch = t / c->B;
+        float *dp = c->dx + (b * c->C + ch) * hw;
+        memset(dp, 0, (size_t)hw * sizeof(float));
+        for (int64_t kidx = 0; kidx < kk; kidx++)
+            col2im_plane(c, c->dcol + (ch * kk + kidx) * (c->B * ohw) + b * ohw, dp,
+                         kidx / c->k, kidx % c->k);
     }
 }
 
 void rt_col2im(rt_exec *e, const float *dcol, float *dx, int64_t B, int64_t C, int64_t H,
                int64_t W, int64_t k, int64_t stride, int64_t pad, int64_t OH, int64_t OW)
 {
-    conv_ctx c = {NULL, NULL, dcol, dx, B, C, H, W, k, stride, pad, OH, OW, 0, 0};
-    if (B <= 0 || C <= 0)
-        return;
-    conv_blocks(&c);
-    launch(pool_of(e), C * c.nbb, grain_for(c.bb * k * k * OH * OW), col2im_task, &c);
+    conv_ctx c = {NULL, NULL, dcol, dx, B, C, H, W, k, stride, pad, OH, OW};
+    launch(pool_of(e), C * B, grain_for(k * k * OH * OW), col2im_task, &c);
 }
 
 /* ---- pooling ----------------------------------------------------------------- */

@@ -15,9 +15,9 @@ const char *rt_json_num(char *buf, double v)
 {
     /* JSON has no inf or nan; %.9g of a finite double is always a valid JSON number. */
     if (isfinite(v))
-        snprintf(buf, 32, "%.9g", v);
+        snprintf(buf, 24, "%.9g", v);   /* at most 16 characters */
     else
-        snprintf(buf, 32, "null");
+        snprintf(buf, 24, "null");
     return buf;
 }
 
@@ -136,7 +136,7 @@ void rt_metrics_close(rt_metrics *mt)
 /* ---- loss.svg ---------------------------------------------------------------- */
 
 /* Plot geometry, in SVG user units. */
-enum { W = 720, H = 440, ML = 72, MR = 24, MT = 40, MB = 56 };
+enum { W = 720, H = 440, ML = 72, MR = 40, MT = 40, MB = 56 };
 #define MAX_DRAWN 2000    /* points drawn per series: the file stays small */
 
 typedef struct axis {
@@ -184,12 +184,16 @@ static double map(const axis *a, double v, double p0, double p1)
     return p0 + (v / 2 - a->lo / 2) / (a->hi / 2 - a->lo / 2) * (p1 - p0);
 }
 
-/* A tick label: no 1e-17 for zero, no 0.30000000000000004. */
-static void tick_label(char *buf, size_t cap, double v, double step)
+/* A tick label: no 1e-17 for zero, no 0.30000000000000004; steps in full (1000000,
+ * not 1e+06). */
+static void tick_label(char *buf, size_t cap, double v, double step, int integral)
 {
     if (fabs(v) < step * 1e-9)
         v = 0;
-    snprintf(buf, cap, "%.6g", v);
+    if (integral && fabs(v) < 1e15)
+        snprintf(buf, cap, "%.0f", v);
+    else
+        snprintf(buf, cap, "%.6g", v);
 }
 
 static void sb_add(char **s, size_t *len, size_t *cap, const char *fmt, ...)
@@ -277,7 +281,7 @@ static char *draw_svg(const rt_metrics *mt, size_t *out_len)
             break;
         double x = map(&ax, v, x0, x1);
         char lab[32];
-        tick_label(lab, sizeof lab, v, ax.step);
+        tick_label(lab, sizeof lab, v, ax.step, 1);
         ADD("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e0e0e0\"/>"
             "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"black\"/>"
             "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n",
@@ -289,7 +293,7 @@ static char *draw_svg(const rt_metrics *mt, size_t *out_len)
             break;
         double y = map(&ay, v, y0, y1);
         char lab[32];
-        tick_label(lab, sizeof lab, v, ay.step);
+        tick_label(lab, sizeof lab, v, ay.step, 0);
         ADD("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e0e0e0\"/>"
             "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"black\"/>"
             "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",

@@ -72,7 +72,9 @@ void rt_optim_step(const rt_train_config *c, const rt_model *m, float *params, c
         float wd = pp->rank >= 2 ? (float)c->weight_decay : 0.0f;
         if (c->opt == RT_OPT_ADAMW) {
             float *m1 = state + pp->offset, *m2 = state + m->param_floats + pp->offset;
+            /* PyTorch takes 1 - beta in double, then rounds: (float)(1 - 0.9) != 1 - 0.9f */
             float b1 = (float)c->beta1, b2 = (float)c->beta2;
+            float a1 = (float)(1.0 - c->beta1), a2 = (float)(1.0 - c->beta2);
             double bc1 = 1.0 - pow(c->beta1, (double)t), bc2 = 1.0 - pow(c->beta2, (double)t);
             float step_size = (float)(lr / bc1);
             float bc2_sqrt = (float)sqrt(bc2);
@@ -82,8 +84,8 @@ void rt_optim_step(const rt_train_config *c, const rt_model *m, float *params, c
                 float gk = g[k];
                 if (wd != 0.0f)
                     p[k] *= decay;
-                m1[k] = m1[k] * b1 + gk * (1.0f - b1);
-                m2[k] = m2[k] * b2 + (1.0f - b2) * gk * gk;
+                m1[k] = m1[k] * b1 + gk * a1;
+                m2[k] = m2[k] * b2 + a2 * gk * gk;
                 float denom = sqrtf(m2[k]) / bc2_sqrt + eps;
                 p[k] += -step_size * (m1[k] / denom);
             }

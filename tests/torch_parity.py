@@ -21,6 +21,10 @@ spec_path = os.path.join(ROOT, "specs", f"{which}_fashion.json")
 OUT = os.path.join(ROOT, "build", "tests", f"parity_{which}_{opt_kind}")
 os.makedirs(OUT, exist_ok=True)
 STEPS, B = 100, 64
+# SGD with momentum 0.9 makes the CNN's escape from its initial plateau chaotic (loss
+# spikes after step 40), and any rounding difference (MKL-DNN's conv vs ours) grows
+# to 1e-1 there; with momentum 0.5 it trains smoothly and still moves far.
+SGD_LR, SGD_MOM = (0.05, 0.9) if which == "mlp" else (0.05, 0.5)
 torch.set_num_threads(1)
 torch.manual_seed(0)
 
@@ -82,7 +86,7 @@ write_safetensors(init_path, model.state_dict())
 sets = ["loader.shuffle=false", "log_every=1", f"max_steps={STEPS}", "data.val=null",
         f"batch_size={B}", "epochs=1"]
 if opt_kind == "sgd":
-    sets += ["optimizer.type=sgd", "optimizer.lr=0.05", "optimizer.momentum=0.9",
+    sets += ["optimizer.type=sgd", f"optimizer.lr={SGD_LR}", f"optimizer.momentum={SGD_MOM}",
              "optimizer.weight_decay=0.0001"]
 cmd = [TRAINC, "run", spec_path, "--init", init_path, "--out", os.path.join(OUT, "run"),
        "--threads", "1", "--quiet"]
@@ -104,9 +108,9 @@ if opt_kind == "adamw":
                             lr=lr, betas=tuple(opt_spec.get("betas", (0.9, 0.999))), eps=opt_spec.get("eps", 1e-8),
                             foreach=False)
 else:
-    lr = 0.05
+    lr = SGD_LR
     opt = torch.optim.SGD([{"params": decay, "weight_decay": 1e-4}, {"params": no_decay, "weight_decay": 0.0}],
-                          lr=lr, momentum=0.9, foreach=False)
+                          lr=lr, momentum=SGD_MOM, foreach=False)
 sch = train_spec.get("schedule", {"type": "constant"})
 warm, final = sch.get("warmup_steps", 0), sch.get("final_lr_frac", 0.0)
 def lam(step):
@@ -136,6 +140,8 @@ for step in range(STEPS):
     sched.step()
     ref.append(loss.item())
 
+for i, (a, b) in enumerate(zip(ours, ref)):
+    if os.environ.get("PARITY_VERBOSE"): print(i + 1, a, b, abs(a - b) / abs(b))
 worst = max(abs(a - b) / abs(b) for a, b in zip(ours, ref))
 print(f"{which} {opt_kind}: loss step 1 {ours[0]:.6f} vs {ref[0]:.6f}, step {STEPS} {ours[-1]:.6f} vs {ref[-1]:.6f}; worst relative difference {worst:.2e}")
 ok = worst <= 1e-4

@@ -596,10 +596,10 @@ static int test_st_fuzz(void)
     unsigned char *buf = malloc(n + 64);
     CHECK(buf);
     int ok_reads = 0, errors = 0;
-    for (int it = 0; it < 300; it++) {
+    for (int it = 0; it < 400; it++) {
         memcpy(buf, seed, n);
         size_t len = n;
-        int kind = (int)(fuzz_next(&r) % 5);
+        int kind = (int)(fuzz_next(&r) % 7);
         int edits = 1 + (int)(fuzz_next(&r) % 4);
         for (int e = 0; e < edits; e++) {
             size_t at = 8 + fuzz_next(&r) % hl;   /* inside the header */
@@ -609,8 +609,12 @@ static int test_st_fuzz(void)
                 buf[at] = (unsigned char)alphabet[fuzz_next(&r) % (sizeof alphabet - 1)];
             else if (kind == 3)
                 len = fuzz_next(&r) % n;          /* truncated anywhere */
-            else
+            else if (kind == 4)
                 buf[fuzz_next(&r) % 8] = (unsigned char)fuzz_next(&r);
+            else if (kind == 5 && buf[at] >= '0' && buf[at] <= '9')
+                buf[at] = (unsigned char)('0' + fuzz_next(&r) % 10);   /* still JSON */
+            else if (kind == 6)
+                buf[8 + hl + fuzz_next(&r) % (n - 8 - hl)] = (unsigned char)fuzz_next(&r);
         }
         write_raw(tpath("fuzz.st"), buf, len);
         char err[4096];
@@ -635,7 +639,7 @@ static int test_st_fuzz(void)
     printf("  fuzz: %d read, %d rejected\n", ok_reads, errors);
     free(buf);
     free(seed);
-    return errors > 0;
+    return errors > 0 && ok_reads > 0;
 }
 
 /* ---- metrics ------------------------------------------------------------------------- */
