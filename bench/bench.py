@@ -15,7 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAINC = os.path.join(ROOT, "build", "trainc")
 OUT = os.path.join(ROOT, "build", "bench")
 os.makedirs(OUT, exist_ok=True)
-STEPS, WARM, B = 200, 20, 128
+STEPS, WARM, B = int(os.environ.get("BENCH_STEPS", 200)), 20, 128
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 def torch_model(layers, shape):

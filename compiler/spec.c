@@ -61,6 +61,27 @@ static void *keep(void *p)
     return p;
 }
 
+/* User text for a one-line message: control characters escaped, at most 60 bytes. */
+static const char *show(const char *s)
+{
+    char *out = keep(xcalloc(1, 4 * 60 + 4)), *o = out;
+    size_t i = 0;
+    for (; s[i] && i < 60; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '\n')
+            o += sprintf(o, "\\n");
+        else if (ch == '\t')
+            o += sprintf(o, "\\t");
+        else if (ch < 0x20 || ch == 0x7f)
+            o += sprintf(o, "\\x%02x", ch);
+        else
+            *o++ = (char)ch;
+    }
+    if (s[i])
+        strcpy(o, "...");
+    return out;
+}
+
 static int is_ident(const char *s)
 {
     if (!isalpha((unsigned char)*s) && *s != '_')
@@ -76,7 +97,7 @@ static char *path_key(const char *parent, const char *key)
 {
     if (is_ident(key))
         return xasprintf("%s.%s", parent, key);
-    return xasprintf("%s[\"%.60s\"]", parent, key);
+    return xasprintf("%s[\"%s\"]", parent, show(key));
 }
 
 static char *path_index(const char *parent, int i) { return xasprintf("%s[%d]", parent, i); }
@@ -102,8 +123,7 @@ static const char *got(const cJSON *v, char *buf, size_t len)
     if (cJSON_IsNumber(v))
         fmt_number(buf, len, v->valuedouble);
     else if (cJSON_IsString(v))
-        snprintf(buf, len, "\"%.60s%s\"", v->valuestring,
-                 strlen(v->valuestring) > 60 ? "..." : "");
+        snprintf(buf, len, "\"%s\"", show(v->valuestring));
     else if (cJSON_IsBool(v))
         snprintf(buf, len, "%s", cJSON_IsTrue(v) ? "true" : "false");
     else if (cJSON_IsNull(v))
@@ -121,10 +141,10 @@ static _Noreturn void unknown(const Ctx *c, const char *path, const char *what,
 {
     const char *near = rt_closest(word, words);
     if (near)
-        error_at(c->file, path, "unknown %s '%.60s'; did you mean '%s'?", what, word, near);
+        error_at(c->file, path, "unknown %s '%s'; did you mean '%s'?", what, show(word), near);
     if (hint)
-        error_at(c->file, path, "unknown %s '%.60s'; %s", what, word, hint);
-    error_at(c->file, path, "unknown %s '%.60s'", what, word);
+        error_at(c->file, path, "unknown %s '%s'; %s", what, show(word), hint);
+    error_at(c->file, path, "unknown %s '%s'", what, show(word));
 }
 
 static int in_list(const char *w, const char *const *words)
@@ -227,9 +247,9 @@ static int get_choice(const Ctx *c, const cJSON *v, const char *path,
     char *list = join(words);
     const char *near = rt_closest(v->valuestring, words);
     if (near)
-        error_at(c->file, path, "expected one of %s, got '%.60s'; did you mean '%s'?", list,
-                 v->valuestring, near);
-    error_at(c->file, path, "expected one of %s, got '%.60s'", list, v->valuestring);
+        error_at(c->file, path, "expected one of %s, got '%s'; did you mean '%s'?", list,
+                 show(v->valuestring), near);
+    error_at(c->file, path, "expected one of %s, got '%s'", list, show(v->valuestring));
 }
 
 static const cJSON *member(const cJSON *obj, const char *key)
@@ -299,9 +319,11 @@ static _Noreturn void syntax_error(const char *file, const char *text, size_t of
 static const char *near_text(const char *text, size_t off, char *buf)
 {
     size_t n = 0;
-    while (n < 16 && text[off + n] && text[off + n] != '\n' && text[off + n] != '\r')
+    while (n < 16 && text[off + n] && text[off + n] != '\n' && text[off + n] != '\r') {
+        unsigned char ch = (unsigned char)text[off + n];
+        buf[n] = ch < 0x20 || ch == 0x7f ? '?' : (char)ch;
         n++;
-    memcpy(buf, text + off, n);
+    }
     buf[n] = 0;
     return buf;
 }
@@ -325,10 +347,12 @@ static _Noreturn void json_error(const char *file, const char *text, size_t len,
             off--;
     }
     /* nesting and strings at the end tell a truncated file from a bad character */
-    int depth = 0, in_str = 0, esc = 0;
+    int depth = 0, in_str = 0, esc = 0, depth_at_off = 0;
     size_t str_start = 0;
     for (size_t i = 0; i < len; i++) {
         char ch = text[i];
+        if (i == off)
+            depth_at_off = depth;
         if (in_str) {
             if (esc)
                 esc = 0;
@@ -344,6 +368,8 @@ static _Noreturn void json_error(const char *file, const char *text, size_t len,
         else if (ch == '}' || ch == ']')
             depth--;
     }
+    if (depth_at_off >= CJSON_NESTING_LIMIT)
+        syntax_error(file, text, off, "JSON nested deeper than %d levels", CJSON_NESTING_LIMIT);
     if (in_str && off <= str_start + 1)
         syntax_error(file, text, str_start, "unterminated string");
     if (off >= end) {
@@ -386,7 +412,7 @@ static void check_duplicates(const char *file, const cJSON *v, const char *path)
         if (cJSON_IsObject(v))
             for (const cJSON *prev = v->child; prev != ch; prev = prev->next)
                 if (!strcmp(prev->string, ch->string))
-                    error_at(file, path, "duplicate key '%.60s'", ch->string);
+                    error_at(file, path, "duplicate key '%s'", show(ch->string));
         if (!cJSON_IsObject(ch) && !cJSON_IsArray(ch))
             continue;
         char *sub = cJSON_IsObject(v) ? path_key(path, ch->string) : path_index(path, i);
@@ -443,8 +469,8 @@ static void parse_inputs(const Ctx *c, const cJSON *v, const char *path)
     cJSON_ArrayForEach(ch, v) {
         char *ip = path_key(path, ch->string);
         if (!is_ident(ch->string))
-            error_at(c->file, ip, "bad input name '%.60s': expected letters, digits and '_', "
-                     "not starting with a digit", ch->string);
+            error_at(c->file, ip, "bad input name '%s': expected letters, digits and '_', "
+                     "not starting with a digit", show(ch->string));
         if (!strcmp(ch->string, "tokens"))
             error_at(c->file, ip, "the input name 'tokens' is reserved for token data "
                      "(train.data.train.tokens); choose another");
@@ -685,7 +711,7 @@ static Layer *parse_layer(const Ctx *c, const cJSON *v, const char *path)
             const char *name = get_string(c, ch, kp);
             if (!is_ident(name))
                 error_at(c->file, kp, "expected a name of letters, digits and '_', not "
-                         "starting with a digit, got \"%.60s\"", name);
+                         "starting with a digit, got \"%s\"", show(name));
             l->name = xstrdup(name);
         } else if (!strcmp(ch->string, "input")) {
             l->input = c->s->inputs[get_input_ref(c, ch, kp)].name;
@@ -911,7 +937,7 @@ static void parse_model(const Ctx *c, const cJSON *m)
                                               "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-");
     if (len == 0 || ok != len || strspn(s->name, ".") == len || len > 100)
         error_at(c->file, "$.model.name", "expected a name of letters, digits, '_', '.' "
-                 "and '-' (it names the run folder), got \"%.60s\"", s->name);
+                 "and '-' (it names the run folder), got \"%s\"", show(s->name));
 
     parse_inputs(c, require(c, m, mp, "inputs"), "$.model.inputs");
 

@@ -381,24 +381,42 @@ static int looks_plain(const char *s)
     return !*end;
 }
 
+/* User text for a one-line message: control characters escaped, at most 60 bytes. */
+static const char *show(const char *s, char *buf)
+{
+    char *o = buf;
+    size_t i = 0;
+    for (; s[i] && i < 60; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch < 0x20 || ch == 0x7f)
+            o += sprintf(o, "\\x%02x", ch);
+        else
+            *o++ = (char)ch;
+    }
+    strcpy(o, s[i] ? "..." : "");
+    return buf;
+}
+
 /* How the offending value is shown: as its JSON type makes clear (a string where a
  * number belongs is "\"32\""), quoted when it is a word. */
-static void got_text(const Field *f, int jtype, const char *v, char *buf, size_t len)
+static void got_text(const Field *f, int jtype, const char *value, char *buf, size_t len)
 {
+    char shown[4 * 60 + 4];
+    const char *v = show(value, shown);
     int stringish = f && (f->type == F_ENUM || f->type == F_PATH || f->type == F_DATA ||
                           f->type == F_DURATION);
     switch (jtype) {
     case 'o': snprintf(buf, len, "an object"); return;
-    case 'a': snprintf(buf, len, "[%.60s]", v); return;
+    case 'a': snprintf(buf, len, "[%s]", v); return;
     case 's':
-        snprintf(buf, len, stringish ? "'%.60s%s'" : "\"%.60s%s\"", v, strlen(v) > 60 ? "..." : "");
+        snprintf(buf, len, stringish ? "'%s'" : "\"%s\"", v);
         return;
-    case 'n': case 'b': case 'z': snprintf(buf, len, "%.60s", v); return;
+    case 'n': case 'b': case 'z': snprintf(buf, len, "%s", v); return;
     }
-    if (looks_plain(v))
-        snprintf(buf, len, "%.60s", v);
+    if (looks_plain(value))
+        snprintf(buf, len, "%s", v);
     else
-        snprintf(buf, len, "'%.60s%s'", v, strlen(v) > 60 ? "..." : "");
+        snprintf(buf, len, "'%s'", v);
 }
 
 static int fail(char *err, size_t errlen, const char *fmt, ...)
@@ -416,7 +434,7 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 
 static int bad_value(const Field *f, int jtype, const char *v, char *err, size_t errlen)
 {
-    char want[160], got[96];
+    char want[160], got[300];
     expect_text(f, want, sizeof want);
     got_text(f, jtype, v, got, sizeof got);
     int n = fail(err, errlen, "expected %s, got %s", want, got);
@@ -619,9 +637,10 @@ static int set_data_entry(rt_train_config *c, const Field *f, const char *name, 
 {
     rt_data_entry *e = (rt_data_entry *)((char *)c + f->off);
     int *n = (int *)((char *)c + f->off2);
+    char shown[4 * 60 + 4];
     if (!is_ident(name) || strlen(name) >= sizeof e->key)
-        return fail(err, errlen, "bad input name '%.60s' in %s.%.60s: expected a name of "
-                    "letters, digits and '_'", name, f->key, name);
+        return fail(err, errlen, "bad input name '%s': expected a name of letters, digits "
+                    "and '_', at most %zu long", show(name, shown), sizeof e->key - 1);
     int i = 0;
     while (i < *n && strcmp(e[i].key, name))
         i++;
@@ -635,7 +654,7 @@ static int set_data_entry(rt_train_config *c, const Field *f, const char *name, 
     }
     size_t len = strlen(v);
     if ((jtype && jtype != 's') || len == 0 || len >= RT_PATH_MAX || strchr(v, '\n')) {
-        char got[96];
+        char got[300];
         got_text(f, jtype, v, got, sizeof got);
         return fail(err, errlen, "expected a file path, got %s", got);
     }
@@ -651,27 +670,29 @@ static int set_data_entry(rt_train_config *c, const Field *f, const char *name, 
     return 0;
 }
 
-static int unknown_key(const char *key, char *err, size_t errlen)
+static int unknown_key(const char *raw_key, char *err, size_t errlen)
 {
     const char *near;
-    char buf[128];
-    if (!strncmp(key, "data.", 5)) {
+    char buf[128], shown[4 * 60 + 4];
+    const char *key = show(raw_key, shown);
+    if (!strncmp(raw_key, "data.", 5)) {
         /* suggest on "data.X" only, keeping the input name: data.trian.x -> data.train.x */
-        const char *dot = strchr(key + 5, '.');
-        size_t n = dot ? (size_t)(dot - key) : strlen(key);
-        snprintf(buf, sizeof buf, "%.*s", (int)(n < 100 ? n : 100), key);
+        const char *dot = strchr(raw_key + 5, '.');
+        size_t n = dot ? (size_t)(dot - raw_key) : strlen(raw_key);
+        snprintf(buf, sizeof buf, "%.*s", (int)(n < 100 ? n : 100), raw_key);
         static const char *const data_keys[] = {"data.train", "data.val", NULL};
         near = rt_closest(buf, data_keys);
+        char rest[4 * 60 + 4];
         if (near)
-            return fail(err, errlen, "unknown key '%.100s'; did you mean '%s%.60s'?", key,
-                        near, dot ? dot : "");
-        return fail(err, errlen, "unknown key '%.100s'; data files go in data.train.INPUT "
+            return fail(err, errlen, "unknown key '%s'; did you mean '%s%s'?", key, near,
+                        dot ? show(dot, rest) : "");
+        return fail(err, errlen, "unknown key '%s'; data files go in data.train.INPUT "
                     "and data.val.INPUT", key);
     }
-    near = rt_closest(key, rt_config_keys);
+    near = rt_closest(raw_key, rt_config_keys);
     if (near)
-        return fail(err, errlen, "unknown key '%.100s'; did you mean '%s'?", key, near);
-    return fail(err, errlen, "unknown key '%.100s'", key);
+        return fail(err, errlen, "unknown key '%s'; did you mean '%s'?", key, near);
+    return fail(err, errlen, "unknown key '%s'", key);
 }
 
 /* rt_config_set with the JSON type of the value the text came from ('n' number,

@@ -10,11 +10,11 @@
  * first-max argmax), since whole runs are checked step by step against PyTorch. */
 #define _GNU_SOURCE
 #include <cblas.h>
-#include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -36,6 +36,7 @@ extern void openblas_set_num_threads(int num_threads);
  * runs on OpenBLAS's threads, or the loader) puts the workers to sleep and gives the
  * cores back. */
 #define RT_SPIN_NS 50000
+#define RT_SPIN_PAUSE_NS 3000
 
 typedef void (*task_fn)(void *ctx, int64_t lo, int64_t hi);
 
@@ -92,17 +93,22 @@ static int64_t now_ns(void)
 }
 
 /* Spins up to RT_SPIN_NS while *word == old (want_change) or != old (!want_change).
- * Returns the last value read. */
+ * Returns the last value read. After the first microseconds it yields between looks:
+ * when there are more runnable threads than cores (other programs, the loader,
+ * OpenBLAS's own spinning threads) the thread it waits for may need this core. */
 static unsigned spin_on(atomic_uint *word, unsigned old, int want_change)
 {
-    int64_t t0 = 0;
+    int64_t t0 = 0, t = 0;
     for (int i = 0;; i++) {
         unsigned v = atomic_load_explicit(word, memory_order_acquire);
         if ((v != old) == want_change)
             return v;
-        cpu_relax();
-        if ((i & 31) == 31) {
-            int64_t t = now_ns();
+        if (t - t0 > RT_SPIN_PAUSE_NS)
+            sched_yield();
+        else
+            cpu_relax();
+        if ((i & 15) == 15) {
+            t = now_ns();
             if (t0 == 0)
                 t0 = t;
             else if (t - t0 > RT_SPIN_NS)
@@ -191,7 +197,12 @@ void rt_pool_free(rt_pool *p)
     rt_xfree(p);
 }
 
-void rt_blas_threads(int threads) { openblas_set_num_threads(threads < 1 ? 1 : threads); }
+/* The pool splits big GEMMs itself (rt_gemm); OpenBLAS stays on the calling thread. */
+void rt_blas_threads(int threads)
+{
+    (void)threads;
+    openblas_set_num_threads(1);
+}
 
 static rt_pool *pool_of(const rt_exec *e)
 {
@@ -239,6 +250,17 @@ static void launch(rt_pool *p, int64_t n, int64_t grain, task_fn fn, void *ctx)
         v = atomic_load(&p->done);
     }
     in_launch = 0;
+}
+
+void rt_pool_run(rt_pool *p, int64_t n, int64_t grain, void (*fn)(void *ctx, int64_t lo, int64_t hi),
+                 void *ctx)
+{
+    if (!p) {
+        if (n > 0)
+            fn(ctx, 0, n);
+        return;
+    }
+    launch(p, n, grain, fn, ctx);
 }
 
 /* Caller-owned scratch for partial sums; valid until the next call. */
@@ -381,11 +403,42 @@ static inline v4f exp4(v4f x)
 
 /* ---- GEMM ------------------------------------------------------------------ */
 
+typedef struct {
+    int ta, tb, split_m;
+    int64_t M, N, K, lda, ldb, ldc;
+    float alpha, beta;
+    const float *A, *B;
+    float *C;
+} gemm_job;
+
+/* One slice of C: rows [lo, hi) (split_m) or columns [lo, hi), single-threaded BLAS. */
+static void gemm_slice(void *ctx, int64_t lo, int64_t hi)
+{
+    const gemm_job *j = ctx;
+    const float *A = j->A, *B = j->B;
+    float *C = j->C;
+    int64_t M = j->M, N = j->N;
+    if (j->split_m) {
+        A += j->ta ? lo : lo * j->lda;
+        C += lo * j->ldc;
+        M = hi - lo;
+    } else {
+        B += j->tb ? lo * j->ldb : lo;
+        C += lo;
+        N = hi - lo;
+    }
+    cblas_sgemm(CblasRowMajor, j->ta ? CblasTrans : CblasNoTrans, j->tb ? CblasTrans : CblasNoTrans,
+                (int)M, (int)N, (int)j->K, j->alpha, A, (int)j->lda, B, (int)j->ldb, j->beta, C,
+                (int)j->ldc);
+}
+
+/* OpenBLAS runs single-threaded (rt_blas_threads); big GEMMs are split into slices of
+ * C over this pool instead, so one set of threads owns the cores: OpenBLAS's own
+ * threads would spin after each GEMM while the pool's elementwise kernels run. */
 void rt_gemm(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
              float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
              float beta, float *C, int64_t ldc)
 {
-    (void)e;                   /* OpenBLAS runs its own threads (rt_blas_threads) */
     if (M <= 0 || N <= 0)
         return;
     if (M > INT_MAX || N > INT_MAX || K > INT_MAX || lda > INT_MAX || ldb > INT_MAX ||
@@ -399,9 +452,16 @@ void rt_gemm(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t
                 C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
         return;
     }
-    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                trans_b ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K, alpha, A,
-                (int)lda, B, (int)ldb, beta, C, (int)ldc);
+    gemm_job j = {trans_a, trans_b, M >= N, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C};
+    int threads = e && e->rt ? rt_pool_threads(e->rt) : 1;
+    double flops = 2.0 * (double)M * (double)N * (double)K;
+    int64_t n = j.split_m ? M : N;
+    if (threads > 1 && flops >= 4e6 && n >= 32) {
+        /* slices of at least 16 rows/columns keep the micro-kernels efficient */
+        launch(e->rt, n, 16, gemm_slice, &j);
+        return;
+    }
+    gemm_slice(&j, 0, n);
 }
 
 /* ---- column sums ----------------------------------------------------------- */
@@ -830,11 +890,13 @@ void rt_layernorm_fwd(rt_exec *e, const float *x, const float *w, const float *b
 {
     ln_ctx c = {.x = x, .w = w, .b = b, .y = y, .mean = mean, .rstd = rstd, .rows = rows,
                 .d = d, .eps = eps};
+    if (d <= 0)
+        return;
     launch(pool_of(e), rows, grain_for(4 * d), ln_fwd_task, &c);
 }
 
-/* Task t owns rows [t*rb, (t+1)*rb): it writes their dx and its partial dw, db sums
- * (or adds them to dw, db directly when it is the only task). */
+/* Task t owns rows [t*rb, (t+1)*rb): it writes their dx and its partial dw, db sums,
+ * part[t] (ln_reduce_task adds the partials up). */
 static void ln_bwd_task(void *ctx, int64_t lo, int64_t hi)
 {
     const ln_ctx *c = ctx;

@@ -519,17 +519,18 @@ int rt_main(const rt_model *m, int argc, char **argv)
             }
             b_index += k;
             step_loss /= (double)k;
-            double norm = rt_grad_norm(m, r->grads);
+            double norm = rt_grad_norm(r->e.rt, m, r->grads);
             if (!isfinite(step_loss)) {
                 end = END_DIVERGED;
                 snprintf(why, sizeof why, "the training loss is %g at step %lld", step_loss,
                          (long long)step + 1);
                 break;
             }
-            if (!isnan(c->grad_clip))
-                rt_clip_grads(m, r->grads, norm, c->grad_clip);
+            /* clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is < 1 */
+            float coef = isnan(c->grad_clip) ? 1.0f : (float)(c->grad_clip / (norm + 1e-6));
             double lr = rt_lr_at(c, step, r->total_steps > 0 ? r->total_steps : 1);
-            rt_optim_step(c, m, r->params, r->grads, r->state, step + 1, lr);
+            rt_optim_step(r->e.rt, c, m, r->params, r->grads, r->state, step + 1, lr, coef,
+                          coef < 1.0f);
             step++;
             last_loss = step_loss;
             log_loss += step_loss;
@@ -634,6 +635,14 @@ int rt_main(const rt_model *m, int argc, char **argv)
         rt_metrics_val_point(r->mt, step, last_eval.loss);
         if (last_eval.loss < best_val)
             best_val = last_eval.loss;
+        int mon = c->has_early_stopping ? c->es_monitor : RT_MON_VAL_LOSS;
+        if (mon != RT_MON_LOSS) {
+            double v = mon == RT_MON_VAL_LOSS ? last_eval.loss : last_eval.acc;
+            if (isfinite(v) && better(best_mode, v, best_mon)) {
+                best_mon = v;
+                save_weights(r, "best.safetensors");
+            }
+        }
     }
 
     /* the final weights, then the end record */

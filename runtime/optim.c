@@ -3,6 +3,7 @@
  * torch.nn.utils.clip_grad_norm_ (SPEC.md section 3). Arithmetic is fp32 like
  * PyTorch's on fp32 tensors; norms are accumulated in double. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include "rt_loop.h"
 
@@ -28,29 +29,54 @@ double rt_lr_at(const rt_train_config *c, int64_t step, int64_t total)
     rt_die("bad schedule %d", c->sched);
 }
 
-double rt_grad_norm(const rt_model *m, const float *grads)
+/* Partial sums over fixed blocks of 16384 elements, added in order: the norm does
+ * not depend on the number of threads. */
+#define NORM_BLOCK 16384
+
+typedef struct {
+    const rt_model *m;
+    const float *grads;
+    const int64_t *first_block;   /* [n_params + 1] */
+    double *partial;              /* one per block */
+} norm_job;
+
+static void norm_blocks(void *ctx, int64_t lo, int64_t hi)
 {
-    double total = 0;
-    for (int i = 0; i < m->n_params; i++) {
-        const float *g = grads + m->params[i].offset;
+    norm_job *j = ctx;
+    int pi = 0;
+    for (int64_t blk = lo; blk < hi; blk++) {
+        while (j->first_block[pi + 1] <= blk)
+            pi++;
+        const rt_param *p = &j->m->params[pi];
+        int64_t k0 = (blk - j->first_block[pi]) * NORM_BLOCK;
+        int64_t k1 = k0 + NORM_BLOCK < p->numel ? k0 + NORM_BLOCK : p->numel;
+        const float *g = j->grads + p->offset;
         double s = 0;
-        for (int64_t k = 0; k < m->params[i].numel; k++)
+        for (int64_t k = k0; k < k1; k++)
             s += (double)g[k] * (double)g[k];
-        total += s;
+        j->partial[blk] = s;
     }
-    return sqrt(total);
 }
 
-void rt_clip_grads(const rt_model *m, float *grads, double norm, double max_norm)
+double rt_grad_norm(rt_pool *pool, const rt_model *m, const float *grads)
 {
-    float coef = (float)(max_norm / (norm + 1e-6));
-    if (coef >= 1.0f)
-        return;
-    for (int i = 0; i < m->n_params; i++) {
-        float *g = grads + m->params[i].offset;
-        for (int64_t k = 0; k < m->params[i].numel; k++)
-            g[k] *= coef;
-    }
+    int64_t *first = calloc((size_t)m->n_params + 1, sizeof *first);
+    if (!first)
+        rt_fail("out of memory");
+    for (int i = 0; i < m->n_params; i++)
+        first[i + 1] = first[i] + (m->params[i].numel + NORM_BLOCK - 1) / NORM_BLOCK;
+    int64_t nb = first[m->n_params];
+    double *partial = calloc((size_t)nb + 1, sizeof *partial);
+    if (!partial)
+        rt_fail("out of memory");
+    norm_job j = {m, grads, first, partial};
+    rt_pool_run(pool, nb, 1, norm_blocks, &j);
+    double total = 0;
+    for (int64_t b = 0; b < nb; b++)
+        total += partial[b];
+    free(first);
+    free(partial);
+    return sqrt(total);
 }
 
 int64_t rt_optim_state_floats(const rt_train_config *c, const rt_model *m)
@@ -60,49 +86,93 @@ int64_t rt_optim_state_floats(const rt_train_config *c, const rt_model *m)
     return c->momentum > 0 ? m->param_floats : 0;
 }
 
-/* t: the number of this step, from 1 (AdamW's bias correction). */
-void rt_optim_step(const rt_train_config *c, const rt_model *m, float *params, const float *grads,
-                   float *state, int64_t t, double lr)
+typedef struct {
+    const rt_train_config *c;
+    const rt_param *pp;
+    float *p, *m1, *m2;
+    const float *g;
+    int64_t t;
+    double lr;
+    float gscale;
+    int clip;
+} opt_job;
+
+/* The update of elements [lo, hi) of one parameter tensor. With clipping, g * gscale
+ * is what clip_grad_norm_ would have left in the gradient (the same float product). */
+static void opt_slice(void *ctx, int64_t lo, int64_t hi)
+{
+    const opt_job *j = ctx;
+    const rt_train_config *c = j->c;
+    float *restrict p = j->p;
+    const float *restrict g = j->g;
+    float wd = j->pp->rank >= 2 ? (float)c->weight_decay : 0.0f;
+    /* branch-free loops so they vectorize: multiplying by 1 or adding 0 * p is exact */
+    float gs = j->clip ? j->gscale : 1.0f;
+    if (c->opt == RT_OPT_ADAMW) {
+        float *restrict m1 = j->m1, *restrict m2 = j->m2;
+        /* PyTorch takes 1 - beta in double, then rounds: (float)(1 - 0.9) != 1 - 0.9f */
+        float b1 = (float)c->beta1, b2 = (float)c->beta2;
+        float a1 = (float)(1.0 - c->beta1), a2 = (float)(1.0 - c->beta2);
+        double bc1 = 1.0 - pow(c->beta1, (double)j->t), bc2 = 1.0 - pow(c->beta2, (double)j->t);
+        float step_size = (float)(j->lr / bc1);
+        float bc2_sqrt = (float)sqrt(bc2);
+        float decay = (float)(1.0 - j->lr * wd);
+        float eps = (float)c->eps;
+        for (int64_t k = lo; k < hi; k++) {
+            float gk = g[k] * gs;
+            float pk = p[k] * decay;
+            float mk = m1[k] * b1 + gk * a1;
+            float vk = m2[k] * b2 + a2 * gk * gk;
+            m1[k] = mk;
+            m2[k] = vk;
+            float denom = sqrtf(vk) / bc2_sqrt + eps;
+            p[k] = pk + -step_size * (mk / denom);
+        }
+        return;
+    }
+    float mom = (float)c->momentum, lrf = (float)j->lr;
+    float *restrict buf = j->m1;
+    if (!buf) {
+        for (int64_t k = lo; k < hi; k++)
+            p[k] += -lrf * (g[k] * gs + wd * p[k]);
+    } else if (j->t == 1) {      /* torch: the buffer starts as the first gradient */
+        for (int64_t k = lo; k < hi; k++) {
+            float d = g[k] * gs + wd * p[k];
+            buf[k] = d;
+            p[k] += -lrf * (c->nesterov ? d + mom * d : d);
+        }
+    } else if (c->nesterov) {
+        for (int64_t k = lo; k < hi; k++) {
+            float d = g[k] * gs + wd * p[k];
+            float bk = buf[k] * mom + d;
+            buf[k] = bk;
+            p[k] += -lrf * (d + mom * bk);
+        }
+    } else {
+        for (int64_t k = lo; k < hi; k++) {
+            float d = g[k] * gs + wd * p[k];
+            float bk = buf[k] * mom + d;
+            buf[k] = bk;
+            p[k] += -lrf * bk;
+        }
+    }
+}
+
+/* t: the number of this step, from 1 (AdamW's bias correction). gscale: the clipping
+ * factor; clip: whether clip_grad_norm_ scales at all. */
+void rt_optim_step(rt_pool *pool, const rt_train_config *c, const rt_model *m, float *params,
+                   const float *grads, float *state, int64_t t, double lr, float gscale, int clip)
 {
     for (int i = 0; i < m->n_params; i++) {
         const rt_param *pp = &m->params[i];
-        float *p = params + pp->offset;
-        const float *g = grads + pp->offset;
-        int64_t n = pp->numel;
-        float wd = pp->rank >= 2 ? (float)c->weight_decay : 0.0f;
+        opt_job j = {c, pp, params + pp->offset, NULL, NULL, grads + pp->offset, t, lr, gscale, clip};
         if (c->opt == RT_OPT_ADAMW) {
-            float *m1 = state + pp->offset, *m2 = state + m->param_floats + pp->offset;
-            /* PyTorch takes 1 - beta in double, then rounds: (float)(1 - 0.9) != 1 - 0.9f */
-            float b1 = (float)c->beta1, b2 = (float)c->beta2;
-            float a1 = (float)(1.0 - c->beta1), a2 = (float)(1.0 - c->beta2);
-            double bc1 = 1.0 - pow(c->beta1, (double)t), bc2 = 1.0 - pow(c->beta2, (double)t);
-            float step_size = (float)(lr / bc1);
-            float bc2_sqrt = (float)sqrt(bc2);
-            float decay = (float)(1.0 - lr * wd);
-            float eps = (float)c->eps;
-            for (int64_t k = 0; k < n; k++) {
-                float gk = g[k];
-                if (wd != 0.0f)
-                    p[k] *= decay;
-                m1[k] = m1[k] * b1 + gk * a1;
-                m2[k] = m2[k] * b2 + a2 * gk * gk;
-                float denom = sqrtf(m2[k]) / bc2_sqrt + eps;
-                p[k] += -step_size * (m1[k] / denom);
-            }
-        } else {
-            float mom = (float)c->momentum, lrf = (float)lr;
-            float *buf = c->momentum > 0 ? state + pp->offset : NULL;
-            for (int64_t k = 0; k < n; k++) {
-                float d = g[k];
-                if (wd != 0.0f)
-                    d = d + wd * p[k];
-                if (buf) {
-                    buf[k] = t == 1 ? d : buf[k] * mom + d;
-                    d = c->nesterov ? d + mom * buf[k] : buf[k];
-                }
-                p[k] += -lrf * d;
-            }
+            j.m1 = state + pp->offset;
+            j.m2 = state + m->param_floats + pp->offset;
+        } else if (c->momentum > 0) {
+            j.m1 = state + pp->offset;
         }
+        rt_pool_run(pool, pp->numel, 8192, opt_slice, &j);
     }
 }
 

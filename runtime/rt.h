@@ -210,6 +210,9 @@ void rt_progress_done(int quiet);
 typedef struct rt_pool rt_pool;
 rt_pool *rt_pool_new(int threads);
 int rt_pool_threads(const rt_pool *p);
+/* Runs fn(ctx, lo, hi) over [0, n) in min(threads, ceil(n / grain)) contiguous chunks. */
+void rt_pool_run(rt_pool *p, int64_t n, int64_t grain, void (*fn)(void *ctx, int64_t lo, int64_t hi),
+                 void *ctx);
 void rt_pool_free(rt_pool *p);
 /* Sets the BLAS library's thread count (OpenBLAS). */
 void rt_blas_threads(int threads);

@@ -600,15 +600,19 @@ static void test_layernorm(void)
 static void test_cross_entropy(void)
 {
     char nm[160];
-    const int64_t shapes[][2] = {{1, 1}, {2, 10}, {37, 10}, {300, 65}, {5, 1000}, {1, 3}};
+    /* rows, classes, wide: logits on a coarse grid in [-4, 4] (rows with tied maxima),
+     * or wide: spread over [-60, 60] (exp far into its range, down to underflow) */
+    const int64_t shapes[][3] = {{1, 1, 0},  {2, 10, 0}, {37, 10, 0}, {300, 65, 0},
+                                 {5, 1000, 0}, {1, 3, 0}, {41, 7, 1},  {9, 301, 1}};
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         int64_t R = shapes[si][0], C = shapes[si][1], n = R * C;
+        int wide = (int)shapes[si][2];
         char tag[64];
-        snprintf(tag, sizeof tag, "%lldx%lld", (long long)R, (long long)C);
+        snprintf(tag, sizeof tag, "%lldx%lld%s", (long long)R, (long long)C, wide ? " wide" : "");
         float *z = fvec(n);
         int32_t *t = malloc((size_t)R * sizeof(int32_t));
-        for (int64_t i = 0; i < n; i++)  /* a grid, so that rows have tied maxima */
-            z[i] = roundf(z[i] * 8.0f) / 2.0f;
+        for (int64_t i = 0; i < n; i++)
+            z[i] = wide ? z[i] * 60.0f : roundf(z[i] * 8.0f) / 2.0f;
         for (int64_t r = 0; r < R; r++)
             t[r] = (int32_t)((r * 7 + 3) % C);
         if (R >= 2 && C >= 3) {  /* row 0: the target is the first of two maxima */
