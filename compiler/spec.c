@@ -13,10 +13,6 @@
 #include <string.h>
 #include "trainc.h"
 
-/* From runtime/config.c: rt_config_set knowing the JSON type of the value, so that
- * "batch_size": "32" is an error. Declared here because rt.h is frozen. */
-int rt_config_set_typed(rt_train_config *c, const char *key, int jtype, const char *value,
-                        char *err, size_t errlen);
 
 const OpInfo op_info[OP__COUNT] = {
 #define X(kind, name, keys, cls) [kind] = {name, keys, cls},
@@ -186,7 +182,7 @@ static void check_keys(const Ctx *c, const cJSON *obj, const char *path,
 
 static void need_object(const Ctx *c, const cJSON *v, const char *path, const char *what)
 {
-    char b[96];
+    char b[300];
     if (!cJSON_IsObject(v))
         error_at(c->file, path, "expected %s, got %s", what, got(v, b, sizeof b));
 }
@@ -210,7 +206,7 @@ static int64_t get_int(const Ctx *c, const cJSON *v, const char *path, int64_t m
 
 static double get_number(const Ctx *c, const cJSON *v, const char *path)
 {
-    char b[96];
+    char b[300];
     if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
         error_at(c->file, path, "expected a number, got %s", got(v, b, sizeof b));
     return v->valuedouble;
@@ -218,7 +214,7 @@ static double get_number(const Ctx *c, const cJSON *v, const char *path)
 
 static int get_bool(const Ctx *c, const cJSON *v, const char *path)
 {
-    char b[96];
+    char b[300];
     if (!cJSON_IsBool(v))
         error_at(c->file, path, "expected true or false, got %s", got(v, b, sizeof b));
     return cJSON_IsTrue(v);
@@ -226,7 +222,7 @@ static int get_bool(const Ctx *c, const cJSON *v, const char *path)
 
 static const char *get_string(const Ctx *c, const cJSON *v, const char *path)
 {
-    char b[96];
+    char b[300];
     if (!cJSON_IsString(v))
         error_at(c->file, path, "expected a string, got %s", got(v, b, sizeof b));
     return v->valuestring;
@@ -236,7 +232,7 @@ static const char *get_string(const Ctx *c, const cJSON *v, const char *path)
 static int get_choice(const Ctx *c, const cJSON *v, const char *path,
                       const char *const *words)
 {
-    char b[96];
+    char b[300];
     if (!cJSON_IsString(v)) {
         char *list = join(words);
         error_at(c->file, path, "expected one of %s, got %s", list, got(v, b, sizeof b));
@@ -486,7 +482,7 @@ static void parse_inputs(const Ctx *c, const cJSON *v, const char *path)
 
         char *sp = path_key(ip, "shape");
         const cJSON *shape = require(c, ch, ip, "shape");
-        char b[96];
+        char b[300];
         if (!cJSON_IsArray(shape))
             error_at(c->file, sp, "expected an array of sizes (per sample), got %s",
                      got(shape, b, sizeof b));
@@ -534,7 +530,7 @@ static void parse_init(const Ctx *c, const cJSON *v, const char *path, Init *ini
 {
     static const char *const kinds[] = {"default", "normal", "gpt2", NULL};
     static const char *const keys[] = {"type", "std", NULL};
-    char b[96];
+    char b[300];
     if (cJSON_IsString(v)) {
         int k = get_choice(c, v, path, kinds);
         if (k == INIT_NORMAL)
@@ -610,7 +606,7 @@ static Layer *parse_layer(const Ctx *c, const cJSON *v, const char *path);
 
 static void parse_body(const Ctx *c, Layer *l, const cJSON *v, const char *path)
 {
-    char b[96];
+    char b[300];
     if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) == 0)
         error_at(c->file, path, "expected a non-empty array of layers, got %s",
                  cJSON_IsArray(v) ? "[]" : got(v, b, sizeof b));
@@ -628,7 +624,7 @@ static void parse_body(const Ctx *c, Layer *l, const cJSON *v, const char *path)
 static void parse_layer_key(const Ctx *c, Layer *l, const char *key, const cJSON *v,
                             const char *path)
 {
-    char b[96];
+    char b[300];
     if (!strcmp(key, "out"))
         l->out = get_int(c, v, path, 1, MAX_DIM);
     else if (!strcmp(key, "kernel"))
@@ -942,7 +938,7 @@ static void parse_model(const Ctx *c, const cJSON *m)
     parse_inputs(c, require(c, m, mp, "inputs"), "$.model.inputs");
 
     const cJSON *layers = require(c, m, mp, "layers");
-    char b[96];
+    char b[300];
     if (!cJSON_IsArray(layers) || cJSON_GetArraySize(layers) == 0)
         error_at(c->file, "$.model.layers", "expected a non-empty array of layers, got %s",
                  cJSON_IsArray(layers) ? "[]" : got(layers, b, sizeof b));
@@ -1059,7 +1055,7 @@ static void set_or_fail(const Ctx *c, const char *key, int jtype, const char *va
 
 static void parse_data_files(const Ctx *c, const cJSON *v, const char *path, const char *what)
 {
-    char b[96];
+    char b[300];
     if (cJSON_IsNull(v) && !strcmp(what, "val")) {
         set_or_fail(c, "data.val", 'z', "null", path);
         return;
@@ -1216,9 +1212,11 @@ static void walk_train(const Ctx *c, const cJSON *obj, const char *prefix, const
             char *full = *prefix ? xasprintf("%s.%s", prefix, ch->string)
                                  : xstrdup(ch->string);
             int kind = strchr(ch->string, '.') ? 0 : key_kind(full);
-            if (!kind)
+            if (!kind) {
+                free(full);   /* unknown() exits; nothing may look leaked under LSan */
                 unknown(c, cp, "key", ch->string, child_keys(prefix), NULL);
-            char b[96];
+            }
+            char b[300];
             if (cJSON_IsObject(ch) && (kind & 2)) {
                 if (kind & 1)
                     set_or_fail(c, full, 'o', "{}", cp);
@@ -1259,7 +1257,7 @@ static void check_top(const char *file, const cJSON *doc)
     check_keys(&c, doc, "$", keys);
     const cJSON *v = member(doc, "trainc");
     if (v) {
-        char b[96];
+        char b[300];
         if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble))
             error_at(file, "$.trainc", "expected the spec version 1, got %s",
                      got(v, b, sizeof b));

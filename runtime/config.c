@@ -64,7 +64,8 @@ typedef struct Field {
  *     type's defaults (sgd: weight_decay 0, momentum 0, nesterov false), keeping lr.
  *   schedule: constant, warmup_steps 0, final_lr_frac 0 (cosine/linear end at
  *     lr * final_lr_frac), every_steps 1000 and gamma 0.1 (step: lr *= gamma every
- *     every_steps optimizer steps, counted after warmup).
+ *     every_steps optimizer steps).
+ *   Counts that may be null store -1, reals NAN, out_dir "" (rt.h).
  *   validate.every_epochs 1, every_steps null, batches null (= the whole val set).
  *   early_stopping null; once enabled (any subkey, or {}): val_loss, min, patience 3,
  *     min_delta 0, no thresholds, check_finite true.
@@ -111,7 +112,7 @@ typedef struct Field {
     X("recompute", "none", ENUM(recompute, "none selective full auto"))                 \
     X("memory_budget_mb", "null", REAL_OR_NULL(memory_budget_mb, R_POS))                \
     X("distributed.strategy", "ddp", ENUM(dist, "ddp zero1 zero2"))                     \
-    X("loader.workers", "2", INT(workers, 1, 256))                                      \
+    X("loader.workers", "2", INT(workers, 0, 256))                                      \
     X("loader.prefetch", "4", INT(prefetch, 1, 1024))                                   \
     X("loader.shuffle", "true", BOOL(shuffle))                                          \
     X("loader.drop_last", "true", BOOL(drop_last))                                      \
@@ -698,10 +699,7 @@ static int unknown_key(const char *raw_key, char *err, size_t errlen)
 /* rt_config_set with the JSON type of the value the text came from ('n' number,
  * 's' string, 'b' boolean, 'z' null, 'a' array rendered "A,B", 'o' object), or 0
  * for text from a command line. The compiler needs it so that "batch_size": "32"
- * is an error although --set batch_size=32 is fine. (Not in rt.h, which is frozen;
- * spec.c declares it.) */
-int rt_config_set_typed(rt_train_config *c, const char *key, int jtype, const char *value,
-                        char *err, size_t errlen);
+ * is an error although --set batch_size=32 is fine. */
 int rt_config_set_typed(rt_train_config *c, const char *key, int jtype, const char *value,
                         char *err, size_t errlen)
 {

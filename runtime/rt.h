@@ -86,6 +86,11 @@ void rt_config_defaults(rt_train_config *c);
  * for an unknown key, suggests the closest known one). */
 int rt_config_set(rt_train_config *c, const char *key, const char *value, char *err,
                   size_t errlen);
+/* rt_config_set knowing the JSON type of the value ('n' number, 's' string, 'b'
+ * boolean, 'z' null, 'a' array rendered "A,B", 'o' object; 0 for command-line text),
+ * so that "batch_size": "32" in a spec is an error while --set batch_size=32 is not. */
+int rt_config_set_typed(rt_train_config *c, const char *key, int jtype, const char *value,
+                        char *err, size_t errlen);
 /* Checks the cross-field rules; returns 0 or -1 with a message. */
 int rt_config_validate(const rt_train_config *c, char *err, size_t errlen);
 /* Writes every field as "key=value" lines, the inverse of rt_config_set, in a fixed

@@ -40,7 +40,7 @@ def case(name, in_shape, layers, loss="cross_entropy", classes=4, target_shape=(
                   "layers": layers,
                   "loss": {"op": loss, "target": "y"}},
         "train": {"data": {"train": {"x": name + "_x.npy", "y": name + "_y.npy"}},
-                  "batch_size": 8, "epochs": 1, "loader": {"shuffle": False, "workers": 1}},
+                  "batch_size": 8, "epochs": 1, "loader": {"shuffle": False, "workers": 0}},
     }
     path = os.path.join(OUT, name + ".json")
     with open(path, "w") as f:

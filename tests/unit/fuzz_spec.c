@@ -27,8 +27,6 @@
 #include <unistd.h>
 #include "trainc.h"
 
-enum { EXIT_SANITIZER = 86 };
-
 /* Sanitizer reports end the child with a status of their own, not our 1. */
 const char *__asan_default_options(void);
 const char *__asan_default_options(void) { return "exitcode=86:detect_leaks=0"; }
@@ -89,10 +87,17 @@ static void child_exit(int status, void *arg)
     _exit(status);
 }
 
+static char path[64], errpath[64];
+
+static void remove_temp(void)
+{
+    unlink(path);
+    unlink(errpath);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static char path[64], errpath[64];
     if (!shared && n_counters()) {
         shared = mmap(NULL, n_counters(), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
                       -1, 0);
@@ -104,6 +109,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!path[0]) {
         snprintf(path, sizeof path, "/tmp/fuzz_spec_%d.json", (int)getpid());
         snprintf(errpath, sizeof errpath, "/tmp/fuzz_spec_%d.err", (int)getpid());
+        atexit(remove_temp);     /* children leave through child_exit, before this */
     }
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     if (fd < 0 || write(fd, data, size) != (ssize_t)size || close(fd) != 0)

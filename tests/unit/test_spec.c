@@ -248,7 +248,7 @@ static void test_errors(void)
     check_error("batch_size", "", "expected an integer >= 1, got ''");
     check_error("batch_size", " 3", "expected an integer >= 1");
     check_error("epochs", "0", "expected an integer >= 1 or null, got 0");
-    check_error("loader.workers", "300", "expected an integer in [1, 256], got 300");
+    check_error("loader.workers", "300", "expected an integer in [0, 256], got 300");
     check_error("optimizer.type", "adam",
                 "expected one of sgd, adamw, got 'adam'; did you mean 'adamw'?");
     check_error("optimizer.type", "lbfgs", "expected one of sgd, adamw, got 'lbfgs'");
