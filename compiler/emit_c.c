@@ -310,7 +310,8 @@ static void emit_host_c(Program *p, Buf *b)
         terms /= g->pred->shape[g->pred->rank - 1];
     buf_puts(b, "const rt_model trainc_model = {\n    .abi = RT_ABI_VERSION,\n    .name = ");
     c_string(b, s->name);
-    buf_printf(b, ",\n    .spec_hash = \"%s\",\n    .data_dir = TRAINC_DATA_DIR,\n", s->hash);
+    buf_printf(b, ",\n    .spec_hash = \"%s\",\n    .model_hash = \"%s\",\n    .data_dir = TRAINC_DATA_DIR,\n",
+               s->hash, s->model_hash);
     buf_printf(b, "    .n_params = %d,\n    .params = params,\n    .param_floats = %lld,\n",
                g->n_params, (long long)g->param_floats);
     buf_printf(b, "    .n_inputs = %d,\n    .inputs = inputs,\n", s->n_inputs);

@@ -1366,6 +1366,7 @@ void spec_finish(Spec *s)
         if (c->s == s && c->model_json)
             model_json = c->model_json;
     uint64_t h = fnv1a(0xcbf29ce484222325ull, model_json);
+    snprintf(s->model_hash, sizeof s->model_hash, "%016llx", (unsigned long long)h);
     for (int i = 0; i < s->n_train_lines; i++) {
         h = fnv1a(h, s->train_lines[i]);
         h = fnv1a(h, "\n");

@@ -84,6 +84,7 @@ typedef struct Spec {
     char **train_lines;       /* rt_config_dump(&train): the canonical form */
     int n_train_lines;
     char hash[17];            /* FNV-1a 64 of the canonical model JSON and train lines, hex */
+    char model_hash[17];      /* FNV-1a 64 of the canonical model JSON alone */
 } Spec;
 
 /* Reads one file (both "model" and "train") or two (model, then train); checks JSON

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -25,11 +26,16 @@ typedef struct Opts {
 
 static volatile sig_atomic_t g_signal;
 
+/* The first SIGINT/SIGTERM asks the loop to stop at the next step boundary (it writes
+ * a checkpoint and exits 130); a second one leaves at once. Checkpoints are written
+ * to a temporary folder and renamed, so leaving mid-write cannot damage the last one. */
 static void on_signal(int sig)
 {
-    if (g_signal) {            /* a second signal: leave now */
-        signal(sig, SIG_DFL);
-        raise(sig);
+    if (g_signal) {
+        static const char msg[] = "\ntrainc: second signal: exiting now (the last complete checkpoint is intact)\n";
+        ssize_t w = write(2, msg, sizeof msg - 1);
+        (void)w;
+        _exit(RT_EXIT_INTERRUPTED);
     }
     g_signal = sig;
 }
@@ -142,10 +148,8 @@ static void refuse_unsupported(const rt_model *m, const Opts *o, const rt_train_
 {
     if (c->device == RT_DEVICE_CUDA)
         rt_input_error("this trainer was built for the CPU only; the CUDA backend is not supported yet (use --device cpu)");
-    if (o->resume)
-        rt_input_error("--resume: checkpoints are not supported yet in this release");
-    if (c->has_checkpoint)
-        rt_input_error("$.train.checkpoint: checkpoints are not supported yet in this release; set \"checkpoint\": null");
+    if (o->resume && o->init)
+        rt_input_error("--init and --resume exclude each other: a resumed run continues from its checkpoint's weights");
     if (c->recompute != RT_RECOMPUTE_NONE)
         rt_input_error("$.train.recompute: only \"none\" is supported yet");
     if (!isnan(c->memory_budget_mb))
@@ -258,51 +262,11 @@ static Eval validate(Run *r)
     return ev;
 }
 
-/* ---- early stopping (PyTorch Lightning's EarlyStopping) -------------------------- */
-
-typedef struct Stopper {
-    double best;
-    int64_t wait;
-    int reason;                /* 0, or END_* */
-} Stopper;
-
 enum { END_EPOCHS, END_MAX_STEPS, END_MAX_TIME, END_EARLY, END_DIVERGED, END_INTERRUPTED };
 static const char *const end_names[] = {"epochs", "max_steps", "max_time", "early_stopping",
                                         "diverged", "interrupted"};
 
 static int better(int mode, double a, double b) { return mode == RT_MODE_MIN ? a < b : a > b; }
-
-/* Returns 0 to go on, or the END_* reason to stop. */
-static int early_stop_check(const rt_train_config *c, Stopper *s, double v, char *why, size_t n)
-{
-    if (c->es_check_finite && !isfinite(v)) {
-        snprintf(why, n, "the monitored value is %g, not finite", v);
-        return END_DIVERGED;
-    }
-    if (!isnan(c->es_stopping_threshold) && better(c->es_mode, v, c->es_stopping_threshold)) {
-        snprintf(why, n, "the monitored value %g reached stopping_threshold %g", v,
-                 c->es_stopping_threshold);
-        return END_EARLY;
-    }
-    if (!isnan(c->es_divergence_threshold) && better(c->es_mode, -v, -c->es_divergence_threshold)) {
-        snprintf(why, n, "the monitored value %g passed divergence_threshold %g", v,
-                 c->es_divergence_threshold);
-        return END_DIVERGED;
-    }
-    double delta = c->es_mode == RT_MODE_MIN ? -c->es_min_delta : c->es_min_delta;
-    if (better(c->es_mode, v - delta, s->best)) {
-        s->best = v;
-        s->wait = 0;
-        return 0;
-    }
-    s->wait++;
-    if (s->wait >= c->es_patience) {
-        snprintf(why, n, "no improvement in %lld validation checks (best %g)", (long long)s->wait,
-                 s->best);
-        return END_EARLY;
-    }
-    return 0;
-}
 
 /* ---- gradient check (developer option) ------------------------------------------- */
 
@@ -382,26 +346,82 @@ static int gradcheck(Run *r)
 
 /* ---- the run ---------------------------------------------------------------------- */
 
-static void metrics_start(Run *r, int threads)
+static void metrics_start(Run *r, int threads, int64_t resumed_from)
 {
-    char buf[1024];
+    char buf[1024], res[64] = "";
     const char *prec[] = {"fp32", "bf16-mixed", "fp16-mixed"};
-    snprintf(buf, sizeof buf,
-             "{\"event\":\"start\",\"model\":\"%s\",\"params\":%lld,\"device\":\"cpu\",\"precision\":\"%s\","
-             "\"arena_bytes\":%lld,\"param_bytes\":%lld,\"optimizer_bytes\":%lld,\"ranks\":1,"
-             "\"threads\":%d,\"batch_size\":%lld,\"spec_hash\":\"%s\"}",
-             r->m->name, (long long)0, prec[RT_PREC_FP32],
-             (long long)(r->e.Bmax * r->m->arena_row_bytes), (long long)(r->m->param_floats * 4),
-             (long long)(rt_optim_state_floats(&r->c, r->m) * 4), threads,
-             (long long)r->c.batch_size, r->m->spec_hash);
     int64_t np = 0;
     for (int i = 0; i < r->m->n_params; i++)
         np += r->m->params[i].numel;
-    char *at = strstr(buf, "\"params\":0,");
-    char tail[1024];
-    snprintf(tail, sizeof tail, "%s", at + strlen("\"params\":0,"));
-    snprintf(at, sizeof buf - (size_t)(at - buf), "\"params\":%lld,%s", (long long)np, tail);
+    if (resumed_from >= 0)
+        snprintf(res, sizeof res, ",\"resumed_from\":%lld", (long long)resumed_from);
+    snprintf(buf, sizeof buf,
+             "{\"event\":\"start\",\"model\":\"%s\",\"params\":%lld,\"device\":\"cpu\",\"precision\":\"%s\","
+             "\"arena_bytes\":%lld,\"param_bytes\":%lld,\"optimizer_bytes\":%lld,\"ranks\":1,"
+             "\"threads\":%d,\"batch_size\":%lld,\"spec_hash\":\"%s\"%s}",
+             r->m->name, (long long)np, prec[RT_PREC_FP32],
+             (long long)(r->e.Bmax * r->m->arena_row_bytes), (long long)(r->m->param_floats * 4),
+             (long long)(rt_optim_state_floats(&r->c, r->m) * 4), threads,
+             (long long)r->c.batch_size, r->m->spec_hash, res);
     rt_metrics_line(r->mt, buf);
+}
+
+static int64_t file_size(const char *dir, const char *name)
+{
+    char p[RT_PATH_MAX + 64];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    struct stat st;
+    return stat(p, &st) == 0 ? (int64_t)st.st_size : 0;
+}
+
+static void write_val_record(Run *r, const rt_loop_state *s)
+{
+    char buf[512], a[32], b[32];
+    if (r->m->loss == RT_LOSS_CROSS_ENTROPY)
+        snprintf(buf, sizeof buf, "{\"step\":%lld,\"epoch\":%lld,\"val_loss\":%s,\"val_acc\":%s}",
+                 (long long)s->step, (long long)s->epoch, rt_json_num(a, s->last_val_loss),
+                 rt_json_num(b, s->last_val_acc));
+    else
+        snprintf(buf, sizeof buf, "{\"step\":%lld,\"epoch\":%lld,\"val_loss\":%s}", (long long)s->step,
+                 (long long)s->epoch, rt_json_num(a, s->last_val_loss));
+    rt_metrics_line(r->mt, buf);
+    rt_metrics_val_point(r->mt, s->step, s->last_val_loss);
+}
+
+/* Runs validation and records it; updates best.safetensors for a validation monitor. */
+static void validation(Run *r, rt_loop_state *s, int best_mode)
+{
+    Eval ev = validate(r);
+    s->last_val_step = s->step;
+    s->last_val_loss = ev.loss;
+    s->last_val_acc = ev.acc;
+    write_val_record(r, s);
+    rt_metrics_plot(r->mt);
+    if (ev.loss < s->best_val)
+        s->best_val = ev.loss;
+    int mon = r->c.has_early_stopping ? r->c.es_monitor : RT_MON_VAL_LOSS;
+    if (mon != RT_MON_LOSS) {
+        double v = mon == RT_MON_VAL_LOSS ? ev.loss : ev.acc;
+        if (isfinite(v) && better(best_mode, v, s->best_mon)) {
+            s->best_mon = v;
+            s->best_step = s->step;
+            save_weights(r, "best.safetensors");
+        }
+    }
+}
+
+static void checkpoint(Run *r, rt_loop_state *s)
+{
+    s->metrics_bytes = file_size(r->out, "metrics.jsonl");
+    int n;
+    char **lines = rt_config_dump(&r->c, &n);
+    s->elapsed = rt_now() - r->t0;
+    if (rt_ckpt_save(r->out, r->m, &r->c, s, r->params, r->state, lines, n) != 0)
+        rt_fail("cannot write a checkpoint in %s/checkpoints: %s (is the disk full?)", r->out,
+                strerror(errno));
+    for (int i = 0; i < n; i++)
+        free(lines[i]);
+    free(lines);
 }
 
 int rt_main(const rt_model *m, int argc, char **argv)
@@ -466,40 +486,73 @@ int rt_main(const rt_model *m, int argc, char **argv)
     if (r->o.gradcheck)
         return gradcheck(r);
 
-    /* the output folder */
+    /* the output folder; --resume continues in the run's own folder */
     if (r->o.out)
         snprintf(r->out, sizeof r->out, "%s", r->o.out);
+    else if (r->o.resume)
+        snprintf(r->out, sizeof r->out, "%s", r->o.resume);
     else if (c->out_dir[0])
         snprintf(r->out, sizeof r->out, "%s", c->out_dir);
     else
         snprintf(r->out, sizeof r->out, "runs/%s", m->name);
+
+    rt_loop_state st = {0}, *s = &st;
+    int best_mode = c->has_early_stopping ? c->es_mode : RT_MODE_MIN;
+    s->es_best = c->es_mode == RT_MODE_MIN ? INFINITY : -INFINITY;
+    s->best_val = INFINITY;
+    s->best_mon = best_mode == RT_MODE_MIN ? INFINITY : -INFINITY;
+    s->best_step = -1;
+    s->last_val_step = -1;
+    s->last_val_loss = s->last_val_acc = s->last_loss = NAN;
+    int64_t resumed_from = -1;
+    if (r->o.resume) {
+        char ck[RT_PATH_MAX + 64];
+        if (rt_ckpt_latest(r->o.resume, ck, sizeof ck) != 0)
+            rt_input_error("--resume %s: no complete checkpoint in %s/checkpoints", r->o.resume,
+                           r->o.resume);
+        int n;
+        char **lines = rt_config_dump(c, &n);
+        rt_ckpt_load(ck, m, c, s, r->params, r->state, lines, n);
+        for (int i = 0; i < n; i++)
+            free(lines[i]);
+        free(lines);
+        resumed_from = s->step;
+        /* records after the checkpoint (a crash) are dropped: the file reads as one run */
+        char mp[RT_PATH_MAX + 32];
+        snprintf(mp, sizeof mp, "%s/metrics.jsonl", r->out);
+        if (strcmp(r->out, r->o.resume) == 0 && file_size(r->out, "metrics.jsonl") > s->metrics_bytes &&
+            truncate(mp, s->metrics_bytes) != 0)
+            rt_fail("cannot truncate %s: %s", mp, strerror(errno));
+        fprintf(stderr, "trainc: resuming %s from step %lld (epoch %lld)\n", ck, (long long)s->step,
+                (long long)s->epoch);
+    }
     if (rt_mkdir_p(r->out) != 0)
         rt_fail("cannot create the output folder %s: %s", r->out, strerror(errno));
-    r->mt = rt_metrics_open(r->out, 0);
-    metrics_start(r, threads);
+    r->mt = rt_metrics_open(r->out, r->o.resume != NULL);
+    r->t0 = rt_now() - s->elapsed;
+    metrics_start(r, threads, resumed_from);
 
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
 
-    Stopper es = {.best = c->es_mode == RT_MODE_MIN ? INFINITY : -INFINITY};
-    double best_val = INFINITY;
-    int best_mode = c->has_early_stopping ? c->es_mode : RT_MODE_MIN;
-    double best_mon = best_mode == RT_MODE_MIN ? INFINITY : -INFINITY;
+    rt_stopper es = {.best = s->es_best, .wait = s->es_wait};
     int end = -1;
     char why[256] = "";
-    int64_t step = 0, epoch = 0;
-    double log_loss = 0, log_t = rt_now(), since_val_loss = 0;
-    int64_t log_n = 0, log_samples = 0, since_val_n = 0, last_val_step = -1;
-    double last_loss = NAN;
-    Eval last_eval = {NAN, NAN, 0};
+    double log_t = rt_now();
+    /* a checkpoint taken at an epoch's end leaves batch == batches: roll over */
+    if (s->batch >= r->batches_per_epoch) {
+        s->epoch++;
+        s->batch = 0;
+    }
+    if (c->epochs > 0 && s->epoch >= c->epochs)
+        end = END_EPOCHS;
+    if (c->max_steps > 0 && s->step >= c->max_steps)
+        end = END_MAX_STEPS;
 
     while (end < 0) {
-        rt_loader_start(r->tl, epoch, 0);
-        int64_t b_index = 0;
+        rt_loader_start(r->tl, s->epoch, s->batch);
         for (;;) {
-            int64_t k = r->batches_per_epoch - b_index;
-            if (k <= 0)
-                break;
+            int64_t k = r->batches_per_epoch - s->batch;
             if (k > c->accumulate)
                 k = c->accumulate;
             memset(r->grads, 0, (size_t)m->param_floats * sizeof(float));
@@ -510,170 +563,135 @@ int rt_main(const rt_model *m, int argc, char **argv)
                 if (!b)
                     rt_die("loader ended early");
                 bind_batch(r, b);
-                r->e.rng_key = mix(mix(c->seed, (uint64_t)step), (uint64_t)j);
+                r->e.rng_key = mix(mix(c->seed, (uint64_t)s->step), (uint64_t)j);
                 r->e.grad_scale = (float)(1.0 / ((double)b->rows * (double)m->loss_terms * (double)k));
                 m->forward(&r->e, 1);
                 m->backward(&r->e);
                 step_loss += r->e.loss_sum / (double)r->e.terms;
                 samples += b->rows;
             }
-            b_index += k;
             step_loss /= (double)k;
-            double norm = rt_grad_norm(r->e.rt, m, r->grads);
             if (!isfinite(step_loss)) {
                 end = END_DIVERGED;
                 snprintf(why, sizeof why, "the training loss is %g at step %lld", step_loss,
-                         (long long)step + 1);
+                         (long long)s->step + 1);
                 break;
             }
+            double norm = rt_grad_norm(r->e.rt, m, r->grads);
             /* clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is < 1 */
             float coef = isnan(c->grad_clip) ? 1.0f : (float)(c->grad_clip / (norm + 1e-6));
-            double lr = rt_lr_at(c, step, r->total_steps > 0 ? r->total_steps : 1);
-            rt_optim_step(r->e.rt, c, m, r->params, r->grads, r->state, step + 1, lr, coef,
+            double lr = rt_lr_at(c, s->step, r->total_steps > 0 ? r->total_steps : 1);
+            rt_optim_step(r->e.rt, c, m, r->params, r->grads, r->state, s->step + 1, lr, coef,
                           coef < 1.0f);
-            step++;
-            last_loss = step_loss;
-            log_loss += step_loss;
-            log_n++;
-            log_samples += samples;
-            since_val_loss += step_loss;
-            since_val_n++;
+            s->batch += k;
+            s->step++;
+            s->last_loss = step_loss;
+            s->log_loss += step_loss;
+            s->log_n++;
+            s->log_samples += samples;
+            s->since_val_loss += step_loss;
+            s->since_val_n++;
             double now = rt_now();
-            if (step % c->log_every == 0) {
+            if (s->step % c->log_every == 0) {
                 char buf[512], a[32], bb[32], cc[32], d[32];
-                double sps = (double)log_samples / fmax(now - log_t, 1e-9);
+                double sps = (double)s->log_samples / fmax(now - log_t, 1e-9);
+                double mean = s->log_loss / (double)s->log_n;
                 snprintf(buf, sizeof buf,
                          "{\"step\":%lld,\"epoch\":%lld,\"loss\":%s,\"lr\":%s,\"grad_norm\":%s,\"samples_per_s\":%s,\"time_s\":%.3f}",
-                         (long long)step, (long long)epoch, rt_json_num(a, log_loss / (double)log_n),
+                         (long long)s->step, (long long)s->epoch, rt_json_num(a, mean),
                          rt_json_num(bb, lr), rt_json_num(cc, norm), rt_json_num(d, sps), now - r->t0);
                 rt_metrics_line(r->mt, buf);
-                rt_metrics_train_point(r->mt, step, log_loss / (double)log_n);
-                rt_progress(r->o.quiet, step, r->total_steps, epoch, log_loss / (double)log_n, sps,
-                            now - r->t0);
-                log_loss = 0;
-                log_n = 0;
-                log_samples = 0;
+                rt_metrics_train_point(r->mt, s->step, mean);
+                rt_progress(r->o.quiet, s->step, r->total_steps, s->epoch, mean, sps, now - r->t0);
+                s->log_loss = 0;
+                s->log_n = 0;
+                s->log_samples = 0;
                 log_t = now;
             }
-            int val_now = r->has_val && c->val_every_steps > 0 && step % c->val_every_steps == 0;
-            int epoch_end = b_index >= r->batches_per_epoch;
+            int epoch_end = s->batch >= r->batches_per_epoch;
+            int val_now = r->has_val && c->val_every_steps > 0 && s->step % c->val_every_steps == 0;
             if (r->has_val && epoch_end && c->val_every_epochs > 0 &&
-                (epoch + 1) % c->val_every_epochs == 0)
+                (s->epoch + 1) % c->val_every_epochs == 0)
                 val_now = 1;
-            int es_now = val_now || (!r->has_val && epoch_end && c->has_early_stopping);
-            if (val_now) {
-                last_eval = validate(r);
-                last_val_step = step;
-                char buf[512], a[32], bb[32];
-                if (m->loss == RT_LOSS_CROSS_ENTROPY)
-                    snprintf(buf, sizeof buf, "{\"step\":%lld,\"epoch\":%lld,\"val_loss\":%s,\"val_acc\":%s}",
-                             (long long)step, (long long)epoch, rt_json_num(a, last_eval.loss),
-                             rt_json_num(bb, last_eval.acc));
-                else
-                    snprintf(buf, sizeof buf, "{\"step\":%lld,\"epoch\":%lld,\"val_loss\":%s}",
-                             (long long)step, (long long)epoch, rt_json_num(a, last_eval.loss));
-                rt_metrics_line(r->mt, buf);
-                rt_metrics_val_point(r->mt, step, last_eval.loss);
-                rt_metrics_plot(r->mt);
-                if (last_eval.loss < best_val)
-                    best_val = last_eval.loss;
-            }
-            if (es_now) {
+            if (val_now)
+                validation(r, s, best_mode);
+            if (val_now || (!r->has_val && epoch_end && c->has_early_stopping)) {
                 int mon = c->has_early_stopping ? c->es_monitor : RT_MON_VAL_LOSS;
-                double v = mon == RT_MON_VAL_LOSS ? last_eval.loss
-                           : mon == RT_MON_VAL_ACC ? last_eval.acc
-                                                   : since_val_loss / (double)(since_val_n ? since_val_n : 1);
-                since_val_loss = 0;
-                since_val_n = 0;
-                if (isfinite(v) && better(best_mode, v, best_mon)) {
-                    best_mon = v;
+                double v = mon == RT_MON_VAL_LOSS ? s->last_val_loss
+                           : mon == RT_MON_VAL_ACC ? s->last_val_acc
+                                                   : s->since_val_loss / (double)(s->since_val_n ? s->since_val_n : 1);
+                s->since_val_loss = 0;
+                s->since_val_n = 0;
+                if (mon == RT_MON_LOSS && isfinite(v) && better(best_mode, v, s->best_mon)) {
+                    s->best_mon = v;
+                    s->best_step = s->step;
                     if (val_now)
                         save_weights(r, "best.safetensors");
                 }
                 if (c->has_early_stopping) {
-                    int s = early_stop_check(c, &es, v, why, sizeof why);
-                    if (s)
-                        end = s;
+                    int stop = rt_es_check(c, &es, v, why, sizeof why);
+                    s->es_best = es.best;
+                    s->es_wait = es.wait;
+                    if (stop)
+                        end = stop == RT_ES_DIVERGED ? END_DIVERGED : END_EARLY;
                 }
             }
-            if (end >= 0)
-                break;
-            if (c->max_steps > 0 && step >= c->max_steps) {
+            if (epoch_end) {
+                s->epoch++;
+                s->batch = 0;
+                if (end < 0 && c->epochs > 0 && s->epoch >= c->epochs)
+                    end = END_EPOCHS;
+            }
+            if (end < 0 && c->max_steps > 0 && s->step >= c->max_steps)
                 end = END_MAX_STEPS;
-                break;
-            }
-            if (!isnan(c->max_time) && now - r->t0 >= c->max_time) {
+            if (end < 0 && !isnan(c->max_time) && now - r->t0 >= c->max_time)
                 end = END_MAX_TIME;
-                break;
-            }
-            if (g_signal) {
+            if (end < 0 && g_signal)
                 end = END_INTERRUPTED;
+            if (end < 0 && c->has_checkpoint && s->step % c->ckpt_every_steps == 0)
+                checkpoint(r, s);
+            if (end >= 0 || epoch_end)
                 break;
-            }
         }
-        if (end >= 0)
-            break;
-        epoch++;
-        if (c->epochs > 0 && epoch >= c->epochs)
-            end = END_EPOCHS;
     }
     rt_progress_done(r->o.quiet);
     /* a run that stopped between validations ends with one, so the last record tells
      * how good the final weights are */
-    if (r->has_val && last_val_step != step && (end == END_MAX_STEPS || end == END_MAX_TIME)) {
-        last_eval = validate(r);
-        last_val_step = step;
-        char vb[512], a1[32], b1[32];
-        if (m->loss == RT_LOSS_CROSS_ENTROPY)
-            snprintf(vb, sizeof vb, "{\"step\":%lld,\"epoch\":%lld,\"val_loss\":%s,\"val_acc\":%s}",
-                     (long long)step, (long long)epoch, rt_json_num(a1, last_eval.loss),
-                     rt_json_num(b1, last_eval.acc));
-        else
-            snprintf(vb, sizeof vb, "{\"step\":%lld,\"epoch\":%lld,\"val_loss\":%s}", (long long)step,
-                     (long long)epoch, rt_json_num(a1, last_eval.loss));
-        rt_metrics_line(r->mt, vb);
-        rt_metrics_val_point(r->mt, step, last_eval.loss);
-        if (last_eval.loss < best_val)
-            best_val = last_eval.loss;
-        int mon = c->has_early_stopping ? c->es_monitor : RT_MON_VAL_LOSS;
-        if (mon != RT_MON_LOSS) {
-            double v = mon == RT_MON_VAL_LOSS ? last_eval.loss : last_eval.acc;
-            if (isfinite(v) && better(best_mode, v, best_mon)) {
-                best_mon = v;
-                save_weights(r, "best.safetensors");
-            }
-        }
-    }
+    if (r->has_val && s->last_val_step != s->step && (end == END_MAX_STEPS || end == END_MAX_TIME))
+        validation(r, s, best_mode);
 
-    /* the final weights, then the end record */
+    /* the final weights, a checkpoint to continue from, then the end record */
     if (end != END_DIVERGED)
         save_weights(r, "model.safetensors");
+    if (end == END_INTERRUPTED || (c->has_checkpoint && end != END_DIVERGED))
+        checkpoint(r, s);
     if (r->has_val)
         rt_metrics_plot(r->mt);
     char buf[512], a[32];
     double t = rt_now() - r->t0;
     snprintf(buf, sizeof buf, "{\"event\":\"end\",\"reason\":\"%s\",\"step\":%lld,\"best_val_loss\":%s,\"time_s\":%.3f}",
-             end_names[end], (long long)step, rt_json_num(a, r->has_val ? best_val : NAN), t);
+             end_names[end], (long long)s->step, rt_json_num(a, r->has_val ? s->best_val : NAN), t);
     rt_metrics_line(r->mt, buf);
     rt_metrics_close(r->mt);
 
     if (end == END_DIVERGED) {
-        fprintf(stderr, "trainc: diverged: %s.\n  Try a lower optimizer.lr, a grad_clip (e.g. --set grad_clip=1.0), or precision fp32.\n", why);
+        fprintf(stderr, "trainc: diverged: %s.\n  Try a lower optimizer.lr, a grad_clip (e.g. --set grad_clip=1.0), or precision fp32.%s\n",
+                why, c->has_checkpoint ? "\n  The last good checkpoint is kept in checkpoints/." : "");
         return RT_EXIT_DIVERGED;
     }
-    {
-        fprintf(stderr, "trainc: %s after %lld steps (%lld epochs) in %.1f s: loss %.4f", end_names[end],
-                (long long)step, (long long)epoch + (end == END_EPOCHS ? 0 : 1), t, last_loss);
-        if (r->has_val && last_val_step >= 0) {
-            fprintf(stderr, ", val_loss %.4f", last_eval.loss);
-            if (m->loss == RT_LOSS_CROSS_ENTROPY)
-                fprintf(stderr, ", val_acc %.2f%%", 100.0 * last_eval.acc);
-        }
-        if (end == END_EARLY)
-            fprintf(stderr, " (%s)", why);
-        fprintf(stderr, "\n  outputs in %s/\n", r->out);
+    fprintf(stderr, "trainc: %s after %lld steps in %.1f s: loss %.4f", end_names[end],
+            (long long)s->step, t, s->last_loss);
+    if (r->has_val && s->last_val_step >= 0) {
+        fprintf(stderr, ", val_loss %.4f", s->last_val_loss);
+        if (m->loss == RT_LOSS_CROSS_ENTROPY)
+            fprintf(stderr, ", val_acc %.2f%%", 100.0 * s->last_val_acc);
     }
-    if (end == END_INTERRUPTED)
+    if (end == END_EARLY)
+        fprintf(stderr, " (%s)", why);
+    fprintf(stderr, "\n  outputs in %s/\n", r->out);
+    if (end == END_INTERRUPTED) {
+        fprintf(stderr, "  interrupted: a checkpoint was written; continue with --resume %s\n", r->out);
         return RT_EXIT_INTERRUPTED;
+    }
     return RT_EXIT_OK;
 }

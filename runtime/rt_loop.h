@@ -15,4 +15,48 @@ int64_t rt_optim_state_floats(const rt_train_config *c, const rt_model *m);
 void rt_optim_step(rt_pool *pool, const rt_train_config *c, const rt_model *m, float *params,
                    const float *grads, float *state, int64_t t, double lr, float gscale, int clip);
 
+/* Early stopping with PyTorch Lightning's semantics (earlystop.c). */
+typedef struct rt_stopper {
+    double best;
+    int64_t wait;              /* validation checks without improvement */
+} rt_stopper;
+enum { RT_ES_GO_ON, RT_ES_STOP, RT_ES_DIVERGED };
+void rt_es_init(rt_stopper *s, const rt_train_config *c);
+/* One validation check's monitored value; returns RT_ES_* and says why in `why`. */
+int rt_es_check(const rt_train_config *c, rt_stopper *s, double v, char *why, size_t n);
+
+/* Everything the loop carries from step to step that is not weights or optimizer
+ * state: with it, a resumed run continues bit for bit (ckpt.c). */
+typedef struct rt_loop_state {
+    int64_t step;              /* optimizer steps done */
+    int64_t epoch;             /* the current epoch, from 0 */
+    int64_t batch;             /* batches of this epoch already consumed */
+    double elapsed;            /* training seconds before this process started */
+    double log_loss;           /* sum of step losses since the last train record */
+    int64_t log_n, log_samples;
+    double since_val_loss;     /* for monitor "loss": step losses since the last check */
+    int64_t since_val_n;
+    int64_t last_val_step;
+    double last_val_loss, last_val_acc;
+    double best_val;           /* best val_loss so far (end record) */
+    double best_mon;           /* best monitored value (best.safetensors) */
+    int64_t best_step;
+    double es_best;            /* early stopping: best value and checks without improvement */
+    int64_t es_wait;
+    double last_loss;
+    int64_t metrics_bytes;     /* length of metrics.jsonl when the checkpoint was taken */
+} rt_loop_state;
+
+/* Writes OUT/checkpoints/step_NNNNNNNN atomically and keeps the newest
+ * checkpoint.keep; returns 0 or -1 (errno set). */
+int rt_ckpt_save(const char *out, const rt_model *m, const rt_train_config *c,
+                 const rt_loop_state *s, const float *params, const float *state,
+                 char *const *lines, int nlines);
+/* The newest complete checkpoint folder of run folder OUT, or -1. */
+int rt_ckpt_latest(const char *out, char *path, size_t n);
+/* Loads a checkpoint; exits 1 when it was made by another model or with a training
+ * config that differs in a field that changes the numbers (naming the fields). */
+void rt_ckpt_load(const char *ckpt, const rt_model *m, const rt_train_config *c, rt_loop_state *s,
+                  float *params, float *state, char *const *lines, int nlines);
+
 #endif

@@ -66,6 +66,7 @@ typedef struct rt_model {
     int abi;                   /* RT_ABI_VERSION */
     const char *name;
     const char *spec_hash;     /* identifies model + training spec */
+    const char *model_hash;    /* identifies the model alone (checkpoints) */
     const char *data_dir;      /* data paths in the training spec are relative to it */
     int n_params;
     const rt_param *params;

@@ -33,6 +33,8 @@ check unit/build_kernels  $UCC tests/unit/test_kernels.c runtime/kernels.c runti
 check unit/kernels        $T/test_kernels
 check unit/build_config   $UCC tests/unit/test_spec.c runtime/config.c runtime/util.c -lm -o $T/test_spec
 check unit/config         $T/test_spec
+check unit/build_es       $UCC tests/unit/test_earlystop.c runtime/earlystop.c runtime/config.c runtime/util.c -lm -o $T/test_es
+check unit/earlystop      $T/test_es
 
 # the parser and checker under sanitizers, on the bad-input corpus
 check asan/build          make -s B=build/asan CFLAGS="-O1 -g $SAN" build/asan/trainc
@@ -46,6 +48,7 @@ check gradcheck           bash tests/gradcheck.sh
 
 # whole runs
 check jit_vs_build        bash tests/jit_vs_build.sh
+check resume              bash tests/resume.sh
 check parity/mlp_adamw    $PYTHON tests/torch_parity.py mlp adamw
 check parity/mlp_sgd      $PYTHON tests/torch_parity.py mlp sgd
 check parity/cnn_adamw    $PYTHON tests/torch_parity.py cnn adamw

@@ -1,0 +1,416 @@
+/* ckpt.c: checkpoints that a crash at any instant cannot corrupt, and exact resume.
+ *
+ * OUT/checkpoints/step_NNNNNNNN/ holds
+ *   model.safetensors       the weights
+ *   optimizer.safetensors   AdamW's exp_avg (names "exp_avg.<param>") and exp_avg_sq,
+ *                           or SGD's momentum buffers; absent for plain SGD
+ *   state.json              the loop state (rt_loop_state), the spec hash, the
+ *                           effective training config as key=value lines
+ * Everything is written into checkpoints/.tmp_step_NNNNNNNN/, each file fsynced, the
+ * folder fsynced and renamed to its final name, and checkpoints/ fsynced: a folder
+ * named step_* is complete by construction. The data order, the dropout masks and the
+ * learning rate are pure functions of (seed, epoch, step), so the loop state plus the
+ * weights and optimizer state is all an exact continuation needs. */
+#define _GNU_SOURCE
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "rt_loop.h"
+
+/* A model whose parameters are the optimizer state: same names with a prefix, same
+ * shapes, laid out like the parameter region (offsets shifted by `base`). */
+typedef struct StateModel {
+    rt_model m;
+    rt_param *p;
+    char **names;
+} StateModel;
+
+static void state_model(StateModel *s, const rt_model *m, const char *prefix)
+{
+    s->m = *m;
+    s->p = rt_xmalloc((size_t)(m->n_params ? m->n_params : 1) * sizeof *s->p);
+    s->names = rt_xmalloc((size_t)(m->n_params ? m->n_params : 1) * sizeof *s->names);
+    for (int i = 0; i < m->n_params; i++) {
+        s->p[i] = m->params[i];
+        size_t n = strlen(prefix) + strlen(m->params[i].name) + 2;
+        s->names[i] = rt_xmalloc(n);
+        snprintf(s->names[i], n, "%s.%s", prefix, m->params[i].name);
+        s->p[i].name = s->names[i];
+    }
+    s->m.params = s->p;
+}
+
+static void state_model_free(StateModel *s)
+{
+    for (int i = 0; i < s->m.n_params; i++)
+        rt_xfree(s->names[i]);
+    rt_xfree(s->names);
+    rt_xfree(s->p);
+}
+
+/* Optimizer state: [exp_avg | exp_avg_sq] for AdamW, [momentum] for SGD. */
+static int opt_parts(const rt_train_config *c, const char **names)
+{
+    if (c->opt == RT_OPT_ADAMW) {
+        names[0] = "exp_avg";
+        names[1] = "exp_avg_sq";
+        return 2;
+    }
+    if (c->momentum > 0) {
+        names[0] = "momentum_buffer";
+        return 1;
+    }
+    return 0;
+}
+
+static int fsync_path(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_DIRECTORY);
+    if (fd < 0)
+        fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return -1;
+    int rc = fsync(fd);
+    close(fd);
+    return rc;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+static void rm_rf(const char *path) { nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
+/* Doubles survive JSON exactly: %.17g, and the non-finite ones as strings. */
+static cJSON *num(double v)
+{
+    if (isnan(v))
+        return cJSON_CreateString("nan");
+    if (isinf(v))
+        return cJSON_CreateString(v > 0 ? "inf" : "-inf");
+    char b[64];
+    snprintf(b, sizeof b, "%.17g", v);
+    return cJSON_CreateRaw(b);
+}
+
+static double get_num(const cJSON *o, const char *k, const char *file)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    if (cJSON_IsNumber(v))
+        return v->valuedouble;
+    if (cJSON_IsString(v)) {
+        if (!strcmp(v->valuestring, "nan"))
+            return NAN;
+        if (!strcmp(v->valuestring, "inf"))
+            return INFINITY;
+        if (!strcmp(v->valuestring, "-inf"))
+            return -INFINITY;
+    }
+    rt_input_error("%s: missing or bad field '%s' (a damaged checkpoint?)", file, k);
+}
+
+static int64_t get_int(const cJSON *o, const char *k, const char *file)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    if (!cJSON_IsString(v))
+        rt_input_error("%s: missing or bad field '%s' (a damaged checkpoint?)", file, k);
+    char *end;
+    errno = 0;
+    long long x = strtoll(v->valuestring, &end, 10);
+    if (errno || *end)
+        rt_input_error("%s: bad integer in field '%s'", file, k);
+    return x;
+}
+
+static void put_int(cJSON *o, const char *k, int64_t v)
+{
+    char b[32];
+    snprintf(b, sizeof b, "%lld", (long long)v);
+    cJSON_AddItemToObject(o, k, cJSON_CreateString(b)); /* strings: int64 exactly */
+}
+
+#define LOOP_INTS(X)                                                                    \
+    X(step) X(epoch) X(batch) X(log_n) X(log_samples) X(since_val_n) X(last_val_step)   \
+    X(es_wait) X(metrics_bytes) X(best_step)
+#define LOOP_REALS(X)                                                                   \
+    X(elapsed) X(log_loss) X(since_val_loss) X(last_val_loss) X(last_val_acc) X(best_val) \
+    X(best_mon) X(es_best) X(last_loss)
+
+static int write_text(const char *path, const char *text)
+{
+    char tmp[RT_PATH_MAX + 256];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0)
+        return -1;
+    size_t n = strlen(text), off = 0;
+    while (off < n) {
+        ssize_t w = write(fd, text + off, n - off);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            close(fd);
+            return -1;
+        }
+        off += (size_t)w;
+    }
+    if (fsync(fd) != 0 || close(fd) != 0)
+        return -1;
+    return rename(tmp, path);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The names step_* in dir, sorted (zero-padded, so by step). */
+static int list_ckpts(const char *dir, char ***out)
+{
+    DIR *d = opendir(dir);
+    *out = NULL;
+    if (!d)
+        return 0;
+    int n = 0, cap = 0;
+    char **v = NULL;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (strncmp(de->d_name, "step_", 5))
+            continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            v = realloc(v, (size_t)cap * sizeof *v);
+            if (!v)
+                rt_fail("out of memory");
+        }
+        v[n++] = strdup(de->d_name);
+    }
+    closedir(d);
+    if (n)
+        qsort(v, (size_t)n, sizeof *v, cmp_str);
+    *out = v;
+    return n;
+}
+
+int rt_ckpt_save(const char *out, const rt_model *m, const rt_train_config *c,
+                 const rt_loop_state *s, const float *params, const float *state,
+                 char *const *lines, int nlines)
+{
+    char dir[RT_PATH_MAX + 32], tmp[RT_PATH_MAX + 64], fin[RT_PATH_MAX + 64], f[RT_PATH_MAX + 96];
+    snprintf(dir, sizeof dir, "%s/checkpoints", out);
+    if (rt_mkdir_p(dir) != 0)
+        return -1;
+    snprintf(tmp, sizeof tmp, "%s/.tmp_step_%08lld", dir, (long long)s->step);
+    snprintf(fin, sizeof fin, "%s/step_%08lld", dir, (long long)s->step);
+    rm_rf(tmp);
+    if (mkdir(tmp, 0777) != 0)
+        return -1;
+    snprintf(f, sizeof f, "%s/model.safetensors", tmp);
+    if (rt_safetensors_write(f, m, params) != 0)
+        return -1;
+    const char *parts[2];
+    int np = opt_parts(c, parts);
+    for (int k = 0; k < np; k++) {
+        StateModel sm;
+        state_model(&sm, m, parts[k]);
+        snprintf(f, sizeof f, "%s/%s.safetensors", tmp, parts[k]);
+        int rc = rt_safetensors_write(f, &sm.m, state + (size_t)k * (size_t)m->param_floats);
+        state_model_free(&sm);
+        if (rc != 0)
+            return -1;
+    }
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddItemToObject(j, "trainc_checkpoint", cJSON_CreateNumber(1));
+    cJSON_AddItemToObject(j, "model", cJSON_CreateString(m->name));
+    cJSON_AddItemToObject(j, "model_hash", cJSON_CreateString(m->model_hash));
+    cJSON *ls = cJSON_CreateObject();
+#define X(f) put_int(ls, #f, s->f);
+    LOOP_INTS(X)
+#undef X
+#define X(f) cJSON_AddItemToObject(ls, #f, num(s->f));
+    LOOP_REALS(X)
+#undef X
+    cJSON_AddItemToObject(j, "loop", ls);
+    cJSON *tl = cJSON_CreateArray();
+    for (int i = 0; i < nlines; i++)
+        cJSON_AddItemToArray(tl, cJSON_CreateString(lines[i]));
+    cJSON_AddItemToObject(j, "train", tl);
+    char *text = cJSON_Print(j);
+    cJSON_Delete(j);
+    snprintf(f, sizeof f, "%s/state.json", tmp);
+    int rc = text ? write_text(f, text) : -1;
+    free(text);
+    if (rc != 0 || fsync_path(tmp) != 0)
+        return -1;
+    rm_rf(fin);                /* a checkpoint of the same step from an earlier life */
+    if (rename(tmp, fin) != 0 || fsync_path(dir) != 0)
+        return -1;
+    /* keep the newest `keep` */
+    char **names;
+    int n = list_ckpts(dir, &names);
+    int64_t keep = c->has_checkpoint && c->ckpt_keep > 0 ? c->ckpt_keep : 1;
+    for (int i = 0; i < n; i++) {
+        if (i < n - keep) {
+            snprintf(f, sizeof f, "%s/%s", dir, names[i]);
+            rm_rf(f);
+        }
+        free(names[i]);
+    }
+    free(names);
+    return 0;
+}
+
+int rt_ckpt_latest(const char *out, char *path, size_t n)
+{
+    char dir[RT_PATH_MAX + 32];
+    snprintf(dir, sizeof dir, "%s/checkpoints", out);
+    char **names;
+    int k = list_ckpts(dir, &names);
+    if (k == 0)
+        return -1;
+    snprintf(path, n, "%s/%s", dir, names[k - 1]);
+    for (int i = 0; i < k; i++)
+        free(names[i]);
+    free(names);
+    return 0;
+}
+
+/* Fields a resumed run may change: they decide when to stop, log or save, never
+ * what is computed. */
+static int may_differ(const char *key)
+{
+    static const char *const ok[] = {"epochs", "max_steps", "max_time", "log_every", "out_dir",
+                                      "checkpoint", "checkpoint.every_steps", "checkpoint.keep",
+                                      "loader.workers", "loader.prefetch", "device", NULL};
+    for (int i = 0; ok[i]; i++)
+        if (!strcmp(key, ok[i]))
+            return 1;
+    return 0;
+}
+
+static const char *line_value(char *const *lines, int n, const char *key, size_t klen)
+{
+    for (int i = 0; i < n; i++)
+        if (!strncmp(lines[i], key, klen) && lines[i][klen] == '=')
+            return lines[i] + klen + 1;
+    return NULL;
+}
+
+void rt_ckpt_load(const char *ck, const rt_model *m, const rt_train_config *c, rt_loop_state *s,
+                  float *params, float *state, char *const *lines, int nlines)
+{
+    char f[RT_PATH_MAX + 64];
+    snprintf(f, sizeof f, "%s/state.json", ck);
+    FILE *fp = fopen(f, "rb");
+    if (!fp)
+        rt_input_error("%s: cannot open: %s", f, strerror(errno));
+    char *text = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len + 4096 + 1 > cap) {
+            cap = (len + 4096 + 1) * 2;
+            text = realloc(text, cap);
+            if (!text)
+                rt_fail("out of memory");
+        }
+        size_t r = fread(text + len, 1, 4096, fp);
+        len += r;
+        if (r < 4096)
+            break;
+    }
+    fclose(fp);
+    text[len] = 0;
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    if (!j || !cJSON_IsObject(j))
+        rt_input_error("%s: not a trainc checkpoint state (bad JSON)", f);
+    const cJSON *mh = cJSON_GetObjectItemCaseSensitive(j, "model_hash");
+    if (!cJSON_IsString(mh))
+        rt_input_error("%s: missing field 'model_hash'", f);
+    if (strcmp(mh->valuestring, m->model_hash)) {
+        const cJSON *mn = cJSON_GetObjectItemCaseSensitive(j, "model");
+        rt_input_error("%s: this checkpoint was made by a different model (%s, model hash %s; this "
+                       "trainer's model %s has hash %s): layers, shapes or inputs differ",
+                       ck, cJSON_IsString(mn) ? mn->valuestring : "?", mh->valuestring, m->name,
+                       m->model_hash);
+    }
+    /* the training config: every field that changes the numbers must match */
+    const cJSON *tl = cJSON_GetObjectItemCaseSensitive(j, "train");
+    if (!cJSON_IsArray(tl))
+        rt_input_error("%s: missing field 'train'", f);
+    char diffs[1024] = "";
+    int nd = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, tl) {
+        if (!cJSON_IsString(it))
+            rt_input_error("%s: bad field 'train'", f);
+        const char *eq = strchr(it->valuestring, '=');
+        if (!eq)
+            rt_input_error("%s: bad line in 'train'", f);
+        size_t kl = (size_t)(eq - it->valuestring);
+        char key[256];
+        snprintf(key, sizeof key, "%.*s", (int)kl, it->valuestring);
+        const char *now = line_value(lines, nlines, key, kl);
+        if (may_differ(key))
+            continue;
+        if (!now || strcmp(now, eq + 1)) {
+            nd++;
+            size_t used = strlen(diffs);
+            snprintf(diffs + used, sizeof diffs - used, "\n  %s: checkpoint %s, now %s", key, eq + 1,
+                     now ? now : "(absent)");
+        }
+    }
+    for (int i = 0; i < nlines; i++) {
+        const char *eq = strchr(lines[i], '=');
+        size_t kl = (size_t)(eq - lines[i]);
+        char key[256];
+        snprintf(key, sizeof key, "%.*s", (int)kl, lines[i]);
+        if (may_differ(key))
+            continue;
+        int found = 0;
+        cJSON_ArrayForEach(it, tl) if (cJSON_IsString(it) && !strncmp(it->valuestring, lines[i], kl) &&
+                                       it->valuestring[kl] == '=') found = 1;
+        if (!found) {
+            nd++;
+            size_t used = strlen(diffs);
+            snprintf(diffs + used, sizeof diffs - used, "\n  %s: checkpoint (absent), now %s", key, eq + 1);
+        }
+    }
+    if (nd)
+        rt_input_error("%s: this checkpoint was made with a different training spec; %d field%s "
+                       "differ%s (only stop conditions, logging, checkpointing and loader threads may "
+                       "change on resume):%s",
+                       ck, nd, nd > 1 ? "s" : "", nd > 1 ? "" : "s", diffs);
+    const cJSON *ls = cJSON_GetObjectItemCaseSensitive(j, "loop");
+    if (!cJSON_IsObject(ls))
+        rt_input_error("%s: missing field 'loop'", f);
+#define X(fld) s->fld = get_int(ls, #fld, f);
+    LOOP_INTS(X)
+#undef X
+#define X(fld) s->fld = get_num(ls, #fld, f);
+    LOOP_REALS(X)
+#undef X
+    cJSON_Delete(j);
+    snprintf(f, sizeof f, "%s/model.safetensors", ck);
+    rt_safetensors_read(f, m, params);
+    const char *parts[2];
+    int np = opt_parts(c, parts);
+    for (int k = 0; k < np; k++) {
+        StateModel sm;
+        state_model(&sm, m, parts[k]);
+        snprintf(f, sizeof f, "%s/%s.safetensors", ck, parts[k]);
+        rt_safetensors_read(f, &sm.m, state + (size_t)k * (size_t)m->param_floats);
+        state_model_free(&sm);
+    }
+}

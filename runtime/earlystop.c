@@ -1,0 +1,54 @@
+/* earlystop.c: PyTorch Lightning's EarlyStopping decision, exactly.
+ *
+ * In the order Lightning checks (callbacks/early_stopping.py,
+ * _evaluate_stopping_criteria), for each validation check's monitored value v:
+ *   1. check_finite and v is NaN or infinite               -> stop (diverged)
+ *   2. stopping_threshold given and v is better than it    -> stop
+ *   3. divergence_threshold given and v is worse than it   -> stop (diverged)
+ *   4. v improves on the best by more than min_delta       -> best = v, wait = 0
+ *      (mode min: v + min_delta < best; max: v - min_delta > best; equality is
+ *      not an improvement; NaN never improves)
+ *   5. otherwise wait += 1, and stop once wait >= patience
+ * "Better" is < in mode min and > in mode max; best starts at +inf (min) or -inf (max). */
+#include <math.h>
+#include <stdio.h>
+#include "rt_loop.h"
+
+static int better(int mode, double a, double b) { return mode == RT_MODE_MIN ? a < b : a > b; }
+
+void rt_es_init(rt_stopper *s, const rt_train_config *c)
+{
+    s->best = c->es_mode == RT_MODE_MIN ? INFINITY : -INFINITY;
+    s->wait = 0;
+}
+
+int rt_es_check(const rt_train_config *c, rt_stopper *s, double v, char *why, size_t n)
+{
+    if (c->es_check_finite && !isfinite(v)) {
+        snprintf(why, n, "the monitored value is %g, not finite (best %g)", v, s->best);
+        return RT_ES_DIVERGED;
+    }
+    if (!isnan(c->es_stopping_threshold) && better(c->es_mode, v, c->es_stopping_threshold)) {
+        snprintf(why, n, "the monitored value %g reached stopping_threshold %g", v,
+                 c->es_stopping_threshold);
+        return RT_ES_STOP;
+    }
+    if (!isnan(c->es_divergence_threshold) && better(c->es_mode, -v, -c->es_divergence_threshold)) {
+        snprintf(why, n, "the monitored value %g is worse than divergence_threshold %g", v,
+                 c->es_divergence_threshold);
+        return RT_ES_DIVERGED;
+    }
+    double delta = c->es_mode == RT_MODE_MIN ? -c->es_min_delta : c->es_min_delta;
+    if (better(c->es_mode, v - delta, s->best)) {
+        s->best = v;
+        s->wait = 0;
+        return RT_ES_GO_ON;
+    }
+    s->wait++;
+    if (s->wait >= c->es_patience) {
+        snprintf(why, n, "no improvement in %lld validation checks (best %g)", (long long)s->wait,
+                 s->best);
+        return RT_ES_STOP;
+    }
+    return RT_ES_GO_ON;
+}
