@@ -725,6 +725,17 @@ int rt_config_set_typed(rt_train_config *c, const char *key, int jtype, const ch
         }
         return 0;
     }
+    if (f->type == F_ENUM && f->off == OFF(sched)) {
+        /* likewise a new schedule type: its own fields back to their defaults (a
+         * --set schedule.type=constant must not trip over the spec's final_lr_frac);
+         * warmup_steps applies to every type and is kept */
+        int old = c->sched;
+        if (set_field(c, f, jtype, value, err, errlen))
+            return -1;
+        if (c->sched != old)
+            reset_prefix(c, "schedule", "schedule.type", "schedule.warmup_steps");
+        return 0;
+    }
     if (set_field(c, f, jtype, value, err, errlen))
         return -1;
     /* a subkey of a section enables the section */

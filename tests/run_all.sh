@@ -49,6 +49,7 @@ check gradcheck           bash tests/gradcheck.sh
 # whole runs
 check jit_vs_build        bash tests/jit_vs_build.sh
 check resume              bash tests/resume.sh
+check control             bash tests/control.sh
 check parity/mlp_adamw    $PYTHON tests/torch_parity.py mlp adamw
 check parity/mlp_sgd      $PYTHON tests/torch_parity.py mlp sgd
 check parity/cnn_adamw    $PYTHON tests/torch_parity.py cnn adamw

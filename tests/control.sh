@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Training control end to end: the stop reasons (epochs, max_steps, max_time,
+# early_stopping, diverged), exit codes, checkpoint rotation, a second signal.
+set -eu
+cd "$(dirname "$0")/.."
+TRAINC=${TRAINC:-build/trainc}
+PY=${PYTHON:-/usr/bin/python3}
+d=$(pwd)/build/tests/control
+rm -rf "$d"; mkdir -p "$d"
+"$TRAINC" build specs/mlp_fashion.json -o "$d/t"
+q=(--quiet --threads 1)
+reason() { $PY -c "import json,sys; r=[json.loads(l) for l in open(sys.argv[1])][-1]; assert r['event']=='end', r; print(r['reason'], r['step'])" "$1/metrics.jsonl"; }
+
+# max_steps and checkpoint.keep
+"$d/t" --out "$d/steps" "${q[@]}" --set max_steps=50 --set checkpoint.every_steps=10 --set checkpoint.keep=3
+[ "$(reason "$d/steps")" = "max_steps 50" ]
+[ "$(ls "$d/steps/checkpoints" | tr '\n' ' ')" = "step_00000030 step_00000040 step_00000050 " ]
+echo "ok   max_steps, checkpoint.keep"
+
+# max_time
+"$d/t" --out "$d/time" "${q[@]}" --set max_time=00:00:00:01 --set epochs=100 --set data.val=null
+[ "$(reason "$d/time" | cut -d' ' -f1)" = "max_time" ]
+echo "ok   max_time"
+
+# early stopping: the step where it stops follows Lightning's rule applied to the
+# recorded validation values
+"$d/t" --out "$d/es" "${q[@]}" --set epochs=50 --set validate.every_steps=20 --set validate.batches=5 \
+    --set early_stopping.patience=2 --set early_stopping.min_delta=0.02
+$PY - "$d/es/metrics.jsonl" <<'PY'
+import json, sys, math
+recs = [json.loads(l) for l in open(sys.argv[1])]
+end = recs[-1]
+assert end["reason"] == "early_stopping", end
+best, wait, stop = math.inf, 0, None
+for r in recs:
+    if "val_loss" not in r: continue
+    v = r["val_loss"]
+    if v + 0.02 < best: best, wait = v, 0
+    else:
+        wait += 1
+        if wait >= 2: stop = r["step"]; break
+assert stop == end["step"], (stop, end)
+print("early stop at step", stop)
+PY
+echo "ok   early_stopping"
+
+# divergence: exit 3, reason diverged, the message says where and what to try, the last
+# good checkpoint stays
+set +e
+"$d/t" --out "$d/div" "${q[@]}" --set optimizer.type=sgd --set optimizer.lr=1e6 --set grad_clip=null \
+    --set schedule.type=constant --set checkpoint.every_steps=1 --set data.val=null 2>"$d/div.err"
+rc=$?
+set -e
+[ $rc -eq 3 ] || { echo "FAIL diverged: exit $rc"; cat "$d/div.err"; exit 1; }
+grep -q "diverged: the training loss is .* at step" "$d/div.err"
+grep -q "lower optimizer.lr" "$d/div.err"
+[ "$(reason "$d/div" | cut -d' ' -f1)" = "diverged" ]
+ls "$d/div/checkpoints/" | grep -q step_
+[ ! -e "$d/div/model.safetensors" ]
+echo "ok   diverged: exit 3, message, last good checkpoint kept"
+
+# a second signal exits at once, leaving the last complete checkpoint intact
+"$d/t" --out "$d/sig2" "${q[@]}" --set epochs=50 --set checkpoint.every_steps=5 --set data.val=null &
+pid=$!
+while [ ! -d "$d/sig2/checkpoints/step_00000005" ]; do sleep 0.01; done
+kill -TERM $pid; kill -TERM $pid
+rc=0; wait $pid || rc=$?
+[ $rc -eq 130 ] || { echo "FAIL second signal: exit $rc"; exit 1; }
+last=$(ls "$d/sig2/checkpoints" | grep '^step_' | tail -1)
+$PY tests/st_check.py "$d/sig2/checkpoints/$last/model.safetensors" >/dev/null
+echo "ok   second signal: exit 130, $last intact"
