@@ -2,17 +2,64 @@
  *
  * Reverse mode over the forward nodes. A tensor gets a gradient only when it depends
  * on a parameter (requires_grad), so the first layer never computes d(input).
- * Parameter gradients are accumulated (+=) by the backward kernels, which is what
- * `accumulate` needs; activation gradients are written (=). */
+ * Each consumer of a tensor contributes a gradient; when the walk reaches the
+ * tensor's producer (after all its consumers, since nodes are in forward order),
+ * the contributions are summed by N_ADD nodes (a residual's input has two).
+ * Pass-through rules (flatten, residual add, pos_embedding's input) contribute the
+ * incoming gradient itself, without a copy. Parameter gradients are accumulated (+=)
+ * by the backward kernels, which is what `accumulate` and tied weights need;
+ * activation gradients are written (=). */
 #include <stdlib.h>
 #include <string.h>
 #include "ir.h"
 
-static Tensor *grad_like(Graph *g, Tensor *x)
+typedef struct Contribs {
+    Tensor **t;
+    int n;
+} Contribs;
+
+static void contribute(Contribs *c, Tensor *g)
+{
+    c->t = realloc(c->t, (size_t)(c->n + 1) * sizeof *c->t);
+    if (!c->t)
+        die("out of memory");
+    c->t[c->n++] = g;
+}
+
+static Tensor *grad_like(Graph *g, Tensor *x, const char *what)
 {
     Tensor *d = graph_tensor(g, T_ACT, xasprintf("d_%s", x->name), x->rank, x->shape);
     d->origin = x->origin;
-    d->what = "gradient";
+    d->what = what;
+    return d;
+}
+
+/* The gradient of x: its single contribution, or the sum of them. */
+static Tensor *total(Graph *g, Tensor *x, Contribs *c)
+{
+    if (c->n == 0)
+        return NULL;
+    Tensor *sum = c->t[0];
+    for (int i = 1; i < c->n; i++) {
+        Tensor *t = grad_like(g, x, "gradient (sum of its consumers' contributions)");
+        Node *n = graph_node(g, N_ADD, x->origin);
+        n->backward = 1;
+        n->in[n->n_in++] = sum;
+        n->in[n->n_in++] = c->t[i];
+        n->out = t;
+        sum = t;
+    }
+    c->n = 0;
+    return sum;
+}
+
+/* A view of dy with x's shape (flatten): same storage. */
+static Tensor *view(Graph *g, Tensor *x, Tensor *dy)
+{
+    Tensor *d = graph_tensor(g, T_ACT, xasprintf("d_%s", x->name), x->rank, x->shape);
+    d->origin = x->origin;
+    d->what = "gradient (a view)";
+    d->alias = dy->alias ? dy->alias : dy;
     return d;
 }
 
@@ -20,7 +67,7 @@ void autodiff(Graph *g)
 {
     int nt = g->n_tensors;
     char *req = xcalloc((size_t)nt, 1);      /* requires_grad, by tensor id */
-    Tensor **grad = xcalloc((size_t)nt, sizeof *grad);
+    Contribs *con = xcalloc((size_t)nt, sizeof *con);
 
     for (int i = 0; i < g->n_forward; i++) {
         Node *n = g->nodes[i];
@@ -31,34 +78,31 @@ void autodiff(Graph *g)
             r |= req[n->in[k]->id];
         req[n->out->id] = (char)r;
     }
-    grad[g->pred->id] = g->dpred;
+    contribute(&con[g->pred->id], g->dpred);
 
     for (int i = g->n_forward - 1; i >= 0; i--) {
         Node *f = g->nodes[i];
         if (f->kind == N_LOSS || f->kind == N_CONVERT)
             continue;
-        Tensor *dy = grad[f->out->id];
+        Tensor *dy = total(g, f->out, &con[f->out->id]);
         if (!dy)
             continue;               /* a dead branch: nothing downstream reads it */
         Tensor *x = f->in[0];
-        Tensor *dx = NULL;
-        if (req[x->id]) {
-            if (grad[x->id])
-                die("tensor %s has two consumers; gradient accumulation arrives with residual",
-                    x->name);
-            if (f->kind == N_FLATTEN) {
-                dx = graph_tensor(g, T_ACT, xasprintf("d_%s", x->name), x->rank, x->shape);
-                dx->origin = x->origin;
-                dx->what = "gradient (a view)";
-                dx->alias = dy->alias ? dy->alias : dy;
-                grad[x->id] = dx;
-                continue;
-            }
-            dx = grad_like(g, x);
-            grad[x->id] = dx;
-        } else if (f->kind == N_FLATTEN) {
+        int want_dx = req[x->id];
+        switch (f->kind) {
+        case N_FLATTEN:
+            if (want_dx)
+                contribute(&con[x->id], view(g, x, dy));
             continue;
+        case N_ADD:
+            for (int k = 0; k < f->n_in; k++)
+                if (req[f->in[k]->id])
+                    contribute(&con[f->in[k]->id], dy);
+            continue;
+        default:
+            break;
         }
+        Tensor *dx = NULL;
         int kind;
         switch (f->kind) {
         case N_LINEAR: kind = N_LINEAR_BWD; break;
@@ -68,7 +112,19 @@ void autodiff(Graph *g)
         case N_ACT: kind = N_ACT_BWD; break;
         case N_DROPOUT: kind = N_DROPOUT_BWD; break;
         case N_LAYERNORM: kind = N_LAYERNORM_BWD; break;
+        case N_EMBEDDING: kind = N_EMBEDDING_BWD; want_dx = 0; break;
+        case N_POS_EMBEDDING:
+            kind = N_POS_EMBEDDING_BWD;
+            if (want_dx)
+                contribute(&con[x->id], dy);    /* y = x + rows: dx = dy */
+            want_dx = 0;
+            break;
+        case N_ATTENTION: kind = N_ATTENTION_BWD; break;
         default: unreachable();
+        }
+        if (want_dx) {
+            dx = grad_like(g, x, "gradient");
+            contribute(&con[x->id], dx);
         }
         if (!dx && !f->w)
             continue;               /* no parameter and no input gradient wanted */
@@ -89,6 +145,8 @@ void autodiff(Graph *g)
         b->tmp[0] = f->tmp[0];
         b->tmp[1] = f->tmp[1];
     }
+    for (int i = 0; i < nt; i++)
+        free(con[i].t);
+    free(con);
     free(req);
-    free(grad);
 }

@@ -1,15 +1,26 @@
-/* data_cmd.c: `trainc data fashion-mnist DIR [--from SRC]`.
+/* data_cmd.c: `trainc data fashion-mnist DIR [--from SRC]` and
+ * `trainc data text FILE DIR [--val-frac F] [--shard-tokens N]`.
  *
- * Converts the four IDX files of Fashion-MNIST (gzip'd as Debian's
+ * fashion-mnist converts the four IDX files of Fashion-MNIST (gzip'd as Debian's
  * dataset-fashion-mnist ships them, or plain) into .npy arrays the trainers map:
  *   DIR/train_x.npy [60000, 1, 28, 28] '|u1'    DIR/train_y.npy [60000] '<i4'
  *   DIR/test_x.npy  [10000, 1, 28, 28] '|u1'    DIR/test_y.npy  [10000] '<i4'
  * All four sources are read and checked before anything is written; each output
- * goes to NAME.tmp first and is renamed when complete. */
+ * goes to NAME.tmp first and is renamed when complete.
+ *
+ * text tokenizes any file byte by byte (token = byte value, vocabulary 256) into
+ * token shards (SPEC.md section 5): the first 1 - F of the bytes go to
+ * DIR/train_000000.bin, the last F to DIR/val_000000.bin (none when F = 0). A part
+ * longer than --shard-tokens (default: the most one shard's int32 count allows)
+ * continues in train_000001.bin and so on. Shards are written by rt_shard_write
+ * (temp name, fsync, rename). */
 #include <errno.h>
 #include <inttypes.h>
+#include <fcntl.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -20,7 +31,9 @@
 #define FASHION_CLASSES 10
 #define IDX_MAX_BYTES ((uint64_t)1 << 32)   /* far above Fashion-MNIST's 47 MB */
 
-static const char data_usage[] = "usage: trainc data fashion-mnist DIR [--from SRC]";
+static const char data_usage[] =
+    "usage: trainc data fashion-mnist DIR [--from SRC]\n"
+    "       trainc data text FILE DIR [--val-frac F] [--shard-tokens N]";
 
 /* One IDX array of unsigned bytes: dims[0] items of dims[1] x dims[2] (rank 1 or 3). */
 typedef struct IdxArray {
@@ -233,22 +246,163 @@ static int fashion_mnist(const char *dir, const char *src)
     return 0;
 }
 
-int cmd_data(int argc, char **argv)
+/* ---- text -> byte-level token shards -------------------------------------- */
+
+#define TEXT_VAL_FRAC 0.1
+#define TEXT_VAL_FRAC_MAX 0.5
+
+/* An option's value: the next argument, or the text after "NAME=". */
+static const char *opt_value(int argc, char **argv, int *i, const char *name)
 {
-    if (argc < 2) {
-        fprintf(stderr, "trainc: error: data: missing the dataset kind\n%s\n", data_usage);
-        return 1;
+    const char *a = argv[*i];
+    size_t n = strlen(name);
+    if (a[n] == '=')
+        return a + n + 1;
+    if (*i + 1 >= argc)
+        error_input("data text: %s needs a value\n%s", name, data_usage);
+    return argv[++*i];
+}
+
+/* Is `a` the option `name`, alone or as "name=VALUE"? */
+static int is_opt(const char *a, const char *name)
+{
+    size_t n = strlen(name);
+    return strncmp(a, name, n) == 0 && (a[n] == 0 || a[n] == '=');
+}
+
+static double parse_val_frac(const char *v)
+{
+    char *end;
+    errno = 0;
+    double f = strtod(v, &end);
+    if (!*v || *end || errno || !(f >= 0 && f <= TEXT_VAL_FRAC_MAX))
+        error_input("data text: --val-frac must be a number in [0, %g], got '%s'",
+                    TEXT_VAL_FRAC_MAX, v);
+    return f;
+}
+
+static int64_t parse_shard_tokens(const char *v)
+{
+    char *end;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    if (!*v || *end || errno || n < 1 || n > INT32_MAX)
+        error_input("data text: --shard-tokens must be an integer in [1, %d], got '%s'",
+                    INT32_MAX, v);
+    return n;
+}
+
+/* Maps FILE read-only; exits 1 when it is missing, not a regular file, or empty. */
+static const unsigned char *map_text(const char *path, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        error_input("%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        error_input("%s: cannot stat: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        error_input("%s: not a regular file", path);
+    if (st.st_size == 0)
+        error_input("%s: the file is empty (nothing to tokenize)", path);
+    *len = (size_t)st.st_size;
+    void *map = mmap(NULL, *len, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (map == MAP_FAILED)
+        error_input("%s: cannot map: %s", path, strerror(errno));
+    close(fd);
+    return map;
+}
+
+/* Writes bytes [0, n) as DIR/PREFIX_000000.bin, _000001, ... of at most `per`
+ * tokens each; returns the number of shards. */
+static int write_part(const char *dir, const char *prefix, const unsigned char *bytes,
+                      int64_t n, int64_t per)
+{
+    int k = 0;
+    for (int64_t lo = 0; lo < n; lo += per, k++) {
+        int64_t len = n - lo < per ? n - lo : per;
+        char *path = xasprintf("%s/%s_%06d.bin", dir, prefix, k);
+        if (rt_shard_write(path, bytes + lo, 1, len) != 0)
+            error_input("%s: cannot write: %s", path, strerror(errno));
+        printf("wrote %s: %" PRId64 " tokens\n", path, len);
+        free(path);
     }
-    const char *kind = argv[1];
-    if (strcmp(kind, "-h") == 0 || strcmp(kind, "--help") == 0) {
-        printf("%s\n", data_usage);
-        return 0;
+    return k;
+}
+
+/* A shard numbered after the ones just written would still match a glob such as
+ * DIR/train_*.bin; say so rather than delete what may be someone's data. */
+static void note_stale(const char *dir, const char *prefix, int next)
+{
+    char *path = xasprintf("%s/%s_%06d.bin", dir, prefix, next);
+    if (path_exists(path))
+        fprintf(stderr, "trainc: note: %s is not from this conversion (left as it is); "
+                "remove it before training on %s/%s_*.bin\n", path, dir, prefix);
+    free(path);
+}
+
+static int text_to_shards(const char *file, const char *dir, double val_frac, int64_t per)
+{
+    size_t len;
+    const unsigned char *bytes = map_text(file, &len);
+    int64_t n = (int64_t)len;
+    int64_t n_val = (int64_t)floor((double)n * val_frac);
+    if (n_val > n / 2)   /* guard the rounding of n * val_frac */
+        n_val = n / 2;
+    if (val_frac > 0 && n_val == 0)
+        error_input("%s: %" PRId64 " byte%s: --val-frac %g leaves no byte for validation "
+                    "(use --val-frac 0 for no val shard)", file, n, n == 1 ? "" : "s",
+                    val_frac);
+    int64_t n_train = n - n_val;
+    if (rt_mkdir_p(dir) != 0)
+        error_input("%s: cannot create folder: %s", dir, strerror(errno));
+    int nt = write_part(dir, "train", bytes, n_train, per);
+    int nv = write_part(dir, "val", bytes + n_train, n_val, per);
+    printf("%s: %" PRId64 " bytes -> %" PRId64 " train + %" PRId64 " val tokens "
+           "(byte-level, vocabulary 256)\n", file, n, n_train, n_val);
+    note_stale(dir, "train", nt);
+    note_stale(dir, "val", nv);
+    munmap((void *)bytes, len);
+    if (fflush(stdout) != 0)
+        error_input("stdout: %s", strerror(errno));
+    return 0;
+}
+
+static int cmd_text(int argc, char **argv)
+{
+    const char *file = NULL, *dir = NULL;
+    double val_frac = TEXT_VAL_FRAC;
+    int64_t per = INT32_MAX;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        if (is_opt(a, "--val-frac")) {
+            val_frac = parse_val_frac(opt_value(argc, argv, &i, "--val-frac"));
+        } else if (is_opt(a, "--shard-tokens")) {
+            per = parse_shard_tokens(opt_value(argc, argv, &i, "--shard-tokens"));
+        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            printf("%s\n", data_usage);
+            return 0;
+        } else if (a[0] == '-' && a[1]) {
+            error_input("data text: unknown option '%s'\n%s", a, data_usage);
+        } else if (!file) {
+            file = a;
+        } else if (!dir) {
+            dir = a;
+        } else {
+            error_input("data text: unexpected argument '%s'\n%s", a, data_usage);
+        }
     }
-    if (strcmp(kind, "fashion-mnist") != 0) {
-        fprintf(stderr, "trainc: error: data: unknown dataset kind '%s' (known: fashion-mnist)\n",
-                kind);
-        return 1;
-    }
+    if (!file || !*file)
+        error_input("data text: missing the input file\n%s", data_usage);
+    if (!dir || !*dir)
+        error_input("data text: missing the output folder\n%s", data_usage);
+    return text_to_shards(file, dir, val_frac, per);
+}
+
+/* ---- the command ----------------------------------------------------------- */
+
+static int cmd_fashion(int argc, char **argv)
+{
     const char *dir = NULL, *src = FASHION_DEFAULT_SRC;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
@@ -274,4 +428,24 @@ int cmd_data(int argc, char **argv)
     if (!*src)
         error_input("data: --from needs a folder\n%s", data_usage);
     return fashion_mnist(dir, src);
+}
+
+int cmd_data(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "trainc: error: data: missing the dataset kind\n%s\n", data_usage);
+        return 1;
+    }
+    const char *kind = argv[1];
+    if (strcmp(kind, "-h") == 0 || strcmp(kind, "--help") == 0) {
+        printf("%s\n", data_usage);
+        return 0;
+    }
+    if (strcmp(kind, "fashion-mnist") == 0)
+        return cmd_fashion(argc, argv);
+    if (strcmp(kind, "text") == 0)
+        return cmd_text(argc, argv);
+    fprintf(stderr, "trainc: error: data: unknown dataset kind '%s' (known: fashion-mnist, "
+            "text)\n%s\n", kind, data_usage);
+    return 1;
 }

@@ -321,6 +321,11 @@ static void emit_host_c(Program *p, Buf *b)
     buf_printf(b, "    .loss = %s,\n    .loss_terms = %lld,\n    .has_dropout = %d,\n",
                s->loss == LOSS_CROSS_ENTROPY ? "RT_LOSS_CROSS_ENTROPY" : "RT_LOSS_MSE",
                (long long)terms, g->has_dropout);
+    {
+        Tensor *pt = g->pred->alias ? g->pred->alias : g->pred;
+        buf_printf(b, "    .pred_offset = %lld,\n    .pred_numel = %lld,\n", (long long)pt->offset,
+                   (long long)g->pred->numel);
+    }
     buf_printf(b, "    .train_defaults = train_defaults,\n    .n_train_defaults = %d,\n",
                s->n_train_lines);
     buf_puts(b, "    .forward = forward,\n    .backward = backward,\n};\n\n");

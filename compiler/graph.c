@@ -112,6 +112,11 @@ typedef struct Ctx {
     Tensor *converted[RT_MAX_INPUTS];
     Init init;             /* the init in effect (model, then layer) */
     int has_init;
+    int64_t n_residual;    /* residual branches in the model (repeats expanded) */
+    int resid_out;         /* the layer being built is the last of a residual body */
+    const char *emb_name[64];  /* named embeddings, for "tie" */
+    Param *emb_param[64];
+    int n_emb;
 } Ctx;
 
 static _Noreturn void lerr(Ctx *c, const Layer *l, const char *fmt, ...)
@@ -161,6 +166,18 @@ static Init layer_init(Ctx *c, const Layer *l)
     return c->init;
 }
 
+/* The std of a normal init: "gpt2" is 0.02, and 0.02 / sqrt(number of residual
+ * branches) for a residual branch's output projection (GPT-2's 1/sqrt(2 n_layer):
+ * two residual branches a block). */
+static double init_std(const Ctx *c, Init init, int resid_out)
+{
+    if (init.kind == INIT_NORMAL)
+        return init.std;
+    if (init.kind == INIT_GPT2)
+        return resid_out && c->n_residual > 0 ? 0.02 / sqrt((double)c->n_residual) : 0.02;
+    return 0.02;
+}
+
 static uint64_t fnv(const char *s)
 {
     uint64_t h = 1469598103934665603ull;
@@ -169,29 +186,39 @@ static uint64_t fnv(const char *s)
     return h;
 }
 
-static void build_layers(Ctx *c, Layer **layers, int n, const char *prefix);
+static void build_layers(Ctx *c, Layer **layers, int n, const char *prefix, int residual_body);
 
-static void build_layer(Ctx *c, const Layer *l, const char *pfx)
+static void build_layer(Ctx *c, const Layer *l, const char *prefix, const char *pfx)
 {
     Graph *g = c->g;
     if (l->input) {
         int k = find_input(c->s, l->input);
         if (k < 0)
             lerr(c, l, "unknown input '%s'", l->input);
-        c->cur = input_f32(c, k);
+        c->cur = l->op == OP_EMBEDDING ? c->g->inputs[k] : input_f32(c, k);
     }
     Tensor *x = c->cur;
     Init init = layer_init(c, l);
     switch (l->op) {
     case OP_LINEAR: {
-        if (l->tie)
-            lerr(c, l, "'tie' is not supported yet (it comes with embeddings)");
         if (x->rank < 1)
             lerr(c, l, "linear needs an input with at least one axis, got a scalar");
         int64_t in = x->shape[x->rank - 1];
+        Param *tied = NULL;
+        if (l->tie) {
+            for (int i = 0; i < c->n_emb; i++)
+                if (!strcmp(c->emb_name[i], l->tie))
+                    tied = c->emb_param[i];
+            if (!tied)
+                lerr(c, l, "tie: the embedding '%s' must come before this layer", l->tie);
+            if (tied->shape[1] != in)
+                lerr(c, l, "tie: the embedding '%s' has dim %lld but this layer's input has %lld features",
+                     l->tie, (long long)tied->shape[1], (long long)in);
+        }
+        int64_t out = tied ? tied->shape[0] : l->out;
         int64_t shp[RT_MAX_RANK];
         memcpy(shp, x->shape, sizeof shp);
-        shp[x->rank - 1] = l->out;
+        shp[x->rank - 1] = out;
         Tensor *y = graph_tensor(g, T_ACT, ident("linear", pfx), x->rank, shp);
         y->origin = l->path;
         y->what = "linear output";
@@ -199,18 +226,19 @@ static void build_layer(Ctx *c, const Layer *l, const char *pfx)
         nd->layer = l;
         nd->in[nd->n_in++] = x;
         nd->out = y;
-        int64_t ws[2] = {l->out, in};
+        int64_t ws[2] = {out, in};
         double bound = 1.0 / sqrt((double)in);
+        double std = init_std(c, init, c->resid_out);
         int wi = init.kind == INIT_DEFAULT ? RT_INIT_UNIFORM : RT_INIT_NORMAL;
-        double wa = init.kind == INIT_DEFAULT ? bound : init.kind == INIT_GPT2 ? 0.02 : init.std;
-        nd->w = add_param(g, pfx, "weight", 2, ws, wi, wa, l->path);
+        double wa = init.kind == INIT_DEFAULT ? bound : std;
+        nd->w = tied ? tied : add_param(g, pfx, "weight", 2, ws, wi, wa, l->path);
         if (l->bias)
             nd->b = add_param(g, pfx, "bias", 1, &ws[0],
                               init.kind == INIT_DEFAULT ? RT_INIT_UNIFORM : RT_INIT_CONST,
                               init.kind == INIT_DEFAULT ? bound : 0.0, l->path);
         int64_t rows = x->numel / in;
-        g->flops_fwd += 2 * rows * in * l->out;
-        g->flops_bwd += 4 * rows * in * l->out;
+        g->flops_fwd += 2 * rows * in * out;
+        g->flops_bwd += 4 * rows * in * out;
         c->cur = y;
         return;
     }
@@ -354,26 +382,179 @@ static void build_layer(Ctx *c, const Layer *l, const char *pfx)
         c->cur = y;
         return;
     }
-    case OP_EMBEDDING:
-    case OP_POS_EMBEDDING:
-    case OP_ATTENTION:
-    case OP_RESIDUAL:
-    case OP_REPEAT:
-        lerr(c, l, "op '%s' is not supported yet (transformers come in a later release; see README.md)",
-             op_info[l->op].name);
+    case OP_EMBEDDING: {
+        /* reads the raw i32 ids of a model input, never a float conversion */
+        Tensor *ids = x;
+        if (l->input || (x && x->kind != T_INPUT)) {
+            int k = l->input ? find_input(c->s, l->input) : -1;
+            if (k < 0)
+                lerr(c, l, "embedding needs \"input\": the name of an i32 model input");
+            ids = g->inputs[k];
+        }
+        if (!ids || ids->kind != T_INPUT || ids->dtype != RT_I32)
+            lerr(c, l, "embedding needs an i32 model input of token ids");
+        int64_t shp[RT_MAX_RANK];
+        memcpy(shp, ids->shape, sizeof shp);
+        shp[ids->rank] = l->dim;
+        Tensor *y = graph_tensor(g, T_ACT, ident("embedding", pfx), ids->rank + 1, shp);
+        y->origin = l->path;
+        y->what = "embedding rows";
+        Node *nd = graph_node(g, N_EMBEDDING, l->path);
+        nd->layer = l;
+        nd->in[nd->n_in++] = ids;
+        nd->out = y;
+        int64_t ws[2] = {l->vocab, l->dim};
+        nd->w = add_param(g, pfx, "weight", 2, ws, RT_INIT_NORMAL,
+                          init.kind == INIT_DEFAULT ? 1.0 : init_std(c, init, 0), l->path);
+        if (l->name && c->n_emb < 64) {
+            c->emb_name[c->n_emb] = l->name;
+            c->emb_param[c->n_emb++] = nd->w;
+        }
+        c->cur = y;
+        return;
+    }
+    case OP_POS_EMBEDDING: {
+        if (x->rank != 2)
+            lerr(c, l, "pos_embedding needs a [T, dim] input, got %s", shape_str(x->rank, x->shape));
+        if (x->shape[0] > l->max_len)
+            lerr(c, l, "the sequence has %lld positions but max_len is %lld", (long long)x->shape[0],
+                 (long long)l->max_len);
+        Tensor *y = graph_tensor(g, T_ACT, ident("pos_embedding", pfx), 2, x->shape);
+        y->origin = l->path;
+        y->what = "x + position rows";
+        Node *nd = graph_node(g, N_POS_EMBEDDING, l->path);
+        nd->layer = l;
+        nd->in[nd->n_in++] = x;
+        nd->out = y;
+        int64_t ws[2] = {l->max_len, x->shape[1]};
+        nd->w = add_param(g, pfx, "weight", 2, ws, RT_INIT_NORMAL,
+                          init.kind == INIT_DEFAULT ? 1.0 : init_std(c, init, 0), l->path);
+        g->flops_fwd += x->numel;
+        c->cur = y;
+        return;
+    }
+    case OP_ATTENTION: {
+        if (x->rank != 2)
+            lerr(c, l, "attention needs a [T, d] input, got %s", shape_str(x->rank, x->shape));
+        int64_t T = x->shape[0], d = x->shape[1];
+        if (d % l->heads)
+            lerr(c, l, "heads %lld does not divide the model width %lld", (long long)l->heads,
+                 (long long)d);
+        /* qkv projection, the attention core, the output projection */
+        int64_t s3[2] = {T, 3 * d}, s1[2] = {T, d};
+        char *qp = xasprintf("%s.qkv", pfx), *pp = xasprintf("%s.proj", pfx);
+        Tensor *qkv = graph_tensor(g, T_ACT, ident("qkv", pfx), 2, s3);
+        qkv->origin = l->path;
+        qkv->what = "q, k, v side by side";
+        Node *n1 = graph_node(g, N_LINEAR, l->path);
+        n1->layer = l;
+        n1->in[n1->n_in++] = x;
+        n1->out = qkv;
+        int64_t w1[2] = {3 * d, d}, w2[2] = {d, d};
+        double bound = 1.0 / sqrt((double)d);
+        int wi = init.kind == INIT_DEFAULT ? RT_INIT_UNIFORM : RT_INIT_NORMAL;
+        int bi = init.kind == INIT_DEFAULT ? RT_INIT_UNIFORM : RT_INIT_CONST;
+        double ba = init.kind == INIT_DEFAULT ? bound : 0.0;
+        n1->w = add_param(g, qp, "weight", 2, w1, wi, init.kind == INIT_DEFAULT ? bound : init_std(c, init, 0), l->path);
+        n1->b = add_param(g, qp, "bias", 1, &w1[0], bi, ba, l->path);
+        Tensor *att = graph_tensor(g, T_ACT, ident("att", pfx), 3, (int64_t[]){l->heads, T, T});
+        att->origin = l->path;
+        att->what = "softmax probabilities, saved for backward";
+        Tensor *y = graph_tensor(g, T_ACT, ident("attn_y", pfx), 2, s1);
+        y->origin = l->path;
+        y->what = "attention heads' outputs";
+        Node *n2 = graph_node(g, N_ATTENTION, l->path);
+        n2->layer = l;
+        n2->in[n2->n_in++] = qkv;
+        n2->out = y;
+        n2->tmp[0] = att;
+        n2->conv[0] = T;
+        n2->conv[1] = d;
+        n2->conv[2] = l->heads;
+        n2->conv[3] = l->causal;
+        Tensor *o = graph_tensor(g, T_ACT, ident("attn_out", pfx), 2, s1);
+        o->origin = l->path;
+        o->what = "attention output projection";
+        Node *n3 = graph_node(g, N_LINEAR, l->path);
+        n3->layer = l;
+        n3->in[n3->n_in++] = y;
+        n3->out = o;
+        n3->w = add_param(g, pp, "weight", 2, w2, wi,
+                          init.kind == INIT_DEFAULT ? bound : init_std(c, init, c->resid_out), l->path);
+        n3->b = add_param(g, pp, "bias", 1, &w2[0], bi, ba, l->path);
+        g->flops_fwd += 2 * T * d * 3 * d + 2 * T * d * d + 4 * T * T * d / (l->causal ? 2 : 1);
+        g->flops_bwd += 2 * (2 * T * d * 3 * d + 2 * T * d * d + 4 * T * T * d / (l->causal ? 2 : 1));
+        c->cur = o;
+        return;
+    }
+    case OP_RESIDUAL: {
+        Tensor *in = x;
+        Init saved_init = c->init;
+        if (l->has_init)
+            c->init = l->init;     /* a container's init applies to its body */
+        char *inner = l->name ? xasprintf("%s.", pfx) : xstrdup(prefix);
+        build_layers(c, l->body, l->n_body, inner, 1);
+        c->init = saved_init;
+        Tensor *b = c->cur;
+        if (b->numel != in->numel || b->rank != in->rank ||
+            memcmp(b->shape, in->shape, sizeof(int64_t) * (size_t)in->rank))
+            lerr(c, l, "the body's output %s does not match its input %s; a residual adds them",
+                 shape_str(b->rank, b->shape), shape_str(in->rank, in->shape));
+        Tensor *y = graph_tensor(g, T_ACT, ident("residual", l->name ? pfx : b->name), in->rank, in->shape);
+        y->origin = l->path;
+        y->what = "x + body(x)";
+        Node *nd = graph_node(g, N_ADD, l->path);
+        nd->layer = l;
+        nd->in[nd->n_in++] = in;
+        nd->in[nd->n_in++] = b;
+        nd->out = y;
+        g->flops_fwd += in->numel;
+        c->cur = y;
+        return;
+    }
+    case OP_REPEAT: {
+        Init saved_init = c->init;
+        if (l->has_init)
+            c->init = l->init;
+        for (int64_t it = 0; it < l->count; it++) {
+            char *inner = l->name ? xasprintf("%s.%lld.", pfx, (long long)it)
+                                  : xasprintf("%s%lld.", prefix, (long long)it);
+            build_layers(c, l->body, l->n_body, inner, 0);
+        }
+        c->init = saved_init;
+        return;
+    }
     }
     unreachable();
 }
 
-static void build_layers(Ctx *c, Layer **layers, int n, const char *prefix)
+/* prefix: "" at the top, else the enclosing names and repeat indices with a trailing
+ * dot ("h.3."); a layer's own name is its "name", else its index in its list. */
+static void build_layers(Ctx *c, Layer **layers, int n, const char *prefix, int residual_body)
 {
     for (int i = 0; i < n; i++) {
         const Layer *l = layers[i];
-        char *own = l->name ? xstrdup(l->name) : xasprintf("%d", i);
-        char *pfx = prefix[0] ? xasprintf("%s.%s", prefix, own) : own;
-        build_layer(c, l, pfx);
-        c->g->n_layers_total++;
+        char *pfx = l->name ? xasprintf("%s%s", prefix, l->name) : xasprintf("%s%d", prefix, i);
+        int saved = c->resid_out;
+        c->resid_out = residual_body && i == n - 1;
+        build_layer(c, l, prefix, pfx);
+        c->resid_out = saved;
+        if (l->op != OP_RESIDUAL && l->op != OP_REPEAT)
+            c->g->n_layers_total++;
     }
+}
+
+static int64_t count_residuals(Layer **layers, int n)
+{
+    int64_t k = 0;
+    for (int i = 0; i < n; i++) {
+        const Layer *l = layers[i];
+        if (l->op == OP_RESIDUAL)
+            k += 1 + count_residuals(l->body, l->n_body);
+        else if (l->op == OP_REPEAT)
+            k += l->count * count_residuals(l->body, l->n_body);
+    }
+    return k;
 }
 
 static void build_loss(Ctx *c)
@@ -441,8 +622,10 @@ Graph *graph_build(const Spec *s)
         g->inputs[k] = t;
     }
     /* the first input feeds the first layer unless a layer names its input */
-    c.cur = s->layers[0]->input ? NULL : input_f32(&c, 0);
-    build_layers(&c, s->layers, s->n_layers, "");
+    c.cur = s->layers[0]->input ? NULL
+            : s->layers[0]->op == OP_EMBEDDING ? g->inputs[0] : input_f32(&c, 0);
+    c.n_residual = count_residuals(s->layers, s->n_layers);
+    build_layers(&c, s->layers, s->n_layers, "", 0);
     build_loss(&c);
     g->n_forward = g->n_nodes;
     return g;

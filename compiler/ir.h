@@ -71,6 +71,10 @@ enum {
     N_DROPOUT,
     N_LAYERNORM,
     N_LOSS,        /* cross entropy or mse; in training also writes d(loss)/d(prediction) */
+    N_EMBEDDING,   /* rows of a weight picked by i32 ids */
+    N_POS_EMBEDDING, /* x + position rows */
+    N_ATTENTION,   /* the attention core: qkv [T, 3d] -> y [T, d] (softmax saved) */
+    N_ADD,         /* residual: x + body(x); in backward, a sum of gradient contributions */
     /* backward */
     N_LINEAR_BWD,
     N_CONV2D_BWD,
@@ -79,6 +83,9 @@ enum {
     N_ACT_BWD,
     N_DROPOUT_BWD,
     N_LAYERNORM_BWD,
+    N_EMBEDDING_BWD,
+    N_POS_EMBEDDING_BWD,
+    N_ATTENTION_BWD,
 };
 
 enum { ACT_RELU, ACT_GELU, ACT_GELU_TANH, ACT_SILU, ACT_TANH, ACT_SIGMOID };
@@ -96,7 +103,7 @@ typedef struct Node {
     int act;                 /* N_ACT, N_ACT_BWD */
     double p;                /* dropout probability, layernorm eps */
     double scale, shift;     /* N_CONVERT */
-    int64_t conv[8];         /* C, H, W, k, stride, pad, OH, OW */
+    int64_t conv[8];         /* C, H, W, k, stride, pad, OH, OW; attention: T, d, H, causal */
     int loss;                /* N_LOSS: LOSS_* */
     uint64_t key;            /* dropout: per-layer RNG key */
     struct Node *fwd;        /* backward node: its forward node */

@@ -324,6 +324,73 @@ static void lower_node(Program *p, Node *nd)
         writes(a, nd->out2);
         return;
     }
+    case N_EMBEDDING: {
+        int64_t V = nd->w->shape[0], dim = nd->w->shape[1];
+        Instr *a = add(p, I_CALL, nd->origin, 0);
+        a->what = xstrdup("embedding: rows of the weight picked by the ids");
+        textf(a, "rt_embedding_fwd(e, %s, %s, %s, e->B * %lld, %lld, %lld);", x->name, nd->w->t->name,
+              y->name, (long long)x->numel, (long long)V, (long long)dim);
+        reads(a, x);
+        reads(a, nd->w->t);
+        writes(a, y);
+        return;
+    }
+    case N_POS_EMBEDDING: {
+        char *ix = xasprintf("i %% %lld", (long long)x->numel);
+        ew(p, nd, "pos_embedding: + position rows", y, "$0 + $1", 2, x, NULL, nd->w->t, ix);
+        return;
+    }
+    case N_ATTENTION: {
+        Instr *a = add(p, I_CALL, nd->origin, 0);
+        a->what = xstrdup("attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept");
+        textf(a, "rt_attention_fwd(e, %s, %s, %s, e->B, %lld, %lld, %lld, %d);", x->name,
+              nd->tmp[0]->name, y->name, (long long)nd->conv[0], (long long)nd->conv[1],
+              (long long)nd->conv[2], (int)nd->conv[3]);
+        reads(a, x);
+        writes(a, nd->tmp[0]);
+        writes(a, y);
+        return;
+    }
+    case N_ADD:
+        ew(p, nd, nd->backward ? "sum of gradient contributions" : "residual: x + body(x)", y,
+           "$0 + $1", 2, nd->in[0], NULL, nd->in[1], NULL);
+        return;
+    case N_EMBEDDING_BWD: {
+        Tensor *dy = nd->in[0], *ids = nd->in[1];
+        Instr *a = add(p, I_CALL, nd->origin, 1);
+        a->what = xstrdup("embedding backward: dW[id] += dy");
+        textf(a, "rt_embedding_bwd(e, %s, %s, %s, e->B * %lld, %lld, %lld);", ids->name, dy->name,
+              nd->w->g->name, (long long)ids->numel, (long long)nd->w->shape[0],
+              (long long)nd->w->shape[1]);
+        reads(a, ids);
+        reads(a, dy);
+        writes(a, nd->w->g);
+        return;
+    }
+    case N_POS_EMBEDDING_BWD: {
+        Tensor *dy = nd->in[0];
+        Instr *a = add(p, I_CALL, nd->origin, 1);
+        a->what = xstrdup("pos_embedding backward: dW[t] += sum over the batch of dy[t]");
+        textf(a, "rt_colsum_add(e, %s, %s, e->B, %lld);", dy->name, nd->w->g->name,
+              (long long)dy->numel);
+        reads(a, dy);
+        writes(a, nd->w->g);
+        return;
+    }
+    case N_ATTENTION_BWD: {
+        Tensor *dy = nd->in[0];
+        x = nd->in[1];
+        Instr *a = add(p, I_CALL, nd->origin, 1);
+        a->what = xstrdup("attention backward: d(qkv) from dy and the kept probabilities");
+        textf(a, "rt_attention_bwd(e, %s, %s, %s, %s, e->B, %lld, %lld, %lld, %d);", x->name,
+              nd->tmp[0]->name, dy->name, y->name, (long long)nd->conv[0], (long long)nd->conv[1],
+              (long long)nd->conv[2], (int)nd->conv[3]);
+        reads(a, x);
+        reads(a, nd->tmp[0]);
+        reads(a, dy);
+        writes(a, y);
+        return;
+    }
     case N_LINEAR_BWD: {
         Tensor *dy = nd->in[0];
         x = nd->in[1];

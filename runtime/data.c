@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -264,14 +265,22 @@ static uint32_t le32(const unsigned char *p)
     return le16(p) | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-void rt_npy_open(rt_npy *a, const char *path)
+/* Copies path into a fixed buffer of RT_PATH_MAX bytes (every mapped file keeps its
+ * name for messages). */
+static void copy_path(char *dst, const char *path)
 {
-    memset(a, 0, sizeof *a);
     size_t plen = strlen(path);
-    if (plen >= sizeof a->path)
+    if (plen >= RT_PATH_MAX)
         rt_input_error("%.64s...: path longer than %d bytes", path, RT_PATH_MAX - 1);
-    memcpy(a->path, path, plen + 1);
+    memcpy(dst, path, plen + 1);
+}
 
+/* Maps a regular file read-only; *len gets its size. A file shorter than min_len
+ * (>= 1, so the mapping is never empty) exits 1 as "PATH: not a KIND (only N
+ * bytes...)", with `detail` appended inside the parentheses. */
+static void *map_file(const char *path, size_t *len, size_t min_len, const char *kind,
+                      const char *detail)
+{
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         rt_input_error("%s: cannot open: %s", path, strerror(errno));
@@ -285,17 +294,17 @@ void rt_npy_open(rt_npy *a, const char *path)
         close(fd);
         rt_input_error("%s: not a regular file", path);
     }
-    /* Magic (6) + version (2) + header length (2 or 4) at least. */
-    if (st.st_size < 10) {
+    if (st.st_size < (off_t)min_len) {
         close(fd);
-        rt_input_error("%s: not a .npy file (only %jd bytes)", path, (intmax_t)st.st_size);
+        rt_input_error("%s: not a %s (only %jd bytes%s)", path, kind, (intmax_t)st.st_size,
+                       detail);
     }
     if ((uint64_t)st.st_size > SIZE_MAX) {
         close(fd);
         rt_input_error("%s: too large to map", path);
     }
-    size_t len = (size_t)st.st_size;
-    void *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+    *len = (size_t)st.st_size;
+    void *map = mmap(NULL, *len, PROT_READ, MAP_PRIVATE, fd, 0);
     if (map == MAP_FAILED) {
         int e = errno;
         close(fd);
@@ -304,6 +313,16 @@ void rt_npy_open(rt_npy *a, const char *path)
     /* The mapping keeps the file alive; the descriptor is no longer needed. */
     if (close(fd) != 0)
         rt_fail("%s: close: %s", path, strerror(errno));
+    return map;
+}
+
+void rt_npy_open(rt_npy *a, const char *path)
+{
+    memset(a, 0, sizeof *a);
+    copy_path(a->path, path);
+    /* Magic (6) + version (2) + header length (2 or 4) at least. */
+    size_t len;
+    void *map = map_file(path, &len, 10, ".npy file", "");
     a->map = map;
     a->map_len = len;
     const unsigned char *b = map;
@@ -398,6 +417,130 @@ void rt_npy_gather(const rt_npy *a, const int64_t *idx, int64_t n, void *dst, in
     }
 }
 
+/* ---- token shards ------------------------------------------------------------ */
+
+/* The header is 256 int32: [0] magic, [1] version, [2] token count, the rest zero.
+ * The file must hold exactly that many tokens after it (llm.c checks the same), so
+ * a shard written with another token width or cut short is caught here. */
+void rt_shard_open(rt_shard *s, const char *path, int64_t vocab, const char *vocab_from)
+{
+    memset(s, 0, sizeof *s);
+    copy_path(s->path, path);
+    size_t len;
+    s->map = map_file(path, &len, RT_SHARD_HEADER_BYTES, "token shard",
+                      ", shorter than the 1024-byte header");
+    s->map_len = len;
+    const unsigned char *b = s->map;
+    uint32_t magic = le32(b), version = le32(b + 4);
+    int32_t count = (int32_t)le32(b + 8);
+    if (magic != RT_SHARD_MAGIC)
+        rt_input_error("%s: not a token shard (bad magic %" PRIu32 ", expected %d)", path,
+                       magic, RT_SHARD_MAGIC);
+    if (version != RT_SHARD_VERSION)
+        rt_input_error("%s: unsupported token shard version %" PRIu32 " (known: %d)", path,
+                       version, RT_SHARD_VERSION);
+    if (count < 0)
+        rt_input_error("%s: bad token shard header: negative token count %" PRId32, path,
+                       count);
+    uint64_t want = 2 * (uint64_t)count, have = len - RT_SHARD_HEADER_BYTES;
+    if (want > have)
+        rt_input_error("%s: header says %" PRId32 " tokens (%" PRIu64 " bytes) but the file "
+                       "holds only %" PRIu64 " bytes after the header (truncated?)", path, count,
+                       want, have);
+    if (want < have)
+        rt_input_error("%s: header says %" PRId32 " tokens (%" PRIu64 " bytes) but the file "
+                       "holds %" PRIu64 " bytes after the header (not uint16 tokens, or a "
+                       "wrong count?)", path, count, want, have);
+    s->ntok = count;
+    /* The mapping is page-aligned and the header 1024 bytes: tokens are aligned. */
+    s->tok = (const uint16_t *)(b + RT_SHARD_HEADER_BYTES);
+    if (vocab <= 0 || vocab > UINT16_MAX)
+        return;
+    for (int64_t i = 0; i < s->ntok; i++)
+        if (s->tok[i] >= vocab)
+            rt_input_error("%s: token %u at position %" PRId64 " is outside the vocabulary "
+                           "[0, %" PRId64 ")%s%s%s", path, (unsigned)s->tok[i], i, vocab,
+                           vocab_from ? " (" : "", vocab_from ? vocab_from : "",
+                           vocab_from ? ")" : "");
+}
+
+void rt_shard_close(rt_shard *s)
+{
+    if (s->map && munmap(s->map, s->map_len) != 0)
+        rt_die("munmap %s: %s", s->path, strerror(errno));
+    s->map = NULL;
+    s->tok = NULL;
+}
+
+static void put_le32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* Header, then the tokens converted to little-endian uint16 a chunk at a time (so
+ * bytes need no second copy of the whole input). Returns 0 or -1 with errno. */
+static int shard_put(FILE *f, const void *tok, int elem_bytes, int64_t n)
+{
+    unsigned char hdr[RT_SHARD_HEADER_BYTES] = {0};
+    put_le32(hdr, RT_SHARD_MAGIC);
+    put_le32(hdr + 4, RT_SHARD_VERSION);
+    put_le32(hdr + 8, (uint32_t)n);
+    if (fwrite(hdr, 1, sizeof hdr, f) != sizeof hdr)
+        return -1;
+    unsigned char buf[1 << 16];   /* 32768 tokens, little-endian */
+    const unsigned char *src = tok;
+    for (int64_t lo = 0; lo < n;) {
+        int64_t k = n - lo < (int64_t)sizeof buf / 2 ? n - lo : (int64_t)sizeof buf / 2;
+        for (int64_t i = 0; i < k; i++) {
+            uint16_t v;
+            if (elem_bytes == 1)
+                v = src[lo + i];
+            else
+                memcpy(&v, src + 2 * (lo + i), 2);
+            buf[2 * i] = (unsigned char)v;
+            buf[2 * i + 1] = (unsigned char)(v >> 8);
+        }
+        if (fwrite(buf, 2, (size_t)k, f) != (size_t)k)
+            return -1;
+        lo += k;
+    }
+    return fflush(f) == 0 && fsync(fileno(f)) == 0 ? 0 : -1;
+}
+
+int rt_shard_write(const char *path, const void *tok, int elem_bytes, int64_t n)
+{
+    if ((elem_bytes != 1 && elem_bytes != 2) || n < 0 || (n > 0 && !tok))
+        rt_die("rt_shard_write(%s, elem_bytes %d, n %" PRId64 ")", path, elem_bytes, n);
+    if (n > INT32_MAX) {
+        errno = EFBIG;   /* the header's count is an int32 */
+        return -1;
+    }
+    char tmp[RT_PATH_MAX + 8];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    FILE *f = fopen(tmp, "wb");
+    if (!f)
+        return -1;
+    int rc = shard_put(f, tok, elem_bytes, n);
+    int err = errno;
+    if (fclose(f) != 0 && rc == 0) {
+        rc = -1;
+        err = errno;
+    }
+    if (rc == 0 && rename(tmp, path) != 0) {
+        rc = -1;
+        err = errno;
+    }
+    if (rc != 0) {
+        unlink(tmp);
+        errno = err;
+    }
+    return rc;
+}
+
 /* ---- datasets ---------------------------------------------------------------- */
 
 static void shape_str(char *buf, size_t cap, const int64_t *shape, int rank)
@@ -463,12 +606,137 @@ static void join_path(char *out, const char *base_dir, const char *path, const c
                        RT_PATH_MAX - 1);
 }
 
+/* ---- token datasets ---------------------------------------------------------- */
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The smallest `classes` of the two inputs: every token lands in both (shifted by
+ * one), so each must be a valid id for either. 0 = no check. */
+static int64_t token_vocab(const rt_model *m, char *from, size_t cap)
+{
+    int64_t vocab = 0;
+    for (int i = 0; i < 2; i++) {
+        const rt_input *in = &m->inputs[i];
+        if (in->classes > 0 && (vocab == 0 || in->classes < vocab)) {
+            vocab = in->classes;
+            snprintf(from, cap, "model input '%s' has %" PRId64 " classes", in->name,
+                     in->classes);
+        }
+    }
+    return vocab;
+}
+
+/* Matches `pattern` and returns its files sorted bytewise (glob sorts with the
+ * locale's collation; the order of samples must not depend on it). */
+static char **match_files(const char *pattern, const char *where, size_t *count, glob_t *g)
+{
+    int rc = glob(pattern, 0, NULL, g);
+    if (rc == GLOB_NOMATCH || (rc == 0 && g->gl_pathc == 0))
+        rt_input_error("train spec: %s: no file matches '%s'", where, pattern);
+    if (rc == GLOB_NOSPACE)
+        rt_fail("%s: out of memory matching '%s'", where, pattern);
+    if (rc != 0)
+        rt_input_error("train spec: %s: cannot read the folders of '%s'", where, pattern);
+    qsort(g->gl_pathv, g->gl_pathc, sizeof(char *), cmp_str);
+    *count = g->gl_pathc;
+    return g->gl_pathv;
+}
+
+/* Windows of a shard of n tokens: starts 0, T, 2T, ... with T + 1 tokens available. */
+static int64_t shard_windows(int64_t n, int64_t T) { return n > T ? (n - 1) / T : 0; }
+
+static void tokens_open(rt_dataset *d, const rt_model *m, const rt_data_entry *entries, int n,
+                        const char *base_dir, const char *what)
+{
+    char where[128];
+    snprintf(where, sizeof where, "$.train.data.%s.tokens", what);
+    if (n != 1)
+        rt_input_error("train spec: %s: tokens must be the only entry of data.%s", where, what);
+    const rt_input *a = &m->inputs[0], *b = m->n_inputs == 2 ? &m->inputs[1] : NULL;
+    if (!b || a->dtype != RT_I32 || b->dtype != RT_I32 || a->rank != 1 || b->rank != 1 ||
+        a->shape[0] != b->shape[0] || a->shape[0] < 1)
+        rt_input_error("train spec: %s: token data needs a model with two i32 inputs of shape "
+                       "[T] (the tokens and the next tokens)", where);
+    char vocab_from[160];
+    int64_t vocab = token_vocab(m, vocab_from, sizeof vocab_from);
+    char pattern[RT_PATH_MAX];
+    join_path(pattern, base_dir, entries[0].path, where);
+
+    glob_t g;
+    size_t nf;
+    char **files = match_files(pattern, where, &nf, &g);
+    if (nf > INT32_MAX)
+        rt_input_error("train spec: %s: '%s' matches more than %d files", where, pattern,
+                       INT32_MAX);
+    d->n = 2;
+    d->tokens = 1;
+    d->T = a->shape[0];
+    d->n_shards = (int)nf;
+    d->shards = rt_xmalloc(sizeof(rt_shard) * nf);
+    d->win_start = rt_xmalloc(sizeof(int64_t) * (nf + 1));
+    int64_t longest = 0;
+    for (size_t i = 0; i < nf; i++) {
+        rt_shard_open(&d->shards[i], files[i], vocab, vocab ? vocab_from : NULL);
+        d->win_start[i + 1] = d->win_start[i] + shard_windows(d->shards[i].ntok, d->T);
+        longest = d->shards[i].ntok > longest ? d->shards[i].ntok : longest;
+    }
+    globfree(&g);
+    d->rows = d->win_start[nf];
+    if (d->rows == 0)
+        rt_input_error("%s data: shards matching '%s' hold no window of T+1 = %" PRId64
+                       " tokens (%zu shard%s, the longest has %" PRId64 " tokens)", what,
+                       pattern, d->T + 1, nf, nf == 1 ? "" : "s", longest);
+}
+
+/* The shard holding window w: the last s with win_start[s] <= w (shards without
+ * windows have win_start[s] == win_start[s + 1] and are skipped). */
+static int shard_of(const rt_dataset *d, int64_t w)
+{
+    int lo = 0, hi = d->n_shards;   /* win_start[lo] <= w < win_start[hi] */
+    while (hi - lo > 1) {
+        int mid = lo + (hi - lo) / 2;
+        if (d->win_start[mid] <= w)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* x[i, t] = tok[o + t], y[i, t] = tok[o + 1 + t] for t < T, where o is the start
+ * of window idx[i]; x, y: [n, T] i32. */
+static void tokens_gather(const rt_dataset *d, const int64_t *idx, int64_t n, int32_t *x,
+                          int32_t *y)
+{
+    int64_t T = d->T;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t w = idx[i];
+        if (w < 0 || w >= d->rows)
+            rt_die("window %" PRId64 " out of [0, %" PRId64 ")", w, d->rows);
+        int s = shard_of(d, w);
+        const uint16_t *p = d->shards[s].tok + (w - d->win_start[s]) * T;
+        int32_t *xi = x + i * T, *yi = y + i * T;
+        for (int64_t t = 0; t < T; t++)
+            xi[t] = p[t];
+        for (int64_t t = 0; t < T; t++)
+            yi[t] = p[t + 1];
+    }
+}
+
 void rt_dataset_open(rt_dataset *d, const rt_model *m, const rt_data_entry *entries, int n,
                      const char *base_dir, const char *what)
 {
     memset(d, 0, sizeof *d);
     if (m->n_inputs < 1 || m->n_inputs > RT_MAX_INPUTS)
         rt_die("model has %d inputs", m->n_inputs);
+    for (int j = 0; j < n; j++)
+        if (strcmp(entries[j].key, "tokens") == 0) {
+            tokens_open(d, m, entries, n, base_dir, what);
+            return;
+        }
     /* Every entry must name a model input: a stray key is a typo, not data to skip. */
     for (int j = 0; j < n; j++) {
         int found = 0;
@@ -528,6 +796,14 @@ void rt_dataset_close(rt_dataset *d)
 {
     for (int i = 0; i < d->n; i++)
         rt_npy_close(&d->arr[i]);
+    for (int i = 0; i < d->n_shards; i++)
+        rt_shard_close(&d->shards[i]);
+    rt_xfree(d->shards);
+    rt_xfree(d->win_start);
+    d->shards = NULL;
+    d->win_start = NULL;
+    d->n_shards = 0;
+    d->tokens = 0;
     d->n = 0;
 }
 
@@ -610,8 +886,12 @@ static void fill_batch(const rt_loader *l, loader_slot *s, int64_t epoch, int64_
 {
     int64_t lo = k * l->B;
     int64_t rows = l->d->rows - lo < l->B ? l->d->rows - lo : l->B;
-    for (int i = 0; i < l->d->n; i++)
-        rt_npy_gather(&l->d->arr[i], l->order + lo, rows, s->b.in[i], l->m->inputs[i].dtype);
+    if (l->d->tokens)
+        tokens_gather(l->d, l->order + lo, rows, s->b.in[0], s->b.in[1]);
+    else
+        for (int i = 0; i < l->d->n; i++)
+            rt_npy_gather(&l->d->arr[i], l->order + lo, rows, s->b.in[i],
+                          l->m->inputs[i].dtype);
     s->b.rows = rows;
     s->b.epoch = epoch;
     s->b.index = k;

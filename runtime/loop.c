@@ -15,7 +15,10 @@
 #include "rt_loop.h"
 
 typedef struct Opts {
-    const char *out, *init, *resume;
+    const char *out, *init, *resume, *prompt;
+    int64_t sample;            /* characters to generate after training */
+    double temperature;
+    int64_t sample_seed;
     const char *sets[256];
     int n_sets;
     int device;                /* -1: not given */
@@ -41,7 +44,8 @@ static void on_signal(int sig)
 }
 
 static const char *const option_names[] = {"--out", "--set", "--init", "--resume", "--device",
-                                           "--threads", "--quiet", "--help", NULL};
+                                           "--threads", "--quiet", "--help", "--sample",
+                                           "--temperature", "--sample-seed", "--prompt", NULL};
 
 static void trainer_usage(const rt_model *m)
 {
@@ -51,7 +55,12 @@ static void trainer_usage(const rt_model *m)
            "  --init FILE            start from these weights (safetensors)\n"
            "  --device cpu|auto      where to run (this trainer: cpu)\n"
            "  --threads N            CPU threads (default: all cores)\n"
-           "  --quiet                no progress line\n",
+           "  --quiet                no progress line\n"
+           "  --resume DIR           continue DIR's run from its newest checkpoint\n"
+           "  --sample N             token models: print N generated tokens (bytes) after training\n"
+           "  --temperature T        sampling temperature (default 1.0)\n"
+           "  --sample-seed S        sampling seed (default: the training seed)\n"
+           "  --prompt TEXT          text the sample continues (default: a newline)\n",
            m->name, m->name);
 }
 
@@ -66,6 +75,8 @@ static void parse_opts(const rt_model *m, int argc, char **argv, Opts *o)
 {
     memset(o, 0, sizeof *o);
     o->device = -1;
+    o->temperature = 1.0;
+    o->sample_seed = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--out"))
@@ -97,6 +108,25 @@ static void parse_opts(const rt_model *m, int argc, char **argv, Opts *o)
             o->threads = (int)v;
         } else if (!strcmp(a, "--quiet"))
             o->quiet = 1;
+        else if (!strcmp(a, "--sample") || !strcmp(a, "--sample-seed")) {
+            const char *t = need(argc, argv, &i);
+            char *end;
+            long long v = strtoll(t, &end, 10);
+            if (*end || v < 0 || (a[8] == 0 && v > 100000000))
+                rt_input_error("%s: expected a non-negative integer, got '%s'", a, t);
+            if (a[8] == 0)
+                o->sample = v;
+            else
+                o->sample_seed = v;
+        } else if (!strcmp(a, "--temperature")) {
+            const char *t = need(argc, argv, &i);
+            char *end;
+            double v = strtod(t, &end);
+            if (*end || !(v > 0) || !isfinite(v))
+                rt_input_error("--temperature: expected a number > 0, got '%s'", t);
+            o->temperature = v;
+        } else if (!strcmp(a, "--prompt"))
+            o->prompt = need(argc, argv, &i);
         else if (!strcmp(a, "--gradcheck"))
             o->gradcheck = 1;   /* developer option: finite-difference check, see tests/ */
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -424,6 +454,74 @@ static void checkpoint(Run *r, rt_loop_state *s)
     free(lines);
 }
 
+/* Generation from a token model: the context window (at most T ids) goes through the
+ * forward pass with B = 1, the logits at its last position are sampled with the
+ * temperature, and the id is appended (the window slides once full). Ids are bytes
+ * for `trainc data text` shards, so they are printed as such. */
+static void sample(Run *r)
+{
+    const rt_model *m = r->m;
+    const rt_input *in = &m->inputs[0];
+    int64_t T = in->rank == 1 ? in->shape[0] : 0;
+    if (m->n_inputs != 2 || in->dtype != RT_I32 || T <= 0 || m->loss != RT_LOSS_CROSS_ENTROPY ||
+        m->pred_numel % T != 0)
+        rt_input_error("--sample needs a token model (an i32 [T] input and cross-entropy logits [T, vocab])");
+    int64_t V = m->pred_numel / T;
+    int32_t *ctx = rt_xmalloc((size_t)T * sizeof *ctx), *tgt = rt_xmalloc((size_t)T * sizeof *tgt);
+    int64_t n = 0;
+    const char *p = r->o.prompt ? r->o.prompt : "\n";
+    for (; *p; p++) {
+        if (n == T) {
+            memmove(ctx, ctx + 1, (size_t)(T - 1) * sizeof *ctx);
+            n--;
+        }
+        ctx[n++] = (unsigned char)*p % (int32_t)V;
+    }
+    if (n == 0)
+        ctx[n++] = 10 % (int32_t)V;
+    rt_rng rng;
+    rt_rng_seed(&rng, r->o.sample_seed >= 0 ? (uint64_t)r->o.sample_seed : r->c.seed);
+    double *prob = rt_xmalloc((size_t)V * sizeof *prob);
+    r->e.B = 1;
+    r->e.in[0] = ctx;
+    r->e.in[1] = tgt;
+    r->e.rng_key = 0;
+    for (int64_t k = 0; k < r->o.sample; k++) {
+        for (int64_t t = n; t < T; t++)
+            ctx[t] = 0;             /* causal attention: later positions do not matter */
+        r->e.loss_sum = 0;
+        r->e.terms = 0;
+        r->e.correct = 0;
+        m->forward(&r->e, 0);
+        const float *logits = (const float *)(r->e.arena + r->e.Bmax * m->pred_offset) + (n - 1) * V;
+        double mx = -INFINITY, sum = 0;
+        for (int64_t v = 0; v < V; v++)
+            mx = fmax(mx, (double)logits[v] / r->o.temperature);
+        for (int64_t v = 0; v < V; v++)
+            sum += prob[v] = exp((double)logits[v] / r->o.temperature - mx);
+        double u = rt_rng_uniform(&rng) * sum, acc = 0;
+        int64_t pick = V - 1;
+        for (int64_t v = 0; v < V; v++) {
+            acc += prob[v];
+            if (u < acc) {
+                pick = v;
+                break;
+            }
+        }
+        putchar((int)(pick & 0xff));
+        if (n == T) {
+            memmove(ctx, ctx + 1, (size_t)(T - 1) * sizeof *ctx);
+            n--;
+        }
+        ctx[n++] = (int32_t)pick;
+    }
+    putchar('\n');
+    fflush(stdout);
+    rt_xfree(prob);
+    rt_xfree(ctx);
+    rt_xfree(tgt);
+}
+
 int rt_main(const rt_model *m, int argc, char **argv)
 {
     if (m->abi != RT_ABI_VERSION)
@@ -689,6 +787,8 @@ int rt_main(const rt_model *m, int argc, char **argv)
     if (end == END_EARLY)
         fprintf(stderr, " (%s)", why);
     fprintf(stderr, "\n  outputs in %s/\n", r->out);
+    if (r->o.sample > 0 && end != END_INTERRUPTED)
+        sample(r);
     if (end == END_INTERRUPTED) {
         fprintf(stderr, "  interrupted: a checkpoint was written; continue with --resume %s\n", r->out);
         return RT_EXIT_INTERRUPTED;

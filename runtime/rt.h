@@ -129,16 +129,53 @@ void rt_npy_close(rt_npy *a);
  * element; i64 -> i32 is the only conversion). */
 void rt_npy_gather(const rt_npy *a, const int64_t *idx, int64_t n, void *dst, int to);
 
+/* One token shard (SPEC.md section 5), memory-mapped: a header of 256 little-endian
+ * int32 ([0] = RT_SHARD_MAGIC, [1] = RT_SHARD_VERSION, [2] = token count), then
+ * exactly that many uint16 tokens (llm.c's format). */
+#define RT_SHARD_MAGIC 20240520
+#define RT_SHARD_VERSION 1
+#define RT_SHARD_HEADER_BYTES 1024
+
+typedef struct rt_shard {
+    char path[RT_PATH_MAX];
+    int64_t ntok;
+    const uint16_t *tok;       /* [ntok], inside the mapping */
+    void *map;
+    size_t map_len;
+} rt_shard;
+
+/* Opens and maps a shard; on a bad file exits 1 naming the file and the problem. With
+ * vocab > 0 every token is scanned and one >= vocab is an error naming its position;
+ * `vocab_from` (may be NULL) says where the vocabulary comes from, for that message. */
+void rt_shard_open(rt_shard *s, const char *path, int64_t vocab, const char *vocab_from);
+void rt_shard_close(rt_shard *s);
+/* Writes n tokens as a shard, atomically (PATH.tmp, fsync, rename). elem_bytes 1:
+ * tok holds bytes (each one a token 0..255); 2: tok holds uint16 tokens. n must fit
+ * the header's int32. Returns 0 or -1 (errno set; nothing left at PATH or PATH.tmp). */
+int rt_shard_write(const char *path, const void *tok, int elem_bytes, int64_t n);
+
 /* A dataset: one mapped array per model input, checked against the model. */
 typedef struct rt_dataset {
     int n;                     /* = model->n_inputs */
     rt_npy arr[RT_MAX_INPUTS];
     int64_t rows;
+    /* Token data (the entries hold "tokens"): arr[] is unused and a sample (a row)
+     * is window w: T tokens for input 0 and the same T shifted by one for input 1,
+     * from shard s where win_start[s] <= w < win_start[s + 1], at token offset
+     * (w - win_start[s]) * T. */
+    int tokens;                /* 1 for token data */
+    int64_t T;                 /* window length (the inputs' shape [T]) */
+    int n_shards;
+    rt_shard *shards;          /* [n_shards], in sorted path order */
+    int64_t *win_start;        /* [n_shards + 1], win_start[n_shards] = rows */
 } rt_dataset;
 
 /* Opens the files of `entries` for every input of m; paths are resolved against
  * base_dir unless absolute. `what` is "train" or "val" for messages. Checks dtype,
- * per-sample shape, equal row counts, and class labels in [0, classes). */
+ * per-sample shape, equal row counts, and class labels in [0, classes).
+ * A single entry "tokens" holds a glob of shards instead (matched files in sorted
+ * order); the model must then have two i32 inputs of shape [T], and token ids are
+ * checked against the inputs' `classes` (the vocabulary) where given. */
 void rt_dataset_open(rt_dataset *d, const rt_model *m, const rt_data_entry *entries, int n,
                      const char *base_dir, const char *what);
 void rt_dataset_close(rt_dataset *d);

@@ -79,6 +79,8 @@ typedef struct rt_model {
     int loss;                  /* RT_LOSS_* */
     int64_t loss_terms;        /* loss terms per sample */
     int has_dropout;
+    int64_t pred_offset;       /* the prediction (logits) in the arena: per-row offset */
+    int64_t pred_numel;        /* its elements per sample */
     const char *const *train_defaults; /* "key=value" lines of the training spec */
     int n_train_defaults;
     void (*forward)(rt_exec *e, int train); /* computes the loss; with train, also d(loss)/d(output) */
@@ -134,6 +136,23 @@ void rt_rowsum_add(rt_exec *e, const float *x, float *db, int64_t rows, int64_t 
 
 /* Mean squared error terms over n elements; dy = 2 (y - t) * e->grad_scale when dy != NULL. */
 void rt_mse(rt_exec *e, const float *y, const float *t, float *dy, int64_t n);
+
+/* Causal (or full) multi-head self-attention over qkv [B, T, 3d] (GPT-2's layout: q, k,
+ * v side by side in the last axis, head h at columns h*hd .. h*hd+hd-1 of each, hd =
+ * d/H). att [B, H, T, T] receives the softmax probabilities (kept for backward;
+ * masked entries 0), y [B, T, d] the heads' outputs side by side. Scale 1/sqrt(hd). */
+void rt_attention_fwd(rt_exec *e, const float *qkv, float *att, float *y, int64_t B, int64_t T,
+                      int64_t d, int64_t H, int causal);
+/* From dy [B, T, d]: dqkv [B, T, 3d] (overwritten). */
+void rt_attention_bwd(rt_exec *e, const float *qkv, const float *att, const float *dy,
+                      float *dqkv, int64_t B, int64_t T, int64_t d, int64_t H, int causal);
+/* out[r, :] = w[idx[r], :] for r < rows; w is [V, dim]. */
+void rt_embedding_fwd(rt_exec *e, const int32_t *idx, const float *w, float *out, int64_t rows,
+                      int64_t V, int64_t dim);
+/* dw[idx[r], :] += dout[r, :] (deterministic: rows with the same index are added in
+ * row order whatever the thread count). */
+void rt_embedding_bwd(rt_exec *e, const int32_t *idx, const float *dout, float *dw, int64_t rows,
+                      int64_t V, int64_t dim);
 
 /* Counter-based uniform [0,1) for dropout: the same (key, index) always gives the same
  * number, so the backward pass regenerates the mask instead of storing it. */

@@ -20,8 +20,11 @@ os.makedirs(OUT, exist_ok=True)
 
 rng = np.random.default_rng(7)
 
-def data(name, shape, classes=None, target_shape=None):
-    x = rng.standard_normal((16,) + tuple(shape)).astype(np.float32)
+def data(name, shape, classes=None, target_shape=None, x_vocab=None):
+    if x_vocab:
+        x = rng.integers(0, x_vocab, size=(16,) + tuple(shape)).astype(np.int32)
+    else:
+        x = rng.standard_normal((16,) + tuple(shape)).astype(np.float32)
     np.save(os.path.join(OUT, name + "_x.npy"), x)
     if classes:
         y = rng.integers(0, classes, size=(16,) + tuple(target_shape or ())).astype(np.int32)
@@ -29,8 +32,9 @@ def data(name, shape, classes=None, target_shape=None):
         y = rng.standard_normal((16,) + tuple(target_shape)).astype(np.float32)
     np.save(os.path.join(OUT, name + "_y.npy"), y)
 
-def case(name, in_shape, layers, loss="cross_entropy", classes=4, target_shape=(), x_dtype="f32"):
-    data(name, in_shape, classes if loss == "cross_entropy" else None, target_shape)
+def case(name, in_shape, layers, loss="cross_entropy", classes=4, target_shape=(), x_dtype="f32",
+         x_vocab=None, init=None):
+    data(name, in_shape, classes if loss == "cross_entropy" else None, target_shape, x_vocab)
     y = {"shape": list(target_shape), "dtype": "i32", "classes": classes} if loss == "cross_entropy" \
         else {"shape": list(target_shape), "dtype": "f32"}
     spec = {
@@ -42,6 +46,8 @@ def case(name, in_shape, layers, loss="cross_entropy", classes=4, target_shape=(
         "train": {"data": {"train": {"x": name + "_x.npy", "y": name + "_y.npy"}},
                   "batch_size": 8, "epochs": 1, "loader": {"shuffle": False, "workers": 0}},
     }
+    if init:
+        spec["model"]["init"] = init
     path = os.path.join(OUT, name + ".json")
     with open(path, "w") as f:
         json.dump(spec, f, indent=1)
@@ -73,6 +79,26 @@ cases = [
     case("flatten", [2, 3, 3], [{"op": "conv2d", "out": 2, "kernel": 1}, {"op": "flatten"}, L(4)]),
     case("cross_entropy_seq", [5, 8], [L(6), {"op": "relu"}, L(4)], target_shape=(5,)),
     case("mse", [8], [L(6), {"op": "sigmoid"}, L(3)], loss="mse", target_shape=(3,)),
+]
+# token models: x holds ids in [0, 7), y the next ids
+E = lambda **k: dict({"op": "embedding", "name": "wte", "vocab": 7, "dim": 6, "input": "x"}, **k)
+tok = lambda name, layers, **k: case(name, [5], layers, classes=7, target_shape=(5,), x_dtype="i32",
+                                     x_vocab=7, **k)
+cases += [
+    tok("embedding", [E(), L(7)]),
+    tok("pos_embedding", [E(), {"op": "pos_embedding", "max_len": 8}, L(7)]),
+    tok("attention_causal", [E(), {"op": "attention", "heads": 2}, L(7)]),
+    tok("attention_full", [E(), {"op": "attention", "heads": 3, "causal": False}, L(7)]),
+    tok("residual", [E(), {"op": "residual", "body": [{"op": "layernorm"}, L(6), {"op": "tanh"}]}, L(7)]),
+    tok("repeat", [E(), {"op": "repeat", "name": "h", "count": 2,
+                         "body": [{"op": "residual", "body": [L(6, name="fc"), {"op": "gelu", "approximate": "tanh"}]}]}, L(7)]),
+    tok("tie", [E(), {"op": "layernorm"}, {"op": "linear", "tie": "wte", "bias": False}]),
+    tok("gpt_block", [E(), {"op": "pos_embedding", "name": "wpe", "max_len": 5},
+                      {"op": "repeat", "name": "h", "count": 2, "body": [
+                          {"op": "residual", "body": [{"op": "layernorm", "name": "ln_1"}, {"op": "attention", "name": "attn", "heads": 2}]},
+                          {"op": "residual", "body": [{"op": "layernorm", "name": "ln_2"}, L(12, name="fc"),
+                                                      {"op": "gelu", "approximate": "tanh"}, L(6, name="proj")]}]},
+                      {"op": "layernorm", "name": "ln_f"}, {"op": "linear", "tie": "wte", "bias": False}], init="gpt2"),
 ]
 
 failed = 0
