@@ -53,6 +53,12 @@ deps:
 data/fashion/train_x.npy: $(B)/trainc
 	$(B)/trainc data fashion-mnist data/fashion
 
+# a character-level corpus from what every Debian system ships: its license texts
+data/text/train_000000.bin: $(B)/trainc
+	mkdir -p $(B)
+	find /usr/share/common-licenses -type f | LC_ALL=C sort | xargs cat > $(B)/licenses.txt
+	$(B)/trainc data text $(B)/licenses.txt data/text
+
 demo: deps
 	$(MAKE) all
 	$(MAKE) data/fashion/train_x.npy
@@ -61,7 +67,7 @@ demo: deps
 
 test: deps
 	$(MAKE) all
-	$(MAKE) data/fashion/train_x.npy
+	$(MAKE) data/fashion/train_x.npy data/text/train_000000.bin
 	bash tests/run_all.sh
 
 bench: all data/fashion/train_x.npy

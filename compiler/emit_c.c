@@ -126,7 +126,7 @@ static void use(Uses *u, Tensor *t, int w)
     u->w[u->n++] = (char)w;
 }
 
-static void emit_kernel(Buf *b, Instr *in)
+static void emit_kernel(Buf *b, Instr *in, const char *kp)
 {
     Uses u = {0};
     for (int k = 0; k < in->n_ops; k++) {
@@ -136,8 +136,8 @@ static void emit_kernel(Buf *b, Instr *in)
     }
     for (int k = 0; k < in->n_writes; k++)
         use(&u, in->writes[k], 1);
-    buf_printf(b, "/* k%d: %s\n *     from %s */\n", in->id, in->what, in->origin);
-    buf_printf(b, "void k%d(rt_exec *e, int64_t lo, int64_t hi)\n{\n", in->id);
+    buf_printf(b, "/* %s%d: %s\n *     from %s */\n", kp, in->id, in->what, in->origin);
+    buf_printf(b, "void %s%d(rt_exec *e, int64_t lo, int64_t hi)\n{\n", kp, in->id);
     for (int i = 0; i < u.n; i++)
         declare(b, u.t[i], u.w[i]);
     buf_puts(b, "    for (int64_t i = lo; i < hi; i++) {\n");
@@ -191,7 +191,7 @@ static void emit_pass(Buf *b, Program *p, int from, int to, const char *sig, con
             continue;
         buf_printf(b, "    /* %s: %s */\n", in->origin, in->what);
         if (in->kind == I_EW)
-            buf_printf(b, "    rt_parallel_for(e, %s, k%d);\n", in->n, in->id);
+            buf_printf(b, "    rt_parallel_for(e, %s, %s%d);\n", in->n, p->kprefix, in->id);
         else
             buf_printf(b, "    %s\n", in->text);
     }
@@ -207,15 +207,13 @@ static void emit_header(Buf *b, Program *p, const char *file)
                TRAINC_VERSION, s->name);
 }
 
-static void emit_model_h(Program *p, Buf *b)
+static void emit_plan_comment(Buf *b, Program *p, const char *title)
 {
     Graph *g = p->g;
-    emit_header(b, p, "model.h");
-    buf_printf(b, " *\n * The memory plan. Activations, their gradients and scratch buffers share one\n"
-                  " * arena of Bmax * %lld bytes (no reuse would take Bmax * %lld; the most ever\n"
-                  " * live at once is Bmax * %lld). A buffer's byte offset is Bmax * its offset\n"
-                  " * below, so any batch size fits the same plan.\n *\n",
-               (long long)p->arena_row_bytes, (long long)p->noreuse_row_bytes,
+    buf_printf(b, " *\n * %s: one arena of Bmax * %lld bytes (no reuse would take Bmax * %lld; the\n"
+                  " * most ever live at once is Bmax * %lld). A buffer's byte offset is Bmax * its\n"
+                  " * offset below, so any batch size fits the same plan.\n *\n",
+               title, (long long)p->arena_row_bytes, (long long)p->noreuse_row_bytes,
                (long long)p->lower_bound_row_bytes);
     buf_puts(b, " *   offset      bytes/row  live     buffer                      shape\n");
     for (int i = 0; i < g->n_tensors; i++) {
@@ -232,16 +230,27 @@ static void emit_model_h(Program *p, Buf *b)
             buf_printf(b, " *   (register)  %-9s  %7s  %-26s  %s  fused, never stored\n", "-", "",
                        t->name, shape_of(t, 1));
     }
+}
+
+static void emit_model_h(Program *p, Program *ev, Buf *b)
+{
+    emit_header(b, p, "model.h");
+    emit_plan_comment(b, p, "The memory plan for training (forward and backward). Activations, their\n"
+                            " * gradients and scratch buffers share");
+    emit_plan_comment(b, ev, "The plan for validation (forward only, no gradients): it shares");
     buf_puts(b, " */\n#ifndef TRAINC_MODEL_H\n#define TRAINC_MODEL_H\n\n#include \"trainc_rt.h\"\n\n");
     buf_puts(b, "/* the arena at a per-row offset */\n"
                 "#define ACT(off) ((float *)(e->arena + e->Bmax * (int64_t)(off)))\n\n");
     for (int i = 0; i < p->n_ins; i++)
         if (!p->ins[i]->dead && p->ins[i]->kind == I_EW)
             buf_printf(b, "void k%d(rt_exec *e, int64_t lo, int64_t hi);\n", p->ins[i]->id);
+    for (int i = 0; i < ev->n_ins; i++)
+        if (!ev->ins[i]->dead && ev->ins[i]->kind == I_EW)
+            buf_printf(b, "void ke%d(rt_exec *e, int64_t lo, int64_t hi);\n", ev->ins[i]->id);
     buf_puts(b, "\n#endif\n");
 }
 
-static void emit_host_c(Program *p, Buf *b)
+static void emit_host_c(Program *p, Program *ev, Buf *b)
 {
     Graph *g = p->g;
     const Spec *s = g->spec;
@@ -264,6 +273,9 @@ static void emit_host_c(Program *p, Buf *b)
               "    e->train = train; /* read by dropout and the loss */\n");
     emit_pass(b, p, p->n_forward, p->n_ins, "static void backward(rt_exec *e)",
               "The backward pass: activation gradients written, parameter gradients accumulated.", "");
+    emit_pass(b, ev, 0, ev->n_ins, "static void evaluate(rt_exec *e)",
+              "Validation: the forward pass alone, with its own smaller plan (no gradient buffers).",
+              "    e->train = 0;\n");
 
     buf_puts(b, "static const rt_param params[] = {\n");
     for (int i = 0; i < g->n_params; i++) {
@@ -317,6 +329,7 @@ static void emit_host_c(Program *p, Buf *b)
     buf_printf(b, "    .n_inputs = %d,\n    .inputs = inputs,\n", s->n_inputs);
     buf_printf(b, "    .arena_row_bytes = %lld,\n    .noreuse_row_bytes = %lld,\n",
                (long long)p->arena_row_bytes, (long long)p->noreuse_row_bytes);
+    buf_printf(b, "    .eval_arena_row_bytes = %lld,\n", (long long)ev->arena_row_bytes);
     buf_printf(b, "    .flops_per_sample = %lld,\n", (long long)(g->flops_fwd + g->flops_bwd));
     buf_printf(b, "    .loss = %s,\n    .loss_terms = %lld,\n    .has_dropout = %d,\n",
                s->loss == LOSS_CROSS_ENTROPY ? "RT_LOSS_CROSS_ENTROPY" : "RT_LOSS_MSE",
@@ -328,11 +341,11 @@ static void emit_host_c(Program *p, Buf *b)
     }
     buf_printf(b, "    .train_defaults = train_defaults,\n    .n_train_defaults = %d,\n",
                s->n_train_lines);
-    buf_puts(b, "    .forward = forward,\n    .backward = backward,\n};\n\n");
+    buf_puts(b, "    .forward = forward,\n    .backward = backward,\n    .evaluate = evaluate,\n};\n\n");
     buf_puts(b, "#ifndef TRAINC_JIT\nint main(int argc, char **argv) { return rt_main(&trainc_model, argc, argv); }\n#endif\n");
 }
 
-static void emit_kernels_c(Program *p, Buf *b)
+static void emit_kernels_c(Program *p, Program *ev, Buf *b)
 {
     emit_header(b, p, "kernels_cpu.c");
     buf_puts(b, " *\n * The fused elementwise kernels for the CPU. Each runs over [lo, hi) of its index\n"
@@ -341,7 +354,11 @@ static void emit_kernels_c(Program *p, Buf *b)
                 " * is stored. */\n#include \"model.h\"\n\n");
     for (int i = 0; i < p->n_ins; i++)
         if (!p->ins[i]->dead && p->ins[i]->kind == I_EW)
-            emit_kernel(b, p->ins[i]);
+            emit_kernel(b, p->ins[i], "k");
+    buf_puts(b, "/* ---- validation (forward only) ---- */\n\n");
+    for (int i = 0; i < ev->n_ins; i++)
+        if (!ev->ins[i]->dead && ev->ins[i]->kind == I_EW)
+            emit_kernel(b, ev->ins[i], "ke");
 }
 
 void emit_plan_json(Program *p, Buf *b)
@@ -357,6 +374,7 @@ void emit_plan_json(Program *p, Buf *b)
     buf_printf(b, "{\n  \"model\": \"%s\",\n  \"batch_size\": %lld,\n", s->name, (long long)B);
     buf_printf(b, "  \"arena_row_bytes\": %lld,\n  \"arena_bytes\": %lld,\n",
                (long long)p->arena_row_bytes, (long long)(B * p->arena_row_bytes));
+    buf_printf(b, "  \"eval_arena_bytes\": %lld,\n", (long long)(B * p->eval_row_bytes));
     buf_printf(b, "  \"noreuse_bytes\": %lld,\n  \"lower_bound_bytes\": %lld,\n",
                (long long)(B * p->noreuse_row_bytes), (long long)(B * p->lower_bound_row_bytes));
     buf_printf(b, "  \"param_bytes\": %lld,\n  \"grad_bytes\": %lld,\n  \"optimizer_bytes\": %lld,\n",
@@ -390,12 +408,12 @@ void emit_plan_json(Program *p, Buf *b)
     buf_puts(b, "\n  ]\n}\n");
 }
 
-void emit_c(Program *p, Emitted *out)
+void emit_c(Program *p, Program *ev, Emitted *out)
 {
     memset(out, 0, sizeof *out);
-    emit_model_h(p, &out->model_h);
-    emit_host_c(p, &out->host_c);
-    emit_kernels_c(p, &out->kernels_c);
+    emit_model_h(p, ev, &out->model_h);
+    emit_host_c(p, ev, &out->host_c);
+    emit_kernels_c(p, ev, &out->kernels_c);
     emit_plan_json(p, &out->plan_json);
 }
 

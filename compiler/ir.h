@@ -177,10 +177,14 @@ typedef struct Program {
     int n_ins, cap_ins;
     int n_forward;           /* ins[0 .. n_forward) run in the forward pass */
     int n_kernels;
+    int eval;                /* forward only, no loss gradient: validation's own plan */
+    const char *kprefix;     /* kernel names: "k" (training) or "ke" (evaluation) */
     int64_t arena_row_bytes, noreuse_row_bytes, lower_bound_row_bytes;
+    int64_t eval_row_bytes;  /* the validation plan's arena (set on the training program) */
 } Program;
 
 Program *lower(Graph *g);
+Program *lower_eval(Graph *g);   /* a forward-only graph, for validation */
 void fuse(Program *p);
 void memplan(Program *p);
 
@@ -198,7 +202,7 @@ typedef struct Emitted {
 } Emitted;
 
 /* `data_dir` is recorded as given (the build and JIT override it with an absolute path). */
-void emit_c(Program *p, Emitted *out);
+void emit_c(Program *p, Program *eval, Emitted *out);
 void emit_plan_json(Program *p, Buf *b);
 /* Writes the files of `out` into dir (created), each via a temporary name. */
 int emit_write(const Emitted *out, const char *dir);
@@ -209,6 +213,8 @@ typedef struct Compiled {
     Spec *spec;
     Graph *graph;
     Program *prog;
+    Graph *eval_graph;
+    Program *eval;
     Emitted em;
 } Compiled;
 Compiled *compile_spec(Spec *s);

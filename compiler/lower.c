@@ -312,16 +312,25 @@ static void lower_node(Program *p, Node *nd)
         if (nd->loss == LOSS_CROSS_ENTROPY) {
             int64_t C = pred->shape[pred->rank - 1];
             a->what = xstrdup("cross entropy: loss, accuracy and d(logits) in one pass");
-            textf(a, "rt_cross_entropy(e, %s, %s, e->train ? %s : NULL, e->B * %lld, %lld);",
-                  pred->name, t->name, nd->out2->name, (long long)(pred->numel / C), (long long)C);
+            if (p->eval)
+                textf(a, "rt_cross_entropy(e, %s, %s, NULL, e->B * %lld, %lld);", pred->name,
+                      t->name, (long long)(pred->numel / C), (long long)C);
+            else
+                textf(a, "rt_cross_entropy(e, %s, %s, e->train ? %s : NULL, e->B * %lld, %lld);",
+                      pred->name, t->name, nd->out2->name, (long long)(pred->numel / C), (long long)C);
         } else {
             a->what = xstrdup("mean squared error and d(prediction)");
-            textf(a, "rt_mse(e, %s, %s, e->train ? %s : NULL, e->B * %lld);", pred->name, t->name,
-                  nd->out2->name, (long long)pred->numel);
+            if (p->eval)
+                textf(a, "rt_mse(e, %s, %s, NULL, e->B * %lld);", pred->name, t->name,
+                      (long long)pred->numel);
+            else
+                textf(a, "rt_mse(e, %s, %s, e->train ? %s : NULL, e->B * %lld);", pred->name,
+                      t->name, nd->out2->name, (long long)pred->numel);
         }
         reads(a, pred);
         reads(a, t);
-        writes(a, nd->out2);
+        if (!p->eval)
+            writes(a, nd->out2);
         return;
     }
     case N_EMBEDDING: {
@@ -489,10 +498,12 @@ static void lower_node(Program *p, Node *nd)
     unreachable();
 }
 
-Program *lower(Graph *g)
+static Program *lower_prog(Graph *g, int eval)
 {
     Program *p = xcalloc(1, sizeof *p);
     p->g = g;
+    p->eval = eval;
+    p->kprefix = eval ? "ke" : "k";
     for (int i = 0; i < g->n_nodes; i++) {
         if (i == g->n_forward)
             p->n_forward = p->n_ins;
@@ -502,3 +513,6 @@ Program *lower(Graph *g)
         p->n_forward = p->n_ins;
     return p;
 }
+
+Program *lower(Graph *g) { return lower_prog(g, 0); }
+Program *lower_eval(Graph *g) { return lower_prog(g, 1); }

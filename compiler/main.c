@@ -25,7 +25,13 @@ Compiled *compile_spec(Spec *s)
     c->prog = lower(c->graph);
     fuse(c->prog);
     memplan(c->prog);
-    emit_c(c->prog, &c->em);
+    /* validation's own plan: the forward pass alone, without what backward keeps */
+    c->eval_graph = graph_build(s);
+    c->eval = lower_eval(c->eval_graph);
+    fuse(c->eval);
+    memplan(c->eval);
+    c->prog->eval_row_bytes = c->eval->arena_row_bytes;
+    emit_c(c->prog, c->eval, &c->em);
     return c;
 }
 
@@ -112,6 +118,7 @@ static void usage(FILE *f)
           "  plan SPEC... [--json]           the static memory plan\n"
           "  data fashion-mnist DIR [--from SRC]\n"
           "                                  convert Debian's Fashion-MNIST to .npy\n"
+          "  data text FILE DIR [--val-frac F] byte-level token shards of any text file\n"
           "  help [COMMAND], --version\n\n"
           "SPEC... is one file with \"model\" and \"train\", or the model file then the train file.\n"
           "Trainer options: --out DIR, --set KEY=VALUE, --init FILE.safetensors, --device cpu|auto,\n"
@@ -164,10 +171,18 @@ static int cmd_check(int argc, char **argv)
     printf("  parameters   %lld (%s fp32)\n", (long long)np, pb);
     printf("  FLOPs/sample %lld forward, %lld forward+backward\n", (long long)g->flops_fwd,
            (long long)(g->flops_fwd + g->flops_bwd));
+    if (s->train.n_train > 0 && !strcmp(s->train.train[0].key, "tokens") && s->inputs[0].rank == 1) {
+        int64_t T = s->inputs[0].shape[0];
+        printf("  FLOPs/token  %lld forward, %lld forward+backward (T = %lld)\n",
+               (long long)(g->flops_fwd / T), (long long)((g->flops_fwd + g->flops_bwd) / T),
+               (long long)T);
+    }
     printf("  activations  %lld bytes per sample (arena, with reuse)\n",
            (long long)c->prog->arena_row_bytes);
     printf("  arena        %lld bytes at batch %lld (%s; %s without reuse)\n",
            (long long)(B * c->prog->arena_row_bytes), (long long)B, a, b);
+    printf("  validation   %lld bytes at batch %lld (forward only, its own plan)\n",
+           (long long)(B * c->eval->arena_row_bytes), (long long)B);
     printf("  kernels      %d fused loops, %d instructions\n", c->prog->n_kernels, c->prog->n_ins);
     return 0;
 }

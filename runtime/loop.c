@@ -186,9 +186,6 @@ static void refuse_unsupported(const rt_model *m, const Opts *o, const rt_train_
         rt_input_error("$.train.memory_budget_mb: memory budgets are not supported yet (they come with recompute)");
     if (c->dist != RT_DIST_DDP)
         rt_input_error("$.train.distributed.strategy: zero1/zero2 are not supported yet");
-    for (int i = 0; i < c->n_train; i++)
-        if (!strcmp(c->train[i].key, "tokens"))
-            rt_input_error("$.train.data.train.tokens: token shards are not supported yet");
     (void)m;
 }
 
@@ -280,7 +277,7 @@ static Eval validate(Run *r)
             break;
         bind_batch(r, b);
         r->e.rng_key = 0;
-        r->m->forward(&r->e, 0);
+        r->m->evaluate(&r->e);
         loss += r->e.loss_sum;
         terms += r->e.terms;
         correct += r->e.correct;
@@ -575,7 +572,10 @@ int rt_main(const rt_model *m, int argc, char **argv)
         init_params(m, r->params, c->seed);
 
     r->e.Bmax = c->batch_size;
-    r->e.arena = rt_xmalloc((size_t)(r->e.Bmax * m->arena_row_bytes));
+    /* one block serves both plans: training's and validation's smaller one */
+    int64_t row = m->arena_row_bytes > m->eval_arena_row_bytes ? m->arena_row_bytes
+                                                               : m->eval_arena_row_bytes;
+    r->e.arena = rt_xmalloc((size_t)(r->e.Bmax * row));
     r->e.params = r->params;
     r->e.grads = r->grads;
     r->e.rt = rt_pool_new(threads);
@@ -694,10 +694,16 @@ int rt_main(const rt_model *m, int argc, char **argv)
                 char buf[512], a[32], bb[32], cc[32], d[32];
                 double sps = (double)s->log_samples / fmax(now - log_t, 1e-9);
                 double mean = s->log_loss / (double)s->log_n;
+                char tps[64] = "";
+                if (r->train.tokens) {
+                    char t1[32];
+                    snprintf(tps, sizeof tps, ",\"tokens_per_s\":%s",
+                             rt_json_num(t1, sps * (double)r->train.T));
+                }
                 snprintf(buf, sizeof buf,
-                         "{\"step\":%lld,\"epoch\":%lld,\"loss\":%s,\"lr\":%s,\"grad_norm\":%s,\"samples_per_s\":%s,\"time_s\":%.3f}",
+                         "{\"step\":%lld,\"epoch\":%lld,\"loss\":%s,\"lr\":%s,\"grad_norm\":%s,\"samples_per_s\":%s%s,\"time_s\":%.3f}",
                          (long long)s->step, (long long)s->epoch, rt_json_num(a, mean),
-                         rt_json_num(bb, lr), rt_json_num(cc, norm), rt_json_num(d, sps), now - r->t0);
+                         rt_json_num(bb, lr), rt_json_num(cc, norm), rt_json_num(d, sps), tps, now - r->t0);
                 rt_metrics_line(r->mt, buf);
                 rt_metrics_train_point(r->mt, s->step, mean);
                 rt_progress(r->o.quiet, s->step, r->total_steps, s->epoch, mean, sps, now - r->t0);

@@ -75,6 +75,7 @@ typedef struct rt_model {
     const rt_input *inputs;
     int64_t arena_row_bytes;   /* arena bytes = Bmax * arena_row_bytes */
     int64_t noreuse_row_bytes; /* what the arena would take without reuse */
+    int64_t eval_arena_row_bytes; /* validation's own (forward-only) plan, in the same arena */
     int64_t flops_per_sample;  /* forward + backward */
     int loss;                  /* RT_LOSS_* */
     int64_t loss_terms;        /* loss terms per sample */
@@ -85,6 +86,7 @@ typedef struct rt_model {
     int n_train_defaults;
     void (*forward)(rt_exec *e, int train); /* computes the loss; with train, also d(loss)/d(output) */
     void (*backward)(rt_exec *e);           /* parameter gradients are accumulated (+=) */
+    void (*evaluate)(rt_exec *e);           /* forward only, validation's plan: loss, accuracy */
 } rt_model;
 
 /* Entry point of every trainer: parses the trainer options, trains, returns the exit code. */

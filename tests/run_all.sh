@@ -27,6 +27,8 @@ UCC="cc -std=gnu11 -O1 -g $SAN -Iruntime -Icompiler"
 # unit tests of the runtime, under AddressSanitizer and UBSan
 check unit/build_data     $UCC tests/unit/test_data.c runtime/data.c runtime/util.c -lpthread -lm -o $T/test_data
 check unit/data           $T/test_data
+check unit/build_tokens   $UCC tests/unit/test_tokens.c runtime/data.c runtime/util.c -lpthread -lm -o $T/test_tokens
+check unit/tokens         $T/test_tokens
 check unit/build_io       $UCC tests/unit/test_io.c runtime/safetensors.c runtime/metrics.c runtime/util.c -lcjson -lm -o $T/test_io
 check unit/io             $T/test_io
 check unit/build_kernels  $UCC tests/unit/test_kernels.c runtime/kernels.c runtime/util.c -lopenblas -lpthread -lm -o $T/test_kernels
@@ -41,6 +43,7 @@ check asan/build          make -s B=build/asan CFLAGS="-O1 -g $SAN" build/asan/t
 # (leak checking off: the compiler exits on the first error without freeing, by design)
 check bad/specs           env TRAINC=build/asan/trainc ASAN_OPTIONS=detect_leaks=0 bash tests/bad_input.sh
 check bad/runtime         bash tests/bad_runtime.sh
+check data/text           bash tests/data_text.sh
 
 # compiler output
 check golden              bash tests/golden.sh

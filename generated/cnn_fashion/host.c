@@ -141,6 +141,59 @@ static void backward(rt_exec *e)
     rt_gemm(e, 0, 1, 16, 9, e->B * 784, 1.0f, gemm_d_conv_0, e->B * 784, col_d_conv_0, e->B * 784, 1.0f, G_0_weight, 9);
 }
 
+/* Validation: the forward pass alone, with its own smaller plan (no gradient buffers). */
+static void evaluate(rt_exec *e)
+{
+    e->train = 0;
+    const float *x_f32 = ACT(28224);
+    float *col_conv_0 = ACT(0);
+    const float *P_0_weight = e->params + 0;
+    float *gemm_conv_0 = ACT(50176);
+    const float *relu_1 = ACT(0);
+    float *maxpool_2 = ACT(112896);
+    float *col_conv_3 = ACT(0);
+    const float *P_3_weight = e->params + 160;
+    float *gemm_conv_3 = ACT(112896);
+    const float *relu_4 = ACT(0);
+    float *maxpool_5 = ACT(25088);
+    const float *flatten_6 = ACT(25088);
+    const float *P_7_weight = e->params + 4800;
+    float *linear_7 = ACT(0);
+    const float *relu_8 = ACT(512);
+    const float *P_9_weight = e->params + 205632;
+    float *linear_9 = ACT(0);
+    const int32_t *in_y = (const int32_t *)e->in[1];
+
+    /* $.model.inputs.x: input to f32 */
+    rt_parallel_for(e, e->B * 784, ke0);
+    /* $.model.layers[0]: conv2d: im2col */
+    rt_im2col(e, x_f32, col_conv_0, e->B, 1, 28, 28, 3, 1, 1, 28, 28);
+    /* $.model.layers[0]: conv2d: weight x columns */
+    rt_gemm(e, 0, 0, 16, e->B * 784, 9, 1.0f, P_0_weight, 9, col_conv_0, e->B * 784, 0.0f, gemm_conv_0, e->B * 784);
+    /* $.model.layers[0] + $.model.layers[1]: conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] + relu */
+    rt_parallel_for(e, e->B * 12544, ke1);
+    /* $.model.layers[2]: maxpool2d */
+    rt_maxpool2d_fwd(e, relu_1, maxpool_2, e->B * 16, 28, 28, 2, 2, 14, 14);
+    /* $.model.layers[3]: conv2d: im2col */
+    rt_im2col(e, maxpool_2, col_conv_3, e->B, 16, 14, 14, 3, 1, 1, 14, 14);
+    /* $.model.layers[3]: conv2d: weight x columns */
+    rt_gemm(e, 0, 0, 32, e->B * 196, 144, 1.0f, P_3_weight, 144, col_conv_3, e->B * 196, 0.0f, gemm_conv_3, e->B * 196);
+    /* $.model.layers[3] + $.model.layers[4]: conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] + relu */
+    rt_parallel_for(e, e->B * 6272, ke2);
+    /* $.model.layers[5]: maxpool2d */
+    rt_maxpool2d_fwd(e, relu_4, maxpool_5, e->B * 32, 14, 14, 2, 2, 7, 7);
+    /* $.model.layers[7]: linear: y = x W^T (bias in the epilogue) */
+    rt_gemm(e, 0, 1, e->B * 1, 128, 1568, 1.0f, flatten_6, 1568, P_7_weight, 1568, 0.0f, linear_7, 128);
+    /* $.model.layers[7] + $.model.layers[8]: linear epilogue: + bias + relu */
+    rt_parallel_for(e, e->B * 128, ke3);
+    /* $.model.layers[9]: linear: y = x W^T (bias in the epilogue) */
+    rt_gemm(e, 0, 1, e->B * 1, 10, 128, 1.0f, relu_8, 128, P_9_weight, 128, 0.0f, linear_9, 10);
+    /* $.model.layers[9]: linear epilogue: + bias */
+    rt_parallel_for(e, e->B * 10, ke4);
+    /* $.model.loss: cross entropy: loss, accuracy and d(logits) in one pass */
+    rt_cross_entropy(e, linear_9, in_y, NULL, e->B * 1, 10);
+}
+
 static const rt_param params[] = {
     {"0.weight", 4, {16, 1, 3, 3}, 144, 0, RT_INIT_UNIFORM, 0.333333343f},
     {"0.bias", 1, {16}, 16, 144, RT_INIT_UNIFORM, 0.333333343f},
@@ -213,6 +266,7 @@ const rt_model trainc_model = {
     .inputs = inputs,
     .arena_row_bytes = 203840,
     .noreuse_row_bytes = 814368,
+    .eval_arena_row_bytes = 137984,
     .flops_per_sample = 7402792,
     .loss = RT_LOSS_CROSS_ENTROPY,
     .loss_terms = 1,
@@ -223,6 +277,7 @@ const rt_model trainc_model = {
     .n_train_defaults = 39,
     .forward = forward,
     .backward = backward,
+    .evaluate = evaluate,
 };
 
 #ifndef TRAINC_JIT

@@ -135,3 +135,71 @@ void k9(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
+/* ---- validation (forward only) ---- */
+
+/* ke0: input to f32
+ *     from $.model.inputs.x */
+void ke0(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const uint8_t *in_x = (const uint8_t *)e->in[0];
+    float *x_f32 = ACT(28224);
+    for (int64_t i = lo; i < hi; i++) {
+        float v0 = (float)in_x[i] * 0.00392156886f; /* input to f32 */
+        x_f32[i] = v0;
+    }
+}
+
+/* ke1: conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] + relu
+ *     from $.model.layers[0] + $.model.layers[1] */
+void ke1(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *gemm_conv_0 = ACT(50176);
+    const float *P_0_bias = e->params + 144;
+    float *relu_1 = ACT(0);
+    for (int64_t i = lo; i < hi; i++) {
+        float v0 = gemm_conv_0[(i / 784 % 16) * (e->B * 784) + i / 12544 * 784 + i % 784] + P_0_bias[i / 784 % 16]; /* conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] */
+        float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
+        relu_1[i] = v1;
+    }
+}
+
+/* ke2: conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] + relu
+ *     from $.model.layers[3] + $.model.layers[4] */
+void ke2(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *gemm_conv_3 = ACT(112896);
+    const float *P_3_bias = e->params + 4768;
+    float *relu_4 = ACT(0);
+    for (int64_t i = lo; i < hi; i++) {
+        float v0 = gemm_conv_3[(i / 196 % 32) * (e->B * 196) + i / 6272 * 196 + i % 196] + P_3_bias[i / 196 % 32]; /* conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] */
+        float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
+        relu_4[i] = v1;
+    }
+}
+
+/* ke3: linear epilogue: + bias + relu
+ *     from $.model.layers[7] + $.model.layers[8] */
+void ke3(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *linear_7 = ACT(0);
+    const float *P_7_bias = e->params + 205504;
+    float *relu_8 = ACT(512);
+    for (int64_t i = lo; i < hi; i++) {
+        float v0 = linear_7[i] + P_7_bias[i % 128]; /* linear epilogue: + bias */
+        float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
+        relu_8[i] = v1;
+    }
+}
+
+/* ke4: linear epilogue: + bias
+ *     from $.model.layers[9] */
+void ke4(rt_exec *e, int64_t lo, int64_t hi)
+{
+    float *linear_9 = ACT(0);
+    const float *P_9_bias = e->params + 206912;
+    for (int64_t i = lo; i < hi; i++) {
+        float v0 = linear_9[i] + P_9_bias[i % 10]; /* linear epilogue: + bias */
+        linear_9[i] = v0;
+    }
+}
+

@@ -85,6 +85,39 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_linear_1, G_1_bias, e->B * 1, 256);
 }
 
+/* Validation: the forward pass alone, with its own smaller plan (no gradient buffers). */
+static void evaluate(rt_exec *e)
+{
+    e->train = 0;
+    const float *flatten_0 = ACT(0);
+    const float *P_1_weight = e->params + 0;
+    float *linear_1 = ACT(3136);
+    const float *relu_2 = ACT(0);
+    const float *P_3_weight = e->params + 200960;
+    float *linear_3 = ACT(1024);
+    const float *relu_4 = ACT(0);
+    const float *P_5_weight = e->params + 266752;
+    float *linear_5 = ACT(1024);
+    const int32_t *in_y = (const int32_t *)e->in[1];
+
+    /* $.model.inputs.x: input to f32 */
+    rt_parallel_for(e, e->B * 784, ke0);
+    /* $.model.layers[1]: linear: y = x W^T (bias in the epilogue) */
+    rt_gemm(e, 0, 1, e->B * 1, 256, 784, 1.0f, flatten_0, 784, P_1_weight, 784, 0.0f, linear_1, 256);
+    /* $.model.layers[1] + $.model.layers[2]: linear epilogue: + bias + relu */
+    rt_parallel_for(e, e->B * 256, ke1);
+    /* $.model.layers[3]: linear: y = x W^T (bias in the epilogue) */
+    rt_gemm(e, 0, 1, e->B * 1, 256, 256, 1.0f, relu_2, 256, P_3_weight, 256, 0.0f, linear_3, 256);
+    /* $.model.layers[3] + $.model.layers[4]: linear epilogue: + bias + relu */
+    rt_parallel_for(e, e->B * 256, ke2);
+    /* $.model.layers[5]: linear: y = x W^T (bias in the epilogue) */
+    rt_gemm(e, 0, 1, e->B * 1, 10, 256, 1.0f, relu_4, 256, P_5_weight, 256, 0.0f, linear_5, 10);
+    /* $.model.layers[5]: linear epilogue: + bias */
+    rt_parallel_for(e, e->B * 10, ke3);
+    /* $.model.loss: cross entropy: loss, accuracy and d(logits) in one pass */
+    rt_cross_entropy(e, linear_5, in_y, NULL, e->B * 1, 10);
+}
+
 static const rt_param params[] = {
     {"1.weight", 2, {256, 784}, 200704, 0, RT_INIT_UNIFORM, 0.0357142873f},
     {"1.bias", 1, {256}, 256, 200704, RT_INIT_UNIFORM, 0.0357142873f},
@@ -155,6 +188,7 @@ const rt_model trainc_model = {
     .inputs = inputs,
     .arena_row_bytes = 7232,
     .noreuse_row_bytes = 11424,
+    .eval_arena_row_bytes = 4160,
     .flops_per_sample = 1614376,
     .loss = RT_LOSS_CROSS_ENTROPY,
     .loss_terms = 1,
@@ -165,6 +199,7 @@ const rt_model trainc_model = {
     .n_train_defaults = 39,
     .forward = forward,
     .backward = backward,
+    .evaluate = evaluate,
 };
 
 #ifndef TRAINC_JIT

@@ -1,0 +1,133 @@
+"""gpt_char step by step against PyTorch (Debian python3-torch, CPU).
+
+The same initial weights (written here from a torch model with trainc's parameter
+names, loaded with --init), the same windows (shuffle off: batch b holds windows
+b*B .. b*B+B-1 of the token shards), AdamW with the spec's settings, the warmup +
+cosine schedule, gradient clipping; 50 steps, threads = 1 on both sides. Every
+step's loss must agree within 1e-4 relative.
+"""
+import json, math, os, struct, subprocess, sys
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TRAINC = os.path.join(ROOT, os.environ.get("TRAINC", "build/trainc"))
+OUT = os.path.join(ROOT, "build", "tests", "gpt_parity")
+os.makedirs(OUT, exist_ok=True)
+STEPS, B = 50, 8
+torch.set_num_threads(1)
+torch.manual_seed(0)
+spec_path = os.path.join(ROOT, "specs", "gpt_char.json")
+spec = json.load(open(spec_path))
+T = spec["model"]["inputs"]["x"]["shape"][0]
+emb = spec["model"]["layers"][0]
+V, D = emb["vocab"], emb["dim"]
+rep = spec["model"]["layers"][2]
+L = rep["count"]
+H = rep["body"][0]["body"][1]["heads"]
+FF = rep["body"][1]["body"][1]["out"]
+
+class Attn(nn.Module):
+    def __init__(s):
+        super().__init__()
+        s.qkv, s.proj = nn.Linear(D, 3 * D), nn.Linear(D, D)
+    def forward(s, x):
+        b, t, _ = x.shape
+        q, k, v = s.qkv(x).split(D, dim=2)
+        q, k, v = (z.view(b, t, H, D // H).transpose(1, 2) for z in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(D // H))
+        att = att.masked_fill(torch.triu(torch.ones(t, t, dtype=torch.bool), 1), float("-inf"))
+        y = F.softmax(att, dim=-1) @ v
+        return s.proj(y.transpose(1, 2).contiguous().view(b, t, D))
+
+class Block(nn.Module):
+    def __init__(s):
+        super().__init__()
+        s.ln_1, s.attn, s.ln_2 = nn.LayerNorm(D), Attn(), nn.LayerNorm(D)
+        s.fc, s.proj = nn.Linear(D, FF), nn.Linear(FF, D)
+    def forward(s, x):
+        x = x + s.attn(s.ln_1(x))
+        return x + s.proj(F.gelu(s.fc(s.ln_2(x)), approximate="tanh"))
+
+class GPT(nn.Module):
+    def __init__(s):
+        super().__init__()
+        s.wte, s.wpe = nn.Embedding(V, D), nn.Embedding(spec["model"]["layers"][1]["max_len"], D)
+        s.h = nn.ModuleList([Block() for _ in range(L)])
+        s.ln_f = nn.LayerNorm(D)
+    def forward(s, idx):
+        x = s.wte(idx) + s.wpe.weight[: idx.shape[1]]
+        for b in s.h:
+            x = b(x)
+        return s.ln_f(x) @ s.wte.weight.t()
+
+model = GPT()
+for n, p in model.named_parameters():   # GPT-2's init, so the loss curve is a real one
+    if n.endswith(".weight") and p.dim() == 2:
+        nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * L) if n.endswith("proj.weight") else 0.02)
+    elif n.endswith(".bias"):
+        nn.init.zeros_(p)
+
+def write_safetensors(path, sd):
+    header, off, blobs = {}, 0, []
+    for name, t in sd.items():
+        a = t.detach().numpy().astype("<f4")
+        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [off, off + a.nbytes]}
+        off += a.nbytes; blobs.append(a.tobytes())
+    h = json.dumps(header).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h))); f.write(h)
+        for b in blobs: f.write(b)
+
+init_path = os.path.join(OUT, "init.safetensors")
+write_safetensors(init_path, dict(model.named_parameters()))
+
+data_dir = os.path.join(ROOT, "data", "text")
+cmd = [TRAINC, "run", spec_path, "--init", init_path, "--out", os.path.join(OUT, "run"),
+       "--threads", "1", "--quiet"]
+for s in ["loader.shuffle=false", "log_every=1", f"max_steps={STEPS}", "data.val=null", f"batch_size={B}"]:
+    cmd += ["--set", s]
+subprocess.run(cmd, check=True)
+ours = [json.loads(l)["loss"] for l in open(os.path.join(OUT, "run", "metrics.jsonl"))
+        if '"loss"' in l and '"event"' not in l]
+assert len(ours) == STEPS, len(ours)
+
+raw = open(sorted(p for p in (os.path.join(data_dir, f) for f in os.listdir(data_dir)) if os.path.basename(p).startswith("train_"))[0], "rb").read()
+hdr = np.frombuffer(raw[:1024], dtype="<i4")
+assert hdr[0] == 20240520, "not a token shard"
+tokens = torch.from_numpy(np.frombuffer(raw[1024:1024 + 2 * int(hdr[2])], dtype="<u2").astype(np.int64))
+
+tr = spec["train"]
+decay = [p for p in model.parameters() if p.dim() >= 2]
+no_decay = [p for p in model.parameters() if p.dim() < 2]
+o = tr["optimizer"]
+opt = torch.optim.AdamW([{"params": decay, "weight_decay": o["weight_decay"]},
+                         {"params": no_decay, "weight_decay": 0.0}],
+                        lr=o["lr"], betas=tuple(o["betas"]), eps=o.get("eps", 1e-8), foreach=False)
+warm, final = tr["schedule"]["warmup_steps"], tr["schedule"]["final_lr_frac"]
+def lam(step):
+    if step < warm: return (step + 1) / warm
+    prog = min(max((step - warm) / max(STEPS - warm, 1), 0.0), 1.0)
+    return final + (1 - final) * 0.5 * (1 + math.cos(math.pi * prog))
+sched = torch.optim.lr_scheduler.LambdaLR(opt, lam)
+ref = []
+for step in range(STEPS):
+    xs = torch.stack([tokens[(step * B + i) * T:(step * B + i) * T + T] for i in range(B)])
+    ys = torch.stack([tokens[(step * B + i) * T + 1:(step * B + i) * T + T + 1] for i in range(B)])
+    opt.zero_grad()
+    loss = F.cross_entropy(model(xs).view(-1, V), ys.view(-1))
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), tr["grad_clip"])
+    opt.step()
+    sched.step()
+    ref.append(loss.item())
+worst = max(abs(a - b) / abs(b) for a, b in zip(ours, ref))
+print(f"gpt_char: loss step 1 {ours[0]:.6f} vs {ref[0]:.6f}, step {STEPS} {ours[-1]:.6f} vs {ref[-1]:.6f}; "
+      f"worst relative difference {worst:.2e}")
+if worst > 1e-4:
+    for i, (a, b) in enumerate(zip(ours, ref)):
+        print(f"  step {i + 1}: {a:.7f} vs {b:.7f}  {abs(a - b) / abs(b):.1e}")
+sys.exit(0 if worst <= 1e-4 else 1)
