@@ -28,9 +28,10 @@ $(B)/rt $(B)/cc:
 $(B)/librt.a: $(RT_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
-# -rdynamic: JIT-compiled trainers resolve rt_* (and libm) from this process.
+# -rdynamic: JIT-compiled trainers resolve rt_* (and libm) from this process; the
+# whole runtime goes in, also what trainc itself never calls (the kernels).
 $(B)/trainc: $(CC_OBJ) $(B)/librt.a
-	$(CC) $(CFLAGS) -rdynamic -o $@ $(CC_OBJ) $(B)/librt.a $(TCC_LIB) $(LIBS)
+	$(CC) $(CFLAGS) -rdynamic -o $@ $(CC_OBJ) -Wl,--whole-archive $(B)/librt.a -Wl,--no-whole-archive $(TCC_LIB) $(LIBS)
 
 install: $(B)/trainc
 	install -d $(PREFIX)/bin $(PREFIX)/lib/trainc/include $(PREFIX)/lib/trainc/templates

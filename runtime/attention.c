@@ -1,0 +1,373 @@
+/* attention.c: multi-head self-attention (forward and backward) and the embedding
+ * lookup, the kernels behind the `attention` and `embedding` ops of GPT-style models.
+ *
+ * Attention works on one (batch row, head) pair at a time: its q, k, v are strided
+ * views of qkv [B, T, 3d] (row stride 3d), its T x T probabilities a slice of att.
+ * Pairs are split over the pool; each pair is computed by one thread with
+ * single-threaded OpenBLAS calls whose shapes depend only on (T, hd, causal), so the
+ * bits do not depend on the thread count. With a causal mask the T x T products are
+ * cut into row (or column) blocks of ATT_NB and each block multiplies only the keys it
+ * can see, which skips most of the masked upper triangle at the price of a few more
+ * BLAS calls (T = 128, hd = 32, 2 threads: blocks of 32 were fastest; numbers in the
+ * report of the commit that added this file).
+ *
+ * Softmax follows PyTorch: exp(s - max) / sum over the visible keys, masked
+ * probabilities exactly 0. Its sums are in double, always in the same order. */
+#include <cblas.h>
+#include <limits.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include "rt.h"
+
+/* Rows (queries) or columns (keys) per block of a causal product. */
+#ifndef ATT_NB
+#define ATT_NB 32
+#endif
+
+/* ---- short vectors (as in kernels.c) ------------------------------------------ */
+
+typedef float v4f __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+typedef uint32_t v4u __attribute__((vector_size(16)));
+typedef double v2d __attribute__((vector_size(16)));
+typedef double v4d __attribute__((vector_size(32)));
+typedef struct { v2d lo, hi; } d4;
+
+static inline v4f ld4(const float *p) { v4f v; memcpy(&v, p, sizeof v); return v; }
+static inline void st4(float *p, v4f v) { memcpy(p, &v, sizeof v); }
+static inline v4f splat4(float a) { return (v4f){a, a, a, a}; }
+
+static inline d4 cvt4(v4f v)
+{
+    v4d w = __builtin_convertvector(v, v4d);
+    d4 r;
+    memcpy(&r, &w, sizeof r);
+    return r;
+}
+
+static inline d4 add4d(d4 a, d4 b) { return (d4){a.lo + b.lo, a.hi + b.hi}; }
+static inline double hsum4d(d4 a) { return (a.lo[0] + a.lo[1]) + (a.hi[0] + a.hi[1]); }
+
+/* exp(x) on four lanes for x <= 0 (scores minus their row maximum): Cephes's expf as
+ * in kernels.c's exp4 (2^n * p(r), |r| <= ln2/2, within 2 ulp of expf), with n rounded
+ * by the 1.5 * 2^23 trick, whose bits also give 2^n. Below -87.3 (where expf is under
+ * 1.2e-38) it returns 0, so -inf lanes (masked or padding) add nothing to a sum. */
+static inline v4f expneg4(v4f x)
+{
+    const v4f magic = splat4(12582912.0f);                 /* 1.5 * 2^23 */
+    v4i small = x < splat4(-87.3365448f);
+    v4f t = x * splat4(1.44269504088896341f) + magic;     /* n + magic, n = rint(x log2 e) */
+    v4f n = t - magic;
+    v4f r = x - n * splat4(0.693359375f) - n * splat4(-2.12194440e-4f);
+    v4f p = splat4(1.9875691500e-4f);
+    p = p * r + splat4(1.3981999507e-3f);
+    p = p * r + splat4(8.3334519073e-3f);
+    p = p * r + splat4(4.1665795894e-2f);
+    p = p * r + splat4(1.6666665459e-1f);
+    p = p * r + splat4(5.0000001201e-1f);
+    p = p * (r * r) + r + splat4(1.0f);
+    /* the low bits of t hold n + 2^22 * 3; n + 127 in [1, 127] (x >= -87.3) shifted into
+     * the exponent field makes 2^n, the high bits fall off */
+    v4f y = p * (v4f)(((v4u)t + 127) << 23);
+    return (v4f)((v4i)y & ~small);
+}
+
+/* Four lanes, padded past n with `pad`. */
+static inline v4f ld4_pad(const float *p, int64_t n, float pad)
+{
+    if (n >= 4)
+        return ld4(p);
+    v4f v = splat4(pad);
+    memcpy(&v, p, (size_t)n * sizeof(float));
+    return v;
+}
+
+static inline void st4_part(float *p, int64_t n, v4f v)
+{
+    if (n >= 4)
+        st4(p, v);
+    else
+        memcpy(p, &v, (size_t)n * sizeof(float));
+}
+
+/* ---- attention -------------------------------------------------------------- */
+
+/* Row-major C = alpha op(A) op(B) + beta C on the calling thread (OpenBLAS is kept
+ * single-threaded by rt_blas_threads). Sizes fit int: rt_attention_* checks. */
+static void mm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+               int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc)
+{
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                (int)M, (int)N, (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
+}
+
+static inline v4f max4(v4f a, v4f b)
+{
+#ifdef __SSE__
+    return __builtin_ia32_maxps(a, b);
+#else
+    v4i gt = a > b;
+    return (v4f)(((v4i)a & gt) | ((v4i)b & ~gt));
+#endif
+}
+
+/* One row of probabilities in place: s[0, len) holds scores, s[len, n) is masked.
+ * p = exp(s - max) / sum, masked entries set to 0. The sum is in double, two accumulators of
+ * four lanes over blocks of eight, then the tail: a fixed order for a given len. */
+static void softmax_row(float *restrict s, int64_t len, int64_t n)
+{
+    int64_t n8 = len & ~(int64_t)7, n4 = len & ~(int64_t)3, j;
+    v4f mv = splat4(-INFINITY);
+    for (j = 0; j < n4; j += 4)
+        mv = max4(ld4(s + j), mv);
+    if (n4 < len)
+        mv = max4(ld4_pad(s + n4, len - n4, -INFINITY), mv);
+    mv = max4(mv, __builtin_shufflevector(mv, mv, 2, 3, 0, 1));
+    mv = max4(mv, __builtin_shufflevector(mv, mv, 1, 0, 3, 2));
+    d4 sa = {{0, 0}, {0, 0}}, sb = sa;
+    for (j = 0; j < n8; j += 8) {
+        v4f e0 = expneg4(ld4(s + j) - mv), e1 = expneg4(ld4(s + j + 4) - mv);
+        sa = add4d(sa, cvt4(e0));
+        sb = add4d(sb, cvt4(e1));
+        st4(s + j, e0);
+        st4(s + j + 4, e1);
+    }
+    for (; j < len; j += 4) {
+        v4f e0 = expneg4(ld4_pad(s + j, len - j, -INFINITY) - mv);
+        sa = add4d(sa, cvt4(e0));
+        st4_part(s + j, len - j, e0);
+    }
+    v4f inv = splat4((float)(1.0 / hsum4d(add4d(sa, sb))));
+    for (j = 0; j < n4; j += 4)
+        st4(s + j, ld4(s + j) * inv);
+    for (; j < len; j++)
+        s[j] *= inv[0];
+    if (len < n)
+        memset(s + len, 0, (size_t)(n - len) * sizeof(float));
+}
+
+/* One row of the softmax backward in place: g[0, len) holds dP, p the probabilities.
+ * dS = p * (dP - sum_j dP_j p_j); entries [len, n) are masked and set to 0. */
+static void softmax_bwd_row(float *restrict g, const float *restrict p, int64_t len, int64_t n)
+{
+    int64_t n8 = len & ~(int64_t)7, n4 = len & ~(int64_t)3, j;
+    d4 sa = {{0, 0}, {0, 0}}, sb = sa;
+    for (j = 0; j < n8; j += 8) {
+        sa = add4d(sa, cvt4(ld4(g + j) * ld4(p + j)));
+        sb = add4d(sb, cvt4(ld4(g + j + 4) * ld4(p + j + 4)));
+    }
+    for (; j < len; j += 4)
+        sa = add4d(sa, cvt4(ld4_pad(g + j, len - j, 0.0f) * ld4_pad(p + j, len - j, 0.0f)));
+    float dot = (float)hsum4d(add4d(sa, sb));
+    v4f dv = splat4(dot);
+    for (j = 0; j < n4; j += 4)
+        st4(g + j, ld4(p + j) * (ld4(g + j) - dv));
+    for (; j < len; j++)
+        g[j] = p[j] * (g[j] - dot);
+    if (len < n)
+        memset(g + len, 0, (size_t)(n - len) * sizeof(float));
+}
+
+typedef struct {
+    const float *qkv;          /* [B, T, 3d] */
+    float *att;                /* [B, H, T, T] (forward) */
+    const float *patt;         /* [B, H, T, T] (backward) */
+    float *y;                  /* [B, T, d] (forward) */
+    const float *dy;           /* [B, T, d] (backward) */
+    float *dqkv;               /* [B, T, 3d] (backward) */
+    int64_t T, d, H, hd, nb;   /* nb: block size, T when not causal */
+    int causal;
+    float scale;
+} att_ctx;
+
+/* Pairs (b, h) in [lo, hi): att = softmax(q k^T * scale), y = att v, by row blocks
+ * [r0, r1) that see keys [0, n). */
+static void att_fwd_task(void *ctx, int64_t lo, int64_t hi)
+{
+    const att_ctx *c = ctx;
+    int64_t T = c->T, d = c->d, hd = c->hd, ld = 3 * d;
+    for (int64_t bh = lo; bh < hi; bh++) {
+        int64_t b = bh / c->H, h = bh % c->H;
+        const float *q = c->qkv + b * T * ld + h * hd, *k = q + d, *v = q + 2 * d;
+        float *P = c->att + bh * T * T;           /* [T, T] */
+        float *y = c->y + b * T * d + h * hd;     /* [T, hd], row stride d */
+        for (int64_t r0 = 0; r0 < T; r0 += c->nb) {
+            int64_t r1 = r0 + c->nb < T ? r0 + c->nb : T, n = c->causal ? r1 : T;
+            /* zeros first: the masked columns [n, T) stay 0, and OpenBLAS's beta = 0
+             * path zeroes C slower than memset */
+            memset(P + r0 * T, 0, (size_t)((r1 - r0) * T) * sizeof(float));
+            mm(0, 1, r1 - r0, n, hd, c->scale, q + r0 * ld, ld, k, ld, 1.0f, P + r0 * T, T);
+            for (int64_t i = r0; i < r1; i++)
+                softmax_row(P + i * T, c->causal ? i + 1 : T, n);
+            mm(0, 0, r1 - r0, hd, n, 1.0f, P + r0 * T, T, v, ld, 0.0f, y + r0 * d, d);
+        }
+    }
+}
+
+/* Pairs (b, h) in [lo, hi), with scratch dS [T, T] of its own:
+ *   dP = dy v^T, dS = P * (dP - rowsum(dP * P)), dq = dS k * scale   (row blocks)
+ *   dv = P^T dy, dk = dS^T q * scale                                 (column blocks)
+ * A causal column block [c0, c1) reads rows [c0, T) only: P and dS are 0 above the
+ * diagonal, and row blocks aligned with the column blocks have written dS[i, c0:c1)
+ * for every i >= c0. */
+static void att_bwd_task(void *ctx, int64_t lo, int64_t hi)
+{
+    const att_ctx *c = ctx;
+    int64_t T = c->T, d = c->d, hd = c->hd, ld = 3 * d;
+    float *dS = malloc((size_t)(T * T) * sizeof(float));
+    if (!dS)
+        rt_fail("out of memory allocating %lld bytes of attention scratch",
+                (long long)(T * T * 4));
+    for (int64_t bh = lo; bh < hi; bh++) {
+        int64_t b = bh / c->H, h = bh % c->H;
+        const float *q = c->qkv + b * T * ld + h * hd, *k = q + d, *v = q + 2 * d;
+        const float *P = c->patt + bh * T * T;
+        const float *dy = c->dy + b * T * d + h * hd;
+        float *dq = c->dqkv + b * T * ld + h * hd, *dk = dq + d, *dv = dq + 2 * d;
+        for (int64_t r0 = 0; r0 < T; r0 += c->nb) {
+            int64_t r1 = r0 + c->nb < T ? r0 + c->nb : T, n = c->causal ? r1 : T;
+            memset(dS + r0 * T, 0, (size_t)((r1 - r0) * T) * sizeof(float));
+            mm(0, 1, r1 - r0, n, hd, 1.0f, dy + r0 * d, d, v, ld, 1.0f, dS + r0 * T, T);
+            for (int64_t i = r0; i < r1; i++)
+                softmax_bwd_row(dS + i * T, P + i * T, c->causal ? i + 1 : T, n);
+            mm(0, 0, r1 - r0, hd, n, c->scale, dS + r0 * T, T, k, ld, 0.0f, dq + r0 * ld, ld);
+        }
+        for (int64_t c0 = 0; c0 < T; c0 += c->nb) {
+            int64_t c1 = c0 + c->nb < T ? c0 + c->nb : T, i0 = c->causal ? c0 : 0;
+            mm(1, 0, c1 - c0, hd, T - i0, 1.0f, P + i0 * T + c0, T, dy + i0 * d, d, 0.0f,
+               dv + c0 * ld, ld);
+            mm(1, 0, c1 - c0, hd, T - i0, c->scale, dS + i0 * T + c0, T, q + i0 * ld, ld, 0.0f,
+               dk + c0 * ld, ld);
+        }
+    }
+    free(dS);
+}
+
+static att_ctx att_setup(int64_t B, int64_t T, int64_t d, int64_t H, int causal)
+{
+    if (H <= 0 || d % H != 0)
+        rt_die("attention: d = %lld is not a multiple of H = %lld", (long long)d, (long long)H);
+    if (3 * d > INT_MAX || T * T > INT_MAX)
+        rt_die("attention: T = %lld, d = %lld exceed the BLAS int range", (long long)T,
+               (long long)d);
+    (void)B;
+    att_ctx c = {.T = T, .d = d, .H = H, .hd = d / H, .nb = causal ? ATT_NB : T,
+                 .causal = causal};
+    c.scale = (float)(1.0 / sqrt((double)c.hd));
+    return c;
+}
+
+void rt_attention_fwd(rt_exec *e, const float *qkv, float *att, float *y, int64_t B, int64_t T,
+                      int64_t d, int64_t H, int causal)
+{
+    if (B <= 0 || T <= 0 || d <= 0)
+        return;
+    att_ctx c = att_setup(B, T, d, H, causal);
+    c.qkv = qkv;
+    c.att = att;
+    c.y = y;
+    rt_pool_run(e->rt, B * H, 1, att_fwd_task, &c);
+}
+
+void rt_attention_bwd(rt_exec *e, const float *qkv, const float *att, const float *dy,
+                      float *dqkv, int64_t B, int64_t T, int64_t d, int64_t H, int causal)
+{
+    if (B <= 0 || T <= 0 || d <= 0)
+        return;
+    att_ctx c = att_setup(B, T, d, H, causal);
+    c.qkv = qkv;
+    c.patt = att;
+    c.dy = dy;
+    c.dqkv = dqkv;
+    rt_pool_run(e->rt, B * H, 1, att_bwd_task, &c);
+}
+
+/* ---- embedding ----------------------------------------------------------------- */
+
+/* Columns of dw per task of the backward: one 64-byte line, so no two threads write
+ * the same line. */
+#define EMB_CG 16
+
+typedef struct {
+    const int32_t *idx;        /* [rows] */
+    const float *w;            /* [V, dim] (forward) */
+    float *out;                /* [rows, dim] (forward) */
+    const float *dout;         /* [rows, dim] (backward) */
+    float *dw;                 /* [V, dim] (backward) */
+    int64_t rows, V, dim;
+    _Atomic int64_t bad;       /* first row whose index is out of range, or rows */
+} emb_ctx;
+
+static void note_bad(emb_ctx *c, int64_t r)
+{
+    int64_t old = atomic_load(&c->bad);
+    while (r < old && !atomic_compare_exchange_weak(&c->bad, &old, r))
+        ;
+}
+
+static void emb_fwd_task(void *ctx, int64_t lo, int64_t hi)
+{
+    emb_ctx *c = ctx;
+    size_t bytes = (size_t)c->dim * sizeof(float);
+    for (int64_t r = lo; r < hi; r++) {
+        int32_t t = c->idx[r];
+        if (t < 0 || t >= c->V) {
+            note_bad(c, r);
+            continue;
+        }
+        memcpy(c->out + r * c->dim, c->w + (int64_t)t * c->dim, bytes);
+    }
+}
+
+/* Column groups [lo, hi): every row in order, so rows with the same index are added
+ * in row order whatever the thread count. */
+static void emb_bwd_task(void *ctx, int64_t lo, int64_t hi)
+{
+    emb_ctx *c = ctx;
+    int64_t dim = c->dim, j0 = lo * EMB_CG, j1 = hi * EMB_CG < dim ? hi * EMB_CG : dim;
+    for (int64_t r = 0; r < c->rows; r++) {
+        int32_t t = c->idx[r];
+        if (t < 0 || t >= c->V) {
+            note_bad(c, r);
+            continue;
+        }
+        float *restrict dw = c->dw + (int64_t)t * dim;
+        const float *restrict g = c->dout + r * dim;
+        for (int64_t j = j0; j < j1; j++)
+            dw[j] += g[j];
+    }
+}
+
+static void emb_check(emb_ctx *c)
+{
+    int64_t bad = atomic_load(&c->bad);
+    if (bad < c->rows)
+        rt_fail("embedding: index %d at row %lld out of range [0, %lld)", (int)c->idx[bad],
+                (long long)bad, (long long)c->V);
+}
+
+void rt_embedding_fwd(rt_exec *e, const int32_t *idx, const float *w, float *out, int64_t rows,
+                      int64_t V, int64_t dim)
+{
+    if (rows <= 0 || dim <= 0)
+        return;
+    emb_ctx c = {.idx = idx, .w = w, .out = out, .rows = rows, .V = V, .dim = dim, .bad = rows};
+    int64_t grain = 32768 / dim;
+    rt_pool_run(e->rt, rows, grain < 1 ? 1 : grain, emb_fwd_task, &c);
+    emb_check(&c);
+}
+
+void rt_embedding_bwd(rt_exec *e, const int32_t *idx, const float *dout, float *dw, int64_t rows,
+                      int64_t V, int64_t dim)
+{
+    if (rows <= 0 || dim <= 0)
+        return;
+    emb_ctx c = {.idx = idx, .dout = dout, .dw = dw, .rows = rows, .V = V, .dim = dim,
+                 .bad = rows};
+    /* about 32K elements a task at least */
+    int64_t groups = (dim + EMB_CG - 1) / EMB_CG, grain = 32768 / (rows * EMB_CG);
+    rt_pool_run(e->rt, groups, grain < 1 ? 1 : grain, emb_bwd_task, &c);
+    emb_check(&c);
+}

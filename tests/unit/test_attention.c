@@ -1,0 +1,484 @@
+/* test_attention.c: runtime/attention.c against naive double-precision references:
+ * attention forward and backward on odd shapes (T = 1 .. 70, causal or not, blocks of
+ * the causal split cut in the middle), the embedding lookup and its gradient with
+ * repeated indices; 1 and 3 threads giving the same bits; finite differences of the
+ * attention backward; an out-of-range index exiting 2.
+ *
+ * Build (from the repository root):
+ *   cc -std=gnu11 -O1 -g -fsanitize=address,undefined -Iruntime tests/unit/test_attention.c \
+ *      runtime/attention.c runtime/kernels.c runtime/util.c -lopenblas -lpthread -lm \
+ *      -o build/tests/test_attention
+ * Prints "ok NAME" or "FAIL NAME ..." per check; exits 1 if any check failed.
+ * `test_attention --torch FILE` instead compares with the PyTorch results that
+ * tests/attention_ref.py writes to FILE (a check run by hand). */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "rt.h"
+
+static int failures;
+static rt_pool *pools[2];      /* 1 and 3 threads */
+
+/* ---- helpers ------------------------------------------------------------------ */
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+
+static float urand(void)       /* [-1, 1) */
+{
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return (float)((rng_state * 0x2545F4914F6CDD1Dull) >> 40) * (2.0f / 16777216.0f) - 1.0f;
+}
+
+static float *fvec(int64_t n, float scale)
+{
+    float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    for (int64_t i = 0; i < n; i++)
+        p[i] = scale * urand();
+    return p;
+}
+
+/* Filled with NaN, so that an element the kernel forgets to write shows up. */
+static float *nanvec(int64_t n)
+{
+    float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    for (int64_t i = 0; i < n; i++)
+        p[i] = NAN;
+    return p;
+}
+
+static double *dvec(int64_t n) { return calloc((size_t)(n > 0 ? n : 1), sizeof(double)); }
+
+static rt_exec exec_on(rt_pool *p)
+{
+    rt_exec e;
+    memset(&e, 0, sizeof e);
+    e.rt = p;
+    e.grad_scale = 1;
+    return e;
+}
+
+static void pass(const char *name) { printf("ok %s\n", name); }
+
+static void fail(const char *name, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail(const char *name, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    printf("FAIL %s ", name);
+    vprintf(fmt, ap);
+    putchar('\n');
+    va_end(ap);
+    failures++;
+}
+
+/* max |got - ref| relative to max |ref| (floored at 1e-30); a NaN in got fails. */
+static void check_close(const char *name, const float *got, const double *ref, int64_t n,
+                        double tol)
+{
+    double err = 0, scale = 1e-30;
+    int64_t worst = 0;
+    for (int64_t i = 0; i < n; i++)
+        scale = fmax(scale, fabs(ref[i]));
+    for (int64_t i = 0; i < n; i++) {
+        double d = isnan(got[i]) ? INFINITY : fabs(got[i] - ref[i]) / scale;
+        if (d > err) {
+            err = d;
+            worst = i;
+        }
+    }
+    if (!(err <= tol))
+        fail(name, "rel err %.3g > %.3g at %lld: got %.9g, want %.9g", err, tol,
+             (long long)worst, got[worst], ref[worst]);
+    else
+        pass(name);
+}
+
+static void check_same(const char *name, const void *a, const void *b, size_t bytes)
+{
+    if (memcmp(a, b, bytes) != 0)
+        fail(name, "results differ bitwise");
+    else
+        pass(name);
+}
+
+#define NAME(...) (snprintf(nm, sizeof nm, __VA_ARGS__), nm)
+
+/* ---- attention: the reference ------------------------------------------------- */
+
+typedef struct { int64_t B, T, d, H; int causal; } att_shape;
+
+/* P [B, H, T, T] and y [B, T, d] in double, straight from the definition. */
+static void ref_att_fwd(const att_shape *s, const float *qkv, double *P, double *y)
+{
+    int64_t T = s->T, d = s->d, H = s->H, hd = d / H;
+    double scale = 1.0 / sqrt((double)hd);
+    double *row = dvec(T);
+    for (int64_t b = 0; b < s->B; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t i = 0; i < T; i++) {
+                const float *q = qkv + (b * T + i) * 3 * d + h * hd;
+                int64_t len = s->causal ? i + 1 : T;
+                double m = -INFINITY, sum = 0;
+                for (int64_t j = 0; j < len; j++) {
+                    const float *k = qkv + (b * T + j) * 3 * d + d + h * hd;
+                    double acc = 0;
+                    for (int64_t c = 0; c < hd; c++)
+                        acc += (double)q[c] * k[c];
+                    row[j] = acc * scale;
+                    m = fmax(m, row[j]);
+                }
+                for (int64_t j = 0; j < len; j++)
+                    sum += row[j] = exp(row[j] - m);
+                double *p = P + ((b * H + h) * T + i) * T;
+                for (int64_t j = 0; j < T; j++)
+                    p[j] = j < len ? row[j] / sum : 0.0;
+                for (int64_t c = 0; c < hd; c++) {
+                    double acc = 0;
+                    for (int64_t j = 0; j < len; j++)
+                        acc += p[j] * qkv[(b * T + j) * 3 * d + 2 * d + h * hd + c];
+                    y[(b * T + i) * d + h * hd + c] = acc;
+                }
+            }
+    free(row);
+}
+
+/* dqkv [B, T, 3d] in double from the kernel's own probabilities P (float) and dy. */
+static void ref_att_bwd(const att_shape *s, const float *qkv, const float *P, const float *dy,
+                        double *dqkv)
+{
+    int64_t T = s->T, d = s->d, H = s->H, hd = d / H, ld = 3 * d;
+    double scale = 1.0 / sqrt((double)hd);
+    double *dS = dvec(T * T);
+    memset(dqkv, 0, (size_t)(s->B * T * ld) * sizeof(double));
+    for (int64_t b = 0; b < s->B; b++)
+        for (int64_t h = 0; h < H; h++) {
+            const float *p = P + (b * H + h) * T * T;
+            const float *q = qkv + b * T * ld + h * hd, *k = q + d, *v = q + 2 * d;
+            const float *g = dy + b * T * d + h * hd;
+            double *dq = dqkv + b * T * ld + h * hd, *dk = dq + d, *dv = dq + 2 * d;
+            for (int64_t i = 0; i < T; i++) {
+                double dot = 0;
+                for (int64_t j = 0; j < T; j++) {
+                    double dp = 0;
+                    for (int64_t c = 0; c < hd; c++)
+                        dp += (double)g[i * d + c] * v[j * ld + c];
+                    dS[i * T + j] = dp;
+                    dot += dp * p[i * T + j];
+                }
+                for (int64_t j = 0; j < T; j++)
+                    dS[i * T + j] = p[i * T + j] * (dS[i * T + j] - dot);
+            }
+            for (int64_t i = 0; i < T; i++)
+                for (int64_t j = 0; j < T; j++)
+                    for (int64_t c = 0; c < hd; c++) {
+                        dq[i * ld + c] += dS[i * T + j] * k[j * ld + c] * scale;
+                        dk[j * ld + c] += dS[i * T + j] * q[i * ld + c] * scale;
+                        dv[j * ld + c] += (double)p[i * T + j] * g[i * d + c];
+                    }
+        }
+    free(dS);
+}
+
+/* ---- attention: tests --------------------------------------------------------- */
+
+static const att_shape att_shapes[] = {
+    {1, 1, 4, 1, 1},   {1, 1, 4, 2, 0},   {2, 5, 8, 2, 1},   {2, 5, 8, 2, 0},
+    {3, 17, 16, 4, 1}, {3, 17, 16, 4, 0}, {1, 17, 12, 1, 1}, {2, 5, 6, 2, 1},
+    {2, 33, 8, 2, 1},  {1, 33, 8, 2, 0},  {1, 70, 16, 2, 1}, {2, 64, 64, 2, 1},
+};
+
+static void test_attention(void)
+{
+    char nm[160];
+    for (size_t si = 0; si < sizeof att_shapes / sizeof att_shapes[0]; si++) {
+        const att_shape *s = &att_shapes[si];
+        int64_t B = s->B, T = s->T, d = s->d, H = s->H;
+        int64_t nqkv = B * T * 3 * d, natt = B * H * T * T, ny = B * T * d;
+        char tag[96];
+        snprintf(tag, sizeof tag, "B=%lld T=%lld d=%lld H=%lld %s", (long long)B, (long long)T,
+                 (long long)d, (long long)H, s->causal ? "causal" : "full");
+        /* scores of a few units: softmax neither flat nor one-hot */
+        float *qkv = fvec(nqkv, 2.0f), *dy = fvec(ny, 1.0f);
+        float *att[2], *y[2], *dqkv[2];
+        for (int pi = 0; pi < 2; pi++) {
+            rt_exec e = exec_on(pools[pi]);
+            att[pi] = nanvec(natt), y[pi] = nanvec(ny), dqkv[pi] = nanvec(nqkv);
+            rt_attention_fwd(&e, qkv, att[pi], y[pi], B, T, d, H, s->causal);
+            rt_attention_bwd(&e, qkv, att[pi], dy, dqkv[pi], B, T, d, H, s->causal);
+        }
+        double *rP = dvec(natt), *ry = dvec(ny), *rd = dvec(nqkv);
+        ref_att_fwd(s, qkv, rP, ry);
+        ref_att_bwd(s, qkv, att[0], dy, rd);
+        check_close(NAME("attention fwd att %s", tag), att[0], rP, natt, 1e-6);
+        check_close(NAME("attention fwd y %s", tag), y[0], ry, ny, 1e-5);
+        check_close(NAME("attention bwd dqkv %s", tag), dqkv[0], rd, nqkv, 1e-5);
+        int masked_ok = 1;
+        if (s->causal)
+            for (int64_t bh = 0; bh < B * H; bh++)
+                for (int64_t i = 0; i < T; i++)
+                    for (int64_t j = i + 1; j < T; j++)
+                        masked_ok &= att[0][(bh * T + i) * T + j] == 0.0f;
+        if (!masked_ok)
+            fail(NAME("attention masked entries are 0 %s", tag), "nonzero above the diagonal");
+        check_same(NAME("attention att threads 1 vs 3 %s", tag), att[0], att[1],
+                   (size_t)natt * 4);
+        check_same(NAME("attention y threads 1 vs 3 %s", tag), y[0], y[1], (size_t)ny * 4);
+        check_same(NAME("attention dqkv threads 1 vs 3 %s", tag), dqkv[0], dqkv[1],
+                   (size_t)nqkv * 4);
+        free(qkv), free(dy), free(rP), free(ry), free(rd);
+        for (int pi = 0; pi < 2; pi++)
+            free(att[pi]), free(y[pi]), free(dqkv[pi]);
+    }
+}
+
+/* Scores in the hundreds: exp would overflow without subtracting the row maximum. */
+static void test_attention_large_scores(void)
+{
+    att_shape s = {1, 9, 8, 2, 1};
+    int64_t nqkv = 9 * 24, natt = 2 * 81, ny = 9 * 8;
+    float *qkv = fvec(nqkv, 30.0f), *att = nanvec(natt), *y = nanvec(ny);
+    double *rP = dvec(natt), *ry = dvec(ny);
+    rt_exec e = exec_on(pools[1]);
+    rt_attention_fwd(&e, qkv, att, y, s.B, s.T, s.d, s.H, s.causal);
+    ref_att_fwd(&s, qkv, rP, ry);
+    check_close("attention fwd att large scores", att, rP, natt, 1e-5);
+    check_close("attention fwd y large scores", y, ry, ny, 1e-5);
+    free(qkv), free(att), free(y), free(rP), free(ry);
+}
+
+static int fd_bad;
+static double fd_worst;
+
+static void fd_compare(double fd, double an, double tol)
+{
+    double err = fabs(fd - an) / (1 + fabs(an));
+    if (err > fd_worst)
+        fd_worst = err;
+    if (!(err <= tol))
+        fd_bad++;
+}
+
+static double dot_fd(const float *a, const float *r, int64_t n)
+{
+    double s = 0;
+    for (int64_t i = 0; i < n; i++)
+        s += (double)a[i] * r[i];
+    return s;
+}
+
+/* L = <y(qkv), R>; dL/dqkv from the backward with dy = R. h = 1e-2 on inputs of O(1):
+ * truncation ~h^2 |L'''| ~ 1e-4, rounding ~ny * 2^-24 / 0.02 ~ 1e-4. tol 1e-3. */
+static void fd_attention(void)
+{
+    const att_shape shapes[] = {{2, 5, 6, 2, 1}, {1, 6, 8, 2, 0}, {1, 35, 4, 1, 1}};
+    const float h = 1e-2f;
+    char nm[160];
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const att_shape *s = &shapes[si];
+        int64_t B = s->B, T = s->T, d = s->d, H = s->H;
+        int64_t nqkv = B * T * 3 * d, ny = B * T * d;
+        float *qkv = fvec(nqkv, 1.0f), *r = fvec(ny, 1.0f), *att = nanvec(B * H * T * T),
+              *y = nanvec(ny), *dqkv = nanvec(nqkv);
+        rt_exec e = exec_on(pools[1]);
+        rt_attention_fwd(&e, qkv, att, y, B, T, d, H, s->causal);
+        rt_attention_bwd(&e, qkv, att, r, dqkv, B, T, d, H, s->causal);
+        for (int64_t i = 0; i < nqkv; i++) {
+            float keep = qkv[i], xp = keep + h, xm = keep - h;
+            qkv[i] = xp;
+            rt_attention_fwd(&e, qkv, att, y, B, T, d, H, s->causal);
+            double lp = dot_fd(y, r, ny);
+            qkv[i] = xm;
+            rt_attention_fwd(&e, qkv, att, y, B, T, d, H, s->causal);
+            double lm = dot_fd(y, r, ny);
+            qkv[i] = keep;
+            fd_compare((lp - lm) / ((double)xp - xm), dqkv[i], 1e-3);
+        }
+        NAME("fd attention dqkv B=%lld T=%lld d=%lld H=%lld %s (worst %.2g, tol 1e-3)",
+             (long long)B, (long long)T, (long long)d, (long long)H,
+             s->causal ? "causal" : "full", fd_worst);
+        if (fd_bad)
+            fail(nm, "%d derivatives off", fd_bad);
+        else
+            pass(nm);
+        fd_bad = 0;
+        fd_worst = 0;
+        free(qkv), free(r), free(att), free(y), free(dqkv);
+    }
+}
+
+/* ---- embedding ------------------------------------------------------------------ */
+
+static void test_embedding(void)
+{
+    const int64_t shapes[][3] = {   /* rows, V, dim */
+        {1, 1, 1}, {7, 3, 5}, {40, 5, 16}, {33, 11, 17}, {100, 7, 40}, {257, 50, 130},
+    };
+    char nm[160];
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int64_t rows = shapes[si][0], V = shapes[si][1], dim = shapes[si][2];
+        int32_t *idx = malloc((size_t)rows * sizeof(int32_t));
+        for (int64_t r = 0; r < rows; r++)   /* few distinct ids: many repeats */
+            idx[r] = (int32_t)((urand() + 1.0f) * 0.5f * (float)V) % (int32_t)V;
+        float *w = fvec(V * dim, 1.0f), *dout = fvec(rows * dim, 1.0f);
+        float *dw0 = fvec(V * dim, 1.0f);    /* accumulated into, as parameter gradients */
+        float *out[2], *dw[2], *rdw = malloc((size_t)(V * dim) * sizeof(float));
+        double *rout = dvec(rows * dim);
+        /* the reference: float adds in row order, which the kernel must match exactly */
+        memcpy(rdw, dw0, (size_t)(V * dim) * sizeof(float));
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t j = 0; j < dim; j++) {
+                rout[r * dim + j] = w[idx[r] * dim + j];
+                rdw[idx[r] * dim + j] += dout[r * dim + j];
+            }
+        for (int pi = 0; pi < 2; pi++) {
+            rt_exec e = exec_on(pools[pi]);
+            out[pi] = nanvec(rows * dim);
+            dw[pi] = malloc((size_t)(V * dim) * sizeof(float));
+            memcpy(dw[pi], dw0, (size_t)(V * dim) * sizeof(float));
+            rt_embedding_fwd(&e, idx, w, out[pi], rows, V, dim);
+            rt_embedding_bwd(&e, idx, dout, dw[pi], rows, V, dim);
+        }
+        char tag[64];
+        snprintf(tag, sizeof tag, "rows=%lld V=%lld dim=%lld", (long long)rows, (long long)V,
+                 (long long)dim);
+        check_close(NAME("embedding fwd %s", tag), out[0], rout, rows * dim, 0);
+        check_same(NAME("embedding bwd = row-order reference %s", tag), dw[0], rdw,
+                   (size_t)(V * dim) * 4);
+        check_same(NAME("embedding fwd threads 1 vs 3 %s", tag), out[0], out[1],
+                   (size_t)(rows * dim) * 4);
+        check_same(NAME("embedding bwd threads 1 vs 3 %s", tag), dw[0], dw[1],
+                   (size_t)(V * dim) * 4);
+        free(idx), free(w), free(dout), free(dw0), free(rdw), free(rout);
+        for (int pi = 0; pi < 2; pi++)
+            free(out[pi]), free(dw[pi]);
+    }
+}
+
+/* An index out of range is a runtime error (exit 2). The child re-executes this
+ * program (a fork that goes on to start threads is not supported by ThreadSanitizer). */
+static int bad_index_child(int bwd)
+{
+    rt_pool *p = rt_pool_new(3);
+    static float w[4 * 16], buf[40 * 16];
+    int32_t idx[40] = {0};
+    idx[33] = bwd ? -1 : 4;    /* found by a worker thread with 3 threads */
+    rt_exec e = exec_on(p);
+    if (bwd)
+        rt_embedding_bwd(&e, idx, buf, w, 40, 4, 16);
+    else
+        rt_embedding_fwd(&e, idx, w, buf, 40, 4, 16);
+    rt_pool_free(p);
+    return 0;
+}
+
+static void test_embedding_bad_index(void)
+{
+    for (int bwd = 0; bwd < 2; bwd++) {
+        const char *name = bwd ? "embedding bwd index out of range exits 2"
+                               : "embedding fwd index out of range exits 2";
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) {
+            if (!freopen("/dev/null", "w", stderr))
+                _exit(9);
+            execl("/proc/self/exe", "test_attention", "--bad-index-child", bwd ? "1" : "0",
+                  (char *)NULL);
+            _exit(9);
+        }
+        int st = 0;
+        waitpid(pid, &st, 0);
+        if (WIFEXITED(st) && WEXITSTATUS(st) == RT_EXIT_RUNTIME)
+            pass(name);
+        else
+            fail(name, "status %#x", st);
+    }
+}
+
+/* ---- PyTorch results (tests/attention_ref.py) ---------------------------------- *
+ * FILE holds cases, each: int64 B, T, d, H, causal; then float32 qkv [B,T,3d],
+ * dy [B,T,d], and PyTorch's att [B,H,T,T], y [B,T,d], dqkv [B,T,3d]; up to EOF. */
+
+static int read_all(FILE *f, void *p, size_t n) { return fread(p, 1, n, f) == n; }
+
+static float *read_floats(FILE *f, int64_t n)
+{
+    float *p = malloc((size_t)n * sizeof(float));
+    if (!read_all(f, p, (size_t)n * sizeof(float))) {
+        fprintf(stderr, "truncated reference file\n");
+        exit(2);
+    }
+    return p;
+}
+
+static int torch_check(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        perror(path);
+        return 2;
+    }
+    char nm[160];
+    int64_t hdr[5];
+    while (read_all(f, hdr, sizeof hdr)) {
+        att_shape s = {hdr[0], hdr[1], hdr[2], hdr[3], (int)hdr[4]};
+        int64_t nqkv = s.B * s.T * 3 * s.d, ny = s.B * s.T * s.d, natt = s.B * s.H * s.T * s.T;
+        float *qkv = read_floats(f, nqkv), *dy = read_floats(f, ny), *tatt = read_floats(f, natt),
+              *ty = read_floats(f, ny), *tdqkv = read_floats(f, nqkv);
+        float *att = nanvec(natt), *y = nanvec(ny), *dqkv = nanvec(nqkv);
+        rt_exec e = exec_on(pools[1]);
+        rt_attention_fwd(&e, qkv, att, y, s.B, s.T, s.d, s.H, s.causal);
+        rt_attention_bwd(&e, qkv, att, dy, dqkv, s.B, s.T, s.d, s.H, s.causal);
+        /* compare with torch's float32 results, elementwise absolute */
+        const struct { const char *what; const float *got, *want; int64_t n; } cmp[] = {
+            {"att", att, tatt, natt}, {"y", y, ty, ny}, {"dqkv", dqkv, tdqkv, nqkv}};
+        for (int k = 0; k < 3; k++) {
+            double err = 0, mx = 0;
+            for (int64_t i = 0; i < cmp[k].n; i++) {
+                err = fmax(err, isnan(cmp[k].got[i]) ? INFINITY
+                                                     : fabs(cmp[k].got[i] - cmp[k].want[i]));
+                mx = fmax(mx, fabs(cmp[k].want[i]));
+            }
+            NAME("torch %s B=%lld T=%lld d=%lld H=%lld %s (max abs err %.2g, max |x| %.2g)",
+                 cmp[k].what, (long long)s.B, (long long)s.T, (long long)s.d, (long long)s.H,
+                 s.causal ? "causal" : "full", err, mx);
+            if (!(err <= 1e-4))
+                fail(nm, "exceeds 1e-4");
+            else
+                pass(nm);
+        }
+        free(qkv), free(dy), free(tatt), free(ty), free(tdqkv), free(att), free(y), free(dqkv);
+    }
+    fclose(f);
+    return failures ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && !strcmp(argv[1], "--bad-index-child"))
+        return bad_index_child(atoi(argv[2]));
+    rt_blas_threads(1);
+    pools[0] = rt_pool_new(1);
+    pools[1] = rt_pool_new(3);
+    if (argc == 3 && !strcmp(argv[1], "--torch")) {
+        int rc = torch_check(argv[2]);
+        rt_pool_free(pools[0]);
+        rt_pool_free(pools[1]);
+        printf("%s: %d failure%s\n", failures ? "FAIL" : "ok", failures, failures == 1 ? "" : "s");
+        return rc;
+    }
+    test_attention();
+    test_attention_large_scores();
+    fd_attention();
+    test_embedding();
+    test_embedding_bad_index();
+    rt_pool_free(pools[0]);
+    rt_pool_free(pools[1]);
+    printf("%s: %d failure%s\n", failures ? "FAIL" : "ok", failures, failures == 1 ? "" : "s");
+    return failures ? 1 : 0;
+}
