@@ -18,9 +18,9 @@ all: $(B)/trainc
 
 # the runtime's loops are worth vectorizing (no fast-math: results do not change)
 $(B)/rt/%.o: CFLAGS += -O3
-$(B)/rt/%.o: runtime/%.c runtime/rt.h runtime/trainc_rt.h | $(B)/rt
+$(B)/rt/%.o: runtime/%.c runtime/rt.h runtime/rt_loop.h runtime/trainc_rt.h | $(B)/rt
 	$(CC) $(CFLAGS) -c $< -o $@
-$(B)/cc/%.o: compiler/%.c compiler/trainc.h compiler/ops.h runtime/rt.h runtime/trainc_rt.h | $(B)/cc
+$(B)/cc/%.o: compiler/%.c compiler/trainc.h compiler/ir.h compiler/ops.h runtime/rt.h runtime/trainc_rt.h | $(B)/cc
 	$(CC) $(CFLAGS) -c $< -o $@
 $(B)/rt $(B)/cc:
 	mkdir -p $@

@@ -379,7 +379,9 @@ void emit_plan_json(Program *p, Buf *b)
                (long long)(B * p->noreuse_row_bytes), (long long)(B * p->lower_bound_row_bytes));
     buf_printf(b, "  \"param_bytes\": %lld,\n  \"grad_bytes\": %lld,\n  \"optimizer_bytes\": %lld,\n",
                (long long)pbytes, (long long)pbytes, (long long)opt);
-    buf_printf(b, "  \"recompute\": \"none\",\n  \"recompute_flops\": 0,\n");
+    static const char *pol[] = {"none", "selective", "full", "auto"};
+    buf_printf(b, "  \"recompute\": \"%s\",\n  \"recompute_flops\": %lld,\n", pol[p->policy],
+               (long long)(B * p->recompute_flops));
     buf_puts(b, "  \"buffers\": [\n");
     int first = 1;
     for (int i = 0; i < g->n_tensors; i++) {

@@ -54,6 +54,7 @@ Tensor *graph_tensor(Graph *g, int kind, const char *name, int rank, const int64
     if (!t->name)
         t->name = xstrdup(name);
     t->input_index = -1;
+    t->block = kind == T_ACT || kind == T_TEMP ? g->cur_block : -1;
     GROW(g->tensors, g->n_tensors, g->cap_tensors);
     g->tensors[g->n_tensors++] = t;
     return t;
@@ -64,6 +65,7 @@ Node *graph_node(Graph *g, int kind, const char *origin)
     Node *n = xcalloc(1, sizeof *n);
     n->kind = kind;
     n->origin = origin;
+    n->block = g->cur_block;
     GROW(g->nodes, g->n_nodes, g->cap_nodes);
     g->nodes[g->n_nodes++] = n;
     return n;
@@ -517,6 +519,8 @@ static void build_layer(Ctx *c, const Layer *l, const char *prefix, const char *
         if (l->has_init)
             c->init = l->init;
         for (int64_t it = 0; it < l->count; it++) {
+            if (!prefix[0])
+                g->cur_block++;     /* each iteration of a top-level repeat is a block */
             char *inner = l->name ? xasprintf("%s.%lld.", pfx, (long long)it)
                                   : xasprintf("%s%lld.", prefix, (long long)it);
             build_layers(c, l->body, l->n_body, inner, 0);
@@ -535,6 +539,8 @@ static void build_layers(Ctx *c, Layer **layers, int n, const char *prefix, int 
     for (int i = 0; i < n; i++) {
         const Layer *l = layers[i];
         char *pfx = l->name ? xasprintf("%s%s", prefix, l->name) : xasprintf("%s%d", prefix, i);
+        if (!prefix[0] && l->op != OP_REPEAT)
+            c->g->cur_block++;      /* each top-level layer is a block */
         int saved = c->resid_out;
         c->resid_out = residual_body && i == n - 1;
         build_layer(c, l, prefix, pfx);
@@ -609,6 +615,7 @@ Graph *graph_build(const Spec *s)
 {
     Graph *g = xcalloc(1, sizeof *g);
     g->spec = s;
+    g->cur_block = -1;              /* input conversion: not a block */
     Ctx c = {.g = g, .s = s};
     if (s->has_init)
         c.init = s->init;
@@ -626,6 +633,7 @@ Graph *graph_build(const Spec *s)
             : s->layers[0]->op == OP_EMBEDDING ? g->inputs[0] : input_f32(&c, 0);
     c.n_residual = count_residuals(s->layers, s->n_layers);
     build_layers(&c, s->layers, s->n_layers, "", 0);
+    g->cur_block = -1;              /* the loss: never recomputed */
     build_loss(&c);
     g->n_forward = g->n_nodes;
     return g;

@@ -43,6 +43,7 @@ typedef struct Tensor {
     int64_t row_bytes;       /* storage per batch row */
     int64_t offset;          /* per-row offset: byte offset = Bmax * offset */
     int has_offset;
+    int block;               /* the block of the node that made it; -1: inputs, params */
 } Tensor;
 
 struct Param {
@@ -107,6 +108,7 @@ typedef struct Node {
     int loss;                /* N_LOSS: LOSS_* */
     uint64_t key;            /* dropout: per-layer RNG key */
     struct Node *fwd;        /* backward node: its forward node */
+    int block;               /* top-level layer (repeat iterations apart): recompute's unit */
     int backward;            /* part of the backward pass */
 } Node;
 
@@ -126,6 +128,7 @@ typedef struct Graph {
     int64_t flops_fwd, flops_bwd; /* per sample */
     int n_layers_total;
     int has_dropout;
+    int cur_block;           /* while building: the block new nodes belong to */
 } Graph;
 
 Graph *graph_build(const Spec *s);
@@ -169,6 +172,9 @@ typedef struct Instr {
     Tensor **reads, **writes;
     int n_reads, n_writes;
     int dead;                /* merged into another instruction by fusion */
+    int block;               /* forward instructions: the block they belong to */
+    int recompute;           /* a forward instruction replayed in the backward pass */
+    int64_t flops;           /* per sample (GEMMs and heavy calls; 0 = negligible) */
 } Instr;
 
 typedef struct Program {
@@ -179,6 +185,9 @@ typedef struct Program {
     int n_kernels;
     int eval;                /* forward only, no loss gradient: validation's own plan */
     const char *kprefix;     /* kernel names: "k" (training) or "ke" (evaluation) */
+    int cur_block;           /* while lowering: the block of the node being lowered */
+    int policy;              /* RT_RECOMPUTE_* applied */
+    int64_t recompute_flops; /* per sample, added by recomputation (estimate) */
     int64_t arena_row_bytes, noreuse_row_bytes, lower_bound_row_bytes;
     int64_t eval_row_bytes;  /* the validation plan's arena (set on the training program) */
 } Program;
@@ -187,6 +196,9 @@ Program *lower(Graph *g);
 Program *lower_eval(Graph *g);   /* a forward-only graph, for validation */
 void fuse(Program *p);
 void memplan(Program *p);
+/* Drops saved activations per the recompute policy and replays their producers in
+ * the backward pass (recompute.c); run after fuse, before memplan. */
+void recompute(Program *p, int policy);
 
 /* ---- output --------------------------------------------------------------- */
 

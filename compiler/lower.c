@@ -23,6 +23,7 @@ static Instr *add(Program *p, int kind, const char *origin, int backward)
     in->kind = kind;
     in->origin = origin;
     in->backward = backward;
+    in->block = p->cur_block;
     if (p->n_ins == p->cap_ins) {
         p->cap_ins = p->cap_ins ? 2 * p->cap_ins : 64;
         p->ins = realloc(p->ins, (size_t)p->cap_ins * sizeof *p->ins);
@@ -151,6 +152,7 @@ static void lower_conv_fwd(Program *p, Node *nd)
     reads(a, x);
     writes(a, col);
     Instr *b = add(p, I_GEMM, nd->origin, 0);
+    b->flops = 2 * Cout * CKK * HW;
     b->what = xstrdup("conv2d: weight x columns");
     textf(b, "rt_gemm(e, 0, 0, %lld, e->B * %lld, %lld, 1.0f, %s, %lld, %s, e->B * %lld, 0.0f, %s, e->B * %lld);",
           (long long)Cout, (long long)HW, (long long)CKK, nd->w->t->name, (long long)CKK, col->name,
@@ -250,6 +252,7 @@ static void lower_node(Program *p, Node *nd)
     case N_LINEAR: {
         int64_t in = x->shape[x->rank - 1], out = y->shape[y->rank - 1], rows = x->numel / in;
         Instr *a = add(p, I_GEMM, nd->origin, 0);
+        a->flops = 2 * rows * in * out;
         a->what = xasprintf("linear: y = x W^T%s", nd->b ? " (bias in the epilogue)" : "");
         textf(a, "rt_gemm(e, 0, 1, e->B * %lld, %lld, %lld, 1.0f, %s, %lld, %s, %lld, 0.0f, %s, %lld);",
               (long long)rows, (long long)out, (long long)in, x->name, (long long)in,
@@ -351,6 +354,7 @@ static void lower_node(Program *p, Node *nd)
     }
     case N_ATTENTION: {
         Instr *a = add(p, I_CALL, nd->origin, 0);
+        a->flops = 4 * nd->conv[0] * nd->conv[0] * nd->conv[1];
         a->what = xstrdup("attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept");
         textf(a, "rt_attention_fwd(e, %s, %s, %s, e->B, %lld, %lld, %lld, %d);", x->name,
               nd->tmp[0]->name, y->name, (long long)nd->conv[0], (long long)nd->conv[1],
@@ -507,6 +511,7 @@ static Program *lower_prog(Graph *g, int eval)
     for (int i = 0; i < g->n_nodes; i++) {
         if (i == g->n_forward)
             p->n_forward = p->n_ins;
+        p->cur_block = g->nodes[i]->block;
         lower_node(p, g->nodes[i]);
     }
     if (g->n_forward == g->n_nodes)

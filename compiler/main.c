@@ -16,15 +16,53 @@
 
 extern char **environ;
 
+/* graph -> autodiff -> lower -> fuse -> recompute -> memplan, for one policy */
+static void compile_train(Compiled *c, int policy)
+{
+    c->graph = graph_build(c->spec);
+    autodiff(c->graph);
+    c->prog = lower(c->graph);
+    fuse(c->prog);
+    recompute(c->prog, policy);
+    memplan(c->prog);
+}
+
+/* What a run allocates: arena, parameters, gradients, optimizer state. */
+static int64_t total_bytes(const Compiled *c, int64_t B)
+{
+    const Graph *g = c->graph;
+    int64_t pf = g->param_floats;
+    int64_t opt = c->spec->train.opt == RT_OPT_ADAMW ? 2 * pf : c->spec->train.momentum > 0 ? pf : 0;
+    return B * c->prog->arena_row_bytes + 4 * (2 * pf + opt);
+}
+
 Compiled *compile_spec(Spec *s)
 {
     Compiled *c = xcalloc(1, sizeof *c);
     c->spec = s;
-    c->graph = graph_build(s);
-    autodiff(c->graph);
-    c->prog = lower(c->graph);
-    fuse(c->prog);
-    memplan(c->prog);
+    int policy = s->train.recompute;
+    if (policy != RT_RECOMPUTE_AUTO) {
+        compile_train(c, policy);
+    } else {
+        /* the least recomputation whose plan fits the budget */
+        double budget = s->train.memory_budget_mb * 1048576.0;
+        static const int order[] = {RT_RECOMPUTE_NONE, RT_RECOMPUTE_SELECTIVE, RT_RECOMPUTE_FULL};
+        int fit = 0;
+        for (int i = 0; i < 3 && !fit; i++) {
+            compile_train(c, order[i]);
+            fit = (double)total_bytes(c, s->train.batch_size) <= budget;
+        }
+        if (!fit) {
+            int64_t fixed = total_bytes(c, 0), row = c->prog->arena_row_bytes;
+            int64_t bfit = budget > (double)fixed && row > 0 ? (int64_t)((budget - (double)fixed) / (double)row) : 0;
+            error_at(s->train_file, "$.train.memory_budget_mb",
+                     "%g MiB does not fit even with recompute full: batch_size %lld needs %.1f MiB%s%lld",
+                     s->train.memory_budget_mb, (long long)s->train.batch_size,
+                     (double)total_bytes(c, s->train.batch_size) / 1048576.0,
+                     bfit > 0 ? "; the budget fits batch_size " : "; the parameters and optimizer state alone need more, batch_size ",
+                     (long long)(bfit > 0 ? bfit : 0));
+        }
+    }
     /* validation's own plan: the forward pass alone, without what backward keeps */
     c->eval_graph = graph_build(s);
     c->eval = lower_eval(c->eval_graph);
@@ -152,9 +190,13 @@ static Spec *load_with_sets(int argc, char **argv, int at, int n, int allow_sets
 static int cmd_check(int argc, char **argv)
 {
     int n = spec_args(argc, argv, 1, "check");
-    if (1 + n != argc)
-        error_input("check: unexpected argument '%s'", argv[1 + n]);
-    Spec *s = load_with_sets(argc, argv, 1, n, 0);
+    for (int i = 1 + n; i < argc; i++) {
+        if (!strcmp(argv[i], "--set") && i + 1 < argc)
+            i++;
+        else
+            error_input("check: unexpected argument '%s'", argv[i]);
+    }
+    Spec *s = load_with_sets(argc, argv, 1, n, 1);
     Compiled *c = compile_spec(s);
     Graph *g = c->graph;
     int64_t np = 0;
@@ -283,6 +325,11 @@ static int cmd_run(int argc, char **argv)
 {
     int n = spec_args(argc, argv, 1, "run");
     Spec *s = spec_load(n, argv + 1);
+    /* the recomputation plan is compiled: those --set keys shape the program */
+    for (int i = 1 + n; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--set") && (!strncmp(argv[i + 1], "recompute=", 10) ||
+                                          !strncmp(argv[i + 1], "memory_budget_mb=", 17)))
+            spec_set(s, argv[i + 1]);
     /* --set is applied by the runtime (as in a built trainer); check it here too so a
      * bad key fails before compiling */
     rt_train_config probe = s->train;
@@ -327,7 +374,7 @@ static int cmd_plan(int argc, char **argv)
     Program *p = c->prog;
     Graph *g = c->graph;
     int64_t B = s->train.batch_size;
-    printf("memory plan for %s at batch %lld (recompute: none)\n\n", s->name, (long long)B);
+    printf("memory plan for %s at batch %lld\n\n", s->name, (long long)B);
     printf("  %-28s %-18s %12s %12s  %s\n", "buffer", "shape", "bytes", "offset", "live");
     for (int i = 0; i < g->n_tensors; i++) {
         Tensor *t = g->tensors[i];
@@ -352,7 +399,13 @@ static int cmd_plan(int argc, char **argv)
     printf("  parameters            %14lld bytes\n", (long long)(np * 4));
     printf("  gradients             %14lld bytes\n", (long long)(np * 4));
     printf("  optimizer state       %14lld bytes\n", (long long)opt);
-    printf("  recompute FLOPs       %14d per step\n", 0);
+    static const char *pol[] = {"none", "selective", "full", "auto"};
+    printf("  recompute             %14s (%s)\n", pol[c->prog->policy],
+           s->train.recompute == RT_RECOMPUTE_AUTO ? "chosen by auto" : "as asked");
+    printf("  recompute FLOPs       %14lld per step (%.1f%% more than the step's %lld)\n",
+           (long long)(B * c->prog->recompute_flops),
+           100.0 * (double)c->prog->recompute_flops / (double)(g->flops_fwd + g->flops_bwd),
+           (long long)(B * (g->flops_fwd + g->flops_bwd)));
     return 0;
 }
 

@@ -839,6 +839,14 @@ void rt_dataset_close(rt_dataset *d)
  * Batch b of the epoch holds rows order[b*B .. min(b*B + B, N)); with drop_last the
  * epoch has floor(N / B) batches, else ceil(N / B), the last one possibly short.
  *
+ * Sharded (rt_loader_set_shard, world W > 1), exactly torch's DistributedSampler on
+ * that order: the epoch's list is the order above, cut to floor(N / W) * W samples
+ * with drop_last, else padded to ceil(N / W) * W by repeating it from its start;
+ * rank r takes its entries r, r + W, r + 2W, ... (so local[k] = order[(r + kW) mod N])
+ * and forms batches from those n = floor or ceil(N / W) samples by the rule above
+ * with n for N. Every rank draws the same permutation (same seed and epoch), so the
+ * ranks' lists are disjoint up to the padding and together cover the epoch.
+ *
  * Threads: batch k always goes to slot k % nslots, and a worker may claim batch k
  * only when that slot is free, so slots are filled in order and the content of
  * every batch depends on (order, k) alone, never on the number of workers. One
@@ -860,8 +868,11 @@ struct rt_loader {
     int64_t B, nb;             /* batch size, batches per epoch */
     int shuffle, drop_last;
     uint64_t seed;
+    int rank, world;           /* the DistributedSampler shard; 0, 1 unsharded */
+    int64_t n;                 /* this rank's samples per epoch (N unsharded) */
     int nworkers, nslots;
-    int64_t *order;            /* [N]: the current epoch's sample order */
+    int64_t *order;            /* [n]: this rank's samples of the current epoch, in order */
+    int64_t *perm;             /* [N]: the whole epoch's order when sharded, else NULL */
     loader_slot *slots;        /* [nslots] */
     pthread_t *threads;        /* [nworkers] */
 
@@ -883,21 +894,36 @@ struct rt_loader {
             rt_die("%s: %s", #call, strerror(pt_err_));                               \
     } while (0)
 
-static void make_order(rt_loader *l, int64_t epoch)
+/* The whole epoch's order of all N samples into order[N]. */
+static void epoch_order(const rt_loader *l, int64_t epoch, int64_t *order)
 {
     int64_t n = l->d->rows;
     for (int64_t i = 0; i < n; i++)
-        l->order[i] = i;
+        order[i] = i;
     if (!l->shuffle)
         return;
     rt_rng r;
     rt_rng_seed(&r, l->seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(epoch + 1)));
     for (int64_t i = n - 1; i > 0; i--) {
         int64_t j = (int64_t)rng_below(&r, (uint64_t)i + 1);
-        int64_t t = l->order[i];
-        l->order[i] = l->order[j];
-        l->order[j] = t;
+        int64_t t = order[i];
+        order[i] = order[j];
+        order[j] = t;
     }
+}
+
+/* This rank's list: the epoch order itself, or every world-th entry of it from
+ * `rank`, wrapping around into the padding (DistributedSampler's rule). */
+static void make_order(rt_loader *l, int64_t epoch)
+{
+    if (l->world == 1) {
+        epoch_order(l, epoch, l->order);
+        return;
+    }
+    epoch_order(l, epoch, l->perm);
+    int64_t N = l->d->rows;
+    for (int64_t k = 0; k < l->n; k++)
+        l->order[k] = l->perm[(l->rank + k * l->world) % N];
 }
 
 /* Assembles batch k of the current order into s (no lock needed: the caller owns s
@@ -905,7 +931,7 @@ static void make_order(rt_loader *l, int64_t epoch)
 static void fill_batch(const rt_loader *l, loader_slot *s, int64_t epoch, int64_t k)
 {
     int64_t lo = k * l->B;
-    int64_t rows = l->d->rows - lo < l->B ? l->d->rows - lo : l->B;
+    int64_t rows = l->n - lo < l->B ? l->n - lo : l->B;
     if (l->d->tokens)
         tokens_gather(l->d, l->order + lo, rows, s->b.in[0], s->b.in[1]);
     else
@@ -963,7 +989,10 @@ rt_loader *rt_loader_new(const rt_model *m, const rt_dataset *d, int64_t batch, 
     l->m = m;
     l->d = d;
     l->B = batch;
-    l->nb = drop_last ? d->rows / batch : (d->rows + batch - 1) / batch;
+    l->n = d->rows;
+    l->nb = drop_last ? l->n / batch : (l->n + batch - 1) / batch;
+    l->rank = 0;
+    l->world = 1;
     l->shuffle = shuffle;
     l->drop_last = drop_last;
     l->seed = seed;
@@ -1006,6 +1035,24 @@ rt_loader *rt_loader_new(const rt_model *m, const rt_dataset *d, int64_t batch, 
 }
 
 int64_t rt_loader_batches(const rt_loader *l) { return l->nb; }
+
+void rt_loader_set_shard(rt_loader *l, int rank, int world)
+{
+    if (world < 1 || rank < 0 || rank >= world)
+        rt_die("rt_loader_set_shard: rank %d of world %d", rank, world);
+    /* Workers read `order` and `nb` once started; changing them later would need
+     * the pause dance of rt_loader_start for no use: the shard is fixed per run. */
+    if (l->started)
+        rt_die("rt_loader_set_shard after the loader started");
+    int64_t N = l->d->rows;
+    l->rank = rank;
+    l->world = world;
+    l->n = l->drop_last ? N / world : (N + world - 1) / world;
+    l->nb = l->drop_last ? l->n / l->B : (l->n + l->B - 1) / l->B;
+    rt_xfree(l->perm);
+    /* order[] (N entries) already holds the n <= N local ones. */
+    l->perm = world > 1 ? rt_xmalloc(sizeof(int64_t) * (size_t)(N > 0 ? N : 1)) : NULL;
+}
 
 void rt_loader_start(rt_loader *l, int64_t epoch, int64_t first)
 {
@@ -1079,6 +1126,7 @@ void rt_loader_free(rt_loader *l)
             rt_xfree(l->slots[s].b.in[i]);
     rt_xfree(l->slots);
     rt_xfree(l->order);
+    rt_xfree(l->perm);
     rt_xfree(l->threads);
     rt_xfree(l);
 }

@@ -154,6 +154,9 @@ static void configure(const rt_model *m, const Opts *o, rt_train_config *c)
         if (rt_config_set(c, key, eq + 1, err, sizeof err) != 0)
             rt_die("embedded training line '%s': %s", line, err);
     }
+    /* the recomputation policy shapes the compiled program: it cannot change here */
+    int compiled_policy = c->recompute;
+    double compiled_budget = c->memory_budget_mb;
     for (int i = 0; i < o->n_sets; i++) {
         char key[256];
         const char *eq = strchr(o->sets[i], '=');
@@ -166,6 +169,11 @@ static void configure(const rt_model *m, const Opts *o, rt_train_config *c)
         if (rt_config_set(c, key, eq + 1, err, sizeof err) != 0)
             rt_input_error("--set %s: %s", key, err);
     }
+    if (c->recompute != compiled_policy ||
+        !(c->memory_budget_mb == compiled_budget || (isnan(c->memory_budget_mb) && isnan(compiled_budget))))
+        rt_input_error("--set recompute/memory_budget_mb: the recomputation plan is compiled into this "
+                       "trainer; rebuild it with trainc build ... --set recompute=POLICY (trainc run "
+                       "applies it when compiling)");
     if (rt_config_validate(c, err, sizeof err) != 0)
         rt_input_error("training spec: %s", err);
     if (o->device >= 0)
@@ -180,10 +188,6 @@ static void refuse_unsupported(const rt_model *m, const Opts *o, const rt_train_
         rt_input_error("this trainer was built for the CPU only; the CUDA backend is not supported yet (use --device cpu)");
     if (o->resume && o->init)
         rt_input_error("--init and --resume exclude each other: a resumed run continues from its checkpoint's weights");
-    if (c->recompute != RT_RECOMPUTE_NONE)
-        rt_input_error("$.train.recompute: only \"none\" is supported yet");
-    if (!isnan(c->memory_budget_mb))
-        rt_input_error("$.train.memory_budget_mb: memory budgets are not supported yet (they come with recompute)");
     if (c->dist != RT_DIST_DDP)
         rt_input_error("$.train.distributed.strategy: zero1/zero2 are not supported yet");
     (void)m;

@@ -194,7 +194,12 @@ typedef struct rt_batch {
 typedef struct rt_loader rt_loader;
 rt_loader *rt_loader_new(const rt_model *m, const rt_dataset *d, int64_t batch, int shuffle,
                          int drop_last, uint64_t seed, int workers, int prefetch);
-/* Batches per epoch. */
+/* Makes the loader deliver only rank `rank`'s part of every epoch, as torch's
+ * DistributedSampler does (data.c has the exact rule; `drop_last` applies both to
+ * the split and to the batches); batch size stays per rank. World 1 is the unsharded
+ * order. Call before the first rt_loader_start/next. */
+void rt_loader_set_shard(rt_loader *l, int rank, int world);
+/* Batches per epoch (of this rank, when sharded). */
 int64_t rt_loader_batches(const rt_loader *l);
 /* Starts (or restarts) delivering epoch `epoch` from batch `first`. */
 void rt_loader_start(rt_loader *l, int64_t epoch, int64_t first);

@@ -33,6 +33,8 @@ check unit/build_io       $UCC tests/unit/test_io.c runtime/safetensors.c runtim
 check unit/io             $T/test_io
 check unit/build_kernels  $UCC tests/unit/test_kernels.c runtime/kernels.c runtime/util.c -lopenblas -lpthread -lm -o $T/test_kernels
 check unit/kernels        $T/test_kernels
+check unit/build_attention $UCC tests/unit/test_attention.c runtime/attention.c runtime/kernels.c runtime/util.c -lopenblas -lpthread -lm -o $T/test_attention
+check unit/attention      $T/test_attention
 check unit/build_config   $UCC tests/unit/test_spec.c runtime/config.c runtime/util.c -lm -o $T/test_spec
 check unit/config         $T/test_spec
 check unit/build_es       $UCC tests/unit/test_earlystop.c runtime/earlystop.c runtime/config.c runtime/util.c -lm -o $T/test_es
@@ -53,6 +55,7 @@ check gradcheck           bash tests/gradcheck.sh
 check jit_vs_build        bash tests/jit_vs_build.sh
 check resume              bash tests/resume.sh
 check control             bash tests/control.sh
+check recompute           bash tests/recompute.sh
 check parity/mlp_adamw    $PYTHON tests/torch_parity.py mlp adamw
 check parity/mlp_sgd      $PYTHON tests/torch_parity.py mlp sgd
 check parity/cnn_adamw    $PYTHON tests/torch_parity.py cnn adamw

@@ -1,0 +1,344 @@
+/* recompute.c: activation checkpointing by recomputation.
+ *
+ * Runs on the fused program, before memplan. A "saved" tensor is one the forward
+ * pass writes and the backward pass reads. The policy picks saved tensors to drop
+ * (R); for each, the forward instruction that produced its value is replayed in the
+ * backward pass, just before the first backward instruction that reads it, into a
+ * fresh tensor, and the backward reads are redirected there. The memory planner then
+ * sees the original die at its last forward use and the copy live only during its
+ * layer's backward.
+ *
+ *   selective  drop what is cheap to recompute and expensive to keep: outputs of
+ *              fused elementwise loops (activations, dropout), layernorm and the
+ *              attention core (its softmax), when everything they read is kept
+ *              anyway; GEMM outputs are kept
+ *   full       keep only what crosses a block boundary (a top-level layer, or an
+ *              iteration of a top-level repeat); replay each block's forward during
+ *              its backward, chains included
+ *
+ * A replay reads exactly the values the original read (an input overwritten in
+ * place since, like a GEMM output its bias epilogue updated, is replayed too), and
+ * the kernels are deterministic, so recomputation never changes the numbers. The
+ * loss and the input conversion (block -1) are never replayed. */
+#include <stdlib.h>
+#include <string.h>
+#include "ir.h"
+
+static Tensor *base(Tensor *t) { return t->alias ? t->alias : t; }
+
+typedef struct Memo {
+    Tensor *orig;            /* a base tensor */
+    int producer;            /* the instruction whose written value it is */
+    Tensor *copy;
+} Memo;
+
+typedef struct Ctx {
+    Program *p;
+    int n, nf;
+    Instr **out;             /* the new backward prefix being built */
+    int n_out, cap_out;
+    char *saved;             /* by tensor id: read by the backward pass */
+    char *drop;              /* by tensor id: in R */
+    int *last_writer;        /* by tensor id: last forward writer, or -1 */
+    Memo *memo;
+    int n_memo, cap_memo;
+} Ctx;
+
+static int is_word(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+/* Replaces whole identifiers `from` by `to` in a C statement. */
+static char *subst(const char *text, const char *from, const char *to)
+{
+    Buf b = {0};
+    size_t fl = strlen(from);
+    const char *s = text;
+    while (*s) {
+        if (!strncmp(s, from, fl) && (s == text || !is_word(s[-1])) && !is_word(s[fl])) {
+            buf_puts(&b, to);
+            s += fl;
+        } else {
+            char c[2] = {*s++, 0};
+            buf_puts(&b, c);
+        }
+    }
+    return b.s ? b.s : xstrdup("");
+}
+
+/* The forward instruction before `at` that last wrote base tensor t, or -1. */
+static int writer_before(Ctx *c, Tensor *t, int at)
+{
+    for (int i = at - 1; i >= 0; i--) {
+        Instr *in = c->p->ins[i];
+        if (in->dead)
+            continue;
+        for (int k = 0; k < in->n_writes; k++)
+            if (base(in->writes[k]) == t)
+                return i;
+    }
+    return -1;
+}
+
+static Tensor *fresh(Graph *g, Tensor *t)
+{
+    Tensor *n = graph_tensor(g, t->kind == T_TEMP ? T_TEMP : T_ACT, xasprintf("%s_re", t->name),
+                             t->rank, t->shape);
+    n->origin = t->origin;
+    n->what = xasprintf("%s, recomputed", t->what ? t->what : t->name);
+    n->materialized = 1;
+    n->block = -1;
+    return n;
+}
+
+static Tensor *replay(Ctx *c, int pi, Tensor *want);
+
+/* A tensor holding the value of t as instruction `at` read it. */
+static Tensor *value_at(Ctx *c, Tensor *t, int at)
+{
+    if (t->kind == T_PARAM || t->kind == T_PGRAD || t->kind == T_INPUT)
+        return t;
+    Tensor *b = base(t);
+    int w = writer_before(c, b, at);
+    if (w < 0)
+        die("recompute: no producer for %s", t->name);
+    int intact = c->saved[b->id] && !c->drop[b->id] && c->last_writer[b->id] == w;
+    Tensor *v = intact ? b : replay(c, w, b);
+    if (t == b)
+        return v;
+    if (v == b)
+        return t;
+    /* a view of the replayed storage */
+    Tensor *view = graph_tensor(c->p->g, T_ACT, xasprintf("%s_re", t->name), t->rank, t->shape);
+    view->alias = v;
+    view->origin = t->origin;
+    view->what = "view, recomputed";
+    view->block = -1;
+    return view;
+}
+
+static void emit(Ctx *c, Instr *in)
+{
+    if (c->n_out == c->cap_out) {
+        c->cap_out = c->cap_out ? 2 * c->cap_out : 32;
+        c->out = realloc(c->out, (size_t)c->cap_out * sizeof *c->out);
+        if (!c->out)
+            die("out of memory");
+    }
+    c->out[c->n_out++] = in;
+}
+
+static void memo_add(Ctx *c, Tensor *orig, int producer, Tensor *copy)
+{
+    if (c->n_memo == c->cap_memo) {
+        c->cap_memo = c->cap_memo ? 2 * c->cap_memo : 32;
+        c->memo = realloc(c->memo, (size_t)c->cap_memo * sizeof *c->memo);
+        if (!c->memo)
+            die("out of memory");
+    }
+    c->memo[c->n_memo++] = (Memo){orig, producer, copy};
+}
+
+/* Replays forward instruction pi (once) and returns the copy of `want`. */
+static Tensor *replay(Ctx *c, int pi, Tensor *want)
+{
+    for (int i = 0; i < c->n_memo; i++)
+        if (c->memo[i].producer == pi && c->memo[i].orig == want)
+            return c->memo[i].copy;
+    Instr *o = c->p->ins[pi];
+    if (o->block < 0)
+        die("recompute: %s (block %d) cannot be replayed", o->what, o->block);
+    Instr *n = xcalloc(1, sizeof *n);
+    *n = *o;
+    n->backward = 1;
+    n->recompute = 1;
+    n->what = xasprintf("%s (recomputed)", o->what);
+    n->reads = NULL;
+    n->writes = NULL;
+    n->n_reads = n->n_writes = 0;
+    if (o->kind == I_EW) {
+        n->ops = xcalloc((size_t)o->n_ops, sizeof *n->ops);
+        memcpy(n->ops, o->ops, (size_t)o->n_ops * sizeof *n->ops);
+        for (int k = 0; k < o->n_ops; k++)
+            for (int j = 0; j < n->ops[k].n_arg; j++) {
+                Operand *a = &n->ops[k].arg[j];
+                if (!a->t)
+                    continue;
+                a->t = value_at(c, a->t, pi);
+                n->reads = realloc(n->reads, (size_t)(n->n_reads + 1) * sizeof *n->reads);
+                n->reads[n->n_reads++] = a->t;
+            }
+        for (int k = 0; k < o->n_writes; k++) {
+            Tensor *w = o->writes[k], *f = fresh(c->p->g, w);
+            for (int q = 0; q < n->n_ops; q++)
+                if (n->ops[q].out == w)
+                    n->ops[q].out = f;
+            n->writes = realloc(n->writes, (size_t)(n->n_writes + 1) * sizeof *n->writes);
+            n->writes[n->n_writes++] = f;
+            memo_add(c, base(w), pi, f);
+        }
+        n->id = c->p->n_kernels++;
+    } else {
+        char *text = xstrdup(o->text);
+        for (int k = 0; k < o->n_reads; k++) {
+            Tensor *r = o->reads[k], *v = value_at(c, r, pi);
+            if (v != r)
+                text = subst(text, r->name, v->name);
+            n->reads = realloc(n->reads, (size_t)(n->n_reads + 1) * sizeof *n->reads);
+            n->reads[n->n_reads++] = v;
+        }
+        for (int k = 0; k < o->n_writes; k++) {
+            Tensor *w = o->writes[k], *f = fresh(c->p->g, w);
+            text = subst(text, w->name, f->name);
+            n->writes = realloc(n->writes, (size_t)(n->n_writes + 1) * sizeof *n->writes);
+            n->writes[n->n_writes++] = f;
+            memo_add(c, base(w), pi, f);
+        }
+        n->text = text;
+    }
+    emit(c, n);
+    for (int i = 0; i < c->n_memo; i++)
+        if (c->memo[i].producer == pi && c->memo[i].orig == want)
+            return c->memo[i].copy;
+    die("recompute: %s does not write %s", o->what, want->name);
+}
+
+static int cheap(const Instr *in)
+{
+    if (in->kind == I_EW)
+        return 1;
+    return in->kind == I_CALL && (!strncmp(in->text, "rt_layernorm_fwd(", 17) ||
+                                  !strncmp(in->text, "rt_attention_fwd(", 17));
+}
+
+void recompute(Program *p, int policy)
+{
+    p->policy = policy;
+    if (policy == RT_RECOMPUTE_NONE)
+        return;
+    Graph *g = p->g;
+    Ctx c = {.p = p, .n = p->n_ins, .nf = p->n_forward};
+    int nt = g->n_tensors;
+    c.saved = xcalloc((size_t)nt, 1);
+    c.drop = xcalloc((size_t)nt, 1);
+    c.last_writer = xcalloc((size_t)nt, sizeof *c.last_writer);
+    for (int i = 0; i < nt; i++)
+        c.last_writer[i] = -1;
+    for (int i = 0; i < c.nf; i++) {
+        Instr *in = p->ins[i];
+        if (in->dead)
+            continue;
+        for (int k = 0; k < in->n_writes; k++)
+            c.last_writer[base(in->writes[k])->id] = i;
+    }
+    for (int i = c.nf; i < c.n; i++) {
+        Instr *in = p->ins[i];
+        if (in->dead)
+            continue;
+        for (int k = 0; k < in->n_reads; k++) {
+            Tensor *b = base(in->reads[k]);
+            if ((b->kind == T_ACT || b->kind == T_TEMP) && b->id < nt && c.last_writer[b->id] >= 0)
+                c.saved[b->id] = 1;
+        }
+    }
+    /* the drop set */
+    for (int id = 0; id < nt; id++) {
+        if (!c.saved[id])
+            continue;
+        Instr *w = p->ins[c.last_writer[id]];
+        if (w->block < 0)
+            continue;           /* the loss's gradient, the input conversion */
+        if (policy == RT_RECOMPUTE_FULL) {
+            /* keep what a later block reads: the block's output */
+            int crosses = 0;
+            for (int i = c.last_writer[id] + 1; i < c.nf && !crosses; i++) {
+                Instr *in = p->ins[i];
+                if (in->dead || in->block == w->block)
+                    continue;
+                for (int k = 0; k < in->n_reads; k++)
+                    if (base(in->reads[k])->id == id)
+                        crosses = 1;
+            }
+            if (!crosses)
+                c.drop[id] = 1;
+            continue;
+        }
+        /* selective: cheap producers whose inputs are all kept as they were */
+        if (!cheap(w))
+            continue;
+        int ok = 1;
+        for (int k = 0; k < w->n_reads && ok; k++) {
+            Tensor *r = w->reads[k];
+            if (r->kind == T_PARAM || r->kind == T_INPUT)
+                continue;
+            Tensor *b = base(r);
+            int wb = writer_before(&c, b, c.last_writer[id]);
+            ok = c.saved[b->id] && c.last_writer[b->id] == wb && b->id != id;
+        }
+        if (ok)
+            c.drop[id] = 1;
+    }
+    /* selective: a producer's other saved outputs go with it (layernorm's statistics) */
+    if (policy == RT_RECOMPUTE_SELECTIVE)
+        for (int id = 0; id < nt; id++)
+            if (c.drop[id]) {
+                Instr *w = p->ins[c.last_writer[id]];
+                for (int k = 0; k < w->n_writes; k++)
+                    if (c.saved[base(w->writes[k])->id])
+                        c.drop[base(w->writes[k])->id] = 1;
+            }
+    /* rebuild the backward pass with replays in front of their first readers */
+    Instr **ins = xcalloc((size_t)c.n * 4 + 64, sizeof *ins);
+    int n = 0, cap = c.n * 4 + 64;
+    for (int i = 0; i < c.nf; i++)
+        ins[n++] = p->ins[i];
+    for (int i = c.nf; i < c.n; i++) {
+        Instr *in = p->ins[i];
+        if (!in->dead) {
+            c.n_out = 0;
+            for (int k = 0; k < in->n_reads; k++) {
+                Tensor *r = in->reads[k], *b = base(r);
+                if (b->id >= nt || !c.drop[b->id])
+                    continue;
+                Tensor *v = value_at(&c, r, c.nf);
+                if (in->kind == I_EW) {
+                    for (int q = 0; q < in->n_ops; q++)
+                        for (int j = 0; j < in->ops[q].n_arg; j++)
+                            if (in->ops[q].arg[j].t == r)
+                                in->ops[q].arg[j].t = v;
+                } else {
+                    in->text = subst(in->text, r->name, v->name);
+                }
+                in->reads[k] = v;
+            }
+            for (int k = 0; k < c.n_out; k++) {
+                if (n + 1 >= cap) {
+                    cap *= 2;
+                    ins = realloc(ins, (size_t)cap * sizeof *ins);
+                    if (!ins)
+                        die("out of memory");
+                }
+                ins[n++] = c.out[k];
+            }
+        }
+        if (n + 1 >= cap) {
+            cap *= 2;
+            ins = realloc(ins, (size_t)cap * sizeof *ins);
+            if (!ins)
+                die("out of memory");
+        }
+        ins[n++] = in;
+    }
+    p->ins = ins;
+    p->n_ins = n;
+    p->cap_ins = cap;
+    for (int i = 0; i < n; i++)
+        if (ins[i]->recompute)
+            p->recompute_flops += ins[i]->flops;
+    free(c.saved);
+    free(c.drop);
+    free(c.last_writer);
+    free(c.memo);
+    free(c.out);
+}

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Recomputation changes memory, never the numbers: for the MLP (with dropout), the
+# CNN and gpt_char, each policy gives bit-identical per-step losses and final weights
+# to "none". The plan: arena <= 1.10 x the lower bound for every spec and policy;
+# activation bytes none > selective > full for gpt_char and gpt2_124m; auto picks the
+# least recomputation that fits memory_budget_mb, and names what would fit when
+# nothing does.
+set -eu
+cd "$(dirname "$0")/.."
+TRAINC=${TRAINC:-build/trainc}
+PY=${PYTHON:-/usr/bin/python3}
+d=build/tests/recompute
+rm -rf "$d"; mkdir -p "$d"
+# an MLP with dropout, so recomputed masks are checked too
+$PY - "$d" <<'PY'
+import json, sys
+spec = json.load(open("specs/mlp_fashion.json"))
+spec["model"]["name"] = "mlp_dropout"
+spec["model"]["layers"] = [{"op": "flatten"}, {"op": "linear", "out": 128}, {"op": "relu"}, {"op": "dropout", "p": 0.2},
+                           {"op": "linear", "out": 64}, {"op": "gelu"}, {"op": "dropout", "p": 0.1}, {"op": "linear", "out": 10}]
+json.dump(spec, open(sys.argv[1] + "/mlp_dropout.json", "w"), indent=1)
+PY
+sed -i 's|\.\./data/fashion|../../../data/fashion|g' "$d/mlp_dropout.json"
+for spec in specs/mlp_fashion.json specs/cnn_fashion.json specs/gpt_char.json "$d/mlp_dropout.json"; do
+    name=$(basename "$spec" .json)
+    for pol in none selective full; do
+        "$TRAINC" run "$spec" --set recompute=$pol --set max_steps=6 --set log_every=1 --set data.val=null \
+            --set batch_size=8 --threads 1 --quiet --out "$d/$name.$pol" 2>/dev/null
+    done
+    for pol in selective full; do
+        cmp "$d/$name.none/model.safetensors" "$d/$name.$pol/model.safetensors"
+        diff <(grep -o '"loss":[^,]*' "$d/$name.none/metrics.jsonl") <(grep -o '"loss":[^,]*' "$d/$name.$pol/metrics.jsonl")
+    done
+    echo "ok   $name: selective and full bit-identical to none"
+done
+for spec in specs/*.json; do
+    for pol in none selective full; do
+        "$TRAINC" plan "$spec" --json --set recompute=$pol > "$d/plan_$(basename "$spec" .json)_$pol.json"
+    done
+done
+$PY - "$d" <<'PY'
+import glob, json, sys
+d = sys.argv[1]
+plans = {}
+for f in sorted(glob.glob(d + "/plan_*.json")):
+    p = json.load(open(f))
+    plans[(p["model"], p["recompute"])] = p
+    ratio = p["arena_bytes"] / p["lower_bound_bytes"]
+    assert ratio <= 1.10, (f, ratio)
+    assert p["arena_bytes"] <= p["noreuse_bytes"], f
+for m in ("gpt_char", "gpt2_124m"):
+    a = [plans[(m, pol)]["arena_bytes"] for pol in ("none", "selective", "full")]
+    assert a[0] > a[1] > a[2], (m, a)
+    print(f"ok   {m}: arena none {a[0]} > selective {a[1]} > full {a[2]}")
+print(f"ok   arena <= 1.10 x lower bound for {len(plans)} plans")
+PY
+# auto: a budget between selective's and none's totals picks selective; one below
+# full's total is refused with what would fit
+out=$("$TRAINC" plan specs/gpt_char.json --set memory_budget_mb=80 --set recompute=auto | grep "recompute  ")
+echo "$out" | grep -q selective || { echo "FAIL auto picked: $out"; exit 1; }
+echo "ok   auto: 80 MiB -> selective"
+set +e
+"$TRAINC" check specs/gpt_char.json --set memory_budget_mb=20 --set recompute=auto 2>"$d/auto.err"
+rc=$?
+set -e
+[ $rc -eq 1 ] && grep -q "does not fit even with recompute full" "$d/auto.err" && grep -q "fits batch_size" "$d/auto.err" \
+    || { echo "FAIL auto too small: rc=$rc"; cat "$d/auto.err"; exit 1; }
+echo "ok   auto: 20 MiB refused: $(cat "$d/auto.err")"
