@@ -55,6 +55,6 @@ t init_missing      "nope.safetensors"    --init $d/nope.safetensors
 t init_shape        "1.weight"            --init $d/w_shape.safetensors
 t init_truncated    "w_trunc.safetensors" --init $d/w_trunc.safetensors
 t device_cuda       "CUDA"                --device cuda
-t resume_absent     "not supported yet"   --resume $d
+t resume_absent     "no complete checkpoint" --resume $d
 echo "bad-runtime: $pass passed, $fail failed"
 [ $fail -eq 0 ]
