@@ -9,8 +9,11 @@ B       := build
 RT_SRC  := $(wildcard runtime/*.c)
 RT_OBJ  := $(RT_SRC:runtime/%.c=$(B)/rt/%.o)
 CC_SRC  := $(wildcard compiler/*.c)
-CC_OBJ  := $(CC_SRC:compiler/%.c=$(B)/cc/%.o)
-LIBS    := -lcjson -lopenblas -lz -lm -lpthread -ldl
+CC_OBJ  := $(CC_SRC:compiler/%.c=$(B)/cc/%.o) $(B)/cc/templates.o
+# MPI (runtime/dist.c): the wrapper compiler knows where Debian keeps mpi.h and libmpi
+MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null || pkg-config --cflags ompi-c 2>/dev/null)
+MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null || pkg-config --libs ompi-c 2>/dev/null || echo -lmpi)
+LIBS    := -lcjson -lopenblas -lz -lm -lpthread -ldl $(MPI_LIBS)
 TCC_LIB := -ltcc
 
 .PHONY: all install deps demo test bench regen clean help
@@ -20,10 +23,21 @@ all: $(B)/trainc
 $(B)/rt/%.o: CFLAGS += -O3
 $(B)/rt/%.o: runtime/%.c runtime/rt.h runtime/rt_loop.h runtime/trainc_rt.h | $(B)/rt
 	$(CC) $(CFLAGS) -c $< -o $@
+# only dist.c includes mpi.h
+$(B)/rt/dist.o: runtime/dist.c runtime/rt.h runtime/trainc_rt.h runtime/rt_dist.h | $(B)/rt
+	$(CC) $(CFLAGS) $(MPI_CFLAGS) -c $< -o $@
 $(B)/cc/%.o: compiler/%.c compiler/trainc.h compiler/ir.h compiler/ops.h runtime/rt.h runtime/trainc_rt.h | $(B)/cc
 	$(CC) $(CFLAGS) -c $< -o $@
 $(B)/rt $(B)/cc:
 	mkdir -p $@
+
+# templates/ are compiled into trainc as C strings (tmpl_cuda_<name>)
+TMPL := $(wildcard templates/cuda/*.cuh)
+$(B)/cc/templates.c: $(TMPL) | $(B)/cc
+	{ for f in $(TMPL); do n=$$(basename $$f .cuh); echo "const char tmpl_cuda_$$n[] ="; \
+	  sed 's/\\/\\\\/g; s/"/\\"/g; s/^/    "/; s/$$/\\n"/' $$f; echo ";"; done; } > $@
+$(B)/cc/templates.o: $(B)/cc/templates.c
+	$(CC) $(CFLAGS) -c $< -o $@
 
 $(B)/librt.a: $(RT_OBJ)
 	rm -f $@ && ar rcs $@ $^
@@ -42,7 +56,8 @@ install: $(B)/trainc
 
 # The Debian packages the project needs: installed when root, else printed.
 DEB_PKGS := build-essential libcjson-dev libtcc-dev tcc libopenblas-dev zlib1g-dev \
-            python3 python3-torch python3-numpy dataset-fashion-mnist
+            python3 python3-torch python3-numpy dataset-fashion-mnist \
+            openmpi-bin libopenmpi-dev
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -z "$$missing" ]; then echo "deps: all installed"; \

@@ -210,8 +210,9 @@ void buf_printf(Buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3
 void buf_puts(Buf *b, const char *s);
 
 typedef struct Emitted {
-    Buf model_h, host_c, kernels_c, plan_json;
+    Buf model_h, host_c, kernels_c, kernels_cu, plan_json;
 } Emitted;
+void emit_cuda(Program *p, Program *eval, Buf *b);
 
 /* `data_dir` is recorded as given (the build and JIT override it with an absolute path). */
 void emit_c(Program *p, Program *eval, Emitted *out);

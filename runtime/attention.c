@@ -50,50 +50,27 @@ static inline d4 cvt4(v4f v)
 static inline d4 add4d(d4 a, d4 b) { return (d4){a.lo + b.lo, a.hi + b.hi}; }
 static inline double hsum4d(d4 a) { return (a.lo[0] + a.lo[1]) + (a.hi[0] + a.hi[1]); }
 
-/* exp(x) for x <= 0 (scores minus their row maximum) on each lane: Cephes's expf as in
+/* exp(x) for x <= 0 (scores minus their row maximum) on four lanes: Cephes's expf as in
  * kernels.c's exp4 (2^n * p(r), |r| <= ln2/2, within 2 ulp of expf), with n rounded by
  * the 1.5 * 2^23 trick, whose bits also give 2^n. Below -87.3 (where expf is under
- * 1.2e-38) it returns 0, so -inf lanes (masked or padding) add nothing to a sum. One
- * body for 4 and 8 lanes: each lane rounds the same way at either width. */
-#define DEF_EXPNEG(NAME, VF, VI, VU, ATTR)                                             \
-    ATTR static inline VF NAME(VF x)                                                  \
-    {                                                                                 \
-        VI small = x < -87.3365448f;                                                  \
-        VF t = x * 1.44269504088896341f + 12582912.0f; /* n + 1.5 * 2^23 */          \
-        VF n = t - 12582912.0f;                                                       \
-        VF r = x - n * 0.693359375f - n * -2.12194440e-4f;                            \
-        VF p = r * 1.9875691500e-4f + 1.3981999507e-3f;                               \
-        p = p * r + 8.3334519073e-3f;                                                 \
-        p = p * r + 4.1665795894e-2f;                                                 \
-        p = p * r + 1.6666665459e-1f;                                                 \
-        p = p * r + 5.0000001201e-1f;                                                 \
-        p = p * (r * r) + r + 1.0f;                                                   \
-        /* the low bits of t hold n (+ 3 * 2^22); n + 127 in [1, 127] shifted into   \
-         * the exponent field is 2^n, the high bits fall off */                      \
-        VF y = p * (VF)(((VU)t + 127) << 23);                                         \
-        return (VF)((VI)y & ~small);                                                  \
-    }
-
-DEF_EXPNEG(expneg4, v4f, v4i, v4u, )
-
-/* The exponentials of a row are most of the forward's own work (besides BLAS): with
- * AVX2 (checked at run time) they go eight lanes at a time, which halves their cost at
- * T = 128. Both paths add the same products in the same order, so the bits agree. */
-#if defined(__x86_64__) && defined(__GNUC__)
-#define ATT_AVX2 1
-#define AVX2 __attribute__((target("avx2")))
-typedef float v8f __attribute__((vector_size(32)));
-typedef int32_t v8i __attribute__((vector_size(32)));
-typedef uint32_t v8u __attribute__((vector_size(32)));
-
-DEF_EXPNEG(expneg8, v8f, v8i, v8u, AVX2)
-AVX2 static inline v8f ld8(const float *p) { v8f v; memcpy(&v, p, sizeof v); return v; }
-AVX2 static inline void st8(float *p, v8f v) { memcpy(p, &v, sizeof v); }
-#endif
-
-/* Lanes of the exponentials: 0 decides from the CPU; the unit test sets 4 to compare
- * the four-lane path with the one the CPU gets. Not in rt.h: for tests only. */
-int rt_attention_simd = 0;
+ * 1.2e-38) it returns 0, so -inf lanes (masked or padding) add nothing to a sum. */
+static inline v4f expneg4(v4f x)
+{
+    v4i small = x < splat4(-87.3365448f);
+    v4f t = x * splat4(1.44269504088896341f) + splat4(12582912.0f); /* n + 1.5 * 2^23 */
+    v4f n = t - splat4(12582912.0f);
+    v4f r = x - n * splat4(0.693359375f) - n * splat4(-2.12194440e-4f);
+    v4f p = r * splat4(1.9875691500e-4f) + splat4(1.3981999507e-3f);
+    p = p * r + splat4(8.3334519073e-3f);
+    p = p * r + splat4(4.1665795894e-2f);
+    p = p * r + splat4(1.6666665459e-1f);
+    p = p * r + splat4(5.0000001201e-1f);
+    p = p * (r * r) + r + splat4(1.0f);
+    /* the low bits of t hold n (+ 3 * 2^22); n + 127 in [1, 127] shifted into the
+     * exponent field is 2^n, and the high bits fall off */
+    v4f y = p * (v4f)(((v4u)t + 127) << 23);
+    return (v4f)((v4i)y & ~small);
+}
 
 /* Four lanes, padded past n with `pad`. */
 static inline v4f ld4_pad(const float *p, int64_t n, float pad)
@@ -115,13 +92,28 @@ static inline void st4_part(float *p, int64_t n, v4f v)
 
 /* ---- attention -------------------------------------------------------------- */
 
-/* Row-major C = alpha op(A) op(B) + beta C on the calling thread (OpenBLAS is kept
- * single-threaded by rt_blas_threads). Sizes fit int: rt_attention_* checks. */
-static void mm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-               int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc)
+/* Row-major C += alpha op(A) op(B) on the calling thread (OpenBLAS is kept
+ * single-threaded by rt_blas_threads). Sizes fit int: rt_attention_* checks. Callers
+ * zero C first: OpenBLAS's beta = 0 pass is slower than memset at these sizes (about
+ * 10% of the whole backward at T = 128), and 0 + x rounds to x, so the bits are those
+ * of beta = 0. */
+static void mm_acc(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha,
+                   const float *A, int64_t lda, const float *B, int64_t ldb, float *C,
+                   int64_t ldc)
 {
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                (int)M, (int)N, (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
+                (int)M, (int)N, (int)K, alpha, A, (int)lda, B, (int)ldb, 1.0f, C, (int)ldc);
+}
+
+/* rows x cols floats at p, row stride ld, set to 0 */
+static void zero_rows(float *p, int64_t rows, int64_t cols, int64_t ld)
+{
+    if (cols == ld) {
+        memset(p, 0, (size_t)(rows * cols) * sizeof(float));
+        return;
+    }
+    for (int64_t i = 0; i < rows; i++)
+        memset(p + i * ld, 0, (size_t)cols * sizeof(float));
 }
 
 static inline v4f max4(v4f a, v4f b)
@@ -134,53 +126,10 @@ static inline v4f max4(v4f a, v4f b)
 #endif
 }
 
-/* s[j] = exp(s[j] - m) for j < n8 (a multiple of 8), adding lanes 0-3 of each eight
- * into *sa and lanes 4-7 into *sb, in double. */
-static void exp_pass4(float *restrict s, int64_t n8, v4f mv, d4 *sa, d4 *sb)
-{
-    d4 a = *sa, b = *sb;
-    for (int64_t j = 0; j < n8; j += 8) {
-        v4f e0 = expneg4(ld4(s + j) - mv), e1 = expneg4(ld4(s + j + 4) - mv);
-        a = add4d(a, cvt4(e0));
-        b = add4d(b, cvt4(e1));
-        st4(s + j, e0);
-        st4(s + j + 4, e1);
-    }
-    *sa = a;
-    *sb = b;
-}
-
-#ifdef ATT_AVX2
-AVX2 static void exp_pass8(float *restrict s, int64_t n8, v4f m4, d4 *sa, d4 *sb)
-{
-    v8f mv = __builtin_shufflevector(m4, m4, 0, 1, 2, 3, 0, 1, 2, 3);
-    v4d a, b;
-    memcpy(&a, sa, sizeof a);
-    memcpy(&b, sb, sizeof b);
-    for (int64_t j = 0; j < n8; j += 8) {
-        v8f e = expneg8(ld8(s + j) - mv);
-        a += __builtin_convertvector(__builtin_shufflevector(e, e, 0, 1, 2, 3), v4d);
-        b += __builtin_convertvector(__builtin_shufflevector(e, e, 4, 5, 6, 7), v4d);
-        st8(s + j, e);
-    }
-    memcpy(sa, &a, sizeof a);
-    memcpy(sb, &b, sizeof b);
-}
-#endif
-
-static int use_avx2(void)
-{
-#ifdef ATT_AVX2
-    return rt_attention_simd != 4 && __builtin_cpu_supports("avx2");
-#else
-    return 0;
-#endif
-}
-
 /* One row of probabilities in place: s[0, len) holds scores, s[len, n) is masked.
  * p = exp(s - max) / sum, masked entries set to 0. The sum is in double, two accumulators of
  * four lanes over blocks of eight, then the tail: a fixed order for a given len. */
-static void softmax_row(float *restrict s, int64_t len, int64_t n, int avx2)
+static void softmax_row(float *restrict s, int64_t len, int64_t n)
 {
     int64_t n8 = len & ~(int64_t)7, n4 = len & ~(int64_t)3, j;
     v4f mv = splat4(-INFINITY);
@@ -191,13 +140,14 @@ static void softmax_row(float *restrict s, int64_t len, int64_t n, int avx2)
     mv = max4(mv, __builtin_shufflevector(mv, mv, 2, 3, 0, 1));
     mv = max4(mv, __builtin_shufflevector(mv, mv, 1, 0, 3, 2));
     d4 sa = {{0, 0}, {0, 0}}, sb = sa;
-#ifdef ATT_AVX2
-    if (avx2)
-        exp_pass8(s, n8, mv, &sa, &sb);
-    else
-#endif
-        exp_pass4(s, n8, mv, &sa, &sb);
-    for (j = n8; j < len; j += 4) {
+    for (j = 0; j < n8; j += 8) {
+        v4f e0 = expneg4(ld4(s + j) - mv), e1 = expneg4(ld4(s + j + 4) - mv);
+        sa = add4d(sa, cvt4(e0));
+        sb = add4d(sb, cvt4(e1));
+        st4(s + j, e0);
+        st4(s + j + 4, e1);
+    }
+    for (; j < len; j += 4) {
         v4f e0 = expneg4(ld4_pad(s + j, len - j, -INFINITY) - mv);
         sa = add4d(sa, cvt4(e0));
         st4_part(s + j, len - j, e0);
@@ -242,7 +192,6 @@ typedef struct {
     float *dqkv;               /* [B, T, 3d] (backward) */
     int64_t T, d, H, hd, nb;   /* nb: block size, T when not causal */
     int causal;
-    int avx2;                  /* use_avx2() */
     float scale;
 } att_ctx;
 
@@ -259,13 +208,13 @@ static void att_fwd_task(void *ctx, int64_t lo, int64_t hi)
         float *y = c->y + b * T * d + h * hd;     /* [T, hd], row stride d */
         for (int64_t r0 = 0; r0 < T; r0 += c->nb) {
             int64_t r1 = r0 + c->nb < T ? r0 + c->nb : T, n = c->causal ? r1 : T;
-            /* zeros first: the masked columns [n, T) stay 0, and OpenBLAS's beta = 0
-             * path zeroes C slower than memset */
-            memset(P + r0 * T, 0, (size_t)((r1 - r0) * T) * sizeof(float));
-            mm(0, 1, r1 - r0, n, hd, c->scale, q + r0 * ld, ld, k, ld, 1.0f, P + r0 * T, T);
+            /* whole rows of P zeroed: the masked columns [n, T) stay 0 */
+            zero_rows(P + r0 * T, r1 - r0, T, T);
+            mm_acc(0, 1, r1 - r0, n, hd, c->scale, q + r0 * ld, ld, k, ld, P + r0 * T, T);
             for (int64_t i = r0; i < r1; i++)
-                softmax_row(P + i * T, c->causal ? i + 1 : T, n, c->avx2);
-            mm(0, 0, r1 - r0, hd, n, 1.0f, P + r0 * T, T, v, ld, 0.0f, y + r0 * d, d);
+                softmax_row(P + i * T, c->causal ? i + 1 : T, n);
+            zero_rows(y + r0 * d, r1 - r0, hd, d);
+            mm_acc(0, 0, r1 - r0, hd, n, 1.0f, P + r0 * T, T, v, ld, y + r0 * d, d);
         }
     }
 }
@@ -292,18 +241,21 @@ static void att_bwd_task(void *ctx, int64_t lo, int64_t hi)
         float *dq = c->dqkv + b * T * ld + h * hd, *dk = dq + d, *dv = dq + 2 * d;
         for (int64_t r0 = 0; r0 < T; r0 += c->nb) {
             int64_t r1 = r0 + c->nb < T ? r0 + c->nb : T, n = c->causal ? r1 : T;
-            memset(dS + r0 * T, 0, (size_t)((r1 - r0) * T) * sizeof(float));
-            mm(0, 1, r1 - r0, n, hd, 1.0f, dy + r0 * d, d, v, ld, 1.0f, dS + r0 * T, T);
+            zero_rows(dS + r0 * T, r1 - r0, n, T);
+            mm_acc(0, 1, r1 - r0, n, hd, 1.0f, dy + r0 * d, d, v, ld, dS + r0 * T, T);
             for (int64_t i = r0; i < r1; i++)
                 softmax_bwd_row(dS + i * T, P + i * T, c->causal ? i + 1 : T, n);
-            mm(0, 0, r1 - r0, hd, n, c->scale, dS + r0 * T, T, k, ld, 0.0f, dq + r0 * ld, ld);
+            zero_rows(dq + r0 * ld, r1 - r0, hd, ld);
+            mm_acc(0, 0, r1 - r0, hd, n, c->scale, dS + r0 * T, T, k, ld, dq + r0 * ld, ld);
         }
         for (int64_t c0 = 0; c0 < T; c0 += c->nb) {
             int64_t c1 = c0 + c->nb < T ? c0 + c->nb : T, i0 = c->causal ? c0 : 0;
-            mm(1, 0, c1 - c0, hd, T - i0, 1.0f, P + i0 * T + c0, T, dy + i0 * d, d, 0.0f,
-               dv + c0 * ld, ld);
-            mm(1, 0, c1 - c0, hd, T - i0, c->scale, dS + i0 * T + c0, T, q + i0 * ld, ld, 0.0f,
-               dk + c0 * ld, ld);
+            zero_rows(dv + c0 * ld, c1 - c0, hd, ld);
+            zero_rows(dk + c0 * ld, c1 - c0, hd, ld);
+            mm_acc(1, 0, c1 - c0, hd, T - i0, 1.0f, P + i0 * T + c0, T, dy + i0 * d, d,
+                   dv + c0 * ld, ld);
+            mm_acc(1, 0, c1 - c0, hd, T - i0, c->scale, dS + i0 * T + c0, T, q + i0 * ld, ld,
+                   dk + c0 * ld, ld);
         }
     }
     free(dS);
@@ -319,7 +271,6 @@ static att_ctx att_setup(int64_t T, int64_t d, int64_t H, int causal)
     att_ctx c = {.T = T, .d = d, .H = H, .hd = d / H, .nb = causal ? ATT_NB : T,
                  .causal = causal};
     c.scale = (float)(1.0 / sqrt((double)c.hd));
-    c.avx2 = use_avx2();
     return c;
 }
 

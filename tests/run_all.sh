@@ -40,6 +40,9 @@ check unit/config         $T/test_spec
 check unit/build_es       $UCC tests/unit/test_earlystop.c runtime/earlystop.c runtime/config.c runtime/util.c -lm -o $T/test_es
 check unit/earlystop      $T/test_es
 
+# the distributed layer and the DistributedSampler, with mpirun (1-3 ranks, a dead peer)
+check dist                bash tests/dist.sh
+
 # the parser and checker under sanitizers, on the bad-input corpus
 check asan/build          make -s B=build/asan CFLAGS="-O1 -g $SAN" build/asan/trainc
 # (leak checking off: the compiler exits on the first error without freeing, by design)
@@ -49,6 +52,7 @@ check data/text           bash tests/data_text.sh
 
 # compiler output
 check golden              bash tests/golden.sh
+check nvrtc               bash tests/nvrtc.sh
 check gradcheck           bash tests/gradcheck.sh
 
 # whole runs

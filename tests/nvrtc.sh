@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Every generated CUDA kernel of every spec compiles with NVRTC for sm_80 and sm_90,
+# without errors or warnings (no GPU needed).
+set -eu
+cd "$(dirname "$0")/.."
+TRAINC=${TRAINC:-build/trainc}
+CUDA=${CUDA_HOME:-/usr/local/cuda}
+d=build/tests/nvrtc
+rm -rf "$d"; mkdir -p "$d"
+cc -std=gnu11 -O1 -I"$CUDA/include" tests/nvrtc_check.c -L"$CUDA/lib64" -Wl,-rpath,"$CUDA/lib64" -lnvrtc -o "$d/nvrtc_check"
+for spec in specs/*.json; do
+    name=$(basename "$spec" .json)
+    "$TRAINC" emit "$spec" -o "$d/$name"
+    "$d/nvrtc_check" "$d/$name/kernels_cuda.cu" sm_80 sm_90
+done
