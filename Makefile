@@ -28,6 +28,9 @@ $(B)/rt/dist.o: runtime/dist.c runtime/rt.h runtime/trainc_rt.h runtime/rt_dist.
 	$(CC) $(CFLAGS) $(MPI_CFLAGS) -c $< -o $@
 $(B)/cc/%.o: compiler/%.c compiler/trainc.h compiler/ir.h compiler/ops.h runtime/rt.h runtime/trainc_rt.h | $(B)/cc
 	$(CC) $(CFLAGS) -c $< -o $@
+# trainc build links trainers with these too
+$(B)/cc/main.o: CFLAGS += -DTRAINC_LINK_EXTRA='"$(MPI_LIBS)"'
+
 $(B)/rt $(B)/cc:
 	mkdir -p $@
 

@@ -194,6 +194,7 @@ typedef struct Program {
 
 Program *lower(Graph *g);
 Program *lower_eval(Graph *g);   /* a forward-only graph, for validation */
+void add_grad_hooks(Program *p); /* rt_grad_ready after each parameter's last gradient write */
 void fuse(Program *p);
 void memplan(Program *p);
 /* Drops saved activations per the recompute policy and replays their producers in

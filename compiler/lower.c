@@ -521,3 +521,48 @@ static Program *lower_prog(Graph *g, int eval)
 
 Program *lower(Graph *g) { return lower_prog(g, 0); }
 Program *lower_eval(Graph *g) { return lower_prog(g, 1); }
+
+/* After the last backward instruction that writes a parameter's gradient, tell the
+ * runtime the gradient is final: data-parallel training starts reducing it while
+ * the rest of the backward pass runs (a world of one returns at once). */
+void add_grad_hooks(Program *p)
+{
+    Graph *g = p->g;
+    int *last = xcalloc((size_t)g->n_params + 1, sizeof *last);
+    for (int k = 0; k < g->n_params; k++)
+        last[k] = -1;
+    for (int i = p->n_forward; i < p->n_ins; i++) {
+        Instr *in = p->ins[i];
+        if (in->dead)
+            continue;
+        for (int w = 0; w < in->n_writes; w++)
+            if (in->writes[w]->kind == T_PGRAD)
+                for (int k = 0; k < g->n_params; k++)
+                    if (g->params[k] == in->writes[w]->param)
+                        last[k] = i;
+    }
+    Instr **ins = xcalloc((size_t)(p->n_ins + g->n_params) + 1, sizeof *ins);
+    int n = 0;
+    for (int i = 0; i < p->n_ins; i++) {
+        ins[n++] = p->ins[i];
+        for (int k = 0; k < g->n_params; k++) {
+            if (last[k] != i)
+                continue;
+            Param *pa = g->params[k];
+            Instr *h = xcalloc(1, sizeof *h);
+            h->kind = I_CALL;
+            h->backward = 1;
+            h->block = -1;
+            h->origin = pa->origin;
+            h->what = xasprintf("%s's gradient is final", pa->name);
+            h->text = xasprintf("rt_grad_ready(e, %lld, %lld);", (long long)pa->offset,
+                                (long long)pa->numel);
+            ins[n++] = h;
+        }
+    }
+    free(p->ins);
+    p->ins = ins;
+    p->n_ins = n;
+    p->cap_ins = n;
+    free(last);
+}

@@ -24,6 +24,7 @@ static void compile_train(Compiled *c, int policy)
     c->prog = lower(c->graph);
     fuse(c->prog);
     recompute(c->prog, policy);
+    add_grad_hooks(c->prog);
     memplan(c->prog);
 }
 
@@ -306,8 +307,19 @@ static int cmd_build(int argc, char **argv)
     char *host = xasprintf("%s/host.c", tmpl), *kern = xasprintf("%s/kernels_cpu.c", tmpl);
     char *tmpout = xasprintf("%s.tmp%d", out, (int)getpid());
     const char *cc = getenv("CC") && *getenv("CC") ? getenv("CC") : "cc";
-    char *args[] = {(char *)cc, "-std=gnu11", "-O2", "-ffp-contract=off", "-w", inc, ddef, host,
-                    kern, lib, "-lcjson", "-lopenblas", "-lm", "-lpthread", "-o", tmpout, NULL};
+    char *args[64] = {(char *)cc, "-std=gnu11", "-O2", "-ffp-contract=off", "-w", inc, ddef, host,
+                      kern, lib, "-lcjson", "-lopenblas", "-lm", "-lpthread"};
+    int na = 14;
+#ifndef TRAINC_LINK_EXTRA
+#define TRAINC_LINK_EXTRA ""
+#endif
+    /* MPI's link flags, as the Makefile found them (mpicc --showme:link) */
+    char *extra = xstrdup(TRAINC_LINK_EXTRA);
+    for (char *tok = strtok(extra, " "); tok && na < 60; tok = strtok(NULL, " "))
+        args[na++] = tok;
+    args[na++] = "-o";
+    args[na++] = tmpout;
+    args[na] = NULL;
     int rc = spawn_wait(args);
     char *rm[] = {"rm", "-rf", tmpl, NULL};
     spawn_wait(rm);

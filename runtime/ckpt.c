@@ -292,7 +292,8 @@ static int may_differ(const char *key)
 {
     static const char *const ok[] = {"epochs", "max_steps", "max_time", "log_every", "out_dir",
                                       "checkpoint", "checkpoint.every_steps", "checkpoint.keep",
-                                      "loader.workers", "loader.prefetch", "device", NULL};
+                                      "loader.workers", "loader.prefetch", "device",
+                                      "distributed.bucket_mb", NULL};
     for (int i = 0; ok[i]; i++)
         if (!strcmp(key, ok[i]))
             return 1;

@@ -112,6 +112,7 @@ typedef struct Field {
     X("recompute", "none", ENUM(recompute, "none selective full auto"))                 \
     X("memory_budget_mb", "null", REAL_OR_NULL(memory_budget_mb, R_POS))                \
     X("distributed.strategy", "ddp", ENUM(dist, "ddp zero1 zero2"))                     \
+    X("distributed.bucket_mb", "25", REAL(bucket_mb, R_POS))                            \
     X("loader.workers", "2", INT(workers, 0, 256))                                      \
     X("loader.prefetch", "4", INT(prefetch, 1, 1024))                                   \
     X("loader.shuffle", "true", BOOL(shuffle))                                          \

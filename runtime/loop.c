@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "rt_dist.h"
 #include "rt_loop.h"
 
 typedef struct Opts {
@@ -188,8 +189,8 @@ static void refuse_unsupported(const rt_model *m, const Opts *o, const rt_train_
         rt_input_error("this trainer was built for the CPU only; the CUDA backend is not supported yet (use --device cpu)");
     if (o->resume && o->init)
         rt_input_error("--init and --resume exclude each other: a resumed run continues from its checkpoint's weights");
-    if (c->dist != RT_DIST_DDP)
-        rt_input_error("$.train.distributed.strategy: zero1/zero2 are not supported yet");
+    if (c->dist != RT_DIST_DDP && rt_dist_world() > 1)
+        rt_input_error("$.train.distributed.strategy: zero1/zero2 are not supported yet (use ddp)");
     (void)m;
 }
 
@@ -208,6 +209,7 @@ typedef struct Run {
     rt_metrics *mt;
     char out[RT_PATH_MAX];
     double t0;
+    int rank, world;           /* data parallelism: rank 0 writes every file */
 } Run;
 
 static uint64_t mix(uint64_t a, uint64_t b)
@@ -256,6 +258,8 @@ static void join_path(char *dst, size_t n, const char *dir, const char *file)
 
 static void save_weights(Run *r, const char *file)
 {
+    if (r->rank != 0)
+        return;
     char path[RT_PATH_MAX + 64];
     join_path(path, sizeof path, r->out, file);
     if (rt_safetensors_write(path, r->m, r->params) != 0)
@@ -286,6 +290,13 @@ static Eval validate(Run *r)
         terms += r->e.terms;
         correct += r->e.correct;
         n++;
+    }
+    if (r->world > 1) {           /* every rank sees the same numbers, so they stop together */
+        double v[3] = {loss, (double)terms, (double)correct};
+        rt_allreduce_sum_f64(v, 3);
+        loss = v[0];
+        terms = (int64_t)v[1];
+        correct = (int64_t)v[2];
     }
     ev.loss = terms ? loss / (double)terms : NAN;
     ev.acc = terms ? (double)correct / (double)terms : NAN;
@@ -388,11 +399,11 @@ static void metrics_start(Run *r, int threads, int64_t resumed_from)
         snprintf(res, sizeof res, ",\"resumed_from\":%lld", (long long)resumed_from);
     snprintf(buf, sizeof buf,
              "{\"event\":\"start\",\"model\":\"%s\",\"params\":%lld,\"device\":\"cpu\",\"precision\":\"%s\","
-             "\"arena_bytes\":%lld,\"param_bytes\":%lld,\"optimizer_bytes\":%lld,\"ranks\":1,"
+             "\"arena_bytes\":%lld,\"param_bytes\":%lld,\"optimizer_bytes\":%lld,\"ranks\":%d,"
              "\"threads\":%d,\"batch_size\":%lld,\"spec_hash\":\"%s\"%s}",
              r->m->name, (long long)np, prec[RT_PREC_FP32],
              (long long)(r->e.Bmax * r->m->arena_row_bytes), (long long)(r->m->param_floats * 4),
-             (long long)(rt_optim_state_floats(&r->c, r->m) * 4), threads,
+             (long long)(rt_optim_state_floats(&r->c, r->m) * 4), r->world, threads,
              (long long)r->c.batch_size, r->m->spec_hash, res);
     rt_metrics_line(r->mt, buf);
 }
@@ -443,6 +454,8 @@ static void validation(Run *r, rt_loop_state *s, int best_mode)
 
 static void checkpoint(Run *r, rt_loop_state *s)
 {
+    if (r->rank != 0)
+        return;               /* DDP: every rank holds the same state */
     s->metrics_bytes = file_size(r->out, "metrics.jsonl");
     int n;
     char **lines = rt_config_dump(&r->c, &n);
@@ -528,9 +541,12 @@ int rt_main(const rt_model *m, int argc, char **argv)
     if (m->abi != RT_ABI_VERSION)
         rt_fail("this trainer was generated for runtime ABI %d, the runtime is %d; rebuild it", m->abi,
                 RT_ABI_VERSION);
+    rt_dist_init(&argc, &argv);
     Run *r = rt_xmalloc(sizeof *r);
     r->m = m;
     r->t0 = rt_now();
+    r->rank = rt_dist_rank();
+    r->world = rt_dist_world();
     parse_opts(m, argc, argv, &r->o);
     configure(m, &r->o, &r->c);
     refuse_unsupported(m, &r->o, &r->c);
@@ -549,13 +565,19 @@ int rt_main(const rt_model *m, int argc, char **argv)
         threads = 1;
     r->tl = rt_loader_new(m, &r->train, c->batch_size, c->shuffle, c->drop_last, c->seed,
                           (int)c->workers, (int)c->prefetch);
+    if (r->world > 1)
+        rt_loader_set_shard(r->tl, r->rank, r->world);   /* DistributedSampler */
     r->batches_per_epoch = rt_loader_batches(r->tl);
     if (r->batches_per_epoch == 0)
         rt_input_error("$.train.batch_size: the training data has %lld rows, fewer than batch_size %lld (with drop_last)",
                        (long long)r->train.rows, (long long)c->batch_size);
     if (r->has_val)
+    {
         r->vl = rt_loader_new(m, &r->val, c->batch_size, 0, 0, c->seed, (int)c->workers,
                               (int)c->prefetch);
+        if (r->world > 1)
+            rt_loader_set_shard(r->vl, r->rank, r->world);
+    }
     r->steps_per_epoch = (r->batches_per_epoch + c->accumulate - 1) / c->accumulate;
     r->total_steps = -1;
     if (c->epochs > 0)
@@ -584,6 +606,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
     r->e.grads = r->grads;
     r->e.rt = rt_pool_new(threads);
     rt_blas_threads(threads);
+    rt_ddp_init(m, r->grads, (int64_t)(c->bucket_mb * 1048576.0));
 
     if (r->o.gradcheck)
         return gradcheck(r);
@@ -622,15 +645,20 @@ int rt_main(const rt_model *m, int argc, char **argv)
         /* records after the checkpoint (a crash) are dropped: the file reads as one run */
         char mp[RT_PATH_MAX + 32];
         snprintf(mp, sizeof mp, "%s/metrics.jsonl", r->out);
-        if (strcmp(r->out, r->o.resume) == 0 && file_size(r->out, "metrics.jsonl") > s->metrics_bytes &&
+        if (r->rank == 0 && strcmp(r->out, r->o.resume) == 0 && file_size(r->out, "metrics.jsonl") > s->metrics_bytes &&
             truncate(mp, s->metrics_bytes) != 0)
             rt_fail("cannot truncate %s: %s", mp, strerror(errno));
         fprintf(stderr, "trainc: resuming %s from step %lld (epoch %lld)\n", ck, (long long)s->step,
                 (long long)s->epoch);
     }
-    if (rt_mkdir_p(r->out) != 0)
-        rt_fail("cannot create the output folder %s: %s", r->out, strerror(errno));
-    r->mt = rt_metrics_open(r->out, r->o.resume != NULL);
+    if (r->rank == 0) {
+        if (rt_mkdir_p(r->out) != 0)
+            rt_fail("cannot create the output folder %s: %s", r->out, strerror(errno));
+        r->mt = rt_metrics_open(r->out, r->o.resume != NULL);
+    } else {
+        r->mt = NULL;         /* only rank 0 writes metrics, plots and files */
+        r->o.quiet = 1;
+    }
     r->t0 = rt_now() - s->elapsed;
     metrics_start(r, threads, resumed_from);
 
@@ -666,13 +694,29 @@ int rt_main(const rt_model *m, int argc, char **argv)
                     rt_die("loader ended early");
                 bind_batch(r, b);
                 r->e.rng_key = mix(mix(c->seed, (uint64_t)s->step), (uint64_t)j);
-                r->e.grad_scale = (float)(1.0 / ((double)b->rows * (double)m->loss_terms * (double)k));
+                r->e.grad_scale = (float)(1.0 / ((double)b->rows * (double)m->loss_terms * (double)k *
+                                                 (double)r->world));
                 m->forward(&r->e, 1);
+                rt_ddp_begin(j == k - 1);     /* with accumulate: only the last micro-batch */
                 m->backward(&r->e);
+                rt_ddp_finish();
                 step_loss += r->e.loss_sum / (double)r->e.terms;
                 samples += b->rows;
             }
             step_loss /= (double)k;
+            double now_stop = 0;
+            if (r->world > 1) {
+                /* the mean loss over ranks, and stop requests any rank has (a signal,
+                 * its clock) become every rank's, so all stop at the same step */
+                double v[3] = {step_loss, g_signal ? 1.0 : 0.0,
+                               !isnan(c->max_time) && rt_now() - r->t0 >= c->max_time ? 1.0 : 0.0};
+                rt_allreduce_sum_f64(v, 3);
+                step_loss = v[0] / (double)r->world;
+                if (v[1] > 0)
+                    g_signal = SIGTERM;
+                now_stop = v[2];
+                samples *= r->world;
+            }
             if (!isfinite(step_loss)) {
                 end = END_DIVERGED;
                 snprintf(why, sizeof why, "the training loss is %g at step %lld", step_loss,
@@ -752,7 +796,8 @@ int rt_main(const rt_model *m, int argc, char **argv)
             }
             if (end < 0 && c->max_steps > 0 && s->step >= c->max_steps)
                 end = END_MAX_STEPS;
-            if (end < 0 && !isnan(c->max_time) && now - r->t0 >= c->max_time)
+            if (end < 0 && !isnan(c->max_time) &&
+                (r->world > 1 ? now_stop > 0 : now - r->t0 >= c->max_time))
                 end = END_MAX_TIME;
             if (end < 0 && g_signal)
                 end = END_INTERRUPTED;
@@ -782,10 +827,17 @@ int rt_main(const rt_model *m, int argc, char **argv)
     rt_metrics_line(r->mt, buf);
     rt_metrics_close(r->mt);
 
+    int code = end == END_DIVERGED ? RT_EXIT_DIVERGED
+               : end == END_INTERRUPTED ? RT_EXIT_INTERRUPTED : RT_EXIT_OK;
+    if (r->rank != 0) {
+        rt_dist_finalize();
+        return code;
+    }
     if (end == END_DIVERGED) {
         fprintf(stderr, "trainc: diverged: %s.\n  Try a lower optimizer.lr, a grad_clip (e.g. --set grad_clip=1.0), or precision fp32.%s\n",
                 why, c->has_checkpoint ? "\n  The last good checkpoint is kept in checkpoints/." : "");
-        return RT_EXIT_DIVERGED;
+        rt_dist_finalize();
+        return code;
     }
     fprintf(stderr, "trainc: %s after %lld steps in %.1f s: loss %.4f", end_names[end],
             (long long)s->step, t, s->last_loss);
@@ -796,12 +848,13 @@ int rt_main(const rt_model *m, int argc, char **argv)
     }
     if (end == END_EARLY)
         fprintf(stderr, " (%s)", why);
+    if (r->world > 1)
+        fprintf(stderr, " (%d ranks)", r->world);
     fprintf(stderr, "\n  outputs in %s/\n", r->out);
     if (r->o.sample > 0 && end != END_INTERRUPTED)
         sample(r);
-    if (end == END_INTERRUPTED) {
+    if (end == END_INTERRUPTED)
         fprintf(stderr, "  interrupted: a checkpoint was written; continue with --resume %s\n", r->out);
-        return RT_EXIT_INTERRUPTED;
-    }
-    return RT_EXIT_OK;
+    rt_dist_finalize();
+    return code;
 }

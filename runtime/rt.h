@@ -72,6 +72,7 @@ typedef struct rt_train_config {
     int recompute;
     double memory_budget_mb;   /* NAN = none */
     int dist;
+    double bucket_mb;          /* DDP: gradient bucket size */
     int64_t workers, prefetch;
     int shuffle, drop_last;
     uint64_t seed;

@@ -25,6 +25,11 @@ void rt_es_init(rt_stopper *s, const rt_train_config *c);
 /* One validation check's monitored value; returns RT_ES_* and says why in `why`. */
 int rt_es_check(const rt_train_config *c, rt_stopper *s, double v, char *why, size_t n);
 
+/* Data parallelism (ddp.c): reduce gradients across ranks during backward. */
+void rt_ddp_init(const rt_model *m, float *grads, int64_t bucket_bytes);
+void rt_ddp_begin(int sync);   /* before a backward pass; sync: its gradients are reduced */
+void rt_ddp_finish(void);      /* after it: send the rest, wait for all buckets */
+
 /* Everything the loop carries from step to step that is not weights or optimizer
  * state: with it, a resumed run continues bit for bit (ckpt.c). */
 typedef struct rt_loop_state {

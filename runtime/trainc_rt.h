@@ -92,6 +92,10 @@ typedef struct rt_model {
 /* Entry point of every trainer: parses the trainer options, trains, returns the exit code. */
 int rt_main(const rt_model *m, int argc, char **argv);
 
+/* The gradient of params[off, off + n) is final for this step (data parallelism:
+ * the runtime may start reducing it across ranks while backward goes on). */
+void rt_grad_ready(rt_exec *e, int64_t off, int64_t n);
+
 /* Kernel launch: split [0, n) over the thread pool; fn gets half-open ranges. */
 void rt_parallel_for(rt_exec *e, int64_t n, rt_kernel_fn fn);
 

@@ -101,16 +101,24 @@ static void backward(rt_exec *e)
     rt_gemm(e, 0, 0, e->B * 1, 128, 10, 1.0f, d_linear_9, 10, P_9_weight, 128, 0.0f, d_relu_8, 128);
     /* $.model.layers[9]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 10, 128, e->B * 1, 1.0f, d_linear_9, 10, relu_8, 128, 1.0f, G_9_weight, 128);
+    /* $.model.layers[9]: 9.weight's gradient is final */
+    rt_grad_ready(e, 205632, 1280);
     /* $.model.layers[9]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_linear_9, G_9_bias, e->B * 1, 10);
+    /* $.model.layers[9]: 9.bias's gradient is final */
+    rt_grad_ready(e, 206912, 10);
     /* $.model.layers[8]: relu backward */
     rt_parallel_for(e, e->B * 128, k5);
     /* $.model.layers[7]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1, 1568, 128, 1.0f, d_linear_7, 128, P_7_weight, 1568, 0.0f, d_flatten_6, 1568);
     /* $.model.layers[7]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 128, 1568, e->B * 1, 1.0f, d_linear_7, 128, flatten_6, 1568, 1.0f, G_7_weight, 1568);
+    /* $.model.layers[7]: 7.weight's gradient is final */
+    rt_grad_ready(e, 4800, 200704);
     /* $.model.layers[7]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_linear_7, G_7_bias, e->B * 1, 128);
+    /* $.model.layers[7]: 7.bias's gradient is final */
+    rt_grad_ready(e, 205504, 128);
     /* $.model.layers[5]: maxpool2d backward (argmax found again from x) */
     rt_maxpool2d_bwd(e, relu_4, d_maxpool_5, d_relu_4, e->B * 32, 14, 14, 2, 2, 7, 7);
     /* $.model.layers[4]: relu backward */
@@ -119,10 +127,14 @@ static void backward(rt_exec *e)
     rt_parallel_for(e, e->B * 6272, k7);
     /* $.model.layers[3]: conv2d backward: bias gradient */
     rt_rowsum_add(e, gemm_d_conv_3, G_3_bias, 32, e->B * 196);
+    /* $.model.layers[3]: 3.bias's gradient is final */
+    rt_grad_ready(e, 4768, 32);
     /* $.model.layers[3]: conv2d backward: im2col again (cheaper than keeping it) */
     rt_im2col(e, maxpool_2, col_d_conv_3, e->B, 16, 14, 14, 3, 1, 1, 14, 14);
     /* $.model.layers[3]: conv2d backward: dW += dY col^T */
     rt_gemm(e, 0, 1, 32, 144, e->B * 196, 1.0f, gemm_d_conv_3, e->B * 196, col_d_conv_3, e->B * 196, 1.0f, G_3_weight, 144);
+    /* $.model.layers[3]: 3.weight's gradient is final */
+    rt_grad_ready(e, 160, 4608);
     /* $.model.layers[3]: conv2d backward: dcol = W^T dY */
     rt_gemm(e, 1, 0, 144, e->B * 196, 32, 1.0f, P_3_weight, 144, gemm_d_conv_3, e->B * 196, 0.0f, dcol_d_conv_3, e->B * 196);
     /* $.model.layers[3]: conv2d backward: col2im */
@@ -135,10 +147,14 @@ static void backward(rt_exec *e)
     rt_parallel_for(e, e->B * 12544, k9);
     /* $.model.layers[0]: conv2d backward: bias gradient */
     rt_rowsum_add(e, gemm_d_conv_0, G_0_bias, 16, e->B * 784);
+    /* $.model.layers[0]: 0.bias's gradient is final */
+    rt_grad_ready(e, 144, 16);
     /* $.model.layers[0]: conv2d backward: im2col again (cheaper than keeping it) */
     rt_im2col(e, x_f32, col_d_conv_0, e->B, 1, 28, 28, 3, 1, 1, 28, 28);
     /* $.model.layers[0]: conv2d backward: dW += dY col^T */
     rt_gemm(e, 0, 1, 16, 9, e->B * 784, 1.0f, gemm_d_conv_0, e->B * 784, col_d_conv_0, e->B * 784, 1.0f, G_0_weight, 9);
+    /* $.model.layers[0]: 0.weight's gradient is final */
+    rt_grad_ready(e, 0, 144);
 }
 
 /* Validation: the forward pass alone, with its own smaller plan (no gradient buffers). */
@@ -243,6 +259,7 @@ static const char *const train_defaults[] = {
     "recompute=none",
     "memory_budget_mb=null",
     "distributed.strategy=ddp",
+    "distributed.bucket_mb=25",
     "loader.workers=2",
     "loader.prefetch=4",
     "loader.shuffle=true",
@@ -256,7 +273,7 @@ static const char *const train_defaults[] = {
 const rt_model trainc_model = {
     .abi = RT_ABI_VERSION,
     .name = "cnn_fashion",
-    .spec_hash = "03b44728e4a828c0",
+    .spec_hash = "e1548bfdfefc3bbf",
     .model_hash = "48dec87c1fbea9ce",
     .data_dir = TRAINC_DATA_DIR,
     .n_params = 8,
@@ -274,7 +291,7 @@ const rt_model trainc_model = {
     .pred_offset = 169344,
     .pred_numel = 10,
     .train_defaults = train_defaults,
-    .n_train_defaults = 39,
+    .n_train_defaults = 40,
     .forward = forward,
     .backward = backward,
     .evaluate = evaluate,

@@ -6,32 +6,32 @@
  * offset below, so any batch size fits the same plan.
  *
  *   offset      bytes/row  live     buffer                      shape
- *   200704      3136         0-36   x_f32                       [B, 1, 28, 28]  input as f32
- *   112896      50176        3-33   relu_1                      [B, 16, 28, 28]  relu
- *   188160      12544        5-28   maxpool_2                   [B, 16, 14, 14]  maxpool2d output
- *   0           25088        8-25   relu_4                      [B, 32, 14, 14]  relu
- *   163072      6272        10-22   maxpool_5                   [B, 32, 7, 7]  maxpool2d output
+ *   200704      3136         0-43   x_f32                       [B, 1, 28, 28]  input as f32
+ *   112896      50176        3-39   relu_1                      [B, 16, 28, 28]  relu
+ *   188160      12544        5-33   maxpool_2                   [B, 16, 14, 14]  maxpool2d output
+ *   0           25088        8-29   relu_4                      [B, 32, 14, 14]  relu
+ *   163072      6272        10-24   maxpool_5                   [B, 32, 7, 7]  maxpool2d output
  *   169344      512         11-12   linear_7                    [B, 128]  linear output
- *   169856      512         12-20   relu_8                      [B, 128]  relu
+ *   169856      512         12-22   relu_8                      [B, 128]  relu
  *   169344      48          14-16   linear_9                    [B, 10]  linear output
- *   170368      48          16-19   d_linear_9                  [B, 10]  d(loss)/d(prediction), written by the loss
- *   169344      512         17-20   d_relu_8                    [B, 128]  gradient
- *   175616      512         20-23   d_linear_7                  [B, 128]  gradient
- *   169344      6272        21-24   d_flatten_6                 [B, 1568]  gradient
- *   25088       25088       24-25   d_relu_4                    [B, 32, 14, 14]  gradient
- *   50176       25088       25-26   d_conv_3                    [B, 32, 14, 14]  gradient
- *   163072      12544       31-32   d_maxpool_2                 [B, 16, 14, 14]  gradient
- *   0           50176       32-33   d_relu_1                    [B, 16, 28, 28]  gradient
- *   50176       50176       33-34   d_conv_0                    [B, 16, 28, 28]  gradient
+ *   170368      48          16-20   d_linear_9                  [B, 10]  d(loss)/d(prediction), written by the loss
+ *   169344      512         17-22   d_relu_8                    [B, 128]  gradient
+ *   175616      512         22-26   d_linear_7                  [B, 128]  gradient
+ *   169344      6272        23-28   d_flatten_6                 [B, 1568]  gradient
+ *   25088       25088       28-29   d_relu_4                    [B, 32, 14, 14]  gradient
+ *   50176       25088       29-30   d_conv_3                    [B, 32, 14, 14]  gradient
+ *   163072      12544       37-38   d_maxpool_2                 [B, 16, 14, 14]  gradient
+ *   0           50176       38-39   d_relu_1                    [B, 16, 28, 28]  gradient
+ *   50176       50176       39-40   d_conv_0                    [B, 16, 28, 28]  gradient
  *   50176       28224        1-2    col_conv_0                  [B, 7056]  im2col columns [C*k*k, B*OH*OW]
  *   0           50176        2-3    gemm_conv_0                 [B, 12544]  GEMM output [out, B*OH*OW]
  *   0           112896       6-7    col_conv_3                  [B, 28224]  im2col columns [C*k*k, B*OH*OW]
  *   163072      25088        7-8    gemm_conv_3                 [B, 6272]  GEMM output [out, B*OH*OW]
- *   163072      25088       26-30   gemm_d_conv_3               [B, 6272]  gradient in GEMM layout [out, B*OH*OW]
- *   0           112896      28-29   col_d_conv_3                [B, 28224]  im2col columns, recomputed [C*k*k, B*OH*OW]
- *   0           112896      30-31   dcol_d_conv_3               [B, 28224]  column gradients [C*k*k, B*OH*OW]
- *   0           50176       34-37   gemm_d_conv_0               [B, 12544]  gradient in GEMM layout [out, B*OH*OW]
- *   50176       28224       36-37   col_d_conv_0                [B, 7056]  im2col columns, recomputed [C*k*k, B*OH*OW]
+ *   163072      25088       30-36   gemm_d_conv_3               [B, 6272]  gradient in GEMM layout [out, B*OH*OW]
+ *   0           112896      33-34   col_d_conv_3                [B, 28224]  im2col columns, recomputed [C*k*k, B*OH*OW]
+ *   0           112896      36-37   dcol_d_conv_3               [B, 28224]  column gradients [C*k*k, B*OH*OW]
+ *   0           50176       40-44   gemm_d_conv_0               [B, 12544]  gradient in GEMM layout [out, B*OH*OW]
+ *   50176       28224       43-44   col_d_conv_0                [B, 7056]  im2col columns, recomputed [C*k*k, B*OH*OW]
  *
  * The plan for validation (forward only, no gradients): it shares: one arena of Bmax * 137984 bytes (no reuse would take Bmax * 314672; the
  * most ever live at once is Bmax * 137984). A buffer's byte offset is Bmax * its

@@ -1082,442 +1082,738 @@ static void backward(rt_exec *e)
     rt_gemm(e, 1, 0, 50257, 768, e->B * 1024, 1.0f, d_linear_lm_head, 50257, layernorm_ln_f, 768, 1.0f, G_wte_weight, 768);
     /* $.model.layers[3]: layernorm backward */
     rt_layernorm_bwd(e, residual_linear_h_11_proj, P_ln_f_weight, ln_mean_ln_f, ln_rstd_ln_f, d_layernorm_ln_f, d_residual_linear_h_11_proj, G_ln_f_weight, G_ln_f_bias, e->B * 1024, 768);
+    /* $.model.layers[3]: ln_f.weight's gradient is final */
+    rt_grad_ready(e, 124438272, 768);
+    /* $.model.layers[3]: ln_f.bias's gradient is final */
+    rt_grad_ready(e, 124439040, 768);
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_11_proj, 768, P_h_11_proj_weight, 3072, 0.0f, d_gelu_h_11_2, 3072);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_11_proj, 768, gelu_h_11_2, 3072, 1.0f, G_h_11_proj_weight, 3072);
+    /* $.model.layers[2].body[1].body[3]: h.11.proj.weight's gradient is final */
+    rt_grad_ready(e, 122078208, 2359296);
     /* $.model.layers[2].body[1].body[3]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_residual_linear_h_11_proj, G_h_11_proj_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[1].body[3]: h.11.proj.bias's gradient is final */
+    rt_grad_ready(e, 124437504, 768);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
     rt_parallel_for(e, e->B * 3145728, k49);
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_11_fc, 3072, P_h_11_fc_weight, 768, 0.0f, d_layernorm_h_11_ln_2, 768);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_11_fc, 3072, layernorm_h_11_ln_2, 768, 1.0f, G_h_11_fc_weight, 768);
+    /* $.model.layers[2].body[1].body[1]: h.11.fc.weight's gradient is final */
+    rt_grad_ready(e, 119715840, 2359296);
     /* $.model.layers[2].body[1].body[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_linear_h_11_fc, G_h_11_fc_bias, e->B * 1024, 3072);
+    /* $.model.layers[2].body[1].body[1]: h.11.fc.bias's gradient is final */
+    rt_grad_ready(e, 122075136, 3072);
     /* $.model.layers[2].body[1].body[0]: layernorm backward */
     rt_layernorm_bwd(e, residual_attn_out_h_11_attn, P_h_11_ln_2_weight, ln_mean_h_11_ln_2, ln_rstd_h_11_ln_2, d_layernorm_h_11_ln_2, d_residual_attn_out_h_11_attn, G_h_11_ln_2_weight, G_h_11_ln_2_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[1].body[0]: h.11.ln_2.weight's gradient is final */
+    rt_grad_ready(e, 119714304, 768);
+    /* $.model.layers[2].body[1].body[0]: h.11.ln_2.bias's gradient is final */
+    rt_grad_ready(e, 119715072, 768);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
     rt_parallel_for(e, e->B * 786432, k50);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_11_attn_491, 768, P_h_11_attn_proj_weight, 768, 0.0f, d_attn_y_h_11_attn, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_11_attn_491, 768, attn_y_h_11_attn, 768, 1.0f, G_h_11_attn_proj_weight, 768);
+    /* $.model.layers[2].body[0].body[1]: h.11.attn.proj.weight's gradient is final */
+    rt_grad_ready(e, 119123712, 589824);
     /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_residual_attn_out_h_11_attn_491, G_h_11_attn_proj_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[0].body[1]: h.11.attn.proj.bias's gradient is final */
+    rt_grad_ready(e, 119713536, 768);
     /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv) from dy and the kept probabilities */
     rt_attention_bwd(e, qkv_h_11_attn, att_h_11_attn, d_attn_y_h_11_attn, d_qkv_h_11_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_11_attn, 2304, P_h_11_attn_qkv_weight, 768, 0.0f, d_layernorm_h_11_ln_1, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_11_attn, 2304, layernorm_h_11_ln_1, 768, 1.0f, G_h_11_attn_qkv_weight, 768);
+    /* $.model.layers[2].body[0].body[1]: h.11.attn.qkv.weight's gradient is final */
+    rt_grad_ready(e, 117351936, 1769472);
     /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_qkv_h_11_attn, G_h_11_attn_qkv_bias, e->B * 1024, 2304);
+    /* $.model.layers[2].body[0].body[1]: h.11.attn.qkv.bias's gradient is final */
+    rt_grad_ready(e, 119121408, 2304);
     /* $.model.layers[2].body[0].body[0]: layernorm backward */
     rt_layernorm_bwd(e, residual_linear_h_10_proj, P_h_11_ln_1_weight, ln_mean_h_11_ln_1, ln_rstd_h_11_ln_1, d_layernorm_h_11_ln_1, d_residual_linear_h_10_proj, G_h_11_ln_1_weight, G_h_11_ln_1_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[0].body[0]: h.11.ln_1.weight's gradient is final */
+    rt_grad_ready(e, 117350400, 768);
+    /* $.model.layers[2].body[0].body[0]: h.11.ln_1.bias's gradient is final */
+    rt_grad_ready(e, 117351168, 768);
     /* $.model.layers[2].body[1]: sum of gradient contributions */
     rt_parallel_for(e, e->B * 786432, k51);
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_10_proj_496, 768, P_h_10_proj_weight, 3072, 0.0f, d_gelu_h_10_2, 3072);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_10_proj_496, 768, gelu_h_10_2, 3072, 1.0f, G_h_10_proj_weight, 3072);
+    /* $.model.layers[2].body[1].body[3]: h.10.proj.weight's gradient is final */
+    rt_grad_ready(e, 114990336, 2359296);
     /* $.model.layers[2].body[1].body[3]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_residual_linear_h_10_proj_496, G_h_10_proj_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[1].body[3]: h.10.proj.bias's gradient is final */
+    rt_grad_ready(e, 117349632, 768);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
     rt_parallel_for(e, e->B * 3145728, k52);
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_10_fc, 3072, P_h_10_fc_weight, 768, 0.0f, d_layernorm_h_10_ln_2, 768);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_10_fc, 3072, layernorm_h_10_ln_2, 768, 1.0f, G_h_10_fc_weight, 768);
+    /* $.model.layers[2].body[1].body[1]: h.10.fc.weight's gradient is final */
+    rt_grad_ready(e, 112627968, 2359296);
     /* $.model.layers[2].body[1].body[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_linear_h_10_fc, G_h_10_fc_bias, e->B * 1024, 3072);
+    /* $.model.layers[2].body[1].body[1]: h.10.fc.bias's gradient is final */
+    rt_grad_ready(e, 114987264, 3072);
     /* $.model.layers[2].body[1].body[0]: layernorm backward */
     rt_layernorm_bwd(e, residual_attn_out_h_10_attn, P_h_10_ln_2_weight, ln_mean_h_10_ln_2, ln_rstd_h_10_ln_2, d_layernorm_h_10_ln_2, d_residual_attn_out_h_10_attn, G_h_10_ln_2_weight, G_h_10_ln_2_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[1].body[0]: h.10.ln_2.weight's gradient is final */
+    rt_grad_ready(e, 112626432, 768);
+    /* $.model.layers[2].body[1].body[0]: h.10.ln_2.bias's gradient is final */
+    rt_grad_ready(e, 112627200, 768);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
     rt_parallel_for(e, e->B * 786432, k53);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_10_attn_501, 768, P_h_10_attn_proj_weight, 768, 0.0f, d_attn_y_h_10_attn, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_10_attn_501, 768, attn_y_h_10_attn, 768, 1.0f, G_h_10_attn_proj_weight, 768);
+    /* $.model.layers[2].body[0].body[1]: h.10.attn.proj.weight's gradient is final */
+    rt_grad_ready(e, 112035840, 589824);
     /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_residual_attn_out_h_10_attn_501, G_h_10_attn_proj_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[0].body[1]: h.10.attn.proj.bias's gradient is final */
+    rt_grad_ready(e, 112625664, 768);
     /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv) from dy and the kept probabilities */
     rt_attention_bwd(e, qkv_h_10_attn, att_h_10_attn, d_attn_y_h_10_attn, d_qkv_h_10_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_10_attn, 2304, P_h_10_attn_qkv_weight, 768, 0.0f, d_layernorm_h_10_ln_1, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_10_attn, 2304, layernorm_h_10_ln_1, 768, 1.0f, G_h_10_attn_qkv_weight, 768);
+    /* $.model.layers[2].body[0].body[1]: h.10.attn.qkv.weight's gradient is final */
+    rt_grad_ready(e, 110264064, 1769472);
     /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_qkv_h_10_attn, G_h_10_attn_qkv_bias, e->B * 1024, 2304);
+    /* $.model.layers[2].body[0].body[1]: h.10.attn.qkv.bias's gradient is final */
+    rt_grad_ready(e, 112033536, 2304);
     /* $.model.layers[2].body[0].body[0]: layernorm backward */
     rt_layernorm_bwd(e, residual_linear_h_9_proj, P_h_10_ln_1_weight, ln_mean_h_10_ln_1, ln_rstd_h_10_ln_1, d_layernorm_h_10_ln_1, d_residual_linear_h_9_proj, G_h_10_ln_1_weight, G_h_10_ln_1_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[0].body[0]: h.10.ln_1.weight's gradient is final */
+    rt_grad_ready(e, 110262528, 768);
+    /* $.model.layers[2].body[0].body[0]: h.10.ln_1.bias's gradient is final */
+    rt_grad_ready(e, 110263296, 768);
     /* $.model.layers[2].body[1]: sum of gradient contributions */
     rt_parallel_for(e, e->B * 786432, k54);
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_9_proj_506, 768, P_h_9_proj_weight, 3072, 0.0f, d_gelu_h_9_2, 3072);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_9_proj_506, 768, gelu_h_9_2, 3072, 1.0f, G_h_9_proj_weight, 3072);
+    /* $.model.layers[2].body[1].body[3]: h.9.proj.weight's gradient is final */
+    rt_grad_ready(e, 107902464, 2359296);
     /* $.model.layers[2].body[1].body[3]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_residual_linear_h_9_proj_506, G_h_9_proj_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[1].body[3]: h.9.proj.bias's gradient is final */
+    rt_grad_ready(e, 110261760, 768);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
     rt_parallel_for(e, e->B * 3145728, k55);
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_9_fc, 3072, P_h_9_fc_weight, 768, 0.0f, d_layernorm_h_9_ln_2, 768);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_9_fc, 3072, layernorm_h_9_ln_2, 768, 1.0f, G_h_9_fc_weight, 768);
+    /* $.model.layers[2].body[1].body[1]: h.9.fc.weight's gradient is final */
+    rt_grad_ready(e, 105540096, 2359296);
     /* $.model.layers[2].body[1].body[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_linear_h_9_fc, G_h_9_fc_bias, e->B * 1024, 3072);
+    /* $.model.layers[2].body[1].body[1]: h.9.fc.bias's gradient is final */
+    rt_grad_ready(e, 107899392, 3072);
     /* $.model.layers[2].body[1].body[0]: layernorm backward */
     rt_layernorm_bwd(e, residual_attn_out_h_9_attn, P_h_9_ln_2_weight, ln_mean_h_9_ln_2, ln_rstd_h_9_ln_2, d_layernorm_h_9_ln_2, d_residual_attn_out_h_9_attn, G_h_9_ln_2_weight, G_h_9_ln_2_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[1].body[0]: h.9.ln_2.weight's gradient is final */
+    rt_grad_ready(e, 105538560, 768);
+    /* $.model.layers[2].body[1].body[0]: h.9.ln_2.bias's gradient is final */
+    rt_grad_ready(e, 105539328, 768);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
     rt_parallel_for(e, e->B * 786432, k56);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_9_attn_511, 768, P_h_9_attn_proj_weight, 768, 0.0f, d_attn_y_h_9_attn, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_9_attn_511, 768, attn_y_h_9_attn, 768, 1.0f, G_h_9_attn_proj_weight, 768);
+    /* $.model.layers[2].body[0].body[1]: h.9.attn.proj.weight's gradient is final */
+    rt_grad_ready(e, 104947968, 589824);
     /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_residual_attn_out_h_9_attn_511, G_h_9_attn_proj_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[0].body[1]: h.9.attn.proj.bias's gradient is final */
+    rt_grad_ready(e, 105537792, 768);
     /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv) from dy and the kept probabilities */
     rt_attention_bwd(e, qkv_h_9_attn, att_h_9_attn, d_attn_y_h_9_attn, d_qkv_h_9_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_9_attn, 2304, P_h_9_attn_qkv_weight, 768, 0.0f, d_layernorm_h_9_ln_1, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_9_attn, 2304, layernorm_h_9_ln_1, 768, 1.0f, G_h_9_attn_qkv_weight, 768);
+    /* $.model.layers[2].body[0].body[1]: h.9.attn.qkv.weight's gradient is final */
+    rt_grad_ready(e, 103176192, 1769472);
     /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_qkv_h_9_attn, G_h_9_attn_qkv_bias, e->B * 1024, 2304);
+    /* $.model.layers[2].body[0].body[1]: h.9.attn.qkv.bias's gradient is final */
+    rt_grad_ready(e, 104945664, 2304);
     /* $.model.layers[2].body[0].body[0]: layernorm backward */
     rt_layernorm_bwd(e, residual_linear_h_8_proj, P_h_9_ln_1_weight, ln_mean_h_9_ln_1, ln_rstd_h_9_ln_1, d_layernorm_h_9_ln_1, d_residual_linear_h_8_proj, G_h_9_ln_1_weight, G_h_9_ln_1_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[0].body[0]: h.9.ln_1.weight's gradient is final */
+    rt_grad_ready(e, 103174656, 768);
+    /* $.model.layers[2].body[0].body[0]: h.9.ln_1.bias's gradient is final */
+    rt_grad_ready(e, 103175424, 768);
     /* $.model.layers[2].body[1]: sum of gradient contributions */
     rt_parallel_for(e, e->B * 786432, k57);
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_8_proj_516, 768, P_h_8_proj_weight, 3072, 0.0f, d_gelu_h_8_2, 3072);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_8_proj_516, 768, gelu_h_8_2, 3072, 1.0f, G_h_8_proj_weight, 3072);
+    /* $.model.layers[2].body[1].body[3]: h.8.proj.weight's gradient is final */
+    rt_grad_ready(e, 100814592, 2359296);
     /* $.model.layers[2].body[1].body[3]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_residual_linear_h_8_proj_516, G_h_8_proj_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[1].body[3]: h.8.proj.bias's gradient is final */
+    rt_grad_ready(e, 103173888, 768);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
     rt_parallel_for(e, e->B * 3145728, k58);
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_8_fc, 3072, P_h_8_fc_weight, 768, 0.0f, d_layernorm_h_8_ln_2, 768);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_8_fc, 3072, layernorm_h_8_ln_2, 768, 1.0f, G_h_8_fc_weight, 768);
+    /* $.model.layers[2].body[1].body[1]: h.8.fc.weight's gradient is final */
+    rt_grad_ready(e, 98452224, 2359296);
     /* $.model.layers[2].body[1].body[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_linear_h_8_fc, G_h_8_fc_bias, e->B * 1024, 3072);
+    /* $.model.layers[2].body[1].body[1]: h.8.fc.bias's gradient is final */
+    rt_grad_ready(e, 100811520, 3072);
     /* $.model.layers[2].body[1].body[0]: layernorm backward */
     rt_layernorm_bwd(e, residual_attn_out_h_8_attn, P_h_8_ln_2_weight, ln_mean_h_8_ln_2, ln_rstd_h_8_ln_2, d_layernorm_h_8_ln_2, d_residual_attn_out_h_8_attn, G_h_8_ln_2_weight, G_h_8_ln_2_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[1].body[0]: h.8.ln_2.weight's gradient is final */
+    rt_grad_ready(e, 98450688, 768);
+    /* $.model.layers[2].body[1].body[0]: h.8.ln_2.bias's gradient is final */
+    rt_grad_ready(e, 98451456, 768);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
     rt_parallel_for(e, e->B * 786432, k59);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_8_attn_521, 768, P_h_8_attn_proj_weight, 768, 0.0f, d_attn_y_h_8_attn, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_8_attn_521, 768, attn_y_h_8_attn, 768, 1.0f, G_h_8_attn_proj_weight, 768);
+    /* $.model.layers[2].body[0].body[1]: h.8.attn.proj.weight's gradient is final */
+    rt_grad_ready(e, 97860096, 589824);
     /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_residual_attn_out_h_8_attn_521, G_h_8_attn_proj_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[0].body[1]: h.8.attn.proj.bias's gradient is final */
+    rt_grad_ready(e, 98449920, 768);
     /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv) from dy and the kept probabilities */
     rt_attention_bwd(e, qkv_h_8_attn, att_h_8_attn, d_attn_y_h_8_attn, d_qkv_h_8_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_8_attn, 2304, P_h_8_attn_qkv_weight, 768, 0.0f, d_layernorm_h_8_ln_1, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_8_attn, 2304, layernorm_h_8_ln_1, 768, 1.0f, G_h_8_attn_qkv_weight, 768);
+    /* $.model.layers[2].body[0].body[1]: h.8.attn.qkv.weight's gradient is final */
+    rt_grad_ready(e, 96088320, 1769472);
     /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_qkv_h_8_attn, G_h_8_attn_qkv_bias, e->B * 1024, 2304);
+    /* $.model.layers[2].body[0].body[1]: h.8.attn.qkv.bias's gradient is final */
+    rt_grad_ready(e, 97857792, 2304);
     /* $.model.layers[2].body[0].body[0]: layernorm backward */
     rt_layernorm_bwd(e, residual_linear_h_7_proj, P_h_8_ln_1_weight, ln_mean_h_8_ln_1, ln_rstd_h_8_ln_1, d_layernorm_h_8_ln_1, d_residual_linear_h_7_proj, G_h_8_ln_1_weight, G_h_8_ln_1_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[0].body[0]: h.8.ln_1.weight's gradient is final */
+    rt_grad_ready(e, 96086784, 768);
+    /* $.model.layers[2].body[0].body[0]: h.8.ln_1.bias's gradient is final */
+    rt_grad_ready(e, 96087552, 768);
     /* $.model.layers[2].body[1]: sum of gradient contributions */
     rt_parallel_for(e, e->B * 786432, k60);
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_7_proj_526, 768, P_h_7_proj_weight, 3072, 0.0f, d_gelu_h_7_2, 3072);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_7_proj_526, 768, gelu_h_7_2, 3072, 1.0f, G_h_7_proj_weight, 3072);
+    /* $.model.layers[2].body[1].body[3]: h.7.proj.weight's gradient is final */
+    rt_grad_ready(e, 93726720, 2359296);
     /* $.model.layers[2].body[1].body[3]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_residual_linear_h_7_proj_526, G_h_7_proj_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[1].body[3]: h.7.proj.bias's gradient is final */
+    rt_grad_ready(e, 96086016, 768);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
     rt_parallel_for(e, e->B * 3145728, k61);
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_7_fc, 3072, P_h_7_fc_weight, 768, 0.0f, d_layernorm_h_7_ln_2, 768);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_7_fc, 3072, layernorm_h_7_ln_2, 768, 1.0f, G_h_7_fc_weight, 768);
+    /* $.model.layers[2].body[1].body[1]: h.7.fc.weight's gradient is final */
+    rt_grad_ready(e, 91364352, 2359296);
     /* $.model.layers[2].body[1].body[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_linear_h_7_fc, G_h_7_fc_bias, e->B * 1024, 3072);
+    /* $.model.layers[2].body[1].body[1]: h.7.fc.bias's gradient is final */
+    rt_grad_ready(e, 93723648, 3072);
     /* $.model.layers[2].body[1].body[0]: layernorm backward */
     rt_layernorm_bwd(e, residual_attn_out_h_7_attn, P_h_7_ln_2_weight, ln_mean_h_7_ln_2, ln_rstd_h_7_ln_2, d_layernorm_h_7_ln_2, d_residual_attn_out_h_7_attn, G_h_7_ln_2_weight, G_h_7_ln_2_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[1].body[0]: h.7.ln_2.weight's gradient is final */
+    rt_grad_ready(e, 91362816, 768);
+    /* $.model.layers[2].body[1].body[0]: h.7.ln_2.bias's gradient is final */
+    rt_grad_ready(e, 91363584, 768);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
     rt_parallel_for(e, e->B * 786432, k62);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_7_attn_531, 768, P_h_7_attn_proj_weight, 768, 0.0f, d_attn_y_h_7_attn, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_7_attn_531, 768, attn_y_h_7_attn, 768, 1.0f, G_h_7_attn_proj_weight, 768);
+    /* $.model.layers[2].body[0].body[1]: h.7.attn.proj.weight's gradient is final */
+    rt_grad_ready(e, 90772224, 589824);
     /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_residual_attn_out_h_7_attn_531, G_h_7_attn_proj_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[0].body[1]: h.7.attn.proj.bias's gradient is final */
+    rt_grad_ready(e, 91362048, 768);
     /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv) from dy and the kept probabilities */
     rt_attention_bwd(e, qkv_h_7_attn, att_h_7_attn, d_attn_y_h_7_attn, d_qkv_h_7_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_7_attn, 2304, P_h_7_attn_qkv_weight, 768, 0.0f, d_layernorm_h_7_ln_1, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_7_attn, 2304, layernorm_h_7_ln_1, 768, 1.0f, G_h_7_attn_qkv_weight, 768);
+    /* $.model.layers[2].body[0].body[1]: h.7.attn.qkv.weight's gradient is final */
+    rt_grad_ready(e, 89000448, 1769472);
     /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_qkv_h_7_attn, G_h_7_attn_qkv_bias, e->B * 1024, 2304);
+    /* $.model.layers[2].body[0].body[1]: h.7.attn.qkv.bias's gradient is final */
+    rt_grad_ready(e, 90769920, 2304);
     /* $.model.layers[2].body[0].body[0]: layernorm backward */
     rt_layernorm_bwd(e, residual_linear_h_6_proj, P_h_7_ln_1_weight, ln_mean_h_7_ln_1, ln_rstd_h_7_ln_1, d_layernorm_h_7_ln_1, d_residual_linear_h_6_proj, G_h_7_ln_1_weight, G_h_7_ln_1_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[0].body[0]: h.7.ln_1.weight's gradient is final */
+    rt_grad_ready(e, 88998912, 768);
+    /* $.model.layers[2].body[0].body[0]: h.7.ln_1.bias's gradient is final */
+    rt_grad_ready(e, 88999680, 768);
     /* $.model.layers[2].body[1]: sum of gradient contributions */
     rt_parallel_for(e, e->B * 786432, k63);
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_6_proj_536, 768, P_h_6_proj_weight, 3072, 0.0f, d_gelu_h_6_2, 3072);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_6_proj_536, 768, gelu_h_6_2, 3072, 1.0f, G_h_6_proj_weight, 3072);
+    /* $.model.layers[2].body[1].body[3]: h.6.proj.weight's gradient is final */
+    rt_grad_ready(e, 86638848, 2359296);
     /* $.model.layers[2].body[1].body[3]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_residual_linear_h_6_proj_536, G_h_6_proj_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[1].body[3]: h.6.proj.bias's gradient is final */
+    rt_grad_ready(e, 88998144, 768);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
     rt_parallel_for(e, e->B * 3145728, k64);
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_6_fc, 3072, P_h_6_fc_weight, 768, 0.0f, d_layernorm_h_6_ln_2, 768);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_6_fc, 3072, layernorm_h_6_ln_2, 768, 1.0f, G_h_6_fc_weight, 768);
+    /* $.model.layers[2].body[1].body[1]: h.6.fc.weight's gradient is final */
+    rt_grad_ready(e, 84276480, 2359296);
     /* $.model.layers[2].body[1].body[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_linear_h_6_fc, G_h_6_fc_bias, e->B * 1024, 3072);
+    /* $.model.layers[2].body[1].body[1]: h.6.fc.bias's gradient is final */
+    rt_grad_ready(e, 86635776, 3072);
     /* $.model.layers[2].body[1].body[0]: layernorm backward */
     rt_layernorm_bwd(e, residual_attn_out_h_6_attn, P_h_6_ln_2_weight, ln_mean_h_6_ln_2, ln_rstd_h_6_ln_2, d_layernorm_h_6_ln_2, d_residual_attn_out_h_6_attn, G_h_6_ln_2_weight, G_h_6_ln_2_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[1].body[0]: h.6.ln_2.weight's gradient is final */
+    rt_grad_ready(e, 84274944, 768);
+    /* $.model.layers[2].body[1].body[0]: h.6.ln_2.bias's gradient is final */
+    rt_grad_ready(e, 84275712, 768);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
     rt_parallel_for(e, e->B * 786432, k65);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_6_attn_541, 768, P_h_6_attn_proj_weight, 768, 0.0f, d_attn_y_h_6_attn, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_6_attn_541, 768, attn_y_h_6_attn, 768, 1.0f, G_h_6_attn_proj_weight, 768);
+    /* $.model.layers[2].body[0].body[1]: h.6.attn.proj.weight's gradient is final */
+    rt_grad_ready(e, 83684352, 589824);
     /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_residual_attn_out_h_6_attn_541, G_h_6_attn_proj_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[0].body[1]: h.6.attn.proj.bias's gradient is final */
+    rt_grad_ready(e, 84274176, 768);
     /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv) from dy and the kept probabilities */
     rt_attention_bwd(e, qkv_h_6_attn, att_h_6_attn, d_attn_y_h_6_attn, d_qkv_h_6_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_6_attn, 2304, P_h_6_attn_qkv_weight, 768, 0.0f, d_layernorm_h_6_ln_1, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_6_attn, 2304, layernorm_h_6_ln_1, 768, 1.0f, G_h_6_attn_qkv_weight, 768);
+    /* $.model.layers[2].body[0].body[1]: h.6.attn.qkv.weight's gradient is final */
+    rt_grad_ready(e, 81912576, 1769472);
     /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_qkv_h_6_attn, G_h_6_attn_qkv_bias, e->B * 1024, 2304);
+    /* $.model.layers[2].body[0].body[1]: h.6.attn.qkv.bias's gradient is final */
+    rt_grad_ready(e, 83682048, 2304);
     /* $.model.layers[2].body[0].body[0]: layernorm backward */
     rt_layernorm_bwd(e, residual_linear_h_5_proj, P_h_6_ln_1_weight, ln_mean_h_6_ln_1, ln_rstd_h_6_ln_1, d_layernorm_h_6_ln_1, d_residual_linear_h_5_proj, G_h_6_ln_1_weight, G_h_6_ln_1_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[0].body[0]: h.6.ln_1.weight's gradient is final */
+    rt_grad_ready(e, 81911040, 768);
+    /* $.model.layers[2].body[0].body[0]: h.6.ln_1.bias's gradient is final */
+    rt_grad_ready(e, 81911808, 768);
     /* $.model.layers[2].body[1]: sum of gradient contributions */
     rt_parallel_for(e, e->B * 786432, k66);
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_5_proj_546, 768, P_h_5_proj_weight, 3072, 0.0f, d_gelu_h_5_2, 3072);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_5_proj_546, 768, gelu_h_5_2, 3072, 1.0f, G_h_5_proj_weight, 3072);
+    /* $.model.layers[2].body[1].body[3]: h.5.proj.weight's gradient is final */
+    rt_grad_ready(e, 79550976, 2359296);
     /* $.model.layers[2].body[1].body[3]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_residual_linear_h_5_proj_546, G_h_5_proj_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[1].body[3]: h.5.proj.bias's gradient is final */
+    rt_grad_ready(e, 81910272, 768);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
     rt_parallel_for(e, e->B * 3145728, k67);
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_5_fc, 3072, P_h_5_fc_weight, 768, 0.0f, d_layernorm_h_5_ln_2, 768);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_5_fc, 3072, layernorm_h_5_ln_2, 768, 1.0f, G_h_5_fc_weight, 768);
+    /* $.model.layers[2].body[1].body[1]: h.5.fc.weight's gradient is final */
+    rt_grad_ready(e, 77188608, 2359296);
     /* $.model.layers[2].body[1].body[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_linear_h_5_fc, G_h_5_fc_bias, e->B * 1024, 3072);
+    /* $.model.layers[2].body[1].body[1]: h.5.fc.bias's gradient is final */
+    rt_grad_ready(e, 79547904, 3072);
     /* $.model.layers[2].body[1].body[0]: layernorm backward */
     rt_layernorm_bwd(e, residual_attn_out_h_5_attn, P_h_5_ln_2_weight, ln_mean_h_5_ln_2, ln_rstd_h_5_ln_2, d_layernorm_h_5_ln_2, d_residual_attn_out_h_5_attn, G_h_5_ln_2_weight, G_h_5_ln_2_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[1].body[0]: h.5.ln_2.weight's gradient is final */
+    rt_grad_ready(e, 77187072, 768);
+    /* $.model.layers[2].body[1].body[0]: h.5.ln_2.bias's gradient is final */
+    rt_grad_ready(e, 77187840, 768);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
     rt_parallel_for(e, e->B * 786432, k68);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_5_attn_551, 768, P_h_5_attn_proj_weight, 768, 0.0f, d_attn_y_h_5_attn, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_5_attn_551, 768, attn_y_h_5_attn, 768, 1.0f, G_h_5_attn_proj_weight, 768);
+    /* $.model.layers[2].body[0].body[1]: h.5.attn.proj.weight's gradient is final */
+    rt_grad_ready(e, 76596480, 589824);
     /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_residual_attn_out_h_5_attn_551, G_h_5_attn_proj_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[0].body[1]: h.5.attn.proj.bias's gradient is final */
+    rt_grad_ready(e, 77186304, 768);
     /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv) from dy and the kept probabilities */
     rt_attention_bwd(e, qkv_h_5_attn, att_h_5_attn, d_attn_y_h_5_attn, d_qkv_h_5_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_5_attn, 2304, P_h_5_attn_qkv_weight, 768, 0.0f, d_layernorm_h_5_ln_1, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_5_attn, 2304, layernorm_h_5_ln_1, 768, 1.0f, G_h_5_attn_qkv_weight, 768);
+    /* $.model.layers[2].body[0].body[1]: h.5.attn.qkv.weight's gradient is final */
+    rt_grad_ready(e, 74824704, 1769472);
     /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_qkv_h_5_attn, G_h_5_attn_qkv_bias, e->B * 1024, 2304);
+    /* $.model.layers[2].body[0].body[1]: h.5.attn.qkv.bias's gradient is final */
+    rt_grad_ready(e, 76594176, 2304);
     /* $.model.layers[2].body[0].body[0]: layernorm backward */
     rt_layernorm_bwd(e, residual_linear_h_4_proj, P_h_5_ln_1_weight, ln_mean_h_5_ln_1, ln_rstd_h_5_ln_1, d_layernorm_h_5_ln_1, d_residual_linear_h_4_proj, G_h_5_ln_1_weight, G_h_5_ln_1_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[0].body[0]: h.5.ln_1.weight's gradient is final */
+    rt_grad_ready(e, 74823168, 768);
+    /* $.model.layers[2].body[0].body[0]: h.5.ln_1.bias's gradient is final */
+    rt_grad_ready(e, 74823936, 768);
     /* $.model.layers[2].body[1]: sum of gradient contributions */
     rt_parallel_for(e, e->B * 786432, k69);
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_4_proj_556, 768, P_h_4_proj_weight, 3072, 0.0f, d_gelu_h_4_2, 3072);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_4_proj_556, 768, gelu_h_4_2, 3072, 1.0f, G_h_4_proj_weight, 3072);
+    /* $.model.layers[2].body[1].body[3]: h.4.proj.weight's gradient is final */
+    rt_grad_ready(e, 72463104, 2359296);
     /* $.model.layers[2].body[1].body[3]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_residual_linear_h_4_proj_556, G_h_4_proj_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[1].body[3]: h.4.proj.bias's gradient is final */
+    rt_grad_ready(e, 74822400, 768);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
     rt_parallel_for(e, e->B * 3145728, k70);
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_4_fc, 3072, P_h_4_fc_weight, 768, 0.0f, d_layernorm_h_4_ln_2, 768);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_4_fc, 3072, layernorm_h_4_ln_2, 768, 1.0f, G_h_4_fc_weight, 768);
+    /* $.model.layers[2].body[1].body[1]: h.4.fc.weight's gradient is final */
+    rt_grad_ready(e, 70100736, 2359296);
     /* $.model.layers[2].body[1].body[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_linear_h_4_fc, G_h_4_fc_bias, e->B * 1024, 3072);
+    /* $.model.layers[2].body[1].body[1]: h.4.fc.bias's gradient is final */
+    rt_grad_ready(e, 72460032, 3072);
     /* $.model.layers[2].body[1].body[0]: layernorm backward */
     rt_layernorm_bwd(e, residual_attn_out_h_4_attn, P_h_4_ln_2_weight, ln_mean_h_4_ln_2, ln_rstd_h_4_ln_2, d_layernorm_h_4_ln_2, d_residual_attn_out_h_4_attn, G_h_4_ln_2_weight, G_h_4_ln_2_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[1].body[0]: h.4.ln_2.weight's gradient is final */
+    rt_grad_ready(e, 70099200, 768);
+    /* $.model.layers[2].body[1].body[0]: h.4.ln_2.bias's gradient is final */
+    rt_grad_ready(e, 70099968, 768);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
     rt_parallel_for(e, e->B * 786432, k71);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_4_attn_561, 768, P_h_4_attn_proj_weight, 768, 0.0f, d_attn_y_h_4_attn, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_4_attn_561, 768, attn_y_h_4_attn, 768, 1.0f, G_h_4_attn_proj_weight, 768);
+    /* $.model.layers[2].body[0].body[1]: h.4.attn.proj.weight's gradient is final */
+    rt_grad_ready(e, 69508608, 589824);
     /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_residual_attn_out_h_4_attn_561, G_h_4_attn_proj_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[0].body[1]: h.4.attn.proj.bias's gradient is final */
+    rt_grad_ready(e, 70098432, 768);
     /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv) from dy and the kept probabilities */
     rt_attention_bwd(e, qkv_h_4_attn, att_h_4_attn, d_attn_y_h_4_attn, d_qkv_h_4_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_4_attn, 2304, P_h_4_attn_qkv_weight, 768, 0.0f, d_layernorm_h_4_ln_1, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_4_attn, 2304, layernorm_h_4_ln_1, 768, 1.0f, G_h_4_attn_qkv_weight, 768);
+    /* $.model.layers[2].body[0].body[1]: h.4.attn.qkv.weight's gradient is final */
+    rt_grad_ready(e, 67736832, 1769472);
     /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_qkv_h_4_attn, G_h_4_attn_qkv_bias, e->B * 1024, 2304);
+    /* $.model.layers[2].body[0].body[1]: h.4.attn.qkv.bias's gradient is final */
+    rt_grad_ready(e, 69506304, 2304);
     /* $.model.layers[2].body[0].body[0]: layernorm backward */
     rt_layernorm_bwd(e, residual_linear_h_3_proj, P_h_4_ln_1_weight, ln_mean_h_4_ln_1, ln_rstd_h_4_ln_1, d_layernorm_h_4_ln_1, d_residual_linear_h_3_proj, G_h_4_ln_1_weight, G_h_4_ln_1_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[0].body[0]: h.4.ln_1.weight's gradient is final */
+    rt_grad_ready(e, 67735296, 768);
+    /* $.model.layers[2].body[0].body[0]: h.4.ln_1.bias's gradient is final */
+    rt_grad_ready(e, 67736064, 768);
     /* $.model.layers[2].body[1]: sum of gradient contributions */
     rt_parallel_for(e, e->B * 786432, k72);
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_3_proj_566, 768, P_h_3_proj_weight, 3072, 0.0f, d_gelu_h_3_2, 3072);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_3_proj_566, 768, gelu_h_3_2, 3072, 1.0f, G_h_3_proj_weight, 3072);
+    /* $.model.layers[2].body[1].body[3]: h.3.proj.weight's gradient is final */
+    rt_grad_ready(e, 65375232, 2359296);
     /* $.model.layers[2].body[1].body[3]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_residual_linear_h_3_proj_566, G_h_3_proj_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[1].body[3]: h.3.proj.bias's gradient is final */
+    rt_grad_ready(e, 67734528, 768);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
     rt_parallel_for(e, e->B * 3145728, k73);
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_3_fc, 3072, P_h_3_fc_weight, 768, 0.0f, d_layernorm_h_3_ln_2, 768);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_3_fc, 3072, layernorm_h_3_ln_2, 768, 1.0f, G_h_3_fc_weight, 768);
+    /* $.model.layers[2].body[1].body[1]: h.3.fc.weight's gradient is final */
+    rt_grad_ready(e, 63012864, 2359296);
     /* $.model.layers[2].body[1].body[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_linear_h_3_fc, G_h_3_fc_bias, e->B * 1024, 3072);
+    /* $.model.layers[2].body[1].body[1]: h.3.fc.bias's gradient is final */
+    rt_grad_ready(e, 65372160, 3072);
     /* $.model.layers[2].body[1].body[0]: layernorm backward */
     rt_layernorm_bwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, ln_mean_h_3_ln_2, ln_rstd_h_3_ln_2, d_layernorm_h_3_ln_2, d_residual_attn_out_h_3_attn, G_h_3_ln_2_weight, G_h_3_ln_2_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[1].body[0]: h.3.ln_2.weight's gradient is final */
+    rt_grad_ready(e, 63011328, 768);
+    /* $.model.layers[2].body[1].body[0]: h.3.ln_2.bias's gradient is final */
+    rt_grad_ready(e, 63012096, 768);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
     rt_parallel_for(e, e->B * 786432, k74);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_3_attn_571, 768, P_h_3_attn_proj_weight, 768, 0.0f, d_attn_y_h_3_attn, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_3_attn_571, 768, attn_y_h_3_attn, 768, 1.0f, G_h_3_attn_proj_weight, 768);
+    /* $.model.layers[2].body[0].body[1]: h.3.attn.proj.weight's gradient is final */
+    rt_grad_ready(e, 62420736, 589824);
     /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_residual_attn_out_h_3_attn_571, G_h_3_attn_proj_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[0].body[1]: h.3.attn.proj.bias's gradient is final */
+    rt_grad_ready(e, 63010560, 768);
     /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv) from dy and the kept probabilities */
     rt_attention_bwd(e, qkv_h_3_attn, att_h_3_attn, d_attn_y_h_3_attn, d_qkv_h_3_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_3_attn, 2304, P_h_3_attn_qkv_weight, 768, 0.0f, d_layernorm_h_3_ln_1, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_3_attn, 2304, layernorm_h_3_ln_1, 768, 1.0f, G_h_3_attn_qkv_weight, 768);
+    /* $.model.layers[2].body[0].body[1]: h.3.attn.qkv.weight's gradient is final */
+    rt_grad_ready(e, 60648960, 1769472);
     /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_qkv_h_3_attn, G_h_3_attn_qkv_bias, e->B * 1024, 2304);
+    /* $.model.layers[2].body[0].body[1]: h.3.attn.qkv.bias's gradient is final */
+    rt_grad_ready(e, 62418432, 2304);
     /* $.model.layers[2].body[0].body[0]: layernorm backward */
     rt_layernorm_bwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, ln_mean_h_3_ln_1, ln_rstd_h_3_ln_1, d_layernorm_h_3_ln_1, d_residual_linear_h_2_proj, G_h_3_ln_1_weight, G_h_3_ln_1_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[0].body[0]: h.3.ln_1.weight's gradient is final */
+    rt_grad_ready(e, 60647424, 768);
+    /* $.model.layers[2].body[0].body[0]: h.3.ln_1.bias's gradient is final */
+    rt_grad_ready(e, 60648192, 768);
     /* $.model.layers[2].body[1]: sum of gradient contributions */
     rt_parallel_for(e, e->B * 786432, k75);
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_2_proj_576, 768, P_h_2_proj_weight, 3072, 0.0f, d_gelu_h_2_2, 3072);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_2_proj_576, 768, gelu_h_2_2, 3072, 1.0f, G_h_2_proj_weight, 3072);
+    /* $.model.layers[2].body[1].body[3]: h.2.proj.weight's gradient is final */
+    rt_grad_ready(e, 58287360, 2359296);
     /* $.model.layers[2].body[1].body[3]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_residual_linear_h_2_proj_576, G_h_2_proj_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[1].body[3]: h.2.proj.bias's gradient is final */
+    rt_grad_ready(e, 60646656, 768);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
     rt_parallel_for(e, e->B * 3145728, k76);
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_2_fc, 3072, P_h_2_fc_weight, 768, 0.0f, d_layernorm_h_2_ln_2, 768);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_2_fc, 3072, layernorm_h_2_ln_2, 768, 1.0f, G_h_2_fc_weight, 768);
+    /* $.model.layers[2].body[1].body[1]: h.2.fc.weight's gradient is final */
+    rt_grad_ready(e, 55924992, 2359296);
     /* $.model.layers[2].body[1].body[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_linear_h_2_fc, G_h_2_fc_bias, e->B * 1024, 3072);
+    /* $.model.layers[2].body[1].body[1]: h.2.fc.bias's gradient is final */
+    rt_grad_ready(e, 58284288, 3072);
     /* $.model.layers[2].body[1].body[0]: layernorm backward */
     rt_layernorm_bwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, ln_mean_h_2_ln_2, ln_rstd_h_2_ln_2, d_layernorm_h_2_ln_2, d_residual_attn_out_h_2_attn, G_h_2_ln_2_weight, G_h_2_ln_2_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[1].body[0]: h.2.ln_2.weight's gradient is final */
+    rt_grad_ready(e, 55923456, 768);
+    /* $.model.layers[2].body[1].body[0]: h.2.ln_2.bias's gradient is final */
+    rt_grad_ready(e, 55924224, 768);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
     rt_parallel_for(e, e->B * 786432, k77);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_2_attn_581, 768, P_h_2_attn_proj_weight, 768, 0.0f, d_attn_y_h_2_attn, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_2_attn_581, 768, attn_y_h_2_attn, 768, 1.0f, G_h_2_attn_proj_weight, 768);
+    /* $.model.layers[2].body[0].body[1]: h.2.attn.proj.weight's gradient is final */
+    rt_grad_ready(e, 55332864, 589824);
     /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_residual_attn_out_h_2_attn_581, G_h_2_attn_proj_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[0].body[1]: h.2.attn.proj.bias's gradient is final */
+    rt_grad_ready(e, 55922688, 768);
     /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv) from dy and the kept probabilities */
     rt_attention_bwd(e, qkv_h_2_attn, att_h_2_attn, d_attn_y_h_2_attn, d_qkv_h_2_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_2_attn, 2304, P_h_2_attn_qkv_weight, 768, 0.0f, d_layernorm_h_2_ln_1, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_2_attn, 2304, layernorm_h_2_ln_1, 768, 1.0f, G_h_2_attn_qkv_weight, 768);
+    /* $.model.layers[2].body[0].body[1]: h.2.attn.qkv.weight's gradient is final */
+    rt_grad_ready(e, 53561088, 1769472);
     /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_qkv_h_2_attn, G_h_2_attn_qkv_bias, e->B * 1024, 2304);
+    /* $.model.layers[2].body[0].body[1]: h.2.attn.qkv.bias's gradient is final */
+    rt_grad_ready(e, 55330560, 2304);
     /* $.model.layers[2].body[0].body[0]: layernorm backward */
     rt_layernorm_bwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, ln_mean_h_2_ln_1, ln_rstd_h_2_ln_1, d_layernorm_h_2_ln_1, d_residual_linear_h_1_proj, G_h_2_ln_1_weight, G_h_2_ln_1_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[0].body[0]: h.2.ln_1.weight's gradient is final */
+    rt_grad_ready(e, 53559552, 768);
+    /* $.model.layers[2].body[0].body[0]: h.2.ln_1.bias's gradient is final */
+    rt_grad_ready(e, 53560320, 768);
     /* $.model.layers[2].body[1]: sum of gradient contributions */
     rt_parallel_for(e, e->B * 786432, k78);
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_1_proj_586, 768, P_h_1_proj_weight, 3072, 0.0f, d_gelu_h_1_2, 3072);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_1_proj_586, 768, gelu_h_1_2, 3072, 1.0f, G_h_1_proj_weight, 3072);
+    /* $.model.layers[2].body[1].body[3]: h.1.proj.weight's gradient is final */
+    rt_grad_ready(e, 51199488, 2359296);
     /* $.model.layers[2].body[1].body[3]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_residual_linear_h_1_proj_586, G_h_1_proj_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[1].body[3]: h.1.proj.bias's gradient is final */
+    rt_grad_ready(e, 53558784, 768);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
     rt_parallel_for(e, e->B * 3145728, k79);
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_1_fc, 3072, P_h_1_fc_weight, 768, 0.0f, d_layernorm_h_1_ln_2, 768);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_1_fc, 3072, layernorm_h_1_ln_2, 768, 1.0f, G_h_1_fc_weight, 768);
+    /* $.model.layers[2].body[1].body[1]: h.1.fc.weight's gradient is final */
+    rt_grad_ready(e, 48837120, 2359296);
     /* $.model.layers[2].body[1].body[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_linear_h_1_fc, G_h_1_fc_bias, e->B * 1024, 3072);
+    /* $.model.layers[2].body[1].body[1]: h.1.fc.bias's gradient is final */
+    rt_grad_ready(e, 51196416, 3072);
     /* $.model.layers[2].body[1].body[0]: layernorm backward */
     rt_layernorm_bwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, ln_mean_h_1_ln_2, ln_rstd_h_1_ln_2, d_layernorm_h_1_ln_2, d_residual_attn_out_h_1_attn, G_h_1_ln_2_weight, G_h_1_ln_2_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[1].body[0]: h.1.ln_2.weight's gradient is final */
+    rt_grad_ready(e, 48835584, 768);
+    /* $.model.layers[2].body[1].body[0]: h.1.ln_2.bias's gradient is final */
+    rt_grad_ready(e, 48836352, 768);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
     rt_parallel_for(e, e->B * 786432, k80);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_1_attn_591, 768, P_h_1_attn_proj_weight, 768, 0.0f, d_attn_y_h_1_attn, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_1_attn_591, 768, attn_y_h_1_attn, 768, 1.0f, G_h_1_attn_proj_weight, 768);
+    /* $.model.layers[2].body[0].body[1]: h.1.attn.proj.weight's gradient is final */
+    rt_grad_ready(e, 48244992, 589824);
     /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_residual_attn_out_h_1_attn_591, G_h_1_attn_proj_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[0].body[1]: h.1.attn.proj.bias's gradient is final */
+    rt_grad_ready(e, 48834816, 768);
     /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv) from dy and the kept probabilities */
     rt_attention_bwd(e, qkv_h_1_attn, att_h_1_attn, d_attn_y_h_1_attn, d_qkv_h_1_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_1_attn, 2304, P_h_1_attn_qkv_weight, 768, 0.0f, d_layernorm_h_1_ln_1, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_1_attn, 2304, layernorm_h_1_ln_1, 768, 1.0f, G_h_1_attn_qkv_weight, 768);
+    /* $.model.layers[2].body[0].body[1]: h.1.attn.qkv.weight's gradient is final */
+    rt_grad_ready(e, 46473216, 1769472);
     /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_qkv_h_1_attn, G_h_1_attn_qkv_bias, e->B * 1024, 2304);
+    /* $.model.layers[2].body[0].body[1]: h.1.attn.qkv.bias's gradient is final */
+    rt_grad_ready(e, 48242688, 2304);
     /* $.model.layers[2].body[0].body[0]: layernorm backward */
     rt_layernorm_bwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, ln_mean_h_1_ln_1, ln_rstd_h_1_ln_1, d_layernorm_h_1_ln_1, d_residual_linear_h_0_proj, G_h_1_ln_1_weight, G_h_1_ln_1_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[0].body[0]: h.1.ln_1.weight's gradient is final */
+    rt_grad_ready(e, 46471680, 768);
+    /* $.model.layers[2].body[0].body[0]: h.1.ln_1.bias's gradient is final */
+    rt_grad_ready(e, 46472448, 768);
     /* $.model.layers[2].body[1]: sum of gradient contributions */
     rt_parallel_for(e, e->B * 786432, k81);
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_0_proj_596, 768, P_h_0_proj_weight, 3072, 0.0f, d_gelu_h_0_2, 3072);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_0_proj_596, 768, gelu_h_0_2, 3072, 1.0f, G_h_0_proj_weight, 3072);
+    /* $.model.layers[2].body[1].body[3]: h.0.proj.weight's gradient is final */
+    rt_grad_ready(e, 44111616, 2359296);
     /* $.model.layers[2].body[1].body[3]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_residual_linear_h_0_proj_596, G_h_0_proj_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[1].body[3]: h.0.proj.bias's gradient is final */
+    rt_grad_ready(e, 46470912, 768);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
     rt_parallel_for(e, e->B * 3145728, k82);
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_0_fc, 3072, P_h_0_fc_weight, 768, 0.0f, d_layernorm_h_0_ln_2, 768);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_0_fc, 3072, layernorm_h_0_ln_2, 768, 1.0f, G_h_0_fc_weight, 768);
+    /* $.model.layers[2].body[1].body[1]: h.0.fc.weight's gradient is final */
+    rt_grad_ready(e, 41749248, 2359296);
     /* $.model.layers[2].body[1].body[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_linear_h_0_fc, G_h_0_fc_bias, e->B * 1024, 3072);
+    /* $.model.layers[2].body[1].body[1]: h.0.fc.bias's gradient is final */
+    rt_grad_ready(e, 44108544, 3072);
     /* $.model.layers[2].body[1].body[0]: layernorm backward */
     rt_layernorm_bwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, ln_mean_h_0_ln_2, ln_rstd_h_0_ln_2, d_layernorm_h_0_ln_2, d_residual_attn_out_h_0_attn, G_h_0_ln_2_weight, G_h_0_ln_2_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[1].body[0]: h.0.ln_2.weight's gradient is final */
+    rt_grad_ready(e, 41747712, 768);
+    /* $.model.layers[2].body[1].body[0]: h.0.ln_2.bias's gradient is final */
+    rt_grad_ready(e, 41748480, 768);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
     rt_parallel_for(e, e->B * 786432, k83);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_0_attn_601, 768, P_h_0_attn_proj_weight, 768, 0.0f, d_attn_y_h_0_attn, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_0_attn_601, 768, attn_y_h_0_attn, 768, 1.0f, G_h_0_attn_proj_weight, 768);
+    /* $.model.layers[2].body[0].body[1]: h.0.attn.proj.weight's gradient is final */
+    rt_grad_ready(e, 41157120, 589824);
     /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_residual_attn_out_h_0_attn_601, G_h_0_attn_proj_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[0].body[1]: h.0.attn.proj.bias's gradient is final */
+    rt_grad_ready(e, 41746944, 768);
     /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv) from dy and the kept probabilities */
     rt_attention_bwd(e, qkv_h_0_attn, att_h_0_attn, d_attn_y_h_0_attn, d_qkv_h_0_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_0_attn, 2304, P_h_0_attn_qkv_weight, 768, 0.0f, d_layernorm_h_0_ln_1, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_0_attn, 2304, layernorm_h_0_ln_1, 768, 1.0f, G_h_0_attn_qkv_weight, 768);
+    /* $.model.layers[2].body[0].body[1]: h.0.attn.qkv.weight's gradient is final */
+    rt_grad_ready(e, 39385344, 1769472);
     /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_qkv_h_0_attn, G_h_0_attn_qkv_bias, e->B * 1024, 2304);
+    /* $.model.layers[2].body[0].body[1]: h.0.attn.qkv.bias's gradient is final */
+    rt_grad_ready(e, 41154816, 2304);
     /* $.model.layers[2].body[0].body[0]: layernorm backward */
     rt_layernorm_bwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1, d_layernorm_h_0_ln_1, d_pos_embedding_wpe, G_h_0_ln_1_weight, G_h_0_ln_1_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[0].body[0]: h.0.ln_1.weight's gradient is final */
+    rt_grad_ready(e, 39383808, 768);
+    /* $.model.layers[2].body[0].body[0]: h.0.ln_1.bias's gradient is final */
+    rt_grad_ready(e, 39384576, 768);
     /* $.model.layers[1]: sum of gradient contributions */
     rt_parallel_for(e, e->B * 786432, k84);
     /* $.model.layers[1]: pos_embedding backward: dW[t] += sum over the batch of dy[t] */
     rt_colsum_add(e, d_pos_embedding_wpe_606, G_wpe_weight, e->B, 786432);
+    /* $.model.layers[1]: wpe.weight's gradient is final */
+    rt_grad_ready(e, 38597376, 786432);
     /* $.model.layers[0]: embedding backward: dW[id] += dy */
     rt_embedding_bwd(e, in_x, d_pos_embedding_wpe_606, G_wte_weight, e->B * 1024, 50257, 768);
+    /* $.model.layers[0]: wte.weight's gradient is final */
+    rt_grad_ready(e, 0, 38597376);
 }
 
 /* Validation: the forward pass alone, with its own smaller plan (no gradient buffers). */
@@ -2277,6 +2573,7 @@ static const char *const train_defaults[] = {
     "recompute=none",
     "memory_budget_mb=null",
     "distributed.strategy=ddp",
+    "distributed.bucket_mb=25",
     "loader.workers=2",
     "loader.prefetch=4",
     "loader.shuffle=true",
@@ -2290,7 +2587,7 @@ static const char *const train_defaults[] = {
 const rt_model trainc_model = {
     .abi = RT_ABI_VERSION,
     .name = "gpt2_124m",
-    .spec_hash = "0c7023d9c029631c",
+    .spec_hash = "54304b71d36b38bb",
     .model_hash = "831323d815da95cf",
     .data_dir = TRAINC_DATA_DIR,
     .n_params = 148,
@@ -2308,7 +2605,7 @@ const rt_model trainc_model = {
     .pred_offset = 0,
     .pred_numel = 51463168,
     .train_defaults = train_defaults,
-    .n_train_defaults = 39,
+    .n_train_defaults = 40,
     .forward = forward,
     .backward = backward,
     .evaluate = evaluate,

@@ -7,185 +7,185 @@
  *
  *   offset      bytes/row  live     buffer                      shape
  *   0           3145728      0-1    embedding_wte               [B, 1024, 768]  embedding rows
- *   1430921216  3145728      1-390  pos_embedding_wpe           [B, 1024, 768]  x + position rows
- *   1434066944  3145728      2-388  layernorm_h_0_ln_1          [B, 1024, 768]  layernorm output
- *   1625956352  4096         2-390  ln_mean_h_0_ln_1            [B, 1024]  layernorm mean, saved for backward
- *   1625960448  4096         2-390  ln_rstd_h_0_ln_1            [B, 1024]  layernorm 1/std, saved for backward
- *   1317675008  9437184      3-386  qkv_h_0_attn                [B, 1024, 2304]  q, k, v side by side
- *   411705344   50331648     5-386  att_h_0_attn                [B, 12, 1024, 1024]  softmax probabilities, saved for backward
- *   1437212672  3145728      5-384  attn_y_h_0_attn             [B, 1024, 768]  attention heads' outputs
+ *   1430921216  3145728      1-534  pos_embedding_wpe           [B, 1024, 768]  x + position rows
+ *   1434066944  3145728      2-530  layernorm_h_0_ln_1          [B, 1024, 768]  layernorm output
+ *   1625956352  4096         2-534  ln_mean_h_0_ln_1            [B, 1024]  layernorm mean, saved for backward
+ *   1625960448  4096         2-534  ln_rstd_h_0_ln_1            [B, 1024]  layernorm 1/std, saved for backward
+ *   1317675008  9437184      3-528  qkv_h_0_attn                [B, 1024, 2304]  q, k, v side by side
+ *   411705344   50331648     5-528  att_h_0_attn                [B, 12, 1024, 1024]  softmax probabilities, saved for backward
+ *   1437212672  3145728      5-524  attn_y_h_0_attn             [B, 1024, 768]  attention heads' outputs
  *   1327112192  3145728      6-7    attn_out_h_0_attn           [B, 1024, 768]  attention output projection
- *   1440358400  3145728      7-381  residual_attn_out_h_0_attn  [B, 1024, 768]  x + body(x)
- *   1443504128  3145728      9-379  layernorm_h_0_ln_2          [B, 1024, 768]  layernorm output
- *   1625964544  4096         9-381  ln_mean_h_0_ln_2            [B, 1024]  layernorm mean, saved for backward
- *   1625968640  4096         9-381  ln_rstd_h_0_ln_2            [B, 1024]  layernorm 1/std, saved for backward
- *   1015685120  12582912    10-377  linear_h_0_fc               [B, 1024, 3072]  linear output
- *   1028268032  12582912    11-375  gelu_h_0_2                  [B, 1024, 3072]  gelu
+ *   1440358400  3145728      7-519  residual_attn_out_h_0_attn  [B, 1024, 768]  x + body(x)
+ *   1443504128  3145728      9-515  layernorm_h_0_ln_2          [B, 1024, 768]  layernorm output
+ *   1625964544  4096         9-519  ln_mean_h_0_ln_2            [B, 1024]  layernorm mean, saved for backward
+ *   1625968640  4096         9-519  ln_rstd_h_0_ln_2            [B, 1024]  layernorm 1/std, saved for backward
+ *   1015685120  12582912    10-513  linear_h_0_fc               [B, 1024, 3072]  linear output
+ *   1028268032  12582912    11-509  gelu_h_0_2                  [B, 1024, 3072]  gelu
  *   1327112192  3145728     13-14   linear_h_0_proj             [B, 1024, 768]  linear output
- *   1446649856  3145728     14-372  residual_linear_h_0_proj    [B, 1024, 768]  x + body(x)
- *   1449795584  3145728     16-370  layernorm_h_1_ln_1          [B, 1024, 768]  layernorm output
- *   1625972736  4096        16-372  ln_mean_h_1_ln_1            [B, 1024]  layernorm mean, saved for backward
- *   1625976832  4096        16-372  ln_rstd_h_1_ln_1            [B, 1024]  layernorm 1/std, saved for backward
- *   1327112192  9437184     17-368  qkv_h_1_attn                [B, 1024, 2304]  q, k, v side by side
- *   462036992   50331648    19-368  att_h_1_attn                [B, 12, 1024, 1024]  softmax probabilities, saved for backward
- *   1452941312  3145728     19-366  attn_y_h_1_attn             [B, 1024, 768]  attention heads' outputs
+ *   1446649856  3145728     14-504  residual_linear_h_0_proj    [B, 1024, 768]  x + body(x)
+ *   1449795584  3145728     16-500  layernorm_h_1_ln_1          [B, 1024, 768]  layernorm output
+ *   1625972736  4096        16-504  ln_mean_h_1_ln_1            [B, 1024]  layernorm mean, saved for backward
+ *   1625976832  4096        16-504  ln_rstd_h_1_ln_1            [B, 1024]  layernorm 1/std, saved for backward
+ *   1327112192  9437184     17-498  qkv_h_1_attn                [B, 1024, 2304]  q, k, v side by side
+ *   462036992   50331648    19-498  att_h_1_attn                [B, 12, 1024, 1024]  softmax probabilities, saved for backward
+ *   1452941312  3145728     19-494  attn_y_h_1_attn             [B, 1024, 768]  attention heads' outputs
  *   1336549376  3145728     20-21   attn_out_h_1_attn           [B, 1024, 768]  attention output projection
- *   1456087040  3145728     21-363  residual_attn_out_h_1_attn  [B, 1024, 768]  x + body(x)
- *   1459232768  3145728     23-361  layernorm_h_1_ln_2          [B, 1024, 768]  layernorm output
- *   1625980928  4096        23-363  ln_mean_h_1_ln_2            [B, 1024]  layernorm mean, saved for backward
- *   1625985024  4096        23-363  ln_rstd_h_1_ln_2            [B, 1024]  layernorm 1/std, saved for backward
- *   1040850944  12582912    24-359  linear_h_1_fc               [B, 1024, 3072]  linear output
- *   1053433856  12582912    25-357  gelu_h_1_2                  [B, 1024, 3072]  gelu
+ *   1456087040  3145728     21-489  residual_attn_out_h_1_attn  [B, 1024, 768]  x + body(x)
+ *   1459232768  3145728     23-485  layernorm_h_1_ln_2          [B, 1024, 768]  layernorm output
+ *   1625980928  4096        23-489  ln_mean_h_1_ln_2            [B, 1024]  layernorm mean, saved for backward
+ *   1625985024  4096        23-489  ln_rstd_h_1_ln_2            [B, 1024]  layernorm 1/std, saved for backward
+ *   1040850944  12582912    24-483  linear_h_1_fc               [B, 1024, 3072]  linear output
+ *   1053433856  12582912    25-479  gelu_h_1_2                  [B, 1024, 3072]  gelu
  *   1336549376  3145728     27-28   linear_h_1_proj             [B, 1024, 768]  linear output
- *   1462378496  3145728     28-354  residual_linear_h_1_proj    [B, 1024, 768]  x + body(x)
- *   1465524224  3145728     30-352  layernorm_h_2_ln_1          [B, 1024, 768]  layernorm output
- *   1625989120  4096        30-354  ln_mean_h_2_ln_1            [B, 1024]  layernorm mean, saved for backward
- *   1625993216  4096        30-354  ln_rstd_h_2_ln_1            [B, 1024]  layernorm 1/std, saved for backward
- *   1336549376  9437184     31-350  qkv_h_2_attn                [B, 1024, 2304]  q, k, v side by side
- *   512368640   50331648    33-350  att_h_2_attn                [B, 12, 1024, 1024]  softmax probabilities, saved for backward
- *   1468669952  3145728     33-348  attn_y_h_2_attn             [B, 1024, 768]  attention heads' outputs
+ *   1462378496  3145728     28-474  residual_linear_h_1_proj    [B, 1024, 768]  x + body(x)
+ *   1465524224  3145728     30-470  layernorm_h_2_ln_1          [B, 1024, 768]  layernorm output
+ *   1625989120  4096        30-474  ln_mean_h_2_ln_1            [B, 1024]  layernorm mean, saved for backward
+ *   1625993216  4096        30-474  ln_rstd_h_2_ln_1            [B, 1024]  layernorm 1/std, saved for backward
+ *   1336549376  9437184     31-468  qkv_h_2_attn                [B, 1024, 2304]  q, k, v side by side
+ *   512368640   50331648    33-468  att_h_2_attn                [B, 12, 1024, 1024]  softmax probabilities, saved for backward
+ *   1468669952  3145728     33-464  attn_y_h_2_attn             [B, 1024, 768]  attention heads' outputs
  *   1345986560  3145728     34-35   attn_out_h_2_attn           [B, 1024, 768]  attention output projection
- *   1471815680  3145728     35-345  residual_attn_out_h_2_attn  [B, 1024, 768]  x + body(x)
- *   1474961408  3145728     37-343  layernorm_h_2_ln_2          [B, 1024, 768]  layernorm output
- *   1625997312  4096        37-345  ln_mean_h_2_ln_2            [B, 1024]  layernorm mean, saved for backward
- *   1626001408  4096        37-345  ln_rstd_h_2_ln_2            [B, 1024]  layernorm 1/std, saved for backward
- *   1066016768  12582912    38-341  linear_h_2_fc               [B, 1024, 3072]  linear output
- *   1078599680  12582912    39-339  gelu_h_2_2                  [B, 1024, 3072]  gelu
+ *   1471815680  3145728     35-459  residual_attn_out_h_2_attn  [B, 1024, 768]  x + body(x)
+ *   1474961408  3145728     37-455  layernorm_h_2_ln_2          [B, 1024, 768]  layernorm output
+ *   1625997312  4096        37-459  ln_mean_h_2_ln_2            [B, 1024]  layernorm mean, saved for backward
+ *   1626001408  4096        37-459  ln_rstd_h_2_ln_2            [B, 1024]  layernorm 1/std, saved for backward
+ *   1066016768  12582912    38-453  linear_h_2_fc               [B, 1024, 3072]  linear output
+ *   1078599680  12582912    39-449  gelu_h_2_2                  [B, 1024, 3072]  gelu
  *   1345986560  3145728     41-42   linear_h_2_proj             [B, 1024, 768]  linear output
- *   1478107136  3145728     42-336  residual_linear_h_2_proj    [B, 1024, 768]  x + body(x)
- *   1481252864  3145728     44-334  layernorm_h_3_ln_1          [B, 1024, 768]  layernorm output
- *   1626005504  4096        44-336  ln_mean_h_3_ln_1            [B, 1024]  layernorm mean, saved for backward
- *   1626009600  4096        44-336  ln_rstd_h_3_ln_1            [B, 1024]  layernorm 1/std, saved for backward
- *   1345986560  9437184     45-332  qkv_h_3_attn                [B, 1024, 2304]  q, k, v side by side
- *   562700288   50331648    47-332  att_h_3_attn                [B, 12, 1024, 1024]  softmax probabilities, saved for backward
- *   1484398592  3145728     47-330  attn_y_h_3_attn             [B, 1024, 768]  attention heads' outputs
+ *   1478107136  3145728     42-444  residual_linear_h_2_proj    [B, 1024, 768]  x + body(x)
+ *   1481252864  3145728     44-440  layernorm_h_3_ln_1          [B, 1024, 768]  layernorm output
+ *   1626005504  4096        44-444  ln_mean_h_3_ln_1            [B, 1024]  layernorm mean, saved for backward
+ *   1626009600  4096        44-444  ln_rstd_h_3_ln_1            [B, 1024]  layernorm 1/std, saved for backward
+ *   1345986560  9437184     45-438  qkv_h_3_attn                [B, 1024, 2304]  q, k, v side by side
+ *   562700288   50331648    47-438  att_h_3_attn                [B, 12, 1024, 1024]  softmax probabilities, saved for backward
+ *   1484398592  3145728     47-434  attn_y_h_3_attn             [B, 1024, 768]  attention heads' outputs
  *   1355423744  3145728     48-49   attn_out_h_3_attn           [B, 1024, 768]  attention output projection
- *   1487544320  3145728     49-327  residual_attn_out_h_3_attn  [B, 1024, 768]  x + body(x)
- *   1490690048  3145728     51-325  layernorm_h_3_ln_2          [B, 1024, 768]  layernorm output
- *   1626013696  4096        51-327  ln_mean_h_3_ln_2            [B, 1024]  layernorm mean, saved for backward
- *   1626017792  4096        51-327  ln_rstd_h_3_ln_2            [B, 1024]  layernorm 1/std, saved for backward
- *   1091182592  12582912    52-323  linear_h_3_fc               [B, 1024, 3072]  linear output
- *   1103765504  12582912    53-321  gelu_h_3_2                  [B, 1024, 3072]  gelu
+ *   1487544320  3145728     49-429  residual_attn_out_h_3_attn  [B, 1024, 768]  x + body(x)
+ *   1490690048  3145728     51-425  layernorm_h_3_ln_2          [B, 1024, 768]  layernorm output
+ *   1626013696  4096        51-429  ln_mean_h_3_ln_2            [B, 1024]  layernorm mean, saved for backward
+ *   1626017792  4096        51-429  ln_rstd_h_3_ln_2            [B, 1024]  layernorm 1/std, saved for backward
+ *   1091182592  12582912    52-423  linear_h_3_fc               [B, 1024, 3072]  linear output
+ *   1103765504  12582912    53-419  gelu_h_3_2                  [B, 1024, 3072]  gelu
  *   1355423744  3145728     55-56   linear_h_3_proj             [B, 1024, 768]  linear output
- *   1493835776  3145728     56-318  residual_linear_h_3_proj    [B, 1024, 768]  x + body(x)
- *   1496981504  3145728     58-316  layernorm_h_4_ln_1          [B, 1024, 768]  layernorm output
- *   1626021888  4096        58-318  ln_mean_h_4_ln_1            [B, 1024]  layernorm mean, saved for backward
- *   1626025984  4096        58-318  ln_rstd_h_4_ln_1            [B, 1024]  layernorm 1/std, saved for backward
- *   1355423744  9437184     59-314  qkv_h_4_attn                [B, 1024, 2304]  q, k, v side by side
- *   613031936   50331648    61-314  att_h_4_attn                [B, 12, 1024, 1024]  softmax probabilities, saved for backward
- *   1500127232  3145728     61-312  attn_y_h_4_attn             [B, 1024, 768]  attention heads' outputs
+ *   1493835776  3145728     56-414  residual_linear_h_3_proj    [B, 1024, 768]  x + body(x)
+ *   1496981504  3145728     58-410  layernorm_h_4_ln_1          [B, 1024, 768]  layernorm output
+ *   1626021888  4096        58-414  ln_mean_h_4_ln_1            [B, 1024]  layernorm mean, saved for backward
+ *   1626025984  4096        58-414  ln_rstd_h_4_ln_1            [B, 1024]  layernorm 1/std, saved for backward
+ *   1355423744  9437184     59-408  qkv_h_4_attn                [B, 1024, 2304]  q, k, v side by side
+ *   613031936   50331648    61-408  att_h_4_attn                [B, 12, 1024, 1024]  softmax probabilities, saved for backward
+ *   1500127232  3145728     61-404  attn_y_h_4_attn             [B, 1024, 768]  attention heads' outputs
  *   1364860928  3145728     62-63   attn_out_h_4_attn           [B, 1024, 768]  attention output projection
- *   1503272960  3145728     63-309  residual_attn_out_h_4_attn  [B, 1024, 768]  x + body(x)
- *   1506418688  3145728     65-307  layernorm_h_4_ln_2          [B, 1024, 768]  layernorm output
- *   1626030080  4096        65-309  ln_mean_h_4_ln_2            [B, 1024]  layernorm mean, saved for backward
- *   1626034176  4096        65-309  ln_rstd_h_4_ln_2            [B, 1024]  layernorm 1/std, saved for backward
- *   1116348416  12582912    66-305  linear_h_4_fc               [B, 1024, 3072]  linear output
- *   1128931328  12582912    67-303  gelu_h_4_2                  [B, 1024, 3072]  gelu
+ *   1503272960  3145728     63-399  residual_attn_out_h_4_attn  [B, 1024, 768]  x + body(x)
+ *   1506418688  3145728     65-395  layernorm_h_4_ln_2          [B, 1024, 768]  layernorm output
+ *   1626030080  4096        65-399  ln_mean_h_4_ln_2            [B, 1024]  layernorm mean, saved for backward
+ *   1626034176  4096        65-399  ln_rstd_h_4_ln_2            [B, 1024]  layernorm 1/std, saved for backward
+ *   1116348416  12582912    66-393  linear_h_4_fc               [B, 1024, 3072]  linear output
+ *   1128931328  12582912    67-389  gelu_h_4_2                  [B, 1024, 3072]  gelu
  *   1364860928  3145728     69-70   linear_h_4_proj             [B, 1024, 768]  linear output
- *   1509564416  3145728     70-300  residual_linear_h_4_proj    [B, 1024, 768]  x + body(x)
- *   1512710144  3145728     72-298  layernorm_h_5_ln_1          [B, 1024, 768]  layernorm output
- *   1626038272  4096        72-300  ln_mean_h_5_ln_1            [B, 1024]  layernorm mean, saved for backward
- *   1626042368  4096        72-300  ln_rstd_h_5_ln_1            [B, 1024]  layernorm 1/std, saved for backward
- *   1364860928  9437184     73-296  qkv_h_5_attn                [B, 1024, 2304]  q, k, v side by side
- *   663363584   50331648    75-296  att_h_5_attn                [B, 12, 1024, 1024]  softmax probabilities, saved for backward
- *   1515855872  3145728     75-294  attn_y_h_5_attn             [B, 1024, 768]  attention heads' outputs
+ *   1509564416  3145728     70-384  residual_linear_h_4_proj    [B, 1024, 768]  x + body(x)
+ *   1512710144  3145728     72-380  layernorm_h_5_ln_1          [B, 1024, 768]  layernorm output
+ *   1626038272  4096        72-384  ln_mean_h_5_ln_1            [B, 1024]  layernorm mean, saved for backward
+ *   1626042368  4096        72-384  ln_rstd_h_5_ln_1            [B, 1024]  layernorm 1/std, saved for backward
+ *   1364860928  9437184     73-378  qkv_h_5_attn                [B, 1024, 2304]  q, k, v side by side
+ *   663363584   50331648    75-378  att_h_5_attn                [B, 12, 1024, 1024]  softmax probabilities, saved for backward
+ *   1515855872  3145728     75-374  attn_y_h_5_attn             [B, 1024, 768]  attention heads' outputs
  *   1374298112  3145728     76-77   attn_out_h_5_attn           [B, 1024, 768]  attention output projection
- *   1519001600  3145728     77-291  residual_attn_out_h_5_attn  [B, 1024, 768]  x + body(x)
- *   1522147328  3145728     79-289  layernorm_h_5_ln_2          [B, 1024, 768]  layernorm output
- *   1626046464  4096        79-291  ln_mean_h_5_ln_2            [B, 1024]  layernorm mean, saved for backward
- *   1626050560  4096        79-291  ln_rstd_h_5_ln_2            [B, 1024]  layernorm 1/std, saved for backward
- *   1141514240  12582912    80-287  linear_h_5_fc               [B, 1024, 3072]  linear output
- *   1154097152  12582912    81-285  gelu_h_5_2                  [B, 1024, 3072]  gelu
+ *   1519001600  3145728     77-369  residual_attn_out_h_5_attn  [B, 1024, 768]  x + body(x)
+ *   1522147328  3145728     79-365  layernorm_h_5_ln_2          [B, 1024, 768]  layernorm output
+ *   1626046464  4096        79-369  ln_mean_h_5_ln_2            [B, 1024]  layernorm mean, saved for backward
+ *   1626050560  4096        79-369  ln_rstd_h_5_ln_2            [B, 1024]  layernorm 1/std, saved for backward
+ *   1141514240  12582912    80-363  linear_h_5_fc               [B, 1024, 3072]  linear output
+ *   1154097152  12582912    81-359  gelu_h_5_2                  [B, 1024, 3072]  gelu
  *   1374298112  3145728     83-84   linear_h_5_proj             [B, 1024, 768]  linear output
- *   1525293056  3145728     84-282  residual_linear_h_5_proj    [B, 1024, 768]  x + body(x)
- *   1528438784  3145728     86-280  layernorm_h_6_ln_1          [B, 1024, 768]  layernorm output
- *   1626054656  4096        86-282  ln_mean_h_6_ln_1            [B, 1024]  layernorm mean, saved for backward
- *   1626058752  4096        86-282  ln_rstd_h_6_ln_1            [B, 1024]  layernorm 1/std, saved for backward
- *   1374298112  9437184     87-278  qkv_h_6_attn                [B, 1024, 2304]  q, k, v side by side
- *   713695232   50331648    89-278  att_h_6_attn                [B, 12, 1024, 1024]  softmax probabilities, saved for backward
- *   1531584512  3145728     89-276  attn_y_h_6_attn             [B, 1024, 768]  attention heads' outputs
+ *   1525293056  3145728     84-354  residual_linear_h_5_proj    [B, 1024, 768]  x + body(x)
+ *   1528438784  3145728     86-350  layernorm_h_6_ln_1          [B, 1024, 768]  layernorm output
+ *   1626054656  4096        86-354  ln_mean_h_6_ln_1            [B, 1024]  layernorm mean, saved for backward
+ *   1626058752  4096        86-354  ln_rstd_h_6_ln_1            [B, 1024]  layernorm 1/std, saved for backward
+ *   1374298112  9437184     87-348  qkv_h_6_attn                [B, 1024, 2304]  q, k, v side by side
+ *   713695232   50331648    89-348  att_h_6_attn                [B, 12, 1024, 1024]  softmax probabilities, saved for backward
+ *   1531584512  3145728     89-344  attn_y_h_6_attn             [B, 1024, 768]  attention heads' outputs
  *   1383735296  3145728     90-91   attn_out_h_6_attn           [B, 1024, 768]  attention output projection
- *   1534730240  3145728     91-273  residual_attn_out_h_6_attn  [B, 1024, 768]  x + body(x)
- *   1537875968  3145728     93-271  layernorm_h_6_ln_2          [B, 1024, 768]  layernorm output
- *   1626062848  4096        93-273  ln_mean_h_6_ln_2            [B, 1024]  layernorm mean, saved for backward
- *   1626066944  4096        93-273  ln_rstd_h_6_ln_2            [B, 1024]  layernorm 1/std, saved for backward
- *   1166680064  12582912    94-269  linear_h_6_fc               [B, 1024, 3072]  linear output
- *   1179262976  12582912    95-267  gelu_h_6_2                  [B, 1024, 3072]  gelu
+ *   1534730240  3145728     91-339  residual_attn_out_h_6_attn  [B, 1024, 768]  x + body(x)
+ *   1537875968  3145728     93-335  layernorm_h_6_ln_2          [B, 1024, 768]  layernorm output
+ *   1626062848  4096        93-339  ln_mean_h_6_ln_2            [B, 1024]  layernorm mean, saved for backward
+ *   1626066944  4096        93-339  ln_rstd_h_6_ln_2            [B, 1024]  layernorm 1/std, saved for backward
+ *   1166680064  12582912    94-333  linear_h_6_fc               [B, 1024, 3072]  linear output
+ *   1179262976  12582912    95-329  gelu_h_6_2                  [B, 1024, 3072]  gelu
  *   1383735296  3145728     97-98   linear_h_6_proj             [B, 1024, 768]  linear output
- *   1541021696  3145728     98-264  residual_linear_h_6_proj    [B, 1024, 768]  x + body(x)
- *   1544167424  3145728    100-262  layernorm_h_7_ln_1          [B, 1024, 768]  layernorm output
- *   1626071040  4096       100-264  ln_mean_h_7_ln_1            [B, 1024]  layernorm mean, saved for backward
- *   1626075136  4096       100-264  ln_rstd_h_7_ln_1            [B, 1024]  layernorm 1/std, saved for backward
- *   1383735296  9437184    101-260  qkv_h_7_attn                [B, 1024, 2304]  q, k, v side by side
- *   764026880   50331648   103-260  att_h_7_attn                [B, 12, 1024, 1024]  softmax probabilities, saved for backward
- *   1547313152  3145728    103-258  attn_y_h_7_attn             [B, 1024, 768]  attention heads' outputs
+ *   1541021696  3145728     98-324  residual_linear_h_6_proj    [B, 1024, 768]  x + body(x)
+ *   1544167424  3145728    100-320  layernorm_h_7_ln_1          [B, 1024, 768]  layernorm output
+ *   1626071040  4096       100-324  ln_mean_h_7_ln_1            [B, 1024]  layernorm mean, saved for backward
+ *   1626075136  4096       100-324  ln_rstd_h_7_ln_1            [B, 1024]  layernorm 1/std, saved for backward
+ *   1383735296  9437184    101-318  qkv_h_7_attn                [B, 1024, 2304]  q, k, v side by side
+ *   764026880   50331648   103-318  att_h_7_attn                [B, 12, 1024, 1024]  softmax probabilities, saved for backward
+ *   1547313152  3145728    103-314  attn_y_h_7_attn             [B, 1024, 768]  attention heads' outputs
  *   1393172480  3145728    104-105  attn_out_h_7_attn           [B, 1024, 768]  attention output projection
- *   1550458880  3145728    105-255  residual_attn_out_h_7_attn  [B, 1024, 768]  x + body(x)
- *   1553604608  3145728    107-253  layernorm_h_7_ln_2          [B, 1024, 768]  layernorm output
- *   1626079232  4096       107-255  ln_mean_h_7_ln_2            [B, 1024]  layernorm mean, saved for backward
- *   1626083328  4096       107-255  ln_rstd_h_7_ln_2            [B, 1024]  layernorm 1/std, saved for backward
- *   1191845888  12582912   108-251  linear_h_7_fc               [B, 1024, 3072]  linear output
- *   1204428800  12582912   109-249  gelu_h_7_2                  [B, 1024, 3072]  gelu
+ *   1550458880  3145728    105-309  residual_attn_out_h_7_attn  [B, 1024, 768]  x + body(x)
+ *   1553604608  3145728    107-305  layernorm_h_7_ln_2          [B, 1024, 768]  layernorm output
+ *   1626079232  4096       107-309  ln_mean_h_7_ln_2            [B, 1024]  layernorm mean, saved for backward
+ *   1626083328  4096       107-309  ln_rstd_h_7_ln_2            [B, 1024]  layernorm 1/std, saved for backward
+ *   1191845888  12582912   108-303  linear_h_7_fc               [B, 1024, 3072]  linear output
+ *   1204428800  12582912   109-299  gelu_h_7_2                  [B, 1024, 3072]  gelu
  *   1393172480  3145728    111-112  linear_h_7_proj             [B, 1024, 768]  linear output
- *   1556750336  3145728    112-246  residual_linear_h_7_proj    [B, 1024, 768]  x + body(x)
- *   1559896064  3145728    114-244  layernorm_h_8_ln_1          [B, 1024, 768]  layernorm output
- *   1626087424  4096       114-246  ln_mean_h_8_ln_1            [B, 1024]  layernorm mean, saved for backward
- *   1626091520  4096       114-246  ln_rstd_h_8_ln_1            [B, 1024]  layernorm 1/std, saved for backward
- *   1393172480  9437184    115-242  qkv_h_8_attn                [B, 1024, 2304]  q, k, v side by side
- *   814358528   50331648   117-242  att_h_8_attn                [B, 12, 1024, 1024]  softmax probabilities, saved for backward
- *   1563041792  3145728    117-240  attn_y_h_8_attn             [B, 1024, 768]  attention heads' outputs
+ *   1556750336  3145728    112-294  residual_linear_h_7_proj    [B, 1024, 768]  x + body(x)
+ *   1559896064  3145728    114-290  layernorm_h_8_ln_1          [B, 1024, 768]  layernorm output
+ *   1626087424  4096       114-294  ln_mean_h_8_ln_1            [B, 1024]  layernorm mean, saved for backward
+ *   1626091520  4096       114-294  ln_rstd_h_8_ln_1            [B, 1024]  layernorm 1/std, saved for backward
+ *   1393172480  9437184    115-288  qkv_h_8_attn                [B, 1024, 2304]  q, k, v side by side
+ *   814358528   50331648   117-288  att_h_8_attn                [B, 12, 1024, 1024]  softmax probabilities, saved for backward
+ *   1563041792  3145728    117-284  attn_y_h_8_attn             [B, 1024, 768]  attention heads' outputs
  *   1402609664  3145728    118-119  attn_out_h_8_attn           [B, 1024, 768]  attention output projection
- *   1566187520  3145728    119-237  residual_attn_out_h_8_attn  [B, 1024, 768]  x + body(x)
- *   1569333248  3145728    121-235  layernorm_h_8_ln_2          [B, 1024, 768]  layernorm output
- *   1626095616  4096       121-237  ln_mean_h_8_ln_2            [B, 1024]  layernorm mean, saved for backward
- *   1626099712  4096       121-237  ln_rstd_h_8_ln_2            [B, 1024]  layernorm 1/std, saved for backward
- *   1217011712  12582912   122-233  linear_h_8_fc               [B, 1024, 3072]  linear output
- *   1229594624  12582912   123-231  gelu_h_8_2                  [B, 1024, 3072]  gelu
+ *   1566187520  3145728    119-279  residual_attn_out_h_8_attn  [B, 1024, 768]  x + body(x)
+ *   1569333248  3145728    121-275  layernorm_h_8_ln_2          [B, 1024, 768]  layernorm output
+ *   1626095616  4096       121-279  ln_mean_h_8_ln_2            [B, 1024]  layernorm mean, saved for backward
+ *   1626099712  4096       121-279  ln_rstd_h_8_ln_2            [B, 1024]  layernorm 1/std, saved for backward
+ *   1217011712  12582912   122-273  linear_h_8_fc               [B, 1024, 3072]  linear output
+ *   1229594624  12582912   123-269  gelu_h_8_2                  [B, 1024, 3072]  gelu
  *   1402609664  3145728    125-126  linear_h_8_proj             [B, 1024, 768]  linear output
- *   1572478976  3145728    126-228  residual_linear_h_8_proj    [B, 1024, 768]  x + body(x)
- *   1575624704  3145728    128-226  layernorm_h_9_ln_1          [B, 1024, 768]  layernorm output
- *   1626103808  4096       128-228  ln_mean_h_9_ln_1            [B, 1024]  layernorm mean, saved for backward
- *   1626107904  4096       128-228  ln_rstd_h_9_ln_1            [B, 1024]  layernorm 1/std, saved for backward
- *   1402609664  9437184    129-224  qkv_h_9_attn                [B, 1024, 2304]  q, k, v side by side
- *   864690176   50331648   131-224  att_h_9_attn                [B, 12, 1024, 1024]  softmax probabilities, saved for backward
- *   1578770432  3145728    131-222  attn_y_h_9_attn             [B, 1024, 768]  attention heads' outputs
+ *   1572478976  3145728    126-264  residual_linear_h_8_proj    [B, 1024, 768]  x + body(x)
+ *   1575624704  3145728    128-260  layernorm_h_9_ln_1          [B, 1024, 768]  layernorm output
+ *   1626103808  4096       128-264  ln_mean_h_9_ln_1            [B, 1024]  layernorm mean, saved for backward
+ *   1626107904  4096       128-264  ln_rstd_h_9_ln_1            [B, 1024]  layernorm 1/std, saved for backward
+ *   1402609664  9437184    129-258  qkv_h_9_attn                [B, 1024, 2304]  q, k, v side by side
+ *   864690176   50331648   131-258  att_h_9_attn                [B, 12, 1024, 1024]  softmax probabilities, saved for backward
+ *   1578770432  3145728    131-254  attn_y_h_9_attn             [B, 1024, 768]  attention heads' outputs
  *   1412046848  3145728    132-133  attn_out_h_9_attn           [B, 1024, 768]  attention output projection
- *   1581916160  3145728    133-219  residual_attn_out_h_9_attn  [B, 1024, 768]  x + body(x)
- *   1585061888  3145728    135-217  layernorm_h_9_ln_2          [B, 1024, 768]  layernorm output
- *   1626112000  4096       135-219  ln_mean_h_9_ln_2            [B, 1024]  layernorm mean, saved for backward
- *   1626116096  4096       135-219  ln_rstd_h_9_ln_2            [B, 1024]  layernorm 1/std, saved for backward
- *   1242177536  12582912   136-215  linear_h_9_fc               [B, 1024, 3072]  linear output
- *   1254760448  12582912   137-213  gelu_h_9_2                  [B, 1024, 3072]  gelu
+ *   1581916160  3145728    133-249  residual_attn_out_h_9_attn  [B, 1024, 768]  x + body(x)
+ *   1585061888  3145728    135-245  layernorm_h_9_ln_2          [B, 1024, 768]  layernorm output
+ *   1626112000  4096       135-249  ln_mean_h_9_ln_2            [B, 1024]  layernorm mean, saved for backward
+ *   1626116096  4096       135-249  ln_rstd_h_9_ln_2            [B, 1024]  layernorm 1/std, saved for backward
+ *   1242177536  12582912   136-243  linear_h_9_fc               [B, 1024, 3072]  linear output
+ *   1254760448  12582912   137-239  gelu_h_9_2                  [B, 1024, 3072]  gelu
  *   1412046848  3145728    139-140  linear_h_9_proj             [B, 1024, 768]  linear output
- *   1588207616  3145728    140-210  residual_linear_h_9_proj    [B, 1024, 768]  x + body(x)
- *   1591353344  3145728    142-208  layernorm_h_10_ln_1         [B, 1024, 768]  layernorm output
- *   1626120192  4096       142-210  ln_mean_h_10_ln_1           [B, 1024]  layernorm mean, saved for backward
- *   1626124288  4096       142-210  ln_rstd_h_10_ln_1           [B, 1024]  layernorm 1/std, saved for backward
- *   1412046848  9437184    143-206  qkv_h_10_attn               [B, 1024, 2304]  q, k, v side by side
- *   915021824   50331648   145-206  att_h_10_attn               [B, 12, 1024, 1024]  softmax probabilities, saved for backward
- *   1594499072  3145728    145-204  attn_y_h_10_attn            [B, 1024, 768]  attention heads' outputs
+ *   1588207616  3145728    140-234  residual_linear_h_9_proj    [B, 1024, 768]  x + body(x)
+ *   1591353344  3145728    142-230  layernorm_h_10_ln_1         [B, 1024, 768]  layernorm output
+ *   1626120192  4096       142-234  ln_mean_h_10_ln_1           [B, 1024]  layernorm mean, saved for backward
+ *   1626124288  4096       142-234  ln_rstd_h_10_ln_1           [B, 1024]  layernorm 1/std, saved for backward
+ *   1412046848  9437184    143-228  qkv_h_10_attn               [B, 1024, 2304]  q, k, v side by side
+ *   915021824   50331648   145-228  att_h_10_attn               [B, 12, 1024, 1024]  softmax probabilities, saved for backward
+ *   1594499072  3145728    145-224  attn_y_h_10_attn            [B, 1024, 768]  attention heads' outputs
  *   1421484032  3145728    146-147  attn_out_h_10_attn          [B, 1024, 768]  attention output projection
- *   1597644800  3145728    147-201  residual_attn_out_h_10_attn  [B, 1024, 768]  x + body(x)
- *   1600790528  3145728    149-199  layernorm_h_10_ln_2         [B, 1024, 768]  layernorm output
- *   1626128384  4096       149-201  ln_mean_h_10_ln_2           [B, 1024]  layernorm mean, saved for backward
- *   1626132480  4096       149-201  ln_rstd_h_10_ln_2           [B, 1024]  layernorm 1/std, saved for backward
- *   1267343360  12582912   150-197  linear_h_10_fc              [B, 1024, 3072]  linear output
- *   1279926272  12582912   151-195  gelu_h_10_2                 [B, 1024, 3072]  gelu
+ *   1597644800  3145728    147-219  residual_attn_out_h_10_attn  [B, 1024, 768]  x + body(x)
+ *   1600790528  3145728    149-215  layernorm_h_10_ln_2         [B, 1024, 768]  layernorm output
+ *   1626128384  4096       149-219  ln_mean_h_10_ln_2           [B, 1024]  layernorm mean, saved for backward
+ *   1626132480  4096       149-219  ln_rstd_h_10_ln_2           [B, 1024]  layernorm 1/std, saved for backward
+ *   1267343360  12582912   150-213  linear_h_10_fc              [B, 1024, 3072]  linear output
+ *   1279926272  12582912   151-209  gelu_h_10_2                 [B, 1024, 3072]  gelu
  *   1421484032  3145728    153-154  linear_h_10_proj            [B, 1024, 768]  linear output
- *   1603936256  3145728    154-192  residual_linear_h_10_proj   [B, 1024, 768]  x + body(x)
- *   1607081984  3145728    156-190  layernorm_h_11_ln_1         [B, 1024, 768]  layernorm output
- *   1626136576  4096       156-192  ln_mean_h_11_ln_1           [B, 1024]  layernorm mean, saved for backward
- *   1626140672  4096       156-192  ln_rstd_h_11_ln_1           [B, 1024]  layernorm 1/std, saved for backward
- *   1421484032  9437184    157-188  qkv_h_11_attn               [B, 1024, 2304]  q, k, v side by side
- *   965353472   50331648   159-188  att_h_11_attn               [B, 12, 1024, 1024]  softmax probabilities, saved for backward
- *   1610227712  3145728    159-186  attn_y_h_11_attn            [B, 1024, 768]  attention heads' outputs
+ *   1603936256  3145728    154-204  residual_linear_h_10_proj   [B, 1024, 768]  x + body(x)
+ *   1607081984  3145728    156-200  layernorm_h_11_ln_1         [B, 1024, 768]  layernorm output
+ *   1626136576  4096       156-204  ln_mean_h_11_ln_1           [B, 1024]  layernorm mean, saved for backward
+ *   1626140672  4096       156-204  ln_rstd_h_11_ln_1           [B, 1024]  layernorm 1/std, saved for backward
+ *   1421484032  9437184    157-198  qkv_h_11_attn               [B, 1024, 2304]  q, k, v side by side
+ *   965353472   50331648   159-198  att_h_11_attn               [B, 12, 1024, 1024]  softmax probabilities, saved for backward
+ *   1610227712  3145728    159-194  attn_y_h_11_attn            [B, 1024, 768]  attention heads' outputs
  *   1292509184  3145728    160-161  attn_out_h_11_attn          [B, 1024, 768]  attention output projection
- *   1613373440  3145728    161-183  residual_attn_out_h_11_attn  [B, 1024, 768]  x + body(x)
- *   1616519168  3145728    163-181  layernorm_h_11_ln_2         [B, 1024, 768]  layernorm output
- *   1626144768  4096       163-183  ln_mean_h_11_ln_2           [B, 1024]  layernorm mean, saved for backward
- *   1626148864  4096       163-183  ln_rstd_h_11_ln_2           [B, 1024]  layernorm 1/std, saved for backward
- *   1292509184  12582912   164-179  linear_h_11_fc              [B, 1024, 3072]  linear output
- *   1305092096  12582912   165-177  gelu_h_11_2                 [B, 1024, 3072]  gelu
+ *   1613373440  3145728    161-189  residual_attn_out_h_11_attn  [B, 1024, 768]  x + body(x)
+ *   1616519168  3145728    163-185  layernorm_h_11_ln_2         [B, 1024, 768]  layernorm output
+ *   1626144768  4096       163-189  ln_mean_h_11_ln_2           [B, 1024]  layernorm mean, saved for backward
+ *   1626148864  4096       163-189  ln_rstd_h_11_ln_2           [B, 1024]  layernorm 1/std, saved for backward
+ *   1292509184  12582912   164-183  linear_h_11_fc              [B, 1024, 3072]  linear output
+ *   1305092096  12582912   165-179  gelu_h_11_2                 [B, 1024, 3072]  gelu
  *   0           3145728    167-168  linear_h_11_proj            [B, 1024, 768]  linear output
  *   1619664896  3145728    168-175  residual_linear_h_11_proj   [B, 1024, 768]  x + body(x)
  *   1622810624  3145728    170-174  layernorm_ln_f              [B, 1024, 768]  layernorm output
@@ -194,127 +194,127 @@
  *   0           205852672  171-172  linear_lm_head              [B, 1024, 50257]  linear output
  *   205852672   205852672  172-174  d_linear_lm_head            [B, 1024, 50257]  d(loss)/d(prediction), written by the loss
  *   0           3145728    173-175  d_layernorm_ln_f            [B, 1024, 768]  gradient
- *   25165824    3145728    175-184  d_residual_linear_h_11_proj  [B, 1024, 768]  gradient
- *   0           12582912   176-179  d_gelu_h_11_2               [B, 1024, 3072]  gradient
- *   12582912    12582912   179-182  d_linear_h_11_fc            [B, 1024, 3072]  gradient
- *   0           3145728    180-183  d_layernorm_h_11_ln_2       [B, 1024, 768]  gradient
- *   3145728     3145728    183-184  d_residual_attn_out_h_11_attn  [B, 1024, 768]  gradient
- *   0           3145728    184-193  d_residual_attn_out_h_11_attn_491  [B, 1024, 768]  gradient (sum of its consumers' contributions)
- *   1301946368  3145728    185-188  d_attn_y_h_11_attn          [B, 1024, 768]  gradient
- *   1292509184  9437184    188-191  d_qkv_h_11_attn             [B, 1024, 2304]  gradient
- *   1421484032  3145728    189-192  d_layernorm_h_11_ln_1       [B, 1024, 768]  gradient
- *   1424629760  3145728    192-193  d_residual_linear_h_10_proj  [B, 1024, 768]  gradient
- *   1421484032  3145728    193-202  d_residual_linear_h_10_proj_496  [B, 1024, 768]  gradient (sum of its consumers' contributions)
- *   965353472   12582912   194-197  d_gelu_h_10_2               [B, 1024, 3072]  gradient
- *   977936384   12582912   197-200  d_linear_h_10_fc            [B, 1024, 3072]  gradient
- *   1424629760  3145728    198-201  d_layernorm_h_10_ln_2       [B, 1024, 768]  gradient
- *   1427775488  3145728    201-202  d_residual_attn_out_h_10_attn  [B, 1024, 768]  gradient
- *   1424629760  3145728    202-211  d_residual_attn_out_h_10_attn_501  [B, 1024, 768]  gradient (sum of its consumers' contributions)
- *   1421484032  3145728    203-206  d_attn_y_h_10_attn          [B, 1024, 768]  gradient
- *   965353472   9437184    206-209  d_qkv_h_10_attn             [B, 1024, 2304]  gradient
- *   1427775488  3145728    207-210  d_layernorm_h_10_ln_1       [B, 1024, 768]  gradient
- *   1412046848  3145728    210-211  d_residual_linear_h_9_proj  [B, 1024, 768]  gradient
- *   1427775488  3145728    211-220  d_residual_linear_h_9_proj_506  [B, 1024, 768]  gradient (sum of its consumers' contributions)
- *   915021824   12582912   212-215  d_gelu_h_9_2                [B, 1024, 3072]  gradient
- *   927604736   12582912   215-218  d_linear_h_9_fc             [B, 1024, 3072]  gradient
- *   915021824   3145728    216-219  d_layernorm_h_9_ln_2        [B, 1024, 768]  gradient
- *   1412046848  3145728    219-220  d_residual_attn_out_h_9_attn  [B, 1024, 768]  gradient
- *   1415192576  3145728    220-229  d_residual_attn_out_h_9_attn_511  [B, 1024, 768]  gradient (sum of its consumers' contributions)
- *   1412046848  3145728    221-224  d_attn_y_h_9_attn           [B, 1024, 768]  gradient
- *   1242177536  9437184    224-227  d_qkv_h_9_attn              [B, 1024, 2304]  gradient
- *   1402609664  3145728    225-228  d_layernorm_h_9_ln_1        [B, 1024, 768]  gradient
- *   1405755392  3145728    228-229  d_residual_linear_h_8_proj  [B, 1024, 768]  gradient
- *   1402609664  3145728    229-238  d_residual_linear_h_8_proj_516  [B, 1024, 768]  gradient (sum of its consumers' contributions)
- *   864690176   12582912   230-233  d_gelu_h_8_2                [B, 1024, 3072]  gradient
- *   877273088   12582912   233-236  d_linear_h_8_fc             [B, 1024, 3072]  gradient
- *   864690176   3145728    234-237  d_layernorm_h_8_ln_2        [B, 1024, 768]  gradient
- *   1405755392  3145728    237-238  d_residual_attn_out_h_8_attn  [B, 1024, 768]  gradient
- *   1408901120  3145728    238-247  d_residual_attn_out_h_8_attn_521  [B, 1024, 768]  gradient (sum of its consumers' contributions)
- *   1402609664  3145728    239-242  d_attn_y_h_8_attn           [B, 1024, 768]  gradient
- *   1217011712  9437184    242-245  d_qkv_h_8_attn              [B, 1024, 2304]  gradient
- *   1393172480  3145728    243-246  d_layernorm_h_8_ln_1        [B, 1024, 768]  gradient
- *   1396318208  3145728    246-247  d_residual_linear_h_7_proj  [B, 1024, 768]  gradient
- *   1393172480  3145728    247-256  d_residual_linear_h_7_proj_526  [B, 1024, 768]  gradient (sum of its consumers' contributions)
- *   814358528   12582912   248-251  d_gelu_h_7_2                [B, 1024, 3072]  gradient
- *   826941440   12582912   251-254  d_linear_h_7_fc             [B, 1024, 3072]  gradient
- *   814358528   3145728    252-255  d_layernorm_h_7_ln_2        [B, 1024, 768]  gradient
- *   1396318208  3145728    255-256  d_residual_attn_out_h_7_attn  [B, 1024, 768]  gradient
- *   1399463936  3145728    256-265  d_residual_attn_out_h_7_attn_531  [B, 1024, 768]  gradient (sum of its consumers' contributions)
- *   1393172480  3145728    257-260  d_attn_y_h_7_attn           [B, 1024, 768]  gradient
- *   1191845888  9437184    260-263  d_qkv_h_7_attn              [B, 1024, 2304]  gradient
- *   1383735296  3145728    261-264  d_layernorm_h_7_ln_1        [B, 1024, 768]  gradient
- *   1386881024  3145728    264-265  d_residual_linear_h_6_proj  [B, 1024, 768]  gradient
- *   1383735296  3145728    265-274  d_residual_linear_h_6_proj_536  [B, 1024, 768]  gradient (sum of its consumers' contributions)
- *   764026880   12582912   266-269  d_gelu_h_6_2                [B, 1024, 3072]  gradient
- *   776609792   12582912   269-272  d_linear_h_6_fc             [B, 1024, 3072]  gradient
- *   764026880   3145728    270-273  d_layernorm_h_6_ln_2        [B, 1024, 768]  gradient
- *   1386881024  3145728    273-274  d_residual_attn_out_h_6_attn  [B, 1024, 768]  gradient
- *   1390026752  3145728    274-283  d_residual_attn_out_h_6_attn_541  [B, 1024, 768]  gradient (sum of its consumers' contributions)
- *   1383735296  3145728    275-278  d_attn_y_h_6_attn           [B, 1024, 768]  gradient
- *   1166680064  9437184    278-281  d_qkv_h_6_attn              [B, 1024, 2304]  gradient
- *   1374298112  3145728    279-282  d_layernorm_h_6_ln_1        [B, 1024, 768]  gradient
- *   1377443840  3145728    282-283  d_residual_linear_h_5_proj  [B, 1024, 768]  gradient
- *   1374298112  3145728    283-292  d_residual_linear_h_5_proj_546  [B, 1024, 768]  gradient (sum of its consumers' contributions)
- *   713695232   12582912   284-287  d_gelu_h_5_2                [B, 1024, 3072]  gradient
- *   726278144   12582912   287-290  d_linear_h_5_fc             [B, 1024, 3072]  gradient
- *   713695232   3145728    288-291  d_layernorm_h_5_ln_2        [B, 1024, 768]  gradient
- *   1377443840  3145728    291-292  d_residual_attn_out_h_5_attn  [B, 1024, 768]  gradient
- *   1380589568  3145728    292-301  d_residual_attn_out_h_5_attn_551  [B, 1024, 768]  gradient (sum of its consumers' contributions)
- *   1374298112  3145728    293-296  d_attn_y_h_5_attn           [B, 1024, 768]  gradient
- *   1141514240  9437184    296-299  d_qkv_h_5_attn              [B, 1024, 2304]  gradient
- *   1364860928  3145728    297-300  d_layernorm_h_5_ln_1        [B, 1024, 768]  gradient
- *   1368006656  3145728    300-301  d_residual_linear_h_4_proj  [B, 1024, 768]  gradient
- *   1364860928  3145728    301-310  d_residual_linear_h_4_proj_556  [B, 1024, 768]  gradient (sum of its consumers' contributions)
- *   663363584   12582912   302-305  d_gelu_h_4_2                [B, 1024, 3072]  gradient
- *   675946496   12582912   305-308  d_linear_h_4_fc             [B, 1024, 3072]  gradient
- *   663363584   3145728    306-309  d_layernorm_h_4_ln_2        [B, 1024, 768]  gradient
- *   1368006656  3145728    309-310  d_residual_attn_out_h_4_attn  [B, 1024, 768]  gradient
- *   1371152384  3145728    310-319  d_residual_attn_out_h_4_attn_561  [B, 1024, 768]  gradient (sum of its consumers' contributions)
- *   1364860928  3145728    311-314  d_attn_y_h_4_attn           [B, 1024, 768]  gradient
- *   1116348416  9437184    314-317  d_qkv_h_4_attn              [B, 1024, 2304]  gradient
- *   1355423744  3145728    315-318  d_layernorm_h_4_ln_1        [B, 1024, 768]  gradient
- *   1358569472  3145728    318-319  d_residual_linear_h_3_proj  [B, 1024, 768]  gradient
- *   1355423744  3145728    319-328  d_residual_linear_h_3_proj_566  [B, 1024, 768]  gradient (sum of its consumers' contributions)
- *   613031936   12582912   320-323  d_gelu_h_3_2                [B, 1024, 3072]  gradient
- *   625614848   12582912   323-326  d_linear_h_3_fc             [B, 1024, 3072]  gradient
- *   613031936   3145728    324-327  d_layernorm_h_3_ln_2        [B, 1024, 768]  gradient
- *   1358569472  3145728    327-328  d_residual_attn_out_h_3_attn  [B, 1024, 768]  gradient
- *   1361715200  3145728    328-337  d_residual_attn_out_h_3_attn_571  [B, 1024, 768]  gradient (sum of its consumers' contributions)
- *   1355423744  3145728    329-332  d_attn_y_h_3_attn           [B, 1024, 768]  gradient
- *   1091182592  9437184    332-335  d_qkv_h_3_attn              [B, 1024, 2304]  gradient
- *   1345986560  3145728    333-336  d_layernorm_h_3_ln_1        [B, 1024, 768]  gradient
- *   1349132288  3145728    336-337  d_residual_linear_h_2_proj  [B, 1024, 768]  gradient
- *   1345986560  3145728    337-346  d_residual_linear_h_2_proj_576  [B, 1024, 768]  gradient (sum of its consumers' contributions)
- *   0           12582912   338-341  d_gelu_h_2_2                [B, 1024, 3072]  gradient
- *   12582912    12582912   341-344  d_linear_h_2_fc             [B, 1024, 3072]  gradient
- *   0           3145728    342-345  d_layernorm_h_2_ln_2        [B, 1024, 768]  gradient
- *   1349132288  3145728    345-346  d_residual_attn_out_h_2_attn  [B, 1024, 768]  gradient
- *   1352278016  3145728    346-355  d_residual_attn_out_h_2_attn_581  [B, 1024, 768]  gradient (sum of its consumers' contributions)
- *   1345986560  3145728    347-350  d_attn_y_h_2_attn           [B, 1024, 768]  gradient
- *   1066016768  9437184    350-353  d_qkv_h_2_attn              [B, 1024, 2304]  gradient
- *   1336549376  3145728    351-354  d_layernorm_h_2_ln_1        [B, 1024, 768]  gradient
- *   1339695104  3145728    354-355  d_residual_linear_h_1_proj  [B, 1024, 768]  gradient
- *   1336549376  3145728    355-364  d_residual_linear_h_1_proj_586  [B, 1024, 768]  gradient (sum of its consumers' contributions)
- *   0           12582912   356-359  d_gelu_h_1_2                [B, 1024, 3072]  gradient
- *   12582912    12582912   359-362  d_linear_h_1_fc             [B, 1024, 3072]  gradient
- *   0           3145728    360-363  d_layernorm_h_1_ln_2        [B, 1024, 768]  gradient
- *   1339695104  3145728    363-364  d_residual_attn_out_h_1_attn  [B, 1024, 768]  gradient
- *   1342840832  3145728    364-373  d_residual_attn_out_h_1_attn_591  [B, 1024, 768]  gradient (sum of its consumers' contributions)
- *   1336549376  3145728    365-368  d_attn_y_h_1_attn           [B, 1024, 768]  gradient
- *   1040850944  9437184    368-371  d_qkv_h_1_attn              [B, 1024, 2304]  gradient
- *   1327112192  3145728    369-372  d_layernorm_h_1_ln_1        [B, 1024, 768]  gradient
- *   1330257920  3145728    372-373  d_residual_linear_h_0_proj  [B, 1024, 768]  gradient
- *   1327112192  3145728    373-382  d_residual_linear_h_0_proj_596  [B, 1024, 768]  gradient (sum of its consumers' contributions)
- *   0           12582912   374-377  d_gelu_h_0_2                [B, 1024, 3072]  gradient
- *   12582912    12582912   377-380  d_linear_h_0_fc             [B, 1024, 3072]  gradient
- *   0           3145728    378-381  d_layernorm_h_0_ln_2        [B, 1024, 768]  gradient
- *   1330257920  3145728    381-382  d_residual_attn_out_h_0_attn  [B, 1024, 768]  gradient
- *   1333403648  3145728    382-391  d_residual_attn_out_h_0_attn_601  [B, 1024, 768]  gradient (sum of its consumers' contributions)
- *   1327112192  3145728    383-386  d_attn_y_h_0_attn           [B, 1024, 768]  gradient
- *   0           9437184    386-389  d_qkv_h_0_attn              [B, 1024, 2304]  gradient
- *   1336549376  3145728    387-390  d_layernorm_h_0_ln_1        [B, 1024, 768]  gradient
- *   1339695104  3145728    390-391  d_pos_embedding_wpe         [B, 1024, 768]  gradient
- *   1336549376  3145728    391-393  d_pos_embedding_wpe_606     [B, 1024, 768]  gradient (sum of its consumers' contributions)
+ *   25165824    3145728    175-192  d_residual_linear_h_11_proj  [B, 1024, 768]  gradient
+ *   0           12582912   178-183  d_gelu_h_11_2               [B, 1024, 3072]  gradient
+ *   12582912    12582912   183-187  d_linear_h_11_fc            [B, 1024, 3072]  gradient
+ *   0           3145728    184-189  d_layernorm_h_11_ln_2       [B, 1024, 768]  gradient
+ *   3145728     3145728    189-192  d_residual_attn_out_h_11_attn  [B, 1024, 768]  gradient
+ *   0           3145728    192-207  d_residual_attn_out_h_11_attn_491  [B, 1024, 768]  gradient (sum of its consumers' contributions)
+ *   1301946368  3145728    193-198  d_attn_y_h_11_attn          [B, 1024, 768]  gradient
+ *   1292509184  9437184    198-202  d_qkv_h_11_attn             [B, 1024, 2304]  gradient
+ *   1421484032  3145728    199-204  d_layernorm_h_11_ln_1       [B, 1024, 768]  gradient
+ *   1424629760  3145728    204-207  d_residual_linear_h_10_proj  [B, 1024, 768]  gradient
+ *   1421484032  3145728    207-222  d_residual_linear_h_10_proj_496  [B, 1024, 768]  gradient (sum of its consumers' contributions)
+ *   965353472   12582912   208-213  d_gelu_h_10_2               [B, 1024, 3072]  gradient
+ *   977936384   12582912   213-217  d_linear_h_10_fc            [B, 1024, 3072]  gradient
+ *   1424629760  3145728    214-219  d_layernorm_h_10_ln_2       [B, 1024, 768]  gradient
+ *   1427775488  3145728    219-222  d_residual_attn_out_h_10_attn  [B, 1024, 768]  gradient
+ *   1424629760  3145728    222-237  d_residual_attn_out_h_10_attn_501  [B, 1024, 768]  gradient (sum of its consumers' contributions)
+ *   1421484032  3145728    223-228  d_attn_y_h_10_attn          [B, 1024, 768]  gradient
+ *   965353472   9437184    228-232  d_qkv_h_10_attn             [B, 1024, 2304]  gradient
+ *   1427775488  3145728    229-234  d_layernorm_h_10_ln_1       [B, 1024, 768]  gradient
+ *   1412046848  3145728    234-237  d_residual_linear_h_9_proj  [B, 1024, 768]  gradient
+ *   1427775488  3145728    237-252  d_residual_linear_h_9_proj_506  [B, 1024, 768]  gradient (sum of its consumers' contributions)
+ *   915021824   12582912   238-243  d_gelu_h_9_2                [B, 1024, 3072]  gradient
+ *   927604736   12582912   243-247  d_linear_h_9_fc             [B, 1024, 3072]  gradient
+ *   915021824   3145728    244-249  d_layernorm_h_9_ln_2        [B, 1024, 768]  gradient
+ *   1412046848  3145728    249-252  d_residual_attn_out_h_9_attn  [B, 1024, 768]  gradient
+ *   1415192576  3145728    252-267  d_residual_attn_out_h_9_attn_511  [B, 1024, 768]  gradient (sum of its consumers' contributions)
+ *   1412046848  3145728    253-258  d_attn_y_h_9_attn           [B, 1024, 768]  gradient
+ *   1242177536  9437184    258-262  d_qkv_h_9_attn              [B, 1024, 2304]  gradient
+ *   1402609664  3145728    259-264  d_layernorm_h_9_ln_1        [B, 1024, 768]  gradient
+ *   1405755392  3145728    264-267  d_residual_linear_h_8_proj  [B, 1024, 768]  gradient
+ *   1402609664  3145728    267-282  d_residual_linear_h_8_proj_516  [B, 1024, 768]  gradient (sum of its consumers' contributions)
+ *   864690176   12582912   268-273  d_gelu_h_8_2                [B, 1024, 3072]  gradient
+ *   877273088   12582912   273-277  d_linear_h_8_fc             [B, 1024, 3072]  gradient
+ *   864690176   3145728    274-279  d_layernorm_h_8_ln_2        [B, 1024, 768]  gradient
+ *   1405755392  3145728    279-282  d_residual_attn_out_h_8_attn  [B, 1024, 768]  gradient
+ *   1408901120  3145728    282-297  d_residual_attn_out_h_8_attn_521  [B, 1024, 768]  gradient (sum of its consumers' contributions)
+ *   1402609664  3145728    283-288  d_attn_y_h_8_attn           [B, 1024, 768]  gradient
+ *   1217011712  9437184    288-292  d_qkv_h_8_attn              [B, 1024, 2304]  gradient
+ *   1393172480  3145728    289-294  d_layernorm_h_8_ln_1        [B, 1024, 768]  gradient
+ *   1396318208  3145728    294-297  d_residual_linear_h_7_proj  [B, 1024, 768]  gradient
+ *   1393172480  3145728    297-312  d_residual_linear_h_7_proj_526  [B, 1024, 768]  gradient (sum of its consumers' contributions)
+ *   814358528   12582912   298-303  d_gelu_h_7_2                [B, 1024, 3072]  gradient
+ *   826941440   12582912   303-307  d_linear_h_7_fc             [B, 1024, 3072]  gradient
+ *   814358528   3145728    304-309  d_layernorm_h_7_ln_2        [B, 1024, 768]  gradient
+ *   1396318208  3145728    309-312  d_residual_attn_out_h_7_attn  [B, 1024, 768]  gradient
+ *   1399463936  3145728    312-327  d_residual_attn_out_h_7_attn_531  [B, 1024, 768]  gradient (sum of its consumers' contributions)
+ *   1393172480  3145728    313-318  d_attn_y_h_7_attn           [B, 1024, 768]  gradient
+ *   1191845888  9437184    318-322  d_qkv_h_7_attn              [B, 1024, 2304]  gradient
+ *   1383735296  3145728    319-324  d_layernorm_h_7_ln_1        [B, 1024, 768]  gradient
+ *   1386881024  3145728    324-327  d_residual_linear_h_6_proj  [B, 1024, 768]  gradient
+ *   1383735296  3145728    327-342  d_residual_linear_h_6_proj_536  [B, 1024, 768]  gradient (sum of its consumers' contributions)
+ *   764026880   12582912   328-333  d_gelu_h_6_2                [B, 1024, 3072]  gradient
+ *   776609792   12582912   333-337  d_linear_h_6_fc             [B, 1024, 3072]  gradient
+ *   764026880   3145728    334-339  d_layernorm_h_6_ln_2        [B, 1024, 768]  gradient
+ *   1386881024  3145728    339-342  d_residual_attn_out_h_6_attn  [B, 1024, 768]  gradient
+ *   1390026752  3145728    342-357  d_residual_attn_out_h_6_attn_541  [B, 1024, 768]  gradient (sum of its consumers' contributions)
+ *   1383735296  3145728    343-348  d_attn_y_h_6_attn           [B, 1024, 768]  gradient
+ *   1166680064  9437184    348-352  d_qkv_h_6_attn              [B, 1024, 2304]  gradient
+ *   1374298112  3145728    349-354  d_layernorm_h_6_ln_1        [B, 1024, 768]  gradient
+ *   1377443840  3145728    354-357  d_residual_linear_h_5_proj  [B, 1024, 768]  gradient
+ *   1374298112  3145728    357-372  d_residual_linear_h_5_proj_546  [B, 1024, 768]  gradient (sum of its consumers' contributions)
+ *   713695232   12582912   358-363  d_gelu_h_5_2                [B, 1024, 3072]  gradient
+ *   726278144   12582912   363-367  d_linear_h_5_fc             [B, 1024, 3072]  gradient
+ *   713695232   3145728    364-369  d_layernorm_h_5_ln_2        [B, 1024, 768]  gradient
+ *   1377443840  3145728    369-372  d_residual_attn_out_h_5_attn  [B, 1024, 768]  gradient
+ *   1380589568  3145728    372-387  d_residual_attn_out_h_5_attn_551  [B, 1024, 768]  gradient (sum of its consumers' contributions)
+ *   1374298112  3145728    373-378  d_attn_y_h_5_attn           [B, 1024, 768]  gradient
+ *   1141514240  9437184    378-382  d_qkv_h_5_attn              [B, 1024, 2304]  gradient
+ *   1364860928  3145728    379-384  d_layernorm_h_5_ln_1        [B, 1024, 768]  gradient
+ *   1368006656  3145728    384-387  d_residual_linear_h_4_proj  [B, 1024, 768]  gradient
+ *   1364860928  3145728    387-402  d_residual_linear_h_4_proj_556  [B, 1024, 768]  gradient (sum of its consumers' contributions)
+ *   663363584   12582912   388-393  d_gelu_h_4_2                [B, 1024, 3072]  gradient
+ *   675946496   12582912   393-397  d_linear_h_4_fc             [B, 1024, 3072]  gradient
+ *   663363584   3145728    394-399  d_layernorm_h_4_ln_2        [B, 1024, 768]  gradient
+ *   1368006656  3145728    399-402  d_residual_attn_out_h_4_attn  [B, 1024, 768]  gradient
+ *   1371152384  3145728    402-417  d_residual_attn_out_h_4_attn_561  [B, 1024, 768]  gradient (sum of its consumers' contributions)
+ *   1364860928  3145728    403-408  d_attn_y_h_4_attn           [B, 1024, 768]  gradient
+ *   1116348416  9437184    408-412  d_qkv_h_4_attn              [B, 1024, 2304]  gradient
+ *   1355423744  3145728    409-414  d_layernorm_h_4_ln_1        [B, 1024, 768]  gradient
+ *   1358569472  3145728    414-417  d_residual_linear_h_3_proj  [B, 1024, 768]  gradient
+ *   1355423744  3145728    417-432  d_residual_linear_h_3_proj_566  [B, 1024, 768]  gradient (sum of its consumers' contributions)
+ *   613031936   12582912   418-423  d_gelu_h_3_2                [B, 1024, 3072]  gradient
+ *   625614848   12582912   423-427  d_linear_h_3_fc             [B, 1024, 3072]  gradient
+ *   613031936   3145728    424-429  d_layernorm_h_3_ln_2        [B, 1024, 768]  gradient
+ *   1358569472  3145728    429-432  d_residual_attn_out_h_3_attn  [B, 1024, 768]  gradient
+ *   1361715200  3145728    432-447  d_residual_attn_out_h_3_attn_571  [B, 1024, 768]  gradient (sum of its consumers' contributions)
+ *   1355423744  3145728    433-438  d_attn_y_h_3_attn           [B, 1024, 768]  gradient
+ *   1091182592  9437184    438-442  d_qkv_h_3_attn              [B, 1024, 2304]  gradient
+ *   1345986560  3145728    439-444  d_layernorm_h_3_ln_1        [B, 1024, 768]  gradient
+ *   1349132288  3145728    444-447  d_residual_linear_h_2_proj  [B, 1024, 768]  gradient
+ *   1345986560  3145728    447-462  d_residual_linear_h_2_proj_576  [B, 1024, 768]  gradient (sum of its consumers' contributions)
+ *   0           12582912   448-453  d_gelu_h_2_2                [B, 1024, 3072]  gradient
+ *   12582912    12582912   453-457  d_linear_h_2_fc             [B, 1024, 3072]  gradient
+ *   0           3145728    454-459  d_layernorm_h_2_ln_2        [B, 1024, 768]  gradient
+ *   1349132288  3145728    459-462  d_residual_attn_out_h_2_attn  [B, 1024, 768]  gradient
+ *   1352278016  3145728    462-477  d_residual_attn_out_h_2_attn_581  [B, 1024, 768]  gradient (sum of its consumers' contributions)
+ *   1345986560  3145728    463-468  d_attn_y_h_2_attn           [B, 1024, 768]  gradient
+ *   1066016768  9437184    468-472  d_qkv_h_2_attn              [B, 1024, 2304]  gradient
+ *   1336549376  3145728    469-474  d_layernorm_h_2_ln_1        [B, 1024, 768]  gradient
+ *   1339695104  3145728    474-477  d_residual_linear_h_1_proj  [B, 1024, 768]  gradient
+ *   1336549376  3145728    477-492  d_residual_linear_h_1_proj_586  [B, 1024, 768]  gradient (sum of its consumers' contributions)
+ *   0           12582912   478-483  d_gelu_h_1_2                [B, 1024, 3072]  gradient
+ *   12582912    12582912   483-487  d_linear_h_1_fc             [B, 1024, 3072]  gradient
+ *   0           3145728    484-489  d_layernorm_h_1_ln_2        [B, 1024, 768]  gradient
+ *   1339695104  3145728    489-492  d_residual_attn_out_h_1_attn  [B, 1024, 768]  gradient
+ *   1342840832  3145728    492-507  d_residual_attn_out_h_1_attn_591  [B, 1024, 768]  gradient (sum of its consumers' contributions)
+ *   1336549376  3145728    493-498  d_attn_y_h_1_attn           [B, 1024, 768]  gradient
+ *   1040850944  9437184    498-502  d_qkv_h_1_attn              [B, 1024, 2304]  gradient
+ *   1327112192  3145728    499-504  d_layernorm_h_1_ln_1        [B, 1024, 768]  gradient
+ *   1330257920  3145728    504-507  d_residual_linear_h_0_proj  [B, 1024, 768]  gradient
+ *   1327112192  3145728    507-522  d_residual_linear_h_0_proj_596  [B, 1024, 768]  gradient (sum of its consumers' contributions)
+ *   0           12582912   508-513  d_gelu_h_0_2                [B, 1024, 3072]  gradient
+ *   12582912    12582912   513-517  d_linear_h_0_fc             [B, 1024, 3072]  gradient
+ *   0           3145728    514-519  d_layernorm_h_0_ln_2        [B, 1024, 768]  gradient
+ *   1330257920  3145728    519-522  d_residual_attn_out_h_0_attn  [B, 1024, 768]  gradient
+ *   1333403648  3145728    522-537  d_residual_attn_out_h_0_attn_601  [B, 1024, 768]  gradient (sum of its consumers' contributions)
+ *   1327112192  3145728    523-528  d_attn_y_h_0_attn           [B, 1024, 768]  gradient
+ *   0           9437184    528-532  d_qkv_h_0_attn              [B, 1024, 2304]  gradient
+ *   1336549376  3145728    529-534  d_layernorm_h_0_ln_1        [B, 1024, 768]  gradient
+ *   1339695104  3145728    534-537  d_pos_embedding_wpe         [B, 1024, 768]  gradient
+ *   1336549376  3145728    537-540  d_pos_embedding_wpe_606     [B, 1024, 768]  gradient (sum of its consumers' contributions)
  *
  * The plan for validation (forward only, no gradients): it shares: one arena of Bmax * 208998400 bytes (no reuse would take Bmax * 1498951680; the
  * most ever live at once is Bmax * 208998400). A buffer's byte offset is Bmax * its

@@ -402,154 +402,258 @@ static void backward(rt_exec *e)
     rt_gemm(e, 1, 0, 256, 128, e->B * 128, 1.0f, d_linear_lm_head, 256, layernorm_ln_f, 128, 1.0f, G_wte_weight, 128);
     /* $.model.layers[3]: layernorm backward */
     rt_layernorm_bwd(e, residual_linear_h_3_proj, P_ln_f_weight, ln_mean_ln_f, ln_rstd_ln_f, d_layernorm_ln_f, d_residual_linear_h_3_proj, G_ln_f_weight, G_ln_f_bias, e->B * 128, 128);
+    /* $.model.layers[3]: ln_f.weight's gradient is final */
+    rt_grad_ready(e, 842240, 128);
+    /* $.model.layers[3]: ln_f.bias's gradient is final */
+    rt_grad_ready(e, 842368, 128);
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 512, 128, 1.0f, d_residual_linear_h_3_proj, 128, P_h_3_proj_weight, 512, 0.0f, d_gelu_h_3_2, 512);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 128, 512, e->B * 128, 1.0f, d_residual_linear_h_3_proj, 128, gelu_h_3_2, 512, 1.0f, G_h_3_proj_weight, 512);
+    /* $.model.layers[2].body[1].body[3]: h.3.proj.weight's gradient is final */
+    rt_grad_ready(e, 776576, 65536);
     /* $.model.layers[2].body[1].body[3]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_residual_linear_h_3_proj, G_h_3_proj_bias, e->B * 128, 128);
+    /* $.model.layers[2].body[1].body[3]: h.3.proj.bias's gradient is final */
+    rt_grad_ready(e, 842112, 128);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
     rt_parallel_for(e, e->B * 65536, k17);
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 512, 1.0f, d_linear_h_3_fc, 512, P_h_3_fc_weight, 128, 0.0f, d_layernorm_h_3_ln_2, 128);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 512, 128, e->B * 128, 1.0f, d_linear_h_3_fc, 512, layernorm_h_3_ln_2, 128, 1.0f, G_h_3_fc_weight, 128);
+    /* $.model.layers[2].body[1].body[1]: h.3.fc.weight's gradient is final */
+    rt_grad_ready(e, 710528, 65536);
     /* $.model.layers[2].body[1].body[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_linear_h_3_fc, G_h_3_fc_bias, e->B * 128, 512);
+    /* $.model.layers[2].body[1].body[1]: h.3.fc.bias's gradient is final */
+    rt_grad_ready(e, 776064, 512);
     /* $.model.layers[2].body[1].body[0]: layernorm backward */
     rt_layernorm_bwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, ln_mean_h_3_ln_2, ln_rstd_h_3_ln_2, d_layernorm_h_3_ln_2, d_residual_attn_out_h_3_attn, G_h_3_ln_2_weight, G_h_3_ln_2_bias, e->B * 128, 128);
+    /* $.model.layers[2].body[1].body[0]: h.3.ln_2.weight's gradient is final */
+    rt_grad_ready(e, 710272, 128);
+    /* $.model.layers[2].body[1].body[0]: h.3.ln_2.bias's gradient is final */
+    rt_grad_ready(e, 710400, 128);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
     rt_parallel_for(e, e->B * 16384, k18);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 128, 1.0f, d_residual_attn_out_h_3_attn_179, 128, P_h_3_attn_proj_weight, 128, 0.0f, d_attn_y_h_3_attn, 128);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 128, 128, e->B * 128, 1.0f, d_residual_attn_out_h_3_attn_179, 128, attn_y_h_3_attn, 128, 1.0f, G_h_3_attn_proj_weight, 128);
+    /* $.model.layers[2].body[0].body[1]: h.3.attn.proj.weight's gradient is final */
+    rt_grad_ready(e, 693760, 16384);
     /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_residual_attn_out_h_3_attn_179, G_h_3_attn_proj_bias, e->B * 128, 128);
+    /* $.model.layers[2].body[0].body[1]: h.3.attn.proj.bias's gradient is final */
+    rt_grad_ready(e, 710144, 128);
     /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv) from dy and the kept probabilities */
     rt_attention_bwd(e, qkv_h_3_attn, att_h_3_attn, d_attn_y_h_3_attn, d_qkv_h_3_attn, e->B, 128, 128, 4, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 384, 1.0f, d_qkv_h_3_attn, 384, P_h_3_attn_qkv_weight, 128, 0.0f, d_layernorm_h_3_ln_1, 128);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 384, 128, e->B * 128, 1.0f, d_qkv_h_3_attn, 384, layernorm_h_3_ln_1, 128, 1.0f, G_h_3_attn_qkv_weight, 128);
+    /* $.model.layers[2].body[0].body[1]: h.3.attn.qkv.weight's gradient is final */
+    rt_grad_ready(e, 644224, 49152);
     /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_qkv_h_3_attn, G_h_3_attn_qkv_bias, e->B * 128, 384);
+    /* $.model.layers[2].body[0].body[1]: h.3.attn.qkv.bias's gradient is final */
+    rt_grad_ready(e, 693376, 384);
     /* $.model.layers[2].body[0].body[0]: layernorm backward */
     rt_layernorm_bwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, ln_mean_h_3_ln_1, ln_rstd_h_3_ln_1, d_layernorm_h_3_ln_1, d_residual_linear_h_2_proj, G_h_3_ln_1_weight, G_h_3_ln_1_bias, e->B * 128, 128);
+    /* $.model.layers[2].body[0].body[0]: h.3.ln_1.weight's gradient is final */
+    rt_grad_ready(e, 643968, 128);
+    /* $.model.layers[2].body[0].body[0]: h.3.ln_1.bias's gradient is final */
+    rt_grad_ready(e, 644096, 128);
     /* $.model.layers[2].body[1]: sum of gradient contributions */
     rt_parallel_for(e, e->B * 16384, k19);
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 512, 128, 1.0f, d_residual_linear_h_2_proj_184, 128, P_h_2_proj_weight, 512, 0.0f, d_gelu_h_2_2, 512);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 128, 512, e->B * 128, 1.0f, d_residual_linear_h_2_proj_184, 128, gelu_h_2_2, 512, 1.0f, G_h_2_proj_weight, 512);
+    /* $.model.layers[2].body[1].body[3]: h.2.proj.weight's gradient is final */
+    rt_grad_ready(e, 578304, 65536);
     /* $.model.layers[2].body[1].body[3]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_residual_linear_h_2_proj_184, G_h_2_proj_bias, e->B * 128, 128);
+    /* $.model.layers[2].body[1].body[3]: h.2.proj.bias's gradient is final */
+    rt_grad_ready(e, 643840, 128);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
     rt_parallel_for(e, e->B * 65536, k20);
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 512, 1.0f, d_linear_h_2_fc, 512, P_h_2_fc_weight, 128, 0.0f, d_layernorm_h_2_ln_2, 128);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 512, 128, e->B * 128, 1.0f, d_linear_h_2_fc, 512, layernorm_h_2_ln_2, 128, 1.0f, G_h_2_fc_weight, 128);
+    /* $.model.layers[2].body[1].body[1]: h.2.fc.weight's gradient is final */
+    rt_grad_ready(e, 512256, 65536);
     /* $.model.layers[2].body[1].body[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_linear_h_2_fc, G_h_2_fc_bias, e->B * 128, 512);
+    /* $.model.layers[2].body[1].body[1]: h.2.fc.bias's gradient is final */
+    rt_grad_ready(e, 577792, 512);
     /* $.model.layers[2].body[1].body[0]: layernorm backward */
     rt_layernorm_bwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, ln_mean_h_2_ln_2, ln_rstd_h_2_ln_2, d_layernorm_h_2_ln_2, d_residual_attn_out_h_2_attn, G_h_2_ln_2_weight, G_h_2_ln_2_bias, e->B * 128, 128);
+    /* $.model.layers[2].body[1].body[0]: h.2.ln_2.weight's gradient is final */
+    rt_grad_ready(e, 512000, 128);
+    /* $.model.layers[2].body[1].body[0]: h.2.ln_2.bias's gradient is final */
+    rt_grad_ready(e, 512128, 128);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
     rt_parallel_for(e, e->B * 16384, k21);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 128, 1.0f, d_residual_attn_out_h_2_attn_189, 128, P_h_2_attn_proj_weight, 128, 0.0f, d_attn_y_h_2_attn, 128);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 128, 128, e->B * 128, 1.0f, d_residual_attn_out_h_2_attn_189, 128, attn_y_h_2_attn, 128, 1.0f, G_h_2_attn_proj_weight, 128);
+    /* $.model.layers[2].body[0].body[1]: h.2.attn.proj.weight's gradient is final */
+    rt_grad_ready(e, 495488, 16384);
     /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_residual_attn_out_h_2_attn_189, G_h_2_attn_proj_bias, e->B * 128, 128);
+    /* $.model.layers[2].body[0].body[1]: h.2.attn.proj.bias's gradient is final */
+    rt_grad_ready(e, 511872, 128);
     /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv) from dy and the kept probabilities */
     rt_attention_bwd(e, qkv_h_2_attn, att_h_2_attn, d_attn_y_h_2_attn, d_qkv_h_2_attn, e->B, 128, 128, 4, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 384, 1.0f, d_qkv_h_2_attn, 384, P_h_2_attn_qkv_weight, 128, 0.0f, d_layernorm_h_2_ln_1, 128);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 384, 128, e->B * 128, 1.0f, d_qkv_h_2_attn, 384, layernorm_h_2_ln_1, 128, 1.0f, G_h_2_attn_qkv_weight, 128);
+    /* $.model.layers[2].body[0].body[1]: h.2.attn.qkv.weight's gradient is final */
+    rt_grad_ready(e, 445952, 49152);
     /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_qkv_h_2_attn, G_h_2_attn_qkv_bias, e->B * 128, 384);
+    /* $.model.layers[2].body[0].body[1]: h.2.attn.qkv.bias's gradient is final */
+    rt_grad_ready(e, 495104, 384);
     /* $.model.layers[2].body[0].body[0]: layernorm backward */
     rt_layernorm_bwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, ln_mean_h_2_ln_1, ln_rstd_h_2_ln_1, d_layernorm_h_2_ln_1, d_residual_linear_h_1_proj, G_h_2_ln_1_weight, G_h_2_ln_1_bias, e->B * 128, 128);
+    /* $.model.layers[2].body[0].body[0]: h.2.ln_1.weight's gradient is final */
+    rt_grad_ready(e, 445696, 128);
+    /* $.model.layers[2].body[0].body[0]: h.2.ln_1.bias's gradient is final */
+    rt_grad_ready(e, 445824, 128);
     /* $.model.layers[2].body[1]: sum of gradient contributions */
     rt_parallel_for(e, e->B * 16384, k22);
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 512, 128, 1.0f, d_residual_linear_h_1_proj_194, 128, P_h_1_proj_weight, 512, 0.0f, d_gelu_h_1_2, 512);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 128, 512, e->B * 128, 1.0f, d_residual_linear_h_1_proj_194, 128, gelu_h_1_2, 512, 1.0f, G_h_1_proj_weight, 512);
+    /* $.model.layers[2].body[1].body[3]: h.1.proj.weight's gradient is final */
+    rt_grad_ready(e, 380032, 65536);
     /* $.model.layers[2].body[1].body[3]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_residual_linear_h_1_proj_194, G_h_1_proj_bias, e->B * 128, 128);
+    /* $.model.layers[2].body[1].body[3]: h.1.proj.bias's gradient is final */
+    rt_grad_ready(e, 445568, 128);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
     rt_parallel_for(e, e->B * 65536, k23);
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 512, 1.0f, d_linear_h_1_fc, 512, P_h_1_fc_weight, 128, 0.0f, d_layernorm_h_1_ln_2, 128);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 512, 128, e->B * 128, 1.0f, d_linear_h_1_fc, 512, layernorm_h_1_ln_2, 128, 1.0f, G_h_1_fc_weight, 128);
+    /* $.model.layers[2].body[1].body[1]: h.1.fc.weight's gradient is final */
+    rt_grad_ready(e, 313984, 65536);
     /* $.model.layers[2].body[1].body[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_linear_h_1_fc, G_h_1_fc_bias, e->B * 128, 512);
+    /* $.model.layers[2].body[1].body[1]: h.1.fc.bias's gradient is final */
+    rt_grad_ready(e, 379520, 512);
     /* $.model.layers[2].body[1].body[0]: layernorm backward */
     rt_layernorm_bwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, ln_mean_h_1_ln_2, ln_rstd_h_1_ln_2, d_layernorm_h_1_ln_2, d_residual_attn_out_h_1_attn, G_h_1_ln_2_weight, G_h_1_ln_2_bias, e->B * 128, 128);
+    /* $.model.layers[2].body[1].body[0]: h.1.ln_2.weight's gradient is final */
+    rt_grad_ready(e, 313728, 128);
+    /* $.model.layers[2].body[1].body[0]: h.1.ln_2.bias's gradient is final */
+    rt_grad_ready(e, 313856, 128);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
     rt_parallel_for(e, e->B * 16384, k24);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 128, 1.0f, d_residual_attn_out_h_1_attn_199, 128, P_h_1_attn_proj_weight, 128, 0.0f, d_attn_y_h_1_attn, 128);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 128, 128, e->B * 128, 1.0f, d_residual_attn_out_h_1_attn_199, 128, attn_y_h_1_attn, 128, 1.0f, G_h_1_attn_proj_weight, 128);
+    /* $.model.layers[2].body[0].body[1]: h.1.attn.proj.weight's gradient is final */
+    rt_grad_ready(e, 297216, 16384);
     /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_residual_attn_out_h_1_attn_199, G_h_1_attn_proj_bias, e->B * 128, 128);
+    /* $.model.layers[2].body[0].body[1]: h.1.attn.proj.bias's gradient is final */
+    rt_grad_ready(e, 313600, 128);
     /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv) from dy and the kept probabilities */
     rt_attention_bwd(e, qkv_h_1_attn, att_h_1_attn, d_attn_y_h_1_attn, d_qkv_h_1_attn, e->B, 128, 128, 4, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 384, 1.0f, d_qkv_h_1_attn, 384, P_h_1_attn_qkv_weight, 128, 0.0f, d_layernorm_h_1_ln_1, 128);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 384, 128, e->B * 128, 1.0f, d_qkv_h_1_attn, 384, layernorm_h_1_ln_1, 128, 1.0f, G_h_1_attn_qkv_weight, 128);
+    /* $.model.layers[2].body[0].body[1]: h.1.attn.qkv.weight's gradient is final */
+    rt_grad_ready(e, 247680, 49152);
     /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_qkv_h_1_attn, G_h_1_attn_qkv_bias, e->B * 128, 384);
+    /* $.model.layers[2].body[0].body[1]: h.1.attn.qkv.bias's gradient is final */
+    rt_grad_ready(e, 296832, 384);
     /* $.model.layers[2].body[0].body[0]: layernorm backward */
     rt_layernorm_bwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, ln_mean_h_1_ln_1, ln_rstd_h_1_ln_1, d_layernorm_h_1_ln_1, d_residual_linear_h_0_proj, G_h_1_ln_1_weight, G_h_1_ln_1_bias, e->B * 128, 128);
+    /* $.model.layers[2].body[0].body[0]: h.1.ln_1.weight's gradient is final */
+    rt_grad_ready(e, 247424, 128);
+    /* $.model.layers[2].body[0].body[0]: h.1.ln_1.bias's gradient is final */
+    rt_grad_ready(e, 247552, 128);
     /* $.model.layers[2].body[1]: sum of gradient contributions */
     rt_parallel_for(e, e->B * 16384, k25);
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 512, 128, 1.0f, d_residual_linear_h_0_proj_204, 128, P_h_0_proj_weight, 512, 0.0f, d_gelu_h_0_2, 512);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 128, 512, e->B * 128, 1.0f, d_residual_linear_h_0_proj_204, 128, gelu_h_0_2, 512, 1.0f, G_h_0_proj_weight, 512);
+    /* $.model.layers[2].body[1].body[3]: h.0.proj.weight's gradient is final */
+    rt_grad_ready(e, 181760, 65536);
     /* $.model.layers[2].body[1].body[3]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_residual_linear_h_0_proj_204, G_h_0_proj_bias, e->B * 128, 128);
+    /* $.model.layers[2].body[1].body[3]: h.0.proj.bias's gradient is final */
+    rt_grad_ready(e, 247296, 128);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
     rt_parallel_for(e, e->B * 65536, k26);
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 512, 1.0f, d_linear_h_0_fc, 512, P_h_0_fc_weight, 128, 0.0f, d_layernorm_h_0_ln_2, 128);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 512, 128, e->B * 128, 1.0f, d_linear_h_0_fc, 512, layernorm_h_0_ln_2, 128, 1.0f, G_h_0_fc_weight, 128);
+    /* $.model.layers[2].body[1].body[1]: h.0.fc.weight's gradient is final */
+    rt_grad_ready(e, 115712, 65536);
     /* $.model.layers[2].body[1].body[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_linear_h_0_fc, G_h_0_fc_bias, e->B * 128, 512);
+    /* $.model.layers[2].body[1].body[1]: h.0.fc.bias's gradient is final */
+    rt_grad_ready(e, 181248, 512);
     /* $.model.layers[2].body[1].body[0]: layernorm backward */
     rt_layernorm_bwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, ln_mean_h_0_ln_2, ln_rstd_h_0_ln_2, d_layernorm_h_0_ln_2, d_residual_attn_out_h_0_attn, G_h_0_ln_2_weight, G_h_0_ln_2_bias, e->B * 128, 128);
+    /* $.model.layers[2].body[1].body[0]: h.0.ln_2.weight's gradient is final */
+    rt_grad_ready(e, 115456, 128);
+    /* $.model.layers[2].body[1].body[0]: h.0.ln_2.bias's gradient is final */
+    rt_grad_ready(e, 115584, 128);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
     rt_parallel_for(e, e->B * 16384, k27);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 128, 1.0f, d_residual_attn_out_h_0_attn_209, 128, P_h_0_attn_proj_weight, 128, 0.0f, d_attn_y_h_0_attn, 128);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 128, 128, e->B * 128, 1.0f, d_residual_attn_out_h_0_attn_209, 128, attn_y_h_0_attn, 128, 1.0f, G_h_0_attn_proj_weight, 128);
+    /* $.model.layers[2].body[0].body[1]: h.0.attn.proj.weight's gradient is final */
+    rt_grad_ready(e, 98944, 16384);
     /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_residual_attn_out_h_0_attn_209, G_h_0_attn_proj_bias, e->B * 128, 128);
+    /* $.model.layers[2].body[0].body[1]: h.0.attn.proj.bias's gradient is final */
+    rt_grad_ready(e, 115328, 128);
     /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv) from dy and the kept probabilities */
     rt_attention_bwd(e, qkv_h_0_attn, att_h_0_attn, d_attn_y_h_0_attn, d_qkv_h_0_attn, e->B, 128, 128, 4, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 384, 1.0f, d_qkv_h_0_attn, 384, P_h_0_attn_qkv_weight, 128, 0.0f, d_layernorm_h_0_ln_1, 128);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 384, 128, e->B * 128, 1.0f, d_qkv_h_0_attn, 384, layernorm_h_0_ln_1, 128, 1.0f, G_h_0_attn_qkv_weight, 128);
+    /* $.model.layers[2].body[0].body[1]: h.0.attn.qkv.weight's gradient is final */
+    rt_grad_ready(e, 49408, 49152);
     /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_qkv_h_0_attn, G_h_0_attn_qkv_bias, e->B * 128, 384);
+    /* $.model.layers[2].body[0].body[1]: h.0.attn.qkv.bias's gradient is final */
+    rt_grad_ready(e, 98560, 384);
     /* $.model.layers[2].body[0].body[0]: layernorm backward */
     rt_layernorm_bwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1, d_layernorm_h_0_ln_1, d_pos_embedding_wpe, G_h_0_ln_1_weight, G_h_0_ln_1_bias, e->B * 128, 128);
+    /* $.model.layers[2].body[0].body[0]: h.0.ln_1.weight's gradient is final */
+    rt_grad_ready(e, 49152, 128);
+    /* $.model.layers[2].body[0].body[0]: h.0.ln_1.bias's gradient is final */
+    rt_grad_ready(e, 49280, 128);
     /* $.model.layers[1]: sum of gradient contributions */
     rt_parallel_for(e, e->B * 16384, k28);
     /* $.model.layers[1]: pos_embedding backward: dW[t] += sum over the batch of dy[t] */
     rt_colsum_add(e, d_pos_embedding_wpe_214, G_wpe_weight, e->B, 16384);
+    /* $.model.layers[1]: wpe.weight's gradient is final */
+    rt_grad_ready(e, 32768, 16384);
     /* $.model.layers[0]: embedding backward: dW[id] += dy */
     rt_embedding_bwd(e, in_x, d_pos_embedding_wpe_214, G_wte_weight, e->B * 128, 256, 128);
+    /* $.model.layers[0]: wte.weight's gradient is final */
+    rt_grad_ready(e, 0, 32768);
 }
 
 /* Validation: the forward pass alone, with its own smaller plan (no gradient buffers). */
@@ -851,6 +955,7 @@ static const char *const train_defaults[] = {
     "recompute=none",
     "memory_budget_mb=null",
     "distributed.strategy=ddp",
+    "distributed.bucket_mb=25",
     "loader.workers=2",
     "loader.prefetch=4",
     "loader.shuffle=true",
@@ -864,7 +969,7 @@ static const char *const train_defaults[] = {
 const rt_model trainc_model = {
     .abi = RT_ABI_VERSION,
     .name = "gpt_char",
-    .spec_hash = "4ed22501ca3acc88",
+    .spec_hash = "c7eef7af280e06cf",
     .model_hash = "c2baeb35a6b677d7",
     .data_dir = TRAINC_DATA_DIR,
     .n_params = 52,
@@ -882,7 +987,7 @@ const rt_model trainc_model = {
     .pred_offset = 3145728,
     .pred_numel = 32768,
     .train_defaults = train_defaults,
-    .n_train_defaults = 37,
+    .n_train_defaults = 38,
     .forward = forward,
     .backward = backward,
     .evaluate = evaluate,

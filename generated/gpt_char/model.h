@@ -7,65 +7,65 @@
  *
  *   offset      bytes/row  live     buffer                      shape
  *   0           65536        0-1    embedding_wte               [B, 128, 128]  embedding rows
- *   4194304     65536        1-134  pos_embedding_wpe           [B, 128, 128]  x + position rows
- *   4259840     65536        2-132  layernorm_h_0_ln_1          [B, 128, 128]  layernorm output
- *   5636096     512          2-134  ln_mean_h_0_ln_1            [B, 128]  layernorm mean, saved for backward
- *   5636608     512          2-134  ln_rstd_h_0_ln_1            [B, 128]  layernorm 1/std, saved for backward
- *   3407872     196608       3-130  qkv_h_0_attn                [B, 128, 384]  q, k, v side by side
- *   0           262144       5-130  att_h_0_attn                [B, 4, 128, 128]  softmax probabilities, saved for backward
- *   4325376     65536        5-128  attn_y_h_0_attn             [B, 128, 128]  attention heads' outputs
+ *   4194304     65536        1-182  pos_embedding_wpe           [B, 128, 128]  x + position rows
+ *   4259840     65536        2-178  layernorm_h_0_ln_1          [B, 128, 128]  layernorm output
+ *   5636096     512          2-182  ln_mean_h_0_ln_1            [B, 128]  layernorm mean, saved for backward
+ *   5636608     512          2-182  ln_rstd_h_0_ln_1            [B, 128]  layernorm 1/std, saved for backward
+ *   3407872     196608       3-176  qkv_h_0_attn                [B, 128, 384]  q, k, v side by side
+ *   0           262144       5-176  att_h_0_attn                [B, 4, 128, 128]  softmax probabilities, saved for backward
+ *   4325376     65536        5-172  attn_y_h_0_attn             [B, 128, 128]  attention heads' outputs
  *   3604480     65536        6-7    attn_out_h_0_attn           [B, 128, 128]  attention output projection
- *   4390912     65536        7-125  residual_attn_out_h_0_attn  [B, 128, 128]  x + body(x)
- *   4456448     65536        9-123  layernorm_h_0_ln_2          [B, 128, 128]  layernorm output
- *   5637120     512          9-125  ln_mean_h_0_ln_2            [B, 128]  layernorm mean, saved for backward
- *   5637632     512          9-125  ln_rstd_h_0_ln_2            [B, 128]  layernorm 1/std, saved for backward
- *   262144      262144      10-121  linear_h_0_fc               [B, 128, 512]  linear output
- *   524288      262144      11-119  gelu_h_0_2                  [B, 128, 512]  gelu
+ *   4390912     65536        7-167  residual_attn_out_h_0_attn  [B, 128, 128]  x + body(x)
+ *   4456448     65536        9-163  layernorm_h_0_ln_2          [B, 128, 128]  layernorm output
+ *   5637120     512          9-167  ln_mean_h_0_ln_2            [B, 128]  layernorm mean, saved for backward
+ *   5637632     512          9-167  ln_rstd_h_0_ln_2            [B, 128]  layernorm 1/std, saved for backward
+ *   262144      262144      10-161  linear_h_0_fc               [B, 128, 512]  linear output
+ *   524288      262144      11-157  gelu_h_0_2                  [B, 128, 512]  gelu
  *   3604480     65536       13-14   linear_h_0_proj             [B, 128, 128]  linear output
- *   4521984     65536       14-116  residual_linear_h_0_proj    [B, 128, 128]  x + body(x)
- *   4587520     65536       16-114  layernorm_h_1_ln_1          [B, 128, 128]  layernorm output
- *   5638144     512         16-116  ln_mean_h_1_ln_1            [B, 128]  layernorm mean, saved for backward
- *   5638656     512         16-116  ln_rstd_h_1_ln_1            [B, 128]  layernorm 1/std, saved for backward
- *   3604480     196608      17-112  qkv_h_1_attn                [B, 128, 384]  q, k, v side by side
- *   786432      262144      19-112  att_h_1_attn                [B, 4, 128, 128]  softmax probabilities, saved for backward
- *   4653056     65536       19-110  attn_y_h_1_attn             [B, 128, 128]  attention heads' outputs
+ *   4521984     65536       14-152  residual_linear_h_0_proj    [B, 128, 128]  x + body(x)
+ *   4587520     65536       16-148  layernorm_h_1_ln_1          [B, 128, 128]  layernorm output
+ *   5638144     512         16-152  ln_mean_h_1_ln_1            [B, 128]  layernorm mean, saved for backward
+ *   5638656     512         16-152  ln_rstd_h_1_ln_1            [B, 128]  layernorm 1/std, saved for backward
+ *   3604480     196608      17-146  qkv_h_1_attn                [B, 128, 384]  q, k, v side by side
+ *   786432      262144      19-146  att_h_1_attn                [B, 4, 128, 128]  softmax probabilities, saved for backward
+ *   4653056     65536       19-142  attn_y_h_1_attn             [B, 128, 128]  attention heads' outputs
  *   3801088     65536       20-21   attn_out_h_1_attn           [B, 128, 128]  attention output projection
- *   4718592     65536       21-107  residual_attn_out_h_1_attn  [B, 128, 128]  x + body(x)
- *   4784128     65536       23-105  layernorm_h_1_ln_2          [B, 128, 128]  layernorm output
- *   5639168     512         23-107  ln_mean_h_1_ln_2            [B, 128]  layernorm mean, saved for backward
- *   5639680     512         23-107  ln_rstd_h_1_ln_2            [B, 128]  layernorm 1/std, saved for backward
- *   1048576     262144      24-103  linear_h_1_fc               [B, 128, 512]  linear output
- *   1310720     262144      25-101  gelu_h_1_2                  [B, 128, 512]  gelu
+ *   4718592     65536       21-137  residual_attn_out_h_1_attn  [B, 128, 128]  x + body(x)
+ *   4784128     65536       23-133  layernorm_h_1_ln_2          [B, 128, 128]  layernorm output
+ *   5639168     512         23-137  ln_mean_h_1_ln_2            [B, 128]  layernorm mean, saved for backward
+ *   5639680     512         23-137  ln_rstd_h_1_ln_2            [B, 128]  layernorm 1/std, saved for backward
+ *   1048576     262144      24-131  linear_h_1_fc               [B, 128, 512]  linear output
+ *   1310720     262144      25-127  gelu_h_1_2                  [B, 128, 512]  gelu
  *   3801088     65536       27-28   linear_h_1_proj             [B, 128, 128]  linear output
- *   4849664     65536       28-98   residual_linear_h_1_proj    [B, 128, 128]  x + body(x)
- *   4915200     65536       30-96   layernorm_h_2_ln_1          [B, 128, 128]  layernorm output
- *   5640192     512         30-98   ln_mean_h_2_ln_1            [B, 128]  layernorm mean, saved for backward
- *   5640704     512         30-98   ln_rstd_h_2_ln_1            [B, 128]  layernorm 1/std, saved for backward
- *   3801088     196608      31-94   qkv_h_2_attn                [B, 128, 384]  q, k, v side by side
- *   1572864     262144      33-94   att_h_2_attn                [B, 4, 128, 128]  softmax probabilities, saved for backward
- *   4980736     65536       33-92   attn_y_h_2_attn             [B, 128, 128]  attention heads' outputs
+ *   4849664     65536       28-122  residual_linear_h_1_proj    [B, 128, 128]  x + body(x)
+ *   4915200     65536       30-118  layernorm_h_2_ln_1          [B, 128, 128]  layernorm output
+ *   5640192     512         30-122  ln_mean_h_2_ln_1            [B, 128]  layernorm mean, saved for backward
+ *   5640704     512         30-122  ln_rstd_h_2_ln_1            [B, 128]  layernorm 1/std, saved for backward
+ *   3801088     196608      31-116  qkv_h_2_attn                [B, 128, 384]  q, k, v side by side
+ *   1572864     262144      33-116  att_h_2_attn                [B, 4, 128, 128]  softmax probabilities, saved for backward
+ *   4980736     65536       33-112  attn_y_h_2_attn             [B, 128, 128]  attention heads' outputs
  *   3997696     65536       34-35   attn_out_h_2_attn           [B, 128, 128]  attention output projection
- *   5046272     65536       35-89   residual_attn_out_h_2_attn  [B, 128, 128]  x + body(x)
- *   5111808     65536       37-87   layernorm_h_2_ln_2          [B, 128, 128]  layernorm output
- *   5641216     512         37-89   ln_mean_h_2_ln_2            [B, 128]  layernorm mean, saved for backward
- *   5641728     512         37-89   ln_rstd_h_2_ln_2            [B, 128]  layernorm 1/std, saved for backward
- *   1835008     262144      38-85   linear_h_2_fc               [B, 128, 512]  linear output
- *   2097152     262144      39-83   gelu_h_2_2                  [B, 128, 512]  gelu
+ *   5046272     65536       35-107  residual_attn_out_h_2_attn  [B, 128, 128]  x + body(x)
+ *   5111808     65536       37-103  layernorm_h_2_ln_2          [B, 128, 128]  layernorm output
+ *   5641216     512         37-107  ln_mean_h_2_ln_2            [B, 128]  layernorm mean, saved for backward
+ *   5641728     512         37-107  ln_rstd_h_2_ln_2            [B, 128]  layernorm 1/std, saved for backward
+ *   1835008     262144      38-101  linear_h_2_fc               [B, 128, 512]  linear output
+ *   2097152     262144      39-97   gelu_h_2_2                  [B, 128, 512]  gelu
  *   3997696     65536       41-42   linear_h_2_proj             [B, 128, 128]  linear output
- *   5177344     65536       42-80   residual_linear_h_2_proj    [B, 128, 128]  x + body(x)
- *   5242880     65536       44-78   layernorm_h_3_ln_1          [B, 128, 128]  layernorm output
- *   5642240     512         44-80   ln_mean_h_3_ln_1            [B, 128]  layernorm mean, saved for backward
- *   5642752     512         44-80   ln_rstd_h_3_ln_1            [B, 128]  layernorm 1/std, saved for backward
- *   3997696     196608      45-76   qkv_h_3_attn                [B, 128, 384]  q, k, v side by side
- *   2359296     262144      47-76   att_h_3_attn                [B, 4, 128, 128]  softmax probabilities, saved for backward
- *   5308416     65536       47-74   attn_y_h_3_attn             [B, 128, 128]  attention heads' outputs
+ *   5177344     65536       42-92   residual_linear_h_2_proj    [B, 128, 128]  x + body(x)
+ *   5242880     65536       44-88   layernorm_h_3_ln_1          [B, 128, 128]  layernorm output
+ *   5642240     512         44-92   ln_mean_h_3_ln_1            [B, 128]  layernorm mean, saved for backward
+ *   5642752     512         44-92   ln_rstd_h_3_ln_1            [B, 128]  layernorm 1/std, saved for backward
+ *   3997696     196608      45-86   qkv_h_3_attn                [B, 128, 384]  q, k, v side by side
+ *   2359296     262144      47-86   att_h_3_attn                [B, 4, 128, 128]  softmax probabilities, saved for backward
+ *   5308416     65536       47-82   attn_y_h_3_attn             [B, 128, 128]  attention heads' outputs
  *   2621440     65536       48-49   attn_out_h_3_attn           [B, 128, 128]  attention output projection
- *   5373952     65536       49-71   residual_attn_out_h_3_attn  [B, 128, 128]  x + body(x)
- *   5439488     65536       51-69   layernorm_h_3_ln_2          [B, 128, 128]  layernorm output
- *   5643264     512         51-71   ln_mean_h_3_ln_2            [B, 128]  layernorm mean, saved for backward
- *   5643776     512         51-71   ln_rstd_h_3_ln_2            [B, 128]  layernorm 1/std, saved for backward
- *   2621440     262144      52-67   linear_h_3_fc               [B, 128, 512]  linear output
- *   2883584     262144      53-65   gelu_h_3_2                  [B, 128, 512]  gelu
+ *   5373952     65536       49-77   residual_attn_out_h_3_attn  [B, 128, 128]  x + body(x)
+ *   5439488     65536       51-73   layernorm_h_3_ln_2          [B, 128, 128]  layernorm output
+ *   5643264     512         51-77   ln_mean_h_3_ln_2            [B, 128]  layernorm mean, saved for backward
+ *   5643776     512         51-77   ln_rstd_h_3_ln_2            [B, 128]  layernorm 1/std, saved for backward
+ *   2621440     262144      52-71   linear_h_3_fc               [B, 128, 512]  linear output
+ *   2883584     262144      53-67   gelu_h_3_2                  [B, 128, 512]  gelu
  *   3145728     65536       55-56   linear_h_3_proj             [B, 128, 128]  linear output
  *   5505024     65536       56-63   residual_linear_h_3_proj    [B, 128, 128]  x + body(x)
  *   5570560     65536       58-62   layernorm_ln_f              [B, 128, 128]  layernorm output
@@ -74,47 +74,47 @@
  *   3145728     131072      59-60   linear_lm_head              [B, 128, 256]  linear output
  *   3276800     131072      60-62   d_linear_lm_head            [B, 128, 256]  d(loss)/d(prediction), written by the loss
  *   3145728     65536       61-63   d_layernorm_ln_f            [B, 128, 128]  gradient
- *   5570560     65536       63-72   d_residual_linear_h_3_proj  [B, 128, 128]  gradient
- *   3145728     262144      64-67   d_gelu_h_3_2                [B, 128, 512]  gradient
- *   2883584     262144      67-70   d_linear_h_3_fc             [B, 128, 512]  gradient
- *   5505024     65536       68-71   d_layernorm_h_3_ln_2        [B, 128, 128]  gradient
- *   5439488     65536       71-72   d_residual_attn_out_h_3_attn  [B, 128, 128]  gradient
- *   5373952     65536       72-81   d_residual_attn_out_h_3_attn_179  [B, 128, 128]  gradient (sum of its consumers' contributions)
- *   2818048     65536       73-76   d_attn_y_h_3_attn           [B, 128, 128]  gradient
- *   2621440     196608      76-79   d_qkv_h_3_attn              [B, 128, 384]  gradient
- *   5308416     65536       77-80   d_layernorm_h_3_ln_1        [B, 128, 128]  gradient
- *   5242880     65536       80-81   d_residual_linear_h_2_proj  [B, 128, 128]  gradient
- *   5177344     65536       81-90   d_residual_linear_h_2_proj_184  [B, 128, 128]  gradient (sum of its consumers' contributions)
- *   2359296     262144      82-85   d_gelu_h_2_2                [B, 128, 512]  gradient
- *   2097152     262144      85-88   d_linear_h_2_fc             [B, 128, 512]  gradient
- *   3997696     65536       86-89   d_layernorm_h_2_ln_2        [B, 128, 128]  gradient
- *   5111808     65536       89-90   d_residual_attn_out_h_2_attn  [B, 128, 128]  gradient
- *   5046272     65536       90-99   d_residual_attn_out_h_2_attn_189  [B, 128, 128]  gradient (sum of its consumers' contributions)
- *   3997696     65536       91-94   d_attn_y_h_2_attn           [B, 128, 128]  gradient
- *   1835008     196608      94-97   d_qkv_h_2_attn              [B, 128, 384]  gradient
- *   4980736     65536       95-98   d_layernorm_h_2_ln_1        [B, 128, 128]  gradient
- *   4915200     65536       98-99   d_residual_linear_h_1_proj  [B, 128, 128]  gradient
- *   4849664     65536       99-108  d_residual_linear_h_1_proj_194  [B, 128, 128]  gradient (sum of its consumers' contributions)
- *   1572864     262144     100-103  d_gelu_h_1_2                [B, 128, 512]  gradient
- *   1310720     262144     103-106  d_linear_h_1_fc             [B, 128, 512]  gradient
- *   1048576     65536      104-107  d_layernorm_h_1_ln_2        [B, 128, 128]  gradient
- *   4784128     65536      107-108  d_residual_attn_out_h_1_attn  [B, 128, 128]  gradient
- *   4718592     65536      108-117  d_residual_attn_out_h_1_attn_199  [B, 128, 128]  gradient (sum of its consumers' contributions)
- *   3801088     65536      109-112  d_attn_y_h_1_attn           [B, 128, 128]  gradient
- *   1048576     196608     112-115  d_qkv_h_1_attn              [B, 128, 384]  gradient
- *   4653056     65536      113-116  d_layernorm_h_1_ln_1        [B, 128, 128]  gradient
- *   4587520     65536      116-117  d_residual_linear_h_0_proj  [B, 128, 128]  gradient
- *   4521984     65536      117-126  d_residual_linear_h_0_proj_204  [B, 128, 128]  gradient (sum of its consumers' contributions)
- *   786432      262144     118-121  d_gelu_h_0_2                [B, 128, 512]  gradient
- *   524288      262144     121-124  d_linear_h_0_fc             [B, 128, 512]  gradient
- *   262144      65536      122-125  d_layernorm_h_0_ln_2        [B, 128, 128]  gradient
- *   4456448     65536      125-126  d_residual_attn_out_h_0_attn  [B, 128, 128]  gradient
- *   4390912     65536      126-135  d_residual_attn_out_h_0_attn_209  [B, 128, 128]  gradient (sum of its consumers' contributions)
- *   3604480     65536      127-130  d_attn_y_h_0_attn           [B, 128, 128]  gradient
- *   262144      196608     130-133  d_qkv_h_0_attn              [B, 128, 384]  gradient
- *   4325376     65536      131-134  d_layernorm_h_0_ln_1        [B, 128, 128]  gradient
- *   4259840     65536      134-135  d_pos_embedding_wpe         [B, 128, 128]  gradient
- *   4325376     65536      135-137  d_pos_embedding_wpe_214     [B, 128, 128]  gradient (sum of its consumers' contributions)
+ *   5570560     65536       63-80   d_residual_linear_h_3_proj  [B, 128, 128]  gradient
+ *   3145728     262144      66-71   d_gelu_h_3_2                [B, 128, 512]  gradient
+ *   2883584     262144      71-75   d_linear_h_3_fc             [B, 128, 512]  gradient
+ *   5505024     65536       72-77   d_layernorm_h_3_ln_2        [B, 128, 128]  gradient
+ *   5439488     65536       77-80   d_residual_attn_out_h_3_attn  [B, 128, 128]  gradient
+ *   5373952     65536       80-95   d_residual_attn_out_h_3_attn_179  [B, 128, 128]  gradient (sum of its consumers' contributions)
+ *   2818048     65536       81-86   d_attn_y_h_3_attn           [B, 128, 128]  gradient
+ *   2621440     196608      86-90   d_qkv_h_3_attn              [B, 128, 384]  gradient
+ *   5308416     65536       87-92   d_layernorm_h_3_ln_1        [B, 128, 128]  gradient
+ *   5242880     65536       92-95   d_residual_linear_h_2_proj  [B, 128, 128]  gradient
+ *   5177344     65536       95-110  d_residual_linear_h_2_proj_184  [B, 128, 128]  gradient (sum of its consumers' contributions)
+ *   2359296     262144      96-101  d_gelu_h_2_2                [B, 128, 512]  gradient
+ *   2097152     262144     101-105  d_linear_h_2_fc             [B, 128, 512]  gradient
+ *   3997696     65536      102-107  d_layernorm_h_2_ln_2        [B, 128, 128]  gradient
+ *   5111808     65536      107-110  d_residual_attn_out_h_2_attn  [B, 128, 128]  gradient
+ *   5046272     65536      110-125  d_residual_attn_out_h_2_attn_189  [B, 128, 128]  gradient (sum of its consumers' contributions)
+ *   3997696     65536      111-116  d_attn_y_h_2_attn           [B, 128, 128]  gradient
+ *   1835008     196608     116-120  d_qkv_h_2_attn              [B, 128, 384]  gradient
+ *   4980736     65536      117-122  d_layernorm_h_2_ln_1        [B, 128, 128]  gradient
+ *   4915200     65536      122-125  d_residual_linear_h_1_proj  [B, 128, 128]  gradient
+ *   4849664     65536      125-140  d_residual_linear_h_1_proj_194  [B, 128, 128]  gradient (sum of its consumers' contributions)
+ *   1572864     262144     126-131  d_gelu_h_1_2                [B, 128, 512]  gradient
+ *   1310720     262144     131-135  d_linear_h_1_fc             [B, 128, 512]  gradient
+ *   1048576     65536      132-137  d_layernorm_h_1_ln_2        [B, 128, 128]  gradient
+ *   4784128     65536      137-140  d_residual_attn_out_h_1_attn  [B, 128, 128]  gradient
+ *   4718592     65536      140-155  d_residual_attn_out_h_1_attn_199  [B, 128, 128]  gradient (sum of its consumers' contributions)
+ *   3801088     65536      141-146  d_attn_y_h_1_attn           [B, 128, 128]  gradient
+ *   1048576     196608     146-150  d_qkv_h_1_attn              [B, 128, 384]  gradient
+ *   4653056     65536      147-152  d_layernorm_h_1_ln_1        [B, 128, 128]  gradient
+ *   4587520     65536      152-155  d_residual_linear_h_0_proj  [B, 128, 128]  gradient
+ *   4521984     65536      155-170  d_residual_linear_h_0_proj_204  [B, 128, 128]  gradient (sum of its consumers' contributions)
+ *   786432      262144     156-161  d_gelu_h_0_2                [B, 128, 512]  gradient
+ *   524288      262144     161-165  d_linear_h_0_fc             [B, 128, 512]  gradient
+ *   262144      65536      162-167  d_layernorm_h_0_ln_2        [B, 128, 128]  gradient
+ *   4456448     65536      167-170  d_residual_attn_out_h_0_attn  [B, 128, 128]  gradient
+ *   4390912     65536      170-185  d_residual_attn_out_h_0_attn_209  [B, 128, 128]  gradient (sum of its consumers' contributions)
+ *   3604480     65536      171-176  d_attn_y_h_0_attn           [B, 128, 128]  gradient
+ *   262144      196608     176-180  d_qkv_h_0_attn              [B, 128, 384]  gradient
+ *   4325376     65536      177-182  d_layernorm_h_0_ln_1        [B, 128, 128]  gradient
+ *   4259840     65536      182-185  d_pos_embedding_wpe         [B, 128, 128]  gradient
+ *   4325376     65536      185-188  d_pos_embedding_wpe_214     [B, 128, 128]  gradient (sum of its consumers' contributions)
  *
  * The plan for validation (forward only, no gradients): it shares: one arena of Bmax * 589824 bytes (no reuse would take Bmax * 6104064; the
  * most ever live at once is Bmax * 589824). A buffer's byte offset is Bmax * its

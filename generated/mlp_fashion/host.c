@@ -67,22 +67,34 @@ static void backward(rt_exec *e)
     rt_gemm(e, 0, 0, e->B * 1, 256, 10, 1.0f, d_linear_5, 10, P_5_weight, 256, 0.0f, d_relu_4, 256);
     /* $.model.layers[5]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 10, 256, e->B * 1, 1.0f, d_linear_5, 10, relu_4, 256, 1.0f, G_5_weight, 256);
+    /* $.model.layers[5]: 5.weight's gradient is final */
+    rt_grad_ready(e, 266752, 2560);
     /* $.model.layers[5]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_linear_5, G_5_bias, e->B * 1, 10);
+    /* $.model.layers[5]: 5.bias's gradient is final */
+    rt_grad_ready(e, 269312, 10);
     /* $.model.layers[4]: relu backward */
     rt_parallel_for(e, e->B * 256, k4);
     /* $.model.layers[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1, 256, 256, 1.0f, d_linear_3, 256, P_3_weight, 256, 0.0f, d_relu_2, 256);
     /* $.model.layers[3]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 256, 256, e->B * 1, 1.0f, d_linear_3, 256, relu_2, 256, 1.0f, G_3_weight, 256);
+    /* $.model.layers[3]: 3.weight's gradient is final */
+    rt_grad_ready(e, 200960, 65536);
     /* $.model.layers[3]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_linear_3, G_3_bias, e->B * 1, 256);
+    /* $.model.layers[3]: 3.bias's gradient is final */
+    rt_grad_ready(e, 266496, 256);
     /* $.model.layers[2]: relu backward */
     rt_parallel_for(e, e->B * 256, k5);
     /* $.model.layers[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 256, 784, e->B * 1, 1.0f, d_linear_1, 256, flatten_0, 784, 1.0f, G_1_weight, 784);
+    /* $.model.layers[1]: 1.weight's gradient is final */
+    rt_grad_ready(e, 0, 200704);
     /* $.model.layers[1]: linear backward: db += column sums of dy */
     rt_colsum_add(e, d_linear_1, G_1_bias, e->B * 1, 256);
+    /* $.model.layers[1]: 1.bias's gradient is final */
+    rt_grad_ready(e, 200704, 256);
 }
 
 /* Validation: the forward pass alone, with its own smaller plan (no gradient buffers). */
@@ -165,6 +177,7 @@ static const char *const train_defaults[] = {
     "recompute=none",
     "memory_budget_mb=null",
     "distributed.strategy=ddp",
+    "distributed.bucket_mb=25",
     "loader.workers=2",
     "loader.prefetch=4",
     "loader.shuffle=true",
@@ -178,7 +191,7 @@ static const char *const train_defaults[] = {
 const rt_model trainc_model = {
     .abi = RT_ABI_VERSION,
     .name = "mlp_fashion",
-    .spec_hash = "cbcacf50dae4e102",
+    .spec_hash = "fc1437513fa32289",
     .model_hash = "efa064f76210b920",
     .data_dir = TRAINC_DATA_DIR,
     .n_params = 6,
@@ -196,7 +209,7 @@ const rt_model trainc_model = {
     .pred_offset = 3136,
     .pred_numel = 10,
     .train_defaults = train_defaults,
-    .n_train_defaults = 39,
+    .n_train_defaults = 40,
     .forward = forward,
     .backward = backward,
     .evaluate = evaluate,

@@ -6,17 +6,17 @@
  * offset below, so any batch size fits the same plan.
  *
  *   offset      bytes/row  live     buffer                      shape
- *   0           3136         0-18   x_f32                       [B, 1, 28, 28]  input as f32
+ *   0           3136         0-22   x_f32                       [B, 1, 28, 28]  input as f32
  *   3136        1024         1-2    linear_1                    [B, 256]  linear output
- *   4160        1024         2-17   relu_2                      [B, 256]  relu
+ *   4160        1024         2-21   relu_2                      [B, 256]  relu
  *   3136        1024         4-5    linear_3                    [B, 256]  linear output
- *   5184        1024         5-13   relu_4                      [B, 256]  relu
+ *   5184        1024         5-15   relu_4                      [B, 256]  relu
  *   3136        48           7-9    linear_5                    [B, 10]  linear output
- *   6208        48           9-12   d_linear_5                  [B, 10]  d(loss)/d(prediction), written by the loss
- *   3136        1024        10-13   d_relu_4                    [B, 256]  gradient
- *   6208        1024        13-16   d_linear_3                  [B, 256]  gradient
- *   3136        1024        14-17   d_relu_2                    [B, 256]  gradient
- *   5184        1024        17-19   d_linear_1                  [B, 256]  gradient
+ *   6208        48           9-13   d_linear_5                  [B, 10]  d(loss)/d(prediction), written by the loss
+ *   3136        1024        10-15   d_relu_4                    [B, 256]  gradient
+ *   6208        1024        15-19   d_linear_3                  [B, 256]  gradient
+ *   3136        1024        16-21   d_relu_2                    [B, 256]  gradient
+ *   5184        1024        21-24   d_linear_1                  [B, 256]  gradient
  *
  * The plan for validation (forward only, no gradients): it shares: one arena of Bmax * 4160 bytes (no reuse would take Bmax * 7280; the
  * most ever live at once is Bmax * 4160). A buffer's byte offset is Bmax * its

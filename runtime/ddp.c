@@ -1,0 +1,85 @@
+/* ddp.c: data parallelism's gradient reduction, overlapped with the backward pass.
+ *
+ * The generated backward pass calls rt_grad_ready as soon as a parameter's gradient
+ * is final. Gradients become final roughly from the last parameter to the first, so
+ * the parameter region is cut into buckets from its end: once every parameter from
+ * some offset to the end of the current bucket is final and the bucket holds at least
+ * `bucket_floats`, its sum over ranks starts (MPI_Iallreduce, rt_bucket_start) while
+ * backward goes on; rt_ddp_finish sends the rest and waits. The loss gradient is
+ * already divided by the world size (grad_scale), so the sum is the mean. With
+ * `accumulate`, only the last micro-batch of a step synchronizes. */
+#include <string.h>
+#include "rt_dist.h"
+#include "rt_loop.h"
+
+static struct {
+    const rt_model *m;
+    float *grads;
+    int sync;                  /* this backward pass reduces */
+    int next;                  /* highest parameter not yet known final */
+    char *ready;               /* by parameter */
+    int64_t bucket_end;        /* floats [bucket_end, end) are sent */
+    int64_t bucket_floats;
+} D;
+
+void rt_ddp_init(const rt_model *m, float *grads, int64_t bucket_bytes)
+{
+    D.m = m;
+    D.grads = grads;
+    D.ready = rt_xmalloc((size_t)(m->n_params ? m->n_params : 1));
+    D.bucket_floats = bucket_bytes / 4 > 0 ? bucket_bytes / 4 : 1;
+}
+
+void rt_ddp_begin(int sync)
+{
+    D.sync = sync && rt_dist_world() > 1;
+    if (!D.sync)
+        return;
+    memset(D.ready, 0, (size_t)(D.m->n_params ? D.m->n_params : 1));
+    D.next = D.m->n_params - 1;
+    D.bucket_end = D.m->param_floats;
+}
+
+static void send(int64_t lo)
+{
+    if (D.bucket_end > lo) {
+        rt_bucket_start(D.grads + lo, D.bucket_end - lo);
+        D.bucket_end = lo;
+    }
+}
+
+void rt_grad_ready(rt_exec *e, int64_t off, int64_t n)
+{
+    (void)e;
+    (void)n;
+    if (!D.sync)
+        return;
+    /* parameters are laid out in order, so the offset finds the index */
+    int lo = 0, hi = D.m->n_params - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (D.m->params[mid].offset <= off)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    D.ready[lo] = 1;
+    while (D.next >= 0 && D.ready[D.next])
+        D.next--;
+    int64_t start = D.next >= 0 ? D.m->params[D.next + 1].offset : 0;
+    if (D.next + 1 >= D.m->n_params)
+        return;                 /* nothing final at the end yet */
+    if (D.bucket_end - start >= D.bucket_floats)
+        send(start);
+    else
+        rt_bucket_poll();       /* nonblocking collectives move only inside MPI calls */
+}
+
+void rt_ddp_finish(void)
+{
+    if (!D.sync)
+        return;
+    send(0);
+    rt_bucket_wait_all();
+    D.sync = 0;
+}
