@@ -28,8 +28,10 @@ $(B)/rt/dist.o: runtime/dist.c runtime/rt.h runtime/trainc_rt.h runtime/rt_dist.
 	$(CC) $(CFLAGS) $(MPI_CFLAGS) -c $< -o $@
 $(B)/cc/%.o: compiler/%.c compiler/trainc.h compiler/ir.h compiler/ops.h runtime/rt.h runtime/trainc_rt.h | $(B)/cc
 	$(CC) $(CFLAGS) -c $< -o $@
-# trainc build links trainers with these too
-$(B)/cc/main.o: CFLAGS += -DTRAINC_LINK_EXTRA='"$(MPI_LIBS)"'
+# trainc build links trainers with these too (override: survives CFLAGS=... on the
+# command line, as the sanitizer build passes it)
+$(B)/cc/main.o: override CFLAGS += -DTRAINC_LINK_EXTRA='"$(MPI_LIBS)"'
+$(B)/rt/ddp.o $(B)/rt/loop.o $(B)/rt/dist.o: runtime/rt_dist.h
 
 $(B)/rt $(B)/cc:
 	mkdir -p $@

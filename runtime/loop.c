@@ -1,3 +1,4 @@
+#define _GNU_SOURCE
 /* loop.c: rt_main, the trainer every generated model runs: options, configuration,
  * data, the training loop (accumulation, clipping, schedules, the optimizer),
  * validation, early stopping, metrics and the final weights.
@@ -7,6 +8,7 @@
  * run writes nothing (SPEC.md section 6). */
 #include <errno.h>
 #include <math.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <stdlib.h>
@@ -386,6 +388,19 @@ static int gradcheck(Run *r)
     return bad ? 1 : 0;
 }
 
+/* The cores this process may use (mpirun binds ranks), shared among the ranks on
+ * this node when they are not bound apart. */
+static int default_threads(void)
+{
+    int all = (int)sysconf(_SC_NPROCESSORS_ONLN), n = all;
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        n = CPU_COUNT(&set);
+    if (n >= all && rt_dist_local_world() > 1)
+        n /= rt_dist_local_world();
+    return n < 1 ? 1 : n;
+}
+
 /* ---- the run ---------------------------------------------------------------------- */
 
 static void metrics_start(Run *r, int threads, int64_t resumed_from)
@@ -560,7 +575,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
     r->has_val = c->n_val > 0;
     if (r->has_val)
         rt_dataset_open(&r->val, m, c->val, c->n_val, m->data_dir, "val");
-    int threads = r->o.threads ? r->o.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    int threads = r->o.threads ? r->o.threads : default_threads();
     if (threads < 1)
         threads = 1;
     r->tl = rt_loader_new(m, &r->train, c->batch_size, c->shuffle, c->drop_last, c->seed,
