@@ -365,13 +365,48 @@ static int cmd_run(int argc, char **argv)
     return jit_run(c, trainc_home_include(), targc, targv);
 }
 
+/* Per-rank memory of parameters, gradients and optimizer state under each strategy,
+ * and what each rank sends per step (ring all-reduce / reduce-scatter + all-gather:
+ * 2 (N-1)/N of the gradient bytes). Mixed precision counts as ZeRO's paper does:
+ * 2-byte parameters and gradients, 12 bytes of fp32 master weights and Adam moments
+ * per parameter: DDP 16, ZeRO-1 4 + 12/N, ZeRO-2 2 + 14/N bytes per parameter. */
+static void plan_ranks(const Spec *s, int64_t np, int N)
+{
+    int mixed = s->train.precision != RT_PREC_FP32;
+    int adam = s->train.opt == RT_OPT_ADAMW;
+    double pb = mixed ? 2 : 4, gb = mixed ? 2 : 4;
+    double ob = (adam ? 8 : s->train.momentum > 0 ? 4 : 0) + (mixed ? 4 : 0); /* + fp32 master */
+    double sent = 2.0 * (N - 1) / N * gb * (double)np;
+    printf("\n  per rank with %d ranks (%s, %s):\n", N, mixed ? "mixed precision" : "fp32",
+           adam ? "AdamW" : "SGD");
+    printf("  %-9s %14s %14s %14s %14s %16s\n", "strategy", "parameters", "gradients", "optimizer",
+           "total", "sent/step");
+    const char *names[] = {"ddp", "zero1", "zero2"};
+    for (int k = 0; k < 3; k++) {
+        double p = pb * (double)np, g = gb * (double)np, o = ob * (double)np / (k >= 1 ? N : 1);
+        if (k == 2)
+            g /= N;
+        printf("  %-9s %14.0f %14.0f %14.0f %14.0f %16.0f   (%.2f bytes/param)\n", names[k], p, g, o,
+               p + g + o, sent, (p + g + o) / (double)np);
+    }
+    printf("  (ddp runs today on CPUs over MPI; zero1 and zero2 are planned, not implemented yet)\n");
+}
+
 static int cmd_plan(int argc, char **argv)
 {
     int n = spec_args(argc, argv, 1, "plan");
     int json = 0;
+    long ranks = 0;
     for (int i = 1 + n; i < argc; i++) {
         if (!strcmp(argv[i], "--json"))
             json = 1;
+        else if (!strcmp(argv[i], "--ranks")) {
+            const char *v = opt_value(argc, argv, &i, "--ranks");
+            char *end;
+            ranks = strtol(v, &end, 10);
+            if (*end || ranks < 1 || ranks > 65536)
+                error_input("plan: --ranks expects an integer from 1 to 65536, got '%s'", v);
+        }
         else if (!strcmp(argv[i], "--set"))
             i++;
         else
@@ -418,6 +453,8 @@ static int cmd_plan(int argc, char **argv)
            (long long)(B * c->prog->recompute_flops),
            100.0 * (double)c->prog->recompute_flops / (double)(g->flops_fwd + g->flops_bwd),
            (long long)(B * (g->flops_fwd + g->flops_bwd)));
+    if (ranks > 0)
+        plan_ranks(s, np, (int)ranks);
     return 0;
 }
 
