@@ -210,9 +210,9 @@ static void emit_header(Buf *b, Program *p, const char *file)
 static void emit_plan_comment(Buf *b, Program *p, const char *title)
 {
     Graph *g = p->g;
-    buf_printf(b, " *\n * %s: one arena of Bmax * %lld bytes (no reuse would take Bmax * %lld; the\n"
-                  " * most ever live at once is Bmax * %lld). A buffer's byte offset is Bmax * its\n"
-                  " * offset below, so any batch size fits the same plan.\n *\n",
+    buf_printf(b, " *\n * %s\n * One arena of Bmax * %lld bytes (without reuse: Bmax * %lld; the most live at\n"
+                  " * once: Bmax * %lld). A buffer's byte offset is Bmax * its offset below, so any\n"
+                  " * batch size fits the same plan.\n *\n",
                title, (long long)p->arena_row_bytes, (long long)p->noreuse_row_bytes,
                (long long)p->lower_bound_row_bytes);
     buf_puts(b, " *   offset      bytes/row  live     buffer                      shape\n");
@@ -230,14 +230,22 @@ static void emit_plan_comment(Buf *b, Program *p, const char *title)
             buf_printf(b, " *   (register)  %-9s  %7s  %-26s  %s  fused, never stored\n", "-", "",
                        t->name, shape_of(t, 1));
     }
+    for (int i = 0; i < g->n_tensors; i++) {
+        Tensor *t = g->tensors[i];
+        if (t->kind == T_ACT && t->alias && t->materialized && t->alias->has_offset &&
+            t->numel == t->alias->numel && t->rank == t->alias->rank &&
+            !memcmp(t->shape, t->alias->shape, sizeof(int64_t) * (size_t)t->rank))
+            buf_printf(b, " *   (in place)  %-9s  %7s  %-26s  %s  written over %s\n", "-", "", t->name,
+                       shape_of(t, 1), t->alias->name);
+    }
 }
 
 static void emit_model_h(Program *p, Program *ev, Buf *b)
 {
     emit_header(b, p, "model.h");
-    emit_plan_comment(b, p, "The memory plan for training (forward and backward). Activations, their\n"
-                            " * gradients and scratch buffers share");
-    emit_plan_comment(b, ev, "The plan for validation (forward only, no gradients): it shares");
+    emit_plan_comment(b, p, "The memory plan for training (forward and backward): activations, their\n"
+                            " * gradients and scratch buffers.");
+    emit_plan_comment(b, ev, "The plan for validation (forward only, no gradients), in the same memory.");
     buf_puts(b, " */\n#ifndef TRAINC_MODEL_H\n#define TRAINC_MODEL_H\n\n#include \"trainc_rt.h\"\n\n");
     buf_puts(b, "/* the arena at a per-row offset */\n"
                 "#define ACT(off) ((float *)(e->arena + e->Bmax * (int64_t)(off)))\n\n");

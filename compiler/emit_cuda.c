@@ -68,8 +68,13 @@ static void cuda_kernel(Buf *b, Instr *in, const char *kp)
     buf_printf(b, "/* %s%d: %s\n *     from %s */\n", kp, in->id, in->what, in->origin);
     buf_printf(b, "extern \"C\" __global__ void %s%d(", kp, in->id);
     for (int q = 0; q < n; q++) {
-        /* an in-place update reads and writes the same buffer: no __restrict__ */
-        int both = w[q] && 0;
+        /* pointers to the same storage (an in-place update, or a loop the memory
+         * plan runs over its dead input) must not be __restrict__ */
+        Tensor *bq = t[q]->alias ? t[q]->alias : t[q];
+        int both = 0;
+        for (int o = 0; o < n; o++)
+            if (o != q && (t[o]->alias ? t[o]->alias : t[o]) == bq)
+                both = 1;
         for (int k = 0; k < in->n_ops && w[q]; k++)
             for (int j = 0; j < in->ops[k].n_arg; j++)
                 both |= in->ops[k].arg[j].t == t[q];

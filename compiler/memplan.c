@@ -45,7 +45,7 @@ static int by_offset(const void *a, const void *b)
     return x->id - y->id;
 }
 
-void memplan(Program *p)
+static void liveness(Program *p)
 {
     Graph *g = p->g;
     for (int i = 0; i < g->n_tensors; i++) {
@@ -61,6 +61,57 @@ void memplan(Program *p)
         for (int k = 0; k < in->n_writes; k++)
             touch(in->writes[k], i);
     }
+}
+
+/* Does fused loop `in` read storage b only at its own index (so writing element i
+ * after reading element i is safe)? */
+static int reads_flat_only(const Instr *in, const Tensor *b)
+{
+    for (int k = 0; k < in->n_ops; k++)
+        for (int j = 0; j < in->ops[k].n_arg; j++) {
+            const Operand *o = &in->ops[k].arg[j];
+            if (o->t && base(o->t) == b && o->index)
+                return 0;
+        }
+    return 1;
+}
+
+/* In place: a fused elementwise loop whose output is born there and whose input of
+ * the same size dies there writes over that input (element i is read before it is
+ * written). The output becomes a view of the input's storage. */
+static void in_place(Program *p)
+{
+    Graph *g = p->g;
+    for (int i = 0; i < p->n_ins; i++) {
+        Instr *in = p->ins[i];
+        if (in->dead || in->kind != I_EW)
+            continue;
+        for (int k = 0; k < in->n_writes; k++) {
+            Tensor *w = in->writes[k];
+            if (w->kind != T_ACT || w->alias || w->first != i)
+                continue;
+            for (int q = 0; q < in->n_reads; q++) {
+                Tensor *r = base(in->reads[q]);
+                if (r == w || r->kind != T_ACT || r->last != i || r->numel != w->numel ||
+                    !reads_flat_only(in, r))
+                    continue;
+                w->alias = r;
+                for (int t = 0; t < g->n_tensors; t++)
+                    if (g->tensors[t]->alias == w)
+                        g->tensors[t]->alias = r;
+                r->last = w->last;     /* r's storage now lives on as w */
+                break;
+            }
+        }
+    }
+}
+
+void memplan(Program *p)
+{
+    Graph *g = p->g;
+    liveness(p);
+    in_place(p);
+    liveness(p);
     Tensor **ts = xcalloc((size_t)g->n_tensors, sizeof *ts);
     int n = 0;
     int64_t noreuse = 0;

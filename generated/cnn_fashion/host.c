@@ -27,11 +27,11 @@ static void forward(rt_exec *e, int train)
     const float *flatten_6 = ACT(163072);
     const float *P_7_weight = e->params + 4800;
     float *linear_7 = ACT(169344);
-    const float *relu_8 = ACT(169856);
+    const float *relu_8 = ACT(169344);
     const float *P_9_weight = e->params + 205632;
-    float *linear_9 = ACT(169344);
+    float *linear_9 = ACT(169856);
     const int32_t *in_y = (const int32_t *)e->in[1];
-    float *d_linear_9 = ACT(170368);
+    float *d_linear_9 = ACT(169904);
 
     /* $.model.inputs.x: input to f32 */
     rt_parallel_for(e, e->B * 784, k0);
@@ -66,10 +66,10 @@ static void forward(rt_exec *e, int train)
 /* The backward pass: activation gradients written, parameter gradients accumulated. */
 static void backward(rt_exec *e)
 {
-    const float *d_linear_9 = ACT(170368);
+    const float *d_linear_9 = ACT(169904);
     const float *P_9_weight = e->params + 205632;
-    float *d_relu_8 = ACT(169344);
-    const float *relu_8 = ACT(169856);
+    float *d_relu_8 = ACT(175616);
+    const float *relu_8 = ACT(169344);
     float *G_9_weight = e->grads + 205632;
     float *G_9_bias = e->grads + 206912;
     const float *d_linear_7 = ACT(175616);
@@ -91,10 +91,10 @@ static void backward(rt_exec *e)
     float *d_maxpool_2 = ACT(163072);
     const float *relu_1 = ACT(112896);
     float *d_relu_1 = ACT(0);
-    const float *gemm_d_conv_0 = ACT(0);
+    const float *gemm_d_conv_0 = ACT(50176);
     float *G_0_bias = e->grads + 144;
     const float *x_f32 = ACT(200704);
-    float *col_d_conv_0 = ACT(50176);
+    float *col_d_conv_0 = ACT(0);
     float *G_0_weight = e->grads + 0;
 
     /* $.model.layers[9]: linear backward: dx = dy W */
@@ -175,9 +175,9 @@ static void evaluate(rt_exec *e)
     const float *flatten_6 = ACT(25088);
     const float *P_7_weight = e->params + 4800;
     float *linear_7 = ACT(0);
-    const float *relu_8 = ACT(512);
+    const float *relu_8 = ACT(0);
     const float *P_9_weight = e->params + 205632;
-    float *linear_9 = ACT(0);
+    float *linear_9 = ACT(512);
     const int32_t *in_y = (const int32_t *)e->in[1];
 
     /* $.model.inputs.x: input to f32 */
@@ -282,13 +282,13 @@ const rt_model trainc_model = {
     .n_inputs = 2,
     .inputs = inputs,
     .arena_row_bytes = 203840,
-    .noreuse_row_bytes = 814368,
+    .noreuse_row_bytes = 738080,
     .eval_arena_row_bytes = 137984,
     .flops_per_sample = 7402792,
     .loss = RT_LOSS_CROSS_ENTROPY,
     .loss_terms = 1,
     .has_dropout = 0,
-    .pred_offset = 169344,
+    .pred_offset = 169856,
     .pred_numel = 10,
     .train_defaults = train_defaults,
     .n_train_defaults = 40,

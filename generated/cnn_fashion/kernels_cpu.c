@@ -52,7 +52,7 @@ void k3(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_7 = ACT(169344);
     const float *P_7_bias = e->params + 205504;
-    float *relu_8 = ACT(169856);
+    float *relu_8 = ACT(169344);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_7[i] + P_7_bias[i % 128]; /* linear epilogue: + bias */
         float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
@@ -64,7 +64,7 @@ void k3(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[9] */
 void k4(rt_exec *e, int64_t lo, int64_t hi)
 {
-    float *linear_9 = ACT(169344);
+    float *linear_9 = ACT(169856);
     const float *P_9_bias = e->params + 206912;
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_9[i] + P_9_bias[i % 10]; /* linear epilogue: + bias */
@@ -76,8 +76,8 @@ void k4(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[8] */
 void k5(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_relu_8 = ACT(169344);
-    const float *relu_8 = ACT(169856);
+    const float *d_relu_8 = ACT(175616);
+    const float *relu_8 = ACT(169344);
     float *d_linear_7 = ACT(175616);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = relu_8[i] > 0.0f ? d_relu_8[i] : 0.0f; /* relu backward */
@@ -91,7 +91,7 @@ void k6(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_relu_4 = ACT(25088);
     const float *relu_4 = ACT(0);
-    float *d_conv_3 = ACT(50176);
+    float *d_conv_3 = ACT(25088);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = relu_4[i] > 0.0f ? d_relu_4[i] : 0.0f; /* relu backward */
         d_conv_3[i] = v0;
@@ -102,7 +102,7 @@ void k6(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[3] */
 void k7(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_conv_3 = ACT(50176);
+    const float *d_conv_3 = ACT(25088);
     float *gemm_d_conv_3 = ACT(163072);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_conv_3[i % (e->B * 196) / 196 * 6272 + i / (e->B * 196) * 196 + i % 196]; /* conv2d backward: [B, out, HW] -> [out, B, HW] */
@@ -116,7 +116,7 @@ void k8(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_relu_1 = ACT(0);
     const float *relu_1 = ACT(112896);
-    float *d_conv_0 = ACT(50176);
+    float *d_conv_0 = ACT(0);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = relu_1[i] > 0.0f ? d_relu_1[i] : 0.0f; /* relu backward */
         d_conv_0[i] = v0;
@@ -127,8 +127,8 @@ void k8(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[0] */
 void k9(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_conv_0 = ACT(50176);
-    float *gemm_d_conv_0 = ACT(0);
+    const float *d_conv_0 = ACT(0);
+    float *gemm_d_conv_0 = ACT(50176);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_conv_0[i % (e->B * 784) / 784 * 12544 + i / (e->B * 784) * 784 + i % 784]; /* conv2d backward: [B, out, HW] -> [out, B, HW] */
         gemm_d_conv_0[i] = v0;
@@ -183,7 +183,7 @@ void ke3(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_7 = ACT(0);
     const float *P_7_bias = e->params + 205504;
-    float *relu_8 = ACT(512);
+    float *relu_8 = ACT(0);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_7[i] + P_7_bias[i % 128]; /* linear epilogue: + bias */
         float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
@@ -195,7 +195,7 @@ void ke3(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[9] */
 void ke4(rt_exec *e, int64_t lo, int64_t hi)
 {
-    float *linear_9 = ACT(0);
+    float *linear_9 = ACT(512);
     const float *P_9_bias = e->params + 206912;
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_9[i] + P_9_bias[i % 10]; /* linear epilogue: + bias */

@@ -87,7 +87,7 @@ extern "C" __global__ void k2(const float *__restrict__ gemm_conv_3, const float
 
 /* k3: linear epilogue: + bias + relu
  *     from $.model.layers[7] + $.model.layers[8] */
-extern "C" __global__ void k3(const float *__restrict__ linear_7, const float *__restrict__ P_7_bias, float *__restrict__ relu_8, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k3(const float *linear_7, const float *__restrict__ P_7_bias, float *relu_8, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -110,7 +110,7 @@ extern "C" __global__ void k4(float *linear_9, const float *__restrict__ P_9_bia
 
 /* k5: relu backward
  *     from $.model.layers[8] */
-extern "C" __global__ void k5(const float *__restrict__ d_relu_8, const float *__restrict__ relu_8, float *__restrict__ d_linear_7, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k5(const float *d_relu_8, const float *__restrict__ relu_8, float *d_linear_7, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -121,7 +121,7 @@ extern "C" __global__ void k5(const float *__restrict__ d_relu_8, const float *_
 
 /* k6: relu backward
  *     from $.model.layers[4] */
-extern "C" __global__ void k6(const float *__restrict__ d_relu_4, const float *__restrict__ relu_4, float *__restrict__ d_conv_3, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k6(const float *d_relu_4, const float *__restrict__ relu_4, float *d_conv_3, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -143,7 +143,7 @@ extern "C" __global__ void k7(const float *__restrict__ d_conv_3, float *__restr
 
 /* k8: relu backward
  *     from $.model.layers[1] */
-extern "C" __global__ void k8(const float *__restrict__ d_relu_1, const float *__restrict__ relu_1, float *__restrict__ d_conv_0, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k8(const float *d_relu_1, const float *__restrict__ relu_1, float *d_conv_0, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -200,7 +200,7 @@ extern "C" __global__ void ke2(const float *__restrict__ gemm_conv_3, const floa
 
 /* ke3: linear epilogue: + bias + relu
  *     from $.model.layers[7] + $.model.layers[8] */
-extern "C" __global__ void ke3(const float *__restrict__ linear_7, const float *__restrict__ P_7_bias, float *__restrict__ relu_8, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke3(const float *linear_7, const float *__restrict__ P_7_bias, float *relu_8, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {

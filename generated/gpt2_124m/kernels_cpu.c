@@ -10,7 +10,7 @@
  *     from $.model.layers[1] */
 void k0(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *embedding_wte = ACT(0);
+    const float *embedding_wte = ACT(1430921216);
     const float *P_wpe_weight = e->params + 38597376;
     float *pos_embedding_wpe = ACT(1430921216);
     for (int64_t i = lo; i < hi; i++) {
@@ -35,7 +35,7 @@ void k1(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void k2(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_0_attn = ACT(1327112192);
+    const float *attn_out_h_0_attn = ACT(1440358400);
     const float *P_h_0_attn_proj_bias = e->params + 41746944;
     const float *pos_embedding_wpe = ACT(1430921216);
     float *residual_attn_out_h_0_attn = ACT(1440358400);
@@ -65,7 +65,7 @@ void k3(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void k4(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_0_proj = ACT(1327112192);
+    const float *linear_h_0_proj = ACT(1446649856);
     const float *P_h_0_proj_bias = e->params + 46470912;
     const float *residual_attn_out_h_0_attn = ACT(1440358400);
     float *residual_linear_h_0_proj = ACT(1446649856);
@@ -92,7 +92,7 @@ void k5(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void k6(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_1_attn = ACT(1336549376);
+    const float *attn_out_h_1_attn = ACT(1456087040);
     const float *P_h_1_attn_proj_bias = e->params + 48834816;
     const float *residual_linear_h_0_proj = ACT(1446649856);
     float *residual_attn_out_h_1_attn = ACT(1456087040);
@@ -122,7 +122,7 @@ void k7(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void k8(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_1_proj = ACT(1336549376);
+    const float *linear_h_1_proj = ACT(1462378496);
     const float *P_h_1_proj_bias = e->params + 53558784;
     const float *residual_attn_out_h_1_attn = ACT(1456087040);
     float *residual_linear_h_1_proj = ACT(1462378496);
@@ -149,7 +149,7 @@ void k9(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void k10(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_2_attn = ACT(1345986560);
+    const float *attn_out_h_2_attn = ACT(1471815680);
     const float *P_h_2_attn_proj_bias = e->params + 55922688;
     const float *residual_linear_h_1_proj = ACT(1462378496);
     float *residual_attn_out_h_2_attn = ACT(1471815680);
@@ -179,7 +179,7 @@ void k11(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void k12(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_2_proj = ACT(1345986560);
+    const float *linear_h_2_proj = ACT(1478107136);
     const float *P_h_2_proj_bias = e->params + 60646656;
     const float *residual_attn_out_h_2_attn = ACT(1471815680);
     float *residual_linear_h_2_proj = ACT(1478107136);
@@ -206,7 +206,7 @@ void k13(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void k14(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_3_attn = ACT(1355423744);
+    const float *attn_out_h_3_attn = ACT(1487544320);
     const float *P_h_3_attn_proj_bias = e->params + 63010560;
     const float *residual_linear_h_2_proj = ACT(1478107136);
     float *residual_attn_out_h_3_attn = ACT(1487544320);
@@ -236,7 +236,7 @@ void k15(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void k16(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_3_proj = ACT(1355423744);
+    const float *linear_h_3_proj = ACT(1493835776);
     const float *P_h_3_proj_bias = e->params + 67734528;
     const float *residual_attn_out_h_3_attn = ACT(1487544320);
     float *residual_linear_h_3_proj = ACT(1493835776);
@@ -263,7 +263,7 @@ void k17(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void k18(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_4_attn = ACT(1364860928);
+    const float *attn_out_h_4_attn = ACT(1503272960);
     const float *P_h_4_attn_proj_bias = e->params + 70098432;
     const float *residual_linear_h_3_proj = ACT(1493835776);
     float *residual_attn_out_h_4_attn = ACT(1503272960);
@@ -293,7 +293,7 @@ void k19(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void k20(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_4_proj = ACT(1364860928);
+    const float *linear_h_4_proj = ACT(1509564416);
     const float *P_h_4_proj_bias = e->params + 74822400;
     const float *residual_attn_out_h_4_attn = ACT(1503272960);
     float *residual_linear_h_4_proj = ACT(1509564416);
@@ -320,7 +320,7 @@ void k21(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void k22(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_5_attn = ACT(1374298112);
+    const float *attn_out_h_5_attn = ACT(1519001600);
     const float *P_h_5_attn_proj_bias = e->params + 77186304;
     const float *residual_linear_h_4_proj = ACT(1509564416);
     float *residual_attn_out_h_5_attn = ACT(1519001600);
@@ -350,7 +350,7 @@ void k23(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void k24(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_5_proj = ACT(1374298112);
+    const float *linear_h_5_proj = ACT(1525293056);
     const float *P_h_5_proj_bias = e->params + 81910272;
     const float *residual_attn_out_h_5_attn = ACT(1519001600);
     float *residual_linear_h_5_proj = ACT(1525293056);
@@ -377,7 +377,7 @@ void k25(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void k26(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_6_attn = ACT(1383735296);
+    const float *attn_out_h_6_attn = ACT(1534730240);
     const float *P_h_6_attn_proj_bias = e->params + 84274176;
     const float *residual_linear_h_5_proj = ACT(1525293056);
     float *residual_attn_out_h_6_attn = ACT(1534730240);
@@ -407,7 +407,7 @@ void k27(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void k28(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_6_proj = ACT(1383735296);
+    const float *linear_h_6_proj = ACT(1541021696);
     const float *P_h_6_proj_bias = e->params + 88998144;
     const float *residual_attn_out_h_6_attn = ACT(1534730240);
     float *residual_linear_h_6_proj = ACT(1541021696);
@@ -434,7 +434,7 @@ void k29(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void k30(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_7_attn = ACT(1393172480);
+    const float *attn_out_h_7_attn = ACT(1550458880);
     const float *P_h_7_attn_proj_bias = e->params + 91362048;
     const float *residual_linear_h_6_proj = ACT(1541021696);
     float *residual_attn_out_h_7_attn = ACT(1550458880);
@@ -464,7 +464,7 @@ void k31(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void k32(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_7_proj = ACT(1393172480);
+    const float *linear_h_7_proj = ACT(1556750336);
     const float *P_h_7_proj_bias = e->params + 96086016;
     const float *residual_attn_out_h_7_attn = ACT(1550458880);
     float *residual_linear_h_7_proj = ACT(1556750336);
@@ -491,7 +491,7 @@ void k33(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void k34(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_8_attn = ACT(1402609664);
+    const float *attn_out_h_8_attn = ACT(1566187520);
     const float *P_h_8_attn_proj_bias = e->params + 98449920;
     const float *residual_linear_h_7_proj = ACT(1556750336);
     float *residual_attn_out_h_8_attn = ACT(1566187520);
@@ -521,7 +521,7 @@ void k35(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void k36(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_8_proj = ACT(1402609664);
+    const float *linear_h_8_proj = ACT(1572478976);
     const float *P_h_8_proj_bias = e->params + 103173888;
     const float *residual_attn_out_h_8_attn = ACT(1566187520);
     float *residual_linear_h_8_proj = ACT(1572478976);
@@ -548,7 +548,7 @@ void k37(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void k38(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_9_attn = ACT(1412046848);
+    const float *attn_out_h_9_attn = ACT(1581916160);
     const float *P_h_9_attn_proj_bias = e->params + 105537792;
     const float *residual_linear_h_8_proj = ACT(1572478976);
     float *residual_attn_out_h_9_attn = ACT(1581916160);
@@ -578,7 +578,7 @@ void k39(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void k40(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_9_proj = ACT(1412046848);
+    const float *linear_h_9_proj = ACT(1588207616);
     const float *P_h_9_proj_bias = e->params + 110261760;
     const float *residual_attn_out_h_9_attn = ACT(1581916160);
     float *residual_linear_h_9_proj = ACT(1588207616);
@@ -605,7 +605,7 @@ void k41(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void k42(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_10_attn = ACT(1421484032);
+    const float *attn_out_h_10_attn = ACT(1597644800);
     const float *P_h_10_attn_proj_bias = e->params + 112625664;
     const float *residual_linear_h_9_proj = ACT(1588207616);
     float *residual_attn_out_h_10_attn = ACT(1597644800);
@@ -635,7 +635,7 @@ void k43(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void k44(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_10_proj = ACT(1421484032);
+    const float *linear_h_10_proj = ACT(1603936256);
     const float *P_h_10_proj_bias = e->params + 117349632;
     const float *residual_attn_out_h_10_attn = ACT(1597644800);
     float *residual_linear_h_10_proj = ACT(1603936256);
@@ -662,7 +662,7 @@ void k45(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void k46(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_11_attn = ACT(1292509184);
+    const float *attn_out_h_11_attn = ACT(1613373440);
     const float *P_h_11_attn_proj_bias = e->params + 119713536;
     const float *residual_linear_h_10_proj = ACT(1603936256);
     float *residual_attn_out_h_11_attn = ACT(1613373440);
@@ -692,7 +692,7 @@ void k47(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void k48(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_11_proj = ACT(0);
+    const float *linear_h_11_proj = ACT(1619664896);
     const float *P_h_11_proj_bias = e->params + 124437504;
     const float *residual_attn_out_h_11_attn = ACT(1613373440);
     float *residual_linear_h_11_proj = ACT(1619664896);
@@ -709,7 +709,7 @@ void k49(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_11_2 = ACT(0);
     const float *linear_h_11_fc = ACT(1292509184);
-    float *d_linear_h_11_fc = ACT(12582912);
+    float *d_linear_h_11_fc = ACT(0);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = rt_gelu_tanh_bwd(linear_h_11_fc[i], d_gelu_h_11_2[i]); /* gelu (tanh) backward */
         d_linear_h_11_fc[i] = v0;
@@ -720,9 +720,9 @@ void k49(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0] */
 void k50(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_linear_h_11_proj = ACT(25165824);
-    const float *d_residual_attn_out_h_11_attn = ACT(3145728);
-    float *d_residual_attn_out_h_11_attn_491 = ACT(0);
+    const float *d_residual_linear_h_11_proj = ACT(12582912);
+    const float *d_residual_attn_out_h_11_attn = ACT(0);
+    float *d_residual_attn_out_h_11_attn_491 = ACT(12582912);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_linear_h_11_proj[i] + d_residual_attn_out_h_11_attn[i]; /* sum of gradient contributions */
         d_residual_attn_out_h_11_attn_491[i] = v0;
@@ -733,9 +733,9 @@ void k50(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1] */
 void k51(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_attn_out_h_11_attn_491 = ACT(0);
+    const float *d_residual_attn_out_h_11_attn_491 = ACT(12582912);
     const float *d_residual_linear_h_10_proj = ACT(1424629760);
-    float *d_residual_linear_h_10_proj_496 = ACT(1421484032);
+    float *d_residual_linear_h_10_proj_496 = ACT(12582912);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_attn_out_h_11_attn_491[i] + d_residual_linear_h_10_proj[i]; /* sum of gradient contributions */
         d_residual_linear_h_10_proj_496[i] = v0;
@@ -748,7 +748,7 @@ void k52(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_10_2 = ACT(965353472);
     const float *linear_h_10_fc = ACT(1267343360);
-    float *d_linear_h_10_fc = ACT(977936384);
+    float *d_linear_h_10_fc = ACT(965353472);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = rt_gelu_tanh_bwd(linear_h_10_fc[i], d_gelu_h_10_2[i]); /* gelu (tanh) backward */
         d_linear_h_10_fc[i] = v0;
@@ -759,9 +759,9 @@ void k52(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0] */
 void k53(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_linear_h_10_proj_496 = ACT(1421484032);
-    const float *d_residual_attn_out_h_10_attn = ACT(1427775488);
-    float *d_residual_attn_out_h_10_attn_501 = ACT(1424629760);
+    const float *d_residual_linear_h_10_proj_496 = ACT(12582912);
+    const float *d_residual_attn_out_h_10_attn = ACT(1424629760);
+    float *d_residual_attn_out_h_10_attn_501 = ACT(12582912);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_linear_h_10_proj_496[i] + d_residual_attn_out_h_10_attn[i]; /* sum of gradient contributions */
         d_residual_attn_out_h_10_attn_501[i] = v0;
@@ -772,9 +772,9 @@ void k53(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1] */
 void k54(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_attn_out_h_10_attn_501 = ACT(1424629760);
-    const float *d_residual_linear_h_9_proj = ACT(1412046848);
-    float *d_residual_linear_h_9_proj_506 = ACT(1427775488);
+    const float *d_residual_attn_out_h_10_attn_501 = ACT(12582912);
+    const float *d_residual_linear_h_9_proj = ACT(3145728);
+    float *d_residual_linear_h_9_proj_506 = ACT(12582912);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_attn_out_h_10_attn_501[i] + d_residual_linear_h_9_proj[i]; /* sum of gradient contributions */
         d_residual_linear_h_9_proj_506[i] = v0;
@@ -787,7 +787,7 @@ void k55(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_9_2 = ACT(915021824);
     const float *linear_h_9_fc = ACT(1242177536);
-    float *d_linear_h_9_fc = ACT(927604736);
+    float *d_linear_h_9_fc = ACT(915021824);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = rt_gelu_tanh_bwd(linear_h_9_fc[i], d_gelu_h_9_2[i]); /* gelu (tanh) backward */
         d_linear_h_9_fc[i] = v0;
@@ -798,9 +798,9 @@ void k55(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0] */
 void k56(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_linear_h_9_proj_506 = ACT(1427775488);
-    const float *d_residual_attn_out_h_9_attn = ACT(1412046848);
-    float *d_residual_attn_out_h_9_attn_511 = ACT(1415192576);
+    const float *d_residual_linear_h_9_proj_506 = ACT(12582912);
+    const float *d_residual_attn_out_h_9_attn = ACT(3145728);
+    float *d_residual_attn_out_h_9_attn_511 = ACT(12582912);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_linear_h_9_proj_506[i] + d_residual_attn_out_h_9_attn[i]; /* sum of gradient contributions */
         d_residual_attn_out_h_9_attn_511[i] = v0;
@@ -811,9 +811,9 @@ void k56(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1] */
 void k57(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_attn_out_h_9_attn_511 = ACT(1415192576);
-    const float *d_residual_linear_h_8_proj = ACT(1405755392);
-    float *d_residual_linear_h_8_proj_516 = ACT(1402609664);
+    const float *d_residual_attn_out_h_9_attn_511 = ACT(12582912);
+    const float *d_residual_linear_h_8_proj = ACT(3145728);
+    float *d_residual_linear_h_8_proj_516 = ACT(12582912);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_attn_out_h_9_attn_511[i] + d_residual_linear_h_8_proj[i]; /* sum of gradient contributions */
         d_residual_linear_h_8_proj_516[i] = v0;
@@ -826,7 +826,7 @@ void k58(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_8_2 = ACT(864690176);
     const float *linear_h_8_fc = ACT(1217011712);
-    float *d_linear_h_8_fc = ACT(877273088);
+    float *d_linear_h_8_fc = ACT(864690176);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = rt_gelu_tanh_bwd(linear_h_8_fc[i], d_gelu_h_8_2[i]); /* gelu (tanh) backward */
         d_linear_h_8_fc[i] = v0;
@@ -837,9 +837,9 @@ void k58(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0] */
 void k59(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_linear_h_8_proj_516 = ACT(1402609664);
-    const float *d_residual_attn_out_h_8_attn = ACT(1405755392);
-    float *d_residual_attn_out_h_8_attn_521 = ACT(1408901120);
+    const float *d_residual_linear_h_8_proj_516 = ACT(12582912);
+    const float *d_residual_attn_out_h_8_attn = ACT(3145728);
+    float *d_residual_attn_out_h_8_attn_521 = ACT(12582912);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_linear_h_8_proj_516[i] + d_residual_attn_out_h_8_attn[i]; /* sum of gradient contributions */
         d_residual_attn_out_h_8_attn_521[i] = v0;
@@ -850,9 +850,9 @@ void k59(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1] */
 void k60(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_attn_out_h_8_attn_521 = ACT(1408901120);
-    const float *d_residual_linear_h_7_proj = ACT(1396318208);
-    float *d_residual_linear_h_7_proj_526 = ACT(1393172480);
+    const float *d_residual_attn_out_h_8_attn_521 = ACT(12582912);
+    const float *d_residual_linear_h_7_proj = ACT(3145728);
+    float *d_residual_linear_h_7_proj_526 = ACT(12582912);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_attn_out_h_8_attn_521[i] + d_residual_linear_h_7_proj[i]; /* sum of gradient contributions */
         d_residual_linear_h_7_proj_526[i] = v0;
@@ -865,7 +865,7 @@ void k61(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_7_2 = ACT(814358528);
     const float *linear_h_7_fc = ACT(1191845888);
-    float *d_linear_h_7_fc = ACT(826941440);
+    float *d_linear_h_7_fc = ACT(814358528);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = rt_gelu_tanh_bwd(linear_h_7_fc[i], d_gelu_h_7_2[i]); /* gelu (tanh) backward */
         d_linear_h_7_fc[i] = v0;
@@ -876,9 +876,9 @@ void k61(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0] */
 void k62(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_linear_h_7_proj_526 = ACT(1393172480);
-    const float *d_residual_attn_out_h_7_attn = ACT(1396318208);
-    float *d_residual_attn_out_h_7_attn_531 = ACT(1399463936);
+    const float *d_residual_linear_h_7_proj_526 = ACT(12582912);
+    const float *d_residual_attn_out_h_7_attn = ACT(3145728);
+    float *d_residual_attn_out_h_7_attn_531 = ACT(12582912);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_linear_h_7_proj_526[i] + d_residual_attn_out_h_7_attn[i]; /* sum of gradient contributions */
         d_residual_attn_out_h_7_attn_531[i] = v0;
@@ -889,9 +889,9 @@ void k62(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1] */
 void k63(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_attn_out_h_7_attn_531 = ACT(1399463936);
-    const float *d_residual_linear_h_6_proj = ACT(1386881024);
-    float *d_residual_linear_h_6_proj_536 = ACT(1383735296);
+    const float *d_residual_attn_out_h_7_attn_531 = ACT(12582912);
+    const float *d_residual_linear_h_6_proj = ACT(3145728);
+    float *d_residual_linear_h_6_proj_536 = ACT(12582912);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_attn_out_h_7_attn_531[i] + d_residual_linear_h_6_proj[i]; /* sum of gradient contributions */
         d_residual_linear_h_6_proj_536[i] = v0;
@@ -904,7 +904,7 @@ void k64(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_6_2 = ACT(764026880);
     const float *linear_h_6_fc = ACT(1166680064);
-    float *d_linear_h_6_fc = ACT(776609792);
+    float *d_linear_h_6_fc = ACT(764026880);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = rt_gelu_tanh_bwd(linear_h_6_fc[i], d_gelu_h_6_2[i]); /* gelu (tanh) backward */
         d_linear_h_6_fc[i] = v0;
@@ -915,9 +915,9 @@ void k64(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0] */
 void k65(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_linear_h_6_proj_536 = ACT(1383735296);
-    const float *d_residual_attn_out_h_6_attn = ACT(1386881024);
-    float *d_residual_attn_out_h_6_attn_541 = ACT(1390026752);
+    const float *d_residual_linear_h_6_proj_536 = ACT(12582912);
+    const float *d_residual_attn_out_h_6_attn = ACT(3145728);
+    float *d_residual_attn_out_h_6_attn_541 = ACT(12582912);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_linear_h_6_proj_536[i] + d_residual_attn_out_h_6_attn[i]; /* sum of gradient contributions */
         d_residual_attn_out_h_6_attn_541[i] = v0;
@@ -928,9 +928,9 @@ void k65(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1] */
 void k66(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_attn_out_h_6_attn_541 = ACT(1390026752);
-    const float *d_residual_linear_h_5_proj = ACT(1377443840);
-    float *d_residual_linear_h_5_proj_546 = ACT(1374298112);
+    const float *d_residual_attn_out_h_6_attn_541 = ACT(12582912);
+    const float *d_residual_linear_h_5_proj = ACT(3145728);
+    float *d_residual_linear_h_5_proj_546 = ACT(12582912);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_attn_out_h_6_attn_541[i] + d_residual_linear_h_5_proj[i]; /* sum of gradient contributions */
         d_residual_linear_h_5_proj_546[i] = v0;
@@ -943,7 +943,7 @@ void k67(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_5_2 = ACT(713695232);
     const float *linear_h_5_fc = ACT(1141514240);
-    float *d_linear_h_5_fc = ACT(726278144);
+    float *d_linear_h_5_fc = ACT(713695232);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = rt_gelu_tanh_bwd(linear_h_5_fc[i], d_gelu_h_5_2[i]); /* gelu (tanh) backward */
         d_linear_h_5_fc[i] = v0;
@@ -954,9 +954,9 @@ void k67(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0] */
 void k68(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_linear_h_5_proj_546 = ACT(1374298112);
-    const float *d_residual_attn_out_h_5_attn = ACT(1377443840);
-    float *d_residual_attn_out_h_5_attn_551 = ACT(1380589568);
+    const float *d_residual_linear_h_5_proj_546 = ACT(12582912);
+    const float *d_residual_attn_out_h_5_attn = ACT(3145728);
+    float *d_residual_attn_out_h_5_attn_551 = ACT(12582912);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_linear_h_5_proj_546[i] + d_residual_attn_out_h_5_attn[i]; /* sum of gradient contributions */
         d_residual_attn_out_h_5_attn_551[i] = v0;
@@ -967,9 +967,9 @@ void k68(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1] */
 void k69(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_attn_out_h_5_attn_551 = ACT(1380589568);
-    const float *d_residual_linear_h_4_proj = ACT(1368006656);
-    float *d_residual_linear_h_4_proj_556 = ACT(1364860928);
+    const float *d_residual_attn_out_h_5_attn_551 = ACT(12582912);
+    const float *d_residual_linear_h_4_proj = ACT(3145728);
+    float *d_residual_linear_h_4_proj_556 = ACT(12582912);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_attn_out_h_5_attn_551[i] + d_residual_linear_h_4_proj[i]; /* sum of gradient contributions */
         d_residual_linear_h_4_proj_556[i] = v0;
@@ -982,7 +982,7 @@ void k70(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_4_2 = ACT(663363584);
     const float *linear_h_4_fc = ACT(1116348416);
-    float *d_linear_h_4_fc = ACT(675946496);
+    float *d_linear_h_4_fc = ACT(663363584);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = rt_gelu_tanh_bwd(linear_h_4_fc[i], d_gelu_h_4_2[i]); /* gelu (tanh) backward */
         d_linear_h_4_fc[i] = v0;
@@ -993,9 +993,9 @@ void k70(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0] */
 void k71(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_linear_h_4_proj_556 = ACT(1364860928);
-    const float *d_residual_attn_out_h_4_attn = ACT(1368006656);
-    float *d_residual_attn_out_h_4_attn_561 = ACT(1371152384);
+    const float *d_residual_linear_h_4_proj_556 = ACT(12582912);
+    const float *d_residual_attn_out_h_4_attn = ACT(3145728);
+    float *d_residual_attn_out_h_4_attn_561 = ACT(12582912);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_linear_h_4_proj_556[i] + d_residual_attn_out_h_4_attn[i]; /* sum of gradient contributions */
         d_residual_attn_out_h_4_attn_561[i] = v0;
@@ -1006,9 +1006,9 @@ void k71(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1] */
 void k72(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_attn_out_h_4_attn_561 = ACT(1371152384);
-    const float *d_residual_linear_h_3_proj = ACT(1358569472);
-    float *d_residual_linear_h_3_proj_566 = ACT(1355423744);
+    const float *d_residual_attn_out_h_4_attn_561 = ACT(12582912);
+    const float *d_residual_linear_h_3_proj = ACT(3145728);
+    float *d_residual_linear_h_3_proj_566 = ACT(12582912);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_attn_out_h_4_attn_561[i] + d_residual_linear_h_3_proj[i]; /* sum of gradient contributions */
         d_residual_linear_h_3_proj_566[i] = v0;
@@ -1021,7 +1021,7 @@ void k73(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_3_2 = ACT(613031936);
     const float *linear_h_3_fc = ACT(1091182592);
-    float *d_linear_h_3_fc = ACT(625614848);
+    float *d_linear_h_3_fc = ACT(613031936);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = rt_gelu_tanh_bwd(linear_h_3_fc[i], d_gelu_h_3_2[i]); /* gelu (tanh) backward */
         d_linear_h_3_fc[i] = v0;
@@ -1032,9 +1032,9 @@ void k73(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0] */
 void k74(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_linear_h_3_proj_566 = ACT(1355423744);
-    const float *d_residual_attn_out_h_3_attn = ACT(1358569472);
-    float *d_residual_attn_out_h_3_attn_571 = ACT(1361715200);
+    const float *d_residual_linear_h_3_proj_566 = ACT(12582912);
+    const float *d_residual_attn_out_h_3_attn = ACT(3145728);
+    float *d_residual_attn_out_h_3_attn_571 = ACT(12582912);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_linear_h_3_proj_566[i] + d_residual_attn_out_h_3_attn[i]; /* sum of gradient contributions */
         d_residual_attn_out_h_3_attn_571[i] = v0;
@@ -1045,9 +1045,9 @@ void k74(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1] */
 void k75(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_attn_out_h_3_attn_571 = ACT(1361715200);
-    const float *d_residual_linear_h_2_proj = ACT(1349132288);
-    float *d_residual_linear_h_2_proj_576 = ACT(1345986560);
+    const float *d_residual_attn_out_h_3_attn_571 = ACT(12582912);
+    const float *d_residual_linear_h_2_proj = ACT(3145728);
+    float *d_residual_linear_h_2_proj_576 = ACT(12582912);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_attn_out_h_3_attn_571[i] + d_residual_linear_h_2_proj[i]; /* sum of gradient contributions */
         d_residual_linear_h_2_proj_576[i] = v0;
@@ -1060,7 +1060,7 @@ void k76(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_2_2 = ACT(0);
     const float *linear_h_2_fc = ACT(1066016768);
-    float *d_linear_h_2_fc = ACT(12582912);
+    float *d_linear_h_2_fc = ACT(0);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = rt_gelu_tanh_bwd(linear_h_2_fc[i], d_gelu_h_2_2[i]); /* gelu (tanh) backward */
         d_linear_h_2_fc[i] = v0;
@@ -1071,9 +1071,9 @@ void k76(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0] */
 void k77(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_linear_h_2_proj_576 = ACT(1345986560);
-    const float *d_residual_attn_out_h_2_attn = ACT(1349132288);
-    float *d_residual_attn_out_h_2_attn_581 = ACT(1352278016);
+    const float *d_residual_linear_h_2_proj_576 = ACT(12582912);
+    const float *d_residual_attn_out_h_2_attn = ACT(0);
+    float *d_residual_attn_out_h_2_attn_581 = ACT(12582912);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_linear_h_2_proj_576[i] + d_residual_attn_out_h_2_attn[i]; /* sum of gradient contributions */
         d_residual_attn_out_h_2_attn_581[i] = v0;
@@ -1084,9 +1084,9 @@ void k77(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1] */
 void k78(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_attn_out_h_2_attn_581 = ACT(1352278016);
-    const float *d_residual_linear_h_1_proj = ACT(1339695104);
-    float *d_residual_linear_h_1_proj_586 = ACT(1336549376);
+    const float *d_residual_attn_out_h_2_attn_581 = ACT(12582912);
+    const float *d_residual_linear_h_1_proj = ACT(3145728);
+    float *d_residual_linear_h_1_proj_586 = ACT(12582912);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_attn_out_h_2_attn_581[i] + d_residual_linear_h_1_proj[i]; /* sum of gradient contributions */
         d_residual_linear_h_1_proj_586[i] = v0;
@@ -1099,7 +1099,7 @@ void k79(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_1_2 = ACT(0);
     const float *linear_h_1_fc = ACT(1040850944);
-    float *d_linear_h_1_fc = ACT(12582912);
+    float *d_linear_h_1_fc = ACT(0);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = rt_gelu_tanh_bwd(linear_h_1_fc[i], d_gelu_h_1_2[i]); /* gelu (tanh) backward */
         d_linear_h_1_fc[i] = v0;
@@ -1110,9 +1110,9 @@ void k79(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0] */
 void k80(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_linear_h_1_proj_586 = ACT(1336549376);
-    const float *d_residual_attn_out_h_1_attn = ACT(1339695104);
-    float *d_residual_attn_out_h_1_attn_591 = ACT(1342840832);
+    const float *d_residual_linear_h_1_proj_586 = ACT(12582912);
+    const float *d_residual_attn_out_h_1_attn = ACT(0);
+    float *d_residual_attn_out_h_1_attn_591 = ACT(12582912);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_linear_h_1_proj_586[i] + d_residual_attn_out_h_1_attn[i]; /* sum of gradient contributions */
         d_residual_attn_out_h_1_attn_591[i] = v0;
@@ -1123,9 +1123,9 @@ void k80(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1] */
 void k81(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_attn_out_h_1_attn_591 = ACT(1342840832);
-    const float *d_residual_linear_h_0_proj = ACT(1330257920);
-    float *d_residual_linear_h_0_proj_596 = ACT(1327112192);
+    const float *d_residual_attn_out_h_1_attn_591 = ACT(12582912);
+    const float *d_residual_linear_h_0_proj = ACT(3145728);
+    float *d_residual_linear_h_0_proj_596 = ACT(12582912);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_attn_out_h_1_attn_591[i] + d_residual_linear_h_0_proj[i]; /* sum of gradient contributions */
         d_residual_linear_h_0_proj_596[i] = v0;
@@ -1138,7 +1138,7 @@ void k82(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_0_2 = ACT(0);
     const float *linear_h_0_fc = ACT(1015685120);
-    float *d_linear_h_0_fc = ACT(12582912);
+    float *d_linear_h_0_fc = ACT(0);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = rt_gelu_tanh_bwd(linear_h_0_fc[i], d_gelu_h_0_2[i]); /* gelu (tanh) backward */
         d_linear_h_0_fc[i] = v0;
@@ -1149,9 +1149,9 @@ void k82(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0] */
 void k83(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_linear_h_0_proj_596 = ACT(1327112192);
-    const float *d_residual_attn_out_h_0_attn = ACT(1330257920);
-    float *d_residual_attn_out_h_0_attn_601 = ACT(1333403648);
+    const float *d_residual_linear_h_0_proj_596 = ACT(12582912);
+    const float *d_residual_attn_out_h_0_attn = ACT(0);
+    float *d_residual_attn_out_h_0_attn_601 = ACT(12582912);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_linear_h_0_proj_596[i] + d_residual_attn_out_h_0_attn[i]; /* sum of gradient contributions */
         d_residual_attn_out_h_0_attn_601[i] = v0;
@@ -1162,9 +1162,9 @@ void k83(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[1] */
 void k84(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_attn_out_h_0_attn_601 = ACT(1333403648);
-    const float *d_pos_embedding_wpe = ACT(1339695104);
-    float *d_pos_embedding_wpe_606 = ACT(1336549376);
+    const float *d_residual_attn_out_h_0_attn_601 = ACT(12582912);
+    const float *d_pos_embedding_wpe = ACT(0);
+    float *d_pos_embedding_wpe_606 = ACT(12582912);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_attn_out_h_0_attn_601[i] + d_pos_embedding_wpe[i]; /* sum of gradient contributions */
         d_pos_embedding_wpe_606[i] = v0;
@@ -1177,7 +1177,7 @@ void k84(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[1] */
 void ke0(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *embedding_wte = ACT(0);
+    const float *embedding_wte = ACT(59768832);
     const float *P_wpe_weight = e->params + 38597376;
     float *pos_embedding_wpe = ACT(59768832);
     for (int64_t i = lo; i < hi; i++) {
@@ -1202,10 +1202,10 @@ void ke1(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void ke2(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_0_attn = ACT(0);
+    const float *attn_out_h_0_attn = ACT(12582912);
     const float *P_h_0_attn_proj_bias = e->params + 41746944;
     const float *pos_embedding_wpe = ACT(59768832);
-    float *residual_attn_out_h_0_attn = ACT(25165824);
+    float *residual_attn_out_h_0_attn = ACT(12582912);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = attn_out_h_0_attn[i] + P_h_0_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = pos_embedding_wpe[i] + v0; /* residual: x + body(x) */
@@ -1219,7 +1219,7 @@ void ke3(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_0_fc = ACT(0);
     const float *P_h_0_fc_bias = e->params + 44108544;
-    float *gelu_h_0_2 = ACT(12582912);
+    float *gelu_h_0_2 = ACT(0);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_0_fc[i] + P_h_0_fc_bias[i % 3072]; /* linear epilogue: + bias */
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
@@ -1231,9 +1231,9 @@ void ke3(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void ke4(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_0_proj = ACT(0);
+    const float *linear_h_0_proj = ACT(59768832);
     const float *P_h_0_proj_bias = e->params + 46470912;
-    const float *residual_attn_out_h_0_attn = ACT(25165824);
+    const float *residual_attn_out_h_0_attn = ACT(12582912);
     float *residual_linear_h_0_proj = ACT(59768832);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_0_proj[i] + P_h_0_proj_bias[i % 768]; /* linear epilogue: + bias */
@@ -1258,10 +1258,10 @@ void ke5(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void ke6(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_1_attn = ACT(0);
+    const float *attn_out_h_1_attn = ACT(12582912);
     const float *P_h_1_attn_proj_bias = e->params + 48834816;
     const float *residual_linear_h_0_proj = ACT(59768832);
-    float *residual_attn_out_h_1_attn = ACT(25165824);
+    float *residual_attn_out_h_1_attn = ACT(12582912);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = attn_out_h_1_attn[i] + P_h_1_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_0_proj[i] + v0; /* residual: x + body(x) */
@@ -1275,7 +1275,7 @@ void ke7(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_1_fc = ACT(0);
     const float *P_h_1_fc_bias = e->params + 51196416;
-    float *gelu_h_1_2 = ACT(12582912);
+    float *gelu_h_1_2 = ACT(0);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_1_fc[i] + P_h_1_fc_bias[i % 3072]; /* linear epilogue: + bias */
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
@@ -1287,9 +1287,9 @@ void ke7(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void ke8(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_1_proj = ACT(0);
+    const float *linear_h_1_proj = ACT(59768832);
     const float *P_h_1_proj_bias = e->params + 53558784;
-    const float *residual_attn_out_h_1_attn = ACT(25165824);
+    const float *residual_attn_out_h_1_attn = ACT(12582912);
     float *residual_linear_h_1_proj = ACT(59768832);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_1_proj[i] + P_h_1_proj_bias[i % 768]; /* linear epilogue: + bias */
@@ -1314,10 +1314,10 @@ void ke9(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void ke10(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_2_attn = ACT(0);
+    const float *attn_out_h_2_attn = ACT(12582912);
     const float *P_h_2_attn_proj_bias = e->params + 55922688;
     const float *residual_linear_h_1_proj = ACT(59768832);
-    float *residual_attn_out_h_2_attn = ACT(25165824);
+    float *residual_attn_out_h_2_attn = ACT(12582912);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = attn_out_h_2_attn[i] + P_h_2_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_1_proj[i] + v0; /* residual: x + body(x) */
@@ -1331,7 +1331,7 @@ void ke11(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_2_fc = ACT(0);
     const float *P_h_2_fc_bias = e->params + 58284288;
-    float *gelu_h_2_2 = ACT(12582912);
+    float *gelu_h_2_2 = ACT(0);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_2_fc[i] + P_h_2_fc_bias[i % 3072]; /* linear epilogue: + bias */
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
@@ -1343,9 +1343,9 @@ void ke11(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void ke12(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_2_proj = ACT(0);
+    const float *linear_h_2_proj = ACT(59768832);
     const float *P_h_2_proj_bias = e->params + 60646656;
-    const float *residual_attn_out_h_2_attn = ACT(25165824);
+    const float *residual_attn_out_h_2_attn = ACT(12582912);
     float *residual_linear_h_2_proj = ACT(59768832);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_2_proj[i] + P_h_2_proj_bias[i % 768]; /* linear epilogue: + bias */
@@ -1370,10 +1370,10 @@ void ke13(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void ke14(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_3_attn = ACT(0);
+    const float *attn_out_h_3_attn = ACT(12582912);
     const float *P_h_3_attn_proj_bias = e->params + 63010560;
     const float *residual_linear_h_2_proj = ACT(59768832);
-    float *residual_attn_out_h_3_attn = ACT(25165824);
+    float *residual_attn_out_h_3_attn = ACT(12582912);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = attn_out_h_3_attn[i] + P_h_3_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_2_proj[i] + v0; /* residual: x + body(x) */
@@ -1387,7 +1387,7 @@ void ke15(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_3_fc = ACT(0);
     const float *P_h_3_fc_bias = e->params + 65372160;
-    float *gelu_h_3_2 = ACT(12582912);
+    float *gelu_h_3_2 = ACT(0);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_3_fc[i] + P_h_3_fc_bias[i % 3072]; /* linear epilogue: + bias */
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
@@ -1399,9 +1399,9 @@ void ke15(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void ke16(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_3_proj = ACT(0);
+    const float *linear_h_3_proj = ACT(59768832);
     const float *P_h_3_proj_bias = e->params + 67734528;
-    const float *residual_attn_out_h_3_attn = ACT(25165824);
+    const float *residual_attn_out_h_3_attn = ACT(12582912);
     float *residual_linear_h_3_proj = ACT(59768832);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_3_proj[i] + P_h_3_proj_bias[i % 768]; /* linear epilogue: + bias */
@@ -1426,10 +1426,10 @@ void ke17(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void ke18(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_4_attn = ACT(0);
+    const float *attn_out_h_4_attn = ACT(12582912);
     const float *P_h_4_attn_proj_bias = e->params + 70098432;
     const float *residual_linear_h_3_proj = ACT(59768832);
-    float *residual_attn_out_h_4_attn = ACT(25165824);
+    float *residual_attn_out_h_4_attn = ACT(12582912);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = attn_out_h_4_attn[i] + P_h_4_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_3_proj[i] + v0; /* residual: x + body(x) */
@@ -1443,7 +1443,7 @@ void ke19(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_4_fc = ACT(0);
     const float *P_h_4_fc_bias = e->params + 72460032;
-    float *gelu_h_4_2 = ACT(12582912);
+    float *gelu_h_4_2 = ACT(0);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_4_fc[i] + P_h_4_fc_bias[i % 3072]; /* linear epilogue: + bias */
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
@@ -1455,9 +1455,9 @@ void ke19(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void ke20(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_4_proj = ACT(0);
+    const float *linear_h_4_proj = ACT(59768832);
     const float *P_h_4_proj_bias = e->params + 74822400;
-    const float *residual_attn_out_h_4_attn = ACT(25165824);
+    const float *residual_attn_out_h_4_attn = ACT(12582912);
     float *residual_linear_h_4_proj = ACT(59768832);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_4_proj[i] + P_h_4_proj_bias[i % 768]; /* linear epilogue: + bias */
@@ -1482,10 +1482,10 @@ void ke21(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void ke22(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_5_attn = ACT(0);
+    const float *attn_out_h_5_attn = ACT(12582912);
     const float *P_h_5_attn_proj_bias = e->params + 77186304;
     const float *residual_linear_h_4_proj = ACT(59768832);
-    float *residual_attn_out_h_5_attn = ACT(25165824);
+    float *residual_attn_out_h_5_attn = ACT(12582912);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = attn_out_h_5_attn[i] + P_h_5_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_4_proj[i] + v0; /* residual: x + body(x) */
@@ -1499,7 +1499,7 @@ void ke23(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_5_fc = ACT(0);
     const float *P_h_5_fc_bias = e->params + 79547904;
-    float *gelu_h_5_2 = ACT(12582912);
+    float *gelu_h_5_2 = ACT(0);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_5_fc[i] + P_h_5_fc_bias[i % 3072]; /* linear epilogue: + bias */
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
@@ -1511,9 +1511,9 @@ void ke23(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void ke24(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_5_proj = ACT(0);
+    const float *linear_h_5_proj = ACT(59768832);
     const float *P_h_5_proj_bias = e->params + 81910272;
-    const float *residual_attn_out_h_5_attn = ACT(25165824);
+    const float *residual_attn_out_h_5_attn = ACT(12582912);
     float *residual_linear_h_5_proj = ACT(59768832);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_5_proj[i] + P_h_5_proj_bias[i % 768]; /* linear epilogue: + bias */
@@ -1538,10 +1538,10 @@ void ke25(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void ke26(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_6_attn = ACT(0);
+    const float *attn_out_h_6_attn = ACT(12582912);
     const float *P_h_6_attn_proj_bias = e->params + 84274176;
     const float *residual_linear_h_5_proj = ACT(59768832);
-    float *residual_attn_out_h_6_attn = ACT(25165824);
+    float *residual_attn_out_h_6_attn = ACT(12582912);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = attn_out_h_6_attn[i] + P_h_6_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_5_proj[i] + v0; /* residual: x + body(x) */
@@ -1555,7 +1555,7 @@ void ke27(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_6_fc = ACT(0);
     const float *P_h_6_fc_bias = e->params + 86635776;
-    float *gelu_h_6_2 = ACT(12582912);
+    float *gelu_h_6_2 = ACT(0);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_6_fc[i] + P_h_6_fc_bias[i % 3072]; /* linear epilogue: + bias */
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
@@ -1567,9 +1567,9 @@ void ke27(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void ke28(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_6_proj = ACT(0);
+    const float *linear_h_6_proj = ACT(59768832);
     const float *P_h_6_proj_bias = e->params + 88998144;
-    const float *residual_attn_out_h_6_attn = ACT(25165824);
+    const float *residual_attn_out_h_6_attn = ACT(12582912);
     float *residual_linear_h_6_proj = ACT(59768832);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_6_proj[i] + P_h_6_proj_bias[i % 768]; /* linear epilogue: + bias */
@@ -1594,10 +1594,10 @@ void ke29(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void ke30(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_7_attn = ACT(0);
+    const float *attn_out_h_7_attn = ACT(12582912);
     const float *P_h_7_attn_proj_bias = e->params + 91362048;
     const float *residual_linear_h_6_proj = ACT(59768832);
-    float *residual_attn_out_h_7_attn = ACT(25165824);
+    float *residual_attn_out_h_7_attn = ACT(12582912);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = attn_out_h_7_attn[i] + P_h_7_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_6_proj[i] + v0; /* residual: x + body(x) */
@@ -1611,7 +1611,7 @@ void ke31(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_7_fc = ACT(0);
     const float *P_h_7_fc_bias = e->params + 93723648;
-    float *gelu_h_7_2 = ACT(12582912);
+    float *gelu_h_7_2 = ACT(0);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_7_fc[i] + P_h_7_fc_bias[i % 3072]; /* linear epilogue: + bias */
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
@@ -1623,9 +1623,9 @@ void ke31(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void ke32(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_7_proj = ACT(0);
+    const float *linear_h_7_proj = ACT(59768832);
     const float *P_h_7_proj_bias = e->params + 96086016;
-    const float *residual_attn_out_h_7_attn = ACT(25165824);
+    const float *residual_attn_out_h_7_attn = ACT(12582912);
     float *residual_linear_h_7_proj = ACT(59768832);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_7_proj[i] + P_h_7_proj_bias[i % 768]; /* linear epilogue: + bias */
@@ -1650,10 +1650,10 @@ void ke33(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void ke34(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_8_attn = ACT(0);
+    const float *attn_out_h_8_attn = ACT(12582912);
     const float *P_h_8_attn_proj_bias = e->params + 98449920;
     const float *residual_linear_h_7_proj = ACT(59768832);
-    float *residual_attn_out_h_8_attn = ACT(25165824);
+    float *residual_attn_out_h_8_attn = ACT(12582912);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = attn_out_h_8_attn[i] + P_h_8_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_7_proj[i] + v0; /* residual: x + body(x) */
@@ -1667,7 +1667,7 @@ void ke35(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_8_fc = ACT(0);
     const float *P_h_8_fc_bias = e->params + 100811520;
-    float *gelu_h_8_2 = ACT(12582912);
+    float *gelu_h_8_2 = ACT(0);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_8_fc[i] + P_h_8_fc_bias[i % 3072]; /* linear epilogue: + bias */
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
@@ -1679,9 +1679,9 @@ void ke35(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void ke36(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_8_proj = ACT(0);
+    const float *linear_h_8_proj = ACT(59768832);
     const float *P_h_8_proj_bias = e->params + 103173888;
-    const float *residual_attn_out_h_8_attn = ACT(25165824);
+    const float *residual_attn_out_h_8_attn = ACT(12582912);
     float *residual_linear_h_8_proj = ACT(59768832);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_8_proj[i] + P_h_8_proj_bias[i % 768]; /* linear epilogue: + bias */
@@ -1706,10 +1706,10 @@ void ke37(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void ke38(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_9_attn = ACT(0);
+    const float *attn_out_h_9_attn = ACT(12582912);
     const float *P_h_9_attn_proj_bias = e->params + 105537792;
     const float *residual_linear_h_8_proj = ACT(59768832);
-    float *residual_attn_out_h_9_attn = ACT(25165824);
+    float *residual_attn_out_h_9_attn = ACT(12582912);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = attn_out_h_9_attn[i] + P_h_9_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_8_proj[i] + v0; /* residual: x + body(x) */
@@ -1723,7 +1723,7 @@ void ke39(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_9_fc = ACT(0);
     const float *P_h_9_fc_bias = e->params + 107899392;
-    float *gelu_h_9_2 = ACT(12582912);
+    float *gelu_h_9_2 = ACT(0);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_9_fc[i] + P_h_9_fc_bias[i % 3072]; /* linear epilogue: + bias */
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
@@ -1735,9 +1735,9 @@ void ke39(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void ke40(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_9_proj = ACT(0);
+    const float *linear_h_9_proj = ACT(59768832);
     const float *P_h_9_proj_bias = e->params + 110261760;
-    const float *residual_attn_out_h_9_attn = ACT(25165824);
+    const float *residual_attn_out_h_9_attn = ACT(12582912);
     float *residual_linear_h_9_proj = ACT(59768832);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_9_proj[i] + P_h_9_proj_bias[i % 768]; /* linear epilogue: + bias */
@@ -1762,10 +1762,10 @@ void ke41(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void ke42(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_10_attn = ACT(0);
+    const float *attn_out_h_10_attn = ACT(12582912);
     const float *P_h_10_attn_proj_bias = e->params + 112625664;
     const float *residual_linear_h_9_proj = ACT(59768832);
-    float *residual_attn_out_h_10_attn = ACT(25165824);
+    float *residual_attn_out_h_10_attn = ACT(12582912);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = attn_out_h_10_attn[i] + P_h_10_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_9_proj[i] + v0; /* residual: x + body(x) */
@@ -1779,7 +1779,7 @@ void ke43(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_10_fc = ACT(0);
     const float *P_h_10_fc_bias = e->params + 114987264;
-    float *gelu_h_10_2 = ACT(12582912);
+    float *gelu_h_10_2 = ACT(0);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_10_fc[i] + P_h_10_fc_bias[i % 3072]; /* linear epilogue: + bias */
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
@@ -1791,9 +1791,9 @@ void ke43(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void ke44(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_10_proj = ACT(0);
+    const float *linear_h_10_proj = ACT(59768832);
     const float *P_h_10_proj_bias = e->params + 117349632;
-    const float *residual_attn_out_h_10_attn = ACT(25165824);
+    const float *residual_attn_out_h_10_attn = ACT(12582912);
     float *residual_linear_h_10_proj = ACT(59768832);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_10_proj[i] + P_h_10_proj_bias[i % 768]; /* linear epilogue: + bias */
@@ -1818,10 +1818,10 @@ void ke45(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void ke46(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_11_attn = ACT(0);
+    const float *attn_out_h_11_attn = ACT(12582912);
     const float *P_h_11_attn_proj_bias = e->params + 119713536;
     const float *residual_linear_h_10_proj = ACT(59768832);
-    float *residual_attn_out_h_11_attn = ACT(25165824);
+    float *residual_attn_out_h_11_attn = ACT(12582912);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = attn_out_h_11_attn[i] + P_h_11_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_10_proj[i] + v0; /* residual: x + body(x) */
@@ -1835,7 +1835,7 @@ void ke47(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_11_fc = ACT(0);
     const float *P_h_11_fc_bias = e->params + 122075136;
-    float *gelu_h_11_2 = ACT(12582912);
+    float *gelu_h_11_2 = ACT(0);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_11_fc[i] + P_h_11_fc_bias[i % 3072]; /* linear epilogue: + bias */
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
@@ -1847,10 +1847,10 @@ void ke47(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void ke48(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_11_proj = ACT(0);
+    const float *linear_h_11_proj = ACT(15728640);
     const float *P_h_11_proj_bias = e->params + 124437504;
-    const float *residual_attn_out_h_11_attn = ACT(25165824);
-    float *residual_linear_h_11_proj = ACT(3145728);
+    const float *residual_attn_out_h_11_attn = ACT(12582912);
+    float *residual_linear_h_11_proj = ACT(15728640);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_11_proj[i] + P_h_11_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_11_attn[i] + v0; /* residual: x + body(x) */

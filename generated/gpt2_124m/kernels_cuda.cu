@@ -52,7 +52,7 @@ __device__ __forceinline__ float rt_silu_bwd(float x, float dy)
 
 /* k0: pos_embedding: + position rows
  *     from $.model.layers[1] */
-extern "C" __global__ void k0(const float *__restrict__ embedding_wte, const float *__restrict__ P_wpe_weight, float *__restrict__ pos_embedding_wpe, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k0(const float *embedding_wte, const float *__restrict__ P_wpe_weight, float *pos_embedding_wpe, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -74,7 +74,7 @@ extern "C" __global__ void k1(float *qkv_h_0_attn, const float *__restrict__ P_h
 
 /* k2: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void k2(const float *__restrict__ attn_out_h_0_attn, const float *__restrict__ P_h_0_attn_proj_bias, const float *__restrict__ pos_embedding_wpe, float *__restrict__ residual_attn_out_h_0_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k2(const float *attn_out_h_0_attn, const float *__restrict__ P_h_0_attn_proj_bias, const float *__restrict__ pos_embedding_wpe, float *residual_attn_out_h_0_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -99,7 +99,7 @@ extern "C" __global__ void k3(float *linear_h_0_fc, const float *__restrict__ P_
 
 /* k4: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void k4(const float *__restrict__ linear_h_0_proj, const float *__restrict__ P_h_0_proj_bias, const float *__restrict__ residual_attn_out_h_0_attn, float *__restrict__ residual_linear_h_0_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k4(const float *linear_h_0_proj, const float *__restrict__ P_h_0_proj_bias, const float *__restrict__ residual_attn_out_h_0_attn, float *residual_linear_h_0_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -122,7 +122,7 @@ extern "C" __global__ void k5(float *qkv_h_1_attn, const float *__restrict__ P_h
 
 /* k6: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void k6(const float *__restrict__ attn_out_h_1_attn, const float *__restrict__ P_h_1_attn_proj_bias, const float *__restrict__ residual_linear_h_0_proj, float *__restrict__ residual_attn_out_h_1_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k6(const float *attn_out_h_1_attn, const float *__restrict__ P_h_1_attn_proj_bias, const float *__restrict__ residual_linear_h_0_proj, float *residual_attn_out_h_1_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -147,7 +147,7 @@ extern "C" __global__ void k7(float *linear_h_1_fc, const float *__restrict__ P_
 
 /* k8: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void k8(const float *__restrict__ linear_h_1_proj, const float *__restrict__ P_h_1_proj_bias, const float *__restrict__ residual_attn_out_h_1_attn, float *__restrict__ residual_linear_h_1_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k8(const float *linear_h_1_proj, const float *__restrict__ P_h_1_proj_bias, const float *__restrict__ residual_attn_out_h_1_attn, float *residual_linear_h_1_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -170,7 +170,7 @@ extern "C" __global__ void k9(float *qkv_h_2_attn, const float *__restrict__ P_h
 
 /* k10: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void k10(const float *__restrict__ attn_out_h_2_attn, const float *__restrict__ P_h_2_attn_proj_bias, const float *__restrict__ residual_linear_h_1_proj, float *__restrict__ residual_attn_out_h_2_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k10(const float *attn_out_h_2_attn, const float *__restrict__ P_h_2_attn_proj_bias, const float *__restrict__ residual_linear_h_1_proj, float *residual_attn_out_h_2_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -195,7 +195,7 @@ extern "C" __global__ void k11(float *linear_h_2_fc, const float *__restrict__ P
 
 /* k12: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void k12(const float *__restrict__ linear_h_2_proj, const float *__restrict__ P_h_2_proj_bias, const float *__restrict__ residual_attn_out_h_2_attn, float *__restrict__ residual_linear_h_2_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k12(const float *linear_h_2_proj, const float *__restrict__ P_h_2_proj_bias, const float *__restrict__ residual_attn_out_h_2_attn, float *residual_linear_h_2_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -218,7 +218,7 @@ extern "C" __global__ void k13(float *qkv_h_3_attn, const float *__restrict__ P_
 
 /* k14: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void k14(const float *__restrict__ attn_out_h_3_attn, const float *__restrict__ P_h_3_attn_proj_bias, const float *__restrict__ residual_linear_h_2_proj, float *__restrict__ residual_attn_out_h_3_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k14(const float *attn_out_h_3_attn, const float *__restrict__ P_h_3_attn_proj_bias, const float *__restrict__ residual_linear_h_2_proj, float *residual_attn_out_h_3_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -243,7 +243,7 @@ extern "C" __global__ void k15(float *linear_h_3_fc, const float *__restrict__ P
 
 /* k16: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void k16(const float *__restrict__ linear_h_3_proj, const float *__restrict__ P_h_3_proj_bias, const float *__restrict__ residual_attn_out_h_3_attn, float *__restrict__ residual_linear_h_3_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k16(const float *linear_h_3_proj, const float *__restrict__ P_h_3_proj_bias, const float *__restrict__ residual_attn_out_h_3_attn, float *residual_linear_h_3_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -266,7 +266,7 @@ extern "C" __global__ void k17(float *qkv_h_4_attn, const float *__restrict__ P_
 
 /* k18: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void k18(const float *__restrict__ attn_out_h_4_attn, const float *__restrict__ P_h_4_attn_proj_bias, const float *__restrict__ residual_linear_h_3_proj, float *__restrict__ residual_attn_out_h_4_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k18(const float *attn_out_h_4_attn, const float *__restrict__ P_h_4_attn_proj_bias, const float *__restrict__ residual_linear_h_3_proj, float *residual_attn_out_h_4_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -291,7 +291,7 @@ extern "C" __global__ void k19(float *linear_h_4_fc, const float *__restrict__ P
 
 /* k20: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void k20(const float *__restrict__ linear_h_4_proj, const float *__restrict__ P_h_4_proj_bias, const float *__restrict__ residual_attn_out_h_4_attn, float *__restrict__ residual_linear_h_4_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k20(const float *linear_h_4_proj, const float *__restrict__ P_h_4_proj_bias, const float *__restrict__ residual_attn_out_h_4_attn, float *residual_linear_h_4_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -314,7 +314,7 @@ extern "C" __global__ void k21(float *qkv_h_5_attn, const float *__restrict__ P_
 
 /* k22: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void k22(const float *__restrict__ attn_out_h_5_attn, const float *__restrict__ P_h_5_attn_proj_bias, const float *__restrict__ residual_linear_h_4_proj, float *__restrict__ residual_attn_out_h_5_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k22(const float *attn_out_h_5_attn, const float *__restrict__ P_h_5_attn_proj_bias, const float *__restrict__ residual_linear_h_4_proj, float *residual_attn_out_h_5_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -339,7 +339,7 @@ extern "C" __global__ void k23(float *linear_h_5_fc, const float *__restrict__ P
 
 /* k24: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void k24(const float *__restrict__ linear_h_5_proj, const float *__restrict__ P_h_5_proj_bias, const float *__restrict__ residual_attn_out_h_5_attn, float *__restrict__ residual_linear_h_5_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k24(const float *linear_h_5_proj, const float *__restrict__ P_h_5_proj_bias, const float *__restrict__ residual_attn_out_h_5_attn, float *residual_linear_h_5_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -362,7 +362,7 @@ extern "C" __global__ void k25(float *qkv_h_6_attn, const float *__restrict__ P_
 
 /* k26: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void k26(const float *__restrict__ attn_out_h_6_attn, const float *__restrict__ P_h_6_attn_proj_bias, const float *__restrict__ residual_linear_h_5_proj, float *__restrict__ residual_attn_out_h_6_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k26(const float *attn_out_h_6_attn, const float *__restrict__ P_h_6_attn_proj_bias, const float *__restrict__ residual_linear_h_5_proj, float *residual_attn_out_h_6_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -387,7 +387,7 @@ extern "C" __global__ void k27(float *linear_h_6_fc, const float *__restrict__ P
 
 /* k28: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void k28(const float *__restrict__ linear_h_6_proj, const float *__restrict__ P_h_6_proj_bias, const float *__restrict__ residual_attn_out_h_6_attn, float *__restrict__ residual_linear_h_6_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k28(const float *linear_h_6_proj, const float *__restrict__ P_h_6_proj_bias, const float *__restrict__ residual_attn_out_h_6_attn, float *residual_linear_h_6_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -410,7 +410,7 @@ extern "C" __global__ void k29(float *qkv_h_7_attn, const float *__restrict__ P_
 
 /* k30: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void k30(const float *__restrict__ attn_out_h_7_attn, const float *__restrict__ P_h_7_attn_proj_bias, const float *__restrict__ residual_linear_h_6_proj, float *__restrict__ residual_attn_out_h_7_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k30(const float *attn_out_h_7_attn, const float *__restrict__ P_h_7_attn_proj_bias, const float *__restrict__ residual_linear_h_6_proj, float *residual_attn_out_h_7_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -435,7 +435,7 @@ extern "C" __global__ void k31(float *linear_h_7_fc, const float *__restrict__ P
 
 /* k32: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void k32(const float *__restrict__ linear_h_7_proj, const float *__restrict__ P_h_7_proj_bias, const float *__restrict__ residual_attn_out_h_7_attn, float *__restrict__ residual_linear_h_7_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k32(const float *linear_h_7_proj, const float *__restrict__ P_h_7_proj_bias, const float *__restrict__ residual_attn_out_h_7_attn, float *residual_linear_h_7_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -458,7 +458,7 @@ extern "C" __global__ void k33(float *qkv_h_8_attn, const float *__restrict__ P_
 
 /* k34: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void k34(const float *__restrict__ attn_out_h_8_attn, const float *__restrict__ P_h_8_attn_proj_bias, const float *__restrict__ residual_linear_h_7_proj, float *__restrict__ residual_attn_out_h_8_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k34(const float *attn_out_h_8_attn, const float *__restrict__ P_h_8_attn_proj_bias, const float *__restrict__ residual_linear_h_7_proj, float *residual_attn_out_h_8_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -483,7 +483,7 @@ extern "C" __global__ void k35(float *linear_h_8_fc, const float *__restrict__ P
 
 /* k36: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void k36(const float *__restrict__ linear_h_8_proj, const float *__restrict__ P_h_8_proj_bias, const float *__restrict__ residual_attn_out_h_8_attn, float *__restrict__ residual_linear_h_8_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k36(const float *linear_h_8_proj, const float *__restrict__ P_h_8_proj_bias, const float *__restrict__ residual_attn_out_h_8_attn, float *residual_linear_h_8_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -506,7 +506,7 @@ extern "C" __global__ void k37(float *qkv_h_9_attn, const float *__restrict__ P_
 
 /* k38: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void k38(const float *__restrict__ attn_out_h_9_attn, const float *__restrict__ P_h_9_attn_proj_bias, const float *__restrict__ residual_linear_h_8_proj, float *__restrict__ residual_attn_out_h_9_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k38(const float *attn_out_h_9_attn, const float *__restrict__ P_h_9_attn_proj_bias, const float *__restrict__ residual_linear_h_8_proj, float *residual_attn_out_h_9_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -531,7 +531,7 @@ extern "C" __global__ void k39(float *linear_h_9_fc, const float *__restrict__ P
 
 /* k40: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void k40(const float *__restrict__ linear_h_9_proj, const float *__restrict__ P_h_9_proj_bias, const float *__restrict__ residual_attn_out_h_9_attn, float *__restrict__ residual_linear_h_9_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k40(const float *linear_h_9_proj, const float *__restrict__ P_h_9_proj_bias, const float *__restrict__ residual_attn_out_h_9_attn, float *residual_linear_h_9_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -554,7 +554,7 @@ extern "C" __global__ void k41(float *qkv_h_10_attn, const float *__restrict__ P
 
 /* k42: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void k42(const float *__restrict__ attn_out_h_10_attn, const float *__restrict__ P_h_10_attn_proj_bias, const float *__restrict__ residual_linear_h_9_proj, float *__restrict__ residual_attn_out_h_10_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k42(const float *attn_out_h_10_attn, const float *__restrict__ P_h_10_attn_proj_bias, const float *__restrict__ residual_linear_h_9_proj, float *residual_attn_out_h_10_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -579,7 +579,7 @@ extern "C" __global__ void k43(float *linear_h_10_fc, const float *__restrict__ 
 
 /* k44: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void k44(const float *__restrict__ linear_h_10_proj, const float *__restrict__ P_h_10_proj_bias, const float *__restrict__ residual_attn_out_h_10_attn, float *__restrict__ residual_linear_h_10_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k44(const float *linear_h_10_proj, const float *__restrict__ P_h_10_proj_bias, const float *__restrict__ residual_attn_out_h_10_attn, float *residual_linear_h_10_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -602,7 +602,7 @@ extern "C" __global__ void k45(float *qkv_h_11_attn, const float *__restrict__ P
 
 /* k46: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void k46(const float *__restrict__ attn_out_h_11_attn, const float *__restrict__ P_h_11_attn_proj_bias, const float *__restrict__ residual_linear_h_10_proj, float *__restrict__ residual_attn_out_h_11_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k46(const float *attn_out_h_11_attn, const float *__restrict__ P_h_11_attn_proj_bias, const float *__restrict__ residual_linear_h_10_proj, float *residual_attn_out_h_11_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -627,7 +627,7 @@ extern "C" __global__ void k47(float *linear_h_11_fc, const float *__restrict__ 
 
 /* k48: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void k48(const float *__restrict__ linear_h_11_proj, const float *__restrict__ P_h_11_proj_bias, const float *__restrict__ residual_attn_out_h_11_attn, float *__restrict__ residual_linear_h_11_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k48(const float *linear_h_11_proj, const float *__restrict__ P_h_11_proj_bias, const float *__restrict__ residual_attn_out_h_11_attn, float *residual_linear_h_11_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -639,7 +639,7 @@ extern "C" __global__ void k48(const float *__restrict__ linear_h_11_proj, const
 
 /* k49: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k49(const float *__restrict__ d_gelu_h_11_2, const float *__restrict__ linear_h_11_fc, float *__restrict__ d_linear_h_11_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k49(const float *d_gelu_h_11_2, const float *__restrict__ linear_h_11_fc, float *d_linear_h_11_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -650,7 +650,7 @@ extern "C" __global__ void k49(const float *__restrict__ d_gelu_h_11_2, const fl
 
 /* k50: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k50(const float *__restrict__ d_residual_linear_h_11_proj, const float *__restrict__ d_residual_attn_out_h_11_attn, float *__restrict__ d_residual_attn_out_h_11_attn_491, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k50(const float *d_residual_linear_h_11_proj, const float *__restrict__ d_residual_attn_out_h_11_attn, float *d_residual_attn_out_h_11_attn_491, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -661,7 +661,7 @@ extern "C" __global__ void k50(const float *__restrict__ d_residual_linear_h_11_
 
 /* k51: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k51(const float *__restrict__ d_residual_attn_out_h_11_attn_491, const float *__restrict__ d_residual_linear_h_10_proj, float *__restrict__ d_residual_linear_h_10_proj_496, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k51(const float *d_residual_attn_out_h_11_attn_491, const float *__restrict__ d_residual_linear_h_10_proj, float *d_residual_linear_h_10_proj_496, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -672,7 +672,7 @@ extern "C" __global__ void k51(const float *__restrict__ d_residual_attn_out_h_1
 
 /* k52: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k52(const float *__restrict__ d_gelu_h_10_2, const float *__restrict__ linear_h_10_fc, float *__restrict__ d_linear_h_10_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k52(const float *d_gelu_h_10_2, const float *__restrict__ linear_h_10_fc, float *d_linear_h_10_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -683,7 +683,7 @@ extern "C" __global__ void k52(const float *__restrict__ d_gelu_h_10_2, const fl
 
 /* k53: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k53(const float *__restrict__ d_residual_linear_h_10_proj_496, const float *__restrict__ d_residual_attn_out_h_10_attn, float *__restrict__ d_residual_attn_out_h_10_attn_501, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k53(const float *d_residual_linear_h_10_proj_496, const float *__restrict__ d_residual_attn_out_h_10_attn, float *d_residual_attn_out_h_10_attn_501, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -694,7 +694,7 @@ extern "C" __global__ void k53(const float *__restrict__ d_residual_linear_h_10_
 
 /* k54: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k54(const float *__restrict__ d_residual_attn_out_h_10_attn_501, const float *__restrict__ d_residual_linear_h_9_proj, float *__restrict__ d_residual_linear_h_9_proj_506, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k54(const float *d_residual_attn_out_h_10_attn_501, const float *__restrict__ d_residual_linear_h_9_proj, float *d_residual_linear_h_9_proj_506, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -705,7 +705,7 @@ extern "C" __global__ void k54(const float *__restrict__ d_residual_attn_out_h_1
 
 /* k55: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k55(const float *__restrict__ d_gelu_h_9_2, const float *__restrict__ linear_h_9_fc, float *__restrict__ d_linear_h_9_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k55(const float *d_gelu_h_9_2, const float *__restrict__ linear_h_9_fc, float *d_linear_h_9_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -716,7 +716,7 @@ extern "C" __global__ void k55(const float *__restrict__ d_gelu_h_9_2, const flo
 
 /* k56: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k56(const float *__restrict__ d_residual_linear_h_9_proj_506, const float *__restrict__ d_residual_attn_out_h_9_attn, float *__restrict__ d_residual_attn_out_h_9_attn_511, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k56(const float *d_residual_linear_h_9_proj_506, const float *__restrict__ d_residual_attn_out_h_9_attn, float *d_residual_attn_out_h_9_attn_511, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -727,7 +727,7 @@ extern "C" __global__ void k56(const float *__restrict__ d_residual_linear_h_9_p
 
 /* k57: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k57(const float *__restrict__ d_residual_attn_out_h_9_attn_511, const float *__restrict__ d_residual_linear_h_8_proj, float *__restrict__ d_residual_linear_h_8_proj_516, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k57(const float *d_residual_attn_out_h_9_attn_511, const float *__restrict__ d_residual_linear_h_8_proj, float *d_residual_linear_h_8_proj_516, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -738,7 +738,7 @@ extern "C" __global__ void k57(const float *__restrict__ d_residual_attn_out_h_9
 
 /* k58: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k58(const float *__restrict__ d_gelu_h_8_2, const float *__restrict__ linear_h_8_fc, float *__restrict__ d_linear_h_8_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k58(const float *d_gelu_h_8_2, const float *__restrict__ linear_h_8_fc, float *d_linear_h_8_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -749,7 +749,7 @@ extern "C" __global__ void k58(const float *__restrict__ d_gelu_h_8_2, const flo
 
 /* k59: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k59(const float *__restrict__ d_residual_linear_h_8_proj_516, const float *__restrict__ d_residual_attn_out_h_8_attn, float *__restrict__ d_residual_attn_out_h_8_attn_521, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k59(const float *d_residual_linear_h_8_proj_516, const float *__restrict__ d_residual_attn_out_h_8_attn, float *d_residual_attn_out_h_8_attn_521, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -760,7 +760,7 @@ extern "C" __global__ void k59(const float *__restrict__ d_residual_linear_h_8_p
 
 /* k60: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k60(const float *__restrict__ d_residual_attn_out_h_8_attn_521, const float *__restrict__ d_residual_linear_h_7_proj, float *__restrict__ d_residual_linear_h_7_proj_526, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k60(const float *d_residual_attn_out_h_8_attn_521, const float *__restrict__ d_residual_linear_h_7_proj, float *d_residual_linear_h_7_proj_526, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -771,7 +771,7 @@ extern "C" __global__ void k60(const float *__restrict__ d_residual_attn_out_h_8
 
 /* k61: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k61(const float *__restrict__ d_gelu_h_7_2, const float *__restrict__ linear_h_7_fc, float *__restrict__ d_linear_h_7_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k61(const float *d_gelu_h_7_2, const float *__restrict__ linear_h_7_fc, float *d_linear_h_7_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -782,7 +782,7 @@ extern "C" __global__ void k61(const float *__restrict__ d_gelu_h_7_2, const flo
 
 /* k62: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k62(const float *__restrict__ d_residual_linear_h_7_proj_526, const float *__restrict__ d_residual_attn_out_h_7_attn, float *__restrict__ d_residual_attn_out_h_7_attn_531, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k62(const float *d_residual_linear_h_7_proj_526, const float *__restrict__ d_residual_attn_out_h_7_attn, float *d_residual_attn_out_h_7_attn_531, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -793,7 +793,7 @@ extern "C" __global__ void k62(const float *__restrict__ d_residual_linear_h_7_p
 
 /* k63: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k63(const float *__restrict__ d_residual_attn_out_h_7_attn_531, const float *__restrict__ d_residual_linear_h_6_proj, float *__restrict__ d_residual_linear_h_6_proj_536, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k63(const float *d_residual_attn_out_h_7_attn_531, const float *__restrict__ d_residual_linear_h_6_proj, float *d_residual_linear_h_6_proj_536, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -804,7 +804,7 @@ extern "C" __global__ void k63(const float *__restrict__ d_residual_attn_out_h_7
 
 /* k64: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k64(const float *__restrict__ d_gelu_h_6_2, const float *__restrict__ linear_h_6_fc, float *__restrict__ d_linear_h_6_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k64(const float *d_gelu_h_6_2, const float *__restrict__ linear_h_6_fc, float *d_linear_h_6_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -815,7 +815,7 @@ extern "C" __global__ void k64(const float *__restrict__ d_gelu_h_6_2, const flo
 
 /* k65: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k65(const float *__restrict__ d_residual_linear_h_6_proj_536, const float *__restrict__ d_residual_attn_out_h_6_attn, float *__restrict__ d_residual_attn_out_h_6_attn_541, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k65(const float *d_residual_linear_h_6_proj_536, const float *__restrict__ d_residual_attn_out_h_6_attn, float *d_residual_attn_out_h_6_attn_541, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -826,7 +826,7 @@ extern "C" __global__ void k65(const float *__restrict__ d_residual_linear_h_6_p
 
 /* k66: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k66(const float *__restrict__ d_residual_attn_out_h_6_attn_541, const float *__restrict__ d_residual_linear_h_5_proj, float *__restrict__ d_residual_linear_h_5_proj_546, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k66(const float *d_residual_attn_out_h_6_attn_541, const float *__restrict__ d_residual_linear_h_5_proj, float *d_residual_linear_h_5_proj_546, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -837,7 +837,7 @@ extern "C" __global__ void k66(const float *__restrict__ d_residual_attn_out_h_6
 
 /* k67: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k67(const float *__restrict__ d_gelu_h_5_2, const float *__restrict__ linear_h_5_fc, float *__restrict__ d_linear_h_5_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k67(const float *d_gelu_h_5_2, const float *__restrict__ linear_h_5_fc, float *d_linear_h_5_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -848,7 +848,7 @@ extern "C" __global__ void k67(const float *__restrict__ d_gelu_h_5_2, const flo
 
 /* k68: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k68(const float *__restrict__ d_residual_linear_h_5_proj_546, const float *__restrict__ d_residual_attn_out_h_5_attn, float *__restrict__ d_residual_attn_out_h_5_attn_551, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k68(const float *d_residual_linear_h_5_proj_546, const float *__restrict__ d_residual_attn_out_h_5_attn, float *d_residual_attn_out_h_5_attn_551, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -859,7 +859,7 @@ extern "C" __global__ void k68(const float *__restrict__ d_residual_linear_h_5_p
 
 /* k69: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k69(const float *__restrict__ d_residual_attn_out_h_5_attn_551, const float *__restrict__ d_residual_linear_h_4_proj, float *__restrict__ d_residual_linear_h_4_proj_556, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k69(const float *d_residual_attn_out_h_5_attn_551, const float *__restrict__ d_residual_linear_h_4_proj, float *d_residual_linear_h_4_proj_556, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -870,7 +870,7 @@ extern "C" __global__ void k69(const float *__restrict__ d_residual_attn_out_h_5
 
 /* k70: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k70(const float *__restrict__ d_gelu_h_4_2, const float *__restrict__ linear_h_4_fc, float *__restrict__ d_linear_h_4_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k70(const float *d_gelu_h_4_2, const float *__restrict__ linear_h_4_fc, float *d_linear_h_4_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -881,7 +881,7 @@ extern "C" __global__ void k70(const float *__restrict__ d_gelu_h_4_2, const flo
 
 /* k71: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k71(const float *__restrict__ d_residual_linear_h_4_proj_556, const float *__restrict__ d_residual_attn_out_h_4_attn, float *__restrict__ d_residual_attn_out_h_4_attn_561, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k71(const float *d_residual_linear_h_4_proj_556, const float *__restrict__ d_residual_attn_out_h_4_attn, float *d_residual_attn_out_h_4_attn_561, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -892,7 +892,7 @@ extern "C" __global__ void k71(const float *__restrict__ d_residual_linear_h_4_p
 
 /* k72: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k72(const float *__restrict__ d_residual_attn_out_h_4_attn_561, const float *__restrict__ d_residual_linear_h_3_proj, float *__restrict__ d_residual_linear_h_3_proj_566, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k72(const float *d_residual_attn_out_h_4_attn_561, const float *__restrict__ d_residual_linear_h_3_proj, float *d_residual_linear_h_3_proj_566, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -903,7 +903,7 @@ extern "C" __global__ void k72(const float *__restrict__ d_residual_attn_out_h_4
 
 /* k73: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k73(const float *__restrict__ d_gelu_h_3_2, const float *__restrict__ linear_h_3_fc, float *__restrict__ d_linear_h_3_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k73(const float *d_gelu_h_3_2, const float *__restrict__ linear_h_3_fc, float *d_linear_h_3_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -914,7 +914,7 @@ extern "C" __global__ void k73(const float *__restrict__ d_gelu_h_3_2, const flo
 
 /* k74: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k74(const float *__restrict__ d_residual_linear_h_3_proj_566, const float *__restrict__ d_residual_attn_out_h_3_attn, float *__restrict__ d_residual_attn_out_h_3_attn_571, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k74(const float *d_residual_linear_h_3_proj_566, const float *__restrict__ d_residual_attn_out_h_3_attn, float *d_residual_attn_out_h_3_attn_571, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -925,7 +925,7 @@ extern "C" __global__ void k74(const float *__restrict__ d_residual_linear_h_3_p
 
 /* k75: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k75(const float *__restrict__ d_residual_attn_out_h_3_attn_571, const float *__restrict__ d_residual_linear_h_2_proj, float *__restrict__ d_residual_linear_h_2_proj_576, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k75(const float *d_residual_attn_out_h_3_attn_571, const float *__restrict__ d_residual_linear_h_2_proj, float *d_residual_linear_h_2_proj_576, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -936,7 +936,7 @@ extern "C" __global__ void k75(const float *__restrict__ d_residual_attn_out_h_3
 
 /* k76: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k76(const float *__restrict__ d_gelu_h_2_2, const float *__restrict__ linear_h_2_fc, float *__restrict__ d_linear_h_2_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k76(const float *d_gelu_h_2_2, const float *__restrict__ linear_h_2_fc, float *d_linear_h_2_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -947,7 +947,7 @@ extern "C" __global__ void k76(const float *__restrict__ d_gelu_h_2_2, const flo
 
 /* k77: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k77(const float *__restrict__ d_residual_linear_h_2_proj_576, const float *__restrict__ d_residual_attn_out_h_2_attn, float *__restrict__ d_residual_attn_out_h_2_attn_581, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k77(const float *d_residual_linear_h_2_proj_576, const float *__restrict__ d_residual_attn_out_h_2_attn, float *d_residual_attn_out_h_2_attn_581, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -958,7 +958,7 @@ extern "C" __global__ void k77(const float *__restrict__ d_residual_linear_h_2_p
 
 /* k78: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k78(const float *__restrict__ d_residual_attn_out_h_2_attn_581, const float *__restrict__ d_residual_linear_h_1_proj, float *__restrict__ d_residual_linear_h_1_proj_586, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k78(const float *d_residual_attn_out_h_2_attn_581, const float *__restrict__ d_residual_linear_h_1_proj, float *d_residual_linear_h_1_proj_586, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -969,7 +969,7 @@ extern "C" __global__ void k78(const float *__restrict__ d_residual_attn_out_h_2
 
 /* k79: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k79(const float *__restrict__ d_gelu_h_1_2, const float *__restrict__ linear_h_1_fc, float *__restrict__ d_linear_h_1_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k79(const float *d_gelu_h_1_2, const float *__restrict__ linear_h_1_fc, float *d_linear_h_1_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -980,7 +980,7 @@ extern "C" __global__ void k79(const float *__restrict__ d_gelu_h_1_2, const flo
 
 /* k80: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k80(const float *__restrict__ d_residual_linear_h_1_proj_586, const float *__restrict__ d_residual_attn_out_h_1_attn, float *__restrict__ d_residual_attn_out_h_1_attn_591, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k80(const float *d_residual_linear_h_1_proj_586, const float *__restrict__ d_residual_attn_out_h_1_attn, float *d_residual_attn_out_h_1_attn_591, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -991,7 +991,7 @@ extern "C" __global__ void k80(const float *__restrict__ d_residual_linear_h_1_p
 
 /* k81: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k81(const float *__restrict__ d_residual_attn_out_h_1_attn_591, const float *__restrict__ d_residual_linear_h_0_proj, float *__restrict__ d_residual_linear_h_0_proj_596, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k81(const float *d_residual_attn_out_h_1_attn_591, const float *__restrict__ d_residual_linear_h_0_proj, float *d_residual_linear_h_0_proj_596, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -1002,7 +1002,7 @@ extern "C" __global__ void k81(const float *__restrict__ d_residual_attn_out_h_1
 
 /* k82: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k82(const float *__restrict__ d_gelu_h_0_2, const float *__restrict__ linear_h_0_fc, float *__restrict__ d_linear_h_0_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k82(const float *d_gelu_h_0_2, const float *__restrict__ linear_h_0_fc, float *d_linear_h_0_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -1013,7 +1013,7 @@ extern "C" __global__ void k82(const float *__restrict__ d_gelu_h_0_2, const flo
 
 /* k83: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k83(const float *__restrict__ d_residual_linear_h_0_proj_596, const float *__restrict__ d_residual_attn_out_h_0_attn, float *__restrict__ d_residual_attn_out_h_0_attn_601, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k83(const float *d_residual_linear_h_0_proj_596, const float *__restrict__ d_residual_attn_out_h_0_attn, float *d_residual_attn_out_h_0_attn_601, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -1024,7 +1024,7 @@ extern "C" __global__ void k83(const float *__restrict__ d_residual_linear_h_0_p
 
 /* k84: sum of gradient contributions
  *     from $.model.layers[1] */
-extern "C" __global__ void k84(const float *__restrict__ d_residual_attn_out_h_0_attn_601, const float *__restrict__ d_pos_embedding_wpe, float *__restrict__ d_pos_embedding_wpe_606, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k84(const float *d_residual_attn_out_h_0_attn_601, const float *__restrict__ d_pos_embedding_wpe, float *d_pos_embedding_wpe_606, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -1035,7 +1035,7 @@ extern "C" __global__ void k84(const float *__restrict__ d_residual_attn_out_h_0
 
 /* ke0: pos_embedding: + position rows
  *     from $.model.layers[1] */
-extern "C" __global__ void ke0(const float *__restrict__ embedding_wte, const float *__restrict__ P_wpe_weight, float *__restrict__ pos_embedding_wpe, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke0(const float *embedding_wte, const float *__restrict__ P_wpe_weight, float *pos_embedding_wpe, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -1057,7 +1057,7 @@ extern "C" __global__ void ke1(float *qkv_h_0_attn, const float *__restrict__ P_
 
 /* ke2: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void ke2(const float *__restrict__ attn_out_h_0_attn, const float *__restrict__ P_h_0_attn_proj_bias, const float *__restrict__ pos_embedding_wpe, float *__restrict__ residual_attn_out_h_0_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke2(const float *attn_out_h_0_attn, const float *__restrict__ P_h_0_attn_proj_bias, const float *__restrict__ pos_embedding_wpe, float *residual_attn_out_h_0_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -1069,7 +1069,7 @@ extern "C" __global__ void ke2(const float *__restrict__ attn_out_h_0_attn, cons
 
 /* ke3: linear epilogue: + bias + gelu (tanh)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void ke3(const float *__restrict__ linear_h_0_fc, const float *__restrict__ P_h_0_fc_bias, float *__restrict__ gelu_h_0_2, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke3(const float *linear_h_0_fc, const float *__restrict__ P_h_0_fc_bias, float *gelu_h_0_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -1081,7 +1081,7 @@ extern "C" __global__ void ke3(const float *__restrict__ linear_h_0_fc, const fl
 
 /* ke4: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void ke4(const float *__restrict__ linear_h_0_proj, const float *__restrict__ P_h_0_proj_bias, const float *__restrict__ residual_attn_out_h_0_attn, float *__restrict__ residual_linear_h_0_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke4(const float *linear_h_0_proj, const float *__restrict__ P_h_0_proj_bias, const float *__restrict__ residual_attn_out_h_0_attn, float *residual_linear_h_0_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -1104,7 +1104,7 @@ extern "C" __global__ void ke5(float *qkv_h_1_attn, const float *__restrict__ P_
 
 /* ke6: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void ke6(const float *__restrict__ attn_out_h_1_attn, const float *__restrict__ P_h_1_attn_proj_bias, const float *__restrict__ residual_linear_h_0_proj, float *__restrict__ residual_attn_out_h_1_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke6(const float *attn_out_h_1_attn, const float *__restrict__ P_h_1_attn_proj_bias, const float *__restrict__ residual_linear_h_0_proj, float *residual_attn_out_h_1_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -1116,7 +1116,7 @@ extern "C" __global__ void ke6(const float *__restrict__ attn_out_h_1_attn, cons
 
 /* ke7: linear epilogue: + bias + gelu (tanh)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void ke7(const float *__restrict__ linear_h_1_fc, const float *__restrict__ P_h_1_fc_bias, float *__restrict__ gelu_h_1_2, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke7(const float *linear_h_1_fc, const float *__restrict__ P_h_1_fc_bias, float *gelu_h_1_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -1128,7 +1128,7 @@ extern "C" __global__ void ke7(const float *__restrict__ linear_h_1_fc, const fl
 
 /* ke8: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void ke8(const float *__restrict__ linear_h_1_proj, const float *__restrict__ P_h_1_proj_bias, const float *__restrict__ residual_attn_out_h_1_attn, float *__restrict__ residual_linear_h_1_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke8(const float *linear_h_1_proj, const float *__restrict__ P_h_1_proj_bias, const float *__restrict__ residual_attn_out_h_1_attn, float *residual_linear_h_1_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -1151,7 +1151,7 @@ extern "C" __global__ void ke9(float *qkv_h_2_attn, const float *__restrict__ P_
 
 /* ke10: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void ke10(const float *__restrict__ attn_out_h_2_attn, const float *__restrict__ P_h_2_attn_proj_bias, const float *__restrict__ residual_linear_h_1_proj, float *__restrict__ residual_attn_out_h_2_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke10(const float *attn_out_h_2_attn, const float *__restrict__ P_h_2_attn_proj_bias, const float *__restrict__ residual_linear_h_1_proj, float *residual_attn_out_h_2_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -1163,7 +1163,7 @@ extern "C" __global__ void ke10(const float *__restrict__ attn_out_h_2_attn, con
 
 /* ke11: linear epilogue: + bias + gelu (tanh)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void ke11(const float *__restrict__ linear_h_2_fc, const float *__restrict__ P_h_2_fc_bias, float *__restrict__ gelu_h_2_2, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke11(const float *linear_h_2_fc, const float *__restrict__ P_h_2_fc_bias, float *gelu_h_2_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -1175,7 +1175,7 @@ extern "C" __global__ void ke11(const float *__restrict__ linear_h_2_fc, const f
 
 /* ke12: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void ke12(const float *__restrict__ linear_h_2_proj, const float *__restrict__ P_h_2_proj_bias, const float *__restrict__ residual_attn_out_h_2_attn, float *__restrict__ residual_linear_h_2_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke12(const float *linear_h_2_proj, const float *__restrict__ P_h_2_proj_bias, const float *__restrict__ residual_attn_out_h_2_attn, float *residual_linear_h_2_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -1198,7 +1198,7 @@ extern "C" __global__ void ke13(float *qkv_h_3_attn, const float *__restrict__ P
 
 /* ke14: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void ke14(const float *__restrict__ attn_out_h_3_attn, const float *__restrict__ P_h_3_attn_proj_bias, const float *__restrict__ residual_linear_h_2_proj, float *__restrict__ residual_attn_out_h_3_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke14(const float *attn_out_h_3_attn, const float *__restrict__ P_h_3_attn_proj_bias, const float *__restrict__ residual_linear_h_2_proj, float *residual_attn_out_h_3_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -1210,7 +1210,7 @@ extern "C" __global__ void ke14(const float *__restrict__ attn_out_h_3_attn, con
 
 /* ke15: linear epilogue: + bias + gelu (tanh)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void ke15(const float *__restrict__ linear_h_3_fc, const float *__restrict__ P_h_3_fc_bias, float *__restrict__ gelu_h_3_2, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke15(const float *linear_h_3_fc, const float *__restrict__ P_h_3_fc_bias, float *gelu_h_3_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -1222,7 +1222,7 @@ extern "C" __global__ void ke15(const float *__restrict__ linear_h_3_fc, const f
 
 /* ke16: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void ke16(const float *__restrict__ linear_h_3_proj, const float *__restrict__ P_h_3_proj_bias, const float *__restrict__ residual_attn_out_h_3_attn, float *__restrict__ residual_linear_h_3_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke16(const float *linear_h_3_proj, const float *__restrict__ P_h_3_proj_bias, const float *__restrict__ residual_attn_out_h_3_attn, float *residual_linear_h_3_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -1245,7 +1245,7 @@ extern "C" __global__ void ke17(float *qkv_h_4_attn, const float *__restrict__ P
 
 /* ke18: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void ke18(const float *__restrict__ attn_out_h_4_attn, const float *__restrict__ P_h_4_attn_proj_bias, const float *__restrict__ residual_linear_h_3_proj, float *__restrict__ residual_attn_out_h_4_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke18(const float *attn_out_h_4_attn, const float *__restrict__ P_h_4_attn_proj_bias, const float *__restrict__ residual_linear_h_3_proj, float *residual_attn_out_h_4_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -1257,7 +1257,7 @@ extern "C" __global__ void ke18(const float *__restrict__ attn_out_h_4_attn, con
 
 /* ke19: linear epilogue: + bias + gelu (tanh)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void ke19(const float *__restrict__ linear_h_4_fc, const float *__restrict__ P_h_4_fc_bias, float *__restrict__ gelu_h_4_2, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke19(const float *linear_h_4_fc, const float *__restrict__ P_h_4_fc_bias, float *gelu_h_4_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -1269,7 +1269,7 @@ extern "C" __global__ void ke19(const float *__restrict__ linear_h_4_fc, const f
 
 /* ke20: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void ke20(const float *__restrict__ linear_h_4_proj, const float *__restrict__ P_h_4_proj_bias, const float *__restrict__ residual_attn_out_h_4_attn, float *__restrict__ residual_linear_h_4_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke20(const float *linear_h_4_proj, const float *__restrict__ P_h_4_proj_bias, const float *__restrict__ residual_attn_out_h_4_attn, float *residual_linear_h_4_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -1292,7 +1292,7 @@ extern "C" __global__ void ke21(float *qkv_h_5_attn, const float *__restrict__ P
 
 /* ke22: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void ke22(const float *__restrict__ attn_out_h_5_attn, const float *__restrict__ P_h_5_attn_proj_bias, const float *__restrict__ residual_linear_h_4_proj, float *__restrict__ residual_attn_out_h_5_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke22(const float *attn_out_h_5_attn, const float *__restrict__ P_h_5_attn_proj_bias, const float *__restrict__ residual_linear_h_4_proj, float *residual_attn_out_h_5_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -1304,7 +1304,7 @@ extern "C" __global__ void ke22(const float *__restrict__ attn_out_h_5_attn, con
 
 /* ke23: linear epilogue: + bias + gelu (tanh)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void ke23(const float *__restrict__ linear_h_5_fc, const float *__restrict__ P_h_5_fc_bias, float *__restrict__ gelu_h_5_2, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke23(const float *linear_h_5_fc, const float *__restrict__ P_h_5_fc_bias, float *gelu_h_5_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -1316,7 +1316,7 @@ extern "C" __global__ void ke23(const float *__restrict__ linear_h_5_fc, const f
 
 /* ke24: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void ke24(const float *__restrict__ linear_h_5_proj, const float *__restrict__ P_h_5_proj_bias, const float *__restrict__ residual_attn_out_h_5_attn, float *__restrict__ residual_linear_h_5_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke24(const float *linear_h_5_proj, const float *__restrict__ P_h_5_proj_bias, const float *__restrict__ residual_attn_out_h_5_attn, float *residual_linear_h_5_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -1339,7 +1339,7 @@ extern "C" __global__ void ke25(float *qkv_h_6_attn, const float *__restrict__ P
 
 /* ke26: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void ke26(const float *__restrict__ attn_out_h_6_attn, const float *__restrict__ P_h_6_attn_proj_bias, const float *__restrict__ residual_linear_h_5_proj, float *__restrict__ residual_attn_out_h_6_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke26(const float *attn_out_h_6_attn, const float *__restrict__ P_h_6_attn_proj_bias, const float *__restrict__ residual_linear_h_5_proj, float *residual_attn_out_h_6_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -1351,7 +1351,7 @@ extern "C" __global__ void ke26(const float *__restrict__ attn_out_h_6_attn, con
 
 /* ke27: linear epilogue: + bias + gelu (tanh)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void ke27(const float *__restrict__ linear_h_6_fc, const float *__restrict__ P_h_6_fc_bias, float *__restrict__ gelu_h_6_2, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke27(const float *linear_h_6_fc, const float *__restrict__ P_h_6_fc_bias, float *gelu_h_6_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -1363,7 +1363,7 @@ extern "C" __global__ void ke27(const float *__restrict__ linear_h_6_fc, const f
 
 /* ke28: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void ke28(const float *__restrict__ linear_h_6_proj, const float *__restrict__ P_h_6_proj_bias, const float *__restrict__ residual_attn_out_h_6_attn, float *__restrict__ residual_linear_h_6_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke28(const float *linear_h_6_proj, const float *__restrict__ P_h_6_proj_bias, const float *__restrict__ residual_attn_out_h_6_attn, float *residual_linear_h_6_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -1386,7 +1386,7 @@ extern "C" __global__ void ke29(float *qkv_h_7_attn, const float *__restrict__ P
 
 /* ke30: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void ke30(const float *__restrict__ attn_out_h_7_attn, const float *__restrict__ P_h_7_attn_proj_bias, const float *__restrict__ residual_linear_h_6_proj, float *__restrict__ residual_attn_out_h_7_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke30(const float *attn_out_h_7_attn, const float *__restrict__ P_h_7_attn_proj_bias, const float *__restrict__ residual_linear_h_6_proj, float *residual_attn_out_h_7_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -1398,7 +1398,7 @@ extern "C" __global__ void ke30(const float *__restrict__ attn_out_h_7_attn, con
 
 /* ke31: linear epilogue: + bias + gelu (tanh)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void ke31(const float *__restrict__ linear_h_7_fc, const float *__restrict__ P_h_7_fc_bias, float *__restrict__ gelu_h_7_2, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke31(const float *linear_h_7_fc, const float *__restrict__ P_h_7_fc_bias, float *gelu_h_7_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -1410,7 +1410,7 @@ extern "C" __global__ void ke31(const float *__restrict__ linear_h_7_fc, const f
 
 /* ke32: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void ke32(const float *__restrict__ linear_h_7_proj, const float *__restrict__ P_h_7_proj_bias, const float *__restrict__ residual_attn_out_h_7_attn, float *__restrict__ residual_linear_h_7_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke32(const float *linear_h_7_proj, const float *__restrict__ P_h_7_proj_bias, const float *__restrict__ residual_attn_out_h_7_attn, float *residual_linear_h_7_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -1433,7 +1433,7 @@ extern "C" __global__ void ke33(float *qkv_h_8_attn, const float *__restrict__ P
 
 /* ke34: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void ke34(const float *__restrict__ attn_out_h_8_attn, const float *__restrict__ P_h_8_attn_proj_bias, const float *__restrict__ residual_linear_h_7_proj, float *__restrict__ residual_attn_out_h_8_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke34(const float *attn_out_h_8_attn, const float *__restrict__ P_h_8_attn_proj_bias, const float *__restrict__ residual_linear_h_7_proj, float *residual_attn_out_h_8_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -1445,7 +1445,7 @@ extern "C" __global__ void ke34(const float *__restrict__ attn_out_h_8_attn, con
 
 /* ke35: linear epilogue: + bias + gelu (tanh)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void ke35(const float *__restrict__ linear_h_8_fc, const float *__restrict__ P_h_8_fc_bias, float *__restrict__ gelu_h_8_2, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke35(const float *linear_h_8_fc, const float *__restrict__ P_h_8_fc_bias, float *gelu_h_8_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -1457,7 +1457,7 @@ extern "C" __global__ void ke35(const float *__restrict__ linear_h_8_fc, const f
 
 /* ke36: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void ke36(const float *__restrict__ linear_h_8_proj, const float *__restrict__ P_h_8_proj_bias, const float *__restrict__ residual_attn_out_h_8_attn, float *__restrict__ residual_linear_h_8_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke36(const float *linear_h_8_proj, const float *__restrict__ P_h_8_proj_bias, const float *__restrict__ residual_attn_out_h_8_attn, float *residual_linear_h_8_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -1480,7 +1480,7 @@ extern "C" __global__ void ke37(float *qkv_h_9_attn, const float *__restrict__ P
 
 /* ke38: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void ke38(const float *__restrict__ attn_out_h_9_attn, const float *__restrict__ P_h_9_attn_proj_bias, const float *__restrict__ residual_linear_h_8_proj, float *__restrict__ residual_attn_out_h_9_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke38(const float *attn_out_h_9_attn, const float *__restrict__ P_h_9_attn_proj_bias, const float *__restrict__ residual_linear_h_8_proj, float *residual_attn_out_h_9_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -1492,7 +1492,7 @@ extern "C" __global__ void ke38(const float *__restrict__ attn_out_h_9_attn, con
 
 /* ke39: linear epilogue: + bias + gelu (tanh)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void ke39(const float *__restrict__ linear_h_9_fc, const float *__restrict__ P_h_9_fc_bias, float *__restrict__ gelu_h_9_2, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke39(const float *linear_h_9_fc, const float *__restrict__ P_h_9_fc_bias, float *gelu_h_9_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -1504,7 +1504,7 @@ extern "C" __global__ void ke39(const float *__restrict__ linear_h_9_fc, const f
 
 /* ke40: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void ke40(const float *__restrict__ linear_h_9_proj, const float *__restrict__ P_h_9_proj_bias, const float *__restrict__ residual_attn_out_h_9_attn, float *__restrict__ residual_linear_h_9_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke40(const float *linear_h_9_proj, const float *__restrict__ P_h_9_proj_bias, const float *__restrict__ residual_attn_out_h_9_attn, float *residual_linear_h_9_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -1527,7 +1527,7 @@ extern "C" __global__ void ke41(float *qkv_h_10_attn, const float *__restrict__ 
 
 /* ke42: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void ke42(const float *__restrict__ attn_out_h_10_attn, const float *__restrict__ P_h_10_attn_proj_bias, const float *__restrict__ residual_linear_h_9_proj, float *__restrict__ residual_attn_out_h_10_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke42(const float *attn_out_h_10_attn, const float *__restrict__ P_h_10_attn_proj_bias, const float *__restrict__ residual_linear_h_9_proj, float *residual_attn_out_h_10_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -1539,7 +1539,7 @@ extern "C" __global__ void ke42(const float *__restrict__ attn_out_h_10_attn, co
 
 /* ke43: linear epilogue: + bias + gelu (tanh)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void ke43(const float *__restrict__ linear_h_10_fc, const float *__restrict__ P_h_10_fc_bias, float *__restrict__ gelu_h_10_2, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke43(const float *linear_h_10_fc, const float *__restrict__ P_h_10_fc_bias, float *gelu_h_10_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -1551,7 +1551,7 @@ extern "C" __global__ void ke43(const float *__restrict__ linear_h_10_fc, const 
 
 /* ke44: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void ke44(const float *__restrict__ linear_h_10_proj, const float *__restrict__ P_h_10_proj_bias, const float *__restrict__ residual_attn_out_h_10_attn, float *__restrict__ residual_linear_h_10_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke44(const float *linear_h_10_proj, const float *__restrict__ P_h_10_proj_bias, const float *__restrict__ residual_attn_out_h_10_attn, float *residual_linear_h_10_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -1574,7 +1574,7 @@ extern "C" __global__ void ke45(float *qkv_h_11_attn, const float *__restrict__ 
 
 /* ke46: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void ke46(const float *__restrict__ attn_out_h_11_attn, const float *__restrict__ P_h_11_attn_proj_bias, const float *__restrict__ residual_linear_h_10_proj, float *__restrict__ residual_attn_out_h_11_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke46(const float *attn_out_h_11_attn, const float *__restrict__ P_h_11_attn_proj_bias, const float *__restrict__ residual_linear_h_10_proj, float *residual_attn_out_h_11_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -1586,7 +1586,7 @@ extern "C" __global__ void ke46(const float *__restrict__ attn_out_h_11_attn, co
 
 /* ke47: linear epilogue: + bias + gelu (tanh)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void ke47(const float *__restrict__ linear_h_11_fc, const float *__restrict__ P_h_11_fc_bias, float *__restrict__ gelu_h_11_2, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke47(const float *linear_h_11_fc, const float *__restrict__ P_h_11_fc_bias, float *gelu_h_11_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -1598,7 +1598,7 @@ extern "C" __global__ void ke47(const float *__restrict__ linear_h_11_fc, const 
 
 /* ke48: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void ke48(const float *__restrict__ linear_h_11_proj, const float *__restrict__ P_h_11_proj_bias, const float *__restrict__ residual_attn_out_h_11_attn, float *__restrict__ residual_linear_h_11_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke48(const float *linear_h_11_proj, const float *__restrict__ P_h_11_proj_bias, const float *__restrict__ residual_attn_out_h_11_attn, float *residual_linear_h_11_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {

@@ -10,7 +10,7 @@
  *     from $.model.layers[1] */
 void k0(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *embedding_wte = ACT(0);
+    const float *embedding_wte = ACT(4194304);
     const float *P_wpe_weight = e->params + 32768;
     float *pos_embedding_wpe = ACT(4194304);
     for (int64_t i = lo; i < hi; i++) {
@@ -35,7 +35,7 @@ void k1(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void k2(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_0_attn = ACT(3604480);
+    const float *attn_out_h_0_attn = ACT(4390912);
     const float *P_h_0_attn_proj_bias = e->params + 115328;
     const float *pos_embedding_wpe = ACT(4194304);
     float *residual_attn_out_h_0_attn = ACT(4390912);
@@ -65,7 +65,7 @@ void k3(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void k4(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_0_proj = ACT(3604480);
+    const float *linear_h_0_proj = ACT(4521984);
     const float *P_h_0_proj_bias = e->params + 247296;
     const float *residual_attn_out_h_0_attn = ACT(4390912);
     float *residual_linear_h_0_proj = ACT(4521984);
@@ -92,7 +92,7 @@ void k5(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void k6(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_1_attn = ACT(3801088);
+    const float *attn_out_h_1_attn = ACT(4718592);
     const float *P_h_1_attn_proj_bias = e->params + 313600;
     const float *residual_linear_h_0_proj = ACT(4521984);
     float *residual_attn_out_h_1_attn = ACT(4718592);
@@ -122,7 +122,7 @@ void k7(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void k8(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_1_proj = ACT(3801088);
+    const float *linear_h_1_proj = ACT(4849664);
     const float *P_h_1_proj_bias = e->params + 445568;
     const float *residual_attn_out_h_1_attn = ACT(4718592);
     float *residual_linear_h_1_proj = ACT(4849664);
@@ -149,7 +149,7 @@ void k9(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void k10(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_2_attn = ACT(3997696);
+    const float *attn_out_h_2_attn = ACT(5046272);
     const float *P_h_2_attn_proj_bias = e->params + 511872;
     const float *residual_linear_h_1_proj = ACT(4849664);
     float *residual_attn_out_h_2_attn = ACT(5046272);
@@ -179,7 +179,7 @@ void k11(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void k12(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_2_proj = ACT(3997696);
+    const float *linear_h_2_proj = ACT(5177344);
     const float *P_h_2_proj_bias = e->params + 643840;
     const float *residual_attn_out_h_2_attn = ACT(5046272);
     float *residual_linear_h_2_proj = ACT(5177344);
@@ -206,7 +206,7 @@ void k13(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void k14(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_3_attn = ACT(2621440);
+    const float *attn_out_h_3_attn = ACT(5373952);
     const float *P_h_3_attn_proj_bias = e->params + 710144;
     const float *residual_linear_h_2_proj = ACT(5177344);
     float *residual_attn_out_h_3_attn = ACT(5373952);
@@ -236,7 +236,7 @@ void k15(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void k16(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_3_proj = ACT(3145728);
+    const float *linear_h_3_proj = ACT(5505024);
     const float *P_h_3_proj_bias = e->params + 842112;
     const float *residual_attn_out_h_3_attn = ACT(5373952);
     float *residual_linear_h_3_proj = ACT(5505024);
@@ -253,7 +253,7 @@ void k17(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_3_2 = ACT(3145728);
     const float *linear_h_3_fc = ACT(2621440);
-    float *d_linear_h_3_fc = ACT(2883584);
+    float *d_linear_h_3_fc = ACT(3145728);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = rt_gelu_tanh_bwd(linear_h_3_fc[i], d_gelu_h_3_2[i]); /* gelu (tanh) backward */
         d_linear_h_3_fc[i] = v0;
@@ -266,7 +266,7 @@ void k18(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_residual_linear_h_3_proj = ACT(5570560);
     const float *d_residual_attn_out_h_3_attn = ACT(5439488);
-    float *d_residual_attn_out_h_3_attn_179 = ACT(5373952);
+    float *d_residual_attn_out_h_3_attn_179 = ACT(5570560);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_linear_h_3_proj[i] + d_residual_attn_out_h_3_attn[i]; /* sum of gradient contributions */
         d_residual_attn_out_h_3_attn_179[i] = v0;
@@ -277,9 +277,9 @@ void k18(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1] */
 void k19(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_attn_out_h_3_attn_179 = ACT(5373952);
-    const float *d_residual_linear_h_2_proj = ACT(5242880);
-    float *d_residual_linear_h_2_proj_184 = ACT(5177344);
+    const float *d_residual_attn_out_h_3_attn_179 = ACT(5570560);
+    const float *d_residual_linear_h_2_proj = ACT(4063232);
+    float *d_residual_linear_h_2_proj_184 = ACT(5570560);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_attn_out_h_3_attn_179[i] + d_residual_linear_h_2_proj[i]; /* sum of gradient contributions */
         d_residual_linear_h_2_proj_184[i] = v0;
@@ -292,7 +292,7 @@ void k20(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_2_2 = ACT(2359296);
     const float *linear_h_2_fc = ACT(1835008);
-    float *d_linear_h_2_fc = ACT(2097152);
+    float *d_linear_h_2_fc = ACT(2359296);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = rt_gelu_tanh_bwd(linear_h_2_fc[i], d_gelu_h_2_2[i]); /* gelu (tanh) backward */
         d_linear_h_2_fc[i] = v0;
@@ -303,9 +303,9 @@ void k20(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0] */
 void k21(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_linear_h_2_proj_184 = ACT(5177344);
-    const float *d_residual_attn_out_h_2_attn = ACT(5111808);
-    float *d_residual_attn_out_h_2_attn_189 = ACT(5046272);
+    const float *d_residual_linear_h_2_proj_184 = ACT(5570560);
+    const float *d_residual_attn_out_h_2_attn = ACT(4063232);
+    float *d_residual_attn_out_h_2_attn_189 = ACT(5570560);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_linear_h_2_proj_184[i] + d_residual_attn_out_h_2_attn[i]; /* sum of gradient contributions */
         d_residual_attn_out_h_2_attn_189[i] = v0;
@@ -316,9 +316,9 @@ void k21(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1] */
 void k22(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_attn_out_h_2_attn_189 = ACT(5046272);
-    const float *d_residual_linear_h_1_proj = ACT(4915200);
-    float *d_residual_linear_h_1_proj_194 = ACT(4849664);
+    const float *d_residual_attn_out_h_2_attn_189 = ACT(5570560);
+    const float *d_residual_linear_h_1_proj = ACT(3801088);
+    float *d_residual_linear_h_1_proj_194 = ACT(5570560);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_attn_out_h_2_attn_189[i] + d_residual_linear_h_1_proj[i]; /* sum of gradient contributions */
         d_residual_linear_h_1_proj_194[i] = v0;
@@ -331,7 +331,7 @@ void k23(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_1_2 = ACT(1572864);
     const float *linear_h_1_fc = ACT(1048576);
-    float *d_linear_h_1_fc = ACT(1310720);
+    float *d_linear_h_1_fc = ACT(1572864);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = rt_gelu_tanh_bwd(linear_h_1_fc[i], d_gelu_h_1_2[i]); /* gelu (tanh) backward */
         d_linear_h_1_fc[i] = v0;
@@ -342,9 +342,9 @@ void k23(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0] */
 void k24(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_linear_h_1_proj_194 = ACT(4849664);
-    const float *d_residual_attn_out_h_1_attn = ACT(4784128);
-    float *d_residual_attn_out_h_1_attn_199 = ACT(4718592);
+    const float *d_residual_linear_h_1_proj_194 = ACT(5570560);
+    const float *d_residual_attn_out_h_1_attn = ACT(3866624);
+    float *d_residual_attn_out_h_1_attn_199 = ACT(5570560);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_linear_h_1_proj_194[i] + d_residual_attn_out_h_1_attn[i]; /* sum of gradient contributions */
         d_residual_attn_out_h_1_attn_199[i] = v0;
@@ -355,9 +355,9 @@ void k24(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1] */
 void k25(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_attn_out_h_1_attn_199 = ACT(4718592);
-    const float *d_residual_linear_h_0_proj = ACT(4587520);
-    float *d_residual_linear_h_0_proj_204 = ACT(4521984);
+    const float *d_residual_attn_out_h_1_attn_199 = ACT(5570560);
+    const float *d_residual_linear_h_0_proj = ACT(3604480);
+    float *d_residual_linear_h_0_proj_204 = ACT(5570560);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_attn_out_h_1_attn_199[i] + d_residual_linear_h_0_proj[i]; /* sum of gradient contributions */
         d_residual_linear_h_0_proj_204[i] = v0;
@@ -370,7 +370,7 @@ void k26(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_0_2 = ACT(786432);
     const float *linear_h_0_fc = ACT(262144);
-    float *d_linear_h_0_fc = ACT(524288);
+    float *d_linear_h_0_fc = ACT(786432);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = rt_gelu_tanh_bwd(linear_h_0_fc[i], d_gelu_h_0_2[i]); /* gelu (tanh) backward */
         d_linear_h_0_fc[i] = v0;
@@ -381,9 +381,9 @@ void k26(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0] */
 void k27(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_linear_h_0_proj_204 = ACT(4521984);
-    const float *d_residual_attn_out_h_0_attn = ACT(4456448);
-    float *d_residual_attn_out_h_0_attn_209 = ACT(4390912);
+    const float *d_residual_linear_h_0_proj_204 = ACT(5570560);
+    const float *d_residual_attn_out_h_0_attn = ACT(3604480);
+    float *d_residual_attn_out_h_0_attn_209 = ACT(5570560);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_linear_h_0_proj_204[i] + d_residual_attn_out_h_0_attn[i]; /* sum of gradient contributions */
         d_residual_attn_out_h_0_attn_209[i] = v0;
@@ -394,9 +394,9 @@ void k27(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[1] */
 void k28(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_attn_out_h_0_attn_209 = ACT(4390912);
+    const float *d_residual_attn_out_h_0_attn_209 = ACT(5570560);
     const float *d_pos_embedding_wpe = ACT(4259840);
-    float *d_pos_embedding_wpe_214 = ACT(4325376);
+    float *d_pos_embedding_wpe_214 = ACT(5570560);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_attn_out_h_0_attn_209[i] + d_pos_embedding_wpe[i]; /* sum of gradient contributions */
         d_pos_embedding_wpe_214[i] = v0;
@@ -409,7 +409,7 @@ void k28(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[1] */
 void ke0(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *embedding_wte = ACT(0);
+    const float *embedding_wte = ACT(458752);
     const float *P_wpe_weight = e->params + 32768;
     float *pos_embedding_wpe = ACT(458752);
     for (int64_t i = lo; i < hi; i++) {
@@ -434,10 +434,10 @@ void ke1(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void ke2(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_0_attn = ACT(0);
+    const float *attn_out_h_0_attn = ACT(262144);
     const float *P_h_0_attn_proj_bias = e->params + 115328;
     const float *pos_embedding_wpe = ACT(458752);
-    float *residual_attn_out_h_0_attn = ACT(524288);
+    float *residual_attn_out_h_0_attn = ACT(262144);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = attn_out_h_0_attn[i] + P_h_0_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
         float v1 = pos_embedding_wpe[i] + v0; /* residual: x + body(x) */
@@ -451,7 +451,7 @@ void ke3(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_0_fc = ACT(0);
     const float *P_h_0_fc_bias = e->params + 181248;
-    float *gelu_h_0_2 = ACT(262144);
+    float *gelu_h_0_2 = ACT(0);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_0_fc[i] + P_h_0_fc_bias[i % 512]; /* linear epilogue: + bias */
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
@@ -463,9 +463,9 @@ void ke3(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void ke4(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_0_proj = ACT(0);
+    const float *linear_h_0_proj = ACT(458752);
     const float *P_h_0_proj_bias = e->params + 247296;
-    const float *residual_attn_out_h_0_attn = ACT(524288);
+    const float *residual_attn_out_h_0_attn = ACT(262144);
     float *residual_linear_h_0_proj = ACT(458752);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_0_proj[i] + P_h_0_proj_bias[i % 128]; /* linear epilogue: + bias */
@@ -490,10 +490,10 @@ void ke5(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void ke6(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_1_attn = ACT(0);
+    const float *attn_out_h_1_attn = ACT(262144);
     const float *P_h_1_attn_proj_bias = e->params + 313600;
     const float *residual_linear_h_0_proj = ACT(458752);
-    float *residual_attn_out_h_1_attn = ACT(524288);
+    float *residual_attn_out_h_1_attn = ACT(262144);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = attn_out_h_1_attn[i] + P_h_1_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_0_proj[i] + v0; /* residual: x + body(x) */
@@ -507,7 +507,7 @@ void ke7(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_1_fc = ACT(0);
     const float *P_h_1_fc_bias = e->params + 379520;
-    float *gelu_h_1_2 = ACT(262144);
+    float *gelu_h_1_2 = ACT(0);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_1_fc[i] + P_h_1_fc_bias[i % 512]; /* linear epilogue: + bias */
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
@@ -519,9 +519,9 @@ void ke7(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void ke8(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_1_proj = ACT(0);
+    const float *linear_h_1_proj = ACT(458752);
     const float *P_h_1_proj_bias = e->params + 445568;
-    const float *residual_attn_out_h_1_attn = ACT(524288);
+    const float *residual_attn_out_h_1_attn = ACT(262144);
     float *residual_linear_h_1_proj = ACT(458752);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_1_proj[i] + P_h_1_proj_bias[i % 128]; /* linear epilogue: + bias */
@@ -546,10 +546,10 @@ void ke9(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void ke10(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_2_attn = ACT(0);
+    const float *attn_out_h_2_attn = ACT(262144);
     const float *P_h_2_attn_proj_bias = e->params + 511872;
     const float *residual_linear_h_1_proj = ACT(458752);
-    float *residual_attn_out_h_2_attn = ACT(524288);
+    float *residual_attn_out_h_2_attn = ACT(262144);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = attn_out_h_2_attn[i] + P_h_2_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_1_proj[i] + v0; /* residual: x + body(x) */
@@ -563,7 +563,7 @@ void ke11(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_2_fc = ACT(0);
     const float *P_h_2_fc_bias = e->params + 577792;
-    float *gelu_h_2_2 = ACT(262144);
+    float *gelu_h_2_2 = ACT(0);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_2_fc[i] + P_h_2_fc_bias[i % 512]; /* linear epilogue: + bias */
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
@@ -575,9 +575,9 @@ void ke11(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void ke12(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_2_proj = ACT(0);
+    const float *linear_h_2_proj = ACT(458752);
     const float *P_h_2_proj_bias = e->params + 643840;
-    const float *residual_attn_out_h_2_attn = ACT(524288);
+    const float *residual_attn_out_h_2_attn = ACT(262144);
     float *residual_linear_h_2_proj = ACT(458752);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_2_proj[i] + P_h_2_proj_bias[i % 128]; /* linear epilogue: + bias */
@@ -602,10 +602,10 @@ void ke13(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void ke14(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_3_attn = ACT(0);
+    const float *attn_out_h_3_attn = ACT(262144);
     const float *P_h_3_attn_proj_bias = e->params + 710144;
     const float *residual_linear_h_2_proj = ACT(458752);
-    float *residual_attn_out_h_3_attn = ACT(524288);
+    float *residual_attn_out_h_3_attn = ACT(262144);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = attn_out_h_3_attn[i] + P_h_3_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_2_proj[i] + v0; /* residual: x + body(x) */
@@ -619,7 +619,7 @@ void ke15(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_3_fc = ACT(0);
     const float *P_h_3_fc_bias = e->params + 776064;
-    float *gelu_h_3_2 = ACT(262144);
+    float *gelu_h_3_2 = ACT(0);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_3_fc[i] + P_h_3_fc_bias[i % 512]; /* linear epilogue: + bias */
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
@@ -631,10 +631,10 @@ void ke15(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void ke16(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_3_proj = ACT(0);
+    const float *linear_h_3_proj = ACT(327680);
     const float *P_h_3_proj_bias = e->params + 842112;
-    const float *residual_attn_out_h_3_attn = ACT(524288);
-    float *residual_linear_h_3_proj = ACT(65536);
+    const float *residual_attn_out_h_3_attn = ACT(262144);
+    float *residual_linear_h_3_proj = ACT(327680);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_3_proj[i] + P_h_3_proj_bias[i % 128]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_3_attn[i] + v0; /* residual: x + body(x) */

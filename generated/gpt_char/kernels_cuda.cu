@@ -52,7 +52,7 @@ __device__ __forceinline__ float rt_silu_bwd(float x, float dy)
 
 /* k0: pos_embedding: + position rows
  *     from $.model.layers[1] */
-extern "C" __global__ void k0(const float *__restrict__ embedding_wte, const float *__restrict__ P_wpe_weight, float *__restrict__ pos_embedding_wpe, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k0(const float *embedding_wte, const float *__restrict__ P_wpe_weight, float *pos_embedding_wpe, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -74,7 +74,7 @@ extern "C" __global__ void k1(float *qkv_h_0_attn, const float *__restrict__ P_h
 
 /* k2: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void k2(const float *__restrict__ attn_out_h_0_attn, const float *__restrict__ P_h_0_attn_proj_bias, const float *__restrict__ pos_embedding_wpe, float *__restrict__ residual_attn_out_h_0_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k2(const float *attn_out_h_0_attn, const float *__restrict__ P_h_0_attn_proj_bias, const float *__restrict__ pos_embedding_wpe, float *residual_attn_out_h_0_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -99,7 +99,7 @@ extern "C" __global__ void k3(float *linear_h_0_fc, const float *__restrict__ P_
 
 /* k4: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void k4(const float *__restrict__ linear_h_0_proj, const float *__restrict__ P_h_0_proj_bias, const float *__restrict__ residual_attn_out_h_0_attn, float *__restrict__ residual_linear_h_0_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k4(const float *linear_h_0_proj, const float *__restrict__ P_h_0_proj_bias, const float *__restrict__ residual_attn_out_h_0_attn, float *residual_linear_h_0_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -122,7 +122,7 @@ extern "C" __global__ void k5(float *qkv_h_1_attn, const float *__restrict__ P_h
 
 /* k6: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void k6(const float *__restrict__ attn_out_h_1_attn, const float *__restrict__ P_h_1_attn_proj_bias, const float *__restrict__ residual_linear_h_0_proj, float *__restrict__ residual_attn_out_h_1_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k6(const float *attn_out_h_1_attn, const float *__restrict__ P_h_1_attn_proj_bias, const float *__restrict__ residual_linear_h_0_proj, float *residual_attn_out_h_1_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -147,7 +147,7 @@ extern "C" __global__ void k7(float *linear_h_1_fc, const float *__restrict__ P_
 
 /* k8: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void k8(const float *__restrict__ linear_h_1_proj, const float *__restrict__ P_h_1_proj_bias, const float *__restrict__ residual_attn_out_h_1_attn, float *__restrict__ residual_linear_h_1_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k8(const float *linear_h_1_proj, const float *__restrict__ P_h_1_proj_bias, const float *__restrict__ residual_attn_out_h_1_attn, float *residual_linear_h_1_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -170,7 +170,7 @@ extern "C" __global__ void k9(float *qkv_h_2_attn, const float *__restrict__ P_h
 
 /* k10: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void k10(const float *__restrict__ attn_out_h_2_attn, const float *__restrict__ P_h_2_attn_proj_bias, const float *__restrict__ residual_linear_h_1_proj, float *__restrict__ residual_attn_out_h_2_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k10(const float *attn_out_h_2_attn, const float *__restrict__ P_h_2_attn_proj_bias, const float *__restrict__ residual_linear_h_1_proj, float *residual_attn_out_h_2_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -195,7 +195,7 @@ extern "C" __global__ void k11(float *linear_h_2_fc, const float *__restrict__ P
 
 /* k12: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void k12(const float *__restrict__ linear_h_2_proj, const float *__restrict__ P_h_2_proj_bias, const float *__restrict__ residual_attn_out_h_2_attn, float *__restrict__ residual_linear_h_2_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k12(const float *linear_h_2_proj, const float *__restrict__ P_h_2_proj_bias, const float *__restrict__ residual_attn_out_h_2_attn, float *residual_linear_h_2_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -218,7 +218,7 @@ extern "C" __global__ void k13(float *qkv_h_3_attn, const float *__restrict__ P_
 
 /* k14: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void k14(const float *__restrict__ attn_out_h_3_attn, const float *__restrict__ P_h_3_attn_proj_bias, const float *__restrict__ residual_linear_h_2_proj, float *__restrict__ residual_attn_out_h_3_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k14(const float *attn_out_h_3_attn, const float *__restrict__ P_h_3_attn_proj_bias, const float *__restrict__ residual_linear_h_2_proj, float *residual_attn_out_h_3_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -243,7 +243,7 @@ extern "C" __global__ void k15(float *linear_h_3_fc, const float *__restrict__ P
 
 /* k16: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void k16(const float *__restrict__ linear_h_3_proj, const float *__restrict__ P_h_3_proj_bias, const float *__restrict__ residual_attn_out_h_3_attn, float *__restrict__ residual_linear_h_3_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k16(const float *linear_h_3_proj, const float *__restrict__ P_h_3_proj_bias, const float *__restrict__ residual_attn_out_h_3_attn, float *residual_linear_h_3_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -255,7 +255,7 @@ extern "C" __global__ void k16(const float *__restrict__ linear_h_3_proj, const 
 
 /* k17: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k17(const float *__restrict__ d_gelu_h_3_2, const float *__restrict__ linear_h_3_fc, float *__restrict__ d_linear_h_3_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k17(const float *d_gelu_h_3_2, const float *__restrict__ linear_h_3_fc, float *d_linear_h_3_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -266,7 +266,7 @@ extern "C" __global__ void k17(const float *__restrict__ d_gelu_h_3_2, const flo
 
 /* k18: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k18(const float *__restrict__ d_residual_linear_h_3_proj, const float *__restrict__ d_residual_attn_out_h_3_attn, float *__restrict__ d_residual_attn_out_h_3_attn_179, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k18(const float *d_residual_linear_h_3_proj, const float *__restrict__ d_residual_attn_out_h_3_attn, float *d_residual_attn_out_h_3_attn_179, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -277,7 +277,7 @@ extern "C" __global__ void k18(const float *__restrict__ d_residual_linear_h_3_p
 
 /* k19: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k19(const float *__restrict__ d_residual_attn_out_h_3_attn_179, const float *__restrict__ d_residual_linear_h_2_proj, float *__restrict__ d_residual_linear_h_2_proj_184, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k19(const float *d_residual_attn_out_h_3_attn_179, const float *__restrict__ d_residual_linear_h_2_proj, float *d_residual_linear_h_2_proj_184, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -288,7 +288,7 @@ extern "C" __global__ void k19(const float *__restrict__ d_residual_attn_out_h_3
 
 /* k20: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k20(const float *__restrict__ d_gelu_h_2_2, const float *__restrict__ linear_h_2_fc, float *__restrict__ d_linear_h_2_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k20(const float *d_gelu_h_2_2, const float *__restrict__ linear_h_2_fc, float *d_linear_h_2_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -299,7 +299,7 @@ extern "C" __global__ void k20(const float *__restrict__ d_gelu_h_2_2, const flo
 
 /* k21: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k21(const float *__restrict__ d_residual_linear_h_2_proj_184, const float *__restrict__ d_residual_attn_out_h_2_attn, float *__restrict__ d_residual_attn_out_h_2_attn_189, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k21(const float *d_residual_linear_h_2_proj_184, const float *__restrict__ d_residual_attn_out_h_2_attn, float *d_residual_attn_out_h_2_attn_189, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -310,7 +310,7 @@ extern "C" __global__ void k21(const float *__restrict__ d_residual_linear_h_2_p
 
 /* k22: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k22(const float *__restrict__ d_residual_attn_out_h_2_attn_189, const float *__restrict__ d_residual_linear_h_1_proj, float *__restrict__ d_residual_linear_h_1_proj_194, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k22(const float *d_residual_attn_out_h_2_attn_189, const float *__restrict__ d_residual_linear_h_1_proj, float *d_residual_linear_h_1_proj_194, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -321,7 +321,7 @@ extern "C" __global__ void k22(const float *__restrict__ d_residual_attn_out_h_2
 
 /* k23: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k23(const float *__restrict__ d_gelu_h_1_2, const float *__restrict__ linear_h_1_fc, float *__restrict__ d_linear_h_1_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k23(const float *d_gelu_h_1_2, const float *__restrict__ linear_h_1_fc, float *d_linear_h_1_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -332,7 +332,7 @@ extern "C" __global__ void k23(const float *__restrict__ d_gelu_h_1_2, const flo
 
 /* k24: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k24(const float *__restrict__ d_residual_linear_h_1_proj_194, const float *__restrict__ d_residual_attn_out_h_1_attn, float *__restrict__ d_residual_attn_out_h_1_attn_199, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k24(const float *d_residual_linear_h_1_proj_194, const float *__restrict__ d_residual_attn_out_h_1_attn, float *d_residual_attn_out_h_1_attn_199, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -343,7 +343,7 @@ extern "C" __global__ void k24(const float *__restrict__ d_residual_linear_h_1_p
 
 /* k25: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k25(const float *__restrict__ d_residual_attn_out_h_1_attn_199, const float *__restrict__ d_residual_linear_h_0_proj, float *__restrict__ d_residual_linear_h_0_proj_204, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k25(const float *d_residual_attn_out_h_1_attn_199, const float *__restrict__ d_residual_linear_h_0_proj, float *d_residual_linear_h_0_proj_204, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -354,7 +354,7 @@ extern "C" __global__ void k25(const float *__restrict__ d_residual_attn_out_h_1
 
 /* k26: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k26(const float *__restrict__ d_gelu_h_0_2, const float *__restrict__ linear_h_0_fc, float *__restrict__ d_linear_h_0_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k26(const float *d_gelu_h_0_2, const float *__restrict__ linear_h_0_fc, float *d_linear_h_0_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -365,7 +365,7 @@ extern "C" __global__ void k26(const float *__restrict__ d_gelu_h_0_2, const flo
 
 /* k27: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k27(const float *__restrict__ d_residual_linear_h_0_proj_204, const float *__restrict__ d_residual_attn_out_h_0_attn, float *__restrict__ d_residual_attn_out_h_0_attn_209, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k27(const float *d_residual_linear_h_0_proj_204, const float *__restrict__ d_residual_attn_out_h_0_attn, float *d_residual_attn_out_h_0_attn_209, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -376,7 +376,7 @@ extern "C" __global__ void k27(const float *__restrict__ d_residual_linear_h_0_p
 
 /* k28: sum of gradient contributions
  *     from $.model.layers[1] */
-extern "C" __global__ void k28(const float *__restrict__ d_residual_attn_out_h_0_attn_209, const float *__restrict__ d_pos_embedding_wpe, float *__restrict__ d_pos_embedding_wpe_214, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k28(const float *d_residual_attn_out_h_0_attn_209, const float *__restrict__ d_pos_embedding_wpe, float *d_pos_embedding_wpe_214, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -387,7 +387,7 @@ extern "C" __global__ void k28(const float *__restrict__ d_residual_attn_out_h_0
 
 /* ke0: pos_embedding: + position rows
  *     from $.model.layers[1] */
-extern "C" __global__ void ke0(const float *__restrict__ embedding_wte, const float *__restrict__ P_wpe_weight, float *__restrict__ pos_embedding_wpe, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke0(const float *embedding_wte, const float *__restrict__ P_wpe_weight, float *pos_embedding_wpe, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -409,7 +409,7 @@ extern "C" __global__ void ke1(float *qkv_h_0_attn, const float *__restrict__ P_
 
 /* ke2: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void ke2(const float *__restrict__ attn_out_h_0_attn, const float *__restrict__ P_h_0_attn_proj_bias, const float *__restrict__ pos_embedding_wpe, float *__restrict__ residual_attn_out_h_0_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke2(const float *attn_out_h_0_attn, const float *__restrict__ P_h_0_attn_proj_bias, const float *__restrict__ pos_embedding_wpe, float *residual_attn_out_h_0_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -421,7 +421,7 @@ extern "C" __global__ void ke2(const float *__restrict__ attn_out_h_0_attn, cons
 
 /* ke3: linear epilogue: + bias + gelu (tanh)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void ke3(const float *__restrict__ linear_h_0_fc, const float *__restrict__ P_h_0_fc_bias, float *__restrict__ gelu_h_0_2, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke3(const float *linear_h_0_fc, const float *__restrict__ P_h_0_fc_bias, float *gelu_h_0_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -433,7 +433,7 @@ extern "C" __global__ void ke3(const float *__restrict__ linear_h_0_fc, const fl
 
 /* ke4: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void ke4(const float *__restrict__ linear_h_0_proj, const float *__restrict__ P_h_0_proj_bias, const float *__restrict__ residual_attn_out_h_0_attn, float *__restrict__ residual_linear_h_0_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke4(const float *linear_h_0_proj, const float *__restrict__ P_h_0_proj_bias, const float *__restrict__ residual_attn_out_h_0_attn, float *residual_linear_h_0_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -456,7 +456,7 @@ extern "C" __global__ void ke5(float *qkv_h_1_attn, const float *__restrict__ P_
 
 /* ke6: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void ke6(const float *__restrict__ attn_out_h_1_attn, const float *__restrict__ P_h_1_attn_proj_bias, const float *__restrict__ residual_linear_h_0_proj, float *__restrict__ residual_attn_out_h_1_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke6(const float *attn_out_h_1_attn, const float *__restrict__ P_h_1_attn_proj_bias, const float *__restrict__ residual_linear_h_0_proj, float *residual_attn_out_h_1_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -468,7 +468,7 @@ extern "C" __global__ void ke6(const float *__restrict__ attn_out_h_1_attn, cons
 
 /* ke7: linear epilogue: + bias + gelu (tanh)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void ke7(const float *__restrict__ linear_h_1_fc, const float *__restrict__ P_h_1_fc_bias, float *__restrict__ gelu_h_1_2, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke7(const float *linear_h_1_fc, const float *__restrict__ P_h_1_fc_bias, float *gelu_h_1_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -480,7 +480,7 @@ extern "C" __global__ void ke7(const float *__restrict__ linear_h_1_fc, const fl
 
 /* ke8: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void ke8(const float *__restrict__ linear_h_1_proj, const float *__restrict__ P_h_1_proj_bias, const float *__restrict__ residual_attn_out_h_1_attn, float *__restrict__ residual_linear_h_1_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke8(const float *linear_h_1_proj, const float *__restrict__ P_h_1_proj_bias, const float *__restrict__ residual_attn_out_h_1_attn, float *residual_linear_h_1_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -503,7 +503,7 @@ extern "C" __global__ void ke9(float *qkv_h_2_attn, const float *__restrict__ P_
 
 /* ke10: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void ke10(const float *__restrict__ attn_out_h_2_attn, const float *__restrict__ P_h_2_attn_proj_bias, const float *__restrict__ residual_linear_h_1_proj, float *__restrict__ residual_attn_out_h_2_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke10(const float *attn_out_h_2_attn, const float *__restrict__ P_h_2_attn_proj_bias, const float *__restrict__ residual_linear_h_1_proj, float *residual_attn_out_h_2_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -515,7 +515,7 @@ extern "C" __global__ void ke10(const float *__restrict__ attn_out_h_2_attn, con
 
 /* ke11: linear epilogue: + bias + gelu (tanh)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void ke11(const float *__restrict__ linear_h_2_fc, const float *__restrict__ P_h_2_fc_bias, float *__restrict__ gelu_h_2_2, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke11(const float *linear_h_2_fc, const float *__restrict__ P_h_2_fc_bias, float *gelu_h_2_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -527,7 +527,7 @@ extern "C" __global__ void ke11(const float *__restrict__ linear_h_2_fc, const f
 
 /* ke12: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void ke12(const float *__restrict__ linear_h_2_proj, const float *__restrict__ P_h_2_proj_bias, const float *__restrict__ residual_attn_out_h_2_attn, float *__restrict__ residual_linear_h_2_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke12(const float *linear_h_2_proj, const float *__restrict__ P_h_2_proj_bias, const float *__restrict__ residual_attn_out_h_2_attn, float *residual_linear_h_2_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -550,7 +550,7 @@ extern "C" __global__ void ke13(float *qkv_h_3_attn, const float *__restrict__ P
 
 /* ke14: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void ke14(const float *__restrict__ attn_out_h_3_attn, const float *__restrict__ P_h_3_attn_proj_bias, const float *__restrict__ residual_linear_h_2_proj, float *__restrict__ residual_attn_out_h_3_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke14(const float *attn_out_h_3_attn, const float *__restrict__ P_h_3_attn_proj_bias, const float *__restrict__ residual_linear_h_2_proj, float *residual_attn_out_h_3_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -562,7 +562,7 @@ extern "C" __global__ void ke14(const float *__restrict__ attn_out_h_3_attn, con
 
 /* ke15: linear epilogue: + bias + gelu (tanh)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void ke15(const float *__restrict__ linear_h_3_fc, const float *__restrict__ P_h_3_fc_bias, float *__restrict__ gelu_h_3_2, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke15(const float *linear_h_3_fc, const float *__restrict__ P_h_3_fc_bias, float *gelu_h_3_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -574,7 +574,7 @@ extern "C" __global__ void ke15(const float *__restrict__ linear_h_3_fc, const f
 
 /* ke16: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void ke16(const float *__restrict__ linear_h_3_proj, const float *__restrict__ P_h_3_proj_bias, const float *__restrict__ residual_attn_out_h_3_attn, float *__restrict__ residual_linear_h_3_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke16(const float *linear_h_3_proj, const float *__restrict__ P_h_3_proj_bias, const float *__restrict__ residual_attn_out_h_3_attn, float *residual_linear_h_3_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {

@@ -24,7 +24,7 @@ void k1(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_1 = ACT(3136);
     const float *P_1_bias = e->params + 200704;
-    float *relu_2 = ACT(4160);
+    float *relu_2 = ACT(3136);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_1[i] + P_1_bias[i % 256]; /* linear epilogue: + bias */
         float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
@@ -36,9 +36,9 @@ void k1(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[3] + $.model.layers[4] */
 void k2(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_3 = ACT(3136);
+    const float *linear_3 = ACT(4160);
     const float *P_3_bias = e->params + 266496;
-    float *relu_4 = ACT(5184);
+    float *relu_4 = ACT(4160);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_3[i] + P_3_bias[i % 256]; /* linear epilogue: + bias */
         float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
@@ -50,7 +50,7 @@ void k2(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[5] */
 void k3(rt_exec *e, int64_t lo, int64_t hi)
 {
-    float *linear_5 = ACT(3136);
+    float *linear_5 = ACT(5184);
     const float *P_5_bias = e->params + 269312;
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_5[i] + P_5_bias[i % 10]; /* linear epilogue: + bias */
@@ -62,9 +62,9 @@ void k3(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[4] */
 void k4(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_relu_4 = ACT(3136);
-    const float *relu_4 = ACT(5184);
-    float *d_linear_3 = ACT(6208);
+    const float *d_relu_4 = ACT(5184);
+    const float *relu_4 = ACT(4160);
+    float *d_linear_3 = ACT(5184);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = relu_4[i] > 0.0f ? d_relu_4[i] : 0.0f; /* relu backward */
         d_linear_3[i] = v0;
@@ -75,9 +75,9 @@ void k4(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2] */
 void k5(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_relu_2 = ACT(3136);
-    const float *relu_2 = ACT(4160);
-    float *d_linear_1 = ACT(5184);
+    const float *d_relu_2 = ACT(4160);
+    const float *relu_2 = ACT(3136);
+    float *d_linear_1 = ACT(4160);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = relu_2[i] > 0.0f ? d_relu_2[i] : 0.0f; /* relu backward */
         d_linear_1[i] = v0;
@@ -104,7 +104,7 @@ void ke1(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_1 = ACT(3136);
     const float *P_1_bias = e->params + 200704;
-    float *relu_2 = ACT(0);
+    float *relu_2 = ACT(3136);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_1[i] + P_1_bias[i % 256]; /* linear epilogue: + bias */
         float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
@@ -116,7 +116,7 @@ void ke1(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[3] + $.model.layers[4] */
 void ke2(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_3 = ACT(1024);
+    const float *linear_3 = ACT(0);
     const float *P_3_bias = e->params + 266496;
     float *relu_4 = ACT(0);
     for (int64_t i = lo; i < hi; i++) {

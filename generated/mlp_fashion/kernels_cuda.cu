@@ -63,7 +63,7 @@ extern "C" __global__ void k0(const uint8_t *__restrict__ in_x, float *__restric
 
 /* k1: linear epilogue: + bias + relu
  *     from $.model.layers[1] + $.model.layers[2] */
-extern "C" __global__ void k1(const float *__restrict__ linear_1, const float *__restrict__ P_1_bias, float *__restrict__ relu_2, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k1(const float *linear_1, const float *__restrict__ P_1_bias, float *relu_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -75,7 +75,7 @@ extern "C" __global__ void k1(const float *__restrict__ linear_1, const float *_
 
 /* k2: linear epilogue: + bias + relu
  *     from $.model.layers[3] + $.model.layers[4] */
-extern "C" __global__ void k2(const float *__restrict__ linear_3, const float *__restrict__ P_3_bias, float *__restrict__ relu_4, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k2(const float *linear_3, const float *__restrict__ P_3_bias, float *relu_4, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -98,7 +98,7 @@ extern "C" __global__ void k3(float *linear_5, const float *__restrict__ P_5_bia
 
 /* k4: relu backward
  *     from $.model.layers[4] */
-extern "C" __global__ void k4(const float *__restrict__ d_relu_4, const float *__restrict__ relu_4, float *__restrict__ d_linear_3, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k4(const float *d_relu_4, const float *__restrict__ relu_4, float *d_linear_3, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -109,7 +109,7 @@ extern "C" __global__ void k4(const float *__restrict__ d_relu_4, const float *_
 
 /* k5: relu backward
  *     from $.model.layers[2] */
-extern "C" __global__ void k5(const float *__restrict__ d_relu_2, const float *__restrict__ relu_2, float *__restrict__ d_linear_1, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k5(const float *d_relu_2, const float *__restrict__ relu_2, float *d_linear_1, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -131,7 +131,7 @@ extern "C" __global__ void ke0(const uint8_t *__restrict__ in_x, float *__restri
 
 /* ke1: linear epilogue: + bias + relu
  *     from $.model.layers[1] + $.model.layers[2] */
-extern "C" __global__ void ke1(const float *__restrict__ linear_1, const float *__restrict__ P_1_bias, float *__restrict__ relu_2, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke1(const float *linear_1, const float *__restrict__ P_1_bias, float *relu_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -143,7 +143,7 @@ extern "C" __global__ void ke1(const float *__restrict__ linear_1, const float *
 
 /* ke2: linear epilogue: + bias + relu
  *     from $.model.layers[3] + $.model.layers[4] */
-extern "C" __global__ void ke2(const float *__restrict__ linear_3, const float *__restrict__ P_3_bias, float *__restrict__ relu_4, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke2(const float *linear_3, const float *__restrict__ P_3_bias, float *relu_4, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
