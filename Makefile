@@ -85,6 +85,7 @@ demo: deps
 	$(MAKE) data/fashion/train_x.npy
 	$(B)/trainc build specs/mlp_fashion.json -o $(B)/mlp_fashion
 	$(B)/mlp_fashion --out runs/mlp_fashion
+	@$(PYTHON) -c 'import json; r = [json.loads(l) for l in open("runs/mlp_fashion/metrics.jsonl") if "val_acc" in l][-1]; print("final test accuracy (Fashion-MNIST test set, %d steps): %.2f%%" % (r["step"], 100 * r["val_acc"]))'
 
 test: deps
 	$(MAKE) all
