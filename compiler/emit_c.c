@@ -67,26 +67,15 @@ static char *shape_of(const Tensor *t, int batch)
     return b.s;
 }
 
-static const char *ctype(int dt)
-{
-    switch (dt) {
-    case RT_U8: return "uint8_t";
-    case RT_U16: return "uint16_t";
-    case RT_I32: return "int32_t";
-    case RT_F32: return "float";
-    }
-    unreachable();
-}
 
-static Tensor *base(Tensor *t) { return t->alias ? t->alias : t; }
 
 /* "float *relu_2 = ACT(1024);" and friends, for a function's locals. */
 static void declare(Buf *b, Tensor *t, int writable)
 {
     switch (t->kind) {
     case T_INPUT:
-        buf_printf(b, "    const %s *%s = (const %s *)e->in[%d];\n", ctype(t->dtype), t->name,
-                   ctype(t->dtype), t->input_index);
+        buf_printf(b, "    const %s *%s = (const %s *)e->in[%d];\n", c_type(t->dtype), t->name,
+                   c_type(t->dtype), t->input_index);
         return;
     case T_PARAM:
         buf_printf(b, "    const float *%s = e->params + %lld;\n", t->name,
@@ -97,10 +86,10 @@ static void declare(Buf *b, Tensor *t, int writable)
         return;
     case T_ACT:
     case T_TEMP:
-        if (!base(t)->has_offset)
+        if (!tensor_base(t)->has_offset)
             die("tensor %s has no place in the arena", t->name);
         buf_printf(b, "    %sfloat *%s = ACT(%lld);\n", writable ? "" : "const ", t->name,
-                   (long long)base(t)->offset);
+                   (long long)tensor_base(t)->offset);
         return;
     }
     unreachable();
@@ -343,7 +332,7 @@ static void emit_host_c(Program *p, Program *ev, Buf *b)
                s->loss == LOSS_CROSS_ENTROPY ? "RT_LOSS_CROSS_ENTROPY" : "RT_LOSS_MSE",
                (long long)terms, g->has_dropout);
     {
-        Tensor *pt = g->pred->alias ? g->pred->alias : g->pred;
+        Tensor *pt = tensor_base(g->pred);
         buf_printf(b, "    .pred_offset = %lld,\n    .pred_numel = %lld,\n", (long long)pt->offset,
                    (long long)g->pred->numel);
     }

@@ -26,16 +26,6 @@ static char *devicify(const char *s)
     return b.s ? b.s : xstrdup("");
 }
 
-static const char *ctype(int dt)
-{
-    switch (dt) {
-    case RT_U8: return "uint8_t";
-    case RT_U16: return "uint16_t";
-    case RT_I32: return "int32_t";
-    case RT_F32: return "float";
-    }
-    unreachable();
-}
 
 static void cuda_kernel(Buf *b, Instr *in, const char *kp)
 {
@@ -70,15 +60,15 @@ static void cuda_kernel(Buf *b, Instr *in, const char *kp)
     for (int q = 0; q < n; q++) {
         /* pointers to the same storage (an in-place update, or a loop the memory
          * plan runs over its dead input) must not be __restrict__ */
-        Tensor *bq = t[q]->alias ? t[q]->alias : t[q];
+        Tensor *bq = tensor_base(t[q]);
         int both = 0;
         for (int o = 0; o < n; o++)
-            if (o != q && (t[o]->alias ? t[o]->alias : t[o]) == bq)
+            if (o != q && tensor_base(t[o]) == bq)
                 both = 1;
         for (int k = 0; k < in->n_ops && w[q]; k++)
             for (int j = 0; j < in->ops[k].n_arg; j++)
                 both |= in->ops[k].arg[j].t == t[q];
-        buf_printf(b, "%s%s%s *%s%s", q ? ", " : "", w[q] ? "" : "const ", ctype(t[q]->dtype),
+        buf_printf(b, "%s%s%s *%s%s", q ? ", " : "", w[q] ? "" : "const ", c_type(t[q]->dtype),
                    both ? "" : "__restrict__ ", t[q]->name);
     }
     buf_printf(b, "%sint64_t B, int64_t n, uint64_t rng_key, int train)\n{\n", n ? ", " : "");

@@ -74,7 +74,6 @@ static void merge(Instr *a, Instr *b)
 }
 
 /* The storage a tensor lives in. */
-static Tensor *base(Tensor *t) { return t->alias ? t->alias : t; }
 
 void fuse(Program *p)
 {
@@ -115,7 +114,7 @@ void fuse(Program *p)
             continue;
         if (a->kind != I_EW) {
             for (int k = 0; k < a->n_writes; k++)
-                a->writes[k]->materialized = base(a->writes[k])->materialized = 1;
+                a->writes[k]->materialized = tensor_base(a->writes[k])->materialized = 1;
             continue;
         }
         a->id = p->n_kernels++;
@@ -129,11 +128,11 @@ void fuse(Program *p)
                 if (b->dead)
                     continue;
                 for (int r = 0; r < b->n_reads; r++)
-                    if (base(b->reads[r]) == base(t))
+                    if (tensor_base(b->reads[r]) == tensor_base(t))
                         needed = 1;
             }
             if (needed) {
-                t->materialized = base(t)->materialized = 1;
+                t->materialized = tensor_base(t)->materialized = 1;
                 a->writes = realloc(a->writes, (size_t)(a->n_writes + 1) * sizeof *a->writes);
                 a->writes[a->n_writes++] = t;
             }

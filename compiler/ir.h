@@ -131,6 +131,15 @@ typedef struct Graph {
     int cur_block;           /* while building: the block new nodes belong to */
 } Graph;
 
+/* The storage a tensor lives in: a view (flatten, an in-place output) shares its base's. */
+static inline Tensor *tensor_base(Tensor *t) { return t->alias ? t->alias : t; }
+
+/* The C type of an input dtype, for the emitters. */
+static inline const char *c_type(int dt)
+{
+    return dt == RT_U8 ? "uint8_t" : dt == RT_U16 ? "uint16_t" : dt == RT_I32 ? "int32_t" : "float";
+}
+
 Graph *graph_build(const Spec *s);
 Tensor *graph_tensor(Graph *g, int kind, const char *name, int rank, const int64_t *shape);
 Node *graph_node(Graph *g, int kind, const char *origin);

@@ -13,7 +13,6 @@
 
 #define ALIGN 16
 
-static Tensor *base(Tensor *t) { return t->alias ? t->alias : t; }
 
 static int in_arena(const Tensor *t)
 {
@@ -22,7 +21,7 @@ static int in_arena(const Tensor *t)
 
 static void touch(Tensor *t, int i)
 {
-    t = base(t);
+    t = tensor_base(t);
     if (t->first < 0 || i < t->first)
         t->first = i;
     if (i > t->last)
@@ -70,7 +69,7 @@ static int reads_flat_only(const Instr *in, const Tensor *b)
     for (int k = 0; k < in->n_ops; k++)
         for (int j = 0; j < in->ops[k].n_arg; j++) {
             const Operand *o = &in->ops[k].arg[j];
-            if (o->t && base(o->t) == b && o->index)
+            if (o->t && tensor_base(o->t) == b && o->index)
                 return 0;
         }
     return 1;
@@ -91,7 +90,7 @@ static void in_place(Program *p)
             if (w->kind != T_ACT || w->alias || w->first != i)
                 continue;
             for (int q = 0; q < in->n_reads; q++) {
-                Tensor *r = base(in->reads[q]);
+                Tensor *r = tensor_base(in->reads[q]);
                 if (r == w || r->kind != T_ACT || r->last != i || r->numel != w->numel ||
                     !reads_flat_only(in, r))
                     continue;

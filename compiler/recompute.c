@@ -24,7 +24,6 @@
 #include <string.h>
 #include "ir.h"
 
-static Tensor *base(Tensor *t) { return t->alias ? t->alias : t; }
 
 typedef struct Memo {
     Tensor *orig;            /* a base tensor */
@@ -75,7 +74,7 @@ static int writer_before(Ctx *c, Tensor *t, int at)
         if (in->dead)
             continue;
         for (int k = 0; k < in->n_writes; k++)
-            if (base(in->writes[k]) == t)
+            if (tensor_base(in->writes[k]) == t)
                 return i;
     }
     return -1;
@@ -99,7 +98,7 @@ static Tensor *value_at(Ctx *c, Tensor *t, int at)
 {
     if (t->kind == T_PARAM || t->kind == T_PGRAD || t->kind == T_INPUT)
         return t;
-    Tensor *b = base(t);
+    Tensor *b = tensor_base(t);
     int w = writer_before(c, b, at);
     if (w < 0)
         die("recompute: no producer for %s", t->name);
@@ -176,7 +175,7 @@ static Tensor *replay(Ctx *c, int pi, Tensor *want)
                     n->ops[q].out = f;
             n->writes = realloc(n->writes, (size_t)(n->n_writes + 1) * sizeof *n->writes);
             n->writes[n->n_writes++] = f;
-            memo_add(c, base(w), pi, f);
+            memo_add(c, tensor_base(w), pi, f);
         }
         n->id = c->p->n_kernels++;
     } else {
@@ -193,7 +192,7 @@ static Tensor *replay(Ctx *c, int pi, Tensor *want)
             text = subst(text, w->name, f->name);
             n->writes = realloc(n->writes, (size_t)(n->n_writes + 1) * sizeof *n->writes);
             n->writes[n->n_writes++] = f;
-            memo_add(c, base(w), pi, f);
+            memo_add(c, tensor_base(w), pi, f);
         }
         n->text = text;
     }
@@ -230,14 +229,14 @@ void recompute(Program *p, int policy)
         if (in->dead)
             continue;
         for (int k = 0; k < in->n_writes; k++)
-            c.last_writer[base(in->writes[k])->id] = i;
+            c.last_writer[tensor_base(in->writes[k])->id] = i;
     }
     for (int i = c.nf; i < c.n; i++) {
         Instr *in = p->ins[i];
         if (in->dead)
             continue;
         for (int k = 0; k < in->n_reads; k++) {
-            Tensor *b = base(in->reads[k]);
+            Tensor *b = tensor_base(in->reads[k]);
             if ((b->kind == T_ACT || b->kind == T_TEMP) && b->id < nt && c.last_writer[b->id] >= 0)
                 c.saved[b->id] = 1;
         }
@@ -257,7 +256,7 @@ void recompute(Program *p, int policy)
                 if (in->dead || in->block == w->block)
                     continue;
                 for (int k = 0; k < in->n_reads; k++)
-                    if (base(in->reads[k])->id == id)
+                    if (tensor_base(in->reads[k])->id == id)
                         crosses = 1;
             }
             if (!crosses)
@@ -272,7 +271,7 @@ void recompute(Program *p, int policy)
             Tensor *r = w->reads[k];
             if (r->kind == T_PARAM || r->kind == T_INPUT)
                 continue;
-            Tensor *b = base(r);
+            Tensor *b = tensor_base(r);
             int wb = writer_before(&c, b, c.last_writer[id]);
             ok = c.saved[b->id] && c.last_writer[b->id] == wb && b->id != id;
         }
@@ -285,8 +284,8 @@ void recompute(Program *p, int policy)
             if (c.drop[id]) {
                 Instr *w = p->ins[c.last_writer[id]];
                 for (int k = 0; k < w->n_writes; k++)
-                    if (c.saved[base(w->writes[k])->id])
-                        c.drop[base(w->writes[k])->id] = 1;
+                    if (c.saved[tensor_base(w->writes[k])->id])
+                        c.drop[tensor_base(w->writes[k])->id] = 1;
             }
     /* rebuild the backward pass with replays in front of their first readers */
     Instr **ins = xcalloc((size_t)c.n * 4 + 64, sizeof *ins);
@@ -298,7 +297,7 @@ void recompute(Program *p, int policy)
         if (!in->dead) {
             c.n_out = 0;
             for (int k = 0; k < in->n_reads; k++) {
-                Tensor *r = in->reads[k], *b = base(r);
+                Tensor *r = in->reads[k], *b = tensor_base(r);
                 if (b->id >= nt || !c.drop[b->id])
                     continue;
                 Tensor *v = value_at(&c, r, c.nf);

@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include "rt_loop.h"
 
-static int better(int mode, double a, double b) { return mode == RT_MODE_MIN ? a < b : a > b; }
 
 void rt_es_init(rt_stopper *s, const rt_train_config *c)
 {
@@ -28,18 +27,18 @@ int rt_es_check(const rt_train_config *c, rt_stopper *s, double v, char *why, si
         snprintf(why, n, "the monitored value is %g, not finite (best %g)", v, s->best);
         return RT_ES_DIVERGED;
     }
-    if (!isnan(c->es_stopping_threshold) && better(c->es_mode, v, c->es_stopping_threshold)) {
+    if (!isnan(c->es_stopping_threshold) && rt_better(c->es_mode, v, c->es_stopping_threshold)) {
         snprintf(why, n, "the monitored value %g reached stopping_threshold %g", v,
                  c->es_stopping_threshold);
         return RT_ES_STOP;
     }
-    if (!isnan(c->es_divergence_threshold) && better(c->es_mode, -v, -c->es_divergence_threshold)) {
+    if (!isnan(c->es_divergence_threshold) && rt_better(c->es_mode, -v, -c->es_divergence_threshold)) {
         snprintf(why, n, "the monitored value %g is worse than divergence_threshold %g", v,
                  c->es_divergence_threshold);
         return RT_ES_DIVERGED;
     }
     double delta = c->es_mode == RT_MODE_MIN ? -c->es_min_delta : c->es_min_delta;
-    if (better(c->es_mode, v - delta, s->best)) {
+    if (rt_better(c->es_mode, v - delta, s->best)) {
         s->best = v;
         s->wait = 0;
         return RT_ES_GO_ON;

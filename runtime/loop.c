@@ -310,7 +310,6 @@ enum { END_EPOCHS, END_MAX_STEPS, END_MAX_TIME, END_EARLY, END_DIVERGED, END_INT
 static const char *const end_names[] = {"epochs", "max_steps", "max_time", "early_stopping",
                                         "diverged", "interrupted"};
 
-static int better(int mode, double a, double b) { return mode == RT_MODE_MIN ? a < b : a > b; }
 
 /* ---- gradient check (developer option) ------------------------------------------- */
 
@@ -459,7 +458,7 @@ static void validation(Run *r, rt_loop_state *s, int best_mode)
     int mon = r->c.has_early_stopping ? r->c.es_monitor : RT_MON_VAL_LOSS;
     if (mon != RT_MON_LOSS) {
         double v = mon == RT_MON_VAL_LOSS ? ev.loss : ev.acc;
-        if (isfinite(v) && better(best_mode, v, s->best_mon)) {
+        if (isfinite(v) && rt_better(best_mode, v, s->best_mon)) {
             s->best_mon = v;
             s->best_step = s->step;
             save_weights(r, "best.safetensors");
@@ -789,7 +788,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
                                                    : s->since_val_loss / (double)(s->since_val_n ? s->since_val_n : 1);
                 s->since_val_loss = 0;
                 s->since_val_n = 0;
-                if (mon == RT_MON_LOSS && isfinite(v) && better(best_mode, v, s->best_mon)) {
+                if (mon == RT_MON_LOSS && isfinite(v) && rt_better(best_mode, v, s->best_mon)) {
                     s->best_mon = v;
                     s->best_step = s->step;
                     if (val_now)

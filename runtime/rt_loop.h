@@ -15,6 +15,9 @@ int64_t rt_optim_state_floats(const rt_train_config *c, const rt_model *m);
 void rt_optim_step(rt_pool *pool, const rt_train_config *c, const rt_model *m, float *params,
                    const float *grads, float *state, int64_t t, double lr, float gscale, int clip);
 
+/* a better than b for a monitored value in mode RT_MODE_MIN or RT_MODE_MAX */
+static inline int rt_better(int mode, double a, double b) { return mode == RT_MODE_MIN ? a < b : a > b; }
+
 /* Early stopping with PyTorch Lightning's semantics (earlystop.c). */
 typedef struct rt_stopper {
     double best;
