@@ -4,6 +4,7 @@ CFLAGS  ?= -O2 -g
 CFLAGS  += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -ffp-contract=off -fno-math-errno -fPIC
 PREFIX  ?= /usr/local
 PYTHON  ?= /usr/bin/python3
+CUDA_HOME ?= /usr/local/cuda
 B       := build
 
 RT_SRC  := $(wildcard runtime/*.c)
@@ -20,14 +21,17 @@ TCC_LIB := -ltcc
 all: $(B)/trainc
 
 # the runtime's loops are worth vectorizing (no fast-math: results do not change)
-$(B)/rt/%.o: CFLAGS += -O3
-$(B)/rt/%.o: runtime/%.c runtime/rt.h runtime/rt_loop.h runtime/trainc_rt.h | $(B)/rt
+# The CUDA headers are needed to build the runtime (cuda.h, nvrtc.h, cublasLt.h); the
+# libraries are not linked: the device layer loads them when a trainer meets a GPU.
+$(B)/rt/%.o: CFLAGS += -O3 -I$(CUDA_HOME)/include
+$(B)/rt/%.o: runtime/%.c runtime/rt.h runtime/rt_loop.h runtime/trainc_rt.h runtime/rt_cuda.h | $(B)/rt
 	$(CC) $(CFLAGS) -c $< -o $@
 # only dist.c includes mpi.h
 $(B)/rt/dist.o: runtime/dist.c runtime/rt.h runtime/trainc_rt.h runtime/rt_dist.h | $(B)/rt
 	$(CC) $(CFLAGS) $(MPI_CFLAGS) -c $< -o $@
 $(B)/cc/%.o: compiler/%.c compiler/trainc.h compiler/ir.h compiler/ops.h runtime/rt.h runtime/trainc_rt.h | $(B)/cc
 	$(CC) $(CFLAGS) -c $< -o $@
+$(B)/cc/build.o: override CFLAGS += -I$(CUDA_HOME)/include
 # trainc build links trainers with these too (override: survives CFLAGS=... on the
 # command line, as the sanitizer build passes it)
 $(B)/cc/main.o: override CFLAGS += -DTRAINC_LINK_EXTRA='"$(MPI_LIBS)"'
@@ -36,11 +40,18 @@ $(B)/rt/ddp.o $(B)/rt/loop.o $(B)/rt/dist.o: runtime/rt_dist.h
 $(B)/rt $(B)/cc:
 	mkdir -p $@
 
-# templates/ are compiled into trainc as C strings (tmpl_cuda_<name>)
+# templates/ are compiled into trainc as C strings (tmpl_cuda_<name>), and listed in
+# the order a generated kernels_cuda.cu holds them: prelude, common, the rest by name
 TMPL := $(wildcard templates/cuda/*.cuh)
+TMPL_ORDER = $(filter %/prelude.cuh,$(TMPL)) $(filter %/common.cuh,$(TMPL)) \
+             $(sort $(filter-out %/prelude.cuh %/common.cuh,$(TMPL)))
 $(B)/cc/templates.c: $(TMPL) | $(B)/cc
-	{ for f in $(TMPL); do n=$$(basename $$f .cuh); echo "const char tmpl_cuda_$$n[] ="; \
-	  sed 's/\\/\\\\/g; s/"/\\"/g; s/^/    "/; s/$$/\\n"/' $$f; echo ";"; done; } > $@
+	{ for f in $(TMPL_ORDER); do n=$$(basename $$f .cuh); echo "const char tmpl_cuda_$$n[] ="; \
+	  sed 's/\\/\\\\/g; s/"/\\"/g; s/^/    "/; s/$$/\\n"/' $$f; echo ";"; done; \
+	  echo "const char *const tmpl_cuda_files[] = {"; \
+	  for f in $(TMPL_ORDER); do echo "    tmpl_cuda_$$(basename $$f .cuh),"; done; echo "    0};"; \
+	  echo "const char *const tmpl_cuda_names[] = {"; \
+	  for f in $(TMPL_ORDER); do echo "    \"$$(basename $$f)\","; done; echo "    0};"; } > $@
 $(B)/cc/templates.o: $(B)/cc/templates.c
 	$(CC) $(CFLAGS) -c $< -o $@
 
@@ -62,7 +73,7 @@ install: $(B)/trainc
 # The Debian packages the project needs: installed when root, else printed.
 DEB_PKGS := build-essential libcjson-dev libtcc-dev tcc libopenblas-dev zlib1g-dev \
             python3 python3-torch python3-numpy dataset-fashion-mnist \
-            openmpi-bin libopenmpi-dev
+            openmpi-bin libopenmpi-dev patchelf
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -z "$$missing" ]; then echo "deps: all installed"; \

@@ -115,16 +115,37 @@ static void use(Uses *u, Tensor *t, int w)
     u->w[u->n++] = (char)w;
 }
 
+/* A fused kernel's tensors: operands in first-use order, then outputs not read. This
+ * is the parameter order of its CUDA twin and so of rt_launch's argument list. */
+static void kernel_uses(Uses *u, const Instr *in)
+{
+    for (int k = 0; k < in->n_ops; k++)
+        for (int j = 0; j < in->ops[k].n_arg; j++)
+            if (in->ops[k].arg[j].t)
+                use(u, in->ops[k].arg[j].t, 0);
+    for (int k = 0; k < in->n_writes; k++)
+        use(u, in->writes[k], 1);
+}
+
+int kernel_tensors(const Instr *in, Tensor **t, char *w, int max)
+{
+    Uses u = {0};
+    kernel_uses(&u, in);
+    if (u.n > max)
+        die("kernel %d touches %d tensors (at most %d)", in->id, u.n, max);
+    for (int i = 0; i < u.n; i++) {
+        t[i] = u.t[i];
+        w[i] = u.w[i];
+    }
+    free(u.t);
+    free(u.w);
+    return u.n;
+}
+
 static void emit_kernel(Buf *b, Instr *in, const char *kp)
 {
     Uses u = {0};
-    for (int k = 0; k < in->n_ops; k++) {
-        for (int j = 0; j < in->ops[k].n_arg; j++)
-            if (in->ops[k].arg[j].t)
-                use(&u, in->ops[k].arg[j].t, 0);
-    }
-    for (int k = 0; k < in->n_writes; k++)
-        use(&u, in->writes[k], 1);
+    kernel_uses(&u, in);
     buf_printf(b, "/* %s%d: %s\n *     from %s */\n", kp, in->id, in->what, in->origin);
     buf_printf(b, "void %s%d(rt_exec *e, int64_t lo, int64_t hi)\n{\n", kp, in->id);
     for (int i = 0; i < u.n; i++)
@@ -162,8 +183,12 @@ static void emit_pass(Buf *b, Program *p, int from, int to, const char *sig, con
     Uses u = {0};
     for (int i = from; i < to; i++) {
         Instr *in = p->ins[i];
-        if (in->dead || in->kind == I_EW)
+        if (in->dead)
             continue;
+        if (in->kind == I_EW) {
+            kernel_uses(&u, in);
+            continue;
+        }
         for (int k = 0; k < in->n_reads; k++)
             use(&u, in->reads[k], 0);
         for (int k = 0; k < in->n_writes; k++)
@@ -179,9 +204,17 @@ static void emit_pass(Buf *b, Program *p, int from, int to, const char *sig, con
         if (in->dead)
             continue;
         buf_printf(b, "    /* %s: %s */\n", in->origin, in->what);
-        if (in->kind == I_EW)
-            buf_printf(b, "    rt_parallel_for(e, %s, %s%d);\n", in->n, p->kprefix, in->id);
-        else
+        if (in->kind == I_EW) {
+            Uses k = {0};
+            kernel_uses(&k, in);
+            buf_printf(b, "    rt_launch(e, \"%s%d\", %s%d, %s, %d, (void *[]){", p->kprefix, in->id,
+                       p->kprefix, in->id, in->n, k.n);
+            for (int j = 0; j < k.n; j++)
+                buf_printf(b, "%s&%s", j ? ", " : "", k.t[j]->name);
+            buf_puts(b, "});\n");
+            free(k.t);
+            free(k.w);
+        } else
             buf_printf(b, "    %s\n", in->text);
     }
     buf_puts(b, "}\n\n");
@@ -263,7 +296,9 @@ static void emit_host_c(Program *p, Program *ev, Buf *b)
     buf_puts(b, "#ifndef TRAINC_DATA_DIR\n");
     buf_printf(b, "#define TRAINC_DATA_DIR ");
     c_string(b, s->data_dir);
-    buf_puts(b, " /* trainc build and trainc run pass the absolute folder */\n#endif\n\n");
+    buf_puts(b, " /* trainc build and trainc run pass the absolute folder */\n#endif\n");
+    buf_puts(b, "#ifndef TRAINC_DEVICES /* trainc build --device cuda|both and trainc run set these */\n"
+                "#define TRAINC_DEVICES RT_HAS_CPU\n#define TRAINC_CUDA_IMAGE NULL\n#endif\n\n");
 
     emit_pass(b, p, 0, p->n_forward, "static void forward(rt_exec *e, int train)",
               "The forward pass: the loss, and in training d(loss)/d(prediction).",
@@ -338,7 +373,8 @@ static void emit_host_c(Program *p, Program *ev, Buf *b)
     }
     buf_printf(b, "    .train_defaults = train_defaults,\n    .n_train_defaults = %d,\n",
                s->n_train_lines);
-    buf_puts(b, "    .forward = forward,\n    .backward = backward,\n    .evaluate = evaluate,\n};\n\n");
+    buf_puts(b, "    .forward = forward,\n    .backward = backward,\n    .evaluate = evaluate,\n"
+                "    .devices = TRAINC_DEVICES,\n    .cuda = TRAINC_CUDA_IMAGE,\n};\n\n");
     buf_puts(b, "#ifndef TRAINC_JIT\nint main(int argc, char **argv) { return rt_main(&trainc_model, argc, argv); }\n#endif\n");
 }
 

@@ -223,6 +223,8 @@ typedef struct Emitted {
     Buf model_h, host_c, kernels_c, kernels_cu, plan_json;
 } Emitted;
 void emit_cuda(Program *p, Program *eval, Buf *b);
+/* A fused kernel's tensors in its parameter order (both emitters and the launch). */
+int kernel_tensors(const Instr *in, Tensor **t, char *w, int max);
 
 /* `data_dir` is recorded as given (the build and JIT override it with an absolute path). */
 void emit_c(Program *p, Program *eval, Emitted *out);

@@ -1,7 +1,8 @@
 /* jit.c: `trainc run`. The generated host code and CPU kernels are compiled in memory
  * by libtcc and linked against the runtime already inside this process (trainc is
  * linked with -rdynamic, so rt_* and libm resolve from here): no compiler process
- * is started and nothing is written to disk. */
+ * is started and nothing is written to disk (but the kernel cache, when a GPU is
+ * there: NVRTC compiles kernels_cuda.cu for it once). */
 #include <libtcc.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,13 @@ int jit_run(Compiled *c, const char *incdir, int argc, char **argv)
     char *abs = realpath(c->spec->data_dir, NULL);
     char *q = xasprintf("\"%s\"", abs ? abs : c->spec->data_dir);
     tcc_define_symbol(s, "TRAINC_DATA_DIR", q);
+    /* both devices: the runtime picks the GPU when there is one (--device chooses);
+     * the CUDA kernels go to NVRTC for that GPU at start, through the disk cache */
+    static rt_cuda_image image;
+    image.source = c->em.kernels_cu.s;
+    tcc_define_symbol(s, "TRAINC_DEVICES", "(RT_HAS_CPU | RT_HAS_CUDA)");
+    tcc_define_symbol(s, "TRAINC_CUDA_IMAGE", "(&trainc_cuda_image)");
+    tcc_add_symbol(s, "trainc_cuda_image", &image);
     char *host = inline_model_h(&c->em, &c->em.host_c);
     char *kern = inline_model_h(&c->em, &c->em.kernels_c);
     if (tcc_compile_string(s, host) != 0 || tcc_compile_string(s, kern) != 0)

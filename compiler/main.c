@@ -270,31 +270,42 @@ static int spawn_wait(char **args)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
 
+char *build_cuda_image(const char *src, const char *archs, const char *dir);
+void build_bundle(const char *exe, const char *dir, int cuda);
+
 static int cmd_build(int argc, char **argv)
 {
     int n = spec_args(argc, argv, 1, "build");
-    const char *out = NULL, *device = "cpu";
+    const char *out = NULL, *device = "cpu", *arch = "sm_80,sm_86,sm_89,sm_90", *bundle = NULL;
     for (int i = 1 + n; i < argc; i++) {
         if (!strcmp(argv[i], "-o"))
             out = opt_value(argc, argv, &i, "-o");
         else if (!strcmp(argv[i], "--device"))
             device = opt_value(argc, argv, &i, "--device");
         else if (!strcmp(argv[i], "--arch"))
-            opt_value(argc, argv, &i, "--arch");
+            arch = opt_value(argc, argv, &i, "--arch");
+        else if (!strcmp(argv[i], "--bundle"))
+            bundle = opt_value(argc, argv, &i, "--bundle");
         else if (!strcmp(argv[i], "--set"))
             i++;
         else
             error_input("build: unknown option '%s'", argv[i]);
     }
-    if (!out)
-        error_input("build: missing -o FILE");
+    if (!out && !bundle)
+        error_input("build: missing -o FILE (or --bundle DIR)");
     if (strcmp(device, "cpu") && strcmp(device, "cuda") && strcmp(device, "both"))
         error_input("build: --device must be cpu, cuda or both, got '%s'", device);
-    if (strcmp(device, "cpu"))
-        error_input("build: --device %s is not supported yet (the CUDA backend is in progress); use --device cpu",
-                    device);
+    int cuda = strcmp(device, "cpu") != 0;
     Spec *s = load_with_sets(argc, argv, 1, n, 1);
     Compiled *c = compile_spec(s);
+    /* --bundle DIR: the executable is DIR/NAME (NAME from -o, else the spec's name) */
+    if (bundle) {
+        const char *base = out ? strrchr(out, '/') : NULL;
+        base = base ? base + 1 : out ? out : s->name;
+        if (rt_mkdir_p(bundle) != 0)
+            rt_fail("build: cannot create %s: %s", bundle, strerror(errno));
+        out = xasprintf("%s/%s", bundle, base);
+    }
     char tmpl[] = "/tmp/trainc-build-XXXXXX";
     if (!mkdtemp(tmpl))
         rt_fail("build: mkdtemp: %s", strerror(errno));
@@ -307,15 +318,34 @@ static int cmd_build(int argc, char **argv)
     char *host = xasprintf("%s/host.c", tmpl), *kern = xasprintf("%s/kernels_cpu.c", tmpl);
     char *tmpout = xasprintf("%s.tmp%d", out, (int)getpid());
     const char *cc = getenv("CC") && *getenv("CC") ? getenv("CC") : "cc";
-    char *args[64] = {(char *)cc, "-std=gnu11", "-O2", "-ffp-contract=off", "-w", inc, ddef, host,
-                      kern, lib, "-lcjson", "-lopenblas", "-lm", "-lpthread"};
-    int na = 14;
+    char *args[80] = {(char *)cc, "-std=gnu11", "-O2", "-ffp-contract=off", "-w", inc, ddef, host,
+                      kern};
+    int na = 9;
+    if (cuda) {
+        double t = rt_now();
+        args[na++] = build_cuda_image(c->em.kernels_cu.s, arch, tmpl);
+        args[na++] = !strcmp(device, "cuda") ? "-DTRAINC_DEVICES=RT_HAS_CUDA"
+                                             : "-DTRAINC_DEVICES=(RT_HAS_CPU|RT_HAS_CUDA)";
+        args[na++] = "-DTRAINC_CUDA_IMAGE=(&trainc_cuda_image)";
+        fprintf(stderr, "trainc: compiled the CUDA kernels for %s (+ PTX) with NVRTC in %.1f s\n",
+                arch, rt_now() - t);
+    }
+    if (bundle) {   /* DT_RPATH, not RUNPATH: it also serves the libraries' own needs */
+        args[na++] = "-Wl,-rpath,$ORIGIN/lib";
+        args[na++] = "-Wl,--disable-new-dtags";
+    }
+    args[na++] = lib;
+    args[na++] = "-lcjson";
+    args[na++] = "-lopenblas";
+    args[na++] = "-lm";
+    args[na++] = "-lpthread";
+    args[na++] = "-ldl";
 #ifndef TRAINC_LINK_EXTRA
 #define TRAINC_LINK_EXTRA ""
 #endif
     /* MPI's link flags, as the Makefile found them (mpicc --showme:link) */
     char *extra = xstrdup(TRAINC_LINK_EXTRA);
-    for (char *tok = strtok(extra, " "); tok && na < 60; tok = strtok(NULL, " "))
+    for (char *tok = strtok(extra, " "); tok && na < 74; tok = strtok(NULL, " "))
         args[na++] = tok;
     args[na++] = "-o";
     args[na++] = tmpout;
@@ -329,7 +359,9 @@ static int cmd_build(int argc, char **argv)
     }
     if (rename(tmpout, out) != 0)
         rt_fail("build: cannot write %s: %s", out, strerror(errno));
-    fprintf(stderr, "trainc: built %s (cpu)\n", out);
+    if (bundle)
+        build_bundle(out, bundle, cuda);
+    fprintf(stderr, "trainc: built %s (%s)%s\n", out, device, bundle ? ", with the libraries it needs in its lib/" : "");
     return 0;
 }
 

@@ -281,6 +281,10 @@ static att_ctx att_setup(int64_t T, int64_t d, int64_t H, int causal)
 void rt_attention_fwd(rt_exec *e, const float *qkv, float *att, float *y, int64_t B, int64_t T,
                       int64_t d, int64_t H, int causal)
 {
+    if (e->dev) { /* on a GPU: cuda_ops.c, cuda_blas.c */
+        RT_GPU(e)->attention_fwd(e, qkv, att, y, B, T, d, H, causal);
+        return;
+    }
     if (B <= 0 || T <= 0 || d <= 0)
         return;
     att_ctx c = att_setup(T, d, H, causal);
@@ -293,6 +297,10 @@ void rt_attention_fwd(rt_exec *e, const float *qkv, float *att, float *y, int64_
 void rt_attention_bwd(rt_exec *e, const float *qkv, const float *att, const float *dy,
                       float *dqkv, int64_t B, int64_t T, int64_t d, int64_t H, int causal)
 {
+    if (e->dev) { /* on a GPU: cuda_ops.c, cuda_blas.c */
+        RT_GPU(e)->attention_bwd(e, qkv, att, dy, dqkv, B, T, d, H, causal);
+        return;
+    }
     if (B <= 0 || T <= 0 || d <= 0)
         return;
     att_ctx c = att_setup(T, d, H, causal);
@@ -370,6 +378,10 @@ static void emb_check(emb_ctx *c)
 void rt_embedding_fwd(rt_exec *e, const int32_t *idx, const float *w, float *out, int64_t rows,
                       int64_t V, int64_t dim)
 {
+    if (e->dev) { /* on a GPU: cuda_ops.c, cuda_blas.c */
+        RT_GPU(e)->embedding_fwd(e, idx, w, out, rows, V, dim);
+        return;
+    }
     if (rows <= 0 || dim <= 0)
         return;
     emb_ctx c = {.idx = idx, .w = w, .out = out, .rows = rows, .V = V, .dim = dim, .bad = rows};
@@ -381,6 +393,10 @@ void rt_embedding_fwd(rt_exec *e, const int32_t *idx, const float *w, float *out
 void rt_embedding_bwd(rt_exec *e, const int32_t *idx, const float *dout, float *dw, int64_t rows,
                       int64_t V, int64_t dim)
 {
+    if (e->dev) { /* on a GPU: cuda_ops.c, cuda_blas.c */
+        RT_GPU(e)->embedding_bwd(e, idx, dout, dw, rows, V, dim);
+        return;
+    }
     if (rows <= 0 || dim <= 0)
         return;
     emb_ctx c = {.idx = idx, .dout = dout, .dw = dw, .rows = rows, .V = V, .dim = dim,

@@ -1108,6 +1108,15 @@ const rt_batch *rt_loader_next(rt_loader *l)
     return s ? &s->b : NULL;
 }
 
+void rt_loader_each_buffer(rt_loader *l, void (*fn)(void *p, size_t n, void *ctx), void *ctx)
+{
+    for (int s = 0; s < l->nslots; s++)
+        for (int i = 0; i < l->m->n_inputs; i++) {
+            size_t numel = (size_t)(l->m->inputs[i].numel > 0 ? l->m->inputs[i].numel : 1);
+            fn(l->slots[s].b.in[i], (size_t)l->B * numel * dtype_bytes(l->m->inputs[i].dtype), ctx);
+        }
+}
+
 void rt_loader_free(rt_loader *l)
 {
     if (!l)

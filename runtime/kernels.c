@@ -284,6 +284,14 @@ static void pfor_task(void *ctx, int64_t lo, int64_t hi)
     c->fn(c->e, lo, hi);
 }
 
+void rt_launch(rt_exec *e, const char *name, rt_kernel_fn fn, int64_t n, int nargs, void **args)
+{
+    if (e->dev)
+        RT_GPU(e)->launch_ew(e, name, n, nargs, args);
+    else
+        rt_parallel_for(e, n, fn);
+}
+
 void rt_parallel_for(rt_exec *e, int64_t n, rt_kernel_fn fn)
 {
     pfor_ctx c = {fn, e};
@@ -439,6 +447,10 @@ void rt_gemm(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t
              float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
              float beta, float *C, int64_t ldc)
 {
+    if (e->dev) { /* on a GPU: cuda_ops.c, cuda_blas.c */
+        RT_GPU(e)->gemm(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
     if (M <= 0 || N <= 0)
         return;
     if (M > INT_MAX || N > INT_MAX || K > INT_MAX || lda > INT_MAX || ldb > INT_MAX ||
@@ -498,6 +510,10 @@ static void colsum_task(void *ctx, int64_t lo, int64_t hi)
 
 void rt_colsum_add(rt_exec *e, const float *dy, float *db, int64_t rows, int64_t cols)
 {
+    if (e->dev) { /* on a GPU: cuda_ops.c, cuda_blas.c */
+        RT_GPU(e)->colsum_add(e, dy, db, rows, cols);
+        return;
+    }
     if (rows <= 0 || cols <= 0)
         return;
     rt_pool *p = pool_of(e);
@@ -615,6 +631,10 @@ static void im2col_task(void *ctx, int64_t lo, int64_t hi)
 void rt_im2col(rt_exec *e, const float *x, float *col, int64_t B, int64_t C, int64_t H,
                int64_t W, int64_t k, int64_t stride, int64_t pad, int64_t OH, int64_t OW)
 {
+    if (e->dev) { /* on a GPU: cuda_ops.c, cuda_blas.c */
+        RT_GPU(e)->im2col(e, x, col, B, C, H, W, k, stride, pad, OH, OW);
+        return;
+    }
     conv_ctx c = {x, col, NULL, NULL, B, C, H, W, k, stride, pad, OH, OW};
     launch(pool_of(e), C * B * k * k, grain_for(OH * OW), im2col_task, &c);
 }
@@ -666,6 +686,10 @@ static void col2im_task(void *ctx, int64_t lo, int64_t hi)
 void rt_col2im(rt_exec *e, const float *dcol, float *dx, int64_t B, int64_t C, int64_t H,
                int64_t W, int64_t k, int64_t stride, int64_t pad, int64_t OH, int64_t OW)
 {
+    if (e->dev) { /* on a GPU: cuda_ops.c, cuda_blas.c */
+        RT_GPU(e)->col2im(e, dcol, dx, B, C, H, W, k, stride, pad, OH, OW);
+        return;
+    }
     conv_ctx c = {NULL, NULL, dcol, dx, B, C, H, W, k, stride, pad, OH, OW};
     launch(pool_of(e), C * B, grain_for(k * k * OH * OW), col2im_task, &c);
 }
@@ -765,6 +789,10 @@ static void maxpool_bwd_task(void *ctx, int64_t lo, int64_t hi)
 void rt_maxpool2d_fwd(rt_exec *e, const float *x, float *y, int64_t planes, int64_t H,
                       int64_t W, int64_t k, int64_t s, int64_t OH, int64_t OW)
 {
+    if (e->dev) { /* on a GPU: cuda_ops.c, cuda_blas.c */
+        RT_GPU(e)->maxpool2d_fwd(e, x, y, planes, H, W, k, s, OH, OW);
+        return;
+    }
     pool_ctx c = {x, NULL, y, NULL, H, W, k, s, OH, OW};
     launch(pool_of(e), planes, grain_for(OH * OW * k * k), maxpool_fwd_task, &c);
 }
@@ -772,6 +800,10 @@ void rt_maxpool2d_fwd(rt_exec *e, const float *x, float *y, int64_t planes, int6
 void rt_maxpool2d_bwd(rt_exec *e, const float *x, const float *dy, float *dx, int64_t planes,
                       int64_t H, int64_t W, int64_t k, int64_t s, int64_t OH, int64_t OW)
 {
+    if (e->dev) { /* on a GPU: cuda_ops.c, cuda_blas.c */
+        RT_GPU(e)->maxpool2d_bwd(e, x, dy, dx, planes, H, W, k, s, OH, OW);
+        return;
+    }
     pool_ctx c = {x, dy, NULL, dx, H, W, k, s, OH, OW};
     launch(pool_of(e), planes, grain_for(OH * OW * k * k + H * W), maxpool_bwd_task, &c);
 }
@@ -839,6 +871,10 @@ static void avgpool_bwd_task(void *ctx, int64_t lo, int64_t hi)
 void rt_avgpool2d_fwd(rt_exec *e, const float *x, float *y, int64_t planes, int64_t H,
                       int64_t W, int64_t k, int64_t s, int64_t OH, int64_t OW)
 {
+    if (e->dev) { /* on a GPU: cuda_ops.c, cuda_blas.c */
+        RT_GPU(e)->avgpool2d_fwd(e, x, y, planes, H, W, k, s, OH, OW);
+        return;
+    }
     pool_ctx c = {x, NULL, y, NULL, H, W, k, s, OH, OW};
     launch(pool_of(e), planes, grain_for(OH * OW * k * k), avgpool_fwd_task, &c);
 }
@@ -846,6 +882,10 @@ void rt_avgpool2d_fwd(rt_exec *e, const float *x, float *y, int64_t planes, int6
 void rt_avgpool2d_bwd(rt_exec *e, const float *dy, float *dx, int64_t planes, int64_t H,
                       int64_t W, int64_t k, int64_t s, int64_t OH, int64_t OW)
 {
+    if (e->dev) { /* on a GPU: cuda_ops.c, cuda_blas.c */
+        RT_GPU(e)->avgpool2d_bwd(e, dy, dx, planes, H, W, k, s, OH, OW);
+        return;
+    }
     pool_ctx c = {NULL, dy, NULL, dx, H, W, k, s, OH, OW};
     launch(pool_of(e), planes, grain_for(OH * OW * k * k + H * W), avgpool_bwd_task, &c);
 }
@@ -888,6 +928,10 @@ static void ln_fwd_task(void *ctx, int64_t lo, int64_t hi)
 void rt_layernorm_fwd(rt_exec *e, const float *x, const float *w, const float *b, float *y,
                       float *mean, float *rstd, int64_t rows, int64_t d, float eps)
 {
+    if (e->dev) { /* on a GPU: cuda_ops.c, cuda_blas.c */
+        RT_GPU(e)->layernorm_fwd(e, x, w, b, y, mean, rstd, rows, d, eps);
+        return;
+    }
     ln_ctx c = {.x = x, .w = w, .b = b, .y = y, .mean = mean, .rstd = rstd, .rows = rows,
                 .d = d, .eps = eps};
     if (d <= 0)
@@ -966,6 +1010,10 @@ void rt_layernorm_bwd(rt_exec *e, const float *x, const float *w, const float *m
                       const float *rstd, const float *dy, float *dx, float *dw, float *db,
                       int64_t rows, int64_t d)
 {
+    if (e->dev) { /* on a GPU: cuda_ops.c, cuda_blas.c */
+        RT_GPU(e)->layernorm_bwd(e, x, w, mean, rstd, dy, dx, dw, db, rows, d);
+        return;
+    }
     if (rows <= 0 || d <= 0)
         return;
     rt_pool *p = pool_of(e);
@@ -1061,6 +1109,10 @@ static void ce_task(void *ctx, int64_t lo, int64_t hi)
 void rt_cross_entropy(rt_exec *e, const float *logits, const int32_t *target, float *dlogits,
                       int64_t rows, int64_t C)
 {
+    if (e->dev) { /* on a GPU: cuda_ops.c, cuda_blas.c */
+        RT_GPU(e)->cross_entropy(e, logits, target, dlogits, rows, C);
+        return;
+    }
     if (rows <= 0)
         return;
     rt_pool *p = pool_of(e);
@@ -1123,6 +1175,10 @@ static void mse_task(void *ctx, int64_t lo, int64_t hi)
 
 void rt_mse(rt_exec *e, const float *y, const float *t, float *dy, int64_t n)
 {
+    if (e->dev) { /* on a GPU: cuda_ops.c, cuda_blas.c */
+        RT_GPU(e)->mse(e, y, t, dy, n);
+        return;
+    }
     if (n <= 0)
         return;
     rt_pool *p = pool_of(e);

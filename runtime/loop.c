@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "rt_cuda.h"
 #include "rt_dist.h"
 #include "rt_loop.h"
 
@@ -187,8 +188,12 @@ static void configure(const rt_model *m, const Opts *o, rt_train_config *c)
  * clearly instead of being silently ignored. */
 static void refuse_unsupported(const rt_model *m, const Opts *o, const rt_train_config *c)
 {
-    if (c->device == RT_DEVICE_CUDA)
-        rt_input_error("this trainer was built for the CPU only; the CUDA backend is not supported yet (use --device cpu)");
+    if (c->device == RT_DEVICE_CUDA && !(m->devices & RT_HAS_CUDA))
+        rt_input_error("--device cuda: this trainer was built for the CPU only; rebuild it with "
+                       "trainc build --device cuda (or both)");
+    if (c->device == RT_DEVICE_CPU && !(m->devices & RT_HAS_CPU))
+        rt_input_error("--device cpu: this trainer was built for CUDA only; rebuild it with "
+                       "trainc build --device both (or cpu)");
     if (o->resume && o->init)
         rt_input_error("--init and --resume exclude each other: a resumed run continues from its checkpoint's weights");
     if (c->dist != RT_DIST_DDP && rt_dist_world() > 1)
@@ -203,7 +208,12 @@ typedef struct Run {
     rt_train_config c;
     Opts o;
     rt_exec e;
-    float *params, *grads, *state;
+    float *params, *grads, *state;   /* host memory (on a GPU: copies for files) */
+    int gpu;                   /* the exec runs on the GPU (device_cuda.c) */
+    int slot;                  /* GPU: the training input slot of the next pass */
+    const rt_batch *ahead;     /* GPU: the next batch, already fetched and being copied */
+    int mem_logged;            /* GPU: the device_memory record is written */
+    int64_t state_floats;
     rt_dataset train, val;
     int has_val;
     rt_loader *tl, *vl;
@@ -222,14 +232,64 @@ static uint64_t mix(uint64_t a, uint64_t b)
     return z ^ (z >> 31);
 }
 
-static void bind_batch(Run *r, const rt_batch *b)
+/* A batch's inputs for the next pass, and the pass's loss numbers reset. On a GPU the
+ * inputs are copied asynchronously into device slot `slot` (RT_CU_SLOT_*): training
+ * alternates two, so that the next batch's copy runs while this one computes (see
+ * the step loop), validation and sampling use a third. */
+static void bind_slot(Run *r, const rt_batch *b, int slot, int uploaded)
 {
     r->e.B = b->rows;
-    for (int k = 0; k < r->m->n_inputs; k++)
-        r->e.in[k] = b->in[k];
     r->e.loss_sum = 0;
     r->e.terms = 0;
     r->e.correct = 0;
+    if (r->gpu) {
+        if (!uploaded)
+            rt_cu_upload_batch(&r->e, r->m, (const void *const *)b->in, b->rows, slot);
+        rt_cu_use_slot(&r->e, r->m, slot, b->rows);
+        rt_cu_begin_pass(&r->e);
+        return;
+    }
+    for (int k = 0; k < r->m->n_inputs; k++)
+        r->e.in[k] = b->in[k];
+}
+
+static void bind_batch(Run *r, const rt_batch *b) { bind_slot(r, b, RT_CU_SLOT_EVAL, 0); }
+
+/* After a pass: on a GPU, wait for it and fetch its loss numbers (the batch's host
+ * buffers are free again then: the pass waited for their copy). */
+static void end_pass(Run *r)
+{
+    if (r->gpu)
+        rt_cu_end_pass(&r->e);
+}
+
+/* The device's parameters (and optimizer state) into the host copies, before files. */
+static void pull_params(Run *r, int with_state)
+{
+    if (r->gpu)
+        rt_cu_get_params(&r->e, r->m, r->params, with_state ? r->state : NULL,
+                         with_state ? r->state_floats : 0);
+}
+
+static rt_dptr dptr(const void *p) { return (rt_dptr)(uintptr_t)p; }
+
+/* cpu or cuda, per --device / train.device and what the trainer was built for; with
+ * "auto", a GPU when there is one. */
+static int pick_gpu(const Run *r)
+{
+    const rt_model *m = r->m;
+    char why[512];
+    int count = 0;
+    int can_cuda = (m->devices & RT_HAS_CUDA) && m->cuda;
+    if (r->c.device == RT_DEVICE_CPU || !can_cuda)
+        return 0;
+    if (rt_cu_probe(why, sizeof why, &count) == 0)
+        return 1;
+    if (r->c.device == RT_DEVICE_CUDA || !(m->devices & RT_HAS_CPU))
+        rt_cu_no_device(why);
+    if (r->rank == 0)
+        fprintf(stderr, "trainc: no GPU (%s): training on the CPU\n", why);
+    return 0;
 }
 
 /* ---- parameters -------------------------------------------------------------- */
@@ -262,6 +322,7 @@ static void save_weights(Run *r, const char *file)
 {
     if (r->rank != 0)
         return;
+    pull_params(r, 0);
     char path[RT_PATH_MAX + 64];
     join_path(path, sizeof path, r->out, file);
     if (rt_safetensors_write(path, r->m, r->params) != 0)
@@ -288,6 +349,7 @@ static Eval validate(Run *r)
         bind_batch(r, b);
         r->e.rng_key = 0;
         r->m->evaluate(&r->e);
+        end_pass(r);
         loss += r->e.loss_sum;
         terms += r->e.terms;
         correct += r->e.correct;
@@ -404,7 +466,15 @@ static int default_threads(void)
 
 static void metrics_start(Run *r, int threads, int64_t resumed_from)
 {
-    char buf[1024], res[64] = "";
+    char buf[2048], res[64] = "", dev[512] = "\"device\":\"cpu\"";
+    if (r->gpu) {
+        size_t pool, arena, fixed, all = rt_cu_allocated(&r->e, &pool, &arena, &fixed);
+        snprintf(dev, sizeof dev,
+                 "\"device\":\"cuda\",\"gpu\":\"%s\",\"arch\":\"%s\",\"kernels\":\"%s\","
+                 "\"device_bytes\":%zu,\"device_pool_bytes\":%zu,\"device_arena_bytes\":%zu,"
+                 "\"device_fixed_bytes\":%zu",
+                 rt_cu_name(&r->e), rt_cu_arch(&r->e), rt_cu_kernels_from(&r->e), all, pool, arena, fixed);
+    }
     const char *prec[] = {"fp32", "bf16-mixed", "fp16-mixed"};
     int64_t np = 0;
     for (int i = 0; i < r->m->n_params; i++)
@@ -412,10 +482,10 @@ static void metrics_start(Run *r, int threads, int64_t resumed_from)
     if (resumed_from >= 0)
         snprintf(res, sizeof res, ",\"resumed_from\":%lld", (long long)resumed_from);
     snprintf(buf, sizeof buf,
-             "{\"event\":\"start\",\"model\":\"%s\",\"params\":%lld,\"device\":\"cpu\",\"precision\":\"%s\","
+             "{\"event\":\"start\",\"model\":\"%s\",\"params\":%lld,%s,\"precision\":\"%s\","
              "\"arena_bytes\":%lld,\"param_bytes\":%lld,\"optimizer_bytes\":%lld,\"ranks\":%d,"
              "\"threads\":%d,\"batch_size\":%lld,\"spec_hash\":\"%s\"%s}",
-             r->m->name, (long long)np, prec[RT_PREC_FP32],
+             r->m->name, (long long)np, dev, prec[RT_PREC_FP32],
              (long long)(r->e.Bmax * r->m->arena_row_bytes), (long long)(r->m->param_floats * 4),
              (long long)(rt_optim_state_floats(&r->c, r->m) * 4), r->world, threads,
              (long long)r->c.batch_size, r->m->spec_hash, res);
@@ -471,6 +541,7 @@ static void checkpoint(Run *r, rt_loop_state *s)
     if (r->rank != 0)
         return;               /* DDP: every rank holds the same state */
     s->metrics_bytes = file_size(r->out, "metrics.jsonl");
+    pull_params(r, 1);
     int n;
     char **lines = rt_config_dump(&r->c, &n);
     s->elapsed = rt_now() - r->t0;
@@ -510,18 +581,20 @@ static void sample(Run *r)
     rt_rng rng;
     rt_rng_seed(&rng, r->o.sample_seed >= 0 ? (uint64_t)r->o.sample_seed : r->c.seed);
     double *prob = rt_xmalloc((size_t)V * sizeof *prob);
-    r->e.B = 1;
-    r->e.in[0] = ctx;
-    r->e.in[1] = tgt;
+    float *row = rt_xmalloc((size_t)V * sizeof *row);
     r->e.rng_key = 0;
     for (int64_t k = 0; k < r->o.sample; k++) {
         for (int64_t t = n; t < T; t++)
             ctx[t] = 0;             /* causal attention: later positions do not matter */
-        r->e.loss_sum = 0;
-        r->e.terms = 0;
-        r->e.correct = 0;
+        rt_batch one = {.rows = 1, .in = {ctx, tgt}};
+        bind_batch(r, &one);
         m->forward(&r->e, 0);
+        end_pass(r);
         const float *logits = (const float *)(r->e.arena + r->e.Bmax * m->pred_offset) + (n - 1) * V;
+        if (r->gpu) {           /* the last position's logits, from the device */
+            rt_cu_download(row, dptr(logits), (size_t)V * sizeof *row);
+            logits = row;
+        }
         double mx = -INFINITY, sum = 0;
         for (int64_t v = 0; v < V; v++)
             mx = fmax(mx, (double)logits[v] / r->o.temperature);
@@ -546,6 +619,7 @@ static void sample(Run *r)
     putchar('\n');
     fflush(stdout);
     rt_xfree(prob);
+    rt_xfree(row);
     rt_xfree(ctx);
     rt_xfree(tgt);
 }
@@ -565,8 +639,14 @@ int rt_main(const rt_model *m, int argc, char **argv)
     configure(m, &r->o, &r->c);
     refuse_unsupported(m, &r->o, &r->c);
     rt_train_config *c = &r->c;
-    if (c->precision != RT_PREC_FP32)
-        fprintf(stderr, "trainc: note: the CPU backend runs fp32 (the spec asks for %s)\n",
+    r->gpu = pick_gpu(r);
+    if (r->gpu && r->world > 1)
+        rt_input_error("several ranks on GPUs need NCCL, which this release does not have yet; "
+                       "run one rank per machine, or --device cpu");
+    if (r->gpu && r->o.gradcheck)
+        rt_input_error("--gradcheck runs on the CPU: add --device cpu");
+    if (c->precision != RT_PREC_FP32 && r->rank == 0)
+        fprintf(stderr, "trainc: note: this release trains in fp32 (the spec asks for %s)\n",
                 c->precision == RT_PREC_BF16 ? "bf16-mixed" : "fp16-mixed");
 
     /* data and weights: all bad input is found before the output folder exists */
@@ -603,9 +683,10 @@ int rt_main(const rt_model *m, int argc, char **argv)
                        c->sched == RT_SCHED_COSINE ? "cosine" : "linear");
 
     r->params = rt_xmalloc((size_t)m->param_floats * sizeof(float));
-    r->grads = rt_xmalloc((size_t)m->param_floats * sizeof(float));
+    r->grads = r->gpu ? NULL : rt_xmalloc((size_t)m->param_floats * sizeof(float));
     int64_t sf = rt_optim_state_floats(c, m);
     r->state = sf ? rt_xmalloc((size_t)sf * sizeof(float)) : NULL;
+    r->state_floats = sf;
     if (r->o.init)
         rt_safetensors_read(r->o.init, m, r->params);
     else
@@ -615,12 +696,21 @@ int rt_main(const rt_model *m, int argc, char **argv)
     /* one block serves both plans: training's and validation's smaller one */
     int64_t row = m->arena_row_bytes > m->eval_arena_row_bytes ? m->arena_row_bytes
                                                                : m->eval_arena_row_bytes;
-    r->e.arena = rt_xmalloc((size_t)(r->e.Bmax * row));
-    r->e.params = r->params;
-    r->e.grads = r->grads;
+    if (r->gpu) {
+        /* everything on the device, allocated now: nothing is allocated in the loop */
+        rt_cu_init(&r->e, m, m->cuda, r->e.Bmax, row, sf, rt_dist_local_rank());
+        rt_cu_optim_setup(&r->e, c, m);
+        rt_loader_each_buffer(r->tl, rt_cu_pin, NULL);
+        if (r->vl)
+            rt_loader_each_buffer(r->vl, rt_cu_pin, NULL);
+    } else {
+        r->e.arena = rt_xmalloc((size_t)(r->e.Bmax * row));
+        r->e.params = r->params;
+        r->e.grads = r->grads;
+        rt_ddp_init(m, r->grads, (int64_t)(c->bucket_mb * 1048576.0));
+    }
     r->e.rt = rt_pool_new(threads);
     rt_blas_threads(threads);
-    rt_ddp_init(m, r->grads, (int64_t)(c->bucket_mb * 1048576.0));
 
     if (r->o.gradcheck)
         return gradcheck(r);
@@ -673,6 +763,8 @@ int rt_main(const rt_model *m, int argc, char **argv)
         r->mt = NULL;         /* only rank 0 writes metrics, plots and files */
         r->o.quiet = 1;
     }
+    if (r->gpu)               /* the weights as initialized, loaded or resumed */
+        rt_cu_put_params(&r->e, m, r->params, r->state, sf);
     r->t0 = rt_now() - s->elapsed;
     metrics_start(r, threads, resumed_from);
 
@@ -694,19 +786,27 @@ int rt_main(const rt_model *m, int argc, char **argv)
         end = END_MAX_STEPS;
 
     while (end < 0) {
+        r->ahead = NULL;
         rt_loader_start(r->tl, s->epoch, s->batch);
         for (;;) {
             int64_t k = r->batches_per_epoch - s->batch;
             if (k > c->accumulate)
                 k = c->accumulate;
-            memset(r->grads, 0, (size_t)m->param_floats * sizeof(float));
+            if (r->gpu)
+                rt_cu_zero(&r->e, dptr(r->e.grads), m->param_floats);
+            else
+                memset(r->grads, 0, (size_t)m->param_floats * sizeof(float));
             double step_loss = 0;
             int64_t samples = 0;
             for (int64_t j = 0; j < k; j++) {
-                const rt_batch *b = rt_loader_next(r->tl);
+                /* on a GPU the batch may have been fetched and its copy started during
+                 * the previous pass */
+                const rt_batch *b = r->ahead ? r->ahead : rt_loader_next(r->tl);
                 if (!b)
                     rt_die("loader ended early");
-                bind_batch(r, b);
+                bind_slot(r, b, r->slot, r->ahead != NULL);
+                r->ahead = NULL;
+                int64_t rows = b->rows;
                 r->e.rng_key = mix(mix(c->seed, (uint64_t)s->step), (uint64_t)j);
                 r->e.grad_scale = (float)(1.0 / ((double)b->rows * (double)m->loss_terms * (double)k *
                                                  (double)r->world));
@@ -714,8 +814,20 @@ int rt_main(const rt_model *m, int argc, char **argv)
                 rt_ddp_begin(j == k - 1);     /* with accumulate: only the last micro-batch */
                 m->backward(&r->e);
                 rt_ddp_finish();
+                if (r->gpu && s->batch + j + 1 < r->batches_per_epoch) {
+                    /* the pass is queued on the GPU: fetch the next batch now and start
+                     * its copy into the other slot, so it overlaps this pass. Its host
+                     * buffer is the loader's to refill once this batch's copy is done. */
+                    rt_cu_upload_done(&r->e);
+                    r->slot ^= 1;
+                    r->ahead = rt_loader_next(r->tl);
+                    if (r->ahead)
+                        rt_cu_upload_batch(&r->e, m, (const void *const *)r->ahead->in,
+                                           r->ahead->rows, r->slot);
+                }
+                end_pass(r);
                 step_loss += r->e.loss_sum / (double)r->e.terms;
-                samples += b->rows;
+                samples += rows;
             }
             step_loss /= (double)k;
             double now_stop = 0;
@@ -737,14 +849,32 @@ int rt_main(const rt_model *m, int argc, char **argv)
                          (long long)s->step + 1);
                 break;
             }
-            double norm = rt_grad_norm(r->e.rt, m, r->grads);
+            double norm = r->gpu ? rt_cu_grad_norm(&r->e, m, dptr(r->e.grads))
+                                 : rt_grad_norm(r->e.rt, m, r->grads);
             /* clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is < 1 */
             float coef = isnan(c->grad_clip) ? 1.0f : (float)(c->grad_clip / (norm + 1e-6));
             double lr = rt_lr_at(c, s->step, r->total_steps > 0 ? r->total_steps : 1);
-            rt_optim_step(r->e.rt, c, m, r->params, r->grads, r->state, s->step + 1, lr, coef,
-                          coef < 1.0f);
+            if (r->gpu)
+                rt_cu_optim_step(&r->e, c, m, dptr(r->e.params), dptr(r->e.grads), rt_cu_state(&r->e),
+                                 s->step + 1, lr, coef, coef < 1.0f);
+            else
+                rt_optim_step(r->e.rt, c, m, r->params, r->grads, r->state, s->step + 1, lr, coef,
+                              coef < 1.0f);
             s->batch += k;
             s->step++;
+            if (r->gpu && !r->mem_logged) {
+                /* what the device really holds after a whole step (our allocations, the
+                 * CUDA context, cuBLASLt's own), next to what we allocated */
+                size_t fr = 0, tot = 0, pool, arena, fixed;
+                size_t all = rt_cu_allocated(&r->e, &pool, &arena, &fixed);
+                rt_cu_sync(&r->e);
+                rt_cu_mem_info(&fr, &tot);
+                char buf[256];
+                snprintf(buf, sizeof buf, "{\"event\":\"device_memory\",\"step\":%lld,\"used_bytes\":%zu,"
+                         "\"allocated_bytes\":%zu,\"total_bytes\":%zu}", (long long)s->step, tot - fr, all, tot);
+                rt_metrics_line(r->mt, buf);
+                r->mem_logged = 1;
+            }
             s->last_loss = step_loss;
             s->log_loss += step_loss;
             s->log_n++;

@@ -178,7 +178,10 @@ void rt_optim_step(rt_pool *pool, const rt_train_config *c, const rt_model *m, f
 
 void rt_rowsum_add(rt_exec *e, const float *x, float *db, int64_t rows, int64_t cols)
 {
-    (void)e;
+    if (e->dev) { /* on a GPU: cuda_ops.c, cuda_blas.c */
+        RT_GPU(e)->rowsum_add(e, x, db, rows, cols);
+        return;
+    }
     for (int64_t r = 0; r < rows; r++) {
         const float *row = x + r * cols;
         double s = 0;

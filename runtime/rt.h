@@ -26,6 +26,49 @@ _Noreturn void rt_die_at(const char *file, int line, const char *fmt, ...)
 void *rt_xmalloc(size_t n);   /* zeroed, 64-byte aligned; exits 2 on failure */
 void rt_xfree(void *p);
 
+/* ---- the GPU's versions of the runtime calls -------------------------------- */
+
+/* On a GPU, e->dev points at the device layer's state, whose first member points at
+ * this table (device_cuda.c fills it with cuda_ops.c's and cuda_blas.c's functions):
+ * the CPU calls hand over through it, so CPU-only code links without the device layer. */
+typedef struct rt_gpu_calls {
+    void (*launch_ew)(rt_exec *e, const char *name, int64_t n, int nargs, void **args);
+    void (*gemm)(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                 const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                 int64_t ldc);
+    void (*colsum_add)(rt_exec *e, const float *dy, float *db, int64_t rows, int64_t cols);
+    void (*rowsum_add)(rt_exec *e, const float *x, float *db, int64_t rows, int64_t cols);
+    void (*im2col)(rt_exec *e, const float *x, float *col, int64_t B, int64_t C, int64_t H,
+                   int64_t W, int64_t k, int64_t stride, int64_t pad, int64_t OH, int64_t OW);
+    void (*col2im)(rt_exec *e, const float *dcol, float *dx, int64_t B, int64_t C, int64_t H,
+                   int64_t W, int64_t k, int64_t stride, int64_t pad, int64_t OH, int64_t OW);
+    void (*maxpool2d_fwd)(rt_exec *e, const float *x, float *y, int64_t planes, int64_t H, int64_t W,
+                          int64_t k, int64_t s, int64_t OH, int64_t OW);
+    void (*maxpool2d_bwd)(rt_exec *e, const float *x, const float *dy, float *dx, int64_t planes,
+                          int64_t H, int64_t W, int64_t k, int64_t s, int64_t OH, int64_t OW);
+    void (*avgpool2d_fwd)(rt_exec *e, const float *x, float *y, int64_t planes, int64_t H, int64_t W,
+                          int64_t k, int64_t s, int64_t OH, int64_t OW);
+    void (*avgpool2d_bwd)(rt_exec *e, const float *dy, float *dx, int64_t planes, int64_t H,
+                          int64_t W, int64_t k, int64_t s, int64_t OH, int64_t OW);
+    void (*layernorm_fwd)(rt_exec *e, const float *x, const float *w, const float *b, float *y,
+                          float *mean, float *rstd, int64_t rows, int64_t d, float eps);
+    void (*layernorm_bwd)(rt_exec *e, const float *x, const float *w, const float *mean,
+                          const float *rstd, const float *dy, float *dx, float *dw, float *db,
+                          int64_t rows, int64_t d);
+    void (*cross_entropy)(rt_exec *e, const float *logits, const int32_t *target, float *dlogits,
+                          int64_t rows, int64_t C);
+    void (*mse)(rt_exec *e, const float *y, const float *t, float *dy, int64_t n);
+    void (*attention_fwd)(rt_exec *e, const float *qkv, float *att, float *y, int64_t B, int64_t T,
+                          int64_t d, int64_t H, int causal);
+    void (*attention_bwd)(rt_exec *e, const float *qkv, const float *att, const float *dy,
+                          float *dqkv, int64_t B, int64_t T, int64_t d, int64_t H, int causal);
+    void (*embedding_fwd)(rt_exec *e, const int32_t *idx, const float *w, float *out, int64_t rows,
+                          int64_t V, int64_t dim);
+    void (*embedding_bwd)(rt_exec *e, const int32_t *idx, const float *dout, float *dw,
+                          int64_t rows, int64_t V, int64_t dim);
+} rt_gpu_calls;
+#define RT_GPU(e) (*(const rt_gpu_calls *const *)(e)->dev)
+
 /* ---- the training configuration (SPEC.md section 3) ---------------------- */
 
 enum { RT_OPT_SGD, RT_OPT_ADAMW };
@@ -208,6 +251,8 @@ void rt_loader_start(rt_loader *l, int64_t epoch, int64_t first);
  * epoch. The batch stays valid until the next call to rt_loader_next/start. */
 const rt_batch *rt_loader_next(rt_loader *l);
 void rt_loader_free(rt_loader *l);
+/* Calls fn on every batch buffer the loader fills (a GPU trainer page-locks them). */
+void rt_loader_each_buffer(rt_loader *l, void (*fn)(void *p, size_t n, void *ctx), void *ctx);
 
 /* ---- random numbers (seeded, reproducible, portable) --------------------- */
 

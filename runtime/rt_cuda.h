@@ -44,6 +44,67 @@ int rt_cu_sm_count(rt_exec *e);
 /* Wait for the compute stream. */
 void rt_cu_sync(rt_exec *e);
 
+/* Elementwise kernels of the generated module: args point to the tensors' device
+ * pointers; B, n, rng_key and train are appended (emit_cuda.c's signature). */
+void rt_cu_launch_ew(rt_exec *e, const char *name, int64_t n, int nargs, void **args);
+/* The stream kernels run on (a CUstream) and cuBLASLt's workspace. */
+void *rt_cu_stream(rt_exec *e);
+rt_dptr rt_cu_workspace(rt_exec *e, size_t *bytes);
+
+/* Is there a driver and a GPU? 0, or -1 with the reason in `why`. */
+int rt_cu_probe(char *why, size_t n, int *count);
+/* "no CUDA device found" with the reason and a hint; exits 2. */
+_Noreturn void rt_cu_no_device(const char *why);
+
+/* The trainer's device (loop.c): opens GPU local_rank % count, loads the kernels and
+ * allocates everything (parameters + gradients + optimizer state in one block, the
+ * arena of Bmax * arena_row_bytes in another, inputs/stats/scratch/workspace in a
+ * third); sets e->dev, e->arena, e->params, e->grads to device addresses. */
+void rt_cu_init(rt_exec *e, const rt_model *m, const rt_cuda_image *img, int64_t Bmax,
+                int64_t arena_row_bytes, int64_t state_floats, int local_rank);
+rt_dptr rt_cu_state(rt_exec *e);
+/* Bytes allocated on the device by rt_cu_init, in all and by block. */
+size_t rt_cu_allocated(rt_exec *e, size_t *pool, size_t *arena, size_t *fixed);
+const char *rt_cu_name(rt_exec *e);
+const char *rt_cu_arch(rt_exec *e);
+const char *rt_cu_kernels_from(rt_exec *e);   /* "cubin", "cache", "nvrtc" or "ptx" */
+void rt_cu_mem_info(size_t *free_b, size_t *total);
+void rt_cu_put_params(rt_exec *e, const rt_model *m, const float *params, const float *state,
+                      int64_t state_floats);
+void rt_cu_get_params(rt_exec *e, const rt_model *m, float *params, float *state,
+                      int64_t state_floats);
+/* Page-locks a loader buffer (signature of rt_loader_each_buffer's callback). */
+void rt_cu_pin(void *p, size_t n, void *ctx);
+/* Input slots on the device: training alternates 0 and 1 (the copy of the next batch
+ * overlaps the pass on this one), validation and sampling use 2. */
+enum { RT_CU_SLOT_TRAIN0, RT_CU_SLOT_TRAIN1, RT_CU_SLOT_EVAL, RT_CU_SLOTS };
+/* upload_batch: the host rows into `slot`, asynchronously (copy stream). use_slot: the
+ * next kernels read `slot` (e->in points there; they wait for its copy). upload_done:
+ * the host buffers of the last upload may be reused. */
+void rt_cu_upload_batch(rt_exec *e, const rt_model *m, const void *const *in, int64_t rows,
+                        int slot);
+void rt_cu_use_slot(rt_exec *e, const rt_model *m, int slot, int64_t rows);
+void rt_cu_upload_done(rt_exec *e);
+/* Around a forward(/backward) pass: reset the device loss stats; wait for the pass and
+ * add them into e->loss_sum and e->correct. */
+void rt_cu_begin_pass(rt_exec *e);
+void rt_cu_end_pass(rt_exec *e);
+void rt_cu_zero(rt_exec *e, rt_dptr p, int64_t floats);
+
+/* ---- NVRTC and the kernel cache (nvrtc.c) -------------------------------------------- */
+
+int rt_nvrtc_load(char *why, size_t n);
+int rt_nvrtc_version(int *major, int *minor);
+/* `src` for `arch`: "sm_90" gives a cubin, "compute_80" PTX. 0 and a malloc'd image, or
+ * -1; *log (malloc'd, may be NULL) holds NVRTC's messages either way. */
+int rt_nvrtc_compile(const char *src, const char *name, const char *arch, void **image,
+                     size_t *size, char **log);
+/* The cache (TRAINC_CACHE_DIR, else ~/.cache/trainc): keyed by source hash, arch and
+ * NVRTC version. get: 0 and a malloc'd image, or -1. put: best effort, atomic. */
+int rt_kcache_get(const char *src, const char *arch, void **image, size_t *size);
+void rt_kcache_put(const char *src, const char *arch, const void *image, size_t size);
+uint64_t rt_fnv1a(const void *p, size_t n);
+
 /* For tests (tests/gpu/): open device 0, compile `source` with NVRTC for it and load
  * it, reserve `scratch` bytes; returns an rt_exec whose calls run on the GPU. */
 rt_exec *rt_cu_test_open(const char *source, size_t scratch);

@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <math.h>
 
-#define RT_ABI_VERSION 1
+#define RT_ABI_VERSION 2
 #define RT_MAX_INPUTS 8
 #define RT_MAX_RANK 4
 
@@ -58,9 +58,28 @@ typedef struct rt_exec {
     int64_t correct;           /* out: correct argmax predictions (cross entropy) */
     int64_t terms;             /* out: number of loss terms */
     void *rt;                  /* the runtime's own state (thread pool, ...) */
+    void *dev;                 /* on a GPU: the device layer's state (NULL on the CPU);
+                                  arena, params, grads and in[] then hold device addresses */
 } rt_exec;
 
 typedef void (*rt_kernel_fn)(rt_exec *e, int64_t lo, int64_t hi);
+
+/* The CUDA kernels of a trainer (trainc build --device cuda|both, trainc run). */
+typedef struct rt_cubin {
+    const char *arch;          /* "sm_90" */
+    const unsigned char *image;
+    size_t size;
+} rt_cubin;
+typedef struct rt_cuda_image {
+    const char *source;        /* kernels_cuda.cu: NVRTC compiles it when no cubin fits */
+    int n_cubins;
+    const rt_cubin *cubins;    /* one per --arch */
+    const char *ptx;           /* for newer GPUs: the driver compiles it (may be NULL) */
+} rt_cuda_image;
+/* Defined by the file trainc build writes next to the generated sources. */
+extern const rt_cuda_image trainc_cuda_image;
+
+enum { RT_HAS_CPU = 1, RT_HAS_CUDA = 2 };   /* rt_model.devices */
 
 typedef struct rt_model {
     int abi;                   /* RT_ABI_VERSION */
@@ -87,6 +106,8 @@ typedef struct rt_model {
     void (*forward)(rt_exec *e, int train); /* computes the loss; with train, also d(loss)/d(output) */
     void (*backward)(rt_exec *e);           /* parameter gradients are accumulated (+=) */
     void (*evaluate)(rt_exec *e);           /* forward only, validation's plan: loss, accuracy */
+    int devices;               /* RT_HAS_*: what the trainer was built for */
+    const rt_cuda_image *cuda; /* with RT_HAS_CUDA */
 } rt_model;
 
 /* Entry point of every trainer: parses the trainer options, trains, returns the exit code. */
@@ -98,6 +119,10 @@ void rt_grad_ready(rt_exec *e, int64_t off, int64_t n);
 
 /* Kernel launch: split [0, n) over the thread pool; fn gets half-open ranges. */
 void rt_parallel_for(rt_exec *e, int64_t n, rt_kernel_fn fn);
+/* A generated elementwise kernel over [0, n): on the CPU fn over the thread pool; on a
+ * GPU the module's kernel `name`, given the tensors (args: a pointer to each tensor's
+ * pointer, in the kernel's parameter order), then B, n, rng_key and train. */
+void rt_launch(rt_exec *e, const char *name, rt_kernel_fn fn, int64_t n, int nargs, void **args);
 
 /* Row-major C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C. */
 void rt_gemm(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,

@@ -1,0 +1,552 @@
+#define _GNU_SOURCE
+/* device_cuda.c: the CUDA device layer.
+ *
+ * The driver is loaded with dlopen and its entry points fetched with cuGetProcAddress
+ * for the API version of the headers we compile against, so that:
+ *   - a trainer started where there is no driver or no GPU says so and exits 2
+ *     ("no CUDA device found" and a hint) instead of failing in the dynamic loader;
+ *   - nothing here links against libcuda, and the same librt.a serves CPU trainers.
+ *
+ * The module of generated kernels comes from, in order: the cubin embedded for the
+ * GPU's architecture; the on-disk cache of an earlier NVRTC compile; NVRTC now (the
+ * embedded source, for this exact GPU; stored in the cache); the embedded PTX, which
+ * the driver compiles. Each failure is kept and printed if all fail.
+ *
+ * Memory: one allocation holds parameters, gradients and optimizer state, one the
+ * arena (sized by the static plan for training and validation), one the small fixed
+ * buffers (two slots of inputs, the loss stats, scratch, the GEMM workspace). All of
+ * it is allocated before the first step; nothing is allocated in the loop. */
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+#include "rt_cuda.h"
+
+#define CU_FNS(X)                                                                              \
+    X(cuInit) X(cuDriverGetVersion) X(cuDeviceGetCount) X(cuDeviceGet)                         \
+    X(cuDeviceGetAttribute) X(cuDeviceGetName) X(cuDeviceTotalMem)                             \
+    X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent)                \
+    X(cuStreamCreate) X(cuStreamSynchronize) X(cuEventCreate) X(cuEventRecord)                 \
+    X(cuEventSynchronize) X(cuStreamWaitEvent) X(cuMemAlloc) X(cuMemFree) X(cuMemHostRegister) \
+    X(cuMemHostUnregister) X(cuMemAllocHost) X(cuMemcpyHtoD) X(cuMemcpyDtoH)                   \
+    X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemsetD8Async) X(cuMemsetD32Async)           \
+    X(cuModuleLoadData) X(cuModuleGetFunction) X(cuLaunchKernel) X(cuGetErrorName)             \
+    X(cuGetErrorString) X(cuMemGetInfo) X(cuFuncSetAttribute)
+#define DECLARE(fn) static __typeof__(fn) *p_##fn;
+CU_FNS(DECLARE)
+
+static int drv_loaded;         /* 1 loaded, -1 failed */
+static char drv_why[512];
+
+static const char *cu_err(CUresult r)
+{
+    const char *name = NULL;
+    if (p_cuGetErrorName)
+        p_cuGetErrorName(r, &name);
+    return name ? name : "CUDA error";
+}
+
+/* Every driver call goes through CU(): a failure names the call and exits 2. */
+#define CU(call) cu_check((call), #call, __FILE__, __LINE__)
+static void cu_check(CUresult r, const char *what, const char *file, int line)
+{
+    if (r == CUDA_SUCCESS)
+        return;
+    const char *s = NULL;
+    if (p_cuGetErrorString)
+        p_cuGetErrorString(r, &s);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY)
+        rt_fail("out of GPU memory in %s (%s:%d); try a smaller batch_size, recompute "
+                "\"selective\" or \"full\", or a memory_budget_mb", what, file, line);
+    rt_fail("CUDA: %s failed: %s (%s) at %s:%d", what, cu_err(r), s ? s : "", file, line);
+}
+
+typedef CUresult (*get_proc_v2)(const char *, void **, int, cuuint64_t,
+                                CUdriverProcAddressQueryResult *);
+typedef CUresult (*get_proc_v1)(const char *, void **, int, cuuint64_t);
+
+static int load_driver(void)
+{
+    if (drv_loaded)
+        return drv_loaded > 0 ? 0 : -1;
+    drv_loaded = -1;
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(drv_why, sizeof drv_why, "the NVIDIA driver is not installed (%s)",
+                 dlerror());
+        return -1;
+    }
+    get_proc_v2 gp2 = (get_proc_v2)dlsym(h, "cuGetProcAddress_v2");
+    get_proc_v1 gp1 = (get_proc_v1)dlsym(h, "cuGetProcAddress");
+    if (!gp2 && !gp1) {
+        snprintf(drv_why, sizeof drv_why, "the NVIDIA driver is too old (no cuGetProcAddress)");
+        return -1;
+    }
+    int ok = 1;
+#define RESOLVE(fn)                                                                            \
+    if (ok) {                                                                                  \
+        void *f = NULL;                                                                        \
+        CUdriverProcAddressQueryResult st;                                                     \
+        CUresult r = gp2 ? gp2(#fn, &f, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &st)        \
+                         : gp1(#fn, &f, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT);            \
+        if (r != CUDA_SUCCESS || !f) {                                                         \
+            snprintf(drv_why, sizeof drv_why, "the NVIDIA driver lacks %s (too old?)", #fn);   \
+            ok = 0;                                                                            \
+        }                                                                                      \
+        p_##fn = (__typeof__(fn) *)f;                                                          \
+    }
+    CU_FNS(RESOLVE)
+    if (!ok)
+        return -1;
+    drv_loaded = 1;
+    return 0;
+}
+
+int rt_cu_probe(char *why, size_t n, int *count)
+{
+    *count = 0;
+    if (load_driver() != 0) {
+        snprintf(why, n, "%s", drv_why);
+        return -1;
+    }
+    CUresult r = p_cuInit(0);
+    if (r != CUDA_SUCCESS) {
+        snprintf(why, n, "cuInit: %s", cu_err(r));
+        return -1;
+    }
+    if ((r = p_cuDeviceGetCount(count)) != CUDA_SUCCESS || *count == 0) {
+        snprintf(why, n, "the driver sees no GPU (%s)", r == CUDA_SUCCESS ? "0 devices" : cu_err(r));
+        return -1;
+    }
+    return 0;
+}
+
+_Noreturn void rt_cu_no_device(const char *why)
+{
+    fprintf(stderr, "trainc: error: no CUDA device found: %s.\n"
+                    "  hint: run on a machine with an NVIDIA GPU and driver, or train on the CPU "
+                    "(--device cpu; a trainer built with --device cuda only has to be rebuilt "
+                    "with --device both or cpu)\n", why);
+    exit(RT_EXIT_RUNTIME);
+}
+
+/* ---- the device state ------------------------------------------------------------- */
+
+#define FN_SLOTS 1024          /* kernel lookup: open addressing, names of the module */
+
+typedef struct rt_cu {
+    const rt_gpu_calls *calls; /* first: RT_GPU(e) in the CPU calls reads it */
+    CUdevice dev;
+    CUcontext ctx;
+    CUstream compute, copy;
+    CUmodule mod;
+    int sm_count, cc_major, cc_minor;
+    char name[256], arch[16];
+    const char *kernels_from;  /* "cubin", "cache", "nvrtc", "ptx" */
+    int quiet;                 /* not rank 0: no notes */
+    struct {
+        const char *name;
+        CUfunction f;
+    } fn[FN_SLOTS];
+    /* memory */
+    rt_dptr pool;              /* params, grads, optimizer state */
+    rt_dptr arena;
+    rt_dptr fixed;             /* inputs, stats, scratch, workspace */
+    size_t pool_bytes, arena_bytes, fixed_bytes;
+    rt_dptr in[RT_CU_SLOTS][RT_MAX_INPUTS];
+    size_t in_bytes[RT_MAX_INPUTS];
+    CUevent in_done[RT_CU_SLOTS];
+    int last;                  /* the slot of the last upload */
+    rt_dptr stats;
+    rt_cu_stat *stats_host;    /* pinned */
+    rt_dptr scratch;
+    size_t scratch_bytes;
+    rt_dptr workspace;
+    size_t workspace_bytes;
+    rt_dptr state;
+} rt_cu;
+
+static rt_cu *dev_of(rt_exec *e)
+{
+    if (!e->dev)
+        rt_die("a CUDA call on an exec without a device");
+    return e->dev;
+}
+
+static int try_load(rt_cu *d, const void *image, const char *from, char *why, size_t n)
+{
+    CUresult r = p_cuModuleLoadData(&d->mod, image);
+    if (r == CUDA_SUCCESS) {
+        d->kernels_from = from;
+        return 0;
+    }
+    size_t len = strlen(why);
+    snprintf(why + len, n - len, "\n    %s: cuModuleLoadData: %s", from, cu_err(r));
+    return -1;
+}
+
+static void load_module(rt_cu *d, const rt_cuda_image *img)
+{
+    char why[2048] = "";
+    for (int i = 0; i < img->n_cubins; i++)
+        if (strcmp(img->cubins[i].arch, d->arch) == 0 && try_load(d, img->cubins[i].image, "cubin", why, sizeof why) == 0)
+            return;
+    if (img->source) {
+        void *image = NULL;
+        size_t size = 0;
+        if (rt_kcache_get(img->source, d->arch, &image, &size) == 0) {
+            int ok = try_load(d, image, "cache", why, sizeof why) == 0;
+            free(image);
+            if (ok)
+                return;
+        }
+        char *log = NULL;
+        double t = rt_now();
+        if (rt_nvrtc_compile(img->source, "kernels_cuda.cu", d->arch, &image, &size, &log) == 0) {
+            if (try_load(d, image, "nvrtc", why, sizeof why) == 0) {
+                rt_kcache_put(img->source, d->arch, image, size);
+                if (!d->quiet)
+                    fprintf(stderr, "trainc: compiled the kernels for %s with NVRTC in %.2f s (cached)\n",
+                            d->arch, rt_now() - t);
+                free(image);
+                free(log);
+                return;
+            }
+            free(image);
+        } else {
+            size_t len = strlen(why);
+            snprintf(why + len, sizeof why - len, "\n    NVRTC for %s: %.1500s", d->arch,
+                     log ? log : "failed");
+        }
+        free(log);
+    }
+    if (img->ptx && try_load(d, img->ptx, "ptx", why, sizeof why) == 0)
+        return;
+    rt_fail("CUDA: no kernels for this GPU (%s, %s):%s\n  hint: rebuild with trainc build "
+            "--arch %s, or install NVRTC next to the trainer (trainc build --bundle)",
+            d->name, d->arch, *why ? why : " none embedded", d->arch);
+}
+
+static CUfunction lookup(rt_cu *d, const char *name)
+{
+    unsigned h = (unsigned)(rt_fnv1a(name, strlen(name)) % FN_SLOTS);
+    for (unsigned k = 0; k < FN_SLOTS; k++) {
+        unsigned i = (h + k) % FN_SLOTS;
+        if (!d->fn[i].name) {
+            CUfunction f;
+            CUresult r = p_cuModuleGetFunction(&f, d->mod, name);
+            if (r != CUDA_SUCCESS)
+                rt_die("kernel %s is not in the module (%s): the emitter and the runtime disagree",
+                       name, cu_err(r));
+            d->fn[i].name = strdup(name);
+            d->fn[i].f = f;
+            return f;
+        }
+        if (strcmp(d->fn[i].name, name) == 0)
+            return d->fn[i].f;
+    }
+    rt_die("more than %d kernels", FN_SLOTS);
+}
+
+static const rt_gpu_calls calls = {
+    .launch_ew = rt_cu_launch_ew,
+    .gemm = rt_cu_gemm,
+    .colsum_add = rt_cu_colsum_add,
+    .rowsum_add = rt_cu_rowsum_add,
+    .im2col = rt_cu_im2col,
+    .col2im = rt_cu_col2im,
+    .maxpool2d_fwd = rt_cu_maxpool2d_fwd,
+    .maxpool2d_bwd = rt_cu_maxpool2d_bwd,
+    .avgpool2d_fwd = rt_cu_avgpool2d_fwd,
+    .avgpool2d_bwd = rt_cu_avgpool2d_bwd,
+    .layernorm_fwd = rt_cu_layernorm_fwd,
+    .layernorm_bwd = rt_cu_layernorm_bwd,
+    .cross_entropy = rt_cu_cross_entropy,
+    .mse = rt_cu_mse,
+    .attention_fwd = rt_cu_attention_fwd,
+    .attention_bwd = rt_cu_attention_bwd,
+    .embedding_fwd = rt_cu_embedding_fwd,
+    .embedding_bwd = rt_cu_embedding_bwd,
+};
+
+static rt_cu *cu_open(const rt_cuda_image *img, int local_rank, int quiet)
+{
+    char why[512];
+    int count = 0;
+    if (rt_cu_probe(why, sizeof why, &count) != 0)
+        rt_cu_no_device(why);
+    rt_cu *d = rt_xmalloc(sizeof *d);
+    d->calls = &calls;
+    d->quiet = quiet;
+    CU(p_cuDeviceGet(&d->dev, local_rank % count));
+    CU(p_cuDeviceGetName(d->name, sizeof d->name, d->dev));
+    CU(p_cuDeviceGetAttribute(&d->sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d->dev));
+    CU(p_cuDeviceGetAttribute(&d->cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d->dev));
+    CU(p_cuDeviceGetAttribute(&d->cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d->dev));
+    snprintf(d->arch, sizeof d->arch, "sm_%d%d", d->cc_major, d->cc_minor);
+    /* the primary context: the one cuBLASLt (through the CUDA runtime) also uses */
+    CU(p_cuDevicePrimaryCtxRetain(&d->ctx, d->dev));
+    CU(p_cuCtxSetCurrent(d->ctx));
+    CU(p_cuStreamCreate(&d->compute, CU_STREAM_NON_BLOCKING));
+    CU(p_cuStreamCreate(&d->copy, CU_STREAM_NON_BLOCKING));
+    for (int s = 0; s < RT_CU_SLOTS; s++)
+        CU(p_cuEventCreate(&d->in_done[s], CU_EVENT_DISABLE_TIMING));
+    load_module(d, img);
+    return d;
+}
+
+/* ---- the calls rt_cuda.h promises ----------------------------------------------------- */
+
+void rt_cu_launch(rt_exec *e, const char *name, unsigned gx, unsigned gy, unsigned gz,
+                  unsigned bx, unsigned by, unsigned smem, void **args)
+{
+    rt_cu *d = dev_of(e);
+    CUfunction f = lookup(d, name);
+    if (smem > 48 * 1024)
+        CU(p_cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)smem));
+    CUresult r = p_cuLaunchKernel(f, gx, gy, gz, bx, by, 1, smem, d->compute, args, NULL);
+    if (r != CUDA_SUCCESS)
+        rt_fail("CUDA: launching %s (grid %u,%u,%u block %u,%u, %u bytes shared) failed: %s", name,
+                gx, gy, gz, bx, by, smem, cu_err(r));
+}
+
+void rt_cu_launch_ew(rt_exec *e, const char *name, int64_t n, int nargs, void **args)
+{
+    rt_cu *d = dev_of(e);
+    if (n <= 0)
+        return;
+    void *all[64 + 4];
+    if (nargs > 64)
+        rt_die("kernel %s has %d tensors", name, nargs);
+    memcpy(all, args, sizeof(void *) * (size_t)nargs);
+    all[nargs] = &e->B;
+    all[nargs + 1] = &n;
+    all[nargs + 2] = &e->rng_key;
+    all[nargs + 3] = &e->train;
+    /* grid-stride loops: enough blocks to fill every SM several times over */
+    int64_t blocks = (n + 255) / 256, cap = (int64_t)d->sm_count * 16;
+    rt_cu_launch(e, name, (unsigned)(blocks < cap ? blocks : cap), 1, 1, 256, 1, 0, all);
+}
+
+rt_dptr rt_cu_scratch(rt_exec *e, size_t bytes)
+{
+    rt_cu *d = dev_of(e);
+    if (bytes > d->scratch_bytes)
+        rt_fail("CUDA: a kernel needs %zu bytes of scratch, %zu were reserved (a sizing bug in "
+                "trainc: please report it with the spec)", bytes, d->scratch_bytes);
+    return d->scratch;
+}
+
+rt_dptr rt_cu_stats(rt_exec *e) { return dev_of(e)->stats; }
+int rt_cu_sm_count(rt_exec *e) { return dev_of(e)->sm_count; }
+void rt_cu_sync(rt_exec *e) { CU(p_cuStreamSynchronize(dev_of(e)->compute)); }
+void *rt_cu_stream(rt_exec *e) { return dev_of(e)->compute; }
+rt_dptr rt_cu_workspace(rt_exec *e, size_t *bytes)
+{
+    *bytes = dev_of(e)->workspace_bytes;
+    return dev_of(e)->workspace;
+}
+
+rt_dptr rt_cu_alloc(size_t bytes)
+{
+    rt_dptr p = 0;
+    CU(p_cuMemAlloc(&p, bytes ? bytes : 1));
+    CUstream s = 0;
+    CU(p_cuMemsetD8Async(p, 0, bytes ? bytes : 1, s));
+    return p;
+}
+
+void rt_cu_upload(rt_dptr dst, const void *src, size_t bytes)
+{
+    if (bytes)
+        CU(p_cuMemcpyHtoD(dst, src, bytes));
+}
+
+void rt_cu_download(void *dst, rt_dptr src, size_t bytes)
+{
+    if (bytes)
+        CU(p_cuMemcpyDtoH(dst, src, bytes));
+}
+
+/* ---- the trainer's use of the device (loop.c) ------------------------------------------ */
+
+static size_t align_up(size_t n) { return (n + 255) & ~(size_t)255; }
+
+static size_t input_row_bytes(const rt_input *in)
+{
+    size_t el = in->dtype == RT_U8 ? 1 : in->dtype == RT_U16 ? 2 : 4;
+    return (size_t)in->numel * el;
+}
+
+/* Scratch: the largest any op asks for: per-row values of a loss (two doubles a term),
+ * per-block partials of reductions over a parameter (grad norm, layernorm's dw/db),
+ * and a fixed part. Computed from the model, so no call in the loop can outgrow it. */
+static size_t scratch_need(const rt_model *m, int64_t Bmax)
+{
+    size_t s = (size_t)Bmax * (size_t)(m->loss_terms > 0 ? m->loss_terms : 1) * 16;
+    size_t p = (size_t)m->param_floats * 4 / 16;   /* generous for block partials */
+    if (p > s)
+        s = p;
+    return align_up(s) + (16u << 20);
+}
+
+void rt_cu_init(rt_exec *e, const rt_model *m, const rt_cuda_image *img, int64_t Bmax,
+                int64_t arena_row_bytes, int64_t state_floats, int local_rank)
+{
+    rt_cu *d = cu_open(img, local_rank, local_rank != 0);
+    e->dev = d;
+    e->Bmax = Bmax;
+    size_t pf = (size_t)m->param_floats * 4;
+    d->pool_bytes = align_up(pf) * 2 + align_up((size_t)state_floats * 4);
+    d->arena_bytes = align_up((size_t)(Bmax * arena_row_bytes));
+    d->scratch_bytes = scratch_need(m, Bmax);
+    d->workspace_bytes = 32u << 20;             /* cuBLASLt's workspace */
+    size_t fixed = 0;
+    for (int k = 0; k < m->n_inputs; k++) {
+        d->in_bytes[k] = (size_t)Bmax * input_row_bytes(&m->inputs[k]);
+        fixed += RT_CU_SLOTS * align_up(d->in_bytes[k]);
+    }
+    fixed += align_up(sizeof(rt_cu_stat)) + d->scratch_bytes + d->workspace_bytes;
+    d->fixed_bytes = fixed;
+    d->pool = rt_cu_alloc(d->pool_bytes);
+    d->arena = rt_cu_alloc(d->arena_bytes);
+    d->fixed = rt_cu_alloc(d->fixed_bytes);
+    rt_dptr p = d->fixed;
+    for (int k = 0; k < m->n_inputs; k++)
+        for (int s = 0; s < RT_CU_SLOTS; s++) {
+            d->in[s][k] = p;
+            p += align_up(d->in_bytes[k]);
+        }
+    d->stats = p;
+    p += align_up(sizeof(rt_cu_stat));
+    d->scratch = p;
+    p += d->scratch_bytes;
+    d->workspace = p;
+    CU(p_cuMemAllocHost((void **)&d->stats_host, sizeof(rt_cu_stat)));
+    e->arena = (char *)(uintptr_t)d->arena;
+    e->params = (float *)(uintptr_t)d->pool;
+    e->grads = (float *)(uintptr_t)(d->pool + align_up(pf));
+    d->state = d->pool + 2 * align_up(pf);
+    CU(p_cuStreamSynchronize(0));
+}
+
+rt_dptr rt_cu_state(rt_exec *e) { return dev_of(e)->state; }
+
+size_t rt_cu_allocated(rt_exec *e, size_t *pool, size_t *arena, size_t *fixed)
+{
+    rt_cu *d = dev_of(e);
+    *pool = d->pool_bytes;
+    *arena = d->arena_bytes;
+    *fixed = d->fixed_bytes;
+    return d->pool_bytes + d->arena_bytes + d->fixed_bytes;
+}
+
+const char *rt_cu_name(rt_exec *e) { return dev_of(e)->name; }
+const char *rt_cu_arch(rt_exec *e) { return dev_of(e)->arch; }
+const char *rt_cu_kernels_from(rt_exec *e) { return dev_of(e)->kernels_from; }
+
+void rt_cu_mem_info(size_t *free_b, size_t *total)
+{
+    CU(p_cuMemGetInfo(free_b, total));
+}
+
+void rt_cu_put_params(rt_exec *e, const rt_model *m, const float *params, const float *state,
+                      int64_t state_floats)
+{
+    rt_cu *d = dev_of(e);
+    rt_cu_upload(d->pool, params, (size_t)m->param_floats * 4);
+    if (state && state_floats)
+        rt_cu_upload(d->state, state, (size_t)state_floats * 4);
+}
+
+void rt_cu_get_params(rt_exec *e, const rt_model *m, float *params, float *state,
+                      int64_t state_floats)
+{
+    rt_cu *d = dev_of(e);
+    CU(p_cuStreamSynchronize(d->compute));
+    rt_cu_download(params, d->pool, (size_t)m->param_floats * 4);
+    if (state && state_floats)
+        rt_cu_download(state, d->state, (size_t)state_floats * 4);
+}
+
+/* Loader buffers are page-locked once, so copies from them are true DMA and run
+ * asynchronously on the copy stream. */
+void rt_cu_pin(void *p, size_t n, void *ctx)
+{
+    (void)ctx;
+    if (n)
+        CU(p_cuMemHostRegister(p, n, 0));
+}
+
+/* A batch's inputs into device slot `slot`, on the copy stream: the host goes on at
+ * once. The compute stream waits for the copy when the slot is used. */
+void rt_cu_upload_batch(rt_exec *e, const rt_model *m, const void *const *in, int64_t rows,
+                        int slot)
+{
+    rt_cu *d = dev_of(e);
+    for (int k = 0; k < m->n_inputs; k++) {
+        size_t n = (size_t)rows * input_row_bytes(&m->inputs[k]);
+        CU(p_cuMemcpyHtoDAsync(d->in[slot][k], in[k], n, d->copy));
+    }
+    CU(p_cuEventRecord(d->in_done[slot], d->copy));
+    d->last = slot;
+}
+
+/* The next kernels read slot `slot`: e->in points there, and the compute stream waits
+ * for the slot's copy. */
+void rt_cu_use_slot(rt_exec *e, const rt_model *m, int slot, int64_t rows)
+{
+    rt_cu *d = dev_of(e);
+    for (int k = 0; k < m->n_inputs; k++)
+        e->in[k] = (const void *)(uintptr_t)d->in[slot][k];
+    CU(p_cuStreamWaitEvent(d->compute, d->in_done[slot], 0));
+    e->B = rows;
+}
+
+/* The host buffers of the last upload may be reused once this returns. */
+void rt_cu_upload_done(rt_exec *e)
+{
+    rt_cu *d = dev_of(e);
+    CU(p_cuEventSynchronize(d->in_done[d->last]));
+}
+
+void rt_cu_begin_pass(rt_exec *e)
+{
+    rt_cu *d = dev_of(e);
+    CU(p_cuMemsetD8Async(d->stats, 0, sizeof(rt_cu_stat), d->compute));
+    e->loss_sum = 0;
+    e->correct = 0;
+    e->terms = 0;
+}
+
+/* Waits for the pass and adds the device's loss sum and correct count into e. */
+void rt_cu_end_pass(rt_exec *e)
+{
+    rt_cu *d = dev_of(e);
+    CU(p_cuMemcpyDtoHAsync(d->stats_host, d->stats, sizeof(rt_cu_stat), d->compute));
+    CU(p_cuStreamSynchronize(d->compute));
+    e->loss_sum += d->stats_host->loss_sum;
+    e->correct += (int64_t)d->stats_host->correct;
+}
+
+void rt_cu_zero(rt_exec *e, rt_dptr p, int64_t floats)
+{
+    CU(p_cuMemsetD32Async(p, 0, (size_t)floats, dev_of(e)->compute));
+}
+
+/* ---- tests ---------------------------------------------------------------------------- */
+
+rt_exec *rt_cu_test_open(const char *source, size_t scratch)
+{
+    rt_cuda_image img = {.source = source};
+    rt_cu *d = cu_open(&img, 0, 0);
+    rt_exec *e = rt_xmalloc(sizeof *e);
+    e->dev = d;
+    d->scratch_bytes = scratch;
+    d->scratch = rt_cu_alloc(scratch);
+    d->stats = rt_cu_alloc(sizeof(rt_cu_stat));
+    CU(p_cuMemAllocHost((void **)&d->stats_host, sizeof(rt_cu_stat)));
+    d->workspace_bytes = 32u << 20;
+    d->workspace = rt_cu_alloc(d->workspace_bytes);
+    CU(p_cuStreamSynchronize(0));
+    return e;
+}

@@ -1,0 +1,209 @@
+#define _GNU_SOURCE
+/* nvrtc.c: NVRTC, loaded with dlopen, and the on-disk kernel cache.
+ *
+ * Two users: `trainc build --device cuda` compiles the generated kernels into cubins
+ * (one per --arch) and PTX that go into the executable; a trainer whose embedded
+ * cubins do not fit the GPU it finds (and `trainc run`) compiles the embedded source
+ * for that exact GPU and keeps the result in the cache, keyed by the source's hash,
+ * the architecture and NVRTC's version, so the next start skips the compile.
+ *
+ * dlopen rather than linking: a trainer built for the CPU and GPU runs on a machine
+ * without the CUDA toolkit, and a bundle (trainc build --bundle) finds the copy next
+ * to the executable through its $ORIGIN run path. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <nvrtc.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "rt_cuda.h"
+
+#define NVRTC_FNS(X)                                                                           \
+    X(nvrtcVersion) X(nvrtcCreateProgram) X(nvrtcCompileProgram) X(nvrtcGetProgramLogSize)    \
+    X(nvrtcGetProgramLog) X(nvrtcGetCUBINSize) X(nvrtcGetCUBIN) X(nvrtcGetPTXSize)             \
+    X(nvrtcGetPTX) X(nvrtcDestroyProgram) X(nvrtcGetErrorString)
+#define DECLARE(fn) static __typeof__(fn) *p_##fn;
+NVRTC_FNS(DECLARE)
+
+static int loaded;             /* 1: loaded, -1: tried and failed */
+static char load_why[512];
+
+int rt_nvrtc_load(char *why, size_t n)
+{
+    if (!loaded) {
+        static const char *const names[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"};
+        void *h = NULL;
+        for (size_t i = 0; i < sizeof names / sizeof names[0] && !h; i++)
+            h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+        if (!h) {
+            snprintf(load_why, sizeof load_why, "NVRTC (libnvrtc.so.13) is not installed: %s", dlerror());
+            loaded = -1;
+        } else {
+            loaded = 1;
+#define RESOLVE(fn)                                                                            \
+    if (loaded == 1 && !(p_##fn = (__typeof__(fn) *)dlsym(h, #fn))) {                          \
+        snprintf(load_why, sizeof load_why, "NVRTC lacks %s", #fn);                            \
+        loaded = -1;                                                                           \
+    }
+            NVRTC_FNS(RESOLVE)
+        }
+    }
+    if (loaded < 0 && why)
+        snprintf(why, n, "%s", load_why);
+    return loaded > 0 ? 0 : -1;
+}
+
+int rt_nvrtc_version(int *major, int *minor)
+{
+    if (rt_nvrtc_load(NULL, 0) != 0)
+        return -1;
+    return p_nvrtcVersion(major, minor) == NVRTC_SUCCESS ? 0 : -1;
+}
+
+int rt_nvrtc_compile(const char *src, const char *name, const char *arch, void **image,
+                     size_t *size, char **log)
+{
+    char why[512];
+    *image = NULL;
+    *size = 0;
+    if (log)
+        *log = NULL;
+    if (rt_nvrtc_load(why, sizeof why) != 0) {
+        if (log)
+            *log = strdup(why);
+        return -1;
+    }
+    nvrtcProgram prog;
+    if (p_nvrtcCreateProgram(&prog, src, name, 0, NULL, NULL) != NVRTC_SUCCESS) {
+        if (log)
+            *log = strdup("nvrtcCreateProgram failed");
+        return -1;
+    }
+    char opt_arch[64];
+    snprintf(opt_arch, sizeof opt_arch, "--gpu-architecture=%s", arch);
+    /* the options tests/nvrtc_check.c compiles every generated file with */
+    const char *opts[] = {opt_arch, "--std=c++17", "-default-device"};
+    nvrtcResult r = p_nvrtcCompileProgram(prog, 3, opts);
+    size_t logn = 0;
+    p_nvrtcGetProgramLogSize(prog, &logn);
+    char *text = calloc(logn + 64, 1);
+    if (text)
+        p_nvrtcGetProgramLog(prog, text);
+    int ptx = strncmp(arch, "compute_", 8) == 0;
+    int rc = -1;
+    if (r == NVRTC_SUCCESS) {
+        size_t n = 0;
+        if ((ptx ? p_nvrtcGetPTXSize(prog, &n) : p_nvrtcGetCUBINSize(prog, &n)) == NVRTC_SUCCESS &&
+            n > 0 && (*image = malloc(n))) {
+            if ((ptx ? p_nvrtcGetPTX(prog, *image) : p_nvrtcGetCUBIN(prog, *image)) == NVRTC_SUCCESS) {
+                *size = n;
+                rc = 0;
+            } else {
+                free(*image);
+                *image = NULL;
+            }
+        }
+    } else if (text && !*text) {
+        snprintf(text, logn + 64, "%s", p_nvrtcGetErrorString(r));
+    }
+    p_nvrtcDestroyProgram(&prog);
+    if (log)
+        *log = text;
+    else
+        free(text);
+    return rc;
+}
+
+/* ---- the kernel cache ---------------------------------------------------------------- */
+
+uint64_t rt_fnv1a(const void *p, size_t n)
+{
+    const unsigned char *s = p;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ s[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* $TRAINC_CACHE_DIR, else $XDG_CACHE_HOME/trainc, else ~/.cache/trainc. */
+static int cache_dir(char *dir, size_t n)
+{
+    const char *d = getenv("TRAINC_CACHE_DIR");
+    if (d && *d)
+        return snprintf(dir, n, "%s", d) < (int)n ? 0 : -1;
+    d = getenv("XDG_CACHE_HOME");
+    if (d && *d)
+        return snprintf(dir, n, "%s/trainc", d) < (int)n ? 0 : -1;
+    d = getenv("HOME");
+    if (d && *d)
+        return snprintf(dir, n, "%s/.cache/trainc", d) < (int)n ? 0 : -1;
+    return -1;
+}
+
+static int cache_file(const char *src, const char *arch, char *path, size_t n)
+{
+    char dir[RT_PATH_MAX];
+    int major = 0, minor = 0;
+    if (cache_dir(dir, sizeof dir) != 0 || rt_nvrtc_version(&major, &minor) != 0)
+        return -1;
+    uint64_t h = rt_fnv1a(src, strlen(src));
+    return snprintf(path, n, "%s/%016llx-%s-nvrtc%d.%d.%s", dir, (unsigned long long)h, arch, major,
+                    minor, strncmp(arch, "compute_", 8) ? "cubin" : "ptx") < (int)n ? 0 : -1;
+}
+
+int rt_kcache_get(const char *src, const char *arch, void **image, size_t *size)
+{
+    char path[RT_PATH_MAX + 128];
+    *image = NULL;
+    *size = 0;
+    if (cache_file(src, arch, path, sizeof path) != 0)
+        return -1;
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return -1;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || st.st_size <= 0 || !(*image = malloc((size_t)st.st_size))) {
+        close(fd);
+        return -1;
+    }
+    size_t got = 0;
+    while (got < (size_t)st.st_size) {
+        ssize_t k = read(fd, (char *)*image + got, (size_t)st.st_size - got);
+        if (k <= 0)
+            break;
+        got += (size_t)k;
+    }
+    close(fd);
+    if (got != (size_t)st.st_size) {
+        free(*image);
+        *image = NULL;
+        return -1;
+    }
+    *size = got;
+    return 0;
+}
+
+/* Written under a temporary name and renamed: a reader sees a whole file or none.
+ * A cache that cannot be written costs the next start a compile, nothing more. */
+void rt_kcache_put(const char *src, const char *arch, const void *image, size_t size)
+{
+    char path[RT_PATH_MAX + 128], tmp[RT_PATH_MAX + 160], dir[RT_PATH_MAX];
+    if (cache_file(src, arch, path, sizeof path) != 0 || cache_dir(dir, sizeof dir) != 0 ||
+        rt_mkdir_p(dir) != 0)
+        return;
+    snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0)
+        return;
+    size_t put = 0;
+    while (put < size) {
+        ssize_t k = write(fd, (const char *)image + put, size - put);
+        if (k <= 0)
+            break;
+        put += (size_t)k;
+    }
+    if (close(fd) != 0 || put != size || rename(tmp, path) != 0)
+        unlink(tmp);
+}
