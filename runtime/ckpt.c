@@ -142,10 +142,10 @@ static void put_int(cJSON *o, const char *k, int64_t v)
 
 #define LOOP_INTS(X)                                                                    \
     X(step) X(epoch) X(batch) X(log_n) X(log_samples) X(since_val_n) X(last_val_step)   \
-    X(es_wait) X(metrics_bytes) X(best_step)
+    X(es_wait) X(metrics_bytes) X(best_step) X(updates) X(scale_growth) X(skipped)
 #define LOOP_REALS(X)                                                                   \
     X(elapsed) X(log_loss) X(since_val_loss) X(last_val_loss) X(last_val_acc) X(best_val) \
-    X(best_mon) X(es_best) X(last_loss)
+    X(best_mon) X(es_best) X(last_loss) X(loss_scale)
 
 static int write_text(const char *path, const char *text)
 {

@@ -646,8 +646,9 @@ int rt_main(const rt_model *m, int argc, char **argv)
     if (r->gpu && r->o.gradcheck)
         rt_input_error("--gradcheck runs on the CPU: add --device cpu");
     if (c->precision != RT_PREC_FP32 && r->rank == 0)
-        fprintf(stderr, "trainc: note: this release trains in fp32 (the spec asks for %s)\n",
-                c->precision == RT_PREC_BF16 ? "bf16-mixed" : "fp16-mixed");
+        fprintf(stderr, "trainc: note: this release stores and computes in fp32 (the spec asks for "
+                "%s)%s\n", c->precision == RT_PREC_BF16 ? "bf16-mixed" : "fp16-mixed",
+                c->precision == RT_PREC_FP16 ? "; fp16's dynamic loss scaling is on" : "");
 
     /* data and weights: all bad input is found before the output folder exists */
     rt_dataset_open(&r->train, m, c->train, c->n_train, m->data_dir, "train");
@@ -728,6 +729,8 @@ int rt_main(const rt_model *m, int argc, char **argv)
     rt_loop_state st = {0}, *s = &st;
     int best_mode = c->has_early_stopping ? c->es_mode : RT_MODE_MIN;
     s->es_best = c->es_mode == RT_MODE_MIN ? INFINITY : -INFINITY;
+    int scaler = c->precision == RT_PREC_FP16;
+    s->loss_scale = scaler ? c->ls_init : 1.0;
     s->best_val = INFINITY;
     s->best_mon = best_mode == RT_MODE_MIN ? INFINITY : -INFINITY;
     s->best_step = -1;
@@ -808,8 +811,9 @@ int rt_main(const rt_model *m, int argc, char **argv)
                 r->ahead = NULL;
                 int64_t rows = b->rows;
                 r->e.rng_key = mix(mix(c->seed, (uint64_t)s->step), (uint64_t)j);
-                r->e.grad_scale = (float)(1.0 / ((double)b->rows * (double)m->loss_terms * (double)k *
-                                                 (double)r->world));
+                /* fp16-mixed: the loss (so every gradient) times the loss scale */
+                r->e.grad_scale = (float)(s->loss_scale / ((double)b->rows * (double)m->loss_terms *
+                                                           (double)k * (double)r->world));
                 m->forward(&r->e, 1);
                 rt_ddp_begin(j == k - 1);     /* with accumulate: only the last micro-batch */
                 m->backward(&r->e);
@@ -849,17 +853,34 @@ int rt_main(const rt_model *m, int argc, char **argv)
                          (long long)s->step + 1);
                 break;
             }
-            double norm = r->gpu ? rt_cu_grad_norm(&r->e, m, dptr(r->e.grads))
-                                 : rt_grad_norm(r->e.rt, m, r->grads);
-            /* clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is < 1 */
-            float coef = isnan(c->grad_clip) ? 1.0f : (float)(c->grad_clip / (norm + 1e-6));
+            /* the gradients hold loss_scale x the true ones (1 but in fp16-mixed) */
+            double norm = (r->gpu ? rt_cu_grad_norm(&r->e, m, dptr(r->e.grads))
+                                  : rt_grad_norm(r->e.rt, m, r->grads)) / s->loss_scale;
             double lr = rt_lr_at(c, s->step, r->total_steps > 0 ? r->total_steps : 1);
-            if (r->gpu)
-                rt_cu_optim_step(&r->e, c, m, dptr(r->e.params), dptr(r->e.grads), rt_cu_state(&r->e),
-                                 s->step + 1, lr, coef, coef < 1.0f);
-            else
-                rt_optim_step(r->e.rt, c, m, r->params, r->grads, r->state, s->step + 1, lr, coef,
-                              coef < 1.0f);
+            if (scaler && !isfinite(norm)) {
+                /* GradScaler: inf/NaN gradients skip the update and halve the scale */
+                s->loss_scale *= 0.5;
+                s->scale_growth = 0;
+                s->skipped++;
+            } else {
+                /* clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is < 1; the
+                 * unscaling (a power of two) goes into the same factor, exactly */
+                float coef = isnan(c->grad_clip) ? 1.0f : (float)(c->grad_clip / (norm + 1e-6));
+                int clip = coef < 1.0f;
+                float gs = (float)((clip ? (double)coef : 1.0) / s->loss_scale);
+                clip |= s->loss_scale != 1.0;
+                s->updates++;
+                if (r->gpu)
+                    rt_cu_optim_step(&r->e, c, m, dptr(r->e.params), dptr(r->e.grads),
+                                     rt_cu_state(&r->e), s->updates, lr, gs, clip);
+                else
+                    rt_optim_step(r->e.rt, c, m, r->params, r->grads, r->state, s->updates, lr, gs,
+                                  clip);
+                if (scaler && ++s->scale_growth == c->ls_growth_interval) {
+                    s->loss_scale *= 2.0;
+                    s->scale_growth = 0;
+                }
+            }
             s->batch += k;
             s->step++;
             if (r->gpu && !r->mem_logged) {
@@ -886,11 +907,17 @@ int rt_main(const rt_model *m, int argc, char **argv)
                 char buf[512], a[32], bb[32], cc[32], d[32];
                 double sps = (double)s->log_samples / fmax(now - log_t, 1e-9);
                 double mean = s->log_loss / (double)s->log_n;
-                char tps[64] = "";
+                char tps[160] = "";
                 if (r->train.tokens) {
                     char t1[32];
                     snprintf(tps, sizeof tps, ",\"tokens_per_s\":%s",
                              rt_json_num(t1, sps * (double)r->train.T));
+                }
+                if (scaler) {
+                    char t1[32];
+                    size_t u = strlen(tps);
+                    snprintf(tps + u, sizeof tps - u, ",\"loss_scale\":%s,\"skipped_steps\":%lld",
+                             rt_json_num(t1, s->loss_scale), (long long)s->skipped);
                 }
                 snprintf(buf, sizeof buf,
                          "{\"step\":%lld,\"epoch\":%lld,\"loss\":%s,\"lr\":%s,\"grad_norm\":%s,\"samples_per_s\":%s%s,\"time_s\":%.3f}",

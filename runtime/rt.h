@@ -104,6 +104,8 @@ typedef struct rt_train_config {
     double final_lr_frac, gamma;
     double grad_clip;          /* NAN = none */
     int precision;
+    double ls_init;            /* fp16-mixed: GradScaler's init_scale */
+    int64_t ls_growth_interval;/* and growth_interval (factor 2 up, 0.5 down) */
     int64_t val_every_steps, val_every_epochs, val_batches;
     int has_early_stopping;
     int es_monitor, es_mode;

@@ -53,6 +53,10 @@ typedef struct rt_loop_state {
     int64_t es_wait;
     double last_loss;
     int64_t metrics_bytes;     /* length of metrics.jsonl when the checkpoint was taken */
+    int64_t updates;           /* optimizer updates done (steps minus skipped ones) */
+    double loss_scale;         /* fp16-mixed: the dynamic loss scale (1 otherwise) */
+    int64_t scale_growth;      /* fp16-mixed: finite steps since the scale last changed */
+    int64_t skipped;           /* fp16-mixed: steps skipped for inf/NaN gradients */
 } rt_loop_state;
 
 /* Writes OUT/checkpoints/step_NNNNNNNN atomically and keeps the newest

@@ -60,6 +60,7 @@ check gradcheck           bash tests/gradcheck.sh
 check jit_vs_build        bash tests/jit_vs_build.sh
 check resume              bash tests/resume.sh
 check control             bash tests/control.sh
+check scaler              bash tests/scaler.sh
 check recompute           bash tests/recompute.sh
 check ddp                 bash tests/ddp.sh
 check parity/mlp_adamw    $PYTHON tests/torch_parity.py mlp adamw
