@@ -1,0 +1,417 @@
+/* cuda_ops.c: the GPU twins of the runtime's kernel calls (rt_cuda.h's ops and
+ * optimizer). Each wrapper only works out a launch configuration and launches kernels
+ * of templates/cuda/ by name: what a kernel computes, and its launch shape, is written
+ * above it there. Kernels whose shapes are compile-time constants are named by them
+ * (rt_layernorm_fwd_768, rt_attention_fwd_1024_64_1, ...); trainc emits one instance
+ * per shape the model uses, and a missing one is reported by rt_cu_launch.
+ *
+ * The contract of each call is its CPU twin's (kernels.c, attention.c, optim.c):
+ * overwritten vs accumulated outputs, masked entries, e->terms counted on the host as
+ * the twin counts it (the loss sum and correct count are added on the device into
+ * rt_cu_stats). Reductions go through scratch in a fixed order, so every call gives the
+ * same bits on every run. */
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include "rt_cuda.h"
+
+/* The kernels' fixed block shapes and chunk sizes (the same numbers as templates/cuda/). */
+#define RT_ATT_THREADS 256     /* attention.cuh */
+#define RT_EMB_THREADS 256     /* embedding.cuh: embedding_bwd's list and column stride */
+#define RT_MSE_CHUNK 8192      /* loss.cuh */
+#define RT_OPT_CHUNK 16384     /* optim.cuh */
+/* Partials of a column reduction: at most this many bytes of scratch (device_cuda.c
+ * reserves 16 MiB beyond the per-model needs). */
+#define PART_BYTES (8u << 20)
+
+static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* A grid dimension, checked against the hardware's limit (2^31 - 1 for x, 65535 for y
+ * and z): a shape beyond it is a bug in trainc's checks, not a user error. */
+static unsigned gdim(int64_t n, int64_t max, const char *what)
+{
+    if (n < 1 || n > max)
+        rt_die("CUDA: %s needs a grid dimension of %lld (limit %lld)", what, (long long)n,
+               (long long)max);
+    return (unsigned)n;
+}
+#define GX INT_MAX
+#define GYZ 65535
+
+/* Blocks of a grid-stride loop over n items, 256 threads each: enough to fill every
+ * SM many times over, never more than the items. */
+static unsigned grid_for(rt_exec *e, int64_t n)
+{
+    int64_t blocks = cdiv(n, 256), cap = (int64_t)rt_cu_sm_count(e) * 32;
+    return (unsigned)(blocks < cap ? blocks : cap);
+}
+
+/* Threads for one block per row of n elements: a multiple of 32 that covers the row
+ * in 16-byte loads, at most 1024. */
+static unsigned row_threads(int64_t n)
+{
+    int64_t t = cdiv(cdiv(n, 4), 32) * 32;
+    return (unsigned)(t < 32 ? 32 : t > 1024 ? 1024 : t);
+}
+
+/* Row blocks of a column reduction of [rows, cols] with `halves` partial matrices:
+ * about 64 rows a block, at most 256 blocks, partials within PART_BYTES. Depends on
+ * the shape only, so the sum order does too. */
+static int64_t row_blocks(int64_t rows, int64_t cols, int halves, int64_t *rb)
+{
+    int64_t nrb = rows / 64, cap = (int64_t)PART_BYTES / (cols * 8 * halves);
+    if (nrb > 256)
+        nrb = 256;
+    if (nrb > cap)
+        nrb = cap;
+    if (nrb < 1)
+        nrb = 1;
+    *rb = cdiv(rows, nrb);
+    return cdiv(rows, *rb);
+}
+
+/* ---- bias gradients -------------------------------------------------------------------- */
+
+/* part (nrb x cols doubles) into out[cols] (+=), partials added in block order */
+static void colsum_finish(rt_exec *e, rt_dptr part, float *out, int64_t nrb, int64_t cols)
+{
+    void *args[] = {&part, &out, &nrb, &cols};
+    rt_cu_launch(e, "rt_colsum_finish", grid_for(e, cols), 1, 1, 256, 1, 0, args);
+}
+
+void rt_cu_colsum_add(rt_exec *e, const float *dy, float *db, int64_t rows, int64_t cols)
+{
+    if (rows <= 0 || cols <= 0)
+        return;
+    int64_t rb, nrb = row_blocks(rows, cols, 1, &rb);
+    rt_dptr part = rt_cu_scratch(e, (size_t)(nrb * cols) * sizeof(double));
+    void *args[] = {&dy, &part, &rows, &cols, &rb};
+    rt_cu_launch(e, "rt_colsum_part", gdim(cdiv(cols, 32), GX, "colsum"),
+                 gdim(nrb, GYZ, "colsum"), 1, 32, 8, 0, args);
+    colsum_finish(e, part, db, nrb, cols);
+}
+
+void rt_cu_rowsum_add(rt_exec *e, const float *x, float *db, int64_t rows, int64_t cols)
+{
+    if (rows <= 0 || cols <= 0)
+        return;
+    /* column chunks of 16K elements (more when 65535 chunks would not cover a row) */
+    int64_t cb = cdiv(cols, GYZ) > 16384 ? cdiv(cols, GYZ) : 16384, ncb = cdiv(cols, cb);
+    rt_dptr part = rt_cu_scratch(e, (size_t)(rows * ncb) * sizeof(double));
+    void *a1[] = {&x, &part, &cols, &cb};
+    rt_cu_launch(e, "rt_rowsum_part", gdim(rows, GX, "rowsum"), (unsigned)ncb, 1, 256, 1, 0, a1);
+    void *a2[] = {&part, &db, &rows, &ncb};
+    rt_cu_launch(e, "rt_rowsum_finish", grid_for(e, rows), 1, 1, 256, 1, 0, a2);
+}
+
+/* ---- convolution and pooling ----------------------------------------------------------- */
+
+void rt_cu_im2col(rt_exec *e, const float *x, float *col, int64_t B, int64_t C, int64_t H,
+                  int64_t W, int64_t k, int64_t stride, int64_t pad, int64_t OH, int64_t OW)
+{
+    int64_t n = C * k * k * B * OH * OW;
+    if (n <= 0)
+        return;
+    void *args[] = {&x, &col, &B, &C, &H, &W, &k, &stride, &pad, &OH, &OW};
+    rt_cu_launch(e, "rt_im2col", grid_for(e, n), 1, 1, 256, 1, 0, args);
+}
+
+void rt_cu_col2im(rt_exec *e, const float *dcol, float *dx, int64_t B, int64_t C, int64_t H,
+                  int64_t W, int64_t k, int64_t stride, int64_t pad, int64_t OH, int64_t OW)
+{
+    int64_t n = B * C * H * W;
+    if (n <= 0)
+        return;
+    void *args[] = {&dcol, &dx, &B, &C, &H, &W, &k, &stride, &pad, &OH, &OW};
+    rt_cu_launch(e, "rt_col2im", grid_for(e, n), 1, 1, 256, 1, 0, args);
+}
+
+void rt_cu_maxpool2d_fwd(rt_exec *e, const float *x, float *y, int64_t planes, int64_t H,
+                         int64_t W, int64_t k, int64_t s, int64_t OH, int64_t OW)
+{
+    int64_t n = planes * OH * OW;
+    if (n <= 0)
+        return;
+    void *args[] = {&x, &y, &planes, &H, &W, &k, &s, &OH, &OW};
+    rt_cu_launch(e, "rt_maxpool2d_fwd", grid_for(e, n), 1, 1, 256, 1, 0, args);
+}
+
+void rt_cu_maxpool2d_bwd(rt_exec *e, const float *x, const float *dy, float *dx, int64_t planes,
+                         int64_t H, int64_t W, int64_t k, int64_t s, int64_t OH, int64_t OW)
+{
+    int64_t n = planes * H * W;
+    if (n <= 0)
+        return;
+    void *args[] = {&x, &dy, &dx, &planes, &H, &W, &k, &s, &OH, &OW};
+    rt_cu_launch(e, "rt_maxpool2d_bwd", grid_for(e, n), 1, 1, 256, 1, 0, args);
+}
+
+void rt_cu_avgpool2d_fwd(rt_exec *e, const float *x, float *y, int64_t planes, int64_t H,
+                         int64_t W, int64_t k, int64_t s, int64_t OH, int64_t OW)
+{
+    int64_t n = planes * OH * OW;
+    if (n <= 0)
+        return;
+    void *args[] = {&x, &y, &planes, &H, &W, &k, &s, &OH, &OW};
+    rt_cu_launch(e, "rt_avgpool2d_fwd", grid_for(e, n), 1, 1, 256, 1, 0, args);
+}
+
+void rt_cu_avgpool2d_bwd(rt_exec *e, const float *dy, float *dx, int64_t planes, int64_t H,
+                         int64_t W, int64_t k, int64_t s, int64_t OH, int64_t OW)
+{
+    int64_t n = planes * H * W;
+    if (n <= 0)
+        return;
+    void *args[] = {&dy, &dx, &planes, &H, &W, &k, &s, &OH, &OW};
+    rt_cu_launch(e, "rt_avgpool2d_bwd", grid_for(e, n), 1, 1, 256, 1, 0, args);
+}
+
+/* ---- LayerNorm ------------------------------------------------------------------------- */
+
+void rt_cu_layernorm_fwd(rt_exec *e, const float *x, const float *w, const float *b, float *y,
+                         float *mean, float *rstd, int64_t rows, int64_t d, float eps)
+{
+    if (rows <= 0 || d <= 0)
+        return;
+    char name[64];
+    snprintf(name, sizeof name, "rt_layernorm_fwd_%lld", (long long)d);
+    void *args[] = {&x, &w, &b, &y, &mean, &rstd, &eps};
+    rt_cu_launch(e, name, gdim(rows, GX, name), 1, 1, row_threads(d), 1, 0, args);
+}
+
+void rt_cu_layernorm_bwd(rt_exec *e, const float *x, const float *w, const float *mean,
+                         const float *rstd, const float *dy, float *dx, float *dw, float *db,
+                         int64_t rows, int64_t d)
+{
+    if (rows <= 0 || d <= 0)
+        return;
+    /* dw, db partials first: they read x and dy, which dx may overwrite */
+    int64_t rb, nrb = row_blocks(rows, d, 2, &rb);
+    rt_dptr part = rt_cu_scratch(e, (size_t)(2 * nrb * d) * sizeof(double));
+    void *a1[] = {&x, &dy, &mean, &rstd, &part, &rows, &d, &rb};
+    rt_cu_launch(e, "rt_layernorm_dwdb", gdim(cdiv(d, 32), GX, "layernorm"),
+                 gdim(nrb, GYZ, "layernorm"), 1, 32, 8, 0, a1);
+    char name[64];
+    snprintf(name, sizeof name, "rt_layernorm_bwd_%lld", (long long)d);
+    void *a2[] = {&x, &w, &mean, &rstd, &dy, &dx};
+    rt_cu_launch(e, name, gdim(rows, GX, name), 1, 1, row_threads(d), 1, 0, a2);
+    colsum_finish(e, part, dw, nrb, d);
+    colsum_finish(e, part + (rt_dptr)(nrb * d) * sizeof(double), db, nrb, d);
+}
+
+/* ---- losses ------------------------------------------------------------------------------ */
+
+/* stats += the sums of loss[0, n) and correct[0, n) (correct may be 0) */
+static void loss_total(rt_exec *e, rt_dptr loss, rt_dptr correct, int64_t n)
+{
+    rt_dptr stats = rt_cu_stats(e);
+    void *args[] = {&loss, &correct, &n, &stats};
+    rt_cu_launch(e, "rt_loss_total", 1, 1, 1, 1024, 1, 0, args);
+}
+
+void rt_cu_cross_entropy(rt_exec *e, const float *logits, const int32_t *target, float *dlogits,
+                         int64_t rows, int64_t C)
+{
+    if (rows <= 0)
+        return;
+    rt_dptr loss = rt_cu_scratch(e, (size_t)rows * 2 * sizeof(double));
+    rt_dptr correct = loss + (rt_dptr)rows * sizeof(double);
+    float gs = e->grad_scale;
+    char name[64];
+    snprintf(name, sizeof name, "rt_cross_entropy_%lld", (long long)C);
+    void *args[] = {&logits, &target, &dlogits, &loss, &correct, &gs};
+    rt_cu_launch(e, name, gdim(rows, GX, name), 1, 1, row_threads(C), 1, 0, args);
+    loss_total(e, loss, correct, rows);
+    e->terms += rows;
+}
+
+void rt_cu_mse(rt_exec *e, const float *y, const float *t, float *dy, int64_t n)
+{
+    if (n <= 0)
+        return;
+    int64_t nblk = cdiv(n, RT_MSE_CHUNK);
+    rt_dptr part = rt_cu_scratch(e, (size_t)nblk * sizeof(double));
+    float gs = e->grad_scale;
+    void *args[] = {&y, &t, &dy, &part, &n, &gs};
+    rt_cu_launch(e, "rt_mse", gdim(nblk, GX, "mse"), 1, 1, 256, 1, 0, args);
+    loss_total(e, part, 0, nblk);
+    e->terms += n;
+}
+
+/* ---- attention --------------------------------------------------------------------------- */
+
+/* attention.cuh's rt_att_tile: query rows (and keys) per block */
+static int64_t att_tile(int64_t hd) { return hd > 128 ? 8 : hd > 64 ? 16 : 32; }
+
+static int64_t att_head(int64_t d, int64_t H)
+{
+    if (H <= 0 || d % H != 0)
+        rt_die("attention: d = %lld is not a multiple of H = %lld", (long long)d, (long long)H);
+    if (H > GYZ)
+        rt_die("attention: %lld heads exceed the grid", (long long)H);
+    return d / H;
+}
+
+void rt_cu_attention_fwd(rt_exec *e, const float *qkv, float *att, float *y, int64_t B,
+                         int64_t T, int64_t d, int64_t H, int causal)
+{
+    if (B <= 0 || T <= 0 || d <= 0)
+        return;
+    int64_t hd = att_head(d, H);
+    int h = (int)H;
+    char name[96];
+    snprintf(name, sizeof name, "rt_attention_fwd_%lld_%lld_%d", (long long)T, (long long)hd,
+             causal != 0);
+    void *args[] = {&qkv, &att, &y, &h};
+    rt_cu_launch(e, name, gdim(cdiv(T, att_tile(hd)), GX, name), (unsigned)H,
+                 gdim(B, GYZ, name), RT_ATT_THREADS, 1, 0, args);
+}
+
+void rt_cu_attention_bwd(rt_exec *e, const float *qkv, const float *att, const float *dy,
+                         float *dqkv, int64_t B, int64_t T, int64_t d, int64_t H, int causal)
+{
+    if (B <= 0 || T <= 0 || d <= 0)
+        return;
+    int64_t hd = att_head(d, H);
+    int h = (int)H;
+    /* D [B, H, T]: row sums of dP * P, from the query-side kernel to the key-side one */
+    rt_dptr D = rt_cu_scratch(e, (size_t)(B * H * T) * sizeof(float));
+    void *args[] = {&qkv, &att, &dy, &dqkv, &D, &h};
+    char name[96];
+    unsigned gx = gdim(cdiv(T, att_tile(hd)), GX, "attention"), gz = gdim(B, GYZ, "attention");
+    snprintf(name, sizeof name, "rt_attention_bwd_%lld_%lld_%d", (long long)T, (long long)hd,
+             causal != 0);
+    rt_cu_launch(e, name, gx, (unsigned)H, gz, RT_ATT_THREADS, 1, 0, args);
+    snprintf(name, sizeof name, "rt_attention_bwd_kv_%lld_%lld_%d", (long long)T,
+             (long long)hd, causal != 0);
+    rt_cu_launch(e, name, gx, (unsigned)H, gz, RT_ATT_THREADS, 1, 0, args);
+}
+
+/* ---- embedding --------------------------------------------------------------------------- */
+
+void rt_cu_embedding_fwd(rt_exec *e, const int32_t *idx, const float *w, float *out,
+                         int64_t rows, int64_t V, int64_t dim)
+{
+    if (rows <= 0 || dim <= 0)
+        return;
+    char name[64];
+    snprintf(name, sizeof name, "rt_embedding_fwd_%lld", (long long)dim);
+    void *args[] = {&idx, &w, &out, &rows, &V};
+    rt_cu_launch(e, name, grid_for(e, rows * (dim % 4 ? dim : dim / 4)), 1, 1, 256, 1, 0, args);
+}
+
+void rt_cu_embedding_bwd(rt_exec *e, const int32_t *idx, const float *dout, float *dw,
+                         int64_t rows, int64_t V, int64_t dim)
+{
+    if (rows <= 0 || dim <= 0 || V <= 0)
+        return;
+    /* vocabulary rows per block: about 8 blocks per SM (the sum order does not depend
+     * on it: each dw element is added in row order by one thread) */
+    int64_t nblk = (int64_t)rt_cu_sm_count(e) * 8;
+    if (nblk > V)
+        nblk = V;
+    int64_t vb = cdiv(V, nblk);
+    nblk = cdiv(V, vb);
+    char name[64];
+    snprintf(name, sizeof name, "rt_embedding_bwd_%lld", (long long)dim);
+    void *args[] = {&idx, &dout, &dw, &rows, &V, &vb};
+    rt_cu_launch(e, name, gdim(nblk, GX, name), 1, 1, RT_EMB_THREADS, 1, 0, args);
+}
+
+/* ---- the optimizer ------------------------------------------------------------------------ */
+
+/* optim.cuh's rt_opt_chunk: a piece of one parameter tensor */
+typedef struct opt_chunk {
+    int64_t off;               /* first element in the parameter region */
+    int32_t len;               /* elements, <= RT_OPT_CHUNK */
+    int32_t decay;             /* rank >= 2: weight decay applies */
+} opt_chunk;
+_Static_assert(sizeof(opt_chunk) == 16, "opt_chunk must match optim.cuh's rt_opt_chunk");
+
+/* The chunk table on the device, uploaded once for the model (one GPU per process). */
+static struct {
+    const rt_model *m;
+    rt_dptr chunks;
+    int64_t n;
+} opt;
+
+void rt_cu_optim_setup(rt_exec *e, const rt_train_config *c, const rt_model *m)
+{
+    (void)e, (void)c;
+    if (opt.m == m)
+        return;
+    int64_t n = 0;
+    for (int i = 0; i < m->n_params; i++)
+        n += cdiv(m->params[i].numel, RT_OPT_CHUNK);
+    if (n > GX)
+        rt_die("optimizer: %lld chunks exceed the grid", (long long)n);
+    opt_chunk *t = rt_xmalloc((size_t)(n > 0 ? n : 1) * sizeof *t);
+    int64_t k = 0;
+    for (int i = 0; i < m->n_params; i++) {
+        const rt_param *p = &m->params[i];
+        for (int64_t o = 0; o < p->numel; o += RT_OPT_CHUNK)
+            t[k++] = (opt_chunk){p->offset + o,
+                                 (int32_t)(p->numel - o < RT_OPT_CHUNK ? p->numel - o : RT_OPT_CHUNK),
+                                 p->rank >= 2};
+    }
+    opt.chunks = rt_cu_alloc((size_t)(n > 0 ? n : 1) * sizeof *t);
+    rt_cu_upload(opt.chunks, t, (size_t)n * sizeof *t);
+    rt_xfree(t);
+    opt.m = m;
+    opt.n = n;
+}
+
+static void opt_check(const rt_model *m)
+{
+    if (opt.m != m)
+        rt_die("rt_cu_optim_setup was not called for model %s", m->name);
+}
+
+double rt_cu_grad_norm(rt_exec *e, const rt_model *m, rt_dptr grads)
+{
+    opt_check(m);
+    if (opt.n == 0)
+        return 0.0;
+    /* per-chunk sums of squares, then their sum in chunk order, in double */
+    rt_dptr part = rt_cu_scratch(e, (size_t)(opt.n + 1) * sizeof(double));
+    rt_dptr total = part + (rt_dptr)opt.n * sizeof(double);
+    void *a1[] = {&grads, &opt.chunks, &part};
+    rt_cu_launch(e, "rt_grad_norm_part", (unsigned)opt.n, 1, 1, 256, 1, 0, a1);
+    void *a2[] = {&part, &opt.n, &total};
+    rt_cu_launch(e, "rt_sum_f64", 1, 1, 1, 1024, 1, 0, a2);
+    rt_cu_sync(e);
+    double s;
+    rt_cu_download(&s, total, sizeof s);
+    return sqrt(s);
+}
+
+/* optim.c's opt_slice, with its scalars computed here the same way (double, then
+ * rounded to float) and the elements updated by optim.cuh's rt_adamw or rt_sgd. */
+void rt_cu_optim_step(rt_exec *e, const rt_train_config *c, const rt_model *m, rt_dptr params,
+                      rt_dptr grads, rt_dptr state, int64_t t, double lr, float gscale, int clip)
+{
+    opt_check(m);
+    if (opt.n == 0)
+        return;
+    float gs = clip ? gscale : 1.0f, wd = (float)c->weight_decay;
+    if (c->opt == RT_OPT_ADAMW) {
+        float b1 = (float)c->beta1, b2 = (float)c->beta2;
+        float a1 = (float)(1.0 - c->beta1), a2 = (float)(1.0 - c->beta2);
+        double bc1 = 1.0 - pow(c->beta1, (double)t), bc2 = 1.0 - pow(c->beta2, (double)t);
+        float step_size = (float)(lr / bc1), bc2_sqrt = (float)sqrt(bc2);
+        float decay = (float)(1.0 - lr * wd), eps = (float)c->eps;
+        rt_dptr m1 = state, m2 = state + (rt_dptr)m->param_floats * sizeof(float);
+        void *args[] = {&params, &grads, &m1, &m2, &opt.chunks, &gs, &decay, &b1, &b2,
+                        &a1, &a2, &step_size, &bc2_sqrt, &eps};
+        rt_cu_launch(e, "rt_adamw", (unsigned)opt.n, 1, 1, 256, 1, 0, args);
+        return;
+    }
+    float lrf = (float)lr, mom = (float)c->momentum;
+    int has_buf = c->momentum > 0, nesterov = c->nesterov != 0;
+    int mode = !has_buf ? 0 : t == 1 ? 1 : nesterov ? 3 : 2;
+    rt_dptr buf = has_buf ? state : 0;
+    void *args[] = {&params, &grads, &buf, &opt.chunks, &gs, &wd, &lrf, &mom, &mode, &nesterov};
+    rt_cu_launch(e, "rt_sgd", (unsigned)opt.n, 1, 1, 256, 1, 0, args);
+}

@@ -1,0 +1,216 @@
+/* common.cuh: device helpers of the runtime's kernels (the other .cuh files): storage
+ * loads and stores, warp and block reductions in a fixed order, row loops with 16-byte
+ * loads, and the loss statistics the loop reads back.
+ *
+ * Determinism: every sum here is a butterfly inside a warp followed by the warp
+ * partials added in warp order, so for a given block size the bits never change from
+ * run to run. No atomics. */
+
+/* The device rt_cu_stat of rt_cuda.h: loss kernels add their totals into it. */
+struct rt_cu_stat {
+    double loss_sum;
+    unsigned long long correct;
+};
+
+/* ---- storage -------------------------------------------------------------------------- */
+
+/* Activations and their gradients are stored as act_t, float today; parameters,
+ * parameter gradients and optimizer state stay float. Kernels read and write memory
+ * through the overloads below, so a bf16 act_t adds overloads here (and RT_VEC
+ * becomes a function of the type), not changes to the kernels: arithmetic stays float. */
+typedef float act_t;
+__device__ __forceinline__ float rt_ld(const float *p) { return *p; }
+__device__ __forceinline__ void rt_st(float *p, float v) { *p = v; }
+/* Four consecutive elements at a 16-byte aligned address. */
+__device__ __forceinline__ float4 rt_ld4(const float *p) { return *(const float4 *)p; }
+__device__ __forceinline__ void rt_st4(float *p, float4 v) { *(float4 *)p = v; }
+/* Elements per 16-byte access. */
+#define RT_VEC 4
+__device__ __forceinline__ bool rt_aligned16(const void *p)
+{
+    return ((unsigned long long)p & 15) == 0;
+}
+
+__device__ __forceinline__ float rt_inf() { return __int_as_float(0x7f800000); }
+__device__ __forceinline__ double rt_nan_d() { return __longlong_as_double(0x7ff8000000000000ll); }
+
+/* ---- reductions ----------------------------------------------------------------------- */
+
+/* Butterfly over the 32 lanes of a warp (or within aligned groups of `width` lanes, a
+ * power of two): every lane gets the total, always added in the same order. */
+__device__ __forceinline__ double rt_warp_sum(double v, int width = 32)
+{
+    for (int o = width / 2; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ float rt_warp_max(float v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* Sum over the whole block (blockDim.x a multiple of 32, at most 1024; every thread
+ * must call it); every thread gets the total. Warp sums, then each thread adds the
+ * warp sums in warp order. */
+__device__ __forceinline__ double rt_block_sum(double v)
+{
+    __shared__ double part[32];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = rt_warp_sum(v);
+    if (lane == 0)
+        part[warp] = v;
+    __syncthreads();
+    double t = 0.0;
+    for (int w = 0; w < nw; w++)
+        t += part[w];
+    __syncthreads();   /* part may be written again by the next call */
+    return t;
+}
+
+/* Maximum over the block (same rules as rt_block_sum). NaN is not propagated by fmaxf:
+ * callers that need NaN semantics use rt_block_argmax. */
+__device__ __forceinline__ float rt_block_max(float v)
+{
+    __shared__ float part[32];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = rt_warp_max(v);
+    if (lane == 0)
+        part[warp] = v;
+    __syncthreads();
+    float t = part[0];
+    for (int w = 1; w < nw; w++)
+        t = fmaxf(t, part[w]);
+    __syncthreads();
+    return t;
+}
+
+/* torch.argmax's choice between two candidates (value, index): a NaN beats any number,
+ * a greater value wins, and among equals (or two NaNs) the lower index. */
+__device__ __forceinline__ bool rt_argmax_better(float v, int i, float bv, int bi)
+{
+    bool vn = isnan(v), bn = isnan(bv);
+    if (vn != bn)
+        return vn;
+    if (!vn && v != bv)
+        return v > bv;
+    return i < bi;
+}
+
+/* (max, first argmax) over the block; *m is NaN when any candidate is NaN, and the
+ * index is then the first NaN's. Threads without a candidate pass (-inf, INT_MAX). */
+__device__ __forceinline__ int rt_block_argmax(float v, int i, float *m)
+{
+    __shared__ float pv[32];
+    __shared__ int pi[32];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    for (int o = 16; o > 0; o >>= 1) {
+        float ov = __shfl_xor_sync(0xffffffffu, v, o);
+        int oi = __shfl_xor_sync(0xffffffffu, i, o);
+        if (rt_argmax_better(ov, oi, v, i)) {
+            v = ov;
+            i = oi;
+        }
+    }
+    if (lane == 0) {
+        pv[warp] = v;
+        pi[warp] = i;
+    }
+    __syncthreads();
+    float bv = pv[0];
+    int bi = pi[0];
+    for (int w = 1; w < nw; w++)
+        if (rt_argmax_better(pv[w], pi[w], bv, bi)) {
+            bv = pv[w];
+            bi = pi[w];
+        }
+    __syncthreads();
+    *m = bv;
+    return bi;
+}
+
+/* ---- rows ------------------------------------------------------------------------------ */
+
+/* Elements of p before its first 16-byte aligned address (n when p is not even
+ * element-aligned, which the runtime never passes, or when the row is short). */
+template <typename E>
+__device__ __forceinline__ int rt_head(const E *p, int n)
+{
+    unsigned long long a = (unsigned long long)p;
+    int h = (a & (sizeof(E) - 1)) ? n : (int)((16 - (a & 15)) & 15) / (int)sizeof(E);
+    return h < n ? h : n;
+}
+
+/* Calls f(j, p[j]) for every j in [0, n), the threads of the block taking a strided
+ * share: a scalar head up to the first 16-byte boundary, 16-byte loads for the middle,
+ * a scalar tail. Which thread sees which j depends only on (p mod 16, n, blockDim). */
+template <typename E, typename F>
+__device__ __forceinline__ void rt_row_each(const E *p, int n, F f)
+{
+    int head = rt_head(p, n), n4 = (n - head) / RT_VEC;
+    for (int j = threadIdx.x; j < head; j += blockDim.x)
+        f(j, rt_ld(p + j));
+    for (int k = threadIdx.x; k < n4; k += blockDim.x) {
+        int j = head + k * RT_VEC;
+        float4 v = rt_ld4(p + j);
+        f(j, v.x);
+        f(j + 1, v.y);
+        f(j + 2, v.z);
+        f(j + 3, v.w);
+    }
+    for (int j = head + n4 * RT_VEC + threadIdx.x; j < n; j += blockDim.x)
+        f(j, rt_ld(p + j));
+}
+
+/* dst[j] = f(j, src[j]) for j in [0, n), as rt_row_each; 16-byte stores too when dst
+ * and src share their alignment (dst may be src: each element is read, then written,
+ * by the same thread). */
+template <typename E, typename F>
+__device__ __forceinline__ void rt_row_map(const E *src, E *dst, int n, F f)
+{
+    if (((unsigned long long)src & 15) != ((unsigned long long)dst & 15)) {
+        for (int j = threadIdx.x; j < n; j += blockDim.x)
+            rt_st(dst + j, f(j, rt_ld(src + j)));
+        return;
+    }
+    int head = rt_head(src, n), n4 = (n - head) / RT_VEC;
+    for (int j = threadIdx.x; j < head; j += blockDim.x)
+        rt_st(dst + j, f(j, rt_ld(src + j)));
+    for (int k = threadIdx.x; k < n4; k += blockDim.x) {
+        int j = head + k * RT_VEC;
+        float4 v = rt_ld4(src + j);
+        v.x = f(j, v.x);
+        v.y = f(j + 1, v.y);
+        v.z = f(j + 2, v.z);
+        v.w = f(j + 3, v.w);
+        rt_st4(dst + j, v);
+    }
+    for (int j = head + n4 * RT_VEC + threadIdx.x; j < n; j += blockDim.x)
+        rt_st(dst + j, f(j, rt_ld(src + j)));
+}
+
+/* ---- the loss statistics ---------------------------------------------------------------- */
+
+/* Launch: 1 block of 1024 threads.
+ * stats->loss_sum += sum of loss[0, n); stats->correct += sum of correct[0, n) when
+ * correct is not NULL (whole numbers held in double). Each thread adds a strided share
+ * in index order, then rt_block_sum: a fixed order, so the loss of a batch has the same
+ * bits on every run. The single block is fine: n is at most the batch's loss terms (or
+ * block partials), and this runs once per loss call. */
+extern "C" __global__ void __launch_bounds__(1024)
+rt_loss_total(const double *loss, const double *correct, int64_t n, rt_cu_stat *stats)
+{
+    double s = 0.0, c = 0.0;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+        s += loss[i];
+        if (correct)
+            c += correct[i];
+    }
+    s = rt_block_sum(s);
+    c = rt_block_sum(c);
+    if (threadIdx.x == 0) {
+        stats->loss_sum += s;
+        stats->correct += (unsigned long long)c;
+    }
+}

@@ -1,0 +1,89 @@
+/* loss.cuh: the losses (twins of rt_cross_entropy and rt_mse in runtime/kernels.c).
+ * Each writes one value per row (or per block) into scratch; rt_loss_total
+ * (common.cuh) then adds them into the device rt_cu_stat in a fixed order. */
+
+/* Softmax cross entropy over one row of C logits per block, fused with its gradient.
+ *
+ * Launch: grid (rows), block of 32..1024 threads (a multiple of 32).
+ *   loss[r]    = max + log(sum_j exp(z_j - max)) - z[target]   (double)
+ *   correct[r] = 1 when the first argmax is the target (a NaN counts as the maximum)
+ *   dlogits[r] = (softmax - onehot(target)) * grad_scale        when dlogits != NULL
+ * dlogits may be logits itself (the gradient overwrites the logits): every logit is
+ * read by the pass that writes it, by the thread that writes it, and z[target] is read
+ * before. The probabilities are never stored. A target outside [0, C) (the loader
+ * checks labels, so only a bug gets here) makes the row's loss NaN, which the loop
+ * reports as a diverged run, and its gradient 0. */
+template <int C>
+__device__ __forceinline__ void cross_entropy_row(const act_t *logits, const int32_t *target,
+                                                  act_t *dlogits, double *loss, double *correct,
+                                                  float grad_scale)
+{
+    int64_t r = blockIdx.x;
+    const act_t *z = logits + r * C;       /* [C] */
+    int tg = target[r];
+    bool bad = tg < 0 || tg >= C;
+    /* pass 1: max and first argmax */
+    float bv = -rt_inf();
+    int bi = 0x7fffffff;
+    rt_row_each(z, C, [&](int j, float v) {
+        if (rt_argmax_better(v, j, bv, bi)) {
+            bv = v;
+            bi = j;
+        }
+    });
+    float m;
+    int am = rt_block_argmax(bv, bi, &m);
+    /* pass 2: sum of exp(z - max), in double */
+    double s = 0.0;
+    rt_row_each(z, C, [&](int j, float v) { s += (double)expf(v - m); });
+    s = rt_block_sum(s);
+    float zt = bad ? 0.0f : rt_ld(z + tg);
+    __syncthreads();   /* z[target] is read by every thread before pass 3 overwrites it */
+    /* pass 3: the gradient, exp(z - max) / sum scaled, minus grad_scale at the target */
+    if (dlogits) {
+        float inv = (float)(1.0 / s), sc = inv * grad_scale;
+        rt_row_map(z, dlogits + r * C, C, [&](int j, float v) {
+            if (bad)
+                return 0.0f;
+            float e = expf(v - m);
+            return j == tg ? (e * inv - 1.0f) * grad_scale : e * sc;
+        });
+    }
+    if (threadIdx.x == 0) {
+        loss[r] = bad ? rt_nan_d() : (double)m + log(s) - (double)zt;
+        correct[r] = !bad && am == tg ? 1.0 : 0.0;
+    }
+}
+
+#define RT_CROSS_ENTROPY(C)                                                                   \
+    extern "C" __global__ void __launch_bounds__(1024) rt_cross_entropy_##C(                  \
+        const act_t *logits, const int32_t *target, act_t *dlogits, double *loss,             \
+        double *correct, float grad_scale)                                                    \
+    {                                                                                         \
+        cross_entropy_row<C>(logits, target, dlogits, loss, correct, grad_scale);             \
+    }
+
+/* Mean squared error terms, RT_MSE_CHUNK elements per block.
+ *
+ * Launch: grid (ceil(n / RT_MSE_CHUNK)), block of 256 threads.
+ *   part[b] = sum over the block's elements of (y - t)^2   (the difference in float, as
+ *             kernels.c, squared and summed in double)
+ *   dy      = 2 (y - t) grad_scale                         when dy != NULL
+ * dy may be y. */
+#define RT_MSE_CHUNK 8192
+extern "C" __global__ void __launch_bounds__(256)
+rt_mse(const act_t *y, const act_t *t, act_t *dy, double *part, int64_t n, float grad_scale)
+{
+    int64_t i0 = (int64_t)blockIdx.x * RT_MSE_CHUNK;
+    int len = n - i0 < RT_MSE_CHUNK ? (int)(n - i0) : RT_MSE_CHUNK;
+    double s = 0.0;
+    for (int k = threadIdx.x; k < len; k += blockDim.x) {
+        float d = rt_ld(y + i0 + k) - rt_ld(t + i0 + k);
+        s += (double)d * (double)d;
+        if (dy)
+            rt_st(dy + i0 + k, 2.0f * d * grad_scale);
+    }
+    s = rt_block_sum(s);
+    if (threadIdx.x == 0)
+        part[blockIdx.x] = s;
+}

@@ -1,0 +1,122 @@
+/* optim.cuh: the optimizer step over all parameters in one launch, and the gradient
+ * norm (twins of rt_optim_step and rt_grad_norm in runtime/optim.c).
+ *
+ * The parameters are cut into chunks of at most RT_OPT_CHUNK elements, none crossing a
+ * tensor boundary; cuda_ops.c uploads the table of chunks once (rt_cu_optim_setup) and
+ * block b works on chunk b. The update uses the _rn intrinsics, which the compiler never
+ * fuses into FMAs: the same float operations in the same order as optim.c (built with
+ * -ffp-contract=off), so a step gives the CPU's bits. */
+
+#define RT_OPT_CHUNK 16384
+
+/* One chunk of a parameter tensor (the layout of opt_chunk in cuda_ops.c). */
+struct rt_opt_chunk {
+    int64_t off;               /* first element, from the start of the parameter region */
+    int len;                   /* elements, <= RT_OPT_CHUNK */
+    int decay;                 /* weight decay applies (tensors of rank >= 2) */
+};
+
+/* AdamW on one element; the scalars are optim.c's, rounded to float on the host. */
+__device__ __forceinline__ void rt_adamw_elem(float &p, float &m, float &v, float g, float gs,
+                                              float decay, float b1, float b2, float a1, float a2,
+                                              float step_size, float bc2_sqrt, float eps)
+{
+    float gk = __fmul_rn(g, gs);
+    float pk = __fmul_rn(p, decay);
+    m = __fadd_rn(__fmul_rn(m, b1), __fmul_rn(gk, a1));
+    v = __fadd_rn(__fmul_rn(v, b2), __fmul_rn(__fmul_rn(a2, gk), gk));
+    float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(v), bc2_sqrt), eps);
+    p = __fadd_rn(pk, __fmul_rn(-step_size, __fdiv_rn(m, denom)));
+}
+
+/* Launch: grid (chunks), 256 threads.
+ *   m = b1 m + a1 g';  v = b2 v + a2 g'^2;  p = p * decay - step_size * m / (sqrt(v) / bc2_sqrt + eps)
+ * with g' = g * gs and decay = 1 for tensors without weight decay. p, g, m, v: the
+ * parameter region's layout. 16-byte accesses when the chunk and all four arrays allow. */
+extern "C" __global__ void __launch_bounds__(256)
+rt_adamw(float *p, const float *g, float *m, float *v, const rt_opt_chunk *chunks, float gs,
+         float decay, float b1, float b2, float a1, float a2, float step_size, float bc2_sqrt,
+         float eps)
+{
+    rt_opt_chunk ck = chunks[blockIdx.x];
+    float dec = ck.decay ? decay : 1.0f;
+    p += ck.off, g += ck.off, m += ck.off, v += ck.off;
+    if (ck.len % 4 == 0 && rt_aligned16(p) && rt_aligned16(g) && rt_aligned16(m) &&
+        rt_aligned16(v)) {
+        for (int k = threadIdx.x * 4; k < ck.len; k += blockDim.x * 4) {
+            float4 pv = *(float4 *)(p + k), gv = *(const float4 *)(g + k);
+            float4 mv = *(float4 *)(m + k), vv = *(float4 *)(v + k);
+            rt_adamw_elem(pv.x, mv.x, vv.x, gv.x, gs, dec, b1, b2, a1, a2, step_size, bc2_sqrt, eps);
+            rt_adamw_elem(pv.y, mv.y, vv.y, gv.y, gs, dec, b1, b2, a1, a2, step_size, bc2_sqrt, eps);
+            rt_adamw_elem(pv.z, mv.z, vv.z, gv.z, gs, dec, b1, b2, a1, a2, step_size, bc2_sqrt, eps);
+            rt_adamw_elem(pv.w, mv.w, vv.w, gv.w, gs, dec, b1, b2, a1, a2, step_size, bc2_sqrt, eps);
+            *(float4 *)(p + k) = pv;
+            *(float4 *)(m + k) = mv;
+            *(float4 *)(v + k) = vv;
+        }
+        return;
+    }
+    for (int k = threadIdx.x; k < ck.len; k += blockDim.x)
+        rt_adamw_elem(p[k], m[k], v[k], g[k], gs, dec, b1, b2, a1, a2, step_size, bc2_sqrt, eps);
+}
+
+/* SGD as torch.optim.SGD; mode: 0 no momentum, 1 the first step with momentum (the
+ * buffer starts as the gradient), 2 momentum, 3 Nesterov momentum. */
+__device__ __forceinline__ void rt_sgd_elem(float &p, float *buf, float g, float gs, float wd,
+                                            float lr, float mom, int mode, int nesterov)
+{
+    float d = __fadd_rn(__fmul_rn(g, gs), __fmul_rn(wd, p));
+    float step = d;
+    if (mode == 1) {
+        *buf = d;
+        if (nesterov)
+            step = __fadd_rn(d, __fmul_rn(mom, d));
+    } else if (mode >= 2) {
+        float bk = __fadd_rn(__fmul_rn(*buf, mom), d);
+        *buf = bk;
+        step = mode == 3 ? __fadd_rn(d, __fmul_rn(mom, bk)) : bk;
+    }
+    p = __fadd_rn(p, __fmul_rn(-lr, step));
+}
+
+/* Launch: grid (chunks), 256 threads.
+ *   d = g * gs + wd * p (wd 0 for tensors without weight decay); buf updated as torch;
+ *   p -= lr * (d, buf, or d + mom * buf)
+ * buf (the momentum buffer, the parameter region's layout) is NULL for mode 0. */
+extern "C" __global__ void __launch_bounds__(256)
+rt_sgd(float *p, const float *g, float *buf, const rt_opt_chunk *chunks, float gs, float wd,
+       float lr, float mom, int mode, int nesterov)
+{
+    rt_opt_chunk ck = chunks[blockIdx.x];
+    float w = ck.decay ? wd : 0.0f;
+    p += ck.off, g += ck.off;
+    float *b = buf ? buf + ck.off : 0;
+    for (int k = threadIdx.x; k < ck.len; k += blockDim.x)
+        rt_sgd_elem(p[k], b ? b + k : 0, g[k], gs, w, lr, mom, mode, nesterov);
+}
+
+/* Launch: grid (chunks), 256 threads.
+ *   part[c] = sum of g^2 over chunk c   (double) */
+extern "C" __global__ void __launch_bounds__(256)
+rt_grad_norm_part(const float *g, const rt_opt_chunk *chunks, double *part)
+{
+    rt_opt_chunk ck = chunks[blockIdx.x];
+    double s = 0.0;
+    rt_row_each(g + ck.off, ck.len, [&](int j, float x) { s += (double)x * (double)x; });
+    s = rt_block_sum(s);
+    if (threadIdx.x == 0)
+        part[blockIdx.x] = s;
+}
+
+/* Launch: 1 block of 1024 threads.
+ *   *out = sum of part[0, n)   (each thread a strided share in order, then rt_block_sum) */
+extern "C" __global__ void __launch_bounds__(1024)
+rt_sum_f64(const double *part, int64_t n, double *out)
+{
+    double s = 0.0;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+        s += part[i];
+    s = rt_block_sum(s);
+    if (threadIdx.x == 0)
+        *out = s;
+}
