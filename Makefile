@@ -120,3 +120,14 @@ help:
 	@echo "make test     the whole test suite"
 	@echo "make bench    trainc vs PyTorch samples/s"
 	@echo "make install PREFIX=/usr/local"
+
+# tests/gpu/check_ops.c: every CUDA kernel against its CPU twin. test-gpu-build builds
+# it anywhere; test-gpu runs it, which needs a GPU (without one it exits 2 with the
+# runtime's "no CUDA device found").
+.PHONY: test-gpu test-gpu-build
+test-gpu-build: $(B)/tests/gpu/check_ops
+$(B)/tests/gpu/check_ops: tests/gpu/check_ops.c $(B)/librt.a runtime/rt_cuda.h runtime/rt.h runtime/trainc_rt.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Iruntime -I$(CUDA_HOME)/include $< $(B)/librt.a $(LIBS) -o $@
+test-gpu: $(B)/tests/gpu/check_ops
+	$(B)/tests/gpu/check_ops

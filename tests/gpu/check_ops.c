@@ -1,0 +1,734 @@
+/* check_ops.c: every GPU kernel of templates/cuda/ (through its wrapper in
+ * runtime/cuda_ops.c) against its CPU twin in runtime/, on a GPU: `make test-gpu`.
+ *
+ * For each op and shape: random inputs (fixed seed), outputs poisoned the same way on
+ * both sides (NaN where the op overwrites, random values where it adds), the CPU twin
+ * on host copies, the GPU version on device copies, twice. It prints
+ *   ok   NAME SHAPE worst-error
+ * or FAIL ..., and fails when
+ *   - the worst error, max over elements of |gpu - cpu| / max(1, |cpu|), exceeds 1e-5
+ *     for elementwise-like ops (copies, gathers, one rounding of float arithmetic per
+ *     element: those that sum in the CPU's order are in fact exact) or 1e-4 for
+ *     reductions and attention (sums of up to ~10^4 terms whose order differs from the
+ *     CPU's: float rounding leaves about 1e-6 of the magnitude of the terms). Inputs are
+ *     O(1) and gradients are scaled so outputs are O(1), which makes the floor of 1 a
+ *     relative measure where it matters and keeps cancellations near 0 from dividing by
+ *     noise; NaN must match NaN;
+ *   - the two GPU runs differ in a single bit (every reduction has a fixed order);
+ *   - the loss statistics (loss sum, correct count, e->terms) differ.
+ * Without a GPU it exits 2 with the runtime's "no CUDA device found" message.
+ *
+ * Usage: build/tests/check_ops [TEMPLATE_DIR]   (default templates/cuda, from the
+ * repository root). The kernels are the templates, read at run time in the order trainc
+ * writes them, plus the instances below for the shapes tested here. */
+#include <dirent.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "rt_cuda.h"
+
+static const char *const instances[] = {
+    "RT_LAYERNORM_FWD(7)", "RT_LAYERNORM_FWD(64)", "RT_LAYERNORM_FWD(130)",
+    "RT_LAYERNORM_FWD(768)", "RT_LAYERNORM_BWD(7)", "RT_LAYERNORM_BWD(64)",
+    "RT_LAYERNORM_BWD(130)", "RT_LAYERNORM_BWD(768)",
+    "RT_CROSS_ENTROPY(10)", "RT_CROSS_ENTROPY(13)", "RT_CROSS_ENTROPY(50257)",
+    "RT_ATTENTION_FWD(17, 48, 1)", "RT_ATTENTION_BWD(17, 48, 1)",
+    "RT_ATTENTION_FWD(17, 48, 0)", "RT_ATTENTION_BWD(17, 48, 0)",
+    "RT_ATTENTION_FWD(128, 32, 1)", "RT_ATTENTION_BWD(128, 32, 1)",
+    "RT_ATTENTION_FWD(64, 64, 0)", "RT_ATTENTION_BWD(64, 64, 0)",
+    "RT_ATTENTION_FWD(40, 128, 1)", "RT_ATTENTION_BWD(40, 128, 1)",
+    "RT_ATTENTION_FWD(1024, 64, 1)", "RT_ATTENTION_BWD(1024, 64, 1)",
+    "RT_ATTENTION_FWD(1024, 64, 0)", "RT_ATTENTION_BWD(1024, 64, 0)",
+    "RT_EMBEDDING_FWD(7)", "RT_EMBEDDING_BWD(7)", "RT_EMBEDDING_FWD(128)",
+    "RT_EMBEDDING_BWD(128)", "RT_EMBEDDING_FWD(768)", "RT_EMBEDDING_BWD(768)",
+    NULL};
+
+#define TOL_EW 1e-5            /* elementwise-like */
+#define TOL_RED 1e-4           /* reductions */
+
+static rt_exec *G;             /* the GPU */
+static rt_exec C;              /* the CPU twin's: a thread pool */
+static int failures, passes;
+static char shape[128];
+#define SHAPE(...) snprintf(shape, sizeof shape, __VA_ARGS__)
+
+/* ---- helpers ----------------------------------------------------------------------- */
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+
+static float urand(void)       /* [-1, 1) */
+{
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return (float)((rng_state * 0x2545F4914F6CDD1Dull) >> 40) * (2.0f / 16777216.0f) - 1.0f;
+}
+
+static int64_t irand(int64_t n)  /* [0, n) */
+{
+    urand();
+    return (int64_t)((rng_state >> 11) % (uint64_t)n);
+}
+
+static float *fvec(int64_t n)  /* n random floats in [-1, 1) */
+{
+    float *p = rt_xmalloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    for (int64_t i = 0; i < n; i++)
+        p[i] = urand();
+    return p;
+}
+
+static float *nans(int64_t n)
+{
+    float *p = rt_xmalloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    for (int64_t i = 0; i < n; i++)
+        p[i] = NAN;
+    return p;
+}
+
+static float *fcopy(const float *a, int64_t n)
+{
+    float *p = rt_xmalloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    memcpy(p, a, (size_t)n * sizeof(float));
+    return p;
+}
+
+/* Device memory: one block allocated once (rt_cu_alloc is for set-up), handed out in
+ * order and taken back whole after each test. */
+static rt_dptr dev_base;
+static size_t dev_used, dev_size;
+
+static void *dalloc(size_t bytes)
+{
+    bytes = (bytes + 255) & ~(size_t)255;
+    if (dev_used + bytes > dev_size) {
+        fprintf(stderr, "check_ops: test device memory exhausted\n");
+        exit(1);
+    }
+    rt_dptr p = dev_base + dev_used;
+    dev_used += bytes;
+    return (void *)(uintptr_t)p;
+}
+
+static void upload(void *dev, const void *host, size_t bytes)
+{
+    rt_cu_upload((rt_dptr)(uintptr_t)dev, host, bytes);
+}
+
+static void *up(const void *host, size_t bytes)   /* a device copy */
+{
+    void *p = dalloc(bytes);
+    upload(p, host, bytes);
+    return p;
+}
+
+static float *down(const void *dev, int64_t n)    /* n floats back, after the stream */
+{
+    float *p = rt_xmalloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    rt_cu_sync(G);
+    rt_cu_download(p, (rt_dptr)(uintptr_t)dev, (size_t)n * sizeof(float));
+    return p;
+}
+
+static void report(const char *name, double err, double tol, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void report(const char *name, double err, double tol, const char *fmt, ...)
+{
+    char why[256] = "";
+    if (fmt) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(why, sizeof why, fmt, ap);
+        va_end(ap);
+    }
+    int ok = !*why && err <= tol;
+    if (ok)
+        passes++;
+    else
+        failures++;
+    printf("%s %-22s %-36s %.2e%s%s\n", ok ? "ok  " : "FAIL", name, shape, err,
+           err > tol ? " > tolerance" : "", why);
+    fflush(stdout);
+}
+
+/* max_i |got - want| / max(1, |want|); NaN must meet NaN (else infinite) */
+static double worst(const float *got, const float *want, int64_t n)
+{
+    double e = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        if (isnan(got[i]) || isnan(want[i])) {
+            if (isnan(got[i]) != isnan(want[i]))
+                return INFINITY;
+            continue;
+        }
+        double d = fabs((double)got[i] - want[i]) / fmax(1.0, fabs(want[i]));
+        if (!(d <= e))
+            e = d;
+    }
+    return e;
+}
+
+/* One op's output: the first GPU run against the CPU, the second against the first. */
+typedef struct {
+    const char *what;
+    const float *cpu;
+    float *gpu[2];
+    int64_t n;
+} out_t;
+
+static void judge(const char *name, double tol, out_t *o, int n_out)
+{
+    double err = 0.0;
+    const char *nondet = NULL;
+    for (int k = 0; k < n_out; k++) {
+        double e = worst(o[k].gpu[0], o[k].cpu, o[k].n);
+        err = e > err ? e : err;
+        if (memcmp(o[k].gpu[0], o[k].gpu[1], (size_t)o[k].n * sizeof(float)))
+            nondet = o[k].what;
+        free(o[k].gpu[0]);
+        free(o[k].gpu[1]);
+    }
+    if (nondet)
+        report(name, err, tol, " (%s differs between two GPU runs)", nondet);
+    else
+        report(name, err, tol, NULL);
+}
+
+static void reset(void)
+{
+    dev_used = 0;
+}
+
+/* ---- bias gradients ------------------------------------------------------------------ */
+
+static void t_colsum(int64_t rows, int64_t cols)
+{
+    SHAPE("[%lld, %lld]", (long long)rows, (long long)cols);
+    float *dy = fvec(rows * cols), *db0 = fvec(cols), *db = fcopy(db0, cols);
+    rt_colsum_add(&C, dy, db, rows, cols);
+    float *ddy = up(dy, rows * cols * 4), *ddb = up(db0, cols * 4);
+    out_t o = {"db", db, {0}, cols};
+    for (int rep = 0; rep < 2; rep++) {
+        upload(ddb, db0, cols * 4);
+        rt_cu_colsum_add(G, ddy, ddb, rows, cols);
+        o.gpu[rep] = down(ddb, cols);
+    }
+    judge("colsum_add", TOL_RED, &o, 1);
+    free(dy), free(db0), free(db), reset();
+}
+
+static void t_rowsum(int64_t rows, int64_t cols)
+{
+    SHAPE("[%lld, %lld]", (long long)rows, (long long)cols);
+    float *x = fvec(rows * cols), *db0 = fvec(rows), *db = fcopy(db0, rows);
+    rt_rowsum_add(&C, x, db, rows, cols);
+    float *dx = up(x, rows * cols * 4), *ddb = up(db0, rows * 4);
+    out_t o = {"db", db, {0}, rows};
+    for (int rep = 0; rep < 2; rep++) {
+        upload(ddb, db0, rows * 4);
+        rt_cu_rowsum_add(G, dx, ddb, rows, cols);
+        o.gpu[rep] = down(ddb, rows);
+    }
+    judge("rowsum_add", TOL_RED, &o, 1);
+    free(x), free(db0), free(db), reset();
+}
+
+/* ---- convolution and pooling ------------------------------------------------------------ */
+
+static void t_conv(int64_t B, int64_t Ch, int64_t H, int64_t W, int64_t k, int64_t s,
+                   int64_t pad)
+{
+    int64_t OH = (H + 2 * pad - k) / s + 1, OW = (W + 2 * pad - k) / s + 1;
+    int64_t nx = B * Ch * H * W, ncol = Ch * k * k * B * OH * OW;
+    SHAPE("B%lld C%lld %lldx%lld k%lld s%lld p%lld", (long long)B, (long long)Ch, (long long)H,
+          (long long)W, (long long)k, (long long)s, (long long)pad);
+    float *x = fvec(nx), *col = nans(ncol), *dcol = fvec(ncol), *dx = nans(nx);
+    rt_im2col(&C, x, col, B, Ch, H, W, k, s, pad, OH, OW);
+    rt_col2im(&C, dcol, dx, B, Ch, H, W, k, s, pad, OH, OW);
+    float *gx = up(x, nx * 4), *gcol = dalloc(ncol * 4), *gdcol = up(dcol, ncol * 4);
+    float *gdx = dalloc(nx * 4), *poison_col = nans(ncol), *poison_x = nans(nx);
+    out_t o1 = {"col", col, {0}, ncol}, o2 = {"dx", dx, {0}, nx};
+    for (int rep = 0; rep < 2; rep++) {
+        upload(gcol, poison_col, ncol * 4);
+        upload(gdx, poison_x, nx * 4);
+        rt_cu_im2col(G, gx, gcol, B, Ch, H, W, k, s, pad, OH, OW);
+        rt_cu_col2im(G, gdcol, gdx, B, Ch, H, W, k, s, pad, OH, OW);
+        o1.gpu[rep] = down(gcol, ncol);
+        o2.gpu[rep] = down(gdx, nx);
+    }
+    judge("im2col", TOL_EW, &o1, 1);
+    judge("col2im", TOL_EW, &o2, 1);
+    free(x), free(col), free(dcol), free(dx), free(poison_col), free(poison_x), reset();
+}
+
+/* quantized: inputs on a grid of 1/4, so windows hold ties (first max wins); nan: a few
+ * NaN inputs (a NaN is the max; the last NaN of a window takes the gradient) */
+static void t_pool(int64_t planes, int64_t H, int64_t W, int64_t k, int64_t s, int quantized,
+                   int with_nan)
+{
+    int64_t OH = (H - k) / s + 1, OW = (W - k) / s + 1, nx = planes * H * W, ny = planes * OH * OW;
+    SHAPE("%lld x %lldx%lld k%lld s%lld%s%s", (long long)planes, (long long)H, (long long)W,
+          (long long)k, (long long)s, quantized ? " ties" : "", with_nan ? " nan" : "");
+    float *x = fvec(nx), *dy = fvec(ny);
+    if (quantized)
+        for (int64_t i = 0; i < nx; i++)
+            x[i] = roundf(x[i] * 4) / 4;
+    if (with_nan)
+        for (int64_t i = 0; i < nx; i += 7)
+            x[i] = NAN;
+    float *y = nans(ny), *dx = nans(nx), *ya = nans(ny), *dxa = nans(nx);
+    rt_maxpool2d_fwd(&C, x, y, planes, H, W, k, s, OH, OW);
+    rt_maxpool2d_bwd(&C, x, dy, dx, planes, H, W, k, s, OH, OW);
+    rt_avgpool2d_fwd(&C, x, ya, planes, H, W, k, s, OH, OW);
+    rt_avgpool2d_bwd(&C, dy, dxa, planes, H, W, k, s, OH, OW);
+    float *gx = up(x, nx * 4), *gdy = up(dy, ny * 4), *gy = dalloc(ny * 4), *gdx = dalloc(nx * 4);
+    float *gya = dalloc(ny * 4), *gdxa = dalloc(nx * 4), *py = nans(ny), *px = nans(nx);
+    out_t o[4] = {{"y", y, {0}, ny}, {"dx", dx, {0}, nx}, {"y", ya, {0}, ny}, {"dx", dxa, {0}, nx}};
+    for (int rep = 0; rep < 2; rep++) {
+        upload(gy, py, ny * 4), upload(gya, py, ny * 4);
+        upload(gdx, px, nx * 4), upload(gdxa, px, nx * 4);
+        rt_cu_maxpool2d_fwd(G, gx, gy, planes, H, W, k, s, OH, OW);
+        rt_cu_maxpool2d_bwd(G, gx, gdy, gdx, planes, H, W, k, s, OH, OW);
+        rt_cu_avgpool2d_fwd(G, gx, gya, planes, H, W, k, s, OH, OW);
+        rt_cu_avgpool2d_bwd(G, gdy, gdxa, planes, H, W, k, s, OH, OW);
+        o[0].gpu[rep] = down(gy, ny), o[1].gpu[rep] = down(gdx, nx);
+        o[2].gpu[rep] = down(gya, ny), o[3].gpu[rep] = down(gdxa, nx);
+    }
+    judge("maxpool2d_fwd", TOL_EW, &o[0], 1);
+    judge("maxpool2d_bwd", TOL_EW, &o[1], 1);
+    if (!with_nan) {   /* NaN windows: avgpool is plain arithmetic, nothing to add */
+        judge("avgpool2d_fwd", TOL_EW, &o[2], 1);
+        judge("avgpool2d_bwd", TOL_EW, &o[3], 1);
+    } else {
+        for (int k2 = 2; k2 < 4; k2++)
+            free(o[k2].gpu[0]), free(o[k2].gpu[1]);
+    }
+    free(x), free(dy), free(y), free(dx), free(ya), free(dxa), free(py), free(px), reset();
+}
+
+/* ---- LayerNorm ----------------------------------------------------------------------------- */
+
+static void t_layernorm(int64_t rows, int64_t d)
+{
+    SHAPE("[%lld, %lld]", (long long)rows, (long long)d);
+    int64_t n = rows * d;
+    float *x = fvec(n), *w = fvec(d), *b = fvec(d), *dy = fvec(n);
+    for (int64_t i = 0; i < n; i++)   /* an offset, so the variance is not trivial */
+        x[i] = 3.0f + 2.0f * x[i];
+    float *y = nans(n), *mean = nans(rows), *rstd = nans(rows), *dx = nans(n);
+    float *dw0 = fvec(d), *db0 = fvec(d), *dw = fcopy(dw0, d), *db = fcopy(db0, d);
+    rt_layernorm_fwd(&C, x, w, b, y, mean, rstd, rows, d, 1e-5f);
+    rt_layernorm_bwd(&C, x, w, mean, rstd, dy, dx, dw, db, rows, d);
+    float *gx = up(x, n * 4), *gw = up(w, d * 4), *gb = up(b, d * 4), *gdy = up(dy, n * 4);
+    float *gy = dalloc(n * 4), *gmean = dalloc(rows * 4), *grstd = dalloc(rows * 4);
+    float *gdx = dalloc(n * 4), *gdw = dalloc(d * 4), *gdb = dalloc(d * 4);
+    float *pn = nans(n), *pr = nans(rows);
+    out_t of[3] = {{"y", y, {0}, n}, {"mean", mean, {0}, rows}, {"rstd", rstd, {0}, rows}};
+    out_t ob[3] = {{"dx", dx, {0}, n}, {"dw", dw, {0}, d}, {"db", db, {0}, d}};
+    for (int rep = 0; rep < 2; rep++) {
+        upload(gy, pn, n * 4), upload(gdx, pn, n * 4);
+        upload(gmean, pr, rows * 4), upload(grstd, pr, rows * 4);
+        upload(gdw, dw0, d * 4), upload(gdb, db0, d * 4);
+        rt_cu_layernorm_fwd(G, gx, gw, gb, gy, gmean, grstd, rows, d, 1e-5f);
+        of[0].gpu[rep] = down(gy, n);
+        of[1].gpu[rep] = down(gmean, rows), of[2].gpu[rep] = down(grstd, rows);
+        /* the backward from the CPU's statistics, so that its check is its own */
+        upload(gmean, mean, rows * 4), upload(grstd, rstd, rows * 4);
+        rt_cu_layernorm_bwd(G, gx, gw, gmean, grstd, gdy, gdx, gdw, gdb, rows, d);
+        ob[0].gpu[rep] = down(gdx, n), ob[1].gpu[rep] = down(gdw, d), ob[2].gpu[rep] = down(gdb, d);
+    }
+    judge("layernorm_fwd", TOL_EW, of, 3);
+    /* dx: a row reduction per element; dw, db: sums over rows */
+    judge("layernorm_bwd", TOL_RED, ob, 3);
+    free(x), free(w), free(b), free(dy), free(y), free(mean), free(rstd), free(dx);
+    free(dw0), free(db0), free(dw), free(db), free(pn), free(pr), reset();
+}
+
+/* ---- losses -------------------------------------------------------------------------------- */
+
+/* The device stats of one pass (rt_cu_begin_pass / rt_cu_end_pass, as the loop runs them)
+ * against the CPU's e->loss_sum, e->correct and e->terms. */
+static void stats_begin(void)
+{
+    rt_cu_begin_pass(G);
+    C.loss_sum = 0, C.correct = 0, C.terms = 0;
+}
+
+static void stats_judge(const char *name, double *first)
+{
+    rt_cu_end_pass(G);
+    double err = fabs(G->loss_sum - C.loss_sum) / fmax(1.0, fabs(C.loss_sum));
+    if (G->correct != C.correct || G->terms != C.terms)
+        report(name, err, TOL_RED, " (correct %lld vs %lld, terms %lld vs %lld)",
+               (long long)G->correct, (long long)C.correct, (long long)G->terms,
+               (long long)C.terms);
+    else if (first && !isnan(*first) && memcmp(first, &G->loss_sum, sizeof *first))
+        report(name, err, TOL_RED, " (loss differs between two GPU runs)");
+    else
+        report(name, err, TOL_RED, NULL);
+    if (first)
+        *first = G->loss_sum;
+}
+
+/* mode 0: loss only; 1: dlogits in its own buffer; 2: dlogits over the logits */
+static void t_cross_entropy(int64_t rows, int64_t Cn, int mode)
+{
+    static const char *const modes[] = {"loss only", "dlogits", "dlogits in place"};
+    SHAPE("[%lld, %lld] %s", (long long)rows, (long long)Cn, modes[mode]);
+    int64_t n = rows * Cn;
+    float *z = fvec(n);
+    for (int64_t i = 0; i < n; i++)
+        z[i] *= 4.0f;
+    int32_t *tg = rt_xmalloc((size_t)rows * sizeof *tg);
+    for (int64_t r = 0; r < rows; r++) {
+        tg[r] = (int32_t)irand(Cn);
+        if (r % 3 == 0)   /* some rows predicted right */
+            z[r * Cn + tg[r]] = 9.0f;
+    }
+    /* gradients scaled by C / 8 so that softmax entries are O(1) in the check */
+    float gs = (float)Cn / 8.0f, *dz = mode ? nans(n) : NULL;
+    C.grad_scale = G->grad_scale = gs;
+    float *gz = up(z, n * 4), *gdz = mode == 1 ? dalloc(n * 4) : mode == 2 ? gz : NULL;
+    int32_t *gtg = up(tg, (size_t)rows * 4);
+    float *pn = nans(n);
+    out_t o = {"dlogits", dz, {0}, n};
+    double first = NAN;
+    for (int rep = 0; rep < 2; rep++) {
+        stats_begin();
+        rt_cross_entropy(&C, z, tg, dz, rows, Cn);
+        if (mode == 1)
+            upload(gdz, pn, n * 4);
+        if (mode == 2)
+            upload(gz, z, n * 4);
+        rt_cu_cross_entropy(G, gz, gtg, gdz, rows, Cn);
+        stats_judge("cross_entropy stats", &first);
+        if (mode)
+            o.gpu[rep] = down(gdz, n);
+    }
+    if (mode)
+        judge("cross_entropy", TOL_EW, &o, 1);
+    free(z), free(tg), free(dz), free(pn), reset();
+}
+
+static void t_mse(int64_t n, int with_dy)
+{
+    SHAPE("[%lld]%s", (long long)n, with_dy ? " dy" : " loss only");
+    float *y = fvec(n), *t = fvec(n), *dy = with_dy ? nans(n) : NULL, *pn = nans(n);
+    C.grad_scale = G->grad_scale = 0.75f;
+    float *gy = up(y, n * 4), *gt = up(t, n * 4), *gdy = with_dy ? dalloc(n * 4) : NULL;
+    out_t o = {"dy", dy, {0}, n};
+    double first = NAN;
+    for (int rep = 0; rep < 2; rep++) {
+        stats_begin();
+        rt_mse(&C, y, t, dy, n);
+        if (with_dy)
+            upload(gdy, pn, n * 4);
+        rt_cu_mse(G, gy, gt, gdy, n);
+        stats_judge("mse stats", &first);
+        if (with_dy)
+            o.gpu[rep] = down(gdy, n);
+    }
+    if (with_dy)
+        judge("mse", TOL_EW, &o, 1);
+    free(y), free(t), free(dy), free(pn), reset();
+}
+
+/* ---- attention ------------------------------------------------------------------------------ */
+
+static void t_attention(int64_t B, int64_t T, int64_t d, int64_t H, int causal)
+{
+    SHAPE("B%lld T%lld d%lld H%lld %s", (long long)B, (long long)T, (long long)d, (long long)H,
+          causal ? "causal" : "full");
+    int64_t nq = B * T * 3 * d, na = B * H * T * T, ny = B * T * d;
+    float *qkv = fvec(nq), *dy = fvec(ny), *att = nans(na), *y = nans(ny), *dqkv = nans(nq);
+    rt_attention_fwd(&C, qkv, att, y, B, T, d, H, causal);
+    rt_attention_bwd(&C, qkv, att, dy, dqkv, B, T, d, H, causal);
+    float *gq = up(qkv, nq * 4), *gdy = up(dy, ny * 4), *gatt = dalloc(na * 4);
+    float *gy = dalloc(ny * 4), *gdq = dalloc(nq * 4), *pa = nans(na), *py = nans(ny);
+    float *pq = nans(nq);
+    out_t of[2] = {{"att", att, {0}, na}, {"y", y, {0}, ny}}, ob = {"dqkv", dqkv, {0}, nq};
+    for (int rep = 0; rep < 2; rep++) {
+        upload(gatt, pa, na * 4), upload(gy, py, ny * 4), upload(gdq, pq, nq * 4);
+        rt_cu_attention_fwd(G, gq, gatt, gy, B, T, d, H, causal);
+        of[0].gpu[rep] = down(gatt, na), of[1].gpu[rep] = down(gy, ny);
+        upload(gatt, att, na * 4);   /* the backward from the CPU's probabilities */
+        rt_cu_attention_bwd(G, gq, gatt, gdy, gdq, B, T, d, H, causal);
+        ob.gpu[rep] = down(gdq, nq);
+    }
+    judge("attention_fwd", TOL_RED, of, 2);
+    judge("attention_bwd", TOL_RED, &ob, 1);
+    free(qkv), free(dy), free(att), free(y), free(dqkv), free(pa), free(py), free(pq), reset();
+}
+
+/* ---- embedding ------------------------------------------------------------------------------ */
+
+/* idx in [0, span): span < rows repeats indices, whose gradients add in row order */
+static void t_embedding(int64_t rows, int64_t V, int64_t dim, int64_t span)
+{
+    SHAPE("rows %lld V %lld dim %lld span %lld", (long long)rows, (long long)V, (long long)dim,
+          (long long)span);
+    int32_t *idx = rt_xmalloc((size_t)rows * sizeof *idx);
+    for (int64_t r = 0; r < rows; r++)
+        idx[r] = (int32_t)irand(span);
+    float *w = fvec(V * dim), *dout = fvec(rows * dim), *out = nans(rows * dim);
+    float *dw0 = fvec(V * dim), *dw = fcopy(dw0, V * dim), *pn = nans(rows * dim);
+    rt_embedding_fwd(&C, idx, w, out, rows, V, dim);
+    rt_embedding_bwd(&C, idx, dout, dw, rows, V, dim);
+    int32_t *gidx = up(idx, (size_t)rows * 4);
+    float *gw = up(w, V * dim * 4), *gdout = up(dout, rows * dim * 4);
+    float *gout = dalloc(rows * dim * 4), *gdw = dalloc(V * dim * 4);
+    out_t o1 = {"out", out, {0}, rows * dim}, o2 = {"dw", dw, {0}, V * dim};
+    for (int rep = 0; rep < 2; rep++) {
+        upload(gout, pn, rows * dim * 4), upload(gdw, dw0, V * dim * 4);
+        rt_cu_embedding_fwd(G, gidx, gw, gout, rows, V, dim);
+        rt_cu_embedding_bwd(G, gidx, gdout, gdw, rows, V, dim);
+        o1.gpu[rep] = down(gout, rows * dim), o2.gpu[rep] = down(gdw, V * dim);
+    }
+    judge("embedding_fwd", TOL_EW, &o1, 1);
+    judge("embedding_bwd", TOL_EW, &o2, 1);
+    free(idx), free(w), free(dout), free(out), free(dw0), free(dw), free(pn), reset();
+}
+
+/* ---- the optimizer --------------------------------------------------------------------------- */
+
+/* A model of parameter tensors of the given sizes (rank 2 when rank2[i], else 1), laid
+ * out back to back as trainc does: offsets need not be multiples of 4. */
+#define MAXP 8
+typedef struct {
+    rt_model m;
+    rt_param p[MAXP];
+    char names[MAXP][16];
+} fake_model;
+
+static void make_model(fake_model *f, const int64_t *sizes, const int *rank2, int n)
+{
+    memset(f, 0, sizeof *f);
+    int64_t off = 0;
+    for (int i = 0; i < n; i++) {
+        snprintf(f->names[i], sizeof f->names[i], "p%d", i);
+        f->p[i] = (rt_param){.name = f->names[i], .rank = rank2[i] ? 2 : 1, .numel = sizes[i],
+                             .offset = off};
+        f->p[i].shape[0] = rank2[i] ? 1 : sizes[i];
+        f->p[i].shape[1] = rank2[i] ? sizes[i] : 0;
+        off += sizes[i];
+    }
+    f->m = (rt_model){.abi = RT_ABI_VERSION, .name = "check_ops", .n_params = n,
+                      .params = f->p, .param_floats = off};
+}
+
+static void t_optim(const fake_model *f, const char *label, rt_train_config *c, int64_t steps,
+                    double lr, float gscale, int clip)
+{
+    const rt_model *m = &f->m;
+    int64_t np = m->param_floats, ns = rt_optim_state_floats(c, m);
+    SHAPE("%s, %lld floats, %lld steps", label, (long long)np, (long long)steps);
+    float *p = fvec(np), *st = fvec(ns), *gp = fcopy(p, np), *gst = fcopy(st, ns);
+    float **g = rt_xmalloc((size_t)steps * sizeof *g);
+    float *dp = up(p, np * 4), *dg = dalloc(np * 4), *dst = up(st, (ns ? ns : 1) * 4);
+    rt_cu_optim_setup(G, c, m);
+    double norm_err = 0.0;
+    for (int64_t t = 1; t <= steps; t++) {
+        g[t - 1] = fvec(np);
+        double cn = rt_grad_norm(C.rt, m, g[t - 1]);
+        upload(dg, g[t - 1], np * 4);
+        double gn = rt_cu_grad_norm(G, m, (rt_dptr)(uintptr_t)dg);
+        double e = fabs(gn - cn) / fmax(1.0, cn);
+        norm_err = e > norm_err ? e : norm_err;
+        rt_optim_step(C.rt, c, m, p, g[t - 1], st, t, lr, gscale, clip);
+        rt_cu_optim_step(G, c, m, (rt_dptr)(uintptr_t)dp, (rt_dptr)(uintptr_t)dg,
+                         (rt_dptr)(uintptr_t)dst, t, lr, gscale, clip);
+    }
+    report("grad_norm", norm_err, TOL_RED, NULL);
+    /* the same steps again from the start: the bits must repeat */
+    out_t o[2] = {{"params", p, {down(dp, np), 0}, np}, {"state", st, {down(dst, ns), 0}, ns}};
+    upload(dp, gp, np * 4);
+    if (ns)
+        upload(dst, gst, ns * 4);
+    for (int64_t t = 1; t <= steps; t++) {
+        upload(dg, g[t - 1], np * 4);
+        rt_cu_optim_step(G, c, m, (rt_dptr)(uintptr_t)dp, (rt_dptr)(uintptr_t)dg,
+                         (rt_dptr)(uintptr_t)dst, t, lr, gscale, clip);
+    }
+    o[1].gpu[1] = down(dst, ns), o[0].gpu[1] = down(dp, np);
+    judge(c->opt == RT_OPT_ADAMW ? "adamw" : "sgd", TOL_EW, o, ns ? 2 : 1);
+    if (!ns)
+        free(o[1].gpu[0]), free(o[1].gpu[1]);
+    for (int64_t t = 0; t < steps; t++)
+        free(g[t]);
+    free(g), free(p), free(st), free(gp), free(gst), reset();
+}
+
+static void t_optimizers(void)
+{
+    /* odd sizes: chunks of 16384 with tails, offsets not multiples of 4, rank-1 tensors
+     * without weight decay; and a model whose every tensor is 16-byte aligned */
+    static const int64_t odd[] = {10, 7 * 33, 2 * 16384 + 3, 1, 50001, 768};
+    static const int odd_r2[] = {0, 1, 1, 0, 1, 0};
+    static const int64_t even[] = {768 * 4, 768, 16384 * 3, 64};
+    static const int even_r2[] = {1, 0, 1, 0};
+    static fake_model mo, me;
+    make_model(&mo, odd, odd_r2, 6);
+    make_model(&me, even, even_r2, 4);
+    rt_train_config c;
+    rt_config_defaults(&c);
+    c.opt = RT_OPT_ADAMW, c.lr = 1e-3, c.beta1 = 0.9, c.beta2 = 0.999, c.eps = 1e-8;
+    c.weight_decay = 0.1;
+    t_optim(&mo, "adamw, odd sizes", &c, 3, 1e-3, 1.0f, 0);
+    t_optim(&me, "adamw, aligned, clipped", &c, 4, 3e-4, 0.3f, 1);
+    c.opt = RT_OPT_SGD, c.weight_decay = 0.01, c.momentum = 0, c.nesterov = 0;
+    t_optim(&mo, "sgd, momentum 0", &c, 2, 0.05, 1.0f, 0);
+    c.momentum = 0.9;
+    t_optim(&mo, "sgd, momentum, first step", &c, 1, 0.05, 0.5f, 1);
+    t_optim(&mo, "sgd, momentum", &c, 3, 0.05, 1.0f, 0);
+    c.nesterov = 1;
+    t_optim(&me, "sgd, nesterov", &c, 3, 0.05, 0.7f, 1);
+}
+
+/* ---- the kernels' source -------------------------------------------------------------------- */
+
+static char *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        perror(path);
+        exit(1);
+    }
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = rt_xmalloc((size_t)len + 1);
+    if (fread(s, 1, (size_t)len, f) != (size_t)len) {
+        fprintf(stderr, "%s: read failed\n", path);
+        exit(1);
+    }
+    fclose(f);
+    *n = (size_t)len;
+    return s;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* prelude.cuh, common.cuh, the other .cuh by name (as trainc's kernels_cuda.cu), then
+ * the instances */
+static char *kernel_source(const char *dir)
+{
+    DIR *dd = opendir(dir);
+    if (!dd) {
+        perror(dir);
+        exit(1);
+    }
+    char *names[64];
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(dd))) {
+        size_t l = strlen(de->d_name);
+        if (l > 4 && !strcmp(de->d_name + l - 4, ".cuh") && strcmp(de->d_name, "prelude.cuh") &&
+            strcmp(de->d_name, "common.cuh") && n < 62)
+            names[n++] = strdup(de->d_name);
+    }
+    closedir(dd);
+    qsort(names, (size_t)n, sizeof *names, by_name);
+    memmove(names + 2, names, (size_t)n * sizeof *names);
+    names[0] = strdup("prelude.cuh"), names[1] = strdup("common.cuh");
+    n += 2;
+    size_t cap = 1 << 16, len = 0;
+    char *src = rt_xmalloc(cap);
+    for (int i = 0; i <= n; i++) {
+        char path[4096], *part;
+        size_t pn;
+        if (i < n) {
+            snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+            part = slurp(path, &pn);
+            free(names[i]);
+        } else {   /* the instances */
+            pn = 0;
+            for (int k = 0; instances[k]; k++)
+                pn += strlen(instances[k]) + 1;
+            part = rt_xmalloc(pn + 1);
+            part[0] = 0;
+            for (int k = 0; instances[k]; k++)
+                strcat(strcat(part, instances[k]), "\n");
+        }
+        while (len + pn + 2 > cap)
+            cap *= 2;
+        char *grown = rt_xmalloc(cap);
+        memcpy(grown, src, len);
+        rt_xfree(src);
+        src = grown;
+        memcpy(src + len, part, pn);
+        len += pn;
+        src[len++] = '\n';
+        src[len] = 0;
+        rt_xfree(part);
+    }
+    return src;
+}
+
+int main(int argc, char **argv)
+{
+    char *src = kernel_source(argc > 1 ? argv[1] : "templates/cuda");
+    G = rt_cu_test_open(src, 64u << 20);   /* exits 2 without a GPU */
+    dev_size = 1u << 30;
+    dev_base = rt_cu_alloc(dev_size);
+    C.rt = rt_pool_new(4);
+    C.grad_scale = 1.0f;
+
+    t_colsum(1, 1);
+    t_colsum(7, 10);
+    t_colsum(300, 130);
+    t_colsum(4096, 768);
+    t_colsum(33, 50257);
+    t_rowsum(5, 1);
+    t_rowsum(16, 3 * 784 + 1);
+    t_rowsum(32, 200003);
+
+    t_conv(2, 3, 7, 9, 3, 1, 1);
+    t_conv(3, 2, 10, 8, 3, 2, 0);
+    t_conv(2, 16, 14, 14, 3, 1, 1);
+    t_conv(1, 2, 9, 11, 5, 2, 2);
+    t_pool(6, 8, 8, 2, 2, 0, 0);
+    t_pool(5, 9, 7, 3, 2, 0, 0);
+    t_pool(3, 5, 6, 3, 1, 1, 0);
+    t_pool(4, 8, 8, 2, 2, 1, 1);
+    t_pool(4, 9, 9, 3, 2, 0, 1);
+
+    t_layernorm(1, 7);
+    t_layernorm(37, 7);
+    t_layernorm(5, 64);
+    t_layernorm(300, 130);
+    t_layernorm(257, 768);
+
+    t_cross_entropy(1, 10, 1);
+    t_cross_entropy(37, 10, 0);
+    t_cross_entropy(37, 13, 1);
+    t_cross_entropy(300, 13, 2);
+    t_cross_entropy(5, 50257, 1);
+    t_cross_entropy(64, 50257, 2);
+    t_mse(1, 1);
+    t_mse(1000, 0);
+    t_mse(3 * 8192 + 5, 1);
+
+    t_attention(2, 17, 96, 2, 1);
+    t_attention(2, 17, 96, 2, 0);
+    t_attention(3, 128, 128, 4, 1);
+    t_attention(2, 64, 128, 2, 0);
+    t_attention(1, 40, 256, 2, 1);
+    t_attention(1, 1024, 128, 2, 1);
+    t_attention(1, 1024, 64, 1, 0);
+
+    t_embedding(1, 11, 7, 11);
+    t_embedding(100, 300, 7, 20);
+    t_embedding(1000, 300, 128, 300);
+    t_embedding(777, 50257, 768, 50257);
+    t_embedding(500, 50257, 768, 5);
+
+    t_optimizers();
+
+    printf("%d passed, %d failed\n", passes, failures);
+    return failures ? 1 : 0;
+}
