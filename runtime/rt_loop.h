@@ -8,12 +8,26 @@
 double rt_lr_at(const rt_train_config *c, int64_t step, int64_t total);
 /* The global L2 norm of all parameter gradients (independent of the thread count). */
 double rt_grad_norm(rt_pool *pool, const rt_model *m, const float *grads);
-/* Floats of optimizer state (AdamW: m and v; SGD with momentum: the buffer). */
+/* The sum of squares of the parameter gradients inside [lo, hi) of the flat region,
+ * g[k - lo] holding element k (gaps between tensors are skipped); summed in the same
+ * blocks as rt_grad_norm, which is sqrt of it over [0, param_floats). */
+double rt_grad_sumsq(rt_pool *pool, const rt_model *m, int64_t lo, int64_t hi, const float *g);
+/* Optimizer state: parts (AdamW: m and v, 2; SGD with momentum: the buffer, 1; else 0),
+ * each laid out like the parameter region; floats of it for the whole region. */
+int rt_optim_state_parts(const rt_train_config *c);
 int64_t rt_optim_state_floats(const rt_train_config *c, const rt_model *m);
 /* One update; t counts steps from 1. With clip set, the gradients are read as
  * g * gscale, which is what clip_grad_norm_ leaves in them (a fused pass). */
 void rt_optim_step(rt_pool *pool, const rt_train_config *c, const rt_model *m, float *params,
                    const float *grads, float *state, int64_t t, double lr, float gscale, int clip);
+/* The same update of the elements [lo, hi) of the flat region only (a ZeRO shard; it
+ * may cut tensors: each element gets its tensor's rules, e.g. weight decay for rank
+ * >= 2). params is the whole region; grads[k - lo] and the state parts
+ * state[p * (hi - lo) + k - lo] belong to element k. Bit-identical to rt_optim_step
+ * on those elements. */
+void rt_optim_step_range(rt_pool *pool, const rt_train_config *c, const rt_model *m, int64_t lo,
+                         int64_t hi, float *params, const float *grads, float *state, int64_t t,
+                         double lr, float gscale, int clip);
 
 /* a better than b for a monitored value in mode RT_MODE_MIN or RT_MODE_MAX */
 static inline int rt_better(int mode, double a, double b) { return mode == RT_MODE_MIN ? a < b : a > b; }
