@@ -31,7 +31,7 @@ $(B)/cc/%.o: compiler/%.c compiler/trainc.h compiler/ir.h compiler/ops.h runtime
 # trainc build links trainers with these too (override: survives CFLAGS=... on the
 # command line, as the sanitizer build passes it)
 $(B)/cc/main.o: override CFLAGS += -DTRAINC_LINK_EXTRA='"$(MPI_LIBS)"'
-$(B)/rt/ddp.o $(B)/rt/loop.o $(B)/rt/dist.o: runtime/rt_dist.h
+$(B)/rt/ddp.o $(B)/rt/loop.o $(B)/rt/dist.o $(B)/rt/zero.o $(B)/rt/ckpt.o: runtime/rt_dist.h
 
 $(B)/rt $(B)/cc:
 	mkdir -p $@

@@ -191,8 +191,6 @@ static void refuse_unsupported(const rt_model *m, const Opts *o, const rt_train_
         rt_input_error("this trainer was built for the CPU only; the CUDA backend is not supported yet (use --device cpu)");
     if (o->resume && o->init)
         rt_input_error("--init and --resume exclude each other: a resumed run continues from its checkpoint's weights");
-    if (c->dist != RT_DIST_DDP && rt_dist_world() > 1)
-        rt_input_error("$.train.distributed.strategy: zero1/zero2 are not supported yet (use ddp)");
     (void)m;
 }
 
@@ -406,6 +404,7 @@ static void metrics_start(Run *r, int threads, int64_t resumed_from)
 {
     char buf[1024], res[64] = "";
     const char *prec[] = {"fp32", "bf16-mixed", "fp16-mixed"};
+    const char *strategies[] = {"ddp", "zero1", "zero2"};   /* RT_DIST_*; bytes: rank 0's */
     int64_t np = 0;
     for (int i = 0; i < r->m->n_params; i++)
         np += r->m->params[i].numel;
@@ -414,10 +413,12 @@ static void metrics_start(Run *r, int threads, int64_t resumed_from)
     snprintf(buf, sizeof buf,
              "{\"event\":\"start\",\"model\":\"%s\",\"params\":%lld,\"device\":\"cpu\",\"precision\":\"%s\","
              "\"arena_bytes\":%lld,\"param_bytes\":%lld,\"optimizer_bytes\":%lld,\"ranks\":%d,"
-             "\"threads\":%d,\"batch_size\":%lld,\"spec_hash\":\"%s\"%s}",
+             "\"grad_bytes\":%lld,\"strategy\":\"%s\",\"threads\":%d,\"batch_size\":%lld,"
+             "\"spec_hash\":\"%s\"%s}",
              r->m->name, (long long)np, prec[RT_PREC_FP32],
              (long long)(r->e.Bmax * r->m->arena_row_bytes), (long long)(r->m->param_floats * 4),
-             (long long)(rt_optim_state_floats(&r->c, r->m) * 4), r->world, threads,
+             (long long)(rt_optim_state_parts(&r->c) * (rt_zero_part().hi - rt_zero_part().lo) * 4),
+             r->world, (long long)rt_zero_grad_bytes(), strategies[r->c.dist], threads,
              (long long)r->c.batch_size, r->m->spec_hash, res);
     rt_metrics_line(r->mt, buf);
 }
@@ -468,13 +469,13 @@ static void validation(Run *r, rt_loop_state *s, int best_mode)
 
 static void checkpoint(Run *r, rt_loop_state *s)
 {
-    if (r->rank != 0)
-        return;               /* DDP: every rank holds the same state */
+    if (r->rank != 0 && !rt_zero_on())
+        return;               /* DDP: every rank holds the same state; ZeRO: its shard */
     s->metrics_bytes = file_size(r->out, "metrics.jsonl");
     int n;
     char **lines = rt_config_dump(&r->c, &n);
     s->elapsed = rt_now() - r->t0;
-    if (rt_ckpt_save(r->out, r->m, &r->c, s, r->params, r->state, lines, n) != 0)
+    if (rt_ckpt_save(r->out, r->m, &r->c, s, r->params, r->state, rt_zero_part(), lines, n) != 0)
         rt_fail("cannot write a checkpoint in %s/checkpoints: %s (is the disk full?)", r->out,
                 strerror(errno));
     for (int i = 0; i < n; i++)
@@ -602,9 +603,10 @@ int rt_main(const rt_model *m, int argc, char **argv)
         rt_input_error("$.train.schedule: a %s schedule needs epochs or max_steps to know its length",
                        c->sched == RT_SCHED_COSINE ? "cosine" : "linear");
 
+    rt_zero_init(c, m);        /* zero1/zero2: which shard of the state this rank keeps */
     r->params = rt_xmalloc((size_t)m->param_floats * sizeof(float));
-    r->grads = rt_xmalloc((size_t)m->param_floats * sizeof(float));
-    int64_t sf = rt_optim_state_floats(c, m);
+    r->grads = rt_zero_alloc_grads(m);
+    int64_t sf = rt_optim_state_parts(c) * (rt_zero_part().hi - rt_zero_part().lo);
     r->state = sf ? rt_xmalloc((size_t)sf * sizeof(float)) : NULL;
     if (r->o.init)
         rt_safetensors_read(r->o.init, m, r->params);
@@ -651,7 +653,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
                            r->o.resume);
         int n;
         char **lines = rt_config_dump(c, &n);
-        rt_ckpt_load(ck, m, c, s, r->params, r->state, lines, n);
+        rt_ckpt_load(ck, m, c, s, r->params, r->state, rt_zero_part(), lines, n);
         for (int i = 0; i < n; i++)
             free(lines[i]);
         free(lines);
@@ -699,7 +701,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
             int64_t k = r->batches_per_epoch - s->batch;
             if (k > c->accumulate)
                 k = c->accumulate;
-            memset(r->grads, 0, (size_t)m->param_floats * sizeof(float));
+            rt_zero_clear_grads(r->grads);
             double step_loss = 0;
             int64_t samples = 0;
             for (int64_t j = 0; j < k; j++) {
@@ -737,12 +739,12 @@ int rt_main(const rt_model *m, int argc, char **argv)
                          (long long)s->step + 1);
                 break;
             }
-            double norm = rt_grad_norm(r->e.rt, m, r->grads);
+            double norm = rt_zero_grad_norm(r->e.rt, m, r->grads);
             /* clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is < 1 */
             float coef = isnan(c->grad_clip) ? 1.0f : (float)(c->grad_clip / (norm + 1e-6));
             double lr = rt_lr_at(c, s->step, r->total_steps > 0 ? r->total_steps : 1);
-            rt_optim_step(r->e.rt, c, m, r->params, r->grads, r->state, s->step + 1, lr, coef,
-                          coef < 1.0f);
+            rt_zero_optim_step(r->e.rt, c, m, r->params, r->grads, r->state, s->step + 1, lr, coef,
+                               coef < 1.0f);
             s->batch += k;
             s->step++;
             s->last_loss = step_loss;

@@ -47,6 +47,41 @@ void rt_ddp_init(const rt_model *m, float *grads, int64_t bucket_bytes);
 void rt_ddp_begin(int sync);   /* before a backward pass; sync: its gradients are reduced */
 void rt_ddp_finish(void);      /* after it: send the rest, wait for all buckets */
 
+/* ZeRO-1/2 (zero.c): with strategy zero1 or zero2 on more than one rank ("on"), rank r
+ * owns [lo, hi) = rt_dist_shard(param_floats, r, world) of the flat parameter region:
+ * the optimizer state of that part only (rt_optim_state_parts x (hi - lo) floats), its
+ * reduced gradients, and its update; the parameters are all-gathered after the step.
+ * Off, [lo, hi) is the whole region and each function does what the unsharded loop
+ * does. Call rt_zero_init after rt_dist_init and before the rest. */
+void rt_zero_init(const rt_train_config *c, const rt_model *m);
+int rt_zero_on(void);
+/* The part of the optimizer state a rank holds: [lo, hi) of the flat region, each
+ * state part (rt_optim_state_parts) hi - lo floats; sharded: the ranks hold
+ * rt_dist_shard's shards (and checkpoints gather them). */
+typedef struct rt_state_part {
+    int64_t lo, hi;
+    int sharded;
+} rt_state_part;
+rt_state_part rt_zero_part(void);
+/* The region the backward pass writes gradients into (param_floats floats; zero2: a
+ * mapping whose pages are returned as buckets are reduced), and zeroing it before the
+ * first micro-batch of a step. */
+float *rt_zero_alloc_grads(const rt_model *m);
+void rt_zero_clear_grads(float *grads);
+/* Bytes of gradients this rank keeps through a step (zero2: its shard only). */
+int64_t rt_zero_grad_bytes(void);
+/* After the backward pass (rt_ddp_finish): the global gradient norm, and the update
+ * (of this rank's shard, then the all-gather). */
+double rt_zero_grad_norm(rt_pool *pool, const rt_model *m, const float *grads);
+void rt_zero_optim_step(rt_pool *pool, const rt_train_config *c, const rt_model *m, float *params,
+                        const float *grads, float *state, int64_t t, double lr, float gscale,
+                        int clip);
+/* ddp.c's buckets, when on: reduce-scatter grads[a, b); poll (zero2 returns the pages
+ * of finished buckets); after waiting for all of them. */
+void rt_zero_send(float *grads, int64_t a, int64_t b);
+void rt_zero_poll(void);
+void rt_zero_finish(float *grads);
+
 /* Everything the loop carries from step to step that is not weights or optimizer
  * state: with it, a resumed run continues bit for bit (ckpt.c). */
 typedef struct rt_loop_state {
@@ -70,15 +105,17 @@ typedef struct rt_loop_state {
 } rt_loop_state;
 
 /* Writes OUT/checkpoints/step_NNNNNNNN atomically and keeps the newest
- * checkpoint.keep; returns 0 or -1 (errno set). */
+ * checkpoint.keep; returns 0 or -1 (errno set). Rank 0 writes; with a sharded state
+ * every rank must call it (the others send their shards and return 0). */
 int rt_ckpt_save(const char *out, const rt_model *m, const rt_train_config *c,
                  const rt_loop_state *s, const float *params, const float *state,
-                 char *const *lines, int nlines);
+                 rt_state_part part, char *const *lines, int nlines);
 /* The newest complete checkpoint folder of run folder OUT, or -1. */
 int rt_ckpt_latest(const char *out, char *path, size_t n);
-/* Loads a checkpoint; exits 1 when it was made by another model or with a training
+/* Loads a checkpoint (the whole parameters, the optimizer state's part `part`); exits
+ * 1 when it was made by another model, on another number of ranks, or with a training
  * config that differs in a field that changes the numbers (naming the fields). */
 void rt_ckpt_load(const char *ckpt, const rt_model *m, const rt_train_config *c, rt_loop_state *s,
-                  float *params, float *state, char *const *lines, int nlines);
+                  float *params, float *state, rt_state_part part, char *const *lines, int nlines);
 
 #endif
