@@ -35,7 +35,7 @@ $(B)/cc/build.o: override CFLAGS += -I$(CUDA_HOME)/include
 # trainc build links trainers with these too (override: survives CFLAGS=... on the
 # command line, as the sanitizer build passes it)
 $(B)/cc/main.o: override CFLAGS += -DTRAINC_LINK_EXTRA='"$(MPI_LIBS)"'
-$(B)/rt/ddp.o $(B)/rt/loop.o $(B)/rt/dist.o: runtime/rt_dist.h
+$(B)/rt/ddp.o $(B)/rt/loop.o $(B)/rt/dist.o $(B)/rt/zero.o $(B)/rt/ckpt.o: runtime/rt_dist.h
 
 $(B)/rt $(B)/cc:
 	mkdir -p $@

@@ -401,9 +401,13 @@ static int cmd_run(int argc, char **argv)
  * and what each rank sends per step (ring all-reduce / reduce-scatter + all-gather:
  * 2 (N-1)/N of the gradient bytes). Mixed precision counts as ZeRO's paper does:
  * 2-byte parameters and gradients, 12 bytes of fp32 master weights and Adam moments
- * per parameter: DDP 16, ZeRO-1 4 + 12/N, ZeRO-2 2 + 14/N bytes per parameter. */
+ * per parameter: DDP 16, ZeRO-1 4 + 12/N, ZeRO-2 2 + 14/N bytes per parameter.
+ * np counts the parameter region's floats (param_floats, with the alignment gaps, as
+ * the trainer allocates it) and a shard is rank 0's, the largest (rt_dist_shard), so
+ * in fp32 the figures are the bytes a trainer's start record reports. */
 static void plan_ranks(const Spec *s, int64_t np, int N)
 {
+    double shard = (double)((np + N - 1) / N);
     int mixed = s->train.precision != RT_PREC_FP32;
     int adam = s->train.opt == RT_OPT_ADAMW;
     double pb = mixed ? 2 : 4, gb = mixed ? 2 : 4;
@@ -415,13 +419,12 @@ static void plan_ranks(const Spec *s, int64_t np, int N)
            "total", "sent/step");
     const char *names[] = {"ddp", "zero1", "zero2"};
     for (int k = 0; k < 3; k++) {
-        double p = pb * (double)np, g = gb * (double)np, o = ob * (double)np / (k >= 1 ? N : 1);
-        if (k == 2)
-            g /= N;
+        double p = pb * (double)np, g = gb * (k == 2 ? shard : (double)np);
+        double o = ob * (k >= 1 ? shard : (double)np);
         printf("  %-9s %14.0f %14.0f %14.0f %14.0f %16.0f   (%.2f bytes/param)\n", names[k], p, g, o,
                p + g + o, sent, (p + g + o) / (double)np);
     }
-    printf("  (ddp runs today on CPUs over MPI; zero1 and zero2 are planned, not implemented yet)\n");
+    printf("  (all three run on CPUs over MPI; mpirun -np %d TRAINER --set distributed.strategy=zero2)\n", N);
 }
 
 static int cmd_plan(int argc, char **argv)
@@ -486,7 +489,7 @@ static int cmd_plan(int argc, char **argv)
            100.0 * (double)c->prog->recompute_flops / (double)(g->flops_fwd + g->flops_bwd),
            (long long)(B * (g->flops_fwd + g->flops_bwd)));
     if (ranks > 0)
-        plan_ranks(s, np, (int)ranks);
+        plan_ranks(s, g->param_floats, (int)ranks);
     return 0;
 }
 

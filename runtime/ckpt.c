@@ -6,6 +6,10 @@
  *                           or SGD's momentum buffers; absent for plain SGD
  *   state.json              the loop state (rt_loop_state), the spec hash, the
  *                           effective training config as key=value lines
+ * Under ZeRO every rank holds one shard of the optimizer state: the shards are gathered
+ * to rank 0 a chunk at a time (every rank takes part in the gathers) and written as
+ * the same full files, so a checkpoint reads the same whatever the strategy, and on
+ * resume each rank reads only its own range of them.
  * Everything is written into checkpoints/.tmp_step_NNNNNNNN/, each file fsynced, the
  * folder fsynced and renamed to its final name, and checkpoints/ fsynced: a folder
  * named step_* is complete by construction. The data order, the dropout masks and the
@@ -22,6 +26,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "rt_dist.h"
 #include "rt_loop.h"
 
 /* A model whose parameters are the optimizer state: same names with a prefix, same
@@ -203,37 +208,110 @@ static int list_ckpts(const char *dir, char ***out)
     return n;
 }
 
+/* Floats gathered to rank 0 per collective when writing a sharded state part. */
+#define GATHER_CHUNK ((int64_t)1 << 20)
+
+/* One sharded state part (this rank's floats [lo, hi) of the region in `mine`; the
+ * shards are rt_dist_shard's) gathered to rank 0 in chunks of the flat region and
+ * streamed into w in the file's order (rank 0; NULL elsewhere, or after an error
+ * there: the gathers go on regardless, so no rank is left waiting in one). At most
+ * GATHER_CHUNK floats are ever held for it, whatever the model's size. */
+static void gather_part(rt_st_out *w, const rt_model *m, const float *mine, int64_t lo)
+{
+    int world = rt_dist_world(), rank = rt_dist_rank();
+    int64_t P = m->param_floats;
+    int64_t *shard = rt_xmalloc(sizeof(int64_t) * (size_t)world);
+    int64_t *counts = rt_xmalloc(sizeof(int64_t) * (size_t)world);
+    rt_dist_shard_counts(P, world, shard);
+    float *buf = rank == 0 ? rt_xmalloc(sizeof(float) * (size_t)GATHER_CHUNK) : NULL;
+    for (int i = 1; i < m->n_params; i++)   /* the file's order is the region's */
+        if (m->params[i].offset < m->params[i - 1].offset + m->params[i - 1].numel)
+            rt_die("parameter %s is not laid out after %s", m->params[i].name, m->params[i - 1].name);
+    int pi = 0;
+    for (int64_t c0 = 0; c0 < P; c0 += GATHER_CHUNK) {
+        int64_t c1 = c0 + GATHER_CHUNK < P ? c0 + GATHER_CHUNK : P, start = 0;
+        for (int r = 0; r < world; r++) {   /* each rank's part of [c0, c1) */
+            int64_t a = c0 > start ? c0 : start, b = c1 < start + shard[r] ? c1 : start + shard[r];
+            counts[r] = b > a ? b - a : 0;
+            start += shard[r];
+        }
+        int64_t x = c0 > lo ? c0 : lo;
+        rt_gather_f32(counts[rank] ? mine + (x - lo) : mine, buf, counts, 0);
+        for (; rank == 0 && pi < m->n_params; pi++) {   /* the tensors' parts in [c0, c1) */
+            const rt_param *p = &m->params[pi];
+            int64_t a = p->offset > c0 ? p->offset : c0;
+            int64_t b = p->offset + p->numel < c1 ? p->offset + p->numel : c1;
+            if (b > a && w)
+                rt_st_put(w, buf + (a - c0), b - a);
+            if (p->offset + p->numel > c1)
+                break;          /* the rest of this tensor is in the next chunk */
+        }
+    }
+    rt_xfree(buf);
+    rt_xfree(counts);
+    rt_xfree(shard);
+}
+
 int rt_ckpt_save(const char *out, const rt_model *m, const rt_train_config *c,
                  const rt_loop_state *s, const float *params, const float *state,
-                 char *const *lines, int nlines)
+                 rt_state_part part, char *const *lines, int nlines)
 {
     char dir[RT_PATH_MAX + 32], tmp[RT_PATH_MAX + 64], fin[RT_PATH_MAX + 64], f[RT_PATH_MAX + 96];
-    snprintf(dir, sizeof dir, "%s/checkpoints", out);
-    if (rt_mkdir_p(dir) != 0)
-        return -1;
-    snprintf(tmp, sizeof tmp, "%s/.tmp_step_%08lld", dir, (long long)s->step);
-    snprintf(fin, sizeof fin, "%s/step_%08lld", dir, (long long)s->step);
-    rm_rf(tmp);
-    if (mkdir(tmp, 0777) != 0)
-        return -1;
-    snprintf(f, sizeof f, "%s/model.safetensors", tmp);
-    if (rt_safetensors_write(f, m, params) != 0)
-        return -1;
     const char *parts[2];
     int np = opt_parts(c, parts);
+    int root = rt_dist_rank() == 0;
+    if (!root) {                       /* ZeRO: only this rank's shards, to rank 0 */
+        for (int k = 0; part.sharded && k < np; k++)
+            gather_part(NULL, m, state + (size_t)k * (size_t)(part.hi - part.lo), part.lo);
+        return 0;
+    }
+    int failed = 0, err = 0;
+    snprintf(dir, sizeof dir, "%s/checkpoints", out);
+    snprintf(tmp, sizeof tmp, "%s/.tmp_step_%08lld", dir, (long long)s->step);
+    snprintf(fin, sizeof fin, "%s/step_%08lld", dir, (long long)s->step);
+    if (rt_mkdir_p(dir) != 0)
+        failed = 1;
+    if (!failed) {
+        rm_rf(tmp);
+        failed = mkdir(tmp, 0777) != 0;
+    }
+    snprintf(f, sizeof f, "%s/model.safetensors", tmp);
+    if (!failed)
+        failed = rt_safetensors_write(f, m, params) != 0;
+    if (failed)
+        err = errno;
     for (int k = 0; k < np; k++) {
         StateModel sm;
         state_model(&sm, m, parts[k]);
         snprintf(f, sizeof f, "%s/%s.safetensors", tmp, parts[k]);
-        int rc = rt_safetensors_write(f, &sm.m, state + (size_t)k * (size_t)m->param_floats);
+        if (!part.sharded) {
+            if (!failed && rt_safetensors_write(f, &sm.m, state + (size_t)k * (size_t)m->param_floats) != 0) {
+                failed = 1;
+                err = errno;
+            }
+        } else {
+            rt_st_out *w = failed ? NULL : rt_st_open(f, &sm.m);
+            if (!failed && !w) {
+                failed = 1;
+                err = errno;
+            }
+            gather_part(w, &sm.m, state + (size_t)k * (size_t)(part.hi - part.lo), part.lo);
+            if (w && rt_st_close(w) != 0) {
+                failed = 1;
+                err = errno;
+            }
+        }
         state_model_free(&sm);
-        if (rc != 0)
-            return -1;
+    }
+    if (failed) {
+        errno = err;
+        return -1;
     }
     cJSON *j = cJSON_CreateObject();
     cJSON_AddItemToObject(j, "trainc_checkpoint", cJSON_CreateNumber(1));
     cJSON_AddItemToObject(j, "model", cJSON_CreateString(m->name));
     cJSON_AddItemToObject(j, "model_hash", cJSON_CreateString(m->model_hash));
+    cJSON_AddItemToObject(j, "ranks", cJSON_CreateNumber(rt_dist_world()));
     cJSON *ls = cJSON_CreateObject();
 #define X(f) put_int(ls, #f, s->f);
     LOOP_INTS(X)
@@ -293,7 +371,7 @@ static int may_differ(const char *key)
     static const char *const ok[] = {"epochs", "max_steps", "max_time", "log_every", "out_dir",
                                       "checkpoint", "checkpoint.every_steps", "checkpoint.keep",
                                       "loader.workers", "loader.prefetch", "device",
-                                      "distributed.bucket_mb", NULL};
+                                      "distributed.bucket_mb", "distributed.strategy", NULL};
     for (int i = 0; ok[i]; i++)
         if (!strcmp(key, ok[i]))
             return 1;
@@ -309,7 +387,7 @@ static const char *line_value(char *const *lines, int n, const char *key, size_t
 }
 
 void rt_ckpt_load(const char *ck, const rt_model *m, const rt_train_config *c, rt_loop_state *s,
-                  float *params, float *state, char *const *lines, int nlines)
+                  float *params, float *state, rt_state_part part, char *const *lines, int nlines)
 {
     char f[RT_PATH_MAX + 64];
     snprintf(f, sizeof f, "%s/state.json", ck);
@@ -346,6 +424,13 @@ void rt_ckpt_load(const char *ck, const rt_model *m, const rt_train_config *c, r
                        ck, cJSON_IsString(mn) ? mn->valuestring : "?", mh->valuestring, m->name,
                        m->model_hash);
     }
+    /* batch_size and the data order are per rank: the rank count is part of the run */
+    const cJSON *nr = cJSON_GetObjectItemCaseSensitive(j, "ranks");
+    if (cJSON_IsNumber(nr) && nr->valuedouble != (double)rt_dist_world())
+        rt_input_error("%s: this checkpoint was written by a run on %g rank%s and this one has %d; "
+                       "batch_size and the order of the data are per rank, so resume it with the "
+                       "same number of ranks (mpirun -np %g)", ck, nr->valuedouble,
+                       nr->valuedouble == 1 ? "" : "s", rt_dist_world(), nr->valuedouble);
     /* the training config: every field that changes the numbers must match */
     const cJSON *tl = cJSON_GetObjectItemCaseSensitive(j, "train");
     if (!cJSON_IsArray(tl))
@@ -411,7 +496,8 @@ void rt_ckpt_load(const char *ck, const rt_model *m, const rt_train_config *c, r
         StateModel sm;
         state_model(&sm, m, parts[k]);
         snprintf(f, sizeof f, "%s/%s.safetensors", ck, parts[k]);
-        rt_safetensors_read(f, &sm.m, state + (size_t)k * (size_t)m->param_floats);
+        rt_safetensors_read_range(f, &sm.m, part.lo, part.hi,
+                                  state + (size_t)k * (size_t)(part.hi - part.lo));
         state_model_free(&sm);
     }
 }

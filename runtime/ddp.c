@@ -7,7 +7,8 @@
  * `bucket_floats`, its sum over ranks starts (MPI_Iallreduce, rt_bucket_start) while
  * backward goes on; rt_ddp_finish sends the rest and waits. The loss gradient is
  * already divided by the world size (grad_scale), so the sum is the mean. With
- * `accumulate`, only the last micro-batch of a step synchronizes. */
+ * `accumulate`, only the last micro-batch of a step synchronizes. Under ZeRO
+ * (zero.c) the same buckets are reduce-scattered instead of all-reduced. */
 #include <string.h>
 #include "rt_dist.h"
 #include "rt_loop.h"
@@ -43,7 +44,10 @@ void rt_ddp_begin(int sync)
 static void send(int64_t lo)
 {
     if (D.bucket_end > lo) {
-        rt_bucket_start(D.grads + lo, D.bucket_end - lo);
+        if (rt_zero_on())
+            rt_zero_send(D.grads, lo, D.bucket_end);
+        else
+            rt_bucket_start(D.grads + lo, D.bucket_end - lo);
         D.bucket_end = lo;
     }
 }
@@ -73,6 +77,8 @@ void rt_grad_ready(rt_exec *e, int64_t off, int64_t n)
         send(start);
     else
         rt_bucket_poll();       /* nonblocking collectives move only inside MPI calls */
+    if (rt_zero_on())
+        rt_zero_poll();
 }
 
 void rt_ddp_finish(void)
@@ -81,5 +87,7 @@ void rt_ddp_finish(void)
         return;
     send(0);
     rt_bucket_wait_all();
+    if (rt_zero_on())
+        rt_zero_finish(D.grads);
     D.sync = 0;
 }

@@ -33,9 +33,13 @@ static struct {
     int rank, world, local_rank, local_world;
     MPI_Comm comm, node;
     int *icounts, *idispls;    /* [world]: scratch for the v-collectives */
-    MPI_Request *reqs;         /* [nreq]: outstanding bucket all-reduces */
+    MPI_Request *reqs;         /* [nreq]: outstanding bucket collectives */
     int nreq, capreq;
     int nbuckets;              /* buckets started since the last wait */
+    int *first_req;            /* [nbuckets + 1]: bucket h owns reqs[first_req[h] ..) */
+    int **rs_counts;           /* [nbuckets]: a reduce-scatter's int counts (MPI reads
+                                  them until it completes), else NULL */
+    int capb;
     int64_t bucket_floats;     /* floats in those buckets, for the watchdog message */
 } g = {.world = 1, .local_world = 1};
 
@@ -300,6 +304,8 @@ void rt_dist_finalize(void)
     rt_xfree(g.icounts);
     rt_xfree(g.idispls);
     free(g.reqs);
+    free(g.first_req);
+    free(g.rs_counts);
     /* MPI cannot start twice: from here on the process is a world of one for good. */
     memset(&g, 0, sizeof g);
     g.inited = 1;
@@ -427,26 +433,92 @@ void rt_allgather_f32(const float *in, float *out, const int64_t *counts)
     wd_end();
 }
 
+void rt_gather_f32(const float *in, float *out, const int64_t *counts, int root)
+{
+    if (root < 0 || root >= g.world)
+        rt_die("rt_gather_f32: root %d of world %d", root, g.world);
+    if (g.world == 1) {
+        check_count("rt_gather_f32", counts[0]);
+        if (in != out && counts[0] > 0)
+            memmove(out, in, sizeof(float) * (size_t)counts[0]);
+        return;
+    }
+    int64_t total = v_counts("rt_gather_f32", counts);
+    if (total == 0)
+        return;
+    wd_begin("MPI_Gatherv", total, "floats");
+    MPI_CHECK(MPI_Gatherv(in, g.icounts[g.rank], MPI_FLOAT, out, g.icounts, g.idispls, MPI_FLOAT,
+                          root, g.comm));
+    wd_end();
+}
+
 /* ---- overlapped gradient buckets ---------------------------------------------------- */
+
+static void grow_reqs(void)
+{
+    if (g.nreq < g.capreq)
+        return;
+    g.capreq = g.capreq ? 2 * g.capreq : 64;
+    g.reqs = realloc(g.reqs, sizeof(MPI_Request) * (size_t)g.capreq);
+    if (!g.reqs)
+        rt_fail("out of memory for %d MPI requests", g.capreq);
+}
+
+/* A new bucket number, its requests starting at the next one. */
+static int new_bucket(void)
+{
+    if (g.nbuckets + 1 >= g.capb) {
+        g.capb = g.capb ? 2 * g.capb : 64;
+        g.first_req = realloc(g.first_req, sizeof(int) * (size_t)g.capb);
+        g.rs_counts = realloc(g.rs_counts, sizeof(int *) * (size_t)g.capb);
+        if (!g.first_req || !g.rs_counts)
+            rt_fail("out of memory for %d gradient buckets", g.capb);
+    }
+    int h = g.nbuckets++;
+    g.first_req[h] = g.first_req[h + 1] = g.nreq;
+    g.rs_counts[h] = NULL;
+    return h;
+}
 
 int rt_bucket_start(float *grads, int64_t n)
 {
     check_count("rt_bucket_start", n);
-    int h = g.nbuckets++;
-    if (g.world == 1 || n == 0)
-        return h;
+    if (g.world == 1)
+        return g.nbuckets++;
+    int h = new_bucket();
     for (int64_t off = 0; off < n; off += PIECE) {
-        if (g.nreq == g.capreq) {
-            g.capreq = g.capreq ? 2 * g.capreq : 64;
-            g.reqs = realloc(g.reqs, sizeof(MPI_Request) * (size_t)g.capreq);
-            if (!g.reqs)
-                rt_fail("out of memory for %d MPI requests", g.capreq);
-        }
+        grow_reqs();
         MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, grads + off, piece(n, off), MPI_FLOAT, MPI_SUM,
                                  g.comm, &g.reqs[g.nreq]));
         g.nreq++;
     }
+    g.first_req[h + 1] = g.nreq;
     g.bucket_floats += n;
+    rt_bucket_poll();
+    return h;
+}
+
+int rt_bucket_reduce_scatter_start(const float *in, float *out, const int64_t *counts)
+{
+    if (g.world == 1) {
+        check_count("rt_bucket_reduce_scatter_start", counts[0]);
+        if (in != out && counts[0] > 0)
+            memmove(out, in, sizeof(float) * (size_t)counts[0]);
+        return g.nbuckets++;
+    }
+    int64_t total = v_counts("rt_bucket_reduce_scatter_start", counts);
+    int h = new_bucket();
+    if (total == 0)
+        return h;
+    int *ic = rt_xmalloc(sizeof(int) * (size_t)g.world);
+    memcpy(ic, g.icounts, sizeof(int) * (size_t)g.world);
+    g.rs_counts[h] = ic;
+    grow_reqs();
+    MPI_CHECK(MPI_Ireduce_scatter(in == out ? MPI_IN_PLACE : in, out, ic, MPI_FLOAT, MPI_SUM,
+                                  g.comm, &g.reqs[g.nreq]));
+    g.nreq++;
+    g.first_req[h + 1] = g.nreq;
+    g.bucket_floats += total;
     rt_bucket_poll();
     return h;
 }
@@ -461,12 +533,42 @@ void rt_bucket_poll(void)
     MPI_CHECK(MPI_Testall(g.nreq, g.reqs, &done, MPI_STATUSES_IGNORE));
 }
 
+int rt_bucket_done(int h)
+{
+    if (h < 0 || h >= g.nbuckets)
+        rt_die("rt_bucket_done(%d): %d buckets started", h, g.nbuckets);
+    if (g.world == 1)
+        return 1;
+    int lo = g.first_req[h], hi = g.first_req[h + 1];
+    if (hi == lo)
+        return 1;               /* an empty bucket */
+    int done = 0;
+    MPI_CHECK(MPI_Testall(hi - lo, g.reqs + lo, &done, MPI_STATUSES_IGNORE));
+    return done;
+}
+
+void rt_bucket_wait(int h)
+{
+    if (h < 0 || h >= g.nbuckets)
+        rt_die("rt_bucket_wait(%d): %d buckets started", h, g.nbuckets);
+    if (g.world == 1 || g.first_req[h + 1] == g.first_req[h])
+        return;
+    int lo = g.first_req[h], n = g.first_req[h + 1] - lo;
+    wd_begin("MPI_Waitall of a gradient bucket", n, "requests");
+    MPI_CHECK(MPI_Waitall(n, g.reqs + lo, MPI_STATUSES_IGNORE));
+    wd_end();
+}
+
 void rt_bucket_wait_all(void)
 {
     if (g.nreq > 0) {
-        wd_begin("MPI_Iallreduce of the gradient buckets", g.bucket_floats, "floats");
+        wd_begin("MPI_Waitall of the gradient buckets", g.bucket_floats, "floats");
         MPI_CHECK(MPI_Waitall(g.nreq, g.reqs, MPI_STATUSES_IGNORE));
         wd_end();
+    }
+    for (int h = 0; g.world > 1 && h < g.nbuckets; h++) {
+        rt_xfree(g.rs_counts[h]);
+        g.rs_counts[h] = NULL;
     }
     g.nreq = 0;
     g.nbuckets = 0;

@@ -196,8 +196,6 @@ static void refuse_unsupported(const rt_model *m, const Opts *o, const rt_train_
                        "trainc build --device both (or cpu)");
     if (o->resume && o->init)
         rt_input_error("--init and --resume exclude each other: a resumed run continues from its checkpoint's weights");
-    if (c->dist != RT_DIST_DDP && rt_dist_world() > 1)
-        rt_input_error("$.train.distributed.strategy: zero1/zero2 are not supported yet (use ddp)");
     (void)m;
 }
 
@@ -476,6 +474,7 @@ static void metrics_start(Run *r, int threads, int64_t resumed_from)
                  rt_cu_name(&r->e), rt_cu_arch(&r->e), rt_cu_kernels_from(&r->e), all, pool, arena, fixed);
     }
     const char *prec[] = {"fp32", "bf16-mixed", "fp16-mixed"};
+    const char *strategies[] = {"ddp", "zero1", "zero2"};   /* RT_DIST_*; bytes: rank 0's */
     int64_t np = 0;
     for (int i = 0; i < r->m->n_params; i++)
         np += r->m->params[i].numel;
@@ -484,10 +483,12 @@ static void metrics_start(Run *r, int threads, int64_t resumed_from)
     snprintf(buf, sizeof buf,
              "{\"event\":\"start\",\"model\":\"%s\",\"params\":%lld,%s,\"precision\":\"%s\","
              "\"arena_bytes\":%lld,\"param_bytes\":%lld,\"optimizer_bytes\":%lld,\"ranks\":%d,"
-             "\"threads\":%d,\"batch_size\":%lld,\"spec_hash\":\"%s\"%s}",
+             "\"grad_bytes\":%lld,\"strategy\":\"%s\",\"threads\":%d,\"batch_size\":%lld,"
+             "\"spec_hash\":\"%s\"%s}",
              r->m->name, (long long)np, dev, prec[RT_PREC_FP32],
              (long long)(r->e.Bmax * r->m->arena_row_bytes), (long long)(r->m->param_floats * 4),
-             (long long)(rt_optim_state_floats(&r->c, r->m) * 4), r->world, threads,
+             (long long)(rt_optim_state_parts(&r->c) * (rt_zero_part().hi - rt_zero_part().lo) * 4),
+             r->world, (long long)rt_zero_grad_bytes(), strategies[r->c.dist], threads,
              (long long)r->c.batch_size, r->m->spec_hash, res);
     rt_metrics_line(r->mt, buf);
 }
@@ -538,14 +539,14 @@ static void validation(Run *r, rt_loop_state *s, int best_mode)
 
 static void checkpoint(Run *r, rt_loop_state *s)
 {
-    if (r->rank != 0)
-        return;               /* DDP: every rank holds the same state */
+    if (r->rank != 0 && !rt_zero_on())
+        return;               /* DDP: every rank holds the same state; ZeRO: its shard */
     s->metrics_bytes = file_size(r->out, "metrics.jsonl");
     pull_params(r, 1);
     int n;
     char **lines = rt_config_dump(&r->c, &n);
     s->elapsed = rt_now() - r->t0;
-    if (rt_ckpt_save(r->out, r->m, &r->c, s, r->params, r->state, lines, n) != 0)
+    if (rt_ckpt_save(r->out, r->m, &r->c, s, r->params, r->state, rt_zero_part(), lines, n) != 0)
         rt_fail("cannot write a checkpoint in %s/checkpoints: %s (is the disk full?)", r->out,
                 strerror(errno));
     for (int i = 0; i < n; i++)
@@ -683,9 +684,10 @@ int rt_main(const rt_model *m, int argc, char **argv)
         rt_input_error("$.train.schedule: a %s schedule needs epochs or max_steps to know its length",
                        c->sched == RT_SCHED_COSINE ? "cosine" : "linear");
 
+    rt_zero_init(c, m);        /* zero1/zero2: which shard of the state this rank keeps */
     r->params = rt_xmalloc((size_t)m->param_floats * sizeof(float));
-    r->grads = r->gpu ? NULL : rt_xmalloc((size_t)m->param_floats * sizeof(float));
-    int64_t sf = rt_optim_state_floats(c, m);
+    r->grads = r->gpu ? NULL : rt_zero_alloc_grads(m);
+    int64_t sf = rt_optim_state_parts(c) * (rt_zero_part().hi - rt_zero_part().lo);
     r->state = sf ? rt_xmalloc((size_t)sf * sizeof(float)) : NULL;
     r->state_floats = sf;
     if (r->o.init)
@@ -744,7 +746,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
                            r->o.resume);
         int n;
         char **lines = rt_config_dump(c, &n);
-        rt_ckpt_load(ck, m, c, s, r->params, r->state, lines, n);
+        rt_ckpt_load(ck, m, c, s, r->params, r->state, rt_zero_part(), lines, n);
         for (int i = 0; i < n; i++)
             free(lines[i]);
         free(lines);
@@ -798,7 +800,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
             if (r->gpu)
                 rt_cu_zero(&r->e, dptr(r->e.grads), m->param_floats);
             else
-                memset(r->grads, 0, (size_t)m->param_floats * sizeof(float));
+                rt_zero_clear_grads(r->grads);
             double step_loss = 0;
             int64_t samples = 0;
             for (int64_t j = 0; j < k; j++) {
@@ -855,7 +857,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
             }
             /* the gradients hold loss_scale x the true ones (1 but in fp16-mixed) */
             double norm = (r->gpu ? rt_cu_grad_norm(&r->e, m, dptr(r->e.grads))
-                                  : rt_grad_norm(r->e.rt, m, r->grads)) / s->loss_scale;
+                                  : rt_zero_grad_norm(r->e.rt, m, r->grads)) / s->loss_scale;
             double lr = rt_lr_at(c, s->step, r->total_steps > 0 ? r->total_steps : 1);
             if (scaler && !isfinite(norm)) {
                 /* GradScaler: inf/NaN gradients skip the update and halve the scale */
@@ -874,8 +876,8 @@ int rt_main(const rt_model *m, int argc, char **argv)
                     rt_cu_optim_step(&r->e, c, m, dptr(r->e.params), dptr(r->e.grads),
                                      rt_cu_state(&r->e), s->updates, lr, gs, clip);
                 else
-                    rt_optim_step(r->e.rt, c, m, r->params, r->grads, r->state, s->updates, lr, gs,
-                                  clip);
+                    rt_zero_optim_step(r->e.rt, c, m, r->params, r->grads, r->state, s->updates, lr,
+                                       gs, clip);
                 if (scaler && ++s->scale_growth == c->ls_growth_interval) {
                     s->loss_scale *= 2.0;
                     s->scale_growth = 0;

@@ -29,16 +29,26 @@ double rt_lr_at(const rt_train_config *c, int64_t step, int64_t total)
     rt_die("bad schedule %d", c->sched);
 }
 
-/* Partial sums over fixed blocks of 16384 elements, added in order: the norm does
- * not depend on the number of threads. */
+/* Partial sums over fixed blocks of 16384 elements of each tensor (counted from the
+ * tensor's start), added in order: the norm does not depend on the number of
+ * threads. A range [lo, hi) of the flat region takes the blocks' parts inside it. */
 #define NORM_BLOCK 16384
 
 typedef struct {
     const rt_model *m;
-    const float *grads;
+    const float *g;               /* g[k - lo] is element k of the flat region */
+    int64_t lo, hi;
     const int64_t *first_block;   /* [n_params + 1] */
     double *partial;              /* one per block */
 } norm_job;
+
+/* The part of parameter p inside [lo, hi), in elements of p: [*k0, *k1). */
+static int clip_param(const rt_param *p, int64_t lo, int64_t hi, int64_t *k0, int64_t *k1)
+{
+    *k0 = lo > p->offset ? lo - p->offset : 0;
+    *k1 = hi < p->offset + p->numel ? hi - p->offset : p->numel;
+    return *k1 > *k0;
+}
 
 static void norm_blocks(void *ctx, int64_t lo, int64_t hi)
 {
@@ -48,9 +58,13 @@ static void norm_blocks(void *ctx, int64_t lo, int64_t hi)
         while (j->first_block[pi + 1] <= blk)
             pi++;
         const rt_param *p = &j->m->params[pi];
-        int64_t k0 = (blk - j->first_block[pi]) * NORM_BLOCK;
-        int64_t k1 = k0 + NORM_BLOCK < p->numel ? k0 + NORM_BLOCK : p->numel;
-        const float *g = j->grads + p->offset;
+        int64_t a, b;
+        clip_param(p, j->lo, j->hi, &a, &b);
+        int64_t k0 = (a / NORM_BLOCK + (blk - j->first_block[pi])) * NORM_BLOCK;
+        int64_t k1 = k0 + NORM_BLOCK < b ? k0 + NORM_BLOCK : b;
+        if (k0 < a)
+            k0 = a;
+        const float *g = j->g + (p->offset - j->lo);
         double s = 0;
         for (int64_t k = k0; k < k1; k++)
             s += (double)g[k] * (double)g[k];
@@ -58,32 +72,46 @@ static void norm_blocks(void *ctx, int64_t lo, int64_t hi)
     }
 }
 
-double rt_grad_norm(rt_pool *pool, const rt_model *m, const float *grads)
+double rt_grad_sumsq(rt_pool *pool, const rt_model *m, int64_t lo, int64_t hi, const float *g)
 {
     int64_t *first = calloc((size_t)m->n_params + 1, sizeof *first);
     if (!first)
         rt_fail("out of memory");
-    for (int i = 0; i < m->n_params; i++)
-        first[i + 1] = first[i] + (m->params[i].numel + NORM_BLOCK - 1) / NORM_BLOCK;
+    for (int i = 0; i < m->n_params; i++) {
+        int64_t a, b, n = 0;
+        if (clip_param(&m->params[i], lo, hi, &a, &b))
+            n = (b + NORM_BLOCK - 1) / NORM_BLOCK - a / NORM_BLOCK;
+        first[i + 1] = first[i] + n;
+    }
     int64_t nb = first[m->n_params];
     double *partial = calloc((size_t)nb + 1, sizeof *partial);
     if (!partial)
         rt_fail("out of memory");
-    norm_job j = {m, grads, first, partial};
+    norm_job j = {m, g, lo, hi, first, partial};
     rt_pool_run(pool, nb, 1, norm_blocks, &j);
     double total = 0;
     for (int64_t b = 0; b < nb; b++)
         total += partial[b];
     free(first);
     free(partial);
-    return sqrt(total);
+    return total;
+}
+
+double rt_grad_norm(rt_pool *pool, const rt_model *m, const float *grads)
+{
+    return sqrt(rt_grad_sumsq(pool, m, 0, m->param_floats, grads));
+}
+
+int rt_optim_state_parts(const rt_train_config *c)
+{
+    if (c->opt == RT_OPT_ADAMW)
+        return 2;
+    return c->momentum > 0 ? 1 : 0;
 }
 
 int64_t rt_optim_state_floats(const rt_train_config *c, const rt_model *m)
 {
-    if (c->opt == RT_OPT_ADAMW)
-        return 2 * m->param_floats;
-    return c->momentum > 0 ? m->param_floats : 0;
+    return rt_optim_state_parts(c) * m->param_floats;
 }
 
 typedef struct {
@@ -159,21 +187,33 @@ static void opt_slice(void *ctx, int64_t lo, int64_t hi)
 }
 
 /* t: the number of this step, from 1 (AdamW's bias correction). gscale: the clipping
- * factor; clip: whether clip_grad_norm_ scales at all. */
-void rt_optim_step(rt_pool *pool, const rt_train_config *c, const rt_model *m, float *params,
-                   const float *grads, float *state, int64_t t, double lr, float gscale, int clip)
+ * factor; clip: whether clip_grad_norm_ scales at all. Each tensor's part inside
+ * [lo, hi) is updated with that tensor's rules, so a range may cut tensors anywhere. */
+void rt_optim_step_range(rt_pool *pool, const rt_train_config *c, const rt_model *m, int64_t lo,
+                         int64_t hi, float *params, const float *grads, float *state, int64_t t,
+                         double lr, float gscale, int clip)
 {
     for (int i = 0; i < m->n_params; i++) {
         const rt_param *pp = &m->params[i];
-        opt_job j = {c, pp, params + pp->offset, NULL, NULL, grads + pp->offset, t, lr, gscale, clip};
+        int64_t k0, k1;
+        if (!clip_param(pp, lo, hi, &k0, &k1))
+            continue;
+        int64_t at = pp->offset + k0 - lo;   /* in the range's own arrays */
+        opt_job j = {c, pp, params + pp->offset + k0, NULL, NULL, grads + at, t, lr, gscale, clip};
         if (c->opt == RT_OPT_ADAMW) {
-            j.m1 = state + pp->offset;
-            j.m2 = state + m->param_floats + pp->offset;
+            j.m1 = state + at;
+            j.m2 = state + (hi - lo) + at;
         } else if (c->momentum > 0) {
-            j.m1 = state + pp->offset;
+            j.m1 = state + at;
         }
-        rt_pool_run(pool, pp->numel, 8192, opt_slice, &j);
+        rt_pool_run(pool, k1 - k0, 8192, opt_slice, &j);
     }
+}
+
+void rt_optim_step(rt_pool *pool, const rt_train_config *c, const rt_model *m, float *params,
+                   const float *grads, float *state, int64_t t, double lr, float gscale, int clip)
+{
+    rt_optim_step_range(pool, c, m, 0, m->param_floats, params, grads, state, t, lr, gscale, clip);
 }
 
 void rt_rowsum_add(rt_exec *e, const float *x, float *db, int64_t rows, int64_t cols)

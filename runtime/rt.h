@@ -273,6 +273,19 @@ int rt_safetensors_write(const char *path, const rt_model *m, const float *param
  * be present with its exact shape as F32 (F64/BF16/F16 are converted); extra tensors
  * are an error. Exits 1 naming the file and the tensor on any mismatch. */
 void rt_safetensors_read(const char *path, const rt_model *m, float *params);
+/* The same checks, but only the elements [lo, hi) of the flat parameter region are
+ * read: dst[k - lo] receives element k (gaps between tensors are left alone). */
+void rt_safetensors_read_range(const char *path, const rt_model *m, int64_t lo, int64_t hi,
+                               float *dst);
+/* The writer in pieces, for data that arrives in parts (a ZeRO checkpoint gathered
+ * chunk by chunk): open writes the header to PATH.tmp; put appends the next n floats
+ * of the tensors' data in m->params order; close fsyncs and renames (or, after any
+ * error, removes PATH.tmp) and frees w. NULL / -1 with errno set on failure; after a
+ * failed put, further puts do nothing and close reports that first error. */
+typedef struct rt_st_out rt_st_out;
+rt_st_out *rt_st_open(const char *path, const rt_model *m);
+int rt_st_put(rt_st_out *w, const float *x, int64_t n);
+int rt_st_close(rt_st_out *w);
 
 /* ---- metrics, progress, plot --------------------------------------------- */
 

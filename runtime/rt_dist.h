@@ -1,5 +1,6 @@
 /* rt_dist.h: the distributed layer (dist.c): ranks from MPI, CPU collectives over
- * MPI, the overlapped bucketed all-reduce of DDP and the shard arithmetic of ZeRO.
+ * MPI, the overlapped bucketed all-reduce of DDP, and ZeRO's bucketed reduce-scatter,
+ * gathers and shard arithmetic.
  *
  * Plain C with no vendor header (mpi.h stays inside dist.c), so libtcc can read it.
  * A process not started by an MPI launcher is a world of one: MPI is never touched,
@@ -44,6 +45,9 @@ void rt_barrier(void);
  * in == out + (start of this rank's part) is allowed (the usual ZeRO layout). */
 void rt_reduce_scatter_sum_f32(const float *in, float *out, const int64_t *counts);
 void rt_allgather_f32(const float *in, float *out, const int64_t *counts);
+/* gather: in holds this rank's part (counts[rank] floats); on `root`, out receives
+ * every rank's part in order (elsewhere out is not touched). in must not overlap out. */
+void rt_gather_f32(const float *in, float *out, const int64_t *counts, int root);
 
 /* Overlapped all-reduce (DDP): starts summing grads[0, n) over ranks in place and
  * returns at once; the buffer must not be touched until rt_bucket_wait_all. MPI
@@ -52,7 +56,17 @@ void rt_allgather_f32(const float *in, float *out, const int64_t *counts);
  * kernels when buckets are few). Returns the bucket's number since the last wait.
  * The sum is not divided by the world size: scale the loss gradient by 1 / world. */
 int rt_bucket_start(float *grads, int64_t n);
+/* The same for a reduce-scatter (ZeRO): starts summing in[0, sum of counts) over ranks;
+ * this rank's part of the sum (counts[rank] floats, part r starting at the sum of the
+ * counts before it) goes to out, or, with in == out, to the start of the buffer. Neither
+ * buffer may be touched until the bucket is done. counts is copied. */
+int rt_bucket_reduce_scatter_start(const float *in, float *out, const int64_t *counts);
 void rt_bucket_poll(void);
+/* Whether bucket h (a number the starts returned since the last wait) has completed:
+ * its buffers may then be used again. */
+int rt_bucket_done(int h);
+/* Waits for bucket h only (the others stay in flight). */
+void rt_bucket_wait(int h);
 void rt_bucket_wait_all(void);
 
 /* Contiguous near-equal shards of [0, n): rank r gets [lo, hi), the first n % world

@@ -8,12 +8,26 @@
 double rt_lr_at(const rt_train_config *c, int64_t step, int64_t total);
 /* The global L2 norm of all parameter gradients (independent of the thread count). */
 double rt_grad_norm(rt_pool *pool, const rt_model *m, const float *grads);
-/* Floats of optimizer state (AdamW: m and v; SGD with momentum: the buffer). */
+/* The sum of squares of the parameter gradients inside [lo, hi) of the flat region,
+ * g[k - lo] holding element k (gaps between tensors are skipped); summed in the same
+ * blocks as rt_grad_norm, which is sqrt of it over [0, param_floats). */
+double rt_grad_sumsq(rt_pool *pool, const rt_model *m, int64_t lo, int64_t hi, const float *g);
+/* Optimizer state: parts (AdamW: m and v, 2; SGD with momentum: the buffer, 1; else 0),
+ * each laid out like the parameter region; floats of it for the whole region. */
+int rt_optim_state_parts(const rt_train_config *c);
 int64_t rt_optim_state_floats(const rt_train_config *c, const rt_model *m);
 /* One update; t counts steps from 1. With clip set, the gradients are read as
  * g * gscale, which is what clip_grad_norm_ leaves in them (a fused pass). */
 void rt_optim_step(rt_pool *pool, const rt_train_config *c, const rt_model *m, float *params,
                    const float *grads, float *state, int64_t t, double lr, float gscale, int clip);
+/* The same update of the elements [lo, hi) of the flat region only (a ZeRO shard; it
+ * may cut tensors: each element gets its tensor's rules, e.g. weight decay for rank
+ * >= 2). params is the whole region; grads[k - lo] and the state parts
+ * state[p * (hi - lo) + k - lo] belong to element k. Bit-identical to rt_optim_step
+ * on those elements. */
+void rt_optim_step_range(rt_pool *pool, const rt_train_config *c, const rt_model *m, int64_t lo,
+                         int64_t hi, float *params, const float *grads, float *state, int64_t t,
+                         double lr, float gscale, int clip);
 
 /* a better than b for a monitored value in mode RT_MODE_MIN or RT_MODE_MAX */
 static inline int rt_better(int mode, double a, double b) { return mode == RT_MODE_MIN ? a < b : a > b; }
@@ -32,6 +46,41 @@ int rt_es_check(const rt_train_config *c, rt_stopper *s, double v, char *why, si
 void rt_ddp_init(const rt_model *m, float *grads, int64_t bucket_bytes);
 void rt_ddp_begin(int sync);   /* before a backward pass; sync: its gradients are reduced */
 void rt_ddp_finish(void);      /* after it: send the rest, wait for all buckets */
+
+/* ZeRO-1/2 (zero.c): with strategy zero1 or zero2 on more than one rank ("on"), rank r
+ * owns [lo, hi) = rt_dist_shard(param_floats, r, world) of the flat parameter region:
+ * the optimizer state of that part only (rt_optim_state_parts x (hi - lo) floats), its
+ * reduced gradients, and its update; the parameters are all-gathered after the step.
+ * Off, [lo, hi) is the whole region and each function does what the unsharded loop
+ * does. Call rt_zero_init after rt_dist_init and before the rest. */
+void rt_zero_init(const rt_train_config *c, const rt_model *m);
+int rt_zero_on(void);
+/* The part of the optimizer state a rank holds: [lo, hi) of the flat region, each
+ * state part (rt_optim_state_parts) hi - lo floats; sharded: the ranks hold
+ * rt_dist_shard's shards (and checkpoints gather them). */
+typedef struct rt_state_part {
+    int64_t lo, hi;
+    int sharded;
+} rt_state_part;
+rt_state_part rt_zero_part(void);
+/* The region the backward pass writes gradients into (param_floats floats; zero2: a
+ * mapping whose pages are returned as buckets are reduced), and zeroing it before the
+ * first micro-batch of a step. */
+float *rt_zero_alloc_grads(const rt_model *m);
+void rt_zero_clear_grads(float *grads);
+/* Bytes of gradients this rank keeps through a step (zero2: its shard only). */
+int64_t rt_zero_grad_bytes(void);
+/* After the backward pass (rt_ddp_finish): the global gradient norm, and the update
+ * (of this rank's shard, then the all-gather). */
+double rt_zero_grad_norm(rt_pool *pool, const rt_model *m, const float *grads);
+void rt_zero_optim_step(rt_pool *pool, const rt_train_config *c, const rt_model *m, float *params,
+                        const float *grads, float *state, int64_t t, double lr, float gscale,
+                        int clip);
+/* ddp.c's buckets, when on: reduce-scatter grads[a, b); poll (zero2 returns the pages
+ * of finished buckets); after waiting for all of them. */
+void rt_zero_send(float *grads, int64_t a, int64_t b);
+void rt_zero_poll(void);
+void rt_zero_finish(float *grads);
 
 /* Everything the loop carries from step to step that is not weights or optimizer
  * state: with it, a resumed run continues bit for bit (ckpt.c). */
@@ -60,15 +109,17 @@ typedef struct rt_loop_state {
 } rt_loop_state;
 
 /* Writes OUT/checkpoints/step_NNNNNNNN atomically and keeps the newest
- * checkpoint.keep; returns 0 or -1 (errno set). */
+ * checkpoint.keep; returns 0 or -1 (errno set). Rank 0 writes; with a sharded state
+ * every rank must call it (the others send their shards and return 0). */
 int rt_ckpt_save(const char *out, const rt_model *m, const rt_train_config *c,
                  const rt_loop_state *s, const float *params, const float *state,
-                 char *const *lines, int nlines);
+                 rt_state_part part, char *const *lines, int nlines);
 /* The newest complete checkpoint folder of run folder OUT, or -1. */
 int rt_ckpt_latest(const char *out, char *path, size_t n);
-/* Loads a checkpoint; exits 1 when it was made by another model or with a training
+/* Loads a checkpoint (the whole parameters, the optimizer state's part `part`); exits
+ * 1 when it was made by another model, on another number of ranks, or with a training
  * config that differs in a field that changes the numbers (naming the fields). */
 void rt_ckpt_load(const char *ckpt, const rt_model *m, const rt_train_config *c, rt_loop_state *s,
-                  float *params, float *state, char *const *lines, int nlines);
+                  float *params, float *state, rt_state_part part, char *const *lines, int nlines);
 
 #endif

@@ -182,53 +182,88 @@ static int fsync_parent(const char *path)
     return rc;
 }
 
-int rt_safetensors_write(const char *path, const rt_model *m, const float *params)
+struct rt_st_out {
+    char path[RT_PATH_MAX], tmp[RT_PATH_MAX + 8];
+    int fd;
+    int err;                   /* the first errno, 0 while all is well */
+};
+
+rt_st_out *rt_st_open(const char *path, const rt_model *m)
 {
-    char tmp[RT_PATH_MAX + 8];
     if (strlen(path) >= RT_PATH_MAX) {
         errno = ENAMETOOLONG;
-        return -1;
+        return NULL;
     }
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-
+    rt_st_out *w = calloc(1, sizeof *w);
+    if (!w)
+        return NULL;
+    snprintf(w->path, sizeof w->path, "%s", path);
+    snprintf(w->tmp, sizeof w->tmp, "%s.tmp", path);
     sbuf h = {0};
     if (build_header(&h, m) != 0) {
         free(h.p);
+        free(w);
         errno = ENOMEM;
-        return -1;
+        return NULL;
     }
     unsigned char len8[8];
     for (int i = 0; i < 8; i++)
         len8[i] = (unsigned char)((uint64_t)h.len >> (8 * i));
-
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (fd < 0) {
+    w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (w->fd < 0) {
+        int e = errno;
         free(h.p);
-        return -1;
+        free(w);
+        errno = e;
+        return NULL;
     }
-    int rc = write_all(fd, len8, 8);
-    if (rc == 0)
-        rc = write_all(fd, h.p, h.len);
-    for (int i = 0; rc == 0 && i < m->n_params; i++)
-        rc = write_floats(fd, params + m->params[i].offset, m->params[i].numel);
-    if (rc == 0)
-        rc = fsync(fd);
-    int e = errno;
-    if (close(fd) != 0 && rc == 0) {
+    if (write_all(w->fd, len8, 8) != 0 || write_all(w->fd, h.p, h.len) != 0)
+        w->err = errno;
+    free(h.p);
+    return w;
+}
+
+int rt_st_put(rt_st_out *w, const float *x, int64_t n)
+{
+    if (!w->err && write_floats(w->fd, x, n) != 0)
+        w->err = errno;
+    return w->err ? -1 : 0;
+}
+
+int rt_st_close(rt_st_out *w)
+{
+    int rc = w->err ? -1 : 0, e = w->err;
+    if (rc == 0 && fsync(w->fd) != 0) {
         rc = -1;
         e = errno;
     }
-    free(h.p);
-    if (rc == 0 && rename(tmp, path) != 0) {
+    if (close(w->fd) != 0 && rc == 0) {
+        rc = -1;
+        e = errno;
+    }
+    if (rc == 0 && rename(w->tmp, w->path) != 0) {
         rc = -1;
         e = errno;
     }
     if (rc != 0) {
-        unlink(tmp);    /* may already be gone; the first error is the one to report */
+        unlink(w->tmp);    /* may already be gone; the first error is the one to report */
+        free(w);
         errno = e;
         return -1;
     }
-    return fsync_parent(path);
+    rc = fsync_parent(w->path);
+    free(w);
+    return rc;
+}
+
+int rt_safetensors_write(const char *path, const rt_model *m, const float *params)
+{
+    rt_st_out *w = rt_st_open(path, m);
+    if (!w)
+        return -1;
+    for (int i = 0; i < m->n_params; i++)
+        rt_st_put(w, params + m->params[i].offset, m->params[i].numel);
+    return rt_st_close(w);
 }
 
 /* ---- reading --------------------------------------------------------------- */
@@ -579,10 +614,11 @@ static void pread_all(const st_file *f, void *buf, size_t n, uint64_t at)
     }
 }
 
-/* Copies one tensor into dst (numel floats), converting to fp32. */
-static void load_tensor(const st_file *f, const st_entry *e, float *dst, int64_t numel)
+/* Copies elements [k0, k1) of one tensor into dst, converting to fp32. */
+static void load_tensor(const st_file *f, const st_entry *e, float *dst, int64_t k0, int64_t k1)
 {
-    uint64_t at = f->data_start + e->begin;
+    int64_t numel = k1 - k0;
+    uint64_t at = f->data_start + e->begin + (uint64_t)k0 * (uint64_t)e->esize;
     if (e->dt == ST_F32 && ST_HOST_LE) {
         pread_all(f, dst, (size_t)numel * 4, at);
         return;
@@ -599,7 +635,8 @@ static void load_tensor(const st_file *f, const st_entry *e, float *dst, int64_t
     free(buf);
 }
 
-void rt_safetensors_read(const char *path, const rt_model *m, float *params)
+void rt_safetensors_read_range(const char *path, const rt_model *m, int64_t lo, int64_t hi,
+                               float *dst)
 {
     st_file f = {.path = path};
     f.fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -618,12 +655,22 @@ void rt_safetensors_read(const char *path, const rt_model *m, float *params)
         rt_fail("out of memory reading %s", path);
     check_entries(&f, m);
     check_tiling(&f, m->n_params);
-    for (int k = 0; k < m->n_params; k++)
-        load_tensor(&f, &f.ent[k], params + m->params[k].offset, m->params[k].numel);
+    for (int k = 0; k < m->n_params; k++) {
+        const rt_param *p = &m->params[k];
+        int64_t k0 = lo > p->offset ? lo - p->offset : 0;
+        int64_t k1 = hi < p->offset + p->numel ? hi - p->offset : p->numel;
+        if (k1 > k0)
+            load_tensor(&f, &f.ent[k], dst + (p->offset + k0 - lo), k0, k1);
+    }
 
     cJSON_Delete(f.root);
     free(f.header);
     free(f.ent);
     if (close(f.fd) != 0)
         rt_input_error("%s: cannot read: %s", path, strerror(errno));
+}
+
+void rt_safetensors_read(const char *path, const rt_model *m, float *params)
+{
+    rt_safetensors_read_range(path, m, 0, m->param_floats, params);
 }

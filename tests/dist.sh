@@ -39,7 +39,7 @@ unit() {
     timeout 300 "$@" >"$log" 2>&1
     local rc=$?
     sed 's/^/    /' "$log" | grep -E "^    (ok|FAIL|world)" || true
-    if [ $rc -eq 0 ] && ! grep -q "^FAIL" "$log" && [ "$(grep -c '^ok' "$log")" -ge 11 ]; then
+    if [ $rc -eq 0 ] && ! grep -q "^FAIL" "$log" && [ "$(grep -c '^ok' "$log")" -ge 13 ]; then
         ok "dist/$name"
     else
         bad "dist/$name (exit $rc)"; tail -n 20 "$log" | sed 's/^/    /'

@@ -64,6 +64,7 @@ check control             bash tests/control.sh
 check scaler              bash tests/scaler.sh
 check recompute           bash tests/recompute.sh
 check ddp                 bash tests/ddp.sh
+check zero                bash tests/zero.sh
 check parity/mlp_adamw    $PYTHON tests/torch_parity.py mlp adamw
 check parity/mlp_sgd      $PYTHON tests/torch_parity.py mlp sgd
 check parity/cnn_adamw    $PYTHON tests/torch_parity.py cnn adamw

@@ -280,6 +280,104 @@ static int test_buckets(void)
     return 1;
 }
 
+/* ZeRO's buckets: reduce-scatters of pieces of a sharded vector, started from its top
+ * down with work between them, in place (the part lands at the piece's start) or into
+ * a shard buffer; waited for one at a time (rt_bucket_wait, rt_bucket_done) or all
+ * together. Every rank ends with exactly its shard of the blocking all-reduce. */
+static int test_rs_buckets(void)
+{
+    enum { N = 300007 };
+    float *a = rt_xmalloc(sizeof(float) * N), *sum = rt_xmalloc(sizeof(float) * N);
+    int64_t *shard = rt_xmalloc(sizeof(int64_t) * (size_t)world);
+    int64_t *counts = rt_xmalloc(sizeof(int64_t) * (size_t)world);
+    int64_t lo, hi;
+    rt_dist_shard_counts(N, world, shard);
+    rt_dist_shard(N, rank, world, &lo, &hi);
+    float *out = rt_xmalloc(sizeof(float) * (size_t)(hi - lo + 1));
+    int64_t starts[256];
+    int hs[256];
+    for (int round = 0; round < 4; round++) {
+        int inplace = round & 1, one_by_one = round >> 1;
+        for (int i = 0; i < N; i++)
+            a[i] = sum[i] = (float)(mix((uint64_t)(round * world + rank) << 32 | (uint64_t)i) %
+                                    32768) * 0.125f;
+        rt_allreduce_sum_f32(sum, N);
+        int64_t end = N;
+        int k = 0;
+        uint64_t h = (uint64_t)round + 7;
+        while (end > 0) {
+            h = mix(h + 1);
+            int64_t len = 1 + (int64_t)(h % 20000);
+            if (k % 11 == 5)
+                len = 0;   /* an empty bucket is allowed */
+            if (len > end || k == 255)
+                len = end;
+            int64_t b0 = end - len, st = 0;
+            for (int r = 0; r < world; r++) {
+                int64_t x = b0 > st ? b0 : st, y = end < st + shard[r] ? end : st + shard[r];
+                counts[r] = y > x ? y - x : 0;
+                st += shard[r];
+            }
+            int64_t x = b0 > lo ? b0 : lo;
+            if (x > hi)
+                x = hi;
+            starts[k] = b0;
+            hs[k] = rt_bucket_reduce_scatter_start(a + b0, inplace ? a + b0 : out + (x - lo), counts);
+            CHECK(hs[k] == k);
+            k++;
+            end = b0;
+            if (one_by_one && k >= 2) {   /* zero2's bound on buckets in flight */
+                rt_bucket_wait(hs[k - 2]);
+                CHECK(rt_bucket_done(hs[k - 2]));
+            }
+        }
+        rt_bucket_wait_all();
+        CHECK(k > 10);
+        for (int i = 0; i < k; i++) {     /* in place: the part from the bucket's start */
+            int64_t b0 = starts[i], b1 = i ? starts[i - 1] : N;
+            int64_t x = b0 > lo ? b0 : lo, y = b1 < hi ? b1 : hi;
+            if (y > x) {
+                const float *got = inplace ? a + b0 : out + (x - lo);
+                for (int64_t j = 0; j < y - x; j++)
+                    CHECK(got[j] == sum[x + j]);
+            }
+        }
+    }
+    rt_xfree(a);
+    rt_xfree(sum);
+    rt_xfree(out);
+    rt_xfree(shard);
+    rt_xfree(counts);
+    return 1;
+}
+
+/* Gathers of uneven parts to a root (ZeRO's checkpoints): only the root's output
+ * changes. */
+static int test_gather(void)
+{
+    int64_t *counts = rt_xmalloc(sizeof(int64_t) * (size_t)world);
+    for (int variant = 0; variant < 4; variant++)
+        for (int root = 0; root < world; root += world > 1 ? world - 1 : 1) {
+            uneven_counts(counts, variant);
+            int64_t total = part_start(counts, world), mine = counts[rank];
+            float *in = rt_xmalloc(sizeof(float) * (size_t)(mine + 1));
+            float *out = rt_xmalloc(sizeof(float) * (size_t)(total + 1));
+            for (int64_t j = 0; j < mine; j++)
+                in[j] = (float)(1000 * rank) + (float)j;
+            for (int64_t i = 0; i <= total; i++)
+                out[i] = -1;
+            rt_gather_f32(in, out, counts, root);
+            for (int r = 0, i = 0; r < world; r++)
+                for (int64_t j = 0; j < counts[r]; j++, i++)
+                    CHECK(out[i] == (rank == root ? (float)(1000 * r) + (float)j : -1));
+            CHECK(out[total] == -1);
+            rt_xfree(in);
+            rt_xfree(out);
+        }
+    rt_xfree(counts);
+    return 1;
+}
+
 /* ---- the DistributedSampler --------------------------------------------------------- */
 
 static const rt_input idx_inputs[1] = {{.name = "i", .dtype = RT_I32, .rank = 0, .numel = 1}};
@@ -604,6 +702,8 @@ int main(int argc, char **argv)
     report("allgather", test_allgather());
     report("zero_round_trip", test_zero_round_trip());
     report("buckets", test_buckets());
+    report("rs_buckets", test_rs_buckets());
+    report("gather", test_gather());
     report("sampler_torch", test_sampler_torch());
     report("sampler_shuffle", test_sampler_shuffle());
     report("sampler_batches", test_sampler_batches());

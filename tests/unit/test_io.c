@@ -300,6 +300,54 @@ static int test_st_roundtrip(const char *keep)
     return 1;
 }
 
+/* The writer in pieces gives the same file as the writer in one go, and a range read
+ * gives exactly the elements of the range (any [lo, hi), cutting tensors anywhere). */
+static int test_st_pieces(void)
+{
+    float p[TM_FLOATS], q[TM_FLOATS], r[TM_FLOATS + 1];
+    fill_params(p, TM_FLOATS);
+    char one[300];
+    snprintf(one, sizeof one, "%s", tpath("one.safetensors"));
+    CHECK(rt_safetensors_write(one, &tm, p) == 0);
+    for (int split = 1; split <= 5; split++) {
+        char name[64];
+        snprintf(name, sizeof name, "pieces%d.safetensors", split);
+        const char *path = tpath(name);
+        rt_st_out *w = rt_st_open(path, &tm);
+        CHECK(w);
+        for (int i = 0; i < tm.n_params; i++) {   /* each tensor in `split`-float puts */
+            const rt_param *pp = &tm.params[i];
+            for (int64_t k = 0; k < pp->numel; k += split)
+                CHECK(rt_st_put(w, p + pp->offset + k, k + split <= pp->numel ? split : pp->numel - k) == 0);
+        }
+        CHECK(rt_st_close(w) == 0);
+        size_t la, lb;
+        char *a = slurp(one, &la), *b = slurp(path, &lb);
+        CHECK(a && b && la == lb && memcmp(a, b, la) == 0);
+        free(a);
+        free(b);
+    }
+    rt_safetensors_read(one, &tm, q);
+    for (int lo = 0; lo <= TM_FLOATS; lo += 3)
+        for (int hi = lo; hi <= TM_FLOATS; hi += 5) {
+            for (int i = 0; i <= TM_FLOATS; i++)
+                r[i] = -77;
+            rt_safetensors_read_range(one, &tm, lo, hi, r);
+            for (int k = lo; k < hi; k++) {      /* tensor elements read, the gaps left */
+                int in_tensor = 0;
+                for (int i = 0; i < tm.n_params; i++)
+                    in_tensor |= k >= tm.params[i].offset && k < tm.params[i].offset + tm.params[i].numel;
+                CHECK(r[k - lo] == (in_tensor ? q[k] : -77));
+            }
+            for (int k = hi - lo; k <= TM_FLOATS; k++)
+                CHECK(r[k] == -77);
+        }
+    /* a failed open reports errno; a close after a failed put removes the file */
+    errno = 0;
+    CHECK(!rt_st_open(tpath("no/such/dir/p.safetensors"), &tm) && errno == ENOENT);
+    return 1;
+}
+
 static uint16_t bf16_of(float f)
 {
     uint32_t u;
@@ -345,6 +393,12 @@ static int test_st_dtypes(void)
     rt_safetensors_read(tpath("dt.safetensors"), &tm, q);
     for (int i = 0; i < 39; i++)
         CHECK(q[i] == want[i]);
+    for (int lo = 0; lo < 39; lo += 5) {      /* converted in parts, from any offset */
+        float r[TM_FLOATS] = {0};
+        rt_safetensors_read_range(tpath("dt.safetensors"), &tm, lo, lo + 7, r);
+        for (int i = lo; i < lo + 7 && i < 39; i++)
+            CHECK(r[i - lo] == want[i]);
+    }
 
     /* Every half-precision value against the compiler's own conversion. */
 #ifdef __FLT16_MAX__
@@ -875,6 +929,7 @@ int main(int argc, char **argv)
         return 2;
     }
     report("st_roundtrip", test_st_roundtrip(argc > 1 ? argv[1] : NULL));
+    report("st_pieces", test_st_pieces());
     report("st_dtypes", test_st_dtypes());
     report("st_errors", test_st_errors());
     report("st_fuzz", test_st_fuzz());
