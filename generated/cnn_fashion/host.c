@@ -8,39 +8,48 @@
 #ifndef TRAINC_DATA_DIR
 #define TRAINC_DATA_DIR "specs" /* trainc build and trainc run pass the absolute folder */
 #endif
+#ifndef TRAINC_DEVICES /* trainc build --device cuda|both and trainc run set these */
+#define TRAINC_DEVICES RT_HAS_CPU
+#define TRAINC_CUDA_IMAGE NULL
+#endif
 
 /* The forward pass: the loss, and in training d(loss)/d(prediction). */
 static void forward(rt_exec *e, int train)
 {
     e->train = train; /* read by dropout and the loss */
-    const float *x_f32 = ACT(200704);
+    const uint8_t *in_x = (const uint8_t *)e->in[0];
+    float *x_f32 = ACT(200704);
     float *col_conv_0 = ACT(50176);
     const float *P_0_weight = e->params + 0;
     float *gemm_conv_0 = ACT(0);
-    const float *relu_1 = ACT(112896);
+    const float *P_0_bias = e->params + 144;
+    float *relu_1 = ACT(112896);
     float *maxpool_2 = ACT(188160);
     float *col_conv_3 = ACT(0);
     const float *P_3_weight = e->params + 160;
     float *gemm_conv_3 = ACT(163072);
-    const float *relu_4 = ACT(0);
+    const float *P_3_bias = e->params + 4768;
+    float *relu_4 = ACT(0);
     float *maxpool_5 = ACT(163072);
     const float *flatten_6 = ACT(163072);
     const float *P_7_weight = e->params + 4800;
     float *linear_7 = ACT(169344);
-    const float *relu_8 = ACT(169344);
+    const float *P_7_bias = e->params + 205504;
+    float *relu_8 = ACT(169344);
     const float *P_9_weight = e->params + 205632;
     float *linear_9 = ACT(169856);
+    const float *P_9_bias = e->params + 206912;
     const int32_t *in_y = (const int32_t *)e->in[1];
     float *d_linear_9 = ACT(169904);
 
     /* $.model.inputs.x: input to f32 */
-    rt_parallel_for(e, e->B * 784, k0);
+    rt_launch(e, "k0", k0, e->B * 784, 2, (void *[]){&in_x, &x_f32});
     /* $.model.layers[0]: conv2d: im2col */
     rt_im2col(e, x_f32, col_conv_0, e->B, 1, 28, 28, 3, 1, 1, 28, 28);
     /* $.model.layers[0]: conv2d: weight x columns */
     rt_gemm(e, 0, 0, 16, e->B * 784, 9, 1.0f, P_0_weight, 9, col_conv_0, e->B * 784, 0.0f, gemm_conv_0, e->B * 784);
     /* $.model.layers[0] + $.model.layers[1]: conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] + relu */
-    rt_parallel_for(e, e->B * 12544, k1);
+    rt_launch(e, "k1", k1, e->B * 12544, 3, (void *[]){&gemm_conv_0, &P_0_bias, &relu_1});
     /* $.model.layers[2]: maxpool2d */
     rt_maxpool2d_fwd(e, relu_1, maxpool_2, e->B * 16, 28, 28, 2, 2, 14, 14);
     /* $.model.layers[3]: conv2d: im2col */
@@ -48,17 +57,17 @@ static void forward(rt_exec *e, int train)
     /* $.model.layers[3]: conv2d: weight x columns */
     rt_gemm(e, 0, 0, 32, e->B * 196, 144, 1.0f, P_3_weight, 144, col_conv_3, e->B * 196, 0.0f, gemm_conv_3, e->B * 196);
     /* $.model.layers[3] + $.model.layers[4]: conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] + relu */
-    rt_parallel_for(e, e->B * 6272, k2);
+    rt_launch(e, "k2", k2, e->B * 6272, 3, (void *[]){&gemm_conv_3, &P_3_bias, &relu_4});
     /* $.model.layers[5]: maxpool2d */
     rt_maxpool2d_fwd(e, relu_4, maxpool_5, e->B * 32, 14, 14, 2, 2, 7, 7);
     /* $.model.layers[7]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1, 128, 1568, 1.0f, flatten_6, 1568, P_7_weight, 1568, 0.0f, linear_7, 128);
     /* $.model.layers[7] + $.model.layers[8]: linear epilogue: + bias + relu */
-    rt_parallel_for(e, e->B * 128, k3);
+    rt_launch(e, "k3", k3, e->B * 128, 3, (void *[]){&linear_7, &P_7_bias, &relu_8});
     /* $.model.layers[9]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1, 10, 128, 1.0f, relu_8, 128, P_9_weight, 128, 0.0f, linear_9, 10);
     /* $.model.layers[9]: linear epilogue: + bias */
-    rt_parallel_for(e, e->B * 10, k4);
+    rt_launch(e, "k4", k4, e->B * 10, 2, (void *[]){&linear_9, &P_9_bias});
     /* $.model.loss: cross entropy: loss, accuracy and d(logits) in one pass */
     rt_cross_entropy(e, linear_9, in_y, e->train ? d_linear_9 : NULL, e->B * 1, 10);
 }
@@ -72,7 +81,7 @@ static void backward(rt_exec *e)
     const float *relu_8 = ACT(169344);
     float *G_9_weight = e->grads + 205632;
     float *G_9_bias = e->grads + 206912;
-    const float *d_linear_7 = ACT(175616);
+    float *d_linear_7 = ACT(175616);
     const float *P_7_weight = e->params + 4800;
     float *d_flatten_6 = ACT(169344);
     const float *flatten_6 = ACT(163072);
@@ -81,7 +90,8 @@ static void backward(rt_exec *e)
     const float *relu_4 = ACT(0);
     const float *d_maxpool_5 = ACT(169344);
     float *d_relu_4 = ACT(25088);
-    const float *gemm_d_conv_3 = ACT(163072);
+    float *d_conv_3 = ACT(25088);
+    float *gemm_d_conv_3 = ACT(163072);
     float *G_3_bias = e->grads + 4768;
     const float *maxpool_2 = ACT(188160);
     float *col_d_conv_3 = ACT(0);
@@ -91,7 +101,8 @@ static void backward(rt_exec *e)
     float *d_maxpool_2 = ACT(163072);
     const float *relu_1 = ACT(112896);
     float *d_relu_1 = ACT(0);
-    const float *gemm_d_conv_0 = ACT(50176);
+    float *d_conv_0 = ACT(0);
+    float *gemm_d_conv_0 = ACT(50176);
     float *G_0_bias = e->grads + 144;
     const float *x_f32 = ACT(200704);
     float *col_d_conv_0 = ACT(0);
@@ -108,7 +119,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[9]: 9.bias's gradient is final */
     rt_grad_ready(e, 206912, 10);
     /* $.model.layers[8]: relu backward */
-    rt_parallel_for(e, e->B * 128, k5);
+    rt_launch(e, "k5", k5, e->B * 128, 3, (void *[]){&d_relu_8, &relu_8, &d_linear_7});
     /* $.model.layers[7]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1, 1568, 128, 1.0f, d_linear_7, 128, P_7_weight, 1568, 0.0f, d_flatten_6, 1568);
     /* $.model.layers[7]: linear backward: dW += dy^T x */
@@ -122,9 +133,9 @@ static void backward(rt_exec *e)
     /* $.model.layers[5]: maxpool2d backward (argmax found again from x) */
     rt_maxpool2d_bwd(e, relu_4, d_maxpool_5, d_relu_4, e->B * 32, 14, 14, 2, 2, 7, 7);
     /* $.model.layers[4]: relu backward */
-    rt_parallel_for(e, e->B * 6272, k6);
+    rt_launch(e, "k6", k6, e->B * 6272, 3, (void *[]){&d_relu_4, &relu_4, &d_conv_3});
     /* $.model.layers[3]: conv2d backward: [B, out, HW] -> [out, B, HW] */
-    rt_parallel_for(e, e->B * 6272, k7);
+    rt_launch(e, "k7", k7, e->B * 6272, 2, (void *[]){&d_conv_3, &gemm_d_conv_3});
     /* $.model.layers[3]: conv2d backward: bias gradient */
     rt_rowsum_add(e, gemm_d_conv_3, G_3_bias, 32, e->B * 196);
     /* $.model.layers[3]: 3.bias's gradient is final */
@@ -142,9 +153,9 @@ static void backward(rt_exec *e)
     /* $.model.layers[2]: maxpool2d backward (argmax found again from x) */
     rt_maxpool2d_bwd(e, relu_1, d_maxpool_2, d_relu_1, e->B * 16, 28, 28, 2, 2, 14, 14);
     /* $.model.layers[1]: relu backward */
-    rt_parallel_for(e, e->B * 12544, k8);
+    rt_launch(e, "k8", k8, e->B * 12544, 3, (void *[]){&d_relu_1, &relu_1, &d_conv_0});
     /* $.model.layers[0]: conv2d backward: [B, out, HW] -> [out, B, HW] */
-    rt_parallel_for(e, e->B * 12544, k9);
+    rt_launch(e, "k9", k9, e->B * 12544, 2, (void *[]){&d_conv_0, &gemm_d_conv_0});
     /* $.model.layers[0]: conv2d backward: bias gradient */
     rt_rowsum_add(e, gemm_d_conv_0, G_0_bias, 16, e->B * 784);
     /* $.model.layers[0]: 0.bias's gradient is final */
@@ -161,33 +172,38 @@ static void backward(rt_exec *e)
 static void evaluate(rt_exec *e)
 {
     e->train = 0;
-    const float *x_f32 = ACT(28224);
+    const uint8_t *in_x = (const uint8_t *)e->in[0];
+    float *x_f32 = ACT(28224);
     float *col_conv_0 = ACT(0);
     const float *P_0_weight = e->params + 0;
     float *gemm_conv_0 = ACT(50176);
-    const float *relu_1 = ACT(0);
+    const float *P_0_bias = e->params + 144;
+    float *relu_1 = ACT(0);
     float *maxpool_2 = ACT(112896);
     float *col_conv_3 = ACT(0);
     const float *P_3_weight = e->params + 160;
     float *gemm_conv_3 = ACT(112896);
-    const float *relu_4 = ACT(0);
+    const float *P_3_bias = e->params + 4768;
+    float *relu_4 = ACT(0);
     float *maxpool_5 = ACT(25088);
     const float *flatten_6 = ACT(25088);
     const float *P_7_weight = e->params + 4800;
     float *linear_7 = ACT(0);
-    const float *relu_8 = ACT(0);
+    const float *P_7_bias = e->params + 205504;
+    float *relu_8 = ACT(0);
     const float *P_9_weight = e->params + 205632;
     float *linear_9 = ACT(512);
+    const float *P_9_bias = e->params + 206912;
     const int32_t *in_y = (const int32_t *)e->in[1];
 
     /* $.model.inputs.x: input to f32 */
-    rt_parallel_for(e, e->B * 784, ke0);
+    rt_launch(e, "ke0", ke0, e->B * 784, 2, (void *[]){&in_x, &x_f32});
     /* $.model.layers[0]: conv2d: im2col */
     rt_im2col(e, x_f32, col_conv_0, e->B, 1, 28, 28, 3, 1, 1, 28, 28);
     /* $.model.layers[0]: conv2d: weight x columns */
     rt_gemm(e, 0, 0, 16, e->B * 784, 9, 1.0f, P_0_weight, 9, col_conv_0, e->B * 784, 0.0f, gemm_conv_0, e->B * 784);
     /* $.model.layers[0] + $.model.layers[1]: conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] + relu */
-    rt_parallel_for(e, e->B * 12544, ke1);
+    rt_launch(e, "ke1", ke1, e->B * 12544, 3, (void *[]){&gemm_conv_0, &P_0_bias, &relu_1});
     /* $.model.layers[2]: maxpool2d */
     rt_maxpool2d_fwd(e, relu_1, maxpool_2, e->B * 16, 28, 28, 2, 2, 14, 14);
     /* $.model.layers[3]: conv2d: im2col */
@@ -195,17 +211,17 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[3]: conv2d: weight x columns */
     rt_gemm(e, 0, 0, 32, e->B * 196, 144, 1.0f, P_3_weight, 144, col_conv_3, e->B * 196, 0.0f, gemm_conv_3, e->B * 196);
     /* $.model.layers[3] + $.model.layers[4]: conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] + relu */
-    rt_parallel_for(e, e->B * 6272, ke2);
+    rt_launch(e, "ke2", ke2, e->B * 6272, 3, (void *[]){&gemm_conv_3, &P_3_bias, &relu_4});
     /* $.model.layers[5]: maxpool2d */
     rt_maxpool2d_fwd(e, relu_4, maxpool_5, e->B * 32, 14, 14, 2, 2, 7, 7);
     /* $.model.layers[7]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1, 128, 1568, 1.0f, flatten_6, 1568, P_7_weight, 1568, 0.0f, linear_7, 128);
     /* $.model.layers[7] + $.model.layers[8]: linear epilogue: + bias + relu */
-    rt_parallel_for(e, e->B * 128, ke3);
+    rt_launch(e, "ke3", ke3, e->B * 128, 3, (void *[]){&linear_7, &P_7_bias, &relu_8});
     /* $.model.layers[9]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1, 10, 128, 1.0f, relu_8, 128, P_9_weight, 128, 0.0f, linear_9, 10);
     /* $.model.layers[9]: linear epilogue: + bias */
-    rt_parallel_for(e, e->B * 10, ke4);
+    rt_launch(e, "ke4", ke4, e->B * 10, 2, (void *[]){&linear_9, &P_9_bias});
     /* $.model.loss: cross entropy: loss, accuracy and d(logits) in one pass */
     rt_cross_entropy(e, linear_9, in_y, NULL, e->B * 1, 10);
 }
@@ -251,6 +267,8 @@ static const char *const train_defaults[] = {
     "schedule.gamma=0.1",
     "grad_clip=1",
     "precision=fp32",
+    "loss_scale.init=65536",
+    "loss_scale.growth_interval=2000",
     "validate.every_steps=null",
     "validate.every_epochs=1",
     "validate.batches=null",
@@ -273,7 +291,7 @@ static const char *const train_defaults[] = {
 const rt_model trainc_model = {
     .abi = RT_ABI_VERSION,
     .name = "cnn_fashion",
-    .spec_hash = "e1548bfdfefc3bbf",
+    .spec_hash = "bc24f723bee95adf",
     .model_hash = "48dec87c1fbea9ce",
     .data_dir = TRAINC_DATA_DIR,
     .n_params = 8,
@@ -291,10 +309,12 @@ const rt_model trainc_model = {
     .pred_offset = 169856,
     .pred_numel = 10,
     .train_defaults = train_defaults,
-    .n_train_defaults = 40,
+    .n_train_defaults = 42,
     .forward = forward,
     .backward = backward,
     .evaluate = evaluate,
+    .devices = TRAINC_DEVICES,
+    .cuda = TRAINC_CUDA_IMAGE,
 };
 
 #ifndef TRAINC_JIT

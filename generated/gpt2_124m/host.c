@@ -8,6 +8,10 @@
 #ifndef TRAINC_DATA_DIR
 #define TRAINC_DATA_DIR "specs" /* trainc build and trainc run pass the absolute folder */
 #endif
+#ifndef TRAINC_DEVICES /* trainc build --device cuda|both and trainc run set these */
+#define TRAINC_DEVICES RT_HAS_CPU
+#define TRAINC_CUDA_IMAGE NULL
+#endif
 
 /* The forward pass: the loss, and in training d(loss)/d(prediction). */
 static void forward(rt_exec *e, int train)
@@ -16,7 +20,8 @@ static void forward(rt_exec *e, int train)
     const int32_t *in_x = (const int32_t *)e->in[0];
     const float *P_wte_weight = e->params + 0;
     float *embedding_wte = ACT(1430921216);
-    const float *pos_embedding_wpe = ACT(1430921216);
+    const float *P_wpe_weight = e->params + 38597376;
+    float *pos_embedding_wpe = ACT(1430921216);
     const float *P_h_0_ln_1_weight = e->params + 39383808;
     const float *P_h_0_ln_1_bias = e->params + 39384576;
     float *layernorm_h_0_ln_1 = ACT(1434066944);
@@ -24,11 +29,13 @@ static void forward(rt_exec *e, int train)
     float *ln_rstd_h_0_ln_1 = ACT(1625960448);
     const float *P_h_0_attn_qkv_weight = e->params + 39385344;
     float *qkv_h_0_attn = ACT(1317675008);
+    const float *P_h_0_attn_qkv_bias = e->params + 41154816;
     float *att_h_0_attn = ACT(411705344);
     float *attn_y_h_0_attn = ACT(1437212672);
     const float *P_h_0_attn_proj_weight = e->params + 41157120;
     float *attn_out_h_0_attn = ACT(1440358400);
-    const float *residual_attn_out_h_0_attn = ACT(1440358400);
+    const float *P_h_0_attn_proj_bias = e->params + 41746944;
+    float *residual_attn_out_h_0_attn = ACT(1440358400);
     const float *P_h_0_ln_2_weight = e->params + 41747712;
     const float *P_h_0_ln_2_bias = e->params + 41748480;
     float *layernorm_h_0_ln_2 = ACT(1443504128);
@@ -36,10 +43,12 @@ static void forward(rt_exec *e, int train)
     float *ln_rstd_h_0_ln_2 = ACT(1625968640);
     const float *P_h_0_fc_weight = e->params + 41749248;
     float *linear_h_0_fc = ACT(1015685120);
-    const float *gelu_h_0_2 = ACT(1028268032);
+    const float *P_h_0_fc_bias = e->params + 44108544;
+    float *gelu_h_0_2 = ACT(1028268032);
     const float *P_h_0_proj_weight = e->params + 44111616;
     float *linear_h_0_proj = ACT(1446649856);
-    const float *residual_linear_h_0_proj = ACT(1446649856);
+    const float *P_h_0_proj_bias = e->params + 46470912;
+    float *residual_linear_h_0_proj = ACT(1446649856);
     const float *P_h_1_ln_1_weight = e->params + 46471680;
     const float *P_h_1_ln_1_bias = e->params + 46472448;
     float *layernorm_h_1_ln_1 = ACT(1449795584);
@@ -47,11 +56,13 @@ static void forward(rt_exec *e, int train)
     float *ln_rstd_h_1_ln_1 = ACT(1625976832);
     const float *P_h_1_attn_qkv_weight = e->params + 46473216;
     float *qkv_h_1_attn = ACT(1327112192);
+    const float *P_h_1_attn_qkv_bias = e->params + 48242688;
     float *att_h_1_attn = ACT(462036992);
     float *attn_y_h_1_attn = ACT(1452941312);
     const float *P_h_1_attn_proj_weight = e->params + 48244992;
     float *attn_out_h_1_attn = ACT(1456087040);
-    const float *residual_attn_out_h_1_attn = ACT(1456087040);
+    const float *P_h_1_attn_proj_bias = e->params + 48834816;
+    float *residual_attn_out_h_1_attn = ACT(1456087040);
     const float *P_h_1_ln_2_weight = e->params + 48835584;
     const float *P_h_1_ln_2_bias = e->params + 48836352;
     float *layernorm_h_1_ln_2 = ACT(1459232768);
@@ -59,10 +70,12 @@ static void forward(rt_exec *e, int train)
     float *ln_rstd_h_1_ln_2 = ACT(1625985024);
     const float *P_h_1_fc_weight = e->params + 48837120;
     float *linear_h_1_fc = ACT(1040850944);
-    const float *gelu_h_1_2 = ACT(1053433856);
+    const float *P_h_1_fc_bias = e->params + 51196416;
+    float *gelu_h_1_2 = ACT(1053433856);
     const float *P_h_1_proj_weight = e->params + 51199488;
     float *linear_h_1_proj = ACT(1462378496);
-    const float *residual_linear_h_1_proj = ACT(1462378496);
+    const float *P_h_1_proj_bias = e->params + 53558784;
+    float *residual_linear_h_1_proj = ACT(1462378496);
     const float *P_h_2_ln_1_weight = e->params + 53559552;
     const float *P_h_2_ln_1_bias = e->params + 53560320;
     float *layernorm_h_2_ln_1 = ACT(1465524224);
@@ -70,11 +83,13 @@ static void forward(rt_exec *e, int train)
     float *ln_rstd_h_2_ln_1 = ACT(1625993216);
     const float *P_h_2_attn_qkv_weight = e->params + 53561088;
     float *qkv_h_2_attn = ACT(1336549376);
+    const float *P_h_2_attn_qkv_bias = e->params + 55330560;
     float *att_h_2_attn = ACT(512368640);
     float *attn_y_h_2_attn = ACT(1468669952);
     const float *P_h_2_attn_proj_weight = e->params + 55332864;
     float *attn_out_h_2_attn = ACT(1471815680);
-    const float *residual_attn_out_h_2_attn = ACT(1471815680);
+    const float *P_h_2_attn_proj_bias = e->params + 55922688;
+    float *residual_attn_out_h_2_attn = ACT(1471815680);
     const float *P_h_2_ln_2_weight = e->params + 55923456;
     const float *P_h_2_ln_2_bias = e->params + 55924224;
     float *layernorm_h_2_ln_2 = ACT(1474961408);
@@ -82,10 +97,12 @@ static void forward(rt_exec *e, int train)
     float *ln_rstd_h_2_ln_2 = ACT(1626001408);
     const float *P_h_2_fc_weight = e->params + 55924992;
     float *linear_h_2_fc = ACT(1066016768);
-    const float *gelu_h_2_2 = ACT(1078599680);
+    const float *P_h_2_fc_bias = e->params + 58284288;
+    float *gelu_h_2_2 = ACT(1078599680);
     const float *P_h_2_proj_weight = e->params + 58287360;
     float *linear_h_2_proj = ACT(1478107136);
-    const float *residual_linear_h_2_proj = ACT(1478107136);
+    const float *P_h_2_proj_bias = e->params + 60646656;
+    float *residual_linear_h_2_proj = ACT(1478107136);
     const float *P_h_3_ln_1_weight = e->params + 60647424;
     const float *P_h_3_ln_1_bias = e->params + 60648192;
     float *layernorm_h_3_ln_1 = ACT(1481252864);
@@ -93,11 +110,13 @@ static void forward(rt_exec *e, int train)
     float *ln_rstd_h_3_ln_1 = ACT(1626009600);
     const float *P_h_3_attn_qkv_weight = e->params + 60648960;
     float *qkv_h_3_attn = ACT(1345986560);
+    const float *P_h_3_attn_qkv_bias = e->params + 62418432;
     float *att_h_3_attn = ACT(562700288);
     float *attn_y_h_3_attn = ACT(1484398592);
     const float *P_h_3_attn_proj_weight = e->params + 62420736;
     float *attn_out_h_3_attn = ACT(1487544320);
-    const float *residual_attn_out_h_3_attn = ACT(1487544320);
+    const float *P_h_3_attn_proj_bias = e->params + 63010560;
+    float *residual_attn_out_h_3_attn = ACT(1487544320);
     const float *P_h_3_ln_2_weight = e->params + 63011328;
     const float *P_h_3_ln_2_bias = e->params + 63012096;
     float *layernorm_h_3_ln_2 = ACT(1490690048);
@@ -105,10 +124,12 @@ static void forward(rt_exec *e, int train)
     float *ln_rstd_h_3_ln_2 = ACT(1626017792);
     const float *P_h_3_fc_weight = e->params + 63012864;
     float *linear_h_3_fc = ACT(1091182592);
-    const float *gelu_h_3_2 = ACT(1103765504);
+    const float *P_h_3_fc_bias = e->params + 65372160;
+    float *gelu_h_3_2 = ACT(1103765504);
     const float *P_h_3_proj_weight = e->params + 65375232;
     float *linear_h_3_proj = ACT(1493835776);
-    const float *residual_linear_h_3_proj = ACT(1493835776);
+    const float *P_h_3_proj_bias = e->params + 67734528;
+    float *residual_linear_h_3_proj = ACT(1493835776);
     const float *P_h_4_ln_1_weight = e->params + 67735296;
     const float *P_h_4_ln_1_bias = e->params + 67736064;
     float *layernorm_h_4_ln_1 = ACT(1496981504);
@@ -116,11 +137,13 @@ static void forward(rt_exec *e, int train)
     float *ln_rstd_h_4_ln_1 = ACT(1626025984);
     const float *P_h_4_attn_qkv_weight = e->params + 67736832;
     float *qkv_h_4_attn = ACT(1355423744);
+    const float *P_h_4_attn_qkv_bias = e->params + 69506304;
     float *att_h_4_attn = ACT(613031936);
     float *attn_y_h_4_attn = ACT(1500127232);
     const float *P_h_4_attn_proj_weight = e->params + 69508608;
     float *attn_out_h_4_attn = ACT(1503272960);
-    const float *residual_attn_out_h_4_attn = ACT(1503272960);
+    const float *P_h_4_attn_proj_bias = e->params + 70098432;
+    float *residual_attn_out_h_4_attn = ACT(1503272960);
     const float *P_h_4_ln_2_weight = e->params + 70099200;
     const float *P_h_4_ln_2_bias = e->params + 70099968;
     float *layernorm_h_4_ln_2 = ACT(1506418688);
@@ -128,10 +151,12 @@ static void forward(rt_exec *e, int train)
     float *ln_rstd_h_4_ln_2 = ACT(1626034176);
     const float *P_h_4_fc_weight = e->params + 70100736;
     float *linear_h_4_fc = ACT(1116348416);
-    const float *gelu_h_4_2 = ACT(1128931328);
+    const float *P_h_4_fc_bias = e->params + 72460032;
+    float *gelu_h_4_2 = ACT(1128931328);
     const float *P_h_4_proj_weight = e->params + 72463104;
     float *linear_h_4_proj = ACT(1509564416);
-    const float *residual_linear_h_4_proj = ACT(1509564416);
+    const float *P_h_4_proj_bias = e->params + 74822400;
+    float *residual_linear_h_4_proj = ACT(1509564416);
     const float *P_h_5_ln_1_weight = e->params + 74823168;
     const float *P_h_5_ln_1_bias = e->params + 74823936;
     float *layernorm_h_5_ln_1 = ACT(1512710144);
@@ -139,11 +164,13 @@ static void forward(rt_exec *e, int train)
     float *ln_rstd_h_5_ln_1 = ACT(1626042368);
     const float *P_h_5_attn_qkv_weight = e->params + 74824704;
     float *qkv_h_5_attn = ACT(1364860928);
+    const float *P_h_5_attn_qkv_bias = e->params + 76594176;
     float *att_h_5_attn = ACT(663363584);
     float *attn_y_h_5_attn = ACT(1515855872);
     const float *P_h_5_attn_proj_weight = e->params + 76596480;
     float *attn_out_h_5_attn = ACT(1519001600);
-    const float *residual_attn_out_h_5_attn = ACT(1519001600);
+    const float *P_h_5_attn_proj_bias = e->params + 77186304;
+    float *residual_attn_out_h_5_attn = ACT(1519001600);
     const float *P_h_5_ln_2_weight = e->params + 77187072;
     const float *P_h_5_ln_2_bias = e->params + 77187840;
     float *layernorm_h_5_ln_2 = ACT(1522147328);
@@ -151,10 +178,12 @@ static void forward(rt_exec *e, int train)
     float *ln_rstd_h_5_ln_2 = ACT(1626050560);
     const float *P_h_5_fc_weight = e->params + 77188608;
     float *linear_h_5_fc = ACT(1141514240);
-    const float *gelu_h_5_2 = ACT(1154097152);
+    const float *P_h_5_fc_bias = e->params + 79547904;
+    float *gelu_h_5_2 = ACT(1154097152);
     const float *P_h_5_proj_weight = e->params + 79550976;
     float *linear_h_5_proj = ACT(1525293056);
-    const float *residual_linear_h_5_proj = ACT(1525293056);
+    const float *P_h_5_proj_bias = e->params + 81910272;
+    float *residual_linear_h_5_proj = ACT(1525293056);
     const float *P_h_6_ln_1_weight = e->params + 81911040;
     const float *P_h_6_ln_1_bias = e->params + 81911808;
     float *layernorm_h_6_ln_1 = ACT(1528438784);
@@ -162,11 +191,13 @@ static void forward(rt_exec *e, int train)
     float *ln_rstd_h_6_ln_1 = ACT(1626058752);
     const float *P_h_6_attn_qkv_weight = e->params + 81912576;
     float *qkv_h_6_attn = ACT(1374298112);
+    const float *P_h_6_attn_qkv_bias = e->params + 83682048;
     float *att_h_6_attn = ACT(713695232);
     float *attn_y_h_6_attn = ACT(1531584512);
     const float *P_h_6_attn_proj_weight = e->params + 83684352;
     float *attn_out_h_6_attn = ACT(1534730240);
-    const float *residual_attn_out_h_6_attn = ACT(1534730240);
+    const float *P_h_6_attn_proj_bias = e->params + 84274176;
+    float *residual_attn_out_h_6_attn = ACT(1534730240);
     const float *P_h_6_ln_2_weight = e->params + 84274944;
     const float *P_h_6_ln_2_bias = e->params + 84275712;
     float *layernorm_h_6_ln_2 = ACT(1537875968);
@@ -174,10 +205,12 @@ static void forward(rt_exec *e, int train)
     float *ln_rstd_h_6_ln_2 = ACT(1626066944);
     const float *P_h_6_fc_weight = e->params + 84276480;
     float *linear_h_6_fc = ACT(1166680064);
-    const float *gelu_h_6_2 = ACT(1179262976);
+    const float *P_h_6_fc_bias = e->params + 86635776;
+    float *gelu_h_6_2 = ACT(1179262976);
     const float *P_h_6_proj_weight = e->params + 86638848;
     float *linear_h_6_proj = ACT(1541021696);
-    const float *residual_linear_h_6_proj = ACT(1541021696);
+    const float *P_h_6_proj_bias = e->params + 88998144;
+    float *residual_linear_h_6_proj = ACT(1541021696);
     const float *P_h_7_ln_1_weight = e->params + 88998912;
     const float *P_h_7_ln_1_bias = e->params + 88999680;
     float *layernorm_h_7_ln_1 = ACT(1544167424);
@@ -185,11 +218,13 @@ static void forward(rt_exec *e, int train)
     float *ln_rstd_h_7_ln_1 = ACT(1626075136);
     const float *P_h_7_attn_qkv_weight = e->params + 89000448;
     float *qkv_h_7_attn = ACT(1383735296);
+    const float *P_h_7_attn_qkv_bias = e->params + 90769920;
     float *att_h_7_attn = ACT(764026880);
     float *attn_y_h_7_attn = ACT(1547313152);
     const float *P_h_7_attn_proj_weight = e->params + 90772224;
     float *attn_out_h_7_attn = ACT(1550458880);
-    const float *residual_attn_out_h_7_attn = ACT(1550458880);
+    const float *P_h_7_attn_proj_bias = e->params + 91362048;
+    float *residual_attn_out_h_7_attn = ACT(1550458880);
     const float *P_h_7_ln_2_weight = e->params + 91362816;
     const float *P_h_7_ln_2_bias = e->params + 91363584;
     float *layernorm_h_7_ln_2 = ACT(1553604608);
@@ -197,10 +232,12 @@ static void forward(rt_exec *e, int train)
     float *ln_rstd_h_7_ln_2 = ACT(1626083328);
     const float *P_h_7_fc_weight = e->params + 91364352;
     float *linear_h_7_fc = ACT(1191845888);
-    const float *gelu_h_7_2 = ACT(1204428800);
+    const float *P_h_7_fc_bias = e->params + 93723648;
+    float *gelu_h_7_2 = ACT(1204428800);
     const float *P_h_7_proj_weight = e->params + 93726720;
     float *linear_h_7_proj = ACT(1556750336);
-    const float *residual_linear_h_7_proj = ACT(1556750336);
+    const float *P_h_7_proj_bias = e->params + 96086016;
+    float *residual_linear_h_7_proj = ACT(1556750336);
     const float *P_h_8_ln_1_weight = e->params + 96086784;
     const float *P_h_8_ln_1_bias = e->params + 96087552;
     float *layernorm_h_8_ln_1 = ACT(1559896064);
@@ -208,11 +245,13 @@ static void forward(rt_exec *e, int train)
     float *ln_rstd_h_8_ln_1 = ACT(1626091520);
     const float *P_h_8_attn_qkv_weight = e->params + 96088320;
     float *qkv_h_8_attn = ACT(1393172480);
+    const float *P_h_8_attn_qkv_bias = e->params + 97857792;
     float *att_h_8_attn = ACT(814358528);
     float *attn_y_h_8_attn = ACT(1563041792);
     const float *P_h_8_attn_proj_weight = e->params + 97860096;
     float *attn_out_h_8_attn = ACT(1566187520);
-    const float *residual_attn_out_h_8_attn = ACT(1566187520);
+    const float *P_h_8_attn_proj_bias = e->params + 98449920;
+    float *residual_attn_out_h_8_attn = ACT(1566187520);
     const float *P_h_8_ln_2_weight = e->params + 98450688;
     const float *P_h_8_ln_2_bias = e->params + 98451456;
     float *layernorm_h_8_ln_2 = ACT(1569333248);
@@ -220,10 +259,12 @@ static void forward(rt_exec *e, int train)
     float *ln_rstd_h_8_ln_2 = ACT(1626099712);
     const float *P_h_8_fc_weight = e->params + 98452224;
     float *linear_h_8_fc = ACT(1217011712);
-    const float *gelu_h_8_2 = ACT(1229594624);
+    const float *P_h_8_fc_bias = e->params + 100811520;
+    float *gelu_h_8_2 = ACT(1229594624);
     const float *P_h_8_proj_weight = e->params + 100814592;
     float *linear_h_8_proj = ACT(1572478976);
-    const float *residual_linear_h_8_proj = ACT(1572478976);
+    const float *P_h_8_proj_bias = e->params + 103173888;
+    float *residual_linear_h_8_proj = ACT(1572478976);
     const float *P_h_9_ln_1_weight = e->params + 103174656;
     const float *P_h_9_ln_1_bias = e->params + 103175424;
     float *layernorm_h_9_ln_1 = ACT(1575624704);
@@ -231,11 +272,13 @@ static void forward(rt_exec *e, int train)
     float *ln_rstd_h_9_ln_1 = ACT(1626107904);
     const float *P_h_9_attn_qkv_weight = e->params + 103176192;
     float *qkv_h_9_attn = ACT(1402609664);
+    const float *P_h_9_attn_qkv_bias = e->params + 104945664;
     float *att_h_9_attn = ACT(864690176);
     float *attn_y_h_9_attn = ACT(1578770432);
     const float *P_h_9_attn_proj_weight = e->params + 104947968;
     float *attn_out_h_9_attn = ACT(1581916160);
-    const float *residual_attn_out_h_9_attn = ACT(1581916160);
+    const float *P_h_9_attn_proj_bias = e->params + 105537792;
+    float *residual_attn_out_h_9_attn = ACT(1581916160);
     const float *P_h_9_ln_2_weight = e->params + 105538560;
     const float *P_h_9_ln_2_bias = e->params + 105539328;
     float *layernorm_h_9_ln_2 = ACT(1585061888);
@@ -243,10 +286,12 @@ static void forward(rt_exec *e, int train)
     float *ln_rstd_h_9_ln_2 = ACT(1626116096);
     const float *P_h_9_fc_weight = e->params + 105540096;
     float *linear_h_9_fc = ACT(1242177536);
-    const float *gelu_h_9_2 = ACT(1254760448);
+    const float *P_h_9_fc_bias = e->params + 107899392;
+    float *gelu_h_9_2 = ACT(1254760448);
     const float *P_h_9_proj_weight = e->params + 107902464;
     float *linear_h_9_proj = ACT(1588207616);
-    const float *residual_linear_h_9_proj = ACT(1588207616);
+    const float *P_h_9_proj_bias = e->params + 110261760;
+    float *residual_linear_h_9_proj = ACT(1588207616);
     const float *P_h_10_ln_1_weight = e->params + 110262528;
     const float *P_h_10_ln_1_bias = e->params + 110263296;
     float *layernorm_h_10_ln_1 = ACT(1591353344);
@@ -254,11 +299,13 @@ static void forward(rt_exec *e, int train)
     float *ln_rstd_h_10_ln_1 = ACT(1626124288);
     const float *P_h_10_attn_qkv_weight = e->params + 110264064;
     float *qkv_h_10_attn = ACT(1412046848);
+    const float *P_h_10_attn_qkv_bias = e->params + 112033536;
     float *att_h_10_attn = ACT(915021824);
     float *attn_y_h_10_attn = ACT(1594499072);
     const float *P_h_10_attn_proj_weight = e->params + 112035840;
     float *attn_out_h_10_attn = ACT(1597644800);
-    const float *residual_attn_out_h_10_attn = ACT(1597644800);
+    const float *P_h_10_attn_proj_bias = e->params + 112625664;
+    float *residual_attn_out_h_10_attn = ACT(1597644800);
     const float *P_h_10_ln_2_weight = e->params + 112626432;
     const float *P_h_10_ln_2_bias = e->params + 112627200;
     float *layernorm_h_10_ln_2 = ACT(1600790528);
@@ -266,10 +313,12 @@ static void forward(rt_exec *e, int train)
     float *ln_rstd_h_10_ln_2 = ACT(1626132480);
     const float *P_h_10_fc_weight = e->params + 112627968;
     float *linear_h_10_fc = ACT(1267343360);
-    const float *gelu_h_10_2 = ACT(1279926272);
+    const float *P_h_10_fc_bias = e->params + 114987264;
+    float *gelu_h_10_2 = ACT(1279926272);
     const float *P_h_10_proj_weight = e->params + 114990336;
     float *linear_h_10_proj = ACT(1603936256);
-    const float *residual_linear_h_10_proj = ACT(1603936256);
+    const float *P_h_10_proj_bias = e->params + 117349632;
+    float *residual_linear_h_10_proj = ACT(1603936256);
     const float *P_h_11_ln_1_weight = e->params + 117350400;
     const float *P_h_11_ln_1_bias = e->params + 117351168;
     float *layernorm_h_11_ln_1 = ACT(1607081984);
@@ -277,11 +326,13 @@ static void forward(rt_exec *e, int train)
     float *ln_rstd_h_11_ln_1 = ACT(1626140672);
     const float *P_h_11_attn_qkv_weight = e->params + 117351936;
     float *qkv_h_11_attn = ACT(1421484032);
+    const float *P_h_11_attn_qkv_bias = e->params + 119121408;
     float *att_h_11_attn = ACT(965353472);
     float *attn_y_h_11_attn = ACT(1610227712);
     const float *P_h_11_attn_proj_weight = e->params + 119123712;
     float *attn_out_h_11_attn = ACT(1613373440);
-    const float *residual_attn_out_h_11_attn = ACT(1613373440);
+    const float *P_h_11_attn_proj_bias = e->params + 119713536;
+    float *residual_attn_out_h_11_attn = ACT(1613373440);
     const float *P_h_11_ln_2_weight = e->params + 119714304;
     const float *P_h_11_ln_2_bias = e->params + 119715072;
     float *layernorm_h_11_ln_2 = ACT(1616519168);
@@ -289,10 +340,12 @@ static void forward(rt_exec *e, int train)
     float *ln_rstd_h_11_ln_2 = ACT(1626148864);
     const float *P_h_11_fc_weight = e->params + 119715840;
     float *linear_h_11_fc = ACT(1292509184);
-    const float *gelu_h_11_2 = ACT(1305092096);
+    const float *P_h_11_fc_bias = e->params + 122075136;
+    float *gelu_h_11_2 = ACT(1305092096);
     const float *P_h_11_proj_weight = e->params + 122078208;
     float *linear_h_11_proj = ACT(1619664896);
-    const float *residual_linear_h_11_proj = ACT(1619664896);
+    const float *P_h_11_proj_bias = e->params + 124437504;
+    float *residual_linear_h_11_proj = ACT(1619664896);
     const float *P_ln_f_weight = e->params + 124438272;
     const float *P_ln_f_bias = e->params + 124439040;
     float *layernorm_ln_f = ACT(1622810624);
@@ -305,271 +358,271 @@ static void forward(rt_exec *e, int train)
     /* $.model.layers[0]: embedding: rows of the weight picked by the ids */
     rt_embedding_fwd(e, in_x, P_wte_weight, embedding_wte, e->B * 1024, 50257, 768);
     /* $.model.layers[1]: pos_embedding: + position rows */
-    rt_parallel_for(e, e->B * 786432, k0);
+    rt_launch(e, "k0", k0, e->B * 786432, 3, (void *[]){&embedding_wte, &P_wpe_weight, &pos_embedding_wpe});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, P_h_0_ln_1_bias, layernorm_h_0_ln_1, ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_0_ln_1, 768, P_h_0_attn_qkv_weight, 768, 0.0f, qkv_h_0_attn, 2304);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_parallel_for(e, e->B * 2359296, k1);
+    rt_launch(e, "k1", k1, e->B * 2359296, 2, (void *[]){&qkv_h_0_attn, &P_h_0_attn_qkv_bias});
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
     rt_attention_fwd(e, qkv_h_0_attn, att_h_0_attn, attn_y_h_0_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_0_attn, 768, P_h_0_attn_proj_weight, 768, 0.0f, attn_out_h_0_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 786432, k2);
+    rt_launch(e, "k2", k2, e->B * 786432, 4, (void *[]){&attn_out_h_0_attn, &P_h_0_attn_proj_bias, &pos_embedding_wpe, &residual_attn_out_h_0_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, P_h_0_ln_2_bias, layernorm_h_0_ln_2, ln_mean_h_0_ln_2, ln_rstd_h_0_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_0_ln_2, 768, P_h_0_fc_weight, 768, 0.0f, linear_h_0_fc, 3072);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_parallel_for(e, e->B * 3145728, k3);
+    rt_launch(e, "k3", k3, e->B * 3145728, 3, (void *[]){&linear_h_0_fc, &P_h_0_fc_bias, &gelu_h_0_2});
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_0_2, 3072, P_h_0_proj_weight, 3072, 0.0f, linear_h_0_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 786432, k4);
+    rt_launch(e, "k4", k4, e->B * 786432, 4, (void *[]){&linear_h_0_proj, &P_h_0_proj_bias, &residual_attn_out_h_0_attn, &residual_linear_h_0_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, P_h_1_ln_1_bias, layernorm_h_1_ln_1, ln_mean_h_1_ln_1, ln_rstd_h_1_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_1_ln_1, 768, P_h_1_attn_qkv_weight, 768, 0.0f, qkv_h_1_attn, 2304);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_parallel_for(e, e->B * 2359296, k5);
+    rt_launch(e, "k5", k5, e->B * 2359296, 2, (void *[]){&qkv_h_1_attn, &P_h_1_attn_qkv_bias});
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
     rt_attention_fwd(e, qkv_h_1_attn, att_h_1_attn, attn_y_h_1_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_1_attn, 768, P_h_1_attn_proj_weight, 768, 0.0f, attn_out_h_1_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 786432, k6);
+    rt_launch(e, "k6", k6, e->B * 786432, 4, (void *[]){&attn_out_h_1_attn, &P_h_1_attn_proj_bias, &residual_linear_h_0_proj, &residual_attn_out_h_1_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, P_h_1_ln_2_bias, layernorm_h_1_ln_2, ln_mean_h_1_ln_2, ln_rstd_h_1_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_1_ln_2, 768, P_h_1_fc_weight, 768, 0.0f, linear_h_1_fc, 3072);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_parallel_for(e, e->B * 3145728, k7);
+    rt_launch(e, "k7", k7, e->B * 3145728, 3, (void *[]){&linear_h_1_fc, &P_h_1_fc_bias, &gelu_h_1_2});
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_1_2, 3072, P_h_1_proj_weight, 3072, 0.0f, linear_h_1_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 786432, k8);
+    rt_launch(e, "k8", k8, e->B * 786432, 4, (void *[]){&linear_h_1_proj, &P_h_1_proj_bias, &residual_attn_out_h_1_attn, &residual_linear_h_1_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, P_h_2_ln_1_bias, layernorm_h_2_ln_1, ln_mean_h_2_ln_1, ln_rstd_h_2_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_2_ln_1, 768, P_h_2_attn_qkv_weight, 768, 0.0f, qkv_h_2_attn, 2304);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_parallel_for(e, e->B * 2359296, k9);
+    rt_launch(e, "k9", k9, e->B * 2359296, 2, (void *[]){&qkv_h_2_attn, &P_h_2_attn_qkv_bias});
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
     rt_attention_fwd(e, qkv_h_2_attn, att_h_2_attn, attn_y_h_2_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_2_attn, 768, P_h_2_attn_proj_weight, 768, 0.0f, attn_out_h_2_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 786432, k10);
+    rt_launch(e, "k10", k10, e->B * 786432, 4, (void *[]){&attn_out_h_2_attn, &P_h_2_attn_proj_bias, &residual_linear_h_1_proj, &residual_attn_out_h_2_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, P_h_2_ln_2_bias, layernorm_h_2_ln_2, ln_mean_h_2_ln_2, ln_rstd_h_2_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_2_ln_2, 768, P_h_2_fc_weight, 768, 0.0f, linear_h_2_fc, 3072);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_parallel_for(e, e->B * 3145728, k11);
+    rt_launch(e, "k11", k11, e->B * 3145728, 3, (void *[]){&linear_h_2_fc, &P_h_2_fc_bias, &gelu_h_2_2});
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_2_2, 3072, P_h_2_proj_weight, 3072, 0.0f, linear_h_2_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 786432, k12);
+    rt_launch(e, "k12", k12, e->B * 786432, 4, (void *[]){&linear_h_2_proj, &P_h_2_proj_bias, &residual_attn_out_h_2_attn, &residual_linear_h_2_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, P_h_3_ln_1_bias, layernorm_h_3_ln_1, ln_mean_h_3_ln_1, ln_rstd_h_3_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_3_ln_1, 768, P_h_3_attn_qkv_weight, 768, 0.0f, qkv_h_3_attn, 2304);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_parallel_for(e, e->B * 2359296, k13);
+    rt_launch(e, "k13", k13, e->B * 2359296, 2, (void *[]){&qkv_h_3_attn, &P_h_3_attn_qkv_bias});
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
     rt_attention_fwd(e, qkv_h_3_attn, att_h_3_attn, attn_y_h_3_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_3_attn, 768, P_h_3_attn_proj_weight, 768, 0.0f, attn_out_h_3_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 786432, k14);
+    rt_launch(e, "k14", k14, e->B * 786432, 4, (void *[]){&attn_out_h_3_attn, &P_h_3_attn_proj_bias, &residual_linear_h_2_proj, &residual_attn_out_h_3_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, P_h_3_ln_2_bias, layernorm_h_3_ln_2, ln_mean_h_3_ln_2, ln_rstd_h_3_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_3_ln_2, 768, P_h_3_fc_weight, 768, 0.0f, linear_h_3_fc, 3072);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_parallel_for(e, e->B * 3145728, k15);
+    rt_launch(e, "k15", k15, e->B * 3145728, 3, (void *[]){&linear_h_3_fc, &P_h_3_fc_bias, &gelu_h_3_2});
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_3_2, 3072, P_h_3_proj_weight, 3072, 0.0f, linear_h_3_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 786432, k16);
+    rt_launch(e, "k16", k16, e->B * 786432, 4, (void *[]){&linear_h_3_proj, &P_h_3_proj_bias, &residual_attn_out_h_3_attn, &residual_linear_h_3_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_3_proj, P_h_4_ln_1_weight, P_h_4_ln_1_bias, layernorm_h_4_ln_1, ln_mean_h_4_ln_1, ln_rstd_h_4_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_4_ln_1, 768, P_h_4_attn_qkv_weight, 768, 0.0f, qkv_h_4_attn, 2304);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_parallel_for(e, e->B * 2359296, k17);
+    rt_launch(e, "k17", k17, e->B * 2359296, 2, (void *[]){&qkv_h_4_attn, &P_h_4_attn_qkv_bias});
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
     rt_attention_fwd(e, qkv_h_4_attn, att_h_4_attn, attn_y_h_4_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_4_attn, 768, P_h_4_attn_proj_weight, 768, 0.0f, attn_out_h_4_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 786432, k18);
+    rt_launch(e, "k18", k18, e->B * 786432, 4, (void *[]){&attn_out_h_4_attn, &P_h_4_attn_proj_bias, &residual_linear_h_3_proj, &residual_attn_out_h_4_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_4_attn, P_h_4_ln_2_weight, P_h_4_ln_2_bias, layernorm_h_4_ln_2, ln_mean_h_4_ln_2, ln_rstd_h_4_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_4_ln_2, 768, P_h_4_fc_weight, 768, 0.0f, linear_h_4_fc, 3072);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_parallel_for(e, e->B * 3145728, k19);
+    rt_launch(e, "k19", k19, e->B * 3145728, 3, (void *[]){&linear_h_4_fc, &P_h_4_fc_bias, &gelu_h_4_2});
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_4_2, 3072, P_h_4_proj_weight, 3072, 0.0f, linear_h_4_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 786432, k20);
+    rt_launch(e, "k20", k20, e->B * 786432, 4, (void *[]){&linear_h_4_proj, &P_h_4_proj_bias, &residual_attn_out_h_4_attn, &residual_linear_h_4_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_4_proj, P_h_5_ln_1_weight, P_h_5_ln_1_bias, layernorm_h_5_ln_1, ln_mean_h_5_ln_1, ln_rstd_h_5_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_5_ln_1, 768, P_h_5_attn_qkv_weight, 768, 0.0f, qkv_h_5_attn, 2304);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_parallel_for(e, e->B * 2359296, k21);
+    rt_launch(e, "k21", k21, e->B * 2359296, 2, (void *[]){&qkv_h_5_attn, &P_h_5_attn_qkv_bias});
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
     rt_attention_fwd(e, qkv_h_5_attn, att_h_5_attn, attn_y_h_5_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_5_attn, 768, P_h_5_attn_proj_weight, 768, 0.0f, attn_out_h_5_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 786432, k22);
+    rt_launch(e, "k22", k22, e->B * 786432, 4, (void *[]){&attn_out_h_5_attn, &P_h_5_attn_proj_bias, &residual_linear_h_4_proj, &residual_attn_out_h_5_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_5_attn, P_h_5_ln_2_weight, P_h_5_ln_2_bias, layernorm_h_5_ln_2, ln_mean_h_5_ln_2, ln_rstd_h_5_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_5_ln_2, 768, P_h_5_fc_weight, 768, 0.0f, linear_h_5_fc, 3072);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_parallel_for(e, e->B * 3145728, k23);
+    rt_launch(e, "k23", k23, e->B * 3145728, 3, (void *[]){&linear_h_5_fc, &P_h_5_fc_bias, &gelu_h_5_2});
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_5_2, 3072, P_h_5_proj_weight, 3072, 0.0f, linear_h_5_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 786432, k24);
+    rt_launch(e, "k24", k24, e->B * 786432, 4, (void *[]){&linear_h_5_proj, &P_h_5_proj_bias, &residual_attn_out_h_5_attn, &residual_linear_h_5_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_5_proj, P_h_6_ln_1_weight, P_h_6_ln_1_bias, layernorm_h_6_ln_1, ln_mean_h_6_ln_1, ln_rstd_h_6_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_6_ln_1, 768, P_h_6_attn_qkv_weight, 768, 0.0f, qkv_h_6_attn, 2304);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_parallel_for(e, e->B * 2359296, k25);
+    rt_launch(e, "k25", k25, e->B * 2359296, 2, (void *[]){&qkv_h_6_attn, &P_h_6_attn_qkv_bias});
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
     rt_attention_fwd(e, qkv_h_6_attn, att_h_6_attn, attn_y_h_6_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_6_attn, 768, P_h_6_attn_proj_weight, 768, 0.0f, attn_out_h_6_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 786432, k26);
+    rt_launch(e, "k26", k26, e->B * 786432, 4, (void *[]){&attn_out_h_6_attn, &P_h_6_attn_proj_bias, &residual_linear_h_5_proj, &residual_attn_out_h_6_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_6_attn, P_h_6_ln_2_weight, P_h_6_ln_2_bias, layernorm_h_6_ln_2, ln_mean_h_6_ln_2, ln_rstd_h_6_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_6_ln_2, 768, P_h_6_fc_weight, 768, 0.0f, linear_h_6_fc, 3072);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_parallel_for(e, e->B * 3145728, k27);
+    rt_launch(e, "k27", k27, e->B * 3145728, 3, (void *[]){&linear_h_6_fc, &P_h_6_fc_bias, &gelu_h_6_2});
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_6_2, 3072, P_h_6_proj_weight, 3072, 0.0f, linear_h_6_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 786432, k28);
+    rt_launch(e, "k28", k28, e->B * 786432, 4, (void *[]){&linear_h_6_proj, &P_h_6_proj_bias, &residual_attn_out_h_6_attn, &residual_linear_h_6_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_6_proj, P_h_7_ln_1_weight, P_h_7_ln_1_bias, layernorm_h_7_ln_1, ln_mean_h_7_ln_1, ln_rstd_h_7_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_7_ln_1, 768, P_h_7_attn_qkv_weight, 768, 0.0f, qkv_h_7_attn, 2304);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_parallel_for(e, e->B * 2359296, k29);
+    rt_launch(e, "k29", k29, e->B * 2359296, 2, (void *[]){&qkv_h_7_attn, &P_h_7_attn_qkv_bias});
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
     rt_attention_fwd(e, qkv_h_7_attn, att_h_7_attn, attn_y_h_7_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_7_attn, 768, P_h_7_attn_proj_weight, 768, 0.0f, attn_out_h_7_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 786432, k30);
+    rt_launch(e, "k30", k30, e->B * 786432, 4, (void *[]){&attn_out_h_7_attn, &P_h_7_attn_proj_bias, &residual_linear_h_6_proj, &residual_attn_out_h_7_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_7_attn, P_h_7_ln_2_weight, P_h_7_ln_2_bias, layernorm_h_7_ln_2, ln_mean_h_7_ln_2, ln_rstd_h_7_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_7_ln_2, 768, P_h_7_fc_weight, 768, 0.0f, linear_h_7_fc, 3072);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_parallel_for(e, e->B * 3145728, k31);
+    rt_launch(e, "k31", k31, e->B * 3145728, 3, (void *[]){&linear_h_7_fc, &P_h_7_fc_bias, &gelu_h_7_2});
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_7_2, 3072, P_h_7_proj_weight, 3072, 0.0f, linear_h_7_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 786432, k32);
+    rt_launch(e, "k32", k32, e->B * 786432, 4, (void *[]){&linear_h_7_proj, &P_h_7_proj_bias, &residual_attn_out_h_7_attn, &residual_linear_h_7_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_7_proj, P_h_8_ln_1_weight, P_h_8_ln_1_bias, layernorm_h_8_ln_1, ln_mean_h_8_ln_1, ln_rstd_h_8_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_8_ln_1, 768, P_h_8_attn_qkv_weight, 768, 0.0f, qkv_h_8_attn, 2304);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_parallel_for(e, e->B * 2359296, k33);
+    rt_launch(e, "k33", k33, e->B * 2359296, 2, (void *[]){&qkv_h_8_attn, &P_h_8_attn_qkv_bias});
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
     rt_attention_fwd(e, qkv_h_8_attn, att_h_8_attn, attn_y_h_8_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_8_attn, 768, P_h_8_attn_proj_weight, 768, 0.0f, attn_out_h_8_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 786432, k34);
+    rt_launch(e, "k34", k34, e->B * 786432, 4, (void *[]){&attn_out_h_8_attn, &P_h_8_attn_proj_bias, &residual_linear_h_7_proj, &residual_attn_out_h_8_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_8_attn, P_h_8_ln_2_weight, P_h_8_ln_2_bias, layernorm_h_8_ln_2, ln_mean_h_8_ln_2, ln_rstd_h_8_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_8_ln_2, 768, P_h_8_fc_weight, 768, 0.0f, linear_h_8_fc, 3072);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_parallel_for(e, e->B * 3145728, k35);
+    rt_launch(e, "k35", k35, e->B * 3145728, 3, (void *[]){&linear_h_8_fc, &P_h_8_fc_bias, &gelu_h_8_2});
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_8_2, 3072, P_h_8_proj_weight, 3072, 0.0f, linear_h_8_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 786432, k36);
+    rt_launch(e, "k36", k36, e->B * 786432, 4, (void *[]){&linear_h_8_proj, &P_h_8_proj_bias, &residual_attn_out_h_8_attn, &residual_linear_h_8_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_8_proj, P_h_9_ln_1_weight, P_h_9_ln_1_bias, layernorm_h_9_ln_1, ln_mean_h_9_ln_1, ln_rstd_h_9_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_9_ln_1, 768, P_h_9_attn_qkv_weight, 768, 0.0f, qkv_h_9_attn, 2304);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_parallel_for(e, e->B * 2359296, k37);
+    rt_launch(e, "k37", k37, e->B * 2359296, 2, (void *[]){&qkv_h_9_attn, &P_h_9_attn_qkv_bias});
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
     rt_attention_fwd(e, qkv_h_9_attn, att_h_9_attn, attn_y_h_9_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_9_attn, 768, P_h_9_attn_proj_weight, 768, 0.0f, attn_out_h_9_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 786432, k38);
+    rt_launch(e, "k38", k38, e->B * 786432, 4, (void *[]){&attn_out_h_9_attn, &P_h_9_attn_proj_bias, &residual_linear_h_8_proj, &residual_attn_out_h_9_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_9_attn, P_h_9_ln_2_weight, P_h_9_ln_2_bias, layernorm_h_9_ln_2, ln_mean_h_9_ln_2, ln_rstd_h_9_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_9_ln_2, 768, P_h_9_fc_weight, 768, 0.0f, linear_h_9_fc, 3072);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_parallel_for(e, e->B * 3145728, k39);
+    rt_launch(e, "k39", k39, e->B * 3145728, 3, (void *[]){&linear_h_9_fc, &P_h_9_fc_bias, &gelu_h_9_2});
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_9_2, 3072, P_h_9_proj_weight, 3072, 0.0f, linear_h_9_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 786432, k40);
+    rt_launch(e, "k40", k40, e->B * 786432, 4, (void *[]){&linear_h_9_proj, &P_h_9_proj_bias, &residual_attn_out_h_9_attn, &residual_linear_h_9_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_9_proj, P_h_10_ln_1_weight, P_h_10_ln_1_bias, layernorm_h_10_ln_1, ln_mean_h_10_ln_1, ln_rstd_h_10_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_10_ln_1, 768, P_h_10_attn_qkv_weight, 768, 0.0f, qkv_h_10_attn, 2304);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_parallel_for(e, e->B * 2359296, k41);
+    rt_launch(e, "k41", k41, e->B * 2359296, 2, (void *[]){&qkv_h_10_attn, &P_h_10_attn_qkv_bias});
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
     rt_attention_fwd(e, qkv_h_10_attn, att_h_10_attn, attn_y_h_10_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_10_attn, 768, P_h_10_attn_proj_weight, 768, 0.0f, attn_out_h_10_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 786432, k42);
+    rt_launch(e, "k42", k42, e->B * 786432, 4, (void *[]){&attn_out_h_10_attn, &P_h_10_attn_proj_bias, &residual_linear_h_9_proj, &residual_attn_out_h_10_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_10_attn, P_h_10_ln_2_weight, P_h_10_ln_2_bias, layernorm_h_10_ln_2, ln_mean_h_10_ln_2, ln_rstd_h_10_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_10_ln_2, 768, P_h_10_fc_weight, 768, 0.0f, linear_h_10_fc, 3072);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_parallel_for(e, e->B * 3145728, k43);
+    rt_launch(e, "k43", k43, e->B * 3145728, 3, (void *[]){&linear_h_10_fc, &P_h_10_fc_bias, &gelu_h_10_2});
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_10_2, 3072, P_h_10_proj_weight, 3072, 0.0f, linear_h_10_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 786432, k44);
+    rt_launch(e, "k44", k44, e->B * 786432, 4, (void *[]){&linear_h_10_proj, &P_h_10_proj_bias, &residual_attn_out_h_10_attn, &residual_linear_h_10_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_10_proj, P_h_11_ln_1_weight, P_h_11_ln_1_bias, layernorm_h_11_ln_1, ln_mean_h_11_ln_1, ln_rstd_h_11_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_11_ln_1, 768, P_h_11_attn_qkv_weight, 768, 0.0f, qkv_h_11_attn, 2304);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_parallel_for(e, e->B * 2359296, k45);
+    rt_launch(e, "k45", k45, e->B * 2359296, 2, (void *[]){&qkv_h_11_attn, &P_h_11_attn_qkv_bias});
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
     rt_attention_fwd(e, qkv_h_11_attn, att_h_11_attn, attn_y_h_11_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_11_attn, 768, P_h_11_attn_proj_weight, 768, 0.0f, attn_out_h_11_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 786432, k46);
+    rt_launch(e, "k46", k46, e->B * 786432, 4, (void *[]){&attn_out_h_11_attn, &P_h_11_attn_proj_bias, &residual_linear_h_10_proj, &residual_attn_out_h_11_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_11_attn, P_h_11_ln_2_weight, P_h_11_ln_2_bias, layernorm_h_11_ln_2, ln_mean_h_11_ln_2, ln_rstd_h_11_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_11_ln_2, 768, P_h_11_fc_weight, 768, 0.0f, linear_h_11_fc, 3072);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_parallel_for(e, e->B * 3145728, k47);
+    rt_launch(e, "k47", k47, e->B * 3145728, 3, (void *[]){&linear_h_11_fc, &P_h_11_fc_bias, &gelu_h_11_2});
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_11_2, 3072, P_h_11_proj_weight, 3072, 0.0f, linear_h_11_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 786432, k48);
+    rt_launch(e, "k48", k48, e->B * 786432, 4, (void *[]){&linear_h_11_proj, &P_h_11_proj_bias, &residual_attn_out_h_11_attn, &residual_linear_h_11_proj});
     /* $.model.layers[3]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_11_proj, P_ln_f_weight, P_ln_f_bias, layernorm_ln_f, ln_mean_ln_f, ln_rstd_ln_f, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[4]: linear: y = x W^T */
@@ -598,7 +651,8 @@ static void backward(rt_exec *e)
     const float *gelu_h_11_2 = ACT(1305092096);
     float *G_h_11_proj_weight = e->grads + 122078208;
     float *G_h_11_proj_bias = e->grads + 124437504;
-    const float *d_linear_h_11_fc = ACT(0);
+    const float *linear_h_11_fc = ACT(1292509184);
+    float *d_linear_h_11_fc = ACT(0);
     const float *P_h_11_fc_weight = e->params + 119715840;
     float *d_layernorm_h_11_ln_2 = ACT(1292509184);
     const float *layernorm_h_11_ln_2 = ACT(1616519168);
@@ -611,7 +665,7 @@ static void backward(rt_exec *e)
     float *d_residual_attn_out_h_11_attn = ACT(0);
     float *G_h_11_ln_2_weight = e->grads + 119714304;
     float *G_h_11_ln_2_bias = e->grads + 119715072;
-    const float *d_residual_attn_out_h_11_attn_491 = ACT(12582912);
+    float *d_residual_attn_out_h_11_attn_491 = ACT(12582912);
     const float *P_h_11_attn_proj_weight = e->params + 119123712;
     float *d_attn_y_h_11_attn = ACT(0);
     const float *attn_y_h_11_attn = ACT(1610227712);
@@ -632,13 +686,14 @@ static void backward(rt_exec *e)
     float *d_residual_linear_h_10_proj = ACT(1424629760);
     float *G_h_11_ln_1_weight = e->grads + 117350400;
     float *G_h_11_ln_1_bias = e->grads + 117351168;
-    const float *d_residual_linear_h_10_proj_496 = ACT(12582912);
+    float *d_residual_linear_h_10_proj_496 = ACT(12582912);
     const float *P_h_10_proj_weight = e->params + 114990336;
     float *d_gelu_h_10_2 = ACT(965353472);
     const float *gelu_h_10_2 = ACT(1279926272);
     float *G_h_10_proj_weight = e->grads + 114990336;
     float *G_h_10_proj_bias = e->grads + 117349632;
-    const float *d_linear_h_10_fc = ACT(965353472);
+    const float *linear_h_10_fc = ACT(1267343360);
+    float *d_linear_h_10_fc = ACT(965353472);
     const float *P_h_10_fc_weight = e->params + 112627968;
     float *d_layernorm_h_10_ln_2 = ACT(1421484032);
     const float *layernorm_h_10_ln_2 = ACT(1600790528);
@@ -651,7 +706,7 @@ static void backward(rt_exec *e)
     float *d_residual_attn_out_h_10_attn = ACT(1424629760);
     float *G_h_10_ln_2_weight = e->grads + 112626432;
     float *G_h_10_ln_2_bias = e->grads + 112627200;
-    const float *d_residual_attn_out_h_10_attn_501 = ACT(12582912);
+    float *d_residual_attn_out_h_10_attn_501 = ACT(12582912);
     const float *P_h_10_attn_proj_weight = e->params + 112035840;
     float *d_attn_y_h_10_attn = ACT(1421484032);
     const float *attn_y_h_10_attn = ACT(1594499072);
@@ -672,13 +727,14 @@ static void backward(rt_exec *e)
     float *d_residual_linear_h_9_proj = ACT(3145728);
     float *G_h_10_ln_1_weight = e->grads + 110262528;
     float *G_h_10_ln_1_bias = e->grads + 110263296;
-    const float *d_residual_linear_h_9_proj_506 = ACT(12582912);
+    float *d_residual_linear_h_9_proj_506 = ACT(12582912);
     const float *P_h_9_proj_weight = e->params + 107902464;
     float *d_gelu_h_9_2 = ACT(915021824);
     const float *gelu_h_9_2 = ACT(1254760448);
     float *G_h_9_proj_weight = e->grads + 107902464;
     float *G_h_9_proj_bias = e->grads + 110261760;
-    const float *d_linear_h_9_fc = ACT(915021824);
+    const float *linear_h_9_fc = ACT(1242177536);
+    float *d_linear_h_9_fc = ACT(915021824);
     const float *P_h_9_fc_weight = e->params + 105540096;
     float *d_layernorm_h_9_ln_2 = ACT(0);
     const float *layernorm_h_9_ln_2 = ACT(1585061888);
@@ -691,7 +747,7 @@ static void backward(rt_exec *e)
     float *d_residual_attn_out_h_9_attn = ACT(3145728);
     float *G_h_9_ln_2_weight = e->grads + 105538560;
     float *G_h_9_ln_2_bias = e->grads + 105539328;
-    const float *d_residual_attn_out_h_9_attn_511 = ACT(12582912);
+    float *d_residual_attn_out_h_9_attn_511 = ACT(12582912);
     const float *P_h_9_attn_proj_weight = e->params + 104947968;
     float *d_attn_y_h_9_attn = ACT(0);
     const float *attn_y_h_9_attn = ACT(1578770432);
@@ -712,13 +768,14 @@ static void backward(rt_exec *e)
     float *d_residual_linear_h_8_proj = ACT(3145728);
     float *G_h_9_ln_1_weight = e->grads + 103174656;
     float *G_h_9_ln_1_bias = e->grads + 103175424;
-    const float *d_residual_linear_h_8_proj_516 = ACT(12582912);
+    float *d_residual_linear_h_8_proj_516 = ACT(12582912);
     const float *P_h_8_proj_weight = e->params + 100814592;
     float *d_gelu_h_8_2 = ACT(864690176);
     const float *gelu_h_8_2 = ACT(1229594624);
     float *G_h_8_proj_weight = e->grads + 100814592;
     float *G_h_8_proj_bias = e->grads + 103173888;
-    const float *d_linear_h_8_fc = ACT(864690176);
+    const float *linear_h_8_fc = ACT(1217011712);
+    float *d_linear_h_8_fc = ACT(864690176);
     const float *P_h_8_fc_weight = e->params + 98452224;
     float *d_layernorm_h_8_ln_2 = ACT(0);
     const float *layernorm_h_8_ln_2 = ACT(1569333248);
@@ -731,7 +788,7 @@ static void backward(rt_exec *e)
     float *d_residual_attn_out_h_8_attn = ACT(3145728);
     float *G_h_8_ln_2_weight = e->grads + 98450688;
     float *G_h_8_ln_2_bias = e->grads + 98451456;
-    const float *d_residual_attn_out_h_8_attn_521 = ACT(12582912);
+    float *d_residual_attn_out_h_8_attn_521 = ACT(12582912);
     const float *P_h_8_attn_proj_weight = e->params + 97860096;
     float *d_attn_y_h_8_attn = ACT(0);
     const float *attn_y_h_8_attn = ACT(1563041792);
@@ -752,13 +809,14 @@ static void backward(rt_exec *e)
     float *d_residual_linear_h_7_proj = ACT(3145728);
     float *G_h_8_ln_1_weight = e->grads + 96086784;
     float *G_h_8_ln_1_bias = e->grads + 96087552;
-    const float *d_residual_linear_h_7_proj_526 = ACT(12582912);
+    float *d_residual_linear_h_7_proj_526 = ACT(12582912);
     const float *P_h_7_proj_weight = e->params + 93726720;
     float *d_gelu_h_7_2 = ACT(814358528);
     const float *gelu_h_7_2 = ACT(1204428800);
     float *G_h_7_proj_weight = e->grads + 93726720;
     float *G_h_7_proj_bias = e->grads + 96086016;
-    const float *d_linear_h_7_fc = ACT(814358528);
+    const float *linear_h_7_fc = ACT(1191845888);
+    float *d_linear_h_7_fc = ACT(814358528);
     const float *P_h_7_fc_weight = e->params + 91364352;
     float *d_layernorm_h_7_ln_2 = ACT(0);
     const float *layernorm_h_7_ln_2 = ACT(1553604608);
@@ -771,7 +829,7 @@ static void backward(rt_exec *e)
     float *d_residual_attn_out_h_7_attn = ACT(3145728);
     float *G_h_7_ln_2_weight = e->grads + 91362816;
     float *G_h_7_ln_2_bias = e->grads + 91363584;
-    const float *d_residual_attn_out_h_7_attn_531 = ACT(12582912);
+    float *d_residual_attn_out_h_7_attn_531 = ACT(12582912);
     const float *P_h_7_attn_proj_weight = e->params + 90772224;
     float *d_attn_y_h_7_attn = ACT(0);
     const float *attn_y_h_7_attn = ACT(1547313152);
@@ -792,13 +850,14 @@ static void backward(rt_exec *e)
     float *d_residual_linear_h_6_proj = ACT(3145728);
     float *G_h_7_ln_1_weight = e->grads + 88998912;
     float *G_h_7_ln_1_bias = e->grads + 88999680;
-    const float *d_residual_linear_h_6_proj_536 = ACT(12582912);
+    float *d_residual_linear_h_6_proj_536 = ACT(12582912);
     const float *P_h_6_proj_weight = e->params + 86638848;
     float *d_gelu_h_6_2 = ACT(764026880);
     const float *gelu_h_6_2 = ACT(1179262976);
     float *G_h_6_proj_weight = e->grads + 86638848;
     float *G_h_6_proj_bias = e->grads + 88998144;
-    const float *d_linear_h_6_fc = ACT(764026880);
+    const float *linear_h_6_fc = ACT(1166680064);
+    float *d_linear_h_6_fc = ACT(764026880);
     const float *P_h_6_fc_weight = e->params + 84276480;
     float *d_layernorm_h_6_ln_2 = ACT(0);
     const float *layernorm_h_6_ln_2 = ACT(1537875968);
@@ -811,7 +870,7 @@ static void backward(rt_exec *e)
     float *d_residual_attn_out_h_6_attn = ACT(3145728);
     float *G_h_6_ln_2_weight = e->grads + 84274944;
     float *G_h_6_ln_2_bias = e->grads + 84275712;
-    const float *d_residual_attn_out_h_6_attn_541 = ACT(12582912);
+    float *d_residual_attn_out_h_6_attn_541 = ACT(12582912);
     const float *P_h_6_attn_proj_weight = e->params + 83684352;
     float *d_attn_y_h_6_attn = ACT(0);
     const float *attn_y_h_6_attn = ACT(1531584512);
@@ -832,13 +891,14 @@ static void backward(rt_exec *e)
     float *d_residual_linear_h_5_proj = ACT(3145728);
     float *G_h_6_ln_1_weight = e->grads + 81911040;
     float *G_h_6_ln_1_bias = e->grads + 81911808;
-    const float *d_residual_linear_h_5_proj_546 = ACT(12582912);
+    float *d_residual_linear_h_5_proj_546 = ACT(12582912);
     const float *P_h_5_proj_weight = e->params + 79550976;
     float *d_gelu_h_5_2 = ACT(713695232);
     const float *gelu_h_5_2 = ACT(1154097152);
     float *G_h_5_proj_weight = e->grads + 79550976;
     float *G_h_5_proj_bias = e->grads + 81910272;
-    const float *d_linear_h_5_fc = ACT(713695232);
+    const float *linear_h_5_fc = ACT(1141514240);
+    float *d_linear_h_5_fc = ACT(713695232);
     const float *P_h_5_fc_weight = e->params + 77188608;
     float *d_layernorm_h_5_ln_2 = ACT(0);
     const float *layernorm_h_5_ln_2 = ACT(1522147328);
@@ -851,7 +911,7 @@ static void backward(rt_exec *e)
     float *d_residual_attn_out_h_5_attn = ACT(3145728);
     float *G_h_5_ln_2_weight = e->grads + 77187072;
     float *G_h_5_ln_2_bias = e->grads + 77187840;
-    const float *d_residual_attn_out_h_5_attn_551 = ACT(12582912);
+    float *d_residual_attn_out_h_5_attn_551 = ACT(12582912);
     const float *P_h_5_attn_proj_weight = e->params + 76596480;
     float *d_attn_y_h_5_attn = ACT(0);
     const float *attn_y_h_5_attn = ACT(1515855872);
@@ -872,13 +932,14 @@ static void backward(rt_exec *e)
     float *d_residual_linear_h_4_proj = ACT(3145728);
     float *G_h_5_ln_1_weight = e->grads + 74823168;
     float *G_h_5_ln_1_bias = e->grads + 74823936;
-    const float *d_residual_linear_h_4_proj_556 = ACT(12582912);
+    float *d_residual_linear_h_4_proj_556 = ACT(12582912);
     const float *P_h_4_proj_weight = e->params + 72463104;
     float *d_gelu_h_4_2 = ACT(663363584);
     const float *gelu_h_4_2 = ACT(1128931328);
     float *G_h_4_proj_weight = e->grads + 72463104;
     float *G_h_4_proj_bias = e->grads + 74822400;
-    const float *d_linear_h_4_fc = ACT(663363584);
+    const float *linear_h_4_fc = ACT(1116348416);
+    float *d_linear_h_4_fc = ACT(663363584);
     const float *P_h_4_fc_weight = e->params + 70100736;
     float *d_layernorm_h_4_ln_2 = ACT(0);
     const float *layernorm_h_4_ln_2 = ACT(1506418688);
@@ -891,7 +952,7 @@ static void backward(rt_exec *e)
     float *d_residual_attn_out_h_4_attn = ACT(3145728);
     float *G_h_4_ln_2_weight = e->grads + 70099200;
     float *G_h_4_ln_2_bias = e->grads + 70099968;
-    const float *d_residual_attn_out_h_4_attn_561 = ACT(12582912);
+    float *d_residual_attn_out_h_4_attn_561 = ACT(12582912);
     const float *P_h_4_attn_proj_weight = e->params + 69508608;
     float *d_attn_y_h_4_attn = ACT(0);
     const float *attn_y_h_4_attn = ACT(1500127232);
@@ -912,13 +973,14 @@ static void backward(rt_exec *e)
     float *d_residual_linear_h_3_proj = ACT(3145728);
     float *G_h_4_ln_1_weight = e->grads + 67735296;
     float *G_h_4_ln_1_bias = e->grads + 67736064;
-    const float *d_residual_linear_h_3_proj_566 = ACT(12582912);
+    float *d_residual_linear_h_3_proj_566 = ACT(12582912);
     const float *P_h_3_proj_weight = e->params + 65375232;
     float *d_gelu_h_3_2 = ACT(613031936);
     const float *gelu_h_3_2 = ACT(1103765504);
     float *G_h_3_proj_weight = e->grads + 65375232;
     float *G_h_3_proj_bias = e->grads + 67734528;
-    const float *d_linear_h_3_fc = ACT(613031936);
+    const float *linear_h_3_fc = ACT(1091182592);
+    float *d_linear_h_3_fc = ACT(613031936);
     const float *P_h_3_fc_weight = e->params + 63012864;
     float *d_layernorm_h_3_ln_2 = ACT(0);
     const float *layernorm_h_3_ln_2 = ACT(1490690048);
@@ -931,7 +993,7 @@ static void backward(rt_exec *e)
     float *d_residual_attn_out_h_3_attn = ACT(3145728);
     float *G_h_3_ln_2_weight = e->grads + 63011328;
     float *G_h_3_ln_2_bias = e->grads + 63012096;
-    const float *d_residual_attn_out_h_3_attn_571 = ACT(12582912);
+    float *d_residual_attn_out_h_3_attn_571 = ACT(12582912);
     const float *P_h_3_attn_proj_weight = e->params + 62420736;
     float *d_attn_y_h_3_attn = ACT(0);
     const float *attn_y_h_3_attn = ACT(1484398592);
@@ -952,13 +1014,14 @@ static void backward(rt_exec *e)
     float *d_residual_linear_h_2_proj = ACT(3145728);
     float *G_h_3_ln_1_weight = e->grads + 60647424;
     float *G_h_3_ln_1_bias = e->grads + 60648192;
-    const float *d_residual_linear_h_2_proj_576 = ACT(12582912);
+    float *d_residual_linear_h_2_proj_576 = ACT(12582912);
     const float *P_h_2_proj_weight = e->params + 58287360;
     float *d_gelu_h_2_2 = ACT(0);
     const float *gelu_h_2_2 = ACT(1078599680);
     float *G_h_2_proj_weight = e->grads + 58287360;
     float *G_h_2_proj_bias = e->grads + 60646656;
-    const float *d_linear_h_2_fc = ACT(0);
+    const float *linear_h_2_fc = ACT(1066016768);
+    float *d_linear_h_2_fc = ACT(0);
     const float *P_h_2_fc_weight = e->params + 55924992;
     float *d_layernorm_h_2_ln_2 = ACT(1345986560);
     const float *layernorm_h_2_ln_2 = ACT(1474961408);
@@ -971,7 +1034,7 @@ static void backward(rt_exec *e)
     float *d_residual_attn_out_h_2_attn = ACT(0);
     float *G_h_2_ln_2_weight = e->grads + 55923456;
     float *G_h_2_ln_2_bias = e->grads + 55924224;
-    const float *d_residual_attn_out_h_2_attn_581 = ACT(12582912);
+    float *d_residual_attn_out_h_2_attn_581 = ACT(12582912);
     const float *P_h_2_attn_proj_weight = e->params + 55332864;
     float *d_attn_y_h_2_attn = ACT(0);
     const float *attn_y_h_2_attn = ACT(1468669952);
@@ -992,13 +1055,14 @@ static void backward(rt_exec *e)
     float *d_residual_linear_h_1_proj = ACT(3145728);
     float *G_h_2_ln_1_weight = e->grads + 53559552;
     float *G_h_2_ln_1_bias = e->grads + 53560320;
-    const float *d_residual_linear_h_1_proj_586 = ACT(12582912);
+    float *d_residual_linear_h_1_proj_586 = ACT(12582912);
     const float *P_h_1_proj_weight = e->params + 51199488;
     float *d_gelu_h_1_2 = ACT(0);
     const float *gelu_h_1_2 = ACT(1053433856);
     float *G_h_1_proj_weight = e->grads + 51199488;
     float *G_h_1_proj_bias = e->grads + 53558784;
-    const float *d_linear_h_1_fc = ACT(0);
+    const float *linear_h_1_fc = ACT(1040850944);
+    float *d_linear_h_1_fc = ACT(0);
     const float *P_h_1_fc_weight = e->params + 48837120;
     float *d_layernorm_h_1_ln_2 = ACT(1336549376);
     const float *layernorm_h_1_ln_2 = ACT(1459232768);
@@ -1011,7 +1075,7 @@ static void backward(rt_exec *e)
     float *d_residual_attn_out_h_1_attn = ACT(0);
     float *G_h_1_ln_2_weight = e->grads + 48835584;
     float *G_h_1_ln_2_bias = e->grads + 48836352;
-    const float *d_residual_attn_out_h_1_attn_591 = ACT(12582912);
+    float *d_residual_attn_out_h_1_attn_591 = ACT(12582912);
     const float *P_h_1_attn_proj_weight = e->params + 48244992;
     float *d_attn_y_h_1_attn = ACT(0);
     const float *attn_y_h_1_attn = ACT(1452941312);
@@ -1032,13 +1096,14 @@ static void backward(rt_exec *e)
     float *d_residual_linear_h_0_proj = ACT(3145728);
     float *G_h_1_ln_1_weight = e->grads + 46471680;
     float *G_h_1_ln_1_bias = e->grads + 46472448;
-    const float *d_residual_linear_h_0_proj_596 = ACT(12582912);
+    float *d_residual_linear_h_0_proj_596 = ACT(12582912);
     const float *P_h_0_proj_weight = e->params + 44111616;
     float *d_gelu_h_0_2 = ACT(0);
     const float *gelu_h_0_2 = ACT(1028268032);
     float *G_h_0_proj_weight = e->grads + 44111616;
     float *G_h_0_proj_bias = e->grads + 46470912;
-    const float *d_linear_h_0_fc = ACT(0);
+    const float *linear_h_0_fc = ACT(1015685120);
+    float *d_linear_h_0_fc = ACT(0);
     const float *P_h_0_fc_weight = e->params + 41749248;
     float *d_layernorm_h_0_ln_2 = ACT(1327112192);
     const float *layernorm_h_0_ln_2 = ACT(1443504128);
@@ -1051,7 +1116,7 @@ static void backward(rt_exec *e)
     float *d_residual_attn_out_h_0_attn = ACT(0);
     float *G_h_0_ln_2_weight = e->grads + 41747712;
     float *G_h_0_ln_2_bias = e->grads + 41748480;
-    const float *d_residual_attn_out_h_0_attn_601 = ACT(12582912);
+    float *d_residual_attn_out_h_0_attn_601 = ACT(12582912);
     const float *P_h_0_attn_proj_weight = e->params + 41157120;
     float *d_attn_y_h_0_attn = ACT(9437184);
     const float *attn_y_h_0_attn = ACT(1437212672);
@@ -1072,7 +1137,7 @@ static void backward(rt_exec *e)
     float *d_pos_embedding_wpe = ACT(0);
     float *G_h_0_ln_1_weight = e->grads + 39383808;
     float *G_h_0_ln_1_bias = e->grads + 39384576;
-    const float *d_pos_embedding_wpe_606 = ACT(12582912);
+    float *d_pos_embedding_wpe_606 = ACT(12582912);
     float *G_wpe_weight = e->grads + 38597376;
     const int32_t *in_x = (const int32_t *)e->in[0];
 
@@ -1097,7 +1162,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.11.proj.bias's gradient is final */
     rt_grad_ready(e, 124437504, 768);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_parallel_for(e, e->B * 3145728, k49);
+    rt_launch(e, "k49", k49, e->B * 3145728, 3, (void *[]){&d_gelu_h_11_2, &linear_h_11_fc, &d_linear_h_11_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_11_fc, 3072, P_h_11_fc_weight, 768, 0.0f, d_layernorm_h_11_ln_2, 768);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -1115,7 +1180,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: h.11.ln_2.bias's gradient is final */
     rt_grad_ready(e, 119715072, 768);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_parallel_for(e, e->B * 786432, k50);
+    rt_launch(e, "k50", k50, e->B * 786432, 3, (void *[]){&d_residual_linear_h_11_proj, &d_residual_attn_out_h_11_attn, &d_residual_attn_out_h_11_attn_491});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_11_attn_491, 768, P_h_11_attn_proj_weight, 768, 0.0f, d_attn_y_h_11_attn, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -1145,7 +1210,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: h.11.ln_1.bias's gradient is final */
     rt_grad_ready(e, 117351168, 768);
     /* $.model.layers[2].body[1]: sum of gradient contributions */
-    rt_parallel_for(e, e->B * 786432, k51);
+    rt_launch(e, "k51", k51, e->B * 786432, 3, (void *[]){&d_residual_attn_out_h_11_attn_491, &d_residual_linear_h_10_proj, &d_residual_linear_h_10_proj_496});
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_10_proj_496, 768, P_h_10_proj_weight, 3072, 0.0f, d_gelu_h_10_2, 3072);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
@@ -1157,7 +1222,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.10.proj.bias's gradient is final */
     rt_grad_ready(e, 117349632, 768);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_parallel_for(e, e->B * 3145728, k52);
+    rt_launch(e, "k52", k52, e->B * 3145728, 3, (void *[]){&d_gelu_h_10_2, &linear_h_10_fc, &d_linear_h_10_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_10_fc, 3072, P_h_10_fc_weight, 768, 0.0f, d_layernorm_h_10_ln_2, 768);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -1175,7 +1240,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: h.10.ln_2.bias's gradient is final */
     rt_grad_ready(e, 112627200, 768);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_parallel_for(e, e->B * 786432, k53);
+    rt_launch(e, "k53", k53, e->B * 786432, 3, (void *[]){&d_residual_linear_h_10_proj_496, &d_residual_attn_out_h_10_attn, &d_residual_attn_out_h_10_attn_501});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_10_attn_501, 768, P_h_10_attn_proj_weight, 768, 0.0f, d_attn_y_h_10_attn, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -1205,7 +1270,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: h.10.ln_1.bias's gradient is final */
     rt_grad_ready(e, 110263296, 768);
     /* $.model.layers[2].body[1]: sum of gradient contributions */
-    rt_parallel_for(e, e->B * 786432, k54);
+    rt_launch(e, "k54", k54, e->B * 786432, 3, (void *[]){&d_residual_attn_out_h_10_attn_501, &d_residual_linear_h_9_proj, &d_residual_linear_h_9_proj_506});
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_9_proj_506, 768, P_h_9_proj_weight, 3072, 0.0f, d_gelu_h_9_2, 3072);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
@@ -1217,7 +1282,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.9.proj.bias's gradient is final */
     rt_grad_ready(e, 110261760, 768);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_parallel_for(e, e->B * 3145728, k55);
+    rt_launch(e, "k55", k55, e->B * 3145728, 3, (void *[]){&d_gelu_h_9_2, &linear_h_9_fc, &d_linear_h_9_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_9_fc, 3072, P_h_9_fc_weight, 768, 0.0f, d_layernorm_h_9_ln_2, 768);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -1235,7 +1300,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: h.9.ln_2.bias's gradient is final */
     rt_grad_ready(e, 105539328, 768);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_parallel_for(e, e->B * 786432, k56);
+    rt_launch(e, "k56", k56, e->B * 786432, 3, (void *[]){&d_residual_linear_h_9_proj_506, &d_residual_attn_out_h_9_attn, &d_residual_attn_out_h_9_attn_511});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_9_attn_511, 768, P_h_9_attn_proj_weight, 768, 0.0f, d_attn_y_h_9_attn, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -1265,7 +1330,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: h.9.ln_1.bias's gradient is final */
     rt_grad_ready(e, 103175424, 768);
     /* $.model.layers[2].body[1]: sum of gradient contributions */
-    rt_parallel_for(e, e->B * 786432, k57);
+    rt_launch(e, "k57", k57, e->B * 786432, 3, (void *[]){&d_residual_attn_out_h_9_attn_511, &d_residual_linear_h_8_proj, &d_residual_linear_h_8_proj_516});
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_8_proj_516, 768, P_h_8_proj_weight, 3072, 0.0f, d_gelu_h_8_2, 3072);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
@@ -1277,7 +1342,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.8.proj.bias's gradient is final */
     rt_grad_ready(e, 103173888, 768);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_parallel_for(e, e->B * 3145728, k58);
+    rt_launch(e, "k58", k58, e->B * 3145728, 3, (void *[]){&d_gelu_h_8_2, &linear_h_8_fc, &d_linear_h_8_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_8_fc, 3072, P_h_8_fc_weight, 768, 0.0f, d_layernorm_h_8_ln_2, 768);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -1295,7 +1360,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: h.8.ln_2.bias's gradient is final */
     rt_grad_ready(e, 98451456, 768);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_parallel_for(e, e->B * 786432, k59);
+    rt_launch(e, "k59", k59, e->B * 786432, 3, (void *[]){&d_residual_linear_h_8_proj_516, &d_residual_attn_out_h_8_attn, &d_residual_attn_out_h_8_attn_521});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_8_attn_521, 768, P_h_8_attn_proj_weight, 768, 0.0f, d_attn_y_h_8_attn, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -1325,7 +1390,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: h.8.ln_1.bias's gradient is final */
     rt_grad_ready(e, 96087552, 768);
     /* $.model.layers[2].body[1]: sum of gradient contributions */
-    rt_parallel_for(e, e->B * 786432, k60);
+    rt_launch(e, "k60", k60, e->B * 786432, 3, (void *[]){&d_residual_attn_out_h_8_attn_521, &d_residual_linear_h_7_proj, &d_residual_linear_h_7_proj_526});
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_7_proj_526, 768, P_h_7_proj_weight, 3072, 0.0f, d_gelu_h_7_2, 3072);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
@@ -1337,7 +1402,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.7.proj.bias's gradient is final */
     rt_grad_ready(e, 96086016, 768);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_parallel_for(e, e->B * 3145728, k61);
+    rt_launch(e, "k61", k61, e->B * 3145728, 3, (void *[]){&d_gelu_h_7_2, &linear_h_7_fc, &d_linear_h_7_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_7_fc, 3072, P_h_7_fc_weight, 768, 0.0f, d_layernorm_h_7_ln_2, 768);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -1355,7 +1420,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: h.7.ln_2.bias's gradient is final */
     rt_grad_ready(e, 91363584, 768);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_parallel_for(e, e->B * 786432, k62);
+    rt_launch(e, "k62", k62, e->B * 786432, 3, (void *[]){&d_residual_linear_h_7_proj_526, &d_residual_attn_out_h_7_attn, &d_residual_attn_out_h_7_attn_531});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_7_attn_531, 768, P_h_7_attn_proj_weight, 768, 0.0f, d_attn_y_h_7_attn, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -1385,7 +1450,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: h.7.ln_1.bias's gradient is final */
     rt_grad_ready(e, 88999680, 768);
     /* $.model.layers[2].body[1]: sum of gradient contributions */
-    rt_parallel_for(e, e->B * 786432, k63);
+    rt_launch(e, "k63", k63, e->B * 786432, 3, (void *[]){&d_residual_attn_out_h_7_attn_531, &d_residual_linear_h_6_proj, &d_residual_linear_h_6_proj_536});
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_6_proj_536, 768, P_h_6_proj_weight, 3072, 0.0f, d_gelu_h_6_2, 3072);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
@@ -1397,7 +1462,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.6.proj.bias's gradient is final */
     rt_grad_ready(e, 88998144, 768);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_parallel_for(e, e->B * 3145728, k64);
+    rt_launch(e, "k64", k64, e->B * 3145728, 3, (void *[]){&d_gelu_h_6_2, &linear_h_6_fc, &d_linear_h_6_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_6_fc, 3072, P_h_6_fc_weight, 768, 0.0f, d_layernorm_h_6_ln_2, 768);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -1415,7 +1480,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: h.6.ln_2.bias's gradient is final */
     rt_grad_ready(e, 84275712, 768);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_parallel_for(e, e->B * 786432, k65);
+    rt_launch(e, "k65", k65, e->B * 786432, 3, (void *[]){&d_residual_linear_h_6_proj_536, &d_residual_attn_out_h_6_attn, &d_residual_attn_out_h_6_attn_541});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_6_attn_541, 768, P_h_6_attn_proj_weight, 768, 0.0f, d_attn_y_h_6_attn, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -1445,7 +1510,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: h.6.ln_1.bias's gradient is final */
     rt_grad_ready(e, 81911808, 768);
     /* $.model.layers[2].body[1]: sum of gradient contributions */
-    rt_parallel_for(e, e->B * 786432, k66);
+    rt_launch(e, "k66", k66, e->B * 786432, 3, (void *[]){&d_residual_attn_out_h_6_attn_541, &d_residual_linear_h_5_proj, &d_residual_linear_h_5_proj_546});
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_5_proj_546, 768, P_h_5_proj_weight, 3072, 0.0f, d_gelu_h_5_2, 3072);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
@@ -1457,7 +1522,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.5.proj.bias's gradient is final */
     rt_grad_ready(e, 81910272, 768);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_parallel_for(e, e->B * 3145728, k67);
+    rt_launch(e, "k67", k67, e->B * 3145728, 3, (void *[]){&d_gelu_h_5_2, &linear_h_5_fc, &d_linear_h_5_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_5_fc, 3072, P_h_5_fc_weight, 768, 0.0f, d_layernorm_h_5_ln_2, 768);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -1475,7 +1540,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: h.5.ln_2.bias's gradient is final */
     rt_grad_ready(e, 77187840, 768);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_parallel_for(e, e->B * 786432, k68);
+    rt_launch(e, "k68", k68, e->B * 786432, 3, (void *[]){&d_residual_linear_h_5_proj_546, &d_residual_attn_out_h_5_attn, &d_residual_attn_out_h_5_attn_551});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_5_attn_551, 768, P_h_5_attn_proj_weight, 768, 0.0f, d_attn_y_h_5_attn, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -1505,7 +1570,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: h.5.ln_1.bias's gradient is final */
     rt_grad_ready(e, 74823936, 768);
     /* $.model.layers[2].body[1]: sum of gradient contributions */
-    rt_parallel_for(e, e->B * 786432, k69);
+    rt_launch(e, "k69", k69, e->B * 786432, 3, (void *[]){&d_residual_attn_out_h_5_attn_551, &d_residual_linear_h_4_proj, &d_residual_linear_h_4_proj_556});
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_4_proj_556, 768, P_h_4_proj_weight, 3072, 0.0f, d_gelu_h_4_2, 3072);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
@@ -1517,7 +1582,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.4.proj.bias's gradient is final */
     rt_grad_ready(e, 74822400, 768);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_parallel_for(e, e->B * 3145728, k70);
+    rt_launch(e, "k70", k70, e->B * 3145728, 3, (void *[]){&d_gelu_h_4_2, &linear_h_4_fc, &d_linear_h_4_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_4_fc, 3072, P_h_4_fc_weight, 768, 0.0f, d_layernorm_h_4_ln_2, 768);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -1535,7 +1600,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: h.4.ln_2.bias's gradient is final */
     rt_grad_ready(e, 70099968, 768);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_parallel_for(e, e->B * 786432, k71);
+    rt_launch(e, "k71", k71, e->B * 786432, 3, (void *[]){&d_residual_linear_h_4_proj_556, &d_residual_attn_out_h_4_attn, &d_residual_attn_out_h_4_attn_561});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_4_attn_561, 768, P_h_4_attn_proj_weight, 768, 0.0f, d_attn_y_h_4_attn, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -1565,7 +1630,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: h.4.ln_1.bias's gradient is final */
     rt_grad_ready(e, 67736064, 768);
     /* $.model.layers[2].body[1]: sum of gradient contributions */
-    rt_parallel_for(e, e->B * 786432, k72);
+    rt_launch(e, "k72", k72, e->B * 786432, 3, (void *[]){&d_residual_attn_out_h_4_attn_561, &d_residual_linear_h_3_proj, &d_residual_linear_h_3_proj_566});
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_3_proj_566, 768, P_h_3_proj_weight, 3072, 0.0f, d_gelu_h_3_2, 3072);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
@@ -1577,7 +1642,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.3.proj.bias's gradient is final */
     rt_grad_ready(e, 67734528, 768);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_parallel_for(e, e->B * 3145728, k73);
+    rt_launch(e, "k73", k73, e->B * 3145728, 3, (void *[]){&d_gelu_h_3_2, &linear_h_3_fc, &d_linear_h_3_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_3_fc, 3072, P_h_3_fc_weight, 768, 0.0f, d_layernorm_h_3_ln_2, 768);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -1595,7 +1660,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: h.3.ln_2.bias's gradient is final */
     rt_grad_ready(e, 63012096, 768);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_parallel_for(e, e->B * 786432, k74);
+    rt_launch(e, "k74", k74, e->B * 786432, 3, (void *[]){&d_residual_linear_h_3_proj_566, &d_residual_attn_out_h_3_attn, &d_residual_attn_out_h_3_attn_571});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_3_attn_571, 768, P_h_3_attn_proj_weight, 768, 0.0f, d_attn_y_h_3_attn, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -1625,7 +1690,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: h.3.ln_1.bias's gradient is final */
     rt_grad_ready(e, 60648192, 768);
     /* $.model.layers[2].body[1]: sum of gradient contributions */
-    rt_parallel_for(e, e->B * 786432, k75);
+    rt_launch(e, "k75", k75, e->B * 786432, 3, (void *[]){&d_residual_attn_out_h_3_attn_571, &d_residual_linear_h_2_proj, &d_residual_linear_h_2_proj_576});
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_2_proj_576, 768, P_h_2_proj_weight, 3072, 0.0f, d_gelu_h_2_2, 3072);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
@@ -1637,7 +1702,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.2.proj.bias's gradient is final */
     rt_grad_ready(e, 60646656, 768);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_parallel_for(e, e->B * 3145728, k76);
+    rt_launch(e, "k76", k76, e->B * 3145728, 3, (void *[]){&d_gelu_h_2_2, &linear_h_2_fc, &d_linear_h_2_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_2_fc, 3072, P_h_2_fc_weight, 768, 0.0f, d_layernorm_h_2_ln_2, 768);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -1655,7 +1720,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: h.2.ln_2.bias's gradient is final */
     rt_grad_ready(e, 55924224, 768);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_parallel_for(e, e->B * 786432, k77);
+    rt_launch(e, "k77", k77, e->B * 786432, 3, (void *[]){&d_residual_linear_h_2_proj_576, &d_residual_attn_out_h_2_attn, &d_residual_attn_out_h_2_attn_581});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_2_attn_581, 768, P_h_2_attn_proj_weight, 768, 0.0f, d_attn_y_h_2_attn, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -1685,7 +1750,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: h.2.ln_1.bias's gradient is final */
     rt_grad_ready(e, 53560320, 768);
     /* $.model.layers[2].body[1]: sum of gradient contributions */
-    rt_parallel_for(e, e->B * 786432, k78);
+    rt_launch(e, "k78", k78, e->B * 786432, 3, (void *[]){&d_residual_attn_out_h_2_attn_581, &d_residual_linear_h_1_proj, &d_residual_linear_h_1_proj_586});
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_1_proj_586, 768, P_h_1_proj_weight, 3072, 0.0f, d_gelu_h_1_2, 3072);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
@@ -1697,7 +1762,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.1.proj.bias's gradient is final */
     rt_grad_ready(e, 53558784, 768);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_parallel_for(e, e->B * 3145728, k79);
+    rt_launch(e, "k79", k79, e->B * 3145728, 3, (void *[]){&d_gelu_h_1_2, &linear_h_1_fc, &d_linear_h_1_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_1_fc, 3072, P_h_1_fc_weight, 768, 0.0f, d_layernorm_h_1_ln_2, 768);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -1715,7 +1780,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: h.1.ln_2.bias's gradient is final */
     rt_grad_ready(e, 48836352, 768);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_parallel_for(e, e->B * 786432, k80);
+    rt_launch(e, "k80", k80, e->B * 786432, 3, (void *[]){&d_residual_linear_h_1_proj_586, &d_residual_attn_out_h_1_attn, &d_residual_attn_out_h_1_attn_591});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_1_attn_591, 768, P_h_1_attn_proj_weight, 768, 0.0f, d_attn_y_h_1_attn, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -1745,7 +1810,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: h.1.ln_1.bias's gradient is final */
     rt_grad_ready(e, 46472448, 768);
     /* $.model.layers[2].body[1]: sum of gradient contributions */
-    rt_parallel_for(e, e->B * 786432, k81);
+    rt_launch(e, "k81", k81, e->B * 786432, 3, (void *[]){&d_residual_attn_out_h_1_attn_591, &d_residual_linear_h_0_proj, &d_residual_linear_h_0_proj_596});
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_0_proj_596, 768, P_h_0_proj_weight, 3072, 0.0f, d_gelu_h_0_2, 3072);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
@@ -1757,7 +1822,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.0.proj.bias's gradient is final */
     rt_grad_ready(e, 46470912, 768);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_parallel_for(e, e->B * 3145728, k82);
+    rt_launch(e, "k82", k82, e->B * 3145728, 3, (void *[]){&d_gelu_h_0_2, &linear_h_0_fc, &d_linear_h_0_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_0_fc, 3072, P_h_0_fc_weight, 768, 0.0f, d_layernorm_h_0_ln_2, 768);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -1775,7 +1840,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: h.0.ln_2.bias's gradient is final */
     rt_grad_ready(e, 41748480, 768);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_parallel_for(e, e->B * 786432, k83);
+    rt_launch(e, "k83", k83, e->B * 786432, 3, (void *[]){&d_residual_linear_h_0_proj_596, &d_residual_attn_out_h_0_attn, &d_residual_attn_out_h_0_attn_601});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_0_attn_601, 768, P_h_0_attn_proj_weight, 768, 0.0f, d_attn_y_h_0_attn, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -1805,7 +1870,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: h.0.ln_1.bias's gradient is final */
     rt_grad_ready(e, 39384576, 768);
     /* $.model.layers[1]: sum of gradient contributions */
-    rt_parallel_for(e, e->B * 786432, k84);
+    rt_launch(e, "k84", k84, e->B * 786432, 3, (void *[]){&d_residual_attn_out_h_0_attn_601, &d_pos_embedding_wpe, &d_pos_embedding_wpe_606});
     /* $.model.layers[1]: pos_embedding backward: dW[t] += sum over the batch of dy[t] */
     rt_colsum_add(e, d_pos_embedding_wpe_606, G_wpe_weight, e->B, 786432);
     /* $.model.layers[1]: wpe.weight's gradient is final */
@@ -1823,7 +1888,8 @@ static void evaluate(rt_exec *e)
     const int32_t *in_x = (const int32_t *)e->in[0];
     const float *P_wte_weight = e->params + 0;
     float *embedding_wte = ACT(59768832);
-    const float *pos_embedding_wpe = ACT(59768832);
+    const float *P_wpe_weight = e->params + 38597376;
+    float *pos_embedding_wpe = ACT(59768832);
     const float *P_h_0_ln_1_weight = e->params + 39383808;
     const float *P_h_0_ln_1_bias = e->params + 39384576;
     float *layernorm_h_0_ln_1 = ACT(0);
@@ -1831,11 +1897,13 @@ static void evaluate(rt_exec *e)
     float *ln_rstd_h_0_ln_1 = ACT(3149824);
     const float *P_h_0_attn_qkv_weight = e->params + 39385344;
     float *qkv_h_0_attn = ACT(50331648);
+    const float *P_h_0_attn_qkv_bias = e->params + 41154816;
     float *att_h_0_attn = ACT(0);
     float *attn_y_h_0_attn = ACT(62914560);
     const float *P_h_0_attn_proj_weight = e->params + 41157120;
     float *attn_out_h_0_attn = ACT(12582912);
-    const float *residual_attn_out_h_0_attn = ACT(12582912);
+    const float *P_h_0_attn_proj_bias = e->params + 41746944;
+    float *residual_attn_out_h_0_attn = ACT(12582912);
     const float *P_h_0_ln_2_weight = e->params + 41747712;
     const float *P_h_0_ln_2_bias = e->params + 41748480;
     float *layernorm_h_0_ln_2 = ACT(15728640);
@@ -1843,10 +1911,12 @@ static void evaluate(rt_exec *e)
     float *ln_rstd_h_0_ln_2 = ACT(4096);
     const float *P_h_0_fc_weight = e->params + 41749248;
     float *linear_h_0_fc = ACT(0);
-    const float *gelu_h_0_2 = ACT(0);
+    const float *P_h_0_fc_bias = e->params + 44108544;
+    float *gelu_h_0_2 = ACT(0);
     const float *P_h_0_proj_weight = e->params + 44111616;
     float *linear_h_0_proj = ACT(59768832);
-    const float *residual_linear_h_0_proj = ACT(59768832);
+    const float *P_h_0_proj_bias = e->params + 46470912;
+    float *residual_linear_h_0_proj = ACT(59768832);
     const float *P_h_1_ln_1_weight = e->params + 46471680;
     const float *P_h_1_ln_1_bias = e->params + 46472448;
     float *layernorm_h_1_ln_1 = ACT(0);
@@ -1854,11 +1924,13 @@ static void evaluate(rt_exec *e)
     float *ln_rstd_h_1_ln_1 = ACT(3149824);
     const float *P_h_1_attn_qkv_weight = e->params + 46473216;
     float *qkv_h_1_attn = ACT(50331648);
+    const float *P_h_1_attn_qkv_bias = e->params + 48242688;
     float *att_h_1_attn = ACT(0);
     float *attn_y_h_1_attn = ACT(62914560);
     const float *P_h_1_attn_proj_weight = e->params + 48244992;
     float *attn_out_h_1_attn = ACT(12582912);
-    const float *residual_attn_out_h_1_attn = ACT(12582912);
+    const float *P_h_1_attn_proj_bias = e->params + 48834816;
+    float *residual_attn_out_h_1_attn = ACT(12582912);
     const float *P_h_1_ln_2_weight = e->params + 48835584;
     const float *P_h_1_ln_2_bias = e->params + 48836352;
     float *layernorm_h_1_ln_2 = ACT(15728640);
@@ -1866,10 +1938,12 @@ static void evaluate(rt_exec *e)
     float *ln_rstd_h_1_ln_2 = ACT(4096);
     const float *P_h_1_fc_weight = e->params + 48837120;
     float *linear_h_1_fc = ACT(0);
-    const float *gelu_h_1_2 = ACT(0);
+    const float *P_h_1_fc_bias = e->params + 51196416;
+    float *gelu_h_1_2 = ACT(0);
     const float *P_h_1_proj_weight = e->params + 51199488;
     float *linear_h_1_proj = ACT(59768832);
-    const float *residual_linear_h_1_proj = ACT(59768832);
+    const float *P_h_1_proj_bias = e->params + 53558784;
+    float *residual_linear_h_1_proj = ACT(59768832);
     const float *P_h_2_ln_1_weight = e->params + 53559552;
     const float *P_h_2_ln_1_bias = e->params + 53560320;
     float *layernorm_h_2_ln_1 = ACT(0);
@@ -1877,11 +1951,13 @@ static void evaluate(rt_exec *e)
     float *ln_rstd_h_2_ln_1 = ACT(3149824);
     const float *P_h_2_attn_qkv_weight = e->params + 53561088;
     float *qkv_h_2_attn = ACT(50331648);
+    const float *P_h_2_attn_qkv_bias = e->params + 55330560;
     float *att_h_2_attn = ACT(0);
     float *attn_y_h_2_attn = ACT(62914560);
     const float *P_h_2_attn_proj_weight = e->params + 55332864;
     float *attn_out_h_2_attn = ACT(12582912);
-    const float *residual_attn_out_h_2_attn = ACT(12582912);
+    const float *P_h_2_attn_proj_bias = e->params + 55922688;
+    float *residual_attn_out_h_2_attn = ACT(12582912);
     const float *P_h_2_ln_2_weight = e->params + 55923456;
     const float *P_h_2_ln_2_bias = e->params + 55924224;
     float *layernorm_h_2_ln_2 = ACT(15728640);
@@ -1889,10 +1965,12 @@ static void evaluate(rt_exec *e)
     float *ln_rstd_h_2_ln_2 = ACT(4096);
     const float *P_h_2_fc_weight = e->params + 55924992;
     float *linear_h_2_fc = ACT(0);
-    const float *gelu_h_2_2 = ACT(0);
+    const float *P_h_2_fc_bias = e->params + 58284288;
+    float *gelu_h_2_2 = ACT(0);
     const float *P_h_2_proj_weight = e->params + 58287360;
     float *linear_h_2_proj = ACT(59768832);
-    const float *residual_linear_h_2_proj = ACT(59768832);
+    const float *P_h_2_proj_bias = e->params + 60646656;
+    float *residual_linear_h_2_proj = ACT(59768832);
     const float *P_h_3_ln_1_weight = e->params + 60647424;
     const float *P_h_3_ln_1_bias = e->params + 60648192;
     float *layernorm_h_3_ln_1 = ACT(0);
@@ -1900,11 +1978,13 @@ static void evaluate(rt_exec *e)
     float *ln_rstd_h_3_ln_1 = ACT(3149824);
     const float *P_h_3_attn_qkv_weight = e->params + 60648960;
     float *qkv_h_3_attn = ACT(50331648);
+    const float *P_h_3_attn_qkv_bias = e->params + 62418432;
     float *att_h_3_attn = ACT(0);
     float *attn_y_h_3_attn = ACT(62914560);
     const float *P_h_3_attn_proj_weight = e->params + 62420736;
     float *attn_out_h_3_attn = ACT(12582912);
-    const float *residual_attn_out_h_3_attn = ACT(12582912);
+    const float *P_h_3_attn_proj_bias = e->params + 63010560;
+    float *residual_attn_out_h_3_attn = ACT(12582912);
     const float *P_h_3_ln_2_weight = e->params + 63011328;
     const float *P_h_3_ln_2_bias = e->params + 63012096;
     float *layernorm_h_3_ln_2 = ACT(15728640);
@@ -1912,10 +1992,12 @@ static void evaluate(rt_exec *e)
     float *ln_rstd_h_3_ln_2 = ACT(4096);
     const float *P_h_3_fc_weight = e->params + 63012864;
     float *linear_h_3_fc = ACT(0);
-    const float *gelu_h_3_2 = ACT(0);
+    const float *P_h_3_fc_bias = e->params + 65372160;
+    float *gelu_h_3_2 = ACT(0);
     const float *P_h_3_proj_weight = e->params + 65375232;
     float *linear_h_3_proj = ACT(59768832);
-    const float *residual_linear_h_3_proj = ACT(59768832);
+    const float *P_h_3_proj_bias = e->params + 67734528;
+    float *residual_linear_h_3_proj = ACT(59768832);
     const float *P_h_4_ln_1_weight = e->params + 67735296;
     const float *P_h_4_ln_1_bias = e->params + 67736064;
     float *layernorm_h_4_ln_1 = ACT(0);
@@ -1923,11 +2005,13 @@ static void evaluate(rt_exec *e)
     float *ln_rstd_h_4_ln_1 = ACT(3149824);
     const float *P_h_4_attn_qkv_weight = e->params + 67736832;
     float *qkv_h_4_attn = ACT(50331648);
+    const float *P_h_4_attn_qkv_bias = e->params + 69506304;
     float *att_h_4_attn = ACT(0);
     float *attn_y_h_4_attn = ACT(62914560);
     const float *P_h_4_attn_proj_weight = e->params + 69508608;
     float *attn_out_h_4_attn = ACT(12582912);
-    const float *residual_attn_out_h_4_attn = ACT(12582912);
+    const float *P_h_4_attn_proj_bias = e->params + 70098432;
+    float *residual_attn_out_h_4_attn = ACT(12582912);
     const float *P_h_4_ln_2_weight = e->params + 70099200;
     const float *P_h_4_ln_2_bias = e->params + 70099968;
     float *layernorm_h_4_ln_2 = ACT(15728640);
@@ -1935,10 +2019,12 @@ static void evaluate(rt_exec *e)
     float *ln_rstd_h_4_ln_2 = ACT(4096);
     const float *P_h_4_fc_weight = e->params + 70100736;
     float *linear_h_4_fc = ACT(0);
-    const float *gelu_h_4_2 = ACT(0);
+    const float *P_h_4_fc_bias = e->params + 72460032;
+    float *gelu_h_4_2 = ACT(0);
     const float *P_h_4_proj_weight = e->params + 72463104;
     float *linear_h_4_proj = ACT(59768832);
-    const float *residual_linear_h_4_proj = ACT(59768832);
+    const float *P_h_4_proj_bias = e->params + 74822400;
+    float *residual_linear_h_4_proj = ACT(59768832);
     const float *P_h_5_ln_1_weight = e->params + 74823168;
     const float *P_h_5_ln_1_bias = e->params + 74823936;
     float *layernorm_h_5_ln_1 = ACT(0);
@@ -1946,11 +2032,13 @@ static void evaluate(rt_exec *e)
     float *ln_rstd_h_5_ln_1 = ACT(3149824);
     const float *P_h_5_attn_qkv_weight = e->params + 74824704;
     float *qkv_h_5_attn = ACT(50331648);
+    const float *P_h_5_attn_qkv_bias = e->params + 76594176;
     float *att_h_5_attn = ACT(0);
     float *attn_y_h_5_attn = ACT(62914560);
     const float *P_h_5_attn_proj_weight = e->params + 76596480;
     float *attn_out_h_5_attn = ACT(12582912);
-    const float *residual_attn_out_h_5_attn = ACT(12582912);
+    const float *P_h_5_attn_proj_bias = e->params + 77186304;
+    float *residual_attn_out_h_5_attn = ACT(12582912);
     const float *P_h_5_ln_2_weight = e->params + 77187072;
     const float *P_h_5_ln_2_bias = e->params + 77187840;
     float *layernorm_h_5_ln_2 = ACT(15728640);
@@ -1958,10 +2046,12 @@ static void evaluate(rt_exec *e)
     float *ln_rstd_h_5_ln_2 = ACT(4096);
     const float *P_h_5_fc_weight = e->params + 77188608;
     float *linear_h_5_fc = ACT(0);
-    const float *gelu_h_5_2 = ACT(0);
+    const float *P_h_5_fc_bias = e->params + 79547904;
+    float *gelu_h_5_2 = ACT(0);
     const float *P_h_5_proj_weight = e->params + 79550976;
     float *linear_h_5_proj = ACT(59768832);
-    const float *residual_linear_h_5_proj = ACT(59768832);
+    const float *P_h_5_proj_bias = e->params + 81910272;
+    float *residual_linear_h_5_proj = ACT(59768832);
     const float *P_h_6_ln_1_weight = e->params + 81911040;
     const float *P_h_6_ln_1_bias = e->params + 81911808;
     float *layernorm_h_6_ln_1 = ACT(0);
@@ -1969,11 +2059,13 @@ static void evaluate(rt_exec *e)
     float *ln_rstd_h_6_ln_1 = ACT(3149824);
     const float *P_h_6_attn_qkv_weight = e->params + 81912576;
     float *qkv_h_6_attn = ACT(50331648);
+    const float *P_h_6_attn_qkv_bias = e->params + 83682048;
     float *att_h_6_attn = ACT(0);
     float *attn_y_h_6_attn = ACT(62914560);
     const float *P_h_6_attn_proj_weight = e->params + 83684352;
     float *attn_out_h_6_attn = ACT(12582912);
-    const float *residual_attn_out_h_6_attn = ACT(12582912);
+    const float *P_h_6_attn_proj_bias = e->params + 84274176;
+    float *residual_attn_out_h_6_attn = ACT(12582912);
     const float *P_h_6_ln_2_weight = e->params + 84274944;
     const float *P_h_6_ln_2_bias = e->params + 84275712;
     float *layernorm_h_6_ln_2 = ACT(15728640);
@@ -1981,10 +2073,12 @@ static void evaluate(rt_exec *e)
     float *ln_rstd_h_6_ln_2 = ACT(4096);
     const float *P_h_6_fc_weight = e->params + 84276480;
     float *linear_h_6_fc = ACT(0);
-    const float *gelu_h_6_2 = ACT(0);
+    const float *P_h_6_fc_bias = e->params + 86635776;
+    float *gelu_h_6_2 = ACT(0);
     const float *P_h_6_proj_weight = e->params + 86638848;
     float *linear_h_6_proj = ACT(59768832);
-    const float *residual_linear_h_6_proj = ACT(59768832);
+    const float *P_h_6_proj_bias = e->params + 88998144;
+    float *residual_linear_h_6_proj = ACT(59768832);
     const float *P_h_7_ln_1_weight = e->params + 88998912;
     const float *P_h_7_ln_1_bias = e->params + 88999680;
     float *layernorm_h_7_ln_1 = ACT(0);
@@ -1992,11 +2086,13 @@ static void evaluate(rt_exec *e)
     float *ln_rstd_h_7_ln_1 = ACT(3149824);
     const float *P_h_7_attn_qkv_weight = e->params + 89000448;
     float *qkv_h_7_attn = ACT(50331648);
+    const float *P_h_7_attn_qkv_bias = e->params + 90769920;
     float *att_h_7_attn = ACT(0);
     float *attn_y_h_7_attn = ACT(62914560);
     const float *P_h_7_attn_proj_weight = e->params + 90772224;
     float *attn_out_h_7_attn = ACT(12582912);
-    const float *residual_attn_out_h_7_attn = ACT(12582912);
+    const float *P_h_7_attn_proj_bias = e->params + 91362048;
+    float *residual_attn_out_h_7_attn = ACT(12582912);
     const float *P_h_7_ln_2_weight = e->params + 91362816;
     const float *P_h_7_ln_2_bias = e->params + 91363584;
     float *layernorm_h_7_ln_2 = ACT(15728640);
@@ -2004,10 +2100,12 @@ static void evaluate(rt_exec *e)
     float *ln_rstd_h_7_ln_2 = ACT(4096);
     const float *P_h_7_fc_weight = e->params + 91364352;
     float *linear_h_7_fc = ACT(0);
-    const float *gelu_h_7_2 = ACT(0);
+    const float *P_h_7_fc_bias = e->params + 93723648;
+    float *gelu_h_7_2 = ACT(0);
     const float *P_h_7_proj_weight = e->params + 93726720;
     float *linear_h_7_proj = ACT(59768832);
-    const float *residual_linear_h_7_proj = ACT(59768832);
+    const float *P_h_7_proj_bias = e->params + 96086016;
+    float *residual_linear_h_7_proj = ACT(59768832);
     const float *P_h_8_ln_1_weight = e->params + 96086784;
     const float *P_h_8_ln_1_bias = e->params + 96087552;
     float *layernorm_h_8_ln_1 = ACT(0);
@@ -2015,11 +2113,13 @@ static void evaluate(rt_exec *e)
     float *ln_rstd_h_8_ln_1 = ACT(3149824);
     const float *P_h_8_attn_qkv_weight = e->params + 96088320;
     float *qkv_h_8_attn = ACT(50331648);
+    const float *P_h_8_attn_qkv_bias = e->params + 97857792;
     float *att_h_8_attn = ACT(0);
     float *attn_y_h_8_attn = ACT(62914560);
     const float *P_h_8_attn_proj_weight = e->params + 97860096;
     float *attn_out_h_8_attn = ACT(12582912);
-    const float *residual_attn_out_h_8_attn = ACT(12582912);
+    const float *P_h_8_attn_proj_bias = e->params + 98449920;
+    float *residual_attn_out_h_8_attn = ACT(12582912);
     const float *P_h_8_ln_2_weight = e->params + 98450688;
     const float *P_h_8_ln_2_bias = e->params + 98451456;
     float *layernorm_h_8_ln_2 = ACT(15728640);
@@ -2027,10 +2127,12 @@ static void evaluate(rt_exec *e)
     float *ln_rstd_h_8_ln_2 = ACT(4096);
     const float *P_h_8_fc_weight = e->params + 98452224;
     float *linear_h_8_fc = ACT(0);
-    const float *gelu_h_8_2 = ACT(0);
+    const float *P_h_8_fc_bias = e->params + 100811520;
+    float *gelu_h_8_2 = ACT(0);
     const float *P_h_8_proj_weight = e->params + 100814592;
     float *linear_h_8_proj = ACT(59768832);
-    const float *residual_linear_h_8_proj = ACT(59768832);
+    const float *P_h_8_proj_bias = e->params + 103173888;
+    float *residual_linear_h_8_proj = ACT(59768832);
     const float *P_h_9_ln_1_weight = e->params + 103174656;
     const float *P_h_9_ln_1_bias = e->params + 103175424;
     float *layernorm_h_9_ln_1 = ACT(0);
@@ -2038,11 +2140,13 @@ static void evaluate(rt_exec *e)
     float *ln_rstd_h_9_ln_1 = ACT(3149824);
     const float *P_h_9_attn_qkv_weight = e->params + 103176192;
     float *qkv_h_9_attn = ACT(50331648);
+    const float *P_h_9_attn_qkv_bias = e->params + 104945664;
     float *att_h_9_attn = ACT(0);
     float *attn_y_h_9_attn = ACT(62914560);
     const float *P_h_9_attn_proj_weight = e->params + 104947968;
     float *attn_out_h_9_attn = ACT(12582912);
-    const float *residual_attn_out_h_9_attn = ACT(12582912);
+    const float *P_h_9_attn_proj_bias = e->params + 105537792;
+    float *residual_attn_out_h_9_attn = ACT(12582912);
     const float *P_h_9_ln_2_weight = e->params + 105538560;
     const float *P_h_9_ln_2_bias = e->params + 105539328;
     float *layernorm_h_9_ln_2 = ACT(15728640);
@@ -2050,10 +2154,12 @@ static void evaluate(rt_exec *e)
     float *ln_rstd_h_9_ln_2 = ACT(4096);
     const float *P_h_9_fc_weight = e->params + 105540096;
     float *linear_h_9_fc = ACT(0);
-    const float *gelu_h_9_2 = ACT(0);
+    const float *P_h_9_fc_bias = e->params + 107899392;
+    float *gelu_h_9_2 = ACT(0);
     const float *P_h_9_proj_weight = e->params + 107902464;
     float *linear_h_9_proj = ACT(59768832);
-    const float *residual_linear_h_9_proj = ACT(59768832);
+    const float *P_h_9_proj_bias = e->params + 110261760;
+    float *residual_linear_h_9_proj = ACT(59768832);
     const float *P_h_10_ln_1_weight = e->params + 110262528;
     const float *P_h_10_ln_1_bias = e->params + 110263296;
     float *layernorm_h_10_ln_1 = ACT(0);
@@ -2061,11 +2167,13 @@ static void evaluate(rt_exec *e)
     float *ln_rstd_h_10_ln_1 = ACT(3149824);
     const float *P_h_10_attn_qkv_weight = e->params + 110264064;
     float *qkv_h_10_attn = ACT(50331648);
+    const float *P_h_10_attn_qkv_bias = e->params + 112033536;
     float *att_h_10_attn = ACT(0);
     float *attn_y_h_10_attn = ACT(62914560);
     const float *P_h_10_attn_proj_weight = e->params + 112035840;
     float *attn_out_h_10_attn = ACT(12582912);
-    const float *residual_attn_out_h_10_attn = ACT(12582912);
+    const float *P_h_10_attn_proj_bias = e->params + 112625664;
+    float *residual_attn_out_h_10_attn = ACT(12582912);
     const float *P_h_10_ln_2_weight = e->params + 112626432;
     const float *P_h_10_ln_2_bias = e->params + 112627200;
     float *layernorm_h_10_ln_2 = ACT(15728640);
@@ -2073,10 +2181,12 @@ static void evaluate(rt_exec *e)
     float *ln_rstd_h_10_ln_2 = ACT(4096);
     const float *P_h_10_fc_weight = e->params + 112627968;
     float *linear_h_10_fc = ACT(0);
-    const float *gelu_h_10_2 = ACT(0);
+    const float *P_h_10_fc_bias = e->params + 114987264;
+    float *gelu_h_10_2 = ACT(0);
     const float *P_h_10_proj_weight = e->params + 114990336;
     float *linear_h_10_proj = ACT(59768832);
-    const float *residual_linear_h_10_proj = ACT(59768832);
+    const float *P_h_10_proj_bias = e->params + 117349632;
+    float *residual_linear_h_10_proj = ACT(59768832);
     const float *P_h_11_ln_1_weight = e->params + 117350400;
     const float *P_h_11_ln_1_bias = e->params + 117351168;
     float *layernorm_h_11_ln_1 = ACT(0);
@@ -2084,11 +2194,13 @@ static void evaluate(rt_exec *e)
     float *ln_rstd_h_11_ln_1 = ACT(3149824);
     const float *P_h_11_attn_qkv_weight = e->params + 117351936;
     float *qkv_h_11_attn = ACT(50331648);
+    const float *P_h_11_attn_qkv_bias = e->params + 119121408;
     float *att_h_11_attn = ACT(0);
     float *attn_y_h_11_attn = ACT(62914560);
     const float *P_h_11_attn_proj_weight = e->params + 119123712;
     float *attn_out_h_11_attn = ACT(12582912);
-    const float *residual_attn_out_h_11_attn = ACT(12582912);
+    const float *P_h_11_attn_proj_bias = e->params + 119713536;
+    float *residual_attn_out_h_11_attn = ACT(12582912);
     const float *P_h_11_ln_2_weight = e->params + 119714304;
     const float *P_h_11_ln_2_bias = e->params + 119715072;
     float *layernorm_h_11_ln_2 = ACT(15728640);
@@ -2096,10 +2208,12 @@ static void evaluate(rt_exec *e)
     float *ln_rstd_h_11_ln_2 = ACT(4096);
     const float *P_h_11_fc_weight = e->params + 119715840;
     float *linear_h_11_fc = ACT(0);
-    const float *gelu_h_11_2 = ACT(0);
+    const float *P_h_11_fc_bias = e->params + 122075136;
+    float *gelu_h_11_2 = ACT(0);
     const float *P_h_11_proj_weight = e->params + 122078208;
     float *linear_h_11_proj = ACT(15728640);
-    const float *residual_linear_h_11_proj = ACT(15728640);
+    const float *P_h_11_proj_bias = e->params + 124437504;
+    float *residual_linear_h_11_proj = ACT(15728640);
     const float *P_ln_f_weight = e->params + 124438272;
     const float *P_ln_f_bias = e->params + 124439040;
     float *layernorm_ln_f = ACT(205852672);
@@ -2111,271 +2225,271 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[0]: embedding: rows of the weight picked by the ids */
     rt_embedding_fwd(e, in_x, P_wte_weight, embedding_wte, e->B * 1024, 50257, 768);
     /* $.model.layers[1]: pos_embedding: + position rows */
-    rt_parallel_for(e, e->B * 786432, ke0);
+    rt_launch(e, "ke0", ke0, e->B * 786432, 3, (void *[]){&embedding_wte, &P_wpe_weight, &pos_embedding_wpe});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, P_h_0_ln_1_bias, layernorm_h_0_ln_1, ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_0_ln_1, 768, P_h_0_attn_qkv_weight, 768, 0.0f, qkv_h_0_attn, 2304);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_parallel_for(e, e->B * 2359296, ke1);
+    rt_launch(e, "ke1", ke1, e->B * 2359296, 2, (void *[]){&qkv_h_0_attn, &P_h_0_attn_qkv_bias});
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
     rt_attention_fwd(e, qkv_h_0_attn, att_h_0_attn, attn_y_h_0_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_0_attn, 768, P_h_0_attn_proj_weight, 768, 0.0f, attn_out_h_0_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 786432, ke2);
+    rt_launch(e, "ke2", ke2, e->B * 786432, 4, (void *[]){&attn_out_h_0_attn, &P_h_0_attn_proj_bias, &pos_embedding_wpe, &residual_attn_out_h_0_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, P_h_0_ln_2_bias, layernorm_h_0_ln_2, ln_mean_h_0_ln_2, ln_rstd_h_0_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_0_ln_2, 768, P_h_0_fc_weight, 768, 0.0f, linear_h_0_fc, 3072);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_parallel_for(e, e->B * 3145728, ke3);
+    rt_launch(e, "ke3", ke3, e->B * 3145728, 3, (void *[]){&linear_h_0_fc, &P_h_0_fc_bias, &gelu_h_0_2});
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_0_2, 3072, P_h_0_proj_weight, 3072, 0.0f, linear_h_0_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 786432, ke4);
+    rt_launch(e, "ke4", ke4, e->B * 786432, 4, (void *[]){&linear_h_0_proj, &P_h_0_proj_bias, &residual_attn_out_h_0_attn, &residual_linear_h_0_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, P_h_1_ln_1_bias, layernorm_h_1_ln_1, ln_mean_h_1_ln_1, ln_rstd_h_1_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_1_ln_1, 768, P_h_1_attn_qkv_weight, 768, 0.0f, qkv_h_1_attn, 2304);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_parallel_for(e, e->B * 2359296, ke5);
+    rt_launch(e, "ke5", ke5, e->B * 2359296, 2, (void *[]){&qkv_h_1_attn, &P_h_1_attn_qkv_bias});
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
     rt_attention_fwd(e, qkv_h_1_attn, att_h_1_attn, attn_y_h_1_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_1_attn, 768, P_h_1_attn_proj_weight, 768, 0.0f, attn_out_h_1_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 786432, ke6);
+    rt_launch(e, "ke6", ke6, e->B * 786432, 4, (void *[]){&attn_out_h_1_attn, &P_h_1_attn_proj_bias, &residual_linear_h_0_proj, &residual_attn_out_h_1_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, P_h_1_ln_2_bias, layernorm_h_1_ln_2, ln_mean_h_1_ln_2, ln_rstd_h_1_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_1_ln_2, 768, P_h_1_fc_weight, 768, 0.0f, linear_h_1_fc, 3072);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_parallel_for(e, e->B * 3145728, ke7);
+    rt_launch(e, "ke7", ke7, e->B * 3145728, 3, (void *[]){&linear_h_1_fc, &P_h_1_fc_bias, &gelu_h_1_2});
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_1_2, 3072, P_h_1_proj_weight, 3072, 0.0f, linear_h_1_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 786432, ke8);
+    rt_launch(e, "ke8", ke8, e->B * 786432, 4, (void *[]){&linear_h_1_proj, &P_h_1_proj_bias, &residual_attn_out_h_1_attn, &residual_linear_h_1_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, P_h_2_ln_1_bias, layernorm_h_2_ln_1, ln_mean_h_2_ln_1, ln_rstd_h_2_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_2_ln_1, 768, P_h_2_attn_qkv_weight, 768, 0.0f, qkv_h_2_attn, 2304);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_parallel_for(e, e->B * 2359296, ke9);
+    rt_launch(e, "ke9", ke9, e->B * 2359296, 2, (void *[]){&qkv_h_2_attn, &P_h_2_attn_qkv_bias});
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
     rt_attention_fwd(e, qkv_h_2_attn, att_h_2_attn, attn_y_h_2_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_2_attn, 768, P_h_2_attn_proj_weight, 768, 0.0f, attn_out_h_2_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 786432, ke10);
+    rt_launch(e, "ke10", ke10, e->B * 786432, 4, (void *[]){&attn_out_h_2_attn, &P_h_2_attn_proj_bias, &residual_linear_h_1_proj, &residual_attn_out_h_2_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, P_h_2_ln_2_bias, layernorm_h_2_ln_2, ln_mean_h_2_ln_2, ln_rstd_h_2_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_2_ln_2, 768, P_h_2_fc_weight, 768, 0.0f, linear_h_2_fc, 3072);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_parallel_for(e, e->B * 3145728, ke11);
+    rt_launch(e, "ke11", ke11, e->B * 3145728, 3, (void *[]){&linear_h_2_fc, &P_h_2_fc_bias, &gelu_h_2_2});
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_2_2, 3072, P_h_2_proj_weight, 3072, 0.0f, linear_h_2_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 786432, ke12);
+    rt_launch(e, "ke12", ke12, e->B * 786432, 4, (void *[]){&linear_h_2_proj, &P_h_2_proj_bias, &residual_attn_out_h_2_attn, &residual_linear_h_2_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, P_h_3_ln_1_bias, layernorm_h_3_ln_1, ln_mean_h_3_ln_1, ln_rstd_h_3_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_3_ln_1, 768, P_h_3_attn_qkv_weight, 768, 0.0f, qkv_h_3_attn, 2304);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_parallel_for(e, e->B * 2359296, ke13);
+    rt_launch(e, "ke13", ke13, e->B * 2359296, 2, (void *[]){&qkv_h_3_attn, &P_h_3_attn_qkv_bias});
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
     rt_attention_fwd(e, qkv_h_3_attn, att_h_3_attn, attn_y_h_3_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_3_attn, 768, P_h_3_attn_proj_weight, 768, 0.0f, attn_out_h_3_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 786432, ke14);
+    rt_launch(e, "ke14", ke14, e->B * 786432, 4, (void *[]){&attn_out_h_3_attn, &P_h_3_attn_proj_bias, &residual_linear_h_2_proj, &residual_attn_out_h_3_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, P_h_3_ln_2_bias, layernorm_h_3_ln_2, ln_mean_h_3_ln_2, ln_rstd_h_3_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_3_ln_2, 768, P_h_3_fc_weight, 768, 0.0f, linear_h_3_fc, 3072);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_parallel_for(e, e->B * 3145728, ke15);
+    rt_launch(e, "ke15", ke15, e->B * 3145728, 3, (void *[]){&linear_h_3_fc, &P_h_3_fc_bias, &gelu_h_3_2});
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_3_2, 3072, P_h_3_proj_weight, 3072, 0.0f, linear_h_3_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 786432, ke16);
+    rt_launch(e, "ke16", ke16, e->B * 786432, 4, (void *[]){&linear_h_3_proj, &P_h_3_proj_bias, &residual_attn_out_h_3_attn, &residual_linear_h_3_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_3_proj, P_h_4_ln_1_weight, P_h_4_ln_1_bias, layernorm_h_4_ln_1, ln_mean_h_4_ln_1, ln_rstd_h_4_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_4_ln_1, 768, P_h_4_attn_qkv_weight, 768, 0.0f, qkv_h_4_attn, 2304);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_parallel_for(e, e->B * 2359296, ke17);
+    rt_launch(e, "ke17", ke17, e->B * 2359296, 2, (void *[]){&qkv_h_4_attn, &P_h_4_attn_qkv_bias});
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
     rt_attention_fwd(e, qkv_h_4_attn, att_h_4_attn, attn_y_h_4_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_4_attn, 768, P_h_4_attn_proj_weight, 768, 0.0f, attn_out_h_4_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 786432, ke18);
+    rt_launch(e, "ke18", ke18, e->B * 786432, 4, (void *[]){&attn_out_h_4_attn, &P_h_4_attn_proj_bias, &residual_linear_h_3_proj, &residual_attn_out_h_4_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_4_attn, P_h_4_ln_2_weight, P_h_4_ln_2_bias, layernorm_h_4_ln_2, ln_mean_h_4_ln_2, ln_rstd_h_4_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_4_ln_2, 768, P_h_4_fc_weight, 768, 0.0f, linear_h_4_fc, 3072);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_parallel_for(e, e->B * 3145728, ke19);
+    rt_launch(e, "ke19", ke19, e->B * 3145728, 3, (void *[]){&linear_h_4_fc, &P_h_4_fc_bias, &gelu_h_4_2});
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_4_2, 3072, P_h_4_proj_weight, 3072, 0.0f, linear_h_4_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 786432, ke20);
+    rt_launch(e, "ke20", ke20, e->B * 786432, 4, (void *[]){&linear_h_4_proj, &P_h_4_proj_bias, &residual_attn_out_h_4_attn, &residual_linear_h_4_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_4_proj, P_h_5_ln_1_weight, P_h_5_ln_1_bias, layernorm_h_5_ln_1, ln_mean_h_5_ln_1, ln_rstd_h_5_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_5_ln_1, 768, P_h_5_attn_qkv_weight, 768, 0.0f, qkv_h_5_attn, 2304);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_parallel_for(e, e->B * 2359296, ke21);
+    rt_launch(e, "ke21", ke21, e->B * 2359296, 2, (void *[]){&qkv_h_5_attn, &P_h_5_attn_qkv_bias});
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
     rt_attention_fwd(e, qkv_h_5_attn, att_h_5_attn, attn_y_h_5_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_5_attn, 768, P_h_5_attn_proj_weight, 768, 0.0f, attn_out_h_5_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 786432, ke22);
+    rt_launch(e, "ke22", ke22, e->B * 786432, 4, (void *[]){&attn_out_h_5_attn, &P_h_5_attn_proj_bias, &residual_linear_h_4_proj, &residual_attn_out_h_5_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_5_attn, P_h_5_ln_2_weight, P_h_5_ln_2_bias, layernorm_h_5_ln_2, ln_mean_h_5_ln_2, ln_rstd_h_5_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_5_ln_2, 768, P_h_5_fc_weight, 768, 0.0f, linear_h_5_fc, 3072);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_parallel_for(e, e->B * 3145728, ke23);
+    rt_launch(e, "ke23", ke23, e->B * 3145728, 3, (void *[]){&linear_h_5_fc, &P_h_5_fc_bias, &gelu_h_5_2});
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_5_2, 3072, P_h_5_proj_weight, 3072, 0.0f, linear_h_5_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 786432, ke24);
+    rt_launch(e, "ke24", ke24, e->B * 786432, 4, (void *[]){&linear_h_5_proj, &P_h_5_proj_bias, &residual_attn_out_h_5_attn, &residual_linear_h_5_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_5_proj, P_h_6_ln_1_weight, P_h_6_ln_1_bias, layernorm_h_6_ln_1, ln_mean_h_6_ln_1, ln_rstd_h_6_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_6_ln_1, 768, P_h_6_attn_qkv_weight, 768, 0.0f, qkv_h_6_attn, 2304);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_parallel_for(e, e->B * 2359296, ke25);
+    rt_launch(e, "ke25", ke25, e->B * 2359296, 2, (void *[]){&qkv_h_6_attn, &P_h_6_attn_qkv_bias});
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
     rt_attention_fwd(e, qkv_h_6_attn, att_h_6_attn, attn_y_h_6_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_6_attn, 768, P_h_6_attn_proj_weight, 768, 0.0f, attn_out_h_6_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 786432, ke26);
+    rt_launch(e, "ke26", ke26, e->B * 786432, 4, (void *[]){&attn_out_h_6_attn, &P_h_6_attn_proj_bias, &residual_linear_h_5_proj, &residual_attn_out_h_6_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_6_attn, P_h_6_ln_2_weight, P_h_6_ln_2_bias, layernorm_h_6_ln_2, ln_mean_h_6_ln_2, ln_rstd_h_6_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_6_ln_2, 768, P_h_6_fc_weight, 768, 0.0f, linear_h_6_fc, 3072);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_parallel_for(e, e->B * 3145728, ke27);
+    rt_launch(e, "ke27", ke27, e->B * 3145728, 3, (void *[]){&linear_h_6_fc, &P_h_6_fc_bias, &gelu_h_6_2});
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_6_2, 3072, P_h_6_proj_weight, 3072, 0.0f, linear_h_6_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 786432, ke28);
+    rt_launch(e, "ke28", ke28, e->B * 786432, 4, (void *[]){&linear_h_6_proj, &P_h_6_proj_bias, &residual_attn_out_h_6_attn, &residual_linear_h_6_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_6_proj, P_h_7_ln_1_weight, P_h_7_ln_1_bias, layernorm_h_7_ln_1, ln_mean_h_7_ln_1, ln_rstd_h_7_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_7_ln_1, 768, P_h_7_attn_qkv_weight, 768, 0.0f, qkv_h_7_attn, 2304);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_parallel_for(e, e->B * 2359296, ke29);
+    rt_launch(e, "ke29", ke29, e->B * 2359296, 2, (void *[]){&qkv_h_7_attn, &P_h_7_attn_qkv_bias});
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
     rt_attention_fwd(e, qkv_h_7_attn, att_h_7_attn, attn_y_h_7_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_7_attn, 768, P_h_7_attn_proj_weight, 768, 0.0f, attn_out_h_7_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 786432, ke30);
+    rt_launch(e, "ke30", ke30, e->B * 786432, 4, (void *[]){&attn_out_h_7_attn, &P_h_7_attn_proj_bias, &residual_linear_h_6_proj, &residual_attn_out_h_7_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_7_attn, P_h_7_ln_2_weight, P_h_7_ln_2_bias, layernorm_h_7_ln_2, ln_mean_h_7_ln_2, ln_rstd_h_7_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_7_ln_2, 768, P_h_7_fc_weight, 768, 0.0f, linear_h_7_fc, 3072);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_parallel_for(e, e->B * 3145728, ke31);
+    rt_launch(e, "ke31", ke31, e->B * 3145728, 3, (void *[]){&linear_h_7_fc, &P_h_7_fc_bias, &gelu_h_7_2});
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_7_2, 3072, P_h_7_proj_weight, 3072, 0.0f, linear_h_7_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 786432, ke32);
+    rt_launch(e, "ke32", ke32, e->B * 786432, 4, (void *[]){&linear_h_7_proj, &P_h_7_proj_bias, &residual_attn_out_h_7_attn, &residual_linear_h_7_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_7_proj, P_h_8_ln_1_weight, P_h_8_ln_1_bias, layernorm_h_8_ln_1, ln_mean_h_8_ln_1, ln_rstd_h_8_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_8_ln_1, 768, P_h_8_attn_qkv_weight, 768, 0.0f, qkv_h_8_attn, 2304);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_parallel_for(e, e->B * 2359296, ke33);
+    rt_launch(e, "ke33", ke33, e->B * 2359296, 2, (void *[]){&qkv_h_8_attn, &P_h_8_attn_qkv_bias});
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
     rt_attention_fwd(e, qkv_h_8_attn, att_h_8_attn, attn_y_h_8_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_8_attn, 768, P_h_8_attn_proj_weight, 768, 0.0f, attn_out_h_8_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 786432, ke34);
+    rt_launch(e, "ke34", ke34, e->B * 786432, 4, (void *[]){&attn_out_h_8_attn, &P_h_8_attn_proj_bias, &residual_linear_h_7_proj, &residual_attn_out_h_8_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_8_attn, P_h_8_ln_2_weight, P_h_8_ln_2_bias, layernorm_h_8_ln_2, ln_mean_h_8_ln_2, ln_rstd_h_8_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_8_ln_2, 768, P_h_8_fc_weight, 768, 0.0f, linear_h_8_fc, 3072);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_parallel_for(e, e->B * 3145728, ke35);
+    rt_launch(e, "ke35", ke35, e->B * 3145728, 3, (void *[]){&linear_h_8_fc, &P_h_8_fc_bias, &gelu_h_8_2});
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_8_2, 3072, P_h_8_proj_weight, 3072, 0.0f, linear_h_8_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 786432, ke36);
+    rt_launch(e, "ke36", ke36, e->B * 786432, 4, (void *[]){&linear_h_8_proj, &P_h_8_proj_bias, &residual_attn_out_h_8_attn, &residual_linear_h_8_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_8_proj, P_h_9_ln_1_weight, P_h_9_ln_1_bias, layernorm_h_9_ln_1, ln_mean_h_9_ln_1, ln_rstd_h_9_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_9_ln_1, 768, P_h_9_attn_qkv_weight, 768, 0.0f, qkv_h_9_attn, 2304);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_parallel_for(e, e->B * 2359296, ke37);
+    rt_launch(e, "ke37", ke37, e->B * 2359296, 2, (void *[]){&qkv_h_9_attn, &P_h_9_attn_qkv_bias});
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
     rt_attention_fwd(e, qkv_h_9_attn, att_h_9_attn, attn_y_h_9_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_9_attn, 768, P_h_9_attn_proj_weight, 768, 0.0f, attn_out_h_9_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 786432, ke38);
+    rt_launch(e, "ke38", ke38, e->B * 786432, 4, (void *[]){&attn_out_h_9_attn, &P_h_9_attn_proj_bias, &residual_linear_h_8_proj, &residual_attn_out_h_9_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_9_attn, P_h_9_ln_2_weight, P_h_9_ln_2_bias, layernorm_h_9_ln_2, ln_mean_h_9_ln_2, ln_rstd_h_9_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_9_ln_2, 768, P_h_9_fc_weight, 768, 0.0f, linear_h_9_fc, 3072);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_parallel_for(e, e->B * 3145728, ke39);
+    rt_launch(e, "ke39", ke39, e->B * 3145728, 3, (void *[]){&linear_h_9_fc, &P_h_9_fc_bias, &gelu_h_9_2});
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_9_2, 3072, P_h_9_proj_weight, 3072, 0.0f, linear_h_9_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 786432, ke40);
+    rt_launch(e, "ke40", ke40, e->B * 786432, 4, (void *[]){&linear_h_9_proj, &P_h_9_proj_bias, &residual_attn_out_h_9_attn, &residual_linear_h_9_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_9_proj, P_h_10_ln_1_weight, P_h_10_ln_1_bias, layernorm_h_10_ln_1, ln_mean_h_10_ln_1, ln_rstd_h_10_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_10_ln_1, 768, P_h_10_attn_qkv_weight, 768, 0.0f, qkv_h_10_attn, 2304);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_parallel_for(e, e->B * 2359296, ke41);
+    rt_launch(e, "ke41", ke41, e->B * 2359296, 2, (void *[]){&qkv_h_10_attn, &P_h_10_attn_qkv_bias});
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
     rt_attention_fwd(e, qkv_h_10_attn, att_h_10_attn, attn_y_h_10_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_10_attn, 768, P_h_10_attn_proj_weight, 768, 0.0f, attn_out_h_10_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 786432, ke42);
+    rt_launch(e, "ke42", ke42, e->B * 786432, 4, (void *[]){&attn_out_h_10_attn, &P_h_10_attn_proj_bias, &residual_linear_h_9_proj, &residual_attn_out_h_10_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_10_attn, P_h_10_ln_2_weight, P_h_10_ln_2_bias, layernorm_h_10_ln_2, ln_mean_h_10_ln_2, ln_rstd_h_10_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_10_ln_2, 768, P_h_10_fc_weight, 768, 0.0f, linear_h_10_fc, 3072);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_parallel_for(e, e->B * 3145728, ke43);
+    rt_launch(e, "ke43", ke43, e->B * 3145728, 3, (void *[]){&linear_h_10_fc, &P_h_10_fc_bias, &gelu_h_10_2});
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_10_2, 3072, P_h_10_proj_weight, 3072, 0.0f, linear_h_10_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 786432, ke44);
+    rt_launch(e, "ke44", ke44, e->B * 786432, 4, (void *[]){&linear_h_10_proj, &P_h_10_proj_bias, &residual_attn_out_h_10_attn, &residual_linear_h_10_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_10_proj, P_h_11_ln_1_weight, P_h_11_ln_1_bias, layernorm_h_11_ln_1, ln_mean_h_11_ln_1, ln_rstd_h_11_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_11_ln_1, 768, P_h_11_attn_qkv_weight, 768, 0.0f, qkv_h_11_attn, 2304);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_parallel_for(e, e->B * 2359296, ke45);
+    rt_launch(e, "ke45", ke45, e->B * 2359296, 2, (void *[]){&qkv_h_11_attn, &P_h_11_attn_qkv_bias});
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
     rt_attention_fwd(e, qkv_h_11_attn, att_h_11_attn, attn_y_h_11_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_11_attn, 768, P_h_11_attn_proj_weight, 768, 0.0f, attn_out_h_11_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 786432, ke46);
+    rt_launch(e, "ke46", ke46, e->B * 786432, 4, (void *[]){&attn_out_h_11_attn, &P_h_11_attn_proj_bias, &residual_linear_h_10_proj, &residual_attn_out_h_11_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_11_attn, P_h_11_ln_2_weight, P_h_11_ln_2_bias, layernorm_h_11_ln_2, ln_mean_h_11_ln_2, ln_rstd_h_11_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_11_ln_2, 768, P_h_11_fc_weight, 768, 0.0f, linear_h_11_fc, 3072);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_parallel_for(e, e->B * 3145728, ke47);
+    rt_launch(e, "ke47", ke47, e->B * 3145728, 3, (void *[]){&linear_h_11_fc, &P_h_11_fc_bias, &gelu_h_11_2});
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_11_2, 3072, P_h_11_proj_weight, 3072, 0.0f, linear_h_11_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 786432, ke48);
+    rt_launch(e, "ke48", ke48, e->B * 786432, 4, (void *[]){&linear_h_11_proj, &P_h_11_proj_bias, &residual_attn_out_h_11_attn, &residual_linear_h_11_proj});
     /* $.model.layers[3]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_11_proj, P_ln_f_weight, P_ln_f_bias, layernorm_ln_f, ln_mean_ln_f, ln_rstd_ln_f, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[4]: linear: y = x W^T */
@@ -2563,6 +2677,8 @@ static const char *const train_defaults[] = {
     "schedule.gamma=0.1",
     "grad_clip=1",
     "precision=bf16-mixed",
+    "loss_scale.init=65536",
+    "loss_scale.growth_interval=2000",
     "validate.every_steps=250",
     "validate.every_epochs=1",
     "validate.batches=20",
@@ -2587,7 +2703,7 @@ static const char *const train_defaults[] = {
 const rt_model trainc_model = {
     .abi = RT_ABI_VERSION,
     .name = "gpt2_124m",
-    .spec_hash = "54304b71d36b38bb",
+    .spec_hash = "b909dc6195cadb17",
     .model_hash = "831323d815da95cf",
     .data_dir = TRAINC_DATA_DIR,
     .n_params = 148,
@@ -2605,10 +2721,12 @@ const rt_model trainc_model = {
     .pred_offset = 0,
     .pred_numel = 51463168,
     .train_defaults = train_defaults,
-    .n_train_defaults = 40,
+    .n_train_defaults = 42,
     .forward = forward,
     .backward = backward,
     .evaluate = evaluate,
+    .devices = TRAINC_DEVICES,
+    .cuda = TRAINC_CUDA_IMAGE,
 };
 
 #ifndef TRAINC_JIT

@@ -8,6 +8,10 @@
 #ifndef TRAINC_DATA_DIR
 #define TRAINC_DATA_DIR "specs" /* trainc build and trainc run pass the absolute folder */
 #endif
+#ifndef TRAINC_DEVICES /* trainc build --device cuda|both and trainc run set these */
+#define TRAINC_DEVICES RT_HAS_CPU
+#define TRAINC_CUDA_IMAGE NULL
+#endif
 
 /* The forward pass: the loss, and in training d(loss)/d(prediction). */
 static void forward(rt_exec *e, int train)
@@ -16,7 +20,8 @@ static void forward(rt_exec *e, int train)
     const int32_t *in_x = (const int32_t *)e->in[0];
     const float *P_wte_weight = e->params + 0;
     float *embedding_wte = ACT(4194304);
-    const float *pos_embedding_wpe = ACT(4194304);
+    const float *P_wpe_weight = e->params + 32768;
+    float *pos_embedding_wpe = ACT(4194304);
     const float *P_h_0_ln_1_weight = e->params + 49152;
     const float *P_h_0_ln_1_bias = e->params + 49280;
     float *layernorm_h_0_ln_1 = ACT(4259840);
@@ -24,11 +29,13 @@ static void forward(rt_exec *e, int train)
     float *ln_rstd_h_0_ln_1 = ACT(5636608);
     const float *P_h_0_attn_qkv_weight = e->params + 49408;
     float *qkv_h_0_attn = ACT(3407872);
+    const float *P_h_0_attn_qkv_bias = e->params + 98560;
     float *att_h_0_attn = ACT(0);
     float *attn_y_h_0_attn = ACT(4325376);
     const float *P_h_0_attn_proj_weight = e->params + 98944;
     float *attn_out_h_0_attn = ACT(4390912);
-    const float *residual_attn_out_h_0_attn = ACT(4390912);
+    const float *P_h_0_attn_proj_bias = e->params + 115328;
+    float *residual_attn_out_h_0_attn = ACT(4390912);
     const float *P_h_0_ln_2_weight = e->params + 115456;
     const float *P_h_0_ln_2_bias = e->params + 115584;
     float *layernorm_h_0_ln_2 = ACT(4456448);
@@ -36,10 +43,12 @@ static void forward(rt_exec *e, int train)
     float *ln_rstd_h_0_ln_2 = ACT(5637632);
     const float *P_h_0_fc_weight = e->params + 115712;
     float *linear_h_0_fc = ACT(262144);
-    const float *gelu_h_0_2 = ACT(524288);
+    const float *P_h_0_fc_bias = e->params + 181248;
+    float *gelu_h_0_2 = ACT(524288);
     const float *P_h_0_proj_weight = e->params + 181760;
     float *linear_h_0_proj = ACT(4521984);
-    const float *residual_linear_h_0_proj = ACT(4521984);
+    const float *P_h_0_proj_bias = e->params + 247296;
+    float *residual_linear_h_0_proj = ACT(4521984);
     const float *P_h_1_ln_1_weight = e->params + 247424;
     const float *P_h_1_ln_1_bias = e->params + 247552;
     float *layernorm_h_1_ln_1 = ACT(4587520);
@@ -47,11 +56,13 @@ static void forward(rt_exec *e, int train)
     float *ln_rstd_h_1_ln_1 = ACT(5638656);
     const float *P_h_1_attn_qkv_weight = e->params + 247680;
     float *qkv_h_1_attn = ACT(3604480);
+    const float *P_h_1_attn_qkv_bias = e->params + 296832;
     float *att_h_1_attn = ACT(786432);
     float *attn_y_h_1_attn = ACT(4653056);
     const float *P_h_1_attn_proj_weight = e->params + 297216;
     float *attn_out_h_1_attn = ACT(4718592);
-    const float *residual_attn_out_h_1_attn = ACT(4718592);
+    const float *P_h_1_attn_proj_bias = e->params + 313600;
+    float *residual_attn_out_h_1_attn = ACT(4718592);
     const float *P_h_1_ln_2_weight = e->params + 313728;
     const float *P_h_1_ln_2_bias = e->params + 313856;
     float *layernorm_h_1_ln_2 = ACT(4784128);
@@ -59,10 +70,12 @@ static void forward(rt_exec *e, int train)
     float *ln_rstd_h_1_ln_2 = ACT(5639680);
     const float *P_h_1_fc_weight = e->params + 313984;
     float *linear_h_1_fc = ACT(1048576);
-    const float *gelu_h_1_2 = ACT(1310720);
+    const float *P_h_1_fc_bias = e->params + 379520;
+    float *gelu_h_1_2 = ACT(1310720);
     const float *P_h_1_proj_weight = e->params + 380032;
     float *linear_h_1_proj = ACT(4849664);
-    const float *residual_linear_h_1_proj = ACT(4849664);
+    const float *P_h_1_proj_bias = e->params + 445568;
+    float *residual_linear_h_1_proj = ACT(4849664);
     const float *P_h_2_ln_1_weight = e->params + 445696;
     const float *P_h_2_ln_1_bias = e->params + 445824;
     float *layernorm_h_2_ln_1 = ACT(4915200);
@@ -70,11 +83,13 @@ static void forward(rt_exec *e, int train)
     float *ln_rstd_h_2_ln_1 = ACT(5640704);
     const float *P_h_2_attn_qkv_weight = e->params + 445952;
     float *qkv_h_2_attn = ACT(3801088);
+    const float *P_h_2_attn_qkv_bias = e->params + 495104;
     float *att_h_2_attn = ACT(1572864);
     float *attn_y_h_2_attn = ACT(4980736);
     const float *P_h_2_attn_proj_weight = e->params + 495488;
     float *attn_out_h_2_attn = ACT(5046272);
-    const float *residual_attn_out_h_2_attn = ACT(5046272);
+    const float *P_h_2_attn_proj_bias = e->params + 511872;
+    float *residual_attn_out_h_2_attn = ACT(5046272);
     const float *P_h_2_ln_2_weight = e->params + 512000;
     const float *P_h_2_ln_2_bias = e->params + 512128;
     float *layernorm_h_2_ln_2 = ACT(5111808);
@@ -82,10 +97,12 @@ static void forward(rt_exec *e, int train)
     float *ln_rstd_h_2_ln_2 = ACT(5641728);
     const float *P_h_2_fc_weight = e->params + 512256;
     float *linear_h_2_fc = ACT(1835008);
-    const float *gelu_h_2_2 = ACT(2097152);
+    const float *P_h_2_fc_bias = e->params + 577792;
+    float *gelu_h_2_2 = ACT(2097152);
     const float *P_h_2_proj_weight = e->params + 578304;
     float *linear_h_2_proj = ACT(5177344);
-    const float *residual_linear_h_2_proj = ACT(5177344);
+    const float *P_h_2_proj_bias = e->params + 643840;
+    float *residual_linear_h_2_proj = ACT(5177344);
     const float *P_h_3_ln_1_weight = e->params + 643968;
     const float *P_h_3_ln_1_bias = e->params + 644096;
     float *layernorm_h_3_ln_1 = ACT(5242880);
@@ -93,11 +110,13 @@ static void forward(rt_exec *e, int train)
     float *ln_rstd_h_3_ln_1 = ACT(5642752);
     const float *P_h_3_attn_qkv_weight = e->params + 644224;
     float *qkv_h_3_attn = ACT(3997696);
+    const float *P_h_3_attn_qkv_bias = e->params + 693376;
     float *att_h_3_attn = ACT(2359296);
     float *attn_y_h_3_attn = ACT(5308416);
     const float *P_h_3_attn_proj_weight = e->params + 693760;
     float *attn_out_h_3_attn = ACT(5373952);
-    const float *residual_attn_out_h_3_attn = ACT(5373952);
+    const float *P_h_3_attn_proj_bias = e->params + 710144;
+    float *residual_attn_out_h_3_attn = ACT(5373952);
     const float *P_h_3_ln_2_weight = e->params + 710272;
     const float *P_h_3_ln_2_bias = e->params + 710400;
     float *layernorm_h_3_ln_2 = ACT(5439488);
@@ -105,10 +124,12 @@ static void forward(rt_exec *e, int train)
     float *ln_rstd_h_3_ln_2 = ACT(5643776);
     const float *P_h_3_fc_weight = e->params + 710528;
     float *linear_h_3_fc = ACT(2621440);
-    const float *gelu_h_3_2 = ACT(2883584);
+    const float *P_h_3_fc_bias = e->params + 776064;
+    float *gelu_h_3_2 = ACT(2883584);
     const float *P_h_3_proj_weight = e->params + 776576;
     float *linear_h_3_proj = ACT(5505024);
-    const float *residual_linear_h_3_proj = ACT(5505024);
+    const float *P_h_3_proj_bias = e->params + 842112;
+    float *residual_linear_h_3_proj = ACT(5505024);
     const float *P_ln_f_weight = e->params + 842240;
     const float *P_ln_f_bias = e->params + 842368;
     float *layernorm_ln_f = ACT(5570560);
@@ -121,95 +142,95 @@ static void forward(rt_exec *e, int train)
     /* $.model.layers[0]: embedding: rows of the weight picked by the ids */
     rt_embedding_fwd(e, in_x, P_wte_weight, embedding_wte, e->B * 128, 256, 128);
     /* $.model.layers[1]: pos_embedding: + position rows */
-    rt_parallel_for(e, e->B * 16384, k0);
+    rt_launch(e, "k0", k0, e->B * 16384, 3, (void *[]){&embedding_wte, &P_wpe_weight, &pos_embedding_wpe});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, P_h_0_ln_1_bias, layernorm_h_0_ln_1, ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_0_ln_1, 128, P_h_0_attn_qkv_weight, 128, 0.0f, qkv_h_0_attn, 384);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_parallel_for(e, e->B * 49152, k1);
+    rt_launch(e, "k1", k1, e->B * 49152, 2, (void *[]){&qkv_h_0_attn, &P_h_0_attn_qkv_bias});
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
     rt_attention_fwd(e, qkv_h_0_attn, att_h_0_attn, attn_y_h_0_attn, e->B, 128, 128, 4, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_0_attn, 128, P_h_0_attn_proj_weight, 128, 0.0f, attn_out_h_0_attn, 128);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 16384, k2);
+    rt_launch(e, "k2", k2, e->B * 16384, 4, (void *[]){&attn_out_h_0_attn, &P_h_0_attn_proj_bias, &pos_embedding_wpe, &residual_attn_out_h_0_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, P_h_0_ln_2_bias, layernorm_h_0_ln_2, ln_mean_h_0_ln_2, ln_rstd_h_0_ln_2, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_0_ln_2, 128, P_h_0_fc_weight, 128, 0.0f, linear_h_0_fc, 512);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_parallel_for(e, e->B * 65536, k3);
+    rt_launch(e, "k3", k3, e->B * 65536, 3, (void *[]){&linear_h_0_fc, &P_h_0_fc_bias, &gelu_h_0_2});
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_0_2, 512, P_h_0_proj_weight, 512, 0.0f, linear_h_0_proj, 128);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 16384, k4);
+    rt_launch(e, "k4", k4, e->B * 16384, 4, (void *[]){&linear_h_0_proj, &P_h_0_proj_bias, &residual_attn_out_h_0_attn, &residual_linear_h_0_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, P_h_1_ln_1_bias, layernorm_h_1_ln_1, ln_mean_h_1_ln_1, ln_rstd_h_1_ln_1, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_1_ln_1, 128, P_h_1_attn_qkv_weight, 128, 0.0f, qkv_h_1_attn, 384);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_parallel_for(e, e->B * 49152, k5);
+    rt_launch(e, "k5", k5, e->B * 49152, 2, (void *[]){&qkv_h_1_attn, &P_h_1_attn_qkv_bias});
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
     rt_attention_fwd(e, qkv_h_1_attn, att_h_1_attn, attn_y_h_1_attn, e->B, 128, 128, 4, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_1_attn, 128, P_h_1_attn_proj_weight, 128, 0.0f, attn_out_h_1_attn, 128);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 16384, k6);
+    rt_launch(e, "k6", k6, e->B * 16384, 4, (void *[]){&attn_out_h_1_attn, &P_h_1_attn_proj_bias, &residual_linear_h_0_proj, &residual_attn_out_h_1_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, P_h_1_ln_2_bias, layernorm_h_1_ln_2, ln_mean_h_1_ln_2, ln_rstd_h_1_ln_2, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_1_ln_2, 128, P_h_1_fc_weight, 128, 0.0f, linear_h_1_fc, 512);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_parallel_for(e, e->B * 65536, k7);
+    rt_launch(e, "k7", k7, e->B * 65536, 3, (void *[]){&linear_h_1_fc, &P_h_1_fc_bias, &gelu_h_1_2});
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_1_2, 512, P_h_1_proj_weight, 512, 0.0f, linear_h_1_proj, 128);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 16384, k8);
+    rt_launch(e, "k8", k8, e->B * 16384, 4, (void *[]){&linear_h_1_proj, &P_h_1_proj_bias, &residual_attn_out_h_1_attn, &residual_linear_h_1_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, P_h_2_ln_1_bias, layernorm_h_2_ln_1, ln_mean_h_2_ln_1, ln_rstd_h_2_ln_1, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_2_ln_1, 128, P_h_2_attn_qkv_weight, 128, 0.0f, qkv_h_2_attn, 384);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_parallel_for(e, e->B * 49152, k9);
+    rt_launch(e, "k9", k9, e->B * 49152, 2, (void *[]){&qkv_h_2_attn, &P_h_2_attn_qkv_bias});
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
     rt_attention_fwd(e, qkv_h_2_attn, att_h_2_attn, attn_y_h_2_attn, e->B, 128, 128, 4, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_2_attn, 128, P_h_2_attn_proj_weight, 128, 0.0f, attn_out_h_2_attn, 128);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 16384, k10);
+    rt_launch(e, "k10", k10, e->B * 16384, 4, (void *[]){&attn_out_h_2_attn, &P_h_2_attn_proj_bias, &residual_linear_h_1_proj, &residual_attn_out_h_2_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, P_h_2_ln_2_bias, layernorm_h_2_ln_2, ln_mean_h_2_ln_2, ln_rstd_h_2_ln_2, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_2_ln_2, 128, P_h_2_fc_weight, 128, 0.0f, linear_h_2_fc, 512);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_parallel_for(e, e->B * 65536, k11);
+    rt_launch(e, "k11", k11, e->B * 65536, 3, (void *[]){&linear_h_2_fc, &P_h_2_fc_bias, &gelu_h_2_2});
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_2_2, 512, P_h_2_proj_weight, 512, 0.0f, linear_h_2_proj, 128);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 16384, k12);
+    rt_launch(e, "k12", k12, e->B * 16384, 4, (void *[]){&linear_h_2_proj, &P_h_2_proj_bias, &residual_attn_out_h_2_attn, &residual_linear_h_2_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, P_h_3_ln_1_bias, layernorm_h_3_ln_1, ln_mean_h_3_ln_1, ln_rstd_h_3_ln_1, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_3_ln_1, 128, P_h_3_attn_qkv_weight, 128, 0.0f, qkv_h_3_attn, 384);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_parallel_for(e, e->B * 49152, k13);
+    rt_launch(e, "k13", k13, e->B * 49152, 2, (void *[]){&qkv_h_3_attn, &P_h_3_attn_qkv_bias});
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
     rt_attention_fwd(e, qkv_h_3_attn, att_h_3_attn, attn_y_h_3_attn, e->B, 128, 128, 4, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_3_attn, 128, P_h_3_attn_proj_weight, 128, 0.0f, attn_out_h_3_attn, 128);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 16384, k14);
+    rt_launch(e, "k14", k14, e->B * 16384, 4, (void *[]){&attn_out_h_3_attn, &P_h_3_attn_proj_bias, &residual_linear_h_2_proj, &residual_attn_out_h_3_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, P_h_3_ln_2_bias, layernorm_h_3_ln_2, ln_mean_h_3_ln_2, ln_rstd_h_3_ln_2, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_3_ln_2, 128, P_h_3_fc_weight, 128, 0.0f, linear_h_3_fc, 512);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_parallel_for(e, e->B * 65536, k15);
+    rt_launch(e, "k15", k15, e->B * 65536, 3, (void *[]){&linear_h_3_fc, &P_h_3_fc_bias, &gelu_h_3_2});
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_3_2, 512, P_h_3_proj_weight, 512, 0.0f, linear_h_3_proj, 128);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 16384, k16);
+    rt_launch(e, "k16", k16, e->B * 16384, 4, (void *[]){&linear_h_3_proj, &P_h_3_proj_bias, &residual_attn_out_h_3_attn, &residual_linear_h_3_proj});
     /* $.model.layers[3]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_3_proj, P_ln_f_weight, P_ln_f_bias, layernorm_ln_f, ln_mean_ln_f, ln_rstd_ln_f, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[4]: linear: y = x W^T */
@@ -238,7 +259,8 @@ static void backward(rt_exec *e)
     const float *gelu_h_3_2 = ACT(2883584);
     float *G_h_3_proj_weight = e->grads + 776576;
     float *G_h_3_proj_bias = e->grads + 842112;
-    const float *d_linear_h_3_fc = ACT(3145728);
+    const float *linear_h_3_fc = ACT(2621440);
+    float *d_linear_h_3_fc = ACT(3145728);
     const float *P_h_3_fc_weight = e->params + 710528;
     float *d_layernorm_h_3_ln_2 = ACT(5505024);
     const float *layernorm_h_3_ln_2 = ACT(5439488);
@@ -251,7 +273,7 @@ static void backward(rt_exec *e)
     float *d_residual_attn_out_h_3_attn = ACT(5439488);
     float *G_h_3_ln_2_weight = e->grads + 710272;
     float *G_h_3_ln_2_bias = e->grads + 710400;
-    const float *d_residual_attn_out_h_3_attn_179 = ACT(5570560);
+    float *d_residual_attn_out_h_3_attn_179 = ACT(5570560);
     const float *P_h_3_attn_proj_weight = e->params + 693760;
     float *d_attn_y_h_3_attn = ACT(5373952);
     const float *attn_y_h_3_attn = ACT(5308416);
@@ -272,13 +294,14 @@ static void backward(rt_exec *e)
     float *d_residual_linear_h_2_proj = ACT(4063232);
     float *G_h_3_ln_1_weight = e->grads + 643968;
     float *G_h_3_ln_1_bias = e->grads + 644096;
-    const float *d_residual_linear_h_2_proj_184 = ACT(5570560);
+    float *d_residual_linear_h_2_proj_184 = ACT(5570560);
     const float *P_h_2_proj_weight = e->params + 578304;
     float *d_gelu_h_2_2 = ACT(2359296);
     const float *gelu_h_2_2 = ACT(2097152);
     float *G_h_2_proj_weight = e->grads + 578304;
     float *G_h_2_proj_bias = e->grads + 643840;
-    const float *d_linear_h_2_fc = ACT(2359296);
+    const float *linear_h_2_fc = ACT(1835008);
+    float *d_linear_h_2_fc = ACT(2359296);
     const float *P_h_2_fc_weight = e->params + 512256;
     float *d_layernorm_h_2_ln_2 = ACT(3997696);
     const float *layernorm_h_2_ln_2 = ACT(5111808);
@@ -291,7 +314,7 @@ static void backward(rt_exec *e)
     float *d_residual_attn_out_h_2_attn = ACT(4063232);
     float *G_h_2_ln_2_weight = e->grads + 512000;
     float *G_h_2_ln_2_bias = e->grads + 512128;
-    const float *d_residual_attn_out_h_2_attn_189 = ACT(5570560);
+    float *d_residual_attn_out_h_2_attn_189 = ACT(5570560);
     const float *P_h_2_attn_proj_weight = e->params + 495488;
     float *d_attn_y_h_2_attn = ACT(3997696);
     const float *attn_y_h_2_attn = ACT(4980736);
@@ -312,13 +335,14 @@ static void backward(rt_exec *e)
     float *d_residual_linear_h_1_proj = ACT(3801088);
     float *G_h_2_ln_1_weight = e->grads + 445696;
     float *G_h_2_ln_1_bias = e->grads + 445824;
-    const float *d_residual_linear_h_1_proj_194 = ACT(5570560);
+    float *d_residual_linear_h_1_proj_194 = ACT(5570560);
     const float *P_h_1_proj_weight = e->params + 380032;
     float *d_gelu_h_1_2 = ACT(1572864);
     const float *gelu_h_1_2 = ACT(1310720);
     float *G_h_1_proj_weight = e->grads + 380032;
     float *G_h_1_proj_bias = e->grads + 445568;
-    const float *d_linear_h_1_fc = ACT(1572864);
+    const float *linear_h_1_fc = ACT(1048576);
+    float *d_linear_h_1_fc = ACT(1572864);
     const float *P_h_1_fc_weight = e->params + 313984;
     float *d_layernorm_h_1_ln_2 = ACT(3801088);
     const float *layernorm_h_1_ln_2 = ACT(4784128);
@@ -331,7 +355,7 @@ static void backward(rt_exec *e)
     float *d_residual_attn_out_h_1_attn = ACT(3866624);
     float *G_h_1_ln_2_weight = e->grads + 313728;
     float *G_h_1_ln_2_bias = e->grads + 313856;
-    const float *d_residual_attn_out_h_1_attn_199 = ACT(5570560);
+    float *d_residual_attn_out_h_1_attn_199 = ACT(5570560);
     const float *P_h_1_attn_proj_weight = e->params + 297216;
     float *d_attn_y_h_1_attn = ACT(3801088);
     const float *attn_y_h_1_attn = ACT(4653056);
@@ -352,13 +376,14 @@ static void backward(rt_exec *e)
     float *d_residual_linear_h_0_proj = ACT(3604480);
     float *G_h_1_ln_1_weight = e->grads + 247424;
     float *G_h_1_ln_1_bias = e->grads + 247552;
-    const float *d_residual_linear_h_0_proj_204 = ACT(5570560);
+    float *d_residual_linear_h_0_proj_204 = ACT(5570560);
     const float *P_h_0_proj_weight = e->params + 181760;
     float *d_gelu_h_0_2 = ACT(786432);
     const float *gelu_h_0_2 = ACT(524288);
     float *G_h_0_proj_weight = e->grads + 181760;
     float *G_h_0_proj_bias = e->grads + 247296;
-    const float *d_linear_h_0_fc = ACT(786432);
+    const float *linear_h_0_fc = ACT(262144);
+    float *d_linear_h_0_fc = ACT(786432);
     const float *P_h_0_fc_weight = e->params + 115712;
     float *d_layernorm_h_0_ln_2 = ACT(262144);
     const float *layernorm_h_0_ln_2 = ACT(4456448);
@@ -371,7 +396,7 @@ static void backward(rt_exec *e)
     float *d_residual_attn_out_h_0_attn = ACT(3604480);
     float *G_h_0_ln_2_weight = e->grads + 115456;
     float *G_h_0_ln_2_bias = e->grads + 115584;
-    const float *d_residual_attn_out_h_0_attn_209 = ACT(5570560);
+    float *d_residual_attn_out_h_0_attn_209 = ACT(5570560);
     const float *P_h_0_attn_proj_weight = e->params + 98944;
     float *d_attn_y_h_0_attn = ACT(3604480);
     const float *attn_y_h_0_attn = ACT(4325376);
@@ -392,7 +417,7 @@ static void backward(rt_exec *e)
     float *d_pos_embedding_wpe = ACT(4259840);
     float *G_h_0_ln_1_weight = e->grads + 49152;
     float *G_h_0_ln_1_bias = e->grads + 49280;
-    const float *d_pos_embedding_wpe_214 = ACT(5570560);
+    float *d_pos_embedding_wpe_214 = ACT(5570560);
     float *G_wpe_weight = e->grads + 32768;
     const int32_t *in_x = (const int32_t *)e->in[0];
 
@@ -417,7 +442,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.3.proj.bias's gradient is final */
     rt_grad_ready(e, 842112, 128);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_parallel_for(e, e->B * 65536, k17);
+    rt_launch(e, "k17", k17, e->B * 65536, 3, (void *[]){&d_gelu_h_3_2, &linear_h_3_fc, &d_linear_h_3_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 512, 1.0f, d_linear_h_3_fc, 512, P_h_3_fc_weight, 128, 0.0f, d_layernorm_h_3_ln_2, 128);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -435,7 +460,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: h.3.ln_2.bias's gradient is final */
     rt_grad_ready(e, 710400, 128);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_parallel_for(e, e->B * 16384, k18);
+    rt_launch(e, "k18", k18, e->B * 16384, 3, (void *[]){&d_residual_linear_h_3_proj, &d_residual_attn_out_h_3_attn, &d_residual_attn_out_h_3_attn_179});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 128, 1.0f, d_residual_attn_out_h_3_attn_179, 128, P_h_3_attn_proj_weight, 128, 0.0f, d_attn_y_h_3_attn, 128);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -465,7 +490,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: h.3.ln_1.bias's gradient is final */
     rt_grad_ready(e, 644096, 128);
     /* $.model.layers[2].body[1]: sum of gradient contributions */
-    rt_parallel_for(e, e->B * 16384, k19);
+    rt_launch(e, "k19", k19, e->B * 16384, 3, (void *[]){&d_residual_attn_out_h_3_attn_179, &d_residual_linear_h_2_proj, &d_residual_linear_h_2_proj_184});
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 512, 128, 1.0f, d_residual_linear_h_2_proj_184, 128, P_h_2_proj_weight, 512, 0.0f, d_gelu_h_2_2, 512);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
@@ -477,7 +502,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.2.proj.bias's gradient is final */
     rt_grad_ready(e, 643840, 128);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_parallel_for(e, e->B * 65536, k20);
+    rt_launch(e, "k20", k20, e->B * 65536, 3, (void *[]){&d_gelu_h_2_2, &linear_h_2_fc, &d_linear_h_2_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 512, 1.0f, d_linear_h_2_fc, 512, P_h_2_fc_weight, 128, 0.0f, d_layernorm_h_2_ln_2, 128);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -495,7 +520,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: h.2.ln_2.bias's gradient is final */
     rt_grad_ready(e, 512128, 128);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_parallel_for(e, e->B * 16384, k21);
+    rt_launch(e, "k21", k21, e->B * 16384, 3, (void *[]){&d_residual_linear_h_2_proj_184, &d_residual_attn_out_h_2_attn, &d_residual_attn_out_h_2_attn_189});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 128, 1.0f, d_residual_attn_out_h_2_attn_189, 128, P_h_2_attn_proj_weight, 128, 0.0f, d_attn_y_h_2_attn, 128);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -525,7 +550,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: h.2.ln_1.bias's gradient is final */
     rt_grad_ready(e, 445824, 128);
     /* $.model.layers[2].body[1]: sum of gradient contributions */
-    rt_parallel_for(e, e->B * 16384, k22);
+    rt_launch(e, "k22", k22, e->B * 16384, 3, (void *[]){&d_residual_attn_out_h_2_attn_189, &d_residual_linear_h_1_proj, &d_residual_linear_h_1_proj_194});
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 512, 128, 1.0f, d_residual_linear_h_1_proj_194, 128, P_h_1_proj_weight, 512, 0.0f, d_gelu_h_1_2, 512);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
@@ -537,7 +562,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.1.proj.bias's gradient is final */
     rt_grad_ready(e, 445568, 128);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_parallel_for(e, e->B * 65536, k23);
+    rt_launch(e, "k23", k23, e->B * 65536, 3, (void *[]){&d_gelu_h_1_2, &linear_h_1_fc, &d_linear_h_1_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 512, 1.0f, d_linear_h_1_fc, 512, P_h_1_fc_weight, 128, 0.0f, d_layernorm_h_1_ln_2, 128);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -555,7 +580,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: h.1.ln_2.bias's gradient is final */
     rt_grad_ready(e, 313856, 128);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_parallel_for(e, e->B * 16384, k24);
+    rt_launch(e, "k24", k24, e->B * 16384, 3, (void *[]){&d_residual_linear_h_1_proj_194, &d_residual_attn_out_h_1_attn, &d_residual_attn_out_h_1_attn_199});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 128, 1.0f, d_residual_attn_out_h_1_attn_199, 128, P_h_1_attn_proj_weight, 128, 0.0f, d_attn_y_h_1_attn, 128);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -585,7 +610,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: h.1.ln_1.bias's gradient is final */
     rt_grad_ready(e, 247552, 128);
     /* $.model.layers[2].body[1]: sum of gradient contributions */
-    rt_parallel_for(e, e->B * 16384, k25);
+    rt_launch(e, "k25", k25, e->B * 16384, 3, (void *[]){&d_residual_attn_out_h_1_attn_199, &d_residual_linear_h_0_proj, &d_residual_linear_h_0_proj_204});
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 512, 128, 1.0f, d_residual_linear_h_0_proj_204, 128, P_h_0_proj_weight, 512, 0.0f, d_gelu_h_0_2, 512);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
@@ -597,7 +622,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.0.proj.bias's gradient is final */
     rt_grad_ready(e, 247296, 128);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_parallel_for(e, e->B * 65536, k26);
+    rt_launch(e, "k26", k26, e->B * 65536, 3, (void *[]){&d_gelu_h_0_2, &linear_h_0_fc, &d_linear_h_0_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 512, 1.0f, d_linear_h_0_fc, 512, P_h_0_fc_weight, 128, 0.0f, d_layernorm_h_0_ln_2, 128);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -615,7 +640,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: h.0.ln_2.bias's gradient is final */
     rt_grad_ready(e, 115584, 128);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_parallel_for(e, e->B * 16384, k27);
+    rt_launch(e, "k27", k27, e->B * 16384, 3, (void *[]){&d_residual_linear_h_0_proj_204, &d_residual_attn_out_h_0_attn, &d_residual_attn_out_h_0_attn_209});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 128, 1.0f, d_residual_attn_out_h_0_attn_209, 128, P_h_0_attn_proj_weight, 128, 0.0f, d_attn_y_h_0_attn, 128);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -645,7 +670,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: h.0.ln_1.bias's gradient is final */
     rt_grad_ready(e, 49280, 128);
     /* $.model.layers[1]: sum of gradient contributions */
-    rt_parallel_for(e, e->B * 16384, k28);
+    rt_launch(e, "k28", k28, e->B * 16384, 3, (void *[]){&d_residual_attn_out_h_0_attn_209, &d_pos_embedding_wpe, &d_pos_embedding_wpe_214});
     /* $.model.layers[1]: pos_embedding backward: dW[t] += sum over the batch of dy[t] */
     rt_colsum_add(e, d_pos_embedding_wpe_214, G_wpe_weight, e->B, 16384);
     /* $.model.layers[1]: wpe.weight's gradient is final */
@@ -663,7 +688,8 @@ static void evaluate(rt_exec *e)
     const int32_t *in_x = (const int32_t *)e->in[0];
     const float *P_wte_weight = e->params + 0;
     float *embedding_wte = ACT(458752);
-    const float *pos_embedding_wpe = ACT(458752);
+    const float *P_wpe_weight = e->params + 32768;
+    float *pos_embedding_wpe = ACT(458752);
     const float *P_h_0_ln_1_weight = e->params + 49152;
     const float *P_h_0_ln_1_bias = e->params + 49280;
     float *layernorm_h_0_ln_1 = ACT(0);
@@ -671,11 +697,13 @@ static void evaluate(rt_exec *e)
     float *ln_rstd_h_0_ln_1 = ACT(66048);
     const float *P_h_0_attn_qkv_weight = e->params + 49408;
     float *qkv_h_0_attn = ACT(262144);
+    const float *P_h_0_attn_qkv_bias = e->params + 98560;
     float *att_h_0_attn = ACT(0);
     float *attn_y_h_0_attn = ACT(524288);
     const float *P_h_0_attn_proj_weight = e->params + 98944;
     float *attn_out_h_0_attn = ACT(262144);
-    const float *residual_attn_out_h_0_attn = ACT(262144);
+    const float *P_h_0_attn_proj_bias = e->params + 115328;
+    float *residual_attn_out_h_0_attn = ACT(262144);
     const float *P_h_0_ln_2_weight = e->params + 115456;
     const float *P_h_0_ln_2_bias = e->params + 115584;
     float *layernorm_h_0_ln_2 = ACT(327680);
@@ -683,10 +711,12 @@ static void evaluate(rt_exec *e)
     float *ln_rstd_h_0_ln_2 = ACT(512);
     const float *P_h_0_fc_weight = e->params + 115712;
     float *linear_h_0_fc = ACT(0);
-    const float *gelu_h_0_2 = ACT(0);
+    const float *P_h_0_fc_bias = e->params + 181248;
+    float *gelu_h_0_2 = ACT(0);
     const float *P_h_0_proj_weight = e->params + 181760;
     float *linear_h_0_proj = ACT(458752);
-    const float *residual_linear_h_0_proj = ACT(458752);
+    const float *P_h_0_proj_bias = e->params + 247296;
+    float *residual_linear_h_0_proj = ACT(458752);
     const float *P_h_1_ln_1_weight = e->params + 247424;
     const float *P_h_1_ln_1_bias = e->params + 247552;
     float *layernorm_h_1_ln_1 = ACT(0);
@@ -694,11 +724,13 @@ static void evaluate(rt_exec *e)
     float *ln_rstd_h_1_ln_1 = ACT(66048);
     const float *P_h_1_attn_qkv_weight = e->params + 247680;
     float *qkv_h_1_attn = ACT(262144);
+    const float *P_h_1_attn_qkv_bias = e->params + 296832;
     float *att_h_1_attn = ACT(0);
     float *attn_y_h_1_attn = ACT(524288);
     const float *P_h_1_attn_proj_weight = e->params + 297216;
     float *attn_out_h_1_attn = ACT(262144);
-    const float *residual_attn_out_h_1_attn = ACT(262144);
+    const float *P_h_1_attn_proj_bias = e->params + 313600;
+    float *residual_attn_out_h_1_attn = ACT(262144);
     const float *P_h_1_ln_2_weight = e->params + 313728;
     const float *P_h_1_ln_2_bias = e->params + 313856;
     float *layernorm_h_1_ln_2 = ACT(327680);
@@ -706,10 +738,12 @@ static void evaluate(rt_exec *e)
     float *ln_rstd_h_1_ln_2 = ACT(512);
     const float *P_h_1_fc_weight = e->params + 313984;
     float *linear_h_1_fc = ACT(0);
-    const float *gelu_h_1_2 = ACT(0);
+    const float *P_h_1_fc_bias = e->params + 379520;
+    float *gelu_h_1_2 = ACT(0);
     const float *P_h_1_proj_weight = e->params + 380032;
     float *linear_h_1_proj = ACT(458752);
-    const float *residual_linear_h_1_proj = ACT(458752);
+    const float *P_h_1_proj_bias = e->params + 445568;
+    float *residual_linear_h_1_proj = ACT(458752);
     const float *P_h_2_ln_1_weight = e->params + 445696;
     const float *P_h_2_ln_1_bias = e->params + 445824;
     float *layernorm_h_2_ln_1 = ACT(0);
@@ -717,11 +751,13 @@ static void evaluate(rt_exec *e)
     float *ln_rstd_h_2_ln_1 = ACT(66048);
     const float *P_h_2_attn_qkv_weight = e->params + 445952;
     float *qkv_h_2_attn = ACT(262144);
+    const float *P_h_2_attn_qkv_bias = e->params + 495104;
     float *att_h_2_attn = ACT(0);
     float *attn_y_h_2_attn = ACT(524288);
     const float *P_h_2_attn_proj_weight = e->params + 495488;
     float *attn_out_h_2_attn = ACT(262144);
-    const float *residual_attn_out_h_2_attn = ACT(262144);
+    const float *P_h_2_attn_proj_bias = e->params + 511872;
+    float *residual_attn_out_h_2_attn = ACT(262144);
     const float *P_h_2_ln_2_weight = e->params + 512000;
     const float *P_h_2_ln_2_bias = e->params + 512128;
     float *layernorm_h_2_ln_2 = ACT(327680);
@@ -729,10 +765,12 @@ static void evaluate(rt_exec *e)
     float *ln_rstd_h_2_ln_2 = ACT(512);
     const float *P_h_2_fc_weight = e->params + 512256;
     float *linear_h_2_fc = ACT(0);
-    const float *gelu_h_2_2 = ACT(0);
+    const float *P_h_2_fc_bias = e->params + 577792;
+    float *gelu_h_2_2 = ACT(0);
     const float *P_h_2_proj_weight = e->params + 578304;
     float *linear_h_2_proj = ACT(458752);
-    const float *residual_linear_h_2_proj = ACT(458752);
+    const float *P_h_2_proj_bias = e->params + 643840;
+    float *residual_linear_h_2_proj = ACT(458752);
     const float *P_h_3_ln_1_weight = e->params + 643968;
     const float *P_h_3_ln_1_bias = e->params + 644096;
     float *layernorm_h_3_ln_1 = ACT(0);
@@ -740,11 +778,13 @@ static void evaluate(rt_exec *e)
     float *ln_rstd_h_3_ln_1 = ACT(66048);
     const float *P_h_3_attn_qkv_weight = e->params + 644224;
     float *qkv_h_3_attn = ACT(262144);
+    const float *P_h_3_attn_qkv_bias = e->params + 693376;
     float *att_h_3_attn = ACT(0);
     float *attn_y_h_3_attn = ACT(524288);
     const float *P_h_3_attn_proj_weight = e->params + 693760;
     float *attn_out_h_3_attn = ACT(262144);
-    const float *residual_attn_out_h_3_attn = ACT(262144);
+    const float *P_h_3_attn_proj_bias = e->params + 710144;
+    float *residual_attn_out_h_3_attn = ACT(262144);
     const float *P_h_3_ln_2_weight = e->params + 710272;
     const float *P_h_3_ln_2_bias = e->params + 710400;
     float *layernorm_h_3_ln_2 = ACT(327680);
@@ -752,10 +792,12 @@ static void evaluate(rt_exec *e)
     float *ln_rstd_h_3_ln_2 = ACT(512);
     const float *P_h_3_fc_weight = e->params + 710528;
     float *linear_h_3_fc = ACT(0);
-    const float *gelu_h_3_2 = ACT(0);
+    const float *P_h_3_fc_bias = e->params + 776064;
+    float *gelu_h_3_2 = ACT(0);
     const float *P_h_3_proj_weight = e->params + 776576;
     float *linear_h_3_proj = ACT(327680);
-    const float *residual_linear_h_3_proj = ACT(327680);
+    const float *P_h_3_proj_bias = e->params + 842112;
+    float *residual_linear_h_3_proj = ACT(327680);
     const float *P_ln_f_weight = e->params + 842240;
     const float *P_ln_f_bias = e->params + 842368;
     float *layernorm_ln_f = ACT(131072);
@@ -767,95 +809,95 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[0]: embedding: rows of the weight picked by the ids */
     rt_embedding_fwd(e, in_x, P_wte_weight, embedding_wte, e->B * 128, 256, 128);
     /* $.model.layers[1]: pos_embedding: + position rows */
-    rt_parallel_for(e, e->B * 16384, ke0);
+    rt_launch(e, "ke0", ke0, e->B * 16384, 3, (void *[]){&embedding_wte, &P_wpe_weight, &pos_embedding_wpe});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, P_h_0_ln_1_bias, layernorm_h_0_ln_1, ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_0_ln_1, 128, P_h_0_attn_qkv_weight, 128, 0.0f, qkv_h_0_attn, 384);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_parallel_for(e, e->B * 49152, ke1);
+    rt_launch(e, "ke1", ke1, e->B * 49152, 2, (void *[]){&qkv_h_0_attn, &P_h_0_attn_qkv_bias});
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
     rt_attention_fwd(e, qkv_h_0_attn, att_h_0_attn, attn_y_h_0_attn, e->B, 128, 128, 4, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_0_attn, 128, P_h_0_attn_proj_weight, 128, 0.0f, attn_out_h_0_attn, 128);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 16384, ke2);
+    rt_launch(e, "ke2", ke2, e->B * 16384, 4, (void *[]){&attn_out_h_0_attn, &P_h_0_attn_proj_bias, &pos_embedding_wpe, &residual_attn_out_h_0_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, P_h_0_ln_2_bias, layernorm_h_0_ln_2, ln_mean_h_0_ln_2, ln_rstd_h_0_ln_2, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_0_ln_2, 128, P_h_0_fc_weight, 128, 0.0f, linear_h_0_fc, 512);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_parallel_for(e, e->B * 65536, ke3);
+    rt_launch(e, "ke3", ke3, e->B * 65536, 3, (void *[]){&linear_h_0_fc, &P_h_0_fc_bias, &gelu_h_0_2});
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_0_2, 512, P_h_0_proj_weight, 512, 0.0f, linear_h_0_proj, 128);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 16384, ke4);
+    rt_launch(e, "ke4", ke4, e->B * 16384, 4, (void *[]){&linear_h_0_proj, &P_h_0_proj_bias, &residual_attn_out_h_0_attn, &residual_linear_h_0_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, P_h_1_ln_1_bias, layernorm_h_1_ln_1, ln_mean_h_1_ln_1, ln_rstd_h_1_ln_1, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_1_ln_1, 128, P_h_1_attn_qkv_weight, 128, 0.0f, qkv_h_1_attn, 384);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_parallel_for(e, e->B * 49152, ke5);
+    rt_launch(e, "ke5", ke5, e->B * 49152, 2, (void *[]){&qkv_h_1_attn, &P_h_1_attn_qkv_bias});
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
     rt_attention_fwd(e, qkv_h_1_attn, att_h_1_attn, attn_y_h_1_attn, e->B, 128, 128, 4, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_1_attn, 128, P_h_1_attn_proj_weight, 128, 0.0f, attn_out_h_1_attn, 128);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 16384, ke6);
+    rt_launch(e, "ke6", ke6, e->B * 16384, 4, (void *[]){&attn_out_h_1_attn, &P_h_1_attn_proj_bias, &residual_linear_h_0_proj, &residual_attn_out_h_1_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, P_h_1_ln_2_bias, layernorm_h_1_ln_2, ln_mean_h_1_ln_2, ln_rstd_h_1_ln_2, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_1_ln_2, 128, P_h_1_fc_weight, 128, 0.0f, linear_h_1_fc, 512);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_parallel_for(e, e->B * 65536, ke7);
+    rt_launch(e, "ke7", ke7, e->B * 65536, 3, (void *[]){&linear_h_1_fc, &P_h_1_fc_bias, &gelu_h_1_2});
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_1_2, 512, P_h_1_proj_weight, 512, 0.0f, linear_h_1_proj, 128);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 16384, ke8);
+    rt_launch(e, "ke8", ke8, e->B * 16384, 4, (void *[]){&linear_h_1_proj, &P_h_1_proj_bias, &residual_attn_out_h_1_attn, &residual_linear_h_1_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, P_h_2_ln_1_bias, layernorm_h_2_ln_1, ln_mean_h_2_ln_1, ln_rstd_h_2_ln_1, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_2_ln_1, 128, P_h_2_attn_qkv_weight, 128, 0.0f, qkv_h_2_attn, 384);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_parallel_for(e, e->B * 49152, ke9);
+    rt_launch(e, "ke9", ke9, e->B * 49152, 2, (void *[]){&qkv_h_2_attn, &P_h_2_attn_qkv_bias});
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
     rt_attention_fwd(e, qkv_h_2_attn, att_h_2_attn, attn_y_h_2_attn, e->B, 128, 128, 4, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_2_attn, 128, P_h_2_attn_proj_weight, 128, 0.0f, attn_out_h_2_attn, 128);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 16384, ke10);
+    rt_launch(e, "ke10", ke10, e->B * 16384, 4, (void *[]){&attn_out_h_2_attn, &P_h_2_attn_proj_bias, &residual_linear_h_1_proj, &residual_attn_out_h_2_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, P_h_2_ln_2_bias, layernorm_h_2_ln_2, ln_mean_h_2_ln_2, ln_rstd_h_2_ln_2, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_2_ln_2, 128, P_h_2_fc_weight, 128, 0.0f, linear_h_2_fc, 512);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_parallel_for(e, e->B * 65536, ke11);
+    rt_launch(e, "ke11", ke11, e->B * 65536, 3, (void *[]){&linear_h_2_fc, &P_h_2_fc_bias, &gelu_h_2_2});
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_2_2, 512, P_h_2_proj_weight, 512, 0.0f, linear_h_2_proj, 128);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 16384, ke12);
+    rt_launch(e, "ke12", ke12, e->B * 16384, 4, (void *[]){&linear_h_2_proj, &P_h_2_proj_bias, &residual_attn_out_h_2_attn, &residual_linear_h_2_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, P_h_3_ln_1_bias, layernorm_h_3_ln_1, ln_mean_h_3_ln_1, ln_rstd_h_3_ln_1, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_3_ln_1, 128, P_h_3_attn_qkv_weight, 128, 0.0f, qkv_h_3_attn, 384);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_parallel_for(e, e->B * 49152, ke13);
+    rt_launch(e, "ke13", ke13, e->B * 49152, 2, (void *[]){&qkv_h_3_attn, &P_h_3_attn_qkv_bias});
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
     rt_attention_fwd(e, qkv_h_3_attn, att_h_3_attn, attn_y_h_3_attn, e->B, 128, 128, 4, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_3_attn, 128, P_h_3_attn_proj_weight, 128, 0.0f, attn_out_h_3_attn, 128);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 16384, ke14);
+    rt_launch(e, "ke14", ke14, e->B * 16384, 4, (void *[]){&attn_out_h_3_attn, &P_h_3_attn_proj_bias, &residual_linear_h_2_proj, &residual_attn_out_h_3_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, P_h_3_ln_2_bias, layernorm_h_3_ln_2, ln_mean_h_3_ln_2, ln_rstd_h_3_ln_2, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_3_ln_2, 128, P_h_3_fc_weight, 128, 0.0f, linear_h_3_fc, 512);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_parallel_for(e, e->B * 65536, ke15);
+    rt_launch(e, "ke15", ke15, e->B * 65536, 3, (void *[]){&linear_h_3_fc, &P_h_3_fc_bias, &gelu_h_3_2});
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_3_2, 512, P_h_3_proj_weight, 512, 0.0f, linear_h_3_proj, 128);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_parallel_for(e, e->B * 16384, ke16);
+    rt_launch(e, "ke16", ke16, e->B * 16384, 4, (void *[]){&linear_h_3_proj, &P_h_3_proj_bias, &residual_attn_out_h_3_attn, &residual_linear_h_3_proj});
     /* $.model.layers[3]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_3_proj, P_ln_f_weight, P_ln_f_bias, layernorm_ln_f, ln_mean_ln_f, ln_rstd_ln_f, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[4]: linear: y = x W^T */
@@ -947,6 +989,8 @@ static const char *const train_defaults[] = {
     "schedule.gamma=0.1",
     "grad_clip=1",
     "precision=fp32",
+    "loss_scale.init=65536",
+    "loss_scale.growth_interval=2000",
     "validate.every_steps=null",
     "validate.every_epochs=1",
     "validate.batches=null",
@@ -969,7 +1013,7 @@ static const char *const train_defaults[] = {
 const rt_model trainc_model = {
     .abi = RT_ABI_VERSION,
     .name = "gpt_char",
-    .spec_hash = "c7eef7af280e06cf",
+    .spec_hash = "1909a53eb667208f",
     .model_hash = "c2baeb35a6b677d7",
     .data_dir = TRAINC_DATA_DIR,
     .n_params = 52,
@@ -987,10 +1031,12 @@ const rt_model trainc_model = {
     .pred_offset = 3145728,
     .pred_numel = 32768,
     .train_defaults = train_defaults,
-    .n_train_defaults = 38,
+    .n_train_defaults = 40,
     .forward = forward,
     .backward = backward,
     .evaluate = evaluate,
+    .devices = TRAINC_DEVICES,
+    .cuda = TRAINC_CUDA_IMAGE,
 };
 
 #ifndef TRAINC_JIT

@@ -8,37 +8,46 @@
 #ifndef TRAINC_DATA_DIR
 #define TRAINC_DATA_DIR "specs" /* trainc build and trainc run pass the absolute folder */
 #endif
+#ifndef TRAINC_DEVICES /* trainc build --device cuda|both and trainc run set these */
+#define TRAINC_DEVICES RT_HAS_CPU
+#define TRAINC_CUDA_IMAGE NULL
+#endif
 
 /* The forward pass: the loss, and in training d(loss)/d(prediction). */
 static void forward(rt_exec *e, int train)
 {
     e->train = train; /* read by dropout and the loss */
+    const uint8_t *in_x = (const uint8_t *)e->in[0];
+    float *x_f32 = ACT(0);
     const float *flatten_0 = ACT(0);
     const float *P_1_weight = e->params + 0;
     float *linear_1 = ACT(3136);
-    const float *relu_2 = ACT(3136);
+    const float *P_1_bias = e->params + 200704;
+    float *relu_2 = ACT(3136);
     const float *P_3_weight = e->params + 200960;
     float *linear_3 = ACT(4160);
-    const float *relu_4 = ACT(4160);
+    const float *P_3_bias = e->params + 266496;
+    float *relu_4 = ACT(4160);
     const float *P_5_weight = e->params + 266752;
     float *linear_5 = ACT(5184);
+    const float *P_5_bias = e->params + 269312;
     const int32_t *in_y = (const int32_t *)e->in[1];
     float *d_linear_5 = ACT(6208);
 
     /* $.model.inputs.x: input to f32 */
-    rt_parallel_for(e, e->B * 784, k0);
+    rt_launch(e, "k0", k0, e->B * 784, 2, (void *[]){&in_x, &x_f32});
     /* $.model.layers[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1, 256, 784, 1.0f, flatten_0, 784, P_1_weight, 784, 0.0f, linear_1, 256);
     /* $.model.layers[1] + $.model.layers[2]: linear epilogue: + bias + relu */
-    rt_parallel_for(e, e->B * 256, k1);
+    rt_launch(e, "k1", k1, e->B * 256, 3, (void *[]){&linear_1, &P_1_bias, &relu_2});
     /* $.model.layers[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1, 256, 256, 1.0f, relu_2, 256, P_3_weight, 256, 0.0f, linear_3, 256);
     /* $.model.layers[3] + $.model.layers[4]: linear epilogue: + bias + relu */
-    rt_parallel_for(e, e->B * 256, k2);
+    rt_launch(e, "k2", k2, e->B * 256, 3, (void *[]){&linear_3, &P_3_bias, &relu_4});
     /* $.model.layers[5]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1, 10, 256, 1.0f, relu_4, 256, P_5_weight, 256, 0.0f, linear_5, 10);
     /* $.model.layers[5]: linear epilogue: + bias */
-    rt_parallel_for(e, e->B * 10, k3);
+    rt_launch(e, "k3", k3, e->B * 10, 2, (void *[]){&linear_5, &P_5_bias});
     /* $.model.loss: cross entropy: loss, accuracy and d(logits) in one pass */
     rt_cross_entropy(e, linear_5, in_y, e->train ? d_linear_5 : NULL, e->B * 1, 10);
 }
@@ -52,13 +61,13 @@ static void backward(rt_exec *e)
     const float *relu_4 = ACT(4160);
     float *G_5_weight = e->grads + 266752;
     float *G_5_bias = e->grads + 269312;
-    const float *d_linear_3 = ACT(5184);
+    float *d_linear_3 = ACT(5184);
     const float *P_3_weight = e->params + 200960;
     float *d_relu_2 = ACT(4160);
     const float *relu_2 = ACT(3136);
     float *G_3_weight = e->grads + 200960;
     float *G_3_bias = e->grads + 266496;
-    const float *d_linear_1 = ACT(4160);
+    float *d_linear_1 = ACT(4160);
     const float *flatten_0 = ACT(0);
     float *G_1_weight = e->grads + 0;
     float *G_1_bias = e->grads + 200704;
@@ -74,7 +83,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[5]: 5.bias's gradient is final */
     rt_grad_ready(e, 269312, 10);
     /* $.model.layers[4]: relu backward */
-    rt_parallel_for(e, e->B * 256, k4);
+    rt_launch(e, "k4", k4, e->B * 256, 3, (void *[]){&d_relu_4, &relu_4, &d_linear_3});
     /* $.model.layers[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1, 256, 256, 1.0f, d_linear_3, 256, P_3_weight, 256, 0.0f, d_relu_2, 256);
     /* $.model.layers[3]: linear backward: dW += dy^T x */
@@ -86,7 +95,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[3]: 3.bias's gradient is final */
     rt_grad_ready(e, 266496, 256);
     /* $.model.layers[2]: relu backward */
-    rt_parallel_for(e, e->B * 256, k5);
+    rt_launch(e, "k5", k5, e->B * 256, 3, (void *[]){&d_relu_2, &relu_2, &d_linear_1});
     /* $.model.layers[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 256, 784, e->B * 1, 1.0f, d_linear_1, 256, flatten_0, 784, 1.0f, G_1_weight, 784);
     /* $.model.layers[1]: 1.weight's gradient is final */
@@ -101,31 +110,36 @@ static void backward(rt_exec *e)
 static void evaluate(rt_exec *e)
 {
     e->train = 0;
+    const uint8_t *in_x = (const uint8_t *)e->in[0];
+    float *x_f32 = ACT(0);
     const float *flatten_0 = ACT(0);
     const float *P_1_weight = e->params + 0;
     float *linear_1 = ACT(3136);
-    const float *relu_2 = ACT(3136);
+    const float *P_1_bias = e->params + 200704;
+    float *relu_2 = ACT(3136);
     const float *P_3_weight = e->params + 200960;
     float *linear_3 = ACT(0);
-    const float *relu_4 = ACT(0);
+    const float *P_3_bias = e->params + 266496;
+    float *relu_4 = ACT(0);
     const float *P_5_weight = e->params + 266752;
     float *linear_5 = ACT(1024);
+    const float *P_5_bias = e->params + 269312;
     const int32_t *in_y = (const int32_t *)e->in[1];
 
     /* $.model.inputs.x: input to f32 */
-    rt_parallel_for(e, e->B * 784, ke0);
+    rt_launch(e, "ke0", ke0, e->B * 784, 2, (void *[]){&in_x, &x_f32});
     /* $.model.layers[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1, 256, 784, 1.0f, flatten_0, 784, P_1_weight, 784, 0.0f, linear_1, 256);
     /* $.model.layers[1] + $.model.layers[2]: linear epilogue: + bias + relu */
-    rt_parallel_for(e, e->B * 256, ke1);
+    rt_launch(e, "ke1", ke1, e->B * 256, 3, (void *[]){&linear_1, &P_1_bias, &relu_2});
     /* $.model.layers[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1, 256, 256, 1.0f, relu_2, 256, P_3_weight, 256, 0.0f, linear_3, 256);
     /* $.model.layers[3] + $.model.layers[4]: linear epilogue: + bias + relu */
-    rt_parallel_for(e, e->B * 256, ke2);
+    rt_launch(e, "ke2", ke2, e->B * 256, 3, (void *[]){&linear_3, &P_3_bias, &relu_4});
     /* $.model.layers[5]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1, 10, 256, 1.0f, relu_4, 256, P_5_weight, 256, 0.0f, linear_5, 10);
     /* $.model.layers[5]: linear epilogue: + bias */
-    rt_parallel_for(e, e->B * 10, ke3);
+    rt_launch(e, "ke3", ke3, e->B * 10, 2, (void *[]){&linear_5, &P_5_bias});
     /* $.model.loss: cross entropy: loss, accuracy and d(logits) in one pass */
     rt_cross_entropy(e, linear_5, in_y, NULL, e->B * 1, 10);
 }
@@ -169,6 +183,8 @@ static const char *const train_defaults[] = {
     "schedule.gamma=0.1",
     "grad_clip=1",
     "precision=fp32",
+    "loss_scale.init=65536",
+    "loss_scale.growth_interval=2000",
     "validate.every_steps=null",
     "validate.every_epochs=1",
     "validate.batches=null",
@@ -191,7 +207,7 @@ static const char *const train_defaults[] = {
 const rt_model trainc_model = {
     .abi = RT_ABI_VERSION,
     .name = "mlp_fashion",
-    .spec_hash = "fc1437513fa32289",
+    .spec_hash = "12ab339929db7345",
     .model_hash = "efa064f76210b920",
     .data_dir = TRAINC_DATA_DIR,
     .n_params = 6,
@@ -209,10 +225,12 @@ const rt_model trainc_model = {
     .pred_offset = 5184,
     .pred_numel = 10,
     .train_defaults = train_defaults,
-    .n_train_defaults = 40,
+    .n_train_defaults = 42,
     .forward = forward,
     .backward = backward,
     .evaluate = evaluate,
+    .devices = TRAINC_DEVICES,
+    .cuda = TRAINC_CUDA_IMAGE,
 };
 
 #ifndef TRAINC_JIT

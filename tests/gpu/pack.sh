@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Packs what the GPU checks need into build/devpack.tar.xz, here (no GPU needed): the
+# device machine has the NVIDIA driver, the CUDA toolkit and PyTorch, but none of our
+# Debian libraries (cJSON, OpenBLAS, Open MPI) and no trainc, so the trainers travel
+# as one --bundle (their libraries in lib/), as a user would ship them. cuBLASLt and
+# NVRTC are left out of the pack (620 MiB; the device tool carries 64 MiB) and taken
+# from the device's toolkit: tests/gpu/run.sh points LD_LIBRARY_PATH at them.
+#
+#   bash tests/gpu/pack.sh        then run tests/gpu/run.sh there, carrying build/devpack.tar.xz
+set -eu
+cd "$(dirname "$0")/../.."
+TRAINC=${TRAINC:-build/trainc}
+ARCH=${ARCH:-sm_90}
+P=build/devpack
+rm -rf "$P" build/devpack.tar.xz; mkdir -p "$P"
+make -s all test-gpu-build
+for spec in mlp_fashion cnn_fashion gpt_char; do
+    "$TRAINC" build specs/$spec.json --device both --arch "$ARCH" --bundle "$P/ship" -o $spec 2>>"$P/build.log"
+done
+"$TRAINC" build bench/wide_mlp.json --device both --arch "$ARCH" --bundle "$P/ship" -o wide_mlp 2>>"$P/build.log"
+cp build/tests/gpu/check_ops "$P/ship/"
+patchelf --set-rpath '$ORIGIN/lib' "$P/ship/check_ops"
+rm -f "$P"/ship/lib/libcublasLt* "$P"/ship/lib/libnvrtc*
+mkdir -p "$P/data/fashion" "$P/data/text" "$P/templates"
+cp data/fashion/*.npy "$P/data/fashion/"
+cp data/text/*.bin "$P/data/text/"
+cp -r templates/cuda "$P/templates/"
+tar -C build -cJf build/devpack.tar.xz devpack
+ls -la build/devpack.tar.xz

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# The GPU checks and benchmark, in one device call (see tests/gpu/pack.sh, run here
+# first). On the device machine, from the repository root, with build/devpack.tar.xz
+# carried:
+#
+#   bash tests/gpu/run.sh [checks|bench|all]      logs and results under $OUT
+#
+# checks: every runtime kernel against its C twin (check_ops); the MLP and CNN trained
+# 200 steps on the GPU and on the CPU in fp32 (relative loss difference < 1e-3); the
+# MLP's test accuracy after 2 epochs on the GPU (>= 85%); gpt_char 100 steps GPU vs CPU
+# (< 1e-3); compute-sanitizer memcheck on a short run.
+# bench: samples/s, device memory and time to the first step, trainc vs PyTorch eager
+# and torch.compile (bench/gpu_torch.py) on the same device.
+set -u
+WHAT=${1:-all}
+ROOT=$(pwd)
+OUT=${OUT:-/tmp/gpu-out}
+mkdir -p "$OUT"
+D=/tmp/devpack
+rm -rf "$D"; tar -C /tmp -xJf build/devpack.tar.xz
+S=$D/ship
+# cuBLASLt and NVRTC: the device's own (the pack leaves them out)
+for lib in libcublasLt.so.13 libnvrtc.so.13; do
+    f=$(find /usr/local /opt /usr/lib -name "$lib*" 2>/dev/null | head -1)
+    [ -n "$f" ] && LD_LIBRARY_PATH=$(dirname "$f"):${LD_LIBRARY_PATH:-}
+done
+export LD_LIBRARY_PATH
+export TRAINC_CACHE_DIR=/tmp/trainc-cache
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/device.txt"
+FX=(--set data.train.x=$D/data/fashion/train_x.npy --set data.train.y=$D/data/fashion/train_y.npy
+    --set data.val.x=$D/data/fashion/test_x.npy --set data.val.y=$D/data/fashion/test_y.npy)
+TX=(--set "data.train.tokens=$D/data/text/train_*.bin" --set "data.val.tokens=$D/data/text/val_*.bin")
+fail=0
+note() { echo "$*" | tee -a "$OUT/summary.txt"; }
+
+curve() {   # curve A B TOL: per-step losses of two runs, worst relative difference
+    python3 - "$1/metrics.jsonl" "$2/metrics.jsonl" "$3" <<'PY'
+import json, sys
+L = lambda p: [json.loads(l)["loss"] for l in open(p) if '"loss"' in l and '"event"' not in l]
+a, b, tol = L(sys.argv[1]), L(sys.argv[2]), float(sys.argv[3])
+w = max(abs(x - y) / max(abs(y), 1e-12) for x, y in zip(a, b)) if a and len(a) == len(b) else float("inf")
+print(f"{len(a)} steps, worst relative difference {w:.2e} (tolerance {tol:g})")
+sys.exit(0 if w < tol else 1)
+PY
+}
+
+if [ "$WHAT" != bench ]; then
+    (cd "$D" && "$S/check_ops") > "$OUT/check_ops.log" 2>&1 && note "ok   check_ops" || { note "FAIL check_ops"; fail=1; }
+    tail -n 40 "$OUT/check_ops.log"
+    C=(--set max_steps=200 --set log_every=1 --set data.val=null --set loader.shuffle=false --quiet)
+    for spec in mlp_fashion cnn_fashion; do
+        "$S/$spec" --device cpu --out "$D/$spec.cpu" "${FX[@]}" "${C[@]}" 2>>"$OUT/runs.log"
+        "$S/$spec" --device cuda --out "$D/$spec.gpu" "${FX[@]}" "${C[@]}" 2>>"$OUT/runs.log"
+        cp "$D/$spec.gpu/metrics.jsonl" "$OUT/$spec.gpu.jsonl" 2>/dev/null
+        r=$(curve "$D/$spec.gpu" "$D/$spec.cpu" 1e-3) && note "ok   $spec GPU vs CPU fp32: $r" || { note "FAIL $spec GPU vs CPU fp32: $r"; fail=1; }
+    done
+    "$S/mlp_fashion" --device cuda --out "$D/mlp.acc" "${FX[@]}" --quiet 2>>"$OUT/runs.log"
+    acc=$(python3 -c "import json,sys; r=[json.loads(l) for l in open('$D/mlp.acc/metrics.jsonl') if 'val_acc' in l]; print(r[-1]['val_acc'])")
+    python3 -c "import sys; sys.exit(0 if $acc >= 0.85 else 1)" && note "ok   MLP on the GPU, 2 epochs: test accuracy $acc" || { note "FAIL MLP accuracy $acc"; fail=1; }
+    G=(--set max_steps=100 --set log_every=1 --set data.val=null --set loader.shuffle=false --quiet)
+    "$S/gpt_char" --device cpu --out "$D/gpt.cpu" "${TX[@]}" "${G[@]}" 2>>"$OUT/runs.log"
+    "$S/gpt_char" --device cuda --out "$D/gpt.gpu" "${TX[@]}" "${G[@]}" 2>>"$OUT/runs.log"
+    r=$(curve "$D/gpt.gpu" "$D/gpt.cpu" 1e-3) && note "ok   gpt_char GPU vs CPU fp32: $r" || { note "FAIL gpt_char GPU vs CPU: $r"; fail=1; }
+    compute-sanitizer --tool memcheck --error-exitcode 9 "$S/mlp_fashion" --device cuda --out "$D/san" \
+        "${FX[@]}" --set max_steps=5 --set validate.batches=2 --quiet > "$OUT/sanitizer.log" 2>&1 \
+        && note "ok   compute-sanitizer memcheck (mlp, 5 steps + validation)" || { note "FAIL compute-sanitizer (see sanitizer.log)"; fail=1; }
+    tail -n 5 "$OUT/sanitizer.log"
+fi
+
+if [ "$WHAT" != checks ]; then
+    python3 - <<'PY'
+import numpy as np, os
+os.makedirs("/tmp/devpack/data/wide", exist_ok=True)
+r = np.random.default_rng(0)
+x = r.random((1 << 20, 32), dtype=np.float32)
+w = r.standard_normal((32, 16)).astype(np.float32)
+np.save("/tmp/devpack/data/wide/train_x.npy", x)
+np.save("/tmp/devpack/data/wide/train_y.npy", np.sin(x @ w).astype(np.float32))
+PY
+    WX=(--set data.train.x=$D/data/wide/train_x.npy --set data.train.y=$D/data/wide/train_y.npy)
+    bench() {   # bench NAME BATCH DATA...: trainc on the GPU, one JSON line
+        local name=$1 B=$2; shift 2
+        local t0; t0=$(date +%s.%N)
+        "$S/$name" --device cuda --out "$D/b.$name.$B" "$@" --set batch_size=$B --set max_steps=300 \
+            --set log_every=10 --set data.val=null --quiet 2>>"$OUT/runs.log"
+        python3 - "$D/b.$name.$B/metrics.jsonl" "$name" "$B" "$t0" <<'PY'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+start = recs[0]; train = [r for r in recs if "samples_per_s" in r]
+mem = [r for r in recs if r.get("event") == "device_memory"]
+sps = sum(r["samples_per_s"] for r in train[3:]) / max(1, len(train[3:]))
+print(json.dumps({"model": sys.argv[2], "batch": int(sys.argv[3]), "impl": "trainc+fp32",
+                  "samples_per_s": round(sps, 1), "device_bytes": start.get("device_bytes"),
+                  "used_bytes": mem[0]["used_bytes"] if mem else None,
+                  "first_step_s": train[0]["time_s"] if train else None, "kernels": start.get("kernels")}))
+PY
+    }
+    {
+        for B in 64 4096; do
+            bench mlp_fashion $B "${FX[@]}"; python3 "$ROOT/bench/gpu_torch.py" mlp $B
+            bench cnn_fashion $B "${FX[@]}"; python3 "$ROOT/bench/gpu_torch.py" cnn $B
+        done
+        bench wide_mlp 65536 "${WX[@]}"; python3 "$ROOT/bench/gpu_torch.py" wide 65536
+    } 2>>"$OUT/runs.log" | tee "$OUT/bench.jsonl"
+fi
+cp "$OUT/summary.txt" "$OUT/summary.txt" 2>/dev/null
+exit $fail
