@@ -54,6 +54,7 @@ check data/text           bash tests/data_text.sh
 check golden              bash tests/golden.sh
 check nvrtc               bash tests/nvrtc.sh
 check nvrtc_templates     bash tests/nvrtc_templates.sh
+check gpu_emu             bash tests/gpu_emu.sh
 check cuda_host           bash tests/cuda_host.sh
 check gradcheck           bash tests/gradcheck.sh
 

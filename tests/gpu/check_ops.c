@@ -16,7 +16,9 @@
  *     noise; NaN must match NaN;
  *   - the two GPU runs differ in a single bit (every reduction has a fixed order);
  *   - the loss statistics (loss sum, correct count, e->terms) differ.
- * Without a GPU it exits 2 with the runtime's "no CUDA device found" message.
+ * Without a GPU it exits 2 with the runtime's "no CUDA device found" message;
+ * tests/gpu_emu.sh runs this same program on the CPU, the kernels emulated
+ * (tests/gpu/emu/), which checks their logic everywhere.
  *
  * Usage: build/tests/check_ops [TEMPLATE_DIR]   (default templates/cuda, from the
  * repository root). The kernels are the templates, read at run time in the order trainc
@@ -148,7 +150,7 @@ static void report(const char *name, double err, double tol, const char *fmt, ..
         passes++;
     else
         failures++;
-    printf("%s %-22s %-36s %.2e%s%s\n", ok ? "ok  " : "FAIL", name, shape, err,
+    printf("%s %-22s %-44s %.2e%s%s\n", ok ? "ok  " : "FAIL", name, shape, err,
            err > tol ? " > tolerance" : "", why);
     fflush(stdout);
 }
@@ -349,27 +351,36 @@ static void t_layernorm(int64_t rows, int64_t d)
 /* ---- losses -------------------------------------------------------------------------------- */
 
 /* The device stats of one pass (rt_cu_begin_pass / rt_cu_end_pass, as the loop runs them)
- * against the CPU's e->loss_sum, e->correct and e->terms. */
+ * against the CPU's e->loss_sum, e->correct and e->terms, and against the first run. */
+typedef struct {
+    double loss[2];
+    int64_t correct[2], terms[2];
+} stats_t;
+
 static void stats_begin(void)
 {
     rt_cu_begin_pass(G);
     C.loss_sum = 0, C.correct = 0, C.terms = 0;
 }
 
-static void stats_judge(const char *name, double *first)
+static void stats_end(stats_t *st, int rep)
 {
     rt_cu_end_pass(G);
-    double err = fabs(G->loss_sum - C.loss_sum) / fmax(1.0, fabs(C.loss_sum));
-    if (G->correct != C.correct || G->terms != C.terms)
+    st->loss[rep] = G->loss_sum, st->correct[rep] = G->correct, st->terms[rep] = G->terms;
+}
+
+static void stats_judge(const char *name, const stats_t *st)
+{
+    double err = fabs(st->loss[0] - C.loss_sum) / fmax(1.0, fabs(C.loss_sum));
+    if (st->correct[0] != C.correct || st->terms[0] != C.terms)
         report(name, err, TOL_RED, " (correct %lld vs %lld, terms %lld vs %lld)",
-               (long long)G->correct, (long long)C.correct, (long long)G->terms,
+               (long long)st->correct[0], (long long)C.correct, (long long)st->terms[0],
                (long long)C.terms);
-    else if (first && !isnan(*first) && memcmp(first, &G->loss_sum, sizeof *first))
-        report(name, err, TOL_RED, " (loss differs between two GPU runs)");
+    else if (memcmp(&st->loss[0], &st->loss[1], sizeof(double)) ||
+             st->correct[0] != st->correct[1] || st->terms[0] != st->terms[1])
+        report(name, err, TOL_RED, " (differ between two GPU runs)");
     else
         report(name, err, TOL_RED, NULL);
-    if (first)
-        *first = G->loss_sum;
 }
 
 /* mode 0: loss only; 1: dlogits in its own buffer; 2: dlogits over the logits */
@@ -394,7 +405,7 @@ static void t_cross_entropy(int64_t rows, int64_t Cn, int mode)
     int32_t *gtg = up(tg, (size_t)rows * 4);
     float *pn = nans(n);
     out_t o = {"dlogits", dz, {0}, n};
-    double first = NAN;
+    stats_t st;
     for (int rep = 0; rep < 2; rep++) {
         stats_begin();
         rt_cross_entropy(&C, z, tg, dz, rows, Cn);
@@ -403,10 +414,11 @@ static void t_cross_entropy(int64_t rows, int64_t Cn, int mode)
         if (mode == 2)
             upload(gz, z, n * 4);
         rt_cu_cross_entropy(G, gz, gtg, gdz, rows, Cn);
-        stats_judge("cross_entropy stats", &first);
+        stats_end(&st, rep);
         if (mode)
             o.gpu[rep] = down(gdz, n);
     }
+    stats_judge("cross_entropy stats", &st);
     if (mode)
         judge("cross_entropy", TOL_EW, &o, 1);
     free(z), free(tg), free(dz), free(pn), reset();
@@ -419,17 +431,18 @@ static void t_mse(int64_t n, int with_dy)
     C.grad_scale = G->grad_scale = 0.75f;
     float *gy = up(y, n * 4), *gt = up(t, n * 4), *gdy = with_dy ? dalloc(n * 4) : NULL;
     out_t o = {"dy", dy, {0}, n};
-    double first = NAN;
+    stats_t st;
     for (int rep = 0; rep < 2; rep++) {
         stats_begin();
         rt_mse(&C, y, t, dy, n);
         if (with_dy)
             upload(gdy, pn, n * 4);
         rt_cu_mse(G, gy, gt, gdy, n);
-        stats_judge("mse stats", &first);
+        stats_end(&st, rep);
         if (with_dy)
             o.gpu[rep] = down(gdy, n);
     }
+    stats_judge("mse stats", &st);
     if (with_dy)
         judge("mse", TOL_EW, &o, 1);
     free(y), free(t), free(dy), free(pn), reset();
@@ -528,36 +541,42 @@ static void t_optim(const fake_model *f, const char *label, rt_train_config *c, 
     float **g = rt_xmalloc((size_t)steps * sizeof *g);
     float *dp = up(p, np * 4), *dg = dalloc(np * 4), *dst = up(st, (ns ? ns : 1) * 4);
     rt_cu_optim_setup(G, c, m);
-    double norm_err = 0.0;
+    double norm_err = 0.0, *norms = rt_xmalloc((size_t)steps * sizeof *norms);
     for (int64_t t = 1; t <= steps; t++) {
         g[t - 1] = fvec(np);
         double cn = rt_grad_norm(C.rt, m, g[t - 1]);
         upload(dg, g[t - 1], np * 4);
-        double gn = rt_cu_grad_norm(G, m, (rt_dptr)(uintptr_t)dg);
+        double gn = norms[t - 1] = rt_cu_grad_norm(G, m, (rt_dptr)(uintptr_t)dg);
         double e = fabs(gn - cn) / fmax(1.0, cn);
         norm_err = e > norm_err ? e : norm_err;
         rt_optim_step(C.rt, c, m, p, g[t - 1], st, t, lr, gscale, clip);
         rt_cu_optim_step(G, c, m, (rt_dptr)(uintptr_t)dp, (rt_dptr)(uintptr_t)dg,
                          (rt_dptr)(uintptr_t)dst, t, lr, gscale, clip);
     }
-    report("grad_norm", norm_err, TOL_RED, NULL);
     /* the same steps again from the start: the bits must repeat */
+    int norm_same = 1;
     out_t o[2] = {{"params", p, {down(dp, np), 0}, np}, {"state", st, {down(dst, ns), 0}, ns}};
     upload(dp, gp, np * 4);
     if (ns)
         upload(dst, gst, ns * 4);
     for (int64_t t = 1; t <= steps; t++) {
         upload(dg, g[t - 1], np * 4);
+        double gn = rt_cu_grad_norm(G, m, (rt_dptr)(uintptr_t)dg);
+        norm_same &= !memcmp(&gn, &norms[t - 1], sizeof gn);
         rt_cu_optim_step(G, c, m, (rt_dptr)(uintptr_t)dp, (rt_dptr)(uintptr_t)dg,
                          (rt_dptr)(uintptr_t)dst, t, lr, gscale, clip);
     }
     o[1].gpu[1] = down(dst, ns), o[0].gpu[1] = down(dp, np);
+    if (norm_same)
+        report("grad_norm", norm_err, TOL_RED, NULL);
+    else
+        report("grad_norm", norm_err, TOL_RED, " (differs between two GPU runs)");
     judge(c->opt == RT_OPT_ADAMW ? "adamw" : "sgd", TOL_EW, o, ns ? 2 : 1);
     if (!ns)
         free(o[1].gpu[0]), free(o[1].gpu[1]);
     for (int64_t t = 0; t < steps; t++)
         free(g[t]);
-    free(g), free(p), free(st), free(gp), free(gst), reset();
+    free(g), free(norms), free(p), free(st), free(gp), free(gst), reset();
 }
 
 static void t_optimizers(void)

@@ -1,0 +1,76 @@
+/* emu_device.c: the device layer of rt_cuda.h that cuda_ops.c and check_ops.c use,
+ * on the CPU: device memory is host memory and launches go to emu_launch
+ * (emu_kernels.cc). For tests/gpu_emu.sh only. */
+#include <stdlib.h>
+#include <string.h>
+#include "rt_cuda.h"
+
+int emu_launch(const char *name, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+               void **args);
+
+static rt_cu_stat stats;
+static void *scratch;
+static size_t scratch_bytes;
+
+void rt_cu_launch(rt_exec *e, const char *name, unsigned gx, unsigned gy, unsigned gz,
+                  unsigned bx, unsigned by, unsigned smem, void **args)
+{
+    (void)e, (void)smem;
+    if (emu_launch(name, gx, gy, gz, bx, by, args))
+        rt_fail("CUDA: no kernel %s in the module", name);
+}
+
+rt_dptr rt_cu_scratch(rt_exec *e, size_t bytes)
+{
+    (void)e;
+    if (bytes > scratch_bytes)
+        rt_fail("CUDA: a kernel needs %zu bytes of scratch, %zu were reserved", bytes,
+                scratch_bytes);
+    return (rt_dptr)(uintptr_t)scratch;
+}
+
+rt_dptr rt_cu_stats(rt_exec *e) { (void)e; return (rt_dptr)(uintptr_t)&stats; }
+int rt_cu_sm_count(rt_exec *e) { (void)e; return 2; }
+void rt_cu_sync(rt_exec *e) { (void)e; }
+
+rt_dptr rt_cu_alloc(size_t bytes)
+{
+    void *p = calloc(1, bytes ? bytes : 1);   /* 16-byte aligned, pages zeroed lazily */
+    if (!p)
+        rt_fail("emu: out of memory");
+    return (rt_dptr)(uintptr_t)p;
+}
+
+void rt_cu_upload(rt_dptr dst, const void *src, size_t bytes)
+{
+    memcpy((void *)(uintptr_t)dst, src, bytes);
+}
+
+void rt_cu_download(void *dst, rt_dptr src, size_t bytes)
+{
+    memcpy(dst, (const void *)(uintptr_t)src, bytes);
+}
+
+rt_exec *rt_cu_test_open(const char *source, size_t bytes)
+{
+    (void)source;
+    rt_exec *e = rt_xmalloc(sizeof *e);
+    e->dev = &stats;   /* any non-NULL: "on a GPU" */
+    scratch = (void *)(uintptr_t)rt_cu_alloc(bytes);
+    scratch_bytes = bytes;
+    return e;
+}
+
+void rt_cu_begin_pass(rt_exec *e)
+{
+    memset(&stats, 0, sizeof stats);
+    e->loss_sum = 0;
+    e->correct = 0;
+    e->terms = 0;
+}
+
+void rt_cu_end_pass(rt_exec *e)
+{
+    e->loss_sum += stats.loss_sum;
+    e->correct += (int64_t)stats.correct;
+}

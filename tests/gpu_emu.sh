@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# tests/gpu/check_ops.c without a GPU: the kernels of templates/cuda/ compiled for the
+# CPU by tests/gpu/emu/ (each CUDA thread a fiber, blocks one after another), launched
+# through runtime/cuda_ops.c exactly as on a GPU, against their CPU twins. It checks
+# the kernels' logic (indexing, masking, barriers, shuffles, reduction order,
+# in-place aliasing), not the GPU's arithmetic or memory model.
+set -eu
+cd "$(dirname "$0")/.."
+d=build/tests/gpu_emu
+rm -rf "$d"; mkdir -p "$d"
+rest=$(ls templates/cuda/*.cuh | grep -v -e '/prelude\.cuh$' -e '/common\.cuh$' | LC_ALL=C sort)
+inst=$(grep -o '"RT_[A-Z_]*([0-9, ]*)"' tests/gpu/check_ops.c | tr -d '"')
+{ cat templates/cuda/prelude.cuh templates/cuda/common.cuh $rest; echo "$inst"; } |
+    sed 's/extern "C"//' > "$d/kernels.inc"
+# one K(name) per kernel: the generic ones (a definition's name at the start of a line),
+# then the instances' names
+{ grep -h -o '^rt_[a-z0-9_]*(' $rest templates/cuda/common.cuh | tr -d '(' | sort -u
+  echo "$inst" | tr -d ' ' | sed -E \
+    -e 's/^RT_LAYERNORM_FWD\(([0-9]+)\)/rt_layernorm_fwd_\1/' \
+    -e 's/^RT_LAYERNORM_BWD\(([0-9]+)\)/rt_layernorm_bwd_\1/' \
+    -e 's/^RT_CROSS_ENTROPY\(([0-9]+)\)/rt_cross_entropy_\1/' \
+    -e 's/^RT_ATTENTION_FWD\(([0-9]+),([0-9]+),([0-9]+)\)/rt_attention_fwd_\1_\2_\3/' \
+    -e 's/^RT_ATTENTION_BWD\(([0-9]+),([0-9]+),([0-9]+)\)/rt_attention_bwd_\1_\2_\3 rt_attention_bwd_kv_\1_\2_\3/' \
+    -e 's/^RT_EMBEDDING_FWD\(([0-9]+)\)/rt_embedding_fwd_\1/' \
+    -e 's/^RT_EMBEDDING_BWD\(([0-9]+)\)/rt_embedding_bwd_\1/' | tr ' ' '\n'
+} | sed 's/.*/K(&)/' > "$d/kernels_list.inc"
+CFLAGS="-O2 -g -Wall -Wextra -Wno-unused-parameter -ffp-contract=off -fno-math-errno"
+g++ -std=c++17 $CFLAGS -Wno-unused-function -I"$d" -c tests/gpu/emu/emu_kernels.cc -o "$d/emu_kernels.o"
+cc -std=gnu11 $CFLAGS -Iruntime -I"${CUDA_HOME:-/usr/local/cuda}/include" \
+    tests/gpu/check_ops.c runtime/cuda_ops.c tests/gpu/emu/emu_device.c \
+    runtime/kernels.c runtime/attention.c runtime/optim.c runtime/config.c runtime/util.c \
+    "$d/emu_kernels.o" -lstdc++ -lopenblas -lpthread -lm -o "$d/check_ops"
+"$d/check_ops" "${@}"
