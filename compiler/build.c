@@ -230,9 +230,10 @@ void build_bundle(const char *exe, const char *dir, int cuda)
     if (missing)
         rt_fail("build: --bundle: libraries are missing (see above)");
     if (cuda) {
-        /* the device layer's dlopen'ed libraries; NVRTC loads its builtins by soname */
+        /* the device layer's dlopen'ed libraries (NVRTC loads its builtins by soname;
+         * NCCL serves several ranks on GPUs) */
         static const char *const libs[] = {"libcublasLt.so.13", "libnvrtc.so.13",
-                                           "libnvrtc-builtins.so.13.0"};
+                                           "libnvrtc-builtins.so.13.0", "libnccl.so.2"};
         for (size_t i = 0; i < sizeof libs / sizeof libs[0]; i++) {
             char *path = find_lib(libs[i]);
             if (!path)

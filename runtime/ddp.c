@@ -10,8 +10,8 @@
  * `accumulate`, only the last micro-batch of a step synchronizes. Under ZeRO
  * (zero.c) the same buckets are reduce-scattered instead of all-reduced. */
 #include <string.h>
+#include "rt_cuda.h"
 #include "rt_dist.h"
-#include "rt_loop.h"
 
 static struct {
     const rt_model *m;
@@ -21,7 +21,10 @@ static struct {
     char *ready;               /* by parameter */
     int64_t bucket_end;        /* floats [bucket_end, end) are sent */
     int64_t bucket_floats;
+    rt_exec *gpu;              /* GPUs: NCCL on the device's communication stream */
 } D;
+
+void rt_ddp_use_gpu(rt_exec *e) { D.gpu = e; }
 
 void rt_ddp_init(const rt_model *m, float *grads, int64_t bucket_bytes)
 {
@@ -44,7 +47,9 @@ void rt_ddp_begin(int sync)
 static void send(int64_t lo)
 {
     if (D.bucket_end > lo) {
-        if (rt_zero_on())
+        if (D.gpu)
+            rt_nccl_allreduce(D.gpu, D.grads + lo, D.bucket_end - lo);
+        else if (rt_zero_on())
             rt_zero_send(D.grads, lo, D.bucket_end);
         else
             rt_bucket_start(D.grads + lo, D.bucket_end - lo);
@@ -75,7 +80,7 @@ void rt_grad_ready(rt_exec *e, int64_t off, int64_t n)
         return;                 /* nothing final at the end yet */
     if (D.bucket_end - start >= D.bucket_floats)
         send(start);
-    else
+    else if (!D.gpu)
         rt_bucket_poll();       /* nonblocking collectives move only inside MPI calls */
     if (rt_zero_on())
         rt_zero_poll();
@@ -86,6 +91,11 @@ void rt_ddp_finish(void)
     if (!D.sync)
         return;
     send(0);
+    if (D.gpu) {
+        rt_nccl_join(D.gpu);
+        D.sync = 0;
+        return;
+    }
     rt_bucket_wait_all();
     if (rt_zero_on())
         rt_zero_finish(D.grads);

@@ -137,7 +137,8 @@ typedef struct rt_cu {
     const rt_gpu_calls *calls; /* first: RT_GPU(e) in the CPU calls reads it */
     CUdevice dev;
     CUcontext ctx;
-    CUstream compute, copy;
+    CUstream compute, copy, comm;  /* kernels; input copies; NCCL (nccl.c) */
+    CUevent fork_ev, join_ev;      /* compute -> comm, comm -> compute */
     CUmodule mod;
     int sm_count, cc_major, cc_minor;
     char name[256], arch[16];
@@ -288,6 +289,9 @@ static rt_cu *cu_open(const rt_cuda_image *img, int local_rank, int quiet)
     CU(p_cuCtxSetCurrent(d->ctx));
     CU(p_cuStreamCreate(&d->compute, CU_STREAM_NON_BLOCKING));
     CU(p_cuStreamCreate(&d->copy, CU_STREAM_NON_BLOCKING));
+    CU(p_cuStreamCreate(&d->comm, CU_STREAM_NON_BLOCKING));
+    CU(p_cuEventCreate(&d->fork_ev, CU_EVENT_DISABLE_TIMING));
+    CU(p_cuEventCreate(&d->join_ev, CU_EVENT_DISABLE_TIMING));
     for (int s = 0; s < RT_CU_SLOTS; s++)
         CU(p_cuEventCreate(&d->in_done[s], CU_EVENT_DISABLE_TIMING));
     load_module(d, img);
@@ -340,6 +344,21 @@ rt_dptr rt_cu_stats(rt_exec *e) { return dev_of(e)->stats; }
 int rt_cu_sm_count(rt_exec *e) { return dev_of(e)->sm_count; }
 void rt_cu_sync(rt_exec *e) { CU(p_cuStreamSynchronize(dev_of(e)->compute)); }
 void *rt_cu_stream(rt_exec *e) { return dev_of(e)->compute; }
+void *rt_cu_comm_stream(rt_exec *e) { return dev_of(e)->comm; }
+
+void rt_cu_fork_comm(rt_exec *e)
+{
+    rt_cu *d = dev_of(e);
+    CU(p_cuEventRecord(d->fork_ev, d->compute));
+    CU(p_cuStreamWaitEvent(d->comm, d->fork_ev, 0));
+}
+
+void rt_cu_join_comm(rt_exec *e)
+{
+    rt_cu *d = dev_of(e);
+    CU(p_cuEventRecord(d->join_ev, d->comm));
+    CU(p_cuStreamWaitEvent(d->compute, d->join_ev, 0));
+}
 rt_dptr rt_cu_workspace(rt_exec *e, size_t *bytes)
 {
     *bytes = dev_of(e)->workspace_bytes;

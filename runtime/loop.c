@@ -641,9 +641,9 @@ int rt_main(const rt_model *m, int argc, char **argv)
     refuse_unsupported(m, &r->o, &r->c);
     rt_train_config *c = &r->c;
     r->gpu = pick_gpu(r);
-    if (r->gpu && r->world > 1)
-        rt_input_error("several ranks on GPUs need NCCL, which this release does not have yet; "
-                       "run one rank per machine, or --device cpu");
+    if (r->gpu && r->world > 1 && c->dist != RT_DIST_DDP)
+        rt_input_error("$.train.distributed.strategy: zero1/zero2 run on CPUs only in this "
+                       "release; use ddp on GPUs (NCCL), or --device cpu");
     if (r->gpu && r->o.gradcheck)
         rt_input_error("--gradcheck runs on the CPU: add --device cpu");
     if (c->precision != RT_PREC_FP32 && r->rank == 0)
@@ -703,6 +703,11 @@ int rt_main(const rt_model *m, int argc, char **argv)
         /* everything on the device, allocated now: nothing is allocated in the loop */
         rt_cu_init(&r->e, m, m->cuda, r->e.Bmax, row, sf, rt_dist_local_rank());
         rt_cu_optim_setup(&r->e, c, m);
+        if (r->world > 1) {    /* DDP across GPUs: NCCL, bootstrapped by MPI */
+            rt_nccl_open(&r->e);
+            rt_ddp_init(m, r->e.grads, (int64_t)(c->bucket_mb * 1048576.0));
+            rt_ddp_use_gpu(&r->e);
+        }
         rt_loader_each_buffer(r->tl, rt_cu_pin, NULL);
         if (r->vl)
             rt_loader_each_buffer(r->vl, rt_cu_pin, NULL);

@@ -91,6 +91,24 @@ void rt_cu_begin_pass(rt_exec *e);
 void rt_cu_end_pass(rt_exec *e);
 void rt_cu_zero(rt_exec *e, rt_dptr p, int64_t floats);
 
+/* The communication stream (NCCL): fork_comm makes it wait for what the compute stream
+ * has queued; join_comm makes the compute stream wait for it. */
+void *rt_cu_comm_stream(rt_exec *e);
+void rt_cu_fork_comm(rt_exec *e);
+void rt_cu_join_comm(rt_exec *e);
+
+/* ---- NCCL (nccl.c): gradients across GPUs ---------------------------------------------- */
+
+int rt_nccl_load(char *why, size_t n);
+int rt_nccl_version(void);     /* e.g. 22703, or -1 */
+/* Joins the communicator of all ranks (MPI broadcasts rank 0's id); exits 2 without NCCL. */
+void rt_nccl_open(rt_exec *e);
+/* In-place sum over ranks of n floats at device address p, after the compute stream's
+ * queued work, on the communication stream. join: compute waits for all of them. */
+void rt_nccl_allreduce(rt_exec *e, float *p, int64_t n);
+void rt_nccl_join(rt_exec *e);
+void rt_nccl_close(void);
+
 /* ---- NVRTC and the kernel cache (nvrtc.c) -------------------------------------------- */
 
 int rt_nvrtc_load(char *why, size_t n);

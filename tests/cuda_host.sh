@@ -57,7 +57,7 @@ echo "ok   --arch checked"
 "$TRAINC" build specs/mlp_fashion.json --device both --arch sm_90 --bundle "$d/ship" 2>"$d/bundle.log"
 exe="$d/ship/mlp_fashion"
 readelf -d "$exe" | grep -q 'RPATH.*\$ORIGIN/lib'
-for lib in libcjson libopenblas libcublasLt.so.13 libnvrtc.so.13 libnvrtc-builtins.so.13.0; do
+for lib in libcjson libopenblas libmpi libcublasLt.so.13 libnvrtc.so.13 libnvrtc-builtins.so.13.0 libnccl.so.2; do
     ls "$d/ship/lib/" | grep -q "^$lib" || { echo "FAIL: $lib not bundled"; ls "$d/ship/lib"; exit 1; }
 done
 # every library the executable needs resolves into the bundle, or is the C library's
@@ -67,3 +67,24 @@ env -u LD_LIBRARY_PATH "$exe" --out "$d/run_ship" "${S[@]}" 2>/dev/null
 grep -q '"event":"end"' "$d/run_ship/metrics.jsonl"
 echo "ok   --bundle: $(ls "$d/ship/lib" | wc -l) libraries in lib/, RPATH \$ORIGIN/lib, runs"
 rm -rf "$d/ship"   # cuBLASLt alone is half a gigabyte
+
+# the libraries the device layer loads at run time resolve here, with the symbols it
+# takes from them (NVRTC, NCCL; cuBLASLt is loaded by the first GEMM, on a GPU)
+cat > "$d/libs.c" <<'C'
+#include <stdio.h>
+#include "rt_cuda.h"
+int main(void)
+{
+    char why[512];
+    int major = 0, minor = 0;
+    if (rt_nvrtc_version(&major, &minor) != 0 || rt_nccl_load(why, sizeof why) != 0) {
+        fprintf(stderr, "%s\n", why);
+        return 1;
+    }
+    printf("NVRTC %d.%d, NCCL %d\n", major, minor, rt_nccl_version());
+    return 0;
+}
+C
+cc -std=gnu11 -Iruntime -I"${CUDA_HOME:-/usr/local/cuda}/include" "$d/libs.c" build/librt.a \
+    -lcjson -lopenblas -lz -lm -lpthread -ldl $(mpicc --showme:link) -o "$d/libs"
+echo "ok   loadable: $("$d/libs")"

@@ -20,7 +20,7 @@ done
 "$TRAINC" build bench/wide_mlp.json --device both --arch "$ARCH" --bundle "$P/ship" -o wide_mlp 2>>"$P/build.log"
 cp build/tests/gpu/check_ops "$P/ship/"
 patchelf --set-rpath '$ORIGIN/lib' "$P/ship/check_ops"
-rm -f "$P"/ship/lib/libcublasLt* "$P"/ship/lib/libnvrtc*
+rm -f "$P"/ship/lib/libcublasLt* "$P"/ship/lib/libnvrtc* "$P"/ship/lib/libnccl*
 mkdir -p "$P/data/fashion" "$P/data/text" "$P/templates"
 cp data/fashion/*.npy "$P/data/fashion/"
 cp data/text/*.bin "$P/data/text/"

@@ -20,7 +20,7 @@ D=/tmp/devpack
 rm -rf "$D"; tar -C /tmp -xJf build/devpack.tar.xz
 S=$D/ship
 # cuBLASLt and NVRTC: the device's own (the pack leaves them out)
-for lib in libcublasLt.so.13 libnvrtc.so.13; do
+for lib in libcublasLt.so.13 libnvrtc.so.13 libnccl.so.2; do
     f=$(find /usr/local /opt /usr/lib -name "$lib*" 2>/dev/null | head -1)
     [ -n "$f" ] && LD_LIBRARY_PATH=$(dirname "$f"):${LD_LIBRARY_PATH:-}
 done

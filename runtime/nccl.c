@@ -1,0 +1,107 @@
+#define _GNU_SOURCE
+/* nccl.c: data parallelism across GPUs, NCCL carrying the gradients.
+ *
+ * MPI launches the ranks and bootstraps NCCL: rank 0's ncclUniqueId goes to every
+ * rank with MPI_Bcast, then each rank joins the communicator with its GPU (the local
+ * rank's, device_cuda.c). During backward, ddp.c cuts the same buckets as on the CPU;
+ * on a GPU a finished bucket is summed by ncclAllReduce on the communication stream,
+ * which first waits (an event) for the compute stream to have written it, so the
+ * reduction overlaps the rest of backward. At the end of backward the compute stream
+ * waits for the communication stream. The loss gradient is already divided by the
+ * number of ranks, so the sum is the mean, as on the CPU.
+ *
+ * A rank that dies leaves the others inside a collective; the MPI layer's watchdog
+ * (dist.c, TRAINC_DIST_TIMEOUT) then aborts the job with a message, and the
+ * communicator's asynchronous error is checked at every wait.
+ *
+ * Loaded with dlopen (libnccl.so.2) for the reasons nvrtc.c gives. */
+#include <dlfcn.h>
+#include <nccl.h>
+#include <string.h>
+#include "rt_cuda.h"
+#include "rt_dist.h"
+
+#define NCCL_FNS(X)                                                                            \
+    X(ncclGetVersion) X(ncclGetUniqueId) X(ncclCommInitRank) X(ncclAllReduce)                  \
+    X(ncclCommAbort) X(ncclCommDestroy) X(ncclGetErrorString) X(ncclCommGetAsyncError)
+#define DECLARE(fn) static __typeof__(fn) *p_##fn;
+NCCL_FNS(DECLARE)
+
+static int loaded;             /* 1 loaded, -1 failed */
+static char load_why[512];
+static ncclComm_t comm;
+
+int rt_nccl_load(char *why, size_t n)
+{
+    if (!loaded) {
+        void *h = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+        loaded = h ? 1 : -1;
+        if (!h)
+            snprintf(load_why, sizeof load_why, "NCCL (libnccl.so.2) is not installed: %s", dlerror());
+#define RESOLVE(fn)                                                                            \
+    if (loaded == 1 && !(p_##fn = (__typeof__(fn) *)dlsym(h, #fn))) {                          \
+        snprintf(load_why, sizeof load_why, "NCCL lacks %s (too old?)", #fn);                  \
+        loaded = -1;                                                                           \
+    }
+        NCCL_FNS(RESOLVE)
+    }
+    if (loaded < 0 && why)
+        snprintf(why, n, "%s", load_why);
+    return loaded > 0 ? 0 : -1;
+}
+
+int rt_nccl_version(void)
+{
+    int v = 0;
+    if (rt_nccl_load(NULL, 0) != 0 || p_ncclGetVersion(&v) != ncclSuccess)
+        return -1;
+    return v;
+}
+
+static void nccl_check(ncclResult_t r, const char *what)
+{
+    if (r != ncclSuccess && r != ncclInProgress)
+        rt_fail("NCCL: %s failed: %s (rank %d of %d); if a rank died, the others stop too", what,
+                p_ncclGetErrorString(r), rt_dist_rank(), rt_dist_world());
+}
+#define NC(call) nccl_check((call), #call)
+
+void rt_nccl_open(rt_exec *e)
+{
+    char why[512];
+    if (rt_nccl_load(why, sizeof why) != 0)
+        rt_fail("several ranks on GPUs need NCCL: %s\n  hint: install NCCL (libnccl2), or ship "
+                "the trainer with trainc build --bundle", why);
+    (void)e;
+    ncclUniqueId id;
+    memset(&id, 0, sizeof id);
+    if (rt_dist_rank() == 0)
+        NC(p_ncclGetUniqueId(&id));
+    rt_broadcast(&id, (int64_t)sizeof id, 0);
+    NC(p_ncclCommInitRank(&comm, rt_dist_world(), id, rt_dist_rank()));
+}
+
+/* Sum `n` floats at device address `p` over the ranks, in place, after what the
+ * compute stream has queued so far; asynchronous. */
+void rt_nccl_allreduce(rt_exec *e, float *p, int64_t n)
+{
+    rt_cu_fork_comm(e);
+    NC(p_ncclAllReduce(p, p, (size_t)n, ncclFloat32, ncclSum, comm,
+                       (cudaStream_t)rt_cu_comm_stream(e)));
+}
+
+/* The compute stream waits for every reduction queued so far. */
+void rt_nccl_join(rt_exec *e)
+{
+    ncclResult_t async = ncclSuccess;
+    NC(p_ncclCommGetAsyncError(comm, &async));
+    nccl_check(async, "a collective (asynchronous error)");
+    rt_cu_join_comm(e);
+}
+
+void rt_nccl_close(void)
+{
+    if (comm)
+        p_ncclCommDestroy(comm);
+    comm = NULL;
+}
