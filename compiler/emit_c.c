@@ -371,6 +371,7 @@ static void emit_host_c(Program *p, Program *ev, Buf *b)
         buf_printf(b, "    .pred_offset = %lld,\n    .pred_numel = %lld,\n", (long long)pt->offset,
                    (long long)g->pred->numel);
     }
+    buf_printf(b, "    .gpu_scratch_row_bytes = %lld,\n", (long long)cuda_scratch_row_bytes(p));
     buf_printf(b, "    .train_defaults = train_defaults,\n    .n_train_defaults = %d,\n",
                s->n_train_lines);
     buf_puts(b, "    .forward = forward,\n    .backward = backward,\n    .evaluate = evaluate,\n"

@@ -146,6 +146,22 @@ static void instance(Buf *b, Buf *seen, const Instr *in)
     buf_printf(b, "%s /* %s */\n", line, in->origin);
 }
 
+int64_t cuda_scratch_row_bytes(const Program *p)
+{
+    int64_t most = 0;
+    for (int i = 0; i < p->n_ins; i++) {
+        const Instr *in = p->ins[i];
+        char a[12][64];
+        if (in->dead || in->kind != I_CALL || strncmp(in->text, "rt_attention_bwd(", 17) ||
+            call_args(in->text, a, 12) != 10)
+            continue;
+        int64_t need = 4 * num(a[6], in) * num(a[8], in);   /* T x H floats: D = rowsum(dP * P) */
+        if (need > most)
+            most = need;
+    }
+    return most;
+}
+
 extern const char *const tmpl_cuda_files[], *const tmpl_cuda_names[];
 
 void emit_cuda(Program *p, Program *ev, Buf *b)

@@ -225,6 +225,8 @@ typedef struct Emitted {
 void emit_cuda(Program *p, Program *eval, Buf *b);
 /* A fused kernel's tensors in its parameter order (both emitters and the launch). */
 int kernel_tensors(const Instr *in, Tensor **t, char *w, int max);
+/* Scratch the GPU's calls need per batch row (attention backward's row sums). */
+int64_t cuda_scratch_row_bytes(const Program *p);
 
 /* `data_dir` is recorded as given (the build and JIT override it with an absolute path). */
 void emit_c(Program *p, Program *eval, Emitted *out);

@@ -369,15 +369,18 @@ rt_dptr rt_cu_alloc(size_t bytes)
 {
     rt_dptr p = 0;
     CU(p_cuMemAlloc(&p, bytes ? bytes : 1));
-    CUstream s = 0;
-    CU(p_cuMemsetD8Async(p, 0, bytes ? bytes : 1, s));
+    CU(p_cuMemsetD8Async(p, 0, bytes ? bytes : 1, CU_STREAM_LEGACY));
+    CU(p_cuStreamSynchronize(CU_STREAM_LEGACY));
     return p;
 }
 
+/* Synchronous for real: a copy from pageable memory may return before the DMA ends,
+ * and the compute stream (non-blocking) does not wait for the legacy stream. */
 void rt_cu_upload(rt_dptr dst, const void *src, size_t bytes)
 {
     if (bytes)
         CU(p_cuMemcpyHtoD(dst, src, bytes));
+    CU(p_cuStreamSynchronize(CU_STREAM_LEGACY));
 }
 
 void rt_cu_download(void *dst, rt_dptr src, size_t bytes)
@@ -405,6 +408,9 @@ static size_t scratch_need(const rt_model *m, int64_t Bmax)
     size_t p = (size_t)m->param_floats * 4 / 16;   /* generous for block partials */
     if (p > s)
         s = p;
+    size_t a = (size_t)Bmax * (size_t)m->gpu_scratch_row_bytes;   /* attention backward */
+    if (a > s)
+        s = a;
     return align_up(s) + (16u << 20);
 }
 

@@ -1050,7 +1050,9 @@ static void ce_task(void *ctx, int64_t lo, int64_t hi)
         double loss = 0.0, correct = 0.0;
         int64_t r1 = (t + 1) * c->rb < c->rows ? (t + 1) * c->rb : c->rows;
         for (int64_t r = t * c->rb; r < r1; r++) {
-            const float *restrict z = c->logits + r * C;
+            /* dlogits may be the logits themselves (written over): no restrict, and
+             * z[target] is read before anything is written */
+            const float *z = c->logits + r * C;
             int32_t tg = c->target[r];
             if (tg < 0 || tg >= C) {
                 int64_t old = atomic_load(&c->bad);
@@ -1058,6 +1060,7 @@ static void ce_task(void *ctx, int64_t lo, int64_t hi)
                     ;
                 continue;
             }
+            float zt = z[tg];
             /* max and first argmax (a NaN counts as the maximum, as in torch.argmax) */
             float m = z[0];
             int64_t am = 0;
@@ -1067,7 +1070,7 @@ static void ce_task(void *ctx, int64_t lo, int64_t hi)
                     am = j;
                 }
             /* exp(z - max) in float (kept in dlogits when wanted), summed in double */
-            float *restrict g = c->dlogits ? c->dlogits + r * C : NULL;
+            float *g = c->dlogits ? c->dlogits + r * C : NULL;
             v4f mv = splat4(m);
             d4 sv = {{0, 0}, {0, 0}};
             for (int64_t j = 0; j < C; j += 4) {
@@ -1098,7 +1101,7 @@ static void ce_task(void *ctx, int64_t lo, int64_t hi)
                     g[j] = g[j] * (inv * c->gs);
                 g[tg] = (et * inv - 1.0f) * c->gs;
             }
-            loss += (double)m + log(se) - (double)z[tg];
+            loss += (double)m + log(se) - (double)zt;
             correct += am == tg;
         }
         c->part[2 * t] = loss;

@@ -189,8 +189,8 @@ static void configure(const rt_model *m, const Opts *o, rt_train_config *c)
 static void refuse_unsupported(const rt_model *m, const Opts *o, const rt_train_config *c)
 {
     if (c->device == RT_DEVICE_CUDA && !(m->devices & RT_HAS_CUDA))
-        rt_input_error("--device cuda: this trainer was built for the CPU only; rebuild it with "
-                       "trainc build --device cuda (or both)");
+        rt_input_error("--device cuda: this trainer was built for the CPU only (no CUDA kernels "
+                       "in it); rebuild it with trainc build --device cuda (or both)");
     if (c->device == RT_DEVICE_CPU && !(m->devices & RT_HAS_CPU))
         rt_input_error("--device cpu: this trainer was built for CUDA only; rebuild it with "
                        "trainc build --device both (or cpu)");

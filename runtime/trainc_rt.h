@@ -101,6 +101,7 @@ typedef struct rt_model {
     int has_dropout;
     int64_t pred_offset;       /* the prediction (logits) in the arena: per-row offset */
     int64_t pred_numel;        /* its elements per sample */
+    int64_t gpu_scratch_row_bytes; /* scratch the GPU's calls need per batch row */
     const char *const *train_defaults; /* "key=value" lines of the training spec */
     int n_train_defaults;
     void (*forward)(rt_exec *e, int train); /* computes the loss; with train, also d(loss)/d(output) */

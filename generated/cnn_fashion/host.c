@@ -308,6 +308,7 @@ const rt_model trainc_model = {
     .has_dropout = 0,
     .pred_offset = 169856,
     .pred_numel = 10,
+    .gpu_scratch_row_bytes = 0,
     .train_defaults = train_defaults,
     .n_train_defaults = 42,
     .forward = forward,

@@ -2720,6 +2720,7 @@ const rt_model trainc_model = {
     .has_dropout = 0,
     .pred_offset = 0,
     .pred_numel = 51463168,
+    .gpu_scratch_row_bytes = 49152,
     .train_defaults = train_defaults,
     .n_train_defaults = 42,
     .forward = forward,

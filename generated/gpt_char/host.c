@@ -1030,6 +1030,7 @@ const rt_model trainc_model = {
     .has_dropout = 0,
     .pred_offset = 3145728,
     .pred_numel = 32768,
+    .gpu_scratch_row_bytes = 2048,
     .train_defaults = train_defaults,
     .n_train_defaults = 40,
     .forward = forward,

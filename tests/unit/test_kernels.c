@@ -679,6 +679,19 @@ static void test_cross_entropy(void)
                    (size_t)n * 4);
         check_same(NAME("cross_entropy %s dlogits rerun", tag), dz[1][0], dz[1][1],
                    (size_t)n * 4);
+        {   /* in place: dlogits written over the logits (a memory plan may alias them) */
+            rt_exec e = exec_on(1, gs);
+            float *zz = malloc((size_t)n * 4);
+            memcpy(zz, z, (size_t)n * 4);
+            rt_cross_entropy(&e, zz, t, zz, R, C);
+            NAME("cross_entropy %s in place: loss", tag);
+            if (e.loss_sum != loss[1][0])
+                fail(nm, "%.17g vs %.17g", e.loss_sum, loss[1][0]);
+            else
+                pass(nm);
+            check_same(NAME("cross_entropy %s in place: dlogits", tag), zz, dz[1][0], (size_t)n * 4);
+            free(zz);
+        }
         free(z), free(t), free(rd);
         for (int pi = 0; pi < 2; pi++)
             free(dz[pi][0]), free(dz[pi][1]);

@@ -142,6 +142,8 @@ static const char *other_value(const char *key)
         {"schedule.every_steps", "250"},
         {"schedule.gamma", "0.3333333333333333"},
         {"grad_clip", "1.0"},
+        {"loss_scale.init", "1024"},
+        {"loss_scale.growth_interval", "7"},
         {"precision", "bf16-mixed"},
         {"validate.every_steps", "200"},
         {"validate.every_epochs", "null"},
