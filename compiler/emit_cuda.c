@@ -6,6 +6,7 @@
  * device helpers (templates/cuda/prelude.cuh) are the twins of trainc_rt.h's. Tensors
  * arrive as pointers (the host adds the plan's offsets); `B`, `train` and `rng_key`
  * are arguments where the C code reads them from rt_exec. */
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 #include "ir.h"
@@ -25,6 +26,57 @@ static char *devicify(const char *s)
     return b.s ? b.s : xstrdup("");
 }
 
+
+/* The fused ops of one element i. In the 16-byte loop (`lanes`), the tensors read or
+ * written at i are lane l of the float4 registers r_NAME / w_NAME. */
+static void emit_body(Buf *b, Instr *in, Tensor **t, const int *vec, int n, const char *ind,
+                      int lanes)
+{
+    for (int k = 0; k < in->n_ops; k++) {
+        EwOp *op = &in->ops[k];
+        Buf e = {0};
+        for (const char *s = op->expr; *s; s++) {
+            if (*s != '$') {
+                char c[2] = {*s, 0};
+                buf_puts(&e, c);
+                continue;
+            }
+            Operand *o = &op->arg[*++s - '0'];
+            int v = 0;
+            for (int q = 0; q < n && lanes && o->t; q++)
+                v |= t[q] == o->t && vec[q];
+            if (v)
+                buf_printf(&e, "((const float *)&r_%s)[l]", o->t->name);
+            else if (o->t)
+                buf_printf(&e, "%s[%s]", o->t->name, o->index ? o->index : "i");
+            else
+                buf_printf(&e, "v%d", o->val);
+        }
+        char *d = devicify(e.s);
+        buf_printf(b, "%sfloat v%d = %s; /* %s */\n", ind, k, d, op->what);
+        free(d);
+        free(e.s);
+        for (int q = 0; q < in->n_writes; q++)
+            if (in->writes[q] == op->out) {
+                if (lanes)
+                    buf_printf(b, "%s((float *)&w_%s)[l] = v%d;\n", ind, op->out->name, k);
+                else
+                    buf_printf(b, "%s%s[i] = v%d;\n", ind, op->out->name, k);
+            }
+    }
+}
+
+/* Does C text use the identifier i? */
+static int uses_i(const char *s)
+{
+    for (const char *p = s; (p = strchr(p, 'i')); p++) {
+        int before = p > s && (isalnum((unsigned char)p[-1]) || p[-1] == '_');
+        int after = isalnum((unsigned char)p[1]) || p[1] == '_';
+        if (!before && !after)
+            return 1;
+    }
+    return 0;
+}
 
 static void cuda_kernel(Buf *b, Instr *in, const char *kp)
 {
@@ -48,28 +100,58 @@ static void cuda_kernel(Buf *b, Instr *in, const char *kp)
                    both ? "" : "__restrict__ ", t[q]->name);
     }
     buf_printf(b, "%sint64_t B, int64_t n, uint64_t rng_key, int train)\n{\n", n ? ", " : "");
-    buf_puts(b, "    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;\n"
-                "         i += (int64_t)gridDim.x * blockDim.x) {\n");
-    for (int k = 0; k < in->n_ops; k++) {
-        EwOp *op = &in->ops[k];
-        Buf e = {0};
-        for (const char *s = op->expr; *s; s++) {
-            if (*s != '$') {
-                char c[2] = {*s, 0};
-                buf_puts(&e, c);
-                continue;
-            }
-            Operand *o = &op->arg[*++s - '0'];
-            if (o->t)
-                buf_printf(&e, "%s[%s]", o->t->name, o->index ? o->index : "i");
-            else
-                buf_printf(&e, "v%d", o->val);
-        }
-        buf_printf(b, "        float v%d = %s; /* %s */\n", k, devicify(e.s), op->what);
-        for (int q = 0; q < in->n_writes; q++)
-            if (in->writes[q] == op->out)
-                buf_printf(b, "        %s[i] = v%d;\n", op->out->name, k);
+    /* the fp32 tensors read or written at i go through 16-byte accesses, four
+     * elements a thread, when all of them are 16-byte aligned; the rest (broadcast
+     * operands like a bias, raw inputs) is read element by element */
+    int vec[64] = {0}, nvec = 0;
+    for (int q = 0; q < n; q++) {
+        if (t[q]->dtype != RT_F32)
+            continue;
+        int at_i = 1;
+        for (int k = 0; k < in->n_ops; k++)
+            for (int j = 0; j < in->ops[k].n_arg; j++)
+                if (in->ops[k].arg[j].t == t[q] && in->ops[k].arg[j].index)
+                    at_i = 0;
+        vec[q] = at_i;
+        nvec += at_i;
     }
+    buf_puts(b, "    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;\n"
+                "    const int64_t stride = (int64_t)gridDim.x * blockDim.x;\n"
+                "    int64_t done = 0;\n");
+    if (nvec) {
+        buf_puts(b, "    if (((");
+        for (int q = 0, c = 0; q < n; q++)
+            if (vec[q])
+                buf_printf(b, "%s(unsigned long long)%s", c++ ? " | " : "", t[q]->name);
+        buf_puts(b, ") & 15) == 0) {\n        done = n & ~(int64_t)3;\n"
+                    "        for (int64_t q = first; q < n / 4; q += stride) {\n");
+        for (int q = 0; q < n; q++)
+            if (vec[q] && !w[q])
+                buf_printf(b, "            const float4 r_%s = rt_ld4(%s + 4 * q);\n", t[q]->name, t[q]->name);
+            else if (vec[q]) {
+                int read = 0;
+                for (int k = 0; k < in->n_ops; k++)
+                    for (int j = 0; j < in->ops[k].n_arg; j++)
+                        read |= in->ops[k].arg[j].t == t[q];
+                if (read)
+                    buf_printf(b, "            const float4 r_%s = rt_ld4(%s + 4 * q);\n", t[q]->name, t[q]->name);
+                buf_printf(b, "            float4 w_%s;\n", t[q]->name);
+            }
+        Buf lane = {0};
+        emit_body(&lane, in, t, vec, n, "                ", 1);
+        buf_puts(b, "#pragma unroll\n            for (int l = 0; l < 4; l++) {\n");
+        if (uses_i(lane.s))   /* a broadcast operand, or dropout's counter */
+            buf_puts(b, "                const int64_t i = 4 * q + l;\n");
+        buf_puts(b, lane.s);
+        free(lane.s);
+        buf_puts(b, "            }\n");
+        for (int q = 0; q < n; q++)
+            if (vec[q] && w[q])
+                buf_printf(b, "            rt_st4(%s + 4 * q, w_%s);\n", t[q]->name, t[q]->name);
+        buf_puts(b, "        }\n    }\n");
+    }
+    buf_puts(b, "    for (int64_t i = done + first; i < n; i += stride) {\n");
+    emit_body(b, in, t, vec, n, "        ", 0);
     buf_puts(b, "    }\n}\n\n");
 }
 

@@ -1282,8 +1282,23 @@ RT_CROSS_ENTROPY(10) /* $.model.loss */
  *     from $.model.inputs.x */
 extern "C" __global__ void k0(const uint8_t *__restrict__ in_x, float *__restrict__ x_f32, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)x_f32) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            float4 w_x_f32;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = (float)in_x[i] * 0.00392156886f; /* input to f32 */
+                ((float *)&w_x_f32)[l] = v0;
+            }
+            rt_st4(x_f32 + 4 * q, w_x_f32);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = (float)in_x[i] * 0.00392156886f; /* input to f32 */
         x_f32[i] = v0;
     }
@@ -1293,8 +1308,24 @@ extern "C" __global__ void k0(const uint8_t *__restrict__ in_x, float *__restric
  *     from $.model.layers[0] + $.model.layers[1] */
 extern "C" __global__ void k1(const float *__restrict__ gemm_conv_0, const float *__restrict__ P_0_bias, float *__restrict__ relu_1, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)relu_1) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            float4 w_relu_1;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = gemm_conv_0[(i / 784 % 16) * (B * 784) + i / 12544 * 784 + i % 784] + P_0_bias[i / 784 % 16]; /* conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] */
+                float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
+                ((float *)&w_relu_1)[l] = v1;
+            }
+            rt_st4(relu_1 + 4 * q, w_relu_1);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = gemm_conv_0[(i / 784 % 16) * (B * 784) + i / 12544 * 784 + i % 784] + P_0_bias[i / 784 % 16]; /* conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] */
         float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
         relu_1[i] = v1;
@@ -1305,8 +1336,24 @@ extern "C" __global__ void k1(const float *__restrict__ gemm_conv_0, const float
  *     from $.model.layers[3] + $.model.layers[4] */
 extern "C" __global__ void k2(const float *__restrict__ gemm_conv_3, const float *__restrict__ P_3_bias, float *__restrict__ relu_4, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)relu_4) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            float4 w_relu_4;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = gemm_conv_3[(i / 196 % 32) * (B * 196) + i / 6272 * 196 + i % 196] + P_3_bias[i / 196 % 32]; /* conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] */
+                float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
+                ((float *)&w_relu_4)[l] = v1;
+            }
+            rt_st4(relu_4 + 4 * q, w_relu_4);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = gemm_conv_3[(i / 196 % 32) * (B * 196) + i / 6272 * 196 + i % 196] + P_3_bias[i / 196 % 32]; /* conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] */
         float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
         relu_4[i] = v1;
@@ -1317,8 +1364,25 @@ extern "C" __global__ void k2(const float *__restrict__ gemm_conv_3, const float
  *     from $.model.layers[7] + $.model.layers[8] */
 extern "C" __global__ void k3(const float *linear_7, const float *__restrict__ P_7_bias, float *relu_8, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_7 | (unsigned long long)relu_8) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_7 = rt_ld4(linear_7 + 4 * q);
+            float4 w_relu_8;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_7)[l] + P_7_bias[i % 128]; /* linear epilogue: + bias */
+                float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
+                ((float *)&w_relu_8)[l] = v1;
+            }
+            rt_st4(relu_8 + 4 * q, w_relu_8);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_7[i] + P_7_bias[i % 128]; /* linear epilogue: + bias */
         float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
         relu_8[i] = v1;
@@ -1329,8 +1393,24 @@ extern "C" __global__ void k3(const float *linear_7, const float *__restrict__ P
  *     from $.model.layers[9] */
 extern "C" __global__ void k4(float *linear_9, const float *__restrict__ P_9_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_9) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_9 = rt_ld4(linear_9 + 4 * q);
+            float4 w_linear_9;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_9)[l] + P_9_bias[i % 10]; /* linear epilogue: + bias */
+                ((float *)&w_linear_9)[l] = v0;
+            }
+            rt_st4(linear_9 + 4 * q, w_linear_9);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_9[i] + P_9_bias[i % 10]; /* linear epilogue: + bias */
         linear_9[i] = v0;
     }
@@ -1340,8 +1420,24 @@ extern "C" __global__ void k4(float *linear_9, const float *__restrict__ P_9_bia
  *     from $.model.layers[8] */
 extern "C" __global__ void k5(const float *d_relu_8, const float *__restrict__ relu_8, float *d_linear_7, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_relu_8 | (unsigned long long)relu_8 | (unsigned long long)d_linear_7) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_relu_8 = rt_ld4(d_relu_8 + 4 * q);
+            const float4 r_relu_8 = rt_ld4(relu_8 + 4 * q);
+            float4 w_d_linear_7;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = ((const float *)&r_relu_8)[l] > 0.0f ? ((const float *)&r_d_relu_8)[l] : 0.0f; /* relu backward */
+                ((float *)&w_d_linear_7)[l] = v0;
+            }
+            rt_st4(d_linear_7 + 4 * q, w_d_linear_7);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = relu_8[i] > 0.0f ? d_relu_8[i] : 0.0f; /* relu backward */
         d_linear_7[i] = v0;
     }
@@ -1351,8 +1447,24 @@ extern "C" __global__ void k5(const float *d_relu_8, const float *__restrict__ r
  *     from $.model.layers[4] */
 extern "C" __global__ void k6(const float *d_relu_4, const float *__restrict__ relu_4, float *d_conv_3, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_relu_4 | (unsigned long long)relu_4 | (unsigned long long)d_conv_3) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_relu_4 = rt_ld4(d_relu_4 + 4 * q);
+            const float4 r_relu_4 = rt_ld4(relu_4 + 4 * q);
+            float4 w_d_conv_3;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = ((const float *)&r_relu_4)[l] > 0.0f ? ((const float *)&r_d_relu_4)[l] : 0.0f; /* relu backward */
+                ((float *)&w_d_conv_3)[l] = v0;
+            }
+            rt_st4(d_conv_3 + 4 * q, w_d_conv_3);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = relu_4[i] > 0.0f ? d_relu_4[i] : 0.0f; /* relu backward */
         d_conv_3[i] = v0;
     }
@@ -1362,8 +1474,23 @@ extern "C" __global__ void k6(const float *d_relu_4, const float *__restrict__ r
  *     from $.model.layers[3] */
 extern "C" __global__ void k7(const float *__restrict__ d_conv_3, float *__restrict__ gemm_d_conv_3, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)gemm_d_conv_3) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            float4 w_gemm_d_conv_3;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = d_conv_3[i % (B * 196) / 196 * 6272 + i / (B * 196) * 196 + i % 196]; /* conv2d backward: [B, out, HW] -> [out, B, HW] */
+                ((float *)&w_gemm_d_conv_3)[l] = v0;
+            }
+            rt_st4(gemm_d_conv_3 + 4 * q, w_gemm_d_conv_3);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = d_conv_3[i % (B * 196) / 196 * 6272 + i / (B * 196) * 196 + i % 196]; /* conv2d backward: [B, out, HW] -> [out, B, HW] */
         gemm_d_conv_3[i] = v0;
     }
@@ -1373,8 +1500,24 @@ extern "C" __global__ void k7(const float *__restrict__ d_conv_3, float *__restr
  *     from $.model.layers[1] */
 extern "C" __global__ void k8(const float *d_relu_1, const float *__restrict__ relu_1, float *d_conv_0, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_relu_1 | (unsigned long long)relu_1 | (unsigned long long)d_conv_0) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_relu_1 = rt_ld4(d_relu_1 + 4 * q);
+            const float4 r_relu_1 = rt_ld4(relu_1 + 4 * q);
+            float4 w_d_conv_0;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = ((const float *)&r_relu_1)[l] > 0.0f ? ((const float *)&r_d_relu_1)[l] : 0.0f; /* relu backward */
+                ((float *)&w_d_conv_0)[l] = v0;
+            }
+            rt_st4(d_conv_0 + 4 * q, w_d_conv_0);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = relu_1[i] > 0.0f ? d_relu_1[i] : 0.0f; /* relu backward */
         d_conv_0[i] = v0;
     }
@@ -1384,8 +1527,23 @@ extern "C" __global__ void k8(const float *d_relu_1, const float *__restrict__ r
  *     from $.model.layers[0] */
 extern "C" __global__ void k9(const float *__restrict__ d_conv_0, float *__restrict__ gemm_d_conv_0, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)gemm_d_conv_0) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            float4 w_gemm_d_conv_0;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = d_conv_0[i % (B * 784) / 784 * 12544 + i / (B * 784) * 784 + i % 784]; /* conv2d backward: [B, out, HW] -> [out, B, HW] */
+                ((float *)&w_gemm_d_conv_0)[l] = v0;
+            }
+            rt_st4(gemm_d_conv_0 + 4 * q, w_gemm_d_conv_0);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = d_conv_0[i % (B * 784) / 784 * 12544 + i / (B * 784) * 784 + i % 784]; /* conv2d backward: [B, out, HW] -> [out, B, HW] */
         gemm_d_conv_0[i] = v0;
     }
@@ -1395,8 +1553,23 @@ extern "C" __global__ void k9(const float *__restrict__ d_conv_0, float *__restr
  *     from $.model.inputs.x */
 extern "C" __global__ void ke0(const uint8_t *__restrict__ in_x, float *__restrict__ x_f32, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)x_f32) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            float4 w_x_f32;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = (float)in_x[i] * 0.00392156886f; /* input to f32 */
+                ((float *)&w_x_f32)[l] = v0;
+            }
+            rt_st4(x_f32 + 4 * q, w_x_f32);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = (float)in_x[i] * 0.00392156886f; /* input to f32 */
         x_f32[i] = v0;
     }
@@ -1406,8 +1579,24 @@ extern "C" __global__ void ke0(const uint8_t *__restrict__ in_x, float *__restri
  *     from $.model.layers[0] + $.model.layers[1] */
 extern "C" __global__ void ke1(const float *__restrict__ gemm_conv_0, const float *__restrict__ P_0_bias, float *__restrict__ relu_1, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)relu_1) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            float4 w_relu_1;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = gemm_conv_0[(i / 784 % 16) * (B * 784) + i / 12544 * 784 + i % 784] + P_0_bias[i / 784 % 16]; /* conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] */
+                float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
+                ((float *)&w_relu_1)[l] = v1;
+            }
+            rt_st4(relu_1 + 4 * q, w_relu_1);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = gemm_conv_0[(i / 784 % 16) * (B * 784) + i / 12544 * 784 + i % 784] + P_0_bias[i / 784 % 16]; /* conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] */
         float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
         relu_1[i] = v1;
@@ -1418,8 +1607,24 @@ extern "C" __global__ void ke1(const float *__restrict__ gemm_conv_0, const floa
  *     from $.model.layers[3] + $.model.layers[4] */
 extern "C" __global__ void ke2(const float *__restrict__ gemm_conv_3, const float *__restrict__ P_3_bias, float *__restrict__ relu_4, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)relu_4) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            float4 w_relu_4;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = gemm_conv_3[(i / 196 % 32) * (B * 196) + i / 6272 * 196 + i % 196] + P_3_bias[i / 196 % 32]; /* conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] */
+                float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
+                ((float *)&w_relu_4)[l] = v1;
+            }
+            rt_st4(relu_4 + 4 * q, w_relu_4);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = gemm_conv_3[(i / 196 % 32) * (B * 196) + i / 6272 * 196 + i % 196] + P_3_bias[i / 196 % 32]; /* conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] */
         float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
         relu_4[i] = v1;
@@ -1430,8 +1635,25 @@ extern "C" __global__ void ke2(const float *__restrict__ gemm_conv_3, const floa
  *     from $.model.layers[7] + $.model.layers[8] */
 extern "C" __global__ void ke3(const float *linear_7, const float *__restrict__ P_7_bias, float *relu_8, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_7 | (unsigned long long)relu_8) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_7 = rt_ld4(linear_7 + 4 * q);
+            float4 w_relu_8;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_7)[l] + P_7_bias[i % 128]; /* linear epilogue: + bias */
+                float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
+                ((float *)&w_relu_8)[l] = v1;
+            }
+            rt_st4(relu_8 + 4 * q, w_relu_8);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_7[i] + P_7_bias[i % 128]; /* linear epilogue: + bias */
         float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
         relu_8[i] = v1;
@@ -1442,8 +1664,24 @@ extern "C" __global__ void ke3(const float *linear_7, const float *__restrict__ 
  *     from $.model.layers[9] */
 extern "C" __global__ void ke4(float *linear_9, const float *__restrict__ P_9_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_9) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_9 = rt_ld4(linear_9 + 4 * q);
+            float4 w_linear_9;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_9)[l] + P_9_bias[i % 10]; /* linear epilogue: + bias */
+                ((float *)&w_linear_9)[l] = v0;
+            }
+            rt_st4(linear_9 + 4 * q, w_linear_9);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_9[i] + P_9_bias[i % 10]; /* linear epilogue: + bias */
         linear_9[i] = v0;
     }

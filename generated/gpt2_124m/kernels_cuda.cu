@@ -1288,8 +1288,24 @@ RT_EMBEDDING_BWD(768) /* $.model.layers[0] */
  *     from $.model.layers[1] */
 extern "C" __global__ void k0(const float *embedding_wte, const float *__restrict__ P_wpe_weight, float *pos_embedding_wpe, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)embedding_wte | (unsigned long long)pos_embedding_wpe) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_embedding_wte = rt_ld4(embedding_wte + 4 * q);
+            float4 w_pos_embedding_wpe;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_embedding_wte)[l] + P_wpe_weight[i % 786432]; /* pos_embedding: + position rows */
+                ((float *)&w_pos_embedding_wpe)[l] = v0;
+            }
+            rt_st4(pos_embedding_wpe + 4 * q, w_pos_embedding_wpe);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = embedding_wte[i] + P_wpe_weight[i % 786432]; /* pos_embedding: + position rows */
         pos_embedding_wpe[i] = v0;
     }
@@ -1299,8 +1315,24 @@ extern "C" __global__ void k0(const float *embedding_wte, const float *__restric
  *     from $.model.layers[2].body[0].body[1] */
 extern "C" __global__ void k1(float *qkv_h_0_attn, const float *__restrict__ P_h_0_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)qkv_h_0_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_qkv_h_0_attn = rt_ld4(qkv_h_0_attn + 4 * q);
+            float4 w_qkv_h_0_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_qkv_h_0_attn)[l] + P_h_0_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
+                ((float *)&w_qkv_h_0_attn)[l] = v0;
+            }
+            rt_st4(qkv_h_0_attn + 4 * q, w_qkv_h_0_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = qkv_h_0_attn[i] + P_h_0_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
         qkv_h_0_attn[i] = v0;
     }
@@ -1310,8 +1342,26 @@ extern "C" __global__ void k1(float *qkv_h_0_attn, const float *__restrict__ P_h
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 extern "C" __global__ void k2(const float *attn_out_h_0_attn, const float *__restrict__ P_h_0_attn_proj_bias, const float *__restrict__ pos_embedding_wpe, float *residual_attn_out_h_0_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)attn_out_h_0_attn | (unsigned long long)pos_embedding_wpe | (unsigned long long)residual_attn_out_h_0_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_attn_out_h_0_attn = rt_ld4(attn_out_h_0_attn + 4 * q);
+            const float4 r_pos_embedding_wpe = rt_ld4(pos_embedding_wpe + 4 * q);
+            float4 w_residual_attn_out_h_0_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_attn_out_h_0_attn)[l] + P_h_0_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_pos_embedding_wpe)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_attn_out_h_0_attn)[l] = v1;
+            }
+            rt_st4(residual_attn_out_h_0_attn + 4 * q, w_residual_attn_out_h_0_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = attn_out_h_0_attn[i] + P_h_0_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = pos_embedding_wpe[i] + v0; /* residual: x + body(x) */
         residual_attn_out_h_0_attn[i] = v1;
@@ -1322,8 +1372,28 @@ extern "C" __global__ void k2(const float *attn_out_h_0_attn, const float *__res
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
 extern "C" __global__ void k3(float *linear_h_0_fc, const float *__restrict__ P_h_0_fc_bias, float *__restrict__ gelu_h_0_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_0_fc | (unsigned long long)gelu_h_0_2) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_0_fc = rt_ld4(linear_h_0_fc + 4 * q);
+            float4 w_linear_h_0_fc;
+            float4 w_gelu_h_0_2;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_0_fc)[l] + P_h_0_fc_bias[i % 3072]; /* linear epilogue: + bias */
+                ((float *)&w_linear_h_0_fc)[l] = v0;
+                float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
+                ((float *)&w_gelu_h_0_2)[l] = v1;
+            }
+            rt_st4(linear_h_0_fc + 4 * q, w_linear_h_0_fc);
+            rt_st4(gelu_h_0_2 + 4 * q, w_gelu_h_0_2);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_0_fc[i] + P_h_0_fc_bias[i % 3072]; /* linear epilogue: + bias */
         linear_h_0_fc[i] = v0;
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
@@ -1335,8 +1405,26 @@ extern "C" __global__ void k3(float *linear_h_0_fc, const float *__restrict__ P_
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 extern "C" __global__ void k4(const float *linear_h_0_proj, const float *__restrict__ P_h_0_proj_bias, const float *__restrict__ residual_attn_out_h_0_attn, float *residual_linear_h_0_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_0_proj | (unsigned long long)residual_attn_out_h_0_attn | (unsigned long long)residual_linear_h_0_proj) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_0_proj = rt_ld4(linear_h_0_proj + 4 * q);
+            const float4 r_residual_attn_out_h_0_attn = rt_ld4(residual_attn_out_h_0_attn + 4 * q);
+            float4 w_residual_linear_h_0_proj;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_0_proj)[l] + P_h_0_proj_bias[i % 768]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_attn_out_h_0_attn)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_linear_h_0_proj)[l] = v1;
+            }
+            rt_st4(residual_linear_h_0_proj + 4 * q, w_residual_linear_h_0_proj);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_0_proj[i] + P_h_0_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_0_attn[i] + v0; /* residual: x + body(x) */
         residual_linear_h_0_proj[i] = v1;
@@ -1347,8 +1435,24 @@ extern "C" __global__ void k4(const float *linear_h_0_proj, const float *__restr
  *     from $.model.layers[2].body[0].body[1] */
 extern "C" __global__ void k5(float *qkv_h_1_attn, const float *__restrict__ P_h_1_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)qkv_h_1_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_qkv_h_1_attn = rt_ld4(qkv_h_1_attn + 4 * q);
+            float4 w_qkv_h_1_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_qkv_h_1_attn)[l] + P_h_1_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
+                ((float *)&w_qkv_h_1_attn)[l] = v0;
+            }
+            rt_st4(qkv_h_1_attn + 4 * q, w_qkv_h_1_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = qkv_h_1_attn[i] + P_h_1_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
         qkv_h_1_attn[i] = v0;
     }
@@ -1358,8 +1462,26 @@ extern "C" __global__ void k5(float *qkv_h_1_attn, const float *__restrict__ P_h
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 extern "C" __global__ void k6(const float *attn_out_h_1_attn, const float *__restrict__ P_h_1_attn_proj_bias, const float *__restrict__ residual_linear_h_0_proj, float *residual_attn_out_h_1_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)attn_out_h_1_attn | (unsigned long long)residual_linear_h_0_proj | (unsigned long long)residual_attn_out_h_1_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_attn_out_h_1_attn = rt_ld4(attn_out_h_1_attn + 4 * q);
+            const float4 r_residual_linear_h_0_proj = rt_ld4(residual_linear_h_0_proj + 4 * q);
+            float4 w_residual_attn_out_h_1_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_attn_out_h_1_attn)[l] + P_h_1_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_linear_h_0_proj)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_attn_out_h_1_attn)[l] = v1;
+            }
+            rt_st4(residual_attn_out_h_1_attn + 4 * q, w_residual_attn_out_h_1_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = attn_out_h_1_attn[i] + P_h_1_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_0_proj[i] + v0; /* residual: x + body(x) */
         residual_attn_out_h_1_attn[i] = v1;
@@ -1370,8 +1492,28 @@ extern "C" __global__ void k6(const float *attn_out_h_1_attn, const float *__res
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
 extern "C" __global__ void k7(float *linear_h_1_fc, const float *__restrict__ P_h_1_fc_bias, float *__restrict__ gelu_h_1_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_1_fc | (unsigned long long)gelu_h_1_2) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_1_fc = rt_ld4(linear_h_1_fc + 4 * q);
+            float4 w_linear_h_1_fc;
+            float4 w_gelu_h_1_2;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_1_fc)[l] + P_h_1_fc_bias[i % 3072]; /* linear epilogue: + bias */
+                ((float *)&w_linear_h_1_fc)[l] = v0;
+                float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
+                ((float *)&w_gelu_h_1_2)[l] = v1;
+            }
+            rt_st4(linear_h_1_fc + 4 * q, w_linear_h_1_fc);
+            rt_st4(gelu_h_1_2 + 4 * q, w_gelu_h_1_2);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_1_fc[i] + P_h_1_fc_bias[i % 3072]; /* linear epilogue: + bias */
         linear_h_1_fc[i] = v0;
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
@@ -1383,8 +1525,26 @@ extern "C" __global__ void k7(float *linear_h_1_fc, const float *__restrict__ P_
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 extern "C" __global__ void k8(const float *linear_h_1_proj, const float *__restrict__ P_h_1_proj_bias, const float *__restrict__ residual_attn_out_h_1_attn, float *residual_linear_h_1_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_1_proj | (unsigned long long)residual_attn_out_h_1_attn | (unsigned long long)residual_linear_h_1_proj) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_1_proj = rt_ld4(linear_h_1_proj + 4 * q);
+            const float4 r_residual_attn_out_h_1_attn = rt_ld4(residual_attn_out_h_1_attn + 4 * q);
+            float4 w_residual_linear_h_1_proj;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_1_proj)[l] + P_h_1_proj_bias[i % 768]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_attn_out_h_1_attn)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_linear_h_1_proj)[l] = v1;
+            }
+            rt_st4(residual_linear_h_1_proj + 4 * q, w_residual_linear_h_1_proj);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_1_proj[i] + P_h_1_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_1_attn[i] + v0; /* residual: x + body(x) */
         residual_linear_h_1_proj[i] = v1;
@@ -1395,8 +1555,24 @@ extern "C" __global__ void k8(const float *linear_h_1_proj, const float *__restr
  *     from $.model.layers[2].body[0].body[1] */
 extern "C" __global__ void k9(float *qkv_h_2_attn, const float *__restrict__ P_h_2_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)qkv_h_2_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_qkv_h_2_attn = rt_ld4(qkv_h_2_attn + 4 * q);
+            float4 w_qkv_h_2_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_qkv_h_2_attn)[l] + P_h_2_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
+                ((float *)&w_qkv_h_2_attn)[l] = v0;
+            }
+            rt_st4(qkv_h_2_attn + 4 * q, w_qkv_h_2_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = qkv_h_2_attn[i] + P_h_2_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
         qkv_h_2_attn[i] = v0;
     }
@@ -1406,8 +1582,26 @@ extern "C" __global__ void k9(float *qkv_h_2_attn, const float *__restrict__ P_h
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 extern "C" __global__ void k10(const float *attn_out_h_2_attn, const float *__restrict__ P_h_2_attn_proj_bias, const float *__restrict__ residual_linear_h_1_proj, float *residual_attn_out_h_2_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)attn_out_h_2_attn | (unsigned long long)residual_linear_h_1_proj | (unsigned long long)residual_attn_out_h_2_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_attn_out_h_2_attn = rt_ld4(attn_out_h_2_attn + 4 * q);
+            const float4 r_residual_linear_h_1_proj = rt_ld4(residual_linear_h_1_proj + 4 * q);
+            float4 w_residual_attn_out_h_2_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_attn_out_h_2_attn)[l] + P_h_2_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_linear_h_1_proj)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_attn_out_h_2_attn)[l] = v1;
+            }
+            rt_st4(residual_attn_out_h_2_attn + 4 * q, w_residual_attn_out_h_2_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = attn_out_h_2_attn[i] + P_h_2_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_1_proj[i] + v0; /* residual: x + body(x) */
         residual_attn_out_h_2_attn[i] = v1;
@@ -1418,8 +1612,28 @@ extern "C" __global__ void k10(const float *attn_out_h_2_attn, const float *__re
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
 extern "C" __global__ void k11(float *linear_h_2_fc, const float *__restrict__ P_h_2_fc_bias, float *__restrict__ gelu_h_2_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_2_fc | (unsigned long long)gelu_h_2_2) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_2_fc = rt_ld4(linear_h_2_fc + 4 * q);
+            float4 w_linear_h_2_fc;
+            float4 w_gelu_h_2_2;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_2_fc)[l] + P_h_2_fc_bias[i % 3072]; /* linear epilogue: + bias */
+                ((float *)&w_linear_h_2_fc)[l] = v0;
+                float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
+                ((float *)&w_gelu_h_2_2)[l] = v1;
+            }
+            rt_st4(linear_h_2_fc + 4 * q, w_linear_h_2_fc);
+            rt_st4(gelu_h_2_2 + 4 * q, w_gelu_h_2_2);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_2_fc[i] + P_h_2_fc_bias[i % 3072]; /* linear epilogue: + bias */
         linear_h_2_fc[i] = v0;
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
@@ -1431,8 +1645,26 @@ extern "C" __global__ void k11(float *linear_h_2_fc, const float *__restrict__ P
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 extern "C" __global__ void k12(const float *linear_h_2_proj, const float *__restrict__ P_h_2_proj_bias, const float *__restrict__ residual_attn_out_h_2_attn, float *residual_linear_h_2_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_2_proj | (unsigned long long)residual_attn_out_h_2_attn | (unsigned long long)residual_linear_h_2_proj) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_2_proj = rt_ld4(linear_h_2_proj + 4 * q);
+            const float4 r_residual_attn_out_h_2_attn = rt_ld4(residual_attn_out_h_2_attn + 4 * q);
+            float4 w_residual_linear_h_2_proj;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_2_proj)[l] + P_h_2_proj_bias[i % 768]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_attn_out_h_2_attn)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_linear_h_2_proj)[l] = v1;
+            }
+            rt_st4(residual_linear_h_2_proj + 4 * q, w_residual_linear_h_2_proj);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_2_proj[i] + P_h_2_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_2_attn[i] + v0; /* residual: x + body(x) */
         residual_linear_h_2_proj[i] = v1;
@@ -1443,8 +1675,24 @@ extern "C" __global__ void k12(const float *linear_h_2_proj, const float *__rest
  *     from $.model.layers[2].body[0].body[1] */
 extern "C" __global__ void k13(float *qkv_h_3_attn, const float *__restrict__ P_h_3_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)qkv_h_3_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_qkv_h_3_attn = rt_ld4(qkv_h_3_attn + 4 * q);
+            float4 w_qkv_h_3_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_qkv_h_3_attn)[l] + P_h_3_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
+                ((float *)&w_qkv_h_3_attn)[l] = v0;
+            }
+            rt_st4(qkv_h_3_attn + 4 * q, w_qkv_h_3_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = qkv_h_3_attn[i] + P_h_3_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
         qkv_h_3_attn[i] = v0;
     }
@@ -1454,8 +1702,26 @@ extern "C" __global__ void k13(float *qkv_h_3_attn, const float *__restrict__ P_
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 extern "C" __global__ void k14(const float *attn_out_h_3_attn, const float *__restrict__ P_h_3_attn_proj_bias, const float *__restrict__ residual_linear_h_2_proj, float *residual_attn_out_h_3_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)attn_out_h_3_attn | (unsigned long long)residual_linear_h_2_proj | (unsigned long long)residual_attn_out_h_3_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_attn_out_h_3_attn = rt_ld4(attn_out_h_3_attn + 4 * q);
+            const float4 r_residual_linear_h_2_proj = rt_ld4(residual_linear_h_2_proj + 4 * q);
+            float4 w_residual_attn_out_h_3_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_attn_out_h_3_attn)[l] + P_h_3_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_linear_h_2_proj)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_attn_out_h_3_attn)[l] = v1;
+            }
+            rt_st4(residual_attn_out_h_3_attn + 4 * q, w_residual_attn_out_h_3_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = attn_out_h_3_attn[i] + P_h_3_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_2_proj[i] + v0; /* residual: x + body(x) */
         residual_attn_out_h_3_attn[i] = v1;
@@ -1466,8 +1732,28 @@ extern "C" __global__ void k14(const float *attn_out_h_3_attn, const float *__re
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
 extern "C" __global__ void k15(float *linear_h_3_fc, const float *__restrict__ P_h_3_fc_bias, float *__restrict__ gelu_h_3_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_3_fc | (unsigned long long)gelu_h_3_2) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_3_fc = rt_ld4(linear_h_3_fc + 4 * q);
+            float4 w_linear_h_3_fc;
+            float4 w_gelu_h_3_2;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_3_fc)[l] + P_h_3_fc_bias[i % 3072]; /* linear epilogue: + bias */
+                ((float *)&w_linear_h_3_fc)[l] = v0;
+                float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
+                ((float *)&w_gelu_h_3_2)[l] = v1;
+            }
+            rt_st4(linear_h_3_fc + 4 * q, w_linear_h_3_fc);
+            rt_st4(gelu_h_3_2 + 4 * q, w_gelu_h_3_2);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_3_fc[i] + P_h_3_fc_bias[i % 3072]; /* linear epilogue: + bias */
         linear_h_3_fc[i] = v0;
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
@@ -1479,8 +1765,26 @@ extern "C" __global__ void k15(float *linear_h_3_fc, const float *__restrict__ P
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 extern "C" __global__ void k16(const float *linear_h_3_proj, const float *__restrict__ P_h_3_proj_bias, const float *__restrict__ residual_attn_out_h_3_attn, float *residual_linear_h_3_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_3_proj | (unsigned long long)residual_attn_out_h_3_attn | (unsigned long long)residual_linear_h_3_proj) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_3_proj = rt_ld4(linear_h_3_proj + 4 * q);
+            const float4 r_residual_attn_out_h_3_attn = rt_ld4(residual_attn_out_h_3_attn + 4 * q);
+            float4 w_residual_linear_h_3_proj;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_3_proj)[l] + P_h_3_proj_bias[i % 768]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_attn_out_h_3_attn)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_linear_h_3_proj)[l] = v1;
+            }
+            rt_st4(residual_linear_h_3_proj + 4 * q, w_residual_linear_h_3_proj);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_3_proj[i] + P_h_3_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_3_attn[i] + v0; /* residual: x + body(x) */
         residual_linear_h_3_proj[i] = v1;
@@ -1491,8 +1795,24 @@ extern "C" __global__ void k16(const float *linear_h_3_proj, const float *__rest
  *     from $.model.layers[2].body[0].body[1] */
 extern "C" __global__ void k17(float *qkv_h_4_attn, const float *__restrict__ P_h_4_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)qkv_h_4_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_qkv_h_4_attn = rt_ld4(qkv_h_4_attn + 4 * q);
+            float4 w_qkv_h_4_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_qkv_h_4_attn)[l] + P_h_4_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
+                ((float *)&w_qkv_h_4_attn)[l] = v0;
+            }
+            rt_st4(qkv_h_4_attn + 4 * q, w_qkv_h_4_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = qkv_h_4_attn[i] + P_h_4_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
         qkv_h_4_attn[i] = v0;
     }
@@ -1502,8 +1822,26 @@ extern "C" __global__ void k17(float *qkv_h_4_attn, const float *__restrict__ P_
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 extern "C" __global__ void k18(const float *attn_out_h_4_attn, const float *__restrict__ P_h_4_attn_proj_bias, const float *__restrict__ residual_linear_h_3_proj, float *residual_attn_out_h_4_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)attn_out_h_4_attn | (unsigned long long)residual_linear_h_3_proj | (unsigned long long)residual_attn_out_h_4_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_attn_out_h_4_attn = rt_ld4(attn_out_h_4_attn + 4 * q);
+            const float4 r_residual_linear_h_3_proj = rt_ld4(residual_linear_h_3_proj + 4 * q);
+            float4 w_residual_attn_out_h_4_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_attn_out_h_4_attn)[l] + P_h_4_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_linear_h_3_proj)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_attn_out_h_4_attn)[l] = v1;
+            }
+            rt_st4(residual_attn_out_h_4_attn + 4 * q, w_residual_attn_out_h_4_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = attn_out_h_4_attn[i] + P_h_4_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_3_proj[i] + v0; /* residual: x + body(x) */
         residual_attn_out_h_4_attn[i] = v1;
@@ -1514,8 +1852,28 @@ extern "C" __global__ void k18(const float *attn_out_h_4_attn, const float *__re
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
 extern "C" __global__ void k19(float *linear_h_4_fc, const float *__restrict__ P_h_4_fc_bias, float *__restrict__ gelu_h_4_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_4_fc | (unsigned long long)gelu_h_4_2) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_4_fc = rt_ld4(linear_h_4_fc + 4 * q);
+            float4 w_linear_h_4_fc;
+            float4 w_gelu_h_4_2;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_4_fc)[l] + P_h_4_fc_bias[i % 3072]; /* linear epilogue: + bias */
+                ((float *)&w_linear_h_4_fc)[l] = v0;
+                float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
+                ((float *)&w_gelu_h_4_2)[l] = v1;
+            }
+            rt_st4(linear_h_4_fc + 4 * q, w_linear_h_4_fc);
+            rt_st4(gelu_h_4_2 + 4 * q, w_gelu_h_4_2);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_4_fc[i] + P_h_4_fc_bias[i % 3072]; /* linear epilogue: + bias */
         linear_h_4_fc[i] = v0;
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
@@ -1527,8 +1885,26 @@ extern "C" __global__ void k19(float *linear_h_4_fc, const float *__restrict__ P
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 extern "C" __global__ void k20(const float *linear_h_4_proj, const float *__restrict__ P_h_4_proj_bias, const float *__restrict__ residual_attn_out_h_4_attn, float *residual_linear_h_4_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_4_proj | (unsigned long long)residual_attn_out_h_4_attn | (unsigned long long)residual_linear_h_4_proj) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_4_proj = rt_ld4(linear_h_4_proj + 4 * q);
+            const float4 r_residual_attn_out_h_4_attn = rt_ld4(residual_attn_out_h_4_attn + 4 * q);
+            float4 w_residual_linear_h_4_proj;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_4_proj)[l] + P_h_4_proj_bias[i % 768]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_attn_out_h_4_attn)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_linear_h_4_proj)[l] = v1;
+            }
+            rt_st4(residual_linear_h_4_proj + 4 * q, w_residual_linear_h_4_proj);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_4_proj[i] + P_h_4_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_4_attn[i] + v0; /* residual: x + body(x) */
         residual_linear_h_4_proj[i] = v1;
@@ -1539,8 +1915,24 @@ extern "C" __global__ void k20(const float *linear_h_4_proj, const float *__rest
  *     from $.model.layers[2].body[0].body[1] */
 extern "C" __global__ void k21(float *qkv_h_5_attn, const float *__restrict__ P_h_5_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)qkv_h_5_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_qkv_h_5_attn = rt_ld4(qkv_h_5_attn + 4 * q);
+            float4 w_qkv_h_5_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_qkv_h_5_attn)[l] + P_h_5_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
+                ((float *)&w_qkv_h_5_attn)[l] = v0;
+            }
+            rt_st4(qkv_h_5_attn + 4 * q, w_qkv_h_5_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = qkv_h_5_attn[i] + P_h_5_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
         qkv_h_5_attn[i] = v0;
     }
@@ -1550,8 +1942,26 @@ extern "C" __global__ void k21(float *qkv_h_5_attn, const float *__restrict__ P_
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 extern "C" __global__ void k22(const float *attn_out_h_5_attn, const float *__restrict__ P_h_5_attn_proj_bias, const float *__restrict__ residual_linear_h_4_proj, float *residual_attn_out_h_5_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)attn_out_h_5_attn | (unsigned long long)residual_linear_h_4_proj | (unsigned long long)residual_attn_out_h_5_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_attn_out_h_5_attn = rt_ld4(attn_out_h_5_attn + 4 * q);
+            const float4 r_residual_linear_h_4_proj = rt_ld4(residual_linear_h_4_proj + 4 * q);
+            float4 w_residual_attn_out_h_5_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_attn_out_h_5_attn)[l] + P_h_5_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_linear_h_4_proj)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_attn_out_h_5_attn)[l] = v1;
+            }
+            rt_st4(residual_attn_out_h_5_attn + 4 * q, w_residual_attn_out_h_5_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = attn_out_h_5_attn[i] + P_h_5_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_4_proj[i] + v0; /* residual: x + body(x) */
         residual_attn_out_h_5_attn[i] = v1;
@@ -1562,8 +1972,28 @@ extern "C" __global__ void k22(const float *attn_out_h_5_attn, const float *__re
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
 extern "C" __global__ void k23(float *linear_h_5_fc, const float *__restrict__ P_h_5_fc_bias, float *__restrict__ gelu_h_5_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_5_fc | (unsigned long long)gelu_h_5_2) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_5_fc = rt_ld4(linear_h_5_fc + 4 * q);
+            float4 w_linear_h_5_fc;
+            float4 w_gelu_h_5_2;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_5_fc)[l] + P_h_5_fc_bias[i % 3072]; /* linear epilogue: + bias */
+                ((float *)&w_linear_h_5_fc)[l] = v0;
+                float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
+                ((float *)&w_gelu_h_5_2)[l] = v1;
+            }
+            rt_st4(linear_h_5_fc + 4 * q, w_linear_h_5_fc);
+            rt_st4(gelu_h_5_2 + 4 * q, w_gelu_h_5_2);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_5_fc[i] + P_h_5_fc_bias[i % 3072]; /* linear epilogue: + bias */
         linear_h_5_fc[i] = v0;
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
@@ -1575,8 +2005,26 @@ extern "C" __global__ void k23(float *linear_h_5_fc, const float *__restrict__ P
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 extern "C" __global__ void k24(const float *linear_h_5_proj, const float *__restrict__ P_h_5_proj_bias, const float *__restrict__ residual_attn_out_h_5_attn, float *residual_linear_h_5_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_5_proj | (unsigned long long)residual_attn_out_h_5_attn | (unsigned long long)residual_linear_h_5_proj) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_5_proj = rt_ld4(linear_h_5_proj + 4 * q);
+            const float4 r_residual_attn_out_h_5_attn = rt_ld4(residual_attn_out_h_5_attn + 4 * q);
+            float4 w_residual_linear_h_5_proj;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_5_proj)[l] + P_h_5_proj_bias[i % 768]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_attn_out_h_5_attn)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_linear_h_5_proj)[l] = v1;
+            }
+            rt_st4(residual_linear_h_5_proj + 4 * q, w_residual_linear_h_5_proj);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_5_proj[i] + P_h_5_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_5_attn[i] + v0; /* residual: x + body(x) */
         residual_linear_h_5_proj[i] = v1;
@@ -1587,8 +2035,24 @@ extern "C" __global__ void k24(const float *linear_h_5_proj, const float *__rest
  *     from $.model.layers[2].body[0].body[1] */
 extern "C" __global__ void k25(float *qkv_h_6_attn, const float *__restrict__ P_h_6_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)qkv_h_6_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_qkv_h_6_attn = rt_ld4(qkv_h_6_attn + 4 * q);
+            float4 w_qkv_h_6_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_qkv_h_6_attn)[l] + P_h_6_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
+                ((float *)&w_qkv_h_6_attn)[l] = v0;
+            }
+            rt_st4(qkv_h_6_attn + 4 * q, w_qkv_h_6_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = qkv_h_6_attn[i] + P_h_6_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
         qkv_h_6_attn[i] = v0;
     }
@@ -1598,8 +2062,26 @@ extern "C" __global__ void k25(float *qkv_h_6_attn, const float *__restrict__ P_
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 extern "C" __global__ void k26(const float *attn_out_h_6_attn, const float *__restrict__ P_h_6_attn_proj_bias, const float *__restrict__ residual_linear_h_5_proj, float *residual_attn_out_h_6_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)attn_out_h_6_attn | (unsigned long long)residual_linear_h_5_proj | (unsigned long long)residual_attn_out_h_6_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_attn_out_h_6_attn = rt_ld4(attn_out_h_6_attn + 4 * q);
+            const float4 r_residual_linear_h_5_proj = rt_ld4(residual_linear_h_5_proj + 4 * q);
+            float4 w_residual_attn_out_h_6_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_attn_out_h_6_attn)[l] + P_h_6_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_linear_h_5_proj)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_attn_out_h_6_attn)[l] = v1;
+            }
+            rt_st4(residual_attn_out_h_6_attn + 4 * q, w_residual_attn_out_h_6_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = attn_out_h_6_attn[i] + P_h_6_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_5_proj[i] + v0; /* residual: x + body(x) */
         residual_attn_out_h_6_attn[i] = v1;
@@ -1610,8 +2092,28 @@ extern "C" __global__ void k26(const float *attn_out_h_6_attn, const float *__re
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
 extern "C" __global__ void k27(float *linear_h_6_fc, const float *__restrict__ P_h_6_fc_bias, float *__restrict__ gelu_h_6_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_6_fc | (unsigned long long)gelu_h_6_2) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_6_fc = rt_ld4(linear_h_6_fc + 4 * q);
+            float4 w_linear_h_6_fc;
+            float4 w_gelu_h_6_2;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_6_fc)[l] + P_h_6_fc_bias[i % 3072]; /* linear epilogue: + bias */
+                ((float *)&w_linear_h_6_fc)[l] = v0;
+                float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
+                ((float *)&w_gelu_h_6_2)[l] = v1;
+            }
+            rt_st4(linear_h_6_fc + 4 * q, w_linear_h_6_fc);
+            rt_st4(gelu_h_6_2 + 4 * q, w_gelu_h_6_2);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_6_fc[i] + P_h_6_fc_bias[i % 3072]; /* linear epilogue: + bias */
         linear_h_6_fc[i] = v0;
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
@@ -1623,8 +2125,26 @@ extern "C" __global__ void k27(float *linear_h_6_fc, const float *__restrict__ P
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 extern "C" __global__ void k28(const float *linear_h_6_proj, const float *__restrict__ P_h_6_proj_bias, const float *__restrict__ residual_attn_out_h_6_attn, float *residual_linear_h_6_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_6_proj | (unsigned long long)residual_attn_out_h_6_attn | (unsigned long long)residual_linear_h_6_proj) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_6_proj = rt_ld4(linear_h_6_proj + 4 * q);
+            const float4 r_residual_attn_out_h_6_attn = rt_ld4(residual_attn_out_h_6_attn + 4 * q);
+            float4 w_residual_linear_h_6_proj;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_6_proj)[l] + P_h_6_proj_bias[i % 768]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_attn_out_h_6_attn)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_linear_h_6_proj)[l] = v1;
+            }
+            rt_st4(residual_linear_h_6_proj + 4 * q, w_residual_linear_h_6_proj);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_6_proj[i] + P_h_6_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_6_attn[i] + v0; /* residual: x + body(x) */
         residual_linear_h_6_proj[i] = v1;
@@ -1635,8 +2155,24 @@ extern "C" __global__ void k28(const float *linear_h_6_proj, const float *__rest
  *     from $.model.layers[2].body[0].body[1] */
 extern "C" __global__ void k29(float *qkv_h_7_attn, const float *__restrict__ P_h_7_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)qkv_h_7_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_qkv_h_7_attn = rt_ld4(qkv_h_7_attn + 4 * q);
+            float4 w_qkv_h_7_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_qkv_h_7_attn)[l] + P_h_7_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
+                ((float *)&w_qkv_h_7_attn)[l] = v0;
+            }
+            rt_st4(qkv_h_7_attn + 4 * q, w_qkv_h_7_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = qkv_h_7_attn[i] + P_h_7_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
         qkv_h_7_attn[i] = v0;
     }
@@ -1646,8 +2182,26 @@ extern "C" __global__ void k29(float *qkv_h_7_attn, const float *__restrict__ P_
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 extern "C" __global__ void k30(const float *attn_out_h_7_attn, const float *__restrict__ P_h_7_attn_proj_bias, const float *__restrict__ residual_linear_h_6_proj, float *residual_attn_out_h_7_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)attn_out_h_7_attn | (unsigned long long)residual_linear_h_6_proj | (unsigned long long)residual_attn_out_h_7_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_attn_out_h_7_attn = rt_ld4(attn_out_h_7_attn + 4 * q);
+            const float4 r_residual_linear_h_6_proj = rt_ld4(residual_linear_h_6_proj + 4 * q);
+            float4 w_residual_attn_out_h_7_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_attn_out_h_7_attn)[l] + P_h_7_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_linear_h_6_proj)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_attn_out_h_7_attn)[l] = v1;
+            }
+            rt_st4(residual_attn_out_h_7_attn + 4 * q, w_residual_attn_out_h_7_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = attn_out_h_7_attn[i] + P_h_7_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_6_proj[i] + v0; /* residual: x + body(x) */
         residual_attn_out_h_7_attn[i] = v1;
@@ -1658,8 +2212,28 @@ extern "C" __global__ void k30(const float *attn_out_h_7_attn, const float *__re
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
 extern "C" __global__ void k31(float *linear_h_7_fc, const float *__restrict__ P_h_7_fc_bias, float *__restrict__ gelu_h_7_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_7_fc | (unsigned long long)gelu_h_7_2) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_7_fc = rt_ld4(linear_h_7_fc + 4 * q);
+            float4 w_linear_h_7_fc;
+            float4 w_gelu_h_7_2;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_7_fc)[l] + P_h_7_fc_bias[i % 3072]; /* linear epilogue: + bias */
+                ((float *)&w_linear_h_7_fc)[l] = v0;
+                float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
+                ((float *)&w_gelu_h_7_2)[l] = v1;
+            }
+            rt_st4(linear_h_7_fc + 4 * q, w_linear_h_7_fc);
+            rt_st4(gelu_h_7_2 + 4 * q, w_gelu_h_7_2);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_7_fc[i] + P_h_7_fc_bias[i % 3072]; /* linear epilogue: + bias */
         linear_h_7_fc[i] = v0;
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
@@ -1671,8 +2245,26 @@ extern "C" __global__ void k31(float *linear_h_7_fc, const float *__restrict__ P
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 extern "C" __global__ void k32(const float *linear_h_7_proj, const float *__restrict__ P_h_7_proj_bias, const float *__restrict__ residual_attn_out_h_7_attn, float *residual_linear_h_7_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_7_proj | (unsigned long long)residual_attn_out_h_7_attn | (unsigned long long)residual_linear_h_7_proj) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_7_proj = rt_ld4(linear_h_7_proj + 4 * q);
+            const float4 r_residual_attn_out_h_7_attn = rt_ld4(residual_attn_out_h_7_attn + 4 * q);
+            float4 w_residual_linear_h_7_proj;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_7_proj)[l] + P_h_7_proj_bias[i % 768]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_attn_out_h_7_attn)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_linear_h_7_proj)[l] = v1;
+            }
+            rt_st4(residual_linear_h_7_proj + 4 * q, w_residual_linear_h_7_proj);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_7_proj[i] + P_h_7_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_7_attn[i] + v0; /* residual: x + body(x) */
         residual_linear_h_7_proj[i] = v1;
@@ -1683,8 +2275,24 @@ extern "C" __global__ void k32(const float *linear_h_7_proj, const float *__rest
  *     from $.model.layers[2].body[0].body[1] */
 extern "C" __global__ void k33(float *qkv_h_8_attn, const float *__restrict__ P_h_8_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)qkv_h_8_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_qkv_h_8_attn = rt_ld4(qkv_h_8_attn + 4 * q);
+            float4 w_qkv_h_8_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_qkv_h_8_attn)[l] + P_h_8_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
+                ((float *)&w_qkv_h_8_attn)[l] = v0;
+            }
+            rt_st4(qkv_h_8_attn + 4 * q, w_qkv_h_8_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = qkv_h_8_attn[i] + P_h_8_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
         qkv_h_8_attn[i] = v0;
     }
@@ -1694,8 +2302,26 @@ extern "C" __global__ void k33(float *qkv_h_8_attn, const float *__restrict__ P_
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 extern "C" __global__ void k34(const float *attn_out_h_8_attn, const float *__restrict__ P_h_8_attn_proj_bias, const float *__restrict__ residual_linear_h_7_proj, float *residual_attn_out_h_8_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)attn_out_h_8_attn | (unsigned long long)residual_linear_h_7_proj | (unsigned long long)residual_attn_out_h_8_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_attn_out_h_8_attn = rt_ld4(attn_out_h_8_attn + 4 * q);
+            const float4 r_residual_linear_h_7_proj = rt_ld4(residual_linear_h_7_proj + 4 * q);
+            float4 w_residual_attn_out_h_8_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_attn_out_h_8_attn)[l] + P_h_8_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_linear_h_7_proj)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_attn_out_h_8_attn)[l] = v1;
+            }
+            rt_st4(residual_attn_out_h_8_attn + 4 * q, w_residual_attn_out_h_8_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = attn_out_h_8_attn[i] + P_h_8_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_7_proj[i] + v0; /* residual: x + body(x) */
         residual_attn_out_h_8_attn[i] = v1;
@@ -1706,8 +2332,28 @@ extern "C" __global__ void k34(const float *attn_out_h_8_attn, const float *__re
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
 extern "C" __global__ void k35(float *linear_h_8_fc, const float *__restrict__ P_h_8_fc_bias, float *__restrict__ gelu_h_8_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_8_fc | (unsigned long long)gelu_h_8_2) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_8_fc = rt_ld4(linear_h_8_fc + 4 * q);
+            float4 w_linear_h_8_fc;
+            float4 w_gelu_h_8_2;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_8_fc)[l] + P_h_8_fc_bias[i % 3072]; /* linear epilogue: + bias */
+                ((float *)&w_linear_h_8_fc)[l] = v0;
+                float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
+                ((float *)&w_gelu_h_8_2)[l] = v1;
+            }
+            rt_st4(linear_h_8_fc + 4 * q, w_linear_h_8_fc);
+            rt_st4(gelu_h_8_2 + 4 * q, w_gelu_h_8_2);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_8_fc[i] + P_h_8_fc_bias[i % 3072]; /* linear epilogue: + bias */
         linear_h_8_fc[i] = v0;
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
@@ -1719,8 +2365,26 @@ extern "C" __global__ void k35(float *linear_h_8_fc, const float *__restrict__ P
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 extern "C" __global__ void k36(const float *linear_h_8_proj, const float *__restrict__ P_h_8_proj_bias, const float *__restrict__ residual_attn_out_h_8_attn, float *residual_linear_h_8_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_8_proj | (unsigned long long)residual_attn_out_h_8_attn | (unsigned long long)residual_linear_h_8_proj) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_8_proj = rt_ld4(linear_h_8_proj + 4 * q);
+            const float4 r_residual_attn_out_h_8_attn = rt_ld4(residual_attn_out_h_8_attn + 4 * q);
+            float4 w_residual_linear_h_8_proj;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_8_proj)[l] + P_h_8_proj_bias[i % 768]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_attn_out_h_8_attn)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_linear_h_8_proj)[l] = v1;
+            }
+            rt_st4(residual_linear_h_8_proj + 4 * q, w_residual_linear_h_8_proj);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_8_proj[i] + P_h_8_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_8_attn[i] + v0; /* residual: x + body(x) */
         residual_linear_h_8_proj[i] = v1;
@@ -1731,8 +2395,24 @@ extern "C" __global__ void k36(const float *linear_h_8_proj, const float *__rest
  *     from $.model.layers[2].body[0].body[1] */
 extern "C" __global__ void k37(float *qkv_h_9_attn, const float *__restrict__ P_h_9_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)qkv_h_9_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_qkv_h_9_attn = rt_ld4(qkv_h_9_attn + 4 * q);
+            float4 w_qkv_h_9_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_qkv_h_9_attn)[l] + P_h_9_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
+                ((float *)&w_qkv_h_9_attn)[l] = v0;
+            }
+            rt_st4(qkv_h_9_attn + 4 * q, w_qkv_h_9_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = qkv_h_9_attn[i] + P_h_9_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
         qkv_h_9_attn[i] = v0;
     }
@@ -1742,8 +2422,26 @@ extern "C" __global__ void k37(float *qkv_h_9_attn, const float *__restrict__ P_
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 extern "C" __global__ void k38(const float *attn_out_h_9_attn, const float *__restrict__ P_h_9_attn_proj_bias, const float *__restrict__ residual_linear_h_8_proj, float *residual_attn_out_h_9_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)attn_out_h_9_attn | (unsigned long long)residual_linear_h_8_proj | (unsigned long long)residual_attn_out_h_9_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_attn_out_h_9_attn = rt_ld4(attn_out_h_9_attn + 4 * q);
+            const float4 r_residual_linear_h_8_proj = rt_ld4(residual_linear_h_8_proj + 4 * q);
+            float4 w_residual_attn_out_h_9_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_attn_out_h_9_attn)[l] + P_h_9_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_linear_h_8_proj)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_attn_out_h_9_attn)[l] = v1;
+            }
+            rt_st4(residual_attn_out_h_9_attn + 4 * q, w_residual_attn_out_h_9_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = attn_out_h_9_attn[i] + P_h_9_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_8_proj[i] + v0; /* residual: x + body(x) */
         residual_attn_out_h_9_attn[i] = v1;
@@ -1754,8 +2452,28 @@ extern "C" __global__ void k38(const float *attn_out_h_9_attn, const float *__re
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
 extern "C" __global__ void k39(float *linear_h_9_fc, const float *__restrict__ P_h_9_fc_bias, float *__restrict__ gelu_h_9_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_9_fc | (unsigned long long)gelu_h_9_2) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_9_fc = rt_ld4(linear_h_9_fc + 4 * q);
+            float4 w_linear_h_9_fc;
+            float4 w_gelu_h_9_2;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_9_fc)[l] + P_h_9_fc_bias[i % 3072]; /* linear epilogue: + bias */
+                ((float *)&w_linear_h_9_fc)[l] = v0;
+                float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
+                ((float *)&w_gelu_h_9_2)[l] = v1;
+            }
+            rt_st4(linear_h_9_fc + 4 * q, w_linear_h_9_fc);
+            rt_st4(gelu_h_9_2 + 4 * q, w_gelu_h_9_2);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_9_fc[i] + P_h_9_fc_bias[i % 3072]; /* linear epilogue: + bias */
         linear_h_9_fc[i] = v0;
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
@@ -1767,8 +2485,26 @@ extern "C" __global__ void k39(float *linear_h_9_fc, const float *__restrict__ P
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 extern "C" __global__ void k40(const float *linear_h_9_proj, const float *__restrict__ P_h_9_proj_bias, const float *__restrict__ residual_attn_out_h_9_attn, float *residual_linear_h_9_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_9_proj | (unsigned long long)residual_attn_out_h_9_attn | (unsigned long long)residual_linear_h_9_proj) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_9_proj = rt_ld4(linear_h_9_proj + 4 * q);
+            const float4 r_residual_attn_out_h_9_attn = rt_ld4(residual_attn_out_h_9_attn + 4 * q);
+            float4 w_residual_linear_h_9_proj;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_9_proj)[l] + P_h_9_proj_bias[i % 768]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_attn_out_h_9_attn)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_linear_h_9_proj)[l] = v1;
+            }
+            rt_st4(residual_linear_h_9_proj + 4 * q, w_residual_linear_h_9_proj);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_9_proj[i] + P_h_9_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_9_attn[i] + v0; /* residual: x + body(x) */
         residual_linear_h_9_proj[i] = v1;
@@ -1779,8 +2515,24 @@ extern "C" __global__ void k40(const float *linear_h_9_proj, const float *__rest
  *     from $.model.layers[2].body[0].body[1] */
 extern "C" __global__ void k41(float *qkv_h_10_attn, const float *__restrict__ P_h_10_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)qkv_h_10_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_qkv_h_10_attn = rt_ld4(qkv_h_10_attn + 4 * q);
+            float4 w_qkv_h_10_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_qkv_h_10_attn)[l] + P_h_10_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
+                ((float *)&w_qkv_h_10_attn)[l] = v0;
+            }
+            rt_st4(qkv_h_10_attn + 4 * q, w_qkv_h_10_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = qkv_h_10_attn[i] + P_h_10_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
         qkv_h_10_attn[i] = v0;
     }
@@ -1790,8 +2542,26 @@ extern "C" __global__ void k41(float *qkv_h_10_attn, const float *__restrict__ P
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 extern "C" __global__ void k42(const float *attn_out_h_10_attn, const float *__restrict__ P_h_10_attn_proj_bias, const float *__restrict__ residual_linear_h_9_proj, float *residual_attn_out_h_10_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)attn_out_h_10_attn | (unsigned long long)residual_linear_h_9_proj | (unsigned long long)residual_attn_out_h_10_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_attn_out_h_10_attn = rt_ld4(attn_out_h_10_attn + 4 * q);
+            const float4 r_residual_linear_h_9_proj = rt_ld4(residual_linear_h_9_proj + 4 * q);
+            float4 w_residual_attn_out_h_10_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_attn_out_h_10_attn)[l] + P_h_10_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_linear_h_9_proj)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_attn_out_h_10_attn)[l] = v1;
+            }
+            rt_st4(residual_attn_out_h_10_attn + 4 * q, w_residual_attn_out_h_10_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = attn_out_h_10_attn[i] + P_h_10_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_9_proj[i] + v0; /* residual: x + body(x) */
         residual_attn_out_h_10_attn[i] = v1;
@@ -1802,8 +2572,28 @@ extern "C" __global__ void k42(const float *attn_out_h_10_attn, const float *__r
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
 extern "C" __global__ void k43(float *linear_h_10_fc, const float *__restrict__ P_h_10_fc_bias, float *__restrict__ gelu_h_10_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_10_fc | (unsigned long long)gelu_h_10_2) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_10_fc = rt_ld4(linear_h_10_fc + 4 * q);
+            float4 w_linear_h_10_fc;
+            float4 w_gelu_h_10_2;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_10_fc)[l] + P_h_10_fc_bias[i % 3072]; /* linear epilogue: + bias */
+                ((float *)&w_linear_h_10_fc)[l] = v0;
+                float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
+                ((float *)&w_gelu_h_10_2)[l] = v1;
+            }
+            rt_st4(linear_h_10_fc + 4 * q, w_linear_h_10_fc);
+            rt_st4(gelu_h_10_2 + 4 * q, w_gelu_h_10_2);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_10_fc[i] + P_h_10_fc_bias[i % 3072]; /* linear epilogue: + bias */
         linear_h_10_fc[i] = v0;
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
@@ -1815,8 +2605,26 @@ extern "C" __global__ void k43(float *linear_h_10_fc, const float *__restrict__ 
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 extern "C" __global__ void k44(const float *linear_h_10_proj, const float *__restrict__ P_h_10_proj_bias, const float *__restrict__ residual_attn_out_h_10_attn, float *residual_linear_h_10_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_10_proj | (unsigned long long)residual_attn_out_h_10_attn | (unsigned long long)residual_linear_h_10_proj) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_10_proj = rt_ld4(linear_h_10_proj + 4 * q);
+            const float4 r_residual_attn_out_h_10_attn = rt_ld4(residual_attn_out_h_10_attn + 4 * q);
+            float4 w_residual_linear_h_10_proj;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_10_proj)[l] + P_h_10_proj_bias[i % 768]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_attn_out_h_10_attn)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_linear_h_10_proj)[l] = v1;
+            }
+            rt_st4(residual_linear_h_10_proj + 4 * q, w_residual_linear_h_10_proj);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_10_proj[i] + P_h_10_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_10_attn[i] + v0; /* residual: x + body(x) */
         residual_linear_h_10_proj[i] = v1;
@@ -1827,8 +2635,24 @@ extern "C" __global__ void k44(const float *linear_h_10_proj, const float *__res
  *     from $.model.layers[2].body[0].body[1] */
 extern "C" __global__ void k45(float *qkv_h_11_attn, const float *__restrict__ P_h_11_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)qkv_h_11_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_qkv_h_11_attn = rt_ld4(qkv_h_11_attn + 4 * q);
+            float4 w_qkv_h_11_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_qkv_h_11_attn)[l] + P_h_11_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
+                ((float *)&w_qkv_h_11_attn)[l] = v0;
+            }
+            rt_st4(qkv_h_11_attn + 4 * q, w_qkv_h_11_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = qkv_h_11_attn[i] + P_h_11_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
         qkv_h_11_attn[i] = v0;
     }
@@ -1838,8 +2662,26 @@ extern "C" __global__ void k45(float *qkv_h_11_attn, const float *__restrict__ P
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 extern "C" __global__ void k46(const float *attn_out_h_11_attn, const float *__restrict__ P_h_11_attn_proj_bias, const float *__restrict__ residual_linear_h_10_proj, float *residual_attn_out_h_11_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)attn_out_h_11_attn | (unsigned long long)residual_linear_h_10_proj | (unsigned long long)residual_attn_out_h_11_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_attn_out_h_11_attn = rt_ld4(attn_out_h_11_attn + 4 * q);
+            const float4 r_residual_linear_h_10_proj = rt_ld4(residual_linear_h_10_proj + 4 * q);
+            float4 w_residual_attn_out_h_11_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_attn_out_h_11_attn)[l] + P_h_11_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_linear_h_10_proj)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_attn_out_h_11_attn)[l] = v1;
+            }
+            rt_st4(residual_attn_out_h_11_attn + 4 * q, w_residual_attn_out_h_11_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = attn_out_h_11_attn[i] + P_h_11_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_10_proj[i] + v0; /* residual: x + body(x) */
         residual_attn_out_h_11_attn[i] = v1;
@@ -1850,8 +2692,28 @@ extern "C" __global__ void k46(const float *attn_out_h_11_attn, const float *__r
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
 extern "C" __global__ void k47(float *linear_h_11_fc, const float *__restrict__ P_h_11_fc_bias, float *__restrict__ gelu_h_11_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_11_fc | (unsigned long long)gelu_h_11_2) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_11_fc = rt_ld4(linear_h_11_fc + 4 * q);
+            float4 w_linear_h_11_fc;
+            float4 w_gelu_h_11_2;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_11_fc)[l] + P_h_11_fc_bias[i % 3072]; /* linear epilogue: + bias */
+                ((float *)&w_linear_h_11_fc)[l] = v0;
+                float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
+                ((float *)&w_gelu_h_11_2)[l] = v1;
+            }
+            rt_st4(linear_h_11_fc + 4 * q, w_linear_h_11_fc);
+            rt_st4(gelu_h_11_2 + 4 * q, w_gelu_h_11_2);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_11_fc[i] + P_h_11_fc_bias[i % 3072]; /* linear epilogue: + bias */
         linear_h_11_fc[i] = v0;
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
@@ -1863,8 +2725,26 @@ extern "C" __global__ void k47(float *linear_h_11_fc, const float *__restrict__ 
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 extern "C" __global__ void k48(const float *linear_h_11_proj, const float *__restrict__ P_h_11_proj_bias, const float *__restrict__ residual_attn_out_h_11_attn, float *residual_linear_h_11_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_11_proj | (unsigned long long)residual_attn_out_h_11_attn | (unsigned long long)residual_linear_h_11_proj) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_11_proj = rt_ld4(linear_h_11_proj + 4 * q);
+            const float4 r_residual_attn_out_h_11_attn = rt_ld4(residual_attn_out_h_11_attn + 4 * q);
+            float4 w_residual_linear_h_11_proj;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_11_proj)[l] + P_h_11_proj_bias[i % 768]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_attn_out_h_11_attn)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_linear_h_11_proj)[l] = v1;
+            }
+            rt_st4(residual_linear_h_11_proj + 4 * q, w_residual_linear_h_11_proj);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_11_proj[i] + P_h_11_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_11_attn[i] + v0; /* residual: x + body(x) */
         residual_linear_h_11_proj[i] = v1;
@@ -1875,8 +2755,24 @@ extern "C" __global__ void k48(const float *linear_h_11_proj, const float *__res
  *     from $.model.layers[2].body[1].body[2] */
 extern "C" __global__ void k49(const float *d_gelu_h_11_2, const float *__restrict__ linear_h_11_fc, float *d_linear_h_11_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_gelu_h_11_2 | (unsigned long long)linear_h_11_fc | (unsigned long long)d_linear_h_11_fc) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_gelu_h_11_2 = rt_ld4(d_gelu_h_11_2 + 4 * q);
+            const float4 r_linear_h_11_fc = rt_ld4(linear_h_11_fc + 4 * q);
+            float4 w_d_linear_h_11_fc;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = rt_gelu_tanh_bwd(((const float *)&r_linear_h_11_fc)[l], ((const float *)&r_d_gelu_h_11_2)[l]); /* gelu (tanh) backward */
+                ((float *)&w_d_linear_h_11_fc)[l] = v0;
+            }
+            rt_st4(d_linear_h_11_fc + 4 * q, w_d_linear_h_11_fc);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = rt_gelu_tanh_bwd(linear_h_11_fc[i], d_gelu_h_11_2[i]); /* gelu (tanh) backward */
         d_linear_h_11_fc[i] = v0;
     }
@@ -1886,8 +2782,24 @@ extern "C" __global__ void k49(const float *d_gelu_h_11_2, const float *__restri
  *     from $.model.layers[2].body[0] */
 extern "C" __global__ void k50(const float *d_residual_linear_h_11_proj, const float *__restrict__ d_residual_attn_out_h_11_attn, float *d_residual_attn_out_h_11_attn_491, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_residual_linear_h_11_proj | (unsigned long long)d_residual_attn_out_h_11_attn | (unsigned long long)d_residual_attn_out_h_11_attn_491) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_residual_linear_h_11_proj = rt_ld4(d_residual_linear_h_11_proj + 4 * q);
+            const float4 r_d_residual_attn_out_h_11_attn = rt_ld4(d_residual_attn_out_h_11_attn + 4 * q);
+            float4 w_d_residual_attn_out_h_11_attn_491;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = ((const float *)&r_d_residual_linear_h_11_proj)[l] + ((const float *)&r_d_residual_attn_out_h_11_attn)[l]; /* sum of gradient contributions */
+                ((float *)&w_d_residual_attn_out_h_11_attn_491)[l] = v0;
+            }
+            rt_st4(d_residual_attn_out_h_11_attn_491 + 4 * q, w_d_residual_attn_out_h_11_attn_491);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = d_residual_linear_h_11_proj[i] + d_residual_attn_out_h_11_attn[i]; /* sum of gradient contributions */
         d_residual_attn_out_h_11_attn_491[i] = v0;
     }
@@ -1897,8 +2809,24 @@ extern "C" __global__ void k50(const float *d_residual_linear_h_11_proj, const f
  *     from $.model.layers[2].body[1] */
 extern "C" __global__ void k51(const float *d_residual_attn_out_h_11_attn_491, const float *__restrict__ d_residual_linear_h_10_proj, float *d_residual_linear_h_10_proj_496, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_residual_attn_out_h_11_attn_491 | (unsigned long long)d_residual_linear_h_10_proj | (unsigned long long)d_residual_linear_h_10_proj_496) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_residual_attn_out_h_11_attn_491 = rt_ld4(d_residual_attn_out_h_11_attn_491 + 4 * q);
+            const float4 r_d_residual_linear_h_10_proj = rt_ld4(d_residual_linear_h_10_proj + 4 * q);
+            float4 w_d_residual_linear_h_10_proj_496;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = ((const float *)&r_d_residual_attn_out_h_11_attn_491)[l] + ((const float *)&r_d_residual_linear_h_10_proj)[l]; /* sum of gradient contributions */
+                ((float *)&w_d_residual_linear_h_10_proj_496)[l] = v0;
+            }
+            rt_st4(d_residual_linear_h_10_proj_496 + 4 * q, w_d_residual_linear_h_10_proj_496);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = d_residual_attn_out_h_11_attn_491[i] + d_residual_linear_h_10_proj[i]; /* sum of gradient contributions */
         d_residual_linear_h_10_proj_496[i] = v0;
     }
@@ -1908,8 +2836,24 @@ extern "C" __global__ void k51(const float *d_residual_attn_out_h_11_attn_491, c
  *     from $.model.layers[2].body[1].body[2] */
 extern "C" __global__ void k52(const float *d_gelu_h_10_2, const float *__restrict__ linear_h_10_fc, float *d_linear_h_10_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_gelu_h_10_2 | (unsigned long long)linear_h_10_fc | (unsigned long long)d_linear_h_10_fc) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_gelu_h_10_2 = rt_ld4(d_gelu_h_10_2 + 4 * q);
+            const float4 r_linear_h_10_fc = rt_ld4(linear_h_10_fc + 4 * q);
+            float4 w_d_linear_h_10_fc;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = rt_gelu_tanh_bwd(((const float *)&r_linear_h_10_fc)[l], ((const float *)&r_d_gelu_h_10_2)[l]); /* gelu (tanh) backward */
+                ((float *)&w_d_linear_h_10_fc)[l] = v0;
+            }
+            rt_st4(d_linear_h_10_fc + 4 * q, w_d_linear_h_10_fc);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = rt_gelu_tanh_bwd(linear_h_10_fc[i], d_gelu_h_10_2[i]); /* gelu (tanh) backward */
         d_linear_h_10_fc[i] = v0;
     }
@@ -1919,8 +2863,24 @@ extern "C" __global__ void k52(const float *d_gelu_h_10_2, const float *__restri
  *     from $.model.layers[2].body[0] */
 extern "C" __global__ void k53(const float *d_residual_linear_h_10_proj_496, const float *__restrict__ d_residual_attn_out_h_10_attn, float *d_residual_attn_out_h_10_attn_501, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_residual_linear_h_10_proj_496 | (unsigned long long)d_residual_attn_out_h_10_attn | (unsigned long long)d_residual_attn_out_h_10_attn_501) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_residual_linear_h_10_proj_496 = rt_ld4(d_residual_linear_h_10_proj_496 + 4 * q);
+            const float4 r_d_residual_attn_out_h_10_attn = rt_ld4(d_residual_attn_out_h_10_attn + 4 * q);
+            float4 w_d_residual_attn_out_h_10_attn_501;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = ((const float *)&r_d_residual_linear_h_10_proj_496)[l] + ((const float *)&r_d_residual_attn_out_h_10_attn)[l]; /* sum of gradient contributions */
+                ((float *)&w_d_residual_attn_out_h_10_attn_501)[l] = v0;
+            }
+            rt_st4(d_residual_attn_out_h_10_attn_501 + 4 * q, w_d_residual_attn_out_h_10_attn_501);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = d_residual_linear_h_10_proj_496[i] + d_residual_attn_out_h_10_attn[i]; /* sum of gradient contributions */
         d_residual_attn_out_h_10_attn_501[i] = v0;
     }
@@ -1930,8 +2890,24 @@ extern "C" __global__ void k53(const float *d_residual_linear_h_10_proj_496, con
  *     from $.model.layers[2].body[1] */
 extern "C" __global__ void k54(const float *d_residual_attn_out_h_10_attn_501, const float *__restrict__ d_residual_linear_h_9_proj, float *d_residual_linear_h_9_proj_506, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_residual_attn_out_h_10_attn_501 | (unsigned long long)d_residual_linear_h_9_proj | (unsigned long long)d_residual_linear_h_9_proj_506) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_residual_attn_out_h_10_attn_501 = rt_ld4(d_residual_attn_out_h_10_attn_501 + 4 * q);
+            const float4 r_d_residual_linear_h_9_proj = rt_ld4(d_residual_linear_h_9_proj + 4 * q);
+            float4 w_d_residual_linear_h_9_proj_506;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = ((const float *)&r_d_residual_attn_out_h_10_attn_501)[l] + ((const float *)&r_d_residual_linear_h_9_proj)[l]; /* sum of gradient contributions */
+                ((float *)&w_d_residual_linear_h_9_proj_506)[l] = v0;
+            }
+            rt_st4(d_residual_linear_h_9_proj_506 + 4 * q, w_d_residual_linear_h_9_proj_506);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = d_residual_attn_out_h_10_attn_501[i] + d_residual_linear_h_9_proj[i]; /* sum of gradient contributions */
         d_residual_linear_h_9_proj_506[i] = v0;
     }
@@ -1941,8 +2917,24 @@ extern "C" __global__ void k54(const float *d_residual_attn_out_h_10_attn_501, c
  *     from $.model.layers[2].body[1].body[2] */
 extern "C" __global__ void k55(const float *d_gelu_h_9_2, const float *__restrict__ linear_h_9_fc, float *d_linear_h_9_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_gelu_h_9_2 | (unsigned long long)linear_h_9_fc | (unsigned long long)d_linear_h_9_fc) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_gelu_h_9_2 = rt_ld4(d_gelu_h_9_2 + 4 * q);
+            const float4 r_linear_h_9_fc = rt_ld4(linear_h_9_fc + 4 * q);
+            float4 w_d_linear_h_9_fc;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = rt_gelu_tanh_bwd(((const float *)&r_linear_h_9_fc)[l], ((const float *)&r_d_gelu_h_9_2)[l]); /* gelu (tanh) backward */
+                ((float *)&w_d_linear_h_9_fc)[l] = v0;
+            }
+            rt_st4(d_linear_h_9_fc + 4 * q, w_d_linear_h_9_fc);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = rt_gelu_tanh_bwd(linear_h_9_fc[i], d_gelu_h_9_2[i]); /* gelu (tanh) backward */
         d_linear_h_9_fc[i] = v0;
     }
@@ -1952,8 +2944,24 @@ extern "C" __global__ void k55(const float *d_gelu_h_9_2, const float *__restric
  *     from $.model.layers[2].body[0] */
 extern "C" __global__ void k56(const float *d_residual_linear_h_9_proj_506, const float *__restrict__ d_residual_attn_out_h_9_attn, float *d_residual_attn_out_h_9_attn_511, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_residual_linear_h_9_proj_506 | (unsigned long long)d_residual_attn_out_h_9_attn | (unsigned long long)d_residual_attn_out_h_9_attn_511) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_residual_linear_h_9_proj_506 = rt_ld4(d_residual_linear_h_9_proj_506 + 4 * q);
+            const float4 r_d_residual_attn_out_h_9_attn = rt_ld4(d_residual_attn_out_h_9_attn + 4 * q);
+            float4 w_d_residual_attn_out_h_9_attn_511;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = ((const float *)&r_d_residual_linear_h_9_proj_506)[l] + ((const float *)&r_d_residual_attn_out_h_9_attn)[l]; /* sum of gradient contributions */
+                ((float *)&w_d_residual_attn_out_h_9_attn_511)[l] = v0;
+            }
+            rt_st4(d_residual_attn_out_h_9_attn_511 + 4 * q, w_d_residual_attn_out_h_9_attn_511);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = d_residual_linear_h_9_proj_506[i] + d_residual_attn_out_h_9_attn[i]; /* sum of gradient contributions */
         d_residual_attn_out_h_9_attn_511[i] = v0;
     }
@@ -1963,8 +2971,24 @@ extern "C" __global__ void k56(const float *d_residual_linear_h_9_proj_506, cons
  *     from $.model.layers[2].body[1] */
 extern "C" __global__ void k57(const float *d_residual_attn_out_h_9_attn_511, const float *__restrict__ d_residual_linear_h_8_proj, float *d_residual_linear_h_8_proj_516, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_residual_attn_out_h_9_attn_511 | (unsigned long long)d_residual_linear_h_8_proj | (unsigned long long)d_residual_linear_h_8_proj_516) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_residual_attn_out_h_9_attn_511 = rt_ld4(d_residual_attn_out_h_9_attn_511 + 4 * q);
+            const float4 r_d_residual_linear_h_8_proj = rt_ld4(d_residual_linear_h_8_proj + 4 * q);
+            float4 w_d_residual_linear_h_8_proj_516;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = ((const float *)&r_d_residual_attn_out_h_9_attn_511)[l] + ((const float *)&r_d_residual_linear_h_8_proj)[l]; /* sum of gradient contributions */
+                ((float *)&w_d_residual_linear_h_8_proj_516)[l] = v0;
+            }
+            rt_st4(d_residual_linear_h_8_proj_516 + 4 * q, w_d_residual_linear_h_8_proj_516);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = d_residual_attn_out_h_9_attn_511[i] + d_residual_linear_h_8_proj[i]; /* sum of gradient contributions */
         d_residual_linear_h_8_proj_516[i] = v0;
     }
@@ -1974,8 +2998,24 @@ extern "C" __global__ void k57(const float *d_residual_attn_out_h_9_attn_511, co
  *     from $.model.layers[2].body[1].body[2] */
 extern "C" __global__ void k58(const float *d_gelu_h_8_2, const float *__restrict__ linear_h_8_fc, float *d_linear_h_8_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_gelu_h_8_2 | (unsigned long long)linear_h_8_fc | (unsigned long long)d_linear_h_8_fc) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_gelu_h_8_2 = rt_ld4(d_gelu_h_8_2 + 4 * q);
+            const float4 r_linear_h_8_fc = rt_ld4(linear_h_8_fc + 4 * q);
+            float4 w_d_linear_h_8_fc;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = rt_gelu_tanh_bwd(((const float *)&r_linear_h_8_fc)[l], ((const float *)&r_d_gelu_h_8_2)[l]); /* gelu (tanh) backward */
+                ((float *)&w_d_linear_h_8_fc)[l] = v0;
+            }
+            rt_st4(d_linear_h_8_fc + 4 * q, w_d_linear_h_8_fc);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = rt_gelu_tanh_bwd(linear_h_8_fc[i], d_gelu_h_8_2[i]); /* gelu (tanh) backward */
         d_linear_h_8_fc[i] = v0;
     }
@@ -1985,8 +3025,24 @@ extern "C" __global__ void k58(const float *d_gelu_h_8_2, const float *__restric
  *     from $.model.layers[2].body[0] */
 extern "C" __global__ void k59(const float *d_residual_linear_h_8_proj_516, const float *__restrict__ d_residual_attn_out_h_8_attn, float *d_residual_attn_out_h_8_attn_521, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_residual_linear_h_8_proj_516 | (unsigned long long)d_residual_attn_out_h_8_attn | (unsigned long long)d_residual_attn_out_h_8_attn_521) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_residual_linear_h_8_proj_516 = rt_ld4(d_residual_linear_h_8_proj_516 + 4 * q);
+            const float4 r_d_residual_attn_out_h_8_attn = rt_ld4(d_residual_attn_out_h_8_attn + 4 * q);
+            float4 w_d_residual_attn_out_h_8_attn_521;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = ((const float *)&r_d_residual_linear_h_8_proj_516)[l] + ((const float *)&r_d_residual_attn_out_h_8_attn)[l]; /* sum of gradient contributions */
+                ((float *)&w_d_residual_attn_out_h_8_attn_521)[l] = v0;
+            }
+            rt_st4(d_residual_attn_out_h_8_attn_521 + 4 * q, w_d_residual_attn_out_h_8_attn_521);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = d_residual_linear_h_8_proj_516[i] + d_residual_attn_out_h_8_attn[i]; /* sum of gradient contributions */
         d_residual_attn_out_h_8_attn_521[i] = v0;
     }
@@ -1996,8 +3052,24 @@ extern "C" __global__ void k59(const float *d_residual_linear_h_8_proj_516, cons
  *     from $.model.layers[2].body[1] */
 extern "C" __global__ void k60(const float *d_residual_attn_out_h_8_attn_521, const float *__restrict__ d_residual_linear_h_7_proj, float *d_residual_linear_h_7_proj_526, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_residual_attn_out_h_8_attn_521 | (unsigned long long)d_residual_linear_h_7_proj | (unsigned long long)d_residual_linear_h_7_proj_526) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_residual_attn_out_h_8_attn_521 = rt_ld4(d_residual_attn_out_h_8_attn_521 + 4 * q);
+            const float4 r_d_residual_linear_h_7_proj = rt_ld4(d_residual_linear_h_7_proj + 4 * q);
+            float4 w_d_residual_linear_h_7_proj_526;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = ((const float *)&r_d_residual_attn_out_h_8_attn_521)[l] + ((const float *)&r_d_residual_linear_h_7_proj)[l]; /* sum of gradient contributions */
+                ((float *)&w_d_residual_linear_h_7_proj_526)[l] = v0;
+            }
+            rt_st4(d_residual_linear_h_7_proj_526 + 4 * q, w_d_residual_linear_h_7_proj_526);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = d_residual_attn_out_h_8_attn_521[i] + d_residual_linear_h_7_proj[i]; /* sum of gradient contributions */
         d_residual_linear_h_7_proj_526[i] = v0;
     }
@@ -2007,8 +3079,24 @@ extern "C" __global__ void k60(const float *d_residual_attn_out_h_8_attn_521, co
  *     from $.model.layers[2].body[1].body[2] */
 extern "C" __global__ void k61(const float *d_gelu_h_7_2, const float *__restrict__ linear_h_7_fc, float *d_linear_h_7_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_gelu_h_7_2 | (unsigned long long)linear_h_7_fc | (unsigned long long)d_linear_h_7_fc) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_gelu_h_7_2 = rt_ld4(d_gelu_h_7_2 + 4 * q);
+            const float4 r_linear_h_7_fc = rt_ld4(linear_h_7_fc + 4 * q);
+            float4 w_d_linear_h_7_fc;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = rt_gelu_tanh_bwd(((const float *)&r_linear_h_7_fc)[l], ((const float *)&r_d_gelu_h_7_2)[l]); /* gelu (tanh) backward */
+                ((float *)&w_d_linear_h_7_fc)[l] = v0;
+            }
+            rt_st4(d_linear_h_7_fc + 4 * q, w_d_linear_h_7_fc);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = rt_gelu_tanh_bwd(linear_h_7_fc[i], d_gelu_h_7_2[i]); /* gelu (tanh) backward */
         d_linear_h_7_fc[i] = v0;
     }
@@ -2018,8 +3106,24 @@ extern "C" __global__ void k61(const float *d_gelu_h_7_2, const float *__restric
  *     from $.model.layers[2].body[0] */
 extern "C" __global__ void k62(const float *d_residual_linear_h_7_proj_526, const float *__restrict__ d_residual_attn_out_h_7_attn, float *d_residual_attn_out_h_7_attn_531, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_residual_linear_h_7_proj_526 | (unsigned long long)d_residual_attn_out_h_7_attn | (unsigned long long)d_residual_attn_out_h_7_attn_531) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_residual_linear_h_7_proj_526 = rt_ld4(d_residual_linear_h_7_proj_526 + 4 * q);
+            const float4 r_d_residual_attn_out_h_7_attn = rt_ld4(d_residual_attn_out_h_7_attn + 4 * q);
+            float4 w_d_residual_attn_out_h_7_attn_531;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = ((const float *)&r_d_residual_linear_h_7_proj_526)[l] + ((const float *)&r_d_residual_attn_out_h_7_attn)[l]; /* sum of gradient contributions */
+                ((float *)&w_d_residual_attn_out_h_7_attn_531)[l] = v0;
+            }
+            rt_st4(d_residual_attn_out_h_7_attn_531 + 4 * q, w_d_residual_attn_out_h_7_attn_531);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = d_residual_linear_h_7_proj_526[i] + d_residual_attn_out_h_7_attn[i]; /* sum of gradient contributions */
         d_residual_attn_out_h_7_attn_531[i] = v0;
     }
@@ -2029,8 +3133,24 @@ extern "C" __global__ void k62(const float *d_residual_linear_h_7_proj_526, cons
  *     from $.model.layers[2].body[1] */
 extern "C" __global__ void k63(const float *d_residual_attn_out_h_7_attn_531, const float *__restrict__ d_residual_linear_h_6_proj, float *d_residual_linear_h_6_proj_536, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_residual_attn_out_h_7_attn_531 | (unsigned long long)d_residual_linear_h_6_proj | (unsigned long long)d_residual_linear_h_6_proj_536) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_residual_attn_out_h_7_attn_531 = rt_ld4(d_residual_attn_out_h_7_attn_531 + 4 * q);
+            const float4 r_d_residual_linear_h_6_proj = rt_ld4(d_residual_linear_h_6_proj + 4 * q);
+            float4 w_d_residual_linear_h_6_proj_536;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = ((const float *)&r_d_residual_attn_out_h_7_attn_531)[l] + ((const float *)&r_d_residual_linear_h_6_proj)[l]; /* sum of gradient contributions */
+                ((float *)&w_d_residual_linear_h_6_proj_536)[l] = v0;
+            }
+            rt_st4(d_residual_linear_h_6_proj_536 + 4 * q, w_d_residual_linear_h_6_proj_536);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = d_residual_attn_out_h_7_attn_531[i] + d_residual_linear_h_6_proj[i]; /* sum of gradient contributions */
         d_residual_linear_h_6_proj_536[i] = v0;
     }
@@ -2040,8 +3160,24 @@ extern "C" __global__ void k63(const float *d_residual_attn_out_h_7_attn_531, co
  *     from $.model.layers[2].body[1].body[2] */
 extern "C" __global__ void k64(const float *d_gelu_h_6_2, const float *__restrict__ linear_h_6_fc, float *d_linear_h_6_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_gelu_h_6_2 | (unsigned long long)linear_h_6_fc | (unsigned long long)d_linear_h_6_fc) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_gelu_h_6_2 = rt_ld4(d_gelu_h_6_2 + 4 * q);
+            const float4 r_linear_h_6_fc = rt_ld4(linear_h_6_fc + 4 * q);
+            float4 w_d_linear_h_6_fc;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = rt_gelu_tanh_bwd(((const float *)&r_linear_h_6_fc)[l], ((const float *)&r_d_gelu_h_6_2)[l]); /* gelu (tanh) backward */
+                ((float *)&w_d_linear_h_6_fc)[l] = v0;
+            }
+            rt_st4(d_linear_h_6_fc + 4 * q, w_d_linear_h_6_fc);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = rt_gelu_tanh_bwd(linear_h_6_fc[i], d_gelu_h_6_2[i]); /* gelu (tanh) backward */
         d_linear_h_6_fc[i] = v0;
     }
@@ -2051,8 +3187,24 @@ extern "C" __global__ void k64(const float *d_gelu_h_6_2, const float *__restric
  *     from $.model.layers[2].body[0] */
 extern "C" __global__ void k65(const float *d_residual_linear_h_6_proj_536, const float *__restrict__ d_residual_attn_out_h_6_attn, float *d_residual_attn_out_h_6_attn_541, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_residual_linear_h_6_proj_536 | (unsigned long long)d_residual_attn_out_h_6_attn | (unsigned long long)d_residual_attn_out_h_6_attn_541) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_residual_linear_h_6_proj_536 = rt_ld4(d_residual_linear_h_6_proj_536 + 4 * q);
+            const float4 r_d_residual_attn_out_h_6_attn = rt_ld4(d_residual_attn_out_h_6_attn + 4 * q);
+            float4 w_d_residual_attn_out_h_6_attn_541;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = ((const float *)&r_d_residual_linear_h_6_proj_536)[l] + ((const float *)&r_d_residual_attn_out_h_6_attn)[l]; /* sum of gradient contributions */
+                ((float *)&w_d_residual_attn_out_h_6_attn_541)[l] = v0;
+            }
+            rt_st4(d_residual_attn_out_h_6_attn_541 + 4 * q, w_d_residual_attn_out_h_6_attn_541);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = d_residual_linear_h_6_proj_536[i] + d_residual_attn_out_h_6_attn[i]; /* sum of gradient contributions */
         d_residual_attn_out_h_6_attn_541[i] = v0;
     }
@@ -2062,8 +3214,24 @@ extern "C" __global__ void k65(const float *d_residual_linear_h_6_proj_536, cons
  *     from $.model.layers[2].body[1] */
 extern "C" __global__ void k66(const float *d_residual_attn_out_h_6_attn_541, const float *__restrict__ d_residual_linear_h_5_proj, float *d_residual_linear_h_5_proj_546, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_residual_attn_out_h_6_attn_541 | (unsigned long long)d_residual_linear_h_5_proj | (unsigned long long)d_residual_linear_h_5_proj_546) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_residual_attn_out_h_6_attn_541 = rt_ld4(d_residual_attn_out_h_6_attn_541 + 4 * q);
+            const float4 r_d_residual_linear_h_5_proj = rt_ld4(d_residual_linear_h_5_proj + 4 * q);
+            float4 w_d_residual_linear_h_5_proj_546;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = ((const float *)&r_d_residual_attn_out_h_6_attn_541)[l] + ((const float *)&r_d_residual_linear_h_5_proj)[l]; /* sum of gradient contributions */
+                ((float *)&w_d_residual_linear_h_5_proj_546)[l] = v0;
+            }
+            rt_st4(d_residual_linear_h_5_proj_546 + 4 * q, w_d_residual_linear_h_5_proj_546);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = d_residual_attn_out_h_6_attn_541[i] + d_residual_linear_h_5_proj[i]; /* sum of gradient contributions */
         d_residual_linear_h_5_proj_546[i] = v0;
     }
@@ -2073,8 +3241,24 @@ extern "C" __global__ void k66(const float *d_residual_attn_out_h_6_attn_541, co
  *     from $.model.layers[2].body[1].body[2] */
 extern "C" __global__ void k67(const float *d_gelu_h_5_2, const float *__restrict__ linear_h_5_fc, float *d_linear_h_5_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_gelu_h_5_2 | (unsigned long long)linear_h_5_fc | (unsigned long long)d_linear_h_5_fc) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_gelu_h_5_2 = rt_ld4(d_gelu_h_5_2 + 4 * q);
+            const float4 r_linear_h_5_fc = rt_ld4(linear_h_5_fc + 4 * q);
+            float4 w_d_linear_h_5_fc;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = rt_gelu_tanh_bwd(((const float *)&r_linear_h_5_fc)[l], ((const float *)&r_d_gelu_h_5_2)[l]); /* gelu (tanh) backward */
+                ((float *)&w_d_linear_h_5_fc)[l] = v0;
+            }
+            rt_st4(d_linear_h_5_fc + 4 * q, w_d_linear_h_5_fc);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = rt_gelu_tanh_bwd(linear_h_5_fc[i], d_gelu_h_5_2[i]); /* gelu (tanh) backward */
         d_linear_h_5_fc[i] = v0;
     }
@@ -2084,8 +3268,24 @@ extern "C" __global__ void k67(const float *d_gelu_h_5_2, const float *__restric
  *     from $.model.layers[2].body[0] */
 extern "C" __global__ void k68(const float *d_residual_linear_h_5_proj_546, const float *__restrict__ d_residual_attn_out_h_5_attn, float *d_residual_attn_out_h_5_attn_551, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_residual_linear_h_5_proj_546 | (unsigned long long)d_residual_attn_out_h_5_attn | (unsigned long long)d_residual_attn_out_h_5_attn_551) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_residual_linear_h_5_proj_546 = rt_ld4(d_residual_linear_h_5_proj_546 + 4 * q);
+            const float4 r_d_residual_attn_out_h_5_attn = rt_ld4(d_residual_attn_out_h_5_attn + 4 * q);
+            float4 w_d_residual_attn_out_h_5_attn_551;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = ((const float *)&r_d_residual_linear_h_5_proj_546)[l] + ((const float *)&r_d_residual_attn_out_h_5_attn)[l]; /* sum of gradient contributions */
+                ((float *)&w_d_residual_attn_out_h_5_attn_551)[l] = v0;
+            }
+            rt_st4(d_residual_attn_out_h_5_attn_551 + 4 * q, w_d_residual_attn_out_h_5_attn_551);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = d_residual_linear_h_5_proj_546[i] + d_residual_attn_out_h_5_attn[i]; /* sum of gradient contributions */
         d_residual_attn_out_h_5_attn_551[i] = v0;
     }
@@ -2095,8 +3295,24 @@ extern "C" __global__ void k68(const float *d_residual_linear_h_5_proj_546, cons
  *     from $.model.layers[2].body[1] */
 extern "C" __global__ void k69(const float *d_residual_attn_out_h_5_attn_551, const float *__restrict__ d_residual_linear_h_4_proj, float *d_residual_linear_h_4_proj_556, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_residual_attn_out_h_5_attn_551 | (unsigned long long)d_residual_linear_h_4_proj | (unsigned long long)d_residual_linear_h_4_proj_556) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_residual_attn_out_h_5_attn_551 = rt_ld4(d_residual_attn_out_h_5_attn_551 + 4 * q);
+            const float4 r_d_residual_linear_h_4_proj = rt_ld4(d_residual_linear_h_4_proj + 4 * q);
+            float4 w_d_residual_linear_h_4_proj_556;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = ((const float *)&r_d_residual_attn_out_h_5_attn_551)[l] + ((const float *)&r_d_residual_linear_h_4_proj)[l]; /* sum of gradient contributions */
+                ((float *)&w_d_residual_linear_h_4_proj_556)[l] = v0;
+            }
+            rt_st4(d_residual_linear_h_4_proj_556 + 4 * q, w_d_residual_linear_h_4_proj_556);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = d_residual_attn_out_h_5_attn_551[i] + d_residual_linear_h_4_proj[i]; /* sum of gradient contributions */
         d_residual_linear_h_4_proj_556[i] = v0;
     }
@@ -2106,8 +3322,24 @@ extern "C" __global__ void k69(const float *d_residual_attn_out_h_5_attn_551, co
  *     from $.model.layers[2].body[1].body[2] */
 extern "C" __global__ void k70(const float *d_gelu_h_4_2, const float *__restrict__ linear_h_4_fc, float *d_linear_h_4_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_gelu_h_4_2 | (unsigned long long)linear_h_4_fc | (unsigned long long)d_linear_h_4_fc) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_gelu_h_4_2 = rt_ld4(d_gelu_h_4_2 + 4 * q);
+            const float4 r_linear_h_4_fc = rt_ld4(linear_h_4_fc + 4 * q);
+            float4 w_d_linear_h_4_fc;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = rt_gelu_tanh_bwd(((const float *)&r_linear_h_4_fc)[l], ((const float *)&r_d_gelu_h_4_2)[l]); /* gelu (tanh) backward */
+                ((float *)&w_d_linear_h_4_fc)[l] = v0;
+            }
+            rt_st4(d_linear_h_4_fc + 4 * q, w_d_linear_h_4_fc);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = rt_gelu_tanh_bwd(linear_h_4_fc[i], d_gelu_h_4_2[i]); /* gelu (tanh) backward */
         d_linear_h_4_fc[i] = v0;
     }
@@ -2117,8 +3349,24 @@ extern "C" __global__ void k70(const float *d_gelu_h_4_2, const float *__restric
  *     from $.model.layers[2].body[0] */
 extern "C" __global__ void k71(const float *d_residual_linear_h_4_proj_556, const float *__restrict__ d_residual_attn_out_h_4_attn, float *d_residual_attn_out_h_4_attn_561, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_residual_linear_h_4_proj_556 | (unsigned long long)d_residual_attn_out_h_4_attn | (unsigned long long)d_residual_attn_out_h_4_attn_561) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_residual_linear_h_4_proj_556 = rt_ld4(d_residual_linear_h_4_proj_556 + 4 * q);
+            const float4 r_d_residual_attn_out_h_4_attn = rt_ld4(d_residual_attn_out_h_4_attn + 4 * q);
+            float4 w_d_residual_attn_out_h_4_attn_561;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = ((const float *)&r_d_residual_linear_h_4_proj_556)[l] + ((const float *)&r_d_residual_attn_out_h_4_attn)[l]; /* sum of gradient contributions */
+                ((float *)&w_d_residual_attn_out_h_4_attn_561)[l] = v0;
+            }
+            rt_st4(d_residual_attn_out_h_4_attn_561 + 4 * q, w_d_residual_attn_out_h_4_attn_561);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = d_residual_linear_h_4_proj_556[i] + d_residual_attn_out_h_4_attn[i]; /* sum of gradient contributions */
         d_residual_attn_out_h_4_attn_561[i] = v0;
     }
@@ -2128,8 +3376,24 @@ extern "C" __global__ void k71(const float *d_residual_linear_h_4_proj_556, cons
  *     from $.model.layers[2].body[1] */
 extern "C" __global__ void k72(const float *d_residual_attn_out_h_4_attn_561, const float *__restrict__ d_residual_linear_h_3_proj, float *d_residual_linear_h_3_proj_566, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_residual_attn_out_h_4_attn_561 | (unsigned long long)d_residual_linear_h_3_proj | (unsigned long long)d_residual_linear_h_3_proj_566) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_residual_attn_out_h_4_attn_561 = rt_ld4(d_residual_attn_out_h_4_attn_561 + 4 * q);
+            const float4 r_d_residual_linear_h_3_proj = rt_ld4(d_residual_linear_h_3_proj + 4 * q);
+            float4 w_d_residual_linear_h_3_proj_566;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = ((const float *)&r_d_residual_attn_out_h_4_attn_561)[l] + ((const float *)&r_d_residual_linear_h_3_proj)[l]; /* sum of gradient contributions */
+                ((float *)&w_d_residual_linear_h_3_proj_566)[l] = v0;
+            }
+            rt_st4(d_residual_linear_h_3_proj_566 + 4 * q, w_d_residual_linear_h_3_proj_566);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = d_residual_attn_out_h_4_attn_561[i] + d_residual_linear_h_3_proj[i]; /* sum of gradient contributions */
         d_residual_linear_h_3_proj_566[i] = v0;
     }
@@ -2139,8 +3403,24 @@ extern "C" __global__ void k72(const float *d_residual_attn_out_h_4_attn_561, co
  *     from $.model.layers[2].body[1].body[2] */
 extern "C" __global__ void k73(const float *d_gelu_h_3_2, const float *__restrict__ linear_h_3_fc, float *d_linear_h_3_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_gelu_h_3_2 | (unsigned long long)linear_h_3_fc | (unsigned long long)d_linear_h_3_fc) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_gelu_h_3_2 = rt_ld4(d_gelu_h_3_2 + 4 * q);
+            const float4 r_linear_h_3_fc = rt_ld4(linear_h_3_fc + 4 * q);
+            float4 w_d_linear_h_3_fc;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = rt_gelu_tanh_bwd(((const float *)&r_linear_h_3_fc)[l], ((const float *)&r_d_gelu_h_3_2)[l]); /* gelu (tanh) backward */
+                ((float *)&w_d_linear_h_3_fc)[l] = v0;
+            }
+            rt_st4(d_linear_h_3_fc + 4 * q, w_d_linear_h_3_fc);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = rt_gelu_tanh_bwd(linear_h_3_fc[i], d_gelu_h_3_2[i]); /* gelu (tanh) backward */
         d_linear_h_3_fc[i] = v0;
     }
@@ -2150,8 +3430,24 @@ extern "C" __global__ void k73(const float *d_gelu_h_3_2, const float *__restric
  *     from $.model.layers[2].body[0] */
 extern "C" __global__ void k74(const float *d_residual_linear_h_3_proj_566, const float *__restrict__ d_residual_attn_out_h_3_attn, float *d_residual_attn_out_h_3_attn_571, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_residual_linear_h_3_proj_566 | (unsigned long long)d_residual_attn_out_h_3_attn | (unsigned long long)d_residual_attn_out_h_3_attn_571) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_residual_linear_h_3_proj_566 = rt_ld4(d_residual_linear_h_3_proj_566 + 4 * q);
+            const float4 r_d_residual_attn_out_h_3_attn = rt_ld4(d_residual_attn_out_h_3_attn + 4 * q);
+            float4 w_d_residual_attn_out_h_3_attn_571;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = ((const float *)&r_d_residual_linear_h_3_proj_566)[l] + ((const float *)&r_d_residual_attn_out_h_3_attn)[l]; /* sum of gradient contributions */
+                ((float *)&w_d_residual_attn_out_h_3_attn_571)[l] = v0;
+            }
+            rt_st4(d_residual_attn_out_h_3_attn_571 + 4 * q, w_d_residual_attn_out_h_3_attn_571);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = d_residual_linear_h_3_proj_566[i] + d_residual_attn_out_h_3_attn[i]; /* sum of gradient contributions */
         d_residual_attn_out_h_3_attn_571[i] = v0;
     }
@@ -2161,8 +3457,24 @@ extern "C" __global__ void k74(const float *d_residual_linear_h_3_proj_566, cons
  *     from $.model.layers[2].body[1] */
 extern "C" __global__ void k75(const float *d_residual_attn_out_h_3_attn_571, const float *__restrict__ d_residual_linear_h_2_proj, float *d_residual_linear_h_2_proj_576, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_residual_attn_out_h_3_attn_571 | (unsigned long long)d_residual_linear_h_2_proj | (unsigned long long)d_residual_linear_h_2_proj_576) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_residual_attn_out_h_3_attn_571 = rt_ld4(d_residual_attn_out_h_3_attn_571 + 4 * q);
+            const float4 r_d_residual_linear_h_2_proj = rt_ld4(d_residual_linear_h_2_proj + 4 * q);
+            float4 w_d_residual_linear_h_2_proj_576;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = ((const float *)&r_d_residual_attn_out_h_3_attn_571)[l] + ((const float *)&r_d_residual_linear_h_2_proj)[l]; /* sum of gradient contributions */
+                ((float *)&w_d_residual_linear_h_2_proj_576)[l] = v0;
+            }
+            rt_st4(d_residual_linear_h_2_proj_576 + 4 * q, w_d_residual_linear_h_2_proj_576);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = d_residual_attn_out_h_3_attn_571[i] + d_residual_linear_h_2_proj[i]; /* sum of gradient contributions */
         d_residual_linear_h_2_proj_576[i] = v0;
     }
@@ -2172,8 +3484,24 @@ extern "C" __global__ void k75(const float *d_residual_attn_out_h_3_attn_571, co
  *     from $.model.layers[2].body[1].body[2] */
 extern "C" __global__ void k76(const float *d_gelu_h_2_2, const float *__restrict__ linear_h_2_fc, float *d_linear_h_2_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_gelu_h_2_2 | (unsigned long long)linear_h_2_fc | (unsigned long long)d_linear_h_2_fc) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_gelu_h_2_2 = rt_ld4(d_gelu_h_2_2 + 4 * q);
+            const float4 r_linear_h_2_fc = rt_ld4(linear_h_2_fc + 4 * q);
+            float4 w_d_linear_h_2_fc;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = rt_gelu_tanh_bwd(((const float *)&r_linear_h_2_fc)[l], ((const float *)&r_d_gelu_h_2_2)[l]); /* gelu (tanh) backward */
+                ((float *)&w_d_linear_h_2_fc)[l] = v0;
+            }
+            rt_st4(d_linear_h_2_fc + 4 * q, w_d_linear_h_2_fc);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = rt_gelu_tanh_bwd(linear_h_2_fc[i], d_gelu_h_2_2[i]); /* gelu (tanh) backward */
         d_linear_h_2_fc[i] = v0;
     }
@@ -2183,8 +3511,24 @@ extern "C" __global__ void k76(const float *d_gelu_h_2_2, const float *__restric
  *     from $.model.layers[2].body[0] */
 extern "C" __global__ void k77(const float *d_residual_linear_h_2_proj_576, const float *__restrict__ d_residual_attn_out_h_2_attn, float *d_residual_attn_out_h_2_attn_581, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_residual_linear_h_2_proj_576 | (unsigned long long)d_residual_attn_out_h_2_attn | (unsigned long long)d_residual_attn_out_h_2_attn_581) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_residual_linear_h_2_proj_576 = rt_ld4(d_residual_linear_h_2_proj_576 + 4 * q);
+            const float4 r_d_residual_attn_out_h_2_attn = rt_ld4(d_residual_attn_out_h_2_attn + 4 * q);
+            float4 w_d_residual_attn_out_h_2_attn_581;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = ((const float *)&r_d_residual_linear_h_2_proj_576)[l] + ((const float *)&r_d_residual_attn_out_h_2_attn)[l]; /* sum of gradient contributions */
+                ((float *)&w_d_residual_attn_out_h_2_attn_581)[l] = v0;
+            }
+            rt_st4(d_residual_attn_out_h_2_attn_581 + 4 * q, w_d_residual_attn_out_h_2_attn_581);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = d_residual_linear_h_2_proj_576[i] + d_residual_attn_out_h_2_attn[i]; /* sum of gradient contributions */
         d_residual_attn_out_h_2_attn_581[i] = v0;
     }
@@ -2194,8 +3538,24 @@ extern "C" __global__ void k77(const float *d_residual_linear_h_2_proj_576, cons
  *     from $.model.layers[2].body[1] */
 extern "C" __global__ void k78(const float *d_residual_attn_out_h_2_attn_581, const float *__restrict__ d_residual_linear_h_1_proj, float *d_residual_linear_h_1_proj_586, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_residual_attn_out_h_2_attn_581 | (unsigned long long)d_residual_linear_h_1_proj | (unsigned long long)d_residual_linear_h_1_proj_586) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_residual_attn_out_h_2_attn_581 = rt_ld4(d_residual_attn_out_h_2_attn_581 + 4 * q);
+            const float4 r_d_residual_linear_h_1_proj = rt_ld4(d_residual_linear_h_1_proj + 4 * q);
+            float4 w_d_residual_linear_h_1_proj_586;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = ((const float *)&r_d_residual_attn_out_h_2_attn_581)[l] + ((const float *)&r_d_residual_linear_h_1_proj)[l]; /* sum of gradient contributions */
+                ((float *)&w_d_residual_linear_h_1_proj_586)[l] = v0;
+            }
+            rt_st4(d_residual_linear_h_1_proj_586 + 4 * q, w_d_residual_linear_h_1_proj_586);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = d_residual_attn_out_h_2_attn_581[i] + d_residual_linear_h_1_proj[i]; /* sum of gradient contributions */
         d_residual_linear_h_1_proj_586[i] = v0;
     }
@@ -2205,8 +3565,24 @@ extern "C" __global__ void k78(const float *d_residual_attn_out_h_2_attn_581, co
  *     from $.model.layers[2].body[1].body[2] */
 extern "C" __global__ void k79(const float *d_gelu_h_1_2, const float *__restrict__ linear_h_1_fc, float *d_linear_h_1_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_gelu_h_1_2 | (unsigned long long)linear_h_1_fc | (unsigned long long)d_linear_h_1_fc) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_gelu_h_1_2 = rt_ld4(d_gelu_h_1_2 + 4 * q);
+            const float4 r_linear_h_1_fc = rt_ld4(linear_h_1_fc + 4 * q);
+            float4 w_d_linear_h_1_fc;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = rt_gelu_tanh_bwd(((const float *)&r_linear_h_1_fc)[l], ((const float *)&r_d_gelu_h_1_2)[l]); /* gelu (tanh) backward */
+                ((float *)&w_d_linear_h_1_fc)[l] = v0;
+            }
+            rt_st4(d_linear_h_1_fc + 4 * q, w_d_linear_h_1_fc);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = rt_gelu_tanh_bwd(linear_h_1_fc[i], d_gelu_h_1_2[i]); /* gelu (tanh) backward */
         d_linear_h_1_fc[i] = v0;
     }
@@ -2216,8 +3592,24 @@ extern "C" __global__ void k79(const float *d_gelu_h_1_2, const float *__restric
  *     from $.model.layers[2].body[0] */
 extern "C" __global__ void k80(const float *d_residual_linear_h_1_proj_586, const float *__restrict__ d_residual_attn_out_h_1_attn, float *d_residual_attn_out_h_1_attn_591, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_residual_linear_h_1_proj_586 | (unsigned long long)d_residual_attn_out_h_1_attn | (unsigned long long)d_residual_attn_out_h_1_attn_591) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_residual_linear_h_1_proj_586 = rt_ld4(d_residual_linear_h_1_proj_586 + 4 * q);
+            const float4 r_d_residual_attn_out_h_1_attn = rt_ld4(d_residual_attn_out_h_1_attn + 4 * q);
+            float4 w_d_residual_attn_out_h_1_attn_591;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = ((const float *)&r_d_residual_linear_h_1_proj_586)[l] + ((const float *)&r_d_residual_attn_out_h_1_attn)[l]; /* sum of gradient contributions */
+                ((float *)&w_d_residual_attn_out_h_1_attn_591)[l] = v0;
+            }
+            rt_st4(d_residual_attn_out_h_1_attn_591 + 4 * q, w_d_residual_attn_out_h_1_attn_591);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = d_residual_linear_h_1_proj_586[i] + d_residual_attn_out_h_1_attn[i]; /* sum of gradient contributions */
         d_residual_attn_out_h_1_attn_591[i] = v0;
     }
@@ -2227,8 +3619,24 @@ extern "C" __global__ void k80(const float *d_residual_linear_h_1_proj_586, cons
  *     from $.model.layers[2].body[1] */
 extern "C" __global__ void k81(const float *d_residual_attn_out_h_1_attn_591, const float *__restrict__ d_residual_linear_h_0_proj, float *d_residual_linear_h_0_proj_596, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_residual_attn_out_h_1_attn_591 | (unsigned long long)d_residual_linear_h_0_proj | (unsigned long long)d_residual_linear_h_0_proj_596) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_residual_attn_out_h_1_attn_591 = rt_ld4(d_residual_attn_out_h_1_attn_591 + 4 * q);
+            const float4 r_d_residual_linear_h_0_proj = rt_ld4(d_residual_linear_h_0_proj + 4 * q);
+            float4 w_d_residual_linear_h_0_proj_596;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = ((const float *)&r_d_residual_attn_out_h_1_attn_591)[l] + ((const float *)&r_d_residual_linear_h_0_proj)[l]; /* sum of gradient contributions */
+                ((float *)&w_d_residual_linear_h_0_proj_596)[l] = v0;
+            }
+            rt_st4(d_residual_linear_h_0_proj_596 + 4 * q, w_d_residual_linear_h_0_proj_596);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = d_residual_attn_out_h_1_attn_591[i] + d_residual_linear_h_0_proj[i]; /* sum of gradient contributions */
         d_residual_linear_h_0_proj_596[i] = v0;
     }
@@ -2238,8 +3646,24 @@ extern "C" __global__ void k81(const float *d_residual_attn_out_h_1_attn_591, co
  *     from $.model.layers[2].body[1].body[2] */
 extern "C" __global__ void k82(const float *d_gelu_h_0_2, const float *__restrict__ linear_h_0_fc, float *d_linear_h_0_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_gelu_h_0_2 | (unsigned long long)linear_h_0_fc | (unsigned long long)d_linear_h_0_fc) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_gelu_h_0_2 = rt_ld4(d_gelu_h_0_2 + 4 * q);
+            const float4 r_linear_h_0_fc = rt_ld4(linear_h_0_fc + 4 * q);
+            float4 w_d_linear_h_0_fc;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = rt_gelu_tanh_bwd(((const float *)&r_linear_h_0_fc)[l], ((const float *)&r_d_gelu_h_0_2)[l]); /* gelu (tanh) backward */
+                ((float *)&w_d_linear_h_0_fc)[l] = v0;
+            }
+            rt_st4(d_linear_h_0_fc + 4 * q, w_d_linear_h_0_fc);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = rt_gelu_tanh_bwd(linear_h_0_fc[i], d_gelu_h_0_2[i]); /* gelu (tanh) backward */
         d_linear_h_0_fc[i] = v0;
     }
@@ -2249,8 +3673,24 @@ extern "C" __global__ void k82(const float *d_gelu_h_0_2, const float *__restric
  *     from $.model.layers[2].body[0] */
 extern "C" __global__ void k83(const float *d_residual_linear_h_0_proj_596, const float *__restrict__ d_residual_attn_out_h_0_attn, float *d_residual_attn_out_h_0_attn_601, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_residual_linear_h_0_proj_596 | (unsigned long long)d_residual_attn_out_h_0_attn | (unsigned long long)d_residual_attn_out_h_0_attn_601) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_residual_linear_h_0_proj_596 = rt_ld4(d_residual_linear_h_0_proj_596 + 4 * q);
+            const float4 r_d_residual_attn_out_h_0_attn = rt_ld4(d_residual_attn_out_h_0_attn + 4 * q);
+            float4 w_d_residual_attn_out_h_0_attn_601;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = ((const float *)&r_d_residual_linear_h_0_proj_596)[l] + ((const float *)&r_d_residual_attn_out_h_0_attn)[l]; /* sum of gradient contributions */
+                ((float *)&w_d_residual_attn_out_h_0_attn_601)[l] = v0;
+            }
+            rt_st4(d_residual_attn_out_h_0_attn_601 + 4 * q, w_d_residual_attn_out_h_0_attn_601);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = d_residual_linear_h_0_proj_596[i] + d_residual_attn_out_h_0_attn[i]; /* sum of gradient contributions */
         d_residual_attn_out_h_0_attn_601[i] = v0;
     }
@@ -2260,8 +3700,24 @@ extern "C" __global__ void k83(const float *d_residual_linear_h_0_proj_596, cons
  *     from $.model.layers[1] */
 extern "C" __global__ void k84(const float *d_residual_attn_out_h_0_attn_601, const float *__restrict__ d_pos_embedding_wpe, float *d_pos_embedding_wpe_606, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_residual_attn_out_h_0_attn_601 | (unsigned long long)d_pos_embedding_wpe | (unsigned long long)d_pos_embedding_wpe_606) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_residual_attn_out_h_0_attn_601 = rt_ld4(d_residual_attn_out_h_0_attn_601 + 4 * q);
+            const float4 r_d_pos_embedding_wpe = rt_ld4(d_pos_embedding_wpe + 4 * q);
+            float4 w_d_pos_embedding_wpe_606;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = ((const float *)&r_d_residual_attn_out_h_0_attn_601)[l] + ((const float *)&r_d_pos_embedding_wpe)[l]; /* sum of gradient contributions */
+                ((float *)&w_d_pos_embedding_wpe_606)[l] = v0;
+            }
+            rt_st4(d_pos_embedding_wpe_606 + 4 * q, w_d_pos_embedding_wpe_606);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = d_residual_attn_out_h_0_attn_601[i] + d_pos_embedding_wpe[i]; /* sum of gradient contributions */
         d_pos_embedding_wpe_606[i] = v0;
     }
@@ -2271,8 +3727,24 @@ extern "C" __global__ void k84(const float *d_residual_attn_out_h_0_attn_601, co
  *     from $.model.layers[1] */
 extern "C" __global__ void ke0(const float *embedding_wte, const float *__restrict__ P_wpe_weight, float *pos_embedding_wpe, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)embedding_wte | (unsigned long long)pos_embedding_wpe) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_embedding_wte = rt_ld4(embedding_wte + 4 * q);
+            float4 w_pos_embedding_wpe;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_embedding_wte)[l] + P_wpe_weight[i % 786432]; /* pos_embedding: + position rows */
+                ((float *)&w_pos_embedding_wpe)[l] = v0;
+            }
+            rt_st4(pos_embedding_wpe + 4 * q, w_pos_embedding_wpe);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = embedding_wte[i] + P_wpe_weight[i % 786432]; /* pos_embedding: + position rows */
         pos_embedding_wpe[i] = v0;
     }
@@ -2282,8 +3754,24 @@ extern "C" __global__ void ke0(const float *embedding_wte, const float *__restri
  *     from $.model.layers[2].body[0].body[1] */
 extern "C" __global__ void ke1(float *qkv_h_0_attn, const float *__restrict__ P_h_0_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)qkv_h_0_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_qkv_h_0_attn = rt_ld4(qkv_h_0_attn + 4 * q);
+            float4 w_qkv_h_0_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_qkv_h_0_attn)[l] + P_h_0_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
+                ((float *)&w_qkv_h_0_attn)[l] = v0;
+            }
+            rt_st4(qkv_h_0_attn + 4 * q, w_qkv_h_0_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = qkv_h_0_attn[i] + P_h_0_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
         qkv_h_0_attn[i] = v0;
     }
@@ -2293,8 +3781,26 @@ extern "C" __global__ void ke1(float *qkv_h_0_attn, const float *__restrict__ P_
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 extern "C" __global__ void ke2(const float *attn_out_h_0_attn, const float *__restrict__ P_h_0_attn_proj_bias, const float *__restrict__ pos_embedding_wpe, float *residual_attn_out_h_0_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)attn_out_h_0_attn | (unsigned long long)pos_embedding_wpe | (unsigned long long)residual_attn_out_h_0_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_attn_out_h_0_attn = rt_ld4(attn_out_h_0_attn + 4 * q);
+            const float4 r_pos_embedding_wpe = rt_ld4(pos_embedding_wpe + 4 * q);
+            float4 w_residual_attn_out_h_0_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_attn_out_h_0_attn)[l] + P_h_0_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_pos_embedding_wpe)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_attn_out_h_0_attn)[l] = v1;
+            }
+            rt_st4(residual_attn_out_h_0_attn + 4 * q, w_residual_attn_out_h_0_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = attn_out_h_0_attn[i] + P_h_0_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = pos_embedding_wpe[i] + v0; /* residual: x + body(x) */
         residual_attn_out_h_0_attn[i] = v1;
@@ -2305,8 +3811,25 @@ extern "C" __global__ void ke2(const float *attn_out_h_0_attn, const float *__re
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
 extern "C" __global__ void ke3(const float *linear_h_0_fc, const float *__restrict__ P_h_0_fc_bias, float *gelu_h_0_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_0_fc | (unsigned long long)gelu_h_0_2) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_0_fc = rt_ld4(linear_h_0_fc + 4 * q);
+            float4 w_gelu_h_0_2;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_0_fc)[l] + P_h_0_fc_bias[i % 3072]; /* linear epilogue: + bias */
+                float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
+                ((float *)&w_gelu_h_0_2)[l] = v1;
+            }
+            rt_st4(gelu_h_0_2 + 4 * q, w_gelu_h_0_2);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_0_fc[i] + P_h_0_fc_bias[i % 3072]; /* linear epilogue: + bias */
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
         gelu_h_0_2[i] = v1;
@@ -2317,8 +3840,26 @@ extern "C" __global__ void ke3(const float *linear_h_0_fc, const float *__restri
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 extern "C" __global__ void ke4(const float *linear_h_0_proj, const float *__restrict__ P_h_0_proj_bias, const float *__restrict__ residual_attn_out_h_0_attn, float *residual_linear_h_0_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_0_proj | (unsigned long long)residual_attn_out_h_0_attn | (unsigned long long)residual_linear_h_0_proj) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_0_proj = rt_ld4(linear_h_0_proj + 4 * q);
+            const float4 r_residual_attn_out_h_0_attn = rt_ld4(residual_attn_out_h_0_attn + 4 * q);
+            float4 w_residual_linear_h_0_proj;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_0_proj)[l] + P_h_0_proj_bias[i % 768]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_attn_out_h_0_attn)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_linear_h_0_proj)[l] = v1;
+            }
+            rt_st4(residual_linear_h_0_proj + 4 * q, w_residual_linear_h_0_proj);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_0_proj[i] + P_h_0_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_0_attn[i] + v0; /* residual: x + body(x) */
         residual_linear_h_0_proj[i] = v1;
@@ -2329,8 +3870,24 @@ extern "C" __global__ void ke4(const float *linear_h_0_proj, const float *__rest
  *     from $.model.layers[2].body[0].body[1] */
 extern "C" __global__ void ke5(float *qkv_h_1_attn, const float *__restrict__ P_h_1_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)qkv_h_1_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_qkv_h_1_attn = rt_ld4(qkv_h_1_attn + 4 * q);
+            float4 w_qkv_h_1_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_qkv_h_1_attn)[l] + P_h_1_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
+                ((float *)&w_qkv_h_1_attn)[l] = v0;
+            }
+            rt_st4(qkv_h_1_attn + 4 * q, w_qkv_h_1_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = qkv_h_1_attn[i] + P_h_1_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
         qkv_h_1_attn[i] = v0;
     }
@@ -2340,8 +3897,26 @@ extern "C" __global__ void ke5(float *qkv_h_1_attn, const float *__restrict__ P_
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 extern "C" __global__ void ke6(const float *attn_out_h_1_attn, const float *__restrict__ P_h_1_attn_proj_bias, const float *__restrict__ residual_linear_h_0_proj, float *residual_attn_out_h_1_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)attn_out_h_1_attn | (unsigned long long)residual_linear_h_0_proj | (unsigned long long)residual_attn_out_h_1_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_attn_out_h_1_attn = rt_ld4(attn_out_h_1_attn + 4 * q);
+            const float4 r_residual_linear_h_0_proj = rt_ld4(residual_linear_h_0_proj + 4 * q);
+            float4 w_residual_attn_out_h_1_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_attn_out_h_1_attn)[l] + P_h_1_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_linear_h_0_proj)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_attn_out_h_1_attn)[l] = v1;
+            }
+            rt_st4(residual_attn_out_h_1_attn + 4 * q, w_residual_attn_out_h_1_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = attn_out_h_1_attn[i] + P_h_1_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_0_proj[i] + v0; /* residual: x + body(x) */
         residual_attn_out_h_1_attn[i] = v1;
@@ -2352,8 +3927,25 @@ extern "C" __global__ void ke6(const float *attn_out_h_1_attn, const float *__re
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
 extern "C" __global__ void ke7(const float *linear_h_1_fc, const float *__restrict__ P_h_1_fc_bias, float *gelu_h_1_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_1_fc | (unsigned long long)gelu_h_1_2) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_1_fc = rt_ld4(linear_h_1_fc + 4 * q);
+            float4 w_gelu_h_1_2;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_1_fc)[l] + P_h_1_fc_bias[i % 3072]; /* linear epilogue: + bias */
+                float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
+                ((float *)&w_gelu_h_1_2)[l] = v1;
+            }
+            rt_st4(gelu_h_1_2 + 4 * q, w_gelu_h_1_2);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_1_fc[i] + P_h_1_fc_bias[i % 3072]; /* linear epilogue: + bias */
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
         gelu_h_1_2[i] = v1;
@@ -2364,8 +3956,26 @@ extern "C" __global__ void ke7(const float *linear_h_1_fc, const float *__restri
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 extern "C" __global__ void ke8(const float *linear_h_1_proj, const float *__restrict__ P_h_1_proj_bias, const float *__restrict__ residual_attn_out_h_1_attn, float *residual_linear_h_1_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_1_proj | (unsigned long long)residual_attn_out_h_1_attn | (unsigned long long)residual_linear_h_1_proj) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_1_proj = rt_ld4(linear_h_1_proj + 4 * q);
+            const float4 r_residual_attn_out_h_1_attn = rt_ld4(residual_attn_out_h_1_attn + 4 * q);
+            float4 w_residual_linear_h_1_proj;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_1_proj)[l] + P_h_1_proj_bias[i % 768]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_attn_out_h_1_attn)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_linear_h_1_proj)[l] = v1;
+            }
+            rt_st4(residual_linear_h_1_proj + 4 * q, w_residual_linear_h_1_proj);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_1_proj[i] + P_h_1_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_1_attn[i] + v0; /* residual: x + body(x) */
         residual_linear_h_1_proj[i] = v1;
@@ -2376,8 +3986,24 @@ extern "C" __global__ void ke8(const float *linear_h_1_proj, const float *__rest
  *     from $.model.layers[2].body[0].body[1] */
 extern "C" __global__ void ke9(float *qkv_h_2_attn, const float *__restrict__ P_h_2_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)qkv_h_2_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_qkv_h_2_attn = rt_ld4(qkv_h_2_attn + 4 * q);
+            float4 w_qkv_h_2_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_qkv_h_2_attn)[l] + P_h_2_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
+                ((float *)&w_qkv_h_2_attn)[l] = v0;
+            }
+            rt_st4(qkv_h_2_attn + 4 * q, w_qkv_h_2_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = qkv_h_2_attn[i] + P_h_2_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
         qkv_h_2_attn[i] = v0;
     }
@@ -2387,8 +4013,26 @@ extern "C" __global__ void ke9(float *qkv_h_2_attn, const float *__restrict__ P_
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 extern "C" __global__ void ke10(const float *attn_out_h_2_attn, const float *__restrict__ P_h_2_attn_proj_bias, const float *__restrict__ residual_linear_h_1_proj, float *residual_attn_out_h_2_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)attn_out_h_2_attn | (unsigned long long)residual_linear_h_1_proj | (unsigned long long)residual_attn_out_h_2_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_attn_out_h_2_attn = rt_ld4(attn_out_h_2_attn + 4 * q);
+            const float4 r_residual_linear_h_1_proj = rt_ld4(residual_linear_h_1_proj + 4 * q);
+            float4 w_residual_attn_out_h_2_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_attn_out_h_2_attn)[l] + P_h_2_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_linear_h_1_proj)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_attn_out_h_2_attn)[l] = v1;
+            }
+            rt_st4(residual_attn_out_h_2_attn + 4 * q, w_residual_attn_out_h_2_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = attn_out_h_2_attn[i] + P_h_2_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_1_proj[i] + v0; /* residual: x + body(x) */
         residual_attn_out_h_2_attn[i] = v1;
@@ -2399,8 +4043,25 @@ extern "C" __global__ void ke10(const float *attn_out_h_2_attn, const float *__r
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
 extern "C" __global__ void ke11(const float *linear_h_2_fc, const float *__restrict__ P_h_2_fc_bias, float *gelu_h_2_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_2_fc | (unsigned long long)gelu_h_2_2) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_2_fc = rt_ld4(linear_h_2_fc + 4 * q);
+            float4 w_gelu_h_2_2;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_2_fc)[l] + P_h_2_fc_bias[i % 3072]; /* linear epilogue: + bias */
+                float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
+                ((float *)&w_gelu_h_2_2)[l] = v1;
+            }
+            rt_st4(gelu_h_2_2 + 4 * q, w_gelu_h_2_2);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_2_fc[i] + P_h_2_fc_bias[i % 3072]; /* linear epilogue: + bias */
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
         gelu_h_2_2[i] = v1;
@@ -2411,8 +4072,26 @@ extern "C" __global__ void ke11(const float *linear_h_2_fc, const float *__restr
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 extern "C" __global__ void ke12(const float *linear_h_2_proj, const float *__restrict__ P_h_2_proj_bias, const float *__restrict__ residual_attn_out_h_2_attn, float *residual_linear_h_2_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_2_proj | (unsigned long long)residual_attn_out_h_2_attn | (unsigned long long)residual_linear_h_2_proj) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_2_proj = rt_ld4(linear_h_2_proj + 4 * q);
+            const float4 r_residual_attn_out_h_2_attn = rt_ld4(residual_attn_out_h_2_attn + 4 * q);
+            float4 w_residual_linear_h_2_proj;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_2_proj)[l] + P_h_2_proj_bias[i % 768]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_attn_out_h_2_attn)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_linear_h_2_proj)[l] = v1;
+            }
+            rt_st4(residual_linear_h_2_proj + 4 * q, w_residual_linear_h_2_proj);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_2_proj[i] + P_h_2_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_2_attn[i] + v0; /* residual: x + body(x) */
         residual_linear_h_2_proj[i] = v1;
@@ -2423,8 +4102,24 @@ extern "C" __global__ void ke12(const float *linear_h_2_proj, const float *__res
  *     from $.model.layers[2].body[0].body[1] */
 extern "C" __global__ void ke13(float *qkv_h_3_attn, const float *__restrict__ P_h_3_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)qkv_h_3_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_qkv_h_3_attn = rt_ld4(qkv_h_3_attn + 4 * q);
+            float4 w_qkv_h_3_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_qkv_h_3_attn)[l] + P_h_3_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
+                ((float *)&w_qkv_h_3_attn)[l] = v0;
+            }
+            rt_st4(qkv_h_3_attn + 4 * q, w_qkv_h_3_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = qkv_h_3_attn[i] + P_h_3_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
         qkv_h_3_attn[i] = v0;
     }
@@ -2434,8 +4129,26 @@ extern "C" __global__ void ke13(float *qkv_h_3_attn, const float *__restrict__ P
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 extern "C" __global__ void ke14(const float *attn_out_h_3_attn, const float *__restrict__ P_h_3_attn_proj_bias, const float *__restrict__ residual_linear_h_2_proj, float *residual_attn_out_h_3_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)attn_out_h_3_attn | (unsigned long long)residual_linear_h_2_proj | (unsigned long long)residual_attn_out_h_3_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_attn_out_h_3_attn = rt_ld4(attn_out_h_3_attn + 4 * q);
+            const float4 r_residual_linear_h_2_proj = rt_ld4(residual_linear_h_2_proj + 4 * q);
+            float4 w_residual_attn_out_h_3_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_attn_out_h_3_attn)[l] + P_h_3_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_linear_h_2_proj)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_attn_out_h_3_attn)[l] = v1;
+            }
+            rt_st4(residual_attn_out_h_3_attn + 4 * q, w_residual_attn_out_h_3_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = attn_out_h_3_attn[i] + P_h_3_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_2_proj[i] + v0; /* residual: x + body(x) */
         residual_attn_out_h_3_attn[i] = v1;
@@ -2446,8 +4159,25 @@ extern "C" __global__ void ke14(const float *attn_out_h_3_attn, const float *__r
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
 extern "C" __global__ void ke15(const float *linear_h_3_fc, const float *__restrict__ P_h_3_fc_bias, float *gelu_h_3_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_3_fc | (unsigned long long)gelu_h_3_2) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_3_fc = rt_ld4(linear_h_3_fc + 4 * q);
+            float4 w_gelu_h_3_2;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_3_fc)[l] + P_h_3_fc_bias[i % 3072]; /* linear epilogue: + bias */
+                float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
+                ((float *)&w_gelu_h_3_2)[l] = v1;
+            }
+            rt_st4(gelu_h_3_2 + 4 * q, w_gelu_h_3_2);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_3_fc[i] + P_h_3_fc_bias[i % 3072]; /* linear epilogue: + bias */
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
         gelu_h_3_2[i] = v1;
@@ -2458,8 +4188,26 @@ extern "C" __global__ void ke15(const float *linear_h_3_fc, const float *__restr
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 extern "C" __global__ void ke16(const float *linear_h_3_proj, const float *__restrict__ P_h_3_proj_bias, const float *__restrict__ residual_attn_out_h_3_attn, float *residual_linear_h_3_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_3_proj | (unsigned long long)residual_attn_out_h_3_attn | (unsigned long long)residual_linear_h_3_proj) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_3_proj = rt_ld4(linear_h_3_proj + 4 * q);
+            const float4 r_residual_attn_out_h_3_attn = rt_ld4(residual_attn_out_h_3_attn + 4 * q);
+            float4 w_residual_linear_h_3_proj;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_3_proj)[l] + P_h_3_proj_bias[i % 768]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_attn_out_h_3_attn)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_linear_h_3_proj)[l] = v1;
+            }
+            rt_st4(residual_linear_h_3_proj + 4 * q, w_residual_linear_h_3_proj);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_3_proj[i] + P_h_3_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_3_attn[i] + v0; /* residual: x + body(x) */
         residual_linear_h_3_proj[i] = v1;
@@ -2470,8 +4218,24 @@ extern "C" __global__ void ke16(const float *linear_h_3_proj, const float *__res
  *     from $.model.layers[2].body[0].body[1] */
 extern "C" __global__ void ke17(float *qkv_h_4_attn, const float *__restrict__ P_h_4_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)qkv_h_4_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_qkv_h_4_attn = rt_ld4(qkv_h_4_attn + 4 * q);
+            float4 w_qkv_h_4_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_qkv_h_4_attn)[l] + P_h_4_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
+                ((float *)&w_qkv_h_4_attn)[l] = v0;
+            }
+            rt_st4(qkv_h_4_attn + 4 * q, w_qkv_h_4_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = qkv_h_4_attn[i] + P_h_4_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
         qkv_h_4_attn[i] = v0;
     }
@@ -2481,8 +4245,26 @@ extern "C" __global__ void ke17(float *qkv_h_4_attn, const float *__restrict__ P
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 extern "C" __global__ void ke18(const float *attn_out_h_4_attn, const float *__restrict__ P_h_4_attn_proj_bias, const float *__restrict__ residual_linear_h_3_proj, float *residual_attn_out_h_4_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)attn_out_h_4_attn | (unsigned long long)residual_linear_h_3_proj | (unsigned long long)residual_attn_out_h_4_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_attn_out_h_4_attn = rt_ld4(attn_out_h_4_attn + 4 * q);
+            const float4 r_residual_linear_h_3_proj = rt_ld4(residual_linear_h_3_proj + 4 * q);
+            float4 w_residual_attn_out_h_4_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_attn_out_h_4_attn)[l] + P_h_4_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_linear_h_3_proj)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_attn_out_h_4_attn)[l] = v1;
+            }
+            rt_st4(residual_attn_out_h_4_attn + 4 * q, w_residual_attn_out_h_4_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = attn_out_h_4_attn[i] + P_h_4_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_3_proj[i] + v0; /* residual: x + body(x) */
         residual_attn_out_h_4_attn[i] = v1;
@@ -2493,8 +4275,25 @@ extern "C" __global__ void ke18(const float *attn_out_h_4_attn, const float *__r
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
 extern "C" __global__ void ke19(const float *linear_h_4_fc, const float *__restrict__ P_h_4_fc_bias, float *gelu_h_4_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_4_fc | (unsigned long long)gelu_h_4_2) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_4_fc = rt_ld4(linear_h_4_fc + 4 * q);
+            float4 w_gelu_h_4_2;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_4_fc)[l] + P_h_4_fc_bias[i % 3072]; /* linear epilogue: + bias */
+                float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
+                ((float *)&w_gelu_h_4_2)[l] = v1;
+            }
+            rt_st4(gelu_h_4_2 + 4 * q, w_gelu_h_4_2);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_4_fc[i] + P_h_4_fc_bias[i % 3072]; /* linear epilogue: + bias */
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
         gelu_h_4_2[i] = v1;
@@ -2505,8 +4304,26 @@ extern "C" __global__ void ke19(const float *linear_h_4_fc, const float *__restr
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 extern "C" __global__ void ke20(const float *linear_h_4_proj, const float *__restrict__ P_h_4_proj_bias, const float *__restrict__ residual_attn_out_h_4_attn, float *residual_linear_h_4_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_4_proj | (unsigned long long)residual_attn_out_h_4_attn | (unsigned long long)residual_linear_h_4_proj) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_4_proj = rt_ld4(linear_h_4_proj + 4 * q);
+            const float4 r_residual_attn_out_h_4_attn = rt_ld4(residual_attn_out_h_4_attn + 4 * q);
+            float4 w_residual_linear_h_4_proj;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_4_proj)[l] + P_h_4_proj_bias[i % 768]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_attn_out_h_4_attn)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_linear_h_4_proj)[l] = v1;
+            }
+            rt_st4(residual_linear_h_4_proj + 4 * q, w_residual_linear_h_4_proj);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_4_proj[i] + P_h_4_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_4_attn[i] + v0; /* residual: x + body(x) */
         residual_linear_h_4_proj[i] = v1;
@@ -2517,8 +4334,24 @@ extern "C" __global__ void ke20(const float *linear_h_4_proj, const float *__res
  *     from $.model.layers[2].body[0].body[1] */
 extern "C" __global__ void ke21(float *qkv_h_5_attn, const float *__restrict__ P_h_5_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)qkv_h_5_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_qkv_h_5_attn = rt_ld4(qkv_h_5_attn + 4 * q);
+            float4 w_qkv_h_5_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_qkv_h_5_attn)[l] + P_h_5_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
+                ((float *)&w_qkv_h_5_attn)[l] = v0;
+            }
+            rt_st4(qkv_h_5_attn + 4 * q, w_qkv_h_5_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = qkv_h_5_attn[i] + P_h_5_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
         qkv_h_5_attn[i] = v0;
     }
@@ -2528,8 +4361,26 @@ extern "C" __global__ void ke21(float *qkv_h_5_attn, const float *__restrict__ P
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 extern "C" __global__ void ke22(const float *attn_out_h_5_attn, const float *__restrict__ P_h_5_attn_proj_bias, const float *__restrict__ residual_linear_h_4_proj, float *residual_attn_out_h_5_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)attn_out_h_5_attn | (unsigned long long)residual_linear_h_4_proj | (unsigned long long)residual_attn_out_h_5_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_attn_out_h_5_attn = rt_ld4(attn_out_h_5_attn + 4 * q);
+            const float4 r_residual_linear_h_4_proj = rt_ld4(residual_linear_h_4_proj + 4 * q);
+            float4 w_residual_attn_out_h_5_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_attn_out_h_5_attn)[l] + P_h_5_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_linear_h_4_proj)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_attn_out_h_5_attn)[l] = v1;
+            }
+            rt_st4(residual_attn_out_h_5_attn + 4 * q, w_residual_attn_out_h_5_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = attn_out_h_5_attn[i] + P_h_5_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_4_proj[i] + v0; /* residual: x + body(x) */
         residual_attn_out_h_5_attn[i] = v1;
@@ -2540,8 +4391,25 @@ extern "C" __global__ void ke22(const float *attn_out_h_5_attn, const float *__r
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
 extern "C" __global__ void ke23(const float *linear_h_5_fc, const float *__restrict__ P_h_5_fc_bias, float *gelu_h_5_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_5_fc | (unsigned long long)gelu_h_5_2) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_5_fc = rt_ld4(linear_h_5_fc + 4 * q);
+            float4 w_gelu_h_5_2;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_5_fc)[l] + P_h_5_fc_bias[i % 3072]; /* linear epilogue: + bias */
+                float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
+                ((float *)&w_gelu_h_5_2)[l] = v1;
+            }
+            rt_st4(gelu_h_5_2 + 4 * q, w_gelu_h_5_2);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_5_fc[i] + P_h_5_fc_bias[i % 3072]; /* linear epilogue: + bias */
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
         gelu_h_5_2[i] = v1;
@@ -2552,8 +4420,26 @@ extern "C" __global__ void ke23(const float *linear_h_5_fc, const float *__restr
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 extern "C" __global__ void ke24(const float *linear_h_5_proj, const float *__restrict__ P_h_5_proj_bias, const float *__restrict__ residual_attn_out_h_5_attn, float *residual_linear_h_5_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_5_proj | (unsigned long long)residual_attn_out_h_5_attn | (unsigned long long)residual_linear_h_5_proj) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_5_proj = rt_ld4(linear_h_5_proj + 4 * q);
+            const float4 r_residual_attn_out_h_5_attn = rt_ld4(residual_attn_out_h_5_attn + 4 * q);
+            float4 w_residual_linear_h_5_proj;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_5_proj)[l] + P_h_5_proj_bias[i % 768]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_attn_out_h_5_attn)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_linear_h_5_proj)[l] = v1;
+            }
+            rt_st4(residual_linear_h_5_proj + 4 * q, w_residual_linear_h_5_proj);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_5_proj[i] + P_h_5_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_5_attn[i] + v0; /* residual: x + body(x) */
         residual_linear_h_5_proj[i] = v1;
@@ -2564,8 +4450,24 @@ extern "C" __global__ void ke24(const float *linear_h_5_proj, const float *__res
  *     from $.model.layers[2].body[0].body[1] */
 extern "C" __global__ void ke25(float *qkv_h_6_attn, const float *__restrict__ P_h_6_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)qkv_h_6_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_qkv_h_6_attn = rt_ld4(qkv_h_6_attn + 4 * q);
+            float4 w_qkv_h_6_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_qkv_h_6_attn)[l] + P_h_6_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
+                ((float *)&w_qkv_h_6_attn)[l] = v0;
+            }
+            rt_st4(qkv_h_6_attn + 4 * q, w_qkv_h_6_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = qkv_h_6_attn[i] + P_h_6_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
         qkv_h_6_attn[i] = v0;
     }
@@ -2575,8 +4477,26 @@ extern "C" __global__ void ke25(float *qkv_h_6_attn, const float *__restrict__ P
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 extern "C" __global__ void ke26(const float *attn_out_h_6_attn, const float *__restrict__ P_h_6_attn_proj_bias, const float *__restrict__ residual_linear_h_5_proj, float *residual_attn_out_h_6_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)attn_out_h_6_attn | (unsigned long long)residual_linear_h_5_proj | (unsigned long long)residual_attn_out_h_6_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_attn_out_h_6_attn = rt_ld4(attn_out_h_6_attn + 4 * q);
+            const float4 r_residual_linear_h_5_proj = rt_ld4(residual_linear_h_5_proj + 4 * q);
+            float4 w_residual_attn_out_h_6_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_attn_out_h_6_attn)[l] + P_h_6_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_linear_h_5_proj)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_attn_out_h_6_attn)[l] = v1;
+            }
+            rt_st4(residual_attn_out_h_6_attn + 4 * q, w_residual_attn_out_h_6_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = attn_out_h_6_attn[i] + P_h_6_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_5_proj[i] + v0; /* residual: x + body(x) */
         residual_attn_out_h_6_attn[i] = v1;
@@ -2587,8 +4507,25 @@ extern "C" __global__ void ke26(const float *attn_out_h_6_attn, const float *__r
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
 extern "C" __global__ void ke27(const float *linear_h_6_fc, const float *__restrict__ P_h_6_fc_bias, float *gelu_h_6_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_6_fc | (unsigned long long)gelu_h_6_2) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_6_fc = rt_ld4(linear_h_6_fc + 4 * q);
+            float4 w_gelu_h_6_2;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_6_fc)[l] + P_h_6_fc_bias[i % 3072]; /* linear epilogue: + bias */
+                float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
+                ((float *)&w_gelu_h_6_2)[l] = v1;
+            }
+            rt_st4(gelu_h_6_2 + 4 * q, w_gelu_h_6_2);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_6_fc[i] + P_h_6_fc_bias[i % 3072]; /* linear epilogue: + bias */
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
         gelu_h_6_2[i] = v1;
@@ -2599,8 +4536,26 @@ extern "C" __global__ void ke27(const float *linear_h_6_fc, const float *__restr
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 extern "C" __global__ void ke28(const float *linear_h_6_proj, const float *__restrict__ P_h_6_proj_bias, const float *__restrict__ residual_attn_out_h_6_attn, float *residual_linear_h_6_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_6_proj | (unsigned long long)residual_attn_out_h_6_attn | (unsigned long long)residual_linear_h_6_proj) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_6_proj = rt_ld4(linear_h_6_proj + 4 * q);
+            const float4 r_residual_attn_out_h_6_attn = rt_ld4(residual_attn_out_h_6_attn + 4 * q);
+            float4 w_residual_linear_h_6_proj;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_6_proj)[l] + P_h_6_proj_bias[i % 768]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_attn_out_h_6_attn)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_linear_h_6_proj)[l] = v1;
+            }
+            rt_st4(residual_linear_h_6_proj + 4 * q, w_residual_linear_h_6_proj);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_6_proj[i] + P_h_6_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_6_attn[i] + v0; /* residual: x + body(x) */
         residual_linear_h_6_proj[i] = v1;
@@ -2611,8 +4566,24 @@ extern "C" __global__ void ke28(const float *linear_h_6_proj, const float *__res
  *     from $.model.layers[2].body[0].body[1] */
 extern "C" __global__ void ke29(float *qkv_h_7_attn, const float *__restrict__ P_h_7_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)qkv_h_7_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_qkv_h_7_attn = rt_ld4(qkv_h_7_attn + 4 * q);
+            float4 w_qkv_h_7_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_qkv_h_7_attn)[l] + P_h_7_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
+                ((float *)&w_qkv_h_7_attn)[l] = v0;
+            }
+            rt_st4(qkv_h_7_attn + 4 * q, w_qkv_h_7_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = qkv_h_7_attn[i] + P_h_7_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
         qkv_h_7_attn[i] = v0;
     }
@@ -2622,8 +4593,26 @@ extern "C" __global__ void ke29(float *qkv_h_7_attn, const float *__restrict__ P
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 extern "C" __global__ void ke30(const float *attn_out_h_7_attn, const float *__restrict__ P_h_7_attn_proj_bias, const float *__restrict__ residual_linear_h_6_proj, float *residual_attn_out_h_7_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)attn_out_h_7_attn | (unsigned long long)residual_linear_h_6_proj | (unsigned long long)residual_attn_out_h_7_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_attn_out_h_7_attn = rt_ld4(attn_out_h_7_attn + 4 * q);
+            const float4 r_residual_linear_h_6_proj = rt_ld4(residual_linear_h_6_proj + 4 * q);
+            float4 w_residual_attn_out_h_7_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_attn_out_h_7_attn)[l] + P_h_7_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_linear_h_6_proj)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_attn_out_h_7_attn)[l] = v1;
+            }
+            rt_st4(residual_attn_out_h_7_attn + 4 * q, w_residual_attn_out_h_7_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = attn_out_h_7_attn[i] + P_h_7_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_6_proj[i] + v0; /* residual: x + body(x) */
         residual_attn_out_h_7_attn[i] = v1;
@@ -2634,8 +4623,25 @@ extern "C" __global__ void ke30(const float *attn_out_h_7_attn, const float *__r
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
 extern "C" __global__ void ke31(const float *linear_h_7_fc, const float *__restrict__ P_h_7_fc_bias, float *gelu_h_7_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_7_fc | (unsigned long long)gelu_h_7_2) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_7_fc = rt_ld4(linear_h_7_fc + 4 * q);
+            float4 w_gelu_h_7_2;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_7_fc)[l] + P_h_7_fc_bias[i % 3072]; /* linear epilogue: + bias */
+                float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
+                ((float *)&w_gelu_h_7_2)[l] = v1;
+            }
+            rt_st4(gelu_h_7_2 + 4 * q, w_gelu_h_7_2);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_7_fc[i] + P_h_7_fc_bias[i % 3072]; /* linear epilogue: + bias */
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
         gelu_h_7_2[i] = v1;
@@ -2646,8 +4652,26 @@ extern "C" __global__ void ke31(const float *linear_h_7_fc, const float *__restr
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 extern "C" __global__ void ke32(const float *linear_h_7_proj, const float *__restrict__ P_h_7_proj_bias, const float *__restrict__ residual_attn_out_h_7_attn, float *residual_linear_h_7_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_7_proj | (unsigned long long)residual_attn_out_h_7_attn | (unsigned long long)residual_linear_h_7_proj) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_7_proj = rt_ld4(linear_h_7_proj + 4 * q);
+            const float4 r_residual_attn_out_h_7_attn = rt_ld4(residual_attn_out_h_7_attn + 4 * q);
+            float4 w_residual_linear_h_7_proj;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_7_proj)[l] + P_h_7_proj_bias[i % 768]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_attn_out_h_7_attn)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_linear_h_7_proj)[l] = v1;
+            }
+            rt_st4(residual_linear_h_7_proj + 4 * q, w_residual_linear_h_7_proj);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_7_proj[i] + P_h_7_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_7_attn[i] + v0; /* residual: x + body(x) */
         residual_linear_h_7_proj[i] = v1;
@@ -2658,8 +4682,24 @@ extern "C" __global__ void ke32(const float *linear_h_7_proj, const float *__res
  *     from $.model.layers[2].body[0].body[1] */
 extern "C" __global__ void ke33(float *qkv_h_8_attn, const float *__restrict__ P_h_8_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)qkv_h_8_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_qkv_h_8_attn = rt_ld4(qkv_h_8_attn + 4 * q);
+            float4 w_qkv_h_8_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_qkv_h_8_attn)[l] + P_h_8_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
+                ((float *)&w_qkv_h_8_attn)[l] = v0;
+            }
+            rt_st4(qkv_h_8_attn + 4 * q, w_qkv_h_8_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = qkv_h_8_attn[i] + P_h_8_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
         qkv_h_8_attn[i] = v0;
     }
@@ -2669,8 +4709,26 @@ extern "C" __global__ void ke33(float *qkv_h_8_attn, const float *__restrict__ P
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 extern "C" __global__ void ke34(const float *attn_out_h_8_attn, const float *__restrict__ P_h_8_attn_proj_bias, const float *__restrict__ residual_linear_h_7_proj, float *residual_attn_out_h_8_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)attn_out_h_8_attn | (unsigned long long)residual_linear_h_7_proj | (unsigned long long)residual_attn_out_h_8_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_attn_out_h_8_attn = rt_ld4(attn_out_h_8_attn + 4 * q);
+            const float4 r_residual_linear_h_7_proj = rt_ld4(residual_linear_h_7_proj + 4 * q);
+            float4 w_residual_attn_out_h_8_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_attn_out_h_8_attn)[l] + P_h_8_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_linear_h_7_proj)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_attn_out_h_8_attn)[l] = v1;
+            }
+            rt_st4(residual_attn_out_h_8_attn + 4 * q, w_residual_attn_out_h_8_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = attn_out_h_8_attn[i] + P_h_8_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_7_proj[i] + v0; /* residual: x + body(x) */
         residual_attn_out_h_8_attn[i] = v1;
@@ -2681,8 +4739,25 @@ extern "C" __global__ void ke34(const float *attn_out_h_8_attn, const float *__r
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
 extern "C" __global__ void ke35(const float *linear_h_8_fc, const float *__restrict__ P_h_8_fc_bias, float *gelu_h_8_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_8_fc | (unsigned long long)gelu_h_8_2) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_8_fc = rt_ld4(linear_h_8_fc + 4 * q);
+            float4 w_gelu_h_8_2;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_8_fc)[l] + P_h_8_fc_bias[i % 3072]; /* linear epilogue: + bias */
+                float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
+                ((float *)&w_gelu_h_8_2)[l] = v1;
+            }
+            rt_st4(gelu_h_8_2 + 4 * q, w_gelu_h_8_2);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_8_fc[i] + P_h_8_fc_bias[i % 3072]; /* linear epilogue: + bias */
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
         gelu_h_8_2[i] = v1;
@@ -2693,8 +4768,26 @@ extern "C" __global__ void ke35(const float *linear_h_8_fc, const float *__restr
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 extern "C" __global__ void ke36(const float *linear_h_8_proj, const float *__restrict__ P_h_8_proj_bias, const float *__restrict__ residual_attn_out_h_8_attn, float *residual_linear_h_8_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_8_proj | (unsigned long long)residual_attn_out_h_8_attn | (unsigned long long)residual_linear_h_8_proj) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_8_proj = rt_ld4(linear_h_8_proj + 4 * q);
+            const float4 r_residual_attn_out_h_8_attn = rt_ld4(residual_attn_out_h_8_attn + 4 * q);
+            float4 w_residual_linear_h_8_proj;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_8_proj)[l] + P_h_8_proj_bias[i % 768]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_attn_out_h_8_attn)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_linear_h_8_proj)[l] = v1;
+            }
+            rt_st4(residual_linear_h_8_proj + 4 * q, w_residual_linear_h_8_proj);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_8_proj[i] + P_h_8_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_8_attn[i] + v0; /* residual: x + body(x) */
         residual_linear_h_8_proj[i] = v1;
@@ -2705,8 +4798,24 @@ extern "C" __global__ void ke36(const float *linear_h_8_proj, const float *__res
  *     from $.model.layers[2].body[0].body[1] */
 extern "C" __global__ void ke37(float *qkv_h_9_attn, const float *__restrict__ P_h_9_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)qkv_h_9_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_qkv_h_9_attn = rt_ld4(qkv_h_9_attn + 4 * q);
+            float4 w_qkv_h_9_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_qkv_h_9_attn)[l] + P_h_9_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
+                ((float *)&w_qkv_h_9_attn)[l] = v0;
+            }
+            rt_st4(qkv_h_9_attn + 4 * q, w_qkv_h_9_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = qkv_h_9_attn[i] + P_h_9_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
         qkv_h_9_attn[i] = v0;
     }
@@ -2716,8 +4825,26 @@ extern "C" __global__ void ke37(float *qkv_h_9_attn, const float *__restrict__ P
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 extern "C" __global__ void ke38(const float *attn_out_h_9_attn, const float *__restrict__ P_h_9_attn_proj_bias, const float *__restrict__ residual_linear_h_8_proj, float *residual_attn_out_h_9_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)attn_out_h_9_attn | (unsigned long long)residual_linear_h_8_proj | (unsigned long long)residual_attn_out_h_9_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_attn_out_h_9_attn = rt_ld4(attn_out_h_9_attn + 4 * q);
+            const float4 r_residual_linear_h_8_proj = rt_ld4(residual_linear_h_8_proj + 4 * q);
+            float4 w_residual_attn_out_h_9_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_attn_out_h_9_attn)[l] + P_h_9_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_linear_h_8_proj)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_attn_out_h_9_attn)[l] = v1;
+            }
+            rt_st4(residual_attn_out_h_9_attn + 4 * q, w_residual_attn_out_h_9_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = attn_out_h_9_attn[i] + P_h_9_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_8_proj[i] + v0; /* residual: x + body(x) */
         residual_attn_out_h_9_attn[i] = v1;
@@ -2728,8 +4855,25 @@ extern "C" __global__ void ke38(const float *attn_out_h_9_attn, const float *__r
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
 extern "C" __global__ void ke39(const float *linear_h_9_fc, const float *__restrict__ P_h_9_fc_bias, float *gelu_h_9_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_9_fc | (unsigned long long)gelu_h_9_2) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_9_fc = rt_ld4(linear_h_9_fc + 4 * q);
+            float4 w_gelu_h_9_2;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_9_fc)[l] + P_h_9_fc_bias[i % 3072]; /* linear epilogue: + bias */
+                float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
+                ((float *)&w_gelu_h_9_2)[l] = v1;
+            }
+            rt_st4(gelu_h_9_2 + 4 * q, w_gelu_h_9_2);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_9_fc[i] + P_h_9_fc_bias[i % 3072]; /* linear epilogue: + bias */
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
         gelu_h_9_2[i] = v1;
@@ -2740,8 +4884,26 @@ extern "C" __global__ void ke39(const float *linear_h_9_fc, const float *__restr
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 extern "C" __global__ void ke40(const float *linear_h_9_proj, const float *__restrict__ P_h_9_proj_bias, const float *__restrict__ residual_attn_out_h_9_attn, float *residual_linear_h_9_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_9_proj | (unsigned long long)residual_attn_out_h_9_attn | (unsigned long long)residual_linear_h_9_proj) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_9_proj = rt_ld4(linear_h_9_proj + 4 * q);
+            const float4 r_residual_attn_out_h_9_attn = rt_ld4(residual_attn_out_h_9_attn + 4 * q);
+            float4 w_residual_linear_h_9_proj;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_9_proj)[l] + P_h_9_proj_bias[i % 768]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_attn_out_h_9_attn)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_linear_h_9_proj)[l] = v1;
+            }
+            rt_st4(residual_linear_h_9_proj + 4 * q, w_residual_linear_h_9_proj);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_9_proj[i] + P_h_9_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_9_attn[i] + v0; /* residual: x + body(x) */
         residual_linear_h_9_proj[i] = v1;
@@ -2752,8 +4914,24 @@ extern "C" __global__ void ke40(const float *linear_h_9_proj, const float *__res
  *     from $.model.layers[2].body[0].body[1] */
 extern "C" __global__ void ke41(float *qkv_h_10_attn, const float *__restrict__ P_h_10_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)qkv_h_10_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_qkv_h_10_attn = rt_ld4(qkv_h_10_attn + 4 * q);
+            float4 w_qkv_h_10_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_qkv_h_10_attn)[l] + P_h_10_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
+                ((float *)&w_qkv_h_10_attn)[l] = v0;
+            }
+            rt_st4(qkv_h_10_attn + 4 * q, w_qkv_h_10_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = qkv_h_10_attn[i] + P_h_10_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
         qkv_h_10_attn[i] = v0;
     }
@@ -2763,8 +4941,26 @@ extern "C" __global__ void ke41(float *qkv_h_10_attn, const float *__restrict__ 
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 extern "C" __global__ void ke42(const float *attn_out_h_10_attn, const float *__restrict__ P_h_10_attn_proj_bias, const float *__restrict__ residual_linear_h_9_proj, float *residual_attn_out_h_10_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)attn_out_h_10_attn | (unsigned long long)residual_linear_h_9_proj | (unsigned long long)residual_attn_out_h_10_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_attn_out_h_10_attn = rt_ld4(attn_out_h_10_attn + 4 * q);
+            const float4 r_residual_linear_h_9_proj = rt_ld4(residual_linear_h_9_proj + 4 * q);
+            float4 w_residual_attn_out_h_10_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_attn_out_h_10_attn)[l] + P_h_10_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_linear_h_9_proj)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_attn_out_h_10_attn)[l] = v1;
+            }
+            rt_st4(residual_attn_out_h_10_attn + 4 * q, w_residual_attn_out_h_10_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = attn_out_h_10_attn[i] + P_h_10_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_9_proj[i] + v0; /* residual: x + body(x) */
         residual_attn_out_h_10_attn[i] = v1;
@@ -2775,8 +4971,25 @@ extern "C" __global__ void ke42(const float *attn_out_h_10_attn, const float *__
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
 extern "C" __global__ void ke43(const float *linear_h_10_fc, const float *__restrict__ P_h_10_fc_bias, float *gelu_h_10_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_10_fc | (unsigned long long)gelu_h_10_2) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_10_fc = rt_ld4(linear_h_10_fc + 4 * q);
+            float4 w_gelu_h_10_2;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_10_fc)[l] + P_h_10_fc_bias[i % 3072]; /* linear epilogue: + bias */
+                float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
+                ((float *)&w_gelu_h_10_2)[l] = v1;
+            }
+            rt_st4(gelu_h_10_2 + 4 * q, w_gelu_h_10_2);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_10_fc[i] + P_h_10_fc_bias[i % 3072]; /* linear epilogue: + bias */
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
         gelu_h_10_2[i] = v1;
@@ -2787,8 +5000,26 @@ extern "C" __global__ void ke43(const float *linear_h_10_fc, const float *__rest
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 extern "C" __global__ void ke44(const float *linear_h_10_proj, const float *__restrict__ P_h_10_proj_bias, const float *__restrict__ residual_attn_out_h_10_attn, float *residual_linear_h_10_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_10_proj | (unsigned long long)residual_attn_out_h_10_attn | (unsigned long long)residual_linear_h_10_proj) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_10_proj = rt_ld4(linear_h_10_proj + 4 * q);
+            const float4 r_residual_attn_out_h_10_attn = rt_ld4(residual_attn_out_h_10_attn + 4 * q);
+            float4 w_residual_linear_h_10_proj;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_10_proj)[l] + P_h_10_proj_bias[i % 768]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_attn_out_h_10_attn)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_linear_h_10_proj)[l] = v1;
+            }
+            rt_st4(residual_linear_h_10_proj + 4 * q, w_residual_linear_h_10_proj);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_10_proj[i] + P_h_10_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_10_attn[i] + v0; /* residual: x + body(x) */
         residual_linear_h_10_proj[i] = v1;
@@ -2799,8 +5030,24 @@ extern "C" __global__ void ke44(const float *linear_h_10_proj, const float *__re
  *     from $.model.layers[2].body[0].body[1] */
 extern "C" __global__ void ke45(float *qkv_h_11_attn, const float *__restrict__ P_h_11_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)qkv_h_11_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_qkv_h_11_attn = rt_ld4(qkv_h_11_attn + 4 * q);
+            float4 w_qkv_h_11_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_qkv_h_11_attn)[l] + P_h_11_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
+                ((float *)&w_qkv_h_11_attn)[l] = v0;
+            }
+            rt_st4(qkv_h_11_attn + 4 * q, w_qkv_h_11_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = qkv_h_11_attn[i] + P_h_11_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
         qkv_h_11_attn[i] = v0;
     }
@@ -2810,8 +5057,26 @@ extern "C" __global__ void ke45(float *qkv_h_11_attn, const float *__restrict__ 
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 extern "C" __global__ void ke46(const float *attn_out_h_11_attn, const float *__restrict__ P_h_11_attn_proj_bias, const float *__restrict__ residual_linear_h_10_proj, float *residual_attn_out_h_11_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)attn_out_h_11_attn | (unsigned long long)residual_linear_h_10_proj | (unsigned long long)residual_attn_out_h_11_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_attn_out_h_11_attn = rt_ld4(attn_out_h_11_attn + 4 * q);
+            const float4 r_residual_linear_h_10_proj = rt_ld4(residual_linear_h_10_proj + 4 * q);
+            float4 w_residual_attn_out_h_11_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_attn_out_h_11_attn)[l] + P_h_11_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_linear_h_10_proj)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_attn_out_h_11_attn)[l] = v1;
+            }
+            rt_st4(residual_attn_out_h_11_attn + 4 * q, w_residual_attn_out_h_11_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = attn_out_h_11_attn[i] + P_h_11_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_10_proj[i] + v0; /* residual: x + body(x) */
         residual_attn_out_h_11_attn[i] = v1;
@@ -2822,8 +5087,25 @@ extern "C" __global__ void ke46(const float *attn_out_h_11_attn, const float *__
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
 extern "C" __global__ void ke47(const float *linear_h_11_fc, const float *__restrict__ P_h_11_fc_bias, float *gelu_h_11_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_11_fc | (unsigned long long)gelu_h_11_2) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_11_fc = rt_ld4(linear_h_11_fc + 4 * q);
+            float4 w_gelu_h_11_2;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_11_fc)[l] + P_h_11_fc_bias[i % 3072]; /* linear epilogue: + bias */
+                float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
+                ((float *)&w_gelu_h_11_2)[l] = v1;
+            }
+            rt_st4(gelu_h_11_2 + 4 * q, w_gelu_h_11_2);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_11_fc[i] + P_h_11_fc_bias[i % 3072]; /* linear epilogue: + bias */
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
         gelu_h_11_2[i] = v1;
@@ -2834,8 +5116,26 @@ extern "C" __global__ void ke47(const float *linear_h_11_fc, const float *__rest
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 extern "C" __global__ void ke48(const float *linear_h_11_proj, const float *__restrict__ P_h_11_proj_bias, const float *__restrict__ residual_attn_out_h_11_attn, float *residual_linear_h_11_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_11_proj | (unsigned long long)residual_attn_out_h_11_attn | (unsigned long long)residual_linear_h_11_proj) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_11_proj = rt_ld4(linear_h_11_proj + 4 * q);
+            const float4 r_residual_attn_out_h_11_attn = rt_ld4(residual_attn_out_h_11_attn + 4 * q);
+            float4 w_residual_linear_h_11_proj;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_11_proj)[l] + P_h_11_proj_bias[i % 768]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_attn_out_h_11_attn)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_linear_h_11_proj)[l] = v1;
+            }
+            rt_st4(residual_linear_h_11_proj + 4 * q, w_residual_linear_h_11_proj);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_11_proj[i] + P_h_11_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_11_attn[i] + v0; /* residual: x + body(x) */
         residual_linear_h_11_proj[i] = v1;

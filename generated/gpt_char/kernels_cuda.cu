@@ -1288,8 +1288,24 @@ RT_EMBEDDING_BWD(128) /* $.model.layers[0] */
  *     from $.model.layers[1] */
 extern "C" __global__ void k0(const float *embedding_wte, const float *__restrict__ P_wpe_weight, float *pos_embedding_wpe, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)embedding_wte | (unsigned long long)pos_embedding_wpe) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_embedding_wte = rt_ld4(embedding_wte + 4 * q);
+            float4 w_pos_embedding_wpe;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_embedding_wte)[l] + P_wpe_weight[i % 16384]; /* pos_embedding: + position rows */
+                ((float *)&w_pos_embedding_wpe)[l] = v0;
+            }
+            rt_st4(pos_embedding_wpe + 4 * q, w_pos_embedding_wpe);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = embedding_wte[i] + P_wpe_weight[i % 16384]; /* pos_embedding: + position rows */
         pos_embedding_wpe[i] = v0;
     }
@@ -1299,8 +1315,24 @@ extern "C" __global__ void k0(const float *embedding_wte, const float *__restric
  *     from $.model.layers[2].body[0].body[1] */
 extern "C" __global__ void k1(float *qkv_h_0_attn, const float *__restrict__ P_h_0_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)qkv_h_0_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_qkv_h_0_attn = rt_ld4(qkv_h_0_attn + 4 * q);
+            float4 w_qkv_h_0_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_qkv_h_0_attn)[l] + P_h_0_attn_qkv_bias[i % 384]; /* linear epilogue: + bias */
+                ((float *)&w_qkv_h_0_attn)[l] = v0;
+            }
+            rt_st4(qkv_h_0_attn + 4 * q, w_qkv_h_0_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = qkv_h_0_attn[i] + P_h_0_attn_qkv_bias[i % 384]; /* linear epilogue: + bias */
         qkv_h_0_attn[i] = v0;
     }
@@ -1310,8 +1342,26 @@ extern "C" __global__ void k1(float *qkv_h_0_attn, const float *__restrict__ P_h
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 extern "C" __global__ void k2(const float *attn_out_h_0_attn, const float *__restrict__ P_h_0_attn_proj_bias, const float *__restrict__ pos_embedding_wpe, float *residual_attn_out_h_0_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)attn_out_h_0_attn | (unsigned long long)pos_embedding_wpe | (unsigned long long)residual_attn_out_h_0_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_attn_out_h_0_attn = rt_ld4(attn_out_h_0_attn + 4 * q);
+            const float4 r_pos_embedding_wpe = rt_ld4(pos_embedding_wpe + 4 * q);
+            float4 w_residual_attn_out_h_0_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_attn_out_h_0_attn)[l] + P_h_0_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_pos_embedding_wpe)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_attn_out_h_0_attn)[l] = v1;
+            }
+            rt_st4(residual_attn_out_h_0_attn + 4 * q, w_residual_attn_out_h_0_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = attn_out_h_0_attn[i] + P_h_0_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
         float v1 = pos_embedding_wpe[i] + v0; /* residual: x + body(x) */
         residual_attn_out_h_0_attn[i] = v1;
@@ -1322,8 +1372,28 @@ extern "C" __global__ void k2(const float *attn_out_h_0_attn, const float *__res
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
 extern "C" __global__ void k3(float *linear_h_0_fc, const float *__restrict__ P_h_0_fc_bias, float *__restrict__ gelu_h_0_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_0_fc | (unsigned long long)gelu_h_0_2) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_0_fc = rt_ld4(linear_h_0_fc + 4 * q);
+            float4 w_linear_h_0_fc;
+            float4 w_gelu_h_0_2;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_0_fc)[l] + P_h_0_fc_bias[i % 512]; /* linear epilogue: + bias */
+                ((float *)&w_linear_h_0_fc)[l] = v0;
+                float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
+                ((float *)&w_gelu_h_0_2)[l] = v1;
+            }
+            rt_st4(linear_h_0_fc + 4 * q, w_linear_h_0_fc);
+            rt_st4(gelu_h_0_2 + 4 * q, w_gelu_h_0_2);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_0_fc[i] + P_h_0_fc_bias[i % 512]; /* linear epilogue: + bias */
         linear_h_0_fc[i] = v0;
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
@@ -1335,8 +1405,26 @@ extern "C" __global__ void k3(float *linear_h_0_fc, const float *__restrict__ P_
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 extern "C" __global__ void k4(const float *linear_h_0_proj, const float *__restrict__ P_h_0_proj_bias, const float *__restrict__ residual_attn_out_h_0_attn, float *residual_linear_h_0_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_0_proj | (unsigned long long)residual_attn_out_h_0_attn | (unsigned long long)residual_linear_h_0_proj) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_0_proj = rt_ld4(linear_h_0_proj + 4 * q);
+            const float4 r_residual_attn_out_h_0_attn = rt_ld4(residual_attn_out_h_0_attn + 4 * q);
+            float4 w_residual_linear_h_0_proj;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_0_proj)[l] + P_h_0_proj_bias[i % 128]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_attn_out_h_0_attn)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_linear_h_0_proj)[l] = v1;
+            }
+            rt_st4(residual_linear_h_0_proj + 4 * q, w_residual_linear_h_0_proj);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_0_proj[i] + P_h_0_proj_bias[i % 128]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_0_attn[i] + v0; /* residual: x + body(x) */
         residual_linear_h_0_proj[i] = v1;
@@ -1347,8 +1435,24 @@ extern "C" __global__ void k4(const float *linear_h_0_proj, const float *__restr
  *     from $.model.layers[2].body[0].body[1] */
 extern "C" __global__ void k5(float *qkv_h_1_attn, const float *__restrict__ P_h_1_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)qkv_h_1_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_qkv_h_1_attn = rt_ld4(qkv_h_1_attn + 4 * q);
+            float4 w_qkv_h_1_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_qkv_h_1_attn)[l] + P_h_1_attn_qkv_bias[i % 384]; /* linear epilogue: + bias */
+                ((float *)&w_qkv_h_1_attn)[l] = v0;
+            }
+            rt_st4(qkv_h_1_attn + 4 * q, w_qkv_h_1_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = qkv_h_1_attn[i] + P_h_1_attn_qkv_bias[i % 384]; /* linear epilogue: + bias */
         qkv_h_1_attn[i] = v0;
     }
@@ -1358,8 +1462,26 @@ extern "C" __global__ void k5(float *qkv_h_1_attn, const float *__restrict__ P_h
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 extern "C" __global__ void k6(const float *attn_out_h_1_attn, const float *__restrict__ P_h_1_attn_proj_bias, const float *__restrict__ residual_linear_h_0_proj, float *residual_attn_out_h_1_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)attn_out_h_1_attn | (unsigned long long)residual_linear_h_0_proj | (unsigned long long)residual_attn_out_h_1_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_attn_out_h_1_attn = rt_ld4(attn_out_h_1_attn + 4 * q);
+            const float4 r_residual_linear_h_0_proj = rt_ld4(residual_linear_h_0_proj + 4 * q);
+            float4 w_residual_attn_out_h_1_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_attn_out_h_1_attn)[l] + P_h_1_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_linear_h_0_proj)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_attn_out_h_1_attn)[l] = v1;
+            }
+            rt_st4(residual_attn_out_h_1_attn + 4 * q, w_residual_attn_out_h_1_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = attn_out_h_1_attn[i] + P_h_1_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_0_proj[i] + v0; /* residual: x + body(x) */
         residual_attn_out_h_1_attn[i] = v1;
@@ -1370,8 +1492,28 @@ extern "C" __global__ void k6(const float *attn_out_h_1_attn, const float *__res
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
 extern "C" __global__ void k7(float *linear_h_1_fc, const float *__restrict__ P_h_1_fc_bias, float *__restrict__ gelu_h_1_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_1_fc | (unsigned long long)gelu_h_1_2) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_1_fc = rt_ld4(linear_h_1_fc + 4 * q);
+            float4 w_linear_h_1_fc;
+            float4 w_gelu_h_1_2;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_1_fc)[l] + P_h_1_fc_bias[i % 512]; /* linear epilogue: + bias */
+                ((float *)&w_linear_h_1_fc)[l] = v0;
+                float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
+                ((float *)&w_gelu_h_1_2)[l] = v1;
+            }
+            rt_st4(linear_h_1_fc + 4 * q, w_linear_h_1_fc);
+            rt_st4(gelu_h_1_2 + 4 * q, w_gelu_h_1_2);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_1_fc[i] + P_h_1_fc_bias[i % 512]; /* linear epilogue: + bias */
         linear_h_1_fc[i] = v0;
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
@@ -1383,8 +1525,26 @@ extern "C" __global__ void k7(float *linear_h_1_fc, const float *__restrict__ P_
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 extern "C" __global__ void k8(const float *linear_h_1_proj, const float *__restrict__ P_h_1_proj_bias, const float *__restrict__ residual_attn_out_h_1_attn, float *residual_linear_h_1_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_1_proj | (unsigned long long)residual_attn_out_h_1_attn | (unsigned long long)residual_linear_h_1_proj) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_1_proj = rt_ld4(linear_h_1_proj + 4 * q);
+            const float4 r_residual_attn_out_h_1_attn = rt_ld4(residual_attn_out_h_1_attn + 4 * q);
+            float4 w_residual_linear_h_1_proj;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_1_proj)[l] + P_h_1_proj_bias[i % 128]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_attn_out_h_1_attn)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_linear_h_1_proj)[l] = v1;
+            }
+            rt_st4(residual_linear_h_1_proj + 4 * q, w_residual_linear_h_1_proj);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_1_proj[i] + P_h_1_proj_bias[i % 128]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_1_attn[i] + v0; /* residual: x + body(x) */
         residual_linear_h_1_proj[i] = v1;
@@ -1395,8 +1555,24 @@ extern "C" __global__ void k8(const float *linear_h_1_proj, const float *__restr
  *     from $.model.layers[2].body[0].body[1] */
 extern "C" __global__ void k9(float *qkv_h_2_attn, const float *__restrict__ P_h_2_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)qkv_h_2_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_qkv_h_2_attn = rt_ld4(qkv_h_2_attn + 4 * q);
+            float4 w_qkv_h_2_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_qkv_h_2_attn)[l] + P_h_2_attn_qkv_bias[i % 384]; /* linear epilogue: + bias */
+                ((float *)&w_qkv_h_2_attn)[l] = v0;
+            }
+            rt_st4(qkv_h_2_attn + 4 * q, w_qkv_h_2_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = qkv_h_2_attn[i] + P_h_2_attn_qkv_bias[i % 384]; /* linear epilogue: + bias */
         qkv_h_2_attn[i] = v0;
     }
@@ -1406,8 +1582,26 @@ extern "C" __global__ void k9(float *qkv_h_2_attn, const float *__restrict__ P_h
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 extern "C" __global__ void k10(const float *attn_out_h_2_attn, const float *__restrict__ P_h_2_attn_proj_bias, const float *__restrict__ residual_linear_h_1_proj, float *residual_attn_out_h_2_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)attn_out_h_2_attn | (unsigned long long)residual_linear_h_1_proj | (unsigned long long)residual_attn_out_h_2_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_attn_out_h_2_attn = rt_ld4(attn_out_h_2_attn + 4 * q);
+            const float4 r_residual_linear_h_1_proj = rt_ld4(residual_linear_h_1_proj + 4 * q);
+            float4 w_residual_attn_out_h_2_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_attn_out_h_2_attn)[l] + P_h_2_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_linear_h_1_proj)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_attn_out_h_2_attn)[l] = v1;
+            }
+            rt_st4(residual_attn_out_h_2_attn + 4 * q, w_residual_attn_out_h_2_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = attn_out_h_2_attn[i] + P_h_2_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_1_proj[i] + v0; /* residual: x + body(x) */
         residual_attn_out_h_2_attn[i] = v1;
@@ -1418,8 +1612,28 @@ extern "C" __global__ void k10(const float *attn_out_h_2_attn, const float *__re
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
 extern "C" __global__ void k11(float *linear_h_2_fc, const float *__restrict__ P_h_2_fc_bias, float *__restrict__ gelu_h_2_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_2_fc | (unsigned long long)gelu_h_2_2) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_2_fc = rt_ld4(linear_h_2_fc + 4 * q);
+            float4 w_linear_h_2_fc;
+            float4 w_gelu_h_2_2;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_2_fc)[l] + P_h_2_fc_bias[i % 512]; /* linear epilogue: + bias */
+                ((float *)&w_linear_h_2_fc)[l] = v0;
+                float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
+                ((float *)&w_gelu_h_2_2)[l] = v1;
+            }
+            rt_st4(linear_h_2_fc + 4 * q, w_linear_h_2_fc);
+            rt_st4(gelu_h_2_2 + 4 * q, w_gelu_h_2_2);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_2_fc[i] + P_h_2_fc_bias[i % 512]; /* linear epilogue: + bias */
         linear_h_2_fc[i] = v0;
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
@@ -1431,8 +1645,26 @@ extern "C" __global__ void k11(float *linear_h_2_fc, const float *__restrict__ P
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 extern "C" __global__ void k12(const float *linear_h_2_proj, const float *__restrict__ P_h_2_proj_bias, const float *__restrict__ residual_attn_out_h_2_attn, float *residual_linear_h_2_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_2_proj | (unsigned long long)residual_attn_out_h_2_attn | (unsigned long long)residual_linear_h_2_proj) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_2_proj = rt_ld4(linear_h_2_proj + 4 * q);
+            const float4 r_residual_attn_out_h_2_attn = rt_ld4(residual_attn_out_h_2_attn + 4 * q);
+            float4 w_residual_linear_h_2_proj;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_2_proj)[l] + P_h_2_proj_bias[i % 128]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_attn_out_h_2_attn)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_linear_h_2_proj)[l] = v1;
+            }
+            rt_st4(residual_linear_h_2_proj + 4 * q, w_residual_linear_h_2_proj);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_2_proj[i] + P_h_2_proj_bias[i % 128]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_2_attn[i] + v0; /* residual: x + body(x) */
         residual_linear_h_2_proj[i] = v1;
@@ -1443,8 +1675,24 @@ extern "C" __global__ void k12(const float *linear_h_2_proj, const float *__rest
  *     from $.model.layers[2].body[0].body[1] */
 extern "C" __global__ void k13(float *qkv_h_3_attn, const float *__restrict__ P_h_3_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)qkv_h_3_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_qkv_h_3_attn = rt_ld4(qkv_h_3_attn + 4 * q);
+            float4 w_qkv_h_3_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_qkv_h_3_attn)[l] + P_h_3_attn_qkv_bias[i % 384]; /* linear epilogue: + bias */
+                ((float *)&w_qkv_h_3_attn)[l] = v0;
+            }
+            rt_st4(qkv_h_3_attn + 4 * q, w_qkv_h_3_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = qkv_h_3_attn[i] + P_h_3_attn_qkv_bias[i % 384]; /* linear epilogue: + bias */
         qkv_h_3_attn[i] = v0;
     }
@@ -1454,8 +1702,26 @@ extern "C" __global__ void k13(float *qkv_h_3_attn, const float *__restrict__ P_
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 extern "C" __global__ void k14(const float *attn_out_h_3_attn, const float *__restrict__ P_h_3_attn_proj_bias, const float *__restrict__ residual_linear_h_2_proj, float *residual_attn_out_h_3_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)attn_out_h_3_attn | (unsigned long long)residual_linear_h_2_proj | (unsigned long long)residual_attn_out_h_3_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_attn_out_h_3_attn = rt_ld4(attn_out_h_3_attn + 4 * q);
+            const float4 r_residual_linear_h_2_proj = rt_ld4(residual_linear_h_2_proj + 4 * q);
+            float4 w_residual_attn_out_h_3_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_attn_out_h_3_attn)[l] + P_h_3_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_linear_h_2_proj)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_attn_out_h_3_attn)[l] = v1;
+            }
+            rt_st4(residual_attn_out_h_3_attn + 4 * q, w_residual_attn_out_h_3_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = attn_out_h_3_attn[i] + P_h_3_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_2_proj[i] + v0; /* residual: x + body(x) */
         residual_attn_out_h_3_attn[i] = v1;
@@ -1466,8 +1732,28 @@ extern "C" __global__ void k14(const float *attn_out_h_3_attn, const float *__re
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
 extern "C" __global__ void k15(float *linear_h_3_fc, const float *__restrict__ P_h_3_fc_bias, float *__restrict__ gelu_h_3_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_3_fc | (unsigned long long)gelu_h_3_2) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_3_fc = rt_ld4(linear_h_3_fc + 4 * q);
+            float4 w_linear_h_3_fc;
+            float4 w_gelu_h_3_2;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_3_fc)[l] + P_h_3_fc_bias[i % 512]; /* linear epilogue: + bias */
+                ((float *)&w_linear_h_3_fc)[l] = v0;
+                float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
+                ((float *)&w_gelu_h_3_2)[l] = v1;
+            }
+            rt_st4(linear_h_3_fc + 4 * q, w_linear_h_3_fc);
+            rt_st4(gelu_h_3_2 + 4 * q, w_gelu_h_3_2);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_3_fc[i] + P_h_3_fc_bias[i % 512]; /* linear epilogue: + bias */
         linear_h_3_fc[i] = v0;
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
@@ -1479,8 +1765,26 @@ extern "C" __global__ void k15(float *linear_h_3_fc, const float *__restrict__ P
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 extern "C" __global__ void k16(const float *linear_h_3_proj, const float *__restrict__ P_h_3_proj_bias, const float *__restrict__ residual_attn_out_h_3_attn, float *residual_linear_h_3_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_3_proj | (unsigned long long)residual_attn_out_h_3_attn | (unsigned long long)residual_linear_h_3_proj) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_3_proj = rt_ld4(linear_h_3_proj + 4 * q);
+            const float4 r_residual_attn_out_h_3_attn = rt_ld4(residual_attn_out_h_3_attn + 4 * q);
+            float4 w_residual_linear_h_3_proj;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_3_proj)[l] + P_h_3_proj_bias[i % 128]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_attn_out_h_3_attn)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_linear_h_3_proj)[l] = v1;
+            }
+            rt_st4(residual_linear_h_3_proj + 4 * q, w_residual_linear_h_3_proj);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_3_proj[i] + P_h_3_proj_bias[i % 128]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_3_attn[i] + v0; /* residual: x + body(x) */
         residual_linear_h_3_proj[i] = v1;
@@ -1491,8 +1795,24 @@ extern "C" __global__ void k16(const float *linear_h_3_proj, const float *__rest
  *     from $.model.layers[2].body[1].body[2] */
 extern "C" __global__ void k17(const float *d_gelu_h_3_2, const float *__restrict__ linear_h_3_fc, float *d_linear_h_3_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_gelu_h_3_2 | (unsigned long long)linear_h_3_fc | (unsigned long long)d_linear_h_3_fc) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_gelu_h_3_2 = rt_ld4(d_gelu_h_3_2 + 4 * q);
+            const float4 r_linear_h_3_fc = rt_ld4(linear_h_3_fc + 4 * q);
+            float4 w_d_linear_h_3_fc;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = rt_gelu_tanh_bwd(((const float *)&r_linear_h_3_fc)[l], ((const float *)&r_d_gelu_h_3_2)[l]); /* gelu (tanh) backward */
+                ((float *)&w_d_linear_h_3_fc)[l] = v0;
+            }
+            rt_st4(d_linear_h_3_fc + 4 * q, w_d_linear_h_3_fc);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = rt_gelu_tanh_bwd(linear_h_3_fc[i], d_gelu_h_3_2[i]); /* gelu (tanh) backward */
         d_linear_h_3_fc[i] = v0;
     }
@@ -1502,8 +1822,24 @@ extern "C" __global__ void k17(const float *d_gelu_h_3_2, const float *__restric
  *     from $.model.layers[2].body[0] */
 extern "C" __global__ void k18(const float *d_residual_linear_h_3_proj, const float *__restrict__ d_residual_attn_out_h_3_attn, float *d_residual_attn_out_h_3_attn_179, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_residual_linear_h_3_proj | (unsigned long long)d_residual_attn_out_h_3_attn | (unsigned long long)d_residual_attn_out_h_3_attn_179) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_residual_linear_h_3_proj = rt_ld4(d_residual_linear_h_3_proj + 4 * q);
+            const float4 r_d_residual_attn_out_h_3_attn = rt_ld4(d_residual_attn_out_h_3_attn + 4 * q);
+            float4 w_d_residual_attn_out_h_3_attn_179;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = ((const float *)&r_d_residual_linear_h_3_proj)[l] + ((const float *)&r_d_residual_attn_out_h_3_attn)[l]; /* sum of gradient contributions */
+                ((float *)&w_d_residual_attn_out_h_3_attn_179)[l] = v0;
+            }
+            rt_st4(d_residual_attn_out_h_3_attn_179 + 4 * q, w_d_residual_attn_out_h_3_attn_179);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = d_residual_linear_h_3_proj[i] + d_residual_attn_out_h_3_attn[i]; /* sum of gradient contributions */
         d_residual_attn_out_h_3_attn_179[i] = v0;
     }
@@ -1513,8 +1849,24 @@ extern "C" __global__ void k18(const float *d_residual_linear_h_3_proj, const fl
  *     from $.model.layers[2].body[1] */
 extern "C" __global__ void k19(const float *d_residual_attn_out_h_3_attn_179, const float *__restrict__ d_residual_linear_h_2_proj, float *d_residual_linear_h_2_proj_184, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_residual_attn_out_h_3_attn_179 | (unsigned long long)d_residual_linear_h_2_proj | (unsigned long long)d_residual_linear_h_2_proj_184) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_residual_attn_out_h_3_attn_179 = rt_ld4(d_residual_attn_out_h_3_attn_179 + 4 * q);
+            const float4 r_d_residual_linear_h_2_proj = rt_ld4(d_residual_linear_h_2_proj + 4 * q);
+            float4 w_d_residual_linear_h_2_proj_184;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = ((const float *)&r_d_residual_attn_out_h_3_attn_179)[l] + ((const float *)&r_d_residual_linear_h_2_proj)[l]; /* sum of gradient contributions */
+                ((float *)&w_d_residual_linear_h_2_proj_184)[l] = v0;
+            }
+            rt_st4(d_residual_linear_h_2_proj_184 + 4 * q, w_d_residual_linear_h_2_proj_184);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = d_residual_attn_out_h_3_attn_179[i] + d_residual_linear_h_2_proj[i]; /* sum of gradient contributions */
         d_residual_linear_h_2_proj_184[i] = v0;
     }
@@ -1524,8 +1876,24 @@ extern "C" __global__ void k19(const float *d_residual_attn_out_h_3_attn_179, co
  *     from $.model.layers[2].body[1].body[2] */
 extern "C" __global__ void k20(const float *d_gelu_h_2_2, const float *__restrict__ linear_h_2_fc, float *d_linear_h_2_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_gelu_h_2_2 | (unsigned long long)linear_h_2_fc | (unsigned long long)d_linear_h_2_fc) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_gelu_h_2_2 = rt_ld4(d_gelu_h_2_2 + 4 * q);
+            const float4 r_linear_h_2_fc = rt_ld4(linear_h_2_fc + 4 * q);
+            float4 w_d_linear_h_2_fc;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = rt_gelu_tanh_bwd(((const float *)&r_linear_h_2_fc)[l], ((const float *)&r_d_gelu_h_2_2)[l]); /* gelu (tanh) backward */
+                ((float *)&w_d_linear_h_2_fc)[l] = v0;
+            }
+            rt_st4(d_linear_h_2_fc + 4 * q, w_d_linear_h_2_fc);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = rt_gelu_tanh_bwd(linear_h_2_fc[i], d_gelu_h_2_2[i]); /* gelu (tanh) backward */
         d_linear_h_2_fc[i] = v0;
     }
@@ -1535,8 +1903,24 @@ extern "C" __global__ void k20(const float *d_gelu_h_2_2, const float *__restric
  *     from $.model.layers[2].body[0] */
 extern "C" __global__ void k21(const float *d_residual_linear_h_2_proj_184, const float *__restrict__ d_residual_attn_out_h_2_attn, float *d_residual_attn_out_h_2_attn_189, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_residual_linear_h_2_proj_184 | (unsigned long long)d_residual_attn_out_h_2_attn | (unsigned long long)d_residual_attn_out_h_2_attn_189) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_residual_linear_h_2_proj_184 = rt_ld4(d_residual_linear_h_2_proj_184 + 4 * q);
+            const float4 r_d_residual_attn_out_h_2_attn = rt_ld4(d_residual_attn_out_h_2_attn + 4 * q);
+            float4 w_d_residual_attn_out_h_2_attn_189;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = ((const float *)&r_d_residual_linear_h_2_proj_184)[l] + ((const float *)&r_d_residual_attn_out_h_2_attn)[l]; /* sum of gradient contributions */
+                ((float *)&w_d_residual_attn_out_h_2_attn_189)[l] = v0;
+            }
+            rt_st4(d_residual_attn_out_h_2_attn_189 + 4 * q, w_d_residual_attn_out_h_2_attn_189);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = d_residual_linear_h_2_proj_184[i] + d_residual_attn_out_h_2_attn[i]; /* sum of gradient contributions */
         d_residual_attn_out_h_2_attn_189[i] = v0;
     }
@@ -1546,8 +1930,24 @@ extern "C" __global__ void k21(const float *d_residual_linear_h_2_proj_184, cons
  *     from $.model.layers[2].body[1] */
 extern "C" __global__ void k22(const float *d_residual_attn_out_h_2_attn_189, const float *__restrict__ d_residual_linear_h_1_proj, float *d_residual_linear_h_1_proj_194, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_residual_attn_out_h_2_attn_189 | (unsigned long long)d_residual_linear_h_1_proj | (unsigned long long)d_residual_linear_h_1_proj_194) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_residual_attn_out_h_2_attn_189 = rt_ld4(d_residual_attn_out_h_2_attn_189 + 4 * q);
+            const float4 r_d_residual_linear_h_1_proj = rt_ld4(d_residual_linear_h_1_proj + 4 * q);
+            float4 w_d_residual_linear_h_1_proj_194;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = ((const float *)&r_d_residual_attn_out_h_2_attn_189)[l] + ((const float *)&r_d_residual_linear_h_1_proj)[l]; /* sum of gradient contributions */
+                ((float *)&w_d_residual_linear_h_1_proj_194)[l] = v0;
+            }
+            rt_st4(d_residual_linear_h_1_proj_194 + 4 * q, w_d_residual_linear_h_1_proj_194);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = d_residual_attn_out_h_2_attn_189[i] + d_residual_linear_h_1_proj[i]; /* sum of gradient contributions */
         d_residual_linear_h_1_proj_194[i] = v0;
     }
@@ -1557,8 +1957,24 @@ extern "C" __global__ void k22(const float *d_residual_attn_out_h_2_attn_189, co
  *     from $.model.layers[2].body[1].body[2] */
 extern "C" __global__ void k23(const float *d_gelu_h_1_2, const float *__restrict__ linear_h_1_fc, float *d_linear_h_1_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_gelu_h_1_2 | (unsigned long long)linear_h_1_fc | (unsigned long long)d_linear_h_1_fc) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_gelu_h_1_2 = rt_ld4(d_gelu_h_1_2 + 4 * q);
+            const float4 r_linear_h_1_fc = rt_ld4(linear_h_1_fc + 4 * q);
+            float4 w_d_linear_h_1_fc;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = rt_gelu_tanh_bwd(((const float *)&r_linear_h_1_fc)[l], ((const float *)&r_d_gelu_h_1_2)[l]); /* gelu (tanh) backward */
+                ((float *)&w_d_linear_h_1_fc)[l] = v0;
+            }
+            rt_st4(d_linear_h_1_fc + 4 * q, w_d_linear_h_1_fc);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = rt_gelu_tanh_bwd(linear_h_1_fc[i], d_gelu_h_1_2[i]); /* gelu (tanh) backward */
         d_linear_h_1_fc[i] = v0;
     }
@@ -1568,8 +1984,24 @@ extern "C" __global__ void k23(const float *d_gelu_h_1_2, const float *__restric
  *     from $.model.layers[2].body[0] */
 extern "C" __global__ void k24(const float *d_residual_linear_h_1_proj_194, const float *__restrict__ d_residual_attn_out_h_1_attn, float *d_residual_attn_out_h_1_attn_199, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_residual_linear_h_1_proj_194 | (unsigned long long)d_residual_attn_out_h_1_attn | (unsigned long long)d_residual_attn_out_h_1_attn_199) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_residual_linear_h_1_proj_194 = rt_ld4(d_residual_linear_h_1_proj_194 + 4 * q);
+            const float4 r_d_residual_attn_out_h_1_attn = rt_ld4(d_residual_attn_out_h_1_attn + 4 * q);
+            float4 w_d_residual_attn_out_h_1_attn_199;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = ((const float *)&r_d_residual_linear_h_1_proj_194)[l] + ((const float *)&r_d_residual_attn_out_h_1_attn)[l]; /* sum of gradient contributions */
+                ((float *)&w_d_residual_attn_out_h_1_attn_199)[l] = v0;
+            }
+            rt_st4(d_residual_attn_out_h_1_attn_199 + 4 * q, w_d_residual_attn_out_h_1_attn_199);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = d_residual_linear_h_1_proj_194[i] + d_residual_attn_out_h_1_attn[i]; /* sum of gradient contributions */
         d_residual_attn_out_h_1_attn_199[i] = v0;
     }
@@ -1579,8 +2011,24 @@ extern "C" __global__ void k24(const float *d_residual_linear_h_1_proj_194, cons
  *     from $.model.layers[2].body[1] */
 extern "C" __global__ void k25(const float *d_residual_attn_out_h_1_attn_199, const float *__restrict__ d_residual_linear_h_0_proj, float *d_residual_linear_h_0_proj_204, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_residual_attn_out_h_1_attn_199 | (unsigned long long)d_residual_linear_h_0_proj | (unsigned long long)d_residual_linear_h_0_proj_204) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_residual_attn_out_h_1_attn_199 = rt_ld4(d_residual_attn_out_h_1_attn_199 + 4 * q);
+            const float4 r_d_residual_linear_h_0_proj = rt_ld4(d_residual_linear_h_0_proj + 4 * q);
+            float4 w_d_residual_linear_h_0_proj_204;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = ((const float *)&r_d_residual_attn_out_h_1_attn_199)[l] + ((const float *)&r_d_residual_linear_h_0_proj)[l]; /* sum of gradient contributions */
+                ((float *)&w_d_residual_linear_h_0_proj_204)[l] = v0;
+            }
+            rt_st4(d_residual_linear_h_0_proj_204 + 4 * q, w_d_residual_linear_h_0_proj_204);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = d_residual_attn_out_h_1_attn_199[i] + d_residual_linear_h_0_proj[i]; /* sum of gradient contributions */
         d_residual_linear_h_0_proj_204[i] = v0;
     }
@@ -1590,8 +2038,24 @@ extern "C" __global__ void k25(const float *d_residual_attn_out_h_1_attn_199, co
  *     from $.model.layers[2].body[1].body[2] */
 extern "C" __global__ void k26(const float *d_gelu_h_0_2, const float *__restrict__ linear_h_0_fc, float *d_linear_h_0_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_gelu_h_0_2 | (unsigned long long)linear_h_0_fc | (unsigned long long)d_linear_h_0_fc) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_gelu_h_0_2 = rt_ld4(d_gelu_h_0_2 + 4 * q);
+            const float4 r_linear_h_0_fc = rt_ld4(linear_h_0_fc + 4 * q);
+            float4 w_d_linear_h_0_fc;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = rt_gelu_tanh_bwd(((const float *)&r_linear_h_0_fc)[l], ((const float *)&r_d_gelu_h_0_2)[l]); /* gelu (tanh) backward */
+                ((float *)&w_d_linear_h_0_fc)[l] = v0;
+            }
+            rt_st4(d_linear_h_0_fc + 4 * q, w_d_linear_h_0_fc);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = rt_gelu_tanh_bwd(linear_h_0_fc[i], d_gelu_h_0_2[i]); /* gelu (tanh) backward */
         d_linear_h_0_fc[i] = v0;
     }
@@ -1601,8 +2065,24 @@ extern "C" __global__ void k26(const float *d_gelu_h_0_2, const float *__restric
  *     from $.model.layers[2].body[0] */
 extern "C" __global__ void k27(const float *d_residual_linear_h_0_proj_204, const float *__restrict__ d_residual_attn_out_h_0_attn, float *d_residual_attn_out_h_0_attn_209, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_residual_linear_h_0_proj_204 | (unsigned long long)d_residual_attn_out_h_0_attn | (unsigned long long)d_residual_attn_out_h_0_attn_209) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_residual_linear_h_0_proj_204 = rt_ld4(d_residual_linear_h_0_proj_204 + 4 * q);
+            const float4 r_d_residual_attn_out_h_0_attn = rt_ld4(d_residual_attn_out_h_0_attn + 4 * q);
+            float4 w_d_residual_attn_out_h_0_attn_209;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = ((const float *)&r_d_residual_linear_h_0_proj_204)[l] + ((const float *)&r_d_residual_attn_out_h_0_attn)[l]; /* sum of gradient contributions */
+                ((float *)&w_d_residual_attn_out_h_0_attn_209)[l] = v0;
+            }
+            rt_st4(d_residual_attn_out_h_0_attn_209 + 4 * q, w_d_residual_attn_out_h_0_attn_209);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = d_residual_linear_h_0_proj_204[i] + d_residual_attn_out_h_0_attn[i]; /* sum of gradient contributions */
         d_residual_attn_out_h_0_attn_209[i] = v0;
     }
@@ -1612,8 +2092,24 @@ extern "C" __global__ void k27(const float *d_residual_linear_h_0_proj_204, cons
  *     from $.model.layers[1] */
 extern "C" __global__ void k28(const float *d_residual_attn_out_h_0_attn_209, const float *__restrict__ d_pos_embedding_wpe, float *d_pos_embedding_wpe_214, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_residual_attn_out_h_0_attn_209 | (unsigned long long)d_pos_embedding_wpe | (unsigned long long)d_pos_embedding_wpe_214) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_residual_attn_out_h_0_attn_209 = rt_ld4(d_residual_attn_out_h_0_attn_209 + 4 * q);
+            const float4 r_d_pos_embedding_wpe = rt_ld4(d_pos_embedding_wpe + 4 * q);
+            float4 w_d_pos_embedding_wpe_214;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = ((const float *)&r_d_residual_attn_out_h_0_attn_209)[l] + ((const float *)&r_d_pos_embedding_wpe)[l]; /* sum of gradient contributions */
+                ((float *)&w_d_pos_embedding_wpe_214)[l] = v0;
+            }
+            rt_st4(d_pos_embedding_wpe_214 + 4 * q, w_d_pos_embedding_wpe_214);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = d_residual_attn_out_h_0_attn_209[i] + d_pos_embedding_wpe[i]; /* sum of gradient contributions */
         d_pos_embedding_wpe_214[i] = v0;
     }
@@ -1623,8 +2119,24 @@ extern "C" __global__ void k28(const float *d_residual_attn_out_h_0_attn_209, co
  *     from $.model.layers[1] */
 extern "C" __global__ void ke0(const float *embedding_wte, const float *__restrict__ P_wpe_weight, float *pos_embedding_wpe, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)embedding_wte | (unsigned long long)pos_embedding_wpe) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_embedding_wte = rt_ld4(embedding_wte + 4 * q);
+            float4 w_pos_embedding_wpe;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_embedding_wte)[l] + P_wpe_weight[i % 16384]; /* pos_embedding: + position rows */
+                ((float *)&w_pos_embedding_wpe)[l] = v0;
+            }
+            rt_st4(pos_embedding_wpe + 4 * q, w_pos_embedding_wpe);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = embedding_wte[i] + P_wpe_weight[i % 16384]; /* pos_embedding: + position rows */
         pos_embedding_wpe[i] = v0;
     }
@@ -1634,8 +2146,24 @@ extern "C" __global__ void ke0(const float *embedding_wte, const float *__restri
  *     from $.model.layers[2].body[0].body[1] */
 extern "C" __global__ void ke1(float *qkv_h_0_attn, const float *__restrict__ P_h_0_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)qkv_h_0_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_qkv_h_0_attn = rt_ld4(qkv_h_0_attn + 4 * q);
+            float4 w_qkv_h_0_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_qkv_h_0_attn)[l] + P_h_0_attn_qkv_bias[i % 384]; /* linear epilogue: + bias */
+                ((float *)&w_qkv_h_0_attn)[l] = v0;
+            }
+            rt_st4(qkv_h_0_attn + 4 * q, w_qkv_h_0_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = qkv_h_0_attn[i] + P_h_0_attn_qkv_bias[i % 384]; /* linear epilogue: + bias */
         qkv_h_0_attn[i] = v0;
     }
@@ -1645,8 +2173,26 @@ extern "C" __global__ void ke1(float *qkv_h_0_attn, const float *__restrict__ P_
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 extern "C" __global__ void ke2(const float *attn_out_h_0_attn, const float *__restrict__ P_h_0_attn_proj_bias, const float *__restrict__ pos_embedding_wpe, float *residual_attn_out_h_0_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)attn_out_h_0_attn | (unsigned long long)pos_embedding_wpe | (unsigned long long)residual_attn_out_h_0_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_attn_out_h_0_attn = rt_ld4(attn_out_h_0_attn + 4 * q);
+            const float4 r_pos_embedding_wpe = rt_ld4(pos_embedding_wpe + 4 * q);
+            float4 w_residual_attn_out_h_0_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_attn_out_h_0_attn)[l] + P_h_0_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_pos_embedding_wpe)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_attn_out_h_0_attn)[l] = v1;
+            }
+            rt_st4(residual_attn_out_h_0_attn + 4 * q, w_residual_attn_out_h_0_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = attn_out_h_0_attn[i] + P_h_0_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
         float v1 = pos_embedding_wpe[i] + v0; /* residual: x + body(x) */
         residual_attn_out_h_0_attn[i] = v1;
@@ -1657,8 +2203,25 @@ extern "C" __global__ void ke2(const float *attn_out_h_0_attn, const float *__re
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
 extern "C" __global__ void ke3(const float *linear_h_0_fc, const float *__restrict__ P_h_0_fc_bias, float *gelu_h_0_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_0_fc | (unsigned long long)gelu_h_0_2) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_0_fc = rt_ld4(linear_h_0_fc + 4 * q);
+            float4 w_gelu_h_0_2;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_0_fc)[l] + P_h_0_fc_bias[i % 512]; /* linear epilogue: + bias */
+                float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
+                ((float *)&w_gelu_h_0_2)[l] = v1;
+            }
+            rt_st4(gelu_h_0_2 + 4 * q, w_gelu_h_0_2);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_0_fc[i] + P_h_0_fc_bias[i % 512]; /* linear epilogue: + bias */
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
         gelu_h_0_2[i] = v1;
@@ -1669,8 +2232,26 @@ extern "C" __global__ void ke3(const float *linear_h_0_fc, const float *__restri
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 extern "C" __global__ void ke4(const float *linear_h_0_proj, const float *__restrict__ P_h_0_proj_bias, const float *__restrict__ residual_attn_out_h_0_attn, float *residual_linear_h_0_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_0_proj | (unsigned long long)residual_attn_out_h_0_attn | (unsigned long long)residual_linear_h_0_proj) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_0_proj = rt_ld4(linear_h_0_proj + 4 * q);
+            const float4 r_residual_attn_out_h_0_attn = rt_ld4(residual_attn_out_h_0_attn + 4 * q);
+            float4 w_residual_linear_h_0_proj;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_0_proj)[l] + P_h_0_proj_bias[i % 128]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_attn_out_h_0_attn)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_linear_h_0_proj)[l] = v1;
+            }
+            rt_st4(residual_linear_h_0_proj + 4 * q, w_residual_linear_h_0_proj);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_0_proj[i] + P_h_0_proj_bias[i % 128]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_0_attn[i] + v0; /* residual: x + body(x) */
         residual_linear_h_0_proj[i] = v1;
@@ -1681,8 +2262,24 @@ extern "C" __global__ void ke4(const float *linear_h_0_proj, const float *__rest
  *     from $.model.layers[2].body[0].body[1] */
 extern "C" __global__ void ke5(float *qkv_h_1_attn, const float *__restrict__ P_h_1_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)qkv_h_1_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_qkv_h_1_attn = rt_ld4(qkv_h_1_attn + 4 * q);
+            float4 w_qkv_h_1_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_qkv_h_1_attn)[l] + P_h_1_attn_qkv_bias[i % 384]; /* linear epilogue: + bias */
+                ((float *)&w_qkv_h_1_attn)[l] = v0;
+            }
+            rt_st4(qkv_h_1_attn + 4 * q, w_qkv_h_1_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = qkv_h_1_attn[i] + P_h_1_attn_qkv_bias[i % 384]; /* linear epilogue: + bias */
         qkv_h_1_attn[i] = v0;
     }
@@ -1692,8 +2289,26 @@ extern "C" __global__ void ke5(float *qkv_h_1_attn, const float *__restrict__ P_
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 extern "C" __global__ void ke6(const float *attn_out_h_1_attn, const float *__restrict__ P_h_1_attn_proj_bias, const float *__restrict__ residual_linear_h_0_proj, float *residual_attn_out_h_1_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)attn_out_h_1_attn | (unsigned long long)residual_linear_h_0_proj | (unsigned long long)residual_attn_out_h_1_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_attn_out_h_1_attn = rt_ld4(attn_out_h_1_attn + 4 * q);
+            const float4 r_residual_linear_h_0_proj = rt_ld4(residual_linear_h_0_proj + 4 * q);
+            float4 w_residual_attn_out_h_1_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_attn_out_h_1_attn)[l] + P_h_1_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_linear_h_0_proj)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_attn_out_h_1_attn)[l] = v1;
+            }
+            rt_st4(residual_attn_out_h_1_attn + 4 * q, w_residual_attn_out_h_1_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = attn_out_h_1_attn[i] + P_h_1_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_0_proj[i] + v0; /* residual: x + body(x) */
         residual_attn_out_h_1_attn[i] = v1;
@@ -1704,8 +2319,25 @@ extern "C" __global__ void ke6(const float *attn_out_h_1_attn, const float *__re
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
 extern "C" __global__ void ke7(const float *linear_h_1_fc, const float *__restrict__ P_h_1_fc_bias, float *gelu_h_1_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_1_fc | (unsigned long long)gelu_h_1_2) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_1_fc = rt_ld4(linear_h_1_fc + 4 * q);
+            float4 w_gelu_h_1_2;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_1_fc)[l] + P_h_1_fc_bias[i % 512]; /* linear epilogue: + bias */
+                float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
+                ((float *)&w_gelu_h_1_2)[l] = v1;
+            }
+            rt_st4(gelu_h_1_2 + 4 * q, w_gelu_h_1_2);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_1_fc[i] + P_h_1_fc_bias[i % 512]; /* linear epilogue: + bias */
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
         gelu_h_1_2[i] = v1;
@@ -1716,8 +2348,26 @@ extern "C" __global__ void ke7(const float *linear_h_1_fc, const float *__restri
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 extern "C" __global__ void ke8(const float *linear_h_1_proj, const float *__restrict__ P_h_1_proj_bias, const float *__restrict__ residual_attn_out_h_1_attn, float *residual_linear_h_1_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_1_proj | (unsigned long long)residual_attn_out_h_1_attn | (unsigned long long)residual_linear_h_1_proj) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_1_proj = rt_ld4(linear_h_1_proj + 4 * q);
+            const float4 r_residual_attn_out_h_1_attn = rt_ld4(residual_attn_out_h_1_attn + 4 * q);
+            float4 w_residual_linear_h_1_proj;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_1_proj)[l] + P_h_1_proj_bias[i % 128]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_attn_out_h_1_attn)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_linear_h_1_proj)[l] = v1;
+            }
+            rt_st4(residual_linear_h_1_proj + 4 * q, w_residual_linear_h_1_proj);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_1_proj[i] + P_h_1_proj_bias[i % 128]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_1_attn[i] + v0; /* residual: x + body(x) */
         residual_linear_h_1_proj[i] = v1;
@@ -1728,8 +2378,24 @@ extern "C" __global__ void ke8(const float *linear_h_1_proj, const float *__rest
  *     from $.model.layers[2].body[0].body[1] */
 extern "C" __global__ void ke9(float *qkv_h_2_attn, const float *__restrict__ P_h_2_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)qkv_h_2_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_qkv_h_2_attn = rt_ld4(qkv_h_2_attn + 4 * q);
+            float4 w_qkv_h_2_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_qkv_h_2_attn)[l] + P_h_2_attn_qkv_bias[i % 384]; /* linear epilogue: + bias */
+                ((float *)&w_qkv_h_2_attn)[l] = v0;
+            }
+            rt_st4(qkv_h_2_attn + 4 * q, w_qkv_h_2_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = qkv_h_2_attn[i] + P_h_2_attn_qkv_bias[i % 384]; /* linear epilogue: + bias */
         qkv_h_2_attn[i] = v0;
     }
@@ -1739,8 +2405,26 @@ extern "C" __global__ void ke9(float *qkv_h_2_attn, const float *__restrict__ P_
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 extern "C" __global__ void ke10(const float *attn_out_h_2_attn, const float *__restrict__ P_h_2_attn_proj_bias, const float *__restrict__ residual_linear_h_1_proj, float *residual_attn_out_h_2_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)attn_out_h_2_attn | (unsigned long long)residual_linear_h_1_proj | (unsigned long long)residual_attn_out_h_2_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_attn_out_h_2_attn = rt_ld4(attn_out_h_2_attn + 4 * q);
+            const float4 r_residual_linear_h_1_proj = rt_ld4(residual_linear_h_1_proj + 4 * q);
+            float4 w_residual_attn_out_h_2_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_attn_out_h_2_attn)[l] + P_h_2_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_linear_h_1_proj)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_attn_out_h_2_attn)[l] = v1;
+            }
+            rt_st4(residual_attn_out_h_2_attn + 4 * q, w_residual_attn_out_h_2_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = attn_out_h_2_attn[i] + P_h_2_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_1_proj[i] + v0; /* residual: x + body(x) */
         residual_attn_out_h_2_attn[i] = v1;
@@ -1751,8 +2435,25 @@ extern "C" __global__ void ke10(const float *attn_out_h_2_attn, const float *__r
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
 extern "C" __global__ void ke11(const float *linear_h_2_fc, const float *__restrict__ P_h_2_fc_bias, float *gelu_h_2_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_2_fc | (unsigned long long)gelu_h_2_2) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_2_fc = rt_ld4(linear_h_2_fc + 4 * q);
+            float4 w_gelu_h_2_2;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_2_fc)[l] + P_h_2_fc_bias[i % 512]; /* linear epilogue: + bias */
+                float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
+                ((float *)&w_gelu_h_2_2)[l] = v1;
+            }
+            rt_st4(gelu_h_2_2 + 4 * q, w_gelu_h_2_2);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_2_fc[i] + P_h_2_fc_bias[i % 512]; /* linear epilogue: + bias */
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
         gelu_h_2_2[i] = v1;
@@ -1763,8 +2464,26 @@ extern "C" __global__ void ke11(const float *linear_h_2_fc, const float *__restr
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 extern "C" __global__ void ke12(const float *linear_h_2_proj, const float *__restrict__ P_h_2_proj_bias, const float *__restrict__ residual_attn_out_h_2_attn, float *residual_linear_h_2_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_2_proj | (unsigned long long)residual_attn_out_h_2_attn | (unsigned long long)residual_linear_h_2_proj) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_2_proj = rt_ld4(linear_h_2_proj + 4 * q);
+            const float4 r_residual_attn_out_h_2_attn = rt_ld4(residual_attn_out_h_2_attn + 4 * q);
+            float4 w_residual_linear_h_2_proj;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_2_proj)[l] + P_h_2_proj_bias[i % 128]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_attn_out_h_2_attn)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_linear_h_2_proj)[l] = v1;
+            }
+            rt_st4(residual_linear_h_2_proj + 4 * q, w_residual_linear_h_2_proj);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_2_proj[i] + P_h_2_proj_bias[i % 128]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_2_attn[i] + v0; /* residual: x + body(x) */
         residual_linear_h_2_proj[i] = v1;
@@ -1775,8 +2494,24 @@ extern "C" __global__ void ke12(const float *linear_h_2_proj, const float *__res
  *     from $.model.layers[2].body[0].body[1] */
 extern "C" __global__ void ke13(float *qkv_h_3_attn, const float *__restrict__ P_h_3_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)qkv_h_3_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_qkv_h_3_attn = rt_ld4(qkv_h_3_attn + 4 * q);
+            float4 w_qkv_h_3_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_qkv_h_3_attn)[l] + P_h_3_attn_qkv_bias[i % 384]; /* linear epilogue: + bias */
+                ((float *)&w_qkv_h_3_attn)[l] = v0;
+            }
+            rt_st4(qkv_h_3_attn + 4 * q, w_qkv_h_3_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = qkv_h_3_attn[i] + P_h_3_attn_qkv_bias[i % 384]; /* linear epilogue: + bias */
         qkv_h_3_attn[i] = v0;
     }
@@ -1786,8 +2521,26 @@ extern "C" __global__ void ke13(float *qkv_h_3_attn, const float *__restrict__ P
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 extern "C" __global__ void ke14(const float *attn_out_h_3_attn, const float *__restrict__ P_h_3_attn_proj_bias, const float *__restrict__ residual_linear_h_2_proj, float *residual_attn_out_h_3_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)attn_out_h_3_attn | (unsigned long long)residual_linear_h_2_proj | (unsigned long long)residual_attn_out_h_3_attn) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_attn_out_h_3_attn = rt_ld4(attn_out_h_3_attn + 4 * q);
+            const float4 r_residual_linear_h_2_proj = rt_ld4(residual_linear_h_2_proj + 4 * q);
+            float4 w_residual_attn_out_h_3_attn;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_attn_out_h_3_attn)[l] + P_h_3_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_linear_h_2_proj)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_attn_out_h_3_attn)[l] = v1;
+            }
+            rt_st4(residual_attn_out_h_3_attn + 4 * q, w_residual_attn_out_h_3_attn);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = attn_out_h_3_attn[i] + P_h_3_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_2_proj[i] + v0; /* residual: x + body(x) */
         residual_attn_out_h_3_attn[i] = v1;
@@ -1798,8 +2551,25 @@ extern "C" __global__ void ke14(const float *attn_out_h_3_attn, const float *__r
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
 extern "C" __global__ void ke15(const float *linear_h_3_fc, const float *__restrict__ P_h_3_fc_bias, float *gelu_h_3_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_3_fc | (unsigned long long)gelu_h_3_2) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_3_fc = rt_ld4(linear_h_3_fc + 4 * q);
+            float4 w_gelu_h_3_2;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_3_fc)[l] + P_h_3_fc_bias[i % 512]; /* linear epilogue: + bias */
+                float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
+                ((float *)&w_gelu_h_3_2)[l] = v1;
+            }
+            rt_st4(gelu_h_3_2 + 4 * q, w_gelu_h_3_2);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_3_fc[i] + P_h_3_fc_bias[i % 512]; /* linear epilogue: + bias */
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
         gelu_h_3_2[i] = v1;
@@ -1810,8 +2580,26 @@ extern "C" __global__ void ke15(const float *linear_h_3_fc, const float *__restr
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 extern "C" __global__ void ke16(const float *linear_h_3_proj, const float *__restrict__ P_h_3_proj_bias, const float *__restrict__ residual_attn_out_h_3_attn, float *residual_linear_h_3_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_3_proj | (unsigned long long)residual_attn_out_h_3_attn | (unsigned long long)residual_linear_h_3_proj) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_3_proj = rt_ld4(linear_h_3_proj + 4 * q);
+            const float4 r_residual_attn_out_h_3_attn = rt_ld4(residual_attn_out_h_3_attn + 4 * q);
+            float4 w_residual_linear_h_3_proj;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_h_3_proj)[l] + P_h_3_proj_bias[i % 128]; /* linear epilogue: + bias */
+                float v1 = ((const float *)&r_residual_attn_out_h_3_attn)[l] + v0; /* residual: x + body(x) */
+                ((float *)&w_residual_linear_h_3_proj)[l] = v1;
+            }
+            rt_st4(residual_linear_h_3_proj + 4 * q, w_residual_linear_h_3_proj);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_h_3_proj[i] + P_h_3_proj_bias[i % 128]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_3_attn[i] + v0; /* residual: x + body(x) */
         residual_linear_h_3_proj[i] = v1;

@@ -1282,8 +1282,23 @@ RT_CROSS_ENTROPY(10) /* $.model.loss */
  *     from $.model.inputs.x */
 extern "C" __global__ void k0(const uint8_t *__restrict__ in_x, float *__restrict__ x_f32, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)x_f32) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            float4 w_x_f32;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = (float)in_x[i] * 0.00392156886f; /* input to f32 */
+                ((float *)&w_x_f32)[l] = v0;
+            }
+            rt_st4(x_f32 + 4 * q, w_x_f32);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = (float)in_x[i] * 0.00392156886f; /* input to f32 */
         x_f32[i] = v0;
     }
@@ -1293,8 +1308,25 @@ extern "C" __global__ void k0(const uint8_t *__restrict__ in_x, float *__restric
  *     from $.model.layers[1] + $.model.layers[2] */
 extern "C" __global__ void k1(const float *linear_1, const float *__restrict__ P_1_bias, float *relu_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_1 | (unsigned long long)relu_2) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_1 = rt_ld4(linear_1 + 4 * q);
+            float4 w_relu_2;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_1)[l] + P_1_bias[i % 256]; /* linear epilogue: + bias */
+                float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
+                ((float *)&w_relu_2)[l] = v1;
+            }
+            rt_st4(relu_2 + 4 * q, w_relu_2);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_1[i] + P_1_bias[i % 256]; /* linear epilogue: + bias */
         float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
         relu_2[i] = v1;
@@ -1305,8 +1337,25 @@ extern "C" __global__ void k1(const float *linear_1, const float *__restrict__ P
  *     from $.model.layers[3] + $.model.layers[4] */
 extern "C" __global__ void k2(const float *linear_3, const float *__restrict__ P_3_bias, float *relu_4, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_3 | (unsigned long long)relu_4) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_3 = rt_ld4(linear_3 + 4 * q);
+            float4 w_relu_4;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_3)[l] + P_3_bias[i % 256]; /* linear epilogue: + bias */
+                float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
+                ((float *)&w_relu_4)[l] = v1;
+            }
+            rt_st4(relu_4 + 4 * q, w_relu_4);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_3[i] + P_3_bias[i % 256]; /* linear epilogue: + bias */
         float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
         relu_4[i] = v1;
@@ -1317,8 +1366,24 @@ extern "C" __global__ void k2(const float *linear_3, const float *__restrict__ P
  *     from $.model.layers[5] */
 extern "C" __global__ void k3(float *linear_5, const float *__restrict__ P_5_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_5) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_5 = rt_ld4(linear_5 + 4 * q);
+            float4 w_linear_5;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_5)[l] + P_5_bias[i % 10]; /* linear epilogue: + bias */
+                ((float *)&w_linear_5)[l] = v0;
+            }
+            rt_st4(linear_5 + 4 * q, w_linear_5);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_5[i] + P_5_bias[i % 10]; /* linear epilogue: + bias */
         linear_5[i] = v0;
     }
@@ -1328,8 +1393,24 @@ extern "C" __global__ void k3(float *linear_5, const float *__restrict__ P_5_bia
  *     from $.model.layers[4] */
 extern "C" __global__ void k4(const float *d_relu_4, const float *__restrict__ relu_4, float *d_linear_3, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_relu_4 | (unsigned long long)relu_4 | (unsigned long long)d_linear_3) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_relu_4 = rt_ld4(d_relu_4 + 4 * q);
+            const float4 r_relu_4 = rt_ld4(relu_4 + 4 * q);
+            float4 w_d_linear_3;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = ((const float *)&r_relu_4)[l] > 0.0f ? ((const float *)&r_d_relu_4)[l] : 0.0f; /* relu backward */
+                ((float *)&w_d_linear_3)[l] = v0;
+            }
+            rt_st4(d_linear_3 + 4 * q, w_d_linear_3);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = relu_4[i] > 0.0f ? d_relu_4[i] : 0.0f; /* relu backward */
         d_linear_3[i] = v0;
     }
@@ -1339,8 +1420,24 @@ extern "C" __global__ void k4(const float *d_relu_4, const float *__restrict__ r
  *     from $.model.layers[2] */
 extern "C" __global__ void k5(const float *d_relu_2, const float *__restrict__ relu_2, float *d_linear_1, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)d_relu_2 | (unsigned long long)relu_2 | (unsigned long long)d_linear_1) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_d_relu_2 = rt_ld4(d_relu_2 + 4 * q);
+            const float4 r_relu_2 = rt_ld4(relu_2 + 4 * q);
+            float4 w_d_linear_1;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = ((const float *)&r_relu_2)[l] > 0.0f ? ((const float *)&r_d_relu_2)[l] : 0.0f; /* relu backward */
+                ((float *)&w_d_linear_1)[l] = v0;
+            }
+            rt_st4(d_linear_1 + 4 * q, w_d_linear_1);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = relu_2[i] > 0.0f ? d_relu_2[i] : 0.0f; /* relu backward */
         d_linear_1[i] = v0;
     }
@@ -1350,8 +1447,23 @@ extern "C" __global__ void k5(const float *d_relu_2, const float *__restrict__ r
  *     from $.model.inputs.x */
 extern "C" __global__ void ke0(const uint8_t *__restrict__ in_x, float *__restrict__ x_f32, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)x_f32) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            float4 w_x_f32;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = (float)in_x[i] * 0.00392156886f; /* input to f32 */
+                ((float *)&w_x_f32)[l] = v0;
+            }
+            rt_st4(x_f32 + 4 * q, w_x_f32);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = (float)in_x[i] * 0.00392156886f; /* input to f32 */
         x_f32[i] = v0;
     }
@@ -1361,8 +1473,25 @@ extern "C" __global__ void ke0(const uint8_t *__restrict__ in_x, float *__restri
  *     from $.model.layers[1] + $.model.layers[2] */
 extern "C" __global__ void ke1(const float *linear_1, const float *__restrict__ P_1_bias, float *relu_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_1 | (unsigned long long)relu_2) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_1 = rt_ld4(linear_1 + 4 * q);
+            float4 w_relu_2;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_1)[l] + P_1_bias[i % 256]; /* linear epilogue: + bias */
+                float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
+                ((float *)&w_relu_2)[l] = v1;
+            }
+            rt_st4(relu_2 + 4 * q, w_relu_2);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_1[i] + P_1_bias[i % 256]; /* linear epilogue: + bias */
         float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
         relu_2[i] = v1;
@@ -1373,8 +1502,25 @@ extern "C" __global__ void ke1(const float *linear_1, const float *__restrict__ 
  *     from $.model.layers[3] + $.model.layers[4] */
 extern "C" __global__ void ke2(const float *linear_3, const float *__restrict__ P_3_bias, float *relu_4, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_3 | (unsigned long long)relu_4) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_3 = rt_ld4(linear_3 + 4 * q);
+            float4 w_relu_4;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_3)[l] + P_3_bias[i % 256]; /* linear epilogue: + bias */
+                float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
+                ((float *)&w_relu_4)[l] = v1;
+            }
+            rt_st4(relu_4 + 4 * q, w_relu_4);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_3[i] + P_3_bias[i % 256]; /* linear epilogue: + bias */
         float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
         relu_4[i] = v1;
@@ -1385,8 +1531,24 @@ extern "C" __global__ void ke2(const float *linear_3, const float *__restrict__ 
  *     from $.model.layers[5] */
 extern "C" __global__ void ke3(float *linear_5, const float *__restrict__ P_5_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_5) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_5 = rt_ld4(linear_5 + 4 * q);
+            float4 w_linear_5;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                float v0 = ((const float *)&r_linear_5)[l] + P_5_bias[i % 10]; /* linear epilogue: + bias */
+                ((float *)&w_linear_5)[l] = v0;
+            }
+            rt_st4(linear_5 + 4 * q, w_linear_5);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
         float v0 = linear_5[i] + P_5_bias[i % 10]; /* linear epilogue: + bias */
         linear_5[i] = v0;
     }
