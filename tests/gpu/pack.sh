@@ -17,6 +17,10 @@ make -s all test-gpu-build
 for spec in mlp_fashion cnn_fashion gpt_char; do
     "$TRAINC" build specs/$spec.json --device both --arch "$ARCH" --bundle "$P/ship" -o $spec 2>>"$P/build.log"
 done
+for policy in none selective full; do   # bench/gpu_gpt2.sh: the policy is compiled in
+    "$TRAINC" build specs/gpt2_124m.json --device both --arch "$ARCH" --set recompute=$policy \
+        --bundle "$P/ship" -o gpt2_124m_$policy 2>>"$P/build.log"
+done
 "$TRAINC" build bench/wide_mlp.json --device both --arch "$ARCH" --bundle "$P/ship" -o wide_mlp 2>>"$P/build.log"
 cp build/tests/gpu/check_ops "$P/ship/"
 patchelf --set-rpath '$ORIGIN/lib' "$P/ship/check_ops"

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# GPT-2 124M on the GPU per recomputation policy (issue: recomputation, item 5), one
+# device call, after tests/gpu/pack.sh (which builds gpt2_124m_{none,selective,full})
+# and with build/devpack.tar.xz carried:
+#
+#   bash bench/gpu_gpt2.sh        results under $OUT/gpt2.jsonl
+#
+# For each policy: the largest batch whose trainer starts and runs 3 steps (doubling,
+# then bisection; the plan is allocated at start, so a batch that does not fit fails
+# at once with exit 2), and tokens/s there; PyTorch's largest batch with and without
+# torch.utils.checkpoint (same search) and tokens/s; then trainc none at PyTorch's
+# batch. Random tokens in llm.c's shard format. Both sides in fp32 (trainc has no
+# bf16 storage yet); PyTorch bf16 is printed for reference.
+set -u
+ROOT=$(pwd)
+OUT=${OUT:-/tmp/gpu-out}
+mkdir -p "$OUT"
+D=/tmp/devpack
+[ -d "$D/ship" ] || tar -C /tmp -xJf build/devpack.tar.xz
+S=$D/ship
+for lib in libcublasLt.so.13 libnvrtc.so.13; do
+    f=$(find /usr/local /opt /usr/lib -name "$lib*" 2>/dev/null | head -1)
+    [ -n "$f" ] && LD_LIBRARY_PATH=$(dirname "$f"):${LD_LIBRARY_PATH:-}
+done
+export LD_LIBRARY_PATH TRAINC_CACHE_DIR=/tmp/trainc-cache
+python3 - <<'PY'
+import numpy as np, os
+os.makedirs("/tmp/devpack/data/gpt2", exist_ok=True)
+r = np.random.default_rng(0)
+for name, n in (("train_000000.bin", 8 << 20), ("val_000000.bin", 1 << 20)):
+    hdr = np.zeros(256, np.int32); hdr[:3] = (20240520, 1, n)
+    with open(f"/tmp/devpack/data/gpt2/{name}", "wb") as f:
+        f.write(hdr.tobytes()); f.write(r.integers(0, 50257, n, dtype=np.uint16).tobytes())
+PY
+GX=(--set "data.train.tokens=$D/data/gpt2/train_*.bin" --set data.val=null --set log_every=1 --quiet --device cuda)
+
+fits_trainc() {   # fits_trainc POLICY B: runs 3 steps?
+    "$S/gpt2_124m_$1" "${GX[@]}" --set batch_size=$2 --set max_steps=3 --out "$D/g.$1.$2" >/dev/null 2>&1
+}
+fits_torch() {    # fits_torch B [--ckpt]
+    python3 "$ROOT/bench/gpu_gpt2_torch.py" "$@" --steps 4 | grep -qv '"oom"'
+}
+largest() {       # largest CMD...: the largest B for which CMD... B succeeds (1..512)
+    local lo=0 hi=1
+    while [ $hi -le 512 ] && "$@" $hi; do lo=$hi; hi=$((hi * 2)); done
+    while [ $((hi - lo)) -gt 1 ]; do
+        local mid=$(((lo + hi) / 2))
+        if "$@" $mid; then lo=$mid; else hi=$mid; fi
+    done
+    echo $lo
+}
+speed_trainc() {  # speed_trainc POLICY B: one JSON line
+    local o="$D/s.$1.$2"
+    "$S/gpt2_124m_$1" "${GX[@]}" --set batch_size=$2 --set max_steps=12 --out "$o" >/dev/null 2>&1
+    python3 - "$o/metrics.jsonl" "$1" "$2" <<'PY'
+import json, sys
+r = [json.loads(l) for l in open(sys.argv[1])]
+t = [x["tokens_per_s"] for x in r if "tokens_per_s" in x][3:]
+s = r[0]; m = [x for x in r if x.get("event") == "device_memory"]
+print(json.dumps({"impl": "trainc+fp32", "recompute": sys.argv[2], "batch": int(sys.argv[3]),
+                  "tokens_per_s": round(sum(t) / max(1, len(t)), 1), "device_bytes": s.get("device_bytes"),
+                  "used_bytes": m[0]["used_bytes"] if m else None}))
+PY
+}
+{
+    for p in none selective full; do
+        b=$(largest fits_trainc $p)
+        echo "{\"impl\":\"trainc\",\"recompute\":\"$p\",\"largest_batch\":$b}"
+        [ "$b" -gt 0 ] && speed_trainc $p $b
+    done
+    tb=$(largest fits_torch)
+    echo "{\"impl\":\"torch+fp32\",\"largest_batch\":$tb}"
+    python3 "$ROOT/bench/gpu_gpt2_torch.py" $tb --steps 12
+    cb=$(largest fits_torch --ckpt)
+    echo "{\"impl\":\"torch+fp32+checkpoint\",\"largest_batch\":$cb}"
+    python3 "$ROOT/bench/gpu_gpt2_torch.py" $cb --ckpt --steps 12
+    [ "$tb" -gt 0 ] && speed_trainc none $tb
+    python3 "$ROOT/bench/gpu_gpt2_torch.py" $tb --bf16 --steps 12
+} 2>>"$OUT/gpt2.err" | tee "$OUT/gpt2.jsonl"
