@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# The GPU code path of unmodified trainers, end to end, without a GPU: a fake driver,
+# NVRTC and cuBLASLt (tests/fake_gpu/, built here into build/tests/fake_gpu/lib and
+# found through LD_LIBRARY_PATH) run device memory as host memory, streams as queues
+# (run in one of three legal orders), the kernels of kernels_cuda.cu in tests/gpu/emu/'s
+# emulator (compiled by the fake NVRTC with g++) and GEMMs with cblas_sgemm. For
+# mlp_fashion, cnn_fashion and gpt_char built with --device both --arch sm_90:
+#   - --device cuda and --device cpu, same options: per-step losses, gradient norms and
+#     validation numbers agree within TOL (relative). The arithmetic is the same fp32;
+#     the GEMMs are the same OpenBLAS calls; what differs is the order of the kernels'
+#     reductions (block sums, double partials), measured at <= 2e-7 here. AdamW can
+#     amplify that noise where gradients are tiny (the CPU's own --threads 1 vs 2 move
+#     some weights by 1e-6 in 10 steps), so TOL is 1e-5, not the bits;
+#   - the start record ("device":"cuda", the fake's name, sm_90, "kernels":"nvrtc" on
+#     the first start since the fake refuses the embedded real cubins, the device_*
+#     bytes) and the device_memory record;
+#   - the second start takes the kernels from the cache ("kernels":"cache"): a run of 10
+#     steps with a checkpoint, every operation run at once (TRAINC_FAKE_GPU_SCHEDULE=sync)
+#     and 132 SMs (other grids), then --resume to the end with kernels run at once and
+#     copies late (eager): records and final weights bit-identical to the uninterrupted
+#     run's (lazy: everything as late as possible). A missing stream wait or a host
+#     buffer reused too early gives another result under one of these schedules;
+#   - gpt_char: --sample 50 prints what the CPU prints (batch 2: the emulator is slow);
+# and a GPU too small for the model is "out of GPU memory", exit 2.
+# What the fake cannot check: the GPU's memory model and races between threads of a
+# kernel (a block's threads run one at a time, switching at barriers and shuffles),
+# FMA contraction and the GPU's math library, real cuBLASLt, speed.
+set -eu
+cd "$(dirname "$0")/.."
+TRAINC=${TRAINC:-build/trainc}
+PY=${PYTHON:-/usr/bin/python3}
+d=build/tests/fake_gpu
+lib=$d/lib
+rm -rf "$d"; mkdir -p "$lib"
+CUDA_INC=${CUDA_HOME:-/usr/local/cuda}/include
+F=(-std=gnu11 -O2 -g -Wall -Wextra -Wno-unused-parameter -Werror -fPIC -shared -I"$CUDA_INC")
+cc "${F[@]}" tests/fake_gpu/fake_cuda.c -Wl,-soname,libcuda.so.1 -o "$lib/libcuda.so.1" -ldl -lpthread
+cc "${F[@]}" -DFAKE_EMU_DIR="\"$PWD/tests/gpu/emu\"" tests/fake_gpu/fake_nvrtc.c \
+    -Wl,-soname,libnvrtc.so.13 -o "$lib/libnvrtc.so.13"
+cc "${F[@]}" tests/fake_gpu/fake_cublaslt.c -Wl,-soname,libcublasLt.so.13 -o "$lib/libcublasLt.so.13" \
+    -lopenblas -ldl
+export TRAINC_CACHE_DIR=$PWD/$d/cache
+gpu() { env LD_LIBRARY_PATH="$PWD/$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
+echo "ok   fake libcuda.so.1, libnvrtc.so.13, libcublasLt.so.13 built"
+
+# compare KIND A B [TOL]: metrics of run A (cpu or gpu) and run B (gpu); KIND "close":
+# every number within TOL; "same": records (less times and rates) and final weights equal
+compare() {
+    "$PY" - "$@" <<'PY'
+import json, sys
+kind, a, b = sys.argv[1:4]
+tol = float(sys.argv[4]) if len(sys.argv) > 4 else 0.0
+def recs(run):
+    return [json.loads(l) for l in open(run + "/metrics.jsonl")]
+def start(rs):
+    return [r for r in rs if r.get("event") == "start"][-1]
+ra, rb = recs(a), recs(b)
+sb = start(rb)
+since = rb[rb.index(sb):]   # this process's records (a resumed run appends to the folder)
+assert sb["device"] == "cuda" and sb["gpu"] == "trainc fake GPU (CPU emulation)" and sb["arch"] == "sm_90", sb
+parts = sb["device_pool_bytes"] + sb["device_arena_bytes"] + sb["device_fixed_bytes"]
+assert sb["device_bytes"] == parts and min(sb["device_pool_bytes"], sb["device_arena_bytes"], sb["device_fixed_bytes"]) > 0, sb
+assert sb["device_pool_bytes"] >= 2 * sb["param_bytes"] + sb["optimizer_bytes"], sb
+assert sb["device_arena_bytes"] >= sb["arena_bytes"], sb
+mem = [r for r in since if r.get("event") == "device_memory"]
+first = [r["step"] for r in since if "step" in r and "event" not in r][0]
+assert len(mem) == 1 and mem[0]["step"] == first and mem[0]["allocated_bytes"] == sb["device_bytes"] and \
+    sb["device_bytes"] <= mem[0]["used_bytes"] <= mem[0]["total_bytes"] == 16 << 30, mem
+KEYS = ("loss", "grad_norm", "val_loss", "val_acc")
+def numbers(rs):
+    return [(r["step"], k, r[k]) for r in rs if "step" in r and "event" not in r for k in KEYS if k in r]
+na, nb = numbers(ra), numbers(rb)
+assert [x[:2] for x in na] == [x[:2] for x in nb], "different records:\n%s\n%s" % (na, nb)
+if kind == "close":
+    assert start(ra)["device"] == "cpu"
+    worst = max((abs(x[2] - y[2]) / max(abs(x[2]), 1e-6), x[:2]) for x, y in zip(na, nb))
+    assert worst[0] <= tol, "relative difference %.3g at step %d (%s): over %g" % (worst[0], *worst[1], tol)
+    print("%d numbers, largest relative difference %.2g (step %d, %s)" % (len(na), worst[0], *worst[1]))
+else:
+    strip = lambda rs: [{k: v for k, v in r.items() if k not in ("time_s", "samples_per_s", "tokens_per_s")}
+                        for r in rs if "event" not in r]
+    assert strip(ra) == strip(rb), "the resumed run's records differ"
+    assert open(a + "/model.safetensors", "rb").read() == open(b + "/model.safetensors", "rb").read(), \
+        "the resumed run's weights differ"
+    print("%d records and the weights bit-identical" % len(strip(ra)))
+PY
+}
+kernels_from() { grep -o '"kernels":"[a-z]*"' "$1/metrics.jsonl" | head -1 | cut -d'"' -f4; }
+
+TOL=1e-5
+for m in mlp_fashion cnn_fashion gpt_char; do
+    "$TRAINC" build specs/$m.json --device both --arch sm_90 -o "$d/$m" 2>"$d/$m.build.log"
+    O=(--set max_steps=20 --set log_every=1 --set loader.shuffle=false --threads 1
+       --set validate.every_steps=10 --set validate.batches=2 --quiet)
+    S=()
+    if [ $m = gpt_char ]; then
+        O+=(--set batch_size=2)
+        S=(--sample 50)
+    fi
+    gpu "$d/$m" --device cuda "${O[@]}" --out "$d/$m.gpu" 2>"$d/$m.gpu.log"
+    [ "$(kernels_from "$d/$m.gpu")" = nvrtc ] || { echo "FAIL: $m: first start kernels $(kernels_from "$d/$m.gpu"), want nvrtc"; exit 1; }
+    "$d/$m" --device cpu "${O[@]}" "${S[@]}" --out "$d/$m.cpu" >"$d/$m.cpu.out" 2>"$d/$m.cpu.log"
+    grep -q '"device":"cpu"' "$d/$m.cpu/metrics.jsonl"
+    r=$(compare close "$d/$m.cpu" "$d/$m.gpu" $TOL)
+    echo "ok   $m: --device cuda vs cpu: $r"
+
+    # 10 steps and a checkpoint (operations at once, 132 SMs), then --resume to 20
+    # (kernels at once, copies late): the three schedules must give the same bits
+    TRAINC_FAKE_GPU_SCHEDULE=sync TRAINC_FAKE_GPU_SMS=132 gpu "$d/$m" --device cuda "${O[@]}" \
+        --set max_steps=10 --set checkpoint.every_steps=10 --out "$d/$m.resumed" 2>"$d/$m.part.log"
+    [ "$(kernels_from "$d/$m.resumed")" = cache ] || { echo "FAIL: $m: second start kernels $(kernels_from "$d/$m.resumed"), want cache"; exit 1; }
+    TRAINC_FAKE_GPU_SCHEDULE=eager gpu "$d/$m" --device cuda "${O[@]}" --set checkpoint.every_steps=10 --resume "$d/$m.resumed" "${S[@]}" \
+        >"$d/$m.resumed.out" 2>"$d/$m.resumed.log"
+    r=$(compare same "$d/$m.gpu" "$d/$m.resumed")
+    echo "ok   $m: cache on the second start; --resume from a GPU checkpoint: $r"
+    if [ ${#S[@]} -gt 0 ]; then
+        [ "$(head -c 50 "$d/$m.resumed.out" | wc -c)" = 50 ] && cmp -s "$d/$m.cpu.out" "$d/$m.resumed.out" ||
+            { echo "FAIL: $m --sample 50 on the GPU printed:"; cat "$d/$m.resumed.out"; exit 1; }
+        echo "ok   $m: --sample 50 on the GPU prints what the CPU prints"
+    fi
+done
+
+# a GPU without room for the model: exit 2, "out of GPU memory", nothing written
+set +e
+TRAINC_FAKE_GPU_MEM_MB=8 gpu "$d/mlp_fashion" --device cuda --set max_steps=2 --quiet --out "$d/oom" 2>"$d/oom.log"
+rc=$?
+set -e
+[ $rc = 2 ] && grep -q "out of GPU memory" "$d/oom.log" && [ ! -e "$d/oom" ] ||
+    { echo "FAIL: an 8 MB GPU exited $rc with:"; cat "$d/oom.log"; exit 1; }
+echo "ok   an 8 MB GPU: exit 2, out of GPU memory"

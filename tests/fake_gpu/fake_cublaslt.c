@@ -1,0 +1,234 @@
+#define _GNU_SOURCE
+/* fake_cublaslt.c: libcublasLt.so.13 for tests/fake_gpu.sh: the functions
+ * runtime/cuda_blas.c uses (its LT_FNS), prototypes checked against cublasLt.h.
+ *
+ * Descriptors keep what was set (operations, layouts, workspace limit); anything the
+ * fake does not emulate (another compute or data type, an epilogue, a layout attribute,
+ * device pointer mode) is CUBLAS_STATUS_NOT_SUPPORTED. The heuristic and cublasLtMatmul
+ * check the shapes as cuBLASLt defines them (op(A) m x k, op(B) k x n, C and D m x n,
+ * column-major, ld >= rows) and that every matrix and the workspace lie in device
+ * memory. cublasLtMatmul is queued on its stream through the fake driver
+ * (fake_gpu.h's hooks) and runs cblas_sgemm there: column-major fp32, alpha and beta
+ * read at the call (host pointer mode), D = C in place. */
+#include <cblas.h>
+#include <cublasLt.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "fake_gpu.h"
+
+static fake_enqueue_host_fn enqueue_host;
+static fake_is_dev_range_fn is_dev_range;
+
+static cublasStatus_t refuse(cublasStatus_t s, const char *what)
+{
+    fprintf(stderr, "fake cuBLASLt: %s\n", what);
+    return s;
+}
+
+struct cublasLtContext {
+    int magic;
+};
+static struct cublasLtContext the_handle = {0x1a5};
+
+typedef struct Desc {
+    cublasOperation_t op[2];   /* TRANSA, TRANSB */
+} Desc;
+typedef struct Layout {
+    uint64_t rows, cols;
+    int64_t ld;
+} Layout;
+typedef struct Pref {
+    uint64_t max_ws;
+} Pref;
+
+/* the fake's "algorithm": a tag and the problem it was chosen for */
+#define ALGO_TAG 0x74726e63u
+
+cublasStatus_t cublasLtCreate(cublasLtHandle_t *h)
+{
+    if (!h)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    /* the fake driver is already loaded by the runtime; a real one has no hooks */
+    void *drv = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (drv) {
+        enqueue_host = (fake_enqueue_host_fn)dlsym(drv, "trainc_fake_enqueue_host");
+        is_dev_range = (fake_is_dev_range_fn)dlsym(drv, "trainc_fake_is_dev_range");
+    }
+    if (!enqueue_host || !is_dev_range)
+        return refuse(CUBLAS_STATUS_NOT_INITIALIZED, "the fake driver (libcuda.so.1 of tests/fake_gpu) is not loaded");
+    *h = &the_handle;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+const char *cublasLtGetStatusString(cublasStatus_t s)
+{
+    switch (s) {
+    case CUBLAS_STATUS_SUCCESS: return "the operation completed successfully";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "the library was not initialized";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "the resource allocation failed";
+    case CUBLAS_STATUS_INVALID_VALUE: return "an invalid numeric value was used as an argument";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "the GPU program failed to execute";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "the functionality requested is not supported";
+    default: return "unknown error";
+    }
+}
+
+cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d, cublasComputeType_t compute,
+                                        cudaDataType_t scale)
+{
+    if (!d)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if (compute != CUBLAS_COMPUTE_32F || scale != CUDA_R_32F)
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulDescCreate: only fp32 compute and scale");
+    Desc *x = calloc(1, sizeof *x);
+    x->op[0] = x->op[1] = CUBLAS_OP_N;
+    *d = (cublasLtMatmulDesc_t)x;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a,
+                                              const void *buf, size_t size)
+{
+    Desc *x = (Desc *)d;
+    if (!x || !buf)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if (a != CUBLASLT_MATMUL_DESC_TRANSA && a != CUBLASLT_MATMUL_DESC_TRANSB)
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulDescSetAttribute: only TRANSA and TRANSB");
+    if (size != sizeof(cublasOperation_t))
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulDescSetAttribute: size of a cublasOperation_t");
+    cublasOperation_t op;
+    memcpy(&op, buf, sizeof op);
+    if (op != CUBLAS_OP_N && op != CUBLAS_OP_T)
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulDescSetAttribute: op N or T");
+    x->op[a == CUBLASLT_MATMUL_DESC_TRANSB] = op;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l, cudaDataType type, uint64_t rows,
+                                          uint64_t cols, int64_t ld)
+{
+    if (!l)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if (type != CUDA_R_32F)
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatrixLayoutCreate: only fp32");
+    if (rows == 0 || cols == 0 || ld < (int64_t)rows || rows > 0x7fffffff || cols > 0x7fffffff)
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatrixLayoutCreate: rows, cols, ld (column-major: ld >= rows)");
+    Layout *x = calloc(1, sizeof *x);
+    *x = (Layout){rows, cols, ld};
+    *l = (cublasLtMatrixLayout_t)x;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *p)
+{
+    if (!p)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    *p = (cublasLtMatmulPreference_t)calloc(1, sizeof(Pref));
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p,
+                                                    cublasLtMatmulPreferenceAttributes_t a,
+                                                    const void *buf, size_t size)
+{
+    if (!p || !buf)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if (a != CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES)
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulPreferenceSetAttribute: only MAX_WORKSPACE_BYTES");
+    if (size != sizeof(uint64_t))
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulPreferenceSetAttribute: a uint64_t");
+    memcpy(&((Pref *)p)->max_ws, buf, sizeof(uint64_t));
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* m, n, k of the problem, or -1 when the shapes disagree */
+static int shape(const Desc *d, const Layout *a, const Layout *b, const Layout *c, const Layout *dd,
+                 uint64_t *m, uint64_t *n, uint64_t *k)
+{
+    if (!d || !a || !b || !c || !dd)
+        return -1;
+    *m = d->op[0] == CUBLAS_OP_N ? a->rows : a->cols;
+    *k = d->op[0] == CUBLAS_OP_N ? a->cols : a->rows;
+    uint64_t kb = d->op[1] == CUBLAS_OP_N ? b->rows : b->cols;
+    *n = d->op[1] == CUBLAS_OP_N ? b->cols : b->rows;
+    if (kb != *k || c->rows != *m || c->cols != *n || dd->rows != *m || dd->cols != *n)
+        return -1;
+    return 0;
+}
+
+cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmulDesc_t desc,
+                                              cublasLtMatrixLayout_t A, cublasLtMatrixLayout_t B,
+                                              cublasLtMatrixLayout_t C, cublasLtMatrixLayout_t D,
+                                              cublasLtMatmulPreference_t pref, int requested,
+                                              cublasLtMatmulHeuristicResult_t results[], int *returned)
+{
+    uint64_t m, n, k;
+    if (h != &the_handle || !pref || requested < 1 || !results || !returned)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if (shape((Desc *)desc, (Layout *)A, (Layout *)B, (Layout *)C, (Layout *)D, &m, &n, &k) != 0)
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulAlgoGetHeuristic: the layouts do not make a GEMM");
+    memset(&results[0], 0, sizeof results[0]);
+    results[0].algo.data[0] = ALGO_TAG;
+    results[0].algo.data[1] = m;
+    results[0].algo.data[2] = n;
+    results[0].algo.data[3] = k;
+    results[0].workspaceSize = 0;
+    results[0].state = CUBLAS_STATUS_SUCCESS;
+    results[0].wavesCount = 1.0f;
+    *returned = 1;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+typedef struct Job {
+    CBLAS_TRANSPOSE ta, tb;
+    int m, n, k, lda, ldb, ldc;
+    float alpha, beta;
+    const float *A, *B;
+    float *C;
+} Job;
+
+static void run_job(void *arg)
+{
+    Job *j = arg;
+    cblas_sgemm(CblasColMajor, j->ta, j->tb, j->m, j->n, j->k, j->alpha, j->A, j->lda, j->B, j->ldb,
+                j->beta, j->C, j->ldc);
+    free(j);
+}
+
+static size_t span(const Layout *l) { return ((l->cols - 1) * (uint64_t)l->ld + l->rows) * sizeof(float); }
+
+cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, const void *alpha,
+                              const void *A, cublasLtMatrixLayout_t Ad, const void *B,
+                              cublasLtMatrixLayout_t Bd, const void *beta, const void *C,
+                              cublasLtMatrixLayout_t Cd, void *D, cublasLtMatrixLayout_t Dd,
+                              const cublasLtMatmulAlgo_t *algo, void *ws, size_t ws_bytes,
+                              cudaStream_t stream)
+{
+    uint64_t m, n, k;
+    const Layout *a = (Layout *)Ad, *b = (Layout *)Bd, *c = (Layout *)Cd, *d = (Layout *)Dd;
+    if (h != &the_handle || !alpha || !beta)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if (shape((Desc *)desc, a, b, c, d, &m, &n, &k) != 0)
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: the layouts do not make a GEMM");
+    if (algo && (algo->data[0] != ALGO_TAG || algo->data[1] != m || algo->data[2] != n || algo->data[3] != k))
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: the algorithm was chosen for another problem");
+    if (C != D || c->ld != d->ld)
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmul: only D = C (in place)");
+    if (!is_dev_range(A, span(a)) || !is_dev_range(B, span(b)) || !is_dev_range(D, span(d)))
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: a matrix is not (all) in device memory");
+    if (ws_bytes && !is_dev_range(ws, ws_bytes))
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: the workspace is not device memory");
+    Job *j = malloc(sizeof *j);
+    const Desc *x = (Desc *)desc;
+    *j = (Job){x->op[0] == CUBLAS_OP_N ? CblasNoTrans : CblasTrans,
+               x->op[1] == CUBLAS_OP_N ? CblasNoTrans : CblasTrans,
+               (int)m, (int)n, (int)k, (int)a->ld, (int)b->ld, (int)d->ld,
+               *(const float *)alpha, *(const float *)beta, A, B, D};
+    if (enqueue_host((void *)stream, run_job, j) != 0) {
+        free(j);
+        return refuse(CUBLAS_STATUS_EXECUTION_FAILED, "cublasLtMatmul: the driver refused the stream");
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
