@@ -114,8 +114,13 @@ static void *dalloc(size_t bytes)
     return (void *)(uintptr_t)p;
 }
 
+/* After the compute stream: rt_cu_upload copies on the legacy stream, which the
+ * (non-blocking) compute stream does not order with, so a kernel still queued there
+ * could read the new contents (t_optim uploads each step's gradients while the last
+ * step's optimizer kernel may be pending). */
 static void upload(void *dev, const void *host, size_t bytes)
 {
+    rt_cu_sync(G);
     rt_cu_upload((rt_dptr)(uintptr_t)dev, host, bytes);
 }
 
