@@ -21,6 +21,7 @@
 #     run's (lazy: everything as late as possible). A missing stream wait or a host
 #     buffer reused too early gives another result under one of these schedules;
 #   - gpt_char: --sample 50 prints what the CPU prints (batch 2: the emulator is slow);
+# tests/gpu/check_ops (every kernel against its CPU twin) through the real device layer;
 # and a GPU too small for the model is "out of GPU memory", exit 2.
 # What the fake cannot check: the GPU's memory model and races between threads of a
 # kernel (a block's threads run one at a time, switching at barriers and shuffles),
@@ -119,6 +120,15 @@ for m in mlp_fashion cnn_fashion gpt_char; do
         echo "ok   $m: --sample 50 on the GPU prints what the CPU prints"
     fi
 done
+
+# tests/gpu/check_ops (every kernel against its CPU twin, on odd and large shapes)
+# through the real device layer, the lazy schedule: unlike tests/gpu_emu.sh's
+# synchronous stand-in for device_cuda.c, it finds missing waits between streams
+cc -std=gnu11 -O2 -Wall -Wextra -Wno-unused-parameter -Werror -ffp-contract=off -fno-math-errno \
+    -Iruntime -I"$CUDA_INC" tests/gpu/check_ops.c build/librt.a -lcjson -lopenblas -lz -lm -lpthread -ldl \
+    $(mpicc --showme:link) -o "$d/check_ops"
+gpu "$d/check_ops" >"$d/check_ops.log" 2>&1 || { echo "FAIL: check_ops on the fake GPU:"; grep -v "^ok" "$d/check_ops.log"; exit 1; }
+echo "ok   check_ops on the fake GPU: $(tail -1 "$d/check_ops.log")"
 
 # a GPU without room for the model: exit 2, "out of GPU memory", nothing written
 set +e
