@@ -6,7 +6,8 @@
 #   bash tests/gpu/run.sh [checks|bench|all]      logs and results under $OUT
 #
 # checks: every runtime kernel against its C twin (check_ops); the MLP and CNN trained
-# 200 steps on the GPU and on the CPU in fp32 (relative loss difference < 1e-3); the
+# 200 steps on the GPU and on the CPU in fp32 (relative loss difference < 1e-3; for the
+# CNN over the first 30 steps, then the mean of the last 50 within 2%); the
 # MLP's test accuracy after 2 epochs on the GPU (>= 85%); gpt_char 100 steps GPU vs CPU
 # (< 1e-3); compute-sanitizer memcheck on a short run.
 # bench: samples/s, device memory and time to the first step, trainc vs PyTorch eager
@@ -33,14 +34,22 @@ TX=(--set "data.train.tokens=$D/data/text/train_*.bin" --set "data.val.tokens=$D
 fail=0
 note() { echo "$*" | tee -a "$OUT/summary.txt"; }
 
-curve() {   # curve A B TOL: per-step losses of two runs, worst relative difference
-    python3 - "$1/metrics.jsonl" "$2/metrics.jsonl" "$3" <<'PY'
+curve() {   # curve A B TOL [N]: per-step losses of two runs (the first N steps), worst
+            # relative difference; with N, also the mean loss of the last 50 within 2%
+    python3 - "$1/metrics.jsonl" "$2/metrics.jsonl" "$3" "${4:-0}" <<'PY'
 import json, sys
 L = lambda p: [json.loads(l)["loss"] for l in open(p) if '"loss"' in l and '"event"' not in l]
-a, b, tol = L(sys.argv[1]), L(sys.argv[2]), float(sys.argv[3])
-w = max(abs(x - y) / max(abs(y), 1e-12) for x, y in zip(a, b)) if a and len(a) == len(b) else float("inf")
-print(f"{len(a)} steps, worst relative difference {w:.2e} (tolerance {tol:g})")
-sys.exit(0 if w < tol else 1)
+a, b, tol, n = L(sys.argv[1]), L(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+ok = bool(a) and len(a) == len(b)
+k = n if n else len(a)
+w = max(abs(x - y) / max(abs(y), 1e-12) for x, y in zip(a[:k], b[:k])) if ok else float("inf")
+msg = f"{len(a)} steps, worst relative difference {w:.2e} over the first {k} (tolerance {tol:g})"
+if n and ok:
+    ma, mb = sum(a[-50:]) / 50, sum(b[-50:]) / 50
+    msg += f", mean of the last 50 {ma:.4f} vs {mb:.4f}"
+    ok = abs(ma - mb) <= 0.02 * mb
+print(msg)
+sys.exit(0 if ok and w < tol else 1)
 PY
 }
 
@@ -48,11 +57,15 @@ if [ "$WHAT" != bench ]; then
     (cd "$D" && "$S/check_ops") > "$OUT/check_ops.log" 2>&1 && note "ok   check_ops" || { note "FAIL check_ops"; fail=1; }
     tail -n 40 "$OUT/check_ops.log"
     C=(--set max_steps=200 --set log_every=1 --set data.val=null --set loader.shuffle=false --quiet)
+    # the CNN's rounding differences grow chaotically: the CPU alone, --threads 1 vs 2,
+    # differs by 3e-4 at step 30, 1e-3 at 40, 3e-2 by 200 (and an H100 vs the CPU by
+    # 9e-3 by 200, 3e-8 at 30): its steps are compared up to 30, then the mean loss
     for spec in mlp_fashion cnn_fashion; do
+        n=0; [ $spec = cnn_fashion ] && n=30
         "$S/$spec" --device cpu --out "$D/$spec.cpu" "${FX[@]}" "${C[@]}" 2>>"$OUT/runs.log"
         "$S/$spec" --device cuda --out "$D/$spec.gpu" "${FX[@]}" "${C[@]}" 2>>"$OUT/runs.log"
         cp "$D/$spec.gpu/metrics.jsonl" "$OUT/$spec.gpu.jsonl" 2>/dev/null
-        r=$(curve "$D/$spec.gpu" "$D/$spec.cpu" 1e-3) && note "ok   $spec GPU vs CPU fp32: $r" || { note "FAIL $spec GPU vs CPU fp32: $r"; fail=1; }
+        r=$(curve "$D/$spec.gpu" "$D/$spec.cpu" 1e-3 $n) && note "ok   $spec GPU vs CPU fp32: $r" || { note "FAIL $spec GPU vs CPU fp32: $r"; fail=1; }
     done
     "$S/mlp_fashion" --device cuda --out "$D/mlp.acc" "${FX[@]}" --quiet 2>>"$OUT/runs.log"
     acc=$(python3 -c "import json,sys; r=[json.loads(l) for l in open('$D/mlp.acc/metrics.jsonl') if 'val_acc' in l]; print(r[-1]['val_acc'])")
