@@ -428,7 +428,6 @@ CUresult cuMemHostUnregister(void *p)
 /* ---- streams, events and the operations queued on them ----------------------------------- */
 
 typedef struct Module Module;
-struct CUmod_st;
 typedef struct Op {
     enum { OP_COPY, OP_SET8, OP_SET32, OP_LAUNCH, OP_HOST, OP_WAIT } kind;
     void *dst;
