@@ -11,7 +11,7 @@
 # MLP's test accuracy after 2 epochs on the GPU (>= 85%); gpt_char 100 steps GPU vs CPU
 # (< 1e-3); compute-sanitizer memcheck on a short run.
 # bench: samples/s, device memory and time to the first step, trainc vs PyTorch eager
-# and torch.compile (bench/gpu_torch.py) on the same device.
+# and torch.compile (bench/gpu_torch.py) on the same device; trainc: its side alone.
 set -u
 WHAT=${1:-all}
 ROOT=$(pwd)
@@ -91,10 +91,11 @@ np.save("/tmp/devpack/data/wide/train_x.npy", x)
 np.save("/tmp/devpack/data/wide/train_y.npy", np.sin(x @ w).astype(np.float32))
 PY
     WX=(--set data.train.x=$D/data/wide/train_x.npy --set data.train.y=$D/data/wide/train_y.npy)
+    torch_side() { [ "$WHAT" = trainc ] || python3 "$ROOT/bench/gpu_torch.py" "$@"; }
     bench() {   # bench NAME BATCH DATA...: trainc on the GPU, one JSON line
         local name=$1 B=$2; shift 2
         local t0; t0=$(date +%s.%N)
-        "$S/$name" --device cuda --out "$D/b.$name.$B" "$@" --set batch_size=$B --set max_steps=300 \
+        "$S/$name" --device cuda --out "$D/b.$name.$B" "$@" --set batch_size=$B --set max_steps=300 --set epochs=100000 \
             --set log_every=10 --set data.val=null --quiet 2>>"$OUT/runs.log"
         python3 - "$D/b.$name.$B/metrics.jsonl" "$name" "$B" "$t0" <<'PY'
 import json, sys
@@ -110,10 +111,10 @@ PY
     }
     {
         for B in 64 4096; do
-            bench mlp_fashion $B "${FX[@]}"; python3 "$ROOT/bench/gpu_torch.py" mlp $B
-            bench cnn_fashion $B "${FX[@]}"; python3 "$ROOT/bench/gpu_torch.py" cnn $B
+            bench mlp_fashion $B "${FX[@]}"; torch_side mlp $B
+            bench cnn_fashion $B "${FX[@]}"; torch_side cnn $B
         done
-        bench wide_mlp 65536 "${WX[@]}"; python3 "$ROOT/bench/gpu_torch.py" wide 65536
+        bench wide_mlp 65536 "${WX[@]}"; torch_side wide 65536
     } 2>>"$OUT/runs.log" | tee "$OUT/bench.jsonl"
 fi
 cp "$OUT/summary.txt" "$OUT/summary.txt" 2>/dev/null
