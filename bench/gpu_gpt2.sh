@@ -3,7 +3,7 @@
 # device call, after tests/gpu/pack.sh (which builds gpt2_124m_{none,selective,full})
 # and with build/devpack.tar.xz carried:
 #
-#   bash bench/gpu_gpt2.sh        results under $OUT/gpt2.jsonl
+#   bash bench/gpu_gpt2.sh [trainc]     results under $OUT/gpt2.jsonl
 #
 # For each policy: the largest batch whose trainer starts and runs 3 steps (doubling,
 # then bisection; the plan is allocated at start, so a batch that does not fit fails
@@ -32,7 +32,9 @@ for name, n in (("train_000000.bin", 8 << 20), ("val_000000.bin", 1 << 20)):
     with open(f"/tmp/devpack/data/gpt2/{name}", "wb") as f:
         f.write(hdr.tobytes()); f.write(r.integers(0, 50257, n, dtype=np.uint16).tobytes())
 PY
-GX=(--set "data.train.tokens=$D/data/gpt2/train_*.bin" --set data.val=null --set log_every=1 --quiet --device cuda)
+GX=(--set "data.train.tokens=$D/data/gpt2/train_*.bin" --set data.val=null --set validate.every_steps=null --set validate.batches=null
+    --set checkpoint=null --set log_every=1 --quiet --device cuda)
+WHAT=${1:-all}   # all | trainc (its side alone)
 
 fits_trainc() {   # fits_trainc POLICY B: runs 3 steps?
     "$S/gpt2_124m_$1" "${GX[@]}" --set batch_size=$2 --set max_steps=3 --out "$D/g.$1.$2" >/dev/null 2>&1
@@ -68,6 +70,7 @@ PY
         echo "{\"impl\":\"trainc\",\"recompute\":\"$p\",\"largest_batch\":$b}"
         [ "$b" -gt 0 ] && speed_trainc $p $b
     done
+    [ "$WHAT" = trainc ] && exit 0
     tb=$(largest fits_torch)
     echo "{\"impl\":\"torch+fp32\",\"largest_batch\":$tb}"
     python3 "$ROOT/bench/gpu_gpt2_torch.py" $tb --steps 12
