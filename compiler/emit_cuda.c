@@ -211,9 +211,9 @@ static void instance(Buf *b, Buf *seen, const Instr *in)
     else if (!strncmp(in->text, "rt_attention_fwd(", 17) && n == 9)
         snprintf(line, sizeof line, "RT_ATTENTION_FWD(%lld, %lld, %lld)", num(a[5], in),
                  num(a[6], in) / num(a[7], in), num(a[8], in));
-    else if (!strncmp(in->text, "rt_attention_bwd(", 17) && n == 10)
-        snprintf(line, sizeof line, "RT_ATTENTION_BWD(%lld, %lld, %lld)", num(a[6], in),
-                 num(a[7], in) / num(a[8], in), num(a[9], in));
+    else if (!strncmp(in->text, "rt_attention_bwd(", 17) && n == 11)
+        snprintf(line, sizeof line, "RT_ATTENTION_BWD(%lld, %lld, %lld)", num(a[7], in),
+                 num(a[8], in) / num(a[9], in), num(a[10], in));
     else if (!strncmp(in->text, "rt_embedding_fwd(", 17) && n == 7)
         snprintf(line, sizeof line, "RT_EMBEDDING_FWD(%lld)", num(a[6], in));
     else if (!strncmp(in->text, "rt_embedding_bwd(", 17) && n == 7)
@@ -235,9 +235,9 @@ int64_t cuda_scratch_row_bytes(const Program *p)
         const Instr *in = p->ins[i];
         char a[12][64];
         if (in->dead || in->kind != I_CALL || strncmp(in->text, "rt_attention_bwd(", 17) ||
-            call_args(in->text, a, 12) != 10)
+            call_args(in->text, a, 12) != 11)
             continue;
-        int64_t need = 4 * num(a[6], in) * num(a[8], in);   /* T x H floats: D = rowsum(dP * P) */
+        int64_t need = 4 * num(a[7], in) * num(a[9], in);   /* T x H floats: D = rowsum(dy * y) */
         if (need > most)
             most = need;
     }

@@ -459,9 +459,9 @@ static void build_layer(Ctx *c, const Layer *l, const char *prefix, const char *
         double ba = init.kind == INIT_DEFAULT ? bound : 0.0;
         n1->w = add_param(g, qp, "weight", 2, w1, wi, init.kind == INIT_DEFAULT ? bound : init_std(c, init, 0), l->path);
         n1->b = add_param(g, qp, "bias", 1, &w1[0], bi, ba, l->path);
-        Tensor *att = graph_tensor(g, T_ACT, ident("att", pfx), 3, (int64_t[]){l->heads, T, T});
+        Tensor *att = graph_tensor(g, T_ACT, ident("lse", pfx), 2, (int64_t[]){l->heads, T});
         att->origin = l->path;
-        att->what = "softmax probabilities, saved for backward";
+        att->what = "each query's log-sum-exp, saved for backward";
         Tensor *y = graph_tensor(g, T_ACT, ident("attn_y", pfx), 2, s1);
         y->origin = l->path;
         y->what = "attention heads' outputs";

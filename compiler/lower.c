@@ -355,7 +355,7 @@ static void lower_node(Program *p, Node *nd)
     case N_ATTENTION: {
         Instr *a = add(p, I_CALL, nd->origin, 0);
         a->flops = 4 * nd->conv[0] * nd->conv[0] * nd->conv[1];
-        a->what = xstrdup("attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept");
+        a->what = xstrdup("attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept");
         textf(a, "rt_attention_fwd(e, %s, %s, %s, e->B, %lld, %lld, %lld, %d);", x->name,
               nd->tmp[0]->name, y->name, (long long)nd->conv[0], (long long)nd->conv[1],
               (long long)nd->conv[2], (int)nd->conv[3]);
@@ -394,12 +394,13 @@ static void lower_node(Program *p, Node *nd)
         Tensor *dy = nd->in[0];
         x = nd->in[1];
         Instr *a = add(p, I_CALL, nd->origin, 1);
-        a->what = xstrdup("attention backward: d(qkv) from dy and the kept probabilities");
-        textf(a, "rt_attention_bwd(e, %s, %s, %s, %s, e->B, %lld, %lld, %lld, %d);", x->name,
-              nd->tmp[0]->name, dy->name, y->name, (long long)nd->conv[0], (long long)nd->conv[1],
-              (long long)nd->conv[2], (int)nd->conv[3]);
+        a->what = xstrdup("attention backward: d(qkv), probabilities recomputed from the log-sum-exp");
+        textf(a, "rt_attention_bwd(e, %s, %s, %s, %s, %s, e->B, %lld, %lld, %lld, %d);", x->name,
+              nd->tmp[0]->name, nd->fwd->out->name, dy->name, y->name, (long long)nd->conv[0],
+              (long long)nd->conv[1], (long long)nd->conv[2], (int)nd->conv[3]);
         reads(a, x);
         reads(a, nd->tmp[0]);
+        reads(a, nd->fwd->out);
         reads(a, dy);
         writes(a, y);
         return;

@@ -203,12 +203,13 @@ static Tensor *replay(Ctx *c, int pi, Tensor *want)
     die("recompute: %s does not write %s", o->what, want->name);
 }
 
+/* Cheap to recompute: elementwise loops and layernorm. Attention is not (its output
+ * costs as much as a GEMM's, and it keeps only a log-sum-exp a row anyway). */
 static int cheap(const Instr *in)
 {
     if (in->kind == I_EW)
         return 1;
-    return in->kind == I_CALL && (!strncmp(in->text, "rt_layernorm_fwd(", 17) ||
-                                  !strncmp(in->text, "rt_attention_fwd(", 17));
+    return in->kind == I_CALL && !strncmp(in->text, "rt_layernorm_fwd(", 17);
 }
 
 void recompute(Program *p, int policy)

@@ -128,10 +128,11 @@ static inline v4f max4(v4f a, v4f b)
 }
 
 /* One row of probabilities in place: s[0, len) holds scores, s[len, n) is masked.
- * p = exp(s - max) / sum, masked entries set to 0. The sum is in double, in two
+ * p = exp(s - max) / sum, masked entries set to 0; returns max + log(sum), the row's
+ * log-sum-exp (what backward needs to recompute p). The sum is in double, in two
  * accumulators of four lanes over blocks of eight, then the tail: a fixed order for a
  * given len. */
-static void softmax_row(float *restrict s, int64_t len, int64_t n)
+static float softmax_row(float *restrict s, int64_t len, int64_t n)
 {
     int64_t n8 = len & ~(int64_t)7, n4 = len & ~(int64_t)3, j;
     v4f mv = splat4(-INFINITY);
@@ -156,28 +157,47 @@ static void softmax_row(float *restrict s, int64_t len, int64_t n)
         sa = add4d(sa, cvt4(e0));
         st4_part(s + j, len - j, e0);
     }
-    v4f inv = splat4((float)(1.0 / hsum4d(add4d(sa, sb))));
+    double sum = hsum4d(add4d(sa, sb));
+    v4f inv = splat4((float)(1.0 / sum));
     for (j = 0; j < n4; j += 4)
         st4(s + j, ld4(s + j) * inv);
     for (; j < len; j++)
         s[j] *= inv[0];
     if (len < n)
         memset(s + len, 0, (size_t)(n - len) * sizeof(float));
+    return (float)((double)m + log(sum));
 }
 
-/* One row of the softmax backward in place: g[0, len) holds dP, p the probabilities.
- * dS = p * (dP - sum_j dP_j p_j); entries [len, n) are masked and set to 0. */
-static void softmax_bwd_row(float *restrict g, const float *restrict p, int64_t len, int64_t n)
+/* One row of probabilities recomputed from scores s[0, len) and the forward's
+ * log-sum-exp: p = exp(s - lse) (s - lse <= 0), masked entries [len, n) set to 0. */
+static void probs_row(float *restrict s, float lse, int64_t len, int64_t n)
 {
-    int64_t n8 = len & ~(int64_t)7, n4 = len & ~(int64_t)3, j;
-    d4 sa = {{0, 0}, {0, 0}}, sb = sa;
-    for (j = 0; j < n8; j += 8) {
-        sa = add4d(sa, cvt4(ld4(g + j) * ld4(p + j)));
-        sb = add4d(sb, cvt4(ld4(g + j + 4) * ld4(p + j + 4)));
-    }
-    for (; j < len; j += 4)
-        sa = add4d(sa, cvt4(ld4_pad(g + j, len - j, 0.0f) * ld4_pad(p + j, len - j, 0.0f)));
-    float dot = (float)hsum4d(add4d(sa, sb));
+    v4f lv = splat4(lse);
+    int64_t j;
+    for (j = 0; j + 4 <= len; j += 4)
+        st4(s + j, expneg4(ld4(s + j) - lv));
+    if (j < len)
+        st4_part(s + j, len - j, expneg4(ld4_pad(s + j, len - j, -INFINITY) - lv));
+    if (len < n)
+        memset(s + len, 0, (size_t)(n - len) * sizeof(float));
+}
+
+/* sum_c a[c] * b[c] over n floats, in double, in a fixed order. */
+static float dot_row(const float *restrict a, const float *restrict b, int64_t n)
+{
+    d4 sa = {{0, 0}, {0, 0}};
+    for (int64_t j = 0; j < n; j += 4)
+        sa = add4d(sa, cvt4(ld4_pad(a + j, n - j, 0.0f) * ld4_pad(b + j, n - j, 0.0f)));
+    return (float)hsum4d(sa);
+}
+
+/* One row of the softmax backward in place: g[0, len) holds dP, p the probabilities,
+ * dot = sum_j dP_j p_j (= dy . y of the row, which backward computes instead).
+ * dS = p * (dP - dot); entries [len, n) are masked and set to 0. */
+static void softmax_bwd_row(float *restrict g, const float *restrict p, float dot, int64_t len,
+                            int64_t n)
+{
+    int64_t n4 = len & ~(int64_t)3, j;
     v4f dv = splat4(dot);
     for (j = 0; j < n4; j += 4)
         st4(g + j, ld4(p + j) * (ld4(g + j) - dv));
@@ -189,9 +209,10 @@ static void softmax_bwd_row(float *restrict g, const float *restrict p, int64_t 
 
 typedef struct {
     const float *qkv;          /* [B, T, 3d] */
-    float *att;                /* [B, H, T, T] (forward) */
-    const float *patt;         /* [B, H, T, T] (backward) */
+    float *lse;                /* [B, H, T] (forward) */
+    const float *plse;         /* [B, H, T] (backward) */
     float *y;                  /* [B, T, d] (forward) */
+    const float *py;           /* [B, T, d] (backward: the forward's output) */
     const float *dy;           /* [B, T, d] (backward) */
     float *dqkv;               /* [B, T, 3d] (backward) */
     int64_t T, d, H, hd, nb;   /* nb: block size, T when not causal */
@@ -199,32 +220,38 @@ typedef struct {
     float scale;
 } att_ctx;
 
-/* Pairs (b, h) in [lo, hi): att = softmax(q k^T * scale), y = att v, by row blocks
- * [r0, r1) that see keys [0, n). */
+/* Pairs (b, h) in [lo, hi): P = softmax(q k^T * scale) a row block [r0, r1) at a time
+ * (the keys [0, n) it sees) in scratch of its own, y = P v; each row's log-sum-exp
+ * goes to lse. No T x T buffer outlives the call. */
 static void att_fwd_task(void *ctx, int64_t lo, int64_t hi)
 {
     const att_ctx *c = ctx;
     int64_t T = c->T, d = c->d, hd = c->hd, ld = 3 * d;
+    float *P = malloc((size_t)(c->nb * T) * sizeof(float));   /* [nb, T] */
+    if (!P)
+        rt_fail("out of memory allocating %lld bytes of attention scratch",
+                (long long)(c->nb * T * 4));
     for (int64_t bh = lo; bh < hi; bh++) {
         int64_t b = bh / c->H, h = bh % c->H;
         const float *q = c->qkv + b * T * ld + h * hd, *k = q + d, *v = q + 2 * d;
-        float *P = c->att + bh * T * T;           /* [T, T] */
+        float *lse = c->lse + bh * T;             /* [T] */
         float *y = c->y + b * T * d + h * hd;     /* [T, hd], row stride d */
         for (int64_t r0 = 0; r0 < T; r0 += c->nb) {
             int64_t r1 = r0 + c->nb < T ? r0 + c->nb : T, n = c->causal ? r1 : T;
-            /* whole rows of P zeroed: the masked columns [n, T) stay 0 */
-            zero_rows(P + r0 * T, r1 - r0, T, T);
-            mm_acc(0, 1, r1 - r0, n, hd, c->scale, q + r0 * ld, ld, k, ld, P + r0 * T, T);
+            zero_rows(P, r1 - r0, n, T);
+            mm_acc(0, 1, r1 - r0, n, hd, c->scale, q + r0 * ld, ld, k, ld, P, T);
             for (int64_t i = r0; i < r1; i++)
-                softmax_row(P + i * T, c->causal ? i + 1 : T, n);
+                lse[i] = softmax_row(P + (i - r0) * T, c->causal ? i + 1 : T, n);
             zero_rows(y + r0 * d, r1 - r0, hd, d);
-            mm_acc(0, 0, r1 - r0, hd, n, 1.0f, P + r0 * T, T, v, ld, y + r0 * d, d);
+            mm_acc(0, 0, r1 - r0, hd, n, 1.0f, P, T, v, ld, y + r0 * d, d);
         }
     }
+    free(P);
 }
 
-/* Pairs (b, h) in [lo, hi), with scratch dS [T, T] of its own:
- *   dP = dy v^T, dS = P * (dP - rowsum(dP * P)), dq = dS k * scale   (row blocks)
+/* Pairs (b, h) in [lo, hi), with scratch P, dS [T, T] of its own:
+ *   P = exp(q k^T * scale - lse)                                     (recomputed)
+ *   dP = dy v^T, dS = P * (dP - dy . y), dq = dS k * scale           (row blocks)
  *   dv = P^T dy, dk = dS^T q * scale                                 (column blocks)
  * A causal column block [c0, c1) reads rows [c0, T) only: P and dS are 0 above the
  * diagonal, and row blocks aligned with the column blocks have written dS[i, c0:c1)
@@ -233,22 +260,28 @@ static void att_bwd_task(void *ctx, int64_t lo, int64_t hi)
 {
     const att_ctx *c = ctx;
     int64_t T = c->T, d = c->d, hd = c->hd, ld = 3 * d;
-    float *dS = malloc((size_t)(T * T) * sizeof(float));
-    if (!dS)
+    float *P = malloc((size_t)(2 * T * T) * sizeof(float)), *dS = P + T * T;
+    if (!P)
         rt_fail("out of memory allocating %lld bytes of attention scratch",
-                (long long)(T * T * 4));
+                (long long)(2 * T * T * 4));
     for (int64_t bh = lo; bh < hi; bh++) {
         int64_t b = bh / c->H, h = bh % c->H;
         const float *q = c->qkv + b * T * ld + h * hd, *k = q + d, *v = q + 2 * d;
-        const float *P = c->patt + bh * T * T;
-        const float *dy = c->dy + b * T * d + h * hd;
+        const float *lse = c->plse + bh * T;
+        const float *dy = c->dy + b * T * d + h * hd, *y = c->py + b * T * d + h * hd;
         float *dq = c->dqkv + b * T * ld + h * hd, *dk = dq + d, *dv = dq + 2 * d;
         for (int64_t r0 = 0; r0 < T; r0 += c->nb) {
             int64_t r1 = r0 + c->nb < T ? r0 + c->nb : T, n = c->causal ? r1 : T;
+            /* whole rows of P zeroed: the masked columns stay 0 for the column pass */
+            zero_rows(P + r0 * T, r1 - r0, T, T);
+            mm_acc(0, 1, r1 - r0, n, hd, c->scale, q + r0 * ld, ld, k, ld, P + r0 * T, T);
+            for (int64_t i = r0; i < r1; i++)
+                probs_row(P + i * T, lse[i], c->causal ? i + 1 : T, n);
             zero_rows(dS + r0 * T, r1 - r0, n, T);
             mm_acc(0, 1, r1 - r0, n, hd, 1.0f, dy + r0 * d, d, v, ld, dS + r0 * T, T);
             for (int64_t i = r0; i < r1; i++)
-                softmax_bwd_row(dS + i * T, P + i * T, c->causal ? i + 1 : T, n);
+                softmax_bwd_row(dS + i * T, P + i * T, dot_row(dy + i * d, y + i * d, hd),
+                                c->causal ? i + 1 : T, n);
             zero_rows(dq + r0 * ld, r1 - r0, hd, ld);
             mm_acc(0, 0, r1 - r0, hd, n, c->scale, dS + r0 * T, T, k, ld, dq + r0 * ld, ld);
         }
@@ -262,7 +295,7 @@ static void att_bwd_task(void *ctx, int64_t lo, int64_t hi)
                    dk + c0 * ld, ld);
         }
     }
-    free(dS);
+    free(P);
 }
 
 static att_ctx att_setup(int64_t T, int64_t d, int64_t H, int causal)
@@ -278,34 +311,36 @@ static att_ctx att_setup(int64_t T, int64_t d, int64_t H, int causal)
     return c;
 }
 
-void rt_attention_fwd(rt_exec *e, const float *qkv, float *att, float *y, int64_t B, int64_t T,
+void rt_attention_fwd(rt_exec *e, const float *qkv, float *lse, float *y, int64_t B, int64_t T,
                       int64_t d, int64_t H, int causal)
 {
     if (e->dev) { /* on a GPU: cuda_ops.c, cuda_blas.c */
-        RT_GPU(e)->attention_fwd(e, qkv, att, y, B, T, d, H, causal);
+        RT_GPU(e)->attention_fwd(e, qkv, lse, y, B, T, d, H, causal);
         return;
     }
     if (B <= 0 || T <= 0 || d <= 0)
         return;
     att_ctx c = att_setup(T, d, H, causal);
     c.qkv = qkv;
-    c.att = att;
+    c.lse = lse;
     c.y = y;
     rt_pool_run(e->rt, B * H, 1, att_fwd_task, &c);
 }
 
-void rt_attention_bwd(rt_exec *e, const float *qkv, const float *att, const float *dy,
-                      float *dqkv, int64_t B, int64_t T, int64_t d, int64_t H, int causal)
+void rt_attention_bwd(rt_exec *e, const float *qkv, const float *lse, const float *y,
+                      const float *dy, float *dqkv, int64_t B, int64_t T, int64_t d, int64_t H,
+                      int causal)
 {
     if (e->dev) { /* on a GPU: cuda_ops.c, cuda_blas.c */
-        RT_GPU(e)->attention_bwd(e, qkv, att, dy, dqkv, B, T, d, H, causal);
+        RT_GPU(e)->attention_bwd(e, qkv, lse, y, dy, dqkv, B, T, d, H, causal);
         return;
     }
     if (B <= 0 || T <= 0 || d <= 0)
         return;
     att_ctx c = att_setup(T, d, H, causal);
     c.qkv = qkv;
-    c.patt = att;
+    c.plse = lse;
+    c.py = y;
     c.dy = dy;
     c.dqkv = dqkv;
     rt_pool_run(e->rt, B * H, 1, att_bwd_task, &c);

@@ -162,10 +162,11 @@ void rt_cu_layernorm_bwd(rt_exec *e, const float *x, const float *w, const float
 void rt_cu_cross_entropy(rt_exec *e, const float *logits, const int32_t *target, float *dlogits,
                          int64_t rows, int64_t C);
 void rt_cu_mse(rt_exec *e, const float *y, const float *t, float *dy, int64_t n);
-void rt_cu_attention_fwd(rt_exec *e, const float *qkv, float *att, float *y, int64_t B,
+void rt_cu_attention_fwd(rt_exec *e, const float *qkv, float *lse, float *y, int64_t B,
                          int64_t T, int64_t d, int64_t H, int causal);
-void rt_cu_attention_bwd(rt_exec *e, const float *qkv, const float *att, const float *dy,
-                         float *dqkv, int64_t B, int64_t T, int64_t d, int64_t H, int causal);
+void rt_cu_attention_bwd(rt_exec *e, const float *qkv, const float *lse, const float *y,
+                         const float *dy, float *dqkv, int64_t B, int64_t T, int64_t d, int64_t H,
+                         int causal);
 void rt_cu_embedding_fwd(rt_exec *e, const int32_t *idx, const float *w, float *out,
                          int64_t rows, int64_t V, int64_t dim);
 void rt_cu_embedding_bwd(rt_exec *e, const int32_t *idx, const float *dout, float *dw,

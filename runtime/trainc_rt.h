@@ -171,13 +171,16 @@ void rt_mse(rt_exec *e, const float *y, const float *t, float *dy, int64_t n);
 
 /* Causal (or full) multi-head self-attention over qkv [B, T, 3d] (GPT-2's layout: q, k,
  * v side by side in the last axis, head h at columns h*hd .. h*hd+hd-1 of each, hd =
- * d/H). att [B, H, T, T] receives the softmax probabilities (kept for backward;
- * masked entries 0), y [B, T, d] the heads' outputs side by side. Scale 1/sqrt(hd). */
-void rt_attention_fwd(rt_exec *e, const float *qkv, float *att, float *y, int64_t B, int64_t T,
+ * d/H), scores s = q k^T / sqrt(hd) over the visible keys. y [B, T, d] receives the
+ * heads' outputs side by side, lse [B, H, T] each query's log-sum-exp of its scores
+ * (max + log sum exp(s - max)): all backward needs to recompute the probabilities, so
+ * no T x T buffer is kept (flash attention's contract). */
+void rt_attention_fwd(rt_exec *e, const float *qkv, float *lse, float *y, int64_t B, int64_t T,
                       int64_t d, int64_t H, int causal);
-/* From dy [B, T, d]: dqkv [B, T, 3d] (overwritten). */
-void rt_attention_bwd(rt_exec *e, const float *qkv, const float *att, const float *dy,
-                      float *dqkv, int64_t B, int64_t T, int64_t d, int64_t H, int causal);
+/* From dy [B, T, d], the forward's lse and y: dqkv [B, T, 3d] (overwritten). */
+void rt_attention_bwd(rt_exec *e, const float *qkv, const float *lse, const float *y,
+                      const float *dy, float *dqkv, int64_t B, int64_t T, int64_t d, int64_t H,
+                      int causal);
 /* out[r, :] = w[idx[r], :] for r < rows; w is [V, dim]. */
 void rt_embedding_fwd(rt_exec *e, const int32_t *idx, const float *w, float *out, int64_t rows,
                       int64_t V, int64_t dim);

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """PyTorch reference for runtime/attention.c: causal and full multi-head attention,
-forward (probabilities and output) and backward (d qkv), on fixed random inputs.
+forward (each query's log-sum-exp of its scores, and the output) and backward
+(d qkv), on fixed random inputs.
 
 Writes FILE in the format test_attention --torch reads (per case: int64 B, T, d, H,
-causal; then float32 qkv, dy, att, y, dqkv) and, given the test binary, runs it:
+causal; then float32 qkv, dy, lse, y, dqkv) and, given the test binary, runs it:
 
     /usr/bin/python3 tests/attention_ref.py build/tests/attention_ref.bin \
         build/tests/test_attention
@@ -35,9 +36,10 @@ def attention(qkv, B, T, d, H, causal):
     if causal:
         mask = torch.full((T, T), float("-inf")).triu(1)
         s = s + mask
+    lse = torch.logsumexp(s, dim=-1)                                        # [B, H, T]
     att = torch.softmax(s, dim=-1)
     y = (att @ v).transpose(1, 2).reshape(B, T, d)
-    return att, y
+    return lse, y
 
 
 def main():
@@ -47,10 +49,10 @@ def main():
         for B, T, d, H, causal in CASES:
             qkv = (torch.rand(B, T, 3 * d, generator=g) * 4 - 2).requires_grad_()
             dy = torch.rand(B, T, d, generator=g) * 2 - 1
-            att, y = attention(qkv, B, T, d, H, causal)
+            lse, y = attention(qkv, B, T, d, H, causal)
             y.backward(dy)
             f.write(np.array([B, T, d, H, causal], dtype="<i8").tobytes())
-            for t in (qkv, dy, att, y, qkv.grad):
+            for t in (qkv, dy, lse, y, qkv.grad):
                 f.write(t.detach().numpy().astype("<f4").tobytes())
     print(f"wrote {len(CASES)} cases to {out} (torch {torch.__version__})")
     if len(sys.argv) > 2:

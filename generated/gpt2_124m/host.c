@@ -19,338 +19,338 @@ static void forward(rt_exec *e, int train)
     e->train = train; /* read by dropout and the loss */
     const int32_t *in_x = (const int32_t *)e->in[0];
     const float *P_wte_weight = e->params + 0;
-    float *embedding_wte = ACT(1430921216);
+    float *embedding_wte = ACT(826941440);
     const float *P_wpe_weight = e->params + 38597376;
-    float *pos_embedding_wpe = ACT(1430921216);
+    float *pos_embedding_wpe = ACT(826941440);
     const float *P_h_0_ln_1_weight = e->params + 39383808;
     const float *P_h_0_ln_1_bias = e->params + 39384576;
-    float *layernorm_h_0_ln_1 = ACT(1434066944);
-    float *ln_mean_h_0_ln_1 = ACT(1625956352);
-    float *ln_rstd_h_0_ln_1 = ACT(1625960448);
+    float *layernorm_h_0_ln_1 = ACT(830087168);
+    float *ln_mean_h_0_ln_1 = ACT(1022566400);
+    float *ln_rstd_h_0_ln_1 = ACT(1022570496);
     const float *P_h_0_attn_qkv_weight = e->params + 39385344;
-    float *qkv_h_0_attn = ACT(1317675008);
+    float *qkv_h_0_attn = ACT(713695232);
     const float *P_h_0_attn_qkv_bias = e->params + 41154816;
-    float *att_h_0_attn = ACT(411705344);
-    float *attn_y_h_0_attn = ACT(1437212672);
+    float *lse_h_0_attn = ACT(1021976576);
+    float *attn_y_h_0_attn = ACT(833232896);
     const float *P_h_0_attn_proj_weight = e->params + 41157120;
-    float *attn_out_h_0_attn = ACT(1440358400);
+    float *attn_out_h_0_attn = ACT(836378624);
     const float *P_h_0_attn_proj_bias = e->params + 41746944;
-    float *residual_attn_out_h_0_attn = ACT(1440358400);
+    float *residual_attn_out_h_0_attn = ACT(836378624);
     const float *P_h_0_ln_2_weight = e->params + 41747712;
     const float *P_h_0_ln_2_bias = e->params + 41748480;
-    float *layernorm_h_0_ln_2 = ACT(1443504128);
-    float *ln_mean_h_0_ln_2 = ACT(1625964544);
-    float *ln_rstd_h_0_ln_2 = ACT(1625968640);
+    float *layernorm_h_0_ln_2 = ACT(839524352);
+    float *ln_mean_h_0_ln_2 = ACT(1022574592);
+    float *ln_rstd_h_0_ln_2 = ACT(1022578688);
     const float *P_h_0_fc_weight = e->params + 41749248;
-    float *linear_h_0_fc = ACT(1015685120);
+    float *linear_h_0_fc = ACT(411705344);
     const float *P_h_0_fc_bias = e->params + 44108544;
-    float *gelu_h_0_2 = ACT(1028268032);
+    float *gelu_h_0_2 = ACT(424288256);
     const float *P_h_0_proj_weight = e->params + 44111616;
-    float *linear_h_0_proj = ACT(1446649856);
+    float *linear_h_0_proj = ACT(842670080);
     const float *P_h_0_proj_bias = e->params + 46470912;
-    float *residual_linear_h_0_proj = ACT(1446649856);
+    float *residual_linear_h_0_proj = ACT(842670080);
     const float *P_h_1_ln_1_weight = e->params + 46471680;
     const float *P_h_1_ln_1_bias = e->params + 46472448;
-    float *layernorm_h_1_ln_1 = ACT(1449795584);
-    float *ln_mean_h_1_ln_1 = ACT(1625972736);
-    float *ln_rstd_h_1_ln_1 = ACT(1625976832);
+    float *layernorm_h_1_ln_1 = ACT(845815808);
+    float *ln_mean_h_1_ln_1 = ACT(1022582784);
+    float *ln_rstd_h_1_ln_1 = ACT(1022586880);
     const float *P_h_1_attn_qkv_weight = e->params + 46473216;
-    float *qkv_h_1_attn = ACT(1327112192);
+    float *qkv_h_1_attn = ACT(723132416);
     const float *P_h_1_attn_qkv_bias = e->params + 48242688;
-    float *att_h_1_attn = ACT(462036992);
-    float *attn_y_h_1_attn = ACT(1452941312);
+    float *lse_h_1_attn = ACT(1022025728);
+    float *attn_y_h_1_attn = ACT(848961536);
     const float *P_h_1_attn_proj_weight = e->params + 48244992;
-    float *attn_out_h_1_attn = ACT(1456087040);
+    float *attn_out_h_1_attn = ACT(852107264);
     const float *P_h_1_attn_proj_bias = e->params + 48834816;
-    float *residual_attn_out_h_1_attn = ACT(1456087040);
+    float *residual_attn_out_h_1_attn = ACT(852107264);
     const float *P_h_1_ln_2_weight = e->params + 48835584;
     const float *P_h_1_ln_2_bias = e->params + 48836352;
-    float *layernorm_h_1_ln_2 = ACT(1459232768);
-    float *ln_mean_h_1_ln_2 = ACT(1625980928);
-    float *ln_rstd_h_1_ln_2 = ACT(1625985024);
+    float *layernorm_h_1_ln_2 = ACT(855252992);
+    float *ln_mean_h_1_ln_2 = ACT(1022590976);
+    float *ln_rstd_h_1_ln_2 = ACT(1022595072);
     const float *P_h_1_fc_weight = e->params + 48837120;
-    float *linear_h_1_fc = ACT(1040850944);
+    float *linear_h_1_fc = ACT(436871168);
     const float *P_h_1_fc_bias = e->params + 51196416;
-    float *gelu_h_1_2 = ACT(1053433856);
+    float *gelu_h_1_2 = ACT(449454080);
     const float *P_h_1_proj_weight = e->params + 51199488;
-    float *linear_h_1_proj = ACT(1462378496);
+    float *linear_h_1_proj = ACT(858398720);
     const float *P_h_1_proj_bias = e->params + 53558784;
-    float *residual_linear_h_1_proj = ACT(1462378496);
+    float *residual_linear_h_1_proj = ACT(858398720);
     const float *P_h_2_ln_1_weight = e->params + 53559552;
     const float *P_h_2_ln_1_bias = e->params + 53560320;
-    float *layernorm_h_2_ln_1 = ACT(1465524224);
-    float *ln_mean_h_2_ln_1 = ACT(1625989120);
-    float *ln_rstd_h_2_ln_1 = ACT(1625993216);
+    float *layernorm_h_2_ln_1 = ACT(861544448);
+    float *ln_mean_h_2_ln_1 = ACT(1022599168);
+    float *ln_rstd_h_2_ln_1 = ACT(1022603264);
     const float *P_h_2_attn_qkv_weight = e->params + 53561088;
-    float *qkv_h_2_attn = ACT(1336549376);
+    float *qkv_h_2_attn = ACT(732569600);
     const float *P_h_2_attn_qkv_bias = e->params + 55330560;
-    float *att_h_2_attn = ACT(512368640);
-    float *attn_y_h_2_attn = ACT(1468669952);
+    float *lse_h_2_attn = ACT(1022074880);
+    float *attn_y_h_2_attn = ACT(864690176);
     const float *P_h_2_attn_proj_weight = e->params + 55332864;
-    float *attn_out_h_2_attn = ACT(1471815680);
+    float *attn_out_h_2_attn = ACT(867835904);
     const float *P_h_2_attn_proj_bias = e->params + 55922688;
-    float *residual_attn_out_h_2_attn = ACT(1471815680);
+    float *residual_attn_out_h_2_attn = ACT(867835904);
     const float *P_h_2_ln_2_weight = e->params + 55923456;
     const float *P_h_2_ln_2_bias = e->params + 55924224;
-    float *layernorm_h_2_ln_2 = ACT(1474961408);
-    float *ln_mean_h_2_ln_2 = ACT(1625997312);
-    float *ln_rstd_h_2_ln_2 = ACT(1626001408);
+    float *layernorm_h_2_ln_2 = ACT(870981632);
+    float *ln_mean_h_2_ln_2 = ACT(1022607360);
+    float *ln_rstd_h_2_ln_2 = ACT(1022611456);
     const float *P_h_2_fc_weight = e->params + 55924992;
-    float *linear_h_2_fc = ACT(1066016768);
+    float *linear_h_2_fc = ACT(462036992);
     const float *P_h_2_fc_bias = e->params + 58284288;
-    float *gelu_h_2_2 = ACT(1078599680);
+    float *gelu_h_2_2 = ACT(474619904);
     const float *P_h_2_proj_weight = e->params + 58287360;
-    float *linear_h_2_proj = ACT(1478107136);
+    float *linear_h_2_proj = ACT(874127360);
     const float *P_h_2_proj_bias = e->params + 60646656;
-    float *residual_linear_h_2_proj = ACT(1478107136);
+    float *residual_linear_h_2_proj = ACT(874127360);
     const float *P_h_3_ln_1_weight = e->params + 60647424;
     const float *P_h_3_ln_1_bias = e->params + 60648192;
-    float *layernorm_h_3_ln_1 = ACT(1481252864);
-    float *ln_mean_h_3_ln_1 = ACT(1626005504);
-    float *ln_rstd_h_3_ln_1 = ACT(1626009600);
+    float *layernorm_h_3_ln_1 = ACT(877273088);
+    float *ln_mean_h_3_ln_1 = ACT(1022615552);
+    float *ln_rstd_h_3_ln_1 = ACT(1022619648);
     const float *P_h_3_attn_qkv_weight = e->params + 60648960;
-    float *qkv_h_3_attn = ACT(1345986560);
+    float *qkv_h_3_attn = ACT(742006784);
     const float *P_h_3_attn_qkv_bias = e->params + 62418432;
-    float *att_h_3_attn = ACT(562700288);
-    float *attn_y_h_3_attn = ACT(1484398592);
+    float *lse_h_3_attn = ACT(1022124032);
+    float *attn_y_h_3_attn = ACT(880418816);
     const float *P_h_3_attn_proj_weight = e->params + 62420736;
-    float *attn_out_h_3_attn = ACT(1487544320);
+    float *attn_out_h_3_attn = ACT(883564544);
     const float *P_h_3_attn_proj_bias = e->params + 63010560;
-    float *residual_attn_out_h_3_attn = ACT(1487544320);
+    float *residual_attn_out_h_3_attn = ACT(883564544);
     const float *P_h_3_ln_2_weight = e->params + 63011328;
     const float *P_h_3_ln_2_bias = e->params + 63012096;
-    float *layernorm_h_3_ln_2 = ACT(1490690048);
-    float *ln_mean_h_3_ln_2 = ACT(1626013696);
-    float *ln_rstd_h_3_ln_2 = ACT(1626017792);
+    float *layernorm_h_3_ln_2 = ACT(886710272);
+    float *ln_mean_h_3_ln_2 = ACT(1022623744);
+    float *ln_rstd_h_3_ln_2 = ACT(1022627840);
     const float *P_h_3_fc_weight = e->params + 63012864;
-    float *linear_h_3_fc = ACT(1091182592);
+    float *linear_h_3_fc = ACT(487202816);
     const float *P_h_3_fc_bias = e->params + 65372160;
-    float *gelu_h_3_2 = ACT(1103765504);
+    float *gelu_h_3_2 = ACT(499785728);
     const float *P_h_3_proj_weight = e->params + 65375232;
-    float *linear_h_3_proj = ACT(1493835776);
+    float *linear_h_3_proj = ACT(889856000);
     const float *P_h_3_proj_bias = e->params + 67734528;
-    float *residual_linear_h_3_proj = ACT(1493835776);
+    float *residual_linear_h_3_proj = ACT(889856000);
     const float *P_h_4_ln_1_weight = e->params + 67735296;
     const float *P_h_4_ln_1_bias = e->params + 67736064;
-    float *layernorm_h_4_ln_1 = ACT(1496981504);
-    float *ln_mean_h_4_ln_1 = ACT(1626021888);
-    float *ln_rstd_h_4_ln_1 = ACT(1626025984);
+    float *layernorm_h_4_ln_1 = ACT(893001728);
+    float *ln_mean_h_4_ln_1 = ACT(1022631936);
+    float *ln_rstd_h_4_ln_1 = ACT(1022636032);
     const float *P_h_4_attn_qkv_weight = e->params + 67736832;
-    float *qkv_h_4_attn = ACT(1355423744);
+    float *qkv_h_4_attn = ACT(751443968);
     const float *P_h_4_attn_qkv_bias = e->params + 69506304;
-    float *att_h_4_attn = ACT(613031936);
-    float *attn_y_h_4_attn = ACT(1500127232);
+    float *lse_h_4_attn = ACT(1022173184);
+    float *attn_y_h_4_attn = ACT(896147456);
     const float *P_h_4_attn_proj_weight = e->params + 69508608;
-    float *attn_out_h_4_attn = ACT(1503272960);
+    float *attn_out_h_4_attn = ACT(899293184);
     const float *P_h_4_attn_proj_bias = e->params + 70098432;
-    float *residual_attn_out_h_4_attn = ACT(1503272960);
+    float *residual_attn_out_h_4_attn = ACT(899293184);
     const float *P_h_4_ln_2_weight = e->params + 70099200;
     const float *P_h_4_ln_2_bias = e->params + 70099968;
-    float *layernorm_h_4_ln_2 = ACT(1506418688);
-    float *ln_mean_h_4_ln_2 = ACT(1626030080);
-    float *ln_rstd_h_4_ln_2 = ACT(1626034176);
+    float *layernorm_h_4_ln_2 = ACT(902438912);
+    float *ln_mean_h_4_ln_2 = ACT(1022640128);
+    float *ln_rstd_h_4_ln_2 = ACT(1022644224);
     const float *P_h_4_fc_weight = e->params + 70100736;
-    float *linear_h_4_fc = ACT(1116348416);
+    float *linear_h_4_fc = ACT(512368640);
     const float *P_h_4_fc_bias = e->params + 72460032;
-    float *gelu_h_4_2 = ACT(1128931328);
+    float *gelu_h_4_2 = ACT(524951552);
     const float *P_h_4_proj_weight = e->params + 72463104;
-    float *linear_h_4_proj = ACT(1509564416);
+    float *linear_h_4_proj = ACT(905584640);
     const float *P_h_4_proj_bias = e->params + 74822400;
-    float *residual_linear_h_4_proj = ACT(1509564416);
+    float *residual_linear_h_4_proj = ACT(905584640);
     const float *P_h_5_ln_1_weight = e->params + 74823168;
     const float *P_h_5_ln_1_bias = e->params + 74823936;
-    float *layernorm_h_5_ln_1 = ACT(1512710144);
-    float *ln_mean_h_5_ln_1 = ACT(1626038272);
-    float *ln_rstd_h_5_ln_1 = ACT(1626042368);
+    float *layernorm_h_5_ln_1 = ACT(908730368);
+    float *ln_mean_h_5_ln_1 = ACT(1022648320);
+    float *ln_rstd_h_5_ln_1 = ACT(1022652416);
     const float *P_h_5_attn_qkv_weight = e->params + 74824704;
-    float *qkv_h_5_attn = ACT(1364860928);
+    float *qkv_h_5_attn = ACT(760881152);
     const float *P_h_5_attn_qkv_bias = e->params + 76594176;
-    float *att_h_5_attn = ACT(663363584);
-    float *attn_y_h_5_attn = ACT(1515855872);
+    float *lse_h_5_attn = ACT(1022222336);
+    float *attn_y_h_5_attn = ACT(911876096);
     const float *P_h_5_attn_proj_weight = e->params + 76596480;
-    float *attn_out_h_5_attn = ACT(1519001600);
+    float *attn_out_h_5_attn = ACT(915021824);
     const float *P_h_5_attn_proj_bias = e->params + 77186304;
-    float *residual_attn_out_h_5_attn = ACT(1519001600);
+    float *residual_attn_out_h_5_attn = ACT(915021824);
     const float *P_h_5_ln_2_weight = e->params + 77187072;
     const float *P_h_5_ln_2_bias = e->params + 77187840;
-    float *layernorm_h_5_ln_2 = ACT(1522147328);
-    float *ln_mean_h_5_ln_2 = ACT(1626046464);
-    float *ln_rstd_h_5_ln_2 = ACT(1626050560);
+    float *layernorm_h_5_ln_2 = ACT(918167552);
+    float *ln_mean_h_5_ln_2 = ACT(1022656512);
+    float *ln_rstd_h_5_ln_2 = ACT(1022660608);
     const float *P_h_5_fc_weight = e->params + 77188608;
-    float *linear_h_5_fc = ACT(1141514240);
+    float *linear_h_5_fc = ACT(537534464);
     const float *P_h_5_fc_bias = e->params + 79547904;
-    float *gelu_h_5_2 = ACT(1154097152);
+    float *gelu_h_5_2 = ACT(550117376);
     const float *P_h_5_proj_weight = e->params + 79550976;
-    float *linear_h_5_proj = ACT(1525293056);
+    float *linear_h_5_proj = ACT(921313280);
     const float *P_h_5_proj_bias = e->params + 81910272;
-    float *residual_linear_h_5_proj = ACT(1525293056);
+    float *residual_linear_h_5_proj = ACT(921313280);
     const float *P_h_6_ln_1_weight = e->params + 81911040;
     const float *P_h_6_ln_1_bias = e->params + 81911808;
-    float *layernorm_h_6_ln_1 = ACT(1528438784);
-    float *ln_mean_h_6_ln_1 = ACT(1626054656);
-    float *ln_rstd_h_6_ln_1 = ACT(1626058752);
+    float *layernorm_h_6_ln_1 = ACT(924459008);
+    float *ln_mean_h_6_ln_1 = ACT(1022664704);
+    float *ln_rstd_h_6_ln_1 = ACT(1022668800);
     const float *P_h_6_attn_qkv_weight = e->params + 81912576;
-    float *qkv_h_6_attn = ACT(1374298112);
+    float *qkv_h_6_attn = ACT(770318336);
     const float *P_h_6_attn_qkv_bias = e->params + 83682048;
-    float *att_h_6_attn = ACT(713695232);
-    float *attn_y_h_6_attn = ACT(1531584512);
+    float *lse_h_6_attn = ACT(1022271488);
+    float *attn_y_h_6_attn = ACT(927604736);
     const float *P_h_6_attn_proj_weight = e->params + 83684352;
-    float *attn_out_h_6_attn = ACT(1534730240);
+    float *attn_out_h_6_attn = ACT(930750464);
     const float *P_h_6_attn_proj_bias = e->params + 84274176;
-    float *residual_attn_out_h_6_attn = ACT(1534730240);
+    float *residual_attn_out_h_6_attn = ACT(930750464);
     const float *P_h_6_ln_2_weight = e->params + 84274944;
     const float *P_h_6_ln_2_bias = e->params + 84275712;
-    float *layernorm_h_6_ln_2 = ACT(1537875968);
-    float *ln_mean_h_6_ln_2 = ACT(1626062848);
-    float *ln_rstd_h_6_ln_2 = ACT(1626066944);
+    float *layernorm_h_6_ln_2 = ACT(933896192);
+    float *ln_mean_h_6_ln_2 = ACT(1022672896);
+    float *ln_rstd_h_6_ln_2 = ACT(1022676992);
     const float *P_h_6_fc_weight = e->params + 84276480;
-    float *linear_h_6_fc = ACT(1166680064);
+    float *linear_h_6_fc = ACT(562700288);
     const float *P_h_6_fc_bias = e->params + 86635776;
-    float *gelu_h_6_2 = ACT(1179262976);
+    float *gelu_h_6_2 = ACT(575283200);
     const float *P_h_6_proj_weight = e->params + 86638848;
-    float *linear_h_6_proj = ACT(1541021696);
+    float *linear_h_6_proj = ACT(937041920);
     const float *P_h_6_proj_bias = e->params + 88998144;
-    float *residual_linear_h_6_proj = ACT(1541021696);
+    float *residual_linear_h_6_proj = ACT(937041920);
     const float *P_h_7_ln_1_weight = e->params + 88998912;
     const float *P_h_7_ln_1_bias = e->params + 88999680;
-    float *layernorm_h_7_ln_1 = ACT(1544167424);
-    float *ln_mean_h_7_ln_1 = ACT(1626071040);
-    float *ln_rstd_h_7_ln_1 = ACT(1626075136);
+    float *layernorm_h_7_ln_1 = ACT(940187648);
+    float *ln_mean_h_7_ln_1 = ACT(1022681088);
+    float *ln_rstd_h_7_ln_1 = ACT(1022685184);
     const float *P_h_7_attn_qkv_weight = e->params + 89000448;
-    float *qkv_h_7_attn = ACT(1383735296);
+    float *qkv_h_7_attn = ACT(779755520);
     const float *P_h_7_attn_qkv_bias = e->params + 90769920;
-    float *att_h_7_attn = ACT(764026880);
-    float *attn_y_h_7_attn = ACT(1547313152);
+    float *lse_h_7_attn = ACT(1022320640);
+    float *attn_y_h_7_attn = ACT(943333376);
     const float *P_h_7_attn_proj_weight = e->params + 90772224;
-    float *attn_out_h_7_attn = ACT(1550458880);
+    float *attn_out_h_7_attn = ACT(946479104);
     const float *P_h_7_attn_proj_bias = e->params + 91362048;
-    float *residual_attn_out_h_7_attn = ACT(1550458880);
+    float *residual_attn_out_h_7_attn = ACT(946479104);
     const float *P_h_7_ln_2_weight = e->params + 91362816;
     const float *P_h_7_ln_2_bias = e->params + 91363584;
-    float *layernorm_h_7_ln_2 = ACT(1553604608);
-    float *ln_mean_h_7_ln_2 = ACT(1626079232);
-    float *ln_rstd_h_7_ln_2 = ACT(1626083328);
+    float *layernorm_h_7_ln_2 = ACT(949624832);
+    float *ln_mean_h_7_ln_2 = ACT(1022689280);
+    float *ln_rstd_h_7_ln_2 = ACT(1022693376);
     const float *P_h_7_fc_weight = e->params + 91364352;
-    float *linear_h_7_fc = ACT(1191845888);
+    float *linear_h_7_fc = ACT(587866112);
     const float *P_h_7_fc_bias = e->params + 93723648;
-    float *gelu_h_7_2 = ACT(1204428800);
+    float *gelu_h_7_2 = ACT(600449024);
     const float *P_h_7_proj_weight = e->params + 93726720;
-    float *linear_h_7_proj = ACT(1556750336);
+    float *linear_h_7_proj = ACT(952770560);
     const float *P_h_7_proj_bias = e->params + 96086016;
-    float *residual_linear_h_7_proj = ACT(1556750336);
+    float *residual_linear_h_7_proj = ACT(952770560);
     const float *P_h_8_ln_1_weight = e->params + 96086784;
     const float *P_h_8_ln_1_bias = e->params + 96087552;
-    float *layernorm_h_8_ln_1 = ACT(1559896064);
-    float *ln_mean_h_8_ln_1 = ACT(1626087424);
-    float *ln_rstd_h_8_ln_1 = ACT(1626091520);
+    float *layernorm_h_8_ln_1 = ACT(955916288);
+    float *ln_mean_h_8_ln_1 = ACT(1022697472);
+    float *ln_rstd_h_8_ln_1 = ACT(1022701568);
     const float *P_h_8_attn_qkv_weight = e->params + 96088320;
-    float *qkv_h_8_attn = ACT(1393172480);
+    float *qkv_h_8_attn = ACT(789192704);
     const float *P_h_8_attn_qkv_bias = e->params + 97857792;
-    float *att_h_8_attn = ACT(814358528);
-    float *attn_y_h_8_attn = ACT(1563041792);
+    float *lse_h_8_attn = ACT(1022369792);
+    float *attn_y_h_8_attn = ACT(959062016);
     const float *P_h_8_attn_proj_weight = e->params + 97860096;
-    float *attn_out_h_8_attn = ACT(1566187520);
+    float *attn_out_h_8_attn = ACT(962207744);
     const float *P_h_8_attn_proj_bias = e->params + 98449920;
-    float *residual_attn_out_h_8_attn = ACT(1566187520);
+    float *residual_attn_out_h_8_attn = ACT(962207744);
     const float *P_h_8_ln_2_weight = e->params + 98450688;
     const float *P_h_8_ln_2_bias = e->params + 98451456;
-    float *layernorm_h_8_ln_2 = ACT(1569333248);
-    float *ln_mean_h_8_ln_2 = ACT(1626095616);
-    float *ln_rstd_h_8_ln_2 = ACT(1626099712);
+    float *layernorm_h_8_ln_2 = ACT(965353472);
+    float *ln_mean_h_8_ln_2 = ACT(1022705664);
+    float *ln_rstd_h_8_ln_2 = ACT(1022709760);
     const float *P_h_8_fc_weight = e->params + 98452224;
-    float *linear_h_8_fc = ACT(1217011712);
+    float *linear_h_8_fc = ACT(613031936);
     const float *P_h_8_fc_bias = e->params + 100811520;
-    float *gelu_h_8_2 = ACT(1229594624);
+    float *gelu_h_8_2 = ACT(625614848);
     const float *P_h_8_proj_weight = e->params + 100814592;
-    float *linear_h_8_proj = ACT(1572478976);
+    float *linear_h_8_proj = ACT(968499200);
     const float *P_h_8_proj_bias = e->params + 103173888;
-    float *residual_linear_h_8_proj = ACT(1572478976);
+    float *residual_linear_h_8_proj = ACT(968499200);
     const float *P_h_9_ln_1_weight = e->params + 103174656;
     const float *P_h_9_ln_1_bias = e->params + 103175424;
-    float *layernorm_h_9_ln_1 = ACT(1575624704);
-    float *ln_mean_h_9_ln_1 = ACT(1626103808);
-    float *ln_rstd_h_9_ln_1 = ACT(1626107904);
+    float *layernorm_h_9_ln_1 = ACT(971644928);
+    float *ln_mean_h_9_ln_1 = ACT(1022713856);
+    float *ln_rstd_h_9_ln_1 = ACT(1022717952);
     const float *P_h_9_attn_qkv_weight = e->params + 103176192;
-    float *qkv_h_9_attn = ACT(1402609664);
+    float *qkv_h_9_attn = ACT(798629888);
     const float *P_h_9_attn_qkv_bias = e->params + 104945664;
-    float *att_h_9_attn = ACT(864690176);
-    float *attn_y_h_9_attn = ACT(1578770432);
+    float *lse_h_9_attn = ACT(1022418944);
+    float *attn_y_h_9_attn = ACT(974790656);
     const float *P_h_9_attn_proj_weight = e->params + 104947968;
-    float *attn_out_h_9_attn = ACT(1581916160);
+    float *attn_out_h_9_attn = ACT(977936384);
     const float *P_h_9_attn_proj_bias = e->params + 105537792;
-    float *residual_attn_out_h_9_attn = ACT(1581916160);
+    float *residual_attn_out_h_9_attn = ACT(977936384);
     const float *P_h_9_ln_2_weight = e->params + 105538560;
     const float *P_h_9_ln_2_bias = e->params + 105539328;
-    float *layernorm_h_9_ln_2 = ACT(1585061888);
-    float *ln_mean_h_9_ln_2 = ACT(1626112000);
-    float *ln_rstd_h_9_ln_2 = ACT(1626116096);
+    float *layernorm_h_9_ln_2 = ACT(981082112);
+    float *ln_mean_h_9_ln_2 = ACT(1022722048);
+    float *ln_rstd_h_9_ln_2 = ACT(1022726144);
     const float *P_h_9_fc_weight = e->params + 105540096;
-    float *linear_h_9_fc = ACT(1242177536);
+    float *linear_h_9_fc = ACT(638197760);
     const float *P_h_9_fc_bias = e->params + 107899392;
-    float *gelu_h_9_2 = ACT(1254760448);
+    float *gelu_h_9_2 = ACT(650780672);
     const float *P_h_9_proj_weight = e->params + 107902464;
-    float *linear_h_9_proj = ACT(1588207616);
+    float *linear_h_9_proj = ACT(984227840);
     const float *P_h_9_proj_bias = e->params + 110261760;
-    float *residual_linear_h_9_proj = ACT(1588207616);
+    float *residual_linear_h_9_proj = ACT(984227840);
     const float *P_h_10_ln_1_weight = e->params + 110262528;
     const float *P_h_10_ln_1_bias = e->params + 110263296;
-    float *layernorm_h_10_ln_1 = ACT(1591353344);
-    float *ln_mean_h_10_ln_1 = ACT(1626120192);
-    float *ln_rstd_h_10_ln_1 = ACT(1626124288);
+    float *layernorm_h_10_ln_1 = ACT(987373568);
+    float *ln_mean_h_10_ln_1 = ACT(1022730240);
+    float *ln_rstd_h_10_ln_1 = ACT(1022734336);
     const float *P_h_10_attn_qkv_weight = e->params + 110264064;
-    float *qkv_h_10_attn = ACT(1412046848);
+    float *qkv_h_10_attn = ACT(808067072);
     const float *P_h_10_attn_qkv_bias = e->params + 112033536;
-    float *att_h_10_attn = ACT(915021824);
-    float *attn_y_h_10_attn = ACT(1594499072);
+    float *lse_h_10_attn = ACT(1022468096);
+    float *attn_y_h_10_attn = ACT(990519296);
     const float *P_h_10_attn_proj_weight = e->params + 112035840;
-    float *attn_out_h_10_attn = ACT(1597644800);
+    float *attn_out_h_10_attn = ACT(993665024);
     const float *P_h_10_attn_proj_bias = e->params + 112625664;
-    float *residual_attn_out_h_10_attn = ACT(1597644800);
+    float *residual_attn_out_h_10_attn = ACT(993665024);
     const float *P_h_10_ln_2_weight = e->params + 112626432;
     const float *P_h_10_ln_2_bias = e->params + 112627200;
-    float *layernorm_h_10_ln_2 = ACT(1600790528);
-    float *ln_mean_h_10_ln_2 = ACT(1626128384);
-    float *ln_rstd_h_10_ln_2 = ACT(1626132480);
+    float *layernorm_h_10_ln_2 = ACT(996810752);
+    float *ln_mean_h_10_ln_2 = ACT(1022738432);
+    float *ln_rstd_h_10_ln_2 = ACT(1022742528);
     const float *P_h_10_fc_weight = e->params + 112627968;
-    float *linear_h_10_fc = ACT(1267343360);
+    float *linear_h_10_fc = ACT(663363584);
     const float *P_h_10_fc_bias = e->params + 114987264;
-    float *gelu_h_10_2 = ACT(1279926272);
+    float *gelu_h_10_2 = ACT(675946496);
     const float *P_h_10_proj_weight = e->params + 114990336;
-    float *linear_h_10_proj = ACT(1603936256);
+    float *linear_h_10_proj = ACT(999956480);
     const float *P_h_10_proj_bias = e->params + 117349632;
-    float *residual_linear_h_10_proj = ACT(1603936256);
+    float *residual_linear_h_10_proj = ACT(999956480);
     const float *P_h_11_ln_1_weight = e->params + 117350400;
     const float *P_h_11_ln_1_bias = e->params + 117351168;
-    float *layernorm_h_11_ln_1 = ACT(1607081984);
-    float *ln_mean_h_11_ln_1 = ACT(1626136576);
-    float *ln_rstd_h_11_ln_1 = ACT(1626140672);
+    float *layernorm_h_11_ln_1 = ACT(1003102208);
+    float *ln_mean_h_11_ln_1 = ACT(1022746624);
+    float *ln_rstd_h_11_ln_1 = ACT(1022750720);
     const float *P_h_11_attn_qkv_weight = e->params + 117351936;
-    float *qkv_h_11_attn = ACT(1421484032);
+    float *qkv_h_11_attn = ACT(817504256);
     const float *P_h_11_attn_qkv_bias = e->params + 119121408;
-    float *att_h_11_attn = ACT(965353472);
-    float *attn_y_h_11_attn = ACT(1610227712);
+    float *lse_h_11_attn = ACT(1022517248);
+    float *attn_y_h_11_attn = ACT(1006247936);
     const float *P_h_11_attn_proj_weight = e->params + 119123712;
-    float *attn_out_h_11_attn = ACT(1613373440);
+    float *attn_out_h_11_attn = ACT(1009393664);
     const float *P_h_11_attn_proj_bias = e->params + 119713536;
-    float *residual_attn_out_h_11_attn = ACT(1613373440);
+    float *residual_attn_out_h_11_attn = ACT(1009393664);
     const float *P_h_11_ln_2_weight = e->params + 119714304;
     const float *P_h_11_ln_2_bias = e->params + 119715072;
-    float *layernorm_h_11_ln_2 = ACT(1616519168);
-    float *ln_mean_h_11_ln_2 = ACT(1626144768);
-    float *ln_rstd_h_11_ln_2 = ACT(1626148864);
+    float *layernorm_h_11_ln_2 = ACT(1012539392);
+    float *ln_mean_h_11_ln_2 = ACT(1022754816);
+    float *ln_rstd_h_11_ln_2 = ACT(1022758912);
     const float *P_h_11_fc_weight = e->params + 119715840;
-    float *linear_h_11_fc = ACT(1292509184);
+    float *linear_h_11_fc = ACT(688529408);
     const float *P_h_11_fc_bias = e->params + 122075136;
-    float *gelu_h_11_2 = ACT(1305092096);
+    float *gelu_h_11_2 = ACT(701112320);
     const float *P_h_11_proj_weight = e->params + 122078208;
-    float *linear_h_11_proj = ACT(1619664896);
+    float *linear_h_11_proj = ACT(1015685120);
     const float *P_h_11_proj_bias = e->params + 124437504;
-    float *residual_linear_h_11_proj = ACT(1619664896);
+    float *residual_linear_h_11_proj = ACT(1015685120);
     const float *P_ln_f_weight = e->params + 124438272;
     const float *P_ln_f_bias = e->params + 124439040;
-    float *layernorm_ln_f = ACT(1622810624);
-    float *ln_mean_ln_f = ACT(1626152960);
-    float *ln_rstd_ln_f = ACT(1626157056);
+    float *layernorm_ln_f = ACT(1018830848);
+    float *ln_mean_ln_f = ACT(1022763008);
+    float *ln_rstd_ln_f = ACT(1022767104);
     float *linear_lm_head = ACT(0);
     const int32_t *in_y = (const int32_t *)e->in[1];
     float *d_linear_lm_head = ACT(205852672);
@@ -365,8 +365,8 @@ static void forward(rt_exec *e, int train)
     rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_0_ln_1, 768, P_h_0_attn_qkv_weight, 768, 0.0f, qkv_h_0_attn, 2304);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
     rt_launch(e, "k1", k1, e->B * 2359296, 2, (void *[]){&qkv_h_0_attn, &P_h_0_attn_qkv_bias});
-    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
-    rt_attention_fwd(e, qkv_h_0_attn, att_h_0_attn, attn_y_h_0_attn, e->B, 1024, 768, 12, 1);
+    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
+    rt_attention_fwd(e, qkv_h_0_attn, lse_h_0_attn, attn_y_h_0_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_0_attn, 768, P_h_0_attn_proj_weight, 768, 0.0f, attn_out_h_0_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
@@ -387,8 +387,8 @@ static void forward(rt_exec *e, int train)
     rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_1_ln_1, 768, P_h_1_attn_qkv_weight, 768, 0.0f, qkv_h_1_attn, 2304);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
     rt_launch(e, "k5", k5, e->B * 2359296, 2, (void *[]){&qkv_h_1_attn, &P_h_1_attn_qkv_bias});
-    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
-    rt_attention_fwd(e, qkv_h_1_attn, att_h_1_attn, attn_y_h_1_attn, e->B, 1024, 768, 12, 1);
+    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
+    rt_attention_fwd(e, qkv_h_1_attn, lse_h_1_attn, attn_y_h_1_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_1_attn, 768, P_h_1_attn_proj_weight, 768, 0.0f, attn_out_h_1_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
@@ -409,8 +409,8 @@ static void forward(rt_exec *e, int train)
     rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_2_ln_1, 768, P_h_2_attn_qkv_weight, 768, 0.0f, qkv_h_2_attn, 2304);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
     rt_launch(e, "k9", k9, e->B * 2359296, 2, (void *[]){&qkv_h_2_attn, &P_h_2_attn_qkv_bias});
-    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
-    rt_attention_fwd(e, qkv_h_2_attn, att_h_2_attn, attn_y_h_2_attn, e->B, 1024, 768, 12, 1);
+    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
+    rt_attention_fwd(e, qkv_h_2_attn, lse_h_2_attn, attn_y_h_2_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_2_attn, 768, P_h_2_attn_proj_weight, 768, 0.0f, attn_out_h_2_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
@@ -431,8 +431,8 @@ static void forward(rt_exec *e, int train)
     rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_3_ln_1, 768, P_h_3_attn_qkv_weight, 768, 0.0f, qkv_h_3_attn, 2304);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
     rt_launch(e, "k13", k13, e->B * 2359296, 2, (void *[]){&qkv_h_3_attn, &P_h_3_attn_qkv_bias});
-    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
-    rt_attention_fwd(e, qkv_h_3_attn, att_h_3_attn, attn_y_h_3_attn, e->B, 1024, 768, 12, 1);
+    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
+    rt_attention_fwd(e, qkv_h_3_attn, lse_h_3_attn, attn_y_h_3_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_3_attn, 768, P_h_3_attn_proj_weight, 768, 0.0f, attn_out_h_3_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
@@ -453,8 +453,8 @@ static void forward(rt_exec *e, int train)
     rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_4_ln_1, 768, P_h_4_attn_qkv_weight, 768, 0.0f, qkv_h_4_attn, 2304);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
     rt_launch(e, "k17", k17, e->B * 2359296, 2, (void *[]){&qkv_h_4_attn, &P_h_4_attn_qkv_bias});
-    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
-    rt_attention_fwd(e, qkv_h_4_attn, att_h_4_attn, attn_y_h_4_attn, e->B, 1024, 768, 12, 1);
+    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
+    rt_attention_fwd(e, qkv_h_4_attn, lse_h_4_attn, attn_y_h_4_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_4_attn, 768, P_h_4_attn_proj_weight, 768, 0.0f, attn_out_h_4_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
@@ -475,8 +475,8 @@ static void forward(rt_exec *e, int train)
     rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_5_ln_1, 768, P_h_5_attn_qkv_weight, 768, 0.0f, qkv_h_5_attn, 2304);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
     rt_launch(e, "k21", k21, e->B * 2359296, 2, (void *[]){&qkv_h_5_attn, &P_h_5_attn_qkv_bias});
-    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
-    rt_attention_fwd(e, qkv_h_5_attn, att_h_5_attn, attn_y_h_5_attn, e->B, 1024, 768, 12, 1);
+    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
+    rt_attention_fwd(e, qkv_h_5_attn, lse_h_5_attn, attn_y_h_5_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_5_attn, 768, P_h_5_attn_proj_weight, 768, 0.0f, attn_out_h_5_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
@@ -497,8 +497,8 @@ static void forward(rt_exec *e, int train)
     rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_6_ln_1, 768, P_h_6_attn_qkv_weight, 768, 0.0f, qkv_h_6_attn, 2304);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
     rt_launch(e, "k25", k25, e->B * 2359296, 2, (void *[]){&qkv_h_6_attn, &P_h_6_attn_qkv_bias});
-    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
-    rt_attention_fwd(e, qkv_h_6_attn, att_h_6_attn, attn_y_h_6_attn, e->B, 1024, 768, 12, 1);
+    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
+    rt_attention_fwd(e, qkv_h_6_attn, lse_h_6_attn, attn_y_h_6_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_6_attn, 768, P_h_6_attn_proj_weight, 768, 0.0f, attn_out_h_6_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
@@ -519,8 +519,8 @@ static void forward(rt_exec *e, int train)
     rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_7_ln_1, 768, P_h_7_attn_qkv_weight, 768, 0.0f, qkv_h_7_attn, 2304);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
     rt_launch(e, "k29", k29, e->B * 2359296, 2, (void *[]){&qkv_h_7_attn, &P_h_7_attn_qkv_bias});
-    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
-    rt_attention_fwd(e, qkv_h_7_attn, att_h_7_attn, attn_y_h_7_attn, e->B, 1024, 768, 12, 1);
+    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
+    rt_attention_fwd(e, qkv_h_7_attn, lse_h_7_attn, attn_y_h_7_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_7_attn, 768, P_h_7_attn_proj_weight, 768, 0.0f, attn_out_h_7_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
@@ -541,8 +541,8 @@ static void forward(rt_exec *e, int train)
     rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_8_ln_1, 768, P_h_8_attn_qkv_weight, 768, 0.0f, qkv_h_8_attn, 2304);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
     rt_launch(e, "k33", k33, e->B * 2359296, 2, (void *[]){&qkv_h_8_attn, &P_h_8_attn_qkv_bias});
-    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
-    rt_attention_fwd(e, qkv_h_8_attn, att_h_8_attn, attn_y_h_8_attn, e->B, 1024, 768, 12, 1);
+    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
+    rt_attention_fwd(e, qkv_h_8_attn, lse_h_8_attn, attn_y_h_8_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_8_attn, 768, P_h_8_attn_proj_weight, 768, 0.0f, attn_out_h_8_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
@@ -563,8 +563,8 @@ static void forward(rt_exec *e, int train)
     rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_9_ln_1, 768, P_h_9_attn_qkv_weight, 768, 0.0f, qkv_h_9_attn, 2304);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
     rt_launch(e, "k37", k37, e->B * 2359296, 2, (void *[]){&qkv_h_9_attn, &P_h_9_attn_qkv_bias});
-    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
-    rt_attention_fwd(e, qkv_h_9_attn, att_h_9_attn, attn_y_h_9_attn, e->B, 1024, 768, 12, 1);
+    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
+    rt_attention_fwd(e, qkv_h_9_attn, lse_h_9_attn, attn_y_h_9_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_9_attn, 768, P_h_9_attn_proj_weight, 768, 0.0f, attn_out_h_9_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
@@ -585,8 +585,8 @@ static void forward(rt_exec *e, int train)
     rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_10_ln_1, 768, P_h_10_attn_qkv_weight, 768, 0.0f, qkv_h_10_attn, 2304);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
     rt_launch(e, "k41", k41, e->B * 2359296, 2, (void *[]){&qkv_h_10_attn, &P_h_10_attn_qkv_bias});
-    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
-    rt_attention_fwd(e, qkv_h_10_attn, att_h_10_attn, attn_y_h_10_attn, e->B, 1024, 768, 12, 1);
+    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
+    rt_attention_fwd(e, qkv_h_10_attn, lse_h_10_attn, attn_y_h_10_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_10_attn, 768, P_h_10_attn_proj_weight, 768, 0.0f, attn_out_h_10_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
@@ -607,8 +607,8 @@ static void forward(rt_exec *e, int train)
     rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_11_ln_1, 768, P_h_11_attn_qkv_weight, 768, 0.0f, qkv_h_11_attn, 2304);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
     rt_launch(e, "k45", k45, e->B * 2359296, 2, (void *[]){&qkv_h_11_attn, &P_h_11_attn_qkv_bias});
-    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
-    rt_attention_fwd(e, qkv_h_11_attn, att_h_11_attn, attn_y_h_11_attn, e->B, 1024, 768, 12, 1);
+    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
+    rt_attention_fwd(e, qkv_h_11_attn, lse_h_11_attn, attn_y_h_11_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_11_attn, 768, P_h_11_attn_proj_weight, 768, 0.0f, attn_out_h_11_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
@@ -637,503 +637,503 @@ static void backward(rt_exec *e)
     const float *d_linear_lm_head = ACT(205852672);
     const float *P_wte_weight = e->params + 0;
     float *d_layernorm_ln_f = ACT(0);
-    const float *layernorm_ln_f = ACT(1622810624);
+    const float *layernorm_ln_f = ACT(1018830848);
     float *G_wte_weight = e->grads + 0;
-    const float *residual_linear_h_11_proj = ACT(1619664896);
+    const float *residual_linear_h_11_proj = ACT(1015685120);
     const float *P_ln_f_weight = e->params + 124438272;
-    const float *ln_mean_ln_f = ACT(1626152960);
-    const float *ln_rstd_ln_f = ACT(1626157056);
+    const float *ln_mean_ln_f = ACT(1022763008);
+    const float *ln_rstd_ln_f = ACT(1022767104);
     float *d_residual_linear_h_11_proj = ACT(12582912);
     float *G_ln_f_weight = e->grads + 124438272;
     float *G_ln_f_bias = e->grads + 124439040;
     const float *P_h_11_proj_weight = e->params + 122078208;
     float *d_gelu_h_11_2 = ACT(0);
-    const float *gelu_h_11_2 = ACT(1305092096);
+    const float *gelu_h_11_2 = ACT(701112320);
     float *G_h_11_proj_weight = e->grads + 122078208;
     float *G_h_11_proj_bias = e->grads + 124437504;
-    const float *linear_h_11_fc = ACT(1292509184);
+    const float *linear_h_11_fc = ACT(688529408);
     float *d_linear_h_11_fc = ACT(0);
     const float *P_h_11_fc_weight = e->params + 119715840;
-    float *d_layernorm_h_11_ln_2 = ACT(1292509184);
-    const float *layernorm_h_11_ln_2 = ACT(1616519168);
+    float *d_layernorm_h_11_ln_2 = ACT(688529408);
+    const float *layernorm_h_11_ln_2 = ACT(1012539392);
     float *G_h_11_fc_weight = e->grads + 119715840;
     float *G_h_11_fc_bias = e->grads + 122075136;
-    const float *residual_attn_out_h_11_attn = ACT(1613373440);
+    const float *residual_attn_out_h_11_attn = ACT(1009393664);
     const float *P_h_11_ln_2_weight = e->params + 119714304;
-    const float *ln_mean_h_11_ln_2 = ACT(1626144768);
-    const float *ln_rstd_h_11_ln_2 = ACT(1626148864);
+    const float *ln_mean_h_11_ln_2 = ACT(1022754816);
+    const float *ln_rstd_h_11_ln_2 = ACT(1022758912);
     float *d_residual_attn_out_h_11_attn = ACT(0);
     float *G_h_11_ln_2_weight = e->grads + 119714304;
     float *G_h_11_ln_2_bias = e->grads + 119715072;
     float *d_residual_attn_out_h_11_attn_491 = ACT(12582912);
     const float *P_h_11_attn_proj_weight = e->params + 119123712;
     float *d_attn_y_h_11_attn = ACT(0);
-    const float *attn_y_h_11_attn = ACT(1610227712);
+    const float *attn_y_h_11_attn = ACT(1006247936);
     float *G_h_11_attn_proj_weight = e->grads + 119123712;
     float *G_h_11_attn_proj_bias = e->grads + 119713536;
-    const float *qkv_h_11_attn = ACT(1421484032);
-    const float *att_h_11_attn = ACT(965353472);
-    float *d_qkv_h_11_attn = ACT(1292509184);
+    const float *qkv_h_11_attn = ACT(817504256);
+    const float *lse_h_11_attn = ACT(1022517248);
+    float *d_qkv_h_11_attn = ACT(688529408);
     const float *P_h_11_attn_qkv_weight = e->params + 117351936;
-    float *d_layernorm_h_11_ln_1 = ACT(1421484032);
-    const float *layernorm_h_11_ln_1 = ACT(1607081984);
+    float *d_layernorm_h_11_ln_1 = ACT(817504256);
+    const float *layernorm_h_11_ln_1 = ACT(1003102208);
     float *G_h_11_attn_qkv_weight = e->grads + 117351936;
     float *G_h_11_attn_qkv_bias = e->grads + 119121408;
-    const float *residual_linear_h_10_proj = ACT(1603936256);
+    const float *residual_linear_h_10_proj = ACT(999956480);
     const float *P_h_11_ln_1_weight = e->params + 117350400;
-    const float *ln_mean_h_11_ln_1 = ACT(1626136576);
-    const float *ln_rstd_h_11_ln_1 = ACT(1626140672);
-    float *d_residual_linear_h_10_proj = ACT(1424629760);
+    const float *ln_mean_h_11_ln_1 = ACT(1022746624);
+    const float *ln_rstd_h_11_ln_1 = ACT(1022750720);
+    float *d_residual_linear_h_10_proj = ACT(820649984);
     float *G_h_11_ln_1_weight = e->grads + 117350400;
     float *G_h_11_ln_1_bias = e->grads + 117351168;
     float *d_residual_linear_h_10_proj_496 = ACT(12582912);
     const float *P_h_10_proj_weight = e->params + 114990336;
-    float *d_gelu_h_10_2 = ACT(965353472);
-    const float *gelu_h_10_2 = ACT(1279926272);
+    float *d_gelu_h_10_2 = ACT(0);
+    const float *gelu_h_10_2 = ACT(675946496);
     float *G_h_10_proj_weight = e->grads + 114990336;
     float *G_h_10_proj_bias = e->grads + 117349632;
-    const float *linear_h_10_fc = ACT(1267343360);
-    float *d_linear_h_10_fc = ACT(965353472);
+    const float *linear_h_10_fc = ACT(663363584);
+    float *d_linear_h_10_fc = ACT(0);
     const float *P_h_10_fc_weight = e->params + 112627968;
-    float *d_layernorm_h_10_ln_2 = ACT(1421484032);
-    const float *layernorm_h_10_ln_2 = ACT(1600790528);
+    float *d_layernorm_h_10_ln_2 = ACT(817504256);
+    const float *layernorm_h_10_ln_2 = ACT(996810752);
     float *G_h_10_fc_weight = e->grads + 112627968;
     float *G_h_10_fc_bias = e->grads + 114987264;
-    const float *residual_attn_out_h_10_attn = ACT(1597644800);
+    const float *residual_attn_out_h_10_attn = ACT(993665024);
     const float *P_h_10_ln_2_weight = e->params + 112626432;
-    const float *ln_mean_h_10_ln_2 = ACT(1626128384);
-    const float *ln_rstd_h_10_ln_2 = ACT(1626132480);
-    float *d_residual_attn_out_h_10_attn = ACT(1424629760);
+    const float *ln_mean_h_10_ln_2 = ACT(1022738432);
+    const float *ln_rstd_h_10_ln_2 = ACT(1022742528);
+    float *d_residual_attn_out_h_10_attn = ACT(820649984);
     float *G_h_10_ln_2_weight = e->grads + 112626432;
     float *G_h_10_ln_2_bias = e->grads + 112627200;
     float *d_residual_attn_out_h_10_attn_501 = ACT(12582912);
     const float *P_h_10_attn_proj_weight = e->params + 112035840;
-    float *d_attn_y_h_10_attn = ACT(1421484032);
-    const float *attn_y_h_10_attn = ACT(1594499072);
+    float *d_attn_y_h_10_attn = ACT(817504256);
+    const float *attn_y_h_10_attn = ACT(990519296);
     float *G_h_10_attn_proj_weight = e->grads + 112035840;
     float *G_h_10_attn_proj_bias = e->grads + 112625664;
-    const float *qkv_h_10_attn = ACT(1412046848);
-    const float *att_h_10_attn = ACT(915021824);
-    float *d_qkv_h_10_attn = ACT(965353472);
+    const float *qkv_h_10_attn = ACT(808067072);
+    const float *lse_h_10_attn = ACT(1022468096);
+    float *d_qkv_h_10_attn = ACT(663363584);
     const float *P_h_10_attn_qkv_weight = e->params + 110264064;
     float *d_layernorm_h_10_ln_1 = ACT(0);
-    const float *layernorm_h_10_ln_1 = ACT(1591353344);
+    const float *layernorm_h_10_ln_1 = ACT(987373568);
     float *G_h_10_attn_qkv_weight = e->grads + 110264064;
     float *G_h_10_attn_qkv_bias = e->grads + 112033536;
-    const float *residual_linear_h_9_proj = ACT(1588207616);
+    const float *residual_linear_h_9_proj = ACT(984227840);
     const float *P_h_10_ln_1_weight = e->params + 110262528;
-    const float *ln_mean_h_10_ln_1 = ACT(1626120192);
-    const float *ln_rstd_h_10_ln_1 = ACT(1626124288);
+    const float *ln_mean_h_10_ln_1 = ACT(1022730240);
+    const float *ln_rstd_h_10_ln_1 = ACT(1022734336);
     float *d_residual_linear_h_9_proj = ACT(3145728);
     float *G_h_10_ln_1_weight = e->grads + 110262528;
     float *G_h_10_ln_1_bias = e->grads + 110263296;
     float *d_residual_linear_h_9_proj_506 = ACT(12582912);
     const float *P_h_9_proj_weight = e->params + 107902464;
-    float *d_gelu_h_9_2 = ACT(915021824);
-    const float *gelu_h_9_2 = ACT(1254760448);
+    float *d_gelu_h_9_2 = ACT(0);
+    const float *gelu_h_9_2 = ACT(650780672);
     float *G_h_9_proj_weight = e->grads + 107902464;
     float *G_h_9_proj_bias = e->grads + 110261760;
-    const float *linear_h_9_fc = ACT(1242177536);
-    float *d_linear_h_9_fc = ACT(915021824);
+    const float *linear_h_9_fc = ACT(638197760);
+    float *d_linear_h_9_fc = ACT(0);
     const float *P_h_9_fc_weight = e->params + 105540096;
-    float *d_layernorm_h_9_ln_2 = ACT(0);
-    const float *layernorm_h_9_ln_2 = ACT(1585061888);
+    float *d_layernorm_h_9_ln_2 = ACT(808067072);
+    const float *layernorm_h_9_ln_2 = ACT(981082112);
     float *G_h_9_fc_weight = e->grads + 105540096;
     float *G_h_9_fc_bias = e->grads + 107899392;
-    const float *residual_attn_out_h_9_attn = ACT(1581916160);
+    const float *residual_attn_out_h_9_attn = ACT(977936384);
     const float *P_h_9_ln_2_weight = e->params + 105538560;
-    const float *ln_mean_h_9_ln_2 = ACT(1626112000);
-    const float *ln_rstd_h_9_ln_2 = ACT(1626116096);
-    float *d_residual_attn_out_h_9_attn = ACT(3145728);
+    const float *ln_mean_h_9_ln_2 = ACT(1022722048);
+    const float *ln_rstd_h_9_ln_2 = ACT(1022726144);
+    float *d_residual_attn_out_h_9_attn = ACT(0);
     float *G_h_9_ln_2_weight = e->grads + 105538560;
     float *G_h_9_ln_2_bias = e->grads + 105539328;
     float *d_residual_attn_out_h_9_attn_511 = ACT(12582912);
     const float *P_h_9_attn_proj_weight = e->params + 104947968;
     float *d_attn_y_h_9_attn = ACT(0);
-    const float *attn_y_h_9_attn = ACT(1578770432);
+    const float *attn_y_h_9_attn = ACT(974790656);
     float *G_h_9_attn_proj_weight = e->grads + 104947968;
     float *G_h_9_attn_proj_bias = e->grads + 105537792;
-    const float *qkv_h_9_attn = ACT(1402609664);
-    const float *att_h_9_attn = ACT(864690176);
-    float *d_qkv_h_9_attn = ACT(1242177536);
+    const float *qkv_h_9_attn = ACT(798629888);
+    const float *lse_h_9_attn = ACT(1022418944);
+    float *d_qkv_h_9_attn = ACT(638197760);
     const float *P_h_9_attn_qkv_weight = e->params + 103176192;
     float *d_layernorm_h_9_ln_1 = ACT(0);
-    const float *layernorm_h_9_ln_1 = ACT(1575624704);
+    const float *layernorm_h_9_ln_1 = ACT(971644928);
     float *G_h_9_attn_qkv_weight = e->grads + 103176192;
     float *G_h_9_attn_qkv_bias = e->grads + 104945664;
-    const float *residual_linear_h_8_proj = ACT(1572478976);
+    const float *residual_linear_h_8_proj = ACT(968499200);
     const float *P_h_9_ln_1_weight = e->params + 103174656;
-    const float *ln_mean_h_9_ln_1 = ACT(1626103808);
-    const float *ln_rstd_h_9_ln_1 = ACT(1626107904);
+    const float *ln_mean_h_9_ln_1 = ACT(1022713856);
+    const float *ln_rstd_h_9_ln_1 = ACT(1022717952);
     float *d_residual_linear_h_8_proj = ACT(3145728);
     float *G_h_9_ln_1_weight = e->grads + 103174656;
     float *G_h_9_ln_1_bias = e->grads + 103175424;
     float *d_residual_linear_h_8_proj_516 = ACT(12582912);
     const float *P_h_8_proj_weight = e->params + 100814592;
-    float *d_gelu_h_8_2 = ACT(864690176);
-    const float *gelu_h_8_2 = ACT(1229594624);
+    float *d_gelu_h_8_2 = ACT(0);
+    const float *gelu_h_8_2 = ACT(625614848);
     float *G_h_8_proj_weight = e->grads + 100814592;
     float *G_h_8_proj_bias = e->grads + 103173888;
-    const float *linear_h_8_fc = ACT(1217011712);
-    float *d_linear_h_8_fc = ACT(864690176);
+    const float *linear_h_8_fc = ACT(613031936);
+    float *d_linear_h_8_fc = ACT(0);
     const float *P_h_8_fc_weight = e->params + 98452224;
-    float *d_layernorm_h_8_ln_2 = ACT(0);
-    const float *layernorm_h_8_ln_2 = ACT(1569333248);
+    float *d_layernorm_h_8_ln_2 = ACT(798629888);
+    const float *layernorm_h_8_ln_2 = ACT(965353472);
     float *G_h_8_fc_weight = e->grads + 98452224;
     float *G_h_8_fc_bias = e->grads + 100811520;
-    const float *residual_attn_out_h_8_attn = ACT(1566187520);
+    const float *residual_attn_out_h_8_attn = ACT(962207744);
     const float *P_h_8_ln_2_weight = e->params + 98450688;
-    const float *ln_mean_h_8_ln_2 = ACT(1626095616);
-    const float *ln_rstd_h_8_ln_2 = ACT(1626099712);
-    float *d_residual_attn_out_h_8_attn = ACT(3145728);
+    const float *ln_mean_h_8_ln_2 = ACT(1022705664);
+    const float *ln_rstd_h_8_ln_2 = ACT(1022709760);
+    float *d_residual_attn_out_h_8_attn = ACT(0);
     float *G_h_8_ln_2_weight = e->grads + 98450688;
     float *G_h_8_ln_2_bias = e->grads + 98451456;
     float *d_residual_attn_out_h_8_attn_521 = ACT(12582912);
     const float *P_h_8_attn_proj_weight = e->params + 97860096;
     float *d_attn_y_h_8_attn = ACT(0);
-    const float *attn_y_h_8_attn = ACT(1563041792);
+    const float *attn_y_h_8_attn = ACT(959062016);
     float *G_h_8_attn_proj_weight = e->grads + 97860096;
     float *G_h_8_attn_proj_bias = e->grads + 98449920;
-    const float *qkv_h_8_attn = ACT(1393172480);
-    const float *att_h_8_attn = ACT(814358528);
-    float *d_qkv_h_8_attn = ACT(1217011712);
+    const float *qkv_h_8_attn = ACT(789192704);
+    const float *lse_h_8_attn = ACT(1022369792);
+    float *d_qkv_h_8_attn = ACT(613031936);
     const float *P_h_8_attn_qkv_weight = e->params + 96088320;
     float *d_layernorm_h_8_ln_1 = ACT(0);
-    const float *layernorm_h_8_ln_1 = ACT(1559896064);
+    const float *layernorm_h_8_ln_1 = ACT(955916288);
     float *G_h_8_attn_qkv_weight = e->grads + 96088320;
     float *G_h_8_attn_qkv_bias = e->grads + 97857792;
-    const float *residual_linear_h_7_proj = ACT(1556750336);
+    const float *residual_linear_h_7_proj = ACT(952770560);
     const float *P_h_8_ln_1_weight = e->params + 96086784;
-    const float *ln_mean_h_8_ln_1 = ACT(1626087424);
-    const float *ln_rstd_h_8_ln_1 = ACT(1626091520);
+    const float *ln_mean_h_8_ln_1 = ACT(1022697472);
+    const float *ln_rstd_h_8_ln_1 = ACT(1022701568);
     float *d_residual_linear_h_7_proj = ACT(3145728);
     float *G_h_8_ln_1_weight = e->grads + 96086784;
     float *G_h_8_ln_1_bias = e->grads + 96087552;
     float *d_residual_linear_h_7_proj_526 = ACT(12582912);
     const float *P_h_7_proj_weight = e->params + 93726720;
-    float *d_gelu_h_7_2 = ACT(814358528);
-    const float *gelu_h_7_2 = ACT(1204428800);
+    float *d_gelu_h_7_2 = ACT(0);
+    const float *gelu_h_7_2 = ACT(600449024);
     float *G_h_7_proj_weight = e->grads + 93726720;
     float *G_h_7_proj_bias = e->grads + 96086016;
-    const float *linear_h_7_fc = ACT(1191845888);
-    float *d_linear_h_7_fc = ACT(814358528);
+    const float *linear_h_7_fc = ACT(587866112);
+    float *d_linear_h_7_fc = ACT(0);
     const float *P_h_7_fc_weight = e->params + 91364352;
-    float *d_layernorm_h_7_ln_2 = ACT(0);
-    const float *layernorm_h_7_ln_2 = ACT(1553604608);
+    float *d_layernorm_h_7_ln_2 = ACT(789192704);
+    const float *layernorm_h_7_ln_2 = ACT(949624832);
     float *G_h_7_fc_weight = e->grads + 91364352;
     float *G_h_7_fc_bias = e->grads + 93723648;
-    const float *residual_attn_out_h_7_attn = ACT(1550458880);
+    const float *residual_attn_out_h_7_attn = ACT(946479104);
     const float *P_h_7_ln_2_weight = e->params + 91362816;
-    const float *ln_mean_h_7_ln_2 = ACT(1626079232);
-    const float *ln_rstd_h_7_ln_2 = ACT(1626083328);
-    float *d_residual_attn_out_h_7_attn = ACT(3145728);
+    const float *ln_mean_h_7_ln_2 = ACT(1022689280);
+    const float *ln_rstd_h_7_ln_2 = ACT(1022693376);
+    float *d_residual_attn_out_h_7_attn = ACT(0);
     float *G_h_7_ln_2_weight = e->grads + 91362816;
     float *G_h_7_ln_2_bias = e->grads + 91363584;
     float *d_residual_attn_out_h_7_attn_531 = ACT(12582912);
     const float *P_h_7_attn_proj_weight = e->params + 90772224;
     float *d_attn_y_h_7_attn = ACT(0);
-    const float *attn_y_h_7_attn = ACT(1547313152);
+    const float *attn_y_h_7_attn = ACT(943333376);
     float *G_h_7_attn_proj_weight = e->grads + 90772224;
     float *G_h_7_attn_proj_bias = e->grads + 91362048;
-    const float *qkv_h_7_attn = ACT(1383735296);
-    const float *att_h_7_attn = ACT(764026880);
-    float *d_qkv_h_7_attn = ACT(1191845888);
+    const float *qkv_h_7_attn = ACT(779755520);
+    const float *lse_h_7_attn = ACT(1022320640);
+    float *d_qkv_h_7_attn = ACT(587866112);
     const float *P_h_7_attn_qkv_weight = e->params + 89000448;
     float *d_layernorm_h_7_ln_1 = ACT(0);
-    const float *layernorm_h_7_ln_1 = ACT(1544167424);
+    const float *layernorm_h_7_ln_1 = ACT(940187648);
     float *G_h_7_attn_qkv_weight = e->grads + 89000448;
     float *G_h_7_attn_qkv_bias = e->grads + 90769920;
-    const float *residual_linear_h_6_proj = ACT(1541021696);
+    const float *residual_linear_h_6_proj = ACT(937041920);
     const float *P_h_7_ln_1_weight = e->params + 88998912;
-    const float *ln_mean_h_7_ln_1 = ACT(1626071040);
-    const float *ln_rstd_h_7_ln_1 = ACT(1626075136);
+    const float *ln_mean_h_7_ln_1 = ACT(1022681088);
+    const float *ln_rstd_h_7_ln_1 = ACT(1022685184);
     float *d_residual_linear_h_6_proj = ACT(3145728);
     float *G_h_7_ln_1_weight = e->grads + 88998912;
     float *G_h_7_ln_1_bias = e->grads + 88999680;
     float *d_residual_linear_h_6_proj_536 = ACT(12582912);
     const float *P_h_6_proj_weight = e->params + 86638848;
-    float *d_gelu_h_6_2 = ACT(764026880);
-    const float *gelu_h_6_2 = ACT(1179262976);
+    float *d_gelu_h_6_2 = ACT(0);
+    const float *gelu_h_6_2 = ACT(575283200);
     float *G_h_6_proj_weight = e->grads + 86638848;
     float *G_h_6_proj_bias = e->grads + 88998144;
-    const float *linear_h_6_fc = ACT(1166680064);
-    float *d_linear_h_6_fc = ACT(764026880);
+    const float *linear_h_6_fc = ACT(562700288);
+    float *d_linear_h_6_fc = ACT(0);
     const float *P_h_6_fc_weight = e->params + 84276480;
-    float *d_layernorm_h_6_ln_2 = ACT(0);
-    const float *layernorm_h_6_ln_2 = ACT(1537875968);
+    float *d_layernorm_h_6_ln_2 = ACT(779755520);
+    const float *layernorm_h_6_ln_2 = ACT(933896192);
     float *G_h_6_fc_weight = e->grads + 84276480;
     float *G_h_6_fc_bias = e->grads + 86635776;
-    const float *residual_attn_out_h_6_attn = ACT(1534730240);
+    const float *residual_attn_out_h_6_attn = ACT(930750464);
     const float *P_h_6_ln_2_weight = e->params + 84274944;
-    const float *ln_mean_h_6_ln_2 = ACT(1626062848);
-    const float *ln_rstd_h_6_ln_2 = ACT(1626066944);
-    float *d_residual_attn_out_h_6_attn = ACT(3145728);
+    const float *ln_mean_h_6_ln_2 = ACT(1022672896);
+    const float *ln_rstd_h_6_ln_2 = ACT(1022676992);
+    float *d_residual_attn_out_h_6_attn = ACT(0);
     float *G_h_6_ln_2_weight = e->grads + 84274944;
     float *G_h_6_ln_2_bias = e->grads + 84275712;
     float *d_residual_attn_out_h_6_attn_541 = ACT(12582912);
     const float *P_h_6_attn_proj_weight = e->params + 83684352;
     float *d_attn_y_h_6_attn = ACT(0);
-    const float *attn_y_h_6_attn = ACT(1531584512);
+    const float *attn_y_h_6_attn = ACT(927604736);
     float *G_h_6_attn_proj_weight = e->grads + 83684352;
     float *G_h_6_attn_proj_bias = e->grads + 84274176;
-    const float *qkv_h_6_attn = ACT(1374298112);
-    const float *att_h_6_attn = ACT(713695232);
-    float *d_qkv_h_6_attn = ACT(1166680064);
+    const float *qkv_h_6_attn = ACT(770318336);
+    const float *lse_h_6_attn = ACT(1022271488);
+    float *d_qkv_h_6_attn = ACT(562700288);
     const float *P_h_6_attn_qkv_weight = e->params + 81912576;
     float *d_layernorm_h_6_ln_1 = ACT(0);
-    const float *layernorm_h_6_ln_1 = ACT(1528438784);
+    const float *layernorm_h_6_ln_1 = ACT(924459008);
     float *G_h_6_attn_qkv_weight = e->grads + 81912576;
     float *G_h_6_attn_qkv_bias = e->grads + 83682048;
-    const float *residual_linear_h_5_proj = ACT(1525293056);
+    const float *residual_linear_h_5_proj = ACT(921313280);
     const float *P_h_6_ln_1_weight = e->params + 81911040;
-    const float *ln_mean_h_6_ln_1 = ACT(1626054656);
-    const float *ln_rstd_h_6_ln_1 = ACT(1626058752);
+    const float *ln_mean_h_6_ln_1 = ACT(1022664704);
+    const float *ln_rstd_h_6_ln_1 = ACT(1022668800);
     float *d_residual_linear_h_5_proj = ACT(3145728);
     float *G_h_6_ln_1_weight = e->grads + 81911040;
     float *G_h_6_ln_1_bias = e->grads + 81911808;
     float *d_residual_linear_h_5_proj_546 = ACT(12582912);
     const float *P_h_5_proj_weight = e->params + 79550976;
-    float *d_gelu_h_5_2 = ACT(713695232);
-    const float *gelu_h_5_2 = ACT(1154097152);
+    float *d_gelu_h_5_2 = ACT(0);
+    const float *gelu_h_5_2 = ACT(550117376);
     float *G_h_5_proj_weight = e->grads + 79550976;
     float *G_h_5_proj_bias = e->grads + 81910272;
-    const float *linear_h_5_fc = ACT(1141514240);
-    float *d_linear_h_5_fc = ACT(713695232);
+    const float *linear_h_5_fc = ACT(537534464);
+    float *d_linear_h_5_fc = ACT(0);
     const float *P_h_5_fc_weight = e->params + 77188608;
-    float *d_layernorm_h_5_ln_2 = ACT(0);
-    const float *layernorm_h_5_ln_2 = ACT(1522147328);
+    float *d_layernorm_h_5_ln_2 = ACT(770318336);
+    const float *layernorm_h_5_ln_2 = ACT(918167552);
     float *G_h_5_fc_weight = e->grads + 77188608;
     float *G_h_5_fc_bias = e->grads + 79547904;
-    const float *residual_attn_out_h_5_attn = ACT(1519001600);
+    const float *residual_attn_out_h_5_attn = ACT(915021824);
     const float *P_h_5_ln_2_weight = e->params + 77187072;
-    const float *ln_mean_h_5_ln_2 = ACT(1626046464);
-    const float *ln_rstd_h_5_ln_2 = ACT(1626050560);
-    float *d_residual_attn_out_h_5_attn = ACT(3145728);
+    const float *ln_mean_h_5_ln_2 = ACT(1022656512);
+    const float *ln_rstd_h_5_ln_2 = ACT(1022660608);
+    float *d_residual_attn_out_h_5_attn = ACT(0);
     float *G_h_5_ln_2_weight = e->grads + 77187072;
     float *G_h_5_ln_2_bias = e->grads + 77187840;
     float *d_residual_attn_out_h_5_attn_551 = ACT(12582912);
     const float *P_h_5_attn_proj_weight = e->params + 76596480;
     float *d_attn_y_h_5_attn = ACT(0);
-    const float *attn_y_h_5_attn = ACT(1515855872);
+    const float *attn_y_h_5_attn = ACT(911876096);
     float *G_h_5_attn_proj_weight = e->grads + 76596480;
     float *G_h_5_attn_proj_bias = e->grads + 77186304;
-    const float *qkv_h_5_attn = ACT(1364860928);
-    const float *att_h_5_attn = ACT(663363584);
-    float *d_qkv_h_5_attn = ACT(1141514240);
+    const float *qkv_h_5_attn = ACT(760881152);
+    const float *lse_h_5_attn = ACT(1022222336);
+    float *d_qkv_h_5_attn = ACT(537534464);
     const float *P_h_5_attn_qkv_weight = e->params + 74824704;
     float *d_layernorm_h_5_ln_1 = ACT(0);
-    const float *layernorm_h_5_ln_1 = ACT(1512710144);
+    const float *layernorm_h_5_ln_1 = ACT(908730368);
     float *G_h_5_attn_qkv_weight = e->grads + 74824704;
     float *G_h_5_attn_qkv_bias = e->grads + 76594176;
-    const float *residual_linear_h_4_proj = ACT(1509564416);
+    const float *residual_linear_h_4_proj = ACT(905584640);
     const float *P_h_5_ln_1_weight = e->params + 74823168;
-    const float *ln_mean_h_5_ln_1 = ACT(1626038272);
-    const float *ln_rstd_h_5_ln_1 = ACT(1626042368);
+    const float *ln_mean_h_5_ln_1 = ACT(1022648320);
+    const float *ln_rstd_h_5_ln_1 = ACT(1022652416);
     float *d_residual_linear_h_4_proj = ACT(3145728);
     float *G_h_5_ln_1_weight = e->grads + 74823168;
     float *G_h_5_ln_1_bias = e->grads + 74823936;
     float *d_residual_linear_h_4_proj_556 = ACT(12582912);
     const float *P_h_4_proj_weight = e->params + 72463104;
-    float *d_gelu_h_4_2 = ACT(663363584);
-    const float *gelu_h_4_2 = ACT(1128931328);
+    float *d_gelu_h_4_2 = ACT(0);
+    const float *gelu_h_4_2 = ACT(524951552);
     float *G_h_4_proj_weight = e->grads + 72463104;
     float *G_h_4_proj_bias = e->grads + 74822400;
-    const float *linear_h_4_fc = ACT(1116348416);
-    float *d_linear_h_4_fc = ACT(663363584);
+    const float *linear_h_4_fc = ACT(512368640);
+    float *d_linear_h_4_fc = ACT(0);
     const float *P_h_4_fc_weight = e->params + 70100736;
-    float *d_layernorm_h_4_ln_2 = ACT(0);
-    const float *layernorm_h_4_ln_2 = ACT(1506418688);
+    float *d_layernorm_h_4_ln_2 = ACT(760881152);
+    const float *layernorm_h_4_ln_2 = ACT(902438912);
     float *G_h_4_fc_weight = e->grads + 70100736;
     float *G_h_4_fc_bias = e->grads + 72460032;
-    const float *residual_attn_out_h_4_attn = ACT(1503272960);
+    const float *residual_attn_out_h_4_attn = ACT(899293184);
     const float *P_h_4_ln_2_weight = e->params + 70099200;
-    const float *ln_mean_h_4_ln_2 = ACT(1626030080);
-    const float *ln_rstd_h_4_ln_2 = ACT(1626034176);
-    float *d_residual_attn_out_h_4_attn = ACT(3145728);
+    const float *ln_mean_h_4_ln_2 = ACT(1022640128);
+    const float *ln_rstd_h_4_ln_2 = ACT(1022644224);
+    float *d_residual_attn_out_h_4_attn = ACT(0);
     float *G_h_4_ln_2_weight = e->grads + 70099200;
     float *G_h_4_ln_2_bias = e->grads + 70099968;
     float *d_residual_attn_out_h_4_attn_561 = ACT(12582912);
     const float *P_h_4_attn_proj_weight = e->params + 69508608;
     float *d_attn_y_h_4_attn = ACT(0);
-    const float *attn_y_h_4_attn = ACT(1500127232);
+    const float *attn_y_h_4_attn = ACT(896147456);
     float *G_h_4_attn_proj_weight = e->grads + 69508608;
     float *G_h_4_attn_proj_bias = e->grads + 70098432;
-    const float *qkv_h_4_attn = ACT(1355423744);
-    const float *att_h_4_attn = ACT(613031936);
-    float *d_qkv_h_4_attn = ACT(1116348416);
+    const float *qkv_h_4_attn = ACT(751443968);
+    const float *lse_h_4_attn = ACT(1022173184);
+    float *d_qkv_h_4_attn = ACT(512368640);
     const float *P_h_4_attn_qkv_weight = e->params + 67736832;
     float *d_layernorm_h_4_ln_1 = ACT(0);
-    const float *layernorm_h_4_ln_1 = ACT(1496981504);
+    const float *layernorm_h_4_ln_1 = ACT(893001728);
     float *G_h_4_attn_qkv_weight = e->grads + 67736832;
     float *G_h_4_attn_qkv_bias = e->grads + 69506304;
-    const float *residual_linear_h_3_proj = ACT(1493835776);
+    const float *residual_linear_h_3_proj = ACT(889856000);
     const float *P_h_4_ln_1_weight = e->params + 67735296;
-    const float *ln_mean_h_4_ln_1 = ACT(1626021888);
-    const float *ln_rstd_h_4_ln_1 = ACT(1626025984);
+    const float *ln_mean_h_4_ln_1 = ACT(1022631936);
+    const float *ln_rstd_h_4_ln_1 = ACT(1022636032);
     float *d_residual_linear_h_3_proj = ACT(3145728);
     float *G_h_4_ln_1_weight = e->grads + 67735296;
     float *G_h_4_ln_1_bias = e->grads + 67736064;
     float *d_residual_linear_h_3_proj_566 = ACT(12582912);
     const float *P_h_3_proj_weight = e->params + 65375232;
-    float *d_gelu_h_3_2 = ACT(613031936);
-    const float *gelu_h_3_2 = ACT(1103765504);
+    float *d_gelu_h_3_2 = ACT(0);
+    const float *gelu_h_3_2 = ACT(499785728);
     float *G_h_3_proj_weight = e->grads + 65375232;
     float *G_h_3_proj_bias = e->grads + 67734528;
-    const float *linear_h_3_fc = ACT(1091182592);
-    float *d_linear_h_3_fc = ACT(613031936);
+    const float *linear_h_3_fc = ACT(487202816);
+    float *d_linear_h_3_fc = ACT(0);
     const float *P_h_3_fc_weight = e->params + 63012864;
-    float *d_layernorm_h_3_ln_2 = ACT(0);
-    const float *layernorm_h_3_ln_2 = ACT(1490690048);
+    float *d_layernorm_h_3_ln_2 = ACT(751443968);
+    const float *layernorm_h_3_ln_2 = ACT(886710272);
     float *G_h_3_fc_weight = e->grads + 63012864;
     float *G_h_3_fc_bias = e->grads + 65372160;
-    const float *residual_attn_out_h_3_attn = ACT(1487544320);
+    const float *residual_attn_out_h_3_attn = ACT(883564544);
     const float *P_h_3_ln_2_weight = e->params + 63011328;
-    const float *ln_mean_h_3_ln_2 = ACT(1626013696);
-    const float *ln_rstd_h_3_ln_2 = ACT(1626017792);
-    float *d_residual_attn_out_h_3_attn = ACT(3145728);
+    const float *ln_mean_h_3_ln_2 = ACT(1022623744);
+    const float *ln_rstd_h_3_ln_2 = ACT(1022627840);
+    float *d_residual_attn_out_h_3_attn = ACT(0);
     float *G_h_3_ln_2_weight = e->grads + 63011328;
     float *G_h_3_ln_2_bias = e->grads + 63012096;
     float *d_residual_attn_out_h_3_attn_571 = ACT(12582912);
     const float *P_h_3_attn_proj_weight = e->params + 62420736;
     float *d_attn_y_h_3_attn = ACT(0);
-    const float *attn_y_h_3_attn = ACT(1484398592);
+    const float *attn_y_h_3_attn = ACT(880418816);
     float *G_h_3_attn_proj_weight = e->grads + 62420736;
     float *G_h_3_attn_proj_bias = e->grads + 63010560;
-    const float *qkv_h_3_attn = ACT(1345986560);
-    const float *att_h_3_attn = ACT(562700288);
-    float *d_qkv_h_3_attn = ACT(1091182592);
+    const float *qkv_h_3_attn = ACT(742006784);
+    const float *lse_h_3_attn = ACT(1022124032);
+    float *d_qkv_h_3_attn = ACT(487202816);
     const float *P_h_3_attn_qkv_weight = e->params + 60648960;
     float *d_layernorm_h_3_ln_1 = ACT(0);
-    const float *layernorm_h_3_ln_1 = ACT(1481252864);
+    const float *layernorm_h_3_ln_1 = ACT(877273088);
     float *G_h_3_attn_qkv_weight = e->grads + 60648960;
     float *G_h_3_attn_qkv_bias = e->grads + 62418432;
-    const float *residual_linear_h_2_proj = ACT(1478107136);
+    const float *residual_linear_h_2_proj = ACT(874127360);
     const float *P_h_3_ln_1_weight = e->params + 60647424;
-    const float *ln_mean_h_3_ln_1 = ACT(1626005504);
-    const float *ln_rstd_h_3_ln_1 = ACT(1626009600);
+    const float *ln_mean_h_3_ln_1 = ACT(1022615552);
+    const float *ln_rstd_h_3_ln_1 = ACT(1022619648);
     float *d_residual_linear_h_2_proj = ACT(3145728);
     float *G_h_3_ln_1_weight = e->grads + 60647424;
     float *G_h_3_ln_1_bias = e->grads + 60648192;
     float *d_residual_linear_h_2_proj_576 = ACT(12582912);
     const float *P_h_2_proj_weight = e->params + 58287360;
     float *d_gelu_h_2_2 = ACT(0);
-    const float *gelu_h_2_2 = ACT(1078599680);
+    const float *gelu_h_2_2 = ACT(474619904);
     float *G_h_2_proj_weight = e->grads + 58287360;
     float *G_h_2_proj_bias = e->grads + 60646656;
-    const float *linear_h_2_fc = ACT(1066016768);
+    const float *linear_h_2_fc = ACT(462036992);
     float *d_linear_h_2_fc = ACT(0);
     const float *P_h_2_fc_weight = e->params + 55924992;
-    float *d_layernorm_h_2_ln_2 = ACT(1345986560);
-    const float *layernorm_h_2_ln_2 = ACT(1474961408);
+    float *d_layernorm_h_2_ln_2 = ACT(742006784);
+    const float *layernorm_h_2_ln_2 = ACT(870981632);
     float *G_h_2_fc_weight = e->grads + 55924992;
     float *G_h_2_fc_bias = e->grads + 58284288;
-    const float *residual_attn_out_h_2_attn = ACT(1471815680);
+    const float *residual_attn_out_h_2_attn = ACT(867835904);
     const float *P_h_2_ln_2_weight = e->params + 55923456;
-    const float *ln_mean_h_2_ln_2 = ACT(1625997312);
-    const float *ln_rstd_h_2_ln_2 = ACT(1626001408);
+    const float *ln_mean_h_2_ln_2 = ACT(1022607360);
+    const float *ln_rstd_h_2_ln_2 = ACT(1022611456);
     float *d_residual_attn_out_h_2_attn = ACT(0);
     float *G_h_2_ln_2_weight = e->grads + 55923456;
     float *G_h_2_ln_2_bias = e->grads + 55924224;
     float *d_residual_attn_out_h_2_attn_581 = ACT(12582912);
     const float *P_h_2_attn_proj_weight = e->params + 55332864;
     float *d_attn_y_h_2_attn = ACT(0);
-    const float *attn_y_h_2_attn = ACT(1468669952);
+    const float *attn_y_h_2_attn = ACT(864690176);
     float *G_h_2_attn_proj_weight = e->grads + 55332864;
     float *G_h_2_attn_proj_bias = e->grads + 55922688;
-    const float *qkv_h_2_attn = ACT(1336549376);
-    const float *att_h_2_attn = ACT(512368640);
-    float *d_qkv_h_2_attn = ACT(1066016768);
+    const float *qkv_h_2_attn = ACT(732569600);
+    const float *lse_h_2_attn = ACT(1022074880);
+    float *d_qkv_h_2_attn = ACT(462036992);
     const float *P_h_2_attn_qkv_weight = e->params + 53561088;
     float *d_layernorm_h_2_ln_1 = ACT(0);
-    const float *layernorm_h_2_ln_1 = ACT(1465524224);
+    const float *layernorm_h_2_ln_1 = ACT(861544448);
     float *G_h_2_attn_qkv_weight = e->grads + 53561088;
     float *G_h_2_attn_qkv_bias = e->grads + 55330560;
-    const float *residual_linear_h_1_proj = ACT(1462378496);
+    const float *residual_linear_h_1_proj = ACT(858398720);
     const float *P_h_2_ln_1_weight = e->params + 53559552;
-    const float *ln_mean_h_2_ln_1 = ACT(1625989120);
-    const float *ln_rstd_h_2_ln_1 = ACT(1625993216);
+    const float *ln_mean_h_2_ln_1 = ACT(1022599168);
+    const float *ln_rstd_h_2_ln_1 = ACT(1022603264);
     float *d_residual_linear_h_1_proj = ACT(3145728);
     float *G_h_2_ln_1_weight = e->grads + 53559552;
     float *G_h_2_ln_1_bias = e->grads + 53560320;
     float *d_residual_linear_h_1_proj_586 = ACT(12582912);
     const float *P_h_1_proj_weight = e->params + 51199488;
     float *d_gelu_h_1_2 = ACT(0);
-    const float *gelu_h_1_2 = ACT(1053433856);
+    const float *gelu_h_1_2 = ACT(449454080);
     float *G_h_1_proj_weight = e->grads + 51199488;
     float *G_h_1_proj_bias = e->grads + 53558784;
-    const float *linear_h_1_fc = ACT(1040850944);
+    const float *linear_h_1_fc = ACT(436871168);
     float *d_linear_h_1_fc = ACT(0);
     const float *P_h_1_fc_weight = e->params + 48837120;
-    float *d_layernorm_h_1_ln_2 = ACT(1336549376);
-    const float *layernorm_h_1_ln_2 = ACT(1459232768);
+    float *d_layernorm_h_1_ln_2 = ACT(732569600);
+    const float *layernorm_h_1_ln_2 = ACT(855252992);
     float *G_h_1_fc_weight = e->grads + 48837120;
     float *G_h_1_fc_bias = e->grads + 51196416;
-    const float *residual_attn_out_h_1_attn = ACT(1456087040);
+    const float *residual_attn_out_h_1_attn = ACT(852107264);
     const float *P_h_1_ln_2_weight = e->params + 48835584;
-    const float *ln_mean_h_1_ln_2 = ACT(1625980928);
-    const float *ln_rstd_h_1_ln_2 = ACT(1625985024);
+    const float *ln_mean_h_1_ln_2 = ACT(1022590976);
+    const float *ln_rstd_h_1_ln_2 = ACT(1022595072);
     float *d_residual_attn_out_h_1_attn = ACT(0);
     float *G_h_1_ln_2_weight = e->grads + 48835584;
     float *G_h_1_ln_2_bias = e->grads + 48836352;
     float *d_residual_attn_out_h_1_attn_591 = ACT(12582912);
     const float *P_h_1_attn_proj_weight = e->params + 48244992;
     float *d_attn_y_h_1_attn = ACT(0);
-    const float *attn_y_h_1_attn = ACT(1452941312);
+    const float *attn_y_h_1_attn = ACT(848961536);
     float *G_h_1_attn_proj_weight = e->grads + 48244992;
     float *G_h_1_attn_proj_bias = e->grads + 48834816;
-    const float *qkv_h_1_attn = ACT(1327112192);
-    const float *att_h_1_attn = ACT(462036992);
-    float *d_qkv_h_1_attn = ACT(1040850944);
+    const float *qkv_h_1_attn = ACT(723132416);
+    const float *lse_h_1_attn = ACT(1022025728);
+    float *d_qkv_h_1_attn = ACT(436871168);
     const float *P_h_1_attn_qkv_weight = e->params + 46473216;
     float *d_layernorm_h_1_ln_1 = ACT(0);
-    const float *layernorm_h_1_ln_1 = ACT(1449795584);
+    const float *layernorm_h_1_ln_1 = ACT(845815808);
     float *G_h_1_attn_qkv_weight = e->grads + 46473216;
     float *G_h_1_attn_qkv_bias = e->grads + 48242688;
-    const float *residual_linear_h_0_proj = ACT(1446649856);
+    const float *residual_linear_h_0_proj = ACT(842670080);
     const float *P_h_1_ln_1_weight = e->params + 46471680;
-    const float *ln_mean_h_1_ln_1 = ACT(1625972736);
-    const float *ln_rstd_h_1_ln_1 = ACT(1625976832);
+    const float *ln_mean_h_1_ln_1 = ACT(1022582784);
+    const float *ln_rstd_h_1_ln_1 = ACT(1022586880);
     float *d_residual_linear_h_0_proj = ACT(3145728);
     float *G_h_1_ln_1_weight = e->grads + 46471680;
     float *G_h_1_ln_1_bias = e->grads + 46472448;
     float *d_residual_linear_h_0_proj_596 = ACT(12582912);
     const float *P_h_0_proj_weight = e->params + 44111616;
     float *d_gelu_h_0_2 = ACT(0);
-    const float *gelu_h_0_2 = ACT(1028268032);
+    const float *gelu_h_0_2 = ACT(424288256);
     float *G_h_0_proj_weight = e->grads + 44111616;
     float *G_h_0_proj_bias = e->grads + 46470912;
-    const float *linear_h_0_fc = ACT(1015685120);
+    const float *linear_h_0_fc = ACT(411705344);
     float *d_linear_h_0_fc = ACT(0);
     const float *P_h_0_fc_weight = e->params + 41749248;
-    float *d_layernorm_h_0_ln_2 = ACT(1327112192);
-    const float *layernorm_h_0_ln_2 = ACT(1443504128);
+    float *d_layernorm_h_0_ln_2 = ACT(723132416);
+    const float *layernorm_h_0_ln_2 = ACT(839524352);
     float *G_h_0_fc_weight = e->grads + 41749248;
     float *G_h_0_fc_bias = e->grads + 44108544;
-    const float *residual_attn_out_h_0_attn = ACT(1440358400);
+    const float *residual_attn_out_h_0_attn = ACT(836378624);
     const float *P_h_0_ln_2_weight = e->params + 41747712;
-    const float *ln_mean_h_0_ln_2 = ACT(1625964544);
-    const float *ln_rstd_h_0_ln_2 = ACT(1625968640);
+    const float *ln_mean_h_0_ln_2 = ACT(1022574592);
+    const float *ln_rstd_h_0_ln_2 = ACT(1022578688);
     float *d_residual_attn_out_h_0_attn = ACT(0);
     float *G_h_0_ln_2_weight = e->grads + 41747712;
     float *G_h_0_ln_2_bias = e->grads + 41748480;
     float *d_residual_attn_out_h_0_attn_601 = ACT(12582912);
     const float *P_h_0_attn_proj_weight = e->params + 41157120;
     float *d_attn_y_h_0_attn = ACT(9437184);
-    const float *attn_y_h_0_attn = ACT(1437212672);
+    const float *attn_y_h_0_attn = ACT(833232896);
     float *G_h_0_attn_proj_weight = e->grads + 41157120;
     float *G_h_0_attn_proj_bias = e->grads + 41746944;
-    const float *qkv_h_0_attn = ACT(1317675008);
-    const float *att_h_0_attn = ACT(411705344);
+    const float *qkv_h_0_attn = ACT(713695232);
+    const float *lse_h_0_attn = ACT(1021976576);
     float *d_qkv_h_0_attn = ACT(0);
     const float *P_h_0_attn_qkv_weight = e->params + 39385344;
     float *d_layernorm_h_0_ln_1 = ACT(9437184);
-    const float *layernorm_h_0_ln_1 = ACT(1434066944);
+    const float *layernorm_h_0_ln_1 = ACT(830087168);
     float *G_h_0_attn_qkv_weight = e->grads + 39385344;
     float *G_h_0_attn_qkv_bias = e->grads + 41154816;
-    const float *pos_embedding_wpe = ACT(1430921216);
+    const float *pos_embedding_wpe = ACT(826941440);
     const float *P_h_0_ln_1_weight = e->params + 39383808;
-    const float *ln_mean_h_0_ln_1 = ACT(1625956352);
-    const float *ln_rstd_h_0_ln_1 = ACT(1625960448);
+    const float *ln_mean_h_0_ln_1 = ACT(1022566400);
+    const float *ln_rstd_h_0_ln_1 = ACT(1022570496);
     float *d_pos_embedding_wpe = ACT(0);
     float *G_h_0_ln_1_weight = e->grads + 39383808;
     float *G_h_0_ln_1_bias = e->grads + 39384576;
@@ -1191,8 +1191,8 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_residual_attn_out_h_11_attn_491, G_h_11_attn_proj_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[1]: h.11.attn.proj.bias's gradient is final */
     rt_grad_ready(e, 119713536, 768);
-    /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv) from dy and the kept probabilities */
-    rt_attention_bwd(e, qkv_h_11_attn, att_h_11_attn, d_attn_y_h_11_attn, d_qkv_h_11_attn, e->B, 1024, 768, 12, 1);
+    /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv), probabilities recomputed from the log-sum-exp */
+    rt_attention_bwd(e, qkv_h_11_attn, lse_h_11_attn, attn_y_h_11_attn, d_attn_y_h_11_attn, d_qkv_h_11_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_11_attn, 2304, P_h_11_attn_qkv_weight, 768, 0.0f, d_layernorm_h_11_ln_1, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -1251,8 +1251,8 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_residual_attn_out_h_10_attn_501, G_h_10_attn_proj_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[1]: h.10.attn.proj.bias's gradient is final */
     rt_grad_ready(e, 112625664, 768);
-    /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv) from dy and the kept probabilities */
-    rt_attention_bwd(e, qkv_h_10_attn, att_h_10_attn, d_attn_y_h_10_attn, d_qkv_h_10_attn, e->B, 1024, 768, 12, 1);
+    /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv), probabilities recomputed from the log-sum-exp */
+    rt_attention_bwd(e, qkv_h_10_attn, lse_h_10_attn, attn_y_h_10_attn, d_attn_y_h_10_attn, d_qkv_h_10_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_10_attn, 2304, P_h_10_attn_qkv_weight, 768, 0.0f, d_layernorm_h_10_ln_1, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -1311,8 +1311,8 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_residual_attn_out_h_9_attn_511, G_h_9_attn_proj_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[1]: h.9.attn.proj.bias's gradient is final */
     rt_grad_ready(e, 105537792, 768);
-    /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv) from dy and the kept probabilities */
-    rt_attention_bwd(e, qkv_h_9_attn, att_h_9_attn, d_attn_y_h_9_attn, d_qkv_h_9_attn, e->B, 1024, 768, 12, 1);
+    /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv), probabilities recomputed from the log-sum-exp */
+    rt_attention_bwd(e, qkv_h_9_attn, lse_h_9_attn, attn_y_h_9_attn, d_attn_y_h_9_attn, d_qkv_h_9_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_9_attn, 2304, P_h_9_attn_qkv_weight, 768, 0.0f, d_layernorm_h_9_ln_1, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -1371,8 +1371,8 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_residual_attn_out_h_8_attn_521, G_h_8_attn_proj_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[1]: h.8.attn.proj.bias's gradient is final */
     rt_grad_ready(e, 98449920, 768);
-    /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv) from dy and the kept probabilities */
-    rt_attention_bwd(e, qkv_h_8_attn, att_h_8_attn, d_attn_y_h_8_attn, d_qkv_h_8_attn, e->B, 1024, 768, 12, 1);
+    /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv), probabilities recomputed from the log-sum-exp */
+    rt_attention_bwd(e, qkv_h_8_attn, lse_h_8_attn, attn_y_h_8_attn, d_attn_y_h_8_attn, d_qkv_h_8_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_8_attn, 2304, P_h_8_attn_qkv_weight, 768, 0.0f, d_layernorm_h_8_ln_1, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -1431,8 +1431,8 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_residual_attn_out_h_7_attn_531, G_h_7_attn_proj_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[1]: h.7.attn.proj.bias's gradient is final */
     rt_grad_ready(e, 91362048, 768);
-    /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv) from dy and the kept probabilities */
-    rt_attention_bwd(e, qkv_h_7_attn, att_h_7_attn, d_attn_y_h_7_attn, d_qkv_h_7_attn, e->B, 1024, 768, 12, 1);
+    /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv), probabilities recomputed from the log-sum-exp */
+    rt_attention_bwd(e, qkv_h_7_attn, lse_h_7_attn, attn_y_h_7_attn, d_attn_y_h_7_attn, d_qkv_h_7_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_7_attn, 2304, P_h_7_attn_qkv_weight, 768, 0.0f, d_layernorm_h_7_ln_1, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -1491,8 +1491,8 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_residual_attn_out_h_6_attn_541, G_h_6_attn_proj_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[1]: h.6.attn.proj.bias's gradient is final */
     rt_grad_ready(e, 84274176, 768);
-    /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv) from dy and the kept probabilities */
-    rt_attention_bwd(e, qkv_h_6_attn, att_h_6_attn, d_attn_y_h_6_attn, d_qkv_h_6_attn, e->B, 1024, 768, 12, 1);
+    /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv), probabilities recomputed from the log-sum-exp */
+    rt_attention_bwd(e, qkv_h_6_attn, lse_h_6_attn, attn_y_h_6_attn, d_attn_y_h_6_attn, d_qkv_h_6_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_6_attn, 2304, P_h_6_attn_qkv_weight, 768, 0.0f, d_layernorm_h_6_ln_1, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -1551,8 +1551,8 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_residual_attn_out_h_5_attn_551, G_h_5_attn_proj_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[1]: h.5.attn.proj.bias's gradient is final */
     rt_grad_ready(e, 77186304, 768);
-    /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv) from dy and the kept probabilities */
-    rt_attention_bwd(e, qkv_h_5_attn, att_h_5_attn, d_attn_y_h_5_attn, d_qkv_h_5_attn, e->B, 1024, 768, 12, 1);
+    /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv), probabilities recomputed from the log-sum-exp */
+    rt_attention_bwd(e, qkv_h_5_attn, lse_h_5_attn, attn_y_h_5_attn, d_attn_y_h_5_attn, d_qkv_h_5_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_5_attn, 2304, P_h_5_attn_qkv_weight, 768, 0.0f, d_layernorm_h_5_ln_1, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -1611,8 +1611,8 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_residual_attn_out_h_4_attn_561, G_h_4_attn_proj_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[1]: h.4.attn.proj.bias's gradient is final */
     rt_grad_ready(e, 70098432, 768);
-    /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv) from dy and the kept probabilities */
-    rt_attention_bwd(e, qkv_h_4_attn, att_h_4_attn, d_attn_y_h_4_attn, d_qkv_h_4_attn, e->B, 1024, 768, 12, 1);
+    /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv), probabilities recomputed from the log-sum-exp */
+    rt_attention_bwd(e, qkv_h_4_attn, lse_h_4_attn, attn_y_h_4_attn, d_attn_y_h_4_attn, d_qkv_h_4_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_4_attn, 2304, P_h_4_attn_qkv_weight, 768, 0.0f, d_layernorm_h_4_ln_1, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -1671,8 +1671,8 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_residual_attn_out_h_3_attn_571, G_h_3_attn_proj_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[1]: h.3.attn.proj.bias's gradient is final */
     rt_grad_ready(e, 63010560, 768);
-    /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv) from dy and the kept probabilities */
-    rt_attention_bwd(e, qkv_h_3_attn, att_h_3_attn, d_attn_y_h_3_attn, d_qkv_h_3_attn, e->B, 1024, 768, 12, 1);
+    /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv), probabilities recomputed from the log-sum-exp */
+    rt_attention_bwd(e, qkv_h_3_attn, lse_h_3_attn, attn_y_h_3_attn, d_attn_y_h_3_attn, d_qkv_h_3_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_3_attn, 2304, P_h_3_attn_qkv_weight, 768, 0.0f, d_layernorm_h_3_ln_1, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -1731,8 +1731,8 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_residual_attn_out_h_2_attn_581, G_h_2_attn_proj_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[1]: h.2.attn.proj.bias's gradient is final */
     rt_grad_ready(e, 55922688, 768);
-    /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv) from dy and the kept probabilities */
-    rt_attention_bwd(e, qkv_h_2_attn, att_h_2_attn, d_attn_y_h_2_attn, d_qkv_h_2_attn, e->B, 1024, 768, 12, 1);
+    /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv), probabilities recomputed from the log-sum-exp */
+    rt_attention_bwd(e, qkv_h_2_attn, lse_h_2_attn, attn_y_h_2_attn, d_attn_y_h_2_attn, d_qkv_h_2_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_2_attn, 2304, P_h_2_attn_qkv_weight, 768, 0.0f, d_layernorm_h_2_ln_1, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -1791,8 +1791,8 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_residual_attn_out_h_1_attn_591, G_h_1_attn_proj_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[1]: h.1.attn.proj.bias's gradient is final */
     rt_grad_ready(e, 48834816, 768);
-    /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv) from dy and the kept probabilities */
-    rt_attention_bwd(e, qkv_h_1_attn, att_h_1_attn, d_attn_y_h_1_attn, d_qkv_h_1_attn, e->B, 1024, 768, 12, 1);
+    /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv), probabilities recomputed from the log-sum-exp */
+    rt_attention_bwd(e, qkv_h_1_attn, lse_h_1_attn, attn_y_h_1_attn, d_attn_y_h_1_attn, d_qkv_h_1_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_1_attn, 2304, P_h_1_attn_qkv_weight, 768, 0.0f, d_layernorm_h_1_ln_1, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -1851,8 +1851,8 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_residual_attn_out_h_0_attn_601, G_h_0_attn_proj_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[1]: h.0.attn.proj.bias's gradient is final */
     rt_grad_ready(e, 41746944, 768);
-    /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv) from dy and the kept probabilities */
-    rt_attention_bwd(e, qkv_h_0_attn, att_h_0_attn, d_attn_y_h_0_attn, d_qkv_h_0_attn, e->B, 1024, 768, 12, 1);
+    /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv), probabilities recomputed from the log-sum-exp */
+    rt_attention_bwd(e, qkv_h_0_attn, lse_h_0_attn, attn_y_h_0_attn, d_attn_y_h_0_attn, d_qkv_h_0_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_0_attn, 2304, P_h_0_attn_qkv_weight, 768, 0.0f, d_layernorm_h_0_ln_1, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -1887,26 +1887,26 @@ static void evaluate(rt_exec *e)
     e->train = 0;
     const int32_t *in_x = (const int32_t *)e->in[0];
     const float *P_wte_weight = e->params + 0;
-    float *embedding_wte = ACT(59768832);
+    float *embedding_wte = ACT(9437184);
     const float *P_wpe_weight = e->params + 38597376;
-    float *pos_embedding_wpe = ACT(59768832);
+    float *pos_embedding_wpe = ACT(9437184);
     const float *P_h_0_ln_1_weight = e->params + 39383808;
     const float *P_h_0_ln_1_bias = e->params + 39384576;
-    float *layernorm_h_0_ln_1 = ACT(0);
-    float *ln_mean_h_0_ln_1 = ACT(3145728);
-    float *ln_rstd_h_0_ln_1 = ACT(3149824);
+    float *layernorm_h_0_ln_1 = ACT(12582912);
+    float *ln_mean_h_0_ln_1 = ACT(0);
+    float *ln_rstd_h_0_ln_1 = ACT(4096);
     const float *P_h_0_attn_qkv_weight = e->params + 39385344;
-    float *qkv_h_0_attn = ACT(50331648);
+    float *qkv_h_0_attn = ACT(0);
     const float *P_h_0_attn_qkv_bias = e->params + 41154816;
-    float *att_h_0_attn = ACT(0);
-    float *attn_y_h_0_attn = ACT(62914560);
+    float *lse_h_0_attn = ACT(15728640);
+    float *attn_y_h_0_attn = ACT(12582912);
     const float *P_h_0_attn_proj_weight = e->params + 41157120;
-    float *attn_out_h_0_attn = ACT(12582912);
+    float *attn_out_h_0_attn = ACT(15728640);
     const float *P_h_0_attn_proj_bias = e->params + 41746944;
-    float *residual_attn_out_h_0_attn = ACT(12582912);
+    float *residual_attn_out_h_0_attn = ACT(15728640);
     const float *P_h_0_ln_2_weight = e->params + 41747712;
     const float *P_h_0_ln_2_bias = e->params + 41748480;
-    float *layernorm_h_0_ln_2 = ACT(15728640);
+    float *layernorm_h_0_ln_2 = ACT(12582912);
     float *ln_mean_h_0_ln_2 = ACT(0);
     float *ln_rstd_h_0_ln_2 = ACT(4096);
     const float *P_h_0_fc_weight = e->params + 41749248;
@@ -1914,26 +1914,26 @@ static void evaluate(rt_exec *e)
     const float *P_h_0_fc_bias = e->params + 44108544;
     float *gelu_h_0_2 = ACT(0);
     const float *P_h_0_proj_weight = e->params + 44111616;
-    float *linear_h_0_proj = ACT(59768832);
+    float *linear_h_0_proj = ACT(12582912);
     const float *P_h_0_proj_bias = e->params + 46470912;
-    float *residual_linear_h_0_proj = ACT(59768832);
+    float *residual_linear_h_0_proj = ACT(12582912);
     const float *P_h_1_ln_1_weight = e->params + 46471680;
     const float *P_h_1_ln_1_bias = e->params + 46472448;
-    float *layernorm_h_1_ln_1 = ACT(0);
-    float *ln_mean_h_1_ln_1 = ACT(3145728);
-    float *ln_rstd_h_1_ln_1 = ACT(3149824);
+    float *layernorm_h_1_ln_1 = ACT(9437184);
+    float *ln_mean_h_1_ln_1 = ACT(0);
+    float *ln_rstd_h_1_ln_1 = ACT(4096);
     const float *P_h_1_attn_qkv_weight = e->params + 46473216;
-    float *qkv_h_1_attn = ACT(50331648);
+    float *qkv_h_1_attn = ACT(0);
     const float *P_h_1_attn_qkv_bias = e->params + 48242688;
-    float *att_h_1_attn = ACT(0);
-    float *attn_y_h_1_attn = ACT(62914560);
+    float *lse_h_1_attn = ACT(15728640);
+    float *attn_y_h_1_attn = ACT(9437184);
     const float *P_h_1_attn_proj_weight = e->params + 48244992;
-    float *attn_out_h_1_attn = ACT(12582912);
+    float *attn_out_h_1_attn = ACT(15728640);
     const float *P_h_1_attn_proj_bias = e->params + 48834816;
-    float *residual_attn_out_h_1_attn = ACT(12582912);
+    float *residual_attn_out_h_1_attn = ACT(15728640);
     const float *P_h_1_ln_2_weight = e->params + 48835584;
     const float *P_h_1_ln_2_bias = e->params + 48836352;
-    float *layernorm_h_1_ln_2 = ACT(15728640);
+    float *layernorm_h_1_ln_2 = ACT(12582912);
     float *ln_mean_h_1_ln_2 = ACT(0);
     float *ln_rstd_h_1_ln_2 = ACT(4096);
     const float *P_h_1_fc_weight = e->params + 48837120;
@@ -1941,26 +1941,26 @@ static void evaluate(rt_exec *e)
     const float *P_h_1_fc_bias = e->params + 51196416;
     float *gelu_h_1_2 = ACT(0);
     const float *P_h_1_proj_weight = e->params + 51199488;
-    float *linear_h_1_proj = ACT(59768832);
+    float *linear_h_1_proj = ACT(12582912);
     const float *P_h_1_proj_bias = e->params + 53558784;
-    float *residual_linear_h_1_proj = ACT(59768832);
+    float *residual_linear_h_1_proj = ACT(12582912);
     const float *P_h_2_ln_1_weight = e->params + 53559552;
     const float *P_h_2_ln_1_bias = e->params + 53560320;
-    float *layernorm_h_2_ln_1 = ACT(0);
-    float *ln_mean_h_2_ln_1 = ACT(3145728);
-    float *ln_rstd_h_2_ln_1 = ACT(3149824);
+    float *layernorm_h_2_ln_1 = ACT(9437184);
+    float *ln_mean_h_2_ln_1 = ACT(0);
+    float *ln_rstd_h_2_ln_1 = ACT(4096);
     const float *P_h_2_attn_qkv_weight = e->params + 53561088;
-    float *qkv_h_2_attn = ACT(50331648);
+    float *qkv_h_2_attn = ACT(0);
     const float *P_h_2_attn_qkv_bias = e->params + 55330560;
-    float *att_h_2_attn = ACT(0);
-    float *attn_y_h_2_attn = ACT(62914560);
+    float *lse_h_2_attn = ACT(15728640);
+    float *attn_y_h_2_attn = ACT(9437184);
     const float *P_h_2_attn_proj_weight = e->params + 55332864;
-    float *attn_out_h_2_attn = ACT(12582912);
+    float *attn_out_h_2_attn = ACT(15728640);
     const float *P_h_2_attn_proj_bias = e->params + 55922688;
-    float *residual_attn_out_h_2_attn = ACT(12582912);
+    float *residual_attn_out_h_2_attn = ACT(15728640);
     const float *P_h_2_ln_2_weight = e->params + 55923456;
     const float *P_h_2_ln_2_bias = e->params + 55924224;
-    float *layernorm_h_2_ln_2 = ACT(15728640);
+    float *layernorm_h_2_ln_2 = ACT(12582912);
     float *ln_mean_h_2_ln_2 = ACT(0);
     float *ln_rstd_h_2_ln_2 = ACT(4096);
     const float *P_h_2_fc_weight = e->params + 55924992;
@@ -1968,26 +1968,26 @@ static void evaluate(rt_exec *e)
     const float *P_h_2_fc_bias = e->params + 58284288;
     float *gelu_h_2_2 = ACT(0);
     const float *P_h_2_proj_weight = e->params + 58287360;
-    float *linear_h_2_proj = ACT(59768832);
+    float *linear_h_2_proj = ACT(12582912);
     const float *P_h_2_proj_bias = e->params + 60646656;
-    float *residual_linear_h_2_proj = ACT(59768832);
+    float *residual_linear_h_2_proj = ACT(12582912);
     const float *P_h_3_ln_1_weight = e->params + 60647424;
     const float *P_h_3_ln_1_bias = e->params + 60648192;
-    float *layernorm_h_3_ln_1 = ACT(0);
-    float *ln_mean_h_3_ln_1 = ACT(3145728);
-    float *ln_rstd_h_3_ln_1 = ACT(3149824);
+    float *layernorm_h_3_ln_1 = ACT(9437184);
+    float *ln_mean_h_3_ln_1 = ACT(0);
+    float *ln_rstd_h_3_ln_1 = ACT(4096);
     const float *P_h_3_attn_qkv_weight = e->params + 60648960;
-    float *qkv_h_3_attn = ACT(50331648);
+    float *qkv_h_3_attn = ACT(0);
     const float *P_h_3_attn_qkv_bias = e->params + 62418432;
-    float *att_h_3_attn = ACT(0);
-    float *attn_y_h_3_attn = ACT(62914560);
+    float *lse_h_3_attn = ACT(15728640);
+    float *attn_y_h_3_attn = ACT(9437184);
     const float *P_h_3_attn_proj_weight = e->params + 62420736;
-    float *attn_out_h_3_attn = ACT(12582912);
+    float *attn_out_h_3_attn = ACT(15728640);
     const float *P_h_3_attn_proj_bias = e->params + 63010560;
-    float *residual_attn_out_h_3_attn = ACT(12582912);
+    float *residual_attn_out_h_3_attn = ACT(15728640);
     const float *P_h_3_ln_2_weight = e->params + 63011328;
     const float *P_h_3_ln_2_bias = e->params + 63012096;
-    float *layernorm_h_3_ln_2 = ACT(15728640);
+    float *layernorm_h_3_ln_2 = ACT(12582912);
     float *ln_mean_h_3_ln_2 = ACT(0);
     float *ln_rstd_h_3_ln_2 = ACT(4096);
     const float *P_h_3_fc_weight = e->params + 63012864;
@@ -1995,26 +1995,26 @@ static void evaluate(rt_exec *e)
     const float *P_h_3_fc_bias = e->params + 65372160;
     float *gelu_h_3_2 = ACT(0);
     const float *P_h_3_proj_weight = e->params + 65375232;
-    float *linear_h_3_proj = ACT(59768832);
+    float *linear_h_3_proj = ACT(12582912);
     const float *P_h_3_proj_bias = e->params + 67734528;
-    float *residual_linear_h_3_proj = ACT(59768832);
+    float *residual_linear_h_3_proj = ACT(12582912);
     const float *P_h_4_ln_1_weight = e->params + 67735296;
     const float *P_h_4_ln_1_bias = e->params + 67736064;
-    float *layernorm_h_4_ln_1 = ACT(0);
-    float *ln_mean_h_4_ln_1 = ACT(3145728);
-    float *ln_rstd_h_4_ln_1 = ACT(3149824);
+    float *layernorm_h_4_ln_1 = ACT(9437184);
+    float *ln_mean_h_4_ln_1 = ACT(0);
+    float *ln_rstd_h_4_ln_1 = ACT(4096);
     const float *P_h_4_attn_qkv_weight = e->params + 67736832;
-    float *qkv_h_4_attn = ACT(50331648);
+    float *qkv_h_4_attn = ACT(0);
     const float *P_h_4_attn_qkv_bias = e->params + 69506304;
-    float *att_h_4_attn = ACT(0);
-    float *attn_y_h_4_attn = ACT(62914560);
+    float *lse_h_4_attn = ACT(15728640);
+    float *attn_y_h_4_attn = ACT(9437184);
     const float *P_h_4_attn_proj_weight = e->params + 69508608;
-    float *attn_out_h_4_attn = ACT(12582912);
+    float *attn_out_h_4_attn = ACT(15728640);
     const float *P_h_4_attn_proj_bias = e->params + 70098432;
-    float *residual_attn_out_h_4_attn = ACT(12582912);
+    float *residual_attn_out_h_4_attn = ACT(15728640);
     const float *P_h_4_ln_2_weight = e->params + 70099200;
     const float *P_h_4_ln_2_bias = e->params + 70099968;
-    float *layernorm_h_4_ln_2 = ACT(15728640);
+    float *layernorm_h_4_ln_2 = ACT(12582912);
     float *ln_mean_h_4_ln_2 = ACT(0);
     float *ln_rstd_h_4_ln_2 = ACT(4096);
     const float *P_h_4_fc_weight = e->params + 70100736;
@@ -2022,26 +2022,26 @@ static void evaluate(rt_exec *e)
     const float *P_h_4_fc_bias = e->params + 72460032;
     float *gelu_h_4_2 = ACT(0);
     const float *P_h_4_proj_weight = e->params + 72463104;
-    float *linear_h_4_proj = ACT(59768832);
+    float *linear_h_4_proj = ACT(12582912);
     const float *P_h_4_proj_bias = e->params + 74822400;
-    float *residual_linear_h_4_proj = ACT(59768832);
+    float *residual_linear_h_4_proj = ACT(12582912);
     const float *P_h_5_ln_1_weight = e->params + 74823168;
     const float *P_h_5_ln_1_bias = e->params + 74823936;
-    float *layernorm_h_5_ln_1 = ACT(0);
-    float *ln_mean_h_5_ln_1 = ACT(3145728);
-    float *ln_rstd_h_5_ln_1 = ACT(3149824);
+    float *layernorm_h_5_ln_1 = ACT(9437184);
+    float *ln_mean_h_5_ln_1 = ACT(0);
+    float *ln_rstd_h_5_ln_1 = ACT(4096);
     const float *P_h_5_attn_qkv_weight = e->params + 74824704;
-    float *qkv_h_5_attn = ACT(50331648);
+    float *qkv_h_5_attn = ACT(0);
     const float *P_h_5_attn_qkv_bias = e->params + 76594176;
-    float *att_h_5_attn = ACT(0);
-    float *attn_y_h_5_attn = ACT(62914560);
+    float *lse_h_5_attn = ACT(15728640);
+    float *attn_y_h_5_attn = ACT(9437184);
     const float *P_h_5_attn_proj_weight = e->params + 76596480;
-    float *attn_out_h_5_attn = ACT(12582912);
+    float *attn_out_h_5_attn = ACT(15728640);
     const float *P_h_5_attn_proj_bias = e->params + 77186304;
-    float *residual_attn_out_h_5_attn = ACT(12582912);
+    float *residual_attn_out_h_5_attn = ACT(15728640);
     const float *P_h_5_ln_2_weight = e->params + 77187072;
     const float *P_h_5_ln_2_bias = e->params + 77187840;
-    float *layernorm_h_5_ln_2 = ACT(15728640);
+    float *layernorm_h_5_ln_2 = ACT(12582912);
     float *ln_mean_h_5_ln_2 = ACT(0);
     float *ln_rstd_h_5_ln_2 = ACT(4096);
     const float *P_h_5_fc_weight = e->params + 77188608;
@@ -2049,26 +2049,26 @@ static void evaluate(rt_exec *e)
     const float *P_h_5_fc_bias = e->params + 79547904;
     float *gelu_h_5_2 = ACT(0);
     const float *P_h_5_proj_weight = e->params + 79550976;
-    float *linear_h_5_proj = ACT(59768832);
+    float *linear_h_5_proj = ACT(12582912);
     const float *P_h_5_proj_bias = e->params + 81910272;
-    float *residual_linear_h_5_proj = ACT(59768832);
+    float *residual_linear_h_5_proj = ACT(12582912);
     const float *P_h_6_ln_1_weight = e->params + 81911040;
     const float *P_h_6_ln_1_bias = e->params + 81911808;
-    float *layernorm_h_6_ln_1 = ACT(0);
-    float *ln_mean_h_6_ln_1 = ACT(3145728);
-    float *ln_rstd_h_6_ln_1 = ACT(3149824);
+    float *layernorm_h_6_ln_1 = ACT(9437184);
+    float *ln_mean_h_6_ln_1 = ACT(0);
+    float *ln_rstd_h_6_ln_1 = ACT(4096);
     const float *P_h_6_attn_qkv_weight = e->params + 81912576;
-    float *qkv_h_6_attn = ACT(50331648);
+    float *qkv_h_6_attn = ACT(0);
     const float *P_h_6_attn_qkv_bias = e->params + 83682048;
-    float *att_h_6_attn = ACT(0);
-    float *attn_y_h_6_attn = ACT(62914560);
+    float *lse_h_6_attn = ACT(15728640);
+    float *attn_y_h_6_attn = ACT(9437184);
     const float *P_h_6_attn_proj_weight = e->params + 83684352;
-    float *attn_out_h_6_attn = ACT(12582912);
+    float *attn_out_h_6_attn = ACT(15728640);
     const float *P_h_6_attn_proj_bias = e->params + 84274176;
-    float *residual_attn_out_h_6_attn = ACT(12582912);
+    float *residual_attn_out_h_6_attn = ACT(15728640);
     const float *P_h_6_ln_2_weight = e->params + 84274944;
     const float *P_h_6_ln_2_bias = e->params + 84275712;
-    float *layernorm_h_6_ln_2 = ACT(15728640);
+    float *layernorm_h_6_ln_2 = ACT(12582912);
     float *ln_mean_h_6_ln_2 = ACT(0);
     float *ln_rstd_h_6_ln_2 = ACT(4096);
     const float *P_h_6_fc_weight = e->params + 84276480;
@@ -2076,26 +2076,26 @@ static void evaluate(rt_exec *e)
     const float *P_h_6_fc_bias = e->params + 86635776;
     float *gelu_h_6_2 = ACT(0);
     const float *P_h_6_proj_weight = e->params + 86638848;
-    float *linear_h_6_proj = ACT(59768832);
+    float *linear_h_6_proj = ACT(12582912);
     const float *P_h_6_proj_bias = e->params + 88998144;
-    float *residual_linear_h_6_proj = ACT(59768832);
+    float *residual_linear_h_6_proj = ACT(12582912);
     const float *P_h_7_ln_1_weight = e->params + 88998912;
     const float *P_h_7_ln_1_bias = e->params + 88999680;
-    float *layernorm_h_7_ln_1 = ACT(0);
-    float *ln_mean_h_7_ln_1 = ACT(3145728);
-    float *ln_rstd_h_7_ln_1 = ACT(3149824);
+    float *layernorm_h_7_ln_1 = ACT(9437184);
+    float *ln_mean_h_7_ln_1 = ACT(0);
+    float *ln_rstd_h_7_ln_1 = ACT(4096);
     const float *P_h_7_attn_qkv_weight = e->params + 89000448;
-    float *qkv_h_7_attn = ACT(50331648);
+    float *qkv_h_7_attn = ACT(0);
     const float *P_h_7_attn_qkv_bias = e->params + 90769920;
-    float *att_h_7_attn = ACT(0);
-    float *attn_y_h_7_attn = ACT(62914560);
+    float *lse_h_7_attn = ACT(15728640);
+    float *attn_y_h_7_attn = ACT(9437184);
     const float *P_h_7_attn_proj_weight = e->params + 90772224;
-    float *attn_out_h_7_attn = ACT(12582912);
+    float *attn_out_h_7_attn = ACT(15728640);
     const float *P_h_7_attn_proj_bias = e->params + 91362048;
-    float *residual_attn_out_h_7_attn = ACT(12582912);
+    float *residual_attn_out_h_7_attn = ACT(15728640);
     const float *P_h_7_ln_2_weight = e->params + 91362816;
     const float *P_h_7_ln_2_bias = e->params + 91363584;
-    float *layernorm_h_7_ln_2 = ACT(15728640);
+    float *layernorm_h_7_ln_2 = ACT(12582912);
     float *ln_mean_h_7_ln_2 = ACT(0);
     float *ln_rstd_h_7_ln_2 = ACT(4096);
     const float *P_h_7_fc_weight = e->params + 91364352;
@@ -2103,26 +2103,26 @@ static void evaluate(rt_exec *e)
     const float *P_h_7_fc_bias = e->params + 93723648;
     float *gelu_h_7_2 = ACT(0);
     const float *P_h_7_proj_weight = e->params + 93726720;
-    float *linear_h_7_proj = ACT(59768832);
+    float *linear_h_7_proj = ACT(12582912);
     const float *P_h_7_proj_bias = e->params + 96086016;
-    float *residual_linear_h_7_proj = ACT(59768832);
+    float *residual_linear_h_7_proj = ACT(12582912);
     const float *P_h_8_ln_1_weight = e->params + 96086784;
     const float *P_h_8_ln_1_bias = e->params + 96087552;
-    float *layernorm_h_8_ln_1 = ACT(0);
-    float *ln_mean_h_8_ln_1 = ACT(3145728);
-    float *ln_rstd_h_8_ln_1 = ACT(3149824);
+    float *layernorm_h_8_ln_1 = ACT(9437184);
+    float *ln_mean_h_8_ln_1 = ACT(0);
+    float *ln_rstd_h_8_ln_1 = ACT(4096);
     const float *P_h_8_attn_qkv_weight = e->params + 96088320;
-    float *qkv_h_8_attn = ACT(50331648);
+    float *qkv_h_8_attn = ACT(0);
     const float *P_h_8_attn_qkv_bias = e->params + 97857792;
-    float *att_h_8_attn = ACT(0);
-    float *attn_y_h_8_attn = ACT(62914560);
+    float *lse_h_8_attn = ACT(15728640);
+    float *attn_y_h_8_attn = ACT(9437184);
     const float *P_h_8_attn_proj_weight = e->params + 97860096;
-    float *attn_out_h_8_attn = ACT(12582912);
+    float *attn_out_h_8_attn = ACT(15728640);
     const float *P_h_8_attn_proj_bias = e->params + 98449920;
-    float *residual_attn_out_h_8_attn = ACT(12582912);
+    float *residual_attn_out_h_8_attn = ACT(15728640);
     const float *P_h_8_ln_2_weight = e->params + 98450688;
     const float *P_h_8_ln_2_bias = e->params + 98451456;
-    float *layernorm_h_8_ln_2 = ACT(15728640);
+    float *layernorm_h_8_ln_2 = ACT(12582912);
     float *ln_mean_h_8_ln_2 = ACT(0);
     float *ln_rstd_h_8_ln_2 = ACT(4096);
     const float *P_h_8_fc_weight = e->params + 98452224;
@@ -2130,26 +2130,26 @@ static void evaluate(rt_exec *e)
     const float *P_h_8_fc_bias = e->params + 100811520;
     float *gelu_h_8_2 = ACT(0);
     const float *P_h_8_proj_weight = e->params + 100814592;
-    float *linear_h_8_proj = ACT(59768832);
+    float *linear_h_8_proj = ACT(12582912);
     const float *P_h_8_proj_bias = e->params + 103173888;
-    float *residual_linear_h_8_proj = ACT(59768832);
+    float *residual_linear_h_8_proj = ACT(12582912);
     const float *P_h_9_ln_1_weight = e->params + 103174656;
     const float *P_h_9_ln_1_bias = e->params + 103175424;
-    float *layernorm_h_9_ln_1 = ACT(0);
-    float *ln_mean_h_9_ln_1 = ACT(3145728);
-    float *ln_rstd_h_9_ln_1 = ACT(3149824);
+    float *layernorm_h_9_ln_1 = ACT(9437184);
+    float *ln_mean_h_9_ln_1 = ACT(0);
+    float *ln_rstd_h_9_ln_1 = ACT(4096);
     const float *P_h_9_attn_qkv_weight = e->params + 103176192;
-    float *qkv_h_9_attn = ACT(50331648);
+    float *qkv_h_9_attn = ACT(0);
     const float *P_h_9_attn_qkv_bias = e->params + 104945664;
-    float *att_h_9_attn = ACT(0);
-    float *attn_y_h_9_attn = ACT(62914560);
+    float *lse_h_9_attn = ACT(15728640);
+    float *attn_y_h_9_attn = ACT(9437184);
     const float *P_h_9_attn_proj_weight = e->params + 104947968;
-    float *attn_out_h_9_attn = ACT(12582912);
+    float *attn_out_h_9_attn = ACT(15728640);
     const float *P_h_9_attn_proj_bias = e->params + 105537792;
-    float *residual_attn_out_h_9_attn = ACT(12582912);
+    float *residual_attn_out_h_9_attn = ACT(15728640);
     const float *P_h_9_ln_2_weight = e->params + 105538560;
     const float *P_h_9_ln_2_bias = e->params + 105539328;
-    float *layernorm_h_9_ln_2 = ACT(15728640);
+    float *layernorm_h_9_ln_2 = ACT(12582912);
     float *ln_mean_h_9_ln_2 = ACT(0);
     float *ln_rstd_h_9_ln_2 = ACT(4096);
     const float *P_h_9_fc_weight = e->params + 105540096;
@@ -2157,26 +2157,26 @@ static void evaluate(rt_exec *e)
     const float *P_h_9_fc_bias = e->params + 107899392;
     float *gelu_h_9_2 = ACT(0);
     const float *P_h_9_proj_weight = e->params + 107902464;
-    float *linear_h_9_proj = ACT(59768832);
+    float *linear_h_9_proj = ACT(12582912);
     const float *P_h_9_proj_bias = e->params + 110261760;
-    float *residual_linear_h_9_proj = ACT(59768832);
+    float *residual_linear_h_9_proj = ACT(12582912);
     const float *P_h_10_ln_1_weight = e->params + 110262528;
     const float *P_h_10_ln_1_bias = e->params + 110263296;
-    float *layernorm_h_10_ln_1 = ACT(0);
-    float *ln_mean_h_10_ln_1 = ACT(3145728);
-    float *ln_rstd_h_10_ln_1 = ACT(3149824);
+    float *layernorm_h_10_ln_1 = ACT(9437184);
+    float *ln_mean_h_10_ln_1 = ACT(0);
+    float *ln_rstd_h_10_ln_1 = ACT(4096);
     const float *P_h_10_attn_qkv_weight = e->params + 110264064;
-    float *qkv_h_10_attn = ACT(50331648);
+    float *qkv_h_10_attn = ACT(0);
     const float *P_h_10_attn_qkv_bias = e->params + 112033536;
-    float *att_h_10_attn = ACT(0);
-    float *attn_y_h_10_attn = ACT(62914560);
+    float *lse_h_10_attn = ACT(15728640);
+    float *attn_y_h_10_attn = ACT(9437184);
     const float *P_h_10_attn_proj_weight = e->params + 112035840;
-    float *attn_out_h_10_attn = ACT(12582912);
+    float *attn_out_h_10_attn = ACT(15728640);
     const float *P_h_10_attn_proj_bias = e->params + 112625664;
-    float *residual_attn_out_h_10_attn = ACT(12582912);
+    float *residual_attn_out_h_10_attn = ACT(15728640);
     const float *P_h_10_ln_2_weight = e->params + 112626432;
     const float *P_h_10_ln_2_bias = e->params + 112627200;
-    float *layernorm_h_10_ln_2 = ACT(15728640);
+    float *layernorm_h_10_ln_2 = ACT(12582912);
     float *ln_mean_h_10_ln_2 = ACT(0);
     float *ln_rstd_h_10_ln_2 = ACT(4096);
     const float *P_h_10_fc_weight = e->params + 112627968;
@@ -2184,26 +2184,26 @@ static void evaluate(rt_exec *e)
     const float *P_h_10_fc_bias = e->params + 114987264;
     float *gelu_h_10_2 = ACT(0);
     const float *P_h_10_proj_weight = e->params + 114990336;
-    float *linear_h_10_proj = ACT(59768832);
+    float *linear_h_10_proj = ACT(12582912);
     const float *P_h_10_proj_bias = e->params + 117349632;
-    float *residual_linear_h_10_proj = ACT(59768832);
+    float *residual_linear_h_10_proj = ACT(12582912);
     const float *P_h_11_ln_1_weight = e->params + 117350400;
     const float *P_h_11_ln_1_bias = e->params + 117351168;
-    float *layernorm_h_11_ln_1 = ACT(0);
-    float *ln_mean_h_11_ln_1 = ACT(3145728);
-    float *ln_rstd_h_11_ln_1 = ACT(3149824);
+    float *layernorm_h_11_ln_1 = ACT(9437184);
+    float *ln_mean_h_11_ln_1 = ACT(0);
+    float *ln_rstd_h_11_ln_1 = ACT(4096);
     const float *P_h_11_attn_qkv_weight = e->params + 117351936;
-    float *qkv_h_11_attn = ACT(50331648);
+    float *qkv_h_11_attn = ACT(0);
     const float *P_h_11_attn_qkv_bias = e->params + 119121408;
-    float *att_h_11_attn = ACT(0);
-    float *attn_y_h_11_attn = ACT(62914560);
+    float *lse_h_11_attn = ACT(15728640);
+    float *attn_y_h_11_attn = ACT(9437184);
     const float *P_h_11_attn_proj_weight = e->params + 119123712;
-    float *attn_out_h_11_attn = ACT(12582912);
+    float *attn_out_h_11_attn = ACT(15728640);
     const float *P_h_11_attn_proj_bias = e->params + 119713536;
-    float *residual_attn_out_h_11_attn = ACT(12582912);
+    float *residual_attn_out_h_11_attn = ACT(15728640);
     const float *P_h_11_ln_2_weight = e->params + 119714304;
     const float *P_h_11_ln_2_bias = e->params + 119715072;
-    float *layernorm_h_11_ln_2 = ACT(15728640);
+    float *layernorm_h_11_ln_2 = ACT(12582912);
     float *ln_mean_h_11_ln_2 = ACT(0);
     float *ln_rstd_h_11_ln_2 = ACT(4096);
     const float *P_h_11_fc_weight = e->params + 119715840;
@@ -2211,9 +2211,9 @@ static void evaluate(rt_exec *e)
     const float *P_h_11_fc_bias = e->params + 122075136;
     float *gelu_h_11_2 = ACT(0);
     const float *P_h_11_proj_weight = e->params + 122078208;
-    float *linear_h_11_proj = ACT(15728640);
+    float *linear_h_11_proj = ACT(12582912);
     const float *P_h_11_proj_bias = e->params + 124437504;
-    float *residual_linear_h_11_proj = ACT(15728640);
+    float *residual_linear_h_11_proj = ACT(12582912);
     const float *P_ln_f_weight = e->params + 124438272;
     const float *P_ln_f_bias = e->params + 124439040;
     float *layernorm_ln_f = ACT(205852672);
@@ -2232,8 +2232,8 @@ static void evaluate(rt_exec *e)
     rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_0_ln_1, 768, P_h_0_attn_qkv_weight, 768, 0.0f, qkv_h_0_attn, 2304);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
     rt_launch(e, "ke1", ke1, e->B * 2359296, 2, (void *[]){&qkv_h_0_attn, &P_h_0_attn_qkv_bias});
-    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
-    rt_attention_fwd(e, qkv_h_0_attn, att_h_0_attn, attn_y_h_0_attn, e->B, 1024, 768, 12, 1);
+    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
+    rt_attention_fwd(e, qkv_h_0_attn, lse_h_0_attn, attn_y_h_0_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_0_attn, 768, P_h_0_attn_proj_weight, 768, 0.0f, attn_out_h_0_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
@@ -2254,8 +2254,8 @@ static void evaluate(rt_exec *e)
     rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_1_ln_1, 768, P_h_1_attn_qkv_weight, 768, 0.0f, qkv_h_1_attn, 2304);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
     rt_launch(e, "ke5", ke5, e->B * 2359296, 2, (void *[]){&qkv_h_1_attn, &P_h_1_attn_qkv_bias});
-    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
-    rt_attention_fwd(e, qkv_h_1_attn, att_h_1_attn, attn_y_h_1_attn, e->B, 1024, 768, 12, 1);
+    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
+    rt_attention_fwd(e, qkv_h_1_attn, lse_h_1_attn, attn_y_h_1_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_1_attn, 768, P_h_1_attn_proj_weight, 768, 0.0f, attn_out_h_1_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
@@ -2276,8 +2276,8 @@ static void evaluate(rt_exec *e)
     rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_2_ln_1, 768, P_h_2_attn_qkv_weight, 768, 0.0f, qkv_h_2_attn, 2304);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
     rt_launch(e, "ke9", ke9, e->B * 2359296, 2, (void *[]){&qkv_h_2_attn, &P_h_2_attn_qkv_bias});
-    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
-    rt_attention_fwd(e, qkv_h_2_attn, att_h_2_attn, attn_y_h_2_attn, e->B, 1024, 768, 12, 1);
+    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
+    rt_attention_fwd(e, qkv_h_2_attn, lse_h_2_attn, attn_y_h_2_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_2_attn, 768, P_h_2_attn_proj_weight, 768, 0.0f, attn_out_h_2_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
@@ -2298,8 +2298,8 @@ static void evaluate(rt_exec *e)
     rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_3_ln_1, 768, P_h_3_attn_qkv_weight, 768, 0.0f, qkv_h_3_attn, 2304);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
     rt_launch(e, "ke13", ke13, e->B * 2359296, 2, (void *[]){&qkv_h_3_attn, &P_h_3_attn_qkv_bias});
-    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
-    rt_attention_fwd(e, qkv_h_3_attn, att_h_3_attn, attn_y_h_3_attn, e->B, 1024, 768, 12, 1);
+    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
+    rt_attention_fwd(e, qkv_h_3_attn, lse_h_3_attn, attn_y_h_3_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_3_attn, 768, P_h_3_attn_proj_weight, 768, 0.0f, attn_out_h_3_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
@@ -2320,8 +2320,8 @@ static void evaluate(rt_exec *e)
     rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_4_ln_1, 768, P_h_4_attn_qkv_weight, 768, 0.0f, qkv_h_4_attn, 2304);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
     rt_launch(e, "ke17", ke17, e->B * 2359296, 2, (void *[]){&qkv_h_4_attn, &P_h_4_attn_qkv_bias});
-    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
-    rt_attention_fwd(e, qkv_h_4_attn, att_h_4_attn, attn_y_h_4_attn, e->B, 1024, 768, 12, 1);
+    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
+    rt_attention_fwd(e, qkv_h_4_attn, lse_h_4_attn, attn_y_h_4_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_4_attn, 768, P_h_4_attn_proj_weight, 768, 0.0f, attn_out_h_4_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
@@ -2342,8 +2342,8 @@ static void evaluate(rt_exec *e)
     rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_5_ln_1, 768, P_h_5_attn_qkv_weight, 768, 0.0f, qkv_h_5_attn, 2304);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
     rt_launch(e, "ke21", ke21, e->B * 2359296, 2, (void *[]){&qkv_h_5_attn, &P_h_5_attn_qkv_bias});
-    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
-    rt_attention_fwd(e, qkv_h_5_attn, att_h_5_attn, attn_y_h_5_attn, e->B, 1024, 768, 12, 1);
+    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
+    rt_attention_fwd(e, qkv_h_5_attn, lse_h_5_attn, attn_y_h_5_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_5_attn, 768, P_h_5_attn_proj_weight, 768, 0.0f, attn_out_h_5_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
@@ -2364,8 +2364,8 @@ static void evaluate(rt_exec *e)
     rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_6_ln_1, 768, P_h_6_attn_qkv_weight, 768, 0.0f, qkv_h_6_attn, 2304);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
     rt_launch(e, "ke25", ke25, e->B * 2359296, 2, (void *[]){&qkv_h_6_attn, &P_h_6_attn_qkv_bias});
-    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
-    rt_attention_fwd(e, qkv_h_6_attn, att_h_6_attn, attn_y_h_6_attn, e->B, 1024, 768, 12, 1);
+    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
+    rt_attention_fwd(e, qkv_h_6_attn, lse_h_6_attn, attn_y_h_6_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_6_attn, 768, P_h_6_attn_proj_weight, 768, 0.0f, attn_out_h_6_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
@@ -2386,8 +2386,8 @@ static void evaluate(rt_exec *e)
     rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_7_ln_1, 768, P_h_7_attn_qkv_weight, 768, 0.0f, qkv_h_7_attn, 2304);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
     rt_launch(e, "ke29", ke29, e->B * 2359296, 2, (void *[]){&qkv_h_7_attn, &P_h_7_attn_qkv_bias});
-    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
-    rt_attention_fwd(e, qkv_h_7_attn, att_h_7_attn, attn_y_h_7_attn, e->B, 1024, 768, 12, 1);
+    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
+    rt_attention_fwd(e, qkv_h_7_attn, lse_h_7_attn, attn_y_h_7_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_7_attn, 768, P_h_7_attn_proj_weight, 768, 0.0f, attn_out_h_7_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
@@ -2408,8 +2408,8 @@ static void evaluate(rt_exec *e)
     rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_8_ln_1, 768, P_h_8_attn_qkv_weight, 768, 0.0f, qkv_h_8_attn, 2304);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
     rt_launch(e, "ke33", ke33, e->B * 2359296, 2, (void *[]){&qkv_h_8_attn, &P_h_8_attn_qkv_bias});
-    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
-    rt_attention_fwd(e, qkv_h_8_attn, att_h_8_attn, attn_y_h_8_attn, e->B, 1024, 768, 12, 1);
+    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
+    rt_attention_fwd(e, qkv_h_8_attn, lse_h_8_attn, attn_y_h_8_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_8_attn, 768, P_h_8_attn_proj_weight, 768, 0.0f, attn_out_h_8_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
@@ -2430,8 +2430,8 @@ static void evaluate(rt_exec *e)
     rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_9_ln_1, 768, P_h_9_attn_qkv_weight, 768, 0.0f, qkv_h_9_attn, 2304);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
     rt_launch(e, "ke37", ke37, e->B * 2359296, 2, (void *[]){&qkv_h_9_attn, &P_h_9_attn_qkv_bias});
-    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
-    rt_attention_fwd(e, qkv_h_9_attn, att_h_9_attn, attn_y_h_9_attn, e->B, 1024, 768, 12, 1);
+    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
+    rt_attention_fwd(e, qkv_h_9_attn, lse_h_9_attn, attn_y_h_9_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_9_attn, 768, P_h_9_attn_proj_weight, 768, 0.0f, attn_out_h_9_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
@@ -2452,8 +2452,8 @@ static void evaluate(rt_exec *e)
     rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_10_ln_1, 768, P_h_10_attn_qkv_weight, 768, 0.0f, qkv_h_10_attn, 2304);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
     rt_launch(e, "ke41", ke41, e->B * 2359296, 2, (void *[]){&qkv_h_10_attn, &P_h_10_attn_qkv_bias});
-    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
-    rt_attention_fwd(e, qkv_h_10_attn, att_h_10_attn, attn_y_h_10_attn, e->B, 1024, 768, 12, 1);
+    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
+    rt_attention_fwd(e, qkv_h_10_attn, lse_h_10_attn, attn_y_h_10_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_10_attn, 768, P_h_10_attn_proj_weight, 768, 0.0f, attn_out_h_10_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
@@ -2474,8 +2474,8 @@ static void evaluate(rt_exec *e)
     rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_11_ln_1, 768, P_h_11_attn_qkv_weight, 768, 0.0f, qkv_h_11_attn, 2304);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
     rt_launch(e, "ke45", ke45, e->B * 2359296, 2, (void *[]){&qkv_h_11_attn, &P_h_11_attn_qkv_bias});
-    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
-    rt_attention_fwd(e, qkv_h_11_attn, att_h_11_attn, attn_y_h_11_attn, e->B, 1024, 768, 12, 1);
+    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
+    rt_attention_fwd(e, qkv_h_11_attn, lse_h_11_attn, attn_y_h_11_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_11_attn, 768, P_h_11_attn_proj_weight, 768, 0.0f, attn_out_h_11_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
@@ -2711,8 +2711,8 @@ const rt_model trainc_model = {
     .param_floats = 124439808,
     .n_inputs = 2,
     .inputs = inputs,
-    .arena_row_bytes = 1626161152,
-    .noreuse_row_bytes = 2085437440,
+    .arena_row_bytes = 1022771200,
+    .noreuse_row_bytes = 1482047488,
     .eval_arena_row_bytes = 208998400,
     .flops_per_sample = 817773481984,
     .loss = RT_LOSS_CROSS_ENTROPY,

@@ -2,254 +2,254 @@
  *
  * The memory plan for training (forward and backward): activations, their
  * gradients and scratch buffers.
- * One arena of Bmax * 1626161152 bytes (without reuse: Bmax * 2085437440; the most live at
- * once: Bmax * 1626161152). A buffer's byte offset is Bmax * its offset below, so any
+ * One arena of Bmax * 1022771200 bytes (without reuse: Bmax * 1482047488; the most live at
+ * once: Bmax * 1022771200). A buffer's byte offset is Bmax * its offset below, so any
  * batch size fits the same plan.
  *
  *   offset      bytes/row  live     buffer                      shape
- *   1430921216  3145728      0-534  embedding_wte               [B, 1024, 768]  embedding rows
- *   1434066944  3145728      2-530  layernorm_h_0_ln_1          [B, 1024, 768]  layernorm output
- *   1625956352  4096         2-534  ln_mean_h_0_ln_1            [B, 1024]  layernorm mean, saved for backward
- *   1625960448  4096         2-534  ln_rstd_h_0_ln_1            [B, 1024]  layernorm 1/std, saved for backward
- *   1317675008  9437184      3-528  qkv_h_0_attn                [B, 1024, 2304]  q, k, v side by side
- *   411705344   50331648     5-528  att_h_0_attn                [B, 12, 1024, 1024]  softmax probabilities, saved for backward
- *   1437212672  3145728      5-524  attn_y_h_0_attn             [B, 1024, 768]  attention heads' outputs
- *   1440358400  3145728      6-519  attn_out_h_0_attn           [B, 1024, 768]  attention output projection
- *   1443504128  3145728      9-515  layernorm_h_0_ln_2          [B, 1024, 768]  layernorm output
- *   1625964544  4096         9-519  ln_mean_h_0_ln_2            [B, 1024]  layernorm mean, saved for backward
- *   1625968640  4096         9-519  ln_rstd_h_0_ln_2            [B, 1024]  layernorm 1/std, saved for backward
- *   1015685120  12582912    10-513  linear_h_0_fc               [B, 1024, 3072]  linear output
- *   1028268032  12582912    11-509  gelu_h_0_2                  [B, 1024, 3072]  gelu
- *   1446649856  3145728     13-504  linear_h_0_proj             [B, 1024, 768]  linear output
- *   1449795584  3145728     16-500  layernorm_h_1_ln_1          [B, 1024, 768]  layernorm output
- *   1625972736  4096        16-504  ln_mean_h_1_ln_1            [B, 1024]  layernorm mean, saved for backward
- *   1625976832  4096        16-504  ln_rstd_h_1_ln_1            [B, 1024]  layernorm 1/std, saved for backward
- *   1327112192  9437184     17-498  qkv_h_1_attn                [B, 1024, 2304]  q, k, v side by side
- *   462036992   50331648    19-498  att_h_1_attn                [B, 12, 1024, 1024]  softmax probabilities, saved for backward
- *   1452941312  3145728     19-494  attn_y_h_1_attn             [B, 1024, 768]  attention heads' outputs
- *   1456087040  3145728     20-489  attn_out_h_1_attn           [B, 1024, 768]  attention output projection
- *   1459232768  3145728     23-485  layernorm_h_1_ln_2          [B, 1024, 768]  layernorm output
- *   1625980928  4096        23-489  ln_mean_h_1_ln_2            [B, 1024]  layernorm mean, saved for backward
- *   1625985024  4096        23-489  ln_rstd_h_1_ln_2            [B, 1024]  layernorm 1/std, saved for backward
- *   1040850944  12582912    24-483  linear_h_1_fc               [B, 1024, 3072]  linear output
- *   1053433856  12582912    25-479  gelu_h_1_2                  [B, 1024, 3072]  gelu
- *   1462378496  3145728     27-474  linear_h_1_proj             [B, 1024, 768]  linear output
- *   1465524224  3145728     30-470  layernorm_h_2_ln_1          [B, 1024, 768]  layernorm output
- *   1625989120  4096        30-474  ln_mean_h_2_ln_1            [B, 1024]  layernorm mean, saved for backward
- *   1625993216  4096        30-474  ln_rstd_h_2_ln_1            [B, 1024]  layernorm 1/std, saved for backward
- *   1336549376  9437184     31-468  qkv_h_2_attn                [B, 1024, 2304]  q, k, v side by side
- *   512368640   50331648    33-468  att_h_2_attn                [B, 12, 1024, 1024]  softmax probabilities, saved for backward
- *   1468669952  3145728     33-464  attn_y_h_2_attn             [B, 1024, 768]  attention heads' outputs
- *   1471815680  3145728     34-459  attn_out_h_2_attn           [B, 1024, 768]  attention output projection
- *   1474961408  3145728     37-455  layernorm_h_2_ln_2          [B, 1024, 768]  layernorm output
- *   1625997312  4096        37-459  ln_mean_h_2_ln_2            [B, 1024]  layernorm mean, saved for backward
- *   1626001408  4096        37-459  ln_rstd_h_2_ln_2            [B, 1024]  layernorm 1/std, saved for backward
- *   1066016768  12582912    38-453  linear_h_2_fc               [B, 1024, 3072]  linear output
- *   1078599680  12582912    39-449  gelu_h_2_2                  [B, 1024, 3072]  gelu
- *   1478107136  3145728     41-444  linear_h_2_proj             [B, 1024, 768]  linear output
- *   1481252864  3145728     44-440  layernorm_h_3_ln_1          [B, 1024, 768]  layernorm output
- *   1626005504  4096        44-444  ln_mean_h_3_ln_1            [B, 1024]  layernorm mean, saved for backward
- *   1626009600  4096        44-444  ln_rstd_h_3_ln_1            [B, 1024]  layernorm 1/std, saved for backward
- *   1345986560  9437184     45-438  qkv_h_3_attn                [B, 1024, 2304]  q, k, v side by side
- *   562700288   50331648    47-438  att_h_3_attn                [B, 12, 1024, 1024]  softmax probabilities, saved for backward
- *   1484398592  3145728     47-434  attn_y_h_3_attn             [B, 1024, 768]  attention heads' outputs
- *   1487544320  3145728     48-429  attn_out_h_3_attn           [B, 1024, 768]  attention output projection
- *   1490690048  3145728     51-425  layernorm_h_3_ln_2          [B, 1024, 768]  layernorm output
- *   1626013696  4096        51-429  ln_mean_h_3_ln_2            [B, 1024]  layernorm mean, saved for backward
- *   1626017792  4096        51-429  ln_rstd_h_3_ln_2            [B, 1024]  layernorm 1/std, saved for backward
- *   1091182592  12582912    52-423  linear_h_3_fc               [B, 1024, 3072]  linear output
- *   1103765504  12582912    53-419  gelu_h_3_2                  [B, 1024, 3072]  gelu
- *   1493835776  3145728     55-414  linear_h_3_proj             [B, 1024, 768]  linear output
- *   1496981504  3145728     58-410  layernorm_h_4_ln_1          [B, 1024, 768]  layernorm output
- *   1626021888  4096        58-414  ln_mean_h_4_ln_1            [B, 1024]  layernorm mean, saved for backward
- *   1626025984  4096        58-414  ln_rstd_h_4_ln_1            [B, 1024]  layernorm 1/std, saved for backward
- *   1355423744  9437184     59-408  qkv_h_4_attn                [B, 1024, 2304]  q, k, v side by side
- *   613031936   50331648    61-408  att_h_4_attn                [B, 12, 1024, 1024]  softmax probabilities, saved for backward
- *   1500127232  3145728     61-404  attn_y_h_4_attn             [B, 1024, 768]  attention heads' outputs
- *   1503272960  3145728     62-399  attn_out_h_4_attn           [B, 1024, 768]  attention output projection
- *   1506418688  3145728     65-395  layernorm_h_4_ln_2          [B, 1024, 768]  layernorm output
- *   1626030080  4096        65-399  ln_mean_h_4_ln_2            [B, 1024]  layernorm mean, saved for backward
- *   1626034176  4096        65-399  ln_rstd_h_4_ln_2            [B, 1024]  layernorm 1/std, saved for backward
- *   1116348416  12582912    66-393  linear_h_4_fc               [B, 1024, 3072]  linear output
- *   1128931328  12582912    67-389  gelu_h_4_2                  [B, 1024, 3072]  gelu
- *   1509564416  3145728     69-384  linear_h_4_proj             [B, 1024, 768]  linear output
- *   1512710144  3145728     72-380  layernorm_h_5_ln_1          [B, 1024, 768]  layernorm output
- *   1626038272  4096        72-384  ln_mean_h_5_ln_1            [B, 1024]  layernorm mean, saved for backward
- *   1626042368  4096        72-384  ln_rstd_h_5_ln_1            [B, 1024]  layernorm 1/std, saved for backward
- *   1364860928  9437184     73-378  qkv_h_5_attn                [B, 1024, 2304]  q, k, v side by side
- *   663363584   50331648    75-378  att_h_5_attn                [B, 12, 1024, 1024]  softmax probabilities, saved for backward
- *   1515855872  3145728     75-374  attn_y_h_5_attn             [B, 1024, 768]  attention heads' outputs
- *   1519001600  3145728     76-369  attn_out_h_5_attn           [B, 1024, 768]  attention output projection
- *   1522147328  3145728     79-365  layernorm_h_5_ln_2          [B, 1024, 768]  layernorm output
- *   1626046464  4096        79-369  ln_mean_h_5_ln_2            [B, 1024]  layernorm mean, saved for backward
- *   1626050560  4096        79-369  ln_rstd_h_5_ln_2            [B, 1024]  layernorm 1/std, saved for backward
- *   1141514240  12582912    80-363  linear_h_5_fc               [B, 1024, 3072]  linear output
- *   1154097152  12582912    81-359  gelu_h_5_2                  [B, 1024, 3072]  gelu
- *   1525293056  3145728     83-354  linear_h_5_proj             [B, 1024, 768]  linear output
- *   1528438784  3145728     86-350  layernorm_h_6_ln_1          [B, 1024, 768]  layernorm output
- *   1626054656  4096        86-354  ln_mean_h_6_ln_1            [B, 1024]  layernorm mean, saved for backward
- *   1626058752  4096        86-354  ln_rstd_h_6_ln_1            [B, 1024]  layernorm 1/std, saved for backward
- *   1374298112  9437184     87-348  qkv_h_6_attn                [B, 1024, 2304]  q, k, v side by side
- *   713695232   50331648    89-348  att_h_6_attn                [B, 12, 1024, 1024]  softmax probabilities, saved for backward
- *   1531584512  3145728     89-344  attn_y_h_6_attn             [B, 1024, 768]  attention heads' outputs
- *   1534730240  3145728     90-339  attn_out_h_6_attn           [B, 1024, 768]  attention output projection
- *   1537875968  3145728     93-335  layernorm_h_6_ln_2          [B, 1024, 768]  layernorm output
- *   1626062848  4096        93-339  ln_mean_h_6_ln_2            [B, 1024]  layernorm mean, saved for backward
- *   1626066944  4096        93-339  ln_rstd_h_6_ln_2            [B, 1024]  layernorm 1/std, saved for backward
- *   1166680064  12582912    94-333  linear_h_6_fc               [B, 1024, 3072]  linear output
- *   1179262976  12582912    95-329  gelu_h_6_2                  [B, 1024, 3072]  gelu
- *   1541021696  3145728     97-324  linear_h_6_proj             [B, 1024, 768]  linear output
- *   1544167424  3145728    100-320  layernorm_h_7_ln_1          [B, 1024, 768]  layernorm output
- *   1626071040  4096       100-324  ln_mean_h_7_ln_1            [B, 1024]  layernorm mean, saved for backward
- *   1626075136  4096       100-324  ln_rstd_h_7_ln_1            [B, 1024]  layernorm 1/std, saved for backward
- *   1383735296  9437184    101-318  qkv_h_7_attn                [B, 1024, 2304]  q, k, v side by side
- *   764026880   50331648   103-318  att_h_7_attn                [B, 12, 1024, 1024]  softmax probabilities, saved for backward
- *   1547313152  3145728    103-314  attn_y_h_7_attn             [B, 1024, 768]  attention heads' outputs
- *   1550458880  3145728    104-309  attn_out_h_7_attn           [B, 1024, 768]  attention output projection
- *   1553604608  3145728    107-305  layernorm_h_7_ln_2          [B, 1024, 768]  layernorm output
- *   1626079232  4096       107-309  ln_mean_h_7_ln_2            [B, 1024]  layernorm mean, saved for backward
- *   1626083328  4096       107-309  ln_rstd_h_7_ln_2            [B, 1024]  layernorm 1/std, saved for backward
- *   1191845888  12582912   108-303  linear_h_7_fc               [B, 1024, 3072]  linear output
- *   1204428800  12582912   109-299  gelu_h_7_2                  [B, 1024, 3072]  gelu
- *   1556750336  3145728    111-294  linear_h_7_proj             [B, 1024, 768]  linear output
- *   1559896064  3145728    114-290  layernorm_h_8_ln_1          [B, 1024, 768]  layernorm output
- *   1626087424  4096       114-294  ln_mean_h_8_ln_1            [B, 1024]  layernorm mean, saved for backward
- *   1626091520  4096       114-294  ln_rstd_h_8_ln_1            [B, 1024]  layernorm 1/std, saved for backward
- *   1393172480  9437184    115-288  qkv_h_8_attn                [B, 1024, 2304]  q, k, v side by side
- *   814358528   50331648   117-288  att_h_8_attn                [B, 12, 1024, 1024]  softmax probabilities, saved for backward
- *   1563041792  3145728    117-284  attn_y_h_8_attn             [B, 1024, 768]  attention heads' outputs
- *   1566187520  3145728    118-279  attn_out_h_8_attn           [B, 1024, 768]  attention output projection
- *   1569333248  3145728    121-275  layernorm_h_8_ln_2          [B, 1024, 768]  layernorm output
- *   1626095616  4096       121-279  ln_mean_h_8_ln_2            [B, 1024]  layernorm mean, saved for backward
- *   1626099712  4096       121-279  ln_rstd_h_8_ln_2            [B, 1024]  layernorm 1/std, saved for backward
- *   1217011712  12582912   122-273  linear_h_8_fc               [B, 1024, 3072]  linear output
- *   1229594624  12582912   123-269  gelu_h_8_2                  [B, 1024, 3072]  gelu
- *   1572478976  3145728    125-264  linear_h_8_proj             [B, 1024, 768]  linear output
- *   1575624704  3145728    128-260  layernorm_h_9_ln_1          [B, 1024, 768]  layernorm output
- *   1626103808  4096       128-264  ln_mean_h_9_ln_1            [B, 1024]  layernorm mean, saved for backward
- *   1626107904  4096       128-264  ln_rstd_h_9_ln_1            [B, 1024]  layernorm 1/std, saved for backward
- *   1402609664  9437184    129-258  qkv_h_9_attn                [B, 1024, 2304]  q, k, v side by side
- *   864690176   50331648   131-258  att_h_9_attn                [B, 12, 1024, 1024]  softmax probabilities, saved for backward
- *   1578770432  3145728    131-254  attn_y_h_9_attn             [B, 1024, 768]  attention heads' outputs
- *   1581916160  3145728    132-249  attn_out_h_9_attn           [B, 1024, 768]  attention output projection
- *   1585061888  3145728    135-245  layernorm_h_9_ln_2          [B, 1024, 768]  layernorm output
- *   1626112000  4096       135-249  ln_mean_h_9_ln_2            [B, 1024]  layernorm mean, saved for backward
- *   1626116096  4096       135-249  ln_rstd_h_9_ln_2            [B, 1024]  layernorm 1/std, saved for backward
- *   1242177536  12582912   136-243  linear_h_9_fc               [B, 1024, 3072]  linear output
- *   1254760448  12582912   137-239  gelu_h_9_2                  [B, 1024, 3072]  gelu
- *   1588207616  3145728    139-234  linear_h_9_proj             [B, 1024, 768]  linear output
- *   1591353344  3145728    142-230  layernorm_h_10_ln_1         [B, 1024, 768]  layernorm output
- *   1626120192  4096       142-234  ln_mean_h_10_ln_1           [B, 1024]  layernorm mean, saved for backward
- *   1626124288  4096       142-234  ln_rstd_h_10_ln_1           [B, 1024]  layernorm 1/std, saved for backward
- *   1412046848  9437184    143-228  qkv_h_10_attn               [B, 1024, 2304]  q, k, v side by side
- *   915021824   50331648   145-228  att_h_10_attn               [B, 12, 1024, 1024]  softmax probabilities, saved for backward
- *   1594499072  3145728    145-224  attn_y_h_10_attn            [B, 1024, 768]  attention heads' outputs
- *   1597644800  3145728    146-219  attn_out_h_10_attn          [B, 1024, 768]  attention output projection
- *   1600790528  3145728    149-215  layernorm_h_10_ln_2         [B, 1024, 768]  layernorm output
- *   1626128384  4096       149-219  ln_mean_h_10_ln_2           [B, 1024]  layernorm mean, saved for backward
- *   1626132480  4096       149-219  ln_rstd_h_10_ln_2           [B, 1024]  layernorm 1/std, saved for backward
- *   1267343360  12582912   150-213  linear_h_10_fc              [B, 1024, 3072]  linear output
- *   1279926272  12582912   151-209  gelu_h_10_2                 [B, 1024, 3072]  gelu
- *   1603936256  3145728    153-204  linear_h_10_proj            [B, 1024, 768]  linear output
- *   1607081984  3145728    156-200  layernorm_h_11_ln_1         [B, 1024, 768]  layernorm output
- *   1626136576  4096       156-204  ln_mean_h_11_ln_1           [B, 1024]  layernorm mean, saved for backward
- *   1626140672  4096       156-204  ln_rstd_h_11_ln_1           [B, 1024]  layernorm 1/std, saved for backward
- *   1421484032  9437184    157-198  qkv_h_11_attn               [B, 1024, 2304]  q, k, v side by side
- *   965353472   50331648   159-198  att_h_11_attn               [B, 12, 1024, 1024]  softmax probabilities, saved for backward
- *   1610227712  3145728    159-194  attn_y_h_11_attn            [B, 1024, 768]  attention heads' outputs
- *   1613373440  3145728    160-189  attn_out_h_11_attn          [B, 1024, 768]  attention output projection
- *   1616519168  3145728    163-185  layernorm_h_11_ln_2         [B, 1024, 768]  layernorm output
- *   1626144768  4096       163-189  ln_mean_h_11_ln_2           [B, 1024]  layernorm mean, saved for backward
- *   1626148864  4096       163-189  ln_rstd_h_11_ln_2           [B, 1024]  layernorm 1/std, saved for backward
- *   1292509184  12582912   164-183  linear_h_11_fc              [B, 1024, 3072]  linear output
- *   1305092096  12582912   165-179  gelu_h_11_2                 [B, 1024, 3072]  gelu
- *   1619664896  3145728    167-175  linear_h_11_proj            [B, 1024, 768]  linear output
- *   1622810624  3145728    170-174  layernorm_ln_f              [B, 1024, 768]  layernorm output
- *   1626152960  4096       170-175  ln_mean_ln_f                [B, 1024]  layernorm mean, saved for backward
- *   1626157056  4096       170-175  ln_rstd_ln_f                [B, 1024]  layernorm 1/std, saved for backward
+ *   826941440   3145728      0-534  embedding_wte               [B, 1024, 768]  embedding rows
+ *   830087168   3145728      2-530  layernorm_h_0_ln_1          [B, 1024, 768]  layernorm output
+ *   1022566400  4096         2-534  ln_mean_h_0_ln_1            [B, 1024]  layernorm mean, saved for backward
+ *   1022570496  4096         2-534  ln_rstd_h_0_ln_1            [B, 1024]  layernorm 1/std, saved for backward
+ *   713695232   9437184      3-528  qkv_h_0_attn                [B, 1024, 2304]  q, k, v side by side
+ *   1021976576  49152        5-528  lse_h_0_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward
+ *   833232896   3145728      5-528  attn_y_h_0_attn             [B, 1024, 768]  attention heads' outputs
+ *   836378624   3145728      6-519  attn_out_h_0_attn           [B, 1024, 768]  attention output projection
+ *   839524352   3145728      9-515  layernorm_h_0_ln_2          [B, 1024, 768]  layernorm output
+ *   1022574592  4096         9-519  ln_mean_h_0_ln_2            [B, 1024]  layernorm mean, saved for backward
+ *   1022578688  4096         9-519  ln_rstd_h_0_ln_2            [B, 1024]  layernorm 1/std, saved for backward
+ *   411705344   12582912    10-513  linear_h_0_fc               [B, 1024, 3072]  linear output
+ *   424288256   12582912    11-509  gelu_h_0_2                  [B, 1024, 3072]  gelu
+ *   842670080   3145728     13-504  linear_h_0_proj             [B, 1024, 768]  linear output
+ *   845815808   3145728     16-500  layernorm_h_1_ln_1          [B, 1024, 768]  layernorm output
+ *   1022582784  4096        16-504  ln_mean_h_1_ln_1            [B, 1024]  layernorm mean, saved for backward
+ *   1022586880  4096        16-504  ln_rstd_h_1_ln_1            [B, 1024]  layernorm 1/std, saved for backward
+ *   723132416   9437184     17-498  qkv_h_1_attn                [B, 1024, 2304]  q, k, v side by side
+ *   1022025728  49152       19-498  lse_h_1_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward
+ *   848961536   3145728     19-498  attn_y_h_1_attn             [B, 1024, 768]  attention heads' outputs
+ *   852107264   3145728     20-489  attn_out_h_1_attn           [B, 1024, 768]  attention output projection
+ *   855252992   3145728     23-485  layernorm_h_1_ln_2          [B, 1024, 768]  layernorm output
+ *   1022590976  4096        23-489  ln_mean_h_1_ln_2            [B, 1024]  layernorm mean, saved for backward
+ *   1022595072  4096        23-489  ln_rstd_h_1_ln_2            [B, 1024]  layernorm 1/std, saved for backward
+ *   436871168   12582912    24-483  linear_h_1_fc               [B, 1024, 3072]  linear output
+ *   449454080   12582912    25-479  gelu_h_1_2                  [B, 1024, 3072]  gelu
+ *   858398720   3145728     27-474  linear_h_1_proj             [B, 1024, 768]  linear output
+ *   861544448   3145728     30-470  layernorm_h_2_ln_1          [B, 1024, 768]  layernorm output
+ *   1022599168  4096        30-474  ln_mean_h_2_ln_1            [B, 1024]  layernorm mean, saved for backward
+ *   1022603264  4096        30-474  ln_rstd_h_2_ln_1            [B, 1024]  layernorm 1/std, saved for backward
+ *   732569600   9437184     31-468  qkv_h_2_attn                [B, 1024, 2304]  q, k, v side by side
+ *   1022074880  49152       33-468  lse_h_2_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward
+ *   864690176   3145728     33-468  attn_y_h_2_attn             [B, 1024, 768]  attention heads' outputs
+ *   867835904   3145728     34-459  attn_out_h_2_attn           [B, 1024, 768]  attention output projection
+ *   870981632   3145728     37-455  layernorm_h_2_ln_2          [B, 1024, 768]  layernorm output
+ *   1022607360  4096        37-459  ln_mean_h_2_ln_2            [B, 1024]  layernorm mean, saved for backward
+ *   1022611456  4096        37-459  ln_rstd_h_2_ln_2            [B, 1024]  layernorm 1/std, saved for backward
+ *   462036992   12582912    38-453  linear_h_2_fc               [B, 1024, 3072]  linear output
+ *   474619904   12582912    39-449  gelu_h_2_2                  [B, 1024, 3072]  gelu
+ *   874127360   3145728     41-444  linear_h_2_proj             [B, 1024, 768]  linear output
+ *   877273088   3145728     44-440  layernorm_h_3_ln_1          [B, 1024, 768]  layernorm output
+ *   1022615552  4096        44-444  ln_mean_h_3_ln_1            [B, 1024]  layernorm mean, saved for backward
+ *   1022619648  4096        44-444  ln_rstd_h_3_ln_1            [B, 1024]  layernorm 1/std, saved for backward
+ *   742006784   9437184     45-438  qkv_h_3_attn                [B, 1024, 2304]  q, k, v side by side
+ *   1022124032  49152       47-438  lse_h_3_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward
+ *   880418816   3145728     47-438  attn_y_h_3_attn             [B, 1024, 768]  attention heads' outputs
+ *   883564544   3145728     48-429  attn_out_h_3_attn           [B, 1024, 768]  attention output projection
+ *   886710272   3145728     51-425  layernorm_h_3_ln_2          [B, 1024, 768]  layernorm output
+ *   1022623744  4096        51-429  ln_mean_h_3_ln_2            [B, 1024]  layernorm mean, saved for backward
+ *   1022627840  4096        51-429  ln_rstd_h_3_ln_2            [B, 1024]  layernorm 1/std, saved for backward
+ *   487202816   12582912    52-423  linear_h_3_fc               [B, 1024, 3072]  linear output
+ *   499785728   12582912    53-419  gelu_h_3_2                  [B, 1024, 3072]  gelu
+ *   889856000   3145728     55-414  linear_h_3_proj             [B, 1024, 768]  linear output
+ *   893001728   3145728     58-410  layernorm_h_4_ln_1          [B, 1024, 768]  layernorm output
+ *   1022631936  4096        58-414  ln_mean_h_4_ln_1            [B, 1024]  layernorm mean, saved for backward
+ *   1022636032  4096        58-414  ln_rstd_h_4_ln_1            [B, 1024]  layernorm 1/std, saved for backward
+ *   751443968   9437184     59-408  qkv_h_4_attn                [B, 1024, 2304]  q, k, v side by side
+ *   1022173184  49152       61-408  lse_h_4_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward
+ *   896147456   3145728     61-408  attn_y_h_4_attn             [B, 1024, 768]  attention heads' outputs
+ *   899293184   3145728     62-399  attn_out_h_4_attn           [B, 1024, 768]  attention output projection
+ *   902438912   3145728     65-395  layernorm_h_4_ln_2          [B, 1024, 768]  layernorm output
+ *   1022640128  4096        65-399  ln_mean_h_4_ln_2            [B, 1024]  layernorm mean, saved for backward
+ *   1022644224  4096        65-399  ln_rstd_h_4_ln_2            [B, 1024]  layernorm 1/std, saved for backward
+ *   512368640   12582912    66-393  linear_h_4_fc               [B, 1024, 3072]  linear output
+ *   524951552   12582912    67-389  gelu_h_4_2                  [B, 1024, 3072]  gelu
+ *   905584640   3145728     69-384  linear_h_4_proj             [B, 1024, 768]  linear output
+ *   908730368   3145728     72-380  layernorm_h_5_ln_1          [B, 1024, 768]  layernorm output
+ *   1022648320  4096        72-384  ln_mean_h_5_ln_1            [B, 1024]  layernorm mean, saved for backward
+ *   1022652416  4096        72-384  ln_rstd_h_5_ln_1            [B, 1024]  layernorm 1/std, saved for backward
+ *   760881152   9437184     73-378  qkv_h_5_attn                [B, 1024, 2304]  q, k, v side by side
+ *   1022222336  49152       75-378  lse_h_5_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward
+ *   911876096   3145728     75-378  attn_y_h_5_attn             [B, 1024, 768]  attention heads' outputs
+ *   915021824   3145728     76-369  attn_out_h_5_attn           [B, 1024, 768]  attention output projection
+ *   918167552   3145728     79-365  layernorm_h_5_ln_2          [B, 1024, 768]  layernorm output
+ *   1022656512  4096        79-369  ln_mean_h_5_ln_2            [B, 1024]  layernorm mean, saved for backward
+ *   1022660608  4096        79-369  ln_rstd_h_5_ln_2            [B, 1024]  layernorm 1/std, saved for backward
+ *   537534464   12582912    80-363  linear_h_5_fc               [B, 1024, 3072]  linear output
+ *   550117376   12582912    81-359  gelu_h_5_2                  [B, 1024, 3072]  gelu
+ *   921313280   3145728     83-354  linear_h_5_proj             [B, 1024, 768]  linear output
+ *   924459008   3145728     86-350  layernorm_h_6_ln_1          [B, 1024, 768]  layernorm output
+ *   1022664704  4096        86-354  ln_mean_h_6_ln_1            [B, 1024]  layernorm mean, saved for backward
+ *   1022668800  4096        86-354  ln_rstd_h_6_ln_1            [B, 1024]  layernorm 1/std, saved for backward
+ *   770318336   9437184     87-348  qkv_h_6_attn                [B, 1024, 2304]  q, k, v side by side
+ *   1022271488  49152       89-348  lse_h_6_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward
+ *   927604736   3145728     89-348  attn_y_h_6_attn             [B, 1024, 768]  attention heads' outputs
+ *   930750464   3145728     90-339  attn_out_h_6_attn           [B, 1024, 768]  attention output projection
+ *   933896192   3145728     93-335  layernorm_h_6_ln_2          [B, 1024, 768]  layernorm output
+ *   1022672896  4096        93-339  ln_mean_h_6_ln_2            [B, 1024]  layernorm mean, saved for backward
+ *   1022676992  4096        93-339  ln_rstd_h_6_ln_2            [B, 1024]  layernorm 1/std, saved for backward
+ *   562700288   12582912    94-333  linear_h_6_fc               [B, 1024, 3072]  linear output
+ *   575283200   12582912    95-329  gelu_h_6_2                  [B, 1024, 3072]  gelu
+ *   937041920   3145728     97-324  linear_h_6_proj             [B, 1024, 768]  linear output
+ *   940187648   3145728    100-320  layernorm_h_7_ln_1          [B, 1024, 768]  layernorm output
+ *   1022681088  4096       100-324  ln_mean_h_7_ln_1            [B, 1024]  layernorm mean, saved for backward
+ *   1022685184  4096       100-324  ln_rstd_h_7_ln_1            [B, 1024]  layernorm 1/std, saved for backward
+ *   779755520   9437184    101-318  qkv_h_7_attn                [B, 1024, 2304]  q, k, v side by side
+ *   1022320640  49152      103-318  lse_h_7_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward
+ *   943333376   3145728    103-318  attn_y_h_7_attn             [B, 1024, 768]  attention heads' outputs
+ *   946479104   3145728    104-309  attn_out_h_7_attn           [B, 1024, 768]  attention output projection
+ *   949624832   3145728    107-305  layernorm_h_7_ln_2          [B, 1024, 768]  layernorm output
+ *   1022689280  4096       107-309  ln_mean_h_7_ln_2            [B, 1024]  layernorm mean, saved for backward
+ *   1022693376  4096       107-309  ln_rstd_h_7_ln_2            [B, 1024]  layernorm 1/std, saved for backward
+ *   587866112   12582912   108-303  linear_h_7_fc               [B, 1024, 3072]  linear output
+ *   600449024   12582912   109-299  gelu_h_7_2                  [B, 1024, 3072]  gelu
+ *   952770560   3145728    111-294  linear_h_7_proj             [B, 1024, 768]  linear output
+ *   955916288   3145728    114-290  layernorm_h_8_ln_1          [B, 1024, 768]  layernorm output
+ *   1022697472  4096       114-294  ln_mean_h_8_ln_1            [B, 1024]  layernorm mean, saved for backward
+ *   1022701568  4096       114-294  ln_rstd_h_8_ln_1            [B, 1024]  layernorm 1/std, saved for backward
+ *   789192704   9437184    115-288  qkv_h_8_attn                [B, 1024, 2304]  q, k, v side by side
+ *   1022369792  49152      117-288  lse_h_8_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward
+ *   959062016   3145728    117-288  attn_y_h_8_attn             [B, 1024, 768]  attention heads' outputs
+ *   962207744   3145728    118-279  attn_out_h_8_attn           [B, 1024, 768]  attention output projection
+ *   965353472   3145728    121-275  layernorm_h_8_ln_2          [B, 1024, 768]  layernorm output
+ *   1022705664  4096       121-279  ln_mean_h_8_ln_2            [B, 1024]  layernorm mean, saved for backward
+ *   1022709760  4096       121-279  ln_rstd_h_8_ln_2            [B, 1024]  layernorm 1/std, saved for backward
+ *   613031936   12582912   122-273  linear_h_8_fc               [B, 1024, 3072]  linear output
+ *   625614848   12582912   123-269  gelu_h_8_2                  [B, 1024, 3072]  gelu
+ *   968499200   3145728    125-264  linear_h_8_proj             [B, 1024, 768]  linear output
+ *   971644928   3145728    128-260  layernorm_h_9_ln_1          [B, 1024, 768]  layernorm output
+ *   1022713856  4096       128-264  ln_mean_h_9_ln_1            [B, 1024]  layernorm mean, saved for backward
+ *   1022717952  4096       128-264  ln_rstd_h_9_ln_1            [B, 1024]  layernorm 1/std, saved for backward
+ *   798629888   9437184    129-258  qkv_h_9_attn                [B, 1024, 2304]  q, k, v side by side
+ *   1022418944  49152      131-258  lse_h_9_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward
+ *   974790656   3145728    131-258  attn_y_h_9_attn             [B, 1024, 768]  attention heads' outputs
+ *   977936384   3145728    132-249  attn_out_h_9_attn           [B, 1024, 768]  attention output projection
+ *   981082112   3145728    135-245  layernorm_h_9_ln_2          [B, 1024, 768]  layernorm output
+ *   1022722048  4096       135-249  ln_mean_h_9_ln_2            [B, 1024]  layernorm mean, saved for backward
+ *   1022726144  4096       135-249  ln_rstd_h_9_ln_2            [B, 1024]  layernorm 1/std, saved for backward
+ *   638197760   12582912   136-243  linear_h_9_fc               [B, 1024, 3072]  linear output
+ *   650780672   12582912   137-239  gelu_h_9_2                  [B, 1024, 3072]  gelu
+ *   984227840   3145728    139-234  linear_h_9_proj             [B, 1024, 768]  linear output
+ *   987373568   3145728    142-230  layernorm_h_10_ln_1         [B, 1024, 768]  layernorm output
+ *   1022730240  4096       142-234  ln_mean_h_10_ln_1           [B, 1024]  layernorm mean, saved for backward
+ *   1022734336  4096       142-234  ln_rstd_h_10_ln_1           [B, 1024]  layernorm 1/std, saved for backward
+ *   808067072   9437184    143-228  qkv_h_10_attn               [B, 1024, 2304]  q, k, v side by side
+ *   1022468096  49152      145-228  lse_h_10_attn               [B, 12, 1024]  each query's log-sum-exp, saved for backward
+ *   990519296   3145728    145-228  attn_y_h_10_attn            [B, 1024, 768]  attention heads' outputs
+ *   993665024   3145728    146-219  attn_out_h_10_attn          [B, 1024, 768]  attention output projection
+ *   996810752   3145728    149-215  layernorm_h_10_ln_2         [B, 1024, 768]  layernorm output
+ *   1022738432  4096       149-219  ln_mean_h_10_ln_2           [B, 1024]  layernorm mean, saved for backward
+ *   1022742528  4096       149-219  ln_rstd_h_10_ln_2           [B, 1024]  layernorm 1/std, saved for backward
+ *   663363584   12582912   150-213  linear_h_10_fc              [B, 1024, 3072]  linear output
+ *   675946496   12582912   151-209  gelu_h_10_2                 [B, 1024, 3072]  gelu
+ *   999956480   3145728    153-204  linear_h_10_proj            [B, 1024, 768]  linear output
+ *   1003102208  3145728    156-200  layernorm_h_11_ln_1         [B, 1024, 768]  layernorm output
+ *   1022746624  4096       156-204  ln_mean_h_11_ln_1           [B, 1024]  layernorm mean, saved for backward
+ *   1022750720  4096       156-204  ln_rstd_h_11_ln_1           [B, 1024]  layernorm 1/std, saved for backward
+ *   817504256   9437184    157-198  qkv_h_11_attn               [B, 1024, 2304]  q, k, v side by side
+ *   1022517248  49152      159-198  lse_h_11_attn               [B, 12, 1024]  each query's log-sum-exp, saved for backward
+ *   1006247936  3145728    159-198  attn_y_h_11_attn            [B, 1024, 768]  attention heads' outputs
+ *   1009393664  3145728    160-189  attn_out_h_11_attn          [B, 1024, 768]  attention output projection
+ *   1012539392  3145728    163-185  layernorm_h_11_ln_2         [B, 1024, 768]  layernorm output
+ *   1022754816  4096       163-189  ln_mean_h_11_ln_2           [B, 1024]  layernorm mean, saved for backward
+ *   1022758912  4096       163-189  ln_rstd_h_11_ln_2           [B, 1024]  layernorm 1/std, saved for backward
+ *   688529408   12582912   164-183  linear_h_11_fc              [B, 1024, 3072]  linear output
+ *   701112320   12582912   165-179  gelu_h_11_2                 [B, 1024, 3072]  gelu
+ *   1015685120  3145728    167-175  linear_h_11_proj            [B, 1024, 768]  linear output
+ *   1018830848  3145728    170-174  layernorm_ln_f              [B, 1024, 768]  layernorm output
+ *   1022763008  4096       170-175  ln_mean_ln_f                [B, 1024]  layernorm mean, saved for backward
+ *   1022767104  4096       170-175  ln_rstd_ln_f                [B, 1024]  layernorm 1/std, saved for backward
  *   0           205852672  171-172  linear_lm_head              [B, 1024, 50257]  linear output
  *   205852672   205852672  172-174  d_linear_lm_head            [B, 1024, 50257]  d(loss)/d(prediction), written by the loss
  *   0           3145728    173-175  d_layernorm_ln_f            [B, 1024, 768]  gradient
  *   12582912    3145728    175-540  d_residual_linear_h_11_proj  [B, 1024, 768]  gradient
  *   0           12582912   178-187  d_gelu_h_11_2               [B, 1024, 3072]  gradient
- *   1292509184  3145728    184-189  d_layernorm_h_11_ln_2       [B, 1024, 768]  gradient
+ *   688529408   3145728    184-189  d_layernorm_h_11_ln_2       [B, 1024, 768]  gradient
  *   0           3145728    189-192  d_residual_attn_out_h_11_attn  [B, 1024, 768]  gradient
  *   0           3145728    193-198  d_attn_y_h_11_attn          [B, 1024, 768]  gradient
- *   1292509184  9437184    198-202  d_qkv_h_11_attn             [B, 1024, 2304]  gradient
- *   1421484032  3145728    199-204  d_layernorm_h_11_ln_1       [B, 1024, 768]  gradient
- *   1424629760  3145728    204-207  d_residual_linear_h_10_proj  [B, 1024, 768]  gradient
- *   965353472   12582912   208-217  d_gelu_h_10_2               [B, 1024, 3072]  gradient
- *   1421484032  3145728    214-219  d_layernorm_h_10_ln_2       [B, 1024, 768]  gradient
- *   1424629760  3145728    219-222  d_residual_attn_out_h_10_attn  [B, 1024, 768]  gradient
- *   1421484032  3145728    223-228  d_attn_y_h_10_attn          [B, 1024, 768]  gradient
- *   965353472   9437184    228-232  d_qkv_h_10_attn             [B, 1024, 2304]  gradient
+ *   688529408   9437184    198-202  d_qkv_h_11_attn             [B, 1024, 2304]  gradient
+ *   817504256   3145728    199-204  d_layernorm_h_11_ln_1       [B, 1024, 768]  gradient
+ *   820649984   3145728    204-207  d_residual_linear_h_10_proj  [B, 1024, 768]  gradient
+ *   0           12582912   208-217  d_gelu_h_10_2               [B, 1024, 3072]  gradient
+ *   817504256   3145728    214-219  d_layernorm_h_10_ln_2       [B, 1024, 768]  gradient
+ *   820649984   3145728    219-222  d_residual_attn_out_h_10_attn  [B, 1024, 768]  gradient
+ *   817504256   3145728    223-228  d_attn_y_h_10_attn          [B, 1024, 768]  gradient
+ *   663363584   9437184    228-232  d_qkv_h_10_attn             [B, 1024, 2304]  gradient
  *   0           3145728    229-234  d_layernorm_h_10_ln_1       [B, 1024, 768]  gradient
  *   3145728     3145728    234-237  d_residual_linear_h_9_proj  [B, 1024, 768]  gradient
- *   915021824   12582912   238-247  d_gelu_h_9_2                [B, 1024, 3072]  gradient
- *   0           3145728    244-249  d_layernorm_h_9_ln_2        [B, 1024, 768]  gradient
- *   3145728     3145728    249-252  d_residual_attn_out_h_9_attn  [B, 1024, 768]  gradient
+ *   0           12582912   238-247  d_gelu_h_9_2                [B, 1024, 3072]  gradient
+ *   808067072   3145728    244-249  d_layernorm_h_9_ln_2        [B, 1024, 768]  gradient
+ *   0           3145728    249-252  d_residual_attn_out_h_9_attn  [B, 1024, 768]  gradient
  *   0           3145728    253-258  d_attn_y_h_9_attn           [B, 1024, 768]  gradient
- *   1242177536  9437184    258-262  d_qkv_h_9_attn              [B, 1024, 2304]  gradient
+ *   638197760   9437184    258-262  d_qkv_h_9_attn              [B, 1024, 2304]  gradient
  *   0           3145728    259-264  d_layernorm_h_9_ln_1        [B, 1024, 768]  gradient
  *   3145728     3145728    264-267  d_residual_linear_h_8_proj  [B, 1024, 768]  gradient
- *   864690176   12582912   268-277  d_gelu_h_8_2                [B, 1024, 3072]  gradient
- *   0           3145728    274-279  d_layernorm_h_8_ln_2        [B, 1024, 768]  gradient
- *   3145728     3145728    279-282  d_residual_attn_out_h_8_attn  [B, 1024, 768]  gradient
+ *   0           12582912   268-277  d_gelu_h_8_2                [B, 1024, 3072]  gradient
+ *   798629888   3145728    274-279  d_layernorm_h_8_ln_2        [B, 1024, 768]  gradient
+ *   0           3145728    279-282  d_residual_attn_out_h_8_attn  [B, 1024, 768]  gradient
  *   0           3145728    283-288  d_attn_y_h_8_attn           [B, 1024, 768]  gradient
- *   1217011712  9437184    288-292  d_qkv_h_8_attn              [B, 1024, 2304]  gradient
+ *   613031936   9437184    288-292  d_qkv_h_8_attn              [B, 1024, 2304]  gradient
  *   0           3145728    289-294  d_layernorm_h_8_ln_1        [B, 1024, 768]  gradient
  *   3145728     3145728    294-297  d_residual_linear_h_7_proj  [B, 1024, 768]  gradient
- *   814358528   12582912   298-307  d_gelu_h_7_2                [B, 1024, 3072]  gradient
- *   0           3145728    304-309  d_layernorm_h_7_ln_2        [B, 1024, 768]  gradient
- *   3145728     3145728    309-312  d_residual_attn_out_h_7_attn  [B, 1024, 768]  gradient
+ *   0           12582912   298-307  d_gelu_h_7_2                [B, 1024, 3072]  gradient
+ *   789192704   3145728    304-309  d_layernorm_h_7_ln_2        [B, 1024, 768]  gradient
+ *   0           3145728    309-312  d_residual_attn_out_h_7_attn  [B, 1024, 768]  gradient
  *   0           3145728    313-318  d_attn_y_h_7_attn           [B, 1024, 768]  gradient
- *   1191845888  9437184    318-322  d_qkv_h_7_attn              [B, 1024, 2304]  gradient
+ *   587866112   9437184    318-322  d_qkv_h_7_attn              [B, 1024, 2304]  gradient
  *   0           3145728    319-324  d_layernorm_h_7_ln_1        [B, 1024, 768]  gradient
  *   3145728     3145728    324-327  d_residual_linear_h_6_proj  [B, 1024, 768]  gradient
- *   764026880   12582912   328-337  d_gelu_h_6_2                [B, 1024, 3072]  gradient
- *   0           3145728    334-339  d_layernorm_h_6_ln_2        [B, 1024, 768]  gradient
- *   3145728     3145728    339-342  d_residual_attn_out_h_6_attn  [B, 1024, 768]  gradient
+ *   0           12582912   328-337  d_gelu_h_6_2                [B, 1024, 3072]  gradient
+ *   779755520   3145728    334-339  d_layernorm_h_6_ln_2        [B, 1024, 768]  gradient
+ *   0           3145728    339-342  d_residual_attn_out_h_6_attn  [B, 1024, 768]  gradient
  *   0           3145728    343-348  d_attn_y_h_6_attn           [B, 1024, 768]  gradient
- *   1166680064  9437184    348-352  d_qkv_h_6_attn              [B, 1024, 2304]  gradient
+ *   562700288   9437184    348-352  d_qkv_h_6_attn              [B, 1024, 2304]  gradient
  *   0           3145728    349-354  d_layernorm_h_6_ln_1        [B, 1024, 768]  gradient
  *   3145728     3145728    354-357  d_residual_linear_h_5_proj  [B, 1024, 768]  gradient
- *   713695232   12582912   358-367  d_gelu_h_5_2                [B, 1024, 3072]  gradient
- *   0           3145728    364-369  d_layernorm_h_5_ln_2        [B, 1024, 768]  gradient
- *   3145728     3145728    369-372  d_residual_attn_out_h_5_attn  [B, 1024, 768]  gradient
+ *   0           12582912   358-367  d_gelu_h_5_2                [B, 1024, 3072]  gradient
+ *   770318336   3145728    364-369  d_layernorm_h_5_ln_2        [B, 1024, 768]  gradient
+ *   0           3145728    369-372  d_residual_attn_out_h_5_attn  [B, 1024, 768]  gradient
  *   0           3145728    373-378  d_attn_y_h_5_attn           [B, 1024, 768]  gradient
- *   1141514240  9437184    378-382  d_qkv_h_5_attn              [B, 1024, 2304]  gradient
+ *   537534464   9437184    378-382  d_qkv_h_5_attn              [B, 1024, 2304]  gradient
  *   0           3145728    379-384  d_layernorm_h_5_ln_1        [B, 1024, 768]  gradient
  *   3145728     3145728    384-387  d_residual_linear_h_4_proj  [B, 1024, 768]  gradient
- *   663363584   12582912   388-397  d_gelu_h_4_2                [B, 1024, 3072]  gradient
- *   0           3145728    394-399  d_layernorm_h_4_ln_2        [B, 1024, 768]  gradient
- *   3145728     3145728    399-402  d_residual_attn_out_h_4_attn  [B, 1024, 768]  gradient
+ *   0           12582912   388-397  d_gelu_h_4_2                [B, 1024, 3072]  gradient
+ *   760881152   3145728    394-399  d_layernorm_h_4_ln_2        [B, 1024, 768]  gradient
+ *   0           3145728    399-402  d_residual_attn_out_h_4_attn  [B, 1024, 768]  gradient
  *   0           3145728    403-408  d_attn_y_h_4_attn           [B, 1024, 768]  gradient
- *   1116348416  9437184    408-412  d_qkv_h_4_attn              [B, 1024, 2304]  gradient
+ *   512368640   9437184    408-412  d_qkv_h_4_attn              [B, 1024, 2304]  gradient
  *   0           3145728    409-414  d_layernorm_h_4_ln_1        [B, 1024, 768]  gradient
  *   3145728     3145728    414-417  d_residual_linear_h_3_proj  [B, 1024, 768]  gradient
- *   613031936   12582912   418-427  d_gelu_h_3_2                [B, 1024, 3072]  gradient
- *   0           3145728    424-429  d_layernorm_h_3_ln_2        [B, 1024, 768]  gradient
- *   3145728     3145728    429-432  d_residual_attn_out_h_3_attn  [B, 1024, 768]  gradient
+ *   0           12582912   418-427  d_gelu_h_3_2                [B, 1024, 3072]  gradient
+ *   751443968   3145728    424-429  d_layernorm_h_3_ln_2        [B, 1024, 768]  gradient
+ *   0           3145728    429-432  d_residual_attn_out_h_3_attn  [B, 1024, 768]  gradient
  *   0           3145728    433-438  d_attn_y_h_3_attn           [B, 1024, 768]  gradient
- *   1091182592  9437184    438-442  d_qkv_h_3_attn              [B, 1024, 2304]  gradient
+ *   487202816   9437184    438-442  d_qkv_h_3_attn              [B, 1024, 2304]  gradient
  *   0           3145728    439-444  d_layernorm_h_3_ln_1        [B, 1024, 768]  gradient
  *   3145728     3145728    444-447  d_residual_linear_h_2_proj  [B, 1024, 768]  gradient
  *   0           12582912   448-457  d_gelu_h_2_2                [B, 1024, 3072]  gradient
- *   1345986560  3145728    454-459  d_layernorm_h_2_ln_2        [B, 1024, 768]  gradient
+ *   742006784   3145728    454-459  d_layernorm_h_2_ln_2        [B, 1024, 768]  gradient
  *   0           3145728    459-462  d_residual_attn_out_h_2_attn  [B, 1024, 768]  gradient
  *   0           3145728    463-468  d_attn_y_h_2_attn           [B, 1024, 768]  gradient
- *   1066016768  9437184    468-472  d_qkv_h_2_attn              [B, 1024, 2304]  gradient
+ *   462036992   9437184    468-472  d_qkv_h_2_attn              [B, 1024, 2304]  gradient
  *   0           3145728    469-474  d_layernorm_h_2_ln_1        [B, 1024, 768]  gradient
  *   3145728     3145728    474-477  d_residual_linear_h_1_proj  [B, 1024, 768]  gradient
  *   0           12582912   478-487  d_gelu_h_1_2                [B, 1024, 3072]  gradient
- *   1336549376  3145728    484-489  d_layernorm_h_1_ln_2        [B, 1024, 768]  gradient
+ *   732569600   3145728    484-489  d_layernorm_h_1_ln_2        [B, 1024, 768]  gradient
  *   0           3145728    489-492  d_residual_attn_out_h_1_attn  [B, 1024, 768]  gradient
  *   0           3145728    493-498  d_attn_y_h_1_attn           [B, 1024, 768]  gradient
- *   1040850944  9437184    498-502  d_qkv_h_1_attn              [B, 1024, 2304]  gradient
+ *   436871168   9437184    498-502  d_qkv_h_1_attn              [B, 1024, 2304]  gradient
  *   0           3145728    499-504  d_layernorm_h_1_ln_1        [B, 1024, 768]  gradient
  *   3145728     3145728    504-507  d_residual_linear_h_0_proj  [B, 1024, 768]  gradient
  *   0           12582912   508-517  d_gelu_h_0_2                [B, 1024, 3072]  gradient
- *   1327112192  3145728    514-519  d_layernorm_h_0_ln_2        [B, 1024, 768]  gradient
+ *   723132416   3145728    514-519  d_layernorm_h_0_ln_2        [B, 1024, 768]  gradient
  *   0           3145728    519-522  d_residual_attn_out_h_0_attn  [B, 1024, 768]  gradient
  *   9437184     3145728    523-528  d_attn_y_h_0_attn           [B, 1024, 768]  gradient
  *   0           9437184    528-532  d_qkv_h_0_attn              [B, 1024, 2304]  gradient
@@ -318,156 +318,156 @@
  *   (in place)  -                   d_pos_embedding_wpe_606     [B, 1024, 768]  written over d_residual_linear_h_11_proj
  *
  * The plan for validation (forward only, no gradients), in the same memory.
- * One arena of Bmax * 208998400 bytes (without reuse: Bmax * 1269313536; the most live at
+ * One arena of Bmax * 208998400 bytes (without reuse: Bmax * 665923584; the most live at
  * once: Bmax * 208998400). A buffer's byte offset is Bmax * its offset below, so any
  * batch size fits the same plan.
  *
  *   offset      bytes/row  live     buffer                      shape
- *   59768832    3145728      0-7    embedding_wte               [B, 1024, 768]  embedding rows
- *   0           3145728      2-3    layernorm_h_0_ln_1          [B, 1024, 768]  layernorm output
- *   3145728     4096         2-2    ln_mean_h_0_ln_1            [B, 1024]  layernorm mean, saved for backward
- *   3149824     4096         2-2    ln_rstd_h_0_ln_1            [B, 1024]  layernorm 1/std, saved for backward
- *   50331648    9437184      3-5    qkv_h_0_attn                [B, 1024, 2304]  q, k, v side by side
- *   0           50331648     5-5    att_h_0_attn                [B, 12, 1024, 1024]  softmax probabilities, saved for backward
- *   62914560    3145728      5-6    attn_y_h_0_attn             [B, 1024, 768]  attention heads' outputs
- *   12582912    3145728      6-14   attn_out_h_0_attn           [B, 1024, 768]  attention output projection
- *   15728640    3145728      9-10   layernorm_h_0_ln_2          [B, 1024, 768]  layernorm output
+ *   9437184     3145728      0-7    embedding_wte               [B, 1024, 768]  embedding rows
+ *   12582912    3145728      2-3    layernorm_h_0_ln_1          [B, 1024, 768]  layernorm output
+ *   0           4096         2-2    ln_mean_h_0_ln_1            [B, 1024]  layernorm mean, saved for backward
+ *   4096        4096         2-2    ln_rstd_h_0_ln_1            [B, 1024]  layernorm 1/std, saved for backward
+ *   0           9437184      3-5    qkv_h_0_attn                [B, 1024, 2304]  q, k, v side by side
+ *   15728640    49152        5-5    lse_h_0_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward
+ *   12582912    3145728      5-6    attn_y_h_0_attn             [B, 1024, 768]  attention heads' outputs
+ *   15728640    3145728      6-14   attn_out_h_0_attn           [B, 1024, 768]  attention output projection
+ *   12582912    3145728      9-10   layernorm_h_0_ln_2          [B, 1024, 768]  layernorm output
  *   0           4096         9-9    ln_mean_h_0_ln_2            [B, 1024]  layernorm mean, saved for backward
  *   4096        4096         9-9    ln_rstd_h_0_ln_2            [B, 1024]  layernorm 1/std, saved for backward
  *   0           12582912    10-13   linear_h_0_fc               [B, 1024, 3072]  linear output
- *   59768832    3145728     13-21   linear_h_0_proj             [B, 1024, 768]  linear output
- *   0           3145728     16-17   layernorm_h_1_ln_1          [B, 1024, 768]  layernorm output
- *   3145728     4096        16-16   ln_mean_h_1_ln_1            [B, 1024]  layernorm mean, saved for backward
- *   3149824     4096        16-16   ln_rstd_h_1_ln_1            [B, 1024]  layernorm 1/std, saved for backward
- *   50331648    9437184     17-19   qkv_h_1_attn                [B, 1024, 2304]  q, k, v side by side
- *   0           50331648    19-19   att_h_1_attn                [B, 12, 1024, 1024]  softmax probabilities, saved for backward
- *   62914560    3145728     19-20   attn_y_h_1_attn             [B, 1024, 768]  attention heads' outputs
- *   12582912    3145728     20-28   attn_out_h_1_attn           [B, 1024, 768]  attention output projection
- *   15728640    3145728     23-24   layernorm_h_1_ln_2          [B, 1024, 768]  layernorm output
+ *   12582912    3145728     13-21   linear_h_0_proj             [B, 1024, 768]  linear output
+ *   9437184     3145728     16-17   layernorm_h_1_ln_1          [B, 1024, 768]  layernorm output
+ *   0           4096        16-16   ln_mean_h_1_ln_1            [B, 1024]  layernorm mean, saved for backward
+ *   4096        4096        16-16   ln_rstd_h_1_ln_1            [B, 1024]  layernorm 1/std, saved for backward
+ *   0           9437184     17-19   qkv_h_1_attn                [B, 1024, 2304]  q, k, v side by side
+ *   15728640    49152       19-19   lse_h_1_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward
+ *   9437184     3145728     19-20   attn_y_h_1_attn             [B, 1024, 768]  attention heads' outputs
+ *   15728640    3145728     20-28   attn_out_h_1_attn           [B, 1024, 768]  attention output projection
+ *   12582912    3145728     23-24   layernorm_h_1_ln_2          [B, 1024, 768]  layernorm output
  *   0           4096        23-23   ln_mean_h_1_ln_2            [B, 1024]  layernorm mean, saved for backward
  *   4096        4096        23-23   ln_rstd_h_1_ln_2            [B, 1024]  layernorm 1/std, saved for backward
  *   0           12582912    24-27   linear_h_1_fc               [B, 1024, 3072]  linear output
- *   59768832    3145728     27-35   linear_h_1_proj             [B, 1024, 768]  linear output
- *   0           3145728     30-31   layernorm_h_2_ln_1          [B, 1024, 768]  layernorm output
- *   3145728     4096        30-30   ln_mean_h_2_ln_1            [B, 1024]  layernorm mean, saved for backward
- *   3149824     4096        30-30   ln_rstd_h_2_ln_1            [B, 1024]  layernorm 1/std, saved for backward
- *   50331648    9437184     31-33   qkv_h_2_attn                [B, 1024, 2304]  q, k, v side by side
- *   0           50331648    33-33   att_h_2_attn                [B, 12, 1024, 1024]  softmax probabilities, saved for backward
- *   62914560    3145728     33-34   attn_y_h_2_attn             [B, 1024, 768]  attention heads' outputs
- *   12582912    3145728     34-42   attn_out_h_2_attn           [B, 1024, 768]  attention output projection
- *   15728640    3145728     37-38   layernorm_h_2_ln_2          [B, 1024, 768]  layernorm output
+ *   12582912    3145728     27-35   linear_h_1_proj             [B, 1024, 768]  linear output
+ *   9437184     3145728     30-31   layernorm_h_2_ln_1          [B, 1024, 768]  layernorm output
+ *   0           4096        30-30   ln_mean_h_2_ln_1            [B, 1024]  layernorm mean, saved for backward
+ *   4096        4096        30-30   ln_rstd_h_2_ln_1            [B, 1024]  layernorm 1/std, saved for backward
+ *   0           9437184     31-33   qkv_h_2_attn                [B, 1024, 2304]  q, k, v side by side
+ *   15728640    49152       33-33   lse_h_2_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward
+ *   9437184     3145728     33-34   attn_y_h_2_attn             [B, 1024, 768]  attention heads' outputs
+ *   15728640    3145728     34-42   attn_out_h_2_attn           [B, 1024, 768]  attention output projection
+ *   12582912    3145728     37-38   layernorm_h_2_ln_2          [B, 1024, 768]  layernorm output
  *   0           4096        37-37   ln_mean_h_2_ln_2            [B, 1024]  layernorm mean, saved for backward
  *   4096        4096        37-37   ln_rstd_h_2_ln_2            [B, 1024]  layernorm 1/std, saved for backward
  *   0           12582912    38-41   linear_h_2_fc               [B, 1024, 3072]  linear output
- *   59768832    3145728     41-49   linear_h_2_proj             [B, 1024, 768]  linear output
- *   0           3145728     44-45   layernorm_h_3_ln_1          [B, 1024, 768]  layernorm output
- *   3145728     4096        44-44   ln_mean_h_3_ln_1            [B, 1024]  layernorm mean, saved for backward
- *   3149824     4096        44-44   ln_rstd_h_3_ln_1            [B, 1024]  layernorm 1/std, saved for backward
- *   50331648    9437184     45-47   qkv_h_3_attn                [B, 1024, 2304]  q, k, v side by side
- *   0           50331648    47-47   att_h_3_attn                [B, 12, 1024, 1024]  softmax probabilities, saved for backward
- *   62914560    3145728     47-48   attn_y_h_3_attn             [B, 1024, 768]  attention heads' outputs
- *   12582912    3145728     48-56   attn_out_h_3_attn           [B, 1024, 768]  attention output projection
- *   15728640    3145728     51-52   layernorm_h_3_ln_2          [B, 1024, 768]  layernorm output
+ *   12582912    3145728     41-49   linear_h_2_proj             [B, 1024, 768]  linear output
+ *   9437184     3145728     44-45   layernorm_h_3_ln_1          [B, 1024, 768]  layernorm output
+ *   0           4096        44-44   ln_mean_h_3_ln_1            [B, 1024]  layernorm mean, saved for backward
+ *   4096        4096        44-44   ln_rstd_h_3_ln_1            [B, 1024]  layernorm 1/std, saved for backward
+ *   0           9437184     45-47   qkv_h_3_attn                [B, 1024, 2304]  q, k, v side by side
+ *   15728640    49152       47-47   lse_h_3_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward
+ *   9437184     3145728     47-48   attn_y_h_3_attn             [B, 1024, 768]  attention heads' outputs
+ *   15728640    3145728     48-56   attn_out_h_3_attn           [B, 1024, 768]  attention output projection
+ *   12582912    3145728     51-52   layernorm_h_3_ln_2          [B, 1024, 768]  layernorm output
  *   0           4096        51-51   ln_mean_h_3_ln_2            [B, 1024]  layernorm mean, saved for backward
  *   4096        4096        51-51   ln_rstd_h_3_ln_2            [B, 1024]  layernorm 1/std, saved for backward
  *   0           12582912    52-55   linear_h_3_fc               [B, 1024, 3072]  linear output
- *   59768832    3145728     55-63   linear_h_3_proj             [B, 1024, 768]  linear output
- *   0           3145728     58-59   layernorm_h_4_ln_1          [B, 1024, 768]  layernorm output
- *   3145728     4096        58-58   ln_mean_h_4_ln_1            [B, 1024]  layernorm mean, saved for backward
- *   3149824     4096        58-58   ln_rstd_h_4_ln_1            [B, 1024]  layernorm 1/std, saved for backward
- *   50331648    9437184     59-61   qkv_h_4_attn                [B, 1024, 2304]  q, k, v side by side
- *   0           50331648    61-61   att_h_4_attn                [B, 12, 1024, 1024]  softmax probabilities, saved for backward
- *   62914560    3145728     61-62   attn_y_h_4_attn             [B, 1024, 768]  attention heads' outputs
- *   12582912    3145728     62-70   attn_out_h_4_attn           [B, 1024, 768]  attention output projection
- *   15728640    3145728     65-66   layernorm_h_4_ln_2          [B, 1024, 768]  layernorm output
+ *   12582912    3145728     55-63   linear_h_3_proj             [B, 1024, 768]  linear output
+ *   9437184     3145728     58-59   layernorm_h_4_ln_1          [B, 1024, 768]  layernorm output
+ *   0           4096        58-58   ln_mean_h_4_ln_1            [B, 1024]  layernorm mean, saved for backward
+ *   4096        4096        58-58   ln_rstd_h_4_ln_1            [B, 1024]  layernorm 1/std, saved for backward
+ *   0           9437184     59-61   qkv_h_4_attn                [B, 1024, 2304]  q, k, v side by side
+ *   15728640    49152       61-61   lse_h_4_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward
+ *   9437184     3145728     61-62   attn_y_h_4_attn             [B, 1024, 768]  attention heads' outputs
+ *   15728640    3145728     62-70   attn_out_h_4_attn           [B, 1024, 768]  attention output projection
+ *   12582912    3145728     65-66   layernorm_h_4_ln_2          [B, 1024, 768]  layernorm output
  *   0           4096        65-65   ln_mean_h_4_ln_2            [B, 1024]  layernorm mean, saved for backward
  *   4096        4096        65-65   ln_rstd_h_4_ln_2            [B, 1024]  layernorm 1/std, saved for backward
  *   0           12582912    66-69   linear_h_4_fc               [B, 1024, 3072]  linear output
- *   59768832    3145728     69-77   linear_h_4_proj             [B, 1024, 768]  linear output
- *   0           3145728     72-73   layernorm_h_5_ln_1          [B, 1024, 768]  layernorm output
- *   3145728     4096        72-72   ln_mean_h_5_ln_1            [B, 1024]  layernorm mean, saved for backward
- *   3149824     4096        72-72   ln_rstd_h_5_ln_1            [B, 1024]  layernorm 1/std, saved for backward
- *   50331648    9437184     73-75   qkv_h_5_attn                [B, 1024, 2304]  q, k, v side by side
- *   0           50331648    75-75   att_h_5_attn                [B, 12, 1024, 1024]  softmax probabilities, saved for backward
- *   62914560    3145728     75-76   attn_y_h_5_attn             [B, 1024, 768]  attention heads' outputs
- *   12582912    3145728     76-84   attn_out_h_5_attn           [B, 1024, 768]  attention output projection
- *   15728640    3145728     79-80   layernorm_h_5_ln_2          [B, 1024, 768]  layernorm output
+ *   12582912    3145728     69-77   linear_h_4_proj             [B, 1024, 768]  linear output
+ *   9437184     3145728     72-73   layernorm_h_5_ln_1          [B, 1024, 768]  layernorm output
+ *   0           4096        72-72   ln_mean_h_5_ln_1            [B, 1024]  layernorm mean, saved for backward
+ *   4096        4096        72-72   ln_rstd_h_5_ln_1            [B, 1024]  layernorm 1/std, saved for backward
+ *   0           9437184     73-75   qkv_h_5_attn                [B, 1024, 2304]  q, k, v side by side
+ *   15728640    49152       75-75   lse_h_5_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward
+ *   9437184     3145728     75-76   attn_y_h_5_attn             [B, 1024, 768]  attention heads' outputs
+ *   15728640    3145728     76-84   attn_out_h_5_attn           [B, 1024, 768]  attention output projection
+ *   12582912    3145728     79-80   layernorm_h_5_ln_2          [B, 1024, 768]  layernorm output
  *   0           4096        79-79   ln_mean_h_5_ln_2            [B, 1024]  layernorm mean, saved for backward
  *   4096        4096        79-79   ln_rstd_h_5_ln_2            [B, 1024]  layernorm 1/std, saved for backward
  *   0           12582912    80-83   linear_h_5_fc               [B, 1024, 3072]  linear output
- *   59768832    3145728     83-91   linear_h_5_proj             [B, 1024, 768]  linear output
- *   0           3145728     86-87   layernorm_h_6_ln_1          [B, 1024, 768]  layernorm output
- *   3145728     4096        86-86   ln_mean_h_6_ln_1            [B, 1024]  layernorm mean, saved for backward
- *   3149824     4096        86-86   ln_rstd_h_6_ln_1            [B, 1024]  layernorm 1/std, saved for backward
- *   50331648    9437184     87-89   qkv_h_6_attn                [B, 1024, 2304]  q, k, v side by side
- *   0           50331648    89-89   att_h_6_attn                [B, 12, 1024, 1024]  softmax probabilities, saved for backward
- *   62914560    3145728     89-90   attn_y_h_6_attn             [B, 1024, 768]  attention heads' outputs
- *   12582912    3145728     90-98   attn_out_h_6_attn           [B, 1024, 768]  attention output projection
- *   15728640    3145728     93-94   layernorm_h_6_ln_2          [B, 1024, 768]  layernorm output
+ *   12582912    3145728     83-91   linear_h_5_proj             [B, 1024, 768]  linear output
+ *   9437184     3145728     86-87   layernorm_h_6_ln_1          [B, 1024, 768]  layernorm output
+ *   0           4096        86-86   ln_mean_h_6_ln_1            [B, 1024]  layernorm mean, saved for backward
+ *   4096        4096        86-86   ln_rstd_h_6_ln_1            [B, 1024]  layernorm 1/std, saved for backward
+ *   0           9437184     87-89   qkv_h_6_attn                [B, 1024, 2304]  q, k, v side by side
+ *   15728640    49152       89-89   lse_h_6_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward
+ *   9437184     3145728     89-90   attn_y_h_6_attn             [B, 1024, 768]  attention heads' outputs
+ *   15728640    3145728     90-98   attn_out_h_6_attn           [B, 1024, 768]  attention output projection
+ *   12582912    3145728     93-94   layernorm_h_6_ln_2          [B, 1024, 768]  layernorm output
  *   0           4096        93-93   ln_mean_h_6_ln_2            [B, 1024]  layernorm mean, saved for backward
  *   4096        4096        93-93   ln_rstd_h_6_ln_2            [B, 1024]  layernorm 1/std, saved for backward
  *   0           12582912    94-97   linear_h_6_fc               [B, 1024, 3072]  linear output
- *   59768832    3145728     97-105  linear_h_6_proj             [B, 1024, 768]  linear output
- *   0           3145728    100-101  layernorm_h_7_ln_1          [B, 1024, 768]  layernorm output
- *   3145728     4096       100-100  ln_mean_h_7_ln_1            [B, 1024]  layernorm mean, saved for backward
- *   3149824     4096       100-100  ln_rstd_h_7_ln_1            [B, 1024]  layernorm 1/std, saved for backward
- *   50331648    9437184    101-103  qkv_h_7_attn                [B, 1024, 2304]  q, k, v side by side
- *   0           50331648   103-103  att_h_7_attn                [B, 12, 1024, 1024]  softmax probabilities, saved for backward
- *   62914560    3145728    103-104  attn_y_h_7_attn             [B, 1024, 768]  attention heads' outputs
- *   12582912    3145728    104-112  attn_out_h_7_attn           [B, 1024, 768]  attention output projection
- *   15728640    3145728    107-108  layernorm_h_7_ln_2          [B, 1024, 768]  layernorm output
+ *   12582912    3145728     97-105  linear_h_6_proj             [B, 1024, 768]  linear output
+ *   9437184     3145728    100-101  layernorm_h_7_ln_1          [B, 1024, 768]  layernorm output
+ *   0           4096       100-100  ln_mean_h_7_ln_1            [B, 1024]  layernorm mean, saved for backward
+ *   4096        4096       100-100  ln_rstd_h_7_ln_1            [B, 1024]  layernorm 1/std, saved for backward
+ *   0           9437184    101-103  qkv_h_7_attn                [B, 1024, 2304]  q, k, v side by side
+ *   15728640    49152      103-103  lse_h_7_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward
+ *   9437184     3145728    103-104  attn_y_h_7_attn             [B, 1024, 768]  attention heads' outputs
+ *   15728640    3145728    104-112  attn_out_h_7_attn           [B, 1024, 768]  attention output projection
+ *   12582912    3145728    107-108  layernorm_h_7_ln_2          [B, 1024, 768]  layernorm output
  *   0           4096       107-107  ln_mean_h_7_ln_2            [B, 1024]  layernorm mean, saved for backward
  *   4096        4096       107-107  ln_rstd_h_7_ln_2            [B, 1024]  layernorm 1/std, saved for backward
  *   0           12582912   108-111  linear_h_7_fc               [B, 1024, 3072]  linear output
- *   59768832    3145728    111-119  linear_h_7_proj             [B, 1024, 768]  linear output
- *   0           3145728    114-115  layernorm_h_8_ln_1          [B, 1024, 768]  layernorm output
- *   3145728     4096       114-114  ln_mean_h_8_ln_1            [B, 1024]  layernorm mean, saved for backward
- *   3149824     4096       114-114  ln_rstd_h_8_ln_1            [B, 1024]  layernorm 1/std, saved for backward
- *   50331648    9437184    115-117  qkv_h_8_attn                [B, 1024, 2304]  q, k, v side by side
- *   0           50331648   117-117  att_h_8_attn                [B, 12, 1024, 1024]  softmax probabilities, saved for backward
- *   62914560    3145728    117-118  attn_y_h_8_attn             [B, 1024, 768]  attention heads' outputs
- *   12582912    3145728    118-126  attn_out_h_8_attn           [B, 1024, 768]  attention output projection
- *   15728640    3145728    121-122  layernorm_h_8_ln_2          [B, 1024, 768]  layernorm output
+ *   12582912    3145728    111-119  linear_h_7_proj             [B, 1024, 768]  linear output
+ *   9437184     3145728    114-115  layernorm_h_8_ln_1          [B, 1024, 768]  layernorm output
+ *   0           4096       114-114  ln_mean_h_8_ln_1            [B, 1024]  layernorm mean, saved for backward
+ *   4096        4096       114-114  ln_rstd_h_8_ln_1            [B, 1024]  layernorm 1/std, saved for backward
+ *   0           9437184    115-117  qkv_h_8_attn                [B, 1024, 2304]  q, k, v side by side
+ *   15728640    49152      117-117  lse_h_8_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward
+ *   9437184     3145728    117-118  attn_y_h_8_attn             [B, 1024, 768]  attention heads' outputs
+ *   15728640    3145728    118-126  attn_out_h_8_attn           [B, 1024, 768]  attention output projection
+ *   12582912    3145728    121-122  layernorm_h_8_ln_2          [B, 1024, 768]  layernorm output
  *   0           4096       121-121  ln_mean_h_8_ln_2            [B, 1024]  layernorm mean, saved for backward
  *   4096        4096       121-121  ln_rstd_h_8_ln_2            [B, 1024]  layernorm 1/std, saved for backward
  *   0           12582912   122-125  linear_h_8_fc               [B, 1024, 3072]  linear output
- *   59768832    3145728    125-133  linear_h_8_proj             [B, 1024, 768]  linear output
- *   0           3145728    128-129  layernorm_h_9_ln_1          [B, 1024, 768]  layernorm output
- *   3145728     4096       128-128  ln_mean_h_9_ln_1            [B, 1024]  layernorm mean, saved for backward
- *   3149824     4096       128-128  ln_rstd_h_9_ln_1            [B, 1024]  layernorm 1/std, saved for backward
- *   50331648    9437184    129-131  qkv_h_9_attn                [B, 1024, 2304]  q, k, v side by side
- *   0           50331648   131-131  att_h_9_attn                [B, 12, 1024, 1024]  softmax probabilities, saved for backward
- *   62914560    3145728    131-132  attn_y_h_9_attn             [B, 1024, 768]  attention heads' outputs
- *   12582912    3145728    132-140  attn_out_h_9_attn           [B, 1024, 768]  attention output projection
- *   15728640    3145728    135-136  layernorm_h_9_ln_2          [B, 1024, 768]  layernorm output
+ *   12582912    3145728    125-133  linear_h_8_proj             [B, 1024, 768]  linear output
+ *   9437184     3145728    128-129  layernorm_h_9_ln_1          [B, 1024, 768]  layernorm output
+ *   0           4096       128-128  ln_mean_h_9_ln_1            [B, 1024]  layernorm mean, saved for backward
+ *   4096        4096       128-128  ln_rstd_h_9_ln_1            [B, 1024]  layernorm 1/std, saved for backward
+ *   0           9437184    129-131  qkv_h_9_attn                [B, 1024, 2304]  q, k, v side by side
+ *   15728640    49152      131-131  lse_h_9_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward
+ *   9437184     3145728    131-132  attn_y_h_9_attn             [B, 1024, 768]  attention heads' outputs
+ *   15728640    3145728    132-140  attn_out_h_9_attn           [B, 1024, 768]  attention output projection
+ *   12582912    3145728    135-136  layernorm_h_9_ln_2          [B, 1024, 768]  layernorm output
  *   0           4096       135-135  ln_mean_h_9_ln_2            [B, 1024]  layernorm mean, saved for backward
  *   4096        4096       135-135  ln_rstd_h_9_ln_2            [B, 1024]  layernorm 1/std, saved for backward
  *   0           12582912   136-139  linear_h_9_fc               [B, 1024, 3072]  linear output
- *   59768832    3145728    139-147  linear_h_9_proj             [B, 1024, 768]  linear output
- *   0           3145728    142-143  layernorm_h_10_ln_1         [B, 1024, 768]  layernorm output
- *   3145728     4096       142-142  ln_mean_h_10_ln_1           [B, 1024]  layernorm mean, saved for backward
- *   3149824     4096       142-142  ln_rstd_h_10_ln_1           [B, 1024]  layernorm 1/std, saved for backward
- *   50331648    9437184    143-145  qkv_h_10_attn               [B, 1024, 2304]  q, k, v side by side
- *   0           50331648   145-145  att_h_10_attn               [B, 12, 1024, 1024]  softmax probabilities, saved for backward
- *   62914560    3145728    145-146  attn_y_h_10_attn            [B, 1024, 768]  attention heads' outputs
- *   12582912    3145728    146-154  attn_out_h_10_attn          [B, 1024, 768]  attention output projection
- *   15728640    3145728    149-150  layernorm_h_10_ln_2         [B, 1024, 768]  layernorm output
+ *   12582912    3145728    139-147  linear_h_9_proj             [B, 1024, 768]  linear output
+ *   9437184     3145728    142-143  layernorm_h_10_ln_1         [B, 1024, 768]  layernorm output
+ *   0           4096       142-142  ln_mean_h_10_ln_1           [B, 1024]  layernorm mean, saved for backward
+ *   4096        4096       142-142  ln_rstd_h_10_ln_1           [B, 1024]  layernorm 1/std, saved for backward
+ *   0           9437184    143-145  qkv_h_10_attn               [B, 1024, 2304]  q, k, v side by side
+ *   15728640    49152      145-145  lse_h_10_attn               [B, 12, 1024]  each query's log-sum-exp, saved for backward
+ *   9437184     3145728    145-146  attn_y_h_10_attn            [B, 1024, 768]  attention heads' outputs
+ *   15728640    3145728    146-154  attn_out_h_10_attn          [B, 1024, 768]  attention output projection
+ *   12582912    3145728    149-150  layernorm_h_10_ln_2         [B, 1024, 768]  layernorm output
  *   0           4096       149-149  ln_mean_h_10_ln_2           [B, 1024]  layernorm mean, saved for backward
  *   4096        4096       149-149  ln_rstd_h_10_ln_2           [B, 1024]  layernorm 1/std, saved for backward
  *   0           12582912   150-153  linear_h_10_fc              [B, 1024, 3072]  linear output
- *   59768832    3145728    153-161  linear_h_10_proj            [B, 1024, 768]  linear output
- *   0           3145728    156-157  layernorm_h_11_ln_1         [B, 1024, 768]  layernorm output
- *   3145728     4096       156-156  ln_mean_h_11_ln_1           [B, 1024]  layernorm mean, saved for backward
- *   3149824     4096       156-156  ln_rstd_h_11_ln_1           [B, 1024]  layernorm 1/std, saved for backward
- *   50331648    9437184    157-159  qkv_h_11_attn               [B, 1024, 2304]  q, k, v side by side
- *   0           50331648   159-159  att_h_11_attn               [B, 12, 1024, 1024]  softmax probabilities, saved for backward
- *   62914560    3145728    159-160  attn_y_h_11_attn            [B, 1024, 768]  attention heads' outputs
- *   12582912    3145728    160-168  attn_out_h_11_attn          [B, 1024, 768]  attention output projection
- *   15728640    3145728    163-164  layernorm_h_11_ln_2         [B, 1024, 768]  layernorm output
+ *   12582912    3145728    153-161  linear_h_10_proj            [B, 1024, 768]  linear output
+ *   9437184     3145728    156-157  layernorm_h_11_ln_1         [B, 1024, 768]  layernorm output
+ *   0           4096       156-156  ln_mean_h_11_ln_1           [B, 1024]  layernorm mean, saved for backward
+ *   4096        4096       156-156  ln_rstd_h_11_ln_1           [B, 1024]  layernorm 1/std, saved for backward
+ *   0           9437184    157-159  qkv_h_11_attn               [B, 1024, 2304]  q, k, v side by side
+ *   15728640    49152      159-159  lse_h_11_attn               [B, 12, 1024]  each query's log-sum-exp, saved for backward
+ *   9437184     3145728    159-160  attn_y_h_11_attn            [B, 1024, 768]  attention heads' outputs
+ *   15728640    3145728    160-168  attn_out_h_11_attn          [B, 1024, 768]  attention output projection
+ *   12582912    3145728    163-164  layernorm_h_11_ln_2         [B, 1024, 768]  layernorm output
  *   0           4096       163-163  ln_mean_h_11_ln_2           [B, 1024]  layernorm mean, saved for backward
  *   4096        4096       163-163  ln_rstd_h_11_ln_2           [B, 1024]  layernorm 1/std, saved for backward
  *   0           12582912   164-167  linear_h_11_fc              [B, 1024, 3072]  linear output
- *   15728640    3145728    167-170  linear_h_11_proj            [B, 1024, 768]  linear output
+ *   12582912    3145728    167-170  linear_h_11_proj            [B, 1024, 768]  linear output
  *   205852672   3145728    170-171  layernorm_ln_f              [B, 1024, 768]  layernorm output
  *   0           4096       170-170  ln_mean_ln_f                [B, 1024]  layernorm mean, saved for backward
  *   4096        4096       170-170  ln_rstd_ln_f                [B, 1024]  layernorm 1/std, saved for backward

@@ -19,125 +19,125 @@ static void forward(rt_exec *e, int train)
     e->train = train; /* read by dropout and the loss */
     const int32_t *in_x = (const int32_t *)e->in[0];
     const float *P_wte_weight = e->params + 0;
-    float *embedding_wte = ACT(4194304);
+    float *embedding_wte = ACT(3145728);
     const float *P_wpe_weight = e->params + 32768;
-    float *pos_embedding_wpe = ACT(4194304);
+    float *pos_embedding_wpe = ACT(3145728);
     const float *P_h_0_ln_1_weight = e->params + 49152;
     const float *P_h_0_ln_1_bias = e->params + 49280;
-    float *layernorm_h_0_ln_1 = ACT(4259840);
-    float *ln_mean_h_0_ln_1 = ACT(5636096);
-    float *ln_rstd_h_0_ln_1 = ACT(5636608);
+    float *layernorm_h_0_ln_1 = ACT(3211264);
+    float *ln_mean_h_0_ln_1 = ACT(4595712);
+    float *ln_rstd_h_0_ln_1 = ACT(4596224);
     const float *P_h_0_attn_qkv_weight = e->params + 49408;
-    float *qkv_h_0_attn = ACT(3407872);
+    float *qkv_h_0_attn = ACT(2359296);
     const float *P_h_0_attn_qkv_bias = e->params + 98560;
-    float *att_h_0_attn = ACT(0);
-    float *attn_y_h_0_attn = ACT(4325376);
+    float *lse_h_0_attn = ACT(4587520);
+    float *attn_y_h_0_attn = ACT(3276800);
     const float *P_h_0_attn_proj_weight = e->params + 98944;
-    float *attn_out_h_0_attn = ACT(4390912);
+    float *attn_out_h_0_attn = ACT(3342336);
     const float *P_h_0_attn_proj_bias = e->params + 115328;
-    float *residual_attn_out_h_0_attn = ACT(4390912);
+    float *residual_attn_out_h_0_attn = ACT(3342336);
     const float *P_h_0_ln_2_weight = e->params + 115456;
     const float *P_h_0_ln_2_bias = e->params + 115584;
-    float *layernorm_h_0_ln_2 = ACT(4456448);
-    float *ln_mean_h_0_ln_2 = ACT(5637120);
-    float *ln_rstd_h_0_ln_2 = ACT(5637632);
+    float *layernorm_h_0_ln_2 = ACT(3407872);
+    float *ln_mean_h_0_ln_2 = ACT(4596736);
+    float *ln_rstd_h_0_ln_2 = ACT(4597248);
     const float *P_h_0_fc_weight = e->params + 115712;
-    float *linear_h_0_fc = ACT(262144);
+    float *linear_h_0_fc = ACT(0);
     const float *P_h_0_fc_bias = e->params + 181248;
-    float *gelu_h_0_2 = ACT(524288);
+    float *gelu_h_0_2 = ACT(262144);
     const float *P_h_0_proj_weight = e->params + 181760;
-    float *linear_h_0_proj = ACT(4521984);
+    float *linear_h_0_proj = ACT(3473408);
     const float *P_h_0_proj_bias = e->params + 247296;
-    float *residual_linear_h_0_proj = ACT(4521984);
+    float *residual_linear_h_0_proj = ACT(3473408);
     const float *P_h_1_ln_1_weight = e->params + 247424;
     const float *P_h_1_ln_1_bias = e->params + 247552;
-    float *layernorm_h_1_ln_1 = ACT(4587520);
-    float *ln_mean_h_1_ln_1 = ACT(5638144);
-    float *ln_rstd_h_1_ln_1 = ACT(5638656);
+    float *layernorm_h_1_ln_1 = ACT(3538944);
+    float *ln_mean_h_1_ln_1 = ACT(4597760);
+    float *ln_rstd_h_1_ln_1 = ACT(4598272);
     const float *P_h_1_attn_qkv_weight = e->params + 247680;
-    float *qkv_h_1_attn = ACT(3604480);
+    float *qkv_h_1_attn = ACT(2555904);
     const float *P_h_1_attn_qkv_bias = e->params + 296832;
-    float *att_h_1_attn = ACT(786432);
-    float *attn_y_h_1_attn = ACT(4653056);
+    float *lse_h_1_attn = ACT(4589568);
+    float *attn_y_h_1_attn = ACT(3604480);
     const float *P_h_1_attn_proj_weight = e->params + 297216;
-    float *attn_out_h_1_attn = ACT(4718592);
+    float *attn_out_h_1_attn = ACT(3670016);
     const float *P_h_1_attn_proj_bias = e->params + 313600;
-    float *residual_attn_out_h_1_attn = ACT(4718592);
+    float *residual_attn_out_h_1_attn = ACT(3670016);
     const float *P_h_1_ln_2_weight = e->params + 313728;
     const float *P_h_1_ln_2_bias = e->params + 313856;
-    float *layernorm_h_1_ln_2 = ACT(4784128);
-    float *ln_mean_h_1_ln_2 = ACT(5639168);
-    float *ln_rstd_h_1_ln_2 = ACT(5639680);
+    float *layernorm_h_1_ln_2 = ACT(3735552);
+    float *ln_mean_h_1_ln_2 = ACT(4598784);
+    float *ln_rstd_h_1_ln_2 = ACT(4599296);
     const float *P_h_1_fc_weight = e->params + 313984;
-    float *linear_h_1_fc = ACT(1048576);
+    float *linear_h_1_fc = ACT(524288);
     const float *P_h_1_fc_bias = e->params + 379520;
-    float *gelu_h_1_2 = ACT(1310720);
+    float *gelu_h_1_2 = ACT(786432);
     const float *P_h_1_proj_weight = e->params + 380032;
-    float *linear_h_1_proj = ACT(4849664);
+    float *linear_h_1_proj = ACT(3801088);
     const float *P_h_1_proj_bias = e->params + 445568;
-    float *residual_linear_h_1_proj = ACT(4849664);
+    float *residual_linear_h_1_proj = ACT(3801088);
     const float *P_h_2_ln_1_weight = e->params + 445696;
     const float *P_h_2_ln_1_bias = e->params + 445824;
-    float *layernorm_h_2_ln_1 = ACT(4915200);
-    float *ln_mean_h_2_ln_1 = ACT(5640192);
-    float *ln_rstd_h_2_ln_1 = ACT(5640704);
+    float *layernorm_h_2_ln_1 = ACT(3866624);
+    float *ln_mean_h_2_ln_1 = ACT(4599808);
+    float *ln_rstd_h_2_ln_1 = ACT(4600320);
     const float *P_h_2_attn_qkv_weight = e->params + 445952;
-    float *qkv_h_2_attn = ACT(3801088);
+    float *qkv_h_2_attn = ACT(2752512);
     const float *P_h_2_attn_qkv_bias = e->params + 495104;
-    float *att_h_2_attn = ACT(1572864);
-    float *attn_y_h_2_attn = ACT(4980736);
+    float *lse_h_2_attn = ACT(4591616);
+    float *attn_y_h_2_attn = ACT(3932160);
     const float *P_h_2_attn_proj_weight = e->params + 495488;
-    float *attn_out_h_2_attn = ACT(5046272);
+    float *attn_out_h_2_attn = ACT(3997696);
     const float *P_h_2_attn_proj_bias = e->params + 511872;
-    float *residual_attn_out_h_2_attn = ACT(5046272);
+    float *residual_attn_out_h_2_attn = ACT(3997696);
     const float *P_h_2_ln_2_weight = e->params + 512000;
     const float *P_h_2_ln_2_bias = e->params + 512128;
-    float *layernorm_h_2_ln_2 = ACT(5111808);
-    float *ln_mean_h_2_ln_2 = ACT(5641216);
-    float *ln_rstd_h_2_ln_2 = ACT(5641728);
+    float *layernorm_h_2_ln_2 = ACT(4063232);
+    float *ln_mean_h_2_ln_2 = ACT(4600832);
+    float *ln_rstd_h_2_ln_2 = ACT(4601344);
     const float *P_h_2_fc_weight = e->params + 512256;
-    float *linear_h_2_fc = ACT(1835008);
+    float *linear_h_2_fc = ACT(1048576);
     const float *P_h_2_fc_bias = e->params + 577792;
-    float *gelu_h_2_2 = ACT(2097152);
+    float *gelu_h_2_2 = ACT(1310720);
     const float *P_h_2_proj_weight = e->params + 578304;
-    float *linear_h_2_proj = ACT(5177344);
+    float *linear_h_2_proj = ACT(4128768);
     const float *P_h_2_proj_bias = e->params + 643840;
-    float *residual_linear_h_2_proj = ACT(5177344);
+    float *residual_linear_h_2_proj = ACT(4128768);
     const float *P_h_3_ln_1_weight = e->params + 643968;
     const float *P_h_3_ln_1_bias = e->params + 644096;
-    float *layernorm_h_3_ln_1 = ACT(5242880);
-    float *ln_mean_h_3_ln_1 = ACT(5642240);
-    float *ln_rstd_h_3_ln_1 = ACT(5642752);
+    float *layernorm_h_3_ln_1 = ACT(4194304);
+    float *ln_mean_h_3_ln_1 = ACT(4601856);
+    float *ln_rstd_h_3_ln_1 = ACT(4602368);
     const float *P_h_3_attn_qkv_weight = e->params + 644224;
-    float *qkv_h_3_attn = ACT(3997696);
+    float *qkv_h_3_attn = ACT(2949120);
     const float *P_h_3_attn_qkv_bias = e->params + 693376;
-    float *att_h_3_attn = ACT(2359296);
-    float *attn_y_h_3_attn = ACT(5308416);
+    float *lse_h_3_attn = ACT(4593664);
+    float *attn_y_h_3_attn = ACT(4259840);
     const float *P_h_3_attn_proj_weight = e->params + 693760;
-    float *attn_out_h_3_attn = ACT(5373952);
+    float *attn_out_h_3_attn = ACT(4325376);
     const float *P_h_3_attn_proj_bias = e->params + 710144;
-    float *residual_attn_out_h_3_attn = ACT(5373952);
+    float *residual_attn_out_h_3_attn = ACT(4325376);
     const float *P_h_3_ln_2_weight = e->params + 710272;
     const float *P_h_3_ln_2_bias = e->params + 710400;
-    float *layernorm_h_3_ln_2 = ACT(5439488);
-    float *ln_mean_h_3_ln_2 = ACT(5643264);
-    float *ln_rstd_h_3_ln_2 = ACT(5643776);
+    float *layernorm_h_3_ln_2 = ACT(4390912);
+    float *ln_mean_h_3_ln_2 = ACT(4602880);
+    float *ln_rstd_h_3_ln_2 = ACT(4603392);
     const float *P_h_3_fc_weight = e->params + 710528;
-    float *linear_h_3_fc = ACT(2621440);
+    float *linear_h_3_fc = ACT(1572864);
     const float *P_h_3_fc_bias = e->params + 776064;
-    float *gelu_h_3_2 = ACT(2883584);
+    float *gelu_h_3_2 = ACT(1835008);
     const float *P_h_3_proj_weight = e->params + 776576;
-    float *linear_h_3_proj = ACT(5505024);
+    float *linear_h_3_proj = ACT(4456448);
     const float *P_h_3_proj_bias = e->params + 842112;
-    float *residual_linear_h_3_proj = ACT(5505024);
+    float *residual_linear_h_3_proj = ACT(4456448);
     const float *P_ln_f_weight = e->params + 842240;
     const float *P_ln_f_bias = e->params + 842368;
-    float *layernorm_ln_f = ACT(5570560);
-    float *ln_mean_ln_f = ACT(5644288);
-    float *ln_rstd_ln_f = ACT(5644800);
-    float *linear_lm_head = ACT(3145728);
+    float *layernorm_ln_f = ACT(4521984);
+    float *ln_mean_ln_f = ACT(4603904);
+    float *ln_rstd_ln_f = ACT(4604416);
+    float *linear_lm_head = ACT(2097152);
     const int32_t *in_y = (const int32_t *)e->in[1];
-    float *d_linear_lm_head = ACT(3276800);
+    float *d_linear_lm_head = ACT(2228224);
 
     /* $.model.layers[0]: embedding: rows of the weight picked by the ids */
     rt_embedding_fwd(e, in_x, P_wte_weight, embedding_wte, e->B * 128, 256, 128);
@@ -149,8 +149,8 @@ static void forward(rt_exec *e, int train)
     rt_gemm(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_0_ln_1, 128, P_h_0_attn_qkv_weight, 128, 0.0f, qkv_h_0_attn, 384);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
     rt_launch(e, "k1", k1, e->B * 49152, 2, (void *[]){&qkv_h_0_attn, &P_h_0_attn_qkv_bias});
-    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
-    rt_attention_fwd(e, qkv_h_0_attn, att_h_0_attn, attn_y_h_0_attn, e->B, 128, 128, 4, 1);
+    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
+    rt_attention_fwd(e, qkv_h_0_attn, lse_h_0_attn, attn_y_h_0_attn, e->B, 128, 128, 4, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_0_attn, 128, P_h_0_attn_proj_weight, 128, 0.0f, attn_out_h_0_attn, 128);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
@@ -171,8 +171,8 @@ static void forward(rt_exec *e, int train)
     rt_gemm(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_1_ln_1, 128, P_h_1_attn_qkv_weight, 128, 0.0f, qkv_h_1_attn, 384);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
     rt_launch(e, "k5", k5, e->B * 49152, 2, (void *[]){&qkv_h_1_attn, &P_h_1_attn_qkv_bias});
-    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
-    rt_attention_fwd(e, qkv_h_1_attn, att_h_1_attn, attn_y_h_1_attn, e->B, 128, 128, 4, 1);
+    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
+    rt_attention_fwd(e, qkv_h_1_attn, lse_h_1_attn, attn_y_h_1_attn, e->B, 128, 128, 4, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_1_attn, 128, P_h_1_attn_proj_weight, 128, 0.0f, attn_out_h_1_attn, 128);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
@@ -193,8 +193,8 @@ static void forward(rt_exec *e, int train)
     rt_gemm(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_2_ln_1, 128, P_h_2_attn_qkv_weight, 128, 0.0f, qkv_h_2_attn, 384);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
     rt_launch(e, "k9", k9, e->B * 49152, 2, (void *[]){&qkv_h_2_attn, &P_h_2_attn_qkv_bias});
-    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
-    rt_attention_fwd(e, qkv_h_2_attn, att_h_2_attn, attn_y_h_2_attn, e->B, 128, 128, 4, 1);
+    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
+    rt_attention_fwd(e, qkv_h_2_attn, lse_h_2_attn, attn_y_h_2_attn, e->B, 128, 128, 4, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_2_attn, 128, P_h_2_attn_proj_weight, 128, 0.0f, attn_out_h_2_attn, 128);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
@@ -215,8 +215,8 @@ static void forward(rt_exec *e, int train)
     rt_gemm(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_3_ln_1, 128, P_h_3_attn_qkv_weight, 128, 0.0f, qkv_h_3_attn, 384);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
     rt_launch(e, "k13", k13, e->B * 49152, 2, (void *[]){&qkv_h_3_attn, &P_h_3_attn_qkv_bias});
-    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
-    rt_attention_fwd(e, qkv_h_3_attn, att_h_3_attn, attn_y_h_3_attn, e->B, 128, 128, 4, 1);
+    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
+    rt_attention_fwd(e, qkv_h_3_attn, lse_h_3_attn, attn_y_h_3_attn, e->B, 128, 128, 4, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_3_attn, 128, P_h_3_attn_proj_weight, 128, 0.0f, attn_out_h_3_attn, 128);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
@@ -242,182 +242,182 @@ static void forward(rt_exec *e, int train)
 /* The backward pass: activation gradients written, parameter gradients accumulated. */
 static void backward(rt_exec *e)
 {
-    const float *d_linear_lm_head = ACT(3276800);
+    const float *d_linear_lm_head = ACT(2228224);
     const float *P_wte_weight = e->params + 0;
-    float *d_layernorm_ln_f = ACT(3145728);
-    const float *layernorm_ln_f = ACT(5570560);
+    float *d_layernorm_ln_f = ACT(2097152);
+    const float *layernorm_ln_f = ACT(4521984);
     float *G_wte_weight = e->grads + 0;
-    const float *residual_linear_h_3_proj = ACT(5505024);
+    const float *residual_linear_h_3_proj = ACT(4456448);
     const float *P_ln_f_weight = e->params + 842240;
-    const float *ln_mean_ln_f = ACT(5644288);
-    const float *ln_rstd_ln_f = ACT(5644800);
-    float *d_residual_linear_h_3_proj = ACT(5570560);
+    const float *ln_mean_ln_f = ACT(4603904);
+    const float *ln_rstd_ln_f = ACT(4604416);
+    float *d_residual_linear_h_3_proj = ACT(4521984);
     float *G_ln_f_weight = e->grads + 842240;
     float *G_ln_f_bias = e->grads + 842368;
     const float *P_h_3_proj_weight = e->params + 776576;
-    float *d_gelu_h_3_2 = ACT(3145728);
-    const float *gelu_h_3_2 = ACT(2883584);
+    float *d_gelu_h_3_2 = ACT(2097152);
+    const float *gelu_h_3_2 = ACT(1835008);
     float *G_h_3_proj_weight = e->grads + 776576;
     float *G_h_3_proj_bias = e->grads + 842112;
-    const float *linear_h_3_fc = ACT(2621440);
-    float *d_linear_h_3_fc = ACT(3145728);
+    const float *linear_h_3_fc = ACT(1572864);
+    float *d_linear_h_3_fc = ACT(2097152);
     const float *P_h_3_fc_weight = e->params + 710528;
-    float *d_layernorm_h_3_ln_2 = ACT(5505024);
-    const float *layernorm_h_3_ln_2 = ACT(5439488);
+    float *d_layernorm_h_3_ln_2 = ACT(4456448);
+    const float *layernorm_h_3_ln_2 = ACT(4390912);
     float *G_h_3_fc_weight = e->grads + 710528;
     float *G_h_3_fc_bias = e->grads + 776064;
-    const float *residual_attn_out_h_3_attn = ACT(5373952);
+    const float *residual_attn_out_h_3_attn = ACT(4325376);
     const float *P_h_3_ln_2_weight = e->params + 710272;
-    const float *ln_mean_h_3_ln_2 = ACT(5643264);
-    const float *ln_rstd_h_3_ln_2 = ACT(5643776);
-    float *d_residual_attn_out_h_3_attn = ACT(5439488);
+    const float *ln_mean_h_3_ln_2 = ACT(4602880);
+    const float *ln_rstd_h_3_ln_2 = ACT(4603392);
+    float *d_residual_attn_out_h_3_attn = ACT(4390912);
     float *G_h_3_ln_2_weight = e->grads + 710272;
     float *G_h_3_ln_2_bias = e->grads + 710400;
-    float *d_residual_attn_out_h_3_attn_179 = ACT(5570560);
+    float *d_residual_attn_out_h_3_attn_179 = ACT(4521984);
     const float *P_h_3_attn_proj_weight = e->params + 693760;
-    float *d_attn_y_h_3_attn = ACT(5373952);
-    const float *attn_y_h_3_attn = ACT(5308416);
+    float *d_attn_y_h_3_attn = ACT(4325376);
+    const float *attn_y_h_3_attn = ACT(4259840);
     float *G_h_3_attn_proj_weight = e->grads + 693760;
     float *G_h_3_attn_proj_bias = e->grads + 710144;
-    const float *qkv_h_3_attn = ACT(3997696);
-    const float *att_h_3_attn = ACT(2359296);
-    float *d_qkv_h_3_attn = ACT(2621440);
+    const float *qkv_h_3_attn = ACT(2949120);
+    const float *lse_h_3_attn = ACT(4593664);
+    float *d_qkv_h_3_attn = ACT(1572864);
     const float *P_h_3_attn_qkv_weight = e->params + 644224;
-    float *d_layernorm_h_3_ln_1 = ACT(3997696);
-    const float *layernorm_h_3_ln_1 = ACT(5242880);
+    float *d_layernorm_h_3_ln_1 = ACT(2949120);
+    const float *layernorm_h_3_ln_1 = ACT(4194304);
     float *G_h_3_attn_qkv_weight = e->grads + 644224;
     float *G_h_3_attn_qkv_bias = e->grads + 693376;
-    const float *residual_linear_h_2_proj = ACT(5177344);
+    const float *residual_linear_h_2_proj = ACT(4128768);
     const float *P_h_3_ln_1_weight = e->params + 643968;
-    const float *ln_mean_h_3_ln_1 = ACT(5642240);
-    const float *ln_rstd_h_3_ln_1 = ACT(5642752);
-    float *d_residual_linear_h_2_proj = ACT(4063232);
+    const float *ln_mean_h_3_ln_1 = ACT(4601856);
+    const float *ln_rstd_h_3_ln_1 = ACT(4602368);
+    float *d_residual_linear_h_2_proj = ACT(3014656);
     float *G_h_3_ln_1_weight = e->grads + 643968;
     float *G_h_3_ln_1_bias = e->grads + 644096;
-    float *d_residual_linear_h_2_proj_184 = ACT(5570560);
+    float *d_residual_linear_h_2_proj_184 = ACT(4521984);
     const float *P_h_2_proj_weight = e->params + 578304;
-    float *d_gelu_h_2_2 = ACT(2359296);
-    const float *gelu_h_2_2 = ACT(2097152);
+    float *d_gelu_h_2_2 = ACT(1572864);
+    const float *gelu_h_2_2 = ACT(1310720);
     float *G_h_2_proj_weight = e->grads + 578304;
     float *G_h_2_proj_bias = e->grads + 643840;
-    const float *linear_h_2_fc = ACT(1835008);
-    float *d_linear_h_2_fc = ACT(2359296);
+    const float *linear_h_2_fc = ACT(1048576);
+    float *d_linear_h_2_fc = ACT(1572864);
     const float *P_h_2_fc_weight = e->params + 512256;
-    float *d_layernorm_h_2_ln_2 = ACT(3997696);
-    const float *layernorm_h_2_ln_2 = ACT(5111808);
+    float *d_layernorm_h_2_ln_2 = ACT(2949120);
+    const float *layernorm_h_2_ln_2 = ACT(4063232);
     float *G_h_2_fc_weight = e->grads + 512256;
     float *G_h_2_fc_bias = e->grads + 577792;
-    const float *residual_attn_out_h_2_attn = ACT(5046272);
+    const float *residual_attn_out_h_2_attn = ACT(3997696);
     const float *P_h_2_ln_2_weight = e->params + 512000;
-    const float *ln_mean_h_2_ln_2 = ACT(5641216);
-    const float *ln_rstd_h_2_ln_2 = ACT(5641728);
-    float *d_residual_attn_out_h_2_attn = ACT(4063232);
+    const float *ln_mean_h_2_ln_2 = ACT(4600832);
+    const float *ln_rstd_h_2_ln_2 = ACT(4601344);
+    float *d_residual_attn_out_h_2_attn = ACT(3014656);
     float *G_h_2_ln_2_weight = e->grads + 512000;
     float *G_h_2_ln_2_bias = e->grads + 512128;
-    float *d_residual_attn_out_h_2_attn_189 = ACT(5570560);
+    float *d_residual_attn_out_h_2_attn_189 = ACT(4521984);
     const float *P_h_2_attn_proj_weight = e->params + 495488;
-    float *d_attn_y_h_2_attn = ACT(3997696);
-    const float *attn_y_h_2_attn = ACT(4980736);
+    float *d_attn_y_h_2_attn = ACT(2949120);
+    const float *attn_y_h_2_attn = ACT(3932160);
     float *G_h_2_attn_proj_weight = e->grads + 495488;
     float *G_h_2_attn_proj_bias = e->grads + 511872;
-    const float *qkv_h_2_attn = ACT(3801088);
-    const float *att_h_2_attn = ACT(1572864);
-    float *d_qkv_h_2_attn = ACT(1835008);
+    const float *qkv_h_2_attn = ACT(2752512);
+    const float *lse_h_2_attn = ACT(4591616);
+    float *d_qkv_h_2_attn = ACT(1048576);
     const float *P_h_2_attn_qkv_weight = e->params + 445952;
-    float *d_layernorm_h_2_ln_1 = ACT(1572864);
-    const float *layernorm_h_2_ln_1 = ACT(4915200);
+    float *d_layernorm_h_2_ln_1 = ACT(2752512);
+    const float *layernorm_h_2_ln_1 = ACT(3866624);
     float *G_h_2_attn_qkv_weight = e->grads + 445952;
     float *G_h_2_attn_qkv_bias = e->grads + 495104;
-    const float *residual_linear_h_1_proj = ACT(4849664);
+    const float *residual_linear_h_1_proj = ACT(3801088);
     const float *P_h_2_ln_1_weight = e->params + 445696;
-    const float *ln_mean_h_2_ln_1 = ACT(5640192);
-    const float *ln_rstd_h_2_ln_1 = ACT(5640704);
-    float *d_residual_linear_h_1_proj = ACT(3801088);
+    const float *ln_mean_h_2_ln_1 = ACT(4599808);
+    const float *ln_rstd_h_2_ln_1 = ACT(4600320);
+    float *d_residual_linear_h_1_proj = ACT(2818048);
     float *G_h_2_ln_1_weight = e->grads + 445696;
     float *G_h_2_ln_1_bias = e->grads + 445824;
-    float *d_residual_linear_h_1_proj_194 = ACT(5570560);
+    float *d_residual_linear_h_1_proj_194 = ACT(4521984);
     const float *P_h_1_proj_weight = e->params + 380032;
-    float *d_gelu_h_1_2 = ACT(1572864);
-    const float *gelu_h_1_2 = ACT(1310720);
+    float *d_gelu_h_1_2 = ACT(1048576);
+    const float *gelu_h_1_2 = ACT(786432);
     float *G_h_1_proj_weight = e->grads + 380032;
     float *G_h_1_proj_bias = e->grads + 445568;
-    const float *linear_h_1_fc = ACT(1048576);
-    float *d_linear_h_1_fc = ACT(1572864);
+    const float *linear_h_1_fc = ACT(524288);
+    float *d_linear_h_1_fc = ACT(1048576);
     const float *P_h_1_fc_weight = e->params + 313984;
-    float *d_layernorm_h_1_ln_2 = ACT(3801088);
-    const float *layernorm_h_1_ln_2 = ACT(4784128);
+    float *d_layernorm_h_1_ln_2 = ACT(2752512);
+    const float *layernorm_h_1_ln_2 = ACT(3735552);
     float *G_h_1_fc_weight = e->grads + 313984;
     float *G_h_1_fc_bias = e->grads + 379520;
-    const float *residual_attn_out_h_1_attn = ACT(4718592);
+    const float *residual_attn_out_h_1_attn = ACT(3670016);
     const float *P_h_1_ln_2_weight = e->params + 313728;
-    const float *ln_mean_h_1_ln_2 = ACT(5639168);
-    const float *ln_rstd_h_1_ln_2 = ACT(5639680);
-    float *d_residual_attn_out_h_1_attn = ACT(3866624);
+    const float *ln_mean_h_1_ln_2 = ACT(4598784);
+    const float *ln_rstd_h_1_ln_2 = ACT(4599296);
+    float *d_residual_attn_out_h_1_attn = ACT(2818048);
     float *G_h_1_ln_2_weight = e->grads + 313728;
     float *G_h_1_ln_2_bias = e->grads + 313856;
-    float *d_residual_attn_out_h_1_attn_199 = ACT(5570560);
+    float *d_residual_attn_out_h_1_attn_199 = ACT(4521984);
     const float *P_h_1_attn_proj_weight = e->params + 297216;
-    float *d_attn_y_h_1_attn = ACT(3801088);
-    const float *attn_y_h_1_attn = ACT(4653056);
+    float *d_attn_y_h_1_attn = ACT(2752512);
+    const float *attn_y_h_1_attn = ACT(3604480);
     float *G_h_1_attn_proj_weight = e->grads + 297216;
     float *G_h_1_attn_proj_bias = e->grads + 313600;
-    const float *qkv_h_1_attn = ACT(3604480);
-    const float *att_h_1_attn = ACT(786432);
-    float *d_qkv_h_1_attn = ACT(1048576);
+    const float *qkv_h_1_attn = ACT(2555904);
+    const float *lse_h_1_attn = ACT(4589568);
+    float *d_qkv_h_1_attn = ACT(524288);
     const float *P_h_1_attn_qkv_weight = e->params + 247680;
-    float *d_layernorm_h_1_ln_1 = ACT(786432);
-    const float *layernorm_h_1_ln_1 = ACT(4587520);
+    float *d_layernorm_h_1_ln_1 = ACT(2555904);
+    const float *layernorm_h_1_ln_1 = ACT(3538944);
     float *G_h_1_attn_qkv_weight = e->grads + 247680;
     float *G_h_1_attn_qkv_bias = e->grads + 296832;
-    const float *residual_linear_h_0_proj = ACT(4521984);
+    const float *residual_linear_h_0_proj = ACT(3473408);
     const float *P_h_1_ln_1_weight = e->params + 247424;
-    const float *ln_mean_h_1_ln_1 = ACT(5638144);
-    const float *ln_rstd_h_1_ln_1 = ACT(5638656);
-    float *d_residual_linear_h_0_proj = ACT(3604480);
+    const float *ln_mean_h_1_ln_1 = ACT(4597760);
+    const float *ln_rstd_h_1_ln_1 = ACT(4598272);
+    float *d_residual_linear_h_0_proj = ACT(2621440);
     float *G_h_1_ln_1_weight = e->grads + 247424;
     float *G_h_1_ln_1_bias = e->grads + 247552;
-    float *d_residual_linear_h_0_proj_204 = ACT(5570560);
+    float *d_residual_linear_h_0_proj_204 = ACT(4521984);
     const float *P_h_0_proj_weight = e->params + 181760;
-    float *d_gelu_h_0_2 = ACT(786432);
-    const float *gelu_h_0_2 = ACT(524288);
+    float *d_gelu_h_0_2 = ACT(524288);
+    const float *gelu_h_0_2 = ACT(262144);
     float *G_h_0_proj_weight = e->grads + 181760;
     float *G_h_0_proj_bias = e->grads + 247296;
-    const float *linear_h_0_fc = ACT(262144);
-    float *d_linear_h_0_fc = ACT(786432);
+    const float *linear_h_0_fc = ACT(0);
+    float *d_linear_h_0_fc = ACT(524288);
     const float *P_h_0_fc_weight = e->params + 115712;
-    float *d_layernorm_h_0_ln_2 = ACT(262144);
-    const float *layernorm_h_0_ln_2 = ACT(4456448);
+    float *d_layernorm_h_0_ln_2 = ACT(0);
+    const float *layernorm_h_0_ln_2 = ACT(3407872);
     float *G_h_0_fc_weight = e->grads + 115712;
     float *G_h_0_fc_bias = e->grads + 181248;
-    const float *residual_attn_out_h_0_attn = ACT(4390912);
+    const float *residual_attn_out_h_0_attn = ACT(3342336);
     const float *P_h_0_ln_2_weight = e->params + 115456;
-    const float *ln_mean_h_0_ln_2 = ACT(5637120);
-    const float *ln_rstd_h_0_ln_2 = ACT(5637632);
-    float *d_residual_attn_out_h_0_attn = ACT(3604480);
+    const float *ln_mean_h_0_ln_2 = ACT(4596736);
+    const float *ln_rstd_h_0_ln_2 = ACT(4597248);
+    float *d_residual_attn_out_h_0_attn = ACT(2555904);
     float *G_h_0_ln_2_weight = e->grads + 115456;
     float *G_h_0_ln_2_bias = e->grads + 115584;
-    float *d_residual_attn_out_h_0_attn_209 = ACT(5570560);
+    float *d_residual_attn_out_h_0_attn_209 = ACT(4521984);
     const float *P_h_0_attn_proj_weight = e->params + 98944;
-    float *d_attn_y_h_0_attn = ACT(3604480);
-    const float *attn_y_h_0_attn = ACT(4325376);
+    float *d_attn_y_h_0_attn = ACT(2555904);
+    const float *attn_y_h_0_attn = ACT(3276800);
     float *G_h_0_attn_proj_weight = e->grads + 98944;
     float *G_h_0_attn_proj_bias = e->grads + 115328;
-    const float *qkv_h_0_attn = ACT(3407872);
-    const float *att_h_0_attn = ACT(0);
-    float *d_qkv_h_0_attn = ACT(262144);
+    const float *qkv_h_0_attn = ACT(2359296);
+    const float *lse_h_0_attn = ACT(4587520);
+    float *d_qkv_h_0_attn = ACT(0);
     const float *P_h_0_attn_qkv_weight = e->params + 49408;
-    float *d_layernorm_h_0_ln_1 = ACT(0);
-    const float *layernorm_h_0_ln_1 = ACT(4259840);
+    float *d_layernorm_h_0_ln_1 = ACT(3276800);
+    const float *layernorm_h_0_ln_1 = ACT(3211264);
     float *G_h_0_attn_qkv_weight = e->grads + 49408;
     float *G_h_0_attn_qkv_bias = e->grads + 98560;
-    const float *pos_embedding_wpe = ACT(4194304);
+    const float *pos_embedding_wpe = ACT(3145728);
     const float *P_h_0_ln_1_weight = e->params + 49152;
-    const float *ln_mean_h_0_ln_1 = ACT(5636096);
-    const float *ln_rstd_h_0_ln_1 = ACT(5636608);
-    float *d_pos_embedding_wpe = ACT(4259840);
+    const float *ln_mean_h_0_ln_1 = ACT(4595712);
+    const float *ln_rstd_h_0_ln_1 = ACT(4596224);
+    float *d_pos_embedding_wpe = ACT(3211264);
     float *G_h_0_ln_1_weight = e->grads + 49152;
     float *G_h_0_ln_1_bias = e->grads + 49280;
-    float *d_pos_embedding_wpe_214 = ACT(5570560);
+    float *d_pos_embedding_wpe_214 = ACT(4521984);
     float *G_wpe_weight = e->grads + 32768;
     const int32_t *in_x = (const int32_t *)e->in[0];
 
@@ -471,8 +471,8 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_residual_attn_out_h_3_attn_179, G_h_3_attn_proj_bias, e->B * 128, 128);
     /* $.model.layers[2].body[0].body[1]: h.3.attn.proj.bias's gradient is final */
     rt_grad_ready(e, 710144, 128);
-    /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv) from dy and the kept probabilities */
-    rt_attention_bwd(e, qkv_h_3_attn, att_h_3_attn, d_attn_y_h_3_attn, d_qkv_h_3_attn, e->B, 128, 128, 4, 1);
+    /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv), probabilities recomputed from the log-sum-exp */
+    rt_attention_bwd(e, qkv_h_3_attn, lse_h_3_attn, attn_y_h_3_attn, d_attn_y_h_3_attn, d_qkv_h_3_attn, e->B, 128, 128, 4, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 384, 1.0f, d_qkv_h_3_attn, 384, P_h_3_attn_qkv_weight, 128, 0.0f, d_layernorm_h_3_ln_1, 128);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -531,8 +531,8 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_residual_attn_out_h_2_attn_189, G_h_2_attn_proj_bias, e->B * 128, 128);
     /* $.model.layers[2].body[0].body[1]: h.2.attn.proj.bias's gradient is final */
     rt_grad_ready(e, 511872, 128);
-    /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv) from dy and the kept probabilities */
-    rt_attention_bwd(e, qkv_h_2_attn, att_h_2_attn, d_attn_y_h_2_attn, d_qkv_h_2_attn, e->B, 128, 128, 4, 1);
+    /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv), probabilities recomputed from the log-sum-exp */
+    rt_attention_bwd(e, qkv_h_2_attn, lse_h_2_attn, attn_y_h_2_attn, d_attn_y_h_2_attn, d_qkv_h_2_attn, e->B, 128, 128, 4, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 384, 1.0f, d_qkv_h_2_attn, 384, P_h_2_attn_qkv_weight, 128, 0.0f, d_layernorm_h_2_ln_1, 128);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -591,8 +591,8 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_residual_attn_out_h_1_attn_199, G_h_1_attn_proj_bias, e->B * 128, 128);
     /* $.model.layers[2].body[0].body[1]: h.1.attn.proj.bias's gradient is final */
     rt_grad_ready(e, 313600, 128);
-    /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv) from dy and the kept probabilities */
-    rt_attention_bwd(e, qkv_h_1_attn, att_h_1_attn, d_attn_y_h_1_attn, d_qkv_h_1_attn, e->B, 128, 128, 4, 1);
+    /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv), probabilities recomputed from the log-sum-exp */
+    rt_attention_bwd(e, qkv_h_1_attn, lse_h_1_attn, attn_y_h_1_attn, d_attn_y_h_1_attn, d_qkv_h_1_attn, e->B, 128, 128, 4, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 384, 1.0f, d_qkv_h_1_attn, 384, P_h_1_attn_qkv_weight, 128, 0.0f, d_layernorm_h_1_ln_1, 128);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -651,8 +651,8 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_residual_attn_out_h_0_attn_209, G_h_0_attn_proj_bias, e->B * 128, 128);
     /* $.model.layers[2].body[0].body[1]: h.0.attn.proj.bias's gradient is final */
     rt_grad_ready(e, 115328, 128);
-    /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv) from dy and the kept probabilities */
-    rt_attention_bwd(e, qkv_h_0_attn, att_h_0_attn, d_attn_y_h_0_attn, d_qkv_h_0_attn, e->B, 128, 128, 4, 1);
+    /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv), probabilities recomputed from the log-sum-exp */
+    rt_attention_bwd(e, qkv_h_0_attn, lse_h_0_attn, attn_y_h_0_attn, d_attn_y_h_0_attn, d_qkv_h_0_attn, e->B, 128, 128, 4, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 384, 1.0f, d_qkv_h_0_attn, 384, P_h_0_attn_qkv_weight, 128, 0.0f, d_layernorm_h_0_ln_1, 128);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -687,26 +687,26 @@ static void evaluate(rt_exec *e)
     e->train = 0;
     const int32_t *in_x = (const int32_t *)e->in[0];
     const float *P_wte_weight = e->params + 0;
-    float *embedding_wte = ACT(458752);
+    float *embedding_wte = ACT(196608);
     const float *P_wpe_weight = e->params + 32768;
-    float *pos_embedding_wpe = ACT(458752);
+    float *pos_embedding_wpe = ACT(196608);
     const float *P_h_0_ln_1_weight = e->params + 49152;
     const float *P_h_0_ln_1_bias = e->params + 49280;
-    float *layernorm_h_0_ln_1 = ACT(0);
-    float *ln_mean_h_0_ln_1 = ACT(65536);
-    float *ln_rstd_h_0_ln_1 = ACT(66048);
+    float *layernorm_h_0_ln_1 = ACT(262144);
+    float *ln_mean_h_0_ln_1 = ACT(0);
+    float *ln_rstd_h_0_ln_1 = ACT(512);
     const float *P_h_0_attn_qkv_weight = e->params + 49408;
-    float *qkv_h_0_attn = ACT(262144);
+    float *qkv_h_0_attn = ACT(0);
     const float *P_h_0_attn_qkv_bias = e->params + 98560;
-    float *att_h_0_attn = ACT(0);
-    float *attn_y_h_0_attn = ACT(524288);
+    float *lse_h_0_attn = ACT(327680);
+    float *attn_y_h_0_attn = ACT(262144);
     const float *P_h_0_attn_proj_weight = e->params + 98944;
-    float *attn_out_h_0_attn = ACT(262144);
+    float *attn_out_h_0_attn = ACT(327680);
     const float *P_h_0_attn_proj_bias = e->params + 115328;
-    float *residual_attn_out_h_0_attn = ACT(262144);
+    float *residual_attn_out_h_0_attn = ACT(327680);
     const float *P_h_0_ln_2_weight = e->params + 115456;
     const float *P_h_0_ln_2_bias = e->params + 115584;
-    float *layernorm_h_0_ln_2 = ACT(327680);
+    float *layernorm_h_0_ln_2 = ACT(262144);
     float *ln_mean_h_0_ln_2 = ACT(0);
     float *ln_rstd_h_0_ln_2 = ACT(512);
     const float *P_h_0_fc_weight = e->params + 115712;
@@ -714,26 +714,26 @@ static void evaluate(rt_exec *e)
     const float *P_h_0_fc_bias = e->params + 181248;
     float *gelu_h_0_2 = ACT(0);
     const float *P_h_0_proj_weight = e->params + 181760;
-    float *linear_h_0_proj = ACT(458752);
+    float *linear_h_0_proj = ACT(262144);
     const float *P_h_0_proj_bias = e->params + 247296;
-    float *residual_linear_h_0_proj = ACT(458752);
+    float *residual_linear_h_0_proj = ACT(262144);
     const float *P_h_1_ln_1_weight = e->params + 247424;
     const float *P_h_1_ln_1_bias = e->params + 247552;
-    float *layernorm_h_1_ln_1 = ACT(0);
-    float *ln_mean_h_1_ln_1 = ACT(65536);
-    float *ln_rstd_h_1_ln_1 = ACT(66048);
+    float *layernorm_h_1_ln_1 = ACT(196608);
+    float *ln_mean_h_1_ln_1 = ACT(0);
+    float *ln_rstd_h_1_ln_1 = ACT(512);
     const float *P_h_1_attn_qkv_weight = e->params + 247680;
-    float *qkv_h_1_attn = ACT(262144);
+    float *qkv_h_1_attn = ACT(0);
     const float *P_h_1_attn_qkv_bias = e->params + 296832;
-    float *att_h_1_attn = ACT(0);
-    float *attn_y_h_1_attn = ACT(524288);
+    float *lse_h_1_attn = ACT(327680);
+    float *attn_y_h_1_attn = ACT(196608);
     const float *P_h_1_attn_proj_weight = e->params + 297216;
-    float *attn_out_h_1_attn = ACT(262144);
+    float *attn_out_h_1_attn = ACT(327680);
     const float *P_h_1_attn_proj_bias = e->params + 313600;
-    float *residual_attn_out_h_1_attn = ACT(262144);
+    float *residual_attn_out_h_1_attn = ACT(327680);
     const float *P_h_1_ln_2_weight = e->params + 313728;
     const float *P_h_1_ln_2_bias = e->params + 313856;
-    float *layernorm_h_1_ln_2 = ACT(327680);
+    float *layernorm_h_1_ln_2 = ACT(262144);
     float *ln_mean_h_1_ln_2 = ACT(0);
     float *ln_rstd_h_1_ln_2 = ACT(512);
     const float *P_h_1_fc_weight = e->params + 313984;
@@ -741,26 +741,26 @@ static void evaluate(rt_exec *e)
     const float *P_h_1_fc_bias = e->params + 379520;
     float *gelu_h_1_2 = ACT(0);
     const float *P_h_1_proj_weight = e->params + 380032;
-    float *linear_h_1_proj = ACT(458752);
+    float *linear_h_1_proj = ACT(262144);
     const float *P_h_1_proj_bias = e->params + 445568;
-    float *residual_linear_h_1_proj = ACT(458752);
+    float *residual_linear_h_1_proj = ACT(262144);
     const float *P_h_2_ln_1_weight = e->params + 445696;
     const float *P_h_2_ln_1_bias = e->params + 445824;
-    float *layernorm_h_2_ln_1 = ACT(0);
-    float *ln_mean_h_2_ln_1 = ACT(65536);
-    float *ln_rstd_h_2_ln_1 = ACT(66048);
+    float *layernorm_h_2_ln_1 = ACT(196608);
+    float *ln_mean_h_2_ln_1 = ACT(0);
+    float *ln_rstd_h_2_ln_1 = ACT(512);
     const float *P_h_2_attn_qkv_weight = e->params + 445952;
-    float *qkv_h_2_attn = ACT(262144);
+    float *qkv_h_2_attn = ACT(0);
     const float *P_h_2_attn_qkv_bias = e->params + 495104;
-    float *att_h_2_attn = ACT(0);
-    float *attn_y_h_2_attn = ACT(524288);
+    float *lse_h_2_attn = ACT(327680);
+    float *attn_y_h_2_attn = ACT(196608);
     const float *P_h_2_attn_proj_weight = e->params + 495488;
-    float *attn_out_h_2_attn = ACT(262144);
+    float *attn_out_h_2_attn = ACT(327680);
     const float *P_h_2_attn_proj_bias = e->params + 511872;
-    float *residual_attn_out_h_2_attn = ACT(262144);
+    float *residual_attn_out_h_2_attn = ACT(327680);
     const float *P_h_2_ln_2_weight = e->params + 512000;
     const float *P_h_2_ln_2_bias = e->params + 512128;
-    float *layernorm_h_2_ln_2 = ACT(327680);
+    float *layernorm_h_2_ln_2 = ACT(262144);
     float *ln_mean_h_2_ln_2 = ACT(0);
     float *ln_rstd_h_2_ln_2 = ACT(512);
     const float *P_h_2_fc_weight = e->params + 512256;
@@ -768,26 +768,26 @@ static void evaluate(rt_exec *e)
     const float *P_h_2_fc_bias = e->params + 577792;
     float *gelu_h_2_2 = ACT(0);
     const float *P_h_2_proj_weight = e->params + 578304;
-    float *linear_h_2_proj = ACT(458752);
+    float *linear_h_2_proj = ACT(262144);
     const float *P_h_2_proj_bias = e->params + 643840;
-    float *residual_linear_h_2_proj = ACT(458752);
+    float *residual_linear_h_2_proj = ACT(262144);
     const float *P_h_3_ln_1_weight = e->params + 643968;
     const float *P_h_3_ln_1_bias = e->params + 644096;
-    float *layernorm_h_3_ln_1 = ACT(0);
-    float *ln_mean_h_3_ln_1 = ACT(65536);
-    float *ln_rstd_h_3_ln_1 = ACT(66048);
+    float *layernorm_h_3_ln_1 = ACT(196608);
+    float *ln_mean_h_3_ln_1 = ACT(0);
+    float *ln_rstd_h_3_ln_1 = ACT(512);
     const float *P_h_3_attn_qkv_weight = e->params + 644224;
-    float *qkv_h_3_attn = ACT(262144);
+    float *qkv_h_3_attn = ACT(0);
     const float *P_h_3_attn_qkv_bias = e->params + 693376;
-    float *att_h_3_attn = ACT(0);
-    float *attn_y_h_3_attn = ACT(524288);
+    float *lse_h_3_attn = ACT(327680);
+    float *attn_y_h_3_attn = ACT(196608);
     const float *P_h_3_attn_proj_weight = e->params + 693760;
-    float *attn_out_h_3_attn = ACT(262144);
+    float *attn_out_h_3_attn = ACT(327680);
     const float *P_h_3_attn_proj_bias = e->params + 710144;
-    float *residual_attn_out_h_3_attn = ACT(262144);
+    float *residual_attn_out_h_3_attn = ACT(327680);
     const float *P_h_3_ln_2_weight = e->params + 710272;
     const float *P_h_3_ln_2_bias = e->params + 710400;
-    float *layernorm_h_3_ln_2 = ACT(327680);
+    float *layernorm_h_3_ln_2 = ACT(262144);
     float *ln_mean_h_3_ln_2 = ACT(0);
     float *ln_rstd_h_3_ln_2 = ACT(512);
     const float *P_h_3_fc_weight = e->params + 710528;
@@ -795,14 +795,14 @@ static void evaluate(rt_exec *e)
     const float *P_h_3_fc_bias = e->params + 776064;
     float *gelu_h_3_2 = ACT(0);
     const float *P_h_3_proj_weight = e->params + 776576;
-    float *linear_h_3_proj = ACT(327680);
+    float *linear_h_3_proj = ACT(262144);
     const float *P_h_3_proj_bias = e->params + 842112;
-    float *residual_linear_h_3_proj = ACT(327680);
+    float *residual_linear_h_3_proj = ACT(262144);
     const float *P_ln_f_weight = e->params + 842240;
     const float *P_ln_f_bias = e->params + 842368;
     float *layernorm_ln_f = ACT(131072);
-    float *ln_mean_ln_f = ACT(0);
-    float *ln_rstd_ln_f = ACT(512);
+    float *ln_mean_ln_f = ACT(196608);
+    float *ln_rstd_ln_f = ACT(197120);
     float *linear_lm_head = ACT(0);
     const int32_t *in_y = (const int32_t *)e->in[1];
 
@@ -816,8 +816,8 @@ static void evaluate(rt_exec *e)
     rt_gemm(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_0_ln_1, 128, P_h_0_attn_qkv_weight, 128, 0.0f, qkv_h_0_attn, 384);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
     rt_launch(e, "ke1", ke1, e->B * 49152, 2, (void *[]){&qkv_h_0_attn, &P_h_0_attn_qkv_bias});
-    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
-    rt_attention_fwd(e, qkv_h_0_attn, att_h_0_attn, attn_y_h_0_attn, e->B, 128, 128, 4, 1);
+    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
+    rt_attention_fwd(e, qkv_h_0_attn, lse_h_0_attn, attn_y_h_0_attn, e->B, 128, 128, 4, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_0_attn, 128, P_h_0_attn_proj_weight, 128, 0.0f, attn_out_h_0_attn, 128);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
@@ -838,8 +838,8 @@ static void evaluate(rt_exec *e)
     rt_gemm(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_1_ln_1, 128, P_h_1_attn_qkv_weight, 128, 0.0f, qkv_h_1_attn, 384);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
     rt_launch(e, "ke5", ke5, e->B * 49152, 2, (void *[]){&qkv_h_1_attn, &P_h_1_attn_qkv_bias});
-    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
-    rt_attention_fwd(e, qkv_h_1_attn, att_h_1_attn, attn_y_h_1_attn, e->B, 128, 128, 4, 1);
+    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
+    rt_attention_fwd(e, qkv_h_1_attn, lse_h_1_attn, attn_y_h_1_attn, e->B, 128, 128, 4, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_1_attn, 128, P_h_1_attn_proj_weight, 128, 0.0f, attn_out_h_1_attn, 128);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
@@ -860,8 +860,8 @@ static void evaluate(rt_exec *e)
     rt_gemm(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_2_ln_1, 128, P_h_2_attn_qkv_weight, 128, 0.0f, qkv_h_2_attn, 384);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
     rt_launch(e, "ke9", ke9, e->B * 49152, 2, (void *[]){&qkv_h_2_attn, &P_h_2_attn_qkv_bias});
-    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
-    rt_attention_fwd(e, qkv_h_2_attn, att_h_2_attn, attn_y_h_2_attn, e->B, 128, 128, 4, 1);
+    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
+    rt_attention_fwd(e, qkv_h_2_attn, lse_h_2_attn, attn_y_h_2_attn, e->B, 128, 128, 4, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_2_attn, 128, P_h_2_attn_proj_weight, 128, 0.0f, attn_out_h_2_attn, 128);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
@@ -882,8 +882,8 @@ static void evaluate(rt_exec *e)
     rt_gemm(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_3_ln_1, 128, P_h_3_attn_qkv_weight, 128, 0.0f, qkv_h_3_attn, 384);
     /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
     rt_launch(e, "ke13", ke13, e->B * 49152, 2, (void *[]){&qkv_h_3_attn, &P_h_3_attn_qkv_bias});
-    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, probabilities kept */
-    rt_attention_fwd(e, qkv_h_3_attn, att_h_3_attn, attn_y_h_3_attn, e->B, 128, 128, 4, 1);
+    /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
+    rt_attention_fwd(e, qkv_h_3_attn, lse_h_3_attn, attn_y_h_3_attn, e->B, 128, 128, 4, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_3_attn, 128, P_h_3_attn_proj_weight, 128, 0.0f, attn_out_h_3_attn, 128);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
@@ -1021,14 +1021,14 @@ const rt_model trainc_model = {
     .param_floats = 842496,
     .n_inputs = 2,
     .inputs = inputs,
-    .arena_row_bytes = 5645312,
-    .noreuse_row_bytes = 8922112,
-    .eval_arena_row_bytes = 589824,
+    .arena_row_bytes = 4604928,
+    .noreuse_row_bytes = 7881728,
+    .eval_arena_row_bytes = 393216,
     .flops_per_sample = 684081152,
     .loss = RT_LOSS_CROSS_ENTROPY,
     .loss_terms = 128,
     .has_dropout = 0,
-    .pred_offset = 3145728,
+    .pred_offset = 2097152,
     .pred_numel = 32768,
     .gpu_scratch_row_bytes = 2048,
     .train_defaults = train_defaults,

@@ -10,9 +10,9 @@
  *     from $.model.layers[1] */
 void k0(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *embedding_wte = ACT(4194304);
+    const float *embedding_wte = ACT(3145728);
     const float *P_wpe_weight = e->params + 32768;
-    float *pos_embedding_wpe = ACT(4194304);
+    float *pos_embedding_wpe = ACT(3145728);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = embedding_wte[i] + P_wpe_weight[i % 16384]; /* pos_embedding: + position rows */
         pos_embedding_wpe[i] = v0;
@@ -23,7 +23,7 @@ void k0(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] */
 void k1(rt_exec *e, int64_t lo, int64_t hi)
 {
-    float *qkv_h_0_attn = ACT(3407872);
+    float *qkv_h_0_attn = ACT(2359296);
     const float *P_h_0_attn_qkv_bias = e->params + 98560;
     for (int64_t i = lo; i < hi; i++) {
         float v0 = qkv_h_0_attn[i] + P_h_0_attn_qkv_bias[i % 384]; /* linear epilogue: + bias */
@@ -35,10 +35,10 @@ void k1(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void k2(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_0_attn = ACT(4390912);
+    const float *attn_out_h_0_attn = ACT(3342336);
     const float *P_h_0_attn_proj_bias = e->params + 115328;
-    const float *pos_embedding_wpe = ACT(4194304);
-    float *residual_attn_out_h_0_attn = ACT(4390912);
+    const float *pos_embedding_wpe = ACT(3145728);
+    float *residual_attn_out_h_0_attn = ACT(3342336);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = attn_out_h_0_attn[i] + P_h_0_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
         float v1 = pos_embedding_wpe[i] + v0; /* residual: x + body(x) */
@@ -50,9 +50,9 @@ void k2(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
 void k3(rt_exec *e, int64_t lo, int64_t hi)
 {
-    float *linear_h_0_fc = ACT(262144);
+    float *linear_h_0_fc = ACT(0);
     const float *P_h_0_fc_bias = e->params + 181248;
-    float *gelu_h_0_2 = ACT(524288);
+    float *gelu_h_0_2 = ACT(262144);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_0_fc[i] + P_h_0_fc_bias[i % 512]; /* linear epilogue: + bias */
         linear_h_0_fc[i] = v0;
@@ -65,10 +65,10 @@ void k3(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void k4(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_0_proj = ACT(4521984);
+    const float *linear_h_0_proj = ACT(3473408);
     const float *P_h_0_proj_bias = e->params + 247296;
-    const float *residual_attn_out_h_0_attn = ACT(4390912);
-    float *residual_linear_h_0_proj = ACT(4521984);
+    const float *residual_attn_out_h_0_attn = ACT(3342336);
+    float *residual_linear_h_0_proj = ACT(3473408);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_0_proj[i] + P_h_0_proj_bias[i % 128]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_0_attn[i] + v0; /* residual: x + body(x) */
@@ -80,7 +80,7 @@ void k4(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] */
 void k5(rt_exec *e, int64_t lo, int64_t hi)
 {
-    float *qkv_h_1_attn = ACT(3604480);
+    float *qkv_h_1_attn = ACT(2555904);
     const float *P_h_1_attn_qkv_bias = e->params + 296832;
     for (int64_t i = lo; i < hi; i++) {
         float v0 = qkv_h_1_attn[i] + P_h_1_attn_qkv_bias[i % 384]; /* linear epilogue: + bias */
@@ -92,10 +92,10 @@ void k5(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void k6(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_1_attn = ACT(4718592);
+    const float *attn_out_h_1_attn = ACT(3670016);
     const float *P_h_1_attn_proj_bias = e->params + 313600;
-    const float *residual_linear_h_0_proj = ACT(4521984);
-    float *residual_attn_out_h_1_attn = ACT(4718592);
+    const float *residual_linear_h_0_proj = ACT(3473408);
+    float *residual_attn_out_h_1_attn = ACT(3670016);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = attn_out_h_1_attn[i] + P_h_1_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_0_proj[i] + v0; /* residual: x + body(x) */
@@ -107,9 +107,9 @@ void k6(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
 void k7(rt_exec *e, int64_t lo, int64_t hi)
 {
-    float *linear_h_1_fc = ACT(1048576);
+    float *linear_h_1_fc = ACT(524288);
     const float *P_h_1_fc_bias = e->params + 379520;
-    float *gelu_h_1_2 = ACT(1310720);
+    float *gelu_h_1_2 = ACT(786432);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_1_fc[i] + P_h_1_fc_bias[i % 512]; /* linear epilogue: + bias */
         linear_h_1_fc[i] = v0;
@@ -122,10 +122,10 @@ void k7(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void k8(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_1_proj = ACT(4849664);
+    const float *linear_h_1_proj = ACT(3801088);
     const float *P_h_1_proj_bias = e->params + 445568;
-    const float *residual_attn_out_h_1_attn = ACT(4718592);
-    float *residual_linear_h_1_proj = ACT(4849664);
+    const float *residual_attn_out_h_1_attn = ACT(3670016);
+    float *residual_linear_h_1_proj = ACT(3801088);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_1_proj[i] + P_h_1_proj_bias[i % 128]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_1_attn[i] + v0; /* residual: x + body(x) */
@@ -137,7 +137,7 @@ void k8(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] */
 void k9(rt_exec *e, int64_t lo, int64_t hi)
 {
-    float *qkv_h_2_attn = ACT(3801088);
+    float *qkv_h_2_attn = ACT(2752512);
     const float *P_h_2_attn_qkv_bias = e->params + 495104;
     for (int64_t i = lo; i < hi; i++) {
         float v0 = qkv_h_2_attn[i] + P_h_2_attn_qkv_bias[i % 384]; /* linear epilogue: + bias */
@@ -149,10 +149,10 @@ void k9(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void k10(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_2_attn = ACT(5046272);
+    const float *attn_out_h_2_attn = ACT(3997696);
     const float *P_h_2_attn_proj_bias = e->params + 511872;
-    const float *residual_linear_h_1_proj = ACT(4849664);
-    float *residual_attn_out_h_2_attn = ACT(5046272);
+    const float *residual_linear_h_1_proj = ACT(3801088);
+    float *residual_attn_out_h_2_attn = ACT(3997696);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = attn_out_h_2_attn[i] + P_h_2_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_1_proj[i] + v0; /* residual: x + body(x) */
@@ -164,9 +164,9 @@ void k10(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
 void k11(rt_exec *e, int64_t lo, int64_t hi)
 {
-    float *linear_h_2_fc = ACT(1835008);
+    float *linear_h_2_fc = ACT(1048576);
     const float *P_h_2_fc_bias = e->params + 577792;
-    float *gelu_h_2_2 = ACT(2097152);
+    float *gelu_h_2_2 = ACT(1310720);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_2_fc[i] + P_h_2_fc_bias[i % 512]; /* linear epilogue: + bias */
         linear_h_2_fc[i] = v0;
@@ -179,10 +179,10 @@ void k11(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void k12(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_2_proj = ACT(5177344);
+    const float *linear_h_2_proj = ACT(4128768);
     const float *P_h_2_proj_bias = e->params + 643840;
-    const float *residual_attn_out_h_2_attn = ACT(5046272);
-    float *residual_linear_h_2_proj = ACT(5177344);
+    const float *residual_attn_out_h_2_attn = ACT(3997696);
+    float *residual_linear_h_2_proj = ACT(4128768);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_2_proj[i] + P_h_2_proj_bias[i % 128]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_2_attn[i] + v0; /* residual: x + body(x) */
@@ -194,7 +194,7 @@ void k12(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] */
 void k13(rt_exec *e, int64_t lo, int64_t hi)
 {
-    float *qkv_h_3_attn = ACT(3997696);
+    float *qkv_h_3_attn = ACT(2949120);
     const float *P_h_3_attn_qkv_bias = e->params + 693376;
     for (int64_t i = lo; i < hi; i++) {
         float v0 = qkv_h_3_attn[i] + P_h_3_attn_qkv_bias[i % 384]; /* linear epilogue: + bias */
@@ -206,10 +206,10 @@ void k13(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void k14(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_3_attn = ACT(5373952);
+    const float *attn_out_h_3_attn = ACT(4325376);
     const float *P_h_3_attn_proj_bias = e->params + 710144;
-    const float *residual_linear_h_2_proj = ACT(5177344);
-    float *residual_attn_out_h_3_attn = ACT(5373952);
+    const float *residual_linear_h_2_proj = ACT(4128768);
+    float *residual_attn_out_h_3_attn = ACT(4325376);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = attn_out_h_3_attn[i] + P_h_3_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_2_proj[i] + v0; /* residual: x + body(x) */
@@ -221,9 +221,9 @@ void k14(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
 void k15(rt_exec *e, int64_t lo, int64_t hi)
 {
-    float *linear_h_3_fc = ACT(2621440);
+    float *linear_h_3_fc = ACT(1572864);
     const float *P_h_3_fc_bias = e->params + 776064;
-    float *gelu_h_3_2 = ACT(2883584);
+    float *gelu_h_3_2 = ACT(1835008);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_3_fc[i] + P_h_3_fc_bias[i % 512]; /* linear epilogue: + bias */
         linear_h_3_fc[i] = v0;
@@ -236,10 +236,10 @@ void k15(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void k16(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_3_proj = ACT(5505024);
+    const float *linear_h_3_proj = ACT(4456448);
     const float *P_h_3_proj_bias = e->params + 842112;
-    const float *residual_attn_out_h_3_attn = ACT(5373952);
-    float *residual_linear_h_3_proj = ACT(5505024);
+    const float *residual_attn_out_h_3_attn = ACT(4325376);
+    float *residual_linear_h_3_proj = ACT(4456448);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_3_proj[i] + P_h_3_proj_bias[i % 128]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_3_attn[i] + v0; /* residual: x + body(x) */
@@ -251,9 +251,9 @@ void k16(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[2] */
 void k17(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_gelu_h_3_2 = ACT(3145728);
-    const float *linear_h_3_fc = ACT(2621440);
-    float *d_linear_h_3_fc = ACT(3145728);
+    const float *d_gelu_h_3_2 = ACT(2097152);
+    const float *linear_h_3_fc = ACT(1572864);
+    float *d_linear_h_3_fc = ACT(2097152);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = rt_gelu_tanh_bwd(linear_h_3_fc[i], d_gelu_h_3_2[i]); /* gelu (tanh) backward */
         d_linear_h_3_fc[i] = v0;
@@ -264,9 +264,9 @@ void k17(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0] */
 void k18(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_linear_h_3_proj = ACT(5570560);
-    const float *d_residual_attn_out_h_3_attn = ACT(5439488);
-    float *d_residual_attn_out_h_3_attn_179 = ACT(5570560);
+    const float *d_residual_linear_h_3_proj = ACT(4521984);
+    const float *d_residual_attn_out_h_3_attn = ACT(4390912);
+    float *d_residual_attn_out_h_3_attn_179 = ACT(4521984);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_linear_h_3_proj[i] + d_residual_attn_out_h_3_attn[i]; /* sum of gradient contributions */
         d_residual_attn_out_h_3_attn_179[i] = v0;
@@ -277,9 +277,9 @@ void k18(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1] */
 void k19(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_attn_out_h_3_attn_179 = ACT(5570560);
-    const float *d_residual_linear_h_2_proj = ACT(4063232);
-    float *d_residual_linear_h_2_proj_184 = ACT(5570560);
+    const float *d_residual_attn_out_h_3_attn_179 = ACT(4521984);
+    const float *d_residual_linear_h_2_proj = ACT(3014656);
+    float *d_residual_linear_h_2_proj_184 = ACT(4521984);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_attn_out_h_3_attn_179[i] + d_residual_linear_h_2_proj[i]; /* sum of gradient contributions */
         d_residual_linear_h_2_proj_184[i] = v0;
@@ -290,9 +290,9 @@ void k19(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[2] */
 void k20(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_gelu_h_2_2 = ACT(2359296);
-    const float *linear_h_2_fc = ACT(1835008);
-    float *d_linear_h_2_fc = ACT(2359296);
+    const float *d_gelu_h_2_2 = ACT(1572864);
+    const float *linear_h_2_fc = ACT(1048576);
+    float *d_linear_h_2_fc = ACT(1572864);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = rt_gelu_tanh_bwd(linear_h_2_fc[i], d_gelu_h_2_2[i]); /* gelu (tanh) backward */
         d_linear_h_2_fc[i] = v0;
@@ -303,9 +303,9 @@ void k20(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0] */
 void k21(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_linear_h_2_proj_184 = ACT(5570560);
-    const float *d_residual_attn_out_h_2_attn = ACT(4063232);
-    float *d_residual_attn_out_h_2_attn_189 = ACT(5570560);
+    const float *d_residual_linear_h_2_proj_184 = ACT(4521984);
+    const float *d_residual_attn_out_h_2_attn = ACT(3014656);
+    float *d_residual_attn_out_h_2_attn_189 = ACT(4521984);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_linear_h_2_proj_184[i] + d_residual_attn_out_h_2_attn[i]; /* sum of gradient contributions */
         d_residual_attn_out_h_2_attn_189[i] = v0;
@@ -316,9 +316,9 @@ void k21(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1] */
 void k22(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_attn_out_h_2_attn_189 = ACT(5570560);
-    const float *d_residual_linear_h_1_proj = ACT(3801088);
-    float *d_residual_linear_h_1_proj_194 = ACT(5570560);
+    const float *d_residual_attn_out_h_2_attn_189 = ACT(4521984);
+    const float *d_residual_linear_h_1_proj = ACT(2818048);
+    float *d_residual_linear_h_1_proj_194 = ACT(4521984);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_attn_out_h_2_attn_189[i] + d_residual_linear_h_1_proj[i]; /* sum of gradient contributions */
         d_residual_linear_h_1_proj_194[i] = v0;
@@ -329,9 +329,9 @@ void k22(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[2] */
 void k23(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_gelu_h_1_2 = ACT(1572864);
-    const float *linear_h_1_fc = ACT(1048576);
-    float *d_linear_h_1_fc = ACT(1572864);
+    const float *d_gelu_h_1_2 = ACT(1048576);
+    const float *linear_h_1_fc = ACT(524288);
+    float *d_linear_h_1_fc = ACT(1048576);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = rt_gelu_tanh_bwd(linear_h_1_fc[i], d_gelu_h_1_2[i]); /* gelu (tanh) backward */
         d_linear_h_1_fc[i] = v0;
@@ -342,9 +342,9 @@ void k23(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0] */
 void k24(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_linear_h_1_proj_194 = ACT(5570560);
-    const float *d_residual_attn_out_h_1_attn = ACT(3866624);
-    float *d_residual_attn_out_h_1_attn_199 = ACT(5570560);
+    const float *d_residual_linear_h_1_proj_194 = ACT(4521984);
+    const float *d_residual_attn_out_h_1_attn = ACT(2818048);
+    float *d_residual_attn_out_h_1_attn_199 = ACT(4521984);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_linear_h_1_proj_194[i] + d_residual_attn_out_h_1_attn[i]; /* sum of gradient contributions */
         d_residual_attn_out_h_1_attn_199[i] = v0;
@@ -355,9 +355,9 @@ void k24(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1] */
 void k25(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_attn_out_h_1_attn_199 = ACT(5570560);
-    const float *d_residual_linear_h_0_proj = ACT(3604480);
-    float *d_residual_linear_h_0_proj_204 = ACT(5570560);
+    const float *d_residual_attn_out_h_1_attn_199 = ACT(4521984);
+    const float *d_residual_linear_h_0_proj = ACT(2621440);
+    float *d_residual_linear_h_0_proj_204 = ACT(4521984);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_attn_out_h_1_attn_199[i] + d_residual_linear_h_0_proj[i]; /* sum of gradient contributions */
         d_residual_linear_h_0_proj_204[i] = v0;
@@ -368,9 +368,9 @@ void k25(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[2] */
 void k26(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_gelu_h_0_2 = ACT(786432);
-    const float *linear_h_0_fc = ACT(262144);
-    float *d_linear_h_0_fc = ACT(786432);
+    const float *d_gelu_h_0_2 = ACT(524288);
+    const float *linear_h_0_fc = ACT(0);
+    float *d_linear_h_0_fc = ACT(524288);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = rt_gelu_tanh_bwd(linear_h_0_fc[i], d_gelu_h_0_2[i]); /* gelu (tanh) backward */
         d_linear_h_0_fc[i] = v0;
@@ -381,9 +381,9 @@ void k26(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0] */
 void k27(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_linear_h_0_proj_204 = ACT(5570560);
-    const float *d_residual_attn_out_h_0_attn = ACT(3604480);
-    float *d_residual_attn_out_h_0_attn_209 = ACT(5570560);
+    const float *d_residual_linear_h_0_proj_204 = ACT(4521984);
+    const float *d_residual_attn_out_h_0_attn = ACT(2555904);
+    float *d_residual_attn_out_h_0_attn_209 = ACT(4521984);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_linear_h_0_proj_204[i] + d_residual_attn_out_h_0_attn[i]; /* sum of gradient contributions */
         d_residual_attn_out_h_0_attn_209[i] = v0;
@@ -394,9 +394,9 @@ void k27(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[1] */
 void k28(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_attn_out_h_0_attn_209 = ACT(5570560);
-    const float *d_pos_embedding_wpe = ACT(4259840);
-    float *d_pos_embedding_wpe_214 = ACT(5570560);
+    const float *d_residual_attn_out_h_0_attn_209 = ACT(4521984);
+    const float *d_pos_embedding_wpe = ACT(3211264);
+    float *d_pos_embedding_wpe_214 = ACT(4521984);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_attn_out_h_0_attn_209[i] + d_pos_embedding_wpe[i]; /* sum of gradient contributions */
         d_pos_embedding_wpe_214[i] = v0;
@@ -409,9 +409,9 @@ void k28(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[1] */
 void ke0(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *embedding_wte = ACT(458752);
+    const float *embedding_wte = ACT(196608);
     const float *P_wpe_weight = e->params + 32768;
-    float *pos_embedding_wpe = ACT(458752);
+    float *pos_embedding_wpe = ACT(196608);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = embedding_wte[i] + P_wpe_weight[i % 16384]; /* pos_embedding: + position rows */
         pos_embedding_wpe[i] = v0;
@@ -422,7 +422,7 @@ void ke0(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] */
 void ke1(rt_exec *e, int64_t lo, int64_t hi)
 {
-    float *qkv_h_0_attn = ACT(262144);
+    float *qkv_h_0_attn = ACT(0);
     const float *P_h_0_attn_qkv_bias = e->params + 98560;
     for (int64_t i = lo; i < hi; i++) {
         float v0 = qkv_h_0_attn[i] + P_h_0_attn_qkv_bias[i % 384]; /* linear epilogue: + bias */
@@ -434,10 +434,10 @@ void ke1(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void ke2(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_0_attn = ACT(262144);
+    const float *attn_out_h_0_attn = ACT(327680);
     const float *P_h_0_attn_proj_bias = e->params + 115328;
-    const float *pos_embedding_wpe = ACT(458752);
-    float *residual_attn_out_h_0_attn = ACT(262144);
+    const float *pos_embedding_wpe = ACT(196608);
+    float *residual_attn_out_h_0_attn = ACT(327680);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = attn_out_h_0_attn[i] + P_h_0_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
         float v1 = pos_embedding_wpe[i] + v0; /* residual: x + body(x) */
@@ -463,10 +463,10 @@ void ke3(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void ke4(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_0_proj = ACT(458752);
+    const float *linear_h_0_proj = ACT(262144);
     const float *P_h_0_proj_bias = e->params + 247296;
-    const float *residual_attn_out_h_0_attn = ACT(262144);
-    float *residual_linear_h_0_proj = ACT(458752);
+    const float *residual_attn_out_h_0_attn = ACT(327680);
+    float *residual_linear_h_0_proj = ACT(262144);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_0_proj[i] + P_h_0_proj_bias[i % 128]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_0_attn[i] + v0; /* residual: x + body(x) */
@@ -478,7 +478,7 @@ void ke4(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] */
 void ke5(rt_exec *e, int64_t lo, int64_t hi)
 {
-    float *qkv_h_1_attn = ACT(262144);
+    float *qkv_h_1_attn = ACT(0);
     const float *P_h_1_attn_qkv_bias = e->params + 296832;
     for (int64_t i = lo; i < hi; i++) {
         float v0 = qkv_h_1_attn[i] + P_h_1_attn_qkv_bias[i % 384]; /* linear epilogue: + bias */
@@ -490,10 +490,10 @@ void ke5(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void ke6(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_1_attn = ACT(262144);
+    const float *attn_out_h_1_attn = ACT(327680);
     const float *P_h_1_attn_proj_bias = e->params + 313600;
-    const float *residual_linear_h_0_proj = ACT(458752);
-    float *residual_attn_out_h_1_attn = ACT(262144);
+    const float *residual_linear_h_0_proj = ACT(262144);
+    float *residual_attn_out_h_1_attn = ACT(327680);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = attn_out_h_1_attn[i] + P_h_1_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_0_proj[i] + v0; /* residual: x + body(x) */
@@ -519,10 +519,10 @@ void ke7(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void ke8(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_1_proj = ACT(458752);
+    const float *linear_h_1_proj = ACT(262144);
     const float *P_h_1_proj_bias = e->params + 445568;
-    const float *residual_attn_out_h_1_attn = ACT(262144);
-    float *residual_linear_h_1_proj = ACT(458752);
+    const float *residual_attn_out_h_1_attn = ACT(327680);
+    float *residual_linear_h_1_proj = ACT(262144);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_1_proj[i] + P_h_1_proj_bias[i % 128]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_1_attn[i] + v0; /* residual: x + body(x) */
@@ -534,7 +534,7 @@ void ke8(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] */
 void ke9(rt_exec *e, int64_t lo, int64_t hi)
 {
-    float *qkv_h_2_attn = ACT(262144);
+    float *qkv_h_2_attn = ACT(0);
     const float *P_h_2_attn_qkv_bias = e->params + 495104;
     for (int64_t i = lo; i < hi; i++) {
         float v0 = qkv_h_2_attn[i] + P_h_2_attn_qkv_bias[i % 384]; /* linear epilogue: + bias */
@@ -546,10 +546,10 @@ void ke9(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void ke10(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_2_attn = ACT(262144);
+    const float *attn_out_h_2_attn = ACT(327680);
     const float *P_h_2_attn_proj_bias = e->params + 511872;
-    const float *residual_linear_h_1_proj = ACT(458752);
-    float *residual_attn_out_h_2_attn = ACT(262144);
+    const float *residual_linear_h_1_proj = ACT(262144);
+    float *residual_attn_out_h_2_attn = ACT(327680);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = attn_out_h_2_attn[i] + P_h_2_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_1_proj[i] + v0; /* residual: x + body(x) */
@@ -575,10 +575,10 @@ void ke11(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void ke12(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_2_proj = ACT(458752);
+    const float *linear_h_2_proj = ACT(262144);
     const float *P_h_2_proj_bias = e->params + 643840;
-    const float *residual_attn_out_h_2_attn = ACT(262144);
-    float *residual_linear_h_2_proj = ACT(458752);
+    const float *residual_attn_out_h_2_attn = ACT(327680);
+    float *residual_linear_h_2_proj = ACT(262144);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_2_proj[i] + P_h_2_proj_bias[i % 128]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_2_attn[i] + v0; /* residual: x + body(x) */
@@ -590,7 +590,7 @@ void ke12(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] */
 void ke13(rt_exec *e, int64_t lo, int64_t hi)
 {
-    float *qkv_h_3_attn = ACT(262144);
+    float *qkv_h_3_attn = ACT(0);
     const float *P_h_3_attn_qkv_bias = e->params + 693376;
     for (int64_t i = lo; i < hi; i++) {
         float v0 = qkv_h_3_attn[i] + P_h_3_attn_qkv_bias[i % 384]; /* linear epilogue: + bias */
@@ -602,10 +602,10 @@ void ke13(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void ke14(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_3_attn = ACT(262144);
+    const float *attn_out_h_3_attn = ACT(327680);
     const float *P_h_3_attn_proj_bias = e->params + 710144;
-    const float *residual_linear_h_2_proj = ACT(458752);
-    float *residual_attn_out_h_3_attn = ACT(262144);
+    const float *residual_linear_h_2_proj = ACT(262144);
+    float *residual_attn_out_h_3_attn = ACT(327680);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = attn_out_h_3_attn[i] + P_h_3_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_2_proj[i] + v0; /* residual: x + body(x) */
@@ -631,10 +631,10 @@ void ke15(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void ke16(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_3_proj = ACT(327680);
+    const float *linear_h_3_proj = ACT(262144);
     const float *P_h_3_proj_bias = e->params + 842112;
-    const float *residual_attn_out_h_3_attn = ACT(262144);
-    float *residual_linear_h_3_proj = ACT(327680);
+    const float *residual_attn_out_h_3_attn = ACT(327680);
+    float *residual_linear_h_3_proj = ACT(262144);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_3_proj[i] + P_h_3_proj_bias[i % 128]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_3_attn[i] + v0; /* residual: x + body(x) */

@@ -114,8 +114,8 @@ static void check_same(const char *name, const void *a, const void *b, size_t by
 
 typedef struct { int64_t B, T, d, H; int causal; } att_shape;
 
-/* P [B, H, T, T] and y [B, T, d] in double, straight from the definition. */
-static void ref_att_fwd(const att_shape *s, const float *qkv, double *P, double *y)
+/* P [B, H, T, T], y [B, T, d] and lse [B, H, T] in double, from the definition. */
+static void ref_att_fwd(const att_shape *s, const float *qkv, double *P, double *y, double *lse)
 {
     int64_t T = s->T, d = s->d, H = s->H, hd = d / H;
     double scale = 1.0 / sqrt((double)hd);
@@ -136,6 +136,7 @@ static void ref_att_fwd(const att_shape *s, const float *qkv, double *P, double 
                 }
                 for (int64_t j = 0; j < len; j++)
                     sum += row[j] = exp(row[j] - m);
+                lse[(b * H + h) * T + i] = m + log(sum);
                 double *p = P + ((b * H + h) * T + i) * T;
                 for (int64_t j = 0; j < T; j++)
                     p[j] = j < len ? row[j] / sum : 0.0;
@@ -149,8 +150,8 @@ static void ref_att_fwd(const att_shape *s, const float *qkv, double *P, double 
     free(row);
 }
 
-/* dqkv [B, T, 3d] in double from the kernel's own probabilities P (float) and dy. */
-static void ref_att_bwd(const att_shape *s, const float *qkv, const float *P, const float *dy,
+/* dqkv [B, T, 3d] in double from the reference probabilities P and dy. */
+static void ref_att_bwd(const att_shape *s, const float *qkv, const double *P, const float *dy,
                         double *dqkv)
 {
     int64_t T = s->T, d = s->d, H = s->H, hd = d / H, ld = 3 * d;
@@ -159,7 +160,7 @@ static void ref_att_bwd(const att_shape *s, const float *qkv, const float *P, co
     memset(dqkv, 0, (size_t)(s->B * T * ld) * sizeof(double));
     for (int64_t b = 0; b < s->B; b++)
         for (int64_t h = 0; h < H; h++) {
-            const float *p = P + (b * H + h) * T * T;
+            const double *p = P + (b * H + h) * T * T;
             const float *q = qkv + b * T * ld + h * hd, *k = q + d, *v = q + 2 * d;
             const float *g = dy + b * T * d + h * hd;
             double *dq = dqkv + b * T * ld + h * hd, *dk = dq + d, *dv = dq + 2 * d;
@@ -180,7 +181,7 @@ static void ref_att_bwd(const att_shape *s, const float *qkv, const float *P, co
                     for (int64_t c = 0; c < hd; c++) {
                         dq[i * ld + c] += dS[i * T + j] * k[j * ld + c] * scale;
                         dk[j * ld + c] += dS[i * T + j] * q[i * ld + c] * scale;
-                        dv[j * ld + c] += (double)p[i * T + j] * g[i * d + c];
+                        dv[j * ld + c] += p[i * T + j] * g[i * d + c];
                     }
         }
     free(dS);
@@ -200,41 +201,33 @@ static void test_attention(void)
     for (size_t si = 0; si < sizeof att_shapes / sizeof att_shapes[0]; si++) {
         const att_shape *s = &att_shapes[si];
         int64_t B = s->B, T = s->T, d = s->d, H = s->H;
-        int64_t nqkv = B * T * 3 * d, natt = B * H * T * T, ny = B * T * d;
+        int64_t nqkv = B * T * 3 * d, natt = B * H * T * T, nlse = B * H * T, ny = B * T * d;
         char tag[96];
         snprintf(tag, sizeof tag, "B=%lld T=%lld d=%lld H=%lld %s", (long long)B, (long long)T,
                  (long long)d, (long long)H, s->causal ? "causal" : "full");
         /* scores of a few units: softmax neither flat nor one-hot */
         float *qkv = fvec(nqkv, 2.0f), *dy = fvec(ny, 1.0f);
-        float *att[2], *y[2], *dqkv[2];
+        float *lse[2], *y[2], *dqkv[2];
         for (int pi = 0; pi < 2; pi++) {
             rt_exec e = exec_on(pools[pi]);
-            att[pi] = nanvec(natt), y[pi] = nanvec(ny), dqkv[pi] = nanvec(nqkv);
-            rt_attention_fwd(&e, qkv, att[pi], y[pi], B, T, d, H, s->causal);
-            rt_attention_bwd(&e, qkv, att[pi], dy, dqkv[pi], B, T, d, H, s->causal);
+            lse[pi] = nanvec(nlse), y[pi] = nanvec(ny), dqkv[pi] = nanvec(nqkv);
+            rt_attention_fwd(&e, qkv, lse[pi], y[pi], B, T, d, H, s->causal);
+            rt_attention_bwd(&e, qkv, lse[pi], y[pi], dy, dqkv[pi], B, T, d, H, s->causal);
         }
-        double *rP = dvec(natt), *ry = dvec(ny), *rd = dvec(nqkv);
-        ref_att_fwd(s, qkv, rP, ry);
-        ref_att_bwd(s, qkv, att[0], dy, rd);
-        check_close(NAME("attention fwd att %s", tag), att[0], rP, natt, 1e-6);
+        double *rP = dvec(natt), *ry = dvec(ny), *rl = dvec(nlse), *rd = dvec(nqkv);
+        ref_att_fwd(s, qkv, rP, ry, rl);
+        ref_att_bwd(s, qkv, rP, dy, rd);
+        check_close(NAME("attention fwd lse %s", tag), lse[0], rl, nlse, 1e-6);
         check_close(NAME("attention fwd y %s", tag), y[0], ry, ny, 1e-5);
         check_close(NAME("attention bwd dqkv %s", tag), dqkv[0], rd, nqkv, 1e-5);
-        int masked_ok = 1;
-        if (s->causal)
-            for (int64_t bh = 0; bh < B * H; bh++)
-                for (int64_t i = 0; i < T; i++)
-                    for (int64_t j = i + 1; j < T; j++)
-                        masked_ok &= att[0][(bh * T + i) * T + j] == 0.0f;
-        if (!masked_ok)
-            fail(NAME("attention masked entries are 0 %s", tag), "nonzero above the diagonal");
-        check_same(NAME("attention att threads 1 vs 3 %s", tag), att[0], att[1],
-                   (size_t)natt * 4);
+        check_same(NAME("attention lse threads 1 vs 3 %s", tag), lse[0], lse[1],
+                   (size_t)nlse * 4);
         check_same(NAME("attention y threads 1 vs 3 %s", tag), y[0], y[1], (size_t)ny * 4);
         check_same(NAME("attention dqkv threads 1 vs 3 %s", tag), dqkv[0], dqkv[1],
                    (size_t)nqkv * 4);
-        free(qkv), free(dy), free(rP), free(ry), free(rd);
+        free(qkv), free(dy), free(rP), free(ry), free(rl), free(rd);
         for (int pi = 0; pi < 2; pi++)
-            free(att[pi]), free(y[pi]), free(dqkv[pi]);
+            free(lse[pi]), free(y[pi]), free(dqkv[pi]);
     }
 }
 
@@ -242,15 +235,15 @@ static void test_attention(void)
 static void test_attention_large_scores(void)
 {
     att_shape s = {1, 9, 8, 2, 1};
-    int64_t nqkv = 9 * 24, natt = 2 * 81, ny = 9 * 8;
-    float *qkv = fvec(nqkv, 30.0f), *att = nanvec(natt), *y = nanvec(ny);
-    double *rP = dvec(natt), *ry = dvec(ny);
+    int64_t nqkv = 9 * 24, natt = 2 * 81, nlse = 2 * 9, ny = 9 * 8;
+    float *qkv = fvec(nqkv, 30.0f), *lse = nanvec(nlse), *y = nanvec(ny);
+    double *rP = dvec(natt), *ry = dvec(ny), *rl = dvec(nlse);
     rt_exec e = exec_on(pools[1]);
-    rt_attention_fwd(&e, qkv, att, y, s.B, s.T, s.d, s.H, s.causal);
-    ref_att_fwd(&s, qkv, rP, ry);
-    check_close("attention fwd att large scores", att, rP, natt, 1e-5);
+    rt_attention_fwd(&e, qkv, lse, y, s.B, s.T, s.d, s.H, s.causal);
+    ref_att_fwd(&s, qkv, rP, ry, rl);
+    check_close("attention fwd lse large scores", lse, rl, nlse, 1e-5);
     check_close("attention fwd y large scores", y, ry, ny, 1e-5);
-    free(qkv), free(att), free(y), free(rP), free(ry);
+    free(qkv), free(lse), free(y), free(rP), free(ry), free(rl);
 }
 
 static int fd_bad;
@@ -284,11 +277,11 @@ static void fd_attention(void)
         const att_shape *s = &shapes[si];
         int64_t B = s->B, T = s->T, d = s->d, H = s->H;
         int64_t nqkv = B * T * 3 * d, ny = B * T * d;
-        float *qkv = fvec(nqkv, 1.0f), *r = fvec(ny, 1.0f), *att = nanvec(B * H * T * T),
+        float *qkv = fvec(nqkv, 1.0f), *r = fvec(ny, 1.0f), *att = nanvec(B * H * T),
               *y = nanvec(ny), *dqkv = nanvec(nqkv);
         rt_exec e = exec_on(pools[1]);
         rt_attention_fwd(&e, qkv, att, y, B, T, d, H, s->causal);
-        rt_attention_bwd(&e, qkv, att, r, dqkv, B, T, d, H, s->causal);
+        rt_attention_bwd(&e, qkv, att, y, r, dqkv, B, T, d, H, s->causal);
         for (int64_t i = 0; i < nqkv; i++) {
             float keep = qkv[i], xp = keep + h, xm = keep - h;
             qkv[i] = xp;
@@ -403,7 +396,8 @@ static void test_embedding_bad_index(void)
 
 /* ---- PyTorch results (tests/attention_ref.py) ---------------------------------- *
  * FILE holds cases, each: int64 B, T, d, H, causal; then float32 qkv [B,T,3d],
- * dy [B,T,d], and PyTorch's att [B,H,T,T], y [B,T,d], dqkv [B,T,3d]; up to EOF. */
+ * dy [B,T,d], and PyTorch's lse [B,H,T] (torch.logsumexp of the scores), y [B,T,d],
+ * dqkv [B,T,3d]; up to EOF. */
 
 static int read_all(FILE *f, void *p, size_t n) { return fread(p, 1, n, f) == n; }
 
@@ -428,16 +422,16 @@ static int torch_check(const char *path)
     int64_t hdr[5];
     while (read_all(f, hdr, sizeof hdr)) {
         att_shape s = {hdr[0], hdr[1], hdr[2], hdr[3], (int)hdr[4]};
-        int64_t nqkv = s.B * s.T * 3 * s.d, ny = s.B * s.T * s.d, natt = s.B * s.H * s.T * s.T;
+        int64_t nqkv = s.B * s.T * 3 * s.d, ny = s.B * s.T * s.d, natt = s.B * s.H * s.T;
         float *qkv = read_floats(f, nqkv), *dy = read_floats(f, ny), *tatt = read_floats(f, natt),
               *ty = read_floats(f, ny), *tdqkv = read_floats(f, nqkv);
         float *att = nanvec(natt), *y = nanvec(ny), *dqkv = nanvec(nqkv);
         rt_exec e = exec_on(pools[1]);
         rt_attention_fwd(&e, qkv, att, y, s.B, s.T, s.d, s.H, s.causal);
-        rt_attention_bwd(&e, qkv, att, dy, dqkv, s.B, s.T, s.d, s.H, s.causal);
+        rt_attention_bwd(&e, qkv, att, y, dy, dqkv, s.B, s.T, s.d, s.H, s.causal);
         /* compare with torch's float32 results, elementwise absolute */
         const struct { const char *what; const float *got, *want; int64_t n; } cmp[] = {
-            {"att", att, tatt, natt}, {"y", y, ty, ny}, {"dqkv", dqkv, tdqkv, nqkv}};
+            {"lse", att, tatt, natt}, {"y", y, ty, ny}, {"dqkv", dqkv, tdqkv, nqkv}};
         for (int k = 0; k < 3; k++) {
             double err = 0, mx = 0;
             for (int64_t i = 0; i < cmp[k].n; i++) {
