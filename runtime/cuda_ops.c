@@ -254,7 +254,7 @@ static int64_t att_head(int64_t d, int64_t H)
     return d / H;
 }
 
-void rt_cu_attention_fwd(rt_exec *e, const float *qkv, float *att, float *y, int64_t B,
+void rt_cu_attention_fwd(rt_exec *e, const float *qkv, float *lse, float *y, int64_t B,
                          int64_t T, int64_t d, int64_t H, int causal)
 {
     if (B <= 0 || T <= 0 || d <= 0)
@@ -264,21 +264,22 @@ void rt_cu_attention_fwd(rt_exec *e, const float *qkv, float *att, float *y, int
     char name[96];
     snprintf(name, sizeof name, "rt_attention_fwd_%lld_%lld_%d", (long long)T, (long long)hd,
              causal != 0);
-    void *args[] = {&qkv, &att, &y, &h};
+    void *args[] = {&qkv, &lse, &y, &h};
     rt_cu_launch(e, name, gdim(cdiv(T, att_tile(hd)), GX, name), (unsigned)H,
                  gdim(B, GYZ, name), RT_ATT_THREADS, 1, 0, args);
 }
 
-void rt_cu_attention_bwd(rt_exec *e, const float *qkv, const float *att, const float *dy,
-                         float *dqkv, int64_t B, int64_t T, int64_t d, int64_t H, int causal)
+void rt_cu_attention_bwd(rt_exec *e, const float *qkv, const float *lse, const float *y,
+                         const float *dy, float *dqkv, int64_t B, int64_t T, int64_t d,
+                         int64_t H, int causal)
 {
     if (B <= 0 || T <= 0 || d <= 0)
         return;
     int64_t hd = att_head(d, H);
     int h = (int)H;
-    /* D [B, H, T]: row sums of dP * P, from the query-side kernel to the key-side one */
+    /* D [B, H, T] = dy . y per query row, from the query-side kernel to the key-side one */
     rt_dptr D = rt_cu_scratch(e, (size_t)(B * H * T) * sizeof(float));
-    void *args[] = {&qkv, &att, &dy, &dqkv, &D, &h};
+    void *args[] = {&qkv, &lse, &y, &dy, &dqkv, &D, &h};
     char name[96];
     unsigned gx = gdim(cdiv(T, att_tile(hd)), GX, "attention"), gz = gdim(B, GYZ, "attention");
     snprintf(name, sizeof name, "rt_attention_bwd_%lld_%lld_%d", (long long)T, (long long)hd,

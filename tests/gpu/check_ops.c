@@ -459,25 +459,26 @@ static void t_attention(int64_t B, int64_t T, int64_t d, int64_t H, int causal)
 {
     SHAPE("B%lld T%lld d%lld H%lld %s", (long long)B, (long long)T, (long long)d, (long long)H,
           causal ? "causal" : "full");
-    int64_t nq = B * T * 3 * d, na = B * H * T * T, ny = B * T * d;
-    float *qkv = fvec(nq), *dy = fvec(ny), *att = nans(na), *y = nans(ny), *dqkv = nans(nq);
-    rt_attention_fwd(&C, qkv, att, y, B, T, d, H, causal);
-    rt_attention_bwd(&C, qkv, att, dy, dqkv, B, T, d, H, causal);
-    float *gq = up(qkv, nq * 4), *gdy = up(dy, ny * 4), *gatt = dalloc(na * 4);
-    float *gy = dalloc(ny * 4), *gdq = dalloc(nq * 4), *pa = nans(na), *py = nans(ny);
+    int64_t nq = B * T * 3 * d, nl = B * H * T, ny = B * T * d;
+    float *qkv = fvec(nq), *dy = fvec(ny), *lse = nans(nl), *y = nans(ny), *dqkv = nans(nq);
+    rt_attention_fwd(&C, qkv, lse, y, B, T, d, H, causal);
+    rt_attention_bwd(&C, qkv, lse, y, dy, dqkv, B, T, d, H, causal);
+    float *gq = up(qkv, nq * 4), *gdy = up(dy, ny * 4), *gl = dalloc(nl * 4);
+    float *gy = dalloc(ny * 4), *gdq = dalloc(nq * 4), *pl = nans(nl), *py = nans(ny);
     float *pq = nans(nq);
-    out_t of[2] = {{"att", att, {0}, na}, {"y", y, {0}, ny}}, ob = {"dqkv", dqkv, {0}, nq};
+    out_t of[2] = {{"lse", lse, {0}, nl}, {"y", y, {0}, ny}}, ob = {"dqkv", dqkv, {0}, nq};
     for (int rep = 0; rep < 2; rep++) {
-        upload(gatt, pa, na * 4), upload(gy, py, ny * 4), upload(gdq, pq, nq * 4);
-        rt_cu_attention_fwd(G, gq, gatt, gy, B, T, d, H, causal);
-        of[0].gpu[rep] = down(gatt, na), of[1].gpu[rep] = down(gy, ny);
-        upload(gatt, att, na * 4);   /* the backward from the CPU's probabilities */
-        rt_cu_attention_bwd(G, gq, gatt, gdy, gdq, B, T, d, H, causal);
+        upload(gl, pl, nl * 4), upload(gy, py, ny * 4), upload(gdq, pq, nq * 4);
+        rt_cu_attention_fwd(G, gq, gl, gy, B, T, d, H, causal);
+        of[0].gpu[rep] = down(gl, nl), of[1].gpu[rep] = down(gy, ny);
+        /* the backward from the CPU's lse and y */
+        upload(gl, lse, nl * 4), upload(gy, y, ny * 4);
+        rt_cu_attention_bwd(G, gq, gl, gy, gdy, gdq, B, T, d, H, causal);
         ob.gpu[rep] = down(gdq, nq);
     }
     judge("attention_fwd", TOL_RED, of, 2);
     judge("attention_bwd", TOL_RED, &ob, 1);
-    free(qkv), free(dy), free(att), free(y), free(dqkv), free(pa), free(py), free(pq), reset();
+    free(qkv), free(dy), free(lse), free(y), free(dqkv), free(pl), free(py), free(pq), reset();
 }
 
 /* ---- embedding ------------------------------------------------------------------------------ */
