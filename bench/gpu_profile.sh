@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Where a training step's GPU time goes, by kernel, with Nsight Compute (one device
+# call, after tests/gpu/pack.sh, carrying build/devpack.tar.xz):
+#
+#   bash bench/gpu_profile.sh TRAINER BATCH [--set ...]     table under $OUT/profile.TRAINER.txt
+#
+# TRAINER is one of the pack's trainers (gpt2_124m_none, mlp_fashion, ...). The first
+# step is skipped (kernel cache, first-touch); ncu times every kernel of the next
+# step (gpu__time_duration, clocks left alone) and the table sums them per kernel
+# name. cuBLASLt's kernels appear under their own names.
+set -u
+OUT=${OUT:-/tmp/gpu-out}
+mkdir -p "$OUT"
+D=/tmp/devpack
+[ -d "$D/ship" ] || tar -C /tmp -xJf build/devpack.tar.xz
+S=$D/ship
+for lib in libcublasLt.so.13 libnvrtc.so.13; do
+    f=$(find /usr/local /opt /usr/lib -name "$lib*" 2>/dev/null | head -1)
+    [ -n "$f" ] && LD_LIBRARY_PATH=$(dirname "$f"):${LD_LIBRARY_PATH:-}
+done
+export LD_LIBRARY_PATH TRAINC_CACHE_DIR=/tmp/trainc-cache
+T=$1 B=$2; shift 2
+case $T in
+gpt2*) python3 - <<'PY'
+import numpy as np, os
+os.makedirs("/tmp/devpack/data/gpt2", exist_ok=True)
+hdr = np.zeros(256, np.int32); hdr[:3] = (20240520, 1, 4 << 20)
+with open("/tmp/devpack/data/gpt2/train_000000.bin", "wb") as f:
+    f.write(hdr.tobytes()); f.write(np.random.default_rng(0).integers(0, 50257, 4 << 20, dtype=np.uint16).tobytes())
+PY
+    X=(--set "data.train.tokens=$D/data/gpt2/train_*.bin" --set data.val=null) ;;
+gpt_char) X=(--set "data.train.tokens=$D/data/text/train_*.bin" --set data.val=null) ;;
+*) X=(--set data.train.x=$D/data/fashion/train_x.npy --set data.train.y=$D/data/fashion/train_y.npy --set data.val=null) ;;
+esac
+X+=(--set validate.every_steps=null --set validate.batches=null --set checkpoint=null --set log_every=1
+    --set batch_size=$B --set max_steps=2 --device cuda --quiet)
+# the first run fills the kernel cache and gives the number of launches in a step
+"$S/$T" "${X[@]}" "$@" --out "$D/p0" >/dev/null 2>&1 || { echo "$T failed to run"; exit 1; }
+ncu --clock-control none --metrics gpu__time_duration.sum --csv --print-units base \
+    "$S/$T" "${X[@]}" "$@" --out "$D/p1" > "$D/ncu.csv" 2>"$D/ncu.err"
+python3 - "$D/ncu.csv" "$T" "$B" <<'PY' | tee "$OUT/profile.$2.txt"
+import csv, sys, collections
+rows = [r for r in csv.reader(l for l in open(sys.argv[1]) if l.startswith('"'))]
+h = rows[0]; rows = rows[1:]
+ki, ni, vi = h.index("ID"), h.index("Kernel Name"), h.index("Metric Value")
+ks = [(int(r[ki]), r[ni], float(r[vi].replace(",", ""))) for r in rows]
+half = len(ks) // 2          # two steps of the same launches: keep the second
+step = ks[half:]
+tot = collections.defaultdict(float); cnt = collections.Counter()
+for _, n, t in step:
+    n = n.split("(")[0][:70]; tot[n] += t; cnt[n] += 1
+all_ = sum(tot.values())
+print(f"{sys.argv[2]} batch {sys.argv[3]}: {len(step)} kernels, {all_ / 1e6:.3f} ms of kernel time in a step")
+for n, t in sorted(tot.items(), key=lambda x: -x[1]):
+    print(f"{t / 1e6:9.3f} ms {100 * t / all_:5.1f}% {cnt[n]:4d}x  {n}")
+PY
