@@ -4,6 +4,7 @@
 # and with build/devpack.tar.xz carried:
 #
 #   bash bench/gpu_gpt2.sh [trainc]     results under $OUT/gpt2.jsonl
+#   POLICIES="none full" bash bench/gpu_gpt2.sh trainc    some policies only
 #
 # For each policy: the largest batch whose trainer starts and runs 3 steps (doubling,
 # then bisection; the plan is allocated at start, so a batch that does not fit fails
@@ -65,7 +66,7 @@ print(json.dumps({"impl": "trainc+fp32", "recompute": sys.argv[2], "batch": int(
 PY
 }
 {
-    for p in none selective full; do
+    for p in ${POLICIES:-none selective full}; do
         b=$(largest fits_trainc $p)
         echo "{\"impl\":\"trainc\",\"recompute\":\"$p\",\"largest_batch\":$b}"
         [ "$b" -gt 0 ] && speed_trainc $p $b

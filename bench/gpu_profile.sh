@@ -38,12 +38,12 @@ X+=(--set validate.every_steps=null --set validate.batches=null --set checkpoint
 "$S/$T" "${X[@]}" "$@" --out "$D/p0" >/dev/null 2>&1 || { echo "$T failed to run"; exit 1; }
 ncu --clock-control none --metrics gpu__time_duration.sum --csv --print-units base \
     "$S/$T" "${X[@]}" "$@" --out "$D/p1" > "$D/ncu.csv" 2>"$D/ncu.err"
-python3 - "$D/ncu.csv" "$T" "$B" <<'PY' | tee "$OUT/profile.$2.txt"
+python3 - "$D/ncu.csv" "$T" "$B" <<'PY' | tee "$OUT/profile.$T.txt"
 import csv, sys, collections
 rows = [r for r in csv.reader(l for l in open(sys.argv[1]) if l.startswith('"'))]
 h = rows[0]; rows = rows[1:]
 ki, ni, vi = h.index("ID"), h.index("Kernel Name"), h.index("Metric Value")
-ks = [(int(r[ki]), r[ni], float(r[vi].replace(",", ""))) for r in rows]
+ks = [(int(r[ki]), r[ni], float(r[vi].replace(",", ""))) for r in rows if r[vi].replace(",", "").replace(".", "").isdigit()]
 half = len(ks) // 2          # two steps of the same launches: keep the second
 step = ks[half:]
 tot = collections.defaultdict(float); cnt = collections.Counter()
