@@ -5,6 +5,7 @@
 #
 #   bash bench/gpu_gpt2.sh [trainc]     results under $OUT/gpt2.jsonl
 #   POLICIES="none full" bash bench/gpu_gpt2.sh trainc    some policies only
+#   BATCH=80 POLICIES=none bash bench/gpu_gpt2.sh trainc  tokens/s at batch 80, no search
 #
 # For each policy: the largest batch whose trainer starts and runs 3 steps (doubling,
 # then bisection; the plan is allocated at start, so a batch that does not fit fails
@@ -67,7 +68,7 @@ PY
 }
 {
     for p in ${POLICIES:-none selective full}; do
-        b=$(largest fits_trainc $p)
+        b=${BATCH:-$(largest fits_trainc $p)}
         echo "{\"impl\":\"trainc\",\"recompute\":\"$p\",\"largest_batch\":$b}"
         [ "$b" -gt 0 ] && speed_trainc $p $b
     done

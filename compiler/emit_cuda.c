@@ -197,6 +197,19 @@ static long long num(const char *a, const Instr *in)
 
 /* One line per distinct instance, e.g. "RT_LAYERNORM_FWD(128)": the kernels whose
  * shapes are compile-time constants (templates/cuda/). */
+/* attention.cuh's kernels take heads up to 128 wide (shared memory); a wider head gets
+ * a comment instead, and the runtime says so if the model runs on a GPU */
+static void att_instance(char *line, size_t n, const char *which, int64_t T, int64_t hd,
+                         int64_t causal)
+{
+    if (hd > 128)
+        snprintf(line, n, "/* RT_ATTENTION_%s: no kernel for heads %lld wide (up to 128) */",
+                 which, (long long)hd);
+    else
+        snprintf(line, n, "RT_ATTENTION_%s(%lld, %lld, %lld)", which, (long long)T,
+                 (long long)hd, (long long)causal);
+}
+
 static void instance(Buf *b, Buf *seen, const Instr *in)
 {
     char a[12][64];
@@ -209,11 +222,11 @@ static void instance(Buf *b, Buf *seen, const Instr *in)
     else if (!strncmp(in->text, "rt_cross_entropy(", 17) && n == 6)
         snprintf(line, sizeof line, "RT_CROSS_ENTROPY(%lld)", num(a[5], in));
     else if (!strncmp(in->text, "rt_attention_fwd(", 17) && n == 9)
-        snprintf(line, sizeof line, "RT_ATTENTION_FWD(%lld, %lld, %lld)", num(a[5], in),
-                 num(a[6], in) / num(a[7], in), num(a[8], in));
+        att_instance(line, sizeof line, "FWD", num(a[5], in), num(a[6], in) / num(a[7], in),
+                     num(a[8], in));
     else if (!strncmp(in->text, "rt_attention_bwd(", 17) && n == 11)
-        snprintf(line, sizeof line, "RT_ATTENTION_BWD(%lld, %lld, %lld)", num(a[7], in),
-                 num(a[8], in) / num(a[9], in), num(a[10], in));
+        att_instance(line, sizeof line, "BWD", num(a[7], in), num(a[8], in) / num(a[9], in),
+                     num(a[10], in));
     else if (!strncmp(in->text, "rt_embedding_fwd(", 17) && n == 7)
         snprintf(line, sizeof line, "RT_EMBEDDING_FWD(%lld)", num(a[6], in));
     else if (!strncmp(in->text, "rt_embedding_bwd(", 17) && n == 7)

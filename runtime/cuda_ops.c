@@ -18,7 +18,7 @@
 #include "rt_cuda.h"
 
 /* The kernels' fixed block shapes and chunk sizes (the same numbers as templates/cuda/). */
-#define RT_ATT_THREADS 256     /* attention.cuh */
+#define RT_ATT_THREADS 128     /* attention.cuh */
 #define RT_EMB_THREADS 256     /* embedding.cuh: embedding_bwd's list and column stride */
 #define RT_MSE_CHUNK 8192      /* loss.cuh */
 #define RT_OPT_CHUNK 16384     /* optim.cuh */
@@ -242,8 +242,10 @@ void rt_cu_mse(rt_exec *e, const float *y, const float *t, float *dy, int64_t n)
 
 /* ---- attention --------------------------------------------------------------------------- */
 
-/* attention.cuh's rt_att_tile: query rows (and keys) per block */
-static int64_t att_tile(int64_t hd) { return hd > 128 ? 8 : hd > 64 ? 16 : 32; }
+/* attention.cuh's tiles: rows of the forward's query tile, and of the backward's query
+ * (first kernel) and key (second kernel) tiles */
+static int64_t att_fwd_rows(int64_t hd) { return 16 * (hd > 64 ? 2 : 4); }
+static int64_t att_bwd_rows(int64_t hd) { return 16 * (hd > 64 ? 1 : 2); }
 
 static int64_t att_head(int64_t d, int64_t H)
 {
@@ -251,6 +253,8 @@ static int64_t att_head(int64_t d, int64_t H)
         rt_die("attention: d = %lld is not a multiple of H = %lld", (long long)d, (long long)H);
     if (H > GYZ)
         rt_die("attention: %lld heads exceed the grid", (long long)H);
+    if (d / H > 128)
+        rt_die("attention: heads %lld wide; the GPU kernels take up to 128", (long long)(d / H));
     return d / H;
 }
 
@@ -265,7 +269,7 @@ void rt_cu_attention_fwd(rt_exec *e, const float *qkv, float *lse, float *y, int
     snprintf(name, sizeof name, "rt_attention_fwd_%lld_%lld_%d", (long long)T, (long long)hd,
              causal != 0);
     void *args[] = {&qkv, &lse, &y, &h};
-    rt_cu_launch(e, name, gdim(cdiv(T, att_tile(hd)), GX, name), (unsigned)H,
+    rt_cu_launch(e, name, gdim(cdiv(T, att_fwd_rows(hd)), GX, name), (unsigned)H,
                  gdim(B, GYZ, name), RT_ATT_THREADS, 1, 0, args);
 }
 
@@ -281,7 +285,7 @@ void rt_cu_attention_bwd(rt_exec *e, const float *qkv, const float *lse, const f
     rt_dptr D = rt_cu_scratch(e, (size_t)(B * H * T) * sizeof(float));
     void *args[] = {&qkv, &lse, &y, &dy, &dqkv, &D, &h};
     char name[96];
-    unsigned gx = gdim(cdiv(T, att_tile(hd)), GX, "attention"), gz = gdim(B, GYZ, "attention");
+    unsigned gx = gdim(cdiv(T, att_bwd_rows(hd)), GX, "attention"), gz = gdim(B, GYZ, "attention");
     snprintf(name, sizeof name, "rt_attention_bwd_%lld_%lld_%d", (long long)T, (long long)hd,
              causal != 0);
     rt_cu_launch(e, name, gx, (unsigned)H, gz, RT_ATT_THREADS, 1, 0, args);

@@ -287,119 +287,151 @@ rt_loss_total(const double *loss, const double *correct, int64_t n, rt_cu_stat *
  * tile at a time (online softmax) and writes y and lse; the backward recomputes each
  * probability as P_ij = exp(s_ij - lse_i) and needs D_i = dy_i . y_i (= sum_j dP_ij P_ij).
  *
- * A block works on one (batch row, head) pair and a tile of TL query rows (forward, dq)
- * or TL keys (dk, dv), bringing the other side's rows through shared memory TL at a
- * time; 256 threads. Shared tiles have rows of HD + 1 floats, so that threads reading
- * one column of different rows hit different banks. Everything adds in a fixed order:
- * the results do not change from run to run. No atomics: dq and dk/dv are two kernels. */
+ * A block of 128 threads works on one (batch row, head) pair and a tile of query rows
+ * (forward, dq) or keys (dk, dv), bringing the other side's rows through shared memory
+ * a tile at a time. Thread (ty, tx), ty = 0..15, tx = 0..7 (eight lanes of a warp share
+ * a ty), holds a register tile: rows ty, ty + 16, ... and columns tx, tx + 8, ... of the
+ * block's score tile and of its output rows, so a product of tiles reads one value a
+ * row and one a column for all the products between them. Shared tiles have rows of
+ * HD + 1 (or width + 1) floats: the reads above hit distinct banks or broadcast.
+ * Everything adds in a fixed order (row sums across the eight lanes by a butterfly):
+ * the results do not change from run to run. No atomics: dq and dk/dv are two kernels.
+ * Heads up to 128 wide (the compiler refuses wider ones for the GPU). */
 
-#define RT_ATT_THREADS 256
-/* Query rows (and keys) per tile: 32, or fewer for wide heads so that the backward's
- * four row tiles and two TL x TL tiles fit in 48 KiB of static shared memory.
- * cuda_ops.c's att_tile() is the same rule (it only sets the grid: the kernels loop
- * over tiles whatever the grid). */
-__host__ __device__ constexpr int rt_att_tile(int hd) { return hd > 128 ? 8 : hd > 64 ? 16 : 32; }
+#define RT_ATT_THREADS 128
 
-/* rows [0, n) of a TL x HD tile from rows of stride ld at src; rows [n, TL) set to 0 */
-template <int TL, int HD>
+/* Tile shapes, shared with cuda_ops.c (att_rows): the forward's query tile is
+ * 16 * rt_att_fr(HD) rows against key tiles of 8 * rt_att_fc(HD); the backward's tiles
+ * are half as tall, since they hold twice the operands. All fit in 48 KiB. */
+__host__ __device__ constexpr int rt_att_fr(int hd) { return hd > 64 ? 2 : 4; }
+__host__ __device__ constexpr int rt_att_fc(int hd) { return hd > 64 ? 2 : 4; }
+__host__ __device__ constexpr int rt_att_br(int hd) { return hd > 64 ? 1 : 2; }
+__host__ __device__ constexpr int rt_att_bc(int hd) { return hd > 64 ? 2 : 4; }
+
+/* rows [0, n) of an R x HD tile from rows of stride ld at src; rows [n, R) set to 0 */
+template <int R, int HD>
 __device__ __forceinline__ void att_load(float (*dst)[HD + 1], const act_t *src, int64_t ld, int n)
 {
-    for (int e = threadIdx.x; e < TL * HD; e += RT_ATT_THREADS) {
+    for (int e = threadIdx.x; e < R * HD; e += RT_ATT_THREADS) {
         int i = e / HD, c = e % HD;
         dst[i][c] = i < n ? rt_ld(src + i * ld + c) : 0.0f;
     }
 }
 
-/* Launch: grid (ceil(T / TL), H, B), 256 threads; block (x, h, b) takes the query tiles
- * x, x + gridDim.x, ...   For each tile of TL keys the tile's rows see:
+/* 8-lane butterflies (the lanes that share a ty) */
+__device__ __forceinline__ float att_max8(float v)
+{
+    for (int o = 4; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+__device__ __forceinline__ float att_sum8(float v)
+{
+    for (int o = 4; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* Launch: grid (ceil(T / BQ), H, B), 128 threads, BQ = 16 * rt_att_fr(HD); block x
+ * takes query tile ceil(T / BQ) - 1 - x (causal: the long rows first). For each tile
+ * of BK keys the tile's rows see:
  *   s_ij = scale * q_i . k_j (masked: -inf), m_i' = max(m_i, max_j s_ij),
  *   p_ij = exp(s_ij - m_i'), a_i = exp(m_i - m_i'), l_i = a_i l_i + sum_j p_ij,
  *   acc_i = a_i acc_i + sum_j p_ij v_j
- * then y_i = acc_i / l_i and lse_i = m_i + log l_i. One warp updates a row's m and l
- * (lane j: key j; TL <= 32). */
+ * then y_i = acc_i / l_i and lse_i = m_i + log l_i. */
 template <int T, int HD, int CAUSAL>
 __device__ __forceinline__ void attention_fwd(const act_t *qkv, float *lse, act_t *y, int H)
 {
-    constexpr int TL = rt_att_tile(HD), NT = RT_ATT_THREADS, NW = NT / 32;
-    constexpr int SE = (TL * TL + NT - 1) / NT;    /* scores per thread */
-    constexpr int OUT = (TL * HD + NT - 1) / NT;   /* y entries per thread */
-    static_assert(TL <= 32, "a warp holds a tile row");
-    __shared__ float qs[TL][HD + 1];   /* the tile's queries */
-    __shared__ float ks[TL][HD + 1];   /* TL keys */
-    __shared__ float vs[TL][HD + 1];   /* their values */
-    __shared__ float ps[TL][TL + 1];   /* scores, then p [query][key] */
-    __shared__ float mrow[TL], lrow[TL], arow[TL];
-    const int b = blockIdx.z, h = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    constexpr int RS = rt_att_fr(HD), CS = rt_att_fc(HD), BQ = 16 * RS, BK = 8 * CS;
+    constexpr int CO = (HD + 7) / 8;   /* output columns a thread */
+    constexpr int NQT = (T + BQ - 1) / BQ;
+    static_assert(HD <= 128, "attention heads wider than 128");
+    __shared__ float qs[BQ][HD + 1];   /* the tile's queries */
+    __shared__ float ks[BK][HD + 1];   /* BK keys */
+    __shared__ float vs[BK][HD + 1];   /* their values */
+    __shared__ float ps[BQ][BK + 1];   /* p [query][key] */
+    const int b = blockIdx.z, h = blockIdx.y, tx = threadIdx.x & 7, ty = threadIdx.x >> 3;
     const int64_t d = (int64_t)H * HD, ld = 3 * d;
     const act_t *q = qkv + (int64_t)b * T * ld + (int64_t)h * HD, *k = q + d, *v = q + 2 * d;
     float *L = lse + ((int64_t)b * H + h) * T;
     const float scale = (float)(1.0 / sqrt((double)HD)), ninf = -rt_inf();
-    for (int q0 = blockIdx.x * TL; q0 < T; q0 += gridDim.x * TL) {
-        const int nq = T - q0 < TL ? T - q0 : TL;
-        const int nkeys = CAUSAL ? (q0 + TL < T ? q0 + TL : T) : T;   /* keys the tile sees */
+    for (int t = blockIdx.x; t < NQT; t += gridDim.x) {
+        const int q0 = (NQT - 1 - t) * BQ, nq = T - q0 < BQ ? T - q0 : BQ;
+        const int nkeys = CAUSAL ? (q0 + BQ < T ? q0 + BQ : T) : T;   /* keys the tile sees */
         __syncthreads();
-        att_load<TL, HD>(qs, q + (int64_t)q0 * ld, ld, nq);
-        for (int i = threadIdx.x; i < TL; i += NT)
-            mrow[i] = ninf, lrow[i] = 0.0f;
-        float acc[OUT];
-        for (int m = 0; m < OUT; m++)
-            acc[m] = 0.0f;
-        for (int k0 = 0; k0 < nkeys; k0 += TL) {
-            const int nk = T - k0 < TL ? T - k0 : TL;
+        att_load<BQ, HD>(qs, q + (int64_t)q0 * ld, ld, nq);
+        float m[RS], l[RS], acc[RS][CO];
+        for (int r = 0; r < RS; r++) {
+            m[r] = ninf, l[r] = 0.0f;
+            for (int u = 0; u < CO; u++)
+                acc[r][u] = 0.0f;
+        }
+        for (int k0 = 0; k0 < nkeys; k0 += BK) {
+            const int nk = T - k0 < BK ? T - k0 : BK;
             __syncthreads();
-            att_load<TL, HD>(ks, k + (int64_t)k0 * ld, ld, nk);
-            att_load<TL, HD>(vs, v + (int64_t)k0 * ld, ld, nk);
+            att_load<BK, HD>(ks, k + (int64_t)k0 * ld, ld, nk);
+            att_load<BK, HD>(vs, v + (int64_t)k0 * ld, ld, nk);
             __syncthreads();
-            /* scores: entry e = threadIdx.x + m * NT is (e / TL, e % TL) */
-            float s[SE];
-            for (int m = 0; m < SE; m++)
-                s[m] = 0.0f;
-            for (int c = 0; c < HD; c++)
-                for (int m = 0; m < SE; m++) {
-                    int e = threadIdx.x + m * NT;
-                    if (e < TL * TL)
-                        s[m] += qs[e / TL][c] * ks[e % TL][c];
-                }
-            for (int m = 0; m < SE; m++) {
-                int e = threadIdx.x + m * NT, i = e / TL, j = e % TL;
-                if (e < TL * TL)
-                    ps[i][j] = j >= nk || (CAUSAL && k0 + j > q0 + i) ? ninf : scale * s[m];
+            float s[RS][CS];
+            for (int r = 0; r < RS; r++)
+                for (int c = 0; c < CS; c++)
+                    s[r][c] = 0.0f;
+            for (int c = 0; c < HD; c++) {
+                float a[RS], bb[CS];
+                for (int r = 0; r < RS; r++)
+                    a[r] = qs[ty + 16 * r][c];
+                for (int j = 0; j < CS; j++)
+                    bb[j] = ks[tx + 8 * j][c];
+                for (int r = 0; r < RS; r++)
+                    for (int j = 0; j < CS; j++)
+                        s[r][j] += a[r] * bb[j];
             }
-            __syncthreads();
-            /* the running max and sum, p in place of the scores */
-            for (int i = warp; i < TL; i += NW) {
-                const float sv = lane < TL ? ps[i][lane] : ninf, mold = mrow[i];
-                const float mx = fmaxf(mold, rt_warp_max(sv));
+            for (int r = 0; r < RS; r++) {
+                const int i = ty + 16 * r;
+                float mx = ninf;
+                for (int j = 0; j < CS; j++) {
+                    const int kj = k0 + tx + 8 * j;
+                    s[r][j] = kj >= T || (CAUSAL && kj > q0 + i) ? ninf : scale * s[r][j];
+                    mx = fmaxf(mx, s[r][j]);
+                }
+                const float mn = fmaxf(m[r], att_max8(mx));
                 /* a row that has seen no key yet keeps m = -inf: p = 0, a = 1 */
-                const float p = mx == ninf ? 0.0f : expf(sv - mx);
-                const float a = mx == ninf ? 1.0f : expf(mold - mx);
-                const float sum = (float)rt_warp_sum((double)p);
-                if (lane < TL)
-                    ps[i][lane] = p;
-                if (lane == 0)
-                    mrow[i] = mx, lrow[i] = a * lrow[i] + sum, arow[i] = a;
+                const float al = mn == ninf ? 1.0f : expf(m[r] - mn);
+                float sum = 0.0f;
+                for (int j = 0; j < CS; j++) {
+                    const float p = mn == ninf ? 0.0f : expf(s[r][j] - mn);
+                    ps[i][tx + 8 * j] = p;
+                    sum += p;
+                }
+                l[r] = al * l[r] + att_sum8(sum);
+                m[r] = mn;
+                for (int u = 0; u < CO; u++)
+                    acc[r][u] *= al;
             }
             __syncthreads();
-            /* acc = a acc + p v: entry e = threadIdx.x + m * NT is (e / HD, e % HD) */
-            for (int m = 0; m < OUT; m++) {
-                int e = threadIdx.x + m * NT;
-                if (e < TL * HD)
-                    acc[m] *= arow[e / HD];
+            for (int j = 0; j < BK; j++) {
+                float a[RS], bb[CO];
+                for (int r = 0; r < RS; r++)
+                    a[r] = ps[ty + 16 * r][j];
+                for (int u = 0; u < CO; u++)
+                    bb[u] = tx + 8 * u < HD ? vs[j][tx + 8 * u] : 0.0f;
+                for (int r = 0; r < RS; r++)
+                    for (int u = 0; u < CO; u++)
+                        acc[r][u] += a[r] * bb[u];
             }
-            for (int j = 0; j < TL; j++)
-                for (int m = 0; m < OUT; m++) {
-                    int e = threadIdx.x + m * NT;
-                    if (e < TL * HD)
-                        acc[m] += ps[e / HD][j] * vs[j][e % HD];
-                }
         }
-        for (int m = 0; m < OUT; m++) {
-            int e = threadIdx.x + m * NT, i = e / HD, c = e % HD;
-            if (e < TL * HD && i < nq)
-                rt_st(y + ((int64_t)b * T + q0 + i) * d + (int64_t)h * HD + c, acc[m] / lrow[i]);
+        for (int r = 0; r < RS; r++) {
+            const int i = ty + 16 * r;
+            if (i >= nq)
+                continue;
+            act_t *yr = y + ((int64_t)b * T + q0 + i) * d + (int64_t)h * HD;
+            const float inv = 1.0f / l[r];
+            for (int u = 0; u < CO; u++)
+                if (tx + 8 * u < HD)
+                    rt_st(yr + tx + 8 * u, acc[r][u] * inv);
+            if (tx == 0)
+                L[q0 + i] = m[r] + logf(l[r]);
         }
-        for (int i = threadIdx.x; i < nq; i += NT)
-            L[q0 + i] = mrow[i] + logf(lrow[i]);
     }
 }
 
@@ -410,32 +442,35 @@ __device__ __forceinline__ void attention_fwd(const act_t *qkv, float *lse, act_
         attention_fwd<T, HD, CAUSAL>(qkv, lse, y, H);                                         \
     }
 
-/* The block's TL x TL pairs (query i of the q tile, key j of the k tile), entry
- * e = threadIdx.x + m * NT being (e / TL, e % TL):
- *   s[m] = q_i . k_j   and   dp[m] = dy_i . v_j
- * over shared tiles of queries, keys, dy rows and values. */
-template <int TL, int HD, int SE>
-__device__ __forceinline__ void att_dots(float (*qs)[HD + 1], float (*ks)[HD + 1],
-                                         float (*dys)[HD + 1], float (*vs)[HD + 1], float *s,
-                                         float *dp)
+/* A thread's RS x CS pairs (row ty + 16 r of tile A, row tx + 8 j of tile B) of two
+ * products at once: s = A B^T and dp = A2 B2^T (rows of HD + 1 floats). */
+template <int RS, int CS, int HD>
+__device__ __forceinline__ void att_dots2(float (*A)[HD + 1], float (*B)[HD + 1],
+                                          float (*A2)[HD + 1], float (*B2)[HD + 1],
+                                          float (*s)[CS], float (*dp)[CS])
 {
-    for (int m = 0; m < SE; m++)
-        s[m] = dp[m] = 0.0f;
-    for (int c = 0; c < HD; c++)
-        for (int m = 0; m < SE; m++) {
-            int e = threadIdx.x + m * RT_ATT_THREADS;
-            if (e < TL * TL) {
-                int i = e / TL, j = e % TL;
-                s[m] += qs[i][c] * ks[j][c];
-                dp[m] += dys[i][c] * vs[j][c];
+    const int tx = threadIdx.x & 7, ty = threadIdx.x >> 3;
+    for (int r = 0; r < RS; r++)
+        for (int j = 0; j < CS; j++)
+            s[r][j] = dp[r][j] = 0.0f;
+    for (int c = 0; c < HD; c++) {
+        float a[RS], a2[RS], bb[CS], b2[CS];
+        for (int r = 0; r < RS; r++)
+            a[r] = A[ty + 16 * r][c], a2[r] = A2[ty + 16 * r][c];
+        for (int j = 0; j < CS; j++)
+            bb[j] = B[tx + 8 * j][c], b2[j] = B2[tx + 8 * j][c];
+        for (int r = 0; r < RS; r++)
+            for (int j = 0; j < CS; j++) {
+                s[r][j] += a[r] * bb[j];
+                dp[r][j] += a2[r] * b2[j];
             }
-        }
+    }
 }
 
 /* Backward, first kernel: the query side.
  *
- * Launch: grid (ceil(T / TL), H, B), 256 threads; block (x, h, b) takes the query tiles
- * x, x + gridDim.x, ...
+ * Launch: grid (ceil(T / BQ), H, B), 128 threads, BQ = 16 * rt_att_br(HD); block x
+ * takes query tile ceil(T / BQ) - 1 - x.
  *   D[b, h, i] = dy_i . y_i                     (in double, rounded; D: [B, H, T] scratch)
  *   P_ij = exp(scale q_i . k_j - lse_i),  dS_ij = P_ij (dy_i . v_j - D_i), 0 where masked
  *   dq_i = scale * sum_j dS_ij k_j               (into dqkv's q columns)
@@ -445,16 +480,17 @@ __device__ __forceinline__ void attention_bwd_q(const act_t *qkv, const float *l
                                                 const act_t *y, const act_t *dy, act_t *dqkv,
                                                 float *D, int H)
 {
-    constexpr int TL = rt_att_tile(HD), NT = RT_ATT_THREADS, NW = NT / 32;
-    constexpr int SE = (TL * TL + NT - 1) / NT;
-    constexpr int OUT = (TL * HD + NT - 1) / NT;   /* dq entries per thread */
-    __shared__ float qs[TL][HD + 1];
-    __shared__ float dys[TL][HD + 1];   /* the tile's dy rows */
-    __shared__ float ks[TL][HD + 1];
-    __shared__ float vs[TL][HD + 1];
-    __shared__ float ds[TL][TL + 1];    /* dS [query][key] */
-    __shared__ float Lt[TL], Dt[TL];
-    const int b = blockIdx.z, h = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    constexpr int RS = rt_att_br(HD), CS = rt_att_bc(HD), BQ = 16 * RS, BK = 8 * CS;
+    constexpr int CO = (HD + 7) / 8, NQT = (T + BQ - 1) / BQ;
+    static_assert(HD <= 128, "attention heads wider than 128");
+    __shared__ float qs[BQ][HD + 1];
+    __shared__ float dys[BQ][HD + 1];   /* the tile's dy rows */
+    __shared__ float ks[BK][HD + 1];
+    __shared__ float vs[BK][HD + 1];
+    __shared__ float ds[BQ][BK + 1];    /* dS [query][key] */
+    __shared__ float Lt[BQ], Dt[BQ];
+    const int b = blockIdx.z, h = blockIdx.y, tx = threadIdx.x & 7, ty = threadIdx.x >> 3;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t d = (int64_t)H * HD, ld = 3 * d;
     const act_t *q = qkv + (int64_t)b * T * ld + (int64_t)h * HD, *k = q + d, *v = q + 2 * d;
     const act_t *dyh = dy + (int64_t)b * T * d + (int64_t)h * HD;   /* rows of stride d */
@@ -463,20 +499,20 @@ __device__ __forceinline__ void attention_bwd_q(const act_t *qkv, const float *l
     const float *Lh = lse + ((int64_t)b * H + h) * T;
     float *Dh = D + ((int64_t)b * H + h) * T;
     const float scale = (float)(1.0 / sqrt((double)HD));
-    for (int q0 = blockIdx.x * TL; q0 < T; q0 += gridDim.x * TL) {
-        const int nq = T - q0 < TL ? T - q0 : TL;
-        const int nkeys = CAUSAL ? (q0 + TL < T ? q0 + TL : T) : T;
+    for (int t = blockIdx.x; t < NQT; t += gridDim.x) {
+        const int q0 = (NQT - 1 - t) * BQ, nq = T - q0 < BQ ? T - q0 : BQ;
+        const int nkeys = CAUSAL ? (q0 + BQ < T ? q0 + BQ : T) : T;
         __syncthreads();
-        att_load<TL, HD>(qs, q + (int64_t)q0 * ld, ld, nq);
-        att_load<TL, HD>(dys, dyh + (int64_t)q0 * d, d, nq);
+        att_load<BQ, HD>(qs, q + (int64_t)q0 * ld, ld, nq);
+        att_load<BQ, HD>(dys, dyh + (int64_t)q0 * d, d, nq);
         __syncthreads();
-        /* D_i: warp w takes rows w, w + NW, ... */
-        for (int i = warp; i < TL; i += NW) {
-            double acc = 0.0;
+        /* D_i: warp w takes rows w, w + 4, ... */
+        for (int i = warp; i < BQ; i += RT_ATT_THREADS / 32) {
+            double a = 0.0;
             if (i < nq)
                 for (int c = lane; c < HD; c += 32)
-                    acc += (double)(dys[i][c] * rt_ld(yh + (int64_t)(q0 + i) * d + c));
-            const float Di = (float)rt_warp_sum(acc);
+                    a += (double)(dys[i][c] * rt_ld(yh + (int64_t)(q0 + i) * d + c));
+            const float Di = (float)rt_warp_sum(a);
             if (lane == 0) {
                 Dt[i] = Di;
                 Lt[i] = i < nq ? Lh[q0 + i] : 0.0f;
@@ -484,115 +520,131 @@ __device__ __forceinline__ void attention_bwd_q(const act_t *qkv, const float *l
                     Dh[q0 + i] = Di;
             }
         }
-        float acc[OUT];
-        for (int m = 0; m < OUT; m++)
-            acc[m] = 0.0f;
-        for (int k0 = 0; k0 < nkeys; k0 += TL) {
-            const int nk = T - k0 < TL ? T - k0 : TL;
+        float acc[RS][CO];
+        for (int r = 0; r < RS; r++)
+            for (int u = 0; u < CO; u++)
+                acc[r][u] = 0.0f;
+        for (int k0 = 0; k0 < nkeys; k0 += BK) {
+            const int nk = T - k0 < BK ? T - k0 : BK;
             __syncthreads();
-            att_load<TL, HD>(ks, k + (int64_t)k0 * ld, ld, nk);
-            att_load<TL, HD>(vs, v + (int64_t)k0 * ld, ld, nk);
+            att_load<BK, HD>(ks, k + (int64_t)k0 * ld, ld, nk);
+            att_load<BK, HD>(vs, v + (int64_t)k0 * ld, ld, nk);
             __syncthreads();
-            float s[SE], dp[SE];
-            att_dots<TL, HD, SE>(qs, ks, dys, vs, s, dp);
-            for (int m = 0; m < SE; m++) {
-                int e = threadIdx.x + m * NT, i = e / TL, j = e % TL;
-                if (e < TL * TL) {
-                    bool masked = i >= nq || j >= nk || (CAUSAL && k0 + j > q0 + i);
-                    ds[i][j] = masked ? 0.0f : expf(scale * s[m] - Lt[i]) * (dp[m] - Dt[i]);
+            float s[RS][CS], dp[RS][CS];
+            att_dots2<RS, CS, HD>(qs, ks, dys, vs, s, dp);
+            for (int r = 0; r < RS; r++)
+                for (int j = 0; j < CS; j++) {
+                    const int i = ty + 16 * r, kj = k0 + tx + 8 * j;
+                    const bool masked = i >= nq || kj >= T || (CAUSAL && kj > q0 + i);
+                    ds[i][tx + 8 * j] =
+                        masked ? 0.0f : expf(scale * s[r][j] - Lt[i]) * (dp[r][j] - Dt[i]);
                 }
+            __syncthreads();
+            for (int j = 0; j < BK; j++) {
+                float a[RS], bb[CO];
+                for (int r = 0; r < RS; r++)
+                    a[r] = ds[ty + 16 * r][j];
+                for (int u = 0; u < CO; u++)
+                    bb[u] = tx + 8 * u < HD ? ks[j][tx + 8 * u] : 0.0f;
+                for (int r = 0; r < RS; r++)
+                    for (int u = 0; u < CO; u++)
+                        acc[r][u] += a[r] * bb[u];
             }
-            __syncthreads();
-            for (int j = 0; j < TL; j++)
-                for (int m = 0; m < OUT; m++) {
-                    int e = threadIdx.x + m * NT;
-                    if (e < TL * HD)
-                        acc[m] += ds[e / HD][j] * ks[j][e % HD];
-                }
         }
-        for (int m = 0; m < OUT; m++) {
-            int e = threadIdx.x + m * NT, i = e / HD, c = e % HD;
-            if (e < TL * HD && i < nq)
-                rt_st(dq + (int64_t)(q0 + i) * ld + c, scale * acc[m]);
+        for (int r = 0; r < RS; r++) {
+            const int i = ty + 16 * r;
+            if (i < nq)
+                for (int u = 0; u < CO; u++)
+                    if (tx + 8 * u < HD)
+                        rt_st(dq + (int64_t)(q0 + i) * ld + tx + 8 * u, scale * acc[r][u]);
         }
     }
 }
 
 /* Backward, second kernel: the key side, after the first (it reads D).
  *
- * Launch: grid (ceil(T / TL), H, B), 256 threads; block (x, h, b) takes the key tiles
- * x, x + gridDim.x, ...   Over the queries i that see key j (i >= j when CAUSAL):
+ * Launch: grid (ceil(T / BK), H, B), 128 threads, BK = 16 * rt_att_br(HD) keys a
+ * block, against query tiles of 8 * rt_att_bc(HD). Over the queries i that see key j
+ * (i >= j when CAUSAL):
  *   dv_j = sum_i P_ij dy_i
  *   dk_j = scale * sum_i dS_ij q_i,   P, dS as in the first kernel
- * into dqkv's v and k columns. */
+ * into dqkv's v and k columns. Here a thread's rows are keys, its columns queries. */
 template <int T, int HD, int CAUSAL>
 __device__ __forceinline__ void attention_bwd_kv(const act_t *qkv, const float *lse,
                                                  const act_t *dy, act_t *dqkv, const float *D,
                                                  int H)
 {
-    constexpr int TL = rt_att_tile(HD), NT = RT_ATT_THREADS;
-    constexpr int SE = (TL * TL + NT - 1) / NT;
-    constexpr int OUT = (TL * HD + NT - 1) / NT;   /* dk (and dv) entries per thread */
-    __shared__ float ks[TL][HD + 1];    /* the tile's keys */
-    __shared__ float vs[TL][HD + 1];    /* and values */
-    __shared__ float qs[TL][HD + 1];
-    __shared__ float dys[TL][HD + 1];
-    __shared__ float ps[TL][TL + 1];    /* P [query][key] */
-    __shared__ float ds[TL][TL + 1];    /* dS [query][key] */
-    __shared__ float Lt[TL], Dt[TL];
-    const int b = blockIdx.z, h = blockIdx.y;
+    constexpr int RS = rt_att_br(HD), CS = rt_att_bc(HD), BK = 16 * RS, BQ = 8 * CS;
+    constexpr int CO = (HD + 7) / 8;
+    static_assert(HD <= 128, "attention heads wider than 128");
+    __shared__ float ks[BK][HD + 1];    /* the tile's keys */
+    __shared__ float vs[BK][HD + 1];    /* and values */
+    __shared__ float qs[BQ][HD + 1];
+    __shared__ float dys[BQ][HD + 1];
+    __shared__ float ps[BK][BQ + 1];    /* P [key][query] */
+    __shared__ float ds[BK][BQ + 1];    /* dS [key][query] */
+    __shared__ float Lt[BQ], Dt[BQ];
+    const int b = blockIdx.z, h = blockIdx.y, tx = threadIdx.x & 7, ty = threadIdx.x >> 3;
     const int64_t d = (int64_t)H * HD, ld = 3 * d;
     const act_t *q = qkv + (int64_t)b * T * ld + (int64_t)h * HD, *k = q + d, *v = q + 2 * d;
     const act_t *dyh = dy + (int64_t)b * T * d + (int64_t)h * HD;
     act_t *dk = dqkv + (int64_t)b * T * ld + d + (int64_t)h * HD, *dv = dk + d;
     const float *Lh = lse + ((int64_t)b * H + h) * T, *Dh = D + ((int64_t)b * H + h) * T;
     const float scale = (float)(1.0 / sqrt((double)HD));
-    for (int k0 = blockIdx.x * TL; k0 < T; k0 += gridDim.x * TL) {
-        const int nk = T - k0 < TL ? T - k0 : TL;
+    for (int k0 = blockIdx.x * BK; k0 < T; k0 += gridDim.x * BK) {
+        const int nk = T - k0 < BK ? T - k0 : BK;
         __syncthreads();
-        att_load<TL, HD>(ks, k + (int64_t)k0 * ld, ld, nk);
-        att_load<TL, HD>(vs, v + (int64_t)k0 * ld, ld, nk);
-        float accv[OUT], acck[OUT];
-        for (int m = 0; m < OUT; m++)
-            accv[m] = acck[m] = 0.0f;
-        for (int q0 = CAUSAL ? k0 : 0; q0 < T; q0 += TL) {
-            const int nq = T - q0 < TL ? T - q0 : TL;
+        att_load<BK, HD>(ks, k + (int64_t)k0 * ld, ld, nk);
+        att_load<BK, HD>(vs, v + (int64_t)k0 * ld, ld, nk);
+        float accv[RS][CO], acck[RS][CO];
+        for (int r = 0; r < RS; r++)
+            for (int u = 0; u < CO; u++)
+                accv[r][u] = acck[r][u] = 0.0f;
+        for (int q0 = CAUSAL ? k0 / BQ * BQ : 0; q0 < T; q0 += BQ) {
+            const int nq = T - q0 < BQ ? T - q0 : BQ;
             __syncthreads();
-            att_load<TL, HD>(qs, q + (int64_t)q0 * ld, ld, nq);
-            att_load<TL, HD>(dys, dyh + (int64_t)q0 * d, d, nq);
-            for (int i = threadIdx.x; i < TL; i += NT) {
+            att_load<BQ, HD>(qs, q + (int64_t)q0 * ld, ld, nq);
+            att_load<BQ, HD>(dys, dyh + (int64_t)q0 * d, d, nq);
+            for (int i = threadIdx.x; i < BQ; i += RT_ATT_THREADS) {
                 Lt[i] = i < nq ? Lh[q0 + i] : 0.0f;
                 Dt[i] = i < nq ? Dh[q0 + i] : 0.0f;
             }
             __syncthreads();
-            float s[SE], dp[SE];
-            att_dots<TL, HD, SE>(qs, ks, dys, vs, s, dp);
-            for (int m = 0; m < SE; m++) {
-                int e = threadIdx.x + m * NT, i = e / TL, j = e % TL;
-                if (e < TL * TL) {
-                    bool masked = i >= nq || j >= nk || (CAUSAL && k0 + j > q0 + i);
-                    float p = masked ? 0.0f : expf(scale * s[m] - Lt[i]);
-                    ps[i][j] = p;
-                    ds[i][j] = masked ? 0.0f : p * (dp[m] - Dt[i]);
+            float s[RS][CS], dp[RS][CS];   /* [key][query] */
+            att_dots2<RS, CS, HD>(ks, qs, vs, dys, s, dp);
+            for (int r = 0; r < RS; r++)
+                for (int j = 0; j < CS; j++) {
+                    const int kj = k0 + ty + 16 * r, i = tx + 8 * j, qi = q0 + i;
+                    const bool masked = qi >= T || kj >= T || (CAUSAL && kj > qi);
+                    const float p = masked ? 0.0f : expf(scale * s[r][j] - Lt[i]);
+                    ps[ty + 16 * r][i] = p;
+                    ds[ty + 16 * r][i] = masked ? 0.0f : p * (dp[r][j] - Dt[i]);
                 }
-            }
             __syncthreads();
-            /* entry e = threadIdx.x + m * NT is (key e / HD, column e % HD) */
-            for (int i = 0; i < TL; i++)
-                for (int m = 0; m < OUT; m++) {
-                    int e = threadIdx.x + m * NT, j = e / HD, c = e % HD;
-                    if (e < TL * HD) {
-                        accv[m] += ps[i][j] * dys[i][c];
-                        acck[m] += ds[i][j] * qs[i][c];
-                    }
+            for (int i = 0; i < BQ; i++) {
+                float p[RS], g[RS], a[CO], a2[CO];
+                for (int r = 0; r < RS; r++)
+                    p[r] = ps[ty + 16 * r][i], g[r] = ds[ty + 16 * r][i];
+                for (int u = 0; u < CO; u++) {
+                    const bool in = tx + 8 * u < HD;
+                    a[u] = in ? dys[i][tx + 8 * u] : 0.0f;
+                    a2[u] = in ? qs[i][tx + 8 * u] : 0.0f;
                 }
-        }
-        for (int m = 0; m < OUT; m++) {
-            int e = threadIdx.x + m * NT, j = e / HD, c = e % HD;
-            if (e < TL * HD && j < nk) {
-                rt_st(dv + (int64_t)(k0 + j) * ld + c, accv[m]);
-                rt_st(dk + (int64_t)(k0 + j) * ld + c, scale * acck[m]);
+                for (int r = 0; r < RS; r++)
+                    for (int u = 0; u < CO; u++) {
+                        accv[r][u] += p[r] * a[u];
+                        acck[r][u] += g[r] * a2[u];
+                    }
             }
+        }
+        for (int r = 0; r < RS; r++) {
+            const int j = ty + 16 * r;
+            if (j < nk)
+                for (int u = 0; u < CO; u++)
+                    if (tx + 8 * u < HD) {
+                        rt_st(dv + (int64_t)(k0 + j) * ld + tx + 8 * u, accv[r][u]);
+                        rt_st(dk + (int64_t)(k0 + j) * ld + tx + 8 * u, scale * acck[r][u]);
+                    }
         }
     }
 }
