@@ -131,3 +131,38 @@ $(B)/tests/gpu/check_ops: tests/gpu/check_ops.c $(B)/librt.a runtime/rt_cuda.h r
 	$(CC) $(CFLAGS) -Iruntime -I$(CUDA_HOME)/include $< $(B)/librt.a $(LIBS) -o $@
 test-gpu: $(B)/tests/gpu/check_ops
 	$(B)/tests/gpu/check_ops
+
+# libFuzzer targets (fuzz/README.md): the npy, shard and safetensors readers and the
+# spec loader + compiler, built with clang, AddressSanitizer and UBSan. `make fuzz`
+# runs each for FUZZ_SECONDS on its corpus in fuzz/corpus/ (not part of `make test`).
+FUZZ_SECONDS ?= 60
+FUZZ_CC      ?= clang
+FUZZ_FLAGS   := -O1 -g -std=gnu11 -fno-omit-frame-pointer -ffp-contract=off -fno-math-errno \
+                -fsanitize=address,undefined -fno-sanitize-recover=undefined
+FUZZ_RT_OBJ  := $(RT_SRC:runtime/%.c=$(B)/fuzz/rt/%.o)
+FUZZ_CC_OBJ  := $(CC_SRC:compiler/%.c=$(B)/fuzz/cc/%.o) $(B)/fuzz/cc/templates.o
+FUZZ_TARGETS := npy shard safetensors spec
+.PHONY: fuzz fuzz-build
+$(B)/fuzz/rt/%.o: runtime/%.c runtime/rt.h runtime/trainc_rt.h
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -I$(CUDA_HOME)/include $(MPI_CFLAGS) -c $< -o $@
+$(B)/fuzz/cc/%.o: compiler/%.c compiler/trainc.h compiler/ir.h runtime/rt.h
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -I$(CUDA_HOME)/include -Dmain=trainc_main \
+	    -DTRAINC_LINK_EXTRA='"$(MPI_LIBS)"' -c $< -o $@
+$(B)/fuzz/cc/templates.o: $(B)/cc/templates.c
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -c $< -o $@
+$(B)/fuzz/fuzz_spec: fuzz/fuzz_spec.c fuzz/fuzz.h $(FUZZ_CC_OBJ) $(FUZZ_RT_OBJ)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -Wl,--wrap=exit -Iruntime $< $(FUZZ_CC_OBJ) \
+	    $(FUZZ_RT_OBJ) $(TCC_LIB) $(LIBS) -o $@
+$(B)/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz.h $(FUZZ_RT_OBJ)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -Wl,--wrap=exit -Iruntime $< $(FUZZ_RT_OBJ) \
+	    $(LIBS) -o $@
+fuzz-build: $(FUZZ_TARGETS:%=$(B)/fuzz/fuzz_%)
+fuzz: fuzz-build
+	@for t in $(FUZZ_TARGETS); do mkdir -p fuzz/corpus/$$t $(B)/fuzz/new/$$t; \
+	  echo "fuzz_$$t: $(FUZZ_SECONDS) s"; \
+	  ASAN_OPTIONS=detect_leaks=0 $(B)/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) \
+	    -close_fd_mask=3 -timeout=10 -rss_limit_mb=4096 -max_len=65536 \
+	    -artifact_prefix=$(B)/fuzz/ $(B)/fuzz/new/$$t fuzz/corpus/$$t || exit 1; done

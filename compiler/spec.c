@@ -376,11 +376,44 @@ static _Noreturn void json_error(const char *file, const char *text, size_t len,
     syntax_error(file, text, off, "invalid JSON near '%s'", near_text(text, off, near));
 }
 
+/* Offset of the first byte of text[0, len) that does not belong to well-formed UTF-8
+ * (RFC 3629: no overlong forms, no surrogates, nothing past U+10FFFF), or len. */
+static size_t utf8_bad(const char *text, size_t len)
+{
+    const unsigned char *s = (const unsigned char *)text;
+    size_t i = 0;
+    while (i < len) {
+        unsigned c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t n = (c & 0xe0) == 0xc0 ? 1 : (c & 0xf0) == 0xe0 ? 2 : (c & 0xf8) == 0xf0 ? 3 : 0;
+        if (n == 0 || i + n >= len)   /* not a lead byte, or cut short by the end */
+            return i;
+        unsigned cp = c & (0x3fu >> n);
+        for (size_t k = 1; k <= n; k++) {
+            if ((s[i + k] & 0xc0) != 0x80)
+                return i;
+            cp = cp << 6 | (s[i + k] & 0x3f);
+        }
+        static const unsigned least[4] = {0, 0x80, 0x800, 0x10000};
+        if (cp < least[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+            return i;
+        i += n + 1;
+    }
+    return len;
+}
+
 static cJSON *parse_json(const char *file, const char *text, size_t len)
 {
     const char *nul = memchr(text, 0, len);
     if (nul)
         syntax_error(file, text, (size_t)(nul - text), "NUL byte in file");
+    size_t bad = utf8_bad(text, len);
+    if (bad < len)
+        syntax_error(file, text, bad, "not valid UTF-8 (byte 0x%02x); specs are UTF-8 text",
+                     (unsigned char)text[bad]);
     const char *end = NULL;
     cJSON *doc = cJSON_ParseWithOpts(text, &end, 0);
     if (!doc)

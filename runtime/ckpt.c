@@ -303,7 +303,8 @@ int rt_ckpt_save(const char *out, const rt_model *m, const rt_train_config *c,
         }
         state_model_free(&sm);
     }
-    if (failed) {
+    if (failed) {              /* no half-written folder left behind (a full disk) */
+        rm_rf(tmp);
         errno = err;
         return -1;
     }
@@ -329,8 +330,12 @@ int rt_ckpt_save(const char *out, const rt_model *m, const rt_train_config *c,
     snprintf(f, sizeof f, "%s/state.json", tmp);
     int rc = text ? write_text(f, text) : -1;
     free(text);
-    if (rc != 0 || fsync_path(tmp) != 0)
+    if (rc != 0 || fsync_path(tmp) != 0) {
+        err = errno;
+        rm_rf(tmp);
+        errno = err;
         return -1;
+    }
     rm_rf(fin);                /* a checkpoint of the same step from an earlier life */
     if (rename(tmp, fin) != 0 || fsync_path(dir) != 0)
         return -1;

@@ -767,7 +767,8 @@ int rt_main(const rt_model *m, int argc, char **argv)
     }
     if (r->rank == 0) {
         if (rt_mkdir_p(r->out) != 0)
-            rt_fail("cannot create the output folder %s: %s", r->out, strerror(errno));
+            rt_input_error("cannot create the output folder %s: %s\n  hint: --out names a "
+                           "folder trainc can create and write", r->out, strerror(errno));
         r->mt = rt_metrics_open(r->out, r->o.resume != NULL);
     } else {
         r->mt = NULL;         /* only rank 0 writes metrics, plots and files */
@@ -780,6 +781,9 @@ int rt_main(const rt_model *m, int argc, char **argv)
 
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
+    /* past a file size limit (ulimit -f) a write fails with EFBIG and is reported like a
+     * full disk, instead of the signal killing the run mid-file */
+    signal(SIGXFSZ, SIG_IGN);
 
     rt_stopper es = {.best = s->es_best, .wait = s->es_wait};
     int end = -1;

@@ -93,12 +93,12 @@ rt_metrics *rt_metrics_open(const char *dir, int append)
     snprintf(mt->dir, sizeof mt->dir, "%s", dir);
     snprintf(mt->path, sizeof mt->path, "%s/metrics.jsonl", dir);
     if (rt_mkdir_p(dir) != 0)
-        rt_fail("%s: cannot create the output folder: %s", dir, strerror(errno));
+        rt_input_error("%s: cannot create the output folder: %s", dir, strerror(errno));
     if (append)
         reload_points(mt);
     mt->f = fopen(mt->path, append ? "a" : "w");
     if (!mt->f)
-        rt_fail("%s: cannot open for writing: %s", mt->path, strerror(errno));
+        rt_input_error("%s: cannot open for writing: %s", mt->path, strerror(errno));
     return mt;
 }
 

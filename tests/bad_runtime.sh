@@ -56,5 +56,57 @@ t init_shape        "1.weight"            --init $d/w_shape.safetensors
 t init_truncated    "w_trunc.safetensors" --init $d/w_trunc.safetensors
 t device_cuda       "CUDA"                --device cuda
 t resume_absent     "no complete checkpoint" --resume $d
+np_empty() { $PY -c "import numpy as np; np.save('$d/x_empty.npy', np.zeros((0, 1, 28, 28), np.uint8)); np.save('$d/y_empty.npy', np.zeros((0,), np.int32))"; }
+np_empty
+t empty_dataset     "x_empty.npy"         --set data.train.x=$d/x_empty.npy --set data.train.y=$d/y_empty.npy --set data.val=null
+
+# weights with a tensor missing or one too many: from a real model.safetensors
+"$d/trainer" --out "$d/good" --quiet --set max_steps=1 --set data.val=null >/dev/null 2>&1 || { echo "FAIL: a 1-step run"; fail=$((fail+1)); }
+$PY - "$d" <<'PY'
+import json, struct, sys
+d = sys.argv[1]
+b = open(f"{d}/good/model.safetensors", "rb").read()
+n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n]); data = b[8 + n:]
+def put(name, hdr, extra=b""):
+    t = json.dumps(hdr).encode()
+    open(f"{d}/{name}", "wb").write(struct.pack("<Q", len(t)) + t + data + extra)
+names = sorted(k for k in h if k != "__metadata__")
+put("w_missing.safetensors", {k: v for k, v in h.items() if k != names[-1]})
+ex = dict(h); ex["extra.weight"] = {"dtype": "F32", "shape": [1], "data_offsets": [len(data), len(data) + 4]}
+put("w_extra.safetensors", ex, bytes(4))
+open(f"{d}/missing_name", "w").write(names[-1])
+PY
+t init_missing_tensor "$(cat "$d/missing_name")" --init $d/w_missing.safetensors
+t init_extra_tensor "extra.weight"        --init $d/w_extra.safetensors
+
+# an output folder that cannot be created (its parent is a file): exit 1, nothing made
+echo x > "$d/afile"
+"$d/trainer" --out "$d/afile/run" --quiet --set max_steps=1 >/dev/null 2>"$d/unwritable.stderr"
+rc=$?
+if [ $rc -eq 1 ] && grep -qF "cannot create the output folder $d/afile/run" "$d/unwritable.stderr" &&
+   [ -f "$d/afile" ]; then echo "ok   unwritable_out"; pass=$((pass+1))
+else echo "FAIL unwritable_out: exit $rc"; cat "$d/unwritable.stderr"; fail=$((fail+1)); fi
+
+# A full disk while writing a checkpoint (simulated with a file size limit: writes past
+# 300 KiB fail with EFBIG, as with ENOSPC): exit 2 with a message, no half-written
+# checkpoint folder, and the last complete checkpoint of the run stays usable.
+o="$d/full"; rm -rf "$o"
+"$d/trainer" --out "$o" --quiet --set max_steps=10 --set checkpoint.every_steps=10 --set data.val=null >/dev/null 2>&1
+(ulimit -f 300; "$d/trainer" --out "$o" --resume "$o" --quiet --set max_steps=30 \
+    --set checkpoint.every_steps=10 --set data.val=null >/dev/null 2>"$d/full.stderr")
+rc=$?
+left=$(find "$o/checkpoints" -name '.tmp*' | wc -l)
+# and a crash between writing and renaming a newer one leaves a stale temporary folder
+# (here made by hand): --resume must skip it
+mkdir -p "$o/checkpoints/.tmp_step_00000025" && echo '{"trainc_checkpoint": 1, "lo' > "$o/checkpoints/.tmp_step_00000025/state.json"
+if [ $rc -eq 2 ] && grep -qF "cannot write a checkpoint in $o/checkpoints" "$d/full.stderr" &&
+   grep -qF "disk full" "$d/full.stderr" && [ "$left" = 0 ] &&
+   [ -d "$o/checkpoints/step_00000010" ] &&
+   "$d/trainer" --out "$o" --resume "$o" --quiet --set max_steps=30 --set checkpoint.every_steps=10 \
+       --set data.val=null >/dev/null 2>"$d/full2.stderr" && [ -f "$o/model.safetensors" ] &&
+   grep -q "step_00000010 from step 10" "$d/full2.stderr"; then
+    echo "ok   checkpoint_disk_full"; pass=$((pass+1))
+else echo "FAIL checkpoint_disk_full: exit $rc, $left temporary folders left"; cat "$d/full.stderr"; fail=$((fail+1)); fi
+
 echo "bad-runtime: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -1,0 +1,20 @@
+/* fuzz_shard.c: runtime/data.c's token shard reader (rt_shard_open), on any bytes. */
+#include "fuzz.h"
+#include <sys/mman.h>
+#include "rt.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    const char *path = fuzz_file(data, size, ".bin");
+    static rt_shard s;
+    static volatile unsigned sink;
+    FUZZ_RUN({
+        rt_shard_open(&s, path, 50257, "fuzz");
+        if (s.ntok > 0)   /* touch the first and the last token */
+            sink = s.tok[0] + s.tok[s.ntok - 1];
+        rt_shard_close(&s);
+    });
+    if (fuzz_jumped && s.map)
+        munmap(s.map, s.map_len);
+    return 0;
+}
