@@ -85,7 +85,8 @@ static int exists(const char *p)
 }
 
 /* Installed: PREFIX/bin/trainc with PREFIX/lib/trainc/{librt.a,include/}.
- * Build tree: build/trainc with build/librt.a and runtime/trainc_rt.h. */
+ * Build tree: build/trainc with build/librt.a and runtime/trainc_rt.h (or
+ * build/VARIANT/trainc with build/VARIANT/librt.a). */
 static void find_home(void)
 {
     if (home_inc[0])
@@ -104,11 +105,15 @@ static void find_home(void)
         snprintf(home_lib, sizeof home_lib, "%s/../lib/trainc", exe);
         return;
     }
-    snprintf(p, sizeof p, "%s/../runtime/trainc_rt.h", exe);
-    if (exists(p)) {
-        snprintf(home_inc, sizeof home_inc, "%s/../runtime", exe);
-        snprintf(home_lib, sizeof home_lib, "%s", exe);
-        return;
+    /* build/trainc, or a variant's build/VARIANT/trainc (make B=build/asan) */
+    static const char *const ups[] = {"/..", "/../.."};
+    for (int i = 0; i < 2; i++) {
+        snprintf(p, sizeof p, "%s%s/runtime/trainc_rt.h", exe, ups[i]);
+        if (exists(p)) {
+            snprintf(home_inc, sizeof home_inc, "%s%s/runtime", exe, ups[i]);
+            snprintf(home_lib, sizeof home_lib, "%s", exe);
+            return;
+        }
     }
     error_input("cannot find trainc's runtime next to %s (expected ../lib/trainc/); reinstall with make install",
                 exe);
@@ -321,6 +326,10 @@ static int cmd_build(int argc, char **argv)
     char *args[80] = {(char *)cc, "-std=gnu11", "-O2", "-ffp-contract=off", "-w", inc, ddef, host,
                       kern};
     int na = 9;
+    /* TRAINC_CFLAGS: more compiler flags, split at spaces (-march=native, sanitizers) */
+    char *uflags = getenv("TRAINC_CFLAGS") ? xasprintf("%s", getenv("TRAINC_CFLAGS")) : NULL;
+    for (char *f = uflags ? strtok(uflags, " \t") : NULL; f && na < 40; f = strtok(NULL, " \t"))
+        args[na++] = f;
     if (cuda) {
         double t = rt_now();
         args[na++] = build_cuda_image(c->em.kernels_cu.s, arch, tmpl);

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Bad input met at run time (data files, options, weights): exit 1, a message that
-# names the place, and no output folder.
+# names the place, and no output folder. With TRAINC=build/asan/trainc and
+# TRAINC_CFLAGS=<the sanitizer flags> the trainer is built with them too (tests/run_all.sh
+# does both), and a sanitizer report is a failure.
 set -u
 cd "$(dirname "$0")/.."
 TRAINC=${TRAINC:-build/trainc}
@@ -33,6 +35,7 @@ t() {   # t NAME EXPECTED_SUBSTRING ARGS...
     if [ $rc -ne 1 ]; then echo "FAIL $name: exit $rc, expected 1"; cat "$d/$name.stderr"; fail=$((fail+1)); return; fi
     if ! grep -qF -- "$want" "$d/$name.stderr"; then echo "FAIL $name: stderr lacks '$want':"; cat "$d/$name.stderr"; fail=$((fail+1)); return; fi
     if [ -e "$out" ]; then echo "FAIL $name: output folder was created"; fail=$((fail+1)); return; fi
+    if grep -qE 'runtime error:|Sanitizer' "$d/$name.stderr"; then echo "FAIL $name: sanitizer report"; cat "$d/$name.stderr"; fail=$((fail+1)); return; fi
     echo "ok   $name"; pass=$((pass+1))
 }
 X="--set data.train.y=$d/y_ok.npy --set data.val=null"
