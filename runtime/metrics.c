@@ -262,7 +262,16 @@ static char *draw_svg(const rt_metrics *mt, size_t *out_len)
         ylo = 0;
         yhi = 1;
     }
-    axis ax = nice_axis(xlo, xhi, 1), ay = nice_axis(ylo, yhi, 0);
+    /* Log scale when the losses span more than two decades (all positive): a y of v is
+     * drawn at log10(v), with ticks at powers of ten (and 2 and 5 times them when few) */
+    const int logy = ylo > 0 && yhi / ylo > 100;
+    axis ax = nice_axis(xlo, xhi, 1), ay;
+    if (logy) {
+        double lo = floor(log10(ylo)), hi = ceil(log10(yhi)), step = ceil((hi - lo) / 8);
+        ay = (axis){floor(lo / step) * step, ceil(hi / step) * step, step};
+    } else
+        ay = nice_axis(ylo, yhi, 0);
+#define YV(v) (logy ? log10(v) : (v))
     const double x0 = ML, x1 = W - MR, y0 = H - MB, y1 = MT;   /* y grows downward */
     const char *tc = "#1f77b4", *vc = "#ff7f0e";
 
@@ -270,8 +279,8 @@ static char *draw_svg(const rt_metrics *mt, size_t *out_len)
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
         "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n"
         "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n"
-        "<text x=\"%d\" y=\"24\" text-anchor=\"middle\" font-size=\"16\">loss</text>\n",
-        W, H, W, H, W, H, W / 2);
+        "<text x=\"%d\" y=\"24\" text-anchor=\"middle\" font-size=\"16\">loss%s</text>\n",
+        W, H, W, H, W, H, W / 2, logy ? " (log scale)" : "");
 
     /* Grid, ticks and labels. The loops count ticks rather than add steps, so rounding
      * cannot add or drop one; 40 bounds them whatever the axis. */
@@ -287,7 +296,7 @@ static char *draw_svg(const rt_metrics *mt, size_t *out_len)
             "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n",
             x, y0, x, y1, x, y0, x, y0 + 5, x, y0 + 19, lab);
     }
-    for (int i = 0; i <= 40; i++) {
+    for (int i = 0; i <= 40 && !logy; i++) {
         double v = ay.lo + i * ay.step;
         if (v > ay.hi + ay.step * 1e-9)
             break;
@@ -298,6 +307,23 @@ static char *draw_svg(const rt_metrics *mt, size_t *out_len)
             "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"black\"/>"
             "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
             x0, y, x1, y, x0 - 5, y, x0, y, x0 - 8, y + 4, lab);
+    }
+    for (int i = 0; i <= 40 && logy; i++) {   /* decades, and 2x, 5x when few */
+        double e = ay.lo + i * ay.step;
+        if (e > ay.hi + 1e-9)
+            break;
+        for (int m = 1; m <= 5; m += m == 1 ? 1 : 3) {
+            double v = e + log10((double)m);
+            if ((m > 1 && (ay.step > 1 || ay.hi - ay.lo > 3)) || v > ay.hi + 1e-9)
+                continue;
+            double y = map(&ay, v, y0, y1);
+            char lab[32];
+            snprintf(lab, sizeof lab, "%g", (double)m * pow(10, e));
+            ADD("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e0e0e0\"/>"
+                "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"black\"/>"
+                "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
+                x0, y, x1, y, x0 - 5, y, x0, y, x0 - 8, y + 4, lab);
+        }
     }
     ADD("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
         "stroke=\"black\"/>\n"
@@ -310,7 +336,7 @@ static char *draw_svg(const rt_metrics *mt, size_t *out_len)
     double lx = 0, ly = 0;
     FOR_DRAWN(&mt->train, i) {
         lx = map(&ax, (double)mt->train.p[i].step, x0, x1);
-        ly = map(&ay, mt->train.p[i].v, y0, y1);
+        ly = map(&ay, YV(mt->train.p[i].v), y0, y1);
         ADD("%s%.1f,%.1f", drawn++ ? " " : "", lx, ly);
     }
     ADD("\"/>\n");
@@ -322,11 +348,11 @@ static char *draw_svg(const rt_metrics *mt, size_t *out_len)
     drawn = 0;
     FOR_DRAWN(&mt->val, i)
         ADD("%s%.1f,%.1f", drawn++ ? " " : "", map(&ax, (double)mt->val.p[i].step, x0, x1),
-            map(&ay, mt->val.p[i].v, y0, y1));
+            map(&ay, YV(mt->val.p[i].v), y0, y1));
     ADD("\"/>\n<g fill=\"%s\">", vc);
     FOR_DRAWN(&mt->val, i)
         ADD("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\"/>", map(&ax, (double)mt->val.p[i].step, x0, x1),
-            map(&ay, mt->val.p[i].v, y0, y1));
+            map(&ay, YV(mt->val.p[i].v), y0, y1));
     ADD("</g>\n");
 
     /* Legend, top right inside the plot. */
@@ -340,6 +366,7 @@ static char *draw_svg(const rt_metrics *mt, size_t *out_len)
         "<text x=\"%.1f\" y=\"%.1f\">validation</text>\n</svg>\n",
         lgx, lgy, lgx + 8, lgy + 14, lgx + 32, lgy + 14, tc, lgx + 40, lgy + 18,
         lgx + 8, lgy + 32, lgx + 32, lgy + 32, vc, lgx + 20, lgy + 32, vc, lgx + 40, lgy + 36);
+#undef YV
     *out_len = len;
     return svg;
 }

@@ -682,7 +682,8 @@ static int svg_sane(const char *svg)
 {
     CHECK(svg && strncmp(svg, "<?xml", 5) == 0);
     CHECK(strstr(svg, "<svg") && strstr(svg, "</svg>") && count(svg, "<polyline") == 2);
-    CHECK(strstr(svg, ">loss</text>") && strstr(svg, ">train</text>") &&
+    CHECK((strstr(svg, ">loss</text>") || strstr(svg, ">loss (log scale)</text>")) &&
+          strstr(svg, ">train</text>") &&
           strstr(svg, ">validation</text>") && strstr(svg, ">step</text>"));
     CHECK(!strstr(svg, "nan") && !strstr(svg, "inf") && !strstr(svg, "href"));
     CHECK(count(svg, "<") == count(svg, ">"));
@@ -738,6 +739,7 @@ static int test_metrics(void)
     svg = slurp(svgp, NULL);
     CHECK(svg_sane(svg));
     CHECK(polyline_points(svg, 0) == 98 && polyline_points(svg, 1) == 3);
+    CHECK(!strstr(svg, "log scale"));   /* 2.5 down to 0.025: two decades, linear */
     CHECK(count(svg, "r=\"3\"") == 3 + 1);   /* markers + the legend's */
     free(svg);
     rt_metrics_close(mt);
@@ -785,6 +787,9 @@ static int test_metrics(void)
     CHECK(svg_sane(svg));
     int np = polyline_points(svg, 0);
     CHECK(np >= 1900 && np <= 2001 && len < 64 * 1024);
+    /* 1 down to 1e-3: three decades, so a log scale with ticks at 0.001 ... 1 */
+    CHECK(strstr(svg, "(log scale)") && strstr(svg, ">0.001</text>") && strstr(svg, ">1</text>") &&
+          strstr(svg, ">0.01</text>"));
     free(svg);
     text = slurp(path, NULL);
     CHECK(text && text[0] == 0);   /* truncated on open */
@@ -810,13 +815,13 @@ static void child_metrics_unwritable(const void *arg)
 
 static int test_metrics_errors(void)
 {
-    /* A regular file where the folder should be: exits 2 naming the place. */
+    /* A regular file where the folder should be: bad input (--out), exits 1 naming it */
     write_raw(tpath("notadir"), "x", 1);
     char dir[300];
     snprintf(dir, sizeof dir, "%s/sub", tpath("notadir"));
     char err[4096];
     int code = run_child(child_metrics_unwritable, dir, err, sizeof err);
-    CHECK(code == 2 && strstr(err, "trainc: error: ") && strstr(err, "notadir"));
+    CHECK(code == 1 && strstr(err, "trainc: error: ") && strstr(err, "notadir"));
     return 1;
 }
 
