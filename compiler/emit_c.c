@@ -414,7 +414,8 @@ void emit_plan_json(Program *p, Buf *b)
     buf_printf(b, "  \"param_bytes\": %lld,\n  \"grad_bytes\": %lld,\n  \"optimizer_bytes\": %lld,\n",
                (long long)pbytes, (long long)pbytes, (long long)opt);
     static const char *pol[] = {"none", "selective", "full", "auto"};
-    buf_printf(b, "  \"recompute\": \"%s\",\n  \"recompute_flops\": %lld,\n", pol[p->policy],
+    buf_printf(b, "  \"recompute\": \"%s\",\n  \"recompute_full_blocks\": %d,\n  \"blocks\": %d,\n"
+               "  \"recompute_flops\": %lld,\n", pol[p->policy], p->full_blocks, p->n_blocks,
                (long long)(B * p->recompute_flops));
     buf_puts(b, "  \"buffers\": [\n");
     int first = 1;

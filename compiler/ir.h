@@ -196,6 +196,8 @@ typedef struct Program {
     const char *kprefix;     /* kernel names: "k" (training) or "ke" (evaluation) */
     int cur_block;           /* while lowering: the block of the node being lowered */
     int policy;              /* RT_RECOMPUTE_* applied */
+    int full_blocks;         /* with selective: blocks 0 .. full_blocks-1 recomputed in full */
+    int n_blocks;            /* top-level blocks (the highest Instr.block + 1) */
     int64_t recompute_flops; /* per sample, added by recomputation (estimate) */
     int64_t arena_row_bytes, noreuse_row_bytes, lower_bound_row_bytes;
     int64_t eval_row_bytes;  /* the validation plan's arena (set on the training program) */
@@ -207,8 +209,10 @@ void add_grad_hooks(Program *p); /* rt_grad_ready after each parameter's last gr
 void fuse(Program *p);
 void memplan(Program *p);
 /* Drops saved activations per the recompute policy and replays their producers in
- * the backward pass (recompute.c); run after fuse, before memplan. */
-void recompute(Program *p, int policy);
+ * the backward pass (recompute.c); run after fuse, before memplan. With selective,
+ * full_blocks > 0 recomputes the first full_blocks blocks in full (auto's steps
+ * between selective and full). */
+void recompute(Program *p, int policy, int full_blocks);
 
 /* ---- output --------------------------------------------------------------- */
 

@@ -16,14 +16,15 @@
 
 extern char **environ;
 
-/* graph -> autodiff -> lower -> fuse -> recompute -> memplan, for one policy */
-static void compile_train(Compiled *c, int policy)
+/* graph -> autodiff -> lower -> fuse -> recompute -> memplan, for one policy (with
+ * selective, the first full_blocks blocks recomputed in full) */
+static void compile_train(Compiled *c, int policy, int full_blocks)
 {
     c->graph = graph_build(c->spec);
     autodiff(c->graph);
     c->prog = lower(c->graph);
     fuse(c->prog);
-    recompute(c->prog, policy);
+    recompute(c->prog, policy, full_blocks);
     add_grad_hooks(c->prog);
     memplan(c->prog);
 }
@@ -43,14 +44,20 @@ Compiled *compile_spec(Spec *s)
     c->spec = s;
     int policy = s->train.recompute;
     if (policy != RT_RECOMPUTE_AUTO) {
-        compile_train(c, policy);
+        compile_train(c, policy, 0);
     } else {
-        /* the least recomputation whose plan fits the budget */
+        /* the least recomputation whose plan fits the budget: none, selective, then
+         * selective with the first 1, 2, ... blocks in full, then full */
         double budget = s->train.memory_budget_mb * 1048576.0;
-        static const int order[] = {RT_RECOMPUTE_NONE, RT_RECOMPUTE_SELECTIVE, RT_RECOMPUTE_FULL};
-        int fit = 0;
-        for (int i = 0; i < 3 && !fit; i++) {
-            compile_train(c, order[i]);
+        compile_train(c, RT_RECOMPUTE_NONE, 0);
+        int fit = (double)total_bytes(c, s->train.batch_size) <= budget;
+        int nb = c->prog->n_blocks;
+        for (int k = 0; k < nb && !fit; k++) {
+            compile_train(c, RT_RECOMPUTE_SELECTIVE, k);
+            fit = (double)total_bytes(c, s->train.batch_size) <= budget;
+        }
+        if (!fit) {
+            compile_train(c, RT_RECOMPUTE_FULL, 0);
             fit = (double)total_bytes(c, s->train.batch_size) <= budget;
         }
         if (!fit) {
@@ -378,10 +385,12 @@ static int cmd_run(int argc, char **argv)
 {
     int n = spec_args(argc, argv, 1, "run");
     Spec *s = spec_load(n, argv + 1);
-    /* the recomputation plan is compiled: those --set keys shape the program */
+    /* the recomputation plan is compiled: those --set keys shape the program (auto's
+     * choice depends on the batch size too) */
     for (int i = 1 + n; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--set") && (!strncmp(argv[i + 1], "recompute=", 10) ||
-                                          !strncmp(argv[i + 1], "memory_budget_mb=", 17)))
+                                          !strncmp(argv[i + 1], "memory_budget_mb=", 17) ||
+                                          !strncmp(argv[i + 1], "batch_size=", 11)))
             spec_set(s, argv[i + 1]);
     /* --set is applied by the runtime (as in a built trainer); check it here too so a
      * bad key fails before compiling */
@@ -493,6 +502,9 @@ static int cmd_plan(int argc, char **argv)
     static const char *pol[] = {"none", "selective", "full", "auto"};
     printf("  recompute             %14s (%s)\n", pol[c->prog->policy],
            s->train.recompute == RT_RECOMPUTE_AUTO ? "chosen by auto" : "as asked");
+    if (c->prog->policy == RT_RECOMPUTE_SELECTIVE && c->prog->full_blocks > 0)
+        printf("                          blocks 0-%d of %d recomputed in full\n",
+               c->prog->full_blocks - 1, c->prog->n_blocks);
     printf("  recompute FLOPs       %14lld per step (%.1f%% more than the step's %lld)\n",
            (long long)(B * c->prog->recompute_flops),
            100.0 * (double)c->prog->recompute_flops / (double)(g->flops_fwd + g->flops_bwd),

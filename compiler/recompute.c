@@ -15,6 +15,8 @@
  *   full       keep only what crosses a block boundary (a top-level layer, or an
  *              iteration of a top-level repeat); replay each block's forward during
  *              its backward, chains included
+ *   selective with full_blocks = k (auto only): the first k blocks as full, the
+ *              others as selective: steps of one block's memory between the two
  *
  * A replay reads exactly the values the original read (an input overwritten in
  * place since, like a GEMM output its bias epilogue updated, is replayed too), and
@@ -212,9 +214,16 @@ static int cheap(const Instr *in)
     return in->kind == I_CALL && !strncmp(in->text, "rt_layernorm_fwd(", 17);
 }
 
-void recompute(Program *p, int policy)
+void recompute(Program *p, int policy, int full_blocks)
 {
     p->policy = policy;
+    p->n_blocks = 0;
+    for (int i = 0; i < p->n_ins; i++)
+        if (p->ins[i]->block + 1 > p->n_blocks)
+            p->n_blocks = p->ins[i]->block + 1;
+    p->full_blocks = policy == RT_RECOMPUTE_FULL       ? p->n_blocks
+                     : policy == RT_RECOMPUTE_SELECTIVE ? (full_blocks < p->n_blocks ? full_blocks : p->n_blocks)
+                                                        : 0;
     if (policy == RT_RECOMPUTE_NONE)
         return;
     Graph *g = p->g;
@@ -249,8 +258,8 @@ void recompute(Program *p, int policy)
         Instr *w = p->ins[c.last_writer[id]];
         if (w->block < 0)
             continue;           /* the loss's gradient, the input conversion */
-        if (policy == RT_RECOMPUTE_FULL) {
-            /* keep what a later block reads: the block's output */
+        if (w->block < p->full_blocks) {
+            /* full: keep what a later block reads, the block's output */
             int crosses = 0;
             for (int i = c.last_writer[id] + 1; i < c.nf && !crosses; i++) {
                 Instr *in = p->ins[i];
@@ -282,7 +291,7 @@ void recompute(Program *p, int policy)
     /* selective: a producer's other saved outputs go with it (layernorm's statistics) */
     if (policy == RT_RECOMPUTE_SELECTIVE)
         for (int id = 0; id < nt; id++)
-            if (c.drop[id]) {
+            if (c.drop[id] && p->ins[c.last_writer[id]]->block >= p->full_blocks) {
                 Instr *w = p->ins[c.last_writer[id]];
                 for (int k = 0; k < w->n_writes; k++)
                     if (c.saved[tensor_base(w->writes[k])->id])

@@ -3,8 +3,8 @@
 # CNN and gpt_char, each policy gives bit-identical per-step losses and final weights
 # to "none". The plan: arena <= 1.10 x the lower bound for every spec and policy;
 # activation bytes none > selective > full for gpt_char and gpt2_124m; auto picks the
-# least recomputation that fits memory_budget_mb, and names what would fit when
-# nothing does.
+# least recomputation that fits memory_budget_mb (none, selective, selective with the
+# first k blocks in full, full), and names what would fit when nothing does.
 set -eu
 cd "$(dirname "$0")/.."
 TRAINC=${TRAINC:-build/trainc}
@@ -33,6 +33,20 @@ for spec in specs/mlp_fashion.json specs/cnn_fashion.json specs/gpt_char.json "$
     done
     echo "ok   $name: selective and full bit-identical to none"
 done
+# auto between selective and full: the first blocks in full, the others selective
+# (gpt_char at batch 8 and 35 MiB: blocks 0-3 of 8), bit-identical too
+"$TRAINC" run specs/gpt_char.json --set batch_size=8 --set memory_budget_mb=35 --set recompute=auto \
+    --set max_steps=6 --set log_every=1 --set data.val=null --threads 1 --quiet --out "$d/gpt_char.mixed" 2>/dev/null
+"$TRAINC" plan specs/gpt_char.json --set batch_size=8 --set memory_budget_mb=35 --set recompute=auto --json \
+    > "$d/mixed.json"
+$PY - "$d/mixed.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert p["recompute"] == "selective" and 0 < p["recompute_full_blocks"] < p["blocks"], p["recompute"]
+PY
+cmp "$d/gpt_char.none/model.safetensors" "$d/gpt_char.mixed/model.safetensors"
+diff <(grep -o '"loss":[^,]*' "$d/gpt_char.none/metrics.jsonl") <(grep -o '"loss":[^,]*' "$d/gpt_char.mixed/metrics.jsonl")
+echo "ok   gpt_char: auto at 35 MiB ($(grep -o '"recompute_full_blocks": [0-9]*' "$d/mixed.json")) bit-identical to none"
 for spec in specs/*.json; do
     for pol in none selective full; do
         "$TRAINC" plan "$spec" --json --set recompute=$pol > "$d/plan_$(basename "$spec" .json)_$pol.json"
@@ -53,6 +67,9 @@ for m in ("gpt_char", "gpt2_124m"):
     assert a[0] > a[1] > a[2], (m, a)
     print(f"ok   {m}: arena none {a[0]} > selective {a[1]} > full {a[2]}")
 print(f"ok   arena <= 1.10 x lower bound for {len(plans)} plans")
+m = json.load(open(d + "/mixed.json"))
+assert m["arena_bytes"] / m["lower_bound_bytes"] <= 1.10
+print(f"ok   gpt_char batch 8: auto's mixed plan {m['arena_bytes']} bytes, {m['recompute_full_blocks']} of {m['blocks']} blocks in full")
 PY
 # auto: a budget between selective's and none's totals picks selective; one below
 # full's total is refused with what would fit
