@@ -6,6 +6,8 @@
 #   bash bench/gpu_gpt2.sh [trainc]     results under $OUT/gpt2.jsonl
 #   POLICIES="none full" bash bench/gpu_gpt2.sh trainc    some policies only
 #   BATCH=80 POLICIES=none bash bench/gpu_gpt2.sh trainc  tokens/s at batch 80, no search
+#   BATCH=116 POLICIES=auto bash bench/gpu_gpt2.sh trainc the pack's auto trainer (planned
+#                                                          for batch 116 in 76000 MiB)
 #
 # For each policy: the largest batch whose trainer starts and runs 3 steps (doubling,
 # then bisection; the plan is allocated at start, so a batch that does not fit fails

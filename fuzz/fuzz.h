@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 static jmp_buf fuzz_back;
@@ -23,6 +24,30 @@ void __wrap_exit(int status)
         longjmp(fuzz_back, 1);
     }
     __real_exit(status);
+}
+
+/* File descriptors a rejected input leaves open (the real program exits): those in
+ * [lo, lo + 64) that were closed before the body ran are closed again after it jumps
+ * back; without this a reader's open file on an error path would pile up until fopen
+ * fails with EMFILE. fuzz_fds_mark before the body, fuzz_fds_close after a jump. */
+static int fuzz_fd_lo;
+static unsigned long long fuzz_fd_open;
+static void fuzz_fds_mark(void)
+{
+    int probe = dup(0);
+    if (probe >= 0)
+        close(probe);
+    fuzz_fd_lo = probe < 0 ? 3 : probe;
+    fuzz_fd_open = 0;
+    for (int i = 0; i < 64; i++)
+        if (fcntl(fuzz_fd_lo + i, F_GETFD) != -1)
+            fuzz_fd_open |= 1ull << i;
+}
+static void fuzz_fds_close(void)
+{
+    for (int i = 0; i < 64; i++)
+        if (!(fuzz_fd_open >> i & 1) && fcntl(fuzz_fd_lo + i, F_GETFD) != -1)
+            close(fuzz_fd_lo + i);
 }
 
 /* the input in a file of this process's own, with the given suffix; returns its path */
@@ -43,6 +68,7 @@ static const char *fuzz_file(const uint8_t *data, size_t size, const char *suffi
  * have exited, and thousands of stale mappings slow the fuzzer down) */
 #define FUZZ_RUN(...)                                                                         \
     do {                                                                                      \
+        fuzz_fds_mark();                                                                      \
         fuzz_armed = 1;                                                                       \
         fuzz_jumped = 1;                                                                      \
         if (!setjmp(fuzz_back)) {                                                             \
@@ -50,4 +76,6 @@ static const char *fuzz_file(const uint8_t *data, size_t size, const char *suffi
             fuzz_jumped = 0;                                                                  \
         }                                                                                     \
         fuzz_armed = 0;                                                                       \
+        if (fuzz_jumped)                                                                      \
+            fuzz_fds_close();                                                                 \
     } while (0)

@@ -21,6 +21,10 @@ for policy in none selective full; do   # bench/gpu_gpt2.sh: the policy is compi
     "$TRAINC" build specs/gpt2_124m.json --device both --arch "$ARCH" --set recompute=$policy \
         --bundle "$P/ship" -o gpt2_124m_$policy 2>>"$P/build.log"
 done
+# auto at twice PyTorch fp32's largest batch on an 80 GB H100 (58, bench/RESULTS.md):
+# issue 7's goal; run with BATCH=116 POLICIES=auto bash bench/gpu_gpt2.sh trainc
+"$TRAINC" build specs/gpt2_124m.json --device both --arch "$ARCH" --set batch_size=116 \
+    --set memory_budget_mb=76000 --set recompute=auto --bundle "$P/ship" -o gpt2_124m_auto 2>>"$P/build.log"
 "$TRAINC" build bench/wide_mlp.json --device both --arch "$ARCH" --bundle "$P/ship" -o wide_mlp 2>>"$P/build.log"
 cp build/tests/gpu/check_ops "$P/ship/"
 patchelf --set-rpath '$ORIGIN/lib' "$P/ship/check_ops"
