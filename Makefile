@@ -164,5 +164,5 @@ fuzz: fuzz-build
 	@for t in $(FUZZ_TARGETS); do mkdir -p fuzz/corpus/$$t $(B)/fuzz/new/$$t; \
 	  echo "fuzz_$$t: $(FUZZ_SECONDS) s"; \
 	  ASAN_OPTIONS=detect_leaks=0 $(B)/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) \
-	    -close_fd_mask=3 -timeout=10 -rss_limit_mb=4096 -max_len=65536 \
+	    -fork=1 -ignore_ooms=1 -close_fd_mask=3 -timeout=10 -rss_limit_mb=4096 -max_len=65536 \
 	    -artifact_prefix=$(B)/fuzz/ $(B)/fuzz/new/$$t fuzz/corpus/$$t || exit 1; done
