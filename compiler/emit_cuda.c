@@ -199,18 +199,21 @@ static long long num(const char *a, const Instr *in)
  * shapes are compile-time constants (templates/cuda/). */
 /* attention.cuh's kernels take heads up to 128 wide (shared memory); a wider head gets
  * a comment instead, and the runtime says so if the model runs on a GPU */
-static void att_instance(char *line, size_t n, const char *which, int64_t T, int64_t hd,
-                         int64_t causal)
+static void att_instance(Program *p, char *line, size_t n, const char *which, int64_t T,
+                         int64_t hd, int64_t causal)
 {
-    if (hd > 128)
+    if (hd > 128) {
         snprintf(line, n, "/* RT_ATTENTION_%s: no kernel for heads %lld wide (up to 128) */",
                  which, (long long)hd);
+        p->cuda_unsupported = xasprintf("attention heads %lld wide: the GPU kernels take up "
+                                        "to 128", (long long)hd);
+    }
     else
         snprintf(line, n, "RT_ATTENTION_%s(%lld, %lld, %lld)", which, (long long)T,
                  (long long)hd, (long long)causal);
 }
 
-static void instance(Buf *b, Buf *seen, const Instr *in)
+static void instance(Program *p, Buf *b, Buf *seen, const Instr *in)
 {
     char a[12][64];
     int n = call_args(in->text, a, 12);
@@ -222,10 +225,10 @@ static void instance(Buf *b, Buf *seen, const Instr *in)
     else if (!strncmp(in->text, "rt_cross_entropy(", 17) && n == 6)
         snprintf(line, sizeof line, "RT_CROSS_ENTROPY(%lld)", num(a[5], in));
     else if (!strncmp(in->text, "rt_attention_fwd(", 17) && n == 9)
-        att_instance(line, sizeof line, "FWD", num(a[5], in), num(a[6], in) / num(a[7], in),
+        att_instance(p, line, sizeof line, "FWD", num(a[5], in), num(a[6], in) / num(a[7], in),
                      num(a[8], in));
     else if (!strncmp(in->text, "rt_attention_bwd(", 17) && n == 11)
-        att_instance(line, sizeof line, "BWD", num(a[7], in), num(a[8], in) / num(a[9], in),
+        att_instance(p, line, sizeof line, "BWD", num(a[7], in), num(a[8], in) / num(a[9], in),
                      num(a[10], in));
     else if (!strncmp(in->text, "rt_embedding_fwd(", 17) && n == 7)
         snprintf(line, sizeof line, "RT_EMBEDDING_FWD(%lld)", num(a[6], in));
@@ -273,10 +276,10 @@ void emit_cuda(Program *p, Program *ev, Buf *b)
     Buf seen = {0};
     for (int i = 0; i < p->n_ins; i++)
         if (!p->ins[i]->dead && p->ins[i]->kind == I_CALL)
-            instance(b, &seen, p->ins[i]);
+            instance(p, b, &seen, p->ins[i]);
     for (int i = 0; i < ev->n_ins; i++)
         if (!ev->ins[i]->dead && ev->ins[i]->kind == I_CALL)
-            instance(b, &seen, ev->ins[i]);
+            instance(p, b, &seen, ev->ins[i]);
     free(seen.s);
     buf_puts(b, "\n/* ==== the fused elementwise kernels ==== */\n\n");
     for (int i = 0; i < p->n_ins; i++)

@@ -197,6 +197,7 @@ typedef struct Program {
     int cur_block;           /* while lowering: the block of the node being lowered */
     int policy;              /* RT_RECOMPUTE_* applied */
     int full_blocks;         /* with selective: blocks 0 .. full_blocks-1 recomputed in full */
+    const char *cuda_unsupported; /* set by emit_cuda: why this model cannot run on a GPU */
     int n_blocks;            /* top-level blocks (the highest Instr.block + 1) */
     int64_t recompute_flops; /* per sample, added by recomputation (estimate) */
     int64_t arena_row_bytes, noreuse_row_bytes, lower_bound_row_bytes;

@@ -310,6 +310,9 @@ static int cmd_build(int argc, char **argv)
     int cuda = strcmp(device, "cpu") != 0;
     Spec *s = load_with_sets(argc, argv, 1, n, 1);
     Compiled *c = compile_spec(s);
+    if (cuda && c->prog->cuda_unsupported)
+        error_input("build: --device %s: %s (not supported on the GPU yet); build with "
+                    "--device cpu", device, c->prog->cuda_unsupported);
     /* --bundle DIR: the executable is DIR/NAME (NAME from -o, else the spec's name) */
     if (bundle) {
         const char *base = out ? strrchr(out, '/') : NULL;

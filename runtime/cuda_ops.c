@@ -254,7 +254,8 @@ static int64_t att_head(int64_t d, int64_t H)
     if (H > GYZ)
         rt_die("attention: %lld heads exceed the grid", (long long)H);
     if (d / H > 128)
-        rt_die("attention: heads %lld wide; the GPU kernels take up to 128", (long long)(d / H));
+        rt_fail("attention heads %lld wide are not supported on the GPU yet (the kernels take "
+                "up to 128)\n  hint: --device cpu", (long long)(d / H));
     return d / H;
 }
 

@@ -53,6 +53,15 @@ expect 1 "not an architecture" "$TRAINC" build specs/mlp_fashion.json --device c
 [ ! -e "$d/x" ]
 echo "ok   --arch checked"
 
+# attention heads wider than the GPU kernels take (128): build --device cuda refuses
+# with the reason, --device cpu builds
+sed 's/"dim": 128/"dim": 256/; s/"out": 128}/"out": 256}/; s/"heads": 4/"heads": 1/' \
+    specs/gpt_char.json > "$d/wide_heads.json"
+expect 1 "attention heads 256 wide" "$TRAINC" build "$d/wide_heads.json" --device cuda -o "$d/w"
+[ ! -e "$d/w" ]
+"$TRAINC" check "$d/wide_heads.json" >/dev/null
+echo "ok   heads wider than 128: build --device cuda refuses, the spec is fine for the CPU"
+
 # --bundle: the executable and its libraries, found through $ORIGIN/lib
 "$TRAINC" build specs/mlp_fashion.json --device both --arch sm_90 --bundle "$d/ship" 2>"$d/bundle.log"
 exe="$d/ship/mlp_fashion"
