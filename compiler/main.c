@@ -200,6 +200,14 @@ static Spec *load_with_sets(int argc, char **argv, int at, int n, int allow_sets
     return s;
 }
 
+/* The words of s (split at spaces and tabs) appended to args[*na ..], up to args[max - 1]. */
+static void add_words(char **args, int *na, int max, const char *s)
+{
+    char *copy = s ? xstrdup(s) : NULL;
+    for (char *w = copy ? strtok(copy, " \t") : NULL; w && *na < max; w = strtok(NULL, " \t"))
+        args[(*na)++] = w;
+}
+
 static int cmd_check(int argc, char **argv)
 {
     int n = spec_args(argc, argv, 1, "check");
@@ -336,10 +344,8 @@ static int cmd_build(int argc, char **argv)
     char *args[80] = {(char *)cc, "-std=gnu11", "-O2", "-ffp-contract=off", "-w", inc, ddef, host,
                       kern};
     int na = 9;
-    /* TRAINC_CFLAGS: more compiler flags, split at spaces (-march=native, sanitizers) */
-    char *uflags = getenv("TRAINC_CFLAGS") ? xasprintf("%s", getenv("TRAINC_CFLAGS")) : NULL;
-    for (char *f = uflags ? strtok(uflags, " \t") : NULL; f && na < 40; f = strtok(NULL, " \t"))
-        args[na++] = f;
+    /* TRAINC_CFLAGS: more compiler flags (-march=native, sanitizers) */
+    add_words(args, &na, 40, getenv("TRAINC_CFLAGS"));
     if (cuda) {
         double t = rt_now();
         args[na++] = build_cuda_image(c->em.kernels_cu.s, arch, tmpl);
@@ -363,9 +369,7 @@ static int cmd_build(int argc, char **argv)
 #define TRAINC_LINK_EXTRA ""
 #endif
     /* MPI's link flags, as the Makefile found them (mpicc --showme:link) */
-    char *extra = xstrdup(TRAINC_LINK_EXTRA);
-    for (char *tok = strtok(extra, " "); tok && na < 74; tok = strtok(NULL, " "))
-        args[na++] = tok;
+    add_words(args, &na, 74, TRAINC_LINK_EXTRA);
     args[na++] = "-o";
     args[na++] = tmpout;
     args[na] = NULL;

@@ -296,29 +296,24 @@ static char *draw_svg(const rt_metrics *mt, size_t *out_len)
             "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n",
             x, y0, x, y1, x, y0, x, y0 + 5, x, y0 + 19, lab);
     }
-    for (int i = 0; i <= 40 && !logy; i++) {
-        double v = ay.lo + i * ay.step;
-        if (v > ay.hi + ay.step * 1e-9)
+    /* y ticks at nice numbers; on a log scale at powers of ten, and 2 and 5 times them
+     * when the axis spans at most three decades */
+    static const double mult[] = {1, 2, 5};
+    const int nm = logy && ay.step == 1 && ay.hi - ay.lo <= 3 ? 3 : 1;
+    for (int i = 0; i <= 40; i++) {
+        double base = ay.lo + i * ay.step;
+        if (base > ay.hi + ay.step * 1e-9)
             break;
-        double y = map(&ay, v, y0, y1);
-        char lab[32];
-        tick_label(lab, sizeof lab, v, ay.step, 0);
-        ADD("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e0e0e0\"/>"
-            "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"black\"/>"
-            "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
-            x0, y, x1, y, x0 - 5, y, x0, y, x0 - 8, y + 4, lab);
-    }
-    for (int i = 0; i <= 40 && logy; i++) {   /* decades, and 2x, 5x when few */
-        double e = ay.lo + i * ay.step;
-        if (e > ay.hi + 1e-9)
-            break;
-        for (int m = 1; m <= 5; m += m == 1 ? 1 : 3) {
-            double v = e + log10((double)m);
-            if ((m > 1 && (ay.step > 1 || ay.hi - ay.lo > 3)) || v > ay.hi + 1e-9)
-                continue;
-            double y = map(&ay, v, y0, y1);
+        for (int k = 0; k < nm; k++) {
+            double v = logy ? base + log10(mult[k]) : base;
+            if (v > ay.hi + ay.step * 1e-9)
+                break;
             char lab[32];
-            snprintf(lab, sizeof lab, "%g", (double)m * pow(10, e));
+            if (logy)
+                snprintf(lab, sizeof lab, "%g", mult[k] * pow(10, base));
+            else
+                tick_label(lab, sizeof lab, v, ay.step, 0);
+            double y = map(&ay, v, y0, y1);
             ADD("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e0e0e0\"/>"
                 "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"black\"/>"
                 "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",

@@ -20,6 +20,8 @@ np.save(f"{d}/y_ok.npy", np.zeros((10,), np.int32))
 np.save(f"{d}/y_big.npy", np.full((10,), 12, np.int32))
 np.save(f"{d}/y_short.npy", np.zeros((9,), np.int32))
 np.save(f"{d}/x_be.npy", np.zeros((10, 1, 28, 28), ">f4"))
+np.save(f"{d}/x_empty.npy", np.zeros((0, 1, 28, 28), np.uint8))
+np.save(f"{d}/y_empty.npy", np.zeros((0,), np.int32))
 open(f"{d}/x_trunc.npy", "wb").write(open(f"{d}/x_ok.npy", "rb").read()[:500])
 open(f"{d}/x_magic.npy", "wb").write(b"NOTNUMPY" + bytes(100))
 h = json.dumps({"1.weight": {"dtype": "F32", "shape": [3, 3], "data_offsets": [0, 36]}}).encode()
@@ -59,8 +61,6 @@ t init_shape        "1.weight"            --init $d/w_shape.safetensors
 t init_truncated    "w_trunc.safetensors" --init $d/w_trunc.safetensors
 t device_cuda       "CUDA"                --device cuda
 t resume_absent     "no complete checkpoint" --resume $d
-np_empty() { $PY -c "import numpy as np; np.save('$d/x_empty.npy', np.zeros((0, 1, 28, 28), np.uint8)); np.save('$d/y_empty.npy', np.zeros((0,), np.int32))"; }
-np_empty
 t empty_dataset     "x_empty.npy"         --set data.train.x=$d/x_empty.npy --set data.train.y=$d/y_empty.npy --set data.val=null
 
 # weights with a tensor missing or one too many: from a real model.safetensors

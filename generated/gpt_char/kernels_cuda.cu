@@ -332,6 +332,70 @@ __device__ __forceinline__ float att_sum8(float v)
     return v;
 }
 
+/* A thread's RS x CS pairs (row ty + 16 r of tile A, row tx + 8 j of tile B) of the
+ * product s = A B^T (rows of HD + 1 floats). */
+template <int RS, int CS, int HD>
+__device__ __forceinline__ void att_dots(float (*A)[HD + 1], float (*B)[HD + 1], float (*s)[CS])
+{
+    const int tx = threadIdx.x & 7, ty = threadIdx.x >> 3;
+    for (int r = 0; r < RS; r++)
+        for (int j = 0; j < CS; j++)
+            s[r][j] = 0.0f;
+    for (int c = 0; c < HD; c++) {
+        float a[RS], bb[CS];
+        for (int r = 0; r < RS; r++)
+            a[r] = A[ty + 16 * r][c];
+        for (int j = 0; j < CS; j++)
+            bb[j] = B[tx + 8 * j][c];
+        for (int r = 0; r < RS; r++)
+            for (int j = 0; j < CS; j++)
+                s[r][j] += a[r] * bb[j];
+    }
+}
+
+/* A thread's RS x CS pairs (row ty + 16 r of tile A, row tx + 8 j of tile B) of two
+ * products at once: s = A B^T and dp = A2 B2^T (rows of HD + 1 floats). */
+template <int RS, int CS, int HD>
+__device__ __forceinline__ void att_dots2(float (*A)[HD + 1], float (*B)[HD + 1],
+                                          float (*A2)[HD + 1], float (*B2)[HD + 1],
+                                          float (*s)[CS], float (*dp)[CS])
+{
+    const int tx = threadIdx.x & 7, ty = threadIdx.x >> 3;
+    for (int r = 0; r < RS; r++)
+        for (int j = 0; j < CS; j++)
+            s[r][j] = dp[r][j] = 0.0f;
+    for (int c = 0; c < HD; c++) {
+        float a[RS], a2[RS], bb[CS], b2[CS];
+        for (int r = 0; r < RS; r++)
+            a[r] = A[ty + 16 * r][c], a2[r] = A2[ty + 16 * r][c];
+        for (int j = 0; j < CS; j++)
+            bb[j] = B[tx + 8 * j][c], b2[j] = B2[tx + 8 * j][c];
+        for (int r = 0; r < RS; r++)
+            for (int j = 0; j < CS; j++) {
+                s[r][j] += a[r] * bb[j];
+                dp[r][j] += a2[r] * b2[j];
+            }
+    }
+}
+
+/* acc[r][u] += sum_j P[ty + 16 r][j] * M[j][tx + 8 u] over the W columns of P (rows of
+ * W + 1 floats) and the rows of M (HD + 1 floats): a thread's rows of P M. */
+template <int RS, int CO, int W, int HD>
+__device__ __forceinline__ void att_acc(float (*acc)[CO], float (*P)[W + 1], float (*M)[HD + 1])
+{
+    const int tx = threadIdx.x & 7, ty = threadIdx.x >> 3;
+    for (int j = 0; j < W; j++) {
+        float a[RS], bb[CO];
+        for (int r = 0; r < RS; r++)
+            a[r] = P[ty + 16 * r][j];
+        for (int u = 0; u < CO; u++)
+            bb[u] = tx + 8 * u < HD ? M[j][tx + 8 * u] : 0.0f;
+        for (int r = 0; r < RS; r++)
+            for (int u = 0; u < CO; u++)
+                acc[r][u] += a[r] * bb[u];
+    }
+}
+
 /* Launch: grid (ceil(T / BQ), H, B), 128 threads, BQ = 16 * rt_att_fr(HD); block x
  * takes query tile ceil(T / BQ) - 1 - x (causal: the long rows first). For each tile
  * of BK keys the tile's rows see:
@@ -373,19 +437,7 @@ __device__ __forceinline__ void attention_fwd(const act_t *qkv, float *lse, act_
             att_load<BK, HD>(vs, v + (int64_t)k0 * ld, ld, nk);
             __syncthreads();
             float s[RS][CS];
-            for (int r = 0; r < RS; r++)
-                for (int c = 0; c < CS; c++)
-                    s[r][c] = 0.0f;
-            for (int c = 0; c < HD; c++) {
-                float a[RS], bb[CS];
-                for (int r = 0; r < RS; r++)
-                    a[r] = qs[ty + 16 * r][c];
-                for (int j = 0; j < CS; j++)
-                    bb[j] = ks[tx + 8 * j][c];
-                for (int r = 0; r < RS; r++)
-                    for (int j = 0; j < CS; j++)
-                        s[r][j] += a[r] * bb[j];
-            }
+            att_dots<RS, CS, HD>(qs, ks, s);
             for (int r = 0; r < RS; r++) {
                 const int i = ty + 16 * r;
                 float mx = ninf;
@@ -409,16 +461,7 @@ __device__ __forceinline__ void attention_fwd(const act_t *qkv, float *lse, act_
                     acc[r][u] *= al;
             }
             __syncthreads();
-            for (int j = 0; j < BK; j++) {
-                float a[RS], bb[CO];
-                for (int r = 0; r < RS; r++)
-                    a[r] = ps[ty + 16 * r][j];
-                for (int u = 0; u < CO; u++)
-                    bb[u] = tx + 8 * u < HD ? vs[j][tx + 8 * u] : 0.0f;
-                for (int r = 0; r < RS; r++)
-                    for (int u = 0; u < CO; u++)
-                        acc[r][u] += a[r] * bb[u];
-            }
+            att_acc<RS, CO, BK, HD>(acc, ps, vs);
         }
         for (int r = 0; r < RS; r++) {
             const int i = ty + 16 * r;
@@ -441,31 +484,6 @@ __device__ __forceinline__ void attention_fwd(const act_t *qkv, float *lse, act_
     {                                                                                         \
         attention_fwd<T, HD, CAUSAL>(qkv, lse, y, H);                                         \
     }
-
-/* A thread's RS x CS pairs (row ty + 16 r of tile A, row tx + 8 j of tile B) of two
- * products at once: s = A B^T and dp = A2 B2^T (rows of HD + 1 floats). */
-template <int RS, int CS, int HD>
-__device__ __forceinline__ void att_dots2(float (*A)[HD + 1], float (*B)[HD + 1],
-                                          float (*A2)[HD + 1], float (*B2)[HD + 1],
-                                          float (*s)[CS], float (*dp)[CS])
-{
-    const int tx = threadIdx.x & 7, ty = threadIdx.x >> 3;
-    for (int r = 0; r < RS; r++)
-        for (int j = 0; j < CS; j++)
-            s[r][j] = dp[r][j] = 0.0f;
-    for (int c = 0; c < HD; c++) {
-        float a[RS], a2[RS], bb[CS], b2[CS];
-        for (int r = 0; r < RS; r++)
-            a[r] = A[ty + 16 * r][c], a2[r] = A2[ty + 16 * r][c];
-        for (int j = 0; j < CS; j++)
-            bb[j] = B[tx + 8 * j][c], b2[j] = B2[tx + 8 * j][c];
-        for (int r = 0; r < RS; r++)
-            for (int j = 0; j < CS; j++) {
-                s[r][j] += a[r] * bb[j];
-                dp[r][j] += a2[r] * b2[j];
-            }
-    }
-}
 
 /* Backward, first kernel: the query side.
  *
@@ -540,16 +558,7 @@ __device__ __forceinline__ void attention_bwd_q(const act_t *qkv, const float *l
                         masked ? 0.0f : expf(scale * s[r][j] - Lt[i]) * (dp[r][j] - Dt[i]);
                 }
             __syncthreads();
-            for (int j = 0; j < BK; j++) {
-                float a[RS], bb[CO];
-                for (int r = 0; r < RS; r++)
-                    a[r] = ds[ty + 16 * r][j];
-                for (int u = 0; u < CO; u++)
-                    bb[u] = tx + 8 * u < HD ? ks[j][tx + 8 * u] : 0.0f;
-                for (int r = 0; r < RS; r++)
-                    for (int u = 0; u < CO; u++)
-                        acc[r][u] += a[r] * bb[u];
-            }
+            att_acc<RS, CO, BK, HD>(acc, ds, ks);
         }
         for (int r = 0; r < RS; r++) {
             const int i = ty + 16 * r;
