@@ -846,6 +846,10 @@ int rt_main(const rt_model *m, int argc, char **argv)
             }
             step_loss /= (double)k;
             double now_stop = 0;
+            /* a signal counts at this step only if every rank saw it: with several ranks,
+             * one that lands after the exchange below waits for the next step's, or this
+             * rank would stop while the others go on (and wait on it forever) */
+            int sig_stop = g_signal != 0;
             if (r->world > 1) {
                 /* the mean loss over ranks, and stop requests any rank has (a signal,
                  * its clock) become every rank's, so all stop at the same step */
@@ -853,8 +857,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
                                !isnan(c->max_time) && rt_now() - r->t0 >= c->max_time ? 1.0 : 0.0};
                 rt_allreduce_sum_f64(v, 3);
                 step_loss = v[0] / (double)r->world;
-                if (v[1] > 0)
-                    g_signal = SIGTERM;
+                sig_stop = v[1] > 0;
                 now_stop = v[2];
                 samples *= r->world;
             }
@@ -981,7 +984,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
             if (end < 0 && !isnan(c->max_time) &&
                 (r->world > 1 ? now_stop > 0 : now - r->t0 >= c->max_time))
                 end = END_MAX_TIME;
-            if (end < 0 && g_signal)
+            if (end < 0 && sig_stop)
                 end = END_INTERRUPTED;
             if (end < 0 && c->has_checkpoint && s->step % c->ckpt_every_steps == 0)
                 checkpoint(r, s);
