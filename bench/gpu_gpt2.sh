@@ -13,8 +13,10 @@
 # then bisection; the plan is allocated at start, so a batch that does not fit fails
 # at once with exit 2), and tokens/s there; PyTorch's largest batch with and without
 # torch.utils.checkpoint (same search) and tokens/s; then trainc none at PyTorch's
-# batch. Random tokens in llm.c's shard format. Both sides in fp32 (trainc has no
-# bf16 storage yet); PyTorch bf16 is printed for reference.
+# batch. Random tokens in llm.c's shard format. The trainers are what
+# specs/gpt2_124m.json asks for, bf16-mixed, and PyTorch runs with bf16 autocast
+# (PREC=fp32 compares against fp32 PyTorch, for trainers built with
+# --set precision=fp32); torch.compile is printed at PyTorch's batch for reference.
 set -u
 ROOT=$(pwd)
 OUT=${OUT:-/tmp/gpu-out}
@@ -43,8 +45,10 @@ WHAT=${1:-all}   # all | trainc (its side alone)
 fits_trainc() {   # fits_trainc POLICY B: runs 3 steps?
     "$S/gpt2_124m_$1" "${GX[@]}" --set batch_size=$2 --set max_steps=3 --out "$D/g.$1.$2" >/dev/null 2>&1
 }
+TP=(--bf16); TL=bf16
+[ "${PREC:-bf16}" = fp32 ] && TP=() && TL=fp32
 fits_torch() {    # fits_torch B [--ckpt]
-    python3 "$ROOT/bench/gpu_gpt2_torch.py" "$@" --steps 4 | grep -qv '"oom"'
+    python3 "$ROOT/bench/gpu_gpt2_torch.py" "$@" "${TP[@]}" --steps 4 | grep -qv '"oom"'
 }
 largest() {       # largest CMD...: the largest B for which CMD... B succeeds (1..512)
     local lo=0 hi=1
@@ -63,7 +67,7 @@ import json, sys
 r = [json.loads(l) for l in open(sys.argv[1])]
 t = [x["tokens_per_s"] for x in r if "tokens_per_s" in x][3:]
 s = r[0]; m = [x for x in r if x.get("event") == "device_memory"]
-print(json.dumps({"impl": "trainc+fp32", "recompute": sys.argv[2], "batch": int(sys.argv[3]),
+print(json.dumps({"impl": "trainc+" + s.get("precision", "?"), "recompute": sys.argv[2], "batch": int(sys.argv[3]),
                   "tokens_per_s": round(sum(t) / max(1, len(t)), 1), "device_bytes": s.get("device_bytes"),
                   "used_bytes": m[0]["used_bytes"] if m else None}))
 PY
@@ -76,11 +80,11 @@ PY
     done
     [ "$WHAT" = trainc ] && exit 0
     tb=$(largest fits_torch)
-    echo "{\"impl\":\"torch+fp32\",\"largest_batch\":$tb}"
-    python3 "$ROOT/bench/gpu_gpt2_torch.py" $tb --steps 12
+    echo "{\"impl\":\"torch+$TL\",\"largest_batch\":$tb}"
+    python3 "$ROOT/bench/gpu_gpt2_torch.py" $tb "${TP[@]}" --steps 12
     cb=$(largest fits_torch --ckpt)
-    echo "{\"impl\":\"torch+fp32+checkpoint\",\"largest_batch\":$cb}"
-    python3 "$ROOT/bench/gpu_gpt2_torch.py" $cb --ckpt --steps 12
+    echo "{\"impl\":\"torch+$TL+checkpoint\",\"largest_batch\":$cb}"
+    python3 "$ROOT/bench/gpu_gpt2_torch.py" $cb --ckpt "${TP[@]}" --steps 12
     [ "$tb" -gt 0 ] && speed_trainc none $tb
-    python3 "$ROOT/bench/gpu_gpt2_torch.py" $tb --bf16 --steps 12
+    python3 "$ROOT/bench/gpu_gpt2_torch.py" $tb "${TP[@]}" --compile --steps 12
 } 2>>"$OUT/gpt2.err" | tee "$OUT/gpt2.jsonl"

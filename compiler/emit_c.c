@@ -234,17 +234,19 @@ static void emit_plan_comment(Buf *b, Program *p, const char *title)
     Graph *g = p->g;
     buf_printf(b, " *\n * %s\n * One arena of Bmax * %lld bytes (without reuse: Bmax * %lld; the most live at\n"
                   " * once: Bmax * %lld). A buffer's byte offset is Bmax * its offset below, so any\n"
-                  " * batch size fits the same plan.\n *\n",
+                  " * batch size fits the same plan.%s\n *\n",
                title, (long long)p->arena_row_bytes, (long long)p->noreuse_row_bytes,
-               (long long)p->lower_bound_row_bytes);
+               (long long)p->lower_bound_row_bytes,
+               g->act16 ? "\n * bf16-mixed: the GPU's plan, activations in bf16 (2 bytes), the saved\n"
+                          " * statistics marked (fp32) in fp32; the CPU runs it at twice the offsets." : "");
     buf_puts(b, " *   offset      bytes/row  live     buffer                      shape\n");
     for (int i = 0; i < g->n_tensors; i++) {
         Tensor *t = g->tensors[i];
         if (!t->has_offset)
             continue;
-        buf_printf(b, " *   %-10lld  %-9lld  %3d-%-3d  %-26s  %s  %s\n", (long long)t->offset,
+        buf_printf(b, " *   %-10lld  %-9lld  %3d-%-3d  %-26s  %s  %s%s\n", (long long)t->offset,
                    (long long)t->row_bytes, t->first, t->last, t->name, shape_of(t, 1),
-                   t->what ? t->what : "");
+                   t->what ? t->what : "", g->act16 && !tensor_bf16(g, t) ? " (fp32)" : "");
     }
     for (int i = 0; i < g->n_tensors; i++) {
         Tensor *t = g->tensors[i];
@@ -269,8 +271,13 @@ static void emit_model_h(Program *p, Program *ev, Buf *b)
                             " * gradients and scratch buffers.");
     emit_plan_comment(b, ev, "The plan for validation (forward only, no gradients), in the same memory.");
     buf_puts(b, " */\n#ifndef TRAINC_MODEL_H\n#define TRAINC_MODEL_H\n\n#include \"trainc_rt.h\"\n\n");
-    buf_puts(b, "/* the arena at a per-row offset */\n"
-                "#define ACT(off) ((float *)(e->arena + e->Bmax * (int64_t)(off)))\n\n");
+    if (p->g->act16)
+        buf_puts(b, "/* the arena at a per-row offset: bf16-mixed, so the plan is the GPU's (bf16\n"
+                    " * activations); the CPU computes in fp32 at twice the offsets (arena_scale 2) */\n"
+                    "#define ACT(off) ((float *)(e->arena + e->Bmax * (int64_t)(off) * e->arena_scale))\n\n");
+    else
+        buf_puts(b, "/* the arena at a per-row offset */\n"
+                    "#define ACT(off) ((float *)(e->arena + e->Bmax * (int64_t)(off)))\n\n");
     for (int i = 0; i < p->n_ins; i++)
         if (!p->ins[i]->dead && p->ins[i]->kind == I_EW)
             buf_printf(b, "void k%d(rt_exec *e, int64_t lo, int64_t hi);\n", p->ins[i]->id);
@@ -372,6 +379,8 @@ static void emit_host_c(Program *p, Program *ev, Buf *b)
                    (long long)g->pred->numel);
     }
     buf_printf(b, "    .gpu_scratch_row_bytes = %lld,\n", (long long)cuda_scratch_row_bytes(p));
+    if (g->act16)
+        buf_puts(b, "    .act_bf16 = 1,\n");
     buf_printf(b, "    .train_defaults = train_defaults,\n    .n_train_defaults = %d,\n",
                s->n_train_lines);
     buf_puts(b, "    .forward = forward,\n    .backward = backward,\n    .evaluate = evaluate,\n"
@@ -413,6 +422,9 @@ void emit_plan_json(Program *p, Buf *b)
                (long long)(B * p->noreuse_row_bytes), (long long)(B * p->lower_bound_row_bytes));
     buf_printf(b, "  \"param_bytes\": %lld,\n  \"grad_bytes\": %lld,\n  \"optimizer_bytes\": %lld,\n",
                (long long)pbytes, (long long)pbytes, (long long)opt);
+    /* bf16-mixed: the plan is the GPU's; the CPU's arena is twice arena_bytes */
+    buf_printf(b, "  \"activations\": \"%s\",\n  \"param_copy_bytes\": %lld,\n",
+               g->act16 ? "bf16" : "fp32", (long long)(g->act16 ? pbytes / 2 : 0));
     static const char *pol[] = {"none", "selective", "full", "auto"};
     buf_printf(b, "  \"recompute\": \"%s\",\n  \"recompute_full_blocks\": %d,\n  \"blocks\": %d,\n"
                "  \"recompute_flops\": %lld,\n", pol[p->policy], p->full_blocks, p->n_blocks,
@@ -424,10 +436,10 @@ void emit_plan_json(Program *p, Buf *b)
         if (!t->has_offset)
             continue;
         buf_printf(b, "%s    {\"name\": \"%s\", \"shape\": \"%s\", \"row_bytes\": %lld, \"offset\": %lld, "
-                      "\"bytes\": %lld, \"byte_offset\": %lld, \"live\": [%d, %d]}",
+                      "\"bytes\": %lld, \"byte_offset\": %lld, \"live\": [%d, %d], \"dtype\": \"%s\"}",
                    first ? "" : ",\n", t->name, shape_of(t, 1), (long long)t->row_bytes,
                    (long long)t->offset, (long long)(B * t->row_bytes), (long long)(B * t->offset),
-                   t->first, t->last);
+                   t->first, t->last, tensor_bf16(g, t) ? "bf16" : "fp32");
         first = 0;
     }
     buf_puts(b, "\n  ],\n  \"instructions\": [\n");

@@ -29,8 +29,8 @@ static char *devicify(const char *s)
 
 /* The fused ops of one element i. In the 16-byte loop (`lanes`), the tensors read or
  * written at i are lane l of the float4 registers r_NAME / w_NAME. */
-static void emit_body(Buf *b, Instr *in, Tensor **t, const int *vec, int n, const char *ind,
-                      int lanes)
+static void emit_body(Buf *b, const Graph *g, Instr *in, Tensor **t, const int *vec, int n,
+                      const char *ind, int lanes)
 {
     for (int k = 0; k < in->n_ops; k++) {
         EwOp *op = &in->ops[k];
@@ -47,6 +47,9 @@ static void emit_body(Buf *b, Instr *in, Tensor **t, const int *vec, int n, cons
                 v |= t[q] == o->t && vec[q];
             if (v)
                 buf_printf(&e, "((const float *)&r_%s)[l]", o->t->name);
+            else if (o->t && tensor_bf16(g, o->t))   /* act_t: converted by rt_ld */
+                buf_printf(&e, o->index ? "rt_ld(%s + (%s))" : "rt_ld(%s + %s)", o->t->name,
+                           o->index ? o->index : "i");
             else if (o->t)
                 buf_printf(&e, "%s[%s]", o->t->name, o->index ? o->index : "i");
             else
@@ -60,6 +63,8 @@ static void emit_body(Buf *b, Instr *in, Tensor **t, const int *vec, int n, cons
             if (in->writes[q] == op->out) {
                 if (lanes)
                     buf_printf(b, "%s((float *)&w_%s)[l] = v%d;\n", ind, op->out->name, k);
+                else if (tensor_bf16(g, op->out))
+                    buf_printf(b, "%srt_st(%s + i, v%d);\n", ind, op->out->name, k);
                 else
                     buf_printf(b, "%s%s[i] = v%d;\n", ind, op->out->name, k);
             }
@@ -78,7 +83,7 @@ static int uses_i(const char *s)
     return 0;
 }
 
-static void cuda_kernel(Buf *b, Instr *in, const char *kp)
+static void cuda_kernel(Buf *b, const Graph *g, Instr *in, const char *kp)
 {
     Tensor *t[64];
     char w[64];
@@ -96,12 +101,13 @@ static void cuda_kernel(Buf *b, Instr *in, const char *kp)
         for (int k = 0; k < in->n_ops && w[q]; k++)
             for (int j = 0; j < in->ops[k].n_arg; j++)
                 both |= in->ops[k].arg[j].t == t[q];
-        buf_printf(b, "%s%s%s *%s%s", q ? ", " : "", w[q] ? "" : "const ", c_type(t[q]->dtype),
-                   both ? "" : "__restrict__ ", t[q]->name);
+        buf_printf(b, "%s%s%s *%s%s", q ? ", " : "", w[q] ? "" : "const ",
+                   tensor_bf16(g, t[q]) ? "act_t" : c_type(t[q]->dtype), both ? "" : "__restrict__ ",
+                   t[q]->name);
     }
     buf_printf(b, "%sint64_t B, int64_t n, uint64_t rng_key, int train)\n{\n", n ? ", " : "");
-    /* the fp32 tensors read or written at i go through 16-byte accesses, four
-     * elements a thread, when all of them are 16-byte aligned; the rest (broadcast
+    /* the fp32 (and act_t) tensors read or written at i go through vector accesses,
+     * four elements a thread, when all of them are 16-byte aligned; the rest (broadcast
      * operands like a bias, raw inputs) is read element by element */
     int vec[64] = {0}, nvec = 0;
     for (int q = 0; q < n; q++) {
@@ -138,7 +144,7 @@ static void cuda_kernel(Buf *b, Instr *in, const char *kp)
                 buf_printf(b, "            float4 w_%s;\n", t[q]->name);
             }
         Buf lane = {0};
-        emit_body(&lane, in, t, vec, n, "                ", 1);
+        emit_body(&lane, g, in, t, vec, n, "                ", 1);
         buf_puts(b, "#pragma unroll\n            for (int l = 0; l < 4; l++) {\n");
         if (uses_i(lane.s))   /* a broadcast operand, or dropout's counter */
             buf_puts(b, "                const int64_t i = 4 * q + l;\n");
@@ -151,7 +157,7 @@ static void cuda_kernel(Buf *b, Instr *in, const char *kp)
         buf_puts(b, "        }\n    }\n");
     }
     buf_puts(b, "    for (int64_t i = done + first; i < n; i += stride) {\n");
-    emit_body(b, in, t, vec, n, "        ", 0);
+    emit_body(b, g, in, t, vec, n, "        ", 0);
     buf_puts(b, "    }\n}\n\n");
 }
 
@@ -270,6 +276,11 @@ void emit_cuda(Program *p, Program *ev, Buf *b)
                   " * of them), their instances for this model's shapes, then the fused\n"
                   " * elementwise kernels, the twins of kernels_cpu.c. */\n\n",
                TRAINC_VERSION, p->g->spec->name);
+    if (p->g->act16)
+        buf_puts(b, "/* bf16-mixed: activations and their gradients are stored as bf16 (act_t,\n"
+                    " * common.cuh); parameters, their gradients, optimizer state and the saved\n"
+                    " * statistics stay fp32, and all arithmetic is fp32. */\n"
+                    "#define RT_ACT_BF16 1\n\n");
     for (int i = 0; tmpl_cuda_files[i]; i++)
         buf_printf(b, "/* ==== templates/cuda/%s ==== */\n%s\n", tmpl_cuda_names[i], tmpl_cuda_files[i]);
     buf_puts(b, "/* ==== instances for this model's shapes ==== */\n");
@@ -284,8 +295,8 @@ void emit_cuda(Program *p, Program *ev, Buf *b)
     buf_puts(b, "\n/* ==== the fused elementwise kernels ==== */\n\n");
     for (int i = 0; i < p->n_ins; i++)
         if (!p->ins[i]->dead && p->ins[i]->kind == I_EW)
-            cuda_kernel(b, p->ins[i], "k");
+            cuda_kernel(b, p->g, p->ins[i], "k");
     for (int i = 0; i < ev->n_ins; i++)
         if (!ev->ins[i]->dead && ev->ins[i]->kind == I_EW)
-            cuda_kernel(b, ev->ins[i], "ke");
+            cuda_kernel(b, ev->g, ev->ins[i], "ke");
 }

@@ -133,14 +133,15 @@ static void lerr(Ctx *c, const Layer *l, const char *fmt, ...)
     error_at(c->s->model_file, l->path, "%s", msg);
 }
 
-/* The f32 view of model input k, converting raw integers (x * scale + shift) once. */
+/* The f32 view of model input k, converting raw integers (x * scale + shift) once.
+ * With bf16-mixed an fp32 input is converted too: the layers read act_t. */
 static Tensor *input_f32(Ctx *c, int k)
 {
     if (c->converted[k])
         return c->converted[k];
     const InputSpec *in = &c->s->inputs[k];
     Tensor *raw = c->g->inputs[k];
-    if (in->dtype == RT_F32 && !in->has_scale && !in->has_shift)
+    if (in->dtype == RT_F32 && !in->has_scale && !in->has_shift && !c->g->act16)
         return c->converted[k] = raw;
     Tensor *t = graph_tensor(c->g, T_ACT, xasprintf("%s_f32", in->name), raw->rank, raw->shape);
     t->origin = in->path;
@@ -367,6 +368,7 @@ static void build_layer(Ctx *c, const Layer *l, const char *prefix, const char *
         int64_t rows = x->numel / d;
         Tensor *mean = graph_tensor(g, T_ACT, ident("ln_mean", pfx), 1, &rows);
         Tensor *rstd = graph_tensor(g, T_ACT, ident("ln_rstd", pfx), 1, &rows);
+        mean->keep32 = rstd->keep32 = 1;
         mean->origin = rstd->origin = l->path;
         mean->what = "layernorm mean, saved for backward";
         rstd->what = "layernorm 1/std, saved for backward";
@@ -461,6 +463,7 @@ static void build_layer(Ctx *c, const Layer *l, const char *prefix, const char *
         n1->b = add_param(g, qp, "bias", 1, &w1[0], bi, ba, l->path);
         Tensor *att = graph_tensor(g, T_ACT, ident("lse", pfx), 2, (int64_t[]){l->heads, T});
         att->origin = l->path;
+        att->keep32 = 1;
         att->what = "each query's log-sum-exp, saved for backward";
         Tensor *y = graph_tensor(g, T_ACT, ident("attn_y", pfx), 2, s1);
         y->origin = l->path;
@@ -596,7 +599,27 @@ static void build_loss(Ctx *c)
         if (tin->rank != pred->rank || memcmp(tin->shape, pred->shape, sizeof(int64_t) * (size_t)tin->rank))
             error_at(s->model_file, path, "target '%s' has shape %s but the prediction has shape %s",
                      tin->name, shape_str(tin->rank, tin->shape), shape_str(pred->rank, pred->shape));
-        target = input_f32(c, k);
+        if (!g->act16)
+            target = input_f32(c, k);
+        else {
+            /* the loss reads an fp32 target: its own conversion (the raw input when
+             * it is fp32 already), not the layers' bf16 one */
+            if (tin->dtype == RT_F32 && !tin->has_scale && !tin->has_shift) {
+                target = g->inputs[k];
+            } else {
+                Tensor *t = graph_tensor(g, T_ACT, xasprintf("%s_target", tin->name), tin->rank,
+                                         tin->shape);
+                t->origin = tin->path;
+                t->what = "the target as f32";
+                t->keep32 = 1;
+                Node *n = graph_node(g, N_CONVERT, tin->path);
+                n->in[n->n_in++] = g->inputs[k];
+                n->out = t;
+                n->scale = tin->has_scale ? tin->scale : 1.0;
+                n->shift = tin->has_shift ? tin->shift : 0.0;
+                target = t;
+            }
+        }
         g->flops_fwd += 3 * pred->numel;
     }
     Tensor *dpred = graph_tensor(g, T_ACT, xasprintf("d_%s", pred->name), pred->rank, pred->shape);
@@ -615,6 +638,7 @@ Graph *graph_build(const Spec *s)
 {
     Graph *g = xcalloc(1, sizeof *g);
     g->spec = s;
+    g->act16 = s->train.precision == RT_PREC_BF16;
     g->cur_block = -1;              /* input conversion: not a block */
     Ctx c = {.g = g, .s = s};
     if (s->has_init)

@@ -44,6 +44,7 @@ typedef struct Tensor {
     int64_t offset;          /* per-row offset: byte offset = Bmax * offset */
     int has_offset;
     int block;               /* the block of the node that made it; -1: inputs, params */
+    int keep32;              /* stays fp32 in a bf16-mixed arena (saved statistics, targets) */
 } Tensor;
 
 struct Param {
@@ -129,10 +130,19 @@ typedef struct Graph {
     int n_layers_total;
     int has_dropout;
     int cur_block;           /* while building: the block new nodes belong to */
+    int act16;               /* bf16-mixed: the GPU stores activations as bf16 (act_t) */
 } Graph;
 
 /* The storage a tensor lives in: a view (flatten, an in-place output) shares its base's. */
 static inline Tensor *tensor_base(Tensor *t) { return t->alias ? t->alias : t; }
+
+/* Is t's storage bf16 on a GPU (an activation or its gradient in a bf16-mixed arena)?
+ * The CPU computes in fp32 whatever the precision, over a plan twice as wide. */
+static inline int tensor_bf16(const Graph *g, Tensor *t)
+{
+    t = tensor_base(t);
+    return g->act16 && (t->kind == T_ACT || t->kind == T_TEMP) && !t->keep32;
+}
 
 /* The C type of an input dtype, for the emitters. */
 static inline const char *c_type(int dt)

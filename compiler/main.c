@@ -29,13 +29,14 @@ static void compile_train(Compiled *c, int policy, int full_blocks)
     memplan(c->prog);
 }
 
-/* What a run allocates: arena, parameters, gradients, optimizer state. */
+/* What a run allocates: arena, parameters, gradients, optimizer state (and with
+ * bf16-mixed the parameters' bf16 copy; the plan is then the GPU's). */
 static int64_t total_bytes(const Compiled *c, int64_t B)
 {
     const Graph *g = c->graph;
     int64_t pf = g->param_floats;
     int64_t opt = c->spec->train.opt == RT_OPT_ADAMW ? 2 * pf : c->spec->train.momentum > 0 ? pf : 0;
-    return B * c->prog->arena_row_bytes + 4 * (2 * pf + opt);
+    return B * c->prog->arena_row_bytes + 4 * (2 * pf + opt) + (g->act16 ? 2 * pf : 0);
 }
 
 Compiled *compile_spec(Spec *s)
@@ -392,12 +393,13 @@ static int cmd_run(int argc, char **argv)
 {
     int n = spec_args(argc, argv, 1, "run");
     Spec *s = spec_load(n, argv + 1);
-    /* the recomputation plan is compiled: those --set keys shape the program (auto's
-     * choice depends on the batch size too) */
+    /* the recomputation plan and the precision are compiled: those --set keys shape
+     * the program (auto's choice depends on the batch size too) */
     for (int i = 1 + n; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--set") && (!strncmp(argv[i + 1], "recompute=", 10) ||
                                           !strncmp(argv[i + 1], "memory_budget_mb=", 17) ||
-                                          !strncmp(argv[i + 1], "batch_size=", 11)))
+                                          !strncmp(argv[i + 1], "batch_size=", 11) ||
+                                          !strncmp(argv[i + 1], "precision=", 10)))
             spec_set(s, argv[i + 1]);
     /* --set is applied by the runtime (as in a built trainer); check it here too so a
      * bad key fails before compiling */
@@ -506,6 +508,10 @@ static int cmd_plan(int argc, char **argv)
     printf("  parameters            %14lld bytes\n", (long long)(np * 4));
     printf("  gradients             %14lld bytes\n", (long long)(np * 4));
     printf("  optimizer state       %14lld bytes\n", (long long)opt);
+    if (g->act16)
+        printf("  bf16 parameter copy   %14lld bytes (bf16-mixed: the arena above is the GPU's,\n"
+               "                          bf16 activations; the CPU computes in fp32 and takes twice it)\n",
+               (long long)(np * 2));
     static const char *pol[] = {"none", "selective", "full", "auto"};
     printf("  recompute             %14s (%s)\n", pol[c->prog->policy],
            s->train.recompute == RT_RECOMPUTE_AUTO ? "chosen by auto" : "as asked");

@@ -6,7 +6,11 @@
  * (a buffer written in the forward pass and read in the backward pass lives across
  * both); buffers are placed biggest first, each into the smallest gap among the
  * already placed buffers whose lives overlap its own (best fit). Parameters,
- * their gradients and optimizer state are in their own region, not here. */
+ * their gradients and optimizer state are in their own region, not here.
+ *
+ * With bf16-mixed the plan is the GPU's: activations take 2 bytes an element, the
+ * saved statistics 4. The CPU, which computes in fp32, runs the same plan at twice
+ * the offsets (rt_exec.arena_scale), so one host.c serves both. */
 #include <stdlib.h>
 #include <string.h>
 #include "ir.h"
@@ -92,7 +96,7 @@ static void in_place(Program *p)
             for (int q = 0; q < in->n_reads; q++) {
                 Tensor *r = tensor_base(in->reads[q]);
                 if (r == w || r->kind != T_ACT || r->last != i || r->numel != w->numel ||
-                    !reads_flat_only(in, r))
+                    tensor_bf16(g, r) != tensor_bf16(g, w) || !reads_flat_only(in, r))
                     continue;
                 w->alias = r;
                 for (int t = 0; t < g->n_tensors; t++)
@@ -118,7 +122,7 @@ void memplan(Program *p)
         Tensor *t = g->tensors[i];
         if (!in_arena(t) || t->first < 0)
             continue;
-        t->row_bytes = (t->numel * 4 + ALIGN - 1) / ALIGN * ALIGN;
+        t->row_bytes = (t->numel * (tensor_bf16(g, t) ? 2 : 4) + ALIGN - 1) / ALIGN * ALIGN;
         noreuse += t->row_bytes;
         ts[n++] = t;
     }

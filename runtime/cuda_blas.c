@@ -5,7 +5,10 @@
  * C^T[N,M] = op(B)^T op(A)^T, so B goes first and the roles of M and N swap. A model
  * has a handful of GEMM shapes: each gets its descriptors and the heuristic's best
  * algorithm once (the first step) and reuses them. Compute is fp32 with fp32
- * accumulation (CUBLAS_COMPUTE_32F: no TF32), so fp32 training tracks the CPU.
+ * accumulation (CUBLAS_COMPUTE_32F: no TF32), so fp32 training tracks the CPU. With
+ * bf16-mixed, A and B are bf16 (activations, and the parameters' bf16 copy: tensor
+ * cores), C is bf16 for an activation and fp32 for a parameter gradient; the
+ * accumulation stays fp32 (rt_cu_operand tells the storage from the address).
  *
  * Loaded with dlopen for the reason nvrtc.c gives. */
 #include <dlfcn.h>
@@ -49,6 +52,7 @@ static void lt_load(void)
 
 typedef struct Plan {
     int ta, tb;
+    int ab16, c16;             /* A and B, C stored as bf16 */
     int64_t M, N, K, lda, ldb, ldc;
     int accumulate;            /* beta != 0 */
     cublasLtMatmulDesc_t desc;
@@ -61,12 +65,13 @@ static Plan plans[MAX_PLANS];
 static int n_plans;
 
 static Plan *plan_for(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_t K, int64_t lda,
-                      int64_t ldb, int64_t ldc, int accumulate)
+                      int64_t ldb, int64_t ldc, int accumulate, int ab16, int c16)
 {
     for (int i = 0; i < n_plans; i++) {
         Plan *p = &plans[i];
         if (p->ta == ta && p->tb == tb && p->M == M && p->N == N && p->K == K && p->lda == lda &&
-            p->ldb == ldb && p->ldc == ldc && p->accumulate == accumulate)
+            p->ldb == ldb && p->ldc == ldc && p->accumulate == accumulate && p->ab16 == ab16 &&
+            p->c16 == c16)
             return p;
     }
     if (n_plans == MAX_PLANS)
@@ -74,16 +79,17 @@ static Plan *plan_for(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_t 
     if (!lt)
         lt_load();
     Plan *p = &plans[n_plans];
-    *p = (Plan){.ta = ta, .tb = tb, .M = M, .N = N, .K = K, .lda = lda, .ldb = ldb, .ldc = ldc,
-                .accumulate = accumulate};
+    *p = (Plan){.ta = ta, .tb = tb, .ab16 = ab16, .c16 = c16, .M = M, .N = N, .K = K,
+                .lda = lda, .ldb = ldb, .ldc = ldc, .accumulate = accumulate};
+    cudaDataType_t tab = ab16 ? CUDA_R_16BF : CUDA_R_32F, tc = c16 ? CUDA_R_16BF : CUDA_R_32F;
     /* column-major: first operand is B (op = trans_b), second is A (op = trans_a) */
     cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     LT(p_cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     LT(p_cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
     LT(p_cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
-    LT(p_cublasLtMatrixLayoutCreate(&p->a, CUDA_R_32F, (uint64_t)(tb ? K : N), (uint64_t)(tb ? N : K), ldb));
-    LT(p_cublasLtMatrixLayoutCreate(&p->b, CUDA_R_32F, (uint64_t)(ta ? M : K), (uint64_t)(ta ? K : M), lda));
-    LT(p_cublasLtMatrixLayoutCreate(&p->c, CUDA_R_32F, (uint64_t)N, (uint64_t)M, ldc));
+    LT(p_cublasLtMatrixLayoutCreate(&p->a, tab, (uint64_t)(tb ? K : N), (uint64_t)(tb ? N : K), ldb));
+    LT(p_cublasLtMatrixLayoutCreate(&p->b, tab, (uint64_t)(ta ? M : K), (uint64_t)(ta ? K : M), lda));
+    LT(p_cublasLtMatrixLayoutCreate(&p->c, tc, (uint64_t)N, (uint64_t)M, ldc));
     size_t ws = 0;
     rt_cu_workspace(e, &ws);
     cublasLtMatmulPreference_t pref;
@@ -107,16 +113,26 @@ void rt_cu_gemm(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int6
 {
     if (M <= 0 || N <= 0)
         return;
+    const void *a = A, *b = B, *c = C;
+    int ta16 = rt_cu_operand(e, &a), tb16 = rt_cu_operand(e, &b), c16 = rt_cu_operand(e, &c);
+    if (c != (const void *)C)
+        rt_die("GEMM output in the parameter region");
+    if (ta16 != tb16)
+        rt_die("GEMM with a bf16 and an fp32 operand (%s A, %s B)", ta16 ? "bf16" : "fp32",
+               tb16 ? "bf16" : "fp32");
     if (K <= 0) {              /* an empty sum: C = beta C */
-        if (beta == 0.0f)
-            rt_cu_zero(e, (rt_dptr)(uintptr_t)C, M * ldc);
-        else if (beta != 1.0f)
+        if (beta == 0.0f) {
+            if (c16)
+                rt_cu_zero16(e, (rt_dptr)(uintptr_t)C, M * ldc);
+            else
+                rt_cu_zero(e, (rt_dptr)(uintptr_t)C, M * ldc);
+        } else if (beta != 1.0f)
             rt_die("GEMM with K = 0 and beta %g", beta);
         return;
     }
-    Plan *p = plan_for(e, trans_a, trans_b, M, N, K, lda, ldb, ldc, beta != 0.0f);
+    Plan *p = plan_for(e, trans_a, trans_b, M, N, K, lda, ldb, ldc, beta != 0.0f, ta16, c16);
     size_t ws = 0;
     rt_dptr w = rt_cu_workspace(e, &ws);
-    LT(p_cublasLtMatmul(lt, p->desc, &alpha, B, p->a, A, p->b, &beta, C, p->c, C, p->c, &p->algo,
+    LT(p_cublasLtMatmul(lt, p->desc, &alpha, b, p->a, a, p->b, &beta, C, p->c, C, p->c, &p->algo,
                         (void *)(uintptr_t)w, ws, (cudaStream_t)rt_cu_stream(e)));
 }

@@ -409,7 +409,8 @@ void rt_cu_optim_step(rt_exec *e, const rt_train_config *c, const rt_model *m, r
         float step_size = (float)(lr / bc1), bc2_sqrt = (float)sqrt(bc2);
         float decay = (float)(1.0 - lr * wd), eps = (float)c->eps;
         rt_dptr m1 = state, m2 = state + (rt_dptr)m->param_floats * sizeof(float);
-        void *args[] = {&params, &grads, &m1, &m2, &opt.chunks, &gs, &decay, &b1, &b2,
+        rt_dptr pc = rt_cu_param_copy(e);
+        void *args[] = {&params, &pc, &grads, &m1, &m2, &opt.chunks, &gs, &decay, &b1, &b2,
                         &a1, &a2, &step_size, &bc2_sqrt, &eps};
         rt_cu_launch(e, "rt_adamw", (unsigned)opt.n, 1, 1, 256, 1, 0, args);
         return;
@@ -417,7 +418,7 @@ void rt_cu_optim_step(rt_exec *e, const rt_train_config *c, const rt_model *m, r
     float lrf = (float)lr, mom = (float)c->momentum;
     int has_buf = c->momentum > 0, nesterov = c->nesterov != 0;
     int mode = !has_buf ? 0 : t == 1 ? 1 : nesterov ? 3 : 2;
-    rt_dptr buf = has_buf ? state : 0;
-    void *args[] = {&params, &grads, &buf, &opt.chunks, &gs, &wd, &lrf, &mom, &mode, &nesterov};
+    rt_dptr buf = has_buf ? state : 0, pc = rt_cu_param_copy(e);
+    void *args[] = {&params, &pc, &grads, &buf, &opt.chunks, &gs, &wd, &lrf, &mom, &mode, &nesterov};
     rt_cu_launch(e, "rt_sgd", (unsigned)opt.n, 1, 1, 256, 1, 0, args);
 }

@@ -28,9 +28,9 @@
     X(cuStreamCreate) X(cuStreamSynchronize) X(cuEventCreate) X(cuEventRecord)                 \
     X(cuEventSynchronize) X(cuStreamWaitEvent) X(cuMemAlloc) X(cuMemFree) X(cuMemHostRegister) \
     X(cuMemHostUnregister) X(cuMemAllocHost) X(cuMemcpyHtoD) X(cuMemcpyDtoH)                   \
-    X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemsetD8Async) X(cuMemsetD32Async)           \
-    X(cuModuleLoadData) X(cuModuleGetFunction) X(cuLaunchKernel) X(cuGetErrorName)             \
-    X(cuGetErrorString) X(cuMemGetInfo) X(cuFuncSetAttribute)
+    X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemsetD8Async) X(cuMemsetD16Async)           \
+    X(cuMemsetD32Async) X(cuModuleLoadData) X(cuModuleGetFunction) X(cuLaunchKernel)           \
+    X(cuGetErrorName) X(cuGetErrorString) X(cuMemGetInfo) X(cuFuncSetAttribute)
 #define DECLARE(fn) static __typeof__(fn) *p_##fn;
 CU_FNS(DECLARE)
 
@@ -164,6 +164,9 @@ typedef struct rt_cu {
     rt_dptr workspace;
     size_t workspace_bytes;
     rt_dptr state;
+    rt_dptr pcopy;             /* bf16-mixed: the parameters as bf16 (in the pool) */
+    int act_bf16;              /* the arena holds bf16 activations */
+    size_t param_bytes;        /* fp32 parameters (the region e->params points to) */
 } rt_cu;
 
 static rt_cu *dev_of(rt_exec *e)
@@ -422,7 +425,10 @@ void rt_cu_init(rt_exec *e, const rt_model *m, const rt_cuda_image *img, int64_t
     e->dev = d;
     e->Bmax = Bmax;
     size_t pf = (size_t)m->param_floats * 4;
-    d->pool_bytes = align_up(pf) * 2 + align_up((size_t)state_floats * 4);
+    d->act_bf16 = m->act_bf16;
+    d->param_bytes = pf;
+    size_t copy = d->act_bf16 ? align_up((size_t)m->param_floats * 2) : 0;
+    d->pool_bytes = align_up(pf) * 2 + align_up((size_t)state_floats * 4) + copy;
     d->arena_bytes = align_up((size_t)(Bmax * arena_row_bytes));
     d->scratch_bytes = scratch_need(m, Bmax);
     d->workspace_bytes = 32u << 20;             /* cuBLASLt's workspace */
@@ -452,10 +458,27 @@ void rt_cu_init(rt_exec *e, const rt_model *m, const rt_cuda_image *img, int64_t
     e->params = (float *)(uintptr_t)d->pool;
     e->grads = (float *)(uintptr_t)(d->pool + align_up(pf));
     d->state = d->pool + 2 * align_up(pf);
+    d->pcopy = d->act_bf16 ? d->pool + d->pool_bytes - copy : 0;
     CU(p_cuStreamSynchronize(0));
 }
 
 rt_dptr rt_cu_state(rt_exec *e) { return dev_of(e)->state; }
+rt_dptr rt_cu_param_copy(rt_exec *e) { return dev_of(e)->pcopy; }
+
+int rt_cu_operand(rt_exec *e, const void **p)
+{
+    rt_cu *d = dev_of(e);
+    rt_dptr a = (rt_dptr)(uintptr_t)*p;
+    if (!d->act_bf16)
+        return RT_CU_F32;
+    if (a >= d->pool && a < d->pool + d->param_bytes) {
+        *p = (const void *)(uintptr_t)(d->pcopy + (a - d->pool) / 2);
+        return RT_CU_BF16;
+    }
+    if (a >= d->arena && a < d->arena + d->arena_bytes)
+        return RT_CU_BF16;
+    return RT_CU_F32;
+}
 
 size_t rt_cu_allocated(rt_exec *e, size_t *pool, size_t *arena, size_t *fixed)
 {
@@ -482,6 +505,13 @@ void rt_cu_put_params(rt_exec *e, const rt_model *m, const float *params, const 
     rt_cu_upload(d->pool, params, (size_t)m->param_floats * 4);
     if (state && state_floats)
         rt_cu_upload(d->state, state, (size_t)state_floats * 4);
+    if (d->pcopy) {
+        rt_dptr p = d->pool;
+        int64_t n = m->param_floats;
+        void *args[] = {&p, &d->pcopy, &n};
+        unsigned g = (unsigned)((n + 255) / 256);
+        rt_cu_launch(e, "rt_param_copy", g < 4096 ? (g ? g : 1) : 4096, 1, 1, 256, 1, 0, args);
+    }
 }
 
 void rt_cu_get_params(rt_exec *e, const rt_model *m, float *params, float *state,
@@ -557,6 +587,11 @@ void rt_cu_end_pass(rt_exec *e)
 void rt_cu_zero(rt_exec *e, rt_dptr p, int64_t floats)
 {
     CU(p_cuMemsetD32Async(p, 0, (size_t)floats, dev_of(e)->compute));
+}
+
+void rt_cu_zero16(rt_exec *e, rt_dptr p, int64_t halves)
+{
+    CU(p_cuMemsetD16Async(p, 0, (size_t)halves, dev_of(e)->compute));
 }
 
 /* ---- tests ---------------------------------------------------------------------------- */

@@ -63,6 +63,14 @@ _Noreturn void rt_cu_no_device(const char *why);
 void rt_cu_init(rt_exec *e, const rt_model *m, const rt_cuda_image *img, int64_t Bmax,
                 int64_t arena_row_bytes, int64_t state_floats, int local_rank);
 rt_dptr rt_cu_state(rt_exec *e);
+/* bf16-mixed (rt_model.act_bf16): the parameters' bf16 copy, the GEMMs' operand,
+ * rewritten by the optimizer and by rt_cu_put_params; 0 in fp32. */
+rt_dptr rt_cu_param_copy(rt_exec *e);
+/* Storage of a device pointer the generated code passes as a GEMM operand: RT_CU_F32
+ * (parameter gradients, fp32 inputs, fp32 arenas) or RT_CU_BF16 (a bf16-mixed arena,
+ * and parameters, whose bf16 copy *p is made to point at). */
+enum { RT_CU_F32, RT_CU_BF16 };
+int rt_cu_operand(rt_exec *e, const void **p);
 /* Bytes allocated on the device by rt_cu_init, in all and by block. */
 size_t rt_cu_allocated(rt_exec *e, size_t *pool, size_t *arena, size_t *fixed);
 const char *rt_cu_name(rt_exec *e);
@@ -90,6 +98,7 @@ void rt_cu_upload_done(rt_exec *e);
 void rt_cu_begin_pass(rt_exec *e);
 void rt_cu_end_pass(rt_exec *e);
 void rt_cu_zero(rt_exec *e, rt_dptr p, int64_t floats);
+void rt_cu_zero16(rt_exec *e, rt_dptr p, int64_t halves);
 
 /* The communication stream (NCCL): fork_comm makes it wait for what the compute stream
  * has queued; join_comm makes the compute stream wait for it. */

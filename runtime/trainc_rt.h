@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <math.h>
 
-#define RT_ABI_VERSION 2
+#define RT_ABI_VERSION 3
 #define RT_MAX_INPUTS 8
 #define RT_MAX_RANK 4
 
@@ -60,6 +60,8 @@ typedef struct rt_exec {
     void *rt;                  /* the runtime's own state (thread pool, ...) */
     void *dev;                 /* on a GPU: the device layer's state (NULL on the CPU);
                                   arena, params, grads and in[] then hold device addresses */
+    int64_t arena_scale;       /* bf16-mixed plans: 2 on the CPU (fp32 at twice the
+                                  offsets), 1 on a GPU; unused otherwise */
 } rt_exec;
 
 typedef void (*rt_kernel_fn)(rt_exec *e, int64_t lo, int64_t hi);
@@ -109,6 +111,9 @@ typedef struct rt_model {
     void (*evaluate)(rt_exec *e);           /* forward only, validation's plan: loss, accuracy */
     int devices;               /* RT_HAS_*: what the trainer was built for */
     const rt_cuda_image *cuda; /* with RT_HAS_CUDA */
+    int act_bf16;              /* bf16-mixed: the plan (arena_row_bytes, the offsets) is the
+                                  GPU's, with bf16 activations and a bf16 copy of the
+                                  parameters; the CPU runs it with arena_scale 2 */
 } rt_model;
 
 /* Entry point of every trainer: parses the trainer options, trains, returns the exit code. */

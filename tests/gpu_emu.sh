@@ -3,7 +3,8 @@
 # CPU by tests/gpu/emu/ (each CUDA thread a fiber, blocks one after another), launched
 # through runtime/cuda_ops.c exactly as on a GPU, against their CPU twins. It checks
 # the kernels' logic (indexing, masking, barriers, shuffles, reduction order,
-# in-place aliasing), not the GPU's arithmetic or memory model.
+# in-place aliasing), not the GPU's arithmetic or memory model. Twice: with fp32
+# activations and with bf16-mixed's bf16 ones.
 set -eu
 cd "$(dirname "$0")/.."
 d=build/tests/gpu_emu
@@ -25,9 +26,15 @@ inst=$(grep -o '"RT_[A-Z_]*([0-9, ]*)"' tests/gpu/check_ops.c | tr -d '"')
     -e 's/^RT_EMBEDDING_BWD\(([0-9]+)\)/rt_embedding_bwd_\1/' | tr ' ' '\n'
 } | sed 's/.*/K(&)/' > "$d/kernels_list.inc"
 CFLAGS="-O2 -g -Wall -Wextra -Wno-unused-parameter -ffp-contract=off -fno-math-errno"
-g++ -std=c++17 $CFLAGS -Wno-unused-function -I"$d" -c tests/gpu/emu/emu_kernels.cc -o "$d/emu_kernels.o"
-cc -std=gnu11 $CFLAGS -Iruntime -I"${CUDA_HOME:-/usr/local/cuda}/include" \
-    tests/gpu/check_ops.c runtime/cuda_ops.c tests/gpu/emu/emu_device.c \
-    runtime/kernels.c runtime/attention.c runtime/optim.c runtime/config.c runtime/util.c \
-    "$d/emu_kernels.o" -lstdc++ -lopenblas -lpthread -lm -o "$d/check_ops"
-"$d/check_ops" "${@}"
+# twice: fp32 activations, and bf16-mixed's bf16 ones (RT_ACT_BF16, check_ops --bf16)
+for v in fp32 bf16; do
+    def=""; [ $v = bf16 ] && def="-DRT_ACT_BF16=1"
+    g++ -std=c++17 $CFLAGS $def -Wno-unused-function -I"$d" -c tests/gpu/emu/emu_kernels.cc \
+        -o "$d/emu_kernels.$v.o"
+    cc -std=gnu11 $CFLAGS -Iruntime -I"${CUDA_HOME:-/usr/local/cuda}/include" \
+        tests/gpu/check_ops.c runtime/cuda_ops.c tests/gpu/emu/emu_device.c \
+        runtime/kernels.c runtime/attention.c runtime/optim.c runtime/config.c runtime/util.c \
+        "$d/emu_kernels.$v.o" -lstdc++ -lopenblas -lpthread -lm -o "$d/check_ops.$v"
+done
+"$d/check_ops.fp32" "${@}"
+"$d/check_ops.bf16" --bf16 "${@}"

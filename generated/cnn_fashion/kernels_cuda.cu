@@ -71,17 +71,53 @@ struct rt_cu_stat {
 
 /* ---- storage -------------------------------------------------------------------------- */
 
-/* Activations and their gradients are stored as act_t, float today; parameters,
- * parameter gradients and optimizer state stay float. Kernels read and write memory
- * through the overloads below, so a bf16 act_t adds overloads here (and RT_VEC
- * becomes a function of the type), not changes to the kernels: arithmetic stays float. */
-typedef float act_t;
+/* Activations and their gradients are stored as act_t: float, or with bf16-mixed
+ * (RT_ACT_BF16, defined by the generated file) bfloat16. Parameters, parameter
+ * gradients, optimizer state and the saved statistics (layernorm's mean and 1/std,
+ * attention's log-sum-exp) stay float. Kernels read and write memory through the
+ * overloads below, so they are written once for both: arithmetic is always float. */
 __device__ __forceinline__ float rt_ld(const float *p) { return *p; }
 __device__ __forceinline__ void rt_st(float *p, float v) { *p = v; }
-/* Four consecutive elements at a 16-byte aligned address. */
+/* Four consecutive elements (16 bytes of float, 8 of bf16) at an aligned address. */
 __device__ __forceinline__ float4 rt_ld4(const float *p) { return *(const float4 *)p; }
 __device__ __forceinline__ void rt_st4(float *p, float4 v) { *(float4 *)p = v; }
-/* Elements per 16-byte access. */
+
+/* bfloat16: the top half of a float's bits. Widening is exact; narrowing rounds to
+ * nearest, ties to even (as cvt.rn.bf16.f32 and torch do), and keeps NaN a NaN. Plain
+ * bit operations, so the CPU emulator (tests/gpu/emu) runs the same code. */
+struct rt_bf16 {
+    unsigned short bits;
+};
+__device__ __forceinline__ float rt_bf16_float(unsigned short b) { return __uint_as_float((unsigned)b << 16); }
+__device__ __forceinline__ unsigned short rt_float_bf16(float f)
+{
+    unsigned u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (unsigned short)((u >> 16) | 0x40u);
+    return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+__device__ __forceinline__ float rt_ld(const rt_bf16 *p) { return rt_bf16_float(p->bits); }
+__device__ __forceinline__ void rt_st(rt_bf16 *p, float v) { p->bits = rt_float_bf16(v); }
+__device__ __forceinline__ float4 rt_ld4(const rt_bf16 *p)
+{
+    uint2 u = *(const uint2 *)p;
+    return make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u),
+                       __uint_as_float(u.y << 16), __uint_as_float(u.y & 0xffff0000u));
+}
+__device__ __forceinline__ void rt_st4(rt_bf16 *p, float4 v)
+{
+    uint2 u;
+    u.x = (unsigned)rt_float_bf16(v.x) | (unsigned)rt_float_bf16(v.y) << 16;
+    u.y = (unsigned)rt_float_bf16(v.z) | (unsigned)rt_float_bf16(v.w) << 16;
+    *(uint2 *)p = u;
+}
+
+#ifdef RT_ACT_BF16
+typedef rt_bf16 act_t;
+#else
+typedef float act_t;
+#endif
+/* Elements per vector access (rt_ld4, rt_st4). */
 #define RT_VEC 4
 __device__ __forceinline__ bool rt_aligned16(const void *p)
 {
@@ -1141,7 +1177,7 @@ __device__ __forceinline__ void cross_entropy_row(const act_t *logits, const int
  * dy may be y. */
 #define RT_MSE_CHUNK 8192
 extern "C" __global__ void __launch_bounds__(256)
-rt_mse(const act_t *y, const act_t *t, act_t *dy, double *part, int64_t n, float grad_scale)
+rt_mse(const act_t *y, const float *t, act_t *dy, double *part, int64_t n, float grad_scale)
 {
     int64_t i0 = (int64_t)blockIdx.x * RT_MSE_CHUNK;
     int len = n - i0 < RT_MSE_CHUNK ? (int)(n - i0) : RT_MSE_CHUNK;
@@ -1192,15 +1228,19 @@ __device__ __forceinline__ void rt_adamw_elem(float &p, float &m, float &v, floa
 /* Launch: grid (chunks), 256 threads.
  *   m = b1 m + a1 g';  v = b2 v + a2 g'^2;  p = p * decay - step_size * m / (sqrt(v) / bc2_sqrt + eps)
  * with g' = g * gs and decay = 1 for tensors without weight decay. p, g, m, v: the
- * parameter region's layout. 16-byte accesses when the chunk and all four arrays allow. */
+ * parameter region's layout. 16-byte accesses when the chunk and all four arrays allow.
+ * pc: with bf16-mixed, the parameters' act_t copy (the GEMMs' operands), rewritten
+ * from the new p; NULL otherwise. */
 extern "C" __global__ void __launch_bounds__(256)
-rt_adamw(float *p, const float *g, float *m, float *v, const rt_opt_chunk *chunks, float gs,
-         float decay, float b1, float b2, float a1, float a2, float step_size, float bc2_sqrt,
-         float eps)
+rt_adamw(float *p, act_t *pc, const float *g, float *m, float *v, const rt_opt_chunk *chunks,
+         float gs, float decay, float b1, float b2, float a1, float a2, float step_size,
+         float bc2_sqrt, float eps)
 {
     rt_opt_chunk ck = chunks[blockIdx.x];
     float dec = ck.decay ? decay : 1.0f;
     p += ck.off, g += ck.off, m += ck.off, v += ck.off;
+    if (pc)
+        pc += ck.off;
     if (ck.len % 4 == 0 && rt_aligned16(p) && rt_aligned16(g) && rt_aligned16(m) &&
         rt_aligned16(v)) {
         for (int k = threadIdx.x * 4; k < ck.len; k += blockDim.x * 4) {
@@ -1213,11 +1253,16 @@ rt_adamw(float *p, const float *g, float *m, float *v, const rt_opt_chunk *chunk
             *(float4 *)(p + k) = pv;
             *(float4 *)(m + k) = mv;
             *(float4 *)(v + k) = vv;
+            if (pc)
+                rt_st4(pc + k, pv);
         }
         return;
     }
-    for (int k = threadIdx.x; k < ck.len; k += blockDim.x)
+    for (int k = threadIdx.x; k < ck.len; k += blockDim.x) {
         rt_adamw_elem(p[k], m[k], v[k], g[k], gs, dec, b1, b2, a1, a2, step_size, bc2_sqrt, eps);
+        if (pc)
+            rt_st(pc + k, p[k]);
+    }
 }
 
 /* SGD as torch.optim.SGD; mode: 0 no momentum, 1 the first step with momentum (the
@@ -1244,15 +1289,29 @@ __device__ __forceinline__ void rt_sgd_elem(float &p, float *buf, float g, float
  *   p -= lr * (d, buf, or d + mom * buf)
  * buf (the momentum buffer, the parameter region's layout) is NULL for mode 0. */
 extern "C" __global__ void __launch_bounds__(256)
-rt_sgd(float *p, const float *g, float *buf, const rt_opt_chunk *chunks, float gs, float wd,
-       float lr, float mom, int mode, int nesterov)
+rt_sgd(float *p, act_t *pc, const float *g, float *buf, const rt_opt_chunk *chunks, float gs,
+       float wd, float lr, float mom, int mode, int nesterov)
 {
     rt_opt_chunk ck = chunks[blockIdx.x];
     float w = ck.decay ? wd : 0.0f;
     p += ck.off, g += ck.off;
     float *b = buf ? buf + ck.off : 0;
-    for (int k = threadIdx.x; k < ck.len; k += blockDim.x)
+    for (int k = threadIdx.x; k < ck.len; k += blockDim.x) {
         rt_sgd_elem(p[k], b ? b + k : 0, g[k], gs, w, lr, mom, mode, nesterov);
+        if (pc)
+            rt_st(pc + ck.off + k, p[k]);
+    }
+}
+
+/* Launch: grid-stride, 256 threads.
+ *   pc[i] = p[i] as act_t   (bf16-mixed: the GEMMs' copy of parameters loaded from the
+ *   host: initial weights, --init, a checkpoint) */
+extern "C" __global__ void __launch_bounds__(256)
+rt_param_copy(const float *p, act_t *pc, int64_t n)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        rt_st(pc + i, p[i]);
 }
 
 /* Launch: grid (chunks), 256 threads.

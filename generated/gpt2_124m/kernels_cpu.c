@@ -10,9 +10,9 @@
  *     from $.model.layers[1] */
 void k0(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *embedding_wte = ACT(826941440);
+    const float *embedding_wte = ACT(413470720);
     const float *P_wpe_weight = e->params + 38597376;
-    float *pos_embedding_wpe = ACT(826941440);
+    float *pos_embedding_wpe = ACT(413470720);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = embedding_wte[i] + P_wpe_weight[i % 786432]; /* pos_embedding: + position rows */
         pos_embedding_wpe[i] = v0;
@@ -23,7 +23,7 @@ void k0(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] */
 void k1(rt_exec *e, int64_t lo, int64_t hi)
 {
-    float *qkv_h_0_attn = ACT(713695232);
+    float *qkv_h_0_attn = ACT(356847616);
     const float *P_h_0_attn_qkv_bias = e->params + 41154816;
     for (int64_t i = lo; i < hi; i++) {
         float v0 = qkv_h_0_attn[i] + P_h_0_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
@@ -35,10 +35,10 @@ void k1(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void k2(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_0_attn = ACT(836378624);
+    const float *attn_out_h_0_attn = ACT(418189312);
     const float *P_h_0_attn_proj_bias = e->params + 41746944;
-    const float *pos_embedding_wpe = ACT(826941440);
-    float *residual_attn_out_h_0_attn = ACT(836378624);
+    const float *pos_embedding_wpe = ACT(413470720);
+    float *residual_attn_out_h_0_attn = ACT(418189312);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = attn_out_h_0_attn[i] + P_h_0_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = pos_embedding_wpe[i] + v0; /* residual: x + body(x) */
@@ -50,9 +50,9 @@ void k2(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
 void k3(rt_exec *e, int64_t lo, int64_t hi)
 {
-    float *linear_h_0_fc = ACT(411705344);
+    float *linear_h_0_fc = ACT(205852672);
     const float *P_h_0_fc_bias = e->params + 44108544;
-    float *gelu_h_0_2 = ACT(424288256);
+    float *gelu_h_0_2 = ACT(212144128);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_0_fc[i] + P_h_0_fc_bias[i % 3072]; /* linear epilogue: + bias */
         linear_h_0_fc[i] = v0;
@@ -65,10 +65,10 @@ void k3(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void k4(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_0_proj = ACT(842670080);
+    const float *linear_h_0_proj = ACT(421335040);
     const float *P_h_0_proj_bias = e->params + 46470912;
-    const float *residual_attn_out_h_0_attn = ACT(836378624);
-    float *residual_linear_h_0_proj = ACT(842670080);
+    const float *residual_attn_out_h_0_attn = ACT(418189312);
+    float *residual_linear_h_0_proj = ACT(421335040);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_0_proj[i] + P_h_0_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_0_attn[i] + v0; /* residual: x + body(x) */
@@ -80,7 +80,7 @@ void k4(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] */
 void k5(rt_exec *e, int64_t lo, int64_t hi)
 {
-    float *qkv_h_1_attn = ACT(723132416);
+    float *qkv_h_1_attn = ACT(361566208);
     const float *P_h_1_attn_qkv_bias = e->params + 48242688;
     for (int64_t i = lo; i < hi; i++) {
         float v0 = qkv_h_1_attn[i] + P_h_1_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
@@ -92,10 +92,10 @@ void k5(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void k6(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_1_attn = ACT(852107264);
+    const float *attn_out_h_1_attn = ACT(426053632);
     const float *P_h_1_attn_proj_bias = e->params + 48834816;
-    const float *residual_linear_h_0_proj = ACT(842670080);
-    float *residual_attn_out_h_1_attn = ACT(852107264);
+    const float *residual_linear_h_0_proj = ACT(421335040);
+    float *residual_attn_out_h_1_attn = ACT(426053632);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = attn_out_h_1_attn[i] + P_h_1_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_0_proj[i] + v0; /* residual: x + body(x) */
@@ -107,9 +107,9 @@ void k6(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
 void k7(rt_exec *e, int64_t lo, int64_t hi)
 {
-    float *linear_h_1_fc = ACT(436871168);
+    float *linear_h_1_fc = ACT(218435584);
     const float *P_h_1_fc_bias = e->params + 51196416;
-    float *gelu_h_1_2 = ACT(449454080);
+    float *gelu_h_1_2 = ACT(224727040);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_1_fc[i] + P_h_1_fc_bias[i % 3072]; /* linear epilogue: + bias */
         linear_h_1_fc[i] = v0;
@@ -122,10 +122,10 @@ void k7(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void k8(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_1_proj = ACT(858398720);
+    const float *linear_h_1_proj = ACT(429199360);
     const float *P_h_1_proj_bias = e->params + 53558784;
-    const float *residual_attn_out_h_1_attn = ACT(852107264);
-    float *residual_linear_h_1_proj = ACT(858398720);
+    const float *residual_attn_out_h_1_attn = ACT(426053632);
+    float *residual_linear_h_1_proj = ACT(429199360);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_1_proj[i] + P_h_1_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_1_attn[i] + v0; /* residual: x + body(x) */
@@ -137,7 +137,7 @@ void k8(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] */
 void k9(rt_exec *e, int64_t lo, int64_t hi)
 {
-    float *qkv_h_2_attn = ACT(732569600);
+    float *qkv_h_2_attn = ACT(366284800);
     const float *P_h_2_attn_qkv_bias = e->params + 55330560;
     for (int64_t i = lo; i < hi; i++) {
         float v0 = qkv_h_2_attn[i] + P_h_2_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
@@ -149,10 +149,10 @@ void k9(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void k10(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_2_attn = ACT(867835904);
+    const float *attn_out_h_2_attn = ACT(433917952);
     const float *P_h_2_attn_proj_bias = e->params + 55922688;
-    const float *residual_linear_h_1_proj = ACT(858398720);
-    float *residual_attn_out_h_2_attn = ACT(867835904);
+    const float *residual_linear_h_1_proj = ACT(429199360);
+    float *residual_attn_out_h_2_attn = ACT(433917952);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = attn_out_h_2_attn[i] + P_h_2_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_1_proj[i] + v0; /* residual: x + body(x) */
@@ -164,9 +164,9 @@ void k10(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
 void k11(rt_exec *e, int64_t lo, int64_t hi)
 {
-    float *linear_h_2_fc = ACT(462036992);
+    float *linear_h_2_fc = ACT(231018496);
     const float *P_h_2_fc_bias = e->params + 58284288;
-    float *gelu_h_2_2 = ACT(474619904);
+    float *gelu_h_2_2 = ACT(237309952);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_2_fc[i] + P_h_2_fc_bias[i % 3072]; /* linear epilogue: + bias */
         linear_h_2_fc[i] = v0;
@@ -179,10 +179,10 @@ void k11(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void k12(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_2_proj = ACT(874127360);
+    const float *linear_h_2_proj = ACT(437063680);
     const float *P_h_2_proj_bias = e->params + 60646656;
-    const float *residual_attn_out_h_2_attn = ACT(867835904);
-    float *residual_linear_h_2_proj = ACT(874127360);
+    const float *residual_attn_out_h_2_attn = ACT(433917952);
+    float *residual_linear_h_2_proj = ACT(437063680);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_2_proj[i] + P_h_2_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_2_attn[i] + v0; /* residual: x + body(x) */
@@ -194,7 +194,7 @@ void k12(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] */
 void k13(rt_exec *e, int64_t lo, int64_t hi)
 {
-    float *qkv_h_3_attn = ACT(742006784);
+    float *qkv_h_3_attn = ACT(371003392);
     const float *P_h_3_attn_qkv_bias = e->params + 62418432;
     for (int64_t i = lo; i < hi; i++) {
         float v0 = qkv_h_3_attn[i] + P_h_3_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
@@ -206,10 +206,10 @@ void k13(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void k14(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_3_attn = ACT(883564544);
+    const float *attn_out_h_3_attn = ACT(441782272);
     const float *P_h_3_attn_proj_bias = e->params + 63010560;
-    const float *residual_linear_h_2_proj = ACT(874127360);
-    float *residual_attn_out_h_3_attn = ACT(883564544);
+    const float *residual_linear_h_2_proj = ACT(437063680);
+    float *residual_attn_out_h_3_attn = ACT(441782272);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = attn_out_h_3_attn[i] + P_h_3_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_2_proj[i] + v0; /* residual: x + body(x) */
@@ -221,9 +221,9 @@ void k14(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
 void k15(rt_exec *e, int64_t lo, int64_t hi)
 {
-    float *linear_h_3_fc = ACT(487202816);
+    float *linear_h_3_fc = ACT(243601408);
     const float *P_h_3_fc_bias = e->params + 65372160;
-    float *gelu_h_3_2 = ACT(499785728);
+    float *gelu_h_3_2 = ACT(249892864);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_3_fc[i] + P_h_3_fc_bias[i % 3072]; /* linear epilogue: + bias */
         linear_h_3_fc[i] = v0;
@@ -236,10 +236,10 @@ void k15(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void k16(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_3_proj = ACT(889856000);
+    const float *linear_h_3_proj = ACT(444928000);
     const float *P_h_3_proj_bias = e->params + 67734528;
-    const float *residual_attn_out_h_3_attn = ACT(883564544);
-    float *residual_linear_h_3_proj = ACT(889856000);
+    const float *residual_attn_out_h_3_attn = ACT(441782272);
+    float *residual_linear_h_3_proj = ACT(444928000);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_3_proj[i] + P_h_3_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_3_attn[i] + v0; /* residual: x + body(x) */
@@ -251,7 +251,7 @@ void k16(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] */
 void k17(rt_exec *e, int64_t lo, int64_t hi)
 {
-    float *qkv_h_4_attn = ACT(751443968);
+    float *qkv_h_4_attn = ACT(375721984);
     const float *P_h_4_attn_qkv_bias = e->params + 69506304;
     for (int64_t i = lo; i < hi; i++) {
         float v0 = qkv_h_4_attn[i] + P_h_4_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
@@ -263,10 +263,10 @@ void k17(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void k18(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_4_attn = ACT(899293184);
+    const float *attn_out_h_4_attn = ACT(449646592);
     const float *P_h_4_attn_proj_bias = e->params + 70098432;
-    const float *residual_linear_h_3_proj = ACT(889856000);
-    float *residual_attn_out_h_4_attn = ACT(899293184);
+    const float *residual_linear_h_3_proj = ACT(444928000);
+    float *residual_attn_out_h_4_attn = ACT(449646592);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = attn_out_h_4_attn[i] + P_h_4_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_3_proj[i] + v0; /* residual: x + body(x) */
@@ -278,9 +278,9 @@ void k18(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
 void k19(rt_exec *e, int64_t lo, int64_t hi)
 {
-    float *linear_h_4_fc = ACT(512368640);
+    float *linear_h_4_fc = ACT(256184320);
     const float *P_h_4_fc_bias = e->params + 72460032;
-    float *gelu_h_4_2 = ACT(524951552);
+    float *gelu_h_4_2 = ACT(262475776);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_4_fc[i] + P_h_4_fc_bias[i % 3072]; /* linear epilogue: + bias */
         linear_h_4_fc[i] = v0;
@@ -293,10 +293,10 @@ void k19(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void k20(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_4_proj = ACT(905584640);
+    const float *linear_h_4_proj = ACT(452792320);
     const float *P_h_4_proj_bias = e->params + 74822400;
-    const float *residual_attn_out_h_4_attn = ACT(899293184);
-    float *residual_linear_h_4_proj = ACT(905584640);
+    const float *residual_attn_out_h_4_attn = ACT(449646592);
+    float *residual_linear_h_4_proj = ACT(452792320);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_4_proj[i] + P_h_4_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_4_attn[i] + v0; /* residual: x + body(x) */
@@ -308,7 +308,7 @@ void k20(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] */
 void k21(rt_exec *e, int64_t lo, int64_t hi)
 {
-    float *qkv_h_5_attn = ACT(760881152);
+    float *qkv_h_5_attn = ACT(380440576);
     const float *P_h_5_attn_qkv_bias = e->params + 76594176;
     for (int64_t i = lo; i < hi; i++) {
         float v0 = qkv_h_5_attn[i] + P_h_5_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
@@ -320,10 +320,10 @@ void k21(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void k22(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_5_attn = ACT(915021824);
+    const float *attn_out_h_5_attn = ACT(457510912);
     const float *P_h_5_attn_proj_bias = e->params + 77186304;
-    const float *residual_linear_h_4_proj = ACT(905584640);
-    float *residual_attn_out_h_5_attn = ACT(915021824);
+    const float *residual_linear_h_4_proj = ACT(452792320);
+    float *residual_attn_out_h_5_attn = ACT(457510912);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = attn_out_h_5_attn[i] + P_h_5_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_4_proj[i] + v0; /* residual: x + body(x) */
@@ -335,9 +335,9 @@ void k22(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
 void k23(rt_exec *e, int64_t lo, int64_t hi)
 {
-    float *linear_h_5_fc = ACT(537534464);
+    float *linear_h_5_fc = ACT(268767232);
     const float *P_h_5_fc_bias = e->params + 79547904;
-    float *gelu_h_5_2 = ACT(550117376);
+    float *gelu_h_5_2 = ACT(275058688);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_5_fc[i] + P_h_5_fc_bias[i % 3072]; /* linear epilogue: + bias */
         linear_h_5_fc[i] = v0;
@@ -350,10 +350,10 @@ void k23(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void k24(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_5_proj = ACT(921313280);
+    const float *linear_h_5_proj = ACT(460656640);
     const float *P_h_5_proj_bias = e->params + 81910272;
-    const float *residual_attn_out_h_5_attn = ACT(915021824);
-    float *residual_linear_h_5_proj = ACT(921313280);
+    const float *residual_attn_out_h_5_attn = ACT(457510912);
+    float *residual_linear_h_5_proj = ACT(460656640);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_5_proj[i] + P_h_5_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_5_attn[i] + v0; /* residual: x + body(x) */
@@ -365,7 +365,7 @@ void k24(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] */
 void k25(rt_exec *e, int64_t lo, int64_t hi)
 {
-    float *qkv_h_6_attn = ACT(770318336);
+    float *qkv_h_6_attn = ACT(385159168);
     const float *P_h_6_attn_qkv_bias = e->params + 83682048;
     for (int64_t i = lo; i < hi; i++) {
         float v0 = qkv_h_6_attn[i] + P_h_6_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
@@ -377,10 +377,10 @@ void k25(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void k26(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_6_attn = ACT(930750464);
+    const float *attn_out_h_6_attn = ACT(465375232);
     const float *P_h_6_attn_proj_bias = e->params + 84274176;
-    const float *residual_linear_h_5_proj = ACT(921313280);
-    float *residual_attn_out_h_6_attn = ACT(930750464);
+    const float *residual_linear_h_5_proj = ACT(460656640);
+    float *residual_attn_out_h_6_attn = ACT(465375232);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = attn_out_h_6_attn[i] + P_h_6_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_5_proj[i] + v0; /* residual: x + body(x) */
@@ -392,9 +392,9 @@ void k26(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
 void k27(rt_exec *e, int64_t lo, int64_t hi)
 {
-    float *linear_h_6_fc = ACT(562700288);
+    float *linear_h_6_fc = ACT(281350144);
     const float *P_h_6_fc_bias = e->params + 86635776;
-    float *gelu_h_6_2 = ACT(575283200);
+    float *gelu_h_6_2 = ACT(287641600);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_6_fc[i] + P_h_6_fc_bias[i % 3072]; /* linear epilogue: + bias */
         linear_h_6_fc[i] = v0;
@@ -407,10 +407,10 @@ void k27(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void k28(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_6_proj = ACT(937041920);
+    const float *linear_h_6_proj = ACT(468520960);
     const float *P_h_6_proj_bias = e->params + 88998144;
-    const float *residual_attn_out_h_6_attn = ACT(930750464);
-    float *residual_linear_h_6_proj = ACT(937041920);
+    const float *residual_attn_out_h_6_attn = ACT(465375232);
+    float *residual_linear_h_6_proj = ACT(468520960);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_6_proj[i] + P_h_6_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_6_attn[i] + v0; /* residual: x + body(x) */
@@ -422,7 +422,7 @@ void k28(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] */
 void k29(rt_exec *e, int64_t lo, int64_t hi)
 {
-    float *qkv_h_7_attn = ACT(779755520);
+    float *qkv_h_7_attn = ACT(389877760);
     const float *P_h_7_attn_qkv_bias = e->params + 90769920;
     for (int64_t i = lo; i < hi; i++) {
         float v0 = qkv_h_7_attn[i] + P_h_7_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
@@ -434,10 +434,10 @@ void k29(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void k30(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_7_attn = ACT(946479104);
+    const float *attn_out_h_7_attn = ACT(473239552);
     const float *P_h_7_attn_proj_bias = e->params + 91362048;
-    const float *residual_linear_h_6_proj = ACT(937041920);
-    float *residual_attn_out_h_7_attn = ACT(946479104);
+    const float *residual_linear_h_6_proj = ACT(468520960);
+    float *residual_attn_out_h_7_attn = ACT(473239552);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = attn_out_h_7_attn[i] + P_h_7_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_6_proj[i] + v0; /* residual: x + body(x) */
@@ -449,9 +449,9 @@ void k30(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
 void k31(rt_exec *e, int64_t lo, int64_t hi)
 {
-    float *linear_h_7_fc = ACT(587866112);
+    float *linear_h_7_fc = ACT(293933056);
     const float *P_h_7_fc_bias = e->params + 93723648;
-    float *gelu_h_7_2 = ACT(600449024);
+    float *gelu_h_7_2 = ACT(300224512);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_7_fc[i] + P_h_7_fc_bias[i % 3072]; /* linear epilogue: + bias */
         linear_h_7_fc[i] = v0;
@@ -464,10 +464,10 @@ void k31(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void k32(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_7_proj = ACT(952770560);
+    const float *linear_h_7_proj = ACT(476385280);
     const float *P_h_7_proj_bias = e->params + 96086016;
-    const float *residual_attn_out_h_7_attn = ACT(946479104);
-    float *residual_linear_h_7_proj = ACT(952770560);
+    const float *residual_attn_out_h_7_attn = ACT(473239552);
+    float *residual_linear_h_7_proj = ACT(476385280);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_7_proj[i] + P_h_7_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_7_attn[i] + v0; /* residual: x + body(x) */
@@ -479,7 +479,7 @@ void k32(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] */
 void k33(rt_exec *e, int64_t lo, int64_t hi)
 {
-    float *qkv_h_8_attn = ACT(789192704);
+    float *qkv_h_8_attn = ACT(394596352);
     const float *P_h_8_attn_qkv_bias = e->params + 97857792;
     for (int64_t i = lo; i < hi; i++) {
         float v0 = qkv_h_8_attn[i] + P_h_8_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
@@ -491,10 +491,10 @@ void k33(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void k34(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_8_attn = ACT(962207744);
+    const float *attn_out_h_8_attn = ACT(481103872);
     const float *P_h_8_attn_proj_bias = e->params + 98449920;
-    const float *residual_linear_h_7_proj = ACT(952770560);
-    float *residual_attn_out_h_8_attn = ACT(962207744);
+    const float *residual_linear_h_7_proj = ACT(476385280);
+    float *residual_attn_out_h_8_attn = ACT(481103872);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = attn_out_h_8_attn[i] + P_h_8_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_7_proj[i] + v0; /* residual: x + body(x) */
@@ -506,9 +506,9 @@ void k34(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
 void k35(rt_exec *e, int64_t lo, int64_t hi)
 {
-    float *linear_h_8_fc = ACT(613031936);
+    float *linear_h_8_fc = ACT(306515968);
     const float *P_h_8_fc_bias = e->params + 100811520;
-    float *gelu_h_8_2 = ACT(625614848);
+    float *gelu_h_8_2 = ACT(312807424);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_8_fc[i] + P_h_8_fc_bias[i % 3072]; /* linear epilogue: + bias */
         linear_h_8_fc[i] = v0;
@@ -521,10 +521,10 @@ void k35(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void k36(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_8_proj = ACT(968499200);
+    const float *linear_h_8_proj = ACT(484249600);
     const float *P_h_8_proj_bias = e->params + 103173888;
-    const float *residual_attn_out_h_8_attn = ACT(962207744);
-    float *residual_linear_h_8_proj = ACT(968499200);
+    const float *residual_attn_out_h_8_attn = ACT(481103872);
+    float *residual_linear_h_8_proj = ACT(484249600);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_8_proj[i] + P_h_8_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_8_attn[i] + v0; /* residual: x + body(x) */
@@ -536,7 +536,7 @@ void k36(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] */
 void k37(rt_exec *e, int64_t lo, int64_t hi)
 {
-    float *qkv_h_9_attn = ACT(798629888);
+    float *qkv_h_9_attn = ACT(399314944);
     const float *P_h_9_attn_qkv_bias = e->params + 104945664;
     for (int64_t i = lo; i < hi; i++) {
         float v0 = qkv_h_9_attn[i] + P_h_9_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
@@ -548,10 +548,10 @@ void k37(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void k38(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_9_attn = ACT(977936384);
+    const float *attn_out_h_9_attn = ACT(488968192);
     const float *P_h_9_attn_proj_bias = e->params + 105537792;
-    const float *residual_linear_h_8_proj = ACT(968499200);
-    float *residual_attn_out_h_9_attn = ACT(977936384);
+    const float *residual_linear_h_8_proj = ACT(484249600);
+    float *residual_attn_out_h_9_attn = ACT(488968192);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = attn_out_h_9_attn[i] + P_h_9_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_8_proj[i] + v0; /* residual: x + body(x) */
@@ -563,9 +563,9 @@ void k38(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
 void k39(rt_exec *e, int64_t lo, int64_t hi)
 {
-    float *linear_h_9_fc = ACT(638197760);
+    float *linear_h_9_fc = ACT(319098880);
     const float *P_h_9_fc_bias = e->params + 107899392;
-    float *gelu_h_9_2 = ACT(650780672);
+    float *gelu_h_9_2 = ACT(325390336);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_9_fc[i] + P_h_9_fc_bias[i % 3072]; /* linear epilogue: + bias */
         linear_h_9_fc[i] = v0;
@@ -578,10 +578,10 @@ void k39(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void k40(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_9_proj = ACT(984227840);
+    const float *linear_h_9_proj = ACT(492113920);
     const float *P_h_9_proj_bias = e->params + 110261760;
-    const float *residual_attn_out_h_9_attn = ACT(977936384);
-    float *residual_linear_h_9_proj = ACT(984227840);
+    const float *residual_attn_out_h_9_attn = ACT(488968192);
+    float *residual_linear_h_9_proj = ACT(492113920);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_9_proj[i] + P_h_9_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_9_attn[i] + v0; /* residual: x + body(x) */
@@ -593,7 +593,7 @@ void k40(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] */
 void k41(rt_exec *e, int64_t lo, int64_t hi)
 {
-    float *qkv_h_10_attn = ACT(808067072);
+    float *qkv_h_10_attn = ACT(404033536);
     const float *P_h_10_attn_qkv_bias = e->params + 112033536;
     for (int64_t i = lo; i < hi; i++) {
         float v0 = qkv_h_10_attn[i] + P_h_10_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
@@ -605,10 +605,10 @@ void k41(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void k42(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_10_attn = ACT(993665024);
+    const float *attn_out_h_10_attn = ACT(496832512);
     const float *P_h_10_attn_proj_bias = e->params + 112625664;
-    const float *residual_linear_h_9_proj = ACT(984227840);
-    float *residual_attn_out_h_10_attn = ACT(993665024);
+    const float *residual_linear_h_9_proj = ACT(492113920);
+    float *residual_attn_out_h_10_attn = ACT(496832512);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = attn_out_h_10_attn[i] + P_h_10_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_9_proj[i] + v0; /* residual: x + body(x) */
@@ -620,9 +620,9 @@ void k42(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
 void k43(rt_exec *e, int64_t lo, int64_t hi)
 {
-    float *linear_h_10_fc = ACT(663363584);
+    float *linear_h_10_fc = ACT(331681792);
     const float *P_h_10_fc_bias = e->params + 114987264;
-    float *gelu_h_10_2 = ACT(675946496);
+    float *gelu_h_10_2 = ACT(337973248);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_10_fc[i] + P_h_10_fc_bias[i % 3072]; /* linear epilogue: + bias */
         linear_h_10_fc[i] = v0;
@@ -635,10 +635,10 @@ void k43(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void k44(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_10_proj = ACT(999956480);
+    const float *linear_h_10_proj = ACT(499978240);
     const float *P_h_10_proj_bias = e->params + 117349632;
-    const float *residual_attn_out_h_10_attn = ACT(993665024);
-    float *residual_linear_h_10_proj = ACT(999956480);
+    const float *residual_attn_out_h_10_attn = ACT(496832512);
+    float *residual_linear_h_10_proj = ACT(499978240);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_10_proj[i] + P_h_10_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_10_attn[i] + v0; /* residual: x + body(x) */
@@ -650,7 +650,7 @@ void k44(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] */
 void k45(rt_exec *e, int64_t lo, int64_t hi)
 {
-    float *qkv_h_11_attn = ACT(817504256);
+    float *qkv_h_11_attn = ACT(408752128);
     const float *P_h_11_attn_qkv_bias = e->params + 119121408;
     for (int64_t i = lo; i < hi; i++) {
         float v0 = qkv_h_11_attn[i] + P_h_11_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
@@ -662,10 +662,10 @@ void k45(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void k46(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_11_attn = ACT(1009393664);
+    const float *attn_out_h_11_attn = ACT(504696832);
     const float *P_h_11_attn_proj_bias = e->params + 119713536;
-    const float *residual_linear_h_10_proj = ACT(999956480);
-    float *residual_attn_out_h_11_attn = ACT(1009393664);
+    const float *residual_linear_h_10_proj = ACT(499978240);
+    float *residual_attn_out_h_11_attn = ACT(504696832);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = attn_out_h_11_attn[i] + P_h_11_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_10_proj[i] + v0; /* residual: x + body(x) */
@@ -677,9 +677,9 @@ void k46(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
 void k47(rt_exec *e, int64_t lo, int64_t hi)
 {
-    float *linear_h_11_fc = ACT(688529408);
+    float *linear_h_11_fc = ACT(344264704);
     const float *P_h_11_fc_bias = e->params + 122075136;
-    float *gelu_h_11_2 = ACT(701112320);
+    float *gelu_h_11_2 = ACT(350556160);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_11_fc[i] + P_h_11_fc_bias[i % 3072]; /* linear epilogue: + bias */
         linear_h_11_fc[i] = v0;
@@ -692,10 +692,10 @@ void k47(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void k48(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_11_proj = ACT(1015685120);
+    const float *linear_h_11_proj = ACT(507842560);
     const float *P_h_11_proj_bias = e->params + 124437504;
-    const float *residual_attn_out_h_11_attn = ACT(1009393664);
-    float *residual_linear_h_11_proj = ACT(1015685120);
+    const float *residual_attn_out_h_11_attn = ACT(504696832);
+    float *residual_linear_h_11_proj = ACT(507842560);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_11_proj[i] + P_h_11_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_11_attn[i] + v0; /* residual: x + body(x) */
@@ -708,7 +708,7 @@ void k48(rt_exec *e, int64_t lo, int64_t hi)
 void k49(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_11_2 = ACT(0);
-    const float *linear_h_11_fc = ACT(688529408);
+    const float *linear_h_11_fc = ACT(344264704);
     float *d_linear_h_11_fc = ACT(0);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = rt_gelu_tanh_bwd(linear_h_11_fc[i], d_gelu_h_11_2[i]); /* gelu (tanh) backward */
@@ -720,9 +720,9 @@ void k49(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0] */
 void k50(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_linear_h_11_proj = ACT(12582912);
+    const float *d_residual_linear_h_11_proj = ACT(6291456);
     const float *d_residual_attn_out_h_11_attn = ACT(0);
-    float *d_residual_attn_out_h_11_attn_491 = ACT(12582912);
+    float *d_residual_attn_out_h_11_attn_491 = ACT(6291456);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_linear_h_11_proj[i] + d_residual_attn_out_h_11_attn[i]; /* sum of gradient contributions */
         d_residual_attn_out_h_11_attn_491[i] = v0;
@@ -733,9 +733,9 @@ void k50(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1] */
 void k51(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_attn_out_h_11_attn_491 = ACT(12582912);
-    const float *d_residual_linear_h_10_proj = ACT(820649984);
-    float *d_residual_linear_h_10_proj_496 = ACT(12582912);
+    const float *d_residual_attn_out_h_11_attn_491 = ACT(6291456);
+    const float *d_residual_linear_h_10_proj = ACT(410324992);
+    float *d_residual_linear_h_10_proj_496 = ACT(6291456);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_attn_out_h_11_attn_491[i] + d_residual_linear_h_10_proj[i]; /* sum of gradient contributions */
         d_residual_linear_h_10_proj_496[i] = v0;
@@ -747,7 +747,7 @@ void k51(rt_exec *e, int64_t lo, int64_t hi)
 void k52(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_10_2 = ACT(0);
-    const float *linear_h_10_fc = ACT(663363584);
+    const float *linear_h_10_fc = ACT(331681792);
     float *d_linear_h_10_fc = ACT(0);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = rt_gelu_tanh_bwd(linear_h_10_fc[i], d_gelu_h_10_2[i]); /* gelu (tanh) backward */
@@ -759,9 +759,9 @@ void k52(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0] */
 void k53(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_linear_h_10_proj_496 = ACT(12582912);
-    const float *d_residual_attn_out_h_10_attn = ACT(820649984);
-    float *d_residual_attn_out_h_10_attn_501 = ACT(12582912);
+    const float *d_residual_linear_h_10_proj_496 = ACT(6291456);
+    const float *d_residual_attn_out_h_10_attn = ACT(410324992);
+    float *d_residual_attn_out_h_10_attn_501 = ACT(6291456);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_linear_h_10_proj_496[i] + d_residual_attn_out_h_10_attn[i]; /* sum of gradient contributions */
         d_residual_attn_out_h_10_attn_501[i] = v0;
@@ -772,9 +772,9 @@ void k53(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1] */
 void k54(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_attn_out_h_10_attn_501 = ACT(12582912);
-    const float *d_residual_linear_h_9_proj = ACT(3145728);
-    float *d_residual_linear_h_9_proj_506 = ACT(12582912);
+    const float *d_residual_attn_out_h_10_attn_501 = ACT(6291456);
+    const float *d_residual_linear_h_9_proj = ACT(1572864);
+    float *d_residual_linear_h_9_proj_506 = ACT(6291456);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_attn_out_h_10_attn_501[i] + d_residual_linear_h_9_proj[i]; /* sum of gradient contributions */
         d_residual_linear_h_9_proj_506[i] = v0;
@@ -786,7 +786,7 @@ void k54(rt_exec *e, int64_t lo, int64_t hi)
 void k55(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_9_2 = ACT(0);
-    const float *linear_h_9_fc = ACT(638197760);
+    const float *linear_h_9_fc = ACT(319098880);
     float *d_linear_h_9_fc = ACT(0);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = rt_gelu_tanh_bwd(linear_h_9_fc[i], d_gelu_h_9_2[i]); /* gelu (tanh) backward */
@@ -798,9 +798,9 @@ void k55(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0] */
 void k56(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_linear_h_9_proj_506 = ACT(12582912);
+    const float *d_residual_linear_h_9_proj_506 = ACT(6291456);
     const float *d_residual_attn_out_h_9_attn = ACT(0);
-    float *d_residual_attn_out_h_9_attn_511 = ACT(12582912);
+    float *d_residual_attn_out_h_9_attn_511 = ACT(6291456);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_linear_h_9_proj_506[i] + d_residual_attn_out_h_9_attn[i]; /* sum of gradient contributions */
         d_residual_attn_out_h_9_attn_511[i] = v0;
@@ -811,9 +811,9 @@ void k56(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1] */
 void k57(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_attn_out_h_9_attn_511 = ACT(12582912);
-    const float *d_residual_linear_h_8_proj = ACT(3145728);
-    float *d_residual_linear_h_8_proj_516 = ACT(12582912);
+    const float *d_residual_attn_out_h_9_attn_511 = ACT(6291456);
+    const float *d_residual_linear_h_8_proj = ACT(1572864);
+    float *d_residual_linear_h_8_proj_516 = ACT(6291456);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_attn_out_h_9_attn_511[i] + d_residual_linear_h_8_proj[i]; /* sum of gradient contributions */
         d_residual_linear_h_8_proj_516[i] = v0;
@@ -825,7 +825,7 @@ void k57(rt_exec *e, int64_t lo, int64_t hi)
 void k58(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_8_2 = ACT(0);
-    const float *linear_h_8_fc = ACT(613031936);
+    const float *linear_h_8_fc = ACT(306515968);
     float *d_linear_h_8_fc = ACT(0);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = rt_gelu_tanh_bwd(linear_h_8_fc[i], d_gelu_h_8_2[i]); /* gelu (tanh) backward */
@@ -837,9 +837,9 @@ void k58(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0] */
 void k59(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_linear_h_8_proj_516 = ACT(12582912);
+    const float *d_residual_linear_h_8_proj_516 = ACT(6291456);
     const float *d_residual_attn_out_h_8_attn = ACT(0);
-    float *d_residual_attn_out_h_8_attn_521 = ACT(12582912);
+    float *d_residual_attn_out_h_8_attn_521 = ACT(6291456);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_linear_h_8_proj_516[i] + d_residual_attn_out_h_8_attn[i]; /* sum of gradient contributions */
         d_residual_attn_out_h_8_attn_521[i] = v0;
@@ -850,9 +850,9 @@ void k59(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1] */
 void k60(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_attn_out_h_8_attn_521 = ACT(12582912);
-    const float *d_residual_linear_h_7_proj = ACT(3145728);
-    float *d_residual_linear_h_7_proj_526 = ACT(12582912);
+    const float *d_residual_attn_out_h_8_attn_521 = ACT(6291456);
+    const float *d_residual_linear_h_7_proj = ACT(1572864);
+    float *d_residual_linear_h_7_proj_526 = ACT(6291456);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_attn_out_h_8_attn_521[i] + d_residual_linear_h_7_proj[i]; /* sum of gradient contributions */
         d_residual_linear_h_7_proj_526[i] = v0;
@@ -864,7 +864,7 @@ void k60(rt_exec *e, int64_t lo, int64_t hi)
 void k61(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_7_2 = ACT(0);
-    const float *linear_h_7_fc = ACT(587866112);
+    const float *linear_h_7_fc = ACT(293933056);
     float *d_linear_h_7_fc = ACT(0);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = rt_gelu_tanh_bwd(linear_h_7_fc[i], d_gelu_h_7_2[i]); /* gelu (tanh) backward */
@@ -876,9 +876,9 @@ void k61(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0] */
 void k62(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_linear_h_7_proj_526 = ACT(12582912);
+    const float *d_residual_linear_h_7_proj_526 = ACT(6291456);
     const float *d_residual_attn_out_h_7_attn = ACT(0);
-    float *d_residual_attn_out_h_7_attn_531 = ACT(12582912);
+    float *d_residual_attn_out_h_7_attn_531 = ACT(6291456);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_linear_h_7_proj_526[i] + d_residual_attn_out_h_7_attn[i]; /* sum of gradient contributions */
         d_residual_attn_out_h_7_attn_531[i] = v0;
@@ -889,9 +889,9 @@ void k62(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1] */
 void k63(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_attn_out_h_7_attn_531 = ACT(12582912);
-    const float *d_residual_linear_h_6_proj = ACT(3145728);
-    float *d_residual_linear_h_6_proj_536 = ACT(12582912);
+    const float *d_residual_attn_out_h_7_attn_531 = ACT(6291456);
+    const float *d_residual_linear_h_6_proj = ACT(1572864);
+    float *d_residual_linear_h_6_proj_536 = ACT(6291456);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_attn_out_h_7_attn_531[i] + d_residual_linear_h_6_proj[i]; /* sum of gradient contributions */
         d_residual_linear_h_6_proj_536[i] = v0;
@@ -903,7 +903,7 @@ void k63(rt_exec *e, int64_t lo, int64_t hi)
 void k64(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_6_2 = ACT(0);
-    const float *linear_h_6_fc = ACT(562700288);
+    const float *linear_h_6_fc = ACT(281350144);
     float *d_linear_h_6_fc = ACT(0);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = rt_gelu_tanh_bwd(linear_h_6_fc[i], d_gelu_h_6_2[i]); /* gelu (tanh) backward */
@@ -915,9 +915,9 @@ void k64(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0] */
 void k65(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_linear_h_6_proj_536 = ACT(12582912);
+    const float *d_residual_linear_h_6_proj_536 = ACT(6291456);
     const float *d_residual_attn_out_h_6_attn = ACT(0);
-    float *d_residual_attn_out_h_6_attn_541 = ACT(12582912);
+    float *d_residual_attn_out_h_6_attn_541 = ACT(6291456);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_linear_h_6_proj_536[i] + d_residual_attn_out_h_6_attn[i]; /* sum of gradient contributions */
         d_residual_attn_out_h_6_attn_541[i] = v0;
@@ -928,9 +928,9 @@ void k65(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1] */
 void k66(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_attn_out_h_6_attn_541 = ACT(12582912);
-    const float *d_residual_linear_h_5_proj = ACT(3145728);
-    float *d_residual_linear_h_5_proj_546 = ACT(12582912);
+    const float *d_residual_attn_out_h_6_attn_541 = ACT(6291456);
+    const float *d_residual_linear_h_5_proj = ACT(1572864);
+    float *d_residual_linear_h_5_proj_546 = ACT(6291456);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_attn_out_h_6_attn_541[i] + d_residual_linear_h_5_proj[i]; /* sum of gradient contributions */
         d_residual_linear_h_5_proj_546[i] = v0;
@@ -942,7 +942,7 @@ void k66(rt_exec *e, int64_t lo, int64_t hi)
 void k67(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_5_2 = ACT(0);
-    const float *linear_h_5_fc = ACT(537534464);
+    const float *linear_h_5_fc = ACT(268767232);
     float *d_linear_h_5_fc = ACT(0);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = rt_gelu_tanh_bwd(linear_h_5_fc[i], d_gelu_h_5_2[i]); /* gelu (tanh) backward */
@@ -954,9 +954,9 @@ void k67(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0] */
 void k68(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_linear_h_5_proj_546 = ACT(12582912);
+    const float *d_residual_linear_h_5_proj_546 = ACT(6291456);
     const float *d_residual_attn_out_h_5_attn = ACT(0);
-    float *d_residual_attn_out_h_5_attn_551 = ACT(12582912);
+    float *d_residual_attn_out_h_5_attn_551 = ACT(6291456);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_linear_h_5_proj_546[i] + d_residual_attn_out_h_5_attn[i]; /* sum of gradient contributions */
         d_residual_attn_out_h_5_attn_551[i] = v0;
@@ -967,9 +967,9 @@ void k68(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1] */
 void k69(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_attn_out_h_5_attn_551 = ACT(12582912);
-    const float *d_residual_linear_h_4_proj = ACT(3145728);
-    float *d_residual_linear_h_4_proj_556 = ACT(12582912);
+    const float *d_residual_attn_out_h_5_attn_551 = ACT(6291456);
+    const float *d_residual_linear_h_4_proj = ACT(1572864);
+    float *d_residual_linear_h_4_proj_556 = ACT(6291456);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_attn_out_h_5_attn_551[i] + d_residual_linear_h_4_proj[i]; /* sum of gradient contributions */
         d_residual_linear_h_4_proj_556[i] = v0;
@@ -981,7 +981,7 @@ void k69(rt_exec *e, int64_t lo, int64_t hi)
 void k70(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_4_2 = ACT(0);
-    const float *linear_h_4_fc = ACT(512368640);
+    const float *linear_h_4_fc = ACT(256184320);
     float *d_linear_h_4_fc = ACT(0);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = rt_gelu_tanh_bwd(linear_h_4_fc[i], d_gelu_h_4_2[i]); /* gelu (tanh) backward */
@@ -993,9 +993,9 @@ void k70(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0] */
 void k71(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_linear_h_4_proj_556 = ACT(12582912);
+    const float *d_residual_linear_h_4_proj_556 = ACT(6291456);
     const float *d_residual_attn_out_h_4_attn = ACT(0);
-    float *d_residual_attn_out_h_4_attn_561 = ACT(12582912);
+    float *d_residual_attn_out_h_4_attn_561 = ACT(6291456);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_linear_h_4_proj_556[i] + d_residual_attn_out_h_4_attn[i]; /* sum of gradient contributions */
         d_residual_attn_out_h_4_attn_561[i] = v0;
@@ -1006,9 +1006,9 @@ void k71(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1] */
 void k72(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_attn_out_h_4_attn_561 = ACT(12582912);
-    const float *d_residual_linear_h_3_proj = ACT(3145728);
-    float *d_residual_linear_h_3_proj_566 = ACT(12582912);
+    const float *d_residual_attn_out_h_4_attn_561 = ACT(6291456);
+    const float *d_residual_linear_h_3_proj = ACT(1572864);
+    float *d_residual_linear_h_3_proj_566 = ACT(6291456);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_attn_out_h_4_attn_561[i] + d_residual_linear_h_3_proj[i]; /* sum of gradient contributions */
         d_residual_linear_h_3_proj_566[i] = v0;
@@ -1020,7 +1020,7 @@ void k72(rt_exec *e, int64_t lo, int64_t hi)
 void k73(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_3_2 = ACT(0);
-    const float *linear_h_3_fc = ACT(487202816);
+    const float *linear_h_3_fc = ACT(243601408);
     float *d_linear_h_3_fc = ACT(0);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = rt_gelu_tanh_bwd(linear_h_3_fc[i], d_gelu_h_3_2[i]); /* gelu (tanh) backward */
@@ -1032,9 +1032,9 @@ void k73(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0] */
 void k74(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_linear_h_3_proj_566 = ACT(12582912);
+    const float *d_residual_linear_h_3_proj_566 = ACT(6291456);
     const float *d_residual_attn_out_h_3_attn = ACT(0);
-    float *d_residual_attn_out_h_3_attn_571 = ACT(12582912);
+    float *d_residual_attn_out_h_3_attn_571 = ACT(6291456);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_linear_h_3_proj_566[i] + d_residual_attn_out_h_3_attn[i]; /* sum of gradient contributions */
         d_residual_attn_out_h_3_attn_571[i] = v0;
@@ -1045,9 +1045,9 @@ void k74(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1] */
 void k75(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_attn_out_h_3_attn_571 = ACT(12582912);
-    const float *d_residual_linear_h_2_proj = ACT(3145728);
-    float *d_residual_linear_h_2_proj_576 = ACT(12582912);
+    const float *d_residual_attn_out_h_3_attn_571 = ACT(6291456);
+    const float *d_residual_linear_h_2_proj = ACT(1572864);
+    float *d_residual_linear_h_2_proj_576 = ACT(6291456);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_attn_out_h_3_attn_571[i] + d_residual_linear_h_2_proj[i]; /* sum of gradient contributions */
         d_residual_linear_h_2_proj_576[i] = v0;
@@ -1059,7 +1059,7 @@ void k75(rt_exec *e, int64_t lo, int64_t hi)
 void k76(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_2_2 = ACT(0);
-    const float *linear_h_2_fc = ACT(462036992);
+    const float *linear_h_2_fc = ACT(231018496);
     float *d_linear_h_2_fc = ACT(0);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = rt_gelu_tanh_bwd(linear_h_2_fc[i], d_gelu_h_2_2[i]); /* gelu (tanh) backward */
@@ -1071,9 +1071,9 @@ void k76(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0] */
 void k77(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_linear_h_2_proj_576 = ACT(12582912);
+    const float *d_residual_linear_h_2_proj_576 = ACT(6291456);
     const float *d_residual_attn_out_h_2_attn = ACT(0);
-    float *d_residual_attn_out_h_2_attn_581 = ACT(12582912);
+    float *d_residual_attn_out_h_2_attn_581 = ACT(6291456);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_linear_h_2_proj_576[i] + d_residual_attn_out_h_2_attn[i]; /* sum of gradient contributions */
         d_residual_attn_out_h_2_attn_581[i] = v0;
@@ -1084,9 +1084,9 @@ void k77(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1] */
 void k78(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_attn_out_h_2_attn_581 = ACT(12582912);
-    const float *d_residual_linear_h_1_proj = ACT(3145728);
-    float *d_residual_linear_h_1_proj_586 = ACT(12582912);
+    const float *d_residual_attn_out_h_2_attn_581 = ACT(6291456);
+    const float *d_residual_linear_h_1_proj = ACT(1572864);
+    float *d_residual_linear_h_1_proj_586 = ACT(6291456);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_attn_out_h_2_attn_581[i] + d_residual_linear_h_1_proj[i]; /* sum of gradient contributions */
         d_residual_linear_h_1_proj_586[i] = v0;
@@ -1098,7 +1098,7 @@ void k78(rt_exec *e, int64_t lo, int64_t hi)
 void k79(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_1_2 = ACT(0);
-    const float *linear_h_1_fc = ACT(436871168);
+    const float *linear_h_1_fc = ACT(218435584);
     float *d_linear_h_1_fc = ACT(0);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = rt_gelu_tanh_bwd(linear_h_1_fc[i], d_gelu_h_1_2[i]); /* gelu (tanh) backward */
@@ -1110,9 +1110,9 @@ void k79(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0] */
 void k80(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_linear_h_1_proj_586 = ACT(12582912);
+    const float *d_residual_linear_h_1_proj_586 = ACT(6291456);
     const float *d_residual_attn_out_h_1_attn = ACT(0);
-    float *d_residual_attn_out_h_1_attn_591 = ACT(12582912);
+    float *d_residual_attn_out_h_1_attn_591 = ACT(6291456);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_linear_h_1_proj_586[i] + d_residual_attn_out_h_1_attn[i]; /* sum of gradient contributions */
         d_residual_attn_out_h_1_attn_591[i] = v0;
@@ -1123,9 +1123,9 @@ void k80(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1] */
 void k81(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_attn_out_h_1_attn_591 = ACT(12582912);
-    const float *d_residual_linear_h_0_proj = ACT(3145728);
-    float *d_residual_linear_h_0_proj_596 = ACT(12582912);
+    const float *d_residual_attn_out_h_1_attn_591 = ACT(6291456);
+    const float *d_residual_linear_h_0_proj = ACT(1572864);
+    float *d_residual_linear_h_0_proj_596 = ACT(6291456);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_attn_out_h_1_attn_591[i] + d_residual_linear_h_0_proj[i]; /* sum of gradient contributions */
         d_residual_linear_h_0_proj_596[i] = v0;
@@ -1137,7 +1137,7 @@ void k81(rt_exec *e, int64_t lo, int64_t hi)
 void k82(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_0_2 = ACT(0);
-    const float *linear_h_0_fc = ACT(411705344);
+    const float *linear_h_0_fc = ACT(205852672);
     float *d_linear_h_0_fc = ACT(0);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = rt_gelu_tanh_bwd(linear_h_0_fc[i], d_gelu_h_0_2[i]); /* gelu (tanh) backward */
@@ -1149,9 +1149,9 @@ void k82(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0] */
 void k83(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_linear_h_0_proj_596 = ACT(12582912);
+    const float *d_residual_linear_h_0_proj_596 = ACT(6291456);
     const float *d_residual_attn_out_h_0_attn = ACT(0);
-    float *d_residual_attn_out_h_0_attn_601 = ACT(12582912);
+    float *d_residual_attn_out_h_0_attn_601 = ACT(6291456);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_linear_h_0_proj_596[i] + d_residual_attn_out_h_0_attn[i]; /* sum of gradient contributions */
         d_residual_attn_out_h_0_attn_601[i] = v0;
@@ -1162,9 +1162,9 @@ void k83(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[1] */
 void k84(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_residual_attn_out_h_0_attn_601 = ACT(12582912);
+    const float *d_residual_attn_out_h_0_attn_601 = ACT(6291456);
     const float *d_pos_embedding_wpe = ACT(0);
-    float *d_pos_embedding_wpe_606 = ACT(12582912);
+    float *d_pos_embedding_wpe_606 = ACT(6291456);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = d_residual_attn_out_h_0_attn_601[i] + d_pos_embedding_wpe[i]; /* sum of gradient contributions */
         d_pos_embedding_wpe_606[i] = v0;
@@ -1177,9 +1177,9 @@ void k84(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[1] */
 void ke0(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *embedding_wte = ACT(9437184);
+    const float *embedding_wte = ACT(4718592);
     const float *P_wpe_weight = e->params + 38597376;
-    float *pos_embedding_wpe = ACT(9437184);
+    float *pos_embedding_wpe = ACT(4718592);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = embedding_wte[i] + P_wpe_weight[i % 786432]; /* pos_embedding: + position rows */
         pos_embedding_wpe[i] = v0;
@@ -1202,10 +1202,10 @@ void ke1(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void ke2(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_0_attn = ACT(15728640);
+    const float *attn_out_h_0_attn = ACT(7864320);
     const float *P_h_0_attn_proj_bias = e->params + 41746944;
-    const float *pos_embedding_wpe = ACT(9437184);
-    float *residual_attn_out_h_0_attn = ACT(15728640);
+    const float *pos_embedding_wpe = ACT(4718592);
+    float *residual_attn_out_h_0_attn = ACT(7864320);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = attn_out_h_0_attn[i] + P_h_0_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = pos_embedding_wpe[i] + v0; /* residual: x + body(x) */
@@ -1231,10 +1231,10 @@ void ke3(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void ke4(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_0_proj = ACT(12582912);
+    const float *linear_h_0_proj = ACT(6291456);
     const float *P_h_0_proj_bias = e->params + 46470912;
-    const float *residual_attn_out_h_0_attn = ACT(15728640);
-    float *residual_linear_h_0_proj = ACT(12582912);
+    const float *residual_attn_out_h_0_attn = ACT(7864320);
+    float *residual_linear_h_0_proj = ACT(6291456);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_0_proj[i] + P_h_0_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_0_attn[i] + v0; /* residual: x + body(x) */
@@ -1258,10 +1258,10 @@ void ke5(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void ke6(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_1_attn = ACT(15728640);
+    const float *attn_out_h_1_attn = ACT(7864320);
     const float *P_h_1_attn_proj_bias = e->params + 48834816;
-    const float *residual_linear_h_0_proj = ACT(12582912);
-    float *residual_attn_out_h_1_attn = ACT(15728640);
+    const float *residual_linear_h_0_proj = ACT(6291456);
+    float *residual_attn_out_h_1_attn = ACT(7864320);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = attn_out_h_1_attn[i] + P_h_1_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_0_proj[i] + v0; /* residual: x + body(x) */
@@ -1287,10 +1287,10 @@ void ke7(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void ke8(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_1_proj = ACT(12582912);
+    const float *linear_h_1_proj = ACT(6291456);
     const float *P_h_1_proj_bias = e->params + 53558784;
-    const float *residual_attn_out_h_1_attn = ACT(15728640);
-    float *residual_linear_h_1_proj = ACT(12582912);
+    const float *residual_attn_out_h_1_attn = ACT(7864320);
+    float *residual_linear_h_1_proj = ACT(6291456);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_1_proj[i] + P_h_1_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_1_attn[i] + v0; /* residual: x + body(x) */
@@ -1314,10 +1314,10 @@ void ke9(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void ke10(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_2_attn = ACT(15728640);
+    const float *attn_out_h_2_attn = ACT(7864320);
     const float *P_h_2_attn_proj_bias = e->params + 55922688;
-    const float *residual_linear_h_1_proj = ACT(12582912);
-    float *residual_attn_out_h_2_attn = ACT(15728640);
+    const float *residual_linear_h_1_proj = ACT(6291456);
+    float *residual_attn_out_h_2_attn = ACT(7864320);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = attn_out_h_2_attn[i] + P_h_2_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_1_proj[i] + v0; /* residual: x + body(x) */
@@ -1343,10 +1343,10 @@ void ke11(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void ke12(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_2_proj = ACT(12582912);
+    const float *linear_h_2_proj = ACT(6291456);
     const float *P_h_2_proj_bias = e->params + 60646656;
-    const float *residual_attn_out_h_2_attn = ACT(15728640);
-    float *residual_linear_h_2_proj = ACT(12582912);
+    const float *residual_attn_out_h_2_attn = ACT(7864320);
+    float *residual_linear_h_2_proj = ACT(6291456);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_2_proj[i] + P_h_2_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_2_attn[i] + v0; /* residual: x + body(x) */
@@ -1370,10 +1370,10 @@ void ke13(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void ke14(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_3_attn = ACT(15728640);
+    const float *attn_out_h_3_attn = ACT(7864320);
     const float *P_h_3_attn_proj_bias = e->params + 63010560;
-    const float *residual_linear_h_2_proj = ACT(12582912);
-    float *residual_attn_out_h_3_attn = ACT(15728640);
+    const float *residual_linear_h_2_proj = ACT(6291456);
+    float *residual_attn_out_h_3_attn = ACT(7864320);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = attn_out_h_3_attn[i] + P_h_3_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_2_proj[i] + v0; /* residual: x + body(x) */
@@ -1399,10 +1399,10 @@ void ke15(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void ke16(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_3_proj = ACT(12582912);
+    const float *linear_h_3_proj = ACT(6291456);
     const float *P_h_3_proj_bias = e->params + 67734528;
-    const float *residual_attn_out_h_3_attn = ACT(15728640);
-    float *residual_linear_h_3_proj = ACT(12582912);
+    const float *residual_attn_out_h_3_attn = ACT(7864320);
+    float *residual_linear_h_3_proj = ACT(6291456);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_3_proj[i] + P_h_3_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_3_attn[i] + v0; /* residual: x + body(x) */
@@ -1426,10 +1426,10 @@ void ke17(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void ke18(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_4_attn = ACT(15728640);
+    const float *attn_out_h_4_attn = ACT(7864320);
     const float *P_h_4_attn_proj_bias = e->params + 70098432;
-    const float *residual_linear_h_3_proj = ACT(12582912);
-    float *residual_attn_out_h_4_attn = ACT(15728640);
+    const float *residual_linear_h_3_proj = ACT(6291456);
+    float *residual_attn_out_h_4_attn = ACT(7864320);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = attn_out_h_4_attn[i] + P_h_4_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_3_proj[i] + v0; /* residual: x + body(x) */
@@ -1455,10 +1455,10 @@ void ke19(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void ke20(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_4_proj = ACT(12582912);
+    const float *linear_h_4_proj = ACT(6291456);
     const float *P_h_4_proj_bias = e->params + 74822400;
-    const float *residual_attn_out_h_4_attn = ACT(15728640);
-    float *residual_linear_h_4_proj = ACT(12582912);
+    const float *residual_attn_out_h_4_attn = ACT(7864320);
+    float *residual_linear_h_4_proj = ACT(6291456);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_4_proj[i] + P_h_4_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_4_attn[i] + v0; /* residual: x + body(x) */
@@ -1482,10 +1482,10 @@ void ke21(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void ke22(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_5_attn = ACT(15728640);
+    const float *attn_out_h_5_attn = ACT(7864320);
     const float *P_h_5_attn_proj_bias = e->params + 77186304;
-    const float *residual_linear_h_4_proj = ACT(12582912);
-    float *residual_attn_out_h_5_attn = ACT(15728640);
+    const float *residual_linear_h_4_proj = ACT(6291456);
+    float *residual_attn_out_h_5_attn = ACT(7864320);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = attn_out_h_5_attn[i] + P_h_5_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_4_proj[i] + v0; /* residual: x + body(x) */
@@ -1511,10 +1511,10 @@ void ke23(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void ke24(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_5_proj = ACT(12582912);
+    const float *linear_h_5_proj = ACT(6291456);
     const float *P_h_5_proj_bias = e->params + 81910272;
-    const float *residual_attn_out_h_5_attn = ACT(15728640);
-    float *residual_linear_h_5_proj = ACT(12582912);
+    const float *residual_attn_out_h_5_attn = ACT(7864320);
+    float *residual_linear_h_5_proj = ACT(6291456);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_5_proj[i] + P_h_5_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_5_attn[i] + v0; /* residual: x + body(x) */
@@ -1538,10 +1538,10 @@ void ke25(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void ke26(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_6_attn = ACT(15728640);
+    const float *attn_out_h_6_attn = ACT(7864320);
     const float *P_h_6_attn_proj_bias = e->params + 84274176;
-    const float *residual_linear_h_5_proj = ACT(12582912);
-    float *residual_attn_out_h_6_attn = ACT(15728640);
+    const float *residual_linear_h_5_proj = ACT(6291456);
+    float *residual_attn_out_h_6_attn = ACT(7864320);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = attn_out_h_6_attn[i] + P_h_6_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_5_proj[i] + v0; /* residual: x + body(x) */
@@ -1567,10 +1567,10 @@ void ke27(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void ke28(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_6_proj = ACT(12582912);
+    const float *linear_h_6_proj = ACT(6291456);
     const float *P_h_6_proj_bias = e->params + 88998144;
-    const float *residual_attn_out_h_6_attn = ACT(15728640);
-    float *residual_linear_h_6_proj = ACT(12582912);
+    const float *residual_attn_out_h_6_attn = ACT(7864320);
+    float *residual_linear_h_6_proj = ACT(6291456);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_6_proj[i] + P_h_6_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_6_attn[i] + v0; /* residual: x + body(x) */
@@ -1594,10 +1594,10 @@ void ke29(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void ke30(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_7_attn = ACT(15728640);
+    const float *attn_out_h_7_attn = ACT(7864320);
     const float *P_h_7_attn_proj_bias = e->params + 91362048;
-    const float *residual_linear_h_6_proj = ACT(12582912);
-    float *residual_attn_out_h_7_attn = ACT(15728640);
+    const float *residual_linear_h_6_proj = ACT(6291456);
+    float *residual_attn_out_h_7_attn = ACT(7864320);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = attn_out_h_7_attn[i] + P_h_7_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_6_proj[i] + v0; /* residual: x + body(x) */
@@ -1623,10 +1623,10 @@ void ke31(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void ke32(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_7_proj = ACT(12582912);
+    const float *linear_h_7_proj = ACT(6291456);
     const float *P_h_7_proj_bias = e->params + 96086016;
-    const float *residual_attn_out_h_7_attn = ACT(15728640);
-    float *residual_linear_h_7_proj = ACT(12582912);
+    const float *residual_attn_out_h_7_attn = ACT(7864320);
+    float *residual_linear_h_7_proj = ACT(6291456);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_7_proj[i] + P_h_7_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_7_attn[i] + v0; /* residual: x + body(x) */
@@ -1650,10 +1650,10 @@ void ke33(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void ke34(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_8_attn = ACT(15728640);
+    const float *attn_out_h_8_attn = ACT(7864320);
     const float *P_h_8_attn_proj_bias = e->params + 98449920;
-    const float *residual_linear_h_7_proj = ACT(12582912);
-    float *residual_attn_out_h_8_attn = ACT(15728640);
+    const float *residual_linear_h_7_proj = ACT(6291456);
+    float *residual_attn_out_h_8_attn = ACT(7864320);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = attn_out_h_8_attn[i] + P_h_8_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_7_proj[i] + v0; /* residual: x + body(x) */
@@ -1679,10 +1679,10 @@ void ke35(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void ke36(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_8_proj = ACT(12582912);
+    const float *linear_h_8_proj = ACT(6291456);
     const float *P_h_8_proj_bias = e->params + 103173888;
-    const float *residual_attn_out_h_8_attn = ACT(15728640);
-    float *residual_linear_h_8_proj = ACT(12582912);
+    const float *residual_attn_out_h_8_attn = ACT(7864320);
+    float *residual_linear_h_8_proj = ACT(6291456);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_8_proj[i] + P_h_8_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_8_attn[i] + v0; /* residual: x + body(x) */
@@ -1706,10 +1706,10 @@ void ke37(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void ke38(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_9_attn = ACT(15728640);
+    const float *attn_out_h_9_attn = ACT(7864320);
     const float *P_h_9_attn_proj_bias = e->params + 105537792;
-    const float *residual_linear_h_8_proj = ACT(12582912);
-    float *residual_attn_out_h_9_attn = ACT(15728640);
+    const float *residual_linear_h_8_proj = ACT(6291456);
+    float *residual_attn_out_h_9_attn = ACT(7864320);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = attn_out_h_9_attn[i] + P_h_9_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_8_proj[i] + v0; /* residual: x + body(x) */
@@ -1735,10 +1735,10 @@ void ke39(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void ke40(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_9_proj = ACT(12582912);
+    const float *linear_h_9_proj = ACT(6291456);
     const float *P_h_9_proj_bias = e->params + 110261760;
-    const float *residual_attn_out_h_9_attn = ACT(15728640);
-    float *residual_linear_h_9_proj = ACT(12582912);
+    const float *residual_attn_out_h_9_attn = ACT(7864320);
+    float *residual_linear_h_9_proj = ACT(6291456);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_9_proj[i] + P_h_9_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_9_attn[i] + v0; /* residual: x + body(x) */
@@ -1762,10 +1762,10 @@ void ke41(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void ke42(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_10_attn = ACT(15728640);
+    const float *attn_out_h_10_attn = ACT(7864320);
     const float *P_h_10_attn_proj_bias = e->params + 112625664;
-    const float *residual_linear_h_9_proj = ACT(12582912);
-    float *residual_attn_out_h_10_attn = ACT(15728640);
+    const float *residual_linear_h_9_proj = ACT(6291456);
+    float *residual_attn_out_h_10_attn = ACT(7864320);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = attn_out_h_10_attn[i] + P_h_10_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_9_proj[i] + v0; /* residual: x + body(x) */
@@ -1791,10 +1791,10 @@ void ke43(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void ke44(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_10_proj = ACT(12582912);
+    const float *linear_h_10_proj = ACT(6291456);
     const float *P_h_10_proj_bias = e->params + 117349632;
-    const float *residual_attn_out_h_10_attn = ACT(15728640);
-    float *residual_linear_h_10_proj = ACT(12582912);
+    const float *residual_attn_out_h_10_attn = ACT(7864320);
+    float *residual_linear_h_10_proj = ACT(6291456);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_10_proj[i] + P_h_10_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_10_attn[i] + v0; /* residual: x + body(x) */
@@ -1818,10 +1818,10 @@ void ke45(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
 void ke46(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *attn_out_h_11_attn = ACT(15728640);
+    const float *attn_out_h_11_attn = ACT(7864320);
     const float *P_h_11_attn_proj_bias = e->params + 119713536;
-    const float *residual_linear_h_10_proj = ACT(12582912);
-    float *residual_attn_out_h_11_attn = ACT(15728640);
+    const float *residual_linear_h_10_proj = ACT(6291456);
+    float *residual_attn_out_h_11_attn = ACT(7864320);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = attn_out_h_11_attn[i] + P_h_11_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_linear_h_10_proj[i] + v0; /* residual: x + body(x) */
@@ -1847,10 +1847,10 @@ void ke47(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
 void ke48(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_11_proj = ACT(12582912);
+    const float *linear_h_11_proj = ACT(6291456);
     const float *P_h_11_proj_bias = e->params + 124437504;
-    const float *residual_attn_out_h_11_attn = ACT(15728640);
-    float *residual_linear_h_11_proj = ACT(12582912);
+    const float *residual_attn_out_h_11_attn = ACT(7864320);
+    float *residual_linear_h_11_proj = ACT(6291456);
     for (int64_t i = lo; i < hi; i++) {
         float v0 = linear_h_11_proj[i] + P_h_11_proj_bias[i % 768]; /* linear epilogue: + bias */
         float v1 = residual_attn_out_h_11_attn[i] + v0; /* residual: x + body(x) */

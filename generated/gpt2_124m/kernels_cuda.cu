@@ -5,6 +5,11 @@
  * of them), their instances for this model's shapes, then the fused
  * elementwise kernels, the twins of kernels_cpu.c. */
 
+/* bf16-mixed: activations and their gradients are stored as bf16 (act_t,
+ * common.cuh); parameters, their gradients, optimizer state and the saved
+ * statistics stay fp32, and all arithmetic is fp32. */
+#define RT_ACT_BF16 1
+
 /* ==== templates/cuda/prelude.cuh ==== */
 /* prelude.cuh: device helpers shared by every generated CUDA kernel; the twins of
  * the static inline functions in trainc_rt.h, so a fused kernel computes the same
@@ -71,17 +76,53 @@ struct rt_cu_stat {
 
 /* ---- storage -------------------------------------------------------------------------- */
 
-/* Activations and their gradients are stored as act_t, float today; parameters,
- * parameter gradients and optimizer state stay float. Kernels read and write memory
- * through the overloads below, so a bf16 act_t adds overloads here (and RT_VEC
- * becomes a function of the type), not changes to the kernels: arithmetic stays float. */
-typedef float act_t;
+/* Activations and their gradients are stored as act_t: float, or with bf16-mixed
+ * (RT_ACT_BF16, defined by the generated file) bfloat16. Parameters, parameter
+ * gradients, optimizer state and the saved statistics (layernorm's mean and 1/std,
+ * attention's log-sum-exp) stay float. Kernels read and write memory through the
+ * overloads below, so they are written once for both: arithmetic is always float. */
 __device__ __forceinline__ float rt_ld(const float *p) { return *p; }
 __device__ __forceinline__ void rt_st(float *p, float v) { *p = v; }
-/* Four consecutive elements at a 16-byte aligned address. */
+/* Four consecutive elements (16 bytes of float, 8 of bf16) at an aligned address. */
 __device__ __forceinline__ float4 rt_ld4(const float *p) { return *(const float4 *)p; }
 __device__ __forceinline__ void rt_st4(float *p, float4 v) { *(float4 *)p = v; }
-/* Elements per 16-byte access. */
+
+/* bfloat16: the top half of a float's bits. Widening is exact; narrowing rounds to
+ * nearest, ties to even (as cvt.rn.bf16.f32 and torch do), and keeps NaN a NaN. Plain
+ * bit operations, so the CPU emulator (tests/gpu/emu) runs the same code. */
+struct rt_bf16 {
+    unsigned short bits;
+};
+__device__ __forceinline__ float rt_bf16_float(unsigned short b) { return __uint_as_float((unsigned)b << 16); }
+__device__ __forceinline__ unsigned short rt_float_bf16(float f)
+{
+    unsigned u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (unsigned short)((u >> 16) | 0x40u);
+    return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+__device__ __forceinline__ float rt_ld(const rt_bf16 *p) { return rt_bf16_float(p->bits); }
+__device__ __forceinline__ void rt_st(rt_bf16 *p, float v) { p->bits = rt_float_bf16(v); }
+__device__ __forceinline__ float4 rt_ld4(const rt_bf16 *p)
+{
+    uint2 u = *(const uint2 *)p;
+    return make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u),
+                       __uint_as_float(u.y << 16), __uint_as_float(u.y & 0xffff0000u));
+}
+__device__ __forceinline__ void rt_st4(rt_bf16 *p, float4 v)
+{
+    uint2 u;
+    u.x = (unsigned)rt_float_bf16(v.x) | (unsigned)rt_float_bf16(v.y) << 16;
+    u.y = (unsigned)rt_float_bf16(v.z) | (unsigned)rt_float_bf16(v.w) << 16;
+    *(uint2 *)p = u;
+}
+
+#ifdef RT_ACT_BF16
+typedef rt_bf16 act_t;
+#else
+typedef float act_t;
+#endif
+/* Elements per vector access (rt_ld4, rt_st4). */
 #define RT_VEC 4
 __device__ __forceinline__ bool rt_aligned16(const void *p)
 {
@@ -1141,7 +1182,7 @@ __device__ __forceinline__ void cross_entropy_row(const act_t *logits, const int
  * dy may be y. */
 #define RT_MSE_CHUNK 8192
 extern "C" __global__ void __launch_bounds__(256)
-rt_mse(const act_t *y, const act_t *t, act_t *dy, double *part, int64_t n, float grad_scale)
+rt_mse(const act_t *y, const float *t, act_t *dy, double *part, int64_t n, float grad_scale)
 {
     int64_t i0 = (int64_t)blockIdx.x * RT_MSE_CHUNK;
     int len = n - i0 < RT_MSE_CHUNK ? (int)(n - i0) : RT_MSE_CHUNK;
@@ -1192,15 +1233,19 @@ __device__ __forceinline__ void rt_adamw_elem(float &p, float &m, float &v, floa
 /* Launch: grid (chunks), 256 threads.
  *   m = b1 m + a1 g';  v = b2 v + a2 g'^2;  p = p * decay - step_size * m / (sqrt(v) / bc2_sqrt + eps)
  * with g' = g * gs and decay = 1 for tensors without weight decay. p, g, m, v: the
- * parameter region's layout. 16-byte accesses when the chunk and all four arrays allow. */
+ * parameter region's layout. 16-byte accesses when the chunk and all four arrays allow.
+ * pc: with bf16-mixed, the parameters' act_t copy (the GEMMs' operands), rewritten
+ * from the new p; NULL otherwise. */
 extern "C" __global__ void __launch_bounds__(256)
-rt_adamw(float *p, const float *g, float *m, float *v, const rt_opt_chunk *chunks, float gs,
-         float decay, float b1, float b2, float a1, float a2, float step_size, float bc2_sqrt,
-         float eps)
+rt_adamw(float *p, act_t *pc, const float *g, float *m, float *v, const rt_opt_chunk *chunks,
+         float gs, float decay, float b1, float b2, float a1, float a2, float step_size,
+         float bc2_sqrt, float eps)
 {
     rt_opt_chunk ck = chunks[blockIdx.x];
     float dec = ck.decay ? decay : 1.0f;
     p += ck.off, g += ck.off, m += ck.off, v += ck.off;
+    if (pc)
+        pc += ck.off;
     if (ck.len % 4 == 0 && rt_aligned16(p) && rt_aligned16(g) && rt_aligned16(m) &&
         rt_aligned16(v)) {
         for (int k = threadIdx.x * 4; k < ck.len; k += blockDim.x * 4) {
@@ -1213,11 +1258,16 @@ rt_adamw(float *p, const float *g, float *m, float *v, const rt_opt_chunk *chunk
             *(float4 *)(p + k) = pv;
             *(float4 *)(m + k) = mv;
             *(float4 *)(v + k) = vv;
+            if (pc)
+                rt_st4(pc + k, pv);
         }
         return;
     }
-    for (int k = threadIdx.x; k < ck.len; k += blockDim.x)
+    for (int k = threadIdx.x; k < ck.len; k += blockDim.x) {
         rt_adamw_elem(p[k], m[k], v[k], g[k], gs, dec, b1, b2, a1, a2, step_size, bc2_sqrt, eps);
+        if (pc)
+            rt_st(pc + k, p[k]);
+    }
 }
 
 /* SGD as torch.optim.SGD; mode: 0 no momentum, 1 the first step with momentum (the
@@ -1244,15 +1294,29 @@ __device__ __forceinline__ void rt_sgd_elem(float &p, float *buf, float g, float
  *   p -= lr * (d, buf, or d + mom * buf)
  * buf (the momentum buffer, the parameter region's layout) is NULL for mode 0. */
 extern "C" __global__ void __launch_bounds__(256)
-rt_sgd(float *p, const float *g, float *buf, const rt_opt_chunk *chunks, float gs, float wd,
-       float lr, float mom, int mode, int nesterov)
+rt_sgd(float *p, act_t *pc, const float *g, float *buf, const rt_opt_chunk *chunks, float gs,
+       float wd, float lr, float mom, int mode, int nesterov)
 {
     rt_opt_chunk ck = chunks[blockIdx.x];
     float w = ck.decay ? wd : 0.0f;
     p += ck.off, g += ck.off;
     float *b = buf ? buf + ck.off : 0;
-    for (int k = threadIdx.x; k < ck.len; k += blockDim.x)
+    for (int k = threadIdx.x; k < ck.len; k += blockDim.x) {
         rt_sgd_elem(p[k], b ? b + k : 0, g[k], gs, w, lr, mom, mode, nesterov);
+        if (pc)
+            rt_st(pc + ck.off + k, p[k]);
+    }
+}
+
+/* Launch: grid-stride, 256 threads.
+ *   pc[i] = p[i] as act_t   (bf16-mixed: the GEMMs' copy of parameters loaded from the
+ *   host: initial weights, --init, a checkpoint) */
+extern "C" __global__ void __launch_bounds__(256)
+rt_param_copy(const float *p, act_t *pc, int64_t n)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        rt_st(pc + i, p[i]);
 }
 
 /* Launch: grid (chunks), 256 threads.
@@ -1367,7 +1431,7 @@ RT_EMBEDDING_BWD(768) /* $.model.layers[0] */
 
 /* k0: pos_embedding: + position rows
  *     from $.model.layers[1] */
-extern "C" __global__ void k0(const float *embedding_wte, const float *__restrict__ P_wpe_weight, float *pos_embedding_wpe, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k0(const act_t *embedding_wte, const float *__restrict__ P_wpe_weight, act_t *pos_embedding_wpe, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -1387,14 +1451,14 @@ extern "C" __global__ void k0(const float *embedding_wte, const float *__restric
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = embedding_wte[i] + P_wpe_weight[i % 786432]; /* pos_embedding: + position rows */
-        pos_embedding_wpe[i] = v0;
+        float v0 = rt_ld(embedding_wte + i) + P_wpe_weight[i % 786432]; /* pos_embedding: + position rows */
+        rt_st(pos_embedding_wpe + i, v0);
     }
 }
 
 /* k1: linear epilogue: + bias
  *     from $.model.layers[2].body[0].body[1] */
-extern "C" __global__ void k1(float *qkv_h_0_attn, const float *__restrict__ P_h_0_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k1(act_t *qkv_h_0_attn, const float *__restrict__ P_h_0_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -1414,14 +1478,14 @@ extern "C" __global__ void k1(float *qkv_h_0_attn, const float *__restrict__ P_h
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = qkv_h_0_attn[i] + P_h_0_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
-        qkv_h_0_attn[i] = v0;
+        float v0 = rt_ld(qkv_h_0_attn + i) + P_h_0_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
+        rt_st(qkv_h_0_attn + i, v0);
     }
 }
 
 /* k2: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void k2(const float *attn_out_h_0_attn, const float *__restrict__ P_h_0_attn_proj_bias, const float *__restrict__ pos_embedding_wpe, float *residual_attn_out_h_0_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k2(const act_t *attn_out_h_0_attn, const float *__restrict__ P_h_0_attn_proj_bias, const act_t *__restrict__ pos_embedding_wpe, act_t *residual_attn_out_h_0_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -1443,15 +1507,15 @@ extern "C" __global__ void k2(const float *attn_out_h_0_attn, const float *__res
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = attn_out_h_0_attn[i] + P_h_0_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = pos_embedding_wpe[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_0_attn[i] = v1;
+        float v0 = rt_ld(attn_out_h_0_attn + i) + P_h_0_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
+        float v1 = rt_ld(pos_embedding_wpe + i) + v0; /* residual: x + body(x) */
+        rt_st(residual_attn_out_h_0_attn + i, v1);
     }
 }
 
 /* k3: linear epilogue: + bias + gelu (tanh)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k3(float *linear_h_0_fc, const float *__restrict__ P_h_0_fc_bias, float *__restrict__ gelu_h_0_2, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k3(act_t *linear_h_0_fc, const float *__restrict__ P_h_0_fc_bias, act_t *__restrict__ gelu_h_0_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -1475,16 +1539,16 @@ extern "C" __global__ void k3(float *linear_h_0_fc, const float *__restrict__ P_
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_0_fc[i] + P_h_0_fc_bias[i % 3072]; /* linear epilogue: + bias */
-        linear_h_0_fc[i] = v0;
+        float v0 = rt_ld(linear_h_0_fc + i) + P_h_0_fc_bias[i % 3072]; /* linear epilogue: + bias */
+        rt_st(linear_h_0_fc + i, v0);
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_0_2[i] = v1;
+        rt_st(gelu_h_0_2 + i, v1);
     }
 }
 
 /* k4: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void k4(const float *linear_h_0_proj, const float *__restrict__ P_h_0_proj_bias, const float *__restrict__ residual_attn_out_h_0_attn, float *residual_linear_h_0_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k4(const act_t *linear_h_0_proj, const float *__restrict__ P_h_0_proj_bias, const act_t *__restrict__ residual_attn_out_h_0_attn, act_t *residual_linear_h_0_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -1506,15 +1570,15 @@ extern "C" __global__ void k4(const float *linear_h_0_proj, const float *__restr
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_0_proj[i] + P_h_0_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_0_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_0_proj[i] = v1;
+        float v0 = rt_ld(linear_h_0_proj + i) + P_h_0_proj_bias[i % 768]; /* linear epilogue: + bias */
+        float v1 = rt_ld(residual_attn_out_h_0_attn + i) + v0; /* residual: x + body(x) */
+        rt_st(residual_linear_h_0_proj + i, v1);
     }
 }
 
 /* k5: linear epilogue: + bias
  *     from $.model.layers[2].body[0].body[1] */
-extern "C" __global__ void k5(float *qkv_h_1_attn, const float *__restrict__ P_h_1_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k5(act_t *qkv_h_1_attn, const float *__restrict__ P_h_1_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -1534,14 +1598,14 @@ extern "C" __global__ void k5(float *qkv_h_1_attn, const float *__restrict__ P_h
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = qkv_h_1_attn[i] + P_h_1_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
-        qkv_h_1_attn[i] = v0;
+        float v0 = rt_ld(qkv_h_1_attn + i) + P_h_1_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
+        rt_st(qkv_h_1_attn + i, v0);
     }
 }
 
 /* k6: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void k6(const float *attn_out_h_1_attn, const float *__restrict__ P_h_1_attn_proj_bias, const float *__restrict__ residual_linear_h_0_proj, float *residual_attn_out_h_1_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k6(const act_t *attn_out_h_1_attn, const float *__restrict__ P_h_1_attn_proj_bias, const act_t *__restrict__ residual_linear_h_0_proj, act_t *residual_attn_out_h_1_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -1563,15 +1627,15 @@ extern "C" __global__ void k6(const float *attn_out_h_1_attn, const float *__res
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = attn_out_h_1_attn[i] + P_h_1_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_0_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_1_attn[i] = v1;
+        float v0 = rt_ld(attn_out_h_1_attn + i) + P_h_1_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
+        float v1 = rt_ld(residual_linear_h_0_proj + i) + v0; /* residual: x + body(x) */
+        rt_st(residual_attn_out_h_1_attn + i, v1);
     }
 }
 
 /* k7: linear epilogue: + bias + gelu (tanh)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k7(float *linear_h_1_fc, const float *__restrict__ P_h_1_fc_bias, float *__restrict__ gelu_h_1_2, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k7(act_t *linear_h_1_fc, const float *__restrict__ P_h_1_fc_bias, act_t *__restrict__ gelu_h_1_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -1595,16 +1659,16 @@ extern "C" __global__ void k7(float *linear_h_1_fc, const float *__restrict__ P_
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_1_fc[i] + P_h_1_fc_bias[i % 3072]; /* linear epilogue: + bias */
-        linear_h_1_fc[i] = v0;
+        float v0 = rt_ld(linear_h_1_fc + i) + P_h_1_fc_bias[i % 3072]; /* linear epilogue: + bias */
+        rt_st(linear_h_1_fc + i, v0);
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_1_2[i] = v1;
+        rt_st(gelu_h_1_2 + i, v1);
     }
 }
 
 /* k8: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void k8(const float *linear_h_1_proj, const float *__restrict__ P_h_1_proj_bias, const float *__restrict__ residual_attn_out_h_1_attn, float *residual_linear_h_1_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k8(const act_t *linear_h_1_proj, const float *__restrict__ P_h_1_proj_bias, const act_t *__restrict__ residual_attn_out_h_1_attn, act_t *residual_linear_h_1_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -1626,15 +1690,15 @@ extern "C" __global__ void k8(const float *linear_h_1_proj, const float *__restr
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_1_proj[i] + P_h_1_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_1_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_1_proj[i] = v1;
+        float v0 = rt_ld(linear_h_1_proj + i) + P_h_1_proj_bias[i % 768]; /* linear epilogue: + bias */
+        float v1 = rt_ld(residual_attn_out_h_1_attn + i) + v0; /* residual: x + body(x) */
+        rt_st(residual_linear_h_1_proj + i, v1);
     }
 }
 
 /* k9: linear epilogue: + bias
  *     from $.model.layers[2].body[0].body[1] */
-extern "C" __global__ void k9(float *qkv_h_2_attn, const float *__restrict__ P_h_2_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k9(act_t *qkv_h_2_attn, const float *__restrict__ P_h_2_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -1654,14 +1718,14 @@ extern "C" __global__ void k9(float *qkv_h_2_attn, const float *__restrict__ P_h
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = qkv_h_2_attn[i] + P_h_2_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
-        qkv_h_2_attn[i] = v0;
+        float v0 = rt_ld(qkv_h_2_attn + i) + P_h_2_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
+        rt_st(qkv_h_2_attn + i, v0);
     }
 }
 
 /* k10: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void k10(const float *attn_out_h_2_attn, const float *__restrict__ P_h_2_attn_proj_bias, const float *__restrict__ residual_linear_h_1_proj, float *residual_attn_out_h_2_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k10(const act_t *attn_out_h_2_attn, const float *__restrict__ P_h_2_attn_proj_bias, const act_t *__restrict__ residual_linear_h_1_proj, act_t *residual_attn_out_h_2_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -1683,15 +1747,15 @@ extern "C" __global__ void k10(const float *attn_out_h_2_attn, const float *__re
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = attn_out_h_2_attn[i] + P_h_2_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_1_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_2_attn[i] = v1;
+        float v0 = rt_ld(attn_out_h_2_attn + i) + P_h_2_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
+        float v1 = rt_ld(residual_linear_h_1_proj + i) + v0; /* residual: x + body(x) */
+        rt_st(residual_attn_out_h_2_attn + i, v1);
     }
 }
 
 /* k11: linear epilogue: + bias + gelu (tanh)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k11(float *linear_h_2_fc, const float *__restrict__ P_h_2_fc_bias, float *__restrict__ gelu_h_2_2, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k11(act_t *linear_h_2_fc, const float *__restrict__ P_h_2_fc_bias, act_t *__restrict__ gelu_h_2_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -1715,16 +1779,16 @@ extern "C" __global__ void k11(float *linear_h_2_fc, const float *__restrict__ P
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_2_fc[i] + P_h_2_fc_bias[i % 3072]; /* linear epilogue: + bias */
-        linear_h_2_fc[i] = v0;
+        float v0 = rt_ld(linear_h_2_fc + i) + P_h_2_fc_bias[i % 3072]; /* linear epilogue: + bias */
+        rt_st(linear_h_2_fc + i, v0);
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_2_2[i] = v1;
+        rt_st(gelu_h_2_2 + i, v1);
     }
 }
 
 /* k12: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void k12(const float *linear_h_2_proj, const float *__restrict__ P_h_2_proj_bias, const float *__restrict__ residual_attn_out_h_2_attn, float *residual_linear_h_2_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k12(const act_t *linear_h_2_proj, const float *__restrict__ P_h_2_proj_bias, const act_t *__restrict__ residual_attn_out_h_2_attn, act_t *residual_linear_h_2_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -1746,15 +1810,15 @@ extern "C" __global__ void k12(const float *linear_h_2_proj, const float *__rest
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_2_proj[i] + P_h_2_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_2_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_2_proj[i] = v1;
+        float v0 = rt_ld(linear_h_2_proj + i) + P_h_2_proj_bias[i % 768]; /* linear epilogue: + bias */
+        float v1 = rt_ld(residual_attn_out_h_2_attn + i) + v0; /* residual: x + body(x) */
+        rt_st(residual_linear_h_2_proj + i, v1);
     }
 }
 
 /* k13: linear epilogue: + bias
  *     from $.model.layers[2].body[0].body[1] */
-extern "C" __global__ void k13(float *qkv_h_3_attn, const float *__restrict__ P_h_3_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k13(act_t *qkv_h_3_attn, const float *__restrict__ P_h_3_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -1774,14 +1838,14 @@ extern "C" __global__ void k13(float *qkv_h_3_attn, const float *__restrict__ P_
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = qkv_h_3_attn[i] + P_h_3_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
-        qkv_h_3_attn[i] = v0;
+        float v0 = rt_ld(qkv_h_3_attn + i) + P_h_3_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
+        rt_st(qkv_h_3_attn + i, v0);
     }
 }
 
 /* k14: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void k14(const float *attn_out_h_3_attn, const float *__restrict__ P_h_3_attn_proj_bias, const float *__restrict__ residual_linear_h_2_proj, float *residual_attn_out_h_3_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k14(const act_t *attn_out_h_3_attn, const float *__restrict__ P_h_3_attn_proj_bias, const act_t *__restrict__ residual_linear_h_2_proj, act_t *residual_attn_out_h_3_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -1803,15 +1867,15 @@ extern "C" __global__ void k14(const float *attn_out_h_3_attn, const float *__re
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = attn_out_h_3_attn[i] + P_h_3_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_2_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_3_attn[i] = v1;
+        float v0 = rt_ld(attn_out_h_3_attn + i) + P_h_3_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
+        float v1 = rt_ld(residual_linear_h_2_proj + i) + v0; /* residual: x + body(x) */
+        rt_st(residual_attn_out_h_3_attn + i, v1);
     }
 }
 
 /* k15: linear epilogue: + bias + gelu (tanh)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k15(float *linear_h_3_fc, const float *__restrict__ P_h_3_fc_bias, float *__restrict__ gelu_h_3_2, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k15(act_t *linear_h_3_fc, const float *__restrict__ P_h_3_fc_bias, act_t *__restrict__ gelu_h_3_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -1835,16 +1899,16 @@ extern "C" __global__ void k15(float *linear_h_3_fc, const float *__restrict__ P
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_3_fc[i] + P_h_3_fc_bias[i % 3072]; /* linear epilogue: + bias */
-        linear_h_3_fc[i] = v0;
+        float v0 = rt_ld(linear_h_3_fc + i) + P_h_3_fc_bias[i % 3072]; /* linear epilogue: + bias */
+        rt_st(linear_h_3_fc + i, v0);
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_3_2[i] = v1;
+        rt_st(gelu_h_3_2 + i, v1);
     }
 }
 
 /* k16: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void k16(const float *linear_h_3_proj, const float *__restrict__ P_h_3_proj_bias, const float *__restrict__ residual_attn_out_h_3_attn, float *residual_linear_h_3_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k16(const act_t *linear_h_3_proj, const float *__restrict__ P_h_3_proj_bias, const act_t *__restrict__ residual_attn_out_h_3_attn, act_t *residual_linear_h_3_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -1866,15 +1930,15 @@ extern "C" __global__ void k16(const float *linear_h_3_proj, const float *__rest
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_3_proj[i] + P_h_3_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_3_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_3_proj[i] = v1;
+        float v0 = rt_ld(linear_h_3_proj + i) + P_h_3_proj_bias[i % 768]; /* linear epilogue: + bias */
+        float v1 = rt_ld(residual_attn_out_h_3_attn + i) + v0; /* residual: x + body(x) */
+        rt_st(residual_linear_h_3_proj + i, v1);
     }
 }
 
 /* k17: linear epilogue: + bias
  *     from $.model.layers[2].body[0].body[1] */
-extern "C" __global__ void k17(float *qkv_h_4_attn, const float *__restrict__ P_h_4_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k17(act_t *qkv_h_4_attn, const float *__restrict__ P_h_4_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -1894,14 +1958,14 @@ extern "C" __global__ void k17(float *qkv_h_4_attn, const float *__restrict__ P_
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = qkv_h_4_attn[i] + P_h_4_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
-        qkv_h_4_attn[i] = v0;
+        float v0 = rt_ld(qkv_h_4_attn + i) + P_h_4_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
+        rt_st(qkv_h_4_attn + i, v0);
     }
 }
 
 /* k18: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void k18(const float *attn_out_h_4_attn, const float *__restrict__ P_h_4_attn_proj_bias, const float *__restrict__ residual_linear_h_3_proj, float *residual_attn_out_h_4_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k18(const act_t *attn_out_h_4_attn, const float *__restrict__ P_h_4_attn_proj_bias, const act_t *__restrict__ residual_linear_h_3_proj, act_t *residual_attn_out_h_4_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -1923,15 +1987,15 @@ extern "C" __global__ void k18(const float *attn_out_h_4_attn, const float *__re
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = attn_out_h_4_attn[i] + P_h_4_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_3_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_4_attn[i] = v1;
+        float v0 = rt_ld(attn_out_h_4_attn + i) + P_h_4_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
+        float v1 = rt_ld(residual_linear_h_3_proj + i) + v0; /* residual: x + body(x) */
+        rt_st(residual_attn_out_h_4_attn + i, v1);
     }
 }
 
 /* k19: linear epilogue: + bias + gelu (tanh)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k19(float *linear_h_4_fc, const float *__restrict__ P_h_4_fc_bias, float *__restrict__ gelu_h_4_2, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k19(act_t *linear_h_4_fc, const float *__restrict__ P_h_4_fc_bias, act_t *__restrict__ gelu_h_4_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -1955,16 +2019,16 @@ extern "C" __global__ void k19(float *linear_h_4_fc, const float *__restrict__ P
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_4_fc[i] + P_h_4_fc_bias[i % 3072]; /* linear epilogue: + bias */
-        linear_h_4_fc[i] = v0;
+        float v0 = rt_ld(linear_h_4_fc + i) + P_h_4_fc_bias[i % 3072]; /* linear epilogue: + bias */
+        rt_st(linear_h_4_fc + i, v0);
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_4_2[i] = v1;
+        rt_st(gelu_h_4_2 + i, v1);
     }
 }
 
 /* k20: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void k20(const float *linear_h_4_proj, const float *__restrict__ P_h_4_proj_bias, const float *__restrict__ residual_attn_out_h_4_attn, float *residual_linear_h_4_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k20(const act_t *linear_h_4_proj, const float *__restrict__ P_h_4_proj_bias, const act_t *__restrict__ residual_attn_out_h_4_attn, act_t *residual_linear_h_4_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -1986,15 +2050,15 @@ extern "C" __global__ void k20(const float *linear_h_4_proj, const float *__rest
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_4_proj[i] + P_h_4_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_4_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_4_proj[i] = v1;
+        float v0 = rt_ld(linear_h_4_proj + i) + P_h_4_proj_bias[i % 768]; /* linear epilogue: + bias */
+        float v1 = rt_ld(residual_attn_out_h_4_attn + i) + v0; /* residual: x + body(x) */
+        rt_st(residual_linear_h_4_proj + i, v1);
     }
 }
 
 /* k21: linear epilogue: + bias
  *     from $.model.layers[2].body[0].body[1] */
-extern "C" __global__ void k21(float *qkv_h_5_attn, const float *__restrict__ P_h_5_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k21(act_t *qkv_h_5_attn, const float *__restrict__ P_h_5_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2014,14 +2078,14 @@ extern "C" __global__ void k21(float *qkv_h_5_attn, const float *__restrict__ P_
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = qkv_h_5_attn[i] + P_h_5_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
-        qkv_h_5_attn[i] = v0;
+        float v0 = rt_ld(qkv_h_5_attn + i) + P_h_5_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
+        rt_st(qkv_h_5_attn + i, v0);
     }
 }
 
 /* k22: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void k22(const float *attn_out_h_5_attn, const float *__restrict__ P_h_5_attn_proj_bias, const float *__restrict__ residual_linear_h_4_proj, float *residual_attn_out_h_5_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k22(const act_t *attn_out_h_5_attn, const float *__restrict__ P_h_5_attn_proj_bias, const act_t *__restrict__ residual_linear_h_4_proj, act_t *residual_attn_out_h_5_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2043,15 +2107,15 @@ extern "C" __global__ void k22(const float *attn_out_h_5_attn, const float *__re
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = attn_out_h_5_attn[i] + P_h_5_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_4_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_5_attn[i] = v1;
+        float v0 = rt_ld(attn_out_h_5_attn + i) + P_h_5_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
+        float v1 = rt_ld(residual_linear_h_4_proj + i) + v0; /* residual: x + body(x) */
+        rt_st(residual_attn_out_h_5_attn + i, v1);
     }
 }
 
 /* k23: linear epilogue: + bias + gelu (tanh)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k23(float *linear_h_5_fc, const float *__restrict__ P_h_5_fc_bias, float *__restrict__ gelu_h_5_2, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k23(act_t *linear_h_5_fc, const float *__restrict__ P_h_5_fc_bias, act_t *__restrict__ gelu_h_5_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2075,16 +2139,16 @@ extern "C" __global__ void k23(float *linear_h_5_fc, const float *__restrict__ P
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_5_fc[i] + P_h_5_fc_bias[i % 3072]; /* linear epilogue: + bias */
-        linear_h_5_fc[i] = v0;
+        float v0 = rt_ld(linear_h_5_fc + i) + P_h_5_fc_bias[i % 3072]; /* linear epilogue: + bias */
+        rt_st(linear_h_5_fc + i, v0);
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_5_2[i] = v1;
+        rt_st(gelu_h_5_2 + i, v1);
     }
 }
 
 /* k24: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void k24(const float *linear_h_5_proj, const float *__restrict__ P_h_5_proj_bias, const float *__restrict__ residual_attn_out_h_5_attn, float *residual_linear_h_5_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k24(const act_t *linear_h_5_proj, const float *__restrict__ P_h_5_proj_bias, const act_t *__restrict__ residual_attn_out_h_5_attn, act_t *residual_linear_h_5_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2106,15 +2170,15 @@ extern "C" __global__ void k24(const float *linear_h_5_proj, const float *__rest
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_5_proj[i] + P_h_5_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_5_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_5_proj[i] = v1;
+        float v0 = rt_ld(linear_h_5_proj + i) + P_h_5_proj_bias[i % 768]; /* linear epilogue: + bias */
+        float v1 = rt_ld(residual_attn_out_h_5_attn + i) + v0; /* residual: x + body(x) */
+        rt_st(residual_linear_h_5_proj + i, v1);
     }
 }
 
 /* k25: linear epilogue: + bias
  *     from $.model.layers[2].body[0].body[1] */
-extern "C" __global__ void k25(float *qkv_h_6_attn, const float *__restrict__ P_h_6_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k25(act_t *qkv_h_6_attn, const float *__restrict__ P_h_6_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2134,14 +2198,14 @@ extern "C" __global__ void k25(float *qkv_h_6_attn, const float *__restrict__ P_
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = qkv_h_6_attn[i] + P_h_6_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
-        qkv_h_6_attn[i] = v0;
+        float v0 = rt_ld(qkv_h_6_attn + i) + P_h_6_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
+        rt_st(qkv_h_6_attn + i, v0);
     }
 }
 
 /* k26: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void k26(const float *attn_out_h_6_attn, const float *__restrict__ P_h_6_attn_proj_bias, const float *__restrict__ residual_linear_h_5_proj, float *residual_attn_out_h_6_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k26(const act_t *attn_out_h_6_attn, const float *__restrict__ P_h_6_attn_proj_bias, const act_t *__restrict__ residual_linear_h_5_proj, act_t *residual_attn_out_h_6_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2163,15 +2227,15 @@ extern "C" __global__ void k26(const float *attn_out_h_6_attn, const float *__re
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = attn_out_h_6_attn[i] + P_h_6_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_5_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_6_attn[i] = v1;
+        float v0 = rt_ld(attn_out_h_6_attn + i) + P_h_6_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
+        float v1 = rt_ld(residual_linear_h_5_proj + i) + v0; /* residual: x + body(x) */
+        rt_st(residual_attn_out_h_6_attn + i, v1);
     }
 }
 
 /* k27: linear epilogue: + bias + gelu (tanh)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k27(float *linear_h_6_fc, const float *__restrict__ P_h_6_fc_bias, float *__restrict__ gelu_h_6_2, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k27(act_t *linear_h_6_fc, const float *__restrict__ P_h_6_fc_bias, act_t *__restrict__ gelu_h_6_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2195,16 +2259,16 @@ extern "C" __global__ void k27(float *linear_h_6_fc, const float *__restrict__ P
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_6_fc[i] + P_h_6_fc_bias[i % 3072]; /* linear epilogue: + bias */
-        linear_h_6_fc[i] = v0;
+        float v0 = rt_ld(linear_h_6_fc + i) + P_h_6_fc_bias[i % 3072]; /* linear epilogue: + bias */
+        rt_st(linear_h_6_fc + i, v0);
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_6_2[i] = v1;
+        rt_st(gelu_h_6_2 + i, v1);
     }
 }
 
 /* k28: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void k28(const float *linear_h_6_proj, const float *__restrict__ P_h_6_proj_bias, const float *__restrict__ residual_attn_out_h_6_attn, float *residual_linear_h_6_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k28(const act_t *linear_h_6_proj, const float *__restrict__ P_h_6_proj_bias, const act_t *__restrict__ residual_attn_out_h_6_attn, act_t *residual_linear_h_6_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2226,15 +2290,15 @@ extern "C" __global__ void k28(const float *linear_h_6_proj, const float *__rest
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_6_proj[i] + P_h_6_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_6_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_6_proj[i] = v1;
+        float v0 = rt_ld(linear_h_6_proj + i) + P_h_6_proj_bias[i % 768]; /* linear epilogue: + bias */
+        float v1 = rt_ld(residual_attn_out_h_6_attn + i) + v0; /* residual: x + body(x) */
+        rt_st(residual_linear_h_6_proj + i, v1);
     }
 }
 
 /* k29: linear epilogue: + bias
  *     from $.model.layers[2].body[0].body[1] */
-extern "C" __global__ void k29(float *qkv_h_7_attn, const float *__restrict__ P_h_7_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k29(act_t *qkv_h_7_attn, const float *__restrict__ P_h_7_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2254,14 +2318,14 @@ extern "C" __global__ void k29(float *qkv_h_7_attn, const float *__restrict__ P_
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = qkv_h_7_attn[i] + P_h_7_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
-        qkv_h_7_attn[i] = v0;
+        float v0 = rt_ld(qkv_h_7_attn + i) + P_h_7_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
+        rt_st(qkv_h_7_attn + i, v0);
     }
 }
 
 /* k30: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void k30(const float *attn_out_h_7_attn, const float *__restrict__ P_h_7_attn_proj_bias, const float *__restrict__ residual_linear_h_6_proj, float *residual_attn_out_h_7_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k30(const act_t *attn_out_h_7_attn, const float *__restrict__ P_h_7_attn_proj_bias, const act_t *__restrict__ residual_linear_h_6_proj, act_t *residual_attn_out_h_7_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2283,15 +2347,15 @@ extern "C" __global__ void k30(const float *attn_out_h_7_attn, const float *__re
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = attn_out_h_7_attn[i] + P_h_7_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_6_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_7_attn[i] = v1;
+        float v0 = rt_ld(attn_out_h_7_attn + i) + P_h_7_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
+        float v1 = rt_ld(residual_linear_h_6_proj + i) + v0; /* residual: x + body(x) */
+        rt_st(residual_attn_out_h_7_attn + i, v1);
     }
 }
 
 /* k31: linear epilogue: + bias + gelu (tanh)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k31(float *linear_h_7_fc, const float *__restrict__ P_h_7_fc_bias, float *__restrict__ gelu_h_7_2, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k31(act_t *linear_h_7_fc, const float *__restrict__ P_h_7_fc_bias, act_t *__restrict__ gelu_h_7_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2315,16 +2379,16 @@ extern "C" __global__ void k31(float *linear_h_7_fc, const float *__restrict__ P
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_7_fc[i] + P_h_7_fc_bias[i % 3072]; /* linear epilogue: + bias */
-        linear_h_7_fc[i] = v0;
+        float v0 = rt_ld(linear_h_7_fc + i) + P_h_7_fc_bias[i % 3072]; /* linear epilogue: + bias */
+        rt_st(linear_h_7_fc + i, v0);
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_7_2[i] = v1;
+        rt_st(gelu_h_7_2 + i, v1);
     }
 }
 
 /* k32: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void k32(const float *linear_h_7_proj, const float *__restrict__ P_h_7_proj_bias, const float *__restrict__ residual_attn_out_h_7_attn, float *residual_linear_h_7_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k32(const act_t *linear_h_7_proj, const float *__restrict__ P_h_7_proj_bias, const act_t *__restrict__ residual_attn_out_h_7_attn, act_t *residual_linear_h_7_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2346,15 +2410,15 @@ extern "C" __global__ void k32(const float *linear_h_7_proj, const float *__rest
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_7_proj[i] + P_h_7_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_7_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_7_proj[i] = v1;
+        float v0 = rt_ld(linear_h_7_proj + i) + P_h_7_proj_bias[i % 768]; /* linear epilogue: + bias */
+        float v1 = rt_ld(residual_attn_out_h_7_attn + i) + v0; /* residual: x + body(x) */
+        rt_st(residual_linear_h_7_proj + i, v1);
     }
 }
 
 /* k33: linear epilogue: + bias
  *     from $.model.layers[2].body[0].body[1] */
-extern "C" __global__ void k33(float *qkv_h_8_attn, const float *__restrict__ P_h_8_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k33(act_t *qkv_h_8_attn, const float *__restrict__ P_h_8_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2374,14 +2438,14 @@ extern "C" __global__ void k33(float *qkv_h_8_attn, const float *__restrict__ P_
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = qkv_h_8_attn[i] + P_h_8_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
-        qkv_h_8_attn[i] = v0;
+        float v0 = rt_ld(qkv_h_8_attn + i) + P_h_8_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
+        rt_st(qkv_h_8_attn + i, v0);
     }
 }
 
 /* k34: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void k34(const float *attn_out_h_8_attn, const float *__restrict__ P_h_8_attn_proj_bias, const float *__restrict__ residual_linear_h_7_proj, float *residual_attn_out_h_8_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k34(const act_t *attn_out_h_8_attn, const float *__restrict__ P_h_8_attn_proj_bias, const act_t *__restrict__ residual_linear_h_7_proj, act_t *residual_attn_out_h_8_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2403,15 +2467,15 @@ extern "C" __global__ void k34(const float *attn_out_h_8_attn, const float *__re
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = attn_out_h_8_attn[i] + P_h_8_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_7_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_8_attn[i] = v1;
+        float v0 = rt_ld(attn_out_h_8_attn + i) + P_h_8_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
+        float v1 = rt_ld(residual_linear_h_7_proj + i) + v0; /* residual: x + body(x) */
+        rt_st(residual_attn_out_h_8_attn + i, v1);
     }
 }
 
 /* k35: linear epilogue: + bias + gelu (tanh)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k35(float *linear_h_8_fc, const float *__restrict__ P_h_8_fc_bias, float *__restrict__ gelu_h_8_2, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k35(act_t *linear_h_8_fc, const float *__restrict__ P_h_8_fc_bias, act_t *__restrict__ gelu_h_8_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2435,16 +2499,16 @@ extern "C" __global__ void k35(float *linear_h_8_fc, const float *__restrict__ P
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_8_fc[i] + P_h_8_fc_bias[i % 3072]; /* linear epilogue: + bias */
-        linear_h_8_fc[i] = v0;
+        float v0 = rt_ld(linear_h_8_fc + i) + P_h_8_fc_bias[i % 3072]; /* linear epilogue: + bias */
+        rt_st(linear_h_8_fc + i, v0);
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_8_2[i] = v1;
+        rt_st(gelu_h_8_2 + i, v1);
     }
 }
 
 /* k36: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void k36(const float *linear_h_8_proj, const float *__restrict__ P_h_8_proj_bias, const float *__restrict__ residual_attn_out_h_8_attn, float *residual_linear_h_8_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k36(const act_t *linear_h_8_proj, const float *__restrict__ P_h_8_proj_bias, const act_t *__restrict__ residual_attn_out_h_8_attn, act_t *residual_linear_h_8_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2466,15 +2530,15 @@ extern "C" __global__ void k36(const float *linear_h_8_proj, const float *__rest
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_8_proj[i] + P_h_8_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_8_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_8_proj[i] = v1;
+        float v0 = rt_ld(linear_h_8_proj + i) + P_h_8_proj_bias[i % 768]; /* linear epilogue: + bias */
+        float v1 = rt_ld(residual_attn_out_h_8_attn + i) + v0; /* residual: x + body(x) */
+        rt_st(residual_linear_h_8_proj + i, v1);
     }
 }
 
 /* k37: linear epilogue: + bias
  *     from $.model.layers[2].body[0].body[1] */
-extern "C" __global__ void k37(float *qkv_h_9_attn, const float *__restrict__ P_h_9_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k37(act_t *qkv_h_9_attn, const float *__restrict__ P_h_9_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2494,14 +2558,14 @@ extern "C" __global__ void k37(float *qkv_h_9_attn, const float *__restrict__ P_
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = qkv_h_9_attn[i] + P_h_9_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
-        qkv_h_9_attn[i] = v0;
+        float v0 = rt_ld(qkv_h_9_attn + i) + P_h_9_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
+        rt_st(qkv_h_9_attn + i, v0);
     }
 }
 
 /* k38: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void k38(const float *attn_out_h_9_attn, const float *__restrict__ P_h_9_attn_proj_bias, const float *__restrict__ residual_linear_h_8_proj, float *residual_attn_out_h_9_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k38(const act_t *attn_out_h_9_attn, const float *__restrict__ P_h_9_attn_proj_bias, const act_t *__restrict__ residual_linear_h_8_proj, act_t *residual_attn_out_h_9_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2523,15 +2587,15 @@ extern "C" __global__ void k38(const float *attn_out_h_9_attn, const float *__re
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = attn_out_h_9_attn[i] + P_h_9_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_8_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_9_attn[i] = v1;
+        float v0 = rt_ld(attn_out_h_9_attn + i) + P_h_9_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
+        float v1 = rt_ld(residual_linear_h_8_proj + i) + v0; /* residual: x + body(x) */
+        rt_st(residual_attn_out_h_9_attn + i, v1);
     }
 }
 
 /* k39: linear epilogue: + bias + gelu (tanh)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k39(float *linear_h_9_fc, const float *__restrict__ P_h_9_fc_bias, float *__restrict__ gelu_h_9_2, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k39(act_t *linear_h_9_fc, const float *__restrict__ P_h_9_fc_bias, act_t *__restrict__ gelu_h_9_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2555,16 +2619,16 @@ extern "C" __global__ void k39(float *linear_h_9_fc, const float *__restrict__ P
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_9_fc[i] + P_h_9_fc_bias[i % 3072]; /* linear epilogue: + bias */
-        linear_h_9_fc[i] = v0;
+        float v0 = rt_ld(linear_h_9_fc + i) + P_h_9_fc_bias[i % 3072]; /* linear epilogue: + bias */
+        rt_st(linear_h_9_fc + i, v0);
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_9_2[i] = v1;
+        rt_st(gelu_h_9_2 + i, v1);
     }
 }
 
 /* k40: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void k40(const float *linear_h_9_proj, const float *__restrict__ P_h_9_proj_bias, const float *__restrict__ residual_attn_out_h_9_attn, float *residual_linear_h_9_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k40(const act_t *linear_h_9_proj, const float *__restrict__ P_h_9_proj_bias, const act_t *__restrict__ residual_attn_out_h_9_attn, act_t *residual_linear_h_9_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2586,15 +2650,15 @@ extern "C" __global__ void k40(const float *linear_h_9_proj, const float *__rest
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_9_proj[i] + P_h_9_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_9_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_9_proj[i] = v1;
+        float v0 = rt_ld(linear_h_9_proj + i) + P_h_9_proj_bias[i % 768]; /* linear epilogue: + bias */
+        float v1 = rt_ld(residual_attn_out_h_9_attn + i) + v0; /* residual: x + body(x) */
+        rt_st(residual_linear_h_9_proj + i, v1);
     }
 }
 
 /* k41: linear epilogue: + bias
  *     from $.model.layers[2].body[0].body[1] */
-extern "C" __global__ void k41(float *qkv_h_10_attn, const float *__restrict__ P_h_10_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k41(act_t *qkv_h_10_attn, const float *__restrict__ P_h_10_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2614,14 +2678,14 @@ extern "C" __global__ void k41(float *qkv_h_10_attn, const float *__restrict__ P
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = qkv_h_10_attn[i] + P_h_10_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
-        qkv_h_10_attn[i] = v0;
+        float v0 = rt_ld(qkv_h_10_attn + i) + P_h_10_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
+        rt_st(qkv_h_10_attn + i, v0);
     }
 }
 
 /* k42: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void k42(const float *attn_out_h_10_attn, const float *__restrict__ P_h_10_attn_proj_bias, const float *__restrict__ residual_linear_h_9_proj, float *residual_attn_out_h_10_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k42(const act_t *attn_out_h_10_attn, const float *__restrict__ P_h_10_attn_proj_bias, const act_t *__restrict__ residual_linear_h_9_proj, act_t *residual_attn_out_h_10_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2643,15 +2707,15 @@ extern "C" __global__ void k42(const float *attn_out_h_10_attn, const float *__r
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = attn_out_h_10_attn[i] + P_h_10_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_9_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_10_attn[i] = v1;
+        float v0 = rt_ld(attn_out_h_10_attn + i) + P_h_10_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
+        float v1 = rt_ld(residual_linear_h_9_proj + i) + v0; /* residual: x + body(x) */
+        rt_st(residual_attn_out_h_10_attn + i, v1);
     }
 }
 
 /* k43: linear epilogue: + bias + gelu (tanh)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k43(float *linear_h_10_fc, const float *__restrict__ P_h_10_fc_bias, float *__restrict__ gelu_h_10_2, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k43(act_t *linear_h_10_fc, const float *__restrict__ P_h_10_fc_bias, act_t *__restrict__ gelu_h_10_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2675,16 +2739,16 @@ extern "C" __global__ void k43(float *linear_h_10_fc, const float *__restrict__ 
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_10_fc[i] + P_h_10_fc_bias[i % 3072]; /* linear epilogue: + bias */
-        linear_h_10_fc[i] = v0;
+        float v0 = rt_ld(linear_h_10_fc + i) + P_h_10_fc_bias[i % 3072]; /* linear epilogue: + bias */
+        rt_st(linear_h_10_fc + i, v0);
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_10_2[i] = v1;
+        rt_st(gelu_h_10_2 + i, v1);
     }
 }
 
 /* k44: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void k44(const float *linear_h_10_proj, const float *__restrict__ P_h_10_proj_bias, const float *__restrict__ residual_attn_out_h_10_attn, float *residual_linear_h_10_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k44(const act_t *linear_h_10_proj, const float *__restrict__ P_h_10_proj_bias, const act_t *__restrict__ residual_attn_out_h_10_attn, act_t *residual_linear_h_10_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2706,15 +2770,15 @@ extern "C" __global__ void k44(const float *linear_h_10_proj, const float *__res
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_10_proj[i] + P_h_10_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_10_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_10_proj[i] = v1;
+        float v0 = rt_ld(linear_h_10_proj + i) + P_h_10_proj_bias[i % 768]; /* linear epilogue: + bias */
+        float v1 = rt_ld(residual_attn_out_h_10_attn + i) + v0; /* residual: x + body(x) */
+        rt_st(residual_linear_h_10_proj + i, v1);
     }
 }
 
 /* k45: linear epilogue: + bias
  *     from $.model.layers[2].body[0].body[1] */
-extern "C" __global__ void k45(float *qkv_h_11_attn, const float *__restrict__ P_h_11_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k45(act_t *qkv_h_11_attn, const float *__restrict__ P_h_11_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2734,14 +2798,14 @@ extern "C" __global__ void k45(float *qkv_h_11_attn, const float *__restrict__ P
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = qkv_h_11_attn[i] + P_h_11_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
-        qkv_h_11_attn[i] = v0;
+        float v0 = rt_ld(qkv_h_11_attn + i) + P_h_11_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
+        rt_st(qkv_h_11_attn + i, v0);
     }
 }
 
 /* k46: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void k46(const float *attn_out_h_11_attn, const float *__restrict__ P_h_11_attn_proj_bias, const float *__restrict__ residual_linear_h_10_proj, float *residual_attn_out_h_11_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k46(const act_t *attn_out_h_11_attn, const float *__restrict__ P_h_11_attn_proj_bias, const act_t *__restrict__ residual_linear_h_10_proj, act_t *residual_attn_out_h_11_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2763,15 +2827,15 @@ extern "C" __global__ void k46(const float *attn_out_h_11_attn, const float *__r
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = attn_out_h_11_attn[i] + P_h_11_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_10_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_11_attn[i] = v1;
+        float v0 = rt_ld(attn_out_h_11_attn + i) + P_h_11_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
+        float v1 = rt_ld(residual_linear_h_10_proj + i) + v0; /* residual: x + body(x) */
+        rt_st(residual_attn_out_h_11_attn + i, v1);
     }
 }
 
 /* k47: linear epilogue: + bias + gelu (tanh)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k47(float *linear_h_11_fc, const float *__restrict__ P_h_11_fc_bias, float *__restrict__ gelu_h_11_2, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k47(act_t *linear_h_11_fc, const float *__restrict__ P_h_11_fc_bias, act_t *__restrict__ gelu_h_11_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2795,16 +2859,16 @@ extern "C" __global__ void k47(float *linear_h_11_fc, const float *__restrict__ 
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_11_fc[i] + P_h_11_fc_bias[i % 3072]; /* linear epilogue: + bias */
-        linear_h_11_fc[i] = v0;
+        float v0 = rt_ld(linear_h_11_fc + i) + P_h_11_fc_bias[i % 3072]; /* linear epilogue: + bias */
+        rt_st(linear_h_11_fc + i, v0);
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_11_2[i] = v1;
+        rt_st(gelu_h_11_2 + i, v1);
     }
 }
 
 /* k48: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void k48(const float *linear_h_11_proj, const float *__restrict__ P_h_11_proj_bias, const float *__restrict__ residual_attn_out_h_11_attn, float *residual_linear_h_11_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k48(const act_t *linear_h_11_proj, const float *__restrict__ P_h_11_proj_bias, const act_t *__restrict__ residual_attn_out_h_11_attn, act_t *residual_linear_h_11_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2826,15 +2890,15 @@ extern "C" __global__ void k48(const float *linear_h_11_proj, const float *__res
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_11_proj[i] + P_h_11_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_11_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_11_proj[i] = v1;
+        float v0 = rt_ld(linear_h_11_proj + i) + P_h_11_proj_bias[i % 768]; /* linear epilogue: + bias */
+        float v1 = rt_ld(residual_attn_out_h_11_attn + i) + v0; /* residual: x + body(x) */
+        rt_st(residual_linear_h_11_proj + i, v1);
     }
 }
 
 /* k49: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k49(const float *d_gelu_h_11_2, const float *__restrict__ linear_h_11_fc, float *d_linear_h_11_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k49(const act_t *d_gelu_h_11_2, const act_t *__restrict__ linear_h_11_fc, act_t *d_linear_h_11_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2854,14 +2918,14 @@ extern "C" __global__ void k49(const float *d_gelu_h_11_2, const float *__restri
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_gelu_tanh_bwd(linear_h_11_fc[i], d_gelu_h_11_2[i]); /* gelu (tanh) backward */
-        d_linear_h_11_fc[i] = v0;
+        float v0 = rt_gelu_tanh_bwd(rt_ld(linear_h_11_fc + i), rt_ld(d_gelu_h_11_2 + i)); /* gelu (tanh) backward */
+        rt_st(d_linear_h_11_fc + i, v0);
     }
 }
 
 /* k50: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k50(const float *d_residual_linear_h_11_proj, const float *__restrict__ d_residual_attn_out_h_11_attn, float *d_residual_attn_out_h_11_attn_491, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k50(const act_t *d_residual_linear_h_11_proj, const act_t *__restrict__ d_residual_attn_out_h_11_attn, act_t *d_residual_attn_out_h_11_attn_491, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2881,14 +2945,14 @@ extern "C" __global__ void k50(const float *d_residual_linear_h_11_proj, const f
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = d_residual_linear_h_11_proj[i] + d_residual_attn_out_h_11_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_11_attn_491[i] = v0;
+        float v0 = rt_ld(d_residual_linear_h_11_proj + i) + rt_ld(d_residual_attn_out_h_11_attn + i); /* sum of gradient contributions */
+        rt_st(d_residual_attn_out_h_11_attn_491 + i, v0);
     }
 }
 
 /* k51: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k51(const float *d_residual_attn_out_h_11_attn_491, const float *__restrict__ d_residual_linear_h_10_proj, float *d_residual_linear_h_10_proj_496, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k51(const act_t *d_residual_attn_out_h_11_attn_491, const act_t *__restrict__ d_residual_linear_h_10_proj, act_t *d_residual_linear_h_10_proj_496, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2908,14 +2972,14 @@ extern "C" __global__ void k51(const float *d_residual_attn_out_h_11_attn_491, c
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = d_residual_attn_out_h_11_attn_491[i] + d_residual_linear_h_10_proj[i]; /* sum of gradient contributions */
-        d_residual_linear_h_10_proj_496[i] = v0;
+        float v0 = rt_ld(d_residual_attn_out_h_11_attn_491 + i) + rt_ld(d_residual_linear_h_10_proj + i); /* sum of gradient contributions */
+        rt_st(d_residual_linear_h_10_proj_496 + i, v0);
     }
 }
 
 /* k52: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k52(const float *d_gelu_h_10_2, const float *__restrict__ linear_h_10_fc, float *d_linear_h_10_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k52(const act_t *d_gelu_h_10_2, const act_t *__restrict__ linear_h_10_fc, act_t *d_linear_h_10_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2935,14 +2999,14 @@ extern "C" __global__ void k52(const float *d_gelu_h_10_2, const float *__restri
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_gelu_tanh_bwd(linear_h_10_fc[i], d_gelu_h_10_2[i]); /* gelu (tanh) backward */
-        d_linear_h_10_fc[i] = v0;
+        float v0 = rt_gelu_tanh_bwd(rt_ld(linear_h_10_fc + i), rt_ld(d_gelu_h_10_2 + i)); /* gelu (tanh) backward */
+        rt_st(d_linear_h_10_fc + i, v0);
     }
 }
 
 /* k53: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k53(const float *d_residual_linear_h_10_proj_496, const float *__restrict__ d_residual_attn_out_h_10_attn, float *d_residual_attn_out_h_10_attn_501, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k53(const act_t *d_residual_linear_h_10_proj_496, const act_t *__restrict__ d_residual_attn_out_h_10_attn, act_t *d_residual_attn_out_h_10_attn_501, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2962,14 +3026,14 @@ extern "C" __global__ void k53(const float *d_residual_linear_h_10_proj_496, con
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = d_residual_linear_h_10_proj_496[i] + d_residual_attn_out_h_10_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_10_attn_501[i] = v0;
+        float v0 = rt_ld(d_residual_linear_h_10_proj_496 + i) + rt_ld(d_residual_attn_out_h_10_attn + i); /* sum of gradient contributions */
+        rt_st(d_residual_attn_out_h_10_attn_501 + i, v0);
     }
 }
 
 /* k54: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k54(const float *d_residual_attn_out_h_10_attn_501, const float *__restrict__ d_residual_linear_h_9_proj, float *d_residual_linear_h_9_proj_506, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k54(const act_t *d_residual_attn_out_h_10_attn_501, const act_t *__restrict__ d_residual_linear_h_9_proj, act_t *d_residual_linear_h_9_proj_506, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2989,14 +3053,14 @@ extern "C" __global__ void k54(const float *d_residual_attn_out_h_10_attn_501, c
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = d_residual_attn_out_h_10_attn_501[i] + d_residual_linear_h_9_proj[i]; /* sum of gradient contributions */
-        d_residual_linear_h_9_proj_506[i] = v0;
+        float v0 = rt_ld(d_residual_attn_out_h_10_attn_501 + i) + rt_ld(d_residual_linear_h_9_proj + i); /* sum of gradient contributions */
+        rt_st(d_residual_linear_h_9_proj_506 + i, v0);
     }
 }
 
 /* k55: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k55(const float *d_gelu_h_9_2, const float *__restrict__ linear_h_9_fc, float *d_linear_h_9_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k55(const act_t *d_gelu_h_9_2, const act_t *__restrict__ linear_h_9_fc, act_t *d_linear_h_9_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3016,14 +3080,14 @@ extern "C" __global__ void k55(const float *d_gelu_h_9_2, const float *__restric
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_gelu_tanh_bwd(linear_h_9_fc[i], d_gelu_h_9_2[i]); /* gelu (tanh) backward */
-        d_linear_h_9_fc[i] = v0;
+        float v0 = rt_gelu_tanh_bwd(rt_ld(linear_h_9_fc + i), rt_ld(d_gelu_h_9_2 + i)); /* gelu (tanh) backward */
+        rt_st(d_linear_h_9_fc + i, v0);
     }
 }
 
 /* k56: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k56(const float *d_residual_linear_h_9_proj_506, const float *__restrict__ d_residual_attn_out_h_9_attn, float *d_residual_attn_out_h_9_attn_511, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k56(const act_t *d_residual_linear_h_9_proj_506, const act_t *__restrict__ d_residual_attn_out_h_9_attn, act_t *d_residual_attn_out_h_9_attn_511, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3043,14 +3107,14 @@ extern "C" __global__ void k56(const float *d_residual_linear_h_9_proj_506, cons
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = d_residual_linear_h_9_proj_506[i] + d_residual_attn_out_h_9_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_9_attn_511[i] = v0;
+        float v0 = rt_ld(d_residual_linear_h_9_proj_506 + i) + rt_ld(d_residual_attn_out_h_9_attn + i); /* sum of gradient contributions */
+        rt_st(d_residual_attn_out_h_9_attn_511 + i, v0);
     }
 }
 
 /* k57: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k57(const float *d_residual_attn_out_h_9_attn_511, const float *__restrict__ d_residual_linear_h_8_proj, float *d_residual_linear_h_8_proj_516, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k57(const act_t *d_residual_attn_out_h_9_attn_511, const act_t *__restrict__ d_residual_linear_h_8_proj, act_t *d_residual_linear_h_8_proj_516, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3070,14 +3134,14 @@ extern "C" __global__ void k57(const float *d_residual_attn_out_h_9_attn_511, co
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = d_residual_attn_out_h_9_attn_511[i] + d_residual_linear_h_8_proj[i]; /* sum of gradient contributions */
-        d_residual_linear_h_8_proj_516[i] = v0;
+        float v0 = rt_ld(d_residual_attn_out_h_9_attn_511 + i) + rt_ld(d_residual_linear_h_8_proj + i); /* sum of gradient contributions */
+        rt_st(d_residual_linear_h_8_proj_516 + i, v0);
     }
 }
 
 /* k58: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k58(const float *d_gelu_h_8_2, const float *__restrict__ linear_h_8_fc, float *d_linear_h_8_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k58(const act_t *d_gelu_h_8_2, const act_t *__restrict__ linear_h_8_fc, act_t *d_linear_h_8_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3097,14 +3161,14 @@ extern "C" __global__ void k58(const float *d_gelu_h_8_2, const float *__restric
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_gelu_tanh_bwd(linear_h_8_fc[i], d_gelu_h_8_2[i]); /* gelu (tanh) backward */
-        d_linear_h_8_fc[i] = v0;
+        float v0 = rt_gelu_tanh_bwd(rt_ld(linear_h_8_fc + i), rt_ld(d_gelu_h_8_2 + i)); /* gelu (tanh) backward */
+        rt_st(d_linear_h_8_fc + i, v0);
     }
 }
 
 /* k59: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k59(const float *d_residual_linear_h_8_proj_516, const float *__restrict__ d_residual_attn_out_h_8_attn, float *d_residual_attn_out_h_8_attn_521, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k59(const act_t *d_residual_linear_h_8_proj_516, const act_t *__restrict__ d_residual_attn_out_h_8_attn, act_t *d_residual_attn_out_h_8_attn_521, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3124,14 +3188,14 @@ extern "C" __global__ void k59(const float *d_residual_linear_h_8_proj_516, cons
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = d_residual_linear_h_8_proj_516[i] + d_residual_attn_out_h_8_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_8_attn_521[i] = v0;
+        float v0 = rt_ld(d_residual_linear_h_8_proj_516 + i) + rt_ld(d_residual_attn_out_h_8_attn + i); /* sum of gradient contributions */
+        rt_st(d_residual_attn_out_h_8_attn_521 + i, v0);
     }
 }
 
 /* k60: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k60(const float *d_residual_attn_out_h_8_attn_521, const float *__restrict__ d_residual_linear_h_7_proj, float *d_residual_linear_h_7_proj_526, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k60(const act_t *d_residual_attn_out_h_8_attn_521, const act_t *__restrict__ d_residual_linear_h_7_proj, act_t *d_residual_linear_h_7_proj_526, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3151,14 +3215,14 @@ extern "C" __global__ void k60(const float *d_residual_attn_out_h_8_attn_521, co
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = d_residual_attn_out_h_8_attn_521[i] + d_residual_linear_h_7_proj[i]; /* sum of gradient contributions */
-        d_residual_linear_h_7_proj_526[i] = v0;
+        float v0 = rt_ld(d_residual_attn_out_h_8_attn_521 + i) + rt_ld(d_residual_linear_h_7_proj + i); /* sum of gradient contributions */
+        rt_st(d_residual_linear_h_7_proj_526 + i, v0);
     }
 }
 
 /* k61: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k61(const float *d_gelu_h_7_2, const float *__restrict__ linear_h_7_fc, float *d_linear_h_7_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k61(const act_t *d_gelu_h_7_2, const act_t *__restrict__ linear_h_7_fc, act_t *d_linear_h_7_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3178,14 +3242,14 @@ extern "C" __global__ void k61(const float *d_gelu_h_7_2, const float *__restric
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_gelu_tanh_bwd(linear_h_7_fc[i], d_gelu_h_7_2[i]); /* gelu (tanh) backward */
-        d_linear_h_7_fc[i] = v0;
+        float v0 = rt_gelu_tanh_bwd(rt_ld(linear_h_7_fc + i), rt_ld(d_gelu_h_7_2 + i)); /* gelu (tanh) backward */
+        rt_st(d_linear_h_7_fc + i, v0);
     }
 }
 
 /* k62: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k62(const float *d_residual_linear_h_7_proj_526, const float *__restrict__ d_residual_attn_out_h_7_attn, float *d_residual_attn_out_h_7_attn_531, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k62(const act_t *d_residual_linear_h_7_proj_526, const act_t *__restrict__ d_residual_attn_out_h_7_attn, act_t *d_residual_attn_out_h_7_attn_531, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3205,14 +3269,14 @@ extern "C" __global__ void k62(const float *d_residual_linear_h_7_proj_526, cons
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = d_residual_linear_h_7_proj_526[i] + d_residual_attn_out_h_7_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_7_attn_531[i] = v0;
+        float v0 = rt_ld(d_residual_linear_h_7_proj_526 + i) + rt_ld(d_residual_attn_out_h_7_attn + i); /* sum of gradient contributions */
+        rt_st(d_residual_attn_out_h_7_attn_531 + i, v0);
     }
 }
 
 /* k63: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k63(const float *d_residual_attn_out_h_7_attn_531, const float *__restrict__ d_residual_linear_h_6_proj, float *d_residual_linear_h_6_proj_536, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k63(const act_t *d_residual_attn_out_h_7_attn_531, const act_t *__restrict__ d_residual_linear_h_6_proj, act_t *d_residual_linear_h_6_proj_536, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3232,14 +3296,14 @@ extern "C" __global__ void k63(const float *d_residual_attn_out_h_7_attn_531, co
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = d_residual_attn_out_h_7_attn_531[i] + d_residual_linear_h_6_proj[i]; /* sum of gradient contributions */
-        d_residual_linear_h_6_proj_536[i] = v0;
+        float v0 = rt_ld(d_residual_attn_out_h_7_attn_531 + i) + rt_ld(d_residual_linear_h_6_proj + i); /* sum of gradient contributions */
+        rt_st(d_residual_linear_h_6_proj_536 + i, v0);
     }
 }
 
 /* k64: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k64(const float *d_gelu_h_6_2, const float *__restrict__ linear_h_6_fc, float *d_linear_h_6_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k64(const act_t *d_gelu_h_6_2, const act_t *__restrict__ linear_h_6_fc, act_t *d_linear_h_6_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3259,14 +3323,14 @@ extern "C" __global__ void k64(const float *d_gelu_h_6_2, const float *__restric
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_gelu_tanh_bwd(linear_h_6_fc[i], d_gelu_h_6_2[i]); /* gelu (tanh) backward */
-        d_linear_h_6_fc[i] = v0;
+        float v0 = rt_gelu_tanh_bwd(rt_ld(linear_h_6_fc + i), rt_ld(d_gelu_h_6_2 + i)); /* gelu (tanh) backward */
+        rt_st(d_linear_h_6_fc + i, v0);
     }
 }
 
 /* k65: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k65(const float *d_residual_linear_h_6_proj_536, const float *__restrict__ d_residual_attn_out_h_6_attn, float *d_residual_attn_out_h_6_attn_541, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k65(const act_t *d_residual_linear_h_6_proj_536, const act_t *__restrict__ d_residual_attn_out_h_6_attn, act_t *d_residual_attn_out_h_6_attn_541, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3286,14 +3350,14 @@ extern "C" __global__ void k65(const float *d_residual_linear_h_6_proj_536, cons
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = d_residual_linear_h_6_proj_536[i] + d_residual_attn_out_h_6_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_6_attn_541[i] = v0;
+        float v0 = rt_ld(d_residual_linear_h_6_proj_536 + i) + rt_ld(d_residual_attn_out_h_6_attn + i); /* sum of gradient contributions */
+        rt_st(d_residual_attn_out_h_6_attn_541 + i, v0);
     }
 }
 
 /* k66: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k66(const float *d_residual_attn_out_h_6_attn_541, const float *__restrict__ d_residual_linear_h_5_proj, float *d_residual_linear_h_5_proj_546, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k66(const act_t *d_residual_attn_out_h_6_attn_541, const act_t *__restrict__ d_residual_linear_h_5_proj, act_t *d_residual_linear_h_5_proj_546, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3313,14 +3377,14 @@ extern "C" __global__ void k66(const float *d_residual_attn_out_h_6_attn_541, co
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = d_residual_attn_out_h_6_attn_541[i] + d_residual_linear_h_5_proj[i]; /* sum of gradient contributions */
-        d_residual_linear_h_5_proj_546[i] = v0;
+        float v0 = rt_ld(d_residual_attn_out_h_6_attn_541 + i) + rt_ld(d_residual_linear_h_5_proj + i); /* sum of gradient contributions */
+        rt_st(d_residual_linear_h_5_proj_546 + i, v0);
     }
 }
 
 /* k67: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k67(const float *d_gelu_h_5_2, const float *__restrict__ linear_h_5_fc, float *d_linear_h_5_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k67(const act_t *d_gelu_h_5_2, const act_t *__restrict__ linear_h_5_fc, act_t *d_linear_h_5_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3340,14 +3404,14 @@ extern "C" __global__ void k67(const float *d_gelu_h_5_2, const float *__restric
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_gelu_tanh_bwd(linear_h_5_fc[i], d_gelu_h_5_2[i]); /* gelu (tanh) backward */
-        d_linear_h_5_fc[i] = v0;
+        float v0 = rt_gelu_tanh_bwd(rt_ld(linear_h_5_fc + i), rt_ld(d_gelu_h_5_2 + i)); /* gelu (tanh) backward */
+        rt_st(d_linear_h_5_fc + i, v0);
     }
 }
 
 /* k68: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k68(const float *d_residual_linear_h_5_proj_546, const float *__restrict__ d_residual_attn_out_h_5_attn, float *d_residual_attn_out_h_5_attn_551, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k68(const act_t *d_residual_linear_h_5_proj_546, const act_t *__restrict__ d_residual_attn_out_h_5_attn, act_t *d_residual_attn_out_h_5_attn_551, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3367,14 +3431,14 @@ extern "C" __global__ void k68(const float *d_residual_linear_h_5_proj_546, cons
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = d_residual_linear_h_5_proj_546[i] + d_residual_attn_out_h_5_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_5_attn_551[i] = v0;
+        float v0 = rt_ld(d_residual_linear_h_5_proj_546 + i) + rt_ld(d_residual_attn_out_h_5_attn + i); /* sum of gradient contributions */
+        rt_st(d_residual_attn_out_h_5_attn_551 + i, v0);
     }
 }
 
 /* k69: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k69(const float *d_residual_attn_out_h_5_attn_551, const float *__restrict__ d_residual_linear_h_4_proj, float *d_residual_linear_h_4_proj_556, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k69(const act_t *d_residual_attn_out_h_5_attn_551, const act_t *__restrict__ d_residual_linear_h_4_proj, act_t *d_residual_linear_h_4_proj_556, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3394,14 +3458,14 @@ extern "C" __global__ void k69(const float *d_residual_attn_out_h_5_attn_551, co
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = d_residual_attn_out_h_5_attn_551[i] + d_residual_linear_h_4_proj[i]; /* sum of gradient contributions */
-        d_residual_linear_h_4_proj_556[i] = v0;
+        float v0 = rt_ld(d_residual_attn_out_h_5_attn_551 + i) + rt_ld(d_residual_linear_h_4_proj + i); /* sum of gradient contributions */
+        rt_st(d_residual_linear_h_4_proj_556 + i, v0);
     }
 }
 
 /* k70: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k70(const float *d_gelu_h_4_2, const float *__restrict__ linear_h_4_fc, float *d_linear_h_4_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k70(const act_t *d_gelu_h_4_2, const act_t *__restrict__ linear_h_4_fc, act_t *d_linear_h_4_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3421,14 +3485,14 @@ extern "C" __global__ void k70(const float *d_gelu_h_4_2, const float *__restric
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_gelu_tanh_bwd(linear_h_4_fc[i], d_gelu_h_4_2[i]); /* gelu (tanh) backward */
-        d_linear_h_4_fc[i] = v0;
+        float v0 = rt_gelu_tanh_bwd(rt_ld(linear_h_4_fc + i), rt_ld(d_gelu_h_4_2 + i)); /* gelu (tanh) backward */
+        rt_st(d_linear_h_4_fc + i, v0);
     }
 }
 
 /* k71: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k71(const float *d_residual_linear_h_4_proj_556, const float *__restrict__ d_residual_attn_out_h_4_attn, float *d_residual_attn_out_h_4_attn_561, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k71(const act_t *d_residual_linear_h_4_proj_556, const act_t *__restrict__ d_residual_attn_out_h_4_attn, act_t *d_residual_attn_out_h_4_attn_561, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3448,14 +3512,14 @@ extern "C" __global__ void k71(const float *d_residual_linear_h_4_proj_556, cons
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = d_residual_linear_h_4_proj_556[i] + d_residual_attn_out_h_4_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_4_attn_561[i] = v0;
+        float v0 = rt_ld(d_residual_linear_h_4_proj_556 + i) + rt_ld(d_residual_attn_out_h_4_attn + i); /* sum of gradient contributions */
+        rt_st(d_residual_attn_out_h_4_attn_561 + i, v0);
     }
 }
 
 /* k72: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k72(const float *d_residual_attn_out_h_4_attn_561, const float *__restrict__ d_residual_linear_h_3_proj, float *d_residual_linear_h_3_proj_566, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k72(const act_t *d_residual_attn_out_h_4_attn_561, const act_t *__restrict__ d_residual_linear_h_3_proj, act_t *d_residual_linear_h_3_proj_566, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3475,14 +3539,14 @@ extern "C" __global__ void k72(const float *d_residual_attn_out_h_4_attn_561, co
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = d_residual_attn_out_h_4_attn_561[i] + d_residual_linear_h_3_proj[i]; /* sum of gradient contributions */
-        d_residual_linear_h_3_proj_566[i] = v0;
+        float v0 = rt_ld(d_residual_attn_out_h_4_attn_561 + i) + rt_ld(d_residual_linear_h_3_proj + i); /* sum of gradient contributions */
+        rt_st(d_residual_linear_h_3_proj_566 + i, v0);
     }
 }
 
 /* k73: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k73(const float *d_gelu_h_3_2, const float *__restrict__ linear_h_3_fc, float *d_linear_h_3_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k73(const act_t *d_gelu_h_3_2, const act_t *__restrict__ linear_h_3_fc, act_t *d_linear_h_3_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3502,14 +3566,14 @@ extern "C" __global__ void k73(const float *d_gelu_h_3_2, const float *__restric
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_gelu_tanh_bwd(linear_h_3_fc[i], d_gelu_h_3_2[i]); /* gelu (tanh) backward */
-        d_linear_h_3_fc[i] = v0;
+        float v0 = rt_gelu_tanh_bwd(rt_ld(linear_h_3_fc + i), rt_ld(d_gelu_h_3_2 + i)); /* gelu (tanh) backward */
+        rt_st(d_linear_h_3_fc + i, v0);
     }
 }
 
 /* k74: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k74(const float *d_residual_linear_h_3_proj_566, const float *__restrict__ d_residual_attn_out_h_3_attn, float *d_residual_attn_out_h_3_attn_571, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k74(const act_t *d_residual_linear_h_3_proj_566, const act_t *__restrict__ d_residual_attn_out_h_3_attn, act_t *d_residual_attn_out_h_3_attn_571, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3529,14 +3593,14 @@ extern "C" __global__ void k74(const float *d_residual_linear_h_3_proj_566, cons
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = d_residual_linear_h_3_proj_566[i] + d_residual_attn_out_h_3_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_3_attn_571[i] = v0;
+        float v0 = rt_ld(d_residual_linear_h_3_proj_566 + i) + rt_ld(d_residual_attn_out_h_3_attn + i); /* sum of gradient contributions */
+        rt_st(d_residual_attn_out_h_3_attn_571 + i, v0);
     }
 }
 
 /* k75: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k75(const float *d_residual_attn_out_h_3_attn_571, const float *__restrict__ d_residual_linear_h_2_proj, float *d_residual_linear_h_2_proj_576, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k75(const act_t *d_residual_attn_out_h_3_attn_571, const act_t *__restrict__ d_residual_linear_h_2_proj, act_t *d_residual_linear_h_2_proj_576, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3556,14 +3620,14 @@ extern "C" __global__ void k75(const float *d_residual_attn_out_h_3_attn_571, co
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = d_residual_attn_out_h_3_attn_571[i] + d_residual_linear_h_2_proj[i]; /* sum of gradient contributions */
-        d_residual_linear_h_2_proj_576[i] = v0;
+        float v0 = rt_ld(d_residual_attn_out_h_3_attn_571 + i) + rt_ld(d_residual_linear_h_2_proj + i); /* sum of gradient contributions */
+        rt_st(d_residual_linear_h_2_proj_576 + i, v0);
     }
 }
 
 /* k76: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k76(const float *d_gelu_h_2_2, const float *__restrict__ linear_h_2_fc, float *d_linear_h_2_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k76(const act_t *d_gelu_h_2_2, const act_t *__restrict__ linear_h_2_fc, act_t *d_linear_h_2_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3583,14 +3647,14 @@ extern "C" __global__ void k76(const float *d_gelu_h_2_2, const float *__restric
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_gelu_tanh_bwd(linear_h_2_fc[i], d_gelu_h_2_2[i]); /* gelu (tanh) backward */
-        d_linear_h_2_fc[i] = v0;
+        float v0 = rt_gelu_tanh_bwd(rt_ld(linear_h_2_fc + i), rt_ld(d_gelu_h_2_2 + i)); /* gelu (tanh) backward */
+        rt_st(d_linear_h_2_fc + i, v0);
     }
 }
 
 /* k77: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k77(const float *d_residual_linear_h_2_proj_576, const float *__restrict__ d_residual_attn_out_h_2_attn, float *d_residual_attn_out_h_2_attn_581, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k77(const act_t *d_residual_linear_h_2_proj_576, const act_t *__restrict__ d_residual_attn_out_h_2_attn, act_t *d_residual_attn_out_h_2_attn_581, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3610,14 +3674,14 @@ extern "C" __global__ void k77(const float *d_residual_linear_h_2_proj_576, cons
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = d_residual_linear_h_2_proj_576[i] + d_residual_attn_out_h_2_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_2_attn_581[i] = v0;
+        float v0 = rt_ld(d_residual_linear_h_2_proj_576 + i) + rt_ld(d_residual_attn_out_h_2_attn + i); /* sum of gradient contributions */
+        rt_st(d_residual_attn_out_h_2_attn_581 + i, v0);
     }
 }
 
 /* k78: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k78(const float *d_residual_attn_out_h_2_attn_581, const float *__restrict__ d_residual_linear_h_1_proj, float *d_residual_linear_h_1_proj_586, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k78(const act_t *d_residual_attn_out_h_2_attn_581, const act_t *__restrict__ d_residual_linear_h_1_proj, act_t *d_residual_linear_h_1_proj_586, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3637,14 +3701,14 @@ extern "C" __global__ void k78(const float *d_residual_attn_out_h_2_attn_581, co
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = d_residual_attn_out_h_2_attn_581[i] + d_residual_linear_h_1_proj[i]; /* sum of gradient contributions */
-        d_residual_linear_h_1_proj_586[i] = v0;
+        float v0 = rt_ld(d_residual_attn_out_h_2_attn_581 + i) + rt_ld(d_residual_linear_h_1_proj + i); /* sum of gradient contributions */
+        rt_st(d_residual_linear_h_1_proj_586 + i, v0);
     }
 }
 
 /* k79: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k79(const float *d_gelu_h_1_2, const float *__restrict__ linear_h_1_fc, float *d_linear_h_1_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k79(const act_t *d_gelu_h_1_2, const act_t *__restrict__ linear_h_1_fc, act_t *d_linear_h_1_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3664,14 +3728,14 @@ extern "C" __global__ void k79(const float *d_gelu_h_1_2, const float *__restric
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_gelu_tanh_bwd(linear_h_1_fc[i], d_gelu_h_1_2[i]); /* gelu (tanh) backward */
-        d_linear_h_1_fc[i] = v0;
+        float v0 = rt_gelu_tanh_bwd(rt_ld(linear_h_1_fc + i), rt_ld(d_gelu_h_1_2 + i)); /* gelu (tanh) backward */
+        rt_st(d_linear_h_1_fc + i, v0);
     }
 }
 
 /* k80: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k80(const float *d_residual_linear_h_1_proj_586, const float *__restrict__ d_residual_attn_out_h_1_attn, float *d_residual_attn_out_h_1_attn_591, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k80(const act_t *d_residual_linear_h_1_proj_586, const act_t *__restrict__ d_residual_attn_out_h_1_attn, act_t *d_residual_attn_out_h_1_attn_591, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3691,14 +3755,14 @@ extern "C" __global__ void k80(const float *d_residual_linear_h_1_proj_586, cons
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = d_residual_linear_h_1_proj_586[i] + d_residual_attn_out_h_1_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_1_attn_591[i] = v0;
+        float v0 = rt_ld(d_residual_linear_h_1_proj_586 + i) + rt_ld(d_residual_attn_out_h_1_attn + i); /* sum of gradient contributions */
+        rt_st(d_residual_attn_out_h_1_attn_591 + i, v0);
     }
 }
 
 /* k81: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k81(const float *d_residual_attn_out_h_1_attn_591, const float *__restrict__ d_residual_linear_h_0_proj, float *d_residual_linear_h_0_proj_596, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k81(const act_t *d_residual_attn_out_h_1_attn_591, const act_t *__restrict__ d_residual_linear_h_0_proj, act_t *d_residual_linear_h_0_proj_596, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3718,14 +3782,14 @@ extern "C" __global__ void k81(const float *d_residual_attn_out_h_1_attn_591, co
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = d_residual_attn_out_h_1_attn_591[i] + d_residual_linear_h_0_proj[i]; /* sum of gradient contributions */
-        d_residual_linear_h_0_proj_596[i] = v0;
+        float v0 = rt_ld(d_residual_attn_out_h_1_attn_591 + i) + rt_ld(d_residual_linear_h_0_proj + i); /* sum of gradient contributions */
+        rt_st(d_residual_linear_h_0_proj_596 + i, v0);
     }
 }
 
 /* k82: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k82(const float *d_gelu_h_0_2, const float *__restrict__ linear_h_0_fc, float *d_linear_h_0_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k82(const act_t *d_gelu_h_0_2, const act_t *__restrict__ linear_h_0_fc, act_t *d_linear_h_0_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3745,14 +3809,14 @@ extern "C" __global__ void k82(const float *d_gelu_h_0_2, const float *__restric
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_gelu_tanh_bwd(linear_h_0_fc[i], d_gelu_h_0_2[i]); /* gelu (tanh) backward */
-        d_linear_h_0_fc[i] = v0;
+        float v0 = rt_gelu_tanh_bwd(rt_ld(linear_h_0_fc + i), rt_ld(d_gelu_h_0_2 + i)); /* gelu (tanh) backward */
+        rt_st(d_linear_h_0_fc + i, v0);
     }
 }
 
 /* k83: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k83(const float *d_residual_linear_h_0_proj_596, const float *__restrict__ d_residual_attn_out_h_0_attn, float *d_residual_attn_out_h_0_attn_601, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k83(const act_t *d_residual_linear_h_0_proj_596, const act_t *__restrict__ d_residual_attn_out_h_0_attn, act_t *d_residual_attn_out_h_0_attn_601, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3772,14 +3836,14 @@ extern "C" __global__ void k83(const float *d_residual_linear_h_0_proj_596, cons
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = d_residual_linear_h_0_proj_596[i] + d_residual_attn_out_h_0_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_0_attn_601[i] = v0;
+        float v0 = rt_ld(d_residual_linear_h_0_proj_596 + i) + rt_ld(d_residual_attn_out_h_0_attn + i); /* sum of gradient contributions */
+        rt_st(d_residual_attn_out_h_0_attn_601 + i, v0);
     }
 }
 
 /* k84: sum of gradient contributions
  *     from $.model.layers[1] */
-extern "C" __global__ void k84(const float *d_residual_attn_out_h_0_attn_601, const float *__restrict__ d_pos_embedding_wpe, float *d_pos_embedding_wpe_606, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k84(const act_t *d_residual_attn_out_h_0_attn_601, const act_t *__restrict__ d_pos_embedding_wpe, act_t *d_pos_embedding_wpe_606, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3799,14 +3863,14 @@ extern "C" __global__ void k84(const float *d_residual_attn_out_h_0_attn_601, co
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = d_residual_attn_out_h_0_attn_601[i] + d_pos_embedding_wpe[i]; /* sum of gradient contributions */
-        d_pos_embedding_wpe_606[i] = v0;
+        float v0 = rt_ld(d_residual_attn_out_h_0_attn_601 + i) + rt_ld(d_pos_embedding_wpe + i); /* sum of gradient contributions */
+        rt_st(d_pos_embedding_wpe_606 + i, v0);
     }
 }
 
 /* ke0: pos_embedding: + position rows
  *     from $.model.layers[1] */
-extern "C" __global__ void ke0(const float *embedding_wte, const float *__restrict__ P_wpe_weight, float *pos_embedding_wpe, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke0(const act_t *embedding_wte, const float *__restrict__ P_wpe_weight, act_t *pos_embedding_wpe, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3826,14 +3890,14 @@ extern "C" __global__ void ke0(const float *embedding_wte, const float *__restri
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = embedding_wte[i] + P_wpe_weight[i % 786432]; /* pos_embedding: + position rows */
-        pos_embedding_wpe[i] = v0;
+        float v0 = rt_ld(embedding_wte + i) + P_wpe_weight[i % 786432]; /* pos_embedding: + position rows */
+        rt_st(pos_embedding_wpe + i, v0);
     }
 }
 
 /* ke1: linear epilogue: + bias
  *     from $.model.layers[2].body[0].body[1] */
-extern "C" __global__ void ke1(float *qkv_h_0_attn, const float *__restrict__ P_h_0_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke1(act_t *qkv_h_0_attn, const float *__restrict__ P_h_0_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3853,14 +3917,14 @@ extern "C" __global__ void ke1(float *qkv_h_0_attn, const float *__restrict__ P_
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = qkv_h_0_attn[i] + P_h_0_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
-        qkv_h_0_attn[i] = v0;
+        float v0 = rt_ld(qkv_h_0_attn + i) + P_h_0_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
+        rt_st(qkv_h_0_attn + i, v0);
     }
 }
 
 /* ke2: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void ke2(const float *attn_out_h_0_attn, const float *__restrict__ P_h_0_attn_proj_bias, const float *__restrict__ pos_embedding_wpe, float *residual_attn_out_h_0_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke2(const act_t *attn_out_h_0_attn, const float *__restrict__ P_h_0_attn_proj_bias, const act_t *__restrict__ pos_embedding_wpe, act_t *residual_attn_out_h_0_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3882,15 +3946,15 @@ extern "C" __global__ void ke2(const float *attn_out_h_0_attn, const float *__re
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = attn_out_h_0_attn[i] + P_h_0_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = pos_embedding_wpe[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_0_attn[i] = v1;
+        float v0 = rt_ld(attn_out_h_0_attn + i) + P_h_0_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
+        float v1 = rt_ld(pos_embedding_wpe + i) + v0; /* residual: x + body(x) */
+        rt_st(residual_attn_out_h_0_attn + i, v1);
     }
 }
 
 /* ke3: linear epilogue: + bias + gelu (tanh)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void ke3(const float *linear_h_0_fc, const float *__restrict__ P_h_0_fc_bias, float *gelu_h_0_2, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke3(const act_t *linear_h_0_fc, const float *__restrict__ P_h_0_fc_bias, act_t *gelu_h_0_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3911,15 +3975,15 @@ extern "C" __global__ void ke3(const float *linear_h_0_fc, const float *__restri
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_0_fc[i] + P_h_0_fc_bias[i % 3072]; /* linear epilogue: + bias */
+        float v0 = rt_ld(linear_h_0_fc + i) + P_h_0_fc_bias[i % 3072]; /* linear epilogue: + bias */
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_0_2[i] = v1;
+        rt_st(gelu_h_0_2 + i, v1);
     }
 }
 
 /* ke4: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void ke4(const float *linear_h_0_proj, const float *__restrict__ P_h_0_proj_bias, const float *__restrict__ residual_attn_out_h_0_attn, float *residual_linear_h_0_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke4(const act_t *linear_h_0_proj, const float *__restrict__ P_h_0_proj_bias, const act_t *__restrict__ residual_attn_out_h_0_attn, act_t *residual_linear_h_0_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3941,15 +4005,15 @@ extern "C" __global__ void ke4(const float *linear_h_0_proj, const float *__rest
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_0_proj[i] + P_h_0_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_0_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_0_proj[i] = v1;
+        float v0 = rt_ld(linear_h_0_proj + i) + P_h_0_proj_bias[i % 768]; /* linear epilogue: + bias */
+        float v1 = rt_ld(residual_attn_out_h_0_attn + i) + v0; /* residual: x + body(x) */
+        rt_st(residual_linear_h_0_proj + i, v1);
     }
 }
 
 /* ke5: linear epilogue: + bias
  *     from $.model.layers[2].body[0].body[1] */
-extern "C" __global__ void ke5(float *qkv_h_1_attn, const float *__restrict__ P_h_1_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke5(act_t *qkv_h_1_attn, const float *__restrict__ P_h_1_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3969,14 +4033,14 @@ extern "C" __global__ void ke5(float *qkv_h_1_attn, const float *__restrict__ P_
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = qkv_h_1_attn[i] + P_h_1_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
-        qkv_h_1_attn[i] = v0;
+        float v0 = rt_ld(qkv_h_1_attn + i) + P_h_1_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
+        rt_st(qkv_h_1_attn + i, v0);
     }
 }
 
 /* ke6: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void ke6(const float *attn_out_h_1_attn, const float *__restrict__ P_h_1_attn_proj_bias, const float *__restrict__ residual_linear_h_0_proj, float *residual_attn_out_h_1_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke6(const act_t *attn_out_h_1_attn, const float *__restrict__ P_h_1_attn_proj_bias, const act_t *__restrict__ residual_linear_h_0_proj, act_t *residual_attn_out_h_1_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3998,15 +4062,15 @@ extern "C" __global__ void ke6(const float *attn_out_h_1_attn, const float *__re
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = attn_out_h_1_attn[i] + P_h_1_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_0_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_1_attn[i] = v1;
+        float v0 = rt_ld(attn_out_h_1_attn + i) + P_h_1_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
+        float v1 = rt_ld(residual_linear_h_0_proj + i) + v0; /* residual: x + body(x) */
+        rt_st(residual_attn_out_h_1_attn + i, v1);
     }
 }
 
 /* ke7: linear epilogue: + bias + gelu (tanh)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void ke7(const float *linear_h_1_fc, const float *__restrict__ P_h_1_fc_bias, float *gelu_h_1_2, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke7(const act_t *linear_h_1_fc, const float *__restrict__ P_h_1_fc_bias, act_t *gelu_h_1_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -4027,15 +4091,15 @@ extern "C" __global__ void ke7(const float *linear_h_1_fc, const float *__restri
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_1_fc[i] + P_h_1_fc_bias[i % 3072]; /* linear epilogue: + bias */
+        float v0 = rt_ld(linear_h_1_fc + i) + P_h_1_fc_bias[i % 3072]; /* linear epilogue: + bias */
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_1_2[i] = v1;
+        rt_st(gelu_h_1_2 + i, v1);
     }
 }
 
 /* ke8: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void ke8(const float *linear_h_1_proj, const float *__restrict__ P_h_1_proj_bias, const float *__restrict__ residual_attn_out_h_1_attn, float *residual_linear_h_1_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke8(const act_t *linear_h_1_proj, const float *__restrict__ P_h_1_proj_bias, const act_t *__restrict__ residual_attn_out_h_1_attn, act_t *residual_linear_h_1_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -4057,15 +4121,15 @@ extern "C" __global__ void ke8(const float *linear_h_1_proj, const float *__rest
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_1_proj[i] + P_h_1_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_1_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_1_proj[i] = v1;
+        float v0 = rt_ld(linear_h_1_proj + i) + P_h_1_proj_bias[i % 768]; /* linear epilogue: + bias */
+        float v1 = rt_ld(residual_attn_out_h_1_attn + i) + v0; /* residual: x + body(x) */
+        rt_st(residual_linear_h_1_proj + i, v1);
     }
 }
 
 /* ke9: linear epilogue: + bias
  *     from $.model.layers[2].body[0].body[1] */
-extern "C" __global__ void ke9(float *qkv_h_2_attn, const float *__restrict__ P_h_2_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke9(act_t *qkv_h_2_attn, const float *__restrict__ P_h_2_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -4085,14 +4149,14 @@ extern "C" __global__ void ke9(float *qkv_h_2_attn, const float *__restrict__ P_
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = qkv_h_2_attn[i] + P_h_2_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
-        qkv_h_2_attn[i] = v0;
+        float v0 = rt_ld(qkv_h_2_attn + i) + P_h_2_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
+        rt_st(qkv_h_2_attn + i, v0);
     }
 }
 
 /* ke10: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void ke10(const float *attn_out_h_2_attn, const float *__restrict__ P_h_2_attn_proj_bias, const float *__restrict__ residual_linear_h_1_proj, float *residual_attn_out_h_2_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke10(const act_t *attn_out_h_2_attn, const float *__restrict__ P_h_2_attn_proj_bias, const act_t *__restrict__ residual_linear_h_1_proj, act_t *residual_attn_out_h_2_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -4114,15 +4178,15 @@ extern "C" __global__ void ke10(const float *attn_out_h_2_attn, const float *__r
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = attn_out_h_2_attn[i] + P_h_2_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_1_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_2_attn[i] = v1;
+        float v0 = rt_ld(attn_out_h_2_attn + i) + P_h_2_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
+        float v1 = rt_ld(residual_linear_h_1_proj + i) + v0; /* residual: x + body(x) */
+        rt_st(residual_attn_out_h_2_attn + i, v1);
     }
 }
 
 /* ke11: linear epilogue: + bias + gelu (tanh)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void ke11(const float *linear_h_2_fc, const float *__restrict__ P_h_2_fc_bias, float *gelu_h_2_2, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke11(const act_t *linear_h_2_fc, const float *__restrict__ P_h_2_fc_bias, act_t *gelu_h_2_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -4143,15 +4207,15 @@ extern "C" __global__ void ke11(const float *linear_h_2_fc, const float *__restr
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_2_fc[i] + P_h_2_fc_bias[i % 3072]; /* linear epilogue: + bias */
+        float v0 = rt_ld(linear_h_2_fc + i) + P_h_2_fc_bias[i % 3072]; /* linear epilogue: + bias */
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_2_2[i] = v1;
+        rt_st(gelu_h_2_2 + i, v1);
     }
 }
 
 /* ke12: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void ke12(const float *linear_h_2_proj, const float *__restrict__ P_h_2_proj_bias, const float *__restrict__ residual_attn_out_h_2_attn, float *residual_linear_h_2_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke12(const act_t *linear_h_2_proj, const float *__restrict__ P_h_2_proj_bias, const act_t *__restrict__ residual_attn_out_h_2_attn, act_t *residual_linear_h_2_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -4173,15 +4237,15 @@ extern "C" __global__ void ke12(const float *linear_h_2_proj, const float *__res
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_2_proj[i] + P_h_2_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_2_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_2_proj[i] = v1;
+        float v0 = rt_ld(linear_h_2_proj + i) + P_h_2_proj_bias[i % 768]; /* linear epilogue: + bias */
+        float v1 = rt_ld(residual_attn_out_h_2_attn + i) + v0; /* residual: x + body(x) */
+        rt_st(residual_linear_h_2_proj + i, v1);
     }
 }
 
 /* ke13: linear epilogue: + bias
  *     from $.model.layers[2].body[0].body[1] */
-extern "C" __global__ void ke13(float *qkv_h_3_attn, const float *__restrict__ P_h_3_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke13(act_t *qkv_h_3_attn, const float *__restrict__ P_h_3_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -4201,14 +4265,14 @@ extern "C" __global__ void ke13(float *qkv_h_3_attn, const float *__restrict__ P
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = qkv_h_3_attn[i] + P_h_3_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
-        qkv_h_3_attn[i] = v0;
+        float v0 = rt_ld(qkv_h_3_attn + i) + P_h_3_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
+        rt_st(qkv_h_3_attn + i, v0);
     }
 }
 
 /* ke14: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void ke14(const float *attn_out_h_3_attn, const float *__restrict__ P_h_3_attn_proj_bias, const float *__restrict__ residual_linear_h_2_proj, float *residual_attn_out_h_3_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke14(const act_t *attn_out_h_3_attn, const float *__restrict__ P_h_3_attn_proj_bias, const act_t *__restrict__ residual_linear_h_2_proj, act_t *residual_attn_out_h_3_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -4230,15 +4294,15 @@ extern "C" __global__ void ke14(const float *attn_out_h_3_attn, const float *__r
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = attn_out_h_3_attn[i] + P_h_3_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_2_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_3_attn[i] = v1;
+        float v0 = rt_ld(attn_out_h_3_attn + i) + P_h_3_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
+        float v1 = rt_ld(residual_linear_h_2_proj + i) + v0; /* residual: x + body(x) */
+        rt_st(residual_attn_out_h_3_attn + i, v1);
     }
 }
 
 /* ke15: linear epilogue: + bias + gelu (tanh)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void ke15(const float *linear_h_3_fc, const float *__restrict__ P_h_3_fc_bias, float *gelu_h_3_2, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke15(const act_t *linear_h_3_fc, const float *__restrict__ P_h_3_fc_bias, act_t *gelu_h_3_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -4259,15 +4323,15 @@ extern "C" __global__ void ke15(const float *linear_h_3_fc, const float *__restr
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_3_fc[i] + P_h_3_fc_bias[i % 3072]; /* linear epilogue: + bias */
+        float v0 = rt_ld(linear_h_3_fc + i) + P_h_3_fc_bias[i % 3072]; /* linear epilogue: + bias */
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_3_2[i] = v1;
+        rt_st(gelu_h_3_2 + i, v1);
     }
 }
 
 /* ke16: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void ke16(const float *linear_h_3_proj, const float *__restrict__ P_h_3_proj_bias, const float *__restrict__ residual_attn_out_h_3_attn, float *residual_linear_h_3_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke16(const act_t *linear_h_3_proj, const float *__restrict__ P_h_3_proj_bias, const act_t *__restrict__ residual_attn_out_h_3_attn, act_t *residual_linear_h_3_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -4289,15 +4353,15 @@ extern "C" __global__ void ke16(const float *linear_h_3_proj, const float *__res
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_3_proj[i] + P_h_3_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_3_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_3_proj[i] = v1;
+        float v0 = rt_ld(linear_h_3_proj + i) + P_h_3_proj_bias[i % 768]; /* linear epilogue: + bias */
+        float v1 = rt_ld(residual_attn_out_h_3_attn + i) + v0; /* residual: x + body(x) */
+        rt_st(residual_linear_h_3_proj + i, v1);
     }
 }
 
 /* ke17: linear epilogue: + bias
  *     from $.model.layers[2].body[0].body[1] */
-extern "C" __global__ void ke17(float *qkv_h_4_attn, const float *__restrict__ P_h_4_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke17(act_t *qkv_h_4_attn, const float *__restrict__ P_h_4_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -4317,14 +4381,14 @@ extern "C" __global__ void ke17(float *qkv_h_4_attn, const float *__restrict__ P
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = qkv_h_4_attn[i] + P_h_4_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
-        qkv_h_4_attn[i] = v0;
+        float v0 = rt_ld(qkv_h_4_attn + i) + P_h_4_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
+        rt_st(qkv_h_4_attn + i, v0);
     }
 }
 
 /* ke18: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void ke18(const float *attn_out_h_4_attn, const float *__restrict__ P_h_4_attn_proj_bias, const float *__restrict__ residual_linear_h_3_proj, float *residual_attn_out_h_4_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke18(const act_t *attn_out_h_4_attn, const float *__restrict__ P_h_4_attn_proj_bias, const act_t *__restrict__ residual_linear_h_3_proj, act_t *residual_attn_out_h_4_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -4346,15 +4410,15 @@ extern "C" __global__ void ke18(const float *attn_out_h_4_attn, const float *__r
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = attn_out_h_4_attn[i] + P_h_4_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_3_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_4_attn[i] = v1;
+        float v0 = rt_ld(attn_out_h_4_attn + i) + P_h_4_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
+        float v1 = rt_ld(residual_linear_h_3_proj + i) + v0; /* residual: x + body(x) */
+        rt_st(residual_attn_out_h_4_attn + i, v1);
     }
 }
 
 /* ke19: linear epilogue: + bias + gelu (tanh)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void ke19(const float *linear_h_4_fc, const float *__restrict__ P_h_4_fc_bias, float *gelu_h_4_2, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke19(const act_t *linear_h_4_fc, const float *__restrict__ P_h_4_fc_bias, act_t *gelu_h_4_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -4375,15 +4439,15 @@ extern "C" __global__ void ke19(const float *linear_h_4_fc, const float *__restr
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_4_fc[i] + P_h_4_fc_bias[i % 3072]; /* linear epilogue: + bias */
+        float v0 = rt_ld(linear_h_4_fc + i) + P_h_4_fc_bias[i % 3072]; /* linear epilogue: + bias */
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_4_2[i] = v1;
+        rt_st(gelu_h_4_2 + i, v1);
     }
 }
 
 /* ke20: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void ke20(const float *linear_h_4_proj, const float *__restrict__ P_h_4_proj_bias, const float *__restrict__ residual_attn_out_h_4_attn, float *residual_linear_h_4_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke20(const act_t *linear_h_4_proj, const float *__restrict__ P_h_4_proj_bias, const act_t *__restrict__ residual_attn_out_h_4_attn, act_t *residual_linear_h_4_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -4405,15 +4469,15 @@ extern "C" __global__ void ke20(const float *linear_h_4_proj, const float *__res
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_4_proj[i] + P_h_4_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_4_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_4_proj[i] = v1;
+        float v0 = rt_ld(linear_h_4_proj + i) + P_h_4_proj_bias[i % 768]; /* linear epilogue: + bias */
+        float v1 = rt_ld(residual_attn_out_h_4_attn + i) + v0; /* residual: x + body(x) */
+        rt_st(residual_linear_h_4_proj + i, v1);
     }
 }
 
 /* ke21: linear epilogue: + bias
  *     from $.model.layers[2].body[0].body[1] */
-extern "C" __global__ void ke21(float *qkv_h_5_attn, const float *__restrict__ P_h_5_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke21(act_t *qkv_h_5_attn, const float *__restrict__ P_h_5_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -4433,14 +4497,14 @@ extern "C" __global__ void ke21(float *qkv_h_5_attn, const float *__restrict__ P
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = qkv_h_5_attn[i] + P_h_5_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
-        qkv_h_5_attn[i] = v0;
+        float v0 = rt_ld(qkv_h_5_attn + i) + P_h_5_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
+        rt_st(qkv_h_5_attn + i, v0);
     }
 }
 
 /* ke22: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void ke22(const float *attn_out_h_5_attn, const float *__restrict__ P_h_5_attn_proj_bias, const float *__restrict__ residual_linear_h_4_proj, float *residual_attn_out_h_5_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke22(const act_t *attn_out_h_5_attn, const float *__restrict__ P_h_5_attn_proj_bias, const act_t *__restrict__ residual_linear_h_4_proj, act_t *residual_attn_out_h_5_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -4462,15 +4526,15 @@ extern "C" __global__ void ke22(const float *attn_out_h_5_attn, const float *__r
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = attn_out_h_5_attn[i] + P_h_5_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_4_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_5_attn[i] = v1;
+        float v0 = rt_ld(attn_out_h_5_attn + i) + P_h_5_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
+        float v1 = rt_ld(residual_linear_h_4_proj + i) + v0; /* residual: x + body(x) */
+        rt_st(residual_attn_out_h_5_attn + i, v1);
     }
 }
 
 /* ke23: linear epilogue: + bias + gelu (tanh)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void ke23(const float *linear_h_5_fc, const float *__restrict__ P_h_5_fc_bias, float *gelu_h_5_2, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke23(const act_t *linear_h_5_fc, const float *__restrict__ P_h_5_fc_bias, act_t *gelu_h_5_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -4491,15 +4555,15 @@ extern "C" __global__ void ke23(const float *linear_h_5_fc, const float *__restr
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_5_fc[i] + P_h_5_fc_bias[i % 3072]; /* linear epilogue: + bias */
+        float v0 = rt_ld(linear_h_5_fc + i) + P_h_5_fc_bias[i % 3072]; /* linear epilogue: + bias */
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_5_2[i] = v1;
+        rt_st(gelu_h_5_2 + i, v1);
     }
 }
 
 /* ke24: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void ke24(const float *linear_h_5_proj, const float *__restrict__ P_h_5_proj_bias, const float *__restrict__ residual_attn_out_h_5_attn, float *residual_linear_h_5_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke24(const act_t *linear_h_5_proj, const float *__restrict__ P_h_5_proj_bias, const act_t *__restrict__ residual_attn_out_h_5_attn, act_t *residual_linear_h_5_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -4521,15 +4585,15 @@ extern "C" __global__ void ke24(const float *linear_h_5_proj, const float *__res
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_5_proj[i] + P_h_5_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_5_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_5_proj[i] = v1;
+        float v0 = rt_ld(linear_h_5_proj + i) + P_h_5_proj_bias[i % 768]; /* linear epilogue: + bias */
+        float v1 = rt_ld(residual_attn_out_h_5_attn + i) + v0; /* residual: x + body(x) */
+        rt_st(residual_linear_h_5_proj + i, v1);
     }
 }
 
 /* ke25: linear epilogue: + bias
  *     from $.model.layers[2].body[0].body[1] */
-extern "C" __global__ void ke25(float *qkv_h_6_attn, const float *__restrict__ P_h_6_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke25(act_t *qkv_h_6_attn, const float *__restrict__ P_h_6_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -4549,14 +4613,14 @@ extern "C" __global__ void ke25(float *qkv_h_6_attn, const float *__restrict__ P
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = qkv_h_6_attn[i] + P_h_6_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
-        qkv_h_6_attn[i] = v0;
+        float v0 = rt_ld(qkv_h_6_attn + i) + P_h_6_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
+        rt_st(qkv_h_6_attn + i, v0);
     }
 }
 
 /* ke26: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void ke26(const float *attn_out_h_6_attn, const float *__restrict__ P_h_6_attn_proj_bias, const float *__restrict__ residual_linear_h_5_proj, float *residual_attn_out_h_6_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke26(const act_t *attn_out_h_6_attn, const float *__restrict__ P_h_6_attn_proj_bias, const act_t *__restrict__ residual_linear_h_5_proj, act_t *residual_attn_out_h_6_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -4578,15 +4642,15 @@ extern "C" __global__ void ke26(const float *attn_out_h_6_attn, const float *__r
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = attn_out_h_6_attn[i] + P_h_6_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_5_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_6_attn[i] = v1;
+        float v0 = rt_ld(attn_out_h_6_attn + i) + P_h_6_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
+        float v1 = rt_ld(residual_linear_h_5_proj + i) + v0; /* residual: x + body(x) */
+        rt_st(residual_attn_out_h_6_attn + i, v1);
     }
 }
 
 /* ke27: linear epilogue: + bias + gelu (tanh)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void ke27(const float *linear_h_6_fc, const float *__restrict__ P_h_6_fc_bias, float *gelu_h_6_2, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke27(const act_t *linear_h_6_fc, const float *__restrict__ P_h_6_fc_bias, act_t *gelu_h_6_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -4607,15 +4671,15 @@ extern "C" __global__ void ke27(const float *linear_h_6_fc, const float *__restr
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_6_fc[i] + P_h_6_fc_bias[i % 3072]; /* linear epilogue: + bias */
+        float v0 = rt_ld(linear_h_6_fc + i) + P_h_6_fc_bias[i % 3072]; /* linear epilogue: + bias */
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_6_2[i] = v1;
+        rt_st(gelu_h_6_2 + i, v1);
     }
 }
 
 /* ke28: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void ke28(const float *linear_h_6_proj, const float *__restrict__ P_h_6_proj_bias, const float *__restrict__ residual_attn_out_h_6_attn, float *residual_linear_h_6_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke28(const act_t *linear_h_6_proj, const float *__restrict__ P_h_6_proj_bias, const act_t *__restrict__ residual_attn_out_h_6_attn, act_t *residual_linear_h_6_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -4637,15 +4701,15 @@ extern "C" __global__ void ke28(const float *linear_h_6_proj, const float *__res
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_6_proj[i] + P_h_6_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_6_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_6_proj[i] = v1;
+        float v0 = rt_ld(linear_h_6_proj + i) + P_h_6_proj_bias[i % 768]; /* linear epilogue: + bias */
+        float v1 = rt_ld(residual_attn_out_h_6_attn + i) + v0; /* residual: x + body(x) */
+        rt_st(residual_linear_h_6_proj + i, v1);
     }
 }
 
 /* ke29: linear epilogue: + bias
  *     from $.model.layers[2].body[0].body[1] */
-extern "C" __global__ void ke29(float *qkv_h_7_attn, const float *__restrict__ P_h_7_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke29(act_t *qkv_h_7_attn, const float *__restrict__ P_h_7_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -4665,14 +4729,14 @@ extern "C" __global__ void ke29(float *qkv_h_7_attn, const float *__restrict__ P
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = qkv_h_7_attn[i] + P_h_7_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
-        qkv_h_7_attn[i] = v0;
+        float v0 = rt_ld(qkv_h_7_attn + i) + P_h_7_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
+        rt_st(qkv_h_7_attn + i, v0);
     }
 }
 
 /* ke30: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void ke30(const float *attn_out_h_7_attn, const float *__restrict__ P_h_7_attn_proj_bias, const float *__restrict__ residual_linear_h_6_proj, float *residual_attn_out_h_7_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke30(const act_t *attn_out_h_7_attn, const float *__restrict__ P_h_7_attn_proj_bias, const act_t *__restrict__ residual_linear_h_6_proj, act_t *residual_attn_out_h_7_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -4694,15 +4758,15 @@ extern "C" __global__ void ke30(const float *attn_out_h_7_attn, const float *__r
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = attn_out_h_7_attn[i] + P_h_7_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_6_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_7_attn[i] = v1;
+        float v0 = rt_ld(attn_out_h_7_attn + i) + P_h_7_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
+        float v1 = rt_ld(residual_linear_h_6_proj + i) + v0; /* residual: x + body(x) */
+        rt_st(residual_attn_out_h_7_attn + i, v1);
     }
 }
 
 /* ke31: linear epilogue: + bias + gelu (tanh)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void ke31(const float *linear_h_7_fc, const float *__restrict__ P_h_7_fc_bias, float *gelu_h_7_2, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke31(const act_t *linear_h_7_fc, const float *__restrict__ P_h_7_fc_bias, act_t *gelu_h_7_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -4723,15 +4787,15 @@ extern "C" __global__ void ke31(const float *linear_h_7_fc, const float *__restr
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_7_fc[i] + P_h_7_fc_bias[i % 3072]; /* linear epilogue: + bias */
+        float v0 = rt_ld(linear_h_7_fc + i) + P_h_7_fc_bias[i % 3072]; /* linear epilogue: + bias */
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_7_2[i] = v1;
+        rt_st(gelu_h_7_2 + i, v1);
     }
 }
 
 /* ke32: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void ke32(const float *linear_h_7_proj, const float *__restrict__ P_h_7_proj_bias, const float *__restrict__ residual_attn_out_h_7_attn, float *residual_linear_h_7_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke32(const act_t *linear_h_7_proj, const float *__restrict__ P_h_7_proj_bias, const act_t *__restrict__ residual_attn_out_h_7_attn, act_t *residual_linear_h_7_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -4753,15 +4817,15 @@ extern "C" __global__ void ke32(const float *linear_h_7_proj, const float *__res
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_7_proj[i] + P_h_7_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_7_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_7_proj[i] = v1;
+        float v0 = rt_ld(linear_h_7_proj + i) + P_h_7_proj_bias[i % 768]; /* linear epilogue: + bias */
+        float v1 = rt_ld(residual_attn_out_h_7_attn + i) + v0; /* residual: x + body(x) */
+        rt_st(residual_linear_h_7_proj + i, v1);
     }
 }
 
 /* ke33: linear epilogue: + bias
  *     from $.model.layers[2].body[0].body[1] */
-extern "C" __global__ void ke33(float *qkv_h_8_attn, const float *__restrict__ P_h_8_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke33(act_t *qkv_h_8_attn, const float *__restrict__ P_h_8_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -4781,14 +4845,14 @@ extern "C" __global__ void ke33(float *qkv_h_8_attn, const float *__restrict__ P
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = qkv_h_8_attn[i] + P_h_8_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
-        qkv_h_8_attn[i] = v0;
+        float v0 = rt_ld(qkv_h_8_attn + i) + P_h_8_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
+        rt_st(qkv_h_8_attn + i, v0);
     }
 }
 
 /* ke34: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void ke34(const float *attn_out_h_8_attn, const float *__restrict__ P_h_8_attn_proj_bias, const float *__restrict__ residual_linear_h_7_proj, float *residual_attn_out_h_8_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke34(const act_t *attn_out_h_8_attn, const float *__restrict__ P_h_8_attn_proj_bias, const act_t *__restrict__ residual_linear_h_7_proj, act_t *residual_attn_out_h_8_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -4810,15 +4874,15 @@ extern "C" __global__ void ke34(const float *attn_out_h_8_attn, const float *__r
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = attn_out_h_8_attn[i] + P_h_8_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_7_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_8_attn[i] = v1;
+        float v0 = rt_ld(attn_out_h_8_attn + i) + P_h_8_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
+        float v1 = rt_ld(residual_linear_h_7_proj + i) + v0; /* residual: x + body(x) */
+        rt_st(residual_attn_out_h_8_attn + i, v1);
     }
 }
 
 /* ke35: linear epilogue: + bias + gelu (tanh)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void ke35(const float *linear_h_8_fc, const float *__restrict__ P_h_8_fc_bias, float *gelu_h_8_2, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke35(const act_t *linear_h_8_fc, const float *__restrict__ P_h_8_fc_bias, act_t *gelu_h_8_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -4839,15 +4903,15 @@ extern "C" __global__ void ke35(const float *linear_h_8_fc, const float *__restr
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_8_fc[i] + P_h_8_fc_bias[i % 3072]; /* linear epilogue: + bias */
+        float v0 = rt_ld(linear_h_8_fc + i) + P_h_8_fc_bias[i % 3072]; /* linear epilogue: + bias */
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_8_2[i] = v1;
+        rt_st(gelu_h_8_2 + i, v1);
     }
 }
 
 /* ke36: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void ke36(const float *linear_h_8_proj, const float *__restrict__ P_h_8_proj_bias, const float *__restrict__ residual_attn_out_h_8_attn, float *residual_linear_h_8_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke36(const act_t *linear_h_8_proj, const float *__restrict__ P_h_8_proj_bias, const act_t *__restrict__ residual_attn_out_h_8_attn, act_t *residual_linear_h_8_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -4869,15 +4933,15 @@ extern "C" __global__ void ke36(const float *linear_h_8_proj, const float *__res
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_8_proj[i] + P_h_8_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_8_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_8_proj[i] = v1;
+        float v0 = rt_ld(linear_h_8_proj + i) + P_h_8_proj_bias[i % 768]; /* linear epilogue: + bias */
+        float v1 = rt_ld(residual_attn_out_h_8_attn + i) + v0; /* residual: x + body(x) */
+        rt_st(residual_linear_h_8_proj + i, v1);
     }
 }
 
 /* ke37: linear epilogue: + bias
  *     from $.model.layers[2].body[0].body[1] */
-extern "C" __global__ void ke37(float *qkv_h_9_attn, const float *__restrict__ P_h_9_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke37(act_t *qkv_h_9_attn, const float *__restrict__ P_h_9_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -4897,14 +4961,14 @@ extern "C" __global__ void ke37(float *qkv_h_9_attn, const float *__restrict__ P
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = qkv_h_9_attn[i] + P_h_9_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
-        qkv_h_9_attn[i] = v0;
+        float v0 = rt_ld(qkv_h_9_attn + i) + P_h_9_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
+        rt_st(qkv_h_9_attn + i, v0);
     }
 }
 
 /* ke38: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void ke38(const float *attn_out_h_9_attn, const float *__restrict__ P_h_9_attn_proj_bias, const float *__restrict__ residual_linear_h_8_proj, float *residual_attn_out_h_9_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke38(const act_t *attn_out_h_9_attn, const float *__restrict__ P_h_9_attn_proj_bias, const act_t *__restrict__ residual_linear_h_8_proj, act_t *residual_attn_out_h_9_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -4926,15 +4990,15 @@ extern "C" __global__ void ke38(const float *attn_out_h_9_attn, const float *__r
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = attn_out_h_9_attn[i] + P_h_9_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_8_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_9_attn[i] = v1;
+        float v0 = rt_ld(attn_out_h_9_attn + i) + P_h_9_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
+        float v1 = rt_ld(residual_linear_h_8_proj + i) + v0; /* residual: x + body(x) */
+        rt_st(residual_attn_out_h_9_attn + i, v1);
     }
 }
 
 /* ke39: linear epilogue: + bias + gelu (tanh)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void ke39(const float *linear_h_9_fc, const float *__restrict__ P_h_9_fc_bias, float *gelu_h_9_2, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke39(const act_t *linear_h_9_fc, const float *__restrict__ P_h_9_fc_bias, act_t *gelu_h_9_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -4955,15 +5019,15 @@ extern "C" __global__ void ke39(const float *linear_h_9_fc, const float *__restr
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_9_fc[i] + P_h_9_fc_bias[i % 3072]; /* linear epilogue: + bias */
+        float v0 = rt_ld(linear_h_9_fc + i) + P_h_9_fc_bias[i % 3072]; /* linear epilogue: + bias */
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_9_2[i] = v1;
+        rt_st(gelu_h_9_2 + i, v1);
     }
 }
 
 /* ke40: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void ke40(const float *linear_h_9_proj, const float *__restrict__ P_h_9_proj_bias, const float *__restrict__ residual_attn_out_h_9_attn, float *residual_linear_h_9_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke40(const act_t *linear_h_9_proj, const float *__restrict__ P_h_9_proj_bias, const act_t *__restrict__ residual_attn_out_h_9_attn, act_t *residual_linear_h_9_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -4985,15 +5049,15 @@ extern "C" __global__ void ke40(const float *linear_h_9_proj, const float *__res
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_9_proj[i] + P_h_9_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_9_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_9_proj[i] = v1;
+        float v0 = rt_ld(linear_h_9_proj + i) + P_h_9_proj_bias[i % 768]; /* linear epilogue: + bias */
+        float v1 = rt_ld(residual_attn_out_h_9_attn + i) + v0; /* residual: x + body(x) */
+        rt_st(residual_linear_h_9_proj + i, v1);
     }
 }
 
 /* ke41: linear epilogue: + bias
  *     from $.model.layers[2].body[0].body[1] */
-extern "C" __global__ void ke41(float *qkv_h_10_attn, const float *__restrict__ P_h_10_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke41(act_t *qkv_h_10_attn, const float *__restrict__ P_h_10_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -5013,14 +5077,14 @@ extern "C" __global__ void ke41(float *qkv_h_10_attn, const float *__restrict__ 
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = qkv_h_10_attn[i] + P_h_10_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
-        qkv_h_10_attn[i] = v0;
+        float v0 = rt_ld(qkv_h_10_attn + i) + P_h_10_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
+        rt_st(qkv_h_10_attn + i, v0);
     }
 }
 
 /* ke42: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void ke42(const float *attn_out_h_10_attn, const float *__restrict__ P_h_10_attn_proj_bias, const float *__restrict__ residual_linear_h_9_proj, float *residual_attn_out_h_10_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke42(const act_t *attn_out_h_10_attn, const float *__restrict__ P_h_10_attn_proj_bias, const act_t *__restrict__ residual_linear_h_9_proj, act_t *residual_attn_out_h_10_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -5042,15 +5106,15 @@ extern "C" __global__ void ke42(const float *attn_out_h_10_attn, const float *__
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = attn_out_h_10_attn[i] + P_h_10_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_9_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_10_attn[i] = v1;
+        float v0 = rt_ld(attn_out_h_10_attn + i) + P_h_10_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
+        float v1 = rt_ld(residual_linear_h_9_proj + i) + v0; /* residual: x + body(x) */
+        rt_st(residual_attn_out_h_10_attn + i, v1);
     }
 }
 
 /* ke43: linear epilogue: + bias + gelu (tanh)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void ke43(const float *linear_h_10_fc, const float *__restrict__ P_h_10_fc_bias, float *gelu_h_10_2, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke43(const act_t *linear_h_10_fc, const float *__restrict__ P_h_10_fc_bias, act_t *gelu_h_10_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -5071,15 +5135,15 @@ extern "C" __global__ void ke43(const float *linear_h_10_fc, const float *__rest
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_10_fc[i] + P_h_10_fc_bias[i % 3072]; /* linear epilogue: + bias */
+        float v0 = rt_ld(linear_h_10_fc + i) + P_h_10_fc_bias[i % 3072]; /* linear epilogue: + bias */
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_10_2[i] = v1;
+        rt_st(gelu_h_10_2 + i, v1);
     }
 }
 
 /* ke44: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void ke44(const float *linear_h_10_proj, const float *__restrict__ P_h_10_proj_bias, const float *__restrict__ residual_attn_out_h_10_attn, float *residual_linear_h_10_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke44(const act_t *linear_h_10_proj, const float *__restrict__ P_h_10_proj_bias, const act_t *__restrict__ residual_attn_out_h_10_attn, act_t *residual_linear_h_10_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -5101,15 +5165,15 @@ extern "C" __global__ void ke44(const float *linear_h_10_proj, const float *__re
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_10_proj[i] + P_h_10_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_10_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_10_proj[i] = v1;
+        float v0 = rt_ld(linear_h_10_proj + i) + P_h_10_proj_bias[i % 768]; /* linear epilogue: + bias */
+        float v1 = rt_ld(residual_attn_out_h_10_attn + i) + v0; /* residual: x + body(x) */
+        rt_st(residual_linear_h_10_proj + i, v1);
     }
 }
 
 /* ke45: linear epilogue: + bias
  *     from $.model.layers[2].body[0].body[1] */
-extern "C" __global__ void ke45(float *qkv_h_11_attn, const float *__restrict__ P_h_11_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke45(act_t *qkv_h_11_attn, const float *__restrict__ P_h_11_attn_qkv_bias, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -5129,14 +5193,14 @@ extern "C" __global__ void ke45(float *qkv_h_11_attn, const float *__restrict__ 
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = qkv_h_11_attn[i] + P_h_11_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
-        qkv_h_11_attn[i] = v0;
+        float v0 = rt_ld(qkv_h_11_attn + i) + P_h_11_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
+        rt_st(qkv_h_11_attn + i, v0);
     }
 }
 
 /* ke46: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void ke46(const float *attn_out_h_11_attn, const float *__restrict__ P_h_11_attn_proj_bias, const float *__restrict__ residual_linear_h_10_proj, float *residual_attn_out_h_11_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke46(const act_t *attn_out_h_11_attn, const float *__restrict__ P_h_11_attn_proj_bias, const act_t *__restrict__ residual_linear_h_10_proj, act_t *residual_attn_out_h_11_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -5158,15 +5222,15 @@ extern "C" __global__ void ke46(const float *attn_out_h_11_attn, const float *__
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = attn_out_h_11_attn[i] + P_h_11_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_10_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_11_attn[i] = v1;
+        float v0 = rt_ld(attn_out_h_11_attn + i) + P_h_11_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
+        float v1 = rt_ld(residual_linear_h_10_proj + i) + v0; /* residual: x + body(x) */
+        rt_st(residual_attn_out_h_11_attn + i, v1);
     }
 }
 
 /* ke47: linear epilogue: + bias + gelu (tanh)
  *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void ke47(const float *linear_h_11_fc, const float *__restrict__ P_h_11_fc_bias, float *gelu_h_11_2, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke47(const act_t *linear_h_11_fc, const float *__restrict__ P_h_11_fc_bias, act_t *gelu_h_11_2, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -5187,15 +5251,15 @@ extern "C" __global__ void ke47(const float *linear_h_11_fc, const float *__rest
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_11_fc[i] + P_h_11_fc_bias[i % 3072]; /* linear epilogue: + bias */
+        float v0 = rt_ld(linear_h_11_fc + i) + P_h_11_fc_bias[i % 3072]; /* linear epilogue: + bias */
         float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_11_2[i] = v1;
+        rt_st(gelu_h_11_2 + i, v1);
     }
 }
 
 /* ke48: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void ke48(const float *linear_h_11_proj, const float *__restrict__ P_h_11_proj_bias, const float *__restrict__ residual_attn_out_h_11_attn, float *residual_linear_h_11_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void ke48(const act_t *linear_h_11_proj, const float *__restrict__ P_h_11_proj_bias, const act_t *__restrict__ residual_attn_out_h_11_attn, act_t *residual_linear_h_11_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -5217,9 +5281,9 @@ extern "C" __global__ void ke48(const float *linear_h_11_proj, const float *__re
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_11_proj[i] + P_h_11_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_11_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_11_proj[i] = v1;
+        float v0 = rt_ld(linear_h_11_proj + i) + P_h_11_proj_bias[i % 768]; /* linear epilogue: + bias */
+        float v1 = rt_ld(residual_attn_out_h_11_attn + i) + v0; /* residual: x + body(x) */
+        rt_st(residual_linear_h_11_proj + i, v1);
     }
 }
 

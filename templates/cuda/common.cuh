@@ -14,17 +14,53 @@ struct rt_cu_stat {
 
 /* ---- storage -------------------------------------------------------------------------- */
 
-/* Activations and their gradients are stored as act_t, float today; parameters,
- * parameter gradients and optimizer state stay float. Kernels read and write memory
- * through the overloads below, so a bf16 act_t adds overloads here (and RT_VEC
- * becomes a function of the type), not changes to the kernels: arithmetic stays float. */
-typedef float act_t;
+/* Activations and their gradients are stored as act_t: float, or with bf16-mixed
+ * (RT_ACT_BF16, defined by the generated file) bfloat16. Parameters, parameter
+ * gradients, optimizer state and the saved statistics (layernorm's mean and 1/std,
+ * attention's log-sum-exp) stay float. Kernels read and write memory through the
+ * overloads below, so they are written once for both: arithmetic is always float. */
 __device__ __forceinline__ float rt_ld(const float *p) { return *p; }
 __device__ __forceinline__ void rt_st(float *p, float v) { *p = v; }
-/* Four consecutive elements at a 16-byte aligned address. */
+/* Four consecutive elements (16 bytes of float, 8 of bf16) at an aligned address. */
 __device__ __forceinline__ float4 rt_ld4(const float *p) { return *(const float4 *)p; }
 __device__ __forceinline__ void rt_st4(float *p, float4 v) { *(float4 *)p = v; }
-/* Elements per 16-byte access. */
+
+/* bfloat16: the top half of a float's bits. Widening is exact; narrowing rounds to
+ * nearest, ties to even (as cvt.rn.bf16.f32 and torch do), and keeps NaN a NaN. Plain
+ * bit operations, so the CPU emulator (tests/gpu/emu) runs the same code. */
+struct rt_bf16 {
+    unsigned short bits;
+};
+__device__ __forceinline__ float rt_bf16_float(unsigned short b) { return __uint_as_float((unsigned)b << 16); }
+__device__ __forceinline__ unsigned short rt_float_bf16(float f)
+{
+    unsigned u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (unsigned short)((u >> 16) | 0x40u);
+    return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+__device__ __forceinline__ float rt_ld(const rt_bf16 *p) { return rt_bf16_float(p->bits); }
+__device__ __forceinline__ void rt_st(rt_bf16 *p, float v) { p->bits = rt_float_bf16(v); }
+__device__ __forceinline__ float4 rt_ld4(const rt_bf16 *p)
+{
+    uint2 u = *(const uint2 *)p;
+    return make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u),
+                       __uint_as_float(u.y << 16), __uint_as_float(u.y & 0xffff0000u));
+}
+__device__ __forceinline__ void rt_st4(rt_bf16 *p, float4 v)
+{
+    uint2 u;
+    u.x = (unsigned)rt_float_bf16(v.x) | (unsigned)rt_float_bf16(v.y) << 16;
+    u.y = (unsigned)rt_float_bf16(v.z) | (unsigned)rt_float_bf16(v.w) << 16;
+    *(uint2 *)p = u;
+}
+
+#ifdef RT_ACT_BF16
+typedef rt_bf16 act_t;
+#else
+typedef float act_t;
+#endif
+/* Elements per vector access (rt_ld4, rt_st4). */
 #define RT_VEC 4
 __device__ __forceinline__ bool rt_aligned16(const void *p)
 {

@@ -72,7 +72,7 @@ __device__ __forceinline__ void cross_entropy_row(const act_t *logits, const int
  * dy may be y. */
 #define RT_MSE_CHUNK 8192
 extern "C" __global__ void __launch_bounds__(256)
-rt_mse(const act_t *y, const act_t *t, act_t *dy, double *part, int64_t n, float grad_scale)
+rt_mse(const act_t *y, const float *t, act_t *dy, double *part, int64_t n, float grad_scale)
 {
     int64_t i0 = (int64_t)blockIdx.x * RT_MSE_CHUNK;
     int len = n - i0 < RT_MSE_CHUNK ? (int)(n - i0) : RT_MSE_CHUNK;

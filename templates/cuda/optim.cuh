@@ -32,15 +32,19 @@ __device__ __forceinline__ void rt_adamw_elem(float &p, float &m, float &v, floa
 /* Launch: grid (chunks), 256 threads.
  *   m = b1 m + a1 g';  v = b2 v + a2 g'^2;  p = p * decay - step_size * m / (sqrt(v) / bc2_sqrt + eps)
  * with g' = g * gs and decay = 1 for tensors without weight decay. p, g, m, v: the
- * parameter region's layout. 16-byte accesses when the chunk and all four arrays allow. */
+ * parameter region's layout. 16-byte accesses when the chunk and all four arrays allow.
+ * pc: with bf16-mixed, the parameters' act_t copy (the GEMMs' operands), rewritten
+ * from the new p; NULL otherwise. */
 extern "C" __global__ void __launch_bounds__(256)
-rt_adamw(float *p, const float *g, float *m, float *v, const rt_opt_chunk *chunks, float gs,
-         float decay, float b1, float b2, float a1, float a2, float step_size, float bc2_sqrt,
-         float eps)
+rt_adamw(float *p, act_t *pc, const float *g, float *m, float *v, const rt_opt_chunk *chunks,
+         float gs, float decay, float b1, float b2, float a1, float a2, float step_size,
+         float bc2_sqrt, float eps)
 {
     rt_opt_chunk ck = chunks[blockIdx.x];
     float dec = ck.decay ? decay : 1.0f;
     p += ck.off, g += ck.off, m += ck.off, v += ck.off;
+    if (pc)
+        pc += ck.off;
     if (ck.len % 4 == 0 && rt_aligned16(p) && rt_aligned16(g) && rt_aligned16(m) &&
         rt_aligned16(v)) {
         for (int k = threadIdx.x * 4; k < ck.len; k += blockDim.x * 4) {
@@ -53,11 +57,16 @@ rt_adamw(float *p, const float *g, float *m, float *v, const rt_opt_chunk *chunk
             *(float4 *)(p + k) = pv;
             *(float4 *)(m + k) = mv;
             *(float4 *)(v + k) = vv;
+            if (pc)
+                rt_st4(pc + k, pv);
         }
         return;
     }
-    for (int k = threadIdx.x; k < ck.len; k += blockDim.x)
+    for (int k = threadIdx.x; k < ck.len; k += blockDim.x) {
         rt_adamw_elem(p[k], m[k], v[k], g[k], gs, dec, b1, b2, a1, a2, step_size, bc2_sqrt, eps);
+        if (pc)
+            rt_st(pc + k, p[k]);
+    }
 }
 
 /* SGD as torch.optim.SGD; mode: 0 no momentum, 1 the first step with momentum (the
@@ -84,15 +93,29 @@ __device__ __forceinline__ void rt_sgd_elem(float &p, float *buf, float g, float
  *   p -= lr * (d, buf, or d + mom * buf)
  * buf (the momentum buffer, the parameter region's layout) is NULL for mode 0. */
 extern "C" __global__ void __launch_bounds__(256)
-rt_sgd(float *p, const float *g, float *buf, const rt_opt_chunk *chunks, float gs, float wd,
-       float lr, float mom, int mode, int nesterov)
+rt_sgd(float *p, act_t *pc, const float *g, float *buf, const rt_opt_chunk *chunks, float gs,
+       float wd, float lr, float mom, int mode, int nesterov)
 {
     rt_opt_chunk ck = chunks[blockIdx.x];
     float w = ck.decay ? wd : 0.0f;
     p += ck.off, g += ck.off;
     float *b = buf ? buf + ck.off : 0;
-    for (int k = threadIdx.x; k < ck.len; k += blockDim.x)
+    for (int k = threadIdx.x; k < ck.len; k += blockDim.x) {
         rt_sgd_elem(p[k], b ? b + k : 0, g[k], gs, w, lr, mom, mode, nesterov);
+        if (pc)
+            rt_st(pc + ck.off + k, p[k]);
+    }
+}
+
+/* Launch: grid-stride, 256 threads.
+ *   pc[i] = p[i] as act_t   (bf16-mixed: the GEMMs' copy of parameters loaded from the
+ *   host: initial weights, --init, a checkpoint) */
+extern "C" __global__ void __launch_bounds__(256)
+rt_param_copy(const float *p, act_t *pc, int64_t n)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        rt_st(pc + i, p[i]);
 }
 
 /* Launch: grid (chunks), 256 threads.

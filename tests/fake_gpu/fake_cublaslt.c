@@ -9,7 +9,10 @@
  * column-major, ld >= rows) and that every matrix and the workspace lie in device
  * memory. cublasLtMatmul is queued on its stream through the fake driver
  * (fake_gpu.h's hooks) and runs cblas_sgemm there: column-major fp32, alpha and beta
- * read at the call (host pointer mode), D = C in place. */
+ * read at the call (host pointer mode), D = C in place. bf16 matrices (CUDA_R_16BF:
+ * A and B, and C with them or fp32 C, the combinations cuBLASLt takes with fp32
+ * compute) are widened to fp32 for the sgemm and D narrowed back, rounding to nearest
+ * even: fp32 accumulation, as on the GPU (the order of the sums differs). */
 #include <cblas.h>
 #include <cublasLt.h>
 #include <dlfcn.h>
@@ -38,6 +41,7 @@ typedef struct Desc {
 typedef struct Layout {
     uint64_t rows, cols;
     int64_t ld;
+    int bf16;                  /* CUDA_R_16BF, else CUDA_R_32F */
 } Layout;
 typedef struct Pref {
     uint64_t max_ws;
@@ -111,12 +115,12 @@ cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l, cudaDataTyp
 {
     if (!l)
         return CUBLAS_STATUS_INVALID_VALUE;
-    if (type != CUDA_R_32F)
-        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatrixLayoutCreate: only fp32");
+    if (type != CUDA_R_32F && type != CUDA_R_16BF)
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatrixLayoutCreate: only fp32 and bf16");
     if (rows == 0 || cols == 0 || ld < (int64_t)rows || rows > 0x7fffffff || cols > 0x7fffffff)
         return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatrixLayoutCreate: rows, cols, ld (column-major: ld >= rows)");
     Layout *x = calloc(1, sizeof *x);
-    *x = (Layout){rows, cols, ld};
+    *x = (Layout){rows, cols, ld, type == CUDA_R_16BF};
     *l = (cublasLtMatrixLayout_t)x;
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -155,6 +159,9 @@ static int shape(const Desc *d, const Layout *a, const Layout *b, const Layout *
     *n = d->op[1] == CUBLAS_OP_N ? b->cols : b->rows;
     if (kb != *k || c->rows != *m || c->cols != *n || dd->rows != *m || dd->cols != *n)
         return -1;
+    /* the types: A and B alike; fp32 A and B want fp32 C; D as C */
+    if (a->bf16 != b->bf16 || (!a->bf16 && c->bf16) || c->bf16 != dd->bf16)
+        return -1;
     return 0;
 }
 
@@ -185,19 +192,55 @@ typedef struct Job {
     CBLAS_TRANSPOSE ta, tb;
     int m, n, k, lda, ldb, ldc;
     float alpha, beta;
-    const float *A, *B;
-    float *C;
+    const void *A, *B;
+    void *C;
+    int ab16, c16;             /* bf16 A and B; bf16 C (= D) */
+    size_t na, nb, nc;         /* elements each matrix spans */
 } Job;
+
+static size_t elems(const Layout *l) { return (l->cols - 1) * (uint64_t)l->ld + l->rows; }
+static size_t span(const Layout *l) { return elems(l) * (l->bf16 ? 2 : 4); }
+
+static float *widen(const void *p, size_t n)
+{
+    float *f = malloc(n * sizeof *f);
+    const uint16_t *h = p;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = (uint32_t)h[i] << 16;
+        memcpy(&f[i], &u, 4);
+    }
+    return f;
+}
+
+static void narrow(void *p, const float *f, size_t n)
+{
+    uint16_t *h = p;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &f[i], 4);
+        h[i] = (u & 0x7fffffffu) > 0x7f800000u ? (uint16_t)((u >> 16) | 0x40u)
+                                               : (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    }
+}
 
 static void run_job(void *arg)
 {
     Job *j = arg;
-    cblas_sgemm(CblasColMajor, j->ta, j->tb, j->m, j->n, j->k, j->alpha, j->A, j->lda, j->B, j->ldb,
-                j->beta, j->C, j->ldc);
+    float *A = j->ab16 ? widen(j->A, j->na) : (float *)j->A;
+    float *B = j->ab16 ? widen(j->B, j->nb) : (float *)j->B;
+    float *C = j->c16 ? widen(j->C, j->nc) : j->C;
+    cblas_sgemm(CblasColMajor, j->ta, j->tb, j->m, j->n, j->k, j->alpha, A, j->lda, B, j->ldb,
+                j->beta, C, j->ldc);
+    if (j->c16) {
+        narrow(j->C, C, j->nc);
+        free(C);
+    }
+    if (j->ab16) {
+        free(A);
+        free(B);
+    }
     free(j);
 }
-
-static size_t span(const Layout *l) { return ((l->cols - 1) * (uint64_t)l->ld + l->rows) * sizeof(float); }
 
 cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, const void *alpha,
                               const void *A, cublasLtMatrixLayout_t Ad, const void *B,
@@ -225,7 +268,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
     *j = (Job){x->op[0] == CUBLAS_OP_N ? CblasNoTrans : CblasTrans,
                x->op[1] == CUBLAS_OP_N ? CblasNoTrans : CblasTrans,
                (int)m, (int)n, (int)k, (int)a->ld, (int)b->ld, (int)d->ld,
-               *(const float *)alpha, *(const float *)beta, A, B, D};
+               *(const float *)alpha, *(const float *)beta, A, B, D, a->bf16, d->bf16,
+               elems(a), elems(b), elems(d)};
     if (enqueue_host((void *)stream, run_job, j) != 0) {
         free(j);
         return refuse(CUBLAS_STATUS_EXECUTION_FAILED, "cublasLtMatmul: the driver refused the stream");

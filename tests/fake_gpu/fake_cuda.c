@@ -429,7 +429,7 @@ CUresult cuMemHostUnregister(void *p)
 
 typedef struct Module Module;
 typedef struct Op {
-    enum { OP_COPY, OP_SET8, OP_SET32, OP_LAUNCH, OP_HOST, OP_WAIT } kind;
+    enum { OP_COPY, OP_SET8, OP_SET16, OP_SET32, OP_LAUNCH, OP_HOST, OP_WAIT } kind;
     void *dst;
     const void *src;
     void *owned;               /* a staged copy of pageable memory, freed after */
@@ -535,6 +535,12 @@ static void run_op(Op *o)
     switch (o->kind) {
     case OP_COPY: memcpy(o->dst, o->src, o->n); break;
     case OP_SET8: memset(o->dst, (int)o->val, o->n); break;
+    case OP_SET16:
+        for (size_t i = 0; i < o->n; i++) {
+            unsigned short v = (unsigned short)o->val;
+            memcpy((char *)o->dst + 2 * i, &v, 2);
+        }
+        break;
     case OP_SET32:
         for (size_t i = 0; i < o->n; i++)
             memcpy((char *)o->dst + 4 * i, &o->val, 4);
@@ -793,8 +799,9 @@ static CUresult memset_async(const char *fn, CUdeviceptr dst, unsigned val, size
                              CUstream h)
 {
     NEED_CTX(fn);
-    if (width == 4 && (dst & 3))
-        return refuse(CUDA_ERROR_INVALID_VALUE, "%s: %#lx is not 4-byte aligned", fn, (unsigned long)dst);
+    if (dst & (unsigned)(width - 1))
+        return refuse(CUDA_ERROR_INVALID_VALUE, "%s: %#lx is not %d-byte aligned", fn,
+                      (unsigned long)dst, width);
     pthread_mutex_lock(&lock);
     struct CUstream_st *s;
     CUresult r = stream_of(h, &s, fn);
@@ -803,8 +810,9 @@ static CUresult memset_async(const char *fn, CUdeviceptr dst, unsigned val, size
                    fn, (unsigned long)dst, n * (size_t)width);
     if (r == CUDA_SUCCESS && n) {
         Op *o = calloc(1, sizeof *o);
-        *o = (Op){.kind = width == 1 ? OP_SET8 : OP_SET32, .dst = (void *)(uintptr_t)dst, .n = n,
-                  .val = width == 1 ? (val & 0xff) : val};
+        *o = (Op){.kind = width == 1 ? OP_SET8 : width == 2 ? OP_SET16 : OP_SET32,
+                  .dst = (void *)(uintptr_t)dst, .n = n,
+                  .val = width == 1 ? (val & 0xff) : width == 2 ? (val & 0xffff) : val};
         enqueue(s, o);
     }
     pthread_mutex_unlock(&lock);
@@ -814,6 +822,10 @@ static CUresult memset_async(const char *fn, CUdeviceptr dst, unsigned val, size
 CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream h)
 {
     return memset_async("cuMemsetD8Async", dst, v, n, 1, h);
+}
+CUresult cuMemsetD16Async(CUdeviceptr dst, unsigned short v, size_t n, CUstream h)
+{
+    return memset_async("cuMemsetD16Async", dst, v, n, 2, h);
 }
 CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int v, size_t n, CUstream h)
 {
@@ -1050,9 +1062,9 @@ CUresult cuGetErrorString(CUresult r, const char **s)
     X(cuStreamCreate) X(cuStreamSynchronize) X(cuEventCreate) X(cuEventRecord)                 \
     X(cuEventSynchronize) X(cuStreamWaitEvent) X(cuMemAlloc) X(cuMemFree) X(cuMemHostRegister) \
     X(cuMemHostUnregister) X(cuMemAllocHost) X(cuMemcpyHtoD) X(cuMemcpyDtoH)                   \
-    X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemsetD8Async) X(cuMemsetD32Async)           \
-    X(cuModuleLoadData) X(cuModuleGetFunction) X(cuLaunchKernel) X(cuGetErrorName)             \
-    X(cuGetErrorString) X(cuMemGetInfo) X(cuFuncSetAttribute)
+    X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemsetD8Async) X(cuMemsetD16Async)           \
+    X(cuMemsetD32Async) X(cuModuleLoadData) X(cuModuleGetFunction) X(cuLaunchKernel)           \
+    X(cuGetErrorName) X(cuGetErrorString) X(cuMemGetInfo) X(cuFuncSetAttribute)
 #define ENTRY(fn) {#fn, (void *)fn},
 static const struct {
     const char *name;

@@ -16,8 +16,10 @@ rm -rf "$P" build/devpack.tar.xz; mkdir -p "$P"
 make -s all test-gpu-build
 for spec in mlp_fashion cnn_fashion gpt_char; do
     "$TRAINC" build specs/$spec.json --device both --arch "$ARCH" --bundle "$P/ship" -o $spec 2>>"$P/build.log"
+    "$TRAINC" build specs/$spec.json --device both --arch "$ARCH" --set precision=bf16-mixed \
+        --bundle "$P/ship" -o ${spec}_bf16 2>>"$P/build.log"
 done
-for policy in none selective full; do   # bench/gpu_gpt2.sh: the policy is compiled in
+for policy in none selective full; do   # bench/gpu_gpt2.sh: the policy is compiled in (bf16-mixed)
     "$TRAINC" build specs/gpt2_124m.json --device both --arch "$ARCH" --set recompute=$policy \
         --bundle "$P/ship" -o gpt2_124m_$policy 2>>"$P/build.log"
 done

@@ -29,6 +29,10 @@ extern dim3 threadIdx, blockIdx, blockDim, gridDim;
 struct alignas(16) float4 {
     float x, y, z, w;
 };
+struct alignas(8) uint2 {
+    unsigned x, y;
+};
+inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
 
 void emu_syncthreads();
 void emu_syncwarp();
@@ -68,6 +72,18 @@ inline float __int_as_float(int i)
     float f;
     memcpy(&f, &i, sizeof f);
     return f;
+}
+inline float __uint_as_float(unsigned i)
+{
+    float f;
+    memcpy(&f, &i, sizeof f);
+    return f;
+}
+inline unsigned __float_as_uint(float f)
+{
+    unsigned i;
+    memcpy(&i, &f, sizeof i);
+    return i;
 }
 inline double __longlong_as_double(long long i)
 {

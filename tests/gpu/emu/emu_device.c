@@ -32,6 +32,7 @@ rt_dptr rt_cu_scratch(rt_exec *e, size_t bytes)
 rt_dptr rt_cu_stats(rt_exec *e) { (void)e; return (rt_dptr)(uintptr_t)&stats; }
 int rt_cu_sm_count(rt_exec *e) { (void)e; return 2; }
 void rt_cu_sync(rt_exec *e) { (void)e; }
+rt_dptr rt_cu_param_copy(rt_exec *e) { (void)e; return 0; }   /* no bf16 parameter copy here */
 
 rt_dptr rt_cu_alloc(size_t bytes)
 {
