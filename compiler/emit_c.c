@@ -237,8 +237,11 @@ static void emit_plan_comment(Buf *b, Program *p, const char *title)
                   " * batch size fits the same plan.%s\n *\n",
                title, (long long)p->arena_row_bytes, (long long)p->noreuse_row_bytes,
                (long long)p->lower_bound_row_bytes,
-               g->act16 ? "\n * bf16-mixed: the GPU's plan, activations in bf16 (2 bytes), the saved\n"
-                          " * statistics marked (fp32) in fp32; the CPU runs it at twice the offsets." : "");
+               !g->act16 ? "" : g->act16 == RT_PREC_BF16
+               ? "\n * bf16-mixed: the GPU's plan, activations in bf16 (2 bytes), the saved\n"
+                 " * statistics marked (fp32) in fp32; the CPU runs it at twice the offsets."
+               : "\n * fp16-mixed: the GPU's plan, activations in fp16 (2 bytes), the saved\n"
+                 " * statistics marked (fp32) in fp32; the CPU runs it at twice the offsets.");
     buf_puts(b, " *   offset      bytes/row  live     buffer                      shape\n");
     for (int i = 0; i < g->n_tensors; i++) {
         Tensor *t = g->tensors[i];
@@ -246,7 +249,7 @@ static void emit_plan_comment(Buf *b, Program *p, const char *title)
             continue;
         buf_printf(b, " *   %-10lld  %-9lld  %3d-%-3d  %-26s  %s  %s%s\n", (long long)t->offset,
                    (long long)t->row_bytes, t->first, t->last, t->name, shape_of(t, 1),
-                   t->what ? t->what : "", g->act16 && !tensor_bf16(g, t) ? " (fp32)" : "");
+                   t->what ? t->what : "", g->act16 && !tensor_half(g, t) ? " (fp32)" : "");
     }
     for (int i = 0; i < g->n_tensors; i++) {
         Tensor *t = g->tensors[i];
@@ -272,9 +275,9 @@ static void emit_model_h(Program *p, Program *ev, Buf *b)
     emit_plan_comment(b, ev, "The plan for validation (forward only, no gradients), in the same memory.");
     buf_puts(b, " */\n#ifndef TRAINC_MODEL_H\n#define TRAINC_MODEL_H\n\n#include \"trainc_rt.h\"\n\n");
     if (p->g->act16)
-        buf_puts(b, "/* the arena at a per-row offset: bf16-mixed, so the plan is the GPU's (bf16\n"
+        buf_printf(b, "/* the arena at a per-row offset: %s-mixed, so the plan is the GPU's (%s\n"
                     " * activations); the CPU computes in fp32 at twice the offsets (arena_scale 2) */\n"
-                    "#define ACT(off) ((float *)(e->arena + e->Bmax * (int64_t)(off) * e->arena_scale))\n\n");
+                    "#define ACT(off) ((float *)(e->arena + e->Bmax * (int64_t)(off) * e->arena_scale))\n\n", half_name(p->g), half_name(p->g));
     else
         buf_puts(b, "/* the arena at a per-row offset */\n"
                     "#define ACT(off) ((float *)(e->arena + e->Bmax * (int64_t)(off)))\n\n");
@@ -380,7 +383,7 @@ static void emit_host_c(Program *p, Program *ev, Buf *b)
     }
     buf_printf(b, "    .gpu_scratch_row_bytes = %lld,\n", (long long)cuda_scratch_row_bytes(p));
     if (g->act16)
-        buf_puts(b, "    .act_bf16 = 1,\n");
+        buf_printf(b, "    .act16 = %s,\n", g->act16 == RT_PREC_BF16 ? "RT_PREC_BF16" : "RT_PREC_FP16");
     buf_printf(b, "    .train_defaults = train_defaults,\n    .n_train_defaults = %d,\n",
                s->n_train_lines);
     buf_puts(b, "    .forward = forward,\n    .backward = backward,\n    .evaluate = evaluate,\n"
@@ -424,7 +427,7 @@ void emit_plan_json(Program *p, Buf *b)
                (long long)pbytes, (long long)pbytes, (long long)opt);
     /* bf16-mixed: the plan is the GPU's; the CPU's arena is twice arena_bytes */
     buf_printf(b, "  \"activations\": \"%s\",\n  \"param_copy_bytes\": %lld,\n",
-               g->act16 ? "bf16" : "fp32", (long long)(g->act16 ? pbytes / 2 : 0));
+               g->act16 ? half_name(g) : "fp32", (long long)(g->act16 ? pbytes / 2 : 0));
     static const char *pol[] = {"none", "selective", "full", "auto"};
     buf_printf(b, "  \"recompute\": \"%s\",\n  \"recompute_full_blocks\": %d,\n  \"blocks\": %d,\n"
                "  \"recompute_flops\": %lld,\n", pol[p->policy], p->full_blocks, p->n_blocks,
@@ -439,7 +442,7 @@ void emit_plan_json(Program *p, Buf *b)
                       "\"bytes\": %lld, \"byte_offset\": %lld, \"live\": [%d, %d], \"dtype\": \"%s\"}",
                    first ? "" : ",\n", t->name, shape_of(t, 1), (long long)t->row_bytes,
                    (long long)t->offset, (long long)(B * t->row_bytes), (long long)(B * t->offset),
-                   t->first, t->last, tensor_bf16(g, t) ? "bf16" : "fp32");
+                   t->first, t->last, tensor_half(g, t) ? half_name(g) : "fp32");
         first = 0;
     }
     buf_puts(b, "\n  ],\n  \"instructions\": [\n");

@@ -47,7 +47,7 @@ static void emit_body(Buf *b, const Graph *g, Instr *in, Tensor **t, const int *
                 v |= t[q] == o->t && vec[q];
             if (v)
                 buf_printf(&e, "((const float *)&r_%s)[l]", o->t->name);
-            else if (o->t && tensor_bf16(g, o->t))   /* act_t: converted by rt_ld */
+            else if (o->t && tensor_half(g, o->t))   /* act_t: converted by rt_ld */
                 buf_printf(&e, o->index ? "rt_ld(%s + (%s))" : "rt_ld(%s + %s)", o->t->name,
                            o->index ? o->index : "i");
             else if (o->t)
@@ -63,7 +63,7 @@ static void emit_body(Buf *b, const Graph *g, Instr *in, Tensor **t, const int *
             if (in->writes[q] == op->out) {
                 if (lanes)
                     buf_printf(b, "%s((float *)&w_%s)[l] = v%d;\n", ind, op->out->name, k);
-                else if (tensor_bf16(g, op->out))
+                else if (tensor_half(g, op->out))
                     buf_printf(b, "%srt_st(%s + i, v%d);\n", ind, op->out->name, k);
                 else
                     buf_printf(b, "%s%s[i] = v%d;\n", ind, op->out->name, k);
@@ -102,7 +102,7 @@ static void cuda_kernel(Buf *b, const Graph *g, Instr *in, const char *kp)
             for (int j = 0; j < in->ops[k].n_arg; j++)
                 both |= in->ops[k].arg[j].t == t[q];
         buf_printf(b, "%s%s%s *%s%s", q ? ", " : "", w[q] ? "" : "const ",
-                   tensor_bf16(g, t[q]) ? "act_t" : c_type(t[q]->dtype), both ? "" : "__restrict__ ",
+                   tensor_half(g, t[q]) ? "act_t" : c_type(t[q]->dtype), both ? "" : "__restrict__ ",
                    t[q]->name);
     }
     buf_printf(b, "%sint64_t B, int64_t n, uint64_t rng_key, int train)\n{\n", n ? ", " : "");
@@ -277,10 +277,11 @@ void emit_cuda(Program *p, Program *ev, Buf *b)
                   " * elementwise kernels, the twins of kernels_cpu.c. */\n\n",
                TRAINC_VERSION, p->g->spec->name);
     if (p->g->act16)
-        buf_puts(b, "/* bf16-mixed: activations and their gradients are stored as bf16 (act_t,\n"
-                    " * common.cuh); parameters, their gradients, optimizer state and the saved\n"
-                    " * statistics stay fp32, and all arithmetic is fp32. */\n"
-                    "#define RT_ACT_BF16 1\n\n");
+        buf_printf(b, "/* %s-mixed: activations and their gradients are stored as %s (act_t,\n"
+                      " * common.cuh); parameters, their gradients, optimizer state and the saved\n"
+                      " * statistics stay fp32, and all arithmetic is fp32. */\n"
+                      "#define RT_ACT_%s 1\n\n", half_name(p->g), half_name(p->g),
+                   p->g->act16 == RT_PREC_BF16 ? "BF16" : "F16");
     for (int i = 0; tmpl_cuda_files[i]; i++)
         buf_printf(b, "/* ==== templates/cuda/%s ==== */\n%s\n", tmpl_cuda_names[i], tmpl_cuda_files[i]);
     buf_puts(b, "/* ==== instances for this model's shapes ==== */\n");

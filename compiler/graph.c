@@ -134,7 +134,7 @@ static void lerr(Ctx *c, const Layer *l, const char *fmt, ...)
 }
 
 /* The f32 view of model input k, converting raw integers (x * scale + shift) once.
- * With bf16-mixed an fp32 input is converted too: the layers read act_t. */
+ * With mixed precision an fp32 input is converted too: the layers read act_t. */
 static Tensor *input_f32(Ctx *c, int k)
 {
     if (c->converted[k])
@@ -638,7 +638,7 @@ Graph *graph_build(const Spec *s)
 {
     Graph *g = xcalloc(1, sizeof *g);
     g->spec = s;
-    g->act16 = s->train.precision == RT_PREC_BF16;
+    g->act16 = s->train.precision;   /* RT_PREC_FP32 (0), RT_PREC_BF16 or RT_PREC_FP16 */
     g->cur_block = -1;              /* input conversion: not a block */
     Ctx c = {.g = g, .s = s};
     if (s->has_init)

@@ -130,19 +130,24 @@ typedef struct Graph {
     int n_layers_total;
     int has_dropout;
     int cur_block;           /* while building: the block new nodes belong to */
-    int act16;               /* bf16-mixed: the GPU stores activations as bf16 (act_t) */
+    int act16;               /* RT_PREC_BF16 or RT_PREC_FP16: the GPU stores activations in
+                                16 bits (act_t); RT_PREC_FP32 (0): in fp32 */
 } Graph;
 
 /* The storage a tensor lives in: a view (flatten, an in-place output) shares its base's. */
 static inline Tensor *tensor_base(Tensor *t) { return t->alias ? t->alias : t; }
 
-/* Is t's storage bf16 on a GPU (an activation or its gradient in a bf16-mixed arena)?
- * The CPU computes in fp32 whatever the precision, over a plan twice as wide. */
-static inline int tensor_bf16(const Graph *g, Tensor *t)
+/* Is t's storage 16 bits on a GPU (an activation or its gradient in a bf16-mixed or
+ * fp16-mixed arena)? The CPU computes in fp32 whatever the precision, over a plan
+ * twice as wide. */
+static inline int tensor_half(const Graph *g, Tensor *t)
 {
     t = tensor_base(t);
     return g->act16 && (t->kind == T_ACT || t->kind == T_TEMP) && !t->keep32;
 }
+
+/* "bf16" or "fp16": the 16-bit storage of a mixed-precision graph. */
+static inline const char *half_name(const Graph *g) { return g->act16 == RT_PREC_FP16 ? "fp16" : "bf16"; }
 
 /* The C type of an input dtype, for the emitters. */
 static inline const char *c_type(int dt)

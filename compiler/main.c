@@ -509,9 +509,9 @@ static int cmd_plan(int argc, char **argv)
     printf("  gradients             %14lld bytes\n", (long long)(np * 4));
     printf("  optimizer state       %14lld bytes\n", (long long)opt);
     if (g->act16)
-        printf("  bf16 parameter copy   %14lld bytes (bf16-mixed: the arena above is the GPU's,\n"
-               "                          bf16 activations; the CPU computes in fp32 and takes twice it)\n",
-               (long long)(np * 2));
+        printf("  %s parameter copy   %14lld bytes (%s-mixed: the arena above is the GPU's,\n"
+               "                          %s activations; the CPU computes in fp32 and takes twice it)\n",
+               half_name(g), (long long)(np * 2), half_name(g), half_name(g));
     static const char *pol[] = {"none", "selective", "full", "auto"};
     printf("  recompute             %14s (%s)\n", pol[c->prog->policy],
            s->train.recompute == RT_RECOMPUTE_AUTO ? "chosen by auto" : "as asked");

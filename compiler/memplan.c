@@ -96,7 +96,7 @@ static void in_place(Program *p)
             for (int q = 0; q < in->n_reads; q++) {
                 Tensor *r = tensor_base(in->reads[q]);
                 if (r == w || r->kind != T_ACT || r->last != i || r->numel != w->numel ||
-                    tensor_bf16(g, r) != tensor_bf16(g, w) || !reads_flat_only(in, r))
+                    tensor_half(g, r) != tensor_half(g, w) || !reads_flat_only(in, r))
                     continue;
                 w->alias = r;
                 for (int t = 0; t < g->n_tensors; t++)
@@ -122,7 +122,7 @@ void memplan(Program *p)
         Tensor *t = g->tensors[i];
         if (!in_arena(t) || t->first < 0)
             continue;
-        t->row_bytes = (t->numel * (tensor_bf16(g, t) ? 2 : 4) + ALIGN - 1) / ALIGN * ALIGN;
+        t->row_bytes = (t->numel * (tensor_half(g, t) ? 2 : 4) + ALIGN - 1) / ALIGN * ALIGN;
         noreuse += t->row_bytes;
         ts[n++] = t;
     }

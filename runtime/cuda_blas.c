@@ -6,9 +6,10 @@
  * has a handful of GEMM shapes: each gets its descriptors and the heuristic's best
  * algorithm once (the first step) and reuses them. Compute is fp32 with fp32
  * accumulation (CUBLAS_COMPUTE_32F: no TF32), so fp32 training tracks the CPU. With
- * bf16-mixed, A and B are bf16 (activations, and the parameters' bf16 copy: tensor
- * cores), C is bf16 for an activation and fp32 for a parameter gradient; the
- * accumulation stays fp32 (rt_cu_operand tells the storage from the address).
+ * bf16-mixed (fp16-mixed), A and B are bf16 (fp16): activations and the parameters'
+ * 16-bit copy, on the tensor cores; C is 16-bit for an activation and fp32 for a
+ * parameter gradient; the accumulation stays fp32 (rt_cu_operand tells the storage
+ * from the address).
  *
  * Loaded with dlopen for the reason nvrtc.c gives. */
 #include <dlfcn.h>
@@ -52,7 +53,7 @@ static void lt_load(void)
 
 typedef struct Plan {
     int ta, tb;
-    int ab16, c16;             /* A and B, C stored as bf16 */
+    int ab16, c16;             /* A and B, C: RT_CU_F32, RT_CU_BF16 or RT_CU_F16 */
     int64_t M, N, K, lda, ldb, ldc;
     int accumulate;            /* beta != 0 */
     cublasLtMatmulDesc_t desc;
@@ -81,7 +82,8 @@ static Plan *plan_for(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_t 
     Plan *p = &plans[n_plans];
     *p = (Plan){.ta = ta, .tb = tb, .ab16 = ab16, .c16 = c16, .M = M, .N = N, .K = K,
                 .lda = lda, .ldb = ldb, .ldc = ldc, .accumulate = accumulate};
-    cudaDataType_t tab = ab16 ? CUDA_R_16BF : CUDA_R_32F, tc = c16 ? CUDA_R_16BF : CUDA_R_32F;
+    static const cudaDataType_t types[] = {CUDA_R_32F, CUDA_R_16BF, CUDA_R_16F};   /* RT_CU_* */
+    cudaDataType_t tab = types[ab16], tc = types[c16];
     /* column-major: first operand is B (op = trans_b), second is A (op = trans_a) */
     cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     LT(p_cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -118,8 +120,7 @@ void rt_cu_gemm(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int6
     if (c != (const void *)C)
         rt_die("GEMM output in the parameter region");
     if (ta16 != tb16)
-        rt_die("GEMM with a bf16 and an fp32 operand (%s A, %s B)", ta16 ? "bf16" : "fp32",
-               tb16 ? "bf16" : "fp32");
+        rt_die("GEMM with operands of two types (A %d, B %d)", ta16, tb16);
     if (K <= 0) {              /* an empty sum: C = beta C */
         if (beta == 0.0f) {
             if (c16)

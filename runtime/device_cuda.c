@@ -164,8 +164,8 @@ typedef struct rt_cu {
     rt_dptr workspace;
     size_t workspace_bytes;
     rt_dptr state;
-    rt_dptr pcopy;             /* bf16-mixed: the parameters as bf16 (in the pool) */
-    int act_bf16;              /* the arena holds bf16 activations */
+    rt_dptr pcopy;             /* mixed precision: the parameters in 16 bits (in the pool) */
+    int act16;                 /* rt_model.act16: the arena's activations are bf16 or fp16 */
     size_t param_bytes;        /* fp32 parameters (the region e->params points to) */
 } rt_cu;
 
@@ -425,9 +425,9 @@ void rt_cu_init(rt_exec *e, const rt_model *m, const rt_cuda_image *img, int64_t
     e->dev = d;
     e->Bmax = Bmax;
     size_t pf = (size_t)m->param_floats * 4;
-    d->act_bf16 = m->act_bf16;
+    d->act16 = m->act16;
     d->param_bytes = pf;
-    size_t copy = d->act_bf16 ? align_up((size_t)m->param_floats * 2) : 0;
+    size_t copy = d->act16 ? align_up((size_t)m->param_floats * 2) : 0;
     d->pool_bytes = align_up(pf) * 2 + align_up((size_t)state_floats * 4) + copy;
     d->arena_bytes = align_up((size_t)(Bmax * arena_row_bytes));
     d->scratch_bytes = scratch_need(m, Bmax);
@@ -458,7 +458,7 @@ void rt_cu_init(rt_exec *e, const rt_model *m, const rt_cuda_image *img, int64_t
     e->params = (float *)(uintptr_t)d->pool;
     e->grads = (float *)(uintptr_t)(d->pool + align_up(pf));
     d->state = d->pool + 2 * align_up(pf);
-    d->pcopy = d->act_bf16 ? d->pool + d->pool_bytes - copy : 0;
+    d->pcopy = d->act16 ? d->pool + d->pool_bytes - copy : 0;
     CU(p_cuStreamSynchronize(0));
 }
 
@@ -469,14 +469,15 @@ int rt_cu_operand(rt_exec *e, const void **p)
 {
     rt_cu *d = dev_of(e);
     rt_dptr a = (rt_dptr)(uintptr_t)*p;
-    if (!d->act_bf16)
+    int half = d->act16 == RT_PREC_FP16 ? RT_CU_F16 : RT_CU_BF16;
+    if (!d->act16)
         return RT_CU_F32;
     if (a >= d->pool && a < d->pool + d->param_bytes) {
         *p = (const void *)(uintptr_t)(d->pcopy + (a - d->pool) / 2);
-        return RT_CU_BF16;
+        return half;
     }
     if (a >= d->arena && a < d->arena + d->arena_bytes)
-        return RT_CU_BF16;
+        return half;
     return RT_CU_F32;
 }
 

@@ -485,7 +485,7 @@ static void metrics_start(Run *r, int threads, int64_t resumed_from)
              "\"arena_bytes\":%lld,\"param_bytes\":%lld,\"optimizer_bytes\":%lld,\"ranks\":%d,"
              "\"grad_bytes\":%lld,\"strategy\":\"%s\",\"threads\":%d,\"batch_size\":%lld,"
              "\"spec_hash\":\"%s\"%s}",
-             r->m->name, (long long)np, dev, prec[r->gpu && r->m->act_bf16 ? RT_PREC_BF16 : RT_PREC_FP32],
+             r->m->name, (long long)np, dev, prec[r->gpu ? r->m->act16 : RT_PREC_FP32],
              (long long)(r->e.Bmax * r->m->arena_row_bytes * r->e.arena_scale),
              (long long)(r->m->param_floats * 4),
              (long long)(rt_optim_state_parts(&r->c) * (rt_zero_part().hi - rt_zero_part().lo) * 4),
@@ -593,14 +593,12 @@ static void sample(Run *r)
         m->forward(&r->e, 0);
         end_pass(r);
         const float *logits;
-        if (r->gpu && m->act_bf16) {   /* the last position's logits, from the device */
+        if (r->gpu && m->act16) {   /* the last position's logits, from the device */
             const uint16_t *at = (const uint16_t *)(r->e.arena + r->e.Bmax * m->pred_offset) + (n - 1) * V;
             uint16_t *h = (uint16_t *)prob;   /* free until the loop below */
             rt_cu_download(h, dptr(at), (size_t)V * sizeof *h);
-            for (int64_t v = V - 1; v >= 0; v--) {
-                uint32_t u = (uint32_t)h[v] << 16;
-                memcpy(&row[v], &u, sizeof u);
-            }
+            for (int64_t v = 0; v < V; v++)
+                row[v] = m->act16 == RT_PREC_BF16 ? rt_bf16_to_float(h[v]) : rt_f16_to_float(h[v]);
             logits = row;
         } else if (r->gpu) {
             logits = (const float *)(r->e.arena + r->e.Bmax * m->pred_offset) + (n - 1) * V;
@@ -660,19 +658,18 @@ int rt_main(const rt_model *m, int argc, char **argv)
                        "release; use ddp on GPUs (NCCL), or --device cpu");
     if (r->gpu && r->o.gradcheck)
         rt_input_error("--gradcheck runs on the CPU: add --device cpu");
-    /* bf16-mixed is compiled into the trainer (the plan, the kernels): the GPU runs it;
-     * the CPU computes in fp32 */
-    if (r->gpu && m->act_bf16 && c->precision != RT_PREC_BF16)
-        rt_input_error("precision: this trainer was built for bf16-mixed, which its GPU kernels and "
+    /* mixed precision is compiled into the trainer (the plan, the kernels): the GPU runs
+     * it; the CPU computes in fp32 */
+    static const char *const precs[] = {"fp32", "bf16-mixed", "fp16-mixed"};   /* RT_PREC_* */
+    if (r->gpu && m->act16 && c->precision != m->act16)
+        rt_input_error("precision: this trainer was built for %s, which its GPU kernels and "
                        "memory plan follow; build it again with --set precision=%s (or run it "
-                       "with --device cpu, which computes in fp32)",
-                       c->precision == RT_PREC_FP16 ? "fp16-mixed" : "fp32");
-    r->e.arena_scale = m->act_bf16 && !r->gpu ? 2 : 1;
-    if (c->precision != RT_PREC_FP32 && r->rank == 0 && !(r->gpu && m->act_bf16))
+                       "with --device cpu, which computes in fp32)", precs[m->act16],
+                       precs[c->precision]);
+    r->e.arena_scale = m->act16 && !r->gpu ? 2 : 1;
+    if (c->precision != RT_PREC_FP32 && r->rank == 0 && !(r->gpu && m->act16))
         fprintf(stderr, "trainc: note: %s stores and computes in fp32 (the spec asks for %s)%s\n",
-                !r->gpu ? "the CPU" : c->precision == RT_PREC_FP16 ? "this release's GPU path"
-                                                                 : "this trainer (built for fp32)",
-                c->precision == RT_PREC_BF16 ? "bf16-mixed" : "fp16-mixed",
+                !r->gpu ? "the CPU" : "this trainer (built for fp32)", precs[c->precision],
                 c->precision == RT_PREC_FP16 ? "; fp16's dynamic loss scaling is on" : "");
 
     /* data and weights: all bad input is found before the output folder exists */

@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include "trainc_rt.h"
+#include "rt_half.h"
 
 /* ---- errors ------------------------------------------------------------ */
 
@@ -74,7 +75,6 @@ typedef struct rt_gpu_calls {
 
 enum { RT_OPT_SGD, RT_OPT_ADAMW };
 enum { RT_SCHED_CONSTANT, RT_SCHED_STEP, RT_SCHED_COSINE, RT_SCHED_LINEAR };
-enum { RT_PREC_FP32, RT_PREC_BF16, RT_PREC_FP16 };
 enum { RT_MON_VAL_LOSS, RT_MON_VAL_ACC, RT_MON_LOSS };
 enum { RT_MODE_MIN, RT_MODE_MAX };
 enum { RT_RECOMPUTE_NONE, RT_RECOMPUTE_SELECTIVE, RT_RECOMPUTE_FULL, RT_RECOMPUTE_AUTO };

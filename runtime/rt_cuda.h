@@ -63,13 +63,13 @@ _Noreturn void rt_cu_no_device(const char *why);
 void rt_cu_init(rt_exec *e, const rt_model *m, const rt_cuda_image *img, int64_t Bmax,
                 int64_t arena_row_bytes, int64_t state_floats, int local_rank);
 rt_dptr rt_cu_state(rt_exec *e);
-/* bf16-mixed (rt_model.act_bf16): the parameters' bf16 copy, the GEMMs' operand,
+/* Mixed precision (rt_model.act16): the parameters' 16-bit copy, the GEMMs' operand,
  * rewritten by the optimizer and by rt_cu_put_params; 0 in fp32. */
 rt_dptr rt_cu_param_copy(rt_exec *e);
 /* Storage of a device pointer the generated code passes as a GEMM operand: RT_CU_F32
- * (parameter gradients, fp32 inputs, fp32 arenas) or RT_CU_BF16 (a bf16-mixed arena,
- * and parameters, whose bf16 copy *p is made to point at). */
-enum { RT_CU_F32, RT_CU_BF16 };
+ * (parameter gradients, fp32 inputs, fp32 arenas) or RT_CU_BF16 / RT_CU_F16 (a
+ * mixed-precision arena, and parameters, whose 16-bit copy *p is made to point at). */
+enum { RT_CU_F32, RT_CU_BF16, RT_CU_F16 };
 int rt_cu_operand(rt_exec *e, const void **p);
 /* Bytes allocated on the device by rt_cu_init, in all and by block. */
 size_t rt_cu_allocated(rt_exec *e, size_t *pool, size_t *arena, size_t *fixed);

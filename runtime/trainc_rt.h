@@ -17,6 +17,7 @@
 #define RT_MAX_RANK 4
 
 enum { RT_U8, RT_U16, RT_I32, RT_F32 };                  /* input dtypes */
+enum { RT_PREC_FP32, RT_PREC_BF16, RT_PREC_FP16 };      /* precision */
 enum { RT_INIT_UNIFORM, RT_INIT_NORMAL, RT_INIT_CONST };  /* parameter init */
 enum { RT_LOSS_CROSS_ENTROPY, RT_LOSS_MSE };
 
@@ -60,7 +61,7 @@ typedef struct rt_exec {
     void *rt;                  /* the runtime's own state (thread pool, ...) */
     void *dev;                 /* on a GPU: the device layer's state (NULL on the CPU);
                                   arena, params, grads and in[] then hold device addresses */
-    int64_t arena_scale;       /* bf16-mixed plans: 2 on the CPU (fp32 at twice the
+    int64_t arena_scale;       /* mixed-precision plans: 2 on the CPU (fp32 at twice the
                                   offsets), 1 on a GPU; unused otherwise */
 } rt_exec;
 
@@ -111,9 +112,10 @@ typedef struct rt_model {
     void (*evaluate)(rt_exec *e);           /* forward only, validation's plan: loss, accuracy */
     int devices;               /* RT_HAS_*: what the trainer was built for */
     const rt_cuda_image *cuda; /* with RT_HAS_CUDA */
-    int act_bf16;              /* bf16-mixed: the plan (arena_row_bytes, the offsets) is the
-                                  GPU's, with bf16 activations and a bf16 copy of the
-                                  parameters; the CPU runs it with arena_scale 2 */
+    int act16;                 /* RT_PREC_BF16 or _FP16 (mixed precision): the plan
+                                  (arena_row_bytes, the offsets) is the GPU's, with 16-bit
+                                  activations and a 16-bit copy of the parameters; the CPU
+                                  runs it with arena_scale 2. RT_PREC_FP32: all fp32 */
 } rt_model;
 
 /* Entry point of every trainer: parses the trainer options, trains, returns the exit code. */

@@ -3,8 +3,8 @@
 # CPU by tests/gpu/emu/ (each CUDA thread a fiber, blocks one after another), launched
 # through runtime/cuda_ops.c exactly as on a GPU, against their CPU twins. It checks
 # the kernels' logic (indexing, masking, barriers, shuffles, reduction order,
-# in-place aliasing), not the GPU's arithmetic or memory model. Twice: with fp32
-# activations and with bf16-mixed's bf16 ones.
+# in-place aliasing), not the GPU's arithmetic or memory model. Three times: with fp32
+# activations, with bf16-mixed's bf16 ones and with fp16-mixed's fp16 ones.
 set -eu
 cd "$(dirname "$0")/.."
 d=build/tests/gpu_emu
@@ -26,9 +26,10 @@ inst=$(grep -o '"RT_[A-Z_]*([0-9, ]*)"' tests/gpu/check_ops.c | tr -d '"')
     -e 's/^RT_EMBEDDING_BWD\(([0-9]+)\)/rt_embedding_bwd_\1/' | tr ' ' '\n'
 } | sed 's/.*/K(&)/' > "$d/kernels_list.inc"
 CFLAGS="-O2 -g -Wall -Wextra -Wno-unused-parameter -ffp-contract=off -fno-math-errno"
-# twice: fp32 activations, and bf16-mixed's bf16 ones (RT_ACT_BF16, check_ops --bf16)
-for v in fp32 bf16; do
-    def=""; [ $v = bf16 ] && def="-DRT_ACT_BF16=1"
+# three times: fp32 activations, bf16-mixed's bf16 ones (RT_ACT_BF16, check_ops --bf16)
+# and fp16-mixed's fp16 ones (RT_ACT_F16, --fp16)
+for v in fp32 bf16 fp16; do
+    def=""; [ $v = bf16 ] && def="-DRT_ACT_BF16=1"; [ $v = fp16 ] && def="-DRT_ACT_F16=1"
     g++ -std=c++17 $CFLAGS $def -Wno-unused-function -I"$d" -c tests/gpu/emu/emu_kernels.cc \
         -o "$d/emu_kernels.$v.o"
     cc -std=gnu11 $CFLAGS -Iruntime -I"${CUDA_HOME:-/usr/local/cuda}/include" \
@@ -38,3 +39,4 @@ for v in fp32 bf16; do
 done
 "$d/check_ops.fp32" "${@}"
 "$d/check_ops.bf16" --bf16 "${@}"
+"$d/check_ops.fp16" --fp16 "${@}"

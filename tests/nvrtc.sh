@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every generated CUDA kernel of every spec compiles with NVRTC for sm_80 and sm_90,
-# without errors or warnings (no GPU needed); each spec in fp32 and in bf16-mixed (the
-# act_t storage of templates/cuda/common.cuh and the generated kernels' rt_ld/rt_st).
+# without errors or warnings (no GPU needed); each spec in fp32, bf16-mixed and
+# fp16-mixed (the act_t storage of templates/cuda/common.cuh and the generated kernels'
+# rt_ld/rt_st).
 set -eu
 cd "$(dirname "$0")/.."
 TRAINC=${TRAINC:-build/trainc}
@@ -11,7 +12,7 @@ rm -rf "$d"; mkdir -p "$d"
 cc -std=gnu11 -O1 -I"$CUDA/include" tests/nvrtc_check.c -L"$CUDA/lib64" -Wl,-rpath,"$CUDA/lib64" -lnvrtc -o "$d/nvrtc_check"
 for spec in specs/*.json; do
     name=$(basename "$spec" .json)
-    for prec in fp32 bf16-mixed; do
+    for prec in fp32 bf16-mixed fp16-mixed; do
         "$TRAINC" emit "$spec" -o "$d/$name.$prec" --set precision=$prec
         "$d/nvrtc_check" "$d/$name.$prec/kernels_cuda.cu" sm_80 sm_90
     done

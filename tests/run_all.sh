@@ -31,6 +31,8 @@ check unit/build_tokens   $UCC tests/unit/test_tokens.c runtime/data.c runtime/u
 check unit/tokens         $T/test_tokens
 check unit/build_io       $UCC tests/unit/test_io.c runtime/safetensors.c runtime/metrics.c runtime/util.c -lcjson -lm -o $T/test_io
 check unit/io             $T/test_io
+check unit/build_half     $UCC tests/unit/test_half.c -lm -o $T/test_half
+check unit/half           $T/test_half
 check unit/build_kernels  $UCC tests/unit/test_kernels.c runtime/kernels.c runtime/util.c -lopenblas -lpthread -lm -o $T/test_kernels
 check unit/kernels        $T/test_kernels
 check unit/build_attention $UCC tests/unit/test_attention.c runtime/attention.c runtime/kernels.c runtime/util.c -lopenblas -lpthread -lm -o $T/test_attention

@@ -72,7 +72,8 @@ struct rt_cu_stat {
 /* ---- storage -------------------------------------------------------------------------- */
 
 /* Activations and their gradients are stored as act_t: float, or with bf16-mixed
- * (RT_ACT_BF16, defined by the generated file) bfloat16. Parameters, parameter
+ * (RT_ACT_BF16, defined by the generated file) bfloat16, with fp16-mixed (RT_ACT_F16)
+ * IEEE half. Parameters, parameter
  * gradients, optimizer state and the saved statistics (layernorm's mean and 1/std,
  * attention's log-sum-exp) stay float. Kernels read and write memory through the
  * overloads below, so they are written once for both: arithmetic is always float. */
@@ -112,8 +113,60 @@ __device__ __forceinline__ void rt_st4(rt_bf16 *p, float4 v)
     *(uint2 *)p = u;
 }
 
-#ifdef RT_ACT_BF16
+/* fp16 (IEEE half): narrowing rounds to nearest even, |x| >= 65520 becomes infinity
+ * (fp16-mixed's loss scaling then skips the step), tiny values become subnormals. */
+struct rt_f16 {
+    unsigned short bits;
+};
+__device__ __forceinline__ float rt_f16_float(unsigned short h)
+{
+    unsigned sign = (unsigned)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    if (e == 0) {
+        float v = (float)m * 5.9604644775390625e-8f;
+        return sign ? -v : v;
+    }
+    if (e == 31)
+        return __uint_as_float(sign | 0x7f800000u | (m << 13));
+    return __uint_as_float(sign | ((e + 112u) << 23) | (m << 13));
+}
+__device__ __forceinline__ unsigned short rt_float_f16(float f)
+{
+    unsigned u = __float_as_uint(f), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+    if (a > 0x7f800000u)
+        return (unsigned short)(sign | 0x7e00u);
+    if (a >= 0x477ff000u)
+        return (unsigned short)(sign | 0x7c00u);
+    if (a >= 0x38800000u) {
+        a -= 0x38000000u;
+        return (unsigned short)(sign | ((a + 0xfffu + ((a >> 13) & 1u)) >> 13));
+    }
+    if (a < 0x33000000u)
+        return (unsigned short)sign;
+    unsigned M = (a & 0x7fffffu) | 0x800000u, s = 126u - (a >> 23);
+    unsigned q = M >> s, rem = M & ((1u << s) - 1u), half = 1u << (s - 1u);
+    q += rem > half || (rem == half && (q & 1u));
+    return (unsigned short)(sign | q);
+}
+__device__ __forceinline__ float rt_ld(const rt_f16 *p) { return rt_f16_float(p->bits); }
+__device__ __forceinline__ void rt_st(rt_f16 *p, float v) { p->bits = rt_float_f16(v); }
+__device__ __forceinline__ float4 rt_ld4(const rt_f16 *p)
+{
+    uint2 u = *(const uint2 *)p;
+    return make_float4(rt_f16_float((unsigned short)u.x), rt_f16_float((unsigned short)(u.x >> 16)),
+                       rt_f16_float((unsigned short)u.y), rt_f16_float((unsigned short)(u.y >> 16)));
+}
+__device__ __forceinline__ void rt_st4(rt_f16 *p, float4 v)
+{
+    uint2 u;
+    u.x = (unsigned)rt_float_f16(v.x) | (unsigned)rt_float_f16(v.y) << 16;
+    u.y = (unsigned)rt_float_f16(v.z) | (unsigned)rt_float_f16(v.w) << 16;
+    *(uint2 *)p = u;
+}
+
+#if defined(RT_ACT_BF16)
 typedef rt_bf16 act_t;
+#elif defined(RT_ACT_F16)
+typedef rt_f16 act_t;
 #else
 typedef float act_t;
 #endif

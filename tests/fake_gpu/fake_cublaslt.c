@@ -9,10 +9,11 @@
  * column-major, ld >= rows) and that every matrix and the workspace lie in device
  * memory. cublasLtMatmul is queued on its stream through the fake driver
  * (fake_gpu.h's hooks) and runs cblas_sgemm there: column-major fp32, alpha and beta
- * read at the call (host pointer mode), D = C in place. bf16 matrices (CUDA_R_16BF:
- * A and B, and C with them or fp32 C, the combinations cuBLASLt takes with fp32
- * compute) are widened to fp32 for the sgemm and D narrowed back, rounding to nearest
- * even: fp32 accumulation, as on the GPU (the order of the sums differs). */
+ * read at the call (host pointer mode), D = C in place. bf16 and fp16 matrices
+ * (CUDA_R_16BF, CUDA_R_16F: A and B of one type, and C with them or in fp32, the
+ * combinations cuBLASLt takes with fp32 compute) are widened to fp32 for the sgemm and
+ * D narrowed back as the GPU's kernels round (runtime/rt_half.h): fp32 accumulation,
+ * as on the GPU (the order of the sums differs). */
 #include <cblas.h>
 #include <cublasLt.h>
 #include <dlfcn.h>
@@ -20,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "fake_gpu.h"
+#include "rt_half.h"
 
 static fake_enqueue_host_fn enqueue_host;
 static fake_is_dev_range_fn is_dev_range;
@@ -41,7 +43,7 @@ typedef struct Desc {
 typedef struct Layout {
     uint64_t rows, cols;
     int64_t ld;
-    int bf16;                  /* CUDA_R_16BF, else CUDA_R_32F */
+    int half;                  /* 1: CUDA_R_16BF, 2: CUDA_R_16F, 0: CUDA_R_32F */
 } Layout;
 typedef struct Pref {
     uint64_t max_ws;
@@ -115,12 +117,12 @@ cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l, cudaDataTyp
 {
     if (!l)
         return CUBLAS_STATUS_INVALID_VALUE;
-    if (type != CUDA_R_32F && type != CUDA_R_16BF)
-        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatrixLayoutCreate: only fp32 and bf16");
+    if (type != CUDA_R_32F && type != CUDA_R_16BF && type != CUDA_R_16F)
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatrixLayoutCreate: only fp32, bf16 and fp16");
     if (rows == 0 || cols == 0 || ld < (int64_t)rows || rows > 0x7fffffff || cols > 0x7fffffff)
         return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatrixLayoutCreate: rows, cols, ld (column-major: ld >= rows)");
     Layout *x = calloc(1, sizeof *x);
-    *x = (Layout){rows, cols, ld, type == CUDA_R_16BF};
+    *x = (Layout){rows, cols, ld, type == CUDA_R_16BF ? 1 : type == CUDA_R_16F ? 2 : 0};
     *l = (cublasLtMatrixLayout_t)x;
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -159,8 +161,8 @@ static int shape(const Desc *d, const Layout *a, const Layout *b, const Layout *
     *n = d->op[1] == CUBLAS_OP_N ? b->cols : b->rows;
     if (kb != *k || c->rows != *m || c->cols != *n || dd->rows != *m || dd->cols != *n)
         return -1;
-    /* the types: A and B alike; fp32 A and B want fp32 C; D as C */
-    if (a->bf16 != b->bf16 || (!a->bf16 && c->bf16) || c->bf16 != dd->bf16)
+    /* the types: A and B alike; C in fp32 or as A and B; D as C */
+    if (a->half != b->half || (c->half && c->half != a->half) || c->half != dd->half)
         return -1;
     return 0;
 }
@@ -194,45 +196,39 @@ typedef struct Job {
     float alpha, beta;
     const void *A, *B;
     void *C;
-    int ab16, c16;             /* bf16 A and B; bf16 C (= D) */
+    int ab16, c16;             /* A and B, C (= D): Layout.half */
     size_t na, nb, nc;         /* elements each matrix spans */
 } Job;
 
 static size_t elems(const Layout *l) { return (l->cols - 1) * (uint64_t)l->ld + l->rows; }
-static size_t span(const Layout *l) { return elems(l) * (l->bf16 ? 2 : 4); }
+static size_t span(const Layout *l) { return elems(l) * (l->half ? 2 : 4); }
 
-static float *widen(const void *p, size_t n)
+static float *widen(const void *p, size_t n, int half)
 {
     float *f = malloc(n * sizeof *f);
     const uint16_t *h = p;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t u = (uint32_t)h[i] << 16;
-        memcpy(&f[i], &u, 4);
-    }
+    for (size_t i = 0; i < n; i++)
+        f[i] = half == 1 ? rt_bf16_to_float(h[i]) : rt_f16_to_float(h[i]);
     return f;
 }
 
-static void narrow(void *p, const float *f, size_t n)
+static void narrow(void *p, const float *f, size_t n, int half)
 {
     uint16_t *h = p;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, &f[i], 4);
-        h[i] = (u & 0x7fffffffu) > 0x7f800000u ? (uint16_t)((u >> 16) | 0x40u)
-                                               : (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-    }
+    for (size_t i = 0; i < n; i++)
+        h[i] = half == 1 ? rt_float_to_bf16(f[i]) : rt_float_to_f16(f[i]);
 }
 
 static void run_job(void *arg)
 {
     Job *j = arg;
-    float *A = j->ab16 ? widen(j->A, j->na) : (float *)j->A;
-    float *B = j->ab16 ? widen(j->B, j->nb) : (float *)j->B;
-    float *C = j->c16 ? widen(j->C, j->nc) : j->C;
+    float *A = j->ab16 ? widen(j->A, j->na, j->ab16) : (float *)j->A;
+    float *B = j->ab16 ? widen(j->B, j->nb, j->ab16) : (float *)j->B;
+    float *C = j->c16 ? widen(j->C, j->nc, j->c16) : j->C;
     cblas_sgemm(CblasColMajor, j->ta, j->tb, j->m, j->n, j->k, j->alpha, A, j->lda, B, j->ldb,
                 j->beta, C, j->ldc);
     if (j->c16) {
-        narrow(j->C, C, j->nc);
+        narrow(j->C, C, j->nc, j->c16);
         free(C);
     }
     if (j->ab16) {
@@ -268,7 +264,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
     *j = (Job){x->op[0] == CUBLAS_OP_N ? CblasNoTrans : CblasTrans,
                x->op[1] == CUBLAS_OP_N ? CblasNoTrans : CblasTrans,
                (int)m, (int)n, (int)k, (int)a->ld, (int)b->ld, (int)d->ld,
-               *(const float *)alpha, *(const float *)beta, A, B, D, a->bf16, d->bf16,
+               *(const float *)alpha, *(const float *)beta, A, B, D, a->half, d->half,
                elems(a), elems(b), elems(d)};
     if (enqueue_host((void *)stream, run_job, j) != 0) {
         free(j);

@@ -20,14 +20,16 @@
  * tests/gpu_emu.sh runs this same program on the CPU, the kernels emulated
  * (tests/gpu/emu/), which checks their logic everywhere.
  *
- * With --bf16 the kernels are compiled for bf16-mixed (RT_ACT_BF16: activations and
- * their gradients stored as bf16, common.cuh's act_t): activation inputs are rounded to
- * bf16 on the host first, so both sides see the same numbers, and go up as bf16;
- * activation outputs come back widened. Their tolerance grows by 4e-3 (the rounding
- * of the stored result: half a bf16 unit, at most 2^-8 relative), outputs kept in fp32
- * (statistics, parameter gradients, loss sums) keep theirs.
+ * With --bf16 (--fp16) the kernels are compiled for bf16-mixed (fp16-mixed): RT_ACT_BF16
+ * (RT_ACT_F16), activations and their gradients stored in 16 bits, common.cuh's act_t.
+ * Activation inputs are rounded on the host first, so both sides see the same numbers,
+ * and go up in 16 bits; activation outputs come back widened. Their tolerance grows by
+ * the rounding of the stored result (half a unit: at most 2^-8 relative for bf16, 4e-3;
+ * 2^-11 for fp16, 5e-4), outputs kept in fp32 (statistics, parameter gradients, loss
+ * sums) keep theirs. rt_param_copy, which writes the parameters' 16-bit copy, must give
+ * the host's rt_half.h bits exactly, specials and subnormals included.
  *
- * Usage: build/tests/check_ops [--bf16] [TEMPLATE_DIR]   (default templates/cuda, from
+ * Usage: build/tests/check_ops [--bf16|--fp16] [TEMPLATE_DIR]   (default templates/cuda, from
  * the repository root). The kernels are the templates, read at run time in the order trainc
  * writes them, plus the instances below for the shapes tested here. */
 #include <dirent.h>
@@ -56,9 +58,10 @@ static const char *const instances[] = {
 
 #define TOL_EW 1e-5            /* elementwise-like */
 #define TOL_RED 1e-4           /* reductions */
-static int bf16;               /* --bf16: activations stored as bf16 (act_t) */
-/* The tolerance of an activation output: plus the rounding of bf16 storage. */
-static double TA(double tol) { return bf16 ? tol + 4e-3 : tol; }
+static int half;               /* --bf16 (1), --fp16 (2): activations stored in 16 bits (act_t) */
+/* The tolerance of an activation output: plus the rounding of 16-bit storage (half a
+ * unit in the last place: 2^-8 of the value for bf16, 2^-11 for fp16, at most). */
+static double TA(double tol) { return half == 1 ? tol + 4e-3 : half == 2 ? tol + 5e-4 : tol; }
 
 static rt_exec *G;             /* the GPU */
 static rt_exec C;              /* the CPU twin's: a thread pool */
@@ -109,29 +112,16 @@ static float *fcopy(const float *a, int64_t n)
 
 /* ---- activations (act_t): fp32, or with --bf16 bf16 on the device -------------------- */
 
-static uint16_t to_bf16(float f)   /* round to nearest even, as common.cuh's rt_float_bf16 */
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)((u >> 16) | 0x40u);
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
+/* float <-> act_t's 16 bits (rt_half.h: the host twins of common.cuh's conversions) */
+static uint16_t to_half(float f) { return half == 1 ? rt_float_to_bf16(f) : rt_float_to_f16(f); }
+static float from_half(uint16_t h) { return half == 1 ? rt_bf16_to_float(h) : rt_f16_to_float(h); }
 
-static float from_bf16(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-/* The values the device will hold: rounded to bf16 with --bf16 (both sides then start
- * from the same numbers). */
+/* The values the device will hold: rounded to bf16 or fp16 with --bf16 or --fp16 (both
+ * sides then start from the same numbers). */
 static void round_act(float *p, int64_t n)
 {
-    for (int64_t i = 0; bf16 && i < n; i++)
-        p[i] = from_bf16(to_bf16(p[i]));
+    for (int64_t i = 0; half && i < n; i++)
+        p[i] = from_half(to_half(p[i]));
 }
 
 static float *avec(int64_t n)  /* n random activations in [-1, 1) */
@@ -141,7 +131,7 @@ static float *avec(int64_t n)  /* n random activations in [-1, 1) */
     return p;
 }
 
-static size_t abytes(int64_t n) { return (size_t)(n > 0 ? n : 1) * (bf16 ? 2 : 4); }
+static size_t abytes(int64_t n) { return (size_t)(n > 0 ? n : 1) * (half ? 2 : 4); }
 
 /* Device memory: one block allocated once (rt_cu_alloc is for set-up), handed out in
  * order and taken back whole after each test. */
@@ -188,13 +178,13 @@ static float *down(const void *dev, int64_t n)    /* n floats back, after the st
 /* Activations in act_t storage: n values up (converted), a device buffer, n back. */
 static void upload_a(void *dev, const float *host, int64_t n)
 {
-    if (!bf16) {
+    if (!half) {
         upload(dev, host, (size_t)n * 4);
         return;
     }
     uint16_t *h = rt_xmalloc(abytes(n));
     for (int64_t i = 0; i < n; i++)
-        h[i] = to_bf16(host[i]);
+        h[i] = to_half(host[i]);
     upload(dev, h, (size_t)n * 2);
     rt_xfree(h);
 }
@@ -210,14 +200,14 @@ static void *up_a(const float *host, int64_t n)
 
 static float *down_a(const void *dev, int64_t n)
 {
-    if (!bf16)
+    if (!half)
         return down(dev, n);
     uint16_t *h = rt_xmalloc(abytes(n));
     float *p = rt_xmalloc((size_t)(n > 0 ? n : 1) * sizeof(float));
     rt_cu_sync(G);
     rt_cu_download(h, (rt_dptr)(uintptr_t)dev, (size_t)n * 2);
     for (int64_t i = 0; i < n; i++)
-        p[i] = from_bf16(h[i]);
+        p[i] = from_half(h[i]);
     rt_xfree(h);
     return p;
 }
@@ -604,6 +594,57 @@ static void t_embedding(int64_t rows, int64_t V, int64_t dim, int64_t span)
     free(idx), free(w), free(dout), free(out), free(dw0), free(dw), free(pn), reset();
 }
 
+/* ---- the parameters' 16-bit copy ------------------------------------------------------------ */
+
+/* rt_param_copy over floats of every magnitude (fp16's subnormals and overflow, bf16's
+ * ties), zeros, infinities and NaNs: the device's bits against rt_half.h's, exactly
+ * (in fp32 the copy is the value itself). */
+static void t_param_copy(int64_t n)
+{
+    SHAPE("%lld values", (long long)n);
+    float *p = rt_xmalloc((size_t)n * sizeof *p);
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u = (uint32_t)(irand(1 << 30) << 2 | irand(4));
+        p[i] = rt_half_float(u);
+        if (i % 11 == 0)   /* the likely range: |x| in 2^-30 .. 2^20 */
+            p[i] = ldexpf(urand(), (int)irand(51) - 30);
+    }
+    static const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 65504.0f, 65519.996f,
+                                     65520.0f, -65520.0f, 5.9604645e-8f, 2.9802322e-8f,
+                                     2.9802326e-8f, 6.1035156e-5f, 1.00390625f, 1.01171875f};
+    for (size_t k = 0; k < sizeof specials / sizeof *specials && (int64_t)k < n; k++)
+        p[k] = specials[k];
+    float *dp = up(p, (size_t)n * 4);
+    void *dc = dalloc_a(n);
+    void *args[] = {&dp, &dc, &n};
+    rt_cu_launch(G, "rt_param_copy", 64, 1, 1, 256, 1, 0, args);
+    rt_cu_sync(G);
+    int64_t bad = -1;
+    if (half) {
+        uint16_t *h = rt_xmalloc(abytes(n));
+        rt_cu_download(h, (rt_dptr)(uintptr_t)dc, (size_t)n * 2);
+        for (int64_t i = 0; i < n && bad < 0; i++) {
+            uint16_t want = to_half(p[i]);
+            int nan = isnan(p[i]) && isnan(from_half(h[i]));
+            if (h[i] != want && !nan)
+                bad = i;
+        }
+        rt_xfree(h);
+    } else {
+        float *c = down(dc, n);
+        for (int64_t i = 0; i < n && bad < 0; i++)
+            if (memcmp(&c[i], &p[i], 4) && !(isnan(c[i]) && isnan(p[i])))
+                bad = i;
+        free(c);
+    }
+    if (bad >= 0)
+        report("param_copy", INFINITY, 0.0, " (value %a converts to other bits than the host's)",
+               p[bad]);
+    else
+        report("param_copy", 0.0, 0.0, NULL);
+    rt_xfree(p), reset();
+}
+
 /* ---- the optimizer --------------------------------------------------------------------------- */
 
 /* A model of parameter tensors of the given sizes (rank 2 when rank2[i], else 1), laid
@@ -792,11 +833,13 @@ int main(int argc, char **argv)
 {
     int a = 1;
     if (a < argc && !strcmp(argv[a], "--bf16"))
-        bf16 = 1, a++;
+        half = 1, a++;
+    else if (a < argc && !strcmp(argv[a], "--fp16"))
+        half = 2, a++;
     char *body = kernel_source(a < argc ? argv[a] : "templates/cuda");
     char *src = body;
-    if (bf16) {   /* as trainc writes a bf16-mixed model's kernels_cuda.cu */
-        static const char def[] = "#define RT_ACT_BF16 1\n";
+    if (half) {   /* as trainc writes a mixed-precision model's kernels_cuda.cu */
+        const char *def = half == 1 ? "#define RT_ACT_BF16 1\n" : "#define RT_ACT_F16 1\n";
         src = rt_xmalloc(strlen(def) + strlen(body) + 1);
         strcat(strcpy(src, def), body);
     }
@@ -855,8 +898,10 @@ int main(int argc, char **argv)
     t_embedding(777, 50257, 768, 50257);
     t_embedding(500, 50257, 768, 5);
 
+    t_param_copy(1 << 20);
     t_optimizers();
 
-    printf("%d passed, %d failed%s\n", passes, failures, bf16 ? " (bf16 activations)" : "");
+    printf("%d passed, %d failed%s\n", passes, failures,
+           half == 1 ? " (bf16 activations)" : half == 2 ? " (fp16 activations)" : "");
     return failures ? 1 : 0;
 }

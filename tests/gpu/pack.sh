@@ -16,8 +16,11 @@ rm -rf "$P" build/devpack.tar.xz; mkdir -p "$P"
 make -s all test-gpu-build
 for spec in mlp_fashion cnn_fashion gpt_char; do
     "$TRAINC" build specs/$spec.json --device both --arch "$ARCH" --bundle "$P/ship" -o $spec 2>>"$P/build.log"
-    "$TRAINC" build specs/$spec.json --device both --arch "$ARCH" --set precision=bf16-mixed \
-        --bundle "$P/ship" -o ${spec}_bf16 2>>"$P/build.log"
+    for p in bf16 fp16; do
+        [ $spec = gpt_char ] && [ $p = fp16 ] && continue
+        "$TRAINC" build specs/$spec.json --device both --arch "$ARCH" --set precision=$p-mixed \
+            --bundle "$P/ship" -o ${spec}_$p 2>>"$P/build.log"
+    done
 done
 for policy in none selective full; do   # bench/gpu_gpt2.sh: the policy is compiled in (bf16-mixed)
     "$TRAINC" build specs/gpt2_124m.json --device both --arch "$ARCH" --set recompute=$policy \

@@ -9,8 +9,9 @@
 # 200 steps on the GPU and on the CPU in fp32 (relative loss difference < 1e-3; for the
 # CNN over the first 30 steps, then the mean of the last 50 within 2%); the
 # MLP's test accuracy after 2 epochs on the GPU (>= 85%); gpt_char 100 steps GPU vs CPU
-# (< 1e-3); the same three in bf16-mixed (check_ops --bf16; the mean of the last 50
-# losses within 2% of the fp32 CPU run's); compute-sanitizer memcheck on a short run.
+# (< 1e-3); mixed precision: check_ops --bf16 and --fp16, the MLP and CNN in bf16-mixed
+# and fp16-mixed and gpt_char in bf16-mixed (the mean of the last 50 losses within 2%
+# of the fp32 CPU run's); compute-sanitizer memcheck on a short run.
 # bench: samples/s, device memory and time to the first step, trainc vs PyTorch eager
 # and torch.compile (bench/gpu_torch.py) on the same device; trainc: its side alone.
 set -u
@@ -57,8 +58,10 @@ PY
 if [ "$WHAT" != bench ]; then
     (cd "$D" && "$S/check_ops") > "$OUT/check_ops.log" 2>&1 && note "ok   check_ops" || { note "FAIL check_ops"; fail=1; }
     tail -n 40 "$OUT/check_ops.log"
-    (cd "$D" && "$S/check_ops" --bf16) > "$OUT/check_ops_bf16.log" 2>&1 && note "ok   check_ops --bf16" || { note "FAIL check_ops --bf16"; fail=1; }
-    tail -n 3 "$OUT/check_ops_bf16.log"
+    for v in bf16 fp16; do
+        (cd "$D" && "$S/check_ops" --$v) > "$OUT/check_ops_$v.log" 2>&1 && note "ok   check_ops --$v" || { note "FAIL check_ops --$v"; fail=1; }
+        tail -n 3 "$OUT/check_ops_$v.log"
+    done
     C=(--set max_steps=200 --set log_every=1 --set data.val=null --set loader.shuffle=false --quiet)
     # the CNN's rounding differences grow chaotically: the CPU alone, --threads 1 vs 2,
     # differs by 3e-4 at step 30, 1e-3 at 40, 3e-2 by 200 (and an H100 vs the CPU by
@@ -70,12 +73,14 @@ if [ "$WHAT" != bench ]; then
         cp "$D/$spec.gpu/metrics.jsonl" "$OUT/$spec.gpu.jsonl" 2>/dev/null
         r=$(curve "$D/$spec.gpu" "$D/$spec.cpu" 1e-3 $n) && note "ok   $spec GPU vs CPU fp32: $r" || { note "FAIL $spec GPU vs CPU fp32: $r"; fail=1; }
     done
-    # bf16-mixed on the GPU against the fp32 CPU run above: the mean loss of the last 50
-    # of 200 steps within 2% (the 2e-2 of the fp32 final loss)
+    # bf16-mixed and fp16-mixed on the GPU against the fp32 CPU run above: the mean loss
+    # of the last 50 of 200 steps within 2% (the 2e-2 of the fp32 final loss)
     for spec in mlp_fashion cnn_fashion; do
-        "$S/${spec}_bf16" --device cuda --out "$D/$spec.bf16" "${FX[@]}" "${C[@]}" 2>>"$OUT/runs.log"
-        cp "$D/$spec.bf16/metrics.jsonl" "$OUT/$spec.bf16.jsonl" 2>/dev/null
-        r=$(curve "$D/$spec.bf16" "$D/$spec.cpu" 1 1) && note "ok   $spec bf16-mixed GPU vs fp32 CPU: $r" || { note "FAIL $spec bf16-mixed GPU vs fp32 CPU: $r"; fail=1; }
+        for p in bf16 fp16; do
+            "$S/${spec}_$p" --device cuda --out "$D/$spec.$p" "${FX[@]}" "${C[@]}" 2>>"$OUT/runs.log"
+            cp "$D/$spec.$p/metrics.jsonl" "$OUT/$spec.$p.jsonl" 2>/dev/null
+            r=$(curve "$D/$spec.$p" "$D/$spec.cpu" 1 1) && note "ok   $spec $p-mixed GPU vs fp32 CPU: $r" || { note "FAIL $spec $p-mixed GPU vs fp32 CPU: $r"; fail=1; }
+        done
     done
     "$S/mlp_fashion" --device cuda --out "$D/mlp.acc" "${FX[@]}" --quiet 2>>"$OUT/runs.log"
     acc=$(python3 -c "import json,sys; r=[json.loads(l) for l in open('$D/mlp.acc/metrics.jsonl') if 'val_acc' in l]; print(r[-1]['val_acc'])")
