@@ -375,7 +375,7 @@ static int may_differ(const char *key)
 {
     static const char *const ok[] = {"epochs", "max_steps", "max_time", "log_every", "out_dir",
                                       "checkpoint", "checkpoint.every_steps", "checkpoint.keep",
-                                      "loader.workers", "loader.prefetch", "device",
+                                      "loader.workers", "loader.prefetch", "loader.on_gpu", "device",
                                       "distributed.bucket_mb", "distributed.strategy", NULL};
     for (int i = 0; ok[i]; i++)
         if (!strcmp(key, ok[i]))

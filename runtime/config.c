@@ -70,7 +70,9 @@ typedef struct Field {
  *   early_stopping null; once enabled (any subkey, or {}): val_loss, min, patience 3,
  *     min_delta 0, no thresholds, check_finite true.
  *   checkpoint null; once enabled: every_steps 1000, keep 2.
- *   loader.workers 2 (1..256), prefetch 4 (1..1024), shuffle and drop_last true. */
+ *   loader.workers 2 (1..256), prefetch 4 (1..1024), shuffle and drop_last true;
+ *   on_gpu auto (the data arrays kept in GPU memory when training on a GPU and they
+ *   fit; always: or an error; never). */
 #define CONFIG_FIELDS(X)                                                                \
     X("data.train", NULL, DATA(train, n_train))                                         \
     X("data.val", NULL, DATA(val, n_val))                                               \
@@ -119,6 +121,7 @@ typedef struct Field {
     X("loader.prefetch", "4", INT(prefetch, 1, 1024))                                   \
     X("loader.shuffle", "true", BOOL(shuffle))                                          \
     X("loader.drop_last", "true", BOOL(drop_last))                                      \
+    X("loader.on_gpu", "auto", ENUM(on_gpu, "auto always never"))                       \
     X("seed", "1337", U64(seed))                                                        \
     X("log_every", "10", INT(log_every, 1, BIG))                                        \
     X("device", "auto", ENUM(device, "auto cpu cuda"))                                  \

@@ -871,6 +871,7 @@ struct rt_loader {
     int rank, world;           /* the DistributedSampler shard; 0, 1 unsharded */
     int64_t n;                 /* this rank's samples per epoch (N unsharded) */
     int nworkers, nslots;
+    int indices;               /* rt_loader_indices_only: batches hold sample indices */
     int64_t *order;            /* [n]: this rank's samples of the current epoch, in order */
     int64_t *perm;             /* [N]: the whole epoch's order when sharded, else NULL */
     loader_slot *slots;        /* [nslots] */
@@ -932,7 +933,10 @@ static void fill_batch(const rt_loader *l, loader_slot *s, int64_t epoch, int64_
 {
     int64_t lo = k * l->B;
     int64_t rows = l->n - lo < l->B ? l->n - lo : l->B;
-    if (l->d->tokens)
+    if (l->indices)
+        for (int64_t i = 0; i < rows; i++)
+            ((int32_t *)s->b.in[0])[i] = (int32_t)l->order[lo + i];
+    else if (l->d->tokens)
         tokens_gather(l->d, l->order + lo, rows, s->b.in[0], s->b.in[1]);
     else
         for (int i = 0; i < l->d->n; i++)
@@ -979,6 +983,15 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+/* A slot's buffer for input i: B rows; input 0's has room for B int32 indices too
+ * (index mode). */
+static size_t slot_bytes(const rt_loader *l, int i)
+{
+    size_t numel = (size_t)(l->m->inputs[i].numel > 0 ? l->m->inputs[i].numel : 1);
+    size_t bytes = (size_t)l->B * numel * dtype_bytes(l->m->inputs[i].dtype);
+    return i == 0 && bytes < (size_t)l->B * 4 ? (size_t)l->B * 4 : bytes;
+}
+
 rt_loader *rt_loader_new(const rt_model *m, const rt_dataset *d, int64_t batch, int shuffle,
                          int drop_last, uint64_t seed, int workers, int prefetch)
 {
@@ -1004,9 +1017,7 @@ rt_loader *rt_loader_new(const rt_model *m, const rt_dataset *d, int64_t batch, 
     l->slots = rt_xmalloc(sizeof(loader_slot) * (size_t)l->nslots);
     for (int s = 0; s < l->nslots; s++)
         for (int i = 0; i < m->n_inputs; i++) {
-            size_t numel = (size_t)(m->inputs[i].numel > 0 ? m->inputs[i].numel : 1);
-            l->slots[s].b.in[i] = rt_xmalloc((size_t)batch * numel *
-                                             dtype_bytes(m->inputs[i].dtype));
+            l->slots[s].b.in[i] = rt_xmalloc(slot_bytes(l, i));
         }
     PT_CHECK(pthread_mutex_init(&l->mu, NULL));
     PT_CHECK(pthread_cond_init(&l->work_cv, NULL));
@@ -1035,6 +1046,13 @@ rt_loader *rt_loader_new(const rt_model *m, const rt_dataset *d, int64_t batch, 
 }
 
 int64_t rt_loader_batches(const rt_loader *l) { return l->nb; }
+
+void rt_loader_indices_only(rt_loader *l)
+{
+    if (l->started || l->d->rows > INT32_MAX)
+        rt_die("rt_loader_indices_only: after start, or %" PRId64 " rows", l->d->rows);
+    l->indices = 1;   /* in[0] of every slot has room for B int32 indices */
+}
 
 void rt_loader_set_shard(rt_loader *l, int rank, int world)
 {
@@ -1111,10 +1129,8 @@ const rt_batch *rt_loader_next(rt_loader *l)
 void rt_loader_each_buffer(rt_loader *l, void (*fn)(void *p, size_t n, void *ctx), void *ctx)
 {
     for (int s = 0; s < l->nslots; s++)
-        for (int i = 0; i < l->m->n_inputs; i++) {
-            size_t numel = (size_t)(l->m->inputs[i].numel > 0 ? l->m->inputs[i].numel : 1);
-            fn(l->slots[s].b.in[i], (size_t)l->B * numel * dtype_bytes(l->m->inputs[i].dtype), ctx);
-        }
+        for (int i = 0; i < l->m->n_inputs; i++)
+            fn(l->slots[s].b.in[i], slot_bytes(l, i), ctx);
 }
 
 void rt_loader_free(rt_loader *l)

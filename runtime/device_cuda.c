@@ -155,6 +155,10 @@ typedef struct rt_cu {
     size_t pool_bytes, arena_bytes, fixed_bytes;
     rt_dptr in[RT_CU_SLOTS][RT_MAX_INPUTS];
     size_t in_bytes[RT_MAX_INPUTS];
+    rt_dptr idx[RT_CU_SLOTS];  /* a batch's sample indices (int32), for a dataset on the GPU */
+    int slot_set[RT_CU_SLOTS]; /* what slot s holds: -1 its inputs, else indices into set */
+    rt_dptr data[2][RT_MAX_INPUTS]; /* loader.on_gpu: each input of set 0 (train), 1 (val) */
+    size_t data_bytes;         /* allocated for them */
     CUevent in_done[RT_CU_SLOTS];
     int last;                  /* the slot of the last upload */
     rt_dptr stats;
@@ -437,6 +441,7 @@ void rt_cu_init(rt_exec *e, const rt_model *m, const rt_cuda_image *img, int64_t
         d->in_bytes[k] = (size_t)Bmax * input_row_bytes(&m->inputs[k]);
         fixed += RT_CU_SLOTS * align_up(d->in_bytes[k]);
     }
+    fixed += RT_CU_SLOTS * align_up((size_t)Bmax * 4);   /* the index slots */
     fixed += align_up(sizeof(rt_cu_stat)) + d->scratch_bytes + d->workspace_bytes;
     d->fixed_bytes = fixed;
     d->pool = rt_cu_alloc(d->pool_bytes);
@@ -448,6 +453,11 @@ void rt_cu_init(rt_exec *e, const rt_model *m, const rt_cuda_image *img, int64_t
             d->in[s][k] = p;
             p += align_up(d->in_bytes[k]);
         }
+    for (int s = 0; s < RT_CU_SLOTS; s++) {
+        d->idx[s] = p;
+        d->slot_set[s] = -1;
+        p += align_up((size_t)Bmax * 4);
+    }
     d->stats = p;
     p += align_up(sizeof(rt_cu_stat));
     d->scratch = p;
@@ -487,7 +497,7 @@ size_t rt_cu_allocated(rt_exec *e, size_t *pool, size_t *arena, size_t *fixed)
     *pool = d->pool_bytes;
     *arena = d->arena_bytes;
     *fixed = d->fixed_bytes;
-    return d->pool_bytes + d->arena_bytes + d->fixed_bytes;
+    return d->pool_bytes + d->arena_bytes + d->fixed_bytes + d->data_bytes;
 }
 
 const char *rt_cu_name(rt_exec *e) { return dev_of(e)->name; }
@@ -546,6 +556,64 @@ void rt_cu_upload_batch(rt_exec *e, const rt_model *m, const void *const *in, in
     }
     CU(p_cuEventRecord(d->in_done[slot], d->copy));
     d->last = slot;
+    d->slot_set[slot] = -1;
+}
+
+/* ---- a dataset kept in GPU memory (loader.on_gpu) ---------------------------------- */
+
+size_t rt_cu_data_bytes(const rt_model *m, int64_t rows)
+{
+    size_t n = 0;
+    for (int k = 0; k < m->n_inputs; k++)
+        n += align_up((size_t)rows * input_row_bytes(&m->inputs[k]));
+    return n;
+}
+
+void rt_cu_data_put(rt_exec *e, const rt_model *m, const rt_dataset *ds, int set)
+{
+    rt_cu *d = dev_of(e);
+    if (ds->tokens || set < 0 || set > 1)
+        rt_die("rt_cu_data_put: token data or set %d", set);
+    size_t all = rt_cu_data_bytes(m, ds->rows);
+    rt_dptr p = rt_cu_alloc(all);
+    d->data_bytes += all;
+    /* in the model's dtypes (rt_npy_gather converts i64 to i32), a chunk of rows at a time */
+    const int64_t chunk = 1 << 16;
+    int64_t *seq = rt_xmalloc((size_t)chunk * sizeof *seq);
+    size_t most = 0;
+    for (int k = 0; k < m->n_inputs; k++)
+        if (input_row_bytes(&m->inputs[k]) > most)
+            most = input_row_bytes(&m->inputs[k]);
+    unsigned char *buf = rt_xmalloc((size_t)chunk * most);
+    for (int k = 0; k < m->n_inputs; k++) {
+        size_t rb = input_row_bytes(&m->inputs[k]);
+        d->data[set][k] = p;
+        for (int64_t r0 = 0; r0 < ds->rows; r0 += chunk) {
+            int64_t n = ds->rows - r0 < chunk ? ds->rows - r0 : chunk;
+            for (int64_t i = 0; i < n; i++)
+                seq[i] = r0 + i;
+            rt_npy_gather(&ds->arr[k], seq, n, buf, m->inputs[k].dtype);
+            rt_cu_upload(p + (rt_dptr)((size_t)r0 * rb), buf, (size_t)n * rb);
+        }
+        p += align_up((size_t)ds->rows * rb);
+    }
+    rt_xfree(buf);
+    rt_xfree(seq);
+}
+
+size_t rt_cu_data_allocated(rt_exec *e) { return dev_of(e)->data_bytes; }
+
+/* A batch given by its sample indices into dataset `set` (on the device): the indices
+ * go into slot `slot` (copy stream); rt_cu_use_slot gathers the rows. */
+void rt_cu_upload_index(rt_exec *e, const int32_t *idx, int64_t rows, int slot, int set)
+{
+    rt_cu *d = dev_of(e);
+    if (!d->data[set][0])
+        rt_die("rt_cu_upload_index: dataset %d is not on the GPU", set);
+    CU(p_cuMemcpyHtoDAsync(d->idx[slot], idx, (size_t)rows * 4, d->copy));
+    CU(p_cuEventRecord(d->in_done[slot], d->copy));
+    d->last = slot;
+    d->slot_set[slot] = set;
 }
 
 /* The next kernels read slot `slot`: e->in points there, and the compute stream waits
@@ -557,6 +625,14 @@ void rt_cu_use_slot(rt_exec *e, const rt_model *m, int slot, int64_t rows)
         e->in[k] = (const void *)(uintptr_t)d->in[slot][k];
     CU(p_cuStreamWaitEvent(d->compute, d->in_done[slot], 0));
     e->B = rows;
+    int set = d->slot_set[slot];
+    for (int k = 0; set >= 0 && k < m->n_inputs; k++) {   /* the rows, from the dataset */
+        int64_t rb = (int64_t)input_row_bytes(&m->inputs[k]);
+        unsigned g = (unsigned)((rows * rb / 16 + 255) / 256);
+        g = g < 1 ? 1 : g > 4096 ? 4096 : g;
+        void *args[] = {&d->data[set][k], &d->idx[slot], &d->in[slot][k], &rows, &rb};
+        rt_cu_launch(e, "rt_gather_rows", g, 1, 1, 256, 1, 0, args);
+    }
 }
 
 /* The host buffers of the last upload may be reused once this returns. */

@@ -211,6 +211,7 @@ typedef struct Run {
     int slot;                  /* GPU: the training input slot of the next pass */
     const rt_batch *ahead;     /* GPU: the next batch, already fetched and being copied */
     int mem_logged;            /* GPU: the device_memory record is written */
+    int data_on_gpu;           /* loader.on_gpu: the datasets are in GPU memory */
     int64_t state_floats;
     rt_dataset train, val;
     int has_val;
@@ -230,11 +231,21 @@ static uint64_t mix(uint64_t a, uint64_t b)
     return z ^ (z >> 31);
 }
 
+/* Starts the copy of batch b into device slot `slot`: its inputs, or with the data on
+ * the GPU (set 0 train, 1 val; -1: b holds data, as --sample's) its sample indices. */
+static void upload(Run *r, const rt_batch *b, int slot, int set)
+{
+    if (r->data_on_gpu && set >= 0)
+        rt_cu_upload_index(&r->e, (const int32_t *)b->in[0], b->rows, slot, set);
+    else
+        rt_cu_upload_batch(&r->e, r->m, (const void *const *)b->in, b->rows, slot);
+}
+
 /* A batch's inputs for the next pass, and the pass's loss numbers reset. On a GPU the
  * inputs are copied asynchronously into device slot `slot` (RT_CU_SLOT_*): training
  * alternates two, so that the next batch's copy runs while this one computes (see
  * the step loop), validation and sampling use a third. */
-static void bind_slot(Run *r, const rt_batch *b, int slot, int uploaded)
+static void bind_slot(Run *r, const rt_batch *b, int slot, int uploaded, int set)
 {
     r->e.B = b->rows;
     r->e.loss_sum = 0;
@@ -242,7 +253,7 @@ static void bind_slot(Run *r, const rt_batch *b, int slot, int uploaded)
     r->e.correct = 0;
     if (r->gpu) {
         if (!uploaded)
-            rt_cu_upload_batch(&r->e, r->m, (const void *const *)b->in, b->rows, slot);
+            upload(r, b, slot, set);
         rt_cu_use_slot(&r->e, r->m, slot, b->rows);
         rt_cu_begin_pass(&r->e);
         return;
@@ -251,7 +262,12 @@ static void bind_slot(Run *r, const rt_batch *b, int slot, int uploaded)
         r->e.in[k] = b->in[k];
 }
 
-static void bind_batch(Run *r, const rt_batch *b) { bind_slot(r, b, RT_CU_SLOT_EVAL, 0); }
+/* A validation batch (set 1), a training batch outside the step loop (0), or one made
+ * on the host (-1). */
+static void bind_batch(Run *r, const rt_batch *b, int set)
+{
+    bind_slot(r, b, RT_CU_SLOT_EVAL, 0, set);
+}
 
 /* After a pass: on a GPU, wait for it and fetch its loss numbers (the batch's host
  * buffers are free again then: the pass waited for their copy). */
@@ -344,7 +360,7 @@ static Eval validate(Run *r)
     while ((b = rt_loader_next(r->vl))) {
         if (r->c.val_batches > 0 && n == r->c.val_batches)
             break;
-        bind_batch(r, b);
+        bind_batch(r, b, 1);
         r->e.rng_key = 0;
         r->m->evaluate(&r->e);
         end_pass(r);
@@ -371,11 +387,45 @@ static const char *const end_names[] = {"epochs", "max_steps", "max_time", "earl
                                         "diverged", "interrupted"};
 
 
+/* loader.on_gpu: the training (and validation) arrays copied to the GPU once, when
+ * asked (always) or when they fit in half the free memory left after the plan (auto);
+ * the loaders then deliver sample indices and the rows are gathered on the device. */
+static void data_to_gpu(Run *r)
+{
+    const rt_train_config *c = &r->c;
+    if (c->on_gpu == RT_ON_GPU_NEVER)
+        return;
+    size_t need = rt_cu_data_bytes(r->m, r->train.rows) +
+                  (r->has_val ? rt_cu_data_bytes(r->m, r->val.rows) : 0);
+    size_t fr = 0, tot = 0;
+    rt_cu_mem_info(&fr, &tot);
+    char why[256] = "";
+    if (r->train.tokens)
+        snprintf(why, sizeof why, "token shards are read on the host in this release");
+    else if (r->train.rows > INT32_MAX || (r->has_val && r->val.rows > INT32_MAX))
+        snprintf(why, sizeof why, "more than 2^31 rows");
+    else if (c->on_gpu == RT_ON_GPU_AUTO && need > fr / 2)
+        snprintf(why, sizeof why, "the data take %zu MiB, more than half the GPU's %zu MiB free",
+                 need >> 20, fr >> 20);
+    if (*why) {
+        if (c->on_gpu == RT_ON_GPU_ALWAYS)
+            rt_input_error("$.train.loader.on_gpu: always, but %s; use auto or never", why);
+        return;
+    }
+    rt_cu_data_put(&r->e, r->m, &r->train, 0);
+    rt_loader_indices_only(r->tl);
+    if (r->has_val) {
+        rt_cu_data_put(&r->e, r->m, &r->val, 1);
+        rt_loader_indices_only(r->vl);
+    }
+    r->data_on_gpu = 1;
+}
+
 /* ---- gradient check (developer option) ------------------------------------------- */
 
 static double loss_at(Run *r, const rt_batch *b)
 {
-    bind_batch(r, b);
+    bind_batch(r, b, 0);
     r->e.rng_key = 12345;
     r->e.grad_scale = 1.0f / (float)((double)b->rows * (double)r->m->loss_terms);
     r->m->forward(&r->e, 1);
@@ -470,8 +520,9 @@ static void metrics_start(Run *r, int threads, int64_t resumed_from)
         snprintf(dev, sizeof dev,
                  "\"device\":\"cuda\",\"gpu\":\"%s\",\"arch\":\"%s\",\"kernels\":\"%s\","
                  "\"device_bytes\":%zu,\"device_pool_bytes\":%zu,\"device_arena_bytes\":%zu,"
-                 "\"device_fixed_bytes\":%zu",
-                 rt_cu_name(&r->e), rt_cu_arch(&r->e), rt_cu_kernels_from(&r->e), all, pool, arena, fixed);
+                 "\"device_fixed_bytes\":%zu,\"device_data_bytes\":%zu",
+                 rt_cu_name(&r->e), rt_cu_arch(&r->e), rt_cu_kernels_from(&r->e), all, pool, arena, fixed,
+                 rt_cu_data_allocated(&r->e));
     }
     const char *prec[] = {"fp32", "bf16-mixed", "fp16-mixed"};
     const char *strategies[] = {"ddp", "zero1", "zero2"};   /* RT_DIST_*; bytes: rank 0's */
@@ -589,7 +640,7 @@ static void sample(Run *r)
         for (int64_t t = n; t < T; t++)
             ctx[t] = 0;             /* causal attention: later positions do not matter */
         rt_batch one = {.rows = 1, .in = {ctx, tgt}};
-        bind_batch(r, &one);
+        bind_batch(r, &one, -1);
         m->forward(&r->e, 0);
         end_pass(r);
         const float *logits;
@@ -732,6 +783,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
         rt_loader_each_buffer(r->tl, rt_cu_pin, NULL);
         if (r->vl)
             rt_loader_each_buffer(r->vl, rt_cu_pin, NULL);
+        data_to_gpu(r);
     } else {
         r->e.arena = rt_xmalloc((size_t)(r->e.Bmax * row * r->e.arena_scale));
         r->e.params = r->params;
@@ -839,7 +891,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
                 const rt_batch *b = r->ahead ? r->ahead : rt_loader_next(r->tl);
                 if (!b)
                     rt_die("loader ended early");
-                bind_slot(r, b, r->slot, r->ahead != NULL);
+                bind_slot(r, b, r->slot, r->ahead != NULL, 0);
                 r->ahead = NULL;
                 int64_t rows = b->rows;
                 r->e.rng_key = mix(mix(c->seed, (uint64_t)s->step), (uint64_t)j);
@@ -858,8 +910,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
                     r->slot ^= 1;
                     r->ahead = rt_loader_next(r->tl);
                     if (r->ahead)
-                        rt_cu_upload_batch(&r->e, m, (const void *const *)r->ahead->in,
-                                           r->ahead->rows, r->slot);
+                        upload(r, r->ahead, r->slot, 0);
                 }
                 end_pass(r);
                 step_loss += r->e.loss_sum / (double)r->e.terms;

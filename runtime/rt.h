@@ -121,11 +121,14 @@ typedef struct rt_train_config {
     double bucket_mb;          /* DDP: gradient bucket size */
     int64_t workers, prefetch;
     int shuffle, drop_last;
+    int on_gpu;                /* RT_ON_GPU_*: the dataset kept in GPU memory */
     uint64_t seed;
     int64_t log_every;
     int device;
     char out_dir[RT_PATH_MAX]; /* "" = none */
 } rt_train_config;
+
+enum { RT_ON_GPU_AUTO, RT_ON_GPU_ALWAYS, RT_ON_GPU_NEVER };
 
 void rt_config_defaults(rt_train_config *c);
 /* Sets one field from its dotted path and a textual value ("null" allowed where the
@@ -253,6 +256,9 @@ void rt_loader_start(rt_loader *l, int64_t epoch, int64_t first);
 /* Blocks until the next batch of the current epoch is ready; NULL at the end of the
  * epoch. The batch stays valid until the next call to rt_loader_next/start. */
 const rt_batch *rt_loader_next(rt_loader *l);
+/* Index mode (before the first start): batches carry in[0] = the rows' sample indices
+ * (int32, `rows` of them) instead of their data, for a dataset kept on the GPU. */
+void rt_loader_indices_only(rt_loader *l);
 void rt_loader_free(rt_loader *l);
 /* Calls fn on every batch buffer the loader fills (a GPU trainer page-locks them). */
 void rt_loader_each_buffer(rt_loader *l, void (*fn)(void *p, size_t n, void *ctx), void *ctx);

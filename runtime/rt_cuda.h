@@ -92,6 +92,14 @@ enum { RT_CU_SLOT_TRAIN0, RT_CU_SLOT_TRAIN1, RT_CU_SLOT_EVAL, RT_CU_SLOTS };
 void rt_cu_upload_batch(rt_exec *e, const rt_model *m, const void *const *in, int64_t rows,
                         int slot);
 void rt_cu_use_slot(rt_exec *e, const rt_model *m, int slot, int64_t rows);
+/* loader.on_gpu: dataset `set` (0 train, 1 val; arrays, not token shards) copied to the
+ * device once, in the model's input dtypes (bytes: rt_cu_data_bytes, an allocation of
+ * its own; rt_cu_data_allocated: what all sets took); then a batch is uploaded as its
+ * sample indices (the loader's index mode) and rt_cu_use_slot gathers its rows there. */
+size_t rt_cu_data_bytes(const rt_model *m, int64_t rows);
+void rt_cu_data_put(rt_exec *e, const rt_model *m, const rt_dataset *ds, int set);
+size_t rt_cu_data_allocated(rt_exec *e);
+void rt_cu_upload_index(rt_exec *e, const int32_t *idx, int64_t rows, int slot, int set);
 void rt_cu_upload_done(rt_exec *e);
 /* Around a forward(/backward) pass: reset the device loss stats; wait for the pass and
  * add them into e->loss_sum and e->correct. */

@@ -66,7 +66,7 @@ ra, rb = recs(a), recs(b)
 sb = start(rb)
 since = rb[rb.index(sb):]   # this process's records (a resumed run appends to the folder)
 assert sb["device"] == "cuda" and sb["gpu"] == "trainc fake GPU (CPU emulation)" and sb["arch"] == "sm_90", sb
-parts = sb["device_pool_bytes"] + sb["device_arena_bytes"] + sb["device_fixed_bytes"]
+parts = sb["device_pool_bytes"] + sb["device_arena_bytes"] + sb["device_fixed_bytes"] + sb["device_data_bytes"]
 assert sb["device_bytes"] == parts and min(sb["device_pool_bytes"], sb["device_arena_bytes"], sb["device_fixed_bytes"]) > 0, sb
 assert sb["device_pool_bytes"] >= 2 * sb["param_bytes"] + sb["optimizer_bytes"], sb
 assert sb["device_arena_bytes"] >= sb["arena_bytes"], sb
@@ -197,6 +197,27 @@ set -e
 [ $rc = 1 ] && grep -q "built for bf16-mixed" "$d/prec.log" && [ ! -e "$d/prec" ] ||
     { echo "FAIL: --set precision=fp32 on a bf16-mixed trainer exited $rc with:"; cat "$d/prec.log"; exit 1; }
 echo "ok   --set precision=fp32 on a bf16-mixed trainer's GPU run: exit 1, rebuild hint"
+
+# loader.on_gpu: the arrays kept in GPU memory (auto takes them here, the fake GPU has
+# 16 GB) and batches gathered there from their sample indices give the bits of batches
+# copied from the host, shuffled, with validation; the start record counts the data;
+# always with token shards is refused before anything is written
+m=mlp_fashion
+O=(--set log_every=1 --threads 1 --quiet --set max_steps=30 --set validate.every_steps=10
+   --set validate.batches=3 --set loader.shuffle=true)
+gpu "$d/$m" --device cuda "${O[@]}" --set loader.on_gpu=never --out "$d/$m.host" 2>/dev/null
+gpu "$d/$m" --device cuda "${O[@]}" --out "$d/$m.ongpu" 2>/dev/null
+grep -q '"device_data_bytes":0,' "$d/$m.host/metrics.jsonl" && ! grep -q '"device_data_bytes":0,' "$d/$m.ongpu/metrics.jsonl" ||
+    { echo "FAIL: loader.on_gpu: device_data_bytes"; head -1 "$d/$m.ongpu/metrics.jsonl"; exit 1; }
+r=$(compare same "$d/$m.host" "$d/$m.ongpu")
+echo "ok   $m loader.on_gpu (auto: taken) vs never: $r"
+set +e
+gpu "$d/gpt_char" --device cuda --set loader.on_gpu=always --set max_steps=1 --quiet --out "$d/ongpu_tokens" 2>"$d/ongpu_tokens.log"
+rc=$?
+set -e
+[ $rc = 1 ] && grep -q "loader.on_gpu: always, but token shards" "$d/ongpu_tokens.log" && [ ! -e "$d/ongpu_tokens" ] ||
+    { echo "FAIL: loader.on_gpu=always with token shards exited $rc with:"; cat "$d/ongpu_tokens.log"; exit 1; }
+echo "ok   loader.on_gpu=always with token shards: exit 1, nothing written"
 
 # tests/gpu/check_ops (every kernel against its CPU twin, on odd and large shapes)
 # through the real device layer, the lazy schedule: unlike tests/gpu_emu.sh's

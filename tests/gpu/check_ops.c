@@ -594,6 +594,35 @@ static void t_embedding(int64_t rows, int64_t V, int64_t dim, int64_t span)
     free(idx), free(w), free(dout), free(out), free(dw0), free(dw), free(pn), reset();
 }
 
+/* ---- a batch gathered from a dataset on the GPU --------------------------------------------- */
+
+/* rt_gather_rows (data.cuh) against rt_npy_gather's rule: dst[r] = src[idx[r]], bytes as
+ * they are, for rows of 3 bytes (byte moves), 12 (4-byte), 784 and 64 (16-byte). */
+static void t_gather(int64_t n_src, int64_t rows, int64_t row_bytes)
+{
+    SHAPE("%lld of %lld rows x %lld bytes", (long long)rows, (long long)n_src, (long long)row_bytes);
+    unsigned char *src = rt_xmalloc((size_t)(n_src * row_bytes));
+    for (int64_t i = 0; i < n_src * row_bytes; i++)
+        src[i] = (unsigned char)irand(256);
+    int32_t *idx = rt_xmalloc((size_t)rows * sizeof *idx);
+    for (int64_t r = 0; r < rows; r++)
+        idx[r] = (int32_t)irand(n_src);
+    unsigned char *want = rt_xmalloc((size_t)(rows * row_bytes)), *got = rt_xmalloc((size_t)(rows * row_bytes));
+    for (int64_t r = 0; r < rows; r++)
+        memcpy(want + r * row_bytes, src + (int64_t)idx[r] * row_bytes, (size_t)row_bytes);
+    void *dsrc = up(src, (size_t)(n_src * row_bytes)), *didx = up(idx, (size_t)rows * 4);
+    void *ddst = dalloc((size_t)(rows * row_bytes));
+    memset(got, 0xA5, (size_t)(rows * row_bytes));
+    upload(ddst, got, (size_t)(rows * row_bytes));
+    void *args[] = {&dsrc, &didx, &ddst, &rows, &row_bytes};
+    rt_cu_launch(G, "rt_gather_rows", 7, 1, 1, 256, 1, 0, args);
+    rt_cu_sync(G);
+    rt_cu_download(got, (rt_dptr)(uintptr_t)ddst, (size_t)(rows * row_bytes));
+    int same = !memcmp(got, want, (size_t)(rows * row_bytes));
+    report("gather_rows", same ? 0.0 : INFINITY, 0.0, same ? NULL : " (rows differ)");
+    rt_xfree(src), rt_xfree(idx), rt_xfree(want), rt_xfree(got), reset();
+}
+
 /* ---- the parameters' 16-bit copy ------------------------------------------------------------ */
 
 /* rt_param_copy over floats of every magnitude (fp16's subnormals and overflow, bf16's
@@ -898,6 +927,10 @@ int main(int argc, char **argv)
     t_embedding(777, 50257, 768, 50257);
     t_embedding(500, 50257, 768, 5);
 
+    t_gather(1000, 333, 3);
+    t_gather(1000, 333, 12);
+    t_gather(5000, 1024, 784);
+    t_gather(70000, 4096, 64);
     t_param_copy(1 << 20);
     t_optimizers();
 

@@ -167,6 +167,7 @@ static const char *other_value(const char *key)
         {"loader.prefetch", "16"},
         {"loader.shuffle", "false"},
         {"loader.drop_last", "false"},
+        {"loader.on_gpu", "always"},
         {"seed", "18446744073709551615"},
         {"log_every", "1"},
         {"device", "cuda"},
@@ -235,7 +236,8 @@ static void test_defaults(void)
     CHECK(!c.has_checkpoint && c.ckpt_every_steps == 1000 && c.ckpt_keep == 2, "checkpoint");
     CHECK(c.recompute == RT_RECOMPUTE_NONE && c.dist == RT_DIST_DDP && c.workers == 2 &&
           c.prefetch == 4 && c.shuffle && c.drop_last && c.seed == 1337 && c.log_every == 10 &&
-          c.device == RT_DEVICE_AUTO && c.out_dir[0] == 0 && c.n_train == 0 && c.n_val == 0,
+          c.device == RT_DEVICE_AUTO && c.out_dir[0] == 0 && c.n_train == 0 && c.n_val == 0 &&
+          c.on_gpu == RT_ON_GPU_AUTO,
           "the rest");
     CHECK(has_line(&c, "early_stopping=null") && !has_line(&c, "early_stopping.mode=min"),
           "disabled section dumps as one line");
