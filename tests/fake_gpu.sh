@@ -190,6 +190,22 @@ for p in bf16 fp16; do
     r=$(compare same "$t.full" "$t.resumed")
     echo "ok   $m $p-mixed: --resume from a GPU checkpoint: $r"
 done
+# fp16 storage overflows where fp32 does not: a loss scale of 1e30 makes the scaled
+# gradients infinite in fp16 activations, so the GPU skips steps and halves the scale
+# until they fit (78 here), then trains; the CPU (fp32) skips none
+S=(--set max_steps=120 --set log_every=10 --set data.val=null --threads 1 --quiet --set loss_scale.init=1e30)
+gpu "$d/$m.fp16" --device cuda "${S[@]}" --out "$d/$m.fp16.overflow" 2>/dev/null
+"$d/$m.fp16" --device cpu "${S[@]}" --out "$d/$m.fp16.overflow.cpu" 2>/dev/null
+r=$("$PY" - "$d/$m.fp16.overflow/metrics.jsonl" "$d/$m.fp16.overflow.cpu/metrics.jsonl" <<'PY'
+import json, math, sys
+g, c = ([json.loads(l) for l in open(p) if '"loss"' in l and '"event"' not in l] for p in sys.argv[1:3])
+sg, sc = g[-1]["skipped_steps"], c[-1]["skipped_steps"]
+assert sg > 0 and sc == 0, (sg, sc)
+assert g[-1]["loss_scale"] < 1e30 and math.isfinite(g[-1]["loss"]) and g[-1]["loss"] < g[0]["loss"], g[-1]
+print(f"{sg} steps skipped on the GPU (scale {g[-1]['loss_scale']:.3g}), 0 on the CPU; loss {g[0]['loss']:.3f} -> {g[-1]['loss']:.3f}")
+PY
+)
+echo "ok   fp16-mixed overflow on the GPU: $r"
 set +e
 gpu "$d/$m.bf16" --device cuda --set precision=fp32 --set max_steps=2 --quiet --out "$d/prec" 2>"$d/prec.log"
 rc=$?
