@@ -139,3 +139,110 @@ void fuse(Program *p)
         }
     }
 }
+
+/* ---- GEMM epilogues ------------------------------------------------------------------ */
+
+/* The arguments of "rt_gemm(e, a, b, ...);" split at ", " into args (at most max). */
+static int gemm_args(const char *text, char args[][96], int max)
+{
+    const char *s = strchr(text, '(');
+    int n = 0;
+    if (!s)
+        return 0;
+    for (s++; *s && n < max;) {
+        const char *e = strstr(s, ", ");
+        const char *end = e ? e : strstr(s, ");");
+        if (!end || end - s >= 95)
+            return 0;
+        memcpy(args[n], s, (size_t)(end - s));
+        args[n++][end - s] = 0;
+        if (!e)
+            break;
+        s = e + 2;
+    }
+    return n;
+}
+
+/* Does an instruction other than a and b read t's storage? */
+static int read_elsewhere(const Program *p, const Instr *a, const Instr *b, const Tensor *t)
+{
+    for (int i = 0; i < p->n_ins; i++) {
+        const Instr *in = p->ins[i];
+        if (in->dead || in == a || in == b)
+            continue;
+        for (int k = 0; k < in->n_reads; k++)
+            if (tensor_base(in->reads[k]) == tensor_base((Tensor *)t))
+                return 1;
+    }
+    return 0;
+}
+
+void gemm_epilogues(Program *p)
+{
+    for (int i = 0; i < p->n_ins; i++) {
+        Instr *g = p->ins[i];
+        char a[16][96];
+        if (g->dead || g->kind != I_GEMM || g->backward || g->n_writes != 1 ||
+            gemm_args(g->text, a, 16) != 14 || strcmp(a[11], "0.0f") || strcmp(a[4], a[13]))
+            continue;
+        int j = i + 1;
+        while (j < p->n_ins && p->ins[j]->dead)
+            j++;
+        if (j >= p->n_ins)
+            continue;
+        Instr *b = p->ins[j];
+        Tensor *C = g->writes[0];
+        if (b->kind != I_EW || b->backward || b->n_ops < 1 || b->n_ops > 2)
+            continue;
+        /* op 0: C + bias[i % N], over C itself */
+        const EwOp *o0 = &b->ops[0];
+        char bix[128];
+        snprintf(bix, sizeof bix, "i %% %s", a[4]);
+        if (strcmp(o0->expr, "$0 + $1") || o0->n_arg != 2 || o0->arg[0].t != C || o0->arg[0].index ||
+            !o0->arg[1].t || o0->arg[1].t->kind != T_PARAM || !o0->arg[1].index ||
+            strcmp(o0->arg[1].index, bix) || o0->out != C)
+            continue;
+        /* op 1 (optional): ReLU or GELU tanh of op 0's value */
+        int act = RT_EPI_NONE;
+        Tensor *Y = NULL;
+        if (b->n_ops == 2) {
+            const EwOp *o1 = &b->ops[1];
+            act = epilogue_act(o1->expr);
+            if (act < 0 || o1->n_arg != 1 || o1->arg[0].t || o1->arg[0].val != 0)
+                continue;
+            Y = o1->out;
+        }
+        int c_needed = read_elsewhere(p, g, b, C);
+        int y_written = 0;
+        for (int k = 0; k < b->n_writes; k++)
+            y_written |= Y && b->writes[k] == Y;
+        if ((Y && !y_written) || (!Y && !c_needed) || (act == RT_EPI_RELU && c_needed))
+            continue;   /* cuBLASLt keeps no ReLU pre-activation: the loop stays */
+        static const char *const acts[] = {"RT_EPI_NONE", "RT_EPI_RELU", "RT_EPI_GELU_TANH"};
+        Tensor *bias = o0->arg[1].t;
+        g->text = xasprintf("rt_gemm_bias(e, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
+                            "%s, %s);", a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10],
+                            c_needed ? C->name : "NULL", a[13], bias->name, acts[act],
+                            Y ? Y->name : "NULL");
+        g->what = xstrdup(act == RT_EPI_RELU         ? "linear: y = relu(x W^T + b), in the GEMM's epilogue"
+                          : act == RT_EPI_GELU_TANH ? "linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue"
+                                                    : "linear: y = x W^T + b, in the GEMM's epilogue");
+        g->origin = b->origin;   /* the linear layer's, and the activation's */
+        g->reads = realloc(g->reads, (size_t)(g->n_reads + 1) * sizeof *g->reads);
+        g->reads[g->n_reads++] = bias;
+        g->n_writes = 0;
+        if (c_needed)
+            g->writes[g->n_writes++] = C;
+        else
+            C->materialized = 0;
+        if (Y) {
+            g->writes = realloc(g->writes, (size_t)(g->n_writes + 1) * sizeof *g->writes);
+            g->writes[g->n_writes++] = Y;
+        }
+        b->dead = 1;
+    }
+    p->n_kernels = 0;
+    for (int i = 0; i < p->n_ins; i++)
+        if (!p->ins[i]->dead && p->ins[i]->kind == I_EW)
+            p->ins[i]->id = p->n_kernels++;
+}

@@ -223,6 +223,13 @@ Program *lower(Graph *g);
 Program *lower_eval(Graph *g);   /* a forward-only graph, for validation */
 void add_grad_hooks(Program *p); /* rt_grad_ready after each parameter's last gradient write */
 void fuse(Program *p);
+/* A linear layer's GEMM and the fused loop after it that only adds the bias (and
+ * applies a ReLU or a GELU tanh) become one rt_gemm_bias call (a cuBLASLt epilogue on
+ * a GPU); fused loops are then numbered in program order. After recompute. */
+void gemm_epilogues(Program *p);
+/* RT_EPI_RELU or RT_EPI_GELU_TANH when expr is that activation's fused expression
+ * (lower.c), else -1. */
+int epilogue_act(const char *expr);
 void memplan(Program *p);
 /* Drops saved activations per the recompute policy and replays their producers in
  * the backward pass (recompute.c); run after fuse, before memplan. With selective,

@@ -118,6 +118,13 @@ static const char *act_bwd_expr(int act, int *uses_output)
     unreachable();
 }
 
+int epilogue_act(const char *expr)
+{
+    return !strcmp(expr, act_fwd_expr(ACT_RELU))        ? RT_EPI_RELU
+           : !strcmp(expr, act_fwd_expr(ACT_GELU_TANH)) ? RT_EPI_GELU_TANH
+                                                        : -1;
+}
+
 static const char *act_name(int act)
 {
     static const char *n[] = {"relu", "gelu", "gelu (tanh)", "silu", "tanh", "sigmoid"};

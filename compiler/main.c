@@ -16,8 +16,8 @@
 
 extern char **environ;
 
-/* graph -> autodiff -> lower -> fuse -> recompute -> memplan, for one policy (with
- * selective, the first full_blocks blocks recomputed in full) */
+/* graph -> autodiff -> lower -> fuse -> recompute -> GEMM epilogues -> memplan, for one
+ * policy (with selective, the first full_blocks blocks recomputed in full) */
 static void compile_train(Compiled *c, int policy, int full_blocks)
 {
     c->graph = graph_build(c->spec);
@@ -25,6 +25,7 @@ static void compile_train(Compiled *c, int policy, int full_blocks)
     c->prog = lower(c->graph);
     fuse(c->prog);
     recompute(c->prog, policy, full_blocks);
+    gemm_epilogues(c->prog);
     add_grad_hooks(c->prog);
     memplan(c->prog);
 }
@@ -76,6 +77,7 @@ Compiled *compile_spec(Spec *s)
     c->eval_graph = graph_build(s);
     c->eval = lower_eval(c->eval_graph);
     fuse(c->eval);
+    gemm_epilogues(c->eval);
     memplan(c->eval);
     c->prog->eval_row_bytes = c->eval->arena_row_bytes;
     emit_c(c->prog, c->eval, &c->em);

@@ -14,6 +14,7 @@
  * Loaded with dlopen for the reason nvrtc.c gives. */
 #include <dlfcn.h>
 #include <cublasLt.h>
+#include <stdlib.h>
 #include <string.h>
 #include "rt_cuda.h"
 
@@ -53,6 +54,9 @@ static void lt_load(void)
 
 typedef struct Plan {
     int ta, tb;
+    int epi;                   /* a bias epilogue (rt_cu_gemm_bias): RT_EPI_*, or EPI_GELU_AUX
+                                  (GELU keeping the pre-activation); -1 without */
+    int fallback;              /* cuBLASLt refused the epilogue: GEMM, then rt_bias_act */
     int ab16, c16;             /* A and B, C: RT_CU_F32, RT_CU_BF16 or RT_CU_F16 */
     int64_t M, N, K, lda, ldb, ldc;
     int accumulate;            /* beta != 0 */
@@ -65,14 +69,30 @@ typedef struct Plan {
 static Plan plans[MAX_PLANS];
 static int n_plans;
 
+#define EPI_GELU_AUX 3
+
+/* Once per run: which epilogue cuBLASLt would not take, and that a kernel does it. */
+static void epilogue_refused(const Plan *p, const char *when)
+{
+    static int said;
+    if (said++)
+        return;
+    static const char *const names[] = {"BIAS", "RELU_BIAS", "GELU_BIAS", "GELU_AUX_BIAS"};
+    fprintf(stderr, "trainc: note: cuBLASLt refused the %s epilogue of a %lld x %lld x %lld GEMM "
+            "(%s); a separate kernel adds the bias (same results, one more pass)\n",
+            names[p->epi], (long long)p->M, (long long)p->N, (long long)p->K, when);
+}
+
+/* With epi >= 0 (a bias epilogue) a plan cuBLASLt refuses is marked `fallback` instead
+ * of ending the run. */
 static Plan *plan_for(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_t K, int64_t lda,
-                      int64_t ldb, int64_t ldc, int accumulate, int ab16, int c16)
+                      int64_t ldb, int64_t ldc, int accumulate, int ab16, int c16, int epi)
 {
     for (int i = 0; i < n_plans; i++) {
         Plan *p = &plans[i];
         if (p->ta == ta && p->tb == tb && p->M == M && p->N == N && p->K == K && p->lda == lda &&
             p->ldb == ldb && p->ldc == ldc && p->accumulate == accumulate && p->ab16 == ab16 &&
-            p->c16 == c16)
+            p->c16 == c16 && p->epi == epi)
             return p;
     }
     if (n_plans == MAX_PLANS)
@@ -80,7 +100,7 @@ static Plan *plan_for(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_t 
     if (!lt)
         lt_load();
     Plan *p = &plans[n_plans];
-    *p = (Plan){.ta = ta, .tb = tb, .ab16 = ab16, .c16 = c16, .M = M, .N = N, .K = K,
+    *p = (Plan){.ta = ta, .tb = tb, .epi = epi, .ab16 = ab16, .c16 = c16, .M = M, .N = N, .K = K,
                 .lda = lda, .ldb = ldb, .ldc = ldc, .accumulate = accumulate};
     static const cudaDataType_t types[] = {CUDA_R_32F, CUDA_R_16BF, CUDA_R_16F};   /* RT_CU_* */
     cudaDataType_t tab = types[ab16], tc = types[c16];
@@ -89,6 +109,32 @@ static Plan *plan_for(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_t 
     LT(p_cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     LT(p_cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
     LT(p_cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+    if (epi >= 0) {
+        /* the bias runs along D's rows in column-major terms: our columns j < N. The
+         * bias is the fp32 master; GELU's auxiliary output (the pre-activation) has C's
+         * type and leading dimension. Pointers are set at each call. */
+        cublasLtEpilogue_t ep = epi == RT_EPI_RELU        ? CUBLASLT_EPILOGUE_RELU_BIAS
+                                : epi == RT_EPI_GELU_TANH ? CUBLASLT_EPILOGUE_GELU_BIAS
+                                : epi == EPI_GELU_AUX     ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+                                                          : CUBLASLT_EPILOGUE_BIAS;
+        cudaDataType_t bt = CUDA_R_32F;
+        int64_t aux_ld = ldc;
+        int ok = p_cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep,
+                                                  sizeof ep) == CUBLAS_STATUS_SUCCESS &&
+                 p_cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt,
+                                                  sizeof bt) == CUBLAS_STATUS_SUCCESS;
+        if (ok && epi == EPI_GELU_AUX)
+            ok = p_cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
+                                                  &aux_ld, sizeof aux_ld) == CUBLAS_STATUS_SUCCESS &&
+                 p_cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE,
+                                                  &tc, sizeof tc) == CUBLAS_STATUS_SUCCESS;
+        if (!ok) {
+            p->fallback = 1;
+            n_plans++;
+            epilogue_refused(p, "descriptor");
+            return p;
+        }
+    }
     LT(p_cublasLtMatrixLayoutCreate(&p->a, tab, (uint64_t)(tb ? K : N), (uint64_t)(tb ? N : K), ldb));
     LT(p_cublasLtMatrixLayoutCreate(&p->b, tab, (uint64_t)(ta ? M : K), (uint64_t)(ta ? K : M), lda));
     LT(p_cublasLtMatrixLayoutCreate(&p->c, tc, (uint64_t)N, (uint64_t)M, ldc));
@@ -100,7 +146,15 @@ static Plan *plan_for(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_t 
                                               sizeof ws));
     cublasLtMatmulHeuristicResult_t res;
     int found = 0;
-    LT(p_cublasLtMatmulAlgoGetHeuristic(lt, p->desc, p->a, p->b, p->c, p->c, pref, 1, &res, &found));
+    cublasStatus_t st = p_cublasLtMatmulAlgoGetHeuristic(lt, p->desc, p->a, p->b, p->c, p->c, pref,
+                                                         1, &res, &found);
+    if (epi >= 0 && (st != CUBLAS_STATUS_SUCCESS || found < 1)) {
+        p->fallback = 1;
+        n_plans++;
+        epilogue_refused(p, "no algorithm");
+        return p;
+    }
+    lt_check(st, "cublasLtMatmulAlgoGetHeuristic");
     if (found < 1)
         rt_fail("cuBLASLt has no algorithm for a %lld x %lld x %lld GEMM", (long long)M,
                 (long long)N, (long long)K);
@@ -131,9 +185,68 @@ void rt_cu_gemm(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int6
             rt_die("GEMM with K = 0 and beta %g", beta);
         return;
     }
-    Plan *p = plan_for(e, trans_a, trans_b, M, N, K, lda, ldb, ldc, beta != 0.0f, ta16, c16);
+    Plan *p = plan_for(e, trans_a, trans_b, M, N, K, lda, ldb, ldc, beta != 0.0f, ta16, c16, -1);
     size_t ws = 0;
     rt_dptr w = rt_cu_workspace(e, &ws);
     LT(p_cublasLtMatmul(lt, p->desc, &alpha, b, p->a, a, p->b, &beta, C, p->c, C, p->c, &p->algo,
                         (void *)(uintptr_t)w, ws, (cudaStream_t)rt_cu_stream(e)));
+}
+
+/* rt_gemm_bias on the GPU: one cuBLASLt call with a bias epilogue (BIAS, RELU_BIAS,
+ * GELU_BIAS, or GELU_AUX_BIAS when the pre-activation C is wanted too: its auxiliary
+ * output). cuBLASLt's GELU is
+ * the tanh form, as the spec's gelu "tanh". Where cuBLASLt refuses (ReLU with the
+ * pre-activation wanted too, a shape or alignment it does not take, an older library)
+ * or TRAINC_GEMM_EPILOGUE=0: the GEMM, then epilogue.cuh's rt_bias_act. */
+void rt_cu_gemm_bias(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                     float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                     float *C, int64_t ldc, const float *bias, int act, float *Y)
+{
+    static int off = -1;
+    if (off < 0) {
+        const char *v = getenv("TRAINC_GEMM_EPILOGUE");
+        off = v && !strcmp(v, "0");
+    }
+    if (M <= 0 || N <= 0)
+        return;
+    float *D = act == RT_EPI_NONE ? C : Y;
+    if (!D)
+        rt_die("rt_gemm_bias: no output for the epilogue");
+    int epi_ok = !off && K > 0 && !(act == RT_EPI_RELU && C);
+    if (epi_ok) {
+        const void *a = A, *b = B, *c = D;
+        int ta16 = rt_cu_operand(e, &a), tb16 = rt_cu_operand(e, &b), c16 = rt_cu_operand(e, &c);
+        int epi = act == RT_EPI_GELU_TANH && C ? EPI_GELU_AUX : act;
+        Plan *p = ta16 == tb16 && c == (const void *)D
+                      ? plan_for(e, trans_a, trans_b, M, N, K, lda, ldb, ldc, 0, ta16, c16, epi)
+                      : NULL;
+        if (p && !p->fallback) {
+            float beta = 0.0f;
+            void *aux = C;
+            size_t ws = 0;
+            rt_dptr w = rt_cu_workspace(e, &ws);
+            cublasStatus_t st = p_cublasLtMatmulDescSetAttribute(
+                p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
+            if (st == CUBLAS_STATUS_SUCCESS && epi == EPI_GELU_AUX)
+                st = p_cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                                      &aux, sizeof aux);
+            if (st == CUBLAS_STATUS_SUCCESS)
+                st = p_cublasLtMatmul(lt, p->desc, &alpha, b, p->a, a, p->b, &beta, D, p->c, D, p->c,
+                                      &p->algo, (void *)(uintptr_t)w, ws,
+                                      (cudaStream_t)rt_cu_stream(e));
+            if (st == CUBLAS_STATUS_SUCCESS)
+                return;
+            p->fallback = 1;   /* refused at the call: this shape takes the fallback from now on */
+            epilogue_refused(p, p_cublasLtGetStatusString(st));
+        }
+    }
+    float *out = C ? C : Y;
+    rt_cu_gemm(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, 0.0f, out, ldc);
+    rt_dptr o = (rt_dptr)(uintptr_t)out, dc = (rt_dptr)(uintptr_t)C, bb = (rt_dptr)(uintptr_t)bias;
+    rt_dptr y = act != RT_EPI_NONE ? (rt_dptr)(uintptr_t)Y : 0;
+    int64_t n = M * N;
+    unsigned g = (unsigned)((n + 255) / 256);
+    g = g < 1 ? 1 : g > 4096 ? 4096 : g;
+    void *args[] = {&o, &dc, &y, &bb, &M, &N, &ldc, &act};
+    rt_cu_launch(e, "rt_bias_act", g, 1, 1, 256, 1, 0, args);
 }

@@ -258,6 +258,7 @@ static CUfunction lookup(rt_cu *d, const char *name)
 static const rt_gpu_calls calls = {
     .launch_ew = rt_cu_launch_ew,
     .gemm = rt_cu_gemm,
+    .gemm_bias = rt_cu_gemm_bias,
     .colsum_add = rt_cu_colsum_add,
     .rowsum_add = rt_cu_rowsum_add,
     .im2col = rt_cu_im2col,

@@ -508,6 +508,46 @@ static void colsum_task(void *ctx, int64_t lo, int64_t hi)
     }
 }
 
+typedef struct bias_act_ctx {
+    float *out, *C, *Y;
+    const float *bias;
+    int64_t N, ldc;
+    int act;
+} bias_act_ctx;
+
+/* rows [lo, hi): the fused kernel's "v0 = P + bias; C = v0; Y = act(v0)" */
+static void bias_act_task(void *ctx, int64_t lo, int64_t hi)
+{
+    const bias_act_ctx *c = ctx;
+    for (int64_t i = lo; i < hi; i++)
+        for (int64_t j = 0; j < c->N; j++) {
+            float v0 = c->out[i * c->ldc + j] + c->bias[j];
+            if (c->C)
+                c->C[i * c->ldc + j] = v0;
+            if (c->act == RT_EPI_RELU)
+                c->Y[i * c->ldc + j] = v0 > 0.0f ? v0 : 0.0f;
+            else if (c->act == RT_EPI_GELU_TANH)
+                c->Y[i * c->ldc + j] = rt_gelu_tanh(v0);
+        }
+}
+
+void rt_gemm_bias(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                  float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                  float *C, int64_t ldc, const float *bias, int act, float *Y)
+{
+    if (e->dev) { /* on a GPU: cuda_blas.c */
+        RT_GPU(e)->gemm_bias(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, C, ldc, bias,
+                             act, Y);
+        return;
+    }
+    if (act != RT_EPI_NONE ? !Y : !C)
+        rt_die("rt_gemm_bias: no output for the epilogue");
+    float *out = C ? C : Y;   /* the product, then the epilogue in place */
+    rt_gemm(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, 0.0f, out, ldc);
+    bias_act_ctx c = {out, C, act != RT_EPI_NONE ? Y : NULL, bias, N, ldc, act};
+    launch(pool_of(e), M, (32768 + N - 1) / (N > 0 ? N : 1), bias_act_task, &c);
+}
+
 void rt_colsum_add(rt_exec *e, const float *dy, float *db, int64_t rows, int64_t cols)
 {
     if (e->dev) { /* on a GPU: cuda_ops.c, cuda_blas.c */

@@ -37,6 +37,9 @@ typedef struct rt_gpu_calls {
     void (*gemm)(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                  const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                  int64_t ldc);
+    void (*gemm_bias)(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                      float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                      float *C, int64_t ldc, const float *bias, int act, float *Y);
     void (*colsum_add)(rt_exec *e, const float *dy, float *db, int64_t rows, int64_t cols);
     void (*rowsum_add)(rt_exec *e, const float *x, float *db, int64_t rows, int64_t cols);
     void (*im2col)(rt_exec *e, const float *x, float *col, int64_t B, int64_t C, int64_t H,

@@ -51,6 +51,11 @@ void rt_cu_launch_ew(rt_exec *e, const char *name, int64_t n, int nargs, void **
 void *rt_cu_stream(rt_exec *e);
 rt_dptr rt_cu_workspace(rt_exec *e, size_t *bytes);
 
+/* rt_gemm_bias on the GPU (cuda_blas.c). */
+void rt_cu_gemm_bias(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                     float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                     float *C, int64_t ldc, const float *bias, int act, float *Y);
+
 /* Is there a driver and a GPU? 0, or -1 with the reason in `why`. */
 int rt_cu_probe(char *why, size_t n, int *count);
 /* "no CUDA device found" with the reason and a hint; exits 2. */

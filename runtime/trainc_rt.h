@@ -137,6 +137,17 @@ void rt_gemm(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t
              float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
              float beta, float *C, int64_t ldc);
 
+/* A linear layer's GEMM with its epilogue: P = op(A) op(B) + bias (bias[j] on column
+ * j), then Y = act(P) (RT_EPI_RELU: max(P, 0) as "P > 0 ? P : 0"; RT_EPI_GELU_TANH:
+ * rt_gelu_tanh), P stored in C when C is not NULL, Y in Y when act is not RT_EPI_NONE;
+ * rows of C and Y are ldc apart. The arithmetic of a GEMM followed by the fused
+ * elementwise kernel "+ bias (+ act)", which it replaces: on a GPU it is one cuBLASLt
+ * call with a bias (and ReLU or GELU) epilogue. */
+enum { RT_EPI_NONE, RT_EPI_RELU, RT_EPI_GELU_TANH };
+void rt_gemm_bias(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                  float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                  float *C, int64_t ldc, const float *bias, int act, float *Y);
+
 /* db[j] += sum_i dy[i, j] over rows i < rows. */
 void rt_colsum_add(rt_exec *e, const float *dy, float *db, int64_t rows, int64_t cols);
 

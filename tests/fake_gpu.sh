@@ -45,7 +45,7 @@ F=(-std=gnu11 -O2 -g -Wall -Wextra -Wno-unused-parameter -Werror -fPIC -shared -
 cc "${F[@]}" tests/fake_gpu/fake_cuda.c -Wl,-soname,libcuda.so.1 -o "$lib/libcuda.so.1" -ldl -lpthread
 cc "${F[@]}" -DFAKE_EMU_DIR="\"$PWD/tests/gpu/emu\"" tests/fake_gpu/fake_nvrtc.c \
     -Wl,-soname,libnvrtc.so.13 -o "$lib/libnvrtc.so.13"
-cc "${F[@]}" -Iruntime tests/fake_gpu/fake_cublaslt.c -Wl,-soname,libcublasLt.so.13 -o "$lib/libcublasLt.so.13" \
+cc "${F[@]}" -ffp-contract=off -Iruntime tests/fake_gpu/fake_cublaslt.c -Wl,-soname,libcublasLt.so.13 -o "$lib/libcublasLt.so.13" \
     -lopenblas -ldl
 export TRAINC_CACHE_DIR=$PWD/$d/cache
 gpu() { env LD_LIBRARY_PATH="$PWD/$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
@@ -213,6 +213,23 @@ set -e
 [ $rc = 1 ] && grep -q "built for bf16-mixed" "$d/prec.log" && [ ! -e "$d/prec" ] ||
     { echo "FAIL: --set precision=fp32 on a bf16-mixed trainer exited $rc with:"; cat "$d/prec.log"; exit 1; }
 echo "ok   --set precision=fp32 on a bf16-mixed trainer's GPU run: exit 1, rebuild hint"
+
+# rt_gemm_bias: the linear layers' bias (+ ReLU / GELU tanh) in cuBLASLt's epilogue
+# (the fake computes it with trainc_rt.h's formulas) against the same GEMM followed by
+# epilogue.cuh's kernel (TRAINC_GEMM_EPILOGUE=0, the fallback where cuBLASLt refuses):
+# gpt_char (GELU with its pre-activation kept, BIAS; GELU without in validation) in
+# fp32 gives the same bits; the trace shows which path ran
+m=gpt_char
+O=(--set log_every=1 --threads 1 --quiet --set max_steps=4 --set batch_size=2
+   --set validate.every_steps=2 --set validate.batches=1)
+TRAINC_FAKE_GPU_TRACE=1 gpu "$d/$m" --device cuda "${O[@]}" --out "$d/$m.epi" 2>"$d/$m.epi.log"
+TRAINC_FAKE_GPU_TRACE=1 TRAINC_GEMM_EPILOGUE=0 gpu "$d/$m" --device cuda "${O[@]}" --out "$d/$m.noepi" 2>"$d/$m.noepi.log"
+n1=$(grep -c "run rt_bias_act" "$d/$m.epi.log" || true)
+n0=$(grep -c "run rt_bias_act" "$d/$m.noepi.log" || true)
+[ "$n1" = 0 ] && [ "$n0" -gt 0 ] && ! grep -q "cuBLASLt refused" "$d/$m.epi.log" ||
+    { echo "FAIL: rt_bias_act ran $n1 times with the epilogue, $n0 without"; grep refused "$d/$m.epi.log"; exit 1; }
+r=$(compare same "$d/$m.epi" "$d/$m.noepi")
+echo "ok   $m: GEMM epilogues in cuBLASLt vs GEMM + rt_bias_act ($n0 launches): $r"
 
 # loader.on_gpu: the arrays kept in GPU memory (auto takes them here, the fake GPU has
 # 16 GB) and batches gathered there from their sample indices give the bits of batches

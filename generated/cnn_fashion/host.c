@@ -33,12 +33,11 @@ static void forward(rt_exec *e, int train)
     float *maxpool_5 = ACT(163072);
     const float *flatten_6 = ACT(163072);
     const float *P_7_weight = e->params + 4800;
-    float *linear_7 = ACT(169344);
     const float *P_7_bias = e->params + 205504;
     float *relu_8 = ACT(169344);
     const float *P_9_weight = e->params + 205632;
-    float *linear_9 = ACT(169856);
     const float *P_9_bias = e->params + 206912;
+    float *linear_9 = ACT(169856);
     const int32_t *in_y = (const int32_t *)e->in[1];
     float *d_linear_9 = ACT(169904);
 
@@ -60,14 +59,10 @@ static void forward(rt_exec *e, int train)
     rt_launch(e, "k2", k2, e->B * 6272, 3, (void *[]){&gemm_conv_3, &P_3_bias, &relu_4});
     /* $.model.layers[5]: maxpool2d */
     rt_maxpool2d_fwd(e, relu_4, maxpool_5, e->B * 32, 14, 14, 2, 2, 7, 7);
-    /* $.model.layers[7]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1, 128, 1568, 1.0f, flatten_6, 1568, P_7_weight, 1568, 0.0f, linear_7, 128);
-    /* $.model.layers[7] + $.model.layers[8]: linear epilogue: + bias + relu */
-    rt_launch(e, "k3", k3, e->B * 128, 3, (void *[]){&linear_7, &P_7_bias, &relu_8});
-    /* $.model.layers[9]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1, 10, 128, 1.0f, relu_8, 128, P_9_weight, 128, 0.0f, linear_9, 10);
-    /* $.model.layers[9]: linear epilogue: + bias */
-    rt_launch(e, "k4", k4, e->B * 10, 2, (void *[]){&linear_9, &P_9_bias});
+    /* $.model.layers[7] + $.model.layers[8]: linear: y = relu(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1, 128, 1568, 1.0f, flatten_6, 1568, P_7_weight, 1568, NULL, 128, P_7_bias, RT_EPI_RELU, relu_8);
+    /* $.model.layers[9]: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1, 10, 128, 1.0f, relu_8, 128, P_9_weight, 128, linear_9, 10, P_9_bias, RT_EPI_NONE, NULL);
     /* $.model.loss: cross entropy: loss, accuracy and d(logits) in one pass */
     rt_cross_entropy(e, linear_9, in_y, e->train ? d_linear_9 : NULL, e->B * 1, 10);
 }
@@ -119,7 +114,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[9]: 9.bias's gradient is final */
     rt_grad_ready(e, 206912, 10);
     /* $.model.layers[8]: relu backward */
-    rt_launch(e, "k5", k5, e->B * 128, 3, (void *[]){&d_relu_8, &relu_8, &d_linear_7});
+    rt_launch(e, "k3", k3, e->B * 128, 3, (void *[]){&d_relu_8, &relu_8, &d_linear_7});
     /* $.model.layers[7]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1, 1568, 128, 1.0f, d_linear_7, 128, P_7_weight, 1568, 0.0f, d_flatten_6, 1568);
     /* $.model.layers[7]: linear backward: dW += dy^T x */
@@ -133,9 +128,9 @@ static void backward(rt_exec *e)
     /* $.model.layers[5]: maxpool2d backward (argmax found again from x) */
     rt_maxpool2d_bwd(e, relu_4, d_maxpool_5, d_relu_4, e->B * 32, 14, 14, 2, 2, 7, 7);
     /* $.model.layers[4]: relu backward */
-    rt_launch(e, "k6", k6, e->B * 6272, 3, (void *[]){&d_relu_4, &relu_4, &d_conv_3});
+    rt_launch(e, "k4", k4, e->B * 6272, 3, (void *[]){&d_relu_4, &relu_4, &d_conv_3});
     /* $.model.layers[3]: conv2d backward: [B, out, HW] -> [out, B, HW] */
-    rt_launch(e, "k7", k7, e->B * 6272, 2, (void *[]){&d_conv_3, &gemm_d_conv_3});
+    rt_launch(e, "k5", k5, e->B * 6272, 2, (void *[]){&d_conv_3, &gemm_d_conv_3});
     /* $.model.layers[3]: conv2d backward: bias gradient */
     rt_rowsum_add(e, gemm_d_conv_3, G_3_bias, 32, e->B * 196);
     /* $.model.layers[3]: 3.bias's gradient is final */
@@ -153,9 +148,9 @@ static void backward(rt_exec *e)
     /* $.model.layers[2]: maxpool2d backward (argmax found again from x) */
     rt_maxpool2d_bwd(e, relu_1, d_maxpool_2, d_relu_1, e->B * 16, 28, 28, 2, 2, 14, 14);
     /* $.model.layers[1]: relu backward */
-    rt_launch(e, "k8", k8, e->B * 12544, 3, (void *[]){&d_relu_1, &relu_1, &d_conv_0});
+    rt_launch(e, "k6", k6, e->B * 12544, 3, (void *[]){&d_relu_1, &relu_1, &d_conv_0});
     /* $.model.layers[0]: conv2d backward: [B, out, HW] -> [out, B, HW] */
-    rt_launch(e, "k9", k9, e->B * 12544, 2, (void *[]){&d_conv_0, &gemm_d_conv_0});
+    rt_launch(e, "k7", k7, e->B * 12544, 2, (void *[]){&d_conv_0, &gemm_d_conv_0});
     /* $.model.layers[0]: conv2d backward: bias gradient */
     rt_rowsum_add(e, gemm_d_conv_0, G_0_bias, 16, e->B * 784);
     /* $.model.layers[0]: 0.bias's gradient is final */
@@ -188,12 +183,11 @@ static void evaluate(rt_exec *e)
     float *maxpool_5 = ACT(25088);
     const float *flatten_6 = ACT(25088);
     const float *P_7_weight = e->params + 4800;
-    float *linear_7 = ACT(0);
     const float *P_7_bias = e->params + 205504;
     float *relu_8 = ACT(0);
     const float *P_9_weight = e->params + 205632;
-    float *linear_9 = ACT(512);
     const float *P_9_bias = e->params + 206912;
+    float *linear_9 = ACT(512);
     const int32_t *in_y = (const int32_t *)e->in[1];
 
     /* $.model.inputs.x: input to f32 */
@@ -214,14 +208,10 @@ static void evaluate(rt_exec *e)
     rt_launch(e, "ke2", ke2, e->B * 6272, 3, (void *[]){&gemm_conv_3, &P_3_bias, &relu_4});
     /* $.model.layers[5]: maxpool2d */
     rt_maxpool2d_fwd(e, relu_4, maxpool_5, e->B * 32, 14, 14, 2, 2, 7, 7);
-    /* $.model.layers[7]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1, 128, 1568, 1.0f, flatten_6, 1568, P_7_weight, 1568, 0.0f, linear_7, 128);
-    /* $.model.layers[7] + $.model.layers[8]: linear epilogue: + bias + relu */
-    rt_launch(e, "ke3", ke3, e->B * 128, 3, (void *[]){&linear_7, &P_7_bias, &relu_8});
-    /* $.model.layers[9]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1, 10, 128, 1.0f, relu_8, 128, P_9_weight, 128, 0.0f, linear_9, 10);
-    /* $.model.layers[9]: linear epilogue: + bias */
-    rt_launch(e, "ke4", ke4, e->B * 10, 2, (void *[]){&linear_9, &P_9_bias});
+    /* $.model.layers[7] + $.model.layers[8]: linear: y = relu(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1, 128, 1568, 1.0f, flatten_6, 1568, P_7_weight, 1568, NULL, 128, P_7_bias, RT_EPI_RELU, relu_8);
+    /* $.model.layers[9]: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1, 10, 128, 1.0f, relu_8, 128, P_9_weight, 128, linear_9, 10, P_9_bias, RT_EPI_NONE, NULL);
     /* $.model.loss: cross entropy: loss, accuracy and d(logits) in one pass */
     rt_cross_entropy(e, linear_9, in_y, NULL, e->B * 1, 10);
 }

@@ -46,35 +46,9 @@ void k2(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k3: linear epilogue: + bias + relu
- *     from $.model.layers[7] + $.model.layers[8] */
-void k3(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_7 = ACT(169344);
-    const float *P_7_bias = e->params + 205504;
-    float *relu_8 = ACT(169344);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_7[i] + P_7_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
-        relu_8[i] = v1;
-    }
-}
-
-/* k4: linear epilogue: + bias
- *     from $.model.layers[9] */
-void k4(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *linear_9 = ACT(169856);
-    const float *P_9_bias = e->params + 206912;
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_9[i] + P_9_bias[i % 10]; /* linear epilogue: + bias */
-        linear_9[i] = v0;
-    }
-}
-
-/* k5: relu backward
+/* k3: relu backward
  *     from $.model.layers[8] */
-void k5(rt_exec *e, int64_t lo, int64_t hi)
+void k3(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_relu_8 = ACT(175616);
     const float *relu_8 = ACT(169344);
@@ -85,9 +59,9 @@ void k5(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k6: relu backward
+/* k4: relu backward
  *     from $.model.layers[4] */
-void k6(rt_exec *e, int64_t lo, int64_t hi)
+void k4(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_relu_4 = ACT(25088);
     const float *relu_4 = ACT(0);
@@ -98,9 +72,9 @@ void k6(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k7: conv2d backward: [B, out, HW] -> [out, B, HW]
+/* k5: conv2d backward: [B, out, HW] -> [out, B, HW]
  *     from $.model.layers[3] */
-void k7(rt_exec *e, int64_t lo, int64_t hi)
+void k5(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_conv_3 = ACT(25088);
     float *gemm_d_conv_3 = ACT(163072);
@@ -110,9 +84,9 @@ void k7(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k8: relu backward
+/* k6: relu backward
  *     from $.model.layers[1] */
-void k8(rt_exec *e, int64_t lo, int64_t hi)
+void k6(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_relu_1 = ACT(0);
     const float *relu_1 = ACT(112896);
@@ -123,9 +97,9 @@ void k8(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k9: conv2d backward: [B, out, HW] -> [out, B, HW]
+/* k7: conv2d backward: [B, out, HW] -> [out, B, HW]
  *     from $.model.layers[0] */
-void k9(rt_exec *e, int64_t lo, int64_t hi)
+void k7(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_conv_0 = ACT(0);
     float *gemm_d_conv_0 = ACT(50176);
@@ -174,32 +148,6 @@ void ke2(rt_exec *e, int64_t lo, int64_t hi)
         float v0 = gemm_conv_3[(i / 196 % 32) * (e->B * 196) + i / 6272 * 196 + i % 196] + P_3_bias[i / 196 % 32]; /* conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] */
         float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
         relu_4[i] = v1;
-    }
-}
-
-/* ke3: linear epilogue: + bias + relu
- *     from $.model.layers[7] + $.model.layers[8] */
-void ke3(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_7 = ACT(0);
-    const float *P_7_bias = e->params + 205504;
-    float *relu_8 = ACT(0);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_7[i] + P_7_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
-        relu_8[i] = v1;
-    }
-}
-
-/* ke4: linear epilogue: + bias
- *     from $.model.layers[9] */
-void ke4(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *linear_9 = ACT(512);
-    const float *P_9_bias = e->params + 206912;
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_9[i] + P_9_bias[i % 10]; /* linear epilogue: + bias */
-        linear_9[i] = v0;
     }
 }
 

@@ -12,7 +12,7 @@
  *   188160      12544        5-33   maxpool_2                   [B, 16, 14, 14]  maxpool2d output
  *   0           25088        8-29   relu_4                      [B, 32, 14, 14]  relu
  *   163072      6272        10-24   maxpool_5                   [B, 32, 7, 7]  maxpool2d output
- *   169344      512         11-22   linear_7                    [B, 128]  linear output
+ *   169344      512         11-22   relu_8                      [B, 128]  relu
  *   169856      48          14-16   linear_9                    [B, 10]  linear output
  *   169904      48          16-20   d_linear_9                  [B, 10]  d(loss)/d(prediction), written by the loss
  *   175616      512         17-26   d_relu_8                    [B, 128]  gradient
@@ -29,7 +29,6 @@
  *   0           112896      36-37   dcol_d_conv_3               [B, 28224]  column gradients [C*k*k, B*OH*OW]
  *   50176       50176       40-44   gemm_d_conv_0               [B, 12544]  gradient in GEMM layout [out, B*OH*OW]
  *   0           28224       43-44   col_d_conv_0                [B, 7056]  im2col columns, recomputed [C*k*k, B*OH*OW]
- *   (in place)  -                   relu_8                      [B, 128]  written over linear_7
  *   (in place)  -                   d_linear_7                  [B, 128]  written over d_relu_8
  *   (in place)  -                   d_conv_3                    [B, 32, 14, 14]  written over d_relu_4
  *   (in place)  -                   d_conv_0                    [B, 16, 28, 28]  written over d_relu_1
@@ -45,13 +44,12 @@
  *   112896      12544        5-6    maxpool_2                   [B, 16, 14, 14]  maxpool2d output
  *   0           25088        8-10   relu_4                      [B, 32, 14, 14]  relu
  *   25088       6272        10-11   maxpool_5                   [B, 32, 7, 7]  maxpool2d output
- *   0           512         11-14   linear_7                    [B, 128]  linear output
+ *   0           512         11-14   relu_8                      [B, 128]  relu
  *   512         48          14-16   linear_9                    [B, 10]  linear output
  *   0           28224        1-2    col_conv_0                  [B, 7056]  im2col columns [C*k*k, B*OH*OW]
  *   50176       50176        2-3    gemm_conv_0                 [B, 12544]  GEMM output [out, B*OH*OW]
  *   0           112896       6-7    col_conv_3                  [B, 28224]  im2col columns [C*k*k, B*OH*OW]
  *   112896      25088        7-8    gemm_conv_3                 [B, 6272]  GEMM output [out, B*OH*OW]
- *   (in place)  -                   relu_8                      [B, 128]  written over linear_7
  */
 #ifndef TRAINC_MODEL_H
 #define TRAINC_MODEL_H
@@ -69,12 +67,8 @@ void k4(rt_exec *e, int64_t lo, int64_t hi);
 void k5(rt_exec *e, int64_t lo, int64_t hi);
 void k6(rt_exec *e, int64_t lo, int64_t hi);
 void k7(rt_exec *e, int64_t lo, int64_t hi);
-void k8(rt_exec *e, int64_t lo, int64_t hi);
-void k9(rt_exec *e, int64_t lo, int64_t hi);
 void ke0(rt_exec *e, int64_t lo, int64_t hi);
 void ke1(rt_exec *e, int64_t lo, int64_t hi);
 void ke2(rt_exec *e, int64_t lo, int64_t hi);
-void ke3(rt_exec *e, int64_t lo, int64_t hi);
-void ke4(rt_exec *e, int64_t lo, int64_t hi);
 
 #endif

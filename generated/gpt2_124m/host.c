@@ -28,8 +28,8 @@ static void forward(rt_exec *e, int train)
     float *ln_mean_h_0_ln_1 = ACT(511578112);
     float *ln_rstd_h_0_ln_1 = ACT(511582208);
     const float *P_h_0_attn_qkv_weight = e->params + 39385344;
-    float *qkv_h_0_attn = ACT(356847616);
     const float *P_h_0_attn_qkv_bias = e->params + 41154816;
+    float *qkv_h_0_attn = ACT(356847616);
     float *lse_h_0_attn = ACT(510988288);
     float *attn_y_h_0_attn = ACT(416616448);
     const float *P_h_0_attn_proj_weight = e->params + 41157120;
@@ -42,8 +42,8 @@ static void forward(rt_exec *e, int train)
     float *ln_mean_h_0_ln_2 = ACT(511586304);
     float *ln_rstd_h_0_ln_2 = ACT(511590400);
     const float *P_h_0_fc_weight = e->params + 41749248;
-    float *linear_h_0_fc = ACT(205852672);
     const float *P_h_0_fc_bias = e->params + 44108544;
+    float *linear_h_0_fc = ACT(205852672);
     float *gelu_h_0_2 = ACT(212144128);
     const float *P_h_0_proj_weight = e->params + 44111616;
     float *linear_h_0_proj = ACT(421335040);
@@ -55,8 +55,8 @@ static void forward(rt_exec *e, int train)
     float *ln_mean_h_1_ln_1 = ACT(511594496);
     float *ln_rstd_h_1_ln_1 = ACT(511598592);
     const float *P_h_1_attn_qkv_weight = e->params + 46473216;
-    float *qkv_h_1_attn = ACT(361566208);
     const float *P_h_1_attn_qkv_bias = e->params + 48242688;
+    float *qkv_h_1_attn = ACT(361566208);
     float *lse_h_1_attn = ACT(511037440);
     float *attn_y_h_1_attn = ACT(424480768);
     const float *P_h_1_attn_proj_weight = e->params + 48244992;
@@ -69,8 +69,8 @@ static void forward(rt_exec *e, int train)
     float *ln_mean_h_1_ln_2 = ACT(511602688);
     float *ln_rstd_h_1_ln_2 = ACT(511606784);
     const float *P_h_1_fc_weight = e->params + 48837120;
-    float *linear_h_1_fc = ACT(218435584);
     const float *P_h_1_fc_bias = e->params + 51196416;
+    float *linear_h_1_fc = ACT(218435584);
     float *gelu_h_1_2 = ACT(224727040);
     const float *P_h_1_proj_weight = e->params + 51199488;
     float *linear_h_1_proj = ACT(429199360);
@@ -82,8 +82,8 @@ static void forward(rt_exec *e, int train)
     float *ln_mean_h_2_ln_1 = ACT(511610880);
     float *ln_rstd_h_2_ln_1 = ACT(511614976);
     const float *P_h_2_attn_qkv_weight = e->params + 53561088;
-    float *qkv_h_2_attn = ACT(366284800);
     const float *P_h_2_attn_qkv_bias = e->params + 55330560;
+    float *qkv_h_2_attn = ACT(366284800);
     float *lse_h_2_attn = ACT(511086592);
     float *attn_y_h_2_attn = ACT(432345088);
     const float *P_h_2_attn_proj_weight = e->params + 55332864;
@@ -96,8 +96,8 @@ static void forward(rt_exec *e, int train)
     float *ln_mean_h_2_ln_2 = ACT(511619072);
     float *ln_rstd_h_2_ln_2 = ACT(511623168);
     const float *P_h_2_fc_weight = e->params + 55924992;
-    float *linear_h_2_fc = ACT(231018496);
     const float *P_h_2_fc_bias = e->params + 58284288;
+    float *linear_h_2_fc = ACT(231018496);
     float *gelu_h_2_2 = ACT(237309952);
     const float *P_h_2_proj_weight = e->params + 58287360;
     float *linear_h_2_proj = ACT(437063680);
@@ -109,8 +109,8 @@ static void forward(rt_exec *e, int train)
     float *ln_mean_h_3_ln_1 = ACT(511627264);
     float *ln_rstd_h_3_ln_1 = ACT(511631360);
     const float *P_h_3_attn_qkv_weight = e->params + 60648960;
-    float *qkv_h_3_attn = ACT(371003392);
     const float *P_h_3_attn_qkv_bias = e->params + 62418432;
+    float *qkv_h_3_attn = ACT(371003392);
     float *lse_h_3_attn = ACT(511135744);
     float *attn_y_h_3_attn = ACT(440209408);
     const float *P_h_3_attn_proj_weight = e->params + 62420736;
@@ -123,8 +123,8 @@ static void forward(rt_exec *e, int train)
     float *ln_mean_h_3_ln_2 = ACT(511635456);
     float *ln_rstd_h_3_ln_2 = ACT(511639552);
     const float *P_h_3_fc_weight = e->params + 63012864;
-    float *linear_h_3_fc = ACT(243601408);
     const float *P_h_3_fc_bias = e->params + 65372160;
+    float *linear_h_3_fc = ACT(243601408);
     float *gelu_h_3_2 = ACT(249892864);
     const float *P_h_3_proj_weight = e->params + 65375232;
     float *linear_h_3_proj = ACT(444928000);
@@ -136,8 +136,8 @@ static void forward(rt_exec *e, int train)
     float *ln_mean_h_4_ln_1 = ACT(511643648);
     float *ln_rstd_h_4_ln_1 = ACT(511647744);
     const float *P_h_4_attn_qkv_weight = e->params + 67736832;
-    float *qkv_h_4_attn = ACT(375721984);
     const float *P_h_4_attn_qkv_bias = e->params + 69506304;
+    float *qkv_h_4_attn = ACT(375721984);
     float *lse_h_4_attn = ACT(511184896);
     float *attn_y_h_4_attn = ACT(448073728);
     const float *P_h_4_attn_proj_weight = e->params + 69508608;
@@ -150,8 +150,8 @@ static void forward(rt_exec *e, int train)
     float *ln_mean_h_4_ln_2 = ACT(511651840);
     float *ln_rstd_h_4_ln_2 = ACT(511655936);
     const float *P_h_4_fc_weight = e->params + 70100736;
-    float *linear_h_4_fc = ACT(256184320);
     const float *P_h_4_fc_bias = e->params + 72460032;
+    float *linear_h_4_fc = ACT(256184320);
     float *gelu_h_4_2 = ACT(262475776);
     const float *P_h_4_proj_weight = e->params + 72463104;
     float *linear_h_4_proj = ACT(452792320);
@@ -163,8 +163,8 @@ static void forward(rt_exec *e, int train)
     float *ln_mean_h_5_ln_1 = ACT(511660032);
     float *ln_rstd_h_5_ln_1 = ACT(511664128);
     const float *P_h_5_attn_qkv_weight = e->params + 74824704;
-    float *qkv_h_5_attn = ACT(380440576);
     const float *P_h_5_attn_qkv_bias = e->params + 76594176;
+    float *qkv_h_5_attn = ACT(380440576);
     float *lse_h_5_attn = ACT(511234048);
     float *attn_y_h_5_attn = ACT(455938048);
     const float *P_h_5_attn_proj_weight = e->params + 76596480;
@@ -177,8 +177,8 @@ static void forward(rt_exec *e, int train)
     float *ln_mean_h_5_ln_2 = ACT(511668224);
     float *ln_rstd_h_5_ln_2 = ACT(511672320);
     const float *P_h_5_fc_weight = e->params + 77188608;
-    float *linear_h_5_fc = ACT(268767232);
     const float *P_h_5_fc_bias = e->params + 79547904;
+    float *linear_h_5_fc = ACT(268767232);
     float *gelu_h_5_2 = ACT(275058688);
     const float *P_h_5_proj_weight = e->params + 79550976;
     float *linear_h_5_proj = ACT(460656640);
@@ -190,8 +190,8 @@ static void forward(rt_exec *e, int train)
     float *ln_mean_h_6_ln_1 = ACT(511676416);
     float *ln_rstd_h_6_ln_1 = ACT(511680512);
     const float *P_h_6_attn_qkv_weight = e->params + 81912576;
-    float *qkv_h_6_attn = ACT(385159168);
     const float *P_h_6_attn_qkv_bias = e->params + 83682048;
+    float *qkv_h_6_attn = ACT(385159168);
     float *lse_h_6_attn = ACT(511283200);
     float *attn_y_h_6_attn = ACT(463802368);
     const float *P_h_6_attn_proj_weight = e->params + 83684352;
@@ -204,8 +204,8 @@ static void forward(rt_exec *e, int train)
     float *ln_mean_h_6_ln_2 = ACT(511684608);
     float *ln_rstd_h_6_ln_2 = ACT(511688704);
     const float *P_h_6_fc_weight = e->params + 84276480;
-    float *linear_h_6_fc = ACT(281350144);
     const float *P_h_6_fc_bias = e->params + 86635776;
+    float *linear_h_6_fc = ACT(281350144);
     float *gelu_h_6_2 = ACT(287641600);
     const float *P_h_6_proj_weight = e->params + 86638848;
     float *linear_h_6_proj = ACT(468520960);
@@ -217,8 +217,8 @@ static void forward(rt_exec *e, int train)
     float *ln_mean_h_7_ln_1 = ACT(511692800);
     float *ln_rstd_h_7_ln_1 = ACT(511696896);
     const float *P_h_7_attn_qkv_weight = e->params + 89000448;
-    float *qkv_h_7_attn = ACT(389877760);
     const float *P_h_7_attn_qkv_bias = e->params + 90769920;
+    float *qkv_h_7_attn = ACT(389877760);
     float *lse_h_7_attn = ACT(511332352);
     float *attn_y_h_7_attn = ACT(471666688);
     const float *P_h_7_attn_proj_weight = e->params + 90772224;
@@ -231,8 +231,8 @@ static void forward(rt_exec *e, int train)
     float *ln_mean_h_7_ln_2 = ACT(511700992);
     float *ln_rstd_h_7_ln_2 = ACT(511705088);
     const float *P_h_7_fc_weight = e->params + 91364352;
-    float *linear_h_7_fc = ACT(293933056);
     const float *P_h_7_fc_bias = e->params + 93723648;
+    float *linear_h_7_fc = ACT(293933056);
     float *gelu_h_7_2 = ACT(300224512);
     const float *P_h_7_proj_weight = e->params + 93726720;
     float *linear_h_7_proj = ACT(476385280);
@@ -244,8 +244,8 @@ static void forward(rt_exec *e, int train)
     float *ln_mean_h_8_ln_1 = ACT(511709184);
     float *ln_rstd_h_8_ln_1 = ACT(511713280);
     const float *P_h_8_attn_qkv_weight = e->params + 96088320;
-    float *qkv_h_8_attn = ACT(394596352);
     const float *P_h_8_attn_qkv_bias = e->params + 97857792;
+    float *qkv_h_8_attn = ACT(394596352);
     float *lse_h_8_attn = ACT(511381504);
     float *attn_y_h_8_attn = ACT(479531008);
     const float *P_h_8_attn_proj_weight = e->params + 97860096;
@@ -258,8 +258,8 @@ static void forward(rt_exec *e, int train)
     float *ln_mean_h_8_ln_2 = ACT(511717376);
     float *ln_rstd_h_8_ln_2 = ACT(511721472);
     const float *P_h_8_fc_weight = e->params + 98452224;
-    float *linear_h_8_fc = ACT(306515968);
     const float *P_h_8_fc_bias = e->params + 100811520;
+    float *linear_h_8_fc = ACT(306515968);
     float *gelu_h_8_2 = ACT(312807424);
     const float *P_h_8_proj_weight = e->params + 100814592;
     float *linear_h_8_proj = ACT(484249600);
@@ -271,8 +271,8 @@ static void forward(rt_exec *e, int train)
     float *ln_mean_h_9_ln_1 = ACT(511725568);
     float *ln_rstd_h_9_ln_1 = ACT(511729664);
     const float *P_h_9_attn_qkv_weight = e->params + 103176192;
-    float *qkv_h_9_attn = ACT(399314944);
     const float *P_h_9_attn_qkv_bias = e->params + 104945664;
+    float *qkv_h_9_attn = ACT(399314944);
     float *lse_h_9_attn = ACT(511430656);
     float *attn_y_h_9_attn = ACT(487395328);
     const float *P_h_9_attn_proj_weight = e->params + 104947968;
@@ -285,8 +285,8 @@ static void forward(rt_exec *e, int train)
     float *ln_mean_h_9_ln_2 = ACT(511733760);
     float *ln_rstd_h_9_ln_2 = ACT(511737856);
     const float *P_h_9_fc_weight = e->params + 105540096;
-    float *linear_h_9_fc = ACT(319098880);
     const float *P_h_9_fc_bias = e->params + 107899392;
+    float *linear_h_9_fc = ACT(319098880);
     float *gelu_h_9_2 = ACT(325390336);
     const float *P_h_9_proj_weight = e->params + 107902464;
     float *linear_h_9_proj = ACT(492113920);
@@ -298,8 +298,8 @@ static void forward(rt_exec *e, int train)
     float *ln_mean_h_10_ln_1 = ACT(511741952);
     float *ln_rstd_h_10_ln_1 = ACT(511746048);
     const float *P_h_10_attn_qkv_weight = e->params + 110264064;
-    float *qkv_h_10_attn = ACT(404033536);
     const float *P_h_10_attn_qkv_bias = e->params + 112033536;
+    float *qkv_h_10_attn = ACT(404033536);
     float *lse_h_10_attn = ACT(511479808);
     float *attn_y_h_10_attn = ACT(495259648);
     const float *P_h_10_attn_proj_weight = e->params + 112035840;
@@ -312,8 +312,8 @@ static void forward(rt_exec *e, int train)
     float *ln_mean_h_10_ln_2 = ACT(511750144);
     float *ln_rstd_h_10_ln_2 = ACT(511754240);
     const float *P_h_10_fc_weight = e->params + 112627968;
-    float *linear_h_10_fc = ACT(331681792);
     const float *P_h_10_fc_bias = e->params + 114987264;
+    float *linear_h_10_fc = ACT(331681792);
     float *gelu_h_10_2 = ACT(337973248);
     const float *P_h_10_proj_weight = e->params + 114990336;
     float *linear_h_10_proj = ACT(499978240);
@@ -325,8 +325,8 @@ static void forward(rt_exec *e, int train)
     float *ln_mean_h_11_ln_1 = ACT(511758336);
     float *ln_rstd_h_11_ln_1 = ACT(511762432);
     const float *P_h_11_attn_qkv_weight = e->params + 117351936;
-    float *qkv_h_11_attn = ACT(408752128);
     const float *P_h_11_attn_qkv_bias = e->params + 119121408;
+    float *qkv_h_11_attn = ACT(408752128);
     float *lse_h_11_attn = ACT(511528960);
     float *attn_y_h_11_attn = ACT(503123968);
     const float *P_h_11_attn_proj_weight = e->params + 119123712;
@@ -339,8 +339,8 @@ static void forward(rt_exec *e, int train)
     float *ln_mean_h_11_ln_2 = ACT(511766528);
     float *ln_rstd_h_11_ln_2 = ACT(511770624);
     const float *P_h_11_fc_weight = e->params + 119715840;
-    float *linear_h_11_fc = ACT(344264704);
     const float *P_h_11_fc_bias = e->params + 122075136;
+    float *linear_h_11_fc = ACT(344264704);
     float *gelu_h_11_2 = ACT(350556160);
     const float *P_h_11_proj_weight = e->params + 122078208;
     float *linear_h_11_proj = ACT(507842560);
@@ -361,268 +361,220 @@ static void forward(rt_exec *e, int train)
     rt_launch(e, "k0", k0, e->B * 786432, 3, (void *[]){&embedding_wte, &P_wpe_weight, &pos_embedding_wpe});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, P_h_0_ln_1_bias, layernorm_h_0_ln_1, ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_0_ln_1, 768, P_h_0_attn_qkv_weight, 768, 0.0f, qkv_h_0_attn, 2304);
-    /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_launch(e, "k1", k1, e->B * 2359296, 2, (void *[]){&qkv_h_0_attn, &P_h_0_attn_qkv_bias});
+    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_0_ln_1, 768, P_h_0_attn_qkv_weight, 768, qkv_h_0_attn, 2304, P_h_0_attn_qkv_bias, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_0_attn, lse_h_0_attn, attn_y_h_0_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_0_attn, 768, P_h_0_attn_proj_weight, 768, 0.0f, attn_out_h_0_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k2", k2, e->B * 786432, 4, (void *[]){&attn_out_h_0_attn, &P_h_0_attn_proj_bias, &pos_embedding_wpe, &residual_attn_out_h_0_attn});
+    rt_launch(e, "k1", k1, e->B * 786432, 4, (void *[]){&attn_out_h_0_attn, &P_h_0_attn_proj_bias, &pos_embedding_wpe, &residual_attn_out_h_0_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, P_h_0_ln_2_bias, layernorm_h_0_ln_2, ln_mean_h_0_ln_2, ln_rstd_h_0_ln_2, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_0_ln_2, 768, P_h_0_fc_weight, 768, 0.0f, linear_h_0_fc, 3072);
-    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_launch(e, "k3", k3, e->B * 3145728, 3, (void *[]){&linear_h_0_fc, &P_h_0_fc_bias, &gelu_h_0_2});
+    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_0_ln_2, 768, P_h_0_fc_weight, 768, linear_h_0_fc, 3072, P_h_0_fc_bias, RT_EPI_GELU_TANH, gelu_h_0_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_0_2, 3072, P_h_0_proj_weight, 3072, 0.0f, linear_h_0_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k4", k4, e->B * 786432, 4, (void *[]){&linear_h_0_proj, &P_h_0_proj_bias, &residual_attn_out_h_0_attn, &residual_linear_h_0_proj});
+    rt_launch(e, "k2", k2, e->B * 786432, 4, (void *[]){&linear_h_0_proj, &P_h_0_proj_bias, &residual_attn_out_h_0_attn, &residual_linear_h_0_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, P_h_1_ln_1_bias, layernorm_h_1_ln_1, ln_mean_h_1_ln_1, ln_rstd_h_1_ln_1, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_1_ln_1, 768, P_h_1_attn_qkv_weight, 768, 0.0f, qkv_h_1_attn, 2304);
-    /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_launch(e, "k5", k5, e->B * 2359296, 2, (void *[]){&qkv_h_1_attn, &P_h_1_attn_qkv_bias});
+    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_1_ln_1, 768, P_h_1_attn_qkv_weight, 768, qkv_h_1_attn, 2304, P_h_1_attn_qkv_bias, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_1_attn, lse_h_1_attn, attn_y_h_1_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_1_attn, 768, P_h_1_attn_proj_weight, 768, 0.0f, attn_out_h_1_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k6", k6, e->B * 786432, 4, (void *[]){&attn_out_h_1_attn, &P_h_1_attn_proj_bias, &residual_linear_h_0_proj, &residual_attn_out_h_1_attn});
+    rt_launch(e, "k3", k3, e->B * 786432, 4, (void *[]){&attn_out_h_1_attn, &P_h_1_attn_proj_bias, &residual_linear_h_0_proj, &residual_attn_out_h_1_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, P_h_1_ln_2_bias, layernorm_h_1_ln_2, ln_mean_h_1_ln_2, ln_rstd_h_1_ln_2, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_1_ln_2, 768, P_h_1_fc_weight, 768, 0.0f, linear_h_1_fc, 3072);
-    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_launch(e, "k7", k7, e->B * 3145728, 3, (void *[]){&linear_h_1_fc, &P_h_1_fc_bias, &gelu_h_1_2});
+    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_1_ln_2, 768, P_h_1_fc_weight, 768, linear_h_1_fc, 3072, P_h_1_fc_bias, RT_EPI_GELU_TANH, gelu_h_1_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_1_2, 3072, P_h_1_proj_weight, 3072, 0.0f, linear_h_1_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k8", k8, e->B * 786432, 4, (void *[]){&linear_h_1_proj, &P_h_1_proj_bias, &residual_attn_out_h_1_attn, &residual_linear_h_1_proj});
+    rt_launch(e, "k4", k4, e->B * 786432, 4, (void *[]){&linear_h_1_proj, &P_h_1_proj_bias, &residual_attn_out_h_1_attn, &residual_linear_h_1_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, P_h_2_ln_1_bias, layernorm_h_2_ln_1, ln_mean_h_2_ln_1, ln_rstd_h_2_ln_1, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_2_ln_1, 768, P_h_2_attn_qkv_weight, 768, 0.0f, qkv_h_2_attn, 2304);
-    /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_launch(e, "k9", k9, e->B * 2359296, 2, (void *[]){&qkv_h_2_attn, &P_h_2_attn_qkv_bias});
+    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_2_ln_1, 768, P_h_2_attn_qkv_weight, 768, qkv_h_2_attn, 2304, P_h_2_attn_qkv_bias, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_2_attn, lse_h_2_attn, attn_y_h_2_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_2_attn, 768, P_h_2_attn_proj_weight, 768, 0.0f, attn_out_h_2_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k10", k10, e->B * 786432, 4, (void *[]){&attn_out_h_2_attn, &P_h_2_attn_proj_bias, &residual_linear_h_1_proj, &residual_attn_out_h_2_attn});
+    rt_launch(e, "k5", k5, e->B * 786432, 4, (void *[]){&attn_out_h_2_attn, &P_h_2_attn_proj_bias, &residual_linear_h_1_proj, &residual_attn_out_h_2_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, P_h_2_ln_2_bias, layernorm_h_2_ln_2, ln_mean_h_2_ln_2, ln_rstd_h_2_ln_2, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_2_ln_2, 768, P_h_2_fc_weight, 768, 0.0f, linear_h_2_fc, 3072);
-    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_launch(e, "k11", k11, e->B * 3145728, 3, (void *[]){&linear_h_2_fc, &P_h_2_fc_bias, &gelu_h_2_2});
+    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_2_ln_2, 768, P_h_2_fc_weight, 768, linear_h_2_fc, 3072, P_h_2_fc_bias, RT_EPI_GELU_TANH, gelu_h_2_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_2_2, 3072, P_h_2_proj_weight, 3072, 0.0f, linear_h_2_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k12", k12, e->B * 786432, 4, (void *[]){&linear_h_2_proj, &P_h_2_proj_bias, &residual_attn_out_h_2_attn, &residual_linear_h_2_proj});
+    rt_launch(e, "k6", k6, e->B * 786432, 4, (void *[]){&linear_h_2_proj, &P_h_2_proj_bias, &residual_attn_out_h_2_attn, &residual_linear_h_2_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, P_h_3_ln_1_bias, layernorm_h_3_ln_1, ln_mean_h_3_ln_1, ln_rstd_h_3_ln_1, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_3_ln_1, 768, P_h_3_attn_qkv_weight, 768, 0.0f, qkv_h_3_attn, 2304);
-    /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_launch(e, "k13", k13, e->B * 2359296, 2, (void *[]){&qkv_h_3_attn, &P_h_3_attn_qkv_bias});
+    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_3_ln_1, 768, P_h_3_attn_qkv_weight, 768, qkv_h_3_attn, 2304, P_h_3_attn_qkv_bias, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_3_attn, lse_h_3_attn, attn_y_h_3_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_3_attn, 768, P_h_3_attn_proj_weight, 768, 0.0f, attn_out_h_3_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k14", k14, e->B * 786432, 4, (void *[]){&attn_out_h_3_attn, &P_h_3_attn_proj_bias, &residual_linear_h_2_proj, &residual_attn_out_h_3_attn});
+    rt_launch(e, "k7", k7, e->B * 786432, 4, (void *[]){&attn_out_h_3_attn, &P_h_3_attn_proj_bias, &residual_linear_h_2_proj, &residual_attn_out_h_3_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, P_h_3_ln_2_bias, layernorm_h_3_ln_2, ln_mean_h_3_ln_2, ln_rstd_h_3_ln_2, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_3_ln_2, 768, P_h_3_fc_weight, 768, 0.0f, linear_h_3_fc, 3072);
-    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_launch(e, "k15", k15, e->B * 3145728, 3, (void *[]){&linear_h_3_fc, &P_h_3_fc_bias, &gelu_h_3_2});
+    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_3_ln_2, 768, P_h_3_fc_weight, 768, linear_h_3_fc, 3072, P_h_3_fc_bias, RT_EPI_GELU_TANH, gelu_h_3_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_3_2, 3072, P_h_3_proj_weight, 3072, 0.0f, linear_h_3_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k16", k16, e->B * 786432, 4, (void *[]){&linear_h_3_proj, &P_h_3_proj_bias, &residual_attn_out_h_3_attn, &residual_linear_h_3_proj});
+    rt_launch(e, "k8", k8, e->B * 786432, 4, (void *[]){&linear_h_3_proj, &P_h_3_proj_bias, &residual_attn_out_h_3_attn, &residual_linear_h_3_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_3_proj, P_h_4_ln_1_weight, P_h_4_ln_1_bias, layernorm_h_4_ln_1, ln_mean_h_4_ln_1, ln_rstd_h_4_ln_1, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_4_ln_1, 768, P_h_4_attn_qkv_weight, 768, 0.0f, qkv_h_4_attn, 2304);
-    /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_launch(e, "k17", k17, e->B * 2359296, 2, (void *[]){&qkv_h_4_attn, &P_h_4_attn_qkv_bias});
+    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_4_ln_1, 768, P_h_4_attn_qkv_weight, 768, qkv_h_4_attn, 2304, P_h_4_attn_qkv_bias, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_4_attn, lse_h_4_attn, attn_y_h_4_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_4_attn, 768, P_h_4_attn_proj_weight, 768, 0.0f, attn_out_h_4_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k18", k18, e->B * 786432, 4, (void *[]){&attn_out_h_4_attn, &P_h_4_attn_proj_bias, &residual_linear_h_3_proj, &residual_attn_out_h_4_attn});
+    rt_launch(e, "k9", k9, e->B * 786432, 4, (void *[]){&attn_out_h_4_attn, &P_h_4_attn_proj_bias, &residual_linear_h_3_proj, &residual_attn_out_h_4_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_4_attn, P_h_4_ln_2_weight, P_h_4_ln_2_bias, layernorm_h_4_ln_2, ln_mean_h_4_ln_2, ln_rstd_h_4_ln_2, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_4_ln_2, 768, P_h_4_fc_weight, 768, 0.0f, linear_h_4_fc, 3072);
-    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_launch(e, "k19", k19, e->B * 3145728, 3, (void *[]){&linear_h_4_fc, &P_h_4_fc_bias, &gelu_h_4_2});
+    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_4_ln_2, 768, P_h_4_fc_weight, 768, linear_h_4_fc, 3072, P_h_4_fc_bias, RT_EPI_GELU_TANH, gelu_h_4_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_4_2, 3072, P_h_4_proj_weight, 3072, 0.0f, linear_h_4_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k20", k20, e->B * 786432, 4, (void *[]){&linear_h_4_proj, &P_h_4_proj_bias, &residual_attn_out_h_4_attn, &residual_linear_h_4_proj});
+    rt_launch(e, "k10", k10, e->B * 786432, 4, (void *[]){&linear_h_4_proj, &P_h_4_proj_bias, &residual_attn_out_h_4_attn, &residual_linear_h_4_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_4_proj, P_h_5_ln_1_weight, P_h_5_ln_1_bias, layernorm_h_5_ln_1, ln_mean_h_5_ln_1, ln_rstd_h_5_ln_1, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_5_ln_1, 768, P_h_5_attn_qkv_weight, 768, 0.0f, qkv_h_5_attn, 2304);
-    /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_launch(e, "k21", k21, e->B * 2359296, 2, (void *[]){&qkv_h_5_attn, &P_h_5_attn_qkv_bias});
+    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_5_ln_1, 768, P_h_5_attn_qkv_weight, 768, qkv_h_5_attn, 2304, P_h_5_attn_qkv_bias, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_5_attn, lse_h_5_attn, attn_y_h_5_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_5_attn, 768, P_h_5_attn_proj_weight, 768, 0.0f, attn_out_h_5_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k22", k22, e->B * 786432, 4, (void *[]){&attn_out_h_5_attn, &P_h_5_attn_proj_bias, &residual_linear_h_4_proj, &residual_attn_out_h_5_attn});
+    rt_launch(e, "k11", k11, e->B * 786432, 4, (void *[]){&attn_out_h_5_attn, &P_h_5_attn_proj_bias, &residual_linear_h_4_proj, &residual_attn_out_h_5_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_5_attn, P_h_5_ln_2_weight, P_h_5_ln_2_bias, layernorm_h_5_ln_2, ln_mean_h_5_ln_2, ln_rstd_h_5_ln_2, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_5_ln_2, 768, P_h_5_fc_weight, 768, 0.0f, linear_h_5_fc, 3072);
-    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_launch(e, "k23", k23, e->B * 3145728, 3, (void *[]){&linear_h_5_fc, &P_h_5_fc_bias, &gelu_h_5_2});
+    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_5_ln_2, 768, P_h_5_fc_weight, 768, linear_h_5_fc, 3072, P_h_5_fc_bias, RT_EPI_GELU_TANH, gelu_h_5_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_5_2, 3072, P_h_5_proj_weight, 3072, 0.0f, linear_h_5_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k24", k24, e->B * 786432, 4, (void *[]){&linear_h_5_proj, &P_h_5_proj_bias, &residual_attn_out_h_5_attn, &residual_linear_h_5_proj});
+    rt_launch(e, "k12", k12, e->B * 786432, 4, (void *[]){&linear_h_5_proj, &P_h_5_proj_bias, &residual_attn_out_h_5_attn, &residual_linear_h_5_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_5_proj, P_h_6_ln_1_weight, P_h_6_ln_1_bias, layernorm_h_6_ln_1, ln_mean_h_6_ln_1, ln_rstd_h_6_ln_1, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_6_ln_1, 768, P_h_6_attn_qkv_weight, 768, 0.0f, qkv_h_6_attn, 2304);
-    /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_launch(e, "k25", k25, e->B * 2359296, 2, (void *[]){&qkv_h_6_attn, &P_h_6_attn_qkv_bias});
+    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_6_ln_1, 768, P_h_6_attn_qkv_weight, 768, qkv_h_6_attn, 2304, P_h_6_attn_qkv_bias, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_6_attn, lse_h_6_attn, attn_y_h_6_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_6_attn, 768, P_h_6_attn_proj_weight, 768, 0.0f, attn_out_h_6_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k26", k26, e->B * 786432, 4, (void *[]){&attn_out_h_6_attn, &P_h_6_attn_proj_bias, &residual_linear_h_5_proj, &residual_attn_out_h_6_attn});
+    rt_launch(e, "k13", k13, e->B * 786432, 4, (void *[]){&attn_out_h_6_attn, &P_h_6_attn_proj_bias, &residual_linear_h_5_proj, &residual_attn_out_h_6_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_6_attn, P_h_6_ln_2_weight, P_h_6_ln_2_bias, layernorm_h_6_ln_2, ln_mean_h_6_ln_2, ln_rstd_h_6_ln_2, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_6_ln_2, 768, P_h_6_fc_weight, 768, 0.0f, linear_h_6_fc, 3072);
-    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_launch(e, "k27", k27, e->B * 3145728, 3, (void *[]){&linear_h_6_fc, &P_h_6_fc_bias, &gelu_h_6_2});
+    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_6_ln_2, 768, P_h_6_fc_weight, 768, linear_h_6_fc, 3072, P_h_6_fc_bias, RT_EPI_GELU_TANH, gelu_h_6_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_6_2, 3072, P_h_6_proj_weight, 3072, 0.0f, linear_h_6_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k28", k28, e->B * 786432, 4, (void *[]){&linear_h_6_proj, &P_h_6_proj_bias, &residual_attn_out_h_6_attn, &residual_linear_h_6_proj});
+    rt_launch(e, "k14", k14, e->B * 786432, 4, (void *[]){&linear_h_6_proj, &P_h_6_proj_bias, &residual_attn_out_h_6_attn, &residual_linear_h_6_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_6_proj, P_h_7_ln_1_weight, P_h_7_ln_1_bias, layernorm_h_7_ln_1, ln_mean_h_7_ln_1, ln_rstd_h_7_ln_1, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_7_ln_1, 768, P_h_7_attn_qkv_weight, 768, 0.0f, qkv_h_7_attn, 2304);
-    /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_launch(e, "k29", k29, e->B * 2359296, 2, (void *[]){&qkv_h_7_attn, &P_h_7_attn_qkv_bias});
+    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_7_ln_1, 768, P_h_7_attn_qkv_weight, 768, qkv_h_7_attn, 2304, P_h_7_attn_qkv_bias, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_7_attn, lse_h_7_attn, attn_y_h_7_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_7_attn, 768, P_h_7_attn_proj_weight, 768, 0.0f, attn_out_h_7_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k30", k30, e->B * 786432, 4, (void *[]){&attn_out_h_7_attn, &P_h_7_attn_proj_bias, &residual_linear_h_6_proj, &residual_attn_out_h_7_attn});
+    rt_launch(e, "k15", k15, e->B * 786432, 4, (void *[]){&attn_out_h_7_attn, &P_h_7_attn_proj_bias, &residual_linear_h_6_proj, &residual_attn_out_h_7_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_7_attn, P_h_7_ln_2_weight, P_h_7_ln_2_bias, layernorm_h_7_ln_2, ln_mean_h_7_ln_2, ln_rstd_h_7_ln_2, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_7_ln_2, 768, P_h_7_fc_weight, 768, 0.0f, linear_h_7_fc, 3072);
-    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_launch(e, "k31", k31, e->B * 3145728, 3, (void *[]){&linear_h_7_fc, &P_h_7_fc_bias, &gelu_h_7_2});
+    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_7_ln_2, 768, P_h_7_fc_weight, 768, linear_h_7_fc, 3072, P_h_7_fc_bias, RT_EPI_GELU_TANH, gelu_h_7_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_7_2, 3072, P_h_7_proj_weight, 3072, 0.0f, linear_h_7_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k32", k32, e->B * 786432, 4, (void *[]){&linear_h_7_proj, &P_h_7_proj_bias, &residual_attn_out_h_7_attn, &residual_linear_h_7_proj});
+    rt_launch(e, "k16", k16, e->B * 786432, 4, (void *[]){&linear_h_7_proj, &P_h_7_proj_bias, &residual_attn_out_h_7_attn, &residual_linear_h_7_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_7_proj, P_h_8_ln_1_weight, P_h_8_ln_1_bias, layernorm_h_8_ln_1, ln_mean_h_8_ln_1, ln_rstd_h_8_ln_1, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_8_ln_1, 768, P_h_8_attn_qkv_weight, 768, 0.0f, qkv_h_8_attn, 2304);
-    /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_launch(e, "k33", k33, e->B * 2359296, 2, (void *[]){&qkv_h_8_attn, &P_h_8_attn_qkv_bias});
+    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_8_ln_1, 768, P_h_8_attn_qkv_weight, 768, qkv_h_8_attn, 2304, P_h_8_attn_qkv_bias, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_8_attn, lse_h_8_attn, attn_y_h_8_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_8_attn, 768, P_h_8_attn_proj_weight, 768, 0.0f, attn_out_h_8_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k34", k34, e->B * 786432, 4, (void *[]){&attn_out_h_8_attn, &P_h_8_attn_proj_bias, &residual_linear_h_7_proj, &residual_attn_out_h_8_attn});
+    rt_launch(e, "k17", k17, e->B * 786432, 4, (void *[]){&attn_out_h_8_attn, &P_h_8_attn_proj_bias, &residual_linear_h_7_proj, &residual_attn_out_h_8_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_8_attn, P_h_8_ln_2_weight, P_h_8_ln_2_bias, layernorm_h_8_ln_2, ln_mean_h_8_ln_2, ln_rstd_h_8_ln_2, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_8_ln_2, 768, P_h_8_fc_weight, 768, 0.0f, linear_h_8_fc, 3072);
-    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_launch(e, "k35", k35, e->B * 3145728, 3, (void *[]){&linear_h_8_fc, &P_h_8_fc_bias, &gelu_h_8_2});
+    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_8_ln_2, 768, P_h_8_fc_weight, 768, linear_h_8_fc, 3072, P_h_8_fc_bias, RT_EPI_GELU_TANH, gelu_h_8_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_8_2, 3072, P_h_8_proj_weight, 3072, 0.0f, linear_h_8_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k36", k36, e->B * 786432, 4, (void *[]){&linear_h_8_proj, &P_h_8_proj_bias, &residual_attn_out_h_8_attn, &residual_linear_h_8_proj});
+    rt_launch(e, "k18", k18, e->B * 786432, 4, (void *[]){&linear_h_8_proj, &P_h_8_proj_bias, &residual_attn_out_h_8_attn, &residual_linear_h_8_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_8_proj, P_h_9_ln_1_weight, P_h_9_ln_1_bias, layernorm_h_9_ln_1, ln_mean_h_9_ln_1, ln_rstd_h_9_ln_1, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_9_ln_1, 768, P_h_9_attn_qkv_weight, 768, 0.0f, qkv_h_9_attn, 2304);
-    /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_launch(e, "k37", k37, e->B * 2359296, 2, (void *[]){&qkv_h_9_attn, &P_h_9_attn_qkv_bias});
+    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_9_ln_1, 768, P_h_9_attn_qkv_weight, 768, qkv_h_9_attn, 2304, P_h_9_attn_qkv_bias, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_9_attn, lse_h_9_attn, attn_y_h_9_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_9_attn, 768, P_h_9_attn_proj_weight, 768, 0.0f, attn_out_h_9_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k38", k38, e->B * 786432, 4, (void *[]){&attn_out_h_9_attn, &P_h_9_attn_proj_bias, &residual_linear_h_8_proj, &residual_attn_out_h_9_attn});
+    rt_launch(e, "k19", k19, e->B * 786432, 4, (void *[]){&attn_out_h_9_attn, &P_h_9_attn_proj_bias, &residual_linear_h_8_proj, &residual_attn_out_h_9_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_9_attn, P_h_9_ln_2_weight, P_h_9_ln_2_bias, layernorm_h_9_ln_2, ln_mean_h_9_ln_2, ln_rstd_h_9_ln_2, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_9_ln_2, 768, P_h_9_fc_weight, 768, 0.0f, linear_h_9_fc, 3072);
-    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_launch(e, "k39", k39, e->B * 3145728, 3, (void *[]){&linear_h_9_fc, &P_h_9_fc_bias, &gelu_h_9_2});
+    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_9_ln_2, 768, P_h_9_fc_weight, 768, linear_h_9_fc, 3072, P_h_9_fc_bias, RT_EPI_GELU_TANH, gelu_h_9_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_9_2, 3072, P_h_9_proj_weight, 3072, 0.0f, linear_h_9_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k40", k40, e->B * 786432, 4, (void *[]){&linear_h_9_proj, &P_h_9_proj_bias, &residual_attn_out_h_9_attn, &residual_linear_h_9_proj});
+    rt_launch(e, "k20", k20, e->B * 786432, 4, (void *[]){&linear_h_9_proj, &P_h_9_proj_bias, &residual_attn_out_h_9_attn, &residual_linear_h_9_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_9_proj, P_h_10_ln_1_weight, P_h_10_ln_1_bias, layernorm_h_10_ln_1, ln_mean_h_10_ln_1, ln_rstd_h_10_ln_1, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_10_ln_1, 768, P_h_10_attn_qkv_weight, 768, 0.0f, qkv_h_10_attn, 2304);
-    /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_launch(e, "k41", k41, e->B * 2359296, 2, (void *[]){&qkv_h_10_attn, &P_h_10_attn_qkv_bias});
+    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_10_ln_1, 768, P_h_10_attn_qkv_weight, 768, qkv_h_10_attn, 2304, P_h_10_attn_qkv_bias, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_10_attn, lse_h_10_attn, attn_y_h_10_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_10_attn, 768, P_h_10_attn_proj_weight, 768, 0.0f, attn_out_h_10_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k42", k42, e->B * 786432, 4, (void *[]){&attn_out_h_10_attn, &P_h_10_attn_proj_bias, &residual_linear_h_9_proj, &residual_attn_out_h_10_attn});
+    rt_launch(e, "k21", k21, e->B * 786432, 4, (void *[]){&attn_out_h_10_attn, &P_h_10_attn_proj_bias, &residual_linear_h_9_proj, &residual_attn_out_h_10_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_10_attn, P_h_10_ln_2_weight, P_h_10_ln_2_bias, layernorm_h_10_ln_2, ln_mean_h_10_ln_2, ln_rstd_h_10_ln_2, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_10_ln_2, 768, P_h_10_fc_weight, 768, 0.0f, linear_h_10_fc, 3072);
-    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_launch(e, "k43", k43, e->B * 3145728, 3, (void *[]){&linear_h_10_fc, &P_h_10_fc_bias, &gelu_h_10_2});
+    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_10_ln_2, 768, P_h_10_fc_weight, 768, linear_h_10_fc, 3072, P_h_10_fc_bias, RT_EPI_GELU_TANH, gelu_h_10_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_10_2, 3072, P_h_10_proj_weight, 3072, 0.0f, linear_h_10_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k44", k44, e->B * 786432, 4, (void *[]){&linear_h_10_proj, &P_h_10_proj_bias, &residual_attn_out_h_10_attn, &residual_linear_h_10_proj});
+    rt_launch(e, "k22", k22, e->B * 786432, 4, (void *[]){&linear_h_10_proj, &P_h_10_proj_bias, &residual_attn_out_h_10_attn, &residual_linear_h_10_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_10_proj, P_h_11_ln_1_weight, P_h_11_ln_1_bias, layernorm_h_11_ln_1, ln_mean_h_11_ln_1, ln_rstd_h_11_ln_1, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_11_ln_1, 768, P_h_11_attn_qkv_weight, 768, 0.0f, qkv_h_11_attn, 2304);
-    /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_launch(e, "k45", k45, e->B * 2359296, 2, (void *[]){&qkv_h_11_attn, &P_h_11_attn_qkv_bias});
+    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_11_ln_1, 768, P_h_11_attn_qkv_weight, 768, qkv_h_11_attn, 2304, P_h_11_attn_qkv_bias, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_11_attn, lse_h_11_attn, attn_y_h_11_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_11_attn, 768, P_h_11_attn_proj_weight, 768, 0.0f, attn_out_h_11_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k46", k46, e->B * 786432, 4, (void *[]){&attn_out_h_11_attn, &P_h_11_attn_proj_bias, &residual_linear_h_10_proj, &residual_attn_out_h_11_attn});
+    rt_launch(e, "k23", k23, e->B * 786432, 4, (void *[]){&attn_out_h_11_attn, &P_h_11_attn_proj_bias, &residual_linear_h_10_proj, &residual_attn_out_h_11_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_11_attn, P_h_11_ln_2_weight, P_h_11_ln_2_bias, layernorm_h_11_ln_2, ln_mean_h_11_ln_2, ln_rstd_h_11_ln_2, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_11_ln_2, 768, P_h_11_fc_weight, 768, 0.0f, linear_h_11_fc, 3072);
-    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_launch(e, "k47", k47, e->B * 3145728, 3, (void *[]){&linear_h_11_fc, &P_h_11_fc_bias, &gelu_h_11_2});
+    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_11_ln_2, 768, P_h_11_fc_weight, 768, linear_h_11_fc, 3072, P_h_11_fc_bias, RT_EPI_GELU_TANH, gelu_h_11_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_11_2, 3072, P_h_11_proj_weight, 3072, 0.0f, linear_h_11_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k48", k48, e->B * 786432, 4, (void *[]){&linear_h_11_proj, &P_h_11_proj_bias, &residual_attn_out_h_11_attn, &residual_linear_h_11_proj});
+    rt_launch(e, "k24", k24, e->B * 786432, 4, (void *[]){&linear_h_11_proj, &P_h_11_proj_bias, &residual_attn_out_h_11_attn, &residual_linear_h_11_proj});
     /* $.model.layers[3]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_11_proj, P_ln_f_weight, P_ln_f_bias, layernorm_ln_f, ln_mean_ln_f, ln_rstd_ln_f, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[4]: linear: y = x W^T */
@@ -1162,7 +1114,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.11.proj.bias's gradient is final */
     rt_grad_ready(e, 124437504, 768);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k49", k49, e->B * 3145728, 3, (void *[]){&d_gelu_h_11_2, &linear_h_11_fc, &d_linear_h_11_fc});
+    rt_launch(e, "k25", k25, e->B * 3145728, 3, (void *[]){&d_gelu_h_11_2, &linear_h_11_fc, &d_linear_h_11_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_11_fc, 3072, P_h_11_fc_weight, 768, 0.0f, d_layernorm_h_11_ln_2, 768);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -1180,7 +1132,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: h.11.ln_2.bias's gradient is final */
     rt_grad_ready(e, 119715072, 768);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_launch(e, "k50", k50, e->B * 786432, 3, (void *[]){&d_residual_linear_h_11_proj, &d_residual_attn_out_h_11_attn, &d_residual_attn_out_h_11_attn_491});
+    rt_launch(e, "k26", k26, e->B * 786432, 3, (void *[]){&d_residual_linear_h_11_proj, &d_residual_attn_out_h_11_attn, &d_residual_attn_out_h_11_attn_491});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_11_attn_491, 768, P_h_11_attn_proj_weight, 768, 0.0f, d_attn_y_h_11_attn, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -1210,7 +1162,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: h.11.ln_1.bias's gradient is final */
     rt_grad_ready(e, 117351168, 768);
     /* $.model.layers[2].body[1]: sum of gradient contributions */
-    rt_launch(e, "k51", k51, e->B * 786432, 3, (void *[]){&d_residual_attn_out_h_11_attn_491, &d_residual_linear_h_10_proj, &d_residual_linear_h_10_proj_496});
+    rt_launch(e, "k27", k27, e->B * 786432, 3, (void *[]){&d_residual_attn_out_h_11_attn_491, &d_residual_linear_h_10_proj, &d_residual_linear_h_10_proj_496});
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_10_proj_496, 768, P_h_10_proj_weight, 3072, 0.0f, d_gelu_h_10_2, 3072);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
@@ -1222,7 +1174,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.10.proj.bias's gradient is final */
     rt_grad_ready(e, 117349632, 768);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k52", k52, e->B * 3145728, 3, (void *[]){&d_gelu_h_10_2, &linear_h_10_fc, &d_linear_h_10_fc});
+    rt_launch(e, "k28", k28, e->B * 3145728, 3, (void *[]){&d_gelu_h_10_2, &linear_h_10_fc, &d_linear_h_10_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_10_fc, 3072, P_h_10_fc_weight, 768, 0.0f, d_layernorm_h_10_ln_2, 768);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -1240,7 +1192,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: h.10.ln_2.bias's gradient is final */
     rt_grad_ready(e, 112627200, 768);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_launch(e, "k53", k53, e->B * 786432, 3, (void *[]){&d_residual_linear_h_10_proj_496, &d_residual_attn_out_h_10_attn, &d_residual_attn_out_h_10_attn_501});
+    rt_launch(e, "k29", k29, e->B * 786432, 3, (void *[]){&d_residual_linear_h_10_proj_496, &d_residual_attn_out_h_10_attn, &d_residual_attn_out_h_10_attn_501});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_10_attn_501, 768, P_h_10_attn_proj_weight, 768, 0.0f, d_attn_y_h_10_attn, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -1270,7 +1222,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: h.10.ln_1.bias's gradient is final */
     rt_grad_ready(e, 110263296, 768);
     /* $.model.layers[2].body[1]: sum of gradient contributions */
-    rt_launch(e, "k54", k54, e->B * 786432, 3, (void *[]){&d_residual_attn_out_h_10_attn_501, &d_residual_linear_h_9_proj, &d_residual_linear_h_9_proj_506});
+    rt_launch(e, "k30", k30, e->B * 786432, 3, (void *[]){&d_residual_attn_out_h_10_attn_501, &d_residual_linear_h_9_proj, &d_residual_linear_h_9_proj_506});
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_9_proj_506, 768, P_h_9_proj_weight, 3072, 0.0f, d_gelu_h_9_2, 3072);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
@@ -1282,7 +1234,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.9.proj.bias's gradient is final */
     rt_grad_ready(e, 110261760, 768);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k55", k55, e->B * 3145728, 3, (void *[]){&d_gelu_h_9_2, &linear_h_9_fc, &d_linear_h_9_fc});
+    rt_launch(e, "k31", k31, e->B * 3145728, 3, (void *[]){&d_gelu_h_9_2, &linear_h_9_fc, &d_linear_h_9_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_9_fc, 3072, P_h_9_fc_weight, 768, 0.0f, d_layernorm_h_9_ln_2, 768);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -1300,7 +1252,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: h.9.ln_2.bias's gradient is final */
     rt_grad_ready(e, 105539328, 768);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_launch(e, "k56", k56, e->B * 786432, 3, (void *[]){&d_residual_linear_h_9_proj_506, &d_residual_attn_out_h_9_attn, &d_residual_attn_out_h_9_attn_511});
+    rt_launch(e, "k32", k32, e->B * 786432, 3, (void *[]){&d_residual_linear_h_9_proj_506, &d_residual_attn_out_h_9_attn, &d_residual_attn_out_h_9_attn_511});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_9_attn_511, 768, P_h_9_attn_proj_weight, 768, 0.0f, d_attn_y_h_9_attn, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -1330,7 +1282,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: h.9.ln_1.bias's gradient is final */
     rt_grad_ready(e, 103175424, 768);
     /* $.model.layers[2].body[1]: sum of gradient contributions */
-    rt_launch(e, "k57", k57, e->B * 786432, 3, (void *[]){&d_residual_attn_out_h_9_attn_511, &d_residual_linear_h_8_proj, &d_residual_linear_h_8_proj_516});
+    rt_launch(e, "k33", k33, e->B * 786432, 3, (void *[]){&d_residual_attn_out_h_9_attn_511, &d_residual_linear_h_8_proj, &d_residual_linear_h_8_proj_516});
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_8_proj_516, 768, P_h_8_proj_weight, 3072, 0.0f, d_gelu_h_8_2, 3072);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
@@ -1342,7 +1294,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.8.proj.bias's gradient is final */
     rt_grad_ready(e, 103173888, 768);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k58", k58, e->B * 3145728, 3, (void *[]){&d_gelu_h_8_2, &linear_h_8_fc, &d_linear_h_8_fc});
+    rt_launch(e, "k34", k34, e->B * 3145728, 3, (void *[]){&d_gelu_h_8_2, &linear_h_8_fc, &d_linear_h_8_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_8_fc, 3072, P_h_8_fc_weight, 768, 0.0f, d_layernorm_h_8_ln_2, 768);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -1360,7 +1312,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: h.8.ln_2.bias's gradient is final */
     rt_grad_ready(e, 98451456, 768);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_launch(e, "k59", k59, e->B * 786432, 3, (void *[]){&d_residual_linear_h_8_proj_516, &d_residual_attn_out_h_8_attn, &d_residual_attn_out_h_8_attn_521});
+    rt_launch(e, "k35", k35, e->B * 786432, 3, (void *[]){&d_residual_linear_h_8_proj_516, &d_residual_attn_out_h_8_attn, &d_residual_attn_out_h_8_attn_521});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_8_attn_521, 768, P_h_8_attn_proj_weight, 768, 0.0f, d_attn_y_h_8_attn, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -1390,7 +1342,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: h.8.ln_1.bias's gradient is final */
     rt_grad_ready(e, 96087552, 768);
     /* $.model.layers[2].body[1]: sum of gradient contributions */
-    rt_launch(e, "k60", k60, e->B * 786432, 3, (void *[]){&d_residual_attn_out_h_8_attn_521, &d_residual_linear_h_7_proj, &d_residual_linear_h_7_proj_526});
+    rt_launch(e, "k36", k36, e->B * 786432, 3, (void *[]){&d_residual_attn_out_h_8_attn_521, &d_residual_linear_h_7_proj, &d_residual_linear_h_7_proj_526});
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_7_proj_526, 768, P_h_7_proj_weight, 3072, 0.0f, d_gelu_h_7_2, 3072);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
@@ -1402,7 +1354,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.7.proj.bias's gradient is final */
     rt_grad_ready(e, 96086016, 768);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k61", k61, e->B * 3145728, 3, (void *[]){&d_gelu_h_7_2, &linear_h_7_fc, &d_linear_h_7_fc});
+    rt_launch(e, "k37", k37, e->B * 3145728, 3, (void *[]){&d_gelu_h_7_2, &linear_h_7_fc, &d_linear_h_7_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_7_fc, 3072, P_h_7_fc_weight, 768, 0.0f, d_layernorm_h_7_ln_2, 768);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -1420,7 +1372,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: h.7.ln_2.bias's gradient is final */
     rt_grad_ready(e, 91363584, 768);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_launch(e, "k62", k62, e->B * 786432, 3, (void *[]){&d_residual_linear_h_7_proj_526, &d_residual_attn_out_h_7_attn, &d_residual_attn_out_h_7_attn_531});
+    rt_launch(e, "k38", k38, e->B * 786432, 3, (void *[]){&d_residual_linear_h_7_proj_526, &d_residual_attn_out_h_7_attn, &d_residual_attn_out_h_7_attn_531});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_7_attn_531, 768, P_h_7_attn_proj_weight, 768, 0.0f, d_attn_y_h_7_attn, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -1450,7 +1402,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: h.7.ln_1.bias's gradient is final */
     rt_grad_ready(e, 88999680, 768);
     /* $.model.layers[2].body[1]: sum of gradient contributions */
-    rt_launch(e, "k63", k63, e->B * 786432, 3, (void *[]){&d_residual_attn_out_h_7_attn_531, &d_residual_linear_h_6_proj, &d_residual_linear_h_6_proj_536});
+    rt_launch(e, "k39", k39, e->B * 786432, 3, (void *[]){&d_residual_attn_out_h_7_attn_531, &d_residual_linear_h_6_proj, &d_residual_linear_h_6_proj_536});
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_6_proj_536, 768, P_h_6_proj_weight, 3072, 0.0f, d_gelu_h_6_2, 3072);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
@@ -1462,7 +1414,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.6.proj.bias's gradient is final */
     rt_grad_ready(e, 88998144, 768);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k64", k64, e->B * 3145728, 3, (void *[]){&d_gelu_h_6_2, &linear_h_6_fc, &d_linear_h_6_fc});
+    rt_launch(e, "k40", k40, e->B * 3145728, 3, (void *[]){&d_gelu_h_6_2, &linear_h_6_fc, &d_linear_h_6_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_6_fc, 3072, P_h_6_fc_weight, 768, 0.0f, d_layernorm_h_6_ln_2, 768);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -1480,7 +1432,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: h.6.ln_2.bias's gradient is final */
     rt_grad_ready(e, 84275712, 768);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_launch(e, "k65", k65, e->B * 786432, 3, (void *[]){&d_residual_linear_h_6_proj_536, &d_residual_attn_out_h_6_attn, &d_residual_attn_out_h_6_attn_541});
+    rt_launch(e, "k41", k41, e->B * 786432, 3, (void *[]){&d_residual_linear_h_6_proj_536, &d_residual_attn_out_h_6_attn, &d_residual_attn_out_h_6_attn_541});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_6_attn_541, 768, P_h_6_attn_proj_weight, 768, 0.0f, d_attn_y_h_6_attn, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -1510,7 +1462,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: h.6.ln_1.bias's gradient is final */
     rt_grad_ready(e, 81911808, 768);
     /* $.model.layers[2].body[1]: sum of gradient contributions */
-    rt_launch(e, "k66", k66, e->B * 786432, 3, (void *[]){&d_residual_attn_out_h_6_attn_541, &d_residual_linear_h_5_proj, &d_residual_linear_h_5_proj_546});
+    rt_launch(e, "k42", k42, e->B * 786432, 3, (void *[]){&d_residual_attn_out_h_6_attn_541, &d_residual_linear_h_5_proj, &d_residual_linear_h_5_proj_546});
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_5_proj_546, 768, P_h_5_proj_weight, 3072, 0.0f, d_gelu_h_5_2, 3072);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
@@ -1522,7 +1474,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.5.proj.bias's gradient is final */
     rt_grad_ready(e, 81910272, 768);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k67", k67, e->B * 3145728, 3, (void *[]){&d_gelu_h_5_2, &linear_h_5_fc, &d_linear_h_5_fc});
+    rt_launch(e, "k43", k43, e->B * 3145728, 3, (void *[]){&d_gelu_h_5_2, &linear_h_5_fc, &d_linear_h_5_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_5_fc, 3072, P_h_5_fc_weight, 768, 0.0f, d_layernorm_h_5_ln_2, 768);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -1540,7 +1492,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: h.5.ln_2.bias's gradient is final */
     rt_grad_ready(e, 77187840, 768);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_launch(e, "k68", k68, e->B * 786432, 3, (void *[]){&d_residual_linear_h_5_proj_546, &d_residual_attn_out_h_5_attn, &d_residual_attn_out_h_5_attn_551});
+    rt_launch(e, "k44", k44, e->B * 786432, 3, (void *[]){&d_residual_linear_h_5_proj_546, &d_residual_attn_out_h_5_attn, &d_residual_attn_out_h_5_attn_551});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_5_attn_551, 768, P_h_5_attn_proj_weight, 768, 0.0f, d_attn_y_h_5_attn, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -1570,7 +1522,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: h.5.ln_1.bias's gradient is final */
     rt_grad_ready(e, 74823936, 768);
     /* $.model.layers[2].body[1]: sum of gradient contributions */
-    rt_launch(e, "k69", k69, e->B * 786432, 3, (void *[]){&d_residual_attn_out_h_5_attn_551, &d_residual_linear_h_4_proj, &d_residual_linear_h_4_proj_556});
+    rt_launch(e, "k45", k45, e->B * 786432, 3, (void *[]){&d_residual_attn_out_h_5_attn_551, &d_residual_linear_h_4_proj, &d_residual_linear_h_4_proj_556});
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_4_proj_556, 768, P_h_4_proj_weight, 3072, 0.0f, d_gelu_h_4_2, 3072);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
@@ -1582,7 +1534,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.4.proj.bias's gradient is final */
     rt_grad_ready(e, 74822400, 768);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k70", k70, e->B * 3145728, 3, (void *[]){&d_gelu_h_4_2, &linear_h_4_fc, &d_linear_h_4_fc});
+    rt_launch(e, "k46", k46, e->B * 3145728, 3, (void *[]){&d_gelu_h_4_2, &linear_h_4_fc, &d_linear_h_4_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_4_fc, 3072, P_h_4_fc_weight, 768, 0.0f, d_layernorm_h_4_ln_2, 768);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -1600,7 +1552,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: h.4.ln_2.bias's gradient is final */
     rt_grad_ready(e, 70099968, 768);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_launch(e, "k71", k71, e->B * 786432, 3, (void *[]){&d_residual_linear_h_4_proj_556, &d_residual_attn_out_h_4_attn, &d_residual_attn_out_h_4_attn_561});
+    rt_launch(e, "k47", k47, e->B * 786432, 3, (void *[]){&d_residual_linear_h_4_proj_556, &d_residual_attn_out_h_4_attn, &d_residual_attn_out_h_4_attn_561});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_4_attn_561, 768, P_h_4_attn_proj_weight, 768, 0.0f, d_attn_y_h_4_attn, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -1630,7 +1582,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: h.4.ln_1.bias's gradient is final */
     rt_grad_ready(e, 67736064, 768);
     /* $.model.layers[2].body[1]: sum of gradient contributions */
-    rt_launch(e, "k72", k72, e->B * 786432, 3, (void *[]){&d_residual_attn_out_h_4_attn_561, &d_residual_linear_h_3_proj, &d_residual_linear_h_3_proj_566});
+    rt_launch(e, "k48", k48, e->B * 786432, 3, (void *[]){&d_residual_attn_out_h_4_attn_561, &d_residual_linear_h_3_proj, &d_residual_linear_h_3_proj_566});
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_3_proj_566, 768, P_h_3_proj_weight, 3072, 0.0f, d_gelu_h_3_2, 3072);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
@@ -1642,7 +1594,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.3.proj.bias's gradient is final */
     rt_grad_ready(e, 67734528, 768);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k73", k73, e->B * 3145728, 3, (void *[]){&d_gelu_h_3_2, &linear_h_3_fc, &d_linear_h_3_fc});
+    rt_launch(e, "k49", k49, e->B * 3145728, 3, (void *[]){&d_gelu_h_3_2, &linear_h_3_fc, &d_linear_h_3_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_3_fc, 3072, P_h_3_fc_weight, 768, 0.0f, d_layernorm_h_3_ln_2, 768);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -1660,7 +1612,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: h.3.ln_2.bias's gradient is final */
     rt_grad_ready(e, 63012096, 768);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_launch(e, "k74", k74, e->B * 786432, 3, (void *[]){&d_residual_linear_h_3_proj_566, &d_residual_attn_out_h_3_attn, &d_residual_attn_out_h_3_attn_571});
+    rt_launch(e, "k50", k50, e->B * 786432, 3, (void *[]){&d_residual_linear_h_3_proj_566, &d_residual_attn_out_h_3_attn, &d_residual_attn_out_h_3_attn_571});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_3_attn_571, 768, P_h_3_attn_proj_weight, 768, 0.0f, d_attn_y_h_3_attn, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -1690,7 +1642,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: h.3.ln_1.bias's gradient is final */
     rt_grad_ready(e, 60648192, 768);
     /* $.model.layers[2].body[1]: sum of gradient contributions */
-    rt_launch(e, "k75", k75, e->B * 786432, 3, (void *[]){&d_residual_attn_out_h_3_attn_571, &d_residual_linear_h_2_proj, &d_residual_linear_h_2_proj_576});
+    rt_launch(e, "k51", k51, e->B * 786432, 3, (void *[]){&d_residual_attn_out_h_3_attn_571, &d_residual_linear_h_2_proj, &d_residual_linear_h_2_proj_576});
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_2_proj_576, 768, P_h_2_proj_weight, 3072, 0.0f, d_gelu_h_2_2, 3072);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
@@ -1702,7 +1654,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.2.proj.bias's gradient is final */
     rt_grad_ready(e, 60646656, 768);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k76", k76, e->B * 3145728, 3, (void *[]){&d_gelu_h_2_2, &linear_h_2_fc, &d_linear_h_2_fc});
+    rt_launch(e, "k52", k52, e->B * 3145728, 3, (void *[]){&d_gelu_h_2_2, &linear_h_2_fc, &d_linear_h_2_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_2_fc, 3072, P_h_2_fc_weight, 768, 0.0f, d_layernorm_h_2_ln_2, 768);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -1720,7 +1672,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: h.2.ln_2.bias's gradient is final */
     rt_grad_ready(e, 55924224, 768);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_launch(e, "k77", k77, e->B * 786432, 3, (void *[]){&d_residual_linear_h_2_proj_576, &d_residual_attn_out_h_2_attn, &d_residual_attn_out_h_2_attn_581});
+    rt_launch(e, "k53", k53, e->B * 786432, 3, (void *[]){&d_residual_linear_h_2_proj_576, &d_residual_attn_out_h_2_attn, &d_residual_attn_out_h_2_attn_581});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_2_attn_581, 768, P_h_2_attn_proj_weight, 768, 0.0f, d_attn_y_h_2_attn, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -1750,7 +1702,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: h.2.ln_1.bias's gradient is final */
     rt_grad_ready(e, 53560320, 768);
     /* $.model.layers[2].body[1]: sum of gradient contributions */
-    rt_launch(e, "k78", k78, e->B * 786432, 3, (void *[]){&d_residual_attn_out_h_2_attn_581, &d_residual_linear_h_1_proj, &d_residual_linear_h_1_proj_586});
+    rt_launch(e, "k54", k54, e->B * 786432, 3, (void *[]){&d_residual_attn_out_h_2_attn_581, &d_residual_linear_h_1_proj, &d_residual_linear_h_1_proj_586});
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_1_proj_586, 768, P_h_1_proj_weight, 3072, 0.0f, d_gelu_h_1_2, 3072);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
@@ -1762,7 +1714,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.1.proj.bias's gradient is final */
     rt_grad_ready(e, 53558784, 768);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k79", k79, e->B * 3145728, 3, (void *[]){&d_gelu_h_1_2, &linear_h_1_fc, &d_linear_h_1_fc});
+    rt_launch(e, "k55", k55, e->B * 3145728, 3, (void *[]){&d_gelu_h_1_2, &linear_h_1_fc, &d_linear_h_1_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_1_fc, 3072, P_h_1_fc_weight, 768, 0.0f, d_layernorm_h_1_ln_2, 768);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -1780,7 +1732,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: h.1.ln_2.bias's gradient is final */
     rt_grad_ready(e, 48836352, 768);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_launch(e, "k80", k80, e->B * 786432, 3, (void *[]){&d_residual_linear_h_1_proj_586, &d_residual_attn_out_h_1_attn, &d_residual_attn_out_h_1_attn_591});
+    rt_launch(e, "k56", k56, e->B * 786432, 3, (void *[]){&d_residual_linear_h_1_proj_586, &d_residual_attn_out_h_1_attn, &d_residual_attn_out_h_1_attn_591});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_1_attn_591, 768, P_h_1_attn_proj_weight, 768, 0.0f, d_attn_y_h_1_attn, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -1810,7 +1762,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: h.1.ln_1.bias's gradient is final */
     rt_grad_ready(e, 46472448, 768);
     /* $.model.layers[2].body[1]: sum of gradient contributions */
-    rt_launch(e, "k81", k81, e->B * 786432, 3, (void *[]){&d_residual_attn_out_h_1_attn_591, &d_residual_linear_h_0_proj, &d_residual_linear_h_0_proj_596});
+    rt_launch(e, "k57", k57, e->B * 786432, 3, (void *[]){&d_residual_attn_out_h_1_attn_591, &d_residual_linear_h_0_proj, &d_residual_linear_h_0_proj_596});
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_0_proj_596, 768, P_h_0_proj_weight, 3072, 0.0f, d_gelu_h_0_2, 3072);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
@@ -1822,7 +1774,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.0.proj.bias's gradient is final */
     rt_grad_ready(e, 46470912, 768);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k82", k82, e->B * 3145728, 3, (void *[]){&d_gelu_h_0_2, &linear_h_0_fc, &d_linear_h_0_fc});
+    rt_launch(e, "k58", k58, e->B * 3145728, 3, (void *[]){&d_gelu_h_0_2, &linear_h_0_fc, &d_linear_h_0_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_0_fc, 3072, P_h_0_fc_weight, 768, 0.0f, d_layernorm_h_0_ln_2, 768);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -1840,7 +1792,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: h.0.ln_2.bias's gradient is final */
     rt_grad_ready(e, 41748480, 768);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_launch(e, "k83", k83, e->B * 786432, 3, (void *[]){&d_residual_linear_h_0_proj_596, &d_residual_attn_out_h_0_attn, &d_residual_attn_out_h_0_attn_601});
+    rt_launch(e, "k59", k59, e->B * 786432, 3, (void *[]){&d_residual_linear_h_0_proj_596, &d_residual_attn_out_h_0_attn, &d_residual_attn_out_h_0_attn_601});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_0_attn_601, 768, P_h_0_attn_proj_weight, 768, 0.0f, d_attn_y_h_0_attn, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -1870,7 +1822,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: h.0.ln_1.bias's gradient is final */
     rt_grad_ready(e, 39384576, 768);
     /* $.model.layers[1]: sum of gradient contributions */
-    rt_launch(e, "k84", k84, e->B * 786432, 3, (void *[]){&d_residual_attn_out_h_0_attn_601, &d_pos_embedding_wpe, &d_pos_embedding_wpe_606});
+    rt_launch(e, "k60", k60, e->B * 786432, 3, (void *[]){&d_residual_attn_out_h_0_attn_601, &d_pos_embedding_wpe, &d_pos_embedding_wpe_606});
     /* $.model.layers[1]: pos_embedding backward: dW[t] += sum over the batch of dy[t] */
     rt_colsum_add(e, d_pos_embedding_wpe_606, G_wpe_weight, e->B, 786432);
     /* $.model.layers[1]: wpe.weight's gradient is final */
@@ -1896,8 +1848,8 @@ static void evaluate(rt_exec *e)
     float *ln_mean_h_0_ln_1 = ACT(0);
     float *ln_rstd_h_0_ln_1 = ACT(4096);
     const float *P_h_0_attn_qkv_weight = e->params + 39385344;
-    float *qkv_h_0_attn = ACT(0);
     const float *P_h_0_attn_qkv_bias = e->params + 41154816;
+    float *qkv_h_0_attn = ACT(0);
     float *lse_h_0_attn = ACT(7864320);
     float *attn_y_h_0_attn = ACT(6291456);
     const float *P_h_0_attn_proj_weight = e->params + 41157120;
@@ -1910,7 +1862,6 @@ static void evaluate(rt_exec *e)
     float *ln_mean_h_0_ln_2 = ACT(0);
     float *ln_rstd_h_0_ln_2 = ACT(4096);
     const float *P_h_0_fc_weight = e->params + 41749248;
-    float *linear_h_0_fc = ACT(0);
     const float *P_h_0_fc_bias = e->params + 44108544;
     float *gelu_h_0_2 = ACT(0);
     const float *P_h_0_proj_weight = e->params + 44111616;
@@ -1923,8 +1874,8 @@ static void evaluate(rt_exec *e)
     float *ln_mean_h_1_ln_1 = ACT(0);
     float *ln_rstd_h_1_ln_1 = ACT(4096);
     const float *P_h_1_attn_qkv_weight = e->params + 46473216;
-    float *qkv_h_1_attn = ACT(0);
     const float *P_h_1_attn_qkv_bias = e->params + 48242688;
+    float *qkv_h_1_attn = ACT(0);
     float *lse_h_1_attn = ACT(7864320);
     float *attn_y_h_1_attn = ACT(4718592);
     const float *P_h_1_attn_proj_weight = e->params + 48244992;
@@ -1937,7 +1888,6 @@ static void evaluate(rt_exec *e)
     float *ln_mean_h_1_ln_2 = ACT(0);
     float *ln_rstd_h_1_ln_2 = ACT(4096);
     const float *P_h_1_fc_weight = e->params + 48837120;
-    float *linear_h_1_fc = ACT(0);
     const float *P_h_1_fc_bias = e->params + 51196416;
     float *gelu_h_1_2 = ACT(0);
     const float *P_h_1_proj_weight = e->params + 51199488;
@@ -1950,8 +1900,8 @@ static void evaluate(rt_exec *e)
     float *ln_mean_h_2_ln_1 = ACT(0);
     float *ln_rstd_h_2_ln_1 = ACT(4096);
     const float *P_h_2_attn_qkv_weight = e->params + 53561088;
-    float *qkv_h_2_attn = ACT(0);
     const float *P_h_2_attn_qkv_bias = e->params + 55330560;
+    float *qkv_h_2_attn = ACT(0);
     float *lse_h_2_attn = ACT(7864320);
     float *attn_y_h_2_attn = ACT(4718592);
     const float *P_h_2_attn_proj_weight = e->params + 55332864;
@@ -1964,7 +1914,6 @@ static void evaluate(rt_exec *e)
     float *ln_mean_h_2_ln_2 = ACT(0);
     float *ln_rstd_h_2_ln_2 = ACT(4096);
     const float *P_h_2_fc_weight = e->params + 55924992;
-    float *linear_h_2_fc = ACT(0);
     const float *P_h_2_fc_bias = e->params + 58284288;
     float *gelu_h_2_2 = ACT(0);
     const float *P_h_2_proj_weight = e->params + 58287360;
@@ -1977,8 +1926,8 @@ static void evaluate(rt_exec *e)
     float *ln_mean_h_3_ln_1 = ACT(0);
     float *ln_rstd_h_3_ln_1 = ACT(4096);
     const float *P_h_3_attn_qkv_weight = e->params + 60648960;
-    float *qkv_h_3_attn = ACT(0);
     const float *P_h_3_attn_qkv_bias = e->params + 62418432;
+    float *qkv_h_3_attn = ACT(0);
     float *lse_h_3_attn = ACT(7864320);
     float *attn_y_h_3_attn = ACT(4718592);
     const float *P_h_3_attn_proj_weight = e->params + 62420736;
@@ -1991,7 +1940,6 @@ static void evaluate(rt_exec *e)
     float *ln_mean_h_3_ln_2 = ACT(0);
     float *ln_rstd_h_3_ln_2 = ACT(4096);
     const float *P_h_3_fc_weight = e->params + 63012864;
-    float *linear_h_3_fc = ACT(0);
     const float *P_h_3_fc_bias = e->params + 65372160;
     float *gelu_h_3_2 = ACT(0);
     const float *P_h_3_proj_weight = e->params + 65375232;
@@ -2004,8 +1952,8 @@ static void evaluate(rt_exec *e)
     float *ln_mean_h_4_ln_1 = ACT(0);
     float *ln_rstd_h_4_ln_1 = ACT(4096);
     const float *P_h_4_attn_qkv_weight = e->params + 67736832;
-    float *qkv_h_4_attn = ACT(0);
     const float *P_h_4_attn_qkv_bias = e->params + 69506304;
+    float *qkv_h_4_attn = ACT(0);
     float *lse_h_4_attn = ACT(7864320);
     float *attn_y_h_4_attn = ACT(4718592);
     const float *P_h_4_attn_proj_weight = e->params + 69508608;
@@ -2018,7 +1966,6 @@ static void evaluate(rt_exec *e)
     float *ln_mean_h_4_ln_2 = ACT(0);
     float *ln_rstd_h_4_ln_2 = ACT(4096);
     const float *P_h_4_fc_weight = e->params + 70100736;
-    float *linear_h_4_fc = ACT(0);
     const float *P_h_4_fc_bias = e->params + 72460032;
     float *gelu_h_4_2 = ACT(0);
     const float *P_h_4_proj_weight = e->params + 72463104;
@@ -2031,8 +1978,8 @@ static void evaluate(rt_exec *e)
     float *ln_mean_h_5_ln_1 = ACT(0);
     float *ln_rstd_h_5_ln_1 = ACT(4096);
     const float *P_h_5_attn_qkv_weight = e->params + 74824704;
-    float *qkv_h_5_attn = ACT(0);
     const float *P_h_5_attn_qkv_bias = e->params + 76594176;
+    float *qkv_h_5_attn = ACT(0);
     float *lse_h_5_attn = ACT(7864320);
     float *attn_y_h_5_attn = ACT(4718592);
     const float *P_h_5_attn_proj_weight = e->params + 76596480;
@@ -2045,7 +1992,6 @@ static void evaluate(rt_exec *e)
     float *ln_mean_h_5_ln_2 = ACT(0);
     float *ln_rstd_h_5_ln_2 = ACT(4096);
     const float *P_h_5_fc_weight = e->params + 77188608;
-    float *linear_h_5_fc = ACT(0);
     const float *P_h_5_fc_bias = e->params + 79547904;
     float *gelu_h_5_2 = ACT(0);
     const float *P_h_5_proj_weight = e->params + 79550976;
@@ -2058,8 +2004,8 @@ static void evaluate(rt_exec *e)
     float *ln_mean_h_6_ln_1 = ACT(0);
     float *ln_rstd_h_6_ln_1 = ACT(4096);
     const float *P_h_6_attn_qkv_weight = e->params + 81912576;
-    float *qkv_h_6_attn = ACT(0);
     const float *P_h_6_attn_qkv_bias = e->params + 83682048;
+    float *qkv_h_6_attn = ACT(0);
     float *lse_h_6_attn = ACT(7864320);
     float *attn_y_h_6_attn = ACT(4718592);
     const float *P_h_6_attn_proj_weight = e->params + 83684352;
@@ -2072,7 +2018,6 @@ static void evaluate(rt_exec *e)
     float *ln_mean_h_6_ln_2 = ACT(0);
     float *ln_rstd_h_6_ln_2 = ACT(4096);
     const float *P_h_6_fc_weight = e->params + 84276480;
-    float *linear_h_6_fc = ACT(0);
     const float *P_h_6_fc_bias = e->params + 86635776;
     float *gelu_h_6_2 = ACT(0);
     const float *P_h_6_proj_weight = e->params + 86638848;
@@ -2085,8 +2030,8 @@ static void evaluate(rt_exec *e)
     float *ln_mean_h_7_ln_1 = ACT(0);
     float *ln_rstd_h_7_ln_1 = ACT(4096);
     const float *P_h_7_attn_qkv_weight = e->params + 89000448;
-    float *qkv_h_7_attn = ACT(0);
     const float *P_h_7_attn_qkv_bias = e->params + 90769920;
+    float *qkv_h_7_attn = ACT(0);
     float *lse_h_7_attn = ACT(7864320);
     float *attn_y_h_7_attn = ACT(4718592);
     const float *P_h_7_attn_proj_weight = e->params + 90772224;
@@ -2099,7 +2044,6 @@ static void evaluate(rt_exec *e)
     float *ln_mean_h_7_ln_2 = ACT(0);
     float *ln_rstd_h_7_ln_2 = ACT(4096);
     const float *P_h_7_fc_weight = e->params + 91364352;
-    float *linear_h_7_fc = ACT(0);
     const float *P_h_7_fc_bias = e->params + 93723648;
     float *gelu_h_7_2 = ACT(0);
     const float *P_h_7_proj_weight = e->params + 93726720;
@@ -2112,8 +2056,8 @@ static void evaluate(rt_exec *e)
     float *ln_mean_h_8_ln_1 = ACT(0);
     float *ln_rstd_h_8_ln_1 = ACT(4096);
     const float *P_h_8_attn_qkv_weight = e->params + 96088320;
-    float *qkv_h_8_attn = ACT(0);
     const float *P_h_8_attn_qkv_bias = e->params + 97857792;
+    float *qkv_h_8_attn = ACT(0);
     float *lse_h_8_attn = ACT(7864320);
     float *attn_y_h_8_attn = ACT(4718592);
     const float *P_h_8_attn_proj_weight = e->params + 97860096;
@@ -2126,7 +2070,6 @@ static void evaluate(rt_exec *e)
     float *ln_mean_h_8_ln_2 = ACT(0);
     float *ln_rstd_h_8_ln_2 = ACT(4096);
     const float *P_h_8_fc_weight = e->params + 98452224;
-    float *linear_h_8_fc = ACT(0);
     const float *P_h_8_fc_bias = e->params + 100811520;
     float *gelu_h_8_2 = ACT(0);
     const float *P_h_8_proj_weight = e->params + 100814592;
@@ -2139,8 +2082,8 @@ static void evaluate(rt_exec *e)
     float *ln_mean_h_9_ln_1 = ACT(0);
     float *ln_rstd_h_9_ln_1 = ACT(4096);
     const float *P_h_9_attn_qkv_weight = e->params + 103176192;
-    float *qkv_h_9_attn = ACT(0);
     const float *P_h_9_attn_qkv_bias = e->params + 104945664;
+    float *qkv_h_9_attn = ACT(0);
     float *lse_h_9_attn = ACT(7864320);
     float *attn_y_h_9_attn = ACT(4718592);
     const float *P_h_9_attn_proj_weight = e->params + 104947968;
@@ -2153,7 +2096,6 @@ static void evaluate(rt_exec *e)
     float *ln_mean_h_9_ln_2 = ACT(0);
     float *ln_rstd_h_9_ln_2 = ACT(4096);
     const float *P_h_9_fc_weight = e->params + 105540096;
-    float *linear_h_9_fc = ACT(0);
     const float *P_h_9_fc_bias = e->params + 107899392;
     float *gelu_h_9_2 = ACT(0);
     const float *P_h_9_proj_weight = e->params + 107902464;
@@ -2166,8 +2108,8 @@ static void evaluate(rt_exec *e)
     float *ln_mean_h_10_ln_1 = ACT(0);
     float *ln_rstd_h_10_ln_1 = ACT(4096);
     const float *P_h_10_attn_qkv_weight = e->params + 110264064;
-    float *qkv_h_10_attn = ACT(0);
     const float *P_h_10_attn_qkv_bias = e->params + 112033536;
+    float *qkv_h_10_attn = ACT(0);
     float *lse_h_10_attn = ACT(7864320);
     float *attn_y_h_10_attn = ACT(4718592);
     const float *P_h_10_attn_proj_weight = e->params + 112035840;
@@ -2180,7 +2122,6 @@ static void evaluate(rt_exec *e)
     float *ln_mean_h_10_ln_2 = ACT(0);
     float *ln_rstd_h_10_ln_2 = ACT(4096);
     const float *P_h_10_fc_weight = e->params + 112627968;
-    float *linear_h_10_fc = ACT(0);
     const float *P_h_10_fc_bias = e->params + 114987264;
     float *gelu_h_10_2 = ACT(0);
     const float *P_h_10_proj_weight = e->params + 114990336;
@@ -2193,8 +2134,8 @@ static void evaluate(rt_exec *e)
     float *ln_mean_h_11_ln_1 = ACT(0);
     float *ln_rstd_h_11_ln_1 = ACT(4096);
     const float *P_h_11_attn_qkv_weight = e->params + 117351936;
-    float *qkv_h_11_attn = ACT(0);
     const float *P_h_11_attn_qkv_bias = e->params + 119121408;
+    float *qkv_h_11_attn = ACT(0);
     float *lse_h_11_attn = ACT(7864320);
     float *attn_y_h_11_attn = ACT(4718592);
     const float *P_h_11_attn_proj_weight = e->params + 119123712;
@@ -2207,7 +2148,6 @@ static void evaluate(rt_exec *e)
     float *ln_mean_h_11_ln_2 = ACT(0);
     float *ln_rstd_h_11_ln_2 = ACT(4096);
     const float *P_h_11_fc_weight = e->params + 119715840;
-    float *linear_h_11_fc = ACT(0);
     const float *P_h_11_fc_bias = e->params + 122075136;
     float *gelu_h_11_2 = ACT(0);
     const float *P_h_11_proj_weight = e->params + 122078208;
@@ -2228,268 +2168,220 @@ static void evaluate(rt_exec *e)
     rt_launch(e, "ke0", ke0, e->B * 786432, 3, (void *[]){&embedding_wte, &P_wpe_weight, &pos_embedding_wpe});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, P_h_0_ln_1_bias, layernorm_h_0_ln_1, ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_0_ln_1, 768, P_h_0_attn_qkv_weight, 768, 0.0f, qkv_h_0_attn, 2304);
-    /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_launch(e, "ke1", ke1, e->B * 2359296, 2, (void *[]){&qkv_h_0_attn, &P_h_0_attn_qkv_bias});
+    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_0_ln_1, 768, P_h_0_attn_qkv_weight, 768, qkv_h_0_attn, 2304, P_h_0_attn_qkv_bias, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_0_attn, lse_h_0_attn, attn_y_h_0_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_0_attn, 768, P_h_0_attn_proj_weight, 768, 0.0f, attn_out_h_0_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke2", ke2, e->B * 786432, 4, (void *[]){&attn_out_h_0_attn, &P_h_0_attn_proj_bias, &pos_embedding_wpe, &residual_attn_out_h_0_attn});
+    rt_launch(e, "ke1", ke1, e->B * 786432, 4, (void *[]){&attn_out_h_0_attn, &P_h_0_attn_proj_bias, &pos_embedding_wpe, &residual_attn_out_h_0_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, P_h_0_ln_2_bias, layernorm_h_0_ln_2, ln_mean_h_0_ln_2, ln_rstd_h_0_ln_2, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_0_ln_2, 768, P_h_0_fc_weight, 768, 0.0f, linear_h_0_fc, 3072);
-    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_launch(e, "ke3", ke3, e->B * 3145728, 3, (void *[]){&linear_h_0_fc, &P_h_0_fc_bias, &gelu_h_0_2});
+    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_0_ln_2, 768, P_h_0_fc_weight, 768, NULL, 3072, P_h_0_fc_bias, RT_EPI_GELU_TANH, gelu_h_0_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_0_2, 3072, P_h_0_proj_weight, 3072, 0.0f, linear_h_0_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke4", ke4, e->B * 786432, 4, (void *[]){&linear_h_0_proj, &P_h_0_proj_bias, &residual_attn_out_h_0_attn, &residual_linear_h_0_proj});
+    rt_launch(e, "ke2", ke2, e->B * 786432, 4, (void *[]){&linear_h_0_proj, &P_h_0_proj_bias, &residual_attn_out_h_0_attn, &residual_linear_h_0_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, P_h_1_ln_1_bias, layernorm_h_1_ln_1, ln_mean_h_1_ln_1, ln_rstd_h_1_ln_1, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_1_ln_1, 768, P_h_1_attn_qkv_weight, 768, 0.0f, qkv_h_1_attn, 2304);
-    /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_launch(e, "ke5", ke5, e->B * 2359296, 2, (void *[]){&qkv_h_1_attn, &P_h_1_attn_qkv_bias});
+    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_1_ln_1, 768, P_h_1_attn_qkv_weight, 768, qkv_h_1_attn, 2304, P_h_1_attn_qkv_bias, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_1_attn, lse_h_1_attn, attn_y_h_1_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_1_attn, 768, P_h_1_attn_proj_weight, 768, 0.0f, attn_out_h_1_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke6", ke6, e->B * 786432, 4, (void *[]){&attn_out_h_1_attn, &P_h_1_attn_proj_bias, &residual_linear_h_0_proj, &residual_attn_out_h_1_attn});
+    rt_launch(e, "ke3", ke3, e->B * 786432, 4, (void *[]){&attn_out_h_1_attn, &P_h_1_attn_proj_bias, &residual_linear_h_0_proj, &residual_attn_out_h_1_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, P_h_1_ln_2_bias, layernorm_h_1_ln_2, ln_mean_h_1_ln_2, ln_rstd_h_1_ln_2, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_1_ln_2, 768, P_h_1_fc_weight, 768, 0.0f, linear_h_1_fc, 3072);
-    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_launch(e, "ke7", ke7, e->B * 3145728, 3, (void *[]){&linear_h_1_fc, &P_h_1_fc_bias, &gelu_h_1_2});
+    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_1_ln_2, 768, P_h_1_fc_weight, 768, NULL, 3072, P_h_1_fc_bias, RT_EPI_GELU_TANH, gelu_h_1_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_1_2, 3072, P_h_1_proj_weight, 3072, 0.0f, linear_h_1_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke8", ke8, e->B * 786432, 4, (void *[]){&linear_h_1_proj, &P_h_1_proj_bias, &residual_attn_out_h_1_attn, &residual_linear_h_1_proj});
+    rt_launch(e, "ke4", ke4, e->B * 786432, 4, (void *[]){&linear_h_1_proj, &P_h_1_proj_bias, &residual_attn_out_h_1_attn, &residual_linear_h_1_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, P_h_2_ln_1_bias, layernorm_h_2_ln_1, ln_mean_h_2_ln_1, ln_rstd_h_2_ln_1, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_2_ln_1, 768, P_h_2_attn_qkv_weight, 768, 0.0f, qkv_h_2_attn, 2304);
-    /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_launch(e, "ke9", ke9, e->B * 2359296, 2, (void *[]){&qkv_h_2_attn, &P_h_2_attn_qkv_bias});
+    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_2_ln_1, 768, P_h_2_attn_qkv_weight, 768, qkv_h_2_attn, 2304, P_h_2_attn_qkv_bias, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_2_attn, lse_h_2_attn, attn_y_h_2_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_2_attn, 768, P_h_2_attn_proj_weight, 768, 0.0f, attn_out_h_2_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke10", ke10, e->B * 786432, 4, (void *[]){&attn_out_h_2_attn, &P_h_2_attn_proj_bias, &residual_linear_h_1_proj, &residual_attn_out_h_2_attn});
+    rt_launch(e, "ke5", ke5, e->B * 786432, 4, (void *[]){&attn_out_h_2_attn, &P_h_2_attn_proj_bias, &residual_linear_h_1_proj, &residual_attn_out_h_2_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, P_h_2_ln_2_bias, layernorm_h_2_ln_2, ln_mean_h_2_ln_2, ln_rstd_h_2_ln_2, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_2_ln_2, 768, P_h_2_fc_weight, 768, 0.0f, linear_h_2_fc, 3072);
-    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_launch(e, "ke11", ke11, e->B * 3145728, 3, (void *[]){&linear_h_2_fc, &P_h_2_fc_bias, &gelu_h_2_2});
+    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_2_ln_2, 768, P_h_2_fc_weight, 768, NULL, 3072, P_h_2_fc_bias, RT_EPI_GELU_TANH, gelu_h_2_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_2_2, 3072, P_h_2_proj_weight, 3072, 0.0f, linear_h_2_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke12", ke12, e->B * 786432, 4, (void *[]){&linear_h_2_proj, &P_h_2_proj_bias, &residual_attn_out_h_2_attn, &residual_linear_h_2_proj});
+    rt_launch(e, "ke6", ke6, e->B * 786432, 4, (void *[]){&linear_h_2_proj, &P_h_2_proj_bias, &residual_attn_out_h_2_attn, &residual_linear_h_2_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, P_h_3_ln_1_bias, layernorm_h_3_ln_1, ln_mean_h_3_ln_1, ln_rstd_h_3_ln_1, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_3_ln_1, 768, P_h_3_attn_qkv_weight, 768, 0.0f, qkv_h_3_attn, 2304);
-    /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_launch(e, "ke13", ke13, e->B * 2359296, 2, (void *[]){&qkv_h_3_attn, &P_h_3_attn_qkv_bias});
+    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_3_ln_1, 768, P_h_3_attn_qkv_weight, 768, qkv_h_3_attn, 2304, P_h_3_attn_qkv_bias, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_3_attn, lse_h_3_attn, attn_y_h_3_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_3_attn, 768, P_h_3_attn_proj_weight, 768, 0.0f, attn_out_h_3_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke14", ke14, e->B * 786432, 4, (void *[]){&attn_out_h_3_attn, &P_h_3_attn_proj_bias, &residual_linear_h_2_proj, &residual_attn_out_h_3_attn});
+    rt_launch(e, "ke7", ke7, e->B * 786432, 4, (void *[]){&attn_out_h_3_attn, &P_h_3_attn_proj_bias, &residual_linear_h_2_proj, &residual_attn_out_h_3_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, P_h_3_ln_2_bias, layernorm_h_3_ln_2, ln_mean_h_3_ln_2, ln_rstd_h_3_ln_2, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_3_ln_2, 768, P_h_3_fc_weight, 768, 0.0f, linear_h_3_fc, 3072);
-    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_launch(e, "ke15", ke15, e->B * 3145728, 3, (void *[]){&linear_h_3_fc, &P_h_3_fc_bias, &gelu_h_3_2});
+    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_3_ln_2, 768, P_h_3_fc_weight, 768, NULL, 3072, P_h_3_fc_bias, RT_EPI_GELU_TANH, gelu_h_3_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_3_2, 3072, P_h_3_proj_weight, 3072, 0.0f, linear_h_3_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke16", ke16, e->B * 786432, 4, (void *[]){&linear_h_3_proj, &P_h_3_proj_bias, &residual_attn_out_h_3_attn, &residual_linear_h_3_proj});
+    rt_launch(e, "ke8", ke8, e->B * 786432, 4, (void *[]){&linear_h_3_proj, &P_h_3_proj_bias, &residual_attn_out_h_3_attn, &residual_linear_h_3_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_3_proj, P_h_4_ln_1_weight, P_h_4_ln_1_bias, layernorm_h_4_ln_1, ln_mean_h_4_ln_1, ln_rstd_h_4_ln_1, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_4_ln_1, 768, P_h_4_attn_qkv_weight, 768, 0.0f, qkv_h_4_attn, 2304);
-    /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_launch(e, "ke17", ke17, e->B * 2359296, 2, (void *[]){&qkv_h_4_attn, &P_h_4_attn_qkv_bias});
+    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_4_ln_1, 768, P_h_4_attn_qkv_weight, 768, qkv_h_4_attn, 2304, P_h_4_attn_qkv_bias, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_4_attn, lse_h_4_attn, attn_y_h_4_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_4_attn, 768, P_h_4_attn_proj_weight, 768, 0.0f, attn_out_h_4_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke18", ke18, e->B * 786432, 4, (void *[]){&attn_out_h_4_attn, &P_h_4_attn_proj_bias, &residual_linear_h_3_proj, &residual_attn_out_h_4_attn});
+    rt_launch(e, "ke9", ke9, e->B * 786432, 4, (void *[]){&attn_out_h_4_attn, &P_h_4_attn_proj_bias, &residual_linear_h_3_proj, &residual_attn_out_h_4_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_4_attn, P_h_4_ln_2_weight, P_h_4_ln_2_bias, layernorm_h_4_ln_2, ln_mean_h_4_ln_2, ln_rstd_h_4_ln_2, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_4_ln_2, 768, P_h_4_fc_weight, 768, 0.0f, linear_h_4_fc, 3072);
-    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_launch(e, "ke19", ke19, e->B * 3145728, 3, (void *[]){&linear_h_4_fc, &P_h_4_fc_bias, &gelu_h_4_2});
+    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_4_ln_2, 768, P_h_4_fc_weight, 768, NULL, 3072, P_h_4_fc_bias, RT_EPI_GELU_TANH, gelu_h_4_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_4_2, 3072, P_h_4_proj_weight, 3072, 0.0f, linear_h_4_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke20", ke20, e->B * 786432, 4, (void *[]){&linear_h_4_proj, &P_h_4_proj_bias, &residual_attn_out_h_4_attn, &residual_linear_h_4_proj});
+    rt_launch(e, "ke10", ke10, e->B * 786432, 4, (void *[]){&linear_h_4_proj, &P_h_4_proj_bias, &residual_attn_out_h_4_attn, &residual_linear_h_4_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_4_proj, P_h_5_ln_1_weight, P_h_5_ln_1_bias, layernorm_h_5_ln_1, ln_mean_h_5_ln_1, ln_rstd_h_5_ln_1, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_5_ln_1, 768, P_h_5_attn_qkv_weight, 768, 0.0f, qkv_h_5_attn, 2304);
-    /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_launch(e, "ke21", ke21, e->B * 2359296, 2, (void *[]){&qkv_h_5_attn, &P_h_5_attn_qkv_bias});
+    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_5_ln_1, 768, P_h_5_attn_qkv_weight, 768, qkv_h_5_attn, 2304, P_h_5_attn_qkv_bias, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_5_attn, lse_h_5_attn, attn_y_h_5_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_5_attn, 768, P_h_5_attn_proj_weight, 768, 0.0f, attn_out_h_5_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke22", ke22, e->B * 786432, 4, (void *[]){&attn_out_h_5_attn, &P_h_5_attn_proj_bias, &residual_linear_h_4_proj, &residual_attn_out_h_5_attn});
+    rt_launch(e, "ke11", ke11, e->B * 786432, 4, (void *[]){&attn_out_h_5_attn, &P_h_5_attn_proj_bias, &residual_linear_h_4_proj, &residual_attn_out_h_5_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_5_attn, P_h_5_ln_2_weight, P_h_5_ln_2_bias, layernorm_h_5_ln_2, ln_mean_h_5_ln_2, ln_rstd_h_5_ln_2, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_5_ln_2, 768, P_h_5_fc_weight, 768, 0.0f, linear_h_5_fc, 3072);
-    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_launch(e, "ke23", ke23, e->B * 3145728, 3, (void *[]){&linear_h_5_fc, &P_h_5_fc_bias, &gelu_h_5_2});
+    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_5_ln_2, 768, P_h_5_fc_weight, 768, NULL, 3072, P_h_5_fc_bias, RT_EPI_GELU_TANH, gelu_h_5_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_5_2, 3072, P_h_5_proj_weight, 3072, 0.0f, linear_h_5_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke24", ke24, e->B * 786432, 4, (void *[]){&linear_h_5_proj, &P_h_5_proj_bias, &residual_attn_out_h_5_attn, &residual_linear_h_5_proj});
+    rt_launch(e, "ke12", ke12, e->B * 786432, 4, (void *[]){&linear_h_5_proj, &P_h_5_proj_bias, &residual_attn_out_h_5_attn, &residual_linear_h_5_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_5_proj, P_h_6_ln_1_weight, P_h_6_ln_1_bias, layernorm_h_6_ln_1, ln_mean_h_6_ln_1, ln_rstd_h_6_ln_1, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_6_ln_1, 768, P_h_6_attn_qkv_weight, 768, 0.0f, qkv_h_6_attn, 2304);
-    /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_launch(e, "ke25", ke25, e->B * 2359296, 2, (void *[]){&qkv_h_6_attn, &P_h_6_attn_qkv_bias});
+    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_6_ln_1, 768, P_h_6_attn_qkv_weight, 768, qkv_h_6_attn, 2304, P_h_6_attn_qkv_bias, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_6_attn, lse_h_6_attn, attn_y_h_6_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_6_attn, 768, P_h_6_attn_proj_weight, 768, 0.0f, attn_out_h_6_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke26", ke26, e->B * 786432, 4, (void *[]){&attn_out_h_6_attn, &P_h_6_attn_proj_bias, &residual_linear_h_5_proj, &residual_attn_out_h_6_attn});
+    rt_launch(e, "ke13", ke13, e->B * 786432, 4, (void *[]){&attn_out_h_6_attn, &P_h_6_attn_proj_bias, &residual_linear_h_5_proj, &residual_attn_out_h_6_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_6_attn, P_h_6_ln_2_weight, P_h_6_ln_2_bias, layernorm_h_6_ln_2, ln_mean_h_6_ln_2, ln_rstd_h_6_ln_2, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_6_ln_2, 768, P_h_6_fc_weight, 768, 0.0f, linear_h_6_fc, 3072);
-    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_launch(e, "ke27", ke27, e->B * 3145728, 3, (void *[]){&linear_h_6_fc, &P_h_6_fc_bias, &gelu_h_6_2});
+    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_6_ln_2, 768, P_h_6_fc_weight, 768, NULL, 3072, P_h_6_fc_bias, RT_EPI_GELU_TANH, gelu_h_6_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_6_2, 3072, P_h_6_proj_weight, 3072, 0.0f, linear_h_6_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke28", ke28, e->B * 786432, 4, (void *[]){&linear_h_6_proj, &P_h_6_proj_bias, &residual_attn_out_h_6_attn, &residual_linear_h_6_proj});
+    rt_launch(e, "ke14", ke14, e->B * 786432, 4, (void *[]){&linear_h_6_proj, &P_h_6_proj_bias, &residual_attn_out_h_6_attn, &residual_linear_h_6_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_6_proj, P_h_7_ln_1_weight, P_h_7_ln_1_bias, layernorm_h_7_ln_1, ln_mean_h_7_ln_1, ln_rstd_h_7_ln_1, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_7_ln_1, 768, P_h_7_attn_qkv_weight, 768, 0.0f, qkv_h_7_attn, 2304);
-    /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_launch(e, "ke29", ke29, e->B * 2359296, 2, (void *[]){&qkv_h_7_attn, &P_h_7_attn_qkv_bias});
+    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_7_ln_1, 768, P_h_7_attn_qkv_weight, 768, qkv_h_7_attn, 2304, P_h_7_attn_qkv_bias, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_7_attn, lse_h_7_attn, attn_y_h_7_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_7_attn, 768, P_h_7_attn_proj_weight, 768, 0.0f, attn_out_h_7_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke30", ke30, e->B * 786432, 4, (void *[]){&attn_out_h_7_attn, &P_h_7_attn_proj_bias, &residual_linear_h_6_proj, &residual_attn_out_h_7_attn});
+    rt_launch(e, "ke15", ke15, e->B * 786432, 4, (void *[]){&attn_out_h_7_attn, &P_h_7_attn_proj_bias, &residual_linear_h_6_proj, &residual_attn_out_h_7_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_7_attn, P_h_7_ln_2_weight, P_h_7_ln_2_bias, layernorm_h_7_ln_2, ln_mean_h_7_ln_2, ln_rstd_h_7_ln_2, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_7_ln_2, 768, P_h_7_fc_weight, 768, 0.0f, linear_h_7_fc, 3072);
-    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_launch(e, "ke31", ke31, e->B * 3145728, 3, (void *[]){&linear_h_7_fc, &P_h_7_fc_bias, &gelu_h_7_2});
+    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_7_ln_2, 768, P_h_7_fc_weight, 768, NULL, 3072, P_h_7_fc_bias, RT_EPI_GELU_TANH, gelu_h_7_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_7_2, 3072, P_h_7_proj_weight, 3072, 0.0f, linear_h_7_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke32", ke32, e->B * 786432, 4, (void *[]){&linear_h_7_proj, &P_h_7_proj_bias, &residual_attn_out_h_7_attn, &residual_linear_h_7_proj});
+    rt_launch(e, "ke16", ke16, e->B * 786432, 4, (void *[]){&linear_h_7_proj, &P_h_7_proj_bias, &residual_attn_out_h_7_attn, &residual_linear_h_7_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_7_proj, P_h_8_ln_1_weight, P_h_8_ln_1_bias, layernorm_h_8_ln_1, ln_mean_h_8_ln_1, ln_rstd_h_8_ln_1, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_8_ln_1, 768, P_h_8_attn_qkv_weight, 768, 0.0f, qkv_h_8_attn, 2304);
-    /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_launch(e, "ke33", ke33, e->B * 2359296, 2, (void *[]){&qkv_h_8_attn, &P_h_8_attn_qkv_bias});
+    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_8_ln_1, 768, P_h_8_attn_qkv_weight, 768, qkv_h_8_attn, 2304, P_h_8_attn_qkv_bias, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_8_attn, lse_h_8_attn, attn_y_h_8_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_8_attn, 768, P_h_8_attn_proj_weight, 768, 0.0f, attn_out_h_8_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke34", ke34, e->B * 786432, 4, (void *[]){&attn_out_h_8_attn, &P_h_8_attn_proj_bias, &residual_linear_h_7_proj, &residual_attn_out_h_8_attn});
+    rt_launch(e, "ke17", ke17, e->B * 786432, 4, (void *[]){&attn_out_h_8_attn, &P_h_8_attn_proj_bias, &residual_linear_h_7_proj, &residual_attn_out_h_8_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_8_attn, P_h_8_ln_2_weight, P_h_8_ln_2_bias, layernorm_h_8_ln_2, ln_mean_h_8_ln_2, ln_rstd_h_8_ln_2, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_8_ln_2, 768, P_h_8_fc_weight, 768, 0.0f, linear_h_8_fc, 3072);
-    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_launch(e, "ke35", ke35, e->B * 3145728, 3, (void *[]){&linear_h_8_fc, &P_h_8_fc_bias, &gelu_h_8_2});
+    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_8_ln_2, 768, P_h_8_fc_weight, 768, NULL, 3072, P_h_8_fc_bias, RT_EPI_GELU_TANH, gelu_h_8_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_8_2, 3072, P_h_8_proj_weight, 3072, 0.0f, linear_h_8_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke36", ke36, e->B * 786432, 4, (void *[]){&linear_h_8_proj, &P_h_8_proj_bias, &residual_attn_out_h_8_attn, &residual_linear_h_8_proj});
+    rt_launch(e, "ke18", ke18, e->B * 786432, 4, (void *[]){&linear_h_8_proj, &P_h_8_proj_bias, &residual_attn_out_h_8_attn, &residual_linear_h_8_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_8_proj, P_h_9_ln_1_weight, P_h_9_ln_1_bias, layernorm_h_9_ln_1, ln_mean_h_9_ln_1, ln_rstd_h_9_ln_1, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_9_ln_1, 768, P_h_9_attn_qkv_weight, 768, 0.0f, qkv_h_9_attn, 2304);
-    /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_launch(e, "ke37", ke37, e->B * 2359296, 2, (void *[]){&qkv_h_9_attn, &P_h_9_attn_qkv_bias});
+    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_9_ln_1, 768, P_h_9_attn_qkv_weight, 768, qkv_h_9_attn, 2304, P_h_9_attn_qkv_bias, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_9_attn, lse_h_9_attn, attn_y_h_9_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_9_attn, 768, P_h_9_attn_proj_weight, 768, 0.0f, attn_out_h_9_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke38", ke38, e->B * 786432, 4, (void *[]){&attn_out_h_9_attn, &P_h_9_attn_proj_bias, &residual_linear_h_8_proj, &residual_attn_out_h_9_attn});
+    rt_launch(e, "ke19", ke19, e->B * 786432, 4, (void *[]){&attn_out_h_9_attn, &P_h_9_attn_proj_bias, &residual_linear_h_8_proj, &residual_attn_out_h_9_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_9_attn, P_h_9_ln_2_weight, P_h_9_ln_2_bias, layernorm_h_9_ln_2, ln_mean_h_9_ln_2, ln_rstd_h_9_ln_2, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_9_ln_2, 768, P_h_9_fc_weight, 768, 0.0f, linear_h_9_fc, 3072);
-    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_launch(e, "ke39", ke39, e->B * 3145728, 3, (void *[]){&linear_h_9_fc, &P_h_9_fc_bias, &gelu_h_9_2});
+    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_9_ln_2, 768, P_h_9_fc_weight, 768, NULL, 3072, P_h_9_fc_bias, RT_EPI_GELU_TANH, gelu_h_9_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_9_2, 3072, P_h_9_proj_weight, 3072, 0.0f, linear_h_9_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke40", ke40, e->B * 786432, 4, (void *[]){&linear_h_9_proj, &P_h_9_proj_bias, &residual_attn_out_h_9_attn, &residual_linear_h_9_proj});
+    rt_launch(e, "ke20", ke20, e->B * 786432, 4, (void *[]){&linear_h_9_proj, &P_h_9_proj_bias, &residual_attn_out_h_9_attn, &residual_linear_h_9_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_9_proj, P_h_10_ln_1_weight, P_h_10_ln_1_bias, layernorm_h_10_ln_1, ln_mean_h_10_ln_1, ln_rstd_h_10_ln_1, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_10_ln_1, 768, P_h_10_attn_qkv_weight, 768, 0.0f, qkv_h_10_attn, 2304);
-    /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_launch(e, "ke41", ke41, e->B * 2359296, 2, (void *[]){&qkv_h_10_attn, &P_h_10_attn_qkv_bias});
+    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_10_ln_1, 768, P_h_10_attn_qkv_weight, 768, qkv_h_10_attn, 2304, P_h_10_attn_qkv_bias, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_10_attn, lse_h_10_attn, attn_y_h_10_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_10_attn, 768, P_h_10_attn_proj_weight, 768, 0.0f, attn_out_h_10_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke42", ke42, e->B * 786432, 4, (void *[]){&attn_out_h_10_attn, &P_h_10_attn_proj_bias, &residual_linear_h_9_proj, &residual_attn_out_h_10_attn});
+    rt_launch(e, "ke21", ke21, e->B * 786432, 4, (void *[]){&attn_out_h_10_attn, &P_h_10_attn_proj_bias, &residual_linear_h_9_proj, &residual_attn_out_h_10_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_10_attn, P_h_10_ln_2_weight, P_h_10_ln_2_bias, layernorm_h_10_ln_2, ln_mean_h_10_ln_2, ln_rstd_h_10_ln_2, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_10_ln_2, 768, P_h_10_fc_weight, 768, 0.0f, linear_h_10_fc, 3072);
-    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_launch(e, "ke43", ke43, e->B * 3145728, 3, (void *[]){&linear_h_10_fc, &P_h_10_fc_bias, &gelu_h_10_2});
+    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_10_ln_2, 768, P_h_10_fc_weight, 768, NULL, 3072, P_h_10_fc_bias, RT_EPI_GELU_TANH, gelu_h_10_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_10_2, 3072, P_h_10_proj_weight, 3072, 0.0f, linear_h_10_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke44", ke44, e->B * 786432, 4, (void *[]){&linear_h_10_proj, &P_h_10_proj_bias, &residual_attn_out_h_10_attn, &residual_linear_h_10_proj});
+    rt_launch(e, "ke22", ke22, e->B * 786432, 4, (void *[]){&linear_h_10_proj, &P_h_10_proj_bias, &residual_attn_out_h_10_attn, &residual_linear_h_10_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_10_proj, P_h_11_ln_1_weight, P_h_11_ln_1_bias, layernorm_h_11_ln_1, ln_mean_h_11_ln_1, ln_rstd_h_11_ln_1, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_11_ln_1, 768, P_h_11_attn_qkv_weight, 768, 0.0f, qkv_h_11_attn, 2304);
-    /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_launch(e, "ke45", ke45, e->B * 2359296, 2, (void *[]){&qkv_h_11_attn, &P_h_11_attn_qkv_bias});
+    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_11_ln_1, 768, P_h_11_attn_qkv_weight, 768, qkv_h_11_attn, 2304, P_h_11_attn_qkv_bias, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_11_attn, lse_h_11_attn, attn_y_h_11_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_11_attn, 768, P_h_11_attn_proj_weight, 768, 0.0f, attn_out_h_11_attn, 768);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke46", ke46, e->B * 786432, 4, (void *[]){&attn_out_h_11_attn, &P_h_11_attn_proj_bias, &residual_linear_h_10_proj, &residual_attn_out_h_11_attn});
+    rt_launch(e, "ke23", ke23, e->B * 786432, 4, (void *[]){&attn_out_h_11_attn, &P_h_11_attn_proj_bias, &residual_linear_h_10_proj, &residual_attn_out_h_11_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_11_attn, P_h_11_ln_2_weight, P_h_11_ln_2_bias, layernorm_h_11_ln_2, ln_mean_h_11_ln_2, ln_rstd_h_11_ln_2, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_11_ln_2, 768, P_h_11_fc_weight, 768, 0.0f, linear_h_11_fc, 3072);
-    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_launch(e, "ke47", ke47, e->B * 3145728, 3, (void *[]){&linear_h_11_fc, &P_h_11_fc_bias, &gelu_h_11_2});
+    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_11_ln_2, 768, P_h_11_fc_weight, 768, NULL, 3072, P_h_11_fc_bias, RT_EPI_GELU_TANH, gelu_h_11_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_11_2, 3072, P_h_11_proj_weight, 3072, 0.0f, linear_h_11_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke48", ke48, e->B * 786432, 4, (void *[]){&linear_h_11_proj, &P_h_11_proj_bias, &residual_attn_out_h_11_attn, &residual_linear_h_11_proj});
+    rt_launch(e, "ke24", ke24, e->B * 786432, 4, (void *[]){&linear_h_11_proj, &P_h_11_proj_bias, &residual_attn_out_h_11_attn, &residual_linear_h_11_proj});
     /* $.model.layers[3]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_11_proj, P_ln_f_weight, P_ln_f_bias, layernorm_ln_f, ln_mean_ln_f, ln_rstd_ln_f, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[4]: linear: y = x W^T */

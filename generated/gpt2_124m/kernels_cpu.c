@@ -19,21 +19,9 @@ void k0(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k1: linear epilogue: + bias
- *     from $.model.layers[2].body[0].body[1] */
-void k1(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *qkv_h_0_attn = ACT(356847616);
-    const float *P_h_0_attn_qkv_bias = e->params + 41154816;
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = qkv_h_0_attn[i] + P_h_0_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
-        qkv_h_0_attn[i] = v0;
-    }
-}
-
-/* k2: linear epilogue: + bias + residual: x + body(x)
+/* k1: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void k2(rt_exec *e, int64_t lo, int64_t hi)
+void k1(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *attn_out_h_0_attn = ACT(418189312);
     const float *P_h_0_attn_proj_bias = e->params + 41746944;
@@ -46,24 +34,9 @@ void k2(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k3: linear epilogue: + bias + gelu (tanh)
- *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-void k3(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *linear_h_0_fc = ACT(205852672);
-    const float *P_h_0_fc_bias = e->params + 44108544;
-    float *gelu_h_0_2 = ACT(212144128);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_0_fc[i] + P_h_0_fc_bias[i % 3072]; /* linear epilogue: + bias */
-        linear_h_0_fc[i] = v0;
-        float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_0_2[i] = v1;
-    }
-}
-
-/* k4: linear epilogue: + bias + residual: x + body(x)
+/* k2: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void k4(rt_exec *e, int64_t lo, int64_t hi)
+void k2(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_0_proj = ACT(421335040);
     const float *P_h_0_proj_bias = e->params + 46470912;
@@ -76,21 +49,9 @@ void k4(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k5: linear epilogue: + bias
- *     from $.model.layers[2].body[0].body[1] */
-void k5(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *qkv_h_1_attn = ACT(361566208);
-    const float *P_h_1_attn_qkv_bias = e->params + 48242688;
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = qkv_h_1_attn[i] + P_h_1_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
-        qkv_h_1_attn[i] = v0;
-    }
-}
-
-/* k6: linear epilogue: + bias + residual: x + body(x)
+/* k3: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void k6(rt_exec *e, int64_t lo, int64_t hi)
+void k3(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *attn_out_h_1_attn = ACT(426053632);
     const float *P_h_1_attn_proj_bias = e->params + 48834816;
@@ -103,24 +64,9 @@ void k6(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k7: linear epilogue: + bias + gelu (tanh)
- *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-void k7(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *linear_h_1_fc = ACT(218435584);
-    const float *P_h_1_fc_bias = e->params + 51196416;
-    float *gelu_h_1_2 = ACT(224727040);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_1_fc[i] + P_h_1_fc_bias[i % 3072]; /* linear epilogue: + bias */
-        linear_h_1_fc[i] = v0;
-        float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_1_2[i] = v1;
-    }
-}
-
-/* k8: linear epilogue: + bias + residual: x + body(x)
+/* k4: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void k8(rt_exec *e, int64_t lo, int64_t hi)
+void k4(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_1_proj = ACT(429199360);
     const float *P_h_1_proj_bias = e->params + 53558784;
@@ -133,21 +79,9 @@ void k8(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k9: linear epilogue: + bias
- *     from $.model.layers[2].body[0].body[1] */
-void k9(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *qkv_h_2_attn = ACT(366284800);
-    const float *P_h_2_attn_qkv_bias = e->params + 55330560;
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = qkv_h_2_attn[i] + P_h_2_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
-        qkv_h_2_attn[i] = v0;
-    }
-}
-
-/* k10: linear epilogue: + bias + residual: x + body(x)
+/* k5: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void k10(rt_exec *e, int64_t lo, int64_t hi)
+void k5(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *attn_out_h_2_attn = ACT(433917952);
     const float *P_h_2_attn_proj_bias = e->params + 55922688;
@@ -160,24 +94,9 @@ void k10(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k11: linear epilogue: + bias + gelu (tanh)
- *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-void k11(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *linear_h_2_fc = ACT(231018496);
-    const float *P_h_2_fc_bias = e->params + 58284288;
-    float *gelu_h_2_2 = ACT(237309952);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_2_fc[i] + P_h_2_fc_bias[i % 3072]; /* linear epilogue: + bias */
-        linear_h_2_fc[i] = v0;
-        float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_2_2[i] = v1;
-    }
-}
-
-/* k12: linear epilogue: + bias + residual: x + body(x)
+/* k6: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void k12(rt_exec *e, int64_t lo, int64_t hi)
+void k6(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_2_proj = ACT(437063680);
     const float *P_h_2_proj_bias = e->params + 60646656;
@@ -190,21 +109,9 @@ void k12(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k13: linear epilogue: + bias
- *     from $.model.layers[2].body[0].body[1] */
-void k13(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *qkv_h_3_attn = ACT(371003392);
-    const float *P_h_3_attn_qkv_bias = e->params + 62418432;
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = qkv_h_3_attn[i] + P_h_3_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
-        qkv_h_3_attn[i] = v0;
-    }
-}
-
-/* k14: linear epilogue: + bias + residual: x + body(x)
+/* k7: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void k14(rt_exec *e, int64_t lo, int64_t hi)
+void k7(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *attn_out_h_3_attn = ACT(441782272);
     const float *P_h_3_attn_proj_bias = e->params + 63010560;
@@ -217,24 +124,9 @@ void k14(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k15: linear epilogue: + bias + gelu (tanh)
- *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-void k15(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *linear_h_3_fc = ACT(243601408);
-    const float *P_h_3_fc_bias = e->params + 65372160;
-    float *gelu_h_3_2 = ACT(249892864);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_3_fc[i] + P_h_3_fc_bias[i % 3072]; /* linear epilogue: + bias */
-        linear_h_3_fc[i] = v0;
-        float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_3_2[i] = v1;
-    }
-}
-
-/* k16: linear epilogue: + bias + residual: x + body(x)
+/* k8: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void k16(rt_exec *e, int64_t lo, int64_t hi)
+void k8(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_3_proj = ACT(444928000);
     const float *P_h_3_proj_bias = e->params + 67734528;
@@ -247,21 +139,9 @@ void k16(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k17: linear epilogue: + bias
- *     from $.model.layers[2].body[0].body[1] */
-void k17(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *qkv_h_4_attn = ACT(375721984);
-    const float *P_h_4_attn_qkv_bias = e->params + 69506304;
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = qkv_h_4_attn[i] + P_h_4_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
-        qkv_h_4_attn[i] = v0;
-    }
-}
-
-/* k18: linear epilogue: + bias + residual: x + body(x)
+/* k9: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void k18(rt_exec *e, int64_t lo, int64_t hi)
+void k9(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *attn_out_h_4_attn = ACT(449646592);
     const float *P_h_4_attn_proj_bias = e->params + 70098432;
@@ -274,24 +154,9 @@ void k18(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k19: linear epilogue: + bias + gelu (tanh)
- *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-void k19(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *linear_h_4_fc = ACT(256184320);
-    const float *P_h_4_fc_bias = e->params + 72460032;
-    float *gelu_h_4_2 = ACT(262475776);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_4_fc[i] + P_h_4_fc_bias[i % 3072]; /* linear epilogue: + bias */
-        linear_h_4_fc[i] = v0;
-        float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_4_2[i] = v1;
-    }
-}
-
-/* k20: linear epilogue: + bias + residual: x + body(x)
+/* k10: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void k20(rt_exec *e, int64_t lo, int64_t hi)
+void k10(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_4_proj = ACT(452792320);
     const float *P_h_4_proj_bias = e->params + 74822400;
@@ -304,21 +169,9 @@ void k20(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k21: linear epilogue: + bias
- *     from $.model.layers[2].body[0].body[1] */
-void k21(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *qkv_h_5_attn = ACT(380440576);
-    const float *P_h_5_attn_qkv_bias = e->params + 76594176;
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = qkv_h_5_attn[i] + P_h_5_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
-        qkv_h_5_attn[i] = v0;
-    }
-}
-
-/* k22: linear epilogue: + bias + residual: x + body(x)
+/* k11: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void k22(rt_exec *e, int64_t lo, int64_t hi)
+void k11(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *attn_out_h_5_attn = ACT(457510912);
     const float *P_h_5_attn_proj_bias = e->params + 77186304;
@@ -331,24 +184,9 @@ void k22(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k23: linear epilogue: + bias + gelu (tanh)
- *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-void k23(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *linear_h_5_fc = ACT(268767232);
-    const float *P_h_5_fc_bias = e->params + 79547904;
-    float *gelu_h_5_2 = ACT(275058688);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_5_fc[i] + P_h_5_fc_bias[i % 3072]; /* linear epilogue: + bias */
-        linear_h_5_fc[i] = v0;
-        float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_5_2[i] = v1;
-    }
-}
-
-/* k24: linear epilogue: + bias + residual: x + body(x)
+/* k12: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void k24(rt_exec *e, int64_t lo, int64_t hi)
+void k12(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_5_proj = ACT(460656640);
     const float *P_h_5_proj_bias = e->params + 81910272;
@@ -361,21 +199,9 @@ void k24(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k25: linear epilogue: + bias
- *     from $.model.layers[2].body[0].body[1] */
-void k25(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *qkv_h_6_attn = ACT(385159168);
-    const float *P_h_6_attn_qkv_bias = e->params + 83682048;
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = qkv_h_6_attn[i] + P_h_6_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
-        qkv_h_6_attn[i] = v0;
-    }
-}
-
-/* k26: linear epilogue: + bias + residual: x + body(x)
+/* k13: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void k26(rt_exec *e, int64_t lo, int64_t hi)
+void k13(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *attn_out_h_6_attn = ACT(465375232);
     const float *P_h_6_attn_proj_bias = e->params + 84274176;
@@ -388,24 +214,9 @@ void k26(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k27: linear epilogue: + bias + gelu (tanh)
- *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-void k27(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *linear_h_6_fc = ACT(281350144);
-    const float *P_h_6_fc_bias = e->params + 86635776;
-    float *gelu_h_6_2 = ACT(287641600);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_6_fc[i] + P_h_6_fc_bias[i % 3072]; /* linear epilogue: + bias */
-        linear_h_6_fc[i] = v0;
-        float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_6_2[i] = v1;
-    }
-}
-
-/* k28: linear epilogue: + bias + residual: x + body(x)
+/* k14: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void k28(rt_exec *e, int64_t lo, int64_t hi)
+void k14(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_6_proj = ACT(468520960);
     const float *P_h_6_proj_bias = e->params + 88998144;
@@ -418,21 +229,9 @@ void k28(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k29: linear epilogue: + bias
- *     from $.model.layers[2].body[0].body[1] */
-void k29(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *qkv_h_7_attn = ACT(389877760);
-    const float *P_h_7_attn_qkv_bias = e->params + 90769920;
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = qkv_h_7_attn[i] + P_h_7_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
-        qkv_h_7_attn[i] = v0;
-    }
-}
-
-/* k30: linear epilogue: + bias + residual: x + body(x)
+/* k15: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void k30(rt_exec *e, int64_t lo, int64_t hi)
+void k15(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *attn_out_h_7_attn = ACT(473239552);
     const float *P_h_7_attn_proj_bias = e->params + 91362048;
@@ -445,24 +244,9 @@ void k30(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k31: linear epilogue: + bias + gelu (tanh)
- *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-void k31(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *linear_h_7_fc = ACT(293933056);
-    const float *P_h_7_fc_bias = e->params + 93723648;
-    float *gelu_h_7_2 = ACT(300224512);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_7_fc[i] + P_h_7_fc_bias[i % 3072]; /* linear epilogue: + bias */
-        linear_h_7_fc[i] = v0;
-        float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_7_2[i] = v1;
-    }
-}
-
-/* k32: linear epilogue: + bias + residual: x + body(x)
+/* k16: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void k32(rt_exec *e, int64_t lo, int64_t hi)
+void k16(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_7_proj = ACT(476385280);
     const float *P_h_7_proj_bias = e->params + 96086016;
@@ -475,21 +259,9 @@ void k32(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k33: linear epilogue: + bias
- *     from $.model.layers[2].body[0].body[1] */
-void k33(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *qkv_h_8_attn = ACT(394596352);
-    const float *P_h_8_attn_qkv_bias = e->params + 97857792;
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = qkv_h_8_attn[i] + P_h_8_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
-        qkv_h_8_attn[i] = v0;
-    }
-}
-
-/* k34: linear epilogue: + bias + residual: x + body(x)
+/* k17: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void k34(rt_exec *e, int64_t lo, int64_t hi)
+void k17(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *attn_out_h_8_attn = ACT(481103872);
     const float *P_h_8_attn_proj_bias = e->params + 98449920;
@@ -502,24 +274,9 @@ void k34(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k35: linear epilogue: + bias + gelu (tanh)
- *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-void k35(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *linear_h_8_fc = ACT(306515968);
-    const float *P_h_8_fc_bias = e->params + 100811520;
-    float *gelu_h_8_2 = ACT(312807424);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_8_fc[i] + P_h_8_fc_bias[i % 3072]; /* linear epilogue: + bias */
-        linear_h_8_fc[i] = v0;
-        float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_8_2[i] = v1;
-    }
-}
-
-/* k36: linear epilogue: + bias + residual: x + body(x)
+/* k18: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void k36(rt_exec *e, int64_t lo, int64_t hi)
+void k18(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_8_proj = ACT(484249600);
     const float *P_h_8_proj_bias = e->params + 103173888;
@@ -532,21 +289,9 @@ void k36(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k37: linear epilogue: + bias
- *     from $.model.layers[2].body[0].body[1] */
-void k37(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *qkv_h_9_attn = ACT(399314944);
-    const float *P_h_9_attn_qkv_bias = e->params + 104945664;
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = qkv_h_9_attn[i] + P_h_9_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
-        qkv_h_9_attn[i] = v0;
-    }
-}
-
-/* k38: linear epilogue: + bias + residual: x + body(x)
+/* k19: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void k38(rt_exec *e, int64_t lo, int64_t hi)
+void k19(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *attn_out_h_9_attn = ACT(488968192);
     const float *P_h_9_attn_proj_bias = e->params + 105537792;
@@ -559,24 +304,9 @@ void k38(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k39: linear epilogue: + bias + gelu (tanh)
- *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-void k39(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *linear_h_9_fc = ACT(319098880);
-    const float *P_h_9_fc_bias = e->params + 107899392;
-    float *gelu_h_9_2 = ACT(325390336);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_9_fc[i] + P_h_9_fc_bias[i % 3072]; /* linear epilogue: + bias */
-        linear_h_9_fc[i] = v0;
-        float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_9_2[i] = v1;
-    }
-}
-
-/* k40: linear epilogue: + bias + residual: x + body(x)
+/* k20: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void k40(rt_exec *e, int64_t lo, int64_t hi)
+void k20(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_9_proj = ACT(492113920);
     const float *P_h_9_proj_bias = e->params + 110261760;
@@ -589,21 +319,9 @@ void k40(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k41: linear epilogue: + bias
- *     from $.model.layers[2].body[0].body[1] */
-void k41(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *qkv_h_10_attn = ACT(404033536);
-    const float *P_h_10_attn_qkv_bias = e->params + 112033536;
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = qkv_h_10_attn[i] + P_h_10_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
-        qkv_h_10_attn[i] = v0;
-    }
-}
-
-/* k42: linear epilogue: + bias + residual: x + body(x)
+/* k21: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void k42(rt_exec *e, int64_t lo, int64_t hi)
+void k21(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *attn_out_h_10_attn = ACT(496832512);
     const float *P_h_10_attn_proj_bias = e->params + 112625664;
@@ -616,24 +334,9 @@ void k42(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k43: linear epilogue: + bias + gelu (tanh)
- *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-void k43(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *linear_h_10_fc = ACT(331681792);
-    const float *P_h_10_fc_bias = e->params + 114987264;
-    float *gelu_h_10_2 = ACT(337973248);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_10_fc[i] + P_h_10_fc_bias[i % 3072]; /* linear epilogue: + bias */
-        linear_h_10_fc[i] = v0;
-        float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_10_2[i] = v1;
-    }
-}
-
-/* k44: linear epilogue: + bias + residual: x + body(x)
+/* k22: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void k44(rt_exec *e, int64_t lo, int64_t hi)
+void k22(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_10_proj = ACT(499978240);
     const float *P_h_10_proj_bias = e->params + 117349632;
@@ -646,21 +349,9 @@ void k44(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k45: linear epilogue: + bias
- *     from $.model.layers[2].body[0].body[1] */
-void k45(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *qkv_h_11_attn = ACT(408752128);
-    const float *P_h_11_attn_qkv_bias = e->params + 119121408;
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = qkv_h_11_attn[i] + P_h_11_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
-        qkv_h_11_attn[i] = v0;
-    }
-}
-
-/* k46: linear epilogue: + bias + residual: x + body(x)
+/* k23: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void k46(rt_exec *e, int64_t lo, int64_t hi)
+void k23(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *attn_out_h_11_attn = ACT(504696832);
     const float *P_h_11_attn_proj_bias = e->params + 119713536;
@@ -673,24 +364,9 @@ void k46(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k47: linear epilogue: + bias + gelu (tanh)
- *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-void k47(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *linear_h_11_fc = ACT(344264704);
-    const float *P_h_11_fc_bias = e->params + 122075136;
-    float *gelu_h_11_2 = ACT(350556160);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_11_fc[i] + P_h_11_fc_bias[i % 3072]; /* linear epilogue: + bias */
-        linear_h_11_fc[i] = v0;
-        float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_11_2[i] = v1;
-    }
-}
-
-/* k48: linear epilogue: + bias + residual: x + body(x)
+/* k24: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void k48(rt_exec *e, int64_t lo, int64_t hi)
+void k24(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_11_proj = ACT(507842560);
     const float *P_h_11_proj_bias = e->params + 124437504;
@@ -703,9 +379,9 @@ void k48(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k49: gelu (tanh) backward
+/* k25: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-void k49(rt_exec *e, int64_t lo, int64_t hi)
+void k25(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_11_2 = ACT(0);
     const float *linear_h_11_fc = ACT(344264704);
@@ -716,9 +392,9 @@ void k49(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k50: sum of gradient contributions
+/* k26: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-void k50(rt_exec *e, int64_t lo, int64_t hi)
+void k26(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_residual_linear_h_11_proj = ACT(6291456);
     const float *d_residual_attn_out_h_11_attn = ACT(0);
@@ -729,9 +405,9 @@ void k50(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k51: sum of gradient contributions
+/* k27: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-void k51(rt_exec *e, int64_t lo, int64_t hi)
+void k27(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_residual_attn_out_h_11_attn_491 = ACT(6291456);
     const float *d_residual_linear_h_10_proj = ACT(410324992);
@@ -742,9 +418,9 @@ void k51(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k52: gelu (tanh) backward
+/* k28: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-void k52(rt_exec *e, int64_t lo, int64_t hi)
+void k28(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_10_2 = ACT(0);
     const float *linear_h_10_fc = ACT(331681792);
@@ -755,9 +431,9 @@ void k52(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k53: sum of gradient contributions
+/* k29: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-void k53(rt_exec *e, int64_t lo, int64_t hi)
+void k29(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_residual_linear_h_10_proj_496 = ACT(6291456);
     const float *d_residual_attn_out_h_10_attn = ACT(410324992);
@@ -768,9 +444,9 @@ void k53(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k54: sum of gradient contributions
+/* k30: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-void k54(rt_exec *e, int64_t lo, int64_t hi)
+void k30(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_residual_attn_out_h_10_attn_501 = ACT(6291456);
     const float *d_residual_linear_h_9_proj = ACT(1572864);
@@ -781,9 +457,9 @@ void k54(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k55: gelu (tanh) backward
+/* k31: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-void k55(rt_exec *e, int64_t lo, int64_t hi)
+void k31(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_9_2 = ACT(0);
     const float *linear_h_9_fc = ACT(319098880);
@@ -794,9 +470,9 @@ void k55(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k56: sum of gradient contributions
+/* k32: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-void k56(rt_exec *e, int64_t lo, int64_t hi)
+void k32(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_residual_linear_h_9_proj_506 = ACT(6291456);
     const float *d_residual_attn_out_h_9_attn = ACT(0);
@@ -807,9 +483,9 @@ void k56(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k57: sum of gradient contributions
+/* k33: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-void k57(rt_exec *e, int64_t lo, int64_t hi)
+void k33(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_residual_attn_out_h_9_attn_511 = ACT(6291456);
     const float *d_residual_linear_h_8_proj = ACT(1572864);
@@ -820,9 +496,9 @@ void k57(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k58: gelu (tanh) backward
+/* k34: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-void k58(rt_exec *e, int64_t lo, int64_t hi)
+void k34(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_8_2 = ACT(0);
     const float *linear_h_8_fc = ACT(306515968);
@@ -833,9 +509,9 @@ void k58(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k59: sum of gradient contributions
+/* k35: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-void k59(rt_exec *e, int64_t lo, int64_t hi)
+void k35(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_residual_linear_h_8_proj_516 = ACT(6291456);
     const float *d_residual_attn_out_h_8_attn = ACT(0);
@@ -846,9 +522,9 @@ void k59(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k60: sum of gradient contributions
+/* k36: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-void k60(rt_exec *e, int64_t lo, int64_t hi)
+void k36(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_residual_attn_out_h_8_attn_521 = ACT(6291456);
     const float *d_residual_linear_h_7_proj = ACT(1572864);
@@ -859,9 +535,9 @@ void k60(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k61: gelu (tanh) backward
+/* k37: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-void k61(rt_exec *e, int64_t lo, int64_t hi)
+void k37(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_7_2 = ACT(0);
     const float *linear_h_7_fc = ACT(293933056);
@@ -872,9 +548,9 @@ void k61(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k62: sum of gradient contributions
+/* k38: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-void k62(rt_exec *e, int64_t lo, int64_t hi)
+void k38(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_residual_linear_h_7_proj_526 = ACT(6291456);
     const float *d_residual_attn_out_h_7_attn = ACT(0);
@@ -885,9 +561,9 @@ void k62(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k63: sum of gradient contributions
+/* k39: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-void k63(rt_exec *e, int64_t lo, int64_t hi)
+void k39(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_residual_attn_out_h_7_attn_531 = ACT(6291456);
     const float *d_residual_linear_h_6_proj = ACT(1572864);
@@ -898,9 +574,9 @@ void k63(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k64: gelu (tanh) backward
+/* k40: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-void k64(rt_exec *e, int64_t lo, int64_t hi)
+void k40(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_6_2 = ACT(0);
     const float *linear_h_6_fc = ACT(281350144);
@@ -911,9 +587,9 @@ void k64(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k65: sum of gradient contributions
+/* k41: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-void k65(rt_exec *e, int64_t lo, int64_t hi)
+void k41(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_residual_linear_h_6_proj_536 = ACT(6291456);
     const float *d_residual_attn_out_h_6_attn = ACT(0);
@@ -924,9 +600,9 @@ void k65(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k66: sum of gradient contributions
+/* k42: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-void k66(rt_exec *e, int64_t lo, int64_t hi)
+void k42(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_residual_attn_out_h_6_attn_541 = ACT(6291456);
     const float *d_residual_linear_h_5_proj = ACT(1572864);
@@ -937,9 +613,9 @@ void k66(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k67: gelu (tanh) backward
+/* k43: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-void k67(rt_exec *e, int64_t lo, int64_t hi)
+void k43(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_5_2 = ACT(0);
     const float *linear_h_5_fc = ACT(268767232);
@@ -950,9 +626,9 @@ void k67(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k68: sum of gradient contributions
+/* k44: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-void k68(rt_exec *e, int64_t lo, int64_t hi)
+void k44(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_residual_linear_h_5_proj_546 = ACT(6291456);
     const float *d_residual_attn_out_h_5_attn = ACT(0);
@@ -963,9 +639,9 @@ void k68(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k69: sum of gradient contributions
+/* k45: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-void k69(rt_exec *e, int64_t lo, int64_t hi)
+void k45(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_residual_attn_out_h_5_attn_551 = ACT(6291456);
     const float *d_residual_linear_h_4_proj = ACT(1572864);
@@ -976,9 +652,9 @@ void k69(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k70: gelu (tanh) backward
+/* k46: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-void k70(rt_exec *e, int64_t lo, int64_t hi)
+void k46(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_4_2 = ACT(0);
     const float *linear_h_4_fc = ACT(256184320);
@@ -989,9 +665,9 @@ void k70(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k71: sum of gradient contributions
+/* k47: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-void k71(rt_exec *e, int64_t lo, int64_t hi)
+void k47(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_residual_linear_h_4_proj_556 = ACT(6291456);
     const float *d_residual_attn_out_h_4_attn = ACT(0);
@@ -1002,9 +678,9 @@ void k71(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k72: sum of gradient contributions
+/* k48: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-void k72(rt_exec *e, int64_t lo, int64_t hi)
+void k48(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_residual_attn_out_h_4_attn_561 = ACT(6291456);
     const float *d_residual_linear_h_3_proj = ACT(1572864);
@@ -1015,9 +691,9 @@ void k72(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k73: gelu (tanh) backward
+/* k49: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-void k73(rt_exec *e, int64_t lo, int64_t hi)
+void k49(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_3_2 = ACT(0);
     const float *linear_h_3_fc = ACT(243601408);
@@ -1028,9 +704,9 @@ void k73(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k74: sum of gradient contributions
+/* k50: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-void k74(rt_exec *e, int64_t lo, int64_t hi)
+void k50(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_residual_linear_h_3_proj_566 = ACT(6291456);
     const float *d_residual_attn_out_h_3_attn = ACT(0);
@@ -1041,9 +717,9 @@ void k74(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k75: sum of gradient contributions
+/* k51: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-void k75(rt_exec *e, int64_t lo, int64_t hi)
+void k51(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_residual_attn_out_h_3_attn_571 = ACT(6291456);
     const float *d_residual_linear_h_2_proj = ACT(1572864);
@@ -1054,9 +730,9 @@ void k75(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k76: gelu (tanh) backward
+/* k52: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-void k76(rt_exec *e, int64_t lo, int64_t hi)
+void k52(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_2_2 = ACT(0);
     const float *linear_h_2_fc = ACT(231018496);
@@ -1067,9 +743,9 @@ void k76(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k77: sum of gradient contributions
+/* k53: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-void k77(rt_exec *e, int64_t lo, int64_t hi)
+void k53(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_residual_linear_h_2_proj_576 = ACT(6291456);
     const float *d_residual_attn_out_h_2_attn = ACT(0);
@@ -1080,9 +756,9 @@ void k77(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k78: sum of gradient contributions
+/* k54: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-void k78(rt_exec *e, int64_t lo, int64_t hi)
+void k54(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_residual_attn_out_h_2_attn_581 = ACT(6291456);
     const float *d_residual_linear_h_1_proj = ACT(1572864);
@@ -1093,9 +769,9 @@ void k78(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k79: gelu (tanh) backward
+/* k55: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-void k79(rt_exec *e, int64_t lo, int64_t hi)
+void k55(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_1_2 = ACT(0);
     const float *linear_h_1_fc = ACT(218435584);
@@ -1106,9 +782,9 @@ void k79(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k80: sum of gradient contributions
+/* k56: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-void k80(rt_exec *e, int64_t lo, int64_t hi)
+void k56(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_residual_linear_h_1_proj_586 = ACT(6291456);
     const float *d_residual_attn_out_h_1_attn = ACT(0);
@@ -1119,9 +795,9 @@ void k80(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k81: sum of gradient contributions
+/* k57: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-void k81(rt_exec *e, int64_t lo, int64_t hi)
+void k57(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_residual_attn_out_h_1_attn_591 = ACT(6291456);
     const float *d_residual_linear_h_0_proj = ACT(1572864);
@@ -1132,9 +808,9 @@ void k81(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k82: gelu (tanh) backward
+/* k58: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-void k82(rt_exec *e, int64_t lo, int64_t hi)
+void k58(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_0_2 = ACT(0);
     const float *linear_h_0_fc = ACT(205852672);
@@ -1145,9 +821,9 @@ void k82(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k83: sum of gradient contributions
+/* k59: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-void k83(rt_exec *e, int64_t lo, int64_t hi)
+void k59(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_residual_linear_h_0_proj_596 = ACT(6291456);
     const float *d_residual_attn_out_h_0_attn = ACT(0);
@@ -1158,9 +834,9 @@ void k83(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k84: sum of gradient contributions
+/* k60: sum of gradient contributions
  *     from $.model.layers[1] */
-void k84(rt_exec *e, int64_t lo, int64_t hi)
+void k60(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_residual_attn_out_h_0_attn_601 = ACT(6291456);
     const float *d_pos_embedding_wpe = ACT(0);
@@ -1186,21 +862,9 @@ void ke0(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* ke1: linear epilogue: + bias
- *     from $.model.layers[2].body[0].body[1] */
-void ke1(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *qkv_h_0_attn = ACT(0);
-    const float *P_h_0_attn_qkv_bias = e->params + 41154816;
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = qkv_h_0_attn[i] + P_h_0_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
-        qkv_h_0_attn[i] = v0;
-    }
-}
-
-/* ke2: linear epilogue: + bias + residual: x + body(x)
+/* ke1: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void ke2(rt_exec *e, int64_t lo, int64_t hi)
+void ke1(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *attn_out_h_0_attn = ACT(7864320);
     const float *P_h_0_attn_proj_bias = e->params + 41746944;
@@ -1213,23 +877,9 @@ void ke2(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* ke3: linear epilogue: + bias + gelu (tanh)
- *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-void ke3(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_h_0_fc = ACT(0);
-    const float *P_h_0_fc_bias = e->params + 44108544;
-    float *gelu_h_0_2 = ACT(0);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_0_fc[i] + P_h_0_fc_bias[i % 3072]; /* linear epilogue: + bias */
-        float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_0_2[i] = v1;
-    }
-}
-
-/* ke4: linear epilogue: + bias + residual: x + body(x)
+/* ke2: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void ke4(rt_exec *e, int64_t lo, int64_t hi)
+void ke2(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_0_proj = ACT(6291456);
     const float *P_h_0_proj_bias = e->params + 46470912;
@@ -1242,21 +892,9 @@ void ke4(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* ke5: linear epilogue: + bias
- *     from $.model.layers[2].body[0].body[1] */
-void ke5(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *qkv_h_1_attn = ACT(0);
-    const float *P_h_1_attn_qkv_bias = e->params + 48242688;
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = qkv_h_1_attn[i] + P_h_1_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
-        qkv_h_1_attn[i] = v0;
-    }
-}
-
-/* ke6: linear epilogue: + bias + residual: x + body(x)
+/* ke3: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void ke6(rt_exec *e, int64_t lo, int64_t hi)
+void ke3(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *attn_out_h_1_attn = ACT(7864320);
     const float *P_h_1_attn_proj_bias = e->params + 48834816;
@@ -1269,23 +907,9 @@ void ke6(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* ke7: linear epilogue: + bias + gelu (tanh)
- *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-void ke7(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_h_1_fc = ACT(0);
-    const float *P_h_1_fc_bias = e->params + 51196416;
-    float *gelu_h_1_2 = ACT(0);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_1_fc[i] + P_h_1_fc_bias[i % 3072]; /* linear epilogue: + bias */
-        float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_1_2[i] = v1;
-    }
-}
-
-/* ke8: linear epilogue: + bias + residual: x + body(x)
+/* ke4: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void ke8(rt_exec *e, int64_t lo, int64_t hi)
+void ke4(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_1_proj = ACT(6291456);
     const float *P_h_1_proj_bias = e->params + 53558784;
@@ -1298,21 +922,9 @@ void ke8(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* ke9: linear epilogue: + bias
- *     from $.model.layers[2].body[0].body[1] */
-void ke9(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *qkv_h_2_attn = ACT(0);
-    const float *P_h_2_attn_qkv_bias = e->params + 55330560;
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = qkv_h_2_attn[i] + P_h_2_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
-        qkv_h_2_attn[i] = v0;
-    }
-}
-
-/* ke10: linear epilogue: + bias + residual: x + body(x)
+/* ke5: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void ke10(rt_exec *e, int64_t lo, int64_t hi)
+void ke5(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *attn_out_h_2_attn = ACT(7864320);
     const float *P_h_2_attn_proj_bias = e->params + 55922688;
@@ -1325,23 +937,9 @@ void ke10(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* ke11: linear epilogue: + bias + gelu (tanh)
- *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-void ke11(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_h_2_fc = ACT(0);
-    const float *P_h_2_fc_bias = e->params + 58284288;
-    float *gelu_h_2_2 = ACT(0);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_2_fc[i] + P_h_2_fc_bias[i % 3072]; /* linear epilogue: + bias */
-        float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_2_2[i] = v1;
-    }
-}
-
-/* ke12: linear epilogue: + bias + residual: x + body(x)
+/* ke6: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void ke12(rt_exec *e, int64_t lo, int64_t hi)
+void ke6(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_2_proj = ACT(6291456);
     const float *P_h_2_proj_bias = e->params + 60646656;
@@ -1354,21 +952,9 @@ void ke12(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* ke13: linear epilogue: + bias
- *     from $.model.layers[2].body[0].body[1] */
-void ke13(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *qkv_h_3_attn = ACT(0);
-    const float *P_h_3_attn_qkv_bias = e->params + 62418432;
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = qkv_h_3_attn[i] + P_h_3_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
-        qkv_h_3_attn[i] = v0;
-    }
-}
-
-/* ke14: linear epilogue: + bias + residual: x + body(x)
+/* ke7: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void ke14(rt_exec *e, int64_t lo, int64_t hi)
+void ke7(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *attn_out_h_3_attn = ACT(7864320);
     const float *P_h_3_attn_proj_bias = e->params + 63010560;
@@ -1381,23 +967,9 @@ void ke14(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* ke15: linear epilogue: + bias + gelu (tanh)
- *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-void ke15(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_h_3_fc = ACT(0);
-    const float *P_h_3_fc_bias = e->params + 65372160;
-    float *gelu_h_3_2 = ACT(0);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_3_fc[i] + P_h_3_fc_bias[i % 3072]; /* linear epilogue: + bias */
-        float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_3_2[i] = v1;
-    }
-}
-
-/* ke16: linear epilogue: + bias + residual: x + body(x)
+/* ke8: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void ke16(rt_exec *e, int64_t lo, int64_t hi)
+void ke8(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_3_proj = ACT(6291456);
     const float *P_h_3_proj_bias = e->params + 67734528;
@@ -1410,21 +982,9 @@ void ke16(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* ke17: linear epilogue: + bias
- *     from $.model.layers[2].body[0].body[1] */
-void ke17(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *qkv_h_4_attn = ACT(0);
-    const float *P_h_4_attn_qkv_bias = e->params + 69506304;
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = qkv_h_4_attn[i] + P_h_4_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
-        qkv_h_4_attn[i] = v0;
-    }
-}
-
-/* ke18: linear epilogue: + bias + residual: x + body(x)
+/* ke9: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void ke18(rt_exec *e, int64_t lo, int64_t hi)
+void ke9(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *attn_out_h_4_attn = ACT(7864320);
     const float *P_h_4_attn_proj_bias = e->params + 70098432;
@@ -1437,23 +997,9 @@ void ke18(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* ke19: linear epilogue: + bias + gelu (tanh)
- *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-void ke19(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_h_4_fc = ACT(0);
-    const float *P_h_4_fc_bias = e->params + 72460032;
-    float *gelu_h_4_2 = ACT(0);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_4_fc[i] + P_h_4_fc_bias[i % 3072]; /* linear epilogue: + bias */
-        float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_4_2[i] = v1;
-    }
-}
-
-/* ke20: linear epilogue: + bias + residual: x + body(x)
+/* ke10: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void ke20(rt_exec *e, int64_t lo, int64_t hi)
+void ke10(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_4_proj = ACT(6291456);
     const float *P_h_4_proj_bias = e->params + 74822400;
@@ -1466,21 +1012,9 @@ void ke20(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* ke21: linear epilogue: + bias
- *     from $.model.layers[2].body[0].body[1] */
-void ke21(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *qkv_h_5_attn = ACT(0);
-    const float *P_h_5_attn_qkv_bias = e->params + 76594176;
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = qkv_h_5_attn[i] + P_h_5_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
-        qkv_h_5_attn[i] = v0;
-    }
-}
-
-/* ke22: linear epilogue: + bias + residual: x + body(x)
+/* ke11: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void ke22(rt_exec *e, int64_t lo, int64_t hi)
+void ke11(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *attn_out_h_5_attn = ACT(7864320);
     const float *P_h_5_attn_proj_bias = e->params + 77186304;
@@ -1493,23 +1027,9 @@ void ke22(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* ke23: linear epilogue: + bias + gelu (tanh)
- *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-void ke23(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_h_5_fc = ACT(0);
-    const float *P_h_5_fc_bias = e->params + 79547904;
-    float *gelu_h_5_2 = ACT(0);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_5_fc[i] + P_h_5_fc_bias[i % 3072]; /* linear epilogue: + bias */
-        float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_5_2[i] = v1;
-    }
-}
-
-/* ke24: linear epilogue: + bias + residual: x + body(x)
+/* ke12: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void ke24(rt_exec *e, int64_t lo, int64_t hi)
+void ke12(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_5_proj = ACT(6291456);
     const float *P_h_5_proj_bias = e->params + 81910272;
@@ -1522,21 +1042,9 @@ void ke24(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* ke25: linear epilogue: + bias
- *     from $.model.layers[2].body[0].body[1] */
-void ke25(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *qkv_h_6_attn = ACT(0);
-    const float *P_h_6_attn_qkv_bias = e->params + 83682048;
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = qkv_h_6_attn[i] + P_h_6_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
-        qkv_h_6_attn[i] = v0;
-    }
-}
-
-/* ke26: linear epilogue: + bias + residual: x + body(x)
+/* ke13: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void ke26(rt_exec *e, int64_t lo, int64_t hi)
+void ke13(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *attn_out_h_6_attn = ACT(7864320);
     const float *P_h_6_attn_proj_bias = e->params + 84274176;
@@ -1549,23 +1057,9 @@ void ke26(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* ke27: linear epilogue: + bias + gelu (tanh)
- *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-void ke27(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_h_6_fc = ACT(0);
-    const float *P_h_6_fc_bias = e->params + 86635776;
-    float *gelu_h_6_2 = ACT(0);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_6_fc[i] + P_h_6_fc_bias[i % 3072]; /* linear epilogue: + bias */
-        float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_6_2[i] = v1;
-    }
-}
-
-/* ke28: linear epilogue: + bias + residual: x + body(x)
+/* ke14: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void ke28(rt_exec *e, int64_t lo, int64_t hi)
+void ke14(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_6_proj = ACT(6291456);
     const float *P_h_6_proj_bias = e->params + 88998144;
@@ -1578,21 +1072,9 @@ void ke28(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* ke29: linear epilogue: + bias
- *     from $.model.layers[2].body[0].body[1] */
-void ke29(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *qkv_h_7_attn = ACT(0);
-    const float *P_h_7_attn_qkv_bias = e->params + 90769920;
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = qkv_h_7_attn[i] + P_h_7_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
-        qkv_h_7_attn[i] = v0;
-    }
-}
-
-/* ke30: linear epilogue: + bias + residual: x + body(x)
+/* ke15: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void ke30(rt_exec *e, int64_t lo, int64_t hi)
+void ke15(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *attn_out_h_7_attn = ACT(7864320);
     const float *P_h_7_attn_proj_bias = e->params + 91362048;
@@ -1605,23 +1087,9 @@ void ke30(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* ke31: linear epilogue: + bias + gelu (tanh)
- *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-void ke31(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_h_7_fc = ACT(0);
-    const float *P_h_7_fc_bias = e->params + 93723648;
-    float *gelu_h_7_2 = ACT(0);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_7_fc[i] + P_h_7_fc_bias[i % 3072]; /* linear epilogue: + bias */
-        float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_7_2[i] = v1;
-    }
-}
-
-/* ke32: linear epilogue: + bias + residual: x + body(x)
+/* ke16: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void ke32(rt_exec *e, int64_t lo, int64_t hi)
+void ke16(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_7_proj = ACT(6291456);
     const float *P_h_7_proj_bias = e->params + 96086016;
@@ -1634,21 +1102,9 @@ void ke32(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* ke33: linear epilogue: + bias
- *     from $.model.layers[2].body[0].body[1] */
-void ke33(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *qkv_h_8_attn = ACT(0);
-    const float *P_h_8_attn_qkv_bias = e->params + 97857792;
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = qkv_h_8_attn[i] + P_h_8_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
-        qkv_h_8_attn[i] = v0;
-    }
-}
-
-/* ke34: linear epilogue: + bias + residual: x + body(x)
+/* ke17: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void ke34(rt_exec *e, int64_t lo, int64_t hi)
+void ke17(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *attn_out_h_8_attn = ACT(7864320);
     const float *P_h_8_attn_proj_bias = e->params + 98449920;
@@ -1661,23 +1117,9 @@ void ke34(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* ke35: linear epilogue: + bias + gelu (tanh)
- *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-void ke35(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_h_8_fc = ACT(0);
-    const float *P_h_8_fc_bias = e->params + 100811520;
-    float *gelu_h_8_2 = ACT(0);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_8_fc[i] + P_h_8_fc_bias[i % 3072]; /* linear epilogue: + bias */
-        float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_8_2[i] = v1;
-    }
-}
-
-/* ke36: linear epilogue: + bias + residual: x + body(x)
+/* ke18: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void ke36(rt_exec *e, int64_t lo, int64_t hi)
+void ke18(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_8_proj = ACT(6291456);
     const float *P_h_8_proj_bias = e->params + 103173888;
@@ -1690,21 +1132,9 @@ void ke36(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* ke37: linear epilogue: + bias
- *     from $.model.layers[2].body[0].body[1] */
-void ke37(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *qkv_h_9_attn = ACT(0);
-    const float *P_h_9_attn_qkv_bias = e->params + 104945664;
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = qkv_h_9_attn[i] + P_h_9_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
-        qkv_h_9_attn[i] = v0;
-    }
-}
-
-/* ke38: linear epilogue: + bias + residual: x + body(x)
+/* ke19: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void ke38(rt_exec *e, int64_t lo, int64_t hi)
+void ke19(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *attn_out_h_9_attn = ACT(7864320);
     const float *P_h_9_attn_proj_bias = e->params + 105537792;
@@ -1717,23 +1147,9 @@ void ke38(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* ke39: linear epilogue: + bias + gelu (tanh)
- *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-void ke39(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_h_9_fc = ACT(0);
-    const float *P_h_9_fc_bias = e->params + 107899392;
-    float *gelu_h_9_2 = ACT(0);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_9_fc[i] + P_h_9_fc_bias[i % 3072]; /* linear epilogue: + bias */
-        float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_9_2[i] = v1;
-    }
-}
-
-/* ke40: linear epilogue: + bias + residual: x + body(x)
+/* ke20: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void ke40(rt_exec *e, int64_t lo, int64_t hi)
+void ke20(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_9_proj = ACT(6291456);
     const float *P_h_9_proj_bias = e->params + 110261760;
@@ -1746,21 +1162,9 @@ void ke40(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* ke41: linear epilogue: + bias
- *     from $.model.layers[2].body[0].body[1] */
-void ke41(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *qkv_h_10_attn = ACT(0);
-    const float *P_h_10_attn_qkv_bias = e->params + 112033536;
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = qkv_h_10_attn[i] + P_h_10_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
-        qkv_h_10_attn[i] = v0;
-    }
-}
-
-/* ke42: linear epilogue: + bias + residual: x + body(x)
+/* ke21: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void ke42(rt_exec *e, int64_t lo, int64_t hi)
+void ke21(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *attn_out_h_10_attn = ACT(7864320);
     const float *P_h_10_attn_proj_bias = e->params + 112625664;
@@ -1773,23 +1177,9 @@ void ke42(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* ke43: linear epilogue: + bias + gelu (tanh)
- *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-void ke43(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_h_10_fc = ACT(0);
-    const float *P_h_10_fc_bias = e->params + 114987264;
-    float *gelu_h_10_2 = ACT(0);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_10_fc[i] + P_h_10_fc_bias[i % 3072]; /* linear epilogue: + bias */
-        float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_10_2[i] = v1;
-    }
-}
-
-/* ke44: linear epilogue: + bias + residual: x + body(x)
+/* ke22: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void ke44(rt_exec *e, int64_t lo, int64_t hi)
+void ke22(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_10_proj = ACT(6291456);
     const float *P_h_10_proj_bias = e->params + 117349632;
@@ -1802,21 +1192,9 @@ void ke44(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* ke45: linear epilogue: + bias
- *     from $.model.layers[2].body[0].body[1] */
-void ke45(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *qkv_h_11_attn = ACT(0);
-    const float *P_h_11_attn_qkv_bias = e->params + 119121408;
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = qkv_h_11_attn[i] + P_h_11_attn_qkv_bias[i % 2304]; /* linear epilogue: + bias */
-        qkv_h_11_attn[i] = v0;
-    }
-}
-
-/* ke46: linear epilogue: + bias + residual: x + body(x)
+/* ke23: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void ke46(rt_exec *e, int64_t lo, int64_t hi)
+void ke23(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *attn_out_h_11_attn = ACT(7864320);
     const float *P_h_11_attn_proj_bias = e->params + 119713536;
@@ -1829,23 +1207,9 @@ void ke46(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* ke47: linear epilogue: + bias + gelu (tanh)
- *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-void ke47(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_h_11_fc = ACT(0);
-    const float *P_h_11_fc_bias = e->params + 122075136;
-    float *gelu_h_11_2 = ACT(0);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_11_fc[i] + P_h_11_fc_bias[i % 3072]; /* linear epilogue: + bias */
-        float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_11_2[i] = v1;
-    }
-}
-
-/* ke48: linear epilogue: + bias + residual: x + body(x)
+/* ke24: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void ke48(rt_exec *e, int64_t lo, int64_t hi)
+void ke24(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_11_proj = ACT(6291456);
     const float *P_h_11_proj_bias = e->params + 124437504;

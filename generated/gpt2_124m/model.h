@@ -21,7 +21,7 @@
  *   511586304   4096         9-519  ln_mean_h_0_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   511590400   4096         9-519  ln_rstd_h_0_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   205852672   6291456     10-513  linear_h_0_fc               [B, 1024, 3072]  linear output
- *   212144128   6291456     11-509  gelu_h_0_2                  [B, 1024, 3072]  gelu
+ *   212144128   6291456     10-509  gelu_h_0_2                  [B, 1024, 3072]  gelu
  *   421335040   1572864     13-504  linear_h_0_proj             [B, 1024, 768]  linear output
  *   422907904   1572864     16-500  layernorm_h_1_ln_1          [B, 1024, 768]  layernorm output
  *   511594496   4096        16-504  ln_mean_h_1_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
@@ -34,7 +34,7 @@
  *   511602688   4096        23-489  ln_mean_h_1_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   511606784   4096        23-489  ln_rstd_h_1_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   218435584   6291456     24-483  linear_h_1_fc               [B, 1024, 3072]  linear output
- *   224727040   6291456     25-479  gelu_h_1_2                  [B, 1024, 3072]  gelu
+ *   224727040   6291456     24-479  gelu_h_1_2                  [B, 1024, 3072]  gelu
  *   429199360   1572864     27-474  linear_h_1_proj             [B, 1024, 768]  linear output
  *   430772224   1572864     30-470  layernorm_h_2_ln_1          [B, 1024, 768]  layernorm output
  *   511610880   4096        30-474  ln_mean_h_2_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
@@ -47,7 +47,7 @@
  *   511619072   4096        37-459  ln_mean_h_2_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   511623168   4096        37-459  ln_rstd_h_2_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   231018496   6291456     38-453  linear_h_2_fc               [B, 1024, 3072]  linear output
- *   237309952   6291456     39-449  gelu_h_2_2                  [B, 1024, 3072]  gelu
+ *   237309952   6291456     38-449  gelu_h_2_2                  [B, 1024, 3072]  gelu
  *   437063680   1572864     41-444  linear_h_2_proj             [B, 1024, 768]  linear output
  *   438636544   1572864     44-440  layernorm_h_3_ln_1          [B, 1024, 768]  layernorm output
  *   511627264   4096        44-444  ln_mean_h_3_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
@@ -60,7 +60,7 @@
  *   511635456   4096        51-429  ln_mean_h_3_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   511639552   4096        51-429  ln_rstd_h_3_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   243601408   6291456     52-423  linear_h_3_fc               [B, 1024, 3072]  linear output
- *   249892864   6291456     53-419  gelu_h_3_2                  [B, 1024, 3072]  gelu
+ *   249892864   6291456     52-419  gelu_h_3_2                  [B, 1024, 3072]  gelu
  *   444928000   1572864     55-414  linear_h_3_proj             [B, 1024, 768]  linear output
  *   446500864   1572864     58-410  layernorm_h_4_ln_1          [B, 1024, 768]  layernorm output
  *   511643648   4096        58-414  ln_mean_h_4_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
@@ -73,7 +73,7 @@
  *   511651840   4096        65-399  ln_mean_h_4_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   511655936   4096        65-399  ln_rstd_h_4_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   256184320   6291456     66-393  linear_h_4_fc               [B, 1024, 3072]  linear output
- *   262475776   6291456     67-389  gelu_h_4_2                  [B, 1024, 3072]  gelu
+ *   262475776   6291456     66-389  gelu_h_4_2                  [B, 1024, 3072]  gelu
  *   452792320   1572864     69-384  linear_h_4_proj             [B, 1024, 768]  linear output
  *   454365184   1572864     72-380  layernorm_h_5_ln_1          [B, 1024, 768]  layernorm output
  *   511660032   4096        72-384  ln_mean_h_5_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
@@ -86,7 +86,7 @@
  *   511668224   4096        79-369  ln_mean_h_5_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   511672320   4096        79-369  ln_rstd_h_5_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   268767232   6291456     80-363  linear_h_5_fc               [B, 1024, 3072]  linear output
- *   275058688   6291456     81-359  gelu_h_5_2                  [B, 1024, 3072]  gelu
+ *   275058688   6291456     80-359  gelu_h_5_2                  [B, 1024, 3072]  gelu
  *   460656640   1572864     83-354  linear_h_5_proj             [B, 1024, 768]  linear output
  *   462229504   1572864     86-350  layernorm_h_6_ln_1          [B, 1024, 768]  layernorm output
  *   511676416   4096        86-354  ln_mean_h_6_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
@@ -99,7 +99,7 @@
  *   511684608   4096        93-339  ln_mean_h_6_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   511688704   4096        93-339  ln_rstd_h_6_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   281350144   6291456     94-333  linear_h_6_fc               [B, 1024, 3072]  linear output
- *   287641600   6291456     95-329  gelu_h_6_2                  [B, 1024, 3072]  gelu
+ *   287641600   6291456     94-329  gelu_h_6_2                  [B, 1024, 3072]  gelu
  *   468520960   1572864     97-324  linear_h_6_proj             [B, 1024, 768]  linear output
  *   470093824   1572864    100-320  layernorm_h_7_ln_1          [B, 1024, 768]  layernorm output
  *   511692800   4096       100-324  ln_mean_h_7_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
@@ -112,7 +112,7 @@
  *   511700992   4096       107-309  ln_mean_h_7_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   511705088   4096       107-309  ln_rstd_h_7_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   293933056   6291456    108-303  linear_h_7_fc               [B, 1024, 3072]  linear output
- *   300224512   6291456    109-299  gelu_h_7_2                  [B, 1024, 3072]  gelu
+ *   300224512   6291456    108-299  gelu_h_7_2                  [B, 1024, 3072]  gelu
  *   476385280   1572864    111-294  linear_h_7_proj             [B, 1024, 768]  linear output
  *   477958144   1572864    114-290  layernorm_h_8_ln_1          [B, 1024, 768]  layernorm output
  *   511709184   4096       114-294  ln_mean_h_8_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
@@ -125,7 +125,7 @@
  *   511717376   4096       121-279  ln_mean_h_8_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   511721472   4096       121-279  ln_rstd_h_8_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   306515968   6291456    122-273  linear_h_8_fc               [B, 1024, 3072]  linear output
- *   312807424   6291456    123-269  gelu_h_8_2                  [B, 1024, 3072]  gelu
+ *   312807424   6291456    122-269  gelu_h_8_2                  [B, 1024, 3072]  gelu
  *   484249600   1572864    125-264  linear_h_8_proj             [B, 1024, 768]  linear output
  *   485822464   1572864    128-260  layernorm_h_9_ln_1          [B, 1024, 768]  layernorm output
  *   511725568   4096       128-264  ln_mean_h_9_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
@@ -138,7 +138,7 @@
  *   511733760   4096       135-249  ln_mean_h_9_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   511737856   4096       135-249  ln_rstd_h_9_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   319098880   6291456    136-243  linear_h_9_fc               [B, 1024, 3072]  linear output
- *   325390336   6291456    137-239  gelu_h_9_2                  [B, 1024, 3072]  gelu
+ *   325390336   6291456    136-239  gelu_h_9_2                  [B, 1024, 3072]  gelu
  *   492113920   1572864    139-234  linear_h_9_proj             [B, 1024, 768]  linear output
  *   493686784   1572864    142-230  layernorm_h_10_ln_1         [B, 1024, 768]  layernorm output
  *   511741952   4096       142-234  ln_mean_h_10_ln_1           [B, 1024]  layernorm mean, saved for backward (fp32)
@@ -151,7 +151,7 @@
  *   511750144   4096       149-219  ln_mean_h_10_ln_2           [B, 1024]  layernorm mean, saved for backward (fp32)
  *   511754240   4096       149-219  ln_rstd_h_10_ln_2           [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   331681792   6291456    150-213  linear_h_10_fc              [B, 1024, 3072]  linear output
- *   337973248   6291456    151-209  gelu_h_10_2                 [B, 1024, 3072]  gelu
+ *   337973248   6291456    150-209  gelu_h_10_2                 [B, 1024, 3072]  gelu
  *   499978240   1572864    153-204  linear_h_10_proj            [B, 1024, 768]  linear output
  *   501551104   1572864    156-200  layernorm_h_11_ln_1         [B, 1024, 768]  layernorm output
  *   511758336   4096       156-204  ln_mean_h_11_ln_1           [B, 1024]  layernorm mean, saved for backward (fp32)
@@ -164,7 +164,7 @@
  *   511766528   4096       163-189  ln_mean_h_11_ln_2           [B, 1024]  layernorm mean, saved for backward (fp32)
  *   511770624   4096       163-189  ln_rstd_h_11_ln_2           [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   344264704   6291456    164-183  linear_h_11_fc              [B, 1024, 3072]  linear output
- *   350556160   6291456    165-179  gelu_h_11_2                 [B, 1024, 3072]  gelu
+ *   350556160   6291456    164-179  gelu_h_11_2                 [B, 1024, 3072]  gelu
  *   507842560   1572864    167-175  linear_h_11_proj            [B, 1024, 768]  linear output
  *   509415424   1572864    170-174  layernorm_ln_f              [B, 1024, 768]  layernorm output
  *   511774720   4096       170-175  ln_mean_ln_f                [B, 1024]  layernorm mean, saved for backward (fp32)
@@ -338,7 +338,7 @@
  *   6291456     1572864      9-10   layernorm_h_0_ln_2          [B, 1024, 768]  layernorm output
  *   0           4096         9-9    ln_mean_h_0_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   4096        4096         9-9    ln_rstd_h_0_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   0           6291456     10-13   linear_h_0_fc               [B, 1024, 3072]  linear output
+ *   0           6291456     10-13   gelu_h_0_2                  [B, 1024, 3072]  gelu
  *   6291456     1572864     13-21   linear_h_0_proj             [B, 1024, 768]  linear output
  *   4718592     1572864     16-17   layernorm_h_1_ln_1          [B, 1024, 768]  layernorm output
  *   0           4096        16-16   ln_mean_h_1_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
@@ -350,7 +350,7 @@
  *   6291456     1572864     23-24   layernorm_h_1_ln_2          [B, 1024, 768]  layernorm output
  *   0           4096        23-23   ln_mean_h_1_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   4096        4096        23-23   ln_rstd_h_1_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   0           6291456     24-27   linear_h_1_fc               [B, 1024, 3072]  linear output
+ *   0           6291456     24-27   gelu_h_1_2                  [B, 1024, 3072]  gelu
  *   6291456     1572864     27-35   linear_h_1_proj             [B, 1024, 768]  linear output
  *   4718592     1572864     30-31   layernorm_h_2_ln_1          [B, 1024, 768]  layernorm output
  *   0           4096        30-30   ln_mean_h_2_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
@@ -362,7 +362,7 @@
  *   6291456     1572864     37-38   layernorm_h_2_ln_2          [B, 1024, 768]  layernorm output
  *   0           4096        37-37   ln_mean_h_2_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   4096        4096        37-37   ln_rstd_h_2_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   0           6291456     38-41   linear_h_2_fc               [B, 1024, 3072]  linear output
+ *   0           6291456     38-41   gelu_h_2_2                  [B, 1024, 3072]  gelu
  *   6291456     1572864     41-49   linear_h_2_proj             [B, 1024, 768]  linear output
  *   4718592     1572864     44-45   layernorm_h_3_ln_1          [B, 1024, 768]  layernorm output
  *   0           4096        44-44   ln_mean_h_3_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
@@ -374,7 +374,7 @@
  *   6291456     1572864     51-52   layernorm_h_3_ln_2          [B, 1024, 768]  layernorm output
  *   0           4096        51-51   ln_mean_h_3_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   4096        4096        51-51   ln_rstd_h_3_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   0           6291456     52-55   linear_h_3_fc               [B, 1024, 3072]  linear output
+ *   0           6291456     52-55   gelu_h_3_2                  [B, 1024, 3072]  gelu
  *   6291456     1572864     55-63   linear_h_3_proj             [B, 1024, 768]  linear output
  *   4718592     1572864     58-59   layernorm_h_4_ln_1          [B, 1024, 768]  layernorm output
  *   0           4096        58-58   ln_mean_h_4_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
@@ -386,7 +386,7 @@
  *   6291456     1572864     65-66   layernorm_h_4_ln_2          [B, 1024, 768]  layernorm output
  *   0           4096        65-65   ln_mean_h_4_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   4096        4096        65-65   ln_rstd_h_4_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   0           6291456     66-69   linear_h_4_fc               [B, 1024, 3072]  linear output
+ *   0           6291456     66-69   gelu_h_4_2                  [B, 1024, 3072]  gelu
  *   6291456     1572864     69-77   linear_h_4_proj             [B, 1024, 768]  linear output
  *   4718592     1572864     72-73   layernorm_h_5_ln_1          [B, 1024, 768]  layernorm output
  *   0           4096        72-72   ln_mean_h_5_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
@@ -398,7 +398,7 @@
  *   6291456     1572864     79-80   layernorm_h_5_ln_2          [B, 1024, 768]  layernorm output
  *   0           4096        79-79   ln_mean_h_5_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   4096        4096        79-79   ln_rstd_h_5_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   0           6291456     80-83   linear_h_5_fc               [B, 1024, 3072]  linear output
+ *   0           6291456     80-83   gelu_h_5_2                  [B, 1024, 3072]  gelu
  *   6291456     1572864     83-91   linear_h_5_proj             [B, 1024, 768]  linear output
  *   4718592     1572864     86-87   layernorm_h_6_ln_1          [B, 1024, 768]  layernorm output
  *   0           4096        86-86   ln_mean_h_6_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
@@ -410,7 +410,7 @@
  *   6291456     1572864     93-94   layernorm_h_6_ln_2          [B, 1024, 768]  layernorm output
  *   0           4096        93-93   ln_mean_h_6_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   4096        4096        93-93   ln_rstd_h_6_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   0           6291456     94-97   linear_h_6_fc               [B, 1024, 3072]  linear output
+ *   0           6291456     94-97   gelu_h_6_2                  [B, 1024, 3072]  gelu
  *   6291456     1572864     97-105  linear_h_6_proj             [B, 1024, 768]  linear output
  *   4718592     1572864    100-101  layernorm_h_7_ln_1          [B, 1024, 768]  layernorm output
  *   0           4096       100-100  ln_mean_h_7_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
@@ -422,7 +422,7 @@
  *   6291456     1572864    107-108  layernorm_h_7_ln_2          [B, 1024, 768]  layernorm output
  *   0           4096       107-107  ln_mean_h_7_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   4096        4096       107-107  ln_rstd_h_7_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   0           6291456    108-111  linear_h_7_fc               [B, 1024, 3072]  linear output
+ *   0           6291456    108-111  gelu_h_7_2                  [B, 1024, 3072]  gelu
  *   6291456     1572864    111-119  linear_h_7_proj             [B, 1024, 768]  linear output
  *   4718592     1572864    114-115  layernorm_h_8_ln_1          [B, 1024, 768]  layernorm output
  *   0           4096       114-114  ln_mean_h_8_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
@@ -434,7 +434,7 @@
  *   6291456     1572864    121-122  layernorm_h_8_ln_2          [B, 1024, 768]  layernorm output
  *   0           4096       121-121  ln_mean_h_8_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   4096        4096       121-121  ln_rstd_h_8_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   0           6291456    122-125  linear_h_8_fc               [B, 1024, 3072]  linear output
+ *   0           6291456    122-125  gelu_h_8_2                  [B, 1024, 3072]  gelu
  *   6291456     1572864    125-133  linear_h_8_proj             [B, 1024, 768]  linear output
  *   4718592     1572864    128-129  layernorm_h_9_ln_1          [B, 1024, 768]  layernorm output
  *   0           4096       128-128  ln_mean_h_9_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
@@ -446,7 +446,7 @@
  *   6291456     1572864    135-136  layernorm_h_9_ln_2          [B, 1024, 768]  layernorm output
  *   0           4096       135-135  ln_mean_h_9_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   4096        4096       135-135  ln_rstd_h_9_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   0           6291456    136-139  linear_h_9_fc               [B, 1024, 3072]  linear output
+ *   0           6291456    136-139  gelu_h_9_2                  [B, 1024, 3072]  gelu
  *   6291456     1572864    139-147  linear_h_9_proj             [B, 1024, 768]  linear output
  *   4718592     1572864    142-143  layernorm_h_10_ln_1         [B, 1024, 768]  layernorm output
  *   0           4096       142-142  ln_mean_h_10_ln_1           [B, 1024]  layernorm mean, saved for backward (fp32)
@@ -458,7 +458,7 @@
  *   6291456     1572864    149-150  layernorm_h_10_ln_2         [B, 1024, 768]  layernorm output
  *   0           4096       149-149  ln_mean_h_10_ln_2           [B, 1024]  layernorm mean, saved for backward (fp32)
  *   4096        4096       149-149  ln_rstd_h_10_ln_2           [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   0           6291456    150-153  linear_h_10_fc              [B, 1024, 3072]  linear output
+ *   0           6291456    150-153  gelu_h_10_2                 [B, 1024, 3072]  gelu
  *   6291456     1572864    153-161  linear_h_10_proj            [B, 1024, 768]  linear output
  *   4718592     1572864    156-157  layernorm_h_11_ln_1         [B, 1024, 768]  layernorm output
  *   0           4096       156-156  ln_mean_h_11_ln_1           [B, 1024]  layernorm mean, saved for backward (fp32)
@@ -470,7 +470,7 @@
  *   6291456     1572864    163-164  layernorm_h_11_ln_2         [B, 1024, 768]  layernorm output
  *   0           4096       163-163  ln_mean_h_11_ln_2           [B, 1024]  layernorm mean, saved for backward (fp32)
  *   4096        4096       163-163  ln_rstd_h_11_ln_2           [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   0           6291456    164-167  linear_h_11_fc              [B, 1024, 3072]  linear output
+ *   0           6291456    164-167  gelu_h_11_2                 [B, 1024, 3072]  gelu
  *   6291456     1572864    167-170  linear_h_11_proj            [B, 1024, 768]  linear output
  *   102926336   1572864    170-171  layernorm_ln_f              [B, 1024, 768]  layernorm output
  *   0           4096       170-170  ln_mean_ln_f                [B, 1024]  layernorm mean, saved for backward (fp32)
@@ -478,40 +478,28 @@
  *   0           102926336  171-172  linear_lm_head              [B, 1024, 50257]  linear output
  *   (in place)  -                   pos_embedding_wpe           [B, 1024, 768]  written over embedding_wte
  *   (in place)  -                   residual_attn_out_h_0_attn  [B, 1024, 768]  written over attn_out_h_0_attn
- *   (in place)  -                   gelu_h_0_2                  [B, 1024, 3072]  written over linear_h_0_fc
  *   (in place)  -                   residual_linear_h_0_proj    [B, 1024, 768]  written over linear_h_0_proj
  *   (in place)  -                   residual_attn_out_h_1_attn  [B, 1024, 768]  written over attn_out_h_1_attn
- *   (in place)  -                   gelu_h_1_2                  [B, 1024, 3072]  written over linear_h_1_fc
  *   (in place)  -                   residual_linear_h_1_proj    [B, 1024, 768]  written over linear_h_1_proj
  *   (in place)  -                   residual_attn_out_h_2_attn  [B, 1024, 768]  written over attn_out_h_2_attn
- *   (in place)  -                   gelu_h_2_2                  [B, 1024, 3072]  written over linear_h_2_fc
  *   (in place)  -                   residual_linear_h_2_proj    [B, 1024, 768]  written over linear_h_2_proj
  *   (in place)  -                   residual_attn_out_h_3_attn  [B, 1024, 768]  written over attn_out_h_3_attn
- *   (in place)  -                   gelu_h_3_2                  [B, 1024, 3072]  written over linear_h_3_fc
  *   (in place)  -                   residual_linear_h_3_proj    [B, 1024, 768]  written over linear_h_3_proj
  *   (in place)  -                   residual_attn_out_h_4_attn  [B, 1024, 768]  written over attn_out_h_4_attn
- *   (in place)  -                   gelu_h_4_2                  [B, 1024, 3072]  written over linear_h_4_fc
  *   (in place)  -                   residual_linear_h_4_proj    [B, 1024, 768]  written over linear_h_4_proj
  *   (in place)  -                   residual_attn_out_h_5_attn  [B, 1024, 768]  written over attn_out_h_5_attn
- *   (in place)  -                   gelu_h_5_2                  [B, 1024, 3072]  written over linear_h_5_fc
  *   (in place)  -                   residual_linear_h_5_proj    [B, 1024, 768]  written over linear_h_5_proj
  *   (in place)  -                   residual_attn_out_h_6_attn  [B, 1024, 768]  written over attn_out_h_6_attn
- *   (in place)  -                   gelu_h_6_2                  [B, 1024, 3072]  written over linear_h_6_fc
  *   (in place)  -                   residual_linear_h_6_proj    [B, 1024, 768]  written over linear_h_6_proj
  *   (in place)  -                   residual_attn_out_h_7_attn  [B, 1024, 768]  written over attn_out_h_7_attn
- *   (in place)  -                   gelu_h_7_2                  [B, 1024, 3072]  written over linear_h_7_fc
  *   (in place)  -                   residual_linear_h_7_proj    [B, 1024, 768]  written over linear_h_7_proj
  *   (in place)  -                   residual_attn_out_h_8_attn  [B, 1024, 768]  written over attn_out_h_8_attn
- *   (in place)  -                   gelu_h_8_2                  [B, 1024, 3072]  written over linear_h_8_fc
  *   (in place)  -                   residual_linear_h_8_proj    [B, 1024, 768]  written over linear_h_8_proj
  *   (in place)  -                   residual_attn_out_h_9_attn  [B, 1024, 768]  written over attn_out_h_9_attn
- *   (in place)  -                   gelu_h_9_2                  [B, 1024, 3072]  written over linear_h_9_fc
  *   (in place)  -                   residual_linear_h_9_proj    [B, 1024, 768]  written over linear_h_9_proj
  *   (in place)  -                   residual_attn_out_h_10_attn  [B, 1024, 768]  written over attn_out_h_10_attn
- *   (in place)  -                   gelu_h_10_2                 [B, 1024, 3072]  written over linear_h_10_fc
  *   (in place)  -                   residual_linear_h_10_proj   [B, 1024, 768]  written over linear_h_10_proj
  *   (in place)  -                   residual_attn_out_h_11_attn  [B, 1024, 768]  written over attn_out_h_11_attn
- *   (in place)  -                   gelu_h_11_2                 [B, 1024, 3072]  written over linear_h_11_fc
  *   (in place)  -                   residual_linear_h_11_proj   [B, 1024, 768]  written over linear_h_11_proj
  */
 #ifndef TRAINC_MODEL_H
@@ -584,30 +572,6 @@ void k57(rt_exec *e, int64_t lo, int64_t hi);
 void k58(rt_exec *e, int64_t lo, int64_t hi);
 void k59(rt_exec *e, int64_t lo, int64_t hi);
 void k60(rt_exec *e, int64_t lo, int64_t hi);
-void k61(rt_exec *e, int64_t lo, int64_t hi);
-void k62(rt_exec *e, int64_t lo, int64_t hi);
-void k63(rt_exec *e, int64_t lo, int64_t hi);
-void k64(rt_exec *e, int64_t lo, int64_t hi);
-void k65(rt_exec *e, int64_t lo, int64_t hi);
-void k66(rt_exec *e, int64_t lo, int64_t hi);
-void k67(rt_exec *e, int64_t lo, int64_t hi);
-void k68(rt_exec *e, int64_t lo, int64_t hi);
-void k69(rt_exec *e, int64_t lo, int64_t hi);
-void k70(rt_exec *e, int64_t lo, int64_t hi);
-void k71(rt_exec *e, int64_t lo, int64_t hi);
-void k72(rt_exec *e, int64_t lo, int64_t hi);
-void k73(rt_exec *e, int64_t lo, int64_t hi);
-void k74(rt_exec *e, int64_t lo, int64_t hi);
-void k75(rt_exec *e, int64_t lo, int64_t hi);
-void k76(rt_exec *e, int64_t lo, int64_t hi);
-void k77(rt_exec *e, int64_t lo, int64_t hi);
-void k78(rt_exec *e, int64_t lo, int64_t hi);
-void k79(rt_exec *e, int64_t lo, int64_t hi);
-void k80(rt_exec *e, int64_t lo, int64_t hi);
-void k81(rt_exec *e, int64_t lo, int64_t hi);
-void k82(rt_exec *e, int64_t lo, int64_t hi);
-void k83(rt_exec *e, int64_t lo, int64_t hi);
-void k84(rt_exec *e, int64_t lo, int64_t hi);
 void ke0(rt_exec *e, int64_t lo, int64_t hi);
 void ke1(rt_exec *e, int64_t lo, int64_t hi);
 void ke2(rt_exec *e, int64_t lo, int64_t hi);
@@ -633,29 +597,5 @@ void ke21(rt_exec *e, int64_t lo, int64_t hi);
 void ke22(rt_exec *e, int64_t lo, int64_t hi);
 void ke23(rt_exec *e, int64_t lo, int64_t hi);
 void ke24(rt_exec *e, int64_t lo, int64_t hi);
-void ke25(rt_exec *e, int64_t lo, int64_t hi);
-void ke26(rt_exec *e, int64_t lo, int64_t hi);
-void ke27(rt_exec *e, int64_t lo, int64_t hi);
-void ke28(rt_exec *e, int64_t lo, int64_t hi);
-void ke29(rt_exec *e, int64_t lo, int64_t hi);
-void ke30(rt_exec *e, int64_t lo, int64_t hi);
-void ke31(rt_exec *e, int64_t lo, int64_t hi);
-void ke32(rt_exec *e, int64_t lo, int64_t hi);
-void ke33(rt_exec *e, int64_t lo, int64_t hi);
-void ke34(rt_exec *e, int64_t lo, int64_t hi);
-void ke35(rt_exec *e, int64_t lo, int64_t hi);
-void ke36(rt_exec *e, int64_t lo, int64_t hi);
-void ke37(rt_exec *e, int64_t lo, int64_t hi);
-void ke38(rt_exec *e, int64_t lo, int64_t hi);
-void ke39(rt_exec *e, int64_t lo, int64_t hi);
-void ke40(rt_exec *e, int64_t lo, int64_t hi);
-void ke41(rt_exec *e, int64_t lo, int64_t hi);
-void ke42(rt_exec *e, int64_t lo, int64_t hi);
-void ke43(rt_exec *e, int64_t lo, int64_t hi);
-void ke44(rt_exec *e, int64_t lo, int64_t hi);
-void ke45(rt_exec *e, int64_t lo, int64_t hi);
-void ke46(rt_exec *e, int64_t lo, int64_t hi);
-void ke47(rt_exec *e, int64_t lo, int64_t hi);
-void ke48(rt_exec *e, int64_t lo, int64_t hi);
 
 #endif

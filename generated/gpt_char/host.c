@@ -28,8 +28,8 @@ static void forward(rt_exec *e, int train)
     float *ln_mean_h_0_ln_1 = ACT(4595712);
     float *ln_rstd_h_0_ln_1 = ACT(4596224);
     const float *P_h_0_attn_qkv_weight = e->params + 49408;
-    float *qkv_h_0_attn = ACT(2359296);
     const float *P_h_0_attn_qkv_bias = e->params + 98560;
+    float *qkv_h_0_attn = ACT(2359296);
     float *lse_h_0_attn = ACT(4587520);
     float *attn_y_h_0_attn = ACT(3276800);
     const float *P_h_0_attn_proj_weight = e->params + 98944;
@@ -42,8 +42,8 @@ static void forward(rt_exec *e, int train)
     float *ln_mean_h_0_ln_2 = ACT(4596736);
     float *ln_rstd_h_0_ln_2 = ACT(4597248);
     const float *P_h_0_fc_weight = e->params + 115712;
-    float *linear_h_0_fc = ACT(0);
     const float *P_h_0_fc_bias = e->params + 181248;
+    float *linear_h_0_fc = ACT(0);
     float *gelu_h_0_2 = ACT(262144);
     const float *P_h_0_proj_weight = e->params + 181760;
     float *linear_h_0_proj = ACT(3473408);
@@ -55,8 +55,8 @@ static void forward(rt_exec *e, int train)
     float *ln_mean_h_1_ln_1 = ACT(4597760);
     float *ln_rstd_h_1_ln_1 = ACT(4598272);
     const float *P_h_1_attn_qkv_weight = e->params + 247680;
-    float *qkv_h_1_attn = ACT(2555904);
     const float *P_h_1_attn_qkv_bias = e->params + 296832;
+    float *qkv_h_1_attn = ACT(2555904);
     float *lse_h_1_attn = ACT(4589568);
     float *attn_y_h_1_attn = ACT(3604480);
     const float *P_h_1_attn_proj_weight = e->params + 297216;
@@ -69,8 +69,8 @@ static void forward(rt_exec *e, int train)
     float *ln_mean_h_1_ln_2 = ACT(4598784);
     float *ln_rstd_h_1_ln_2 = ACT(4599296);
     const float *P_h_1_fc_weight = e->params + 313984;
-    float *linear_h_1_fc = ACT(524288);
     const float *P_h_1_fc_bias = e->params + 379520;
+    float *linear_h_1_fc = ACT(524288);
     float *gelu_h_1_2 = ACT(786432);
     const float *P_h_1_proj_weight = e->params + 380032;
     float *linear_h_1_proj = ACT(3801088);
@@ -82,8 +82,8 @@ static void forward(rt_exec *e, int train)
     float *ln_mean_h_2_ln_1 = ACT(4599808);
     float *ln_rstd_h_2_ln_1 = ACT(4600320);
     const float *P_h_2_attn_qkv_weight = e->params + 445952;
-    float *qkv_h_2_attn = ACT(2752512);
     const float *P_h_2_attn_qkv_bias = e->params + 495104;
+    float *qkv_h_2_attn = ACT(2752512);
     float *lse_h_2_attn = ACT(4591616);
     float *attn_y_h_2_attn = ACT(3932160);
     const float *P_h_2_attn_proj_weight = e->params + 495488;
@@ -96,8 +96,8 @@ static void forward(rt_exec *e, int train)
     float *ln_mean_h_2_ln_2 = ACT(4600832);
     float *ln_rstd_h_2_ln_2 = ACT(4601344);
     const float *P_h_2_fc_weight = e->params + 512256;
-    float *linear_h_2_fc = ACT(1048576);
     const float *P_h_2_fc_bias = e->params + 577792;
+    float *linear_h_2_fc = ACT(1048576);
     float *gelu_h_2_2 = ACT(1310720);
     const float *P_h_2_proj_weight = e->params + 578304;
     float *linear_h_2_proj = ACT(4128768);
@@ -109,8 +109,8 @@ static void forward(rt_exec *e, int train)
     float *ln_mean_h_3_ln_1 = ACT(4601856);
     float *ln_rstd_h_3_ln_1 = ACT(4602368);
     const float *P_h_3_attn_qkv_weight = e->params + 644224;
-    float *qkv_h_3_attn = ACT(2949120);
     const float *P_h_3_attn_qkv_bias = e->params + 693376;
+    float *qkv_h_3_attn = ACT(2949120);
     float *lse_h_3_attn = ACT(4593664);
     float *attn_y_h_3_attn = ACT(4259840);
     const float *P_h_3_attn_proj_weight = e->params + 693760;
@@ -123,8 +123,8 @@ static void forward(rt_exec *e, int train)
     float *ln_mean_h_3_ln_2 = ACT(4602880);
     float *ln_rstd_h_3_ln_2 = ACT(4603392);
     const float *P_h_3_fc_weight = e->params + 710528;
-    float *linear_h_3_fc = ACT(1572864);
     const float *P_h_3_fc_bias = e->params + 776064;
+    float *linear_h_3_fc = ACT(1572864);
     float *gelu_h_3_2 = ACT(1835008);
     const float *P_h_3_proj_weight = e->params + 776576;
     float *linear_h_3_proj = ACT(4456448);
@@ -145,92 +145,76 @@ static void forward(rt_exec *e, int train)
     rt_launch(e, "k0", k0, e->B * 16384, 3, (void *[]){&embedding_wte, &P_wpe_weight, &pos_embedding_wpe});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, P_h_0_ln_1_bias, layernorm_h_0_ln_1, ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1, e->B * 128, 128, 9.99999975e-06f);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_0_ln_1, 128, P_h_0_attn_qkv_weight, 128, 0.0f, qkv_h_0_attn, 384);
-    /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_launch(e, "k1", k1, e->B * 49152, 2, (void *[]){&qkv_h_0_attn, &P_h_0_attn_qkv_bias});
+    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_0_ln_1, 128, P_h_0_attn_qkv_weight, 128, qkv_h_0_attn, 384, P_h_0_attn_qkv_bias, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_0_attn, lse_h_0_attn, attn_y_h_0_attn, e->B, 128, 128, 4, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_0_attn, 128, P_h_0_attn_proj_weight, 128, 0.0f, attn_out_h_0_attn, 128);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k2", k2, e->B * 16384, 4, (void *[]){&attn_out_h_0_attn, &P_h_0_attn_proj_bias, &pos_embedding_wpe, &residual_attn_out_h_0_attn});
+    rt_launch(e, "k1", k1, e->B * 16384, 4, (void *[]){&attn_out_h_0_attn, &P_h_0_attn_proj_bias, &pos_embedding_wpe, &residual_attn_out_h_0_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, P_h_0_ln_2_bias, layernorm_h_0_ln_2, ln_mean_h_0_ln_2, ln_rstd_h_0_ln_2, e->B * 128, 128, 9.99999975e-06f);
-    /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_0_ln_2, 128, P_h_0_fc_weight, 128, 0.0f, linear_h_0_fc, 512);
-    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_launch(e, "k3", k3, e->B * 65536, 3, (void *[]){&linear_h_0_fc, &P_h_0_fc_bias, &gelu_h_0_2});
+    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_0_ln_2, 128, P_h_0_fc_weight, 128, linear_h_0_fc, 512, P_h_0_fc_bias, RT_EPI_GELU_TANH, gelu_h_0_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_0_2, 512, P_h_0_proj_weight, 512, 0.0f, linear_h_0_proj, 128);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k4", k4, e->B * 16384, 4, (void *[]){&linear_h_0_proj, &P_h_0_proj_bias, &residual_attn_out_h_0_attn, &residual_linear_h_0_proj});
+    rt_launch(e, "k2", k2, e->B * 16384, 4, (void *[]){&linear_h_0_proj, &P_h_0_proj_bias, &residual_attn_out_h_0_attn, &residual_linear_h_0_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, P_h_1_ln_1_bias, layernorm_h_1_ln_1, ln_mean_h_1_ln_1, ln_rstd_h_1_ln_1, e->B * 128, 128, 9.99999975e-06f);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_1_ln_1, 128, P_h_1_attn_qkv_weight, 128, 0.0f, qkv_h_1_attn, 384);
-    /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_launch(e, "k5", k5, e->B * 49152, 2, (void *[]){&qkv_h_1_attn, &P_h_1_attn_qkv_bias});
+    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_1_ln_1, 128, P_h_1_attn_qkv_weight, 128, qkv_h_1_attn, 384, P_h_1_attn_qkv_bias, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_1_attn, lse_h_1_attn, attn_y_h_1_attn, e->B, 128, 128, 4, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_1_attn, 128, P_h_1_attn_proj_weight, 128, 0.0f, attn_out_h_1_attn, 128);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k6", k6, e->B * 16384, 4, (void *[]){&attn_out_h_1_attn, &P_h_1_attn_proj_bias, &residual_linear_h_0_proj, &residual_attn_out_h_1_attn});
+    rt_launch(e, "k3", k3, e->B * 16384, 4, (void *[]){&attn_out_h_1_attn, &P_h_1_attn_proj_bias, &residual_linear_h_0_proj, &residual_attn_out_h_1_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, P_h_1_ln_2_bias, layernorm_h_1_ln_2, ln_mean_h_1_ln_2, ln_rstd_h_1_ln_2, e->B * 128, 128, 9.99999975e-06f);
-    /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_1_ln_2, 128, P_h_1_fc_weight, 128, 0.0f, linear_h_1_fc, 512);
-    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_launch(e, "k7", k7, e->B * 65536, 3, (void *[]){&linear_h_1_fc, &P_h_1_fc_bias, &gelu_h_1_2});
+    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_1_ln_2, 128, P_h_1_fc_weight, 128, linear_h_1_fc, 512, P_h_1_fc_bias, RT_EPI_GELU_TANH, gelu_h_1_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_1_2, 512, P_h_1_proj_weight, 512, 0.0f, linear_h_1_proj, 128);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k8", k8, e->B * 16384, 4, (void *[]){&linear_h_1_proj, &P_h_1_proj_bias, &residual_attn_out_h_1_attn, &residual_linear_h_1_proj});
+    rt_launch(e, "k4", k4, e->B * 16384, 4, (void *[]){&linear_h_1_proj, &P_h_1_proj_bias, &residual_attn_out_h_1_attn, &residual_linear_h_1_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, P_h_2_ln_1_bias, layernorm_h_2_ln_1, ln_mean_h_2_ln_1, ln_rstd_h_2_ln_1, e->B * 128, 128, 9.99999975e-06f);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_2_ln_1, 128, P_h_2_attn_qkv_weight, 128, 0.0f, qkv_h_2_attn, 384);
-    /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_launch(e, "k9", k9, e->B * 49152, 2, (void *[]){&qkv_h_2_attn, &P_h_2_attn_qkv_bias});
+    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_2_ln_1, 128, P_h_2_attn_qkv_weight, 128, qkv_h_2_attn, 384, P_h_2_attn_qkv_bias, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_2_attn, lse_h_2_attn, attn_y_h_2_attn, e->B, 128, 128, 4, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_2_attn, 128, P_h_2_attn_proj_weight, 128, 0.0f, attn_out_h_2_attn, 128);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k10", k10, e->B * 16384, 4, (void *[]){&attn_out_h_2_attn, &P_h_2_attn_proj_bias, &residual_linear_h_1_proj, &residual_attn_out_h_2_attn});
+    rt_launch(e, "k5", k5, e->B * 16384, 4, (void *[]){&attn_out_h_2_attn, &P_h_2_attn_proj_bias, &residual_linear_h_1_proj, &residual_attn_out_h_2_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, P_h_2_ln_2_bias, layernorm_h_2_ln_2, ln_mean_h_2_ln_2, ln_rstd_h_2_ln_2, e->B * 128, 128, 9.99999975e-06f);
-    /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_2_ln_2, 128, P_h_2_fc_weight, 128, 0.0f, linear_h_2_fc, 512);
-    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_launch(e, "k11", k11, e->B * 65536, 3, (void *[]){&linear_h_2_fc, &P_h_2_fc_bias, &gelu_h_2_2});
+    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_2_ln_2, 128, P_h_2_fc_weight, 128, linear_h_2_fc, 512, P_h_2_fc_bias, RT_EPI_GELU_TANH, gelu_h_2_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_2_2, 512, P_h_2_proj_weight, 512, 0.0f, linear_h_2_proj, 128);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k12", k12, e->B * 16384, 4, (void *[]){&linear_h_2_proj, &P_h_2_proj_bias, &residual_attn_out_h_2_attn, &residual_linear_h_2_proj});
+    rt_launch(e, "k6", k6, e->B * 16384, 4, (void *[]){&linear_h_2_proj, &P_h_2_proj_bias, &residual_attn_out_h_2_attn, &residual_linear_h_2_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, P_h_3_ln_1_bias, layernorm_h_3_ln_1, ln_mean_h_3_ln_1, ln_rstd_h_3_ln_1, e->B * 128, 128, 9.99999975e-06f);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_3_ln_1, 128, P_h_3_attn_qkv_weight, 128, 0.0f, qkv_h_3_attn, 384);
-    /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_launch(e, "k13", k13, e->B * 49152, 2, (void *[]){&qkv_h_3_attn, &P_h_3_attn_qkv_bias});
+    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_3_ln_1, 128, P_h_3_attn_qkv_weight, 128, qkv_h_3_attn, 384, P_h_3_attn_qkv_bias, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_3_attn, lse_h_3_attn, attn_y_h_3_attn, e->B, 128, 128, 4, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_3_attn, 128, P_h_3_attn_proj_weight, 128, 0.0f, attn_out_h_3_attn, 128);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k14", k14, e->B * 16384, 4, (void *[]){&attn_out_h_3_attn, &P_h_3_attn_proj_bias, &residual_linear_h_2_proj, &residual_attn_out_h_3_attn});
+    rt_launch(e, "k7", k7, e->B * 16384, 4, (void *[]){&attn_out_h_3_attn, &P_h_3_attn_proj_bias, &residual_linear_h_2_proj, &residual_attn_out_h_3_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, P_h_3_ln_2_bias, layernorm_h_3_ln_2, ln_mean_h_3_ln_2, ln_rstd_h_3_ln_2, e->B * 128, 128, 9.99999975e-06f);
-    /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_3_ln_2, 128, P_h_3_fc_weight, 128, 0.0f, linear_h_3_fc, 512);
-    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_launch(e, "k15", k15, e->B * 65536, 3, (void *[]){&linear_h_3_fc, &P_h_3_fc_bias, &gelu_h_3_2});
+    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_3_ln_2, 128, P_h_3_fc_weight, 128, linear_h_3_fc, 512, P_h_3_fc_bias, RT_EPI_GELU_TANH, gelu_h_3_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_3_2, 512, P_h_3_proj_weight, 512, 0.0f, linear_h_3_proj, 128);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k16", k16, e->B * 16384, 4, (void *[]){&linear_h_3_proj, &P_h_3_proj_bias, &residual_attn_out_h_3_attn, &residual_linear_h_3_proj});
+    rt_launch(e, "k8", k8, e->B * 16384, 4, (void *[]){&linear_h_3_proj, &P_h_3_proj_bias, &residual_attn_out_h_3_attn, &residual_linear_h_3_proj});
     /* $.model.layers[3]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_3_proj, P_ln_f_weight, P_ln_f_bias, layernorm_ln_f, ln_mean_ln_f, ln_rstd_ln_f, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[4]: linear: y = x W^T */
@@ -442,7 +426,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.3.proj.bias's gradient is final */
     rt_grad_ready(e, 842112, 128);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k17", k17, e->B * 65536, 3, (void *[]){&d_gelu_h_3_2, &linear_h_3_fc, &d_linear_h_3_fc});
+    rt_launch(e, "k9", k9, e->B * 65536, 3, (void *[]){&d_gelu_h_3_2, &linear_h_3_fc, &d_linear_h_3_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 512, 1.0f, d_linear_h_3_fc, 512, P_h_3_fc_weight, 128, 0.0f, d_layernorm_h_3_ln_2, 128);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -460,7 +444,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: h.3.ln_2.bias's gradient is final */
     rt_grad_ready(e, 710400, 128);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_launch(e, "k18", k18, e->B * 16384, 3, (void *[]){&d_residual_linear_h_3_proj, &d_residual_attn_out_h_3_attn, &d_residual_attn_out_h_3_attn_179});
+    rt_launch(e, "k10", k10, e->B * 16384, 3, (void *[]){&d_residual_linear_h_3_proj, &d_residual_attn_out_h_3_attn, &d_residual_attn_out_h_3_attn_179});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 128, 1.0f, d_residual_attn_out_h_3_attn_179, 128, P_h_3_attn_proj_weight, 128, 0.0f, d_attn_y_h_3_attn, 128);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -490,7 +474,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: h.3.ln_1.bias's gradient is final */
     rt_grad_ready(e, 644096, 128);
     /* $.model.layers[2].body[1]: sum of gradient contributions */
-    rt_launch(e, "k19", k19, e->B * 16384, 3, (void *[]){&d_residual_attn_out_h_3_attn_179, &d_residual_linear_h_2_proj, &d_residual_linear_h_2_proj_184});
+    rt_launch(e, "k11", k11, e->B * 16384, 3, (void *[]){&d_residual_attn_out_h_3_attn_179, &d_residual_linear_h_2_proj, &d_residual_linear_h_2_proj_184});
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 512, 128, 1.0f, d_residual_linear_h_2_proj_184, 128, P_h_2_proj_weight, 512, 0.0f, d_gelu_h_2_2, 512);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
@@ -502,7 +486,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.2.proj.bias's gradient is final */
     rt_grad_ready(e, 643840, 128);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k20", k20, e->B * 65536, 3, (void *[]){&d_gelu_h_2_2, &linear_h_2_fc, &d_linear_h_2_fc});
+    rt_launch(e, "k12", k12, e->B * 65536, 3, (void *[]){&d_gelu_h_2_2, &linear_h_2_fc, &d_linear_h_2_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 512, 1.0f, d_linear_h_2_fc, 512, P_h_2_fc_weight, 128, 0.0f, d_layernorm_h_2_ln_2, 128);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -520,7 +504,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: h.2.ln_2.bias's gradient is final */
     rt_grad_ready(e, 512128, 128);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_launch(e, "k21", k21, e->B * 16384, 3, (void *[]){&d_residual_linear_h_2_proj_184, &d_residual_attn_out_h_2_attn, &d_residual_attn_out_h_2_attn_189});
+    rt_launch(e, "k13", k13, e->B * 16384, 3, (void *[]){&d_residual_linear_h_2_proj_184, &d_residual_attn_out_h_2_attn, &d_residual_attn_out_h_2_attn_189});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 128, 1.0f, d_residual_attn_out_h_2_attn_189, 128, P_h_2_attn_proj_weight, 128, 0.0f, d_attn_y_h_2_attn, 128);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -550,7 +534,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: h.2.ln_1.bias's gradient is final */
     rt_grad_ready(e, 445824, 128);
     /* $.model.layers[2].body[1]: sum of gradient contributions */
-    rt_launch(e, "k22", k22, e->B * 16384, 3, (void *[]){&d_residual_attn_out_h_2_attn_189, &d_residual_linear_h_1_proj, &d_residual_linear_h_1_proj_194});
+    rt_launch(e, "k14", k14, e->B * 16384, 3, (void *[]){&d_residual_attn_out_h_2_attn_189, &d_residual_linear_h_1_proj, &d_residual_linear_h_1_proj_194});
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 512, 128, 1.0f, d_residual_linear_h_1_proj_194, 128, P_h_1_proj_weight, 512, 0.0f, d_gelu_h_1_2, 512);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
@@ -562,7 +546,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.1.proj.bias's gradient is final */
     rt_grad_ready(e, 445568, 128);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k23", k23, e->B * 65536, 3, (void *[]){&d_gelu_h_1_2, &linear_h_1_fc, &d_linear_h_1_fc});
+    rt_launch(e, "k15", k15, e->B * 65536, 3, (void *[]){&d_gelu_h_1_2, &linear_h_1_fc, &d_linear_h_1_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 512, 1.0f, d_linear_h_1_fc, 512, P_h_1_fc_weight, 128, 0.0f, d_layernorm_h_1_ln_2, 128);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -580,7 +564,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: h.1.ln_2.bias's gradient is final */
     rt_grad_ready(e, 313856, 128);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_launch(e, "k24", k24, e->B * 16384, 3, (void *[]){&d_residual_linear_h_1_proj_194, &d_residual_attn_out_h_1_attn, &d_residual_attn_out_h_1_attn_199});
+    rt_launch(e, "k16", k16, e->B * 16384, 3, (void *[]){&d_residual_linear_h_1_proj_194, &d_residual_attn_out_h_1_attn, &d_residual_attn_out_h_1_attn_199});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 128, 1.0f, d_residual_attn_out_h_1_attn_199, 128, P_h_1_attn_proj_weight, 128, 0.0f, d_attn_y_h_1_attn, 128);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -610,7 +594,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: h.1.ln_1.bias's gradient is final */
     rt_grad_ready(e, 247552, 128);
     /* $.model.layers[2].body[1]: sum of gradient contributions */
-    rt_launch(e, "k25", k25, e->B * 16384, 3, (void *[]){&d_residual_attn_out_h_1_attn_199, &d_residual_linear_h_0_proj, &d_residual_linear_h_0_proj_204});
+    rt_launch(e, "k17", k17, e->B * 16384, 3, (void *[]){&d_residual_attn_out_h_1_attn_199, &d_residual_linear_h_0_proj, &d_residual_linear_h_0_proj_204});
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 512, 128, 1.0f, d_residual_linear_h_0_proj_204, 128, P_h_0_proj_weight, 512, 0.0f, d_gelu_h_0_2, 512);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
@@ -622,7 +606,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.0.proj.bias's gradient is final */
     rt_grad_ready(e, 247296, 128);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k26", k26, e->B * 65536, 3, (void *[]){&d_gelu_h_0_2, &linear_h_0_fc, &d_linear_h_0_fc});
+    rt_launch(e, "k18", k18, e->B * 65536, 3, (void *[]){&d_gelu_h_0_2, &linear_h_0_fc, &d_linear_h_0_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 512, 1.0f, d_linear_h_0_fc, 512, P_h_0_fc_weight, 128, 0.0f, d_layernorm_h_0_ln_2, 128);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -640,7 +624,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: h.0.ln_2.bias's gradient is final */
     rt_grad_ready(e, 115584, 128);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_launch(e, "k27", k27, e->B * 16384, 3, (void *[]){&d_residual_linear_h_0_proj_204, &d_residual_attn_out_h_0_attn, &d_residual_attn_out_h_0_attn_209});
+    rt_launch(e, "k19", k19, e->B * 16384, 3, (void *[]){&d_residual_linear_h_0_proj_204, &d_residual_attn_out_h_0_attn, &d_residual_attn_out_h_0_attn_209});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 128, 1.0f, d_residual_attn_out_h_0_attn_209, 128, P_h_0_attn_proj_weight, 128, 0.0f, d_attn_y_h_0_attn, 128);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -670,7 +654,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: h.0.ln_1.bias's gradient is final */
     rt_grad_ready(e, 49280, 128);
     /* $.model.layers[1]: sum of gradient contributions */
-    rt_launch(e, "k28", k28, e->B * 16384, 3, (void *[]){&d_residual_attn_out_h_0_attn_209, &d_pos_embedding_wpe, &d_pos_embedding_wpe_214});
+    rt_launch(e, "k20", k20, e->B * 16384, 3, (void *[]){&d_residual_attn_out_h_0_attn_209, &d_pos_embedding_wpe, &d_pos_embedding_wpe_214});
     /* $.model.layers[1]: pos_embedding backward: dW[t] += sum over the batch of dy[t] */
     rt_colsum_add(e, d_pos_embedding_wpe_214, G_wpe_weight, e->B, 16384);
     /* $.model.layers[1]: wpe.weight's gradient is final */
@@ -696,8 +680,8 @@ static void evaluate(rt_exec *e)
     float *ln_mean_h_0_ln_1 = ACT(0);
     float *ln_rstd_h_0_ln_1 = ACT(512);
     const float *P_h_0_attn_qkv_weight = e->params + 49408;
-    float *qkv_h_0_attn = ACT(0);
     const float *P_h_0_attn_qkv_bias = e->params + 98560;
+    float *qkv_h_0_attn = ACT(0);
     float *lse_h_0_attn = ACT(327680);
     float *attn_y_h_0_attn = ACT(262144);
     const float *P_h_0_attn_proj_weight = e->params + 98944;
@@ -710,7 +694,6 @@ static void evaluate(rt_exec *e)
     float *ln_mean_h_0_ln_2 = ACT(0);
     float *ln_rstd_h_0_ln_2 = ACT(512);
     const float *P_h_0_fc_weight = e->params + 115712;
-    float *linear_h_0_fc = ACT(0);
     const float *P_h_0_fc_bias = e->params + 181248;
     float *gelu_h_0_2 = ACT(0);
     const float *P_h_0_proj_weight = e->params + 181760;
@@ -723,8 +706,8 @@ static void evaluate(rt_exec *e)
     float *ln_mean_h_1_ln_1 = ACT(0);
     float *ln_rstd_h_1_ln_1 = ACT(512);
     const float *P_h_1_attn_qkv_weight = e->params + 247680;
-    float *qkv_h_1_attn = ACT(0);
     const float *P_h_1_attn_qkv_bias = e->params + 296832;
+    float *qkv_h_1_attn = ACT(0);
     float *lse_h_1_attn = ACT(327680);
     float *attn_y_h_1_attn = ACT(196608);
     const float *P_h_1_attn_proj_weight = e->params + 297216;
@@ -737,7 +720,6 @@ static void evaluate(rt_exec *e)
     float *ln_mean_h_1_ln_2 = ACT(0);
     float *ln_rstd_h_1_ln_2 = ACT(512);
     const float *P_h_1_fc_weight = e->params + 313984;
-    float *linear_h_1_fc = ACT(0);
     const float *P_h_1_fc_bias = e->params + 379520;
     float *gelu_h_1_2 = ACT(0);
     const float *P_h_1_proj_weight = e->params + 380032;
@@ -750,8 +732,8 @@ static void evaluate(rt_exec *e)
     float *ln_mean_h_2_ln_1 = ACT(0);
     float *ln_rstd_h_2_ln_1 = ACT(512);
     const float *P_h_2_attn_qkv_weight = e->params + 445952;
-    float *qkv_h_2_attn = ACT(0);
     const float *P_h_2_attn_qkv_bias = e->params + 495104;
+    float *qkv_h_2_attn = ACT(0);
     float *lse_h_2_attn = ACT(327680);
     float *attn_y_h_2_attn = ACT(196608);
     const float *P_h_2_attn_proj_weight = e->params + 495488;
@@ -764,7 +746,6 @@ static void evaluate(rt_exec *e)
     float *ln_mean_h_2_ln_2 = ACT(0);
     float *ln_rstd_h_2_ln_2 = ACT(512);
     const float *P_h_2_fc_weight = e->params + 512256;
-    float *linear_h_2_fc = ACT(0);
     const float *P_h_2_fc_bias = e->params + 577792;
     float *gelu_h_2_2 = ACT(0);
     const float *P_h_2_proj_weight = e->params + 578304;
@@ -777,8 +758,8 @@ static void evaluate(rt_exec *e)
     float *ln_mean_h_3_ln_1 = ACT(0);
     float *ln_rstd_h_3_ln_1 = ACT(512);
     const float *P_h_3_attn_qkv_weight = e->params + 644224;
-    float *qkv_h_3_attn = ACT(0);
     const float *P_h_3_attn_qkv_bias = e->params + 693376;
+    float *qkv_h_3_attn = ACT(0);
     float *lse_h_3_attn = ACT(327680);
     float *attn_y_h_3_attn = ACT(196608);
     const float *P_h_3_attn_proj_weight = e->params + 693760;
@@ -791,7 +772,6 @@ static void evaluate(rt_exec *e)
     float *ln_mean_h_3_ln_2 = ACT(0);
     float *ln_rstd_h_3_ln_2 = ACT(512);
     const float *P_h_3_fc_weight = e->params + 710528;
-    float *linear_h_3_fc = ACT(0);
     const float *P_h_3_fc_bias = e->params + 776064;
     float *gelu_h_3_2 = ACT(0);
     const float *P_h_3_proj_weight = e->params + 776576;
@@ -812,92 +792,76 @@ static void evaluate(rt_exec *e)
     rt_launch(e, "ke0", ke0, e->B * 16384, 3, (void *[]){&embedding_wte, &P_wpe_weight, &pos_embedding_wpe});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, P_h_0_ln_1_bias, layernorm_h_0_ln_1, ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1, e->B * 128, 128, 9.99999975e-06f);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_0_ln_1, 128, P_h_0_attn_qkv_weight, 128, 0.0f, qkv_h_0_attn, 384);
-    /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_launch(e, "ke1", ke1, e->B * 49152, 2, (void *[]){&qkv_h_0_attn, &P_h_0_attn_qkv_bias});
+    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_0_ln_1, 128, P_h_0_attn_qkv_weight, 128, qkv_h_0_attn, 384, P_h_0_attn_qkv_bias, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_0_attn, lse_h_0_attn, attn_y_h_0_attn, e->B, 128, 128, 4, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_0_attn, 128, P_h_0_attn_proj_weight, 128, 0.0f, attn_out_h_0_attn, 128);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke2", ke2, e->B * 16384, 4, (void *[]){&attn_out_h_0_attn, &P_h_0_attn_proj_bias, &pos_embedding_wpe, &residual_attn_out_h_0_attn});
+    rt_launch(e, "ke1", ke1, e->B * 16384, 4, (void *[]){&attn_out_h_0_attn, &P_h_0_attn_proj_bias, &pos_embedding_wpe, &residual_attn_out_h_0_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, P_h_0_ln_2_bias, layernorm_h_0_ln_2, ln_mean_h_0_ln_2, ln_rstd_h_0_ln_2, e->B * 128, 128, 9.99999975e-06f);
-    /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_0_ln_2, 128, P_h_0_fc_weight, 128, 0.0f, linear_h_0_fc, 512);
-    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_launch(e, "ke3", ke3, e->B * 65536, 3, (void *[]){&linear_h_0_fc, &P_h_0_fc_bias, &gelu_h_0_2});
+    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_0_ln_2, 128, P_h_0_fc_weight, 128, NULL, 512, P_h_0_fc_bias, RT_EPI_GELU_TANH, gelu_h_0_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_0_2, 512, P_h_0_proj_weight, 512, 0.0f, linear_h_0_proj, 128);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke4", ke4, e->B * 16384, 4, (void *[]){&linear_h_0_proj, &P_h_0_proj_bias, &residual_attn_out_h_0_attn, &residual_linear_h_0_proj});
+    rt_launch(e, "ke2", ke2, e->B * 16384, 4, (void *[]){&linear_h_0_proj, &P_h_0_proj_bias, &residual_attn_out_h_0_attn, &residual_linear_h_0_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, P_h_1_ln_1_bias, layernorm_h_1_ln_1, ln_mean_h_1_ln_1, ln_rstd_h_1_ln_1, e->B * 128, 128, 9.99999975e-06f);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_1_ln_1, 128, P_h_1_attn_qkv_weight, 128, 0.0f, qkv_h_1_attn, 384);
-    /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_launch(e, "ke5", ke5, e->B * 49152, 2, (void *[]){&qkv_h_1_attn, &P_h_1_attn_qkv_bias});
+    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_1_ln_1, 128, P_h_1_attn_qkv_weight, 128, qkv_h_1_attn, 384, P_h_1_attn_qkv_bias, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_1_attn, lse_h_1_attn, attn_y_h_1_attn, e->B, 128, 128, 4, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_1_attn, 128, P_h_1_attn_proj_weight, 128, 0.0f, attn_out_h_1_attn, 128);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke6", ke6, e->B * 16384, 4, (void *[]){&attn_out_h_1_attn, &P_h_1_attn_proj_bias, &residual_linear_h_0_proj, &residual_attn_out_h_1_attn});
+    rt_launch(e, "ke3", ke3, e->B * 16384, 4, (void *[]){&attn_out_h_1_attn, &P_h_1_attn_proj_bias, &residual_linear_h_0_proj, &residual_attn_out_h_1_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, P_h_1_ln_2_bias, layernorm_h_1_ln_2, ln_mean_h_1_ln_2, ln_rstd_h_1_ln_2, e->B * 128, 128, 9.99999975e-06f);
-    /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_1_ln_2, 128, P_h_1_fc_weight, 128, 0.0f, linear_h_1_fc, 512);
-    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_launch(e, "ke7", ke7, e->B * 65536, 3, (void *[]){&linear_h_1_fc, &P_h_1_fc_bias, &gelu_h_1_2});
+    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_1_ln_2, 128, P_h_1_fc_weight, 128, NULL, 512, P_h_1_fc_bias, RT_EPI_GELU_TANH, gelu_h_1_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_1_2, 512, P_h_1_proj_weight, 512, 0.0f, linear_h_1_proj, 128);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke8", ke8, e->B * 16384, 4, (void *[]){&linear_h_1_proj, &P_h_1_proj_bias, &residual_attn_out_h_1_attn, &residual_linear_h_1_proj});
+    rt_launch(e, "ke4", ke4, e->B * 16384, 4, (void *[]){&linear_h_1_proj, &P_h_1_proj_bias, &residual_attn_out_h_1_attn, &residual_linear_h_1_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, P_h_2_ln_1_bias, layernorm_h_2_ln_1, ln_mean_h_2_ln_1, ln_rstd_h_2_ln_1, e->B * 128, 128, 9.99999975e-06f);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_2_ln_1, 128, P_h_2_attn_qkv_weight, 128, 0.0f, qkv_h_2_attn, 384);
-    /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_launch(e, "ke9", ke9, e->B * 49152, 2, (void *[]){&qkv_h_2_attn, &P_h_2_attn_qkv_bias});
+    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_2_ln_1, 128, P_h_2_attn_qkv_weight, 128, qkv_h_2_attn, 384, P_h_2_attn_qkv_bias, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_2_attn, lse_h_2_attn, attn_y_h_2_attn, e->B, 128, 128, 4, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_2_attn, 128, P_h_2_attn_proj_weight, 128, 0.0f, attn_out_h_2_attn, 128);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke10", ke10, e->B * 16384, 4, (void *[]){&attn_out_h_2_attn, &P_h_2_attn_proj_bias, &residual_linear_h_1_proj, &residual_attn_out_h_2_attn});
+    rt_launch(e, "ke5", ke5, e->B * 16384, 4, (void *[]){&attn_out_h_2_attn, &P_h_2_attn_proj_bias, &residual_linear_h_1_proj, &residual_attn_out_h_2_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, P_h_2_ln_2_bias, layernorm_h_2_ln_2, ln_mean_h_2_ln_2, ln_rstd_h_2_ln_2, e->B * 128, 128, 9.99999975e-06f);
-    /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_2_ln_2, 128, P_h_2_fc_weight, 128, 0.0f, linear_h_2_fc, 512);
-    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_launch(e, "ke11", ke11, e->B * 65536, 3, (void *[]){&linear_h_2_fc, &P_h_2_fc_bias, &gelu_h_2_2});
+    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_2_ln_2, 128, P_h_2_fc_weight, 128, NULL, 512, P_h_2_fc_bias, RT_EPI_GELU_TANH, gelu_h_2_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_2_2, 512, P_h_2_proj_weight, 512, 0.0f, linear_h_2_proj, 128);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke12", ke12, e->B * 16384, 4, (void *[]){&linear_h_2_proj, &P_h_2_proj_bias, &residual_attn_out_h_2_attn, &residual_linear_h_2_proj});
+    rt_launch(e, "ke6", ke6, e->B * 16384, 4, (void *[]){&linear_h_2_proj, &P_h_2_proj_bias, &residual_attn_out_h_2_attn, &residual_linear_h_2_proj});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, P_h_3_ln_1_bias, layernorm_h_3_ln_1, ln_mean_h_3_ln_1, ln_rstd_h_3_ln_1, e->B * 128, 128, 9.99999975e-06f);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_3_ln_1, 128, P_h_3_attn_qkv_weight, 128, 0.0f, qkv_h_3_attn, 384);
-    /* $.model.layers[2].body[0].body[1]: linear epilogue: + bias */
-    rt_launch(e, "ke13", ke13, e->B * 49152, 2, (void *[]){&qkv_h_3_attn, &P_h_3_attn_qkv_bias});
+    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_3_ln_1, 128, P_h_3_attn_qkv_weight, 128, qkv_h_3_attn, 384, P_h_3_attn_qkv_bias, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_3_attn, lse_h_3_attn, attn_y_h_3_attn, e->B, 128, 128, 4, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_3_attn, 128, P_h_3_attn_proj_weight, 128, 0.0f, attn_out_h_3_attn, 128);
     /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke14", ke14, e->B * 16384, 4, (void *[]){&attn_out_h_3_attn, &P_h_3_attn_proj_bias, &residual_linear_h_2_proj, &residual_attn_out_h_3_attn});
+    rt_launch(e, "ke7", ke7, e->B * 16384, 4, (void *[]){&attn_out_h_3_attn, &P_h_3_attn_proj_bias, &residual_linear_h_2_proj, &residual_attn_out_h_3_attn});
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, P_h_3_ln_2_bias, layernorm_h_3_ln_2, ln_mean_h_3_ln_2, ln_rstd_h_3_ln_2, e->B * 128, 128, 9.99999975e-06f);
-    /* $.model.layers[2].body[1].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_3_ln_2, 128, P_h_3_fc_weight, 128, 0.0f, linear_h_3_fc, 512);
-    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear epilogue: + bias + gelu (tanh) */
-    rt_launch(e, "ke15", ke15, e->B * 65536, 3, (void *[]){&linear_h_3_fc, &P_h_3_fc_bias, &gelu_h_3_2});
+    /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_3_ln_2, 128, P_h_3_fc_weight, 128, NULL, 512, P_h_3_fc_bias, RT_EPI_GELU_TANH, gelu_h_3_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_3_2, 512, P_h_3_proj_weight, 512, 0.0f, linear_h_3_proj, 128);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke16", ke16, e->B * 16384, 4, (void *[]){&linear_h_3_proj, &P_h_3_proj_bias, &residual_attn_out_h_3_attn, &residual_linear_h_3_proj});
+    rt_launch(e, "ke8", ke8, e->B * 16384, 4, (void *[]){&linear_h_3_proj, &P_h_3_proj_bias, &residual_attn_out_h_3_attn, &residual_linear_h_3_proj});
     /* $.model.layers[3]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_3_proj, P_ln_f_weight, P_ln_f_bias, layernorm_ln_f, ln_mean_ln_f, ln_rstd_ln_f, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[4]: linear: y = x W^T */

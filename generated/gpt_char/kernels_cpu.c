@@ -19,21 +19,9 @@ void k0(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k1: linear epilogue: + bias
- *     from $.model.layers[2].body[0].body[1] */
-void k1(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *qkv_h_0_attn = ACT(2359296);
-    const float *P_h_0_attn_qkv_bias = e->params + 98560;
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = qkv_h_0_attn[i] + P_h_0_attn_qkv_bias[i % 384]; /* linear epilogue: + bias */
-        qkv_h_0_attn[i] = v0;
-    }
-}
-
-/* k2: linear epilogue: + bias + residual: x + body(x)
+/* k1: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void k2(rt_exec *e, int64_t lo, int64_t hi)
+void k1(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *attn_out_h_0_attn = ACT(3342336);
     const float *P_h_0_attn_proj_bias = e->params + 115328;
@@ -46,24 +34,9 @@ void k2(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k3: linear epilogue: + bias + gelu (tanh)
- *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-void k3(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *linear_h_0_fc = ACT(0);
-    const float *P_h_0_fc_bias = e->params + 181248;
-    float *gelu_h_0_2 = ACT(262144);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_0_fc[i] + P_h_0_fc_bias[i % 512]; /* linear epilogue: + bias */
-        linear_h_0_fc[i] = v0;
-        float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_0_2[i] = v1;
-    }
-}
-
-/* k4: linear epilogue: + bias + residual: x + body(x)
+/* k2: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void k4(rt_exec *e, int64_t lo, int64_t hi)
+void k2(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_0_proj = ACT(3473408);
     const float *P_h_0_proj_bias = e->params + 247296;
@@ -76,21 +49,9 @@ void k4(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k5: linear epilogue: + bias
- *     from $.model.layers[2].body[0].body[1] */
-void k5(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *qkv_h_1_attn = ACT(2555904);
-    const float *P_h_1_attn_qkv_bias = e->params + 296832;
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = qkv_h_1_attn[i] + P_h_1_attn_qkv_bias[i % 384]; /* linear epilogue: + bias */
-        qkv_h_1_attn[i] = v0;
-    }
-}
-
-/* k6: linear epilogue: + bias + residual: x + body(x)
+/* k3: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void k6(rt_exec *e, int64_t lo, int64_t hi)
+void k3(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *attn_out_h_1_attn = ACT(3670016);
     const float *P_h_1_attn_proj_bias = e->params + 313600;
@@ -103,24 +64,9 @@ void k6(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k7: linear epilogue: + bias + gelu (tanh)
- *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-void k7(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *linear_h_1_fc = ACT(524288);
-    const float *P_h_1_fc_bias = e->params + 379520;
-    float *gelu_h_1_2 = ACT(786432);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_1_fc[i] + P_h_1_fc_bias[i % 512]; /* linear epilogue: + bias */
-        linear_h_1_fc[i] = v0;
-        float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_1_2[i] = v1;
-    }
-}
-
-/* k8: linear epilogue: + bias + residual: x + body(x)
+/* k4: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void k8(rt_exec *e, int64_t lo, int64_t hi)
+void k4(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_1_proj = ACT(3801088);
     const float *P_h_1_proj_bias = e->params + 445568;
@@ -133,21 +79,9 @@ void k8(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k9: linear epilogue: + bias
- *     from $.model.layers[2].body[0].body[1] */
-void k9(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *qkv_h_2_attn = ACT(2752512);
-    const float *P_h_2_attn_qkv_bias = e->params + 495104;
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = qkv_h_2_attn[i] + P_h_2_attn_qkv_bias[i % 384]; /* linear epilogue: + bias */
-        qkv_h_2_attn[i] = v0;
-    }
-}
-
-/* k10: linear epilogue: + bias + residual: x + body(x)
+/* k5: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void k10(rt_exec *e, int64_t lo, int64_t hi)
+void k5(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *attn_out_h_2_attn = ACT(3997696);
     const float *P_h_2_attn_proj_bias = e->params + 511872;
@@ -160,24 +94,9 @@ void k10(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k11: linear epilogue: + bias + gelu (tanh)
- *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-void k11(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *linear_h_2_fc = ACT(1048576);
-    const float *P_h_2_fc_bias = e->params + 577792;
-    float *gelu_h_2_2 = ACT(1310720);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_2_fc[i] + P_h_2_fc_bias[i % 512]; /* linear epilogue: + bias */
-        linear_h_2_fc[i] = v0;
-        float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_2_2[i] = v1;
-    }
-}
-
-/* k12: linear epilogue: + bias + residual: x + body(x)
+/* k6: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void k12(rt_exec *e, int64_t lo, int64_t hi)
+void k6(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_2_proj = ACT(4128768);
     const float *P_h_2_proj_bias = e->params + 643840;
@@ -190,21 +109,9 @@ void k12(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k13: linear epilogue: + bias
- *     from $.model.layers[2].body[0].body[1] */
-void k13(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *qkv_h_3_attn = ACT(2949120);
-    const float *P_h_3_attn_qkv_bias = e->params + 693376;
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = qkv_h_3_attn[i] + P_h_3_attn_qkv_bias[i % 384]; /* linear epilogue: + bias */
-        qkv_h_3_attn[i] = v0;
-    }
-}
-
-/* k14: linear epilogue: + bias + residual: x + body(x)
+/* k7: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void k14(rt_exec *e, int64_t lo, int64_t hi)
+void k7(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *attn_out_h_3_attn = ACT(4325376);
     const float *P_h_3_attn_proj_bias = e->params + 710144;
@@ -217,24 +124,9 @@ void k14(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k15: linear epilogue: + bias + gelu (tanh)
- *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-void k15(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *linear_h_3_fc = ACT(1572864);
-    const float *P_h_3_fc_bias = e->params + 776064;
-    float *gelu_h_3_2 = ACT(1835008);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_3_fc[i] + P_h_3_fc_bias[i % 512]; /* linear epilogue: + bias */
-        linear_h_3_fc[i] = v0;
-        float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_3_2[i] = v1;
-    }
-}
-
-/* k16: linear epilogue: + bias + residual: x + body(x)
+/* k8: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void k16(rt_exec *e, int64_t lo, int64_t hi)
+void k8(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_3_proj = ACT(4456448);
     const float *P_h_3_proj_bias = e->params + 842112;
@@ -247,9 +139,9 @@ void k16(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k17: gelu (tanh) backward
+/* k9: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-void k17(rt_exec *e, int64_t lo, int64_t hi)
+void k9(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_3_2 = ACT(2097152);
     const float *linear_h_3_fc = ACT(1572864);
@@ -260,9 +152,9 @@ void k17(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k18: sum of gradient contributions
+/* k10: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-void k18(rt_exec *e, int64_t lo, int64_t hi)
+void k10(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_residual_linear_h_3_proj = ACT(4521984);
     const float *d_residual_attn_out_h_3_attn = ACT(4390912);
@@ -273,9 +165,9 @@ void k18(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k19: sum of gradient contributions
+/* k11: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-void k19(rt_exec *e, int64_t lo, int64_t hi)
+void k11(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_residual_attn_out_h_3_attn_179 = ACT(4521984);
     const float *d_residual_linear_h_2_proj = ACT(3014656);
@@ -286,9 +178,9 @@ void k19(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k20: gelu (tanh) backward
+/* k12: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-void k20(rt_exec *e, int64_t lo, int64_t hi)
+void k12(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_2_2 = ACT(1572864);
     const float *linear_h_2_fc = ACT(1048576);
@@ -299,9 +191,9 @@ void k20(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k21: sum of gradient contributions
+/* k13: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-void k21(rt_exec *e, int64_t lo, int64_t hi)
+void k13(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_residual_linear_h_2_proj_184 = ACT(4521984);
     const float *d_residual_attn_out_h_2_attn = ACT(3014656);
@@ -312,9 +204,9 @@ void k21(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k22: sum of gradient contributions
+/* k14: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-void k22(rt_exec *e, int64_t lo, int64_t hi)
+void k14(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_residual_attn_out_h_2_attn_189 = ACT(4521984);
     const float *d_residual_linear_h_1_proj = ACT(2818048);
@@ -325,9 +217,9 @@ void k22(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k23: gelu (tanh) backward
+/* k15: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-void k23(rt_exec *e, int64_t lo, int64_t hi)
+void k15(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_1_2 = ACT(1048576);
     const float *linear_h_1_fc = ACT(524288);
@@ -338,9 +230,9 @@ void k23(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k24: sum of gradient contributions
+/* k16: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-void k24(rt_exec *e, int64_t lo, int64_t hi)
+void k16(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_residual_linear_h_1_proj_194 = ACT(4521984);
     const float *d_residual_attn_out_h_1_attn = ACT(2818048);
@@ -351,9 +243,9 @@ void k24(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k25: sum of gradient contributions
+/* k17: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-void k25(rt_exec *e, int64_t lo, int64_t hi)
+void k17(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_residual_attn_out_h_1_attn_199 = ACT(4521984);
     const float *d_residual_linear_h_0_proj = ACT(2621440);
@@ -364,9 +256,9 @@ void k25(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k26: gelu (tanh) backward
+/* k18: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-void k26(rt_exec *e, int64_t lo, int64_t hi)
+void k18(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_0_2 = ACT(524288);
     const float *linear_h_0_fc = ACT(0);
@@ -377,9 +269,9 @@ void k26(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k27: sum of gradient contributions
+/* k19: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-void k27(rt_exec *e, int64_t lo, int64_t hi)
+void k19(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_residual_linear_h_0_proj_204 = ACT(4521984);
     const float *d_residual_attn_out_h_0_attn = ACT(2555904);
@@ -390,9 +282,9 @@ void k27(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k28: sum of gradient contributions
+/* k20: sum of gradient contributions
  *     from $.model.layers[1] */
-void k28(rt_exec *e, int64_t lo, int64_t hi)
+void k20(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_residual_attn_out_h_0_attn_209 = ACT(4521984);
     const float *d_pos_embedding_wpe = ACT(3211264);
@@ -418,21 +310,9 @@ void ke0(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* ke1: linear epilogue: + bias
- *     from $.model.layers[2].body[0].body[1] */
-void ke1(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *qkv_h_0_attn = ACT(0);
-    const float *P_h_0_attn_qkv_bias = e->params + 98560;
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = qkv_h_0_attn[i] + P_h_0_attn_qkv_bias[i % 384]; /* linear epilogue: + bias */
-        qkv_h_0_attn[i] = v0;
-    }
-}
-
-/* ke2: linear epilogue: + bias + residual: x + body(x)
+/* ke1: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void ke2(rt_exec *e, int64_t lo, int64_t hi)
+void ke1(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *attn_out_h_0_attn = ACT(327680);
     const float *P_h_0_attn_proj_bias = e->params + 115328;
@@ -445,23 +325,9 @@ void ke2(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* ke3: linear epilogue: + bias + gelu (tanh)
- *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-void ke3(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_h_0_fc = ACT(0);
-    const float *P_h_0_fc_bias = e->params + 181248;
-    float *gelu_h_0_2 = ACT(0);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_0_fc[i] + P_h_0_fc_bias[i % 512]; /* linear epilogue: + bias */
-        float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_0_2[i] = v1;
-    }
-}
-
-/* ke4: linear epilogue: + bias + residual: x + body(x)
+/* ke2: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void ke4(rt_exec *e, int64_t lo, int64_t hi)
+void ke2(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_0_proj = ACT(262144);
     const float *P_h_0_proj_bias = e->params + 247296;
@@ -474,21 +340,9 @@ void ke4(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* ke5: linear epilogue: + bias
- *     from $.model.layers[2].body[0].body[1] */
-void ke5(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *qkv_h_1_attn = ACT(0);
-    const float *P_h_1_attn_qkv_bias = e->params + 296832;
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = qkv_h_1_attn[i] + P_h_1_attn_qkv_bias[i % 384]; /* linear epilogue: + bias */
-        qkv_h_1_attn[i] = v0;
-    }
-}
-
-/* ke6: linear epilogue: + bias + residual: x + body(x)
+/* ke3: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void ke6(rt_exec *e, int64_t lo, int64_t hi)
+void ke3(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *attn_out_h_1_attn = ACT(327680);
     const float *P_h_1_attn_proj_bias = e->params + 313600;
@@ -501,23 +355,9 @@ void ke6(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* ke7: linear epilogue: + bias + gelu (tanh)
- *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-void ke7(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_h_1_fc = ACT(0);
-    const float *P_h_1_fc_bias = e->params + 379520;
-    float *gelu_h_1_2 = ACT(0);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_1_fc[i] + P_h_1_fc_bias[i % 512]; /* linear epilogue: + bias */
-        float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_1_2[i] = v1;
-    }
-}
-
-/* ke8: linear epilogue: + bias + residual: x + body(x)
+/* ke4: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void ke8(rt_exec *e, int64_t lo, int64_t hi)
+void ke4(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_1_proj = ACT(262144);
     const float *P_h_1_proj_bias = e->params + 445568;
@@ -530,21 +370,9 @@ void ke8(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* ke9: linear epilogue: + bias
- *     from $.model.layers[2].body[0].body[1] */
-void ke9(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *qkv_h_2_attn = ACT(0);
-    const float *P_h_2_attn_qkv_bias = e->params + 495104;
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = qkv_h_2_attn[i] + P_h_2_attn_qkv_bias[i % 384]; /* linear epilogue: + bias */
-        qkv_h_2_attn[i] = v0;
-    }
-}
-
-/* ke10: linear epilogue: + bias + residual: x + body(x)
+/* ke5: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void ke10(rt_exec *e, int64_t lo, int64_t hi)
+void ke5(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *attn_out_h_2_attn = ACT(327680);
     const float *P_h_2_attn_proj_bias = e->params + 511872;
@@ -557,23 +385,9 @@ void ke10(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* ke11: linear epilogue: + bias + gelu (tanh)
- *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-void ke11(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_h_2_fc = ACT(0);
-    const float *P_h_2_fc_bias = e->params + 577792;
-    float *gelu_h_2_2 = ACT(0);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_2_fc[i] + P_h_2_fc_bias[i % 512]; /* linear epilogue: + bias */
-        float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_2_2[i] = v1;
-    }
-}
-
-/* ke12: linear epilogue: + bias + residual: x + body(x)
+/* ke6: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void ke12(rt_exec *e, int64_t lo, int64_t hi)
+void ke6(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_2_proj = ACT(262144);
     const float *P_h_2_proj_bias = e->params + 643840;
@@ -586,21 +400,9 @@ void ke12(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* ke13: linear epilogue: + bias
- *     from $.model.layers[2].body[0].body[1] */
-void ke13(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *qkv_h_3_attn = ACT(0);
-    const float *P_h_3_attn_qkv_bias = e->params + 693376;
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = qkv_h_3_attn[i] + P_h_3_attn_qkv_bias[i % 384]; /* linear epilogue: + bias */
-        qkv_h_3_attn[i] = v0;
-    }
-}
-
-/* ke14: linear epilogue: + bias + residual: x + body(x)
+/* ke7: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void ke14(rt_exec *e, int64_t lo, int64_t hi)
+void ke7(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *attn_out_h_3_attn = ACT(327680);
     const float *P_h_3_attn_proj_bias = e->params + 710144;
@@ -613,23 +415,9 @@ void ke14(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* ke15: linear epilogue: + bias + gelu (tanh)
- *     from $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2] */
-void ke15(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_h_3_fc = ACT(0);
-    const float *P_h_3_fc_bias = e->params + 776064;
-    float *gelu_h_3_2 = ACT(0);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_3_fc[i] + P_h_3_fc_bias[i % 512]; /* linear epilogue: + bias */
-        float v1 = rt_gelu_tanh(v0); /* gelu (tanh) */
-        gelu_h_3_2[i] = v1;
-    }
-}
-
-/* ke16: linear epilogue: + bias + residual: x + body(x)
+/* ke8: linear epilogue: + bias + residual: x + body(x)
  *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void ke16(rt_exec *e, int64_t lo, int64_t hi)
+void ke8(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_3_proj = ACT(262144);
     const float *P_h_3_proj_bias = e->params + 842112;

@@ -19,7 +19,7 @@
  *   4596736     512          9-167  ln_mean_h_0_ln_2            [B, 128]  layernorm mean, saved for backward
  *   4597248     512          9-167  ln_rstd_h_0_ln_2            [B, 128]  layernorm 1/std, saved for backward
  *   0           262144      10-161  linear_h_0_fc               [B, 128, 512]  linear output
- *   262144      262144      11-157  gelu_h_0_2                  [B, 128, 512]  gelu
+ *   262144      262144      10-157  gelu_h_0_2                  [B, 128, 512]  gelu
  *   3473408     65536       13-152  linear_h_0_proj             [B, 128, 128]  linear output
  *   3538944     65536       16-148  layernorm_h_1_ln_1          [B, 128, 128]  layernorm output
  *   4597760     512         16-152  ln_mean_h_1_ln_1            [B, 128]  layernorm mean, saved for backward
@@ -32,7 +32,7 @@
  *   4598784     512         23-137  ln_mean_h_1_ln_2            [B, 128]  layernorm mean, saved for backward
  *   4599296     512         23-137  ln_rstd_h_1_ln_2            [B, 128]  layernorm 1/std, saved for backward
  *   524288      262144      24-131  linear_h_1_fc               [B, 128, 512]  linear output
- *   786432      262144      25-127  gelu_h_1_2                  [B, 128, 512]  gelu
+ *   786432      262144      24-127  gelu_h_1_2                  [B, 128, 512]  gelu
  *   3801088     65536       27-122  linear_h_1_proj             [B, 128, 128]  linear output
  *   3866624     65536       30-118  layernorm_h_2_ln_1          [B, 128, 128]  layernorm output
  *   4599808     512         30-122  ln_mean_h_2_ln_1            [B, 128]  layernorm mean, saved for backward
@@ -45,7 +45,7 @@
  *   4600832     512         37-107  ln_mean_h_2_ln_2            [B, 128]  layernorm mean, saved for backward
  *   4601344     512         37-107  ln_rstd_h_2_ln_2            [B, 128]  layernorm 1/std, saved for backward
  *   1048576     262144      38-101  linear_h_2_fc               [B, 128, 512]  linear output
- *   1310720     262144      39-97   gelu_h_2_2                  [B, 128, 512]  gelu
+ *   1310720     262144      38-97   gelu_h_2_2                  [B, 128, 512]  gelu
  *   4128768     65536       41-92   linear_h_2_proj             [B, 128, 128]  linear output
  *   4194304     65536       44-88   layernorm_h_3_ln_1          [B, 128, 128]  layernorm output
  *   4601856     512         44-92   ln_mean_h_3_ln_1            [B, 128]  layernorm mean, saved for backward
@@ -58,7 +58,7 @@
  *   4602880     512         51-77   ln_mean_h_3_ln_2            [B, 128]  layernorm mean, saved for backward
  *   4603392     512         51-77   ln_rstd_h_3_ln_2            [B, 128]  layernorm 1/std, saved for backward
  *   1572864     262144      52-71   linear_h_3_fc               [B, 128, 512]  linear output
- *   1835008     262144      53-67   gelu_h_3_2                  [B, 128, 512]  gelu
+ *   1835008     262144      52-67   gelu_h_3_2                  [B, 128, 512]  gelu
  *   4456448     65536       55-63   linear_h_3_proj             [B, 128, 128]  linear output
  *   4521984     65536       58-62   layernorm_ln_f              [B, 128, 128]  layernorm output
  *   4603904     512         58-63   ln_mean_ln_f                [B, 128]  layernorm mean, saved for backward
@@ -134,7 +134,7 @@
  *   262144      65536        9-10   layernorm_h_0_ln_2          [B, 128, 128]  layernorm output
  *   0           512          9-9    ln_mean_h_0_ln_2            [B, 128]  layernorm mean, saved for backward
  *   512         512          9-9    ln_rstd_h_0_ln_2            [B, 128]  layernorm 1/std, saved for backward
- *   0           262144      10-13   linear_h_0_fc               [B, 128, 512]  linear output
+ *   0           262144      10-13   gelu_h_0_2                  [B, 128, 512]  gelu
  *   262144      65536       13-21   linear_h_0_proj             [B, 128, 128]  linear output
  *   196608      65536       16-17   layernorm_h_1_ln_1          [B, 128, 128]  layernorm output
  *   0           512         16-16   ln_mean_h_1_ln_1            [B, 128]  layernorm mean, saved for backward
@@ -146,7 +146,7 @@
  *   262144      65536       23-24   layernorm_h_1_ln_2          [B, 128, 128]  layernorm output
  *   0           512         23-23   ln_mean_h_1_ln_2            [B, 128]  layernorm mean, saved for backward
  *   512         512         23-23   ln_rstd_h_1_ln_2            [B, 128]  layernorm 1/std, saved for backward
- *   0           262144      24-27   linear_h_1_fc               [B, 128, 512]  linear output
+ *   0           262144      24-27   gelu_h_1_2                  [B, 128, 512]  gelu
  *   262144      65536       27-35   linear_h_1_proj             [B, 128, 128]  linear output
  *   196608      65536       30-31   layernorm_h_2_ln_1          [B, 128, 128]  layernorm output
  *   0           512         30-30   ln_mean_h_2_ln_1            [B, 128]  layernorm mean, saved for backward
@@ -158,7 +158,7 @@
  *   262144      65536       37-38   layernorm_h_2_ln_2          [B, 128, 128]  layernorm output
  *   0           512         37-37   ln_mean_h_2_ln_2            [B, 128]  layernorm mean, saved for backward
  *   512         512         37-37   ln_rstd_h_2_ln_2            [B, 128]  layernorm 1/std, saved for backward
- *   0           262144      38-41   linear_h_2_fc               [B, 128, 512]  linear output
+ *   0           262144      38-41   gelu_h_2_2                  [B, 128, 512]  gelu
  *   262144      65536       41-49   linear_h_2_proj             [B, 128, 128]  linear output
  *   196608      65536       44-45   layernorm_h_3_ln_1          [B, 128, 128]  layernorm output
  *   0           512         44-44   ln_mean_h_3_ln_1            [B, 128]  layernorm mean, saved for backward
@@ -170,7 +170,7 @@
  *   262144      65536       51-52   layernorm_h_3_ln_2          [B, 128, 128]  layernorm output
  *   0           512         51-51   ln_mean_h_3_ln_2            [B, 128]  layernorm mean, saved for backward
  *   512         512         51-51   ln_rstd_h_3_ln_2            [B, 128]  layernorm 1/std, saved for backward
- *   0           262144      52-55   linear_h_3_fc               [B, 128, 512]  linear output
+ *   0           262144      52-55   gelu_h_3_2                  [B, 128, 512]  gelu
  *   262144      65536       55-58   linear_h_3_proj             [B, 128, 128]  linear output
  *   131072      65536       58-59   layernorm_ln_f              [B, 128, 128]  layernorm output
  *   196608      512         58-58   ln_mean_ln_f                [B, 128]  layernorm mean, saved for backward
@@ -178,16 +178,12 @@
  *   0           131072      59-60   linear_lm_head              [B, 128, 256]  linear output
  *   (in place)  -                   pos_embedding_wpe           [B, 128, 128]  written over embedding_wte
  *   (in place)  -                   residual_attn_out_h_0_attn  [B, 128, 128]  written over attn_out_h_0_attn
- *   (in place)  -                   gelu_h_0_2                  [B, 128, 512]  written over linear_h_0_fc
  *   (in place)  -                   residual_linear_h_0_proj    [B, 128, 128]  written over linear_h_0_proj
  *   (in place)  -                   residual_attn_out_h_1_attn  [B, 128, 128]  written over attn_out_h_1_attn
- *   (in place)  -                   gelu_h_1_2                  [B, 128, 512]  written over linear_h_1_fc
  *   (in place)  -                   residual_linear_h_1_proj    [B, 128, 128]  written over linear_h_1_proj
  *   (in place)  -                   residual_attn_out_h_2_attn  [B, 128, 128]  written over attn_out_h_2_attn
- *   (in place)  -                   gelu_h_2_2                  [B, 128, 512]  written over linear_h_2_fc
  *   (in place)  -                   residual_linear_h_2_proj    [B, 128, 128]  written over linear_h_2_proj
  *   (in place)  -                   residual_attn_out_h_3_attn  [B, 128, 128]  written over attn_out_h_3_attn
- *   (in place)  -                   gelu_h_3_2                  [B, 128, 512]  written over linear_h_3_fc
  *   (in place)  -                   residual_linear_h_3_proj    [B, 128, 128]  written over linear_h_3_proj
  */
 #ifndef TRAINC_MODEL_H
@@ -219,14 +215,6 @@ void k17(rt_exec *e, int64_t lo, int64_t hi);
 void k18(rt_exec *e, int64_t lo, int64_t hi);
 void k19(rt_exec *e, int64_t lo, int64_t hi);
 void k20(rt_exec *e, int64_t lo, int64_t hi);
-void k21(rt_exec *e, int64_t lo, int64_t hi);
-void k22(rt_exec *e, int64_t lo, int64_t hi);
-void k23(rt_exec *e, int64_t lo, int64_t hi);
-void k24(rt_exec *e, int64_t lo, int64_t hi);
-void k25(rt_exec *e, int64_t lo, int64_t hi);
-void k26(rt_exec *e, int64_t lo, int64_t hi);
-void k27(rt_exec *e, int64_t lo, int64_t hi);
-void k28(rt_exec *e, int64_t lo, int64_t hi);
 void ke0(rt_exec *e, int64_t lo, int64_t hi);
 void ke1(rt_exec *e, int64_t lo, int64_t hi);
 void ke2(rt_exec *e, int64_t lo, int64_t hi);
@@ -236,13 +224,5 @@ void ke5(rt_exec *e, int64_t lo, int64_t hi);
 void ke6(rt_exec *e, int64_t lo, int64_t hi);
 void ke7(rt_exec *e, int64_t lo, int64_t hi);
 void ke8(rt_exec *e, int64_t lo, int64_t hi);
-void ke9(rt_exec *e, int64_t lo, int64_t hi);
-void ke10(rt_exec *e, int64_t lo, int64_t hi);
-void ke11(rt_exec *e, int64_t lo, int64_t hi);
-void ke12(rt_exec *e, int64_t lo, int64_t hi);
-void ke13(rt_exec *e, int64_t lo, int64_t hi);
-void ke14(rt_exec *e, int64_t lo, int64_t hi);
-void ke15(rt_exec *e, int64_t lo, int64_t hi);
-void ke16(rt_exec *e, int64_t lo, int64_t hi);
 
 #endif

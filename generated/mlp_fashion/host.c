@@ -21,33 +21,25 @@ static void forward(rt_exec *e, int train)
     float *x_f32 = ACT(0);
     const float *flatten_0 = ACT(0);
     const float *P_1_weight = e->params + 0;
-    float *linear_1 = ACT(3136);
     const float *P_1_bias = e->params + 200704;
     float *relu_2 = ACT(3136);
     const float *P_3_weight = e->params + 200960;
-    float *linear_3 = ACT(4160);
     const float *P_3_bias = e->params + 266496;
     float *relu_4 = ACT(4160);
     const float *P_5_weight = e->params + 266752;
-    float *linear_5 = ACT(5184);
     const float *P_5_bias = e->params + 269312;
+    float *linear_5 = ACT(5184);
     const int32_t *in_y = (const int32_t *)e->in[1];
     float *d_linear_5 = ACT(6208);
 
     /* $.model.inputs.x: input to f32 */
     rt_launch(e, "k0", k0, e->B * 784, 2, (void *[]){&in_x, &x_f32});
-    /* $.model.layers[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1, 256, 784, 1.0f, flatten_0, 784, P_1_weight, 784, 0.0f, linear_1, 256);
-    /* $.model.layers[1] + $.model.layers[2]: linear epilogue: + bias + relu */
-    rt_launch(e, "k1", k1, e->B * 256, 3, (void *[]){&linear_1, &P_1_bias, &relu_2});
-    /* $.model.layers[3]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1, 256, 256, 1.0f, relu_2, 256, P_3_weight, 256, 0.0f, linear_3, 256);
-    /* $.model.layers[3] + $.model.layers[4]: linear epilogue: + bias + relu */
-    rt_launch(e, "k2", k2, e->B * 256, 3, (void *[]){&linear_3, &P_3_bias, &relu_4});
-    /* $.model.layers[5]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1, 10, 256, 1.0f, relu_4, 256, P_5_weight, 256, 0.0f, linear_5, 10);
-    /* $.model.layers[5]: linear epilogue: + bias */
-    rt_launch(e, "k3", k3, e->B * 10, 2, (void *[]){&linear_5, &P_5_bias});
+    /* $.model.layers[1] + $.model.layers[2]: linear: y = relu(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1, 256, 784, 1.0f, flatten_0, 784, P_1_weight, 784, NULL, 256, P_1_bias, RT_EPI_RELU, relu_2);
+    /* $.model.layers[3] + $.model.layers[4]: linear: y = relu(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1, 256, 256, 1.0f, relu_2, 256, P_3_weight, 256, NULL, 256, P_3_bias, RT_EPI_RELU, relu_4);
+    /* $.model.layers[5]: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1, 10, 256, 1.0f, relu_4, 256, P_5_weight, 256, linear_5, 10, P_5_bias, RT_EPI_NONE, NULL);
     /* $.model.loss: cross entropy: loss, accuracy and d(logits) in one pass */
     rt_cross_entropy(e, linear_5, in_y, e->train ? d_linear_5 : NULL, e->B * 1, 10);
 }
@@ -83,7 +75,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[5]: 5.bias's gradient is final */
     rt_grad_ready(e, 269312, 10);
     /* $.model.layers[4]: relu backward */
-    rt_launch(e, "k4", k4, e->B * 256, 3, (void *[]){&d_relu_4, &relu_4, &d_linear_3});
+    rt_launch(e, "k1", k1, e->B * 256, 3, (void *[]){&d_relu_4, &relu_4, &d_linear_3});
     /* $.model.layers[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1, 256, 256, 1.0f, d_linear_3, 256, P_3_weight, 256, 0.0f, d_relu_2, 256);
     /* $.model.layers[3]: linear backward: dW += dy^T x */
@@ -95,7 +87,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[3]: 3.bias's gradient is final */
     rt_grad_ready(e, 266496, 256);
     /* $.model.layers[2]: relu backward */
-    rt_launch(e, "k5", k5, e->B * 256, 3, (void *[]){&d_relu_2, &relu_2, &d_linear_1});
+    rt_launch(e, "k2", k2, e->B * 256, 3, (void *[]){&d_relu_2, &relu_2, &d_linear_1});
     /* $.model.layers[1]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 256, 784, e->B * 1, 1.0f, d_linear_1, 256, flatten_0, 784, 1.0f, G_1_weight, 784);
     /* $.model.layers[1]: 1.weight's gradient is final */
@@ -114,32 +106,24 @@ static void evaluate(rt_exec *e)
     float *x_f32 = ACT(0);
     const float *flatten_0 = ACT(0);
     const float *P_1_weight = e->params + 0;
-    float *linear_1 = ACT(3136);
     const float *P_1_bias = e->params + 200704;
     float *relu_2 = ACT(3136);
     const float *P_3_weight = e->params + 200960;
-    float *linear_3 = ACT(0);
     const float *P_3_bias = e->params + 266496;
     float *relu_4 = ACT(0);
     const float *P_5_weight = e->params + 266752;
-    float *linear_5 = ACT(1024);
     const float *P_5_bias = e->params + 269312;
+    float *linear_5 = ACT(1024);
     const int32_t *in_y = (const int32_t *)e->in[1];
 
     /* $.model.inputs.x: input to f32 */
     rt_launch(e, "ke0", ke0, e->B * 784, 2, (void *[]){&in_x, &x_f32});
-    /* $.model.layers[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1, 256, 784, 1.0f, flatten_0, 784, P_1_weight, 784, 0.0f, linear_1, 256);
-    /* $.model.layers[1] + $.model.layers[2]: linear epilogue: + bias + relu */
-    rt_launch(e, "ke1", ke1, e->B * 256, 3, (void *[]){&linear_1, &P_1_bias, &relu_2});
-    /* $.model.layers[3]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1, 256, 256, 1.0f, relu_2, 256, P_3_weight, 256, 0.0f, linear_3, 256);
-    /* $.model.layers[3] + $.model.layers[4]: linear epilogue: + bias + relu */
-    rt_launch(e, "ke2", ke2, e->B * 256, 3, (void *[]){&linear_3, &P_3_bias, &relu_4});
-    /* $.model.layers[5]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1, 10, 256, 1.0f, relu_4, 256, P_5_weight, 256, 0.0f, linear_5, 10);
-    /* $.model.layers[5]: linear epilogue: + bias */
-    rt_launch(e, "ke3", ke3, e->B * 10, 2, (void *[]){&linear_5, &P_5_bias});
+    /* $.model.layers[1] + $.model.layers[2]: linear: y = relu(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1, 256, 784, 1.0f, flatten_0, 784, P_1_weight, 784, NULL, 256, P_1_bias, RT_EPI_RELU, relu_2);
+    /* $.model.layers[3] + $.model.layers[4]: linear: y = relu(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1, 256, 256, 1.0f, relu_2, 256, P_3_weight, 256, NULL, 256, P_3_bias, RT_EPI_RELU, relu_4);
+    /* $.model.layers[5]: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1, 10, 256, 1.0f, relu_4, 256, P_5_weight, 256, linear_5, 10, P_5_bias, RT_EPI_NONE, NULL);
     /* $.model.loss: cross entropy: loss, accuracy and d(logits) in one pass */
     rt_cross_entropy(e, linear_5, in_y, NULL, e->B * 1, 10);
 }

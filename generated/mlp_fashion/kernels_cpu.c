@@ -18,49 +18,9 @@ void k0(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k1: linear epilogue: + bias + relu
- *     from $.model.layers[1] + $.model.layers[2] */
-void k1(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_1 = ACT(3136);
-    const float *P_1_bias = e->params + 200704;
-    float *relu_2 = ACT(3136);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_1[i] + P_1_bias[i % 256]; /* linear epilogue: + bias */
-        float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
-        relu_2[i] = v1;
-    }
-}
-
-/* k2: linear epilogue: + bias + relu
- *     from $.model.layers[3] + $.model.layers[4] */
-void k2(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_3 = ACT(4160);
-    const float *P_3_bias = e->params + 266496;
-    float *relu_4 = ACT(4160);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_3[i] + P_3_bias[i % 256]; /* linear epilogue: + bias */
-        float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
-        relu_4[i] = v1;
-    }
-}
-
-/* k3: linear epilogue: + bias
- *     from $.model.layers[5] */
-void k3(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *linear_5 = ACT(5184);
-    const float *P_5_bias = e->params + 269312;
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_5[i] + P_5_bias[i % 10]; /* linear epilogue: + bias */
-        linear_5[i] = v0;
-    }
-}
-
-/* k4: relu backward
+/* k1: relu backward
  *     from $.model.layers[4] */
-void k4(rt_exec *e, int64_t lo, int64_t hi)
+void k1(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_relu_4 = ACT(5184);
     const float *relu_4 = ACT(4160);
@@ -71,9 +31,9 @@ void k4(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k5: relu backward
+/* k2: relu backward
  *     from $.model.layers[2] */
-void k5(rt_exec *e, int64_t lo, int64_t hi)
+void k2(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_relu_2 = ACT(4160);
     const float *relu_2 = ACT(3136);
@@ -95,46 +55,6 @@ void ke0(rt_exec *e, int64_t lo, int64_t hi)
     for (int64_t i = lo; i < hi; i++) {
         float v0 = (float)in_x[i] * 0.00392156886f; /* input to f32 */
         x_f32[i] = v0;
-    }
-}
-
-/* ke1: linear epilogue: + bias + relu
- *     from $.model.layers[1] + $.model.layers[2] */
-void ke1(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_1 = ACT(3136);
-    const float *P_1_bias = e->params + 200704;
-    float *relu_2 = ACT(3136);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_1[i] + P_1_bias[i % 256]; /* linear epilogue: + bias */
-        float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
-        relu_2[i] = v1;
-    }
-}
-
-/* ke2: linear epilogue: + bias + relu
- *     from $.model.layers[3] + $.model.layers[4] */
-void ke2(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_3 = ACT(0);
-    const float *P_3_bias = e->params + 266496;
-    float *relu_4 = ACT(0);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_3[i] + P_3_bias[i % 256]; /* linear epilogue: + bias */
-        float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
-        relu_4[i] = v1;
-    }
-}
-
-/* ke3: linear epilogue: + bias
- *     from $.model.layers[5] */
-void ke3(rt_exec *e, int64_t lo, int64_t hi)
-{
-    float *linear_5 = ACT(1024);
-    const float *P_5_bias = e->params + 269312;
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_5[i] + P_5_bias[i % 10]; /* linear epilogue: + bias */
-        linear_5[i] = v0;
     }
 }
 

@@ -8,14 +8,12 @@
  *
  *   offset      bytes/row  live     buffer                      shape
  *   0           3136         0-22   x_f32                       [B, 1, 28, 28]  input as f32
- *   3136        1024         1-21   linear_1                    [B, 256]  linear output
- *   4160        1024         4-15   linear_3                    [B, 256]  linear output
+ *   3136        1024         1-21   relu_2                      [B, 256]  relu
+ *   4160        1024         4-15   relu_4                      [B, 256]  relu
  *   5184        48           7-9    linear_5                    [B, 10]  linear output
  *   6208        48           9-13   d_linear_5                  [B, 10]  d(loss)/d(prediction), written by the loss
  *   5184        1024        10-19   d_relu_4                    [B, 256]  gradient
  *   4160        1024        16-24   d_relu_2                    [B, 256]  gradient
- *   (in place)  -                   relu_2                      [B, 256]  written over linear_1
- *   (in place)  -                   relu_4                      [B, 256]  written over linear_3
  *   (in place)  -                   d_linear_3                  [B, 256]  written over d_relu_4
  *   (in place)  -                   d_linear_1                  [B, 256]  written over d_relu_2
  *
@@ -26,11 +24,9 @@
  *
  *   offset      bytes/row  live     buffer                      shape
  *   0           3136         0-1    x_f32                       [B, 1, 28, 28]  input as f32
- *   3136        1024         1-4    linear_1                    [B, 256]  linear output
- *   0           1024         4-7    linear_3                    [B, 256]  linear output
+ *   3136        1024         1-4    relu_2                      [B, 256]  relu
+ *   0           1024         4-7    relu_4                      [B, 256]  relu
  *   1024        48           7-9    linear_5                    [B, 10]  linear output
- *   (in place)  -                   relu_2                      [B, 256]  written over linear_1
- *   (in place)  -                   relu_4                      [B, 256]  written over linear_3
  */
 #ifndef TRAINC_MODEL_H
 #define TRAINC_MODEL_H
@@ -43,12 +39,6 @@
 void k0(rt_exec *e, int64_t lo, int64_t hi);
 void k1(rt_exec *e, int64_t lo, int64_t hi);
 void k2(rt_exec *e, int64_t lo, int64_t hi);
-void k3(rt_exec *e, int64_t lo, int64_t hi);
-void k4(rt_exec *e, int64_t lo, int64_t hi);
-void k5(rt_exec *e, int64_t lo, int64_t hi);
 void ke0(rt_exec *e, int64_t lo, int64_t hi);
-void ke1(rt_exec *e, int64_t lo, int64_t hi);
-void ke2(rt_exec *e, int64_t lo, int64_t hi);
-void ke3(rt_exec *e, int64_t lo, int64_t hi);
 
 #endif

@@ -2,9 +2,11 @@
 /* fake_cublaslt.c: libcublasLt.so.13 for tests/fake_gpu.sh: the functions
  * runtime/cuda_blas.c uses (its LT_FNS), prototypes checked against cublasLt.h.
  *
- * Descriptors keep what was set (operations, layouts, workspace limit); anything the
- * fake does not emulate (another compute or data type, an epilogue, a layout attribute,
- * device pointer mode) is CUBLAS_STATUS_NOT_SUPPORTED. The heuristic and cublasLtMatmul
+ * Descriptors keep what was set (operations, layouts, workspace limit, the epilogues
+ * runtime/cuda_blas.c uses: BIAS, RELU_BIAS, GELU_BIAS, GELU_AUX_BIAS with an fp32 bias, computed
+ * with trainc_rt.h's formulas); anything the fake does not emulate (another compute or
+ * data type, another epilogue, a layout attribute, device pointer mode) is
+ * CUBLAS_STATUS_NOT_SUPPORTED. The heuristic and cublasLtMatmul
  * check the shapes as cuBLASLt defines them (op(A) m x k, op(B) k x n, C and D m x n,
  * column-major, ld >= rows) and that every matrix and the workspace lie in device
  * memory. cublasLtMatmul is queued on its stream through the fake driver
@@ -22,6 +24,7 @@
 #include <string.h>
 #include "fake_gpu.h"
 #include "rt_half.h"
+#include "trainc_rt.h"
 
 static fake_enqueue_host_fn enqueue_host;
 static fake_is_dev_range_fn is_dev_range;
@@ -39,6 +42,10 @@ static struct cublasLtContext the_handle = {0x1a5};
 
 typedef struct Desc {
     cublasOperation_t op[2];   /* TRANSA, TRANSB */
+    cublasLtEpilogue_t epi;    /* DEFAULT, BIAS, RELU_BIAS, GELU_BIAS, GELU_AUX_BIAS */
+    const float *bias;         /* fp32, one per row of D */
+    void *aux;                 /* GELU_AUX_BIAS: the pre-activation, D's type */
+    int64_t aux_ld;
 } Desc;
 typedef struct Layout {
     uint64_t rows, cols;
@@ -90,6 +97,7 @@ cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d, cublasComputeTy
         return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulDescCreate: only fp32 compute and scale");
     Desc *x = calloc(1, sizeof *x);
     x->op[0] = x->op[1] = CUBLAS_OP_N;
+    x->epi = CUBLASLT_EPILOGUE_DEFAULT;
     *d = (cublasLtMatmulDesc_t)x;
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -100,8 +108,50 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMa
     Desc *x = (Desc *)d;
     if (!x || !buf)
         return CUBLAS_STATUS_INVALID_VALUE;
-    if (a != CUBLASLT_MATMUL_DESC_TRANSA && a != CUBLASLT_MATMUL_DESC_TRANSB)
-        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulDescSetAttribute: only TRANSA and TRANSB");
+    switch (a) {
+    case CUBLASLT_MATMUL_DESC_EPILOGUE: {
+        cublasLtEpilogue_t ep;
+        if (size != sizeof ep)
+            return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulDescSetAttribute: size of an epilogue");
+        memcpy(&ep, buf, sizeof ep);
+        if (ep != CUBLASLT_EPILOGUE_DEFAULT && ep != CUBLASLT_EPILOGUE_BIAS &&
+            ep != CUBLASLT_EPILOGUE_RELU_BIAS && ep != CUBLASLT_EPILOGUE_GELU_BIAS &&
+            ep != CUBLASLT_EPILOGUE_GELU_AUX_BIAS)
+            return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulDescSetAttribute: that epilogue");
+        x->epi = ep;
+        return CUBLAS_STATUS_SUCCESS;
+    }
+    case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: {
+        cudaDataType_t t;
+        if (size != sizeof t)
+            return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulDescSetAttribute: size of a data type");
+        memcpy(&t, buf, sizeof t);
+        return t == CUDA_R_32F ? CUBLAS_STATUS_SUCCESS
+                               : refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulDescSetAttribute: bias fp32 only");
+    }
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE:
+        return size == sizeof(cudaDataType_t) ? CUBLAS_STATUS_SUCCESS
+                                              : refuse(CUBLAS_STATUS_INVALID_VALUE, "aux data type size");
+    case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER:
+        if (size != sizeof(void *))
+            return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulDescSetAttribute: size of a pointer");
+        if (a == CUBLASLT_MATMUL_DESC_BIAS_POINTER)
+            memcpy(&x->bias, buf, sizeof x->bias);
+        else
+            memcpy(&x->aux, buf, sizeof x->aux);
+        return CUBLAS_STATUS_SUCCESS;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD:
+        if (size != sizeof(int64_t))
+            return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulDescSetAttribute: size of the aux ld");
+        memcpy(&x->aux_ld, buf, sizeof x->aux_ld);
+        return CUBLAS_STATUS_SUCCESS;
+    case CUBLASLT_MATMUL_DESC_TRANSA:
+    case CUBLASLT_MATMUL_DESC_TRANSB:
+        break;
+    default:
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulDescSetAttribute: that attribute");
+    }
     if (size != sizeof(cublasOperation_t))
         return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulDescSetAttribute: size of a cublasOperation_t");
     cublasOperation_t op;
@@ -198,6 +248,10 @@ typedef struct Job {
     void *C;
     int ab16, c16;             /* A and B, C (= D): Layout.half */
     size_t na, nb, nc;         /* elements each matrix spans */
+    cublasLtEpilogue_t epi;    /* and its operands, as set when the call was queued */
+    const float *bias;
+    void *aux;
+    int64_t aux_ld;
 } Job;
 
 static size_t elems(const Layout *l) { return (l->cols - 1) * (uint64_t)l->ld + l->rows; }
@@ -227,6 +281,26 @@ static void run_job(void *arg)
     float *C = j->c16 ? widen(j->C, j->nc, j->c16) : j->C;
     cblas_sgemm(CblasColMajor, j->ta, j->tb, j->m, j->n, j->k, j->alpha, A, j->lda, B, j->ldb,
                 j->beta, C, j->ldc);
+    if (j->epi != CUBLASLT_EPILOGUE_DEFAULT)   /* column-major: the bias along D's rows */
+        for (int c = 0; c < j->n; c++)
+            for (int r = 0; r < j->m; r++) {
+                float v = C[(size_t)c * (size_t)j->ldc + (size_t)r] + j->bias[r];
+                if (j->epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) {
+                    size_t at = (size_t)c * (size_t)j->aux_ld + (size_t)r;
+                    if (j->c16 == 1)
+                        ((uint16_t *)j->aux)[at] = rt_float_to_bf16(v);
+                    else if (j->c16 == 2)
+                        ((uint16_t *)j->aux)[at] = rt_float_to_f16(v);
+                    else
+                        ((float *)j->aux)[at] = v;
+                    v = rt_gelu_tanh(v);
+                } else if (j->epi == CUBLASLT_EPILOGUE_GELU_BIAS) {
+                    v = rt_gelu_tanh(v);
+                } else if (j->epi == CUBLASLT_EPILOGUE_RELU_BIAS) {
+                    v = v > 0.0f ? v : 0.0f;
+                }
+                C[(size_t)c * (size_t)j->ldc + (size_t)r] = v;
+            }
     if (j->c16) {
         narrow(j->C, C, j->nc, j->c16);
         free(C);
@@ -265,7 +339,15 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
                x->op[1] == CUBLAS_OP_N ? CblasNoTrans : CblasTrans,
                (int)m, (int)n, (int)k, (int)a->ld, (int)b->ld, (int)d->ld,
                *(const float *)alpha, *(const float *)beta, A, B, D, a->half, d->half,
-               elems(a), elems(b), elems(d)};
+               elems(a), elems(b), elems(d), x->epi, x->bias, x->aux, x->aux_ld};
+    if (j->epi != CUBLASLT_EPILOGUE_DEFAULT &&
+        (!j->bias || !is_dev_range(j->bias, (size_t)m * sizeof(float)) ||
+         (j->epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS &&
+          (!j->aux || j->aux_ld < (int64_t)m ||
+           !is_dev_range(j->aux, ((n - 1) * (size_t)j->aux_ld + m) * (d->half ? 2 : 4)))))) {
+        free(j);
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: the bias or aux pointer is not (all) in device memory");
+    }
     if (enqueue_host((void *)stream, run_job, j) != 0) {
         free(j);
         return refuse(CUBLAS_STATUS_EXECUTION_FAILED, "cublasLtMatmul: the driver refused the stream");

@@ -594,6 +594,47 @@ static void t_embedding(int64_t rows, int64_t V, int64_t dim, int64_t span)
     free(idx), free(w), free(dout), free(out), free(dw0), free(dw), free(pn), reset();
 }
 
+/* ---- the linear layers' epilogue, as a kernel (cuBLASLt's fallback) ------------------------- */
+
+/* rt_bias_act (epilogue.cuh) against rt_gemm_bias's loop (runtime/kernels.c): v = P + bias,
+ * C = v (when wanted), Y = act(v); P is the GEMM's product, in C (or Y without C). */
+static void t_bias_act(int64_t M, int64_t N, int act, int with_c)
+{
+    static const char *const acts[] = {"bias", "bias + relu", "bias + gelu tanh"};
+    SHAPE("[%lld, %lld] %s%s", (long long)M, (long long)N, acts[act], with_c ? ", C kept" : "");
+    int64_t n = M * N;
+    float *P = avec(n), *bias = fvec(N), *C = nans(n), *Y = nans(n);
+    for (int64_t i = 0; i < n; i++) {
+        float v = P[i] + bias[i % N];
+        if (with_c || act == 0)
+            C[i] = v;
+        if (act)
+            Y[i] = act == 1 ? (v > 0.0f ? v : 0.0f) : rt_gelu_tanh(v);
+    }
+    int keep = with_c || act == 0;
+    void *gp = dalloc_a(n), *gy = dalloc_a(n), *gb = up(bias, (size_t)N * 4);
+    void *gout = keep ? gp : gy, *gc = keep ? gp : NULL, *gyy = act ? gy : NULL;
+    /* without C kept, C stays NaN on both sides */
+    out_t o[2] = {{"C", C, {0}, n}, {"Y", Y, {0}, n}};
+    for (int rep = 0; rep < 2; rep++) {
+        upload_a(gout, P, n);
+        if (act && keep) {
+            float *pn = nans(n);
+            upload_a(gy, pn, n);
+            free(pn);
+        }
+        int64_t ld = N;
+        void *args[] = {&gout, &gc, &gyy, &gb, &M, &N, &ld, &act};
+        rt_cu_launch(G, "rt_bias_act", 13, 1, 1, 256, 1, 0, args);
+        o[0].gpu[rep] = keep ? down_a(gp, n) : nans(n);
+        o[1].gpu[rep] = act ? down_a(gy, n) : nans(n);
+    }
+    judge("bias_act", TA(TOL_EW), o, act ? 2 : 1);
+    if (!act)
+        free(o[1].gpu[0]), free(o[1].gpu[1]);
+    free(P), free(bias), free(C), free(Y), reset();
+}
+
 /* ---- a batch gathered from a dataset on the GPU --------------------------------------------- */
 
 /* rt_gather_rows (data.cuh) against rt_npy_gather's rule: dst[r] = src[idx[r]], bytes as
@@ -927,6 +968,10 @@ int main(int argc, char **argv)
     t_embedding(777, 50257, 768, 50257);
     t_embedding(500, 50257, 768, 5);
 
+    t_bias_act(37, 10, 0, 0);
+    t_bias_act(64, 256, 1, 0);
+    t_bias_act(33, 130, 2, 1);
+    t_bias_act(16, 3072, 2, 0);
     t_gather(1000, 333, 3);
     t_gather(1000, 333, 12);
     t_gather(5000, 1024, 784);
