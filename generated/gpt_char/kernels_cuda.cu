@@ -165,8 +165,13 @@ __device__ __forceinline__ void rt_st4(rt_f16 *p, float4 v)
 
 #if defined(RT_ACT_BF16)
 typedef rt_bf16 act_t;
+/* act_t's bits <-> float (tensor-core operands are handled as raw 16-bit values) */
+__device__ __forceinline__ float rt_act16_float(unsigned short b) { return rt_bf16_float(b); }
+__device__ __forceinline__ unsigned short rt_float_act16(float f) { return rt_float_bf16(f); }
 #elif defined(RT_ACT_F16)
 typedef rt_f16 act_t;
+__device__ __forceinline__ float rt_act16_float(unsigned short b) { return rt_f16_float(b); }
+__device__ __forceinline__ unsigned short rt_float_act16(float f) { return rt_float_f16(f); }
 #else
 typedef float act_t;
 #endif
@@ -567,11 +572,167 @@ __device__ __forceinline__ void attention_fwd(const act_t *qkv, float *lse, act_
     }
 }
 
+#if defined(RT_ACT_BF16) || defined(RT_ACT_F16)
+/* ---- the forward on the tensor cores (16-bit activations) ---------------------------------
+ *
+ * Same launch, same tiles of 64 query rows, same results up to rounding: each of the
+ * four warps takes 16 query rows, and S = Q K^T and O += P V are mma.sync m16n8k16
+ * products (16-bit operands, fp32 accumulation) on register fragments, the online
+ * softmax running on the S fragments in fp32 (flash attention 2's scheme). P is
+ * rounded to 16 bits for its product with V, as there; l sums the unrounded p.
+ * Fragments (PTX ISA, mma.m16n8k16, g = lane / 4, t = lane % 4): A's four registers
+ * hold rows g, g + 8, g, g + 8 and columns 2t, 2t, 2t + 8, 2t + 8 (and the next
+ * column); B's two hold rows 2t and 2t + 8 (and the next) of column g; C's four are
+ * (g, 2t), (g, 2t + 1), (g + 8, 2t), (g + 8, 2t + 1). S's fragments for keys 16j..16j+15
+ * are exactly P's A fragment for that k-step. K and V tiles of 64 keys sit in shared
+ * memory as 16-bit values, rows of HD + 8 (B-fragment reads hit 32 distinct banks).
+ * Heads whose width is a multiple of 16, up to 64; other widths use the kernel above. */
+__host__ __device__ constexpr bool rt_att_tc(int hd) { return hd % 16 == 0 && hd <= 64; }
+
+/* D += A B on one m16n8k16 tile (the emulator has a twin of the instruction) */
+__device__ __forceinline__ void att_mma(float c[4], const unsigned a[4], const unsigned b[2])
+{
+#if defined(RT_EMU)
+    emu_mma_16816(c, a, b, rt_act16_float);
+#elif defined(RT_ACT_BF16)
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+
+/* two 16-bit values, the first in the low half */
+__device__ __forceinline__ unsigned att_pack(unsigned short lo, unsigned short hi)
+{
+    return (unsigned)lo | (unsigned)hi << 16;
+}
+
+template <int T, int HD, int CAUSAL>
+__device__ __forceinline__ void attention_fwd_tc(const act_t *qkv, float *lse, act_t *y, int H)
+{
+    constexpr int BQ = 64, BK = 64, KS = HD / 16, DN = HD / 8, W = HD + 8;
+    constexpr int NQT = (T + BQ - 1) / BQ;
+    __shared__ unsigned short ks[BK][W], vs[BK][W];   /* 16-bit bits of K and V */
+    const int b = blockIdx.z, h = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int g = lane >> 2, t4 = lane & 3;
+    const int64_t d = (int64_t)H * HD, ld = 3 * d;
+    const act_t *q = qkv + (int64_t)b * T * ld + (int64_t)h * HD, *k = q + d, *v = q + 2 * d;
+    float *L = lse + ((int64_t)b * H + h) * T;
+    const float scale = (float)(1.0 / sqrt((double)HD)), ninf = -rt_inf();
+    for (int tile = blockIdx.x; tile < NQT; tile += gridDim.x) {
+        const int q0 = (NQT - 1 - tile) * BQ, r0 = q0 + 16 * warp + g;   /* rows r0, r0 + 8 */
+        const int nkeys = CAUSAL ? (q0 + BQ < T ? q0 + BQ : T) : T;
+        unsigned qa[KS][4];
+        for (int s = 0; s < KS; s++)
+            for (int r = 0; r < 4; r++) {
+                const int row = r0 + 8 * (r & 1), col = 16 * s + 2 * t4 + 8 * (r >> 1);
+                const act_t *at = q + (int64_t)row * ld + col;
+                qa[s][r] = row < T ? att_pack(at[0].bits, at[1].bits) : 0u;
+            }
+        float m[2] = {ninf, ninf}, l[2] = {0.0f, 0.0f}, o[DN][4];
+        for (int n = 0; n < DN; n++)
+            o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+        for (int k0 = 0; k0 < nkeys; k0 += BK) {
+            __syncthreads();
+            for (int e = threadIdx.x; e < BK * HD / 2; e += RT_ATT_THREADS) {
+                const int row = e / (HD / 2), c = 2 * (e % (HD / 2));
+                const bool in = k0 + row < T;
+                const act_t *kp = k + (int64_t)(k0 + row) * ld + c, *vp = v + (int64_t)(k0 + row) * ld + c;
+                ks[row][c] = in ? kp[0].bits : 0, ks[row][c + 1] = in ? kp[1].bits : 0;
+                vs[row][c] = in ? vp[0].bits : 0, vs[row][c + 1] = in ? vp[1].bits : 0;
+            }
+            __syncthreads();
+            float sc[BK / 8][4];
+            for (int n = 0; n < BK / 8; n++) {
+                sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
+                for (int s = 0; s < KS; s++) {
+                    const unsigned short *kr = ks[8 * n + g] + 16 * s + 2 * t4;
+                    const unsigned bb[2] = {att_pack(kr[0], kr[1]), att_pack(kr[8], kr[9])};
+                    att_mma(sc[n], qa[s], bb);
+                }
+            }
+            /* scale, mask, the rows' running max (over the four lanes of a row) */
+            float mx[2] = {ninf, ninf};
+            for (int n = 0; n < BK / 8; n++)
+                for (int r = 0; r < 4; r++) {
+                    const int kj = k0 + 8 * n + 2 * t4 + (r & 1), i = r0 + 8 * (r >> 1);
+                    sc[n][r] = kj >= T || (CAUSAL && kj > i) ? ninf : scale * sc[n][r];
+                    mx[r >> 1] = fmaxf(mx[r >> 1], sc[n][r]);
+                }
+            float al[2];
+            for (int u = 0; u < 2; u++) {
+                mx[u] = fmaxf(mx[u], __shfl_xor_sync(0xffffffffu, mx[u], 1));
+                mx[u] = fmaxf(mx[u], __shfl_xor_sync(0xffffffffu, mx[u], 2));
+                const float mn = fmaxf(m[u], mx[u]);
+                al[u] = mn == ninf ? 1.0f : expf(m[u] - mn);
+                m[u] = mn;
+                l[u] *= al[u];
+            }
+            for (int n = 0; n < DN; n++)
+                for (int r = 0; r < 4; r++)
+                    o[n][r] *= al[r >> 1];
+            /* P = exp(S - m): its fragments, key step by key step, times V */
+            for (int j = 0; j < BK / 16; j++) {
+                unsigned pa[4];
+                for (int r = 0; r < 4; r++) {
+                    const int n = 2 * j + (r >> 1), u = r & 1;   /* S tile, row half */
+                    float p0 = m[u] == ninf ? 0.0f : expf(sc[n][2 * u] - m[u]);
+                    float p1 = m[u] == ninf ? 0.0f : expf(sc[n][2 * u + 1] - m[u]);
+                    l[u] += p0 + p1;
+                    pa[r] = att_pack(rt_float_act16(p0), rt_float_act16(p1));
+                }
+                for (int n = 0; n < DN; n++) {
+                    const int col = 8 * n + g, kr = 16 * j + 2 * t4;
+                    const unsigned bb[2] = {att_pack(vs[kr][col], vs[kr + 1][col]),
+                                            att_pack(vs[kr + 8][col], vs[kr + 9][col])};
+                    att_mma(o[n], pa, bb);
+                }
+            }
+        }
+        for (int u = 0; u < 2; u++) {
+            l[u] += __shfl_xor_sync(0xffffffffu, l[u], 1);
+            l[u] += __shfl_xor_sync(0xffffffffu, l[u], 2);
+            const int i = r0 + 8 * u;
+            if (i >= T)
+                continue;
+            act_t *yr = y + ((int64_t)b * T + i) * d + (int64_t)h * HD;
+            const float inv = 1.0f / l[u];
+            for (int n = 0; n < DN; n++) {
+                rt_st(yr + 8 * n + 2 * t4, o[n][2 * u] * inv);
+                rt_st(yr + 8 * n + 2 * t4 + 1, o[n][2 * u + 1] * inv);
+            }
+            if (t4 == 0)
+                L[i] = m[u] + logf(l[u]);
+        }
+    }
+}
+#else
+__host__ __device__ constexpr bool rt_att_tc(int hd) { return false; }
+template <int T, int HD, int CAUSAL>
+__device__ __forceinline__ void attention_fwd_tc(const act_t *qkv, float *lse, act_t *y, int H) {}
+#endif
+
+/* the tensor-core forward where it applies, else the CUDA-core one (same launch) */
+template <int T, int HD, int CAUSAL>
+__device__ __forceinline__ void attention_fwd_any(const act_t *qkv, float *lse, act_t *y, int H)
+{
+    if constexpr (rt_att_tc(HD))
+        attention_fwd_tc<T, HD, CAUSAL>(qkv, lse, y, H);
+    else
+        attention_fwd<T, HD, CAUSAL>(qkv, lse, y, H);
+}
+
 #define RT_ATTENTION_FWD(T, HD, CAUSAL)                                                       \
     extern "C" __global__ void __launch_bounds__(RT_ATT_THREADS)                              \
         rt_attention_fwd_##T##_##HD##_##CAUSAL(const act_t *qkv, float *lse, act_t *y, int H) \
     {                                                                                         \
-        attention_fwd<T, HD, CAUSAL>(qkv, lse, y, H);                                         \
+        attention_fwd_any<T, HD, CAUSAL>(qkv, lse, y, H);                                     \
     }
 
 /* Backward, first kernel: the query side.

@@ -108,8 +108,13 @@ __device__ __forceinline__ void rt_st4(rt_f16 *p, float4 v)
 
 #if defined(RT_ACT_BF16)
 typedef rt_bf16 act_t;
+/* act_t's bits <-> float (tensor-core operands are handled as raw 16-bit values) */
+__device__ __forceinline__ float rt_act16_float(unsigned short b) { return rt_bf16_float(b); }
+__device__ __forceinline__ unsigned short rt_float_act16(float f) { return rt_float_bf16(f); }
 #elif defined(RT_ACT_F16)
 typedef rt_f16 act_t;
+__device__ __forceinline__ float rt_act16_float(unsigned short b) { return rt_f16_float(b); }
+__device__ __forceinline__ unsigned short rt_float_act16(float f) { return rt_float_f16(f); }
 #else
 typedef float act_t;
 #endif

@@ -67,6 +67,54 @@ inline unsigned __ballot_sync(unsigned, int pred)
 }
 
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
+
+/* The kernels' one use of inline PTX, mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}
+ * (attention.cuh's att_mma), as the warp executes it: each lane's A (4 registers) and
+ * B (2) fragments are exchanged, the 16 x 16 and 16 x 8 tiles rebuilt with the PTX
+ * ISA's fragment layout (g = lane / 4, t = lane % 4), and each lane adds its four
+ * products (rows g, g + 8; columns 2t, 2t + 1) to c, in k order, in fp32. */
+#define RT_EMU 1
+template <typename Cvt>
+void emu_mma_16816(float c[4], const unsigned a[4], const unsigned b[2], Cvt cvt)
+{
+    unsigned A[32][4], B[32][2];
+    for (int round = 0; round < 3; round++) {
+        unsigned v[2] = {round < 2 ? a[2 * round] : b[0], round < 2 ? a[2 * round + 1] : b[1]};
+        memcpy(emu_slot(), v, sizeof v);
+        emu_syncwarp();
+        for (unsigned l = 0; l < 32; l++) {
+            unsigned w[2];
+            memcpy(w, emu_slot_of(l), sizeof w);
+            if (round < 2)
+                A[l][2 * round] = w[0], A[l][2 * round + 1] = w[1];
+            else
+                B[l][0] = w[0], B[l][1] = w[1];
+        }
+        emu_syncwarp();
+    }
+    float Am[16][16], Bm[16][8];
+    for (unsigned l = 0; l < 32; l++) {
+        unsigned g = l >> 2, t = l & 3;
+        for (unsigned r = 0; r < 4; r++) {
+            unsigned row = g + 8 * (r & 1), k = 2 * t + 8 * (r >> 1);
+            Am[row][k] = cvt((unsigned short)(A[l][r] & 0xffff));
+            Am[row][k + 1] = cvt((unsigned short)(A[l][r] >> 16));
+        }
+        for (unsigned r = 0; r < 2; r++) {
+            unsigned k = 2 * t + 8 * r;
+            Bm[k][g] = cvt((unsigned short)(B[l][r] & 0xffff));
+            Bm[k + 1][g] = cvt((unsigned short)(B[l][r] >> 16));
+        }
+    }
+    unsigned g = emu_lane_id() >> 2, t = emu_lane_id() & 3;
+    for (unsigned r = 0; r < 4; r++) {
+        unsigned row = g + 8 * (r >> 1), col = 2 * t + (r & 1);
+        float s = c[r];
+        for (int k = 0; k < 16; k++)
+            s += Am[row][k] * Bm[k][col];
+        c[r] = s;
+    }
+}
 inline float __int_as_float(int i)
 {
     float f;
