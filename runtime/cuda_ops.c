@@ -287,12 +287,16 @@ void rt_cu_attention_bwd(rt_exec *e, const float *qkv, const float *lse, const f
     void *args[] = {&qkv, &lse, &y, &dy, &dqkv, &D, &h};
     char name[96];
     unsigned gx = gdim(cdiv(T, att_bwd_rows(hd)), GX, "attention"), gz = gdim(B, GYZ, "attention");
+    /* on the tensor cores both kernels take 64 rows (queries, keys) a block
+     * (attention.cuh's rt_att_tc: 16-bit activations, heads a multiple of 16 wide up to 64) */
+    int tc = rt_cu_act16(e) && hd % 16 == 0 && hd <= 64;
+    unsigned gq = tc ? gdim(cdiv(T, 64), GX, "attention") : gx;
     snprintf(name, sizeof name, "rt_attention_bwd_%lld_%lld_%d", (long long)T, (long long)hd,
              causal != 0);
-    rt_cu_launch(e, name, gx, (unsigned)H, gz, RT_ATT_THREADS, 1, 0, args);
+    rt_cu_launch(e, name, gq, (unsigned)H, gz, RT_ATT_THREADS, 1, 0, args);
     snprintf(name, sizeof name, "rt_attention_bwd_kv_%lld_%lld_%d", (long long)T,
              (long long)hd, causal != 0);
-    rt_cu_launch(e, name, gx, (unsigned)H, gz, RT_ATT_THREADS, 1, 0, args);
+    rt_cu_launch(e, name, gq, (unsigned)H, gz, RT_ATT_THREADS, 1, 0, args);
 }
 
 /* ---- embedding --------------------------------------------------------------------------- */

@@ -475,6 +475,7 @@ void rt_cu_init(rt_exec *e, const rt_model *m, const rt_cuda_image *img, int64_t
 
 rt_dptr rt_cu_state(rt_exec *e) { return dev_of(e)->state; }
 rt_dptr rt_cu_param_copy(rt_exec *e) { return dev_of(e)->pcopy; }
+int rt_cu_act16(rt_exec *e) { return dev_of(e)->act16; }
 
 int rt_cu_operand(rt_exec *e, const void **p)
 {

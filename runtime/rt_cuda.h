@@ -71,6 +71,8 @@ rt_dptr rt_cu_state(rt_exec *e);
 /* Mixed precision (rt_model.act16): the parameters' 16-bit copy, the GEMMs' operand,
  * rewritten by the optimizer and by rt_cu_put_params; 0 in fp32. */
 rt_dptr rt_cu_param_copy(rt_exec *e);
+/* The module's activation storage: RT_PREC_BF16 or RT_PREC_FP16 (16 bits), 0 (fp32). */
+int rt_cu_act16(rt_exec *e);
 /* Storage of a device pointer the generated code passes as a GEMM operand: RT_CU_F32
  * (parameter gradients, fp32 inputs, fp32 arenas) or RT_CU_BF16 / RT_CU_F16 (a
  * mixed-precision arena, and parameters, whose 16-bit copy *p is made to point at). */

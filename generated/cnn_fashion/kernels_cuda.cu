@@ -908,20 +908,269 @@ __device__ __forceinline__ void attention_bwd_kv(const act_t *qkv, const float *
     }
 }
 
+#if defined(RT_ACT_BF16) || defined(RT_ACT_F16)
+/* The first backward kernel on the tensor cores (where the forward uses them): 64
+ * query rows a block (cuda_ops.c launches ceil(T / 64) tiles then), 16 a warp; per key
+ * tile S = Q K^T and dP = dY V^T as mma.sync, P = exp(scale S - lse) and
+ * dS = P (dP - D) on the fragments in fp32, then dQ += dS K with dS rounded to 16
+ * bits. D_i = dy_i . y_i as in the kernel above (double, a warp a row). */
+template <int T, int HD, int CAUSAL>
+__device__ __forceinline__ void attention_bwd_q_tc(const act_t *qkv, const float *lse,
+                                                   const act_t *y, const act_t *dy, act_t *dqkv,
+                                                   float *D, int H)
+{
+    constexpr int BQ = 64, BK = 64, KS = HD / 16, DN = HD / 8, W = HD + 8;
+    constexpr int NQT = (T + BQ - 1) / BQ;
+    __shared__ unsigned short ks[BK][W], vs[BK][W];
+    __shared__ float Dt[BQ];
+    const int b = blockIdx.z, h = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int g = lane >> 2, t4 = lane & 3;
+    const int64_t d = (int64_t)H * HD, ld = 3 * d;
+    const act_t *q = qkv + (int64_t)b * T * ld + (int64_t)h * HD, *k = q + d, *v = q + 2 * d;
+    const act_t *dyh = dy + (int64_t)b * T * d + (int64_t)h * HD;
+    const act_t *yh = y + (int64_t)b * T * d + (int64_t)h * HD;
+    act_t *dq = dqkv + (int64_t)b * T * ld + (int64_t)h * HD;
+    const float *Lh = lse + ((int64_t)b * H + h) * T;
+    float *Dh = D + ((int64_t)b * H + h) * T;
+    const float scale = (float)(1.0 / sqrt((double)HD));
+    for (int tile = blockIdx.x; tile < NQT; tile += gridDim.x) {
+        const int q0 = (NQT - 1 - tile) * BQ, r0 = q0 + 16 * warp + g;
+        const int nkeys = CAUSAL ? (q0 + BQ < T ? q0 + BQ : T) : T;
+        __syncthreads();
+        for (int i = warp; i < BQ; i += RT_ATT_THREADS / 32) {   /* D, a warp a row */
+            double a = 0.0;
+            if (q0 + i < T)
+                for (int c = lane; c < HD; c += 32)
+                    a += (double)(rt_ld(dyh + (int64_t)(q0 + i) * d + c) *
+                                  rt_ld(yh + (int64_t)(q0 + i) * d + c));
+            const float Di = (float)rt_warp_sum(a);
+            if (lane == 0) {
+                Dt[i] = Di;
+                if (q0 + i < T)
+                    Dh[q0 + i] = Di;
+            }
+        }
+        __syncthreads();
+        unsigned qa[KS][4], da[KS][4];   /* Q and dY fragments of the warp's rows */
+        for (int s = 0; s < KS; s++)
+            for (int r = 0; r < 4; r++) {
+                const int row = r0 + 8 * (r & 1), col = 16 * s + 2 * t4 + 8 * (r >> 1);
+                const act_t *aq = q + (int64_t)row * ld + col, *ad = dyh + (int64_t)row * d + col;
+                qa[s][r] = row < T ? att_pack(aq[0].bits, aq[1].bits) : 0u;
+                da[s][r] = row < T ? att_pack(ad[0].bits, ad[1].bits) : 0u;
+            }
+        float Lr[2], Dr[2], acc[DN][4];
+        for (int u = 0; u < 2; u++) {
+            const int i = r0 + 8 * u;
+            Lr[u] = i < T ? Lh[i] : 0.0f;
+            Dr[u] = Dt[i - q0];
+        }
+        for (int n = 0; n < DN; n++)
+            acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+        for (int k0 = 0; k0 < nkeys; k0 += BK) {
+            __syncthreads();
+            for (int e = threadIdx.x; e < BK * HD / 2; e += RT_ATT_THREADS) {
+                const int row = e / (HD / 2), c = 2 * (e % (HD / 2));
+                const bool in = k0 + row < T;
+                const act_t *kp = k + (int64_t)(k0 + row) * ld + c, *vp = v + (int64_t)(k0 + row) * ld + c;
+                ks[row][c] = in ? kp[0].bits : 0, ks[row][c + 1] = in ? kp[1].bits : 0;
+                vs[row][c] = in ? vp[0].bits : 0, vs[row][c + 1] = in ? vp[1].bits : 0;
+            }
+            __syncthreads();
+            float sc[BK / 8][4], dp[BK / 8][4];
+            for (int n = 0; n < BK / 8; n++) {
+                for (int r = 0; r < 4; r++)
+                    sc[n][r] = dp[n][r] = 0.0f;
+                for (int s = 0; s < KS; s++) {
+                    const unsigned short *kr = ks[8 * n + g] + 16 * s + 2 * t4;
+                    const unsigned short *vr = vs[8 * n + g] + 16 * s + 2 * t4;
+                    const unsigned kb[2] = {att_pack(kr[0], kr[1]), att_pack(kr[8], kr[9])};
+                    const unsigned vb[2] = {att_pack(vr[0], vr[1]), att_pack(vr[8], vr[9])};
+                    att_mma(sc[n], qa[s], kb);
+                    att_mma(dp[n], da[s], vb);
+                }
+                for (int r = 0; r < 4; r++) {   /* dS = P (dP - D), 0 where masked */
+                    const int kj = k0 + 8 * n + 2 * t4 + (r & 1), i = r0 + 8 * (r >> 1);
+                    const bool masked = i >= T || kj >= T || (CAUSAL && kj > i);
+                    sc[n][r] = masked ? 0.0f
+                                      : expf(scale * sc[n][r] - Lr[r >> 1]) * (dp[n][r] - Dr[r >> 1]);
+                }
+            }
+            for (int j = 0; j < BK / 16; j++) {   /* dQ += dS K */
+                unsigned sa[4];
+                for (int r = 0; r < 4; r++) {
+                    const int n = 2 * j + (r >> 1), u = r & 1;
+                    sa[r] = att_pack(rt_float_act16(sc[n][2 * u]), rt_float_act16(sc[n][2 * u + 1]));
+                }
+                for (int n = 0; n < DN; n++) {
+                    const int col = 8 * n + g, kr = 16 * j + 2 * t4;
+                    const unsigned bb[2] = {att_pack(ks[kr][col], ks[kr + 1][col]),
+                                            att_pack(ks[kr + 8][col], ks[kr + 9][col])};
+                    att_mma(acc[n], sa, bb);
+                }
+            }
+        }
+        for (int u = 0; u < 2; u++) {
+            const int i = r0 + 8 * u;
+            if (i >= T)
+                continue;
+            for (int n = 0; n < DN; n++) {
+                rt_st(dq + (int64_t)i * ld + 8 * n + 2 * t4, scale * acc[n][2 * u]);
+                rt_st(dq + (int64_t)i * ld + 8 * n + 2 * t4 + 1, scale * acc[n][2 * u + 1]);
+            }
+        }
+    }
+}
+
+/* The second backward kernel on the tensor cores: 64 keys a block, 16 a warp, over the
+ * query tiles that see them; per 16 queries S^T = K Q^T and dP^T = V dY^T as mma.sync
+ * (the keys are the rows, so P^T and dS^T come out as the A fragments of
+ * dV += P^T dY and dK += dS^T Q), P^T = exp(scale S^T - lse), dS^T = P^T (dP^T - D). */
+template <int T, int HD, int CAUSAL>
+__device__ __forceinline__ void attention_bwd_kv_tc(const act_t *qkv, const float *lse,
+                                                    const act_t *dy, act_t *dqkv, const float *D,
+                                                    int H)
+{
+    constexpr int BQ = 64, BK = 64, KS = HD / 16, DN = HD / 8, W = HD + 8;
+    constexpr int NKT = (T + BK - 1) / BK;
+    __shared__ unsigned short qs[BQ][W], dys[BQ][W];
+    __shared__ float Lt[BQ], Dt[BQ];
+    const int b = blockIdx.z, h = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int g = lane >> 2, t4 = lane & 3;
+    const int64_t d = (int64_t)H * HD, ld = 3 * d;
+    const act_t *q = qkv + (int64_t)b * T * ld + (int64_t)h * HD, *k = q + d, *v = q + 2 * d;
+    const act_t *dyh = dy + (int64_t)b * T * d + (int64_t)h * HD;
+    act_t *dk = dqkv + (int64_t)b * T * ld + d + (int64_t)h * HD, *dv = dk + d;
+    const float *Lh = lse + ((int64_t)b * H + h) * T, *Dh = D + ((int64_t)b * H + h) * T;
+    const float scale = (float)(1.0 / sqrt((double)HD));
+    for (int tile = blockIdx.x; tile < NKT; tile += gridDim.x) {
+        const int k0 = tile * BK, j0 = k0 + 16 * warp + g;   /* the warp's keys j0, j0 + 8 */
+        unsigned ka[KS][4], va[KS][4];
+        for (int s = 0; s < KS; s++)
+            for (int r = 0; r < 4; r++) {
+                const int row = j0 + 8 * (r & 1), col = 16 * s + 2 * t4 + 8 * (r >> 1);
+                const act_t *ak = k + (int64_t)row * ld + col, *av = v + (int64_t)row * ld + col;
+                ka[s][r] = row < T ? att_pack(ak[0].bits, ak[1].bits) : 0u;
+                va[s][r] = row < T ? att_pack(av[0].bits, av[1].bits) : 0u;
+            }
+        float gk[DN][4], gv[DN][4];
+        for (int n = 0; n < DN; n++)
+            for (int r = 0; r < 4; r++)
+                gk[n][r] = gv[n][r] = 0.0f;
+        for (int i0 = CAUSAL ? k0 : 0; i0 < T; i0 += BQ) {   /* the queries that see them */
+            __syncthreads();
+            for (int e = threadIdx.x; e < BQ * HD / 2; e += RT_ATT_THREADS) {
+                const int row = e / (HD / 2), c = 2 * (e % (HD / 2));
+                const bool in = i0 + row < T;
+                const act_t *qp = q + (int64_t)(i0 + row) * ld + c, *dp = dyh + (int64_t)(i0 + row) * d + c;
+                qs[row][c] = in ? qp[0].bits : 0, qs[row][c + 1] = in ? qp[1].bits : 0;
+                dys[row][c] = in ? dp[0].bits : 0, dys[row][c + 1] = in ? dp[1].bits : 0;
+            }
+            for (int e = threadIdx.x; e < BQ; e += RT_ATT_THREADS) {
+                Lt[e] = i0 + e < T ? Lh[i0 + e] : 0.0f;
+                Dt[e] = i0 + e < T ? Dh[i0 + e] : 0.0f;
+            }
+            __syncthreads();
+            for (int j = 0; j < BQ / 16; j++) {   /* 16 queries at a time */
+                float st[2][4], dpt[2][4];
+                for (int c = 0; c < 2; c++) {
+                    const int n = 2 * j + c;
+                    for (int r = 0; r < 4; r++)
+                        st[c][r] = dpt[c][r] = 0.0f;
+                    for (int s = 0; s < KS; s++) {
+                        const unsigned short *qr = qs[8 * n + g] + 16 * s + 2 * t4;
+                        const unsigned short *dr = dys[8 * n + g] + 16 * s + 2 * t4;
+                        const unsigned qb[2] = {att_pack(qr[0], qr[1]), att_pack(qr[8], qr[9])};
+                        const unsigned db[2] = {att_pack(dr[0], dr[1]), att_pack(dr[8], dr[9])};
+                        att_mma(st[c], ka[s], qb);
+                        att_mma(dpt[c], va[s], db);
+                    }
+                    for (int r = 0; r < 4; r++) {   /* P^T into st, dS^T into dpt */
+                        const int il = 8 * n + 2 * t4 + (r & 1), i = i0 + il, kj = j0 + 8 * (r >> 1);
+                        const bool masked = i >= T || kj >= T || (CAUSAL && kj > i);
+                        const float p = masked ? 0.0f : expf(scale * st[c][r] - Lt[il]);
+                        st[c][r] = p;
+                        dpt[c][r] = p * (dpt[c][r] - Dt[il]);
+                    }
+                }
+                unsigned pa[4], sa[4];
+                for (int r = 0; r < 4; r++) {
+                    const int c = r >> 1, u = r & 1;
+                    pa[r] = att_pack(rt_float_act16(st[c][2 * u]), rt_float_act16(st[c][2 * u + 1]));
+                    sa[r] = att_pack(rt_float_act16(dpt[c][2 * u]), rt_float_act16(dpt[c][2 * u + 1]));
+                }
+                for (int n = 0; n < DN; n++) {   /* dV += P^T dY, dK += dS^T Q */
+                    const int col = 8 * n + g, kq = 16 * j + 2 * t4;
+                    const unsigned yb[2] = {att_pack(dys[kq][col], dys[kq + 1][col]),
+                                            att_pack(dys[kq + 8][col], dys[kq + 9][col])};
+                    const unsigned qb[2] = {att_pack(qs[kq][col], qs[kq + 1][col]),
+                                            att_pack(qs[kq + 8][col], qs[kq + 9][col])};
+                    att_mma(gv[n], pa, yb);
+                    att_mma(gk[n], sa, qb);
+                }
+            }
+        }
+        for (int u = 0; u < 2; u++) {
+            const int kj = j0 + 8 * u;
+            if (kj >= T)
+                continue;
+            for (int n = 0; n < DN; n++) {
+                const int64_t at = (int64_t)kj * ld + 8 * n + 2 * t4;
+                rt_st(dv + at, gv[n][2 * u]);
+                rt_st(dv + at + 1, gv[n][2 * u + 1]);
+                rt_st(dk + at, scale * gk[n][2 * u]);
+                rt_st(dk + at + 1, scale * gk[n][2 * u + 1]);
+            }
+        }
+    }
+}
+#else
+template <int T, int HD, int CAUSAL>
+__device__ __forceinline__ void attention_bwd_q_tc(const act_t *qkv, const float *lse,
+                                                   const act_t *y, const act_t *dy, act_t *dqkv,
+                                                   float *D, int H) {}
+template <int T, int HD, int CAUSAL>
+__device__ __forceinline__ void attention_bwd_kv_tc(const act_t *qkv, const float *lse,
+                                                    const act_t *dy, act_t *dqkv, const float *D,
+                                                    int H) {}
+#endif
+
+template <int T, int HD, int CAUSAL>
+__device__ __forceinline__ void attention_bwd_kv_any(const act_t *qkv, const float *lse,
+                                                     const act_t *dy, act_t *dqkv, const float *D,
+                                                     int H)
+{
+    if constexpr (rt_att_tc(HD))
+        attention_bwd_kv_tc<T, HD, CAUSAL>(qkv, lse, dy, dqkv, D, H);
+    else
+        attention_bwd_kv<T, HD, CAUSAL>(qkv, lse, dy, dqkv, D, H);
+}
+
+template <int T, int HD, int CAUSAL>
+__device__ __forceinline__ void attention_bwd_q_any(const act_t *qkv, const float *lse,
+                                                    const act_t *y, const act_t *dy, act_t *dqkv,
+                                                    float *D, int H)
+{
+    if constexpr (rt_att_tc(HD))
+        attention_bwd_q_tc<T, HD, CAUSAL>(qkv, lse, y, dy, dqkv, D, H);
+    else
+        attention_bwd_q<T, HD, CAUSAL>(qkv, lse, y, dy, dqkv, D, H);
+}
+
 #define RT_ATTENTION_BWD(T, HD, CAUSAL)                                                       \
     extern "C" __global__ void __launch_bounds__(RT_ATT_THREADS)                              \
         rt_attention_bwd_##T##_##HD##_##CAUSAL(const act_t *qkv, const float *lse,            \
                                                const act_t *y, const act_t *dy, act_t *dqkv,  \
                                                float *D, int H)                               \
     {                                                                                         \
-        attention_bwd_q<T, HD, CAUSAL>(qkv, lse, y, dy, dqkv, D, H);                          \
+        attention_bwd_q_any<T, HD, CAUSAL>(qkv, lse, y, dy, dqkv, D, H);                      \
     }                                                                                         \
     extern "C" __global__ void __launch_bounds__(RT_ATT_THREADS)                              \
         rt_attention_bwd_kv_##T##_##HD##_##CAUSAL(const act_t *qkv, const float *lse,         \
                                                   const act_t *y, const act_t *dy,            \
                                                   act_t *dqkv, float *D, int H)               \
     {                                                                                         \
-        attention_bwd_kv<T, HD, CAUSAL>(qkv, lse, dy, dqkv, D, H);                            \
+        attention_bwd_kv_any<T, HD, CAUSAL>(qkv, lse, dy, dqkv, D, H);                        \
     }
 
 /* ==== templates/cuda/conv.cuh ==== */
