@@ -613,6 +613,35 @@ __device__ __forceinline__ unsigned att_pack(unsigned short lo, unsigned short h
     return (unsigned)lo | (unsigned)hi << 16;
 }
 
+/* A fragments (16 rows from r0, all HD columns: KS k-steps) of a matrix of rows of
+ * stride ld at p, read from global memory; rows past T read as 0 */
+template <int KS, int T>
+__device__ __forceinline__ void att_frag_a(unsigned (*f)[4], const act_t *p, int64_t ld, int r0, int t4)
+{
+    for (int s = 0; s < KS; s++)
+        for (int r = 0; r < 4; r++) {
+            const int row = r0 + 8 * (r & 1), col = 16 * s + 2 * t4 + 8 * (r >> 1);
+            const act_t *at = p + (int64_t)row * ld + col;
+            f[s][r] = row < T ? att_pack(at[0].bits, at[1].bits) : 0u;
+        }
+}
+
+/* rows [r0, r0 + R) of two matrices HD wide (rows of stride la at a, lb at b) into the
+ * shared tiles da and db as 16-bit values; rows past T as 0 */
+template <int R, int HD, int W, int T>
+__device__ __forceinline__ void att_tiles16(unsigned short (*da)[W], unsigned short (*db)[W],
+                                            const act_t *a, int64_t la, const act_t *b,
+                                            int64_t lb, int r0)
+{
+    for (int e = threadIdx.x; e < R * HD / 2; e += RT_ATT_THREADS) {
+        const int row = e / (HD / 2), c = 2 * (e % (HD / 2));
+        const bool in = r0 + row < T;
+        const act_t *pa = a + (int64_t)(r0 + row) * la + c, *pb = b + (int64_t)(r0 + row) * lb + c;
+        da[row][c] = in ? pa[0].bits : 0, da[row][c + 1] = in ? pa[1].bits : 0;
+        db[row][c] = in ? pb[0].bits : 0, db[row][c + 1] = in ? pb[1].bits : 0;
+    }
+}
+
 template <int T, int HD, int CAUSAL>
 __device__ __forceinline__ void attention_fwd_tc(const act_t *qkv, float *lse, act_t *y, int H)
 {
@@ -629,24 +658,13 @@ __device__ __forceinline__ void attention_fwd_tc(const act_t *qkv, float *lse, a
         const int q0 = (NQT - 1 - tile) * BQ, r0 = q0 + 16 * warp + g;   /* rows r0, r0 + 8 */
         const int nkeys = CAUSAL ? (q0 + BQ < T ? q0 + BQ : T) : T;
         unsigned qa[KS][4];
-        for (int s = 0; s < KS; s++)
-            for (int r = 0; r < 4; r++) {
-                const int row = r0 + 8 * (r & 1), col = 16 * s + 2 * t4 + 8 * (r >> 1);
-                const act_t *at = q + (int64_t)row * ld + col;
-                qa[s][r] = row < T ? att_pack(at[0].bits, at[1].bits) : 0u;
-            }
+        att_frag_a<KS, T>(qa, q, ld, r0, t4);
         float m[2] = {ninf, ninf}, l[2] = {0.0f, 0.0f}, o[DN][4];
         for (int n = 0; n < DN; n++)
             o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
         for (int k0 = 0; k0 < nkeys; k0 += BK) {
             __syncthreads();
-            for (int e = threadIdx.x; e < BK * HD / 2; e += RT_ATT_THREADS) {
-                const int row = e / (HD / 2), c = 2 * (e % (HD / 2));
-                const bool in = k0 + row < T;
-                const act_t *kp = k + (int64_t)(k0 + row) * ld + c, *vp = v + (int64_t)(k0 + row) * ld + c;
-                ks[row][c] = in ? kp[0].bits : 0, ks[row][c + 1] = in ? kp[1].bits : 0;
-                vs[row][c] = in ? vp[0].bits : 0, vs[row][c + 1] = in ? vp[1].bits : 0;
-            }
+            att_tiles16<BK, HD, W, T>(ks, vs, k, ld, v, ld, k0);
             __syncthreads();
             float sc[BK / 8][4];
             for (int n = 0; n < BK / 8; n++) {
@@ -952,13 +970,8 @@ __device__ __forceinline__ void attention_bwd_q_tc(const act_t *qkv, const float
         }
         __syncthreads();
         unsigned qa[KS][4], da[KS][4];   /* Q and dY fragments of the warp's rows */
-        for (int s = 0; s < KS; s++)
-            for (int r = 0; r < 4; r++) {
-                const int row = r0 + 8 * (r & 1), col = 16 * s + 2 * t4 + 8 * (r >> 1);
-                const act_t *aq = q + (int64_t)row * ld + col, *ad = dyh + (int64_t)row * d + col;
-                qa[s][r] = row < T ? att_pack(aq[0].bits, aq[1].bits) : 0u;
-                da[s][r] = row < T ? att_pack(ad[0].bits, ad[1].bits) : 0u;
-            }
+        att_frag_a<KS, T>(qa, q, ld, r0, t4);
+        att_frag_a<KS, T>(da, dyh, d, r0, t4);
         float Lr[2], Dr[2], acc[DN][4];
         for (int u = 0; u < 2; u++) {
             const int i = r0 + 8 * u;
@@ -969,13 +982,7 @@ __device__ __forceinline__ void attention_bwd_q_tc(const act_t *qkv, const float
             acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
         for (int k0 = 0; k0 < nkeys; k0 += BK) {
             __syncthreads();
-            for (int e = threadIdx.x; e < BK * HD / 2; e += RT_ATT_THREADS) {
-                const int row = e / (HD / 2), c = 2 * (e % (HD / 2));
-                const bool in = k0 + row < T;
-                const act_t *kp = k + (int64_t)(k0 + row) * ld + c, *vp = v + (int64_t)(k0 + row) * ld + c;
-                ks[row][c] = in ? kp[0].bits : 0, ks[row][c + 1] = in ? kp[1].bits : 0;
-                vs[row][c] = in ? vp[0].bits : 0, vs[row][c + 1] = in ? vp[1].bits : 0;
-            }
+            att_tiles16<BK, HD, W, T>(ks, vs, k, ld, v, ld, k0);
             __syncthreads();
             float sc[BK / 8][4], dp[BK / 8][4];
             for (int n = 0; n < BK / 8; n++) {
@@ -1045,27 +1052,16 @@ __device__ __forceinline__ void attention_bwd_kv_tc(const act_t *qkv, const floa
     const float scale = (float)(1.0 / sqrt((double)HD));
     for (int tile = blockIdx.x; tile < NKT; tile += gridDim.x) {
         const int k0 = tile * BK, j0 = k0 + 16 * warp + g;   /* the warp's keys j0, j0 + 8 */
-        unsigned ka[KS][4], va[KS][4];
-        for (int s = 0; s < KS; s++)
-            for (int r = 0; r < 4; r++) {
-                const int row = j0 + 8 * (r & 1), col = 16 * s + 2 * t4 + 8 * (r >> 1);
-                const act_t *ak = k + (int64_t)row * ld + col, *av = v + (int64_t)row * ld + col;
-                ka[s][r] = row < T ? att_pack(ak[0].bits, ak[1].bits) : 0u;
-                va[s][r] = row < T ? att_pack(av[0].bits, av[1].bits) : 0u;
-            }
+        unsigned ka[KS][4], va[KS][4];   /* K and V fragments of the warp's keys */
+        att_frag_a<KS, T>(ka, k, ld, j0, t4);
+        att_frag_a<KS, T>(va, v, ld, j0, t4);
         float gk[DN][4], gv[DN][4];
         for (int n = 0; n < DN; n++)
             for (int r = 0; r < 4; r++)
                 gk[n][r] = gv[n][r] = 0.0f;
         for (int i0 = CAUSAL ? k0 : 0; i0 < T; i0 += BQ) {   /* the queries that see them */
             __syncthreads();
-            for (int e = threadIdx.x; e < BQ * HD / 2; e += RT_ATT_THREADS) {
-                const int row = e / (HD / 2), c = 2 * (e % (HD / 2));
-                const bool in = i0 + row < T;
-                const act_t *qp = q + (int64_t)(i0 + row) * ld + c, *dp = dyh + (int64_t)(i0 + row) * d + c;
-                qs[row][c] = in ? qp[0].bits : 0, qs[row][c + 1] = in ? qp[1].bits : 0;
-                dys[row][c] = in ? dp[0].bits : 0, dys[row][c + 1] = in ? dp[1].bits : 0;
-            }
+            att_tiles16<BQ, HD, W, T>(qs, dys, q, ld, dyh, d, i0);
             for (int e = threadIdx.x; e < BQ; e += RT_ATT_THREADS) {
                 Lt[e] = i0 + e < T ? Lh[i0 + e] : 0.0f;
                 Dt[e] = i0 + e < T ? Dh[i0 + e] : 0.0f;
