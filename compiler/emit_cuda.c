@@ -163,35 +163,6 @@ static void cuda_kernel(Buf *b, const Graph *g, Instr *in, const char *kp)
 
 /* ---- the template instances a program needs ----------------------------------------- */
 
-/* The arguments of a runtime call's text "rt_x(e, a, b, 16, ...);", split at top-level
- * commas; returns the count (at most max). */
-static int call_args(const char *text, char args[][64], int max)
-{
-    const char *s = strchr(text, '(');
-    int n = 0, depth = 0;
-    size_t len = 0;
-    if (!s)
-        return 0;
-    for (s++; *s; s++) {
-        if ((*s == ',' || *s == ')') && depth == 0) {
-            if (n < max)
-                args[n][len < 63 ? len : 63] = 0;
-            n++;
-            len = 0;
-            if (*s == ')')
-                break;
-            continue;
-        }
-        depth += *s == '(' ? 1 : *s == ')' ? -1 : 0;
-        if (*s == ' ' && len == 0)
-            continue;
-        if (n < max && len < 63)
-            args[n][len] = *s;
-        len++;
-    }
-    return n < max ? n : max;
-}
-
 static long long num(const char *a, const Instr *in)
 {
     char *end;
@@ -221,7 +192,7 @@ static void att_instance(Program *p, char *line, size_t n, const char *which, in
 
 static void instance(Program *p, Buf *b, Buf *seen, const Instr *in)
 {
-    char a[12][64];
+    char a[12][CALL_ARG_MAX];
     int n = call_args(in->text, a, 12);
     char line[160] = "";
     if (!strncmp(in->text, "rt_layernorm_fwd(", 17) && n == 10)
@@ -255,7 +226,7 @@ int64_t cuda_scratch_row_bytes(const Program *p)
     int64_t most = 0;
     for (int i = 0; i < p->n_ins; i++) {
         const Instr *in = p->ins[i];
-        char a[12][64];
+        char a[12][CALL_ARG_MAX];
         if (in->dead || in->kind != I_CALL || strncmp(in->text, "rt_attention_bwd(", 17) ||
             call_args(in->text, a, 12) != 11)
             continue;

@@ -142,25 +142,34 @@ void fuse(Program *p)
 
 /* ---- GEMM epilogues ------------------------------------------------------------------ */
 
-/* The arguments of "rt_gemm(e, a, b, ...);" split at ", " into args (at most max). */
-static int gemm_args(const char *text, char args[][96], int max)
+/* The arguments of a runtime call's text "rt_x(e, a, b, 16, ...);", split at top-level
+ * commas; returns the count (at most max). An argument longer than CALL_ARG_MAX - 1
+ * characters is cut there (emit_cuda.c reads only numbers; gemm_epilogues checks). */
+int call_args(const char *text, char args[][CALL_ARG_MAX], int max)
 {
     const char *s = strchr(text, '(');
-    int n = 0;
+    int n = 0, depth = 0;
+    size_t len = 0;
     if (!s)
         return 0;
-    for (s++; *s && n < max;) {
-        const char *e = strstr(s, ", ");
-        const char *end = e ? e : strstr(s, ");");
-        if (!end || end - s >= 95)
-            return 0;
-        memcpy(args[n], s, (size_t)(end - s));
-        args[n++][end - s] = 0;
-        if (!e)
-            break;
-        s = e + 2;
+    for (s++; *s; s++) {
+        if ((*s == ',' || *s == ')') && depth == 0) {
+            if (n < max)
+                args[n][len < CALL_ARG_MAX - 1 ? len : CALL_ARG_MAX - 1] = 0;
+            n++;
+            len = 0;
+            if (*s == ')')
+                break;
+            continue;
+        }
+        depth += *s == '(' ? 1 : *s == ')' ? -1 : 0;
+        if (*s == ' ' && len == 0)
+            continue;
+        if (n < max && len < CALL_ARG_MAX - 1)
+            args[n][len] = *s;
+        len++;
     }
-    return n;
+    return n < max ? n : max;
 }
 
 /* Does an instruction other than a and b read t's storage? */
@@ -181,9 +190,12 @@ void gemm_epilogues(Program *p)
 {
     for (int i = 0; i < p->n_ins; i++) {
         Instr *g = p->ins[i];
-        char a[16][96];
-        if (g->dead || g->kind != I_GEMM || g->backward || g->n_writes != 1 ||
-            gemm_args(g->text, a, 16) != 14 || strcmp(a[11], "0.0f") || strcmp(a[4], a[13]))
+        char a[16][CALL_ARG_MAX];
+        int na = g->dead || g->kind != I_GEMM ? 0 : call_args(g->text, a, 16), cut = 0;
+        for (int k = 0; k < na; k++)
+            cut |= strlen(a[k]) >= CALL_ARG_MAX - 1;
+        if (g->backward || g->n_writes != 1 || na != 14 || cut || strcmp(a[11], "0.0f") ||
+            strcmp(a[4], a[13]))
             continue;
         int j = i + 1;
         while (j < p->n_ins && p->ins[j]->dead)
@@ -196,7 +208,7 @@ void gemm_epilogues(Program *p)
             continue;
         /* op 0: C + bias[i % N], over C itself */
         const EwOp *o0 = &b->ops[0];
-        char bix[128];
+        char bix[CALL_ARG_MAX + 8];
         snprintf(bix, sizeof bix, "i %% %s", a[4]);
         if (strcmp(o0->expr, "$0 + $1") || o0->n_arg != 2 || o0->arg[0].t != C || o0->arg[0].index ||
             !o0->arg[1].t || o0->arg[1].t->kind != T_PARAM || !o0->arg[1].index ||

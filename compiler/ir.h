@@ -223,6 +223,10 @@ Program *lower(Graph *g);
 Program *lower_eval(Graph *g);   /* a forward-only graph, for validation */
 void add_grad_hooks(Program *p); /* rt_grad_ready after each parameter's last gradient write */
 void fuse(Program *p);
+/* The arguments of a runtime call's text "rt_x(e, a, b, 16, ...);", split at top-level
+ * commas (fusion.c); returns the count (at most max). */
+#define CALL_ARG_MAX 160
+int call_args(const char *text, char args[][CALL_ARG_MAX], int max);
 /* A linear layer's GEMM and the fused loop after it that only adds the bias (and
  * applies a ReLU or a GELU tanh) become one rt_gemm_bias call (a cuBLASLt epilogue on
  * a GPU); fused loops are then numbered in program order. After recompute. */

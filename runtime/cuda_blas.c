@@ -163,6 +163,17 @@ static Plan *plan_for(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_t 
     return p;
 }
 
+/* D = alpha op(A) op(B) + beta D with plan p, in place, on the compute stream (A and B
+ * as rt_cu_operand gave them; the row-major to column-major swap of plan_for) */
+static cublasStatus_t matmul(rt_exec *e, const Plan *p, float alpha, const void *a,
+                             const void *b, float beta, void *D)
+{
+    size_t ws = 0;
+    rt_dptr w = rt_cu_workspace(e, &ws);
+    return p_cublasLtMatmul(lt, p->desc, &alpha, b, p->a, a, p->b, &beta, D, p->c, D, p->c,
+                            &p->algo, (void *)(uintptr_t)w, ws, (cudaStream_t)rt_cu_stream(e));
+}
+
 void rt_cu_gemm(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                 float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
                 float beta, float *C, int64_t ldc)
@@ -186,10 +197,7 @@ void rt_cu_gemm(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int6
         return;
     }
     Plan *p = plan_for(e, trans_a, trans_b, M, N, K, lda, ldb, ldc, beta != 0.0f, ta16, c16, -1);
-    size_t ws = 0;
-    rt_dptr w = rt_cu_workspace(e, &ws);
-    LT(p_cublasLtMatmul(lt, p->desc, &alpha, b, p->a, a, p->b, &beta, C, p->c, C, p->c, &p->algo,
-                        (void *)(uintptr_t)w, ws, (cudaStream_t)rt_cu_stream(e)));
+    lt_check(matmul(e, p, alpha, a, b, beta, C), "cublasLtMatmul");
 }
 
 /* rt_gemm_bias on the GPU: one cuBLASLt call with a bias epilogue (BIAS, RELU_BIAS,
@@ -221,19 +229,14 @@ void rt_cu_gemm_bias(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N,
                       ? plan_for(e, trans_a, trans_b, M, N, K, lda, ldb, ldc, 0, ta16, c16, epi)
                       : NULL;
         if (p && !p->fallback) {
-            float beta = 0.0f;
             void *aux = C;
-            size_t ws = 0;
-            rt_dptr w = rt_cu_workspace(e, &ws);
             cublasStatus_t st = p_cublasLtMatmulDescSetAttribute(
                 p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
             if (st == CUBLAS_STATUS_SUCCESS && epi == EPI_GELU_AUX)
                 st = p_cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
                                                       &aux, sizeof aux);
             if (st == CUBLAS_STATUS_SUCCESS)
-                st = p_cublasLtMatmul(lt, p->desc, &alpha, b, p->a, a, p->b, &beta, D, p->c, D, p->c,
-                                      &p->algo, (void *)(uintptr_t)w, ws,
-                                      (cudaStream_t)rt_cu_stream(e));
+                st = matmul(e, p, alpha, a, b, 0.0f, D);
             if (st == CUBLAS_STATUS_SUCCESS)
                 return;
             p->fallback = 1;   /* refused at the call: this shape takes the fallback from now on */
@@ -244,9 +247,6 @@ void rt_cu_gemm_bias(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N,
     rt_cu_gemm(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, 0.0f, out, ldc);
     rt_dptr o = (rt_dptr)(uintptr_t)out, dc = (rt_dptr)(uintptr_t)C, bb = (rt_dptr)(uintptr_t)bias;
     rt_dptr y = act != RT_EPI_NONE ? (rt_dptr)(uintptr_t)Y : 0;
-    int64_t n = M * N;
-    unsigned g = (unsigned)((n + 255) / 256);
-    g = g < 1 ? 1 : g > 4096 ? 4096 : g;
     void *args[] = {&o, &dc, &y, &bb, &M, &N, &ldc, &act};
-    rt_cu_launch(e, "rt_bias_act", g, 1, 1, 256, 1, 0, args);
+    rt_cu_launch(e, "rt_bias_act", rt_cu_grid_for(e, M * N), 1, 1, 256, 1, 0, args);
 }

@@ -40,12 +40,10 @@ static unsigned gdim(int64_t n, int64_t max, const char *what)
 #define GX INT_MAX
 #define GYZ 65535
 
-/* Blocks of a grid-stride loop over n items, 256 threads each: enough to fill every
- * SM many times over, never more than the items. */
-static unsigned grid_for(rt_exec *e, int64_t n)
+unsigned rt_cu_grid_for(rt_exec *e, int64_t n)
 {
     int64_t blocks = cdiv(n, 256), cap = (int64_t)rt_cu_sm_count(e) * 32;
-    return (unsigned)(blocks < cap ? blocks : cap);
+    return (unsigned)(blocks < 1 ? 1 : blocks < cap ? blocks : cap);
 }
 
 /* Threads for one block per row of n elements: a multiple of 32 that covers the row
@@ -78,7 +76,7 @@ static int64_t row_blocks(int64_t rows, int64_t cols, int halves, int64_t *rb)
 static void colsum_finish(rt_exec *e, rt_dptr part, float *out, int64_t nrb, int64_t cols)
 {
     void *args[] = {&part, &out, &nrb, &cols};
-    rt_cu_launch(e, "rt_colsum_finish", grid_for(e, cols), 1, 1, 256, 1, 0, args);
+    rt_cu_launch(e, "rt_colsum_finish", rt_cu_grid_for(e, cols), 1, 1, 256, 1, 0, args);
 }
 
 void rt_cu_colsum_add(rt_exec *e, const float *dy, float *db, int64_t rows, int64_t cols)
@@ -103,7 +101,7 @@ void rt_cu_rowsum_add(rt_exec *e, const float *x, float *db, int64_t rows, int64
     void *a1[] = {&x, &part, &cols, &cb};
     rt_cu_launch(e, "rt_rowsum_part", gdim(rows, GX, "rowsum"), (unsigned)ncb, 1, 256, 1, 0, a1);
     void *a2[] = {&part, &db, &rows, &ncb};
-    rt_cu_launch(e, "rt_rowsum_finish", grid_for(e, rows), 1, 1, 256, 1, 0, a2);
+    rt_cu_launch(e, "rt_rowsum_finish", rt_cu_grid_for(e, rows), 1, 1, 256, 1, 0, a2);
 }
 
 /* ---- convolution and pooling ----------------------------------------------------------- */
@@ -115,7 +113,7 @@ void rt_cu_im2col(rt_exec *e, const float *x, float *col, int64_t B, int64_t C, 
     if (n <= 0)
         return;
     void *args[] = {&x, &col, &B, &C, &H, &W, &k, &stride, &pad, &OH, &OW};
-    rt_cu_launch(e, "rt_im2col", grid_for(e, n), 1, 1, 256, 1, 0, args);
+    rt_cu_launch(e, "rt_im2col", rt_cu_grid_for(e, n), 1, 1, 256, 1, 0, args);
 }
 
 void rt_cu_col2im(rt_exec *e, const float *dcol, float *dx, int64_t B, int64_t C, int64_t H,
@@ -125,7 +123,7 @@ void rt_cu_col2im(rt_exec *e, const float *dcol, float *dx, int64_t B, int64_t C
     if (n <= 0)
         return;
     void *args[] = {&dcol, &dx, &B, &C, &H, &W, &k, &stride, &pad, &OH, &OW};
-    rt_cu_launch(e, "rt_col2im", grid_for(e, n), 1, 1, 256, 1, 0, args);
+    rt_cu_launch(e, "rt_col2im", rt_cu_grid_for(e, n), 1, 1, 256, 1, 0, args);
 }
 
 void rt_cu_maxpool2d_fwd(rt_exec *e, const float *x, float *y, int64_t planes, int64_t H,
@@ -135,7 +133,7 @@ void rt_cu_maxpool2d_fwd(rt_exec *e, const float *x, float *y, int64_t planes, i
     if (n <= 0)
         return;
     void *args[] = {&x, &y, &planes, &H, &W, &k, &s, &OH, &OW};
-    rt_cu_launch(e, "rt_maxpool2d_fwd", grid_for(e, n), 1, 1, 256, 1, 0, args);
+    rt_cu_launch(e, "rt_maxpool2d_fwd", rt_cu_grid_for(e, n), 1, 1, 256, 1, 0, args);
 }
 
 void rt_cu_maxpool2d_bwd(rt_exec *e, const float *x, const float *dy, float *dx, int64_t planes,
@@ -145,7 +143,7 @@ void rt_cu_maxpool2d_bwd(rt_exec *e, const float *x, const float *dy, float *dx,
     if (n <= 0)
         return;
     void *args[] = {&x, &dy, &dx, &planes, &H, &W, &k, &s, &OH, &OW};
-    rt_cu_launch(e, "rt_maxpool2d_bwd", grid_for(e, n), 1, 1, 256, 1, 0, args);
+    rt_cu_launch(e, "rt_maxpool2d_bwd", rt_cu_grid_for(e, n), 1, 1, 256, 1, 0, args);
 }
 
 void rt_cu_avgpool2d_fwd(rt_exec *e, const float *x, float *y, int64_t planes, int64_t H,
@@ -155,7 +153,7 @@ void rt_cu_avgpool2d_fwd(rt_exec *e, const float *x, float *y, int64_t planes, i
     if (n <= 0)
         return;
     void *args[] = {&x, &y, &planes, &H, &W, &k, &s, &OH, &OW};
-    rt_cu_launch(e, "rt_avgpool2d_fwd", grid_for(e, n), 1, 1, 256, 1, 0, args);
+    rt_cu_launch(e, "rt_avgpool2d_fwd", rt_cu_grid_for(e, n), 1, 1, 256, 1, 0, args);
 }
 
 void rt_cu_avgpool2d_bwd(rt_exec *e, const float *dy, float *dx, int64_t planes, int64_t H,
@@ -165,7 +163,7 @@ void rt_cu_avgpool2d_bwd(rt_exec *e, const float *dy, float *dx, int64_t planes,
     if (n <= 0)
         return;
     void *args[] = {&dy, &dx, &planes, &H, &W, &k, &s, &OH, &OW};
-    rt_cu_launch(e, "rt_avgpool2d_bwd", grid_for(e, n), 1, 1, 256, 1, 0, args);
+    rt_cu_launch(e, "rt_avgpool2d_bwd", rt_cu_grid_for(e, n), 1, 1, 256, 1, 0, args);
 }
 
 /* ---- LayerNorm ------------------------------------------------------------------------- */
@@ -309,7 +307,7 @@ void rt_cu_embedding_fwd(rt_exec *e, const int32_t *idx, const float *w, float *
     char name[64];
     snprintf(name, sizeof name, "rt_embedding_fwd_%lld", (long long)dim);
     void *args[] = {&idx, &w, &out, &rows, &V};
-    rt_cu_launch(e, name, grid_for(e, rows * (dim % 4 ? dim : dim / 4)), 1, 1, 256, 1, 0, args);
+    rt_cu_launch(e, name, rt_cu_grid_for(e, rows * (dim % 4 ? dim : dim / 4)), 1, 1, 256, 1, 0, args);
 }
 
 void rt_cu_embedding_bwd(rt_exec *e, const int32_t *idx, const float *dout, float *dw,

@@ -522,8 +522,7 @@ void rt_cu_put_params(rt_exec *e, const rt_model *m, const float *params, const 
         rt_dptr p = d->pool;
         int64_t n = m->param_floats;
         void *args[] = {&p, &d->pcopy, &n};
-        unsigned g = (unsigned)((n + 255) / 256);
-        rt_cu_launch(e, "rt_param_copy", g < 4096 ? (g ? g : 1) : 4096, 1, 1, 256, 1, 0, args);
+        rt_cu_launch(e, "rt_param_copy", rt_cu_grid_for(e, n), 1, 1, 256, 1, 0, args);
     }
 }
 
@@ -630,10 +629,8 @@ void rt_cu_use_slot(rt_exec *e, const rt_model *m, int slot, int64_t rows)
     int set = d->slot_set[slot];
     for (int k = 0; set >= 0 && k < m->n_inputs; k++) {   /* the rows, from the dataset */
         int64_t rb = (int64_t)input_row_bytes(&m->inputs[k]);
-        unsigned g = (unsigned)((rows * rb / 16 + 255) / 256);
-        g = g < 1 ? 1 : g > 4096 ? 4096 : g;
         void *args[] = {&d->data[set][k], &d->idx[slot], &d->in[slot][k], &rows, &rb};
-        rt_cu_launch(e, "rt_gather_rows", g, 1, 1, 256, 1, 0, args);
+        rt_cu_launch(e, "rt_gather_rows", rt_cu_grid_for(e, rows * rb / 16), 1, 1, 256, 1, 0, args);
     }
 }
 

@@ -41,6 +41,9 @@ rt_dptr rt_cu_scratch(rt_exec *e, size_t bytes);
 rt_dptr rt_cu_stats(rt_exec *e);
 /* Multiprocessors of the device (grid sizes of grid-stride loops). */
 int rt_cu_sm_count(rt_exec *e);
+/* Blocks of a grid-stride loop over n items, 256 threads each (cuda_ops.c): enough to
+ * fill every SM many times over, never more than the items (and at least one). */
+unsigned rt_cu_grid_for(rt_exec *e, int64_t n);
 /* Wait for the compute stream. */
 void rt_cu_sync(rt_exec *e);
 
