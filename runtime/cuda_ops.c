@@ -338,37 +338,53 @@ typedef struct opt_chunk {
 } opt_chunk;
 _Static_assert(sizeof(opt_chunk) == 16, "opt_chunk must match optim.cuh's rt_opt_chunk");
 
-/* The chunk table on the device, uploaded once for the model (one GPU per process). */
+/* The chunk table on the device, uploaded once for the model and the range of the
+ * parameter region this process updates (one GPU per process). */
 static struct {
     const rt_model *m;
     rt_dptr chunks;
     int64_t n;
+    int64_t lo, hi;            /* the range; the optimizer state holds it only */
 } opt;
 
-void rt_cu_optim_setup(rt_exec *e, const rt_train_config *c, const rt_model *m)
+/* The chunks of [lo, hi): each tensor's part inside it, in pieces of RT_OPT_CHUNK. t may
+ * be NULL (counting only). */
+static int64_t cut_chunks(const rt_model *m, int64_t lo, int64_t hi, opt_chunk *t)
 {
-    (void)e, (void)c;
-    if (opt.m == m)
-        return;
-    int64_t n = 0;
-    for (int i = 0; i < m->n_params; i++)
-        n += cdiv(m->params[i].numel, RT_OPT_CHUNK);
-    if (n > GX)
-        rt_die("optimizer: %lld chunks exceed the grid", (long long)n);
-    opt_chunk *t = rt_xmalloc((size_t)(n > 0 ? n : 1) * sizeof *t);
     int64_t k = 0;
     for (int i = 0; i < m->n_params; i++) {
         const rt_param *p = &m->params[i];
-        for (int64_t o = 0; o < p->numel; o += RT_OPT_CHUNK)
-            t[k++] = (opt_chunk){p->offset + o,
-                                 (int32_t)(p->numel - o < RT_OPT_CHUNK ? p->numel - o : RT_OPT_CHUNK),
-                                 p->rank >= 2};
+        int64_t a = p->offset > lo ? p->offset : lo;
+        int64_t b = p->offset + p->numel < hi ? p->offset + p->numel : hi;
+        for (int64_t o = a; o < b; o += RT_OPT_CHUNK, k++)
+            if (t)
+                t[k] = (opt_chunk){o, (int32_t)(b - o < RT_OPT_CHUNK ? b - o : RT_OPT_CHUNK),
+                                   p->rank >= 2};
     }
+    return k;
+}
+
+void rt_cu_optim_setup(rt_exec *e, const rt_train_config *c, const rt_model *m, int64_t lo,
+                       int64_t hi)
+{
+    (void)e, (void)c;
+    if (opt.m == m && opt.lo == lo && opt.hi == hi)
+        return;
+    if (lo < 0 || hi > m->param_floats || lo > hi)
+        rt_die("optimizer: range [%lld, %lld) of %lld floats", (long long)lo, (long long)hi,
+               (long long)m->param_floats);
+    int64_t n = cut_chunks(m, lo, hi, NULL);
+    if (n > GX)
+        rt_die("optimizer: %lld chunks exceed the grid", (long long)n);
+    opt_chunk *t = rt_xmalloc((size_t)(n > 0 ? n : 1) * sizeof *t);
+    cut_chunks(m, lo, hi, t);
     opt.chunks = rt_cu_alloc((size_t)(n > 0 ? n : 1) * sizeof *t);
     rt_cu_upload(opt.chunks, t, (size_t)n * sizeof *t);
     rt_xfree(t);
     opt.m = m;
     opt.n = n;
+    opt.lo = lo;
+    opt.hi = hi;
 }
 
 static void opt_check(const rt_model *m)
@@ -377,7 +393,7 @@ static void opt_check(const rt_model *m)
         rt_die("rt_cu_optim_setup was not called for model %s", m->name);
 }
 
-double rt_cu_grad_norm(rt_exec *e, const rt_model *m, rt_dptr grads)
+double rt_cu_grad_sumsq(rt_exec *e, const rt_model *m, rt_dptr grads)
 {
     opt_check(m);
     if (opt.n == 0)
@@ -392,7 +408,12 @@ double rt_cu_grad_norm(rt_exec *e, const rt_model *m, rt_dptr grads)
     rt_cu_sync(e);
     double s;
     rt_cu_download(&s, total, sizeof s);
-    return sqrt(s);
+    return s;
+}
+
+double rt_cu_grad_norm(rt_exec *e, const rt_model *m, rt_dptr grads)
+{
+    return sqrt(rt_cu_grad_sumsq(e, m, grads));
 }
 
 /* optim.c's opt_slice, with its scalars computed here the same way (double, then
@@ -410,10 +431,10 @@ void rt_cu_optim_step(rt_exec *e, const rt_train_config *c, const rt_model *m, r
         double bc1 = 1.0 - pow(c->beta1, (double)t), bc2 = 1.0 - pow(c->beta2, (double)t);
         float step_size = (float)(lr / bc1), bc2_sqrt = (float)sqrt(bc2);
         float decay = (float)(1.0 - lr * wd), eps = (float)c->eps;
-        rt_dptr m1 = state, m2 = state + (rt_dptr)m->param_floats * sizeof(float);
+        rt_dptr m1 = state, m2 = state + (rt_dptr)(opt.hi - opt.lo) * sizeof(float);
         rt_dptr pc = rt_cu_param_copy(e);
-        void *args[] = {&params, &pc, &grads, &m1, &m2, &opt.chunks, &gs, &decay, &b1, &b2,
-                        &a1, &a2, &step_size, &bc2_sqrt, &eps};
+        void *args[] = {&params, &pc, &grads, &m1, &m2, &opt.lo, &opt.chunks, &gs, &decay, &b1,
+                        &b2, &a1, &a2, &step_size, &bc2_sqrt, &eps};
         rt_cu_launch(e, "rt_adamw", (unsigned)opt.n, 1, 1, 256, 1, 0, args);
         return;
     }
@@ -421,6 +442,7 @@ void rt_cu_optim_step(rt_exec *e, const rt_train_config *c, const rt_model *m, r
     int has_buf = c->momentum > 0, nesterov = c->nesterov != 0;
     int mode = !has_buf ? 0 : t == 1 ? 1 : nesterov ? 3 : 2;
     rt_dptr buf = has_buf ? state : 0, pc = rt_cu_param_copy(e);
-    void *args[] = {&params, &pc, &grads, &buf, &opt.chunks, &gs, &wd, &lrf, &mom, &mode, &nesterov};
+    void *args[] = {&params, &pc, &grads, &buf, &opt.lo, &opt.chunks, &gs, &wd, &lrf, &mom, &mode,
+                    &nesterov};
     rt_cu_launch(e, "rt_sgd", (unsigned)opt.n, 1, 1, 256, 1, 0, args);
 }

@@ -47,7 +47,9 @@ void rt_ddp_begin(int sync)
 static void send(int64_t lo)
 {
     if (D.bucket_end > lo) {
-        if (D.gpu)
+        if (D.gpu && rt_zero_on())
+            rt_nccl_reduce_shards(D.gpu, D.grads, lo, D.bucket_end, rt_zero_counts());
+        else if (D.gpu)
             rt_nccl_allreduce(D.gpu, D.grads + lo, D.bucket_end - lo);
         else if (rt_zero_on())
             rt_zero_send(D.grads, lo, D.bucket_end);

@@ -17,9 +17,12 @@
  * buffers (two slots of inputs, the loss stats, scratch, the GEMM workspace). All of
  * it is allocated before the first step; nothing is allocated in the loop. */
 #include <dlfcn.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "rt_cuda.h"
+#include "rt_dist.h"
 
 #define CU_FNS(X)                                                                              \
     X(cuInit) X(cuDriverGetVersion) X(cuDeviceGetCount) X(cuDeviceGet)                         \
@@ -30,7 +33,8 @@
     X(cuMemHostUnregister) X(cuMemAllocHost) X(cuMemcpyHtoD) X(cuMemcpyDtoH)                   \
     X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemsetD8Async) X(cuMemsetD16Async)           \
     X(cuMemsetD32Async) X(cuModuleLoadData) X(cuModuleGetFunction) X(cuLaunchKernel)           \
-    X(cuGetErrorName) X(cuGetErrorString) X(cuMemGetInfo) X(cuFuncSetAttribute)
+    X(cuGetErrorName) X(cuGetErrorString) X(cuMemGetInfo) X(cuFuncSetAttribute)          \
+    X(cuStreamQuery)
 #define DECLARE(fn) static __typeof__(fn) *p_##fn;
 CU_FNS(DECLARE)
 
@@ -171,6 +175,7 @@ typedef struct rt_cu {
     rt_dptr pcopy;             /* mixed precision: the parameters in 16 bits (in the pool) */
     int act16;                 /* rt_model.act16: the arena's activations are bf16 or fp16 */
     size_t param_bytes;        /* fp32 parameters (the region e->params points to) */
+    int watch_comm;            /* NCCL in use: poll the compute stream (cu_wait) */
 } rt_cu;
 
 static rt_cu *dev_of(rt_exec *e)
@@ -283,10 +288,17 @@ static rt_cu *cu_open(const rt_cuda_image *img, int local_rank, int quiet)
     int count = 0;
     if (rt_cu_probe(why, sizeof why, &count) != 0)
         rt_cu_no_device(why);
+    /* NCCL takes one GPU per rank (a communicator refuses two ranks on one device) */
+    if (rt_dist_world() > 1 && rt_dist_local_world() > count)
+        rt_fail("%d ranks on this node but %d GPU%s: with --device cuda each rank needs a GPU "
+                "of its own\n  hint: start at most %d rank%s per node (mpirun -np %d, or "
+                "--map-by ppr:%d:node), or train on the CPU with --device cpu",
+                rt_dist_local_world(), count, count == 1 ? "" : "s", count, count == 1 ? "" : "s",
+                count, count);
     rt_cu *d = rt_xmalloc(sizeof *d);
     d->calls = &calls;
     d->quiet = quiet;
-    CU(p_cuDeviceGet(&d->dev, local_rank % count));
+    CU(p_cuDeviceGet(&d->dev, local_rank));
     CU(p_cuDeviceGetName(d->name, sizeof d->name, d->dev));
     CU(p_cuDeviceGetAttribute(&d->sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d->dev));
     CU(p_cuDeviceGetAttribute(&d->cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d->dev));
@@ -351,7 +363,35 @@ rt_dptr rt_cu_scratch(rt_exec *e, size_t bytes)
 
 rt_dptr rt_cu_stats(rt_exec *e) { return dev_of(e)->stats; }
 int rt_cu_sm_count(rt_exec *e) { return dev_of(e)->sm_count; }
-void rt_cu_sync(rt_exec *e) { CU(p_cuStreamSynchronize(dev_of(e)->compute)); }
+/* The host waits for stream s. With NCCL (several GPUs) it polls instead: a reduction
+ * whose peer died never completes, so between polls nccl.c checks NCCL's asynchronous
+ * error and the time waited (nccl.c's header says why). Polls back off from a yield to
+ * 100 us sleeps, so a step's end is seen within about 0.1 ms. */
+static void cu_wait(rt_cu *d, CUstream s)
+{
+    if (!d->watch_comm) {
+        CU(p_cuStreamSynchronize(s));
+        return;
+    }
+    double t0 = rt_now();
+    for (long k = 0;; k++) {
+        CUresult r = p_cuStreamQuery(s);
+        if (r == CUDA_SUCCESS)
+            return;
+        if (r != CUDA_ERROR_NOT_READY)
+            CU(r);
+        rt_nccl_watch(rt_now() - t0);
+        if (k < 1000) {
+            sched_yield();
+        } else {
+            struct timespec ts = {0, 100000};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+void rt_cu_watch_comm(rt_exec *e) { dev_of(e)->watch_comm = 1; }
+void rt_cu_sync(rt_exec *e) { cu_wait(dev_of(e), dev_of(e)->compute); }
 void *rt_cu_stream(rt_exec *e) { return dev_of(e)->compute; }
 void *rt_cu_comm_stream(rt_exec *e) { return dev_of(e)->comm; }
 
@@ -518,6 +558,12 @@ void rt_cu_put_params(rt_exec *e, const rt_model *m, const float *params, const 
     rt_cu_upload(d->pool, params, (size_t)m->param_floats * 4);
     if (state && state_floats)
         rt_cu_upload(d->state, state, (size_t)state_floats * 4);
+    rt_cu_copy_params16(e, m);
+}
+
+void rt_cu_copy_params16(rt_exec *e, const rt_model *m)
+{
+    rt_cu *d = dev_of(e);
     if (d->pcopy) {
         rt_dptr p = d->pool;
         int64_t n = m->param_floats;
@@ -530,7 +576,7 @@ void rt_cu_get_params(rt_exec *e, const rt_model *m, float *params, float *state
                       int64_t state_floats)
 {
     rt_cu *d = dev_of(e);
-    CU(p_cuStreamSynchronize(d->compute));
+    cu_wait(d, d->compute);
     rt_cu_download(params, d->pool, (size_t)m->param_floats * 4);
     if (state && state_floats)
         rt_cu_download(state, d->state, (size_t)state_floats * 4);
@@ -655,7 +701,7 @@ void rt_cu_end_pass(rt_exec *e)
 {
     rt_cu *d = dev_of(e);
     CU(p_cuMemcpyDtoHAsync(d->stats_host, d->stats, sizeof(rt_cu_stat), d->compute));
-    CU(p_cuStreamSynchronize(d->compute));
+    cu_wait(d, d->compute);
     e->loss_sum += d->stats_host->loss_sum;
     e->correct += (int64_t)d->stats_host->correct;
 }

@@ -41,6 +41,7 @@ static struct {
                                   them until it completes), else NULL */
     int capb;
     int64_t bucket_floats;     /* floats in those buckets, for the watchdog message */
+    double timeout;            /* TRAINC_DIST_TIMEOUT */
 } g = {.world = 1, .local_world = 1};
 
 /* ---- errors ----------------------------------------------------------------- */
@@ -250,7 +251,7 @@ void rt_dist_init(int *argc, char ***argv)
     g.inited = 1;
     if (!launched())
         return;
-    double timeout = parse_timeout();
+    double timeout = g.timeout = parse_timeout();
     int already = 0, provided = MPI_THREAD_SINGLE;
     MPI_Initialized(&already);
     if (already) {
@@ -282,6 +283,8 @@ void rt_dist_init(int *argc, char ***argv)
 }
 
 int rt_dist_rank(void) { return g.rank; }
+double rt_dist_timeout(void) { return g.world > 1 ? g.timeout : 0; }
+void rt_dist_hung(const char *op, double waited) { wd_fire(op, 0, NULL, waited); }
 int rt_dist_world(void) { return g.world; }
 int rt_dist_local_rank(void) { return g.local_rank; }
 int rt_dist_local_world(void) { return g.local_world; }

@@ -287,6 +287,16 @@ static void pull_params(Run *r, int with_state)
 
 static rt_dptr dptr(const void *p) { return (rt_dptr)(uintptr_t)p; }
 
+/* The gradient norm on a GPU; under zero1 the shards' sums of squares added over ranks
+ * (as rt_zero_grad_norm on the CPU). */
+static double gpu_grad_norm(Run *r)
+{
+    double ss = rt_cu_grad_sumsq(&r->e, r->m, dptr(r->e.grads));
+    if (rt_zero_on())
+        rt_allreduce_sum_f64(&ss, 1);
+    return sqrt(ss);
+}
+
 /* cpu or cuda, per --device / train.device and what the trainer was built for; with
  * "auto", a GPU when there is one. */
 static int pick_gpu(const Run *r)
@@ -704,9 +714,10 @@ int rt_main(const rt_model *m, int argc, char **argv)
     refuse_unsupported(m, &r->o, &r->c);
     rt_train_config *c = &r->c;
     r->gpu = pick_gpu(r);
-    if (r->gpu && r->world > 1 && c->dist != RT_DIST_DDP)
-        rt_input_error("$.train.distributed.strategy: zero1/zero2 run on CPUs only in this "
-                       "release; use ddp on GPUs (NCCL), or --device cpu");
+    if (r->gpu && r->world > 1 && c->dist == RT_DIST_ZERO2)
+        rt_input_error("$.train.distributed.strategy: zero2 runs on CPUs only in this release; "
+                       "on GPUs use zero1 (the optimizer state sharded, the gradients whole) or "
+                       "ddp, or --device cpu");
     if (r->gpu && r->o.gradcheck)
         rt_input_error("--gradcheck runs on the CPU: add --device cpu");
     /* mixed precision is compiled into the trainer (the plan, the kernels): the GPU runs
@@ -774,7 +785,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
     if (r->gpu) {
         /* everything on the device, allocated now: nothing is allocated in the loop */
         rt_cu_init(&r->e, m, m->cuda, r->e.Bmax, row, sf, rt_dist_local_rank());
-        rt_cu_optim_setup(&r->e, c, m);
+        rt_cu_optim_setup(&r->e, c, m, rt_zero_part().lo, rt_zero_part().hi);
         if (r->world > 1) {    /* DDP across GPUs: NCCL, bootstrapped by MPI */
             rt_nccl_open(&r->e);
             rt_ddp_init(m, r->e.grads, (int64_t)(c->bucket_mb * 1048576.0));
@@ -940,8 +951,8 @@ int rt_main(const rt_model *m, int argc, char **argv)
                 break;
             }
             /* the gradients hold loss_scale x the true ones (1 but in fp16-mixed) */
-            double norm = (r->gpu ? rt_cu_grad_norm(&r->e, m, dptr(r->e.grads))
-                                  : rt_zero_grad_norm(r->e.rt, m, r->grads)) / s->loss_scale;
+            double norm = (r->gpu ? gpu_grad_norm(r) : rt_zero_grad_norm(r->e.rt, m, r->grads)) /
+                          s->loss_scale;
             double lr = rt_lr_at(c, s->step, r->total_steps > 0 ? r->total_steps : 1);
             if (scaler && !isfinite(norm)) {
                 /* GradScaler: inf/NaN gradients skip the update and halve the scale */
@@ -956,10 +967,14 @@ int rt_main(const rt_model *m, int argc, char **argv)
                 float gs = (float)((clip ? (double)coef : 1.0) / s->loss_scale);
                 clip |= s->loss_scale != 1.0;
                 s->updates++;
-                if (r->gpu)
+                if (r->gpu) {
                     rt_cu_optim_step(&r->e, c, m, dptr(r->e.params), dptr(r->e.grads),
                                      rt_cu_state(&r->e), s->updates, lr, gs, clip);
-                else
+                    if (rt_zero_on()) {   /* zero1: each rank updated its shard: gather */
+                        rt_nccl_gather_shards(&r->e, r->e.params, rt_zero_counts());
+                        rt_cu_copy_params16(&r->e, m);
+                    }
+                } else
                     rt_zero_optim_step(r->e.rt, c, m, r->params, r->grads, r->state, s->updates, lr,
                                        gs, clip);
                 if (scaler && ++s->scale_growth == c->ls_growth_interval) {
@@ -1086,6 +1101,12 @@ int rt_main(const rt_model *m, int argc, char **argv)
 
     int code = end == END_DIVERGED ? RT_EXIT_DIVERGED
                : end == END_INTERRUPTED ? RT_EXIT_INTERRUPTED : RT_EXIT_OK;
+    if (r->gpu && r->world > 1) {
+        /* every rank's GPU finishes its collectives (zero1's last gather: only rank 0
+         * reads the weights back) before the communicator goes and MPI ends */
+        rt_cu_sync(&r->e);
+        rt_nccl_close();
+    }
     if (r->rank != 0) {
         rt_dist_finalize();
         return code;

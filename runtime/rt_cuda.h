@@ -91,6 +91,9 @@ void rt_cu_put_params(rt_exec *e, const rt_model *m, const float *params, const 
                       int64_t state_floats);
 void rt_cu_get_params(rt_exec *e, const rt_model *m, float *params, float *state,
                       int64_t state_floats);
+/* Mixed precision: rewrites the parameters' 16-bit copy from the fp32 parameters (after
+ * an upload, or zero1's gather); nothing in fp32. */
+void rt_cu_copy_params16(rt_exec *e, const rt_model *m);
 /* Page-locks a loader buffer (signature of rt_loader_each_buffer's callback). */
 void rt_cu_pin(void *p, size_t n, void *ctx);
 /* Input slots on the device: training alternates 0 and 1 (the copy of the next batch
@@ -123,6 +126,9 @@ void rt_cu_zero16(rt_exec *e, rt_dptr p, int64_t halves);
 void *rt_cu_comm_stream(rt_exec *e);
 void rt_cu_fork_comm(rt_exec *e);
 void rt_cu_join_comm(rt_exec *e);
+/* From now on the host polls the compute stream instead of blocking on it, calling
+ * rt_nccl_watch between polls (a collective whose peer died never completes). */
+void rt_cu_watch_comm(rt_exec *e);
 
 /* ---- NCCL (nccl.c): gradients across GPUs ---------------------------------------------- */
 
@@ -134,6 +140,13 @@ void rt_nccl_open(rt_exec *e);
  * queued work, on the communication stream. join: compute waits for all of them. */
 void rt_nccl_allreduce(rt_exec *e, float *p, int64_t n);
 void rt_nccl_join(rt_exec *e);
+/* zero1: the sum over ranks of grads[a, b), the part inside rank r's shard (counts: every
+ * rank's shard length, shards in rank order) landing in place on rank r; asynchronous. */
+void rt_nccl_reduce_shards(rt_exec *e, float *grads, int64_t a, int64_t b, const int64_t *counts);
+/* zero1: every rank's shard of params from its owner to all (then joined). */
+void rt_nccl_gather_shards(rt_exec *e, float *params, const int64_t *counts);
+/* While a wait polls: exits 2 on NCCL's asynchronous error or past TRAINC_DIST_TIMEOUT. */
+void rt_nccl_watch(double waited);
 void rt_nccl_close(void);
 
 /* ---- NVRTC and the kernel cache (nvrtc.c) -------------------------------------------- */
@@ -199,11 +212,15 @@ void rt_cu_embedding_fwd(rt_exec *e, const int32_t *idx, const float *w, float *
 void rt_cu_embedding_bwd(rt_exec *e, const int32_t *idx, const float *dout, float *dw,
                          int64_t rows, int64_t V, int64_t dim);
 
-/* The optimizer over all parameters (cuda_ops.c). Set-up uploads the per-tensor table
+/* The optimizer over the parameters [lo, hi) of the flat region (cuda_ops.c): all of
+ * them (0, param_floats), or a ZeRO-1 shard. Set-up uploads the table of chunks
  * (offsets, weight decay or not) once; the step is one launch. Same contract as
- * rt_grad_norm / rt_optim_step in rt_loop.h, on device pointers. */
-void rt_cu_optim_setup(rt_exec *e, const rt_train_config *c, const rt_model *m);
-double rt_cu_grad_norm(rt_exec *e, const rt_model *m, rt_dptr grads);  /* synchronizes */
+ * rt_grad_sumsq / rt_optim_step_range in rt_loop.h, on device pointers: params and
+ * grads are the whole region, state holds [lo, hi) only. */
+void rt_cu_optim_setup(rt_exec *e, const rt_train_config *c, const rt_model *m, int64_t lo,
+                       int64_t hi);
+double rt_cu_grad_sumsq(rt_exec *e, const rt_model *m, rt_dptr grads);  /* synchronizes */
+double rt_cu_grad_norm(rt_exec *e, const rt_model *m, rt_dptr grads);   /* its square root */
 void rt_cu_optim_step(rt_exec *e, const rt_train_config *c, const rt_model *m, rt_dptr params,
                       rt_dptr grads, rt_dptr state, int64_t t, double lr, float gscale, int clip);
 

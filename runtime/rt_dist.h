@@ -28,6 +28,12 @@ int rt_dist_local_world(void);     /* ranks on this node */
  * it before a successful exit (mpirun treats a rank leaving without it as a crash);
  * failure paths just exit, which makes mpirun stop the job. */
 void rt_dist_finalize(void);
+/* TRAINC_DIST_TIMEOUT in seconds with several ranks, else 0 (no limit): how long a
+ * wait on the other ranks may last (a GPU's wait for NCCL polls against it). */
+double rt_dist_timeout(void);
+/* Says that `op` has waited `waited` seconds on the other ranks and ends the job with
+ * exit 2, as the watchdog does. */
+_Noreturn void rt_dist_hung(const char *op, double waited);
 /* Ends every rank of the job with `code` (MPI_Abort), or just this process. */
 _Noreturn void rt_dist_abort(int code);
 

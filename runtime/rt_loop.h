@@ -65,6 +65,8 @@ typedef struct rt_state_part {
     int sharded;
 } rt_state_part;
 rt_state_part rt_zero_part(void);
+/* Every rank's shard length, in rank order ([world] floats); NULL when off. */
+const int64_t *rt_zero_counts(void);
 /* The region the backward pass writes gradients into (param_floats floats; zero2: a
  * mapping whose pages are returned as buckets are reduced), and zeroing it before the
  * first micro-batch of a step. */

@@ -19,6 +19,11 @@
  *
  * zero1: the gradient region stays full size and resident.
  *
+ * On GPUs (zero1 only) the same shards, through NCCL (nccl.c): ddp.c hands each bucket
+ * to rt_nccl_reduce_shards (one ncclReduce to each shard's owner, in place, so nothing
+ * moves), cuda_ops.c's optimizer updates the shard with the shard's state, and
+ * loop.c gathers the parameters with rt_nccl_gather_shards.
+ *
  * zero2: the generated backward pass accumulates into the region at fixed offsets,
  * so the region still exists, but only this rank's shard of it is kept: it is a
  * private anonymous mapping, and once a bucket is done, its pages outside the shard
@@ -81,6 +86,7 @@ void rt_zero_init(const rt_train_config *c, const rt_model *m)
 int rt_zero_on(void) { return Z.on; }
 
 rt_state_part rt_zero_part(void) { return (rt_state_part){Z.lo, Z.hi, Z.on}; }
+const int64_t *rt_zero_counts(void) { return Z.counts; }
 
 float *rt_zero_alloc_grads(const rt_model *m)
 {

@@ -40,16 +40,11 @@ PY=${PYTHON:-/usr/bin/python3}
 d=build/tests/fake_gpu
 lib=$d/lib
 rm -rf "$d"; mkdir -p "$lib"
+bash tests/fake_gpu/build.sh "$lib"
 CUDA_INC=${CUDA_HOME:-/usr/local/cuda}/include
-F=(-std=gnu11 -O2 -g -Wall -Wextra -Wno-unused-parameter -Werror -fPIC -shared -I"$CUDA_INC")
-cc "${F[@]}" tests/fake_gpu/fake_cuda.c -Wl,-soname,libcuda.so.1 -o "$lib/libcuda.so.1" -ldl -lpthread
-cc "${F[@]}" -DFAKE_EMU_DIR="\"$PWD/tests/gpu/emu\"" tests/fake_gpu/fake_nvrtc.c \
-    -Wl,-soname,libnvrtc.so.13 -o "$lib/libnvrtc.so.13"
-cc "${F[@]}" -ffp-contract=off -Iruntime tests/fake_gpu/fake_cublaslt.c -Wl,-soname,libcublasLt.so.13 -o "$lib/libcublasLt.so.13" \
-    -lopenblas -ldl
 export TRAINC_CACHE_DIR=$PWD/$d/cache
 gpu() { env LD_LIBRARY_PATH="$PWD/$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
-echo "ok   fake libcuda.so.1, libnvrtc.so.13, libcublasLt.so.13 built"
+echo "ok   fake libcuda.so.1, libnvrtc.so.13, libcublasLt.so.13, libnccl.so.2 built"
 
 # compare KIND A B [TOL]: metrics of run A (cpu or gpu) and run B (gpu); KIND "close":
 # every number within TOL; "same": records (less times and rates) and final weights equal

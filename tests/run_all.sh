@@ -61,6 +61,7 @@ check nvrtc_templates     bash tests/nvrtc_templates.sh
 check gpu_emu             bash tests/gpu_emu.sh
 check cuda_host           bash tests/cuda_host.sh
 check fake_gpu            bash tests/fake_gpu.sh
+check fake_ddp            bash tests/fake_ddp.sh
 check gradcheck           bash tests/gradcheck.sh
 
 # whole runs

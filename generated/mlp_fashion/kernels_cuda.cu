@@ -1716,7 +1716,8 @@ rt_mse(const act_t *y, const float *t, act_t *dy, double *part, int64_t n, float
 
 /* ==== templates/cuda/optim.cuh ==== */
 /* optim.cuh: the optimizer step over all parameters in one launch, and the gradient
- * norm (twins of rt_optim_step and rt_grad_norm in runtime/optim.c).
+ * norm (twins of rt_optim_step and rt_grad_norm in runtime/optim.c; under ZeRO-1, over
+ * this rank's shard: rt_optim_step_range and rt_grad_sumsq).
  *
  * The parameters are cut into chunks of at most RT_OPT_CHUNK elements, none crossing a
  * tensor boundary; cuda_ops.c uploads the table of chunks once (rt_cu_optim_setup) and
@@ -1748,18 +1749,20 @@ __device__ __forceinline__ void rt_adamw_elem(float &p, float &m, float &v, floa
 
 /* Launch: grid (chunks), 256 threads.
  *   m = b1 m + a1 g';  v = b2 v + a2 g'^2;  p = p * decay - step_size * m / (sqrt(v) / bc2_sqrt + eps)
- * with g' = g * gs and decay = 1 for tensors without weight decay. p, g, m, v: the
- * parameter region's layout. 16-byte accesses when the chunk and all four arrays allow.
+ * with g' = g * gs and decay = 1 for tensors without weight decay. p, g: the parameter
+ * region's layout; m, v: the state of the part of it starting at element slo (ZeRO-1:
+ * this rank's shard; else 0 and the whole region), which the chunks lie in. 16-byte
+ * accesses when the chunk and all four arrays allow.
  * pc: with bf16-mixed, the parameters' act_t copy (the GEMMs' operands), rewritten
  * from the new p; NULL otherwise. */
 extern "C" __global__ void __launch_bounds__(256)
-rt_adamw(float *p, act_t *pc, const float *g, float *m, float *v, const rt_opt_chunk *chunks,
-         float gs, float decay, float b1, float b2, float a1, float a2, float step_size,
-         float bc2_sqrt, float eps)
+rt_adamw(float *p, act_t *pc, const float *g, float *m, float *v, int64_t slo,
+         const rt_opt_chunk *chunks, float gs, float decay, float b1, float b2, float a1, float a2,
+         float step_size, float bc2_sqrt, float eps)
 {
     rt_opt_chunk ck = chunks[blockIdx.x];
     float dec = ck.decay ? decay : 1.0f;
-    p += ck.off, g += ck.off, m += ck.off, v += ck.off;
+    p += ck.off, g += ck.off, m += ck.off - slo, v += ck.off - slo;
     if (pc)
         pc += ck.off;
     if (ck.len % 4 == 0 && rt_aligned16(p) && rt_aligned16(g) && rt_aligned16(m) &&
@@ -1808,15 +1811,16 @@ __device__ __forceinline__ void rt_sgd_elem(float &p, float *buf, float g, float
 /* Launch: grid (chunks), 256 threads.
  *   d = g * gs + wd * p (wd 0 for tensors without weight decay); buf updated as torch;
  *   p -= lr * (d, buf, or d + mom * buf)
- * buf (the momentum buffer, the parameter region's layout) is NULL for mode 0. */
+ * buf (the momentum buffer, from element slo of the region as rt_adamw's m) is NULL
+ * for mode 0. */
 extern "C" __global__ void __launch_bounds__(256)
-rt_sgd(float *p, act_t *pc, const float *g, float *buf, const rt_opt_chunk *chunks, float gs,
-       float wd, float lr, float mom, int mode, int nesterov)
+rt_sgd(float *p, act_t *pc, const float *g, float *buf, int64_t slo, const rt_opt_chunk *chunks,
+       float gs, float wd, float lr, float mom, int mode, int nesterov)
 {
     rt_opt_chunk ck = chunks[blockIdx.x];
     float w = ck.decay ? wd : 0.0f;
     p += ck.off, g += ck.off;
-    float *b = buf ? buf + ck.off : 0;
+    float *b = buf ? buf + (ck.off - slo) : 0;
     for (int k = threadIdx.x; k < ck.len; k += blockDim.x) {
         rt_sgd_elem(p[k], b ? b + k : 0, g[k], gs, w, lr, mom, mode, nesterov);
         if (pc)

@@ -7,7 +7,9 @@
  * the fake cannot honour gets an error code, never a guess.
  *
  *   device     one, "trainc fake GPU (CPU emulation)", compute capability 9.0, 4 SMs
- *              (TRAINC_FAKE_GPU_SMS to change: grids follow it, results must not),
+ *              (TRAINC_FAKE_GPU_SMS to change: grids follow it, results must not);
+ *              TRAINC_FAKE_GPU_COUNT=N shows N such devices, of which a process may
+ *              use one (ranks of one node each take their own, as with NCCL),
  *              16 GiB (TRAINC_FAKE_GPU_MEM_MB to change), checked by cuMemAlloc
  *   memory     device pointer = host address. Each allocation is its own mapping with
  *              an inaccessible page right after its end (an overrun faults), filled with
@@ -16,7 +18,9 @@
  *              side; kernel pointer arguments must be NULL or device memory.
  *   context    the primary context, current per thread (cuCtxSetCurrent), as on a GPU:
  *              a call from a thread without it fails with CUDA_ERROR_INVALID_CONTEXT
- *   streams    queues, run in one of three legal orders (TRAINC_FAKE_GPU_SCHEDULE):
+ *   streams    queues, run in one of three legal orders (TRAINC_FAKE_GPU_SCHEDULE),
+ *              queried with cuStreamQuery (runs what can run; CUDA_ERROR_NOT_READY when
+ *              a collective of the fake NCCL waits for the other ranks):
  *                lazy   (default) as late as the API allows: a stream runs when the
  *                       host waits for it (cuStreamSynchronize, cuEventSynchronize,
  *                       cuMemFree, a synchronous copy on the legacy stream for the
@@ -89,7 +93,7 @@ static void tr(const char *fmt, ...)
 /* ---- the device and its context ---------------------------------------------------- */
 
 #define DEV_NAME "trainc fake GPU (CPU emulation)"
-static int sms = 4;
+static int sms = 4, n_devices = 1, ctx_dev = -1;   /* ctx_dev: the primary context's */
 static size_t total_mem = (size_t)16 << 30, used_mem;
 
 struct CUctx_st {
@@ -134,6 +138,9 @@ CUresult cuInit(unsigned int flags)
     s = getenv("TRAINC_FAKE_GPU_SMS");
     if (s && *s && atoi(s) > 0)
         sms = atoi(s);
+    s = getenv("TRAINC_FAKE_GPU_COUNT");
+    if (s && *s && atoi(s) > 0)
+        n_devices = atoi(s);
     initialized = 1;
     tr("cuInit: %s, %zu MiB, %s streams", DEV_NAME, total_mem >> 20,
        schedule_names[schedule]);
@@ -154,7 +161,7 @@ CUresult cuDeviceGetCount(int *n)
         return CUDA_ERROR_NOT_INITIALIZED;
     if (!n)
         return CUDA_ERROR_INVALID_VALUE;
-    *n = 1;
+    *n = n_devices;
     return CUDA_SUCCESS;
 }
 
@@ -164,9 +171,10 @@ CUresult cuDeviceGet(CUdevice *d, int ordinal)
         return CUDA_ERROR_NOT_INITIALIZED;
     if (!d)
         return CUDA_ERROR_INVALID_VALUE;
-    if (ordinal != 0)
-        return refuse(CUDA_ERROR_INVALID_DEVICE, "cuDeviceGet(%d): there is one device", ordinal);
-    *d = 0;
+    if (ordinal < 0 || ordinal >= n_devices)
+        return refuse(CUDA_ERROR_INVALID_DEVICE, "cuDeviceGet(%d): there %s %d device%s", ordinal,
+                      n_devices == 1 ? "is" : "are", n_devices, n_devices == 1 ? "" : "s");
+    *d = ordinal;
     return CUDA_SUCCESS;
 }
 
@@ -176,7 +184,7 @@ CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d)
         return CUDA_ERROR_NOT_INITIALIZED;
     if (!v)
         return CUDA_ERROR_INVALID_VALUE;
-    if (d != 0)
+    if (d < 0 || d >= n_devices)
         return CUDA_ERROR_INVALID_DEVICE;
     switch (a) {
     case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *v = sms; break;
@@ -196,7 +204,7 @@ CUresult cuDeviceGetName(char *name, int len, CUdevice d)
         return CUDA_ERROR_NOT_INITIALIZED;
     if (!name || len <= 0)
         return CUDA_ERROR_INVALID_VALUE;
-    if (d != 0)
+    if (d < 0 || d >= n_devices)
         return CUDA_ERROR_INVALID_DEVICE;
     snprintf(name, (size_t)len, "%s", DEV_NAME);
     return CUDA_SUCCESS;
@@ -208,7 +216,7 @@ CUresult cuDeviceTotalMem(size_t *bytes, CUdevice d)
         return CUDA_ERROR_NOT_INITIALIZED;
     if (!bytes)
         return CUDA_ERROR_INVALID_VALUE;
-    if (d != 0)
+    if (d < 0 || d >= n_devices)
         return CUDA_ERROR_INVALID_DEVICE;
     *bytes = total_mem;
     return CUDA_SUCCESS;
@@ -220,9 +228,15 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d)
         return CUDA_ERROR_NOT_INITIALIZED;
     if (!c)
         return CUDA_ERROR_INVALID_VALUE;
-    if (d != 0)
+    if (d < 0 || d >= n_devices)
         return CUDA_ERROR_INVALID_DEVICE;
     pthread_mutex_lock(&lock);
+    if (primary.refs > 0 && ctx_dev != d) {
+        pthread_mutex_unlock(&lock);
+        return refuse(CUDA_ERROR_NOT_SUPPORTED, "cuDevicePrimaryCtxRetain(%d): this fake gives a "
+                      "process one device (it holds %d)", d, ctx_dev);
+    }
+    ctx_dev = d;
     primary.refs++;
     pthread_mutex_unlock(&lock);
     *c = &primary;
@@ -233,7 +247,7 @@ CUresult cuDevicePrimaryCtxRelease(CUdevice d)
 {
     if (!initialized)
         return CUDA_ERROR_NOT_INITIALIZED;
-    if (d != 0)
+    if (d < 0 || d >= n_devices)
         return CUDA_ERROR_INVALID_DEVICE;
     pthread_mutex_lock(&lock);
     int ok = primary.refs > 0;
@@ -429,7 +443,7 @@ CUresult cuMemHostUnregister(void *p)
 
 typedef struct Module Module;
 typedef struct Op {
-    enum { OP_COPY, OP_SET8, OP_SET16, OP_SET32, OP_LAUNCH, OP_HOST, OP_WAIT } kind;
+    enum { OP_COPY, OP_SET8, OP_SET16, OP_SET32, OP_LAUNCH, OP_HOST, OP_POLL, OP_WAIT } kind;
     void *dst;
     const void *src;
     void *owned;               /* a staged copy of pageable memory, freed after */
@@ -441,8 +455,10 @@ typedef struct Op {
     unsigned g[3], b[2];
     void *args[64];
     char *argbuf;
-    /* host function (the fake cuBLASLt) */
+    /* host function (the fake cuBLASLt), or one polled until it returns 1 (the fake
+     * NCCL's collectives, which wait for the other ranks) */
     void (*fn)(void *);
+    int (*poll)(void *);
     void *arg;
     /* wait */
     struct CUstream_st *on;
@@ -489,7 +505,7 @@ struct Module {
     fake_launch_fn launch;
 };
 
-static void run_until(struct CUstream_st *s, uint64_t seq);
+static int run_until(struct CUstream_st *s, uint64_t seq, int block);
 
 /* TRAINC_FAKE_GPU_PROFILE=1: seconds and launches per kernel, printed at exit */
 static struct {
@@ -530,7 +546,10 @@ static void prof_print(void)
         fprintf(stderr, "  %-32s %6ld launches %8.3f s\n", prof[i].name, prof[i].n, prof[i].s);
 }
 
-static void run_op(Op *o)
+/* Runs o; 0 when it cannot complete yet (a poll, or a wait on one) and block is 0: o
+ * then stays at its stream's head. With block, a poll is retried until it completes,
+ * as a GPU's stream waits for a collective. */
+static int run_op(Op *o, int block)
 {
     switch (o->kind) {
     case OP_COPY: memcpy(o->dst, o->src, o->n); break;
@@ -558,26 +577,42 @@ static void run_op(Op *o)
         break;
     }
     case OP_HOST: o->fn(o->arg); break;
-    case OP_WAIT: run_until(o->on, o->seq); break;
+    case OP_POLL:
+        while (!o->poll(o->arg)) {
+            if (!block)
+                return 0;
+            struct timespec ts = {0, 50000};
+            nanosleep(&ts, NULL);
+        }
+        break;
+    case OP_WAIT:
+        if (!run_until(o->on, o->seq, block))
+            return 0;
+        break;
     }
-    free(o->owned);
-    free(o->argbuf);
-    free(o);
+    return 1;
 }
 
-static void run_until(struct CUstream_st *s, uint64_t seq)
+/* Runs s's operations up to number seq; 0 when one of them cannot complete yet (only
+ * without block). */
+static int run_until(struct CUstream_st *s, uint64_t seq, int block)
 {
     while (s->done < seq) {
         Op *o = s->head;
+        if (!run_op(o, block))
+            return 0;
         s->head = o->next;
         if (!s->head)
             s->tail = NULL;
-        run_op(o);
         s->done++;
+        free(o->owned);
+        free(o->argbuf);
+        free(o);
     }
+    return 1;
 }
 
-static void drain(struct CUstream_st *s) { run_until(s, s->enq); }
+static void drain(struct CUstream_st *s) { run_until(s, s->enq, 1); }
 
 static void drain_all(void)
 {
@@ -655,6 +690,21 @@ CUresult cuStreamSynchronize(CUstream h)
     return r;
 }
 
+/* Runs what can run now; CUDA_ERROR_NOT_READY while an operation waits (a collective). */
+CUresult cuStreamQuery(CUstream h)
+{
+    NEED_CTX("cuStreamQuery");
+    pthread_mutex_lock(&lock);
+    struct CUstream_st *s;
+    CUresult r = stream_of(h, &s, "cuStreamQuery");
+    if (r == CUDA_SUCCESS && s == &legacy)
+        r = refuse(CUDA_ERROR_NOT_SUPPORTED, "cuStreamQuery: the legacy stream is not emulated");
+    if (r == CUDA_SUCCESS && !run_until(s, s->enq, 0))
+        r = CUDA_ERROR_NOT_READY;
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
 CUresult cuEventCreate(CUevent *pe, unsigned int flags)
 {
     NEED_CTX("cuEventCreate");
@@ -687,7 +737,7 @@ CUresult cuEventSynchronize(CUevent e)
         return CUDA_ERROR_INVALID_HANDLE;
     pthread_mutex_lock(&lock);
     if (e->s)
-        run_until(e->s, e->seq);
+        run_until(e->s, e->seq, 1);
     pthread_mutex_unlock(&lock);
     return CUDA_SUCCESS;
 }
@@ -994,6 +1044,25 @@ EXPORT int trainc_fake_enqueue_host(void *stream, void (*fn)(void *), void *arg)
     return (int)r;
 }
 
+EXPORT int trainc_fake_enqueue_poll(void *stream, int (*poll)(void *), void *arg)
+{
+    if (!initialized || current != &primary)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    pthread_mutex_lock(&lock);
+    struct CUstream_st *s;
+    CUresult r = stream_of(stream, &s, "ncclAllReduce");
+    if (r == CUDA_SUCCESS) {
+        Op *o = calloc(1, sizeof *o);
+        *o = (Op){.kind = OP_POLL, .poll = poll, .arg = arg};
+        enqueue(s, o);
+    }
+    pthread_mutex_unlock(&lock);
+    return (int)r;
+}
+
+/* The device of the current context (the fake NCCL's duplicate-GPU check), or -1. */
+EXPORT int trainc_fake_device(void) { return current == &primary ? ctx_dev : -1; }
+
 EXPORT int trainc_fake_is_dev_range(const void *p, size_t n)
 {
     pthread_mutex_lock(&lock);
@@ -1024,6 +1093,7 @@ static const struct {
     {CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED", "part or all of the requested memory range is already mapped"},
     {CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED", "pointer does not correspond to a registered memory region"},
     {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+    {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
 };
 
 CUresult cuGetErrorName(CUresult r, const char **s)
@@ -1064,7 +1134,8 @@ CUresult cuGetErrorString(CUresult r, const char **s)
     X(cuMemHostUnregister) X(cuMemAllocHost) X(cuMemcpyHtoD) X(cuMemcpyDtoH)                   \
     X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemsetD8Async) X(cuMemsetD16Async)           \
     X(cuMemsetD32Async) X(cuModuleLoadData) X(cuModuleGetFunction) X(cuLaunchKernel)           \
-    X(cuGetErrorName) X(cuGetErrorString) X(cuMemGetInfo) X(cuFuncSetAttribute)
+    X(cuGetErrorName) X(cuGetErrorString) X(cuMemGetInfo) X(cuFuncSetAttribute)          \
+    X(cuStreamQuery)
 #define ENTRY(fn) {#fn, (void *)fn},
 static const struct {
     const char *name;

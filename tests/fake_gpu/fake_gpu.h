@@ -7,6 +7,8 @@
  *                      and the emulator; the "cubin" is a header + that shared object
  *   libcublasLt.so.13  fake_cublaslt.c: cublasLtMatmul with cblas_sgemm, queued on the
  *                      stream through the driver's hooks below
+ *   libnccl.so.2       fake_nccl.c: ncclAllReduce among the processes of one machine
+ *                      through shared memory, polled on the stream (hooks below)
  */
 #ifndef FAKE_GPU_H
 #define FAKE_GPU_H
@@ -38,5 +40,10 @@ typedef int (*fake_launch_fn)(const char *name, unsigned gx, unsigned gy, unsign
  * lies in one device allocation (1 or 0). */
 typedef int (*fake_enqueue_host_fn)(void *stream, void (*fn)(void *), void *arg);
 typedef int (*fake_is_dev_range_fn)(const void *p, size_t bytes);
+/* For the fake NCCL: queue poll(arg) on a stream, run until it returns 1 (a stream waits
+ * there, cuStreamQuery says CUDA_ERROR_NOT_READY); the device of this process's context
+ * (-1 if none). */
+typedef int (*fake_enqueue_poll_fn)(void *stream, int (*poll)(void *), void *arg);
+typedef int (*fake_device_fn)(void);
 
 #endif

@@ -747,25 +747,31 @@ static void make_model(fake_model *f, const int64_t *sizes, const int *rank2, in
                       .params = f->p, .param_floats = off};
 }
 
+/* The optimizer over [lo, hi) of the region (all of it, or a ZeRO-1 shard whose state
+ * is its own), against optim.c's range versions. hi < 0: the whole region. */
 static void t_optim(const fake_model *f, const char *label, rt_train_config *c, int64_t steps,
-                    double lr, float gscale, int clip)
+                    double lr, float gscale, int clip, int64_t lo, int64_t hi)
 {
     const rt_model *m = &f->m;
-    int64_t np = m->param_floats, ns = rt_optim_state_floats(c, m);
-    SHAPE("%s, %lld floats, %lld steps", label, (long long)np, (long long)steps);
+    int64_t np = m->param_floats;
+    if (hi < 0)
+        hi = np;
+    int64_t ns = rt_optim_state_parts(c) * (hi - lo);
+    SHAPE("%s, %lld floats, [%lld, %lld), %lld steps", label, (long long)np, (long long)lo,
+          (long long)hi, (long long)steps);
     float *p = fvec(np), *st = fvec(ns), *gp = fcopy(p, np), *gst = fcopy(st, ns);
     float **g = rt_xmalloc((size_t)steps * sizeof *g);
     float *dp = up(p, np * 4), *dg = dalloc(np * 4), *dst = up(st, (ns ? ns : 1) * 4);
-    rt_cu_optim_setup(G, c, m);
+    rt_cu_optim_setup(G, c, m, lo, hi);
     double norm_err = 0.0, *norms = rt_xmalloc((size_t)steps * sizeof *norms);
     for (int64_t t = 1; t <= steps; t++) {
         g[t - 1] = fvec(np);
-        double cn = rt_grad_norm(C.rt, m, g[t - 1]);
+        double cn = sqrt(rt_grad_sumsq(C.rt, m, lo, hi, g[t - 1] + lo));
         upload(dg, g[t - 1], np * 4);
         double gn = norms[t - 1] = rt_cu_grad_norm(G, m, (rt_dptr)(uintptr_t)dg);
         double e = fabs(gn - cn) / fmax(1.0, cn);
         norm_err = e > norm_err ? e : norm_err;
-        rt_optim_step(C.rt, c, m, p, g[t - 1], st, t, lr, gscale, clip);
+        rt_optim_step_range(C.rt, c, m, lo, hi, p, g[t - 1] + lo, st, t, lr, gscale, clip);
         rt_cu_optim_step(G, c, m, (rt_dptr)(uintptr_t)dp, (rt_dptr)(uintptr_t)dg,
                          (rt_dptr)(uintptr_t)dst, t, lr, gscale, clip);
     }
@@ -810,15 +816,19 @@ static void t_optimizers(void)
     rt_config_defaults(&c);
     c.opt = RT_OPT_ADAMW, c.lr = 1e-3, c.beta1 = 0.9, c.beta2 = 0.999, c.eps = 1e-8;
     c.weight_decay = 0.1;
-    t_optim(&mo, "adamw, odd sizes", &c, 3, 1e-3, 1.0f, 0);
-    t_optim(&me, "adamw, aligned, clipped", &c, 4, 3e-4, 0.3f, 1);
+    t_optim(&mo, "adamw, odd sizes", &c, 3, 1e-3, 1.0f, 0, 0, -1);
+    t_optim(&me, "adamw, aligned, clipped", &c, 4, 3e-4, 0.3f, 1, 0, -1);
+    /* ZeRO-1 shards: cutting tensors and chunks, at odd and at aligned offsets */
+    t_optim(&mo, "adamw, a shard", &c, 3, 1e-3, 0.5f, 1, 200, 33000);
+    t_optim(&me, "adamw, aligned, a shard", &c, 2, 1e-3, 1.0f, 0, 1024, 16384 * 2 + 12);
     c.opt = RT_OPT_SGD, c.weight_decay = 0.01, c.momentum = 0, c.nesterov = 0;
-    t_optim(&mo, "sgd, momentum 0", &c, 2, 0.05, 1.0f, 0);
+    t_optim(&mo, "sgd, momentum 0", &c, 2, 0.05, 1.0f, 0, 0, -1);
     c.momentum = 0.9;
-    t_optim(&mo, "sgd, momentum, first step", &c, 1, 0.05, 0.5f, 1);
-    t_optim(&mo, "sgd, momentum", &c, 3, 0.05, 1.0f, 0);
+    t_optim(&mo, "sgd, momentum, first step", &c, 1, 0.05, 0.5f, 1, 0, -1);
+    t_optim(&mo, "sgd, momentum", &c, 3, 0.05, 1.0f, 0, 0, -1);
+    t_optim(&mo, "sgd, momentum, a shard", &c, 3, 0.05, 1.0f, 0, 17, 50001);
     c.nesterov = 1;
-    t_optim(&me, "sgd, nesterov", &c, 3, 0.05, 0.7f, 1);
+    t_optim(&me, "sgd, nesterov", &c, 3, 0.05, 0.7f, 1, 0, -1);
 }
 
 /* ---- the kernels' source -------------------------------------------------------------------- */

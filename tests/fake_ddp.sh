@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# DDP across GPUs, without GPUs: two ranks under mpirun, each on its own fake GPU
+# (TRAINC_FAKE_GPU_COUNT=2; tests/fake_gpu/), their gradients summed by the fake NCCL
+# (tests/fake_gpu/fake_nccl.c: shared memory, polled on the communication stream). The
+# runtime's NCCL path runs unmodified: MPI bootstraps the communicator, finished buckets
+# go to ncclAllReduce on the communication stream during backward, the compute stream
+# joins it, the host polls the stream and watches NCCL's asynchronous error.
+#   - mlp_fashion and gpt_char: 2 GPUs x batch B match 1 GPU x 2B step by step within
+#     1e-5 relative (shuffle off), one bucket and many buckets bit-identical;
+#   - zero1 (each GPU keeps and updates its shard of the optimizer state): the same
+#     losses, ddp's weights bit for bit, half the optimizer bytes; in bf16-mixed too
+#     (the 16-bit parameter copy follows the gathered weights); zero2 refused (exit 1);
+#   - SIGTERM to one rank (ddp and zero1): both ranks stop at one step and exit 130, rank 0 writes the checkpoint,
+#     and a 2-rank --resume gives the uninterrupted run's records and weights, bit for bit;
+#   - two ranks on a node with one GPU: exit 2 naming the problem (NCCL would refuse it);
+#   - a rank killed: the other sees NCCL's asynchronous error (a peer is gone) and exits 2
+#     within seconds; a rank stopped (SIGSTOP): the other's wait for NCCL ends at
+#     TRAINC_DIST_TIMEOUT with exit 2. Either way ncclCommAbort first, never a hang;
+#   - bench/gpu_ddp.sh, the scaling benchmark, runs end to end.
+set -eu
+cd "$(dirname "$0")/.."
+TRAINC=${TRAINC:-build/trainc}
+PY=${PYTHON:-/usr/bin/python3}
+d=$PWD/build/tests/fake_ddp
+lib=$d/lib
+rm -rf "$d"; mkdir -p "$lib"
+bash tests/fake_gpu/build.sh "$lib"
+for spec in mlp_fashion gpt_char; do   # with the real NVRTC, before the fakes are on the path
+    "$TRAINC" build specs/$spec.json --device both --arch sm_90 -o "$d/$spec" 2>"$d/$spec.build.log"
+done
+"$TRAINC" build specs/mlp_fashion.json --device both --arch sm_90 --set precision=bf16-mixed \
+    -o "$d/mlp_fashion.bf16" 2>"$d/mlp_fashion.bf16.build.log"
+export TRAINC_CACHE_DIR=$d/cache
+# containers often forbid the cross-process reads Open MPI's shared memory uses
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export TRAINC_FAKE_GPU_COUNT=2
+MPIRUN=(mpirun --oversubscribe --allow-run-as-root -np 2 -x LD_LIBRARY_PATH -x TRAINC_FAKE_GPU_COUNT
+        -x TRAINC_CACHE_DIR -x OMPI_MCA_btl_vader_single_copy_mechanism)
+# each rank's exit status on its own line ("rank R exit S"), as mpirun reports one only
+RANKED=(sh -c '"$0" "$@"; echo "rank $OMPI_COMM_WORLD_RANK exit $?"')
+
+# rank1_of RUN STEPS: once STEPS steps of run RUN are logged, rank1 is its rank 1's pid
+rank1_of() {
+    local n=0 p
+    while [ "$n" -lt "$2" ]; do sleep 0.02; n=$(grep -c '"loss"' "$d/$1/metrics.jsonl" 2>/dev/null) || true; n=${n:-0}; done
+    rank1=""
+    for p in $(pgrep -f "^$t --out $d/$1"); do
+        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 && rank1=$p
+    done
+    [ -n "$rank1" ] || { echo "FAIL: rank 1 of $1 not found"; exit 1; }
+}
+
+compare() {   # compare ONE TWO: per-step losses within 1e-5 relative; TWO ran on 2 GPUs
+    "$PY" - "$1/metrics.jsonl" "$2/metrics.jsonl" <<'PY'
+import json, sys
+def recs(p): return [json.loads(l) for l in open(p)]
+def losses(rs): return [r["loss"] for r in rs if "loss" in r and "event" not in r]
+a, b = recs(sys.argv[1]), recs(sys.argv[2])
+sa = [r for r in a if r.get("event") == "start"][0]
+sb = [r for r in b if r.get("event") == "start"][0]
+assert sa["device"] == sb["device"] == "cuda" and sa["ranks"] == 1 and sb["ranks"] == 2, (sa, sb)
+assert sb["strategy"] in ("ddp", "zero1") and sb["grad_bytes"] == sb["param_bytes"], sb
+if sb["strategy"] == "zero1":   # rank 0's shard of the state: half, rounded up
+    half = (sa["optimizer_bytes"] // 8 + 1) // 2 * 8
+    assert sb["optimizer_bytes"] == half, (sb["optimizer_bytes"], sa["optimizer_bytes"])
+    assert sa["device_pool_bytes"] - sb["device_pool_bytes"] >= sa["optimizer_bytes"] - half - 512, (sa, sb)
+la, lb = losses(a), losses(b)
+assert len(la) == len(lb) > 0, (len(la), len(lb))
+worst = max(abs(x - y) / abs(x) for x, y in zip(la, lb))
+print(f"{len(la)} steps, worst relative difference {worst:.1e}")
+assert worst <= 1e-5, worst
+PY
+}
+
+for spec in mlp_fashion gpt_char; do
+    t=$d/$spec
+    B=16; [ $spec = gpt_char ] && B=2
+    S=(--device cuda --set max_steps=12 --set log_every=1 --set loader.shuffle=false
+       --set data.val=null --threads 1 --quiet)
+    "$t" "${S[@]}" --out "$t.1" --set batch_size=$((2 * B)) 2>"$t.1.log"
+    "${MPIRUN[@]}" "$t" "${S[@]}" --out "$t.2" --set batch_size=$B 2>"$t.2.log"
+    "${MPIRUN[@]}" "$t" "${S[@]}" --out "$t.2b" --set batch_size=$B --set distributed.bucket_mb=0.05 2>"$t.2b.log"
+    r=$(compare "$t.1" "$t.2")
+    cmp "$t.2/model.safetensors" "$t.2b/model.safetensors"
+    echo "ok   $spec: 2 GPUs x $B = 1 GPU x $((2 * B)) ($r); 1 bucket = many buckets, bit for bit"
+    # zero1: each GPU keeps and updates half the optimizer state; the shards' gradients
+    # reduced to their owners, the parameters broadcast from them after the update
+    "${MPIRUN[@]}" "$t" "${S[@]}" --out "$t.z1" --set batch_size=$B --set distributed.bucket_mb=0.05 \
+        --set distributed.strategy=zero1 2>"$t.z1.log"
+    r=$(compare "$t.1" "$t.z1")
+    cmp "$t.2/model.safetensors" "$t.z1/model.safetensors"
+    echo "ok   $spec: zero1 on 2 GPUs: ($r), half the optimizer state, the weights of ddp bit for bit"
+done
+# bf16-mixed: the parameters' 16-bit copy (the GEMMs' operand) follows the gathered
+# weights under zero1 (a stale copy of the other rank's shard would change the losses)
+t=$d/mlp_fashion.bf16
+S=(--device cuda --set max_steps=12 --set log_every=1 --set loader.shuffle=false
+   --set data.val=null --threads 1 --quiet --set batch_size=16)
+"${MPIRUN[@]}" "$t" "${S[@]}" --out "$t.2" 2>"$t.2.log"
+"${MPIRUN[@]}" "$t" "${S[@]}" --out "$t.z1" --set distributed.strategy=zero1 2>"$t.z1.log"
+cmp "$t.2/model.safetensors" "$t.z1/model.safetensors"
+[ "$(grep -o '"loss":[^,]*' "$t.2/metrics.jsonl")" = "$(grep -o '"loss":[^,]*' "$t.z1/metrics.jsonl")" ]
+echo "ok   mlp_fashion bf16-mixed: zero1 on 2 GPUs gives ddp's losses and weights, bit for bit"
+set +e
+"${MPIRUN[@]}" "${RANKED[@]}" "$t" "${S[@]}" --out "$t.z2" --set distributed.strategy=zero2 >"$t.z2.log" 2>&1
+set -e
+grep -q "rank 0 exit 1" "$t.z2.log" && grep -q "zero2 runs on CPUs only" "$t.z2.log" && [ ! -e "$t.z2" ] ||
+    { echo "FAIL: zero2 on GPUs:"; tail -n 5 "$t.z2.log"; exit 1; }
+echo "ok   zero2 on GPUs: exit 1 (not supported yet), nothing written"
+
+# signals: SIGTERM to rank 1 alone; both ranks stop at one step and exit 130, rank 0
+# writes the checkpoint; a 2-rank --resume is bit-identical to the run left alone
+t=$d/mlp_fashion
+for strategy in ddp zero1; do
+S=(--device cuda --set max_steps=400 --set log_every=1 --set validate.every_steps=50
+   --set validate.batches=2 --set checkpoint.every_steps=25 --set batch_size=16 --threads 1 --quiet
+   --set distributed.strategy=$strategy)
+rm -rf "$d/sig.ref" "$d/sig.cut"
+"${MPIRUN[@]}" "$t" --out "$d/sig.ref" "${S[@]}" 2>"$d/sig.ref.log"
+"${MPIRUN[@]}" "${RANKED[@]}" "$t" --out "$d/sig.cut" "${S[@]}" >"$d/sig.log" 2>&1 &
+pid=$!
+rank1_of sig.cut 60
+kill -TERM "$rank1"
+wait $pid || true
+tail -n 1 "$d/sig.cut/metrics.jsonl" | grep -q '"reason":"interrupted"' &&
+    grep -q "rank 0 exit 130" "$d/sig.log" && grep -q "rank 1 exit 130" "$d/sig.log" ||
+    { echo "FAIL: after SIGTERM:"; tail -n 5 "$d/sig.log"; tail -n 1 "$d/sig.cut/metrics.jsonl"; exit 1; }
+"${MPIRUN[@]}" "$t" --resume "$d/sig.cut" "${S[@]}" 2>"$d/sig.resume.log"
+"$PY" - "$d/sig.ref" "$d/sig.cut" <<'PY'
+import json, sys
+def recs(run):
+    strip = ("time_s", "samples_per_s", "tokens_per_s")
+    return [{k: v for k, v in json.loads(l).items() if k not in strip}
+            for l in open(run + "/metrics.jsonl") if '"event"' not in l]
+a, b = recs(sys.argv[1]), recs(sys.argv[2])
+assert a == b, "the resumed run's records differ"
+PY
+cmp "$d/sig.ref/model.safetensors" "$d/sig.cut/model.safetensors"
+echo "ok   2 GPUs, $strategy: SIGTERM at step $(grep -o '"resumed_from":[0-9]*' "$d/sig.cut/metrics.jsonl" | cut -d: -f2), both exit 130, resumed bit-identical"
+done
+
+# two ranks, one GPU: each rank needs its own
+set +e
+TRAINC_FAKE_GPU_COUNT=1 "${MPIRUN[@]}" "${RANKED[@]}" "$t" --out "$d/one" "${S[@]}" >"$d/one.log" 2>&1
+set -e
+grep -q "rank 0 exit 2" "$d/one.log" && grep -q "2 ranks on this node but 1 GPU" "$d/one.log" && [ ! -e "$d/one" ] ||
+    { echo "FAIL: two ranks on one GPU:"; tail -n 5 "$d/one.log"; exit 1; }
+echo "ok   2 ranks on 1 GPU: exit 2: $(grep -o '2 ranks on this node[^:]*' "$d/one.log" | head -n 1)"
+
+# a rank that dies or hangs: mpirun told to let the job go on (--enable-recovery), so
+# only the survivor ends it. start_victim NAME: starts a long run; rank1 is its rank 1
+# once 20 steps are logged
+start_victim() {
+    TRAINC_DIST_TIMEOUT=5 timeout 120 "${MPIRUN[@]}" -x TRAINC_DIST_TIMEOUT --enable-recovery "${RANKED[@]}" \
+        "$t" --out "$d/$1" --device cuda --set epochs=100 --set data.val=null --set batch_size=16 \
+        --threads 1 --quiet >"$d/$1.log" 2>&1 &
+    job=$!
+    rank1_of "$1" 20
+}
+start_victim kill
+kill -9 "$rank1"
+SECONDS=0
+wait $job || true
+grep -q "rank 0 exit 2" "$d/kill.log" && [ $SECONDS -le 30 ] ||
+    { echo "FAIL: after a killed rank ($SECONDS s):"; tail -n 20 "$d/kill.log"; exit 1; }
+echo "ok   2 GPUs: rank 1 killed, rank 0 exits 2 in $SECONDS s: $(grep -o 'rank 0 of 2: [^(]*' "$d/kill.log" | head -n 1)"
+
+export TRAINC_DIST_TIMEOUT=5
+start_victim stop
+kill -STOP "$rank1"
+SECONDS=0
+wait $job || true
+kill -9 "$rank1" 2>/dev/null || true
+grep -q "rank 0 exit 2" "$d/stop.log" && grep -q "has not completed after 5 s" "$d/stop.log" && [ $SECONDS -le 30 ] ||
+    { echo "FAIL: after a stopped rank ($SECONDS s):"; tail -n 20 "$d/stop.log"; exit 1; }
+echo "ok   2 GPUs: rank 1 stopped, rank 0 exits 2 in $SECONDS s: $(grep -o 'rank 0 of 2: [^(]*' "$d/stop.log" | head -n 1)"
+
+# bench/gpu_ddp.sh (the scaling benchmark for a multi-GPU machine) runs end to end on
+# the fake GPUs: a row per strategy and GPU count, with a rate (meaningless here)
+OUT=$d/bench GPUS=2 STEPS=8 STRATEGIES="ddp zero1" TRAINER=$t bash bench/gpu_ddp.sh \
+    --set batch_size=16 --threads 1 >"$d/bench.log" 2>&1
+"$PY" - "$d/bench/ddp_scaling.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert [(r["strategy"], r["gpus"]) for r in rows] == [("ddp", 1), ("ddp", 2), ("zero1", 1), ("zero1", 2)], rows
+assert all(r["rc"] == 0 and r["rate"] > 0 for r in rows), rows
+assert rows[3]["optimizer_bytes"] < rows[1]["optimizer_bytes"], rows
+PY
+echo "ok   bench/gpu_ddp.sh on 2 fake GPUs: 4 runs, scaling table printed"
