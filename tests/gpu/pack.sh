@@ -38,5 +38,13 @@ mkdir -p "$P/data/fashion" "$P/data/text" "$P/templates"
 cp data/fashion/*.npy "$P/data/fashion/"
 cp data/text/*.bin "$P/data/text/"
 cp -r templates/cuda "$P/templates/"
+# llm.c's source, for bench/gpu_gpt2_b16.sh to build there with nvcc (a comparison, not
+# part of trainc): from LLMC_DIR, or the library's mirror of karpathy/llm.c when present
+LLMC=${LLMC_DIR:-/work/.mirror/karpathy+llm.c/repo}
+if [ -d "$LLMC/.git" ] || [ -f "$LLMC/HEAD" ]; then
+    mkdir -p "$P/llm.c" && git -C "$LLMC" archive HEAD | tar -x -C "$P/llm.c"
+elif [ -f "$LLMC/train_gpt2.cu" ]; then
+    cp -r "$LLMC" "$P/llm.c"
+fi
 tar -C build -cJf build/devpack.tar.xz devpack
 ls -la build/devpack.tar.xz

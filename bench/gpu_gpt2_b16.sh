@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# GPT-2 124M at B=16, T=1024, bf16-mixed (issue: transformers, item 6), one device
+# call, after tests/gpu/pack.sh, with build/devpack.tar.xz carried:
+#
+#   bash bench/gpu_gpt2_b16.sh          results in $OUT/gpt2_b16.jsonl and a table
+#   STEPS=30 B=16 bash bench/gpu_gpt2_b16.sh
+#
+# Measures, on the same device in the same run, on the same random-token shards
+# (llm.c's format):
+#   - the device's bf16 matrix rate: PyTorch bf16 GEMMs of 8192^3, the best of 20
+#     (MFU's denominator: what this device really does, not the datasheet)
+#   - trainc (gpt2_124m_none from the pack, recompute none, bf16-mixed): tokens/s
+#     (the records' mean after 5 warm-up steps), the bytes trainc allocated and the
+#     device's used memory after step 1
+#   - PyTorch eager and torch.compile, bf16 autocast, F.scaled_dot_product_attention
+#     (flash), fused AdamW, the same model and batch (bench/gpu_gpt2_torch.py): tokens/s
+#     and torch.cuda.max_memory_allocated
+#   - llm.c's train_gpt2cu, built here with nvcc from its public source when the pack
+#     has it (pack.sh takes it from LLMC_DIR or the library's mirror; random init "-e
+#     d12", no cuDNN): tokens/s from its log
+# MFU = tokens/s x FLOPs per token / bf16 rate, FLOPs per token = 6 N + 6 L C T with N
+# the parameters less the position table (what `trainc check` reports: 798.6 MFLOPs),
+# L = 12 layers, C = 768, T = 1024 (causal attention: half of 12 L C T).
+set -u
+ROOT=$(pwd)
+OUT=${OUT:-/tmp/gpu-out}
+B=${B:-16}
+STEPS=${STEPS:-25}
+mkdir -p "$OUT"
+D=/tmp/devpack
+[ -d "$D/ship" ] || tar -C /tmp -xJf build/devpack.tar.xz
+S=$D/ship
+for lib in libcublasLt.so.13 libnvrtc.so.13; do
+    f=$(find /usr/local /opt /usr/lib -name "$lib*" 2>/dev/null | head -1)
+    [ -n "$f" ] && LD_LIBRARY_PATH=$(dirname "$f"):${LD_LIBRARY_PATH:-}
+done
+export LD_LIBRARY_PATH TRAINC_CACHE_DIR=/tmp/trainc-cache
+RES=$OUT/gpt2_b16.jsonl
+: >"$RES"
+python3 - <<'PY'
+import numpy as np, os
+os.makedirs("/tmp/devpack/data/gpt2", exist_ok=True)
+r = np.random.default_rng(0)
+for name, n in (("train_000000.bin", 8 << 20), ("val_000000.bin", 1 << 20)):
+    hdr = np.zeros(256, np.int32); hdr[:3] = (20240520, 1, n)
+    with open(f"/tmp/devpack/data/gpt2/{name}", "wb") as f:
+        f.write(hdr.tobytes()); f.write(r.integers(0, 50257, n, dtype=np.uint16).tobytes())
+PY
+
+# the bf16 matrix rate
+python3 - >>"$RES" 2>>"$OUT/gpt2_b16.err" <<'PY'
+import json, time, torch
+n = 8192
+a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+best = 0.0
+for _ in range(20):
+    torch.cuda.synchronize(); t = time.perf_counter()
+    for _ in range(5):
+        a @ b
+    torch.cuda.synchronize()
+    best = max(best, 5 * 2 * n ** 3 / (time.perf_counter() - t))
+print(json.dumps({"impl": "bf16 GEMM 8192^3", "flops_per_s": best, "device": torch.cuda.get_device_name()}))
+PY
+
+# trainc
+o=$D/b16.trainc
+rm -rf "$o"
+"$S/gpt2_124m_none" --device cuda --set "data.train.tokens=$D/data/gpt2/train_*.bin" --set data.val=null \
+    --set validate.every_steps=null --set validate.batches=null --set checkpoint=null --set log_every=1 \
+    --set batch_size="$B" --set max_steps="$STEPS" --quiet --out "$o" >"$OUT/gpt2_b16.trainc.log" 2>&1
+python3 - "$o/metrics.jsonl" "$B" >>"$RES" <<'PY'
+import json, sys
+try:
+    r = [json.loads(l) for l in open(sys.argv[1])]
+    t = [x["tokens_per_s"] for x in r if "tokens_per_s" in x][5:]
+    s = r[0]; m = [x for x in r if x.get("event") == "device_memory"]
+    print(json.dumps({"impl": "trainc+" + s.get("precision", "?"), "batch": int(sys.argv[2]),
+                      "tokens_per_s": sum(t) / len(t), "device_bytes": s.get("device_bytes"),
+                      "used_bytes": m[0]["used_bytes"] if m else None}))
+except Exception as e:
+    print(json.dumps({"impl": "trainc", "error": repr(e)}))
+PY
+
+# PyTorch, eager and compiled
+python3 "$ROOT/bench/gpu_gpt2_torch.py" "$B" --bf16 --steps "$STEPS" >>"$RES" 2>>"$OUT/gpt2_b16.err"
+python3 "$ROOT/bench/gpu_gpt2_torch.py" "$B" --bf16 --compile --steps "$STEPS" >>"$RES" 2>>"$OUT/gpt2_b16.err"
+
+# llm.c, when the pack has its source
+if [ -d "$D/llm.c" ] && command -v nvcc >/dev/null; then
+    ( cd "$D/llm.c" && make train_gpt2cu USE_CUDNN=0 NO_MULTI_GPU=1 NO_USE_MPI=1 >"$OUT/llmc.build.log" 2>&1 ) &&
+    ( cd "$D/llm.c" && ./train_gpt2cu -i "$D/data/gpt2/train_*.bin" -j "$D/data/gpt2/val_*.bin" -e d12 \
+        -b "$B" -t 1024 -x "$STEPS" -v 100000 -s 100000 -h 0 -l 6e-4 -c 0.1 >"$OUT/llmc.log" 2>&1 )
+    python3 - "$OUT/llmc.log" "$B" >>"$RES" <<'PY'
+import json, re, sys
+t = [float(m.group(1)) for m in re.finditer(r"\| (\d+) tok/s", open(sys.argv[1]).read())]
+# llm.c's tok/s is a bias-corrected moving average; take the last, after its warm-up
+print(json.dumps({"impl": "llm.c train_gpt2cu (no cuDNN)", "batch": int(sys.argv[2]),
+                  "tokens_per_s": t[-1] if t else None, "steps_logged": len(t)}))
+PY
+else
+    echo '{"impl": "llm.c", "skipped": "no llm.c source in the pack or no nvcc"}' >>"$RES"
+fi
+
+python3 - "$RES" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+peak = next((r["flops_per_s"] for r in rows if "flops_per_s" in r), None)
+fpt = 6 * (124439808 - 1024 * 768) + 6 * 12 * 768 * 1024
+comp = next((r for r in rows if r["impl"].startswith("torch+compile") and "tokens_per_s" in r), None)
+eager = next((r for r in rows if r["impl"].startswith("torch+bf16") and "tokens_per_s" in r), None)
+print("bf16 matrix rate: %s" % ("%.0f TFLOP/s" % (peak / 1e12) if peak else "?"))
+for r in rows:
+    if "tokens_per_s" not in r or r["tokens_per_s"] is None:
+        continue
+    tps = r["tokens_per_s"]
+    mfu = tps * fpt / peak if peak else float("nan")
+    vs = ("%.2fx torch.compile" % (tps / comp["tokens_per_s"])) if comp else ""
+    mem = r.get("device_bytes") or r.get("peak_bytes")
+    mvs = ""
+    if r["impl"].startswith("trainc") and eager and eager.get("peak_bytes") and mem:
+        mvs = ", memory %.2fx PyTorch eager's peak" % (mem / eager["peak_bytes"])
+    print("%-32s %10.0f tok/s  MFU %5.1f%%  %s%s" % (r["impl"], tps, 100 * mfu, vs, mvs))
+PY
