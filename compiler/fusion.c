@@ -186,34 +186,86 @@ static int read_elsewhere(const Program *p, const Instr *a, const Instr *b, cons
     return 0;
 }
 
+/* Fused loops numbered in program order (after a pass removed some). */
+static void number_kernels(Program *p)
+{
+    p->n_kernels = 0;
+    for (int i = 0; i < p->n_ins; i++)
+        if (!p->ins[i]->dead && p->ins[i]->kind == I_EW)
+            p->ins[i]->id = p->n_kernels++;
+}
+
+/* A forward linear layer's GEMM at p->ins[i] ("rt_gemm(e, 0, 1, M, N, K, 1.0f, x, K, W,
+ * K, 0.0f, C, N);" as lower.c writes it) and the fused loop right after it whose op 0
+ * adds bias[i % N] to C in place, with at most one more op: that loop, the GEMM's
+ * arguments in a; NULL when the pattern is not there. */
+static Instr *bias_loop(Program *p, int i, char a[16][CALL_ARG_MAX])
+{
+    Instr *g = p->ins[i];
+    int na = g->dead || g->kind != I_GEMM ? 0 : call_args(g->text, a, 16), cut = 0;
+    for (int k = 0; k < na; k++)
+        cut |= strlen(a[k]) >= CALL_ARG_MAX - 1;
+    if (g->backward || g->n_writes != 1 || na != 14 || cut || strcmp(a[11], "0.0f") ||
+        strcmp(a[4], a[13]))
+        return NULL;
+    int j = i + 1;
+    while (j < p->n_ins && p->ins[j]->dead)
+        j++;
+    if (j >= p->n_ins)
+        return NULL;
+    Instr *b = p->ins[j];
+    Tensor *C = g->writes[0];
+    if (b->kind != I_EW || b->backward || b->n_ops < 1 || b->n_ops > 2)
+        return NULL;
+    const EwOp *o0 = &b->ops[0];
+    char bix[CALL_ARG_MAX + 8];
+    snprintf(bix, sizeof bix, "i %% %s", a[4]);
+    if (strcmp(o0->expr, "$0 + $1") || o0->n_arg != 2 || o0->arg[0].t != C || o0->arg[0].index ||
+        !o0->arg[1].t || o0->arg[1].t->kind != T_PARAM || !o0->arg[1].index ||
+        strcmp(o0->arg[1].index, bix) || o0->out != C)
+        return NULL;
+    return b;
+}
+
+/* GEMM g and its bias loop b become one rt_gemm_bias call: the product C plus the
+ * residual R (or NULL), plus the bias, into `keep` (or NULL), then act into Y (or
+ * NULL). The loop dies; C is no longer stored unless it is `keep`. */
+static void to_gemm_bias(Instr *g, Instr *b, char a[16][CALL_ARG_MAX], Tensor *keep, Tensor *R,
+                         int act, Tensor *Y, const char *what)
+{
+    static const char *const acts[] = {"RT_EPI_NONE", "RT_EPI_RELU", "RT_EPI_GELU_TANH"};
+    Tensor *C = g->writes[0], *bias = b->ops[0].arg[1].t;
+    g->text = xasprintf("rt_gemm_bias(e, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
+                        "%s, %s, %s);", a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9],
+                        a[10], keep ? keep->name : "NULL", a[13], bias->name,
+                        R ? R->name : "NULL", acts[act], Y ? Y->name : "NULL");
+    g->what = xstrdup(what);
+    g->origin = b->origin;   /* the linear layer's, and the activation's */
+    g->reads = realloc(g->reads, (size_t)(g->n_reads + 2) * sizeof *g->reads);
+    g->writes = realloc(g->writes, 2 * sizeof *g->writes);
+    if (!g->reads || !g->writes)
+        die("out of memory");
+    g->reads[g->n_reads++] = bias;
+    if (R)
+        g->reads[g->n_reads++] = R;
+    g->n_writes = 0;
+    if (keep)
+        g->writes[g->n_writes++] = keep;
+    if (keep != C)
+        C->materialized = 0;
+    if (Y)
+        g->writes[g->n_writes++] = Y;
+    b->dead = 1;
+}
+
 void gemm_epilogues(Program *p)
 {
     for (int i = 0; i < p->n_ins; i++) {
-        Instr *g = p->ins[i];
         char a[16][CALL_ARG_MAX];
-        int na = g->dead || g->kind != I_GEMM ? 0 : call_args(g->text, a, 16), cut = 0;
-        for (int k = 0; k < na; k++)
-            cut |= strlen(a[k]) >= CALL_ARG_MAX - 1;
-        if (g->backward || g->n_writes != 1 || na != 14 || cut || strcmp(a[11], "0.0f") ||
-            strcmp(a[4], a[13]))
+        Instr *g = p->ins[i], *b = bias_loop(p, i, a);
+        if (!b)
             continue;
-        int j = i + 1;
-        while (j < p->n_ins && p->ins[j]->dead)
-            j++;
-        if (j >= p->n_ins)
-            continue;
-        Instr *b = p->ins[j];
         Tensor *C = g->writes[0];
-        if (b->kind != I_EW || b->backward || b->n_ops < 1 || b->n_ops > 2)
-            continue;
-        /* op 0: C + bias[i % N], over C itself */
-        const EwOp *o0 = &b->ops[0];
-        char bix[CALL_ARG_MAX + 8];
-        snprintf(bix, sizeof bix, "i %% %s", a[4]);
-        if (strcmp(o0->expr, "$0 + $1") || o0->n_arg != 2 || o0->arg[0].t != C || o0->arg[0].index ||
-            !o0->arg[1].t || o0->arg[1].t->kind != T_PARAM || !o0->arg[1].index ||
-            strcmp(o0->arg[1].index, bix) || o0->out != C)
-            continue;
         /* op 1 (optional): ReLU or GELU tanh of op 0's value */
         int act = RT_EPI_NONE;
         Tensor *Y = NULL;
@@ -230,31 +282,10 @@ void gemm_epilogues(Program *p)
             y_written |= Y && b->writes[k] == Y;
         if ((Y && !y_written) || (!Y && !c_needed) || (act == RT_EPI_RELU && c_needed))
             continue;   /* cuBLASLt keeps no ReLU pre-activation: the loop stays */
-        static const char *const acts[] = {"RT_EPI_NONE", "RT_EPI_RELU", "RT_EPI_GELU_TANH"};
-        Tensor *bias = o0->arg[1].t;
-        g->text = xasprintf("rt_gemm_bias(e, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
-                            "%s, %s);", a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10],
-                            c_needed ? C->name : "NULL", a[13], bias->name, acts[act],
-                            Y ? Y->name : "NULL");
-        g->what = xstrdup(act == RT_EPI_RELU         ? "linear: y = relu(x W^T + b), in the GEMM's epilogue"
-                          : act == RT_EPI_GELU_TANH ? "linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue"
-                                                    : "linear: y = x W^T + b, in the GEMM's epilogue");
-        g->origin = b->origin;   /* the linear layer's, and the activation's */
-        g->reads = realloc(g->reads, (size_t)(g->n_reads + 1) * sizeof *g->reads);
-        g->reads[g->n_reads++] = bias;
-        g->n_writes = 0;
-        if (c_needed)
-            g->writes[g->n_writes++] = C;
-        else
-            C->materialized = 0;
-        if (Y) {
-            g->writes = realloc(g->writes, (size_t)(g->n_writes + 1) * sizeof *g->writes);
-            g->writes[g->n_writes++] = Y;
-        }
-        b->dead = 1;
+        to_gemm_bias(g, b, a, c_needed ? C : NULL, NULL, act, Y,
+                     act == RT_EPI_RELU         ? "linear: y = relu(x W^T + b), in the GEMM's epilogue"
+                     : act == RT_EPI_GELU_TANH ? "linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue"
+                                               : "linear: y = x W^T + b, in the GEMM's epilogue");
     }
-    p->n_kernels = 0;
-    for (int i = 0; i < p->n_ins; i++)
-        if (!p->ins[i]->dead && p->ins[i]->kind == I_EW)
-            p->ins[i]->id = p->n_kernels++;
+    number_kernels(p);
 }

@@ -362,7 +362,7 @@ static void forward(rt_exec *e, int train)
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, P_h_0_ln_1_bias, layernorm_h_0_ln_1, ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_0_ln_1, 768, P_h_0_attn_qkv_weight, 768, qkv_h_0_attn, 2304, P_h_0_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_0_ln_1, 768, P_h_0_attn_qkv_weight, 768, qkv_h_0_attn, 2304, P_h_0_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_0_attn, lse_h_0_attn, attn_y_h_0_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
@@ -372,7 +372,7 @@ static void forward(rt_exec *e, int train)
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, P_h_0_ln_2_bias, layernorm_h_0_ln_2, ln_mean_h_0_ln_2, ln_rstd_h_0_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_0_ln_2, 768, P_h_0_fc_weight, 768, linear_h_0_fc, 3072, P_h_0_fc_bias, RT_EPI_GELU_TANH, gelu_h_0_2);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_0_ln_2, 768, P_h_0_fc_weight, 768, linear_h_0_fc, 3072, P_h_0_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_0_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_0_2, 3072, P_h_0_proj_weight, 3072, 0.0f, linear_h_0_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
@@ -380,7 +380,7 @@ static void forward(rt_exec *e, int train)
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, P_h_1_ln_1_bias, layernorm_h_1_ln_1, ln_mean_h_1_ln_1, ln_rstd_h_1_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_1_ln_1, 768, P_h_1_attn_qkv_weight, 768, qkv_h_1_attn, 2304, P_h_1_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_1_ln_1, 768, P_h_1_attn_qkv_weight, 768, qkv_h_1_attn, 2304, P_h_1_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_1_attn, lse_h_1_attn, attn_y_h_1_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
@@ -390,7 +390,7 @@ static void forward(rt_exec *e, int train)
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, P_h_1_ln_2_bias, layernorm_h_1_ln_2, ln_mean_h_1_ln_2, ln_rstd_h_1_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_1_ln_2, 768, P_h_1_fc_weight, 768, linear_h_1_fc, 3072, P_h_1_fc_bias, RT_EPI_GELU_TANH, gelu_h_1_2);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_1_ln_2, 768, P_h_1_fc_weight, 768, linear_h_1_fc, 3072, P_h_1_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_1_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_1_2, 3072, P_h_1_proj_weight, 3072, 0.0f, linear_h_1_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
@@ -398,7 +398,7 @@ static void forward(rt_exec *e, int train)
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, P_h_2_ln_1_bias, layernorm_h_2_ln_1, ln_mean_h_2_ln_1, ln_rstd_h_2_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_2_ln_1, 768, P_h_2_attn_qkv_weight, 768, qkv_h_2_attn, 2304, P_h_2_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_2_ln_1, 768, P_h_2_attn_qkv_weight, 768, qkv_h_2_attn, 2304, P_h_2_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_2_attn, lse_h_2_attn, attn_y_h_2_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
@@ -408,7 +408,7 @@ static void forward(rt_exec *e, int train)
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, P_h_2_ln_2_bias, layernorm_h_2_ln_2, ln_mean_h_2_ln_2, ln_rstd_h_2_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_2_ln_2, 768, P_h_2_fc_weight, 768, linear_h_2_fc, 3072, P_h_2_fc_bias, RT_EPI_GELU_TANH, gelu_h_2_2);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_2_ln_2, 768, P_h_2_fc_weight, 768, linear_h_2_fc, 3072, P_h_2_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_2_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_2_2, 3072, P_h_2_proj_weight, 3072, 0.0f, linear_h_2_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
@@ -416,7 +416,7 @@ static void forward(rt_exec *e, int train)
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, P_h_3_ln_1_bias, layernorm_h_3_ln_1, ln_mean_h_3_ln_1, ln_rstd_h_3_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_3_ln_1, 768, P_h_3_attn_qkv_weight, 768, qkv_h_3_attn, 2304, P_h_3_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_3_ln_1, 768, P_h_3_attn_qkv_weight, 768, qkv_h_3_attn, 2304, P_h_3_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_3_attn, lse_h_3_attn, attn_y_h_3_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
@@ -426,7 +426,7 @@ static void forward(rt_exec *e, int train)
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, P_h_3_ln_2_bias, layernorm_h_3_ln_2, ln_mean_h_3_ln_2, ln_rstd_h_3_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_3_ln_2, 768, P_h_3_fc_weight, 768, linear_h_3_fc, 3072, P_h_3_fc_bias, RT_EPI_GELU_TANH, gelu_h_3_2);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_3_ln_2, 768, P_h_3_fc_weight, 768, linear_h_3_fc, 3072, P_h_3_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_3_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_3_2, 3072, P_h_3_proj_weight, 3072, 0.0f, linear_h_3_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
@@ -434,7 +434,7 @@ static void forward(rt_exec *e, int train)
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_3_proj, P_h_4_ln_1_weight, P_h_4_ln_1_bias, layernorm_h_4_ln_1, ln_mean_h_4_ln_1, ln_rstd_h_4_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_4_ln_1, 768, P_h_4_attn_qkv_weight, 768, qkv_h_4_attn, 2304, P_h_4_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_4_ln_1, 768, P_h_4_attn_qkv_weight, 768, qkv_h_4_attn, 2304, P_h_4_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_4_attn, lse_h_4_attn, attn_y_h_4_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
@@ -444,7 +444,7 @@ static void forward(rt_exec *e, int train)
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_4_attn, P_h_4_ln_2_weight, P_h_4_ln_2_bias, layernorm_h_4_ln_2, ln_mean_h_4_ln_2, ln_rstd_h_4_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_4_ln_2, 768, P_h_4_fc_weight, 768, linear_h_4_fc, 3072, P_h_4_fc_bias, RT_EPI_GELU_TANH, gelu_h_4_2);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_4_ln_2, 768, P_h_4_fc_weight, 768, linear_h_4_fc, 3072, P_h_4_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_4_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_4_2, 3072, P_h_4_proj_weight, 3072, 0.0f, linear_h_4_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
@@ -452,7 +452,7 @@ static void forward(rt_exec *e, int train)
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_4_proj, P_h_5_ln_1_weight, P_h_5_ln_1_bias, layernorm_h_5_ln_1, ln_mean_h_5_ln_1, ln_rstd_h_5_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_5_ln_1, 768, P_h_5_attn_qkv_weight, 768, qkv_h_5_attn, 2304, P_h_5_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_5_ln_1, 768, P_h_5_attn_qkv_weight, 768, qkv_h_5_attn, 2304, P_h_5_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_5_attn, lse_h_5_attn, attn_y_h_5_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
@@ -462,7 +462,7 @@ static void forward(rt_exec *e, int train)
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_5_attn, P_h_5_ln_2_weight, P_h_5_ln_2_bias, layernorm_h_5_ln_2, ln_mean_h_5_ln_2, ln_rstd_h_5_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_5_ln_2, 768, P_h_5_fc_weight, 768, linear_h_5_fc, 3072, P_h_5_fc_bias, RT_EPI_GELU_TANH, gelu_h_5_2);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_5_ln_2, 768, P_h_5_fc_weight, 768, linear_h_5_fc, 3072, P_h_5_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_5_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_5_2, 3072, P_h_5_proj_weight, 3072, 0.0f, linear_h_5_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
@@ -470,7 +470,7 @@ static void forward(rt_exec *e, int train)
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_5_proj, P_h_6_ln_1_weight, P_h_6_ln_1_bias, layernorm_h_6_ln_1, ln_mean_h_6_ln_1, ln_rstd_h_6_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_6_ln_1, 768, P_h_6_attn_qkv_weight, 768, qkv_h_6_attn, 2304, P_h_6_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_6_ln_1, 768, P_h_6_attn_qkv_weight, 768, qkv_h_6_attn, 2304, P_h_6_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_6_attn, lse_h_6_attn, attn_y_h_6_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
@@ -480,7 +480,7 @@ static void forward(rt_exec *e, int train)
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_6_attn, P_h_6_ln_2_weight, P_h_6_ln_2_bias, layernorm_h_6_ln_2, ln_mean_h_6_ln_2, ln_rstd_h_6_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_6_ln_2, 768, P_h_6_fc_weight, 768, linear_h_6_fc, 3072, P_h_6_fc_bias, RT_EPI_GELU_TANH, gelu_h_6_2);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_6_ln_2, 768, P_h_6_fc_weight, 768, linear_h_6_fc, 3072, P_h_6_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_6_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_6_2, 3072, P_h_6_proj_weight, 3072, 0.0f, linear_h_6_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
@@ -488,7 +488,7 @@ static void forward(rt_exec *e, int train)
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_6_proj, P_h_7_ln_1_weight, P_h_7_ln_1_bias, layernorm_h_7_ln_1, ln_mean_h_7_ln_1, ln_rstd_h_7_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_7_ln_1, 768, P_h_7_attn_qkv_weight, 768, qkv_h_7_attn, 2304, P_h_7_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_7_ln_1, 768, P_h_7_attn_qkv_weight, 768, qkv_h_7_attn, 2304, P_h_7_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_7_attn, lse_h_7_attn, attn_y_h_7_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
@@ -498,7 +498,7 @@ static void forward(rt_exec *e, int train)
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_7_attn, P_h_7_ln_2_weight, P_h_7_ln_2_bias, layernorm_h_7_ln_2, ln_mean_h_7_ln_2, ln_rstd_h_7_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_7_ln_2, 768, P_h_7_fc_weight, 768, linear_h_7_fc, 3072, P_h_7_fc_bias, RT_EPI_GELU_TANH, gelu_h_7_2);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_7_ln_2, 768, P_h_7_fc_weight, 768, linear_h_7_fc, 3072, P_h_7_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_7_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_7_2, 3072, P_h_7_proj_weight, 3072, 0.0f, linear_h_7_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
@@ -506,7 +506,7 @@ static void forward(rt_exec *e, int train)
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_7_proj, P_h_8_ln_1_weight, P_h_8_ln_1_bias, layernorm_h_8_ln_1, ln_mean_h_8_ln_1, ln_rstd_h_8_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_8_ln_1, 768, P_h_8_attn_qkv_weight, 768, qkv_h_8_attn, 2304, P_h_8_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_8_ln_1, 768, P_h_8_attn_qkv_weight, 768, qkv_h_8_attn, 2304, P_h_8_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_8_attn, lse_h_8_attn, attn_y_h_8_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
@@ -516,7 +516,7 @@ static void forward(rt_exec *e, int train)
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_8_attn, P_h_8_ln_2_weight, P_h_8_ln_2_bias, layernorm_h_8_ln_2, ln_mean_h_8_ln_2, ln_rstd_h_8_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_8_ln_2, 768, P_h_8_fc_weight, 768, linear_h_8_fc, 3072, P_h_8_fc_bias, RT_EPI_GELU_TANH, gelu_h_8_2);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_8_ln_2, 768, P_h_8_fc_weight, 768, linear_h_8_fc, 3072, P_h_8_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_8_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_8_2, 3072, P_h_8_proj_weight, 3072, 0.0f, linear_h_8_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
@@ -524,7 +524,7 @@ static void forward(rt_exec *e, int train)
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_8_proj, P_h_9_ln_1_weight, P_h_9_ln_1_bias, layernorm_h_9_ln_1, ln_mean_h_9_ln_1, ln_rstd_h_9_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_9_ln_1, 768, P_h_9_attn_qkv_weight, 768, qkv_h_9_attn, 2304, P_h_9_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_9_ln_1, 768, P_h_9_attn_qkv_weight, 768, qkv_h_9_attn, 2304, P_h_9_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_9_attn, lse_h_9_attn, attn_y_h_9_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
@@ -534,7 +534,7 @@ static void forward(rt_exec *e, int train)
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_9_attn, P_h_9_ln_2_weight, P_h_9_ln_2_bias, layernorm_h_9_ln_2, ln_mean_h_9_ln_2, ln_rstd_h_9_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_9_ln_2, 768, P_h_9_fc_weight, 768, linear_h_9_fc, 3072, P_h_9_fc_bias, RT_EPI_GELU_TANH, gelu_h_9_2);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_9_ln_2, 768, P_h_9_fc_weight, 768, linear_h_9_fc, 3072, P_h_9_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_9_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_9_2, 3072, P_h_9_proj_weight, 3072, 0.0f, linear_h_9_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
@@ -542,7 +542,7 @@ static void forward(rt_exec *e, int train)
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_9_proj, P_h_10_ln_1_weight, P_h_10_ln_1_bias, layernorm_h_10_ln_1, ln_mean_h_10_ln_1, ln_rstd_h_10_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_10_ln_1, 768, P_h_10_attn_qkv_weight, 768, qkv_h_10_attn, 2304, P_h_10_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_10_ln_1, 768, P_h_10_attn_qkv_weight, 768, qkv_h_10_attn, 2304, P_h_10_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_10_attn, lse_h_10_attn, attn_y_h_10_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
@@ -552,7 +552,7 @@ static void forward(rt_exec *e, int train)
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_10_attn, P_h_10_ln_2_weight, P_h_10_ln_2_bias, layernorm_h_10_ln_2, ln_mean_h_10_ln_2, ln_rstd_h_10_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_10_ln_2, 768, P_h_10_fc_weight, 768, linear_h_10_fc, 3072, P_h_10_fc_bias, RT_EPI_GELU_TANH, gelu_h_10_2);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_10_ln_2, 768, P_h_10_fc_weight, 768, linear_h_10_fc, 3072, P_h_10_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_10_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_10_2, 3072, P_h_10_proj_weight, 3072, 0.0f, linear_h_10_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
@@ -560,7 +560,7 @@ static void forward(rt_exec *e, int train)
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_10_proj, P_h_11_ln_1_weight, P_h_11_ln_1_bias, layernorm_h_11_ln_1, ln_mean_h_11_ln_1, ln_rstd_h_11_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_11_ln_1, 768, P_h_11_attn_qkv_weight, 768, qkv_h_11_attn, 2304, P_h_11_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_11_ln_1, 768, P_h_11_attn_qkv_weight, 768, qkv_h_11_attn, 2304, P_h_11_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_11_attn, lse_h_11_attn, attn_y_h_11_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
@@ -570,7 +570,7 @@ static void forward(rt_exec *e, int train)
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_11_attn, P_h_11_ln_2_weight, P_h_11_ln_2_bias, layernorm_h_11_ln_2, ln_mean_h_11_ln_2, ln_rstd_h_11_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_11_ln_2, 768, P_h_11_fc_weight, 768, linear_h_11_fc, 3072, P_h_11_fc_bias, RT_EPI_GELU_TANH, gelu_h_11_2);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_11_ln_2, 768, P_h_11_fc_weight, 768, linear_h_11_fc, 3072, P_h_11_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_11_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_11_2, 3072, P_h_11_proj_weight, 3072, 0.0f, linear_h_11_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
@@ -1098,7 +1098,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[4]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 50257, 768, e->B * 1024, 1.0f, d_linear_lm_head, 50257, layernorm_ln_f, 768, 1.0f, G_wte_weight, 768);
     /* $.model.layers[3]: layernorm backward */
-    rt_layernorm_bwd(e, residual_linear_h_11_proj, P_ln_f_weight, ln_mean_ln_f, ln_rstd_ln_f, d_layernorm_ln_f, d_residual_linear_h_11_proj, G_ln_f_weight, G_ln_f_bias, e->B * 1024, 768);
+    rt_layernorm_bwd(e, residual_linear_h_11_proj, P_ln_f_weight, ln_mean_ln_f, ln_rstd_ln_f, d_layernorm_ln_f, NULL, d_residual_linear_h_11_proj, G_ln_f_weight, G_ln_f_bias, e->B * 1024, 768);
     /* $.model.layers[3]: ln_f.weight's gradient is final */
     rt_grad_ready(e, 124438272, 768);
     /* $.model.layers[3]: ln_f.bias's gradient is final */
@@ -1126,7 +1126,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[1]: h.11.fc.bias's gradient is final */
     rt_grad_ready(e, 122075136, 3072);
     /* $.model.layers[2].body[1].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_attn_out_h_11_attn, P_h_11_ln_2_weight, ln_mean_h_11_ln_2, ln_rstd_h_11_ln_2, d_layernorm_h_11_ln_2, d_residual_attn_out_h_11_attn, G_h_11_ln_2_weight, G_h_11_ln_2_bias, e->B * 1024, 768);
+    rt_layernorm_bwd(e, residual_attn_out_h_11_attn, P_h_11_ln_2_weight, ln_mean_h_11_ln_2, ln_rstd_h_11_ln_2, d_layernorm_h_11_ln_2, NULL, d_residual_attn_out_h_11_attn, G_h_11_ln_2_weight, G_h_11_ln_2_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[1].body[0]: h.11.ln_2.weight's gradient is final */
     rt_grad_ready(e, 119714304, 768);
     /* $.model.layers[2].body[1].body[0]: h.11.ln_2.bias's gradient is final */
@@ -1156,7 +1156,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[1]: h.11.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 119121408, 2304);
     /* $.model.layers[2].body[0].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_linear_h_10_proj, P_h_11_ln_1_weight, ln_mean_h_11_ln_1, ln_rstd_h_11_ln_1, d_layernorm_h_11_ln_1, d_residual_linear_h_10_proj, G_h_11_ln_1_weight, G_h_11_ln_1_bias, e->B * 1024, 768);
+    rt_layernorm_bwd(e, residual_linear_h_10_proj, P_h_11_ln_1_weight, ln_mean_h_11_ln_1, ln_rstd_h_11_ln_1, d_layernorm_h_11_ln_1, NULL, d_residual_linear_h_10_proj, G_h_11_ln_1_weight, G_h_11_ln_1_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[0]: h.11.ln_1.weight's gradient is final */
     rt_grad_ready(e, 117350400, 768);
     /* $.model.layers[2].body[0].body[0]: h.11.ln_1.bias's gradient is final */
@@ -1186,7 +1186,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[1]: h.10.fc.bias's gradient is final */
     rt_grad_ready(e, 114987264, 3072);
     /* $.model.layers[2].body[1].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_attn_out_h_10_attn, P_h_10_ln_2_weight, ln_mean_h_10_ln_2, ln_rstd_h_10_ln_2, d_layernorm_h_10_ln_2, d_residual_attn_out_h_10_attn, G_h_10_ln_2_weight, G_h_10_ln_2_bias, e->B * 1024, 768);
+    rt_layernorm_bwd(e, residual_attn_out_h_10_attn, P_h_10_ln_2_weight, ln_mean_h_10_ln_2, ln_rstd_h_10_ln_2, d_layernorm_h_10_ln_2, NULL, d_residual_attn_out_h_10_attn, G_h_10_ln_2_weight, G_h_10_ln_2_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[1].body[0]: h.10.ln_2.weight's gradient is final */
     rt_grad_ready(e, 112626432, 768);
     /* $.model.layers[2].body[1].body[0]: h.10.ln_2.bias's gradient is final */
@@ -1216,7 +1216,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[1]: h.10.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 112033536, 2304);
     /* $.model.layers[2].body[0].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_linear_h_9_proj, P_h_10_ln_1_weight, ln_mean_h_10_ln_1, ln_rstd_h_10_ln_1, d_layernorm_h_10_ln_1, d_residual_linear_h_9_proj, G_h_10_ln_1_weight, G_h_10_ln_1_bias, e->B * 1024, 768);
+    rt_layernorm_bwd(e, residual_linear_h_9_proj, P_h_10_ln_1_weight, ln_mean_h_10_ln_1, ln_rstd_h_10_ln_1, d_layernorm_h_10_ln_1, NULL, d_residual_linear_h_9_proj, G_h_10_ln_1_weight, G_h_10_ln_1_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[0]: h.10.ln_1.weight's gradient is final */
     rt_grad_ready(e, 110262528, 768);
     /* $.model.layers[2].body[0].body[0]: h.10.ln_1.bias's gradient is final */
@@ -1246,7 +1246,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[1]: h.9.fc.bias's gradient is final */
     rt_grad_ready(e, 107899392, 3072);
     /* $.model.layers[2].body[1].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_attn_out_h_9_attn, P_h_9_ln_2_weight, ln_mean_h_9_ln_2, ln_rstd_h_9_ln_2, d_layernorm_h_9_ln_2, d_residual_attn_out_h_9_attn, G_h_9_ln_2_weight, G_h_9_ln_2_bias, e->B * 1024, 768);
+    rt_layernorm_bwd(e, residual_attn_out_h_9_attn, P_h_9_ln_2_weight, ln_mean_h_9_ln_2, ln_rstd_h_9_ln_2, d_layernorm_h_9_ln_2, NULL, d_residual_attn_out_h_9_attn, G_h_9_ln_2_weight, G_h_9_ln_2_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[1].body[0]: h.9.ln_2.weight's gradient is final */
     rt_grad_ready(e, 105538560, 768);
     /* $.model.layers[2].body[1].body[0]: h.9.ln_2.bias's gradient is final */
@@ -1276,7 +1276,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[1]: h.9.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 104945664, 2304);
     /* $.model.layers[2].body[0].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_linear_h_8_proj, P_h_9_ln_1_weight, ln_mean_h_9_ln_1, ln_rstd_h_9_ln_1, d_layernorm_h_9_ln_1, d_residual_linear_h_8_proj, G_h_9_ln_1_weight, G_h_9_ln_1_bias, e->B * 1024, 768);
+    rt_layernorm_bwd(e, residual_linear_h_8_proj, P_h_9_ln_1_weight, ln_mean_h_9_ln_1, ln_rstd_h_9_ln_1, d_layernorm_h_9_ln_1, NULL, d_residual_linear_h_8_proj, G_h_9_ln_1_weight, G_h_9_ln_1_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[0]: h.9.ln_1.weight's gradient is final */
     rt_grad_ready(e, 103174656, 768);
     /* $.model.layers[2].body[0].body[0]: h.9.ln_1.bias's gradient is final */
@@ -1306,7 +1306,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[1]: h.8.fc.bias's gradient is final */
     rt_grad_ready(e, 100811520, 3072);
     /* $.model.layers[2].body[1].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_attn_out_h_8_attn, P_h_8_ln_2_weight, ln_mean_h_8_ln_2, ln_rstd_h_8_ln_2, d_layernorm_h_8_ln_2, d_residual_attn_out_h_8_attn, G_h_8_ln_2_weight, G_h_8_ln_2_bias, e->B * 1024, 768);
+    rt_layernorm_bwd(e, residual_attn_out_h_8_attn, P_h_8_ln_2_weight, ln_mean_h_8_ln_2, ln_rstd_h_8_ln_2, d_layernorm_h_8_ln_2, NULL, d_residual_attn_out_h_8_attn, G_h_8_ln_2_weight, G_h_8_ln_2_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[1].body[0]: h.8.ln_2.weight's gradient is final */
     rt_grad_ready(e, 98450688, 768);
     /* $.model.layers[2].body[1].body[0]: h.8.ln_2.bias's gradient is final */
@@ -1336,7 +1336,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[1]: h.8.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 97857792, 2304);
     /* $.model.layers[2].body[0].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_linear_h_7_proj, P_h_8_ln_1_weight, ln_mean_h_8_ln_1, ln_rstd_h_8_ln_1, d_layernorm_h_8_ln_1, d_residual_linear_h_7_proj, G_h_8_ln_1_weight, G_h_8_ln_1_bias, e->B * 1024, 768);
+    rt_layernorm_bwd(e, residual_linear_h_7_proj, P_h_8_ln_1_weight, ln_mean_h_8_ln_1, ln_rstd_h_8_ln_1, d_layernorm_h_8_ln_1, NULL, d_residual_linear_h_7_proj, G_h_8_ln_1_weight, G_h_8_ln_1_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[0]: h.8.ln_1.weight's gradient is final */
     rt_grad_ready(e, 96086784, 768);
     /* $.model.layers[2].body[0].body[0]: h.8.ln_1.bias's gradient is final */
@@ -1366,7 +1366,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[1]: h.7.fc.bias's gradient is final */
     rt_grad_ready(e, 93723648, 3072);
     /* $.model.layers[2].body[1].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_attn_out_h_7_attn, P_h_7_ln_2_weight, ln_mean_h_7_ln_2, ln_rstd_h_7_ln_2, d_layernorm_h_7_ln_2, d_residual_attn_out_h_7_attn, G_h_7_ln_2_weight, G_h_7_ln_2_bias, e->B * 1024, 768);
+    rt_layernorm_bwd(e, residual_attn_out_h_7_attn, P_h_7_ln_2_weight, ln_mean_h_7_ln_2, ln_rstd_h_7_ln_2, d_layernorm_h_7_ln_2, NULL, d_residual_attn_out_h_7_attn, G_h_7_ln_2_weight, G_h_7_ln_2_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[1].body[0]: h.7.ln_2.weight's gradient is final */
     rt_grad_ready(e, 91362816, 768);
     /* $.model.layers[2].body[1].body[0]: h.7.ln_2.bias's gradient is final */
@@ -1396,7 +1396,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[1]: h.7.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 90769920, 2304);
     /* $.model.layers[2].body[0].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_linear_h_6_proj, P_h_7_ln_1_weight, ln_mean_h_7_ln_1, ln_rstd_h_7_ln_1, d_layernorm_h_7_ln_1, d_residual_linear_h_6_proj, G_h_7_ln_1_weight, G_h_7_ln_1_bias, e->B * 1024, 768);
+    rt_layernorm_bwd(e, residual_linear_h_6_proj, P_h_7_ln_1_weight, ln_mean_h_7_ln_1, ln_rstd_h_7_ln_1, d_layernorm_h_7_ln_1, NULL, d_residual_linear_h_6_proj, G_h_7_ln_1_weight, G_h_7_ln_1_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[0]: h.7.ln_1.weight's gradient is final */
     rt_grad_ready(e, 88998912, 768);
     /* $.model.layers[2].body[0].body[0]: h.7.ln_1.bias's gradient is final */
@@ -1426,7 +1426,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[1]: h.6.fc.bias's gradient is final */
     rt_grad_ready(e, 86635776, 3072);
     /* $.model.layers[2].body[1].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_attn_out_h_6_attn, P_h_6_ln_2_weight, ln_mean_h_6_ln_2, ln_rstd_h_6_ln_2, d_layernorm_h_6_ln_2, d_residual_attn_out_h_6_attn, G_h_6_ln_2_weight, G_h_6_ln_2_bias, e->B * 1024, 768);
+    rt_layernorm_bwd(e, residual_attn_out_h_6_attn, P_h_6_ln_2_weight, ln_mean_h_6_ln_2, ln_rstd_h_6_ln_2, d_layernorm_h_6_ln_2, NULL, d_residual_attn_out_h_6_attn, G_h_6_ln_2_weight, G_h_6_ln_2_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[1].body[0]: h.6.ln_2.weight's gradient is final */
     rt_grad_ready(e, 84274944, 768);
     /* $.model.layers[2].body[1].body[0]: h.6.ln_2.bias's gradient is final */
@@ -1456,7 +1456,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[1]: h.6.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 83682048, 2304);
     /* $.model.layers[2].body[0].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_linear_h_5_proj, P_h_6_ln_1_weight, ln_mean_h_6_ln_1, ln_rstd_h_6_ln_1, d_layernorm_h_6_ln_1, d_residual_linear_h_5_proj, G_h_6_ln_1_weight, G_h_6_ln_1_bias, e->B * 1024, 768);
+    rt_layernorm_bwd(e, residual_linear_h_5_proj, P_h_6_ln_1_weight, ln_mean_h_6_ln_1, ln_rstd_h_6_ln_1, d_layernorm_h_6_ln_1, NULL, d_residual_linear_h_5_proj, G_h_6_ln_1_weight, G_h_6_ln_1_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[0]: h.6.ln_1.weight's gradient is final */
     rt_grad_ready(e, 81911040, 768);
     /* $.model.layers[2].body[0].body[0]: h.6.ln_1.bias's gradient is final */
@@ -1486,7 +1486,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[1]: h.5.fc.bias's gradient is final */
     rt_grad_ready(e, 79547904, 3072);
     /* $.model.layers[2].body[1].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_attn_out_h_5_attn, P_h_5_ln_2_weight, ln_mean_h_5_ln_2, ln_rstd_h_5_ln_2, d_layernorm_h_5_ln_2, d_residual_attn_out_h_5_attn, G_h_5_ln_2_weight, G_h_5_ln_2_bias, e->B * 1024, 768);
+    rt_layernorm_bwd(e, residual_attn_out_h_5_attn, P_h_5_ln_2_weight, ln_mean_h_5_ln_2, ln_rstd_h_5_ln_2, d_layernorm_h_5_ln_2, NULL, d_residual_attn_out_h_5_attn, G_h_5_ln_2_weight, G_h_5_ln_2_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[1].body[0]: h.5.ln_2.weight's gradient is final */
     rt_grad_ready(e, 77187072, 768);
     /* $.model.layers[2].body[1].body[0]: h.5.ln_2.bias's gradient is final */
@@ -1516,7 +1516,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[1]: h.5.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 76594176, 2304);
     /* $.model.layers[2].body[0].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_linear_h_4_proj, P_h_5_ln_1_weight, ln_mean_h_5_ln_1, ln_rstd_h_5_ln_1, d_layernorm_h_5_ln_1, d_residual_linear_h_4_proj, G_h_5_ln_1_weight, G_h_5_ln_1_bias, e->B * 1024, 768);
+    rt_layernorm_bwd(e, residual_linear_h_4_proj, P_h_5_ln_1_weight, ln_mean_h_5_ln_1, ln_rstd_h_5_ln_1, d_layernorm_h_5_ln_1, NULL, d_residual_linear_h_4_proj, G_h_5_ln_1_weight, G_h_5_ln_1_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[0]: h.5.ln_1.weight's gradient is final */
     rt_grad_ready(e, 74823168, 768);
     /* $.model.layers[2].body[0].body[0]: h.5.ln_1.bias's gradient is final */
@@ -1546,7 +1546,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[1]: h.4.fc.bias's gradient is final */
     rt_grad_ready(e, 72460032, 3072);
     /* $.model.layers[2].body[1].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_attn_out_h_4_attn, P_h_4_ln_2_weight, ln_mean_h_4_ln_2, ln_rstd_h_4_ln_2, d_layernorm_h_4_ln_2, d_residual_attn_out_h_4_attn, G_h_4_ln_2_weight, G_h_4_ln_2_bias, e->B * 1024, 768);
+    rt_layernorm_bwd(e, residual_attn_out_h_4_attn, P_h_4_ln_2_weight, ln_mean_h_4_ln_2, ln_rstd_h_4_ln_2, d_layernorm_h_4_ln_2, NULL, d_residual_attn_out_h_4_attn, G_h_4_ln_2_weight, G_h_4_ln_2_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[1].body[0]: h.4.ln_2.weight's gradient is final */
     rt_grad_ready(e, 70099200, 768);
     /* $.model.layers[2].body[1].body[0]: h.4.ln_2.bias's gradient is final */
@@ -1576,7 +1576,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[1]: h.4.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 69506304, 2304);
     /* $.model.layers[2].body[0].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_linear_h_3_proj, P_h_4_ln_1_weight, ln_mean_h_4_ln_1, ln_rstd_h_4_ln_1, d_layernorm_h_4_ln_1, d_residual_linear_h_3_proj, G_h_4_ln_1_weight, G_h_4_ln_1_bias, e->B * 1024, 768);
+    rt_layernorm_bwd(e, residual_linear_h_3_proj, P_h_4_ln_1_weight, ln_mean_h_4_ln_1, ln_rstd_h_4_ln_1, d_layernorm_h_4_ln_1, NULL, d_residual_linear_h_3_proj, G_h_4_ln_1_weight, G_h_4_ln_1_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[0]: h.4.ln_1.weight's gradient is final */
     rt_grad_ready(e, 67735296, 768);
     /* $.model.layers[2].body[0].body[0]: h.4.ln_1.bias's gradient is final */
@@ -1606,7 +1606,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[1]: h.3.fc.bias's gradient is final */
     rt_grad_ready(e, 65372160, 3072);
     /* $.model.layers[2].body[1].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, ln_mean_h_3_ln_2, ln_rstd_h_3_ln_2, d_layernorm_h_3_ln_2, d_residual_attn_out_h_3_attn, G_h_3_ln_2_weight, G_h_3_ln_2_bias, e->B * 1024, 768);
+    rt_layernorm_bwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, ln_mean_h_3_ln_2, ln_rstd_h_3_ln_2, d_layernorm_h_3_ln_2, NULL, d_residual_attn_out_h_3_attn, G_h_3_ln_2_weight, G_h_3_ln_2_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[1].body[0]: h.3.ln_2.weight's gradient is final */
     rt_grad_ready(e, 63011328, 768);
     /* $.model.layers[2].body[1].body[0]: h.3.ln_2.bias's gradient is final */
@@ -1636,7 +1636,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[1]: h.3.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 62418432, 2304);
     /* $.model.layers[2].body[0].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, ln_mean_h_3_ln_1, ln_rstd_h_3_ln_1, d_layernorm_h_3_ln_1, d_residual_linear_h_2_proj, G_h_3_ln_1_weight, G_h_3_ln_1_bias, e->B * 1024, 768);
+    rt_layernorm_bwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, ln_mean_h_3_ln_1, ln_rstd_h_3_ln_1, d_layernorm_h_3_ln_1, NULL, d_residual_linear_h_2_proj, G_h_3_ln_1_weight, G_h_3_ln_1_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[0]: h.3.ln_1.weight's gradient is final */
     rt_grad_ready(e, 60647424, 768);
     /* $.model.layers[2].body[0].body[0]: h.3.ln_1.bias's gradient is final */
@@ -1666,7 +1666,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[1]: h.2.fc.bias's gradient is final */
     rt_grad_ready(e, 58284288, 3072);
     /* $.model.layers[2].body[1].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, ln_mean_h_2_ln_2, ln_rstd_h_2_ln_2, d_layernorm_h_2_ln_2, d_residual_attn_out_h_2_attn, G_h_2_ln_2_weight, G_h_2_ln_2_bias, e->B * 1024, 768);
+    rt_layernorm_bwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, ln_mean_h_2_ln_2, ln_rstd_h_2_ln_2, d_layernorm_h_2_ln_2, NULL, d_residual_attn_out_h_2_attn, G_h_2_ln_2_weight, G_h_2_ln_2_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[1].body[0]: h.2.ln_2.weight's gradient is final */
     rt_grad_ready(e, 55923456, 768);
     /* $.model.layers[2].body[1].body[0]: h.2.ln_2.bias's gradient is final */
@@ -1696,7 +1696,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[1]: h.2.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 55330560, 2304);
     /* $.model.layers[2].body[0].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, ln_mean_h_2_ln_1, ln_rstd_h_2_ln_1, d_layernorm_h_2_ln_1, d_residual_linear_h_1_proj, G_h_2_ln_1_weight, G_h_2_ln_1_bias, e->B * 1024, 768);
+    rt_layernorm_bwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, ln_mean_h_2_ln_1, ln_rstd_h_2_ln_1, d_layernorm_h_2_ln_1, NULL, d_residual_linear_h_1_proj, G_h_2_ln_1_weight, G_h_2_ln_1_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[0]: h.2.ln_1.weight's gradient is final */
     rt_grad_ready(e, 53559552, 768);
     /* $.model.layers[2].body[0].body[0]: h.2.ln_1.bias's gradient is final */
@@ -1726,7 +1726,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[1]: h.1.fc.bias's gradient is final */
     rt_grad_ready(e, 51196416, 3072);
     /* $.model.layers[2].body[1].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, ln_mean_h_1_ln_2, ln_rstd_h_1_ln_2, d_layernorm_h_1_ln_2, d_residual_attn_out_h_1_attn, G_h_1_ln_2_weight, G_h_1_ln_2_bias, e->B * 1024, 768);
+    rt_layernorm_bwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, ln_mean_h_1_ln_2, ln_rstd_h_1_ln_2, d_layernorm_h_1_ln_2, NULL, d_residual_attn_out_h_1_attn, G_h_1_ln_2_weight, G_h_1_ln_2_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[1].body[0]: h.1.ln_2.weight's gradient is final */
     rt_grad_ready(e, 48835584, 768);
     /* $.model.layers[2].body[1].body[0]: h.1.ln_2.bias's gradient is final */
@@ -1756,7 +1756,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[1]: h.1.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 48242688, 2304);
     /* $.model.layers[2].body[0].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, ln_mean_h_1_ln_1, ln_rstd_h_1_ln_1, d_layernorm_h_1_ln_1, d_residual_linear_h_0_proj, G_h_1_ln_1_weight, G_h_1_ln_1_bias, e->B * 1024, 768);
+    rt_layernorm_bwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, ln_mean_h_1_ln_1, ln_rstd_h_1_ln_1, d_layernorm_h_1_ln_1, NULL, d_residual_linear_h_0_proj, G_h_1_ln_1_weight, G_h_1_ln_1_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[0]: h.1.ln_1.weight's gradient is final */
     rt_grad_ready(e, 46471680, 768);
     /* $.model.layers[2].body[0].body[0]: h.1.ln_1.bias's gradient is final */
@@ -1786,7 +1786,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[1]: h.0.fc.bias's gradient is final */
     rt_grad_ready(e, 44108544, 3072);
     /* $.model.layers[2].body[1].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, ln_mean_h_0_ln_2, ln_rstd_h_0_ln_2, d_layernorm_h_0_ln_2, d_residual_attn_out_h_0_attn, G_h_0_ln_2_weight, G_h_0_ln_2_bias, e->B * 1024, 768);
+    rt_layernorm_bwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, ln_mean_h_0_ln_2, ln_rstd_h_0_ln_2, d_layernorm_h_0_ln_2, NULL, d_residual_attn_out_h_0_attn, G_h_0_ln_2_weight, G_h_0_ln_2_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[1].body[0]: h.0.ln_2.weight's gradient is final */
     rt_grad_ready(e, 41747712, 768);
     /* $.model.layers[2].body[1].body[0]: h.0.ln_2.bias's gradient is final */
@@ -1816,7 +1816,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[1]: h.0.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 41154816, 2304);
     /* $.model.layers[2].body[0].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1, d_layernorm_h_0_ln_1, d_pos_embedding_wpe, G_h_0_ln_1_weight, G_h_0_ln_1_bias, e->B * 1024, 768);
+    rt_layernorm_bwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1, d_layernorm_h_0_ln_1, NULL, d_pos_embedding_wpe, G_h_0_ln_1_weight, G_h_0_ln_1_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[0]: h.0.ln_1.weight's gradient is final */
     rt_grad_ready(e, 39383808, 768);
     /* $.model.layers[2].body[0].body[0]: h.0.ln_1.bias's gradient is final */
@@ -2169,7 +2169,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, P_h_0_ln_1_bias, layernorm_h_0_ln_1, ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_0_ln_1, 768, P_h_0_attn_qkv_weight, 768, qkv_h_0_attn, 2304, P_h_0_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_0_ln_1, 768, P_h_0_attn_qkv_weight, 768, qkv_h_0_attn, 2304, P_h_0_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_0_attn, lse_h_0_attn, attn_y_h_0_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
@@ -2179,7 +2179,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, P_h_0_ln_2_bias, layernorm_h_0_ln_2, ln_mean_h_0_ln_2, ln_rstd_h_0_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_0_ln_2, 768, P_h_0_fc_weight, 768, NULL, 3072, P_h_0_fc_bias, RT_EPI_GELU_TANH, gelu_h_0_2);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_0_ln_2, 768, P_h_0_fc_weight, 768, NULL, 3072, P_h_0_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_0_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_0_2, 3072, P_h_0_proj_weight, 3072, 0.0f, linear_h_0_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
@@ -2187,7 +2187,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, P_h_1_ln_1_bias, layernorm_h_1_ln_1, ln_mean_h_1_ln_1, ln_rstd_h_1_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_1_ln_1, 768, P_h_1_attn_qkv_weight, 768, qkv_h_1_attn, 2304, P_h_1_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_1_ln_1, 768, P_h_1_attn_qkv_weight, 768, qkv_h_1_attn, 2304, P_h_1_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_1_attn, lse_h_1_attn, attn_y_h_1_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
@@ -2197,7 +2197,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, P_h_1_ln_2_bias, layernorm_h_1_ln_2, ln_mean_h_1_ln_2, ln_rstd_h_1_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_1_ln_2, 768, P_h_1_fc_weight, 768, NULL, 3072, P_h_1_fc_bias, RT_EPI_GELU_TANH, gelu_h_1_2);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_1_ln_2, 768, P_h_1_fc_weight, 768, NULL, 3072, P_h_1_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_1_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_1_2, 3072, P_h_1_proj_weight, 3072, 0.0f, linear_h_1_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
@@ -2205,7 +2205,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, P_h_2_ln_1_bias, layernorm_h_2_ln_1, ln_mean_h_2_ln_1, ln_rstd_h_2_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_2_ln_1, 768, P_h_2_attn_qkv_weight, 768, qkv_h_2_attn, 2304, P_h_2_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_2_ln_1, 768, P_h_2_attn_qkv_weight, 768, qkv_h_2_attn, 2304, P_h_2_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_2_attn, lse_h_2_attn, attn_y_h_2_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
@@ -2215,7 +2215,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, P_h_2_ln_2_bias, layernorm_h_2_ln_2, ln_mean_h_2_ln_2, ln_rstd_h_2_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_2_ln_2, 768, P_h_2_fc_weight, 768, NULL, 3072, P_h_2_fc_bias, RT_EPI_GELU_TANH, gelu_h_2_2);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_2_ln_2, 768, P_h_2_fc_weight, 768, NULL, 3072, P_h_2_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_2_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_2_2, 3072, P_h_2_proj_weight, 3072, 0.0f, linear_h_2_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
@@ -2223,7 +2223,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, P_h_3_ln_1_bias, layernorm_h_3_ln_1, ln_mean_h_3_ln_1, ln_rstd_h_3_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_3_ln_1, 768, P_h_3_attn_qkv_weight, 768, qkv_h_3_attn, 2304, P_h_3_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_3_ln_1, 768, P_h_3_attn_qkv_weight, 768, qkv_h_3_attn, 2304, P_h_3_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_3_attn, lse_h_3_attn, attn_y_h_3_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
@@ -2233,7 +2233,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, P_h_3_ln_2_bias, layernorm_h_3_ln_2, ln_mean_h_3_ln_2, ln_rstd_h_3_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_3_ln_2, 768, P_h_3_fc_weight, 768, NULL, 3072, P_h_3_fc_bias, RT_EPI_GELU_TANH, gelu_h_3_2);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_3_ln_2, 768, P_h_3_fc_weight, 768, NULL, 3072, P_h_3_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_3_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_3_2, 3072, P_h_3_proj_weight, 3072, 0.0f, linear_h_3_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
@@ -2241,7 +2241,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_3_proj, P_h_4_ln_1_weight, P_h_4_ln_1_bias, layernorm_h_4_ln_1, ln_mean_h_4_ln_1, ln_rstd_h_4_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_4_ln_1, 768, P_h_4_attn_qkv_weight, 768, qkv_h_4_attn, 2304, P_h_4_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_4_ln_1, 768, P_h_4_attn_qkv_weight, 768, qkv_h_4_attn, 2304, P_h_4_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_4_attn, lse_h_4_attn, attn_y_h_4_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
@@ -2251,7 +2251,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_4_attn, P_h_4_ln_2_weight, P_h_4_ln_2_bias, layernorm_h_4_ln_2, ln_mean_h_4_ln_2, ln_rstd_h_4_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_4_ln_2, 768, P_h_4_fc_weight, 768, NULL, 3072, P_h_4_fc_bias, RT_EPI_GELU_TANH, gelu_h_4_2);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_4_ln_2, 768, P_h_4_fc_weight, 768, NULL, 3072, P_h_4_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_4_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_4_2, 3072, P_h_4_proj_weight, 3072, 0.0f, linear_h_4_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
@@ -2259,7 +2259,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_4_proj, P_h_5_ln_1_weight, P_h_5_ln_1_bias, layernorm_h_5_ln_1, ln_mean_h_5_ln_1, ln_rstd_h_5_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_5_ln_1, 768, P_h_5_attn_qkv_weight, 768, qkv_h_5_attn, 2304, P_h_5_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_5_ln_1, 768, P_h_5_attn_qkv_weight, 768, qkv_h_5_attn, 2304, P_h_5_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_5_attn, lse_h_5_attn, attn_y_h_5_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
@@ -2269,7 +2269,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_5_attn, P_h_5_ln_2_weight, P_h_5_ln_2_bias, layernorm_h_5_ln_2, ln_mean_h_5_ln_2, ln_rstd_h_5_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_5_ln_2, 768, P_h_5_fc_weight, 768, NULL, 3072, P_h_5_fc_bias, RT_EPI_GELU_TANH, gelu_h_5_2);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_5_ln_2, 768, P_h_5_fc_weight, 768, NULL, 3072, P_h_5_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_5_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_5_2, 3072, P_h_5_proj_weight, 3072, 0.0f, linear_h_5_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
@@ -2277,7 +2277,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_5_proj, P_h_6_ln_1_weight, P_h_6_ln_1_bias, layernorm_h_6_ln_1, ln_mean_h_6_ln_1, ln_rstd_h_6_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_6_ln_1, 768, P_h_6_attn_qkv_weight, 768, qkv_h_6_attn, 2304, P_h_6_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_6_ln_1, 768, P_h_6_attn_qkv_weight, 768, qkv_h_6_attn, 2304, P_h_6_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_6_attn, lse_h_6_attn, attn_y_h_6_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
@@ -2287,7 +2287,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_6_attn, P_h_6_ln_2_weight, P_h_6_ln_2_bias, layernorm_h_6_ln_2, ln_mean_h_6_ln_2, ln_rstd_h_6_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_6_ln_2, 768, P_h_6_fc_weight, 768, NULL, 3072, P_h_6_fc_bias, RT_EPI_GELU_TANH, gelu_h_6_2);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_6_ln_2, 768, P_h_6_fc_weight, 768, NULL, 3072, P_h_6_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_6_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_6_2, 3072, P_h_6_proj_weight, 3072, 0.0f, linear_h_6_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
@@ -2295,7 +2295,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_6_proj, P_h_7_ln_1_weight, P_h_7_ln_1_bias, layernorm_h_7_ln_1, ln_mean_h_7_ln_1, ln_rstd_h_7_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_7_ln_1, 768, P_h_7_attn_qkv_weight, 768, qkv_h_7_attn, 2304, P_h_7_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_7_ln_1, 768, P_h_7_attn_qkv_weight, 768, qkv_h_7_attn, 2304, P_h_7_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_7_attn, lse_h_7_attn, attn_y_h_7_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
@@ -2305,7 +2305,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_7_attn, P_h_7_ln_2_weight, P_h_7_ln_2_bias, layernorm_h_7_ln_2, ln_mean_h_7_ln_2, ln_rstd_h_7_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_7_ln_2, 768, P_h_7_fc_weight, 768, NULL, 3072, P_h_7_fc_bias, RT_EPI_GELU_TANH, gelu_h_7_2);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_7_ln_2, 768, P_h_7_fc_weight, 768, NULL, 3072, P_h_7_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_7_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_7_2, 3072, P_h_7_proj_weight, 3072, 0.0f, linear_h_7_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
@@ -2313,7 +2313,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_7_proj, P_h_8_ln_1_weight, P_h_8_ln_1_bias, layernorm_h_8_ln_1, ln_mean_h_8_ln_1, ln_rstd_h_8_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_8_ln_1, 768, P_h_8_attn_qkv_weight, 768, qkv_h_8_attn, 2304, P_h_8_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_8_ln_1, 768, P_h_8_attn_qkv_weight, 768, qkv_h_8_attn, 2304, P_h_8_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_8_attn, lse_h_8_attn, attn_y_h_8_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
@@ -2323,7 +2323,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_8_attn, P_h_8_ln_2_weight, P_h_8_ln_2_bias, layernorm_h_8_ln_2, ln_mean_h_8_ln_2, ln_rstd_h_8_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_8_ln_2, 768, P_h_8_fc_weight, 768, NULL, 3072, P_h_8_fc_bias, RT_EPI_GELU_TANH, gelu_h_8_2);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_8_ln_2, 768, P_h_8_fc_weight, 768, NULL, 3072, P_h_8_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_8_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_8_2, 3072, P_h_8_proj_weight, 3072, 0.0f, linear_h_8_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
@@ -2331,7 +2331,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_8_proj, P_h_9_ln_1_weight, P_h_9_ln_1_bias, layernorm_h_9_ln_1, ln_mean_h_9_ln_1, ln_rstd_h_9_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_9_ln_1, 768, P_h_9_attn_qkv_weight, 768, qkv_h_9_attn, 2304, P_h_9_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_9_ln_1, 768, P_h_9_attn_qkv_weight, 768, qkv_h_9_attn, 2304, P_h_9_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_9_attn, lse_h_9_attn, attn_y_h_9_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
@@ -2341,7 +2341,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_9_attn, P_h_9_ln_2_weight, P_h_9_ln_2_bias, layernorm_h_9_ln_2, ln_mean_h_9_ln_2, ln_rstd_h_9_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_9_ln_2, 768, P_h_9_fc_weight, 768, NULL, 3072, P_h_9_fc_bias, RT_EPI_GELU_TANH, gelu_h_9_2);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_9_ln_2, 768, P_h_9_fc_weight, 768, NULL, 3072, P_h_9_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_9_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_9_2, 3072, P_h_9_proj_weight, 3072, 0.0f, linear_h_9_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
@@ -2349,7 +2349,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_9_proj, P_h_10_ln_1_weight, P_h_10_ln_1_bias, layernorm_h_10_ln_1, ln_mean_h_10_ln_1, ln_rstd_h_10_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_10_ln_1, 768, P_h_10_attn_qkv_weight, 768, qkv_h_10_attn, 2304, P_h_10_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_10_ln_1, 768, P_h_10_attn_qkv_weight, 768, qkv_h_10_attn, 2304, P_h_10_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_10_attn, lse_h_10_attn, attn_y_h_10_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
@@ -2359,7 +2359,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_10_attn, P_h_10_ln_2_weight, P_h_10_ln_2_bias, layernorm_h_10_ln_2, ln_mean_h_10_ln_2, ln_rstd_h_10_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_10_ln_2, 768, P_h_10_fc_weight, 768, NULL, 3072, P_h_10_fc_bias, RT_EPI_GELU_TANH, gelu_h_10_2);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_10_ln_2, 768, P_h_10_fc_weight, 768, NULL, 3072, P_h_10_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_10_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_10_2, 3072, P_h_10_proj_weight, 3072, 0.0f, linear_h_10_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
@@ -2367,7 +2367,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_10_proj, P_h_11_ln_1_weight, P_h_11_ln_1_bias, layernorm_h_11_ln_1, ln_mean_h_11_ln_1, ln_rstd_h_11_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_11_ln_1, 768, P_h_11_attn_qkv_weight, 768, qkv_h_11_attn, 2304, P_h_11_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_11_ln_1, 768, P_h_11_attn_qkv_weight, 768, qkv_h_11_attn, 2304, P_h_11_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_11_attn, lse_h_11_attn, attn_y_h_11_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
@@ -2377,7 +2377,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_11_attn, P_h_11_ln_2_weight, P_h_11_ln_2_bias, layernorm_h_11_ln_2, ln_mean_h_11_ln_2, ln_rstd_h_11_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_11_ln_2, 768, P_h_11_fc_weight, 768, NULL, 3072, P_h_11_fc_bias, RT_EPI_GELU_TANH, gelu_h_11_2);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_11_ln_2, 768, P_h_11_fc_weight, 768, NULL, 3072, P_h_11_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_11_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_11_2, 3072, P_h_11_proj_weight, 3072, 0.0f, linear_h_11_proj, 768);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */

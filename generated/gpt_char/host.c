@@ -146,7 +146,7 @@ static void forward(rt_exec *e, int train)
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, P_h_0_ln_1_bias, layernorm_h_0_ln_1, ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_0_ln_1, 128, P_h_0_attn_qkv_weight, 128, qkv_h_0_attn, 384, P_h_0_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_0_ln_1, 128, P_h_0_attn_qkv_weight, 128, qkv_h_0_attn, 384, P_h_0_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_0_attn, lse_h_0_attn, attn_y_h_0_attn, e->B, 128, 128, 4, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
@@ -156,7 +156,7 @@ static void forward(rt_exec *e, int train)
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, P_h_0_ln_2_bias, layernorm_h_0_ln_2, ln_mean_h_0_ln_2, ln_rstd_h_0_ln_2, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_0_ln_2, 128, P_h_0_fc_weight, 128, linear_h_0_fc, 512, P_h_0_fc_bias, RT_EPI_GELU_TANH, gelu_h_0_2);
+    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_0_ln_2, 128, P_h_0_fc_weight, 128, linear_h_0_fc, 512, P_h_0_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_0_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_0_2, 512, P_h_0_proj_weight, 512, 0.0f, linear_h_0_proj, 128);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
@@ -164,7 +164,7 @@ static void forward(rt_exec *e, int train)
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, P_h_1_ln_1_bias, layernorm_h_1_ln_1, ln_mean_h_1_ln_1, ln_rstd_h_1_ln_1, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_1_ln_1, 128, P_h_1_attn_qkv_weight, 128, qkv_h_1_attn, 384, P_h_1_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_1_ln_1, 128, P_h_1_attn_qkv_weight, 128, qkv_h_1_attn, 384, P_h_1_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_1_attn, lse_h_1_attn, attn_y_h_1_attn, e->B, 128, 128, 4, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
@@ -174,7 +174,7 @@ static void forward(rt_exec *e, int train)
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, P_h_1_ln_2_bias, layernorm_h_1_ln_2, ln_mean_h_1_ln_2, ln_rstd_h_1_ln_2, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_1_ln_2, 128, P_h_1_fc_weight, 128, linear_h_1_fc, 512, P_h_1_fc_bias, RT_EPI_GELU_TANH, gelu_h_1_2);
+    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_1_ln_2, 128, P_h_1_fc_weight, 128, linear_h_1_fc, 512, P_h_1_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_1_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_1_2, 512, P_h_1_proj_weight, 512, 0.0f, linear_h_1_proj, 128);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
@@ -182,7 +182,7 @@ static void forward(rt_exec *e, int train)
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, P_h_2_ln_1_bias, layernorm_h_2_ln_1, ln_mean_h_2_ln_1, ln_rstd_h_2_ln_1, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_2_ln_1, 128, P_h_2_attn_qkv_weight, 128, qkv_h_2_attn, 384, P_h_2_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_2_ln_1, 128, P_h_2_attn_qkv_weight, 128, qkv_h_2_attn, 384, P_h_2_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_2_attn, lse_h_2_attn, attn_y_h_2_attn, e->B, 128, 128, 4, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
@@ -192,7 +192,7 @@ static void forward(rt_exec *e, int train)
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, P_h_2_ln_2_bias, layernorm_h_2_ln_2, ln_mean_h_2_ln_2, ln_rstd_h_2_ln_2, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_2_ln_2, 128, P_h_2_fc_weight, 128, linear_h_2_fc, 512, P_h_2_fc_bias, RT_EPI_GELU_TANH, gelu_h_2_2);
+    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_2_ln_2, 128, P_h_2_fc_weight, 128, linear_h_2_fc, 512, P_h_2_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_2_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_2_2, 512, P_h_2_proj_weight, 512, 0.0f, linear_h_2_proj, 128);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
@@ -200,7 +200,7 @@ static void forward(rt_exec *e, int train)
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, P_h_3_ln_1_bias, layernorm_h_3_ln_1, ln_mean_h_3_ln_1, ln_rstd_h_3_ln_1, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_3_ln_1, 128, P_h_3_attn_qkv_weight, 128, qkv_h_3_attn, 384, P_h_3_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_3_ln_1, 128, P_h_3_attn_qkv_weight, 128, qkv_h_3_attn, 384, P_h_3_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_3_attn, lse_h_3_attn, attn_y_h_3_attn, e->B, 128, 128, 4, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
@@ -210,7 +210,7 @@ static void forward(rt_exec *e, int train)
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, P_h_3_ln_2_bias, layernorm_h_3_ln_2, ln_mean_h_3_ln_2, ln_rstd_h_3_ln_2, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_3_ln_2, 128, P_h_3_fc_weight, 128, linear_h_3_fc, 512, P_h_3_fc_bias, RT_EPI_GELU_TANH, gelu_h_3_2);
+    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_3_ln_2, 128, P_h_3_fc_weight, 128, linear_h_3_fc, 512, P_h_3_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_3_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_3_2, 512, P_h_3_proj_weight, 512, 0.0f, linear_h_3_proj, 128);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
@@ -410,7 +410,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[4]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 256, 128, e->B * 128, 1.0f, d_linear_lm_head, 256, layernorm_ln_f, 128, 1.0f, G_wte_weight, 128);
     /* $.model.layers[3]: layernorm backward */
-    rt_layernorm_bwd(e, residual_linear_h_3_proj, P_ln_f_weight, ln_mean_ln_f, ln_rstd_ln_f, d_layernorm_ln_f, d_residual_linear_h_3_proj, G_ln_f_weight, G_ln_f_bias, e->B * 128, 128);
+    rt_layernorm_bwd(e, residual_linear_h_3_proj, P_ln_f_weight, ln_mean_ln_f, ln_rstd_ln_f, d_layernorm_ln_f, NULL, d_residual_linear_h_3_proj, G_ln_f_weight, G_ln_f_bias, e->B * 128, 128);
     /* $.model.layers[3]: ln_f.weight's gradient is final */
     rt_grad_ready(e, 842240, 128);
     /* $.model.layers[3]: ln_f.bias's gradient is final */
@@ -438,7 +438,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[1]: h.3.fc.bias's gradient is final */
     rt_grad_ready(e, 776064, 512);
     /* $.model.layers[2].body[1].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, ln_mean_h_3_ln_2, ln_rstd_h_3_ln_2, d_layernorm_h_3_ln_2, d_residual_attn_out_h_3_attn, G_h_3_ln_2_weight, G_h_3_ln_2_bias, e->B * 128, 128);
+    rt_layernorm_bwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, ln_mean_h_3_ln_2, ln_rstd_h_3_ln_2, d_layernorm_h_3_ln_2, NULL, d_residual_attn_out_h_3_attn, G_h_3_ln_2_weight, G_h_3_ln_2_bias, e->B * 128, 128);
     /* $.model.layers[2].body[1].body[0]: h.3.ln_2.weight's gradient is final */
     rt_grad_ready(e, 710272, 128);
     /* $.model.layers[2].body[1].body[0]: h.3.ln_2.bias's gradient is final */
@@ -468,7 +468,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[1]: h.3.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 693376, 384);
     /* $.model.layers[2].body[0].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, ln_mean_h_3_ln_1, ln_rstd_h_3_ln_1, d_layernorm_h_3_ln_1, d_residual_linear_h_2_proj, G_h_3_ln_1_weight, G_h_3_ln_1_bias, e->B * 128, 128);
+    rt_layernorm_bwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, ln_mean_h_3_ln_1, ln_rstd_h_3_ln_1, d_layernorm_h_3_ln_1, NULL, d_residual_linear_h_2_proj, G_h_3_ln_1_weight, G_h_3_ln_1_bias, e->B * 128, 128);
     /* $.model.layers[2].body[0].body[0]: h.3.ln_1.weight's gradient is final */
     rt_grad_ready(e, 643968, 128);
     /* $.model.layers[2].body[0].body[0]: h.3.ln_1.bias's gradient is final */
@@ -498,7 +498,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[1]: h.2.fc.bias's gradient is final */
     rt_grad_ready(e, 577792, 512);
     /* $.model.layers[2].body[1].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, ln_mean_h_2_ln_2, ln_rstd_h_2_ln_2, d_layernorm_h_2_ln_2, d_residual_attn_out_h_2_attn, G_h_2_ln_2_weight, G_h_2_ln_2_bias, e->B * 128, 128);
+    rt_layernorm_bwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, ln_mean_h_2_ln_2, ln_rstd_h_2_ln_2, d_layernorm_h_2_ln_2, NULL, d_residual_attn_out_h_2_attn, G_h_2_ln_2_weight, G_h_2_ln_2_bias, e->B * 128, 128);
     /* $.model.layers[2].body[1].body[0]: h.2.ln_2.weight's gradient is final */
     rt_grad_ready(e, 512000, 128);
     /* $.model.layers[2].body[1].body[0]: h.2.ln_2.bias's gradient is final */
@@ -528,7 +528,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[1]: h.2.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 495104, 384);
     /* $.model.layers[2].body[0].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, ln_mean_h_2_ln_1, ln_rstd_h_2_ln_1, d_layernorm_h_2_ln_1, d_residual_linear_h_1_proj, G_h_2_ln_1_weight, G_h_2_ln_1_bias, e->B * 128, 128);
+    rt_layernorm_bwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, ln_mean_h_2_ln_1, ln_rstd_h_2_ln_1, d_layernorm_h_2_ln_1, NULL, d_residual_linear_h_1_proj, G_h_2_ln_1_weight, G_h_2_ln_1_bias, e->B * 128, 128);
     /* $.model.layers[2].body[0].body[0]: h.2.ln_1.weight's gradient is final */
     rt_grad_ready(e, 445696, 128);
     /* $.model.layers[2].body[0].body[0]: h.2.ln_1.bias's gradient is final */
@@ -558,7 +558,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[1]: h.1.fc.bias's gradient is final */
     rt_grad_ready(e, 379520, 512);
     /* $.model.layers[2].body[1].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, ln_mean_h_1_ln_2, ln_rstd_h_1_ln_2, d_layernorm_h_1_ln_2, d_residual_attn_out_h_1_attn, G_h_1_ln_2_weight, G_h_1_ln_2_bias, e->B * 128, 128);
+    rt_layernorm_bwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, ln_mean_h_1_ln_2, ln_rstd_h_1_ln_2, d_layernorm_h_1_ln_2, NULL, d_residual_attn_out_h_1_attn, G_h_1_ln_2_weight, G_h_1_ln_2_bias, e->B * 128, 128);
     /* $.model.layers[2].body[1].body[0]: h.1.ln_2.weight's gradient is final */
     rt_grad_ready(e, 313728, 128);
     /* $.model.layers[2].body[1].body[0]: h.1.ln_2.bias's gradient is final */
@@ -588,7 +588,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[1]: h.1.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 296832, 384);
     /* $.model.layers[2].body[0].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, ln_mean_h_1_ln_1, ln_rstd_h_1_ln_1, d_layernorm_h_1_ln_1, d_residual_linear_h_0_proj, G_h_1_ln_1_weight, G_h_1_ln_1_bias, e->B * 128, 128);
+    rt_layernorm_bwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, ln_mean_h_1_ln_1, ln_rstd_h_1_ln_1, d_layernorm_h_1_ln_1, NULL, d_residual_linear_h_0_proj, G_h_1_ln_1_weight, G_h_1_ln_1_bias, e->B * 128, 128);
     /* $.model.layers[2].body[0].body[0]: h.1.ln_1.weight's gradient is final */
     rt_grad_ready(e, 247424, 128);
     /* $.model.layers[2].body[0].body[0]: h.1.ln_1.bias's gradient is final */
@@ -618,7 +618,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[1]: h.0.fc.bias's gradient is final */
     rt_grad_ready(e, 181248, 512);
     /* $.model.layers[2].body[1].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, ln_mean_h_0_ln_2, ln_rstd_h_0_ln_2, d_layernorm_h_0_ln_2, d_residual_attn_out_h_0_attn, G_h_0_ln_2_weight, G_h_0_ln_2_bias, e->B * 128, 128);
+    rt_layernorm_bwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, ln_mean_h_0_ln_2, ln_rstd_h_0_ln_2, d_layernorm_h_0_ln_2, NULL, d_residual_attn_out_h_0_attn, G_h_0_ln_2_weight, G_h_0_ln_2_bias, e->B * 128, 128);
     /* $.model.layers[2].body[1].body[0]: h.0.ln_2.weight's gradient is final */
     rt_grad_ready(e, 115456, 128);
     /* $.model.layers[2].body[1].body[0]: h.0.ln_2.bias's gradient is final */
@@ -648,7 +648,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[1]: h.0.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 98560, 384);
     /* $.model.layers[2].body[0].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1, d_layernorm_h_0_ln_1, d_pos_embedding_wpe, G_h_0_ln_1_weight, G_h_0_ln_1_bias, e->B * 128, 128);
+    rt_layernorm_bwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1, d_layernorm_h_0_ln_1, NULL, d_pos_embedding_wpe, G_h_0_ln_1_weight, G_h_0_ln_1_bias, e->B * 128, 128);
     /* $.model.layers[2].body[0].body[0]: h.0.ln_1.weight's gradient is final */
     rt_grad_ready(e, 49152, 128);
     /* $.model.layers[2].body[0].body[0]: h.0.ln_1.bias's gradient is final */
@@ -793,7 +793,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, P_h_0_ln_1_bias, layernorm_h_0_ln_1, ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_0_ln_1, 128, P_h_0_attn_qkv_weight, 128, qkv_h_0_attn, 384, P_h_0_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_0_ln_1, 128, P_h_0_attn_qkv_weight, 128, qkv_h_0_attn, 384, P_h_0_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_0_attn, lse_h_0_attn, attn_y_h_0_attn, e->B, 128, 128, 4, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
@@ -803,7 +803,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, P_h_0_ln_2_bias, layernorm_h_0_ln_2, ln_mean_h_0_ln_2, ln_rstd_h_0_ln_2, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_0_ln_2, 128, P_h_0_fc_weight, 128, NULL, 512, P_h_0_fc_bias, RT_EPI_GELU_TANH, gelu_h_0_2);
+    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_0_ln_2, 128, P_h_0_fc_weight, 128, NULL, 512, P_h_0_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_0_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_0_2, 512, P_h_0_proj_weight, 512, 0.0f, linear_h_0_proj, 128);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
@@ -811,7 +811,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, P_h_1_ln_1_bias, layernorm_h_1_ln_1, ln_mean_h_1_ln_1, ln_rstd_h_1_ln_1, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_1_ln_1, 128, P_h_1_attn_qkv_weight, 128, qkv_h_1_attn, 384, P_h_1_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_1_ln_1, 128, P_h_1_attn_qkv_weight, 128, qkv_h_1_attn, 384, P_h_1_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_1_attn, lse_h_1_attn, attn_y_h_1_attn, e->B, 128, 128, 4, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
@@ -821,7 +821,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, P_h_1_ln_2_bias, layernorm_h_1_ln_2, ln_mean_h_1_ln_2, ln_rstd_h_1_ln_2, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_1_ln_2, 128, P_h_1_fc_weight, 128, NULL, 512, P_h_1_fc_bias, RT_EPI_GELU_TANH, gelu_h_1_2);
+    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_1_ln_2, 128, P_h_1_fc_weight, 128, NULL, 512, P_h_1_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_1_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_1_2, 512, P_h_1_proj_weight, 512, 0.0f, linear_h_1_proj, 128);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
@@ -829,7 +829,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, P_h_2_ln_1_bias, layernorm_h_2_ln_1, ln_mean_h_2_ln_1, ln_rstd_h_2_ln_1, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_2_ln_1, 128, P_h_2_attn_qkv_weight, 128, qkv_h_2_attn, 384, P_h_2_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_2_ln_1, 128, P_h_2_attn_qkv_weight, 128, qkv_h_2_attn, 384, P_h_2_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_2_attn, lse_h_2_attn, attn_y_h_2_attn, e->B, 128, 128, 4, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
@@ -839,7 +839,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, P_h_2_ln_2_bias, layernorm_h_2_ln_2, ln_mean_h_2_ln_2, ln_rstd_h_2_ln_2, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_2_ln_2, 128, P_h_2_fc_weight, 128, NULL, 512, P_h_2_fc_bias, RT_EPI_GELU_TANH, gelu_h_2_2);
+    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_2_ln_2, 128, P_h_2_fc_weight, 128, NULL, 512, P_h_2_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_2_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_2_2, 512, P_h_2_proj_weight, 512, 0.0f, linear_h_2_proj, 128);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
@@ -847,7 +847,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, P_h_3_ln_1_bias, layernorm_h_3_ln_1, ln_mean_h_3_ln_1, ln_rstd_h_3_ln_1, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_3_ln_1, 128, P_h_3_attn_qkv_weight, 128, qkv_h_3_attn, 384, P_h_3_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_3_ln_1, 128, P_h_3_attn_qkv_weight, 128, qkv_h_3_attn, 384, P_h_3_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_3_attn, lse_h_3_attn, attn_y_h_3_attn, e->B, 128, 128, 4, 1);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
@@ -857,7 +857,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, P_h_3_ln_2_bias, layernorm_h_3_ln_2, ln_mean_h_3_ln_2, ln_rstd_h_3_ln_2, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_3_ln_2, 128, P_h_3_fc_weight, 128, NULL, 512, P_h_3_fc_bias, RT_EPI_GELU_TANH, gelu_h_3_2);
+    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_3_ln_2, 128, P_h_3_fc_weight, 128, NULL, 512, P_h_3_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_3_2);
     /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
     rt_gemm(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_3_2, 512, P_h_3_proj_weight, 512, 0.0f, linear_h_3_proj, 128);
     /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
