@@ -6,7 +6,11 @@
  * activation land in a GEMM's epilogue: lower.c emits the bias as an in-place
  * elementwise op right after the GEMM, and the activation that follows fuses into
  * it. A fused value is written to memory only when an instruction outside its
- * loop reads it later (materialization), so most of them never take arena space. */
+ * loop reads it later (materialization), so most of them never take arena space.
+ *
+ * Then the loops that a library call can take over: a GEMM's bias (+ activation, or +
+ * residual) loop becomes its cuBLASLt epilogue (rt_gemm_bias). Each matches one exact
+ * pattern and otherwise leaves the loop alone. */
 #include <stdlib.h>
 #include <string.h>
 #include "ir.h"
@@ -240,7 +244,7 @@ static void to_gemm_bias(Instr *g, Instr *b, char a[16][CALL_ARG_MAX], Tensor *k
                         a[10], keep ? keep->name : "NULL", a[13], bias->name,
                         R ? R->name : "NULL", acts[act], Y ? Y->name : "NULL");
     g->what = xstrdup(what);
-    g->origin = b->origin;   /* the linear layer's, and the activation's */
+    g->origin = b->origin;   /* the linear layer's, and the activation's or the residual's */
     g->reads = realloc(g->reads, (size_t)(g->n_reads + 2) * sizeof *g->reads);
     g->writes = realloc(g->writes, 2 * sizeof *g->writes);
     if (!g->reads || !g->writes)
@@ -256,6 +260,31 @@ static void to_gemm_bias(Instr *g, Instr *b, char a[16][CALL_ARG_MAX], Tensor *k
     if (Y)
         g->writes[g->n_writes++] = Y;
     b->dead = 1;
+}
+
+void residual_epilogues(Program *p)
+{
+    Graph *gr = p->g;
+    for (int i = 0; i < p->n_ins; i++) {
+        char a[16][CALL_ARG_MAX];
+        Instr *g = p->ins[i], *b = bias_loop(p, i, a);
+        if (!b || b->n_ops != 2)
+            continue;
+        /* op 1: R + op 0's value, in either order (one float add, commutative) */
+        const EwOp *o1 = &b->ops[1];
+        int v = o1->n_arg == 2 && !o1->arg[1].t;   /* which operand is op 0's value */
+        const Operand *val = &o1->arg[v], *res = &o1->arg[1 - v];
+        Tensor *C = g->writes[0], *R = res->t, *Y = o1->out;
+        if (strcmp(o1->expr, "$0 + $1") || o1->n_arg != 2 || val->t || val->val != 0 || !R ||
+            res->index || tensor_base(R)->kind != T_ACT || R->numel != C->numel ||
+            tensor_half(gr, R) != tensor_half(gr, Y) || tensor_base(R) == tensor_base(C) ||
+            tensor_base(R) == tensor_base(Y) || b->n_writes != 1 || b->writes[0] != Y ||
+            Y == C || g->block != b->block || read_elsewhere(p, g, b, C))
+            continue;   /* not exactly "+ bias + residual", or the product is read too */
+        to_gemm_bias(g, b, a, Y, R, RT_EPI_NONE, NULL,
+                     "linear: y = x W^T + b + residual, in the GEMM's epilogue");
+    }
+    number_kernels(p);
 }
 
 void gemm_epilogues(Program *p)

@@ -3,7 +3,8 @@
  *   graph.c     Spec -> Graph: forward nodes over tensors, shapes inferred, params named
  *   autodiff.c  Graph -> backward nodes appended (the training graph)
  *   lower.c     nodes -> Program: instructions (elementwise ops, GEMMs, runtime calls)
- *   fusion.c    elementwise chains -> one loop each; bias/activation into GEMM epilogues
+ *   fusion.c    elementwise chains -> one loop each; bias/activation/residual into GEMM
+ *               epilogues
  *   memplan.c   liveness -> per-row offsets in one arena (best fit, biggest first)
  *   emit_c.c    Program -> model.h, host.c, kernels_cpu.c, plan.json
  */
@@ -227,6 +228,11 @@ void fuse(Program *p);
  * commas (fusion.c); returns the count (at most max). */
 #define CALL_ARG_MAX 160
 int call_args(const char *text, char args[][CALL_ARG_MAX], int max);
+/* A linear layer's GEMM and the fused loop after it that adds the bias and a residual
+ * (and nothing else) become one rt_gemm_bias call with the residual as cuBLASLt's C
+ * (beta 1), the residual added before the bias. Before recompute, so that a block
+ * replayed in the backward pass repeats the same call, with the same rounding. */
+void residual_epilogues(Program *p);
 /* A linear layer's GEMM and the fused loop after it that only adds the bias (and
  * applies a ReLU or a GELU tanh) become one rt_gemm_bias call (a cuBLASLt epilogue on
  * a GPU); fused loops are then numbered in program order. After recompute. */

@@ -1988,729 +1988,9 @@ extern "C" __global__ void k0(const act_t *embedding_wte, const float *__restric
     }
 }
 
-/* k1: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void k1(const act_t *attn_out_h_0_attn, const float *__restrict__ P_h_0_attn_proj_bias, const act_t *__restrict__ pos_embedding_wpe, act_t *residual_attn_out_h_0_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)attn_out_h_0_attn | (unsigned long long)pos_embedding_wpe | (unsigned long long)residual_attn_out_h_0_attn) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_attn_out_h_0_attn = rt_ld4(attn_out_h_0_attn + 4 * q);
-            const float4 r_pos_embedding_wpe = rt_ld4(pos_embedding_wpe + 4 * q);
-            float4 w_residual_attn_out_h_0_attn;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_attn_out_h_0_attn)[l] + P_h_0_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_pos_embedding_wpe)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_attn_out_h_0_attn)[l] = v1;
-            }
-            rt_st4(residual_attn_out_h_0_attn + 4 * q, w_residual_attn_out_h_0_attn);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(attn_out_h_0_attn + i) + P_h_0_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = rt_ld(pos_embedding_wpe + i) + v0; /* residual: x + body(x) */
-        rt_st(residual_attn_out_h_0_attn + i, v1);
-    }
-}
-
-/* k2: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void k2(const act_t *linear_h_0_proj, const float *__restrict__ P_h_0_proj_bias, const act_t *__restrict__ residual_attn_out_h_0_attn, act_t *residual_linear_h_0_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)linear_h_0_proj | (unsigned long long)residual_attn_out_h_0_attn | (unsigned long long)residual_linear_h_0_proj) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_linear_h_0_proj = rt_ld4(linear_h_0_proj + 4 * q);
-            const float4 r_residual_attn_out_h_0_attn = rt_ld4(residual_attn_out_h_0_attn + 4 * q);
-            float4 w_residual_linear_h_0_proj;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_linear_h_0_proj)[l] + P_h_0_proj_bias[i % 768]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_attn_out_h_0_attn)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_linear_h_0_proj)[l] = v1;
-            }
-            rt_st4(residual_linear_h_0_proj + 4 * q, w_residual_linear_h_0_proj);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(linear_h_0_proj + i) + P_h_0_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = rt_ld(residual_attn_out_h_0_attn + i) + v0; /* residual: x + body(x) */
-        rt_st(residual_linear_h_0_proj + i, v1);
-    }
-}
-
-/* k3: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void k3(const act_t *attn_out_h_1_attn, const float *__restrict__ P_h_1_attn_proj_bias, const act_t *__restrict__ residual_linear_h_0_proj, act_t *residual_attn_out_h_1_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)attn_out_h_1_attn | (unsigned long long)residual_linear_h_0_proj | (unsigned long long)residual_attn_out_h_1_attn) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_attn_out_h_1_attn = rt_ld4(attn_out_h_1_attn + 4 * q);
-            const float4 r_residual_linear_h_0_proj = rt_ld4(residual_linear_h_0_proj + 4 * q);
-            float4 w_residual_attn_out_h_1_attn;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_attn_out_h_1_attn)[l] + P_h_1_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_linear_h_0_proj)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_attn_out_h_1_attn)[l] = v1;
-            }
-            rt_st4(residual_attn_out_h_1_attn + 4 * q, w_residual_attn_out_h_1_attn);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(attn_out_h_1_attn + i) + P_h_1_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = rt_ld(residual_linear_h_0_proj + i) + v0; /* residual: x + body(x) */
-        rt_st(residual_attn_out_h_1_attn + i, v1);
-    }
-}
-
-/* k4: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void k4(const act_t *linear_h_1_proj, const float *__restrict__ P_h_1_proj_bias, const act_t *__restrict__ residual_attn_out_h_1_attn, act_t *residual_linear_h_1_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)linear_h_1_proj | (unsigned long long)residual_attn_out_h_1_attn | (unsigned long long)residual_linear_h_1_proj) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_linear_h_1_proj = rt_ld4(linear_h_1_proj + 4 * q);
-            const float4 r_residual_attn_out_h_1_attn = rt_ld4(residual_attn_out_h_1_attn + 4 * q);
-            float4 w_residual_linear_h_1_proj;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_linear_h_1_proj)[l] + P_h_1_proj_bias[i % 768]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_attn_out_h_1_attn)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_linear_h_1_proj)[l] = v1;
-            }
-            rt_st4(residual_linear_h_1_proj + 4 * q, w_residual_linear_h_1_proj);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(linear_h_1_proj + i) + P_h_1_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = rt_ld(residual_attn_out_h_1_attn + i) + v0; /* residual: x + body(x) */
-        rt_st(residual_linear_h_1_proj + i, v1);
-    }
-}
-
-/* k5: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void k5(const act_t *attn_out_h_2_attn, const float *__restrict__ P_h_2_attn_proj_bias, const act_t *__restrict__ residual_linear_h_1_proj, act_t *residual_attn_out_h_2_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)attn_out_h_2_attn | (unsigned long long)residual_linear_h_1_proj | (unsigned long long)residual_attn_out_h_2_attn) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_attn_out_h_2_attn = rt_ld4(attn_out_h_2_attn + 4 * q);
-            const float4 r_residual_linear_h_1_proj = rt_ld4(residual_linear_h_1_proj + 4 * q);
-            float4 w_residual_attn_out_h_2_attn;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_attn_out_h_2_attn)[l] + P_h_2_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_linear_h_1_proj)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_attn_out_h_2_attn)[l] = v1;
-            }
-            rt_st4(residual_attn_out_h_2_attn + 4 * q, w_residual_attn_out_h_2_attn);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(attn_out_h_2_attn + i) + P_h_2_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = rt_ld(residual_linear_h_1_proj + i) + v0; /* residual: x + body(x) */
-        rt_st(residual_attn_out_h_2_attn + i, v1);
-    }
-}
-
-/* k6: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void k6(const act_t *linear_h_2_proj, const float *__restrict__ P_h_2_proj_bias, const act_t *__restrict__ residual_attn_out_h_2_attn, act_t *residual_linear_h_2_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)linear_h_2_proj | (unsigned long long)residual_attn_out_h_2_attn | (unsigned long long)residual_linear_h_2_proj) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_linear_h_2_proj = rt_ld4(linear_h_2_proj + 4 * q);
-            const float4 r_residual_attn_out_h_2_attn = rt_ld4(residual_attn_out_h_2_attn + 4 * q);
-            float4 w_residual_linear_h_2_proj;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_linear_h_2_proj)[l] + P_h_2_proj_bias[i % 768]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_attn_out_h_2_attn)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_linear_h_2_proj)[l] = v1;
-            }
-            rt_st4(residual_linear_h_2_proj + 4 * q, w_residual_linear_h_2_proj);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(linear_h_2_proj + i) + P_h_2_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = rt_ld(residual_attn_out_h_2_attn + i) + v0; /* residual: x + body(x) */
-        rt_st(residual_linear_h_2_proj + i, v1);
-    }
-}
-
-/* k7: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void k7(const act_t *attn_out_h_3_attn, const float *__restrict__ P_h_3_attn_proj_bias, const act_t *__restrict__ residual_linear_h_2_proj, act_t *residual_attn_out_h_3_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)attn_out_h_3_attn | (unsigned long long)residual_linear_h_2_proj | (unsigned long long)residual_attn_out_h_3_attn) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_attn_out_h_3_attn = rt_ld4(attn_out_h_3_attn + 4 * q);
-            const float4 r_residual_linear_h_2_proj = rt_ld4(residual_linear_h_2_proj + 4 * q);
-            float4 w_residual_attn_out_h_3_attn;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_attn_out_h_3_attn)[l] + P_h_3_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_linear_h_2_proj)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_attn_out_h_3_attn)[l] = v1;
-            }
-            rt_st4(residual_attn_out_h_3_attn + 4 * q, w_residual_attn_out_h_3_attn);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(attn_out_h_3_attn + i) + P_h_3_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = rt_ld(residual_linear_h_2_proj + i) + v0; /* residual: x + body(x) */
-        rt_st(residual_attn_out_h_3_attn + i, v1);
-    }
-}
-
-/* k8: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void k8(const act_t *linear_h_3_proj, const float *__restrict__ P_h_3_proj_bias, const act_t *__restrict__ residual_attn_out_h_3_attn, act_t *residual_linear_h_3_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)linear_h_3_proj | (unsigned long long)residual_attn_out_h_3_attn | (unsigned long long)residual_linear_h_3_proj) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_linear_h_3_proj = rt_ld4(linear_h_3_proj + 4 * q);
-            const float4 r_residual_attn_out_h_3_attn = rt_ld4(residual_attn_out_h_3_attn + 4 * q);
-            float4 w_residual_linear_h_3_proj;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_linear_h_3_proj)[l] + P_h_3_proj_bias[i % 768]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_attn_out_h_3_attn)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_linear_h_3_proj)[l] = v1;
-            }
-            rt_st4(residual_linear_h_3_proj + 4 * q, w_residual_linear_h_3_proj);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(linear_h_3_proj + i) + P_h_3_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = rt_ld(residual_attn_out_h_3_attn + i) + v0; /* residual: x + body(x) */
-        rt_st(residual_linear_h_3_proj + i, v1);
-    }
-}
-
-/* k9: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void k9(const act_t *attn_out_h_4_attn, const float *__restrict__ P_h_4_attn_proj_bias, const act_t *__restrict__ residual_linear_h_3_proj, act_t *residual_attn_out_h_4_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)attn_out_h_4_attn | (unsigned long long)residual_linear_h_3_proj | (unsigned long long)residual_attn_out_h_4_attn) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_attn_out_h_4_attn = rt_ld4(attn_out_h_4_attn + 4 * q);
-            const float4 r_residual_linear_h_3_proj = rt_ld4(residual_linear_h_3_proj + 4 * q);
-            float4 w_residual_attn_out_h_4_attn;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_attn_out_h_4_attn)[l] + P_h_4_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_linear_h_3_proj)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_attn_out_h_4_attn)[l] = v1;
-            }
-            rt_st4(residual_attn_out_h_4_attn + 4 * q, w_residual_attn_out_h_4_attn);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(attn_out_h_4_attn + i) + P_h_4_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = rt_ld(residual_linear_h_3_proj + i) + v0; /* residual: x + body(x) */
-        rt_st(residual_attn_out_h_4_attn + i, v1);
-    }
-}
-
-/* k10: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void k10(const act_t *linear_h_4_proj, const float *__restrict__ P_h_4_proj_bias, const act_t *__restrict__ residual_attn_out_h_4_attn, act_t *residual_linear_h_4_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)linear_h_4_proj | (unsigned long long)residual_attn_out_h_4_attn | (unsigned long long)residual_linear_h_4_proj) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_linear_h_4_proj = rt_ld4(linear_h_4_proj + 4 * q);
-            const float4 r_residual_attn_out_h_4_attn = rt_ld4(residual_attn_out_h_4_attn + 4 * q);
-            float4 w_residual_linear_h_4_proj;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_linear_h_4_proj)[l] + P_h_4_proj_bias[i % 768]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_attn_out_h_4_attn)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_linear_h_4_proj)[l] = v1;
-            }
-            rt_st4(residual_linear_h_4_proj + 4 * q, w_residual_linear_h_4_proj);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(linear_h_4_proj + i) + P_h_4_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = rt_ld(residual_attn_out_h_4_attn + i) + v0; /* residual: x + body(x) */
-        rt_st(residual_linear_h_4_proj + i, v1);
-    }
-}
-
-/* k11: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void k11(const act_t *attn_out_h_5_attn, const float *__restrict__ P_h_5_attn_proj_bias, const act_t *__restrict__ residual_linear_h_4_proj, act_t *residual_attn_out_h_5_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)attn_out_h_5_attn | (unsigned long long)residual_linear_h_4_proj | (unsigned long long)residual_attn_out_h_5_attn) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_attn_out_h_5_attn = rt_ld4(attn_out_h_5_attn + 4 * q);
-            const float4 r_residual_linear_h_4_proj = rt_ld4(residual_linear_h_4_proj + 4 * q);
-            float4 w_residual_attn_out_h_5_attn;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_attn_out_h_5_attn)[l] + P_h_5_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_linear_h_4_proj)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_attn_out_h_5_attn)[l] = v1;
-            }
-            rt_st4(residual_attn_out_h_5_attn + 4 * q, w_residual_attn_out_h_5_attn);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(attn_out_h_5_attn + i) + P_h_5_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = rt_ld(residual_linear_h_4_proj + i) + v0; /* residual: x + body(x) */
-        rt_st(residual_attn_out_h_5_attn + i, v1);
-    }
-}
-
-/* k12: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void k12(const act_t *linear_h_5_proj, const float *__restrict__ P_h_5_proj_bias, const act_t *__restrict__ residual_attn_out_h_5_attn, act_t *residual_linear_h_5_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)linear_h_5_proj | (unsigned long long)residual_attn_out_h_5_attn | (unsigned long long)residual_linear_h_5_proj) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_linear_h_5_proj = rt_ld4(linear_h_5_proj + 4 * q);
-            const float4 r_residual_attn_out_h_5_attn = rt_ld4(residual_attn_out_h_5_attn + 4 * q);
-            float4 w_residual_linear_h_5_proj;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_linear_h_5_proj)[l] + P_h_5_proj_bias[i % 768]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_attn_out_h_5_attn)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_linear_h_5_proj)[l] = v1;
-            }
-            rt_st4(residual_linear_h_5_proj + 4 * q, w_residual_linear_h_5_proj);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(linear_h_5_proj + i) + P_h_5_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = rt_ld(residual_attn_out_h_5_attn + i) + v0; /* residual: x + body(x) */
-        rt_st(residual_linear_h_5_proj + i, v1);
-    }
-}
-
-/* k13: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void k13(const act_t *attn_out_h_6_attn, const float *__restrict__ P_h_6_attn_proj_bias, const act_t *__restrict__ residual_linear_h_5_proj, act_t *residual_attn_out_h_6_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)attn_out_h_6_attn | (unsigned long long)residual_linear_h_5_proj | (unsigned long long)residual_attn_out_h_6_attn) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_attn_out_h_6_attn = rt_ld4(attn_out_h_6_attn + 4 * q);
-            const float4 r_residual_linear_h_5_proj = rt_ld4(residual_linear_h_5_proj + 4 * q);
-            float4 w_residual_attn_out_h_6_attn;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_attn_out_h_6_attn)[l] + P_h_6_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_linear_h_5_proj)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_attn_out_h_6_attn)[l] = v1;
-            }
-            rt_st4(residual_attn_out_h_6_attn + 4 * q, w_residual_attn_out_h_6_attn);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(attn_out_h_6_attn + i) + P_h_6_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = rt_ld(residual_linear_h_5_proj + i) + v0; /* residual: x + body(x) */
-        rt_st(residual_attn_out_h_6_attn + i, v1);
-    }
-}
-
-/* k14: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void k14(const act_t *linear_h_6_proj, const float *__restrict__ P_h_6_proj_bias, const act_t *__restrict__ residual_attn_out_h_6_attn, act_t *residual_linear_h_6_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)linear_h_6_proj | (unsigned long long)residual_attn_out_h_6_attn | (unsigned long long)residual_linear_h_6_proj) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_linear_h_6_proj = rt_ld4(linear_h_6_proj + 4 * q);
-            const float4 r_residual_attn_out_h_6_attn = rt_ld4(residual_attn_out_h_6_attn + 4 * q);
-            float4 w_residual_linear_h_6_proj;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_linear_h_6_proj)[l] + P_h_6_proj_bias[i % 768]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_attn_out_h_6_attn)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_linear_h_6_proj)[l] = v1;
-            }
-            rt_st4(residual_linear_h_6_proj + 4 * q, w_residual_linear_h_6_proj);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(linear_h_6_proj + i) + P_h_6_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = rt_ld(residual_attn_out_h_6_attn + i) + v0; /* residual: x + body(x) */
-        rt_st(residual_linear_h_6_proj + i, v1);
-    }
-}
-
-/* k15: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void k15(const act_t *attn_out_h_7_attn, const float *__restrict__ P_h_7_attn_proj_bias, const act_t *__restrict__ residual_linear_h_6_proj, act_t *residual_attn_out_h_7_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)attn_out_h_7_attn | (unsigned long long)residual_linear_h_6_proj | (unsigned long long)residual_attn_out_h_7_attn) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_attn_out_h_7_attn = rt_ld4(attn_out_h_7_attn + 4 * q);
-            const float4 r_residual_linear_h_6_proj = rt_ld4(residual_linear_h_6_proj + 4 * q);
-            float4 w_residual_attn_out_h_7_attn;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_attn_out_h_7_attn)[l] + P_h_7_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_linear_h_6_proj)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_attn_out_h_7_attn)[l] = v1;
-            }
-            rt_st4(residual_attn_out_h_7_attn + 4 * q, w_residual_attn_out_h_7_attn);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(attn_out_h_7_attn + i) + P_h_7_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = rt_ld(residual_linear_h_6_proj + i) + v0; /* residual: x + body(x) */
-        rt_st(residual_attn_out_h_7_attn + i, v1);
-    }
-}
-
-/* k16: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void k16(const act_t *linear_h_7_proj, const float *__restrict__ P_h_7_proj_bias, const act_t *__restrict__ residual_attn_out_h_7_attn, act_t *residual_linear_h_7_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)linear_h_7_proj | (unsigned long long)residual_attn_out_h_7_attn | (unsigned long long)residual_linear_h_7_proj) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_linear_h_7_proj = rt_ld4(linear_h_7_proj + 4 * q);
-            const float4 r_residual_attn_out_h_7_attn = rt_ld4(residual_attn_out_h_7_attn + 4 * q);
-            float4 w_residual_linear_h_7_proj;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_linear_h_7_proj)[l] + P_h_7_proj_bias[i % 768]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_attn_out_h_7_attn)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_linear_h_7_proj)[l] = v1;
-            }
-            rt_st4(residual_linear_h_7_proj + 4 * q, w_residual_linear_h_7_proj);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(linear_h_7_proj + i) + P_h_7_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = rt_ld(residual_attn_out_h_7_attn + i) + v0; /* residual: x + body(x) */
-        rt_st(residual_linear_h_7_proj + i, v1);
-    }
-}
-
-/* k17: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void k17(const act_t *attn_out_h_8_attn, const float *__restrict__ P_h_8_attn_proj_bias, const act_t *__restrict__ residual_linear_h_7_proj, act_t *residual_attn_out_h_8_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)attn_out_h_8_attn | (unsigned long long)residual_linear_h_7_proj | (unsigned long long)residual_attn_out_h_8_attn) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_attn_out_h_8_attn = rt_ld4(attn_out_h_8_attn + 4 * q);
-            const float4 r_residual_linear_h_7_proj = rt_ld4(residual_linear_h_7_proj + 4 * q);
-            float4 w_residual_attn_out_h_8_attn;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_attn_out_h_8_attn)[l] + P_h_8_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_linear_h_7_proj)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_attn_out_h_8_attn)[l] = v1;
-            }
-            rt_st4(residual_attn_out_h_8_attn + 4 * q, w_residual_attn_out_h_8_attn);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(attn_out_h_8_attn + i) + P_h_8_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = rt_ld(residual_linear_h_7_proj + i) + v0; /* residual: x + body(x) */
-        rt_st(residual_attn_out_h_8_attn + i, v1);
-    }
-}
-
-/* k18: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void k18(const act_t *linear_h_8_proj, const float *__restrict__ P_h_8_proj_bias, const act_t *__restrict__ residual_attn_out_h_8_attn, act_t *residual_linear_h_8_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)linear_h_8_proj | (unsigned long long)residual_attn_out_h_8_attn | (unsigned long long)residual_linear_h_8_proj) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_linear_h_8_proj = rt_ld4(linear_h_8_proj + 4 * q);
-            const float4 r_residual_attn_out_h_8_attn = rt_ld4(residual_attn_out_h_8_attn + 4 * q);
-            float4 w_residual_linear_h_8_proj;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_linear_h_8_proj)[l] + P_h_8_proj_bias[i % 768]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_attn_out_h_8_attn)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_linear_h_8_proj)[l] = v1;
-            }
-            rt_st4(residual_linear_h_8_proj + 4 * q, w_residual_linear_h_8_proj);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(linear_h_8_proj + i) + P_h_8_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = rt_ld(residual_attn_out_h_8_attn + i) + v0; /* residual: x + body(x) */
-        rt_st(residual_linear_h_8_proj + i, v1);
-    }
-}
-
-/* k19: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void k19(const act_t *attn_out_h_9_attn, const float *__restrict__ P_h_9_attn_proj_bias, const act_t *__restrict__ residual_linear_h_8_proj, act_t *residual_attn_out_h_9_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)attn_out_h_9_attn | (unsigned long long)residual_linear_h_8_proj | (unsigned long long)residual_attn_out_h_9_attn) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_attn_out_h_9_attn = rt_ld4(attn_out_h_9_attn + 4 * q);
-            const float4 r_residual_linear_h_8_proj = rt_ld4(residual_linear_h_8_proj + 4 * q);
-            float4 w_residual_attn_out_h_9_attn;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_attn_out_h_9_attn)[l] + P_h_9_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_linear_h_8_proj)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_attn_out_h_9_attn)[l] = v1;
-            }
-            rt_st4(residual_attn_out_h_9_attn + 4 * q, w_residual_attn_out_h_9_attn);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(attn_out_h_9_attn + i) + P_h_9_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = rt_ld(residual_linear_h_8_proj + i) + v0; /* residual: x + body(x) */
-        rt_st(residual_attn_out_h_9_attn + i, v1);
-    }
-}
-
-/* k20: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void k20(const act_t *linear_h_9_proj, const float *__restrict__ P_h_9_proj_bias, const act_t *__restrict__ residual_attn_out_h_9_attn, act_t *residual_linear_h_9_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)linear_h_9_proj | (unsigned long long)residual_attn_out_h_9_attn | (unsigned long long)residual_linear_h_9_proj) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_linear_h_9_proj = rt_ld4(linear_h_9_proj + 4 * q);
-            const float4 r_residual_attn_out_h_9_attn = rt_ld4(residual_attn_out_h_9_attn + 4 * q);
-            float4 w_residual_linear_h_9_proj;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_linear_h_9_proj)[l] + P_h_9_proj_bias[i % 768]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_attn_out_h_9_attn)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_linear_h_9_proj)[l] = v1;
-            }
-            rt_st4(residual_linear_h_9_proj + 4 * q, w_residual_linear_h_9_proj);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(linear_h_9_proj + i) + P_h_9_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = rt_ld(residual_attn_out_h_9_attn + i) + v0; /* residual: x + body(x) */
-        rt_st(residual_linear_h_9_proj + i, v1);
-    }
-}
-
-/* k21: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void k21(const act_t *attn_out_h_10_attn, const float *__restrict__ P_h_10_attn_proj_bias, const act_t *__restrict__ residual_linear_h_9_proj, act_t *residual_attn_out_h_10_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)attn_out_h_10_attn | (unsigned long long)residual_linear_h_9_proj | (unsigned long long)residual_attn_out_h_10_attn) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_attn_out_h_10_attn = rt_ld4(attn_out_h_10_attn + 4 * q);
-            const float4 r_residual_linear_h_9_proj = rt_ld4(residual_linear_h_9_proj + 4 * q);
-            float4 w_residual_attn_out_h_10_attn;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_attn_out_h_10_attn)[l] + P_h_10_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_linear_h_9_proj)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_attn_out_h_10_attn)[l] = v1;
-            }
-            rt_st4(residual_attn_out_h_10_attn + 4 * q, w_residual_attn_out_h_10_attn);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(attn_out_h_10_attn + i) + P_h_10_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = rt_ld(residual_linear_h_9_proj + i) + v0; /* residual: x + body(x) */
-        rt_st(residual_attn_out_h_10_attn + i, v1);
-    }
-}
-
-/* k22: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void k22(const act_t *linear_h_10_proj, const float *__restrict__ P_h_10_proj_bias, const act_t *__restrict__ residual_attn_out_h_10_attn, act_t *residual_linear_h_10_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)linear_h_10_proj | (unsigned long long)residual_attn_out_h_10_attn | (unsigned long long)residual_linear_h_10_proj) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_linear_h_10_proj = rt_ld4(linear_h_10_proj + 4 * q);
-            const float4 r_residual_attn_out_h_10_attn = rt_ld4(residual_attn_out_h_10_attn + 4 * q);
-            float4 w_residual_linear_h_10_proj;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_linear_h_10_proj)[l] + P_h_10_proj_bias[i % 768]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_attn_out_h_10_attn)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_linear_h_10_proj)[l] = v1;
-            }
-            rt_st4(residual_linear_h_10_proj + 4 * q, w_residual_linear_h_10_proj);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(linear_h_10_proj + i) + P_h_10_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = rt_ld(residual_attn_out_h_10_attn + i) + v0; /* residual: x + body(x) */
-        rt_st(residual_linear_h_10_proj + i, v1);
-    }
-}
-
-/* k23: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void k23(const act_t *attn_out_h_11_attn, const float *__restrict__ P_h_11_attn_proj_bias, const act_t *__restrict__ residual_linear_h_10_proj, act_t *residual_attn_out_h_11_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)attn_out_h_11_attn | (unsigned long long)residual_linear_h_10_proj | (unsigned long long)residual_attn_out_h_11_attn) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_attn_out_h_11_attn = rt_ld4(attn_out_h_11_attn + 4 * q);
-            const float4 r_residual_linear_h_10_proj = rt_ld4(residual_linear_h_10_proj + 4 * q);
-            float4 w_residual_attn_out_h_11_attn;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_attn_out_h_11_attn)[l] + P_h_11_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_linear_h_10_proj)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_attn_out_h_11_attn)[l] = v1;
-            }
-            rt_st4(residual_attn_out_h_11_attn + 4 * q, w_residual_attn_out_h_11_attn);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(attn_out_h_11_attn + i) + P_h_11_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = rt_ld(residual_linear_h_10_proj + i) + v0; /* residual: x + body(x) */
-        rt_st(residual_attn_out_h_11_attn + i, v1);
-    }
-}
-
-/* k24: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void k24(const act_t *linear_h_11_proj, const float *__restrict__ P_h_11_proj_bias, const act_t *__restrict__ residual_attn_out_h_11_attn, act_t *residual_linear_h_11_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)linear_h_11_proj | (unsigned long long)residual_attn_out_h_11_attn | (unsigned long long)residual_linear_h_11_proj) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_linear_h_11_proj = rt_ld4(linear_h_11_proj + 4 * q);
-            const float4 r_residual_attn_out_h_11_attn = rt_ld4(residual_attn_out_h_11_attn + 4 * q);
-            float4 w_residual_linear_h_11_proj;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_linear_h_11_proj)[l] + P_h_11_proj_bias[i % 768]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_attn_out_h_11_attn)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_linear_h_11_proj)[l] = v1;
-            }
-            rt_st4(residual_linear_h_11_proj + 4 * q, w_residual_linear_h_11_proj);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(linear_h_11_proj + i) + P_h_11_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = rt_ld(residual_attn_out_h_11_attn + i) + v0; /* residual: x + body(x) */
-        rt_st(residual_linear_h_11_proj + i, v1);
-    }
-}
-
-/* k25: gelu (tanh) backward
+/* k1: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k25(const act_t *d_gelu_h_11_2, const act_t *__restrict__ linear_h_11_fc, act_t *d_linear_h_11_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k1(const act_t *d_gelu_h_11_2, const act_t *__restrict__ linear_h_11_fc, act_t *d_linear_h_11_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2735,9 +2015,9 @@ extern "C" __global__ void k25(const act_t *d_gelu_h_11_2, const act_t *__restri
     }
 }
 
-/* k26: sum of gradient contributions
+/* k2: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k26(const act_t *d_residual_linear_h_11_proj, const act_t *__restrict__ d_residual_attn_out_h_11_attn, act_t *d_residual_attn_out_h_11_attn_491, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k2(const act_t *d_residual_linear_h_11_proj, const act_t *__restrict__ d_residual_attn_out_h_11_attn, act_t *d_residual_attn_out_h_11_attn_491, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2762,9 +2042,9 @@ extern "C" __global__ void k26(const act_t *d_residual_linear_h_11_proj, const a
     }
 }
 
-/* k27: sum of gradient contributions
+/* k3: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k27(const act_t *d_residual_attn_out_h_11_attn_491, const act_t *__restrict__ d_residual_linear_h_10_proj, act_t *d_residual_linear_h_10_proj_496, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k3(const act_t *d_residual_attn_out_h_11_attn_491, const act_t *__restrict__ d_residual_linear_h_10_proj, act_t *d_residual_linear_h_10_proj_496, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2789,9 +2069,9 @@ extern "C" __global__ void k27(const act_t *d_residual_attn_out_h_11_attn_491, c
     }
 }
 
-/* k28: gelu (tanh) backward
+/* k4: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k28(const act_t *d_gelu_h_10_2, const act_t *__restrict__ linear_h_10_fc, act_t *d_linear_h_10_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k4(const act_t *d_gelu_h_10_2, const act_t *__restrict__ linear_h_10_fc, act_t *d_linear_h_10_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2816,9 +2096,9 @@ extern "C" __global__ void k28(const act_t *d_gelu_h_10_2, const act_t *__restri
     }
 }
 
-/* k29: sum of gradient contributions
+/* k5: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k29(const act_t *d_residual_linear_h_10_proj_496, const act_t *__restrict__ d_residual_attn_out_h_10_attn, act_t *d_residual_attn_out_h_10_attn_501, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k5(const act_t *d_residual_linear_h_10_proj_496, const act_t *__restrict__ d_residual_attn_out_h_10_attn, act_t *d_residual_attn_out_h_10_attn_501, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2843,9 +2123,9 @@ extern "C" __global__ void k29(const act_t *d_residual_linear_h_10_proj_496, con
     }
 }
 
-/* k30: sum of gradient contributions
+/* k6: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k30(const act_t *d_residual_attn_out_h_10_attn_501, const act_t *__restrict__ d_residual_linear_h_9_proj, act_t *d_residual_linear_h_9_proj_506, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k6(const act_t *d_residual_attn_out_h_10_attn_501, const act_t *__restrict__ d_residual_linear_h_9_proj, act_t *d_residual_linear_h_9_proj_506, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2870,9 +2150,9 @@ extern "C" __global__ void k30(const act_t *d_residual_attn_out_h_10_attn_501, c
     }
 }
 
-/* k31: gelu (tanh) backward
+/* k7: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k31(const act_t *d_gelu_h_9_2, const act_t *__restrict__ linear_h_9_fc, act_t *d_linear_h_9_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k7(const act_t *d_gelu_h_9_2, const act_t *__restrict__ linear_h_9_fc, act_t *d_linear_h_9_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2897,9 +2177,9 @@ extern "C" __global__ void k31(const act_t *d_gelu_h_9_2, const act_t *__restric
     }
 }
 
-/* k32: sum of gradient contributions
+/* k8: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k32(const act_t *d_residual_linear_h_9_proj_506, const act_t *__restrict__ d_residual_attn_out_h_9_attn, act_t *d_residual_attn_out_h_9_attn_511, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k8(const act_t *d_residual_linear_h_9_proj_506, const act_t *__restrict__ d_residual_attn_out_h_9_attn, act_t *d_residual_attn_out_h_9_attn_511, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2924,9 +2204,9 @@ extern "C" __global__ void k32(const act_t *d_residual_linear_h_9_proj_506, cons
     }
 }
 
-/* k33: sum of gradient contributions
+/* k9: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k33(const act_t *d_residual_attn_out_h_9_attn_511, const act_t *__restrict__ d_residual_linear_h_8_proj, act_t *d_residual_linear_h_8_proj_516, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k9(const act_t *d_residual_attn_out_h_9_attn_511, const act_t *__restrict__ d_residual_linear_h_8_proj, act_t *d_residual_linear_h_8_proj_516, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2951,9 +2231,9 @@ extern "C" __global__ void k33(const act_t *d_residual_attn_out_h_9_attn_511, co
     }
 }
 
-/* k34: gelu (tanh) backward
+/* k10: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k34(const act_t *d_gelu_h_8_2, const act_t *__restrict__ linear_h_8_fc, act_t *d_linear_h_8_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k10(const act_t *d_gelu_h_8_2, const act_t *__restrict__ linear_h_8_fc, act_t *d_linear_h_8_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2978,9 +2258,9 @@ extern "C" __global__ void k34(const act_t *d_gelu_h_8_2, const act_t *__restric
     }
 }
 
-/* k35: sum of gradient contributions
+/* k11: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k35(const act_t *d_residual_linear_h_8_proj_516, const act_t *__restrict__ d_residual_attn_out_h_8_attn, act_t *d_residual_attn_out_h_8_attn_521, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k11(const act_t *d_residual_linear_h_8_proj_516, const act_t *__restrict__ d_residual_attn_out_h_8_attn, act_t *d_residual_attn_out_h_8_attn_521, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3005,9 +2285,9 @@ extern "C" __global__ void k35(const act_t *d_residual_linear_h_8_proj_516, cons
     }
 }
 
-/* k36: sum of gradient contributions
+/* k12: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k36(const act_t *d_residual_attn_out_h_8_attn_521, const act_t *__restrict__ d_residual_linear_h_7_proj, act_t *d_residual_linear_h_7_proj_526, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k12(const act_t *d_residual_attn_out_h_8_attn_521, const act_t *__restrict__ d_residual_linear_h_7_proj, act_t *d_residual_linear_h_7_proj_526, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3032,9 +2312,9 @@ extern "C" __global__ void k36(const act_t *d_residual_attn_out_h_8_attn_521, co
     }
 }
 
-/* k37: gelu (tanh) backward
+/* k13: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k37(const act_t *d_gelu_h_7_2, const act_t *__restrict__ linear_h_7_fc, act_t *d_linear_h_7_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k13(const act_t *d_gelu_h_7_2, const act_t *__restrict__ linear_h_7_fc, act_t *d_linear_h_7_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3059,9 +2339,9 @@ extern "C" __global__ void k37(const act_t *d_gelu_h_7_2, const act_t *__restric
     }
 }
 
-/* k38: sum of gradient contributions
+/* k14: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k38(const act_t *d_residual_linear_h_7_proj_526, const act_t *__restrict__ d_residual_attn_out_h_7_attn, act_t *d_residual_attn_out_h_7_attn_531, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k14(const act_t *d_residual_linear_h_7_proj_526, const act_t *__restrict__ d_residual_attn_out_h_7_attn, act_t *d_residual_attn_out_h_7_attn_531, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3086,9 +2366,9 @@ extern "C" __global__ void k38(const act_t *d_residual_linear_h_7_proj_526, cons
     }
 }
 
-/* k39: sum of gradient contributions
+/* k15: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k39(const act_t *d_residual_attn_out_h_7_attn_531, const act_t *__restrict__ d_residual_linear_h_6_proj, act_t *d_residual_linear_h_6_proj_536, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k15(const act_t *d_residual_attn_out_h_7_attn_531, const act_t *__restrict__ d_residual_linear_h_6_proj, act_t *d_residual_linear_h_6_proj_536, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3113,9 +2393,9 @@ extern "C" __global__ void k39(const act_t *d_residual_attn_out_h_7_attn_531, co
     }
 }
 
-/* k40: gelu (tanh) backward
+/* k16: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k40(const act_t *d_gelu_h_6_2, const act_t *__restrict__ linear_h_6_fc, act_t *d_linear_h_6_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k16(const act_t *d_gelu_h_6_2, const act_t *__restrict__ linear_h_6_fc, act_t *d_linear_h_6_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3140,9 +2420,9 @@ extern "C" __global__ void k40(const act_t *d_gelu_h_6_2, const act_t *__restric
     }
 }
 
-/* k41: sum of gradient contributions
+/* k17: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k41(const act_t *d_residual_linear_h_6_proj_536, const act_t *__restrict__ d_residual_attn_out_h_6_attn, act_t *d_residual_attn_out_h_6_attn_541, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k17(const act_t *d_residual_linear_h_6_proj_536, const act_t *__restrict__ d_residual_attn_out_h_6_attn, act_t *d_residual_attn_out_h_6_attn_541, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3167,9 +2447,9 @@ extern "C" __global__ void k41(const act_t *d_residual_linear_h_6_proj_536, cons
     }
 }
 
-/* k42: sum of gradient contributions
+/* k18: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k42(const act_t *d_residual_attn_out_h_6_attn_541, const act_t *__restrict__ d_residual_linear_h_5_proj, act_t *d_residual_linear_h_5_proj_546, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k18(const act_t *d_residual_attn_out_h_6_attn_541, const act_t *__restrict__ d_residual_linear_h_5_proj, act_t *d_residual_linear_h_5_proj_546, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3194,9 +2474,9 @@ extern "C" __global__ void k42(const act_t *d_residual_attn_out_h_6_attn_541, co
     }
 }
 
-/* k43: gelu (tanh) backward
+/* k19: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k43(const act_t *d_gelu_h_5_2, const act_t *__restrict__ linear_h_5_fc, act_t *d_linear_h_5_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k19(const act_t *d_gelu_h_5_2, const act_t *__restrict__ linear_h_5_fc, act_t *d_linear_h_5_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3221,9 +2501,9 @@ extern "C" __global__ void k43(const act_t *d_gelu_h_5_2, const act_t *__restric
     }
 }
 
-/* k44: sum of gradient contributions
+/* k20: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k44(const act_t *d_residual_linear_h_5_proj_546, const act_t *__restrict__ d_residual_attn_out_h_5_attn, act_t *d_residual_attn_out_h_5_attn_551, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k20(const act_t *d_residual_linear_h_5_proj_546, const act_t *__restrict__ d_residual_attn_out_h_5_attn, act_t *d_residual_attn_out_h_5_attn_551, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3248,9 +2528,9 @@ extern "C" __global__ void k44(const act_t *d_residual_linear_h_5_proj_546, cons
     }
 }
 
-/* k45: sum of gradient contributions
+/* k21: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k45(const act_t *d_residual_attn_out_h_5_attn_551, const act_t *__restrict__ d_residual_linear_h_4_proj, act_t *d_residual_linear_h_4_proj_556, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k21(const act_t *d_residual_attn_out_h_5_attn_551, const act_t *__restrict__ d_residual_linear_h_4_proj, act_t *d_residual_linear_h_4_proj_556, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3275,9 +2555,9 @@ extern "C" __global__ void k45(const act_t *d_residual_attn_out_h_5_attn_551, co
     }
 }
 
-/* k46: gelu (tanh) backward
+/* k22: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k46(const act_t *d_gelu_h_4_2, const act_t *__restrict__ linear_h_4_fc, act_t *d_linear_h_4_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k22(const act_t *d_gelu_h_4_2, const act_t *__restrict__ linear_h_4_fc, act_t *d_linear_h_4_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3302,9 +2582,9 @@ extern "C" __global__ void k46(const act_t *d_gelu_h_4_2, const act_t *__restric
     }
 }
 
-/* k47: sum of gradient contributions
+/* k23: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k47(const act_t *d_residual_linear_h_4_proj_556, const act_t *__restrict__ d_residual_attn_out_h_4_attn, act_t *d_residual_attn_out_h_4_attn_561, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k23(const act_t *d_residual_linear_h_4_proj_556, const act_t *__restrict__ d_residual_attn_out_h_4_attn, act_t *d_residual_attn_out_h_4_attn_561, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3329,9 +2609,9 @@ extern "C" __global__ void k47(const act_t *d_residual_linear_h_4_proj_556, cons
     }
 }
 
-/* k48: sum of gradient contributions
+/* k24: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k48(const act_t *d_residual_attn_out_h_4_attn_561, const act_t *__restrict__ d_residual_linear_h_3_proj, act_t *d_residual_linear_h_3_proj_566, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k24(const act_t *d_residual_attn_out_h_4_attn_561, const act_t *__restrict__ d_residual_linear_h_3_proj, act_t *d_residual_linear_h_3_proj_566, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3356,9 +2636,9 @@ extern "C" __global__ void k48(const act_t *d_residual_attn_out_h_4_attn_561, co
     }
 }
 
-/* k49: gelu (tanh) backward
+/* k25: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k49(const act_t *d_gelu_h_3_2, const act_t *__restrict__ linear_h_3_fc, act_t *d_linear_h_3_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k25(const act_t *d_gelu_h_3_2, const act_t *__restrict__ linear_h_3_fc, act_t *d_linear_h_3_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3383,9 +2663,9 @@ extern "C" __global__ void k49(const act_t *d_gelu_h_3_2, const act_t *__restric
     }
 }
 
-/* k50: sum of gradient contributions
+/* k26: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k50(const act_t *d_residual_linear_h_3_proj_566, const act_t *__restrict__ d_residual_attn_out_h_3_attn, act_t *d_residual_attn_out_h_3_attn_571, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k26(const act_t *d_residual_linear_h_3_proj_566, const act_t *__restrict__ d_residual_attn_out_h_3_attn, act_t *d_residual_attn_out_h_3_attn_571, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3410,9 +2690,9 @@ extern "C" __global__ void k50(const act_t *d_residual_linear_h_3_proj_566, cons
     }
 }
 
-/* k51: sum of gradient contributions
+/* k27: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k51(const act_t *d_residual_attn_out_h_3_attn_571, const act_t *__restrict__ d_residual_linear_h_2_proj, act_t *d_residual_linear_h_2_proj_576, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k27(const act_t *d_residual_attn_out_h_3_attn_571, const act_t *__restrict__ d_residual_linear_h_2_proj, act_t *d_residual_linear_h_2_proj_576, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3437,9 +2717,9 @@ extern "C" __global__ void k51(const act_t *d_residual_attn_out_h_3_attn_571, co
     }
 }
 
-/* k52: gelu (tanh) backward
+/* k28: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k52(const act_t *d_gelu_h_2_2, const act_t *__restrict__ linear_h_2_fc, act_t *d_linear_h_2_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k28(const act_t *d_gelu_h_2_2, const act_t *__restrict__ linear_h_2_fc, act_t *d_linear_h_2_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3464,9 +2744,9 @@ extern "C" __global__ void k52(const act_t *d_gelu_h_2_2, const act_t *__restric
     }
 }
 
-/* k53: sum of gradient contributions
+/* k29: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k53(const act_t *d_residual_linear_h_2_proj_576, const act_t *__restrict__ d_residual_attn_out_h_2_attn, act_t *d_residual_attn_out_h_2_attn_581, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k29(const act_t *d_residual_linear_h_2_proj_576, const act_t *__restrict__ d_residual_attn_out_h_2_attn, act_t *d_residual_attn_out_h_2_attn_581, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3491,9 +2771,9 @@ extern "C" __global__ void k53(const act_t *d_residual_linear_h_2_proj_576, cons
     }
 }
 
-/* k54: sum of gradient contributions
+/* k30: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k54(const act_t *d_residual_attn_out_h_2_attn_581, const act_t *__restrict__ d_residual_linear_h_1_proj, act_t *d_residual_linear_h_1_proj_586, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k30(const act_t *d_residual_attn_out_h_2_attn_581, const act_t *__restrict__ d_residual_linear_h_1_proj, act_t *d_residual_linear_h_1_proj_586, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3518,9 +2798,9 @@ extern "C" __global__ void k54(const act_t *d_residual_attn_out_h_2_attn_581, co
     }
 }
 
-/* k55: gelu (tanh) backward
+/* k31: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k55(const act_t *d_gelu_h_1_2, const act_t *__restrict__ linear_h_1_fc, act_t *d_linear_h_1_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k31(const act_t *d_gelu_h_1_2, const act_t *__restrict__ linear_h_1_fc, act_t *d_linear_h_1_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3545,9 +2825,9 @@ extern "C" __global__ void k55(const act_t *d_gelu_h_1_2, const act_t *__restric
     }
 }
 
-/* k56: sum of gradient contributions
+/* k32: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k56(const act_t *d_residual_linear_h_1_proj_586, const act_t *__restrict__ d_residual_attn_out_h_1_attn, act_t *d_residual_attn_out_h_1_attn_591, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k32(const act_t *d_residual_linear_h_1_proj_586, const act_t *__restrict__ d_residual_attn_out_h_1_attn, act_t *d_residual_attn_out_h_1_attn_591, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3572,9 +2852,9 @@ extern "C" __global__ void k56(const act_t *d_residual_linear_h_1_proj_586, cons
     }
 }
 
-/* k57: sum of gradient contributions
+/* k33: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k57(const act_t *d_residual_attn_out_h_1_attn_591, const act_t *__restrict__ d_residual_linear_h_0_proj, act_t *d_residual_linear_h_0_proj_596, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k33(const act_t *d_residual_attn_out_h_1_attn_591, const act_t *__restrict__ d_residual_linear_h_0_proj, act_t *d_residual_linear_h_0_proj_596, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3599,9 +2879,9 @@ extern "C" __global__ void k57(const act_t *d_residual_attn_out_h_1_attn_591, co
     }
 }
 
-/* k58: gelu (tanh) backward
+/* k34: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k58(const act_t *d_gelu_h_0_2, const act_t *__restrict__ linear_h_0_fc, act_t *d_linear_h_0_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k34(const act_t *d_gelu_h_0_2, const act_t *__restrict__ linear_h_0_fc, act_t *d_linear_h_0_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3626,9 +2906,9 @@ extern "C" __global__ void k58(const act_t *d_gelu_h_0_2, const act_t *__restric
     }
 }
 
-/* k59: sum of gradient contributions
+/* k35: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k59(const act_t *d_residual_linear_h_0_proj_596, const act_t *__restrict__ d_residual_attn_out_h_0_attn, act_t *d_residual_attn_out_h_0_attn_601, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k35(const act_t *d_residual_linear_h_0_proj_596, const act_t *__restrict__ d_residual_attn_out_h_0_attn, act_t *d_residual_attn_out_h_0_attn_601, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3653,9 +2933,9 @@ extern "C" __global__ void k59(const act_t *d_residual_linear_h_0_proj_596, cons
     }
 }
 
-/* k60: sum of gradient contributions
+/* k36: sum of gradient contributions
  *     from $.model.layers[1] */
-extern "C" __global__ void k60(const act_t *d_residual_attn_out_h_0_attn_601, const act_t *__restrict__ d_pos_embedding_wpe, act_t *d_pos_embedding_wpe_606, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k36(const act_t *d_residual_attn_out_h_0_attn_601, const act_t *__restrict__ d_pos_embedding_wpe, act_t *d_pos_embedding_wpe_606, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -3704,726 +2984,6 @@ extern "C" __global__ void ke0(const act_t *embedding_wte, const float *__restri
     for (int64_t i = done + first; i < n; i += stride) {
         float v0 = rt_ld(embedding_wte + i) + P_wpe_weight[i % 786432]; /* pos_embedding: + position rows */
         rt_st(pos_embedding_wpe + i, v0);
-    }
-}
-
-/* ke1: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void ke1(const act_t *attn_out_h_0_attn, const float *__restrict__ P_h_0_attn_proj_bias, const act_t *__restrict__ pos_embedding_wpe, act_t *residual_attn_out_h_0_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)attn_out_h_0_attn | (unsigned long long)pos_embedding_wpe | (unsigned long long)residual_attn_out_h_0_attn) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_attn_out_h_0_attn = rt_ld4(attn_out_h_0_attn + 4 * q);
-            const float4 r_pos_embedding_wpe = rt_ld4(pos_embedding_wpe + 4 * q);
-            float4 w_residual_attn_out_h_0_attn;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_attn_out_h_0_attn)[l] + P_h_0_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_pos_embedding_wpe)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_attn_out_h_0_attn)[l] = v1;
-            }
-            rt_st4(residual_attn_out_h_0_attn + 4 * q, w_residual_attn_out_h_0_attn);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(attn_out_h_0_attn + i) + P_h_0_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = rt_ld(pos_embedding_wpe + i) + v0; /* residual: x + body(x) */
-        rt_st(residual_attn_out_h_0_attn + i, v1);
-    }
-}
-
-/* ke2: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void ke2(const act_t *linear_h_0_proj, const float *__restrict__ P_h_0_proj_bias, const act_t *__restrict__ residual_attn_out_h_0_attn, act_t *residual_linear_h_0_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)linear_h_0_proj | (unsigned long long)residual_attn_out_h_0_attn | (unsigned long long)residual_linear_h_0_proj) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_linear_h_0_proj = rt_ld4(linear_h_0_proj + 4 * q);
-            const float4 r_residual_attn_out_h_0_attn = rt_ld4(residual_attn_out_h_0_attn + 4 * q);
-            float4 w_residual_linear_h_0_proj;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_linear_h_0_proj)[l] + P_h_0_proj_bias[i % 768]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_attn_out_h_0_attn)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_linear_h_0_proj)[l] = v1;
-            }
-            rt_st4(residual_linear_h_0_proj + 4 * q, w_residual_linear_h_0_proj);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(linear_h_0_proj + i) + P_h_0_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = rt_ld(residual_attn_out_h_0_attn + i) + v0; /* residual: x + body(x) */
-        rt_st(residual_linear_h_0_proj + i, v1);
-    }
-}
-
-/* ke3: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void ke3(const act_t *attn_out_h_1_attn, const float *__restrict__ P_h_1_attn_proj_bias, const act_t *__restrict__ residual_linear_h_0_proj, act_t *residual_attn_out_h_1_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)attn_out_h_1_attn | (unsigned long long)residual_linear_h_0_proj | (unsigned long long)residual_attn_out_h_1_attn) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_attn_out_h_1_attn = rt_ld4(attn_out_h_1_attn + 4 * q);
-            const float4 r_residual_linear_h_0_proj = rt_ld4(residual_linear_h_0_proj + 4 * q);
-            float4 w_residual_attn_out_h_1_attn;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_attn_out_h_1_attn)[l] + P_h_1_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_linear_h_0_proj)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_attn_out_h_1_attn)[l] = v1;
-            }
-            rt_st4(residual_attn_out_h_1_attn + 4 * q, w_residual_attn_out_h_1_attn);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(attn_out_h_1_attn + i) + P_h_1_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = rt_ld(residual_linear_h_0_proj + i) + v0; /* residual: x + body(x) */
-        rt_st(residual_attn_out_h_1_attn + i, v1);
-    }
-}
-
-/* ke4: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void ke4(const act_t *linear_h_1_proj, const float *__restrict__ P_h_1_proj_bias, const act_t *__restrict__ residual_attn_out_h_1_attn, act_t *residual_linear_h_1_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)linear_h_1_proj | (unsigned long long)residual_attn_out_h_1_attn | (unsigned long long)residual_linear_h_1_proj) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_linear_h_1_proj = rt_ld4(linear_h_1_proj + 4 * q);
-            const float4 r_residual_attn_out_h_1_attn = rt_ld4(residual_attn_out_h_1_attn + 4 * q);
-            float4 w_residual_linear_h_1_proj;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_linear_h_1_proj)[l] + P_h_1_proj_bias[i % 768]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_attn_out_h_1_attn)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_linear_h_1_proj)[l] = v1;
-            }
-            rt_st4(residual_linear_h_1_proj + 4 * q, w_residual_linear_h_1_proj);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(linear_h_1_proj + i) + P_h_1_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = rt_ld(residual_attn_out_h_1_attn + i) + v0; /* residual: x + body(x) */
-        rt_st(residual_linear_h_1_proj + i, v1);
-    }
-}
-
-/* ke5: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void ke5(const act_t *attn_out_h_2_attn, const float *__restrict__ P_h_2_attn_proj_bias, const act_t *__restrict__ residual_linear_h_1_proj, act_t *residual_attn_out_h_2_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)attn_out_h_2_attn | (unsigned long long)residual_linear_h_1_proj | (unsigned long long)residual_attn_out_h_2_attn) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_attn_out_h_2_attn = rt_ld4(attn_out_h_2_attn + 4 * q);
-            const float4 r_residual_linear_h_1_proj = rt_ld4(residual_linear_h_1_proj + 4 * q);
-            float4 w_residual_attn_out_h_2_attn;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_attn_out_h_2_attn)[l] + P_h_2_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_linear_h_1_proj)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_attn_out_h_2_attn)[l] = v1;
-            }
-            rt_st4(residual_attn_out_h_2_attn + 4 * q, w_residual_attn_out_h_2_attn);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(attn_out_h_2_attn + i) + P_h_2_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = rt_ld(residual_linear_h_1_proj + i) + v0; /* residual: x + body(x) */
-        rt_st(residual_attn_out_h_2_attn + i, v1);
-    }
-}
-
-/* ke6: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void ke6(const act_t *linear_h_2_proj, const float *__restrict__ P_h_2_proj_bias, const act_t *__restrict__ residual_attn_out_h_2_attn, act_t *residual_linear_h_2_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)linear_h_2_proj | (unsigned long long)residual_attn_out_h_2_attn | (unsigned long long)residual_linear_h_2_proj) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_linear_h_2_proj = rt_ld4(linear_h_2_proj + 4 * q);
-            const float4 r_residual_attn_out_h_2_attn = rt_ld4(residual_attn_out_h_2_attn + 4 * q);
-            float4 w_residual_linear_h_2_proj;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_linear_h_2_proj)[l] + P_h_2_proj_bias[i % 768]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_attn_out_h_2_attn)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_linear_h_2_proj)[l] = v1;
-            }
-            rt_st4(residual_linear_h_2_proj + 4 * q, w_residual_linear_h_2_proj);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(linear_h_2_proj + i) + P_h_2_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = rt_ld(residual_attn_out_h_2_attn + i) + v0; /* residual: x + body(x) */
-        rt_st(residual_linear_h_2_proj + i, v1);
-    }
-}
-
-/* ke7: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void ke7(const act_t *attn_out_h_3_attn, const float *__restrict__ P_h_3_attn_proj_bias, const act_t *__restrict__ residual_linear_h_2_proj, act_t *residual_attn_out_h_3_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)attn_out_h_3_attn | (unsigned long long)residual_linear_h_2_proj | (unsigned long long)residual_attn_out_h_3_attn) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_attn_out_h_3_attn = rt_ld4(attn_out_h_3_attn + 4 * q);
-            const float4 r_residual_linear_h_2_proj = rt_ld4(residual_linear_h_2_proj + 4 * q);
-            float4 w_residual_attn_out_h_3_attn;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_attn_out_h_3_attn)[l] + P_h_3_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_linear_h_2_proj)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_attn_out_h_3_attn)[l] = v1;
-            }
-            rt_st4(residual_attn_out_h_3_attn + 4 * q, w_residual_attn_out_h_3_attn);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(attn_out_h_3_attn + i) + P_h_3_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = rt_ld(residual_linear_h_2_proj + i) + v0; /* residual: x + body(x) */
-        rt_st(residual_attn_out_h_3_attn + i, v1);
-    }
-}
-
-/* ke8: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void ke8(const act_t *linear_h_3_proj, const float *__restrict__ P_h_3_proj_bias, const act_t *__restrict__ residual_attn_out_h_3_attn, act_t *residual_linear_h_3_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)linear_h_3_proj | (unsigned long long)residual_attn_out_h_3_attn | (unsigned long long)residual_linear_h_3_proj) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_linear_h_3_proj = rt_ld4(linear_h_3_proj + 4 * q);
-            const float4 r_residual_attn_out_h_3_attn = rt_ld4(residual_attn_out_h_3_attn + 4 * q);
-            float4 w_residual_linear_h_3_proj;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_linear_h_3_proj)[l] + P_h_3_proj_bias[i % 768]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_attn_out_h_3_attn)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_linear_h_3_proj)[l] = v1;
-            }
-            rt_st4(residual_linear_h_3_proj + 4 * q, w_residual_linear_h_3_proj);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(linear_h_3_proj + i) + P_h_3_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = rt_ld(residual_attn_out_h_3_attn + i) + v0; /* residual: x + body(x) */
-        rt_st(residual_linear_h_3_proj + i, v1);
-    }
-}
-
-/* ke9: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void ke9(const act_t *attn_out_h_4_attn, const float *__restrict__ P_h_4_attn_proj_bias, const act_t *__restrict__ residual_linear_h_3_proj, act_t *residual_attn_out_h_4_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)attn_out_h_4_attn | (unsigned long long)residual_linear_h_3_proj | (unsigned long long)residual_attn_out_h_4_attn) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_attn_out_h_4_attn = rt_ld4(attn_out_h_4_attn + 4 * q);
-            const float4 r_residual_linear_h_3_proj = rt_ld4(residual_linear_h_3_proj + 4 * q);
-            float4 w_residual_attn_out_h_4_attn;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_attn_out_h_4_attn)[l] + P_h_4_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_linear_h_3_proj)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_attn_out_h_4_attn)[l] = v1;
-            }
-            rt_st4(residual_attn_out_h_4_attn + 4 * q, w_residual_attn_out_h_4_attn);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(attn_out_h_4_attn + i) + P_h_4_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = rt_ld(residual_linear_h_3_proj + i) + v0; /* residual: x + body(x) */
-        rt_st(residual_attn_out_h_4_attn + i, v1);
-    }
-}
-
-/* ke10: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void ke10(const act_t *linear_h_4_proj, const float *__restrict__ P_h_4_proj_bias, const act_t *__restrict__ residual_attn_out_h_4_attn, act_t *residual_linear_h_4_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)linear_h_4_proj | (unsigned long long)residual_attn_out_h_4_attn | (unsigned long long)residual_linear_h_4_proj) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_linear_h_4_proj = rt_ld4(linear_h_4_proj + 4 * q);
-            const float4 r_residual_attn_out_h_4_attn = rt_ld4(residual_attn_out_h_4_attn + 4 * q);
-            float4 w_residual_linear_h_4_proj;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_linear_h_4_proj)[l] + P_h_4_proj_bias[i % 768]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_attn_out_h_4_attn)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_linear_h_4_proj)[l] = v1;
-            }
-            rt_st4(residual_linear_h_4_proj + 4 * q, w_residual_linear_h_4_proj);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(linear_h_4_proj + i) + P_h_4_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = rt_ld(residual_attn_out_h_4_attn + i) + v0; /* residual: x + body(x) */
-        rt_st(residual_linear_h_4_proj + i, v1);
-    }
-}
-
-/* ke11: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void ke11(const act_t *attn_out_h_5_attn, const float *__restrict__ P_h_5_attn_proj_bias, const act_t *__restrict__ residual_linear_h_4_proj, act_t *residual_attn_out_h_5_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)attn_out_h_5_attn | (unsigned long long)residual_linear_h_4_proj | (unsigned long long)residual_attn_out_h_5_attn) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_attn_out_h_5_attn = rt_ld4(attn_out_h_5_attn + 4 * q);
-            const float4 r_residual_linear_h_4_proj = rt_ld4(residual_linear_h_4_proj + 4 * q);
-            float4 w_residual_attn_out_h_5_attn;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_attn_out_h_5_attn)[l] + P_h_5_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_linear_h_4_proj)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_attn_out_h_5_attn)[l] = v1;
-            }
-            rt_st4(residual_attn_out_h_5_attn + 4 * q, w_residual_attn_out_h_5_attn);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(attn_out_h_5_attn + i) + P_h_5_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = rt_ld(residual_linear_h_4_proj + i) + v0; /* residual: x + body(x) */
-        rt_st(residual_attn_out_h_5_attn + i, v1);
-    }
-}
-
-/* ke12: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void ke12(const act_t *linear_h_5_proj, const float *__restrict__ P_h_5_proj_bias, const act_t *__restrict__ residual_attn_out_h_5_attn, act_t *residual_linear_h_5_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)linear_h_5_proj | (unsigned long long)residual_attn_out_h_5_attn | (unsigned long long)residual_linear_h_5_proj) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_linear_h_5_proj = rt_ld4(linear_h_5_proj + 4 * q);
-            const float4 r_residual_attn_out_h_5_attn = rt_ld4(residual_attn_out_h_5_attn + 4 * q);
-            float4 w_residual_linear_h_5_proj;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_linear_h_5_proj)[l] + P_h_5_proj_bias[i % 768]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_attn_out_h_5_attn)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_linear_h_5_proj)[l] = v1;
-            }
-            rt_st4(residual_linear_h_5_proj + 4 * q, w_residual_linear_h_5_proj);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(linear_h_5_proj + i) + P_h_5_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = rt_ld(residual_attn_out_h_5_attn + i) + v0; /* residual: x + body(x) */
-        rt_st(residual_linear_h_5_proj + i, v1);
-    }
-}
-
-/* ke13: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void ke13(const act_t *attn_out_h_6_attn, const float *__restrict__ P_h_6_attn_proj_bias, const act_t *__restrict__ residual_linear_h_5_proj, act_t *residual_attn_out_h_6_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)attn_out_h_6_attn | (unsigned long long)residual_linear_h_5_proj | (unsigned long long)residual_attn_out_h_6_attn) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_attn_out_h_6_attn = rt_ld4(attn_out_h_6_attn + 4 * q);
-            const float4 r_residual_linear_h_5_proj = rt_ld4(residual_linear_h_5_proj + 4 * q);
-            float4 w_residual_attn_out_h_6_attn;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_attn_out_h_6_attn)[l] + P_h_6_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_linear_h_5_proj)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_attn_out_h_6_attn)[l] = v1;
-            }
-            rt_st4(residual_attn_out_h_6_attn + 4 * q, w_residual_attn_out_h_6_attn);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(attn_out_h_6_attn + i) + P_h_6_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = rt_ld(residual_linear_h_5_proj + i) + v0; /* residual: x + body(x) */
-        rt_st(residual_attn_out_h_6_attn + i, v1);
-    }
-}
-
-/* ke14: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void ke14(const act_t *linear_h_6_proj, const float *__restrict__ P_h_6_proj_bias, const act_t *__restrict__ residual_attn_out_h_6_attn, act_t *residual_linear_h_6_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)linear_h_6_proj | (unsigned long long)residual_attn_out_h_6_attn | (unsigned long long)residual_linear_h_6_proj) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_linear_h_6_proj = rt_ld4(linear_h_6_proj + 4 * q);
-            const float4 r_residual_attn_out_h_6_attn = rt_ld4(residual_attn_out_h_6_attn + 4 * q);
-            float4 w_residual_linear_h_6_proj;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_linear_h_6_proj)[l] + P_h_6_proj_bias[i % 768]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_attn_out_h_6_attn)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_linear_h_6_proj)[l] = v1;
-            }
-            rt_st4(residual_linear_h_6_proj + 4 * q, w_residual_linear_h_6_proj);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(linear_h_6_proj + i) + P_h_6_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = rt_ld(residual_attn_out_h_6_attn + i) + v0; /* residual: x + body(x) */
-        rt_st(residual_linear_h_6_proj + i, v1);
-    }
-}
-
-/* ke15: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void ke15(const act_t *attn_out_h_7_attn, const float *__restrict__ P_h_7_attn_proj_bias, const act_t *__restrict__ residual_linear_h_6_proj, act_t *residual_attn_out_h_7_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)attn_out_h_7_attn | (unsigned long long)residual_linear_h_6_proj | (unsigned long long)residual_attn_out_h_7_attn) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_attn_out_h_7_attn = rt_ld4(attn_out_h_7_attn + 4 * q);
-            const float4 r_residual_linear_h_6_proj = rt_ld4(residual_linear_h_6_proj + 4 * q);
-            float4 w_residual_attn_out_h_7_attn;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_attn_out_h_7_attn)[l] + P_h_7_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_linear_h_6_proj)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_attn_out_h_7_attn)[l] = v1;
-            }
-            rt_st4(residual_attn_out_h_7_attn + 4 * q, w_residual_attn_out_h_7_attn);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(attn_out_h_7_attn + i) + P_h_7_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = rt_ld(residual_linear_h_6_proj + i) + v0; /* residual: x + body(x) */
-        rt_st(residual_attn_out_h_7_attn + i, v1);
-    }
-}
-
-/* ke16: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void ke16(const act_t *linear_h_7_proj, const float *__restrict__ P_h_7_proj_bias, const act_t *__restrict__ residual_attn_out_h_7_attn, act_t *residual_linear_h_7_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)linear_h_7_proj | (unsigned long long)residual_attn_out_h_7_attn | (unsigned long long)residual_linear_h_7_proj) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_linear_h_7_proj = rt_ld4(linear_h_7_proj + 4 * q);
-            const float4 r_residual_attn_out_h_7_attn = rt_ld4(residual_attn_out_h_7_attn + 4 * q);
-            float4 w_residual_linear_h_7_proj;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_linear_h_7_proj)[l] + P_h_7_proj_bias[i % 768]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_attn_out_h_7_attn)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_linear_h_7_proj)[l] = v1;
-            }
-            rt_st4(residual_linear_h_7_proj + 4 * q, w_residual_linear_h_7_proj);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(linear_h_7_proj + i) + P_h_7_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = rt_ld(residual_attn_out_h_7_attn + i) + v0; /* residual: x + body(x) */
-        rt_st(residual_linear_h_7_proj + i, v1);
-    }
-}
-
-/* ke17: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void ke17(const act_t *attn_out_h_8_attn, const float *__restrict__ P_h_8_attn_proj_bias, const act_t *__restrict__ residual_linear_h_7_proj, act_t *residual_attn_out_h_8_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)attn_out_h_8_attn | (unsigned long long)residual_linear_h_7_proj | (unsigned long long)residual_attn_out_h_8_attn) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_attn_out_h_8_attn = rt_ld4(attn_out_h_8_attn + 4 * q);
-            const float4 r_residual_linear_h_7_proj = rt_ld4(residual_linear_h_7_proj + 4 * q);
-            float4 w_residual_attn_out_h_8_attn;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_attn_out_h_8_attn)[l] + P_h_8_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_linear_h_7_proj)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_attn_out_h_8_attn)[l] = v1;
-            }
-            rt_st4(residual_attn_out_h_8_attn + 4 * q, w_residual_attn_out_h_8_attn);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(attn_out_h_8_attn + i) + P_h_8_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = rt_ld(residual_linear_h_7_proj + i) + v0; /* residual: x + body(x) */
-        rt_st(residual_attn_out_h_8_attn + i, v1);
-    }
-}
-
-/* ke18: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void ke18(const act_t *linear_h_8_proj, const float *__restrict__ P_h_8_proj_bias, const act_t *__restrict__ residual_attn_out_h_8_attn, act_t *residual_linear_h_8_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)linear_h_8_proj | (unsigned long long)residual_attn_out_h_8_attn | (unsigned long long)residual_linear_h_8_proj) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_linear_h_8_proj = rt_ld4(linear_h_8_proj + 4 * q);
-            const float4 r_residual_attn_out_h_8_attn = rt_ld4(residual_attn_out_h_8_attn + 4 * q);
-            float4 w_residual_linear_h_8_proj;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_linear_h_8_proj)[l] + P_h_8_proj_bias[i % 768]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_attn_out_h_8_attn)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_linear_h_8_proj)[l] = v1;
-            }
-            rt_st4(residual_linear_h_8_proj + 4 * q, w_residual_linear_h_8_proj);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(linear_h_8_proj + i) + P_h_8_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = rt_ld(residual_attn_out_h_8_attn + i) + v0; /* residual: x + body(x) */
-        rt_st(residual_linear_h_8_proj + i, v1);
-    }
-}
-
-/* ke19: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void ke19(const act_t *attn_out_h_9_attn, const float *__restrict__ P_h_9_attn_proj_bias, const act_t *__restrict__ residual_linear_h_8_proj, act_t *residual_attn_out_h_9_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)attn_out_h_9_attn | (unsigned long long)residual_linear_h_8_proj | (unsigned long long)residual_attn_out_h_9_attn) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_attn_out_h_9_attn = rt_ld4(attn_out_h_9_attn + 4 * q);
-            const float4 r_residual_linear_h_8_proj = rt_ld4(residual_linear_h_8_proj + 4 * q);
-            float4 w_residual_attn_out_h_9_attn;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_attn_out_h_9_attn)[l] + P_h_9_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_linear_h_8_proj)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_attn_out_h_9_attn)[l] = v1;
-            }
-            rt_st4(residual_attn_out_h_9_attn + 4 * q, w_residual_attn_out_h_9_attn);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(attn_out_h_9_attn + i) + P_h_9_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = rt_ld(residual_linear_h_8_proj + i) + v0; /* residual: x + body(x) */
-        rt_st(residual_attn_out_h_9_attn + i, v1);
-    }
-}
-
-/* ke20: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void ke20(const act_t *linear_h_9_proj, const float *__restrict__ P_h_9_proj_bias, const act_t *__restrict__ residual_attn_out_h_9_attn, act_t *residual_linear_h_9_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)linear_h_9_proj | (unsigned long long)residual_attn_out_h_9_attn | (unsigned long long)residual_linear_h_9_proj) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_linear_h_9_proj = rt_ld4(linear_h_9_proj + 4 * q);
-            const float4 r_residual_attn_out_h_9_attn = rt_ld4(residual_attn_out_h_9_attn + 4 * q);
-            float4 w_residual_linear_h_9_proj;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_linear_h_9_proj)[l] + P_h_9_proj_bias[i % 768]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_attn_out_h_9_attn)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_linear_h_9_proj)[l] = v1;
-            }
-            rt_st4(residual_linear_h_9_proj + 4 * q, w_residual_linear_h_9_proj);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(linear_h_9_proj + i) + P_h_9_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = rt_ld(residual_attn_out_h_9_attn + i) + v0; /* residual: x + body(x) */
-        rt_st(residual_linear_h_9_proj + i, v1);
-    }
-}
-
-/* ke21: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void ke21(const act_t *attn_out_h_10_attn, const float *__restrict__ P_h_10_attn_proj_bias, const act_t *__restrict__ residual_linear_h_9_proj, act_t *residual_attn_out_h_10_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)attn_out_h_10_attn | (unsigned long long)residual_linear_h_9_proj | (unsigned long long)residual_attn_out_h_10_attn) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_attn_out_h_10_attn = rt_ld4(attn_out_h_10_attn + 4 * q);
-            const float4 r_residual_linear_h_9_proj = rt_ld4(residual_linear_h_9_proj + 4 * q);
-            float4 w_residual_attn_out_h_10_attn;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_attn_out_h_10_attn)[l] + P_h_10_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_linear_h_9_proj)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_attn_out_h_10_attn)[l] = v1;
-            }
-            rt_st4(residual_attn_out_h_10_attn + 4 * q, w_residual_attn_out_h_10_attn);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(attn_out_h_10_attn + i) + P_h_10_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = rt_ld(residual_linear_h_9_proj + i) + v0; /* residual: x + body(x) */
-        rt_st(residual_attn_out_h_10_attn + i, v1);
-    }
-}
-
-/* ke22: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void ke22(const act_t *linear_h_10_proj, const float *__restrict__ P_h_10_proj_bias, const act_t *__restrict__ residual_attn_out_h_10_attn, act_t *residual_linear_h_10_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)linear_h_10_proj | (unsigned long long)residual_attn_out_h_10_attn | (unsigned long long)residual_linear_h_10_proj) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_linear_h_10_proj = rt_ld4(linear_h_10_proj + 4 * q);
-            const float4 r_residual_attn_out_h_10_attn = rt_ld4(residual_attn_out_h_10_attn + 4 * q);
-            float4 w_residual_linear_h_10_proj;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_linear_h_10_proj)[l] + P_h_10_proj_bias[i % 768]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_attn_out_h_10_attn)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_linear_h_10_proj)[l] = v1;
-            }
-            rt_st4(residual_linear_h_10_proj + 4 * q, w_residual_linear_h_10_proj);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(linear_h_10_proj + i) + P_h_10_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = rt_ld(residual_attn_out_h_10_attn + i) + v0; /* residual: x + body(x) */
-        rt_st(residual_linear_h_10_proj + i, v1);
-    }
-}
-
-/* ke23: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void ke23(const act_t *attn_out_h_11_attn, const float *__restrict__ P_h_11_attn_proj_bias, const act_t *__restrict__ residual_linear_h_10_proj, act_t *residual_attn_out_h_11_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)attn_out_h_11_attn | (unsigned long long)residual_linear_h_10_proj | (unsigned long long)residual_attn_out_h_11_attn) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_attn_out_h_11_attn = rt_ld4(attn_out_h_11_attn + 4 * q);
-            const float4 r_residual_linear_h_10_proj = rt_ld4(residual_linear_h_10_proj + 4 * q);
-            float4 w_residual_attn_out_h_11_attn;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_attn_out_h_11_attn)[l] + P_h_11_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_linear_h_10_proj)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_attn_out_h_11_attn)[l] = v1;
-            }
-            rt_st4(residual_attn_out_h_11_attn + 4 * q, w_residual_attn_out_h_11_attn);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(attn_out_h_11_attn + i) + P_h_11_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = rt_ld(residual_linear_h_10_proj + i) + v0; /* residual: x + body(x) */
-        rt_st(residual_attn_out_h_11_attn + i, v1);
-    }
-}
-
-/* ke24: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void ke24(const act_t *linear_h_11_proj, const float *__restrict__ P_h_11_proj_bias, const act_t *__restrict__ residual_attn_out_h_11_attn, act_t *residual_linear_h_11_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)linear_h_11_proj | (unsigned long long)residual_attn_out_h_11_attn | (unsigned long long)residual_linear_h_11_proj) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_linear_h_11_proj = rt_ld4(linear_h_11_proj + 4 * q);
-            const float4 r_residual_attn_out_h_11_attn = rt_ld4(residual_attn_out_h_11_attn + 4 * q);
-            float4 w_residual_linear_h_11_proj;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_linear_h_11_proj)[l] + P_h_11_proj_bias[i % 768]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_attn_out_h_11_attn)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_linear_h_11_proj)[l] = v1;
-            }
-            rt_st4(residual_linear_h_11_proj + 4 * q, w_residual_linear_h_11_proj);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(linear_h_11_proj + i) + P_h_11_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = rt_ld(residual_attn_out_h_11_attn + i) + v0; /* residual: x + body(x) */
-        rt_st(residual_linear_h_11_proj + i, v1);
     }
 }
 

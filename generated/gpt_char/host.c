@@ -33,7 +33,6 @@ static void forward(rt_exec *e, int train)
     float *lse_h_0_attn = ACT(4587520);
     float *attn_y_h_0_attn = ACT(3276800);
     const float *P_h_0_attn_proj_weight = e->params + 98944;
-    float *attn_out_h_0_attn = ACT(3342336);
     const float *P_h_0_attn_proj_bias = e->params + 115328;
     float *residual_attn_out_h_0_attn = ACT(3342336);
     const float *P_h_0_ln_2_weight = e->params + 115456;
@@ -46,7 +45,6 @@ static void forward(rt_exec *e, int train)
     float *linear_h_0_fc = ACT(0);
     float *gelu_h_0_2 = ACT(262144);
     const float *P_h_0_proj_weight = e->params + 181760;
-    float *linear_h_0_proj = ACT(3473408);
     const float *P_h_0_proj_bias = e->params + 247296;
     float *residual_linear_h_0_proj = ACT(3473408);
     const float *P_h_1_ln_1_weight = e->params + 247424;
@@ -60,7 +58,6 @@ static void forward(rt_exec *e, int train)
     float *lse_h_1_attn = ACT(4589568);
     float *attn_y_h_1_attn = ACT(3604480);
     const float *P_h_1_attn_proj_weight = e->params + 297216;
-    float *attn_out_h_1_attn = ACT(3670016);
     const float *P_h_1_attn_proj_bias = e->params + 313600;
     float *residual_attn_out_h_1_attn = ACT(3670016);
     const float *P_h_1_ln_2_weight = e->params + 313728;
@@ -73,7 +70,6 @@ static void forward(rt_exec *e, int train)
     float *linear_h_1_fc = ACT(524288);
     float *gelu_h_1_2 = ACT(786432);
     const float *P_h_1_proj_weight = e->params + 380032;
-    float *linear_h_1_proj = ACT(3801088);
     const float *P_h_1_proj_bias = e->params + 445568;
     float *residual_linear_h_1_proj = ACT(3801088);
     const float *P_h_2_ln_1_weight = e->params + 445696;
@@ -87,7 +83,6 @@ static void forward(rt_exec *e, int train)
     float *lse_h_2_attn = ACT(4591616);
     float *attn_y_h_2_attn = ACT(3932160);
     const float *P_h_2_attn_proj_weight = e->params + 495488;
-    float *attn_out_h_2_attn = ACT(3997696);
     const float *P_h_2_attn_proj_bias = e->params + 511872;
     float *residual_attn_out_h_2_attn = ACT(3997696);
     const float *P_h_2_ln_2_weight = e->params + 512000;
@@ -100,7 +95,6 @@ static void forward(rt_exec *e, int train)
     float *linear_h_2_fc = ACT(1048576);
     float *gelu_h_2_2 = ACT(1310720);
     const float *P_h_2_proj_weight = e->params + 578304;
-    float *linear_h_2_proj = ACT(4128768);
     const float *P_h_2_proj_bias = e->params + 643840;
     float *residual_linear_h_2_proj = ACT(4128768);
     const float *P_h_3_ln_1_weight = e->params + 643968;
@@ -114,7 +108,6 @@ static void forward(rt_exec *e, int train)
     float *lse_h_3_attn = ACT(4593664);
     float *attn_y_h_3_attn = ACT(4259840);
     const float *P_h_3_attn_proj_weight = e->params + 693760;
-    float *attn_out_h_3_attn = ACT(4325376);
     const float *P_h_3_attn_proj_bias = e->params + 710144;
     float *residual_attn_out_h_3_attn = ACT(4325376);
     const float *P_h_3_ln_2_weight = e->params + 710272;
@@ -127,7 +120,6 @@ static void forward(rt_exec *e, int train)
     float *linear_h_3_fc = ACT(1572864);
     float *gelu_h_3_2 = ACT(1835008);
     const float *P_h_3_proj_weight = e->params + 776576;
-    float *linear_h_3_proj = ACT(4456448);
     const float *P_h_3_proj_bias = e->params + 842112;
     float *residual_linear_h_3_proj = ACT(4456448);
     const float *P_ln_f_weight = e->params + 842240;
@@ -149,72 +141,56 @@ static void forward(rt_exec *e, int train)
     rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_0_ln_1, 128, P_h_0_attn_qkv_weight, 128, qkv_h_0_attn, 384, P_h_0_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_0_attn, lse_h_0_attn, attn_y_h_0_attn, e->B, 128, 128, 4, 1);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_0_attn, 128, P_h_0_attn_proj_weight, 128, 0.0f, attn_out_h_0_attn, 128);
-    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k1", k1, e->B * 16384, 4, (void *[]){&attn_out_h_0_attn, &P_h_0_attn_proj_bias, &pos_embedding_wpe, &residual_attn_out_h_0_attn});
+    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_0_attn, 128, P_h_0_attn_proj_weight, 128, residual_attn_out_h_0_attn, 128, P_h_0_attn_proj_bias, pos_embedding_wpe, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, P_h_0_ln_2_bias, layernorm_h_0_ln_2, ln_mean_h_0_ln_2, ln_rstd_h_0_ln_2, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
     rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_0_ln_2, 128, P_h_0_fc_weight, 128, linear_h_0_fc, 512, P_h_0_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_0_2);
-    /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_0_2, 512, P_h_0_proj_weight, 512, 0.0f, linear_h_0_proj, 128);
-    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k2", k2, e->B * 16384, 4, (void *[]){&linear_h_0_proj, &P_h_0_proj_bias, &residual_attn_out_h_0_attn, &residual_linear_h_0_proj});
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_0_2, 512, P_h_0_proj_weight, 512, residual_linear_h_0_proj, 128, P_h_0_proj_bias, residual_attn_out_h_0_attn, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, P_h_1_ln_1_bias, layernorm_h_1_ln_1, ln_mean_h_1_ln_1, ln_rstd_h_1_ln_1, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
     rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_1_ln_1, 128, P_h_1_attn_qkv_weight, 128, qkv_h_1_attn, 384, P_h_1_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_1_attn, lse_h_1_attn, attn_y_h_1_attn, e->B, 128, 128, 4, 1);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_1_attn, 128, P_h_1_attn_proj_weight, 128, 0.0f, attn_out_h_1_attn, 128);
-    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k3", k3, e->B * 16384, 4, (void *[]){&attn_out_h_1_attn, &P_h_1_attn_proj_bias, &residual_linear_h_0_proj, &residual_attn_out_h_1_attn});
+    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_1_attn, 128, P_h_1_attn_proj_weight, 128, residual_attn_out_h_1_attn, 128, P_h_1_attn_proj_bias, residual_linear_h_0_proj, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, P_h_1_ln_2_bias, layernorm_h_1_ln_2, ln_mean_h_1_ln_2, ln_rstd_h_1_ln_2, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
     rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_1_ln_2, 128, P_h_1_fc_weight, 128, linear_h_1_fc, 512, P_h_1_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_1_2);
-    /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_1_2, 512, P_h_1_proj_weight, 512, 0.0f, linear_h_1_proj, 128);
-    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k4", k4, e->B * 16384, 4, (void *[]){&linear_h_1_proj, &P_h_1_proj_bias, &residual_attn_out_h_1_attn, &residual_linear_h_1_proj});
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_1_2, 512, P_h_1_proj_weight, 512, residual_linear_h_1_proj, 128, P_h_1_proj_bias, residual_attn_out_h_1_attn, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, P_h_2_ln_1_bias, layernorm_h_2_ln_1, ln_mean_h_2_ln_1, ln_rstd_h_2_ln_1, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
     rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_2_ln_1, 128, P_h_2_attn_qkv_weight, 128, qkv_h_2_attn, 384, P_h_2_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_2_attn, lse_h_2_attn, attn_y_h_2_attn, e->B, 128, 128, 4, 1);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_2_attn, 128, P_h_2_attn_proj_weight, 128, 0.0f, attn_out_h_2_attn, 128);
-    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k5", k5, e->B * 16384, 4, (void *[]){&attn_out_h_2_attn, &P_h_2_attn_proj_bias, &residual_linear_h_1_proj, &residual_attn_out_h_2_attn});
+    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_2_attn, 128, P_h_2_attn_proj_weight, 128, residual_attn_out_h_2_attn, 128, P_h_2_attn_proj_bias, residual_linear_h_1_proj, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, P_h_2_ln_2_bias, layernorm_h_2_ln_2, ln_mean_h_2_ln_2, ln_rstd_h_2_ln_2, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
     rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_2_ln_2, 128, P_h_2_fc_weight, 128, linear_h_2_fc, 512, P_h_2_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_2_2);
-    /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_2_2, 512, P_h_2_proj_weight, 512, 0.0f, linear_h_2_proj, 128);
-    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k6", k6, e->B * 16384, 4, (void *[]){&linear_h_2_proj, &P_h_2_proj_bias, &residual_attn_out_h_2_attn, &residual_linear_h_2_proj});
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_2_2, 512, P_h_2_proj_weight, 512, residual_linear_h_2_proj, 128, P_h_2_proj_bias, residual_attn_out_h_2_attn, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, P_h_3_ln_1_bias, layernorm_h_3_ln_1, ln_mean_h_3_ln_1, ln_rstd_h_3_ln_1, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
     rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_3_ln_1, 128, P_h_3_attn_qkv_weight, 128, qkv_h_3_attn, 384, P_h_3_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_3_attn, lse_h_3_attn, attn_y_h_3_attn, e->B, 128, 128, 4, 1);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_3_attn, 128, P_h_3_attn_proj_weight, 128, 0.0f, attn_out_h_3_attn, 128);
-    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k7", k7, e->B * 16384, 4, (void *[]){&attn_out_h_3_attn, &P_h_3_attn_proj_bias, &residual_linear_h_2_proj, &residual_attn_out_h_3_attn});
+    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_3_attn, 128, P_h_3_attn_proj_weight, 128, residual_attn_out_h_3_attn, 128, P_h_3_attn_proj_bias, residual_linear_h_2_proj, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, P_h_3_ln_2_bias, layernorm_h_3_ln_2, ln_mean_h_3_ln_2, ln_rstd_h_3_ln_2, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
     rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_3_ln_2, 128, P_h_3_fc_weight, 128, linear_h_3_fc, 512, P_h_3_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_3_2);
-    /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_3_2, 512, P_h_3_proj_weight, 512, 0.0f, linear_h_3_proj, 128);
-    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k8", k8, e->B * 16384, 4, (void *[]){&linear_h_3_proj, &P_h_3_proj_bias, &residual_attn_out_h_3_attn, &residual_linear_h_3_proj});
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_3_2, 512, P_h_3_proj_weight, 512, residual_linear_h_3_proj, 128, P_h_3_proj_bias, residual_attn_out_h_3_attn, RT_EPI_NONE, NULL);
     /* $.model.layers[3]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_3_proj, P_ln_f_weight, P_ln_f_bias, layernorm_ln_f, ln_mean_ln_f, ln_rstd_ln_f, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[4]: linear: y = x W^T */
@@ -426,7 +402,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.3.proj.bias's gradient is final */
     rt_grad_ready(e, 842112, 128);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k9", k9, e->B * 65536, 3, (void *[]){&d_gelu_h_3_2, &linear_h_3_fc, &d_linear_h_3_fc});
+    rt_launch(e, "k1", k1, e->B * 65536, 3, (void *[]){&d_gelu_h_3_2, &linear_h_3_fc, &d_linear_h_3_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 512, 1.0f, d_linear_h_3_fc, 512, P_h_3_fc_weight, 128, 0.0f, d_layernorm_h_3_ln_2, 128);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -444,7 +420,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: h.3.ln_2.bias's gradient is final */
     rt_grad_ready(e, 710400, 128);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_launch(e, "k10", k10, e->B * 16384, 3, (void *[]){&d_residual_linear_h_3_proj, &d_residual_attn_out_h_3_attn, &d_residual_attn_out_h_3_attn_179});
+    rt_launch(e, "k2", k2, e->B * 16384, 3, (void *[]){&d_residual_linear_h_3_proj, &d_residual_attn_out_h_3_attn, &d_residual_attn_out_h_3_attn_179});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 128, 1.0f, d_residual_attn_out_h_3_attn_179, 128, P_h_3_attn_proj_weight, 128, 0.0f, d_attn_y_h_3_attn, 128);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -474,7 +450,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: h.3.ln_1.bias's gradient is final */
     rt_grad_ready(e, 644096, 128);
     /* $.model.layers[2].body[1]: sum of gradient contributions */
-    rt_launch(e, "k11", k11, e->B * 16384, 3, (void *[]){&d_residual_attn_out_h_3_attn_179, &d_residual_linear_h_2_proj, &d_residual_linear_h_2_proj_184});
+    rt_launch(e, "k3", k3, e->B * 16384, 3, (void *[]){&d_residual_attn_out_h_3_attn_179, &d_residual_linear_h_2_proj, &d_residual_linear_h_2_proj_184});
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 512, 128, 1.0f, d_residual_linear_h_2_proj_184, 128, P_h_2_proj_weight, 512, 0.0f, d_gelu_h_2_2, 512);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
@@ -486,7 +462,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.2.proj.bias's gradient is final */
     rt_grad_ready(e, 643840, 128);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k12", k12, e->B * 65536, 3, (void *[]){&d_gelu_h_2_2, &linear_h_2_fc, &d_linear_h_2_fc});
+    rt_launch(e, "k4", k4, e->B * 65536, 3, (void *[]){&d_gelu_h_2_2, &linear_h_2_fc, &d_linear_h_2_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 512, 1.0f, d_linear_h_2_fc, 512, P_h_2_fc_weight, 128, 0.0f, d_layernorm_h_2_ln_2, 128);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -504,7 +480,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: h.2.ln_2.bias's gradient is final */
     rt_grad_ready(e, 512128, 128);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_launch(e, "k13", k13, e->B * 16384, 3, (void *[]){&d_residual_linear_h_2_proj_184, &d_residual_attn_out_h_2_attn, &d_residual_attn_out_h_2_attn_189});
+    rt_launch(e, "k5", k5, e->B * 16384, 3, (void *[]){&d_residual_linear_h_2_proj_184, &d_residual_attn_out_h_2_attn, &d_residual_attn_out_h_2_attn_189});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 128, 1.0f, d_residual_attn_out_h_2_attn_189, 128, P_h_2_attn_proj_weight, 128, 0.0f, d_attn_y_h_2_attn, 128);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -534,7 +510,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: h.2.ln_1.bias's gradient is final */
     rt_grad_ready(e, 445824, 128);
     /* $.model.layers[2].body[1]: sum of gradient contributions */
-    rt_launch(e, "k14", k14, e->B * 16384, 3, (void *[]){&d_residual_attn_out_h_2_attn_189, &d_residual_linear_h_1_proj, &d_residual_linear_h_1_proj_194});
+    rt_launch(e, "k6", k6, e->B * 16384, 3, (void *[]){&d_residual_attn_out_h_2_attn_189, &d_residual_linear_h_1_proj, &d_residual_linear_h_1_proj_194});
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 512, 128, 1.0f, d_residual_linear_h_1_proj_194, 128, P_h_1_proj_weight, 512, 0.0f, d_gelu_h_1_2, 512);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
@@ -546,7 +522,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.1.proj.bias's gradient is final */
     rt_grad_ready(e, 445568, 128);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k15", k15, e->B * 65536, 3, (void *[]){&d_gelu_h_1_2, &linear_h_1_fc, &d_linear_h_1_fc});
+    rt_launch(e, "k7", k7, e->B * 65536, 3, (void *[]){&d_gelu_h_1_2, &linear_h_1_fc, &d_linear_h_1_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 512, 1.0f, d_linear_h_1_fc, 512, P_h_1_fc_weight, 128, 0.0f, d_layernorm_h_1_ln_2, 128);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -564,7 +540,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: h.1.ln_2.bias's gradient is final */
     rt_grad_ready(e, 313856, 128);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_launch(e, "k16", k16, e->B * 16384, 3, (void *[]){&d_residual_linear_h_1_proj_194, &d_residual_attn_out_h_1_attn, &d_residual_attn_out_h_1_attn_199});
+    rt_launch(e, "k8", k8, e->B * 16384, 3, (void *[]){&d_residual_linear_h_1_proj_194, &d_residual_attn_out_h_1_attn, &d_residual_attn_out_h_1_attn_199});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 128, 1.0f, d_residual_attn_out_h_1_attn_199, 128, P_h_1_attn_proj_weight, 128, 0.0f, d_attn_y_h_1_attn, 128);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -594,7 +570,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: h.1.ln_1.bias's gradient is final */
     rt_grad_ready(e, 247552, 128);
     /* $.model.layers[2].body[1]: sum of gradient contributions */
-    rt_launch(e, "k17", k17, e->B * 16384, 3, (void *[]){&d_residual_attn_out_h_1_attn_199, &d_residual_linear_h_0_proj, &d_residual_linear_h_0_proj_204});
+    rt_launch(e, "k9", k9, e->B * 16384, 3, (void *[]){&d_residual_attn_out_h_1_attn_199, &d_residual_linear_h_0_proj, &d_residual_linear_h_0_proj_204});
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 512, 128, 1.0f, d_residual_linear_h_0_proj_204, 128, P_h_0_proj_weight, 512, 0.0f, d_gelu_h_0_2, 512);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
@@ -606,7 +582,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.0.proj.bias's gradient is final */
     rt_grad_ready(e, 247296, 128);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k18", k18, e->B * 65536, 3, (void *[]){&d_gelu_h_0_2, &linear_h_0_fc, &d_linear_h_0_fc});
+    rt_launch(e, "k10", k10, e->B * 65536, 3, (void *[]){&d_gelu_h_0_2, &linear_h_0_fc, &d_linear_h_0_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 512, 1.0f, d_linear_h_0_fc, 512, P_h_0_fc_weight, 128, 0.0f, d_layernorm_h_0_ln_2, 128);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -624,7 +600,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[0]: h.0.ln_2.bias's gradient is final */
     rt_grad_ready(e, 115584, 128);
     /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_launch(e, "k19", k19, e->B * 16384, 3, (void *[]){&d_residual_linear_h_0_proj_204, &d_residual_attn_out_h_0_attn, &d_residual_attn_out_h_0_attn_209});
+    rt_launch(e, "k11", k11, e->B * 16384, 3, (void *[]){&d_residual_linear_h_0_proj_204, &d_residual_attn_out_h_0_attn, &d_residual_attn_out_h_0_attn_209});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 128, 1.0f, d_residual_attn_out_h_0_attn_209, 128, P_h_0_attn_proj_weight, 128, 0.0f, d_attn_y_h_0_attn, 128);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -654,7 +630,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: h.0.ln_1.bias's gradient is final */
     rt_grad_ready(e, 49280, 128);
     /* $.model.layers[1]: sum of gradient contributions */
-    rt_launch(e, "k20", k20, e->B * 16384, 3, (void *[]){&d_residual_attn_out_h_0_attn_209, &d_pos_embedding_wpe, &d_pos_embedding_wpe_214});
+    rt_launch(e, "k12", k12, e->B * 16384, 3, (void *[]){&d_residual_attn_out_h_0_attn_209, &d_pos_embedding_wpe, &d_pos_embedding_wpe_214});
     /* $.model.layers[1]: pos_embedding backward: dW[t] += sum over the batch of dy[t] */
     rt_colsum_add(e, d_pos_embedding_wpe_214, G_wpe_weight, e->B, 16384);
     /* $.model.layers[1]: wpe.weight's gradient is final */
@@ -685,7 +661,6 @@ static void evaluate(rt_exec *e)
     float *lse_h_0_attn = ACT(327680);
     float *attn_y_h_0_attn = ACT(262144);
     const float *P_h_0_attn_proj_weight = e->params + 98944;
-    float *attn_out_h_0_attn = ACT(327680);
     const float *P_h_0_attn_proj_bias = e->params + 115328;
     float *residual_attn_out_h_0_attn = ACT(327680);
     const float *P_h_0_ln_2_weight = e->params + 115456;
@@ -697,7 +672,6 @@ static void evaluate(rt_exec *e)
     const float *P_h_0_fc_bias = e->params + 181248;
     float *gelu_h_0_2 = ACT(0);
     const float *P_h_0_proj_weight = e->params + 181760;
-    float *linear_h_0_proj = ACT(262144);
     const float *P_h_0_proj_bias = e->params + 247296;
     float *residual_linear_h_0_proj = ACT(262144);
     const float *P_h_1_ln_1_weight = e->params + 247424;
@@ -711,7 +685,6 @@ static void evaluate(rt_exec *e)
     float *lse_h_1_attn = ACT(327680);
     float *attn_y_h_1_attn = ACT(196608);
     const float *P_h_1_attn_proj_weight = e->params + 297216;
-    float *attn_out_h_1_attn = ACT(327680);
     const float *P_h_1_attn_proj_bias = e->params + 313600;
     float *residual_attn_out_h_1_attn = ACT(327680);
     const float *P_h_1_ln_2_weight = e->params + 313728;
@@ -723,7 +696,6 @@ static void evaluate(rt_exec *e)
     const float *P_h_1_fc_bias = e->params + 379520;
     float *gelu_h_1_2 = ACT(0);
     const float *P_h_1_proj_weight = e->params + 380032;
-    float *linear_h_1_proj = ACT(262144);
     const float *P_h_1_proj_bias = e->params + 445568;
     float *residual_linear_h_1_proj = ACT(262144);
     const float *P_h_2_ln_1_weight = e->params + 445696;
@@ -737,7 +709,6 @@ static void evaluate(rt_exec *e)
     float *lse_h_2_attn = ACT(327680);
     float *attn_y_h_2_attn = ACT(196608);
     const float *P_h_2_attn_proj_weight = e->params + 495488;
-    float *attn_out_h_2_attn = ACT(327680);
     const float *P_h_2_attn_proj_bias = e->params + 511872;
     float *residual_attn_out_h_2_attn = ACT(327680);
     const float *P_h_2_ln_2_weight = e->params + 512000;
@@ -749,7 +720,6 @@ static void evaluate(rt_exec *e)
     const float *P_h_2_fc_bias = e->params + 577792;
     float *gelu_h_2_2 = ACT(0);
     const float *P_h_2_proj_weight = e->params + 578304;
-    float *linear_h_2_proj = ACT(262144);
     const float *P_h_2_proj_bias = e->params + 643840;
     float *residual_linear_h_2_proj = ACT(262144);
     const float *P_h_3_ln_1_weight = e->params + 643968;
@@ -763,7 +733,6 @@ static void evaluate(rt_exec *e)
     float *lse_h_3_attn = ACT(327680);
     float *attn_y_h_3_attn = ACT(196608);
     const float *P_h_3_attn_proj_weight = e->params + 693760;
-    float *attn_out_h_3_attn = ACT(327680);
     const float *P_h_3_attn_proj_bias = e->params + 710144;
     float *residual_attn_out_h_3_attn = ACT(327680);
     const float *P_h_3_ln_2_weight = e->params + 710272;
@@ -775,7 +744,6 @@ static void evaluate(rt_exec *e)
     const float *P_h_3_fc_bias = e->params + 776064;
     float *gelu_h_3_2 = ACT(0);
     const float *P_h_3_proj_weight = e->params + 776576;
-    float *linear_h_3_proj = ACT(262144);
     const float *P_h_3_proj_bias = e->params + 842112;
     float *residual_linear_h_3_proj = ACT(262144);
     const float *P_ln_f_weight = e->params + 842240;
@@ -796,72 +764,56 @@ static void evaluate(rt_exec *e)
     rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_0_ln_1, 128, P_h_0_attn_qkv_weight, 128, qkv_h_0_attn, 384, P_h_0_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_0_attn, lse_h_0_attn, attn_y_h_0_attn, e->B, 128, 128, 4, 1);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_0_attn, 128, P_h_0_attn_proj_weight, 128, 0.0f, attn_out_h_0_attn, 128);
-    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke1", ke1, e->B * 16384, 4, (void *[]){&attn_out_h_0_attn, &P_h_0_attn_proj_bias, &pos_embedding_wpe, &residual_attn_out_h_0_attn});
+    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_0_attn, 128, P_h_0_attn_proj_weight, 128, residual_attn_out_h_0_attn, 128, P_h_0_attn_proj_bias, pos_embedding_wpe, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, P_h_0_ln_2_bias, layernorm_h_0_ln_2, ln_mean_h_0_ln_2, ln_rstd_h_0_ln_2, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
     rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_0_ln_2, 128, P_h_0_fc_weight, 128, NULL, 512, P_h_0_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_0_2);
-    /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_0_2, 512, P_h_0_proj_weight, 512, 0.0f, linear_h_0_proj, 128);
-    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke2", ke2, e->B * 16384, 4, (void *[]){&linear_h_0_proj, &P_h_0_proj_bias, &residual_attn_out_h_0_attn, &residual_linear_h_0_proj});
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_0_2, 512, P_h_0_proj_weight, 512, residual_linear_h_0_proj, 128, P_h_0_proj_bias, residual_attn_out_h_0_attn, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, P_h_1_ln_1_bias, layernorm_h_1_ln_1, ln_mean_h_1_ln_1, ln_rstd_h_1_ln_1, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
     rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_1_ln_1, 128, P_h_1_attn_qkv_weight, 128, qkv_h_1_attn, 384, P_h_1_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_1_attn, lse_h_1_attn, attn_y_h_1_attn, e->B, 128, 128, 4, 1);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_1_attn, 128, P_h_1_attn_proj_weight, 128, 0.0f, attn_out_h_1_attn, 128);
-    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke3", ke3, e->B * 16384, 4, (void *[]){&attn_out_h_1_attn, &P_h_1_attn_proj_bias, &residual_linear_h_0_proj, &residual_attn_out_h_1_attn});
+    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_1_attn, 128, P_h_1_attn_proj_weight, 128, residual_attn_out_h_1_attn, 128, P_h_1_attn_proj_bias, residual_linear_h_0_proj, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, P_h_1_ln_2_bias, layernorm_h_1_ln_2, ln_mean_h_1_ln_2, ln_rstd_h_1_ln_2, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
     rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_1_ln_2, 128, P_h_1_fc_weight, 128, NULL, 512, P_h_1_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_1_2);
-    /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_1_2, 512, P_h_1_proj_weight, 512, 0.0f, linear_h_1_proj, 128);
-    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke4", ke4, e->B * 16384, 4, (void *[]){&linear_h_1_proj, &P_h_1_proj_bias, &residual_attn_out_h_1_attn, &residual_linear_h_1_proj});
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_1_2, 512, P_h_1_proj_weight, 512, residual_linear_h_1_proj, 128, P_h_1_proj_bias, residual_attn_out_h_1_attn, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, P_h_2_ln_1_bias, layernorm_h_2_ln_1, ln_mean_h_2_ln_1, ln_rstd_h_2_ln_1, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
     rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_2_ln_1, 128, P_h_2_attn_qkv_weight, 128, qkv_h_2_attn, 384, P_h_2_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_2_attn, lse_h_2_attn, attn_y_h_2_attn, e->B, 128, 128, 4, 1);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_2_attn, 128, P_h_2_attn_proj_weight, 128, 0.0f, attn_out_h_2_attn, 128);
-    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke5", ke5, e->B * 16384, 4, (void *[]){&attn_out_h_2_attn, &P_h_2_attn_proj_bias, &residual_linear_h_1_proj, &residual_attn_out_h_2_attn});
+    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_2_attn, 128, P_h_2_attn_proj_weight, 128, residual_attn_out_h_2_attn, 128, P_h_2_attn_proj_bias, residual_linear_h_1_proj, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, P_h_2_ln_2_bias, layernorm_h_2_ln_2, ln_mean_h_2_ln_2, ln_rstd_h_2_ln_2, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
     rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_2_ln_2, 128, P_h_2_fc_weight, 128, NULL, 512, P_h_2_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_2_2);
-    /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_2_2, 512, P_h_2_proj_weight, 512, 0.0f, linear_h_2_proj, 128);
-    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke6", ke6, e->B * 16384, 4, (void *[]){&linear_h_2_proj, &P_h_2_proj_bias, &residual_attn_out_h_2_attn, &residual_linear_h_2_proj});
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_2_2, 512, P_h_2_proj_weight, 512, residual_linear_h_2_proj, 128, P_h_2_proj_bias, residual_attn_out_h_2_attn, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, P_h_3_ln_1_bias, layernorm_h_3_ln_1, ln_mean_h_3_ln_1, ln_rstd_h_3_ln_1, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
     rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_3_ln_1, 128, P_h_3_attn_qkv_weight, 128, qkv_h_3_attn, 384, P_h_3_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_3_attn, lse_h_3_attn, attn_y_h_3_attn, e->B, 128, 128, 4, 1);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_3_attn, 128, P_h_3_attn_proj_weight, 128, 0.0f, attn_out_h_3_attn, 128);
-    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke7", ke7, e->B * 16384, 4, (void *[]){&attn_out_h_3_attn, &P_h_3_attn_proj_bias, &residual_linear_h_2_proj, &residual_attn_out_h_3_attn});
+    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_3_attn, 128, P_h_3_attn_proj_weight, 128, residual_attn_out_h_3_attn, 128, P_h_3_attn_proj_bias, residual_linear_h_2_proj, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, P_h_3_ln_2_bias, layernorm_h_3_ln_2, ln_mean_h_3_ln_2, ln_rstd_h_3_ln_2, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
     rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_3_ln_2, 128, P_h_3_fc_weight, 128, NULL, 512, P_h_3_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_3_2);
-    /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_3_2, 512, P_h_3_proj_weight, 512, 0.0f, linear_h_3_proj, 128);
-    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke8", ke8, e->B * 16384, 4, (void *[]){&linear_h_3_proj, &P_h_3_proj_bias, &residual_attn_out_h_3_attn, &residual_linear_h_3_proj});
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_3_2, 512, P_h_3_proj_weight, 512, residual_linear_h_3_proj, 128, P_h_3_proj_bias, residual_attn_out_h_3_attn, RT_EPI_NONE, NULL);
     /* $.model.layers[3]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_3_proj, P_ln_f_weight, P_ln_f_bias, layernorm_ln_f, ln_mean_ln_f, ln_rstd_ln_f, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[4]: linear: y = x W^T */

@@ -1983,249 +1983,9 @@ extern "C" __global__ void k0(const float *embedding_wte, const float *__restric
     }
 }
 
-/* k1: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void k1(const float *attn_out_h_0_attn, const float *__restrict__ P_h_0_attn_proj_bias, const float *__restrict__ pos_embedding_wpe, float *residual_attn_out_h_0_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)attn_out_h_0_attn | (unsigned long long)pos_embedding_wpe | (unsigned long long)residual_attn_out_h_0_attn) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_attn_out_h_0_attn = rt_ld4(attn_out_h_0_attn + 4 * q);
-            const float4 r_pos_embedding_wpe = rt_ld4(pos_embedding_wpe + 4 * q);
-            float4 w_residual_attn_out_h_0_attn;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_attn_out_h_0_attn)[l] + P_h_0_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_pos_embedding_wpe)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_attn_out_h_0_attn)[l] = v1;
-            }
-            rt_st4(residual_attn_out_h_0_attn + 4 * q, w_residual_attn_out_h_0_attn);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = attn_out_h_0_attn[i] + P_h_0_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = pos_embedding_wpe[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_0_attn[i] = v1;
-    }
-}
-
-/* k2: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void k2(const float *linear_h_0_proj, const float *__restrict__ P_h_0_proj_bias, const float *__restrict__ residual_attn_out_h_0_attn, float *residual_linear_h_0_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)linear_h_0_proj | (unsigned long long)residual_attn_out_h_0_attn | (unsigned long long)residual_linear_h_0_proj) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_linear_h_0_proj = rt_ld4(linear_h_0_proj + 4 * q);
-            const float4 r_residual_attn_out_h_0_attn = rt_ld4(residual_attn_out_h_0_attn + 4 * q);
-            float4 w_residual_linear_h_0_proj;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_linear_h_0_proj)[l] + P_h_0_proj_bias[i % 128]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_attn_out_h_0_attn)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_linear_h_0_proj)[l] = v1;
-            }
-            rt_st4(residual_linear_h_0_proj + 4 * q, w_residual_linear_h_0_proj);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_0_proj[i] + P_h_0_proj_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_0_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_0_proj[i] = v1;
-    }
-}
-
-/* k3: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void k3(const float *attn_out_h_1_attn, const float *__restrict__ P_h_1_attn_proj_bias, const float *__restrict__ residual_linear_h_0_proj, float *residual_attn_out_h_1_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)attn_out_h_1_attn | (unsigned long long)residual_linear_h_0_proj | (unsigned long long)residual_attn_out_h_1_attn) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_attn_out_h_1_attn = rt_ld4(attn_out_h_1_attn + 4 * q);
-            const float4 r_residual_linear_h_0_proj = rt_ld4(residual_linear_h_0_proj + 4 * q);
-            float4 w_residual_attn_out_h_1_attn;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_attn_out_h_1_attn)[l] + P_h_1_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_linear_h_0_proj)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_attn_out_h_1_attn)[l] = v1;
-            }
-            rt_st4(residual_attn_out_h_1_attn + 4 * q, w_residual_attn_out_h_1_attn);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = attn_out_h_1_attn[i] + P_h_1_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_0_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_1_attn[i] = v1;
-    }
-}
-
-/* k4: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void k4(const float *linear_h_1_proj, const float *__restrict__ P_h_1_proj_bias, const float *__restrict__ residual_attn_out_h_1_attn, float *residual_linear_h_1_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)linear_h_1_proj | (unsigned long long)residual_attn_out_h_1_attn | (unsigned long long)residual_linear_h_1_proj) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_linear_h_1_proj = rt_ld4(linear_h_1_proj + 4 * q);
-            const float4 r_residual_attn_out_h_1_attn = rt_ld4(residual_attn_out_h_1_attn + 4 * q);
-            float4 w_residual_linear_h_1_proj;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_linear_h_1_proj)[l] + P_h_1_proj_bias[i % 128]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_attn_out_h_1_attn)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_linear_h_1_proj)[l] = v1;
-            }
-            rt_st4(residual_linear_h_1_proj + 4 * q, w_residual_linear_h_1_proj);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_1_proj[i] + P_h_1_proj_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_1_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_1_proj[i] = v1;
-    }
-}
-
-/* k5: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void k5(const float *attn_out_h_2_attn, const float *__restrict__ P_h_2_attn_proj_bias, const float *__restrict__ residual_linear_h_1_proj, float *residual_attn_out_h_2_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)attn_out_h_2_attn | (unsigned long long)residual_linear_h_1_proj | (unsigned long long)residual_attn_out_h_2_attn) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_attn_out_h_2_attn = rt_ld4(attn_out_h_2_attn + 4 * q);
-            const float4 r_residual_linear_h_1_proj = rt_ld4(residual_linear_h_1_proj + 4 * q);
-            float4 w_residual_attn_out_h_2_attn;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_attn_out_h_2_attn)[l] + P_h_2_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_linear_h_1_proj)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_attn_out_h_2_attn)[l] = v1;
-            }
-            rt_st4(residual_attn_out_h_2_attn + 4 * q, w_residual_attn_out_h_2_attn);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = attn_out_h_2_attn[i] + P_h_2_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_1_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_2_attn[i] = v1;
-    }
-}
-
-/* k6: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void k6(const float *linear_h_2_proj, const float *__restrict__ P_h_2_proj_bias, const float *__restrict__ residual_attn_out_h_2_attn, float *residual_linear_h_2_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)linear_h_2_proj | (unsigned long long)residual_attn_out_h_2_attn | (unsigned long long)residual_linear_h_2_proj) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_linear_h_2_proj = rt_ld4(linear_h_2_proj + 4 * q);
-            const float4 r_residual_attn_out_h_2_attn = rt_ld4(residual_attn_out_h_2_attn + 4 * q);
-            float4 w_residual_linear_h_2_proj;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_linear_h_2_proj)[l] + P_h_2_proj_bias[i % 128]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_attn_out_h_2_attn)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_linear_h_2_proj)[l] = v1;
-            }
-            rt_st4(residual_linear_h_2_proj + 4 * q, w_residual_linear_h_2_proj);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_2_proj[i] + P_h_2_proj_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_2_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_2_proj[i] = v1;
-    }
-}
-
-/* k7: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void k7(const float *attn_out_h_3_attn, const float *__restrict__ P_h_3_attn_proj_bias, const float *__restrict__ residual_linear_h_2_proj, float *residual_attn_out_h_3_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)attn_out_h_3_attn | (unsigned long long)residual_linear_h_2_proj | (unsigned long long)residual_attn_out_h_3_attn) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_attn_out_h_3_attn = rt_ld4(attn_out_h_3_attn + 4 * q);
-            const float4 r_residual_linear_h_2_proj = rt_ld4(residual_linear_h_2_proj + 4 * q);
-            float4 w_residual_attn_out_h_3_attn;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_attn_out_h_3_attn)[l] + P_h_3_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_linear_h_2_proj)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_attn_out_h_3_attn)[l] = v1;
-            }
-            rt_st4(residual_attn_out_h_3_attn + 4 * q, w_residual_attn_out_h_3_attn);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = attn_out_h_3_attn[i] + P_h_3_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_2_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_3_attn[i] = v1;
-    }
-}
-
-/* k8: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void k8(const float *linear_h_3_proj, const float *__restrict__ P_h_3_proj_bias, const float *__restrict__ residual_attn_out_h_3_attn, float *residual_linear_h_3_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)linear_h_3_proj | (unsigned long long)residual_attn_out_h_3_attn | (unsigned long long)residual_linear_h_3_proj) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_linear_h_3_proj = rt_ld4(linear_h_3_proj + 4 * q);
-            const float4 r_residual_attn_out_h_3_attn = rt_ld4(residual_attn_out_h_3_attn + 4 * q);
-            float4 w_residual_linear_h_3_proj;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_linear_h_3_proj)[l] + P_h_3_proj_bias[i % 128]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_attn_out_h_3_attn)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_linear_h_3_proj)[l] = v1;
-            }
-            rt_st4(residual_linear_h_3_proj + 4 * q, w_residual_linear_h_3_proj);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_3_proj[i] + P_h_3_proj_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_3_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_3_proj[i] = v1;
-    }
-}
-
-/* k9: gelu (tanh) backward
+/* k1: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k9(const float *d_gelu_h_3_2, const float *__restrict__ linear_h_3_fc, float *d_linear_h_3_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k1(const float *d_gelu_h_3_2, const float *__restrict__ linear_h_3_fc, float *d_linear_h_3_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2250,9 +2010,9 @@ extern "C" __global__ void k9(const float *d_gelu_h_3_2, const float *__restrict
     }
 }
 
-/* k10: sum of gradient contributions
+/* k2: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k10(const float *d_residual_linear_h_3_proj, const float *__restrict__ d_residual_attn_out_h_3_attn, float *d_residual_attn_out_h_3_attn_179, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k2(const float *d_residual_linear_h_3_proj, const float *__restrict__ d_residual_attn_out_h_3_attn, float *d_residual_attn_out_h_3_attn_179, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2277,9 +2037,9 @@ extern "C" __global__ void k10(const float *d_residual_linear_h_3_proj, const fl
     }
 }
 
-/* k11: sum of gradient contributions
+/* k3: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k11(const float *d_residual_attn_out_h_3_attn_179, const float *__restrict__ d_residual_linear_h_2_proj, float *d_residual_linear_h_2_proj_184, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k3(const float *d_residual_attn_out_h_3_attn_179, const float *__restrict__ d_residual_linear_h_2_proj, float *d_residual_linear_h_2_proj_184, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2304,9 +2064,9 @@ extern "C" __global__ void k11(const float *d_residual_attn_out_h_3_attn_179, co
     }
 }
 
-/* k12: gelu (tanh) backward
+/* k4: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k12(const float *d_gelu_h_2_2, const float *__restrict__ linear_h_2_fc, float *d_linear_h_2_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k4(const float *d_gelu_h_2_2, const float *__restrict__ linear_h_2_fc, float *d_linear_h_2_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2331,9 +2091,9 @@ extern "C" __global__ void k12(const float *d_gelu_h_2_2, const float *__restric
     }
 }
 
-/* k13: sum of gradient contributions
+/* k5: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k13(const float *d_residual_linear_h_2_proj_184, const float *__restrict__ d_residual_attn_out_h_2_attn, float *d_residual_attn_out_h_2_attn_189, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k5(const float *d_residual_linear_h_2_proj_184, const float *__restrict__ d_residual_attn_out_h_2_attn, float *d_residual_attn_out_h_2_attn_189, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2358,9 +2118,9 @@ extern "C" __global__ void k13(const float *d_residual_linear_h_2_proj_184, cons
     }
 }
 
-/* k14: sum of gradient contributions
+/* k6: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k14(const float *d_residual_attn_out_h_2_attn_189, const float *__restrict__ d_residual_linear_h_1_proj, float *d_residual_linear_h_1_proj_194, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k6(const float *d_residual_attn_out_h_2_attn_189, const float *__restrict__ d_residual_linear_h_1_proj, float *d_residual_linear_h_1_proj_194, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2385,9 +2145,9 @@ extern "C" __global__ void k14(const float *d_residual_attn_out_h_2_attn_189, co
     }
 }
 
-/* k15: gelu (tanh) backward
+/* k7: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k15(const float *d_gelu_h_1_2, const float *__restrict__ linear_h_1_fc, float *d_linear_h_1_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k7(const float *d_gelu_h_1_2, const float *__restrict__ linear_h_1_fc, float *d_linear_h_1_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2412,9 +2172,9 @@ extern "C" __global__ void k15(const float *d_gelu_h_1_2, const float *__restric
     }
 }
 
-/* k16: sum of gradient contributions
+/* k8: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k16(const float *d_residual_linear_h_1_proj_194, const float *__restrict__ d_residual_attn_out_h_1_attn, float *d_residual_attn_out_h_1_attn_199, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k8(const float *d_residual_linear_h_1_proj_194, const float *__restrict__ d_residual_attn_out_h_1_attn, float *d_residual_attn_out_h_1_attn_199, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2439,9 +2199,9 @@ extern "C" __global__ void k16(const float *d_residual_linear_h_1_proj_194, cons
     }
 }
 
-/* k17: sum of gradient contributions
+/* k9: sum of gradient contributions
  *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k17(const float *d_residual_attn_out_h_1_attn_199, const float *__restrict__ d_residual_linear_h_0_proj, float *d_residual_linear_h_0_proj_204, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k9(const float *d_residual_attn_out_h_1_attn_199, const float *__restrict__ d_residual_linear_h_0_proj, float *d_residual_linear_h_0_proj_204, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2466,9 +2226,9 @@ extern "C" __global__ void k17(const float *d_residual_attn_out_h_1_attn_199, co
     }
 }
 
-/* k18: gelu (tanh) backward
+/* k10: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k18(const float *d_gelu_h_0_2, const float *__restrict__ linear_h_0_fc, float *d_linear_h_0_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k10(const float *d_gelu_h_0_2, const float *__restrict__ linear_h_0_fc, float *d_linear_h_0_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2493,9 +2253,9 @@ extern "C" __global__ void k18(const float *d_gelu_h_0_2, const float *__restric
     }
 }
 
-/* k19: sum of gradient contributions
+/* k11: sum of gradient contributions
  *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k19(const float *d_residual_linear_h_0_proj_204, const float *__restrict__ d_residual_attn_out_h_0_attn, float *d_residual_attn_out_h_0_attn_209, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k11(const float *d_residual_linear_h_0_proj_204, const float *__restrict__ d_residual_attn_out_h_0_attn, float *d_residual_attn_out_h_0_attn_209, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2520,9 +2280,9 @@ extern "C" __global__ void k19(const float *d_residual_linear_h_0_proj_204, cons
     }
 }
 
-/* k20: sum of gradient contributions
+/* k12: sum of gradient contributions
  *     from $.model.layers[1] */
-extern "C" __global__ void k20(const float *d_residual_attn_out_h_0_attn_209, const float *__restrict__ d_pos_embedding_wpe, float *d_pos_embedding_wpe_214, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k12(const float *d_residual_attn_out_h_0_attn_209, const float *__restrict__ d_pos_embedding_wpe, float *d_pos_embedding_wpe_214, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2571,246 +2331,6 @@ extern "C" __global__ void ke0(const float *embedding_wte, const float *__restri
     for (int64_t i = done + first; i < n; i += stride) {
         float v0 = embedding_wte[i] + P_wpe_weight[i % 16384]; /* pos_embedding: + position rows */
         pos_embedding_wpe[i] = v0;
-    }
-}
-
-/* ke1: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void ke1(const float *attn_out_h_0_attn, const float *__restrict__ P_h_0_attn_proj_bias, const float *__restrict__ pos_embedding_wpe, float *residual_attn_out_h_0_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)attn_out_h_0_attn | (unsigned long long)pos_embedding_wpe | (unsigned long long)residual_attn_out_h_0_attn) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_attn_out_h_0_attn = rt_ld4(attn_out_h_0_attn + 4 * q);
-            const float4 r_pos_embedding_wpe = rt_ld4(pos_embedding_wpe + 4 * q);
-            float4 w_residual_attn_out_h_0_attn;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_attn_out_h_0_attn)[l] + P_h_0_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_pos_embedding_wpe)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_attn_out_h_0_attn)[l] = v1;
-            }
-            rt_st4(residual_attn_out_h_0_attn + 4 * q, w_residual_attn_out_h_0_attn);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = attn_out_h_0_attn[i] + P_h_0_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = pos_embedding_wpe[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_0_attn[i] = v1;
-    }
-}
-
-/* ke2: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void ke2(const float *linear_h_0_proj, const float *__restrict__ P_h_0_proj_bias, const float *__restrict__ residual_attn_out_h_0_attn, float *residual_linear_h_0_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)linear_h_0_proj | (unsigned long long)residual_attn_out_h_0_attn | (unsigned long long)residual_linear_h_0_proj) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_linear_h_0_proj = rt_ld4(linear_h_0_proj + 4 * q);
-            const float4 r_residual_attn_out_h_0_attn = rt_ld4(residual_attn_out_h_0_attn + 4 * q);
-            float4 w_residual_linear_h_0_proj;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_linear_h_0_proj)[l] + P_h_0_proj_bias[i % 128]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_attn_out_h_0_attn)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_linear_h_0_proj)[l] = v1;
-            }
-            rt_st4(residual_linear_h_0_proj + 4 * q, w_residual_linear_h_0_proj);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_0_proj[i] + P_h_0_proj_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_0_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_0_proj[i] = v1;
-    }
-}
-
-/* ke3: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void ke3(const float *attn_out_h_1_attn, const float *__restrict__ P_h_1_attn_proj_bias, const float *__restrict__ residual_linear_h_0_proj, float *residual_attn_out_h_1_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)attn_out_h_1_attn | (unsigned long long)residual_linear_h_0_proj | (unsigned long long)residual_attn_out_h_1_attn) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_attn_out_h_1_attn = rt_ld4(attn_out_h_1_attn + 4 * q);
-            const float4 r_residual_linear_h_0_proj = rt_ld4(residual_linear_h_0_proj + 4 * q);
-            float4 w_residual_attn_out_h_1_attn;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_attn_out_h_1_attn)[l] + P_h_1_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_linear_h_0_proj)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_attn_out_h_1_attn)[l] = v1;
-            }
-            rt_st4(residual_attn_out_h_1_attn + 4 * q, w_residual_attn_out_h_1_attn);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = attn_out_h_1_attn[i] + P_h_1_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_0_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_1_attn[i] = v1;
-    }
-}
-
-/* ke4: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void ke4(const float *linear_h_1_proj, const float *__restrict__ P_h_1_proj_bias, const float *__restrict__ residual_attn_out_h_1_attn, float *residual_linear_h_1_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)linear_h_1_proj | (unsigned long long)residual_attn_out_h_1_attn | (unsigned long long)residual_linear_h_1_proj) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_linear_h_1_proj = rt_ld4(linear_h_1_proj + 4 * q);
-            const float4 r_residual_attn_out_h_1_attn = rt_ld4(residual_attn_out_h_1_attn + 4 * q);
-            float4 w_residual_linear_h_1_proj;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_linear_h_1_proj)[l] + P_h_1_proj_bias[i % 128]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_attn_out_h_1_attn)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_linear_h_1_proj)[l] = v1;
-            }
-            rt_st4(residual_linear_h_1_proj + 4 * q, w_residual_linear_h_1_proj);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_1_proj[i] + P_h_1_proj_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_1_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_1_proj[i] = v1;
-    }
-}
-
-/* ke5: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void ke5(const float *attn_out_h_2_attn, const float *__restrict__ P_h_2_attn_proj_bias, const float *__restrict__ residual_linear_h_1_proj, float *residual_attn_out_h_2_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)attn_out_h_2_attn | (unsigned long long)residual_linear_h_1_proj | (unsigned long long)residual_attn_out_h_2_attn) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_attn_out_h_2_attn = rt_ld4(attn_out_h_2_attn + 4 * q);
-            const float4 r_residual_linear_h_1_proj = rt_ld4(residual_linear_h_1_proj + 4 * q);
-            float4 w_residual_attn_out_h_2_attn;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_attn_out_h_2_attn)[l] + P_h_2_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_linear_h_1_proj)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_attn_out_h_2_attn)[l] = v1;
-            }
-            rt_st4(residual_attn_out_h_2_attn + 4 * q, w_residual_attn_out_h_2_attn);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = attn_out_h_2_attn[i] + P_h_2_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_1_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_2_attn[i] = v1;
-    }
-}
-
-/* ke6: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void ke6(const float *linear_h_2_proj, const float *__restrict__ P_h_2_proj_bias, const float *__restrict__ residual_attn_out_h_2_attn, float *residual_linear_h_2_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)linear_h_2_proj | (unsigned long long)residual_attn_out_h_2_attn | (unsigned long long)residual_linear_h_2_proj) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_linear_h_2_proj = rt_ld4(linear_h_2_proj + 4 * q);
-            const float4 r_residual_attn_out_h_2_attn = rt_ld4(residual_attn_out_h_2_attn + 4 * q);
-            float4 w_residual_linear_h_2_proj;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_linear_h_2_proj)[l] + P_h_2_proj_bias[i % 128]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_attn_out_h_2_attn)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_linear_h_2_proj)[l] = v1;
-            }
-            rt_st4(residual_linear_h_2_proj + 4 * q, w_residual_linear_h_2_proj);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_2_proj[i] + P_h_2_proj_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_2_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_2_proj[i] = v1;
-    }
-}
-
-/* ke7: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void ke7(const float *attn_out_h_3_attn, const float *__restrict__ P_h_3_attn_proj_bias, const float *__restrict__ residual_linear_h_2_proj, float *residual_attn_out_h_3_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)attn_out_h_3_attn | (unsigned long long)residual_linear_h_2_proj | (unsigned long long)residual_attn_out_h_3_attn) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_attn_out_h_3_attn = rt_ld4(attn_out_h_3_attn + 4 * q);
-            const float4 r_residual_linear_h_2_proj = rt_ld4(residual_linear_h_2_proj + 4 * q);
-            float4 w_residual_attn_out_h_3_attn;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_attn_out_h_3_attn)[l] + P_h_3_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_linear_h_2_proj)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_attn_out_h_3_attn)[l] = v1;
-            }
-            rt_st4(residual_attn_out_h_3_attn + 4 * q, w_residual_attn_out_h_3_attn);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = attn_out_h_3_attn[i] + P_h_3_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_2_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_3_attn[i] = v1;
-    }
-}
-
-/* ke8: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void ke8(const float *linear_h_3_proj, const float *__restrict__ P_h_3_proj_bias, const float *__restrict__ residual_attn_out_h_3_attn, float *residual_linear_h_3_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)linear_h_3_proj | (unsigned long long)residual_attn_out_h_3_attn | (unsigned long long)residual_linear_h_3_proj) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_linear_h_3_proj = rt_ld4(linear_h_3_proj + 4 * q);
-            const float4 r_residual_attn_out_h_3_attn = rt_ld4(residual_attn_out_h_3_attn + 4 * q);
-            float4 w_residual_linear_h_3_proj;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_linear_h_3_proj)[l] + P_h_3_proj_bias[i % 128]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_attn_out_h_3_attn)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_linear_h_3_proj)[l] = v1;
-            }
-            rt_st4(residual_linear_h_3_proj + 4 * q, w_residual_linear_h_3_proj);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_3_proj[i] + P_h_3_proj_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_3_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_3_proj[i] = v1;
     }
 }
 
