@@ -8,9 +8,10 @@
  * it. A fused value is written to memory only when an instruction outside its
  * loop reads it later (materialization), so most of them never take arena space.
  *
- * Then the loops that a library call can take over: a GEMM's bias (+ activation, or +
- * residual) loop becomes its cuBLASLt epilogue (rt_gemm_bias). Each matches one exact
- * pattern and otherwise leaves the loop alone. */
+ * Then the loops that library calls can take over: a GEMM's bias (+ activation, or +
+ * residual) loop becomes its cuBLASLt epilogue (rt_gemm_bias), and the sum of gradient
+ * contributions after a layernorm backward becomes that call's addend. Each matches
+ * one exact pattern and otherwise leaves the loop alone. */
 #include <stdlib.h>
 #include <string.h>
 #include "ir.h"
@@ -315,6 +316,64 @@ void gemm_epilogues(Program *p)
                      act == RT_EPI_RELU         ? "linear: y = relu(x W^T + b), in the GEMM's epilogue"
                      : act == RT_EPI_GELU_TANH ? "linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue"
                                                : "linear: y = x W^T + b, in the GEMM's epilogue");
+    }
+    number_kernels(p);
+}
+
+/* ---- layernorm backward's sum ----------------------------------------------------------- */
+
+void layernorm_bwd_sums(Program *p)
+{
+    Graph *gr = p->g;
+    for (int i = 0; i < p->n_ins; i++) {
+        Instr *l = p->ins[i];
+        char a[12][CALL_ARG_MAX];
+        int na = l->dead || l->kind != I_CALL || strncmp(l->text, "rt_layernorm_bwd(", 17)
+                     ? 0 : call_args(l->text, a, 12), cut = 0;
+        for (int k = 0; k < na; k++)
+            cut |= strlen(a[k]) >= CALL_ARG_MAX - 1;
+        if (na != 12 || cut || strcmp(a[6], "NULL") || l->n_writes < 1)
+            continue;
+        Tensor *dx = l->writes[0];   /* lower.c: dx, then dw and db */
+        if (strcmp(a[7], dx->name))
+            continue;
+        int j = i + 1;
+        while (j < p->n_ins && p->ins[j]->dead)
+            j++;
+        if (j >= p->n_ins)
+            continue;
+        /* the next instruction: exactly "out = G + dx" (or "dx + G") over dx's elements */
+        Instr *s = p->ins[j];
+        if (s->kind != I_EW || !s->backward || s->n_ops != 1)
+            continue;
+        const EwOp *o = &s->ops[0];
+        if (strcmp(o->expr, "$0 + $1") || o->n_arg != 2 || !o->arg[0].t || !o->arg[1].t ||
+            o->arg[0].index || o->arg[1].index)
+            continue;
+        int k = o->arg[1].t == dx;   /* which operand is dx */
+        Tensor *G = o->arg[1 - k].t, *out = o->out;
+        char n[64];
+        snprintf(n, sizeof n, "e->B * %lld", (long long)dx->numel);
+        if (o->arg[k].t != dx || dx->kind != T_ACT || dx->alias || tensor_base(G) == dx ||
+            tensor_base(G)->kind != T_ACT || G->numel != dx->numel || out->numel != dx->numel ||
+            tensor_half(gr, G) != tensor_half(gr, dx) || tensor_half(gr, out) != tensor_half(gr, dx) ||
+            strcmp(s->n, n) || s->n_writes != 1 || s->writes[0] != out ||
+            read_elsewhere(p, l, s, dx))
+            continue;
+        l->text = xasprintf("rt_layernorm_bwd(e, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s);",
+                            a[1], a[2], a[3], a[4], a[5], G->name, out->name, a[8], a[9], a[10],
+                            a[11]);
+        l->what = xstrdup("layernorm backward, plus the other gradient contributions (their "
+                          "sum folded in)");
+        l->origin = xasprintf("%s + %s", l->origin, s->origin);
+        l->reads = realloc(l->reads, (size_t)(l->n_reads + 1) * sizeof *l->reads);
+        if (!l->reads)
+            die("out of memory");
+        l->reads[l->n_reads++] = G;
+        l->writes[0] = out;
+        l->inplace = G;   /* read element by element before dx is written: memplan may share */
+        dx->materialized = 0;
+        s->dead = 1;
     }
     number_kernels(p);
 }

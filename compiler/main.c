@@ -17,8 +17,8 @@
 extern char **environ;
 
 /* graph -> autodiff -> lower -> fuse -> residual epilogues -> recompute -> GEMM
- * epilogues -> memplan, for one policy (with selective, the first full_blocks blocks
- * recomputed in full) */
+ * epilogues -> layernorm backward sums -> memplan, for one policy (with selective, the
+ * first full_blocks blocks recomputed in full) */
 static void compile_train(Compiled *c, int policy, int full_blocks)
 {
     c->graph = graph_build(c->spec);
@@ -28,6 +28,7 @@ static void compile_train(Compiled *c, int policy, int full_blocks)
     residual_epilogues(c->prog);
     recompute(c->prog, policy, full_blocks);
     gemm_epilogues(c->prog);
+    layernorm_bwd_sums(c->prog);
     add_grad_hooks(c->prog);
     memplan(c->prog);
 }

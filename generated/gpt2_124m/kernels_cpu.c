@@ -32,35 +32,9 @@ void k1(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k2: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-void k2(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_linear_h_11_proj = ACT(6291456);
-    const float *d_residual_attn_out_h_11_attn = ACT(0);
-    float *d_residual_attn_out_h_11_attn_491 = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_linear_h_11_proj[i] + d_residual_attn_out_h_11_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_11_attn_491[i] = v0;
-    }
-}
-
-/* k3: sum of gradient contributions
- *     from $.model.layers[2].body[1] */
-void k3(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_attn_out_h_11_attn_491 = ACT(6291456);
-    const float *d_residual_linear_h_10_proj = ACT(410324992);
-    float *d_residual_linear_h_10_proj_496 = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_attn_out_h_11_attn_491[i] + d_residual_linear_h_10_proj[i]; /* sum of gradient contributions */
-        d_residual_linear_h_10_proj_496[i] = v0;
-    }
-}
-
-/* k4: gelu (tanh) backward
+/* k2: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-void k4(rt_exec *e, int64_t lo, int64_t hi)
+void k2(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_10_2 = ACT(0);
     const float *linear_h_10_fc = ACT(331681792);
@@ -71,35 +45,9 @@ void k4(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k5: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-void k5(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_linear_h_10_proj_496 = ACT(6291456);
-    const float *d_residual_attn_out_h_10_attn = ACT(410324992);
-    float *d_residual_attn_out_h_10_attn_501 = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_linear_h_10_proj_496[i] + d_residual_attn_out_h_10_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_10_attn_501[i] = v0;
-    }
-}
-
-/* k6: sum of gradient contributions
- *     from $.model.layers[2].body[1] */
-void k6(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_attn_out_h_10_attn_501 = ACT(6291456);
-    const float *d_residual_linear_h_9_proj = ACT(1572864);
-    float *d_residual_linear_h_9_proj_506 = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_attn_out_h_10_attn_501[i] + d_residual_linear_h_9_proj[i]; /* sum of gradient contributions */
-        d_residual_linear_h_9_proj_506[i] = v0;
-    }
-}
-
-/* k7: gelu (tanh) backward
+/* k3: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-void k7(rt_exec *e, int64_t lo, int64_t hi)
+void k3(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_9_2 = ACT(0);
     const float *linear_h_9_fc = ACT(319098880);
@@ -110,35 +58,9 @@ void k7(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k8: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-void k8(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_linear_h_9_proj_506 = ACT(6291456);
-    const float *d_residual_attn_out_h_9_attn = ACT(0);
-    float *d_residual_attn_out_h_9_attn_511 = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_linear_h_9_proj_506[i] + d_residual_attn_out_h_9_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_9_attn_511[i] = v0;
-    }
-}
-
-/* k9: sum of gradient contributions
- *     from $.model.layers[2].body[1] */
-void k9(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_attn_out_h_9_attn_511 = ACT(6291456);
-    const float *d_residual_linear_h_8_proj = ACT(1572864);
-    float *d_residual_linear_h_8_proj_516 = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_attn_out_h_9_attn_511[i] + d_residual_linear_h_8_proj[i]; /* sum of gradient contributions */
-        d_residual_linear_h_8_proj_516[i] = v0;
-    }
-}
-
-/* k10: gelu (tanh) backward
+/* k4: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-void k10(rt_exec *e, int64_t lo, int64_t hi)
+void k4(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_8_2 = ACT(0);
     const float *linear_h_8_fc = ACT(306515968);
@@ -149,35 +71,9 @@ void k10(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k11: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-void k11(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_linear_h_8_proj_516 = ACT(6291456);
-    const float *d_residual_attn_out_h_8_attn = ACT(0);
-    float *d_residual_attn_out_h_8_attn_521 = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_linear_h_8_proj_516[i] + d_residual_attn_out_h_8_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_8_attn_521[i] = v0;
-    }
-}
-
-/* k12: sum of gradient contributions
- *     from $.model.layers[2].body[1] */
-void k12(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_attn_out_h_8_attn_521 = ACT(6291456);
-    const float *d_residual_linear_h_7_proj = ACT(1572864);
-    float *d_residual_linear_h_7_proj_526 = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_attn_out_h_8_attn_521[i] + d_residual_linear_h_7_proj[i]; /* sum of gradient contributions */
-        d_residual_linear_h_7_proj_526[i] = v0;
-    }
-}
-
-/* k13: gelu (tanh) backward
+/* k5: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-void k13(rt_exec *e, int64_t lo, int64_t hi)
+void k5(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_7_2 = ACT(0);
     const float *linear_h_7_fc = ACT(293933056);
@@ -188,35 +84,9 @@ void k13(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k14: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-void k14(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_linear_h_7_proj_526 = ACT(6291456);
-    const float *d_residual_attn_out_h_7_attn = ACT(0);
-    float *d_residual_attn_out_h_7_attn_531 = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_linear_h_7_proj_526[i] + d_residual_attn_out_h_7_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_7_attn_531[i] = v0;
-    }
-}
-
-/* k15: sum of gradient contributions
- *     from $.model.layers[2].body[1] */
-void k15(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_attn_out_h_7_attn_531 = ACT(6291456);
-    const float *d_residual_linear_h_6_proj = ACT(1572864);
-    float *d_residual_linear_h_6_proj_536 = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_attn_out_h_7_attn_531[i] + d_residual_linear_h_6_proj[i]; /* sum of gradient contributions */
-        d_residual_linear_h_6_proj_536[i] = v0;
-    }
-}
-
-/* k16: gelu (tanh) backward
+/* k6: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-void k16(rt_exec *e, int64_t lo, int64_t hi)
+void k6(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_6_2 = ACT(0);
     const float *linear_h_6_fc = ACT(281350144);
@@ -227,35 +97,9 @@ void k16(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k17: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-void k17(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_linear_h_6_proj_536 = ACT(6291456);
-    const float *d_residual_attn_out_h_6_attn = ACT(0);
-    float *d_residual_attn_out_h_6_attn_541 = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_linear_h_6_proj_536[i] + d_residual_attn_out_h_6_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_6_attn_541[i] = v0;
-    }
-}
-
-/* k18: sum of gradient contributions
- *     from $.model.layers[2].body[1] */
-void k18(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_attn_out_h_6_attn_541 = ACT(6291456);
-    const float *d_residual_linear_h_5_proj = ACT(1572864);
-    float *d_residual_linear_h_5_proj_546 = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_attn_out_h_6_attn_541[i] + d_residual_linear_h_5_proj[i]; /* sum of gradient contributions */
-        d_residual_linear_h_5_proj_546[i] = v0;
-    }
-}
-
-/* k19: gelu (tanh) backward
+/* k7: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-void k19(rt_exec *e, int64_t lo, int64_t hi)
+void k7(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_5_2 = ACT(0);
     const float *linear_h_5_fc = ACT(268767232);
@@ -266,35 +110,9 @@ void k19(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k20: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-void k20(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_linear_h_5_proj_546 = ACT(6291456);
-    const float *d_residual_attn_out_h_5_attn = ACT(0);
-    float *d_residual_attn_out_h_5_attn_551 = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_linear_h_5_proj_546[i] + d_residual_attn_out_h_5_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_5_attn_551[i] = v0;
-    }
-}
-
-/* k21: sum of gradient contributions
- *     from $.model.layers[2].body[1] */
-void k21(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_attn_out_h_5_attn_551 = ACT(6291456);
-    const float *d_residual_linear_h_4_proj = ACT(1572864);
-    float *d_residual_linear_h_4_proj_556 = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_attn_out_h_5_attn_551[i] + d_residual_linear_h_4_proj[i]; /* sum of gradient contributions */
-        d_residual_linear_h_4_proj_556[i] = v0;
-    }
-}
-
-/* k22: gelu (tanh) backward
+/* k8: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-void k22(rt_exec *e, int64_t lo, int64_t hi)
+void k8(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_4_2 = ACT(0);
     const float *linear_h_4_fc = ACT(256184320);
@@ -305,35 +123,9 @@ void k22(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k23: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-void k23(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_linear_h_4_proj_556 = ACT(6291456);
-    const float *d_residual_attn_out_h_4_attn = ACT(0);
-    float *d_residual_attn_out_h_4_attn_561 = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_linear_h_4_proj_556[i] + d_residual_attn_out_h_4_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_4_attn_561[i] = v0;
-    }
-}
-
-/* k24: sum of gradient contributions
- *     from $.model.layers[2].body[1] */
-void k24(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_attn_out_h_4_attn_561 = ACT(6291456);
-    const float *d_residual_linear_h_3_proj = ACT(1572864);
-    float *d_residual_linear_h_3_proj_566 = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_attn_out_h_4_attn_561[i] + d_residual_linear_h_3_proj[i]; /* sum of gradient contributions */
-        d_residual_linear_h_3_proj_566[i] = v0;
-    }
-}
-
-/* k25: gelu (tanh) backward
+/* k9: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-void k25(rt_exec *e, int64_t lo, int64_t hi)
+void k9(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_3_2 = ACT(0);
     const float *linear_h_3_fc = ACT(243601408);
@@ -344,35 +136,9 @@ void k25(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k26: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-void k26(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_linear_h_3_proj_566 = ACT(6291456);
-    const float *d_residual_attn_out_h_3_attn = ACT(0);
-    float *d_residual_attn_out_h_3_attn_571 = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_linear_h_3_proj_566[i] + d_residual_attn_out_h_3_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_3_attn_571[i] = v0;
-    }
-}
-
-/* k27: sum of gradient contributions
- *     from $.model.layers[2].body[1] */
-void k27(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_attn_out_h_3_attn_571 = ACT(6291456);
-    const float *d_residual_linear_h_2_proj = ACT(1572864);
-    float *d_residual_linear_h_2_proj_576 = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_attn_out_h_3_attn_571[i] + d_residual_linear_h_2_proj[i]; /* sum of gradient contributions */
-        d_residual_linear_h_2_proj_576[i] = v0;
-    }
-}
-
-/* k28: gelu (tanh) backward
+/* k10: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-void k28(rt_exec *e, int64_t lo, int64_t hi)
+void k10(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_2_2 = ACT(0);
     const float *linear_h_2_fc = ACT(231018496);
@@ -383,35 +149,9 @@ void k28(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k29: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-void k29(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_linear_h_2_proj_576 = ACT(6291456);
-    const float *d_residual_attn_out_h_2_attn = ACT(0);
-    float *d_residual_attn_out_h_2_attn_581 = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_linear_h_2_proj_576[i] + d_residual_attn_out_h_2_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_2_attn_581[i] = v0;
-    }
-}
-
-/* k30: sum of gradient contributions
- *     from $.model.layers[2].body[1] */
-void k30(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_attn_out_h_2_attn_581 = ACT(6291456);
-    const float *d_residual_linear_h_1_proj = ACT(1572864);
-    float *d_residual_linear_h_1_proj_586 = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_attn_out_h_2_attn_581[i] + d_residual_linear_h_1_proj[i]; /* sum of gradient contributions */
-        d_residual_linear_h_1_proj_586[i] = v0;
-    }
-}
-
-/* k31: gelu (tanh) backward
+/* k11: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-void k31(rt_exec *e, int64_t lo, int64_t hi)
+void k11(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_1_2 = ACT(0);
     const float *linear_h_1_fc = ACT(218435584);
@@ -422,35 +162,9 @@ void k31(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k32: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-void k32(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_linear_h_1_proj_586 = ACT(6291456);
-    const float *d_residual_attn_out_h_1_attn = ACT(0);
-    float *d_residual_attn_out_h_1_attn_591 = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_linear_h_1_proj_586[i] + d_residual_attn_out_h_1_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_1_attn_591[i] = v0;
-    }
-}
-
-/* k33: sum of gradient contributions
- *     from $.model.layers[2].body[1] */
-void k33(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_attn_out_h_1_attn_591 = ACT(6291456);
-    const float *d_residual_linear_h_0_proj = ACT(1572864);
-    float *d_residual_linear_h_0_proj_596 = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_attn_out_h_1_attn_591[i] + d_residual_linear_h_0_proj[i]; /* sum of gradient contributions */
-        d_residual_linear_h_0_proj_596[i] = v0;
-    }
-}
-
-/* k34: gelu (tanh) backward
+/* k12: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-void k34(rt_exec *e, int64_t lo, int64_t hi)
+void k12(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_0_2 = ACT(0);
     const float *linear_h_0_fc = ACT(205852672);
@@ -458,32 +172,6 @@ void k34(rt_exec *e, int64_t lo, int64_t hi)
     for (int64_t i = lo; i < hi; i++) {
         float v0 = rt_gelu_tanh_bwd(linear_h_0_fc[i], d_gelu_h_0_2[i]); /* gelu (tanh) backward */
         d_linear_h_0_fc[i] = v0;
-    }
-}
-
-/* k35: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-void k35(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_linear_h_0_proj_596 = ACT(6291456);
-    const float *d_residual_attn_out_h_0_attn = ACT(0);
-    float *d_residual_attn_out_h_0_attn_601 = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_linear_h_0_proj_596[i] + d_residual_attn_out_h_0_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_0_attn_601[i] = v0;
-    }
-}
-
-/* k36: sum of gradient contributions
- *     from $.model.layers[1] */
-void k36(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_attn_out_h_0_attn_601 = ACT(6291456);
-    const float *d_pos_embedding_wpe = ACT(0);
-    float *d_pos_embedding_wpe_606 = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_attn_out_h_0_attn_601[i] + d_pos_embedding_wpe[i]; /* sum of gradient contributions */
-        d_pos_embedding_wpe_606[i] = v0;
     }
 }
 

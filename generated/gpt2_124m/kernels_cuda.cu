@@ -2015,63 +2015,9 @@ extern "C" __global__ void k1(const act_t *d_gelu_h_11_2, const act_t *__restric
     }
 }
 
-/* k2: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k2(const act_t *d_residual_linear_h_11_proj, const act_t *__restrict__ d_residual_attn_out_h_11_attn, act_t *d_residual_attn_out_h_11_attn_491, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_residual_linear_h_11_proj | (unsigned long long)d_residual_attn_out_h_11_attn | (unsigned long long)d_residual_attn_out_h_11_attn_491) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_residual_linear_h_11_proj = rt_ld4(d_residual_linear_h_11_proj + 4 * q);
-            const float4 r_d_residual_attn_out_h_11_attn = rt_ld4(d_residual_attn_out_h_11_attn + 4 * q);
-            float4 w_d_residual_attn_out_h_11_attn_491;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = ((const float *)&r_d_residual_linear_h_11_proj)[l] + ((const float *)&r_d_residual_attn_out_h_11_attn)[l]; /* sum of gradient contributions */
-                ((float *)&w_d_residual_attn_out_h_11_attn_491)[l] = v0;
-            }
-            rt_st4(d_residual_attn_out_h_11_attn_491 + 4 * q, w_d_residual_attn_out_h_11_attn_491);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(d_residual_linear_h_11_proj + i) + rt_ld(d_residual_attn_out_h_11_attn + i); /* sum of gradient contributions */
-        rt_st(d_residual_attn_out_h_11_attn_491 + i, v0);
-    }
-}
-
-/* k3: sum of gradient contributions
- *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k3(const act_t *d_residual_attn_out_h_11_attn_491, const act_t *__restrict__ d_residual_linear_h_10_proj, act_t *d_residual_linear_h_10_proj_496, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_residual_attn_out_h_11_attn_491 | (unsigned long long)d_residual_linear_h_10_proj | (unsigned long long)d_residual_linear_h_10_proj_496) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_residual_attn_out_h_11_attn_491 = rt_ld4(d_residual_attn_out_h_11_attn_491 + 4 * q);
-            const float4 r_d_residual_linear_h_10_proj = rt_ld4(d_residual_linear_h_10_proj + 4 * q);
-            float4 w_d_residual_linear_h_10_proj_496;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = ((const float *)&r_d_residual_attn_out_h_11_attn_491)[l] + ((const float *)&r_d_residual_linear_h_10_proj)[l]; /* sum of gradient contributions */
-                ((float *)&w_d_residual_linear_h_10_proj_496)[l] = v0;
-            }
-            rt_st4(d_residual_linear_h_10_proj_496 + 4 * q, w_d_residual_linear_h_10_proj_496);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(d_residual_attn_out_h_11_attn_491 + i) + rt_ld(d_residual_linear_h_10_proj + i); /* sum of gradient contributions */
-        rt_st(d_residual_linear_h_10_proj_496 + i, v0);
-    }
-}
-
-/* k4: gelu (tanh) backward
+/* k2: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k4(const act_t *d_gelu_h_10_2, const act_t *__restrict__ linear_h_10_fc, act_t *d_linear_h_10_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k2(const act_t *d_gelu_h_10_2, const act_t *__restrict__ linear_h_10_fc, act_t *d_linear_h_10_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2096,63 +2042,9 @@ extern "C" __global__ void k4(const act_t *d_gelu_h_10_2, const act_t *__restric
     }
 }
 
-/* k5: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k5(const act_t *d_residual_linear_h_10_proj_496, const act_t *__restrict__ d_residual_attn_out_h_10_attn, act_t *d_residual_attn_out_h_10_attn_501, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_residual_linear_h_10_proj_496 | (unsigned long long)d_residual_attn_out_h_10_attn | (unsigned long long)d_residual_attn_out_h_10_attn_501) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_residual_linear_h_10_proj_496 = rt_ld4(d_residual_linear_h_10_proj_496 + 4 * q);
-            const float4 r_d_residual_attn_out_h_10_attn = rt_ld4(d_residual_attn_out_h_10_attn + 4 * q);
-            float4 w_d_residual_attn_out_h_10_attn_501;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = ((const float *)&r_d_residual_linear_h_10_proj_496)[l] + ((const float *)&r_d_residual_attn_out_h_10_attn)[l]; /* sum of gradient contributions */
-                ((float *)&w_d_residual_attn_out_h_10_attn_501)[l] = v0;
-            }
-            rt_st4(d_residual_attn_out_h_10_attn_501 + 4 * q, w_d_residual_attn_out_h_10_attn_501);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(d_residual_linear_h_10_proj_496 + i) + rt_ld(d_residual_attn_out_h_10_attn + i); /* sum of gradient contributions */
-        rt_st(d_residual_attn_out_h_10_attn_501 + i, v0);
-    }
-}
-
-/* k6: sum of gradient contributions
- *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k6(const act_t *d_residual_attn_out_h_10_attn_501, const act_t *__restrict__ d_residual_linear_h_9_proj, act_t *d_residual_linear_h_9_proj_506, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_residual_attn_out_h_10_attn_501 | (unsigned long long)d_residual_linear_h_9_proj | (unsigned long long)d_residual_linear_h_9_proj_506) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_residual_attn_out_h_10_attn_501 = rt_ld4(d_residual_attn_out_h_10_attn_501 + 4 * q);
-            const float4 r_d_residual_linear_h_9_proj = rt_ld4(d_residual_linear_h_9_proj + 4 * q);
-            float4 w_d_residual_linear_h_9_proj_506;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = ((const float *)&r_d_residual_attn_out_h_10_attn_501)[l] + ((const float *)&r_d_residual_linear_h_9_proj)[l]; /* sum of gradient contributions */
-                ((float *)&w_d_residual_linear_h_9_proj_506)[l] = v0;
-            }
-            rt_st4(d_residual_linear_h_9_proj_506 + 4 * q, w_d_residual_linear_h_9_proj_506);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(d_residual_attn_out_h_10_attn_501 + i) + rt_ld(d_residual_linear_h_9_proj + i); /* sum of gradient contributions */
-        rt_st(d_residual_linear_h_9_proj_506 + i, v0);
-    }
-}
-
-/* k7: gelu (tanh) backward
+/* k3: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k7(const act_t *d_gelu_h_9_2, const act_t *__restrict__ linear_h_9_fc, act_t *d_linear_h_9_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k3(const act_t *d_gelu_h_9_2, const act_t *__restrict__ linear_h_9_fc, act_t *d_linear_h_9_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2177,63 +2069,9 @@ extern "C" __global__ void k7(const act_t *d_gelu_h_9_2, const act_t *__restrict
     }
 }
 
-/* k8: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k8(const act_t *d_residual_linear_h_9_proj_506, const act_t *__restrict__ d_residual_attn_out_h_9_attn, act_t *d_residual_attn_out_h_9_attn_511, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_residual_linear_h_9_proj_506 | (unsigned long long)d_residual_attn_out_h_9_attn | (unsigned long long)d_residual_attn_out_h_9_attn_511) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_residual_linear_h_9_proj_506 = rt_ld4(d_residual_linear_h_9_proj_506 + 4 * q);
-            const float4 r_d_residual_attn_out_h_9_attn = rt_ld4(d_residual_attn_out_h_9_attn + 4 * q);
-            float4 w_d_residual_attn_out_h_9_attn_511;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = ((const float *)&r_d_residual_linear_h_9_proj_506)[l] + ((const float *)&r_d_residual_attn_out_h_9_attn)[l]; /* sum of gradient contributions */
-                ((float *)&w_d_residual_attn_out_h_9_attn_511)[l] = v0;
-            }
-            rt_st4(d_residual_attn_out_h_9_attn_511 + 4 * q, w_d_residual_attn_out_h_9_attn_511);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(d_residual_linear_h_9_proj_506 + i) + rt_ld(d_residual_attn_out_h_9_attn + i); /* sum of gradient contributions */
-        rt_st(d_residual_attn_out_h_9_attn_511 + i, v0);
-    }
-}
-
-/* k9: sum of gradient contributions
- *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k9(const act_t *d_residual_attn_out_h_9_attn_511, const act_t *__restrict__ d_residual_linear_h_8_proj, act_t *d_residual_linear_h_8_proj_516, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_residual_attn_out_h_9_attn_511 | (unsigned long long)d_residual_linear_h_8_proj | (unsigned long long)d_residual_linear_h_8_proj_516) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_residual_attn_out_h_9_attn_511 = rt_ld4(d_residual_attn_out_h_9_attn_511 + 4 * q);
-            const float4 r_d_residual_linear_h_8_proj = rt_ld4(d_residual_linear_h_8_proj + 4 * q);
-            float4 w_d_residual_linear_h_8_proj_516;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = ((const float *)&r_d_residual_attn_out_h_9_attn_511)[l] + ((const float *)&r_d_residual_linear_h_8_proj)[l]; /* sum of gradient contributions */
-                ((float *)&w_d_residual_linear_h_8_proj_516)[l] = v0;
-            }
-            rt_st4(d_residual_linear_h_8_proj_516 + 4 * q, w_d_residual_linear_h_8_proj_516);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(d_residual_attn_out_h_9_attn_511 + i) + rt_ld(d_residual_linear_h_8_proj + i); /* sum of gradient contributions */
-        rt_st(d_residual_linear_h_8_proj_516 + i, v0);
-    }
-}
-
-/* k10: gelu (tanh) backward
+/* k4: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k10(const act_t *d_gelu_h_8_2, const act_t *__restrict__ linear_h_8_fc, act_t *d_linear_h_8_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k4(const act_t *d_gelu_h_8_2, const act_t *__restrict__ linear_h_8_fc, act_t *d_linear_h_8_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2258,63 +2096,9 @@ extern "C" __global__ void k10(const act_t *d_gelu_h_8_2, const act_t *__restric
     }
 }
 
-/* k11: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k11(const act_t *d_residual_linear_h_8_proj_516, const act_t *__restrict__ d_residual_attn_out_h_8_attn, act_t *d_residual_attn_out_h_8_attn_521, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_residual_linear_h_8_proj_516 | (unsigned long long)d_residual_attn_out_h_8_attn | (unsigned long long)d_residual_attn_out_h_8_attn_521) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_residual_linear_h_8_proj_516 = rt_ld4(d_residual_linear_h_8_proj_516 + 4 * q);
-            const float4 r_d_residual_attn_out_h_8_attn = rt_ld4(d_residual_attn_out_h_8_attn + 4 * q);
-            float4 w_d_residual_attn_out_h_8_attn_521;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = ((const float *)&r_d_residual_linear_h_8_proj_516)[l] + ((const float *)&r_d_residual_attn_out_h_8_attn)[l]; /* sum of gradient contributions */
-                ((float *)&w_d_residual_attn_out_h_8_attn_521)[l] = v0;
-            }
-            rt_st4(d_residual_attn_out_h_8_attn_521 + 4 * q, w_d_residual_attn_out_h_8_attn_521);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(d_residual_linear_h_8_proj_516 + i) + rt_ld(d_residual_attn_out_h_8_attn + i); /* sum of gradient contributions */
-        rt_st(d_residual_attn_out_h_8_attn_521 + i, v0);
-    }
-}
-
-/* k12: sum of gradient contributions
- *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k12(const act_t *d_residual_attn_out_h_8_attn_521, const act_t *__restrict__ d_residual_linear_h_7_proj, act_t *d_residual_linear_h_7_proj_526, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_residual_attn_out_h_8_attn_521 | (unsigned long long)d_residual_linear_h_7_proj | (unsigned long long)d_residual_linear_h_7_proj_526) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_residual_attn_out_h_8_attn_521 = rt_ld4(d_residual_attn_out_h_8_attn_521 + 4 * q);
-            const float4 r_d_residual_linear_h_7_proj = rt_ld4(d_residual_linear_h_7_proj + 4 * q);
-            float4 w_d_residual_linear_h_7_proj_526;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = ((const float *)&r_d_residual_attn_out_h_8_attn_521)[l] + ((const float *)&r_d_residual_linear_h_7_proj)[l]; /* sum of gradient contributions */
-                ((float *)&w_d_residual_linear_h_7_proj_526)[l] = v0;
-            }
-            rt_st4(d_residual_linear_h_7_proj_526 + 4 * q, w_d_residual_linear_h_7_proj_526);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(d_residual_attn_out_h_8_attn_521 + i) + rt_ld(d_residual_linear_h_7_proj + i); /* sum of gradient contributions */
-        rt_st(d_residual_linear_h_7_proj_526 + i, v0);
-    }
-}
-
-/* k13: gelu (tanh) backward
+/* k5: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k13(const act_t *d_gelu_h_7_2, const act_t *__restrict__ linear_h_7_fc, act_t *d_linear_h_7_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k5(const act_t *d_gelu_h_7_2, const act_t *__restrict__ linear_h_7_fc, act_t *d_linear_h_7_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2339,63 +2123,9 @@ extern "C" __global__ void k13(const act_t *d_gelu_h_7_2, const act_t *__restric
     }
 }
 
-/* k14: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k14(const act_t *d_residual_linear_h_7_proj_526, const act_t *__restrict__ d_residual_attn_out_h_7_attn, act_t *d_residual_attn_out_h_7_attn_531, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_residual_linear_h_7_proj_526 | (unsigned long long)d_residual_attn_out_h_7_attn | (unsigned long long)d_residual_attn_out_h_7_attn_531) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_residual_linear_h_7_proj_526 = rt_ld4(d_residual_linear_h_7_proj_526 + 4 * q);
-            const float4 r_d_residual_attn_out_h_7_attn = rt_ld4(d_residual_attn_out_h_7_attn + 4 * q);
-            float4 w_d_residual_attn_out_h_7_attn_531;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = ((const float *)&r_d_residual_linear_h_7_proj_526)[l] + ((const float *)&r_d_residual_attn_out_h_7_attn)[l]; /* sum of gradient contributions */
-                ((float *)&w_d_residual_attn_out_h_7_attn_531)[l] = v0;
-            }
-            rt_st4(d_residual_attn_out_h_7_attn_531 + 4 * q, w_d_residual_attn_out_h_7_attn_531);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(d_residual_linear_h_7_proj_526 + i) + rt_ld(d_residual_attn_out_h_7_attn + i); /* sum of gradient contributions */
-        rt_st(d_residual_attn_out_h_7_attn_531 + i, v0);
-    }
-}
-
-/* k15: sum of gradient contributions
- *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k15(const act_t *d_residual_attn_out_h_7_attn_531, const act_t *__restrict__ d_residual_linear_h_6_proj, act_t *d_residual_linear_h_6_proj_536, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_residual_attn_out_h_7_attn_531 | (unsigned long long)d_residual_linear_h_6_proj | (unsigned long long)d_residual_linear_h_6_proj_536) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_residual_attn_out_h_7_attn_531 = rt_ld4(d_residual_attn_out_h_7_attn_531 + 4 * q);
-            const float4 r_d_residual_linear_h_6_proj = rt_ld4(d_residual_linear_h_6_proj + 4 * q);
-            float4 w_d_residual_linear_h_6_proj_536;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = ((const float *)&r_d_residual_attn_out_h_7_attn_531)[l] + ((const float *)&r_d_residual_linear_h_6_proj)[l]; /* sum of gradient contributions */
-                ((float *)&w_d_residual_linear_h_6_proj_536)[l] = v0;
-            }
-            rt_st4(d_residual_linear_h_6_proj_536 + 4 * q, w_d_residual_linear_h_6_proj_536);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(d_residual_attn_out_h_7_attn_531 + i) + rt_ld(d_residual_linear_h_6_proj + i); /* sum of gradient contributions */
-        rt_st(d_residual_linear_h_6_proj_536 + i, v0);
-    }
-}
-
-/* k16: gelu (tanh) backward
+/* k6: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k16(const act_t *d_gelu_h_6_2, const act_t *__restrict__ linear_h_6_fc, act_t *d_linear_h_6_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k6(const act_t *d_gelu_h_6_2, const act_t *__restrict__ linear_h_6_fc, act_t *d_linear_h_6_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2420,63 +2150,9 @@ extern "C" __global__ void k16(const act_t *d_gelu_h_6_2, const act_t *__restric
     }
 }
 
-/* k17: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k17(const act_t *d_residual_linear_h_6_proj_536, const act_t *__restrict__ d_residual_attn_out_h_6_attn, act_t *d_residual_attn_out_h_6_attn_541, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_residual_linear_h_6_proj_536 | (unsigned long long)d_residual_attn_out_h_6_attn | (unsigned long long)d_residual_attn_out_h_6_attn_541) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_residual_linear_h_6_proj_536 = rt_ld4(d_residual_linear_h_6_proj_536 + 4 * q);
-            const float4 r_d_residual_attn_out_h_6_attn = rt_ld4(d_residual_attn_out_h_6_attn + 4 * q);
-            float4 w_d_residual_attn_out_h_6_attn_541;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = ((const float *)&r_d_residual_linear_h_6_proj_536)[l] + ((const float *)&r_d_residual_attn_out_h_6_attn)[l]; /* sum of gradient contributions */
-                ((float *)&w_d_residual_attn_out_h_6_attn_541)[l] = v0;
-            }
-            rt_st4(d_residual_attn_out_h_6_attn_541 + 4 * q, w_d_residual_attn_out_h_6_attn_541);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(d_residual_linear_h_6_proj_536 + i) + rt_ld(d_residual_attn_out_h_6_attn + i); /* sum of gradient contributions */
-        rt_st(d_residual_attn_out_h_6_attn_541 + i, v0);
-    }
-}
-
-/* k18: sum of gradient contributions
- *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k18(const act_t *d_residual_attn_out_h_6_attn_541, const act_t *__restrict__ d_residual_linear_h_5_proj, act_t *d_residual_linear_h_5_proj_546, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_residual_attn_out_h_6_attn_541 | (unsigned long long)d_residual_linear_h_5_proj | (unsigned long long)d_residual_linear_h_5_proj_546) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_residual_attn_out_h_6_attn_541 = rt_ld4(d_residual_attn_out_h_6_attn_541 + 4 * q);
-            const float4 r_d_residual_linear_h_5_proj = rt_ld4(d_residual_linear_h_5_proj + 4 * q);
-            float4 w_d_residual_linear_h_5_proj_546;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = ((const float *)&r_d_residual_attn_out_h_6_attn_541)[l] + ((const float *)&r_d_residual_linear_h_5_proj)[l]; /* sum of gradient contributions */
-                ((float *)&w_d_residual_linear_h_5_proj_546)[l] = v0;
-            }
-            rt_st4(d_residual_linear_h_5_proj_546 + 4 * q, w_d_residual_linear_h_5_proj_546);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(d_residual_attn_out_h_6_attn_541 + i) + rt_ld(d_residual_linear_h_5_proj + i); /* sum of gradient contributions */
-        rt_st(d_residual_linear_h_5_proj_546 + i, v0);
-    }
-}
-
-/* k19: gelu (tanh) backward
+/* k7: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k19(const act_t *d_gelu_h_5_2, const act_t *__restrict__ linear_h_5_fc, act_t *d_linear_h_5_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k7(const act_t *d_gelu_h_5_2, const act_t *__restrict__ linear_h_5_fc, act_t *d_linear_h_5_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2501,63 +2177,9 @@ extern "C" __global__ void k19(const act_t *d_gelu_h_5_2, const act_t *__restric
     }
 }
 
-/* k20: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k20(const act_t *d_residual_linear_h_5_proj_546, const act_t *__restrict__ d_residual_attn_out_h_5_attn, act_t *d_residual_attn_out_h_5_attn_551, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_residual_linear_h_5_proj_546 | (unsigned long long)d_residual_attn_out_h_5_attn | (unsigned long long)d_residual_attn_out_h_5_attn_551) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_residual_linear_h_5_proj_546 = rt_ld4(d_residual_linear_h_5_proj_546 + 4 * q);
-            const float4 r_d_residual_attn_out_h_5_attn = rt_ld4(d_residual_attn_out_h_5_attn + 4 * q);
-            float4 w_d_residual_attn_out_h_5_attn_551;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = ((const float *)&r_d_residual_linear_h_5_proj_546)[l] + ((const float *)&r_d_residual_attn_out_h_5_attn)[l]; /* sum of gradient contributions */
-                ((float *)&w_d_residual_attn_out_h_5_attn_551)[l] = v0;
-            }
-            rt_st4(d_residual_attn_out_h_5_attn_551 + 4 * q, w_d_residual_attn_out_h_5_attn_551);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(d_residual_linear_h_5_proj_546 + i) + rt_ld(d_residual_attn_out_h_5_attn + i); /* sum of gradient contributions */
-        rt_st(d_residual_attn_out_h_5_attn_551 + i, v0);
-    }
-}
-
-/* k21: sum of gradient contributions
- *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k21(const act_t *d_residual_attn_out_h_5_attn_551, const act_t *__restrict__ d_residual_linear_h_4_proj, act_t *d_residual_linear_h_4_proj_556, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_residual_attn_out_h_5_attn_551 | (unsigned long long)d_residual_linear_h_4_proj | (unsigned long long)d_residual_linear_h_4_proj_556) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_residual_attn_out_h_5_attn_551 = rt_ld4(d_residual_attn_out_h_5_attn_551 + 4 * q);
-            const float4 r_d_residual_linear_h_4_proj = rt_ld4(d_residual_linear_h_4_proj + 4 * q);
-            float4 w_d_residual_linear_h_4_proj_556;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = ((const float *)&r_d_residual_attn_out_h_5_attn_551)[l] + ((const float *)&r_d_residual_linear_h_4_proj)[l]; /* sum of gradient contributions */
-                ((float *)&w_d_residual_linear_h_4_proj_556)[l] = v0;
-            }
-            rt_st4(d_residual_linear_h_4_proj_556 + 4 * q, w_d_residual_linear_h_4_proj_556);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(d_residual_attn_out_h_5_attn_551 + i) + rt_ld(d_residual_linear_h_4_proj + i); /* sum of gradient contributions */
-        rt_st(d_residual_linear_h_4_proj_556 + i, v0);
-    }
-}
-
-/* k22: gelu (tanh) backward
+/* k8: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k22(const act_t *d_gelu_h_4_2, const act_t *__restrict__ linear_h_4_fc, act_t *d_linear_h_4_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k8(const act_t *d_gelu_h_4_2, const act_t *__restrict__ linear_h_4_fc, act_t *d_linear_h_4_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2582,63 +2204,9 @@ extern "C" __global__ void k22(const act_t *d_gelu_h_4_2, const act_t *__restric
     }
 }
 
-/* k23: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k23(const act_t *d_residual_linear_h_4_proj_556, const act_t *__restrict__ d_residual_attn_out_h_4_attn, act_t *d_residual_attn_out_h_4_attn_561, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_residual_linear_h_4_proj_556 | (unsigned long long)d_residual_attn_out_h_4_attn | (unsigned long long)d_residual_attn_out_h_4_attn_561) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_residual_linear_h_4_proj_556 = rt_ld4(d_residual_linear_h_4_proj_556 + 4 * q);
-            const float4 r_d_residual_attn_out_h_4_attn = rt_ld4(d_residual_attn_out_h_4_attn + 4 * q);
-            float4 w_d_residual_attn_out_h_4_attn_561;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = ((const float *)&r_d_residual_linear_h_4_proj_556)[l] + ((const float *)&r_d_residual_attn_out_h_4_attn)[l]; /* sum of gradient contributions */
-                ((float *)&w_d_residual_attn_out_h_4_attn_561)[l] = v0;
-            }
-            rt_st4(d_residual_attn_out_h_4_attn_561 + 4 * q, w_d_residual_attn_out_h_4_attn_561);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(d_residual_linear_h_4_proj_556 + i) + rt_ld(d_residual_attn_out_h_4_attn + i); /* sum of gradient contributions */
-        rt_st(d_residual_attn_out_h_4_attn_561 + i, v0);
-    }
-}
-
-/* k24: sum of gradient contributions
- *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k24(const act_t *d_residual_attn_out_h_4_attn_561, const act_t *__restrict__ d_residual_linear_h_3_proj, act_t *d_residual_linear_h_3_proj_566, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_residual_attn_out_h_4_attn_561 | (unsigned long long)d_residual_linear_h_3_proj | (unsigned long long)d_residual_linear_h_3_proj_566) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_residual_attn_out_h_4_attn_561 = rt_ld4(d_residual_attn_out_h_4_attn_561 + 4 * q);
-            const float4 r_d_residual_linear_h_3_proj = rt_ld4(d_residual_linear_h_3_proj + 4 * q);
-            float4 w_d_residual_linear_h_3_proj_566;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = ((const float *)&r_d_residual_attn_out_h_4_attn_561)[l] + ((const float *)&r_d_residual_linear_h_3_proj)[l]; /* sum of gradient contributions */
-                ((float *)&w_d_residual_linear_h_3_proj_566)[l] = v0;
-            }
-            rt_st4(d_residual_linear_h_3_proj_566 + 4 * q, w_d_residual_linear_h_3_proj_566);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(d_residual_attn_out_h_4_attn_561 + i) + rt_ld(d_residual_linear_h_3_proj + i); /* sum of gradient contributions */
-        rt_st(d_residual_linear_h_3_proj_566 + i, v0);
-    }
-}
-
-/* k25: gelu (tanh) backward
+/* k9: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k25(const act_t *d_gelu_h_3_2, const act_t *__restrict__ linear_h_3_fc, act_t *d_linear_h_3_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k9(const act_t *d_gelu_h_3_2, const act_t *__restrict__ linear_h_3_fc, act_t *d_linear_h_3_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2663,63 +2231,9 @@ extern "C" __global__ void k25(const act_t *d_gelu_h_3_2, const act_t *__restric
     }
 }
 
-/* k26: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k26(const act_t *d_residual_linear_h_3_proj_566, const act_t *__restrict__ d_residual_attn_out_h_3_attn, act_t *d_residual_attn_out_h_3_attn_571, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_residual_linear_h_3_proj_566 | (unsigned long long)d_residual_attn_out_h_3_attn | (unsigned long long)d_residual_attn_out_h_3_attn_571) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_residual_linear_h_3_proj_566 = rt_ld4(d_residual_linear_h_3_proj_566 + 4 * q);
-            const float4 r_d_residual_attn_out_h_3_attn = rt_ld4(d_residual_attn_out_h_3_attn + 4 * q);
-            float4 w_d_residual_attn_out_h_3_attn_571;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = ((const float *)&r_d_residual_linear_h_3_proj_566)[l] + ((const float *)&r_d_residual_attn_out_h_3_attn)[l]; /* sum of gradient contributions */
-                ((float *)&w_d_residual_attn_out_h_3_attn_571)[l] = v0;
-            }
-            rt_st4(d_residual_attn_out_h_3_attn_571 + 4 * q, w_d_residual_attn_out_h_3_attn_571);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(d_residual_linear_h_3_proj_566 + i) + rt_ld(d_residual_attn_out_h_3_attn + i); /* sum of gradient contributions */
-        rt_st(d_residual_attn_out_h_3_attn_571 + i, v0);
-    }
-}
-
-/* k27: sum of gradient contributions
- *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k27(const act_t *d_residual_attn_out_h_3_attn_571, const act_t *__restrict__ d_residual_linear_h_2_proj, act_t *d_residual_linear_h_2_proj_576, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_residual_attn_out_h_3_attn_571 | (unsigned long long)d_residual_linear_h_2_proj | (unsigned long long)d_residual_linear_h_2_proj_576) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_residual_attn_out_h_3_attn_571 = rt_ld4(d_residual_attn_out_h_3_attn_571 + 4 * q);
-            const float4 r_d_residual_linear_h_2_proj = rt_ld4(d_residual_linear_h_2_proj + 4 * q);
-            float4 w_d_residual_linear_h_2_proj_576;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = ((const float *)&r_d_residual_attn_out_h_3_attn_571)[l] + ((const float *)&r_d_residual_linear_h_2_proj)[l]; /* sum of gradient contributions */
-                ((float *)&w_d_residual_linear_h_2_proj_576)[l] = v0;
-            }
-            rt_st4(d_residual_linear_h_2_proj_576 + 4 * q, w_d_residual_linear_h_2_proj_576);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(d_residual_attn_out_h_3_attn_571 + i) + rt_ld(d_residual_linear_h_2_proj + i); /* sum of gradient contributions */
-        rt_st(d_residual_linear_h_2_proj_576 + i, v0);
-    }
-}
-
-/* k28: gelu (tanh) backward
+/* k10: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k28(const act_t *d_gelu_h_2_2, const act_t *__restrict__ linear_h_2_fc, act_t *d_linear_h_2_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k10(const act_t *d_gelu_h_2_2, const act_t *__restrict__ linear_h_2_fc, act_t *d_linear_h_2_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2744,63 +2258,9 @@ extern "C" __global__ void k28(const act_t *d_gelu_h_2_2, const act_t *__restric
     }
 }
 
-/* k29: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k29(const act_t *d_residual_linear_h_2_proj_576, const act_t *__restrict__ d_residual_attn_out_h_2_attn, act_t *d_residual_attn_out_h_2_attn_581, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_residual_linear_h_2_proj_576 | (unsigned long long)d_residual_attn_out_h_2_attn | (unsigned long long)d_residual_attn_out_h_2_attn_581) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_residual_linear_h_2_proj_576 = rt_ld4(d_residual_linear_h_2_proj_576 + 4 * q);
-            const float4 r_d_residual_attn_out_h_2_attn = rt_ld4(d_residual_attn_out_h_2_attn + 4 * q);
-            float4 w_d_residual_attn_out_h_2_attn_581;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = ((const float *)&r_d_residual_linear_h_2_proj_576)[l] + ((const float *)&r_d_residual_attn_out_h_2_attn)[l]; /* sum of gradient contributions */
-                ((float *)&w_d_residual_attn_out_h_2_attn_581)[l] = v0;
-            }
-            rt_st4(d_residual_attn_out_h_2_attn_581 + 4 * q, w_d_residual_attn_out_h_2_attn_581);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(d_residual_linear_h_2_proj_576 + i) + rt_ld(d_residual_attn_out_h_2_attn + i); /* sum of gradient contributions */
-        rt_st(d_residual_attn_out_h_2_attn_581 + i, v0);
-    }
-}
-
-/* k30: sum of gradient contributions
- *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k30(const act_t *d_residual_attn_out_h_2_attn_581, const act_t *__restrict__ d_residual_linear_h_1_proj, act_t *d_residual_linear_h_1_proj_586, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_residual_attn_out_h_2_attn_581 | (unsigned long long)d_residual_linear_h_1_proj | (unsigned long long)d_residual_linear_h_1_proj_586) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_residual_attn_out_h_2_attn_581 = rt_ld4(d_residual_attn_out_h_2_attn_581 + 4 * q);
-            const float4 r_d_residual_linear_h_1_proj = rt_ld4(d_residual_linear_h_1_proj + 4 * q);
-            float4 w_d_residual_linear_h_1_proj_586;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = ((const float *)&r_d_residual_attn_out_h_2_attn_581)[l] + ((const float *)&r_d_residual_linear_h_1_proj)[l]; /* sum of gradient contributions */
-                ((float *)&w_d_residual_linear_h_1_proj_586)[l] = v0;
-            }
-            rt_st4(d_residual_linear_h_1_proj_586 + 4 * q, w_d_residual_linear_h_1_proj_586);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(d_residual_attn_out_h_2_attn_581 + i) + rt_ld(d_residual_linear_h_1_proj + i); /* sum of gradient contributions */
-        rt_st(d_residual_linear_h_1_proj_586 + i, v0);
-    }
-}
-
-/* k31: gelu (tanh) backward
+/* k11: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k31(const act_t *d_gelu_h_1_2, const act_t *__restrict__ linear_h_1_fc, act_t *d_linear_h_1_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k11(const act_t *d_gelu_h_1_2, const act_t *__restrict__ linear_h_1_fc, act_t *d_linear_h_1_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2825,63 +2285,9 @@ extern "C" __global__ void k31(const act_t *d_gelu_h_1_2, const act_t *__restric
     }
 }
 
-/* k32: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k32(const act_t *d_residual_linear_h_1_proj_586, const act_t *__restrict__ d_residual_attn_out_h_1_attn, act_t *d_residual_attn_out_h_1_attn_591, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_residual_linear_h_1_proj_586 | (unsigned long long)d_residual_attn_out_h_1_attn | (unsigned long long)d_residual_attn_out_h_1_attn_591) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_residual_linear_h_1_proj_586 = rt_ld4(d_residual_linear_h_1_proj_586 + 4 * q);
-            const float4 r_d_residual_attn_out_h_1_attn = rt_ld4(d_residual_attn_out_h_1_attn + 4 * q);
-            float4 w_d_residual_attn_out_h_1_attn_591;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = ((const float *)&r_d_residual_linear_h_1_proj_586)[l] + ((const float *)&r_d_residual_attn_out_h_1_attn)[l]; /* sum of gradient contributions */
-                ((float *)&w_d_residual_attn_out_h_1_attn_591)[l] = v0;
-            }
-            rt_st4(d_residual_attn_out_h_1_attn_591 + 4 * q, w_d_residual_attn_out_h_1_attn_591);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(d_residual_linear_h_1_proj_586 + i) + rt_ld(d_residual_attn_out_h_1_attn + i); /* sum of gradient contributions */
-        rt_st(d_residual_attn_out_h_1_attn_591 + i, v0);
-    }
-}
-
-/* k33: sum of gradient contributions
- *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k33(const act_t *d_residual_attn_out_h_1_attn_591, const act_t *__restrict__ d_residual_linear_h_0_proj, act_t *d_residual_linear_h_0_proj_596, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_residual_attn_out_h_1_attn_591 | (unsigned long long)d_residual_linear_h_0_proj | (unsigned long long)d_residual_linear_h_0_proj_596) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_residual_attn_out_h_1_attn_591 = rt_ld4(d_residual_attn_out_h_1_attn_591 + 4 * q);
-            const float4 r_d_residual_linear_h_0_proj = rt_ld4(d_residual_linear_h_0_proj + 4 * q);
-            float4 w_d_residual_linear_h_0_proj_596;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = ((const float *)&r_d_residual_attn_out_h_1_attn_591)[l] + ((const float *)&r_d_residual_linear_h_0_proj)[l]; /* sum of gradient contributions */
-                ((float *)&w_d_residual_linear_h_0_proj_596)[l] = v0;
-            }
-            rt_st4(d_residual_linear_h_0_proj_596 + 4 * q, w_d_residual_linear_h_0_proj_596);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(d_residual_attn_out_h_1_attn_591 + i) + rt_ld(d_residual_linear_h_0_proj + i); /* sum of gradient contributions */
-        rt_st(d_residual_linear_h_0_proj_596 + i, v0);
-    }
-}
-
-/* k34: gelu (tanh) backward
+/* k12: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k34(const act_t *d_gelu_h_0_2, const act_t *__restrict__ linear_h_0_fc, act_t *d_linear_h_0_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k12(const act_t *d_gelu_h_0_2, const act_t *__restrict__ linear_h_0_fc, act_t *d_linear_h_0_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2903,60 +2309,6 @@ extern "C" __global__ void k34(const act_t *d_gelu_h_0_2, const act_t *__restric
     for (int64_t i = done + first; i < n; i += stride) {
         float v0 = rt_gelu_tanh_bwd(rt_ld(linear_h_0_fc + i), rt_ld(d_gelu_h_0_2 + i)); /* gelu (tanh) backward */
         rt_st(d_linear_h_0_fc + i, v0);
-    }
-}
-
-/* k35: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k35(const act_t *d_residual_linear_h_0_proj_596, const act_t *__restrict__ d_residual_attn_out_h_0_attn, act_t *d_residual_attn_out_h_0_attn_601, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_residual_linear_h_0_proj_596 | (unsigned long long)d_residual_attn_out_h_0_attn | (unsigned long long)d_residual_attn_out_h_0_attn_601) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_residual_linear_h_0_proj_596 = rt_ld4(d_residual_linear_h_0_proj_596 + 4 * q);
-            const float4 r_d_residual_attn_out_h_0_attn = rt_ld4(d_residual_attn_out_h_0_attn + 4 * q);
-            float4 w_d_residual_attn_out_h_0_attn_601;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = ((const float *)&r_d_residual_linear_h_0_proj_596)[l] + ((const float *)&r_d_residual_attn_out_h_0_attn)[l]; /* sum of gradient contributions */
-                ((float *)&w_d_residual_attn_out_h_0_attn_601)[l] = v0;
-            }
-            rt_st4(d_residual_attn_out_h_0_attn_601 + 4 * q, w_d_residual_attn_out_h_0_attn_601);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(d_residual_linear_h_0_proj_596 + i) + rt_ld(d_residual_attn_out_h_0_attn + i); /* sum of gradient contributions */
-        rt_st(d_residual_attn_out_h_0_attn_601 + i, v0);
-    }
-}
-
-/* k36: sum of gradient contributions
- *     from $.model.layers[1] */
-extern "C" __global__ void k36(const act_t *d_residual_attn_out_h_0_attn_601, const act_t *__restrict__ d_pos_embedding_wpe, act_t *d_pos_embedding_wpe_606, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_residual_attn_out_h_0_attn_601 | (unsigned long long)d_pos_embedding_wpe | (unsigned long long)d_pos_embedding_wpe_606) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_residual_attn_out_h_0_attn_601 = rt_ld4(d_residual_attn_out_h_0_attn_601 + 4 * q);
-            const float4 r_d_pos_embedding_wpe = rt_ld4(d_pos_embedding_wpe + 4 * q);
-            float4 w_d_pos_embedding_wpe_606;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = ((const float *)&r_d_residual_attn_out_h_0_attn_601)[l] + ((const float *)&r_d_pos_embedding_wpe)[l]; /* sum of gradient contributions */
-                ((float *)&w_d_pos_embedding_wpe_606)[l] = v0;
-            }
-            rt_st4(d_pos_embedding_wpe_606 + 4 * q, w_d_pos_embedding_wpe_606);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(d_residual_attn_out_h_0_attn_601 + i) + rt_ld(d_pos_embedding_wpe + i); /* sum of gradient contributions */
-        rt_st(d_pos_embedding_wpe_606 + i, v0);
     }
 }
 

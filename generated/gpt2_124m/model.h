@@ -2,7 +2,7 @@
  *
  * The memory plan for training (forward and backward): activations, their
  * gradients and scratch buffers.
- * One arena of Bmax * 511782912 bytes (without reuse: Bmax * 741421056; the most live at
+ * One arena of Bmax * 511782912 bytes (without reuse: Bmax * 703672320; the most live at
  * once: Bmax * 511782912). A buffer's byte offset is Bmax * its offset below, so any
  * batch size fits the same plan.
  * bf16-mixed: the GPU's plan, activations in bf16 (2 bytes), the saved
@@ -175,88 +175,64 @@
  *   6291456     1572864    175-540  d_residual_linear_h_11_proj  [B, 1024, 768]  gradient
  *   0           6291456    178-187  d_gelu_h_11_2               [B, 1024, 3072]  gradient
  *   344264704   1572864    184-189  d_layernorm_h_11_ln_2       [B, 1024, 768]  gradient
- *   0           1572864    189-192  d_residual_attn_out_h_11_attn  [B, 1024, 768]  gradient
  *   0           1572864    193-198  d_attn_y_h_11_attn          [B, 1024, 768]  gradient
  *   344264704   4718592    198-202  d_qkv_h_11_attn             [B, 1024, 2304]  gradient
  *   408752128   1572864    199-204  d_layernorm_h_11_ln_1       [B, 1024, 768]  gradient
- *   410324992   1572864    204-207  d_residual_linear_h_10_proj  [B, 1024, 768]  gradient
  *   0           6291456    208-217  d_gelu_h_10_2               [B, 1024, 3072]  gradient
  *   408752128   1572864    214-219  d_layernorm_h_10_ln_2       [B, 1024, 768]  gradient
- *   410324992   1572864    219-222  d_residual_attn_out_h_10_attn  [B, 1024, 768]  gradient
  *   408752128   1572864    223-228  d_attn_y_h_10_attn          [B, 1024, 768]  gradient
  *   331681792   4718592    228-232  d_qkv_h_10_attn             [B, 1024, 2304]  gradient
  *   0           1572864    229-234  d_layernorm_h_10_ln_1       [B, 1024, 768]  gradient
- *   1572864     1572864    234-237  d_residual_linear_h_9_proj  [B, 1024, 768]  gradient
  *   0           6291456    238-247  d_gelu_h_9_2                [B, 1024, 3072]  gradient
  *   404033536   1572864    244-249  d_layernorm_h_9_ln_2        [B, 1024, 768]  gradient
- *   0           1572864    249-252  d_residual_attn_out_h_9_attn  [B, 1024, 768]  gradient
  *   0           1572864    253-258  d_attn_y_h_9_attn           [B, 1024, 768]  gradient
  *   319098880   4718592    258-262  d_qkv_h_9_attn              [B, 1024, 2304]  gradient
  *   0           1572864    259-264  d_layernorm_h_9_ln_1        [B, 1024, 768]  gradient
- *   1572864     1572864    264-267  d_residual_linear_h_8_proj  [B, 1024, 768]  gradient
  *   0           6291456    268-277  d_gelu_h_8_2                [B, 1024, 3072]  gradient
  *   399314944   1572864    274-279  d_layernorm_h_8_ln_2        [B, 1024, 768]  gradient
- *   0           1572864    279-282  d_residual_attn_out_h_8_attn  [B, 1024, 768]  gradient
  *   0           1572864    283-288  d_attn_y_h_8_attn           [B, 1024, 768]  gradient
  *   306515968   4718592    288-292  d_qkv_h_8_attn              [B, 1024, 2304]  gradient
  *   0           1572864    289-294  d_layernorm_h_8_ln_1        [B, 1024, 768]  gradient
- *   1572864     1572864    294-297  d_residual_linear_h_7_proj  [B, 1024, 768]  gradient
  *   0           6291456    298-307  d_gelu_h_7_2                [B, 1024, 3072]  gradient
  *   394596352   1572864    304-309  d_layernorm_h_7_ln_2        [B, 1024, 768]  gradient
- *   0           1572864    309-312  d_residual_attn_out_h_7_attn  [B, 1024, 768]  gradient
  *   0           1572864    313-318  d_attn_y_h_7_attn           [B, 1024, 768]  gradient
  *   293933056   4718592    318-322  d_qkv_h_7_attn              [B, 1024, 2304]  gradient
  *   0           1572864    319-324  d_layernorm_h_7_ln_1        [B, 1024, 768]  gradient
- *   1572864     1572864    324-327  d_residual_linear_h_6_proj  [B, 1024, 768]  gradient
  *   0           6291456    328-337  d_gelu_h_6_2                [B, 1024, 3072]  gradient
  *   389877760   1572864    334-339  d_layernorm_h_6_ln_2        [B, 1024, 768]  gradient
- *   0           1572864    339-342  d_residual_attn_out_h_6_attn  [B, 1024, 768]  gradient
  *   0           1572864    343-348  d_attn_y_h_6_attn           [B, 1024, 768]  gradient
  *   281350144   4718592    348-352  d_qkv_h_6_attn              [B, 1024, 2304]  gradient
  *   0           1572864    349-354  d_layernorm_h_6_ln_1        [B, 1024, 768]  gradient
- *   1572864     1572864    354-357  d_residual_linear_h_5_proj  [B, 1024, 768]  gradient
  *   0           6291456    358-367  d_gelu_h_5_2                [B, 1024, 3072]  gradient
  *   385159168   1572864    364-369  d_layernorm_h_5_ln_2        [B, 1024, 768]  gradient
- *   0           1572864    369-372  d_residual_attn_out_h_5_attn  [B, 1024, 768]  gradient
  *   0           1572864    373-378  d_attn_y_h_5_attn           [B, 1024, 768]  gradient
  *   268767232   4718592    378-382  d_qkv_h_5_attn              [B, 1024, 2304]  gradient
  *   0           1572864    379-384  d_layernorm_h_5_ln_1        [B, 1024, 768]  gradient
- *   1572864     1572864    384-387  d_residual_linear_h_4_proj  [B, 1024, 768]  gradient
  *   0           6291456    388-397  d_gelu_h_4_2                [B, 1024, 3072]  gradient
  *   380440576   1572864    394-399  d_layernorm_h_4_ln_2        [B, 1024, 768]  gradient
- *   0           1572864    399-402  d_residual_attn_out_h_4_attn  [B, 1024, 768]  gradient
  *   0           1572864    403-408  d_attn_y_h_4_attn           [B, 1024, 768]  gradient
  *   256184320   4718592    408-412  d_qkv_h_4_attn              [B, 1024, 2304]  gradient
  *   0           1572864    409-414  d_layernorm_h_4_ln_1        [B, 1024, 768]  gradient
- *   1572864     1572864    414-417  d_residual_linear_h_3_proj  [B, 1024, 768]  gradient
  *   0           6291456    418-427  d_gelu_h_3_2                [B, 1024, 3072]  gradient
  *   375721984   1572864    424-429  d_layernorm_h_3_ln_2        [B, 1024, 768]  gradient
- *   0           1572864    429-432  d_residual_attn_out_h_3_attn  [B, 1024, 768]  gradient
  *   0           1572864    433-438  d_attn_y_h_3_attn           [B, 1024, 768]  gradient
  *   243601408   4718592    438-442  d_qkv_h_3_attn              [B, 1024, 2304]  gradient
  *   0           1572864    439-444  d_layernorm_h_3_ln_1        [B, 1024, 768]  gradient
- *   1572864     1572864    444-447  d_residual_linear_h_2_proj  [B, 1024, 768]  gradient
  *   0           6291456    448-457  d_gelu_h_2_2                [B, 1024, 3072]  gradient
  *   371003392   1572864    454-459  d_layernorm_h_2_ln_2        [B, 1024, 768]  gradient
- *   0           1572864    459-462  d_residual_attn_out_h_2_attn  [B, 1024, 768]  gradient
  *   0           1572864    463-468  d_attn_y_h_2_attn           [B, 1024, 768]  gradient
  *   231018496   4718592    468-472  d_qkv_h_2_attn              [B, 1024, 2304]  gradient
  *   0           1572864    469-474  d_layernorm_h_2_ln_1        [B, 1024, 768]  gradient
- *   1572864     1572864    474-477  d_residual_linear_h_1_proj  [B, 1024, 768]  gradient
  *   0           6291456    478-487  d_gelu_h_1_2                [B, 1024, 3072]  gradient
  *   366284800   1572864    484-489  d_layernorm_h_1_ln_2        [B, 1024, 768]  gradient
- *   0           1572864    489-492  d_residual_attn_out_h_1_attn  [B, 1024, 768]  gradient
  *   0           1572864    493-498  d_attn_y_h_1_attn           [B, 1024, 768]  gradient
  *   218435584   4718592    498-502  d_qkv_h_1_attn              [B, 1024, 2304]  gradient
  *   0           1572864    499-504  d_layernorm_h_1_ln_1        [B, 1024, 768]  gradient
- *   1572864     1572864    504-507  d_residual_linear_h_0_proj  [B, 1024, 768]  gradient
  *   0           6291456    508-517  d_gelu_h_0_2                [B, 1024, 3072]  gradient
  *   361566208   1572864    514-519  d_layernorm_h_0_ln_2        [B, 1024, 768]  gradient
- *   0           1572864    519-522  d_residual_attn_out_h_0_attn  [B, 1024, 768]  gradient
  *   4718592     1572864    523-528  d_attn_y_h_0_attn           [B, 1024, 768]  gradient
  *   0           4718592    528-532  d_qkv_h_0_attn              [B, 1024, 2304]  gradient
  *   4718592     1572864    529-534  d_layernorm_h_0_ln_1        [B, 1024, 768]  gradient
- *   0           1572864    534-537  d_pos_embedding_wpe         [B, 1024, 768]  gradient
  *   (in place)  -                   pos_embedding_wpe           [B, 1024, 768]  written over embedding_wte
  *   (in place)  -                   d_linear_h_11_fc            [B, 1024, 3072]  written over d_gelu_h_11_2
  *   (in place)  -                   d_residual_attn_out_h_11_attn_491  [B, 1024, 768]  written over d_residual_linear_h_11_proj
@@ -476,30 +452,6 @@ void k9(rt_exec *e, int64_t lo, int64_t hi);
 void k10(rt_exec *e, int64_t lo, int64_t hi);
 void k11(rt_exec *e, int64_t lo, int64_t hi);
 void k12(rt_exec *e, int64_t lo, int64_t hi);
-void k13(rt_exec *e, int64_t lo, int64_t hi);
-void k14(rt_exec *e, int64_t lo, int64_t hi);
-void k15(rt_exec *e, int64_t lo, int64_t hi);
-void k16(rt_exec *e, int64_t lo, int64_t hi);
-void k17(rt_exec *e, int64_t lo, int64_t hi);
-void k18(rt_exec *e, int64_t lo, int64_t hi);
-void k19(rt_exec *e, int64_t lo, int64_t hi);
-void k20(rt_exec *e, int64_t lo, int64_t hi);
-void k21(rt_exec *e, int64_t lo, int64_t hi);
-void k22(rt_exec *e, int64_t lo, int64_t hi);
-void k23(rt_exec *e, int64_t lo, int64_t hi);
-void k24(rt_exec *e, int64_t lo, int64_t hi);
-void k25(rt_exec *e, int64_t lo, int64_t hi);
-void k26(rt_exec *e, int64_t lo, int64_t hi);
-void k27(rt_exec *e, int64_t lo, int64_t hi);
-void k28(rt_exec *e, int64_t lo, int64_t hi);
-void k29(rt_exec *e, int64_t lo, int64_t hi);
-void k30(rt_exec *e, int64_t lo, int64_t hi);
-void k31(rt_exec *e, int64_t lo, int64_t hi);
-void k32(rt_exec *e, int64_t lo, int64_t hi);
-void k33(rt_exec *e, int64_t lo, int64_t hi);
-void k34(rt_exec *e, int64_t lo, int64_t hi);
-void k35(rt_exec *e, int64_t lo, int64_t hi);
-void k36(rt_exec *e, int64_t lo, int64_t hi);
 void ke0(rt_exec *e, int64_t lo, int64_t hi);
 
 #endif

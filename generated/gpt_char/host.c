@@ -230,10 +230,9 @@ static void backward(rt_exec *e)
     const float *P_h_3_ln_2_weight = e->params + 710272;
     const float *ln_mean_h_3_ln_2 = ACT(4602880);
     const float *ln_rstd_h_3_ln_2 = ACT(4603392);
-    float *d_residual_attn_out_h_3_attn = ACT(4390912);
+    float *d_residual_attn_out_h_3_attn_179 = ACT(4521984);
     float *G_h_3_ln_2_weight = e->grads + 710272;
     float *G_h_3_ln_2_bias = e->grads + 710400;
-    float *d_residual_attn_out_h_3_attn_179 = ACT(4521984);
     const float *P_h_3_attn_proj_weight = e->params + 693760;
     float *d_attn_y_h_3_attn = ACT(4325376);
     const float *attn_y_h_3_attn = ACT(4259840);
@@ -251,10 +250,9 @@ static void backward(rt_exec *e)
     const float *P_h_3_ln_1_weight = e->params + 643968;
     const float *ln_mean_h_3_ln_1 = ACT(4601856);
     const float *ln_rstd_h_3_ln_1 = ACT(4602368);
-    float *d_residual_linear_h_2_proj = ACT(3014656);
+    float *d_residual_linear_h_2_proj_184 = ACT(4521984);
     float *G_h_3_ln_1_weight = e->grads + 643968;
     float *G_h_3_ln_1_bias = e->grads + 644096;
-    float *d_residual_linear_h_2_proj_184 = ACT(4521984);
     const float *P_h_2_proj_weight = e->params + 578304;
     float *d_gelu_h_2_2 = ACT(1572864);
     const float *gelu_h_2_2 = ACT(1310720);
@@ -271,10 +269,9 @@ static void backward(rt_exec *e)
     const float *P_h_2_ln_2_weight = e->params + 512000;
     const float *ln_mean_h_2_ln_2 = ACT(4600832);
     const float *ln_rstd_h_2_ln_2 = ACT(4601344);
-    float *d_residual_attn_out_h_2_attn = ACT(3014656);
+    float *d_residual_attn_out_h_2_attn_189 = ACT(4521984);
     float *G_h_2_ln_2_weight = e->grads + 512000;
     float *G_h_2_ln_2_bias = e->grads + 512128;
-    float *d_residual_attn_out_h_2_attn_189 = ACT(4521984);
     const float *P_h_2_attn_proj_weight = e->params + 495488;
     float *d_attn_y_h_2_attn = ACT(2949120);
     const float *attn_y_h_2_attn = ACT(3932160);
@@ -292,10 +289,9 @@ static void backward(rt_exec *e)
     const float *P_h_2_ln_1_weight = e->params + 445696;
     const float *ln_mean_h_2_ln_1 = ACT(4599808);
     const float *ln_rstd_h_2_ln_1 = ACT(4600320);
-    float *d_residual_linear_h_1_proj = ACT(2818048);
+    float *d_residual_linear_h_1_proj_194 = ACT(4521984);
     float *G_h_2_ln_1_weight = e->grads + 445696;
     float *G_h_2_ln_1_bias = e->grads + 445824;
-    float *d_residual_linear_h_1_proj_194 = ACT(4521984);
     const float *P_h_1_proj_weight = e->params + 380032;
     float *d_gelu_h_1_2 = ACT(1048576);
     const float *gelu_h_1_2 = ACT(786432);
@@ -312,10 +308,9 @@ static void backward(rt_exec *e)
     const float *P_h_1_ln_2_weight = e->params + 313728;
     const float *ln_mean_h_1_ln_2 = ACT(4598784);
     const float *ln_rstd_h_1_ln_2 = ACT(4599296);
-    float *d_residual_attn_out_h_1_attn = ACT(2818048);
+    float *d_residual_attn_out_h_1_attn_199 = ACT(4521984);
     float *G_h_1_ln_2_weight = e->grads + 313728;
     float *G_h_1_ln_2_bias = e->grads + 313856;
-    float *d_residual_attn_out_h_1_attn_199 = ACT(4521984);
     const float *P_h_1_attn_proj_weight = e->params + 297216;
     float *d_attn_y_h_1_attn = ACT(2752512);
     const float *attn_y_h_1_attn = ACT(3604480);
@@ -333,10 +328,9 @@ static void backward(rt_exec *e)
     const float *P_h_1_ln_1_weight = e->params + 247424;
     const float *ln_mean_h_1_ln_1 = ACT(4597760);
     const float *ln_rstd_h_1_ln_1 = ACT(4598272);
-    float *d_residual_linear_h_0_proj = ACT(2621440);
+    float *d_residual_linear_h_0_proj_204 = ACT(4521984);
     float *G_h_1_ln_1_weight = e->grads + 247424;
     float *G_h_1_ln_1_bias = e->grads + 247552;
-    float *d_residual_linear_h_0_proj_204 = ACT(4521984);
     const float *P_h_0_proj_weight = e->params + 181760;
     float *d_gelu_h_0_2 = ACT(524288);
     const float *gelu_h_0_2 = ACT(262144);
@@ -353,10 +347,9 @@ static void backward(rt_exec *e)
     const float *P_h_0_ln_2_weight = e->params + 115456;
     const float *ln_mean_h_0_ln_2 = ACT(4596736);
     const float *ln_rstd_h_0_ln_2 = ACT(4597248);
-    float *d_residual_attn_out_h_0_attn = ACT(2555904);
+    float *d_residual_attn_out_h_0_attn_209 = ACT(4521984);
     float *G_h_0_ln_2_weight = e->grads + 115456;
     float *G_h_0_ln_2_bias = e->grads + 115584;
-    float *d_residual_attn_out_h_0_attn_209 = ACT(4521984);
     const float *P_h_0_attn_proj_weight = e->params + 98944;
     float *d_attn_y_h_0_attn = ACT(2555904);
     const float *attn_y_h_0_attn = ACT(3276800);
@@ -374,10 +367,9 @@ static void backward(rt_exec *e)
     const float *P_h_0_ln_1_weight = e->params + 49152;
     const float *ln_mean_h_0_ln_1 = ACT(4595712);
     const float *ln_rstd_h_0_ln_1 = ACT(4596224);
-    float *d_pos_embedding_wpe = ACT(3211264);
+    float *d_pos_embedding_wpe_214 = ACT(4521984);
     float *G_h_0_ln_1_weight = e->grads + 49152;
     float *G_h_0_ln_1_bias = e->grads + 49280;
-    float *d_pos_embedding_wpe_214 = ACT(4521984);
     float *G_wpe_weight = e->grads + 32768;
     const int32_t *in_x = (const int32_t *)e->in[0];
 
@@ -413,14 +405,12 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_linear_h_3_fc, G_h_3_fc_bias, e->B * 128, 512);
     /* $.model.layers[2].body[1].body[1]: h.3.fc.bias's gradient is final */
     rt_grad_ready(e, 776064, 512);
-    /* $.model.layers[2].body[1].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, ln_mean_h_3_ln_2, ln_rstd_h_3_ln_2, d_layernorm_h_3_ln_2, NULL, d_residual_attn_out_h_3_attn, G_h_3_ln_2_weight, G_h_3_ln_2_bias, e->B * 128, 128);
+    /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
+    rt_layernorm_bwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, ln_mean_h_3_ln_2, ln_rstd_h_3_ln_2, d_layernorm_h_3_ln_2, d_residual_linear_h_3_proj, d_residual_attn_out_h_3_attn_179, G_h_3_ln_2_weight, G_h_3_ln_2_bias, e->B * 128, 128);
     /* $.model.layers[2].body[1].body[0]: h.3.ln_2.weight's gradient is final */
     rt_grad_ready(e, 710272, 128);
     /* $.model.layers[2].body[1].body[0]: h.3.ln_2.bias's gradient is final */
     rt_grad_ready(e, 710400, 128);
-    /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_launch(e, "k2", k2, e->B * 16384, 3, (void *[]){&d_residual_linear_h_3_proj, &d_residual_attn_out_h_3_attn, &d_residual_attn_out_h_3_attn_179});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 128, 1.0f, d_residual_attn_out_h_3_attn_179, 128, P_h_3_attn_proj_weight, 128, 0.0f, d_attn_y_h_3_attn, 128);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -443,14 +433,12 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_qkv_h_3_attn, G_h_3_attn_qkv_bias, e->B * 128, 384);
     /* $.model.layers[2].body[0].body[1]: h.3.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 693376, 384);
-    /* $.model.layers[2].body[0].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, ln_mean_h_3_ln_1, ln_rstd_h_3_ln_1, d_layernorm_h_3_ln_1, NULL, d_residual_linear_h_2_proj, G_h_3_ln_1_weight, G_h_3_ln_1_bias, e->B * 128, 128);
+    /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
+    rt_layernorm_bwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, ln_mean_h_3_ln_1, ln_rstd_h_3_ln_1, d_layernorm_h_3_ln_1, d_residual_attn_out_h_3_attn_179, d_residual_linear_h_2_proj_184, G_h_3_ln_1_weight, G_h_3_ln_1_bias, e->B * 128, 128);
     /* $.model.layers[2].body[0].body[0]: h.3.ln_1.weight's gradient is final */
     rt_grad_ready(e, 643968, 128);
     /* $.model.layers[2].body[0].body[0]: h.3.ln_1.bias's gradient is final */
     rt_grad_ready(e, 644096, 128);
-    /* $.model.layers[2].body[1]: sum of gradient contributions */
-    rt_launch(e, "k3", k3, e->B * 16384, 3, (void *[]){&d_residual_attn_out_h_3_attn_179, &d_residual_linear_h_2_proj, &d_residual_linear_h_2_proj_184});
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 512, 128, 1.0f, d_residual_linear_h_2_proj_184, 128, P_h_2_proj_weight, 512, 0.0f, d_gelu_h_2_2, 512);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
@@ -462,7 +450,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.2.proj.bias's gradient is final */
     rt_grad_ready(e, 643840, 128);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k4", k4, e->B * 65536, 3, (void *[]){&d_gelu_h_2_2, &linear_h_2_fc, &d_linear_h_2_fc});
+    rt_launch(e, "k2", k2, e->B * 65536, 3, (void *[]){&d_gelu_h_2_2, &linear_h_2_fc, &d_linear_h_2_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 512, 1.0f, d_linear_h_2_fc, 512, P_h_2_fc_weight, 128, 0.0f, d_layernorm_h_2_ln_2, 128);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -473,14 +461,12 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_linear_h_2_fc, G_h_2_fc_bias, e->B * 128, 512);
     /* $.model.layers[2].body[1].body[1]: h.2.fc.bias's gradient is final */
     rt_grad_ready(e, 577792, 512);
-    /* $.model.layers[2].body[1].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, ln_mean_h_2_ln_2, ln_rstd_h_2_ln_2, d_layernorm_h_2_ln_2, NULL, d_residual_attn_out_h_2_attn, G_h_2_ln_2_weight, G_h_2_ln_2_bias, e->B * 128, 128);
+    /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
+    rt_layernorm_bwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, ln_mean_h_2_ln_2, ln_rstd_h_2_ln_2, d_layernorm_h_2_ln_2, d_residual_linear_h_2_proj_184, d_residual_attn_out_h_2_attn_189, G_h_2_ln_2_weight, G_h_2_ln_2_bias, e->B * 128, 128);
     /* $.model.layers[2].body[1].body[0]: h.2.ln_2.weight's gradient is final */
     rt_grad_ready(e, 512000, 128);
     /* $.model.layers[2].body[1].body[0]: h.2.ln_2.bias's gradient is final */
     rt_grad_ready(e, 512128, 128);
-    /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_launch(e, "k5", k5, e->B * 16384, 3, (void *[]){&d_residual_linear_h_2_proj_184, &d_residual_attn_out_h_2_attn, &d_residual_attn_out_h_2_attn_189});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 128, 1.0f, d_residual_attn_out_h_2_attn_189, 128, P_h_2_attn_proj_weight, 128, 0.0f, d_attn_y_h_2_attn, 128);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -503,14 +489,12 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_qkv_h_2_attn, G_h_2_attn_qkv_bias, e->B * 128, 384);
     /* $.model.layers[2].body[0].body[1]: h.2.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 495104, 384);
-    /* $.model.layers[2].body[0].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, ln_mean_h_2_ln_1, ln_rstd_h_2_ln_1, d_layernorm_h_2_ln_1, NULL, d_residual_linear_h_1_proj, G_h_2_ln_1_weight, G_h_2_ln_1_bias, e->B * 128, 128);
+    /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
+    rt_layernorm_bwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, ln_mean_h_2_ln_1, ln_rstd_h_2_ln_1, d_layernorm_h_2_ln_1, d_residual_attn_out_h_2_attn_189, d_residual_linear_h_1_proj_194, G_h_2_ln_1_weight, G_h_2_ln_1_bias, e->B * 128, 128);
     /* $.model.layers[2].body[0].body[0]: h.2.ln_1.weight's gradient is final */
     rt_grad_ready(e, 445696, 128);
     /* $.model.layers[2].body[0].body[0]: h.2.ln_1.bias's gradient is final */
     rt_grad_ready(e, 445824, 128);
-    /* $.model.layers[2].body[1]: sum of gradient contributions */
-    rt_launch(e, "k6", k6, e->B * 16384, 3, (void *[]){&d_residual_attn_out_h_2_attn_189, &d_residual_linear_h_1_proj, &d_residual_linear_h_1_proj_194});
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 512, 128, 1.0f, d_residual_linear_h_1_proj_194, 128, P_h_1_proj_weight, 512, 0.0f, d_gelu_h_1_2, 512);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
@@ -522,7 +506,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.1.proj.bias's gradient is final */
     rt_grad_ready(e, 445568, 128);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k7", k7, e->B * 65536, 3, (void *[]){&d_gelu_h_1_2, &linear_h_1_fc, &d_linear_h_1_fc});
+    rt_launch(e, "k3", k3, e->B * 65536, 3, (void *[]){&d_gelu_h_1_2, &linear_h_1_fc, &d_linear_h_1_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 512, 1.0f, d_linear_h_1_fc, 512, P_h_1_fc_weight, 128, 0.0f, d_layernorm_h_1_ln_2, 128);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -533,14 +517,12 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_linear_h_1_fc, G_h_1_fc_bias, e->B * 128, 512);
     /* $.model.layers[2].body[1].body[1]: h.1.fc.bias's gradient is final */
     rt_grad_ready(e, 379520, 512);
-    /* $.model.layers[2].body[1].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, ln_mean_h_1_ln_2, ln_rstd_h_1_ln_2, d_layernorm_h_1_ln_2, NULL, d_residual_attn_out_h_1_attn, G_h_1_ln_2_weight, G_h_1_ln_2_bias, e->B * 128, 128);
+    /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
+    rt_layernorm_bwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, ln_mean_h_1_ln_2, ln_rstd_h_1_ln_2, d_layernorm_h_1_ln_2, d_residual_linear_h_1_proj_194, d_residual_attn_out_h_1_attn_199, G_h_1_ln_2_weight, G_h_1_ln_2_bias, e->B * 128, 128);
     /* $.model.layers[2].body[1].body[0]: h.1.ln_2.weight's gradient is final */
     rt_grad_ready(e, 313728, 128);
     /* $.model.layers[2].body[1].body[0]: h.1.ln_2.bias's gradient is final */
     rt_grad_ready(e, 313856, 128);
-    /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_launch(e, "k8", k8, e->B * 16384, 3, (void *[]){&d_residual_linear_h_1_proj_194, &d_residual_attn_out_h_1_attn, &d_residual_attn_out_h_1_attn_199});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 128, 1.0f, d_residual_attn_out_h_1_attn_199, 128, P_h_1_attn_proj_weight, 128, 0.0f, d_attn_y_h_1_attn, 128);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -563,14 +545,12 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_qkv_h_1_attn, G_h_1_attn_qkv_bias, e->B * 128, 384);
     /* $.model.layers[2].body[0].body[1]: h.1.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 296832, 384);
-    /* $.model.layers[2].body[0].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, ln_mean_h_1_ln_1, ln_rstd_h_1_ln_1, d_layernorm_h_1_ln_1, NULL, d_residual_linear_h_0_proj, G_h_1_ln_1_weight, G_h_1_ln_1_bias, e->B * 128, 128);
+    /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
+    rt_layernorm_bwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, ln_mean_h_1_ln_1, ln_rstd_h_1_ln_1, d_layernorm_h_1_ln_1, d_residual_attn_out_h_1_attn_199, d_residual_linear_h_0_proj_204, G_h_1_ln_1_weight, G_h_1_ln_1_bias, e->B * 128, 128);
     /* $.model.layers[2].body[0].body[0]: h.1.ln_1.weight's gradient is final */
     rt_grad_ready(e, 247424, 128);
     /* $.model.layers[2].body[0].body[0]: h.1.ln_1.bias's gradient is final */
     rt_grad_ready(e, 247552, 128);
-    /* $.model.layers[2].body[1]: sum of gradient contributions */
-    rt_launch(e, "k9", k9, e->B * 16384, 3, (void *[]){&d_residual_attn_out_h_1_attn_199, &d_residual_linear_h_0_proj, &d_residual_linear_h_0_proj_204});
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 512, 128, 1.0f, d_residual_linear_h_0_proj_204, 128, P_h_0_proj_weight, 512, 0.0f, d_gelu_h_0_2, 512);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
@@ -582,7 +562,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.0.proj.bias's gradient is final */
     rt_grad_ready(e, 247296, 128);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k10", k10, e->B * 65536, 3, (void *[]){&d_gelu_h_0_2, &linear_h_0_fc, &d_linear_h_0_fc});
+    rt_launch(e, "k4", k4, e->B * 65536, 3, (void *[]){&d_gelu_h_0_2, &linear_h_0_fc, &d_linear_h_0_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 512, 1.0f, d_linear_h_0_fc, 512, P_h_0_fc_weight, 128, 0.0f, d_layernorm_h_0_ln_2, 128);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -593,14 +573,12 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_linear_h_0_fc, G_h_0_fc_bias, e->B * 128, 512);
     /* $.model.layers[2].body[1].body[1]: h.0.fc.bias's gradient is final */
     rt_grad_ready(e, 181248, 512);
-    /* $.model.layers[2].body[1].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, ln_mean_h_0_ln_2, ln_rstd_h_0_ln_2, d_layernorm_h_0_ln_2, NULL, d_residual_attn_out_h_0_attn, G_h_0_ln_2_weight, G_h_0_ln_2_bias, e->B * 128, 128);
+    /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
+    rt_layernorm_bwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, ln_mean_h_0_ln_2, ln_rstd_h_0_ln_2, d_layernorm_h_0_ln_2, d_residual_linear_h_0_proj_204, d_residual_attn_out_h_0_attn_209, G_h_0_ln_2_weight, G_h_0_ln_2_bias, e->B * 128, 128);
     /* $.model.layers[2].body[1].body[0]: h.0.ln_2.weight's gradient is final */
     rt_grad_ready(e, 115456, 128);
     /* $.model.layers[2].body[1].body[0]: h.0.ln_2.bias's gradient is final */
     rt_grad_ready(e, 115584, 128);
-    /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_launch(e, "k11", k11, e->B * 16384, 3, (void *[]){&d_residual_linear_h_0_proj_204, &d_residual_attn_out_h_0_attn, &d_residual_attn_out_h_0_attn_209});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 128, 1.0f, d_residual_attn_out_h_0_attn_209, 128, P_h_0_attn_proj_weight, 128, 0.0f, d_attn_y_h_0_attn, 128);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -623,14 +601,12 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_qkv_h_0_attn, G_h_0_attn_qkv_bias, e->B * 128, 384);
     /* $.model.layers[2].body[0].body[1]: h.0.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 98560, 384);
-    /* $.model.layers[2].body[0].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1, d_layernorm_h_0_ln_1, NULL, d_pos_embedding_wpe, G_h_0_ln_1_weight, G_h_0_ln_1_bias, e->B * 128, 128);
+    /* $.model.layers[2].body[0].body[0] + $.model.layers[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
+    rt_layernorm_bwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1, d_layernorm_h_0_ln_1, d_residual_attn_out_h_0_attn_209, d_pos_embedding_wpe_214, G_h_0_ln_1_weight, G_h_0_ln_1_bias, e->B * 128, 128);
     /* $.model.layers[2].body[0].body[0]: h.0.ln_1.weight's gradient is final */
     rt_grad_ready(e, 49152, 128);
     /* $.model.layers[2].body[0].body[0]: h.0.ln_1.bias's gradient is final */
     rt_grad_ready(e, 49280, 128);
-    /* $.model.layers[1]: sum of gradient contributions */
-    rt_launch(e, "k12", k12, e->B * 16384, 3, (void *[]){&d_residual_attn_out_h_0_attn_209, &d_pos_embedding_wpe, &d_pos_embedding_wpe_214});
     /* $.model.layers[1]: pos_embedding backward: dW[t] += sum over the batch of dy[t] */
     rt_colsum_add(e, d_pos_embedding_wpe_214, G_wpe_weight, e->B, 16384);
     /* $.model.layers[1]: wpe.weight's gradient is final */
@@ -939,7 +915,7 @@ const rt_model trainc_model = {
     .n_inputs = 2,
     .inputs = inputs,
     .arena_row_bytes = 4604928,
-    .noreuse_row_bytes = 7881728,
+    .noreuse_row_bytes = 7357440,
     .eval_arena_row_bytes = 393216,
     .flops_per_sample = 684081152,
     .loss = RT_LOSS_CROSS_ENTROPY,

@@ -32,35 +32,9 @@ void k1(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k2: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-void k2(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_linear_h_3_proj = ACT(4521984);
-    const float *d_residual_attn_out_h_3_attn = ACT(4390912);
-    float *d_residual_attn_out_h_3_attn_179 = ACT(4521984);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_linear_h_3_proj[i] + d_residual_attn_out_h_3_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_3_attn_179[i] = v0;
-    }
-}
-
-/* k3: sum of gradient contributions
- *     from $.model.layers[2].body[1] */
-void k3(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_attn_out_h_3_attn_179 = ACT(4521984);
-    const float *d_residual_linear_h_2_proj = ACT(3014656);
-    float *d_residual_linear_h_2_proj_184 = ACT(4521984);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_attn_out_h_3_attn_179[i] + d_residual_linear_h_2_proj[i]; /* sum of gradient contributions */
-        d_residual_linear_h_2_proj_184[i] = v0;
-    }
-}
-
-/* k4: gelu (tanh) backward
+/* k2: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-void k4(rt_exec *e, int64_t lo, int64_t hi)
+void k2(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_2_2 = ACT(1572864);
     const float *linear_h_2_fc = ACT(1048576);
@@ -71,35 +45,9 @@ void k4(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k5: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-void k5(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_linear_h_2_proj_184 = ACT(4521984);
-    const float *d_residual_attn_out_h_2_attn = ACT(3014656);
-    float *d_residual_attn_out_h_2_attn_189 = ACT(4521984);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_linear_h_2_proj_184[i] + d_residual_attn_out_h_2_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_2_attn_189[i] = v0;
-    }
-}
-
-/* k6: sum of gradient contributions
- *     from $.model.layers[2].body[1] */
-void k6(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_attn_out_h_2_attn_189 = ACT(4521984);
-    const float *d_residual_linear_h_1_proj = ACT(2818048);
-    float *d_residual_linear_h_1_proj_194 = ACT(4521984);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_attn_out_h_2_attn_189[i] + d_residual_linear_h_1_proj[i]; /* sum of gradient contributions */
-        d_residual_linear_h_1_proj_194[i] = v0;
-    }
-}
-
-/* k7: gelu (tanh) backward
+/* k3: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-void k7(rt_exec *e, int64_t lo, int64_t hi)
+void k3(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_1_2 = ACT(1048576);
     const float *linear_h_1_fc = ACT(524288);
@@ -110,35 +58,9 @@ void k7(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k8: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-void k8(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_linear_h_1_proj_194 = ACT(4521984);
-    const float *d_residual_attn_out_h_1_attn = ACT(2818048);
-    float *d_residual_attn_out_h_1_attn_199 = ACT(4521984);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_linear_h_1_proj_194[i] + d_residual_attn_out_h_1_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_1_attn_199[i] = v0;
-    }
-}
-
-/* k9: sum of gradient contributions
- *     from $.model.layers[2].body[1] */
-void k9(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_attn_out_h_1_attn_199 = ACT(4521984);
-    const float *d_residual_linear_h_0_proj = ACT(2621440);
-    float *d_residual_linear_h_0_proj_204 = ACT(4521984);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_attn_out_h_1_attn_199[i] + d_residual_linear_h_0_proj[i]; /* sum of gradient contributions */
-        d_residual_linear_h_0_proj_204[i] = v0;
-    }
-}
-
-/* k10: gelu (tanh) backward
+/* k4: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-void k10(rt_exec *e, int64_t lo, int64_t hi)
+void k4(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_0_2 = ACT(524288);
     const float *linear_h_0_fc = ACT(0);
@@ -146,32 +68,6 @@ void k10(rt_exec *e, int64_t lo, int64_t hi)
     for (int64_t i = lo; i < hi; i++) {
         float v0 = rt_gelu_tanh_bwd(linear_h_0_fc[i], d_gelu_h_0_2[i]); /* gelu (tanh) backward */
         d_linear_h_0_fc[i] = v0;
-    }
-}
-
-/* k11: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-void k11(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_linear_h_0_proj_204 = ACT(4521984);
-    const float *d_residual_attn_out_h_0_attn = ACT(2555904);
-    float *d_residual_attn_out_h_0_attn_209 = ACT(4521984);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_linear_h_0_proj_204[i] + d_residual_attn_out_h_0_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_0_attn_209[i] = v0;
-    }
-}
-
-/* k12: sum of gradient contributions
- *     from $.model.layers[1] */
-void k12(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_attn_out_h_0_attn_209 = ACT(4521984);
-    const float *d_pos_embedding_wpe = ACT(3211264);
-    float *d_pos_embedding_wpe_214 = ACT(4521984);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_attn_out_h_0_attn_209[i] + d_pos_embedding_wpe[i]; /* sum of gradient contributions */
-        d_pos_embedding_wpe_214[i] = v0;
     }
 }
 

@@ -2010,63 +2010,9 @@ extern "C" __global__ void k1(const float *d_gelu_h_3_2, const float *__restrict
     }
 }
 
-/* k2: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k2(const float *d_residual_linear_h_3_proj, const float *__restrict__ d_residual_attn_out_h_3_attn, float *d_residual_attn_out_h_3_attn_179, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_residual_linear_h_3_proj | (unsigned long long)d_residual_attn_out_h_3_attn | (unsigned long long)d_residual_attn_out_h_3_attn_179) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_residual_linear_h_3_proj = rt_ld4(d_residual_linear_h_3_proj + 4 * q);
-            const float4 r_d_residual_attn_out_h_3_attn = rt_ld4(d_residual_attn_out_h_3_attn + 4 * q);
-            float4 w_d_residual_attn_out_h_3_attn_179;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = ((const float *)&r_d_residual_linear_h_3_proj)[l] + ((const float *)&r_d_residual_attn_out_h_3_attn)[l]; /* sum of gradient contributions */
-                ((float *)&w_d_residual_attn_out_h_3_attn_179)[l] = v0;
-            }
-            rt_st4(d_residual_attn_out_h_3_attn_179 + 4 * q, w_d_residual_attn_out_h_3_attn_179);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = d_residual_linear_h_3_proj[i] + d_residual_attn_out_h_3_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_3_attn_179[i] = v0;
-    }
-}
-
-/* k3: sum of gradient contributions
- *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k3(const float *d_residual_attn_out_h_3_attn_179, const float *__restrict__ d_residual_linear_h_2_proj, float *d_residual_linear_h_2_proj_184, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_residual_attn_out_h_3_attn_179 | (unsigned long long)d_residual_linear_h_2_proj | (unsigned long long)d_residual_linear_h_2_proj_184) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_residual_attn_out_h_3_attn_179 = rt_ld4(d_residual_attn_out_h_3_attn_179 + 4 * q);
-            const float4 r_d_residual_linear_h_2_proj = rt_ld4(d_residual_linear_h_2_proj + 4 * q);
-            float4 w_d_residual_linear_h_2_proj_184;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = ((const float *)&r_d_residual_attn_out_h_3_attn_179)[l] + ((const float *)&r_d_residual_linear_h_2_proj)[l]; /* sum of gradient contributions */
-                ((float *)&w_d_residual_linear_h_2_proj_184)[l] = v0;
-            }
-            rt_st4(d_residual_linear_h_2_proj_184 + 4 * q, w_d_residual_linear_h_2_proj_184);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = d_residual_attn_out_h_3_attn_179[i] + d_residual_linear_h_2_proj[i]; /* sum of gradient contributions */
-        d_residual_linear_h_2_proj_184[i] = v0;
-    }
-}
-
-/* k4: gelu (tanh) backward
+/* k2: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k4(const float *d_gelu_h_2_2, const float *__restrict__ linear_h_2_fc, float *d_linear_h_2_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k2(const float *d_gelu_h_2_2, const float *__restrict__ linear_h_2_fc, float *d_linear_h_2_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2091,63 +2037,9 @@ extern "C" __global__ void k4(const float *d_gelu_h_2_2, const float *__restrict
     }
 }
 
-/* k5: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k5(const float *d_residual_linear_h_2_proj_184, const float *__restrict__ d_residual_attn_out_h_2_attn, float *d_residual_attn_out_h_2_attn_189, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_residual_linear_h_2_proj_184 | (unsigned long long)d_residual_attn_out_h_2_attn | (unsigned long long)d_residual_attn_out_h_2_attn_189) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_residual_linear_h_2_proj_184 = rt_ld4(d_residual_linear_h_2_proj_184 + 4 * q);
-            const float4 r_d_residual_attn_out_h_2_attn = rt_ld4(d_residual_attn_out_h_2_attn + 4 * q);
-            float4 w_d_residual_attn_out_h_2_attn_189;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = ((const float *)&r_d_residual_linear_h_2_proj_184)[l] + ((const float *)&r_d_residual_attn_out_h_2_attn)[l]; /* sum of gradient contributions */
-                ((float *)&w_d_residual_attn_out_h_2_attn_189)[l] = v0;
-            }
-            rt_st4(d_residual_attn_out_h_2_attn_189 + 4 * q, w_d_residual_attn_out_h_2_attn_189);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = d_residual_linear_h_2_proj_184[i] + d_residual_attn_out_h_2_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_2_attn_189[i] = v0;
-    }
-}
-
-/* k6: sum of gradient contributions
- *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k6(const float *d_residual_attn_out_h_2_attn_189, const float *__restrict__ d_residual_linear_h_1_proj, float *d_residual_linear_h_1_proj_194, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_residual_attn_out_h_2_attn_189 | (unsigned long long)d_residual_linear_h_1_proj | (unsigned long long)d_residual_linear_h_1_proj_194) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_residual_attn_out_h_2_attn_189 = rt_ld4(d_residual_attn_out_h_2_attn_189 + 4 * q);
-            const float4 r_d_residual_linear_h_1_proj = rt_ld4(d_residual_linear_h_1_proj + 4 * q);
-            float4 w_d_residual_linear_h_1_proj_194;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = ((const float *)&r_d_residual_attn_out_h_2_attn_189)[l] + ((const float *)&r_d_residual_linear_h_1_proj)[l]; /* sum of gradient contributions */
-                ((float *)&w_d_residual_linear_h_1_proj_194)[l] = v0;
-            }
-            rt_st4(d_residual_linear_h_1_proj_194 + 4 * q, w_d_residual_linear_h_1_proj_194);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = d_residual_attn_out_h_2_attn_189[i] + d_residual_linear_h_1_proj[i]; /* sum of gradient contributions */
-        d_residual_linear_h_1_proj_194[i] = v0;
-    }
-}
-
-/* k7: gelu (tanh) backward
+/* k3: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k7(const float *d_gelu_h_1_2, const float *__restrict__ linear_h_1_fc, float *d_linear_h_1_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k3(const float *d_gelu_h_1_2, const float *__restrict__ linear_h_1_fc, float *d_linear_h_1_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2172,63 +2064,9 @@ extern "C" __global__ void k7(const float *d_gelu_h_1_2, const float *__restrict
     }
 }
 
-/* k8: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k8(const float *d_residual_linear_h_1_proj_194, const float *__restrict__ d_residual_attn_out_h_1_attn, float *d_residual_attn_out_h_1_attn_199, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_residual_linear_h_1_proj_194 | (unsigned long long)d_residual_attn_out_h_1_attn | (unsigned long long)d_residual_attn_out_h_1_attn_199) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_residual_linear_h_1_proj_194 = rt_ld4(d_residual_linear_h_1_proj_194 + 4 * q);
-            const float4 r_d_residual_attn_out_h_1_attn = rt_ld4(d_residual_attn_out_h_1_attn + 4 * q);
-            float4 w_d_residual_attn_out_h_1_attn_199;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = ((const float *)&r_d_residual_linear_h_1_proj_194)[l] + ((const float *)&r_d_residual_attn_out_h_1_attn)[l]; /* sum of gradient contributions */
-                ((float *)&w_d_residual_attn_out_h_1_attn_199)[l] = v0;
-            }
-            rt_st4(d_residual_attn_out_h_1_attn_199 + 4 * q, w_d_residual_attn_out_h_1_attn_199);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = d_residual_linear_h_1_proj_194[i] + d_residual_attn_out_h_1_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_1_attn_199[i] = v0;
-    }
-}
-
-/* k9: sum of gradient contributions
- *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k9(const float *d_residual_attn_out_h_1_attn_199, const float *__restrict__ d_residual_linear_h_0_proj, float *d_residual_linear_h_0_proj_204, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_residual_attn_out_h_1_attn_199 | (unsigned long long)d_residual_linear_h_0_proj | (unsigned long long)d_residual_linear_h_0_proj_204) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_residual_attn_out_h_1_attn_199 = rt_ld4(d_residual_attn_out_h_1_attn_199 + 4 * q);
-            const float4 r_d_residual_linear_h_0_proj = rt_ld4(d_residual_linear_h_0_proj + 4 * q);
-            float4 w_d_residual_linear_h_0_proj_204;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = ((const float *)&r_d_residual_attn_out_h_1_attn_199)[l] + ((const float *)&r_d_residual_linear_h_0_proj)[l]; /* sum of gradient contributions */
-                ((float *)&w_d_residual_linear_h_0_proj_204)[l] = v0;
-            }
-            rt_st4(d_residual_linear_h_0_proj_204 + 4 * q, w_d_residual_linear_h_0_proj_204);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = d_residual_attn_out_h_1_attn_199[i] + d_residual_linear_h_0_proj[i]; /* sum of gradient contributions */
-        d_residual_linear_h_0_proj_204[i] = v0;
-    }
-}
-
-/* k10: gelu (tanh) backward
+/* k4: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k10(const float *d_gelu_h_0_2, const float *__restrict__ linear_h_0_fc, float *d_linear_h_0_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k4(const float *d_gelu_h_0_2, const float *__restrict__ linear_h_0_fc, float *d_linear_h_0_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2250,60 +2088,6 @@ extern "C" __global__ void k10(const float *d_gelu_h_0_2, const float *__restric
     for (int64_t i = done + first; i < n; i += stride) {
         float v0 = rt_gelu_tanh_bwd(linear_h_0_fc[i], d_gelu_h_0_2[i]); /* gelu (tanh) backward */
         d_linear_h_0_fc[i] = v0;
-    }
-}
-
-/* k11: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k11(const float *d_residual_linear_h_0_proj_204, const float *__restrict__ d_residual_attn_out_h_0_attn, float *d_residual_attn_out_h_0_attn_209, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_residual_linear_h_0_proj_204 | (unsigned long long)d_residual_attn_out_h_0_attn | (unsigned long long)d_residual_attn_out_h_0_attn_209) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_residual_linear_h_0_proj_204 = rt_ld4(d_residual_linear_h_0_proj_204 + 4 * q);
-            const float4 r_d_residual_attn_out_h_0_attn = rt_ld4(d_residual_attn_out_h_0_attn + 4 * q);
-            float4 w_d_residual_attn_out_h_0_attn_209;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = ((const float *)&r_d_residual_linear_h_0_proj_204)[l] + ((const float *)&r_d_residual_attn_out_h_0_attn)[l]; /* sum of gradient contributions */
-                ((float *)&w_d_residual_attn_out_h_0_attn_209)[l] = v0;
-            }
-            rt_st4(d_residual_attn_out_h_0_attn_209 + 4 * q, w_d_residual_attn_out_h_0_attn_209);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = d_residual_linear_h_0_proj_204[i] + d_residual_attn_out_h_0_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_0_attn_209[i] = v0;
-    }
-}
-
-/* k12: sum of gradient contributions
- *     from $.model.layers[1] */
-extern "C" __global__ void k12(const float *d_residual_attn_out_h_0_attn_209, const float *__restrict__ d_pos_embedding_wpe, float *d_pos_embedding_wpe_214, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_residual_attn_out_h_0_attn_209 | (unsigned long long)d_pos_embedding_wpe | (unsigned long long)d_pos_embedding_wpe_214) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_residual_attn_out_h_0_attn_209 = rt_ld4(d_residual_attn_out_h_0_attn_209 + 4 * q);
-            const float4 r_d_pos_embedding_wpe = rt_ld4(d_pos_embedding_wpe + 4 * q);
-            float4 w_d_pos_embedding_wpe_214;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = ((const float *)&r_d_residual_attn_out_h_0_attn_209)[l] + ((const float *)&r_d_pos_embedding_wpe)[l]; /* sum of gradient contributions */
-                ((float *)&w_d_pos_embedding_wpe_214)[l] = v0;
-            }
-            rt_st4(d_pos_embedding_wpe_214 + 4 * q, w_d_pos_embedding_wpe_214);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = d_residual_attn_out_h_0_attn_209[i] + d_pos_embedding_wpe[i]; /* sum of gradient contributions */
-        d_pos_embedding_wpe_214[i] = v0;
     }
 }
 

@@ -2,7 +2,7 @@
  *
  * The memory plan for training (forward and backward): activations, their
  * gradients and scratch buffers.
- * One arena of Bmax * 4604928 bytes (without reuse: Bmax * 7881728; the most live at
+ * One arena of Bmax * 4604928 bytes (without reuse: Bmax * 7357440; the most live at
  * once: Bmax * 4604928). A buffer's byte offset is Bmax * its offset below, so any
  * batch size fits the same plan.
  *
@@ -69,32 +69,24 @@
  *   4521984     65536       63-188  d_residual_linear_h_3_proj  [B, 128, 128]  gradient
  *   2097152     262144      66-75   d_gelu_h_3_2                [B, 128, 512]  gradient
  *   4456448     65536       72-77   d_layernorm_h_3_ln_2        [B, 128, 128]  gradient
- *   4390912     65536       77-80   d_residual_attn_out_h_3_attn  [B, 128, 128]  gradient
  *   4325376     65536       81-86   d_attn_y_h_3_attn           [B, 128, 128]  gradient
  *   1572864     196608      86-90   d_qkv_h_3_attn              [B, 128, 384]  gradient
  *   2949120     65536       87-92   d_layernorm_h_3_ln_1        [B, 128, 128]  gradient
- *   3014656     65536       92-95   d_residual_linear_h_2_proj  [B, 128, 128]  gradient
  *   1572864     262144      96-105  d_gelu_h_2_2                [B, 128, 512]  gradient
  *   2949120     65536      102-107  d_layernorm_h_2_ln_2        [B, 128, 128]  gradient
- *   3014656     65536      107-110  d_residual_attn_out_h_2_attn  [B, 128, 128]  gradient
  *   2949120     65536      111-116  d_attn_y_h_2_attn           [B, 128, 128]  gradient
  *   1048576     196608     116-120  d_qkv_h_2_attn              [B, 128, 384]  gradient
  *   2752512     65536      117-122  d_layernorm_h_2_ln_1        [B, 128, 128]  gradient
- *   2818048     65536      122-125  d_residual_linear_h_1_proj  [B, 128, 128]  gradient
  *   1048576     262144     126-135  d_gelu_h_1_2                [B, 128, 512]  gradient
  *   2752512     65536      132-137  d_layernorm_h_1_ln_2        [B, 128, 128]  gradient
- *   2818048     65536      137-140  d_residual_attn_out_h_1_attn  [B, 128, 128]  gradient
  *   2752512     65536      141-146  d_attn_y_h_1_attn           [B, 128, 128]  gradient
  *   524288      196608     146-150  d_qkv_h_1_attn              [B, 128, 384]  gradient
  *   2555904     65536      147-152  d_layernorm_h_1_ln_1        [B, 128, 128]  gradient
- *   2621440     65536      152-155  d_residual_linear_h_0_proj  [B, 128, 128]  gradient
  *   524288      262144     156-165  d_gelu_h_0_2                [B, 128, 512]  gradient
  *   0           65536      162-167  d_layernorm_h_0_ln_2        [B, 128, 128]  gradient
- *   2555904     65536      167-170  d_residual_attn_out_h_0_attn  [B, 128, 128]  gradient
  *   2555904     65536      171-176  d_attn_y_h_0_attn           [B, 128, 128]  gradient
  *   0           196608     176-180  d_qkv_h_0_attn              [B, 128, 384]  gradient
  *   3276800     65536      177-182  d_layernorm_h_0_ln_1        [B, 128, 128]  gradient
- *   3211264     65536      182-185  d_pos_embedding_wpe         [B, 128, 128]  gradient
  *   (in place)  -                   pos_embedding_wpe           [B, 128, 128]  written over embedding_wte
  *   (in place)  -                   d_linear_h_3_fc             [B, 128, 512]  written over d_gelu_h_3_2
  *   (in place)  -                   d_residual_attn_out_h_3_attn_179  [B, 128, 128]  written over d_residual_linear_h_3_proj
@@ -183,14 +175,6 @@ void k1(rt_exec *e, int64_t lo, int64_t hi);
 void k2(rt_exec *e, int64_t lo, int64_t hi);
 void k3(rt_exec *e, int64_t lo, int64_t hi);
 void k4(rt_exec *e, int64_t lo, int64_t hi);
-void k5(rt_exec *e, int64_t lo, int64_t hi);
-void k6(rt_exec *e, int64_t lo, int64_t hi);
-void k7(rt_exec *e, int64_t lo, int64_t hi);
-void k8(rt_exec *e, int64_t lo, int64_t hi);
-void k9(rt_exec *e, int64_t lo, int64_t hi);
-void k10(rt_exec *e, int64_t lo, int64_t hi);
-void k11(rt_exec *e, int64_t lo, int64_t hi);
-void k12(rt_exec *e, int64_t lo, int64_t hi);
 void ke0(rt_exec *e, int64_t lo, int64_t hi);
 
 #endif
