@@ -197,8 +197,8 @@ static void instance(Program *p, Buf *b, Buf *seen, const Instr *in)
     char line[160] = "";
     if (!strncmp(in->text, "rt_layernorm_fwd(", 17) && n == 10)
         snprintf(line, sizeof line, "RT_LAYERNORM_FWD(%lld)", num(a[8], in));
-    else if (!strncmp(in->text, "rt_layernorm_bwd(", 17) && n == 11)
-        snprintf(line, sizeof line, "RT_LAYERNORM_BWD(%lld)", num(a[10], in));
+    else if (!strncmp(in->text, "rt_layernorm_bwd(", 17) && n == 12)
+        snprintf(line, sizeof line, "RT_LAYERNORM_BWD(%lld)", num(a[11], in));
     else if (!strncmp(in->text, "rt_cross_entropy(", 17) && n == 6)
         snprintf(line, sizeof line, "RT_CROSS_ENTROPY(%lld)", num(a[5], in));
     else if (!strncmp(in->text, "rt_attention_fwd(", 17) && n == 9)

@@ -6,7 +6,12 @@
  * activation land in a GEMM's epilogue: lower.c emits the bias as an in-place
  * elementwise op right after the GEMM, and the activation that follows fuses into
  * it. A fused value is written to memory only when an instruction outside its
- * loop reads it later (materialization), so most of them never take arena space. */
+ * loop reads it later (materialization), so most of them never take arena space.
+ *
+ * Then the loops that library calls can take over: a GEMM's bias (+ activation, or +
+ * residual) loop becomes its cuBLASLt epilogue (rt_gemm_bias), and the sum of gradient
+ * contributions after a layernorm backward becomes that call's addend. Each matches
+ * one exact pattern and otherwise leaves the loop alone. */
 #include <stdlib.h>
 #include <string.h>
 #include "ir.h"
@@ -186,34 +191,111 @@ static int read_elsewhere(const Program *p, const Instr *a, const Instr *b, cons
     return 0;
 }
 
+/* Fused loops numbered in program order (after a pass removed some). */
+static void number_kernels(Program *p)
+{
+    p->n_kernels = 0;
+    for (int i = 0; i < p->n_ins; i++)
+        if (!p->ins[i]->dead && p->ins[i]->kind == I_EW)
+            p->ins[i]->id = p->n_kernels++;
+}
+
+/* A forward linear layer's GEMM at p->ins[i] ("rt_gemm(e, 0, 1, M, N, K, 1.0f, x, K, W,
+ * K, 0.0f, C, N);" as lower.c writes it) and the fused loop right after it whose op 0
+ * adds bias[i % N] to C in place, with at most one more op: that loop, the GEMM's
+ * arguments in a; NULL when the pattern is not there. */
+static Instr *bias_loop(Program *p, int i, char a[16][CALL_ARG_MAX])
+{
+    Instr *g = p->ins[i];
+    int na = g->dead || g->kind != I_GEMM ? 0 : call_args(g->text, a, 16), cut = 0;
+    for (int k = 0; k < na; k++)
+        cut |= strlen(a[k]) >= CALL_ARG_MAX - 1;
+    if (g->backward || g->n_writes != 1 || na != 14 || cut || strcmp(a[11], "0.0f") ||
+        strcmp(a[4], a[13]))
+        return NULL;
+    int j = i + 1;
+    while (j < p->n_ins && p->ins[j]->dead)
+        j++;
+    if (j >= p->n_ins)
+        return NULL;
+    Instr *b = p->ins[j];
+    Tensor *C = g->writes[0];
+    if (b->kind != I_EW || b->backward || b->n_ops < 1 || b->n_ops > 2)
+        return NULL;
+    const EwOp *o0 = &b->ops[0];
+    char bix[CALL_ARG_MAX + 8];
+    snprintf(bix, sizeof bix, "i %% %s", a[4]);
+    if (strcmp(o0->expr, "$0 + $1") || o0->n_arg != 2 || o0->arg[0].t != C || o0->arg[0].index ||
+        !o0->arg[1].t || o0->arg[1].t->kind != T_PARAM || !o0->arg[1].index ||
+        strcmp(o0->arg[1].index, bix) || o0->out != C)
+        return NULL;
+    return b;
+}
+
+/* GEMM g and its bias loop b become one rt_gemm_bias call: the product C plus the
+ * residual R (or NULL), plus the bias, into `keep` (or NULL), then act into Y (or
+ * NULL). The loop dies; C is no longer stored unless it is `keep`. */
+static void to_gemm_bias(Instr *g, Instr *b, char a[16][CALL_ARG_MAX], Tensor *keep, Tensor *R,
+                         int act, Tensor *Y, const char *what)
+{
+    static const char *const acts[] = {"RT_EPI_NONE", "RT_EPI_RELU", "RT_EPI_GELU_TANH"};
+    Tensor *C = g->writes[0], *bias = b->ops[0].arg[1].t;
+    g->text = xasprintf("rt_gemm_bias(e, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
+                        "%s, %s, %s);", a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9],
+                        a[10], keep ? keep->name : "NULL", a[13], bias->name,
+                        R ? R->name : "NULL", acts[act], Y ? Y->name : "NULL");
+    g->what = xstrdup(what);
+    g->origin = b->origin;   /* the linear layer's, and the activation's or the residual's */
+    g->reads = realloc(g->reads, (size_t)(g->n_reads + 2) * sizeof *g->reads);
+    g->writes = realloc(g->writes, 2 * sizeof *g->writes);
+    if (!g->reads || !g->writes)
+        die("out of memory");
+    g->reads[g->n_reads++] = bias;
+    if (R)
+        g->reads[g->n_reads++] = R;
+    g->n_writes = 0;
+    if (keep)
+        g->writes[g->n_writes++] = keep;
+    if (keep != C)
+        C->materialized = 0;
+    if (Y)
+        g->writes[g->n_writes++] = Y;
+    b->dead = 1;
+}
+
+void residual_epilogues(Program *p)
+{
+    Graph *gr = p->g;
+    for (int i = 0; i < p->n_ins; i++) {
+        char a[16][CALL_ARG_MAX];
+        Instr *g = p->ins[i], *b = bias_loop(p, i, a);
+        if (!b || b->n_ops != 2)
+            continue;
+        /* op 1: R + op 0's value, in either order (one float add, commutative) */
+        const EwOp *o1 = &b->ops[1];
+        int v = o1->n_arg == 2 && !o1->arg[1].t;   /* which operand is op 0's value */
+        const Operand *val = &o1->arg[v], *res = &o1->arg[1 - v];
+        Tensor *C = g->writes[0], *R = res->t, *Y = o1->out;
+        if (strcmp(o1->expr, "$0 + $1") || o1->n_arg != 2 || val->t || val->val != 0 || !R ||
+            res->index || tensor_base(R)->kind != T_ACT || R->numel != C->numel ||
+            tensor_half(gr, R) != tensor_half(gr, Y) || tensor_base(R) == tensor_base(C) ||
+            tensor_base(R) == tensor_base(Y) || b->n_writes != 1 || b->writes[0] != Y ||
+            Y == C || g->block != b->block || read_elsewhere(p, g, b, C))
+            continue;   /* not exactly "+ bias + residual", or the product is read too */
+        to_gemm_bias(g, b, a, Y, R, RT_EPI_NONE, NULL,
+                     "linear: y = x W^T + b + residual, in the GEMM's epilogue");
+    }
+    number_kernels(p);
+}
+
 void gemm_epilogues(Program *p)
 {
     for (int i = 0; i < p->n_ins; i++) {
-        Instr *g = p->ins[i];
         char a[16][CALL_ARG_MAX];
-        int na = g->dead || g->kind != I_GEMM ? 0 : call_args(g->text, a, 16), cut = 0;
-        for (int k = 0; k < na; k++)
-            cut |= strlen(a[k]) >= CALL_ARG_MAX - 1;
-        if (g->backward || g->n_writes != 1 || na != 14 || cut || strcmp(a[11], "0.0f") ||
-            strcmp(a[4], a[13]))
+        Instr *g = p->ins[i], *b = bias_loop(p, i, a);
+        if (!b)
             continue;
-        int j = i + 1;
-        while (j < p->n_ins && p->ins[j]->dead)
-            j++;
-        if (j >= p->n_ins)
-            continue;
-        Instr *b = p->ins[j];
         Tensor *C = g->writes[0];
-        if (b->kind != I_EW || b->backward || b->n_ops < 1 || b->n_ops > 2)
-            continue;
-        /* op 0: C + bias[i % N], over C itself */
-        const EwOp *o0 = &b->ops[0];
-        char bix[CALL_ARG_MAX + 8];
-        snprintf(bix, sizeof bix, "i %% %s", a[4]);
-        if (strcmp(o0->expr, "$0 + $1") || o0->n_arg != 2 || o0->arg[0].t != C || o0->arg[0].index ||
-            !o0->arg[1].t || o0->arg[1].t->kind != T_PARAM || !o0->arg[1].index ||
-            strcmp(o0->arg[1].index, bix) || o0->out != C)
-            continue;
         /* op 1 (optional): ReLU or GELU tanh of op 0's value */
         int act = RT_EPI_NONE;
         Tensor *Y = NULL;
@@ -230,31 +312,68 @@ void gemm_epilogues(Program *p)
             y_written |= Y && b->writes[k] == Y;
         if ((Y && !y_written) || (!Y && !c_needed) || (act == RT_EPI_RELU && c_needed))
             continue;   /* cuBLASLt keeps no ReLU pre-activation: the loop stays */
-        static const char *const acts[] = {"RT_EPI_NONE", "RT_EPI_RELU", "RT_EPI_GELU_TANH"};
-        Tensor *bias = o0->arg[1].t;
-        g->text = xasprintf("rt_gemm_bias(e, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
-                            "%s, %s);", a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10],
-                            c_needed ? C->name : "NULL", a[13], bias->name, acts[act],
-                            Y ? Y->name : "NULL");
-        g->what = xstrdup(act == RT_EPI_RELU         ? "linear: y = relu(x W^T + b), in the GEMM's epilogue"
-                          : act == RT_EPI_GELU_TANH ? "linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue"
-                                                    : "linear: y = x W^T + b, in the GEMM's epilogue");
-        g->origin = b->origin;   /* the linear layer's, and the activation's */
-        g->reads = realloc(g->reads, (size_t)(g->n_reads + 1) * sizeof *g->reads);
-        g->reads[g->n_reads++] = bias;
-        g->n_writes = 0;
-        if (c_needed)
-            g->writes[g->n_writes++] = C;
-        else
-            C->materialized = 0;
-        if (Y) {
-            g->writes = realloc(g->writes, (size_t)(g->n_writes + 1) * sizeof *g->writes);
-            g->writes[g->n_writes++] = Y;
-        }
-        b->dead = 1;
+        to_gemm_bias(g, b, a, c_needed ? C : NULL, NULL, act, Y,
+                     act == RT_EPI_RELU         ? "linear: y = relu(x W^T + b), in the GEMM's epilogue"
+                     : act == RT_EPI_GELU_TANH ? "linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue"
+                                               : "linear: y = x W^T + b, in the GEMM's epilogue");
     }
-    p->n_kernels = 0;
-    for (int i = 0; i < p->n_ins; i++)
-        if (!p->ins[i]->dead && p->ins[i]->kind == I_EW)
-            p->ins[i]->id = p->n_kernels++;
+    number_kernels(p);
+}
+
+/* ---- layernorm backward's sum ----------------------------------------------------------- */
+
+void layernorm_bwd_sums(Program *p)
+{
+    Graph *gr = p->g;
+    for (int i = 0; i < p->n_ins; i++) {
+        Instr *l = p->ins[i];
+        char a[12][CALL_ARG_MAX];
+        int na = l->dead || l->kind != I_CALL || strncmp(l->text, "rt_layernorm_bwd(", 17)
+                     ? 0 : call_args(l->text, a, 12), cut = 0;
+        for (int k = 0; k < na; k++)
+            cut |= strlen(a[k]) >= CALL_ARG_MAX - 1;
+        if (na != 12 || cut || strcmp(a[6], "NULL") || l->n_writes < 1)
+            continue;
+        Tensor *dx = l->writes[0];   /* lower.c: dx, then dw and db */
+        if (strcmp(a[7], dx->name))
+            continue;
+        int j = i + 1;
+        while (j < p->n_ins && p->ins[j]->dead)
+            j++;
+        if (j >= p->n_ins)
+            continue;
+        /* the next instruction: exactly "out = G + dx" (or "dx + G") over dx's elements */
+        Instr *s = p->ins[j];
+        if (s->kind != I_EW || !s->backward || s->n_ops != 1)
+            continue;
+        const EwOp *o = &s->ops[0];
+        if (strcmp(o->expr, "$0 + $1") || o->n_arg != 2 || !o->arg[0].t || !o->arg[1].t ||
+            o->arg[0].index || o->arg[1].index)
+            continue;
+        int k = o->arg[1].t == dx;   /* which operand is dx */
+        Tensor *G = o->arg[1 - k].t, *out = o->out;
+        char n[64];
+        snprintf(n, sizeof n, "e->B * %lld", (long long)dx->numel);
+        if (o->arg[k].t != dx || dx->kind != T_ACT || dx->alias || tensor_base(G) == dx ||
+            tensor_base(G)->kind != T_ACT || G->numel != dx->numel || out->numel != dx->numel ||
+            tensor_half(gr, G) != tensor_half(gr, dx) || tensor_half(gr, out) != tensor_half(gr, dx) ||
+            strcmp(s->n, n) || s->n_writes != 1 || s->writes[0] != out ||
+            read_elsewhere(p, l, s, dx))
+            continue;
+        l->text = xasprintf("rt_layernorm_bwd(e, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s);",
+                            a[1], a[2], a[3], a[4], a[5], G->name, out->name, a[8], a[9], a[10],
+                            a[11]);
+        l->what = xstrdup("layernorm backward, plus the other gradient contributions (their "
+                          "sum folded in)");
+        l->origin = xasprintf("%s + %s", l->origin, s->origin);
+        l->reads = realloc(l->reads, (size_t)(l->n_reads + 1) * sizeof *l->reads);
+        if (!l->reads)
+            die("out of memory");
+        l->reads[l->n_reads++] = G;
+        l->writes[0] = out;
+        l->inplace = G;   /* read element by element before dx is written: memplan may share */
+        dx->materialized = 0;
+        s->dead = 1;
+    }
+    number_kernels(p);
 }

@@ -3,7 +3,8 @@
  *   graph.c     Spec -> Graph: forward nodes over tensors, shapes inferred, params named
  *   autodiff.c  Graph -> backward nodes appended (the training graph)
  *   lower.c     nodes -> Program: instructions (elementwise ops, GEMMs, runtime calls)
- *   fusion.c    elementwise chains -> one loop each; bias/activation into GEMM epilogues
+ *   fusion.c    elementwise chains -> one loop each; bias/activation/residual into GEMM
+ *               epilogues; layernorm backward's gradient sum into its call
  *   memplan.c   liveness -> per-row offsets in one arena (best fit, biggest first)
  *   emit_c.c    Program -> model.h, host.c, kernels_cpu.c, plan.json
  */
@@ -196,6 +197,9 @@ typedef struct Instr {
     Tensor **reads, **writes;
     int n_reads, n_writes;
     int dead;                /* merged into another instruction by fusion */
+    Tensor *inplace;         /* I_CALL: a read whose storage its activation output may take
+                                when the read dies here (the call reads each element of it
+                                before writing that element); memplan decides */
     int block;               /* forward instructions: the block they belong to */
     int recompute;           /* a forward instruction replayed in the backward pass */
     int64_t flops;           /* per sample (GEMMs and heavy calls; 0 = negligible) */
@@ -227,10 +231,19 @@ void fuse(Program *p);
  * commas (fusion.c); returns the count (at most max). */
 #define CALL_ARG_MAX 160
 int call_args(const char *text, char args[][CALL_ARG_MAX], int max);
+/* A linear layer's GEMM and the fused loop after it that adds the bias and a residual
+ * (and nothing else) become one rt_gemm_bias call with the residual as cuBLASLt's C
+ * (beta 1), the residual added before the bias. Before recompute, so that a block
+ * replayed in the backward pass repeats the same call, with the same rounding. */
+void residual_epilogues(Program *p);
 /* A linear layer's GEMM and the fused loop after it that only adds the bias (and
  * applies a ReLU or a GELU tanh) become one rt_gemm_bias call (a cuBLASLt epilogue on
  * a GPU); fused loops are then numbered in program order. After recompute. */
 void gemm_epilogues(Program *p);
+/* A layernorm backward and the loop after it that adds its dx to another gradient
+ * (autodiff's sum of gradient contributions) become one rt_layernorm_bwd with that
+ * gradient as its addend: the same float add, per element. */
+void layernorm_bwd_sums(Program *p);
 /* RT_EPI_RELU or RT_EPI_GELU_TANH when expr is that activation's fused expression
  * (lower.c), else -1. */
 int epilogue_act(const char *expr);

@@ -493,8 +493,9 @@ static void lower_node(Program *p, Node *nd)
                       "input gradient nobody reads");
         Instr *a = add(p, I_CALL, nd->origin, 1);
         a->what = xstrdup("layernorm backward");
-        textf(a, "rt_layernorm_bwd(e, %s, %s, %s, %s, %s, %s, %s, %s, e->B * %lld, %lld);", x->name,
-              nd->w->t->name, nd->tmp[0]->name, nd->tmp[1]->name, dy->name, dx->name,
+        /* NULL: no addend (fusion.c's layernorm_bwd_sums may fold a gradient sum in) */
+        textf(a, "rt_layernorm_bwd(e, %s, %s, %s, %s, %s, NULL, %s, %s, %s, e->B * %lld, %lld);",
+              x->name, nd->w->t->name, nd->tmp[0]->name, nd->tmp[1]->name, dy->name, dx->name,
               nd->w->g->name, nd->b->g->name, (long long)(x->numel / d), (long long)d);
         reads(a, x);
         reads(a, nd->w->t);

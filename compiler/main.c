@@ -16,16 +16,19 @@
 
 extern char **environ;
 
-/* graph -> autodiff -> lower -> fuse -> recompute -> GEMM epilogues -> memplan, for one
- * policy (with selective, the first full_blocks blocks recomputed in full) */
+/* graph -> autodiff -> lower -> fuse -> residual epilogues -> recompute -> GEMM
+ * epilogues -> layernorm backward sums -> memplan, for one policy (with selective, the
+ * first full_blocks blocks recomputed in full) */
 static void compile_train(Compiled *c, int policy, int full_blocks)
 {
     c->graph = graph_build(c->spec);
     autodiff(c->graph);
     c->prog = lower(c->graph);
     fuse(c->prog);
+    residual_epilogues(c->prog);
     recompute(c->prog, policy, full_blocks);
     gemm_epilogues(c->prog);
+    layernorm_bwd_sums(c->prog);
     add_grad_hooks(c->prog);
     memplan(c->prog);
 }
@@ -77,6 +80,7 @@ Compiled *compile_spec(Spec *s)
     c->eval_graph = graph_build(s);
     c->eval = lower_eval(c->eval_graph);
     fuse(c->eval);
+    residual_epilogues(c->eval);
     gemm_epilogues(c->eval);
     memplan(c->eval);
     c->prog->eval_row_bytes = c->eval->arena_row_bytes;

@@ -81,13 +81,14 @@ static int reads_flat_only(const Instr *in, const Tensor *b)
 
 /* In place: a fused elementwise loop whose output is born there and whose input of
  * the same size dies there writes over that input (element i is read before it is
- * written). The output becomes a view of the input's storage. */
+ * written); so does a runtime call over the one read it names (Instr.inplace: a
+ * layernorm backward's addend). The output becomes a view of the input's storage. */
 static void in_place(Program *p)
 {
     Graph *g = p->g;
     for (int i = 0; i < p->n_ins; i++) {
         Instr *in = p->ins[i];
-        if (in->dead || in->kind != I_EW)
+        if (in->dead || (in->kind != I_EW && !in->inplace))
             continue;
         for (int k = 0; k < in->n_writes; k++) {
             Tensor *w = in->writes[k];
@@ -95,6 +96,8 @@ static void in_place(Program *p)
                 continue;
             for (int q = 0; q < in->n_reads; q++) {
                 Tensor *r = tensor_base(in->reads[q]);
+                if (in->kind != I_EW && r != tensor_base(in->inplace))
+                    continue;
                 if (r == w || r->kind != T_ACT || r->last != i || r->numel != w->numel ||
                     tensor_half(g, r) != tensor_half(g, w) || !reads_flat_only(in, r))
                     continue;

@@ -79,7 +79,7 @@ static void epilogue_refused(const Plan *p, const char *when)
         return;
     static const char *const names[] = {"BIAS", "RELU_BIAS", "GELU_BIAS", "GELU_AUX_BIAS"};
     fprintf(stderr, "trainc: note: cuBLASLt refused the %s epilogue of a %lld x %lld x %lld GEMM "
-            "(%s); a separate kernel adds the bias (same results, one more pass)\n",
+            "(%s); a separate kernel does the epilogue's arithmetic (same results, one more pass)\n",
             names[p->epi], (long long)p->M, (long long)p->N, (long long)p->K, when);
 }
 
@@ -163,14 +163,16 @@ static Plan *plan_for(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_t 
     return p;
 }
 
-/* D = alpha op(A) op(B) + beta D with plan p, in place, on the compute stream (A and B
- * as rt_cu_operand gave them; the row-major to column-major swap of plan_for) */
+/* D = alpha op(A) op(B) + beta C (then the plan's epilogue) with plan p, on the compute
+ * stream (A and B as rt_cu_operand gave them; the row-major to column-major swap of
+ * plan_for). C is D (in place) or another matrix of D's type and layout (a residual:
+ * out of place, which an algorithm may refuse at the call). */
 static cublasStatus_t matmul(rt_exec *e, const Plan *p, float alpha, const void *a,
-                             const void *b, float beta, void *D)
+                             const void *b, float beta, const void *C, void *D)
 {
     size_t ws = 0;
     rt_dptr w = rt_cu_workspace(e, &ws);
-    return p_cublasLtMatmul(lt, p->desc, &alpha, b, p->a, a, p->b, &beta, D, p->c, D, p->c,
+    return p_cublasLtMatmul(lt, p->desc, &alpha, b, p->a, a, p->b, &beta, C, p->c, D, p->c,
                             &p->algo, (void *)(uintptr_t)w, ws, (cudaStream_t)rt_cu_stream(e));
 }
 
@@ -197,18 +199,22 @@ void rt_cu_gemm(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int6
         return;
     }
     Plan *p = plan_for(e, trans_a, trans_b, M, N, K, lda, ldb, ldc, beta != 0.0f, ta16, c16, -1);
-    lt_check(matmul(e, p, alpha, a, b, beta, C), "cublasLtMatmul");
+    lt_check(matmul(e, p, alpha, a, b, beta, C, C), "cublasLtMatmul");
 }
 
 /* rt_gemm_bias on the GPU: one cuBLASLt call with a bias epilogue (BIAS, RELU_BIAS,
  * GELU_BIAS, or GELU_AUX_BIAS when the pre-activation C is wanted too: its auxiliary
- * output). cuBLASLt's GELU is
- * the tanh form, as the spec's gelu "tanh". Where cuBLASLt refuses (ReLU with the
- * pre-activation wanted too, a shape or alignment it does not take, an older library)
- * or TRAINC_GEMM_EPILOGUE=0: the GEMM, then epilogue.cuh's rt_bias_act. */
+ * output). cuBLASLt's GELU is the tanh form, as the spec's gelu "tanh". A residual R is
+ * cuBLASLt's C matrix with beta 1, out of place (D = alpha A B + R, then the bias and
+ * the activation: rt_gemm_bias's order); with 16-bit activations R and D are both
+ * 16-bit (one layout). Where cuBLASLt refuses (ReLU with the pre-activation wanted too,
+ * a shape, alignment or out-of-place result it does not take, an older library) or
+ * TRAINC_GEMM_EPILOGUE=0: the GEMM, then epilogue.cuh's rt_bias_act, which adds R and
+ * the bias in the same order (from the product as stored: with 16-bit activations
+ * rounded once more than in the epilogue). */
 void rt_cu_gemm_bias(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                      float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
-                     float *C, int64_t ldc, const float *bias, int act, float *Y)
+                     float *C, int64_t ldc, const float *bias, const float *R, int act, float *Y)
 {
     static int off = -1;
     if (off < 0) {
@@ -218,15 +224,24 @@ void rt_cu_gemm_bias(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N,
     if (M <= 0 || N <= 0)
         return;
     float *D = act == RT_EPI_NONE ? C : Y;
+    float *out = C ? C : Y;   /* the fallback's product */
     if (!D)
         rt_die("rt_gemm_bias: no output for the epilogue");
+    const void *c = D, *r = R;
+    int c16 = rt_cu_operand(e, &c);
+    /* both paths read a residual as D's type and layout (rt_bias_act's act_t) */
+    if (R && (rt_cu_operand(e, &r) != c16 || r != (const void *)R))
+        rt_die("rt_gemm_bias: the residual is not an activation stored like the output");
+    size_t span = (size_t)((M - 1) * ldc + N) * (c16 ? 2 : 4);
+    if (R && (rt_overlap(R, out, span) || rt_overlap(R, D, span)))
+        rt_die("rt_gemm_bias: the residual overlaps the output");
     int epi_ok = !off && K > 0 && !(act == RT_EPI_RELU && C);
     if (epi_ok) {
-        const void *a = A, *b = B, *c = D;
-        int ta16 = rt_cu_operand(e, &a), tb16 = rt_cu_operand(e, &b), c16 = rt_cu_operand(e, &c);
+        const void *a = A, *b = B;
+        int ta16 = rt_cu_operand(e, &a), tb16 = rt_cu_operand(e, &b);
         int epi = act == RT_EPI_GELU_TANH && C ? EPI_GELU_AUX : act;
         Plan *p = ta16 == tb16 && c == (const void *)D
-                      ? plan_for(e, trans_a, trans_b, M, N, K, lda, ldb, ldc, 0, ta16, c16, epi)
+                      ? plan_for(e, trans_a, trans_b, M, N, K, lda, ldb, ldc, R != NULL, ta16, c16, epi)
                       : NULL;
         if (p && !p->fallback) {
             void *aux = C;
@@ -236,17 +251,16 @@ void rt_cu_gemm_bias(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N,
                 st = p_cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
                                                       &aux, sizeof aux);
             if (st == CUBLAS_STATUS_SUCCESS)
-                st = matmul(e, p, alpha, a, b, 0.0f, D);
+                st = R ? matmul(e, p, alpha, a, b, 1.0f, R, D) : matmul(e, p, alpha, a, b, 0.0f, D, D);
             if (st == CUBLAS_STATUS_SUCCESS)
                 return;
             p->fallback = 1;   /* refused at the call: this shape takes the fallback from now on */
             epilogue_refused(p, p_cublasLtGetStatusString(st));
         }
     }
-    float *out = C ? C : Y;
     rt_cu_gemm(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, 0.0f, out, ldc);
     rt_dptr o = (rt_dptr)(uintptr_t)out, dc = (rt_dptr)(uintptr_t)C, bb = (rt_dptr)(uintptr_t)bias;
-    rt_dptr y = act != RT_EPI_NONE ? (rt_dptr)(uintptr_t)Y : 0;
-    void *args[] = {&o, &dc, &y, &bb, &M, &N, &ldc, &act};
+    rt_dptr y = act != RT_EPI_NONE ? (rt_dptr)(uintptr_t)Y : 0, dr = (rt_dptr)(uintptr_t)R;
+    void *args[] = {&o, &dr, &dc, &y, &bb, &M, &N, &ldc, &act};
     rt_cu_launch(e, "rt_bias_act", rt_cu_grid_for(e, M * N), 1, 1, 256, 1, 0, args);
 }

@@ -180,8 +180,8 @@ void rt_cu_layernorm_fwd(rt_exec *e, const float *x, const float *w, const float
 }
 
 void rt_cu_layernorm_bwd(rt_exec *e, const float *x, const float *w, const float *mean,
-                         const float *rstd, const float *dy, float *dx, float *dw, float *db,
-                         int64_t rows, int64_t d)
+                         const float *rstd, const float *dy, const float *add, float *dx,
+                         float *dw, float *db, int64_t rows, int64_t d)
 {
     if (rows <= 0 || d <= 0)
         return;
@@ -193,7 +193,7 @@ void rt_cu_layernorm_bwd(rt_exec *e, const float *x, const float *w, const float
                  gdim(nrb, GYZ, "layernorm"), 1, 32, 8, 0, a1);
     char name[64];
     snprintf(name, sizeof name, "rt_layernorm_bwd_%lld", (long long)d);
-    void *a2[] = {&x, &w, &mean, &rstd, &dy, &dx};
+    void *a2[] = {&x, &w, &mean, &rstd, &dy, &add, &dx};
     rt_cu_launch(e, name, gdim(rows, GX, name), 1, 1, row_threads(d), 1, 0, a2);
     colsum_finish(e, part, dw, nrb, d);
     colsum_finish(e, part + (rt_dptr)(nrb * d) * sizeof(double), db, nrb, d);

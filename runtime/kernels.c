@@ -510,18 +510,22 @@ static void colsum_task(void *ctx, int64_t lo, int64_t hi)
 
 typedef struct bias_act_ctx {
     float *out, *C, *Y;
-    const float *bias;
+    const float *bias, *R;
     int64_t N, ldc;
     int act;
 } bias_act_ctx;
 
-/* rows [lo, hi): the fused kernel's "v0 = P + bias; C = v0; Y = act(v0)" */
+/* rows [lo, hi): the fused kernel's "v0 = P + bias; C = v0; Y = act(v0)", with a
+ * residual R in cuBLASLt's order: v0 = (P + R) + bias */
 static void bias_act_task(void *ctx, int64_t lo, int64_t hi)
 {
     const bias_act_ctx *c = ctx;
     for (int64_t i = lo; i < hi; i++)
         for (int64_t j = 0; j < c->N; j++) {
-            float v0 = c->out[i * c->ldc + j] + c->bias[j];
+            float v0 = c->out[i * c->ldc + j];
+            if (c->R)
+                v0 = v0 + c->R[i * c->ldc + j];
+            v0 = v0 + c->bias[j];
             if (c->C)
                 c->C[i * c->ldc + j] = v0;
             if (c->act == RT_EPI_RELU)
@@ -533,18 +537,21 @@ static void bias_act_task(void *ctx, int64_t lo, int64_t hi)
 
 void rt_gemm_bias(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                   float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
-                  float *C, int64_t ldc, const float *bias, int act, float *Y)
+                  float *C, int64_t ldc, const float *bias, const float *R, int act, float *Y)
 {
     if (e->dev) { /* on a GPU: cuda_blas.c */
         RT_GPU(e)->gemm_bias(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, C, ldc, bias,
-                             act, Y);
+                             R, act, Y);
         return;
     }
     if (act != RT_EPI_NONE ? !Y : !C)
         rt_die("rt_gemm_bias: no output for the epilogue");
     float *out = C ? C : Y;   /* the product, then the epilogue in place */
+    /* the product overwrites out before the epilogue reads R */
+    if (R && M > 0 && N > 0 && rt_overlap(R, out, (size_t)((M - 1) * ldc + N) * sizeof(float)))
+        rt_die("rt_gemm_bias: the residual overlaps the output");
     rt_gemm(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, 0.0f, out, ldc);
-    bias_act_ctx c = {out, C, act != RT_EPI_NONE ? Y : NULL, bias, N, ldc, act};
+    bias_act_ctx c = {out, C, act != RT_EPI_NONE ? Y : NULL, bias, R, N, ldc, act};
     launch(pool_of(e), M, (32768 + N - 1) / (N > 0 ? N : 1), bias_act_task, &c);
 }
 
@@ -934,6 +941,7 @@ void rt_avgpool2d_bwd(rt_exec *e, const float *dy, float *dx, int64_t planes, in
 
 typedef struct {
     const float *x, *w, *b, *dy;   /* [rows, d], [d], [d], [rows, d] */
+    const float *add;              /* bwd: [rows, d] added to dx, or NULL; may be dx */
     float *y, *dx;                 /* [rows, d] */
     float *mean, *rstd;            /* [rows] */
     float *dw, *db;                /* [d] */
@@ -993,7 +1001,9 @@ static void ln_bwd_task(void *ctx, int64_t lo, int64_t hi)
         int64_t r1 = (t + 1) * c->rb < c->rows ? (t + 1) * c->rb : c->rows;
         for (int64_t r = t * c->rb; r < r1; r++) {
             const float *restrict x = c->x + r * d, *restrict dy = c->dy + r * d;
-            float *restrict dx = c->dx + r * d;
+            /* not restrict: the addend may be dx itself (read, then written) */
+            const float *add = c->add ? c->add + r * d : NULL;
+            float *dx = c->dx + r * d;
             float m = c->mean[r], rs = c->rstd[r];
             /* dxhat = dy * w; dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat*xhat)).
              * Sums in double, four lanes then the tail. */
@@ -1018,13 +1028,16 @@ static void ln_bwd_task(void *ctx, int64_t lo, int64_t hi)
             }
             float a = (float)(s1 / (double)d), bb = (float)(s2 / (double)d);
             v4f av = splat4(a), bv = splat4(bb);
+            /* with an addend, each element's sum is one more float add (the loop's) */
             for (j = 0; j + 4 <= d; j += 4) {
                 v4f xh = (ld4(x + j) - mv) * rv;
-                st4(dx + j, rv * (ld4(dy + j) * ld4(w + j) - av - xh * bv));
+                v4f g = rv * (ld4(dy + j) * ld4(w + j) - av - xh * bv);
+                st4(dx + j, add ? g + ld4(add + j) : g);
             }
             for (; j < d; j++) {
                 float xh = (x[j] - m) * rs;
-                dx[j] = rs * (dy[j] * w[j] - a - xh * bb);
+                float g = rs * (dy[j] * w[j] - a - xh * bb);
+                dx[j] = add ? g + add[j] : g;
             }
         }
     }
@@ -1047,17 +1060,17 @@ static void ln_reduce_task(void *ctx, int64_t lo, int64_t hi)
 }
 
 void rt_layernorm_bwd(rt_exec *e, const float *x, const float *w, const float *mean,
-                      const float *rstd, const float *dy, float *dx, float *dw, float *db,
-                      int64_t rows, int64_t d)
+                      const float *rstd, const float *dy, const float *add, float *dx,
+                      float *dw, float *db, int64_t rows, int64_t d)
 {
     if (e->dev) { /* on a GPU: cuda_ops.c, cuda_blas.c */
-        RT_GPU(e)->layernorm_bwd(e, x, w, mean, rstd, dy, dx, dw, db, rows, d);
+        RT_GPU(e)->layernorm_bwd(e, x, w, mean, rstd, dy, add, dx, dw, db, rows, d);
         return;
     }
     if (rows <= 0 || d <= 0)
         return;
     rt_pool *p = pool_of(e);
-    ln_ctx c = {.x = x, .w = w, .dy = dy, .dx = dx, .mean = (float *)mean,
+    ln_ctx c = {.x = x, .w = w, .dy = dy, .add = add, .dx = dx, .mean = (float *)mean,
                 .rstd = (float *)rstd, .dw = dw, .db = db, .rows = rows, .d = d};
     /* Row blocks of about 32K elements, at most 64 of them (partials: 64 * 2d doubles);
      * they depend on the shape only, so dw and db do not depend on the thread count. */

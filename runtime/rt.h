@@ -25,6 +25,11 @@ _Noreturn void rt_die_at(const char *file, int line, const char *fmt, ...)
 #define rt_die(...) rt_die_at(__FILE__, __LINE__, __VA_ARGS__)
 
 void *rt_xmalloc(size_t n);   /* zeroed, 64-byte aligned; exits 2 on failure */
+/* Do the n bytes at a and the n bytes at b share one? (host or device addresses) */
+static inline int rt_overlap(const void *a, const void *b, size_t n)
+{
+    return (uintptr_t)a < (uintptr_t)b + n && (uintptr_t)b < (uintptr_t)a + n;
+}
 void rt_xfree(void *p);
 
 /* ---- the GPU's versions of the runtime calls -------------------------------- */
@@ -39,7 +44,8 @@ typedef struct rt_gpu_calls {
                  int64_t ldc);
     void (*gemm_bias)(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                       float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
-                      float *C, int64_t ldc, const float *bias, int act, float *Y);
+                      float *C, int64_t ldc, const float *bias, const float *R, int act,
+                      float *Y);
     void (*colsum_add)(rt_exec *e, const float *dy, float *db, int64_t rows, int64_t cols);
     void (*rowsum_add)(rt_exec *e, const float *x, float *db, int64_t rows, int64_t cols);
     void (*im2col)(rt_exec *e, const float *x, float *col, int64_t B, int64_t C, int64_t H,
@@ -57,8 +63,8 @@ typedef struct rt_gpu_calls {
     void (*layernorm_fwd)(rt_exec *e, const float *x, const float *w, const float *b, float *y,
                           float *mean, float *rstd, int64_t rows, int64_t d, float eps);
     void (*layernorm_bwd)(rt_exec *e, const float *x, const float *w, const float *mean,
-                          const float *rstd, const float *dy, float *dx, float *dw, float *db,
-                          int64_t rows, int64_t d);
+                          const float *rstd, const float *dy, const float *add, float *dx,
+                          float *dw, float *db, int64_t rows, int64_t d);
     void (*cross_entropy)(rt_exec *e, const float *logits, const int32_t *target, float *dlogits,
                           int64_t rows, int64_t C);
     void (*mse)(rt_exec *e, const float *y, const float *t, float *dy, int64_t n);

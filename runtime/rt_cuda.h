@@ -57,7 +57,8 @@ rt_dptr rt_cu_workspace(rt_exec *e, size_t *bytes);
 /* rt_gemm_bias on the GPU (cuda_blas.c). */
 void rt_cu_gemm_bias(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                      float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
-                     float *C, int64_t ldc, const float *bias, int act, float *Y);
+                     float *C, int64_t ldc, const float *bias, const float *R, int act,
+                     float *Y);
 
 /* Is there a driver and a GPU? 0, or -1 with the reason in `why`. */
 int rt_cu_probe(char *why, size_t n, int *count);
@@ -196,8 +197,8 @@ void rt_cu_avgpool2d_bwd(rt_exec *e, const float *dy, float *dx, int64_t planes,
 void rt_cu_layernorm_fwd(rt_exec *e, const float *x, const float *w, const float *b, float *y,
                          float *mean, float *rstd, int64_t rows, int64_t d, float eps);
 void rt_cu_layernorm_bwd(rt_exec *e, const float *x, const float *w, const float *mean,
-                         const float *rstd, const float *dy, float *dx, float *dw, float *db,
-                         int64_t rows, int64_t d);
+                         const float *rstd, const float *dy, const float *add, float *dx,
+                         float *dw, float *db, int64_t rows, int64_t d);
 /* Adds to rt_cu_stats(e); e->terms is counted on the host by the caller's twin rules. */
 void rt_cu_cross_entropy(rt_exec *e, const float *logits, const int32_t *target, float *dlogits,
                          int64_t rows, int64_t C);

@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <math.h>
 
-#define RT_ABI_VERSION 3
+#define RT_ABI_VERSION 4
 #define RT_MAX_INPUTS 8
 #define RT_MAX_RANK 4
 
@@ -137,16 +137,20 @@ void rt_gemm(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t
              float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
              float beta, float *C, int64_t ldc);
 
-/* A linear layer's GEMM with its epilogue: P = op(A) op(B) + bias (bias[j] on column
- * j), then Y = act(P) (RT_EPI_RELU: max(P, 0) as "P > 0 ? P : 0"; RT_EPI_GELU_TANH:
- * rt_gelu_tanh), P stored in C when C is not NULL, Y in Y when act is not RT_EPI_NONE;
- * rows of C and Y are ldc apart. The arithmetic of a GEMM followed by the fused
- * elementwise kernel "+ bias (+ act)", which it replaces: on a GPU it is one cuBLASLt
- * call with a bias (and ReLU or GELU) epilogue. */
+/* A linear layer's GEMM with its epilogue: P = op(A) op(B) (+ R) + bias, in that order
+ * (cuBLASLt's: the product, then beta * C with beta 1 and R as C, then the bias;
+ * bias[j] on column j; R, when not NULL, a residual of P's shape, rows ldc apart, not
+ * overlapping C or Y), then Y = act(P) (RT_EPI_RELU: max(P, 0) as "P > 0 ? P : 0";
+ * RT_EPI_GELU_TANH: rt_gelu_tanh), P stored in C when C is not NULL, Y in Y when act is
+ * not RT_EPI_NONE; rows of C and Y are ldc apart. The arithmetic of a GEMM followed by
+ * the fused elementwise kernel "+ bias (+ act)" or "+ bias + residual", which it
+ * replaces (the residual added before the bias: the rounding of an epilogue, not of
+ * the loop): on a GPU it is one cuBLASLt call with a bias (and ReLU or GELU) epilogue,
+ * R its C matrix. */
 enum { RT_EPI_NONE, RT_EPI_RELU, RT_EPI_GELU_TANH };
 void rt_gemm_bias(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                   float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
-                  float *C, int64_t ldc, const float *bias, int act, float *Y);
+                  float *C, int64_t ldc, const float *bias, const float *R, int act, float *Y);
 
 /* db[j] += sum_i dy[i, j] over rows i < rows. */
 void rt_colsum_add(rt_exec *e, const float *dy, float *db, int64_t rows, int64_t cols);
@@ -171,10 +175,13 @@ void rt_avgpool2d_bwd(rt_exec *e, const float *dy, float *dx, int64_t planes, in
 /* LayerNorm over the last axis of [rows, d]; mean and rstd are saved for backward. */
 void rt_layernorm_fwd(rt_exec *e, const float *x, const float *w, const float *b, float *y,
                       float *mean, float *rstd, int64_t rows, int64_t d, float eps);
-/* dx = (overwritten); dw, db accumulated (+=). */
+/* dx = the input gradient, plus add[i] when add is not NULL (overwritten; add may be
+ * dx itself: each element is read before it is written); dw, db accumulated (+=). The
+ * addend is a sum of gradient contributions folded in: dx + add rounds as the separate
+ * "dx + add" loop did. */
 void rt_layernorm_bwd(rt_exec *e, const float *x, const float *w, const float *mean,
-                      const float *rstd, const float *dy, float *dx, float *dw, float *db,
-                      int64_t rows, int64_t d);
+                      const float *rstd, const float *dy, const float *add, float *dx,
+                      float *dw, float *db, int64_t rows, int64_t d);
 
 /* Softmax cross entropy over rows of [rows, C] with i32 targets. Adds the loss sum and
  * correct count to e; with dlogits != NULL also writes

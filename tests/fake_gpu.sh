@@ -209,11 +209,12 @@ set -e
     { echo "FAIL: --set precision=fp32 on a bf16-mixed trainer exited $rc with:"; cat "$d/prec.log"; exit 1; }
 echo "ok   --set precision=fp32 on a bf16-mixed trainer's GPU run: exit 1, rebuild hint"
 
-# rt_gemm_bias: the linear layers' bias (+ ReLU / GELU tanh) in cuBLASLt's epilogue
-# (the fake computes it with trainc_rt.h's formulas) against the same GEMM followed by
-# epilogue.cuh's kernel (TRAINC_GEMM_EPILOGUE=0, the fallback where cuBLASLt refuses):
-# gpt_char (GELU with its pre-activation kept, BIAS; GELU without in validation) in
-# fp32 gives the same bits; the trace shows which path ran
+# rt_gemm_bias: the linear layers' bias (+ ReLU / GELU tanh, or + a residual as C out
+# of place) in cuBLASLt's epilogue (the fake computes it with trainc_rt.h's formulas)
+# against the same GEMM followed by epilogue.cuh's kernel (TRAINC_GEMM_EPILOGUE=0, the
+# fallback where cuBLASLt refuses): gpt_char (GELU with its pre-activation kept, BIAS,
+# BIAS with the residual; GELU without in validation) in fp32 gives the same bits; the
+# trace shows which path ran
 m=gpt_char
 O=(--set log_every=1 --threads 1 --quiet --set max_steps=4 --set batch_size=2
    --set validate.every_steps=2 --set validate.batches=1)

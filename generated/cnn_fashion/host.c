@@ -60,9 +60,9 @@ static void forward(rt_exec *e, int train)
     /* $.model.layers[5]: maxpool2d */
     rt_maxpool2d_fwd(e, relu_4, maxpool_5, e->B * 32, 14, 14, 2, 2, 7, 7);
     /* $.model.layers[7] + $.model.layers[8]: linear: y = relu(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1, 128, 1568, 1.0f, flatten_6, 1568, P_7_weight, 1568, NULL, 128, P_7_bias, RT_EPI_RELU, relu_8);
+    rt_gemm_bias(e, 0, 1, e->B * 1, 128, 1568, 1.0f, flatten_6, 1568, P_7_weight, 1568, NULL, 128, P_7_bias, NULL, RT_EPI_RELU, relu_8);
     /* $.model.layers[9]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1, 10, 128, 1.0f, relu_8, 128, P_9_weight, 128, linear_9, 10, P_9_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1, 10, 128, 1.0f, relu_8, 128, P_9_weight, 128, linear_9, 10, P_9_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.loss: cross entropy: loss, accuracy and d(logits) in one pass */
     rt_cross_entropy(e, linear_9, in_y, e->train ? d_linear_9 : NULL, e->B * 1, 10);
 }
@@ -209,9 +209,9 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[5]: maxpool2d */
     rt_maxpool2d_fwd(e, relu_4, maxpool_5, e->B * 32, 14, 14, 2, 2, 7, 7);
     /* $.model.layers[7] + $.model.layers[8]: linear: y = relu(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1, 128, 1568, 1.0f, flatten_6, 1568, P_7_weight, 1568, NULL, 128, P_7_bias, RT_EPI_RELU, relu_8);
+    rt_gemm_bias(e, 0, 1, e->B * 1, 128, 1568, 1.0f, flatten_6, 1568, P_7_weight, 1568, NULL, 128, P_7_bias, NULL, RT_EPI_RELU, relu_8);
     /* $.model.layers[9]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1, 10, 128, 1.0f, relu_8, 128, P_9_weight, 128, linear_9, 10, P_9_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1, 10, 128, 1.0f, relu_8, 128, P_9_weight, 128, linear_9, 10, P_9_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.loss: cross entropy: loss, accuracy and d(logits) in one pass */
     rt_cross_entropy(e, linear_9, in_y, NULL, e->B * 1, 10);
 }

@@ -1487,19 +1487,25 @@ __device__ __forceinline__ void embedding_bwd(const int32_t *idx, const act_t *d
 /* epilogue.cuh: a linear layer's GEMM epilogue as a kernel of its own, for when
  * cuBLASLt cannot take it (cuda_blas.c's rt_cu_gemm_bias falls back here, or
  * TRAINC_GEMM_EPILOGUE=0 asks for it): the arithmetic of the fused elementwise kernel
- * "+ bias (+ act)" (rt_gemm_bias in runtime/kernels.c on the CPU). */
+ * "+ bias (+ act)" or "+ bias + residual" (rt_gemm_bias in runtime/kernels.c on the
+ * CPU), in cuBLASLt's order. */
 
 /* Launch: grid-stride, 256 threads. For i < M, j < N, at k = i * ldc + j:
- *   v = out[k] + bias[j];  C[k] = v (C not NULL);  Y[k] = act(v) (act: 1 ReLU, 2 GELU tanh)
- * out is C or Y (the GEMM's product, overwritten in place). */
+ *   v = out[k] (+ R[k]) + bias[j];  C[k] = v (C not NULL);  Y[k] = act(v) (act: 1 ReLU,
+ *   2 GELU tanh)
+ * out is C or Y (the GEMM's product, overwritten in place); R (NULL: none) is a
+ * residual, added before the bias as cuBLASLt adds its beta C. */
 extern "C" __global__ void __launch_bounds__(256)
-rt_bias_act(const act_t *out, act_t *C, act_t *Y, const float *bias, int64_t M, int64_t N,
-            int64_t ldc, int act)
+rt_bias_act(const act_t *out, const act_t *R, act_t *C, act_t *Y, const float *bias, int64_t M,
+            int64_t N, int64_t ldc, int act)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < M * N;
          i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t r = i / N, j = i % N, k = r * ldc + j;
-        const float v = rt_ld(out + k) + bias[j];
+        float v = rt_ld(out + k);
+        if (R)
+            v = v + rt_ld(R + k);
+        v = v + bias[j];
         if (C)
             rt_st(C + k, v);
         if (act == 1)
@@ -1555,13 +1561,16 @@ __device__ __forceinline__ void layernorm_fwd_row(const act_t *x, const float *w
  * Launch: grid (rows), block of 32..1024 threads (a multiple of 32).
  *   xh = (x - mean) * rstd, g = dy * w           (float)
  *   a  = mean_j g, c = mean_j g * xh             (double sums, rounded to float)
- *   dx = rstd * (g - a - xh * c)                 (overwritten; dx may be dy or x)
- * dw and db come from rt_layernorm_dwdb, launched before this kernel (it reads x and
- * dy, which dx may overwrite). */
+ *   dx = rstd * (g - a - xh * c)  (+ add)        (overwritten; dx may be dy, x or add)
+ * add (NULL: none) is another gradient contribution summed in: one float add before
+ * the store, as the separate sum kernel did (from dx unrounded: with 16-bit
+ * activations one rounding fewer). The thread that writes dx[j] reads x[j], dy[j] and
+ * add[j] first. dw and db come from rt_layernorm_dwdb, launched before this kernel (it
+ * reads x and dy, which dx may overwrite). */
 template <int D>
 __device__ __forceinline__ void layernorm_bwd_row(const act_t *x, const float *w,
                                                   const float *mean, const float *rstd,
-                                                  const act_t *dy, act_t *dx)
+                                                  const act_t *dy, const act_t *add, act_t *dx)
 {
     int64_t r = blockIdx.x;
     const act_t *xr = x + r * D, *dyr = dy + r * D;   /* [D] each */
@@ -1573,18 +1582,20 @@ __device__ __forceinline__ void layernorm_bwd_row(const act_t *x, const float *w
         s2 += (double)g * xh;
     });
     float a = (float)(rt_block_sum(s1) / (double)D), c = (float)(rt_block_sum(s2) / (double)D);
+    const act_t *addr = add ? add + r * D : NULL;
     rt_row_map(xr, dx + r * D, D, [&](int j, float v) {
         float xh = (v - m) * rs;
-        return rs * (rt_ld(dyr + j) * w[j] - a - xh * c);
+        float gx = rs * (rt_ld(dyr + j) * w[j] - a - xh * c);
+        return addr ? gx + rt_ld(addr + j) : gx;
     });
 }
 
 #define RT_LAYERNORM_BWD(D)                                                                   \
     extern "C" __global__ void __launch_bounds__(1024) rt_layernorm_bwd_##D(                  \
         const act_t *x, const float *w, const float *mean, const float *rstd,                 \
-        const act_t *dy, act_t *dx)                                                           \
+        const act_t *dy, const act_t *add, act_t *dx)                                         \
     {                                                                                         \
-        layernorm_bwd_row<D>(x, w, mean, rstd, dy, dx);                                       \
+        layernorm_bwd_row<D>(x, w, mean, rstd, dy, add, dx);                                  \
     }
 
 /* Partial sums of dw and db over blocks of rows (the runtime shape needs no template).

@@ -33,7 +33,6 @@ static void forward(rt_exec *e, int train)
     float *lse_h_0_attn = ACT(510988288);
     float *attn_y_h_0_attn = ACT(416616448);
     const float *P_h_0_attn_proj_weight = e->params + 41157120;
-    float *attn_out_h_0_attn = ACT(418189312);
     const float *P_h_0_attn_proj_bias = e->params + 41746944;
     float *residual_attn_out_h_0_attn = ACT(418189312);
     const float *P_h_0_ln_2_weight = e->params + 41747712;
@@ -46,7 +45,6 @@ static void forward(rt_exec *e, int train)
     float *linear_h_0_fc = ACT(205852672);
     float *gelu_h_0_2 = ACT(212144128);
     const float *P_h_0_proj_weight = e->params + 44111616;
-    float *linear_h_0_proj = ACT(421335040);
     const float *P_h_0_proj_bias = e->params + 46470912;
     float *residual_linear_h_0_proj = ACT(421335040);
     const float *P_h_1_ln_1_weight = e->params + 46471680;
@@ -60,7 +58,6 @@ static void forward(rt_exec *e, int train)
     float *lse_h_1_attn = ACT(511037440);
     float *attn_y_h_1_attn = ACT(424480768);
     const float *P_h_1_attn_proj_weight = e->params + 48244992;
-    float *attn_out_h_1_attn = ACT(426053632);
     const float *P_h_1_attn_proj_bias = e->params + 48834816;
     float *residual_attn_out_h_1_attn = ACT(426053632);
     const float *P_h_1_ln_2_weight = e->params + 48835584;
@@ -73,7 +70,6 @@ static void forward(rt_exec *e, int train)
     float *linear_h_1_fc = ACT(218435584);
     float *gelu_h_1_2 = ACT(224727040);
     const float *P_h_1_proj_weight = e->params + 51199488;
-    float *linear_h_1_proj = ACT(429199360);
     const float *P_h_1_proj_bias = e->params + 53558784;
     float *residual_linear_h_1_proj = ACT(429199360);
     const float *P_h_2_ln_1_weight = e->params + 53559552;
@@ -87,7 +83,6 @@ static void forward(rt_exec *e, int train)
     float *lse_h_2_attn = ACT(511086592);
     float *attn_y_h_2_attn = ACT(432345088);
     const float *P_h_2_attn_proj_weight = e->params + 55332864;
-    float *attn_out_h_2_attn = ACT(433917952);
     const float *P_h_2_attn_proj_bias = e->params + 55922688;
     float *residual_attn_out_h_2_attn = ACT(433917952);
     const float *P_h_2_ln_2_weight = e->params + 55923456;
@@ -100,7 +95,6 @@ static void forward(rt_exec *e, int train)
     float *linear_h_2_fc = ACT(231018496);
     float *gelu_h_2_2 = ACT(237309952);
     const float *P_h_2_proj_weight = e->params + 58287360;
-    float *linear_h_2_proj = ACT(437063680);
     const float *P_h_2_proj_bias = e->params + 60646656;
     float *residual_linear_h_2_proj = ACT(437063680);
     const float *P_h_3_ln_1_weight = e->params + 60647424;
@@ -114,7 +108,6 @@ static void forward(rt_exec *e, int train)
     float *lse_h_3_attn = ACT(511135744);
     float *attn_y_h_3_attn = ACT(440209408);
     const float *P_h_3_attn_proj_weight = e->params + 62420736;
-    float *attn_out_h_3_attn = ACT(441782272);
     const float *P_h_3_attn_proj_bias = e->params + 63010560;
     float *residual_attn_out_h_3_attn = ACT(441782272);
     const float *P_h_3_ln_2_weight = e->params + 63011328;
@@ -127,7 +120,6 @@ static void forward(rt_exec *e, int train)
     float *linear_h_3_fc = ACT(243601408);
     float *gelu_h_3_2 = ACT(249892864);
     const float *P_h_3_proj_weight = e->params + 65375232;
-    float *linear_h_3_proj = ACT(444928000);
     const float *P_h_3_proj_bias = e->params + 67734528;
     float *residual_linear_h_3_proj = ACT(444928000);
     const float *P_h_4_ln_1_weight = e->params + 67735296;
@@ -141,7 +133,6 @@ static void forward(rt_exec *e, int train)
     float *lse_h_4_attn = ACT(511184896);
     float *attn_y_h_4_attn = ACT(448073728);
     const float *P_h_4_attn_proj_weight = e->params + 69508608;
-    float *attn_out_h_4_attn = ACT(449646592);
     const float *P_h_4_attn_proj_bias = e->params + 70098432;
     float *residual_attn_out_h_4_attn = ACT(449646592);
     const float *P_h_4_ln_2_weight = e->params + 70099200;
@@ -154,7 +145,6 @@ static void forward(rt_exec *e, int train)
     float *linear_h_4_fc = ACT(256184320);
     float *gelu_h_4_2 = ACT(262475776);
     const float *P_h_4_proj_weight = e->params + 72463104;
-    float *linear_h_4_proj = ACT(452792320);
     const float *P_h_4_proj_bias = e->params + 74822400;
     float *residual_linear_h_4_proj = ACT(452792320);
     const float *P_h_5_ln_1_weight = e->params + 74823168;
@@ -168,7 +158,6 @@ static void forward(rt_exec *e, int train)
     float *lse_h_5_attn = ACT(511234048);
     float *attn_y_h_5_attn = ACT(455938048);
     const float *P_h_5_attn_proj_weight = e->params + 76596480;
-    float *attn_out_h_5_attn = ACT(457510912);
     const float *P_h_5_attn_proj_bias = e->params + 77186304;
     float *residual_attn_out_h_5_attn = ACT(457510912);
     const float *P_h_5_ln_2_weight = e->params + 77187072;
@@ -181,7 +170,6 @@ static void forward(rt_exec *e, int train)
     float *linear_h_5_fc = ACT(268767232);
     float *gelu_h_5_2 = ACT(275058688);
     const float *P_h_5_proj_weight = e->params + 79550976;
-    float *linear_h_5_proj = ACT(460656640);
     const float *P_h_5_proj_bias = e->params + 81910272;
     float *residual_linear_h_5_proj = ACT(460656640);
     const float *P_h_6_ln_1_weight = e->params + 81911040;
@@ -195,7 +183,6 @@ static void forward(rt_exec *e, int train)
     float *lse_h_6_attn = ACT(511283200);
     float *attn_y_h_6_attn = ACT(463802368);
     const float *P_h_6_attn_proj_weight = e->params + 83684352;
-    float *attn_out_h_6_attn = ACT(465375232);
     const float *P_h_6_attn_proj_bias = e->params + 84274176;
     float *residual_attn_out_h_6_attn = ACT(465375232);
     const float *P_h_6_ln_2_weight = e->params + 84274944;
@@ -208,7 +195,6 @@ static void forward(rt_exec *e, int train)
     float *linear_h_6_fc = ACT(281350144);
     float *gelu_h_6_2 = ACT(287641600);
     const float *P_h_6_proj_weight = e->params + 86638848;
-    float *linear_h_6_proj = ACT(468520960);
     const float *P_h_6_proj_bias = e->params + 88998144;
     float *residual_linear_h_6_proj = ACT(468520960);
     const float *P_h_7_ln_1_weight = e->params + 88998912;
@@ -222,7 +208,6 @@ static void forward(rt_exec *e, int train)
     float *lse_h_7_attn = ACT(511332352);
     float *attn_y_h_7_attn = ACT(471666688);
     const float *P_h_7_attn_proj_weight = e->params + 90772224;
-    float *attn_out_h_7_attn = ACT(473239552);
     const float *P_h_7_attn_proj_bias = e->params + 91362048;
     float *residual_attn_out_h_7_attn = ACT(473239552);
     const float *P_h_7_ln_2_weight = e->params + 91362816;
@@ -235,7 +220,6 @@ static void forward(rt_exec *e, int train)
     float *linear_h_7_fc = ACT(293933056);
     float *gelu_h_7_2 = ACT(300224512);
     const float *P_h_7_proj_weight = e->params + 93726720;
-    float *linear_h_7_proj = ACT(476385280);
     const float *P_h_7_proj_bias = e->params + 96086016;
     float *residual_linear_h_7_proj = ACT(476385280);
     const float *P_h_8_ln_1_weight = e->params + 96086784;
@@ -249,7 +233,6 @@ static void forward(rt_exec *e, int train)
     float *lse_h_8_attn = ACT(511381504);
     float *attn_y_h_8_attn = ACT(479531008);
     const float *P_h_8_attn_proj_weight = e->params + 97860096;
-    float *attn_out_h_8_attn = ACT(481103872);
     const float *P_h_8_attn_proj_bias = e->params + 98449920;
     float *residual_attn_out_h_8_attn = ACT(481103872);
     const float *P_h_8_ln_2_weight = e->params + 98450688;
@@ -262,7 +245,6 @@ static void forward(rt_exec *e, int train)
     float *linear_h_8_fc = ACT(306515968);
     float *gelu_h_8_2 = ACT(312807424);
     const float *P_h_8_proj_weight = e->params + 100814592;
-    float *linear_h_8_proj = ACT(484249600);
     const float *P_h_8_proj_bias = e->params + 103173888;
     float *residual_linear_h_8_proj = ACT(484249600);
     const float *P_h_9_ln_1_weight = e->params + 103174656;
@@ -276,7 +258,6 @@ static void forward(rt_exec *e, int train)
     float *lse_h_9_attn = ACT(511430656);
     float *attn_y_h_9_attn = ACT(487395328);
     const float *P_h_9_attn_proj_weight = e->params + 104947968;
-    float *attn_out_h_9_attn = ACT(488968192);
     const float *P_h_9_attn_proj_bias = e->params + 105537792;
     float *residual_attn_out_h_9_attn = ACT(488968192);
     const float *P_h_9_ln_2_weight = e->params + 105538560;
@@ -289,7 +270,6 @@ static void forward(rt_exec *e, int train)
     float *linear_h_9_fc = ACT(319098880);
     float *gelu_h_9_2 = ACT(325390336);
     const float *P_h_9_proj_weight = e->params + 107902464;
-    float *linear_h_9_proj = ACT(492113920);
     const float *P_h_9_proj_bias = e->params + 110261760;
     float *residual_linear_h_9_proj = ACT(492113920);
     const float *P_h_10_ln_1_weight = e->params + 110262528;
@@ -303,7 +283,6 @@ static void forward(rt_exec *e, int train)
     float *lse_h_10_attn = ACT(511479808);
     float *attn_y_h_10_attn = ACT(495259648);
     const float *P_h_10_attn_proj_weight = e->params + 112035840;
-    float *attn_out_h_10_attn = ACT(496832512);
     const float *P_h_10_attn_proj_bias = e->params + 112625664;
     float *residual_attn_out_h_10_attn = ACT(496832512);
     const float *P_h_10_ln_2_weight = e->params + 112626432;
@@ -316,7 +295,6 @@ static void forward(rt_exec *e, int train)
     float *linear_h_10_fc = ACT(331681792);
     float *gelu_h_10_2 = ACT(337973248);
     const float *P_h_10_proj_weight = e->params + 114990336;
-    float *linear_h_10_proj = ACT(499978240);
     const float *P_h_10_proj_bias = e->params + 117349632;
     float *residual_linear_h_10_proj = ACT(499978240);
     const float *P_h_11_ln_1_weight = e->params + 117350400;
@@ -330,7 +308,6 @@ static void forward(rt_exec *e, int train)
     float *lse_h_11_attn = ACT(511528960);
     float *attn_y_h_11_attn = ACT(503123968);
     const float *P_h_11_attn_proj_weight = e->params + 119123712;
-    float *attn_out_h_11_attn = ACT(504696832);
     const float *P_h_11_attn_proj_bias = e->params + 119713536;
     float *residual_attn_out_h_11_attn = ACT(504696832);
     const float *P_h_11_ln_2_weight = e->params + 119714304;
@@ -343,7 +320,6 @@ static void forward(rt_exec *e, int train)
     float *linear_h_11_fc = ACT(344264704);
     float *gelu_h_11_2 = ACT(350556160);
     const float *P_h_11_proj_weight = e->params + 122078208;
-    float *linear_h_11_proj = ACT(507842560);
     const float *P_h_11_proj_bias = e->params + 124437504;
     float *residual_linear_h_11_proj = ACT(507842560);
     const float *P_ln_f_weight = e->params + 124438272;
@@ -362,219 +338,171 @@ static void forward(rt_exec *e, int train)
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, P_h_0_ln_1_bias, layernorm_h_0_ln_1, ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_0_ln_1, 768, P_h_0_attn_qkv_weight, 768, qkv_h_0_attn, 2304, P_h_0_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_0_ln_1, 768, P_h_0_attn_qkv_weight, 768, qkv_h_0_attn, 2304, P_h_0_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_0_attn, lse_h_0_attn, attn_y_h_0_attn, e->B, 1024, 768, 12, 1);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_0_attn, 768, P_h_0_attn_proj_weight, 768, 0.0f, attn_out_h_0_attn, 768);
-    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k1", k1, e->B * 786432, 4, (void *[]){&attn_out_h_0_attn, &P_h_0_attn_proj_bias, &pos_embedding_wpe, &residual_attn_out_h_0_attn});
+    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_0_attn, 768, P_h_0_attn_proj_weight, 768, residual_attn_out_h_0_attn, 768, P_h_0_attn_proj_bias, pos_embedding_wpe, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, P_h_0_ln_2_bias, layernorm_h_0_ln_2, ln_mean_h_0_ln_2, ln_rstd_h_0_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_0_ln_2, 768, P_h_0_fc_weight, 768, linear_h_0_fc, 3072, P_h_0_fc_bias, RT_EPI_GELU_TANH, gelu_h_0_2);
-    /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_0_2, 3072, P_h_0_proj_weight, 3072, 0.0f, linear_h_0_proj, 768);
-    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k2", k2, e->B * 786432, 4, (void *[]){&linear_h_0_proj, &P_h_0_proj_bias, &residual_attn_out_h_0_attn, &residual_linear_h_0_proj});
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_0_ln_2, 768, P_h_0_fc_weight, 768, linear_h_0_fc, 3072, P_h_0_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_0_2);
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_0_2, 3072, P_h_0_proj_weight, 3072, residual_linear_h_0_proj, 768, P_h_0_proj_bias, residual_attn_out_h_0_attn, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, P_h_1_ln_1_bias, layernorm_h_1_ln_1, ln_mean_h_1_ln_1, ln_rstd_h_1_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_1_ln_1, 768, P_h_1_attn_qkv_weight, 768, qkv_h_1_attn, 2304, P_h_1_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_1_ln_1, 768, P_h_1_attn_qkv_weight, 768, qkv_h_1_attn, 2304, P_h_1_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_1_attn, lse_h_1_attn, attn_y_h_1_attn, e->B, 1024, 768, 12, 1);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_1_attn, 768, P_h_1_attn_proj_weight, 768, 0.0f, attn_out_h_1_attn, 768);
-    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k3", k3, e->B * 786432, 4, (void *[]){&attn_out_h_1_attn, &P_h_1_attn_proj_bias, &residual_linear_h_0_proj, &residual_attn_out_h_1_attn});
+    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_1_attn, 768, P_h_1_attn_proj_weight, 768, residual_attn_out_h_1_attn, 768, P_h_1_attn_proj_bias, residual_linear_h_0_proj, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, P_h_1_ln_2_bias, layernorm_h_1_ln_2, ln_mean_h_1_ln_2, ln_rstd_h_1_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_1_ln_2, 768, P_h_1_fc_weight, 768, linear_h_1_fc, 3072, P_h_1_fc_bias, RT_EPI_GELU_TANH, gelu_h_1_2);
-    /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_1_2, 3072, P_h_1_proj_weight, 3072, 0.0f, linear_h_1_proj, 768);
-    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k4", k4, e->B * 786432, 4, (void *[]){&linear_h_1_proj, &P_h_1_proj_bias, &residual_attn_out_h_1_attn, &residual_linear_h_1_proj});
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_1_ln_2, 768, P_h_1_fc_weight, 768, linear_h_1_fc, 3072, P_h_1_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_1_2);
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_1_2, 3072, P_h_1_proj_weight, 3072, residual_linear_h_1_proj, 768, P_h_1_proj_bias, residual_attn_out_h_1_attn, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, P_h_2_ln_1_bias, layernorm_h_2_ln_1, ln_mean_h_2_ln_1, ln_rstd_h_2_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_2_ln_1, 768, P_h_2_attn_qkv_weight, 768, qkv_h_2_attn, 2304, P_h_2_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_2_ln_1, 768, P_h_2_attn_qkv_weight, 768, qkv_h_2_attn, 2304, P_h_2_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_2_attn, lse_h_2_attn, attn_y_h_2_attn, e->B, 1024, 768, 12, 1);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_2_attn, 768, P_h_2_attn_proj_weight, 768, 0.0f, attn_out_h_2_attn, 768);
-    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k5", k5, e->B * 786432, 4, (void *[]){&attn_out_h_2_attn, &P_h_2_attn_proj_bias, &residual_linear_h_1_proj, &residual_attn_out_h_2_attn});
+    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_2_attn, 768, P_h_2_attn_proj_weight, 768, residual_attn_out_h_2_attn, 768, P_h_2_attn_proj_bias, residual_linear_h_1_proj, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, P_h_2_ln_2_bias, layernorm_h_2_ln_2, ln_mean_h_2_ln_2, ln_rstd_h_2_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_2_ln_2, 768, P_h_2_fc_weight, 768, linear_h_2_fc, 3072, P_h_2_fc_bias, RT_EPI_GELU_TANH, gelu_h_2_2);
-    /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_2_2, 3072, P_h_2_proj_weight, 3072, 0.0f, linear_h_2_proj, 768);
-    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k6", k6, e->B * 786432, 4, (void *[]){&linear_h_2_proj, &P_h_2_proj_bias, &residual_attn_out_h_2_attn, &residual_linear_h_2_proj});
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_2_ln_2, 768, P_h_2_fc_weight, 768, linear_h_2_fc, 3072, P_h_2_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_2_2);
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_2_2, 3072, P_h_2_proj_weight, 3072, residual_linear_h_2_proj, 768, P_h_2_proj_bias, residual_attn_out_h_2_attn, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, P_h_3_ln_1_bias, layernorm_h_3_ln_1, ln_mean_h_3_ln_1, ln_rstd_h_3_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_3_ln_1, 768, P_h_3_attn_qkv_weight, 768, qkv_h_3_attn, 2304, P_h_3_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_3_ln_1, 768, P_h_3_attn_qkv_weight, 768, qkv_h_3_attn, 2304, P_h_3_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_3_attn, lse_h_3_attn, attn_y_h_3_attn, e->B, 1024, 768, 12, 1);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_3_attn, 768, P_h_3_attn_proj_weight, 768, 0.0f, attn_out_h_3_attn, 768);
-    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k7", k7, e->B * 786432, 4, (void *[]){&attn_out_h_3_attn, &P_h_3_attn_proj_bias, &residual_linear_h_2_proj, &residual_attn_out_h_3_attn});
+    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_3_attn, 768, P_h_3_attn_proj_weight, 768, residual_attn_out_h_3_attn, 768, P_h_3_attn_proj_bias, residual_linear_h_2_proj, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, P_h_3_ln_2_bias, layernorm_h_3_ln_2, ln_mean_h_3_ln_2, ln_rstd_h_3_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_3_ln_2, 768, P_h_3_fc_weight, 768, linear_h_3_fc, 3072, P_h_3_fc_bias, RT_EPI_GELU_TANH, gelu_h_3_2);
-    /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_3_2, 3072, P_h_3_proj_weight, 3072, 0.0f, linear_h_3_proj, 768);
-    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k8", k8, e->B * 786432, 4, (void *[]){&linear_h_3_proj, &P_h_3_proj_bias, &residual_attn_out_h_3_attn, &residual_linear_h_3_proj});
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_3_ln_2, 768, P_h_3_fc_weight, 768, linear_h_3_fc, 3072, P_h_3_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_3_2);
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_3_2, 3072, P_h_3_proj_weight, 3072, residual_linear_h_3_proj, 768, P_h_3_proj_bias, residual_attn_out_h_3_attn, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_3_proj, P_h_4_ln_1_weight, P_h_4_ln_1_bias, layernorm_h_4_ln_1, ln_mean_h_4_ln_1, ln_rstd_h_4_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_4_ln_1, 768, P_h_4_attn_qkv_weight, 768, qkv_h_4_attn, 2304, P_h_4_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_4_ln_1, 768, P_h_4_attn_qkv_weight, 768, qkv_h_4_attn, 2304, P_h_4_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_4_attn, lse_h_4_attn, attn_y_h_4_attn, e->B, 1024, 768, 12, 1);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_4_attn, 768, P_h_4_attn_proj_weight, 768, 0.0f, attn_out_h_4_attn, 768);
-    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k9", k9, e->B * 786432, 4, (void *[]){&attn_out_h_4_attn, &P_h_4_attn_proj_bias, &residual_linear_h_3_proj, &residual_attn_out_h_4_attn});
+    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_4_attn, 768, P_h_4_attn_proj_weight, 768, residual_attn_out_h_4_attn, 768, P_h_4_attn_proj_bias, residual_linear_h_3_proj, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_4_attn, P_h_4_ln_2_weight, P_h_4_ln_2_bias, layernorm_h_4_ln_2, ln_mean_h_4_ln_2, ln_rstd_h_4_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_4_ln_2, 768, P_h_4_fc_weight, 768, linear_h_4_fc, 3072, P_h_4_fc_bias, RT_EPI_GELU_TANH, gelu_h_4_2);
-    /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_4_2, 3072, P_h_4_proj_weight, 3072, 0.0f, linear_h_4_proj, 768);
-    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k10", k10, e->B * 786432, 4, (void *[]){&linear_h_4_proj, &P_h_4_proj_bias, &residual_attn_out_h_4_attn, &residual_linear_h_4_proj});
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_4_ln_2, 768, P_h_4_fc_weight, 768, linear_h_4_fc, 3072, P_h_4_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_4_2);
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_4_2, 3072, P_h_4_proj_weight, 3072, residual_linear_h_4_proj, 768, P_h_4_proj_bias, residual_attn_out_h_4_attn, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_4_proj, P_h_5_ln_1_weight, P_h_5_ln_1_bias, layernorm_h_5_ln_1, ln_mean_h_5_ln_1, ln_rstd_h_5_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_5_ln_1, 768, P_h_5_attn_qkv_weight, 768, qkv_h_5_attn, 2304, P_h_5_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_5_ln_1, 768, P_h_5_attn_qkv_weight, 768, qkv_h_5_attn, 2304, P_h_5_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_5_attn, lse_h_5_attn, attn_y_h_5_attn, e->B, 1024, 768, 12, 1);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_5_attn, 768, P_h_5_attn_proj_weight, 768, 0.0f, attn_out_h_5_attn, 768);
-    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k11", k11, e->B * 786432, 4, (void *[]){&attn_out_h_5_attn, &P_h_5_attn_proj_bias, &residual_linear_h_4_proj, &residual_attn_out_h_5_attn});
+    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_5_attn, 768, P_h_5_attn_proj_weight, 768, residual_attn_out_h_5_attn, 768, P_h_5_attn_proj_bias, residual_linear_h_4_proj, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_5_attn, P_h_5_ln_2_weight, P_h_5_ln_2_bias, layernorm_h_5_ln_2, ln_mean_h_5_ln_2, ln_rstd_h_5_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_5_ln_2, 768, P_h_5_fc_weight, 768, linear_h_5_fc, 3072, P_h_5_fc_bias, RT_EPI_GELU_TANH, gelu_h_5_2);
-    /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_5_2, 3072, P_h_5_proj_weight, 3072, 0.0f, linear_h_5_proj, 768);
-    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k12", k12, e->B * 786432, 4, (void *[]){&linear_h_5_proj, &P_h_5_proj_bias, &residual_attn_out_h_5_attn, &residual_linear_h_5_proj});
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_5_ln_2, 768, P_h_5_fc_weight, 768, linear_h_5_fc, 3072, P_h_5_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_5_2);
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_5_2, 3072, P_h_5_proj_weight, 3072, residual_linear_h_5_proj, 768, P_h_5_proj_bias, residual_attn_out_h_5_attn, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_5_proj, P_h_6_ln_1_weight, P_h_6_ln_1_bias, layernorm_h_6_ln_1, ln_mean_h_6_ln_1, ln_rstd_h_6_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_6_ln_1, 768, P_h_6_attn_qkv_weight, 768, qkv_h_6_attn, 2304, P_h_6_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_6_ln_1, 768, P_h_6_attn_qkv_weight, 768, qkv_h_6_attn, 2304, P_h_6_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_6_attn, lse_h_6_attn, attn_y_h_6_attn, e->B, 1024, 768, 12, 1);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_6_attn, 768, P_h_6_attn_proj_weight, 768, 0.0f, attn_out_h_6_attn, 768);
-    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k13", k13, e->B * 786432, 4, (void *[]){&attn_out_h_6_attn, &P_h_6_attn_proj_bias, &residual_linear_h_5_proj, &residual_attn_out_h_6_attn});
+    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_6_attn, 768, P_h_6_attn_proj_weight, 768, residual_attn_out_h_6_attn, 768, P_h_6_attn_proj_bias, residual_linear_h_5_proj, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_6_attn, P_h_6_ln_2_weight, P_h_6_ln_2_bias, layernorm_h_6_ln_2, ln_mean_h_6_ln_2, ln_rstd_h_6_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_6_ln_2, 768, P_h_6_fc_weight, 768, linear_h_6_fc, 3072, P_h_6_fc_bias, RT_EPI_GELU_TANH, gelu_h_6_2);
-    /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_6_2, 3072, P_h_6_proj_weight, 3072, 0.0f, linear_h_6_proj, 768);
-    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k14", k14, e->B * 786432, 4, (void *[]){&linear_h_6_proj, &P_h_6_proj_bias, &residual_attn_out_h_6_attn, &residual_linear_h_6_proj});
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_6_ln_2, 768, P_h_6_fc_weight, 768, linear_h_6_fc, 3072, P_h_6_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_6_2);
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_6_2, 3072, P_h_6_proj_weight, 3072, residual_linear_h_6_proj, 768, P_h_6_proj_bias, residual_attn_out_h_6_attn, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_6_proj, P_h_7_ln_1_weight, P_h_7_ln_1_bias, layernorm_h_7_ln_1, ln_mean_h_7_ln_1, ln_rstd_h_7_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_7_ln_1, 768, P_h_7_attn_qkv_weight, 768, qkv_h_7_attn, 2304, P_h_7_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_7_ln_1, 768, P_h_7_attn_qkv_weight, 768, qkv_h_7_attn, 2304, P_h_7_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_7_attn, lse_h_7_attn, attn_y_h_7_attn, e->B, 1024, 768, 12, 1);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_7_attn, 768, P_h_7_attn_proj_weight, 768, 0.0f, attn_out_h_7_attn, 768);
-    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k15", k15, e->B * 786432, 4, (void *[]){&attn_out_h_7_attn, &P_h_7_attn_proj_bias, &residual_linear_h_6_proj, &residual_attn_out_h_7_attn});
+    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_7_attn, 768, P_h_7_attn_proj_weight, 768, residual_attn_out_h_7_attn, 768, P_h_7_attn_proj_bias, residual_linear_h_6_proj, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_7_attn, P_h_7_ln_2_weight, P_h_7_ln_2_bias, layernorm_h_7_ln_2, ln_mean_h_7_ln_2, ln_rstd_h_7_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_7_ln_2, 768, P_h_7_fc_weight, 768, linear_h_7_fc, 3072, P_h_7_fc_bias, RT_EPI_GELU_TANH, gelu_h_7_2);
-    /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_7_2, 3072, P_h_7_proj_weight, 3072, 0.0f, linear_h_7_proj, 768);
-    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k16", k16, e->B * 786432, 4, (void *[]){&linear_h_7_proj, &P_h_7_proj_bias, &residual_attn_out_h_7_attn, &residual_linear_h_7_proj});
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_7_ln_2, 768, P_h_7_fc_weight, 768, linear_h_7_fc, 3072, P_h_7_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_7_2);
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_7_2, 3072, P_h_7_proj_weight, 3072, residual_linear_h_7_proj, 768, P_h_7_proj_bias, residual_attn_out_h_7_attn, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_7_proj, P_h_8_ln_1_weight, P_h_8_ln_1_bias, layernorm_h_8_ln_1, ln_mean_h_8_ln_1, ln_rstd_h_8_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_8_ln_1, 768, P_h_8_attn_qkv_weight, 768, qkv_h_8_attn, 2304, P_h_8_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_8_ln_1, 768, P_h_8_attn_qkv_weight, 768, qkv_h_8_attn, 2304, P_h_8_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_8_attn, lse_h_8_attn, attn_y_h_8_attn, e->B, 1024, 768, 12, 1);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_8_attn, 768, P_h_8_attn_proj_weight, 768, 0.0f, attn_out_h_8_attn, 768);
-    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k17", k17, e->B * 786432, 4, (void *[]){&attn_out_h_8_attn, &P_h_8_attn_proj_bias, &residual_linear_h_7_proj, &residual_attn_out_h_8_attn});
+    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_8_attn, 768, P_h_8_attn_proj_weight, 768, residual_attn_out_h_8_attn, 768, P_h_8_attn_proj_bias, residual_linear_h_7_proj, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_8_attn, P_h_8_ln_2_weight, P_h_8_ln_2_bias, layernorm_h_8_ln_2, ln_mean_h_8_ln_2, ln_rstd_h_8_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_8_ln_2, 768, P_h_8_fc_weight, 768, linear_h_8_fc, 3072, P_h_8_fc_bias, RT_EPI_GELU_TANH, gelu_h_8_2);
-    /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_8_2, 3072, P_h_8_proj_weight, 3072, 0.0f, linear_h_8_proj, 768);
-    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k18", k18, e->B * 786432, 4, (void *[]){&linear_h_8_proj, &P_h_8_proj_bias, &residual_attn_out_h_8_attn, &residual_linear_h_8_proj});
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_8_ln_2, 768, P_h_8_fc_weight, 768, linear_h_8_fc, 3072, P_h_8_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_8_2);
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_8_2, 3072, P_h_8_proj_weight, 3072, residual_linear_h_8_proj, 768, P_h_8_proj_bias, residual_attn_out_h_8_attn, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_8_proj, P_h_9_ln_1_weight, P_h_9_ln_1_bias, layernorm_h_9_ln_1, ln_mean_h_9_ln_1, ln_rstd_h_9_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_9_ln_1, 768, P_h_9_attn_qkv_weight, 768, qkv_h_9_attn, 2304, P_h_9_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_9_ln_1, 768, P_h_9_attn_qkv_weight, 768, qkv_h_9_attn, 2304, P_h_9_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_9_attn, lse_h_9_attn, attn_y_h_9_attn, e->B, 1024, 768, 12, 1);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_9_attn, 768, P_h_9_attn_proj_weight, 768, 0.0f, attn_out_h_9_attn, 768);
-    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k19", k19, e->B * 786432, 4, (void *[]){&attn_out_h_9_attn, &P_h_9_attn_proj_bias, &residual_linear_h_8_proj, &residual_attn_out_h_9_attn});
+    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_9_attn, 768, P_h_9_attn_proj_weight, 768, residual_attn_out_h_9_attn, 768, P_h_9_attn_proj_bias, residual_linear_h_8_proj, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_9_attn, P_h_9_ln_2_weight, P_h_9_ln_2_bias, layernorm_h_9_ln_2, ln_mean_h_9_ln_2, ln_rstd_h_9_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_9_ln_2, 768, P_h_9_fc_weight, 768, linear_h_9_fc, 3072, P_h_9_fc_bias, RT_EPI_GELU_TANH, gelu_h_9_2);
-    /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_9_2, 3072, P_h_9_proj_weight, 3072, 0.0f, linear_h_9_proj, 768);
-    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k20", k20, e->B * 786432, 4, (void *[]){&linear_h_9_proj, &P_h_9_proj_bias, &residual_attn_out_h_9_attn, &residual_linear_h_9_proj});
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_9_ln_2, 768, P_h_9_fc_weight, 768, linear_h_9_fc, 3072, P_h_9_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_9_2);
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_9_2, 3072, P_h_9_proj_weight, 3072, residual_linear_h_9_proj, 768, P_h_9_proj_bias, residual_attn_out_h_9_attn, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_9_proj, P_h_10_ln_1_weight, P_h_10_ln_1_bias, layernorm_h_10_ln_1, ln_mean_h_10_ln_1, ln_rstd_h_10_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_10_ln_1, 768, P_h_10_attn_qkv_weight, 768, qkv_h_10_attn, 2304, P_h_10_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_10_ln_1, 768, P_h_10_attn_qkv_weight, 768, qkv_h_10_attn, 2304, P_h_10_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_10_attn, lse_h_10_attn, attn_y_h_10_attn, e->B, 1024, 768, 12, 1);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_10_attn, 768, P_h_10_attn_proj_weight, 768, 0.0f, attn_out_h_10_attn, 768);
-    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k21", k21, e->B * 786432, 4, (void *[]){&attn_out_h_10_attn, &P_h_10_attn_proj_bias, &residual_linear_h_9_proj, &residual_attn_out_h_10_attn});
+    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_10_attn, 768, P_h_10_attn_proj_weight, 768, residual_attn_out_h_10_attn, 768, P_h_10_attn_proj_bias, residual_linear_h_9_proj, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_10_attn, P_h_10_ln_2_weight, P_h_10_ln_2_bias, layernorm_h_10_ln_2, ln_mean_h_10_ln_2, ln_rstd_h_10_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_10_ln_2, 768, P_h_10_fc_weight, 768, linear_h_10_fc, 3072, P_h_10_fc_bias, RT_EPI_GELU_TANH, gelu_h_10_2);
-    /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_10_2, 3072, P_h_10_proj_weight, 3072, 0.0f, linear_h_10_proj, 768);
-    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k22", k22, e->B * 786432, 4, (void *[]){&linear_h_10_proj, &P_h_10_proj_bias, &residual_attn_out_h_10_attn, &residual_linear_h_10_proj});
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_10_ln_2, 768, P_h_10_fc_weight, 768, linear_h_10_fc, 3072, P_h_10_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_10_2);
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_10_2, 3072, P_h_10_proj_weight, 3072, residual_linear_h_10_proj, 768, P_h_10_proj_bias, residual_attn_out_h_10_attn, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_10_proj, P_h_11_ln_1_weight, P_h_11_ln_1_bias, layernorm_h_11_ln_1, ln_mean_h_11_ln_1, ln_rstd_h_11_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_11_ln_1, 768, P_h_11_attn_qkv_weight, 768, qkv_h_11_attn, 2304, P_h_11_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_11_ln_1, 768, P_h_11_attn_qkv_weight, 768, qkv_h_11_attn, 2304, P_h_11_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_11_attn, lse_h_11_attn, attn_y_h_11_attn, e->B, 1024, 768, 12, 1);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_11_attn, 768, P_h_11_attn_proj_weight, 768, 0.0f, attn_out_h_11_attn, 768);
-    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k23", k23, e->B * 786432, 4, (void *[]){&attn_out_h_11_attn, &P_h_11_attn_proj_bias, &residual_linear_h_10_proj, &residual_attn_out_h_11_attn});
+    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_11_attn, 768, P_h_11_attn_proj_weight, 768, residual_attn_out_h_11_attn, 768, P_h_11_attn_proj_bias, residual_linear_h_10_proj, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_11_attn, P_h_11_ln_2_weight, P_h_11_ln_2_bias, layernorm_h_11_ln_2, ln_mean_h_11_ln_2, ln_rstd_h_11_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_11_ln_2, 768, P_h_11_fc_weight, 768, linear_h_11_fc, 3072, P_h_11_fc_bias, RT_EPI_GELU_TANH, gelu_h_11_2);
-    /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_11_2, 3072, P_h_11_proj_weight, 3072, 0.0f, linear_h_11_proj, 768);
-    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k24", k24, e->B * 786432, 4, (void *[]){&linear_h_11_proj, &P_h_11_proj_bias, &residual_attn_out_h_11_attn, &residual_linear_h_11_proj});
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_11_ln_2, 768, P_h_11_fc_weight, 768, linear_h_11_fc, 3072, P_h_11_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_11_2);
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_11_2, 3072, P_h_11_proj_weight, 3072, residual_linear_h_11_proj, 768, P_h_11_proj_bias, residual_attn_out_h_11_attn, RT_EPI_NONE, NULL);
     /* $.model.layers[3]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_11_proj, P_ln_f_weight, P_ln_f_bias, layernorm_ln_f, ln_mean_ln_f, ln_rstd_ln_f, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[4]: linear: y = x W^T */
@@ -614,10 +542,9 @@ static void backward(rt_exec *e)
     const float *P_h_11_ln_2_weight = e->params + 119714304;
     const float *ln_mean_h_11_ln_2 = ACT(511766528);
     const float *ln_rstd_h_11_ln_2 = ACT(511770624);
-    float *d_residual_attn_out_h_11_attn = ACT(0);
+    float *d_residual_attn_out_h_11_attn_491 = ACT(6291456);
     float *G_h_11_ln_2_weight = e->grads + 119714304;
     float *G_h_11_ln_2_bias = e->grads + 119715072;
-    float *d_residual_attn_out_h_11_attn_491 = ACT(6291456);
     const float *P_h_11_attn_proj_weight = e->params + 119123712;
     float *d_attn_y_h_11_attn = ACT(0);
     const float *attn_y_h_11_attn = ACT(503123968);
@@ -635,10 +562,9 @@ static void backward(rt_exec *e)
     const float *P_h_11_ln_1_weight = e->params + 117350400;
     const float *ln_mean_h_11_ln_1 = ACT(511758336);
     const float *ln_rstd_h_11_ln_1 = ACT(511762432);
-    float *d_residual_linear_h_10_proj = ACT(410324992);
+    float *d_residual_linear_h_10_proj_496 = ACT(6291456);
     float *G_h_11_ln_1_weight = e->grads + 117350400;
     float *G_h_11_ln_1_bias = e->grads + 117351168;
-    float *d_residual_linear_h_10_proj_496 = ACT(6291456);
     const float *P_h_10_proj_weight = e->params + 114990336;
     float *d_gelu_h_10_2 = ACT(0);
     const float *gelu_h_10_2 = ACT(337973248);
@@ -655,10 +581,9 @@ static void backward(rt_exec *e)
     const float *P_h_10_ln_2_weight = e->params + 112626432;
     const float *ln_mean_h_10_ln_2 = ACT(511750144);
     const float *ln_rstd_h_10_ln_2 = ACT(511754240);
-    float *d_residual_attn_out_h_10_attn = ACT(410324992);
+    float *d_residual_attn_out_h_10_attn_501 = ACT(6291456);
     float *G_h_10_ln_2_weight = e->grads + 112626432;
     float *G_h_10_ln_2_bias = e->grads + 112627200;
-    float *d_residual_attn_out_h_10_attn_501 = ACT(6291456);
     const float *P_h_10_attn_proj_weight = e->params + 112035840;
     float *d_attn_y_h_10_attn = ACT(408752128);
     const float *attn_y_h_10_attn = ACT(495259648);
@@ -676,10 +601,9 @@ static void backward(rt_exec *e)
     const float *P_h_10_ln_1_weight = e->params + 110262528;
     const float *ln_mean_h_10_ln_1 = ACT(511741952);
     const float *ln_rstd_h_10_ln_1 = ACT(511746048);
-    float *d_residual_linear_h_9_proj = ACT(1572864);
+    float *d_residual_linear_h_9_proj_506 = ACT(6291456);
     float *G_h_10_ln_1_weight = e->grads + 110262528;
     float *G_h_10_ln_1_bias = e->grads + 110263296;
-    float *d_residual_linear_h_9_proj_506 = ACT(6291456);
     const float *P_h_9_proj_weight = e->params + 107902464;
     float *d_gelu_h_9_2 = ACT(0);
     const float *gelu_h_9_2 = ACT(325390336);
@@ -696,10 +620,9 @@ static void backward(rt_exec *e)
     const float *P_h_9_ln_2_weight = e->params + 105538560;
     const float *ln_mean_h_9_ln_2 = ACT(511733760);
     const float *ln_rstd_h_9_ln_2 = ACT(511737856);
-    float *d_residual_attn_out_h_9_attn = ACT(0);
+    float *d_residual_attn_out_h_9_attn_511 = ACT(6291456);
     float *G_h_9_ln_2_weight = e->grads + 105538560;
     float *G_h_9_ln_2_bias = e->grads + 105539328;
-    float *d_residual_attn_out_h_9_attn_511 = ACT(6291456);
     const float *P_h_9_attn_proj_weight = e->params + 104947968;
     float *d_attn_y_h_9_attn = ACT(0);
     const float *attn_y_h_9_attn = ACT(487395328);
@@ -717,10 +640,9 @@ static void backward(rt_exec *e)
     const float *P_h_9_ln_1_weight = e->params + 103174656;
     const float *ln_mean_h_9_ln_1 = ACT(511725568);
     const float *ln_rstd_h_9_ln_1 = ACT(511729664);
-    float *d_residual_linear_h_8_proj = ACT(1572864);
+    float *d_residual_linear_h_8_proj_516 = ACT(6291456);
     float *G_h_9_ln_1_weight = e->grads + 103174656;
     float *G_h_9_ln_1_bias = e->grads + 103175424;
-    float *d_residual_linear_h_8_proj_516 = ACT(6291456);
     const float *P_h_8_proj_weight = e->params + 100814592;
     float *d_gelu_h_8_2 = ACT(0);
     const float *gelu_h_8_2 = ACT(312807424);
@@ -737,10 +659,9 @@ static void backward(rt_exec *e)
     const float *P_h_8_ln_2_weight = e->params + 98450688;
     const float *ln_mean_h_8_ln_2 = ACT(511717376);
     const float *ln_rstd_h_8_ln_2 = ACT(511721472);
-    float *d_residual_attn_out_h_8_attn = ACT(0);
+    float *d_residual_attn_out_h_8_attn_521 = ACT(6291456);
     float *G_h_8_ln_2_weight = e->grads + 98450688;
     float *G_h_8_ln_2_bias = e->grads + 98451456;
-    float *d_residual_attn_out_h_8_attn_521 = ACT(6291456);
     const float *P_h_8_attn_proj_weight = e->params + 97860096;
     float *d_attn_y_h_8_attn = ACT(0);
     const float *attn_y_h_8_attn = ACT(479531008);
@@ -758,10 +679,9 @@ static void backward(rt_exec *e)
     const float *P_h_8_ln_1_weight = e->params + 96086784;
     const float *ln_mean_h_8_ln_1 = ACT(511709184);
     const float *ln_rstd_h_8_ln_1 = ACT(511713280);
-    float *d_residual_linear_h_7_proj = ACT(1572864);
+    float *d_residual_linear_h_7_proj_526 = ACT(6291456);
     float *G_h_8_ln_1_weight = e->grads + 96086784;
     float *G_h_8_ln_1_bias = e->grads + 96087552;
-    float *d_residual_linear_h_7_proj_526 = ACT(6291456);
     const float *P_h_7_proj_weight = e->params + 93726720;
     float *d_gelu_h_7_2 = ACT(0);
     const float *gelu_h_7_2 = ACT(300224512);
@@ -778,10 +698,9 @@ static void backward(rt_exec *e)
     const float *P_h_7_ln_2_weight = e->params + 91362816;
     const float *ln_mean_h_7_ln_2 = ACT(511700992);
     const float *ln_rstd_h_7_ln_2 = ACT(511705088);
-    float *d_residual_attn_out_h_7_attn = ACT(0);
+    float *d_residual_attn_out_h_7_attn_531 = ACT(6291456);
     float *G_h_7_ln_2_weight = e->grads + 91362816;
     float *G_h_7_ln_2_bias = e->grads + 91363584;
-    float *d_residual_attn_out_h_7_attn_531 = ACT(6291456);
     const float *P_h_7_attn_proj_weight = e->params + 90772224;
     float *d_attn_y_h_7_attn = ACT(0);
     const float *attn_y_h_7_attn = ACT(471666688);
@@ -799,10 +718,9 @@ static void backward(rt_exec *e)
     const float *P_h_7_ln_1_weight = e->params + 88998912;
     const float *ln_mean_h_7_ln_1 = ACT(511692800);
     const float *ln_rstd_h_7_ln_1 = ACT(511696896);
-    float *d_residual_linear_h_6_proj = ACT(1572864);
+    float *d_residual_linear_h_6_proj_536 = ACT(6291456);
     float *G_h_7_ln_1_weight = e->grads + 88998912;
     float *G_h_7_ln_1_bias = e->grads + 88999680;
-    float *d_residual_linear_h_6_proj_536 = ACT(6291456);
     const float *P_h_6_proj_weight = e->params + 86638848;
     float *d_gelu_h_6_2 = ACT(0);
     const float *gelu_h_6_2 = ACT(287641600);
@@ -819,10 +737,9 @@ static void backward(rt_exec *e)
     const float *P_h_6_ln_2_weight = e->params + 84274944;
     const float *ln_mean_h_6_ln_2 = ACT(511684608);
     const float *ln_rstd_h_6_ln_2 = ACT(511688704);
-    float *d_residual_attn_out_h_6_attn = ACT(0);
+    float *d_residual_attn_out_h_6_attn_541 = ACT(6291456);
     float *G_h_6_ln_2_weight = e->grads + 84274944;
     float *G_h_6_ln_2_bias = e->grads + 84275712;
-    float *d_residual_attn_out_h_6_attn_541 = ACT(6291456);
     const float *P_h_6_attn_proj_weight = e->params + 83684352;
     float *d_attn_y_h_6_attn = ACT(0);
     const float *attn_y_h_6_attn = ACT(463802368);
@@ -840,10 +757,9 @@ static void backward(rt_exec *e)
     const float *P_h_6_ln_1_weight = e->params + 81911040;
     const float *ln_mean_h_6_ln_1 = ACT(511676416);
     const float *ln_rstd_h_6_ln_1 = ACT(511680512);
-    float *d_residual_linear_h_5_proj = ACT(1572864);
+    float *d_residual_linear_h_5_proj_546 = ACT(6291456);
     float *G_h_6_ln_1_weight = e->grads + 81911040;
     float *G_h_6_ln_1_bias = e->grads + 81911808;
-    float *d_residual_linear_h_5_proj_546 = ACT(6291456);
     const float *P_h_5_proj_weight = e->params + 79550976;
     float *d_gelu_h_5_2 = ACT(0);
     const float *gelu_h_5_2 = ACT(275058688);
@@ -860,10 +776,9 @@ static void backward(rt_exec *e)
     const float *P_h_5_ln_2_weight = e->params + 77187072;
     const float *ln_mean_h_5_ln_2 = ACT(511668224);
     const float *ln_rstd_h_5_ln_2 = ACT(511672320);
-    float *d_residual_attn_out_h_5_attn = ACT(0);
+    float *d_residual_attn_out_h_5_attn_551 = ACT(6291456);
     float *G_h_5_ln_2_weight = e->grads + 77187072;
     float *G_h_5_ln_2_bias = e->grads + 77187840;
-    float *d_residual_attn_out_h_5_attn_551 = ACT(6291456);
     const float *P_h_5_attn_proj_weight = e->params + 76596480;
     float *d_attn_y_h_5_attn = ACT(0);
     const float *attn_y_h_5_attn = ACT(455938048);
@@ -881,10 +796,9 @@ static void backward(rt_exec *e)
     const float *P_h_5_ln_1_weight = e->params + 74823168;
     const float *ln_mean_h_5_ln_1 = ACT(511660032);
     const float *ln_rstd_h_5_ln_1 = ACT(511664128);
-    float *d_residual_linear_h_4_proj = ACT(1572864);
+    float *d_residual_linear_h_4_proj_556 = ACT(6291456);
     float *G_h_5_ln_1_weight = e->grads + 74823168;
     float *G_h_5_ln_1_bias = e->grads + 74823936;
-    float *d_residual_linear_h_4_proj_556 = ACT(6291456);
     const float *P_h_4_proj_weight = e->params + 72463104;
     float *d_gelu_h_4_2 = ACT(0);
     const float *gelu_h_4_2 = ACT(262475776);
@@ -901,10 +815,9 @@ static void backward(rt_exec *e)
     const float *P_h_4_ln_2_weight = e->params + 70099200;
     const float *ln_mean_h_4_ln_2 = ACT(511651840);
     const float *ln_rstd_h_4_ln_2 = ACT(511655936);
-    float *d_residual_attn_out_h_4_attn = ACT(0);
+    float *d_residual_attn_out_h_4_attn_561 = ACT(6291456);
     float *G_h_4_ln_2_weight = e->grads + 70099200;
     float *G_h_4_ln_2_bias = e->grads + 70099968;
-    float *d_residual_attn_out_h_4_attn_561 = ACT(6291456);
     const float *P_h_4_attn_proj_weight = e->params + 69508608;
     float *d_attn_y_h_4_attn = ACT(0);
     const float *attn_y_h_4_attn = ACT(448073728);
@@ -922,10 +835,9 @@ static void backward(rt_exec *e)
     const float *P_h_4_ln_1_weight = e->params + 67735296;
     const float *ln_mean_h_4_ln_1 = ACT(511643648);
     const float *ln_rstd_h_4_ln_1 = ACT(511647744);
-    float *d_residual_linear_h_3_proj = ACT(1572864);
+    float *d_residual_linear_h_3_proj_566 = ACT(6291456);
     float *G_h_4_ln_1_weight = e->grads + 67735296;
     float *G_h_4_ln_1_bias = e->grads + 67736064;
-    float *d_residual_linear_h_3_proj_566 = ACT(6291456);
     const float *P_h_3_proj_weight = e->params + 65375232;
     float *d_gelu_h_3_2 = ACT(0);
     const float *gelu_h_3_2 = ACT(249892864);
@@ -942,10 +854,9 @@ static void backward(rt_exec *e)
     const float *P_h_3_ln_2_weight = e->params + 63011328;
     const float *ln_mean_h_3_ln_2 = ACT(511635456);
     const float *ln_rstd_h_3_ln_2 = ACT(511639552);
-    float *d_residual_attn_out_h_3_attn = ACT(0);
+    float *d_residual_attn_out_h_3_attn_571 = ACT(6291456);
     float *G_h_3_ln_2_weight = e->grads + 63011328;
     float *G_h_3_ln_2_bias = e->grads + 63012096;
-    float *d_residual_attn_out_h_3_attn_571 = ACT(6291456);
     const float *P_h_3_attn_proj_weight = e->params + 62420736;
     float *d_attn_y_h_3_attn = ACT(0);
     const float *attn_y_h_3_attn = ACT(440209408);
@@ -963,10 +874,9 @@ static void backward(rt_exec *e)
     const float *P_h_3_ln_1_weight = e->params + 60647424;
     const float *ln_mean_h_3_ln_1 = ACT(511627264);
     const float *ln_rstd_h_3_ln_1 = ACT(511631360);
-    float *d_residual_linear_h_2_proj = ACT(1572864);
+    float *d_residual_linear_h_2_proj_576 = ACT(6291456);
     float *G_h_3_ln_1_weight = e->grads + 60647424;
     float *G_h_3_ln_1_bias = e->grads + 60648192;
-    float *d_residual_linear_h_2_proj_576 = ACT(6291456);
     const float *P_h_2_proj_weight = e->params + 58287360;
     float *d_gelu_h_2_2 = ACT(0);
     const float *gelu_h_2_2 = ACT(237309952);
@@ -983,10 +893,9 @@ static void backward(rt_exec *e)
     const float *P_h_2_ln_2_weight = e->params + 55923456;
     const float *ln_mean_h_2_ln_2 = ACT(511619072);
     const float *ln_rstd_h_2_ln_2 = ACT(511623168);
-    float *d_residual_attn_out_h_2_attn = ACT(0);
+    float *d_residual_attn_out_h_2_attn_581 = ACT(6291456);
     float *G_h_2_ln_2_weight = e->grads + 55923456;
     float *G_h_2_ln_2_bias = e->grads + 55924224;
-    float *d_residual_attn_out_h_2_attn_581 = ACT(6291456);
     const float *P_h_2_attn_proj_weight = e->params + 55332864;
     float *d_attn_y_h_2_attn = ACT(0);
     const float *attn_y_h_2_attn = ACT(432345088);
@@ -1004,10 +913,9 @@ static void backward(rt_exec *e)
     const float *P_h_2_ln_1_weight = e->params + 53559552;
     const float *ln_mean_h_2_ln_1 = ACT(511610880);
     const float *ln_rstd_h_2_ln_1 = ACT(511614976);
-    float *d_residual_linear_h_1_proj = ACT(1572864);
+    float *d_residual_linear_h_1_proj_586 = ACT(6291456);
     float *G_h_2_ln_1_weight = e->grads + 53559552;
     float *G_h_2_ln_1_bias = e->grads + 53560320;
-    float *d_residual_linear_h_1_proj_586 = ACT(6291456);
     const float *P_h_1_proj_weight = e->params + 51199488;
     float *d_gelu_h_1_2 = ACT(0);
     const float *gelu_h_1_2 = ACT(224727040);
@@ -1024,10 +932,9 @@ static void backward(rt_exec *e)
     const float *P_h_1_ln_2_weight = e->params + 48835584;
     const float *ln_mean_h_1_ln_2 = ACT(511602688);
     const float *ln_rstd_h_1_ln_2 = ACT(511606784);
-    float *d_residual_attn_out_h_1_attn = ACT(0);
+    float *d_residual_attn_out_h_1_attn_591 = ACT(6291456);
     float *G_h_1_ln_2_weight = e->grads + 48835584;
     float *G_h_1_ln_2_bias = e->grads + 48836352;
-    float *d_residual_attn_out_h_1_attn_591 = ACT(6291456);
     const float *P_h_1_attn_proj_weight = e->params + 48244992;
     float *d_attn_y_h_1_attn = ACT(0);
     const float *attn_y_h_1_attn = ACT(424480768);
@@ -1045,10 +952,9 @@ static void backward(rt_exec *e)
     const float *P_h_1_ln_1_weight = e->params + 46471680;
     const float *ln_mean_h_1_ln_1 = ACT(511594496);
     const float *ln_rstd_h_1_ln_1 = ACT(511598592);
-    float *d_residual_linear_h_0_proj = ACT(1572864);
+    float *d_residual_linear_h_0_proj_596 = ACT(6291456);
     float *G_h_1_ln_1_weight = e->grads + 46471680;
     float *G_h_1_ln_1_bias = e->grads + 46472448;
-    float *d_residual_linear_h_0_proj_596 = ACT(6291456);
     const float *P_h_0_proj_weight = e->params + 44111616;
     float *d_gelu_h_0_2 = ACT(0);
     const float *gelu_h_0_2 = ACT(212144128);
@@ -1065,10 +971,9 @@ static void backward(rt_exec *e)
     const float *P_h_0_ln_2_weight = e->params + 41747712;
     const float *ln_mean_h_0_ln_2 = ACT(511586304);
     const float *ln_rstd_h_0_ln_2 = ACT(511590400);
-    float *d_residual_attn_out_h_0_attn = ACT(0);
+    float *d_residual_attn_out_h_0_attn_601 = ACT(6291456);
     float *G_h_0_ln_2_weight = e->grads + 41747712;
     float *G_h_0_ln_2_bias = e->grads + 41748480;
-    float *d_residual_attn_out_h_0_attn_601 = ACT(6291456);
     const float *P_h_0_attn_proj_weight = e->params + 41157120;
     float *d_attn_y_h_0_attn = ACT(4718592);
     const float *attn_y_h_0_attn = ACT(416616448);
@@ -1086,10 +991,9 @@ static void backward(rt_exec *e)
     const float *P_h_0_ln_1_weight = e->params + 39383808;
     const float *ln_mean_h_0_ln_1 = ACT(511578112);
     const float *ln_rstd_h_0_ln_1 = ACT(511582208);
-    float *d_pos_embedding_wpe = ACT(0);
+    float *d_pos_embedding_wpe_606 = ACT(6291456);
     float *G_h_0_ln_1_weight = e->grads + 39383808;
     float *G_h_0_ln_1_bias = e->grads + 39384576;
-    float *d_pos_embedding_wpe_606 = ACT(6291456);
     float *G_wpe_weight = e->grads + 38597376;
     const int32_t *in_x = (const int32_t *)e->in[0];
 
@@ -1098,7 +1002,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[4]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 50257, 768, e->B * 1024, 1.0f, d_linear_lm_head, 50257, layernorm_ln_f, 768, 1.0f, G_wte_weight, 768);
     /* $.model.layers[3]: layernorm backward */
-    rt_layernorm_bwd(e, residual_linear_h_11_proj, P_ln_f_weight, ln_mean_ln_f, ln_rstd_ln_f, d_layernorm_ln_f, d_residual_linear_h_11_proj, G_ln_f_weight, G_ln_f_bias, e->B * 1024, 768);
+    rt_layernorm_bwd(e, residual_linear_h_11_proj, P_ln_f_weight, ln_mean_ln_f, ln_rstd_ln_f, d_layernorm_ln_f, NULL, d_residual_linear_h_11_proj, G_ln_f_weight, G_ln_f_bias, e->B * 1024, 768);
     /* $.model.layers[3]: ln_f.weight's gradient is final */
     rt_grad_ready(e, 124438272, 768);
     /* $.model.layers[3]: ln_f.bias's gradient is final */
@@ -1114,7 +1018,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.11.proj.bias's gradient is final */
     rt_grad_ready(e, 124437504, 768);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k25", k25, e->B * 3145728, 3, (void *[]){&d_gelu_h_11_2, &linear_h_11_fc, &d_linear_h_11_fc});
+    rt_launch(e, "k1", k1, e->B * 3145728, 3, (void *[]){&d_gelu_h_11_2, &linear_h_11_fc, &d_linear_h_11_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_11_fc, 3072, P_h_11_fc_weight, 768, 0.0f, d_layernorm_h_11_ln_2, 768);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -1125,14 +1029,12 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_linear_h_11_fc, G_h_11_fc_bias, e->B * 1024, 3072);
     /* $.model.layers[2].body[1].body[1]: h.11.fc.bias's gradient is final */
     rt_grad_ready(e, 122075136, 3072);
-    /* $.model.layers[2].body[1].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_attn_out_h_11_attn, P_h_11_ln_2_weight, ln_mean_h_11_ln_2, ln_rstd_h_11_ln_2, d_layernorm_h_11_ln_2, d_residual_attn_out_h_11_attn, G_h_11_ln_2_weight, G_h_11_ln_2_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
+    rt_layernorm_bwd(e, residual_attn_out_h_11_attn, P_h_11_ln_2_weight, ln_mean_h_11_ln_2, ln_rstd_h_11_ln_2, d_layernorm_h_11_ln_2, d_residual_linear_h_11_proj, d_residual_attn_out_h_11_attn_491, G_h_11_ln_2_weight, G_h_11_ln_2_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[1].body[0]: h.11.ln_2.weight's gradient is final */
     rt_grad_ready(e, 119714304, 768);
     /* $.model.layers[2].body[1].body[0]: h.11.ln_2.bias's gradient is final */
     rt_grad_ready(e, 119715072, 768);
-    /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_launch(e, "k26", k26, e->B * 786432, 3, (void *[]){&d_residual_linear_h_11_proj, &d_residual_attn_out_h_11_attn, &d_residual_attn_out_h_11_attn_491});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_11_attn_491, 768, P_h_11_attn_proj_weight, 768, 0.0f, d_attn_y_h_11_attn, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -1155,14 +1057,12 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_qkv_h_11_attn, G_h_11_attn_qkv_bias, e->B * 1024, 2304);
     /* $.model.layers[2].body[0].body[1]: h.11.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 119121408, 2304);
-    /* $.model.layers[2].body[0].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_linear_h_10_proj, P_h_11_ln_1_weight, ln_mean_h_11_ln_1, ln_rstd_h_11_ln_1, d_layernorm_h_11_ln_1, d_residual_linear_h_10_proj, G_h_11_ln_1_weight, G_h_11_ln_1_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
+    rt_layernorm_bwd(e, residual_linear_h_10_proj, P_h_11_ln_1_weight, ln_mean_h_11_ln_1, ln_rstd_h_11_ln_1, d_layernorm_h_11_ln_1, d_residual_attn_out_h_11_attn_491, d_residual_linear_h_10_proj_496, G_h_11_ln_1_weight, G_h_11_ln_1_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[0]: h.11.ln_1.weight's gradient is final */
     rt_grad_ready(e, 117350400, 768);
     /* $.model.layers[2].body[0].body[0]: h.11.ln_1.bias's gradient is final */
     rt_grad_ready(e, 117351168, 768);
-    /* $.model.layers[2].body[1]: sum of gradient contributions */
-    rt_launch(e, "k27", k27, e->B * 786432, 3, (void *[]){&d_residual_attn_out_h_11_attn_491, &d_residual_linear_h_10_proj, &d_residual_linear_h_10_proj_496});
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_10_proj_496, 768, P_h_10_proj_weight, 3072, 0.0f, d_gelu_h_10_2, 3072);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
@@ -1174,7 +1074,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.10.proj.bias's gradient is final */
     rt_grad_ready(e, 117349632, 768);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k28", k28, e->B * 3145728, 3, (void *[]){&d_gelu_h_10_2, &linear_h_10_fc, &d_linear_h_10_fc});
+    rt_launch(e, "k2", k2, e->B * 3145728, 3, (void *[]){&d_gelu_h_10_2, &linear_h_10_fc, &d_linear_h_10_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_10_fc, 3072, P_h_10_fc_weight, 768, 0.0f, d_layernorm_h_10_ln_2, 768);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -1185,14 +1085,12 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_linear_h_10_fc, G_h_10_fc_bias, e->B * 1024, 3072);
     /* $.model.layers[2].body[1].body[1]: h.10.fc.bias's gradient is final */
     rt_grad_ready(e, 114987264, 3072);
-    /* $.model.layers[2].body[1].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_attn_out_h_10_attn, P_h_10_ln_2_weight, ln_mean_h_10_ln_2, ln_rstd_h_10_ln_2, d_layernorm_h_10_ln_2, d_residual_attn_out_h_10_attn, G_h_10_ln_2_weight, G_h_10_ln_2_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
+    rt_layernorm_bwd(e, residual_attn_out_h_10_attn, P_h_10_ln_2_weight, ln_mean_h_10_ln_2, ln_rstd_h_10_ln_2, d_layernorm_h_10_ln_2, d_residual_linear_h_10_proj_496, d_residual_attn_out_h_10_attn_501, G_h_10_ln_2_weight, G_h_10_ln_2_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[1].body[0]: h.10.ln_2.weight's gradient is final */
     rt_grad_ready(e, 112626432, 768);
     /* $.model.layers[2].body[1].body[0]: h.10.ln_2.bias's gradient is final */
     rt_grad_ready(e, 112627200, 768);
-    /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_launch(e, "k29", k29, e->B * 786432, 3, (void *[]){&d_residual_linear_h_10_proj_496, &d_residual_attn_out_h_10_attn, &d_residual_attn_out_h_10_attn_501});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_10_attn_501, 768, P_h_10_attn_proj_weight, 768, 0.0f, d_attn_y_h_10_attn, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -1215,14 +1113,12 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_qkv_h_10_attn, G_h_10_attn_qkv_bias, e->B * 1024, 2304);
     /* $.model.layers[2].body[0].body[1]: h.10.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 112033536, 2304);
-    /* $.model.layers[2].body[0].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_linear_h_9_proj, P_h_10_ln_1_weight, ln_mean_h_10_ln_1, ln_rstd_h_10_ln_1, d_layernorm_h_10_ln_1, d_residual_linear_h_9_proj, G_h_10_ln_1_weight, G_h_10_ln_1_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
+    rt_layernorm_bwd(e, residual_linear_h_9_proj, P_h_10_ln_1_weight, ln_mean_h_10_ln_1, ln_rstd_h_10_ln_1, d_layernorm_h_10_ln_1, d_residual_attn_out_h_10_attn_501, d_residual_linear_h_9_proj_506, G_h_10_ln_1_weight, G_h_10_ln_1_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[0]: h.10.ln_1.weight's gradient is final */
     rt_grad_ready(e, 110262528, 768);
     /* $.model.layers[2].body[0].body[0]: h.10.ln_1.bias's gradient is final */
     rt_grad_ready(e, 110263296, 768);
-    /* $.model.layers[2].body[1]: sum of gradient contributions */
-    rt_launch(e, "k30", k30, e->B * 786432, 3, (void *[]){&d_residual_attn_out_h_10_attn_501, &d_residual_linear_h_9_proj, &d_residual_linear_h_9_proj_506});
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_9_proj_506, 768, P_h_9_proj_weight, 3072, 0.0f, d_gelu_h_9_2, 3072);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
@@ -1234,7 +1130,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.9.proj.bias's gradient is final */
     rt_grad_ready(e, 110261760, 768);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k31", k31, e->B * 3145728, 3, (void *[]){&d_gelu_h_9_2, &linear_h_9_fc, &d_linear_h_9_fc});
+    rt_launch(e, "k3", k3, e->B * 3145728, 3, (void *[]){&d_gelu_h_9_2, &linear_h_9_fc, &d_linear_h_9_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_9_fc, 3072, P_h_9_fc_weight, 768, 0.0f, d_layernorm_h_9_ln_2, 768);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -1245,14 +1141,12 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_linear_h_9_fc, G_h_9_fc_bias, e->B * 1024, 3072);
     /* $.model.layers[2].body[1].body[1]: h.9.fc.bias's gradient is final */
     rt_grad_ready(e, 107899392, 3072);
-    /* $.model.layers[2].body[1].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_attn_out_h_9_attn, P_h_9_ln_2_weight, ln_mean_h_9_ln_2, ln_rstd_h_9_ln_2, d_layernorm_h_9_ln_2, d_residual_attn_out_h_9_attn, G_h_9_ln_2_weight, G_h_9_ln_2_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
+    rt_layernorm_bwd(e, residual_attn_out_h_9_attn, P_h_9_ln_2_weight, ln_mean_h_9_ln_2, ln_rstd_h_9_ln_2, d_layernorm_h_9_ln_2, d_residual_linear_h_9_proj_506, d_residual_attn_out_h_9_attn_511, G_h_9_ln_2_weight, G_h_9_ln_2_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[1].body[0]: h.9.ln_2.weight's gradient is final */
     rt_grad_ready(e, 105538560, 768);
     /* $.model.layers[2].body[1].body[0]: h.9.ln_2.bias's gradient is final */
     rt_grad_ready(e, 105539328, 768);
-    /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_launch(e, "k32", k32, e->B * 786432, 3, (void *[]){&d_residual_linear_h_9_proj_506, &d_residual_attn_out_h_9_attn, &d_residual_attn_out_h_9_attn_511});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_9_attn_511, 768, P_h_9_attn_proj_weight, 768, 0.0f, d_attn_y_h_9_attn, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -1275,14 +1169,12 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_qkv_h_9_attn, G_h_9_attn_qkv_bias, e->B * 1024, 2304);
     /* $.model.layers[2].body[0].body[1]: h.9.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 104945664, 2304);
-    /* $.model.layers[2].body[0].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_linear_h_8_proj, P_h_9_ln_1_weight, ln_mean_h_9_ln_1, ln_rstd_h_9_ln_1, d_layernorm_h_9_ln_1, d_residual_linear_h_8_proj, G_h_9_ln_1_weight, G_h_9_ln_1_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
+    rt_layernorm_bwd(e, residual_linear_h_8_proj, P_h_9_ln_1_weight, ln_mean_h_9_ln_1, ln_rstd_h_9_ln_1, d_layernorm_h_9_ln_1, d_residual_attn_out_h_9_attn_511, d_residual_linear_h_8_proj_516, G_h_9_ln_1_weight, G_h_9_ln_1_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[0]: h.9.ln_1.weight's gradient is final */
     rt_grad_ready(e, 103174656, 768);
     /* $.model.layers[2].body[0].body[0]: h.9.ln_1.bias's gradient is final */
     rt_grad_ready(e, 103175424, 768);
-    /* $.model.layers[2].body[1]: sum of gradient contributions */
-    rt_launch(e, "k33", k33, e->B * 786432, 3, (void *[]){&d_residual_attn_out_h_9_attn_511, &d_residual_linear_h_8_proj, &d_residual_linear_h_8_proj_516});
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_8_proj_516, 768, P_h_8_proj_weight, 3072, 0.0f, d_gelu_h_8_2, 3072);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
@@ -1294,7 +1186,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.8.proj.bias's gradient is final */
     rt_grad_ready(e, 103173888, 768);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k34", k34, e->B * 3145728, 3, (void *[]){&d_gelu_h_8_2, &linear_h_8_fc, &d_linear_h_8_fc});
+    rt_launch(e, "k4", k4, e->B * 3145728, 3, (void *[]){&d_gelu_h_8_2, &linear_h_8_fc, &d_linear_h_8_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_8_fc, 3072, P_h_8_fc_weight, 768, 0.0f, d_layernorm_h_8_ln_2, 768);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -1305,14 +1197,12 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_linear_h_8_fc, G_h_8_fc_bias, e->B * 1024, 3072);
     /* $.model.layers[2].body[1].body[1]: h.8.fc.bias's gradient is final */
     rt_grad_ready(e, 100811520, 3072);
-    /* $.model.layers[2].body[1].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_attn_out_h_8_attn, P_h_8_ln_2_weight, ln_mean_h_8_ln_2, ln_rstd_h_8_ln_2, d_layernorm_h_8_ln_2, d_residual_attn_out_h_8_attn, G_h_8_ln_2_weight, G_h_8_ln_2_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
+    rt_layernorm_bwd(e, residual_attn_out_h_8_attn, P_h_8_ln_2_weight, ln_mean_h_8_ln_2, ln_rstd_h_8_ln_2, d_layernorm_h_8_ln_2, d_residual_linear_h_8_proj_516, d_residual_attn_out_h_8_attn_521, G_h_8_ln_2_weight, G_h_8_ln_2_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[1].body[0]: h.8.ln_2.weight's gradient is final */
     rt_grad_ready(e, 98450688, 768);
     /* $.model.layers[2].body[1].body[0]: h.8.ln_2.bias's gradient is final */
     rt_grad_ready(e, 98451456, 768);
-    /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_launch(e, "k35", k35, e->B * 786432, 3, (void *[]){&d_residual_linear_h_8_proj_516, &d_residual_attn_out_h_8_attn, &d_residual_attn_out_h_8_attn_521});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_8_attn_521, 768, P_h_8_attn_proj_weight, 768, 0.0f, d_attn_y_h_8_attn, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -1335,14 +1225,12 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_qkv_h_8_attn, G_h_8_attn_qkv_bias, e->B * 1024, 2304);
     /* $.model.layers[2].body[0].body[1]: h.8.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 97857792, 2304);
-    /* $.model.layers[2].body[0].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_linear_h_7_proj, P_h_8_ln_1_weight, ln_mean_h_8_ln_1, ln_rstd_h_8_ln_1, d_layernorm_h_8_ln_1, d_residual_linear_h_7_proj, G_h_8_ln_1_weight, G_h_8_ln_1_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
+    rt_layernorm_bwd(e, residual_linear_h_7_proj, P_h_8_ln_1_weight, ln_mean_h_8_ln_1, ln_rstd_h_8_ln_1, d_layernorm_h_8_ln_1, d_residual_attn_out_h_8_attn_521, d_residual_linear_h_7_proj_526, G_h_8_ln_1_weight, G_h_8_ln_1_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[0]: h.8.ln_1.weight's gradient is final */
     rt_grad_ready(e, 96086784, 768);
     /* $.model.layers[2].body[0].body[0]: h.8.ln_1.bias's gradient is final */
     rt_grad_ready(e, 96087552, 768);
-    /* $.model.layers[2].body[1]: sum of gradient contributions */
-    rt_launch(e, "k36", k36, e->B * 786432, 3, (void *[]){&d_residual_attn_out_h_8_attn_521, &d_residual_linear_h_7_proj, &d_residual_linear_h_7_proj_526});
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_7_proj_526, 768, P_h_7_proj_weight, 3072, 0.0f, d_gelu_h_7_2, 3072);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
@@ -1354,7 +1242,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.7.proj.bias's gradient is final */
     rt_grad_ready(e, 96086016, 768);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k37", k37, e->B * 3145728, 3, (void *[]){&d_gelu_h_7_2, &linear_h_7_fc, &d_linear_h_7_fc});
+    rt_launch(e, "k5", k5, e->B * 3145728, 3, (void *[]){&d_gelu_h_7_2, &linear_h_7_fc, &d_linear_h_7_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_7_fc, 3072, P_h_7_fc_weight, 768, 0.0f, d_layernorm_h_7_ln_2, 768);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -1365,14 +1253,12 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_linear_h_7_fc, G_h_7_fc_bias, e->B * 1024, 3072);
     /* $.model.layers[2].body[1].body[1]: h.7.fc.bias's gradient is final */
     rt_grad_ready(e, 93723648, 3072);
-    /* $.model.layers[2].body[1].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_attn_out_h_7_attn, P_h_7_ln_2_weight, ln_mean_h_7_ln_2, ln_rstd_h_7_ln_2, d_layernorm_h_7_ln_2, d_residual_attn_out_h_7_attn, G_h_7_ln_2_weight, G_h_7_ln_2_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
+    rt_layernorm_bwd(e, residual_attn_out_h_7_attn, P_h_7_ln_2_weight, ln_mean_h_7_ln_2, ln_rstd_h_7_ln_2, d_layernorm_h_7_ln_2, d_residual_linear_h_7_proj_526, d_residual_attn_out_h_7_attn_531, G_h_7_ln_2_weight, G_h_7_ln_2_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[1].body[0]: h.7.ln_2.weight's gradient is final */
     rt_grad_ready(e, 91362816, 768);
     /* $.model.layers[2].body[1].body[0]: h.7.ln_2.bias's gradient is final */
     rt_grad_ready(e, 91363584, 768);
-    /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_launch(e, "k38", k38, e->B * 786432, 3, (void *[]){&d_residual_linear_h_7_proj_526, &d_residual_attn_out_h_7_attn, &d_residual_attn_out_h_7_attn_531});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_7_attn_531, 768, P_h_7_attn_proj_weight, 768, 0.0f, d_attn_y_h_7_attn, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -1395,14 +1281,12 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_qkv_h_7_attn, G_h_7_attn_qkv_bias, e->B * 1024, 2304);
     /* $.model.layers[2].body[0].body[1]: h.7.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 90769920, 2304);
-    /* $.model.layers[2].body[0].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_linear_h_6_proj, P_h_7_ln_1_weight, ln_mean_h_7_ln_1, ln_rstd_h_7_ln_1, d_layernorm_h_7_ln_1, d_residual_linear_h_6_proj, G_h_7_ln_1_weight, G_h_7_ln_1_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
+    rt_layernorm_bwd(e, residual_linear_h_6_proj, P_h_7_ln_1_weight, ln_mean_h_7_ln_1, ln_rstd_h_7_ln_1, d_layernorm_h_7_ln_1, d_residual_attn_out_h_7_attn_531, d_residual_linear_h_6_proj_536, G_h_7_ln_1_weight, G_h_7_ln_1_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[0]: h.7.ln_1.weight's gradient is final */
     rt_grad_ready(e, 88998912, 768);
     /* $.model.layers[2].body[0].body[0]: h.7.ln_1.bias's gradient is final */
     rt_grad_ready(e, 88999680, 768);
-    /* $.model.layers[2].body[1]: sum of gradient contributions */
-    rt_launch(e, "k39", k39, e->B * 786432, 3, (void *[]){&d_residual_attn_out_h_7_attn_531, &d_residual_linear_h_6_proj, &d_residual_linear_h_6_proj_536});
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_6_proj_536, 768, P_h_6_proj_weight, 3072, 0.0f, d_gelu_h_6_2, 3072);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
@@ -1414,7 +1298,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.6.proj.bias's gradient is final */
     rt_grad_ready(e, 88998144, 768);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k40", k40, e->B * 3145728, 3, (void *[]){&d_gelu_h_6_2, &linear_h_6_fc, &d_linear_h_6_fc});
+    rt_launch(e, "k6", k6, e->B * 3145728, 3, (void *[]){&d_gelu_h_6_2, &linear_h_6_fc, &d_linear_h_6_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_6_fc, 3072, P_h_6_fc_weight, 768, 0.0f, d_layernorm_h_6_ln_2, 768);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -1425,14 +1309,12 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_linear_h_6_fc, G_h_6_fc_bias, e->B * 1024, 3072);
     /* $.model.layers[2].body[1].body[1]: h.6.fc.bias's gradient is final */
     rt_grad_ready(e, 86635776, 3072);
-    /* $.model.layers[2].body[1].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_attn_out_h_6_attn, P_h_6_ln_2_weight, ln_mean_h_6_ln_2, ln_rstd_h_6_ln_2, d_layernorm_h_6_ln_2, d_residual_attn_out_h_6_attn, G_h_6_ln_2_weight, G_h_6_ln_2_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
+    rt_layernorm_bwd(e, residual_attn_out_h_6_attn, P_h_6_ln_2_weight, ln_mean_h_6_ln_2, ln_rstd_h_6_ln_2, d_layernorm_h_6_ln_2, d_residual_linear_h_6_proj_536, d_residual_attn_out_h_6_attn_541, G_h_6_ln_2_weight, G_h_6_ln_2_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[1].body[0]: h.6.ln_2.weight's gradient is final */
     rt_grad_ready(e, 84274944, 768);
     /* $.model.layers[2].body[1].body[0]: h.6.ln_2.bias's gradient is final */
     rt_grad_ready(e, 84275712, 768);
-    /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_launch(e, "k41", k41, e->B * 786432, 3, (void *[]){&d_residual_linear_h_6_proj_536, &d_residual_attn_out_h_6_attn, &d_residual_attn_out_h_6_attn_541});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_6_attn_541, 768, P_h_6_attn_proj_weight, 768, 0.0f, d_attn_y_h_6_attn, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -1455,14 +1337,12 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_qkv_h_6_attn, G_h_6_attn_qkv_bias, e->B * 1024, 2304);
     /* $.model.layers[2].body[0].body[1]: h.6.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 83682048, 2304);
-    /* $.model.layers[2].body[0].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_linear_h_5_proj, P_h_6_ln_1_weight, ln_mean_h_6_ln_1, ln_rstd_h_6_ln_1, d_layernorm_h_6_ln_1, d_residual_linear_h_5_proj, G_h_6_ln_1_weight, G_h_6_ln_1_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
+    rt_layernorm_bwd(e, residual_linear_h_5_proj, P_h_6_ln_1_weight, ln_mean_h_6_ln_1, ln_rstd_h_6_ln_1, d_layernorm_h_6_ln_1, d_residual_attn_out_h_6_attn_541, d_residual_linear_h_5_proj_546, G_h_6_ln_1_weight, G_h_6_ln_1_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[0]: h.6.ln_1.weight's gradient is final */
     rt_grad_ready(e, 81911040, 768);
     /* $.model.layers[2].body[0].body[0]: h.6.ln_1.bias's gradient is final */
     rt_grad_ready(e, 81911808, 768);
-    /* $.model.layers[2].body[1]: sum of gradient contributions */
-    rt_launch(e, "k42", k42, e->B * 786432, 3, (void *[]){&d_residual_attn_out_h_6_attn_541, &d_residual_linear_h_5_proj, &d_residual_linear_h_5_proj_546});
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_5_proj_546, 768, P_h_5_proj_weight, 3072, 0.0f, d_gelu_h_5_2, 3072);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
@@ -1474,7 +1354,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.5.proj.bias's gradient is final */
     rt_grad_ready(e, 81910272, 768);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k43", k43, e->B * 3145728, 3, (void *[]){&d_gelu_h_5_2, &linear_h_5_fc, &d_linear_h_5_fc});
+    rt_launch(e, "k7", k7, e->B * 3145728, 3, (void *[]){&d_gelu_h_5_2, &linear_h_5_fc, &d_linear_h_5_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_5_fc, 3072, P_h_5_fc_weight, 768, 0.0f, d_layernorm_h_5_ln_2, 768);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -1485,14 +1365,12 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_linear_h_5_fc, G_h_5_fc_bias, e->B * 1024, 3072);
     /* $.model.layers[2].body[1].body[1]: h.5.fc.bias's gradient is final */
     rt_grad_ready(e, 79547904, 3072);
-    /* $.model.layers[2].body[1].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_attn_out_h_5_attn, P_h_5_ln_2_weight, ln_mean_h_5_ln_2, ln_rstd_h_5_ln_2, d_layernorm_h_5_ln_2, d_residual_attn_out_h_5_attn, G_h_5_ln_2_weight, G_h_5_ln_2_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
+    rt_layernorm_bwd(e, residual_attn_out_h_5_attn, P_h_5_ln_2_weight, ln_mean_h_5_ln_2, ln_rstd_h_5_ln_2, d_layernorm_h_5_ln_2, d_residual_linear_h_5_proj_546, d_residual_attn_out_h_5_attn_551, G_h_5_ln_2_weight, G_h_5_ln_2_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[1].body[0]: h.5.ln_2.weight's gradient is final */
     rt_grad_ready(e, 77187072, 768);
     /* $.model.layers[2].body[1].body[0]: h.5.ln_2.bias's gradient is final */
     rt_grad_ready(e, 77187840, 768);
-    /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_launch(e, "k44", k44, e->B * 786432, 3, (void *[]){&d_residual_linear_h_5_proj_546, &d_residual_attn_out_h_5_attn, &d_residual_attn_out_h_5_attn_551});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_5_attn_551, 768, P_h_5_attn_proj_weight, 768, 0.0f, d_attn_y_h_5_attn, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -1515,14 +1393,12 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_qkv_h_5_attn, G_h_5_attn_qkv_bias, e->B * 1024, 2304);
     /* $.model.layers[2].body[0].body[1]: h.5.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 76594176, 2304);
-    /* $.model.layers[2].body[0].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_linear_h_4_proj, P_h_5_ln_1_weight, ln_mean_h_5_ln_1, ln_rstd_h_5_ln_1, d_layernorm_h_5_ln_1, d_residual_linear_h_4_proj, G_h_5_ln_1_weight, G_h_5_ln_1_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
+    rt_layernorm_bwd(e, residual_linear_h_4_proj, P_h_5_ln_1_weight, ln_mean_h_5_ln_1, ln_rstd_h_5_ln_1, d_layernorm_h_5_ln_1, d_residual_attn_out_h_5_attn_551, d_residual_linear_h_4_proj_556, G_h_5_ln_1_weight, G_h_5_ln_1_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[0]: h.5.ln_1.weight's gradient is final */
     rt_grad_ready(e, 74823168, 768);
     /* $.model.layers[2].body[0].body[0]: h.5.ln_1.bias's gradient is final */
     rt_grad_ready(e, 74823936, 768);
-    /* $.model.layers[2].body[1]: sum of gradient contributions */
-    rt_launch(e, "k45", k45, e->B * 786432, 3, (void *[]){&d_residual_attn_out_h_5_attn_551, &d_residual_linear_h_4_proj, &d_residual_linear_h_4_proj_556});
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_4_proj_556, 768, P_h_4_proj_weight, 3072, 0.0f, d_gelu_h_4_2, 3072);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
@@ -1534,7 +1410,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.4.proj.bias's gradient is final */
     rt_grad_ready(e, 74822400, 768);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k46", k46, e->B * 3145728, 3, (void *[]){&d_gelu_h_4_2, &linear_h_4_fc, &d_linear_h_4_fc});
+    rt_launch(e, "k8", k8, e->B * 3145728, 3, (void *[]){&d_gelu_h_4_2, &linear_h_4_fc, &d_linear_h_4_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_4_fc, 3072, P_h_4_fc_weight, 768, 0.0f, d_layernorm_h_4_ln_2, 768);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -1545,14 +1421,12 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_linear_h_4_fc, G_h_4_fc_bias, e->B * 1024, 3072);
     /* $.model.layers[2].body[1].body[1]: h.4.fc.bias's gradient is final */
     rt_grad_ready(e, 72460032, 3072);
-    /* $.model.layers[2].body[1].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_attn_out_h_4_attn, P_h_4_ln_2_weight, ln_mean_h_4_ln_2, ln_rstd_h_4_ln_2, d_layernorm_h_4_ln_2, d_residual_attn_out_h_4_attn, G_h_4_ln_2_weight, G_h_4_ln_2_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
+    rt_layernorm_bwd(e, residual_attn_out_h_4_attn, P_h_4_ln_2_weight, ln_mean_h_4_ln_2, ln_rstd_h_4_ln_2, d_layernorm_h_4_ln_2, d_residual_linear_h_4_proj_556, d_residual_attn_out_h_4_attn_561, G_h_4_ln_2_weight, G_h_4_ln_2_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[1].body[0]: h.4.ln_2.weight's gradient is final */
     rt_grad_ready(e, 70099200, 768);
     /* $.model.layers[2].body[1].body[0]: h.4.ln_2.bias's gradient is final */
     rt_grad_ready(e, 70099968, 768);
-    /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_launch(e, "k47", k47, e->B * 786432, 3, (void *[]){&d_residual_linear_h_4_proj_556, &d_residual_attn_out_h_4_attn, &d_residual_attn_out_h_4_attn_561});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_4_attn_561, 768, P_h_4_attn_proj_weight, 768, 0.0f, d_attn_y_h_4_attn, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -1575,14 +1449,12 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_qkv_h_4_attn, G_h_4_attn_qkv_bias, e->B * 1024, 2304);
     /* $.model.layers[2].body[0].body[1]: h.4.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 69506304, 2304);
-    /* $.model.layers[2].body[0].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_linear_h_3_proj, P_h_4_ln_1_weight, ln_mean_h_4_ln_1, ln_rstd_h_4_ln_1, d_layernorm_h_4_ln_1, d_residual_linear_h_3_proj, G_h_4_ln_1_weight, G_h_4_ln_1_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
+    rt_layernorm_bwd(e, residual_linear_h_3_proj, P_h_4_ln_1_weight, ln_mean_h_4_ln_1, ln_rstd_h_4_ln_1, d_layernorm_h_4_ln_1, d_residual_attn_out_h_4_attn_561, d_residual_linear_h_3_proj_566, G_h_4_ln_1_weight, G_h_4_ln_1_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[0]: h.4.ln_1.weight's gradient is final */
     rt_grad_ready(e, 67735296, 768);
     /* $.model.layers[2].body[0].body[0]: h.4.ln_1.bias's gradient is final */
     rt_grad_ready(e, 67736064, 768);
-    /* $.model.layers[2].body[1]: sum of gradient contributions */
-    rt_launch(e, "k48", k48, e->B * 786432, 3, (void *[]){&d_residual_attn_out_h_4_attn_561, &d_residual_linear_h_3_proj, &d_residual_linear_h_3_proj_566});
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_3_proj_566, 768, P_h_3_proj_weight, 3072, 0.0f, d_gelu_h_3_2, 3072);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
@@ -1594,7 +1466,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.3.proj.bias's gradient is final */
     rt_grad_ready(e, 67734528, 768);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k49", k49, e->B * 3145728, 3, (void *[]){&d_gelu_h_3_2, &linear_h_3_fc, &d_linear_h_3_fc});
+    rt_launch(e, "k9", k9, e->B * 3145728, 3, (void *[]){&d_gelu_h_3_2, &linear_h_3_fc, &d_linear_h_3_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_3_fc, 3072, P_h_3_fc_weight, 768, 0.0f, d_layernorm_h_3_ln_2, 768);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -1605,14 +1477,12 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_linear_h_3_fc, G_h_3_fc_bias, e->B * 1024, 3072);
     /* $.model.layers[2].body[1].body[1]: h.3.fc.bias's gradient is final */
     rt_grad_ready(e, 65372160, 3072);
-    /* $.model.layers[2].body[1].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, ln_mean_h_3_ln_2, ln_rstd_h_3_ln_2, d_layernorm_h_3_ln_2, d_residual_attn_out_h_3_attn, G_h_3_ln_2_weight, G_h_3_ln_2_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
+    rt_layernorm_bwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, ln_mean_h_3_ln_2, ln_rstd_h_3_ln_2, d_layernorm_h_3_ln_2, d_residual_linear_h_3_proj_566, d_residual_attn_out_h_3_attn_571, G_h_3_ln_2_weight, G_h_3_ln_2_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[1].body[0]: h.3.ln_2.weight's gradient is final */
     rt_grad_ready(e, 63011328, 768);
     /* $.model.layers[2].body[1].body[0]: h.3.ln_2.bias's gradient is final */
     rt_grad_ready(e, 63012096, 768);
-    /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_launch(e, "k50", k50, e->B * 786432, 3, (void *[]){&d_residual_linear_h_3_proj_566, &d_residual_attn_out_h_3_attn, &d_residual_attn_out_h_3_attn_571});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_3_attn_571, 768, P_h_3_attn_proj_weight, 768, 0.0f, d_attn_y_h_3_attn, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -1635,14 +1505,12 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_qkv_h_3_attn, G_h_3_attn_qkv_bias, e->B * 1024, 2304);
     /* $.model.layers[2].body[0].body[1]: h.3.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 62418432, 2304);
-    /* $.model.layers[2].body[0].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, ln_mean_h_3_ln_1, ln_rstd_h_3_ln_1, d_layernorm_h_3_ln_1, d_residual_linear_h_2_proj, G_h_3_ln_1_weight, G_h_3_ln_1_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
+    rt_layernorm_bwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, ln_mean_h_3_ln_1, ln_rstd_h_3_ln_1, d_layernorm_h_3_ln_1, d_residual_attn_out_h_3_attn_571, d_residual_linear_h_2_proj_576, G_h_3_ln_1_weight, G_h_3_ln_1_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[0]: h.3.ln_1.weight's gradient is final */
     rt_grad_ready(e, 60647424, 768);
     /* $.model.layers[2].body[0].body[0]: h.3.ln_1.bias's gradient is final */
     rt_grad_ready(e, 60648192, 768);
-    /* $.model.layers[2].body[1]: sum of gradient contributions */
-    rt_launch(e, "k51", k51, e->B * 786432, 3, (void *[]){&d_residual_attn_out_h_3_attn_571, &d_residual_linear_h_2_proj, &d_residual_linear_h_2_proj_576});
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_2_proj_576, 768, P_h_2_proj_weight, 3072, 0.0f, d_gelu_h_2_2, 3072);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
@@ -1654,7 +1522,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.2.proj.bias's gradient is final */
     rt_grad_ready(e, 60646656, 768);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k52", k52, e->B * 3145728, 3, (void *[]){&d_gelu_h_2_2, &linear_h_2_fc, &d_linear_h_2_fc});
+    rt_launch(e, "k10", k10, e->B * 3145728, 3, (void *[]){&d_gelu_h_2_2, &linear_h_2_fc, &d_linear_h_2_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_2_fc, 3072, P_h_2_fc_weight, 768, 0.0f, d_layernorm_h_2_ln_2, 768);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -1665,14 +1533,12 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_linear_h_2_fc, G_h_2_fc_bias, e->B * 1024, 3072);
     /* $.model.layers[2].body[1].body[1]: h.2.fc.bias's gradient is final */
     rt_grad_ready(e, 58284288, 3072);
-    /* $.model.layers[2].body[1].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, ln_mean_h_2_ln_2, ln_rstd_h_2_ln_2, d_layernorm_h_2_ln_2, d_residual_attn_out_h_2_attn, G_h_2_ln_2_weight, G_h_2_ln_2_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
+    rt_layernorm_bwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, ln_mean_h_2_ln_2, ln_rstd_h_2_ln_2, d_layernorm_h_2_ln_2, d_residual_linear_h_2_proj_576, d_residual_attn_out_h_2_attn_581, G_h_2_ln_2_weight, G_h_2_ln_2_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[1].body[0]: h.2.ln_2.weight's gradient is final */
     rt_grad_ready(e, 55923456, 768);
     /* $.model.layers[2].body[1].body[0]: h.2.ln_2.bias's gradient is final */
     rt_grad_ready(e, 55924224, 768);
-    /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_launch(e, "k53", k53, e->B * 786432, 3, (void *[]){&d_residual_linear_h_2_proj_576, &d_residual_attn_out_h_2_attn, &d_residual_attn_out_h_2_attn_581});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_2_attn_581, 768, P_h_2_attn_proj_weight, 768, 0.0f, d_attn_y_h_2_attn, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -1695,14 +1561,12 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_qkv_h_2_attn, G_h_2_attn_qkv_bias, e->B * 1024, 2304);
     /* $.model.layers[2].body[0].body[1]: h.2.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 55330560, 2304);
-    /* $.model.layers[2].body[0].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, ln_mean_h_2_ln_1, ln_rstd_h_2_ln_1, d_layernorm_h_2_ln_1, d_residual_linear_h_1_proj, G_h_2_ln_1_weight, G_h_2_ln_1_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
+    rt_layernorm_bwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, ln_mean_h_2_ln_1, ln_rstd_h_2_ln_1, d_layernorm_h_2_ln_1, d_residual_attn_out_h_2_attn_581, d_residual_linear_h_1_proj_586, G_h_2_ln_1_weight, G_h_2_ln_1_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[0]: h.2.ln_1.weight's gradient is final */
     rt_grad_ready(e, 53559552, 768);
     /* $.model.layers[2].body[0].body[0]: h.2.ln_1.bias's gradient is final */
     rt_grad_ready(e, 53560320, 768);
-    /* $.model.layers[2].body[1]: sum of gradient contributions */
-    rt_launch(e, "k54", k54, e->B * 786432, 3, (void *[]){&d_residual_attn_out_h_2_attn_581, &d_residual_linear_h_1_proj, &d_residual_linear_h_1_proj_586});
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_1_proj_586, 768, P_h_1_proj_weight, 3072, 0.0f, d_gelu_h_1_2, 3072);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
@@ -1714,7 +1578,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.1.proj.bias's gradient is final */
     rt_grad_ready(e, 53558784, 768);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k55", k55, e->B * 3145728, 3, (void *[]){&d_gelu_h_1_2, &linear_h_1_fc, &d_linear_h_1_fc});
+    rt_launch(e, "k11", k11, e->B * 3145728, 3, (void *[]){&d_gelu_h_1_2, &linear_h_1_fc, &d_linear_h_1_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_1_fc, 3072, P_h_1_fc_weight, 768, 0.0f, d_layernorm_h_1_ln_2, 768);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -1725,14 +1589,12 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_linear_h_1_fc, G_h_1_fc_bias, e->B * 1024, 3072);
     /* $.model.layers[2].body[1].body[1]: h.1.fc.bias's gradient is final */
     rt_grad_ready(e, 51196416, 3072);
-    /* $.model.layers[2].body[1].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, ln_mean_h_1_ln_2, ln_rstd_h_1_ln_2, d_layernorm_h_1_ln_2, d_residual_attn_out_h_1_attn, G_h_1_ln_2_weight, G_h_1_ln_2_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
+    rt_layernorm_bwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, ln_mean_h_1_ln_2, ln_rstd_h_1_ln_2, d_layernorm_h_1_ln_2, d_residual_linear_h_1_proj_586, d_residual_attn_out_h_1_attn_591, G_h_1_ln_2_weight, G_h_1_ln_2_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[1].body[0]: h.1.ln_2.weight's gradient is final */
     rt_grad_ready(e, 48835584, 768);
     /* $.model.layers[2].body[1].body[0]: h.1.ln_2.bias's gradient is final */
     rt_grad_ready(e, 48836352, 768);
-    /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_launch(e, "k56", k56, e->B * 786432, 3, (void *[]){&d_residual_linear_h_1_proj_586, &d_residual_attn_out_h_1_attn, &d_residual_attn_out_h_1_attn_591});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_1_attn_591, 768, P_h_1_attn_proj_weight, 768, 0.0f, d_attn_y_h_1_attn, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -1755,14 +1617,12 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_qkv_h_1_attn, G_h_1_attn_qkv_bias, e->B * 1024, 2304);
     /* $.model.layers[2].body[0].body[1]: h.1.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 48242688, 2304);
-    /* $.model.layers[2].body[0].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, ln_mean_h_1_ln_1, ln_rstd_h_1_ln_1, d_layernorm_h_1_ln_1, d_residual_linear_h_0_proj, G_h_1_ln_1_weight, G_h_1_ln_1_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
+    rt_layernorm_bwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, ln_mean_h_1_ln_1, ln_rstd_h_1_ln_1, d_layernorm_h_1_ln_1, d_residual_attn_out_h_1_attn_591, d_residual_linear_h_0_proj_596, G_h_1_ln_1_weight, G_h_1_ln_1_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[0]: h.1.ln_1.weight's gradient is final */
     rt_grad_ready(e, 46471680, 768);
     /* $.model.layers[2].body[0].body[0]: h.1.ln_1.bias's gradient is final */
     rt_grad_ready(e, 46472448, 768);
-    /* $.model.layers[2].body[1]: sum of gradient contributions */
-    rt_launch(e, "k57", k57, e->B * 786432, 3, (void *[]){&d_residual_attn_out_h_1_attn_591, &d_residual_linear_h_0_proj, &d_residual_linear_h_0_proj_596});
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_0_proj_596, 768, P_h_0_proj_weight, 3072, 0.0f, d_gelu_h_0_2, 3072);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
@@ -1774,7 +1634,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.0.proj.bias's gradient is final */
     rt_grad_ready(e, 46470912, 768);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k58", k58, e->B * 3145728, 3, (void *[]){&d_gelu_h_0_2, &linear_h_0_fc, &d_linear_h_0_fc});
+    rt_launch(e, "k12", k12, e->B * 3145728, 3, (void *[]){&d_gelu_h_0_2, &linear_h_0_fc, &d_linear_h_0_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_0_fc, 3072, P_h_0_fc_weight, 768, 0.0f, d_layernorm_h_0_ln_2, 768);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -1785,14 +1645,12 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_linear_h_0_fc, G_h_0_fc_bias, e->B * 1024, 3072);
     /* $.model.layers[2].body[1].body[1]: h.0.fc.bias's gradient is final */
     rt_grad_ready(e, 44108544, 3072);
-    /* $.model.layers[2].body[1].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, ln_mean_h_0_ln_2, ln_rstd_h_0_ln_2, d_layernorm_h_0_ln_2, d_residual_attn_out_h_0_attn, G_h_0_ln_2_weight, G_h_0_ln_2_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
+    rt_layernorm_bwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, ln_mean_h_0_ln_2, ln_rstd_h_0_ln_2, d_layernorm_h_0_ln_2, d_residual_linear_h_0_proj_596, d_residual_attn_out_h_0_attn_601, G_h_0_ln_2_weight, G_h_0_ln_2_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[1].body[0]: h.0.ln_2.weight's gradient is final */
     rt_grad_ready(e, 41747712, 768);
     /* $.model.layers[2].body[1].body[0]: h.0.ln_2.bias's gradient is final */
     rt_grad_ready(e, 41748480, 768);
-    /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_launch(e, "k59", k59, e->B * 786432, 3, (void *[]){&d_residual_linear_h_0_proj_596, &d_residual_attn_out_h_0_attn, &d_residual_attn_out_h_0_attn_601});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_0_attn_601, 768, P_h_0_attn_proj_weight, 768, 0.0f, d_attn_y_h_0_attn, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -1815,14 +1673,12 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_qkv_h_0_attn, G_h_0_attn_qkv_bias, e->B * 1024, 2304);
     /* $.model.layers[2].body[0].body[1]: h.0.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 41154816, 2304);
-    /* $.model.layers[2].body[0].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1, d_layernorm_h_0_ln_1, d_pos_embedding_wpe, G_h_0_ln_1_weight, G_h_0_ln_1_bias, e->B * 1024, 768);
+    /* $.model.layers[2].body[0].body[0] + $.model.layers[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
+    rt_layernorm_bwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1, d_layernorm_h_0_ln_1, d_residual_attn_out_h_0_attn_601, d_pos_embedding_wpe_606, G_h_0_ln_1_weight, G_h_0_ln_1_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[0]: h.0.ln_1.weight's gradient is final */
     rt_grad_ready(e, 39383808, 768);
     /* $.model.layers[2].body[0].body[0]: h.0.ln_1.bias's gradient is final */
     rt_grad_ready(e, 39384576, 768);
-    /* $.model.layers[1]: sum of gradient contributions */
-    rt_launch(e, "k60", k60, e->B * 786432, 3, (void *[]){&d_residual_attn_out_h_0_attn_601, &d_pos_embedding_wpe, &d_pos_embedding_wpe_606});
     /* $.model.layers[1]: pos_embedding backward: dW[t] += sum over the batch of dy[t] */
     rt_colsum_add(e, d_pos_embedding_wpe_606, G_wpe_weight, e->B, 786432);
     /* $.model.layers[1]: wpe.weight's gradient is final */
@@ -1853,7 +1709,6 @@ static void evaluate(rt_exec *e)
     float *lse_h_0_attn = ACT(7864320);
     float *attn_y_h_0_attn = ACT(6291456);
     const float *P_h_0_attn_proj_weight = e->params + 41157120;
-    float *attn_out_h_0_attn = ACT(7864320);
     const float *P_h_0_attn_proj_bias = e->params + 41746944;
     float *residual_attn_out_h_0_attn = ACT(7864320);
     const float *P_h_0_ln_2_weight = e->params + 41747712;
@@ -1865,7 +1720,6 @@ static void evaluate(rt_exec *e)
     const float *P_h_0_fc_bias = e->params + 44108544;
     float *gelu_h_0_2 = ACT(0);
     const float *P_h_0_proj_weight = e->params + 44111616;
-    float *linear_h_0_proj = ACT(6291456);
     const float *P_h_0_proj_bias = e->params + 46470912;
     float *residual_linear_h_0_proj = ACT(6291456);
     const float *P_h_1_ln_1_weight = e->params + 46471680;
@@ -1879,7 +1733,6 @@ static void evaluate(rt_exec *e)
     float *lse_h_1_attn = ACT(7864320);
     float *attn_y_h_1_attn = ACT(4718592);
     const float *P_h_1_attn_proj_weight = e->params + 48244992;
-    float *attn_out_h_1_attn = ACT(7864320);
     const float *P_h_1_attn_proj_bias = e->params + 48834816;
     float *residual_attn_out_h_1_attn = ACT(7864320);
     const float *P_h_1_ln_2_weight = e->params + 48835584;
@@ -1891,7 +1744,6 @@ static void evaluate(rt_exec *e)
     const float *P_h_1_fc_bias = e->params + 51196416;
     float *gelu_h_1_2 = ACT(0);
     const float *P_h_1_proj_weight = e->params + 51199488;
-    float *linear_h_1_proj = ACT(6291456);
     const float *P_h_1_proj_bias = e->params + 53558784;
     float *residual_linear_h_1_proj = ACT(6291456);
     const float *P_h_2_ln_1_weight = e->params + 53559552;
@@ -1905,7 +1757,6 @@ static void evaluate(rt_exec *e)
     float *lse_h_2_attn = ACT(7864320);
     float *attn_y_h_2_attn = ACT(4718592);
     const float *P_h_2_attn_proj_weight = e->params + 55332864;
-    float *attn_out_h_2_attn = ACT(7864320);
     const float *P_h_2_attn_proj_bias = e->params + 55922688;
     float *residual_attn_out_h_2_attn = ACT(7864320);
     const float *P_h_2_ln_2_weight = e->params + 55923456;
@@ -1917,7 +1768,6 @@ static void evaluate(rt_exec *e)
     const float *P_h_2_fc_bias = e->params + 58284288;
     float *gelu_h_2_2 = ACT(0);
     const float *P_h_2_proj_weight = e->params + 58287360;
-    float *linear_h_2_proj = ACT(6291456);
     const float *P_h_2_proj_bias = e->params + 60646656;
     float *residual_linear_h_2_proj = ACT(6291456);
     const float *P_h_3_ln_1_weight = e->params + 60647424;
@@ -1931,7 +1781,6 @@ static void evaluate(rt_exec *e)
     float *lse_h_3_attn = ACT(7864320);
     float *attn_y_h_3_attn = ACT(4718592);
     const float *P_h_3_attn_proj_weight = e->params + 62420736;
-    float *attn_out_h_3_attn = ACT(7864320);
     const float *P_h_3_attn_proj_bias = e->params + 63010560;
     float *residual_attn_out_h_3_attn = ACT(7864320);
     const float *P_h_3_ln_2_weight = e->params + 63011328;
@@ -1943,7 +1792,6 @@ static void evaluate(rt_exec *e)
     const float *P_h_3_fc_bias = e->params + 65372160;
     float *gelu_h_3_2 = ACT(0);
     const float *P_h_3_proj_weight = e->params + 65375232;
-    float *linear_h_3_proj = ACT(6291456);
     const float *P_h_3_proj_bias = e->params + 67734528;
     float *residual_linear_h_3_proj = ACT(6291456);
     const float *P_h_4_ln_1_weight = e->params + 67735296;
@@ -1957,7 +1805,6 @@ static void evaluate(rt_exec *e)
     float *lse_h_4_attn = ACT(7864320);
     float *attn_y_h_4_attn = ACT(4718592);
     const float *P_h_4_attn_proj_weight = e->params + 69508608;
-    float *attn_out_h_4_attn = ACT(7864320);
     const float *P_h_4_attn_proj_bias = e->params + 70098432;
     float *residual_attn_out_h_4_attn = ACT(7864320);
     const float *P_h_4_ln_2_weight = e->params + 70099200;
@@ -1969,7 +1816,6 @@ static void evaluate(rt_exec *e)
     const float *P_h_4_fc_bias = e->params + 72460032;
     float *gelu_h_4_2 = ACT(0);
     const float *P_h_4_proj_weight = e->params + 72463104;
-    float *linear_h_4_proj = ACT(6291456);
     const float *P_h_4_proj_bias = e->params + 74822400;
     float *residual_linear_h_4_proj = ACT(6291456);
     const float *P_h_5_ln_1_weight = e->params + 74823168;
@@ -1983,7 +1829,6 @@ static void evaluate(rt_exec *e)
     float *lse_h_5_attn = ACT(7864320);
     float *attn_y_h_5_attn = ACT(4718592);
     const float *P_h_5_attn_proj_weight = e->params + 76596480;
-    float *attn_out_h_5_attn = ACT(7864320);
     const float *P_h_5_attn_proj_bias = e->params + 77186304;
     float *residual_attn_out_h_5_attn = ACT(7864320);
     const float *P_h_5_ln_2_weight = e->params + 77187072;
@@ -1995,7 +1840,6 @@ static void evaluate(rt_exec *e)
     const float *P_h_5_fc_bias = e->params + 79547904;
     float *gelu_h_5_2 = ACT(0);
     const float *P_h_5_proj_weight = e->params + 79550976;
-    float *linear_h_5_proj = ACT(6291456);
     const float *P_h_5_proj_bias = e->params + 81910272;
     float *residual_linear_h_5_proj = ACT(6291456);
     const float *P_h_6_ln_1_weight = e->params + 81911040;
@@ -2009,7 +1853,6 @@ static void evaluate(rt_exec *e)
     float *lse_h_6_attn = ACT(7864320);
     float *attn_y_h_6_attn = ACT(4718592);
     const float *P_h_6_attn_proj_weight = e->params + 83684352;
-    float *attn_out_h_6_attn = ACT(7864320);
     const float *P_h_6_attn_proj_bias = e->params + 84274176;
     float *residual_attn_out_h_6_attn = ACT(7864320);
     const float *P_h_6_ln_2_weight = e->params + 84274944;
@@ -2021,7 +1864,6 @@ static void evaluate(rt_exec *e)
     const float *P_h_6_fc_bias = e->params + 86635776;
     float *gelu_h_6_2 = ACT(0);
     const float *P_h_6_proj_weight = e->params + 86638848;
-    float *linear_h_6_proj = ACT(6291456);
     const float *P_h_6_proj_bias = e->params + 88998144;
     float *residual_linear_h_6_proj = ACT(6291456);
     const float *P_h_7_ln_1_weight = e->params + 88998912;
@@ -2035,7 +1877,6 @@ static void evaluate(rt_exec *e)
     float *lse_h_7_attn = ACT(7864320);
     float *attn_y_h_7_attn = ACT(4718592);
     const float *P_h_7_attn_proj_weight = e->params + 90772224;
-    float *attn_out_h_7_attn = ACT(7864320);
     const float *P_h_7_attn_proj_bias = e->params + 91362048;
     float *residual_attn_out_h_7_attn = ACT(7864320);
     const float *P_h_7_ln_2_weight = e->params + 91362816;
@@ -2047,7 +1888,6 @@ static void evaluate(rt_exec *e)
     const float *P_h_7_fc_bias = e->params + 93723648;
     float *gelu_h_7_2 = ACT(0);
     const float *P_h_7_proj_weight = e->params + 93726720;
-    float *linear_h_7_proj = ACT(6291456);
     const float *P_h_7_proj_bias = e->params + 96086016;
     float *residual_linear_h_7_proj = ACT(6291456);
     const float *P_h_8_ln_1_weight = e->params + 96086784;
@@ -2061,7 +1901,6 @@ static void evaluate(rt_exec *e)
     float *lse_h_8_attn = ACT(7864320);
     float *attn_y_h_8_attn = ACT(4718592);
     const float *P_h_8_attn_proj_weight = e->params + 97860096;
-    float *attn_out_h_8_attn = ACT(7864320);
     const float *P_h_8_attn_proj_bias = e->params + 98449920;
     float *residual_attn_out_h_8_attn = ACT(7864320);
     const float *P_h_8_ln_2_weight = e->params + 98450688;
@@ -2073,7 +1912,6 @@ static void evaluate(rt_exec *e)
     const float *P_h_8_fc_bias = e->params + 100811520;
     float *gelu_h_8_2 = ACT(0);
     const float *P_h_8_proj_weight = e->params + 100814592;
-    float *linear_h_8_proj = ACT(6291456);
     const float *P_h_8_proj_bias = e->params + 103173888;
     float *residual_linear_h_8_proj = ACT(6291456);
     const float *P_h_9_ln_1_weight = e->params + 103174656;
@@ -2087,7 +1925,6 @@ static void evaluate(rt_exec *e)
     float *lse_h_9_attn = ACT(7864320);
     float *attn_y_h_9_attn = ACT(4718592);
     const float *P_h_9_attn_proj_weight = e->params + 104947968;
-    float *attn_out_h_9_attn = ACT(7864320);
     const float *P_h_9_attn_proj_bias = e->params + 105537792;
     float *residual_attn_out_h_9_attn = ACT(7864320);
     const float *P_h_9_ln_2_weight = e->params + 105538560;
@@ -2099,7 +1936,6 @@ static void evaluate(rt_exec *e)
     const float *P_h_9_fc_bias = e->params + 107899392;
     float *gelu_h_9_2 = ACT(0);
     const float *P_h_9_proj_weight = e->params + 107902464;
-    float *linear_h_9_proj = ACT(6291456);
     const float *P_h_9_proj_bias = e->params + 110261760;
     float *residual_linear_h_9_proj = ACT(6291456);
     const float *P_h_10_ln_1_weight = e->params + 110262528;
@@ -2113,7 +1949,6 @@ static void evaluate(rt_exec *e)
     float *lse_h_10_attn = ACT(7864320);
     float *attn_y_h_10_attn = ACT(4718592);
     const float *P_h_10_attn_proj_weight = e->params + 112035840;
-    float *attn_out_h_10_attn = ACT(7864320);
     const float *P_h_10_attn_proj_bias = e->params + 112625664;
     float *residual_attn_out_h_10_attn = ACT(7864320);
     const float *P_h_10_ln_2_weight = e->params + 112626432;
@@ -2125,7 +1960,6 @@ static void evaluate(rt_exec *e)
     const float *P_h_10_fc_bias = e->params + 114987264;
     float *gelu_h_10_2 = ACT(0);
     const float *P_h_10_proj_weight = e->params + 114990336;
-    float *linear_h_10_proj = ACT(6291456);
     const float *P_h_10_proj_bias = e->params + 117349632;
     float *residual_linear_h_10_proj = ACT(6291456);
     const float *P_h_11_ln_1_weight = e->params + 117350400;
@@ -2139,7 +1973,6 @@ static void evaluate(rt_exec *e)
     float *lse_h_11_attn = ACT(7864320);
     float *attn_y_h_11_attn = ACT(4718592);
     const float *P_h_11_attn_proj_weight = e->params + 119123712;
-    float *attn_out_h_11_attn = ACT(7864320);
     const float *P_h_11_attn_proj_bias = e->params + 119713536;
     float *residual_attn_out_h_11_attn = ACT(7864320);
     const float *P_h_11_ln_2_weight = e->params + 119714304;
@@ -2151,7 +1984,6 @@ static void evaluate(rt_exec *e)
     const float *P_h_11_fc_bias = e->params + 122075136;
     float *gelu_h_11_2 = ACT(0);
     const float *P_h_11_proj_weight = e->params + 122078208;
-    float *linear_h_11_proj = ACT(6291456);
     const float *P_h_11_proj_bias = e->params + 124437504;
     float *residual_linear_h_11_proj = ACT(6291456);
     const float *P_ln_f_weight = e->params + 124438272;
@@ -2169,219 +2001,171 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, P_h_0_ln_1_bias, layernorm_h_0_ln_1, ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_0_ln_1, 768, P_h_0_attn_qkv_weight, 768, qkv_h_0_attn, 2304, P_h_0_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_0_ln_1, 768, P_h_0_attn_qkv_weight, 768, qkv_h_0_attn, 2304, P_h_0_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_0_attn, lse_h_0_attn, attn_y_h_0_attn, e->B, 1024, 768, 12, 1);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_0_attn, 768, P_h_0_attn_proj_weight, 768, 0.0f, attn_out_h_0_attn, 768);
-    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke1", ke1, e->B * 786432, 4, (void *[]){&attn_out_h_0_attn, &P_h_0_attn_proj_bias, &pos_embedding_wpe, &residual_attn_out_h_0_attn});
+    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_0_attn, 768, P_h_0_attn_proj_weight, 768, residual_attn_out_h_0_attn, 768, P_h_0_attn_proj_bias, pos_embedding_wpe, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, P_h_0_ln_2_bias, layernorm_h_0_ln_2, ln_mean_h_0_ln_2, ln_rstd_h_0_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_0_ln_2, 768, P_h_0_fc_weight, 768, NULL, 3072, P_h_0_fc_bias, RT_EPI_GELU_TANH, gelu_h_0_2);
-    /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_0_2, 3072, P_h_0_proj_weight, 3072, 0.0f, linear_h_0_proj, 768);
-    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke2", ke2, e->B * 786432, 4, (void *[]){&linear_h_0_proj, &P_h_0_proj_bias, &residual_attn_out_h_0_attn, &residual_linear_h_0_proj});
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_0_ln_2, 768, P_h_0_fc_weight, 768, NULL, 3072, P_h_0_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_0_2);
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_0_2, 3072, P_h_0_proj_weight, 3072, residual_linear_h_0_proj, 768, P_h_0_proj_bias, residual_attn_out_h_0_attn, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, P_h_1_ln_1_bias, layernorm_h_1_ln_1, ln_mean_h_1_ln_1, ln_rstd_h_1_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_1_ln_1, 768, P_h_1_attn_qkv_weight, 768, qkv_h_1_attn, 2304, P_h_1_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_1_ln_1, 768, P_h_1_attn_qkv_weight, 768, qkv_h_1_attn, 2304, P_h_1_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_1_attn, lse_h_1_attn, attn_y_h_1_attn, e->B, 1024, 768, 12, 1);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_1_attn, 768, P_h_1_attn_proj_weight, 768, 0.0f, attn_out_h_1_attn, 768);
-    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke3", ke3, e->B * 786432, 4, (void *[]){&attn_out_h_1_attn, &P_h_1_attn_proj_bias, &residual_linear_h_0_proj, &residual_attn_out_h_1_attn});
+    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_1_attn, 768, P_h_1_attn_proj_weight, 768, residual_attn_out_h_1_attn, 768, P_h_1_attn_proj_bias, residual_linear_h_0_proj, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, P_h_1_ln_2_bias, layernorm_h_1_ln_2, ln_mean_h_1_ln_2, ln_rstd_h_1_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_1_ln_2, 768, P_h_1_fc_weight, 768, NULL, 3072, P_h_1_fc_bias, RT_EPI_GELU_TANH, gelu_h_1_2);
-    /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_1_2, 3072, P_h_1_proj_weight, 3072, 0.0f, linear_h_1_proj, 768);
-    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke4", ke4, e->B * 786432, 4, (void *[]){&linear_h_1_proj, &P_h_1_proj_bias, &residual_attn_out_h_1_attn, &residual_linear_h_1_proj});
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_1_ln_2, 768, P_h_1_fc_weight, 768, NULL, 3072, P_h_1_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_1_2);
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_1_2, 3072, P_h_1_proj_weight, 3072, residual_linear_h_1_proj, 768, P_h_1_proj_bias, residual_attn_out_h_1_attn, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, P_h_2_ln_1_bias, layernorm_h_2_ln_1, ln_mean_h_2_ln_1, ln_rstd_h_2_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_2_ln_1, 768, P_h_2_attn_qkv_weight, 768, qkv_h_2_attn, 2304, P_h_2_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_2_ln_1, 768, P_h_2_attn_qkv_weight, 768, qkv_h_2_attn, 2304, P_h_2_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_2_attn, lse_h_2_attn, attn_y_h_2_attn, e->B, 1024, 768, 12, 1);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_2_attn, 768, P_h_2_attn_proj_weight, 768, 0.0f, attn_out_h_2_attn, 768);
-    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke5", ke5, e->B * 786432, 4, (void *[]){&attn_out_h_2_attn, &P_h_2_attn_proj_bias, &residual_linear_h_1_proj, &residual_attn_out_h_2_attn});
+    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_2_attn, 768, P_h_2_attn_proj_weight, 768, residual_attn_out_h_2_attn, 768, P_h_2_attn_proj_bias, residual_linear_h_1_proj, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, P_h_2_ln_2_bias, layernorm_h_2_ln_2, ln_mean_h_2_ln_2, ln_rstd_h_2_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_2_ln_2, 768, P_h_2_fc_weight, 768, NULL, 3072, P_h_2_fc_bias, RT_EPI_GELU_TANH, gelu_h_2_2);
-    /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_2_2, 3072, P_h_2_proj_weight, 3072, 0.0f, linear_h_2_proj, 768);
-    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke6", ke6, e->B * 786432, 4, (void *[]){&linear_h_2_proj, &P_h_2_proj_bias, &residual_attn_out_h_2_attn, &residual_linear_h_2_proj});
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_2_ln_2, 768, P_h_2_fc_weight, 768, NULL, 3072, P_h_2_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_2_2);
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_2_2, 3072, P_h_2_proj_weight, 3072, residual_linear_h_2_proj, 768, P_h_2_proj_bias, residual_attn_out_h_2_attn, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, P_h_3_ln_1_bias, layernorm_h_3_ln_1, ln_mean_h_3_ln_1, ln_rstd_h_3_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_3_ln_1, 768, P_h_3_attn_qkv_weight, 768, qkv_h_3_attn, 2304, P_h_3_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_3_ln_1, 768, P_h_3_attn_qkv_weight, 768, qkv_h_3_attn, 2304, P_h_3_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_3_attn, lse_h_3_attn, attn_y_h_3_attn, e->B, 1024, 768, 12, 1);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_3_attn, 768, P_h_3_attn_proj_weight, 768, 0.0f, attn_out_h_3_attn, 768);
-    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke7", ke7, e->B * 786432, 4, (void *[]){&attn_out_h_3_attn, &P_h_3_attn_proj_bias, &residual_linear_h_2_proj, &residual_attn_out_h_3_attn});
+    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_3_attn, 768, P_h_3_attn_proj_weight, 768, residual_attn_out_h_3_attn, 768, P_h_3_attn_proj_bias, residual_linear_h_2_proj, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, P_h_3_ln_2_bias, layernorm_h_3_ln_2, ln_mean_h_3_ln_2, ln_rstd_h_3_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_3_ln_2, 768, P_h_3_fc_weight, 768, NULL, 3072, P_h_3_fc_bias, RT_EPI_GELU_TANH, gelu_h_3_2);
-    /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_3_2, 3072, P_h_3_proj_weight, 3072, 0.0f, linear_h_3_proj, 768);
-    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke8", ke8, e->B * 786432, 4, (void *[]){&linear_h_3_proj, &P_h_3_proj_bias, &residual_attn_out_h_3_attn, &residual_linear_h_3_proj});
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_3_ln_2, 768, P_h_3_fc_weight, 768, NULL, 3072, P_h_3_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_3_2);
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_3_2, 3072, P_h_3_proj_weight, 3072, residual_linear_h_3_proj, 768, P_h_3_proj_bias, residual_attn_out_h_3_attn, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_3_proj, P_h_4_ln_1_weight, P_h_4_ln_1_bias, layernorm_h_4_ln_1, ln_mean_h_4_ln_1, ln_rstd_h_4_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_4_ln_1, 768, P_h_4_attn_qkv_weight, 768, qkv_h_4_attn, 2304, P_h_4_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_4_ln_1, 768, P_h_4_attn_qkv_weight, 768, qkv_h_4_attn, 2304, P_h_4_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_4_attn, lse_h_4_attn, attn_y_h_4_attn, e->B, 1024, 768, 12, 1);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_4_attn, 768, P_h_4_attn_proj_weight, 768, 0.0f, attn_out_h_4_attn, 768);
-    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke9", ke9, e->B * 786432, 4, (void *[]){&attn_out_h_4_attn, &P_h_4_attn_proj_bias, &residual_linear_h_3_proj, &residual_attn_out_h_4_attn});
+    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_4_attn, 768, P_h_4_attn_proj_weight, 768, residual_attn_out_h_4_attn, 768, P_h_4_attn_proj_bias, residual_linear_h_3_proj, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_4_attn, P_h_4_ln_2_weight, P_h_4_ln_2_bias, layernorm_h_4_ln_2, ln_mean_h_4_ln_2, ln_rstd_h_4_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_4_ln_2, 768, P_h_4_fc_weight, 768, NULL, 3072, P_h_4_fc_bias, RT_EPI_GELU_TANH, gelu_h_4_2);
-    /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_4_2, 3072, P_h_4_proj_weight, 3072, 0.0f, linear_h_4_proj, 768);
-    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke10", ke10, e->B * 786432, 4, (void *[]){&linear_h_4_proj, &P_h_4_proj_bias, &residual_attn_out_h_4_attn, &residual_linear_h_4_proj});
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_4_ln_2, 768, P_h_4_fc_weight, 768, NULL, 3072, P_h_4_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_4_2);
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_4_2, 3072, P_h_4_proj_weight, 3072, residual_linear_h_4_proj, 768, P_h_4_proj_bias, residual_attn_out_h_4_attn, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_4_proj, P_h_5_ln_1_weight, P_h_5_ln_1_bias, layernorm_h_5_ln_1, ln_mean_h_5_ln_1, ln_rstd_h_5_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_5_ln_1, 768, P_h_5_attn_qkv_weight, 768, qkv_h_5_attn, 2304, P_h_5_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_5_ln_1, 768, P_h_5_attn_qkv_weight, 768, qkv_h_5_attn, 2304, P_h_5_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_5_attn, lse_h_5_attn, attn_y_h_5_attn, e->B, 1024, 768, 12, 1);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_5_attn, 768, P_h_5_attn_proj_weight, 768, 0.0f, attn_out_h_5_attn, 768);
-    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke11", ke11, e->B * 786432, 4, (void *[]){&attn_out_h_5_attn, &P_h_5_attn_proj_bias, &residual_linear_h_4_proj, &residual_attn_out_h_5_attn});
+    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_5_attn, 768, P_h_5_attn_proj_weight, 768, residual_attn_out_h_5_attn, 768, P_h_5_attn_proj_bias, residual_linear_h_4_proj, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_5_attn, P_h_5_ln_2_weight, P_h_5_ln_2_bias, layernorm_h_5_ln_2, ln_mean_h_5_ln_2, ln_rstd_h_5_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_5_ln_2, 768, P_h_5_fc_weight, 768, NULL, 3072, P_h_5_fc_bias, RT_EPI_GELU_TANH, gelu_h_5_2);
-    /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_5_2, 3072, P_h_5_proj_weight, 3072, 0.0f, linear_h_5_proj, 768);
-    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke12", ke12, e->B * 786432, 4, (void *[]){&linear_h_5_proj, &P_h_5_proj_bias, &residual_attn_out_h_5_attn, &residual_linear_h_5_proj});
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_5_ln_2, 768, P_h_5_fc_weight, 768, NULL, 3072, P_h_5_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_5_2);
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_5_2, 3072, P_h_5_proj_weight, 3072, residual_linear_h_5_proj, 768, P_h_5_proj_bias, residual_attn_out_h_5_attn, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_5_proj, P_h_6_ln_1_weight, P_h_6_ln_1_bias, layernorm_h_6_ln_1, ln_mean_h_6_ln_1, ln_rstd_h_6_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_6_ln_1, 768, P_h_6_attn_qkv_weight, 768, qkv_h_6_attn, 2304, P_h_6_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_6_ln_1, 768, P_h_6_attn_qkv_weight, 768, qkv_h_6_attn, 2304, P_h_6_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_6_attn, lse_h_6_attn, attn_y_h_6_attn, e->B, 1024, 768, 12, 1);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_6_attn, 768, P_h_6_attn_proj_weight, 768, 0.0f, attn_out_h_6_attn, 768);
-    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke13", ke13, e->B * 786432, 4, (void *[]){&attn_out_h_6_attn, &P_h_6_attn_proj_bias, &residual_linear_h_5_proj, &residual_attn_out_h_6_attn});
+    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_6_attn, 768, P_h_6_attn_proj_weight, 768, residual_attn_out_h_6_attn, 768, P_h_6_attn_proj_bias, residual_linear_h_5_proj, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_6_attn, P_h_6_ln_2_weight, P_h_6_ln_2_bias, layernorm_h_6_ln_2, ln_mean_h_6_ln_2, ln_rstd_h_6_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_6_ln_2, 768, P_h_6_fc_weight, 768, NULL, 3072, P_h_6_fc_bias, RT_EPI_GELU_TANH, gelu_h_6_2);
-    /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_6_2, 3072, P_h_6_proj_weight, 3072, 0.0f, linear_h_6_proj, 768);
-    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke14", ke14, e->B * 786432, 4, (void *[]){&linear_h_6_proj, &P_h_6_proj_bias, &residual_attn_out_h_6_attn, &residual_linear_h_6_proj});
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_6_ln_2, 768, P_h_6_fc_weight, 768, NULL, 3072, P_h_6_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_6_2);
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_6_2, 3072, P_h_6_proj_weight, 3072, residual_linear_h_6_proj, 768, P_h_6_proj_bias, residual_attn_out_h_6_attn, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_6_proj, P_h_7_ln_1_weight, P_h_7_ln_1_bias, layernorm_h_7_ln_1, ln_mean_h_7_ln_1, ln_rstd_h_7_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_7_ln_1, 768, P_h_7_attn_qkv_weight, 768, qkv_h_7_attn, 2304, P_h_7_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_7_ln_1, 768, P_h_7_attn_qkv_weight, 768, qkv_h_7_attn, 2304, P_h_7_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_7_attn, lse_h_7_attn, attn_y_h_7_attn, e->B, 1024, 768, 12, 1);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_7_attn, 768, P_h_7_attn_proj_weight, 768, 0.0f, attn_out_h_7_attn, 768);
-    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke15", ke15, e->B * 786432, 4, (void *[]){&attn_out_h_7_attn, &P_h_7_attn_proj_bias, &residual_linear_h_6_proj, &residual_attn_out_h_7_attn});
+    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_7_attn, 768, P_h_7_attn_proj_weight, 768, residual_attn_out_h_7_attn, 768, P_h_7_attn_proj_bias, residual_linear_h_6_proj, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_7_attn, P_h_7_ln_2_weight, P_h_7_ln_2_bias, layernorm_h_7_ln_2, ln_mean_h_7_ln_2, ln_rstd_h_7_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_7_ln_2, 768, P_h_7_fc_weight, 768, NULL, 3072, P_h_7_fc_bias, RT_EPI_GELU_TANH, gelu_h_7_2);
-    /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_7_2, 3072, P_h_7_proj_weight, 3072, 0.0f, linear_h_7_proj, 768);
-    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke16", ke16, e->B * 786432, 4, (void *[]){&linear_h_7_proj, &P_h_7_proj_bias, &residual_attn_out_h_7_attn, &residual_linear_h_7_proj});
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_7_ln_2, 768, P_h_7_fc_weight, 768, NULL, 3072, P_h_7_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_7_2);
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_7_2, 3072, P_h_7_proj_weight, 3072, residual_linear_h_7_proj, 768, P_h_7_proj_bias, residual_attn_out_h_7_attn, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_7_proj, P_h_8_ln_1_weight, P_h_8_ln_1_bias, layernorm_h_8_ln_1, ln_mean_h_8_ln_1, ln_rstd_h_8_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_8_ln_1, 768, P_h_8_attn_qkv_weight, 768, qkv_h_8_attn, 2304, P_h_8_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_8_ln_1, 768, P_h_8_attn_qkv_weight, 768, qkv_h_8_attn, 2304, P_h_8_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_8_attn, lse_h_8_attn, attn_y_h_8_attn, e->B, 1024, 768, 12, 1);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_8_attn, 768, P_h_8_attn_proj_weight, 768, 0.0f, attn_out_h_8_attn, 768);
-    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke17", ke17, e->B * 786432, 4, (void *[]){&attn_out_h_8_attn, &P_h_8_attn_proj_bias, &residual_linear_h_7_proj, &residual_attn_out_h_8_attn});
+    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_8_attn, 768, P_h_8_attn_proj_weight, 768, residual_attn_out_h_8_attn, 768, P_h_8_attn_proj_bias, residual_linear_h_7_proj, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_8_attn, P_h_8_ln_2_weight, P_h_8_ln_2_bias, layernorm_h_8_ln_2, ln_mean_h_8_ln_2, ln_rstd_h_8_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_8_ln_2, 768, P_h_8_fc_weight, 768, NULL, 3072, P_h_8_fc_bias, RT_EPI_GELU_TANH, gelu_h_8_2);
-    /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_8_2, 3072, P_h_8_proj_weight, 3072, 0.0f, linear_h_8_proj, 768);
-    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke18", ke18, e->B * 786432, 4, (void *[]){&linear_h_8_proj, &P_h_8_proj_bias, &residual_attn_out_h_8_attn, &residual_linear_h_8_proj});
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_8_ln_2, 768, P_h_8_fc_weight, 768, NULL, 3072, P_h_8_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_8_2);
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_8_2, 3072, P_h_8_proj_weight, 3072, residual_linear_h_8_proj, 768, P_h_8_proj_bias, residual_attn_out_h_8_attn, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_8_proj, P_h_9_ln_1_weight, P_h_9_ln_1_bias, layernorm_h_9_ln_1, ln_mean_h_9_ln_1, ln_rstd_h_9_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_9_ln_1, 768, P_h_9_attn_qkv_weight, 768, qkv_h_9_attn, 2304, P_h_9_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_9_ln_1, 768, P_h_9_attn_qkv_weight, 768, qkv_h_9_attn, 2304, P_h_9_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_9_attn, lse_h_9_attn, attn_y_h_9_attn, e->B, 1024, 768, 12, 1);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_9_attn, 768, P_h_9_attn_proj_weight, 768, 0.0f, attn_out_h_9_attn, 768);
-    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke19", ke19, e->B * 786432, 4, (void *[]){&attn_out_h_9_attn, &P_h_9_attn_proj_bias, &residual_linear_h_8_proj, &residual_attn_out_h_9_attn});
+    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_9_attn, 768, P_h_9_attn_proj_weight, 768, residual_attn_out_h_9_attn, 768, P_h_9_attn_proj_bias, residual_linear_h_8_proj, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_9_attn, P_h_9_ln_2_weight, P_h_9_ln_2_bias, layernorm_h_9_ln_2, ln_mean_h_9_ln_2, ln_rstd_h_9_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_9_ln_2, 768, P_h_9_fc_weight, 768, NULL, 3072, P_h_9_fc_bias, RT_EPI_GELU_TANH, gelu_h_9_2);
-    /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_9_2, 3072, P_h_9_proj_weight, 3072, 0.0f, linear_h_9_proj, 768);
-    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke20", ke20, e->B * 786432, 4, (void *[]){&linear_h_9_proj, &P_h_9_proj_bias, &residual_attn_out_h_9_attn, &residual_linear_h_9_proj});
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_9_ln_2, 768, P_h_9_fc_weight, 768, NULL, 3072, P_h_9_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_9_2);
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_9_2, 3072, P_h_9_proj_weight, 3072, residual_linear_h_9_proj, 768, P_h_9_proj_bias, residual_attn_out_h_9_attn, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_9_proj, P_h_10_ln_1_weight, P_h_10_ln_1_bias, layernorm_h_10_ln_1, ln_mean_h_10_ln_1, ln_rstd_h_10_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_10_ln_1, 768, P_h_10_attn_qkv_weight, 768, qkv_h_10_attn, 2304, P_h_10_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_10_ln_1, 768, P_h_10_attn_qkv_weight, 768, qkv_h_10_attn, 2304, P_h_10_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_10_attn, lse_h_10_attn, attn_y_h_10_attn, e->B, 1024, 768, 12, 1);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_10_attn, 768, P_h_10_attn_proj_weight, 768, 0.0f, attn_out_h_10_attn, 768);
-    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke21", ke21, e->B * 786432, 4, (void *[]){&attn_out_h_10_attn, &P_h_10_attn_proj_bias, &residual_linear_h_9_proj, &residual_attn_out_h_10_attn});
+    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_10_attn, 768, P_h_10_attn_proj_weight, 768, residual_attn_out_h_10_attn, 768, P_h_10_attn_proj_bias, residual_linear_h_9_proj, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_10_attn, P_h_10_ln_2_weight, P_h_10_ln_2_bias, layernorm_h_10_ln_2, ln_mean_h_10_ln_2, ln_rstd_h_10_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_10_ln_2, 768, P_h_10_fc_weight, 768, NULL, 3072, P_h_10_fc_bias, RT_EPI_GELU_TANH, gelu_h_10_2);
-    /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_10_2, 3072, P_h_10_proj_weight, 3072, 0.0f, linear_h_10_proj, 768);
-    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke22", ke22, e->B * 786432, 4, (void *[]){&linear_h_10_proj, &P_h_10_proj_bias, &residual_attn_out_h_10_attn, &residual_linear_h_10_proj});
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_10_ln_2, 768, P_h_10_fc_weight, 768, NULL, 3072, P_h_10_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_10_2);
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_10_2, 3072, P_h_10_proj_weight, 3072, residual_linear_h_10_proj, 768, P_h_10_proj_bias, residual_attn_out_h_10_attn, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_10_proj, P_h_11_ln_1_weight, P_h_11_ln_1_bias, layernorm_h_11_ln_1, ln_mean_h_11_ln_1, ln_rstd_h_11_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_11_ln_1, 768, P_h_11_attn_qkv_weight, 768, qkv_h_11_attn, 2304, P_h_11_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_11_ln_1, 768, P_h_11_attn_qkv_weight, 768, qkv_h_11_attn, 2304, P_h_11_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_11_attn, lse_h_11_attn, attn_y_h_11_attn, e->B, 1024, 768, 12, 1);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_11_attn, 768, P_h_11_attn_proj_weight, 768, 0.0f, attn_out_h_11_attn, 768);
-    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke23", ke23, e->B * 786432, 4, (void *[]){&attn_out_h_11_attn, &P_h_11_attn_proj_bias, &residual_linear_h_10_proj, &residual_attn_out_h_11_attn});
+    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_11_attn, 768, P_h_11_attn_proj_weight, 768, residual_attn_out_h_11_attn, 768, P_h_11_attn_proj_bias, residual_linear_h_10_proj, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_11_attn, P_h_11_ln_2_weight, P_h_11_ln_2_bias, layernorm_h_11_ln_2, ln_mean_h_11_ln_2, ln_rstd_h_11_ln_2, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_11_ln_2, 768, P_h_11_fc_weight, 768, NULL, 3072, P_h_11_fc_bias, RT_EPI_GELU_TANH, gelu_h_11_2);
-    /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_11_2, 3072, P_h_11_proj_weight, 3072, 0.0f, linear_h_11_proj, 768);
-    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke24", ke24, e->B * 786432, 4, (void *[]){&linear_h_11_proj, &P_h_11_proj_bias, &residual_attn_out_h_11_attn, &residual_linear_h_11_proj});
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_11_ln_2, 768, P_h_11_fc_weight, 768, NULL, 3072, P_h_11_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_11_2);
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_11_2, 3072, P_h_11_proj_weight, 3072, residual_linear_h_11_proj, 768, P_h_11_proj_bias, residual_attn_out_h_11_attn, RT_EPI_NONE, NULL);
     /* $.model.layers[3]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_11_proj, P_ln_f_weight, P_ln_f_bias, layernorm_ln_f, ln_mean_ln_f, ln_rstd_ln_f, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[4]: linear: y = x W^T */
@@ -2605,7 +2389,7 @@ const rt_model trainc_model = {
     .n_inputs = 2,
     .inputs = inputs,
     .arena_row_bytes = 511782912,
-    .noreuse_row_bytes = 741421056,
+    .noreuse_row_bytes = 703672320,
     .eval_arena_row_bytes = 104499200,
     .flops_per_sample = 817773481984,
     .loss = RT_LOSS_CROSS_ENTROPY,

@@ -19,369 +19,9 @@ void k0(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k1: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void k1(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *attn_out_h_0_attn = ACT(418189312);
-    const float *P_h_0_attn_proj_bias = e->params + 41746944;
-    const float *pos_embedding_wpe = ACT(413470720);
-    float *residual_attn_out_h_0_attn = ACT(418189312);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = attn_out_h_0_attn[i] + P_h_0_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = pos_embedding_wpe[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_0_attn[i] = v1;
-    }
-}
-
-/* k2: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void k2(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_h_0_proj = ACT(421335040);
-    const float *P_h_0_proj_bias = e->params + 46470912;
-    const float *residual_attn_out_h_0_attn = ACT(418189312);
-    float *residual_linear_h_0_proj = ACT(421335040);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_0_proj[i] + P_h_0_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_0_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_0_proj[i] = v1;
-    }
-}
-
-/* k3: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void k3(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *attn_out_h_1_attn = ACT(426053632);
-    const float *P_h_1_attn_proj_bias = e->params + 48834816;
-    const float *residual_linear_h_0_proj = ACT(421335040);
-    float *residual_attn_out_h_1_attn = ACT(426053632);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = attn_out_h_1_attn[i] + P_h_1_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_0_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_1_attn[i] = v1;
-    }
-}
-
-/* k4: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void k4(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_h_1_proj = ACT(429199360);
-    const float *P_h_1_proj_bias = e->params + 53558784;
-    const float *residual_attn_out_h_1_attn = ACT(426053632);
-    float *residual_linear_h_1_proj = ACT(429199360);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_1_proj[i] + P_h_1_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_1_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_1_proj[i] = v1;
-    }
-}
-
-/* k5: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void k5(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *attn_out_h_2_attn = ACT(433917952);
-    const float *P_h_2_attn_proj_bias = e->params + 55922688;
-    const float *residual_linear_h_1_proj = ACT(429199360);
-    float *residual_attn_out_h_2_attn = ACT(433917952);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = attn_out_h_2_attn[i] + P_h_2_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_1_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_2_attn[i] = v1;
-    }
-}
-
-/* k6: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void k6(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_h_2_proj = ACT(437063680);
-    const float *P_h_2_proj_bias = e->params + 60646656;
-    const float *residual_attn_out_h_2_attn = ACT(433917952);
-    float *residual_linear_h_2_proj = ACT(437063680);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_2_proj[i] + P_h_2_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_2_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_2_proj[i] = v1;
-    }
-}
-
-/* k7: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void k7(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *attn_out_h_3_attn = ACT(441782272);
-    const float *P_h_3_attn_proj_bias = e->params + 63010560;
-    const float *residual_linear_h_2_proj = ACT(437063680);
-    float *residual_attn_out_h_3_attn = ACT(441782272);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = attn_out_h_3_attn[i] + P_h_3_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_2_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_3_attn[i] = v1;
-    }
-}
-
-/* k8: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void k8(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_h_3_proj = ACT(444928000);
-    const float *P_h_3_proj_bias = e->params + 67734528;
-    const float *residual_attn_out_h_3_attn = ACT(441782272);
-    float *residual_linear_h_3_proj = ACT(444928000);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_3_proj[i] + P_h_3_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_3_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_3_proj[i] = v1;
-    }
-}
-
-/* k9: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void k9(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *attn_out_h_4_attn = ACT(449646592);
-    const float *P_h_4_attn_proj_bias = e->params + 70098432;
-    const float *residual_linear_h_3_proj = ACT(444928000);
-    float *residual_attn_out_h_4_attn = ACT(449646592);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = attn_out_h_4_attn[i] + P_h_4_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_3_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_4_attn[i] = v1;
-    }
-}
-
-/* k10: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void k10(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_h_4_proj = ACT(452792320);
-    const float *P_h_4_proj_bias = e->params + 74822400;
-    const float *residual_attn_out_h_4_attn = ACT(449646592);
-    float *residual_linear_h_4_proj = ACT(452792320);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_4_proj[i] + P_h_4_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_4_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_4_proj[i] = v1;
-    }
-}
-
-/* k11: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void k11(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *attn_out_h_5_attn = ACT(457510912);
-    const float *P_h_5_attn_proj_bias = e->params + 77186304;
-    const float *residual_linear_h_4_proj = ACT(452792320);
-    float *residual_attn_out_h_5_attn = ACT(457510912);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = attn_out_h_5_attn[i] + P_h_5_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_4_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_5_attn[i] = v1;
-    }
-}
-
-/* k12: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void k12(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_h_5_proj = ACT(460656640);
-    const float *P_h_5_proj_bias = e->params + 81910272;
-    const float *residual_attn_out_h_5_attn = ACT(457510912);
-    float *residual_linear_h_5_proj = ACT(460656640);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_5_proj[i] + P_h_5_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_5_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_5_proj[i] = v1;
-    }
-}
-
-/* k13: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void k13(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *attn_out_h_6_attn = ACT(465375232);
-    const float *P_h_6_attn_proj_bias = e->params + 84274176;
-    const float *residual_linear_h_5_proj = ACT(460656640);
-    float *residual_attn_out_h_6_attn = ACT(465375232);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = attn_out_h_6_attn[i] + P_h_6_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_5_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_6_attn[i] = v1;
-    }
-}
-
-/* k14: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void k14(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_h_6_proj = ACT(468520960);
-    const float *P_h_6_proj_bias = e->params + 88998144;
-    const float *residual_attn_out_h_6_attn = ACT(465375232);
-    float *residual_linear_h_6_proj = ACT(468520960);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_6_proj[i] + P_h_6_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_6_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_6_proj[i] = v1;
-    }
-}
-
-/* k15: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void k15(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *attn_out_h_7_attn = ACT(473239552);
-    const float *P_h_7_attn_proj_bias = e->params + 91362048;
-    const float *residual_linear_h_6_proj = ACT(468520960);
-    float *residual_attn_out_h_7_attn = ACT(473239552);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = attn_out_h_7_attn[i] + P_h_7_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_6_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_7_attn[i] = v1;
-    }
-}
-
-/* k16: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void k16(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_h_7_proj = ACT(476385280);
-    const float *P_h_7_proj_bias = e->params + 96086016;
-    const float *residual_attn_out_h_7_attn = ACT(473239552);
-    float *residual_linear_h_7_proj = ACT(476385280);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_7_proj[i] + P_h_7_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_7_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_7_proj[i] = v1;
-    }
-}
-
-/* k17: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void k17(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *attn_out_h_8_attn = ACT(481103872);
-    const float *P_h_8_attn_proj_bias = e->params + 98449920;
-    const float *residual_linear_h_7_proj = ACT(476385280);
-    float *residual_attn_out_h_8_attn = ACT(481103872);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = attn_out_h_8_attn[i] + P_h_8_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_7_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_8_attn[i] = v1;
-    }
-}
-
-/* k18: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void k18(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_h_8_proj = ACT(484249600);
-    const float *P_h_8_proj_bias = e->params + 103173888;
-    const float *residual_attn_out_h_8_attn = ACT(481103872);
-    float *residual_linear_h_8_proj = ACT(484249600);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_8_proj[i] + P_h_8_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_8_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_8_proj[i] = v1;
-    }
-}
-
-/* k19: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void k19(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *attn_out_h_9_attn = ACT(488968192);
-    const float *P_h_9_attn_proj_bias = e->params + 105537792;
-    const float *residual_linear_h_8_proj = ACT(484249600);
-    float *residual_attn_out_h_9_attn = ACT(488968192);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = attn_out_h_9_attn[i] + P_h_9_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_8_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_9_attn[i] = v1;
-    }
-}
-
-/* k20: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void k20(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_h_9_proj = ACT(492113920);
-    const float *P_h_9_proj_bias = e->params + 110261760;
-    const float *residual_attn_out_h_9_attn = ACT(488968192);
-    float *residual_linear_h_9_proj = ACT(492113920);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_9_proj[i] + P_h_9_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_9_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_9_proj[i] = v1;
-    }
-}
-
-/* k21: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void k21(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *attn_out_h_10_attn = ACT(496832512);
-    const float *P_h_10_attn_proj_bias = e->params + 112625664;
-    const float *residual_linear_h_9_proj = ACT(492113920);
-    float *residual_attn_out_h_10_attn = ACT(496832512);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = attn_out_h_10_attn[i] + P_h_10_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_9_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_10_attn[i] = v1;
-    }
-}
-
-/* k22: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void k22(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_h_10_proj = ACT(499978240);
-    const float *P_h_10_proj_bias = e->params + 117349632;
-    const float *residual_attn_out_h_10_attn = ACT(496832512);
-    float *residual_linear_h_10_proj = ACT(499978240);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_10_proj[i] + P_h_10_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_10_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_10_proj[i] = v1;
-    }
-}
-
-/* k23: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void k23(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *attn_out_h_11_attn = ACT(504696832);
-    const float *P_h_11_attn_proj_bias = e->params + 119713536;
-    const float *residual_linear_h_10_proj = ACT(499978240);
-    float *residual_attn_out_h_11_attn = ACT(504696832);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = attn_out_h_11_attn[i] + P_h_11_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_10_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_11_attn[i] = v1;
-    }
-}
-
-/* k24: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void k24(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_h_11_proj = ACT(507842560);
-    const float *P_h_11_proj_bias = e->params + 124437504;
-    const float *residual_attn_out_h_11_attn = ACT(504696832);
-    float *residual_linear_h_11_proj = ACT(507842560);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_11_proj[i] + P_h_11_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_11_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_11_proj[i] = v1;
-    }
-}
-
-/* k25: gelu (tanh) backward
+/* k1: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-void k25(rt_exec *e, int64_t lo, int64_t hi)
+void k1(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_11_2 = ACT(0);
     const float *linear_h_11_fc = ACT(344264704);
@@ -392,35 +32,9 @@ void k25(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k26: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-void k26(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_linear_h_11_proj = ACT(6291456);
-    const float *d_residual_attn_out_h_11_attn = ACT(0);
-    float *d_residual_attn_out_h_11_attn_491 = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_linear_h_11_proj[i] + d_residual_attn_out_h_11_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_11_attn_491[i] = v0;
-    }
-}
-
-/* k27: sum of gradient contributions
- *     from $.model.layers[2].body[1] */
-void k27(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_attn_out_h_11_attn_491 = ACT(6291456);
-    const float *d_residual_linear_h_10_proj = ACT(410324992);
-    float *d_residual_linear_h_10_proj_496 = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_attn_out_h_11_attn_491[i] + d_residual_linear_h_10_proj[i]; /* sum of gradient contributions */
-        d_residual_linear_h_10_proj_496[i] = v0;
-    }
-}
-
-/* k28: gelu (tanh) backward
+/* k2: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-void k28(rt_exec *e, int64_t lo, int64_t hi)
+void k2(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_10_2 = ACT(0);
     const float *linear_h_10_fc = ACT(331681792);
@@ -431,35 +45,9 @@ void k28(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k29: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-void k29(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_linear_h_10_proj_496 = ACT(6291456);
-    const float *d_residual_attn_out_h_10_attn = ACT(410324992);
-    float *d_residual_attn_out_h_10_attn_501 = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_linear_h_10_proj_496[i] + d_residual_attn_out_h_10_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_10_attn_501[i] = v0;
-    }
-}
-
-/* k30: sum of gradient contributions
- *     from $.model.layers[2].body[1] */
-void k30(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_attn_out_h_10_attn_501 = ACT(6291456);
-    const float *d_residual_linear_h_9_proj = ACT(1572864);
-    float *d_residual_linear_h_9_proj_506 = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_attn_out_h_10_attn_501[i] + d_residual_linear_h_9_proj[i]; /* sum of gradient contributions */
-        d_residual_linear_h_9_proj_506[i] = v0;
-    }
-}
-
-/* k31: gelu (tanh) backward
+/* k3: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-void k31(rt_exec *e, int64_t lo, int64_t hi)
+void k3(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_9_2 = ACT(0);
     const float *linear_h_9_fc = ACT(319098880);
@@ -470,35 +58,9 @@ void k31(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k32: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-void k32(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_linear_h_9_proj_506 = ACT(6291456);
-    const float *d_residual_attn_out_h_9_attn = ACT(0);
-    float *d_residual_attn_out_h_9_attn_511 = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_linear_h_9_proj_506[i] + d_residual_attn_out_h_9_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_9_attn_511[i] = v0;
-    }
-}
-
-/* k33: sum of gradient contributions
- *     from $.model.layers[2].body[1] */
-void k33(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_attn_out_h_9_attn_511 = ACT(6291456);
-    const float *d_residual_linear_h_8_proj = ACT(1572864);
-    float *d_residual_linear_h_8_proj_516 = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_attn_out_h_9_attn_511[i] + d_residual_linear_h_8_proj[i]; /* sum of gradient contributions */
-        d_residual_linear_h_8_proj_516[i] = v0;
-    }
-}
-
-/* k34: gelu (tanh) backward
+/* k4: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-void k34(rt_exec *e, int64_t lo, int64_t hi)
+void k4(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_8_2 = ACT(0);
     const float *linear_h_8_fc = ACT(306515968);
@@ -509,35 +71,9 @@ void k34(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k35: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-void k35(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_linear_h_8_proj_516 = ACT(6291456);
-    const float *d_residual_attn_out_h_8_attn = ACT(0);
-    float *d_residual_attn_out_h_8_attn_521 = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_linear_h_8_proj_516[i] + d_residual_attn_out_h_8_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_8_attn_521[i] = v0;
-    }
-}
-
-/* k36: sum of gradient contributions
- *     from $.model.layers[2].body[1] */
-void k36(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_attn_out_h_8_attn_521 = ACT(6291456);
-    const float *d_residual_linear_h_7_proj = ACT(1572864);
-    float *d_residual_linear_h_7_proj_526 = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_attn_out_h_8_attn_521[i] + d_residual_linear_h_7_proj[i]; /* sum of gradient contributions */
-        d_residual_linear_h_7_proj_526[i] = v0;
-    }
-}
-
-/* k37: gelu (tanh) backward
+/* k5: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-void k37(rt_exec *e, int64_t lo, int64_t hi)
+void k5(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_7_2 = ACT(0);
     const float *linear_h_7_fc = ACT(293933056);
@@ -548,35 +84,9 @@ void k37(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k38: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-void k38(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_linear_h_7_proj_526 = ACT(6291456);
-    const float *d_residual_attn_out_h_7_attn = ACT(0);
-    float *d_residual_attn_out_h_7_attn_531 = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_linear_h_7_proj_526[i] + d_residual_attn_out_h_7_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_7_attn_531[i] = v0;
-    }
-}
-
-/* k39: sum of gradient contributions
- *     from $.model.layers[2].body[1] */
-void k39(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_attn_out_h_7_attn_531 = ACT(6291456);
-    const float *d_residual_linear_h_6_proj = ACT(1572864);
-    float *d_residual_linear_h_6_proj_536 = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_attn_out_h_7_attn_531[i] + d_residual_linear_h_6_proj[i]; /* sum of gradient contributions */
-        d_residual_linear_h_6_proj_536[i] = v0;
-    }
-}
-
-/* k40: gelu (tanh) backward
+/* k6: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-void k40(rt_exec *e, int64_t lo, int64_t hi)
+void k6(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_6_2 = ACT(0);
     const float *linear_h_6_fc = ACT(281350144);
@@ -587,35 +97,9 @@ void k40(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k41: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-void k41(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_linear_h_6_proj_536 = ACT(6291456);
-    const float *d_residual_attn_out_h_6_attn = ACT(0);
-    float *d_residual_attn_out_h_6_attn_541 = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_linear_h_6_proj_536[i] + d_residual_attn_out_h_6_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_6_attn_541[i] = v0;
-    }
-}
-
-/* k42: sum of gradient contributions
- *     from $.model.layers[2].body[1] */
-void k42(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_attn_out_h_6_attn_541 = ACT(6291456);
-    const float *d_residual_linear_h_5_proj = ACT(1572864);
-    float *d_residual_linear_h_5_proj_546 = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_attn_out_h_6_attn_541[i] + d_residual_linear_h_5_proj[i]; /* sum of gradient contributions */
-        d_residual_linear_h_5_proj_546[i] = v0;
-    }
-}
-
-/* k43: gelu (tanh) backward
+/* k7: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-void k43(rt_exec *e, int64_t lo, int64_t hi)
+void k7(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_5_2 = ACT(0);
     const float *linear_h_5_fc = ACT(268767232);
@@ -626,35 +110,9 @@ void k43(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k44: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-void k44(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_linear_h_5_proj_546 = ACT(6291456);
-    const float *d_residual_attn_out_h_5_attn = ACT(0);
-    float *d_residual_attn_out_h_5_attn_551 = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_linear_h_5_proj_546[i] + d_residual_attn_out_h_5_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_5_attn_551[i] = v0;
-    }
-}
-
-/* k45: sum of gradient contributions
- *     from $.model.layers[2].body[1] */
-void k45(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_attn_out_h_5_attn_551 = ACT(6291456);
-    const float *d_residual_linear_h_4_proj = ACT(1572864);
-    float *d_residual_linear_h_4_proj_556 = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_attn_out_h_5_attn_551[i] + d_residual_linear_h_4_proj[i]; /* sum of gradient contributions */
-        d_residual_linear_h_4_proj_556[i] = v0;
-    }
-}
-
-/* k46: gelu (tanh) backward
+/* k8: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-void k46(rt_exec *e, int64_t lo, int64_t hi)
+void k8(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_4_2 = ACT(0);
     const float *linear_h_4_fc = ACT(256184320);
@@ -665,35 +123,9 @@ void k46(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k47: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-void k47(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_linear_h_4_proj_556 = ACT(6291456);
-    const float *d_residual_attn_out_h_4_attn = ACT(0);
-    float *d_residual_attn_out_h_4_attn_561 = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_linear_h_4_proj_556[i] + d_residual_attn_out_h_4_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_4_attn_561[i] = v0;
-    }
-}
-
-/* k48: sum of gradient contributions
- *     from $.model.layers[2].body[1] */
-void k48(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_attn_out_h_4_attn_561 = ACT(6291456);
-    const float *d_residual_linear_h_3_proj = ACT(1572864);
-    float *d_residual_linear_h_3_proj_566 = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_attn_out_h_4_attn_561[i] + d_residual_linear_h_3_proj[i]; /* sum of gradient contributions */
-        d_residual_linear_h_3_proj_566[i] = v0;
-    }
-}
-
-/* k49: gelu (tanh) backward
+/* k9: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-void k49(rt_exec *e, int64_t lo, int64_t hi)
+void k9(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_3_2 = ACT(0);
     const float *linear_h_3_fc = ACT(243601408);
@@ -704,35 +136,9 @@ void k49(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k50: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-void k50(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_linear_h_3_proj_566 = ACT(6291456);
-    const float *d_residual_attn_out_h_3_attn = ACT(0);
-    float *d_residual_attn_out_h_3_attn_571 = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_linear_h_3_proj_566[i] + d_residual_attn_out_h_3_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_3_attn_571[i] = v0;
-    }
-}
-
-/* k51: sum of gradient contributions
- *     from $.model.layers[2].body[1] */
-void k51(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_attn_out_h_3_attn_571 = ACT(6291456);
-    const float *d_residual_linear_h_2_proj = ACT(1572864);
-    float *d_residual_linear_h_2_proj_576 = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_attn_out_h_3_attn_571[i] + d_residual_linear_h_2_proj[i]; /* sum of gradient contributions */
-        d_residual_linear_h_2_proj_576[i] = v0;
-    }
-}
-
-/* k52: gelu (tanh) backward
+/* k10: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-void k52(rt_exec *e, int64_t lo, int64_t hi)
+void k10(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_2_2 = ACT(0);
     const float *linear_h_2_fc = ACT(231018496);
@@ -743,35 +149,9 @@ void k52(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k53: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-void k53(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_linear_h_2_proj_576 = ACT(6291456);
-    const float *d_residual_attn_out_h_2_attn = ACT(0);
-    float *d_residual_attn_out_h_2_attn_581 = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_linear_h_2_proj_576[i] + d_residual_attn_out_h_2_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_2_attn_581[i] = v0;
-    }
-}
-
-/* k54: sum of gradient contributions
- *     from $.model.layers[2].body[1] */
-void k54(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_attn_out_h_2_attn_581 = ACT(6291456);
-    const float *d_residual_linear_h_1_proj = ACT(1572864);
-    float *d_residual_linear_h_1_proj_586 = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_attn_out_h_2_attn_581[i] + d_residual_linear_h_1_proj[i]; /* sum of gradient contributions */
-        d_residual_linear_h_1_proj_586[i] = v0;
-    }
-}
-
-/* k55: gelu (tanh) backward
+/* k11: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-void k55(rt_exec *e, int64_t lo, int64_t hi)
+void k11(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_1_2 = ACT(0);
     const float *linear_h_1_fc = ACT(218435584);
@@ -782,35 +162,9 @@ void k55(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k56: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-void k56(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_linear_h_1_proj_586 = ACT(6291456);
-    const float *d_residual_attn_out_h_1_attn = ACT(0);
-    float *d_residual_attn_out_h_1_attn_591 = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_linear_h_1_proj_586[i] + d_residual_attn_out_h_1_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_1_attn_591[i] = v0;
-    }
-}
-
-/* k57: sum of gradient contributions
- *     from $.model.layers[2].body[1] */
-void k57(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_attn_out_h_1_attn_591 = ACT(6291456);
-    const float *d_residual_linear_h_0_proj = ACT(1572864);
-    float *d_residual_linear_h_0_proj_596 = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_attn_out_h_1_attn_591[i] + d_residual_linear_h_0_proj[i]; /* sum of gradient contributions */
-        d_residual_linear_h_0_proj_596[i] = v0;
-    }
-}
-
-/* k58: gelu (tanh) backward
+/* k12: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-void k58(rt_exec *e, int64_t lo, int64_t hi)
+void k12(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_0_2 = ACT(0);
     const float *linear_h_0_fc = ACT(205852672);
@@ -818,32 +172,6 @@ void k58(rt_exec *e, int64_t lo, int64_t hi)
     for (int64_t i = lo; i < hi; i++) {
         float v0 = rt_gelu_tanh_bwd(linear_h_0_fc[i], d_gelu_h_0_2[i]); /* gelu (tanh) backward */
         d_linear_h_0_fc[i] = v0;
-    }
-}
-
-/* k59: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-void k59(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_linear_h_0_proj_596 = ACT(6291456);
-    const float *d_residual_attn_out_h_0_attn = ACT(0);
-    float *d_residual_attn_out_h_0_attn_601 = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_linear_h_0_proj_596[i] + d_residual_attn_out_h_0_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_0_attn_601[i] = v0;
-    }
-}
-
-/* k60: sum of gradient contributions
- *     from $.model.layers[1] */
-void k60(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_attn_out_h_0_attn_601 = ACT(6291456);
-    const float *d_pos_embedding_wpe = ACT(0);
-    float *d_pos_embedding_wpe_606 = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_attn_out_h_0_attn_601[i] + d_pos_embedding_wpe[i]; /* sum of gradient contributions */
-        d_pos_embedding_wpe_606[i] = v0;
     }
 }
 
@@ -859,366 +187,6 @@ void ke0(rt_exec *e, int64_t lo, int64_t hi)
     for (int64_t i = lo; i < hi; i++) {
         float v0 = embedding_wte[i] + P_wpe_weight[i % 786432]; /* pos_embedding: + position rows */
         pos_embedding_wpe[i] = v0;
-    }
-}
-
-/* ke1: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void ke1(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *attn_out_h_0_attn = ACT(7864320);
-    const float *P_h_0_attn_proj_bias = e->params + 41746944;
-    const float *pos_embedding_wpe = ACT(4718592);
-    float *residual_attn_out_h_0_attn = ACT(7864320);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = attn_out_h_0_attn[i] + P_h_0_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = pos_embedding_wpe[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_0_attn[i] = v1;
-    }
-}
-
-/* ke2: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void ke2(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_h_0_proj = ACT(6291456);
-    const float *P_h_0_proj_bias = e->params + 46470912;
-    const float *residual_attn_out_h_0_attn = ACT(7864320);
-    float *residual_linear_h_0_proj = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_0_proj[i] + P_h_0_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_0_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_0_proj[i] = v1;
-    }
-}
-
-/* ke3: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void ke3(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *attn_out_h_1_attn = ACT(7864320);
-    const float *P_h_1_attn_proj_bias = e->params + 48834816;
-    const float *residual_linear_h_0_proj = ACT(6291456);
-    float *residual_attn_out_h_1_attn = ACT(7864320);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = attn_out_h_1_attn[i] + P_h_1_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_0_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_1_attn[i] = v1;
-    }
-}
-
-/* ke4: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void ke4(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_h_1_proj = ACT(6291456);
-    const float *P_h_1_proj_bias = e->params + 53558784;
-    const float *residual_attn_out_h_1_attn = ACT(7864320);
-    float *residual_linear_h_1_proj = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_1_proj[i] + P_h_1_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_1_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_1_proj[i] = v1;
-    }
-}
-
-/* ke5: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void ke5(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *attn_out_h_2_attn = ACT(7864320);
-    const float *P_h_2_attn_proj_bias = e->params + 55922688;
-    const float *residual_linear_h_1_proj = ACT(6291456);
-    float *residual_attn_out_h_2_attn = ACT(7864320);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = attn_out_h_2_attn[i] + P_h_2_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_1_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_2_attn[i] = v1;
-    }
-}
-
-/* ke6: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void ke6(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_h_2_proj = ACT(6291456);
-    const float *P_h_2_proj_bias = e->params + 60646656;
-    const float *residual_attn_out_h_2_attn = ACT(7864320);
-    float *residual_linear_h_2_proj = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_2_proj[i] + P_h_2_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_2_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_2_proj[i] = v1;
-    }
-}
-
-/* ke7: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void ke7(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *attn_out_h_3_attn = ACT(7864320);
-    const float *P_h_3_attn_proj_bias = e->params + 63010560;
-    const float *residual_linear_h_2_proj = ACT(6291456);
-    float *residual_attn_out_h_3_attn = ACT(7864320);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = attn_out_h_3_attn[i] + P_h_3_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_2_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_3_attn[i] = v1;
-    }
-}
-
-/* ke8: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void ke8(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_h_3_proj = ACT(6291456);
-    const float *P_h_3_proj_bias = e->params + 67734528;
-    const float *residual_attn_out_h_3_attn = ACT(7864320);
-    float *residual_linear_h_3_proj = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_3_proj[i] + P_h_3_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_3_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_3_proj[i] = v1;
-    }
-}
-
-/* ke9: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void ke9(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *attn_out_h_4_attn = ACT(7864320);
-    const float *P_h_4_attn_proj_bias = e->params + 70098432;
-    const float *residual_linear_h_3_proj = ACT(6291456);
-    float *residual_attn_out_h_4_attn = ACT(7864320);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = attn_out_h_4_attn[i] + P_h_4_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_3_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_4_attn[i] = v1;
-    }
-}
-
-/* ke10: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void ke10(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_h_4_proj = ACT(6291456);
-    const float *P_h_4_proj_bias = e->params + 74822400;
-    const float *residual_attn_out_h_4_attn = ACT(7864320);
-    float *residual_linear_h_4_proj = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_4_proj[i] + P_h_4_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_4_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_4_proj[i] = v1;
-    }
-}
-
-/* ke11: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void ke11(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *attn_out_h_5_attn = ACT(7864320);
-    const float *P_h_5_attn_proj_bias = e->params + 77186304;
-    const float *residual_linear_h_4_proj = ACT(6291456);
-    float *residual_attn_out_h_5_attn = ACT(7864320);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = attn_out_h_5_attn[i] + P_h_5_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_4_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_5_attn[i] = v1;
-    }
-}
-
-/* ke12: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void ke12(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_h_5_proj = ACT(6291456);
-    const float *P_h_5_proj_bias = e->params + 81910272;
-    const float *residual_attn_out_h_5_attn = ACT(7864320);
-    float *residual_linear_h_5_proj = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_5_proj[i] + P_h_5_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_5_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_5_proj[i] = v1;
-    }
-}
-
-/* ke13: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void ke13(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *attn_out_h_6_attn = ACT(7864320);
-    const float *P_h_6_attn_proj_bias = e->params + 84274176;
-    const float *residual_linear_h_5_proj = ACT(6291456);
-    float *residual_attn_out_h_6_attn = ACT(7864320);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = attn_out_h_6_attn[i] + P_h_6_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_5_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_6_attn[i] = v1;
-    }
-}
-
-/* ke14: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void ke14(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_h_6_proj = ACT(6291456);
-    const float *P_h_6_proj_bias = e->params + 88998144;
-    const float *residual_attn_out_h_6_attn = ACT(7864320);
-    float *residual_linear_h_6_proj = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_6_proj[i] + P_h_6_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_6_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_6_proj[i] = v1;
-    }
-}
-
-/* ke15: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void ke15(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *attn_out_h_7_attn = ACT(7864320);
-    const float *P_h_7_attn_proj_bias = e->params + 91362048;
-    const float *residual_linear_h_6_proj = ACT(6291456);
-    float *residual_attn_out_h_7_attn = ACT(7864320);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = attn_out_h_7_attn[i] + P_h_7_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_6_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_7_attn[i] = v1;
-    }
-}
-
-/* ke16: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void ke16(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_h_7_proj = ACT(6291456);
-    const float *P_h_7_proj_bias = e->params + 96086016;
-    const float *residual_attn_out_h_7_attn = ACT(7864320);
-    float *residual_linear_h_7_proj = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_7_proj[i] + P_h_7_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_7_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_7_proj[i] = v1;
-    }
-}
-
-/* ke17: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void ke17(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *attn_out_h_8_attn = ACT(7864320);
-    const float *P_h_8_attn_proj_bias = e->params + 98449920;
-    const float *residual_linear_h_7_proj = ACT(6291456);
-    float *residual_attn_out_h_8_attn = ACT(7864320);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = attn_out_h_8_attn[i] + P_h_8_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_7_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_8_attn[i] = v1;
-    }
-}
-
-/* ke18: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void ke18(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_h_8_proj = ACT(6291456);
-    const float *P_h_8_proj_bias = e->params + 103173888;
-    const float *residual_attn_out_h_8_attn = ACT(7864320);
-    float *residual_linear_h_8_proj = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_8_proj[i] + P_h_8_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_8_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_8_proj[i] = v1;
-    }
-}
-
-/* ke19: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void ke19(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *attn_out_h_9_attn = ACT(7864320);
-    const float *P_h_9_attn_proj_bias = e->params + 105537792;
-    const float *residual_linear_h_8_proj = ACT(6291456);
-    float *residual_attn_out_h_9_attn = ACT(7864320);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = attn_out_h_9_attn[i] + P_h_9_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_8_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_9_attn[i] = v1;
-    }
-}
-
-/* ke20: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void ke20(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_h_9_proj = ACT(6291456);
-    const float *P_h_9_proj_bias = e->params + 110261760;
-    const float *residual_attn_out_h_9_attn = ACT(7864320);
-    float *residual_linear_h_9_proj = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_9_proj[i] + P_h_9_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_9_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_9_proj[i] = v1;
-    }
-}
-
-/* ke21: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void ke21(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *attn_out_h_10_attn = ACT(7864320);
-    const float *P_h_10_attn_proj_bias = e->params + 112625664;
-    const float *residual_linear_h_9_proj = ACT(6291456);
-    float *residual_attn_out_h_10_attn = ACT(7864320);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = attn_out_h_10_attn[i] + P_h_10_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_9_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_10_attn[i] = v1;
-    }
-}
-
-/* ke22: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void ke22(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_h_10_proj = ACT(6291456);
-    const float *P_h_10_proj_bias = e->params + 117349632;
-    const float *residual_attn_out_h_10_attn = ACT(7864320);
-    float *residual_linear_h_10_proj = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_10_proj[i] + P_h_10_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_10_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_10_proj[i] = v1;
-    }
-}
-
-/* ke23: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void ke23(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *attn_out_h_11_attn = ACT(7864320);
-    const float *P_h_11_attn_proj_bias = e->params + 119713536;
-    const float *residual_linear_h_10_proj = ACT(6291456);
-    float *residual_attn_out_h_11_attn = ACT(7864320);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = attn_out_h_11_attn[i] + P_h_11_attn_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_10_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_11_attn[i] = v1;
-    }
-}
-
-/* ke24: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void ke24(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_h_11_proj = ACT(6291456);
-    const float *P_h_11_proj_bias = e->params + 124437504;
-    const float *residual_attn_out_h_11_attn = ACT(7864320);
-    float *residual_linear_h_11_proj = ACT(6291456);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_11_proj[i] + P_h_11_proj_bias[i % 768]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_11_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_11_proj[i] = v1;
     }
 }
 

@@ -2,7 +2,7 @@
  *
  * The memory plan for training (forward and backward): activations, their
  * gradients and scratch buffers.
- * One arena of Bmax * 511782912 bytes (without reuse: Bmax * 741421056; the most live at
+ * One arena of Bmax * 511782912 bytes (without reuse: Bmax * 703672320; the most live at
  * once: Bmax * 511782912). A buffer's byte offset is Bmax * its offset below, so any
  * batch size fits the same plan.
  * bf16-mixed: the GPU's plan, activations in bf16 (2 bytes), the saved
@@ -16,156 +16,156 @@
  *   356847616   4718592      3-528  qkv_h_0_attn                [B, 1024, 2304]  q, k, v side by side
  *   510988288   49152        5-528  lse_h_0_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
  *   416616448   1572864      5-528  attn_y_h_0_attn             [B, 1024, 768]  attention heads' outputs
- *   418189312   1572864      6-519  attn_out_h_0_attn           [B, 1024, 768]  attention output projection
+ *   418189312   1572864      6-519  residual_attn_out_h_0_attn  [B, 1024, 768]  x + body(x)
  *   419762176   1572864      9-515  layernorm_h_0_ln_2          [B, 1024, 768]  layernorm output
  *   511586304   4096         9-519  ln_mean_h_0_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   511590400   4096         9-519  ln_rstd_h_0_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   205852672   6291456     10-513  linear_h_0_fc               [B, 1024, 3072]  linear output
  *   212144128   6291456     10-509  gelu_h_0_2                  [B, 1024, 3072]  gelu
- *   421335040   1572864     13-504  linear_h_0_proj             [B, 1024, 768]  linear output
+ *   421335040   1572864     13-504  residual_linear_h_0_proj    [B, 1024, 768]  x + body(x)
  *   422907904   1572864     16-500  layernorm_h_1_ln_1          [B, 1024, 768]  layernorm output
  *   511594496   4096        16-504  ln_mean_h_1_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   511598592   4096        16-504  ln_rstd_h_1_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   361566208   4718592     17-498  qkv_h_1_attn                [B, 1024, 2304]  q, k, v side by side
  *   511037440   49152       19-498  lse_h_1_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
  *   424480768   1572864     19-498  attn_y_h_1_attn             [B, 1024, 768]  attention heads' outputs
- *   426053632   1572864     20-489  attn_out_h_1_attn           [B, 1024, 768]  attention output projection
+ *   426053632   1572864     20-489  residual_attn_out_h_1_attn  [B, 1024, 768]  x + body(x)
  *   427626496   1572864     23-485  layernorm_h_1_ln_2          [B, 1024, 768]  layernorm output
  *   511602688   4096        23-489  ln_mean_h_1_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   511606784   4096        23-489  ln_rstd_h_1_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   218435584   6291456     24-483  linear_h_1_fc               [B, 1024, 3072]  linear output
  *   224727040   6291456     24-479  gelu_h_1_2                  [B, 1024, 3072]  gelu
- *   429199360   1572864     27-474  linear_h_1_proj             [B, 1024, 768]  linear output
+ *   429199360   1572864     27-474  residual_linear_h_1_proj    [B, 1024, 768]  x + body(x)
  *   430772224   1572864     30-470  layernorm_h_2_ln_1          [B, 1024, 768]  layernorm output
  *   511610880   4096        30-474  ln_mean_h_2_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   511614976   4096        30-474  ln_rstd_h_2_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   366284800   4718592     31-468  qkv_h_2_attn                [B, 1024, 2304]  q, k, v side by side
  *   511086592   49152       33-468  lse_h_2_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
  *   432345088   1572864     33-468  attn_y_h_2_attn             [B, 1024, 768]  attention heads' outputs
- *   433917952   1572864     34-459  attn_out_h_2_attn           [B, 1024, 768]  attention output projection
+ *   433917952   1572864     34-459  residual_attn_out_h_2_attn  [B, 1024, 768]  x + body(x)
  *   435490816   1572864     37-455  layernorm_h_2_ln_2          [B, 1024, 768]  layernorm output
  *   511619072   4096        37-459  ln_mean_h_2_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   511623168   4096        37-459  ln_rstd_h_2_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   231018496   6291456     38-453  linear_h_2_fc               [B, 1024, 3072]  linear output
  *   237309952   6291456     38-449  gelu_h_2_2                  [B, 1024, 3072]  gelu
- *   437063680   1572864     41-444  linear_h_2_proj             [B, 1024, 768]  linear output
+ *   437063680   1572864     41-444  residual_linear_h_2_proj    [B, 1024, 768]  x + body(x)
  *   438636544   1572864     44-440  layernorm_h_3_ln_1          [B, 1024, 768]  layernorm output
  *   511627264   4096        44-444  ln_mean_h_3_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   511631360   4096        44-444  ln_rstd_h_3_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   371003392   4718592     45-438  qkv_h_3_attn                [B, 1024, 2304]  q, k, v side by side
  *   511135744   49152       47-438  lse_h_3_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
  *   440209408   1572864     47-438  attn_y_h_3_attn             [B, 1024, 768]  attention heads' outputs
- *   441782272   1572864     48-429  attn_out_h_3_attn           [B, 1024, 768]  attention output projection
+ *   441782272   1572864     48-429  residual_attn_out_h_3_attn  [B, 1024, 768]  x + body(x)
  *   443355136   1572864     51-425  layernorm_h_3_ln_2          [B, 1024, 768]  layernorm output
  *   511635456   4096        51-429  ln_mean_h_3_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   511639552   4096        51-429  ln_rstd_h_3_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   243601408   6291456     52-423  linear_h_3_fc               [B, 1024, 3072]  linear output
  *   249892864   6291456     52-419  gelu_h_3_2                  [B, 1024, 3072]  gelu
- *   444928000   1572864     55-414  linear_h_3_proj             [B, 1024, 768]  linear output
+ *   444928000   1572864     55-414  residual_linear_h_3_proj    [B, 1024, 768]  x + body(x)
  *   446500864   1572864     58-410  layernorm_h_4_ln_1          [B, 1024, 768]  layernorm output
  *   511643648   4096        58-414  ln_mean_h_4_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   511647744   4096        58-414  ln_rstd_h_4_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   375721984   4718592     59-408  qkv_h_4_attn                [B, 1024, 2304]  q, k, v side by side
  *   511184896   49152       61-408  lse_h_4_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
  *   448073728   1572864     61-408  attn_y_h_4_attn             [B, 1024, 768]  attention heads' outputs
- *   449646592   1572864     62-399  attn_out_h_4_attn           [B, 1024, 768]  attention output projection
+ *   449646592   1572864     62-399  residual_attn_out_h_4_attn  [B, 1024, 768]  x + body(x)
  *   451219456   1572864     65-395  layernorm_h_4_ln_2          [B, 1024, 768]  layernorm output
  *   511651840   4096        65-399  ln_mean_h_4_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   511655936   4096        65-399  ln_rstd_h_4_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   256184320   6291456     66-393  linear_h_4_fc               [B, 1024, 3072]  linear output
  *   262475776   6291456     66-389  gelu_h_4_2                  [B, 1024, 3072]  gelu
- *   452792320   1572864     69-384  linear_h_4_proj             [B, 1024, 768]  linear output
+ *   452792320   1572864     69-384  residual_linear_h_4_proj    [B, 1024, 768]  x + body(x)
  *   454365184   1572864     72-380  layernorm_h_5_ln_1          [B, 1024, 768]  layernorm output
  *   511660032   4096        72-384  ln_mean_h_5_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   511664128   4096        72-384  ln_rstd_h_5_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   380440576   4718592     73-378  qkv_h_5_attn                [B, 1024, 2304]  q, k, v side by side
  *   511234048   49152       75-378  lse_h_5_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
  *   455938048   1572864     75-378  attn_y_h_5_attn             [B, 1024, 768]  attention heads' outputs
- *   457510912   1572864     76-369  attn_out_h_5_attn           [B, 1024, 768]  attention output projection
+ *   457510912   1572864     76-369  residual_attn_out_h_5_attn  [B, 1024, 768]  x + body(x)
  *   459083776   1572864     79-365  layernorm_h_5_ln_2          [B, 1024, 768]  layernorm output
  *   511668224   4096        79-369  ln_mean_h_5_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   511672320   4096        79-369  ln_rstd_h_5_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   268767232   6291456     80-363  linear_h_5_fc               [B, 1024, 3072]  linear output
  *   275058688   6291456     80-359  gelu_h_5_2                  [B, 1024, 3072]  gelu
- *   460656640   1572864     83-354  linear_h_5_proj             [B, 1024, 768]  linear output
+ *   460656640   1572864     83-354  residual_linear_h_5_proj    [B, 1024, 768]  x + body(x)
  *   462229504   1572864     86-350  layernorm_h_6_ln_1          [B, 1024, 768]  layernorm output
  *   511676416   4096        86-354  ln_mean_h_6_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   511680512   4096        86-354  ln_rstd_h_6_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   385159168   4718592     87-348  qkv_h_6_attn                [B, 1024, 2304]  q, k, v side by side
  *   511283200   49152       89-348  lse_h_6_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
  *   463802368   1572864     89-348  attn_y_h_6_attn             [B, 1024, 768]  attention heads' outputs
- *   465375232   1572864     90-339  attn_out_h_6_attn           [B, 1024, 768]  attention output projection
+ *   465375232   1572864     90-339  residual_attn_out_h_6_attn  [B, 1024, 768]  x + body(x)
  *   466948096   1572864     93-335  layernorm_h_6_ln_2          [B, 1024, 768]  layernorm output
  *   511684608   4096        93-339  ln_mean_h_6_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   511688704   4096        93-339  ln_rstd_h_6_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   281350144   6291456     94-333  linear_h_6_fc               [B, 1024, 3072]  linear output
  *   287641600   6291456     94-329  gelu_h_6_2                  [B, 1024, 3072]  gelu
- *   468520960   1572864     97-324  linear_h_6_proj             [B, 1024, 768]  linear output
+ *   468520960   1572864     97-324  residual_linear_h_6_proj    [B, 1024, 768]  x + body(x)
  *   470093824   1572864    100-320  layernorm_h_7_ln_1          [B, 1024, 768]  layernorm output
  *   511692800   4096       100-324  ln_mean_h_7_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   511696896   4096       100-324  ln_rstd_h_7_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   389877760   4718592    101-318  qkv_h_7_attn                [B, 1024, 2304]  q, k, v side by side
  *   511332352   49152      103-318  lse_h_7_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
  *   471666688   1572864    103-318  attn_y_h_7_attn             [B, 1024, 768]  attention heads' outputs
- *   473239552   1572864    104-309  attn_out_h_7_attn           [B, 1024, 768]  attention output projection
+ *   473239552   1572864    104-309  residual_attn_out_h_7_attn  [B, 1024, 768]  x + body(x)
  *   474812416   1572864    107-305  layernorm_h_7_ln_2          [B, 1024, 768]  layernorm output
  *   511700992   4096       107-309  ln_mean_h_7_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   511705088   4096       107-309  ln_rstd_h_7_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   293933056   6291456    108-303  linear_h_7_fc               [B, 1024, 3072]  linear output
  *   300224512   6291456    108-299  gelu_h_7_2                  [B, 1024, 3072]  gelu
- *   476385280   1572864    111-294  linear_h_7_proj             [B, 1024, 768]  linear output
+ *   476385280   1572864    111-294  residual_linear_h_7_proj    [B, 1024, 768]  x + body(x)
  *   477958144   1572864    114-290  layernorm_h_8_ln_1          [B, 1024, 768]  layernorm output
  *   511709184   4096       114-294  ln_mean_h_8_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   511713280   4096       114-294  ln_rstd_h_8_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   394596352   4718592    115-288  qkv_h_8_attn                [B, 1024, 2304]  q, k, v side by side
  *   511381504   49152      117-288  lse_h_8_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
  *   479531008   1572864    117-288  attn_y_h_8_attn             [B, 1024, 768]  attention heads' outputs
- *   481103872   1572864    118-279  attn_out_h_8_attn           [B, 1024, 768]  attention output projection
+ *   481103872   1572864    118-279  residual_attn_out_h_8_attn  [B, 1024, 768]  x + body(x)
  *   482676736   1572864    121-275  layernorm_h_8_ln_2          [B, 1024, 768]  layernorm output
  *   511717376   4096       121-279  ln_mean_h_8_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   511721472   4096       121-279  ln_rstd_h_8_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   306515968   6291456    122-273  linear_h_8_fc               [B, 1024, 3072]  linear output
  *   312807424   6291456    122-269  gelu_h_8_2                  [B, 1024, 3072]  gelu
- *   484249600   1572864    125-264  linear_h_8_proj             [B, 1024, 768]  linear output
+ *   484249600   1572864    125-264  residual_linear_h_8_proj    [B, 1024, 768]  x + body(x)
  *   485822464   1572864    128-260  layernorm_h_9_ln_1          [B, 1024, 768]  layernorm output
  *   511725568   4096       128-264  ln_mean_h_9_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   511729664   4096       128-264  ln_rstd_h_9_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   399314944   4718592    129-258  qkv_h_9_attn                [B, 1024, 2304]  q, k, v side by side
  *   511430656   49152      131-258  lse_h_9_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
  *   487395328   1572864    131-258  attn_y_h_9_attn             [B, 1024, 768]  attention heads' outputs
- *   488968192   1572864    132-249  attn_out_h_9_attn           [B, 1024, 768]  attention output projection
+ *   488968192   1572864    132-249  residual_attn_out_h_9_attn  [B, 1024, 768]  x + body(x)
  *   490541056   1572864    135-245  layernorm_h_9_ln_2          [B, 1024, 768]  layernorm output
  *   511733760   4096       135-249  ln_mean_h_9_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   511737856   4096       135-249  ln_rstd_h_9_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   319098880   6291456    136-243  linear_h_9_fc               [B, 1024, 3072]  linear output
  *   325390336   6291456    136-239  gelu_h_9_2                  [B, 1024, 3072]  gelu
- *   492113920   1572864    139-234  linear_h_9_proj             [B, 1024, 768]  linear output
+ *   492113920   1572864    139-234  residual_linear_h_9_proj    [B, 1024, 768]  x + body(x)
  *   493686784   1572864    142-230  layernorm_h_10_ln_1         [B, 1024, 768]  layernorm output
  *   511741952   4096       142-234  ln_mean_h_10_ln_1           [B, 1024]  layernorm mean, saved for backward (fp32)
  *   511746048   4096       142-234  ln_rstd_h_10_ln_1           [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   404033536   4718592    143-228  qkv_h_10_attn               [B, 1024, 2304]  q, k, v side by side
  *   511479808   49152      145-228  lse_h_10_attn               [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
  *   495259648   1572864    145-228  attn_y_h_10_attn            [B, 1024, 768]  attention heads' outputs
- *   496832512   1572864    146-219  attn_out_h_10_attn          [B, 1024, 768]  attention output projection
+ *   496832512   1572864    146-219  residual_attn_out_h_10_attn  [B, 1024, 768]  x + body(x)
  *   498405376   1572864    149-215  layernorm_h_10_ln_2         [B, 1024, 768]  layernorm output
  *   511750144   4096       149-219  ln_mean_h_10_ln_2           [B, 1024]  layernorm mean, saved for backward (fp32)
  *   511754240   4096       149-219  ln_rstd_h_10_ln_2           [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   331681792   6291456    150-213  linear_h_10_fc              [B, 1024, 3072]  linear output
  *   337973248   6291456    150-209  gelu_h_10_2                 [B, 1024, 3072]  gelu
- *   499978240   1572864    153-204  linear_h_10_proj            [B, 1024, 768]  linear output
+ *   499978240   1572864    153-204  residual_linear_h_10_proj   [B, 1024, 768]  x + body(x)
  *   501551104   1572864    156-200  layernorm_h_11_ln_1         [B, 1024, 768]  layernorm output
  *   511758336   4096       156-204  ln_mean_h_11_ln_1           [B, 1024]  layernorm mean, saved for backward (fp32)
  *   511762432   4096       156-204  ln_rstd_h_11_ln_1           [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   408752128   4718592    157-198  qkv_h_11_attn               [B, 1024, 2304]  q, k, v side by side
  *   511528960   49152      159-198  lse_h_11_attn               [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
  *   503123968   1572864    159-198  attn_y_h_11_attn            [B, 1024, 768]  attention heads' outputs
- *   504696832   1572864    160-189  attn_out_h_11_attn          [B, 1024, 768]  attention output projection
+ *   504696832   1572864    160-189  residual_attn_out_h_11_attn  [B, 1024, 768]  x + body(x)
  *   506269696   1572864    163-185  layernorm_h_11_ln_2         [B, 1024, 768]  layernorm output
  *   511766528   4096       163-189  ln_mean_h_11_ln_2           [B, 1024]  layernorm mean, saved for backward (fp32)
  *   511770624   4096       163-189  ln_rstd_h_11_ln_2           [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   344264704   6291456    164-183  linear_h_11_fc              [B, 1024, 3072]  linear output
  *   350556160   6291456    164-179  gelu_h_11_2                 [B, 1024, 3072]  gelu
- *   507842560   1572864    167-175  linear_h_11_proj            [B, 1024, 768]  linear output
+ *   507842560   1572864    167-175  residual_linear_h_11_proj   [B, 1024, 768]  x + body(x)
  *   509415424   1572864    170-174  layernorm_ln_f              [B, 1024, 768]  layernorm output
  *   511774720   4096       170-175  ln_mean_ln_f                [B, 1024]  layernorm mean, saved for backward (fp32)
  *   511778816   4096       170-175  ln_rstd_ln_f                [B, 1024]  layernorm 1/std, saved for backward (fp32)
@@ -175,113 +175,65 @@
  *   6291456     1572864    175-540  d_residual_linear_h_11_proj  [B, 1024, 768]  gradient
  *   0           6291456    178-187  d_gelu_h_11_2               [B, 1024, 3072]  gradient
  *   344264704   1572864    184-189  d_layernorm_h_11_ln_2       [B, 1024, 768]  gradient
- *   0           1572864    189-192  d_residual_attn_out_h_11_attn  [B, 1024, 768]  gradient
  *   0           1572864    193-198  d_attn_y_h_11_attn          [B, 1024, 768]  gradient
  *   344264704   4718592    198-202  d_qkv_h_11_attn             [B, 1024, 2304]  gradient
  *   408752128   1572864    199-204  d_layernorm_h_11_ln_1       [B, 1024, 768]  gradient
- *   410324992   1572864    204-207  d_residual_linear_h_10_proj  [B, 1024, 768]  gradient
  *   0           6291456    208-217  d_gelu_h_10_2               [B, 1024, 3072]  gradient
  *   408752128   1572864    214-219  d_layernorm_h_10_ln_2       [B, 1024, 768]  gradient
- *   410324992   1572864    219-222  d_residual_attn_out_h_10_attn  [B, 1024, 768]  gradient
  *   408752128   1572864    223-228  d_attn_y_h_10_attn          [B, 1024, 768]  gradient
  *   331681792   4718592    228-232  d_qkv_h_10_attn             [B, 1024, 2304]  gradient
  *   0           1572864    229-234  d_layernorm_h_10_ln_1       [B, 1024, 768]  gradient
- *   1572864     1572864    234-237  d_residual_linear_h_9_proj  [B, 1024, 768]  gradient
  *   0           6291456    238-247  d_gelu_h_9_2                [B, 1024, 3072]  gradient
  *   404033536   1572864    244-249  d_layernorm_h_9_ln_2        [B, 1024, 768]  gradient
- *   0           1572864    249-252  d_residual_attn_out_h_9_attn  [B, 1024, 768]  gradient
  *   0           1572864    253-258  d_attn_y_h_9_attn           [B, 1024, 768]  gradient
  *   319098880   4718592    258-262  d_qkv_h_9_attn              [B, 1024, 2304]  gradient
  *   0           1572864    259-264  d_layernorm_h_9_ln_1        [B, 1024, 768]  gradient
- *   1572864     1572864    264-267  d_residual_linear_h_8_proj  [B, 1024, 768]  gradient
  *   0           6291456    268-277  d_gelu_h_8_2                [B, 1024, 3072]  gradient
  *   399314944   1572864    274-279  d_layernorm_h_8_ln_2        [B, 1024, 768]  gradient
- *   0           1572864    279-282  d_residual_attn_out_h_8_attn  [B, 1024, 768]  gradient
  *   0           1572864    283-288  d_attn_y_h_8_attn           [B, 1024, 768]  gradient
  *   306515968   4718592    288-292  d_qkv_h_8_attn              [B, 1024, 2304]  gradient
  *   0           1572864    289-294  d_layernorm_h_8_ln_1        [B, 1024, 768]  gradient
- *   1572864     1572864    294-297  d_residual_linear_h_7_proj  [B, 1024, 768]  gradient
  *   0           6291456    298-307  d_gelu_h_7_2                [B, 1024, 3072]  gradient
  *   394596352   1572864    304-309  d_layernorm_h_7_ln_2        [B, 1024, 768]  gradient
- *   0           1572864    309-312  d_residual_attn_out_h_7_attn  [B, 1024, 768]  gradient
  *   0           1572864    313-318  d_attn_y_h_7_attn           [B, 1024, 768]  gradient
  *   293933056   4718592    318-322  d_qkv_h_7_attn              [B, 1024, 2304]  gradient
  *   0           1572864    319-324  d_layernorm_h_7_ln_1        [B, 1024, 768]  gradient
- *   1572864     1572864    324-327  d_residual_linear_h_6_proj  [B, 1024, 768]  gradient
  *   0           6291456    328-337  d_gelu_h_6_2                [B, 1024, 3072]  gradient
  *   389877760   1572864    334-339  d_layernorm_h_6_ln_2        [B, 1024, 768]  gradient
- *   0           1572864    339-342  d_residual_attn_out_h_6_attn  [B, 1024, 768]  gradient
  *   0           1572864    343-348  d_attn_y_h_6_attn           [B, 1024, 768]  gradient
  *   281350144   4718592    348-352  d_qkv_h_6_attn              [B, 1024, 2304]  gradient
  *   0           1572864    349-354  d_layernorm_h_6_ln_1        [B, 1024, 768]  gradient
- *   1572864     1572864    354-357  d_residual_linear_h_5_proj  [B, 1024, 768]  gradient
  *   0           6291456    358-367  d_gelu_h_5_2                [B, 1024, 3072]  gradient
  *   385159168   1572864    364-369  d_layernorm_h_5_ln_2        [B, 1024, 768]  gradient
- *   0           1572864    369-372  d_residual_attn_out_h_5_attn  [B, 1024, 768]  gradient
  *   0           1572864    373-378  d_attn_y_h_5_attn           [B, 1024, 768]  gradient
  *   268767232   4718592    378-382  d_qkv_h_5_attn              [B, 1024, 2304]  gradient
  *   0           1572864    379-384  d_layernorm_h_5_ln_1        [B, 1024, 768]  gradient
- *   1572864     1572864    384-387  d_residual_linear_h_4_proj  [B, 1024, 768]  gradient
  *   0           6291456    388-397  d_gelu_h_4_2                [B, 1024, 3072]  gradient
  *   380440576   1572864    394-399  d_layernorm_h_4_ln_2        [B, 1024, 768]  gradient
- *   0           1572864    399-402  d_residual_attn_out_h_4_attn  [B, 1024, 768]  gradient
  *   0           1572864    403-408  d_attn_y_h_4_attn           [B, 1024, 768]  gradient
  *   256184320   4718592    408-412  d_qkv_h_4_attn              [B, 1024, 2304]  gradient
  *   0           1572864    409-414  d_layernorm_h_4_ln_1        [B, 1024, 768]  gradient
- *   1572864     1572864    414-417  d_residual_linear_h_3_proj  [B, 1024, 768]  gradient
  *   0           6291456    418-427  d_gelu_h_3_2                [B, 1024, 3072]  gradient
  *   375721984   1572864    424-429  d_layernorm_h_3_ln_2        [B, 1024, 768]  gradient
- *   0           1572864    429-432  d_residual_attn_out_h_3_attn  [B, 1024, 768]  gradient
  *   0           1572864    433-438  d_attn_y_h_3_attn           [B, 1024, 768]  gradient
  *   243601408   4718592    438-442  d_qkv_h_3_attn              [B, 1024, 2304]  gradient
  *   0           1572864    439-444  d_layernorm_h_3_ln_1        [B, 1024, 768]  gradient
- *   1572864     1572864    444-447  d_residual_linear_h_2_proj  [B, 1024, 768]  gradient
  *   0           6291456    448-457  d_gelu_h_2_2                [B, 1024, 3072]  gradient
  *   371003392   1572864    454-459  d_layernorm_h_2_ln_2        [B, 1024, 768]  gradient
- *   0           1572864    459-462  d_residual_attn_out_h_2_attn  [B, 1024, 768]  gradient
  *   0           1572864    463-468  d_attn_y_h_2_attn           [B, 1024, 768]  gradient
  *   231018496   4718592    468-472  d_qkv_h_2_attn              [B, 1024, 2304]  gradient
  *   0           1572864    469-474  d_layernorm_h_2_ln_1        [B, 1024, 768]  gradient
- *   1572864     1572864    474-477  d_residual_linear_h_1_proj  [B, 1024, 768]  gradient
  *   0           6291456    478-487  d_gelu_h_1_2                [B, 1024, 3072]  gradient
  *   366284800   1572864    484-489  d_layernorm_h_1_ln_2        [B, 1024, 768]  gradient
- *   0           1572864    489-492  d_residual_attn_out_h_1_attn  [B, 1024, 768]  gradient
  *   0           1572864    493-498  d_attn_y_h_1_attn           [B, 1024, 768]  gradient
  *   218435584   4718592    498-502  d_qkv_h_1_attn              [B, 1024, 2304]  gradient
  *   0           1572864    499-504  d_layernorm_h_1_ln_1        [B, 1024, 768]  gradient
- *   1572864     1572864    504-507  d_residual_linear_h_0_proj  [B, 1024, 768]  gradient
  *   0           6291456    508-517  d_gelu_h_0_2                [B, 1024, 3072]  gradient
  *   361566208   1572864    514-519  d_layernorm_h_0_ln_2        [B, 1024, 768]  gradient
- *   0           1572864    519-522  d_residual_attn_out_h_0_attn  [B, 1024, 768]  gradient
  *   4718592     1572864    523-528  d_attn_y_h_0_attn           [B, 1024, 768]  gradient
  *   0           4718592    528-532  d_qkv_h_0_attn              [B, 1024, 2304]  gradient
  *   4718592     1572864    529-534  d_layernorm_h_0_ln_1        [B, 1024, 768]  gradient
- *   0           1572864    534-537  d_pos_embedding_wpe         [B, 1024, 768]  gradient
  *   (in place)  -                   pos_embedding_wpe           [B, 1024, 768]  written over embedding_wte
- *   (in place)  -                   residual_attn_out_h_0_attn  [B, 1024, 768]  written over attn_out_h_0_attn
- *   (in place)  -                   residual_linear_h_0_proj    [B, 1024, 768]  written over linear_h_0_proj
- *   (in place)  -                   residual_attn_out_h_1_attn  [B, 1024, 768]  written over attn_out_h_1_attn
- *   (in place)  -                   residual_linear_h_1_proj    [B, 1024, 768]  written over linear_h_1_proj
- *   (in place)  -                   residual_attn_out_h_2_attn  [B, 1024, 768]  written over attn_out_h_2_attn
- *   (in place)  -                   residual_linear_h_2_proj    [B, 1024, 768]  written over linear_h_2_proj
- *   (in place)  -                   residual_attn_out_h_3_attn  [B, 1024, 768]  written over attn_out_h_3_attn
- *   (in place)  -                   residual_linear_h_3_proj    [B, 1024, 768]  written over linear_h_3_proj
- *   (in place)  -                   residual_attn_out_h_4_attn  [B, 1024, 768]  written over attn_out_h_4_attn
- *   (in place)  -                   residual_linear_h_4_proj    [B, 1024, 768]  written over linear_h_4_proj
- *   (in place)  -                   residual_attn_out_h_5_attn  [B, 1024, 768]  written over attn_out_h_5_attn
- *   (in place)  -                   residual_linear_h_5_proj    [B, 1024, 768]  written over linear_h_5_proj
- *   (in place)  -                   residual_attn_out_h_6_attn  [B, 1024, 768]  written over attn_out_h_6_attn
- *   (in place)  -                   residual_linear_h_6_proj    [B, 1024, 768]  written over linear_h_6_proj
- *   (in place)  -                   residual_attn_out_h_7_attn  [B, 1024, 768]  written over attn_out_h_7_attn
- *   (in place)  -                   residual_linear_h_7_proj    [B, 1024, 768]  written over linear_h_7_proj
- *   (in place)  -                   residual_attn_out_h_8_attn  [B, 1024, 768]  written over attn_out_h_8_attn
- *   (in place)  -                   residual_linear_h_8_proj    [B, 1024, 768]  written over linear_h_8_proj
- *   (in place)  -                   residual_attn_out_h_9_attn  [B, 1024, 768]  written over attn_out_h_9_attn
- *   (in place)  -                   residual_linear_h_9_proj    [B, 1024, 768]  written over linear_h_9_proj
- *   (in place)  -                   residual_attn_out_h_10_attn  [B, 1024, 768]  written over attn_out_h_10_attn
- *   (in place)  -                   residual_linear_h_10_proj   [B, 1024, 768]  written over linear_h_10_proj
- *   (in place)  -                   residual_attn_out_h_11_attn  [B, 1024, 768]  written over attn_out_h_11_attn
- *   (in place)  -                   residual_linear_h_11_proj   [B, 1024, 768]  written over linear_h_11_proj
  *   (in place)  -                   d_linear_h_11_fc            [B, 1024, 3072]  written over d_gelu_h_11_2
  *   (in place)  -                   d_residual_attn_out_h_11_attn_491  [B, 1024, 768]  written over d_residual_linear_h_11_proj
  *   (in place)  -                   d_residual_linear_h_10_proj_496  [B, 1024, 768]  written over d_residual_linear_h_11_proj
@@ -327,180 +279,156 @@
  * statistics marked (fp32) in fp32; the CPU runs it at twice the offsets.
  *
  *   offset      bytes/row  live     buffer                      shape
- *   4718592     1572864      0-7    embedding_wte               [B, 1024, 768]  embedding rows
+ *   4718592     1572864      0-6    embedding_wte               [B, 1024, 768]  embedding rows
  *   6291456     1572864      2-3    layernorm_h_0_ln_1          [B, 1024, 768]  layernorm output
  *   0           4096         2-2    ln_mean_h_0_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   4096        4096         2-2    ln_rstd_h_0_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   0           4718592      3-5    qkv_h_0_attn                [B, 1024, 2304]  q, k, v side by side
  *   7864320     49152        5-5    lse_h_0_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
  *   6291456     1572864      5-6    attn_y_h_0_attn             [B, 1024, 768]  attention heads' outputs
- *   7864320     1572864      6-14   attn_out_h_0_attn           [B, 1024, 768]  attention output projection
+ *   7864320     1572864      6-13   residual_attn_out_h_0_attn  [B, 1024, 768]  x + body(x)
  *   6291456     1572864      9-10   layernorm_h_0_ln_2          [B, 1024, 768]  layernorm output
  *   0           4096         9-9    ln_mean_h_0_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   4096        4096         9-9    ln_rstd_h_0_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   0           6291456     10-13   gelu_h_0_2                  [B, 1024, 3072]  gelu
- *   6291456     1572864     13-21   linear_h_0_proj             [B, 1024, 768]  linear output
+ *   6291456     1572864     13-20   residual_linear_h_0_proj    [B, 1024, 768]  x + body(x)
  *   4718592     1572864     16-17   layernorm_h_1_ln_1          [B, 1024, 768]  layernorm output
  *   0           4096        16-16   ln_mean_h_1_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   4096        4096        16-16   ln_rstd_h_1_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   0           4718592     17-19   qkv_h_1_attn                [B, 1024, 2304]  q, k, v side by side
  *   7864320     49152       19-19   lse_h_1_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
  *   4718592     1572864     19-20   attn_y_h_1_attn             [B, 1024, 768]  attention heads' outputs
- *   7864320     1572864     20-28   attn_out_h_1_attn           [B, 1024, 768]  attention output projection
+ *   7864320     1572864     20-27   residual_attn_out_h_1_attn  [B, 1024, 768]  x + body(x)
  *   6291456     1572864     23-24   layernorm_h_1_ln_2          [B, 1024, 768]  layernorm output
  *   0           4096        23-23   ln_mean_h_1_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   4096        4096        23-23   ln_rstd_h_1_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   0           6291456     24-27   gelu_h_1_2                  [B, 1024, 3072]  gelu
- *   6291456     1572864     27-35   linear_h_1_proj             [B, 1024, 768]  linear output
+ *   6291456     1572864     27-34   residual_linear_h_1_proj    [B, 1024, 768]  x + body(x)
  *   4718592     1572864     30-31   layernorm_h_2_ln_1          [B, 1024, 768]  layernorm output
  *   0           4096        30-30   ln_mean_h_2_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   4096        4096        30-30   ln_rstd_h_2_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   0           4718592     31-33   qkv_h_2_attn                [B, 1024, 2304]  q, k, v side by side
  *   7864320     49152       33-33   lse_h_2_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
  *   4718592     1572864     33-34   attn_y_h_2_attn             [B, 1024, 768]  attention heads' outputs
- *   7864320     1572864     34-42   attn_out_h_2_attn           [B, 1024, 768]  attention output projection
+ *   7864320     1572864     34-41   residual_attn_out_h_2_attn  [B, 1024, 768]  x + body(x)
  *   6291456     1572864     37-38   layernorm_h_2_ln_2          [B, 1024, 768]  layernorm output
  *   0           4096        37-37   ln_mean_h_2_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   4096        4096        37-37   ln_rstd_h_2_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   0           6291456     38-41   gelu_h_2_2                  [B, 1024, 3072]  gelu
- *   6291456     1572864     41-49   linear_h_2_proj             [B, 1024, 768]  linear output
+ *   6291456     1572864     41-48   residual_linear_h_2_proj    [B, 1024, 768]  x + body(x)
  *   4718592     1572864     44-45   layernorm_h_3_ln_1          [B, 1024, 768]  layernorm output
  *   0           4096        44-44   ln_mean_h_3_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   4096        4096        44-44   ln_rstd_h_3_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   0           4718592     45-47   qkv_h_3_attn                [B, 1024, 2304]  q, k, v side by side
  *   7864320     49152       47-47   lse_h_3_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
  *   4718592     1572864     47-48   attn_y_h_3_attn             [B, 1024, 768]  attention heads' outputs
- *   7864320     1572864     48-56   attn_out_h_3_attn           [B, 1024, 768]  attention output projection
+ *   7864320     1572864     48-55   residual_attn_out_h_3_attn  [B, 1024, 768]  x + body(x)
  *   6291456     1572864     51-52   layernorm_h_3_ln_2          [B, 1024, 768]  layernorm output
  *   0           4096        51-51   ln_mean_h_3_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   4096        4096        51-51   ln_rstd_h_3_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   0           6291456     52-55   gelu_h_3_2                  [B, 1024, 3072]  gelu
- *   6291456     1572864     55-63   linear_h_3_proj             [B, 1024, 768]  linear output
+ *   6291456     1572864     55-62   residual_linear_h_3_proj    [B, 1024, 768]  x + body(x)
  *   4718592     1572864     58-59   layernorm_h_4_ln_1          [B, 1024, 768]  layernorm output
  *   0           4096        58-58   ln_mean_h_4_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   4096        4096        58-58   ln_rstd_h_4_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   0           4718592     59-61   qkv_h_4_attn                [B, 1024, 2304]  q, k, v side by side
  *   7864320     49152       61-61   lse_h_4_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
  *   4718592     1572864     61-62   attn_y_h_4_attn             [B, 1024, 768]  attention heads' outputs
- *   7864320     1572864     62-70   attn_out_h_4_attn           [B, 1024, 768]  attention output projection
+ *   7864320     1572864     62-69   residual_attn_out_h_4_attn  [B, 1024, 768]  x + body(x)
  *   6291456     1572864     65-66   layernorm_h_4_ln_2          [B, 1024, 768]  layernorm output
  *   0           4096        65-65   ln_mean_h_4_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   4096        4096        65-65   ln_rstd_h_4_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   0           6291456     66-69   gelu_h_4_2                  [B, 1024, 3072]  gelu
- *   6291456     1572864     69-77   linear_h_4_proj             [B, 1024, 768]  linear output
+ *   6291456     1572864     69-76   residual_linear_h_4_proj    [B, 1024, 768]  x + body(x)
  *   4718592     1572864     72-73   layernorm_h_5_ln_1          [B, 1024, 768]  layernorm output
  *   0           4096        72-72   ln_mean_h_5_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   4096        4096        72-72   ln_rstd_h_5_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   0           4718592     73-75   qkv_h_5_attn                [B, 1024, 2304]  q, k, v side by side
  *   7864320     49152       75-75   lse_h_5_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
  *   4718592     1572864     75-76   attn_y_h_5_attn             [B, 1024, 768]  attention heads' outputs
- *   7864320     1572864     76-84   attn_out_h_5_attn           [B, 1024, 768]  attention output projection
+ *   7864320     1572864     76-83   residual_attn_out_h_5_attn  [B, 1024, 768]  x + body(x)
  *   6291456     1572864     79-80   layernorm_h_5_ln_2          [B, 1024, 768]  layernorm output
  *   0           4096        79-79   ln_mean_h_5_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   4096        4096        79-79   ln_rstd_h_5_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   0           6291456     80-83   gelu_h_5_2                  [B, 1024, 3072]  gelu
- *   6291456     1572864     83-91   linear_h_5_proj             [B, 1024, 768]  linear output
+ *   6291456     1572864     83-90   residual_linear_h_5_proj    [B, 1024, 768]  x + body(x)
  *   4718592     1572864     86-87   layernorm_h_6_ln_1          [B, 1024, 768]  layernorm output
  *   0           4096        86-86   ln_mean_h_6_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   4096        4096        86-86   ln_rstd_h_6_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   0           4718592     87-89   qkv_h_6_attn                [B, 1024, 2304]  q, k, v side by side
  *   7864320     49152       89-89   lse_h_6_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
  *   4718592     1572864     89-90   attn_y_h_6_attn             [B, 1024, 768]  attention heads' outputs
- *   7864320     1572864     90-98   attn_out_h_6_attn           [B, 1024, 768]  attention output projection
+ *   7864320     1572864     90-97   residual_attn_out_h_6_attn  [B, 1024, 768]  x + body(x)
  *   6291456     1572864     93-94   layernorm_h_6_ln_2          [B, 1024, 768]  layernorm output
  *   0           4096        93-93   ln_mean_h_6_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   4096        4096        93-93   ln_rstd_h_6_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   0           6291456     94-97   gelu_h_6_2                  [B, 1024, 3072]  gelu
- *   6291456     1572864     97-105  linear_h_6_proj             [B, 1024, 768]  linear output
+ *   6291456     1572864     97-104  residual_linear_h_6_proj    [B, 1024, 768]  x + body(x)
  *   4718592     1572864    100-101  layernorm_h_7_ln_1          [B, 1024, 768]  layernorm output
  *   0           4096       100-100  ln_mean_h_7_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   4096        4096       100-100  ln_rstd_h_7_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   0           4718592    101-103  qkv_h_7_attn                [B, 1024, 2304]  q, k, v side by side
  *   7864320     49152      103-103  lse_h_7_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
  *   4718592     1572864    103-104  attn_y_h_7_attn             [B, 1024, 768]  attention heads' outputs
- *   7864320     1572864    104-112  attn_out_h_7_attn           [B, 1024, 768]  attention output projection
+ *   7864320     1572864    104-111  residual_attn_out_h_7_attn  [B, 1024, 768]  x + body(x)
  *   6291456     1572864    107-108  layernorm_h_7_ln_2          [B, 1024, 768]  layernorm output
  *   0           4096       107-107  ln_mean_h_7_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   4096        4096       107-107  ln_rstd_h_7_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   0           6291456    108-111  gelu_h_7_2                  [B, 1024, 3072]  gelu
- *   6291456     1572864    111-119  linear_h_7_proj             [B, 1024, 768]  linear output
+ *   6291456     1572864    111-118  residual_linear_h_7_proj    [B, 1024, 768]  x + body(x)
  *   4718592     1572864    114-115  layernorm_h_8_ln_1          [B, 1024, 768]  layernorm output
  *   0           4096       114-114  ln_mean_h_8_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   4096        4096       114-114  ln_rstd_h_8_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   0           4718592    115-117  qkv_h_8_attn                [B, 1024, 2304]  q, k, v side by side
  *   7864320     49152      117-117  lse_h_8_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
  *   4718592     1572864    117-118  attn_y_h_8_attn             [B, 1024, 768]  attention heads' outputs
- *   7864320     1572864    118-126  attn_out_h_8_attn           [B, 1024, 768]  attention output projection
+ *   7864320     1572864    118-125  residual_attn_out_h_8_attn  [B, 1024, 768]  x + body(x)
  *   6291456     1572864    121-122  layernorm_h_8_ln_2          [B, 1024, 768]  layernorm output
  *   0           4096       121-121  ln_mean_h_8_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   4096        4096       121-121  ln_rstd_h_8_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   0           6291456    122-125  gelu_h_8_2                  [B, 1024, 3072]  gelu
- *   6291456     1572864    125-133  linear_h_8_proj             [B, 1024, 768]  linear output
+ *   6291456     1572864    125-132  residual_linear_h_8_proj    [B, 1024, 768]  x + body(x)
  *   4718592     1572864    128-129  layernorm_h_9_ln_1          [B, 1024, 768]  layernorm output
  *   0           4096       128-128  ln_mean_h_9_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   4096        4096       128-128  ln_rstd_h_9_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   0           4718592    129-131  qkv_h_9_attn                [B, 1024, 2304]  q, k, v side by side
  *   7864320     49152      131-131  lse_h_9_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
  *   4718592     1572864    131-132  attn_y_h_9_attn             [B, 1024, 768]  attention heads' outputs
- *   7864320     1572864    132-140  attn_out_h_9_attn           [B, 1024, 768]  attention output projection
+ *   7864320     1572864    132-139  residual_attn_out_h_9_attn  [B, 1024, 768]  x + body(x)
  *   6291456     1572864    135-136  layernorm_h_9_ln_2          [B, 1024, 768]  layernorm output
  *   0           4096       135-135  ln_mean_h_9_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
  *   4096        4096       135-135  ln_rstd_h_9_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   0           6291456    136-139  gelu_h_9_2                  [B, 1024, 3072]  gelu
- *   6291456     1572864    139-147  linear_h_9_proj             [B, 1024, 768]  linear output
+ *   6291456     1572864    139-146  residual_linear_h_9_proj    [B, 1024, 768]  x + body(x)
  *   4718592     1572864    142-143  layernorm_h_10_ln_1         [B, 1024, 768]  layernorm output
  *   0           4096       142-142  ln_mean_h_10_ln_1           [B, 1024]  layernorm mean, saved for backward (fp32)
  *   4096        4096       142-142  ln_rstd_h_10_ln_1           [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   0           4718592    143-145  qkv_h_10_attn               [B, 1024, 2304]  q, k, v side by side
  *   7864320     49152      145-145  lse_h_10_attn               [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
  *   4718592     1572864    145-146  attn_y_h_10_attn            [B, 1024, 768]  attention heads' outputs
- *   7864320     1572864    146-154  attn_out_h_10_attn          [B, 1024, 768]  attention output projection
+ *   7864320     1572864    146-153  residual_attn_out_h_10_attn  [B, 1024, 768]  x + body(x)
  *   6291456     1572864    149-150  layernorm_h_10_ln_2         [B, 1024, 768]  layernorm output
  *   0           4096       149-149  ln_mean_h_10_ln_2           [B, 1024]  layernorm mean, saved for backward (fp32)
  *   4096        4096       149-149  ln_rstd_h_10_ln_2           [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   0           6291456    150-153  gelu_h_10_2                 [B, 1024, 3072]  gelu
- *   6291456     1572864    153-161  linear_h_10_proj            [B, 1024, 768]  linear output
+ *   6291456     1572864    153-160  residual_linear_h_10_proj   [B, 1024, 768]  x + body(x)
  *   4718592     1572864    156-157  layernorm_h_11_ln_1         [B, 1024, 768]  layernorm output
  *   0           4096       156-156  ln_mean_h_11_ln_1           [B, 1024]  layernorm mean, saved for backward (fp32)
  *   4096        4096       156-156  ln_rstd_h_11_ln_1           [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   0           4718592    157-159  qkv_h_11_attn               [B, 1024, 2304]  q, k, v side by side
  *   7864320     49152      159-159  lse_h_11_attn               [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
  *   4718592     1572864    159-160  attn_y_h_11_attn            [B, 1024, 768]  attention heads' outputs
- *   7864320     1572864    160-168  attn_out_h_11_attn          [B, 1024, 768]  attention output projection
+ *   7864320     1572864    160-167  residual_attn_out_h_11_attn  [B, 1024, 768]  x + body(x)
  *   6291456     1572864    163-164  layernorm_h_11_ln_2         [B, 1024, 768]  layernorm output
  *   0           4096       163-163  ln_mean_h_11_ln_2           [B, 1024]  layernorm mean, saved for backward (fp32)
  *   4096        4096       163-163  ln_rstd_h_11_ln_2           [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   0           6291456    164-167  gelu_h_11_2                 [B, 1024, 3072]  gelu
- *   6291456     1572864    167-170  linear_h_11_proj            [B, 1024, 768]  linear output
+ *   6291456     1572864    167-170  residual_linear_h_11_proj   [B, 1024, 768]  x + body(x)
  *   102926336   1572864    170-171  layernorm_ln_f              [B, 1024, 768]  layernorm output
  *   0           4096       170-170  ln_mean_ln_f                [B, 1024]  layernorm mean, saved for backward (fp32)
  *   4096        4096       170-170  ln_rstd_ln_f                [B, 1024]  layernorm 1/std, saved for backward (fp32)
  *   0           102926336  171-172  linear_lm_head              [B, 1024, 50257]  linear output
  *   (in place)  -                   pos_embedding_wpe           [B, 1024, 768]  written over embedding_wte
- *   (in place)  -                   residual_attn_out_h_0_attn  [B, 1024, 768]  written over attn_out_h_0_attn
- *   (in place)  -                   residual_linear_h_0_proj    [B, 1024, 768]  written over linear_h_0_proj
- *   (in place)  -                   residual_attn_out_h_1_attn  [B, 1024, 768]  written over attn_out_h_1_attn
- *   (in place)  -                   residual_linear_h_1_proj    [B, 1024, 768]  written over linear_h_1_proj
- *   (in place)  -                   residual_attn_out_h_2_attn  [B, 1024, 768]  written over attn_out_h_2_attn
- *   (in place)  -                   residual_linear_h_2_proj    [B, 1024, 768]  written over linear_h_2_proj
- *   (in place)  -                   residual_attn_out_h_3_attn  [B, 1024, 768]  written over attn_out_h_3_attn
- *   (in place)  -                   residual_linear_h_3_proj    [B, 1024, 768]  written over linear_h_3_proj
- *   (in place)  -                   residual_attn_out_h_4_attn  [B, 1024, 768]  written over attn_out_h_4_attn
- *   (in place)  -                   residual_linear_h_4_proj    [B, 1024, 768]  written over linear_h_4_proj
- *   (in place)  -                   residual_attn_out_h_5_attn  [B, 1024, 768]  written over attn_out_h_5_attn
- *   (in place)  -                   residual_linear_h_5_proj    [B, 1024, 768]  written over linear_h_5_proj
- *   (in place)  -                   residual_attn_out_h_6_attn  [B, 1024, 768]  written over attn_out_h_6_attn
- *   (in place)  -                   residual_linear_h_6_proj    [B, 1024, 768]  written over linear_h_6_proj
- *   (in place)  -                   residual_attn_out_h_7_attn  [B, 1024, 768]  written over attn_out_h_7_attn
- *   (in place)  -                   residual_linear_h_7_proj    [B, 1024, 768]  written over linear_h_7_proj
- *   (in place)  -                   residual_attn_out_h_8_attn  [B, 1024, 768]  written over attn_out_h_8_attn
- *   (in place)  -                   residual_linear_h_8_proj    [B, 1024, 768]  written over linear_h_8_proj
- *   (in place)  -                   residual_attn_out_h_9_attn  [B, 1024, 768]  written over attn_out_h_9_attn
- *   (in place)  -                   residual_linear_h_9_proj    [B, 1024, 768]  written over linear_h_9_proj
- *   (in place)  -                   residual_attn_out_h_10_attn  [B, 1024, 768]  written over attn_out_h_10_attn
- *   (in place)  -                   residual_linear_h_10_proj   [B, 1024, 768]  written over linear_h_10_proj
- *   (in place)  -                   residual_attn_out_h_11_attn  [B, 1024, 768]  written over attn_out_h_11_attn
- *   (in place)  -                   residual_linear_h_11_proj   [B, 1024, 768]  written over linear_h_11_proj
  */
 #ifndef TRAINC_MODEL_H
 #define TRAINC_MODEL_H
@@ -524,78 +452,6 @@ void k9(rt_exec *e, int64_t lo, int64_t hi);
 void k10(rt_exec *e, int64_t lo, int64_t hi);
 void k11(rt_exec *e, int64_t lo, int64_t hi);
 void k12(rt_exec *e, int64_t lo, int64_t hi);
-void k13(rt_exec *e, int64_t lo, int64_t hi);
-void k14(rt_exec *e, int64_t lo, int64_t hi);
-void k15(rt_exec *e, int64_t lo, int64_t hi);
-void k16(rt_exec *e, int64_t lo, int64_t hi);
-void k17(rt_exec *e, int64_t lo, int64_t hi);
-void k18(rt_exec *e, int64_t lo, int64_t hi);
-void k19(rt_exec *e, int64_t lo, int64_t hi);
-void k20(rt_exec *e, int64_t lo, int64_t hi);
-void k21(rt_exec *e, int64_t lo, int64_t hi);
-void k22(rt_exec *e, int64_t lo, int64_t hi);
-void k23(rt_exec *e, int64_t lo, int64_t hi);
-void k24(rt_exec *e, int64_t lo, int64_t hi);
-void k25(rt_exec *e, int64_t lo, int64_t hi);
-void k26(rt_exec *e, int64_t lo, int64_t hi);
-void k27(rt_exec *e, int64_t lo, int64_t hi);
-void k28(rt_exec *e, int64_t lo, int64_t hi);
-void k29(rt_exec *e, int64_t lo, int64_t hi);
-void k30(rt_exec *e, int64_t lo, int64_t hi);
-void k31(rt_exec *e, int64_t lo, int64_t hi);
-void k32(rt_exec *e, int64_t lo, int64_t hi);
-void k33(rt_exec *e, int64_t lo, int64_t hi);
-void k34(rt_exec *e, int64_t lo, int64_t hi);
-void k35(rt_exec *e, int64_t lo, int64_t hi);
-void k36(rt_exec *e, int64_t lo, int64_t hi);
-void k37(rt_exec *e, int64_t lo, int64_t hi);
-void k38(rt_exec *e, int64_t lo, int64_t hi);
-void k39(rt_exec *e, int64_t lo, int64_t hi);
-void k40(rt_exec *e, int64_t lo, int64_t hi);
-void k41(rt_exec *e, int64_t lo, int64_t hi);
-void k42(rt_exec *e, int64_t lo, int64_t hi);
-void k43(rt_exec *e, int64_t lo, int64_t hi);
-void k44(rt_exec *e, int64_t lo, int64_t hi);
-void k45(rt_exec *e, int64_t lo, int64_t hi);
-void k46(rt_exec *e, int64_t lo, int64_t hi);
-void k47(rt_exec *e, int64_t lo, int64_t hi);
-void k48(rt_exec *e, int64_t lo, int64_t hi);
-void k49(rt_exec *e, int64_t lo, int64_t hi);
-void k50(rt_exec *e, int64_t lo, int64_t hi);
-void k51(rt_exec *e, int64_t lo, int64_t hi);
-void k52(rt_exec *e, int64_t lo, int64_t hi);
-void k53(rt_exec *e, int64_t lo, int64_t hi);
-void k54(rt_exec *e, int64_t lo, int64_t hi);
-void k55(rt_exec *e, int64_t lo, int64_t hi);
-void k56(rt_exec *e, int64_t lo, int64_t hi);
-void k57(rt_exec *e, int64_t lo, int64_t hi);
-void k58(rt_exec *e, int64_t lo, int64_t hi);
-void k59(rt_exec *e, int64_t lo, int64_t hi);
-void k60(rt_exec *e, int64_t lo, int64_t hi);
 void ke0(rt_exec *e, int64_t lo, int64_t hi);
-void ke1(rt_exec *e, int64_t lo, int64_t hi);
-void ke2(rt_exec *e, int64_t lo, int64_t hi);
-void ke3(rt_exec *e, int64_t lo, int64_t hi);
-void ke4(rt_exec *e, int64_t lo, int64_t hi);
-void ke5(rt_exec *e, int64_t lo, int64_t hi);
-void ke6(rt_exec *e, int64_t lo, int64_t hi);
-void ke7(rt_exec *e, int64_t lo, int64_t hi);
-void ke8(rt_exec *e, int64_t lo, int64_t hi);
-void ke9(rt_exec *e, int64_t lo, int64_t hi);
-void ke10(rt_exec *e, int64_t lo, int64_t hi);
-void ke11(rt_exec *e, int64_t lo, int64_t hi);
-void ke12(rt_exec *e, int64_t lo, int64_t hi);
-void ke13(rt_exec *e, int64_t lo, int64_t hi);
-void ke14(rt_exec *e, int64_t lo, int64_t hi);
-void ke15(rt_exec *e, int64_t lo, int64_t hi);
-void ke16(rt_exec *e, int64_t lo, int64_t hi);
-void ke17(rt_exec *e, int64_t lo, int64_t hi);
-void ke18(rt_exec *e, int64_t lo, int64_t hi);
-void ke19(rt_exec *e, int64_t lo, int64_t hi);
-void ke20(rt_exec *e, int64_t lo, int64_t hi);
-void ke21(rt_exec *e, int64_t lo, int64_t hi);
-void ke22(rt_exec *e, int64_t lo, int64_t hi);
-void ke23(rt_exec *e, int64_t lo, int64_t hi);
-void ke24(rt_exec *e, int64_t lo, int64_t hi);
 
 #endif

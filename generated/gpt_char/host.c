@@ -33,7 +33,6 @@ static void forward(rt_exec *e, int train)
     float *lse_h_0_attn = ACT(4587520);
     float *attn_y_h_0_attn = ACT(3276800);
     const float *P_h_0_attn_proj_weight = e->params + 98944;
-    float *attn_out_h_0_attn = ACT(3342336);
     const float *P_h_0_attn_proj_bias = e->params + 115328;
     float *residual_attn_out_h_0_attn = ACT(3342336);
     const float *P_h_0_ln_2_weight = e->params + 115456;
@@ -46,7 +45,6 @@ static void forward(rt_exec *e, int train)
     float *linear_h_0_fc = ACT(0);
     float *gelu_h_0_2 = ACT(262144);
     const float *P_h_0_proj_weight = e->params + 181760;
-    float *linear_h_0_proj = ACT(3473408);
     const float *P_h_0_proj_bias = e->params + 247296;
     float *residual_linear_h_0_proj = ACT(3473408);
     const float *P_h_1_ln_1_weight = e->params + 247424;
@@ -60,7 +58,6 @@ static void forward(rt_exec *e, int train)
     float *lse_h_1_attn = ACT(4589568);
     float *attn_y_h_1_attn = ACT(3604480);
     const float *P_h_1_attn_proj_weight = e->params + 297216;
-    float *attn_out_h_1_attn = ACT(3670016);
     const float *P_h_1_attn_proj_bias = e->params + 313600;
     float *residual_attn_out_h_1_attn = ACT(3670016);
     const float *P_h_1_ln_2_weight = e->params + 313728;
@@ -73,7 +70,6 @@ static void forward(rt_exec *e, int train)
     float *linear_h_1_fc = ACT(524288);
     float *gelu_h_1_2 = ACT(786432);
     const float *P_h_1_proj_weight = e->params + 380032;
-    float *linear_h_1_proj = ACT(3801088);
     const float *P_h_1_proj_bias = e->params + 445568;
     float *residual_linear_h_1_proj = ACT(3801088);
     const float *P_h_2_ln_1_weight = e->params + 445696;
@@ -87,7 +83,6 @@ static void forward(rt_exec *e, int train)
     float *lse_h_2_attn = ACT(4591616);
     float *attn_y_h_2_attn = ACT(3932160);
     const float *P_h_2_attn_proj_weight = e->params + 495488;
-    float *attn_out_h_2_attn = ACT(3997696);
     const float *P_h_2_attn_proj_bias = e->params + 511872;
     float *residual_attn_out_h_2_attn = ACT(3997696);
     const float *P_h_2_ln_2_weight = e->params + 512000;
@@ -100,7 +95,6 @@ static void forward(rt_exec *e, int train)
     float *linear_h_2_fc = ACT(1048576);
     float *gelu_h_2_2 = ACT(1310720);
     const float *P_h_2_proj_weight = e->params + 578304;
-    float *linear_h_2_proj = ACT(4128768);
     const float *P_h_2_proj_bias = e->params + 643840;
     float *residual_linear_h_2_proj = ACT(4128768);
     const float *P_h_3_ln_1_weight = e->params + 643968;
@@ -114,7 +108,6 @@ static void forward(rt_exec *e, int train)
     float *lse_h_3_attn = ACT(4593664);
     float *attn_y_h_3_attn = ACT(4259840);
     const float *P_h_3_attn_proj_weight = e->params + 693760;
-    float *attn_out_h_3_attn = ACT(4325376);
     const float *P_h_3_attn_proj_bias = e->params + 710144;
     float *residual_attn_out_h_3_attn = ACT(4325376);
     const float *P_h_3_ln_2_weight = e->params + 710272;
@@ -127,7 +120,6 @@ static void forward(rt_exec *e, int train)
     float *linear_h_3_fc = ACT(1572864);
     float *gelu_h_3_2 = ACT(1835008);
     const float *P_h_3_proj_weight = e->params + 776576;
-    float *linear_h_3_proj = ACT(4456448);
     const float *P_h_3_proj_bias = e->params + 842112;
     float *residual_linear_h_3_proj = ACT(4456448);
     const float *P_ln_f_weight = e->params + 842240;
@@ -146,75 +138,59 @@ static void forward(rt_exec *e, int train)
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, P_h_0_ln_1_bias, layernorm_h_0_ln_1, ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_0_ln_1, 128, P_h_0_attn_qkv_weight, 128, qkv_h_0_attn, 384, P_h_0_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_0_ln_1, 128, P_h_0_attn_qkv_weight, 128, qkv_h_0_attn, 384, P_h_0_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_0_attn, lse_h_0_attn, attn_y_h_0_attn, e->B, 128, 128, 4, 1);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_0_attn, 128, P_h_0_attn_proj_weight, 128, 0.0f, attn_out_h_0_attn, 128);
-    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k1", k1, e->B * 16384, 4, (void *[]){&attn_out_h_0_attn, &P_h_0_attn_proj_bias, &pos_embedding_wpe, &residual_attn_out_h_0_attn});
+    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_0_attn, 128, P_h_0_attn_proj_weight, 128, residual_attn_out_h_0_attn, 128, P_h_0_attn_proj_bias, pos_embedding_wpe, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, P_h_0_ln_2_bias, layernorm_h_0_ln_2, ln_mean_h_0_ln_2, ln_rstd_h_0_ln_2, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_0_ln_2, 128, P_h_0_fc_weight, 128, linear_h_0_fc, 512, P_h_0_fc_bias, RT_EPI_GELU_TANH, gelu_h_0_2);
-    /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_0_2, 512, P_h_0_proj_weight, 512, 0.0f, linear_h_0_proj, 128);
-    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k2", k2, e->B * 16384, 4, (void *[]){&linear_h_0_proj, &P_h_0_proj_bias, &residual_attn_out_h_0_attn, &residual_linear_h_0_proj});
+    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_0_ln_2, 128, P_h_0_fc_weight, 128, linear_h_0_fc, 512, P_h_0_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_0_2);
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_0_2, 512, P_h_0_proj_weight, 512, residual_linear_h_0_proj, 128, P_h_0_proj_bias, residual_attn_out_h_0_attn, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, P_h_1_ln_1_bias, layernorm_h_1_ln_1, ln_mean_h_1_ln_1, ln_rstd_h_1_ln_1, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_1_ln_1, 128, P_h_1_attn_qkv_weight, 128, qkv_h_1_attn, 384, P_h_1_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_1_ln_1, 128, P_h_1_attn_qkv_weight, 128, qkv_h_1_attn, 384, P_h_1_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_1_attn, lse_h_1_attn, attn_y_h_1_attn, e->B, 128, 128, 4, 1);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_1_attn, 128, P_h_1_attn_proj_weight, 128, 0.0f, attn_out_h_1_attn, 128);
-    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k3", k3, e->B * 16384, 4, (void *[]){&attn_out_h_1_attn, &P_h_1_attn_proj_bias, &residual_linear_h_0_proj, &residual_attn_out_h_1_attn});
+    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_1_attn, 128, P_h_1_attn_proj_weight, 128, residual_attn_out_h_1_attn, 128, P_h_1_attn_proj_bias, residual_linear_h_0_proj, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, P_h_1_ln_2_bias, layernorm_h_1_ln_2, ln_mean_h_1_ln_2, ln_rstd_h_1_ln_2, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_1_ln_2, 128, P_h_1_fc_weight, 128, linear_h_1_fc, 512, P_h_1_fc_bias, RT_EPI_GELU_TANH, gelu_h_1_2);
-    /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_1_2, 512, P_h_1_proj_weight, 512, 0.0f, linear_h_1_proj, 128);
-    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k4", k4, e->B * 16384, 4, (void *[]){&linear_h_1_proj, &P_h_1_proj_bias, &residual_attn_out_h_1_attn, &residual_linear_h_1_proj});
+    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_1_ln_2, 128, P_h_1_fc_weight, 128, linear_h_1_fc, 512, P_h_1_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_1_2);
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_1_2, 512, P_h_1_proj_weight, 512, residual_linear_h_1_proj, 128, P_h_1_proj_bias, residual_attn_out_h_1_attn, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, P_h_2_ln_1_bias, layernorm_h_2_ln_1, ln_mean_h_2_ln_1, ln_rstd_h_2_ln_1, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_2_ln_1, 128, P_h_2_attn_qkv_weight, 128, qkv_h_2_attn, 384, P_h_2_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_2_ln_1, 128, P_h_2_attn_qkv_weight, 128, qkv_h_2_attn, 384, P_h_2_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_2_attn, lse_h_2_attn, attn_y_h_2_attn, e->B, 128, 128, 4, 1);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_2_attn, 128, P_h_2_attn_proj_weight, 128, 0.0f, attn_out_h_2_attn, 128);
-    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k5", k5, e->B * 16384, 4, (void *[]){&attn_out_h_2_attn, &P_h_2_attn_proj_bias, &residual_linear_h_1_proj, &residual_attn_out_h_2_attn});
+    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_2_attn, 128, P_h_2_attn_proj_weight, 128, residual_attn_out_h_2_attn, 128, P_h_2_attn_proj_bias, residual_linear_h_1_proj, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, P_h_2_ln_2_bias, layernorm_h_2_ln_2, ln_mean_h_2_ln_2, ln_rstd_h_2_ln_2, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_2_ln_2, 128, P_h_2_fc_weight, 128, linear_h_2_fc, 512, P_h_2_fc_bias, RT_EPI_GELU_TANH, gelu_h_2_2);
-    /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_2_2, 512, P_h_2_proj_weight, 512, 0.0f, linear_h_2_proj, 128);
-    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k6", k6, e->B * 16384, 4, (void *[]){&linear_h_2_proj, &P_h_2_proj_bias, &residual_attn_out_h_2_attn, &residual_linear_h_2_proj});
+    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_2_ln_2, 128, P_h_2_fc_weight, 128, linear_h_2_fc, 512, P_h_2_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_2_2);
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_2_2, 512, P_h_2_proj_weight, 512, residual_linear_h_2_proj, 128, P_h_2_proj_bias, residual_attn_out_h_2_attn, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, P_h_3_ln_1_bias, layernorm_h_3_ln_1, ln_mean_h_3_ln_1, ln_rstd_h_3_ln_1, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_3_ln_1, 128, P_h_3_attn_qkv_weight, 128, qkv_h_3_attn, 384, P_h_3_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_3_ln_1, 128, P_h_3_attn_qkv_weight, 128, qkv_h_3_attn, 384, P_h_3_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_3_attn, lse_h_3_attn, attn_y_h_3_attn, e->B, 128, 128, 4, 1);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_3_attn, 128, P_h_3_attn_proj_weight, 128, 0.0f, attn_out_h_3_attn, 128);
-    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k7", k7, e->B * 16384, 4, (void *[]){&attn_out_h_3_attn, &P_h_3_attn_proj_bias, &residual_linear_h_2_proj, &residual_attn_out_h_3_attn});
+    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_3_attn, 128, P_h_3_attn_proj_weight, 128, residual_attn_out_h_3_attn, 128, P_h_3_attn_proj_bias, residual_linear_h_2_proj, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, P_h_3_ln_2_bias, layernorm_h_3_ln_2, ln_mean_h_3_ln_2, ln_rstd_h_3_ln_2, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_3_ln_2, 128, P_h_3_fc_weight, 128, linear_h_3_fc, 512, P_h_3_fc_bias, RT_EPI_GELU_TANH, gelu_h_3_2);
-    /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_3_2, 512, P_h_3_proj_weight, 512, 0.0f, linear_h_3_proj, 128);
-    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "k8", k8, e->B * 16384, 4, (void *[]){&linear_h_3_proj, &P_h_3_proj_bias, &residual_attn_out_h_3_attn, &residual_linear_h_3_proj});
+    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_3_ln_2, 128, P_h_3_fc_weight, 128, linear_h_3_fc, 512, P_h_3_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_3_2);
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_3_2, 512, P_h_3_proj_weight, 512, residual_linear_h_3_proj, 128, P_h_3_proj_bias, residual_attn_out_h_3_attn, RT_EPI_NONE, NULL);
     /* $.model.layers[3]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_3_proj, P_ln_f_weight, P_ln_f_bias, layernorm_ln_f, ln_mean_ln_f, ln_rstd_ln_f, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[4]: linear: y = x W^T */
@@ -254,10 +230,9 @@ static void backward(rt_exec *e)
     const float *P_h_3_ln_2_weight = e->params + 710272;
     const float *ln_mean_h_3_ln_2 = ACT(4602880);
     const float *ln_rstd_h_3_ln_2 = ACT(4603392);
-    float *d_residual_attn_out_h_3_attn = ACT(4390912);
+    float *d_residual_attn_out_h_3_attn_179 = ACT(4521984);
     float *G_h_3_ln_2_weight = e->grads + 710272;
     float *G_h_3_ln_2_bias = e->grads + 710400;
-    float *d_residual_attn_out_h_3_attn_179 = ACT(4521984);
     const float *P_h_3_attn_proj_weight = e->params + 693760;
     float *d_attn_y_h_3_attn = ACT(4325376);
     const float *attn_y_h_3_attn = ACT(4259840);
@@ -275,10 +250,9 @@ static void backward(rt_exec *e)
     const float *P_h_3_ln_1_weight = e->params + 643968;
     const float *ln_mean_h_3_ln_1 = ACT(4601856);
     const float *ln_rstd_h_3_ln_1 = ACT(4602368);
-    float *d_residual_linear_h_2_proj = ACT(3014656);
+    float *d_residual_linear_h_2_proj_184 = ACT(4521984);
     float *G_h_3_ln_1_weight = e->grads + 643968;
     float *G_h_3_ln_1_bias = e->grads + 644096;
-    float *d_residual_linear_h_2_proj_184 = ACT(4521984);
     const float *P_h_2_proj_weight = e->params + 578304;
     float *d_gelu_h_2_2 = ACT(1572864);
     const float *gelu_h_2_2 = ACT(1310720);
@@ -295,10 +269,9 @@ static void backward(rt_exec *e)
     const float *P_h_2_ln_2_weight = e->params + 512000;
     const float *ln_mean_h_2_ln_2 = ACT(4600832);
     const float *ln_rstd_h_2_ln_2 = ACT(4601344);
-    float *d_residual_attn_out_h_2_attn = ACT(3014656);
+    float *d_residual_attn_out_h_2_attn_189 = ACT(4521984);
     float *G_h_2_ln_2_weight = e->grads + 512000;
     float *G_h_2_ln_2_bias = e->grads + 512128;
-    float *d_residual_attn_out_h_2_attn_189 = ACT(4521984);
     const float *P_h_2_attn_proj_weight = e->params + 495488;
     float *d_attn_y_h_2_attn = ACT(2949120);
     const float *attn_y_h_2_attn = ACT(3932160);
@@ -316,10 +289,9 @@ static void backward(rt_exec *e)
     const float *P_h_2_ln_1_weight = e->params + 445696;
     const float *ln_mean_h_2_ln_1 = ACT(4599808);
     const float *ln_rstd_h_2_ln_1 = ACT(4600320);
-    float *d_residual_linear_h_1_proj = ACT(2818048);
+    float *d_residual_linear_h_1_proj_194 = ACT(4521984);
     float *G_h_2_ln_1_weight = e->grads + 445696;
     float *G_h_2_ln_1_bias = e->grads + 445824;
-    float *d_residual_linear_h_1_proj_194 = ACT(4521984);
     const float *P_h_1_proj_weight = e->params + 380032;
     float *d_gelu_h_1_2 = ACT(1048576);
     const float *gelu_h_1_2 = ACT(786432);
@@ -336,10 +308,9 @@ static void backward(rt_exec *e)
     const float *P_h_1_ln_2_weight = e->params + 313728;
     const float *ln_mean_h_1_ln_2 = ACT(4598784);
     const float *ln_rstd_h_1_ln_2 = ACT(4599296);
-    float *d_residual_attn_out_h_1_attn = ACT(2818048);
+    float *d_residual_attn_out_h_1_attn_199 = ACT(4521984);
     float *G_h_1_ln_2_weight = e->grads + 313728;
     float *G_h_1_ln_2_bias = e->grads + 313856;
-    float *d_residual_attn_out_h_1_attn_199 = ACT(4521984);
     const float *P_h_1_attn_proj_weight = e->params + 297216;
     float *d_attn_y_h_1_attn = ACT(2752512);
     const float *attn_y_h_1_attn = ACT(3604480);
@@ -357,10 +328,9 @@ static void backward(rt_exec *e)
     const float *P_h_1_ln_1_weight = e->params + 247424;
     const float *ln_mean_h_1_ln_1 = ACT(4597760);
     const float *ln_rstd_h_1_ln_1 = ACT(4598272);
-    float *d_residual_linear_h_0_proj = ACT(2621440);
+    float *d_residual_linear_h_0_proj_204 = ACT(4521984);
     float *G_h_1_ln_1_weight = e->grads + 247424;
     float *G_h_1_ln_1_bias = e->grads + 247552;
-    float *d_residual_linear_h_0_proj_204 = ACT(4521984);
     const float *P_h_0_proj_weight = e->params + 181760;
     float *d_gelu_h_0_2 = ACT(524288);
     const float *gelu_h_0_2 = ACT(262144);
@@ -377,10 +347,9 @@ static void backward(rt_exec *e)
     const float *P_h_0_ln_2_weight = e->params + 115456;
     const float *ln_mean_h_0_ln_2 = ACT(4596736);
     const float *ln_rstd_h_0_ln_2 = ACT(4597248);
-    float *d_residual_attn_out_h_0_attn = ACT(2555904);
+    float *d_residual_attn_out_h_0_attn_209 = ACT(4521984);
     float *G_h_0_ln_2_weight = e->grads + 115456;
     float *G_h_0_ln_2_bias = e->grads + 115584;
-    float *d_residual_attn_out_h_0_attn_209 = ACT(4521984);
     const float *P_h_0_attn_proj_weight = e->params + 98944;
     float *d_attn_y_h_0_attn = ACT(2555904);
     const float *attn_y_h_0_attn = ACT(3276800);
@@ -398,10 +367,9 @@ static void backward(rt_exec *e)
     const float *P_h_0_ln_1_weight = e->params + 49152;
     const float *ln_mean_h_0_ln_1 = ACT(4595712);
     const float *ln_rstd_h_0_ln_1 = ACT(4596224);
-    float *d_pos_embedding_wpe = ACT(3211264);
+    float *d_pos_embedding_wpe_214 = ACT(4521984);
     float *G_h_0_ln_1_weight = e->grads + 49152;
     float *G_h_0_ln_1_bias = e->grads + 49280;
-    float *d_pos_embedding_wpe_214 = ACT(4521984);
     float *G_wpe_weight = e->grads + 32768;
     const int32_t *in_x = (const int32_t *)e->in[0];
 
@@ -410,7 +378,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[4]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 256, 128, e->B * 128, 1.0f, d_linear_lm_head, 256, layernorm_ln_f, 128, 1.0f, G_wte_weight, 128);
     /* $.model.layers[3]: layernorm backward */
-    rt_layernorm_bwd(e, residual_linear_h_3_proj, P_ln_f_weight, ln_mean_ln_f, ln_rstd_ln_f, d_layernorm_ln_f, d_residual_linear_h_3_proj, G_ln_f_weight, G_ln_f_bias, e->B * 128, 128);
+    rt_layernorm_bwd(e, residual_linear_h_3_proj, P_ln_f_weight, ln_mean_ln_f, ln_rstd_ln_f, d_layernorm_ln_f, NULL, d_residual_linear_h_3_proj, G_ln_f_weight, G_ln_f_bias, e->B * 128, 128);
     /* $.model.layers[3]: ln_f.weight's gradient is final */
     rt_grad_ready(e, 842240, 128);
     /* $.model.layers[3]: ln_f.bias's gradient is final */
@@ -426,7 +394,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.3.proj.bias's gradient is final */
     rt_grad_ready(e, 842112, 128);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k9", k9, e->B * 65536, 3, (void *[]){&d_gelu_h_3_2, &linear_h_3_fc, &d_linear_h_3_fc});
+    rt_launch(e, "k1", k1, e->B * 65536, 3, (void *[]){&d_gelu_h_3_2, &linear_h_3_fc, &d_linear_h_3_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 512, 1.0f, d_linear_h_3_fc, 512, P_h_3_fc_weight, 128, 0.0f, d_layernorm_h_3_ln_2, 128);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -437,14 +405,12 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_linear_h_3_fc, G_h_3_fc_bias, e->B * 128, 512);
     /* $.model.layers[2].body[1].body[1]: h.3.fc.bias's gradient is final */
     rt_grad_ready(e, 776064, 512);
-    /* $.model.layers[2].body[1].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, ln_mean_h_3_ln_2, ln_rstd_h_3_ln_2, d_layernorm_h_3_ln_2, d_residual_attn_out_h_3_attn, G_h_3_ln_2_weight, G_h_3_ln_2_bias, e->B * 128, 128);
+    /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
+    rt_layernorm_bwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, ln_mean_h_3_ln_2, ln_rstd_h_3_ln_2, d_layernorm_h_3_ln_2, d_residual_linear_h_3_proj, d_residual_attn_out_h_3_attn_179, G_h_3_ln_2_weight, G_h_3_ln_2_bias, e->B * 128, 128);
     /* $.model.layers[2].body[1].body[0]: h.3.ln_2.weight's gradient is final */
     rt_grad_ready(e, 710272, 128);
     /* $.model.layers[2].body[1].body[0]: h.3.ln_2.bias's gradient is final */
     rt_grad_ready(e, 710400, 128);
-    /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_launch(e, "k10", k10, e->B * 16384, 3, (void *[]){&d_residual_linear_h_3_proj, &d_residual_attn_out_h_3_attn, &d_residual_attn_out_h_3_attn_179});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 128, 1.0f, d_residual_attn_out_h_3_attn_179, 128, P_h_3_attn_proj_weight, 128, 0.0f, d_attn_y_h_3_attn, 128);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -467,14 +433,12 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_qkv_h_3_attn, G_h_3_attn_qkv_bias, e->B * 128, 384);
     /* $.model.layers[2].body[0].body[1]: h.3.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 693376, 384);
-    /* $.model.layers[2].body[0].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, ln_mean_h_3_ln_1, ln_rstd_h_3_ln_1, d_layernorm_h_3_ln_1, d_residual_linear_h_2_proj, G_h_3_ln_1_weight, G_h_3_ln_1_bias, e->B * 128, 128);
+    /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
+    rt_layernorm_bwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, ln_mean_h_3_ln_1, ln_rstd_h_3_ln_1, d_layernorm_h_3_ln_1, d_residual_attn_out_h_3_attn_179, d_residual_linear_h_2_proj_184, G_h_3_ln_1_weight, G_h_3_ln_1_bias, e->B * 128, 128);
     /* $.model.layers[2].body[0].body[0]: h.3.ln_1.weight's gradient is final */
     rt_grad_ready(e, 643968, 128);
     /* $.model.layers[2].body[0].body[0]: h.3.ln_1.bias's gradient is final */
     rt_grad_ready(e, 644096, 128);
-    /* $.model.layers[2].body[1]: sum of gradient contributions */
-    rt_launch(e, "k11", k11, e->B * 16384, 3, (void *[]){&d_residual_attn_out_h_3_attn_179, &d_residual_linear_h_2_proj, &d_residual_linear_h_2_proj_184});
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 512, 128, 1.0f, d_residual_linear_h_2_proj_184, 128, P_h_2_proj_weight, 512, 0.0f, d_gelu_h_2_2, 512);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
@@ -486,7 +450,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.2.proj.bias's gradient is final */
     rt_grad_ready(e, 643840, 128);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k12", k12, e->B * 65536, 3, (void *[]){&d_gelu_h_2_2, &linear_h_2_fc, &d_linear_h_2_fc});
+    rt_launch(e, "k2", k2, e->B * 65536, 3, (void *[]){&d_gelu_h_2_2, &linear_h_2_fc, &d_linear_h_2_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 512, 1.0f, d_linear_h_2_fc, 512, P_h_2_fc_weight, 128, 0.0f, d_layernorm_h_2_ln_2, 128);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -497,14 +461,12 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_linear_h_2_fc, G_h_2_fc_bias, e->B * 128, 512);
     /* $.model.layers[2].body[1].body[1]: h.2.fc.bias's gradient is final */
     rt_grad_ready(e, 577792, 512);
-    /* $.model.layers[2].body[1].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, ln_mean_h_2_ln_2, ln_rstd_h_2_ln_2, d_layernorm_h_2_ln_2, d_residual_attn_out_h_2_attn, G_h_2_ln_2_weight, G_h_2_ln_2_bias, e->B * 128, 128);
+    /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
+    rt_layernorm_bwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, ln_mean_h_2_ln_2, ln_rstd_h_2_ln_2, d_layernorm_h_2_ln_2, d_residual_linear_h_2_proj_184, d_residual_attn_out_h_2_attn_189, G_h_2_ln_2_weight, G_h_2_ln_2_bias, e->B * 128, 128);
     /* $.model.layers[2].body[1].body[0]: h.2.ln_2.weight's gradient is final */
     rt_grad_ready(e, 512000, 128);
     /* $.model.layers[2].body[1].body[0]: h.2.ln_2.bias's gradient is final */
     rt_grad_ready(e, 512128, 128);
-    /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_launch(e, "k13", k13, e->B * 16384, 3, (void *[]){&d_residual_linear_h_2_proj_184, &d_residual_attn_out_h_2_attn, &d_residual_attn_out_h_2_attn_189});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 128, 1.0f, d_residual_attn_out_h_2_attn_189, 128, P_h_2_attn_proj_weight, 128, 0.0f, d_attn_y_h_2_attn, 128);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -527,14 +489,12 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_qkv_h_2_attn, G_h_2_attn_qkv_bias, e->B * 128, 384);
     /* $.model.layers[2].body[0].body[1]: h.2.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 495104, 384);
-    /* $.model.layers[2].body[0].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, ln_mean_h_2_ln_1, ln_rstd_h_2_ln_1, d_layernorm_h_2_ln_1, d_residual_linear_h_1_proj, G_h_2_ln_1_weight, G_h_2_ln_1_bias, e->B * 128, 128);
+    /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
+    rt_layernorm_bwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, ln_mean_h_2_ln_1, ln_rstd_h_2_ln_1, d_layernorm_h_2_ln_1, d_residual_attn_out_h_2_attn_189, d_residual_linear_h_1_proj_194, G_h_2_ln_1_weight, G_h_2_ln_1_bias, e->B * 128, 128);
     /* $.model.layers[2].body[0].body[0]: h.2.ln_1.weight's gradient is final */
     rt_grad_ready(e, 445696, 128);
     /* $.model.layers[2].body[0].body[0]: h.2.ln_1.bias's gradient is final */
     rt_grad_ready(e, 445824, 128);
-    /* $.model.layers[2].body[1]: sum of gradient contributions */
-    rt_launch(e, "k14", k14, e->B * 16384, 3, (void *[]){&d_residual_attn_out_h_2_attn_189, &d_residual_linear_h_1_proj, &d_residual_linear_h_1_proj_194});
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 512, 128, 1.0f, d_residual_linear_h_1_proj_194, 128, P_h_1_proj_weight, 512, 0.0f, d_gelu_h_1_2, 512);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
@@ -546,7 +506,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.1.proj.bias's gradient is final */
     rt_grad_ready(e, 445568, 128);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k15", k15, e->B * 65536, 3, (void *[]){&d_gelu_h_1_2, &linear_h_1_fc, &d_linear_h_1_fc});
+    rt_launch(e, "k3", k3, e->B * 65536, 3, (void *[]){&d_gelu_h_1_2, &linear_h_1_fc, &d_linear_h_1_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 512, 1.0f, d_linear_h_1_fc, 512, P_h_1_fc_weight, 128, 0.0f, d_layernorm_h_1_ln_2, 128);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -557,14 +517,12 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_linear_h_1_fc, G_h_1_fc_bias, e->B * 128, 512);
     /* $.model.layers[2].body[1].body[1]: h.1.fc.bias's gradient is final */
     rt_grad_ready(e, 379520, 512);
-    /* $.model.layers[2].body[1].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, ln_mean_h_1_ln_2, ln_rstd_h_1_ln_2, d_layernorm_h_1_ln_2, d_residual_attn_out_h_1_attn, G_h_1_ln_2_weight, G_h_1_ln_2_bias, e->B * 128, 128);
+    /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
+    rt_layernorm_bwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, ln_mean_h_1_ln_2, ln_rstd_h_1_ln_2, d_layernorm_h_1_ln_2, d_residual_linear_h_1_proj_194, d_residual_attn_out_h_1_attn_199, G_h_1_ln_2_weight, G_h_1_ln_2_bias, e->B * 128, 128);
     /* $.model.layers[2].body[1].body[0]: h.1.ln_2.weight's gradient is final */
     rt_grad_ready(e, 313728, 128);
     /* $.model.layers[2].body[1].body[0]: h.1.ln_2.bias's gradient is final */
     rt_grad_ready(e, 313856, 128);
-    /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_launch(e, "k16", k16, e->B * 16384, 3, (void *[]){&d_residual_linear_h_1_proj_194, &d_residual_attn_out_h_1_attn, &d_residual_attn_out_h_1_attn_199});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 128, 1.0f, d_residual_attn_out_h_1_attn_199, 128, P_h_1_attn_proj_weight, 128, 0.0f, d_attn_y_h_1_attn, 128);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -587,14 +545,12 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_qkv_h_1_attn, G_h_1_attn_qkv_bias, e->B * 128, 384);
     /* $.model.layers[2].body[0].body[1]: h.1.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 296832, 384);
-    /* $.model.layers[2].body[0].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, ln_mean_h_1_ln_1, ln_rstd_h_1_ln_1, d_layernorm_h_1_ln_1, d_residual_linear_h_0_proj, G_h_1_ln_1_weight, G_h_1_ln_1_bias, e->B * 128, 128);
+    /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
+    rt_layernorm_bwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, ln_mean_h_1_ln_1, ln_rstd_h_1_ln_1, d_layernorm_h_1_ln_1, d_residual_attn_out_h_1_attn_199, d_residual_linear_h_0_proj_204, G_h_1_ln_1_weight, G_h_1_ln_1_bias, e->B * 128, 128);
     /* $.model.layers[2].body[0].body[0]: h.1.ln_1.weight's gradient is final */
     rt_grad_ready(e, 247424, 128);
     /* $.model.layers[2].body[0].body[0]: h.1.ln_1.bias's gradient is final */
     rt_grad_ready(e, 247552, 128);
-    /* $.model.layers[2].body[1]: sum of gradient contributions */
-    rt_launch(e, "k17", k17, e->B * 16384, 3, (void *[]){&d_residual_attn_out_h_1_attn_199, &d_residual_linear_h_0_proj, &d_residual_linear_h_0_proj_204});
     /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 512, 128, 1.0f, d_residual_linear_h_0_proj_204, 128, P_h_0_proj_weight, 512, 0.0f, d_gelu_h_0_2, 512);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
@@ -606,7 +562,7 @@ static void backward(rt_exec *e)
     /* $.model.layers[2].body[1].body[3]: h.0.proj.bias's gradient is final */
     rt_grad_ready(e, 247296, 128);
     /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k18", k18, e->B * 65536, 3, (void *[]){&d_gelu_h_0_2, &linear_h_0_fc, &d_linear_h_0_fc});
+    rt_launch(e, "k4", k4, e->B * 65536, 3, (void *[]){&d_gelu_h_0_2, &linear_h_0_fc, &d_linear_h_0_fc});
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 512, 1.0f, d_linear_h_0_fc, 512, P_h_0_fc_weight, 128, 0.0f, d_layernorm_h_0_ln_2, 128);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
@@ -617,14 +573,12 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_linear_h_0_fc, G_h_0_fc_bias, e->B * 128, 512);
     /* $.model.layers[2].body[1].body[1]: h.0.fc.bias's gradient is final */
     rt_grad_ready(e, 181248, 512);
-    /* $.model.layers[2].body[1].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, ln_mean_h_0_ln_2, ln_rstd_h_0_ln_2, d_layernorm_h_0_ln_2, d_residual_attn_out_h_0_attn, G_h_0_ln_2_weight, G_h_0_ln_2_bias, e->B * 128, 128);
+    /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
+    rt_layernorm_bwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, ln_mean_h_0_ln_2, ln_rstd_h_0_ln_2, d_layernorm_h_0_ln_2, d_residual_linear_h_0_proj_204, d_residual_attn_out_h_0_attn_209, G_h_0_ln_2_weight, G_h_0_ln_2_bias, e->B * 128, 128);
     /* $.model.layers[2].body[1].body[0]: h.0.ln_2.weight's gradient is final */
     rt_grad_ready(e, 115456, 128);
     /* $.model.layers[2].body[1].body[0]: h.0.ln_2.bias's gradient is final */
     rt_grad_ready(e, 115584, 128);
-    /* $.model.layers[2].body[0]: sum of gradient contributions */
-    rt_launch(e, "k19", k19, e->B * 16384, 3, (void *[]){&d_residual_linear_h_0_proj_204, &d_residual_attn_out_h_0_attn, &d_residual_attn_out_h_0_attn_209});
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 128, 1.0f, d_residual_attn_out_h_0_attn_209, 128, P_h_0_attn_proj_weight, 128, 0.0f, d_attn_y_h_0_attn, 128);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
@@ -647,14 +601,12 @@ static void backward(rt_exec *e)
     rt_colsum_add(e, d_qkv_h_0_attn, G_h_0_attn_qkv_bias, e->B * 128, 384);
     /* $.model.layers[2].body[0].body[1]: h.0.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 98560, 384);
-    /* $.model.layers[2].body[0].body[0]: layernorm backward */
-    rt_layernorm_bwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1, d_layernorm_h_0_ln_1, d_pos_embedding_wpe, G_h_0_ln_1_weight, G_h_0_ln_1_bias, e->B * 128, 128);
+    /* $.model.layers[2].body[0].body[0] + $.model.layers[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
+    rt_layernorm_bwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1, d_layernorm_h_0_ln_1, d_residual_attn_out_h_0_attn_209, d_pos_embedding_wpe_214, G_h_0_ln_1_weight, G_h_0_ln_1_bias, e->B * 128, 128);
     /* $.model.layers[2].body[0].body[0]: h.0.ln_1.weight's gradient is final */
     rt_grad_ready(e, 49152, 128);
     /* $.model.layers[2].body[0].body[0]: h.0.ln_1.bias's gradient is final */
     rt_grad_ready(e, 49280, 128);
-    /* $.model.layers[1]: sum of gradient contributions */
-    rt_launch(e, "k20", k20, e->B * 16384, 3, (void *[]){&d_residual_attn_out_h_0_attn_209, &d_pos_embedding_wpe, &d_pos_embedding_wpe_214});
     /* $.model.layers[1]: pos_embedding backward: dW[t] += sum over the batch of dy[t] */
     rt_colsum_add(e, d_pos_embedding_wpe_214, G_wpe_weight, e->B, 16384);
     /* $.model.layers[1]: wpe.weight's gradient is final */
@@ -685,7 +637,6 @@ static void evaluate(rt_exec *e)
     float *lse_h_0_attn = ACT(327680);
     float *attn_y_h_0_attn = ACT(262144);
     const float *P_h_0_attn_proj_weight = e->params + 98944;
-    float *attn_out_h_0_attn = ACT(327680);
     const float *P_h_0_attn_proj_bias = e->params + 115328;
     float *residual_attn_out_h_0_attn = ACT(327680);
     const float *P_h_0_ln_2_weight = e->params + 115456;
@@ -697,7 +648,6 @@ static void evaluate(rt_exec *e)
     const float *P_h_0_fc_bias = e->params + 181248;
     float *gelu_h_0_2 = ACT(0);
     const float *P_h_0_proj_weight = e->params + 181760;
-    float *linear_h_0_proj = ACT(262144);
     const float *P_h_0_proj_bias = e->params + 247296;
     float *residual_linear_h_0_proj = ACT(262144);
     const float *P_h_1_ln_1_weight = e->params + 247424;
@@ -711,7 +661,6 @@ static void evaluate(rt_exec *e)
     float *lse_h_1_attn = ACT(327680);
     float *attn_y_h_1_attn = ACT(196608);
     const float *P_h_1_attn_proj_weight = e->params + 297216;
-    float *attn_out_h_1_attn = ACT(327680);
     const float *P_h_1_attn_proj_bias = e->params + 313600;
     float *residual_attn_out_h_1_attn = ACT(327680);
     const float *P_h_1_ln_2_weight = e->params + 313728;
@@ -723,7 +672,6 @@ static void evaluate(rt_exec *e)
     const float *P_h_1_fc_bias = e->params + 379520;
     float *gelu_h_1_2 = ACT(0);
     const float *P_h_1_proj_weight = e->params + 380032;
-    float *linear_h_1_proj = ACT(262144);
     const float *P_h_1_proj_bias = e->params + 445568;
     float *residual_linear_h_1_proj = ACT(262144);
     const float *P_h_2_ln_1_weight = e->params + 445696;
@@ -737,7 +685,6 @@ static void evaluate(rt_exec *e)
     float *lse_h_2_attn = ACT(327680);
     float *attn_y_h_2_attn = ACT(196608);
     const float *P_h_2_attn_proj_weight = e->params + 495488;
-    float *attn_out_h_2_attn = ACT(327680);
     const float *P_h_2_attn_proj_bias = e->params + 511872;
     float *residual_attn_out_h_2_attn = ACT(327680);
     const float *P_h_2_ln_2_weight = e->params + 512000;
@@ -749,7 +696,6 @@ static void evaluate(rt_exec *e)
     const float *P_h_2_fc_bias = e->params + 577792;
     float *gelu_h_2_2 = ACT(0);
     const float *P_h_2_proj_weight = e->params + 578304;
-    float *linear_h_2_proj = ACT(262144);
     const float *P_h_2_proj_bias = e->params + 643840;
     float *residual_linear_h_2_proj = ACT(262144);
     const float *P_h_3_ln_1_weight = e->params + 643968;
@@ -763,7 +709,6 @@ static void evaluate(rt_exec *e)
     float *lse_h_3_attn = ACT(327680);
     float *attn_y_h_3_attn = ACT(196608);
     const float *P_h_3_attn_proj_weight = e->params + 693760;
-    float *attn_out_h_3_attn = ACT(327680);
     const float *P_h_3_attn_proj_bias = e->params + 710144;
     float *residual_attn_out_h_3_attn = ACT(327680);
     const float *P_h_3_ln_2_weight = e->params + 710272;
@@ -775,7 +720,6 @@ static void evaluate(rt_exec *e)
     const float *P_h_3_fc_bias = e->params + 776064;
     float *gelu_h_3_2 = ACT(0);
     const float *P_h_3_proj_weight = e->params + 776576;
-    float *linear_h_3_proj = ACT(262144);
     const float *P_h_3_proj_bias = e->params + 842112;
     float *residual_linear_h_3_proj = ACT(262144);
     const float *P_ln_f_weight = e->params + 842240;
@@ -793,75 +737,59 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, P_h_0_ln_1_bias, layernorm_h_0_ln_1, ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_0_ln_1, 128, P_h_0_attn_qkv_weight, 128, qkv_h_0_attn, 384, P_h_0_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_0_ln_1, 128, P_h_0_attn_qkv_weight, 128, qkv_h_0_attn, 384, P_h_0_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_0_attn, lse_h_0_attn, attn_y_h_0_attn, e->B, 128, 128, 4, 1);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_0_attn, 128, P_h_0_attn_proj_weight, 128, 0.0f, attn_out_h_0_attn, 128);
-    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke1", ke1, e->B * 16384, 4, (void *[]){&attn_out_h_0_attn, &P_h_0_attn_proj_bias, &pos_embedding_wpe, &residual_attn_out_h_0_attn});
+    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_0_attn, 128, P_h_0_attn_proj_weight, 128, residual_attn_out_h_0_attn, 128, P_h_0_attn_proj_bias, pos_embedding_wpe, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, P_h_0_ln_2_bias, layernorm_h_0_ln_2, ln_mean_h_0_ln_2, ln_rstd_h_0_ln_2, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_0_ln_2, 128, P_h_0_fc_weight, 128, NULL, 512, P_h_0_fc_bias, RT_EPI_GELU_TANH, gelu_h_0_2);
-    /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_0_2, 512, P_h_0_proj_weight, 512, 0.0f, linear_h_0_proj, 128);
-    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke2", ke2, e->B * 16384, 4, (void *[]){&linear_h_0_proj, &P_h_0_proj_bias, &residual_attn_out_h_0_attn, &residual_linear_h_0_proj});
+    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_0_ln_2, 128, P_h_0_fc_weight, 128, NULL, 512, P_h_0_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_0_2);
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_0_2, 512, P_h_0_proj_weight, 512, residual_linear_h_0_proj, 128, P_h_0_proj_bias, residual_attn_out_h_0_attn, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, P_h_1_ln_1_bias, layernorm_h_1_ln_1, ln_mean_h_1_ln_1, ln_rstd_h_1_ln_1, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_1_ln_1, 128, P_h_1_attn_qkv_weight, 128, qkv_h_1_attn, 384, P_h_1_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_1_ln_1, 128, P_h_1_attn_qkv_weight, 128, qkv_h_1_attn, 384, P_h_1_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_1_attn, lse_h_1_attn, attn_y_h_1_attn, e->B, 128, 128, 4, 1);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_1_attn, 128, P_h_1_attn_proj_weight, 128, 0.0f, attn_out_h_1_attn, 128);
-    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke3", ke3, e->B * 16384, 4, (void *[]){&attn_out_h_1_attn, &P_h_1_attn_proj_bias, &residual_linear_h_0_proj, &residual_attn_out_h_1_attn});
+    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_1_attn, 128, P_h_1_attn_proj_weight, 128, residual_attn_out_h_1_attn, 128, P_h_1_attn_proj_bias, residual_linear_h_0_proj, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, P_h_1_ln_2_bias, layernorm_h_1_ln_2, ln_mean_h_1_ln_2, ln_rstd_h_1_ln_2, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_1_ln_2, 128, P_h_1_fc_weight, 128, NULL, 512, P_h_1_fc_bias, RT_EPI_GELU_TANH, gelu_h_1_2);
-    /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_1_2, 512, P_h_1_proj_weight, 512, 0.0f, linear_h_1_proj, 128);
-    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke4", ke4, e->B * 16384, 4, (void *[]){&linear_h_1_proj, &P_h_1_proj_bias, &residual_attn_out_h_1_attn, &residual_linear_h_1_proj});
+    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_1_ln_2, 128, P_h_1_fc_weight, 128, NULL, 512, P_h_1_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_1_2);
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_1_2, 512, P_h_1_proj_weight, 512, residual_linear_h_1_proj, 128, P_h_1_proj_bias, residual_attn_out_h_1_attn, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, P_h_2_ln_1_bias, layernorm_h_2_ln_1, ln_mean_h_2_ln_1, ln_rstd_h_2_ln_1, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_2_ln_1, 128, P_h_2_attn_qkv_weight, 128, qkv_h_2_attn, 384, P_h_2_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_2_ln_1, 128, P_h_2_attn_qkv_weight, 128, qkv_h_2_attn, 384, P_h_2_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_2_attn, lse_h_2_attn, attn_y_h_2_attn, e->B, 128, 128, 4, 1);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_2_attn, 128, P_h_2_attn_proj_weight, 128, 0.0f, attn_out_h_2_attn, 128);
-    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke5", ke5, e->B * 16384, 4, (void *[]){&attn_out_h_2_attn, &P_h_2_attn_proj_bias, &residual_linear_h_1_proj, &residual_attn_out_h_2_attn});
+    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_2_attn, 128, P_h_2_attn_proj_weight, 128, residual_attn_out_h_2_attn, 128, P_h_2_attn_proj_bias, residual_linear_h_1_proj, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, P_h_2_ln_2_bias, layernorm_h_2_ln_2, ln_mean_h_2_ln_2, ln_rstd_h_2_ln_2, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_2_ln_2, 128, P_h_2_fc_weight, 128, NULL, 512, P_h_2_fc_bias, RT_EPI_GELU_TANH, gelu_h_2_2);
-    /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_2_2, 512, P_h_2_proj_weight, 512, 0.0f, linear_h_2_proj, 128);
-    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke6", ke6, e->B * 16384, 4, (void *[]){&linear_h_2_proj, &P_h_2_proj_bias, &residual_attn_out_h_2_attn, &residual_linear_h_2_proj});
+    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_2_ln_2, 128, P_h_2_fc_weight, 128, NULL, 512, P_h_2_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_2_2);
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_2_2, 512, P_h_2_proj_weight, 512, residual_linear_h_2_proj, 128, P_h_2_proj_bias, residual_attn_out_h_2_attn, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, P_h_3_ln_1_bias, layernorm_h_3_ln_1, ln_mean_h_3_ln_1, ln_rstd_h_3_ln_1, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_3_ln_1, 128, P_h_3_attn_qkv_weight, 128, qkv_h_3_attn, 384, P_h_3_attn_qkv_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_3_ln_1, 128, P_h_3_attn_qkv_weight, 128, qkv_h_3_attn, 384, P_h_3_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1]: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept */
     rt_attention_fwd(e, qkv_h_3_attn, lse_h_3_attn, attn_y_h_3_attn, e->B, 128, 128, 4, 1);
-    /* $.model.layers[2].body[0].body[1]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_3_attn, 128, P_h_3_attn_proj_weight, 128, 0.0f, attn_out_h_3_attn, 128);
-    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke7", ke7, e->B * 16384, 4, (void *[]){&attn_out_h_3_attn, &P_h_3_attn_proj_bias, &residual_linear_h_2_proj, &residual_attn_out_h_3_attn});
+    /* $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_3_attn, 128, P_h_3_attn_proj_weight, 128, residual_attn_out_h_3_attn, 128, P_h_3_attn_proj_bias, residual_linear_h_2_proj, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0]: layernorm */
     rt_layernorm_fwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, P_h_3_ln_2_bias, layernorm_h_3_ln_2, ln_mean_h_3_ln_2, ln_rstd_h_3_ln_2, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[1].body[1] + $.model.layers[2].body[1].body[2]: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_3_ln_2, 128, P_h_3_fc_weight, 128, NULL, 512, P_h_3_fc_bias, RT_EPI_GELU_TANH, gelu_h_3_2);
-    /* $.model.layers[2].body[1].body[3]: linear: y = x W^T (bias in the epilogue) */
-    rt_gemm(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_3_2, 512, P_h_3_proj_weight, 512, 0.0f, linear_h_3_proj, 128);
-    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear epilogue: + bias + residual: x + body(x) */
-    rt_launch(e, "ke8", ke8, e->B * 16384, 4, (void *[]){&linear_h_3_proj, &P_h_3_proj_bias, &residual_attn_out_h_3_attn, &residual_linear_h_3_proj});
+    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_3_ln_2, 128, P_h_3_fc_weight, 128, NULL, 512, P_h_3_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_3_2);
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1]: linear: y = x W^T + b + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_3_2, 512, P_h_3_proj_weight, 512, residual_linear_h_3_proj, 128, P_h_3_proj_bias, residual_attn_out_h_3_attn, RT_EPI_NONE, NULL);
     /* $.model.layers[3]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_3_proj, P_ln_f_weight, P_ln_f_bias, layernorm_ln_f, ln_mean_ln_f, ln_rstd_ln_f, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[4]: linear: y = x W^T */
@@ -987,7 +915,7 @@ const rt_model trainc_model = {
     .n_inputs = 2,
     .inputs = inputs,
     .arena_row_bytes = 4604928,
-    .noreuse_row_bytes = 7881728,
+    .noreuse_row_bytes = 7357440,
     .eval_arena_row_bytes = 393216,
     .flops_per_sample = 684081152,
     .loss = RT_LOSS_CROSS_ENTROPY,

@@ -19,129 +19,9 @@ void k0(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k1: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void k1(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *attn_out_h_0_attn = ACT(3342336);
-    const float *P_h_0_attn_proj_bias = e->params + 115328;
-    const float *pos_embedding_wpe = ACT(3145728);
-    float *residual_attn_out_h_0_attn = ACT(3342336);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = attn_out_h_0_attn[i] + P_h_0_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = pos_embedding_wpe[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_0_attn[i] = v1;
-    }
-}
-
-/* k2: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void k2(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_h_0_proj = ACT(3473408);
-    const float *P_h_0_proj_bias = e->params + 247296;
-    const float *residual_attn_out_h_0_attn = ACT(3342336);
-    float *residual_linear_h_0_proj = ACT(3473408);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_0_proj[i] + P_h_0_proj_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_0_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_0_proj[i] = v1;
-    }
-}
-
-/* k3: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void k3(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *attn_out_h_1_attn = ACT(3670016);
-    const float *P_h_1_attn_proj_bias = e->params + 313600;
-    const float *residual_linear_h_0_proj = ACT(3473408);
-    float *residual_attn_out_h_1_attn = ACT(3670016);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = attn_out_h_1_attn[i] + P_h_1_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_0_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_1_attn[i] = v1;
-    }
-}
-
-/* k4: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void k4(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_h_1_proj = ACT(3801088);
-    const float *P_h_1_proj_bias = e->params + 445568;
-    const float *residual_attn_out_h_1_attn = ACT(3670016);
-    float *residual_linear_h_1_proj = ACT(3801088);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_1_proj[i] + P_h_1_proj_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_1_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_1_proj[i] = v1;
-    }
-}
-
-/* k5: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void k5(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *attn_out_h_2_attn = ACT(3997696);
-    const float *P_h_2_attn_proj_bias = e->params + 511872;
-    const float *residual_linear_h_1_proj = ACT(3801088);
-    float *residual_attn_out_h_2_attn = ACT(3997696);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = attn_out_h_2_attn[i] + P_h_2_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_1_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_2_attn[i] = v1;
-    }
-}
-
-/* k6: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void k6(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_h_2_proj = ACT(4128768);
-    const float *P_h_2_proj_bias = e->params + 643840;
-    const float *residual_attn_out_h_2_attn = ACT(3997696);
-    float *residual_linear_h_2_proj = ACT(4128768);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_2_proj[i] + P_h_2_proj_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_2_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_2_proj[i] = v1;
-    }
-}
-
-/* k7: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void k7(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *attn_out_h_3_attn = ACT(4325376);
-    const float *P_h_3_attn_proj_bias = e->params + 710144;
-    const float *residual_linear_h_2_proj = ACT(4128768);
-    float *residual_attn_out_h_3_attn = ACT(4325376);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = attn_out_h_3_attn[i] + P_h_3_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_2_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_3_attn[i] = v1;
-    }
-}
-
-/* k8: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void k8(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_h_3_proj = ACT(4456448);
-    const float *P_h_3_proj_bias = e->params + 842112;
-    const float *residual_attn_out_h_3_attn = ACT(4325376);
-    float *residual_linear_h_3_proj = ACT(4456448);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_3_proj[i] + P_h_3_proj_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_3_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_3_proj[i] = v1;
-    }
-}
-
-/* k9: gelu (tanh) backward
+/* k1: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-void k9(rt_exec *e, int64_t lo, int64_t hi)
+void k1(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_3_2 = ACT(2097152);
     const float *linear_h_3_fc = ACT(1572864);
@@ -152,35 +32,9 @@ void k9(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k10: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-void k10(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_linear_h_3_proj = ACT(4521984);
-    const float *d_residual_attn_out_h_3_attn = ACT(4390912);
-    float *d_residual_attn_out_h_3_attn_179 = ACT(4521984);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_linear_h_3_proj[i] + d_residual_attn_out_h_3_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_3_attn_179[i] = v0;
-    }
-}
-
-/* k11: sum of gradient contributions
- *     from $.model.layers[2].body[1] */
-void k11(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_attn_out_h_3_attn_179 = ACT(4521984);
-    const float *d_residual_linear_h_2_proj = ACT(3014656);
-    float *d_residual_linear_h_2_proj_184 = ACT(4521984);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_attn_out_h_3_attn_179[i] + d_residual_linear_h_2_proj[i]; /* sum of gradient contributions */
-        d_residual_linear_h_2_proj_184[i] = v0;
-    }
-}
-
-/* k12: gelu (tanh) backward
+/* k2: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-void k12(rt_exec *e, int64_t lo, int64_t hi)
+void k2(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_2_2 = ACT(1572864);
     const float *linear_h_2_fc = ACT(1048576);
@@ -191,35 +45,9 @@ void k12(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k13: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-void k13(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_linear_h_2_proj_184 = ACT(4521984);
-    const float *d_residual_attn_out_h_2_attn = ACT(3014656);
-    float *d_residual_attn_out_h_2_attn_189 = ACT(4521984);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_linear_h_2_proj_184[i] + d_residual_attn_out_h_2_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_2_attn_189[i] = v0;
-    }
-}
-
-/* k14: sum of gradient contributions
- *     from $.model.layers[2].body[1] */
-void k14(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_attn_out_h_2_attn_189 = ACT(4521984);
-    const float *d_residual_linear_h_1_proj = ACT(2818048);
-    float *d_residual_linear_h_1_proj_194 = ACT(4521984);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_attn_out_h_2_attn_189[i] + d_residual_linear_h_1_proj[i]; /* sum of gradient contributions */
-        d_residual_linear_h_1_proj_194[i] = v0;
-    }
-}
-
-/* k15: gelu (tanh) backward
+/* k3: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-void k15(rt_exec *e, int64_t lo, int64_t hi)
+void k3(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_1_2 = ACT(1048576);
     const float *linear_h_1_fc = ACT(524288);
@@ -230,35 +58,9 @@ void k15(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k16: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-void k16(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_linear_h_1_proj_194 = ACT(4521984);
-    const float *d_residual_attn_out_h_1_attn = ACT(2818048);
-    float *d_residual_attn_out_h_1_attn_199 = ACT(4521984);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_linear_h_1_proj_194[i] + d_residual_attn_out_h_1_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_1_attn_199[i] = v0;
-    }
-}
-
-/* k17: sum of gradient contributions
- *     from $.model.layers[2].body[1] */
-void k17(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_attn_out_h_1_attn_199 = ACT(4521984);
-    const float *d_residual_linear_h_0_proj = ACT(2621440);
-    float *d_residual_linear_h_0_proj_204 = ACT(4521984);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_attn_out_h_1_attn_199[i] + d_residual_linear_h_0_proj[i]; /* sum of gradient contributions */
-        d_residual_linear_h_0_proj_204[i] = v0;
-    }
-}
-
-/* k18: gelu (tanh) backward
+/* k4: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-void k18(rt_exec *e, int64_t lo, int64_t hi)
+void k4(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gelu_h_0_2 = ACT(524288);
     const float *linear_h_0_fc = ACT(0);
@@ -266,32 +68,6 @@ void k18(rt_exec *e, int64_t lo, int64_t hi)
     for (int64_t i = lo; i < hi; i++) {
         float v0 = rt_gelu_tanh_bwd(linear_h_0_fc[i], d_gelu_h_0_2[i]); /* gelu (tanh) backward */
         d_linear_h_0_fc[i] = v0;
-    }
-}
-
-/* k19: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-void k19(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_linear_h_0_proj_204 = ACT(4521984);
-    const float *d_residual_attn_out_h_0_attn = ACT(2555904);
-    float *d_residual_attn_out_h_0_attn_209 = ACT(4521984);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_linear_h_0_proj_204[i] + d_residual_attn_out_h_0_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_0_attn_209[i] = v0;
-    }
-}
-
-/* k20: sum of gradient contributions
- *     from $.model.layers[1] */
-void k20(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_residual_attn_out_h_0_attn_209 = ACT(4521984);
-    const float *d_pos_embedding_wpe = ACT(3211264);
-    float *d_pos_embedding_wpe_214 = ACT(4521984);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_residual_attn_out_h_0_attn_209[i] + d_pos_embedding_wpe[i]; /* sum of gradient contributions */
-        d_pos_embedding_wpe_214[i] = v0;
     }
 }
 
@@ -307,126 +83,6 @@ void ke0(rt_exec *e, int64_t lo, int64_t hi)
     for (int64_t i = lo; i < hi; i++) {
         float v0 = embedding_wte[i] + P_wpe_weight[i % 16384]; /* pos_embedding: + position rows */
         pos_embedding_wpe[i] = v0;
-    }
-}
-
-/* ke1: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void ke1(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *attn_out_h_0_attn = ACT(327680);
-    const float *P_h_0_attn_proj_bias = e->params + 115328;
-    const float *pos_embedding_wpe = ACT(196608);
-    float *residual_attn_out_h_0_attn = ACT(327680);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = attn_out_h_0_attn[i] + P_h_0_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = pos_embedding_wpe[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_0_attn[i] = v1;
-    }
-}
-
-/* ke2: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void ke2(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_h_0_proj = ACT(262144);
-    const float *P_h_0_proj_bias = e->params + 247296;
-    const float *residual_attn_out_h_0_attn = ACT(327680);
-    float *residual_linear_h_0_proj = ACT(262144);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_0_proj[i] + P_h_0_proj_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_0_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_0_proj[i] = v1;
-    }
-}
-
-/* ke3: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void ke3(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *attn_out_h_1_attn = ACT(327680);
-    const float *P_h_1_attn_proj_bias = e->params + 313600;
-    const float *residual_linear_h_0_proj = ACT(262144);
-    float *residual_attn_out_h_1_attn = ACT(327680);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = attn_out_h_1_attn[i] + P_h_1_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_0_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_1_attn[i] = v1;
-    }
-}
-
-/* ke4: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void ke4(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_h_1_proj = ACT(262144);
-    const float *P_h_1_proj_bias = e->params + 445568;
-    const float *residual_attn_out_h_1_attn = ACT(327680);
-    float *residual_linear_h_1_proj = ACT(262144);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_1_proj[i] + P_h_1_proj_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_1_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_1_proj[i] = v1;
-    }
-}
-
-/* ke5: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void ke5(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *attn_out_h_2_attn = ACT(327680);
-    const float *P_h_2_attn_proj_bias = e->params + 511872;
-    const float *residual_linear_h_1_proj = ACT(262144);
-    float *residual_attn_out_h_2_attn = ACT(327680);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = attn_out_h_2_attn[i] + P_h_2_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_1_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_2_attn[i] = v1;
-    }
-}
-
-/* ke6: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void ke6(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_h_2_proj = ACT(262144);
-    const float *P_h_2_proj_bias = e->params + 643840;
-    const float *residual_attn_out_h_2_attn = ACT(327680);
-    float *residual_linear_h_2_proj = ACT(262144);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_2_proj[i] + P_h_2_proj_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_2_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_2_proj[i] = v1;
-    }
-}
-
-/* ke7: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-void ke7(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *attn_out_h_3_attn = ACT(327680);
-    const float *P_h_3_attn_proj_bias = e->params + 710144;
-    const float *residual_linear_h_2_proj = ACT(262144);
-    float *residual_attn_out_h_3_attn = ACT(327680);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = attn_out_h_3_attn[i] + P_h_3_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_2_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_3_attn[i] = v1;
-    }
-}
-
-/* ke8: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-void ke8(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *linear_h_3_proj = ACT(262144);
-    const float *P_h_3_proj_bias = e->params + 842112;
-    const float *residual_attn_out_h_3_attn = ACT(327680);
-    float *residual_linear_h_3_proj = ACT(262144);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = linear_h_3_proj[i] + P_h_3_proj_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_3_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_3_proj[i] = v1;
     }
 }
 

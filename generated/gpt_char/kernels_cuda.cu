@@ -1487,19 +1487,25 @@ __device__ __forceinline__ void embedding_bwd(const int32_t *idx, const act_t *d
 /* epilogue.cuh: a linear layer's GEMM epilogue as a kernel of its own, for when
  * cuBLASLt cannot take it (cuda_blas.c's rt_cu_gemm_bias falls back here, or
  * TRAINC_GEMM_EPILOGUE=0 asks for it): the arithmetic of the fused elementwise kernel
- * "+ bias (+ act)" (rt_gemm_bias in runtime/kernels.c on the CPU). */
+ * "+ bias (+ act)" or "+ bias + residual" (rt_gemm_bias in runtime/kernels.c on the
+ * CPU), in cuBLASLt's order. */
 
 /* Launch: grid-stride, 256 threads. For i < M, j < N, at k = i * ldc + j:
- *   v = out[k] + bias[j];  C[k] = v (C not NULL);  Y[k] = act(v) (act: 1 ReLU, 2 GELU tanh)
- * out is C or Y (the GEMM's product, overwritten in place). */
+ *   v = out[k] (+ R[k]) + bias[j];  C[k] = v (C not NULL);  Y[k] = act(v) (act: 1 ReLU,
+ *   2 GELU tanh)
+ * out is C or Y (the GEMM's product, overwritten in place); R (NULL: none) is a
+ * residual, added before the bias as cuBLASLt adds its beta C. */
 extern "C" __global__ void __launch_bounds__(256)
-rt_bias_act(const act_t *out, act_t *C, act_t *Y, const float *bias, int64_t M, int64_t N,
-            int64_t ldc, int act)
+rt_bias_act(const act_t *out, const act_t *R, act_t *C, act_t *Y, const float *bias, int64_t M,
+            int64_t N, int64_t ldc, int act)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < M * N;
          i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t r = i / N, j = i % N, k = r * ldc + j;
-        const float v = rt_ld(out + k) + bias[j];
+        float v = rt_ld(out + k);
+        if (R)
+            v = v + rt_ld(R + k);
+        v = v + bias[j];
         if (C)
             rt_st(C + k, v);
         if (act == 1)
@@ -1555,13 +1561,16 @@ __device__ __forceinline__ void layernorm_fwd_row(const act_t *x, const float *w
  * Launch: grid (rows), block of 32..1024 threads (a multiple of 32).
  *   xh = (x - mean) * rstd, g = dy * w           (float)
  *   a  = mean_j g, c = mean_j g * xh             (double sums, rounded to float)
- *   dx = rstd * (g - a - xh * c)                 (overwritten; dx may be dy or x)
- * dw and db come from rt_layernorm_dwdb, launched before this kernel (it reads x and
- * dy, which dx may overwrite). */
+ *   dx = rstd * (g - a - xh * c)  (+ add)        (overwritten; dx may be dy, x or add)
+ * add (NULL: none) is another gradient contribution summed in: one float add before
+ * the store, as the separate sum kernel did (from dx unrounded: with 16-bit
+ * activations one rounding fewer). The thread that writes dx[j] reads x[j], dy[j] and
+ * add[j] first. dw and db come from rt_layernorm_dwdb, launched before this kernel (it
+ * reads x and dy, which dx may overwrite). */
 template <int D>
 __device__ __forceinline__ void layernorm_bwd_row(const act_t *x, const float *w,
                                                   const float *mean, const float *rstd,
-                                                  const act_t *dy, act_t *dx)
+                                                  const act_t *dy, const act_t *add, act_t *dx)
 {
     int64_t r = blockIdx.x;
     const act_t *xr = x + r * D, *dyr = dy + r * D;   /* [D] each */
@@ -1573,18 +1582,20 @@ __device__ __forceinline__ void layernorm_bwd_row(const act_t *x, const float *w
         s2 += (double)g * xh;
     });
     float a = (float)(rt_block_sum(s1) / (double)D), c = (float)(rt_block_sum(s2) / (double)D);
+    const act_t *addr = add ? add + r * D : NULL;
     rt_row_map(xr, dx + r * D, D, [&](int j, float v) {
         float xh = (v - m) * rs;
-        return rs * (rt_ld(dyr + j) * w[j] - a - xh * c);
+        float gx = rs * (rt_ld(dyr + j) * w[j] - a - xh * c);
+        return addr ? gx + rt_ld(addr + j) : gx;
     });
 }
 
 #define RT_LAYERNORM_BWD(D)                                                                   \
     extern "C" __global__ void __launch_bounds__(1024) rt_layernorm_bwd_##D(                  \
         const act_t *x, const float *w, const float *mean, const float *rstd,                 \
-        const act_t *dy, act_t *dx)                                                           \
+        const act_t *dy, const act_t *add, act_t *dx)                                         \
     {                                                                                         \
-        layernorm_bwd_row<D>(x, w, mean, rstd, dy, dx);                                       \
+        layernorm_bwd_row<D>(x, w, mean, rstd, dy, add, dx);                                  \
     }
 
 /* Partial sums of dw and db over blocks of rows (the runtime shape needs no template).
@@ -1976,249 +1987,9 @@ extern "C" __global__ void k0(const float *embedding_wte, const float *__restric
     }
 }
 
-/* k1: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void k1(const float *attn_out_h_0_attn, const float *__restrict__ P_h_0_attn_proj_bias, const float *__restrict__ pos_embedding_wpe, float *residual_attn_out_h_0_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)attn_out_h_0_attn | (unsigned long long)pos_embedding_wpe | (unsigned long long)residual_attn_out_h_0_attn) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_attn_out_h_0_attn = rt_ld4(attn_out_h_0_attn + 4 * q);
-            const float4 r_pos_embedding_wpe = rt_ld4(pos_embedding_wpe + 4 * q);
-            float4 w_residual_attn_out_h_0_attn;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_attn_out_h_0_attn)[l] + P_h_0_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_pos_embedding_wpe)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_attn_out_h_0_attn)[l] = v1;
-            }
-            rt_st4(residual_attn_out_h_0_attn + 4 * q, w_residual_attn_out_h_0_attn);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = attn_out_h_0_attn[i] + P_h_0_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = pos_embedding_wpe[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_0_attn[i] = v1;
-    }
-}
-
-/* k2: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void k2(const float *linear_h_0_proj, const float *__restrict__ P_h_0_proj_bias, const float *__restrict__ residual_attn_out_h_0_attn, float *residual_linear_h_0_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)linear_h_0_proj | (unsigned long long)residual_attn_out_h_0_attn | (unsigned long long)residual_linear_h_0_proj) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_linear_h_0_proj = rt_ld4(linear_h_0_proj + 4 * q);
-            const float4 r_residual_attn_out_h_0_attn = rt_ld4(residual_attn_out_h_0_attn + 4 * q);
-            float4 w_residual_linear_h_0_proj;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_linear_h_0_proj)[l] + P_h_0_proj_bias[i % 128]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_attn_out_h_0_attn)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_linear_h_0_proj)[l] = v1;
-            }
-            rt_st4(residual_linear_h_0_proj + 4 * q, w_residual_linear_h_0_proj);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_0_proj[i] + P_h_0_proj_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_0_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_0_proj[i] = v1;
-    }
-}
-
-/* k3: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void k3(const float *attn_out_h_1_attn, const float *__restrict__ P_h_1_attn_proj_bias, const float *__restrict__ residual_linear_h_0_proj, float *residual_attn_out_h_1_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)attn_out_h_1_attn | (unsigned long long)residual_linear_h_0_proj | (unsigned long long)residual_attn_out_h_1_attn) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_attn_out_h_1_attn = rt_ld4(attn_out_h_1_attn + 4 * q);
-            const float4 r_residual_linear_h_0_proj = rt_ld4(residual_linear_h_0_proj + 4 * q);
-            float4 w_residual_attn_out_h_1_attn;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_attn_out_h_1_attn)[l] + P_h_1_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_linear_h_0_proj)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_attn_out_h_1_attn)[l] = v1;
-            }
-            rt_st4(residual_attn_out_h_1_attn + 4 * q, w_residual_attn_out_h_1_attn);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = attn_out_h_1_attn[i] + P_h_1_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_0_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_1_attn[i] = v1;
-    }
-}
-
-/* k4: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void k4(const float *linear_h_1_proj, const float *__restrict__ P_h_1_proj_bias, const float *__restrict__ residual_attn_out_h_1_attn, float *residual_linear_h_1_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)linear_h_1_proj | (unsigned long long)residual_attn_out_h_1_attn | (unsigned long long)residual_linear_h_1_proj) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_linear_h_1_proj = rt_ld4(linear_h_1_proj + 4 * q);
-            const float4 r_residual_attn_out_h_1_attn = rt_ld4(residual_attn_out_h_1_attn + 4 * q);
-            float4 w_residual_linear_h_1_proj;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_linear_h_1_proj)[l] + P_h_1_proj_bias[i % 128]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_attn_out_h_1_attn)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_linear_h_1_proj)[l] = v1;
-            }
-            rt_st4(residual_linear_h_1_proj + 4 * q, w_residual_linear_h_1_proj);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_1_proj[i] + P_h_1_proj_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_1_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_1_proj[i] = v1;
-    }
-}
-
-/* k5: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void k5(const float *attn_out_h_2_attn, const float *__restrict__ P_h_2_attn_proj_bias, const float *__restrict__ residual_linear_h_1_proj, float *residual_attn_out_h_2_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)attn_out_h_2_attn | (unsigned long long)residual_linear_h_1_proj | (unsigned long long)residual_attn_out_h_2_attn) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_attn_out_h_2_attn = rt_ld4(attn_out_h_2_attn + 4 * q);
-            const float4 r_residual_linear_h_1_proj = rt_ld4(residual_linear_h_1_proj + 4 * q);
-            float4 w_residual_attn_out_h_2_attn;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_attn_out_h_2_attn)[l] + P_h_2_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_linear_h_1_proj)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_attn_out_h_2_attn)[l] = v1;
-            }
-            rt_st4(residual_attn_out_h_2_attn + 4 * q, w_residual_attn_out_h_2_attn);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = attn_out_h_2_attn[i] + P_h_2_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_1_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_2_attn[i] = v1;
-    }
-}
-
-/* k6: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void k6(const float *linear_h_2_proj, const float *__restrict__ P_h_2_proj_bias, const float *__restrict__ residual_attn_out_h_2_attn, float *residual_linear_h_2_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)linear_h_2_proj | (unsigned long long)residual_attn_out_h_2_attn | (unsigned long long)residual_linear_h_2_proj) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_linear_h_2_proj = rt_ld4(linear_h_2_proj + 4 * q);
-            const float4 r_residual_attn_out_h_2_attn = rt_ld4(residual_attn_out_h_2_attn + 4 * q);
-            float4 w_residual_linear_h_2_proj;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_linear_h_2_proj)[l] + P_h_2_proj_bias[i % 128]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_attn_out_h_2_attn)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_linear_h_2_proj)[l] = v1;
-            }
-            rt_st4(residual_linear_h_2_proj + 4 * q, w_residual_linear_h_2_proj);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_2_proj[i] + P_h_2_proj_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_2_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_2_proj[i] = v1;
-    }
-}
-
-/* k7: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void k7(const float *attn_out_h_3_attn, const float *__restrict__ P_h_3_attn_proj_bias, const float *__restrict__ residual_linear_h_2_proj, float *residual_attn_out_h_3_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)attn_out_h_3_attn | (unsigned long long)residual_linear_h_2_proj | (unsigned long long)residual_attn_out_h_3_attn) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_attn_out_h_3_attn = rt_ld4(attn_out_h_3_attn + 4 * q);
-            const float4 r_residual_linear_h_2_proj = rt_ld4(residual_linear_h_2_proj + 4 * q);
-            float4 w_residual_attn_out_h_3_attn;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_attn_out_h_3_attn)[l] + P_h_3_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_linear_h_2_proj)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_attn_out_h_3_attn)[l] = v1;
-            }
-            rt_st4(residual_attn_out_h_3_attn + 4 * q, w_residual_attn_out_h_3_attn);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = attn_out_h_3_attn[i] + P_h_3_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_2_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_3_attn[i] = v1;
-    }
-}
-
-/* k8: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void k8(const float *linear_h_3_proj, const float *__restrict__ P_h_3_proj_bias, const float *__restrict__ residual_attn_out_h_3_attn, float *residual_linear_h_3_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)linear_h_3_proj | (unsigned long long)residual_attn_out_h_3_attn | (unsigned long long)residual_linear_h_3_proj) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_linear_h_3_proj = rt_ld4(linear_h_3_proj + 4 * q);
-            const float4 r_residual_attn_out_h_3_attn = rt_ld4(residual_attn_out_h_3_attn + 4 * q);
-            float4 w_residual_linear_h_3_proj;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_linear_h_3_proj)[l] + P_h_3_proj_bias[i % 128]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_attn_out_h_3_attn)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_linear_h_3_proj)[l] = v1;
-            }
-            rt_st4(residual_linear_h_3_proj + 4 * q, w_residual_linear_h_3_proj);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_3_proj[i] + P_h_3_proj_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_3_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_3_proj[i] = v1;
-    }
-}
-
-/* k9: gelu (tanh) backward
+/* k1: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k9(const float *d_gelu_h_3_2, const float *__restrict__ linear_h_3_fc, float *d_linear_h_3_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k1(const float *d_gelu_h_3_2, const float *__restrict__ linear_h_3_fc, float *d_linear_h_3_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2243,63 +2014,9 @@ extern "C" __global__ void k9(const float *d_gelu_h_3_2, const float *__restrict
     }
 }
 
-/* k10: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k10(const float *d_residual_linear_h_3_proj, const float *__restrict__ d_residual_attn_out_h_3_attn, float *d_residual_attn_out_h_3_attn_179, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_residual_linear_h_3_proj | (unsigned long long)d_residual_attn_out_h_3_attn | (unsigned long long)d_residual_attn_out_h_3_attn_179) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_residual_linear_h_3_proj = rt_ld4(d_residual_linear_h_3_proj + 4 * q);
-            const float4 r_d_residual_attn_out_h_3_attn = rt_ld4(d_residual_attn_out_h_3_attn + 4 * q);
-            float4 w_d_residual_attn_out_h_3_attn_179;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = ((const float *)&r_d_residual_linear_h_3_proj)[l] + ((const float *)&r_d_residual_attn_out_h_3_attn)[l]; /* sum of gradient contributions */
-                ((float *)&w_d_residual_attn_out_h_3_attn_179)[l] = v0;
-            }
-            rt_st4(d_residual_attn_out_h_3_attn_179 + 4 * q, w_d_residual_attn_out_h_3_attn_179);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = d_residual_linear_h_3_proj[i] + d_residual_attn_out_h_3_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_3_attn_179[i] = v0;
-    }
-}
-
-/* k11: sum of gradient contributions
- *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k11(const float *d_residual_attn_out_h_3_attn_179, const float *__restrict__ d_residual_linear_h_2_proj, float *d_residual_linear_h_2_proj_184, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_residual_attn_out_h_3_attn_179 | (unsigned long long)d_residual_linear_h_2_proj | (unsigned long long)d_residual_linear_h_2_proj_184) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_residual_attn_out_h_3_attn_179 = rt_ld4(d_residual_attn_out_h_3_attn_179 + 4 * q);
-            const float4 r_d_residual_linear_h_2_proj = rt_ld4(d_residual_linear_h_2_proj + 4 * q);
-            float4 w_d_residual_linear_h_2_proj_184;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = ((const float *)&r_d_residual_attn_out_h_3_attn_179)[l] + ((const float *)&r_d_residual_linear_h_2_proj)[l]; /* sum of gradient contributions */
-                ((float *)&w_d_residual_linear_h_2_proj_184)[l] = v0;
-            }
-            rt_st4(d_residual_linear_h_2_proj_184 + 4 * q, w_d_residual_linear_h_2_proj_184);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = d_residual_attn_out_h_3_attn_179[i] + d_residual_linear_h_2_proj[i]; /* sum of gradient contributions */
-        d_residual_linear_h_2_proj_184[i] = v0;
-    }
-}
-
-/* k12: gelu (tanh) backward
+/* k2: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k12(const float *d_gelu_h_2_2, const float *__restrict__ linear_h_2_fc, float *d_linear_h_2_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k2(const float *d_gelu_h_2_2, const float *__restrict__ linear_h_2_fc, float *d_linear_h_2_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2324,63 +2041,9 @@ extern "C" __global__ void k12(const float *d_gelu_h_2_2, const float *__restric
     }
 }
 
-/* k13: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k13(const float *d_residual_linear_h_2_proj_184, const float *__restrict__ d_residual_attn_out_h_2_attn, float *d_residual_attn_out_h_2_attn_189, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_residual_linear_h_2_proj_184 | (unsigned long long)d_residual_attn_out_h_2_attn | (unsigned long long)d_residual_attn_out_h_2_attn_189) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_residual_linear_h_2_proj_184 = rt_ld4(d_residual_linear_h_2_proj_184 + 4 * q);
-            const float4 r_d_residual_attn_out_h_2_attn = rt_ld4(d_residual_attn_out_h_2_attn + 4 * q);
-            float4 w_d_residual_attn_out_h_2_attn_189;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = ((const float *)&r_d_residual_linear_h_2_proj_184)[l] + ((const float *)&r_d_residual_attn_out_h_2_attn)[l]; /* sum of gradient contributions */
-                ((float *)&w_d_residual_attn_out_h_2_attn_189)[l] = v0;
-            }
-            rt_st4(d_residual_attn_out_h_2_attn_189 + 4 * q, w_d_residual_attn_out_h_2_attn_189);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = d_residual_linear_h_2_proj_184[i] + d_residual_attn_out_h_2_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_2_attn_189[i] = v0;
-    }
-}
-
-/* k14: sum of gradient contributions
- *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k14(const float *d_residual_attn_out_h_2_attn_189, const float *__restrict__ d_residual_linear_h_1_proj, float *d_residual_linear_h_1_proj_194, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_residual_attn_out_h_2_attn_189 | (unsigned long long)d_residual_linear_h_1_proj | (unsigned long long)d_residual_linear_h_1_proj_194) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_residual_attn_out_h_2_attn_189 = rt_ld4(d_residual_attn_out_h_2_attn_189 + 4 * q);
-            const float4 r_d_residual_linear_h_1_proj = rt_ld4(d_residual_linear_h_1_proj + 4 * q);
-            float4 w_d_residual_linear_h_1_proj_194;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = ((const float *)&r_d_residual_attn_out_h_2_attn_189)[l] + ((const float *)&r_d_residual_linear_h_1_proj)[l]; /* sum of gradient contributions */
-                ((float *)&w_d_residual_linear_h_1_proj_194)[l] = v0;
-            }
-            rt_st4(d_residual_linear_h_1_proj_194 + 4 * q, w_d_residual_linear_h_1_proj_194);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = d_residual_attn_out_h_2_attn_189[i] + d_residual_linear_h_1_proj[i]; /* sum of gradient contributions */
-        d_residual_linear_h_1_proj_194[i] = v0;
-    }
-}
-
-/* k15: gelu (tanh) backward
+/* k3: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k15(const float *d_gelu_h_1_2, const float *__restrict__ linear_h_1_fc, float *d_linear_h_1_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k3(const float *d_gelu_h_1_2, const float *__restrict__ linear_h_1_fc, float *d_linear_h_1_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2405,63 +2068,9 @@ extern "C" __global__ void k15(const float *d_gelu_h_1_2, const float *__restric
     }
 }
 
-/* k16: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k16(const float *d_residual_linear_h_1_proj_194, const float *__restrict__ d_residual_attn_out_h_1_attn, float *d_residual_attn_out_h_1_attn_199, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_residual_linear_h_1_proj_194 | (unsigned long long)d_residual_attn_out_h_1_attn | (unsigned long long)d_residual_attn_out_h_1_attn_199) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_residual_linear_h_1_proj_194 = rt_ld4(d_residual_linear_h_1_proj_194 + 4 * q);
-            const float4 r_d_residual_attn_out_h_1_attn = rt_ld4(d_residual_attn_out_h_1_attn + 4 * q);
-            float4 w_d_residual_attn_out_h_1_attn_199;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = ((const float *)&r_d_residual_linear_h_1_proj_194)[l] + ((const float *)&r_d_residual_attn_out_h_1_attn)[l]; /* sum of gradient contributions */
-                ((float *)&w_d_residual_attn_out_h_1_attn_199)[l] = v0;
-            }
-            rt_st4(d_residual_attn_out_h_1_attn_199 + 4 * q, w_d_residual_attn_out_h_1_attn_199);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = d_residual_linear_h_1_proj_194[i] + d_residual_attn_out_h_1_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_1_attn_199[i] = v0;
-    }
-}
-
-/* k17: sum of gradient contributions
- *     from $.model.layers[2].body[1] */
-extern "C" __global__ void k17(const float *d_residual_attn_out_h_1_attn_199, const float *__restrict__ d_residual_linear_h_0_proj, float *d_residual_linear_h_0_proj_204, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_residual_attn_out_h_1_attn_199 | (unsigned long long)d_residual_linear_h_0_proj | (unsigned long long)d_residual_linear_h_0_proj_204) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_residual_attn_out_h_1_attn_199 = rt_ld4(d_residual_attn_out_h_1_attn_199 + 4 * q);
-            const float4 r_d_residual_linear_h_0_proj = rt_ld4(d_residual_linear_h_0_proj + 4 * q);
-            float4 w_d_residual_linear_h_0_proj_204;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = ((const float *)&r_d_residual_attn_out_h_1_attn_199)[l] + ((const float *)&r_d_residual_linear_h_0_proj)[l]; /* sum of gradient contributions */
-                ((float *)&w_d_residual_linear_h_0_proj_204)[l] = v0;
-            }
-            rt_st4(d_residual_linear_h_0_proj_204 + 4 * q, w_d_residual_linear_h_0_proj_204);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = d_residual_attn_out_h_1_attn_199[i] + d_residual_linear_h_0_proj[i]; /* sum of gradient contributions */
-        d_residual_linear_h_0_proj_204[i] = v0;
-    }
-}
-
-/* k18: gelu (tanh) backward
+/* k4: gelu (tanh) backward
  *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k18(const float *d_gelu_h_0_2, const float *__restrict__ linear_h_0_fc, float *d_linear_h_0_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k4(const float *d_gelu_h_0_2, const float *__restrict__ linear_h_0_fc, float *d_linear_h_0_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2483,60 +2092,6 @@ extern "C" __global__ void k18(const float *d_gelu_h_0_2, const float *__restric
     for (int64_t i = done + first; i < n; i += stride) {
         float v0 = rt_gelu_tanh_bwd(linear_h_0_fc[i], d_gelu_h_0_2[i]); /* gelu (tanh) backward */
         d_linear_h_0_fc[i] = v0;
-    }
-}
-
-/* k19: sum of gradient contributions
- *     from $.model.layers[2].body[0] */
-extern "C" __global__ void k19(const float *d_residual_linear_h_0_proj_204, const float *__restrict__ d_residual_attn_out_h_0_attn, float *d_residual_attn_out_h_0_attn_209, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_residual_linear_h_0_proj_204 | (unsigned long long)d_residual_attn_out_h_0_attn | (unsigned long long)d_residual_attn_out_h_0_attn_209) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_residual_linear_h_0_proj_204 = rt_ld4(d_residual_linear_h_0_proj_204 + 4 * q);
-            const float4 r_d_residual_attn_out_h_0_attn = rt_ld4(d_residual_attn_out_h_0_attn + 4 * q);
-            float4 w_d_residual_attn_out_h_0_attn_209;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = ((const float *)&r_d_residual_linear_h_0_proj_204)[l] + ((const float *)&r_d_residual_attn_out_h_0_attn)[l]; /* sum of gradient contributions */
-                ((float *)&w_d_residual_attn_out_h_0_attn_209)[l] = v0;
-            }
-            rt_st4(d_residual_attn_out_h_0_attn_209 + 4 * q, w_d_residual_attn_out_h_0_attn_209);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = d_residual_linear_h_0_proj_204[i] + d_residual_attn_out_h_0_attn[i]; /* sum of gradient contributions */
-        d_residual_attn_out_h_0_attn_209[i] = v0;
-    }
-}
-
-/* k20: sum of gradient contributions
- *     from $.model.layers[1] */
-extern "C" __global__ void k20(const float *d_residual_attn_out_h_0_attn_209, const float *__restrict__ d_pos_embedding_wpe, float *d_pos_embedding_wpe_214, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_residual_attn_out_h_0_attn_209 | (unsigned long long)d_pos_embedding_wpe | (unsigned long long)d_pos_embedding_wpe_214) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_residual_attn_out_h_0_attn_209 = rt_ld4(d_residual_attn_out_h_0_attn_209 + 4 * q);
-            const float4 r_d_pos_embedding_wpe = rt_ld4(d_pos_embedding_wpe + 4 * q);
-            float4 w_d_pos_embedding_wpe_214;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = ((const float *)&r_d_residual_attn_out_h_0_attn_209)[l] + ((const float *)&r_d_pos_embedding_wpe)[l]; /* sum of gradient contributions */
-                ((float *)&w_d_pos_embedding_wpe_214)[l] = v0;
-            }
-            rt_st4(d_pos_embedding_wpe_214 + 4 * q, w_d_pos_embedding_wpe_214);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = d_residual_attn_out_h_0_attn_209[i] + d_pos_embedding_wpe[i]; /* sum of gradient contributions */
-        d_pos_embedding_wpe_214[i] = v0;
     }
 }
 
@@ -2564,246 +2119,6 @@ extern "C" __global__ void ke0(const float *embedding_wte, const float *__restri
     for (int64_t i = done + first; i < n; i += stride) {
         float v0 = embedding_wte[i] + P_wpe_weight[i % 16384]; /* pos_embedding: + position rows */
         pos_embedding_wpe[i] = v0;
-    }
-}
-
-/* ke1: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void ke1(const float *attn_out_h_0_attn, const float *__restrict__ P_h_0_attn_proj_bias, const float *__restrict__ pos_embedding_wpe, float *residual_attn_out_h_0_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)attn_out_h_0_attn | (unsigned long long)pos_embedding_wpe | (unsigned long long)residual_attn_out_h_0_attn) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_attn_out_h_0_attn = rt_ld4(attn_out_h_0_attn + 4 * q);
-            const float4 r_pos_embedding_wpe = rt_ld4(pos_embedding_wpe + 4 * q);
-            float4 w_residual_attn_out_h_0_attn;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_attn_out_h_0_attn)[l] + P_h_0_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_pos_embedding_wpe)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_attn_out_h_0_attn)[l] = v1;
-            }
-            rt_st4(residual_attn_out_h_0_attn + 4 * q, w_residual_attn_out_h_0_attn);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = attn_out_h_0_attn[i] + P_h_0_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = pos_embedding_wpe[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_0_attn[i] = v1;
-    }
-}
-
-/* ke2: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void ke2(const float *linear_h_0_proj, const float *__restrict__ P_h_0_proj_bias, const float *__restrict__ residual_attn_out_h_0_attn, float *residual_linear_h_0_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)linear_h_0_proj | (unsigned long long)residual_attn_out_h_0_attn | (unsigned long long)residual_linear_h_0_proj) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_linear_h_0_proj = rt_ld4(linear_h_0_proj + 4 * q);
-            const float4 r_residual_attn_out_h_0_attn = rt_ld4(residual_attn_out_h_0_attn + 4 * q);
-            float4 w_residual_linear_h_0_proj;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_linear_h_0_proj)[l] + P_h_0_proj_bias[i % 128]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_attn_out_h_0_attn)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_linear_h_0_proj)[l] = v1;
-            }
-            rt_st4(residual_linear_h_0_proj + 4 * q, w_residual_linear_h_0_proj);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_0_proj[i] + P_h_0_proj_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_0_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_0_proj[i] = v1;
-    }
-}
-
-/* ke3: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void ke3(const float *attn_out_h_1_attn, const float *__restrict__ P_h_1_attn_proj_bias, const float *__restrict__ residual_linear_h_0_proj, float *residual_attn_out_h_1_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)attn_out_h_1_attn | (unsigned long long)residual_linear_h_0_proj | (unsigned long long)residual_attn_out_h_1_attn) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_attn_out_h_1_attn = rt_ld4(attn_out_h_1_attn + 4 * q);
-            const float4 r_residual_linear_h_0_proj = rt_ld4(residual_linear_h_0_proj + 4 * q);
-            float4 w_residual_attn_out_h_1_attn;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_attn_out_h_1_attn)[l] + P_h_1_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_linear_h_0_proj)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_attn_out_h_1_attn)[l] = v1;
-            }
-            rt_st4(residual_attn_out_h_1_attn + 4 * q, w_residual_attn_out_h_1_attn);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = attn_out_h_1_attn[i] + P_h_1_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_0_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_1_attn[i] = v1;
-    }
-}
-
-/* ke4: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void ke4(const float *linear_h_1_proj, const float *__restrict__ P_h_1_proj_bias, const float *__restrict__ residual_attn_out_h_1_attn, float *residual_linear_h_1_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)linear_h_1_proj | (unsigned long long)residual_attn_out_h_1_attn | (unsigned long long)residual_linear_h_1_proj) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_linear_h_1_proj = rt_ld4(linear_h_1_proj + 4 * q);
-            const float4 r_residual_attn_out_h_1_attn = rt_ld4(residual_attn_out_h_1_attn + 4 * q);
-            float4 w_residual_linear_h_1_proj;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_linear_h_1_proj)[l] + P_h_1_proj_bias[i % 128]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_attn_out_h_1_attn)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_linear_h_1_proj)[l] = v1;
-            }
-            rt_st4(residual_linear_h_1_proj + 4 * q, w_residual_linear_h_1_proj);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_1_proj[i] + P_h_1_proj_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_1_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_1_proj[i] = v1;
-    }
-}
-
-/* ke5: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void ke5(const float *attn_out_h_2_attn, const float *__restrict__ P_h_2_attn_proj_bias, const float *__restrict__ residual_linear_h_1_proj, float *residual_attn_out_h_2_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)attn_out_h_2_attn | (unsigned long long)residual_linear_h_1_proj | (unsigned long long)residual_attn_out_h_2_attn) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_attn_out_h_2_attn = rt_ld4(attn_out_h_2_attn + 4 * q);
-            const float4 r_residual_linear_h_1_proj = rt_ld4(residual_linear_h_1_proj + 4 * q);
-            float4 w_residual_attn_out_h_2_attn;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_attn_out_h_2_attn)[l] + P_h_2_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_linear_h_1_proj)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_attn_out_h_2_attn)[l] = v1;
-            }
-            rt_st4(residual_attn_out_h_2_attn + 4 * q, w_residual_attn_out_h_2_attn);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = attn_out_h_2_attn[i] + P_h_2_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_1_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_2_attn[i] = v1;
-    }
-}
-
-/* ke6: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void ke6(const float *linear_h_2_proj, const float *__restrict__ P_h_2_proj_bias, const float *__restrict__ residual_attn_out_h_2_attn, float *residual_linear_h_2_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)linear_h_2_proj | (unsigned long long)residual_attn_out_h_2_attn | (unsigned long long)residual_linear_h_2_proj) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_linear_h_2_proj = rt_ld4(linear_h_2_proj + 4 * q);
-            const float4 r_residual_attn_out_h_2_attn = rt_ld4(residual_attn_out_h_2_attn + 4 * q);
-            float4 w_residual_linear_h_2_proj;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_linear_h_2_proj)[l] + P_h_2_proj_bias[i % 128]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_attn_out_h_2_attn)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_linear_h_2_proj)[l] = v1;
-            }
-            rt_st4(residual_linear_h_2_proj + 4 * q, w_residual_linear_h_2_proj);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_2_proj[i] + P_h_2_proj_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_2_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_2_proj[i] = v1;
-    }
-}
-
-/* ke7: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[0].body[1] + $.model.layers[2].body[0] */
-extern "C" __global__ void ke7(const float *attn_out_h_3_attn, const float *__restrict__ P_h_3_attn_proj_bias, const float *__restrict__ residual_linear_h_2_proj, float *residual_attn_out_h_3_attn, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)attn_out_h_3_attn | (unsigned long long)residual_linear_h_2_proj | (unsigned long long)residual_attn_out_h_3_attn) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_attn_out_h_3_attn = rt_ld4(attn_out_h_3_attn + 4 * q);
-            const float4 r_residual_linear_h_2_proj = rt_ld4(residual_linear_h_2_proj + 4 * q);
-            float4 w_residual_attn_out_h_3_attn;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_attn_out_h_3_attn)[l] + P_h_3_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_linear_h_2_proj)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_attn_out_h_3_attn)[l] = v1;
-            }
-            rt_st4(residual_attn_out_h_3_attn + 4 * q, w_residual_attn_out_h_3_attn);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = attn_out_h_3_attn[i] + P_h_3_attn_proj_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = residual_linear_h_2_proj[i] + v0; /* residual: x + body(x) */
-        residual_attn_out_h_3_attn[i] = v1;
-    }
-}
-
-/* ke8: linear epilogue: + bias + residual: x + body(x)
- *     from $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1] */
-extern "C" __global__ void ke8(const float *linear_h_3_proj, const float *__restrict__ P_h_3_proj_bias, const float *__restrict__ residual_attn_out_h_3_attn, float *residual_linear_h_3_proj, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)linear_h_3_proj | (unsigned long long)residual_attn_out_h_3_attn | (unsigned long long)residual_linear_h_3_proj) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_linear_h_3_proj = rt_ld4(linear_h_3_proj + 4 * q);
-            const float4 r_residual_attn_out_h_3_attn = rt_ld4(residual_attn_out_h_3_attn + 4 * q);
-            float4 w_residual_linear_h_3_proj;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_linear_h_3_proj)[l] + P_h_3_proj_bias[i % 128]; /* linear epilogue: + bias */
-                float v1 = ((const float *)&r_residual_attn_out_h_3_attn)[l] + v0; /* residual: x + body(x) */
-                ((float *)&w_residual_linear_h_3_proj)[l] = v1;
-            }
-            rt_st4(residual_linear_h_3_proj + 4 * q, w_residual_linear_h_3_proj);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = linear_h_3_proj[i] + P_h_3_proj_bias[i % 128]; /* linear epilogue: + bias */
-        float v1 = residual_attn_out_h_3_attn[i] + v0; /* residual: x + body(x) */
-        residual_linear_h_3_proj[i] = v1;
     }
 }
 

@@ -2,7 +2,7 @@
  *
  * The memory plan for training (forward and backward): activations, their
  * gradients and scratch buffers.
- * One arena of Bmax * 4604928 bytes (without reuse: Bmax * 7881728; the most live at
+ * One arena of Bmax * 4604928 bytes (without reuse: Bmax * 7357440; the most live at
  * once: Bmax * 4604928). A buffer's byte offset is Bmax * its offset below, so any
  * batch size fits the same plan.
  *
@@ -14,52 +14,52 @@
  *   2359296     196608       3-176  qkv_h_0_attn                [B, 128, 384]  q, k, v side by side
  *   4587520     2048         5-176  lse_h_0_attn                [B, 4, 128]  each query's log-sum-exp, saved for backward
  *   3276800     65536        5-176  attn_y_h_0_attn             [B, 128, 128]  attention heads' outputs
- *   3342336     65536        6-167  attn_out_h_0_attn           [B, 128, 128]  attention output projection
+ *   3342336     65536        6-167  residual_attn_out_h_0_attn  [B, 128, 128]  x + body(x)
  *   3407872     65536        9-163  layernorm_h_0_ln_2          [B, 128, 128]  layernorm output
  *   4596736     512          9-167  ln_mean_h_0_ln_2            [B, 128]  layernorm mean, saved for backward
  *   4597248     512          9-167  ln_rstd_h_0_ln_2            [B, 128]  layernorm 1/std, saved for backward
  *   0           262144      10-161  linear_h_0_fc               [B, 128, 512]  linear output
  *   262144      262144      10-157  gelu_h_0_2                  [B, 128, 512]  gelu
- *   3473408     65536       13-152  linear_h_0_proj             [B, 128, 128]  linear output
+ *   3473408     65536       13-152  residual_linear_h_0_proj    [B, 128, 128]  x + body(x)
  *   3538944     65536       16-148  layernorm_h_1_ln_1          [B, 128, 128]  layernorm output
  *   4597760     512         16-152  ln_mean_h_1_ln_1            [B, 128]  layernorm mean, saved for backward
  *   4598272     512         16-152  ln_rstd_h_1_ln_1            [B, 128]  layernorm 1/std, saved for backward
  *   2555904     196608      17-146  qkv_h_1_attn                [B, 128, 384]  q, k, v side by side
  *   4589568     2048        19-146  lse_h_1_attn                [B, 4, 128]  each query's log-sum-exp, saved for backward
  *   3604480     65536       19-146  attn_y_h_1_attn             [B, 128, 128]  attention heads' outputs
- *   3670016     65536       20-137  attn_out_h_1_attn           [B, 128, 128]  attention output projection
+ *   3670016     65536       20-137  residual_attn_out_h_1_attn  [B, 128, 128]  x + body(x)
  *   3735552     65536       23-133  layernorm_h_1_ln_2          [B, 128, 128]  layernorm output
  *   4598784     512         23-137  ln_mean_h_1_ln_2            [B, 128]  layernorm mean, saved for backward
  *   4599296     512         23-137  ln_rstd_h_1_ln_2            [B, 128]  layernorm 1/std, saved for backward
  *   524288      262144      24-131  linear_h_1_fc               [B, 128, 512]  linear output
  *   786432      262144      24-127  gelu_h_1_2                  [B, 128, 512]  gelu
- *   3801088     65536       27-122  linear_h_1_proj             [B, 128, 128]  linear output
+ *   3801088     65536       27-122  residual_linear_h_1_proj    [B, 128, 128]  x + body(x)
  *   3866624     65536       30-118  layernorm_h_2_ln_1          [B, 128, 128]  layernorm output
  *   4599808     512         30-122  ln_mean_h_2_ln_1            [B, 128]  layernorm mean, saved for backward
  *   4600320     512         30-122  ln_rstd_h_2_ln_1            [B, 128]  layernorm 1/std, saved for backward
  *   2752512     196608      31-116  qkv_h_2_attn                [B, 128, 384]  q, k, v side by side
  *   4591616     2048        33-116  lse_h_2_attn                [B, 4, 128]  each query's log-sum-exp, saved for backward
  *   3932160     65536       33-116  attn_y_h_2_attn             [B, 128, 128]  attention heads' outputs
- *   3997696     65536       34-107  attn_out_h_2_attn           [B, 128, 128]  attention output projection
+ *   3997696     65536       34-107  residual_attn_out_h_2_attn  [B, 128, 128]  x + body(x)
  *   4063232     65536       37-103  layernorm_h_2_ln_2          [B, 128, 128]  layernorm output
  *   4600832     512         37-107  ln_mean_h_2_ln_2            [B, 128]  layernorm mean, saved for backward
  *   4601344     512         37-107  ln_rstd_h_2_ln_2            [B, 128]  layernorm 1/std, saved for backward
  *   1048576     262144      38-101  linear_h_2_fc               [B, 128, 512]  linear output
  *   1310720     262144      38-97   gelu_h_2_2                  [B, 128, 512]  gelu
- *   4128768     65536       41-92   linear_h_2_proj             [B, 128, 128]  linear output
+ *   4128768     65536       41-92   residual_linear_h_2_proj    [B, 128, 128]  x + body(x)
  *   4194304     65536       44-88   layernorm_h_3_ln_1          [B, 128, 128]  layernorm output
  *   4601856     512         44-92   ln_mean_h_3_ln_1            [B, 128]  layernorm mean, saved for backward
  *   4602368     512         44-92   ln_rstd_h_3_ln_1            [B, 128]  layernorm 1/std, saved for backward
  *   2949120     196608      45-86   qkv_h_3_attn                [B, 128, 384]  q, k, v side by side
  *   4593664     2048        47-86   lse_h_3_attn                [B, 4, 128]  each query's log-sum-exp, saved for backward
  *   4259840     65536       47-86   attn_y_h_3_attn             [B, 128, 128]  attention heads' outputs
- *   4325376     65536       48-77   attn_out_h_3_attn           [B, 128, 128]  attention output projection
+ *   4325376     65536       48-77   residual_attn_out_h_3_attn  [B, 128, 128]  x + body(x)
  *   4390912     65536       51-73   layernorm_h_3_ln_2          [B, 128, 128]  layernorm output
  *   4602880     512         51-77   ln_mean_h_3_ln_2            [B, 128]  layernorm mean, saved for backward
  *   4603392     512         51-77   ln_rstd_h_3_ln_2            [B, 128]  layernorm 1/std, saved for backward
  *   1572864     262144      52-71   linear_h_3_fc               [B, 128, 512]  linear output
  *   1835008     262144      52-67   gelu_h_3_2                  [B, 128, 512]  gelu
- *   4456448     65536       55-63   linear_h_3_proj             [B, 128, 128]  linear output
+ *   4456448     65536       55-63   residual_linear_h_3_proj    [B, 128, 128]  x + body(x)
  *   4521984     65536       58-62   layernorm_ln_f              [B, 128, 128]  layernorm output
  *   4603904     512         58-63   ln_mean_ln_f                [B, 128]  layernorm mean, saved for backward
  *   4604416     512         58-63   ln_rstd_ln_f                [B, 128]  layernorm 1/std, saved for backward
@@ -69,41 +69,25 @@
  *   4521984     65536       63-188  d_residual_linear_h_3_proj  [B, 128, 128]  gradient
  *   2097152     262144      66-75   d_gelu_h_3_2                [B, 128, 512]  gradient
  *   4456448     65536       72-77   d_layernorm_h_3_ln_2        [B, 128, 128]  gradient
- *   4390912     65536       77-80   d_residual_attn_out_h_3_attn  [B, 128, 128]  gradient
  *   4325376     65536       81-86   d_attn_y_h_3_attn           [B, 128, 128]  gradient
  *   1572864     196608      86-90   d_qkv_h_3_attn              [B, 128, 384]  gradient
  *   2949120     65536       87-92   d_layernorm_h_3_ln_1        [B, 128, 128]  gradient
- *   3014656     65536       92-95   d_residual_linear_h_2_proj  [B, 128, 128]  gradient
  *   1572864     262144      96-105  d_gelu_h_2_2                [B, 128, 512]  gradient
  *   2949120     65536      102-107  d_layernorm_h_2_ln_2        [B, 128, 128]  gradient
- *   3014656     65536      107-110  d_residual_attn_out_h_2_attn  [B, 128, 128]  gradient
  *   2949120     65536      111-116  d_attn_y_h_2_attn           [B, 128, 128]  gradient
  *   1048576     196608     116-120  d_qkv_h_2_attn              [B, 128, 384]  gradient
  *   2752512     65536      117-122  d_layernorm_h_2_ln_1        [B, 128, 128]  gradient
- *   2818048     65536      122-125  d_residual_linear_h_1_proj  [B, 128, 128]  gradient
  *   1048576     262144     126-135  d_gelu_h_1_2                [B, 128, 512]  gradient
  *   2752512     65536      132-137  d_layernorm_h_1_ln_2        [B, 128, 128]  gradient
- *   2818048     65536      137-140  d_residual_attn_out_h_1_attn  [B, 128, 128]  gradient
  *   2752512     65536      141-146  d_attn_y_h_1_attn           [B, 128, 128]  gradient
  *   524288      196608     146-150  d_qkv_h_1_attn              [B, 128, 384]  gradient
  *   2555904     65536      147-152  d_layernorm_h_1_ln_1        [B, 128, 128]  gradient
- *   2621440     65536      152-155  d_residual_linear_h_0_proj  [B, 128, 128]  gradient
  *   524288      262144     156-165  d_gelu_h_0_2                [B, 128, 512]  gradient
  *   0           65536      162-167  d_layernorm_h_0_ln_2        [B, 128, 128]  gradient
- *   2555904     65536      167-170  d_residual_attn_out_h_0_attn  [B, 128, 128]  gradient
  *   2555904     65536      171-176  d_attn_y_h_0_attn           [B, 128, 128]  gradient
  *   0           196608     176-180  d_qkv_h_0_attn              [B, 128, 384]  gradient
  *   3276800     65536      177-182  d_layernorm_h_0_ln_1        [B, 128, 128]  gradient
- *   3211264     65536      182-185  d_pos_embedding_wpe         [B, 128, 128]  gradient
  *   (in place)  -                   pos_embedding_wpe           [B, 128, 128]  written over embedding_wte
- *   (in place)  -                   residual_attn_out_h_0_attn  [B, 128, 128]  written over attn_out_h_0_attn
- *   (in place)  -                   residual_linear_h_0_proj    [B, 128, 128]  written over linear_h_0_proj
- *   (in place)  -                   residual_attn_out_h_1_attn  [B, 128, 128]  written over attn_out_h_1_attn
- *   (in place)  -                   residual_linear_h_1_proj    [B, 128, 128]  written over linear_h_1_proj
- *   (in place)  -                   residual_attn_out_h_2_attn  [B, 128, 128]  written over attn_out_h_2_attn
- *   (in place)  -                   residual_linear_h_2_proj    [B, 128, 128]  written over linear_h_2_proj
- *   (in place)  -                   residual_attn_out_h_3_attn  [B, 128, 128]  written over attn_out_h_3_attn
- *   (in place)  -                   residual_linear_h_3_proj    [B, 128, 128]  written over linear_h_3_proj
  *   (in place)  -                   d_linear_h_3_fc             [B, 128, 512]  written over d_gelu_h_3_2
  *   (in place)  -                   d_residual_attn_out_h_3_attn_179  [B, 128, 128]  written over d_residual_linear_h_3_proj
  *   (in place)  -                   d_residual_linear_h_2_proj_184  [B, 128, 128]  written over d_residual_linear_h_3_proj
@@ -123,68 +107,60 @@
  * batch size fits the same plan.
  *
  *   offset      bytes/row  live     buffer                      shape
- *   196608      65536        0-7    embedding_wte               [B, 128, 128]  embedding rows
+ *   196608      65536        0-6    embedding_wte               [B, 128, 128]  embedding rows
  *   262144      65536        2-3    layernorm_h_0_ln_1          [B, 128, 128]  layernorm output
  *   0           512          2-2    ln_mean_h_0_ln_1            [B, 128]  layernorm mean, saved for backward
  *   512         512          2-2    ln_rstd_h_0_ln_1            [B, 128]  layernorm 1/std, saved for backward
  *   0           196608       3-5    qkv_h_0_attn                [B, 128, 384]  q, k, v side by side
  *   327680      2048         5-5    lse_h_0_attn                [B, 4, 128]  each query's log-sum-exp, saved for backward
  *   262144      65536        5-6    attn_y_h_0_attn             [B, 128, 128]  attention heads' outputs
- *   327680      65536        6-14   attn_out_h_0_attn           [B, 128, 128]  attention output projection
+ *   327680      65536        6-13   residual_attn_out_h_0_attn  [B, 128, 128]  x + body(x)
  *   262144      65536        9-10   layernorm_h_0_ln_2          [B, 128, 128]  layernorm output
  *   0           512          9-9    ln_mean_h_0_ln_2            [B, 128]  layernorm mean, saved for backward
  *   512         512          9-9    ln_rstd_h_0_ln_2            [B, 128]  layernorm 1/std, saved for backward
  *   0           262144      10-13   gelu_h_0_2                  [B, 128, 512]  gelu
- *   262144      65536       13-21   linear_h_0_proj             [B, 128, 128]  linear output
+ *   262144      65536       13-20   residual_linear_h_0_proj    [B, 128, 128]  x + body(x)
  *   196608      65536       16-17   layernorm_h_1_ln_1          [B, 128, 128]  layernorm output
  *   0           512         16-16   ln_mean_h_1_ln_1            [B, 128]  layernorm mean, saved for backward
  *   512         512         16-16   ln_rstd_h_1_ln_1            [B, 128]  layernorm 1/std, saved for backward
  *   0           196608      17-19   qkv_h_1_attn                [B, 128, 384]  q, k, v side by side
  *   327680      2048        19-19   lse_h_1_attn                [B, 4, 128]  each query's log-sum-exp, saved for backward
  *   196608      65536       19-20   attn_y_h_1_attn             [B, 128, 128]  attention heads' outputs
- *   327680      65536       20-28   attn_out_h_1_attn           [B, 128, 128]  attention output projection
+ *   327680      65536       20-27   residual_attn_out_h_1_attn  [B, 128, 128]  x + body(x)
  *   262144      65536       23-24   layernorm_h_1_ln_2          [B, 128, 128]  layernorm output
  *   0           512         23-23   ln_mean_h_1_ln_2            [B, 128]  layernorm mean, saved for backward
  *   512         512         23-23   ln_rstd_h_1_ln_2            [B, 128]  layernorm 1/std, saved for backward
  *   0           262144      24-27   gelu_h_1_2                  [B, 128, 512]  gelu
- *   262144      65536       27-35   linear_h_1_proj             [B, 128, 128]  linear output
+ *   262144      65536       27-34   residual_linear_h_1_proj    [B, 128, 128]  x + body(x)
  *   196608      65536       30-31   layernorm_h_2_ln_1          [B, 128, 128]  layernorm output
  *   0           512         30-30   ln_mean_h_2_ln_1            [B, 128]  layernorm mean, saved for backward
  *   512         512         30-30   ln_rstd_h_2_ln_1            [B, 128]  layernorm 1/std, saved for backward
  *   0           196608      31-33   qkv_h_2_attn                [B, 128, 384]  q, k, v side by side
  *   327680      2048        33-33   lse_h_2_attn                [B, 4, 128]  each query's log-sum-exp, saved for backward
  *   196608      65536       33-34   attn_y_h_2_attn             [B, 128, 128]  attention heads' outputs
- *   327680      65536       34-42   attn_out_h_2_attn           [B, 128, 128]  attention output projection
+ *   327680      65536       34-41   residual_attn_out_h_2_attn  [B, 128, 128]  x + body(x)
  *   262144      65536       37-38   layernorm_h_2_ln_2          [B, 128, 128]  layernorm output
  *   0           512         37-37   ln_mean_h_2_ln_2            [B, 128]  layernorm mean, saved for backward
  *   512         512         37-37   ln_rstd_h_2_ln_2            [B, 128]  layernorm 1/std, saved for backward
  *   0           262144      38-41   gelu_h_2_2                  [B, 128, 512]  gelu
- *   262144      65536       41-49   linear_h_2_proj             [B, 128, 128]  linear output
+ *   262144      65536       41-48   residual_linear_h_2_proj    [B, 128, 128]  x + body(x)
  *   196608      65536       44-45   layernorm_h_3_ln_1          [B, 128, 128]  layernorm output
  *   0           512         44-44   ln_mean_h_3_ln_1            [B, 128]  layernorm mean, saved for backward
  *   512         512         44-44   ln_rstd_h_3_ln_1            [B, 128]  layernorm 1/std, saved for backward
  *   0           196608      45-47   qkv_h_3_attn                [B, 128, 384]  q, k, v side by side
  *   327680      2048        47-47   lse_h_3_attn                [B, 4, 128]  each query's log-sum-exp, saved for backward
  *   196608      65536       47-48   attn_y_h_3_attn             [B, 128, 128]  attention heads' outputs
- *   327680      65536       48-56   attn_out_h_3_attn           [B, 128, 128]  attention output projection
+ *   327680      65536       48-55   residual_attn_out_h_3_attn  [B, 128, 128]  x + body(x)
  *   262144      65536       51-52   layernorm_h_3_ln_2          [B, 128, 128]  layernorm output
  *   0           512         51-51   ln_mean_h_3_ln_2            [B, 128]  layernorm mean, saved for backward
  *   512         512         51-51   ln_rstd_h_3_ln_2            [B, 128]  layernorm 1/std, saved for backward
  *   0           262144      52-55   gelu_h_3_2                  [B, 128, 512]  gelu
- *   262144      65536       55-58   linear_h_3_proj             [B, 128, 128]  linear output
+ *   262144      65536       55-58   residual_linear_h_3_proj    [B, 128, 128]  x + body(x)
  *   131072      65536       58-59   layernorm_ln_f              [B, 128, 128]  layernorm output
  *   196608      512         58-58   ln_mean_ln_f                [B, 128]  layernorm mean, saved for backward
  *   197120      512         58-58   ln_rstd_ln_f                [B, 128]  layernorm 1/std, saved for backward
  *   0           131072      59-60   linear_lm_head              [B, 128, 256]  linear output
  *   (in place)  -                   pos_embedding_wpe           [B, 128, 128]  written over embedding_wte
- *   (in place)  -                   residual_attn_out_h_0_attn  [B, 128, 128]  written over attn_out_h_0_attn
- *   (in place)  -                   residual_linear_h_0_proj    [B, 128, 128]  written over linear_h_0_proj
- *   (in place)  -                   residual_attn_out_h_1_attn  [B, 128, 128]  written over attn_out_h_1_attn
- *   (in place)  -                   residual_linear_h_1_proj    [B, 128, 128]  written over linear_h_1_proj
- *   (in place)  -                   residual_attn_out_h_2_attn  [B, 128, 128]  written over attn_out_h_2_attn
- *   (in place)  -                   residual_linear_h_2_proj    [B, 128, 128]  written over linear_h_2_proj
- *   (in place)  -                   residual_attn_out_h_3_attn  [B, 128, 128]  written over attn_out_h_3_attn
- *   (in place)  -                   residual_linear_h_3_proj    [B, 128, 128]  written over linear_h_3_proj
  */
 #ifndef TRAINC_MODEL_H
 #define TRAINC_MODEL_H
@@ -199,30 +175,6 @@ void k1(rt_exec *e, int64_t lo, int64_t hi);
 void k2(rt_exec *e, int64_t lo, int64_t hi);
 void k3(rt_exec *e, int64_t lo, int64_t hi);
 void k4(rt_exec *e, int64_t lo, int64_t hi);
-void k5(rt_exec *e, int64_t lo, int64_t hi);
-void k6(rt_exec *e, int64_t lo, int64_t hi);
-void k7(rt_exec *e, int64_t lo, int64_t hi);
-void k8(rt_exec *e, int64_t lo, int64_t hi);
-void k9(rt_exec *e, int64_t lo, int64_t hi);
-void k10(rt_exec *e, int64_t lo, int64_t hi);
-void k11(rt_exec *e, int64_t lo, int64_t hi);
-void k12(rt_exec *e, int64_t lo, int64_t hi);
-void k13(rt_exec *e, int64_t lo, int64_t hi);
-void k14(rt_exec *e, int64_t lo, int64_t hi);
-void k15(rt_exec *e, int64_t lo, int64_t hi);
-void k16(rt_exec *e, int64_t lo, int64_t hi);
-void k17(rt_exec *e, int64_t lo, int64_t hi);
-void k18(rt_exec *e, int64_t lo, int64_t hi);
-void k19(rt_exec *e, int64_t lo, int64_t hi);
-void k20(rt_exec *e, int64_t lo, int64_t hi);
 void ke0(rt_exec *e, int64_t lo, int64_t hi);
-void ke1(rt_exec *e, int64_t lo, int64_t hi);
-void ke2(rt_exec *e, int64_t lo, int64_t hi);
-void ke3(rt_exec *e, int64_t lo, int64_t hi);
-void ke4(rt_exec *e, int64_t lo, int64_t hi);
-void ke5(rt_exec *e, int64_t lo, int64_t hi);
-void ke6(rt_exec *e, int64_t lo, int64_t hi);
-void ke7(rt_exec *e, int64_t lo, int64_t hi);
-void ke8(rt_exec *e, int64_t lo, int64_t hi);
 
 #endif

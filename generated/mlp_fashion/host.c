@@ -35,11 +35,11 @@ static void forward(rt_exec *e, int train)
     /* $.model.inputs.x: input to f32 */
     rt_launch(e, "k0", k0, e->B * 784, 2, (void *[]){&in_x, &x_f32});
     /* $.model.layers[1] + $.model.layers[2]: linear: y = relu(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1, 256, 784, 1.0f, flatten_0, 784, P_1_weight, 784, NULL, 256, P_1_bias, RT_EPI_RELU, relu_2);
+    rt_gemm_bias(e, 0, 1, e->B * 1, 256, 784, 1.0f, flatten_0, 784, P_1_weight, 784, NULL, 256, P_1_bias, NULL, RT_EPI_RELU, relu_2);
     /* $.model.layers[3] + $.model.layers[4]: linear: y = relu(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1, 256, 256, 1.0f, relu_2, 256, P_3_weight, 256, NULL, 256, P_3_bias, RT_EPI_RELU, relu_4);
+    rt_gemm_bias(e, 0, 1, e->B * 1, 256, 256, 1.0f, relu_2, 256, P_3_weight, 256, NULL, 256, P_3_bias, NULL, RT_EPI_RELU, relu_4);
     /* $.model.layers[5]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1, 10, 256, 1.0f, relu_4, 256, P_5_weight, 256, linear_5, 10, P_5_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1, 10, 256, 1.0f, relu_4, 256, P_5_weight, 256, linear_5, 10, P_5_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.loss: cross entropy: loss, accuracy and d(logits) in one pass */
     rt_cross_entropy(e, linear_5, in_y, e->train ? d_linear_5 : NULL, e->B * 1, 10);
 }
@@ -119,11 +119,11 @@ static void evaluate(rt_exec *e)
     /* $.model.inputs.x: input to f32 */
     rt_launch(e, "ke0", ke0, e->B * 784, 2, (void *[]){&in_x, &x_f32});
     /* $.model.layers[1] + $.model.layers[2]: linear: y = relu(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1, 256, 784, 1.0f, flatten_0, 784, P_1_weight, 784, NULL, 256, P_1_bias, RT_EPI_RELU, relu_2);
+    rt_gemm_bias(e, 0, 1, e->B * 1, 256, 784, 1.0f, flatten_0, 784, P_1_weight, 784, NULL, 256, P_1_bias, NULL, RT_EPI_RELU, relu_2);
     /* $.model.layers[3] + $.model.layers[4]: linear: y = relu(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1, 256, 256, 1.0f, relu_2, 256, P_3_weight, 256, NULL, 256, P_3_bias, RT_EPI_RELU, relu_4);
+    rt_gemm_bias(e, 0, 1, e->B * 1, 256, 256, 1.0f, relu_2, 256, P_3_weight, 256, NULL, 256, P_3_bias, NULL, RT_EPI_RELU, relu_4);
     /* $.model.layers[5]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1, 10, 256, 1.0f, relu_4, 256, P_5_weight, 256, linear_5, 10, P_5_bias, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1, 10, 256, 1.0f, relu_4, 256, P_5_weight, 256, linear_5, 10, P_5_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.loss: cross entropy: loss, accuracy and d(logits) in one pass */
     rt_cross_entropy(e, linear_5, in_y, NULL, e->B * 1, 10);
 }

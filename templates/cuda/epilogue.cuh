@@ -1,19 +1,25 @@
 /* epilogue.cuh: a linear layer's GEMM epilogue as a kernel of its own, for when
  * cuBLASLt cannot take it (cuda_blas.c's rt_cu_gemm_bias falls back here, or
  * TRAINC_GEMM_EPILOGUE=0 asks for it): the arithmetic of the fused elementwise kernel
- * "+ bias (+ act)" (rt_gemm_bias in runtime/kernels.c on the CPU). */
+ * "+ bias (+ act)" or "+ bias + residual" (rt_gemm_bias in runtime/kernels.c on the
+ * CPU), in cuBLASLt's order. */
 
 /* Launch: grid-stride, 256 threads. For i < M, j < N, at k = i * ldc + j:
- *   v = out[k] + bias[j];  C[k] = v (C not NULL);  Y[k] = act(v) (act: 1 ReLU, 2 GELU tanh)
- * out is C or Y (the GEMM's product, overwritten in place). */
+ *   v = out[k] (+ R[k]) + bias[j];  C[k] = v (C not NULL);  Y[k] = act(v) (act: 1 ReLU,
+ *   2 GELU tanh)
+ * out is C or Y (the GEMM's product, overwritten in place); R (NULL: none) is a
+ * residual, added before the bias as cuBLASLt adds its beta C. */
 extern "C" __global__ void __launch_bounds__(256)
-rt_bias_act(const act_t *out, act_t *C, act_t *Y, const float *bias, int64_t M, int64_t N,
-            int64_t ldc, int act)
+rt_bias_act(const act_t *out, const act_t *R, act_t *C, act_t *Y, const float *bias, int64_t M,
+            int64_t N, int64_t ldc, int act)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < M * N;
          i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t r = i / N, j = i % N, k = r * ldc + j;
-        const float v = rt_ld(out + k) + bias[j];
+        float v = rt_ld(out + k);
+        if (R)
+            v = v + rt_ld(R + k);
+        v = v + bias[j];
         if (C)
             rt_st(C + k, v);
         if (act == 1)

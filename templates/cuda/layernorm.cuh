@@ -43,13 +43,16 @@ __device__ __forceinline__ void layernorm_fwd_row(const act_t *x, const float *w
  * Launch: grid (rows), block of 32..1024 threads (a multiple of 32).
  *   xh = (x - mean) * rstd, g = dy * w           (float)
  *   a  = mean_j g, c = mean_j g * xh             (double sums, rounded to float)
- *   dx = rstd * (g - a - xh * c)                 (overwritten; dx may be dy or x)
- * dw and db come from rt_layernorm_dwdb, launched before this kernel (it reads x and
- * dy, which dx may overwrite). */
+ *   dx = rstd * (g - a - xh * c)  (+ add)        (overwritten; dx may be dy, x or add)
+ * add (NULL: none) is another gradient contribution summed in: one float add before
+ * the store, as the separate sum kernel did (from dx unrounded: with 16-bit
+ * activations one rounding fewer). The thread that writes dx[j] reads x[j], dy[j] and
+ * add[j] first. dw and db come from rt_layernorm_dwdb, launched before this kernel (it
+ * reads x and dy, which dx may overwrite). */
 template <int D>
 __device__ __forceinline__ void layernorm_bwd_row(const act_t *x, const float *w,
                                                   const float *mean, const float *rstd,
-                                                  const act_t *dy, act_t *dx)
+                                                  const act_t *dy, const act_t *add, act_t *dx)
 {
     int64_t r = blockIdx.x;
     const act_t *xr = x + r * D, *dyr = dy + r * D;   /* [D] each */
@@ -61,18 +64,20 @@ __device__ __forceinline__ void layernorm_bwd_row(const act_t *x, const float *w
         s2 += (double)g * xh;
     });
     float a = (float)(rt_block_sum(s1) / (double)D), c = (float)(rt_block_sum(s2) / (double)D);
+    const act_t *addr = add ? add + r * D : NULL;
     rt_row_map(xr, dx + r * D, D, [&](int j, float v) {
         float xh = (v - m) * rs;
-        return rs * (rt_ld(dyr + j) * w[j] - a - xh * c);
+        float gx = rs * (rt_ld(dyr + j) * w[j] - a - xh * c);
+        return addr ? gx + rt_ld(addr + j) : gx;
     });
 }
 
 #define RT_LAYERNORM_BWD(D)                                                                   \
     extern "C" __global__ void __launch_bounds__(1024) rt_layernorm_bwd_##D(                  \
         const act_t *x, const float *w, const float *mean, const float *rstd,                 \
-        const act_t *dy, act_t *dx)                                                           \
+        const act_t *dy, const act_t *add, act_t *dx)                                         \
     {                                                                                         \
-        layernorm_bwd_row<D>(x, w, mean, rstd, dy, dx);                                       \
+        layernorm_bwd_row<D>(x, w, mean, rstd, dy, add, dx);                                  \
     }
 
 /* Partial sums of dw and db over blocks of rows (the runtime shape needs no template).

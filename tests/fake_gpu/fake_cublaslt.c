@@ -11,11 +11,16 @@
  * column-major, ld >= rows) and that every matrix and the workspace lie in device
  * memory. cublasLtMatmul is queued on its stream through the fake driver
  * (fake_gpu.h's hooks) and runs cblas_sgemm there: column-major fp32, alpha and beta
- * read at the call (host pointer mode), D = C in place. bf16 and fp16 matrices
- * (CUDA_R_16BF, CUDA_R_16F: A and B of one type, and C with them or in fp32, the
- * combinations cuBLASLt takes with fp32 compute) are widened to fp32 for the sgemm and
- * D narrowed back as the GPU's kernels round (runtime/rt_half.h): fp32 accumulation,
- * as on the GPU (the order of the sums differs). */
+ * read at the call (host pointer mode). In place (D = C, one layout) any beta, sgemm's
+ * own C = alpha A B + beta C. Out of place (D != C: the residual epilogue of
+ * runtime/cuda_blas.c; C and D of one type and shape, each with its ld, not
+ * overlapping) beta 0 or 1 only: D = alpha A B, then D + C, then the epilogue, the
+ * order of rt_gemm_bias in runtime/kernels.c; another beta is refused, as the rounding
+ * of beta * C against the product on a real GPU is not the fake's to guess. bf16 and
+ * fp16 matrices (CUDA_R_16BF, CUDA_R_16F: A and B of one type, and C with them or in
+ * fp32, the combinations cuBLASLt takes with fp32 compute) are widened to fp32 for the
+ * sgemm and D narrowed back as the GPU's kernels round (runtime/rt_half.h): fp32
+ * accumulation, as on the GPU (the order of the sums differs). */
 #include <cblas.h>
 #include <cublasLt.h>
 #include <dlfcn.h>
@@ -245,9 +250,12 @@ typedef struct Job {
     int m, n, k, lda, ldb, ldc;
     float alpha, beta;
     const void *A, *B;
-    void *C;
-    int ab16, c16;             /* A and B, C (= D): Layout.half */
-    size_t na, nb, nc;         /* elements each matrix spans */
+    void *C;                   /* D: the output (in place: also the C read with beta) */
+    int ab16, c16;             /* A and B, C and D: Layout.half */
+    size_t na, nb, nc;         /* elements each matrix spans (nc: D's) */
+    const void *Cin;           /* out of place: C, read after the product (beta 1); else NULL */
+    int ldcin;
+    size_t ncin;
     cublasLtEpilogue_t epi;    /* and its operands, as set when the call was queued */
     const float *bias;
     void *aux;
@@ -280,7 +288,15 @@ static void run_job(void *arg)
     float *B = j->ab16 ? widen(j->B, j->nb, j->ab16) : (float *)j->B;
     float *C = j->c16 ? widen(j->C, j->nc, j->c16) : j->C;
     cblas_sgemm(CblasColMajor, j->ta, j->tb, j->m, j->n, j->k, j->alpha, A, j->lda, B, j->ldb,
-                j->beta, C, j->ldc);
+                j->Cin ? 0.0f : j->beta, C, j->ldc);
+    if (j->Cin && j->beta != 0.0f) {   /* out of place, beta 1: the product, then + C */
+        const float *Ci = j->c16 ? widen(j->Cin, j->ncin, j->c16) : j->Cin;
+        for (int c = 0; c < j->n; c++)
+            for (int r = 0; r < j->m; r++)
+                C[(size_t)c * (size_t)j->ldc + (size_t)r] += Ci[(size_t)c * (size_t)j->ldcin + (size_t)r];
+        if (j->c16)
+            free((void *)Ci);
+    }
     if (j->epi != CUBLASLT_EPILOGUE_DEFAULT)   /* column-major: the bias along D's rows */
         for (int c = 0; c < j->n; c++)
             for (int r = 0; r < j->m; r++) {
@@ -327,9 +343,16 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
         return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: the layouts do not make a GEMM");
     if (algo && (algo->data[0] != ALGO_TAG || algo->data[1] != m || algo->data[2] != n || algo->data[3] != k))
         return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: the algorithm was chosen for another problem");
-    if (C != D || c->ld != d->ld)
-        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmul: only D = C (in place)");
-    if (!is_dev_range(A, span(a)) || !is_dev_range(B, span(b)) || !is_dev_range(D, span(d)))
+    float fbeta = *(const float *)beta;
+    if (C == D && c->ld != d->ld)
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: in place (D = C) with two layouts");
+    if (C != D && fbeta != 0.0f && fbeta != 1.0f)
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmul: out of place (D != C) with beta other than 0 or 1");
+    if (C != D && fbeta != 0.0f &&
+        ((uintptr_t)C < (uintptr_t)D + span(d) && (uintptr_t)D < (uintptr_t)C + span(c)))
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: C and D overlap without being one matrix");
+    if (!is_dev_range(A, span(a)) || !is_dev_range(B, span(b)) || !is_dev_range(D, span(d)) ||
+        (fbeta != 0.0f && !is_dev_range(C, span(c))))
         return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: a matrix is not (all) in device memory");
     if (ws_bytes && !is_dev_range(ws, ws_bytes))
         return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: the workspace is not device memory");
@@ -338,8 +361,9 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
     *j = (Job){x->op[0] == CUBLAS_OP_N ? CblasNoTrans : CblasTrans,
                x->op[1] == CUBLAS_OP_N ? CblasNoTrans : CblasTrans,
                (int)m, (int)n, (int)k, (int)a->ld, (int)b->ld, (int)d->ld,
-               *(const float *)alpha, *(const float *)beta, A, B, D, a->half, d->half,
-               elems(a), elems(b), elems(d), x->epi, x->bias, x->aux, x->aux_ld};
+               *(const float *)alpha, fbeta, A, B, D, a->half, d->half,
+               elems(a), elems(b), elems(d), C != D ? C : NULL, (int)c->ld, elems(c),
+               x->epi, x->bias, x->aux, x->aux_ld};
     if (j->epi != CUBLASLT_EPILOGUE_DEFAULT &&
         (!j->bias || !is_dev_range(j->bias, (size_t)m * sizeof(float)) ||
          (j->epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS &&

@@ -397,27 +397,34 @@ static void t_pool(int64_t planes, int64_t H, int64_t W, int64_t k, int64_t s, i
 
 /* ---- LayerNorm ----------------------------------------------------------------------------- */
 
+/* The backward also with an addend (a gradient sum folded in: dx + g), into its own
+ * buffer and in place (g is dx's storage, as memplan lays it out). */
 static void t_layernorm(int64_t rows, int64_t d)
 {
     SHAPE("[%lld, %lld]", (long long)rows, (long long)d);
     int64_t n = rows * d;
-    float *x = fvec(n), *w = fvec(d), *b = fvec(d), *dy = fvec(n);
+    float *x = fvec(n), *w = fvec(d), *b = fvec(d), *dy = fvec(n), *g = avec(n);
     for (int64_t i = 0; i < n; i++)   /* an offset, so the variance is not trivial */
         x[i] = 3.0f + 2.0f * x[i];
     round_act(x, n);
     round_act(dy, n);
     float *y = nans(n), *mean = nans(rows), *rstd = nans(rows), *dx = nans(n);
     float *dw0 = fvec(d), *db0 = fvec(d), *dw = fcopy(dw0, d), *db = fcopy(db0, d);
+    float *dxa = nans(n), *dxi = fcopy(g, n), *sdw = fcopy(dw0, d), *sdb = fcopy(db0, d);
     rt_layernorm_fwd(&C, x, w, b, y, mean, rstd, rows, d, 1e-5f);
-    rt_layernorm_bwd(&C, x, w, mean, rstd, dy, dx, dw, db, rows, d);
+    rt_layernorm_bwd(&C, x, w, mean, rstd, dy, NULL, dx, dw, db, rows, d);
+    rt_layernorm_bwd(&C, x, w, mean, rstd, dy, g, dxa, sdw, sdb, rows, d);
+    rt_layernorm_bwd(&C, x, w, mean, rstd, dy, dxi, dxi, sdw, sdb, rows, d);
     float *gx = up_a(x, n), *gw = up(w, d * 4), *gb = up(b, d * 4), *gdy = up_a(dy, n);
     float *gy = dalloc_a(n), *gmean = dalloc(rows * 4), *grstd = dalloc(rows * 4);
     float *gdx = dalloc_a(n), *gdw = dalloc(d * 4), *gdb = dalloc(d * 4);
+    float *gg = up_a(g, n), *gdxa = dalloc_a(n), *gdxi = dalloc_a(n);
     float *pn = nans(n), *pr = nans(rows);
     out_t of[3] = {{"y", y, {0}, n}, {"mean", mean, {0}, rows}, {"rstd", rstd, {0}, rows}};
     out_t ob[3] = {{"dx", dx, {0}, n}, {"dw", dw, {0}, d}, {"db", db, {0}, d}};
+    out_t oa[2] = {{"dx + g", dxa, {0}, n}, {"dx + g in place", dxi, {0}, n}};
     for (int rep = 0; rep < 2; rep++) {
-        upload_a(gy, pn, n), upload_a(gdx, pn, n);
+        upload_a(gy, pn, n), upload_a(gdx, pn, n), upload_a(gdxa, pn, n), upload_a(gdxi, g, n);
         upload(gmean, pr, rows * 4), upload(grstd, pr, rows * 4);
         upload(gdw, dw0, d * 4), upload(gdb, db0, d * 4);
         rt_cu_layernorm_fwd(G, gx, gw, gb, gy, gmean, grstd, rows, d, 1e-5f);
@@ -425,16 +432,22 @@ static void t_layernorm(int64_t rows, int64_t d)
         of[1].gpu[rep] = down(gmean, rows), of[2].gpu[rep] = down(grstd, rows);
         /* the backward from the CPU's statistics, so that its check is its own */
         upload(gmean, mean, rows * 4), upload(grstd, rstd, rows * 4);
-        rt_cu_layernorm_bwd(G, gx, gw, gmean, grstd, gdy, gdx, gdw, gdb, rows, d);
+        rt_cu_layernorm_bwd(G, gx, gw, gmean, grstd, gdy, NULL, gdx, gdw, gdb, rows, d);
         ob[0].gpu[rep] = down_a(gdx, n), ob[1].gpu[rep] = down(gdw, d), ob[2].gpu[rep] = down(gdb, d);
+        /* with the addend (dw, db accumulate on; checked above) */
+        rt_cu_layernorm_bwd(G, gx, gw, gmean, grstd, gdy, gg, gdxa, gdw, gdb, rows, d);
+        rt_cu_layernorm_bwd(G, gx, gw, gmean, grstd, gdy, gdxi, gdxi, gdw, gdb, rows, d);
+        oa[0].gpu[rep] = down_a(gdxa, n), oa[1].gpu[rep] = down_a(gdxi, n);
     }
     judge("layernorm_fwd", TA(TOL_EW), of, 1);
     judge("layernorm_fwd stats", TOL_EW, of + 1, 2);
     /* dx: a row reduction per element; dw, db: sums over rows */
     judge("layernorm_bwd", TA(TOL_RED), ob, 1);
     judge("layernorm_bwd dw db", TOL_RED, ob + 1, 2);
-    free(x), free(w), free(b), free(dy), free(y), free(mean), free(rstd), free(dx);
-    free(dw0), free(db0), free(dw), free(db), free(pn), free(pr), reset();
+    judge("layernorm_bwd addend", TA(TOL_RED), oa, 2);
+    free(x), free(w), free(b), free(dy), free(g), free(y), free(mean), free(rstd), free(dx);
+    free(dw0), free(db0), free(dw), free(db), free(dxa), free(dxi), free(sdw), free(sdb);
+    free(pn), free(pr), reset();
 }
 
 /* ---- losses -------------------------------------------------------------------------------- */
@@ -601,26 +614,27 @@ static void t_embedding(int64_t rows, int64_t V, int64_t dim, int64_t span)
 
 /* ---- the linear layers' epilogue, as a kernel (cuBLASLt's fallback) ------------------------- */
 
-/* rt_bias_act (epilogue.cuh) against rt_gemm_bias's loop (runtime/kernels.c): v = P + bias,
- * C = v (when wanted), Y = act(v); P is the GEMM's product, in C (or Y without C). */
-static void t_bias_act(int64_t M, int64_t N, int act, int with_c)
+/* rt_bias_act (epilogue.cuh) against rt_gemm_bias (runtime/kernels.c), its GEMM made
+ * exact by an identity B (P I = P): v = P (+ R) + bias, C = v (when wanted), Y = act(v);
+ * P is the GEMM's product, in C (or Y without C), R a residual. */
+static void t_bias_act(int64_t M, int64_t N, int act, int with_c, int with_r)
 {
     static const char *const acts[] = {"bias", "bias + relu", "bias + gelu tanh"};
-    SHAPE("[%lld, %lld] %s%s", (long long)M, (long long)N, acts[act], with_c ? ", C kept" : "");
+    SHAPE("[%lld, %lld] %s%s%s", (long long)M, (long long)N, acts[act], with_r ? " + residual" : "",
+          with_c ? ", C kept" : "");
     int64_t n = M * N;
-    float *P = avec(n), *bias = fvec(N), *C = nans(n), *Y = nans(n);
-    for (int64_t i = 0; i < n; i++) {
-        float v = P[i] + bias[i % N];
-        if (with_c || act == 0)
-            C[i] = v;
-        if (act)
-            Y[i] = act == 1 ? (v > 0.0f ? v : 0.0f) : rt_gelu_tanh(v);
-    }
     int keep = with_c || act == 0;
+    float *P = avec(n), *R = with_r ? avec(n) : NULL, *bias = fvec(N), *Cc = nans(n), *Y = nans(n);
+    float *I = rt_xmalloc((size_t)(N * N) * sizeof(float));   /* zeroed */
+    for (int64_t j = 0; j < N; j++)
+        I[j * N + j] = 1.0f;
+    rt_gemm_bias(&C, 0, 0, M, N, N, 1.0f, P, N, I, N, keep ? Cc : NULL, N, bias, R, act,
+                 act ? Y : NULL);
     void *gp = dalloc_a(n), *gy = dalloc_a(n), *gb = up(bias, (size_t)N * 4);
     void *gout = keep ? gp : gy, *gc = keep ? gp : NULL, *gyy = act ? gy : NULL;
+    void *gr = with_r ? up_a(R, n) : NULL;
     /* without C kept, C stays NaN on both sides */
-    out_t o[2] = {{"C", C, {0}, n}, {"Y", Y, {0}, n}};
+    out_t o[2] = {{"C", Cc, {0}, n}, {"Y", Y, {0}, n}};
     for (int rep = 0; rep < 2; rep++) {
         upload_a(gout, P, n);
         if (act && keep) {
@@ -629,7 +643,7 @@ static void t_bias_act(int64_t M, int64_t N, int act, int with_c)
             free(pn);
         }
         int64_t ld = N;
-        void *args[] = {&gout, &gc, &gyy, &gb, &M, &N, &ld, &act};
+        void *args[] = {&gout, &gr, &gc, &gyy, &gb, &M, &N, &ld, &act};
         rt_cu_launch(G, "rt_bias_act", 13, 1, 1, 256, 1, 0, args);
         o[0].gpu[rep] = keep ? down_a(gp, n) : nans(n);
         o[1].gpu[rep] = act ? down_a(gy, n) : nans(n);
@@ -637,7 +651,7 @@ static void t_bias_act(int64_t M, int64_t N, int act, int with_c)
     judge("bias_act", TA(TOL_EW), o, act ? 2 : 1);
     if (!act)
         free(o[1].gpu[0]), free(o[1].gpu[1]);
-    free(P), free(bias), free(C), free(Y), reset();
+    free(P), free(R), free(bias), free(Cc), free(Y), rt_xfree(I), reset();
 }
 
 /* ---- a batch gathered from a dataset on the GPU --------------------------------------------- */
@@ -984,10 +998,13 @@ int main(int argc, char **argv)
     t_embedding(777, 50257, 768, 50257);
     t_embedding(500, 50257, 768, 5);
 
-    t_bias_act(37, 10, 0, 0);
-    t_bias_act(64, 256, 1, 0);
-    t_bias_act(33, 130, 2, 1);
-    t_bias_act(16, 3072, 2, 0);
+    t_bias_act(37, 10, 0, 0, 0);
+    t_bias_act(64, 256, 1, 0, 0);
+    t_bias_act(33, 130, 2, 1, 0);
+    t_bias_act(16, 3072, 2, 0, 0);
+    t_bias_act(37, 10, 0, 0, 1);   /* GPT's projections: + bias + residual */
+    t_bias_act(128, 768, 0, 0, 1);
+    t_bias_act(33, 130, 2, 1, 1);
     t_gather(1000, 333, 3);
     t_gather(1000, 333, 12);
     t_gather(5000, 1024, 784);

@@ -262,6 +262,66 @@ static void test_gemm(void)
                 }
 }
 
+/* ---- rt_gemm_bias ------------------------------------------------------------- */
+
+/* The epilogue's arithmetic, to the bit: P = rt_gemm's product (beta 0), then in float
+ * v = P (+ R) + bias[j] in that order (cuBLASLt's: beta C before the bias), C = v, Y =
+ * act(v); the padding between rows untouched. A reordered sum, a missing residual or
+ * an activation of the wrong value gives other bits. */
+static void test_gemm_bias(void)
+{
+    char nm[160];
+    const int64_t shapes[][3] = {{1, 1, 1}, {5, 7, 3}, {33, 17, 65}, {200, 130, 48}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (int act = RT_EPI_NONE; act <= RT_EPI_GELU_TANH; act++)
+            for (int keep = 0; keep < 2; keep++)
+                for (int res = 0; res < 2; res++) {
+                    if (act == RT_EPI_NONE && !keep)
+                        continue;   /* no output */
+                    int64_t M = shapes[si][0], N = shapes[si][1], K = shapes[si][2];
+                    int64_t lda = K + 1, ldb = K + 2, ldc = N + 3, n = M * ldc;
+                    float *A = fvec(M * lda), *B = fvec(N * ldb), *bias = fvec(N), *R = fvec(n);
+                    float *P = malloc((size_t)n * 4), *C = fvec(n), *Y = fvec(n);
+                    float *wc = malloc((size_t)n * 4), *wy = malloc((size_t)n * 4);
+                    memcpy(wc, C, (size_t)n * 4);
+                    memcpy(wy, Y, (size_t)n * 4);
+                    rt_exec e = exec_on(1, 1);
+                    rt_gemm(&e, 0, 1, M, N, K, 0.5f, A, lda, B, ldb, 0.0f, P, ldc);
+                    for (int64_t i = 0; i < M; i++)
+                        for (int64_t j = 0; j < N; j++) {
+                            int64_t k = i * ldc + j;
+                            float v = P[k];
+                            if (res)
+                                v = v + R[k];
+                            v = v + bias[j];
+                            if (keep)
+                                wc[k] = v;
+                            if (act == RT_EPI_RELU)
+                                wy[k] = v > 0.0f ? v : 0.0f;
+                            else if (act == RT_EPI_GELU_TANH)
+                                wy[k] = rt_gelu_tanh(v);
+                        }
+                    rt_gemm_bias(&e, 0, 1, M, N, K, 0.5f, A, lda, B, ldb, keep ? C : NULL, ldc,
+                                 bias, res ? R : NULL, act, act ? Y : NULL);
+                    const char *an[] = {"none", "relu", "gelu_tanh"};
+                    check_same(NAME("gemm_bias %lldx%lldx%lld act=%s C=%d residual=%d C", (long long)M,
+                                    (long long)N, (long long)K, an[act], keep, res),
+                               C, wc, (size_t)n * 4);
+                    check_same(NAME("gemm_bias %lldx%lldx%lld act=%s C=%d residual=%d Y", (long long)M,
+                                    (long long)N, (long long)K, an[act], keep, res),
+                               Y, wy, (size_t)n * 4);
+                    free(A), free(B), free(bias), free(R), free(P), free(C), free(Y), free(wc), free(wy);
+                }
+    /* the order, where it shows: (1 + -1) + 2^-30 = 2^-30; (1 + 2^-30) + -1 = 0 */
+    float a1 = 1.0f, b1 = 1.0f, r1 = -1.0f, bias1 = 0x1p-30f, c1 = NAN;
+    rt_exec e = exec_on(0, 1);
+    rt_gemm_bias(&e, 0, 1, 1, 1, 1, 1.0f, &a1, 1, &b1, 1, &c1, 1, &bias1, &r1, RT_EPI_NONE, NULL);
+    if (c1 != 0x1p-30f)
+        fail("gemm_bias residual before bias", "got %g, want 2^-30", c1);
+    else
+        pass("gemm_bias residual before bias");
+}
+
 /* ---- rt_colsum_add ------------------------------------------------------------------ */
 
 static void test_colsum(void)
@@ -562,7 +622,7 @@ static void test_layernorm(void)
                 memcpy(o[4], dw0, (size_t)d * 4);
                 memcpy(o[5], db0, (size_t)d * 4);
                 rt_layernorm_fwd(&e, x, w, b, o[0], o[1], o[2], R, d, eps);
-                rt_layernorm_bwd(&e, x, w, o[1], o[2], dy, o[3], o[4], o[5], R, d);
+                rt_layernorm_bwd(&e, x, w, o[1], o[2], dy, NULL, o[3], o[4], o[5], R, d);
             }
         const char *what[6] = {"y", "mean", "rstd", "dx", "dw", "db"};
         const double *ref[6] = {ry, rm, rr, rdx, rdw, rdb};
@@ -592,6 +652,49 @@ static void test_layernorm(void)
             for (int rep = 0; rep < 2; rep++)
                 for (int q = 0; q < 6; q++)
                     free(out[pi][rep][q]);
+    }
+}
+
+/* The addend: dx + add per element, one float add after dx as rt_layernorm_bwd
+ * computes it alone (bitwise), into another buffer or in place (add = dx); dw, db as
+ * without it. */
+static void test_layernorm_addend(void)
+{
+    char nm[160];
+    const int64_t shapes[][2] = {{1, 1}, {3, 7}, {37, 64}, {300, 257}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int64_t R = shapes[si][0], d = shapes[si][1], n = R * d;
+        float *x = fvec(n), *w = fvec(d), *b = fvec(d), *dy = fvec(n), *g = fvec(n);
+        float *y = malloc((size_t)n * 4), *mean = malloc((size_t)R * 4), *rstd = malloc((size_t)R * 4);
+        float *dx0 = malloc((size_t)n * 4), *dx1 = malloc((size_t)n * 4), *dx2 = malloc((size_t)n * 4);
+        float *want = malloc((size_t)n * 4), *dw[3], *db[3];
+        for (int k = 0; k < 3; k++)
+            dw[k] = calloc((size_t)d, 4), db[k] = calloc((size_t)d, 4);
+        rt_exec e = exec_on(1, 1);
+        rt_layernorm_fwd(&e, x, w, b, y, mean, rstd, R, d, 1e-5f);
+        rt_layernorm_bwd(&e, x, w, mean, rstd, dy, NULL, dx0, dw[0], db[0], R, d);
+        for (int64_t i = 0; i < n; i++)
+            want[i] = g[i] + dx0[i];   /* the sum loop, "G + dx" */
+        fill_nan(dx1, n);
+        rt_layernorm_bwd(&e, x, w, mean, rstd, dy, g, dx1, dw[1], db[1], R, d);
+        memcpy(dx2, g, (size_t)n * 4);
+        rt_layernorm_bwd(&e, x, w, mean, rstd, dy, dx2, dx2, dw[2], db[2], R, d);
+        check_same(NAME("layernorm_bwd addend %lldx%lld", (long long)R, (long long)d), dx1, want,
+                   (size_t)n * 4);
+        check_same(NAME("layernorm_bwd addend in place %lldx%lld", (long long)R, (long long)d), dx2,
+                   want, (size_t)n * 4);
+        int same = 1;
+        for (int k = 1; k < 3; k++)
+            same &= !memcmp(dw[k], dw[0], (size_t)d * 4) && !memcmp(db[k], db[0], (size_t)d * 4);
+        if (!same)
+            fail(NAME("layernorm_bwd addend %lldx%lld dw db", (long long)R, (long long)d),
+                 "differ from the call without it");
+        else
+            pass(NAME("layernorm_bwd addend %lldx%lld dw db", (long long)R, (long long)d));
+        free(x), free(w), free(b), free(dy), free(g), free(y), free(mean), free(rstd);
+        free(dx0), free(dx1), free(dx2), free(want);
+        for (int k = 0; k < 3; k++)
+            free(dw[k]), free(db[k]);
     }
 }
 
@@ -831,7 +934,7 @@ static void fd_layernorm(void)
     float y[R * D], mean[R], rstd[R], dx[R * D], dw[D] = {0}, db[D] = {0};
     rt_exec e = exec_on(1, 1);
     rt_layernorm_fwd(&e, x, w, b, y, mean, rstd, R, D, eps);
-    rt_layernorm_bwd(&e, x, w, mean, rstd, r, dx, dw, db, R, D);
+    rt_layernorm_bwd(&e, x, w, mean, rstd, r, NULL, dx, dw, db, R, D);
     float *vars[3] = {x, w, b}, *grads[3] = {dx, dw, db};
     int64_t lens[3] = {R * D, D, D};
     for (int v = 0; v < 3; v++)
@@ -955,10 +1058,12 @@ int main(int argc, char **argv)
         fail("rt_pool_threads", "wrong thread counts");
     test_parallel_for();
     test_gemm();
+    test_gemm_bias();
     test_colsum();
     test_conv();
     test_pools();
     test_layernorm();
+    test_layernorm_addend();
     test_cross_entropy();
     test_cross_entropy_bad_label();
     test_mse();
