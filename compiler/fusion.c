@@ -210,8 +210,10 @@ static Instr *bias_loop(Program *p, int i, char a[16][CALL_ARG_MAX])
     int na = g->dead || g->kind != I_GEMM ? 0 : call_args(g->text, a, 16), cut = 0;
     for (int k = 0; k < na; k++)
         cut |= strlen(a[k]) >= CALL_ARG_MAX - 1;
-    if (g->backward || g->n_writes != 1 || na != 14 || cut || strcmp(a[11], "0.0f") ||
-        strcmp(a[4], a[13]))
+    /* forward, or the forward replayed in backward (recompute full): the replay must
+     * take the same path as the original, or its rounding differs in 16 bits */
+    if ((g->backward && !g->recompute) || g->n_writes != 1 || na != 14 || cut ||
+        strcmp(a[11], "0.0f") || strcmp(a[4], a[13]))
         return NULL;
     int j = i + 1;
     while (j < p->n_ins && p->ins[j]->dead)
@@ -220,14 +222,17 @@ static Instr *bias_loop(Program *p, int i, char a[16][CALL_ARG_MAX])
         return NULL;
     Instr *b = p->ins[j];
     Tensor *C = g->writes[0];
-    if (b->kind != I_EW || b->backward || b->n_ops < 1 || b->n_ops > 2)
+    if (b->kind != I_EW || b->backward != g->backward || b->n_ops < 1 || b->n_ops > 2)
         return NULL;
     const EwOp *o0 = &b->ops[0];
     char bix[CALL_ARG_MAX + 8];
     snprintf(bix, sizeof bix, "i %% %s", a[4]);
+    /* in place over C, as lower.c writes it; a replayed loop writes a fresh tensor
+     * (recompute.c), which must then be C's only reader */
     if (strcmp(o0->expr, "$0 + $1") || o0->n_arg != 2 || o0->arg[0].t != C || o0->arg[0].index ||
         !o0->arg[1].t || o0->arg[1].t->kind != T_PARAM || !o0->arg[1].index ||
-        strcmp(o0->arg[1].index, bix) || o0->out != C)
+        strcmp(o0->arg[1].index, bix) || !o0->out ||
+        (o0->out != C && (!g->recompute || o0->out->numel != C->numel || read_elsewhere(p, g, b, C))))
         return NULL;
     return b;
 }
@@ -244,7 +249,7 @@ static void to_gemm_bias(Instr *g, Instr *b, char a[16][CALL_ARG_MAX], Tensor *k
                         "%s, %s, %s);", a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9],
                         a[10], keep ? keep->name : "NULL", a[13], bias->name,
                         R ? R->name : "NULL", acts[act], Y ? Y->name : "NULL");
-    g->what = xstrdup(what);
+    g->what = g->recompute ? xasprintf("%s (recomputed)", what) : xstrdup(what);
     g->origin = b->origin;   /* the linear layer's, and the activation's or the residual's */
     g->reads = realloc(g->reads, (size_t)(g->n_reads + 2) * sizeof *g->reads);
     g->writes = realloc(g->writes, 2 * sizeof *g->writes);
@@ -295,7 +300,7 @@ void gemm_epilogues(Program *p)
         Instr *g = p->ins[i], *b = bias_loop(p, i, a);
         if (!b)
             continue;
-        Tensor *C = g->writes[0];
+        Tensor *C = b->ops[0].out;   /* the biased value: g's product, or a replay's copy */
         /* op 1 (optional): ReLU or GELU tanh of op 0's value */
         int act = RT_EPI_NONE;
         Tensor *Y = NULL;
@@ -312,6 +317,8 @@ void gemm_epilogues(Program *p)
             y_written |= Y && b->writes[k] == Y;
         if ((Y && !y_written) || (!Y && !c_needed) || (act == RT_EPI_RELU && c_needed))
             continue;   /* cuBLASLt keeps no ReLU pre-activation: the loop stays */
+        if (!c_needed)
+            C->materialized = 0;
         to_gemm_bias(g, b, a, c_needed ? C : NULL, NULL, act, Y,
                      act == RT_EPI_RELU         ? "linear: y = relu(x W^T + b), in the GEMM's epilogue"
                      : act == RT_EPI_GELU_TANH ? "linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue"

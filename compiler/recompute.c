@@ -90,6 +90,8 @@ static Tensor *fresh(Graph *g, Tensor *t)
     n->what = xasprintf("%s, recomputed", t->what ? t->what : t->name);
     n->materialized = 1;
     n->block = -1;
+    n->dtype = t->dtype;
+    n->keep32 = t->keep32;   /* a replayed statistic is as wide as the one it replaces */
     return n;
 }
 
@@ -116,6 +118,8 @@ static Tensor *value_at(Ctx *c, Tensor *t, int at)
     view->origin = t->origin;
     view->what = "view, recomputed";
     view->block = -1;
+    view->dtype = t->dtype;
+    view->keep32 = t->keep32;
     return view;
 }
 

@@ -21,6 +21,8 @@
 #     run's (lazy: everything as late as possible). A missing stream wait or a host
 #     buffer reused too early gives another result under one of these schedules;
 #   - gpt_char: --sample 50 prints what the CPU prints (batch 2: the emulator is slow);
+#   - gpt_char with recompute selective and full, fp32 and bf16-mixed: records and
+#     weights bit-identical to recompute none;
 #   - the same three built for bf16-mixed and for fp16-mixed (16-bit activations,
 #     GEMMs on 16-bit operands in the fake cuBLASLt, fp32 master weights): against the
 #     CPU's fp32 run, the first loss within 1e-3, the final within 2e-2; on the CPU the
@@ -173,6 +175,29 @@ for p in bf16 fp16; do
         { echo "FAIL: $m: the $p-mixed trainer on the CPU differs from the fp32 one"; exit 1; }
     echo "ok   $m $p-mixed trainer on the CPU: losses and weights bit-identical to the fp32 trainer's"
   done
+done
+# recomputation changes memory and time on the GPU too, never results: gpt_char with
+# recompute selective and full (blocks replayed in backward, their GEMMs with the same
+# cuBLASLt epilogues as the originals) gives none's records and weights bit for bit,
+# in fp32 and in bf16-mixed (there a replayed layernorm statistic keeps its fp32
+# storage, and a replayed GEMM rounds as the original did)
+for p in fp32 bf16; do
+    ref=$d/gpt_char.gpu
+    O=(--set max_steps=20 --set log_every=1 --set loader.shuffle=false --threads 1
+       --set validate.every_steps=10 --set validate.batches=2 --quiet --set batch_size=2)
+    P=(--set precision=fp32)
+    if [ $p = bf16 ]; then
+        ref=$d/gpt_char.bf16.gpu
+        O=(--set log_every=1 --set loader.shuffle=false --threads 1 --quiet --set max_steps=20 --set batch_size=2)
+        P=(--set precision=bf16-mixed)
+    fi
+    for pol in selective full; do
+        t=$d/gpt_char.$p.$pol
+        "$TRAINC" build specs/gpt_char.json --device both --arch sm_90 "${P[@]}" --set recompute=$pol -o "$t" 2>"$t.build.log"
+        gpu "$t" --device cuda "${O[@]}" --out "$t.gpu" 2>"$t.gpu.log"
+        r=$(compare same "$ref" "$t.gpu")
+        echo "ok   gpt_char $p, recompute $pol on the GPU: none's numbers: $r"
+    done
 done
 m=mlp_fashion
 O=(--set log_every=1 --set loader.shuffle=false --threads 1 --quiet --set max_steps=20
