@@ -19,25 +19,8 @@
 # --set precision=fp32); torch.compile is printed at PyTorch's batch for reference.
 set -u
 ROOT=$(pwd)
-OUT=${OUT:-/tmp/gpu-out}
-mkdir -p "$OUT"
-D=/tmp/devpack
-[ -d "$D/ship" ] || tar -C /tmp -xJf build/devpack.tar.xz
-S=$D/ship
-for lib in libcublasLt.so.13 libnvrtc.so.13; do
-    f=$(find /usr/local /opt /usr/lib -name "$lib*" 2>/dev/null | head -1)
-    [ -n "$f" ] && LD_LIBRARY_PATH=$(dirname "$f"):${LD_LIBRARY_PATH:-}
-done
-export LD_LIBRARY_PATH TRAINC_CACHE_DIR=/tmp/trainc-cache
-python3 - <<'PY'
-import numpy as np, os
-os.makedirs("/tmp/devpack/data/gpt2", exist_ok=True)
-r = np.random.default_rng(0)
-for name, n in (("train_000000.bin", 8 << 20), ("val_000000.bin", 1 << 20)):
-    hdr = np.zeros(256, np.int32); hdr[:3] = (20240520, 1, n)
-    with open(f"/tmp/devpack/data/gpt2/{name}", "wb") as f:
-        f.write(hdr.tobytes()); f.write(r.integers(0, 50257, n, dtype=np.uint16).tobytes())
-PY
+. bench/gpu_env.sh
+gpt2_shards
 GX=(--set "data.train.tokens=$D/data/gpt2/train_*.bin" --set data.val=null --set validate.every_steps=null --set validate.batches=null
     --set checkpoint=null --set log_every=1 --quiet --device cuda)
 WHAT=${1:-all}   # all | trainc (its side alone)

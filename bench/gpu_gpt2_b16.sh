@@ -23,29 +23,12 @@
 # L = 12 layers, C = 768, T = 1024 (causal attention: half of 12 L C T).
 set -u
 ROOT=$(pwd)
-OUT=${OUT:-/tmp/gpu-out}
 B=${B:-16}
 STEPS=${STEPS:-25}
-mkdir -p "$OUT"
-D=/tmp/devpack
-[ -d "$D/ship" ] || tar -C /tmp -xJf build/devpack.tar.xz
-S=$D/ship
-for lib in libcublasLt.so.13 libnvrtc.so.13; do
-    f=$(find /usr/local /opt /usr/lib -name "$lib*" 2>/dev/null | head -1)
-    [ -n "$f" ] && LD_LIBRARY_PATH=$(dirname "$f"):${LD_LIBRARY_PATH:-}
-done
-export LD_LIBRARY_PATH TRAINC_CACHE_DIR=/tmp/trainc-cache
+. bench/gpu_env.sh
 RES=$OUT/gpt2_b16.jsonl
 : >"$RES"
-python3 - <<'PY'
-import numpy as np, os
-os.makedirs("/tmp/devpack/data/gpt2", exist_ok=True)
-r = np.random.default_rng(0)
-for name, n in (("train_000000.bin", 8 << 20), ("val_000000.bin", 1 << 20)):
-    hdr = np.zeros(256, np.int32); hdr[:3] = (20240520, 1, n)
-    with open(f"/tmp/devpack/data/gpt2/{name}", "wb") as f:
-        f.write(hdr.tobytes()); f.write(r.integers(0, 50257, n, dtype=np.uint16).tobytes())
-PY
+gpt2_shards
 
 # the bf16 matrix rate
 python3 - >>"$RES" 2>>"$OUT/gpt2_b16.err" <<'PY'

@@ -9,25 +9,10 @@
 # step (gpu__time_duration, clocks left alone) and the table sums them per kernel
 # name. cuBLASLt's kernels appear under their own names.
 set -u
-OUT=${OUT:-/tmp/gpu-out}
-mkdir -p "$OUT"
-D=/tmp/devpack
-[ -d "$D/ship" ] || tar -C /tmp -xJf build/devpack.tar.xz
-S=$D/ship
-for lib in libcublasLt.so.13 libnvrtc.so.13; do
-    f=$(find /usr/local /opt /usr/lib -name "$lib*" 2>/dev/null | head -1)
-    [ -n "$f" ] && LD_LIBRARY_PATH=$(dirname "$f"):${LD_LIBRARY_PATH:-}
-done
-export LD_LIBRARY_PATH TRAINC_CACHE_DIR=/tmp/trainc-cache
+. bench/gpu_env.sh
 T=$1 B=$2; shift 2
 case $T in
-gpt2*) python3 - <<'PY'
-import numpy as np, os
-os.makedirs("/tmp/devpack/data/gpt2", exist_ok=True)
-hdr = np.zeros(256, np.int32); hdr[:3] = (20240520, 1, 4 << 20)
-with open("/tmp/devpack/data/gpt2/train_000000.bin", "wb") as f:
-    f.write(hdr.tobytes()); f.write(np.random.default_rng(0).integers(0, 50257, 4 << 20, dtype=np.uint16).tobytes())
-PY
+gpt2*) gpt2_shards
     X=(--set "data.train.tokens=$D/data/gpt2/train_*.bin" --set data.val=null) ;;
 gpt_char) X=(--set "data.train.tokens=$D/data/text/train_*.bin" --set data.val=null) ;;
 *) X=(--set data.train.x=$D/data/fashion/train_x.npy --set data.train.y=$D/data/fashion/train_y.npy --set data.val=null) ;;

@@ -1,0 +1,27 @@
+# bench/gpu_env.sh: sourced (from the repository's root) by the scripts that run on the
+# device machine after tests/gpu/pack.sh. Unpacks build/devpack.tar.xz into
+# /tmp/devpack once (D; the trainers in S), points LD_LIBRARY_PATH at the device
+# toolkit's cuBLASLt and NVRTC (left out of the pack for size), keeps the kernel cache
+# in /tmp/trainc-cache, and makes $OUT. gpt2_shards writes random GPT-2 tokens in
+# llm.c's shard format (8M train, 1M val) under $D/data/gpt2.
+OUT=${OUT:-/tmp/gpu-out}
+mkdir -p "$OUT"
+D=/tmp/devpack
+[ -d "$D/ship" ] || tar -C /tmp -xJf build/devpack.tar.xz
+S=$D/ship
+for lib in libcublasLt.so.13 libnvrtc.so.13; do
+    f=$(find /usr/local /opt /usr/lib -name "$lib*" 2>/dev/null | head -1)
+    [ -n "$f" ] && LD_LIBRARY_PATH=$(dirname "$f"):${LD_LIBRARY_PATH:-}
+done
+export LD_LIBRARY_PATH TRAINC_CACHE_DIR=/tmp/trainc-cache
+gpt2_shards() {
+    python3 - <<'PY'
+import numpy as np, os
+os.makedirs("/tmp/devpack/data/gpt2", exist_ok=True)
+r = np.random.default_rng(0)
+for name, n in (("train_000000.bin", 8 << 20), ("val_000000.bin", 1 << 20)):
+    hdr = np.zeros(256, np.int32); hdr[:3] = (20240520, 1, n)
+    with open(f"/tmp/devpack/data/gpt2/{name}", "wb") as f:
+        f.write(hdr.tobytes()); f.write(r.integers(0, 50257, n, dtype=np.uint16).tobytes())
+PY
+}
