@@ -22,7 +22,8 @@
 #     buffer reused too early gives another result under one of these schedules;
 #   - gpt_char: --sample 50 prints what the CPU prints (batch 2: the emulator is slow);
 #   - gpt_char with recompute selective and full, fp32 and bf16-mixed: records and
-#     weights bit-identical to recompute none;
+#     weights bit-identical to recompute none; an MLP with dropout (shuffled,
+#     accumulate 2) against the CPU, and its recomputed masks: bit-identical to none;
 #   - the same three built for bf16-mixed and for fp16-mixed (16-bit activations,
 #     GEMMs on 16-bit operands in the fake cuBLASLt, fp32 master weights): against the
 #     CPU's fp32 run, the first loss within 1e-3, the final within 2e-2; on the CPU the
@@ -198,6 +199,33 @@ for p in fp32 bf16; do
         r=$(compare same "$ref" "$t.gpu")
         echo "ok   gpt_char $p, recompute $pol on the GPU: none's numbers: $r"
     done
+done
+# dropout on the GPU: the masks come from the same counter-based RNG as the CPU's
+# (seed, step, layer, element), so an MLP with two dropout layers, shuffled batches and
+# accumulate 2 tracks the CPU within TOL; and recomputed masks equal the originals:
+# selective and full give none's numbers bit for bit
+"$PY" - "$d/mlp_dropout.json" "$PWD/data/fashion" <<'PY'
+import json, sys
+spec = json.load(open("specs/mlp_fashion.json"))
+spec["model"]["name"] = "mlp_dropout"
+spec["model"]["layers"] = [{"op": "flatten"}, {"op": "linear", "out": 128}, {"op": "relu"}, {"op": "dropout", "p": 0.2},
+                           {"op": "linear", "out": 64}, {"op": "gelu"}, {"op": "dropout", "p": 0.1}, {"op": "linear", "out": 10}]
+for part, files in (("train", ("train_x", "train_y")), ("val", ("test_x", "test_y"))):
+    spec["train"]["data"][part] = {"x": f"{sys.argv[2]}/{files[0]}.npy", "y": f"{sys.argv[2]}/{files[1]}.npy"}
+json.dump(spec, open(sys.argv[1], "w"), indent=1)
+PY
+O=(--set max_steps=30 --set log_every=1 --set accumulate=2 --threads 1 --set validate.every_steps=15
+   --set validate.batches=2 --quiet)
+for pol in none selective full; do
+    "$TRAINC" build "$d/mlp_dropout.json" --device both --arch sm_90 --set recompute=$pol -o "$d/mlp_dropout_$pol" 2>"$d/mlp_dropout_$pol.build.log"
+    gpu "$d/mlp_dropout_$pol" --device cuda "${O[@]}" --out "$d/mlp_dropout_$pol.gpu" 2>/dev/null
+done
+"$d/mlp_dropout_none" --device cpu "${O[@]}" --out "$d/mlp_dropout.cpu" 2>/dev/null
+r=$(compare close "$d/mlp_dropout.cpu" "$d/mlp_dropout_none.gpu" $TOL)
+echo "ok   MLP with dropout, shuffle, accumulate 2: --device cuda vs cpu: $r"
+for pol in selective full; do
+    r=$(compare same "$d/mlp_dropout_none.gpu" "$d/mlp_dropout_$pol.gpu")
+    echo "ok   MLP with dropout, recompute $pol on the GPU: none's numbers: $r"
 done
 m=mlp_fashion
 O=(--set log_every=1 --set loader.shuffle=false --threads 1 --quiet --set max_steps=20
