@@ -425,6 +425,9 @@ void rt_cu_optim_step(rt_exec *e, const rt_train_config *c, const rt_model *m, r
     if (opt.n == 0)
         return;
     float gs = clip ? gscale : 1.0f, wd = (float)c->weight_decay;
+    /* the 16-bit copy of the weights: written here for the whole region; a shard's
+     * (zero1) is rebuilt whole after the gather (rt_cu_copy_params16), so not twice */
+    rt_dptr pc = opt.lo == 0 && opt.hi == m->param_floats ? rt_cu_param_copy(e) : 0;
     if (c->opt == RT_OPT_ADAMW) {
         float b1 = (float)c->beta1, b2 = (float)c->beta2;
         float a1 = (float)(1.0 - c->beta1), a2 = (float)(1.0 - c->beta2);
@@ -432,7 +435,6 @@ void rt_cu_optim_step(rt_exec *e, const rt_train_config *c, const rt_model *m, r
         float step_size = (float)(lr / bc1), bc2_sqrt = (float)sqrt(bc2);
         float decay = (float)(1.0 - lr * wd), eps = (float)c->eps;
         rt_dptr m1 = state, m2 = state + (rt_dptr)(opt.hi - opt.lo) * sizeof(float);
-        rt_dptr pc = rt_cu_param_copy(e);
         void *args[] = {&params, &pc, &grads, &m1, &m2, &opt.lo, &opt.chunks, &gs, &decay, &b1,
                         &b2, &a1, &a2, &step_size, &bc2_sqrt, &eps};
         rt_cu_launch(e, "rt_adamw", (unsigned)opt.n, 1, 1, 256, 1, 0, args);
@@ -441,7 +443,7 @@ void rt_cu_optim_step(rt_exec *e, const rt_train_config *c, const rt_model *m, r
     float lrf = (float)lr, mom = (float)c->momentum;
     int has_buf = c->momentum > 0, nesterov = c->nesterov != 0;
     int mode = !has_buf ? 0 : t == 1 ? 1 : nesterov ? 3 : 2;
-    rt_dptr buf = has_buf ? state : 0, pc = rt_cu_param_copy(e);
+    rt_dptr buf = has_buf ? state : 0;
     void *args[] = {&params, &pc, &grads, &buf, &opt.lo, &opt.chunks, &gs, &wd, &lrf, &mom, &mode,
                     &nesterov};
     rt_cu_launch(e, "rt_sgd", (unsigned)opt.n, 1, 1, 256, 1, 0, args);

@@ -73,7 +73,8 @@ void rt_cu_init(rt_exec *e, const rt_model *m, const rt_cuda_image *img, int64_t
                 int64_t arena_row_bytes, int64_t state_floats, int local_rank);
 rt_dptr rt_cu_state(rt_exec *e);
 /* Mixed precision (rt_model.act16): the parameters' 16-bit copy, the GEMMs' operand,
- * rewritten by the optimizer and by rt_cu_put_params; 0 in fp32. */
+ * rewritten by the optimizer (over the whole region; under zero1 by
+ * rt_cu_copy_params16 after the gather) and by rt_cu_put_params; 0 in fp32. */
 rt_dptr rt_cu_param_copy(rt_exec *e);
 /* The module's activation storage: RT_PREC_BF16 or RT_PREC_FP16 (16 bits), 0 (fp32). */
 int rt_cu_act16(rt_exec *e);
