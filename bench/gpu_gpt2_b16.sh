@@ -11,7 +11,7 @@
 #     (MFU's denominator: what this device really does, not the datasheet)
 #   - trainc (gpt2_124m_none from the pack, recompute none, bf16-mixed): tokens/s
 #     (the records' mean after 5 warm-up steps), the bytes trainc allocated and the
-#     device's used memory after step 1
+#     device's used memory after step 1; again with TRAINC_GEMM_EPILOGUE=0
 #   - PyTorch eager and torch.compile, bf16 autocast, F.scaled_dot_product_attention
 #     (flash), fused AdamW, the same model and batch (bench/gpu_gpt2_torch.py): tokens/s
 #     and torch.cuda.max_memory_allocated
@@ -46,24 +46,33 @@ for _ in range(20):
 print(json.dumps({"impl": "bf16 GEMM 8192^3", "flops_per_s": best, "device": torch.cuda.get_device_name()}))
 PY
 
-# trainc
-o=$D/b16.trainc
-rm -rf "$o"
-"$S/gpt2_124m_none" --device cuda --set "data.train.tokens=$D/data/gpt2/train_*.bin" --set data.val=null \
-    --set validate.every_steps=null --set validate.batches=null --set checkpoint=null --set log_every=1 \
-    --set batch_size="$B" --set max_steps="$STEPS" --quiet --out "$o" >"$OUT/gpt2_b16.trainc.log" 2>&1
-python3 - "$o/metrics.jsonl" "$B" >>"$RES" <<'PY'
+# trainc, with cuBLASLt's epilogues (bias, GELU, residual; backward DGELU and BGRADB)
+# and without them (TRAINC_GEMM_EPILOGUE=0: the GEMMs, then epilogue.cuh's kernels), to
+# see what the epilogues are worth on this device
+trainc_b16() {   # trainc_b16 LABEL [ENV...]
+    local label=$1; shift
+    local o=$D/b16.trainc.$label
+    rm -rf "$o"
+    env "$@" "$S/gpt2_124m_none" --device cuda --set "data.train.tokens=$D/data/gpt2/train_*.bin" \
+        --set data.val=null --set validate.every_steps=null --set validate.batches=null \
+        --set checkpoint=null --set log_every=1 --set batch_size="$B" --set max_steps="$STEPS" \
+        --quiet --out "$o" >"$OUT/gpt2_b16.trainc.$label.log" 2>&1
+    python3 - "$o/metrics.jsonl" "$B" "$label" >>"$RES" <<'PY'
 import json, sys
 try:
     r = [json.loads(l) for l in open(sys.argv[1])]
     t = [x["tokens_per_s"] for x in r if "tokens_per_s" in x][5:]
     s = r[0]; m = [x for x in r if x.get("event") == "device_memory"]
-    print(json.dumps({"impl": "trainc+" + s.get("precision", "?"), "batch": int(sys.argv[2]),
-                      "tokens_per_s": sum(t) / len(t), "device_bytes": s.get("device_bytes"),
+    print(json.dumps({"impl": "trainc+" + s.get("precision", "?") + " (" + sys.argv[3] + ")",
+                      "batch": int(sys.argv[2]), "tokens_per_s": sum(t) / len(t),
+                      "device_bytes": s.get("device_bytes"),
                       "used_bytes": m[0]["used_bytes"] if m else None}))
 except Exception as e:
-    print(json.dumps({"impl": "trainc", "error": repr(e)}))
+    print(json.dumps({"impl": "trainc (" + sys.argv[3] + ")", "error": repr(e)}))
 PY
+}
+trainc_b16 epilogues
+trainc_b16 no-epilogues TRAINC_GEMM_EPILOGUE=0
 
 # PyTorch, eager and compiled
 python3 "$ROOT/bench/gpu_gpt2_torch.py" "$B" --bf16 --steps "$STEPS" >>"$RES" 2>>"$OUT/gpt2_b16.err"

@@ -9,9 +9,11 @@
  * loop reads it later (materialization), so most of them never take arena space.
  *
  * Then the loops that library calls can take over: a GEMM's bias (+ activation, or +
- * residual) loop becomes its cuBLASLt epilogue (rt_gemm_bias), and the sum of gradient
- * contributions after a layernorm backward becomes that call's addend. Each matches
- * one exact pattern and otherwise leaves the loop alone. */
+ * residual) loop becomes its cuBLASLt epilogue (rt_gemm_bias), the sum of gradient
+ * contributions after a layernorm backward becomes that call's addend, and in the
+ * backward pass a GELU's backward loop and a bias gradient's column sums join the GEMMs
+ * next to them (rt_gemm_dgelu, rt_gemm_dbias). Each matches one exact pattern and
+ * otherwise leaves the code alone. */
 #include <stdlib.h>
 #include <string.h>
 #include "ir.h"
@@ -324,6 +326,150 @@ void gemm_epilogues(Program *p)
                      : act == RT_EPI_GELU_TANH ? "linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue"
                                                : "linear: y = x W^T + b, in the GEMM's epilogue");
     }
+    number_kernels(p);
+}
+
+/* ---- backward GEMM epilogues ------------------------------------------------------------ */
+
+/* Does a live instruction strictly between i and j write t's storage (or, with
+ * reads_too, read it)? */
+static int touched_between(const Program *p, int i, int j, Tensor *t, int reads_too)
+{
+    Tensor *base = tensor_base(t);
+    for (int k = i + 1; k < j; k++) {
+        const Instr *in = p->ins[k];
+        if (in->dead)
+            continue;
+        for (int w = 0; w < in->n_writes; w++)
+            if (tensor_base(in->writes[w]) == base)
+                return 1;
+        for (int r = 0; reads_too && r < in->n_reads; r++)
+            if (tensor_base(in->reads[r]) == base)
+                return 1;
+    }
+    return 0;
+}
+
+/* A backward GEMM's arguments in a when its text is "rt_gemm(e, ...)" as lower.c writes
+ * it (14 arguments, none cut), else 0. */
+static int gemm_call(const Instr *g, char a[16][CALL_ARG_MAX])
+{
+    if (g->dead || g->kind != I_GEMM || !g->backward || g->recompute || strncmp(g->text, "rt_gemm(", 8))
+        return 0;
+    int na = call_args(g->text, a, 16);
+    for (int k = 0; k < na; k++)
+        if (strlen(a[k]) >= CALL_ARG_MAX - 1)
+            return 0;
+    return na == 14;
+}
+
+/* dx = dy W (beta 0) into dA, and the later loop that is only "gelu (tanh) backward"
+ * of dA at the GELU's input x (dA read nowhere else): one rt_gemm_dgelu in the loop's
+ * place; dA is no longer stored. Nothing between may write dy or W. In the loop's
+ * place, not the GEMM's: with recompute full, the GELU's input is replayed between the
+ * two, and every policy must take the same path (in 16 bits the fallback rounds
+ * differently). */
+static void dgelu_epilogues(Program *p)
+{
+    Graph *gr = p->g;
+    for (int i = p->n_forward; i < p->n_ins; i++) {
+        char a[16][CALL_ARG_MAX];
+        Instr *g = p->ins[i];
+        if (!gemm_call(g, a) || g->n_writes != 1 || strcmp(a[11], "0.0f") || strcmp(a[4], a[13]))
+            continue;
+        Tensor *dA = g->writes[0];
+        if (dA->alias || dA->kind != T_ACT || strcmp(a[12], dA->name))
+            continue;
+        int j = i + 1;   /* dA's first reader */
+        for (; j < p->n_ins; j++) {
+            const Instr *in = p->ins[j];
+            int r = 0;
+            for (int k = 0; !in->dead && k < in->n_reads; k++)
+                r |= tensor_base(in->reads[k]) == dA;
+            if (r)
+                break;
+        }
+        if (j == p->n_ins)
+            continue;
+        Instr *b = p->ins[j];
+        if (b->kind != I_EW || !b->backward || b->n_ops != 1 || b->n_writes != 1)
+            continue;
+        const EwOp *o = &b->ops[0];
+        if (strcmp(o->expr, "rt_gelu_tanh_bwd($1, $0)") || o->n_arg != 2 || o->arg[0].t != dA ||
+            o->arg[0].index || !o->arg[1].t || o->arg[1].index || !o->out || b->writes[0] != o->out)
+            continue;
+        Tensor *x = o->arg[1].t, *D = o->out;
+        if (tensor_base(x)->kind != T_ACT || tensor_base(D)->kind != T_ACT ||
+            x->numel != dA->numel || D->numel != dA->numel ||
+            tensor_half(gr, x) != tensor_half(gr, D) || tensor_half(gr, D) != tensor_half(gr, dA) ||
+            tensor_base(x) == tensor_base(D) || read_elsewhere(p, g, b, dA) ||
+            touched_between(p, i, j, dA, 0))
+            continue;
+        int moved = 0;
+        for (int k = 0; k < g->n_reads; k++)
+            moved |= touched_between(p, i, j, g->reads[k], 0);
+        if (moved)
+            continue;
+        g->text = xasprintf("rt_gemm_dgelu(e, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s);",
+                            a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], D->name,
+                            a[13], x->name);
+        g->what = xstrdup("linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
+        g->origin = xasprintf("%s + %s", g->origin, b->origin);
+        g->reads = realloc(g->reads, (size_t)(g->n_reads + 1) * sizeof *g->reads);
+        if (!g->reads)
+            die("out of memory");
+        g->reads[g->n_reads++] = x;
+        g->writes[0] = D;
+        dA->materialized = 0;
+        b->dead = 1;
+        p->ins[i] = b;   /* the GEMM moves to the loop's place */
+        p->ins[j] = g;
+    }
+}
+
+/* dW += dy^T x and the bias gradient's column sums of the same dy right after it: one
+ * rt_gemm_dbias. Its last argument says whether the call is the bias gradient's first
+ * writer in this pass (then, from zeroed gradients, the GPU may store the sum). */
+static void dbias_epilogues(Program *p)
+{
+    for (int i = p->n_forward; i < p->n_ins; i++) {
+        char a[16][CALL_ARG_MAX], c[8][CALL_ARG_MAX];
+        Instr *g = p->ins[i];
+        if (!gemm_call(g, a) || strcmp(a[1], "1") || strcmp(a[3], a[8]))
+            continue;
+        int j = i + 1;
+        while (j < p->n_ins && p->ins[j]->dead)
+            j++;
+        if (j == p->n_ins)
+            continue;
+        Instr *s = p->ins[j];
+        if (s->kind != I_CALL || !s->backward || strncmp(s->text, "rt_colsum_add(", 14) ||
+            call_args(s->text, c, 8) != 5 || s->n_writes != 1)
+            continue;
+        /* rt_colsum_add(e, dy, db, rows, cols): dy is the GEMM's A, rows its K, cols its M */
+        if (strcmp(c[1], a[7]) || strcmp(c[3], a[5]) || strcmp(c[4], a[3]))
+            continue;
+        Tensor *db = s->writes[0];
+        int fresh = 1;
+        for (int k = p->n_forward; k < i && fresh; k++)
+            for (int w = 0; !p->ins[k]->dead && w < p->ins[k]->n_writes; w++)
+                fresh &= tensor_base(p->ins[k]->writes[w]) != tensor_base(db);
+        g->text = xasprintf("rt_gemm_dbias(e, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
+                            "%s, %d);", a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9],
+                            a[10], a[11], a[12], a[13], c[2], fresh);
+        g->what = xstrdup("linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
+        g->writes = realloc(g->writes, (size_t)(g->n_writes + 1) * sizeof *g->writes);
+        if (!g->writes)
+            die("out of memory");
+        g->writes[g->n_writes++] = db;
+        s->dead = 1;
+    }
+}
+
+void grad_epilogues(Program *p)
+{
+    dgelu_epilogues(p);
+    dbias_epilogues(p);
     number_kernels(p);
 }
 

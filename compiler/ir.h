@@ -244,6 +244,11 @@ void gemm_epilogues(Program *p);
  * (autodiff's sum of gradient contributions) become one rt_layernorm_bwd with that
  * gradient as its addend: the same float add, per element. */
 void layernorm_bwd_sums(Program *p);
+/* The backward pass's GEMM epilogues: a data-gradient GEMM and the GELU (tanh)
+ * backward loop that consumes its product become one rt_gemm_dgelu; a weight-gradient
+ * GEMM and the bias gradient's column sums of the same dy become one rt_gemm_dbias
+ * (cuBLASLt's DGELU and BGRADB on a GPU). After layernorm_bwd_sums. */
+void grad_epilogues(Program *p);
 /* RT_EPI_RELU or RT_EPI_GELU_TANH when expr is that activation's fused expression
  * (lower.c), else -1. */
 int epilogue_act(const char *expr);

@@ -17,7 +17,7 @@
 extern char **environ;
 
 /* graph -> autodiff -> lower -> fuse -> residual epilogues -> recompute -> GEMM
- * epilogues -> layernorm backward sums -> memplan, for one policy (with selective, the
+ * epilogues -> layernorm backward sums -> backward GEMM epilogues -> memplan, for one policy (with selective, the
  * first full_blocks blocks recomputed in full) */
 static void compile_train(Compiled *c, int policy, int full_blocks)
 {
@@ -29,6 +29,7 @@ static void compile_train(Compiled *c, int policy, int full_blocks)
     recompute(c->prog, policy, full_blocks);
     gemm_epilogues(c->prog);
     layernorm_bwd_sums(c->prog);
+    grad_epilogues(c->prog);
     add_grad_hooks(c->prog);
     memplan(c->prog);
 }

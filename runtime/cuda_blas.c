@@ -54,8 +54,9 @@ static void lt_load(void)
 
 typedef struct Plan {
     int ta, tb;
-    int epi;                   /* a bias epilogue (rt_cu_gemm_bias): RT_EPI_*, or EPI_GELU_AUX
-                                  (GELU keeping the pre-activation); -1 without */
+    int epi;                   /* an epilogue: RT_EPI_* or EPI_GELU_AUX (GELU keeping the
+                                  pre-activation) for rt_cu_gemm_bias, EPI_BGRADB for
+                                  rt_cu_gemm_dbias, EPI_DGELU for rt_cu_gemm_dgelu; -1 without */
     int fallback;              /* cuBLASLt refused the epilogue: GEMM, then rt_bias_act */
     int ab16, c16;             /* A and B, C: RT_CU_F32, RT_CU_BF16 or RT_CU_F16 */
     int64_t M, N, K, lda, ldb, ldc;
@@ -70,6 +71,8 @@ static Plan plans[MAX_PLANS];
 static int n_plans;
 
 #define EPI_GELU_AUX 3
+#define EPI_BGRADB 4
+#define EPI_DGELU 5
 
 /* Once per run: which epilogue cuBLASLt would not take, and that a kernel does it. */
 static void epilogue_refused(const Plan *p, const char *when)
@@ -77,14 +80,15 @@ static void epilogue_refused(const Plan *p, const char *when)
     static int said;
     if (said++)
         return;
-    static const char *const names[] = {"BIAS", "RELU_BIAS", "GELU_BIAS", "GELU_AUX_BIAS"};
+    static const char *const names[] = {"BIAS", "RELU_BIAS", "GELU_BIAS", "GELU_AUX_BIAS",
+                                        "BGRADB", "DGELU"};
     fprintf(stderr, "trainc: note: cuBLASLt refused the %s epilogue of a %lld x %lld x %lld GEMM "
             "(%s); a separate kernel does the epilogue's arithmetic (same results, one more pass)\n",
             names[p->epi], (long long)p->M, (long long)p->N, (long long)p->K, when);
 }
 
-/* With epi >= 0 (a bias epilogue) a plan cuBLASLt refuses is marked `fallback` instead
- * of ending the run. */
+/* With epi >= 0 (an epilogue) a plan cuBLASLt refuses is marked `fallback` instead of
+ * ending the run. */
 static Plan *plan_for(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_t K, int64_t lda,
                       int64_t ldb, int64_t ldc, int accumulate, int ab16, int c16, int epi)
 {
@@ -112,18 +116,23 @@ static Plan *plan_for(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_t 
     if (epi >= 0) {
         /* the bias runs along D's rows in column-major terms: our columns j < N. The
          * bias is the fp32 master; GELU's auxiliary output (the pre-activation) has C's
-         * type and leading dimension. Pointers are set at each call. */
+         * type and leading dimension, and so has DGELU's auxiliary input. BGRADB's bias
+         * gradient (from cuBLASLt's second operand, our A, summed over K) has C's type:
+         * fp32, a parameter gradient. Pointers are set at each call. */
         cublasLtEpilogue_t ep = epi == RT_EPI_RELU        ? CUBLASLT_EPILOGUE_RELU_BIAS
                                 : epi == RT_EPI_GELU_TANH ? CUBLASLT_EPILOGUE_GELU_BIAS
                                 : epi == EPI_GELU_AUX     ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+                                : epi == EPI_BGRADB       ? CUBLASLT_EPILOGUE_BGRADB
+                                : epi == EPI_DGELU        ? CUBLASLT_EPILOGUE_DGELU
                                                           : CUBLASLT_EPILOGUE_BIAS;
         cudaDataType_t bt = CUDA_R_32F;
         int64_t aux_ld = ldc;
         int ok = p_cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep,
-                                                  sizeof ep) == CUBLAS_STATUS_SUCCESS &&
-                 p_cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt,
+                                                  sizeof ep) == CUBLAS_STATUS_SUCCESS;
+        if (ok && epi != EPI_DGELU)
+            ok = p_cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt,
                                                   sizeof bt) == CUBLAS_STATUS_SUCCESS;
-        if (ok && epi == EPI_GELU_AUX)
+        if (ok && (epi == EPI_GELU_AUX || epi == EPI_DGELU))
             ok = p_cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
                                                   &aux_ld, sizeof aux_ld) == CUBLAS_STATUS_SUCCESS &&
                  p_cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE,
@@ -212,15 +221,22 @@ void rt_cu_gemm(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int6
  * TRAINC_GEMM_EPILOGUE=0: the GEMM, then epilogue.cuh's rt_bias_act, which adds R and
  * the bias in the same order (from the product as stored: with 16-bit activations
  * rounded once more than in the epilogue). */
-void rt_cu_gemm_bias(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
-                     float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
-                     float *C, int64_t ldc, const float *bias, const float *R, int act, float *Y)
+/* TRAINC_GEMM_EPILOGUE=0: every epilogue as a kernel of its own (the fallbacks) */
+static int epilogues_off(void)
 {
     static int off = -1;
     if (off < 0) {
         const char *v = getenv("TRAINC_GEMM_EPILOGUE");
         off = v && !strcmp(v, "0");
     }
+    return off;
+}
+
+void rt_cu_gemm_bias(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                     float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                     float *C, int64_t ldc, const float *bias, const float *R, int act, float *Y)
+{
+    int off = epilogues_off();
     if (M <= 0 || N <= 0)
         return;
     float *D = act == RT_EPI_NONE ? C : Y;
@@ -263,4 +279,86 @@ void rt_cu_gemm_bias(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N,
     rt_dptr y = act != RT_EPI_NONE ? (rt_dptr)(uintptr_t)Y : 0, dr = (rt_dptr)(uintptr_t)R;
     void *args[] = {&o, &dr, &dc, &y, &bb, &M, &N, &ldc, &act};
     rt_cu_launch(e, "rt_bias_act", rt_cu_grid_for(e, M * N), 1, 1, 256, 1, 0, args);
+}
+
+/* rt_gemm_dbias on the GPU: the weight gradient's GEMM (C fp32, accumulated with beta)
+ * with the BGRADB epilogue, which sums dy (our A, cuBLASLt's second operand) over K
+ * into the bias gradient as it reads it for the product. The epilogue stores, while
+ * rt_gemm_dbias adds: the sum goes straight into db when db is known to be zero (the
+ * call is its first writer, `fresh`, in a pass that starts from zeroed gradients,
+ * e->grads_zero), else into scratch, then epilogue.cuh's rt_add_into adds it (a
+ * second micro-batch of `accumulate`). Where cuBLASLt refuses, or with
+ * TRAINC_GEMM_EPILOGUE=0: the GEMM, then rt_cu_colsum_add. */
+void rt_cu_gemm_dbias(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                      float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                      float beta, float *C, int64_t ldc, float *db, int fresh)
+{
+    if (!trans_a || lda != M)
+        rt_die("rt_gemm_dbias: dy must be A, transposed, rows M apart");
+    if (M <= 0)
+        return;
+    const void *a = A, *b = B, *c = C;
+    int ta16 = rt_cu_operand(e, &a), tb16 = rt_cu_operand(e, &b), c16 = rt_cu_operand(e, &c);
+    if (!epilogues_off() && N > 0 && K > 0 && ta16 == tb16 && c16 == RT_CU_F32 &&
+        c == (const void *)C) {
+        Plan *p = plan_for(e, trans_a, trans_b, M, N, K, lda, ldb, ldc, beta != 0.0f, ta16, c16,
+                           EPI_BGRADB);
+        if (!p->fallback) {
+            int direct = fresh && e->grads_zero;
+            rt_dptr sum = direct ? (rt_dptr)(uintptr_t)db : rt_cu_scratch(e, (size_t)M * sizeof(float));
+            void *out = (void *)(uintptr_t)sum;
+            cublasStatus_t st = p_cublasLtMatmulDescSetAttribute(
+                p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &out, sizeof out);
+            if (st == CUBLAS_STATUS_SUCCESS)
+                st = matmul(e, p, alpha, a, b, beta, C, C);
+            if (st == CUBLAS_STATUS_SUCCESS) {
+                if (!direct) {
+                    void *args[] = {&sum, &db, &M};
+                    rt_cu_launch(e, "rt_add_into", rt_cu_grid_for(e, M), 1, 1, 256, 1, 0, args);
+                }
+                return;
+            }
+            p->fallback = 1;
+            epilogue_refused(p, p_cublasLtGetStatusString(st));
+        }
+    }
+    rt_cu_gemm(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    rt_cu_colsum_add(e, A, db, K, M);
+}
+
+/* rt_gemm_dgelu on the GPU: the data gradient's GEMM with the DGELU epilogue (GELU
+ * tanh's derivative at pre, cuBLASLt's auxiliary input in D's type and layout, times
+ * the product, rounded once into D). Where cuBLASLt refuses, or with
+ * TRAINC_GEMM_EPILOGUE=0: the GEMM into D, then epilogue.cuh's rt_dgelu in place (from
+ * the product as stored: with 16-bit activations rounded once more). */
+void rt_cu_gemm_dgelu(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                      float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                      float *D, int64_t ldd, const float *pre)
+{
+    if (M <= 0 || N <= 0)
+        return;
+    const void *a = A, *b = B, *c = D, *x = pre;
+    int ta16 = rt_cu_operand(e, &a), tb16 = rt_cu_operand(e, &b), c16 = rt_cu_operand(e, &c);
+    if (rt_cu_operand(e, &x) != c16 || x != (const void *)pre || c != (const void *)D)
+        rt_die("rt_gemm_dgelu: the pre-activation is not an activation stored like the output");
+    if (rt_overlap(pre, D, (size_t)((M - 1) * ldd + N) * (c16 ? 2 : 4)))
+        rt_die("rt_gemm_dgelu: the pre-activation overlaps the output");
+    if (!epilogues_off() && K > 0 && ta16 == tb16) {
+        Plan *p = plan_for(e, trans_a, trans_b, M, N, K, lda, ldb, ldd, 0, ta16, c16, EPI_DGELU);
+        if (!p->fallback) {
+            const void *aux = pre;
+            cublasStatus_t st = p_cublasLtMatmulDescSetAttribute(
+                p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux);
+            if (st == CUBLAS_STATUS_SUCCESS)
+                st = matmul(e, p, alpha, a, b, 0.0f, D, D);
+            if (st == CUBLAS_STATUS_SUCCESS)
+                return;
+            p->fallback = 1;
+            epilogue_refused(p, p_cublasLtGetStatusString(st));
+        }
+    }
+    rt_cu_gemm(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, 0.0f, D, ldd);
+    rt_dptr d = (rt_dptr)(uintptr_t)D, x0 = (rt_dptr)(uintptr_t)pre;
+    void *args[] = {&d, &x0, &M, &N, &ldd};
+    rt_cu_launch(e, "rt_dgelu", rt_cu_grid_for(e, M * N), 1, 1, 256, 1, 0, args);
 }

@@ -264,6 +264,8 @@ static const rt_gpu_calls calls = {
     .launch_ew = rt_cu_launch_ew,
     .gemm = rt_cu_gemm,
     .gemm_bias = rt_cu_gemm_bias,
+    .gemm_dbias = rt_cu_gemm_dbias,
+    .gemm_dgelu = rt_cu_gemm_dgelu,
     .colsum_add = rt_cu_colsum_add,
     .rowsum_add = rt_cu_rowsum_add,
     .im2col = rt_cu_im2col,
@@ -732,4 +734,12 @@ rt_exec *rt_cu_test_open(const char *source, size_t scratch)
     d->workspace = rt_cu_alloc(d->workspace_bytes);
     CU(p_cuStreamSynchronize(0));
     return e;
+}
+
+void rt_cu_test_arena(rt_exec *e, rt_dptr base, size_t bytes, int prec)
+{
+    rt_cu *d = dev_of(e);
+    d->act16 = prec;
+    d->arena = base;
+    d->arena_bytes = bytes;
 }

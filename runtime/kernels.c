@@ -516,23 +516,30 @@ typedef struct bias_act_ctx {
 } bias_act_ctx;
 
 /* rows [lo, hi): the fused kernel's "v0 = P + bias; C = v0; Y = act(v0)", with a
- * residual R in cuBLASLt's order: v0 = (P + R) + bias */
+ * residual R in cuBLASLt's order: v0 = (P + R) + bias. Row by row, one simple loop
+ * per case (they vectorize): v0 into out (C, or Y before its activation), then Y from
+ * it. */
 static void bias_act_task(void *ctx, int64_t lo, int64_t hi)
 {
     const bias_act_ctx *c = ctx;
-    for (int64_t i = lo; i < hi; i++)
-        for (int64_t j = 0; j < c->N; j++) {
-            float v0 = c->out[i * c->ldc + j];
-            if (c->R)
-                v0 = v0 + c->R[i * c->ldc + j];
-            v0 = v0 + c->bias[j];
-            if (c->C)
-                c->C[i * c->ldc + j] = v0;
-            if (c->act == RT_EPI_RELU)
-                c->Y[i * c->ldc + j] = v0 > 0.0f ? v0 : 0.0f;
-            else if (c->act == RT_EPI_GELU_TANH)
-                c->Y[i * c->ldc + j] = rt_gelu_tanh(v0);
+    const float *b = c->bias;
+    for (int64_t i = lo; i < hi; i++) {
+        float *o = c->out + i * c->ldc, *y = c->Y ? c->Y + i * c->ldc : NULL;
+        if (c->R) {
+            const float *r = c->R + i * c->ldc;
+            for (int64_t j = 0; j < c->N; j++)
+                o[j] = (o[j] + r[j]) + b[j];
+        } else {
+            for (int64_t j = 0; j < c->N; j++)
+                o[j] = o[j] + b[j];
         }
+        if (c->act == RT_EPI_RELU)
+            for (int64_t j = 0; j < c->N; j++)
+                y[j] = o[j] > 0.0f ? o[j] : 0.0f;
+        else if (c->act == RT_EPI_GELU_TANH)
+            for (int64_t j = 0; j < c->N; j++)
+                y[j] = rt_gelu_tanh(o[j]);
+    }
 }
 
 void rt_gemm_bias(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
@@ -584,6 +591,50 @@ void rt_colsum_add(rt_exec *e, const float *dy, float *db, int64_t rows, int64_t
                 s += c.part[b * cols + j];
             db[j] += (float)s;
         }
+}
+
+void rt_gemm_dbias(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                   float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                   float beta, float *C, int64_t ldc, float *db, int fresh)
+{
+    if (e->dev) { /* on a GPU: cuda_blas.c */
+        RT_GPU(e)->gemm_dbias(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
+                              db, fresh);
+        return;
+    }
+    if (!trans_a || lda != M)
+        rt_die("rt_gemm_dbias: dy must be A, transposed, rows M apart");
+    rt_gemm(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    rt_colsum_add(e, A, db, K, M);
+}
+
+typedef struct {
+    float *D;
+    const float *pre;
+    int64_t N, ldd;
+} dgelu_ctx;
+
+static void dgelu_task(void *ctx, int64_t lo, int64_t hi)
+{
+    const dgelu_ctx *c = ctx;
+    for (int64_t i = lo; i < hi; i++)
+        for (int64_t j = 0; j < c->N; j++) {
+            int64_t k = i * c->ldd + j;
+            c->D[k] = rt_gelu_tanh_bwd(c->pre[k], c->D[k]);
+        }
+}
+
+void rt_gemm_dgelu(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                   float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                   float *D, int64_t ldd, const float *pre)
+{
+    if (e->dev) { /* on a GPU: cuda_blas.c */
+        RT_GPU(e)->gemm_dgelu(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, D, ldd, pre);
+        return;
+    }
+    rt_gemm(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, 0.0f, D, ldd);
+    dgelu_ctx c = {D, pre, N, ldd};
+    launch(pool_of(e), M, (32768 + N - 1) / (N > 0 ? N : 1), dgelu_task, &c);
 }
 
 /* ---- im2col / col2im --------------------------------------------------------- */

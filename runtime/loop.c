@@ -910,6 +910,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
                 r->e.grad_scale = (float)(s->loss_scale / ((double)b->rows * (double)m->loss_terms *
                                                            (double)k * (double)r->world));
                 m->forward(&r->e, 1);
+                r->e.grads_zero = j == 0;     /* zeroed above: a first writer may store */
                 rt_ddp_begin(j == k - 1);     /* with accumulate: only the last micro-batch */
                 m->backward(&r->e);
                 rt_ddp_finish();

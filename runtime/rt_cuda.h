@@ -59,6 +59,13 @@ void rt_cu_gemm_bias(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N,
                      float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
                      float *C, int64_t ldc, const float *bias, const float *R, int act,
                      float *Y);
+/* rt_gemm_dbias and rt_gemm_dgelu on the GPU (cuda_blas.c). */
+void rt_cu_gemm_dbias(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                      float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                      float beta, float *C, int64_t ldc, float *db, int fresh);
+void rt_cu_gemm_dgelu(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                      float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                      float *D, int64_t ldd, const float *pre);
 
 /* Is there a driver and a GPU? 0, or -1 with the reason in `why`. */
 int rt_cu_probe(char *why, size_t n, int *count);
@@ -168,6 +175,10 @@ uint64_t rt_fnv1a(const void *p, size_t n);
 /* For tests (tests/gpu/): open device 0, compile `source` with NVRTC for it and load
  * it, reserve `scratch` bytes; returns an rt_exec whose calls run on the GPU. */
 rt_exec *rt_cu_test_open(const char *source, size_t scratch);
+/* For tests: device memory [base, base + bytes) holds activations stored as `prec`
+ * (RT_PREC_BF16 or RT_PREC_FP16), as a mixed-precision model's arena does: the GEMMs
+ * take operands there as 16-bit (rt_cu_operand), attention its tensor-core launch. */
+void rt_cu_test_arena(rt_exec *e, rt_dptr base, size_t bytes, int prec);
 rt_dptr rt_cu_alloc(size_t bytes);                 /* set-up only (zeroed) */
 void rt_cu_upload(rt_dptr dst, const void *src, size_t bytes);   /* synchronous */
 void rt_cu_download(void *dst, rt_dptr src, size_t bytes);       /* synchronous */

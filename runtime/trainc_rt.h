@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <math.h>
 
-#define RT_ABI_VERSION 4
+#define RT_ABI_VERSION 5
 #define RT_MAX_INPUTS 8
 #define RT_MAX_RANK 4
 
@@ -63,6 +63,9 @@ typedef struct rt_exec {
                                   arena, params, grads and in[] then hold device addresses */
     int64_t arena_scale;       /* mixed-precision plans: 2 on the CPU (fp32 at twice the
                                   offsets), 1 on a GPU; unused otherwise */
+    int grads_zero;            /* 1: every parameter gradient is zero as this backward pass
+                                  starts (the first micro-batch of a step), so a call that
+                                  is a gradient's first writer may store instead of add */
 } rt_exec;
 
 typedef void (*rt_kernel_fn)(rt_exec *e, int64_t lo, int64_t hi);
@@ -154,6 +157,25 @@ void rt_gemm_bias(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, in
 
 /* db[j] += sum_i dy[i, j] over rows i < rows. */
 void rt_colsum_add(rt_exec *e, const float *dy, float *db, int64_t rows, int64_t cols);
+
+/* A linear layer's weight-gradient GEMM with its bias gradient: rt_gemm (trans_a 1: op(A)
+ * = A^T, A being dy [K, M], rows lda = M apart), then db[i] += sum_k dy[k, i] for i < M,
+ * as rt_colsum_add(e, A, db, K, M). `fresh`: no earlier call of this backward pass adds
+ * to db, so with e->grads_zero the sum may be stored. On a GPU one cuBLASLt call with
+ * the BGRADB epilogue (the bias gradient from the GEMM's operand dy, which it reads
+ * anyway), instead of a second pass over dy. */
+void rt_gemm_dbias(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                   float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                   float beta, float *C, int64_t ldc, float *db, int fresh);
+
+/* The data-gradient GEMM of a linear layer followed by GELU (tanh): D = op(A) op(B)
+ * (beta 0), then D[i, j] = rt_gelu_tanh_bwd(pre[i, j], D[i, j]); pre (the GELU's input)
+ * and D rows ldd apart. The arithmetic of the GEMM followed by the fused loop "gelu
+ * (tanh) backward", which it replaces; on a GPU one cuBLASLt call with the DGELU
+ * epilogue (pre its auxiliary input, as GELU_AUX_BIAS stored it in the forward pass). */
+void rt_gemm_dgelu(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                   float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                   float *D, int64_t ldd, const float *pre);
 
 /* conv2d as im2col + GEMM. col is [C*k*k, B*OH*OW]. */
 void rt_im2col(rt_exec *e, const float *x, float *col, int64_t B, int64_t C, int64_t H,

@@ -266,19 +266,26 @@ echo "ok   --set precision=fp32 on a bf16-mixed trainer's GPU run: exit 1, rebui
 # of place) in cuBLASLt's epilogue (the fake computes it with trainc_rt.h's formulas)
 # against the same GEMM followed by epilogue.cuh's kernel (TRAINC_GEMM_EPILOGUE=0, the
 # fallback where cuBLASLt refuses): gpt_char (GELU with its pre-activation kept, BIAS,
-# BIAS with the residual; GELU without in validation) in fp32 gives the same bits; the
-# trace shows which path ran
+# BIAS with the residual; GELU without in validation) in fp32 gives the same bits; and
+# in backward rt_gemm_dgelu (DGELU vs the GEMM + rt_dgelu) and rt_gemm_dbias (BGRADB
+# into the zeroed bias gradients vs the GEMM + rt_colsum_add's two kernels); the trace
+# shows which path ran
 m=gpt_char
 O=(--set log_every=1 --threads 1 --quiet --set max_steps=4 --set batch_size=2
    --set validate.every_steps=2 --set validate.batches=1)
 TRAINC_FAKE_GPU_TRACE=1 gpu "$d/$m" --device cuda "${O[@]}" --out "$d/$m.epi" 2>"$d/$m.epi.log"
 TRAINC_FAKE_GPU_TRACE=1 TRAINC_GEMM_EPILOGUE=0 gpu "$d/$m" --device cuda "${O[@]}" --out "$d/$m.noepi" 2>"$d/$m.noepi.log"
-n1=$(grep -c "run rt_bias_act" "$d/$m.epi.log" || true)
-n0=$(grep -c "run rt_bias_act" "$d/$m.noepi.log" || true)
-[ "$n1" = 0 ] && [ "$n0" -gt 0 ] && ! grep -q "cuBLASLt refused" "$d/$m.epi.log" ||
-    { echo "FAIL: rt_bias_act ran $n1 times with the epilogue, $n0 without"; grep refused "$d/$m.epi.log"; exit 1; }
+# (the position table's gradient keeps its column sums: 1 of 17 a step)
+for k in rt_bias_act rt_dgelu rt_colsum_part; do
+    n1=$(grep -c "run $k\b" "$d/$m.epi.log" || true)
+    n0=$(grep -c "run $k\b" "$d/$m.noepi.log" || true)
+    want=0; [ $k = rt_colsum_part ] && want=$((n0 / 17))
+    [ "$n1" = "$want" ] && [ "$n0" -gt 0 ] && ! grep -q "cuBLASLt refused" "$d/$m.epi.log" ||
+        { echo "FAIL: $k ran $n1 times with the epilogues (want $want), $n0 without"; grep refused "$d/$m.epi.log"; exit 1; }
+    ran="${ran:+$ran, }$k $n0 -> $n1"
+done
 r=$(compare same "$d/$m.epi" "$d/$m.noepi")
-echo "ok   $m: GEMM epilogues in cuBLASLt vs GEMM + rt_bias_act ($n0 launches): $r"
+echo "ok   $m: GEMM epilogues in cuBLASLt vs the GEMMs + kernels (launches without -> with: $ran): $r"
 
 # loader.on_gpu: the arrays kept in GPU memory (auto takes them here, the fake GPU has
 # 16 GB) and batches gathered there from their sample indices give the bits of batches

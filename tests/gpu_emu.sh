@@ -3,7 +3,8 @@
 # CPU by tests/gpu/emu/ (each CUDA thread a fiber, blocks one after another), launched
 # through runtime/cuda_ops.c exactly as on a GPU, against their CPU twins. It checks
 # the kernels' logic (indexing, masking, barriers, shuffles, reduction order,
-# in-place aliasing), not the GPU's arithmetic or memory model. Three times: with fp32
+# in-place aliasing), not the GPU's arithmetic or memory model (nor cuBLASLt's
+# epilogues: CHECK_OPS_EMU leaves those checks to the fake GPU and a real one). Three times: with fp32
 # activations, with bf16-mixed's bf16 ones and with fp16-mixed's fp16 ones.
 set -eu
 cd "$(dirname "$0")/.."
@@ -32,7 +33,7 @@ for v in fp32 bf16 fp16; do
     def=""; [ $v = bf16 ] && def="-DRT_ACT_BF16=1"; [ $v = fp16 ] && def="-DRT_ACT_F16=1"
     g++ -std=c++17 $CFLAGS $def -Wno-unused-function -I"$d" -c tests/gpu/emu/emu_kernels.cc \
         -o "$d/emu_kernels.$v.o"
-    cc -std=gnu11 $CFLAGS -Iruntime -I"${CUDA_HOME:-/usr/local/cuda}/include" \
+    cc -std=gnu11 $CFLAGS -DCHECK_OPS_EMU -Iruntime -I"${CUDA_HOME:-/usr/local/cuda}/include" \
         tests/gpu/check_ops.c runtime/cuda_ops.c tests/gpu/emu/emu_device.c \
         runtime/kernels.c runtime/attention.c runtime/optim.c runtime/config.c runtime/util.c \
         "$d/emu_kernels.$v.o" -lstdc++ -lopenblas -lpthread -lm -o "$d/check_ops.$v"

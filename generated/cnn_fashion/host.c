@@ -105,24 +105,20 @@ static void backward(rt_exec *e)
 
     /* $.model.layers[9]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1, 128, 10, 1.0f, d_linear_9, 10, P_9_weight, 128, 0.0f, d_relu_8, 128);
-    /* $.model.layers[9]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 10, 128, e->B * 1, 1.0f, d_linear_9, 10, relu_8, 128, 1.0f, G_9_weight, 128);
+    /* $.model.layers[9]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 10, 128, e->B * 1, 1.0f, d_linear_9, 10, relu_8, 128, 1.0f, G_9_weight, 128, G_9_bias, 1);
     /* $.model.layers[9]: 9.weight's gradient is final */
     rt_grad_ready(e, 205632, 1280);
-    /* $.model.layers[9]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_linear_9, G_9_bias, e->B * 1, 10);
     /* $.model.layers[9]: 9.bias's gradient is final */
     rt_grad_ready(e, 206912, 10);
     /* $.model.layers[8]: relu backward */
     rt_launch(e, "k3", k3, e->B * 128, 3, (void *[]){&d_relu_8, &relu_8, &d_linear_7});
     /* $.model.layers[7]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1, 1568, 128, 1.0f, d_linear_7, 128, P_7_weight, 1568, 0.0f, d_flatten_6, 1568);
-    /* $.model.layers[7]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 128, 1568, e->B * 1, 1.0f, d_linear_7, 128, flatten_6, 1568, 1.0f, G_7_weight, 1568);
+    /* $.model.layers[7]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 128, 1568, e->B * 1, 1.0f, d_linear_7, 128, flatten_6, 1568, 1.0f, G_7_weight, 1568, G_7_bias, 1);
     /* $.model.layers[7]: 7.weight's gradient is final */
     rt_grad_ready(e, 4800, 200704);
-    /* $.model.layers[7]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_linear_7, G_7_bias, e->B * 1, 128);
     /* $.model.layers[7]: 7.bias's gradient is final */
     rt_grad_ready(e, 205504, 128);
     /* $.model.layers[5]: maxpool2d backward (argmax found again from x) */

@@ -14,8 +14,8 @@
  *   163072      6272        10-24   maxpool_5                   [B, 32, 7, 7]  maxpool2d output
  *   169344      512         11-22   relu_8                      [B, 128]  relu
  *   169856      48          14-16   linear_9                    [B, 10]  linear output
- *   169904      48          16-20   d_linear_9                  [B, 10]  d(loss)/d(prediction), written by the loss
- *   175616      512         17-26   d_relu_8                    [B, 128]  gradient
+ *   169904      48          16-18   d_linear_9                  [B, 10]  d(loss)/d(prediction), written by the loss
+ *   175616      512         17-24   d_relu_8                    [B, 128]  gradient
  *   169344      6272        23-28   d_flatten_6                 [B, 1568]  gradient
  *   25088       25088       28-30   d_relu_4                    [B, 32, 14, 14]  gradient
  *   163072      12544       37-38   d_maxpool_2                 [B, 16, 14, 14]  gradient

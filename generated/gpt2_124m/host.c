@@ -526,11 +526,10 @@ static void backward(rt_exec *e)
     float *d_residual_linear_h_11_proj = ACT(6291456);
     float *G_ln_f_weight = e->grads + 124438272;
     float *G_ln_f_bias = e->grads + 124439040;
-    const float *P_h_11_proj_weight = e->params + 122078208;
-    float *d_gelu_h_11_2 = ACT(0);
     const float *gelu_h_11_2 = ACT(350556160);
     float *G_h_11_proj_weight = e->grads + 122078208;
     float *G_h_11_proj_bias = e->grads + 124437504;
+    const float *P_h_11_proj_weight = e->params + 122078208;
     const float *linear_h_11_fc = ACT(344264704);
     float *d_linear_h_11_fc = ACT(0);
     const float *P_h_11_fc_weight = e->params + 119715840;
@@ -565,11 +564,10 @@ static void backward(rt_exec *e)
     float *d_residual_linear_h_10_proj_496 = ACT(6291456);
     float *G_h_11_ln_1_weight = e->grads + 117350400;
     float *G_h_11_ln_1_bias = e->grads + 117351168;
-    const float *P_h_10_proj_weight = e->params + 114990336;
-    float *d_gelu_h_10_2 = ACT(0);
     const float *gelu_h_10_2 = ACT(337973248);
     float *G_h_10_proj_weight = e->grads + 114990336;
     float *G_h_10_proj_bias = e->grads + 117349632;
+    const float *P_h_10_proj_weight = e->params + 114990336;
     const float *linear_h_10_fc = ACT(331681792);
     float *d_linear_h_10_fc = ACT(0);
     const float *P_h_10_fc_weight = e->params + 112627968;
@@ -604,11 +602,10 @@ static void backward(rt_exec *e)
     float *d_residual_linear_h_9_proj_506 = ACT(6291456);
     float *G_h_10_ln_1_weight = e->grads + 110262528;
     float *G_h_10_ln_1_bias = e->grads + 110263296;
-    const float *P_h_9_proj_weight = e->params + 107902464;
-    float *d_gelu_h_9_2 = ACT(0);
     const float *gelu_h_9_2 = ACT(325390336);
     float *G_h_9_proj_weight = e->grads + 107902464;
     float *G_h_9_proj_bias = e->grads + 110261760;
+    const float *P_h_9_proj_weight = e->params + 107902464;
     const float *linear_h_9_fc = ACT(319098880);
     float *d_linear_h_9_fc = ACT(0);
     const float *P_h_9_fc_weight = e->params + 105540096;
@@ -643,11 +640,10 @@ static void backward(rt_exec *e)
     float *d_residual_linear_h_8_proj_516 = ACT(6291456);
     float *G_h_9_ln_1_weight = e->grads + 103174656;
     float *G_h_9_ln_1_bias = e->grads + 103175424;
-    const float *P_h_8_proj_weight = e->params + 100814592;
-    float *d_gelu_h_8_2 = ACT(0);
     const float *gelu_h_8_2 = ACT(312807424);
     float *G_h_8_proj_weight = e->grads + 100814592;
     float *G_h_8_proj_bias = e->grads + 103173888;
+    const float *P_h_8_proj_weight = e->params + 100814592;
     const float *linear_h_8_fc = ACT(306515968);
     float *d_linear_h_8_fc = ACT(0);
     const float *P_h_8_fc_weight = e->params + 98452224;
@@ -682,11 +678,10 @@ static void backward(rt_exec *e)
     float *d_residual_linear_h_7_proj_526 = ACT(6291456);
     float *G_h_8_ln_1_weight = e->grads + 96086784;
     float *G_h_8_ln_1_bias = e->grads + 96087552;
-    const float *P_h_7_proj_weight = e->params + 93726720;
-    float *d_gelu_h_7_2 = ACT(0);
     const float *gelu_h_7_2 = ACT(300224512);
     float *G_h_7_proj_weight = e->grads + 93726720;
     float *G_h_7_proj_bias = e->grads + 96086016;
+    const float *P_h_7_proj_weight = e->params + 93726720;
     const float *linear_h_7_fc = ACT(293933056);
     float *d_linear_h_7_fc = ACT(0);
     const float *P_h_7_fc_weight = e->params + 91364352;
@@ -721,11 +716,10 @@ static void backward(rt_exec *e)
     float *d_residual_linear_h_6_proj_536 = ACT(6291456);
     float *G_h_7_ln_1_weight = e->grads + 88998912;
     float *G_h_7_ln_1_bias = e->grads + 88999680;
-    const float *P_h_6_proj_weight = e->params + 86638848;
-    float *d_gelu_h_6_2 = ACT(0);
     const float *gelu_h_6_2 = ACT(287641600);
     float *G_h_6_proj_weight = e->grads + 86638848;
     float *G_h_6_proj_bias = e->grads + 88998144;
+    const float *P_h_6_proj_weight = e->params + 86638848;
     const float *linear_h_6_fc = ACT(281350144);
     float *d_linear_h_6_fc = ACT(0);
     const float *P_h_6_fc_weight = e->params + 84276480;
@@ -760,11 +754,10 @@ static void backward(rt_exec *e)
     float *d_residual_linear_h_5_proj_546 = ACT(6291456);
     float *G_h_6_ln_1_weight = e->grads + 81911040;
     float *G_h_6_ln_1_bias = e->grads + 81911808;
-    const float *P_h_5_proj_weight = e->params + 79550976;
-    float *d_gelu_h_5_2 = ACT(0);
     const float *gelu_h_5_2 = ACT(275058688);
     float *G_h_5_proj_weight = e->grads + 79550976;
     float *G_h_5_proj_bias = e->grads + 81910272;
+    const float *P_h_5_proj_weight = e->params + 79550976;
     const float *linear_h_5_fc = ACT(268767232);
     float *d_linear_h_5_fc = ACT(0);
     const float *P_h_5_fc_weight = e->params + 77188608;
@@ -799,11 +792,10 @@ static void backward(rt_exec *e)
     float *d_residual_linear_h_4_proj_556 = ACT(6291456);
     float *G_h_5_ln_1_weight = e->grads + 74823168;
     float *G_h_5_ln_1_bias = e->grads + 74823936;
-    const float *P_h_4_proj_weight = e->params + 72463104;
-    float *d_gelu_h_4_2 = ACT(0);
     const float *gelu_h_4_2 = ACT(262475776);
     float *G_h_4_proj_weight = e->grads + 72463104;
     float *G_h_4_proj_bias = e->grads + 74822400;
+    const float *P_h_4_proj_weight = e->params + 72463104;
     const float *linear_h_4_fc = ACT(256184320);
     float *d_linear_h_4_fc = ACT(0);
     const float *P_h_4_fc_weight = e->params + 70100736;
@@ -838,11 +830,10 @@ static void backward(rt_exec *e)
     float *d_residual_linear_h_3_proj_566 = ACT(6291456);
     float *G_h_4_ln_1_weight = e->grads + 67735296;
     float *G_h_4_ln_1_bias = e->grads + 67736064;
-    const float *P_h_3_proj_weight = e->params + 65375232;
-    float *d_gelu_h_3_2 = ACT(0);
     const float *gelu_h_3_2 = ACT(249892864);
     float *G_h_3_proj_weight = e->grads + 65375232;
     float *G_h_3_proj_bias = e->grads + 67734528;
+    const float *P_h_3_proj_weight = e->params + 65375232;
     const float *linear_h_3_fc = ACT(243601408);
     float *d_linear_h_3_fc = ACT(0);
     const float *P_h_3_fc_weight = e->params + 63012864;
@@ -877,11 +868,10 @@ static void backward(rt_exec *e)
     float *d_residual_linear_h_2_proj_576 = ACT(6291456);
     float *G_h_3_ln_1_weight = e->grads + 60647424;
     float *G_h_3_ln_1_bias = e->grads + 60648192;
-    const float *P_h_2_proj_weight = e->params + 58287360;
-    float *d_gelu_h_2_2 = ACT(0);
     const float *gelu_h_2_2 = ACT(237309952);
     float *G_h_2_proj_weight = e->grads + 58287360;
     float *G_h_2_proj_bias = e->grads + 60646656;
+    const float *P_h_2_proj_weight = e->params + 58287360;
     const float *linear_h_2_fc = ACT(231018496);
     float *d_linear_h_2_fc = ACT(0);
     const float *P_h_2_fc_weight = e->params + 55924992;
@@ -916,11 +906,10 @@ static void backward(rt_exec *e)
     float *d_residual_linear_h_1_proj_586 = ACT(6291456);
     float *G_h_2_ln_1_weight = e->grads + 53559552;
     float *G_h_2_ln_1_bias = e->grads + 53560320;
-    const float *P_h_1_proj_weight = e->params + 51199488;
-    float *d_gelu_h_1_2 = ACT(0);
     const float *gelu_h_1_2 = ACT(224727040);
     float *G_h_1_proj_weight = e->grads + 51199488;
     float *G_h_1_proj_bias = e->grads + 53558784;
+    const float *P_h_1_proj_weight = e->params + 51199488;
     const float *linear_h_1_fc = ACT(218435584);
     float *d_linear_h_1_fc = ACT(0);
     const float *P_h_1_fc_weight = e->params + 48837120;
@@ -955,11 +944,10 @@ static void backward(rt_exec *e)
     float *d_residual_linear_h_0_proj_596 = ACT(6291456);
     float *G_h_1_ln_1_weight = e->grads + 46471680;
     float *G_h_1_ln_1_bias = e->grads + 46472448;
-    const float *P_h_0_proj_weight = e->params + 44111616;
-    float *d_gelu_h_0_2 = ACT(0);
     const float *gelu_h_0_2 = ACT(212144128);
     float *G_h_0_proj_weight = e->grads + 44111616;
     float *G_h_0_proj_bias = e->grads + 46470912;
+    const float *P_h_0_proj_weight = e->params + 44111616;
     const float *linear_h_0_fc = ACT(205852672);
     float *d_linear_h_0_fc = ACT(0);
     const float *P_h_0_fc_weight = e->params + 41749248;
@@ -1007,26 +995,20 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 124438272, 768);
     /* $.model.layers[3]: ln_f.bias's gradient is final */
     rt_grad_ready(e, 124439040, 768);
-    /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
-    rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_11_proj, 768, P_h_11_proj_weight, 3072, 0.0f, d_gelu_h_11_2, 3072);
-    /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_11_proj, 768, gelu_h_11_2, 3072, 1.0f, G_h_11_proj_weight, 3072);
+    /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_11_proj, 768, gelu_h_11_2, 3072, 1.0f, G_h_11_proj_weight, 3072, G_h_11_proj_bias, 1);
     /* $.model.layers[2].body[1].body[3]: h.11.proj.weight's gradient is final */
     rt_grad_ready(e, 122078208, 2359296);
-    /* $.model.layers[2].body[1].body[3]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_residual_linear_h_11_proj, G_h_11_proj_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[1].body[3]: h.11.proj.bias's gradient is final */
     rt_grad_ready(e, 124437504, 768);
-    /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k1", k1, e->B * 3145728, 3, (void *[]){&d_gelu_h_11_2, &linear_h_11_fc, &d_linear_h_11_fc});
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1].body[2]: linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue */
+    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_11_proj, 768, P_h_11_proj_weight, 3072, d_linear_h_11_fc, 3072, linear_h_11_fc);
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_11_fc, 3072, P_h_11_fc_weight, 768, 0.0f, d_layernorm_h_11_ln_2, 768);
-    /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_11_fc, 3072, layernorm_h_11_ln_2, 768, 1.0f, G_h_11_fc_weight, 768);
+    /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_11_fc, 3072, layernorm_h_11_ln_2, 768, 1.0f, G_h_11_fc_weight, 768, G_h_11_fc_bias, 1);
     /* $.model.layers[2].body[1].body[1]: h.11.fc.weight's gradient is final */
     rt_grad_ready(e, 119715840, 2359296);
-    /* $.model.layers[2].body[1].body[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_linear_h_11_fc, G_h_11_fc_bias, e->B * 1024, 3072);
     /* $.model.layers[2].body[1].body[1]: h.11.fc.bias's gradient is final */
     rt_grad_ready(e, 122075136, 3072);
     /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
@@ -1037,24 +1019,20 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 119715072, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_11_attn_491, 768, P_h_11_attn_proj_weight, 768, 0.0f, d_attn_y_h_11_attn, 768);
-    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_11_attn_491, 768, attn_y_h_11_attn, 768, 1.0f, G_h_11_attn_proj_weight, 768);
+    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_11_attn_491, 768, attn_y_h_11_attn, 768, 1.0f, G_h_11_attn_proj_weight, 768, G_h_11_attn_proj_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.11.attn.proj.weight's gradient is final */
     rt_grad_ready(e, 119123712, 589824);
-    /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_residual_attn_out_h_11_attn_491, G_h_11_attn_proj_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[1]: h.11.attn.proj.bias's gradient is final */
     rt_grad_ready(e, 119713536, 768);
     /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv), probabilities recomputed from the log-sum-exp */
     rt_attention_bwd(e, qkv_h_11_attn, lse_h_11_attn, attn_y_h_11_attn, d_attn_y_h_11_attn, d_qkv_h_11_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_11_attn, 2304, P_h_11_attn_qkv_weight, 768, 0.0f, d_layernorm_h_11_ln_1, 768);
-    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_11_attn, 2304, layernorm_h_11_ln_1, 768, 1.0f, G_h_11_attn_qkv_weight, 768);
+    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_11_attn, 2304, layernorm_h_11_ln_1, 768, 1.0f, G_h_11_attn_qkv_weight, 768, G_h_11_attn_qkv_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.11.attn.qkv.weight's gradient is final */
     rt_grad_ready(e, 117351936, 1769472);
-    /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_qkv_h_11_attn, G_h_11_attn_qkv_bias, e->B * 1024, 2304);
     /* $.model.layers[2].body[0].body[1]: h.11.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 119121408, 2304);
     /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
@@ -1063,26 +1041,20 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 117350400, 768);
     /* $.model.layers[2].body[0].body[0]: h.11.ln_1.bias's gradient is final */
     rt_grad_ready(e, 117351168, 768);
-    /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
-    rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_10_proj_496, 768, P_h_10_proj_weight, 3072, 0.0f, d_gelu_h_10_2, 3072);
-    /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_10_proj_496, 768, gelu_h_10_2, 3072, 1.0f, G_h_10_proj_weight, 3072);
+    /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_10_proj_496, 768, gelu_h_10_2, 3072, 1.0f, G_h_10_proj_weight, 3072, G_h_10_proj_bias, 1);
     /* $.model.layers[2].body[1].body[3]: h.10.proj.weight's gradient is final */
     rt_grad_ready(e, 114990336, 2359296);
-    /* $.model.layers[2].body[1].body[3]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_residual_linear_h_10_proj_496, G_h_10_proj_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[1].body[3]: h.10.proj.bias's gradient is final */
     rt_grad_ready(e, 117349632, 768);
-    /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k2", k2, e->B * 3145728, 3, (void *[]){&d_gelu_h_10_2, &linear_h_10_fc, &d_linear_h_10_fc});
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1].body[2]: linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue */
+    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_10_proj_496, 768, P_h_10_proj_weight, 3072, d_linear_h_10_fc, 3072, linear_h_10_fc);
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_10_fc, 3072, P_h_10_fc_weight, 768, 0.0f, d_layernorm_h_10_ln_2, 768);
-    /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_10_fc, 3072, layernorm_h_10_ln_2, 768, 1.0f, G_h_10_fc_weight, 768);
+    /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_10_fc, 3072, layernorm_h_10_ln_2, 768, 1.0f, G_h_10_fc_weight, 768, G_h_10_fc_bias, 1);
     /* $.model.layers[2].body[1].body[1]: h.10.fc.weight's gradient is final */
     rt_grad_ready(e, 112627968, 2359296);
-    /* $.model.layers[2].body[1].body[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_linear_h_10_fc, G_h_10_fc_bias, e->B * 1024, 3072);
     /* $.model.layers[2].body[1].body[1]: h.10.fc.bias's gradient is final */
     rt_grad_ready(e, 114987264, 3072);
     /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
@@ -1093,24 +1065,20 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 112627200, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_10_attn_501, 768, P_h_10_attn_proj_weight, 768, 0.0f, d_attn_y_h_10_attn, 768);
-    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_10_attn_501, 768, attn_y_h_10_attn, 768, 1.0f, G_h_10_attn_proj_weight, 768);
+    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_10_attn_501, 768, attn_y_h_10_attn, 768, 1.0f, G_h_10_attn_proj_weight, 768, G_h_10_attn_proj_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.10.attn.proj.weight's gradient is final */
     rt_grad_ready(e, 112035840, 589824);
-    /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_residual_attn_out_h_10_attn_501, G_h_10_attn_proj_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[1]: h.10.attn.proj.bias's gradient is final */
     rt_grad_ready(e, 112625664, 768);
     /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv), probabilities recomputed from the log-sum-exp */
     rt_attention_bwd(e, qkv_h_10_attn, lse_h_10_attn, attn_y_h_10_attn, d_attn_y_h_10_attn, d_qkv_h_10_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_10_attn, 2304, P_h_10_attn_qkv_weight, 768, 0.0f, d_layernorm_h_10_ln_1, 768);
-    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_10_attn, 2304, layernorm_h_10_ln_1, 768, 1.0f, G_h_10_attn_qkv_weight, 768);
+    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_10_attn, 2304, layernorm_h_10_ln_1, 768, 1.0f, G_h_10_attn_qkv_weight, 768, G_h_10_attn_qkv_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.10.attn.qkv.weight's gradient is final */
     rt_grad_ready(e, 110264064, 1769472);
-    /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_qkv_h_10_attn, G_h_10_attn_qkv_bias, e->B * 1024, 2304);
     /* $.model.layers[2].body[0].body[1]: h.10.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 112033536, 2304);
     /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
@@ -1119,26 +1087,20 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 110262528, 768);
     /* $.model.layers[2].body[0].body[0]: h.10.ln_1.bias's gradient is final */
     rt_grad_ready(e, 110263296, 768);
-    /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
-    rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_9_proj_506, 768, P_h_9_proj_weight, 3072, 0.0f, d_gelu_h_9_2, 3072);
-    /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_9_proj_506, 768, gelu_h_9_2, 3072, 1.0f, G_h_9_proj_weight, 3072);
+    /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_9_proj_506, 768, gelu_h_9_2, 3072, 1.0f, G_h_9_proj_weight, 3072, G_h_9_proj_bias, 1);
     /* $.model.layers[2].body[1].body[3]: h.9.proj.weight's gradient is final */
     rt_grad_ready(e, 107902464, 2359296);
-    /* $.model.layers[2].body[1].body[3]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_residual_linear_h_9_proj_506, G_h_9_proj_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[1].body[3]: h.9.proj.bias's gradient is final */
     rt_grad_ready(e, 110261760, 768);
-    /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k3", k3, e->B * 3145728, 3, (void *[]){&d_gelu_h_9_2, &linear_h_9_fc, &d_linear_h_9_fc});
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1].body[2]: linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue */
+    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_9_proj_506, 768, P_h_9_proj_weight, 3072, d_linear_h_9_fc, 3072, linear_h_9_fc);
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_9_fc, 3072, P_h_9_fc_weight, 768, 0.0f, d_layernorm_h_9_ln_2, 768);
-    /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_9_fc, 3072, layernorm_h_9_ln_2, 768, 1.0f, G_h_9_fc_weight, 768);
+    /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_9_fc, 3072, layernorm_h_9_ln_2, 768, 1.0f, G_h_9_fc_weight, 768, G_h_9_fc_bias, 1);
     /* $.model.layers[2].body[1].body[1]: h.9.fc.weight's gradient is final */
     rt_grad_ready(e, 105540096, 2359296);
-    /* $.model.layers[2].body[1].body[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_linear_h_9_fc, G_h_9_fc_bias, e->B * 1024, 3072);
     /* $.model.layers[2].body[1].body[1]: h.9.fc.bias's gradient is final */
     rt_grad_ready(e, 107899392, 3072);
     /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
@@ -1149,24 +1111,20 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 105539328, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_9_attn_511, 768, P_h_9_attn_proj_weight, 768, 0.0f, d_attn_y_h_9_attn, 768);
-    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_9_attn_511, 768, attn_y_h_9_attn, 768, 1.0f, G_h_9_attn_proj_weight, 768);
+    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_9_attn_511, 768, attn_y_h_9_attn, 768, 1.0f, G_h_9_attn_proj_weight, 768, G_h_9_attn_proj_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.9.attn.proj.weight's gradient is final */
     rt_grad_ready(e, 104947968, 589824);
-    /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_residual_attn_out_h_9_attn_511, G_h_9_attn_proj_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[1]: h.9.attn.proj.bias's gradient is final */
     rt_grad_ready(e, 105537792, 768);
     /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv), probabilities recomputed from the log-sum-exp */
     rt_attention_bwd(e, qkv_h_9_attn, lse_h_9_attn, attn_y_h_9_attn, d_attn_y_h_9_attn, d_qkv_h_9_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_9_attn, 2304, P_h_9_attn_qkv_weight, 768, 0.0f, d_layernorm_h_9_ln_1, 768);
-    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_9_attn, 2304, layernorm_h_9_ln_1, 768, 1.0f, G_h_9_attn_qkv_weight, 768);
+    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_9_attn, 2304, layernorm_h_9_ln_1, 768, 1.0f, G_h_9_attn_qkv_weight, 768, G_h_9_attn_qkv_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.9.attn.qkv.weight's gradient is final */
     rt_grad_ready(e, 103176192, 1769472);
-    /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_qkv_h_9_attn, G_h_9_attn_qkv_bias, e->B * 1024, 2304);
     /* $.model.layers[2].body[0].body[1]: h.9.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 104945664, 2304);
     /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
@@ -1175,26 +1133,20 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 103174656, 768);
     /* $.model.layers[2].body[0].body[0]: h.9.ln_1.bias's gradient is final */
     rt_grad_ready(e, 103175424, 768);
-    /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
-    rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_8_proj_516, 768, P_h_8_proj_weight, 3072, 0.0f, d_gelu_h_8_2, 3072);
-    /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_8_proj_516, 768, gelu_h_8_2, 3072, 1.0f, G_h_8_proj_weight, 3072);
+    /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_8_proj_516, 768, gelu_h_8_2, 3072, 1.0f, G_h_8_proj_weight, 3072, G_h_8_proj_bias, 1);
     /* $.model.layers[2].body[1].body[3]: h.8.proj.weight's gradient is final */
     rt_grad_ready(e, 100814592, 2359296);
-    /* $.model.layers[2].body[1].body[3]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_residual_linear_h_8_proj_516, G_h_8_proj_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[1].body[3]: h.8.proj.bias's gradient is final */
     rt_grad_ready(e, 103173888, 768);
-    /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k4", k4, e->B * 3145728, 3, (void *[]){&d_gelu_h_8_2, &linear_h_8_fc, &d_linear_h_8_fc});
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1].body[2]: linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue */
+    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_8_proj_516, 768, P_h_8_proj_weight, 3072, d_linear_h_8_fc, 3072, linear_h_8_fc);
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_8_fc, 3072, P_h_8_fc_weight, 768, 0.0f, d_layernorm_h_8_ln_2, 768);
-    /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_8_fc, 3072, layernorm_h_8_ln_2, 768, 1.0f, G_h_8_fc_weight, 768);
+    /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_8_fc, 3072, layernorm_h_8_ln_2, 768, 1.0f, G_h_8_fc_weight, 768, G_h_8_fc_bias, 1);
     /* $.model.layers[2].body[1].body[1]: h.8.fc.weight's gradient is final */
     rt_grad_ready(e, 98452224, 2359296);
-    /* $.model.layers[2].body[1].body[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_linear_h_8_fc, G_h_8_fc_bias, e->B * 1024, 3072);
     /* $.model.layers[2].body[1].body[1]: h.8.fc.bias's gradient is final */
     rt_grad_ready(e, 100811520, 3072);
     /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
@@ -1205,24 +1157,20 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 98451456, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_8_attn_521, 768, P_h_8_attn_proj_weight, 768, 0.0f, d_attn_y_h_8_attn, 768);
-    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_8_attn_521, 768, attn_y_h_8_attn, 768, 1.0f, G_h_8_attn_proj_weight, 768);
+    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_8_attn_521, 768, attn_y_h_8_attn, 768, 1.0f, G_h_8_attn_proj_weight, 768, G_h_8_attn_proj_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.8.attn.proj.weight's gradient is final */
     rt_grad_ready(e, 97860096, 589824);
-    /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_residual_attn_out_h_8_attn_521, G_h_8_attn_proj_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[1]: h.8.attn.proj.bias's gradient is final */
     rt_grad_ready(e, 98449920, 768);
     /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv), probabilities recomputed from the log-sum-exp */
     rt_attention_bwd(e, qkv_h_8_attn, lse_h_8_attn, attn_y_h_8_attn, d_attn_y_h_8_attn, d_qkv_h_8_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_8_attn, 2304, P_h_8_attn_qkv_weight, 768, 0.0f, d_layernorm_h_8_ln_1, 768);
-    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_8_attn, 2304, layernorm_h_8_ln_1, 768, 1.0f, G_h_8_attn_qkv_weight, 768);
+    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_8_attn, 2304, layernorm_h_8_ln_1, 768, 1.0f, G_h_8_attn_qkv_weight, 768, G_h_8_attn_qkv_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.8.attn.qkv.weight's gradient is final */
     rt_grad_ready(e, 96088320, 1769472);
-    /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_qkv_h_8_attn, G_h_8_attn_qkv_bias, e->B * 1024, 2304);
     /* $.model.layers[2].body[0].body[1]: h.8.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 97857792, 2304);
     /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
@@ -1231,26 +1179,20 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 96086784, 768);
     /* $.model.layers[2].body[0].body[0]: h.8.ln_1.bias's gradient is final */
     rt_grad_ready(e, 96087552, 768);
-    /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
-    rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_7_proj_526, 768, P_h_7_proj_weight, 3072, 0.0f, d_gelu_h_7_2, 3072);
-    /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_7_proj_526, 768, gelu_h_7_2, 3072, 1.0f, G_h_7_proj_weight, 3072);
+    /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_7_proj_526, 768, gelu_h_7_2, 3072, 1.0f, G_h_7_proj_weight, 3072, G_h_7_proj_bias, 1);
     /* $.model.layers[2].body[1].body[3]: h.7.proj.weight's gradient is final */
     rt_grad_ready(e, 93726720, 2359296);
-    /* $.model.layers[2].body[1].body[3]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_residual_linear_h_7_proj_526, G_h_7_proj_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[1].body[3]: h.7.proj.bias's gradient is final */
     rt_grad_ready(e, 96086016, 768);
-    /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k5", k5, e->B * 3145728, 3, (void *[]){&d_gelu_h_7_2, &linear_h_7_fc, &d_linear_h_7_fc});
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1].body[2]: linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue */
+    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_7_proj_526, 768, P_h_7_proj_weight, 3072, d_linear_h_7_fc, 3072, linear_h_7_fc);
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_7_fc, 3072, P_h_7_fc_weight, 768, 0.0f, d_layernorm_h_7_ln_2, 768);
-    /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_7_fc, 3072, layernorm_h_7_ln_2, 768, 1.0f, G_h_7_fc_weight, 768);
+    /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_7_fc, 3072, layernorm_h_7_ln_2, 768, 1.0f, G_h_7_fc_weight, 768, G_h_7_fc_bias, 1);
     /* $.model.layers[2].body[1].body[1]: h.7.fc.weight's gradient is final */
     rt_grad_ready(e, 91364352, 2359296);
-    /* $.model.layers[2].body[1].body[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_linear_h_7_fc, G_h_7_fc_bias, e->B * 1024, 3072);
     /* $.model.layers[2].body[1].body[1]: h.7.fc.bias's gradient is final */
     rt_grad_ready(e, 93723648, 3072);
     /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
@@ -1261,24 +1203,20 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 91363584, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_7_attn_531, 768, P_h_7_attn_proj_weight, 768, 0.0f, d_attn_y_h_7_attn, 768);
-    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_7_attn_531, 768, attn_y_h_7_attn, 768, 1.0f, G_h_7_attn_proj_weight, 768);
+    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_7_attn_531, 768, attn_y_h_7_attn, 768, 1.0f, G_h_7_attn_proj_weight, 768, G_h_7_attn_proj_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.7.attn.proj.weight's gradient is final */
     rt_grad_ready(e, 90772224, 589824);
-    /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_residual_attn_out_h_7_attn_531, G_h_7_attn_proj_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[1]: h.7.attn.proj.bias's gradient is final */
     rt_grad_ready(e, 91362048, 768);
     /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv), probabilities recomputed from the log-sum-exp */
     rt_attention_bwd(e, qkv_h_7_attn, lse_h_7_attn, attn_y_h_7_attn, d_attn_y_h_7_attn, d_qkv_h_7_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_7_attn, 2304, P_h_7_attn_qkv_weight, 768, 0.0f, d_layernorm_h_7_ln_1, 768);
-    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_7_attn, 2304, layernorm_h_7_ln_1, 768, 1.0f, G_h_7_attn_qkv_weight, 768);
+    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_7_attn, 2304, layernorm_h_7_ln_1, 768, 1.0f, G_h_7_attn_qkv_weight, 768, G_h_7_attn_qkv_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.7.attn.qkv.weight's gradient is final */
     rt_grad_ready(e, 89000448, 1769472);
-    /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_qkv_h_7_attn, G_h_7_attn_qkv_bias, e->B * 1024, 2304);
     /* $.model.layers[2].body[0].body[1]: h.7.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 90769920, 2304);
     /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
@@ -1287,26 +1225,20 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 88998912, 768);
     /* $.model.layers[2].body[0].body[0]: h.7.ln_1.bias's gradient is final */
     rt_grad_ready(e, 88999680, 768);
-    /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
-    rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_6_proj_536, 768, P_h_6_proj_weight, 3072, 0.0f, d_gelu_h_6_2, 3072);
-    /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_6_proj_536, 768, gelu_h_6_2, 3072, 1.0f, G_h_6_proj_weight, 3072);
+    /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_6_proj_536, 768, gelu_h_6_2, 3072, 1.0f, G_h_6_proj_weight, 3072, G_h_6_proj_bias, 1);
     /* $.model.layers[2].body[1].body[3]: h.6.proj.weight's gradient is final */
     rt_grad_ready(e, 86638848, 2359296);
-    /* $.model.layers[2].body[1].body[3]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_residual_linear_h_6_proj_536, G_h_6_proj_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[1].body[3]: h.6.proj.bias's gradient is final */
     rt_grad_ready(e, 88998144, 768);
-    /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k6", k6, e->B * 3145728, 3, (void *[]){&d_gelu_h_6_2, &linear_h_6_fc, &d_linear_h_6_fc});
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1].body[2]: linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue */
+    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_6_proj_536, 768, P_h_6_proj_weight, 3072, d_linear_h_6_fc, 3072, linear_h_6_fc);
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_6_fc, 3072, P_h_6_fc_weight, 768, 0.0f, d_layernorm_h_6_ln_2, 768);
-    /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_6_fc, 3072, layernorm_h_6_ln_2, 768, 1.0f, G_h_6_fc_weight, 768);
+    /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_6_fc, 3072, layernorm_h_6_ln_2, 768, 1.0f, G_h_6_fc_weight, 768, G_h_6_fc_bias, 1);
     /* $.model.layers[2].body[1].body[1]: h.6.fc.weight's gradient is final */
     rt_grad_ready(e, 84276480, 2359296);
-    /* $.model.layers[2].body[1].body[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_linear_h_6_fc, G_h_6_fc_bias, e->B * 1024, 3072);
     /* $.model.layers[2].body[1].body[1]: h.6.fc.bias's gradient is final */
     rt_grad_ready(e, 86635776, 3072);
     /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
@@ -1317,24 +1249,20 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 84275712, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_6_attn_541, 768, P_h_6_attn_proj_weight, 768, 0.0f, d_attn_y_h_6_attn, 768);
-    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_6_attn_541, 768, attn_y_h_6_attn, 768, 1.0f, G_h_6_attn_proj_weight, 768);
+    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_6_attn_541, 768, attn_y_h_6_attn, 768, 1.0f, G_h_6_attn_proj_weight, 768, G_h_6_attn_proj_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.6.attn.proj.weight's gradient is final */
     rt_grad_ready(e, 83684352, 589824);
-    /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_residual_attn_out_h_6_attn_541, G_h_6_attn_proj_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[1]: h.6.attn.proj.bias's gradient is final */
     rt_grad_ready(e, 84274176, 768);
     /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv), probabilities recomputed from the log-sum-exp */
     rt_attention_bwd(e, qkv_h_6_attn, lse_h_6_attn, attn_y_h_6_attn, d_attn_y_h_6_attn, d_qkv_h_6_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_6_attn, 2304, P_h_6_attn_qkv_weight, 768, 0.0f, d_layernorm_h_6_ln_1, 768);
-    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_6_attn, 2304, layernorm_h_6_ln_1, 768, 1.0f, G_h_6_attn_qkv_weight, 768);
+    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_6_attn, 2304, layernorm_h_6_ln_1, 768, 1.0f, G_h_6_attn_qkv_weight, 768, G_h_6_attn_qkv_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.6.attn.qkv.weight's gradient is final */
     rt_grad_ready(e, 81912576, 1769472);
-    /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_qkv_h_6_attn, G_h_6_attn_qkv_bias, e->B * 1024, 2304);
     /* $.model.layers[2].body[0].body[1]: h.6.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 83682048, 2304);
     /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
@@ -1343,26 +1271,20 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 81911040, 768);
     /* $.model.layers[2].body[0].body[0]: h.6.ln_1.bias's gradient is final */
     rt_grad_ready(e, 81911808, 768);
-    /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
-    rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_5_proj_546, 768, P_h_5_proj_weight, 3072, 0.0f, d_gelu_h_5_2, 3072);
-    /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_5_proj_546, 768, gelu_h_5_2, 3072, 1.0f, G_h_5_proj_weight, 3072);
+    /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_5_proj_546, 768, gelu_h_5_2, 3072, 1.0f, G_h_5_proj_weight, 3072, G_h_5_proj_bias, 1);
     /* $.model.layers[2].body[1].body[3]: h.5.proj.weight's gradient is final */
     rt_grad_ready(e, 79550976, 2359296);
-    /* $.model.layers[2].body[1].body[3]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_residual_linear_h_5_proj_546, G_h_5_proj_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[1].body[3]: h.5.proj.bias's gradient is final */
     rt_grad_ready(e, 81910272, 768);
-    /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k7", k7, e->B * 3145728, 3, (void *[]){&d_gelu_h_5_2, &linear_h_5_fc, &d_linear_h_5_fc});
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1].body[2]: linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue */
+    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_5_proj_546, 768, P_h_5_proj_weight, 3072, d_linear_h_5_fc, 3072, linear_h_5_fc);
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_5_fc, 3072, P_h_5_fc_weight, 768, 0.0f, d_layernorm_h_5_ln_2, 768);
-    /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_5_fc, 3072, layernorm_h_5_ln_2, 768, 1.0f, G_h_5_fc_weight, 768);
+    /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_5_fc, 3072, layernorm_h_5_ln_2, 768, 1.0f, G_h_5_fc_weight, 768, G_h_5_fc_bias, 1);
     /* $.model.layers[2].body[1].body[1]: h.5.fc.weight's gradient is final */
     rt_grad_ready(e, 77188608, 2359296);
-    /* $.model.layers[2].body[1].body[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_linear_h_5_fc, G_h_5_fc_bias, e->B * 1024, 3072);
     /* $.model.layers[2].body[1].body[1]: h.5.fc.bias's gradient is final */
     rt_grad_ready(e, 79547904, 3072);
     /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
@@ -1373,24 +1295,20 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 77187840, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_5_attn_551, 768, P_h_5_attn_proj_weight, 768, 0.0f, d_attn_y_h_5_attn, 768);
-    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_5_attn_551, 768, attn_y_h_5_attn, 768, 1.0f, G_h_5_attn_proj_weight, 768);
+    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_5_attn_551, 768, attn_y_h_5_attn, 768, 1.0f, G_h_5_attn_proj_weight, 768, G_h_5_attn_proj_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.5.attn.proj.weight's gradient is final */
     rt_grad_ready(e, 76596480, 589824);
-    /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_residual_attn_out_h_5_attn_551, G_h_5_attn_proj_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[1]: h.5.attn.proj.bias's gradient is final */
     rt_grad_ready(e, 77186304, 768);
     /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv), probabilities recomputed from the log-sum-exp */
     rt_attention_bwd(e, qkv_h_5_attn, lse_h_5_attn, attn_y_h_5_attn, d_attn_y_h_5_attn, d_qkv_h_5_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_5_attn, 2304, P_h_5_attn_qkv_weight, 768, 0.0f, d_layernorm_h_5_ln_1, 768);
-    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_5_attn, 2304, layernorm_h_5_ln_1, 768, 1.0f, G_h_5_attn_qkv_weight, 768);
+    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_5_attn, 2304, layernorm_h_5_ln_1, 768, 1.0f, G_h_5_attn_qkv_weight, 768, G_h_5_attn_qkv_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.5.attn.qkv.weight's gradient is final */
     rt_grad_ready(e, 74824704, 1769472);
-    /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_qkv_h_5_attn, G_h_5_attn_qkv_bias, e->B * 1024, 2304);
     /* $.model.layers[2].body[0].body[1]: h.5.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 76594176, 2304);
     /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
@@ -1399,26 +1317,20 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 74823168, 768);
     /* $.model.layers[2].body[0].body[0]: h.5.ln_1.bias's gradient is final */
     rt_grad_ready(e, 74823936, 768);
-    /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
-    rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_4_proj_556, 768, P_h_4_proj_weight, 3072, 0.0f, d_gelu_h_4_2, 3072);
-    /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_4_proj_556, 768, gelu_h_4_2, 3072, 1.0f, G_h_4_proj_weight, 3072);
+    /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_4_proj_556, 768, gelu_h_4_2, 3072, 1.0f, G_h_4_proj_weight, 3072, G_h_4_proj_bias, 1);
     /* $.model.layers[2].body[1].body[3]: h.4.proj.weight's gradient is final */
     rt_grad_ready(e, 72463104, 2359296);
-    /* $.model.layers[2].body[1].body[3]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_residual_linear_h_4_proj_556, G_h_4_proj_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[1].body[3]: h.4.proj.bias's gradient is final */
     rt_grad_ready(e, 74822400, 768);
-    /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k8", k8, e->B * 3145728, 3, (void *[]){&d_gelu_h_4_2, &linear_h_4_fc, &d_linear_h_4_fc});
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1].body[2]: linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue */
+    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_4_proj_556, 768, P_h_4_proj_weight, 3072, d_linear_h_4_fc, 3072, linear_h_4_fc);
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_4_fc, 3072, P_h_4_fc_weight, 768, 0.0f, d_layernorm_h_4_ln_2, 768);
-    /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_4_fc, 3072, layernorm_h_4_ln_2, 768, 1.0f, G_h_4_fc_weight, 768);
+    /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_4_fc, 3072, layernorm_h_4_ln_2, 768, 1.0f, G_h_4_fc_weight, 768, G_h_4_fc_bias, 1);
     /* $.model.layers[2].body[1].body[1]: h.4.fc.weight's gradient is final */
     rt_grad_ready(e, 70100736, 2359296);
-    /* $.model.layers[2].body[1].body[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_linear_h_4_fc, G_h_4_fc_bias, e->B * 1024, 3072);
     /* $.model.layers[2].body[1].body[1]: h.4.fc.bias's gradient is final */
     rt_grad_ready(e, 72460032, 3072);
     /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
@@ -1429,24 +1341,20 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 70099968, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_4_attn_561, 768, P_h_4_attn_proj_weight, 768, 0.0f, d_attn_y_h_4_attn, 768);
-    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_4_attn_561, 768, attn_y_h_4_attn, 768, 1.0f, G_h_4_attn_proj_weight, 768);
+    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_4_attn_561, 768, attn_y_h_4_attn, 768, 1.0f, G_h_4_attn_proj_weight, 768, G_h_4_attn_proj_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.4.attn.proj.weight's gradient is final */
     rt_grad_ready(e, 69508608, 589824);
-    /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_residual_attn_out_h_4_attn_561, G_h_4_attn_proj_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[1]: h.4.attn.proj.bias's gradient is final */
     rt_grad_ready(e, 70098432, 768);
     /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv), probabilities recomputed from the log-sum-exp */
     rt_attention_bwd(e, qkv_h_4_attn, lse_h_4_attn, attn_y_h_4_attn, d_attn_y_h_4_attn, d_qkv_h_4_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_4_attn, 2304, P_h_4_attn_qkv_weight, 768, 0.0f, d_layernorm_h_4_ln_1, 768);
-    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_4_attn, 2304, layernorm_h_4_ln_1, 768, 1.0f, G_h_4_attn_qkv_weight, 768);
+    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_4_attn, 2304, layernorm_h_4_ln_1, 768, 1.0f, G_h_4_attn_qkv_weight, 768, G_h_4_attn_qkv_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.4.attn.qkv.weight's gradient is final */
     rt_grad_ready(e, 67736832, 1769472);
-    /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_qkv_h_4_attn, G_h_4_attn_qkv_bias, e->B * 1024, 2304);
     /* $.model.layers[2].body[0].body[1]: h.4.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 69506304, 2304);
     /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
@@ -1455,26 +1363,20 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 67735296, 768);
     /* $.model.layers[2].body[0].body[0]: h.4.ln_1.bias's gradient is final */
     rt_grad_ready(e, 67736064, 768);
-    /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
-    rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_3_proj_566, 768, P_h_3_proj_weight, 3072, 0.0f, d_gelu_h_3_2, 3072);
-    /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_3_proj_566, 768, gelu_h_3_2, 3072, 1.0f, G_h_3_proj_weight, 3072);
+    /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_3_proj_566, 768, gelu_h_3_2, 3072, 1.0f, G_h_3_proj_weight, 3072, G_h_3_proj_bias, 1);
     /* $.model.layers[2].body[1].body[3]: h.3.proj.weight's gradient is final */
     rt_grad_ready(e, 65375232, 2359296);
-    /* $.model.layers[2].body[1].body[3]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_residual_linear_h_3_proj_566, G_h_3_proj_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[1].body[3]: h.3.proj.bias's gradient is final */
     rt_grad_ready(e, 67734528, 768);
-    /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k9", k9, e->B * 3145728, 3, (void *[]){&d_gelu_h_3_2, &linear_h_3_fc, &d_linear_h_3_fc});
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1].body[2]: linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue */
+    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_3_proj_566, 768, P_h_3_proj_weight, 3072, d_linear_h_3_fc, 3072, linear_h_3_fc);
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_3_fc, 3072, P_h_3_fc_weight, 768, 0.0f, d_layernorm_h_3_ln_2, 768);
-    /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_3_fc, 3072, layernorm_h_3_ln_2, 768, 1.0f, G_h_3_fc_weight, 768);
+    /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_3_fc, 3072, layernorm_h_3_ln_2, 768, 1.0f, G_h_3_fc_weight, 768, G_h_3_fc_bias, 1);
     /* $.model.layers[2].body[1].body[1]: h.3.fc.weight's gradient is final */
     rt_grad_ready(e, 63012864, 2359296);
-    /* $.model.layers[2].body[1].body[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_linear_h_3_fc, G_h_3_fc_bias, e->B * 1024, 3072);
     /* $.model.layers[2].body[1].body[1]: h.3.fc.bias's gradient is final */
     rt_grad_ready(e, 65372160, 3072);
     /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
@@ -1485,24 +1387,20 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 63012096, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_3_attn_571, 768, P_h_3_attn_proj_weight, 768, 0.0f, d_attn_y_h_3_attn, 768);
-    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_3_attn_571, 768, attn_y_h_3_attn, 768, 1.0f, G_h_3_attn_proj_weight, 768);
+    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_3_attn_571, 768, attn_y_h_3_attn, 768, 1.0f, G_h_3_attn_proj_weight, 768, G_h_3_attn_proj_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.3.attn.proj.weight's gradient is final */
     rt_grad_ready(e, 62420736, 589824);
-    /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_residual_attn_out_h_3_attn_571, G_h_3_attn_proj_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[1]: h.3.attn.proj.bias's gradient is final */
     rt_grad_ready(e, 63010560, 768);
     /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv), probabilities recomputed from the log-sum-exp */
     rt_attention_bwd(e, qkv_h_3_attn, lse_h_3_attn, attn_y_h_3_attn, d_attn_y_h_3_attn, d_qkv_h_3_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_3_attn, 2304, P_h_3_attn_qkv_weight, 768, 0.0f, d_layernorm_h_3_ln_1, 768);
-    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_3_attn, 2304, layernorm_h_3_ln_1, 768, 1.0f, G_h_3_attn_qkv_weight, 768);
+    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_3_attn, 2304, layernorm_h_3_ln_1, 768, 1.0f, G_h_3_attn_qkv_weight, 768, G_h_3_attn_qkv_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.3.attn.qkv.weight's gradient is final */
     rt_grad_ready(e, 60648960, 1769472);
-    /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_qkv_h_3_attn, G_h_3_attn_qkv_bias, e->B * 1024, 2304);
     /* $.model.layers[2].body[0].body[1]: h.3.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 62418432, 2304);
     /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
@@ -1511,26 +1409,20 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 60647424, 768);
     /* $.model.layers[2].body[0].body[0]: h.3.ln_1.bias's gradient is final */
     rt_grad_ready(e, 60648192, 768);
-    /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
-    rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_2_proj_576, 768, P_h_2_proj_weight, 3072, 0.0f, d_gelu_h_2_2, 3072);
-    /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_2_proj_576, 768, gelu_h_2_2, 3072, 1.0f, G_h_2_proj_weight, 3072);
+    /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_2_proj_576, 768, gelu_h_2_2, 3072, 1.0f, G_h_2_proj_weight, 3072, G_h_2_proj_bias, 1);
     /* $.model.layers[2].body[1].body[3]: h.2.proj.weight's gradient is final */
     rt_grad_ready(e, 58287360, 2359296);
-    /* $.model.layers[2].body[1].body[3]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_residual_linear_h_2_proj_576, G_h_2_proj_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[1].body[3]: h.2.proj.bias's gradient is final */
     rt_grad_ready(e, 60646656, 768);
-    /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k10", k10, e->B * 3145728, 3, (void *[]){&d_gelu_h_2_2, &linear_h_2_fc, &d_linear_h_2_fc});
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1].body[2]: linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue */
+    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_2_proj_576, 768, P_h_2_proj_weight, 3072, d_linear_h_2_fc, 3072, linear_h_2_fc);
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_2_fc, 3072, P_h_2_fc_weight, 768, 0.0f, d_layernorm_h_2_ln_2, 768);
-    /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_2_fc, 3072, layernorm_h_2_ln_2, 768, 1.0f, G_h_2_fc_weight, 768);
+    /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_2_fc, 3072, layernorm_h_2_ln_2, 768, 1.0f, G_h_2_fc_weight, 768, G_h_2_fc_bias, 1);
     /* $.model.layers[2].body[1].body[1]: h.2.fc.weight's gradient is final */
     rt_grad_ready(e, 55924992, 2359296);
-    /* $.model.layers[2].body[1].body[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_linear_h_2_fc, G_h_2_fc_bias, e->B * 1024, 3072);
     /* $.model.layers[2].body[1].body[1]: h.2.fc.bias's gradient is final */
     rt_grad_ready(e, 58284288, 3072);
     /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
@@ -1541,24 +1433,20 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 55924224, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_2_attn_581, 768, P_h_2_attn_proj_weight, 768, 0.0f, d_attn_y_h_2_attn, 768);
-    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_2_attn_581, 768, attn_y_h_2_attn, 768, 1.0f, G_h_2_attn_proj_weight, 768);
+    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_2_attn_581, 768, attn_y_h_2_attn, 768, 1.0f, G_h_2_attn_proj_weight, 768, G_h_2_attn_proj_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.2.attn.proj.weight's gradient is final */
     rt_grad_ready(e, 55332864, 589824);
-    /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_residual_attn_out_h_2_attn_581, G_h_2_attn_proj_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[1]: h.2.attn.proj.bias's gradient is final */
     rt_grad_ready(e, 55922688, 768);
     /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv), probabilities recomputed from the log-sum-exp */
     rt_attention_bwd(e, qkv_h_2_attn, lse_h_2_attn, attn_y_h_2_attn, d_attn_y_h_2_attn, d_qkv_h_2_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_2_attn, 2304, P_h_2_attn_qkv_weight, 768, 0.0f, d_layernorm_h_2_ln_1, 768);
-    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_2_attn, 2304, layernorm_h_2_ln_1, 768, 1.0f, G_h_2_attn_qkv_weight, 768);
+    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_2_attn, 2304, layernorm_h_2_ln_1, 768, 1.0f, G_h_2_attn_qkv_weight, 768, G_h_2_attn_qkv_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.2.attn.qkv.weight's gradient is final */
     rt_grad_ready(e, 53561088, 1769472);
-    /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_qkv_h_2_attn, G_h_2_attn_qkv_bias, e->B * 1024, 2304);
     /* $.model.layers[2].body[0].body[1]: h.2.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 55330560, 2304);
     /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
@@ -1567,26 +1455,20 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 53559552, 768);
     /* $.model.layers[2].body[0].body[0]: h.2.ln_1.bias's gradient is final */
     rt_grad_ready(e, 53560320, 768);
-    /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
-    rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_1_proj_586, 768, P_h_1_proj_weight, 3072, 0.0f, d_gelu_h_1_2, 3072);
-    /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_1_proj_586, 768, gelu_h_1_2, 3072, 1.0f, G_h_1_proj_weight, 3072);
+    /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_1_proj_586, 768, gelu_h_1_2, 3072, 1.0f, G_h_1_proj_weight, 3072, G_h_1_proj_bias, 1);
     /* $.model.layers[2].body[1].body[3]: h.1.proj.weight's gradient is final */
     rt_grad_ready(e, 51199488, 2359296);
-    /* $.model.layers[2].body[1].body[3]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_residual_linear_h_1_proj_586, G_h_1_proj_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[1].body[3]: h.1.proj.bias's gradient is final */
     rt_grad_ready(e, 53558784, 768);
-    /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k11", k11, e->B * 3145728, 3, (void *[]){&d_gelu_h_1_2, &linear_h_1_fc, &d_linear_h_1_fc});
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1].body[2]: linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue */
+    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_1_proj_586, 768, P_h_1_proj_weight, 3072, d_linear_h_1_fc, 3072, linear_h_1_fc);
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_1_fc, 3072, P_h_1_fc_weight, 768, 0.0f, d_layernorm_h_1_ln_2, 768);
-    /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_1_fc, 3072, layernorm_h_1_ln_2, 768, 1.0f, G_h_1_fc_weight, 768);
+    /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_1_fc, 3072, layernorm_h_1_ln_2, 768, 1.0f, G_h_1_fc_weight, 768, G_h_1_fc_bias, 1);
     /* $.model.layers[2].body[1].body[1]: h.1.fc.weight's gradient is final */
     rt_grad_ready(e, 48837120, 2359296);
-    /* $.model.layers[2].body[1].body[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_linear_h_1_fc, G_h_1_fc_bias, e->B * 1024, 3072);
     /* $.model.layers[2].body[1].body[1]: h.1.fc.bias's gradient is final */
     rt_grad_ready(e, 51196416, 3072);
     /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
@@ -1597,24 +1479,20 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 48836352, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_1_attn_591, 768, P_h_1_attn_proj_weight, 768, 0.0f, d_attn_y_h_1_attn, 768);
-    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_1_attn_591, 768, attn_y_h_1_attn, 768, 1.0f, G_h_1_attn_proj_weight, 768);
+    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_1_attn_591, 768, attn_y_h_1_attn, 768, 1.0f, G_h_1_attn_proj_weight, 768, G_h_1_attn_proj_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.1.attn.proj.weight's gradient is final */
     rt_grad_ready(e, 48244992, 589824);
-    /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_residual_attn_out_h_1_attn_591, G_h_1_attn_proj_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[1]: h.1.attn.proj.bias's gradient is final */
     rt_grad_ready(e, 48834816, 768);
     /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv), probabilities recomputed from the log-sum-exp */
     rt_attention_bwd(e, qkv_h_1_attn, lse_h_1_attn, attn_y_h_1_attn, d_attn_y_h_1_attn, d_qkv_h_1_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_1_attn, 2304, P_h_1_attn_qkv_weight, 768, 0.0f, d_layernorm_h_1_ln_1, 768);
-    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_1_attn, 2304, layernorm_h_1_ln_1, 768, 1.0f, G_h_1_attn_qkv_weight, 768);
+    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_1_attn, 2304, layernorm_h_1_ln_1, 768, 1.0f, G_h_1_attn_qkv_weight, 768, G_h_1_attn_qkv_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.1.attn.qkv.weight's gradient is final */
     rt_grad_ready(e, 46473216, 1769472);
-    /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_qkv_h_1_attn, G_h_1_attn_qkv_bias, e->B * 1024, 2304);
     /* $.model.layers[2].body[0].body[1]: h.1.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 48242688, 2304);
     /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
@@ -1623,26 +1501,20 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 46471680, 768);
     /* $.model.layers[2].body[0].body[0]: h.1.ln_1.bias's gradient is final */
     rt_grad_ready(e, 46472448, 768);
-    /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
-    rt_gemm(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_0_proj_596, 768, P_h_0_proj_weight, 3072, 0.0f, d_gelu_h_0_2, 3072);
-    /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_0_proj_596, 768, gelu_h_0_2, 3072, 1.0f, G_h_0_proj_weight, 3072);
+    /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_0_proj_596, 768, gelu_h_0_2, 3072, 1.0f, G_h_0_proj_weight, 3072, G_h_0_proj_bias, 1);
     /* $.model.layers[2].body[1].body[3]: h.0.proj.weight's gradient is final */
     rt_grad_ready(e, 44111616, 2359296);
-    /* $.model.layers[2].body[1].body[3]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_residual_linear_h_0_proj_596, G_h_0_proj_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[1].body[3]: h.0.proj.bias's gradient is final */
     rt_grad_ready(e, 46470912, 768);
-    /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k12", k12, e->B * 3145728, 3, (void *[]){&d_gelu_h_0_2, &linear_h_0_fc, &d_linear_h_0_fc});
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1].body[2]: linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue */
+    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_0_proj_596, 768, P_h_0_proj_weight, 3072, d_linear_h_0_fc, 3072, linear_h_0_fc);
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_0_fc, 3072, P_h_0_fc_weight, 768, 0.0f, d_layernorm_h_0_ln_2, 768);
-    /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_0_fc, 3072, layernorm_h_0_ln_2, 768, 1.0f, G_h_0_fc_weight, 768);
+    /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_0_fc, 3072, layernorm_h_0_ln_2, 768, 1.0f, G_h_0_fc_weight, 768, G_h_0_fc_bias, 1);
     /* $.model.layers[2].body[1].body[1]: h.0.fc.weight's gradient is final */
     rt_grad_ready(e, 41749248, 2359296);
-    /* $.model.layers[2].body[1].body[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_linear_h_0_fc, G_h_0_fc_bias, e->B * 1024, 3072);
     /* $.model.layers[2].body[1].body[1]: h.0.fc.bias's gradient is final */
     rt_grad_ready(e, 44108544, 3072);
     /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
@@ -1653,24 +1525,20 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 41748480, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_0_attn_601, 768, P_h_0_attn_proj_weight, 768, 0.0f, d_attn_y_h_0_attn, 768);
-    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_0_attn_601, 768, attn_y_h_0_attn, 768, 1.0f, G_h_0_attn_proj_weight, 768);
+    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_0_attn_601, 768, attn_y_h_0_attn, 768, 1.0f, G_h_0_attn_proj_weight, 768, G_h_0_attn_proj_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.0.attn.proj.weight's gradient is final */
     rt_grad_ready(e, 41157120, 589824);
-    /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_residual_attn_out_h_0_attn_601, G_h_0_attn_proj_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[1]: h.0.attn.proj.bias's gradient is final */
     rt_grad_ready(e, 41746944, 768);
     /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv), probabilities recomputed from the log-sum-exp */
     rt_attention_bwd(e, qkv_h_0_attn, lse_h_0_attn, attn_y_h_0_attn, d_attn_y_h_0_attn, d_qkv_h_0_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_0_attn, 2304, P_h_0_attn_qkv_weight, 768, 0.0f, d_layernorm_h_0_ln_1, 768);
-    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_0_attn, 2304, layernorm_h_0_ln_1, 768, 1.0f, G_h_0_attn_qkv_weight, 768);
+    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_0_attn, 2304, layernorm_h_0_ln_1, 768, 1.0f, G_h_0_attn_qkv_weight, 768, G_h_0_attn_qkv_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.0.attn.qkv.weight's gradient is final */
     rt_grad_ready(e, 39385344, 1769472);
-    /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_qkv_h_0_attn, G_h_0_attn_qkv_bias, e->B * 1024, 2304);
     /* $.model.layers[2].body[0].body[1]: h.0.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 41154816, 2304);
     /* $.model.layers[2].body[0].body[0] + $.model.layers[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */

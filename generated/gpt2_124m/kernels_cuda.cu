@@ -1490,10 +1490,11 @@ __device__ __forceinline__ void embedding_bwd(const int32_t *idx, const act_t *d
 
 /* ==== templates/cuda/epilogue.cuh ==== */
 /* epilogue.cuh: a linear layer's GEMM epilogue as a kernel of its own, for when
- * cuBLASLt cannot take it (cuda_blas.c's rt_cu_gemm_bias falls back here, or
- * TRAINC_GEMM_EPILOGUE=0 asks for it): the arithmetic of the fused elementwise kernel
- * "+ bias (+ act)" or "+ bias + residual" (rt_gemm_bias in runtime/kernels.c on the
- * CPU), in cuBLASLt's order. */
+ * cuBLASLt cannot take it (cuda_blas.c's rt_cu_gemm_bias and rt_cu_gemm_dgelu fall back
+ * here, or TRAINC_GEMM_EPILOGUE=0 asks for it): the arithmetic of the fused elementwise
+ * kernel "+ bias (+ act)" or "+ bias + residual" (rt_gemm_bias in runtime/kernels.c on
+ * the CPU), in cuBLASLt's order, and of "gelu (tanh) backward" (rt_gemm_dgelu); and the
+ * add of a bias gradient that cuBLASLt's BGRADB epilogue stored in scratch. */
 
 /* Launch: grid-stride, 256 threads. For i < M, j < N, at k = i * ldc + j:
  *   v = out[k] (+ R[k]) + bias[j];  C[k] = v (C not NULL);  Y[k] = act(v) (act: 1 ReLU,
@@ -1518,6 +1519,29 @@ rt_bias_act(const act_t *out, const act_t *R, act_t *C, act_t *Y, const float *b
         else if (act == 2)
             rt_st(Y + k, rt_gelu_tanh(v));
     }
+}
+
+/* Launch: grid-stride, 256 threads. For i < M, j < N, at k = i * ld + j:
+ *   D[k] = rt_gelu_tanh_bwd(pre[k], D[k])
+ * D holds the GEMM's product (the gradient at the GELU's output), overwritten in place
+ * by the gradient at its input; pre is the GELU's input. */
+extern "C" __global__ void __launch_bounds__(256)
+rt_dgelu(act_t *D, const act_t *pre, int64_t M, int64_t N, int64_t ld)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < M * N;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t k = i / N * ld + i % N;
+        rt_st(D + k, rt_gelu_tanh_bwd(rt_ld(pre + k), rt_ld(D + k)));
+    }
+}
+
+/* Launch: grid-stride, 256 threads. y[i] += x[i] for i < n (fp32: a bias gradient). */
+extern "C" __global__ void __launch_bounds__(256)
+rt_add_into(const float *x, float *y, int64_t n)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        y[i] += x[i];
 }
 
 /* ==== templates/cuda/layernorm.cuh ==== */
@@ -1989,330 +2013,6 @@ extern "C" __global__ void k0(const act_t *embedding_wte, const float *__restric
     for (int64_t i = done + first; i < n; i += stride) {
         float v0 = rt_ld(embedding_wte + i) + P_wpe_weight[i % 786432]; /* pos_embedding: + position rows */
         rt_st(pos_embedding_wpe + i, v0);
-    }
-}
-
-/* k1: gelu (tanh) backward
- *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k1(const act_t *d_gelu_h_11_2, const act_t *__restrict__ linear_h_11_fc, act_t *d_linear_h_11_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_gelu_h_11_2 | (unsigned long long)linear_h_11_fc | (unsigned long long)d_linear_h_11_fc) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_gelu_h_11_2 = rt_ld4(d_gelu_h_11_2 + 4 * q);
-            const float4 r_linear_h_11_fc = rt_ld4(linear_h_11_fc + 4 * q);
-            float4 w_d_linear_h_11_fc;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = rt_gelu_tanh_bwd(((const float *)&r_linear_h_11_fc)[l], ((const float *)&r_d_gelu_h_11_2)[l]); /* gelu (tanh) backward */
-                ((float *)&w_d_linear_h_11_fc)[l] = v0;
-            }
-            rt_st4(d_linear_h_11_fc + 4 * q, w_d_linear_h_11_fc);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_gelu_tanh_bwd(rt_ld(linear_h_11_fc + i), rt_ld(d_gelu_h_11_2 + i)); /* gelu (tanh) backward */
-        rt_st(d_linear_h_11_fc + i, v0);
-    }
-}
-
-/* k2: gelu (tanh) backward
- *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k2(const act_t *d_gelu_h_10_2, const act_t *__restrict__ linear_h_10_fc, act_t *d_linear_h_10_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_gelu_h_10_2 | (unsigned long long)linear_h_10_fc | (unsigned long long)d_linear_h_10_fc) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_gelu_h_10_2 = rt_ld4(d_gelu_h_10_2 + 4 * q);
-            const float4 r_linear_h_10_fc = rt_ld4(linear_h_10_fc + 4 * q);
-            float4 w_d_linear_h_10_fc;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = rt_gelu_tanh_bwd(((const float *)&r_linear_h_10_fc)[l], ((const float *)&r_d_gelu_h_10_2)[l]); /* gelu (tanh) backward */
-                ((float *)&w_d_linear_h_10_fc)[l] = v0;
-            }
-            rt_st4(d_linear_h_10_fc + 4 * q, w_d_linear_h_10_fc);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_gelu_tanh_bwd(rt_ld(linear_h_10_fc + i), rt_ld(d_gelu_h_10_2 + i)); /* gelu (tanh) backward */
-        rt_st(d_linear_h_10_fc + i, v0);
-    }
-}
-
-/* k3: gelu (tanh) backward
- *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k3(const act_t *d_gelu_h_9_2, const act_t *__restrict__ linear_h_9_fc, act_t *d_linear_h_9_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_gelu_h_9_2 | (unsigned long long)linear_h_9_fc | (unsigned long long)d_linear_h_9_fc) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_gelu_h_9_2 = rt_ld4(d_gelu_h_9_2 + 4 * q);
-            const float4 r_linear_h_9_fc = rt_ld4(linear_h_9_fc + 4 * q);
-            float4 w_d_linear_h_9_fc;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = rt_gelu_tanh_bwd(((const float *)&r_linear_h_9_fc)[l], ((const float *)&r_d_gelu_h_9_2)[l]); /* gelu (tanh) backward */
-                ((float *)&w_d_linear_h_9_fc)[l] = v0;
-            }
-            rt_st4(d_linear_h_9_fc + 4 * q, w_d_linear_h_9_fc);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_gelu_tanh_bwd(rt_ld(linear_h_9_fc + i), rt_ld(d_gelu_h_9_2 + i)); /* gelu (tanh) backward */
-        rt_st(d_linear_h_9_fc + i, v0);
-    }
-}
-
-/* k4: gelu (tanh) backward
- *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k4(const act_t *d_gelu_h_8_2, const act_t *__restrict__ linear_h_8_fc, act_t *d_linear_h_8_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_gelu_h_8_2 | (unsigned long long)linear_h_8_fc | (unsigned long long)d_linear_h_8_fc) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_gelu_h_8_2 = rt_ld4(d_gelu_h_8_2 + 4 * q);
-            const float4 r_linear_h_8_fc = rt_ld4(linear_h_8_fc + 4 * q);
-            float4 w_d_linear_h_8_fc;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = rt_gelu_tanh_bwd(((const float *)&r_linear_h_8_fc)[l], ((const float *)&r_d_gelu_h_8_2)[l]); /* gelu (tanh) backward */
-                ((float *)&w_d_linear_h_8_fc)[l] = v0;
-            }
-            rt_st4(d_linear_h_8_fc + 4 * q, w_d_linear_h_8_fc);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_gelu_tanh_bwd(rt_ld(linear_h_8_fc + i), rt_ld(d_gelu_h_8_2 + i)); /* gelu (tanh) backward */
-        rt_st(d_linear_h_8_fc + i, v0);
-    }
-}
-
-/* k5: gelu (tanh) backward
- *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k5(const act_t *d_gelu_h_7_2, const act_t *__restrict__ linear_h_7_fc, act_t *d_linear_h_7_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_gelu_h_7_2 | (unsigned long long)linear_h_7_fc | (unsigned long long)d_linear_h_7_fc) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_gelu_h_7_2 = rt_ld4(d_gelu_h_7_2 + 4 * q);
-            const float4 r_linear_h_7_fc = rt_ld4(linear_h_7_fc + 4 * q);
-            float4 w_d_linear_h_7_fc;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = rt_gelu_tanh_bwd(((const float *)&r_linear_h_7_fc)[l], ((const float *)&r_d_gelu_h_7_2)[l]); /* gelu (tanh) backward */
-                ((float *)&w_d_linear_h_7_fc)[l] = v0;
-            }
-            rt_st4(d_linear_h_7_fc + 4 * q, w_d_linear_h_7_fc);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_gelu_tanh_bwd(rt_ld(linear_h_7_fc + i), rt_ld(d_gelu_h_7_2 + i)); /* gelu (tanh) backward */
-        rt_st(d_linear_h_7_fc + i, v0);
-    }
-}
-
-/* k6: gelu (tanh) backward
- *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k6(const act_t *d_gelu_h_6_2, const act_t *__restrict__ linear_h_6_fc, act_t *d_linear_h_6_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_gelu_h_6_2 | (unsigned long long)linear_h_6_fc | (unsigned long long)d_linear_h_6_fc) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_gelu_h_6_2 = rt_ld4(d_gelu_h_6_2 + 4 * q);
-            const float4 r_linear_h_6_fc = rt_ld4(linear_h_6_fc + 4 * q);
-            float4 w_d_linear_h_6_fc;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = rt_gelu_tanh_bwd(((const float *)&r_linear_h_6_fc)[l], ((const float *)&r_d_gelu_h_6_2)[l]); /* gelu (tanh) backward */
-                ((float *)&w_d_linear_h_6_fc)[l] = v0;
-            }
-            rt_st4(d_linear_h_6_fc + 4 * q, w_d_linear_h_6_fc);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_gelu_tanh_bwd(rt_ld(linear_h_6_fc + i), rt_ld(d_gelu_h_6_2 + i)); /* gelu (tanh) backward */
-        rt_st(d_linear_h_6_fc + i, v0);
-    }
-}
-
-/* k7: gelu (tanh) backward
- *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k7(const act_t *d_gelu_h_5_2, const act_t *__restrict__ linear_h_5_fc, act_t *d_linear_h_5_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_gelu_h_5_2 | (unsigned long long)linear_h_5_fc | (unsigned long long)d_linear_h_5_fc) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_gelu_h_5_2 = rt_ld4(d_gelu_h_5_2 + 4 * q);
-            const float4 r_linear_h_5_fc = rt_ld4(linear_h_5_fc + 4 * q);
-            float4 w_d_linear_h_5_fc;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = rt_gelu_tanh_bwd(((const float *)&r_linear_h_5_fc)[l], ((const float *)&r_d_gelu_h_5_2)[l]); /* gelu (tanh) backward */
-                ((float *)&w_d_linear_h_5_fc)[l] = v0;
-            }
-            rt_st4(d_linear_h_5_fc + 4 * q, w_d_linear_h_5_fc);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_gelu_tanh_bwd(rt_ld(linear_h_5_fc + i), rt_ld(d_gelu_h_5_2 + i)); /* gelu (tanh) backward */
-        rt_st(d_linear_h_5_fc + i, v0);
-    }
-}
-
-/* k8: gelu (tanh) backward
- *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k8(const act_t *d_gelu_h_4_2, const act_t *__restrict__ linear_h_4_fc, act_t *d_linear_h_4_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_gelu_h_4_2 | (unsigned long long)linear_h_4_fc | (unsigned long long)d_linear_h_4_fc) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_gelu_h_4_2 = rt_ld4(d_gelu_h_4_2 + 4 * q);
-            const float4 r_linear_h_4_fc = rt_ld4(linear_h_4_fc + 4 * q);
-            float4 w_d_linear_h_4_fc;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = rt_gelu_tanh_bwd(((const float *)&r_linear_h_4_fc)[l], ((const float *)&r_d_gelu_h_4_2)[l]); /* gelu (tanh) backward */
-                ((float *)&w_d_linear_h_4_fc)[l] = v0;
-            }
-            rt_st4(d_linear_h_4_fc + 4 * q, w_d_linear_h_4_fc);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_gelu_tanh_bwd(rt_ld(linear_h_4_fc + i), rt_ld(d_gelu_h_4_2 + i)); /* gelu (tanh) backward */
-        rt_st(d_linear_h_4_fc + i, v0);
-    }
-}
-
-/* k9: gelu (tanh) backward
- *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k9(const act_t *d_gelu_h_3_2, const act_t *__restrict__ linear_h_3_fc, act_t *d_linear_h_3_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_gelu_h_3_2 | (unsigned long long)linear_h_3_fc | (unsigned long long)d_linear_h_3_fc) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_gelu_h_3_2 = rt_ld4(d_gelu_h_3_2 + 4 * q);
-            const float4 r_linear_h_3_fc = rt_ld4(linear_h_3_fc + 4 * q);
-            float4 w_d_linear_h_3_fc;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = rt_gelu_tanh_bwd(((const float *)&r_linear_h_3_fc)[l], ((const float *)&r_d_gelu_h_3_2)[l]); /* gelu (tanh) backward */
-                ((float *)&w_d_linear_h_3_fc)[l] = v0;
-            }
-            rt_st4(d_linear_h_3_fc + 4 * q, w_d_linear_h_3_fc);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_gelu_tanh_bwd(rt_ld(linear_h_3_fc + i), rt_ld(d_gelu_h_3_2 + i)); /* gelu (tanh) backward */
-        rt_st(d_linear_h_3_fc + i, v0);
-    }
-}
-
-/* k10: gelu (tanh) backward
- *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k10(const act_t *d_gelu_h_2_2, const act_t *__restrict__ linear_h_2_fc, act_t *d_linear_h_2_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_gelu_h_2_2 | (unsigned long long)linear_h_2_fc | (unsigned long long)d_linear_h_2_fc) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_gelu_h_2_2 = rt_ld4(d_gelu_h_2_2 + 4 * q);
-            const float4 r_linear_h_2_fc = rt_ld4(linear_h_2_fc + 4 * q);
-            float4 w_d_linear_h_2_fc;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = rt_gelu_tanh_bwd(((const float *)&r_linear_h_2_fc)[l], ((const float *)&r_d_gelu_h_2_2)[l]); /* gelu (tanh) backward */
-                ((float *)&w_d_linear_h_2_fc)[l] = v0;
-            }
-            rt_st4(d_linear_h_2_fc + 4 * q, w_d_linear_h_2_fc);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_gelu_tanh_bwd(rt_ld(linear_h_2_fc + i), rt_ld(d_gelu_h_2_2 + i)); /* gelu (tanh) backward */
-        rt_st(d_linear_h_2_fc + i, v0);
-    }
-}
-
-/* k11: gelu (tanh) backward
- *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k11(const act_t *d_gelu_h_1_2, const act_t *__restrict__ linear_h_1_fc, act_t *d_linear_h_1_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_gelu_h_1_2 | (unsigned long long)linear_h_1_fc | (unsigned long long)d_linear_h_1_fc) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_gelu_h_1_2 = rt_ld4(d_gelu_h_1_2 + 4 * q);
-            const float4 r_linear_h_1_fc = rt_ld4(linear_h_1_fc + 4 * q);
-            float4 w_d_linear_h_1_fc;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = rt_gelu_tanh_bwd(((const float *)&r_linear_h_1_fc)[l], ((const float *)&r_d_gelu_h_1_2)[l]); /* gelu (tanh) backward */
-                ((float *)&w_d_linear_h_1_fc)[l] = v0;
-            }
-            rt_st4(d_linear_h_1_fc + 4 * q, w_d_linear_h_1_fc);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_gelu_tanh_bwd(rt_ld(linear_h_1_fc + i), rt_ld(d_gelu_h_1_2 + i)); /* gelu (tanh) backward */
-        rt_st(d_linear_h_1_fc + i, v0);
-    }
-}
-
-/* k12: gelu (tanh) backward
- *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k12(const act_t *d_gelu_h_0_2, const act_t *__restrict__ linear_h_0_fc, act_t *d_linear_h_0_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_gelu_h_0_2 | (unsigned long long)linear_h_0_fc | (unsigned long long)d_linear_h_0_fc) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_gelu_h_0_2 = rt_ld4(d_gelu_h_0_2 + 4 * q);
-            const float4 r_linear_h_0_fc = rt_ld4(linear_h_0_fc + 4 * q);
-            float4 w_d_linear_h_0_fc;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = rt_gelu_tanh_bwd(((const float *)&r_linear_h_0_fc)[l], ((const float *)&r_d_gelu_h_0_2)[l]); /* gelu (tanh) backward */
-                ((float *)&w_d_linear_h_0_fc)[l] = v0;
-            }
-            rt_st4(d_linear_h_0_fc + 4 * q, w_d_linear_h_0_fc);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_gelu_tanh_bwd(rt_ld(linear_h_0_fc + i), rt_ld(d_gelu_h_0_2 + i)); /* gelu (tanh) backward */
-        rt_st(d_linear_h_0_fc + i, v0);
     }
 }
 

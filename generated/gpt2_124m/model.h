@@ -173,101 +173,89 @@
  *   102926336   102926336  172-174  d_linear_lm_head            [B, 1024, 50257]  d(loss)/d(prediction), written by the loss
  *   0           1572864    173-175  d_layernorm_ln_f            [B, 1024, 768]  gradient
  *   6291456     1572864    175-540  d_residual_linear_h_11_proj  [B, 1024, 768]  gradient
- *   0           6291456    178-187  d_gelu_h_11_2               [B, 1024, 3072]  gradient
+ *   0           6291456    183-185  d_linear_h_11_fc            [B, 1024, 3072]  gradient
  *   344264704   1572864    184-189  d_layernorm_h_11_ln_2       [B, 1024, 768]  gradient
  *   0           1572864    193-198  d_attn_y_h_11_attn          [B, 1024, 768]  gradient
- *   344264704   4718592    198-202  d_qkv_h_11_attn             [B, 1024, 2304]  gradient
+ *   344264704   4718592    198-200  d_qkv_h_11_attn             [B, 1024, 2304]  gradient
  *   408752128   1572864    199-204  d_layernorm_h_11_ln_1       [B, 1024, 768]  gradient
- *   0           6291456    208-217  d_gelu_h_10_2               [B, 1024, 3072]  gradient
+ *   0           6291456    213-215  d_linear_h_10_fc            [B, 1024, 3072]  gradient
  *   408752128   1572864    214-219  d_layernorm_h_10_ln_2       [B, 1024, 768]  gradient
  *   408752128   1572864    223-228  d_attn_y_h_10_attn          [B, 1024, 768]  gradient
- *   331681792   4718592    228-232  d_qkv_h_10_attn             [B, 1024, 2304]  gradient
+ *   331681792   4718592    228-230  d_qkv_h_10_attn             [B, 1024, 2304]  gradient
  *   0           1572864    229-234  d_layernorm_h_10_ln_1       [B, 1024, 768]  gradient
- *   0           6291456    238-247  d_gelu_h_9_2                [B, 1024, 3072]  gradient
+ *   0           6291456    243-245  d_linear_h_9_fc             [B, 1024, 3072]  gradient
  *   404033536   1572864    244-249  d_layernorm_h_9_ln_2        [B, 1024, 768]  gradient
  *   0           1572864    253-258  d_attn_y_h_9_attn           [B, 1024, 768]  gradient
- *   319098880   4718592    258-262  d_qkv_h_9_attn              [B, 1024, 2304]  gradient
+ *   319098880   4718592    258-260  d_qkv_h_9_attn              [B, 1024, 2304]  gradient
  *   0           1572864    259-264  d_layernorm_h_9_ln_1        [B, 1024, 768]  gradient
- *   0           6291456    268-277  d_gelu_h_8_2                [B, 1024, 3072]  gradient
+ *   0           6291456    273-275  d_linear_h_8_fc             [B, 1024, 3072]  gradient
  *   399314944   1572864    274-279  d_layernorm_h_8_ln_2        [B, 1024, 768]  gradient
  *   0           1572864    283-288  d_attn_y_h_8_attn           [B, 1024, 768]  gradient
- *   306515968   4718592    288-292  d_qkv_h_8_attn              [B, 1024, 2304]  gradient
+ *   306515968   4718592    288-290  d_qkv_h_8_attn              [B, 1024, 2304]  gradient
  *   0           1572864    289-294  d_layernorm_h_8_ln_1        [B, 1024, 768]  gradient
- *   0           6291456    298-307  d_gelu_h_7_2                [B, 1024, 3072]  gradient
+ *   0           6291456    303-305  d_linear_h_7_fc             [B, 1024, 3072]  gradient
  *   394596352   1572864    304-309  d_layernorm_h_7_ln_2        [B, 1024, 768]  gradient
  *   0           1572864    313-318  d_attn_y_h_7_attn           [B, 1024, 768]  gradient
- *   293933056   4718592    318-322  d_qkv_h_7_attn              [B, 1024, 2304]  gradient
+ *   293933056   4718592    318-320  d_qkv_h_7_attn              [B, 1024, 2304]  gradient
  *   0           1572864    319-324  d_layernorm_h_7_ln_1        [B, 1024, 768]  gradient
- *   0           6291456    328-337  d_gelu_h_6_2                [B, 1024, 3072]  gradient
+ *   0           6291456    333-335  d_linear_h_6_fc             [B, 1024, 3072]  gradient
  *   389877760   1572864    334-339  d_layernorm_h_6_ln_2        [B, 1024, 768]  gradient
  *   0           1572864    343-348  d_attn_y_h_6_attn           [B, 1024, 768]  gradient
- *   281350144   4718592    348-352  d_qkv_h_6_attn              [B, 1024, 2304]  gradient
+ *   281350144   4718592    348-350  d_qkv_h_6_attn              [B, 1024, 2304]  gradient
  *   0           1572864    349-354  d_layernorm_h_6_ln_1        [B, 1024, 768]  gradient
- *   0           6291456    358-367  d_gelu_h_5_2                [B, 1024, 3072]  gradient
+ *   0           6291456    363-365  d_linear_h_5_fc             [B, 1024, 3072]  gradient
  *   385159168   1572864    364-369  d_layernorm_h_5_ln_2        [B, 1024, 768]  gradient
  *   0           1572864    373-378  d_attn_y_h_5_attn           [B, 1024, 768]  gradient
- *   268767232   4718592    378-382  d_qkv_h_5_attn              [B, 1024, 2304]  gradient
+ *   268767232   4718592    378-380  d_qkv_h_5_attn              [B, 1024, 2304]  gradient
  *   0           1572864    379-384  d_layernorm_h_5_ln_1        [B, 1024, 768]  gradient
- *   0           6291456    388-397  d_gelu_h_4_2                [B, 1024, 3072]  gradient
+ *   0           6291456    393-395  d_linear_h_4_fc             [B, 1024, 3072]  gradient
  *   380440576   1572864    394-399  d_layernorm_h_4_ln_2        [B, 1024, 768]  gradient
  *   0           1572864    403-408  d_attn_y_h_4_attn           [B, 1024, 768]  gradient
- *   256184320   4718592    408-412  d_qkv_h_4_attn              [B, 1024, 2304]  gradient
+ *   256184320   4718592    408-410  d_qkv_h_4_attn              [B, 1024, 2304]  gradient
  *   0           1572864    409-414  d_layernorm_h_4_ln_1        [B, 1024, 768]  gradient
- *   0           6291456    418-427  d_gelu_h_3_2                [B, 1024, 3072]  gradient
+ *   0           6291456    423-425  d_linear_h_3_fc             [B, 1024, 3072]  gradient
  *   375721984   1572864    424-429  d_layernorm_h_3_ln_2        [B, 1024, 768]  gradient
  *   0           1572864    433-438  d_attn_y_h_3_attn           [B, 1024, 768]  gradient
- *   243601408   4718592    438-442  d_qkv_h_3_attn              [B, 1024, 2304]  gradient
+ *   243601408   4718592    438-440  d_qkv_h_3_attn              [B, 1024, 2304]  gradient
  *   0           1572864    439-444  d_layernorm_h_3_ln_1        [B, 1024, 768]  gradient
- *   0           6291456    448-457  d_gelu_h_2_2                [B, 1024, 3072]  gradient
+ *   0           6291456    453-455  d_linear_h_2_fc             [B, 1024, 3072]  gradient
  *   371003392   1572864    454-459  d_layernorm_h_2_ln_2        [B, 1024, 768]  gradient
  *   0           1572864    463-468  d_attn_y_h_2_attn           [B, 1024, 768]  gradient
- *   231018496   4718592    468-472  d_qkv_h_2_attn              [B, 1024, 2304]  gradient
+ *   231018496   4718592    468-470  d_qkv_h_2_attn              [B, 1024, 2304]  gradient
  *   0           1572864    469-474  d_layernorm_h_2_ln_1        [B, 1024, 768]  gradient
- *   0           6291456    478-487  d_gelu_h_1_2                [B, 1024, 3072]  gradient
+ *   0           6291456    483-485  d_linear_h_1_fc             [B, 1024, 3072]  gradient
  *   366284800   1572864    484-489  d_layernorm_h_1_ln_2        [B, 1024, 768]  gradient
  *   0           1572864    493-498  d_attn_y_h_1_attn           [B, 1024, 768]  gradient
- *   218435584   4718592    498-502  d_qkv_h_1_attn              [B, 1024, 2304]  gradient
+ *   218435584   4718592    498-500  d_qkv_h_1_attn              [B, 1024, 2304]  gradient
  *   0           1572864    499-504  d_layernorm_h_1_ln_1        [B, 1024, 768]  gradient
- *   0           6291456    508-517  d_gelu_h_0_2                [B, 1024, 3072]  gradient
+ *   0           6291456    513-515  d_linear_h_0_fc             [B, 1024, 3072]  gradient
  *   361566208   1572864    514-519  d_layernorm_h_0_ln_2        [B, 1024, 768]  gradient
  *   4718592     1572864    523-528  d_attn_y_h_0_attn           [B, 1024, 768]  gradient
- *   0           4718592    528-532  d_qkv_h_0_attn              [B, 1024, 2304]  gradient
+ *   0           4718592    528-530  d_qkv_h_0_attn              [B, 1024, 2304]  gradient
  *   4718592     1572864    529-534  d_layernorm_h_0_ln_1        [B, 1024, 768]  gradient
  *   (in place)  -                   pos_embedding_wpe           [B, 1024, 768]  written over embedding_wte
- *   (in place)  -                   d_linear_h_11_fc            [B, 1024, 3072]  written over d_gelu_h_11_2
  *   (in place)  -                   d_residual_attn_out_h_11_attn_491  [B, 1024, 768]  written over d_residual_linear_h_11_proj
  *   (in place)  -                   d_residual_linear_h_10_proj_496  [B, 1024, 768]  written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_linear_h_10_fc            [B, 1024, 3072]  written over d_gelu_h_10_2
  *   (in place)  -                   d_residual_attn_out_h_10_attn_501  [B, 1024, 768]  written over d_residual_linear_h_11_proj
  *   (in place)  -                   d_residual_linear_h_9_proj_506  [B, 1024, 768]  written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_linear_h_9_fc             [B, 1024, 3072]  written over d_gelu_h_9_2
  *   (in place)  -                   d_residual_attn_out_h_9_attn_511  [B, 1024, 768]  written over d_residual_linear_h_11_proj
  *   (in place)  -                   d_residual_linear_h_8_proj_516  [B, 1024, 768]  written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_linear_h_8_fc             [B, 1024, 3072]  written over d_gelu_h_8_2
  *   (in place)  -                   d_residual_attn_out_h_8_attn_521  [B, 1024, 768]  written over d_residual_linear_h_11_proj
  *   (in place)  -                   d_residual_linear_h_7_proj_526  [B, 1024, 768]  written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_linear_h_7_fc             [B, 1024, 3072]  written over d_gelu_h_7_2
  *   (in place)  -                   d_residual_attn_out_h_7_attn_531  [B, 1024, 768]  written over d_residual_linear_h_11_proj
  *   (in place)  -                   d_residual_linear_h_6_proj_536  [B, 1024, 768]  written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_linear_h_6_fc             [B, 1024, 3072]  written over d_gelu_h_6_2
  *   (in place)  -                   d_residual_attn_out_h_6_attn_541  [B, 1024, 768]  written over d_residual_linear_h_11_proj
  *   (in place)  -                   d_residual_linear_h_5_proj_546  [B, 1024, 768]  written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_linear_h_5_fc             [B, 1024, 3072]  written over d_gelu_h_5_2
  *   (in place)  -                   d_residual_attn_out_h_5_attn_551  [B, 1024, 768]  written over d_residual_linear_h_11_proj
  *   (in place)  -                   d_residual_linear_h_4_proj_556  [B, 1024, 768]  written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_linear_h_4_fc             [B, 1024, 3072]  written over d_gelu_h_4_2
  *   (in place)  -                   d_residual_attn_out_h_4_attn_561  [B, 1024, 768]  written over d_residual_linear_h_11_proj
  *   (in place)  -                   d_residual_linear_h_3_proj_566  [B, 1024, 768]  written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_linear_h_3_fc             [B, 1024, 3072]  written over d_gelu_h_3_2
  *   (in place)  -                   d_residual_attn_out_h_3_attn_571  [B, 1024, 768]  written over d_residual_linear_h_11_proj
  *   (in place)  -                   d_residual_linear_h_2_proj_576  [B, 1024, 768]  written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_linear_h_2_fc             [B, 1024, 3072]  written over d_gelu_h_2_2
  *   (in place)  -                   d_residual_attn_out_h_2_attn_581  [B, 1024, 768]  written over d_residual_linear_h_11_proj
  *   (in place)  -                   d_residual_linear_h_1_proj_586  [B, 1024, 768]  written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_linear_h_1_fc             [B, 1024, 3072]  written over d_gelu_h_1_2
  *   (in place)  -                   d_residual_attn_out_h_1_attn_591  [B, 1024, 768]  written over d_residual_linear_h_11_proj
  *   (in place)  -                   d_residual_linear_h_0_proj_596  [B, 1024, 768]  written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_linear_h_0_fc             [B, 1024, 3072]  written over d_gelu_h_0_2
  *   (in place)  -                   d_residual_attn_out_h_0_attn_601  [B, 1024, 768]  written over d_residual_linear_h_11_proj
  *   (in place)  -                   d_pos_embedding_wpe_606     [B, 1024, 768]  written over d_residual_linear_h_11_proj
  *
@@ -440,18 +428,6 @@
 #define ACT(off) ((float *)(e->arena + e->Bmax * (int64_t)(off) * e->arena_scale))
 
 void k0(rt_exec *e, int64_t lo, int64_t hi);
-void k1(rt_exec *e, int64_t lo, int64_t hi);
-void k2(rt_exec *e, int64_t lo, int64_t hi);
-void k3(rt_exec *e, int64_t lo, int64_t hi);
-void k4(rt_exec *e, int64_t lo, int64_t hi);
-void k5(rt_exec *e, int64_t lo, int64_t hi);
-void k6(rt_exec *e, int64_t lo, int64_t hi);
-void k7(rt_exec *e, int64_t lo, int64_t hi);
-void k8(rt_exec *e, int64_t lo, int64_t hi);
-void k9(rt_exec *e, int64_t lo, int64_t hi);
-void k10(rt_exec *e, int64_t lo, int64_t hi);
-void k11(rt_exec *e, int64_t lo, int64_t hi);
-void k12(rt_exec *e, int64_t lo, int64_t hi);
 void ke0(rt_exec *e, int64_t lo, int64_t hi);
 
 #endif

@@ -29,7 +29,7 @@ static void forward(rt_exec *e, int train)
     float *ln_rstd_h_0_ln_1 = ACT(4596224);
     const float *P_h_0_attn_qkv_weight = e->params + 49408;
     const float *P_h_0_attn_qkv_bias = e->params + 98560;
-    float *qkv_h_0_attn = ACT(2359296);
+    float *qkv_h_0_attn = ACT(2097152);
     float *lse_h_0_attn = ACT(4587520);
     float *attn_y_h_0_attn = ACT(3276800);
     const float *P_h_0_attn_proj_weight = e->params + 98944;
@@ -54,7 +54,7 @@ static void forward(rt_exec *e, int train)
     float *ln_rstd_h_1_ln_1 = ACT(4598272);
     const float *P_h_1_attn_qkv_weight = e->params + 247680;
     const float *P_h_1_attn_qkv_bias = e->params + 296832;
-    float *qkv_h_1_attn = ACT(2555904);
+    float *qkv_h_1_attn = ACT(2293760);
     float *lse_h_1_attn = ACT(4589568);
     float *attn_y_h_1_attn = ACT(3604480);
     const float *P_h_1_attn_proj_weight = e->params + 297216;
@@ -79,7 +79,7 @@ static void forward(rt_exec *e, int train)
     float *ln_rstd_h_2_ln_1 = ACT(4600320);
     const float *P_h_2_attn_qkv_weight = e->params + 445952;
     const float *P_h_2_attn_qkv_bias = e->params + 495104;
-    float *qkv_h_2_attn = ACT(2752512);
+    float *qkv_h_2_attn = ACT(2490368);
     float *lse_h_2_attn = ACT(4591616);
     float *attn_y_h_2_attn = ACT(3932160);
     const float *P_h_2_attn_proj_weight = e->params + 495488;
@@ -104,7 +104,7 @@ static void forward(rt_exec *e, int train)
     float *ln_rstd_h_3_ln_1 = ACT(4602368);
     const float *P_h_3_attn_qkv_weight = e->params + 644224;
     const float *P_h_3_attn_qkv_bias = e->params + 693376;
-    float *qkv_h_3_attn = ACT(2949120);
+    float *qkv_h_3_attn = ACT(2686976);
     float *lse_h_3_attn = ACT(4593664);
     float *attn_y_h_3_attn = ACT(4259840);
     const float *P_h_3_attn_proj_weight = e->params + 693760;
@@ -127,9 +127,9 @@ static void forward(rt_exec *e, int train)
     float *layernorm_ln_f = ACT(4521984);
     float *ln_mean_ln_f = ACT(4603904);
     float *ln_rstd_ln_f = ACT(4604416);
-    float *linear_lm_head = ACT(2097152);
+    float *linear_lm_head = ACT(2883584);
     const int32_t *in_y = (const int32_t *)e->in[1];
-    float *d_linear_lm_head = ACT(2228224);
+    float *d_linear_lm_head = ACT(3014656);
 
     /* $.model.layers[0]: embedding: rows of the weight picked by the ids */
     rt_embedding_fwd(e, in_x, P_wte_weight, embedding_wte, e->B * 128, 256, 128);
@@ -202,27 +202,26 @@ static void forward(rt_exec *e, int train)
 /* The backward pass: activation gradients written, parameter gradients accumulated. */
 static void backward(rt_exec *e)
 {
-    const float *d_linear_lm_head = ACT(2228224);
+    const float *d_linear_lm_head = ACT(3014656);
     const float *P_wte_weight = e->params + 0;
-    float *d_layernorm_ln_f = ACT(2097152);
+    float *d_layernorm_ln_f = ACT(2883584);
     const float *layernorm_ln_f = ACT(4521984);
     float *G_wte_weight = e->grads + 0;
     const float *residual_linear_h_3_proj = ACT(4456448);
     const float *P_ln_f_weight = e->params + 842240;
     const float *ln_mean_ln_f = ACT(4603904);
     const float *ln_rstd_ln_f = ACT(4604416);
-    float *d_residual_linear_h_3_proj = ACT(4521984);
+    float *d_residual_linear_h_3_proj = ACT(2949120);
     float *G_ln_f_weight = e->grads + 842240;
     float *G_ln_f_bias = e->grads + 842368;
-    const float *P_h_3_proj_weight = e->params + 776576;
-    float *d_gelu_h_3_2 = ACT(2097152);
     const float *gelu_h_3_2 = ACT(1835008);
     float *G_h_3_proj_weight = e->grads + 776576;
     float *G_h_3_proj_bias = e->grads + 842112;
+    const float *P_h_3_proj_weight = e->params + 776576;
     const float *linear_h_3_fc = ACT(1572864);
-    float *d_linear_h_3_fc = ACT(2097152);
+    float *d_linear_h_3_fc = ACT(1835008);
     const float *P_h_3_fc_weight = e->params + 710528;
-    float *d_layernorm_h_3_ln_2 = ACT(4456448);
+    float *d_layernorm_h_3_ln_2 = ACT(2883584);
     const float *layernorm_h_3_ln_2 = ACT(4390912);
     float *G_h_3_fc_weight = e->grads + 710528;
     float *G_h_3_fc_bias = e->grads + 776064;
@@ -230,19 +229,19 @@ static void backward(rt_exec *e)
     const float *P_h_3_ln_2_weight = e->params + 710272;
     const float *ln_mean_h_3_ln_2 = ACT(4602880);
     const float *ln_rstd_h_3_ln_2 = ACT(4603392);
-    float *d_residual_attn_out_h_3_attn_179 = ACT(4521984);
+    float *d_residual_attn_out_h_3_attn_179 = ACT(2949120);
     float *G_h_3_ln_2_weight = e->grads + 710272;
     float *G_h_3_ln_2_bias = e->grads + 710400;
     const float *P_h_3_attn_proj_weight = e->params + 693760;
-    float *d_attn_y_h_3_attn = ACT(4325376);
+    float *d_attn_y_h_3_attn = ACT(2883584);
     const float *attn_y_h_3_attn = ACT(4259840);
     float *G_h_3_attn_proj_weight = e->grads + 693760;
     float *G_h_3_attn_proj_bias = e->grads + 710144;
-    const float *qkv_h_3_attn = ACT(2949120);
+    const float *qkv_h_3_attn = ACT(2686976);
     const float *lse_h_3_attn = ACT(4593664);
     float *d_qkv_h_3_attn = ACT(1572864);
     const float *P_h_3_attn_qkv_weight = e->params + 644224;
-    float *d_layernorm_h_3_ln_1 = ACT(2949120);
+    float *d_layernorm_h_3_ln_1 = ACT(3014656);
     const float *layernorm_h_3_ln_1 = ACT(4194304);
     float *G_h_3_attn_qkv_weight = e->grads + 644224;
     float *G_h_3_attn_qkv_bias = e->grads + 693376;
@@ -250,18 +249,17 @@ static void backward(rt_exec *e)
     const float *P_h_3_ln_1_weight = e->params + 643968;
     const float *ln_mean_h_3_ln_1 = ACT(4601856);
     const float *ln_rstd_h_3_ln_1 = ACT(4602368);
-    float *d_residual_linear_h_2_proj_184 = ACT(4521984);
+    float *d_residual_linear_h_2_proj_184 = ACT(2949120);
     float *G_h_3_ln_1_weight = e->grads + 643968;
     float *G_h_3_ln_1_bias = e->grads + 644096;
-    const float *P_h_2_proj_weight = e->params + 578304;
-    float *d_gelu_h_2_2 = ACT(1572864);
     const float *gelu_h_2_2 = ACT(1310720);
     float *G_h_2_proj_weight = e->grads + 578304;
     float *G_h_2_proj_bias = e->grads + 643840;
+    const float *P_h_2_proj_weight = e->params + 578304;
     const float *linear_h_2_fc = ACT(1048576);
-    float *d_linear_h_2_fc = ACT(1572864);
+    float *d_linear_h_2_fc = ACT(1310720);
     const float *P_h_2_fc_weight = e->params + 512256;
-    float *d_layernorm_h_2_ln_2 = ACT(2949120);
+    float *d_layernorm_h_2_ln_2 = ACT(3014656);
     const float *layernorm_h_2_ln_2 = ACT(4063232);
     float *G_h_2_fc_weight = e->grads + 512256;
     float *G_h_2_fc_bias = e->grads + 577792;
@@ -269,19 +267,19 @@ static void backward(rt_exec *e)
     const float *P_h_2_ln_2_weight = e->params + 512000;
     const float *ln_mean_h_2_ln_2 = ACT(4600832);
     const float *ln_rstd_h_2_ln_2 = ACT(4601344);
-    float *d_residual_attn_out_h_2_attn_189 = ACT(4521984);
+    float *d_residual_attn_out_h_2_attn_189 = ACT(2949120);
     float *G_h_2_ln_2_weight = e->grads + 512000;
     float *G_h_2_ln_2_bias = e->grads + 512128;
     const float *P_h_2_attn_proj_weight = e->params + 495488;
-    float *d_attn_y_h_2_attn = ACT(2949120);
+    float *d_attn_y_h_2_attn = ACT(3014656);
     const float *attn_y_h_2_attn = ACT(3932160);
     float *G_h_2_attn_proj_weight = e->grads + 495488;
     float *G_h_2_attn_proj_bias = e->grads + 511872;
-    const float *qkv_h_2_attn = ACT(2752512);
+    const float *qkv_h_2_attn = ACT(2490368);
     const float *lse_h_2_attn = ACT(4591616);
     float *d_qkv_h_2_attn = ACT(1048576);
     const float *P_h_2_attn_qkv_weight = e->params + 445952;
-    float *d_layernorm_h_2_ln_1 = ACT(2752512);
+    float *d_layernorm_h_2_ln_1 = ACT(3014656);
     const float *layernorm_h_2_ln_1 = ACT(3866624);
     float *G_h_2_attn_qkv_weight = e->grads + 445952;
     float *G_h_2_attn_qkv_bias = e->grads + 495104;
@@ -289,18 +287,17 @@ static void backward(rt_exec *e)
     const float *P_h_2_ln_1_weight = e->params + 445696;
     const float *ln_mean_h_2_ln_1 = ACT(4599808);
     const float *ln_rstd_h_2_ln_1 = ACT(4600320);
-    float *d_residual_linear_h_1_proj_194 = ACT(4521984);
+    float *d_residual_linear_h_1_proj_194 = ACT(2949120);
     float *G_h_2_ln_1_weight = e->grads + 445696;
     float *G_h_2_ln_1_bias = e->grads + 445824;
-    const float *P_h_1_proj_weight = e->params + 380032;
-    float *d_gelu_h_1_2 = ACT(1048576);
     const float *gelu_h_1_2 = ACT(786432);
     float *G_h_1_proj_weight = e->grads + 380032;
     float *G_h_1_proj_bias = e->grads + 445568;
+    const float *P_h_1_proj_weight = e->params + 380032;
     const float *linear_h_1_fc = ACT(524288);
-    float *d_linear_h_1_fc = ACT(1048576);
+    float *d_linear_h_1_fc = ACT(786432);
     const float *P_h_1_fc_weight = e->params + 313984;
-    float *d_layernorm_h_1_ln_2 = ACT(2752512);
+    float *d_layernorm_h_1_ln_2 = ACT(3014656);
     const float *layernorm_h_1_ln_2 = ACT(3735552);
     float *G_h_1_fc_weight = e->grads + 313984;
     float *G_h_1_fc_bias = e->grads + 379520;
@@ -308,19 +305,19 @@ static void backward(rt_exec *e)
     const float *P_h_1_ln_2_weight = e->params + 313728;
     const float *ln_mean_h_1_ln_2 = ACT(4598784);
     const float *ln_rstd_h_1_ln_2 = ACT(4599296);
-    float *d_residual_attn_out_h_1_attn_199 = ACT(4521984);
+    float *d_residual_attn_out_h_1_attn_199 = ACT(2949120);
     float *G_h_1_ln_2_weight = e->grads + 313728;
     float *G_h_1_ln_2_bias = e->grads + 313856;
     const float *P_h_1_attn_proj_weight = e->params + 297216;
-    float *d_attn_y_h_1_attn = ACT(2752512);
+    float *d_attn_y_h_1_attn = ACT(3014656);
     const float *attn_y_h_1_attn = ACT(3604480);
     float *G_h_1_attn_proj_weight = e->grads + 297216;
     float *G_h_1_attn_proj_bias = e->grads + 313600;
-    const float *qkv_h_1_attn = ACT(2555904);
+    const float *qkv_h_1_attn = ACT(2293760);
     const float *lse_h_1_attn = ACT(4589568);
     float *d_qkv_h_1_attn = ACT(524288);
     const float *P_h_1_attn_qkv_weight = e->params + 247680;
-    float *d_layernorm_h_1_ln_1 = ACT(2555904);
+    float *d_layernorm_h_1_ln_1 = ACT(3014656);
     const float *layernorm_h_1_ln_1 = ACT(3538944);
     float *G_h_1_attn_qkv_weight = e->grads + 247680;
     float *G_h_1_attn_qkv_bias = e->grads + 296832;
@@ -328,18 +325,17 @@ static void backward(rt_exec *e)
     const float *P_h_1_ln_1_weight = e->params + 247424;
     const float *ln_mean_h_1_ln_1 = ACT(4597760);
     const float *ln_rstd_h_1_ln_1 = ACT(4598272);
-    float *d_residual_linear_h_0_proj_204 = ACT(4521984);
+    float *d_residual_linear_h_0_proj_204 = ACT(2949120);
     float *G_h_1_ln_1_weight = e->grads + 247424;
     float *G_h_1_ln_1_bias = e->grads + 247552;
-    const float *P_h_0_proj_weight = e->params + 181760;
-    float *d_gelu_h_0_2 = ACT(524288);
     const float *gelu_h_0_2 = ACT(262144);
     float *G_h_0_proj_weight = e->grads + 181760;
     float *G_h_0_proj_bias = e->grads + 247296;
+    const float *P_h_0_proj_weight = e->params + 181760;
     const float *linear_h_0_fc = ACT(0);
-    float *d_linear_h_0_fc = ACT(524288);
+    float *d_linear_h_0_fc = ACT(262144);
     const float *P_h_0_fc_weight = e->params + 115712;
-    float *d_layernorm_h_0_ln_2 = ACT(0);
+    float *d_layernorm_h_0_ln_2 = ACT(3014656);
     const float *layernorm_h_0_ln_2 = ACT(3407872);
     float *G_h_0_fc_weight = e->grads + 115712;
     float *G_h_0_fc_bias = e->grads + 181248;
@@ -347,19 +343,19 @@ static void backward(rt_exec *e)
     const float *P_h_0_ln_2_weight = e->params + 115456;
     const float *ln_mean_h_0_ln_2 = ACT(4596736);
     const float *ln_rstd_h_0_ln_2 = ACT(4597248);
-    float *d_residual_attn_out_h_0_attn_209 = ACT(4521984);
+    float *d_residual_attn_out_h_0_attn_209 = ACT(2949120);
     float *G_h_0_ln_2_weight = e->grads + 115456;
     float *G_h_0_ln_2_bias = e->grads + 115584;
     const float *P_h_0_attn_proj_weight = e->params + 98944;
-    float *d_attn_y_h_0_attn = ACT(2555904);
+    float *d_attn_y_h_0_attn = ACT(3014656);
     const float *attn_y_h_0_attn = ACT(3276800);
     float *G_h_0_attn_proj_weight = e->grads + 98944;
     float *G_h_0_attn_proj_bias = e->grads + 115328;
-    const float *qkv_h_0_attn = ACT(2359296);
+    const float *qkv_h_0_attn = ACT(2097152);
     const float *lse_h_0_attn = ACT(4587520);
     float *d_qkv_h_0_attn = ACT(0);
     const float *P_h_0_attn_qkv_weight = e->params + 49408;
-    float *d_layernorm_h_0_ln_1 = ACT(3276800);
+    float *d_layernorm_h_0_ln_1 = ACT(3014656);
     const float *layernorm_h_0_ln_1 = ACT(3211264);
     float *G_h_0_attn_qkv_weight = e->grads + 49408;
     float *G_h_0_attn_qkv_bias = e->grads + 98560;
@@ -367,7 +363,7 @@ static void backward(rt_exec *e)
     const float *P_h_0_ln_1_weight = e->params + 49152;
     const float *ln_mean_h_0_ln_1 = ACT(4595712);
     const float *ln_rstd_h_0_ln_1 = ACT(4596224);
-    float *d_pos_embedding_wpe_214 = ACT(4521984);
+    float *d_pos_embedding_wpe_214 = ACT(2949120);
     float *G_h_0_ln_1_weight = e->grads + 49152;
     float *G_h_0_ln_1_bias = e->grads + 49280;
     float *G_wpe_weight = e->grads + 32768;
@@ -383,26 +379,20 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 842240, 128);
     /* $.model.layers[3]: ln_f.bias's gradient is final */
     rt_grad_ready(e, 842368, 128);
-    /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
-    rt_gemm(e, 0, 0, e->B * 128, 512, 128, 1.0f, d_residual_linear_h_3_proj, 128, P_h_3_proj_weight, 512, 0.0f, d_gelu_h_3_2, 512);
-    /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 128, 512, e->B * 128, 1.0f, d_residual_linear_h_3_proj, 128, gelu_h_3_2, 512, 1.0f, G_h_3_proj_weight, 512);
+    /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 128, 512, e->B * 128, 1.0f, d_residual_linear_h_3_proj, 128, gelu_h_3_2, 512, 1.0f, G_h_3_proj_weight, 512, G_h_3_proj_bias, 1);
     /* $.model.layers[2].body[1].body[3]: h.3.proj.weight's gradient is final */
     rt_grad_ready(e, 776576, 65536);
-    /* $.model.layers[2].body[1].body[3]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_residual_linear_h_3_proj, G_h_3_proj_bias, e->B * 128, 128);
     /* $.model.layers[2].body[1].body[3]: h.3.proj.bias's gradient is final */
     rt_grad_ready(e, 842112, 128);
-    /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k1", k1, e->B * 65536, 3, (void *[]){&d_gelu_h_3_2, &linear_h_3_fc, &d_linear_h_3_fc});
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1].body[2]: linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue */
+    rt_gemm_dgelu(e, 0, 0, e->B * 128, 512, 128, 1.0f, d_residual_linear_h_3_proj, 128, P_h_3_proj_weight, 512, d_linear_h_3_fc, 512, linear_h_3_fc);
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 512, 1.0f, d_linear_h_3_fc, 512, P_h_3_fc_weight, 128, 0.0f, d_layernorm_h_3_ln_2, 128);
-    /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 512, 128, e->B * 128, 1.0f, d_linear_h_3_fc, 512, layernorm_h_3_ln_2, 128, 1.0f, G_h_3_fc_weight, 128);
+    /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 512, 128, e->B * 128, 1.0f, d_linear_h_3_fc, 512, layernorm_h_3_ln_2, 128, 1.0f, G_h_3_fc_weight, 128, G_h_3_fc_bias, 1);
     /* $.model.layers[2].body[1].body[1]: h.3.fc.weight's gradient is final */
     rt_grad_ready(e, 710528, 65536);
-    /* $.model.layers[2].body[1].body[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_linear_h_3_fc, G_h_3_fc_bias, e->B * 128, 512);
     /* $.model.layers[2].body[1].body[1]: h.3.fc.bias's gradient is final */
     rt_grad_ready(e, 776064, 512);
     /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
@@ -413,24 +403,20 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 710400, 128);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 128, 1.0f, d_residual_attn_out_h_3_attn_179, 128, P_h_3_attn_proj_weight, 128, 0.0f, d_attn_y_h_3_attn, 128);
-    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 128, 128, e->B * 128, 1.0f, d_residual_attn_out_h_3_attn_179, 128, attn_y_h_3_attn, 128, 1.0f, G_h_3_attn_proj_weight, 128);
+    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 128, 128, e->B * 128, 1.0f, d_residual_attn_out_h_3_attn_179, 128, attn_y_h_3_attn, 128, 1.0f, G_h_3_attn_proj_weight, 128, G_h_3_attn_proj_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.3.attn.proj.weight's gradient is final */
     rt_grad_ready(e, 693760, 16384);
-    /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_residual_attn_out_h_3_attn_179, G_h_3_attn_proj_bias, e->B * 128, 128);
     /* $.model.layers[2].body[0].body[1]: h.3.attn.proj.bias's gradient is final */
     rt_grad_ready(e, 710144, 128);
     /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv), probabilities recomputed from the log-sum-exp */
     rt_attention_bwd(e, qkv_h_3_attn, lse_h_3_attn, attn_y_h_3_attn, d_attn_y_h_3_attn, d_qkv_h_3_attn, e->B, 128, 128, 4, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 384, 1.0f, d_qkv_h_3_attn, 384, P_h_3_attn_qkv_weight, 128, 0.0f, d_layernorm_h_3_ln_1, 128);
-    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 384, 128, e->B * 128, 1.0f, d_qkv_h_3_attn, 384, layernorm_h_3_ln_1, 128, 1.0f, G_h_3_attn_qkv_weight, 128);
+    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 384, 128, e->B * 128, 1.0f, d_qkv_h_3_attn, 384, layernorm_h_3_ln_1, 128, 1.0f, G_h_3_attn_qkv_weight, 128, G_h_3_attn_qkv_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.3.attn.qkv.weight's gradient is final */
     rt_grad_ready(e, 644224, 49152);
-    /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_qkv_h_3_attn, G_h_3_attn_qkv_bias, e->B * 128, 384);
     /* $.model.layers[2].body[0].body[1]: h.3.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 693376, 384);
     /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
@@ -439,26 +425,20 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 643968, 128);
     /* $.model.layers[2].body[0].body[0]: h.3.ln_1.bias's gradient is final */
     rt_grad_ready(e, 644096, 128);
-    /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
-    rt_gemm(e, 0, 0, e->B * 128, 512, 128, 1.0f, d_residual_linear_h_2_proj_184, 128, P_h_2_proj_weight, 512, 0.0f, d_gelu_h_2_2, 512);
-    /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 128, 512, e->B * 128, 1.0f, d_residual_linear_h_2_proj_184, 128, gelu_h_2_2, 512, 1.0f, G_h_2_proj_weight, 512);
+    /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 128, 512, e->B * 128, 1.0f, d_residual_linear_h_2_proj_184, 128, gelu_h_2_2, 512, 1.0f, G_h_2_proj_weight, 512, G_h_2_proj_bias, 1);
     /* $.model.layers[2].body[1].body[3]: h.2.proj.weight's gradient is final */
     rt_grad_ready(e, 578304, 65536);
-    /* $.model.layers[2].body[1].body[3]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_residual_linear_h_2_proj_184, G_h_2_proj_bias, e->B * 128, 128);
     /* $.model.layers[2].body[1].body[3]: h.2.proj.bias's gradient is final */
     rt_grad_ready(e, 643840, 128);
-    /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k2", k2, e->B * 65536, 3, (void *[]){&d_gelu_h_2_2, &linear_h_2_fc, &d_linear_h_2_fc});
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1].body[2]: linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue */
+    rt_gemm_dgelu(e, 0, 0, e->B * 128, 512, 128, 1.0f, d_residual_linear_h_2_proj_184, 128, P_h_2_proj_weight, 512, d_linear_h_2_fc, 512, linear_h_2_fc);
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 512, 1.0f, d_linear_h_2_fc, 512, P_h_2_fc_weight, 128, 0.0f, d_layernorm_h_2_ln_2, 128);
-    /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 512, 128, e->B * 128, 1.0f, d_linear_h_2_fc, 512, layernorm_h_2_ln_2, 128, 1.0f, G_h_2_fc_weight, 128);
+    /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 512, 128, e->B * 128, 1.0f, d_linear_h_2_fc, 512, layernorm_h_2_ln_2, 128, 1.0f, G_h_2_fc_weight, 128, G_h_2_fc_bias, 1);
     /* $.model.layers[2].body[1].body[1]: h.2.fc.weight's gradient is final */
     rt_grad_ready(e, 512256, 65536);
-    /* $.model.layers[2].body[1].body[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_linear_h_2_fc, G_h_2_fc_bias, e->B * 128, 512);
     /* $.model.layers[2].body[1].body[1]: h.2.fc.bias's gradient is final */
     rt_grad_ready(e, 577792, 512);
     /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
@@ -469,24 +449,20 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 512128, 128);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 128, 1.0f, d_residual_attn_out_h_2_attn_189, 128, P_h_2_attn_proj_weight, 128, 0.0f, d_attn_y_h_2_attn, 128);
-    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 128, 128, e->B * 128, 1.0f, d_residual_attn_out_h_2_attn_189, 128, attn_y_h_2_attn, 128, 1.0f, G_h_2_attn_proj_weight, 128);
+    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 128, 128, e->B * 128, 1.0f, d_residual_attn_out_h_2_attn_189, 128, attn_y_h_2_attn, 128, 1.0f, G_h_2_attn_proj_weight, 128, G_h_2_attn_proj_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.2.attn.proj.weight's gradient is final */
     rt_grad_ready(e, 495488, 16384);
-    /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_residual_attn_out_h_2_attn_189, G_h_2_attn_proj_bias, e->B * 128, 128);
     /* $.model.layers[2].body[0].body[1]: h.2.attn.proj.bias's gradient is final */
     rt_grad_ready(e, 511872, 128);
     /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv), probabilities recomputed from the log-sum-exp */
     rt_attention_bwd(e, qkv_h_2_attn, lse_h_2_attn, attn_y_h_2_attn, d_attn_y_h_2_attn, d_qkv_h_2_attn, e->B, 128, 128, 4, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 384, 1.0f, d_qkv_h_2_attn, 384, P_h_2_attn_qkv_weight, 128, 0.0f, d_layernorm_h_2_ln_1, 128);
-    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 384, 128, e->B * 128, 1.0f, d_qkv_h_2_attn, 384, layernorm_h_2_ln_1, 128, 1.0f, G_h_2_attn_qkv_weight, 128);
+    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 384, 128, e->B * 128, 1.0f, d_qkv_h_2_attn, 384, layernorm_h_2_ln_1, 128, 1.0f, G_h_2_attn_qkv_weight, 128, G_h_2_attn_qkv_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.2.attn.qkv.weight's gradient is final */
     rt_grad_ready(e, 445952, 49152);
-    /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_qkv_h_2_attn, G_h_2_attn_qkv_bias, e->B * 128, 384);
     /* $.model.layers[2].body[0].body[1]: h.2.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 495104, 384);
     /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
@@ -495,26 +471,20 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 445696, 128);
     /* $.model.layers[2].body[0].body[0]: h.2.ln_1.bias's gradient is final */
     rt_grad_ready(e, 445824, 128);
-    /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
-    rt_gemm(e, 0, 0, e->B * 128, 512, 128, 1.0f, d_residual_linear_h_1_proj_194, 128, P_h_1_proj_weight, 512, 0.0f, d_gelu_h_1_2, 512);
-    /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 128, 512, e->B * 128, 1.0f, d_residual_linear_h_1_proj_194, 128, gelu_h_1_2, 512, 1.0f, G_h_1_proj_weight, 512);
+    /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 128, 512, e->B * 128, 1.0f, d_residual_linear_h_1_proj_194, 128, gelu_h_1_2, 512, 1.0f, G_h_1_proj_weight, 512, G_h_1_proj_bias, 1);
     /* $.model.layers[2].body[1].body[3]: h.1.proj.weight's gradient is final */
     rt_grad_ready(e, 380032, 65536);
-    /* $.model.layers[2].body[1].body[3]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_residual_linear_h_1_proj_194, G_h_1_proj_bias, e->B * 128, 128);
     /* $.model.layers[2].body[1].body[3]: h.1.proj.bias's gradient is final */
     rt_grad_ready(e, 445568, 128);
-    /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k3", k3, e->B * 65536, 3, (void *[]){&d_gelu_h_1_2, &linear_h_1_fc, &d_linear_h_1_fc});
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1].body[2]: linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue */
+    rt_gemm_dgelu(e, 0, 0, e->B * 128, 512, 128, 1.0f, d_residual_linear_h_1_proj_194, 128, P_h_1_proj_weight, 512, d_linear_h_1_fc, 512, linear_h_1_fc);
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 512, 1.0f, d_linear_h_1_fc, 512, P_h_1_fc_weight, 128, 0.0f, d_layernorm_h_1_ln_2, 128);
-    /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 512, 128, e->B * 128, 1.0f, d_linear_h_1_fc, 512, layernorm_h_1_ln_2, 128, 1.0f, G_h_1_fc_weight, 128);
+    /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 512, 128, e->B * 128, 1.0f, d_linear_h_1_fc, 512, layernorm_h_1_ln_2, 128, 1.0f, G_h_1_fc_weight, 128, G_h_1_fc_bias, 1);
     /* $.model.layers[2].body[1].body[1]: h.1.fc.weight's gradient is final */
     rt_grad_ready(e, 313984, 65536);
-    /* $.model.layers[2].body[1].body[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_linear_h_1_fc, G_h_1_fc_bias, e->B * 128, 512);
     /* $.model.layers[2].body[1].body[1]: h.1.fc.bias's gradient is final */
     rt_grad_ready(e, 379520, 512);
     /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
@@ -525,24 +495,20 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 313856, 128);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 128, 1.0f, d_residual_attn_out_h_1_attn_199, 128, P_h_1_attn_proj_weight, 128, 0.0f, d_attn_y_h_1_attn, 128);
-    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 128, 128, e->B * 128, 1.0f, d_residual_attn_out_h_1_attn_199, 128, attn_y_h_1_attn, 128, 1.0f, G_h_1_attn_proj_weight, 128);
+    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 128, 128, e->B * 128, 1.0f, d_residual_attn_out_h_1_attn_199, 128, attn_y_h_1_attn, 128, 1.0f, G_h_1_attn_proj_weight, 128, G_h_1_attn_proj_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.1.attn.proj.weight's gradient is final */
     rt_grad_ready(e, 297216, 16384);
-    /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_residual_attn_out_h_1_attn_199, G_h_1_attn_proj_bias, e->B * 128, 128);
     /* $.model.layers[2].body[0].body[1]: h.1.attn.proj.bias's gradient is final */
     rt_grad_ready(e, 313600, 128);
     /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv), probabilities recomputed from the log-sum-exp */
     rt_attention_bwd(e, qkv_h_1_attn, lse_h_1_attn, attn_y_h_1_attn, d_attn_y_h_1_attn, d_qkv_h_1_attn, e->B, 128, 128, 4, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 384, 1.0f, d_qkv_h_1_attn, 384, P_h_1_attn_qkv_weight, 128, 0.0f, d_layernorm_h_1_ln_1, 128);
-    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 384, 128, e->B * 128, 1.0f, d_qkv_h_1_attn, 384, layernorm_h_1_ln_1, 128, 1.0f, G_h_1_attn_qkv_weight, 128);
+    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 384, 128, e->B * 128, 1.0f, d_qkv_h_1_attn, 384, layernorm_h_1_ln_1, 128, 1.0f, G_h_1_attn_qkv_weight, 128, G_h_1_attn_qkv_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.1.attn.qkv.weight's gradient is final */
     rt_grad_ready(e, 247680, 49152);
-    /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_qkv_h_1_attn, G_h_1_attn_qkv_bias, e->B * 128, 384);
     /* $.model.layers[2].body[0].body[1]: h.1.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 296832, 384);
     /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
@@ -551,26 +517,20 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 247424, 128);
     /* $.model.layers[2].body[0].body[0]: h.1.ln_1.bias's gradient is final */
     rt_grad_ready(e, 247552, 128);
-    /* $.model.layers[2].body[1].body[3]: linear backward: dx = dy W */
-    rt_gemm(e, 0, 0, e->B * 128, 512, 128, 1.0f, d_residual_linear_h_0_proj_204, 128, P_h_0_proj_weight, 512, 0.0f, d_gelu_h_0_2, 512);
-    /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 128, 512, e->B * 128, 1.0f, d_residual_linear_h_0_proj_204, 128, gelu_h_0_2, 512, 1.0f, G_h_0_proj_weight, 512);
+    /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 128, 512, e->B * 128, 1.0f, d_residual_linear_h_0_proj_204, 128, gelu_h_0_2, 512, 1.0f, G_h_0_proj_weight, 512, G_h_0_proj_bias, 1);
     /* $.model.layers[2].body[1].body[3]: h.0.proj.weight's gradient is final */
     rt_grad_ready(e, 181760, 65536);
-    /* $.model.layers[2].body[1].body[3]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_residual_linear_h_0_proj_204, G_h_0_proj_bias, e->B * 128, 128);
     /* $.model.layers[2].body[1].body[3]: h.0.proj.bias's gradient is final */
     rt_grad_ready(e, 247296, 128);
-    /* $.model.layers[2].body[1].body[2]: gelu (tanh) backward */
-    rt_launch(e, "k4", k4, e->B * 65536, 3, (void *[]){&d_gelu_h_0_2, &linear_h_0_fc, &d_linear_h_0_fc});
+    /* $.model.layers[2].body[1].body[3] + $.model.layers[2].body[1].body[2]: linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue */
+    rt_gemm_dgelu(e, 0, 0, e->B * 128, 512, 128, 1.0f, d_residual_linear_h_0_proj_204, 128, P_h_0_proj_weight, 512, d_linear_h_0_fc, 512, linear_h_0_fc);
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 512, 1.0f, d_linear_h_0_fc, 512, P_h_0_fc_weight, 128, 0.0f, d_layernorm_h_0_ln_2, 128);
-    /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 512, 128, e->B * 128, 1.0f, d_linear_h_0_fc, 512, layernorm_h_0_ln_2, 128, 1.0f, G_h_0_fc_weight, 128);
+    /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 512, 128, e->B * 128, 1.0f, d_linear_h_0_fc, 512, layernorm_h_0_ln_2, 128, 1.0f, G_h_0_fc_weight, 128, G_h_0_fc_bias, 1);
     /* $.model.layers[2].body[1].body[1]: h.0.fc.weight's gradient is final */
     rt_grad_ready(e, 115712, 65536);
-    /* $.model.layers[2].body[1].body[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_linear_h_0_fc, G_h_0_fc_bias, e->B * 128, 512);
     /* $.model.layers[2].body[1].body[1]: h.0.fc.bias's gradient is final */
     rt_grad_ready(e, 181248, 512);
     /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
@@ -581,24 +541,20 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 115584, 128);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 128, 1.0f, d_residual_attn_out_h_0_attn_209, 128, P_h_0_attn_proj_weight, 128, 0.0f, d_attn_y_h_0_attn, 128);
-    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 128, 128, e->B * 128, 1.0f, d_residual_attn_out_h_0_attn_209, 128, attn_y_h_0_attn, 128, 1.0f, G_h_0_attn_proj_weight, 128);
+    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 128, 128, e->B * 128, 1.0f, d_residual_attn_out_h_0_attn_209, 128, attn_y_h_0_attn, 128, 1.0f, G_h_0_attn_proj_weight, 128, G_h_0_attn_proj_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.0.attn.proj.weight's gradient is final */
     rt_grad_ready(e, 98944, 16384);
-    /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_residual_attn_out_h_0_attn_209, G_h_0_attn_proj_bias, e->B * 128, 128);
     /* $.model.layers[2].body[0].body[1]: h.0.attn.proj.bias's gradient is final */
     rt_grad_ready(e, 115328, 128);
     /* $.model.layers[2].body[0].body[1]: attention backward: d(qkv), probabilities recomputed from the log-sum-exp */
     rt_attention_bwd(e, qkv_h_0_attn, lse_h_0_attn, attn_y_h_0_attn, d_attn_y_h_0_attn, d_qkv_h_0_attn, e->B, 128, 128, 4, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 384, 1.0f, d_qkv_h_0_attn, 384, P_h_0_attn_qkv_weight, 128, 0.0f, d_layernorm_h_0_ln_1, 128);
-    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 384, 128, e->B * 128, 1.0f, d_qkv_h_0_attn, 384, layernorm_h_0_ln_1, 128, 1.0f, G_h_0_attn_qkv_weight, 128);
+    /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 384, 128, e->B * 128, 1.0f, d_qkv_h_0_attn, 384, layernorm_h_0_ln_1, 128, 1.0f, G_h_0_attn_qkv_weight, 128, G_h_0_attn_qkv_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.0.attn.qkv.weight's gradient is final */
     rt_grad_ready(e, 49408, 49152);
-    /* $.model.layers[2].body[0].body[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_qkv_h_0_attn, G_h_0_attn_qkv_bias, e->B * 128, 384);
     /* $.model.layers[2].body[0].body[1]: h.0.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 98560, 384);
     /* $.model.layers[2].body[0].body[0] + $.model.layers[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
@@ -921,7 +877,7 @@ const rt_model trainc_model = {
     .loss = RT_LOSS_CROSS_ENTROPY,
     .loss_terms = 128,
     .has_dropout = 0,
-    .pred_offset = 2097152,
+    .pred_offset = 2883584,
     .pred_numel = 32768,
     .gpu_scratch_row_bytes = 2048,
     .train_defaults = train_defaults,

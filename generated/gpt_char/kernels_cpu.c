@@ -19,58 +19,6 @@ void k0(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k1: gelu (tanh) backward
- *     from $.model.layers[2].body[1].body[2] */
-void k1(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_gelu_h_3_2 = ACT(2097152);
-    const float *linear_h_3_fc = ACT(1572864);
-    float *d_linear_h_3_fc = ACT(2097152);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = rt_gelu_tanh_bwd(linear_h_3_fc[i], d_gelu_h_3_2[i]); /* gelu (tanh) backward */
-        d_linear_h_3_fc[i] = v0;
-    }
-}
-
-/* k2: gelu (tanh) backward
- *     from $.model.layers[2].body[1].body[2] */
-void k2(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_gelu_h_2_2 = ACT(1572864);
-    const float *linear_h_2_fc = ACT(1048576);
-    float *d_linear_h_2_fc = ACT(1572864);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = rt_gelu_tanh_bwd(linear_h_2_fc[i], d_gelu_h_2_2[i]); /* gelu (tanh) backward */
-        d_linear_h_2_fc[i] = v0;
-    }
-}
-
-/* k3: gelu (tanh) backward
- *     from $.model.layers[2].body[1].body[2] */
-void k3(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_gelu_h_1_2 = ACT(1048576);
-    const float *linear_h_1_fc = ACT(524288);
-    float *d_linear_h_1_fc = ACT(1048576);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = rt_gelu_tanh_bwd(linear_h_1_fc[i], d_gelu_h_1_2[i]); /* gelu (tanh) backward */
-        d_linear_h_1_fc[i] = v0;
-    }
-}
-
-/* k4: gelu (tanh) backward
- *     from $.model.layers[2].body[1].body[2] */
-void k4(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_gelu_h_0_2 = ACT(524288);
-    const float *linear_h_0_fc = ACT(0);
-    float *d_linear_h_0_fc = ACT(524288);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = rt_gelu_tanh_bwd(linear_h_0_fc[i], d_gelu_h_0_2[i]); /* gelu (tanh) backward */
-        d_linear_h_0_fc[i] = v0;
-    }
-}
-
 /* ---- validation (forward only) ---- */
 
 /* ke0: pos_embedding: + position rows

@@ -1485,10 +1485,11 @@ __device__ __forceinline__ void embedding_bwd(const int32_t *idx, const act_t *d
 
 /* ==== templates/cuda/epilogue.cuh ==== */
 /* epilogue.cuh: a linear layer's GEMM epilogue as a kernel of its own, for when
- * cuBLASLt cannot take it (cuda_blas.c's rt_cu_gemm_bias falls back here, or
- * TRAINC_GEMM_EPILOGUE=0 asks for it): the arithmetic of the fused elementwise kernel
- * "+ bias (+ act)" or "+ bias + residual" (rt_gemm_bias in runtime/kernels.c on the
- * CPU), in cuBLASLt's order. */
+ * cuBLASLt cannot take it (cuda_blas.c's rt_cu_gemm_bias and rt_cu_gemm_dgelu fall back
+ * here, or TRAINC_GEMM_EPILOGUE=0 asks for it): the arithmetic of the fused elementwise
+ * kernel "+ bias (+ act)" or "+ bias + residual" (rt_gemm_bias in runtime/kernels.c on
+ * the CPU), in cuBLASLt's order, and of "gelu (tanh) backward" (rt_gemm_dgelu); and the
+ * add of a bias gradient that cuBLASLt's BGRADB epilogue stored in scratch. */
 
 /* Launch: grid-stride, 256 threads. For i < M, j < N, at k = i * ldc + j:
  *   v = out[k] (+ R[k]) + bias[j];  C[k] = v (C not NULL);  Y[k] = act(v) (act: 1 ReLU,
@@ -1513,6 +1514,29 @@ rt_bias_act(const act_t *out, const act_t *R, act_t *C, act_t *Y, const float *b
         else if (act == 2)
             rt_st(Y + k, rt_gelu_tanh(v));
     }
+}
+
+/* Launch: grid-stride, 256 threads. For i < M, j < N, at k = i * ld + j:
+ *   D[k] = rt_gelu_tanh_bwd(pre[k], D[k])
+ * D holds the GEMM's product (the gradient at the GELU's output), overwritten in place
+ * by the gradient at its input; pre is the GELU's input. */
+extern "C" __global__ void __launch_bounds__(256)
+rt_dgelu(act_t *D, const act_t *pre, int64_t M, int64_t N, int64_t ld)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < M * N;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t k = i / N * ld + i % N;
+        rt_st(D + k, rt_gelu_tanh_bwd(rt_ld(pre + k), rt_ld(D + k)));
+    }
+}
+
+/* Launch: grid-stride, 256 threads. y[i] += x[i] for i < n (fp32: a bias gradient). */
+extern "C" __global__ void __launch_bounds__(256)
+rt_add_into(const float *x, float *y, int64_t n)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        y[i] += x[i];
 }
 
 /* ==== templates/cuda/layernorm.cuh ==== */
@@ -1984,114 +2008,6 @@ extern "C" __global__ void k0(const float *embedding_wte, const float *__restric
     for (int64_t i = done + first; i < n; i += stride) {
         float v0 = embedding_wte[i] + P_wpe_weight[i % 16384]; /* pos_embedding: + position rows */
         pos_embedding_wpe[i] = v0;
-    }
-}
-
-/* k1: gelu (tanh) backward
- *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k1(const float *d_gelu_h_3_2, const float *__restrict__ linear_h_3_fc, float *d_linear_h_3_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_gelu_h_3_2 | (unsigned long long)linear_h_3_fc | (unsigned long long)d_linear_h_3_fc) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_gelu_h_3_2 = rt_ld4(d_gelu_h_3_2 + 4 * q);
-            const float4 r_linear_h_3_fc = rt_ld4(linear_h_3_fc + 4 * q);
-            float4 w_d_linear_h_3_fc;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = rt_gelu_tanh_bwd(((const float *)&r_linear_h_3_fc)[l], ((const float *)&r_d_gelu_h_3_2)[l]); /* gelu (tanh) backward */
-                ((float *)&w_d_linear_h_3_fc)[l] = v0;
-            }
-            rt_st4(d_linear_h_3_fc + 4 * q, w_d_linear_h_3_fc);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_gelu_tanh_bwd(linear_h_3_fc[i], d_gelu_h_3_2[i]); /* gelu (tanh) backward */
-        d_linear_h_3_fc[i] = v0;
-    }
-}
-
-/* k2: gelu (tanh) backward
- *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k2(const float *d_gelu_h_2_2, const float *__restrict__ linear_h_2_fc, float *d_linear_h_2_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_gelu_h_2_2 | (unsigned long long)linear_h_2_fc | (unsigned long long)d_linear_h_2_fc) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_gelu_h_2_2 = rt_ld4(d_gelu_h_2_2 + 4 * q);
-            const float4 r_linear_h_2_fc = rt_ld4(linear_h_2_fc + 4 * q);
-            float4 w_d_linear_h_2_fc;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = rt_gelu_tanh_bwd(((const float *)&r_linear_h_2_fc)[l], ((const float *)&r_d_gelu_h_2_2)[l]); /* gelu (tanh) backward */
-                ((float *)&w_d_linear_h_2_fc)[l] = v0;
-            }
-            rt_st4(d_linear_h_2_fc + 4 * q, w_d_linear_h_2_fc);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_gelu_tanh_bwd(linear_h_2_fc[i], d_gelu_h_2_2[i]); /* gelu (tanh) backward */
-        d_linear_h_2_fc[i] = v0;
-    }
-}
-
-/* k3: gelu (tanh) backward
- *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k3(const float *d_gelu_h_1_2, const float *__restrict__ linear_h_1_fc, float *d_linear_h_1_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_gelu_h_1_2 | (unsigned long long)linear_h_1_fc | (unsigned long long)d_linear_h_1_fc) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_gelu_h_1_2 = rt_ld4(d_gelu_h_1_2 + 4 * q);
-            const float4 r_linear_h_1_fc = rt_ld4(linear_h_1_fc + 4 * q);
-            float4 w_d_linear_h_1_fc;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = rt_gelu_tanh_bwd(((const float *)&r_linear_h_1_fc)[l], ((const float *)&r_d_gelu_h_1_2)[l]); /* gelu (tanh) backward */
-                ((float *)&w_d_linear_h_1_fc)[l] = v0;
-            }
-            rt_st4(d_linear_h_1_fc + 4 * q, w_d_linear_h_1_fc);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_gelu_tanh_bwd(linear_h_1_fc[i], d_gelu_h_1_2[i]); /* gelu (tanh) backward */
-        d_linear_h_1_fc[i] = v0;
-    }
-}
-
-/* k4: gelu (tanh) backward
- *     from $.model.layers[2].body[1].body[2] */
-extern "C" __global__ void k4(const float *d_gelu_h_0_2, const float *__restrict__ linear_h_0_fc, float *d_linear_h_0_fc, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_gelu_h_0_2 | (unsigned long long)linear_h_0_fc | (unsigned long long)d_linear_h_0_fc) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_gelu_h_0_2 = rt_ld4(d_gelu_h_0_2 + 4 * q);
-            const float4 r_linear_h_0_fc = rt_ld4(linear_h_0_fc + 4 * q);
-            float4 w_d_linear_h_0_fc;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = rt_gelu_tanh_bwd(((const float *)&r_linear_h_0_fc)[l], ((const float *)&r_d_gelu_h_0_2)[l]); /* gelu (tanh) backward */
-                ((float *)&w_d_linear_h_0_fc)[l] = v0;
-            }
-            rt_st4(d_linear_h_0_fc + 4 * q, w_d_linear_h_0_fc);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_gelu_tanh_bwd(linear_h_0_fc[i], d_gelu_h_0_2[i]); /* gelu (tanh) backward */
-        d_linear_h_0_fc[i] = v0;
     }
 }
 

@@ -11,7 +11,7 @@
  *   3211264     65536        2-178  layernorm_h_0_ln_1          [B, 128, 128]  layernorm output
  *   4595712     512          2-182  ln_mean_h_0_ln_1            [B, 128]  layernorm mean, saved for backward
  *   4596224     512          2-182  ln_rstd_h_0_ln_1            [B, 128]  layernorm 1/std, saved for backward
- *   2359296     196608       3-176  qkv_h_0_attn                [B, 128, 384]  q, k, v side by side
+ *   2097152     196608       3-176  qkv_h_0_attn                [B, 128, 384]  q, k, v side by side
  *   4587520     2048         5-176  lse_h_0_attn                [B, 4, 128]  each query's log-sum-exp, saved for backward
  *   3276800     65536        5-176  attn_y_h_0_attn             [B, 128, 128]  attention heads' outputs
  *   3342336     65536        6-167  residual_attn_out_h_0_attn  [B, 128, 128]  x + body(x)
@@ -24,7 +24,7 @@
  *   3538944     65536       16-148  layernorm_h_1_ln_1          [B, 128, 128]  layernorm output
  *   4597760     512         16-152  ln_mean_h_1_ln_1            [B, 128]  layernorm mean, saved for backward
  *   4598272     512         16-152  ln_rstd_h_1_ln_1            [B, 128]  layernorm 1/std, saved for backward
- *   2555904     196608      17-146  qkv_h_1_attn                [B, 128, 384]  q, k, v side by side
+ *   2293760     196608      17-146  qkv_h_1_attn                [B, 128, 384]  q, k, v side by side
  *   4589568     2048        19-146  lse_h_1_attn                [B, 4, 128]  each query's log-sum-exp, saved for backward
  *   3604480     65536       19-146  attn_y_h_1_attn             [B, 128, 128]  attention heads' outputs
  *   3670016     65536       20-137  residual_attn_out_h_1_attn  [B, 128, 128]  x + body(x)
@@ -37,7 +37,7 @@
  *   3866624     65536       30-118  layernorm_h_2_ln_1          [B, 128, 128]  layernorm output
  *   4599808     512         30-122  ln_mean_h_2_ln_1            [B, 128]  layernorm mean, saved for backward
  *   4600320     512         30-122  ln_rstd_h_2_ln_1            [B, 128]  layernorm 1/std, saved for backward
- *   2752512     196608      31-116  qkv_h_2_attn                [B, 128, 384]  q, k, v side by side
+ *   2490368     196608      31-116  qkv_h_2_attn                [B, 128, 384]  q, k, v side by side
  *   4591616     2048        33-116  lse_h_2_attn                [B, 4, 128]  each query's log-sum-exp, saved for backward
  *   3932160     65536       33-116  attn_y_h_2_attn             [B, 128, 128]  attention heads' outputs
  *   3997696     65536       34-107  residual_attn_out_h_2_attn  [B, 128, 128]  x + body(x)
@@ -50,7 +50,7 @@
  *   4194304     65536       44-88   layernorm_h_3_ln_1          [B, 128, 128]  layernorm output
  *   4601856     512         44-92   ln_mean_h_3_ln_1            [B, 128]  layernorm mean, saved for backward
  *   4602368     512         44-92   ln_rstd_h_3_ln_1            [B, 128]  layernorm 1/std, saved for backward
- *   2949120     196608      45-86   qkv_h_3_attn                [B, 128, 384]  q, k, v side by side
+ *   2686976     196608      45-86   qkv_h_3_attn                [B, 128, 384]  q, k, v side by side
  *   4593664     2048        47-86   lse_h_3_attn                [B, 4, 128]  each query's log-sum-exp, saved for backward
  *   4259840     65536       47-86   attn_y_h_3_attn             [B, 128, 128]  attention heads' outputs
  *   4325376     65536       48-77   residual_attn_out_h_3_attn  [B, 128, 128]  x + body(x)
@@ -63,41 +63,37 @@
  *   4521984     65536       58-62   layernorm_ln_f              [B, 128, 128]  layernorm output
  *   4603904     512         58-63   ln_mean_ln_f                [B, 128]  layernorm mean, saved for backward
  *   4604416     512         58-63   ln_rstd_ln_f                [B, 128]  layernorm 1/std, saved for backward
- *   2097152     131072      59-60   linear_lm_head              [B, 128, 256]  linear output
- *   2228224     131072      60-62   d_linear_lm_head            [B, 128, 256]  d(loss)/d(prediction), written by the loss
- *   2097152     65536       61-63   d_layernorm_ln_f            [B, 128, 128]  gradient
- *   4521984     65536       63-188  d_residual_linear_h_3_proj  [B, 128, 128]  gradient
- *   2097152     262144      66-75   d_gelu_h_3_2                [B, 128, 512]  gradient
- *   4456448     65536       72-77   d_layernorm_h_3_ln_2        [B, 128, 128]  gradient
- *   4325376     65536       81-86   d_attn_y_h_3_attn           [B, 128, 128]  gradient
- *   1572864     196608      86-90   d_qkv_h_3_attn              [B, 128, 384]  gradient
- *   2949120     65536       87-92   d_layernorm_h_3_ln_1        [B, 128, 128]  gradient
- *   1572864     262144      96-105  d_gelu_h_2_2                [B, 128, 512]  gradient
- *   2949120     65536      102-107  d_layernorm_h_2_ln_2        [B, 128, 128]  gradient
- *   2949120     65536      111-116  d_attn_y_h_2_attn           [B, 128, 128]  gradient
- *   1048576     196608     116-120  d_qkv_h_2_attn              [B, 128, 384]  gradient
- *   2752512     65536      117-122  d_layernorm_h_2_ln_1        [B, 128, 128]  gradient
- *   1048576     262144     126-135  d_gelu_h_1_2                [B, 128, 512]  gradient
- *   2752512     65536      132-137  d_layernorm_h_1_ln_2        [B, 128, 128]  gradient
- *   2752512     65536      141-146  d_attn_y_h_1_attn           [B, 128, 128]  gradient
- *   524288      196608     146-150  d_qkv_h_1_attn              [B, 128, 384]  gradient
- *   2555904     65536      147-152  d_layernorm_h_1_ln_1        [B, 128, 128]  gradient
- *   524288      262144     156-165  d_gelu_h_0_2                [B, 128, 512]  gradient
- *   0           65536      162-167  d_layernorm_h_0_ln_2        [B, 128, 128]  gradient
- *   2555904     65536      171-176  d_attn_y_h_0_attn           [B, 128, 128]  gradient
- *   0           196608     176-180  d_qkv_h_0_attn              [B, 128, 384]  gradient
- *   3276800     65536      177-182  d_layernorm_h_0_ln_1        [B, 128, 128]  gradient
+ *   2883584     131072      59-60   linear_lm_head              [B, 128, 256]  linear output
+ *   3014656     131072      60-62   d_linear_lm_head            [B, 128, 256]  d(loss)/d(prediction), written by the loss
+ *   2883584     65536       61-63   d_layernorm_ln_f            [B, 128, 128]  gradient
+ *   2949120     65536       63-188  d_residual_linear_h_3_proj  [B, 128, 128]  gradient
+ *   1835008     262144      71-73   d_linear_h_3_fc             [B, 128, 512]  gradient
+ *   2883584     65536       72-77   d_layernorm_h_3_ln_2        [B, 128, 128]  gradient
+ *   2883584     65536       81-86   d_attn_y_h_3_attn           [B, 128, 128]  gradient
+ *   1572864     196608      86-88   d_qkv_h_3_attn              [B, 128, 384]  gradient
+ *   3014656     65536       87-92   d_layernorm_h_3_ln_1        [B, 128, 128]  gradient
+ *   1310720     262144     101-103  d_linear_h_2_fc             [B, 128, 512]  gradient
+ *   3014656     65536      102-107  d_layernorm_h_2_ln_2        [B, 128, 128]  gradient
+ *   3014656     65536      111-116  d_attn_y_h_2_attn           [B, 128, 128]  gradient
+ *   1048576     196608     116-118  d_qkv_h_2_attn              [B, 128, 384]  gradient
+ *   3014656     65536      117-122  d_layernorm_h_2_ln_1        [B, 128, 128]  gradient
+ *   786432      262144     131-133  d_linear_h_1_fc             [B, 128, 512]  gradient
+ *   3014656     65536      132-137  d_layernorm_h_1_ln_2        [B, 128, 128]  gradient
+ *   3014656     65536      141-146  d_attn_y_h_1_attn           [B, 128, 128]  gradient
+ *   524288      196608     146-148  d_qkv_h_1_attn              [B, 128, 384]  gradient
+ *   3014656     65536      147-152  d_layernorm_h_1_ln_1        [B, 128, 128]  gradient
+ *   262144      262144     161-163  d_linear_h_0_fc             [B, 128, 512]  gradient
+ *   3014656     65536      162-167  d_layernorm_h_0_ln_2        [B, 128, 128]  gradient
+ *   3014656     65536      171-176  d_attn_y_h_0_attn           [B, 128, 128]  gradient
+ *   0           196608     176-178  d_qkv_h_0_attn              [B, 128, 384]  gradient
+ *   3014656     65536      177-182  d_layernorm_h_0_ln_1        [B, 128, 128]  gradient
  *   (in place)  -                   pos_embedding_wpe           [B, 128, 128]  written over embedding_wte
- *   (in place)  -                   d_linear_h_3_fc             [B, 128, 512]  written over d_gelu_h_3_2
  *   (in place)  -                   d_residual_attn_out_h_3_attn_179  [B, 128, 128]  written over d_residual_linear_h_3_proj
  *   (in place)  -                   d_residual_linear_h_2_proj_184  [B, 128, 128]  written over d_residual_linear_h_3_proj
- *   (in place)  -                   d_linear_h_2_fc             [B, 128, 512]  written over d_gelu_h_2_2
  *   (in place)  -                   d_residual_attn_out_h_2_attn_189  [B, 128, 128]  written over d_residual_linear_h_3_proj
  *   (in place)  -                   d_residual_linear_h_1_proj_194  [B, 128, 128]  written over d_residual_linear_h_3_proj
- *   (in place)  -                   d_linear_h_1_fc             [B, 128, 512]  written over d_gelu_h_1_2
  *   (in place)  -                   d_residual_attn_out_h_1_attn_199  [B, 128, 128]  written over d_residual_linear_h_3_proj
  *   (in place)  -                   d_residual_linear_h_0_proj_204  [B, 128, 128]  written over d_residual_linear_h_3_proj
- *   (in place)  -                   d_linear_h_0_fc             [B, 128, 512]  written over d_gelu_h_0_2
  *   (in place)  -                   d_residual_attn_out_h_0_attn_209  [B, 128, 128]  written over d_residual_linear_h_3_proj
  *   (in place)  -                   d_pos_embedding_wpe_214     [B, 128, 128]  written over d_residual_linear_h_3_proj
  *
@@ -171,10 +167,6 @@
 #define ACT(off) ((float *)(e->arena + e->Bmax * (int64_t)(off)))
 
 void k0(rt_exec *e, int64_t lo, int64_t hi);
-void k1(rt_exec *e, int64_t lo, int64_t hi);
-void k2(rt_exec *e, int64_t lo, int64_t hi);
-void k3(rt_exec *e, int64_t lo, int64_t hi);
-void k4(rt_exec *e, int64_t lo, int64_t hi);
 void ke0(rt_exec *e, int64_t lo, int64_t hi);
 
 #endif

@@ -66,34 +66,28 @@ static void backward(rt_exec *e)
 
     /* $.model.layers[5]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1, 256, 10, 1.0f, d_linear_5, 10, P_5_weight, 256, 0.0f, d_relu_4, 256);
-    /* $.model.layers[5]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 10, 256, e->B * 1, 1.0f, d_linear_5, 10, relu_4, 256, 1.0f, G_5_weight, 256);
+    /* $.model.layers[5]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 10, 256, e->B * 1, 1.0f, d_linear_5, 10, relu_4, 256, 1.0f, G_5_weight, 256, G_5_bias, 1);
     /* $.model.layers[5]: 5.weight's gradient is final */
     rt_grad_ready(e, 266752, 2560);
-    /* $.model.layers[5]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_linear_5, G_5_bias, e->B * 1, 10);
     /* $.model.layers[5]: 5.bias's gradient is final */
     rt_grad_ready(e, 269312, 10);
     /* $.model.layers[4]: relu backward */
     rt_launch(e, "k1", k1, e->B * 256, 3, (void *[]){&d_relu_4, &relu_4, &d_linear_3});
     /* $.model.layers[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1, 256, 256, 1.0f, d_linear_3, 256, P_3_weight, 256, 0.0f, d_relu_2, 256);
-    /* $.model.layers[3]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 256, 256, e->B * 1, 1.0f, d_linear_3, 256, relu_2, 256, 1.0f, G_3_weight, 256);
+    /* $.model.layers[3]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 256, 256, e->B * 1, 1.0f, d_linear_3, 256, relu_2, 256, 1.0f, G_3_weight, 256, G_3_bias, 1);
     /* $.model.layers[3]: 3.weight's gradient is final */
     rt_grad_ready(e, 200960, 65536);
-    /* $.model.layers[3]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_linear_3, G_3_bias, e->B * 1, 256);
     /* $.model.layers[3]: 3.bias's gradient is final */
     rt_grad_ready(e, 266496, 256);
     /* $.model.layers[2]: relu backward */
     rt_launch(e, "k2", k2, e->B * 256, 3, (void *[]){&d_relu_2, &relu_2, &d_linear_1});
-    /* $.model.layers[1]: linear backward: dW += dy^T x */
-    rt_gemm(e, 1, 0, 256, 784, e->B * 1, 1.0f, d_linear_1, 256, flatten_0, 784, 1.0f, G_1_weight, 784);
+    /* $.model.layers[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
+    rt_gemm_dbias(e, 1, 0, 256, 784, e->B * 1, 1.0f, d_linear_1, 256, flatten_0, 784, 1.0f, G_1_weight, 784, G_1_bias, 1);
     /* $.model.layers[1]: 1.weight's gradient is final */
     rt_grad_ready(e, 0, 200704);
-    /* $.model.layers[1]: linear backward: db += column sums of dy */
-    rt_colsum_add(e, d_linear_1, G_1_bias, e->B * 1, 256);
     /* $.model.layers[1]: 1.bias's gradient is final */
     rt_grad_ready(e, 200704, 256);
 }

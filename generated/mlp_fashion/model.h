@@ -11,9 +11,9 @@
  *   3136        1024         1-21   relu_2                      [B, 256]  relu
  *   4160        1024         4-15   relu_4                      [B, 256]  relu
  *   5184        48           7-9    linear_5                    [B, 10]  linear output
- *   6208        48           9-13   d_linear_5                  [B, 10]  d(loss)/d(prediction), written by the loss
- *   5184        1024        10-19   d_relu_4                    [B, 256]  gradient
- *   4160        1024        16-24   d_relu_2                    [B, 256]  gradient
+ *   6208        48           9-11   d_linear_5                  [B, 10]  d(loss)/d(prediction), written by the loss
+ *   5184        1024        10-17   d_relu_4                    [B, 256]  gradient
+ *   4160        1024        16-22   d_relu_2                    [B, 256]  gradient
  *   (in place)  -                   d_linear_3                  [B, 256]  written over d_relu_4
  *   (in place)  -                   d_linear_1                  [B, 256]  written over d_relu_2
  *

@@ -1,8 +1,9 @@
 /* epilogue.cuh: a linear layer's GEMM epilogue as a kernel of its own, for when
- * cuBLASLt cannot take it (cuda_blas.c's rt_cu_gemm_bias falls back here, or
- * TRAINC_GEMM_EPILOGUE=0 asks for it): the arithmetic of the fused elementwise kernel
- * "+ bias (+ act)" or "+ bias + residual" (rt_gemm_bias in runtime/kernels.c on the
- * CPU), in cuBLASLt's order. */
+ * cuBLASLt cannot take it (cuda_blas.c's rt_cu_gemm_bias and rt_cu_gemm_dgelu fall back
+ * here, or TRAINC_GEMM_EPILOGUE=0 asks for it): the arithmetic of the fused elementwise
+ * kernel "+ bias (+ act)" or "+ bias + residual" (rt_gemm_bias in runtime/kernels.c on
+ * the CPU), in cuBLASLt's order, and of "gelu (tanh) backward" (rt_gemm_dgelu); and the
+ * add of a bias gradient that cuBLASLt's BGRADB epilogue stored in scratch. */
 
 /* Launch: grid-stride, 256 threads. For i < M, j < N, at k = i * ldc + j:
  *   v = out[k] (+ R[k]) + bias[j];  C[k] = v (C not NULL);  Y[k] = act(v) (act: 1 ReLU,
@@ -27,4 +28,27 @@ rt_bias_act(const act_t *out, const act_t *R, act_t *C, act_t *Y, const float *b
         else if (act == 2)
             rt_st(Y + k, rt_gelu_tanh(v));
     }
+}
+
+/* Launch: grid-stride, 256 threads. For i < M, j < N, at k = i * ld + j:
+ *   D[k] = rt_gelu_tanh_bwd(pre[k], D[k])
+ * D holds the GEMM's product (the gradient at the GELU's output), overwritten in place
+ * by the gradient at its input; pre is the GELU's input. */
+extern "C" __global__ void __launch_bounds__(256)
+rt_dgelu(act_t *D, const act_t *pre, int64_t M, int64_t N, int64_t ld)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < M * N;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t k = i / N * ld + i % N;
+        rt_st(D + k, rt_gelu_tanh_bwd(rt_ld(pre + k), rt_ld(D + k)));
+    }
+}
+
+/* Launch: grid-stride, 256 threads. y[i] += x[i] for i < n (fp32: a bias gradient). */
+extern "C" __global__ void __launch_bounds__(256)
+rt_add_into(const float *x, float *y, int64_t n)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        y[i] += x[i];
 }

@@ -3,8 +3,11 @@
  * runtime/cuda_blas.c uses (its LT_FNS), prototypes checked against cublasLt.h.
  *
  * Descriptors keep what was set (operations, layouts, workspace limit, the epilogues
- * runtime/cuda_blas.c uses: BIAS, RELU_BIAS, GELU_BIAS, GELU_AUX_BIAS with an fp32 bias, computed
- * with trainc_rt.h's formulas); anything the fake does not emulate (another compute or
+ * runtime/cuda_blas.c uses: BIAS, RELU_BIAS, GELU_BIAS, GELU_AUX_BIAS with an fp32 bias,
+ * DGELU, and BGRADB into an fp32 bias gradient (C and D fp32); GELU and its derivative
+ * as templates/cuda/prelude.cuh computes them on the GPU (libm's tanhf, which the
+ * emulated kernels use too), the bias gradient summed in double, in k order, then
+ * rounded; an auxiliary matrix's ld a multiple of 8, as cuBLASLt documents); anything the fake does not emulate (another compute or
  * data type, another epilogue, a layout attribute, device pointer mode) is
  * CUBLAS_STATUS_NOT_SUPPORTED. The heuristic and cublasLtMatmul
  * check the shapes as cuBLASLt defines them (op(A) m x k, op(B) k x n, C and D m x n,
@@ -31,6 +34,21 @@
 #include "rt_half.h"
 #include "trainc_rt.h"
 
+/* GELU (tanh) and its derivative as the GPU's kernels compute them (prelude.cuh): the
+ * fallback kernels, emulated, must give the epilogue's bits */
+static float gpu_gelu_tanh(float x)
+{
+    float u = 0.79788456080286536f * (x + 0.044715f * x * x * x);
+    return 0.5f * x * (1.0f + tanhf(u));
+}
+static float gpu_gelu_tanh_bwd(float x, float dy)
+{
+    float u = 0.79788456080286536f * (x + 0.044715f * x * x * x);
+    float t = tanhf(u);
+    float du = 0.79788456080286536f * (1.0f + 3.0f * 0.044715f * x * x);
+    return dy * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du);
+}
+
 static fake_enqueue_host_fn enqueue_host;
 static fake_is_dev_range_fn is_dev_range;
 
@@ -47,9 +65,9 @@ static struct cublasLtContext the_handle = {0x1a5};
 
 typedef struct Desc {
     cublasOperation_t op[2];   /* TRANSA, TRANSB */
-    cublasLtEpilogue_t epi;    /* DEFAULT, BIAS, RELU_BIAS, GELU_BIAS, GELU_AUX_BIAS */
-    const float *bias;         /* fp32, one per row of D */
-    void *aux;                 /* GELU_AUX_BIAS: the pre-activation, D's type */
+    cublasLtEpilogue_t epi;    /* DEFAULT, BIAS, RELU_BIAS, GELU_BIAS, GELU_AUX_BIAS, DGELU, BGRADB */
+    const float *bias;         /* fp32, one per row of D; BGRADB: its output, one per column */
+    void *aux;                 /* GELU_AUX_BIAS (out), DGELU (in): the pre-activation, D's type */
     int64_t aux_ld;
 } Desc;
 typedef struct Layout {
@@ -121,7 +139,8 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMa
         memcpy(&ep, buf, sizeof ep);
         if (ep != CUBLASLT_EPILOGUE_DEFAULT && ep != CUBLASLT_EPILOGUE_BIAS &&
             ep != CUBLASLT_EPILOGUE_RELU_BIAS && ep != CUBLASLT_EPILOGUE_GELU_BIAS &&
-            ep != CUBLASLT_EPILOGUE_GELU_AUX_BIAS)
+            ep != CUBLASLT_EPILOGUE_GELU_AUX_BIAS && ep != CUBLASLT_EPILOGUE_DGELU &&
+            ep != CUBLASLT_EPILOGUE_BGRADB)
             return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulDescSetAttribute: that epilogue");
         x->epi = ep;
         return CUBLAS_STATUS_SUCCESS;
@@ -233,6 +252,12 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
         return CUBLAS_STATUS_INVALID_VALUE;
     if (shape((Desc *)desc, (Layout *)A, (Layout *)B, (Layout *)C, (Layout *)D, &m, &n, &k) != 0)
         return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulAlgoGetHeuristic: the layouts do not make a GEMM");
+    const Desc *x = (Desc *)desc;
+    if (x->epi == CUBLASLT_EPILOGUE_BGRADB && ((Layout *)D)->half)
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulAlgoGetHeuristic: the fake's BGRADB is fp32 only");
+    if ((x->epi == CUBLASLT_EPILOGUE_DGELU || x->epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) &&
+        (x->aux_ld % 8 || x->aux_ld < (int64_t)m))
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulAlgoGetHeuristic: the aux ld is not a multiple of 8 >= m");
     memset(&results[0], 0, sizeof results[0]);
     results[0].algo.data[0] = ALGO_TAG;
     results[0].algo.data[1] = m;
@@ -297,7 +322,25 @@ static void run_job(void *arg)
         if (j->c16)
             free((void *)Ci);
     }
-    if (j->epi != CUBLASLT_EPILOGUE_DEFAULT)   /* column-major: the bias along D's rows */
+    if (j->epi == CUBLASLT_EPILOGUE_DGELU) {   /* D = gelu'(aux) x the product */
+        for (int c = 0; c < j->n; c++)
+            for (int r = 0; r < j->m; r++) {
+                size_t at = (size_t)c * (size_t)j->aux_ld + (size_t)r;
+                const uint16_t *h = j->aux;
+                float x = j->c16 == 1 ? rt_bf16_to_float(h[at])
+                          : j->c16 == 2 ? rt_f16_to_float(h[at]) : ((const float *)j->aux)[at];
+                float *v = &C[(size_t)c * (size_t)j->ldc + (size_t)r];
+                *v = gpu_gelu_tanh_bwd(x, *v);
+            }
+    } else if (j->epi == CUBLASLT_EPILOGUE_BGRADB) {   /* op(B) summed over k, per column */
+        for (int c = 0; c < j->n; c++) {
+            double sum = 0.0;
+            for (int kk = 0; kk < j->k; kk++)
+                sum += B[j->tb == CblasNoTrans ? (size_t)c * (size_t)j->ldb + (size_t)kk
+                                               : (size_t)kk * (size_t)j->ldb + (size_t)c];
+            ((float *)j->bias)[c] = (float)sum;
+        }
+    } else if (j->epi != CUBLASLT_EPILOGUE_DEFAULT)   /* column-major: the bias along D's rows */
         for (int c = 0; c < j->n; c++)
             for (int r = 0; r < j->m; r++) {
                 float v = C[(size_t)c * (size_t)j->ldc + (size_t)r] + j->bias[r];
@@ -309,9 +352,9 @@ static void run_job(void *arg)
                         ((uint16_t *)j->aux)[at] = rt_float_to_f16(v);
                     else
                         ((float *)j->aux)[at] = v;
-                    v = rt_gelu_tanh(v);
+                    v = gpu_gelu_tanh(v);
                 } else if (j->epi == CUBLASLT_EPILOGUE_GELU_BIAS) {
-                    v = rt_gelu_tanh(v);
+                    v = gpu_gelu_tanh(v);
                 } else if (j->epi == CUBLASLT_EPILOGUE_RELU_BIAS) {
                     v = v > 0.0f ? v : 0.0f;
                 }
@@ -364,11 +407,12 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
                *(const float *)alpha, fbeta, A, B, D, a->half, d->half,
                elems(a), elems(b), elems(d), C != D ? C : NULL, (int)c->ld, elems(c),
                x->epi, x->bias, x->aux, x->aux_ld};
-    if (j->epi != CUBLASLT_EPILOGUE_DEFAULT &&
-        (!j->bias || !is_dev_range(j->bias, (size_t)m * sizeof(float)) ||
-         (j->epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS &&
-          (!j->aux || j->aux_ld < (int64_t)m ||
-           !is_dev_range(j->aux, ((n - 1) * (size_t)j->aux_ld + m) * (d->half ? 2 : 4)))))) {
+    int has_bias = j->epi != CUBLASLT_EPILOGUE_DEFAULT && j->epi != CUBLASLT_EPILOGUE_DGELU;
+    int has_aux = j->epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || j->epi == CUBLASLT_EPILOGUE_DGELU;
+    size_t bias_n = j->epi == CUBLASLT_EPILOGUE_BGRADB ? n : m;
+    if ((has_bias && (!j->bias || !is_dev_range(j->bias, bias_n * sizeof(float)))) ||
+        (has_aux && (!j->aux || j->aux_ld < (int64_t)m ||
+                     !is_dev_range(j->aux, ((n - 1) * (size_t)j->aux_ld + m) * (d->half ? 2 : 4))))) {
         free(j);
         return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: the bias or aux pointer is not (all) in device memory");
     }

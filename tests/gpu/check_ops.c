@@ -67,6 +67,10 @@ static double TA(double tol) { return half == 1 ? tol + 4e-3 : half == 2 ? tol +
  * rounded to 16 bits before their products with V and K (flash attention 2's scheme),
  * one more rounding of the same size. */
 static double TATT(double tol) { return half == 1 ? TA(tol) + 4e-3 : half == 2 ? TA(tol) + 5e-4 : tol; }
+/* A GEMM epilogue that may run as the GEMM and then a kernel (where cuBLASLt refuses
+ * it): the product is stored in 16 bits before the epilogue reads it, one more
+ * rounding. */
+#define TEPI(tol) TA(TA(tol))
 
 static rt_exec *G;             /* the GPU */
 static rt_exec C;              /* the CPU twin's: a thread pool */
@@ -138,22 +142,27 @@ static float *avec(int64_t n)  /* n random activations in [-1, 1) */
 
 static size_t abytes(int64_t n) { return (size_t)(n > 0 ? n : 1) * (half ? 2 : 4); }
 
-/* Device memory: one block allocated once (rt_cu_alloc is for set-up), handed out in
+/* Device memory: two blocks allocated once (rt_cu_alloc is for set-up), each handed out in
  * order and taken back whole after each test. */
-static rt_dptr dev_base;
-static size_t dev_used, dev_size;
+typedef struct {
+    rt_dptr base;
+    size_t used, size;
+} region;
+static region dev, dev32;   /* dev32: fp32 memory outside the activations' region (below) */
 
-static void *dalloc(size_t bytes)
+static void *ralloc(region *r, size_t bytes)
 {
     bytes = (bytes + 255) & ~(size_t)255;
-    if (dev_used + bytes > dev_size) {
+    if (r->used + bytes > r->size) {
         fprintf(stderr, "check_ops: test device memory exhausted\n");
         exit(1);
     }
-    rt_dptr p = dev_base + dev_used;
-    dev_used += bytes;
+    rt_dptr p = r->base + r->used;
+    r->used += bytes;
     return (void *)(uintptr_t)p;
 }
+
+static void *dalloc(size_t bytes) { return ralloc(&dev, bytes); }
 
 /* After the compute stream: rt_cu_upload copies on the legacy stream, which the
  * (non-blocking) compute stream does not order with, so a kernel still queued there
@@ -281,9 +290,20 @@ static void judge(const char *name, double tol, out_t *o, int n_out)
         report(name, err, tol, NULL);
 }
 
+/* fp32 device memory outside the activations' region (with --bf16/--fp16 the main
+ * block is the "arena" whose GEMM operands are 16-bit): parameter gradients, biases */
+static void *dalloc32(size_t bytes) { return ralloc(&dev32, bytes); }
+
+static void *up32(const float *host, int64_t n)
+{
+    void *p = dalloc32((size_t)n * 4);
+    upload(p, host, (size_t)n * 4);
+    return p;
+}
+
 static void reset(void)
 {
-    dev_used = 0;
+    dev.used = dev32.used = 0;
 }
 
 /* ---- bias gradients ------------------------------------------------------------------ */
@@ -654,6 +674,138 @@ static void t_bias_act(int64_t M, int64_t N, int act, int with_c, int with_r)
     free(P), free(R), free(bias), free(Cc), free(Y), rt_xfree(I), reset();
 }
 
+/* rt_dgelu (epilogue.cuh: rt_gemm_dgelu's fallback) against rt_gemm_dgelu on the CPU,
+ * its GEMM made exact by an identity B: D = rt_gelu_tanh_bwd(pre, P), P in D in place,
+ * rows ld apart (the padding stays NaN on both sides). */
+static void t_dgelu(int64_t M, int64_t N, int64_t ld)
+{
+    SHAPE("[%lld, %lld] ld %lld", (long long)M, (long long)N, (long long)ld);
+    int64_t n = M * ld;
+    float *P = avec(n), *pre = avec(n), *D = nans(n);
+    float *I = rt_xmalloc((size_t)(N * N) * sizeof(float));   /* zeroed */
+    for (int64_t j = 0; j < N; j++)
+        I[j * N + j] = 1.0f;
+    float *Pc = fcopy(P, n);   /* the product rows, NaN in the padding */
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = N; j < ld; j++)
+            Pc[i * ld + j] = NAN;
+    rt_gemm_dgelu(&C, 0, 0, M, N, N, 1.0f, P, ld, I, N, D, ld, pre);
+    for (int64_t i = 0; i < M; i++)   /* the CPU's GEMM leaves the padding alone */
+        for (int64_t j = N; j < ld; j++)
+            D[i * ld + j] = NAN;
+    void *gd = dalloc_a(n), *gx = up_a(pre, n);
+    out_t o = {"D", D, {0}, n};
+    for (int rep = 0; rep < 2; rep++) {
+        upload_a(gd, Pc, n);
+        void *args[] = {&gd, &gx, &M, &N, &ld};
+        rt_cu_launch(G, "rt_dgelu", 13, 1, 1, 256, 1, 0, args);
+        o.gpu[rep] = down_a(gd, n);
+    }
+    judge("dgelu", TA(TOL_EW), &o, 1);
+    free(P), free(pre), free(D), free(Pc), rt_xfree(I), reset();
+}
+
+/* rt_add_into (epilogue.cuh: a bias gradient that BGRADB stored in scratch, added) */
+static void t_add_into(int64_t n)
+{
+    SHAPE("[%lld]", (long long)n);
+    float *x = fvec(n), *y0 = fvec(n), *y = fcopy(y0, n);
+    for (int64_t i = 0; i < n; i++)
+        y[i] += x[i];
+    void *gx = up(x, (size_t)n * 4), *gy = dalloc((size_t)n * 4);
+    out_t o = {"y", y, {0}, n};
+    for (int rep = 0; rep < 2; rep++) {
+        upload(gy, y0, (size_t)n * 4);
+        void *args[] = {&gx, &gy, &n};
+        rt_cu_launch(G, "rt_add_into", 7, 1, 1, 256, 1, 0, args);
+        o.gpu[rep] = down(gy, n);
+    }
+    judge("add_into", 0.0, &o, 1);
+    free(x), free(y0), free(y), reset();
+}
+
+#ifndef CHECK_OPS_EMU
+/* cuBLASLt's GEMM epilogues (cuda_blas.c) against their CPU twins (kernels.c), in each
+ * precision: with --bf16/--fp16 the activations (x, dy, the weights standing in for
+ * the parameters' 16-bit copy, the residual, the outputs) are 16-bit operands on the
+ * tensor cores, the biases and parameter gradients fp32. A refused epilogue takes its
+ * fallback (and says so on stderr), which must agree too.
+ * rt_gemm_bias: y = x W^T (+ R) + bias, then the activation; C (the pre-activation)
+ * kept or not. */
+static void t_gemm_bias(int64_t M, int64_t N, int64_t K, int act, int with_c, int with_r)
+{
+    static const char *const acts[] = {"bias", "bias + relu", "bias + gelu tanh"};
+    SHAPE("%lldx%lldx%lld %s%s%s", (long long)M, (long long)N, (long long)K, acts[act],
+          with_r ? " + residual" : "", with_c ? ", C kept" : "");
+    int keep = with_c || act == 0;
+    float *X = avec(M * K), *W = avec(N * K), *bias = fvec(N), *R = with_r ? avec(M * N) : NULL;
+    float *Cc = nans(M * N), *Y = nans(M * N);
+    rt_gemm_bias(&C, 0, 1, M, N, K, 1.0f, X, K, W, K, keep ? Cc : NULL, N, bias, R, act,
+                 act ? Y : NULL);
+    void *gx = up_a(X, M * K), *gw = up_a(W, N * K), *gb = up32(bias, N);
+    void *gr = with_r ? up_a(R, M * N) : NULL, *gc = dalloc_a(M * N), *gy = dalloc_a(M * N);
+    float *pn = nans(M * N);
+    out_t o[2] = {{"C", Cc, {0}, M * N}, {"Y", Y, {0}, M * N}};
+    for (int rep = 0; rep < 2; rep++) {
+        upload_a(gc, pn, M * N);
+        upload_a(gy, pn, M * N);
+        rt_cu_gemm_bias(G, 0, 1, M, N, K, 1.0f, gx, K, gw, K, keep ? gc : NULL, N, gb, gr, act,
+                        act ? gy : NULL);
+        o[0].gpu[rep] = down_a(gc, M * N);
+        o[1].gpu[rep] = down_a(gy, M * N);
+    }
+    judge("gemm_bias", TEPI(TOL_RED), o, 2);
+    free(X), free(W), free(bias), free(R), free(Cc), free(Y), free(pn), reset();
+}
+
+/* rt_gemm_dbias: dW += dy^T x (fp32, beta 1) and the bias gradient, stored straight into
+ * a zeroed db (fresh, e->grads_zero) or through scratch and rt_add_into (added to
+ * random values) */
+static void t_gemm_dbias(int64_t M, int64_t N, int64_t K, int fresh)
+{
+    SHAPE("%lldx%lldx%lld %s", (long long)M, (long long)N, (long long)K,
+          fresh ? "fresh (stored)" : "added");
+    float *A = avec(K * M), *B = avec(K * N), *W0 = fvec(M * N), *db0 = fvec(M);
+    if (fresh)
+        memset(db0, 0, (size_t)M * 4);
+    float *W = fcopy(W0, M * N), *db = fcopy(db0, M);
+    C.grads_zero = G->grads_zero = fresh;
+    rt_gemm_dbias(&C, 1, 0, M, N, K, 1.0f, A, M, B, N, 1.0f, W, N, db, fresh);
+    void *ga = up_a(A, K * M), *gb = up_a(B, K * N);
+    void *gw = dalloc32((size_t)(M * N) * 4), *gdb = dalloc32((size_t)M * 4);
+    out_t o[2] = {{"dW", W, {0}, M * N}, {"db", db, {0}, M}};
+    for (int rep = 0; rep < 2; rep++) {
+        upload(gw, W0, (size_t)(M * N) * 4);
+        upload(gdb, db0, (size_t)M * 4);
+        rt_cu_gemm_dbias(G, 1, 0, M, N, K, 1.0f, ga, M, gb, N, 1.0f, gw, N, gdb, fresh);
+        o[0].gpu[rep] = down(gw, M * N);
+        o[1].gpu[rep] = down(gdb, M);
+    }
+    judge("gemm_dbias", TOL_RED, o, 2);
+    C.grads_zero = G->grads_zero = 0;
+    free(A), free(B), free(W0), free(db0), free(W), free(db), reset();
+}
+
+/* rt_gemm_dgelu: D = gelu_tanh'(pre) x (dy W) */
+static void t_gemm_dgelu(int64_t M, int64_t N, int64_t K)
+{
+    SHAPE("%lldx%lldx%lld", (long long)M, (long long)N, (long long)K);
+    float *A = avec(M * K), *B = avec(K * N), *pre = avec(M * N), *D = nans(M * N);
+    rt_gemm_dgelu(&C, 0, 0, M, N, K, 1.0f, A, K, B, N, D, N, pre);
+    void *ga = up_a(A, M * K), *gb = up_a(B, K * N), *gx = up_a(pre, M * N);
+    void *gd = dalloc_a(M * N);
+    float *pn = nans(M * N);
+    out_t o = {"D", D, {0}, M * N};
+    for (int rep = 0; rep < 2; rep++) {
+        upload_a(gd, pn, M * N);
+        rt_cu_gemm_dgelu(G, 0, 0, M, N, K, 1.0f, ga, K, gb, N, gd, N, gx);
+        o.gpu[rep] = down_a(gd, M * N);
+    }
+    judge("gemm_dgelu", TEPI(TOL_RED), &o, 1);
+    free(A), free(B), free(pre), free(D), free(pn), reset();
+}
+#endif
+
 /* ---- a batch gathered from a dataset on the GPU --------------------------------------------- */
 
 /* rt_gather_rows (data.cuh) against rt_npy_gather's rule: dst[r] = src[idx[r]], bytes as
@@ -943,8 +1095,14 @@ int main(int argc, char **argv)
         strcat(strcpy(src, def), body);
     }
     G = rt_cu_test_open(src, 64u << 20);   /* exits 2 without a GPU */
-    dev_size = 1u << 30;
-    dev_base = rt_cu_alloc(dev_size);
+    dev = (region){rt_cu_alloc(1u << 30), 0, 1u << 30};
+    dev32 = (region){rt_cu_alloc(256u << 20), 0, 256u << 20};
+#ifndef CHECK_OPS_EMU
+    /* the main block holds activations: 16-bit GEMM operands, tensor-core attention's
+     * launch, as in a mixed-precision model */
+    if (half)
+        rt_cu_test_arena(G, dev.base, dev.size, half == 1 ? RT_PREC_BF16 : RT_PREC_FP16);
+#endif
     C.rt = rt_pool_new(4);
     C.grad_scale = 1.0f;
 
@@ -1005,6 +1163,26 @@ int main(int argc, char **argv)
     t_bias_act(37, 10, 0, 0, 1);   /* GPT's projections: + bias + residual */
     t_bias_act(128, 768, 0, 0, 1);
     t_bias_act(33, 130, 2, 1, 1);
+    t_dgelu(37, 10, 10);
+    t_dgelu(33, 130, 136);
+    t_dgelu(256, 3072, 3072);
+    t_add_into(1);
+    t_add_into(3072);
+#ifndef CHECK_OPS_EMU
+    t_gemm_bias(64, 256, 784, 1, 0, 0);     /* the MLP's first layer */
+    t_gemm_bias(64, 10, 256, 0, 0, 0);
+    t_gemm_bias(256, 512, 128, 2, 1, 0);    /* GPT's fc: GELU, the pre-activation kept */
+    t_gemm_bias(256, 128, 512, 0, 0, 1);    /* GPT's proj: + bias + residual */
+    t_gemm_bias(1024, 3072, 768, 2, 1, 0);
+    t_gemm_bias(37, 13, 7, 2, 0, 0);
+    t_gemm_dbias(10, 256, 64, 1);
+    t_gemm_dbias(10, 256, 64, 0);
+    t_gemm_dbias(768, 768, 2048, 1);
+    t_gemm_dbias(3072, 768, 1024, 0);
+    t_gemm_dgelu(64, 512, 128);
+    t_gemm_dgelu(1024, 3072, 768);
+    t_gemm_dgelu(33, 13, 7);   /* ld 13: no multiple of 8, cuBLASLt's DGELU refuses */
+#endif
     t_gather(1000, 333, 3);
     t_gather(1000, 333, 12);
     t_gather(5000, 1024, 784);

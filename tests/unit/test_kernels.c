@@ -322,6 +322,51 @@ static void test_gemm_bias(void)
         pass("gemm_bias residual before bias");
 }
 
+/* ---- rt_gemm_dbias, rt_gemm_dgelu ---------------------------------------------------- */
+
+/* The backward epilogues' CPU arithmetic, to the bit: rt_gemm_dbias is rt_gemm then
+ * rt_colsum_add of A over the K rows (accumulating into C and db whatever `fresh`
+ * and e->grads_zero say: the CPU always adds); rt_gemm_dgelu is rt_gemm (beta 0) then
+ * D = rt_gelu_tanh_bwd(pre, D) per element, the padding between rows untouched. */
+static void test_grad_epilogues(void)
+{
+    char nm[160];
+    const int64_t shapes[][3] = {{1, 1, 1}, {7, 5, 3}, {130, 48, 2000}, {33, 65, 17}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (int fresh = 0; fresh < 2; fresh++) {
+            int64_t M = shapes[si][0], N = shapes[si][1], K = shapes[si][2], ldb = N + 2, ldc = N + 1;
+            float *A = fvec(K * M), *B = fvec(K * ldb), *C = fvec(M * ldc), *db = fvec(M);
+            float *wc = malloc((size_t)(M * ldc) * 4), *wdb = malloc((size_t)M * 4);
+            memcpy(wc, C, (size_t)(M * ldc) * 4);
+            memcpy(wdb, db, (size_t)M * 4);
+            rt_exec e = exec_on(1, 1);
+            e.grads_zero = fresh;
+            rt_gemm(&e, 1, 0, M, N, K, 1.0f, A, M, B, ldb, 1.0f, wc, ldc);
+            rt_colsum_add(&e, A, wdb, K, M);
+            rt_gemm_dbias(&e, 1, 0, M, N, K, 1.0f, A, M, B, ldb, 1.0f, C, ldc, db, fresh);
+            check_same(NAME("gemm_dbias %lldx%lldx%lld fresh=%d dW", (long long)M, (long long)N,
+                            (long long)K, fresh), C, wc, (size_t)(M * ldc) * 4);
+            check_same(NAME("gemm_dbias %lldx%lldx%lld fresh=%d db", (long long)M, (long long)N,
+                            (long long)K, fresh), db, wdb, (size_t)M * 4);
+            free(A), free(B), free(C), free(db), free(wc), free(wdb);
+        }
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int64_t M = shapes[si][0], N = shapes[si][1], K = shapes[si][2], lda = K + 3, ldd = N + 2;
+        float *A = fvec(M * lda), *B = fvec(K * N), *pre = fvec(M * ldd), *D = fvec(M * ldd);
+        float *want = malloc((size_t)(M * ldd) * 4);
+        memcpy(want, D, (size_t)(M * ldd) * 4);
+        rt_exec e = exec_on(1, 1);
+        rt_gemm(&e, 0, 0, M, N, K, 1.0f, A, lda, B, N, 0.0f, want, ldd);
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++)
+                want[i * ldd + j] = rt_gelu_tanh_bwd(pre[i * ldd + j], want[i * ldd + j]);
+        rt_gemm_dgelu(&e, 0, 0, M, N, K, 1.0f, A, lda, B, N, D, ldd, pre);
+        check_same(NAME("gemm_dgelu %lldx%lldx%lld", (long long)M, (long long)N, (long long)K), D,
+                   want, (size_t)(M * ldd) * 4);
+        free(A), free(B), free(pre), free(D), free(want);
+    }
+}
+
 /* ---- rt_colsum_add ------------------------------------------------------------------ */
 
 static void test_colsum(void)
@@ -1059,6 +1104,7 @@ int main(int argc, char **argv)
     test_parallel_for();
     test_gemm();
     test_gemm_bias();
+    test_grad_epilogues();
     test_colsum();
     test_conv();
     test_pools();
