@@ -20,10 +20,12 @@ TCC_LIB := -ltcc
 .PHONY: all install deps demo test bench regen clean help
 all: $(B)/trainc
 
-# the runtime's loops are worth vectorizing (no fast-math: results do not change)
+# the runtime's loops are worth vectorizing (no fast-math: results do not change;
+# -fno-trapping-math only lets loops with selects, like rt_tanhf's, vectorize: nothing
+# reads the floating-point exception flags)
 # The CUDA headers are needed to build the runtime (cuda.h, nvrtc.h, cublasLt.h); the
 # libraries are not linked: the device layer loads them when a trainer meets a GPU.
-$(B)/rt/%.o: CFLAGS += -O3 -I$(CUDA_HOME)/include
+$(B)/rt/%.o: CFLAGS += -O3 -fno-trapping-math -I$(CUDA_HOME)/include
 $(B)/rt/%.o: runtime/%.c runtime/rt.h runtime/rt_loop.h runtime/trainc_rt.h runtime/rt_cuda.h | $(B)/rt
 	$(CC) $(CFLAGS) -c $< -o $@
 # only dist.c includes mpi.h

@@ -66,7 +66,8 @@ try:
     print(json.dumps({"impl": "trainc+" + s.get("precision", "?") + " (" + sys.argv[3] + ")",
                       "batch": int(sys.argv[2]), "tokens_per_s": sum(t) / len(t),
                       "device_bytes": s.get("device_bytes"),
-                      "used_bytes": m[0]["used_bytes"] if m else None}))
+                      "used_bytes": m[0]["used_bytes"] if m else None,
+                      "context_bytes": m[0].get("context_bytes") if m else None}))
 except Exception as e:
     print(json.dumps({"impl": "trainc (" + sys.argv[3] + ")", "error": repr(e)}))
 PY
@@ -112,5 +113,8 @@ for r in rows:
     mvs = ""
     if r["impl"].startswith("trainc") and eager and eager.get("peak_bytes") and mem:
         mvs = ", memory %.2fx PyTorch eager's peak" % (mem / eager["peak_bytes"])
+    if r.get("context_bytes") is not None and r.get("used_bytes") and mem:
+        # README's claim: used - context <= 1.05 x allocated
+        mvs += ", (used - context) / allocated %.3f" % ((r["used_bytes"] - r["context_bytes"]) / mem)
     print("%-32s %10.0f tok/s  MFU %5.1f%%  %s%s" % (r["impl"], tps, 100 * mfu, vs, mvs))
 PY

@@ -96,7 +96,7 @@ static const char *act_fwd_expr(int act)
     case ACT_GELU: return "rt_gelu($0)";
     case ACT_GELU_TANH: return "rt_gelu_tanh($0)";
     case ACT_SILU: return "rt_silu($0)";
-    case ACT_TANH: return "tanhf($0)";
+    case ACT_TANH: return "rt_tanhf($0)";
     case ACT_SIGMOID: return "rt_sigmoidf($0)";
     }
     unreachable();

@@ -176,6 +176,7 @@ typedef struct rt_cu {
     int act16;                 /* rt_model.act16: the arena's activations are bf16 or fp16 */
     size_t param_bytes;        /* fp32 parameters (the region e->params points to) */
     int watch_comm;            /* NCCL in use: poll the compute stream (cu_wait) */
+    size_t context_bytes;      /* the device's used memory once the module was loaded */
 } rt_cu;
 
 static rt_cu *dev_of(rt_exec *e)
@@ -317,6 +318,9 @@ static rt_cu *cu_open(const rt_cuda_image *img, int local_rank, int quiet)
     for (int s = 0; s < RT_CU_SLOTS; s++)
         CU(p_cuEventCreate(&d->in_done[s], CU_EVENT_DISABLE_TIMING));
     load_module(d, img);
+    size_t fr = 0, tot = 0;
+    CU(p_cuMemGetInfo(&fr, &tot));
+    d->context_bytes = tot - fr;
     return d;
 }
 
@@ -545,6 +549,7 @@ size_t rt_cu_allocated(rt_exec *e, size_t *pool, size_t *arena, size_t *fixed)
 }
 
 const char *rt_cu_name(rt_exec *e) { return dev_of(e)->name; }
+size_t rt_cu_context_bytes(rt_exec *e) { return dev_of(e)->context_bytes; }
 const char *rt_cu_arch(rt_exec *e) { return dev_of(e)->arch; }
 const char *rt_cu_kernels_from(rt_exec *e) { return dev_of(e)->kernels_from; }
 

@@ -994,7 +994,8 @@ int rt_main(const rt_model *m, int argc, char **argv)
                 rt_cu_mem_info(&fr, &tot);
                 char buf[256];
                 snprintf(buf, sizeof buf, "{\"event\":\"device_memory\",\"step\":%lld,\"used_bytes\":%zu,"
-                         "\"allocated_bytes\":%zu,\"total_bytes\":%zu}", (long long)s->step, tot - fr, all, tot);
+                         "\"allocated_bytes\":%zu,\"context_bytes\":%zu,\"total_bytes\":%zu}",
+                         (long long)s->step, tot - fr, all, rt_cu_context_bytes(&r->e), tot);
                 rt_metrics_line(r->mt, buf);
                 r->mem_logged = 1;
             }

@@ -96,6 +96,10 @@ const char *rt_cu_name(rt_exec *e);
 const char *rt_cu_arch(rt_exec *e);
 const char *rt_cu_kernels_from(rt_exec *e);   /* "cubin", "cache", "nvrtc" or "ptx" */
 void rt_cu_mem_info(size_t *free_b, size_t *total);
+/* The device's used memory (cuMemGetInfo) when the device layer had its context, streams
+ * and kernel module and had allocated nothing else: the CUDA context's share of what a
+ * later measurement sees (with whatever else runs on the device). */
+size_t rt_cu_context_bytes(rt_exec *e);
 void rt_cu_put_params(rt_exec *e, const rt_model *m, const float *params, const float *state,
                       int64_t state_floats);
 void rt_cu_get_params(rt_exec *e, const rt_model *m, float *params, float *state,

@@ -248,6 +248,27 @@ static inline float rt_uniform(uint64_t key, uint64_t idx)
 }
 
 /* Activations and their derivatives, shared by every generated CPU kernel. */
+
+/* tanh in plain float arithmetic (no libm call, so a loop over it vectorizes; within 3.5
+ * units in the last place, tests/unit/test_kernels.c): tanh |x| = e / (e + 2) with
+ * e = expm1(2 |x|) = 2^n (e^r - 1) + (2^n - 1), n = round(2 |x| / ln 2), r the remainder
+ * (|r| <= ln 2 / 2, ln 2 in two parts), e^r - 1 its Taylor series to r^8; |x| clamped
+ * at 10, where tanh is 1 in float; NaN stays NaN (through r; n is 0 then). The GPU's
+ * kernels use CUDA's tanhf. */
+static inline float rt_tanhf(float x)
+{
+    float a = x < 0.0f ? -x : x;
+    a = a > 10.0f ? 10.0f : a;
+    float y = a + a;
+    float n = ((y > 0.0f ? y : 0.0f) * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    float r = (y - n * 0.693145751953125f) - n * 1.42860682030941723e-6f;
+    float p = r * (1.0f + r * (0.5f + r * (1.66666667e-1f + r * (4.16666667e-2f + r * (8.33333333e-3f +
+              r * (1.38888889e-3f + r * (1.98412698e-4f + r * 2.48015873e-5f)))))));
+    union { uint32_t i; float f; } s = {(uint32_t)((int32_t)n + 127) << 23};   /* 2^n */
+    float e = s.f * p + (s.f - 1.0f);
+    float t = e / (e + 2.0f);
+    return x < 0.0f ? -t : t;
+}
 static inline float rt_sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 static inline float rt_gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
 static inline float rt_gelu_bwd(float x, float dy)
@@ -259,12 +280,12 @@ static inline float rt_gelu_bwd(float x, float dy)
 static inline float rt_gelu_tanh(float x)
 {
     float u = 0.79788456080286536f * (x + 0.044715f * x * x * x);
-    return 0.5f * x * (1.0f + tanhf(u));
+    return 0.5f * x * (1.0f + rt_tanhf(u));
 }
 static inline float rt_gelu_tanh_bwd(float x, float dy)
 {
     float u = 0.79788456080286536f * (x + 0.044715f * x * x * x);
-    float t = tanhf(u);
+    float t = rt_tanhf(u);
     float du = 0.79788456080286536f * (1.0f + 3.0f * 0.044715f * x * x);
     return dy * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du);
 }

@@ -27,6 +27,8 @@ __device__ __forceinline__ float rt_uniform(uint64_t key, uint64_t idx)
     return (float)(z >> 40) * (1.0f / 16777216.0f);
 }
 
+/* the CPU's rt_tanhf (trainc_rt.h) is plain arithmetic for its vector units; here CUDA's */
+__device__ __forceinline__ float rt_tanhf(float x) { return tanhf(x); }
 __device__ __forceinline__ float rt_sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 __device__ __forceinline__ float rt_gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
 __device__ __forceinline__ float rt_gelu_bwd(float x, float dy)

@@ -322,6 +322,58 @@ static void test_gemm_bias(void)
         pass("gemm_bias residual before bias");
 }
 
+/* ---- rt_tanhf ------------------------------------------------------------------------ */
+
+/* trainc_rt.h's tanh (plain arithmetic, so loops over it vectorize): within 3.5 units in
+ * the last place of tanh in double over every 29th float of [0, inf) and its negation;
+ * odd; NaN stays NaN, +-inf give +-1. GELU (tanh) on it against the same formula on
+ * libm's tanhf: at most 4 units of |x| 2^-24 apart (0.5 x times the two tanh's errors;
+ * the formula's own float rounding, the same in both, is far larger for negative x). */
+static float gelu_libm(float x)
+{
+    float u = 0.79788456080286536f * (x + 0.044715f * x * x * x);
+    return 0.5f * x * (1.0f + tanhf(u));
+}
+
+static void test_tanh(void)
+{
+    double worst = 0.0, worst_gelu = 0.0;
+    float at = 0.0f, at_gelu = 0.0f;
+    int odd = 1;
+    for (uint32_t b = 0; b < 0x7f800000u; b += 29) {
+        float x;
+        memcpy(&x, &b, sizeof x);
+        double want = tanh((double)x);
+        float w = (float)want;
+        double ulp = (double)nextafterf(w, INFINITY) - (double)w;
+        double e = fabs((double)rt_tanhf(x) - want) / ulp;
+        if (e > worst)
+            worst = e, at = x;
+        odd &= rt_tanhf(-x) == -rt_tanhf(x);
+        for (int s = 0; s < 2 && x > 0.0f && x < 20.0f; s++) {
+            float v = s ? -x : x;
+            double eg = fabs((double)rt_gelu_tanh(v) - (double)gelu_libm(v)) / ((double)x * 0x1p-24);
+            if (eg > worst_gelu)
+                worst_gelu = eg, at_gelu = v;
+        }
+    }
+    if (worst <= 3.5 && odd)
+        pass("rt_tanhf within 3.5 ulp of tanh, odd");
+    else
+        fail("rt_tanhf", "%.2f ulp at %.9g, odd %d", worst, at, odd);
+    if (worst_gelu <= 4.0)
+        pass("rt_gelu_tanh on rt_tanhf vs on libm's tanhf");
+    else
+        fail("rt_gelu_tanh on rt_tanhf vs on libm's tanhf", "%.2f units of |x| 2^-24 at %.9g",
+             worst_gelu, at_gelu);
+    if (isnan(rt_tanhf(NAN)) && rt_tanhf(INFINITY) == 1.0f && rt_tanhf(-INFINITY) == -1.0f &&
+        isnan(rt_gelu_tanh(NAN)) && isnan(rt_gelu_tanh_bwd(NAN, 1.0f)))
+        pass("rt_tanhf specials");
+    else
+        fail("rt_tanhf specials", "NaN %g, inf %g, -inf %g", rt_tanhf(NAN), rt_tanhf(INFINITY),
+             rt_tanhf(-INFINITY));
+}
+
 /* ---- rt_gemm_dbias, rt_gemm_dgelu ---------------------------------------------------- */
 
 /* The backward epilogues' CPU arithmetic, to the bit: rt_gemm_dbias is rt_gemm then
@@ -1103,6 +1155,7 @@ int main(int argc, char **argv)
         fail("rt_pool_threads", "wrong thread counts");
     test_parallel_for();
     test_gemm();
+    test_tanh();
     test_gemm_bias();
     test_grad_epilogues();
     test_colsum();
