@@ -24,54 +24,10 @@ torch.set_num_threads(1)
 torch.manual_seed(0)
 spec_path = os.path.join(ROOT, "specs", "gpt_char.json")
 spec = json.load(open(spec_path))
-T = spec["model"]["inputs"]["x"]["shape"][0]
-emb = spec["model"]["layers"][0]
-V, D = emb["vocab"], emb["dim"]
-rep = spec["model"]["layers"][2]
-L = rep["count"]
-H = rep["body"][0]["body"][1]["heads"]
-FF = rep["body"][1]["body"][1]["out"]
-
-class Attn(nn.Module):
-    def __init__(s):
-        super().__init__()
-        s.qkv, s.proj = nn.Linear(D, 3 * D), nn.Linear(D, D)
-    def forward(s, x):
-        b, t, _ = x.shape
-        q, k, v = s.qkv(x).split(D, dim=2)
-        q, k, v = (z.view(b, t, H, D // H).transpose(1, 2) for z in (q, k, v))
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(D // H))
-        att = att.masked_fill(torch.triu(torch.ones(t, t, dtype=torch.bool), 1), float("-inf"))
-        y = F.softmax(att, dim=-1) @ v
-        return s.proj(y.transpose(1, 2).contiguous().view(b, t, D))
-
-class Block(nn.Module):
-    def __init__(s):
-        super().__init__()
-        s.ln_1, s.attn, s.ln_2 = nn.LayerNorm(D), Attn(), nn.LayerNorm(D)
-        s.fc, s.proj = nn.Linear(D, FF), nn.Linear(FF, D)
-    def forward(s, x):
-        x = x + s.attn(s.ln_1(x))
-        return x + s.proj(F.gelu(s.fc(s.ln_2(x)), approximate="tanh"))
-
-class GPT(nn.Module):
-    def __init__(s):
-        super().__init__()
-        s.wte, s.wpe = nn.Embedding(V, D), nn.Embedding(spec["model"]["layers"][1]["max_len"], D)
-        s.h = nn.ModuleList([Block() for _ in range(L)])
-        s.ln_f = nn.LayerNorm(D)
-    def forward(s, idx):
-        x = s.wte(idx) + s.wpe.weight[: idx.shape[1]]
-        for b in s.h:
-            x = b(x)
-        return s.ln_f(x) @ s.wte.weight.t()
-
-model = GPT()
-for n, p in model.named_parameters():   # GPT-2's init, so the loss curve is a real one
-    if n.endswith(".weight") and p.dim() == 2:
-        nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * L) if n.endswith("proj.weight") else 0.02)
-    elif n.endswith(".bias"):
-        nn.init.zeros_(p)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch_gpt
+V, D, T, L, H, FF, _ = torch_gpt.dims(spec)
+model = torch_gpt.gpt(spec)   # GPT-2's init, so the loss curve is a real one
 
 def write_safetensors(path, sd):
     header, off, blobs = {}, 0, []
