@@ -80,6 +80,92 @@ static void merge(Instr *a, Instr *b)
     b->dead = 1;
 }
 
+/* A loop a whose values only the next loop b reads, b reading them all at one index
+ * expression E (a layout change: conv2d's [B, out, HW] -> [out, B, HW]): a's ops can run
+ * inside b, each of a's operands read at E instead of i, so a's values are never
+ * stored. a must read every operand at its own index, write no parameter gradient,
+ * and read nothing b writes; b gives the index E (NULL: not this pattern). */
+static const char *remap_index(const Program *p, const Instr *a, const Instr *b)
+{
+    if (a->kind != I_EW || b->kind != I_EW || a->backward != b->backward || strcmp(a->n, b->n))
+        return NULL;
+    for (int k = 0; k < a->n_ops; k++) {
+        if (!a->ops[k].out || a->ops[k].out->kind == T_PGRAD)
+            return NULL;
+        for (int j = 0; j < a->ops[k].n_arg; j++) {
+            const Operand *o = &a->ops[k].arg[j];
+            if (o->t && (o->index || producer(b, o->t) >= 0))
+                return NULL;
+        }
+    }
+    const char *E = NULL;
+    for (int k = 0; k < b->n_ops; k++)
+        for (int j = 0; j < b->ops[k].n_arg; j++) {
+            const Operand *o = &b->ops[k].arg[j];
+            if (!o->t || producer(a, o->t) < 0)
+                continue;
+            if (!o->index || (E && strcmp(E, o->index)))
+                return NULL;
+            E = o->index;
+        }
+    if (!E)
+        return NULL;
+    /* no instruction but b reads a's values */
+    for (int i = 0; i < p->n_ins; i++) {
+        const Instr *in = p->ins[i];
+        if (in->dead || in == a || in == b)
+            continue;
+        for (int k = 0; k < a->n_ops; k++) {
+            const Tensor *t = tensor_base(a->ops[k].out);
+            if (in->kind == I_EW) {
+                for (int q = 0; q < in->n_ops; q++)
+                    for (int j = 0; j < in->ops[q].n_arg; j++)
+                        if (in->ops[q].arg[j].t && tensor_base(in->ops[q].arg[j].t) == t)
+                            return NULL;
+            } else {
+                for (int r = 0; r < in->n_reads; r++)
+                    if (tensor_base(in->reads[r]) == t)
+                        return NULL;
+            }
+        }
+    }
+    return E;
+}
+
+/* a's ops, their operands read at E, then b's, into b; a dies */
+static void remap_merge(Instr *a, Instr *b, const char *E)
+{
+    int na = a->n_ops;
+    EwOp *ops = xcalloc((size_t)(na + b->n_ops), sizeof *ops);
+    for (int k = 0; k < na; k++) {
+        ops[k] = a->ops[k];
+        for (int j = 0; j < ops[k].n_arg; j++)
+            if (ops[k].arg[j].t)
+                ops[k].arg[j].index = xstrdup(E);
+    }
+    for (int k = 0; k < b->n_ops; k++) {
+        EwOp op = b->ops[k];
+        for (int j = 0; j < op.n_arg; j++) {
+            Operand *o = &op.arg[j];
+            int pk = o->t ? producer(a, o->t) : -1;
+            if (!o->t)
+                o->val += na;
+            else if (pk >= 0) {
+                o->t = NULL;
+                o->index = NULL;
+                o->val = pk;
+            }
+        }
+        ops[na + k] = op;
+    }
+    b->ops = ops;
+    b->n_ops += na;
+    b->what = xasprintf("%s, at the layout's index + %s", a->what, b->what);
+    if (strcmp(a->origin, b->origin))
+        b->origin = xasprintf("%s + %s", a->origin, b->origin);
+    a->dead = 1;
+}
+
 /* The storage a tensor lives in. */
 
 void fuse(Program *p)
@@ -98,6 +184,18 @@ void fuse(Program *p)
                 break;
             merge(a, b);
         }
+    }
+    /* then a loop into the next one when that reads its values at a permuted index */
+    for (int i = 0; i < p->n_ins; i++) {
+        Instr *a = p->ins[i];
+        int j = i + 1;
+        while (j < p->n_ins && p->ins[j]->dead)
+            j++;
+        if (a->dead || j >= p->n_ins || (i < p->n_forward) != (j < p->n_forward))
+            continue;
+        const char *E = remap_index(p, a, p->ins[j]);
+        if (E)
+            remap_merge(a, p->ins[j], E);
     }
     /* reads of a fused loop: its tensor operands only */
     for (int i = 0; i < p->n_ins; i++) {

@@ -85,7 +85,6 @@ static void backward(rt_exec *e)
     const float *relu_4 = ACT(0);
     const float *d_maxpool_5 = ACT(169344);
     float *d_relu_4 = ACT(25088);
-    float *d_conv_3 = ACT(25088);
     float *gemm_d_conv_3 = ACT(163072);
     float *G_3_bias = e->grads + 4768;
     const float *maxpool_2 = ACT(188160);
@@ -96,7 +95,6 @@ static void backward(rt_exec *e)
     float *d_maxpool_2 = ACT(163072);
     const float *relu_1 = ACT(112896);
     float *d_relu_1 = ACT(0);
-    float *d_conv_0 = ACT(0);
     float *gemm_d_conv_0 = ACT(50176);
     float *G_0_bias = e->grads + 144;
     const float *x_f32 = ACT(200704);
@@ -123,10 +121,8 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 205504, 128);
     /* $.model.layers[5]: maxpool2d backward (argmax found again from x) */
     rt_maxpool2d_bwd(e, relu_4, d_maxpool_5, d_relu_4, e->B * 32, 14, 14, 2, 2, 7, 7);
-    /* $.model.layers[4]: relu backward */
-    rt_launch(e, "k4", k4, e->B * 6272, 3, (void *[]){&d_relu_4, &relu_4, &d_conv_3});
-    /* $.model.layers[3]: conv2d backward: [B, out, HW] -> [out, B, HW] */
-    rt_launch(e, "k5", k5, e->B * 6272, 2, (void *[]){&d_conv_3, &gemm_d_conv_3});
+    /* $.model.layers[4] + $.model.layers[3]: relu backward, at the layout's index + conv2d backward: [B, out, HW] -> [out, B, HW] */
+    rt_launch(e, "k4", k4, e->B * 6272, 3, (void *[]){&d_relu_4, &relu_4, &gemm_d_conv_3});
     /* $.model.layers[3]: conv2d backward: bias gradient */
     rt_rowsum_add(e, gemm_d_conv_3, G_3_bias, 32, e->B * 196);
     /* $.model.layers[3]: 3.bias's gradient is final */
@@ -143,10 +139,8 @@ static void backward(rt_exec *e)
     rt_col2im(e, dcol_d_conv_3, d_maxpool_2, e->B, 16, 14, 14, 3, 1, 1, 14, 14);
     /* $.model.layers[2]: maxpool2d backward (argmax found again from x) */
     rt_maxpool2d_bwd(e, relu_1, d_maxpool_2, d_relu_1, e->B * 16, 28, 28, 2, 2, 14, 14);
-    /* $.model.layers[1]: relu backward */
-    rt_launch(e, "k6", k6, e->B * 12544, 3, (void *[]){&d_relu_1, &relu_1, &d_conv_0});
-    /* $.model.layers[0]: conv2d backward: [B, out, HW] -> [out, B, HW] */
-    rt_launch(e, "k7", k7, e->B * 12544, 2, (void *[]){&d_conv_0, &gemm_d_conv_0});
+    /* $.model.layers[1] + $.model.layers[0]: relu backward, at the layout's index + conv2d backward: [B, out, HW] -> [out, B, HW] */
+    rt_launch(e, "k5", k5, e->B * 12544, 3, (void *[]){&d_relu_1, &relu_1, &gemm_d_conv_0});
     /* $.model.layers[0]: conv2d backward: bias gradient */
     rt_rowsum_add(e, gemm_d_conv_0, G_0_bias, 16, e->B * 784);
     /* $.model.layers[0]: 0.bias's gradient is final */

@@ -59,53 +59,31 @@ void k3(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k4: relu backward
- *     from $.model.layers[4] */
+/* k4: relu backward, at the layout's index + conv2d backward: [B, out, HW] -> [out, B, HW]
+ *     from $.model.layers[4] + $.model.layers[3] */
 void k4(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_relu_4 = ACT(25088);
     const float *relu_4 = ACT(0);
-    float *d_conv_3 = ACT(25088);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = relu_4[i] > 0.0f ? d_relu_4[i] : 0.0f; /* relu backward */
-        d_conv_3[i] = v0;
-    }
-}
-
-/* k5: conv2d backward: [B, out, HW] -> [out, B, HW]
- *     from $.model.layers[3] */
-void k5(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_conv_3 = ACT(25088);
     float *gemm_d_conv_3 = ACT(163072);
     for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_conv_3[i % (e->B * 196) / 196 * 6272 + i / (e->B * 196) * 196 + i % 196]; /* conv2d backward: [B, out, HW] -> [out, B, HW] */
-        gemm_d_conv_3[i] = v0;
+        float v0 = relu_4[i % (e->B * 196) / 196 * 6272 + i / (e->B * 196) * 196 + i % 196] > 0.0f ? d_relu_4[i % (e->B * 196) / 196 * 6272 + i / (e->B * 196) * 196 + i % 196] : 0.0f; /* relu backward */
+        float v1 = v0; /* conv2d backward: [B, out, HW] -> [out, B, HW] */
+        gemm_d_conv_3[i] = v1;
     }
 }
 
-/* k6: relu backward
- *     from $.model.layers[1] */
-void k6(rt_exec *e, int64_t lo, int64_t hi)
+/* k5: relu backward, at the layout's index + conv2d backward: [B, out, HW] -> [out, B, HW]
+ *     from $.model.layers[1] + $.model.layers[0] */
+void k5(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_relu_1 = ACT(0);
     const float *relu_1 = ACT(112896);
-    float *d_conv_0 = ACT(0);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = relu_1[i] > 0.0f ? d_relu_1[i] : 0.0f; /* relu backward */
-        d_conv_0[i] = v0;
-    }
-}
-
-/* k7: conv2d backward: [B, out, HW] -> [out, B, HW]
- *     from $.model.layers[0] */
-void k7(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_conv_0 = ACT(0);
     float *gemm_d_conv_0 = ACT(50176);
     for (int64_t i = lo; i < hi; i++) {
-        float v0 = d_conv_0[i % (e->B * 784) / 784 * 12544 + i / (e->B * 784) * 784 + i % 784]; /* conv2d backward: [B, out, HW] -> [out, B, HW] */
-        gemm_d_conv_0[i] = v0;
+        float v0 = relu_1[i % (e->B * 784) / 784 * 12544 + i / (e->B * 784) * 784 + i % 784] > 0.0f ? d_relu_1[i % (e->B * 784) / 784 * 12544 + i / (e->B * 784) * 784 + i % 784] : 0.0f; /* relu backward */
+        float v1 = v0; /* conv2d backward: [B, out, HW] -> [out, B, HW] */
+        gemm_d_conv_0[i] = v1;
     }
 }
 

@@ -2089,36 +2089,9 @@ extern "C" __global__ void k3(const float *d_relu_8, const float *__restrict__ r
     }
 }
 
-/* k4: relu backward
- *     from $.model.layers[4] */
-extern "C" __global__ void k4(const float *d_relu_4, const float *__restrict__ relu_4, float *d_conv_3, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_relu_4 | (unsigned long long)relu_4 | (unsigned long long)d_conv_3) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_relu_4 = rt_ld4(d_relu_4 + 4 * q);
-            const float4 r_relu_4 = rt_ld4(relu_4 + 4 * q);
-            float4 w_d_conv_3;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = ((const float *)&r_relu_4)[l] > 0.0f ? ((const float *)&r_d_relu_4)[l] : 0.0f; /* relu backward */
-                ((float *)&w_d_conv_3)[l] = v0;
-            }
-            rt_st4(d_conv_3 + 4 * q, w_d_conv_3);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = relu_4[i] > 0.0f ? d_relu_4[i] : 0.0f; /* relu backward */
-        d_conv_3[i] = v0;
-    }
-}
-
-/* k5: conv2d backward: [B, out, HW] -> [out, B, HW]
- *     from $.model.layers[3] */
-extern "C" __global__ void k5(const float *__restrict__ d_conv_3, float *__restrict__ gemm_d_conv_3, int64_t B, int64_t n, uint64_t rng_key, int train)
+/* k4: relu backward, at the layout's index + conv2d backward: [B, out, HW] -> [out, B, HW]
+ *     from $.model.layers[4] + $.model.layers[3] */
+extern "C" __global__ void k4(const float *__restrict__ d_relu_4, const float *__restrict__ relu_4, float *__restrict__ gemm_d_conv_3, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2130,48 +2103,23 @@ extern "C" __global__ void k5(const float *__restrict__ d_conv_3, float *__restr
 #pragma unroll
             for (int l = 0; l < 4; l++) {
                 const int64_t i = 4 * q + l;
-                float v0 = d_conv_3[i % (B * 196) / 196 * 6272 + i / (B * 196) * 196 + i % 196]; /* conv2d backward: [B, out, HW] -> [out, B, HW] */
-                ((float *)&w_gemm_d_conv_3)[l] = v0;
+                float v0 = relu_4[i % (B * 196) / 196 * 6272 + i / (B * 196) * 196 + i % 196] > 0.0f ? d_relu_4[i % (B * 196) / 196 * 6272 + i / (B * 196) * 196 + i % 196] : 0.0f; /* relu backward */
+                float v1 = v0; /* conv2d backward: [B, out, HW] -> [out, B, HW] */
+                ((float *)&w_gemm_d_conv_3)[l] = v1;
             }
             rt_st4(gemm_d_conv_3 + 4 * q, w_gemm_d_conv_3);
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = d_conv_3[i % (B * 196) / 196 * 6272 + i / (B * 196) * 196 + i % 196]; /* conv2d backward: [B, out, HW] -> [out, B, HW] */
-        gemm_d_conv_3[i] = v0;
+        float v0 = relu_4[i % (B * 196) / 196 * 6272 + i / (B * 196) * 196 + i % 196] > 0.0f ? d_relu_4[i % (B * 196) / 196 * 6272 + i / (B * 196) * 196 + i % 196] : 0.0f; /* relu backward */
+        float v1 = v0; /* conv2d backward: [B, out, HW] -> [out, B, HW] */
+        gemm_d_conv_3[i] = v1;
     }
 }
 
-/* k6: relu backward
- *     from $.model.layers[1] */
-extern "C" __global__ void k6(const float *d_relu_1, const float *__restrict__ relu_1, float *d_conv_0, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_relu_1 | (unsigned long long)relu_1 | (unsigned long long)d_conv_0) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_relu_1 = rt_ld4(d_relu_1 + 4 * q);
-            const float4 r_relu_1 = rt_ld4(relu_1 + 4 * q);
-            float4 w_d_conv_0;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = ((const float *)&r_relu_1)[l] > 0.0f ? ((const float *)&r_d_relu_1)[l] : 0.0f; /* relu backward */
-                ((float *)&w_d_conv_0)[l] = v0;
-            }
-            rt_st4(d_conv_0 + 4 * q, w_d_conv_0);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = relu_1[i] > 0.0f ? d_relu_1[i] : 0.0f; /* relu backward */
-        d_conv_0[i] = v0;
-    }
-}
-
-/* k7: conv2d backward: [B, out, HW] -> [out, B, HW]
- *     from $.model.layers[0] */
-extern "C" __global__ void k7(const float *__restrict__ d_conv_0, float *__restrict__ gemm_d_conv_0, int64_t B, int64_t n, uint64_t rng_key, int train)
+/* k5: relu backward, at the layout's index + conv2d backward: [B, out, HW] -> [out, B, HW]
+ *     from $.model.layers[1] + $.model.layers[0] */
+extern "C" __global__ void k5(const float *__restrict__ d_relu_1, const float *__restrict__ relu_1, float *__restrict__ gemm_d_conv_0, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -2183,15 +2131,17 @@ extern "C" __global__ void k7(const float *__restrict__ d_conv_0, float *__restr
 #pragma unroll
             for (int l = 0; l < 4; l++) {
                 const int64_t i = 4 * q + l;
-                float v0 = d_conv_0[i % (B * 784) / 784 * 12544 + i / (B * 784) * 784 + i % 784]; /* conv2d backward: [B, out, HW] -> [out, B, HW] */
-                ((float *)&w_gemm_d_conv_0)[l] = v0;
+                float v0 = relu_1[i % (B * 784) / 784 * 12544 + i / (B * 784) * 784 + i % 784] > 0.0f ? d_relu_1[i % (B * 784) / 784 * 12544 + i / (B * 784) * 784 + i % 784] : 0.0f; /* relu backward */
+                float v1 = v0; /* conv2d backward: [B, out, HW] -> [out, B, HW] */
+                ((float *)&w_gemm_d_conv_0)[l] = v1;
             }
             rt_st4(gemm_d_conv_0 + 4 * q, w_gemm_d_conv_0);
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = d_conv_0[i % (B * 784) / 784 * 12544 + i / (B * 784) * 784 + i % 784]; /* conv2d backward: [B, out, HW] -> [out, B, HW] */
-        gemm_d_conv_0[i] = v0;
+        float v0 = relu_1[i % (B * 784) / 784 * 12544 + i / (B * 784) * 784 + i % 784] > 0.0f ? d_relu_1[i % (B * 784) / 784 * 12544 + i / (B * 784) * 784 + i % 784] : 0.0f; /* relu backward */
+        float v1 = v0; /* conv2d backward: [B, out, HW] -> [out, B, HW] */
+        gemm_d_conv_0[i] = v1;
     }
 }
 

@@ -8,9 +8,9 @@
  *
  *   offset      bytes/row  live     buffer                      shape
  *   200704      3136         0-43   x_f32                       [B, 1, 28, 28]  input as f32
- *   112896      50176        3-39   relu_1                      [B, 16, 28, 28]  relu
+ *   112896      50176        3-40   relu_1                      [B, 16, 28, 28]  relu
  *   188160      12544        5-33   maxpool_2                   [B, 16, 14, 14]  maxpool2d output
- *   0           25088        8-29   relu_4                      [B, 32, 14, 14]  relu
+ *   0           25088        8-30   relu_4                      [B, 32, 14, 14]  relu
  *   163072      6272        10-24   maxpool_5                   [B, 32, 7, 7]  maxpool2d output
  *   169344      512         11-22   relu_8                      [B, 128]  relu
  *   169856      48          14-16   linear_9                    [B, 10]  linear output
@@ -30,8 +30,6 @@
  *   50176       50176       40-44   gemm_d_conv_0               [B, 12544]  gradient in GEMM layout [out, B*OH*OW]
  *   0           28224       43-44   col_d_conv_0                [B, 7056]  im2col columns, recomputed [C*k*k, B*OH*OW]
  *   (in place)  -                   d_linear_7                  [B, 128]  written over d_relu_8
- *   (in place)  -                   d_conv_3                    [B, 32, 14, 14]  written over d_relu_4
- *   (in place)  -                   d_conv_0                    [B, 16, 28, 28]  written over d_relu_1
  *
  * The plan for validation (forward only, no gradients), in the same memory.
  * One arena of Bmax * 137984 bytes (without reuse: Bmax * 314160; the most live at
@@ -65,8 +63,6 @@ void k2(rt_exec *e, int64_t lo, int64_t hi);
 void k3(rt_exec *e, int64_t lo, int64_t hi);
 void k4(rt_exec *e, int64_t lo, int64_t hi);
 void k5(rt_exec *e, int64_t lo, int64_t hi);
-void k6(rt_exec *e, int64_t lo, int64_t hi);
-void k7(rt_exec *e, int64_t lo, int64_t hi);
 void ke0(rt_exec *e, int64_t lo, int64_t hi);
 void ke1(rt_exec *e, int64_t lo, int64_t hi);
 void ke2(rt_exec *e, int64_t lo, int64_t hi);
