@@ -249,7 +249,8 @@ void fuse(Program *p)
 
 /* The arguments of a runtime call's text "rt_x(e, a, b, 16, ...);", split at top-level
  * commas; returns the count (at most max). An argument longer than CALL_ARG_MAX - 1
- * characters is cut there (emit_cuda.c reads only numbers; gemm_epilogues checks). */
+ * characters is cut there (emit_cuda.c reads only numbers; the passes that rewrite a
+ * call use whole_args, which refuses a cut one). */
 int call_args(const char *text, char args[][CALL_ARG_MAX], int max)
 {
     const char *s = strchr(text, '(');
@@ -275,6 +276,19 @@ int call_args(const char *text, char args[][CALL_ARG_MAX], int max)
         len++;
     }
     return n < max ? n : max;
+}
+
+/* call_args for the passes that rewrite a call: the count when the text starts with
+ * `prefix` and no argument was cut, else -1 */
+static int whole_args(const char *text, const char *prefix, char args[][CALL_ARG_MAX], int max)
+{
+    if (strncmp(text, prefix, strlen(prefix)))
+        return -1;
+    int n = call_args(text, args, max);
+    for (int k = 0; k < n; k++)
+        if (strlen(args[k]) >= CALL_ARG_MAX - 1)
+            return -1;
+    return n;
 }
 
 /* Does an instruction other than a and b read t's storage? */
@@ -307,12 +321,10 @@ static void number_kernels(Program *p)
 static Instr *bias_loop(Program *p, int i, char a[16][CALL_ARG_MAX])
 {
     Instr *g = p->ins[i];
-    int na = g->dead || g->kind != I_GEMM ? 0 : call_args(g->text, a, 16), cut = 0;
-    for (int k = 0; k < na; k++)
-        cut |= strlen(a[k]) >= CALL_ARG_MAX - 1;
+    int na = g->dead || g->kind != I_GEMM ? -1 : whole_args(g->text, "rt_gemm(", a, 16);
     /* forward, or the forward replayed in backward (recompute full): the replay must
      * take the same path as the original, or its rounding differs in 16 bits */
-    if ((g->backward && !g->recompute) || g->n_writes != 1 || na != 14 || cut ||
+    if ((g->backward && !g->recompute) || g->n_writes != 1 || na != 14 ||
         strcmp(a[11], "0.0f") || strcmp(a[4], a[13]))
         return NULL;
     int j = i + 1;
@@ -452,13 +464,8 @@ static int touched_between(const Program *p, int i, int j, Tensor *t, int reads_
  * it (14 arguments, none cut), else 0. */
 static int gemm_call(const Instr *g, char a[16][CALL_ARG_MAX])
 {
-    if (g->dead || g->kind != I_GEMM || !g->backward || g->recompute || strncmp(g->text, "rt_gemm(", 8))
-        return 0;
-    int na = call_args(g->text, a, 16);
-    for (int k = 0; k < na; k++)
-        if (strlen(a[k]) >= CALL_ARG_MAX - 1)
-            return 0;
-    return na == 14;
+    return !g->dead && g->kind == I_GEMM && g->backward && !g->recompute &&
+           whole_args(g->text, "rt_gemm(", a, 16) == 14;
 }
 
 /* dx = dy W (beta 0) into dA, and the later loop that is only "gelu (tanh) backward"
@@ -541,8 +548,8 @@ static void dbias_epilogues(Program *p)
         if (j == p->n_ins)
             continue;
         Instr *s = p->ins[j];
-        if (s->kind != I_CALL || !s->backward || strncmp(s->text, "rt_colsum_add(", 14) ||
-            call_args(s->text, c, 8) != 5 || s->n_writes != 1)
+        if (s->kind != I_CALL || !s->backward || whole_args(s->text, "rt_colsum_add(", c, 8) != 5 ||
+            s->n_writes != 1)
             continue;
         /* rt_colsum_add(e, dy, db, rows, cols): dy is the GEMM's A, rows its K, cols its M */
         if (strcmp(c[1], a[7]) || strcmp(c[3], a[5]) || strcmp(c[4], a[3]))
@@ -579,11 +586,8 @@ void layernorm_bwd_sums(Program *p)
     for (int i = 0; i < p->n_ins; i++) {
         Instr *l = p->ins[i];
         char a[12][CALL_ARG_MAX];
-        int na = l->dead || l->kind != I_CALL || strncmp(l->text, "rt_layernorm_bwd(", 17)
-                     ? 0 : call_args(l->text, a, 12), cut = 0;
-        for (int k = 0; k < na; k++)
-            cut |= strlen(a[k]) >= CALL_ARG_MAX - 1;
-        if (na != 12 || cut || strcmp(a[6], "NULL") || l->n_writes < 1)
+        int na = l->dead || l->kind != I_CALL ? -1 : whole_args(l->text, "rt_layernorm_bwd(", a, 12);
+        if (na != 12 || strcmp(a[6], "NULL") || l->n_writes < 1)
             continue;
         Tensor *dx = l->writes[0];   /* lower.c: dx, then dw and db */
         if (strcmp(a[7], dx->name))

@@ -211,16 +211,6 @@ void rt_cu_gemm(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int6
     lt_check(matmul(e, p, alpha, a, b, beta, C, C), "cublasLtMatmul");
 }
 
-/* rt_gemm_bias on the GPU: one cuBLASLt call with a bias epilogue (BIAS, RELU_BIAS,
- * GELU_BIAS, or GELU_AUX_BIAS when the pre-activation C is wanted too: its auxiliary
- * output). cuBLASLt's GELU is the tanh form, as the spec's gelu "tanh". A residual R is
- * cuBLASLt's C matrix with beta 1, out of place (D = alpha A B + R, then the bias and
- * the activation: rt_gemm_bias's order); with 16-bit activations R and D are both
- * 16-bit (one layout). Where cuBLASLt refuses (ReLU with the pre-activation wanted too,
- * a shape, alignment or out-of-place result it does not take, an older library) or
- * TRAINC_GEMM_EPILOGUE=0: the GEMM, then epilogue.cuh's rt_bias_act, which adds R and
- * the bias in the same order (from the product as stored: with 16-bit activations
- * rounded once more than in the epilogue). */
 /* TRAINC_GEMM_EPILOGUE=0: every epilogue as a kernel of its own (the fallbacks) */
 static int epilogues_off(void)
 {
@@ -232,6 +222,38 @@ static int epilogues_off(void)
     return off;
 }
 
+/* One call with plan p's epilogue, its bias (or bias gradient) and auxiliary pointers
+ * set first where not NULL: 1 when cuBLASLt took it; else the plan takes the fallback
+ * from now on (said once) and 0. */
+static int epilogue_call(rt_exec *e, Plan *p, const void *bias, const void *aux, float alpha,
+                         const void *a, const void *b, float beta, const void *C, void *D)
+{
+    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+    if (bias)
+        st = p_cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                              sizeof bias);
+    if (st == CUBLAS_STATUS_SUCCESS && aux)
+        st = p_cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                              &aux, sizeof aux);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = matmul(e, p, alpha, a, b, beta, C, D);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        return 1;
+    p->fallback = 1;
+    epilogue_refused(p, p_cublasLtGetStatusString(st));
+    return 0;
+}
+
+/* rt_gemm_bias on the GPU: one cuBLASLt call with a bias epilogue (BIAS, RELU_BIAS,
+ * GELU_BIAS, or GELU_AUX_BIAS when the pre-activation C is wanted too: its auxiliary
+ * output). cuBLASLt's GELU is the tanh form, as the spec's gelu "tanh". A residual R is
+ * cuBLASLt's C matrix with beta 1, out of place (D = alpha A B + R, then the bias and
+ * the activation: rt_gemm_bias's order); with 16-bit activations R and D are both
+ * 16-bit (one layout). Where cuBLASLt refuses (ReLU with the pre-activation wanted too,
+ * a shape, alignment or out-of-place result it does not take, an older library) or
+ * TRAINC_GEMM_EPILOGUE=0: the GEMM, then epilogue.cuh's rt_bias_act, which adds R and
+ * the bias in the same order (from the product as stored: with 16-bit activations
+ * rounded once more than in the epilogue). */
 void rt_cu_gemm_bias(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                      float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
                      float *C, int64_t ldc, const float *bias, const float *R, int act, float *Y)
@@ -259,20 +281,10 @@ void rt_cu_gemm_bias(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N,
         Plan *p = ta16 == tb16 && c == (const void *)D
                       ? plan_for(e, trans_a, trans_b, M, N, K, lda, ldb, ldc, R != NULL, ta16, c16, epi)
                       : NULL;
-        if (p && !p->fallback) {
-            void *aux = C;
-            cublasStatus_t st = p_cublasLtMatmulDescSetAttribute(
-                p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
-            if (st == CUBLAS_STATUS_SUCCESS && epi == EPI_GELU_AUX)
-                st = p_cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
-                                                      &aux, sizeof aux);
-            if (st == CUBLAS_STATUS_SUCCESS)
-                st = R ? matmul(e, p, alpha, a, b, 1.0f, R, D) : matmul(e, p, alpha, a, b, 0.0f, D, D);
-            if (st == CUBLAS_STATUS_SUCCESS)
-                return;
-            p->fallback = 1;   /* refused at the call: this shape takes the fallback from now on */
-            epilogue_refused(p, p_cublasLtGetStatusString(st));
-        }
+        if (p && !p->fallback &&
+            epilogue_call(e, p, bias, epi == EPI_GELU_AUX ? C : NULL, alpha, a, b, R ? 1.0f : 0.0f,
+                          R ? (const void *)R : D, D))
+            return;
     }
     rt_cu_gemm(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, 0.0f, out, ldc);
     rt_dptr o = (rt_dptr)(uintptr_t)out, dc = (rt_dptr)(uintptr_t)C, bb = (rt_dptr)(uintptr_t)bias;
@@ -303,23 +315,15 @@ void rt_cu_gemm_dbias(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N
         c == (const void *)C) {
         Plan *p = plan_for(e, trans_a, trans_b, M, N, K, lda, ldb, ldc, beta != 0.0f, ta16, c16,
                            EPI_BGRADB);
-        if (!p->fallback) {
-            int direct = fresh && e->grads_zero;
-            rt_dptr sum = direct ? (rt_dptr)(uintptr_t)db : rt_cu_scratch(e, (size_t)M * sizeof(float));
-            void *out = (void *)(uintptr_t)sum;
-            cublasStatus_t st = p_cublasLtMatmulDescSetAttribute(
-                p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &out, sizeof out);
-            if (st == CUBLAS_STATUS_SUCCESS)
-                st = matmul(e, p, alpha, a, b, beta, C, C);
-            if (st == CUBLAS_STATUS_SUCCESS) {
-                if (!direct) {
-                    void *args[] = {&sum, &db, &M};
-                    rt_cu_launch(e, "rt_add_into", rt_cu_grid_for(e, M), 1, 1, 256, 1, 0, args);
-                }
-                return;
+        int direct = fresh && e->grads_zero;
+        rt_dptr sum = direct ? (rt_dptr)(uintptr_t)db : rt_cu_scratch(e, (size_t)M * sizeof(float));
+        if (!p->fallback && epilogue_call(e, p, (const void *)(uintptr_t)sum, NULL, alpha, a, b,
+                                          beta, C, C)) {
+            if (!direct) {
+                void *args[] = {&sum, &db, &M};
+                rt_cu_launch(e, "rt_add_into", rt_cu_grid_for(e, M), 1, 1, 256, 1, 0, args);
             }
-            p->fallback = 1;
-            epilogue_refused(p, p_cublasLtGetStatusString(st));
+            return;
         }
     }
     rt_cu_gemm(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
@@ -345,17 +349,8 @@ void rt_cu_gemm_dgelu(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N
         rt_die("rt_gemm_dgelu: the pre-activation overlaps the output");
     if (!epilogues_off() && K > 0 && ta16 == tb16) {
         Plan *p = plan_for(e, trans_a, trans_b, M, N, K, lda, ldb, ldd, 0, ta16, c16, EPI_DGELU);
-        if (!p->fallback) {
-            const void *aux = pre;
-            cublasStatus_t st = p_cublasLtMatmulDescSetAttribute(
-                p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux);
-            if (st == CUBLAS_STATUS_SUCCESS)
-                st = matmul(e, p, alpha, a, b, 0.0f, D, D);
-            if (st == CUBLAS_STATUS_SUCCESS)
-                return;
-            p->fallback = 1;
-            epilogue_refused(p, p_cublasLtGetStatusString(st));
-        }
+        if (!p->fallback && epilogue_call(e, p, NULL, pre, alpha, a, b, 0.0f, D, D))
+            return;
     }
     rt_cu_gemm(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, 0.0f, D, ldd);
     rt_dptr d = (rt_dptr)(uintptr_t)D, x0 = (rt_dptr)(uintptr_t)pre;
