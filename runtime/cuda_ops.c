@@ -257,12 +257,25 @@ static int64_t att_head(int64_t d, int64_t H)
     return d / H;
 }
 
+/* Whether attention.cuh takes its tensor-core kernels (rt_att_tc: 16-bit activations,
+ * heads a multiple of 16 wide up to 64). Those read and write rows 16 bytes at a time:
+ * the tensors given must be 16-byte aligned (the arena's are). */
+static int att_tc(rt_exec *e, int64_t hd, const void *a, const void *b, const void *c)
+{
+    if (!rt_cu_act16(e) || hd % 16 != 0 || hd > 64)
+        return 0;
+    if (((uintptr_t)a | (uintptr_t)b | (uintptr_t)c) % 16 != 0)
+        rt_die("attention: tensor-core operands %p, %p, %p are not 16-byte aligned", a, b, c);
+    return 1;
+}
+
 void rt_cu_attention_fwd(rt_exec *e, const float *qkv, float *lse, float *y, int64_t B,
                          int64_t T, int64_t d, int64_t H, int causal)
 {
     if (B <= 0 || T <= 0 || d <= 0)
         return;
     int64_t hd = att_head(d, H);
+    att_tc(e, hd, qkv, y, y);
     int h = (int)H;
     char name[96];
     snprintf(name, sizeof name, "rt_attention_fwd_%lld_%lld_%d", (long long)T, (long long)hd,
@@ -285,9 +298,8 @@ void rt_cu_attention_bwd(rt_exec *e, const float *qkv, const float *lse, const f
     void *args[] = {&qkv, &lse, &y, &dy, &dqkv, &D, &h};
     char name[96];
     unsigned gx = gdim(cdiv(T, att_bwd_rows(hd)), GX, "attention"), gz = gdim(B, GYZ, "attention");
-    /* on the tensor cores both kernels take 64 rows (queries, keys) a block
-     * (attention.cuh's rt_att_tc: 16-bit activations, heads a multiple of 16 wide up to 64) */
-    int tc = rt_cu_act16(e) && hd % 16 == 0 && hd <= 64;
+    /* on the tensor cores both kernels take 64 rows (queries, keys) a block */
+    int tc = att_tc(e, hd, qkv, dy, dqkv);
     unsigned gq = tc ? gdim(cdiv(T, 64), GX, "attention") : gx;
     snprintf(name, sizeof name, "rt_attention_bwd_%lld_%lld_%d", (long long)T, (long long)hd,
              causal != 0);

@@ -592,7 +592,12 @@ __device__ __forceinline__ void attention_fwd(const act_t *qkv, float *lse, act_
  * column); B's two hold rows 2t and 2t + 8 (and the next) of column g; C's four are
  * (g, 2t), (g, 2t + 1), (g + 8, 2t), (g + 8, 2t + 1). S's fragments for keys 16j..16j+15
  * are exactly P's A fragment for that k-step. K and V tiles of 64 keys sit in shared
- * memory as 16-bit values, rows of HD + 8 (B-fragment reads hit 32 distinct banks).
+ * memory as 16-bit values, rows of HD + 8 (16-byte aligned; the eight rows an
+ * ldmatrix reads start 16 bytes apart mod 128, so they hit all 32 banks), filled with
+ * 16-byte loads; B fragments come out of them by ldmatrix (.trans where the product
+ * runs down the tile's rows, as V's in P V), two n-tiles an instruction. The 16-byte
+ * accesses need every row 16-byte aligned: heads a multiple of 16 wide do that in the
+ * arena's 16-byte aligned tensors (cuda_ops.c checks the pointers).
  * Heads whose width is a multiple of 16, up to 64; other widths use the kernel above. */
 __host__ __device__ constexpr bool rt_att_tc(int hd) { return hd % 16 == 0 && hd <= 64; }
 
@@ -620,32 +625,109 @@ __device__ __forceinline__ unsigned att_pack(unsigned short lo, unsigned short h
     return (unsigned)lo | (unsigned)hi << 16;
 }
 
+/* ldmatrix .x4 from shared memory: lane l gives the address of row l % 8 of matrix
+ * l / 8 (8 16-bit values, 16-byte aligned); register r of lane l gets matrix r's row
+ * l / 4, columns 2 (l % 4) (low half) and 2 (l % 4) + 1. att_ldsm4t (.trans): column
+ * l / 4, rows 2 (l % 4) and 2 (l % 4) + 1. (The emulator has a twin of each.) */
+__device__ __forceinline__ void att_ldsm4(unsigned r[4], const unsigned short *p)
+{
+#if defined(RT_EMU)
+    emu_ldmatrix_x4(r, p, false);
+#else
+    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+#endif
+}
+__device__ __forceinline__ void att_ldsm4t(unsigned r[4], const unsigned short *p)
+{
+#if defined(RT_EMU)
+    emu_ldmatrix_x4(r, p, true);
+#else
+    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+#endif
+}
+
+/* B fragments of n-tiles n and n + 1 (b[0..1], b[2..3]) for k-step s of a product
+ * with M^T, M a shared tile whose rows are the n index and columns the k index (K in
+ * S = Q K^T): matrices (rows 8n, columns 16s), (8n, 16s + 8), (8n + 8, 16s),
+ * (8n + 8, 16s + 8). */
+template <int W>
+__device__ __forceinline__ void att_bfrag(unsigned b[4], unsigned short (*M)[W], int n, int s, int lane)
+{
+    att_ldsm4(b, &M[8 * n + (lane & 7) + ((lane >> 4) << 3)][16 * s + (lane & 8)]);
+}
+
+/* B fragments of n-tiles n and n + 1 for k-step j of a product with M, M a shared
+ * tile whose rows are the k index and columns the n index (V in P V): transposed
+ * matrices (rows 16j, columns 8n), (16j + 8, 8n), (16j, 8n + 8), (16j + 8, 8n + 8). */
+template <int W>
+__device__ __forceinline__ void att_bfrag_t(unsigned b[4], unsigned short (*M)[W], int j, int n, int lane)
+{
+    att_ldsm4t(b, &M[16 * j + (lane & 7) + (lane & 8)][8 * n + ((lane >> 4) << 3)]);
+}
+
 /* A fragments (16 rows from r0, all HD columns: KS k-steps) of a matrix of rows of
- * stride ld at p, read from global memory; rows past T read as 0 */
+ * stride ld at p, read from global memory two values a load; rows past T read as 0 */
 template <int KS, int T>
 __device__ __forceinline__ void att_frag_a(unsigned (*f)[4], const act_t *p, int64_t ld, int r0, int t4)
 {
     for (int s = 0; s < KS; s++)
         for (int r = 0; r < 4; r++) {
             const int row = r0 + 8 * (r & 1), col = 16 * s + 2 * t4 + 8 * (r >> 1);
-            const act_t *at = p + (int64_t)row * ld + col;
-            f[s][r] = row < T ? att_pack(at[0].bits, at[1].bits) : 0u;
+            f[s][r] = row < T ? *(const unsigned *)(p + (int64_t)row * ld + col) : 0u;
         }
 }
 
+/* two floats rounded to 16 bits (to nearest even, as rt_float_act16), the first in the
+ * low half: one cvt.rn.{bf16,f16}x2.f32 (sm_80 and later), which puts its first
+ * operand in the high half */
+__device__ __forceinline__ unsigned att_pack2(float lo, float hi)
+{
+#if defined(RT_EMU)
+    return att_pack(rt_float_act16(lo), rt_float_act16(hi));
+#elif defined(RT_ACT_BF16)
+    unsigned r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+#else
+    unsigned r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+#endif
+}
+
+/* two values at p (an even column: 4-byte aligned), rounded to 16 bits, one store */
+__device__ __forceinline__ void att_st2(act_t *p, float lo, float hi)
+{
+    *(unsigned *)p = att_pack2(lo, hi);
+}
+
+/* log2(e) and ln(2): the tensor-core kernels keep scores in log2 units (s log2 e), so
+ * exp(s - m) is one exp2 (flash attention's scheme); lse is stored in natural units */
+#define RT_LOG2E 1.44269504088896341f
+#define RT_LN2 0.693147180559945309f
+
 /* rows [r0, r0 + R) of two matrices HD wide (rows of stride la at a, lb at b) into the
- * shared tiles da and db as 16-bit values; rows past T as 0 */
+ * shared tiles da and db as 16-bit values, 16 bytes a load; rows past T as 0 */
 template <int R, int HD, int W, int T>
 __device__ __forceinline__ void att_tiles16(unsigned short (*da)[W], unsigned short (*db)[W],
                                             const act_t *a, int64_t la, const act_t *b,
                                             int64_t lb, int r0)
 {
-    for (int e = threadIdx.x; e < R * HD / 2; e += RT_ATT_THREADS) {
-        const int row = e / (HD / 2), c = 2 * (e % (HD / 2));
-        const bool in = r0 + row < T;
-        const act_t *pa = a + (int64_t)(r0 + row) * la + c, *pb = b + (int64_t)(r0 + row) * lb + c;
-        da[row][c] = in ? pa[0].bits : 0, da[row][c + 1] = in ? pa[1].bits : 0;
-        db[row][c] = in ? pb[0].bits : 0, db[row][c + 1] = in ? pb[1].bits : 0;
+    for (int e = threadIdx.x; e < R * HD / 8; e += RT_ATT_THREADS) {
+        const int row = e / (HD / 8), c = 8 * (e % (HD / 8));
+        uint4 va = make_uint4(0u, 0u, 0u, 0u), vb = va;
+        if (r0 + row < T) {
+            va = *(const uint4 *)(a + (int64_t)(r0 + row) * la + c);
+            vb = *(const uint4 *)(b + (int64_t)(r0 + row) * lb + c);
+        }
+        *(uint4 *)&da[row][c] = va;
+        *(uint4 *)&db[row][c] = vb;
     }
 }
 
@@ -654,13 +736,13 @@ __device__ __forceinline__ void attention_fwd_tc(const act_t *qkv, float *lse, a
 {
     constexpr int BQ = 64, BK = 64, KS = HD / 16, DN = HD / 8, W = HD + 8;
     constexpr int NQT = (T + BQ - 1) / BQ;
-    __shared__ unsigned short ks[BK][W], vs[BK][W];   /* 16-bit bits of K and V */
+    __shared__ __align__(16) unsigned short ks[BK][W], vs[BK][W];   /* 16-bit bits of K, V */
     const int b = blockIdx.z, h = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, t4 = lane & 3;
     const int64_t d = (int64_t)H * HD, ld = 3 * d;
     const act_t *q = qkv + (int64_t)b * T * ld + (int64_t)h * HD, *k = q + d, *v = q + 2 * d;
     float *L = lse + ((int64_t)b * H + h) * T;
-    const float scale = (float)(1.0 / sqrt((double)HD)), ninf = -rt_inf();
+    const float sl2 = (float)(1.4426950408889634 / sqrt((double)HD)), ninf = -rt_inf();
     for (int tile = blockIdx.x; tile < NQT; tile += gridDim.x) {
         const int q0 = (NQT - 1 - tile) * BQ, r0 = q0 + 16 * warp + g;   /* rows r0, r0 + 8 */
         const int nkeys = CAUSAL ? (q0 + BQ < T ? q0 + BQ : T) : T;
@@ -674,20 +756,24 @@ __device__ __forceinline__ void attention_fwd_tc(const act_t *qkv, float *lse, a
             att_tiles16<BK, HD, W, T>(ks, vs, k, ld, v, ld, k0);
             __syncthreads();
             float sc[BK / 8][4];
-            for (int n = 0; n < BK / 8; n++) {
-                sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
+            for (int n = 0; n < BK / 8; n += 2) {
+                for (int r = 0; r < 4; r++)
+                    sc[n][r] = sc[n + 1][r] = 0.0f;
                 for (int s = 0; s < KS; s++) {
-                    const unsigned short *kr = ks[8 * n + g] + 16 * s + 2 * t4;
-                    const unsigned bb[2] = {att_pack(kr[0], kr[1]), att_pack(kr[8], kr[9])};
-                    att_mma(sc[n], qa[s], bb);
+                    unsigned kb[4];
+                    att_bfrag<W>(kb, ks, n, s, lane);
+                    att_mma(sc[n], qa[s], kb);
+                    att_mma(sc[n + 1], qa[s], kb + 2);
                 }
             }
-            /* scale, mask, the rows' running max (over the four lanes of a row) */
+            /* scale (to log2 units), mask (only a tile that reaches past the diagonal
+             * or past T has keys to mask), the rows' running max (over a row's 4 lanes) */
+            const bool edge = (CAUSAL && k0 + BK - 1 > q0) || k0 + BK > T;
             float mx[2] = {ninf, ninf};
             for (int n = 0; n < BK / 8; n++)
                 for (int r = 0; r < 4; r++) {
                     const int kj = k0 + 8 * n + 2 * t4 + (r & 1), i = r0 + 8 * (r >> 1);
-                    sc[n][r] = kj >= T || (CAUSAL && kj > i) ? ninf : scale * sc[n][r];
+                    sc[n][r] = edge && (kj >= T || (CAUSAL && kj > i)) ? ninf : sl2 * sc[n][r];
                     mx[r >> 1] = fmaxf(mx[r >> 1], sc[n][r]);
                 }
             float al[2];
@@ -695,7 +781,7 @@ __device__ __forceinline__ void attention_fwd_tc(const act_t *qkv, float *lse, a
                 mx[u] = fmaxf(mx[u], __shfl_xor_sync(0xffffffffu, mx[u], 1));
                 mx[u] = fmaxf(mx[u], __shfl_xor_sync(0xffffffffu, mx[u], 2));
                 const float mn = fmaxf(m[u], mx[u]);
-                al[u] = mn == ninf ? 1.0f : expf(m[u] - mn);
+                al[u] = mn == ninf ? 1.0f : exp2f(m[u] - mn);
                 m[u] = mn;
                 l[u] *= al[u];
             }
@@ -707,16 +793,16 @@ __device__ __forceinline__ void attention_fwd_tc(const act_t *qkv, float *lse, a
                 unsigned pa[4];
                 for (int r = 0; r < 4; r++) {
                     const int n = 2 * j + (r >> 1), u = r & 1;   /* S tile, row half */
-                    float p0 = m[u] == ninf ? 0.0f : expf(sc[n][2 * u] - m[u]);
-                    float p1 = m[u] == ninf ? 0.0f : expf(sc[n][2 * u + 1] - m[u]);
+                    float p0 = m[u] == ninf ? 0.0f : exp2f(sc[n][2 * u] - m[u]);
+                    float p1 = m[u] == ninf ? 0.0f : exp2f(sc[n][2 * u + 1] - m[u]);
                     l[u] += p0 + p1;
-                    pa[r] = att_pack(rt_float_act16(p0), rt_float_act16(p1));
+                    pa[r] = att_pack2(p0, p1);
                 }
-                for (int n = 0; n < DN; n++) {
-                    const int col = 8 * n + g, kr = 16 * j + 2 * t4;
-                    const unsigned bb[2] = {att_pack(vs[kr][col], vs[kr + 1][col]),
-                                            att_pack(vs[kr + 8][col], vs[kr + 9][col])};
-                    att_mma(o[n], pa, bb);
+                for (int n = 0; n < DN; n += 2) {
+                    unsigned vb[4];
+                    att_bfrag_t<W>(vb, vs, j, n, lane);
+                    att_mma(o[n], pa, vb);
+                    att_mma(o[n + 1], pa, vb + 2);
                 }
             }
         }
@@ -728,12 +814,10 @@ __device__ __forceinline__ void attention_fwd_tc(const act_t *qkv, float *lse, a
                 continue;
             act_t *yr = y + ((int64_t)b * T + i) * d + (int64_t)h * HD;
             const float inv = 1.0f / l[u];
-            for (int n = 0; n < DN; n++) {
-                rt_st(yr + 8 * n + 2 * t4, o[n][2 * u] * inv);
-                rt_st(yr + 8 * n + 2 * t4 + 1, o[n][2 * u + 1] * inv);
-            }
+            for (int n = 0; n < DN; n++)
+                att_st2(yr + 8 * n + 2 * t4, o[n][2 * u] * inv, o[n][2 * u + 1] * inv);
             if (t4 == 0)
-                L[i] = m[u] + logf(l[u]);
+                L[i] = (m[u] + log2f(l[u])) * RT_LN2;
         }
     }
 }
@@ -946,7 +1030,7 @@ __device__ __forceinline__ void attention_bwd_q_tc(const act_t *qkv, const float
 {
     constexpr int BQ = 64, BK = 64, KS = HD / 16, DN = HD / 8, W = HD + 8;
     constexpr int NQT = (T + BQ - 1) / BQ;
-    __shared__ unsigned short ks[BK][W], vs[BK][W];
+    __shared__ __align__(16) unsigned short ks[BK][W], vs[BK][W];
     __shared__ float Dt[BQ];
     const int b = blockIdx.z, h = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, t4 = lane & 3;
@@ -958,6 +1042,7 @@ __device__ __forceinline__ void attention_bwd_q_tc(const act_t *qkv, const float
     const float *Lh = lse + ((int64_t)b * H + h) * T;
     float *Dh = D + ((int64_t)b * H + h) * T;
     const float scale = (float)(1.0 / sqrt((double)HD));
+    const float sl2 = (float)(1.4426950408889634 / sqrt((double)HD));
     for (int tile = blockIdx.x; tile < NQT; tile += gridDim.x) {
         const int q0 = (NQT - 1 - tile) * BQ, r0 = q0 + 16 * warp + g;
         const int nkeys = CAUSAL ? (q0 + BQ < T ? q0 + BQ : T) : T;
@@ -982,7 +1067,7 @@ __device__ __forceinline__ void attention_bwd_q_tc(const act_t *qkv, const float
         float Lr[2], Dr[2], acc[DN][4];
         for (int u = 0; u < 2; u++) {
             const int i = r0 + 8 * u;
-            Lr[u] = i < T ? Lh[i] : 0.0f;
+            Lr[u] = i < T ? Lh[i] * RT_LOG2E : 0.0f;   /* in log2 units */
             Dr[u] = Dt[i - q0];
         }
         for (int n = 0; n < DN; n++)
@@ -992,35 +1077,38 @@ __device__ __forceinline__ void attention_bwd_q_tc(const act_t *qkv, const float
             att_tiles16<BK, HD, W, T>(ks, vs, k, ld, v, ld, k0);
             __syncthreads();
             float sc[BK / 8][4], dp[BK / 8][4];
-            for (int n = 0; n < BK / 8; n++) {
+            const bool edge = (CAUSAL && k0 + BK - 1 > q0) || k0 + BK > T || q0 + BQ > T;
+            for (int n = 0; n < BK / 8; n += 2) {   /* n-tiles n and n + 1 */
                 for (int r = 0; r < 4; r++)
-                    sc[n][r] = dp[n][r] = 0.0f;
+                    sc[n][r] = dp[n][r] = sc[n + 1][r] = dp[n + 1][r] = 0.0f;
                 for (int s = 0; s < KS; s++) {
-                    const unsigned short *kr = ks[8 * n + g] + 16 * s + 2 * t4;
-                    const unsigned short *vr = vs[8 * n + g] + 16 * s + 2 * t4;
-                    const unsigned kb[2] = {att_pack(kr[0], kr[1]), att_pack(kr[8], kr[9])};
-                    const unsigned vb[2] = {att_pack(vr[0], vr[1]), att_pack(vr[8], vr[9])};
+                    unsigned kb[4], vb[4];
+                    att_bfrag<W>(kb, ks, n, s, lane);
+                    att_bfrag<W>(vb, vs, n, s, lane);
                     att_mma(sc[n], qa[s], kb);
                     att_mma(dp[n], da[s], vb);
+                    att_mma(sc[n + 1], qa[s], kb + 2);
+                    att_mma(dp[n + 1], da[s], vb + 2);
                 }
-                for (int r = 0; r < 4; r++) {   /* dS = P (dP - D), 0 where masked */
-                    const int kj = k0 + 8 * n + 2 * t4 + (r & 1), i = r0 + 8 * (r >> 1);
-                    const bool masked = i >= T || kj >= T || (CAUSAL && kj > i);
-                    sc[n][r] = masked ? 0.0f
-                                      : expf(scale * sc[n][r] - Lr[r >> 1]) * (dp[n][r] - Dr[r >> 1]);
-                }
+                for (int c = n; c < n + 2; c++)
+                    for (int r = 0; r < 4; r++) {   /* dS = P (dP - D), 0 where masked */
+                        const int kj = k0 + 8 * c + 2 * t4 + (r & 1), i = r0 + 8 * (r >> 1);
+                        const bool masked = edge && (i >= T || kj >= T || (CAUSAL && kj > i));
+                        sc[c][r] = masked ? 0.0f
+                                          : exp2f(sl2 * sc[c][r] - Lr[r >> 1]) * (dp[c][r] - Dr[r >> 1]);
+                    }
             }
             for (int j = 0; j < BK / 16; j++) {   /* dQ += dS K */
                 unsigned sa[4];
                 for (int r = 0; r < 4; r++) {
                     const int n = 2 * j + (r >> 1), u = r & 1;
-                    sa[r] = att_pack(rt_float_act16(sc[n][2 * u]), rt_float_act16(sc[n][2 * u + 1]));
+                    sa[r] = att_pack2(sc[n][2 * u], sc[n][2 * u + 1]);
                 }
-                for (int n = 0; n < DN; n++) {
-                    const int col = 8 * n + g, kr = 16 * j + 2 * t4;
-                    const unsigned bb[2] = {att_pack(ks[kr][col], ks[kr + 1][col]),
-                                            att_pack(ks[kr + 8][col], ks[kr + 9][col])};
-                    att_mma(acc[n], sa, bb);
+                for (int n = 0; n < DN; n += 2) {
+                    unsigned kb[4];
+                    att_bfrag_t<W>(kb, ks, j, n, lane);
+                    att_mma(acc[n], sa, kb);
+                    att_mma(acc[n + 1], sa, kb + 2);
                 }
             }
         }
@@ -1028,10 +1116,9 @@ __device__ __forceinline__ void attention_bwd_q_tc(const act_t *qkv, const float
             const int i = r0 + 8 * u;
             if (i >= T)
                 continue;
-            for (int n = 0; n < DN; n++) {
-                rt_st(dq + (int64_t)i * ld + 8 * n + 2 * t4, scale * acc[n][2 * u]);
-                rt_st(dq + (int64_t)i * ld + 8 * n + 2 * t4 + 1, scale * acc[n][2 * u + 1]);
-            }
+            for (int n = 0; n < DN; n++)
+                att_st2(dq + (int64_t)i * ld + 8 * n + 2 * t4, scale * acc[n][2 * u],
+                        scale * acc[n][2 * u + 1]);
         }
     }
 }
@@ -1047,7 +1134,7 @@ __device__ __forceinline__ void attention_bwd_kv_tc(const act_t *qkv, const floa
 {
     constexpr int BQ = 64, BK = 64, KS = HD / 16, DN = HD / 8, W = HD + 8;
     constexpr int NKT = (T + BK - 1) / BK;
-    __shared__ unsigned short qs[BQ][W], dys[BQ][W];
+    __shared__ __align__(16) unsigned short qs[BQ][W], dys[BQ][W];
     __shared__ float Lt[BQ], Dt[BQ];
     const int b = blockIdx.z, h = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, t4 = lane & 3;
@@ -1057,6 +1144,7 @@ __device__ __forceinline__ void attention_bwd_kv_tc(const act_t *qkv, const floa
     act_t *dk = dqkv + (int64_t)b * T * ld + d + (int64_t)h * HD, *dv = dk + d;
     const float *Lh = lse + ((int64_t)b * H + h) * T, *Dh = D + ((int64_t)b * H + h) * T;
     const float scale = (float)(1.0 / sqrt((double)HD));
+    const float sl2 = (float)(1.4426950408889634 / sqrt((double)HD));
     for (int tile = blockIdx.x; tile < NKT; tile += gridDim.x) {
         const int k0 = tile * BK, j0 = k0 + 16 * warp + g;   /* the warp's keys j0, j0 + 8 */
         unsigned ka[KS][4], va[KS][4];   /* K and V fragments of the warp's keys */
@@ -1070,28 +1158,30 @@ __device__ __forceinline__ void attention_bwd_kv_tc(const act_t *qkv, const floa
             __syncthreads();
             att_tiles16<BQ, HD, W, T>(qs, dys, q, ld, dyh, d, i0);
             for (int e = threadIdx.x; e < BQ; e += RT_ATT_THREADS) {
-                Lt[e] = i0 + e < T ? Lh[i0 + e] : 0.0f;
+                Lt[e] = i0 + e < T ? Lh[i0 + e] * RT_LOG2E : 0.0f;   /* in log2 units */
                 Dt[e] = i0 + e < T ? Dh[i0 + e] : 0.0f;
             }
             __syncthreads();
+            const bool edge = (CAUSAL && i0 < k0 + BK - 1) || i0 + BQ > T || k0 + BK > T;
             for (int j = 0; j < BQ / 16; j++) {   /* 16 queries at a time */
                 float st[2][4], dpt[2][4];
+                for (int r = 0; r < 4; r++)
+                    st[0][r] = dpt[0][r] = st[1][r] = dpt[1][r] = 0.0f;
+                for (int s = 0; s < KS; s++) {   /* n-tiles 2j (c = 0) and 2j + 1 (c = 1) */
+                    unsigned qb[4], db[4];
+                    att_bfrag<W>(qb, qs, 2 * j, s, lane);
+                    att_bfrag<W>(db, dys, 2 * j, s, lane);
+                    att_mma(st[0], ka[s], qb);
+                    att_mma(dpt[0], va[s], db);
+                    att_mma(st[1], ka[s], qb + 2);
+                    att_mma(dpt[1], va[s], db + 2);
+                }
                 for (int c = 0; c < 2; c++) {
                     const int n = 2 * j + c;
-                    for (int r = 0; r < 4; r++)
-                        st[c][r] = dpt[c][r] = 0.0f;
-                    for (int s = 0; s < KS; s++) {
-                        const unsigned short *qr = qs[8 * n + g] + 16 * s + 2 * t4;
-                        const unsigned short *dr = dys[8 * n + g] + 16 * s + 2 * t4;
-                        const unsigned qb[2] = {att_pack(qr[0], qr[1]), att_pack(qr[8], qr[9])};
-                        const unsigned db[2] = {att_pack(dr[0], dr[1]), att_pack(dr[8], dr[9])};
-                        att_mma(st[c], ka[s], qb);
-                        att_mma(dpt[c], va[s], db);
-                    }
                     for (int r = 0; r < 4; r++) {   /* P^T into st, dS^T into dpt */
                         const int il = 8 * n + 2 * t4 + (r & 1), i = i0 + il, kj = j0 + 8 * (r >> 1);
-                        const bool masked = i >= T || kj >= T || (CAUSAL && kj > i);
-                        const float p = masked ? 0.0f : expf(scale * st[c][r] - Lt[il]);
+                        const bool masked = edge && (i >= T || kj >= T || (CAUSAL && kj > i));
+                        const float p = masked ? 0.0f : exp2f(sl2 * st[c][r] - Lt[il]);
                         st[c][r] = p;
                         dpt[c][r] = p * (dpt[c][r] - Dt[il]);
                     }
@@ -1099,17 +1189,17 @@ __device__ __forceinline__ void attention_bwd_kv_tc(const act_t *qkv, const floa
                 unsigned pa[4], sa[4];
                 for (int r = 0; r < 4; r++) {
                     const int c = r >> 1, u = r & 1;
-                    pa[r] = att_pack(rt_float_act16(st[c][2 * u]), rt_float_act16(st[c][2 * u + 1]));
-                    sa[r] = att_pack(rt_float_act16(dpt[c][2 * u]), rt_float_act16(dpt[c][2 * u + 1]));
+                    pa[r] = att_pack2(st[c][2 * u], st[c][2 * u + 1]);
+                    sa[r] = att_pack2(dpt[c][2 * u], dpt[c][2 * u + 1]);
                 }
-                for (int n = 0; n < DN; n++) {   /* dV += P^T dY, dK += dS^T Q */
-                    const int col = 8 * n + g, kq = 16 * j + 2 * t4;
-                    const unsigned yb[2] = {att_pack(dys[kq][col], dys[kq + 1][col]),
-                                            att_pack(dys[kq + 8][col], dys[kq + 9][col])};
-                    const unsigned qb[2] = {att_pack(qs[kq][col], qs[kq + 1][col]),
-                                            att_pack(qs[kq + 8][col], qs[kq + 9][col])};
+                for (int n = 0; n < DN; n += 2) {   /* dV += P^T dY, dK += dS^T Q */
+                    unsigned yb[4], qb[4];
+                    att_bfrag_t<W>(yb, dys, j, n, lane);
+                    att_bfrag_t<W>(qb, qs, j, n, lane);
                     att_mma(gv[n], pa, yb);
                     att_mma(gk[n], sa, qb);
+                    att_mma(gv[n + 1], pa, yb + 2);
+                    att_mma(gk[n + 1], sa, qb + 2);
                 }
             }
         }
@@ -1119,10 +1209,8 @@ __device__ __forceinline__ void attention_bwd_kv_tc(const act_t *qkv, const floa
                 continue;
             for (int n = 0; n < DN; n++) {
                 const int64_t at = (int64_t)kj * ld + 8 * n + 2 * t4;
-                rt_st(dv + at, gv[n][2 * u]);
-                rt_st(dv + at + 1, gv[n][2 * u + 1]);
-                rt_st(dk + at, scale * gk[n][2 * u]);
-                rt_st(dk + at + 1, scale * gk[n][2 * u + 1]);
+                att_st2(dv + at, gv[n][2 * u], gv[n][2 * u + 1]);
+                att_st2(dk + at, scale * gk[n][2 * u], scale * gk[n][2 * u + 1]);
             }
         }
     }

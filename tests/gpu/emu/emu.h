@@ -20,6 +20,7 @@
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 #define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
 
 struct dim3 {
     unsigned x, y, z;
@@ -32,7 +33,11 @@ struct alignas(16) float4 {
 struct alignas(8) uint2 {
     unsigned x, y;
 };
+struct alignas(16) uint4 {
+    unsigned x, y, z, w;
+};
 inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
 
 void emu_syncthreads();
 void emu_syncwarp();
@@ -113,6 +118,31 @@ void emu_mma_16816(float c[4], const unsigned a[4], const unsigned b[2], Cvt cvt
         for (int k = 0; k < 16; k++)
             s += Am[row][k] * Bm[k][col];
         c[r] = s;
+    }
+}
+/* ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16 (attention.cuh's att_ldsm4, _4t): lane
+ * l gives the address of row l % 8 of matrix l / 8; the addresses are exchanged, and
+ * lane l's register r gets matrix r's row l / 4, columns 2 (l % 4) and 2 (l % 4) + 1
+ * (trans: column l / 4, rows 2 (l % 4) and 2 (l % 4) + 1), the first in the low half.
+ * A row address that is not 16-byte aligned, which the GPU faults on, stops the run. */
+inline void emu_ldmatrix_x4(unsigned r[4], const unsigned short *p, bool trans)
+{
+    if ((uintptr_t)p % 16 != 0) {
+        fprintf(stderr, "emu: ldmatrix row address %p is not 16-byte aligned\n", (const void *)p);
+        abort();
+    }
+    const unsigned short *rows[32];
+    memcpy(emu_slot(), &p, sizeof p);
+    emu_syncwarp();
+    for (unsigned l = 0; l < 32; l++)
+        memcpy(&rows[l], emu_slot_of(l), sizeof p);
+    emu_syncwarp();
+    const unsigned g = emu_lane_id() >> 2, t = emu_lane_id() & 3;
+    for (unsigned m = 0; m < 4; m++) {
+        const unsigned short *const *M = rows + 8 * m;
+        const unsigned short lo = trans ? M[2 * t][g] : M[g][2 * t];
+        const unsigned short hi = trans ? M[2 * t + 1][g] : M[g][2 * t + 1];
+        r[m] = (unsigned)lo | (unsigned)hi << 16;
     }
 }
 inline float __int_as_float(int i)
