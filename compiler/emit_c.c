@@ -142,6 +142,53 @@ int kernel_tensors(const Instr *in, Tensor **t, char *w, int max)
     return u.n;
 }
 
+/* The run every operand read at an index of its own shares (Operand.run), or 0: then
+ * the loop can go over [lo, hi) a run at a time, those operands at pointers. */
+static int64_t kernel_run(const Instr *in)
+{
+    int64_t run = 0;
+    for (int k = 0; k < in->n_ops; k++)
+        for (int j = 0; j < in->ops[k].n_arg; j++) {
+            const Operand *o = &in->ops[k].arg[j];
+            if (!o->t || !o->index)
+                continue;
+            if (o->run <= 0 || (run && o->run != run))
+                return 0;
+            run = o->run;
+        }
+    return run;
+}
+
+/* The loop's body: the ops, each value stored where a later kernel reads it. With
+ * runs, operand (k, j) read at an index of its own is at pointer rk_j, element j
+ * (or 0 where the index stays the same over the run). */
+static void emit_ops(Buf *b, const Instr *in, int runs, const char *ind)
+{
+    for (int k = 0; k < in->n_ops; k++) {
+        const EwOp *op = &in->ops[k];
+        buf_printf(b, "%sfloat v%d = ", ind, k);
+        for (const char *s = op->expr; *s; s++) {
+            if (*s != '$') {
+                char c[2] = {*s, 0};
+                buf_puts(b, c);
+                continue;
+            }
+            int j = *++s - '0';
+            const Operand *o = &op->arg[j];
+            if (!o->t)
+                buf_printf(b, "v%d", o->val);
+            else if (runs && o->index)
+                buf_printf(b, "r%d_%d[%s]", k, j, o->run_const ? "0" : "j");
+            else
+                buf_printf(b, "%s[%s]", o->t->name, o->index ? o->index : "i");
+        }
+        buf_printf(b, ";%*s/* %s */\n", 1, "", op->what);
+        for (int w = 0; w < in->n_writes; w++)
+            if (in->writes[w] == op->out)
+                buf_printf(b, "%s%s[i] = v%d;\n", ind, op->out->name, k);
+    }
+}
+
 static void emit_kernel(Buf *b, Instr *in, const char *kp)
 {
     Uses u = {0};
@@ -150,29 +197,31 @@ static void emit_kernel(Buf *b, Instr *in, const char *kp)
     buf_printf(b, "void %s%d(rt_exec *e, int64_t lo, int64_t hi)\n{\n", kp, in->id);
     for (int i = 0; i < u.n; i++)
         declare(b, u.t[i], u.w[i]);
-    buf_puts(b, "    for (int64_t i = lo; i < hi; i++) {\n");
-    for (int k = 0; k < in->n_ops; k++) {
-        EwOp *op = &in->ops[k];
-        buf_printf(b, "        float v%d = ", k);
-        for (const char *s = op->expr; *s; s++) {
-            if (*s != '$') {
-                char c[2] = {*s, 0};
-                buf_puts(b, c);
-                continue;
+    int64_t run = kernel_run(in);
+    if (!run) {
+        buf_puts(b, "    for (int64_t i = lo; i < hi; i++) {\n");
+        emit_ops(b, in, 0, "        ");
+        buf_puts(b, "    }\n}\n\n");
+    } else {
+        /* a run of i at a time, so the permuted reads are contiguous and vectorize */
+        buf_printf(b, "    for (int64_t i0 = lo; i0 < hi;) {\n"
+                      "        /* i in [i0, i0 + n): the rest of a run of %lld */\n"
+                      "        int64_t i = i0, n = %lld - i0 %% %lld;\n"
+                      "        if (n > hi - i0)\n"
+                      "            n = hi - i0;\n",
+                   (long long)run, (long long)run, (long long)run);
+        for (int k = 0; k < in->n_ops; k++)
+            for (int j = 0; j < in->ops[k].n_arg; j++) {
+                const Operand *o = &in->ops[k].arg[j];
+                if (o->t && o->index)
+                    buf_printf(b, "        const %s *r%d_%d = %s + (%s);\n",
+                               o->t->kind == T_INPUT ? c_type(o->t->dtype) : "float", k, j,
+                               o->t->name, o->index);
             }
-            int j = *++s - '0';
-            Operand *o = &op->arg[j];
-            if (o->t)
-                buf_printf(b, "%s[%s]", o->t->name, o->index ? o->index : "i");
-            else
-                buf_printf(b, "v%d", o->val);
-        }
-        buf_printf(b, ";%*s/* %s */\n", 1, "", op->what);
-        for (int w = 0; w < in->n_writes; w++)
-            if (in->writes[w] == op->out)
-                buf_printf(b, "        %s[i] = v%d;\n", op->out->name, k);
+        buf_puts(b, "        for (int64_t j = 0; j < n; j++, i++) {\n");
+        emit_ops(b, in, 1, "            ");
+        buf_puts(b, "        }\n        i0 += n;\n    }\n}\n\n");
     }
-    buf_puts(b, "    }\n}\n\n");
     free(u.t);
     free(u.w);
 }

@@ -84,8 +84,9 @@ static void merge(Instr *a, Instr *b)
  * expression E (a layout change: conv2d's [B, out, HW] -> [out, B, HW]): a's ops can run
  * inside b, each of a's operands read at E instead of i, so a's values are never
  * stored. a must read every operand at its own index, write no parameter gradient,
- * and read nothing b writes; b gives the index E (NULL: not this pattern). */
-static const char *remap_index(const Program *p, const Instr *a, const Instr *b)
+ * and read nothing b writes; b gives the index E, as the operand of b that reads a's
+ * values there (NULL: not this pattern). */
+static const Operand *remap_index(const Program *p, const Instr *a, const Instr *b)
 {
     if (a->kind != I_EW || b->kind != I_EW || a->backward != b->backward || strcmp(a->n, b->n))
         return NULL;
@@ -98,15 +99,16 @@ static const char *remap_index(const Program *p, const Instr *a, const Instr *b)
                 return NULL;
         }
     }
-    const char *E = NULL;
+    const Operand *E = NULL;
     for (int k = 0; k < b->n_ops; k++)
         for (int j = 0; j < b->ops[k].n_arg; j++) {
             const Operand *o = &b->ops[k].arg[j];
             if (!o->t || producer(a, o->t) < 0)
                 continue;
-            if (!o->index || (E && strcmp(E, o->index)))
+            if (!o->index || (E && (strcmp(E->index, o->index) || E->run != o->run ||
+                                    E->run_const != o->run_const)))
                 return NULL;
-            E = o->index;
+            E = o;
         }
     if (!E)
         return NULL;
@@ -132,16 +134,19 @@ static const char *remap_index(const Program *p, const Instr *a, const Instr *b)
     return E;
 }
 
-/* a's ops, their operands read at E, then b's, into b; a dies */
-static void remap_merge(Instr *a, Instr *b, const char *E)
+/* a's ops, their operands read at E's index, then b's, into b; a dies */
+static void remap_merge(Instr *a, Instr *b, const Operand *E)
 {
     int na = a->n_ops;
     EwOp *ops = xcalloc((size_t)(na + b->n_ops), sizeof *ops);
     for (int k = 0; k < na; k++) {
         ops[k] = a->ops[k];
         for (int j = 0; j < ops[k].n_arg; j++)
-            if (ops[k].arg[j].t)
-                ops[k].arg[j].index = xstrdup(E);
+            if (ops[k].arg[j].t) {
+                ops[k].arg[j].index = xstrdup(E->index);
+                ops[k].arg[j].run = E->run;
+                ops[k].arg[j].run_const = E->run_const;
+            }
     }
     for (int k = 0; k < b->n_ops; k++) {
         EwOp op = b->ops[k];
@@ -193,7 +198,7 @@ void fuse(Program *p)
             j++;
         if (a->dead || j >= p->n_ins || (i < p->n_forward) != (j < p->n_forward))
             continue;
-        const char *E = remap_index(p, a, p->ins[j]);
+        const Operand *E = remap_index(p, a, p->ins[j]);
         if (E)
             remap_merge(a, p->ins[j], E);
     }

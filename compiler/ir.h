@@ -169,6 +169,13 @@ typedef struct Operand {
     Tensor *t;               /* NULL: value of op `val` in the same loop */
     int val;
     char *index;             /* C expression of `i` (NULL: "i") */
+    /* Where known, how index behaves over aligned runs of i, [q run, (q + 1) run):
+     * run_const 0: it goes up by one with i (index(i) = index(q run) + i % run), a
+     * layout change that keeps rows of `run` elements whole; run_const 1: it stays the
+     * same (a per-row value such as a bias). The C emitter then loops over each run
+     * with the operand at a pointer (contiguous reads, vectorized). run 0: unknown. */
+    int64_t run;
+    int run_const;
 } Operand;
 
 typedef struct EwOp {

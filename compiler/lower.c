@@ -171,13 +171,17 @@ static void lower_conv_fwd(Program *p, Node *nd)
     char *perm = xasprintf("(i / %lld %% %lld) * (e->B * %lld) + i / %lld * %lld + i %% %lld",
                            (long long)HW, (long long)Cout, (long long)HW, (long long)(Cout * HW),
                            (long long)HW, (long long)HW);
+    Instr *ep;
     if (nd->b) {
         char *bix = xasprintf("i / %lld %% %lld", (long long)HW, (long long)Cout);
-        ew(p, nd, "conv2d epilogue: bias, [out, B, HW] -> [B, out, HW]", y, "$0 + $1", 2, yt, perm,
-           nd->b->t, bix);
+        ep = ew(p, nd, "conv2d epilogue: bias, [out, B, HW] -> [B, out, HW]", y, "$0 + $1", 2, yt,
+                perm, nd->b->t, bix);
+        ep->ops[0].arg[1].run = HW;      /* the bias: one value a row of HW */
+        ep->ops[0].arg[1].run_const = 1;
     } else {
-        ew(p, nd, "conv2d epilogue: [out, B, HW] -> [B, out, HW]", y, "$0", 1, yt, perm);
+        ep = ew(p, nd, "conv2d epilogue: [out, B, HW] -> [B, out, HW]", y, "$0", 1, yt, perm);
     }
+    ep->ops[0].arg[0].run = HW;          /* rows of HW move whole */
 }
 
 static void lower_conv_bwd(Program *p, Node *nd)
@@ -195,7 +199,8 @@ static void lower_conv_bwd(Program *p, Node *nd)
     char *perm = xasprintf("i %% (e->B * %lld) / %lld * %lld + i / (e->B * %lld) * %lld + i %% %lld",
                            (long long)HW, (long long)HW, (long long)(Cout * HW), (long long)HW,
                            (long long)HW, (long long)HW);
-    ew(p, nd, "conv2d backward: [B, out, HW] -> [out, B, HW]", dyt, "$0", 1, dy, perm);
+    Instr *tr = ew(p, nd, "conv2d backward: [B, out, HW] -> [out, B, HW]", dyt, "$0", 1, dy, perm);
+    tr->ops[0].arg[0].run = HW;          /* rows of HW move whole */
     if (nd->b) {
         Instr *r = add(p, I_CALL, nd->origin, 1);
         r->what = xstrdup("conv2d backward: bias gradient");

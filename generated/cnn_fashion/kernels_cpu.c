@@ -25,10 +25,19 @@ void k1(rt_exec *e, int64_t lo, int64_t hi)
     const float *gemm_conv_0 = ACT(0);
     const float *P_0_bias = e->params + 144;
     float *relu_1 = ACT(112896);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = gemm_conv_0[(i / 784 % 16) * (e->B * 784) + i / 12544 * 784 + i % 784] + P_0_bias[i / 784 % 16]; /* conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] */
-        float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
-        relu_1[i] = v1;
+    for (int64_t i0 = lo; i0 < hi;) {
+        /* i in [i0, i0 + n): the rest of a run of 784 */
+        int64_t i = i0, n = 784 - i0 % 784;
+        if (n > hi - i0)
+            n = hi - i0;
+        const float *r0_0 = gemm_conv_0 + ((i / 784 % 16) * (e->B * 784) + i / 12544 * 784 + i % 784);
+        const float *r0_1 = P_0_bias + (i / 784 % 16);
+        for (int64_t j = 0; j < n; j++, i++) {
+            float v0 = r0_0[j] + r0_1[0]; /* conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] */
+            float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
+            relu_1[i] = v1;
+        }
+        i0 += n;
     }
 }
 
@@ -39,10 +48,19 @@ void k2(rt_exec *e, int64_t lo, int64_t hi)
     const float *gemm_conv_3 = ACT(163072);
     const float *P_3_bias = e->params + 4768;
     float *relu_4 = ACT(0);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = gemm_conv_3[(i / 196 % 32) * (e->B * 196) + i / 6272 * 196 + i % 196] + P_3_bias[i / 196 % 32]; /* conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] */
-        float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
-        relu_4[i] = v1;
+    for (int64_t i0 = lo; i0 < hi;) {
+        /* i in [i0, i0 + n): the rest of a run of 196 */
+        int64_t i = i0, n = 196 - i0 % 196;
+        if (n > hi - i0)
+            n = hi - i0;
+        const float *r0_0 = gemm_conv_3 + ((i / 196 % 32) * (e->B * 196) + i / 6272 * 196 + i % 196);
+        const float *r0_1 = P_3_bias + (i / 196 % 32);
+        for (int64_t j = 0; j < n; j++, i++) {
+            float v0 = r0_0[j] + r0_1[0]; /* conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] */
+            float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
+            relu_4[i] = v1;
+        }
+        i0 += n;
     }
 }
 
@@ -66,10 +84,19 @@ void k4(rt_exec *e, int64_t lo, int64_t hi)
     const float *d_relu_4 = ACT(25088);
     const float *relu_4 = ACT(0);
     float *gemm_d_conv_3 = ACT(163072);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = relu_4[i % (e->B * 196) / 196 * 6272 + i / (e->B * 196) * 196 + i % 196] > 0.0f ? d_relu_4[i % (e->B * 196) / 196 * 6272 + i / (e->B * 196) * 196 + i % 196] : 0.0f; /* relu backward */
-        float v1 = v0; /* conv2d backward: [B, out, HW] -> [out, B, HW] */
-        gemm_d_conv_3[i] = v1;
+    for (int64_t i0 = lo; i0 < hi;) {
+        /* i in [i0, i0 + n): the rest of a run of 196 */
+        int64_t i = i0, n = 196 - i0 % 196;
+        if (n > hi - i0)
+            n = hi - i0;
+        const float *r0_0 = d_relu_4 + (i % (e->B * 196) / 196 * 6272 + i / (e->B * 196) * 196 + i % 196);
+        const float *r0_1 = relu_4 + (i % (e->B * 196) / 196 * 6272 + i / (e->B * 196) * 196 + i % 196);
+        for (int64_t j = 0; j < n; j++, i++) {
+            float v0 = r0_1[j] > 0.0f ? r0_0[j] : 0.0f; /* relu backward */
+            float v1 = v0; /* conv2d backward: [B, out, HW] -> [out, B, HW] */
+            gemm_d_conv_3[i] = v1;
+        }
+        i0 += n;
     }
 }
 
@@ -80,10 +107,19 @@ void k5(rt_exec *e, int64_t lo, int64_t hi)
     const float *d_relu_1 = ACT(0);
     const float *relu_1 = ACT(112896);
     float *gemm_d_conv_0 = ACT(50176);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = relu_1[i % (e->B * 784) / 784 * 12544 + i / (e->B * 784) * 784 + i % 784] > 0.0f ? d_relu_1[i % (e->B * 784) / 784 * 12544 + i / (e->B * 784) * 784 + i % 784] : 0.0f; /* relu backward */
-        float v1 = v0; /* conv2d backward: [B, out, HW] -> [out, B, HW] */
-        gemm_d_conv_0[i] = v1;
+    for (int64_t i0 = lo; i0 < hi;) {
+        /* i in [i0, i0 + n): the rest of a run of 784 */
+        int64_t i = i0, n = 784 - i0 % 784;
+        if (n > hi - i0)
+            n = hi - i0;
+        const float *r0_0 = d_relu_1 + (i % (e->B * 784) / 784 * 12544 + i / (e->B * 784) * 784 + i % 784);
+        const float *r0_1 = relu_1 + (i % (e->B * 784) / 784 * 12544 + i / (e->B * 784) * 784 + i % 784);
+        for (int64_t j = 0; j < n; j++, i++) {
+            float v0 = r0_1[j] > 0.0f ? r0_0[j] : 0.0f; /* relu backward */
+            float v1 = v0; /* conv2d backward: [B, out, HW] -> [out, B, HW] */
+            gemm_d_conv_0[i] = v1;
+        }
+        i0 += n;
     }
 }
 
@@ -108,10 +144,19 @@ void ke1(rt_exec *e, int64_t lo, int64_t hi)
     const float *gemm_conv_0 = ACT(50176);
     const float *P_0_bias = e->params + 144;
     float *relu_1 = ACT(0);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = gemm_conv_0[(i / 784 % 16) * (e->B * 784) + i / 12544 * 784 + i % 784] + P_0_bias[i / 784 % 16]; /* conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] */
-        float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
-        relu_1[i] = v1;
+    for (int64_t i0 = lo; i0 < hi;) {
+        /* i in [i0, i0 + n): the rest of a run of 784 */
+        int64_t i = i0, n = 784 - i0 % 784;
+        if (n > hi - i0)
+            n = hi - i0;
+        const float *r0_0 = gemm_conv_0 + ((i / 784 % 16) * (e->B * 784) + i / 12544 * 784 + i % 784);
+        const float *r0_1 = P_0_bias + (i / 784 % 16);
+        for (int64_t j = 0; j < n; j++, i++) {
+            float v0 = r0_0[j] + r0_1[0]; /* conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] */
+            float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
+            relu_1[i] = v1;
+        }
+        i0 += n;
     }
 }
 
@@ -122,10 +167,19 @@ void ke2(rt_exec *e, int64_t lo, int64_t hi)
     const float *gemm_conv_3 = ACT(112896);
     const float *P_3_bias = e->params + 4768;
     float *relu_4 = ACT(0);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = gemm_conv_3[(i / 196 % 32) * (e->B * 196) + i / 6272 * 196 + i % 196] + P_3_bias[i / 196 % 32]; /* conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] */
-        float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
-        relu_4[i] = v1;
+    for (int64_t i0 = lo; i0 < hi;) {
+        /* i in [i0, i0 + n): the rest of a run of 196 */
+        int64_t i = i0, n = 196 - i0 % 196;
+        if (n > hi - i0)
+            n = hi - i0;
+        const float *r0_0 = gemm_conv_3 + ((i / 196 % 32) * (e->B * 196) + i / 6272 * 196 + i % 196);
+        const float *r0_1 = P_3_bias + (i / 196 % 32);
+        for (int64_t j = 0; j < n; j++, i++) {
+            float v0 = r0_0[j] + r0_1[0]; /* conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] */
+            float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
+            relu_4[i] = v1;
+        }
+        i0 += n;
     }
 }
 
