@@ -405,11 +405,11 @@ static void opt_check(const rt_model *m)
         rt_die("rt_cu_optim_setup was not called for model %s", m->name);
 }
 
-double rt_cu_grad_sumsq(rt_exec *e, const rt_model *m, rt_dptr grads)
+rt_dptr rt_cu_grad_sumsq_queue(rt_exec *e, const rt_model *m, rt_dptr grads)
 {
     opt_check(m);
     if (opt.n == 0)
-        return 0.0;
+        return 0;
     /* per-chunk sums of squares, then their sum in chunk order, in double */
     rt_dptr part = rt_cu_scratch(e, (size_t)(opt.n + 1) * sizeof(double));
     rt_dptr total = part + (rt_dptr)opt.n * sizeof(double);
@@ -417,6 +417,14 @@ double rt_cu_grad_sumsq(rt_exec *e, const rt_model *m, rt_dptr grads)
     rt_cu_launch(e, "rt_grad_norm_part", (unsigned)opt.n, 1, 1, 256, 1, 0, a1);
     void *a2[] = {&part, &opt.n, &total};
     rt_cu_launch(e, "rt_sum_f64", 1, 1, 1, 1024, 1, 0, a2);
+    return total;
+}
+
+double rt_cu_grad_sumsq(rt_exec *e, const rt_model *m, rt_dptr grads)
+{
+    rt_dptr total = rt_cu_grad_sumsq_queue(e, m, grads);
+    if (!total)
+        return 0.0;
     rt_cu_sync(e);
     double s;
     rt_cu_download(&s, total, sizeof s);
@@ -429,14 +437,18 @@ double rt_cu_grad_norm(rt_exec *e, const rt_model *m, rt_dptr grads)
 }
 
 /* optim.c's opt_slice, with its scalars computed here the same way (double, then
- * rounded to float) and the elements updated by optim.cuh's rt_adamw or rt_sgd. */
-void rt_cu_optim_step(rt_exec *e, const rt_train_config *c, const rt_model *m, rt_dptr params,
-                      rt_dptr grads, rt_dptr state, int64_t t, double lr, float gscale, int clip)
+ * rounded to float) and the elements updated by optim.cuh's rt_adamw or rt_sgd; the
+ * gradients' scale gs given, or (sumsq not 0) worked out by the kernel from the sum of
+ * squares at sumsq and c->grad_clip. */
+static void optim_step(rt_exec *e, const rt_train_config *c, const rt_model *m, rt_dptr params,
+                       rt_dptr grads, rt_dptr state, int64_t t, double lr, float gs,
+                       rt_dptr sumsq)
 {
     opt_check(m);
     if (opt.n == 0)
         return;
-    float gs = clip ? gscale : 1.0f, wd = (float)c->weight_decay;
+    double max_norm = c->grad_clip;
+    float wd = (float)c->weight_decay;
     /* the 16-bit copy of the weights: written here for the whole region; a shard's
      * (zero1) is rebuilt whole after the gather (rt_cu_copy_params16), so not twice */
     rt_dptr pc = opt.lo == 0 && opt.hi == m->param_floats ? rt_cu_param_copy(e) : 0;
@@ -447,8 +459,8 @@ void rt_cu_optim_step(rt_exec *e, const rt_train_config *c, const rt_model *m, r
         float step_size = (float)(lr / bc1), bc2_sqrt = (float)sqrt(bc2);
         float decay = (float)(1.0 - lr * wd), eps = (float)c->eps;
         rt_dptr m1 = state, m2 = state + (rt_dptr)(opt.hi - opt.lo) * sizeof(float);
-        void *args[] = {&params, &pc, &grads, &m1, &m2, &opt.lo, &opt.chunks, &gs, &decay, &b1,
-                        &b2, &a1, &a2, &step_size, &bc2_sqrt, &eps};
+        void *args[] = {&params, &pc, &grads, &m1, &m2, &opt.lo, &opt.chunks, &gs, &sumsq,
+                        &max_norm, &decay, &b1, &b2, &a1, &a2, &step_size, &bc2_sqrt, &eps};
         rt_cu_launch(e, "rt_adamw", (unsigned)opt.n, 1, 1, 256, 1, 0, args);
         return;
     }
@@ -456,7 +468,20 @@ void rt_cu_optim_step(rt_exec *e, const rt_train_config *c, const rt_model *m, r
     int has_buf = c->momentum > 0, nesterov = c->nesterov != 0;
     int mode = !has_buf ? 0 : t == 1 ? 1 : nesterov ? 3 : 2;
     rt_dptr buf = has_buf ? state : 0;
-    void *args[] = {&params, &pc, &grads, &buf, &opt.lo, &opt.chunks, &gs, &wd, &lrf, &mom, &mode,
-                    &nesterov};
+    void *args[] = {&params, &pc, &grads, &buf, &opt.lo, &opt.chunks, &gs, &sumsq, &max_norm,
+                    &wd, &lrf, &mom, &mode, &nesterov};
     rt_cu_launch(e, "rt_sgd", (unsigned)opt.n, 1, 1, 256, 1, 0, args);
+}
+
+void rt_cu_optim_step(rt_exec *e, const rt_train_config *c, const rt_model *m, rt_dptr params,
+                      rt_dptr grads, rt_dptr state, int64_t t, double lr, float gscale, int clip)
+{
+    optim_step(e, c, m, params, grads, state, t, lr, clip ? gscale : 1.0f, 0);
+}
+
+void rt_cu_optim_step_clip(rt_exec *e, const rt_train_config *c, const rt_model *m,
+                           rt_dptr params, rt_dptr grads, rt_dptr state, int64_t t, double lr,
+                           rt_dptr sumsq)
+{
+    optim_step(e, c, m, params, grads, state, t, lr, 1.0f, sumsq);
 }

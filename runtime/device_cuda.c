@@ -167,6 +167,8 @@ typedef struct rt_cu {
     int last;                  /* the slot of the last upload */
     rt_dptr stats;
     rt_cu_stat *stats_host;    /* pinned */
+    double *f64_host;          /* pinned, after stats_host: rt_cu_step_queue's double */
+    CUevent step_ev;           /* rt_cu_step_queue's copies are done */
     rt_dptr scratch;
     size_t scratch_bytes;
     rt_dptr workspace;
@@ -317,6 +319,7 @@ static rt_cu *cu_open(const rt_cuda_image *img, int local_rank, int quiet)
     CU(p_cuEventCreate(&d->join_ev, CU_EVENT_DISABLE_TIMING));
     for (int s = 0; s < RT_CU_SLOTS; s++)
         CU(p_cuEventCreate(&d->in_done[s], CU_EVENT_DISABLE_TIMING));
+    CU(p_cuEventCreate(&d->step_ev, CU_EVENT_DISABLE_TIMING));
     load_module(d, img);
     size_t fr = 0, tot = 0;
     CU(p_cuMemGetInfo(&fr, &tot));
@@ -373,6 +376,14 @@ int rt_cu_sm_count(rt_exec *e) { return dev_of(e)->sm_count; }
  * whose peer died never completes, so between polls nccl.c checks NCCL's asynchronous
  * error and the time waited (nccl.c's header says why). Polls back off from a yield to
  * 100 us sleeps, so a step's end is seen within about 0.1 ms. */
+/* The pinned host memory the device's statistics are copied into: the pass's
+ * rt_cu_stat, then rt_cu_step_queue's double. */
+static void pin_stats(rt_cu *d)
+{
+    CU(p_cuMemAllocHost((void **)&d->stats_host, sizeof(rt_cu_stat) + sizeof(double)));
+    d->f64_host = (double *)(d->stats_host + 1);
+}
+
 static void cu_wait(rt_cu *d, CUstream s)
 {
     if (!d->watch_comm) {
@@ -510,7 +521,7 @@ void rt_cu_init(rt_exec *e, const rt_model *m, const rt_cuda_image *img, int64_t
     d->scratch = p;
     p += d->scratch_bytes;
     d->workspace = p;
-    CU(p_cuMemAllocHost((void **)&d->stats_host, sizeof(rt_cu_stat)));
+    pin_stats(d);
     e->arena = (char *)(uintptr_t)d->arena;
     e->params = (float *)(uintptr_t)d->pool;
     e->grads = (float *)(uintptr_t)(d->pool + align_up(pf));
@@ -713,6 +724,35 @@ void rt_cu_end_pass(rt_exec *e)
     e->correct += (int64_t)d->stats_host->correct;
 }
 
+/* The end of a step's last pass without waiting for it: its statistics and the double
+ * at f64 (the gradients' sum of squares; 0: none) are copied to pinned host memory
+ * behind the work queued so far, and an event marks the copies done. The host then
+ * queues the update, and rt_cu_step_wait waits for the copies only, while the GPU
+ * goes on with the update. */
+void rt_cu_step_queue(rt_exec *e, rt_dptr f64)
+{
+    rt_cu *d = dev_of(e);
+    CU(p_cuMemcpyDtoHAsync(d->stats_host, d->stats, sizeof(rt_cu_stat), d->compute));
+    *d->f64_host = 0.0;
+    if (f64)
+        CU(p_cuMemcpyDtoHAsync(d->f64_host, f64, sizeof(double), d->compute));
+    CU(p_cuEventRecord(d->step_ev, d->compute));
+}
+
+/* Waits for rt_cu_step_queue's copies, adds the statistics into e (as rt_cu_end_pass)
+ * and returns the double. */
+double rt_cu_step_wait(rt_exec *e)
+{
+    rt_cu *d = dev_of(e);
+    if (d->watch_comm)
+        cu_wait(d, d->compute);   /* with NCCL: polled, the whole stream */
+    else
+        CU(p_cuEventSynchronize(d->step_ev));
+    e->loss_sum += d->stats_host->loss_sum;
+    e->correct += (int64_t)d->stats_host->correct;
+    return *d->f64_host;
+}
+
 void rt_cu_zero(rt_exec *e, rt_dptr p, int64_t floats)
 {
     CU(p_cuMemsetD32Async(p, 0, (size_t)floats, dev_of(e)->compute));
@@ -734,7 +774,7 @@ rt_exec *rt_cu_test_open(const char *source, size_t scratch)
     d->scratch_bytes = scratch;
     d->scratch = rt_cu_alloc(scratch);
     d->stats = rt_cu_alloc(sizeof(rt_cu_stat));
-    CU(p_cuMemAllocHost((void **)&d->stats_host, sizeof(rt_cu_stat)));
+    pin_stats(d);
     d->workspace_bytes = 32u << 20;
     d->workspace = rt_cu_alloc(d->workspace_bytes);
     CU(p_cuStreamSynchronize(0));

@@ -297,6 +297,42 @@ static double gpu_grad_norm(Run *r)
     return sqrt(ss);
 }
 
+/* A step's update from the gradients' norm (the true one, unscaled), with fp16-mixed's
+ * GradScaler rule: inf/NaN gradients skip the update and halve the loss scale. */
+static void update(Run *r, rt_loop_state *s, double norm, double lr, int scaler)
+{
+    const rt_train_config *c = &r->c;
+    const rt_model *m = r->m;
+    if (scaler && !isfinite(norm)) {
+        s->loss_scale *= 0.5;
+        s->scale_growth = 0;
+        s->skipped++;
+        return;
+    }
+    /* clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is < 1; the unscaling
+     * (a power of two) goes into the same factor, exactly (optim.cuh's rt_clip_scale
+     * is the same arithmetic, where the GPU works the factor out itself) */
+    float coef = isnan(c->grad_clip) ? 1.0f : (float)(c->grad_clip / (norm + 1e-6));
+    int clip = coef < 1.0f;
+    float gs = (float)((clip ? (double)coef : 1.0) / s->loss_scale);
+    clip |= s->loss_scale != 1.0;
+    s->updates++;
+    if (r->gpu) {
+        rt_cu_optim_step(&r->e, c, m, dptr(r->e.params), dptr(r->e.grads), rt_cu_state(&r->e),
+                         s->updates, lr, gs, clip);
+        if (rt_zero_on()) {   /* zero1: each rank updated its shard: gather */
+            rt_nccl_gather_shards(&r->e, r->e.params, rt_zero_counts());
+            rt_cu_copy_params16(&r->e, m);
+        }
+    } else
+        rt_zero_optim_step(r->e.rt, c, m, r->params, r->grads, r->state, s->updates, lr, gs,
+                           clip);
+    if (scaler && ++s->scale_growth == c->ls_growth_interval) {
+        s->loss_scale *= 2.0;
+        s->scale_growth = 0;
+    }
+}
+
 /* cpu or cuda, per --device / train.device and what the trainer was built for; with
  * "auto", a GPU when there is one. */
 static int pick_gpu(const Run *r)
@@ -822,6 +858,12 @@ int rt_main(const rt_model *m, int argc, char **argv)
     s->es_best = c->es_mode == RT_MODE_MIN ? INFINITY : -INFINITY;
     int scaler = c->precision == RT_PREC_FP16;
     s->loss_scale = scaler ? c->ls_init : 1.0;
+    /* On one GPU without loss scaling, a step's update is queued before the host reads
+     * its loss: the kernel works out the clip factor from the norm on the device (the
+     * same arithmetic as below), so the host waits once a step, for the loss and the
+     * norm, while the GPU runs the update. Loss scaling (the step may be skipped) and
+     * several ranks (the loss and ZeRO's norm go through MPI) wait before it. */
+    int queued_update = r->gpu && !scaler && r->world == 1;
     s->best_val = INFINITY;
     s->best_mon = best_mode == RT_MODE_MIN ? INFINITY : -INFINITY;
     s->best_step = -1;
@@ -894,8 +936,10 @@ int rt_main(const rt_model *m, int argc, char **argv)
                 rt_cu_zero(&r->e, dptr(r->e.grads), m->param_floats);
             else
                 rt_zero_clear_grads(r->grads);
-            double step_loss = 0;
+            double step_loss = 0, norm = NAN;
             int64_t samples = 0;
+            int queued = 0;   /* the update is queued (queued_update) */
+            double lr = rt_lr_at(c, s->step, r->total_steps > 0 ? r->total_steps : 1);
             for (int64_t j = 0; j < k; j++) {
                 /* on a GPU the batch may have been fetched and its copy started during
                  * the previous pass */
@@ -924,9 +968,19 @@ int rt_main(const rt_model *m, int argc, char **argv)
                     if (r->ahead)
                         upload(r, r->ahead, r->slot, 0);
                 }
-                end_pass(r);
-                step_loss += r->e.loss_sum / (double)r->e.terms;
                 samples += rows;
+                if (queued_update && j == k - 1) {
+                    /* the sum of squares, the update, then one wait for the loss and it */
+                    rt_dptr ss = rt_cu_grad_sumsq_queue(&r->e, m, dptr(r->e.grads));
+                    rt_cu_step_queue(&r->e, ss);
+                    s->updates++;
+                    rt_cu_optim_step_clip(&r->e, c, m, dptr(r->e.params), dptr(r->e.grads),
+                                          rt_cu_state(&r->e), s->updates, lr, ss);
+                    norm = sqrt(rt_cu_step_wait(&r->e));
+                    queued = 1;
+                } else
+                    end_pass(r);
+                step_loss += r->e.loss_sum / (double)r->e.terms;
             }
             step_loss /= (double)k;
             double now_stop = 0;
@@ -946,42 +1000,17 @@ int rt_main(const rt_model *m, int argc, char **argv)
                 samples *= r->world;
             }
             if (!isfinite(step_loss)) {
+                /* (a queued update has run: a diverged run's weights are not saved) */
                 end = END_DIVERGED;
                 snprintf(why, sizeof why, "the training loss is %g at step %lld", step_loss,
                          (long long)s->step + 1);
                 break;
             }
-            /* the gradients hold loss_scale x the true ones (1 but in fp16-mixed) */
-            double norm = (r->gpu ? gpu_grad_norm(r) : rt_zero_grad_norm(r->e.rt, m, r->grads)) /
-                          s->loss_scale;
-            double lr = rt_lr_at(c, s->step, r->total_steps > 0 ? r->total_steps : 1);
-            if (scaler && !isfinite(norm)) {
-                /* GradScaler: inf/NaN gradients skip the update and halve the scale */
-                s->loss_scale *= 0.5;
-                s->scale_growth = 0;
-                s->skipped++;
-            } else {
-                /* clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is < 1; the
-                 * unscaling (a power of two) goes into the same factor, exactly */
-                float coef = isnan(c->grad_clip) ? 1.0f : (float)(c->grad_clip / (norm + 1e-6));
-                int clip = coef < 1.0f;
-                float gs = (float)((clip ? (double)coef : 1.0) / s->loss_scale);
-                clip |= s->loss_scale != 1.0;
-                s->updates++;
-                if (r->gpu) {
-                    rt_cu_optim_step(&r->e, c, m, dptr(r->e.params), dptr(r->e.grads),
-                                     rt_cu_state(&r->e), s->updates, lr, gs, clip);
-                    if (rt_zero_on()) {   /* zero1: each rank updated its shard: gather */
-                        rt_nccl_gather_shards(&r->e, r->e.params, rt_zero_counts());
-                        rt_cu_copy_params16(&r->e, m);
-                    }
-                } else
-                    rt_zero_optim_step(r->e.rt, c, m, r->params, r->grads, r->state, s->updates, lr,
-                                       gs, clip);
-                if (scaler && ++s->scale_growth == c->ls_growth_interval) {
-                    s->loss_scale *= 2.0;
-                    s->scale_growth = 0;
-                }
+            if (!queued) {
+                /* the gradients hold loss_scale x the true ones (1 but in fp16-mixed) */
+                norm = (r->gpu ? gpu_grad_norm(r) : rt_zero_grad_norm(r->e.rt, m, r->grads)) /
+                       s->loss_scale;
+                update(r, s, norm, lr, scaler);
             }
             s->batch += k;
             s->step++;

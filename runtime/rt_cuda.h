@@ -131,6 +131,11 @@ void rt_cu_upload_done(rt_exec *e);
  * add them into e->loss_sum and e->correct. */
 void rt_cu_begin_pass(rt_exec *e);
 void rt_cu_end_pass(rt_exec *e);
+/* a step's last pass ended without a wait: its statistics and the double at f64 (0:
+ * none) copied behind the queued work; rt_cu_step_wait waits for those copies, adds
+ * the statistics into e and returns the double (device_cuda.c) */
+void rt_cu_step_queue(rt_exec *e, rt_dptr f64);
+double rt_cu_step_wait(rt_exec *e);
 void rt_cu_zero(rt_exec *e, rt_dptr p, int64_t floats);
 void rt_cu_zero16(rt_exec *e, rt_dptr p, int64_t halves);
 
@@ -238,7 +243,16 @@ void rt_cu_optim_setup(rt_exec *e, const rt_train_config *c, const rt_model *m, 
                        int64_t hi);
 double rt_cu_grad_sumsq(rt_exec *e, const rt_model *m, rt_dptr grads);  /* synchronizes */
 double rt_cu_grad_norm(rt_exec *e, const rt_model *m, rt_dptr grads);   /* its square root */
+/* the sum of squares queued, not waited for: its device address (a double in scratch,
+ * valid until the next call that uses scratch; 0 when there are no parameters) */
+rt_dptr rt_cu_grad_sumsq_queue(rt_exec *e, const rt_model *m, rt_dptr grads);
 void rt_cu_optim_step(rt_exec *e, const rt_train_config *c, const rt_model *m, rt_dptr params,
                       rt_dptr grads, rt_dptr state, int64_t t, double lr, float gscale, int clip);
+/* the same step with clip_grad_norm_'s factor (c->grad_clip; loss scale 1) worked out
+ * by the kernel from the sum of squares at device address sumsq (rt_cu_grad_sumsq_queue):
+ * the step is queued without the host reading the norm */
+void rt_cu_optim_step_clip(rt_exec *e, const rt_train_config *c, const rt_model *m,
+                           rt_dptr params, rt_dptr grads, rt_dptr state, int64_t t, double lr,
+                           rt_dptr sumsq);
 
 #endif

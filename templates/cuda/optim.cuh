@@ -30,6 +30,16 @@ __device__ __forceinline__ void rt_adamw_elem(float &p, float &m, float &v, floa
     p = __fadd_rn(pk, __fmul_rn(-step_size, __fdiv_rn(m, denom)));
 }
 
+/* The gradients' scale with the clip factor worked out on the device from their sum of
+ * squares (loop.c's rule for clip_grad_norm_, in the same double arithmetic, so the
+ * same float): max_norm / (norm + 1e-6) where that is < 1, else 1; max_norm NaN: no
+ * clipping. The host then need not wait for the norm before it queues the update. */
+__device__ __forceinline__ float rt_clip_scale(double sumsq, double max_norm)
+{
+    const float coef = isnan(max_norm) ? 1.0f : (float)(max_norm / (sqrt(sumsq) + 1e-6));
+    return coef < 1.0f ? coef : 1.0f;
+}
+
 /* Launch: grid (chunks), 256 threads.
  *   m = b1 m + a1 g';  v = b2 v + a2 g'^2;  p = p * decay - step_size * m / (sqrt(v) / bc2_sqrt + eps)
  * with g' = g * gs and decay = 1 for tensors without weight decay. p, g: the parameter
@@ -37,13 +47,16 @@ __device__ __forceinline__ void rt_adamw_elem(float &p, float &m, float &v, floa
  * this rank's shard; else 0 and the whole region), which the chunks lie in. 16-byte
  * accesses when the chunk and all four arrays allow.
  * pc: with bf16-mixed, the parameters' act_t copy (the GEMMs' operands), rewritten
- * from the new p; NULL otherwise. */
+ * from the new p; NULL otherwise. sumsq: NULL, or the gradients' sum of squares on the
+ * device, and then gs = rt_clip_scale(*sumsq, max_norm). */
 extern "C" __global__ void __launch_bounds__(256)
 rt_adamw(float *p, act_t *pc, const float *g, float *m, float *v, int64_t slo,
-         const rt_opt_chunk *chunks, float gs, float decay, float b1, float b2, float a1, float a2,
-         float step_size, float bc2_sqrt, float eps)
+         const rt_opt_chunk *chunks, float gs, const double *sumsq, double max_norm, float decay,
+         float b1, float b2, float a1, float a2, float step_size, float bc2_sqrt, float eps)
 {
     rt_opt_chunk ck = chunks[blockIdx.x];
+    if (sumsq)
+        gs = rt_clip_scale(*sumsq, max_norm);
     float dec = ck.decay ? decay : 1.0f;
     p += ck.off, g += ck.off, m += ck.off - slo, v += ck.off - slo;
     if (pc)
@@ -95,12 +108,15 @@ __device__ __forceinline__ void rt_sgd_elem(float &p, float *buf, float g, float
  *   d = g * gs + wd * p (wd 0 for tensors without weight decay); buf updated as torch;
  *   p -= lr * (d, buf, or d + mom * buf)
  * buf (the momentum buffer, from element slo of the region as rt_adamw's m) is NULL
- * for mode 0. */
+ * for mode 0. sumsq, max_norm: as rt_adamw's. */
 extern "C" __global__ void __launch_bounds__(256)
 rt_sgd(float *p, act_t *pc, const float *g, float *buf, int64_t slo, const rt_opt_chunk *chunks,
-       float gs, float wd, float lr, float mom, int mode, int nesterov)
+       float gs, const double *sumsq, double max_norm, float wd, float lr, float mom, int mode,
+       int nesterov)
 {
     rt_opt_chunk ck = chunks[blockIdx.x];
+    if (sumsq)
+        gs = rt_clip_scale(*sumsq, max_norm);
     float w = ck.decay ? wd : 0.0f;
     p += ck.off, g += ck.off;
     float *b = buf ? buf + (ck.off - slo) : 0;

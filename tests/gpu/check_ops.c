@@ -967,6 +967,51 @@ static void t_optim(const fake_model *f, const char *label, rt_train_config *c, 
     free(g), free(norms), free(p), free(st), free(gp), free(gst), reset();
 }
 
+/* The update queued with the clip factor worked out on the device (rt_cu_optim_step_clip
+ * from rt_cu_grad_sumsq_queue, as loop.c runs a step on one GPU) against the host's rule
+ * on the same GPU norm (rt_cu_optim_step with loop.c's factor): the same bits, or the
+ * device's arithmetic is not the host's; and against optim.c as t_optim. */
+static void t_optim_clip(const fake_model *f, const char *label, rt_train_config *c,
+                         int64_t steps, double lr)
+{
+    const rt_model *m = &f->m;
+    int64_t np = m->param_floats, ns = rt_optim_state_parts(c) * np;
+    SHAPE("%s, clip at %g, %lld floats, %lld steps", label, c->grad_clip, (long long)np,
+          (long long)steps);
+    float *p = fvec(np), *st = fvec(ns);
+    float *dp = up(p, np * 4), *dp2 = up(p, np * 4), *dg = dalloc(np * 4);
+    float *dst = up(st, (ns ? ns : 1) * 4), *dst2 = up(st, (ns ? ns : 1) * 4);
+    rt_cu_optim_setup(G, c, m, 0, np);
+    int clipped = 0;
+    for (int64_t t = 1; t <= steps; t++) {
+        float *g = fvec(np);
+        upload(dg, g, np * 4);
+        /* loop.c's update(), loss scale 1, on the GPU's norm */
+        double norm = sqrt(rt_cu_grad_sumsq(G, m, (rt_dptr)(uintptr_t)dg));
+        float coef = isnan(c->grad_clip) ? 1.0f : (float)(c->grad_clip / (norm + 1e-6));
+        int clip = coef < 1.0f;
+        float gs = clip ? coef : 1.0f;
+        clipped += clip;
+        rt_optim_step_range(C.rt, c, m, 0, np, p, g, st, t, lr, gs, clip);
+        rt_cu_optim_step(G, c, m, (rt_dptr)(uintptr_t)dp, (rt_dptr)(uintptr_t)dg,
+                         (rt_dptr)(uintptr_t)dst, t, lr, gs, clip);
+        rt_dptr ss = rt_cu_grad_sumsq_queue(G, m, (rt_dptr)(uintptr_t)dg);
+        rt_cu_optim_step_clip(G, c, m, (rt_dptr)(uintptr_t)dp2, (rt_dptr)(uintptr_t)dg,
+                              (rt_dptr)(uintptr_t)dst2, t, lr, ss);
+        free(g);
+    }
+    if (clipped != (isnan(c->grad_clip) || c->grad_clip > 1e3 ? 0 : (int)steps))
+        report("clip on the device", INFINITY, 0.0, " (%d of %lld steps clipped)", clipped,
+               (long long)steps);
+    out_t o[2] = {{"params", p, {down(dp, np), down(dp2, np)}, np},
+                  {"state", st, {down(dst, ns), down(dst2, ns)}, ns}};
+    /* "differs between two GPU runs" here: the device's factor is not the host's */
+    judge("clip on the device", TOL_EW, o, ns ? 2 : 1);
+    if (!ns)
+        free(o[1].gpu[0]), free(o[1].gpu[1]);
+    free(p), free(st), reset();
+}
+
 static void t_optimizers(void)
 {
     /* odd sizes: chunks of 16384 with tails, offsets not multiples of 4, rank-1 tensors
@@ -995,6 +1040,17 @@ static void t_optimizers(void)
     t_optim(&mo, "sgd, momentum, a shard", &c, 3, 0.05, 1.0f, 0, 17, 50001);
     c.nesterov = 1;
     t_optim(&me, "sgd, nesterov", &c, 3, 0.05, 0.7f, 1, 0, -1);
+    /* the factor worked out on the device: clipping (the gradients' norm is ~ 100 here),
+     * a bound never reached, none; AdamW and SGD with momentum */
+    c.grad_clip = 1.0;
+    t_optim_clip(&mo, "sgd, momentum", &c, 3, 0.05);
+    c.opt = RT_OPT_ADAMW, c.weight_decay = 0.1, c.momentum = 0, c.nesterov = 0;
+    t_optim_clip(&mo, "adamw", &c, 3, 1e-3);
+    t_optim_clip(&me, "adamw, aligned", &c, 2, 1e-3);
+    c.grad_clip = 1e6;
+    t_optim_clip(&mo, "adamw", &c, 2, 1e-3);
+    c.grad_clip = NAN;
+    t_optim_clip(&mo, "adamw", &c, 2, 1e-3);
 }
 
 /* ---- the kernels' source -------------------------------------------------------------------- */
