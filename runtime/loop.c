@@ -862,8 +862,11 @@ int rt_main(const rt_model *m, int argc, char **argv)
      * its loss: the kernel works out the clip factor from the norm on the device (the
      * same arithmetic as below), so the host waits once a step, for the loss and the
      * norm, while the GPU runs the update. Loss scaling (the step may be skipped) and
-     * several ranks (the loss and ZeRO's norm go through MPI) wait before it. */
-    int queued_update = r->gpu && !scaler && r->world == 1;
+     * several ranks (the loss and ZeRO's norm go through MPI) wait before it.
+     * TRAINC_QUEUED_UPDATE=0: the old order everywhere (to measure what this is worth;
+     * the numbers are the same). */
+    const char *qu = getenv("TRAINC_QUEUED_UPDATE");
+    int queued_update = r->gpu && !scaler && r->world == 1 && !(qu && strcmp(qu, "0") == 0);
     s->best_val = INFINITY;
     s->best_mon = best_mode == RT_MODE_MIN ? INFINITY : -INFINITY;
     s->best_step = -1;

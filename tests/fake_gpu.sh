@@ -28,6 +28,8 @@
 #     GEMMs on 16-bit operands in the fake cuBLASLt, fp32 master weights): against the
 #     CPU's fp32 run, the first loss within 1e-3, the final within 2e-2; on the CPU the
 #     fp32 trainer's bits; resume bit-identical; a run-time --set precision=fp32 refused;
+#   - the update queued before the loss is read (grad_clip's factor worked out on the
+#     device) against the host's old order (TRAINC_QUEUED_UPDATE=0): bit-identical;
 # tests/gpu/check_ops (every kernel against its CPU twin) through the real device layer;
 # and a GPU too small for the model is "out of GPU memory", exit 2.
 # By hand, after a run of this script: LD_LIBRARY_PATH=build/tests/fake_gpu/lib
@@ -85,9 +87,9 @@ if kind == "close":
 else:
     strip = lambda rs: [{k: v for k, v in r.items() if k not in ("time_s", "samples_per_s", "tokens_per_s")}
                         for r in rs if "event" not in r]
-    assert strip(ra) == strip(rb), "the resumed run's records differ"
+    assert strip(ra) == strip(rb), "the records differ"
     assert open(a + "/model.safetensors", "rb").read() == open(b + "/model.safetensors", "rb").read(), \
-        "the resumed run's weights differ"
+        "the weights differ"
     print("%d records and the weights bit-identical" % len(strip(ra)))
 PY
 }
@@ -286,6 +288,25 @@ for k in rt_bias_act rt_dgelu rt_colsum_part; do
 done
 r=$(compare same "$d/$m.epi" "$d/$m.noepi")
 echo "ok   $m: GEMM epilogues in cuBLASLt vs the GEMMs + kernels (launches without -> with: $ran): $r"
+
+# one host wait a step: the update queued before the loss is read, grad_clip's factor
+# worked out by the optimizer kernel from the norm on the device, against the old order
+# (TRAINC_QUEUED_UPDATE=0: the host reads the norm, then queues the update with its
+# factor): the same bits, clipping on every step (grad_clip 0.05) and with accumulate 2;
+# the trace shows the update queued right behind the norm's sum, before any wait
+m=mlp_fashion
+O=(--set log_every=1 --threads 1 --quiet --set max_steps=12 --set grad_clip=0.05
+   --set validate.every_steps=6 --set validate.batches=1)
+for acc in 1 2; do
+    TRAINC_FAKE_GPU_TRACE=1 gpu "$d/$m" --device cuda "${O[@]}" --set accumulate=$acc --out "$d/$m.queued$acc" 2>"$d/$m.queued$acc.log"
+    TRAINC_FAKE_GPU_TRACE=1 TRAINC_QUEUED_UPDATE=0 gpu "$d/$m" --device cuda "${O[@]}" --set accumulate=$acc --out "$d/$m.host$acc" 2>"$d/$m.host$acc.log"
+    q=$(grep -A1 "launch rt_sum_f64" "$d/$m.queued$acc.log" | grep -c "launch rt_adamw" || true)
+    h=$(grep -A1 "launch rt_sum_f64" "$d/$m.host$acc.log" | grep -c "launch rt_adamw" || true)
+    [ "$q" = 12 ] && [ "$h" = 0 ] ||
+        { echo "FAIL: accumulate $acc: update queued behind the norm in $q steps (want 12), $h without (want 0)"; exit 1; }
+    r=$(compare same "$d/$m.host$acc" "$d/$m.queued$acc")
+    echo "ok   $m, accumulate $acc: the update queued with the clip factor worked out on the GPU vs after the host's norm: $r"
+done
 
 # loader.on_gpu: the arrays kept in GPU memory (auto takes them here, the fake GPU has
 # 16 GB) and batches gathered there from their sample indices give the bits of batches

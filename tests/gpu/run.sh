@@ -125,18 +125,19 @@ np.save("/tmp/devpack/data/wide/train_y.npy", np.sin(x @ w).astype(np.float32))
 PY
     WX=(--set data.train.x=$D/data/wide/train_x.npy --set data.train.y=$D/data/wide/train_y.npy)
     torch_side() { [ "$WHAT" = trainc ] || python3 "$ROOT/bench/gpu_torch.py" "$@"; }
-    bench() {   # bench NAME BATCH DATA...: trainc on the GPU, one JSON line
+    bench() {   # [BENV=VAR=VALUE] bench NAME BATCH DATA...: trainc on the GPU, one JSON line
         local name=$1 B=$2; shift 2
-        local t0; t0=$(date +%s.%N)
-        "$S/$name" --device cuda --out "$D/b.$name.$B" "$@" --set batch_size=$B --set max_steps=300 --set epochs=100000 \
+        local t0 o=$D/b.$name.$B${BENV:+.env}; t0=$(date +%s.%N)
+        env ${BENV:-} "$S/$name" --device cuda --out "$o" "$@" --set batch_size=$B --set max_steps=300 --set epochs=100000 \
             --set log_every=10 --set data.val=null --quiet 2>>"$OUT/runs.log"
-        python3 - "$D/b.$name.$B/metrics.jsonl" "$name" "$B" "$t0" <<'PY'
+        python3 - "$o/metrics.jsonl" "$name" "$B" "$t0" "${BENV:-}" <<'PY'
 import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1])]
 start = recs[0]; train = [r for r in recs if "samples_per_s" in r]
 mem = [r for r in recs if r.get("event") == "device_memory"]
 sps = sum(r["samples_per_s"] for r in train[3:]) / max(1, len(train[3:]))
-print(json.dumps({"model": sys.argv[2], "batch": int(sys.argv[3]), "impl": "trainc+fp32",
+impl = "trainc+fp32" + (f" ({sys.argv[5]})" if sys.argv[5] else "")
+print(json.dumps({"model": sys.argv[2], "batch": int(sys.argv[3]), "impl": impl,
                   "samples_per_s": round(sps, 1), "device_bytes": start.get("device_bytes"),
                   "used_bytes": mem[0]["used_bytes"] if mem else None,
                   "first_step_s": train[0]["time_s"] if train else None, "kernels": start.get("kernels")}))
@@ -148,6 +149,10 @@ PY
             bench cnn_fashion $B "${FX[@]}"; torch_side cnn $B
         done
         bench wide_mlp 65536 "${WX[@]}"; torch_side wide 65536
+        # the host's two waits a step (the old order) against one: what queuing the
+        # update before the loss is read is worth where launches dominate
+        BENV=TRAINC_QUEUED_UPDATE=0 bench mlp_fashion 64 "${FX[@]}"
+        BENV=TRAINC_QUEUED_UPDATE=0 bench wide_mlp 65536 "${WX[@]}"
     } 2>>"$OUT/runs.log" | tee "$OUT/bench.jsonl"
 fi
 cp "$OUT/summary.txt" "$OUT/summary.txt" 2>/dev/null
