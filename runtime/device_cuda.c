@@ -714,16 +714,6 @@ void rt_cu_begin_pass(rt_exec *e)
     e->terms = 0;
 }
 
-/* Waits for the pass and adds the device's loss sum and correct count into e. */
-void rt_cu_end_pass(rt_exec *e)
-{
-    rt_cu *d = dev_of(e);
-    CU(p_cuMemcpyDtoHAsync(d->stats_host, d->stats, sizeof(rt_cu_stat), d->compute));
-    cu_wait(d, d->compute);
-    e->loss_sum += d->stats_host->loss_sum;
-    e->correct += (int64_t)d->stats_host->correct;
-}
-
 /* The end of a step's last pass without waiting for it: its statistics and the double
  * at f64 (the gradients' sum of squares; 0: none) are copied to pinned host memory
  * behind the work queued so far, and an event marks the copies done. The host then
@@ -739,8 +729,8 @@ void rt_cu_step_queue(rt_exec *e, rt_dptr f64)
     CU(p_cuEventRecord(d->step_ev, d->compute));
 }
 
-/* Waits for rt_cu_step_queue's copies, adds the statistics into e (as rt_cu_end_pass)
- * and returns the double. */
+/* Waits for rt_cu_step_queue's copies (the event follows all the work queued before
+ * them), adds the statistics into e and returns the double. */
 double rt_cu_step_wait(rt_exec *e)
 {
     rt_cu *d = dev_of(e);
@@ -751,6 +741,13 @@ double rt_cu_step_wait(rt_exec *e)
     e->loss_sum += d->stats_host->loss_sum;
     e->correct += (int64_t)d->stats_host->correct;
     return *d->f64_host;
+}
+
+/* Waits for the pass and adds the device's loss sum and correct count into e. */
+void rt_cu_end_pass(rt_exec *e)
+{
+    rt_cu_step_queue(e, 0);
+    rt_cu_step_wait(e);
 }
 
 void rt_cu_zero(rt_exec *e, rt_dptr p, int64_t floats)
