@@ -344,8 +344,14 @@ static void lower_node(Program *p, Node *nd)
         }
         reads(a, pred);
         reads(a, t);
-        if (!p->eval)
+        if (!p->eval) {
             writes(a, nd->out2);
+            /* the logits' gradient may take the logits' storage (rt_cross_entropy writes
+             * each logit after reading it, z[target] first), so the two [B, T, vocab]
+             * buffers of a language model are one: memplan decides */
+            if (nd->loss == LOSS_CROSS_ENTROPY)
+                a->inplace = pred;
+        }
         return;
     }
     case N_EMBEDDING: {

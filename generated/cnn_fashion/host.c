@@ -39,7 +39,7 @@ static void forward(rt_exec *e, int train)
     const float *P_9_bias = e->params + 206912;
     float *linear_9 = ACT(169856);
     const int32_t *in_y = (const int32_t *)e->in[1];
-    float *d_linear_9 = ACT(169904);
+    float *d_linear_9 = ACT(169856);
 
     /* $.model.inputs.x: input to f32 */
     rt_launch(e, "k0", k0, e->B * 784, 2, (void *[]){&in_x, &x_f32});
@@ -70,7 +70,7 @@ static void forward(rt_exec *e, int train)
 /* The backward pass: activation gradients written, parameter gradients accumulated. */
 static void backward(rt_exec *e)
 {
-    const float *d_linear_9 = ACT(169904);
+    const float *d_linear_9 = ACT(169856);
     const float *P_9_weight = e->params + 205632;
     float *d_relu_8 = ACT(175616);
     const float *relu_8 = ACT(169344);
@@ -281,7 +281,7 @@ const rt_model trainc_model = {
     .n_inputs = 2,
     .inputs = inputs,
     .arena_row_bytes = 203840,
-    .noreuse_row_bytes = 738080,
+    .noreuse_row_bytes = 738032,
     .eval_arena_row_bytes = 137984,
     .flops_per_sample = 7402792,
     .loss = RT_LOSS_CROSS_ENTROPY,

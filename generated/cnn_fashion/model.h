@@ -2,7 +2,7 @@
  *
  * The memory plan for training (forward and backward): activations, their
  * gradients and scratch buffers.
- * One arena of Bmax * 203840 bytes (without reuse: Bmax * 738080; the most live at
+ * One arena of Bmax * 203840 bytes (without reuse: Bmax * 738032; the most live at
  * once: Bmax * 203840). A buffer's byte offset is Bmax * its offset below, so any
  * batch size fits the same plan.
  *
@@ -13,8 +13,7 @@
  *   0           25088        8-30   relu_4                      [B, 32, 14, 14]  relu
  *   163072      6272        10-24   maxpool_5                   [B, 32, 7, 7]  maxpool2d output
  *   169344      512         11-22   relu_8                      [B, 128]  relu
- *   169856      48          14-16   linear_9                    [B, 10]  linear output
- *   169904      48          16-18   d_linear_9                  [B, 10]  d(loss)/d(prediction), written by the loss
+ *   169856      48          14-18   linear_9                    [B, 10]  linear output
  *   175616      512         17-24   d_relu_8                    [B, 128]  gradient
  *   169344      6272        23-28   d_flatten_6                 [B, 1568]  gradient
  *   25088       25088       28-30   d_relu_4                    [B, 32, 14, 14]  gradient
@@ -29,6 +28,7 @@
  *   0           112896      36-37   dcol_d_conv_3               [B, 28224]  column gradients [C*k*k, B*OH*OW]
  *   50176       50176       40-44   gemm_d_conv_0               [B, 12544]  gradient in GEMM layout [out, B*OH*OW]
  *   0           28224       43-44   col_d_conv_0                [B, 7056]  im2col columns, recomputed [C*k*k, B*OH*OW]
+ *   (in place)  -                   d_linear_9                  [B, 10]  written over linear_9
  *   (in place)  -                   d_linear_7                  [B, 128]  written over d_relu_8
  *
  * The plan for validation (forward only, no gradients), in the same memory.

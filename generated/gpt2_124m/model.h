@@ -2,238 +2,238 @@
  *
  * The memory plan for training (forward and backward): activations, their
  * gradients and scratch buffers.
- * One arena of Bmax * 511782912 bytes (without reuse: Bmax * 703672320; the most live at
- * once: Bmax * 511782912). A buffer's byte offset is Bmax * its offset below, so any
+ * One arena of Bmax * 410429440 bytes (without reuse: Bmax * 600745984; the most live at
+ * once: Bmax * 410429440). A buffer's byte offset is Bmax * its offset below, so any
  * batch size fits the same plan.
  * bf16-mixed: the GPU's plan, activations in bf16 (2 bytes), the saved
  * statistics marked (fp32) in fp32; the CPU runs it at twice the offsets.
  *
  *   offset      bytes/row  live     buffer                      shape
- *   413470720   1572864      0-534  embedding_wte               [B, 1024, 768]  embedding rows
- *   415043584   1572864      2-530  layernorm_h_0_ln_1          [B, 1024, 768]  layernorm output
- *   511578112   4096         2-534  ln_mean_h_0_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   511582208   4096         2-534  ln_rstd_h_0_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   356847616   4718592      3-528  qkv_h_0_attn                [B, 1024, 2304]  q, k, v side by side
- *   510988288   49152        5-528  lse_h_0_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
- *   416616448   1572864      5-528  attn_y_h_0_attn             [B, 1024, 768]  attention heads' outputs
- *   418189312   1572864      6-519  residual_attn_out_h_0_attn  [B, 1024, 768]  x + body(x)
- *   419762176   1572864      9-515  layernorm_h_0_ln_2          [B, 1024, 768]  layernorm output
- *   511586304   4096         9-519  ln_mean_h_0_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   511590400   4096         9-519  ln_rstd_h_0_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   205852672   6291456     10-513  linear_h_0_fc               [B, 1024, 3072]  linear output
- *   212144128   6291456     10-509  gelu_h_0_2                  [B, 1024, 3072]  gelu
- *   421335040   1572864     13-504  residual_linear_h_0_proj    [B, 1024, 768]  x + body(x)
- *   422907904   1572864     16-500  layernorm_h_1_ln_1          [B, 1024, 768]  layernorm output
- *   511594496   4096        16-504  ln_mean_h_1_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   511598592   4096        16-504  ln_rstd_h_1_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   361566208   4718592     17-498  qkv_h_1_attn                [B, 1024, 2304]  q, k, v side by side
- *   511037440   49152       19-498  lse_h_1_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
- *   424480768   1572864     19-498  attn_y_h_1_attn             [B, 1024, 768]  attention heads' outputs
- *   426053632   1572864     20-489  residual_attn_out_h_1_attn  [B, 1024, 768]  x + body(x)
- *   427626496   1572864     23-485  layernorm_h_1_ln_2          [B, 1024, 768]  layernorm output
- *   511602688   4096        23-489  ln_mean_h_1_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   511606784   4096        23-489  ln_rstd_h_1_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   218435584   6291456     24-483  linear_h_1_fc               [B, 1024, 3072]  linear output
- *   224727040   6291456     24-479  gelu_h_1_2                  [B, 1024, 3072]  gelu
- *   429199360   1572864     27-474  residual_linear_h_1_proj    [B, 1024, 768]  x + body(x)
- *   430772224   1572864     30-470  layernorm_h_2_ln_1          [B, 1024, 768]  layernorm output
- *   511610880   4096        30-474  ln_mean_h_2_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   511614976   4096        30-474  ln_rstd_h_2_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   366284800   4718592     31-468  qkv_h_2_attn                [B, 1024, 2304]  q, k, v side by side
- *   511086592   49152       33-468  lse_h_2_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
- *   432345088   1572864     33-468  attn_y_h_2_attn             [B, 1024, 768]  attention heads' outputs
- *   433917952   1572864     34-459  residual_attn_out_h_2_attn  [B, 1024, 768]  x + body(x)
- *   435490816   1572864     37-455  layernorm_h_2_ln_2          [B, 1024, 768]  layernorm output
- *   511619072   4096        37-459  ln_mean_h_2_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   511623168   4096        37-459  ln_rstd_h_2_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   231018496   6291456     38-453  linear_h_2_fc               [B, 1024, 3072]  linear output
- *   237309952   6291456     38-449  gelu_h_2_2                  [B, 1024, 3072]  gelu
- *   437063680   1572864     41-444  residual_linear_h_2_proj    [B, 1024, 768]  x + body(x)
- *   438636544   1572864     44-440  layernorm_h_3_ln_1          [B, 1024, 768]  layernorm output
- *   511627264   4096        44-444  ln_mean_h_3_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   511631360   4096        44-444  ln_rstd_h_3_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   371003392   4718592     45-438  qkv_h_3_attn                [B, 1024, 2304]  q, k, v side by side
- *   511135744   49152       47-438  lse_h_3_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
- *   440209408   1572864     47-438  attn_y_h_3_attn             [B, 1024, 768]  attention heads' outputs
- *   441782272   1572864     48-429  residual_attn_out_h_3_attn  [B, 1024, 768]  x + body(x)
- *   443355136   1572864     51-425  layernorm_h_3_ln_2          [B, 1024, 768]  layernorm output
- *   511635456   4096        51-429  ln_mean_h_3_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   511639552   4096        51-429  ln_rstd_h_3_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   243601408   6291456     52-423  linear_h_3_fc               [B, 1024, 3072]  linear output
- *   249892864   6291456     52-419  gelu_h_3_2                  [B, 1024, 3072]  gelu
- *   444928000   1572864     55-414  residual_linear_h_3_proj    [B, 1024, 768]  x + body(x)
- *   446500864   1572864     58-410  layernorm_h_4_ln_1          [B, 1024, 768]  layernorm output
- *   511643648   4096        58-414  ln_mean_h_4_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   511647744   4096        58-414  ln_rstd_h_4_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   375721984   4718592     59-408  qkv_h_4_attn                [B, 1024, 2304]  q, k, v side by side
- *   511184896   49152       61-408  lse_h_4_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
- *   448073728   1572864     61-408  attn_y_h_4_attn             [B, 1024, 768]  attention heads' outputs
- *   449646592   1572864     62-399  residual_attn_out_h_4_attn  [B, 1024, 768]  x + body(x)
- *   451219456   1572864     65-395  layernorm_h_4_ln_2          [B, 1024, 768]  layernorm output
- *   511651840   4096        65-399  ln_mean_h_4_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   511655936   4096        65-399  ln_rstd_h_4_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   256184320   6291456     66-393  linear_h_4_fc               [B, 1024, 3072]  linear output
- *   262475776   6291456     66-389  gelu_h_4_2                  [B, 1024, 3072]  gelu
- *   452792320   1572864     69-384  residual_linear_h_4_proj    [B, 1024, 768]  x + body(x)
- *   454365184   1572864     72-380  layernorm_h_5_ln_1          [B, 1024, 768]  layernorm output
- *   511660032   4096        72-384  ln_mean_h_5_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   511664128   4096        72-384  ln_rstd_h_5_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   380440576   4718592     73-378  qkv_h_5_attn                [B, 1024, 2304]  q, k, v side by side
- *   511234048   49152       75-378  lse_h_5_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
- *   455938048   1572864     75-378  attn_y_h_5_attn             [B, 1024, 768]  attention heads' outputs
- *   457510912   1572864     76-369  residual_attn_out_h_5_attn  [B, 1024, 768]  x + body(x)
- *   459083776   1572864     79-365  layernorm_h_5_ln_2          [B, 1024, 768]  layernorm output
- *   511668224   4096        79-369  ln_mean_h_5_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   511672320   4096        79-369  ln_rstd_h_5_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   268767232   6291456     80-363  linear_h_5_fc               [B, 1024, 3072]  linear output
- *   275058688   6291456     80-359  gelu_h_5_2                  [B, 1024, 3072]  gelu
- *   460656640   1572864     83-354  residual_linear_h_5_proj    [B, 1024, 768]  x + body(x)
- *   462229504   1572864     86-350  layernorm_h_6_ln_1          [B, 1024, 768]  layernorm output
- *   511676416   4096        86-354  ln_mean_h_6_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   511680512   4096        86-354  ln_rstd_h_6_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   385159168   4718592     87-348  qkv_h_6_attn                [B, 1024, 2304]  q, k, v side by side
- *   511283200   49152       89-348  lse_h_6_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
- *   463802368   1572864     89-348  attn_y_h_6_attn             [B, 1024, 768]  attention heads' outputs
- *   465375232   1572864     90-339  residual_attn_out_h_6_attn  [B, 1024, 768]  x + body(x)
- *   466948096   1572864     93-335  layernorm_h_6_ln_2          [B, 1024, 768]  layernorm output
- *   511684608   4096        93-339  ln_mean_h_6_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   511688704   4096        93-339  ln_rstd_h_6_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   281350144   6291456     94-333  linear_h_6_fc               [B, 1024, 3072]  linear output
- *   287641600   6291456     94-329  gelu_h_6_2                  [B, 1024, 3072]  gelu
- *   468520960   1572864     97-324  residual_linear_h_6_proj    [B, 1024, 768]  x + body(x)
- *   470093824   1572864    100-320  layernorm_h_7_ln_1          [B, 1024, 768]  layernorm output
- *   511692800   4096       100-324  ln_mean_h_7_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   511696896   4096       100-324  ln_rstd_h_7_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   389877760   4718592    101-318  qkv_h_7_attn                [B, 1024, 2304]  q, k, v side by side
- *   511332352   49152      103-318  lse_h_7_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
- *   471666688   1572864    103-318  attn_y_h_7_attn             [B, 1024, 768]  attention heads' outputs
- *   473239552   1572864    104-309  residual_attn_out_h_7_attn  [B, 1024, 768]  x + body(x)
- *   474812416   1572864    107-305  layernorm_h_7_ln_2          [B, 1024, 768]  layernorm output
- *   511700992   4096       107-309  ln_mean_h_7_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   511705088   4096       107-309  ln_rstd_h_7_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   293933056   6291456    108-303  linear_h_7_fc               [B, 1024, 3072]  linear output
- *   300224512   6291456    108-299  gelu_h_7_2                  [B, 1024, 3072]  gelu
- *   476385280   1572864    111-294  residual_linear_h_7_proj    [B, 1024, 768]  x + body(x)
- *   477958144   1572864    114-290  layernorm_h_8_ln_1          [B, 1024, 768]  layernorm output
- *   511709184   4096       114-294  ln_mean_h_8_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   511713280   4096       114-294  ln_rstd_h_8_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   394596352   4718592    115-288  qkv_h_8_attn                [B, 1024, 2304]  q, k, v side by side
- *   511381504   49152      117-288  lse_h_8_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
- *   479531008   1572864    117-288  attn_y_h_8_attn             [B, 1024, 768]  attention heads' outputs
- *   481103872   1572864    118-279  residual_attn_out_h_8_attn  [B, 1024, 768]  x + body(x)
- *   482676736   1572864    121-275  layernorm_h_8_ln_2          [B, 1024, 768]  layernorm output
- *   511717376   4096       121-279  ln_mean_h_8_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   511721472   4096       121-279  ln_rstd_h_8_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   306515968   6291456    122-273  linear_h_8_fc               [B, 1024, 3072]  linear output
- *   312807424   6291456    122-269  gelu_h_8_2                  [B, 1024, 3072]  gelu
- *   484249600   1572864    125-264  residual_linear_h_8_proj    [B, 1024, 768]  x + body(x)
- *   485822464   1572864    128-260  layernorm_h_9_ln_1          [B, 1024, 768]  layernorm output
- *   511725568   4096       128-264  ln_mean_h_9_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   511729664   4096       128-264  ln_rstd_h_9_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   399314944   4718592    129-258  qkv_h_9_attn                [B, 1024, 2304]  q, k, v side by side
- *   511430656   49152      131-258  lse_h_9_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
- *   487395328   1572864    131-258  attn_y_h_9_attn             [B, 1024, 768]  attention heads' outputs
- *   488968192   1572864    132-249  residual_attn_out_h_9_attn  [B, 1024, 768]  x + body(x)
- *   490541056   1572864    135-245  layernorm_h_9_ln_2          [B, 1024, 768]  layernorm output
- *   511733760   4096       135-249  ln_mean_h_9_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   511737856   4096       135-249  ln_rstd_h_9_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   319098880   6291456    136-243  linear_h_9_fc               [B, 1024, 3072]  linear output
- *   325390336   6291456    136-239  gelu_h_9_2                  [B, 1024, 3072]  gelu
- *   492113920   1572864    139-234  residual_linear_h_9_proj    [B, 1024, 768]  x + body(x)
- *   493686784   1572864    142-230  layernorm_h_10_ln_1         [B, 1024, 768]  layernorm output
- *   511741952   4096       142-234  ln_mean_h_10_ln_1           [B, 1024]  layernorm mean, saved for backward (fp32)
- *   511746048   4096       142-234  ln_rstd_h_10_ln_1           [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   404033536   4718592    143-228  qkv_h_10_attn               [B, 1024, 2304]  q, k, v side by side
- *   511479808   49152      145-228  lse_h_10_attn               [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
- *   495259648   1572864    145-228  attn_y_h_10_attn            [B, 1024, 768]  attention heads' outputs
- *   496832512   1572864    146-219  residual_attn_out_h_10_attn  [B, 1024, 768]  x + body(x)
- *   498405376   1572864    149-215  layernorm_h_10_ln_2         [B, 1024, 768]  layernorm output
- *   511750144   4096       149-219  ln_mean_h_10_ln_2           [B, 1024]  layernorm mean, saved for backward (fp32)
- *   511754240   4096       149-219  ln_rstd_h_10_ln_2           [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   331681792   6291456    150-213  linear_h_10_fc              [B, 1024, 3072]  linear output
- *   337973248   6291456    150-209  gelu_h_10_2                 [B, 1024, 3072]  gelu
- *   499978240   1572864    153-204  residual_linear_h_10_proj   [B, 1024, 768]  x + body(x)
- *   501551104   1572864    156-200  layernorm_h_11_ln_1         [B, 1024, 768]  layernorm output
- *   511758336   4096       156-204  ln_mean_h_11_ln_1           [B, 1024]  layernorm mean, saved for backward (fp32)
- *   511762432   4096       156-204  ln_rstd_h_11_ln_1           [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   408752128   4718592    157-198  qkv_h_11_attn               [B, 1024, 2304]  q, k, v side by side
- *   511528960   49152      159-198  lse_h_11_attn               [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
- *   503123968   1572864    159-198  attn_y_h_11_attn            [B, 1024, 768]  attention heads' outputs
- *   504696832   1572864    160-189  residual_attn_out_h_11_attn  [B, 1024, 768]  x + body(x)
- *   506269696   1572864    163-185  layernorm_h_11_ln_2         [B, 1024, 768]  layernorm output
- *   511766528   4096       163-189  ln_mean_h_11_ln_2           [B, 1024]  layernorm mean, saved for backward (fp32)
- *   511770624   4096       163-189  ln_rstd_h_11_ln_2           [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   344264704   6291456    164-183  linear_h_11_fc              [B, 1024, 3072]  linear output
- *   350556160   6291456    164-179  gelu_h_11_2                 [B, 1024, 3072]  gelu
- *   507842560   1572864    167-175  residual_linear_h_11_proj   [B, 1024, 768]  x + body(x)
- *   509415424   1572864    170-174  layernorm_ln_f              [B, 1024, 768]  layernorm output
- *   511774720   4096       170-175  ln_mean_ln_f                [B, 1024]  layernorm mean, saved for backward (fp32)
- *   511778816   4096       170-175  ln_rstd_ln_f                [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   0           102926336  171-172  linear_lm_head              [B, 1024, 50257]  linear output
- *   102926336   102926336  172-174  d_linear_lm_head            [B, 1024, 50257]  d(loss)/d(prediction), written by the loss
- *   0           1572864    173-175  d_layernorm_ln_f            [B, 1024, 768]  gradient
- *   6291456     1572864    175-540  d_residual_linear_h_11_proj  [B, 1024, 768]  gradient
+ *   310544384   1572864      0-534  embedding_wte               [B, 1024, 768]  embedding rows
+ *   312117248   1572864      2-530  layernorm_h_0_ln_1          [B, 1024, 768]  layernorm output
+ *   410224640   4096         2-534  ln_mean_h_0_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410228736   4096         2-534  ln_rstd_h_0_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   253921280   4718592      3-528  qkv_h_0_attn                [B, 1024, 2304]  q, k, v side by side
+ *   409634816   49152        5-528  lse_h_0_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
+ *   313690112   1572864      5-528  attn_y_h_0_attn             [B, 1024, 768]  attention heads' outputs
+ *   315262976   1572864      6-519  residual_attn_out_h_0_attn  [B, 1024, 768]  x + body(x)
+ *   316835840   1572864      9-515  layernorm_h_0_ln_2          [B, 1024, 768]  layernorm output
+ *   410232832   4096         9-519  ln_mean_h_0_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410236928   4096         9-519  ln_rstd_h_0_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   102926336   6291456     10-513  linear_h_0_fc               [B, 1024, 3072]  linear output
+ *   109217792   6291456     10-509  gelu_h_0_2                  [B, 1024, 3072]  gelu
+ *   318408704   1572864     13-504  residual_linear_h_0_proj    [B, 1024, 768]  x + body(x)
+ *   319981568   1572864     16-500  layernorm_h_1_ln_1          [B, 1024, 768]  layernorm output
+ *   410241024   4096        16-504  ln_mean_h_1_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410245120   4096        16-504  ln_rstd_h_1_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   258639872   4718592     17-498  qkv_h_1_attn                [B, 1024, 2304]  q, k, v side by side
+ *   409683968   49152       19-498  lse_h_1_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
+ *   321554432   1572864     19-498  attn_y_h_1_attn             [B, 1024, 768]  attention heads' outputs
+ *   323127296   1572864     20-489  residual_attn_out_h_1_attn  [B, 1024, 768]  x + body(x)
+ *   324700160   1572864     23-485  layernorm_h_1_ln_2          [B, 1024, 768]  layernorm output
+ *   410249216   4096        23-489  ln_mean_h_1_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410253312   4096        23-489  ln_rstd_h_1_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   115509248   6291456     24-483  linear_h_1_fc               [B, 1024, 3072]  linear output
+ *   121800704   6291456     24-479  gelu_h_1_2                  [B, 1024, 3072]  gelu
+ *   326273024   1572864     27-474  residual_linear_h_1_proj    [B, 1024, 768]  x + body(x)
+ *   327845888   1572864     30-470  layernorm_h_2_ln_1          [B, 1024, 768]  layernorm output
+ *   410257408   4096        30-474  ln_mean_h_2_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410261504   4096        30-474  ln_rstd_h_2_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   263358464   4718592     31-468  qkv_h_2_attn                [B, 1024, 2304]  q, k, v side by side
+ *   409733120   49152       33-468  lse_h_2_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
+ *   329418752   1572864     33-468  attn_y_h_2_attn             [B, 1024, 768]  attention heads' outputs
+ *   330991616   1572864     34-459  residual_attn_out_h_2_attn  [B, 1024, 768]  x + body(x)
+ *   332564480   1572864     37-455  layernorm_h_2_ln_2          [B, 1024, 768]  layernorm output
+ *   410265600   4096        37-459  ln_mean_h_2_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410269696   4096        37-459  ln_rstd_h_2_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   128092160   6291456     38-453  linear_h_2_fc               [B, 1024, 3072]  linear output
+ *   134383616   6291456     38-449  gelu_h_2_2                  [B, 1024, 3072]  gelu
+ *   334137344   1572864     41-444  residual_linear_h_2_proj    [B, 1024, 768]  x + body(x)
+ *   335710208   1572864     44-440  layernorm_h_3_ln_1          [B, 1024, 768]  layernorm output
+ *   410273792   4096        44-444  ln_mean_h_3_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410277888   4096        44-444  ln_rstd_h_3_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   268077056   4718592     45-438  qkv_h_3_attn                [B, 1024, 2304]  q, k, v side by side
+ *   409782272   49152       47-438  lse_h_3_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
+ *   337283072   1572864     47-438  attn_y_h_3_attn             [B, 1024, 768]  attention heads' outputs
+ *   338855936   1572864     48-429  residual_attn_out_h_3_attn  [B, 1024, 768]  x + body(x)
+ *   340428800   1572864     51-425  layernorm_h_3_ln_2          [B, 1024, 768]  layernorm output
+ *   410281984   4096        51-429  ln_mean_h_3_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410286080   4096        51-429  ln_rstd_h_3_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   140675072   6291456     52-423  linear_h_3_fc               [B, 1024, 3072]  linear output
+ *   146966528   6291456     52-419  gelu_h_3_2                  [B, 1024, 3072]  gelu
+ *   342001664   1572864     55-414  residual_linear_h_3_proj    [B, 1024, 768]  x + body(x)
+ *   343574528   1572864     58-410  layernorm_h_4_ln_1          [B, 1024, 768]  layernorm output
+ *   410290176   4096        58-414  ln_mean_h_4_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410294272   4096        58-414  ln_rstd_h_4_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   272795648   4718592     59-408  qkv_h_4_attn                [B, 1024, 2304]  q, k, v side by side
+ *   409831424   49152       61-408  lse_h_4_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
+ *   345147392   1572864     61-408  attn_y_h_4_attn             [B, 1024, 768]  attention heads' outputs
+ *   346720256   1572864     62-399  residual_attn_out_h_4_attn  [B, 1024, 768]  x + body(x)
+ *   348293120   1572864     65-395  layernorm_h_4_ln_2          [B, 1024, 768]  layernorm output
+ *   410298368   4096        65-399  ln_mean_h_4_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410302464   4096        65-399  ln_rstd_h_4_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   153257984   6291456     66-393  linear_h_4_fc               [B, 1024, 3072]  linear output
+ *   159549440   6291456     66-389  gelu_h_4_2                  [B, 1024, 3072]  gelu
+ *   349865984   1572864     69-384  residual_linear_h_4_proj    [B, 1024, 768]  x + body(x)
+ *   351438848   1572864     72-380  layernorm_h_5_ln_1          [B, 1024, 768]  layernorm output
+ *   410306560   4096        72-384  ln_mean_h_5_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410310656   4096        72-384  ln_rstd_h_5_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   277514240   4718592     73-378  qkv_h_5_attn                [B, 1024, 2304]  q, k, v side by side
+ *   409880576   49152       75-378  lse_h_5_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
+ *   353011712   1572864     75-378  attn_y_h_5_attn             [B, 1024, 768]  attention heads' outputs
+ *   354584576   1572864     76-369  residual_attn_out_h_5_attn  [B, 1024, 768]  x + body(x)
+ *   356157440   1572864     79-365  layernorm_h_5_ln_2          [B, 1024, 768]  layernorm output
+ *   410314752   4096        79-369  ln_mean_h_5_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410318848   4096        79-369  ln_rstd_h_5_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   165840896   6291456     80-363  linear_h_5_fc               [B, 1024, 3072]  linear output
+ *   172132352   6291456     80-359  gelu_h_5_2                  [B, 1024, 3072]  gelu
+ *   357730304   1572864     83-354  residual_linear_h_5_proj    [B, 1024, 768]  x + body(x)
+ *   359303168   1572864     86-350  layernorm_h_6_ln_1          [B, 1024, 768]  layernorm output
+ *   410322944   4096        86-354  ln_mean_h_6_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410327040   4096        86-354  ln_rstd_h_6_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   282232832   4718592     87-348  qkv_h_6_attn                [B, 1024, 2304]  q, k, v side by side
+ *   409929728   49152       89-348  lse_h_6_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
+ *   360876032   1572864     89-348  attn_y_h_6_attn             [B, 1024, 768]  attention heads' outputs
+ *   362448896   1572864     90-339  residual_attn_out_h_6_attn  [B, 1024, 768]  x + body(x)
+ *   364021760   1572864     93-335  layernorm_h_6_ln_2          [B, 1024, 768]  layernorm output
+ *   410331136   4096        93-339  ln_mean_h_6_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410335232   4096        93-339  ln_rstd_h_6_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   178423808   6291456     94-333  linear_h_6_fc               [B, 1024, 3072]  linear output
+ *   184715264   6291456     94-329  gelu_h_6_2                  [B, 1024, 3072]  gelu
+ *   365594624   1572864     97-324  residual_linear_h_6_proj    [B, 1024, 768]  x + body(x)
+ *   367167488   1572864    100-320  layernorm_h_7_ln_1          [B, 1024, 768]  layernorm output
+ *   410339328   4096       100-324  ln_mean_h_7_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410343424   4096       100-324  ln_rstd_h_7_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   286951424   4718592    101-318  qkv_h_7_attn                [B, 1024, 2304]  q, k, v side by side
+ *   409978880   49152      103-318  lse_h_7_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
+ *   368740352   1572864    103-318  attn_y_h_7_attn             [B, 1024, 768]  attention heads' outputs
+ *   370313216   1572864    104-309  residual_attn_out_h_7_attn  [B, 1024, 768]  x + body(x)
+ *   371886080   1572864    107-305  layernorm_h_7_ln_2          [B, 1024, 768]  layernorm output
+ *   410347520   4096       107-309  ln_mean_h_7_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410351616   4096       107-309  ln_rstd_h_7_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   191006720   6291456    108-303  linear_h_7_fc               [B, 1024, 3072]  linear output
+ *   197298176   6291456    108-299  gelu_h_7_2                  [B, 1024, 3072]  gelu
+ *   373458944   1572864    111-294  residual_linear_h_7_proj    [B, 1024, 768]  x + body(x)
+ *   375031808   1572864    114-290  layernorm_h_8_ln_1          [B, 1024, 768]  layernorm output
+ *   410355712   4096       114-294  ln_mean_h_8_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410359808   4096       114-294  ln_rstd_h_8_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   291670016   4718592    115-288  qkv_h_8_attn                [B, 1024, 2304]  q, k, v side by side
+ *   410028032   49152      117-288  lse_h_8_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
+ *   376604672   1572864    117-288  attn_y_h_8_attn             [B, 1024, 768]  attention heads' outputs
+ *   378177536   1572864    118-279  residual_attn_out_h_8_attn  [B, 1024, 768]  x + body(x)
+ *   379750400   1572864    121-275  layernorm_h_8_ln_2          [B, 1024, 768]  layernorm output
+ *   410363904   4096       121-279  ln_mean_h_8_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410368000   4096       121-279  ln_rstd_h_8_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   203589632   6291456    122-273  linear_h_8_fc               [B, 1024, 3072]  linear output
+ *   209881088   6291456    122-269  gelu_h_8_2                  [B, 1024, 3072]  gelu
+ *   381323264   1572864    125-264  residual_linear_h_8_proj    [B, 1024, 768]  x + body(x)
+ *   382896128   1572864    128-260  layernorm_h_9_ln_1          [B, 1024, 768]  layernorm output
+ *   410372096   4096       128-264  ln_mean_h_9_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410376192   4096       128-264  ln_rstd_h_9_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   296388608   4718592    129-258  qkv_h_9_attn                [B, 1024, 2304]  q, k, v side by side
+ *   410077184   49152      131-258  lse_h_9_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
+ *   384468992   1572864    131-258  attn_y_h_9_attn             [B, 1024, 768]  attention heads' outputs
+ *   386041856   1572864    132-249  residual_attn_out_h_9_attn  [B, 1024, 768]  x + body(x)
+ *   387614720   1572864    135-245  layernorm_h_9_ln_2          [B, 1024, 768]  layernorm output
+ *   410380288   4096       135-249  ln_mean_h_9_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410384384   4096       135-249  ln_rstd_h_9_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   216172544   6291456    136-243  linear_h_9_fc               [B, 1024, 3072]  linear output
+ *   222464000   6291456    136-239  gelu_h_9_2                  [B, 1024, 3072]  gelu
+ *   389187584   1572864    139-234  residual_linear_h_9_proj    [B, 1024, 768]  x + body(x)
+ *   390760448   1572864    142-230  layernorm_h_10_ln_1         [B, 1024, 768]  layernorm output
+ *   410388480   4096       142-234  ln_mean_h_10_ln_1           [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410392576   4096       142-234  ln_rstd_h_10_ln_1           [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   301107200   4718592    143-228  qkv_h_10_attn               [B, 1024, 2304]  q, k, v side by side
+ *   410126336   49152      145-228  lse_h_10_attn               [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
+ *   392333312   1572864    145-228  attn_y_h_10_attn            [B, 1024, 768]  attention heads' outputs
+ *   393906176   1572864    146-219  residual_attn_out_h_10_attn  [B, 1024, 768]  x + body(x)
+ *   395479040   1572864    149-215  layernorm_h_10_ln_2         [B, 1024, 768]  layernorm output
+ *   410396672   4096       149-219  ln_mean_h_10_ln_2           [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410400768   4096       149-219  ln_rstd_h_10_ln_2           [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   228755456   6291456    150-213  linear_h_10_fc              [B, 1024, 3072]  linear output
+ *   235046912   6291456    150-209  gelu_h_10_2                 [B, 1024, 3072]  gelu
+ *   397051904   1572864    153-204  residual_linear_h_10_proj   [B, 1024, 768]  x + body(x)
+ *   398624768   1572864    156-200  layernorm_h_11_ln_1         [B, 1024, 768]  layernorm output
+ *   410404864   4096       156-204  ln_mean_h_11_ln_1           [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410408960   4096       156-204  ln_rstd_h_11_ln_1           [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   305825792   4718592    157-198  qkv_h_11_attn               [B, 1024, 2304]  q, k, v side by side
+ *   410175488   49152      159-198  lse_h_11_attn               [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
+ *   400197632   1572864    159-198  attn_y_h_11_attn            [B, 1024, 768]  attention heads' outputs
+ *   401770496   1572864    160-189  residual_attn_out_h_11_attn  [B, 1024, 768]  x + body(x)
+ *   403343360   1572864    163-185  layernorm_h_11_ln_2         [B, 1024, 768]  layernorm output
+ *   410413056   4096       163-189  ln_mean_h_11_ln_2           [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410417152   4096       163-189  ln_rstd_h_11_ln_2           [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   241338368   6291456    164-183  linear_h_11_fc              [B, 1024, 3072]  linear output
+ *   247629824   6291456    164-179  gelu_h_11_2                 [B, 1024, 3072]  gelu
+ *   404916224   1572864    167-175  residual_linear_h_11_proj   [B, 1024, 768]  x + body(x)
+ *   406489088   1572864    170-174  layernorm_ln_f              [B, 1024, 768]  layernorm output
+ *   410421248   4096       170-175  ln_mean_ln_f                [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410425344   4096       170-175  ln_rstd_ln_f                [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   0           102926336  171-174  linear_lm_head              [B, 1024, 50257]  linear output
+ *   408061952   1572864    173-175  d_layernorm_ln_f            [B, 1024, 768]  gradient
+ *   406489088   1572864    175-540  d_residual_linear_h_11_proj  [B, 1024, 768]  gradient
  *   0           6291456    183-185  d_linear_h_11_fc            [B, 1024, 3072]  gradient
- *   344264704   1572864    184-189  d_layernorm_h_11_ln_2       [B, 1024, 768]  gradient
- *   0           1572864    193-198  d_attn_y_h_11_attn          [B, 1024, 768]  gradient
- *   344264704   4718592    198-200  d_qkv_h_11_attn             [B, 1024, 2304]  gradient
- *   408752128   1572864    199-204  d_layernorm_h_11_ln_1       [B, 1024, 768]  gradient
+ *   404916224   1572864    184-189  d_layernorm_h_11_ln_2       [B, 1024, 768]  gradient
+ *   401770496   1572864    193-198  d_attn_y_h_11_attn          [B, 1024, 768]  gradient
+ *   241338368   4718592    198-200  d_qkv_h_11_attn             [B, 1024, 2304]  gradient
+ *   305825792   1572864    199-204  d_layernorm_h_11_ln_1       [B, 1024, 768]  gradient
  *   0           6291456    213-215  d_linear_h_10_fc            [B, 1024, 3072]  gradient
- *   408752128   1572864    214-219  d_layernorm_h_10_ln_2       [B, 1024, 768]  gradient
- *   408752128   1572864    223-228  d_attn_y_h_10_attn          [B, 1024, 768]  gradient
- *   331681792   4718592    228-230  d_qkv_h_10_attn             [B, 1024, 2304]  gradient
- *   0           1572864    229-234  d_layernorm_h_10_ln_1       [B, 1024, 768]  gradient
+ *   305825792   1572864    214-219  d_layernorm_h_10_ln_2       [B, 1024, 768]  gradient
+ *   305825792   1572864    223-228  d_attn_y_h_10_attn          [B, 1024, 768]  gradient
+ *   228755456   4718592    228-230  d_qkv_h_10_attn             [B, 1024, 2304]  gradient
+ *   301107200   1572864    229-234  d_layernorm_h_10_ln_1       [B, 1024, 768]  gradient
  *   0           6291456    243-245  d_linear_h_9_fc             [B, 1024, 3072]  gradient
- *   404033536   1572864    244-249  d_layernorm_h_9_ln_2        [B, 1024, 768]  gradient
- *   0           1572864    253-258  d_attn_y_h_9_attn           [B, 1024, 768]  gradient
- *   319098880   4718592    258-260  d_qkv_h_9_attn              [B, 1024, 2304]  gradient
- *   0           1572864    259-264  d_layernorm_h_9_ln_1        [B, 1024, 768]  gradient
+ *   301107200   1572864    244-249  d_layernorm_h_9_ln_2        [B, 1024, 768]  gradient
+ *   301107200   1572864    253-258  d_attn_y_h_9_attn           [B, 1024, 768]  gradient
+ *   216172544   4718592    258-260  d_qkv_h_9_attn              [B, 1024, 2304]  gradient
+ *   296388608   1572864    259-264  d_layernorm_h_9_ln_1        [B, 1024, 768]  gradient
  *   0           6291456    273-275  d_linear_h_8_fc             [B, 1024, 3072]  gradient
- *   399314944   1572864    274-279  d_layernorm_h_8_ln_2        [B, 1024, 768]  gradient
- *   0           1572864    283-288  d_attn_y_h_8_attn           [B, 1024, 768]  gradient
- *   306515968   4718592    288-290  d_qkv_h_8_attn              [B, 1024, 2304]  gradient
- *   0           1572864    289-294  d_layernorm_h_8_ln_1        [B, 1024, 768]  gradient
+ *   296388608   1572864    274-279  d_layernorm_h_8_ln_2        [B, 1024, 768]  gradient
+ *   296388608   1572864    283-288  d_attn_y_h_8_attn           [B, 1024, 768]  gradient
+ *   203589632   4718592    288-290  d_qkv_h_8_attn              [B, 1024, 2304]  gradient
+ *   291670016   1572864    289-294  d_layernorm_h_8_ln_1        [B, 1024, 768]  gradient
  *   0           6291456    303-305  d_linear_h_7_fc             [B, 1024, 3072]  gradient
- *   394596352   1572864    304-309  d_layernorm_h_7_ln_2        [B, 1024, 768]  gradient
- *   0           1572864    313-318  d_attn_y_h_7_attn           [B, 1024, 768]  gradient
- *   293933056   4718592    318-320  d_qkv_h_7_attn              [B, 1024, 2304]  gradient
- *   0           1572864    319-324  d_layernorm_h_7_ln_1        [B, 1024, 768]  gradient
+ *   291670016   1572864    304-309  d_layernorm_h_7_ln_2        [B, 1024, 768]  gradient
+ *   291670016   1572864    313-318  d_attn_y_h_7_attn           [B, 1024, 768]  gradient
+ *   191006720   4718592    318-320  d_qkv_h_7_attn              [B, 1024, 2304]  gradient
+ *   286951424   1572864    319-324  d_layernorm_h_7_ln_1        [B, 1024, 768]  gradient
  *   0           6291456    333-335  d_linear_h_6_fc             [B, 1024, 3072]  gradient
- *   389877760   1572864    334-339  d_layernorm_h_6_ln_2        [B, 1024, 768]  gradient
- *   0           1572864    343-348  d_attn_y_h_6_attn           [B, 1024, 768]  gradient
- *   281350144   4718592    348-350  d_qkv_h_6_attn              [B, 1024, 2304]  gradient
- *   0           1572864    349-354  d_layernorm_h_6_ln_1        [B, 1024, 768]  gradient
+ *   286951424   1572864    334-339  d_layernorm_h_6_ln_2        [B, 1024, 768]  gradient
+ *   286951424   1572864    343-348  d_attn_y_h_6_attn           [B, 1024, 768]  gradient
+ *   178423808   4718592    348-350  d_qkv_h_6_attn              [B, 1024, 2304]  gradient
+ *   282232832   1572864    349-354  d_layernorm_h_6_ln_1        [B, 1024, 768]  gradient
  *   0           6291456    363-365  d_linear_h_5_fc             [B, 1024, 3072]  gradient
- *   385159168   1572864    364-369  d_layernorm_h_5_ln_2        [B, 1024, 768]  gradient
- *   0           1572864    373-378  d_attn_y_h_5_attn           [B, 1024, 768]  gradient
- *   268767232   4718592    378-380  d_qkv_h_5_attn              [B, 1024, 2304]  gradient
- *   0           1572864    379-384  d_layernorm_h_5_ln_1        [B, 1024, 768]  gradient
+ *   282232832   1572864    364-369  d_layernorm_h_5_ln_2        [B, 1024, 768]  gradient
+ *   282232832   1572864    373-378  d_attn_y_h_5_attn           [B, 1024, 768]  gradient
+ *   165840896   4718592    378-380  d_qkv_h_5_attn              [B, 1024, 2304]  gradient
+ *   277514240   1572864    379-384  d_layernorm_h_5_ln_1        [B, 1024, 768]  gradient
  *   0           6291456    393-395  d_linear_h_4_fc             [B, 1024, 3072]  gradient
- *   380440576   1572864    394-399  d_layernorm_h_4_ln_2        [B, 1024, 768]  gradient
- *   0           1572864    403-408  d_attn_y_h_4_attn           [B, 1024, 768]  gradient
- *   256184320   4718592    408-410  d_qkv_h_4_attn              [B, 1024, 2304]  gradient
- *   0           1572864    409-414  d_layernorm_h_4_ln_1        [B, 1024, 768]  gradient
+ *   277514240   1572864    394-399  d_layernorm_h_4_ln_2        [B, 1024, 768]  gradient
+ *   277514240   1572864    403-408  d_attn_y_h_4_attn           [B, 1024, 768]  gradient
+ *   153257984   4718592    408-410  d_qkv_h_4_attn              [B, 1024, 2304]  gradient
+ *   272795648   1572864    409-414  d_layernorm_h_4_ln_1        [B, 1024, 768]  gradient
  *   0           6291456    423-425  d_linear_h_3_fc             [B, 1024, 3072]  gradient
- *   375721984   1572864    424-429  d_layernorm_h_3_ln_2        [B, 1024, 768]  gradient
- *   0           1572864    433-438  d_attn_y_h_3_attn           [B, 1024, 768]  gradient
- *   243601408   4718592    438-440  d_qkv_h_3_attn              [B, 1024, 2304]  gradient
- *   0           1572864    439-444  d_layernorm_h_3_ln_1        [B, 1024, 768]  gradient
+ *   272795648   1572864    424-429  d_layernorm_h_3_ln_2        [B, 1024, 768]  gradient
+ *   272795648   1572864    433-438  d_attn_y_h_3_attn           [B, 1024, 768]  gradient
+ *   0           4718592    438-440  d_qkv_h_3_attn              [B, 1024, 2304]  gradient
+ *   268077056   1572864    439-444  d_layernorm_h_3_ln_1        [B, 1024, 768]  gradient
  *   0           6291456    453-455  d_linear_h_2_fc             [B, 1024, 3072]  gradient
- *   371003392   1572864    454-459  d_layernorm_h_2_ln_2        [B, 1024, 768]  gradient
- *   0           1572864    463-468  d_attn_y_h_2_attn           [B, 1024, 768]  gradient
- *   231018496   4718592    468-470  d_qkv_h_2_attn              [B, 1024, 2304]  gradient
- *   0           1572864    469-474  d_layernorm_h_2_ln_1        [B, 1024, 768]  gradient
+ *   268077056   1572864    454-459  d_layernorm_h_2_ln_2        [B, 1024, 768]  gradient
+ *   268077056   1572864    463-468  d_attn_y_h_2_attn           [B, 1024, 768]  gradient
+ *   0           4718592    468-470  d_qkv_h_2_attn              [B, 1024, 2304]  gradient
+ *   263358464   1572864    469-474  d_layernorm_h_2_ln_1        [B, 1024, 768]  gradient
  *   0           6291456    483-485  d_linear_h_1_fc             [B, 1024, 3072]  gradient
- *   366284800   1572864    484-489  d_layernorm_h_1_ln_2        [B, 1024, 768]  gradient
- *   0           1572864    493-498  d_attn_y_h_1_attn           [B, 1024, 768]  gradient
- *   218435584   4718592    498-500  d_qkv_h_1_attn              [B, 1024, 2304]  gradient
- *   0           1572864    499-504  d_layernorm_h_1_ln_1        [B, 1024, 768]  gradient
+ *   263358464   1572864    484-489  d_layernorm_h_1_ln_2        [B, 1024, 768]  gradient
+ *   263358464   1572864    493-498  d_attn_y_h_1_attn           [B, 1024, 768]  gradient
+ *   0           4718592    498-500  d_qkv_h_1_attn              [B, 1024, 2304]  gradient
+ *   258639872   1572864    499-504  d_layernorm_h_1_ln_1        [B, 1024, 768]  gradient
  *   0           6291456    513-515  d_linear_h_0_fc             [B, 1024, 3072]  gradient
- *   361566208   1572864    514-519  d_layernorm_h_0_ln_2        [B, 1024, 768]  gradient
- *   4718592     1572864    523-528  d_attn_y_h_0_attn           [B, 1024, 768]  gradient
+ *   258639872   1572864    514-519  d_layernorm_h_0_ln_2        [B, 1024, 768]  gradient
+ *   258639872   1572864    523-528  d_attn_y_h_0_attn           [B, 1024, 768]  gradient
  *   0           4718592    528-530  d_qkv_h_0_attn              [B, 1024, 2304]  gradient
- *   4718592     1572864    529-534  d_layernorm_h_0_ln_1        [B, 1024, 768]  gradient
+ *   313690112   1572864    529-534  d_layernorm_h_0_ln_1        [B, 1024, 768]  gradient
  *   (in place)  -                   pos_embedding_wpe           [B, 1024, 768]  written over embedding_wte
+ *   (in place)  -                   d_linear_lm_head            [B, 1024, 50257]  written over linear_lm_head
  *   (in place)  -                   d_residual_attn_out_h_11_attn_491  [B, 1024, 768]  written over d_residual_linear_h_11_proj
  *   (in place)  -                   d_residual_linear_h_10_proj_496  [B, 1024, 768]  written over d_residual_linear_h_11_proj
  *   (in place)  -                   d_residual_attn_out_h_10_attn_501  [B, 1024, 768]  written over d_residual_linear_h_11_proj

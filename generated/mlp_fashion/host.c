@@ -28,7 +28,7 @@ static void forward(rt_exec *e, int train)
     float *relu_4 = ACT(4160);
     const float *P_5_weight = e->params + 266752;
     const float *P_5_bias = e->params + 269312;
-    float *linear_5 = ACT(5184);
+    float *linear_5 = ACT(6208);
     const int32_t *in_y = (const int32_t *)e->in[1];
     float *d_linear_5 = ACT(6208);
 
@@ -195,13 +195,13 @@ const rt_model trainc_model = {
     .n_inputs = 2,
     .inputs = inputs,
     .arena_row_bytes = 6256,
-    .noreuse_row_bytes = 7328,
+    .noreuse_row_bytes = 7280,
     .eval_arena_row_bytes = 4160,
     .flops_per_sample = 1614376,
     .loss = RT_LOSS_CROSS_ENTROPY,
     .loss_terms = 1,
     .has_dropout = 0,
-    .pred_offset = 5184,
+    .pred_offset = 6208,
     .pred_numel = 10,
     .gpu_scratch_row_bytes = 0,
     .train_defaults = train_defaults,

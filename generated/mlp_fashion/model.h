@@ -2,7 +2,7 @@
  *
  * The memory plan for training (forward and backward): activations, their
  * gradients and scratch buffers.
- * One arena of Bmax * 6256 bytes (without reuse: Bmax * 7328; the most live at
+ * One arena of Bmax * 6256 bytes (without reuse: Bmax * 7280; the most live at
  * once: Bmax * 6256). A buffer's byte offset is Bmax * its offset below, so any
  * batch size fits the same plan.
  *
@@ -10,10 +10,10 @@
  *   0           3136         0-22   x_f32                       [B, 1, 28, 28]  input as f32
  *   3136        1024         1-21   relu_2                      [B, 256]  relu
  *   4160        1024         4-15   relu_4                      [B, 256]  relu
- *   5184        48           7-9    linear_5                    [B, 10]  linear output
- *   6208        48           9-11   d_linear_5                  [B, 10]  d(loss)/d(prediction), written by the loss
+ *   6208        48           7-11   linear_5                    [B, 10]  linear output
  *   5184        1024        10-17   d_relu_4                    [B, 256]  gradient
  *   4160        1024        16-22   d_relu_2                    [B, 256]  gradient
+ *   (in place)  -                   d_linear_5                  [B, 10]  written over linear_5
  *   (in place)  -                   d_linear_3                  [B, 256]  written over d_relu_4
  *   (in place)  -                   d_linear_1                  [B, 256]  written over d_relu_2
  *
