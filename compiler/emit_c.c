@@ -427,8 +427,8 @@ static void emit_host_c(Program *p, Program *ev, Buf *b)
                (long long)terms, g->has_dropout);
     {
         Tensor *pt = tensor_base(g->pred);
-        buf_printf(b, "    .pred_offset = %lld,\n    .pred_numel = %lld,\n", (long long)pt->offset,
-                   (long long)g->pred->numel);
+        buf_printf(b, "    .pred_offset = %lld,\n    .pred_numel = %lld,\n    .pred_ld = %lld,\n",
+                   (long long)pt->offset, (long long)g->pred->numel, (long long)tensor_ld(g->pred));
     }
     buf_printf(b, "    .gpu_scratch_row_bytes = %lld,\n", (long long)cuda_scratch_row_bytes(p));
     if (g->act16)

@@ -199,8 +199,8 @@ static void instance(Program *p, Buf *b, Buf *seen, const Instr *in)
         snprintf(line, sizeof line, "RT_LAYERNORM_FWD(%lld)", num(a[8], in));
     else if (!strncmp(in->text, "rt_layernorm_bwd(", 17) && n == 12)
         snprintf(line, sizeof line, "RT_LAYERNORM_BWD(%lld)", num(a[11], in));
-    else if (!strncmp(in->text, "rt_cross_entropy(", 17) && n == 6)
-        snprintf(line, sizeof line, "RT_CROSS_ENTROPY(%lld)", num(a[5], in));
+    else if (!strncmp(in->text, "rt_cross_entropy(", 17) && n == 7)
+        snprintf(line, sizeof line, "RT_CROSS_ENTROPY(%lld, %lld)", num(a[5], in), num(a[6], in));
     else if (!strncmp(in->text, "rt_attention_fwd(", 17) && n == 9)
         att_instance(p, line, sizeof line, "FWD", num(a[5], in), num(a[6], in) / num(a[7], in),
                      num(a[8], in));

@@ -625,6 +625,21 @@ static void build_loss(Ctx *c)
     Tensor *dpred = graph_tensor(g, T_ACT, xasprintf("d_%s", pred->name), pred->rank, pred->shape);
     dpred->origin = path;
     dpred->what = "d(loss)/d(prediction), written by the loss";
+    /* A vocabulary's logits straight from a linear layer without bias (a language
+     * model's head) are stored with rows a multiple of 64 elements apart (GPT-2: 50257
+     * logits, rows 50304 apart), as llm.c pads its vocabulary: rows of an odd length
+     * are not 16-byte aligned, which keeps cuBLASLt off its fast kernels for the
+     * head's three GEMMs. Only the GEMMs and the loss touch these two tensors, and
+     * none reads the padding. */
+    if (s->loss == LOSS_CROSS_ENTROPY && !pred->alias && g->n_nodes > 0) {
+        int64_t C = pred->shape[pred->rank - 1];
+        const Node *last = g->nodes[g->n_nodes - 1];
+        if (C >= 1024 && C % 64 && last->kind == N_LINEAR && last->out == pred && !last->b) {
+            pred->ld = dpred->ld = (C + 63) / 64 * 64;
+            pred->what = xasprintf("%s (rows %lld apart: aligned for the GEMMs)",
+                                   pred->what ? pred->what : "logits", (long long)pred->ld);
+        }
+    }
     Node *nd = graph_node(g, N_LOSS, path);
     nd->loss = s->loss;
     nd->in[nd->n_in++] = pred;

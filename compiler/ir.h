@@ -46,6 +46,9 @@ typedef struct Tensor {
     int has_offset;
     int block;               /* the block of the node that made it; -1: inputs, params */
     int keep32;              /* stays fp32 in a bf16-mixed arena (saved statistics, targets) */
+    int64_t ld;              /* rows of the last axis this many elements apart, or 0: the
+                                last axis's size (contiguous). Only a large vocabulary's
+                                logits and their gradient (graph.c: build_loss) */
 } Tensor;
 
 struct Param {
@@ -137,6 +140,12 @@ typedef struct Graph {
 
 /* The storage a tensor lives in: a view (flatten, an in-place output) shares its base's. */
 static inline Tensor *tensor_base(Tensor *t) { return t->alias ? t->alias : t; }
+/* the distance between rows of the last axis, and the elements a batch row stores */
+static inline int64_t tensor_ld(const Tensor *t) { return t->ld ? t->ld : t->shape[t->rank - 1]; }
+static inline int64_t tensor_stored(const Tensor *t)
+{
+    return t->ld ? t->numel / t->shape[t->rank - 1] * t->ld : t->numel;
+}
 
 /* Is t's storage 16 bits on a GPU (an activation or its gradient in a bf16-mixed or
  * fp16-mixed arena)? The CPU computes in fp32 whatever the precision, over a plan

@@ -268,7 +268,7 @@ static void lower_node(Program *p, Node *nd)
         a->what = xasprintf("linear: y = x W^T%s", nd->b ? " (bias in the epilogue)" : "");
         textf(a, "rt_gemm(e, 0, 1, e->B * %lld, %lld, %lld, 1.0f, %s, %lld, %s, %lld, 0.0f, %s, %lld);",
               (long long)rows, (long long)out, (long long)in, x->name, (long long)in,
-              nd->w->t->name, (long long)in, y->name, (long long)out);
+              nd->w->t->name, (long long)in, y->name, (long long)tensor_ld(y));
         reads(a, x);
         reads(a, nd->w->t);
         writes(a, y);
@@ -328,11 +328,12 @@ static void lower_node(Program *p, Node *nd)
             int64_t C = pred->shape[pred->rank - 1];
             a->what = xstrdup("cross entropy: loss, accuracy and d(logits) in one pass");
             if (p->eval)
-                textf(a, "rt_cross_entropy(e, %s, %s, NULL, e->B * %lld, %lld);", pred->name,
-                      t->name, (long long)(pred->numel / C), (long long)C);
+                textf(a, "rt_cross_entropy(e, %s, %s, NULL, e->B * %lld, %lld, %lld);", pred->name,
+                      t->name, (long long)(pred->numel / C), (long long)C, (long long)tensor_ld(pred));
             else
-                textf(a, "rt_cross_entropy(e, %s, %s, e->train ? %s : NULL, e->B * %lld, %lld);",
-                      pred->name, t->name, nd->out2->name, (long long)(pred->numel / C), (long long)C);
+                textf(a, "rt_cross_entropy(e, %s, %s, e->train ? %s : NULL, e->B * %lld, %lld, %lld);",
+                      pred->name, t->name, nd->out2->name, (long long)(pred->numel / C), (long long)C,
+                      (long long)tensor_ld(pred));
         } else {
             a->what = xstrdup("mean squared error and d(prediction)");
             if (p->eval)
@@ -431,7 +432,7 @@ static void lower_node(Program *p, Node *nd)
             Instr *a = add(p, I_GEMM, nd->origin, 1);
             a->what = xstrdup("linear backward: dx = dy W");
             textf(a, "rt_gemm(e, 0, 0, e->B * %lld, %lld, %lld, 1.0f, %s, %lld, %s, %lld, 0.0f, %s, %lld);",
-                  (long long)rows, (long long)in, (long long)out, dy->name, (long long)out,
+                  (long long)rows, (long long)in, (long long)out, dy->name, (long long)tensor_ld(dy),
                   nd->w->t->name, (long long)in, y->name, (long long)in);
             reads(a, dy);
             reads(a, nd->w->t);
@@ -440,7 +441,7 @@ static void lower_node(Program *p, Node *nd)
         Instr *b = add(p, I_GEMM, nd->origin, 1);
         b->what = xstrdup("linear backward: dW += dy^T x");
         textf(b, "rt_gemm(e, 1, 0, %lld, %lld, e->B * %lld, 1.0f, %s, %lld, %s, %lld, 1.0f, %s, %lld);",
-              (long long)out, (long long)in, (long long)rows, dy->name, (long long)out, x->name,
+              (long long)out, (long long)in, (long long)rows, dy->name, (long long)tensor_ld(dy), x->name,
               (long long)in, nd->w->g->name, (long long)in);
         reads(b, dy);
         reads(b, x);

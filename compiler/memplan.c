@@ -98,7 +98,7 @@ static void in_place(Program *p)
                 Tensor *r = tensor_base(in->reads[q]);
                 if (in->kind != I_EW && r != tensor_base(in->inplace))
                     continue;
-                if (r == w || r->kind != T_ACT || r->last != i || r->numel != w->numel ||
+                if (r == w || r->kind != T_ACT || r->last != i || tensor_stored(r) != tensor_stored(w) ||
                     tensor_half(g, r) != tensor_half(g, w) || !reads_flat_only(in, r))
                     continue;
                 w->alias = r;
@@ -125,7 +125,7 @@ void memplan(Program *p)
         Tensor *t = g->tensors[i];
         if (!in_arena(t) || t->first < 0)
             continue;
-        t->row_bytes = (t->numel * (tensor_half(g, t) ? 2 : 4) + ALIGN - 1) / ALIGN * ALIGN;
+        t->row_bytes = (tensor_stored(t) * (tensor_half(g, t) ? 2 : 4) + ALIGN - 1) / ALIGN * ALIGN;
         noreuse += t->row_bytes;
         ts[n++] = t;
     }

@@ -92,6 +92,7 @@ static Tensor *fresh(Graph *g, Tensor *t)
     n->block = -1;
     n->dtype = t->dtype;
     n->keep32 = t->keep32;   /* a replayed statistic is as wide as the one it replaces */
+    n->ld = t->ld;
     return n;
 }
 

@@ -61,12 +61,14 @@ typedef struct Plan {
     int ab16, c16;             /* A and B, C: RT_CU_F32, RT_CU_BF16 or RT_CU_F16 */
     int64_t M, N, K, lda, ldb, ldc;
     int accumulate;            /* beta != 0 */
+    unsigned align[4];         /* the pointers' alignment (bytes, at most 256) in cuBLASLt's
+                                  order: its A (our B), its B (our A), C, D */
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a, b, c;
     cublasLtMatmulAlgo_t algo;
 } Plan;
 
-#define MAX_PLANS 256
+#define MAX_PLANS 1024
 static Plan plans[MAX_PLANS];
 static int n_plans;
 
@@ -87,16 +89,32 @@ static void epilogue_refused(const Plan *p, const char *when)
             names[p->epi], (long long)p->M, (long long)p->N, (long long)p->K, when);
 }
 
-/* With epi >= 0 (an epilogue) a plan cuBLASLt refuses is marked `fallback` instead of
- * ending the run. */
-static Plan *plan_for(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_t K, int64_t lda,
-                      int64_t ldb, int64_t ldc, int accumulate, int ab16, int c16, int epi)
+/* The alignment of a pointer, in bytes, up to 256. cuBLASLt's heuristic assumes 256
+ * unless told less, and an algorithm it picks on that promise may refuse (or fault on)
+ * a pointer less aligned: the arena's buffers are only 16-byte aligned, the parameters'
+ * as their sizes fall. So each plan says what its pointers have (PyTorch does the
+ * same); the pointers of a call site are fixed, so this costs no extra plans. */
+static unsigned align_of(const void *p)
 {
+    unsigned a = 256;
+    while (a > 1 && (uintptr_t)p % a)
+        a /= 2;
+    return a;
+}
+
+/* With epi >= 0 (an epilogue) a plan cuBLASLt refuses is marked `fallback` instead of
+ * ending the run. a, b, C and D are the call's pointers (C the one read with beta, D the
+ * one written), for their alignment. */
+static Plan *plan_for(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_t K, int64_t lda,
+                      int64_t ldb, int64_t ldc, int accumulate, int ab16, int c16, int epi,
+                      const void *a, const void *b, const void *C, const void *D)
+{
+    unsigned al[4] = {align_of(b), align_of(a), align_of(C), align_of(D)};
     for (int i = 0; i < n_plans; i++) {
         Plan *p = &plans[i];
         if (p->ta == ta && p->tb == tb && p->M == M && p->N == N && p->K == K && p->lda == lda &&
             p->ldb == ldb && p->ldc == ldc && p->accumulate == accumulate && p->ab16 == ab16 &&
-            p->c16 == c16 && p->epi == epi)
+            p->c16 == c16 && p->epi == epi && !memcmp(p->align, al, sizeof al))
             return p;
     }
     if (n_plans == MAX_PLANS)
@@ -106,6 +124,7 @@ static Plan *plan_for(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_t 
     Plan *p = &plans[n_plans];
     *p = (Plan){.ta = ta, .tb = tb, .epi = epi, .ab16 = ab16, .c16 = c16, .M = M, .N = N, .K = K,
                 .lda = lda, .ldb = ldb, .ldc = ldc, .accumulate = accumulate};
+    memcpy(p->align, al, sizeof al);
     static const cudaDataType_t types[] = {CUDA_R_32F, CUDA_R_16BF, CUDA_R_16F};   /* RT_CU_* */
     cudaDataType_t tab = types[ab16], tc = types[c16];
     /* column-major: first operand is B (op = trans_b), second is A (op = trans_a) */
@@ -153,6 +172,13 @@ static Plan *plan_for(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_t 
     LT(p_cublasLtMatmulPreferenceCreate(&pref));
     LT(p_cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
                                               sizeof ws));
+    static const cublasLtMatmulPreferenceAttributes_t align_attr[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int q = 0; q < 4; q++) {
+        uint32_t v = p->align[q];
+        LT(p_cublasLtMatmulPreferenceSetAttribute(pref, align_attr[q], &v, sizeof v));
+    }
     cublasLtMatmulHeuristicResult_t res;
     int found = 0;
     cublasStatus_t st = p_cublasLtMatmulAlgoGetHeuristic(lt, p->desc, p->a, p->b, p->c, p->c, pref,
@@ -207,7 +233,8 @@ void rt_cu_gemm(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int6
             rt_die("GEMM with K = 0 and beta %g", beta);
         return;
     }
-    Plan *p = plan_for(e, trans_a, trans_b, M, N, K, lda, ldb, ldc, beta != 0.0f, ta16, c16, -1);
+    Plan *p = plan_for(e, trans_a, trans_b, M, N, K, lda, ldb, ldc, beta != 0.0f, ta16, c16, -1, a,
+                       b, C, C);
     lt_check(matmul(e, p, alpha, a, b, beta, C, C), "cublasLtMatmul");
 }
 
@@ -279,7 +306,8 @@ void rt_cu_gemm_bias(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N,
         int ta16 = rt_cu_operand(e, &a), tb16 = rt_cu_operand(e, &b);
         int epi = act == RT_EPI_GELU_TANH && C ? EPI_GELU_AUX : act;
         Plan *p = ta16 == tb16 && c == (const void *)D
-                      ? plan_for(e, trans_a, trans_b, M, N, K, lda, ldb, ldc, R != NULL, ta16, c16, epi)
+                      ? plan_for(e, trans_a, trans_b, M, N, K, lda, ldb, ldc, R != NULL, ta16, c16, epi,
+                                 a, b, R ? (const void *)R : D, D)
                       : NULL;
         if (p && !p->fallback &&
             epilogue_call(e, p, bias, epi == EPI_GELU_AUX ? C : NULL, alpha, a, b, R ? 1.0f : 0.0f,
@@ -314,7 +342,7 @@ void rt_cu_gemm_dbias(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N
     if (!epilogues_off() && N > 0 && K > 0 && ta16 == tb16 && c16 == RT_CU_F32 &&
         c == (const void *)C) {
         Plan *p = plan_for(e, trans_a, trans_b, M, N, K, lda, ldb, ldc, beta != 0.0f, ta16, c16,
-                           EPI_BGRADB);
+                           EPI_BGRADB, a, b, C, C);
         int direct = fresh && e->grads_zero;
         rt_dptr sum = direct ? (rt_dptr)(uintptr_t)db : rt_cu_scratch(e, (size_t)M * sizeof(float));
         if (!p->fallback && epilogue_call(e, p, (const void *)(uintptr_t)sum, NULL, alpha, a, b,
@@ -348,7 +376,8 @@ void rt_cu_gemm_dgelu(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N
     if (rt_overlap(pre, D, (size_t)((M - 1) * ldd + N) * (c16 ? 2 : 4)))
         rt_die("rt_gemm_dgelu: the pre-activation overlaps the output");
     if (!epilogues_off() && K > 0 && ta16 == tb16) {
-        Plan *p = plan_for(e, trans_a, trans_b, M, N, K, lda, ldb, ldd, 0, ta16, c16, EPI_DGELU);
+        Plan *p = plan_for(e, trans_a, trans_b, M, N, K, lda, ldb, ldd, 0, ta16, c16, EPI_DGELU, a, b,
+                           D, D);
         if (!p->fallback && epilogue_call(e, p, NULL, pre, alpha, a, b, 0.0f, D, D))
             return;
     }

@@ -210,7 +210,7 @@ static void loss_total(rt_exec *e, rt_dptr loss, rt_dptr correct, int64_t n)
 }
 
 void rt_cu_cross_entropy(rt_exec *e, const float *logits, const int32_t *target, float *dlogits,
-                         int64_t rows, int64_t C)
+                         int64_t rows, int64_t C, int64_t ld)
 {
     if (rows <= 0)
         return;
@@ -218,7 +218,7 @@ void rt_cu_cross_entropy(rt_exec *e, const float *logits, const int32_t *target,
     rt_dptr correct = loss + (rt_dptr)rows * sizeof(double);
     float gs = e->grad_scale;
     char name[64];
-    snprintf(name, sizeof name, "rt_cross_entropy_%lld", (long long)C);
+    snprintf(name, sizeof name, "rt_cross_entropy_%lld_%lld", (long long)C, (long long)ld);
     void *args[] = {&logits, &target, &dlogits, &loss, &correct, &gs};
     rt_cu_launch(e, name, gdim(rows, GX, name), 1, 1, row_threads(C), 1, 0, args);
     loss_total(e, loss, correct, rows);

@@ -1177,6 +1177,7 @@ typedef struct {
     int64_t rows, C, rb;
     float gs;
     _Atomic int64_t bad;       /* first row with a target out of range, or rows */
+    int64_t ld;                /* rows of logits and dlogits this far apart */
 } ce_ctx;
 
 static void ce_task(void *ctx, int64_t lo, int64_t hi)
@@ -1189,7 +1190,7 @@ static void ce_task(void *ctx, int64_t lo, int64_t hi)
         for (int64_t r = t * c->rb; r < r1; r++) {
             /* dlogits may be the logits themselves (written over): no restrict, and
              * z[target] is read before anything is written */
-            const float *z = c->logits + r * C;
+            const float *z = c->logits + r * c->ld;
             int32_t tg = c->target[r];
             if (tg < 0 || tg >= C) {
                 int64_t old = atomic_load(&c->bad);
@@ -1207,7 +1208,7 @@ static void ce_task(void *ctx, int64_t lo, int64_t hi)
                     am = j;
                 }
             /* exp(z - max) in float (kept in dlogits when wanted), summed in double */
-            float *g = c->dlogits ? c->dlogits + r * C : NULL;
+            float *g = c->dlogits ? c->dlogits + r * c->ld : NULL;
             v4f mv = splat4(m);
             d4 sv = {{0, 0}, {0, 0}};
             for (int64_t j = 0; j < C; j += 4) {
@@ -1247,10 +1248,12 @@ static void ce_task(void *ctx, int64_t lo, int64_t hi)
 }
 
 void rt_cross_entropy(rt_exec *e, const float *logits, const int32_t *target, float *dlogits,
-                      int64_t rows, int64_t C)
+                      int64_t rows, int64_t C, int64_t ld)
 {
+    if (ld < C)
+        rt_die("rt_cross_entropy: rows %lld apart hold %lld logits", (long long)ld, (long long)C);
     if (e->dev) { /* on a GPU: cuda_ops.c, cuda_blas.c */
-        RT_GPU(e)->cross_entropy(e, logits, target, dlogits, rows, C);
+        RT_GPU(e)->cross_entropy(e, logits, target, dlogits, rows, C, ld);
         return;
     }
     if (rows <= 0)
@@ -1259,7 +1262,7 @@ void rt_cross_entropy(rt_exec *e, const float *logits, const int32_t *target, fl
     /* Blocks of about 4K logits, fixed by C, so the loss sum does not depend on the
      * thread count. */
     ce_ctx c = {logits, target, dlogits, NULL, rows, C, ceil_div(4096, C > 0 ? C : 1),
-                e->grad_scale, rows};
+                e->grad_scale, rows, ld};
     int64_t nblk = ceil_div(rows, c.rb);
     c.part = scratch(p, (size_t)(2 * nblk));
     launch(p, nblk, grain_for(c.rb * C * 4), ce_task, &c);

@@ -664,7 +664,7 @@ static void sample(Run *r)
     if (m->n_inputs != 2 || in->dtype != RT_I32 || T <= 0 || m->loss != RT_LOSS_CROSS_ENTROPY ||
         m->pred_numel % T != 0)
         rt_input_error("--sample needs a token model (an i32 [T] input and cross-entropy logits [T, vocab])");
-    int64_t V = m->pred_numel / T;
+    int64_t V = m->pred_numel / T, ld = m->pred_ld > 0 ? m->pred_ld : V;   /* rows ld apart */
     int32_t *ctx = rt_xmalloc((size_t)T * sizeof *ctx), *tgt = rt_xmalloc((size_t)T * sizeof *tgt);
     int64_t n = 0;
     const char *p = r->o.prompt ? r->o.prompt : "\n";
@@ -691,19 +691,19 @@ static void sample(Run *r)
         end_pass(r);
         const float *logits;
         if (r->gpu && m->act16) {   /* the last position's logits, from the device */
-            const uint16_t *at = (const uint16_t *)(r->e.arena + r->e.Bmax * m->pred_offset) + (n - 1) * V;
+            const uint16_t *at = (const uint16_t *)(r->e.arena + r->e.Bmax * m->pred_offset) + (n - 1) * ld;
             uint16_t *h = (uint16_t *)prob;   /* free until the loop below */
             rt_cu_download(h, dptr(at), (size_t)V * sizeof *h);
             for (int64_t v = 0; v < V; v++)
                 row[v] = m->act16 == RT_PREC_BF16 ? rt_bf16_to_float(h[v]) : rt_f16_to_float(h[v]);
             logits = row;
         } else if (r->gpu) {
-            logits = (const float *)(r->e.arena + r->e.Bmax * m->pred_offset) + (n - 1) * V;
+            logits = (const float *)(r->e.arena + r->e.Bmax * m->pred_offset) + (n - 1) * ld;
             rt_cu_download(row, dptr(logits), (size_t)V * sizeof *row);
             logits = row;
         } else {
             logits = (const float *)(r->e.arena + r->e.Bmax * m->pred_offset * r->e.arena_scale) +
-                     (n - 1) * V;
+                     (n - 1) * ld;
         }
         double mx = -INFINITY, sum = 0;
         for (int64_t v = 0; v < V; v++)

@@ -107,6 +107,7 @@ typedef struct rt_model {
     int has_dropout;
     int64_t pred_offset;       /* the prediction (logits) in the arena: per-row offset */
     int64_t pred_numel;        /* its elements per sample */
+    int64_t pred_ld;           /* its last axis's rows this many elements apart */
     int64_t gpu_scratch_row_bytes; /* scratch the GPU's calls need per batch row */
     const char *const *train_defaults; /* "key=value" lines of the training spec */
     int n_train_defaults;
@@ -205,11 +206,13 @@ void rt_layernorm_bwd(rt_exec *e, const float *x, const float *w, const float *m
                       const float *rstd, const float *dy, const float *add, float *dx,
                       float *dw, float *db, int64_t rows, int64_t d);
 
-/* Softmax cross entropy over rows of [rows, C] with i32 targets. Adds the loss sum and
- * correct count to e; with dlogits != NULL also writes
- * dlogits = (softmax - onehot) * e->grad_scale. Probabilities are never stored. */
+/* Softmax cross entropy over rows of C logits, ld apart (ld >= C: a vocabulary's rows
+ * padded for aligned GEMMs; the padding is neither read nor written), with i32
+ * targets. Adds the loss sum and correct count to e; with dlogits != NULL (same
+ * layout; it may be logits) also writes dlogits = (softmax - onehot) * e->grad_scale.
+ * Probabilities are never stored. */
 void rt_cross_entropy(rt_exec *e, const float *logits, const int32_t *target, float *dlogits,
-                      int64_t rows, int64_t C);
+                      int64_t rows, int64_t C, int64_t ld);
 /* db[r] += sum_j x[r, j] over cols j (conv bias gradients). */
 void rt_rowsum_add(rt_exec *e, const float *x, float *db, int64_t rows, int64_t cols);
 

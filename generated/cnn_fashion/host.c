@@ -64,7 +64,7 @@ static void forward(rt_exec *e, int train)
     /* $.model.layers[9]: linear: y = x W^T + b, in the GEMM's epilogue */
     rt_gemm_bias(e, 0, 1, e->B * 1, 10, 128, 1.0f, relu_8, 128, P_9_weight, 128, linear_9, 10, P_9_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.loss: cross entropy: loss, accuracy and d(logits) in one pass */
-    rt_cross_entropy(e, linear_9, in_y, e->train ? d_linear_9 : NULL, e->B * 1, 10);
+    rt_cross_entropy(e, linear_9, in_y, e->train ? d_linear_9 : NULL, e->B * 1, 10, 10);
 }
 
 /* The backward pass: activation gradients written, parameter gradients accumulated. */
@@ -203,7 +203,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[9]: linear: y = x W^T + b, in the GEMM's epilogue */
     rt_gemm_bias(e, 0, 1, e->B * 1, 10, 128, 1.0f, relu_8, 128, P_9_weight, 128, linear_9, 10, P_9_bias, NULL, RT_EPI_NONE, NULL);
     /* $.model.loss: cross entropy: loss, accuracy and d(logits) in one pass */
-    rt_cross_entropy(e, linear_9, in_y, NULL, e->B * 1, 10);
+    rt_cross_entropy(e, linear_9, in_y, NULL, e->B * 1, 10, 10);
 }
 
 static const rt_param params[] = {
@@ -289,6 +289,7 @@ const rt_model trainc_model = {
     .has_dropout = 0,
     .pred_offset = 169856,
     .pred_numel = 10,
+    .pred_ld = 10,
     .gpu_scratch_row_bytes = 0,
     .train_defaults = train_defaults,
     .n_train_defaults = 43,

@@ -196,7 +196,7 @@ static void forward(rt_exec *e, int train)
     /* $.model.layers[4]: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 128, 256, 128, 1.0f, layernorm_ln_f, 128, P_wte_weight, 128, 0.0f, linear_lm_head, 256);
     /* $.model.loss: cross entropy: loss, accuracy and d(logits) in one pass */
-    rt_cross_entropy(e, linear_lm_head, in_y, e->train ? d_linear_lm_head : NULL, e->B * 128, 256);
+    rt_cross_entropy(e, linear_lm_head, in_y, e->train ? d_linear_lm_head : NULL, e->B * 128, 256, 256);
 }
 
 /* The backward pass: activation gradients written, parameter gradients accumulated. */
@@ -751,7 +751,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[4]: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 128, 256, 128, 1.0f, layernorm_ln_f, 128, P_wte_weight, 128, 0.0f, linear_lm_head, 256);
     /* $.model.loss: cross entropy: loss, accuracy and d(logits) in one pass */
-    rt_cross_entropy(e, linear_lm_head, in_y, NULL, e->B * 128, 256);
+    rt_cross_entropy(e, linear_lm_head, in_y, NULL, e->B * 128, 256, 256);
 }
 
 static const rt_param params[] = {
@@ -879,6 +879,7 @@ const rt_model trainc_model = {
     .has_dropout = 0,
     .pred_offset = 2883584,
     .pred_numel = 32768,
+    .pred_ld = 256,
     .gpu_scratch_row_bytes = 2048,
     .train_defaults = train_defaults,
     .n_train_defaults = 41,

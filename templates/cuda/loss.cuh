@@ -3,6 +3,9 @@
  * (common.cuh) then adds them into the device rt_cu_stat in a fixed order. */
 
 /* Softmax cross entropy over one row of C logits per block, fused with its gradient.
+ * Rows are LD elements apart (LD >= C: a vocabulary padded so that every row starts
+ * 16-byte aligned, for the GEMMs and for this kernel's vector loads; the padding is
+ * neither read nor written).
  *
  * Launch: grid (rows), block of 32..1024 threads (a multiple of 32).
  *   loss[r]    = max + log(sum_j exp(z_j - max)) - z[target]   (double)
@@ -13,13 +16,13 @@
  * before. The probabilities are never stored. A target outside [0, C) (the loader
  * checks labels, so only a bug gets here) makes the row's loss NaN, which the loop
  * reports as a diverged run, and its gradient 0. */
-template <int C>
+template <int C, int LD>
 __device__ __forceinline__ void cross_entropy_row(const act_t *logits, const int32_t *target,
                                                   act_t *dlogits, double *loss, double *correct,
                                                   float grad_scale)
 {
     int64_t r = blockIdx.x;
-    const act_t *z = logits + r * C;       /* [C] */
+    const act_t *z = logits + r * LD;      /* [C] */
     int tg = target[r];
     bool bad = tg < 0 || tg >= C;
     /* pass 1: max and first argmax */
@@ -42,7 +45,7 @@ __device__ __forceinline__ void cross_entropy_row(const act_t *logits, const int
     /* pass 3: the gradient, exp(z - max) / sum scaled, minus grad_scale at the target */
     if (dlogits) {
         float inv = (float)(1.0 / s), sc = inv * grad_scale;
-        rt_row_map(z, dlogits + r * C, C, [&](int j, float v) {
+        rt_row_map(z, dlogits + r * LD, C, [&](int j, float v) {
             if (bad)
                 return 0.0f;
             float e = expf(v - m);
@@ -55,12 +58,12 @@ __device__ __forceinline__ void cross_entropy_row(const act_t *logits, const int
     }
 }
 
-#define RT_CROSS_ENTROPY(C)                                                                   \
-    extern "C" __global__ void __launch_bounds__(1024) rt_cross_entropy_##C(                  \
+#define RT_CROSS_ENTROPY(C, LD)                                                               \
+    extern "C" __global__ void __launch_bounds__(1024) rt_cross_entropy_##C##_##LD(           \
         const act_t *logits, const int32_t *target, act_t *dlogits, double *loss,             \
         double *correct, float grad_scale)                                                    \
     {                                                                                         \
-        cross_entropy_row<C>(logits, target, dlogits, loss, correct, grad_scale);             \
+        cross_entropy_row<C, LD>(logits, target, dlogits, loss, correct, grad_scale);         \
     }
 
 /* Mean squared error terms, RT_MSE_CHUNK elements per block.

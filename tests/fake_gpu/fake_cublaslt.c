@@ -77,7 +77,14 @@ typedef struct Layout {
 } Layout;
 typedef struct Pref {
     uint64_t max_ws;
+    uint32_t align[4];         /* MIN_ALIGNMENT_{A,B,C,D}_BYTES; 0: cuBLASLt's default, 256 */
 } Pref;
+
+/* The pointer alignment an algorithm may assume: what the preference promised (256
+ * bytes unless told less, as cuBLASLt documents). The heuristic records it in the
+ * algorithm and cublasLtMatmul refuses a pointer less aligned, so a caller that
+ * promises too much fails here rather than only on some real GPU's kernels. */
+static uint32_t pref_align(const Pref *p, int k) { return p->align[k] ? p->align[k] : 256; }
 
 /* the fake's "algorithm": a tag and the problem it was chosen for */
 #define ALGO_TAG 0x74726e63u
@@ -215,8 +222,23 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
 {
     if (!p || !buf)
         return CUBLAS_STATUS_INVALID_VALUE;
+    if (a == CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES || a == CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES ||
+        a == CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES || a == CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES) {
+        uint32_t v;
+        if (size != sizeof v)
+            return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulPreferenceSetAttribute: an alignment is a uint32_t");
+        memcpy(&v, buf, sizeof v);
+        if (!v || (v & (v - 1)))
+            return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulPreferenceSetAttribute: an alignment is a power of 2");
+        int k = a == CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES   ? 0
+                : a == CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES ? 1
+                : a == CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES ? 2
+                                                                  : 3;
+        ((Pref *)p)->align[k] = v;
+        return CUBLAS_STATUS_SUCCESS;
+    }
     if (a != CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES)
-        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulPreferenceSetAttribute: only MAX_WORKSPACE_BYTES");
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulPreferenceSetAttribute: only MAX_WORKSPACE_BYTES and MIN_ALIGNMENT_*");
     if (size != sizeof(uint64_t))
         return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulPreferenceSetAttribute: a uint64_t");
     memcpy(&((Pref *)p)->max_ws, buf, sizeof(uint64_t));
@@ -263,6 +285,8 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
     results[0].algo.data[1] = m;
     results[0].algo.data[2] = n;
     results[0].algo.data[3] = k;
+    for (int q = 0; q < 4; q++)
+        results[0].algo.data[4 + q] = pref_align((const Pref *)pref, q);
     results[0].workspaceSize = 0;
     results[0].state = CUBLAS_STATUS_SUCCESS;
     results[0].wavesCount = 1.0f;
@@ -397,6 +421,16 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
     if (!is_dev_range(A, span(a)) || !is_dev_range(B, span(b)) || !is_dev_range(D, span(d)) ||
         (fbeta != 0.0f && !is_dev_range(C, span(c))))
         return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: a matrix is not (all) in device memory");
+    if (algo) {
+        const void *ptr[4] = {A, B, C, D};
+        for (int q = 0; q < 4; q++)
+            if ((uintptr_t)ptr[q] % algo->data[4 + q]) {
+                fprintf(stderr, "fake cuBLASLt: cublasLtMatmul: matrix %c at %p is not %llu-byte aligned, "
+                        "as the preference promised the heuristic\n", "ABCD"[q], ptr[q],
+                        (unsigned long long)algo->data[4 + q]);
+                return CUBLAS_STATUS_NOT_SUPPORTED;
+            }
+    }
     if (ws_bytes && !is_dev_range(ws, ws_bytes))
         return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: the workspace is not device memory");
     Job *j = malloc(sizeof *j);

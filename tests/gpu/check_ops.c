@@ -44,7 +44,8 @@ static const char *const instances[] = {
     "RT_LAYERNORM_FWD(7)", "RT_LAYERNORM_FWD(64)", "RT_LAYERNORM_FWD(130)",
     "RT_LAYERNORM_FWD(768)", "RT_LAYERNORM_BWD(7)", "RT_LAYERNORM_BWD(64)",
     "RT_LAYERNORM_BWD(130)", "RT_LAYERNORM_BWD(768)",
-    "RT_CROSS_ENTROPY(10)", "RT_CROSS_ENTROPY(13)", "RT_CROSS_ENTROPY(50257)",
+    "RT_CROSS_ENTROPY(10, 10)", "RT_CROSS_ENTROPY(13, 13)", "RT_CROSS_ENTROPY(50257, 50257)",
+    "RT_CROSS_ENTROPY(50257, 50304)",
     "RT_ATTENTION_FWD(17, 48, 1)", "RT_ATTENTION_BWD(17, 48, 1)",
     "RT_ATTENTION_FWD(17, 48, 0)", "RT_ATTENTION_BWD(17, 48, 0)",
     "RT_ATTENTION_FWD(128, 32, 1)", "RT_ATTENTION_BWD(128, 32, 1)",
@@ -505,24 +506,27 @@ static void stats_judge(const char *name, const stats_t *st)
         report(name, err, TOL_RED, NULL);
 }
 
-/* mode 0: loss only; 1: dlogits in its own buffer; 2: dlogits over the logits */
-static void t_cross_entropy(int64_t rows, int64_t Cn, int mode)
+/* mode 0: loss only; 1: dlogits in its own buffer; 2: dlogits over the logits. Rows
+ * are ld >= Cn apart; the padding holds NaN, which neither kernel may read (the loss
+ * would be NaN) nor write (the outputs' padding is compared: NaN on both sides). */
+static void t_cross_entropy(int64_t rows, int64_t Cn, int mode, int64_t ld)
 {
     static const char *const modes[] = {"loss only", "dlogits", "dlogits in place"};
-    SHAPE("[%lld, %lld] %s", (long long)rows, (long long)Cn, modes[mode]);
-    int64_t n = rows * Cn;
+    SHAPE("[%lld, %lld] rows %lld apart, %s", (long long)rows, (long long)Cn, (long long)ld,
+          modes[mode]);
+    int64_t n = rows * ld;
     float *z = fvec(n);
     for (int64_t i = 0; i < n; i++)
-        z[i] *= 4.0f;
+        z[i] = i % ld < Cn ? z[i] * 4.0f : NAN;
     int32_t *tg = rt_xmalloc((size_t)rows * sizeof *tg);
     for (int64_t r = 0; r < rows; r++) {
         tg[r] = (int32_t)irand(Cn);
         if (r % 3 == 0)   /* some rows predicted right */
-            z[r * Cn + tg[r]] = 9.0f;
+            z[r * ld + tg[r]] = 9.0f;
     }
     round_act(z, n);
     /* gradients scaled by C / 8 so that softmax entries are O(1) in the check */
-    float gs = (float)Cn / 8.0f, *dz = mode ? nans(n) : NULL;
+    float gs = (float)Cn / 8.0f, *dz = mode == 1 ? nans(n) : mode == 2 ? fcopy(z, n) : NULL;
     C.grad_scale = G->grad_scale = gs;
     float *gz = up_a(z, n), *gdz = mode == 1 ? dalloc_a(n) : mode == 2 ? gz : NULL;
     int32_t *gtg = up(tg, (size_t)rows * 4);
@@ -531,12 +535,14 @@ static void t_cross_entropy(int64_t rows, int64_t Cn, int mode)
     stats_t st;
     for (int rep = 0; rep < 2; rep++) {
         stats_begin();
-        rt_cross_entropy(&C, z, tg, dz, rows, Cn);
+        if (mode == 2)
+            memcpy(dz, z, (size_t)n * sizeof *dz);
+        rt_cross_entropy(&C, mode == 2 ? dz : z, tg, dz, rows, Cn, ld);
         if (mode == 1)
             upload_a(gdz, pn, n);
         if (mode == 2)
             upload_a(gz, z, n);
-        rt_cu_cross_entropy(G, gz, gtg, gdz, rows, Cn);
+        rt_cu_cross_entropy(G, gz, gtg, gdz, rows, Cn, ld);
         stats_end(&st, rep);
         if (mode)
             o.gpu[rep] = down_a(gdz, n);
@@ -1187,12 +1193,16 @@ int main(int argc, char **argv)
     t_layernorm(300, 130);
     t_layernorm(257, 768);
 
-    t_cross_entropy(1, 10, 1);
-    t_cross_entropy(37, 10, 0);
-    t_cross_entropy(37, 13, 1);
-    t_cross_entropy(300, 13, 2);
-    t_cross_entropy(5, 50257, 1);
-    t_cross_entropy(64, 50257, 2);
+    t_cross_entropy(1, 10, 1, 10);
+    t_cross_entropy(37, 10, 0, 10);
+    t_cross_entropy(37, 13, 1, 13);
+    t_cross_entropy(300, 13, 2, 13);
+    t_cross_entropy(5, 50257, 1, 50257);
+    t_cross_entropy(64, 50257, 2, 50257);
+    /* GPT-2's: rows padded to 50304 (graph.c), the gradient over the logits */
+    t_cross_entropy(3, 50257, 0, 50304);
+    t_cross_entropy(5, 50257, 1, 50304);
+    t_cross_entropy(64, 50257, 2, 50304);
     t_mse(1, 1);
     t_mse(1000, 0);
     t_mse(3 * 8192 + 5, 1);

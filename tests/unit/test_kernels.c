@@ -846,7 +846,7 @@ static void test_cross_entropy(void)
                 e.correct = 3, e.terms = 11;  /* counts are accumulated into */
                 dz[pi][rep] = malloc((size_t)n * 4);
                 fill_nan(dz[pi][rep], n);
-                rt_cross_entropy(&e, z, t, dz[pi][rep], R, C);
+                rt_cross_entropy(&e, z, t, dz[pi][rep], R, C, C);
                 loss[pi][rep] = e.loss_sum;
                 if (e.correct - 3 != rcorrect || e.terms - 11 != R)
                     fail(NAME("cross_entropy %s counts t=%d", tag, pool_threads[pi]),
@@ -856,7 +856,7 @@ static void test_cross_entropy(void)
                 else if (rep == 0)
                     pass(NAME("cross_entropy %s counts t=%d", tag, pool_threads[pi]));
                 /* without dlogits: the same loss, added to what is there (2L is exact) */
-                rt_cross_entropy(&e, z, t, NULL, R, C);
+                rt_cross_entropy(&e, z, t, NULL, R, C, C);
                 if (e.loss_sum != 2 * loss[pi][rep] || e.terms - 11 != 2 * R)
                     fail(NAME("cross_entropy %s no-grad, accumulate t=%d", tag,
                               pool_threads[pi]),
@@ -883,7 +883,7 @@ static void test_cross_entropy(void)
             rt_exec e = exec_on(1, gs);
             float *zz = malloc((size_t)n * 4);
             memcpy(zz, z, (size_t)n * 4);
-            rt_cross_entropy(&e, zz, t, zz, R, C);
+            rt_cross_entropy(&e, zz, t, zz, R, C, C);
             NAME("cross_entropy %s in place: loss", tag);
             if (e.loss_sum != loss[1][0])
                 fail(nm, "%.17g vs %.17g", e.loss_sum, loss[1][0]);
@@ -891,6 +891,32 @@ static void test_cross_entropy(void)
                 pass(nm);
             check_same(NAME("cross_entropy %s in place: dlogits", tag), zz, dz[1][0], (size_t)n * 4);
             free(zz);
+        }
+        for (int inpl = 0; inpl < 2; inpl++) {
+            /* rows ld > C apart (a padded vocabulary): the same numbers, the padding (NaN)
+             * neither read (the loss would be NaN) nor written */
+            int64_t ld = C + 5;
+            float *zp = malloc((size_t)(R * ld) * 4), *gp = malloc((size_t)(R * ld) * 4);
+            fill_nan(zp, R * ld);
+            fill_nan(gp, R * ld);
+            for (int64_t r = 0; r < R; r++)
+                memcpy(zp + r * ld, z + r * C, (size_t)C * 4);
+            rt_exec e = exec_on(1, gs);
+            rt_cross_entropy(&e, zp, t, inpl ? zp : gp, R, C, ld);
+            const float *g = inpl ? zp : gp;
+            NAME("cross_entropy %s rows %lld apart%s", tag, (long long)ld, inpl ? ", in place" : "");
+            int bad = e.loss_sum != loss[1][0];
+            for (int64_t r = 0; r < R && !bad; r++) {
+                bad = memcmp(g + r * ld, dz[1][0] + r * C, (size_t)C * 4) != 0;
+                for (int64_t j = C; j < ld && !bad; j++)
+                    bad = !isnan(g[r * ld + j]) || !isnan(zp[r * ld + j]);
+            }
+            if (bad)
+                fail(nm, "loss %.17g vs %.17g, or dlogits or the padding differ", e.loss_sum,
+                     loss[1][0]);
+            else
+                pass(nm);
+            free(zp), free(gp);
         }
         free(z), free(t), free(rd);
         for (int pi = 0; pi < 2; pi++)
@@ -910,7 +936,7 @@ static int bad_label_child(void)
     memset(&e, 0, sizeof e);
     e.rt = p;
     e.grad_scale = 1;
-    rt_cross_entropy(&e, z, t, z, 40, 5);
+    rt_cross_entropy(&e, z, t, z, 40, 5, 5);
     return 0;
 }
 
@@ -1106,14 +1132,14 @@ static void fd_cross_entropy(void)
     for (int i = 0; i < R * C; i++)
         z[i] *= 2.0f;
     rt_exec e = exec_on(1, gs);
-    rt_cross_entropy(&e, z, t, dz, R, C);
+    rt_cross_entropy(&e, z, t, dz, R, C, C);
     for (int i = 0; i < R * C; i++) {
         float keep = z[i], xp = keep + h, xm = keep - h;
         rt_exec ep = exec_on(1, gs), em = exec_on(1, gs);
         z[i] = xp;
-        rt_cross_entropy(&ep, z, t, NULL, R, C);
+        rt_cross_entropy(&ep, z, t, NULL, R, C, C);
         z[i] = xm;
-        rt_cross_entropy(&em, z, t, NULL, R, C);
+        rt_cross_entropy(&em, z, t, NULL, R, C, C);
         z[i] = keep;
         fd_compare((ep.loss_sum - em.loss_sum) / ((double)xp - xm), dz[i] / gs, 2e-4);
     }
