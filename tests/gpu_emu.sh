@@ -3,9 +3,10 @@
 # CPU by tests/gpu/emu/ (each CUDA thread a fiber, blocks one after another), launched
 # through runtime/cuda_ops.c exactly as on a GPU, against their CPU twins. It checks
 # the kernels' logic (indexing, masking, barriers, shuffles, reduction order,
-# in-place aliasing), not the GPU's arithmetic or memory model (nor cuBLASLt's
+# in-place aliasing, cp.async's waits), not the GPU's arithmetic or memory model (nor cuBLASLt's
 # epilogues: CHECK_OPS_EMU leaves those checks to the fake GPU and a real one). Three times: with fp32
-# activations, with bf16-mixed's bf16 ones and with fp16-mixed's fp16 ones.
+# activations, with bf16-mixed's bf16 ones and with fp16-mixed's fp16 ones; then the
+# three again under the emulator's other schedule (EMU_SCHEDULE=greedy).
 set -eu
 cd "$(dirname "$0")/.."
 d=build/tests/gpu_emu
@@ -41,3 +42,10 @@ done
 "$d/check_ops.fp32" "${@}"
 "$d/check_ops.bf16" --bf16 "${@}"
 "$d/check_ops.fp16" --fp16 "${@}"
+# again with the other schedule: each warp runs from one __syncthreads to the next
+# before the next warp starts (a barrier missing between one warp's shared-memory
+# writes, cp.async copies included, and another's reads shows there)
+echo "-- EMU_SCHEDULE=greedy"
+EMU_SCHEDULE=greedy "$d/check_ops.fp32" "${@}"
+EMU_SCHEDULE=greedy "$d/check_ops.bf16" --bf16 "${@}"
+EMU_SCHEDULE=greedy "$d/check_ops.fp16" --fp16 "${@}"

@@ -336,8 +336,57 @@ __device__ __forceinline__ void att_st2(act_t *p, float lo, float hi)
 #define RT_LOG2E 1.44269504088896341f
 #define RT_LN2 0.693147180559945309f
 
+/* Asynchronous copies global -> shared (cp.async, sm_80 on), so that the next tile
+ * streams in while the tensor cores work on this one: att_cp16 copies 16 bytes (att_cp4
+ * 4), or writes zeros where `valid` is false (src must still be a valid address);
+ * att_cp_commit closes the thread's group of copies, att_cp_wait<N> waits until at
+ * most N of its groups are still in flight. A copy is visible to the other threads
+ * after its issuer's wait and a __syncthreads. (The emulator has twins that make each
+ * copy only at the wait covering it.) */
+__device__ __forceinline__ void att_cp16(void *dst, const void *src, bool valid)
+{
+#if defined(RT_EMU)
+    emu_cp_async(dst, src, 16, valid ? 16 : 0);
+#else
+    const unsigned a = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+                 :
+                 : "r"(a), "l"(src), "r"(valid ? 16 : 0)
+                 : "memory");
+#endif
+}
+__device__ __forceinline__ void att_cp4(void *dst, const void *src, bool valid)
+{
+#if defined(RT_EMU)
+    emu_cp_async(dst, src, 4, valid ? 4 : 0);
+#else
+    const unsigned a = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
+                 :
+                 : "r"(a), "l"(src), "r"(valid ? 4 : 0)
+                 : "memory");
+#endif
+}
+__device__ __forceinline__ void att_cp_commit()
+{
+#if defined(RT_EMU)
+    emu_cp_async_commit();
+#else
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+template <int N> __device__ __forceinline__ void att_cp_wait()
+{
+#if defined(RT_EMU)
+    emu_cp_async_wait(N);
+#else
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+}
+
 /* rows [r0, r0 + R) of two matrices HD wide (rows of stride la at a, lb at b) into the
- * shared tiles da and db as 16-bit values, 16 bytes a load; rows past T as 0 */
+ * shared tiles da and db as 16-bit values, 16 bytes a copy, asynchronously (att_cp16:
+ * the caller commits and waits); rows past T as 0 */
 template <int R, int HD, int W, int T>
 __device__ __forceinline__ void att_tiles16(unsigned short (*da)[W], unsigned short (*db)[W],
                                             const act_t *a, int64_t la, const act_t *b,
@@ -345,13 +394,10 @@ __device__ __forceinline__ void att_tiles16(unsigned short (*da)[W], unsigned sh
 {
     for (int e = threadIdx.x; e < R * HD / 8; e += RT_ATT_THREADS) {
         const int row = e / (HD / 8), c = 8 * (e % (HD / 8));
-        uint4 va = make_uint4(0u, 0u, 0u, 0u), vb = va;
-        if (r0 + row < T) {
-            va = *(const uint4 *)(a + (int64_t)(r0 + row) * la + c);
-            vb = *(const uint4 *)(b + (int64_t)(r0 + row) * lb + c);
-        }
-        *(uint4 *)&da[row][c] = va;
-        *(uint4 *)&db[row][c] = vb;
+        const bool in = r0 + row < T;
+        const int64_t rr = in ? r0 + row : 0;
+        att_cp16(&da[row][c], a + rr * la + c, in);
+        att_cp16(&db[row][c], b + rr * lb + c, in);
     }
 }
 
@@ -360,7 +406,8 @@ __device__ __forceinline__ void attention_fwd_tc(const act_t *qkv, float *lse, a
 {
     constexpr int BQ = 64, BK = 64, KS = HD / 16, DN = HD / 8, W = HD + 8;
     constexpr int NQT = (T + BQ - 1) / BQ;
-    __shared__ __align__(16) unsigned short ks[BK][W], vs[BK][W];   /* 16-bit bits of K, V */
+    /* 16-bit bits of K and V, two tiles of each: the next copied in while this one is used */
+    __shared__ __align__(16) unsigned short ks[2][BK][W], vs[2][BK][W];
     const int b = blockIdx.z, h = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, t4 = lane & 3;
     const int64_t d = (int64_t)H * HD, ld = 3 * d;
@@ -370,14 +417,23 @@ __device__ __forceinline__ void attention_fwd_tc(const act_t *qkv, float *lse, a
     for (int tile = blockIdx.x; tile < NQT; tile += gridDim.x) {
         const int q0 = (NQT - 1 - tile) * BQ, r0 = q0 + 16 * warp + g;   /* rows r0, r0 + 8 */
         const int nkeys = CAUSAL ? (q0 + BQ < T ? q0 + BQ : T) : T;
+        /* the first key tile's copy starts first (the buffers are free: every pass of
+         * the loop below ends with a barrier) */
+        att_tiles16<BK, HD, W, T>(ks[0], vs[0], k, ld, v, ld, 0);
+        att_cp_commit();
         unsigned qa[KS][4];
         att_frag_a<KS, T>(qa, q, ld, r0, t4);
         float m[2] = {ninf, ninf}, l[2] = {0.0f, 0.0f}, o[DN][4];
         for (int n = 0; n < DN; n++)
             o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-        for (int k0 = 0; k0 < nkeys; k0 += BK) {
-            __syncthreads();
-            att_tiles16<BK, HD, W, T>(ks, vs, k, ld, v, ld, k0);
+        for (int k0 = 0, cb = 0; k0 < nkeys; k0 += BK, cb ^= 1) {
+            if (k0 + BK < nkeys) {   /* the next tile in, then this one waited for */
+                att_tiles16<BK, HD, W, T>(ks[cb ^ 1], vs[cb ^ 1], k, ld, v, ld, k0 + BK);
+                att_cp_commit();
+                att_cp_wait<1>();
+            } else {
+                att_cp_wait<0>();
+            }
             __syncthreads();
             float sc[BK / 8][4];
             for (int n = 0; n < BK / 8; n += 2) {
@@ -385,7 +441,7 @@ __device__ __forceinline__ void attention_fwd_tc(const act_t *qkv, float *lse, a
                     sc[n][r] = sc[n + 1][r] = 0.0f;
                 for (int s = 0; s < KS; s++) {
                     unsigned kb[4];
-                    att_bfrag<W>(kb, ks, n, s, lane);
+                    att_bfrag<W>(kb, ks[cb], n, s, lane);
                     att_mma(sc[n], qa[s], kb);
                     att_mma(sc[n + 1], qa[s], kb + 2);
                 }
@@ -424,11 +480,12 @@ __device__ __forceinline__ void attention_fwd_tc(const act_t *qkv, float *lse, a
                 }
                 for (int n = 0; n < DN; n += 2) {
                     unsigned vb[4];
-                    att_bfrag_t<W>(vb, vs, j, n, lane);
+                    att_bfrag_t<W>(vb, vs[cb], j, n, lane);
                     att_mma(o[n], pa, vb);
                     att_mma(o[n + 1], pa, vb + 2);
                 }
             }
+            __syncthreads();   /* tile cb read by all: the next pass may copy into it */
         }
         for (int u = 0; u < 2; u++) {
             l[u] += __shfl_xor_sync(0xffffffffu, l[u], 1);
@@ -654,7 +711,7 @@ __device__ __forceinline__ void attention_bwd_q_tc(const act_t *qkv, const float
 {
     constexpr int BQ = 64, BK = 64, KS = HD / 16, DN = HD / 8, W = HD + 8;
     constexpr int NQT = (T + BQ - 1) / BQ;
-    __shared__ __align__(16) unsigned short ks[BK][W], vs[BK][W];
+    __shared__ __align__(16) unsigned short ks[2][BK][W], vs[2][BK][W];   /* two tiles each */
     __shared__ float Dt[BQ];
     const int b = blockIdx.z, h = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, t4 = lane & 3;
@@ -670,7 +727,9 @@ __device__ __forceinline__ void attention_bwd_q_tc(const act_t *qkv, const float
     for (int tile = blockIdx.x; tile < NQT; tile += gridDim.x) {
         const int q0 = (NQT - 1 - tile) * BQ, r0 = q0 + 16 * warp + g;
         const int nkeys = CAUSAL ? (q0 + BQ < T ? q0 + BQ : T) : T;
-        __syncthreads();
+        __syncthreads();   /* Dt read by all */
+        att_tiles16<BK, HD, W, T>(ks[0], vs[0], k, ld, v, ld, 0);   /* under D's arithmetic */
+        att_cp_commit();
         for (int i = warp; i < BQ; i += RT_ATT_THREADS / 32) {   /* D, a warp a row */
             double a = 0.0;
             if (q0 + i < T)
@@ -696,9 +755,14 @@ __device__ __forceinline__ void attention_bwd_q_tc(const act_t *qkv, const float
         }
         for (int n = 0; n < DN; n++)
             acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
-        for (int k0 = 0; k0 < nkeys; k0 += BK) {
-            __syncthreads();
-            att_tiles16<BK, HD, W, T>(ks, vs, k, ld, v, ld, k0);
+        for (int k0 = 0, cb = 0; k0 < nkeys; k0 += BK, cb ^= 1) {
+            if (k0 + BK < nkeys) {   /* the next tile in, then this one waited for */
+                att_tiles16<BK, HD, W, T>(ks[cb ^ 1], vs[cb ^ 1], k, ld, v, ld, k0 + BK);
+                att_cp_commit();
+                att_cp_wait<1>();
+            } else {
+                att_cp_wait<0>();
+            }
             __syncthreads();
             float sc[BK / 8][4], dp[BK / 8][4];
             const bool edge = (CAUSAL && k0 + BK - 1 > q0) || k0 + BK > T || q0 + BQ > T;
@@ -707,8 +771,8 @@ __device__ __forceinline__ void attention_bwd_q_tc(const act_t *qkv, const float
                     sc[n][r] = dp[n][r] = sc[n + 1][r] = dp[n + 1][r] = 0.0f;
                 for (int s = 0; s < KS; s++) {
                     unsigned kb[4], vb[4];
-                    att_bfrag<W>(kb, ks, n, s, lane);
-                    att_bfrag<W>(vb, vs, n, s, lane);
+                    att_bfrag<W>(kb, ks[cb], n, s, lane);
+                    att_bfrag<W>(vb, vs[cb], n, s, lane);
                     att_mma(sc[n], qa[s], kb);
                     att_mma(dp[n], da[s], vb);
                     att_mma(sc[n + 1], qa[s], kb + 2);
@@ -730,11 +794,12 @@ __device__ __forceinline__ void attention_bwd_q_tc(const act_t *qkv, const float
                 }
                 for (int n = 0; n < DN; n += 2) {
                     unsigned kb[4];
-                    att_bfrag_t<W>(kb, ks, j, n, lane);
+                    att_bfrag_t<W>(kb, ks[cb], j, n, lane);
                     att_mma(acc[n], sa, kb);
                     att_mma(acc[n + 1], sa, kb + 2);
                 }
             }
+            __syncthreads();   /* tile cb read by all: the next pass may copy into it */
         }
         for (int u = 0; u < 2; u++) {
             const int i = r0 + 8 * u;
@@ -758,8 +823,10 @@ __device__ __forceinline__ void attention_bwd_kv_tc(const act_t *qkv, const floa
 {
     constexpr int BQ = 64, BK = 64, KS = HD / 16, DN = HD / 8, W = HD + 8;
     constexpr int NKT = (T + BK - 1) / BK;
-    __shared__ __align__(16) unsigned short qs[BQ][W], dys[BQ][W];
-    __shared__ float Lt[BQ], Dt[BQ];
+    /* two query tiles of each (the next copied in while this one is used); Lt holds
+     * lse in natural units, as stored */
+    __shared__ __align__(16) unsigned short qs[2][BQ][W], dys[2][BQ][W];
+    __shared__ __align__(16) float Lt[2][BQ], Dt[2][BQ];
     const int b = blockIdx.z, h = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, t4 = lane & 3;
     const int64_t d = (int64_t)H * HD, ld = 3 * d;
@@ -769,8 +836,20 @@ __device__ __forceinline__ void attention_bwd_kv_tc(const act_t *qkv, const floa
     const float *Lh = lse + ((int64_t)b * H + h) * T, *Dh = D + ((int64_t)b * H + h) * T;
     const float scale = (float)(1.0 / sqrt((double)HD));
     const float sl2 = (float)(1.4426950408889634 / sqrt((double)HD));
+    /* query tile i0 (its Q, dY, lse and D) into buffer u, asynchronously, as one group */
+    auto tiles = [&](int u, int i0) {
+        att_tiles16<BQ, HD, W, T>(qs[u], dys[u], q, ld, dyh, d, i0);
+        for (int e = threadIdx.x; e < BQ; e += RT_ATT_THREADS) {
+            const bool in = i0 + e < T;
+            att_cp4(&Lt[u][e], Lh + (in ? i0 + e : 0), in);
+            att_cp4(&Dt[u][e], Dh + (in ? i0 + e : 0), in);
+        }
+        att_cp_commit();
+    };
     for (int tile = blockIdx.x; tile < NKT; tile += gridDim.x) {
         const int k0 = tile * BK, j0 = k0 + 16 * warp + g;   /* the warp's keys j0, j0 + 8 */
+        const int ifirst = CAUSAL ? k0 : 0;
+        tiles(0, ifirst);   /* the buffers are free: every pass below ends with a barrier */
         unsigned ka[KS][4], va[KS][4];   /* K and V fragments of the warp's keys */
         att_frag_a<KS, T>(ka, k, ld, j0, t4);
         att_frag_a<KS, T>(va, v, ld, j0, t4);
@@ -778,12 +857,12 @@ __device__ __forceinline__ void attention_bwd_kv_tc(const act_t *qkv, const floa
         for (int n = 0; n < DN; n++)
             for (int r = 0; r < 4; r++)
                 gk[n][r] = gv[n][r] = 0.0f;
-        for (int i0 = CAUSAL ? k0 : 0; i0 < T; i0 += BQ) {   /* the queries that see them */
-            __syncthreads();
-            att_tiles16<BQ, HD, W, T>(qs, dys, q, ld, dyh, d, i0);
-            for (int e = threadIdx.x; e < BQ; e += RT_ATT_THREADS) {
-                Lt[e] = i0 + e < T ? Lh[i0 + e] * RT_LOG2E : 0.0f;   /* in log2 units */
-                Dt[e] = i0 + e < T ? Dh[i0 + e] : 0.0f;
+        for (int i0 = ifirst, cb = 0; i0 < T; i0 += BQ, cb ^= 1) {   /* the queries that see them */
+            if (i0 + BQ < T) {   /* the next tile in, then this one waited for */
+                tiles(cb ^ 1, i0 + BQ);
+                att_cp_wait<1>();
+            } else {
+                att_cp_wait<0>();
             }
             __syncthreads();
             const bool edge = (CAUSAL && i0 < k0 + BK - 1) || i0 + BQ > T || k0 + BK > T;
@@ -793,8 +872,8 @@ __device__ __forceinline__ void attention_bwd_kv_tc(const act_t *qkv, const floa
                     st[0][r] = dpt[0][r] = st[1][r] = dpt[1][r] = 0.0f;
                 for (int s = 0; s < KS; s++) {   /* n-tiles 2j (c = 0) and 2j + 1 (c = 1) */
                     unsigned qb[4], db[4];
-                    att_bfrag<W>(qb, qs, 2 * j, s, lane);
-                    att_bfrag<W>(db, dys, 2 * j, s, lane);
+                    att_bfrag<W>(qb, qs[cb], 2 * j, s, lane);
+                    att_bfrag<W>(db, dys[cb], 2 * j, s, lane);
                     att_mma(st[0], ka[s], qb);
                     att_mma(dpt[0], va[s], db);
                     att_mma(st[1], ka[s], qb + 2);
@@ -805,9 +884,10 @@ __device__ __forceinline__ void attention_bwd_kv_tc(const act_t *qkv, const floa
                     for (int r = 0; r < 4; r++) {   /* P^T into st, dS^T into dpt */
                         const int il = 8 * n + 2 * t4 + (r & 1), i = i0 + il, kj = j0 + 8 * (r >> 1);
                         const bool masked = edge && (i >= T || kj >= T || (CAUSAL && kj > i));
-                        const float p = masked ? 0.0f : exp2f(sl2 * st[c][r] - Lt[il]);
+                        const float lt = Lt[cb][il] * RT_LOG2E;   /* in log2 units */
+                        const float p = masked ? 0.0f : exp2f(sl2 * st[c][r] - lt);
                         st[c][r] = p;
-                        dpt[c][r] = p * (dpt[c][r] - Dt[il]);
+                        dpt[c][r] = p * (dpt[c][r] - Dt[cb][il]);
                     }
                 }
                 unsigned pa[4], sa[4];
@@ -818,14 +898,15 @@ __device__ __forceinline__ void attention_bwd_kv_tc(const act_t *qkv, const floa
                 }
                 for (int n = 0; n < DN; n += 2) {   /* dV += P^T dY, dK += dS^T Q */
                     unsigned yb[4], qb[4];
-                    att_bfrag_t<W>(yb, dys, j, n, lane);
-                    att_bfrag_t<W>(qb, qs, j, n, lane);
+                    att_bfrag_t<W>(yb, dys[cb], j, n, lane);
+                    att_bfrag_t<W>(qb, qs[cb], j, n, lane);
                     att_mma(gv[n], pa, yb);
                     att_mma(gk[n], sa, qb);
                     att_mma(gv[n + 1], pa, yb + 2);
                     att_mma(gk[n + 1], sa, qb + 2);
                 }
             }
+            __syncthreads();   /* tile cb read by all: the next pass may copy into it */
         }
         for (int u = 0; u < 2; u++) {
             const int kj = j0 + 8 * u;

@@ -145,6 +145,18 @@ inline void emu_ldmatrix_x4(unsigned r[4], const unsigned short *p, bool trans)
         r[m] = (unsigned)lo | (unsigned)hi << 16;
     }
 }
+/* cp.async.cg.shared.global [dst], [src], bytes, src_bytes (attention.cuh's att_cp16,
+ * att_cp4) and its commit_group / wait_group. As on the GPU, a copy is only known to
+ * have landed once the thread that issued it has waited for its group, and the
+ * destination is undefined from the issue on: the emulator fills it with NaN bits at
+ * the issue and makes the copy at the cp.async.wait_group that covers its group (the
+ * bytes past src_bytes zero-filled). So a kernel that reads a tile before waiting for
+ * it, or copies into a tile other threads still read (a barrier missing), reads NaN
+ * and fails its checks. A copy never waited for when the
+ * block ends, a size other than 4, 8 or 16, or a misaligned address stops the run. */
+void emu_cp_async(void *dst, const void *src, unsigned bytes, unsigned src_bytes);
+void emu_cp_async_commit();
+void emu_cp_async_wait(int n);
 inline float __int_as_float(int i)
 {
     float f;

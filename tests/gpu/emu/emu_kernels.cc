@@ -12,6 +12,7 @@ namespace emu {
 #undef uint64_t
 #include <ucontext.h>
 #include <utility>
+#include <vector>
 
 dim3 threadIdx, blockIdx, blockDim, gridDim;
 
@@ -77,11 +78,23 @@ ucontext_t sched;
 int nthreads, cur;
 unsigned long block_gen, spins;
 int block_arrived;
+bool at_barrier[MAXT];          /* waiting in __syncthreads for barrier wait_gen[i] */
+unsigned long wait_gen[MAXT];
 unsigned long warp_gen[MAXT / 32];
 int warp_arrived[MAXT / 32];
 unsigned long long slots[MAXT];
 void (*g_call)(void **);
 void **g_args;
+
+/* cp.async copies in flight, per thread: made at the wait_group that covers them */
+struct Copy {
+    void *dst;
+    const void *src;
+    unsigned bytes, src_bytes;
+    unsigned long group;
+};
+std::vector<Copy> in_flight[MAXT];
+unsigned long committed[MAXT];
 
 void yield()
 {
@@ -156,6 +169,37 @@ const Entry table[] = {
 } // namespace
 
 unsigned emu_lane_id() { return (unsigned)cur & 31; }
+
+void emu_cp_async(void *dst, const void *src, unsigned bytes, unsigned src_bytes)
+{
+    if ((bytes != 4 && bytes != 8 && bytes != 16) || src_bytes > bytes ||
+        (uintptr_t)dst % bytes || (src_bytes && (uintptr_t)src % bytes)) {
+        fprintf(stderr, "emu: cp.async of %u bytes (%u from the source) from %p to %p: size "
+                "4, 8 or 16 and addresses aligned to it\n", bytes, src_bytes, src, dst);
+        abort();
+    }
+    memset(dst, 0xff, bytes);   /* undefined until the wait: NaN to whoever reads it early */
+    in_flight[cur].push_back(Copy{dst, src, bytes, src_bytes, committed[cur]});
+}
+
+void emu_cp_async_commit() { committed[cur]++; }
+
+void emu_cp_async_wait(int n)
+{
+    std::vector<Copy> &f = in_flight[cur];
+    unsigned long upto = committed[cur] > (unsigned long)n ? committed[cur] - (unsigned long)n : 0;
+    size_t keep = 0;
+    for (size_t i = 0; i < f.size(); i++) {
+        const Copy &c = f[i];
+        if (c.group < upto) {
+            memcpy(c.dst, c.src, c.src_bytes);
+            memset((char *)c.dst + c.src_bytes, 0, c.bytes - c.src_bytes);
+        } else {
+            f[keep++] = c;
+        }
+    }
+    f.resize(keep);
+}
 void *emu_slot() { return &slots[cur]; }
 void *emu_slot_of(unsigned lane) { return &slots[(cur & ~31) + (int)lane]; }
 
@@ -168,9 +212,78 @@ void emu_syncthreads()
         spins = 0;
         return;
     }
+    at_barrier[cur] = true;
+    wait_gen[cur] = g;
     while (block_gen == g)
         yield();
+    at_barrier[cur] = false;
 }
+
+namespace {
+
+/* Resume fiber i until it yields. */
+void run_fiber(int i)
+{
+    cur = i;
+    threadIdx = fib[i].tid;
+#if EMU_FAST_SWITCH
+    emu_switch(&sched_sp, fib[i].sp);
+#else
+    swapcontext(&sched, &fib[i].ctx);
+#endif
+}
+
+/* EMU_SCHEDULE=greedy: warp by warp, each run until all its threads wait at a
+ * __syncthreads (or are done) before the next warp starts, so warp 0 runs from one
+ * barrier to the next before the others begin that stretch: a missing barrier between
+ * one warp's writes (a cp.async's too) and another's reads of the same shared memory
+ * shows. The default runs every thread in turn, switching at each warp exchange. */
+bool greedy()
+{
+    static int g = -1;
+    if (g < 0) {
+        const char *v = getenv("EMU_SCHEDULE");
+        g = v && !strcmp(v, "greedy");
+    }
+    return g;
+}
+
+void run_block(const char *name)
+{
+    if (!greedy()) {
+        for (bool alive = true; alive;) {
+            alive = false;
+            for (int i = 0; i < nthreads; i++)
+                if (!fib[i].done) {
+                    alive = true;
+                    run_fiber(i);
+                }
+        }
+        return;
+    }
+    for (;;) {
+        bool any = false, left = false;
+        for (int w = 0; w * 32 < nthreads; w++)
+            for (bool ran = true; ran;) {
+                ran = false;
+                for (int i = w * 32; i < nthreads && i < w * 32 + 32; i++)
+                    if (!fib[i].done && !(at_barrier[i] && wait_gen[i] == block_gen)) {
+                        run_fiber(i);
+                        ran = any = true;
+                    }
+            }
+        for (int i = 0; i < nthreads; i++)
+            left |= !fib[i].done;
+        if (!left)
+            return;
+        if (!any) {
+            fprintf(stderr, "emu: %s: deadlock: every thread waits at a barrier\n", name);
+            abort();
+        }
+    }
+}
+
+} // namespace
 
 void emu_syncwarp()
 {
@@ -217,22 +330,18 @@ extern "C" int emu_launch(const char *name, unsigned gx, unsigned gy, unsigned g
                     fiber_init(i);
                     fib[i].done = false;
                     fib[i].tid = {(unsigned)i % bx, (unsigned)i / bx, 0};
+                    in_flight[i].clear();
+                    committed[i] = 0;
+                    at_barrier[i] = false;
                 }
                 spins = 0;
-                for (bool alive = true; alive;) {
-                    alive = false;
-                    for (int i = 0; i < nthreads; i++)
-                        if (!fib[i].done) {
-                            alive = true;
-                            cur = i;
-                            threadIdx = fib[i].tid;
-#if EMU_FAST_SWITCH
-                            emu_switch(&sched_sp, fib[i].sp);
-#else
-                            swapcontext(&sched, &fib[i].ctx);
-#endif
-                        }
-                }
+                run_block(name);
+                for (int i = 0; i < nthreads; i++)
+                    if (!in_flight[i].empty()) {
+                        fprintf(stderr, "emu: %s: thread %d ends with %zu cp.async copies never "
+                                "waited for\n", name, i, in_flight[i].size());
+                        abort();
+                    }
             }
     return 0;
 }
