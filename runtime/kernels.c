@@ -508,6 +508,32 @@ static void colsum_task(void *ctx, int64_t lo, int64_t hi)
     }
 }
 
+typedef struct {
+    const float *x;            /* [rows, cols] */
+    float *db;                 /* [rows] */
+    int64_t cols;
+} rowsum_ctx;
+
+static void rowsum_task(void *ctx, int64_t lo, int64_t hi)
+{
+    const rowsum_ctx *c = ctx;
+    for (int64_t r = lo; r < hi; r++)
+        c->db[r] += (float)sum_f64(c->x + r * c->cols, c->cols);
+}
+
+/* A conv layer's bias gradient: each row (an output channel over the batch and its
+ * positions) summed in double (sum_f64's eight lanes, so vectorized; the result does
+ * not depend on the thread count), a row a task. */
+void rt_rowsum_add(rt_exec *e, const float *x, float *db, int64_t rows, int64_t cols)
+{
+    if (e->dev) { /* on a GPU: cuda_ops.c, cuda_blas.c */
+        RT_GPU(e)->rowsum_add(e, x, db, rows, cols);
+        return;
+    }
+    rowsum_ctx c = {x, db, cols};
+    launch(pool_of(e), rows, grain_for(cols), rowsum_task, &c);
+}
+
 /* The GELU (tanh) rows of the GEMM epilogues, where a CPU step of a GPT spends most of
  * its elementwise time: rt_tanhf is plain arithmetic, so these loops vectorize, and
  * they are built twice, for the baseline x86-64 (4 floats a vector) and for AVX2 (8),
@@ -891,24 +917,68 @@ static void maxpool_bwd_task(void *ctx, int64_t lo, int64_t hi)
         const float *restrict xp = c->x + pl * c->H * c->W;
         const float *restrict dyp = c->dy + pl * c->OH * c->OW;
         float *restrict dxp = c->dx + pl * c->H * c->W;
-        memset(dxp, 0, (size_t)(c->H * c->W) * sizeof(float));
         if (c->k == 2 && c->s == 2) {
+            /* The windows do not overlap: every element of dx is written once (the
+             * window's first maximum gets dy, the other three 0; rows and columns no
+             * window covers, of an odd H or W, 0), no memset and no read-modify-write.
+             * dy + 0.0f is the general path's 0 + dy (a -0 becomes +0): the same bits. */
+            const int64_t W = c->W;
             for (int64_t oh = 0; oh < c->OH; oh++) {
-                int64_t o0 = 2 * oh * c->W, o1 = o0 + c->W;
-                for (int64_t ow = 0; ow < c->OW; ow++) {
-                    int64_t at = o0 + 2 * ow;
-                    float m = xp[at], v;
-                    v = xp[o0 + 2 * ow + 1];
-                    if (v > m || isnan(v)) m = v, at = o0 + 2 * ow + 1;
-                    v = xp[o1 + 2 * ow];
-                    if (v > m || isnan(v)) m = v, at = o1 + 2 * ow;
-                    v = xp[o1 + 2 * ow + 1];
-                    if (v > m || isnan(v)) at = o1 + 2 * ow + 1;
-                    dxp[at] += *dyp++;
+                const float *restrict r0 = xp + 2 * oh * W, *restrict r1 = r0 + W;
+                float *restrict d0 = dxp + 2 * oh * W, *restrict d1 = d0 + W;
+                int64_t ow = 0;
+                /* four windows at a time, without branches (the argmax of random data
+                 * mispredicts): the same comparisons in the same order as below */
+                for (; ow + 4 <= c->OW; ow += 4) {
+                    v4f a = ld4(r0 + 2 * ow), b = ld4(r0 + 2 * ow + 4);
+                    v4f x0 = __builtin_shufflevector(a, b, 0, 2, 4, 6);
+                    v4f x1 = __builtin_shufflevector(a, b, 1, 3, 5, 7);
+                    a = ld4(r1 + 2 * ow), b = ld4(r1 + 2 * ow + 4);
+                    v4f x2 = __builtin_shufflevector(a, b, 0, 2, 4, 6);
+                    v4f x3 = __builtin_shufflevector(a, b, 1, 3, 5, 7);
+                    v4f m = x0;
+                    v4i t1 = (x1 > m) | (x1 != x1);
+                    m = (v4f)(((v4i)x1 & t1) | ((v4i)m & ~t1));
+                    v4i t2 = (x2 > m) | (x2 != x2);
+                    m = (v4f)(((v4i)x2 & t2) | ((v4i)m & ~t2));
+                    v4i t3 = (x3 > m) | (x3 != x3);
+                    /* the window's pick: 3 if t3, else 2 if t2, else 1 if t1, else 0 */
+                    v4i p3 = t3, p2 = t2 & ~t3, p1 = t1 & ~t2 & ~t3, p0 = ~(t1 | t2 | t3);
+                    v4i g = (v4i)(ld4(dyp + ow) + splat4(0.0f));
+                    v4f g0 = (v4f)(g & p0), g1 = (v4f)(g & p1), g2 = (v4f)(g & p2), g3 = (v4f)(g & p3);
+                    v4f lo = __builtin_shufflevector(g0, g1, 0, 4, 1, 5);
+                    v4f hi = __builtin_shufflevector(g0, g1, 2, 6, 3, 7);
+                    memcpy(d0 + 2 * ow, &lo, sizeof lo);
+                    memcpy(d0 + 2 * ow + 4, &hi, sizeof hi);
+                    lo = __builtin_shufflevector(g2, g3, 0, 4, 1, 5);
+                    hi = __builtin_shufflevector(g2, g3, 2, 6, 3, 7);
+                    memcpy(d1 + 2 * ow, &lo, sizeof lo);
+                    memcpy(d1 + 2 * ow + 4, &hi, sizeof hi);
                 }
+                for (; ow < c->OW; ow++) {
+                    float m = r0[2 * ow], v;
+                    int a = 0;
+                    v = r0[2 * ow + 1];
+                    if (v > m || isnan(v)) m = v, a = 1;
+                    v = r1[2 * ow];
+                    if (v > m || isnan(v)) m = v, a = 2;
+                    v = r1[2 * ow + 1];
+                    if (v > m || isnan(v)) a = 3;
+                    const float g = dyp[ow] + 0.0f;
+                    d0[2 * ow] = a == 0 ? g : 0.0f;
+                    d0[2 * ow + 1] = a == 1 ? g : 0.0f;
+                    d1[2 * ow] = a == 2 ? g : 0.0f;
+                    d1[2 * ow + 1] = a == 3 ? g : 0.0f;
+                }
+                for (int64_t j = 2 * c->OW; j < W; j++)
+                    d0[j] = d1[j] = 0.0f;
+                dyp += c->OW;
             }
+            if (2 * c->OH < c->H)
+                memset(dxp + 2 * c->OH * W, 0, (size_t)((c->H - 2 * c->OH) * W) * sizeof(float));
             continue;
         }
+        memset(dxp, 0, (size_t)(c->H * c->W) * sizeof(float));
         for (int64_t oh = 0; oh < c->OH; oh++)
             for (int64_t ow = 0; ow < c->OW; ow++) {
                 float m;

@@ -216,17 +216,3 @@ void rt_optim_step(rt_pool *pool, const rt_train_config *c, const rt_model *m, f
     rt_optim_step_range(pool, c, m, 0, m->param_floats, params, grads, state, t, lr, gscale, clip);
 }
 
-void rt_rowsum_add(rt_exec *e, const float *x, float *db, int64_t rows, int64_t cols)
-{
-    if (e->dev) { /* on a GPU: cuda_ops.c, cuda_blas.c */
-        RT_GPU(e)->rowsum_add(e, x, db, rows, cols);
-        return;
-    }
-    for (int64_t r = 0; r < rows; r++) {
-        const float *row = x + r * cols;
-        double s = 0;
-        for (int64_t j = 0; j < cols; j++)
-            s += row[j];
-        db[r] += (float)s;
-    }
-}

@@ -459,6 +459,44 @@ static void test_colsum(void)
     }
 }
 
+/* ---- rt_rowsum_add (a conv layer's bias gradient) ---------------------------------- */
+
+static void test_rowsum(void)
+{
+    char nm[128];
+    /* rows x cols: one row, rows shorter than sum_f64's 8 lanes, tails, cnn_fashion's */
+    const int64_t shapes[][2] = {{1, 1}, {3, 5}, {7, 8}, {5, 1003}, {16, 100352}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int64_t R = shapes[si][0], Cc = shapes[si][1];
+        float *x = fvec(R * Cc), *db0 = fvec(R), *db[2][2];
+        double *ref = dvec(R);
+        for (int64_t i = 0; i < R; i++) {
+            double s = 0;
+            for (int64_t j = 0; j < Cc; j++)
+                s += x[i * Cc + j];
+            ref[i] = (double)db0[i] + (double)(float)s;
+        }
+        for (int pi = 0; pi < 2; pi++)
+            for (int rep = 0; rep < 2; rep++) {
+                rt_exec e = exec_on(pi, 1);
+                db[pi][rep] = malloc((size_t)R * sizeof(float));
+                memcpy(db[pi][rep], db0, (size_t)R * sizeof(float));
+                rt_rowsum_add(&e, x, db[pi][rep], R, Cc);
+            }
+        for (int pi = 0; pi < 2; pi++)
+            check_close(NAME("rowsum %lldx%lld t=%d", (long long)R, (long long)Cc,
+                             pool_threads[pi]),
+                        db[pi][0], ref, R, 1e-6);
+        check_same(NAME("rowsum %lldx%lld rerun", (long long)R, (long long)Cc), db[1][0],
+                   db[1][1], (size_t)R * 4);
+        check_same(NAME("rowsum %lldx%lld t=1 vs t=3", (long long)R, (long long)Cc), db[0][0],
+                   db[1][0], (size_t)R * 4);
+        free(x), free(db0), free(ref);
+        for (int pi = 0; pi < 2; pi++)
+            free(db[pi][0]), free(db[pi][1]);
+    }
+}
+
 /* ---- im2col / col2im ----------------------------------------------------------------- */
 
 typedef struct { int64_t B, C, H, W, k, s, pad; } conv_shape;
@@ -1185,6 +1223,7 @@ int main(int argc, char **argv)
     test_gemm_bias();
     test_grad_epilogues();
     test_colsum();
+    test_rowsum();
     test_conv();
     test_pools();
     test_layernorm();
