@@ -11,7 +11,8 @@
 #     (MFU's denominator: what this device really does, not the datasheet)
 #   - trainc (gpt2_124m_none from the pack, recompute none, bf16-mixed): tokens/s
 #     (the records' mean after 5 warm-up steps), the bytes trainc allocated and the
-#     device's used memory after step 1; again with TRAINC_GEMM_EPILOGUE=0
+#     device's used memory after step 1; again with TRAINC_GEMM_EPILOGUE=0, and with
+#     the logits' rows unpadded (gpt2_124m_nopad: 50257 apart instead of 50304)
 #   - PyTorch eager and torch.compile, bf16 autocast, F.scaled_dot_product_attention
 #     (flash), fused AdamW, the same model and batch (bench/gpu_gpt2_torch.py): tokens/s
 #     and torch.cuda.max_memory_allocated
@@ -49,11 +50,11 @@ PY
 # trainc, with cuBLASLt's epilogues (bias, GELU, residual; backward DGELU and BGRADB)
 # and without them (TRAINC_GEMM_EPILOGUE=0: the GEMMs, then epilogue.cuh's kernels), to
 # see what the epilogues are worth on this device
-trainc_b16() {   # trainc_b16 LABEL [ENV...]
-    local label=$1; shift
+trainc_b16() {   # trainc_b16 LABEL TRAINER [ENV...]
+    local label=$1 exe=$2; shift 2
     local o=$D/b16.trainc.$label
     rm -rf "$o"
-    env "$@" "$S/gpt2_124m_none" --device cuda --set "data.train.tokens=$D/data/gpt2/train_*.bin" \
+    env "$@" "$S/$exe" --device cuda --set "data.train.tokens=$D/data/gpt2/train_*.bin" \
         --set data.val=null --set validate.every_steps=null --set validate.batches=null \
         --set checkpoint=null --set log_every=1 --set batch_size="$B" --set max_steps="$STEPS" \
         --quiet --out "$o" >"$OUT/gpt2_b16.trainc.$label.log" 2>&1
@@ -72,8 +73,11 @@ except Exception as e:
     print(json.dumps({"impl": "trainc (" + sys.argv[3] + ")", "error": repr(e)}))
 PY
 }
-trainc_b16 epilogues
-trainc_b16 no-epilogues TRAINC_GEMM_EPILOGUE=0
+trainc_b16 epilogues gpt2_124m_none
+trainc_b16 no-epilogues gpt2_124m_none TRAINC_GEMM_EPILOGUE=0
+# and with the logits' rows contiguous (50257 apart, not 50304: built with
+# TRAINC_PAD_LOGITS=0 by pack.sh), to see what the aligned rows are worth
+[ -x "$S/gpt2_124m_nopad" ] && trainc_b16 logits-unpadded gpt2_124m_nopad
 
 # PyTorch, eager and compiled
 python3 "$ROOT/bench/gpu_gpt2_torch.py" "$B" --bf16 --steps "$STEPS" >>"$RES" 2>>"$OUT/gpt2_b16.err"

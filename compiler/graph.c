@@ -630,8 +630,10 @@ static void build_loss(Ctx *c)
      * logits, rows 50304 apart), as llm.c pads its vocabulary: rows of an odd length
      * are not 16-byte aligned, which keeps cuBLASLt off its fast kernels for the
      * head's three GEMMs. Only the GEMMs and the loss touch these two tensors, and
-     * none reads the padding. */
-    if (s->loss == LOSS_CROSS_ENTROPY && !pred->alias && g->n_nodes > 0) {
+     * none reads the padding. TRAINC_PAD_LOGITS=0 (for tests and benchmarks) keeps
+     * the rows contiguous: the same numbers. */
+    const char *pad = getenv("TRAINC_PAD_LOGITS");
+    if (s->loss == LOSS_CROSS_ENTROPY && !pred->alias && g->n_nodes > 0 && !(pad && !strcmp(pad, "0"))) {
         int64_t C = pred->shape[pred->rank - 1];
         const Node *last = g->nodes[g->n_nodes - 1];
         if (C >= 1024 && C % 64 && last->kind == N_LINEAR && last->out == pred && !last->b) {

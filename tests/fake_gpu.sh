@@ -21,6 +21,8 @@
 #     run's (lazy: everything as late as possible). A missing stream wait or a host
 #     buffer reused too early gives another result under one of these schedules;
 #   - gpt_char: --sample 50 prints what the CPU prints (batch 2: the emulator is slow);
+#   - tests/vocab/tiny_vocab.json (a vocabulary of 1030: logits rows 1088 apart): --device
+#     cuda vs cpu and --sample, in fp32; bf16-mixed against the CPU's fp32;
 #   - gpt_char with recompute selective and full, fp32 and bf16-mixed: records and
 #     weights bit-identical to recompute none; an MLP with dropout (shuffled,
 #     accumulate 2) against the CPU, and its recomputed masks: bit-identical to none;
@@ -127,6 +129,32 @@ for m in mlp_fashion cnn_fashion gpt_char; do
         echo "ok   $m: --sample 50 on the GPU prints what the CPU prints"
     fi
 done
+
+# a vocabulary of 1030: logits rows 1088 apart (the LM head's GEMMs with ld 1088, the
+# loss kernel RT_CROSS_ENTROPY(1030, 1088), --sample at that stride), fp32 and bf16-mixed
+# on the GPU against the CPU (tests/vocab_pad.sh: padded = contiguous on the CPU)
+t="$d/tiny_vocab"
+"$TRAINC" build tests/vocab/tiny_vocab.json --device both --arch sm_90 -o "$t" 2>"$t.build.log"
+O=(--set max_steps=20 --set log_every=1 --set validate.every_steps=10 --set validate.batches=2 --threads 1 --quiet)
+gpu "$t" --device cuda "${O[@]}" --sample 40 --out "$t.gpu" >"$t.gpu.out" 2>"$t.gpu.log"
+"$t" --device cpu "${O[@]}" --sample 40 --out "$t.cpu" >"$t.cpu.out" 2>"$t.cpu.log"
+r=$(compare close "$t.cpu" "$t.gpu" $TOL)
+[ "$(head -c 40 "$t.gpu.out" | wc -c)" = 40 ] && cmp -s "$t.cpu.out" "$t.gpu.out" ||
+    { echo "FAIL: tiny_vocab --sample 40 on the GPU printed:"; cat "$t.gpu.out"; exit 1; }
+echo "ok   tiny_vocab (logits rows 1088 apart): --device cuda vs cpu: $r; --sample 40 the same"
+"$TRAINC" build tests/vocab/tiny_vocab.json --device both --arch sm_90 --set precision=bf16-mixed \
+    -o "$t.bf16" 2>"$t.bf16.build.log"
+gpu "$t.bf16" --device cuda "${O[@]}" --out "$t.bf16.gpu" 2>"$t.bf16.gpu.log"
+"$PY" - "$t.cpu" "$t.bf16.gpu" <<'PY'
+import json, sys
+def losses(run):
+    return [r["loss"] for r in map(json.loads, open(run + "/metrics.jsonl")) if "loss" in r and "event" not in r]
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+assert len(a) == len(b) == 20, (a, b)
+first, last = abs(a[0] - b[0]) / a[0], abs(a[-1] - b[-1]) / a[-1]
+assert first <= 1e-3 and last <= 2e-2, (first, last)
+print("ok   tiny_vocab bf16-mixed on the GPU against fp32 on the CPU: first loss within %.1e, final within %.1e" % (first, last))
+PY
 
 # bf16-mixed and fp16-mixed: activations stored in 16 bits on the GPU, fp32 master
 # weights, the GEMMs' operands the parameters' 16-bit copy (fp16: with loss scaling).

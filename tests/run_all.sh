@@ -63,6 +63,7 @@ check cuda_host           bash tests/cuda_host.sh
 check fake_gpu            bash tests/fake_gpu.sh
 check fake_ddp            bash tests/fake_ddp.sh
 check gradcheck           bash tests/gradcheck.sh
+check vocab_pad           bash tests/vocab_pad.sh
 
 # whole runs
 check jit_vs_build        bash tests/jit_vs_build.sh
