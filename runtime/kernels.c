@@ -553,7 +553,7 @@ void rt_rowsum_add(rt_exec *e, const float *x, float *db, int64_t rows, int64_t 
 GELU_ROWS(base, )
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__TINYC__)
 GELU_ROWS(avx2, __attribute__((target("avx2"))))
-static int have_avx2(void)
+int rt_have_avx2(void)
 {
     static int v = -1;   /* every thread computes the same value */
     int h = __atomic_load_n(&v, __ATOMIC_RELAXED);
@@ -564,8 +564,8 @@ static int have_avx2(void)
     }
     return h;
 }
-#define GELU_ROW(y, x, n) (have_avx2() ? gelu_row_avx2 : gelu_row_base)(y, x, n)
-#define DGELU_ROW(d, x, n) (have_avx2() ? dgelu_row_avx2 : dgelu_row_base)(d, x, n)
+#define GELU_ROW(y, x, n) (rt_have_avx2() ? gelu_row_avx2 : gelu_row_base)(y, x, n)
+#define DGELU_ROW(d, x, n) (rt_have_avx2() ? dgelu_row_avx2 : dgelu_row_base)(d, x, n)
 #else
 #define GELU_ROW(y, x, n) gelu_row_base(y, x, n)
 #define DGELU_ROW(d, x, n) dgelu_row_base(d, x, n)

@@ -74,19 +74,8 @@ double rt_lr_at(const rt_train_config *c, int64_t step, int64_t total)
 OPT_LOOPS(base, )
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__TINYC__)
 OPT_LOOPS(avx2, __attribute__((target("avx2"))))
-static int have_avx2(void)
-{
-    static int v = -1;   /* every thread computes the same value */
-    int h = __atomic_load_n(&v, __ATOMIC_RELAXED);
-    if (h < 0) {
-        __builtin_cpu_init();
-        h = __builtin_cpu_supports("avx2") != 0;
-        __atomic_store_n(&v, h, __ATOMIC_RELAXED);
-    }
-    return h;
-}
-#define SUMSQ (have_avx2() ? sumsq_avx2 : sumsq_base)
-#define ADAMW (have_avx2() ? adamw_avx2 : adamw_base)
+#define SUMSQ (rt_have_avx2() ? sumsq_avx2 : sumsq_base)
+#define ADAMW (rt_have_avx2() ? adamw_avx2 : adamw_base)
 #else
 #define SUMSQ sumsq_base
 #define ADAMW adamw_base

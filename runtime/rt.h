@@ -340,6 +340,10 @@ void rt_progress_done(int quiet);
 typedef struct rt_pool rt_pool;
 rt_pool *rt_pool_new(int threads);
 int rt_pool_threads(const rt_pool *p);
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__TINYC__)
+/* Whether this CPU has AVX2 (kernels.c): the loops built twice take their AVX2 twin. */
+int rt_have_avx2(void);
+#endif
 /* Runs fn(ctx, lo, hi) over [0, n) in min(threads, ceil(n / grain)) contiguous chunks. */
 void rt_pool_run(rt_pool *p, int64_t n, int64_t grain, void (*fn)(void *ctx, int64_t lo, int64_t hi),
                  void *ctx);
