@@ -488,10 +488,13 @@ void emit_plan_json(Program *p, Buf *b)
         if (!t->has_offset)
             continue;
         buf_printf(b, "%s    {\"name\": \"%s\", \"shape\": \"%s\", \"row_bytes\": %lld, \"offset\": %lld, "
-                      "\"bytes\": %lld, \"byte_offset\": %lld, \"live\": [%d, %d], \"dtype\": \"%s\"}",
+                      "\"bytes\": %lld, \"byte_offset\": %lld, \"live\": [%d, %d], \"dtype\": \"%s\"",
                    first ? "" : ",\n", t->name, shape_of(t, 1), (long long)t->row_bytes,
                    (long long)t->offset, (long long)(B * t->row_bytes), (long long)(B * t->offset),
                    t->first, t->last, tensor_half(g, t) ? half_name(g) : "fp32");
+        if (t->ld)   /* the last axis's rows this many elements apart (padded logits) */
+            buf_printf(b, ", \"row_stride\": %lld", (long long)t->ld);
+        buf_puts(b, "}");
         first = 0;
     }
     buf_puts(b, "\n  ],\n  \"instructions\": [\n");

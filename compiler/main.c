@@ -503,6 +503,12 @@ static int cmd_plan(int argc, char **argv)
         printf("  %-28s %-18s %12lld %12lld  %d..%d\n", t->name, sh, (long long)(B * t->row_bytes),
                (long long)(B * t->offset), t->first, t->last);
     }
+    for (int i = 0; i < g->n_tensors; i++)
+        if (g->tensors[i]->has_offset && g->tensors[i]->ld)
+            printf("  (%s: rows of %lld, stored %lld apart so that they are 16-byte aligned for "
+                   "the GEMMs)\n", g->tensors[i]->name,
+                   (long long)g->tensors[i]->shape[g->tensors[i]->rank - 1],
+                   (long long)g->tensors[i]->ld);
     int64_t np = 0;
     for (int i = 0; i < g->n_params; i++)
         np += g->params[i]->numel;
