@@ -93,7 +93,8 @@ static void epilogue_refused(const Plan *p, const char *when)
  * unless told less, and an algorithm it picks on that promise may refuse (or fault on)
  * a pointer less aligned: the arena's buffers are only 16-byte aligned, the parameters'
  * as their sizes fall. So each plan says what its pointers have (PyTorch does the
- * same); the pointers of a call site are fixed, so this costs no extra plans. */
+ * same); a call site's pointers are fixed, so it finds its plan again every step (call
+ * sites of one shape whose pointers differ in alignment get a plan each). */
 static unsigned align_of(const void *p)
 {
     unsigned a = 256;
