@@ -59,6 +59,124 @@ uint64_t rt_rng_u64(rt_rng *r)
     return result;
 }
 
+/* ---- jumping ahead ----------------------------------------------------------- *
+ * A step of xoshiro256 is a linear map T of the state over GF(2). With p(x) its
+ * characteristic polynomial (degree 256), T^n = (x^n mod p)(T) by Cayley-Hamilton, so
+ * the state n steps on is sum c_i T^i s, c the coefficients of x^n mod p: 256 steps
+ * and XORs whatever n is (the published jump() is this with n = 2^128). That lets
+ * threads start their part of one stream where it begins (rt_rng_jump), so a
+ * parallel fill gives the sequential fill's bits. Polynomials of degree < 256 are
+ * four words, bit i of word i / 64 the coefficient of x^i. */
+
+typedef struct { uint64_t w[4]; } poly256;
+
+/* p(x) without its x^256 term, found once by Berlekamp-Massey over a bit of the state:
+ * the minimal polynomial of that sequence is T's (a full-period generator's
+ * characteristic polynomial is primitive, so no bit sequence has a smaller one). */
+static poly256 rng_charpoly;
+static pthread_once_t rng_charpoly_once = PTHREAD_ONCE_INIT;
+
+static void find_charpoly(void)
+{
+    enum { N = 512 };   /* 2 x the degree: enough terms to pin down the polynomial */
+    unsigned char s[N], c[N + 1] = {1}, b[N + 1] = {1}, t[N + 1];
+    rt_rng r;
+    rt_rng_seed(&r, 1);
+    for (int i = 0; i < N; i++) {
+        s[i] = (unsigned char)(r.s[0] & 1);
+        rt_rng_u64(&r);
+    }
+    /* Berlekamp-Massey over GF(2): c(x) = 1 + c_1 x + ... + c_L x^L is the shortest
+     * connection polynomial: s[i] = sum_{j=1..L} c_j s[i - j] for i >= L */
+    int L = 0, m = 1;
+    for (int i = 0; i < N; i++) {
+        int d = s[i];
+        for (int j = 1; j <= L; j++)
+            d ^= c[j] & s[i - j];
+        if (!d) {
+            m++;
+            continue;
+        }
+        memcpy(t, c, sizeof t);
+        for (int j = 0; j + m <= N; j++)
+            c[j + m] ^= b[j];
+        if (2 * L <= i) {
+            L = i + 1 - L;
+            memcpy(b, t, sizeof b);
+            m = 1;
+        } else
+            m++;
+    }
+    if (L != 256)
+        rt_die("xoshiro256's characteristic polynomial has degree %d, not 256", L);
+    /* the characteristic polynomial is c's reciprocal: x^256 + sum_j c_j x^(256 - j) */
+    for (int j = 1; j <= 256; j++)
+        if (c[j])
+            rng_charpoly.w[(256 - j) / 64] |= 1ull << ((256 - j) % 64);
+}
+
+/* a * x mod p */
+static poly256 poly_mulx(poly256 a, const poly256 *p)
+{
+    uint64_t top = a.w[3] >> 63;
+    for (int i = 3; i > 0; i--)
+        a.w[i] = a.w[i] << 1 | a.w[i - 1] >> 63;
+    a.w[0] <<= 1;
+    if (top)
+        for (int i = 0; i < 4; i++)
+            a.w[i] ^= p->w[i];
+    return a;
+}
+
+/* a * b mod p (Horner over b's coefficients, highest first) */
+static poly256 poly_mulmod(poly256 a, poly256 b, const poly256 *p)
+{
+    poly256 r = {{0}};
+    for (int i = 255; i >= 0; i--) {
+        r = poly_mulx(r, p);
+        if (b.w[i / 64] >> (i % 64) & 1)
+            for (int k = 0; k < 4; k++)
+                r.w[k] ^= a.w[k];
+    }
+    return r;
+}
+
+void rt_rng_jump(rt_rng *r, uint64_t n)
+{
+    pthread_once(&rng_charpoly_once, find_charpoly);
+    const poly256 *p = &rng_charpoly;
+    poly256 e = {{1}}, x = {{2}};   /* e = x^n mod p by squaring; x = x^(2^k) */
+    for (; n; n >>= 1) {
+        if (n & 1)
+            e = poly_mulmod(e, x, p);
+        x = poly_mulmod(x, x, p);
+    }
+    rt_rng_apply_poly(r, e.w);
+}
+
+void rt_rng_jump_pow2(rt_rng *r, int k)
+{
+    if (k < 0 || k > 255)
+        rt_die("rt_rng_jump_pow2: k %d out of [0, 255]", k);
+    pthread_once(&rng_charpoly_once, find_charpoly);
+    poly256 x = {{2}};
+    while (k--)
+        x = poly_mulmod(x, x, &rng_charpoly);
+    rt_rng_apply_poly(r, x.w);
+}
+
+void rt_rng_apply_poly(rt_rng *r, const uint64_t c[4])
+{
+    uint64_t acc[4] = {0};
+    for (int i = 0; i < 256; i++) {
+        if (c[i / 64] >> (i % 64) & 1)
+            for (int k = 0; k < 4; k++)
+                acc[k] ^= r->s[k];
+        rt_rng_u64(r);
+    }
+    memcpy(r->s, acc, sizeof acc);
+}
+
 /* The top 53 bits: every double in [0, 1) on the 2^-53 grid, equally likely. */
 double rt_rng_uniform(rt_rng *r) { return (double)(rt_rng_u64(r) >> 11) * 0x1.0p-53; }
 
@@ -70,6 +188,61 @@ double rt_rng_normal(rt_rng *r)
     double u1 = 1.0 - rt_rng_uniform(r);
     double u2 = rt_rng_uniform(r);
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+/* ---- initial parameters ------------------------------------------------------ *
+ * One seeded stream drawn through the tensors in model order (a uniform value takes one draw, a normal two, a constant none). The
+ * elements are cut into one contiguous part per thread; each part jumps the stream to
+ * its first draw (rt_rng_jump), so the fill has the one-thread bits on any number of
+ * threads (GPT-2's 124M normal values: 4 s on one core). */
+typedef struct InitCtx {
+    const rt_model *m;
+    float *params;
+    rt_rng seed;          /* the stream's start */
+    int64_t *first;       /* [n_params + 1]: element index where each tensor starts */
+    int64_t *draws;       /* [n_params]: draws before each tensor */
+} InitCtx;
+
+static int init_draws(int init) { return init == RT_INIT_NORMAL ? 2 : init == RT_INIT_UNIFORM; }
+
+static void init_part(void *ctx, int64_t lo, int64_t hi)
+{
+    const InitCtx *c = ctx;
+    int i = 0;
+    while (c->first[i + 1] <= lo)
+        i++;
+    rt_rng rng = c->seed;
+    rt_rng_jump(&rng, (uint64_t)(c->draws[i] + (lo - c->first[i]) * init_draws(c->m->params[i].init)));
+    for (int64_t at = lo; at < hi; i++) {
+        const rt_param *p = &c->m->params[i];
+        float *w = c->params + p->offset;
+        int64_t k0 = at - c->first[i], k1 = (hi < c->first[i + 1] ? hi : c->first[i + 1]) - c->first[i];
+        for (int64_t k = k0; k < k1; k++) {
+            switch (p->init) {
+            case RT_INIT_UNIFORM: w[k] = (float)((2.0 * rt_rng_uniform(&rng) - 1.0) * p->init_a); break;
+            case RT_INIT_NORMAL: w[k] = (float)(rt_rng_normal(&rng) * p->init_a); break;
+            case RT_INIT_CONST: w[k] = p->init_a; break;
+            default: rt_die("bad init %d", p->init);
+            }
+        }
+        at = c->first[i] + k1;
+    }
+}
+
+void rt_init_params(rt_pool *pool, const rt_model *m, float *params, uint64_t seed)
+{
+    InitCtx c = {m, params, {{0}}, rt_xmalloc((size_t)(m->n_params + 1) * sizeof(int64_t)),
+                 rt_xmalloc((size_t)(m->n_params + 1) * sizeof(int64_t))};
+    rt_rng_seed(&c.seed, seed);
+    c.first[0] = c.draws[0] = 0;
+    for (int i = 0; i < m->n_params; i++) {
+        c.first[i + 1] = c.first[i] + m->params[i].numel;
+        c.draws[i + 1] = c.draws[i] + m->params[i].numel * init_draws(m->params[i].init);
+    }
+    if (c.first[m->n_params] > 0)
+        rt_pool_run(pool, c.first[m->n_params], 1 << 16, init_part, &c);
+    free(c.first);
+    free(c.draws);
 }
 
 /* Uniform in [0, n), n >= 1, without modulo bias: values below 2^64 mod n are

@@ -354,24 +354,6 @@ static int pick_gpu(const Run *r)
 
 /* ---- parameters -------------------------------------------------------------- */
 
-static void init_params(const rt_model *m, float *params, uint64_t seed)
-{
-    rt_rng rng;
-    rt_rng_seed(&rng, seed);
-    for (int i = 0; i < m->n_params; i++) {
-        const rt_param *p = &m->params[i];
-        float *w = params + p->offset;
-        for (int64_t k = 0; k < p->numel; k++) {
-            switch (p->init) {
-            case RT_INIT_UNIFORM: w[k] = (float)((2.0 * rt_rng_uniform(&rng) - 1.0) * p->init_a); break;
-            case RT_INIT_NORMAL: w[k] = (float)(rt_rng_normal(&rng) * p->init_a); break;
-            case RT_INIT_CONST: w[k] = p->init_a; break;
-            default: rt_die("bad init %d", p->init);
-            }
-        }
-    }
-}
-
 static void join_path(char *dst, size_t n, const char *dir, const char *file)
 {
     if (snprintf(dst, n, "%s/%s", dir, file) >= (int)n)
@@ -809,10 +791,12 @@ int rt_main(const rt_model *m, int argc, char **argv)
     int64_t sf = rt_optim_state_parts(c) * (rt_zero_part().hi - rt_zero_part().lo);
     r->state = sf ? rt_xmalloc((size_t)sf * sizeof(float)) : NULL;
     r->state_floats = sf;
+    r->e.rt = rt_pool_new(threads);
+    rt_blas_threads(threads);
     if (r->o.init)
         rt_safetensors_read(r->o.init, m, r->params);
     else
-        init_params(m, r->params, c->seed);
+        rt_init_params(r->e.rt, m, r->params, c->seed);
 
     r->e.Bmax = c->batch_size;
     /* one block serves both plans: training's and validation's smaller one */
@@ -837,8 +821,6 @@ int rt_main(const rt_model *m, int argc, char **argv)
         r->e.grads = r->grads;
         rt_ddp_init(m, r->grads, (int64_t)(c->bucket_mb * 1048576.0));
     }
-    r->e.rt = rt_pool_new(threads);
-    rt_blas_threads(threads);
 
     if (r->o.gradcheck)
         return gradcheck(r);

@@ -285,6 +285,17 @@ void rt_rng_seed(rt_rng *r, uint64_t seed);
 uint64_t rt_rng_u64(rt_rng *r);
 double rt_rng_uniform(rt_rng *r);                   /* [0, 1) */
 double rt_rng_normal(rt_rng *r);                    /* Box-Muller */
+/* Moves the state n draws on (rt_rng_u64 calls), in 256 steps whatever n is, so that
+ * threads can each fill their part of one stream (data.c says how). */
+void rt_rng_jump(rt_rng *r, uint64_t n);
+/* The same for 2^k draws, k < 256 (k = 128: the authors' jump(), 192: long_jump()). */
+void rt_rng_jump_pow2(rt_rng *r, int k);
+/* state = sum c_i T^i state, T one step and c_i bit i % 64 of c[i / 64] (data.c). */
+void rt_rng_apply_poly(rt_rng *r, const uint64_t c[4]);
+/* The parameters' initial values from the model's init rules and the seed, on the
+ * pool's threads; the same bits on any number of threads. */
+struct rt_pool;
+void rt_init_params(struct rt_pool *pool, const rt_model *m, float *params, uint64_t seed);
 
 /* ---- safetensors --------------------------------------------------------- */
 

@@ -212,6 +212,98 @@ static int test_rng(void)
     return 1;
 }
 
+/* Jumping ahead n draws lands where n draws land (init_params fills the parameters
+ * on all threads from jumped states and must give the sequential fill's bits). */
+static int test_rng_jump(void)
+{
+    static const uint64_t n[] = {0, 1, 2, 3, 63, 64, 255, 256, 257, 1000, 65537, 1234567};
+    for (size_t i = 0; i < sizeof n / sizeof *n; i++) {
+        rt_rng a, b;
+        rt_rng_seed(&a, 1337 + i);
+        b = a;
+        for (uint64_t k = 0; k < n[i]; k++)
+            rt_rng_u64(&a);
+        rt_rng_jump(&b, n[i]);
+        CHECK(!memcmp(&a, &b, sizeof a));
+        CHECK(rt_rng_u64(&a) == rt_rng_u64(&b));
+    }
+    /* far jumps compose: (2^62 + 12345) + (2^63 - 1) = 2^63 + 2^62 + 12344 */
+    rt_rng a, b;
+    rt_rng_seed(&a, 9);
+    b = a;
+    rt_rng_jump(&a, (1ull << 62) + 12345);
+    rt_rng_jump(&a, (1ull << 63) - 1);
+    rt_rng_jump(&b, (1ull << 63) + (1ull << 62) + 12344);
+    CHECK(!memcmp(&a, &b, sizeof a));
+    rt_rng_seed(&a, 9);
+    b = a;
+    rt_rng_jump(&a, 1ull << 63);
+    rt_rng_jump(&a, 1ull << 63);
+    rt_rng_jump_pow2(&b, 64);
+    CHECK(!memcmp(&a, &b, sizeof a));
+    /* the authors' jump() (2^128 draws) and long_jump() (2^192), as published with
+     * xoshiro256**: the characteristic polynomial found at run time is theirs */
+    static const uint64_t JUMP[4] = {0x180ec6d33cfd0abaull, 0xd5a61266f0c9392cull,
+                                     0xa9582618e03fc9aaull, 0x39abdc4529b1661cull};
+    static const uint64_t LONG_JUMP[4] = {0x76e15d3efefdcbbfull, 0xc5004e441c522fb3ull,
+                                          0x77710069854ee241ull, 0x39109bb02acbe635ull};
+    rt_rng_seed(&a, 5);
+    b = a;
+    rt_rng_apply_poly(&a, JUMP);
+    rt_rng_jump_pow2(&b, 128);
+    CHECK(!memcmp(&a, &b, sizeof a));
+    rt_rng_apply_poly(&a, LONG_JUMP);
+    rt_rng_jump_pow2(&b, 192);
+    CHECK(!memcmp(&a, &b, sizeof a));
+    return 1;
+}
+
+/* rt_init_params on 1 to 7 threads: the bits of one sequential pass through the stream
+ * (the loop below is the fill as it was before the pool took it over). Tensors of every
+ * rule and of sizes that make the threads' parts start inside tensors of each kind;
+ * offsets not in model order. */
+static int test_init_params(void)
+{
+    static const struct { int init; float a; int64_t n; } t[] = {
+        {RT_INIT_NORMAL, 0.02f, 100003}, {RT_INIT_CONST, 1.0f, 7}, {RT_INIT_UNIFORM, 0.5f, 333},
+        {RT_INIT_NORMAL, 1.0f, 250001}, {RT_INIT_CONST, 0.0f, 70001}, {RT_INIT_UNIFORM, 0.125f, 90000},
+        {RT_INIT_NORMAL, 3.0f, 1}};
+    enum { NT = sizeof t / sizeof *t };
+    rt_param p[NT];
+    int64_t total = 0;
+    for (int i = 0; i < NT; i++)
+        total += t[i].n;
+    int64_t off = total;
+    for (int i = 0; i < NT; i++) {
+        off -= t[i].n;
+        p[i] = (rt_param){.name = "w", .rank = 1, .shape = {t[i].n}, .numel = t[i].n, .offset = off,
+                          .init = t[i].init, .init_a = t[i].a};
+    }
+    rt_model m = {.n_params = NT, .params = p, .param_floats = total};
+    float *want = malloc((size_t)total * sizeof *want), *got = malloc((size_t)total * sizeof *got);
+    rt_rng rng;
+    rt_rng_seed(&rng, 1337);
+    for (int i = 0; i < NT; i++)
+        for (int64_t k = 0; k < p[i].numel; k++) {
+            float *w = want + p[i].offset;
+            switch (p[i].init) {
+            case RT_INIT_UNIFORM: w[k] = (float)((2.0 * rt_rng_uniform(&rng) - 1.0) * p[i].init_a); break;
+            case RT_INIT_NORMAL: w[k] = (float)(rt_rng_normal(&rng) * p[i].init_a); break;
+            default: w[k] = p[i].init_a; break;
+            }
+        }
+    for (int threads = 1; threads <= 7; threads++) {
+        rt_pool *pool = rt_pool_new(threads);
+        memset(got, 0xff, (size_t)total * sizeof *got);
+        rt_init_params(pool, &m, got, 1337);
+        CHECK(!memcmp(want, got, (size_t)total * sizeof *got));
+        rt_pool_free(pool);
+    }
+    free(want);
+    free(got);
+    return 1;
+}
+
 /* ---- .npy reading ----------------------------------------------------------------- */
 
 static int test_npy_u8_v1(void)
@@ -657,6 +749,8 @@ int main(void)
         return 2;
     }
     report("rng", test_rng());
+    report("rng_jump", test_rng_jump());
+    report("init_params", test_init_params());
     report("npy_u8_v1", test_npy_u8_v1());
     report("npy_kinds", test_npy_kinds());
     report("npy_errors", test_npy_errors());
