@@ -391,6 +391,54 @@ static const char *line_value(char *const *lines, int n, const char *key, size_t
     return NULL;
 }
 
+/* The loop state a checkpoint can hold: each counter within what a run can reach (a
+ * damaged or hand-edited state.json would otherwise start the loader at a negative
+ * batch, divide by AdamW's bias correction at updates -1, or truncate metrics.jsonl
+ * to a negative length), and the step the one in the folder's name. */
+static void bad_loop(const char *file, const char *k, int64_t v, const char *want)
+{
+    rt_input_error("%s: field '%s' is %lld, expected %s (a damaged checkpoint?)", file, k,
+                   (long long)v, want);
+}
+
+static void check_loop(const rt_loop_state *s, const char *ck, const char *file)
+{
+    const char *base = strrchr(ck, '/');
+    base = base ? base + 1 : ck;
+    long long named;
+    if (sscanf(base, "step_%lld", &named) != 1 || named != s->step) {
+        char want[64];
+        snprintf(want, sizeof want, "the step in the folder's name (%s)", base);
+        bad_loop(file, "step", s->step, want);
+    }
+    if (s->step < 0)
+        bad_loop(file, "step", s->step, ">= 0");
+    if (s->epoch < 0 || s->epoch > s->step)
+        bad_loop(file, "epoch", s->epoch, "from 0 to the step (an epoch holds a step at least)");
+    if (s->batch < 0)
+        bad_loop(file, "batch", s->batch, ">= 0");
+    if (s->updates < 0 || s->updates > s->step)
+        bad_loop(file, "updates", s->updates, "from 0 to the step");
+    if (s->skipped < 0 || s->skipped > s->step - s->updates)
+        bad_loop(file, "skipped", s->skipped, "from 0 to the step less the updates");
+    if (s->last_val_step < -1 || s->last_val_step > s->step)
+        bad_loop(file, "last_val_step", s->last_val_step, "from -1 (none) to the step");
+    if (s->best_step < -1 || s->best_step > s->step)
+        bad_loop(file, "best_step", s->best_step, "from -1 (none) to the step");
+    const struct { const char *k; int64_t v; } nonneg[] = {
+        {"log_n", s->log_n}, {"log_samples", s->log_samples}, {"since_val_n", s->since_val_n},
+        {"es_wait", s->es_wait}, {"metrics_bytes", s->metrics_bytes}, {"scale_growth", s->scale_growth}};
+    for (size_t i = 0; i < sizeof nonneg / sizeof *nonneg; i++)
+        if (nonneg[i].v < 0)
+            bad_loop(file, nonneg[i].k, nonneg[i].v, ">= 0");
+    if (!(s->elapsed >= 0) || isinf(s->elapsed))
+        rt_input_error("%s: field 'elapsed' is %g, expected a finite number of seconds >= 0 (a "
+                       "damaged checkpoint?)", file, s->elapsed);
+    if (!(s->loss_scale > 0) || isinf(s->loss_scale))
+        rt_input_error("%s: field 'loss_scale' is %g, expected a finite number > 0 (a damaged "
+                       "checkpoint?)", file, s->loss_scale);
+}
+
 void rt_ckpt_load(const char *ck, const rt_model *m, const rt_train_config *c, rt_loop_state *s,
                   float *params, float *state, rt_state_part part, char *const *lines, int nlines)
 {
@@ -493,6 +541,7 @@ void rt_ckpt_load(const char *ck, const rt_model *m, const rt_train_config *c, r
     LOOP_REALS(X)
 #undef X
     cJSON_Delete(j);
+    check_loop(s, ck, f);
     snprintf(f, sizeof f, "%s/model.safetensors", ck);
     rt_safetensors_read(f, m, params);
     const char *parts[2];

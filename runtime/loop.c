@@ -795,7 +795,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
     rt_blas_threads(threads);
     if (r->o.init)
         rt_safetensors_read(r->o.init, m, r->params);
-    else
+    else if (!r->o.resume)   /* a resume reads every parameter from its checkpoint */
         rt_init_params(r->e.rt, m, r->params, c->seed);
 
     r->e.Bmax = c->batch_size;

@@ -111,5 +111,38 @@ if [ $rc -eq 2 ] && grep -qF "cannot write a checkpoint in $o/checkpoints" "$d/f
     echo "ok   checkpoint_disk_full"; pass=$((pass+1))
 else echo "FAIL checkpoint_disk_full: exit $rc, $left temporary folders left"; cat "$d/full.stderr"; fail=$((fail+1)); fi
 
+# A damaged checkpoint (state.json's loop counters edited by hand or by a bad disk):
+# --resume exits 1 naming the file and the field, and touches nothing in the run
+# (metrics.jsonl and the checkpoints as they were), instead of starting the loader at
+# batch -1, dividing by AdamW's bias correction at updates -1 or truncating
+# metrics.jsonl to -1 bytes (each of these aborted, diverged or failed with exit 2).
+o="$d/damaged"; rm -rf "$o"
+"$d/trainer" --out "$o" --quiet --set max_steps=20 --set checkpoint.every_steps=10 --set data.val=null >/dev/null 2>&1
+st="$o/checkpoints/step_00000020/state.json"
+cp "$st" "$d/state.good"
+for kv in step=-5 step=10 epoch=-1 epoch=21 batch=-1 updates=-1 updates=21 skipped=1 \
+          last_val_step=21 best_step=-2 metrics_bytes=-1 es_wait=-1 loss_scale=0 elapsed=-1; do
+    k=${kv%=*}; v=${kv#*=}
+    $PY - "$d/state.good" "$st" "$k" "$v" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1])); k, v = sys.argv[3], sys.argv[4]
+s["loop"][k] = v if isinstance(s["loop"][k], str) else float(v)
+json.dump(s, open(sys.argv[2], "w"))
+PY
+    before=$(cat "$o/metrics.jsonl" "$st" | md5sum; ls "$o/checkpoints")
+    "$d/trainer" --resume "$o" --quiet --set max_steps=30 --set checkpoint.every_steps=10 \
+        --set data.val=null >/dev/null 2>"$d/damaged.stderr"
+    rc=$?
+    after=$(cat "$o/metrics.jsonl" "$st" | md5sum; ls "$o/checkpoints")
+    if [ $rc -eq 1 ] && grep -qF "$st: field '$k' is" "$d/damaged.stderr" && [ "$before" = "$after" ] &&
+       ! grep -qE 'runtime error:|Sanitizer' "$d/damaged.stderr"; then
+        echo "ok   damaged_checkpoint $kv"; pass=$((pass+1))
+    else echo "FAIL damaged_checkpoint $kv: exit $rc"; cat "$d/damaged.stderr"; fail=$((fail+1)); fi
+done
+cp "$d/state.good" "$st"
+if "$d/trainer" --resume "$o" --quiet --set max_steps=30 --set data.val=null >/dev/null 2>"$d/damaged.stderr"; then
+    echo "ok   damaged_checkpoint mended: resumes"; pass=$((pass+1))
+else echo "FAIL damaged_checkpoint: the mended checkpoint does not resume"; cat "$d/damaged.stderr"; fail=$((fail+1)); fi
+
 echo "bad-runtime: $pass passed, $fail failed"
 [ $fail -eq 0 ]
