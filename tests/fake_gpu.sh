@@ -142,19 +142,6 @@ r=$(compare close "$t.cpu" "$t.gpu" $TOL)
 [ "$(head -c 40 "$t.gpu.out" | wc -c)" = 40 ] && cmp -s "$t.cpu.out" "$t.gpu.out" ||
     { echo "FAIL: tiny_vocab --sample 40 on the GPU printed:"; cat "$t.gpu.out"; exit 1; }
 echo "ok   tiny_vocab (logits rows 1088 apart): --device cuda vs cpu: $r; --sample 40 the same"
-"$TRAINC" build tests/vocab/tiny_vocab.json --device both --arch sm_90 --set precision=bf16-mixed \
-    -o "$t.bf16" 2>"$t.bf16.build.log"
-gpu "$t.bf16" --device cuda "${O[@]}" --out "$t.bf16.gpu" 2>"$t.bf16.gpu.log"
-"$PY" - "$t.cpu" "$t.bf16.gpu" <<'PY'
-import json, sys
-def losses(run):
-    return [r["loss"] for r in map(json.loads, open(run + "/metrics.jsonl")) if "loss" in r and "event" not in r]
-a, b = losses(sys.argv[1]), losses(sys.argv[2])
-assert len(a) == len(b) == 20, (a, b)
-first, last = abs(a[0] - b[0]) / a[0], abs(a[-1] - b[-1]) / a[-1]
-assert first <= 1e-3 and last <= 2e-2, (first, last)
-print("ok   tiny_vocab bf16-mixed on the GPU against fp32 on the CPU: first loss within %.1e, final within %.1e" % (first, last))
-PY
 
 # bf16-mixed and fp16-mixed: activations stored in 16 bits on the GPU, fp32 master
 # weights, the GEMMs' operands the parameters' 16-bit copy (fp16: with loss scaling).
@@ -186,6 +173,13 @@ print("first loss within %.1e, final (mean of the last %d of %d steps) within %.
       (first, k, len(la), last))
 PY
 }
+# tiny_vocab (logits rows 1088 apart, above) in bf16-mixed, by the same bar
+t=$d/tiny_vocab
+"$TRAINC" build tests/vocab/tiny_vocab.json --device both --arch sm_90 --set precision=bf16-mixed \
+    -o "$t.bf16" 2>"$t.bf16.build.log"
+O=(--set max_steps=20 --set log_every=1 --set validate.every_steps=10 --set validate.batches=2 --threads 1 --quiet)
+gpu "$t.bf16" --device cuda "${O[@]}" --out "$t.bf16.gpu" 2>"$t.bf16.gpu.log"
+echo "ok   tiny_vocab bf16-mixed on the GPU against fp32 on the CPU: $(close16 "$t.cpu" "$t.bf16.gpu" bf16-mixed)"
 for p in bf16 fp16; do
   for m in mlp_fashion cnn_fashion gpt_char; do
     t=$d/$m.$p

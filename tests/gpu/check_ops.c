@@ -526,7 +526,7 @@ static void t_cross_entropy(int64_t rows, int64_t Cn, int mode, int64_t ld)
     }
     round_act(z, n);
     /* gradients scaled by C / 8 so that softmax entries are O(1) in the check */
-    float gs = (float)Cn / 8.0f, *dz = mode == 1 ? nans(n) : mode == 2 ? fcopy(z, n) : NULL;
+    float gs = (float)Cn / 8.0f, *dz = mode ? nans(n) : NULL;
     C.grad_scale = G->grad_scale = gs;
     float *gz = up_a(z, n), *gdz = mode == 1 ? dalloc_a(n) : mode == 2 ? gz : NULL;
     int32_t *gtg = up(tg, (size_t)rows * 4);
