@@ -923,10 +923,13 @@ int rt_config_validate(const rt_train_config *c, char *err, size_t errlen)
         c->max_steps < 0)
         return fail(err, errlen, "schedule.type %s needs epochs or max_steps to know its "
                     "length", c->sched == RT_SCHED_COSINE ? "cosine" : "linear");
-    if (c->n_val == 0 && c->val_every_steps >= 0)
-        return fail(err, errlen, "validate.every_steps needs data.val");
-    if (c->n_val == 0 && c->val_batches >= 0)
-        return fail(err, errlen, "validate.batches needs data.val");
+    if (c->n_val == 0 && (c->val_every_steps >= 0 || c->val_batches >= 0)) {
+        int both = c->val_every_steps >= 0 && c->val_batches >= 0;
+        const char *k = both ? "validate.every_steps and validate.batches"
+                      : c->val_every_steps >= 0 ? "validate.every_steps" : "validate.batches";
+        return fail(err, errlen, "%s need%s data.val (to train without validation, set %s to "
+                    "null too)", k, both ? "" : "s", both ? "them" : k);
+    }
     if (c->has_early_stopping && c->es_monitor != RT_MON_LOSS) {
         const char *m = c->es_monitor == RT_MON_VAL_LOSS ? "val_loss" : "val_acc";
         if (c->n_val == 0)

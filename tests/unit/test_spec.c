@@ -418,7 +418,11 @@ static void test_validate(void)
     rt_config_defaults(&c);
     check_ok(&c, "data.train.x", "a.npy");
     check_ok(&c, "validate.batches", "5");
-    check_validate(&c, "validate.batches needs data.val");
+    check_validate(&c, "validate.batches needs data.val (to train without validation, set "
+                       "validate.batches to null too)");
+    check_ok(&c, "validate.every_steps", "100");
+    check_validate(&c, "validate.every_steps and validate.batches need data.val (to train "
+                       "without validation, set them to null too)");
     rt_config_defaults(&c);
     check_ok(&c, "data.train.x", "a.npy");
     check_ok(&c, "recompute", "auto");
