@@ -201,10 +201,15 @@ static void human(char *buf, size_t n, double bytes)
 static Spec *load_with_sets(int argc, char **argv, int at, int n, int allow_sets)
 {
     Spec *s = spec_load(n, argv + at);
+    int sets = 0;
     if (allow_sets)
         for (int i = at + n; i < argc; i++)
-            if (!strcmp(argv[i], "--set") && i + 1 < argc)
+            if (!strcmp(argv[i], "--set") && i + 1 < argc) {
                 spec_set(s, argv[++i]);
+                sets++;
+            }
+    if (sets)
+        spec_sets_done(s);
     return s;
 }
 
@@ -402,12 +407,17 @@ static int cmd_run(int argc, char **argv)
     Spec *s = spec_load(n, argv + 1);
     /* the recomputation plan and the precision are compiled: those --set keys shape
      * the program (auto's choice depends on the batch size too) */
+    int sets = 0;
     for (int i = 1 + n; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--set") && (!strncmp(argv[i + 1], "recompute=", 10) ||
                                           !strncmp(argv[i + 1], "memory_budget_mb=", 17) ||
                                           !strncmp(argv[i + 1], "batch_size=", 11) ||
-                                          !strncmp(argv[i + 1], "precision=", 10)))
+                                          !strncmp(argv[i + 1], "precision=", 10))) {
             spec_set(s, argv[i + 1]);
+            sets++;
+        }
+    if (sets)
+        spec_sets_done(s);
     /* --set is applied by the runtime (as in a built trainer); check it here too so a
      * bad key fails before compiling */
     rt_train_config probe = s->train;

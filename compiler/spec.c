@@ -1369,12 +1369,16 @@ void spec_set(Spec *s, const char *assignment)
     char err[512];
     if (rt_config_set(&s->train, key, eq + 1, err, sizeof err))
         error_input("--set %s: %s", key, err);
-    /* A value can be fine alone and wrong with the rest (nesterov without momentum);
-     * each --set is checked as it comes, so such pairs must come in a valid order. */
-    if (check_train_vs_model(s, err, sizeof err) ||
-        rt_config_validate(&s->train, err, sizeof err))
-        error_input("--set %s: %s (--set options apply one at a time, in order)", key, err);
     free(key);
+}
+
+void spec_sets_done(Spec *s)
+{
+    /* a value can be fine alone and wrong with the rest (nesterov without momentum):
+     * checked once all of them are in, so their order does not matter */
+    char err[512];
+    if (check_train_vs_model(s, err, sizeof err) || rt_config_validate(&s->train, err, sizeof err))
+        error_input("the training spec with the --set options: %s", err);
     spec_finish(s);
 }
 

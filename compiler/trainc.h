@@ -92,9 +92,11 @@ typedef struct Spec {
  * the data keys against the model inputs, and the training config. Shapes are
  * checked later by graph.c. Exits 1 on any error. */
 Spec *spec_load(int nfiles, char **files);
-/* Applies one --set KEY=VALUE to spec->train (and recomputes the lines and hash);
- * exits 1 on a bad key or value. */
+/* Applies one --set KEY=VALUE to spec->train; exits 1 on a bad key or value. After
+ * the last one, spec_sets_done checks the rules between fields (exit 1) and
+ * recomputes the lines and hash. */
 void spec_set(Spec *s, const char *assignment);
+void spec_sets_done(Spec *s);
 /* Recomputes train_lines and hash after changes to s->train. */
 void spec_finish(Spec *s);
 

@@ -76,6 +76,15 @@ PY
 out=$("$TRAINC" plan specs/gpt_char.json --set memory_budget_mb=80 --set recompute=auto | grep "recompute  ")
 echo "$out" | grep -q selective || { echo "FAIL auto picked: $out"; exit 1; }
 echo "ok   auto: 80 MiB -> selective"
+# the rules between fields are checked after the last --set: any order, the same plan;
+# auto without a budget is refused (exit 1) with the rule
+out2=$("$TRAINC" plan specs/gpt_char.json --set recompute=auto --set memory_budget_mb=80 | grep "recompute  ")
+[ "$out2" = "$out" ] || { echo "FAIL --set order: '$out2' vs '$out'"; exit 1; }
+rc=0
+"$TRAINC" check specs/gpt_char.json --set recompute=auto >/dev/null 2>"$d/nobudget.err" || rc=$?
+[ $rc -eq 1 ] && grep -q "recompute auto needs memory_budget_mb" "$d/nobudget.err" ||
+    { echo "FAIL auto without a budget: rc=$rc"; cat "$d/nobudget.err"; exit 1; }
+echo "ok   --set recompute=auto before its memory_budget_mb: the same plan; without one: exit 1"
 set +e
 "$TRAINC" check specs/gpt_char.json --set memory_budget_mb=20 --set recompute=auto 2>"$d/auto.err"
 rc=$?
