@@ -97,8 +97,12 @@ char *build_cuda_image(const char *src, const char *archs, const char *dir)
         write_file(path, j->image, j->size);
         buf_printf(&c, "        \".balign 16\\ntrainc_kimage_%d:\\n.incbin \\\"%s\\\"\\n.byte 0\\n\"\n", i, path);
     }
-    buf_printf(&c, "        \"trainc_ksource:\\n.incbin \\\"%s/kernels_cuda.cu\\\"\\n.byte 0\\n\"\n"
-                   "        \".previous\\n\");\n\n", dir);
+    /* the source the trainer compiles where no cubin fits: kernels_cuda.cu with the
+     * templates inlined (the file emit writes #includes them) */
+    char *srcpath = xasprintf("%s/kernels_nvrtc.cu", dir);
+    write_file(srcpath, src, strlen(src));
+    buf_printf(&c, "        \"trainc_ksource:\\n.incbin \\\"%s\\\"\\n.byte 0\\n\"\n"
+                   "        \".previous\\n\");\n\n", srcpath);
     for (int i = 0; i < n; i++)
         buf_printf(&c, "extern const unsigned char trainc_kimage_%d[];\n", i);
     buf_puts(&c, "extern const char trainc_ksource[];\n\nstatic const rt_cubin cubins[] = {\n");

@@ -519,7 +519,7 @@ void emit_c(Program *p, Program *ev, Emitted *out)
     emit_host_c(p, ev, &out->host_c);
     emit_kernels_c(p, ev, &out->kernels_c);
     emit_plan_json(p, &out->plan_json);
-    emit_cuda(p, ev, &out->kernels_cu);
+    emit_cuda(p, ev, &out->kernels_cu, &out->kernels_cu_file);
 }
 
 static int write_file(const char *dir, const char *name, const Buf *b)
@@ -544,7 +544,7 @@ int emit_write(const Emitted *out, const char *dir)
         return -1;
     if (write_file(dir, "model.h", &out->model_h) || write_file(dir, "host.c", &out->host_c) ||
         write_file(dir, "kernels_cpu.c", &out->kernels_c) ||
-        write_file(dir, "kernels_cuda.cu", &out->kernels_cu) ||
+        write_file(dir, "kernels_cuda.cu", &out->kernels_cu_file) ||
         write_file(dir, "plan.json", &out->plan_json))
         return -1;
     return 0;

@@ -285,9 +285,11 @@ void buf_printf(Buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3
 void buf_puts(Buf *b, const char *s);
 
 typedef struct Emitted {
-    Buf model_h, host_c, kernels_c, kernels_cu, plan_json;
+    Buf model_h, host_c, kernels_c, plan_json;
+    Buf kernels_cu;        /* what NVRTC compiles: the templates inlined */
+    Buf kernels_cu_file;   /* kernels_cuda.cu as written: the templates #included */
 } Emitted;
-void emit_cuda(Program *p, Program *eval, Buf *b);
+void emit_cuda(Program *p, Program *eval, Buf *b, Buf *file);
 /* A fused kernel's tensors in its parameter order (both emitters and the launch). */
 int kernel_tensors(const Instr *in, Tensor **t, char *w, int max);
 /* Scratch the GPU's calls need per batch row (attention backward's row sums). */

@@ -2,7 +2,8 @@
 # Every generated CUDA kernel of every spec compiles with NVRTC for sm_80 and sm_90,
 # without errors or warnings (no GPU needed); each spec in fp32, bf16-mixed and
 # fp16-mixed (the act_t storage of templates/cuda/common.cuh and the generated kernels'
-# rt_ld/rt_st).
+# rt_ld/rt_st). The file as emitted: its templates #included from templates/cuda/
+# (trainc build compiles the same text with them inlined).
 set -eu
 cd "$(dirname "$0")/.."
 TRAINC=${TRAINC:-build/trainc}
@@ -14,6 +15,6 @@ for spec in specs/*.json; do
     name=$(basename "$spec" .json)
     for prec in fp32 bf16-mixed fp16-mixed; do
         "$TRAINC" emit "$spec" -o "$d/$name.$prec" --set precision=$prec
-        "$d/nvrtc_check" "$d/$name.$prec/kernels_cuda.cu" sm_80 sm_90
+        "$d/nvrtc_check" -I templates/cuda "$d/$name.$prec/kernels_cuda.cu" sm_80 sm_90
     done
 done

@@ -1,6 +1,7 @@
-/* nvrtc_check FILE.cu ARCH...: compiles a generated CUDA file with NVRTC to a cubin
- * for each architecture (sm_80, sm_90, ...), as trainc's CUDA path will at build
- * time. Fails on a compile error and on any warning; needs no GPU. */
+/* nvrtc_check [-I DIR] FILE.cu ARCH...: compiles a generated CUDA file with NVRTC to a
+ * cubin for each architecture (sm_80, sm_90, ...), as trainc's CUDA path will at build
+ * time; -I: where its #include "x.cuh" lines are found (templates/cuda). Fails on a
+ * compile error and on any warning; needs no GPU. */
 #include <nvrtc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,8 +29,14 @@ static char *slurp(const char *path)
 
 int main(int argc, char **argv)
 {
+    char inc[4096] = "";
+    if (argc > 2 && !strcmp(argv[1], "-I")) {
+        snprintf(inc, sizeof inc, "--include-path=%s", argv[2]);
+        argv += 2;
+        argc -= 2;
+    }
     if (argc < 3) {
-        fprintf(stderr, "usage: nvrtc_check FILE.cu ARCH...\n");
+        fprintf(stderr, "usage: nvrtc_check [-I DIR] FILE.cu ARCH...\n");
         return 2;
     }
     char *src = slurp(argv[1]);
@@ -42,8 +49,8 @@ int main(int argc, char **argv)
         }
         char arch[64];
         snprintf(arch, sizeof arch, "--gpu-architecture=%s", argv[a]);
-        const char *opts[] = {arch, "--std=c++17", "-default-device"};
-        nvrtcResult r = nvrtcCompileProgram(prog, 3, opts);
+        const char *opts[] = {arch, "--std=c++17", "-default-device", inc};
+        nvrtcResult r = nvrtcCompileProgram(prog, *inc ? 4 : 3, opts);
         size_t logn = 0;
         nvrtcGetProgramLogSize(prog, &logn);
         char *log = calloc(logn + 1, 1);
