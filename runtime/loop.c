@@ -29,6 +29,7 @@ typedef struct Opts {
     int threads;
     int quiet;
     int gradcheck;
+    int eval;                  /* --eval: validate (and sample) the weights, no training */
 } Opts;
 
 static volatile sig_atomic_t g_signal;
@@ -49,7 +50,8 @@ static void on_signal(int sig)
 
 static const char *const option_names[] = {"--out", "--set", "--init", "--resume", "--device",
                                            "--threads", "--quiet", "--help", "--sample",
-                                           "--temperature", "--sample-seed", "--prompt", NULL};
+                                           "--temperature", "--sample-seed", "--prompt", "--eval",
+                                           NULL};
 
 static void trainer_usage(const rt_model *m)
 {
@@ -61,6 +63,9 @@ static void trainer_usage(const rt_model *m)
            "  --threads N            CPU threads (default: all cores)\n"
            "  --quiet                no progress line\n"
            "  --resume DIR           continue DIR's run from its newest checkpoint\n"
+           "  --eval                 no training: validate the weights (--init FILE, --resume DIR's\n"
+           "                         checkpoint, else the spec's initialization) on data.val, print\n"
+           "                         the result as a JSON line, write nothing\n"
            "  --sample N             token models: print N generated tokens (bytes) after training\n"
            "  --temperature T        sampling temperature (default 1.0)\n"
            "  --sample-seed S        sampling seed (default: the training seed)\n"
@@ -131,6 +136,8 @@ static void parse_opts(const rt_model *m, int argc, char **argv, Opts *o)
             o->temperature = v;
         } else if (!strcmp(a, "--prompt"))
             o->prompt = need(argc, argv, &i);
+        else if (!strcmp(a, "--eval"))
+            o->eval = 1;
         else if (!strcmp(a, "--gradcheck"))
             o->gradcheck = 1;   /* developer option: finite-difference check, see tests/ */
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -716,6 +723,44 @@ static void sample(Run *r)
     rt_xfree(tgt);
 }
 
+/* --eval: the weights as loaded (--init, --resume's checkpoint, or initialized) are
+ * validated once on data.val (validate.batches counts) and, with --sample, sampled;
+ * nothing is trained and nothing written: the result is one JSON line on stdout. */
+static int eval_only(Run *r, int64_t state_floats)
+{
+    const rt_model *m = r->m;
+    if (!r->has_val && r->o.sample <= 0)
+        rt_input_error("--eval needs validation data (data.val), or --sample to generate from "
+                       "the weights");
+    if (r->gpu)
+        rt_cu_put_params(&r->e, m, r->params, r->state, state_floats);
+    if (r->has_val) {
+        double t0 = rt_now();
+        Eval ev = validate(r);
+        if (r->rank == 0) {
+            char a[40], b[40];
+            printf("{\"event\":\"eval\",\"val_loss\":%s", rt_json_num(a, ev.loss));
+            if (m->loss == RT_LOSS_CROSS_ENTROPY)
+                printf(",\"val_acc\":%s", rt_json_num(b, ev.acc));
+            printf(",\"terms\":%lld,\"time_s\":%.3f}\n", (long long)ev.terms, rt_now() - t0);
+            fflush(stdout);
+            fprintf(stderr, "trainc: eval: val_loss %.4f", ev.loss);
+            if (m->loss == RT_LOSS_CROSS_ENTROPY)
+                fprintf(stderr, ", val_acc %.2f%%", 100.0 * ev.acc);
+            fprintf(stderr, " over %lld %s\n", (long long)ev.terms,
+                    m->loss == RT_LOSS_CROSS_ENTROPY ? "targets" : "values");
+        }
+    }
+    if (r->gpu && r->world > 1) {
+        rt_cu_sync(&r->e);
+        rt_nccl_close();
+    }
+    if (r->rank == 0 && r->o.sample > 0)
+        sample(r);
+    rt_dist_finalize();
+    return RT_EXIT_OK;
+}
+
 int rt_main(const rt_model *m, int argc, char **argv)
 {
     if (m->abi != RT_ABI_VERSION)
@@ -870,12 +915,15 @@ int rt_main(const rt_model *m, int argc, char **argv)
         /* records after the checkpoint (a crash) are dropped: the file reads as one run */
         char mp[RT_PATH_MAX + 32];
         snprintf(mp, sizeof mp, "%s/metrics.jsonl", r->out);
-        if (r->rank == 0 && strcmp(r->out, r->o.resume) == 0 && file_size(r->out, "metrics.jsonl") > s->metrics_bytes &&
+        if (!r->o.eval && r->rank == 0 && strcmp(r->out, r->o.resume) == 0 &&
+            file_size(r->out, "metrics.jsonl") > s->metrics_bytes &&
             truncate(mp, s->metrics_bytes) != 0)
             rt_fail("cannot truncate %s: %s", mp, strerror(errno));
-        fprintf(stderr, "trainc: resuming %s from step %lld (epoch %lld)\n", ck, (long long)s->step,
-                (long long)s->epoch);
+        fprintf(stderr, "trainc: %s %s from step %lld (epoch %lld)\n",
+                r->o.eval ? "evaluating" : "resuming", ck, (long long)s->step, (long long)s->epoch);
     }
+    if (r->o.eval)
+        return eval_only(r, sf);
     if (r->rank == 0) {
         if (rt_mkdir_p(r->out) != 0)
             rt_input_error("cannot create the output folder %s: %s\n  hint: --out names a "

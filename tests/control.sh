@@ -69,3 +69,26 @@ rc=0; wait $pid || rc=$?
 last=$(ls "$d/sig2/checkpoints" | grep '^step_' | tail -1)
 $PY tests/st_check.py "$d/sig2/checkpoints/$last/model.safetensors" >/dev/null
 echo "ok   second signal: exit 130, $last intact"
+
+# --eval: no training; the weights validated once, one JSON line on stdout, nothing
+# written. From model.safetensors (--init) and from a checkpoint (--resume), it prints
+# the run's own last validation numbers bit for bit; without data.val it is refused.
+"$d/t" --out "$d/ev" "${q[@]}" --set max_steps=30 --set checkpoint.every_steps=30
+before=$(cd "$d/ev" && find . -type f | sort | xargs md5sum)
+"$d/t" "${q[@]}" --init "$d/ev/model.safetensors" --eval --out "$d/ev_none" >"$d/ev.init" 2>"$d/ev.err"
+"$d/t" "${q[@]}" --resume "$d/ev" --eval >"$d/ev.resume" 2>>"$d/ev.err"
+[ ! -e "$d/ev_none" ] && [ "$(cd "$d/ev" && find . -type f | sort | xargs md5sum)" = "$before" ] ||
+    { echo "FAIL --eval wrote files"; exit 1; }
+$PY - "$d/ev/metrics.jsonl" "$d/ev.init" "$d/ev.resume" <<'PY'
+import json, sys
+val = [json.loads(l) for l in open(sys.argv[1]) if '"val_loss"' in l][-1]
+for f in sys.argv[2:]:
+    lines = open(f).read().splitlines()
+    assert len(lines) == 1, lines
+    e = json.loads(lines[0])
+    assert e["event"] == "eval" and e["val_loss"] == val["val_loss"] and e["val_acc"] == val["val_acc"], (e, val)
+    assert e["terms"] == 10000, e
+PY
+rc=0; "$d/t" "${q[@]}" --eval --set data.val=null >/dev/null 2>"$d/ev.err2" || rc=$?
+[ $rc -eq 1 ] && grep -q "eval needs validation data" "$d/ev.err2" || { echo "FAIL --eval without data.val: exit $rc"; exit 1; }
+echo "ok   --eval: the run's last validation numbers from --init and --resume, nothing written; no data.val: exit 1"
