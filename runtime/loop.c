@@ -355,7 +355,8 @@ static int pick_gpu(const Run *r)
     if (r->c.device == RT_DEVICE_CUDA || !(m->devices & RT_HAS_CPU))
         rt_cu_no_device(why);
     if (r->rank == 0)
-        fprintf(stderr, "trainc: no GPU (%s): training on the CPU\n", why);
+        fprintf(stderr, "trainc: no GPU (%s): %s on the CPU\n", why,
+                r->o.eval ? "evaluating" : "training");
     return 0;
 }
 

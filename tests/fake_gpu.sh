@@ -130,6 +130,20 @@ for m in mlp_fashion cnn_fashion gpt_char; do
     fi
 done
 
+# --eval on the GPU: the CPU run's final weights validated on the (fake) GPU give the
+# CPU's numbers (the validation pass alone, the parameters uploaded from --init)
+m=$d/mlp_fashion
+gpu "$m" --device cuda --init "$m.cpu/model.safetensors" --eval --quiet >"$m.eval.gpu" 2>/dev/null
+"$m" --device cpu --init "$m.cpu/model.safetensors" --eval --quiet --threads 1 >"$m.eval.cpu" 2>/dev/null
+"$PY" - "$m.eval.cpu" "$m.eval.gpu" <<'PY'
+import json, sys
+a, b = (json.loads(open(f).read()) for f in sys.argv[1:])
+assert a["event"] == b["event"] == "eval" and a["terms"] == b["terms"] == 10000, (a, b)
+r = abs(a["val_loss"] - b["val_loss"]) / a["val_loss"]
+assert r <= 1e-5 and abs(a["val_acc"] - b["val_acc"]) <= 2e-4, (a, b)
+print("ok   mlp_fashion --eval on the GPU: val_loss within %.1e of the CPU's, val_acc within 2 predictions" % r)
+PY
+
 # a vocabulary of 1030: logits rows 1088 apart (the LM head's GEMMs with ld 1088, the
 # loss kernel RT_CROSS_ENTROPY(1030, 1088), --sample at that stride), fp32 and bf16-mixed
 # on the GPU against the CPU (tests/vocab_pad.sh: padded = contiguous on the CPU)
