@@ -55,11 +55,12 @@ static const char *const option_names[] = {"--out", "--set", "--init", "--resume
 
 static void trainer_usage(const rt_model *m)
 {
+    int cpu = (m->devices & RT_HAS_CPU) != 0, cuda = (m->devices & RT_HAS_CUDA) && m->cuda;
     printf("usage: %s-trainer [options]\n\n"
            "  --out DIR              where outputs go (default: out_dir, else runs/%s)\n"
            "  --set KEY=VALUE        override a training-spec field, e.g. --set optimizer.lr=3e-4\n"
            "  --init FILE            start from these weights (safetensors)\n"
-           "  --device cpu|auto      where to run (this trainer: cpu)\n"
+           "  --device %-13s where to run (this trainer: %s)\n"
            "  --threads N            CPU threads (default: all cores)\n"
            "  --quiet                no progress line\n"
            "  --resume DIR           continue DIR's run from its newest checkpoint\n"
@@ -70,7 +71,8 @@ static void trainer_usage(const rt_model *m)
            "  --temperature T        sampling temperature (default 1.0)\n"
            "  --sample-seed S        sampling seed (default: the training seed)\n"
            "  --prompt TEXT          text the sample continues (default: a newline)\n",
-           m->name, m->name);
+           m->name, m->name, cpu && cuda ? "cpu|cuda|auto" : cuda ? "cuda|auto" : "cpu|auto",
+           cpu && cuda ? "CPU or GPU; auto takes a GPU if there is one" : cuda ? "GPU" : "CPU");
 }
 
 static const char *need(int argc, char **argv, int *i)
