@@ -190,61 +190,6 @@ double rt_rng_normal(rt_rng *r)
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
-/* ---- initial parameters ------------------------------------------------------ *
- * One seeded stream drawn through the tensors in model order (a uniform value takes one draw, a normal two, a constant none). The
- * elements are cut into one contiguous part per thread; each part jumps the stream to
- * its first draw (rt_rng_jump), so the fill has the one-thread bits on any number of
- * threads (GPT-2's 124M normal values: 4 s on one core). */
-typedef struct InitCtx {
-    const rt_model *m;
-    float *params;
-    rt_rng seed;          /* the stream's start */
-    int64_t *first;       /* [n_params + 1]: element index where each tensor starts */
-    int64_t *draws;       /* [n_params]: draws before each tensor */
-} InitCtx;
-
-static int init_draws(int init) { return init == RT_INIT_NORMAL ? 2 : init == RT_INIT_UNIFORM; }
-
-static void init_part(void *ctx, int64_t lo, int64_t hi)
-{
-    const InitCtx *c = ctx;
-    int i = 0;
-    while (c->first[i + 1] <= lo)
-        i++;
-    rt_rng rng = c->seed;
-    rt_rng_jump(&rng, (uint64_t)(c->draws[i] + (lo - c->first[i]) * init_draws(c->m->params[i].init)));
-    for (int64_t at = lo; at < hi; i++) {
-        const rt_param *p = &c->m->params[i];
-        float *w = c->params + p->offset;
-        int64_t k0 = at - c->first[i], k1 = (hi < c->first[i + 1] ? hi : c->first[i + 1]) - c->first[i];
-        for (int64_t k = k0; k < k1; k++) {
-            switch (p->init) {
-            case RT_INIT_UNIFORM: w[k] = (float)((2.0 * rt_rng_uniform(&rng) - 1.0) * p->init_a); break;
-            case RT_INIT_NORMAL: w[k] = (float)(rt_rng_normal(&rng) * p->init_a); break;
-            case RT_INIT_CONST: w[k] = p->init_a; break;
-            default: rt_die("bad init %d", p->init);
-            }
-        }
-        at = c->first[i] + k1;
-    }
-}
-
-void rt_init_params(rt_pool *pool, const rt_model *m, float *params, uint64_t seed)
-{
-    InitCtx c = {m, params, {{0}}, rt_xmalloc((size_t)(m->n_params + 1) * sizeof(int64_t)),
-                 rt_xmalloc((size_t)(m->n_params + 1) * sizeof(int64_t))};
-    rt_rng_seed(&c.seed, seed);
-    c.first[0] = c.draws[0] = 0;
-    for (int i = 0; i < m->n_params; i++) {
-        c.first[i + 1] = c.first[i] + m->params[i].numel;
-        c.draws[i + 1] = c.draws[i] + m->params[i].numel * init_draws(m->params[i].init);
-    }
-    if (c.first[m->n_params] > 0)
-        rt_pool_run(pool, c.first[m->n_params], 1 << 16, init_part, &c);
-    free(c.first);
-    free(c.draws);
-}
-
 /* Uniform in [0, n), n >= 1, without modulo bias: values below 2^64 mod n are
  * rejected so that every residue has the same number of preimages. */
 static uint64_t rng_below(rt_rng *r, uint64_t n)

@@ -293,7 +293,7 @@ void rt_rng_jump_pow2(rt_rng *r, int k);
 /* state = sum c_i T^i state, T one step and c_i bit i % 64 of c[i / 64] (data.c). */
 void rt_rng_apply_poly(rt_rng *r, const uint64_t c[4]);
 /* The parameters' initial values from the model's init rules and the seed, on the
- * pool's threads; the same bits on any number of threads. */
+ * pool's threads; the same bits on any number of threads (init.c). */
 struct rt_pool;
 void rt_init_params(struct rt_pool *pool, const rt_model *m, float *params, uint64_t seed);
 
