@@ -25,8 +25,14 @@ GX=(--set "data.train.tokens=$D/data/gpt2/train_*.bin" --set data.val=null --set
     --set checkpoint=null --set log_every=1 --quiet --device cuda)
 WHAT=${1:-all}   # all | trainc (its side alone)
 
-fits_trainc() {   # fits_trainc POLICY B: runs 3 steps?
-    "$S/gpt2_124m_$1" "${GX[@]}" --set batch_size=$2 --set max_steps=3 --out "$D/g.$1.$2" >/dev/null 2>&1
+fits_trainc() {   # fits_trainc POLICY B: runs 3 steps? A failure other than the GPU's
+                  # memory is not "does not fit": it is kept in $D/g.failed, and the
+                  # search stops there (a device call is too dear to search on an error)
+    local log="$D/g.$1.$2.log"
+    [ -e "$D/g.failed" ] && return 1
+    "$S/gpt2_124m_$1" "${GX[@]}" --set batch_size=$2 --set max_steps=3 --out "$D/g.$1.$2" >"$log" 2>&1 && return 0
+    grep -q "out of GPU memory" "$log" || { echo "gpt2_124m_$1 at batch $2:"; tail -n 5 "$log"; } >"$D/g.failed"
+    return 1
 }
 TP=(--bf16); TL=bf16
 [ "${PREC:-bf16}" = fp32 ] && TP=() && TL=fp32
@@ -56,8 +62,14 @@ print(json.dumps({"impl": "trainc+" + s.get("precision", "?"), "recompute": sys.
 PY
 }
 {
+    rm -f "$D/g.failed"
     for p in ${POLICIES:-none selective full}; do
         b=${BATCH:-$(largest fits_trainc $p)}
+        if [ -e "$D/g.failed" ]; then
+            echo "bench/gpu_gpt2.sh: a run failed for a reason other than memory:" >&2
+            cat "$D/g.failed" >&2; cat "$D/g.failed" >"$OUT/gpt2.failed"
+            exit 1
+        fi
         echo "{\"impl\":\"trainc\",\"recompute\":\"$p\",\"largest_batch\":$b}"
         [ "$b" -gt 0 ] && speed_trainc $p $b
     done
