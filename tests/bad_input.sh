@@ -47,5 +47,22 @@ for spec in tests/bad/*.json; do
         fail=$((fail + 1))
     fi
 done
+# the command line itself: --version, help, help COMMAND (each command's usage names its
+# own options), a mistyped command or help topic (exit 1, did you mean)
+cli() {   # cli NAME WANT_RC WANT_TEXT ARGS...
+    local name=$1 rc0=$2 want=$3; shift 3
+    local out rc=0
+    out=$("$TRAINC" "$@" 2>&1) || rc=$?
+    if [ $rc -eq "$rc0" ] && printf '%s' "$out" | grep -qF -- "$want"; then pass=$((pass + 1))
+    else echo "FAIL cli/$name: exit $rc, wanted $rc0 and '$want':"; printf '%s\n' "$out"; fail=$((fail + 1)); fi
+}
+cli version      0 "trainc 0."                 --version
+cli help         0 "trainc help COMMAND"        help
+cli help_build   0 'rpath $ORIGIN/lib'         help build
+cli help_run     0 "--eval"                     help run
+cli help_plan    0 "the lower bound"            help plan
+cli help_data    0 "default 0.1"                help data
+cli help_typo    1 "did you mean 'plan'?"       help plna
+cli command_typo 1 "did you mean 'build'?"      biuld specs/mlp_fashion.json
 echo "bad-input: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
