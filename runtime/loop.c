@@ -53,26 +53,32 @@ static const char *const option_names[] = {"--out", "--set", "--init", "--resume
                                            "--temperature", "--sample-seed", "--prompt", "--eval",
                                            NULL};
 
+void rt_trainer_options(FILE *f, const rt_model *m)
+{
+    int cpu = !m || (m->devices & RT_HAS_CPU), cuda = !m || ((m->devices & RT_HAS_CUDA) && m->cuda);
+    fprintf(f, "  --out DIR              where outputs go (default: out_dir, else runs/%s)\n"
+               "  --set KEY=VALUE        override a training-spec field, e.g. --set optimizer.lr=3e-4\n"
+               "  --init FILE            start from these weights (safetensors)\n"
+               "  --device %-13s where to run (%s: %s)\n"
+               "  --threads N            CPU threads (default: all cores)\n"
+               "  --quiet                no progress line\n"
+               "  --resume DIR           continue DIR's run from its newest checkpoint\n"
+               "  --eval                 no training: validate the weights (--init FILE, --resume DIR's\n"
+               "                         checkpoint, else the spec's initialization) on data.val, print\n"
+               "                         the result as a JSON line, write nothing\n"
+               "  --sample N             token models: print N generated tokens (bytes) after training\n"
+               "  --temperature T        sampling temperature (default 1.0)\n"
+               "  --sample-seed S        sampling seed (default: the training seed)\n"
+               "  --prompt TEXT          text the sample continues (default: a newline)\n",
+            m ? m->name : "NAME", cpu && cuda ? "cpu|cuda|auto" : cuda ? "cuda|auto" : "cpu|auto",
+            m ? "this trainer" : "as built",
+            cpu && cuda ? "CPU or GPU; auto takes a GPU if there is one" : cuda ? "GPU" : "CPU");
+}
+
 static void trainer_usage(const rt_model *m)
 {
-    int cpu = (m->devices & RT_HAS_CPU) != 0, cuda = (m->devices & RT_HAS_CUDA) && m->cuda;
-    printf("usage: %s-trainer [options]\n\n"
-           "  --out DIR              where outputs go (default: out_dir, else runs/%s)\n"
-           "  --set KEY=VALUE        override a training-spec field, e.g. --set optimizer.lr=3e-4\n"
-           "  --init FILE            start from these weights (safetensors)\n"
-           "  --device %-13s where to run (this trainer: %s)\n"
-           "  --threads N            CPU threads (default: all cores)\n"
-           "  --quiet                no progress line\n"
-           "  --resume DIR           continue DIR's run from its newest checkpoint\n"
-           "  --eval                 no training: validate the weights (--init FILE, --resume DIR's\n"
-           "                         checkpoint, else the spec's initialization) on data.val, print\n"
-           "                         the result as a JSON line, write nothing\n"
-           "  --sample N             token models: print N generated tokens (bytes) after training\n"
-           "  --temperature T        sampling temperature (default 1.0)\n"
-           "  --sample-seed S        sampling seed (default: the training seed)\n"
-           "  --prompt TEXT          text the sample continues (default: a newline)\n",
-           m->name, m->name, cpu && cuda ? "cpu|cuda|auto" : cuda ? "cuda|auto" : "cpu|auto",
-           cpu && cuda ? "CPU or GPU; auto takes a GPU if there is one" : cuda ? "GPU" : "CPU");
+    printf("usage: %s-trainer [options]\n\n", m->name);
+    rt_trainer_options(stdout, m);
 }
 
 static const char *need(int argc, char **argv, int *i)
@@ -726,6 +732,16 @@ static void sample(Run *r)
     rt_xfree(tgt);
 }
 
+/* Several GPUs: every rank's GPU finishes its collectives (zero1's last gather: only
+ * rank 0 reads the weights back) before the communicator goes and MPI ends. */
+static void close_gpu_comm(Run *r)
+{
+    if (r->gpu && r->world > 1) {
+        rt_cu_sync(&r->e);
+        rt_nccl_close();
+    }
+}
+
 /* --eval: the weights as loaded (--init, --resume's checkpoint, or initialized) are
  * validated once on data.val (validate.batches counts) and, with --sample, sampled;
  * nothing is trained and nothing written: the result is one JSON line on stdout. */
@@ -754,10 +770,7 @@ static int eval_only(Run *r, int64_t state_floats)
                     m->loss == RT_LOSS_CROSS_ENTROPY ? "targets" : "values");
         }
     }
-    if (r->gpu && r->world > 1) {
-        rt_cu_sync(&r->e);
-        rt_nccl_close();
-    }
+    close_gpu_comm(r);
     if (r->rank == 0 && r->o.sample > 0)
         sample(r);
     rt_dist_finalize();
@@ -1168,12 +1181,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
 
     int code = end == END_DIVERGED ? RT_EXIT_DIVERGED
                : end == END_INTERRUPTED ? RT_EXIT_INTERRUPTED : RT_EXIT_OK;
-    if (r->gpu && r->world > 1) {
-        /* every rank's GPU finishes its collectives (zero1's last gather: only rank 0
-         * reads the weights back) before the communicator goes and MPI ends */
-        rt_cu_sync(&r->e);
-        rt_nccl_close();
-    }
+    close_gpu_comm(r);
     if (r->rank != 0) {
         rt_dist_finalize();
         return code;

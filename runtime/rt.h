@@ -292,10 +292,6 @@ void rt_rng_jump(rt_rng *r, uint64_t n);
 void rt_rng_jump_pow2(rt_rng *r, int k);
 /* state = sum c_i T^i state, T one step and c_i bit i % 64 of c[i / 64] (data.c). */
 void rt_rng_apply_poly(rt_rng *r, const uint64_t c[4]);
-/* The parameters' initial values from the model's init rules and the seed, on the
- * pool's threads; the same bits on any number of threads (init.c). */
-struct rt_pool;
-void rt_init_params(struct rt_pool *pool, const rt_model *m, float *params, uint64_t seed);
 
 /* ---- safetensors --------------------------------------------------------- */
 
@@ -334,6 +330,10 @@ void rt_metrics_val_point(rt_metrics *mt, int64_t step, double val_loss);
 void rt_metrics_plot(rt_metrics *mt);
 void rt_metrics_close(rt_metrics *mt);
 
+/* The trainer options, one a line (loop.c): a trainer's --help and `trainc help run`
+ * (m NULL: any trainer). */
+void rt_trainer_options(FILE *f, const rt_model *m);
+
 /* Formats a double for JSON: finite values with %.9g, else null. */
 const char *rt_json_num(char *buf, double v);
 
@@ -361,6 +361,9 @@ void rt_pool_run(rt_pool *p, int64_t n, int64_t grain, void (*fn)(void *ctx, int
 void rt_pool_free(rt_pool *p);
 /* Sets the BLAS library's thread count (OpenBLAS). */
 void rt_blas_threads(int threads);
+/* The parameters' initial values from the model's init rules and the seed, on the
+ * pool's threads; the same bits on any number of threads (init.c). */
+void rt_init_params(rt_pool *pool, const rt_model *m, float *params, uint64_t seed);
 
 /* ---- helpers ------------------------------------------------------------- */
 
