@@ -164,9 +164,15 @@ typedef struct rt_cu {
     rt_dptr data[2][RT_MAX_INPUTS]; /* loader.on_gpu: each input of set 0 (train), 1 (val) */
     size_t data_bytes;         /* allocated for them */
     CUevent in_done[RT_CU_SLOTS];
+    /* slot_free[s]: recorded on the compute stream when it has queued the last work
+     * that reads slot s; an upload into s waits for it on the copy stream, so the host
+     * need not wait for a pass before copying the batch after next */
+    CUevent slot_free[RT_CU_SLOTS];
+    int using;                 /* the slot the compute stream reads now (-1: none yet) */
     int last;                  /* the slot of the last upload */
-    rt_dptr stats;
-    rt_cu_stat *stats_host;    /* pinned */
+    rt_dptr stats;             /* n_stats rt_cu_stat: one per pass of a step */
+    int n_stats, stat_cur;     /* how many; the pass loss kernels add into now */
+    rt_cu_stat *stats_host;    /* pinned, n_stats of them */
     double *f64_host;          /* pinned, after stats_host: rt_cu_step_queue's double */
     CUevent step_ev;           /* rt_cu_step_queue's copies are done */
     rt_dptr scratch;
@@ -317,8 +323,11 @@ static rt_cu *cu_open(const rt_cuda_image *img, int local_rank, int quiet)
     CU(p_cuStreamCreate(&d->comm, CU_STREAM_NON_BLOCKING));
     CU(p_cuEventCreate(&d->fork_ev, CU_EVENT_DISABLE_TIMING));
     CU(p_cuEventCreate(&d->join_ev, CU_EVENT_DISABLE_TIMING));
-    for (int s = 0; s < RT_CU_SLOTS; s++)
+    for (int s = 0; s < RT_CU_SLOTS; s++) {
         CU(p_cuEventCreate(&d->in_done[s], CU_EVENT_DISABLE_TIMING));
+        CU(p_cuEventCreate(&d->slot_free[s], CU_EVENT_DISABLE_TIMING));
+    }
+    d->using = -1;
     CU(p_cuEventCreate(&d->step_ev, CU_EVENT_DISABLE_TIMING));
     load_module(d, img);
     size_t fr = 0, tot = 0;
@@ -370,18 +379,24 @@ rt_dptr rt_cu_scratch(rt_exec *e, size_t bytes)
     return d->scratch;
 }
 
-rt_dptr rt_cu_stats(rt_exec *e) { return dev_of(e)->stats; }
+rt_dptr rt_cu_stats(rt_exec *e)
+{
+    rt_cu *d = dev_of(e);
+    return d->stats + (rt_dptr)((size_t)d->stat_cur * sizeof(rt_cu_stat));
+}
+
 int rt_cu_sm_count(rt_exec *e) { return dev_of(e)->sm_count; }
 /* The host waits for stream s. With NCCL (several GPUs) it polls instead: a reduction
  * whose peer died never completes, so between polls nccl.c checks NCCL's asynchronous
  * error and the time waited (nccl.c's header says why). Polls back off from a yield to
  * 100 us sleeps, so a step's end is seen within about 0.1 ms. */
-/* The pinned host memory the device's statistics are copied into: the pass's
+/* The pinned host memory the device's statistics are copied into: each pass's
  * rt_cu_stat, then rt_cu_step_queue's double. */
 static void pin_stats(rt_cu *d)
 {
-    CU(p_cuMemAllocHost((void **)&d->stats_host, sizeof(rt_cu_stat) + sizeof(double)));
-    d->f64_host = (double *)(d->stats_host + 1);
+    CU(p_cuMemAllocHost((void **)&d->stats_host,
+                        (size_t)d->n_stats * sizeof(rt_cu_stat) + sizeof(double)));
+    d->f64_host = (double *)(d->stats_host + d->n_stats);
 }
 
 static void cu_wait(rt_cu *d, CUstream s)
@@ -481,10 +496,11 @@ static size_t scratch_need(const rt_model *m, int64_t Bmax)
 }
 
 void rt_cu_init(rt_exec *e, const rt_model *m, const rt_cuda_image *img, int64_t Bmax,
-                int64_t arena_row_bytes, int64_t state_floats, int local_rank)
+                int64_t arena_row_bytes, int64_t state_floats, int passes, int local_rank)
 {
     rt_cu *d = cu_open(img, local_rank, local_rank != 0);
     e->dev = d;
+    d->n_stats = passes > 1 ? passes : 1;
     e->Bmax = Bmax;
     size_t pf = (size_t)m->param_floats * 4;
     d->act16 = m->act16;
@@ -500,7 +516,8 @@ void rt_cu_init(rt_exec *e, const rt_model *m, const rt_cuda_image *img, int64_t
         fixed += RT_CU_SLOTS * align_up(d->in_bytes[k]);
     }
     fixed += RT_CU_SLOTS * align_up((size_t)Bmax * 4);   /* the index slots */
-    fixed += align_up(sizeof(rt_cu_stat)) + d->scratch_bytes + d->workspace_bytes;
+    fixed += align_up((size_t)d->n_stats * sizeof(rt_cu_stat)) + d->scratch_bytes +
+             d->workspace_bytes;
     d->fixed_bytes = fixed;
     d->pool = rt_cu_alloc(d->pool_bytes);
     d->arena = rt_cu_alloc(d->arena_bytes);
@@ -517,7 +534,7 @@ void rt_cu_init(rt_exec *e, const rt_model *m, const rt_cuda_image *img, int64_t
         p += align_up((size_t)Bmax * 4);
     }
     d->stats = p;
-    p += align_up(sizeof(rt_cu_stat));
+    p += align_up((size_t)d->n_stats * sizeof(rt_cu_stat));
     d->scratch = p;
     p += d->scratch_bytes;
     d->workspace = p;
@@ -609,12 +626,24 @@ void rt_cu_pin(void *p, size_t n, void *ctx)
         CU(p_cuMemHostRegister(p, n, 0));
 }
 
+/* Before a copy into slot `slot`: the copy stream waits until the compute stream is
+ * done with what it queued that reads the slot (the slot in use now: everything queued
+ * so far; another: up to when it was left, see rt_cu_use_slot). An event never
+ * recorded is no wait. */
+static void slot_wait_free(rt_cu *d, int slot)
+{
+    if (slot == d->using)
+        CU(p_cuEventRecord(d->slot_free[slot], d->compute));
+    CU(p_cuStreamWaitEvent(d->copy, d->slot_free[slot], 0));
+}
+
 /* A batch's inputs into device slot `slot`, on the copy stream: the host goes on at
  * once. The compute stream waits for the copy when the slot is used. */
 void rt_cu_upload_batch(rt_exec *e, const rt_model *m, const void *const *in, int64_t rows,
                         int slot)
 {
     rt_cu *d = dev_of(e);
+    slot_wait_free(d, slot);
     for (int k = 0; k < m->n_inputs; k++) {
         size_t n = (size_t)rows * input_row_bytes(&m->inputs[k]);
         CU(p_cuMemcpyHtoDAsync(d->in[slot][k], in[k], n, d->copy));
@@ -675,6 +704,7 @@ void rt_cu_upload_index(rt_exec *e, const int32_t *idx, int64_t rows, int slot, 
     rt_cu *d = dev_of(e);
     if (!d->data[set][0])
         rt_die("rt_cu_upload_index: dataset %d is not on the GPU", set);
+    slot_wait_free(d, slot);
     CU(p_cuMemcpyHtoDAsync(d->idx[slot], idx, (size_t)rows * 4, d->copy));
     CU(p_cuEventRecord(d->in_done[slot], d->copy));
     d->last = slot;
@@ -686,6 +716,9 @@ void rt_cu_upload_index(rt_exec *e, const int32_t *idx, int64_t rows, int slot, 
 void rt_cu_use_slot(rt_exec *e, const rt_model *m, int slot, int64_t rows)
 {
     rt_cu *d = dev_of(e);
+    if (d->using >= 0 && d->using != slot)   /* what is queued so far read the slot left */
+        CU(p_cuEventRecord(d->slot_free[d->using], d->compute));
+    d->using = slot;
     for (int k = 0; k < m->n_inputs; k++)
         e->in[k] = (const void *)(uintptr_t)d->in[slot][k];
     CU(p_cuStreamWaitEvent(d->compute, d->in_done[slot], 0));
@@ -705,24 +738,28 @@ void rt_cu_upload_done(rt_exec *e)
     CU(p_cuEventSynchronize(d->in_done[d->last]));
 }
 
-void rt_cu_begin_pass(rt_exec *e)
+void rt_cu_begin_pass(rt_exec *e, int pass)
 {
     rt_cu *d = dev_of(e);
-    CU(p_cuMemsetD8Async(d->stats, 0, sizeof(rt_cu_stat), d->compute));
+    if (pass < 0 || pass >= d->n_stats)
+        rt_die("rt_cu_begin_pass: pass %d of a step, set up for %d", pass, d->n_stats);
+    d->stat_cur = pass;
+    CU(p_cuMemsetD8Async(rt_cu_stats(e), 0, sizeof(rt_cu_stat), d->compute));
     e->loss_sum = 0;
     e->correct = 0;
     e->terms = 0;
 }
 
-/* The end of a step's last pass without waiting for it: its statistics and the double
- * at f64 (the gradients' sum of squares; 0: none) are copied to pinned host memory
- * behind the work queued so far, and an event marks the copies done. The host then
- * queues the update, and rt_cu_step_wait waits for the copies only, while the GPU
- * goes on with the update. */
+/* The end of a step's last pass without waiting for it: the statistics of its passes
+ * (0 to the current one) and the double at f64 (the gradients' sum of squares; 0:
+ * none) are copied to pinned host memory behind the work queued so far, and an event
+ * marks the copies done. The host then may queue the update, and rt_cu_step_wait
+ * waits for the copies only, while the GPU goes on with the update. */
 void rt_cu_step_queue(rt_exec *e, rt_dptr f64)
 {
     rt_cu *d = dev_of(e);
-    CU(p_cuMemcpyDtoHAsync(d->stats_host, d->stats, sizeof(rt_cu_stat), d->compute));
+    CU(p_cuMemcpyDtoHAsync(d->stats_host, d->stats, (size_t)(d->stat_cur + 1) * sizeof(rt_cu_stat),
+                           d->compute));
     *d->f64_host = 0.0;
     if (f64)
         CU(p_cuMemcpyDtoHAsync(d->f64_host, f64, sizeof(double), d->compute));
@@ -730,7 +767,7 @@ void rt_cu_step_queue(rt_exec *e, rt_dptr f64)
 }
 
 /* Waits for rt_cu_step_queue's copies (the event follows all the work queued before
- * them), adds the statistics into e and returns the double. */
+ * them), adds the last pass's statistics into e and returns the double. */
 double rt_cu_step_wait(rt_exec *e)
 {
     rt_cu *d = dev_of(e);
@@ -738,9 +775,17 @@ double rt_cu_step_wait(rt_exec *e)
         cu_wait(d, d->compute);   /* with NCCL: polled, the whole stream */
     else
         CU(p_cuEventSynchronize(d->step_ev));
-    e->loss_sum += d->stats_host->loss_sum;
-    e->correct += (int64_t)d->stats_host->correct;
+    e->loss_sum += d->stats_host[d->stat_cur].loss_sum;
+    e->correct += (int64_t)d->stats_host[d->stat_cur].correct;
     return *d->f64_host;
+}
+
+const rt_cu_stat *rt_cu_pass_stat(rt_exec *e, int pass)
+{
+    rt_cu *d = dev_of(e);
+    if (pass < 0 || pass > d->stat_cur)
+        rt_die("rt_cu_pass_stat: pass %d, the step's last was %d", pass, d->stat_cur);
+    return &d->stats_host[pass];
 }
 
 /* Waits for the pass and adds the device's loss sum and correct count into e. */
@@ -770,6 +815,7 @@ rt_exec *rt_cu_test_open(const char *source, size_t scratch)
     e->dev = d;
     d->scratch_bytes = scratch;
     d->scratch = rt_cu_alloc(scratch);
+    d->n_stats = 1;
     d->stats = rt_cu_alloc(sizeof(rt_cu_stat));
     pin_stats(d);
     d->workspace_bytes = 32u << 20;

@@ -225,6 +225,8 @@ typedef struct Run {
     int gpu;                   /* the exec runs on the GPU (device_cuda.c) */
     int slot;                  /* GPU: the training input slot of the next pass */
     const rt_batch *ahead;     /* GPU: the next batch, already fetched and being copied */
+    int step_passes;           /* the most passes a step has (accumulate) */
+    int64_t *pass_terms;       /* GPU: the loss terms of each pass of a step */
     int mem_logged;            /* GPU: the device_memory record is written */
     int data_on_gpu;           /* loader.on_gpu: the datasets are in GPU memory */
     int64_t state_floats;
@@ -260,7 +262,7 @@ static void upload(Run *r, const rt_batch *b, int slot, int set)
  * inputs are copied asynchronously into device slot `slot` (RT_CU_SLOT_*): training
  * alternates two, so that the next batch's copy runs while this one computes (see
  * the step loop), validation and sampling use a third. */
-static void bind_slot(Run *r, const rt_batch *b, int slot, int uploaded, int set)
+static void bind_slot(Run *r, const rt_batch *b, int slot, int uploaded, int set, int pass)
 {
     r->e.B = b->rows;
     r->e.loss_sum = 0;
@@ -270,7 +272,7 @@ static void bind_slot(Run *r, const rt_batch *b, int slot, int uploaded, int set
         if (!uploaded)
             upload(r, b, slot, set);
         rt_cu_use_slot(&r->e, r->m, slot, b->rows);
-        rt_cu_begin_pass(&r->e);
+        rt_cu_begin_pass(&r->e, pass);
         return;
     }
     for (int k = 0; k < r->m->n_inputs; k++)
@@ -281,7 +283,7 @@ static void bind_slot(Run *r, const rt_batch *b, int slot, int uploaded, int set
  * on the host (-1). */
 static void bind_batch(Run *r, const rt_batch *b, int set)
 {
-    bind_slot(r, b, RT_CU_SLOT_EVAL, 0, set);
+    bind_slot(r, b, RT_CU_SLOT_EVAL, 0, set, 0);
 }
 
 /* After a pass: on a GPU, wait for it and fetch its loss numbers (the batch's host
@@ -302,11 +304,10 @@ static void pull_params(Run *r, int with_state)
 
 static rt_dptr dptr(const void *p) { return (rt_dptr)(uintptr_t)p; }
 
-/* The gradient norm on a GPU; under zero1 the shards' sums of squares added over ranks
- * (as rt_zero_grad_norm on the CPU). */
-static double gpu_grad_norm(Run *r)
+/* The gradient norm on a GPU from this rank's sum of squares (rt_cu_grad_sumsq); under
+ * zero1 the shards' sums added over ranks (as rt_zero_grad_norm on the CPU). */
+static double gpu_grad_norm(double ss)
 {
-    double ss = rt_cu_grad_sumsq(&r->e, r->m, dptr(r->e.grads));
     if (rt_zero_on())
         rt_allreduce_sum_f64(&ss, 1);
     return sqrt(ss);
@@ -385,6 +386,22 @@ static void save_weights(Run *r, const char *file)
     join_path(path, sizeof path, r->out, file);
     if (rt_safetensors_write(path, r->m, r->params) != 0)
         rt_fail("cannot write %s: %s (is the disk full?)", path, strerror(errno));
+}
+
+/* The final weights. Right after a checkpoint, model.safetensors is a second name of
+ * the checkpoint's weights file (the same bytes: 0.5 GB once, not twice, for GPT-2);
+ * written where the file system has no hard links. */
+static void save_final(Run *r, const rt_loop_state *s, int after_ckpt)
+{
+    if (r->rank != 0)
+        return;
+    char src[RT_PATH_MAX + 64], dst[RT_PATH_MAX + 64];
+    snprintf(src, sizeof src, "%s/checkpoints/step_%08lld/model.safetensors", r->out,
+             (long long)s->step);
+    join_path(dst, sizeof dst, r->out, "model.safetensors");
+    if (after_ckpt && rt_safetensors_link(src, dst) == 0)
+        return;
+    save_weights(r, "model.safetensors");
 }
 
 /* ---- validation ----------------------------------------------------------------- */
@@ -848,6 +865,10 @@ int rt_main(const rt_model *m, int argc, char **argv)
 
     rt_zero_init(c, m);        /* zero1/zero2: which shard of the state this rank keeps */
     r->params = rt_xmalloc((size_t)m->param_floats * sizeof(float));
+    /* a step has at most this many passes (accumulate, within an epoch) */
+    r->step_passes = (int)(c->accumulate < r->batches_per_epoch ? c->accumulate
+                                                                : r->batches_per_epoch);
+    r->pass_terms = rt_xmalloc((size_t)r->step_passes * sizeof *r->pass_terms);
     r->grads = r->gpu ? NULL : rt_zero_alloc_grads(m);
     int64_t sf = rt_optim_state_parts(c) * (rt_zero_part().hi - rt_zero_part().lo);
     r->state = sf ? rt_xmalloc((size_t)sf * sizeof(float)) : NULL;
@@ -865,7 +886,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
                                                                : m->eval_arena_row_bytes;
     if (r->gpu) {
         /* everything on the device, allocated now: nothing is allocated in the loop */
-        rt_cu_init(&r->e, m, m->cuda, r->e.Bmax, row, sf, rt_dist_local_rank());
+        rt_cu_init(&r->e, m, m->cuda, r->e.Bmax, row, sf, r->step_passes, rt_dist_local_rank());
         rt_cu_optim_setup(&r->e, c, m, rt_zero_part().lo, rt_zero_part().hi);
         if (r->world > 1) {    /* DDP across GPUs: NCCL, bootstrapped by MPI */
             rt_nccl_open(&r->e);
@@ -985,7 +1006,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
                 rt_cu_zero(&r->e, dptr(r->e.grads), m->param_floats);
             else
                 rt_zero_clear_grads(r->grads);
-            double step_loss = 0, norm = NAN;
+            double step_loss = 0, norm = NAN, gpu_sumsq = 0;
             int64_t samples = 0;
             int queued = 0;   /* the update is queued (queued_update) */
             double lr = rt_lr_at(c, s->step, r->total_steps > 0 ? r->total_steps : 1);
@@ -995,7 +1016,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
                 const rt_batch *b = r->ahead ? r->ahead : rt_loader_next(r->tl);
                 if (!b)
                     rt_die("loader ended early");
-                bind_slot(r, b, r->slot, r->ahead != NULL, 0);
+                bind_slot(r, b, r->slot, r->ahead != NULL, 0, (int)j);
                 r->ahead = NULL;
                 int64_t rows = b->rows;
                 r->e.rng_key = mix(mix(c->seed, (uint64_t)s->step), (uint64_t)j);
@@ -1018,20 +1039,31 @@ int rt_main(const rt_model *m, int argc, char **argv)
                         upload(r, r->ahead, r->slot, 0);
                 }
                 samples += rows;
-                if (queued_update && j == k - 1) {
-                    /* the sum of squares, the update, then one wait for the loss and it */
-                    rt_dptr ss = rt_cu_grad_sumsq_queue(&r->e, m, dptr(r->e.grads));
-                    rt_cu_step_queue(&r->e, ss);
+                if (!r->gpu) {
+                    step_loss += r->e.loss_sum / (double)r->e.terms;
+                    continue;
+                }
+                /* on a GPU the host does not wait between the passes of a step (each has
+                 * its own loss statistics); after the last: the gradients' sum of
+                 * squares, maybe the update, then one wait for the losses and the sum */
+                r->pass_terms[j] = r->e.terms;
+                if (j < k - 1)
+                    continue;
+                rt_dptr ss = rt_cu_grad_sumsq_queue(&r->e, m, dptr(r->e.grads));
+                rt_cu_step_queue(&r->e, ss);
+                if (queued_update) {
                     s->updates++;
                     rt_cu_optim_step_clip(&r->e, c, m, dptr(r->e.params), dptr(r->e.grads),
                                           rt_cu_state(&r->e), s->updates, lr, ss);
-                    norm = sqrt(rt_cu_step_wait(&r->e));
                     queued = 1;
-                } else
-                    end_pass(r);
-                step_loss += r->e.loss_sum / (double)r->e.terms;
+                }
+                gpu_sumsq = rt_cu_step_wait(&r->e);
+                for (int64_t i = 0; i < k; i++)
+                    step_loss += rt_cu_pass_stat(&r->e, (int)i)->loss_sum / (double)r->pass_terms[i];
             }
             step_loss /= (double)k;
+            if (queued)
+                norm = sqrt(gpu_sumsq);
             double now_stop = 0;
             /* a signal counts at this step only if every rank saw it: with several ranks,
              * one that lands after the exchange below waits for the next step's, or this
@@ -1057,7 +1089,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
             }
             if (!queued) {
                 /* the gradients hold loss_scale x the true ones (1 but in fp16-mixed) */
-                norm = (r->gpu ? gpu_grad_norm(r) : rt_zero_grad_norm(r->e.rt, m, r->grads)) /
+                norm = (r->gpu ? gpu_grad_norm(gpu_sumsq) : rt_zero_grad_norm(r->e.rt, m, r->grads)) /
                        s->loss_scale;
                 update(r, s, norm, lr, scaler);
             }
@@ -1165,11 +1197,12 @@ int rt_main(const rt_model *m, int argc, char **argv)
     if (r->has_val && s->last_val_step != s->step && (end == END_MAX_STEPS || end == END_MAX_TIME))
         validation(r, s, best_mode);
 
-    /* the final weights, a checkpoint to continue from, then the end record */
-    if (end != END_DIVERGED)
-        save_weights(r, "model.safetensors");
-    if (end == END_INTERRUPTED || (c->has_checkpoint && end != END_DIVERGED))
+    /* a checkpoint to continue from, the final weights, then the end record */
+    int last_ckpt = end == END_INTERRUPTED || (c->has_checkpoint && end != END_DIVERGED);
+    if (last_ckpt)
         checkpoint(r, s);
+    if (end != END_DIVERGED)
+        save_final(r, s, last_ckpt);
     if (r->has_val)
         rt_metrics_plot(r->mt);
     char buf[512], a[32];

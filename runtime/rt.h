@@ -298,6 +298,10 @@ void rt_rng_apply_poly(rt_rng *r, const uint64_t c[4]);
 /* Writes the parameters (fp32, shapes of rt_param) atomically: to PATH.tmp, fsync,
  * rename. Returns 0 or -1 (errno set). */
 int rt_safetensors_write(const char *path, const rt_model *m, const float *params);
+/* PATH becomes a second name of the file SRC (a hard link made at PATH.tmp and renamed
+ * over PATH, the folder fsynced): the same bytes, once on disk. Returns 0, or -1 with
+ * errno set (a file system without hard links: the caller writes the file instead). */
+int rt_safetensors_link(const char *src, const char *path);
 /* Reads the parameters of m from a safetensors file into params. Every parameter must
  * be present with its exact shape as F32 (F64/BF16/F16 are converted); extra tensors
  * are an error. Exits 1 naming the file and the tensor on any mismatch. */

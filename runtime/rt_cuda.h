@@ -75,9 +75,10 @@ _Noreturn void rt_cu_no_device(const char *why);
 /* The trainer's device (loop.c): opens GPU local_rank % count, loads the kernels and
  * allocates everything (parameters + gradients + optimizer state in one block, the
  * arena of Bmax * arena_row_bytes in another, inputs/stats/scratch/workspace in a
- * third); sets e->dev, e->arena, e->params, e->grads to device addresses. */
+ * third; the loss statistics of up to `passes` passes a step); sets e->dev, e->arena,
+ * e->params, e->grads to device addresses. */
 void rt_cu_init(rt_exec *e, const rt_model *m, const rt_cuda_image *img, int64_t Bmax,
-                int64_t arena_row_bytes, int64_t state_floats, int local_rank);
+                int64_t arena_row_bytes, int64_t state_floats, int passes, int local_rank);
 rt_dptr rt_cu_state(rt_exec *e);
 /* Mixed precision (rt_model.act16): the parameters' 16-bit copy, the GEMMs' operand,
  * rewritten by the optimizer (over the whole region; under zero1 by
@@ -127,15 +128,19 @@ void rt_cu_data_put(rt_exec *e, const rt_model *m, const rt_dataset *ds, int set
 size_t rt_cu_data_allocated(rt_exec *e);
 void rt_cu_upload_index(rt_exec *e, const int32_t *idx, int64_t rows, int slot, int set);
 void rt_cu_upload_done(rt_exec *e);
-/* Around a forward(/backward) pass: reset the device loss stats; wait for the pass and
- * add them into e->loss_sum and e->correct. */
-void rt_cu_begin_pass(rt_exec *e);
+/* Around a forward(/backward) pass: begin_pass resets the device loss stats of pass
+ * `pass` of a step (0, 1, ... with accumulation; each pass has its own, so the host
+ * need not read them between passes); end_pass waits for the pass and adds its stats
+ * into e->loss_sum and e->correct. */
+void rt_cu_begin_pass(rt_exec *e, int pass);
 void rt_cu_end_pass(rt_exec *e);
-/* a step's last pass ended without a wait: its statistics and the double at f64 (0:
- * none) copied behind the queued work; rt_cu_step_wait waits for those copies, adds
- * the statistics into e and returns the double (device_cuda.c) */
+/* a step's last pass ended without a wait: the statistics of its passes and the
+ * double at f64 (0: none) copied behind the queued work; rt_cu_step_wait waits for
+ * those copies, adds the last pass's statistics into e and returns the double;
+ * rt_cu_pass_stat then gives pass `pass`'s (device_cuda.c) */
 void rt_cu_step_queue(rt_exec *e, rt_dptr f64);
 double rt_cu_step_wait(rt_exec *e);
+const rt_cu_stat *rt_cu_pass_stat(rt_exec *e, int pass);
 void rt_cu_zero(rt_exec *e, rt_dptr p, int64_t floats);
 void rt_cu_zero16(rt_exec *e, rt_dptr p, int64_t halves);
 

@@ -182,6 +182,22 @@ static int fsync_parent(const char *path)
     return rc;
 }
 
+int rt_safetensors_link(const char *src, const char *path)
+{
+    char tmp[RT_PATH_MAX + 8];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    unlink(tmp);   /* a stale one from a crash */
+    if (link(src, tmp) != 0)
+        return -1;
+    int rc = rename(tmp, path), e = errno;
+    unlink(tmp);   /* gone after the rename, but for one over a link to the same file */
+    errno = e;
+    return rc != 0 ? -1 : fsync_parent(path);
+}
+
 struct rt_st_out {
     char path[RT_PATH_MAX], tmp[RT_PATH_MAX + 8];
     int fd;

@@ -32,6 +32,8 @@
 #     fp32 trainer's bits; resume bit-identical; a run-time --set precision=fp32 refused;
 #   - the update queued before the loss is read (grad_clip's factor worked out on the
 #     device) against the host's old order (TRAINC_QUEUED_UPDATE=0): bit-identical;
+#   - no host wait between the passes of a step (accumulate 4: as many waits as 1, the
+#     same bits under each schedule), and one a step in fp16-mixed too;
 # tests/gpu/check_ops (every kernel against its CPU twin) through the real device layer;
 # and a GPU too small for the model is "out of GPU memory", exit 2.
 # By hand, after a run of this script: LD_LIBRARY_PATH=build/tests/fake_gpu/lib
@@ -343,6 +345,34 @@ for acc in 1 2; do
     r=$(compare same "$d/$m.host$acc" "$d/$m.queued$acc")
     echo "ok   $m, accumulate $acc: the update queued with the clip factor worked out on the GPU vs after the host's norm: $r"
 done
+
+# a step's passes without a host wait between them: each pass adds its loss into its own
+# statistics, and a copy into an input slot waits on the GPU for the pass that read it.
+# The host waits on the compute stream (stream 1 in the trace) as often with accumulate
+# 4 as with 1, fp16-mixed (the host decides a step's update after one wait for the loss
+# and the norm) as often as bf16-mixed; accumulate 4 gives the same bits under each
+# schedule (a copy let into a slot still being read changes them under lazy)
+m=mlp_fashion
+O=(--set log_every=1 --threads 1 --quiet --set max_steps=8 --set loader.shuffle=true)
+waits() { grep -c "host waits for stream 1 " "$1" || true; }
+for acc in 1 4; do
+    TRAINC_FAKE_GPU_TRACE=1 gpu "$d/$m" --device cuda "${O[@]}" --set accumulate=$acc --out "$d/$m.acc$acc" 2>"$d/$m.acc$acc.log"
+done
+for sch in eager sync; do
+    TRAINC_FAKE_GPU_SCHEDULE=$sch gpu "$d/$m" --device cuda "${O[@]}" --set accumulate=4 --out "$d/$m.acc4.$sch" 2>/dev/null
+    r=$(compare same "$d/$m.acc4" "$d/$m.acc4.$sch")
+    echo "ok   $m, accumulate 4, no wait between passes: lazy vs $sch schedule: $r"
+done
+w1=$(waits "$d/$m.acc1.log"); w4=$(waits "$d/$m.acc4.log")
+[ "$w1" -gt 8 ] && [ "$w1" = "$w4" ] ||
+    { echo "FAIL: the host waited $w1 times for the compute stream with accumulate 1, $w4 with 4 (want the same)"; exit 1; }
+for p in bf16 fp16; do
+    TRAINC_FAKE_GPU_TRACE=1 gpu "$d/$m.$p" --device cuda "${O[@]}" --out "$d/$m.$p.waits" 2>"$d/$m.$p.waits.log"
+done
+wb=$(waits "$d/$m.bf16.waits.log"); wf=$(waits "$d/$m.fp16.waits.log")
+[ "$wb" = "$wf" ] && [ "$wb" = "$w1" ] ||
+    { echo "FAIL: host waits for the compute stream: bf16-mixed $wb, fp16-mixed $wf, fp32 $w1 (want the same)"; exit 1; }
+echo "ok   host waits for the compute stream in 8 steps and the validation after: $w1 with accumulate 1 and 4, bf16-mixed and fp16-mixed alike"
 
 # loader.on_gpu: the arrays kept in GPU memory (auto takes them here, the fake GPU has
 # 16 GB) and batches gathered there from their sample indices give the bits of batches

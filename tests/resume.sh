@@ -3,7 +3,8 @@
 # gives the same train/validation records (losses, steps) and a bit-identical
 # model.safetensors as the same run uninterrupted. threads=1; shuffle on; dropout;
 # once with accumulate 2. Also: the interrupted run exits 130 with an end record
-# "interrupted", and a resume with a changed optimizer is refused (exit 1).
+# "interrupted", model.safetensors is the final checkpoint's weights file (a hard
+# link), and a resume with a changed optimizer is refused (exit 1).
 set -eu
 cd "$(dirname "$0")/.."
 TRAINC=${TRAINC:-build/trainc}
@@ -71,6 +72,15 @@ CUT_MAX=350 run_case shuffle_dropout
 # batch 512: 117 batches an epoch, so the run crosses epochs (a new shuffle each,
 # validation at each epoch's end) and the cut may land anywhere
 run_case accumulate2_epochs --set accumulate=2 --set batch_size=512
+
+# the final weights and the final checkpoint's are one file (a hard link), in a resumed
+# run too: model.safetensors was bit-identical to the uninterrupted run's above
+for r in shuffle_dropout.ref shuffle_dropout.cut; do
+    w=$d/$r/model.safetensors c=$d/$r/checkpoints/step_00000400/model.safetensors
+    [ "$(stat -c %i "$w")" = "$(stat -c %i "$c")" ] && [ "$(stat -c %h "$w")" = 2 ] ||
+        { echo "FAIL $r: model.safetensors is not the final checkpoint's weights file"; ls -li "$w" "$c"; exit 1; }
+done
+echo "ok   model.safetensors and the final checkpoint's weights: one file on disk"
 
 # a changed optimizer is refused, with the field named, and nothing is written
 set +e

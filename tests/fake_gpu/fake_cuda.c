@@ -43,7 +43,9 @@
  *              by tests/gpu/emu/ (one fiber per thread, blocks in order); blockDim.z
  *              must be 1 and blocks whole warps (the emulator's limits)
  *
- * TRAINC_FAKE_GPU_TRACE=1 prints allocations, module loads, launches and kernel runs,
+ * TRAINC_FAKE_GPU_TRACE=1 prints allocations, module loads, launches, kernel runs and
+ * the host's waits (cuStreamSynchronize, cuEventSynchronize; streams numbered 1, 2, ...
+ * as created),
  * TRAINC_FAKE_GPU_PROFILE=1 the time spent in each kernel at exit; a refused call always
  * says why on stderr. */
 #include <cuda.h>
@@ -469,12 +471,14 @@ typedef struct Op {
 struct CUstream_st {
     unsigned flags;            /* CU_STREAM_NON_BLOCKING or 0 (blocking) */
     int live;
+    int id;                    /* 1, 2, ... in the order of creation (the trace's names) */
     Op *head, *tail;
     uint64_t enq, done;        /* operations queued and run so far */
     struct CUstream_st *next;
 };
 static struct CUstream_st legacy = {.live = 1};
 static struct CUstream_st *streams;
+static int streams_made;
 
 struct CUevent_st {
     struct CUstream_st *s; /* NULL: never recorded */
@@ -672,6 +676,7 @@ CUresult cuStreamCreate(CUstream *ph, unsigned int flags)
     s->live = 1;
     pthread_mutex_lock(&lock);
     s->next = streams;
+    s->id = ++streams_made;
     streams = s;
     pthread_mutex_unlock(&lock);
     *ph = s;
@@ -684,8 +689,10 @@ CUresult cuStreamSynchronize(CUstream h)
     pthread_mutex_lock(&lock);
     struct CUstream_st *s;
     CUresult r = stream_of(h, &s, "cuStreamSynchronize");
-    if (r == CUDA_SUCCESS)
+    if (r == CUDA_SUCCESS) {
+        tr("host waits for stream %d (cuStreamSynchronize)", s->id);
         host_wait(s);
+    }
     pthread_mutex_unlock(&lock);
     return r;
 }
@@ -736,8 +743,10 @@ CUresult cuEventSynchronize(CUevent e)
     if (!e)
         return CUDA_ERROR_INVALID_HANDLE;
     pthread_mutex_lock(&lock);
-    if (e->s)
+    if (e->s) {
+        tr("host waits for stream %d (cuEventSynchronize)", e->s->id);
         run_until(e->s, e->seq, 1);
+    }
     pthread_mutex_unlock(&lock);
     return CUDA_SUCCESS;
 }

@@ -482,7 +482,7 @@ typedef struct {
 
 static void stats_begin(void)
 {
-    rt_cu_begin_pass(G);
+    rt_cu_begin_pass(G, 0);
     C.loss_sum = 0, C.correct = 0, C.terms = 0;
 }
 

@@ -64,8 +64,9 @@ rt_exec *rt_cu_test_open(const char *source, size_t bytes)
     return e;
 }
 
-void rt_cu_begin_pass(rt_exec *e)
+void rt_cu_begin_pass(rt_exec *e, int pass)
 {
+    (void)pass;
     memset(&stats, 0, sizeof stats);
     e->loss_sum = 0;
     e->correct = 0;
