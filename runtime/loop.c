@@ -258,10 +258,11 @@ static void upload(Run *r, const rt_batch *b, int slot, int set)
         rt_cu_upload_batch(&r->e, r->m, (const void *const *)b->in, b->rows, slot);
 }
 
-/* A batch's inputs for the next pass, and the pass's loss numbers reset. On a GPU the
+/* A batch's inputs for the next pass, and the pass's loss numbers reset (on a GPU
+ * those of pass `pass` of a step; -1: the device's go on adding up). On a GPU the
  * inputs are copied asynchronously into device slot `slot` (RT_CU_SLOT_*): training
- * alternates two, so that the next batch's copy runs while this one computes (see
- * the step loop), validation and sampling use a third. */
+ * and validation each alternate two, so that the next batch's copy runs while this
+ * one computes (see the step loop and validate), sampling uses a fifth. */
 static void bind_slot(Run *r, const rt_batch *b, int slot, int uploaded, int set, int pass)
 {
     r->e.B = b->rows;
@@ -272,7 +273,8 @@ static void bind_slot(Run *r, const rt_batch *b, int slot, int uploaded, int set
         if (!uploaded)
             upload(r, b, slot, set);
         rt_cu_use_slot(&r->e, r->m, slot, b->rows);
-        rt_cu_begin_pass(&r->e, pass);
+        if (pass >= 0)
+            rt_cu_begin_pass(&r->e, pass);
         return;
     }
     for (int k = 0; k < r->m->n_inputs; k++)
@@ -421,14 +423,29 @@ static Eval validate(Run *r)
     while ((b = rt_loader_next(r->vl))) {
         if (r->c.val_batches > 0 && n == r->c.val_batches)
             break;
-        bind_batch(r, b, 1);
         r->e.rng_key = 0;
+        if (r->gpu) {
+            /* queued without a wait: the slots alternate (the next batch's copy runs
+             * during this pass) and the device adds every pass's loss into one sum,
+             * read once at the end: the host's sum, in the same order */
+            bind_slot(r, b, n % 2 ? RT_CU_SLOT_EVAL1 : RT_CU_SLOT_EVAL, 0, 1, n == 0 ? 0 : -1);
+            r->m->evaluate(&r->e);
+            rt_cu_upload_done(&r->e);   /* b's host buffer is the loader's again */
+            terms += r->e.terms;
+            n++;
+            continue;
+        }
+        bind_batch(r, b, 1);
         r->m->evaluate(&r->e);
-        end_pass(r);
         loss += r->e.loss_sum;
         terms += r->e.terms;
         correct += r->e.correct;
         n++;
+    }
+    if (r->gpu && n > 0) {
+        end_pass(r);
+        loss = r->e.loss_sum;
+        correct = r->e.correct;
     }
     if (r->world > 1) {           /* every rank sees the same numbers, so they stop together */
         double v[3] = {loss, (double)terms, (double)correct};

@@ -111,8 +111,9 @@ void rt_cu_copy_params16(rt_exec *e, const rt_model *m);
 /* Page-locks a loader buffer (signature of rt_loader_each_buffer's callback). */
 void rt_cu_pin(void *p, size_t n, void *ctx);
 /* Input slots on the device: training alternates 0 and 1 (the copy of the next batch
- * overlaps the pass on this one), validation and sampling use 2. */
-enum { RT_CU_SLOT_TRAIN0, RT_CU_SLOT_TRAIN1, RT_CU_SLOT_EVAL, RT_CU_SLOTS };
+ * overlaps the pass on this one), validation alternates 2 and 3 (so a training batch
+ * copied ahead waits in its slot), sampling uses 2. */
+enum { RT_CU_SLOT_TRAIN0, RT_CU_SLOT_TRAIN1, RT_CU_SLOT_EVAL, RT_CU_SLOT_EVAL1, RT_CU_SLOTS };
 /* upload_batch: the host rows into `slot`, asynchronously (copy stream). use_slot: the
  * next kernels read `slot` (e->in points there; they wait for its copy). upload_done:
  * the host buffers of the last upload may be reused. */
@@ -130,8 +131,9 @@ void rt_cu_upload_index(rt_exec *e, const int32_t *idx, int64_t rows, int slot, 
 void rt_cu_upload_done(rt_exec *e);
 /* Around a forward(/backward) pass: begin_pass resets the device loss stats of pass
  * `pass` of a step (0, 1, ... with accumulation; each pass has its own, so the host
- * need not read them between passes); end_pass waits for the pass and adds its stats
- * into e->loss_sum and e->correct. */
+ * need not read them between passes; validation's passes all add into pass 0's);
+ * end_pass waits for the work queued and adds the current pass's stats into
+ * e->loss_sum and e->correct. */
 void rt_cu_begin_pass(rt_exec *e, int pass);
 void rt_cu_end_pass(rt_exec *e);
 /* a step's last pass ended without a wait: the statistics of its passes and the

@@ -33,7 +33,8 @@
 #   - the update queued before the loss is read (grad_clip's factor worked out on the
 #     device) against the host's old order (TRAINC_QUEUED_UPDATE=0): bit-identical;
 #   - no host wait between the passes of a step (accumulate 4: as many waits as 1, the
-#     same bits under each schedule), and one a step in fp16-mixed too;
+#     same bits under each schedule), one a step in fp16-mixed too, and one for a whole
+#     validation;
 # tests/gpu/check_ops (every kernel against its CPU twin) through the real device layer;
 # and a GPU too small for the model is "out of GPU memory", exit 2.
 # By hand, after a run of this script: LD_LIBRARY_PATH=build/tests/fake_gpu/lib
@@ -348,10 +349,11 @@ done
 
 # a step's passes without a host wait between them: each pass adds its loss into its own
 # statistics, and a copy into an input slot waits on the GPU for the pass that read it.
-# The host waits on the compute stream (stream 1 in the trace) as often with accumulate
-# 4 as with 1, fp16-mixed (the host decides a step's update after one wait for the loss
-# and the norm) as often as bf16-mixed; accumulate 4 gives the same bits under each
-# schedule (a copy let into a slot still being read changes them under lazy)
+# The host waits on the compute stream (stream 1 in the trace) once a step, once for a
+# whole validation (157 batches here) and 3 times around the run: as often with
+# accumulate 4 as with 1, fp16-mixed (the host decides a step's update after one wait
+# for the loss and the norm) as often as bf16-mixed; accumulate 4 gives the same bits
+# under each schedule (a copy let into a slot still being read changes them under lazy)
 m=mlp_fashion
 O=(--set log_every=1 --threads 1 --quiet --set max_steps=8 --set loader.shuffle=true)
 waits() { grep -c "host waits for stream 1 " "$1" || true; }
@@ -364,8 +366,8 @@ for sch in eager sync; do
     echo "ok   $m, accumulate 4, no wait between passes: lazy vs $sch schedule: $r"
 done
 w1=$(waits "$d/$m.acc1.log"); w4=$(waits "$d/$m.acc4.log")
-[ "$w1" -gt 8 ] && [ "$w1" = "$w4" ] ||
-    { echo "FAIL: the host waited $w1 times for the compute stream with accumulate 1, $w4 with 4 (want the same)"; exit 1; }
+[ "$w1" -gt 8 ] && [ "$w1" -le 12 ] && [ "$w1" = "$w4" ] ||
+    { echo "FAIL: the host waited $w1 times for the compute stream with accumulate 1, $w4 with 4 (want the same, 9 to 12)"; exit 1; }
 for p in bf16 fp16; do
     TRAINC_FAKE_GPU_TRACE=1 gpu "$d/$m.$p" --device cuda "${O[@]}" --out "$d/$m.$p.waits" 2>"$d/$m.$p.waits.log"
 done
