@@ -134,16 +134,17 @@ $(B)/tests/gpu/check_ops: tests/gpu/check_ops.c $(B)/librt.a runtime/rt_cuda.h r
 test-gpu: $(B)/tests/gpu/check_ops
 	$(B)/tests/gpu/check_ops
 
-# libFuzzer targets (fuzz/README.md): the npy, shard and safetensors readers and the
-# spec loader + compiler, built with clang, AddressSanitizer and UBSan. `make fuzz`
-# runs each for FUZZ_SECONDS on its corpus in fuzz/corpus/ (not part of `make test`).
+# libFuzzer targets (fuzz/README.md): the npy, shard and safetensors readers, the
+# checkpoint state reader and the spec loader + compiler, built with clang,
+# AddressSanitizer and UBSan. `make fuzz` runs each for FUZZ_SECONDS on its corpus in
+# fuzz/corpus/ (not part of `make test`).
 FUZZ_SECONDS ?= 60
 FUZZ_CC      ?= clang
 FUZZ_FLAGS   := -O1 -g -std=gnu11 -fno-omit-frame-pointer -ffp-contract=off -fno-math-errno \
                 -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_RT_OBJ  := $(RT_SRC:runtime/%.c=$(B)/fuzz/rt/%.o)
 FUZZ_CC_OBJ  := $(CC_SRC:compiler/%.c=$(B)/fuzz/cc/%.o) $(B)/fuzz/cc/templates.o
-FUZZ_TARGETS := npy shard safetensors spec
+FUZZ_TARGETS := npy shard safetensors spec ckpt
 .PHONY: fuzz fuzz-build
 $(B)/fuzz/rt/%.o: runtime/%.c runtime/rt.h runtime/trainc_rt.h
 	@mkdir -p $(@D)
