@@ -11,8 +11,7 @@
  * parameter gradient; the accumulation stays fp32 (rt_cu_operand tells the storage
  * from the address).
  *
- * Loaded with dlopen for the reason nvrtc.c gives. */
-#include <dlfcn.h>
+ * Loaded with dlopen (dl.c) for the reason nvrtc.c gives. */
 #include <cublasLt.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,17 +37,13 @@ static void lt_check(cublasStatus_t s, const char *what)
 
 static void lt_load(void)
 {
-    static const char *const names[] = {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"};
-    void *h = NULL;
-    for (size_t i = 0; i < sizeof names / sizeof names[0] && !h; i++)
-        h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-    if (!h)
-        rt_fail("cuBLASLt (libcublasLt.so.13) cannot be loaded: %s\n  hint: install the CUDA "
-                "toolkit's cuBLAS, or ship the trainer with trainc build --bundle DIR", dlerror());
-#define RESOLVE(fn)                                                                            \
-    if (!(p_##fn = (__typeof__(fn) *)dlsym(h, #fn)))                                           \
-        rt_fail("cuBLASLt lacks %s (too old?)", #fn);
-    LT_FNS(RESOLVE)
+    static const char *const names[] = {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so", NULL};
+    static const char *const syms[] = {LT_FNS(RT_DL_NAME)};
+    void **const fns[] = {LT_FNS(RT_DL_SLOT)};
+    char why[512];
+    if (rt_dl_load("cuBLASLt", names, syms, fns, (int)(sizeof fns / sizeof *fns), why, sizeof why) != 0)
+        rt_fail("%s\n  hint: install the CUDA toolkit's cuBLAS, or ship the trainer with trainc "
+                "build --bundle DIR", why);
     LT(p_cublasLtCreate(&lt));
 }
 

@@ -379,7 +379,7 @@ static int64_t cut_chunks(const rt_model *m, int64_t lo, int64_t hi, opt_chunk *
 void rt_cu_optim_setup(rt_exec *e, const rt_train_config *c, const rt_model *m, int64_t lo,
                        int64_t hi)
 {
-    (void)e, (void)c;
+    (void)c;
     if (opt.m == m && opt.lo == lo && opt.hi == hi)
         return;
     if (lo < 0 || hi > m->param_floats || lo > hi)
@@ -390,7 +390,7 @@ void rt_cu_optim_setup(rt_exec *e, const rt_train_config *c, const rt_model *m, 
         rt_die("optimizer: %lld chunks exceed the grid", (long long)n);
     opt_chunk *t = rt_xmalloc((size_t)(n > 0 ? n : 1) * sizeof *t);
     cut_chunks(m, lo, hi, t);
-    opt.chunks = rt_cu_alloc((size_t)(n > 0 ? n : 1) * sizeof *t);
+    opt.chunks = rt_cu_alloc_fixed(e, (size_t)(n > 0 ? n : 1) * sizeof *t);
     rt_cu_upload(opt.chunks, t, (size_t)n * sizeof *t);
     rt_xfree(t);
     opt.m = m;

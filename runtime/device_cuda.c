@@ -455,6 +455,12 @@ rt_dptr rt_cu_alloc(size_t bytes)
     return p;
 }
 
+rt_dptr rt_cu_alloc_fixed(rt_exec *e, size_t bytes)
+{
+    dev_of(e)->fixed_bytes += bytes ? bytes : 1;
+    return rt_cu_alloc(bytes);
+}
+
 /* Synchronous for real: a copy from pageable memory may return before the DMA ends,
  * and the compute stream (non-blocking) does not wait for the legacy stream. */
 void rt_cu_upload(rt_dptr dst, const void *src, size_t bytes)

@@ -18,8 +18,7 @@
  * job with exit 2 and a message, after ncclCommAbort has cancelled this rank's
  * outstanding collectives (NCCL's advice for a communicator that cannot recover).
  *
- * Loaded with dlopen (libnccl.so.2) for the reasons nvrtc.c gives. */
-#include <dlfcn.h>
+ * Loaded with dlopen (libnccl.so.2, dl.c) for the reasons nvrtc.c gives. */
 #include <nccl.h>
 #include <string.h>
 #include "rt_cuda.h"
@@ -39,16 +38,11 @@ static ncclComm_t comm;
 int rt_nccl_load(char *why, size_t n)
 {
     if (!loaded) {
-        void *h = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
-        loaded = h ? 1 : -1;
-        if (!h)
-            snprintf(load_why, sizeof load_why, "NCCL (libnccl.so.2) is not installed: %s", dlerror());
-#define RESOLVE(fn)                                                                            \
-    if (loaded == 1 && !(p_##fn = (__typeof__(fn) *)dlsym(h, #fn))) {                          \
-        snprintf(load_why, sizeof load_why, "NCCL lacks %s (too old?)", #fn);                  \
-        loaded = -1;                                                                           \
-    }
-        NCCL_FNS(RESOLVE)
+        static const char *const names[] = {"libnccl.so.2", NULL};
+        static const char *const syms[] = {NCCL_FNS(RT_DL_NAME)};
+        void **const fns[] = {NCCL_FNS(RT_DL_SLOT)};
+        loaded = rt_dl_load("NCCL", names, syms, fns, (int)(sizeof fns / sizeof *fns), load_why,
+                            sizeof load_why) == 0 ? 1 : -1;
     }
     if (loaded < 0 && why)
         snprintf(why, n, "%s", load_why);

@@ -10,7 +10,6 @@
  * dlopen rather than linking: a trainer built for the CPU and GPU runs on a machine
  * without the CUDA toolkit, and a bundle (trainc build --bundle) finds the copy next
  * to the executable through its $ORIGIN run path. */
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <nvrtc.h>
@@ -33,22 +32,11 @@ static char load_why[512];
 int rt_nvrtc_load(char *why, size_t n)
 {
     if (!loaded) {
-        static const char *const names[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"};
-        void *h = NULL;
-        for (size_t i = 0; i < sizeof names / sizeof names[0] && !h; i++)
-            h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-        if (!h) {
-            snprintf(load_why, sizeof load_why, "NVRTC (libnvrtc.so.13) is not installed: %s", dlerror());
-            loaded = -1;
-        } else {
-            loaded = 1;
-#define RESOLVE(fn)                                                                            \
-    if (loaded == 1 && !(p_##fn = (__typeof__(fn) *)dlsym(h, #fn))) {                          \
-        snprintf(load_why, sizeof load_why, "NVRTC lacks %s", #fn);                            \
-        loaded = -1;                                                                           \
-    }
-            NVRTC_FNS(RESOLVE)
-        }
+        static const char *const names[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so", NULL};
+        static const char *const syms[] = {NVRTC_FNS(RT_DL_NAME)};
+        void **const fns[] = {NVRTC_FNS(RT_DL_SLOT)};
+        loaded = rt_dl_load("NVRTC", names, syms, fns, (int)(sizeof fns / sizeof *fns), load_why,
+                            sizeof load_why) == 0 ? 1 : -1;
     }
     if (loaded < 0 && why)
         snprintf(why, n, "%s", load_why);

@@ -195,7 +195,19 @@ rt_exec *rt_cu_test_open(const char *source, size_t scratch);
  * (RT_PREC_BF16 or RT_PREC_FP16), as a mixed-precision model's arena does: the GEMMs
  * take operands there as 16-bit (rt_cu_operand), attention its tensor-core launch. */
 void rt_cu_test_arena(rt_exec *e, rt_dptr base, size_t bytes, int prec);
+/* dl.c: opens the first of `names` (NULL-terminated) that loads and sets *fns[i] to
+ * symbol syms[i], i < n. 0, or -1 with why = "WHAT (NAMES[0]) is not installed: ..."
+ * or "WHAT lacks SYM (too old?)". */
+int rt_dl_load(const char *what, const char *const *names, const char *const *syms,
+               void **const *fns, int n, char *why, size_t wn);
+#define RT_DL_NAME(fn) #fn,
+#define RT_DL_SLOT(fn) (void **)&p_##fn,
+
 rt_dptr rt_cu_alloc(size_t bytes);                 /* set-up only (zeroed) */
+/* The same, for a buffer of the trainer's set-up outside its three blocks (the
+ * optimizer's table of tensor chunks): counted with the fixed bytes, so that
+ * rt_cu_allocated is every byte the trainer allocated. */
+rt_dptr rt_cu_alloc_fixed(rt_exec *e, size_t bytes);
 void rt_cu_upload(rt_dptr dst, const void *src, size_t bytes);   /* synchronous */
 void rt_cu_download(void *dst, rt_dptr src, size_t bytes);       /* synchronous */
 

@@ -125,12 +125,12 @@ np.save("/tmp/devpack/data/wide/train_y.npy", np.sin(x @ w).astype(np.float32))
 PY
     WX=(--set data.train.x=$D/data/wide/train_x.npy --set data.train.y=$D/data/wide/train_y.npy)
     torch_side() { [ "$WHAT" = trainc ] || python3 "$ROOT/bench/gpu_torch.py" "$@"; }
-    bench() {   # [BENV=VAR=VALUE] bench NAME BATCH DATA...: trainc on the GPU, one JSON line
+    bench() {   # [BENV=VAR=VALUE] [BTAG=LABEL] bench NAME BATCH OPTIONS...: trainc on the GPU, one JSON line
         local name=$1 B=$2; shift 2
-        local t0 o=$D/b.$name.$B${BENV:+.env}; t0=$(date +%s.%N)
+        local t0 o=$D/b.$name.$B${BENV:+.env}${BTAG:+.tag}; t0=$(date +%s.%N)
         env ${BENV:-} "$S/$name" --device cuda --out "$o" "$@" --set batch_size=$B --set max_steps=300 --set epochs=100000 \
             --set log_every=10 --set data.val=null --quiet 2>>"$OUT/runs.log"
-        python3 - "$o/metrics.jsonl" "$name" "$B" "$t0" "${BENV:-}" <<'PY'
+        python3 - "$o/metrics.jsonl" "$name" "$B" "$t0" "${BENV:-}${BTAG:-}" <<'PY'
 import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1])]
 start = recs[0]; train = [r for r in recs if "samples_per_s" in r]
@@ -153,6 +153,9 @@ PY
         # update before the loss is read is worth where launches dominate
         BENV=TRAINC_QUEUED_UPDATE=0 bench mlp_fashion 64 "${FX[@]}"
         BENV=TRAINC_QUEUED_UPDATE=0 bench wide_mlp 65536 "${WX[@]}"
+        # four passes a step without a host wait between them (samples/s counts all
+        # four): against the batch-64 line above, what the waits per pass would cost
+        BTAG="accumulate 4" bench mlp_fashion 64 "${FX[@]}" --set accumulate=4
     } 2>>"$OUT/runs.log" | tee "$OUT/bench.jsonl"
 fi
 cp "$OUT/summary.txt" "$OUT/summary.txt" 2>/dev/null

@@ -44,6 +44,12 @@ rt_dptr rt_cu_alloc(size_t bytes)
     return (rt_dptr)(uintptr_t)p;
 }
 
+rt_dptr rt_cu_alloc_fixed(rt_exec *e, size_t bytes)
+{
+    (void)e;
+    return rt_cu_alloc(bytes);
+}
+
 void rt_cu_upload(rt_dptr dst, const void *src, size_t bytes)
 {
     memcpy((void *)(uintptr_t)dst, src, bytes);
