@@ -8,7 +8,8 @@
 # checks: every runtime kernel against its C twin (check_ops); the MLP and CNN trained
 # 200 steps on the GPU and on the CPU in fp32 (relative loss difference < 1e-3; for the
 # CNN over the first 30 steps, then the mean of the last 50 within 2%); the
-# MLP's test accuracy after 2 epochs on the GPU (>= 85%); gpt_char 100 steps GPU vs CPU
+# MLP's test accuracy after 2 epochs on the GPU (>= 85%); the MLP with accumulate 4 and
+# validations, GPU vs CPU (< 1e-3, train and val losses); gpt_char 100 steps GPU vs CPU
 # (< 1e-3); mixed precision: check_ops --bf16 and --fp16, the MLP and CNN in bf16-mixed
 # and fp16-mixed and gpt_char in bf16-mixed (the mean of the last 50 losses within 2%
 # of the fp32 CPU run's); compute-sanitizer memcheck on a short run.
@@ -85,6 +86,21 @@ if [ "$WHAT" != bench ]; then
     "$S/mlp_fashion" --device cuda --out "$D/mlp.acc" "${FX[@]}" --quiet 2>>"$OUT/runs.log"
     acc=$(python3 -c "import json,sys; r=[json.loads(l) for l in open('$D/mlp.acc/metrics.jsonl') if 'val_acc' in l]; print(r[-1]['val_acc'])")
     python3 -c "import sys; sys.exit(0 if $acc >= 0.85 else 1)" && note "ok   MLP on the GPU, 2 epochs: test accuracy $acc" || { note "FAIL MLP accuracy $acc"; fail=1; }
+    # accumulate 4 (no host wait between a step's passes; a copy into an input slot
+    # waits on the GPU for the pass that read it) and validations queued whole, shuffled:
+    # the GPU tracks the CPU, every train loss and every val_loss within 1e-3
+    A=(--set max_steps=100 --set log_every=1 --set accumulate=4 --set validate.every_steps=25 --quiet)
+    "$S/mlp_fashion" --device cpu --out "$D/mlp.a4.cpu" "${FX[@]}" "${A[@]}" 2>>"$OUT/runs.log"
+    "$S/mlp_fashion" --device cuda --out "$D/mlp.a4.gpu" "${FX[@]}" "${A[@]}" 2>>"$OUT/runs.log"
+    r=$(curve "$D/mlp.a4.gpu" "$D/mlp.a4.cpu" 1e-3 && python3 - "$D/mlp.a4.gpu/metrics.jsonl" "$D/mlp.a4.cpu/metrics.jsonl" <<'PY'
+import json, sys
+V = lambda p: [json.loads(l)["val_loss"] for l in open(p) if '"val_loss"' in l and '"event"' not in l]
+a, b = V(sys.argv[1]), V(sys.argv[2])
+w = max((abs(x - y) / abs(y) for x, y in zip(a, b)), default=float("inf"))
+print(f"; {len(a)} validations, worst val_loss difference {w:.2e}")
+sys.exit(0 if a and len(a) == len(b) and w < 1e-3 else 1)
+PY
+) && note "ok   mlp_fashion accumulate 4 + validations, GPU vs CPU fp32: ${r//$'\n'/}" || { note "FAIL mlp_fashion accumulate 4 GPU vs CPU: ${r//$'\n'/}"; fail=1; }
     G=(--set max_steps=100 --set log_every=1 --set data.val=null --set loader.shuffle=false --quiet)
     "$S/gpt_char" --device cpu --out "$D/gpt.cpu" "${TX[@]}" "${G[@]}" 2>>"$OUT/runs.log"
     "$S/gpt_char" --device cuda --out "$D/gpt.gpu" "${TX[@]}" "${G[@]}" 2>>"$OUT/runs.log"
