@@ -1,4 +1,5 @@
-/* test_io.c: unit tests of runtime/safetensors.c and runtime/metrics.c (weights files,
+/* test_io.c: unit tests of runtime/safetensors.c and runtime/metrics.c (weights files
+ * and their hard links,
  * metrics.jsonl, loss.svg, JSON numbers, the progress line). Bad-input cases run in a
  * forked child whose exit code and stderr are checked. Prints "ok NAME" / "FAIL NAME"
  * lines; exits 1 on failure.
@@ -302,6 +303,42 @@ static int test_st_roundtrip(const char *keep)
 
 /* The writer in pieces gives the same file as the writer in one go, and a range read
  * gives exactly the elements of the range (any [lo, hi), cutting tensors anywhere). */
+/* rt_safetensors_link: PATH becomes a second name of SRC (one inode, two links), over
+ * an existing PATH, also when PATH already names SRC (rename of two links to one file
+ * does nothing: no PATH.tmp may be left); a missing SRC is -1 (ENOENT) and leaves
+ * PATH as it was; a file written over PATH later leaves SRC alone. */
+static int test_st_link(void)
+{
+    float p[TM_FLOATS], q[TM_FLOATS];
+    fill_params(p, TM_FLOATS);
+    const char *src = tpath("ck.safetensors"), *dst = tpath("final.safetensors");
+    const char *tmp = tpath("final.safetensors.tmp"), *old = tpath("old.safetensors");
+    CHECK(rt_safetensors_write(src, &tm, p) == 0);
+    q[0] = 0;
+    CHECK(rt_safetensors_write(old, &tm, q) == 0);
+    CHECK(link(old, dst) == 0);                 /* PATH exists: another file */
+    struct stat a, b;
+    CHECK(rt_safetensors_link(src, dst) == 0);
+    CHECK(stat(src, &a) == 0 && stat(dst, &b) == 0);
+    CHECK(a.st_ino == b.st_ino && a.st_nlink == 2 && !exists(tmp));
+    CHECK(rt_safetensors_link(src, dst) == 0);  /* again: PATH already names SRC */
+    CHECK(stat(dst, &b) == 0 && a.st_ino == b.st_ino && b.st_nlink == 2 && !exists(tmp));
+    memset(q, 0, sizeof q);
+    rt_safetensors_read(dst, &tm, q);
+    CHECK(same_params(p, q));
+    errno = 0;
+    CHECK(rt_safetensors_link(tpath("no_such_ck.safetensors"), dst) == -1 && errno == ENOENT);
+    CHECK(stat(dst, &b) == 0 && a.st_ino == b.st_ino && !exists(tmp));
+    fill_params(q, TM_FLOATS);
+    q[1] += 1.0f;
+    CHECK(rt_safetensors_write(dst, &tm, q) == 0);   /* a new file, by rename */
+    CHECK(stat(src, &a) == 0 && a.st_nlink == 1);
+    memset(q, 0, sizeof q);
+    rt_safetensors_read(src, &tm, q);
+    CHECK(same_params(p, q));
+    return 1;
+}
+
 static int test_st_pieces(void)
 {
     float p[TM_FLOATS], q[TM_FLOATS], r[TM_FLOATS + 1];
@@ -935,6 +972,7 @@ int main(int argc, char **argv)
     }
     report("st_roundtrip", test_st_roundtrip(argc > 1 ? argv[1] : NULL));
     report("st_pieces", test_st_pieces());
+    report("st_link", test_st_link());
     report("st_dtypes", test_st_dtypes());
     report("st_errors", test_st_errors());
     report("st_fuzz", test_st_fuzz());
