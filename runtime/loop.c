@@ -262,7 +262,8 @@ static void upload(Run *r, const rt_batch *b, int slot, int set)
  * those of pass `pass` of a step; -1: the device's go on adding up). On a GPU the
  * inputs are copied asynchronously into device slot `slot` (RT_CU_SLOT_*): training
  * and validation each alternate two, so that the next batch's copy runs while this
- * one computes (see the step loop and validate), sampling uses a fifth. */
+ * one computes (see the step loop and validate); sampling uses the first validation
+ * slot. On the CPU `slot` and `pass` mean nothing. */
 static void bind_slot(Run *r, const rt_batch *b, int slot, int uploaded, int set, int pass)
 {
     r->e.B = b->rows;
@@ -391,18 +392,19 @@ static void save_weights(Run *r, const char *file)
 }
 
 /* The final weights. Right after a checkpoint, model.safetensors is a second name of
- * the checkpoint's weights file (the same bytes: 0.5 GB once, not twice, for GPT-2);
- * written where the file system has no hard links. */
-static void save_final(Run *r, const rt_loop_state *s, int after_ckpt)
+ * the checkpoint's weights file (the newest checkpoint's: the same bytes, 0.5 GB once,
+ * not twice, for GPT-2); written where the file system has no hard links. */
+static void save_final(Run *r, int after_ckpt)
 {
     if (r->rank != 0)
         return;
-    char src[RT_PATH_MAX + 64], dst[RT_PATH_MAX + 64];
-    snprintf(src, sizeof src, "%s/checkpoints/step_%08lld/model.safetensors", r->out,
-             (long long)s->step);
+    char ck[RT_PATH_MAX + 64], src[RT_PATH_MAX + 96], dst[RT_PATH_MAX + 64];
     join_path(dst, sizeof dst, r->out, "model.safetensors");
-    if (after_ckpt && rt_safetensors_link(src, dst) == 0)
-        return;
+    if (after_ckpt && rt_ckpt_latest(r->out, ck, sizeof ck) == 0) {
+        join_path(src, sizeof src, ck, "model.safetensors");
+        if (rt_safetensors_link(src, dst) == 0)
+            return;
+    }
     save_weights(r, "model.safetensors");
 }
 
@@ -423,24 +425,20 @@ static Eval validate(Run *r)
     while ((b = rt_loader_next(r->vl))) {
         if (r->c.val_batches > 0 && n == r->c.val_batches)
             break;
+        /* on a GPU queued without a wait: the slots alternate (the next batch's copy
+         * runs during this pass) and the device adds every pass's loss into one sum,
+         * read once at the end: the host's sum, in the same order */
+        bind_slot(r, b, n % 2 ? RT_CU_SLOT_EVAL1 : RT_CU_SLOT_EVAL, 0, 1, n == 0 ? 0 : -1);
         r->e.rng_key = 0;
+        r->m->evaluate(&r->e);
+        terms += r->e.terms;
+        n++;
         if (r->gpu) {
-            /* queued without a wait: the slots alternate (the next batch's copy runs
-             * during this pass) and the device adds every pass's loss into one sum,
-             * read once at the end: the host's sum, in the same order */
-            bind_slot(r, b, n % 2 ? RT_CU_SLOT_EVAL1 : RT_CU_SLOT_EVAL, 0, 1, n == 0 ? 0 : -1);
-            r->m->evaluate(&r->e);
             rt_cu_upload_done(&r->e);   /* b's host buffer is the loader's again */
-            terms += r->e.terms;
-            n++;
             continue;
         }
-        bind_batch(r, b, 1);
-        r->m->evaluate(&r->e);
         loss += r->e.loss_sum;
-        terms += r->e.terms;
         correct += r->e.correct;
-        n++;
     }
     if (r->gpu && n > 0) {
         end_pass(r);
@@ -1219,7 +1217,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
     if (last_ckpt)
         checkpoint(r, s);
     if (end != END_DIVERGED)
-        save_final(r, s, last_ckpt);
+        save_final(r, last_ckpt);
     if (r->has_val)
         rt_metrics_plot(r->mt);
     char buf[512], a[32];
