@@ -241,7 +241,8 @@ typedef struct Program {
 
 Program *lower(Graph *g);
 Program *lower_eval(Graph *g);   /* a forward-only graph, for validation */
-void add_grad_hooks(Program *p); /* rt_grad_ready after each parameter's last gradient write */
+void add_grad_hooks(Program *p); /* rt_grad_begin before each parameter's first gradient write,
+                                    rt_grad_ready after its last */
 void fuse(Program *p);
 /* The arguments of a runtime call's text "rt_x(e, a, b, 16, ...);", split at top-level
  * commas (fusion.c); returns the count (at most max). */

@@ -543,15 +543,32 @@ static Program *lower_prog(Graph *g, int eval)
 Program *lower(Graph *g) { return lower_prog(g, 0); }
 Program *lower_eval(Graph *g) { return lower_prog(g, 1); }
 
-/* After the last backward instruction that writes a parameter's gradient, tell the
- * runtime the gradient is final: data-parallel training starts reducing it while
- * the rest of the backward pass runs (a world of one returns at once). */
+/* Before the first backward instruction that writes a parameter's gradient, tell the
+ * runtime it is about to be written (rt_grad_begin: zero2 on GPUs backs that part of
+ * the gradient region with memory only from here on; elsewhere it returns at once;
+ * parameters first written by one instruction and adjacent in the region are one
+ * call), and after the last one that the gradient is final (rt_grad_ready:
+ * data-parallel training starts reducing it while the rest of the backward pass
+ * runs; a world of one returns at once). */
+static Instr *grad_hook(const char *origin, char *what, char *text)
+{
+    Instr *h = xcalloc(1, sizeof *h);
+    h->kind = I_CALL;
+    h->backward = 1;
+    h->block = -1;
+    h->origin = origin;
+    h->what = what;
+    h->text = text;
+    return h;
+}
+
 void add_grad_hooks(Program *p)
 {
     Graph *g = p->g;
+    int *first = xcalloc((size_t)g->n_params + 1, sizeof *first);
     int *last = xcalloc((size_t)g->n_params + 1, sizeof *last);
     for (int k = 0; k < g->n_params; k++)
-        last[k] = -1;
+        first[k] = last[k] = -1;
     for (int i = p->n_forward; i < p->n_ins; i++) {
         Instr *in = p->ins[i];
         if (in->dead)
@@ -559,31 +576,50 @@ void add_grad_hooks(Program *p)
         for (int w = 0; w < in->n_writes; w++)
             if (in->writes[w]->kind == T_PGRAD)
                 for (int k = 0; k < g->n_params; k++)
-                    if (g->params[k] == in->writes[w]->param)
+                    if (g->params[k] == in->writes[w]->param) {
+                        if (first[k] < 0)
+                            first[k] = i;
                         last[k] = i;
+                    }
     }
-    Instr **ins = xcalloc((size_t)(p->n_ins + g->n_params) + 1, sizeof *ins);
+    Instr **ins = xcalloc((size_t)(p->n_ins + 2 * g->n_params) + 1, sizeof *ins);
     int n = 0;
     for (int i = 0; i < p->n_ins; i++) {
+        /* the parameters first written here, as runs adjacent in the region (parameters
+         * are laid out in order) */
+        for (int k = 0; k < g->n_params; k++) {
+            if (first[k] != i || (k > 0 && first[k - 1] == i &&
+                                  g->params[k - 1]->offset + g->params[k - 1]->numel ==
+                                      g->params[k]->offset))
+                continue;
+            int j = k;
+            while (j + 1 < g->n_params && first[j + 1] == i &&
+                   g->params[j]->offset + g->params[j]->numel == g->params[j + 1]->offset)
+                j++;
+            Param *a = g->params[k], *b = g->params[j];
+            char *what = j == k ? xasprintf("%s's gradient is written from here on", a->name)
+                         : j == k + 1 ? xasprintf("the gradients of %s and %s are written from here on",
+                                                  a->name, b->name)
+                                      : xasprintf("the gradients of %s to %s are written from here on",
+                                                  a->name, b->name);
+            ins[n++] = grad_hook(p->ins[i]->origin, what,
+                                 xasprintf("rt_grad_begin(e, %lld, %lld);", (long long)a->offset,
+                                           (long long)(b->offset + b->numel - a->offset)));
+        }
         ins[n++] = p->ins[i];
         for (int k = 0; k < g->n_params; k++) {
             if (last[k] != i)
                 continue;
             Param *pa = g->params[k];
-            Instr *h = xcalloc(1, sizeof *h);
-            h->kind = I_CALL;
-            h->backward = 1;
-            h->block = -1;
-            h->origin = pa->origin;
-            h->what = xasprintf("%s's gradient is final", pa->name);
-            h->text = xasprintf("rt_grad_ready(e, %lld, %lld);", (long long)pa->offset,
-                                (long long)pa->numel);
-            ins[n++] = h;
+            ins[n++] = grad_hook(pa->origin, xasprintf("%s's gradient is final", pa->name),
+                                 xasprintf("rt_grad_ready(e, %lld, %lld);", (long long)pa->offset,
+                                           (long long)pa->numel));
         }
     }
     free(p->ins);
     p->ins = ins;
     p->n_ins = n;
     p->cap_ins = n;
+    free(first);
     free(last);
 }

@@ -506,7 +506,9 @@ static void plan_ranks(const Spec *s, int64_t np, int N)
         printf("  %-9s %14.0f %14.0f %14.0f %14.0f %16.0f   (%.2f bytes/param)\n", names[k], p, g, o,
                p + g + o, sent, (p + g + o) / (double)np);
     }
-    printf("  (all three run on CPUs over MPI; mpirun -np %d TRAINER --set distributed.strategy=zero2)\n", N);
+    printf("  (all three run on CPUs over MPI and on GPUs over NCCL; mpirun -np %d TRAINER --set "
+           "distributed.strategy=zero2;\n   zero2 also maps the buckets being computed or reduced, "
+           "at most 2 in flight)\n", N);
 }
 
 static int cmd_plan(int argc, char **argv)

@@ -8,7 +8,9 @@
  * backward goes on; rt_ddp_finish sends the rest and waits. The loss gradient is
  * already divided by the world size (grad_scale), so the sum is the mean. With
  * `accumulate`, only the last micro-batch of a step synchronizes. Under ZeRO
- * (zero.c) the same buckets are reduce-scattered instead of all-reduced. */
+ * (zero.c) the same buckets are reduce-scattered instead of all-reduced; zero2 on GPUs
+ * also hears of each parameter's first gradient write (rt_grad_begin), so that
+ * device_cuda.c backs the region with memory only where it is being written. */
 #include <string.h>
 #include "rt_cuda.h"
 #include "rt_dist.h"
@@ -22,9 +24,21 @@ static struct {
     int64_t bucket_end;        /* floats [bucket_end, end) are sent */
     int64_t bucket_floats;
     rt_exec *gpu;              /* GPUs: NCCL on the device's communication stream */
+    int gpu_zero2;             /* and the gradient region backed on demand (device_cuda.c) */
 } D;
 
-void rt_ddp_use_gpu(rt_exec *e) { D.gpu = e; }
+void rt_ddp_use_gpu(rt_exec *e, int zero2)
+{
+    D.gpu = e;
+    D.gpu_zero2 = zero2;
+}
+
+/* zero2 on GPUs: memory under a gradient before its first write (a no-op elsewhere). */
+void rt_grad_begin(rt_exec *e, int64_t off, int64_t n)
+{
+    if (D.gpu_zero2)
+        rt_cu_grads_begin(e, off, n);
+}
 
 void rt_ddp_init(const rt_model *m, float *grads, int64_t bucket_bytes)
 {
@@ -47,9 +61,11 @@ void rt_ddp_begin(int sync)
 static void send(int64_t lo)
 {
     if (D.bucket_end > lo) {
-        if (D.gpu && rt_zero_on())
+        if (D.gpu && rt_zero_on()) {
             rt_nccl_reduce_shards(D.gpu, D.grads, lo, D.bucket_end, rt_zero_counts());
-        else if (D.gpu)
+            if (D.gpu_zero2)
+                rt_cu_grads_sent(D.gpu, lo);
+        } else if (D.gpu)
             rt_nccl_allreduce(D.gpu, D.grads + lo, D.bucket_end - lo);
         else if (rt_zero_on())
             rt_zero_send(D.grads, lo, D.bucket_end);

@@ -15,7 +15,8 @@
  * Memory: one allocation holds parameters, gradients and optimizer state, one the
  * arena (sized by the static plan for training and validation), one the small fixed
  * buffers (two slots of inputs, the loss stats, scratch, the GEMM workspace). All of
- * it is allocated before the first step; nothing is allocated in the loop. */
+ * it is allocated before the first step; nothing is allocated in the loop, but for zero2's
+ * gradient chunks, during the first step only (the section "zero2's gradient region"). */
 #include <dlfcn.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -34,7 +35,8 @@
     X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemsetD8Async) X(cuMemsetD16Async)           \
     X(cuMemsetD32Async) X(cuModuleLoadData) X(cuModuleGetFunction) X(cuLaunchKernel)           \
     X(cuGetErrorName) X(cuGetErrorString) X(cuMemGetInfo) X(cuFuncSetAttribute)          \
-    X(cuStreamQuery)
+    X(cuStreamQuery) X(cuEventQuery) X(cuMemAddressReserve) X(cuMemCreate) X(cuMemMap)        \
+    X(cuMemUnmap) X(cuMemSetAccess) X(cuMemGetAllocationGranularity)
 #define DECLARE(fn) static __typeof__(fn) *p_##fn;
 CU_FNS(DECLARE)
 
@@ -137,6 +139,26 @@ _Noreturn void rt_cu_no_device(const char *why)
 
 #define FN_SLOTS 1024          /* kernel lookup: open addressing, names of the module */
 
+/* zero2's gradient region, backed on demand (its section, below) */
+#define GR_INFLIGHT 2
+
+struct grads {
+    rt_dptr base;                       /* the reserved range */
+    size_t gran;                        /* bytes a chunk */
+    int n;                              /* chunks in the range */
+    int keep_lo, keep_hi;               /* chunks [keep_lo, keep_hi) hold the shard */
+    CUmemGenericAllocationHandle *at;   /* [n]: the chunk mapped at each place, 0 none */
+    CUmemGenericAllocationHandle *spare;/* [n]: created and not mapped */
+    int n_spare, created, mapped, peak;
+    int released;                       /* chunks from here up (but the shard's) are done
+                                           with in this backward pass */
+    CUevent ev[GR_INFLIGHT + 1];        /* outstanding reductions, a ring */
+    int64_t from[GR_INFLIGHT + 1];      /* their buckets' first floats */
+    int head, count;
+    CUmemAllocationProp prop;
+    CUmemAccessDesc access;
+};
+
 typedef struct rt_cu {
     const rt_gpu_calls *calls; /* first: RT_GPU(e) in the CPU calls reads it */
     CUdevice dev;
@@ -185,6 +207,7 @@ typedef struct rt_cu {
     size_t param_bytes;        /* fp32 parameters (the region e->params points to) */
     int watch_comm;            /* NCCL in use: poll the compute stream (cu_wait) */
     size_t context_bytes;      /* the device's used memory once the module was loaded */
+    struct grads *gr;          /* zero2: the gradient region backed on demand; else NULL */
 } rt_cu;
 
 static rt_cu *dev_of(rt_exec *e)
@@ -501,8 +524,11 @@ static size_t scratch_need(const rt_model *m, int64_t Bmax)
     return align_up(s) + (16u << 20);
 }
 
+static void gr_setup(rt_cu *d, int64_t P, int64_t lo, int64_t hi);
+
 void rt_cu_init(rt_exec *e, const rt_model *m, const rt_cuda_image *img, int64_t Bmax,
-                int64_t arena_row_bytes, int64_t state_floats, int passes, int local_rank)
+                int64_t arena_row_bytes, int64_t state_floats, int passes, int local_rank,
+                int64_t glo, int64_t ghi)
 {
     rt_cu *d = cu_open(img, local_rank, local_rank != 0);
     e->dev = d;
@@ -512,7 +538,10 @@ void rt_cu_init(rt_exec *e, const rt_model *m, const rt_cuda_image *img, int64_t
     d->act16 = m->act16;
     d->param_bytes = pf;
     size_t copy = d->act16 ? align_up((size_t)m->param_floats * 2) : 0;
-    d->pool_bytes = align_up(pf) * 2 + align_up((size_t)state_floats * 4) + copy;
+    /* zero2: the gradients outside the pool, in a region backed on demand */
+    int sharded = glo != 0 || ghi != m->param_floats;
+    size_t gb = sharded ? 0 : align_up(pf);
+    d->pool_bytes = align_up(pf) + gb + align_up((size_t)state_floats * 4) + copy;
     d->arena_bytes = align_up((size_t)(Bmax * arena_row_bytes));
     d->scratch_bytes = scratch_need(m, Bmax);
     d->workspace_bytes = 32u << 20;             /* cuBLASLt's workspace */
@@ -547,8 +576,13 @@ void rt_cu_init(rt_exec *e, const rt_model *m, const rt_cuda_image *img, int64_t
     pin_stats(d);
     e->arena = (char *)(uintptr_t)d->arena;
     e->params = (float *)(uintptr_t)d->pool;
-    e->grads = (float *)(uintptr_t)(d->pool + align_up(pf));
-    d->state = d->pool + 2 * align_up(pf);
+    if (sharded) {
+        gr_setup(d, m->param_floats, glo, ghi);
+        e->grads = (float *)(uintptr_t)d->gr->base;
+    } else {
+        e->grads = (float *)(uintptr_t)(d->pool + align_up(pf));
+    }
+    d->state = d->pool + align_up(pf) + gb;
     d->pcopy = d->act16 ? d->pool + d->pool_bytes - copy : 0;
     CU(p_cuStreamSynchronize(0));
 }
@@ -579,7 +613,9 @@ size_t rt_cu_allocated(rt_exec *e, size_t *pool, size_t *arena, size_t *fixed)
     *pool = d->pool_bytes;
     *arena = d->arena_bytes;
     *fixed = d->fixed_bytes;
-    return d->pool_bytes + d->arena_bytes + d->fixed_bytes + d->data_bytes;
+    if (d->gr)   /* zero2's gradient chunks (the shard's, and those created since) */
+        *pool += (size_t)d->gr->created * d->gr->gran;
+    return *pool + d->arena_bytes + d->fixed_bytes + d->data_bytes;
 }
 
 const char *rt_cu_name(rt_exec *e) { return dev_of(e)->name; }
@@ -809,6 +845,201 @@ void rt_cu_zero(rt_exec *e, rt_dptr p, int64_t floats)
 void rt_cu_zero16(rt_exec *e, rt_dptr p, int64_t halves)
 {
     CU(p_cuMemsetD16Async(p, 0, (size_t)halves, dev_of(e)->compute));
+}
+
+/* ---- zero2's gradient region ----------------------------------------------------------
+ *
+ * Under zero2 a rank keeps its shard of the gradients only, but the generated backward
+ * pass accumulates every parameter's gradient at its fixed offset of a full-size region.
+ * On the CPU that region is an anonymous mapping whose pages go back to the kernel
+ * (zero.c); here it is an address range reserved with the driver's virtual memory
+ * calls, backed by physical chunks (the allocation granularity: 2 MB on current GPUs)
+ * only where and while needed:
+ *   - the chunks holding the rank's shard are mapped for good;
+ *   - rt_grad_begin (in the generated backward pass, before a parameter's first
+ *     gradient write) maps the chunks under it that are not mapped and queues their
+ *     zeroing on the compute stream, ahead of the write;
+ *   - ddp.c sends buckets from the top of the region down; behind each one's reduction
+ *     an event is recorded on the communication stream (rt_cu_grads_sent), and once it
+ *     has passed, the chunks from that bucket's start up, but the shard's, are unmapped
+ *     and their memory kept as spares for the next mapping. At most GR_INFLIGHT
+ *     reductions are outstanding: the host waits for the oldest before it queues more
+ *     (as zero.c bounds its reduce-scatters on the CPU), which bounds what is mapped;
+ *   - a step starts with every chunk outside the shard unmapped (the previous step's
+ *     reductions have passed: the host waited for its loss) and the shard's zeroed.
+ * Physical chunks are created only when no spare is left and never freed: the first
+ * step creates what a backward pass needs at most and later steps reuse them, so
+ * nothing is allocated after the first step. With accumulate > 1 nothing is sent
+ * before the last pass, so what the earlier passes mapped stays mapped (and is not
+ * zeroed again). Where the backward pass is writing one big tensor (GPT-2's tied
+ * embedding, from the head's GEMM to the embedding's backward), its chunks stay
+ * mapped the whole time. */
+static void gr_map(rt_cu *d, int c)
+{
+    struct grads *g = d->gr;
+    CUmemGenericAllocationHandle h;
+    if (g->n_spare > 0) {
+        h = g->spare[--g->n_spare];
+    } else {
+        CUresult r = p_cuMemCreate(&h, g->gran, &g->prop, 0);
+        if (r == CUDA_ERROR_OUT_OF_MEMORY)
+            rt_fail("CUDA: out of device memory for zero2's gradient chunks (%d chunks of %zu bytes "
+                    "mapped)\n  hint: lower batch_size or distributed.bucket_mb, or use "
+                    "recompute", g->mapped, g->gran);
+        CU(r);
+        g->created++;
+    }
+    rt_dptr p = g->base + (size_t)c * g->gran;
+    CU(p_cuMemMap(p, g->gran, 0, h, 0));
+    CU(p_cuMemSetAccess(p, g->gran, &g->access, 1));
+    g->at[c] = h;
+    if (++g->mapped > g->peak)
+        g->peak = g->mapped;
+}
+
+/* Chunk c's memory back to the spares; what used it has finished. */
+static void gr_unmap(rt_cu *d, int c)
+{
+    struct grads *g = d->gr;
+    CU(p_cuMemUnmap(g->base + (size_t)c * g->gran, g->gran));
+    g->spare[g->n_spare++] = g->at[c];
+    g->at[c] = 0;
+    g->mapped--;
+}
+
+static int gr_kept(const struct grads *g, int c) { return c >= g->keep_lo && c < g->keep_hi; }
+
+static void gr_setup(rt_cu *d, int64_t P, int64_t lo, int64_t hi)
+{
+    int vmm = 0;
+    CU(p_cuDeviceGetAttribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, d->dev));
+    if (!vmm)
+        rt_fail("distributed.strategy zero2 on a GPU needs the driver's virtual memory "
+                "management, which %s (or its driver) does not support\n  hint: use zero1 "
+                "(the gradients whole, the optimizer state sharded)", d->name);
+    struct grads *g = rt_xmalloc(sizeof *g);
+    d->gr = g;
+    g->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    g->prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    g->prop.location.id = (int)d->dev;
+    g->access.location = g->prop.location;
+    g->access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    CU(p_cuMemGetAllocationGranularity(&g->gran, &g->prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    size_t bytes = (size_t)(P > 0 ? P : 1) * 4;
+    g->n = (int)((bytes + g->gran - 1) / g->gran);
+    CU(p_cuMemAddressReserve(&g->base, (size_t)g->n * g->gran, 0, 0, 0));
+    g->at = rt_xmalloc(sizeof *g->at * (size_t)g->n);
+    g->spare = rt_xmalloc(sizeof *g->spare * (size_t)g->n);
+    g->keep_lo = (int)((size_t)lo * 4 / g->gran);
+    g->keep_hi = hi > lo ? (int)(((size_t)hi * 4 + g->gran - 1) / g->gran) : g->keep_lo;
+    for (int c = g->keep_lo; c < g->keep_hi; c++)
+        gr_map(d, c);
+    for (int i = 0; i <= GR_INFLIGHT; i++)
+        CU(p_cuEventCreate(&g->ev[i], CU_EVENT_DISABLE_TIMING));
+    g->released = g->n;
+}
+
+/* The reductions of buckets from float `a` up have passed: their chunks but the shard's
+ * are unmapped. */
+static void gr_release_from(rt_cu *d, int64_t a)
+{
+    struct grads *g = d->gr;
+    int c0 = (int)(((size_t)a * 4 + g->gran - 1) / g->gran);
+    for (int c = c0; c < g->released; c++)
+        if (g->at[c] && !gr_kept(g, c))
+            gr_unmap(d, c);
+    if (c0 < g->released)
+        g->released = c0;
+}
+
+/* Releases after the outstanding reductions that have passed; first waits until at most
+ * `most` are outstanding (with NCCL: polled, watching for a dead peer as cu_wait does). */
+static void gr_poll(rt_cu *d, int most)
+{
+    struct grads *g = d->gr;
+    double t0 = rt_now();
+    long k = 0;
+    while (g->count > 0) {
+        CUresult r = p_cuEventQuery(g->ev[g->head]);
+        if (r == CUDA_ERROR_NOT_READY) {
+            if (g->count <= most)
+                return;
+            if (d->watch_comm)
+                rt_nccl_watch(rt_now() - t0);
+            if (k++ < 1000) {
+                sched_yield();
+            } else {
+                struct timespec ts = {0, 100000};
+                nanosleep(&ts, NULL);
+            }
+            continue;
+        }
+        CU(r);
+        gr_release_from(d, g->from[g->head]);
+        g->head = (g->head + 1) % (GR_INFLIGHT + 1);
+        g->count--;
+    }
+}
+
+void rt_cu_grads_begin(rt_exec *e, int64_t off, int64_t n)
+{
+    rt_cu *d = dev_of(e);
+    struct grads *g = d->gr;
+    if (!g || n <= 0)
+        return;
+    gr_poll(d, GR_INFLIGHT);
+    int c0 = (int)((size_t)off * 4 / g->gran);
+    int c1 = (int)(((size_t)(off + n) * 4 + g->gran - 1) / g->gran);
+    for (int c = c0; c < c1; c++) {
+        if (g->at[c])
+            continue;
+        if (c >= g->released)
+            rt_die("zero2: a gradient at float %lld is written after its bucket was reduced",
+                   (long long)off);
+        gr_map(d, c);
+        CU(p_cuMemsetD32Async(g->base + (size_t)c * g->gran, 0, g->gran / 4, d->compute));
+    }
+}
+
+void rt_cu_grads_sent(rt_exec *e, int64_t a)
+{
+    rt_cu *d = dev_of(e);
+    struct grads *g = d->gr;
+    if (!g)
+        return;
+    if (g->count > GR_INFLIGHT)
+        gr_poll(d, GR_INFLIGHT);
+    int i = (g->head + g->count) % (GR_INFLIGHT + 1);
+    CU(p_cuEventRecord(g->ev[i], d->comm));
+    g->from[i] = a;
+    g->count++;
+    gr_poll(d, GR_INFLIGHT);
+}
+
+void rt_cu_grads_clear(rt_exec *e, int64_t floats)
+{
+    rt_cu *d = dev_of(e);
+    struct grads *g = d->gr;
+    if (!g) {
+        rt_cu_zero(e, (rt_dptr)(uintptr_t)e->grads, floats);
+        return;
+    }
+    gr_poll(d, 0);
+    for (int c = 0; c < g->n; c++)
+        if (g->at[c] && !gr_kept(g, c))
+            gr_unmap(d, c);
+    g->released = g->n;
+    if (g->keep_hi > g->keep_lo)
+        CU(p_cuMemsetD32Async(g->base + (size_t)g->keep_lo * g->gran, 0,
+                              (size_t)(g->keep_hi - g->keep_lo) * g->gran / 4, d->compute));
+}
+
+size_t rt_cu_grads_peak(rt_exec *e, size_t *chunk)
+{
+    struct grads *g = dev_of(e)->gr;
+    if (chunk)
+        *chunk = g ? g->gran : 0;
+    return g ? (size_t)g->peak * g->gran : 0;
 }
 
 /* ---- tests ---------------------------------------------------------------------------- */

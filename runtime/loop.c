@@ -825,10 +825,6 @@ int rt_main(const rt_model *m, int argc, char **argv)
     refuse_unsupported(m, &r->o, &r->c);
     rt_train_config *c = &r->c;
     r->gpu = pick_gpu(r);
-    if (r->gpu && r->world > 1 && c->dist == RT_DIST_ZERO2)
-        rt_input_error("$.train.distributed.strategy: zero2 runs on CPUs only in this release; "
-                       "on GPUs use zero1 (the optimizer state sharded, the gradients whole) or "
-                       "ddp, or --device cpu");
     if (r->gpu && r->o.gradcheck)
         rt_input_error("--gradcheck runs on the CPU: add --device cpu");
     /* mixed precision is compiled into the trainer (the plan, the kernels): the GPU runs
@@ -901,12 +897,15 @@ int rt_main(const rt_model *m, int argc, char **argv)
                                                                : m->eval_arena_row_bytes;
     if (r->gpu) {
         /* everything on the device, allocated now: nothing is allocated in the loop */
-        rt_cu_init(&r->e, m, m->cuda, r->e.Bmax, row, sf, r->step_passes, rt_dist_local_rank());
+        /* zero2: this rank keeps its shard of the gradients only */
+        int zero2 = rt_zero_on() && c->dist == RT_DIST_ZERO2;
+        rt_cu_init(&r->e, m, m->cuda, r->e.Bmax, row, sf, r->step_passes, rt_dist_local_rank(),
+                   zero2 ? rt_zero_part().lo : 0, zero2 ? rt_zero_part().hi : m->param_floats);
         rt_cu_optim_setup(&r->e, c, m, rt_zero_part().lo, rt_zero_part().hi);
         if (r->world > 1) {    /* DDP across GPUs: NCCL, bootstrapped by MPI */
             rt_nccl_open(&r->e);
             rt_ddp_init(m, r->e.grads, (int64_t)(c->bucket_mb * 1048576.0));
-            rt_ddp_use_gpu(&r->e);
+            rt_ddp_use_gpu(&r->e, zero2);
         }
         rt_loader_each_buffer(r->tl, rt_cu_pin, NULL);
         if (r->vl)
@@ -1018,7 +1017,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
             if (k > c->accumulate)
                 k = c->accumulate;
             if (r->gpu)
-                rt_cu_zero(&r->e, dptr(r->e.grads), m->param_floats);
+                rt_cu_grads_clear(&r->e, m->param_floats);
             else
                 rt_zero_clear_grads(r->grads);
             double step_loss = 0, norm = NAN, gpu_sumsq = 0;
@@ -1117,10 +1116,14 @@ int rt_main(const rt_model *m, int argc, char **argv)
                 size_t all = rt_cu_allocated(&r->e, &pool, &arena, &fixed);
                 rt_cu_sync(&r->e);
                 rt_cu_mem_info(&fr, &tot);
-                char buf[256];
+                char buf[384], gr[128] = "";
+                size_t chunk = 0, gpeak = rt_cu_grads_peak(&r->e, &chunk);
+                if (gpeak)   /* zero2: the most gradient memory backed at once */
+                    snprintf(gr, sizeof gr, ",\"grad_peak_bytes\":%zu,\"grad_chunk_bytes\":%zu", gpeak,
+                             chunk);
                 snprintf(buf, sizeof buf, "{\"event\":\"device_memory\",\"step\":%lld,\"used_bytes\":%zu,"
-                         "\"allocated_bytes\":%zu,\"context_bytes\":%zu,\"total_bytes\":%zu}",
-                         (long long)s->step, tot - fr, all, rt_cu_context_bytes(&r->e), tot);
+                         "\"allocated_bytes\":%zu,\"context_bytes\":%zu,\"total_bytes\":%zu%s}",
+                         (long long)s->step, tot - fr, all, rt_cu_context_bytes(&r->e), tot, gr);
                 rt_metrics_line(r->mt, buf);
                 r->mem_logged = 1;
             }

@@ -76,9 +76,23 @@ _Noreturn void rt_cu_no_device(const char *why);
  * allocates everything (parameters + gradients + optimizer state in one block, the
  * arena of Bmax * arena_row_bytes in another, inputs/stats/scratch/workspace in a
  * third; the loss statistics of up to `passes` passes a step); sets e->dev, e->arena,
- * e->params, e->grads to device addresses. */
+ * e->params, e->grads to device addresses. The rank keeps gradient floats [glo, ghi):
+ * all of them ([0, param_floats)), or zero2's shard, and then the gradient region is
+ * outside the block, backed on demand (rt_cu_grads_*). */
 void rt_cu_init(rt_exec *e, const rt_model *m, const rt_cuda_image *img, int64_t Bmax,
-                int64_t arena_row_bytes, int64_t state_floats, int passes, int local_rank);
+                int64_t arena_row_bytes, int64_t state_floats, int passes, int local_rank,
+                int64_t glo, int64_t ghi);
+/* zero2's gradient region (device_cuda.c; each returns at once for a whole region but
+ * clear, which zeroes it): grads_begin backs floats [off, off + n) with zeroed memory
+ * where they have none (rt_grad_begin); grads_sent: the bucket from float a up has had
+ * its reduction queued on the communication stream (its memory outside the shard goes
+ * back once it has passed; the host waits while more than two are outstanding);
+ * grads_clear: a step's start (the shard zeroed, nothing else backed); grads_peak: the
+ * most bytes backed at once so far (0: not in use) and the chunk size. */
+void rt_cu_grads_begin(rt_exec *e, int64_t off, int64_t n);
+void rt_cu_grads_sent(rt_exec *e, int64_t a);
+void rt_cu_grads_clear(rt_exec *e, int64_t floats);
+size_t rt_cu_grads_peak(rt_exec *e, size_t *chunk);
 rt_dptr rt_cu_state(rt_exec *e);
 /* Mixed precision (rt_model.act16): the parameters' 16-bit copy, the GEMMs' operand,
  * rewritten by the optimizer (over the whole region; under zero1 by
@@ -91,7 +105,8 @@ int rt_cu_act16(rt_exec *e);
  * mixed-precision arena, and parameters, whose 16-bit copy *p is made to point at). */
 enum { RT_CU_F32, RT_CU_BF16, RT_CU_F16 };
 int rt_cu_operand(rt_exec *e, const void **p);
-/* Bytes allocated on the device by rt_cu_init, in all and by block. */
+/* Bytes allocated on the device by rt_cu_init, in all and by block (the pool's count
+ * includes zero2's gradient chunks created so far). */
 size_t rt_cu_allocated(rt_exec *e, size_t *pool, size_t *arena, size_t *fixed);
 const char *rt_cu_name(rt_exec *e);
 const char *rt_cu_arch(rt_exec *e);

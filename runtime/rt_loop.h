@@ -46,8 +46,10 @@ int rt_es_check(const rt_train_config *c, rt_stopper *s, double v, char *why, si
 void rt_ddp_init(const rt_model *m, float *grads, int64_t bucket_bytes);
 void rt_ddp_begin(int sync);   /* before a backward pass; sync: its gradients are reduced */
 void rt_ddp_finish(void);      /* after it: send the rest, wait for all buckets */
-/* On GPUs: the buckets of rt_ddp_init's (device) gradients go through NCCL (nccl.c). */
-void rt_ddp_use_gpu(rt_exec *e);
+/* On GPUs: the buckets of rt_ddp_init's (device) gradients go through NCCL (nccl.c);
+ * zero2: the gradient region is backed on demand (rt_grad_begin maps, each sent bucket
+ * is handed to rt_cu_grads_sent). */
+void rt_ddp_use_gpu(rt_exec *e, int zero2);
 
 /* ZeRO-1/2 (zero.c): with strategy zero1 or zero2 on more than one rank ("on"), rank r
  * owns [lo, hi) = rt_dist_shard(param_floats, r, world) of the flat parameter region:

@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <math.h>
 
-#define RT_ABI_VERSION 5
+#define RT_ABI_VERSION 6
 #define RT_MAX_INPUTS 8
 #define RT_MAX_RANK 4
 
@@ -125,6 +125,9 @@ typedef struct rt_model {
 /* Entry point of every trainer: parses the trainer options, trains, returns the exit code. */
 int rt_main(const rt_model *m, int argc, char **argv);
 
+/* The gradient of params[off, off + n) is written from here on in this backward pass
+ * (zero2 on GPUs backs it with memory now; else nothing to do). */
+void rt_grad_begin(rt_exec *e, int64_t off, int64_t n);
 /* The gradient of params[off, off + n) is final for this step (data parallelism:
  * the runtime may start reducing it across ranks while backward goes on). */
 void rt_grad_ready(rt_exec *e, int64_t off, int64_t n);

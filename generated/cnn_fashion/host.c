@@ -103,6 +103,8 @@ static void backward(rt_exec *e)
 
     /* $.model.layers[9]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1, 128, 10, 1.0f, d_linear_9, 10, P_9_weight, 128, 0.0f, d_relu_8, 128);
+    /* $.model.layers[9]: the gradients of 9.weight and 9.bias are written from here on */
+    rt_grad_begin(e, 205632, 1290);
     /* $.model.layers[9]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 10, 128, e->B * 1, 1.0f, d_linear_9, 10, relu_8, 128, 1.0f, G_9_weight, 128, G_9_bias, 1);
     /* $.model.layers[9]: 9.weight's gradient is final */
@@ -113,6 +115,8 @@ static void backward(rt_exec *e)
     rt_launch(e, "k3", k3, e->B * 128, 3, (void *[]){&d_relu_8, &relu_8, &d_linear_7});
     /* $.model.layers[7]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1, 1568, 128, 1.0f, d_linear_7, 128, P_7_weight, 1568, 0.0f, d_flatten_6, 1568);
+    /* $.model.layers[7]: the gradients of 7.weight and 7.bias are written from here on */
+    rt_grad_begin(e, 4800, 200832);
     /* $.model.layers[7]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 128, 1568, e->B * 1, 1.0f, d_linear_7, 128, flatten_6, 1568, 1.0f, G_7_weight, 1568, G_7_bias, 1);
     /* $.model.layers[7]: 7.weight's gradient is final */
@@ -123,12 +127,16 @@ static void backward(rt_exec *e)
     rt_maxpool2d_bwd(e, relu_4, d_maxpool_5, d_relu_4, e->B * 32, 14, 14, 2, 2, 7, 7);
     /* $.model.layers[4] + $.model.layers[3]: relu backward, at the layout's index + conv2d backward: [B, out, HW] -> [out, B, HW] */
     rt_launch(e, "k4", k4, e->B * 6272, 3, (void *[]){&d_relu_4, &relu_4, &gemm_d_conv_3});
+    /* $.model.layers[3]: 3.bias's gradient is written from here on */
+    rt_grad_begin(e, 4768, 32);
     /* $.model.layers[3]: conv2d backward: bias gradient */
     rt_rowsum_add(e, gemm_d_conv_3, G_3_bias, 32, e->B * 196);
     /* $.model.layers[3]: 3.bias's gradient is final */
     rt_grad_ready(e, 4768, 32);
     /* $.model.layers[3]: conv2d backward: im2col again (cheaper than keeping it) */
     rt_im2col(e, maxpool_2, col_d_conv_3, e->B, 16, 14, 14, 3, 1, 1, 14, 14);
+    /* $.model.layers[3]: 3.weight's gradient is written from here on */
+    rt_grad_begin(e, 160, 4608);
     /* $.model.layers[3]: conv2d backward: dW += dY col^T */
     rt_gemm(e, 0, 1, 32, 144, e->B * 196, 1.0f, gemm_d_conv_3, e->B * 196, col_d_conv_3, e->B * 196, 1.0f, G_3_weight, 144);
     /* $.model.layers[3]: 3.weight's gradient is final */
@@ -141,12 +149,16 @@ static void backward(rt_exec *e)
     rt_maxpool2d_bwd(e, relu_1, d_maxpool_2, d_relu_1, e->B * 16, 28, 28, 2, 2, 14, 14);
     /* $.model.layers[1] + $.model.layers[0]: relu backward, at the layout's index + conv2d backward: [B, out, HW] -> [out, B, HW] */
     rt_launch(e, "k5", k5, e->B * 12544, 3, (void *[]){&d_relu_1, &relu_1, &gemm_d_conv_0});
+    /* $.model.layers[0]: 0.bias's gradient is written from here on */
+    rt_grad_begin(e, 144, 16);
     /* $.model.layers[0]: conv2d backward: bias gradient */
     rt_rowsum_add(e, gemm_d_conv_0, G_0_bias, 16, e->B * 784);
     /* $.model.layers[0]: 0.bias's gradient is final */
     rt_grad_ready(e, 144, 16);
     /* $.model.layers[0]: conv2d backward: im2col again (cheaper than keeping it) */
     rt_im2col(e, x_f32, col_d_conv_0, e->B, 1, 28, 28, 3, 1, 1, 28, 28);
+    /* $.model.layers[0]: 0.weight's gradient is written from here on */
+    rt_grad_begin(e, 0, 144);
     /* $.model.layers[0]: conv2d backward: dW += dY col^T */
     rt_gemm(e, 0, 1, 16, 9, e->B * 784, 1.0f, gemm_d_conv_0, e->B * 784, col_d_conv_0, e->B * 784, 1.0f, G_0_weight, 9);
     /* $.model.layers[0]: 0.weight's gradient is final */

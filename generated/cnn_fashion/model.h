@@ -7,27 +7,27 @@
  * batch size fits the same plan.
  *
  *   offset      bytes/row  live     buffer                      shape
- *   200704      3136         0-43   x_f32                       [B, 1, 28, 28]  input as f32
- *   112896      50176        3-40   relu_1                      [B, 16, 28, 28]  relu
- *   188160      12544        5-33   maxpool_2                   [B, 16, 14, 14]  maxpool2d output
- *   0           25088        8-30   relu_4                      [B, 32, 14, 14]  relu
- *   163072      6272        10-24   maxpool_5                   [B, 32, 7, 7]  maxpool2d output
- *   169344      512         11-22   relu_8                      [B, 128]  relu
- *   169856      48          14-18   linear_9                    [B, 10]  linear output
- *   175616      512         17-24   d_relu_8                    [B, 128]  gradient
- *   169344      6272        23-28   d_flatten_6                 [B, 1568]  gradient
- *   25088       25088       28-30   d_relu_4                    [B, 32, 14, 14]  gradient
- *   163072      12544       37-38   d_maxpool_2                 [B, 16, 14, 14]  gradient
- *   0           50176       38-40   d_relu_1                    [B, 16, 28, 28]  gradient
+ *   200704      3136         0-48   x_f32                       [B, 1, 28, 28]  input as f32
+ *   112896      50176        3-44   relu_1                      [B, 16, 28, 28]  relu
+ *   188160      12544        5-36   maxpool_2                   [B, 16, 14, 14]  maxpool2d output
+ *   0           25088        8-32   relu_4                      [B, 32, 14, 14]  relu
+ *   163072      6272        10-26   maxpool_5                   [B, 32, 7, 7]  maxpool2d output
+ *   169344      512         11-23   relu_8                      [B, 128]  relu
+ *   169856      48          14-19   linear_9                    [B, 10]  linear output
+ *   175616      512         17-26   d_relu_8                    [B, 128]  gradient
+ *   169344      6272        24-30   d_flatten_6                 [B, 1568]  gradient
+ *   25088       25088       30-32   d_relu_4                    [B, 32, 14, 14]  gradient
+ *   163072      12544       41-42   d_maxpool_2                 [B, 16, 14, 14]  gradient
+ *   0           50176       42-44   d_relu_1                    [B, 16, 28, 28]  gradient
  *   50176       28224        1-2    col_conv_0                  [B, 7056]  im2col columns [C*k*k, B*OH*OW]
  *   0           50176        2-3    gemm_conv_0                 [B, 12544]  GEMM output [out, B*OH*OW]
  *   0           112896       6-7    col_conv_3                  [B, 28224]  im2col columns [C*k*k, B*OH*OW]
  *   163072      25088        7-8    gemm_conv_3                 [B, 6272]  GEMM output [out, B*OH*OW]
- *   163072      25088       30-36   gemm_d_conv_3               [B, 6272]  gradient in GEMM layout [out, B*OH*OW]
- *   0           112896      33-34   col_d_conv_3                [B, 28224]  im2col columns, recomputed [C*k*k, B*OH*OW]
- *   0           112896      36-37   dcol_d_conv_3               [B, 28224]  column gradients [C*k*k, B*OH*OW]
- *   50176       50176       40-44   gemm_d_conv_0               [B, 12544]  gradient in GEMM layout [out, B*OH*OW]
- *   0           28224       43-44   col_d_conv_0                [B, 7056]  im2col columns, recomputed [C*k*k, B*OH*OW]
+ *   163072      25088       32-40   gemm_d_conv_3               [B, 6272]  gradient in GEMM layout [out, B*OH*OW]
+ *   0           112896      36-38   col_d_conv_3                [B, 28224]  im2col columns, recomputed [C*k*k, B*OH*OW]
+ *   0           112896      40-41   dcol_d_conv_3               [B, 28224]  column gradients [C*k*k, B*OH*OW]
+ *   50176       50176       44-50   gemm_d_conv_0               [B, 12544]  gradient in GEMM layout [out, B*OH*OW]
+ *   0           28224       48-50   col_d_conv_0                [B, 7056]  im2col columns, recomputed [C*k*k, B*OH*OW]
  *   (in place)  -                   d_linear_9                  [B, 10]  written over linear_9
  *   (in place)  -                   d_linear_7                  [B, 128]  written over d_relu_8
  *

@@ -987,14 +987,20 @@ static void backward(rt_exec *e)
 
     /* $.model.layers[4]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 50257, 1.0f, d_linear_lm_head, 50304, P_wte_weight, 768, 0.0f, d_layernorm_ln_f, 768);
+    /* $.model.layers[4]: wte.weight's gradient is written from here on */
+    rt_grad_begin(e, 0, 38597376);
     /* $.model.layers[4]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 50257, 768, e->B * 1024, 1.0f, d_linear_lm_head, 50304, layernorm_ln_f, 768, 1.0f, G_wte_weight, 768);
+    /* $.model.layers[3]: the gradients of ln_f.weight and ln_f.bias are written from here on */
+    rt_grad_begin(e, 124438272, 1536);
     /* $.model.layers[3]: layernorm backward */
     rt_layernorm_bwd(e, residual_linear_h_11_proj, P_ln_f_weight, ln_mean_ln_f, ln_rstd_ln_f, d_layernorm_ln_f, NULL, d_residual_linear_h_11_proj, G_ln_f_weight, G_ln_f_bias, e->B * 1024, 768);
     /* $.model.layers[3]: ln_f.weight's gradient is final */
     rt_grad_ready(e, 124438272, 768);
     /* $.model.layers[3]: ln_f.bias's gradient is final */
     rt_grad_ready(e, 124439040, 768);
+    /* $.model.layers[2].body[1].body[3]: the gradients of h.11.proj.weight and h.11.proj.bias are written from here on */
+    rt_grad_begin(e, 122078208, 2360064);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_11_proj, 768, gelu_h_11_2, 3072, 1.0f, G_h_11_proj_weight, 3072, G_h_11_proj_bias, 1);
     /* $.model.layers[2].body[1].body[3]: h.11.proj.weight's gradient is final */
@@ -1005,12 +1011,16 @@ static void backward(rt_exec *e)
     rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_11_proj, 768, P_h_11_proj_weight, 3072, d_linear_h_11_fc, 3072, linear_h_11_fc);
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_11_fc, 3072, P_h_11_fc_weight, 768, 0.0f, d_layernorm_h_11_ln_2, 768);
+    /* $.model.layers[2].body[1].body[1]: the gradients of h.11.fc.weight and h.11.fc.bias are written from here on */
+    rt_grad_begin(e, 119715840, 2362368);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_11_fc, 3072, layernorm_h_11_ln_2, 768, 1.0f, G_h_11_fc_weight, 768, G_h_11_fc_bias, 1);
     /* $.model.layers[2].body[1].body[1]: h.11.fc.weight's gradient is final */
     rt_grad_ready(e, 119715840, 2359296);
     /* $.model.layers[2].body[1].body[1]: h.11.fc.bias's gradient is final */
     rt_grad_ready(e, 122075136, 3072);
+    /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: the gradients of h.11.ln_2.weight and h.11.ln_2.bias are written from here on */
+    rt_grad_begin(e, 119714304, 1536);
     /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
     rt_layernorm_bwd(e, residual_attn_out_h_11_attn, P_h_11_ln_2_weight, ln_mean_h_11_ln_2, ln_rstd_h_11_ln_2, d_layernorm_h_11_ln_2, d_residual_linear_h_11_proj, d_residual_attn_out_h_11_attn_491, G_h_11_ln_2_weight, G_h_11_ln_2_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[1].body[0]: h.11.ln_2.weight's gradient is final */
@@ -1019,6 +1029,8 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 119715072, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_11_attn_491, 768, P_h_11_attn_proj_weight, 768, 0.0f, d_attn_y_h_11_attn, 768);
+    /* $.model.layers[2].body[0].body[1]: the gradients of h.11.attn.proj.weight and h.11.attn.proj.bias are written from here on */
+    rt_grad_begin(e, 119123712, 590592);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_11_attn_491, 768, attn_y_h_11_attn, 768, 1.0f, G_h_11_attn_proj_weight, 768, G_h_11_attn_proj_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.11.attn.proj.weight's gradient is final */
@@ -1029,18 +1041,24 @@ static void backward(rt_exec *e)
     rt_attention_bwd(e, qkv_h_11_attn, lse_h_11_attn, attn_y_h_11_attn, d_attn_y_h_11_attn, d_qkv_h_11_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_11_attn, 2304, P_h_11_attn_qkv_weight, 768, 0.0f, d_layernorm_h_11_ln_1, 768);
+    /* $.model.layers[2].body[0].body[1]: the gradients of h.11.attn.qkv.weight and h.11.attn.qkv.bias are written from here on */
+    rt_grad_begin(e, 117351936, 1771776);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_11_attn, 2304, layernorm_h_11_ln_1, 768, 1.0f, G_h_11_attn_qkv_weight, 768, G_h_11_attn_qkv_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.11.attn.qkv.weight's gradient is final */
     rt_grad_ready(e, 117351936, 1769472);
     /* $.model.layers[2].body[0].body[1]: h.11.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 119121408, 2304);
+    /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: the gradients of h.11.ln_1.weight and h.11.ln_1.bias are written from here on */
+    rt_grad_begin(e, 117350400, 1536);
     /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
     rt_layernorm_bwd(e, residual_linear_h_10_proj, P_h_11_ln_1_weight, ln_mean_h_11_ln_1, ln_rstd_h_11_ln_1, d_layernorm_h_11_ln_1, d_residual_attn_out_h_11_attn_491, d_residual_linear_h_10_proj_496, G_h_11_ln_1_weight, G_h_11_ln_1_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[0]: h.11.ln_1.weight's gradient is final */
     rt_grad_ready(e, 117350400, 768);
     /* $.model.layers[2].body[0].body[0]: h.11.ln_1.bias's gradient is final */
     rt_grad_ready(e, 117351168, 768);
+    /* $.model.layers[2].body[1].body[3]: the gradients of h.10.proj.weight and h.10.proj.bias are written from here on */
+    rt_grad_begin(e, 114990336, 2360064);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_10_proj_496, 768, gelu_h_10_2, 3072, 1.0f, G_h_10_proj_weight, 3072, G_h_10_proj_bias, 1);
     /* $.model.layers[2].body[1].body[3]: h.10.proj.weight's gradient is final */
@@ -1051,12 +1069,16 @@ static void backward(rt_exec *e)
     rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_10_proj_496, 768, P_h_10_proj_weight, 3072, d_linear_h_10_fc, 3072, linear_h_10_fc);
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_10_fc, 3072, P_h_10_fc_weight, 768, 0.0f, d_layernorm_h_10_ln_2, 768);
+    /* $.model.layers[2].body[1].body[1]: the gradients of h.10.fc.weight and h.10.fc.bias are written from here on */
+    rt_grad_begin(e, 112627968, 2362368);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_10_fc, 3072, layernorm_h_10_ln_2, 768, 1.0f, G_h_10_fc_weight, 768, G_h_10_fc_bias, 1);
     /* $.model.layers[2].body[1].body[1]: h.10.fc.weight's gradient is final */
     rt_grad_ready(e, 112627968, 2359296);
     /* $.model.layers[2].body[1].body[1]: h.10.fc.bias's gradient is final */
     rt_grad_ready(e, 114987264, 3072);
+    /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: the gradients of h.10.ln_2.weight and h.10.ln_2.bias are written from here on */
+    rt_grad_begin(e, 112626432, 1536);
     /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
     rt_layernorm_bwd(e, residual_attn_out_h_10_attn, P_h_10_ln_2_weight, ln_mean_h_10_ln_2, ln_rstd_h_10_ln_2, d_layernorm_h_10_ln_2, d_residual_linear_h_10_proj_496, d_residual_attn_out_h_10_attn_501, G_h_10_ln_2_weight, G_h_10_ln_2_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[1].body[0]: h.10.ln_2.weight's gradient is final */
@@ -1065,6 +1087,8 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 112627200, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_10_attn_501, 768, P_h_10_attn_proj_weight, 768, 0.0f, d_attn_y_h_10_attn, 768);
+    /* $.model.layers[2].body[0].body[1]: the gradients of h.10.attn.proj.weight and h.10.attn.proj.bias are written from here on */
+    rt_grad_begin(e, 112035840, 590592);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_10_attn_501, 768, attn_y_h_10_attn, 768, 1.0f, G_h_10_attn_proj_weight, 768, G_h_10_attn_proj_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.10.attn.proj.weight's gradient is final */
@@ -1075,18 +1099,24 @@ static void backward(rt_exec *e)
     rt_attention_bwd(e, qkv_h_10_attn, lse_h_10_attn, attn_y_h_10_attn, d_attn_y_h_10_attn, d_qkv_h_10_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_10_attn, 2304, P_h_10_attn_qkv_weight, 768, 0.0f, d_layernorm_h_10_ln_1, 768);
+    /* $.model.layers[2].body[0].body[1]: the gradients of h.10.attn.qkv.weight and h.10.attn.qkv.bias are written from here on */
+    rt_grad_begin(e, 110264064, 1771776);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_10_attn, 2304, layernorm_h_10_ln_1, 768, 1.0f, G_h_10_attn_qkv_weight, 768, G_h_10_attn_qkv_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.10.attn.qkv.weight's gradient is final */
     rt_grad_ready(e, 110264064, 1769472);
     /* $.model.layers[2].body[0].body[1]: h.10.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 112033536, 2304);
+    /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: the gradients of h.10.ln_1.weight and h.10.ln_1.bias are written from here on */
+    rt_grad_begin(e, 110262528, 1536);
     /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
     rt_layernorm_bwd(e, residual_linear_h_9_proj, P_h_10_ln_1_weight, ln_mean_h_10_ln_1, ln_rstd_h_10_ln_1, d_layernorm_h_10_ln_1, d_residual_attn_out_h_10_attn_501, d_residual_linear_h_9_proj_506, G_h_10_ln_1_weight, G_h_10_ln_1_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[0]: h.10.ln_1.weight's gradient is final */
     rt_grad_ready(e, 110262528, 768);
     /* $.model.layers[2].body[0].body[0]: h.10.ln_1.bias's gradient is final */
     rt_grad_ready(e, 110263296, 768);
+    /* $.model.layers[2].body[1].body[3]: the gradients of h.9.proj.weight and h.9.proj.bias are written from here on */
+    rt_grad_begin(e, 107902464, 2360064);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_9_proj_506, 768, gelu_h_9_2, 3072, 1.0f, G_h_9_proj_weight, 3072, G_h_9_proj_bias, 1);
     /* $.model.layers[2].body[1].body[3]: h.9.proj.weight's gradient is final */
@@ -1097,12 +1127,16 @@ static void backward(rt_exec *e)
     rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_9_proj_506, 768, P_h_9_proj_weight, 3072, d_linear_h_9_fc, 3072, linear_h_9_fc);
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_9_fc, 3072, P_h_9_fc_weight, 768, 0.0f, d_layernorm_h_9_ln_2, 768);
+    /* $.model.layers[2].body[1].body[1]: the gradients of h.9.fc.weight and h.9.fc.bias are written from here on */
+    rt_grad_begin(e, 105540096, 2362368);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_9_fc, 3072, layernorm_h_9_ln_2, 768, 1.0f, G_h_9_fc_weight, 768, G_h_9_fc_bias, 1);
     /* $.model.layers[2].body[1].body[1]: h.9.fc.weight's gradient is final */
     rt_grad_ready(e, 105540096, 2359296);
     /* $.model.layers[2].body[1].body[1]: h.9.fc.bias's gradient is final */
     rt_grad_ready(e, 107899392, 3072);
+    /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: the gradients of h.9.ln_2.weight and h.9.ln_2.bias are written from here on */
+    rt_grad_begin(e, 105538560, 1536);
     /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
     rt_layernorm_bwd(e, residual_attn_out_h_9_attn, P_h_9_ln_2_weight, ln_mean_h_9_ln_2, ln_rstd_h_9_ln_2, d_layernorm_h_9_ln_2, d_residual_linear_h_9_proj_506, d_residual_attn_out_h_9_attn_511, G_h_9_ln_2_weight, G_h_9_ln_2_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[1].body[0]: h.9.ln_2.weight's gradient is final */
@@ -1111,6 +1145,8 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 105539328, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_9_attn_511, 768, P_h_9_attn_proj_weight, 768, 0.0f, d_attn_y_h_9_attn, 768);
+    /* $.model.layers[2].body[0].body[1]: the gradients of h.9.attn.proj.weight and h.9.attn.proj.bias are written from here on */
+    rt_grad_begin(e, 104947968, 590592);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_9_attn_511, 768, attn_y_h_9_attn, 768, 1.0f, G_h_9_attn_proj_weight, 768, G_h_9_attn_proj_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.9.attn.proj.weight's gradient is final */
@@ -1121,18 +1157,24 @@ static void backward(rt_exec *e)
     rt_attention_bwd(e, qkv_h_9_attn, lse_h_9_attn, attn_y_h_9_attn, d_attn_y_h_9_attn, d_qkv_h_9_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_9_attn, 2304, P_h_9_attn_qkv_weight, 768, 0.0f, d_layernorm_h_9_ln_1, 768);
+    /* $.model.layers[2].body[0].body[1]: the gradients of h.9.attn.qkv.weight and h.9.attn.qkv.bias are written from here on */
+    rt_grad_begin(e, 103176192, 1771776);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_9_attn, 2304, layernorm_h_9_ln_1, 768, 1.0f, G_h_9_attn_qkv_weight, 768, G_h_9_attn_qkv_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.9.attn.qkv.weight's gradient is final */
     rt_grad_ready(e, 103176192, 1769472);
     /* $.model.layers[2].body[0].body[1]: h.9.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 104945664, 2304);
+    /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: the gradients of h.9.ln_1.weight and h.9.ln_1.bias are written from here on */
+    rt_grad_begin(e, 103174656, 1536);
     /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
     rt_layernorm_bwd(e, residual_linear_h_8_proj, P_h_9_ln_1_weight, ln_mean_h_9_ln_1, ln_rstd_h_9_ln_1, d_layernorm_h_9_ln_1, d_residual_attn_out_h_9_attn_511, d_residual_linear_h_8_proj_516, G_h_9_ln_1_weight, G_h_9_ln_1_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[0]: h.9.ln_1.weight's gradient is final */
     rt_grad_ready(e, 103174656, 768);
     /* $.model.layers[2].body[0].body[0]: h.9.ln_1.bias's gradient is final */
     rt_grad_ready(e, 103175424, 768);
+    /* $.model.layers[2].body[1].body[3]: the gradients of h.8.proj.weight and h.8.proj.bias are written from here on */
+    rt_grad_begin(e, 100814592, 2360064);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_8_proj_516, 768, gelu_h_8_2, 3072, 1.0f, G_h_8_proj_weight, 3072, G_h_8_proj_bias, 1);
     /* $.model.layers[2].body[1].body[3]: h.8.proj.weight's gradient is final */
@@ -1143,12 +1185,16 @@ static void backward(rt_exec *e)
     rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_8_proj_516, 768, P_h_8_proj_weight, 3072, d_linear_h_8_fc, 3072, linear_h_8_fc);
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_8_fc, 3072, P_h_8_fc_weight, 768, 0.0f, d_layernorm_h_8_ln_2, 768);
+    /* $.model.layers[2].body[1].body[1]: the gradients of h.8.fc.weight and h.8.fc.bias are written from here on */
+    rt_grad_begin(e, 98452224, 2362368);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_8_fc, 3072, layernorm_h_8_ln_2, 768, 1.0f, G_h_8_fc_weight, 768, G_h_8_fc_bias, 1);
     /* $.model.layers[2].body[1].body[1]: h.8.fc.weight's gradient is final */
     rt_grad_ready(e, 98452224, 2359296);
     /* $.model.layers[2].body[1].body[1]: h.8.fc.bias's gradient is final */
     rt_grad_ready(e, 100811520, 3072);
+    /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: the gradients of h.8.ln_2.weight and h.8.ln_2.bias are written from here on */
+    rt_grad_begin(e, 98450688, 1536);
     /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
     rt_layernorm_bwd(e, residual_attn_out_h_8_attn, P_h_8_ln_2_weight, ln_mean_h_8_ln_2, ln_rstd_h_8_ln_2, d_layernorm_h_8_ln_2, d_residual_linear_h_8_proj_516, d_residual_attn_out_h_8_attn_521, G_h_8_ln_2_weight, G_h_8_ln_2_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[1].body[0]: h.8.ln_2.weight's gradient is final */
@@ -1157,6 +1203,8 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 98451456, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_8_attn_521, 768, P_h_8_attn_proj_weight, 768, 0.0f, d_attn_y_h_8_attn, 768);
+    /* $.model.layers[2].body[0].body[1]: the gradients of h.8.attn.proj.weight and h.8.attn.proj.bias are written from here on */
+    rt_grad_begin(e, 97860096, 590592);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_8_attn_521, 768, attn_y_h_8_attn, 768, 1.0f, G_h_8_attn_proj_weight, 768, G_h_8_attn_proj_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.8.attn.proj.weight's gradient is final */
@@ -1167,18 +1215,24 @@ static void backward(rt_exec *e)
     rt_attention_bwd(e, qkv_h_8_attn, lse_h_8_attn, attn_y_h_8_attn, d_attn_y_h_8_attn, d_qkv_h_8_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_8_attn, 2304, P_h_8_attn_qkv_weight, 768, 0.0f, d_layernorm_h_8_ln_1, 768);
+    /* $.model.layers[2].body[0].body[1]: the gradients of h.8.attn.qkv.weight and h.8.attn.qkv.bias are written from here on */
+    rt_grad_begin(e, 96088320, 1771776);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_8_attn, 2304, layernorm_h_8_ln_1, 768, 1.0f, G_h_8_attn_qkv_weight, 768, G_h_8_attn_qkv_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.8.attn.qkv.weight's gradient is final */
     rt_grad_ready(e, 96088320, 1769472);
     /* $.model.layers[2].body[0].body[1]: h.8.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 97857792, 2304);
+    /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: the gradients of h.8.ln_1.weight and h.8.ln_1.bias are written from here on */
+    rt_grad_begin(e, 96086784, 1536);
     /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
     rt_layernorm_bwd(e, residual_linear_h_7_proj, P_h_8_ln_1_weight, ln_mean_h_8_ln_1, ln_rstd_h_8_ln_1, d_layernorm_h_8_ln_1, d_residual_attn_out_h_8_attn_521, d_residual_linear_h_7_proj_526, G_h_8_ln_1_weight, G_h_8_ln_1_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[0]: h.8.ln_1.weight's gradient is final */
     rt_grad_ready(e, 96086784, 768);
     /* $.model.layers[2].body[0].body[0]: h.8.ln_1.bias's gradient is final */
     rt_grad_ready(e, 96087552, 768);
+    /* $.model.layers[2].body[1].body[3]: the gradients of h.7.proj.weight and h.7.proj.bias are written from here on */
+    rt_grad_begin(e, 93726720, 2360064);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_7_proj_526, 768, gelu_h_7_2, 3072, 1.0f, G_h_7_proj_weight, 3072, G_h_7_proj_bias, 1);
     /* $.model.layers[2].body[1].body[3]: h.7.proj.weight's gradient is final */
@@ -1189,12 +1243,16 @@ static void backward(rt_exec *e)
     rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_7_proj_526, 768, P_h_7_proj_weight, 3072, d_linear_h_7_fc, 3072, linear_h_7_fc);
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_7_fc, 3072, P_h_7_fc_weight, 768, 0.0f, d_layernorm_h_7_ln_2, 768);
+    /* $.model.layers[2].body[1].body[1]: the gradients of h.7.fc.weight and h.7.fc.bias are written from here on */
+    rt_grad_begin(e, 91364352, 2362368);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_7_fc, 3072, layernorm_h_7_ln_2, 768, 1.0f, G_h_7_fc_weight, 768, G_h_7_fc_bias, 1);
     /* $.model.layers[2].body[1].body[1]: h.7.fc.weight's gradient is final */
     rt_grad_ready(e, 91364352, 2359296);
     /* $.model.layers[2].body[1].body[1]: h.7.fc.bias's gradient is final */
     rt_grad_ready(e, 93723648, 3072);
+    /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: the gradients of h.7.ln_2.weight and h.7.ln_2.bias are written from here on */
+    rt_grad_begin(e, 91362816, 1536);
     /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
     rt_layernorm_bwd(e, residual_attn_out_h_7_attn, P_h_7_ln_2_weight, ln_mean_h_7_ln_2, ln_rstd_h_7_ln_2, d_layernorm_h_7_ln_2, d_residual_linear_h_7_proj_526, d_residual_attn_out_h_7_attn_531, G_h_7_ln_2_weight, G_h_7_ln_2_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[1].body[0]: h.7.ln_2.weight's gradient is final */
@@ -1203,6 +1261,8 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 91363584, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_7_attn_531, 768, P_h_7_attn_proj_weight, 768, 0.0f, d_attn_y_h_7_attn, 768);
+    /* $.model.layers[2].body[0].body[1]: the gradients of h.7.attn.proj.weight and h.7.attn.proj.bias are written from here on */
+    rt_grad_begin(e, 90772224, 590592);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_7_attn_531, 768, attn_y_h_7_attn, 768, 1.0f, G_h_7_attn_proj_weight, 768, G_h_7_attn_proj_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.7.attn.proj.weight's gradient is final */
@@ -1213,18 +1273,24 @@ static void backward(rt_exec *e)
     rt_attention_bwd(e, qkv_h_7_attn, lse_h_7_attn, attn_y_h_7_attn, d_attn_y_h_7_attn, d_qkv_h_7_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_7_attn, 2304, P_h_7_attn_qkv_weight, 768, 0.0f, d_layernorm_h_7_ln_1, 768);
+    /* $.model.layers[2].body[0].body[1]: the gradients of h.7.attn.qkv.weight and h.7.attn.qkv.bias are written from here on */
+    rt_grad_begin(e, 89000448, 1771776);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_7_attn, 2304, layernorm_h_7_ln_1, 768, 1.0f, G_h_7_attn_qkv_weight, 768, G_h_7_attn_qkv_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.7.attn.qkv.weight's gradient is final */
     rt_grad_ready(e, 89000448, 1769472);
     /* $.model.layers[2].body[0].body[1]: h.7.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 90769920, 2304);
+    /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: the gradients of h.7.ln_1.weight and h.7.ln_1.bias are written from here on */
+    rt_grad_begin(e, 88998912, 1536);
     /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
     rt_layernorm_bwd(e, residual_linear_h_6_proj, P_h_7_ln_1_weight, ln_mean_h_7_ln_1, ln_rstd_h_7_ln_1, d_layernorm_h_7_ln_1, d_residual_attn_out_h_7_attn_531, d_residual_linear_h_6_proj_536, G_h_7_ln_1_weight, G_h_7_ln_1_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[0]: h.7.ln_1.weight's gradient is final */
     rt_grad_ready(e, 88998912, 768);
     /* $.model.layers[2].body[0].body[0]: h.7.ln_1.bias's gradient is final */
     rt_grad_ready(e, 88999680, 768);
+    /* $.model.layers[2].body[1].body[3]: the gradients of h.6.proj.weight and h.6.proj.bias are written from here on */
+    rt_grad_begin(e, 86638848, 2360064);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_6_proj_536, 768, gelu_h_6_2, 3072, 1.0f, G_h_6_proj_weight, 3072, G_h_6_proj_bias, 1);
     /* $.model.layers[2].body[1].body[3]: h.6.proj.weight's gradient is final */
@@ -1235,12 +1301,16 @@ static void backward(rt_exec *e)
     rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_6_proj_536, 768, P_h_6_proj_weight, 3072, d_linear_h_6_fc, 3072, linear_h_6_fc);
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_6_fc, 3072, P_h_6_fc_weight, 768, 0.0f, d_layernorm_h_6_ln_2, 768);
+    /* $.model.layers[2].body[1].body[1]: the gradients of h.6.fc.weight and h.6.fc.bias are written from here on */
+    rt_grad_begin(e, 84276480, 2362368);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_6_fc, 3072, layernorm_h_6_ln_2, 768, 1.0f, G_h_6_fc_weight, 768, G_h_6_fc_bias, 1);
     /* $.model.layers[2].body[1].body[1]: h.6.fc.weight's gradient is final */
     rt_grad_ready(e, 84276480, 2359296);
     /* $.model.layers[2].body[1].body[1]: h.6.fc.bias's gradient is final */
     rt_grad_ready(e, 86635776, 3072);
+    /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: the gradients of h.6.ln_2.weight and h.6.ln_2.bias are written from here on */
+    rt_grad_begin(e, 84274944, 1536);
     /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
     rt_layernorm_bwd(e, residual_attn_out_h_6_attn, P_h_6_ln_2_weight, ln_mean_h_6_ln_2, ln_rstd_h_6_ln_2, d_layernorm_h_6_ln_2, d_residual_linear_h_6_proj_536, d_residual_attn_out_h_6_attn_541, G_h_6_ln_2_weight, G_h_6_ln_2_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[1].body[0]: h.6.ln_2.weight's gradient is final */
@@ -1249,6 +1319,8 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 84275712, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_6_attn_541, 768, P_h_6_attn_proj_weight, 768, 0.0f, d_attn_y_h_6_attn, 768);
+    /* $.model.layers[2].body[0].body[1]: the gradients of h.6.attn.proj.weight and h.6.attn.proj.bias are written from here on */
+    rt_grad_begin(e, 83684352, 590592);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_6_attn_541, 768, attn_y_h_6_attn, 768, 1.0f, G_h_6_attn_proj_weight, 768, G_h_6_attn_proj_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.6.attn.proj.weight's gradient is final */
@@ -1259,18 +1331,24 @@ static void backward(rt_exec *e)
     rt_attention_bwd(e, qkv_h_6_attn, lse_h_6_attn, attn_y_h_6_attn, d_attn_y_h_6_attn, d_qkv_h_6_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_6_attn, 2304, P_h_6_attn_qkv_weight, 768, 0.0f, d_layernorm_h_6_ln_1, 768);
+    /* $.model.layers[2].body[0].body[1]: the gradients of h.6.attn.qkv.weight and h.6.attn.qkv.bias are written from here on */
+    rt_grad_begin(e, 81912576, 1771776);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_6_attn, 2304, layernorm_h_6_ln_1, 768, 1.0f, G_h_6_attn_qkv_weight, 768, G_h_6_attn_qkv_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.6.attn.qkv.weight's gradient is final */
     rt_grad_ready(e, 81912576, 1769472);
     /* $.model.layers[2].body[0].body[1]: h.6.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 83682048, 2304);
+    /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: the gradients of h.6.ln_1.weight and h.6.ln_1.bias are written from here on */
+    rt_grad_begin(e, 81911040, 1536);
     /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
     rt_layernorm_bwd(e, residual_linear_h_5_proj, P_h_6_ln_1_weight, ln_mean_h_6_ln_1, ln_rstd_h_6_ln_1, d_layernorm_h_6_ln_1, d_residual_attn_out_h_6_attn_541, d_residual_linear_h_5_proj_546, G_h_6_ln_1_weight, G_h_6_ln_1_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[0]: h.6.ln_1.weight's gradient is final */
     rt_grad_ready(e, 81911040, 768);
     /* $.model.layers[2].body[0].body[0]: h.6.ln_1.bias's gradient is final */
     rt_grad_ready(e, 81911808, 768);
+    /* $.model.layers[2].body[1].body[3]: the gradients of h.5.proj.weight and h.5.proj.bias are written from here on */
+    rt_grad_begin(e, 79550976, 2360064);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_5_proj_546, 768, gelu_h_5_2, 3072, 1.0f, G_h_5_proj_weight, 3072, G_h_5_proj_bias, 1);
     /* $.model.layers[2].body[1].body[3]: h.5.proj.weight's gradient is final */
@@ -1281,12 +1359,16 @@ static void backward(rt_exec *e)
     rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_5_proj_546, 768, P_h_5_proj_weight, 3072, d_linear_h_5_fc, 3072, linear_h_5_fc);
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_5_fc, 3072, P_h_5_fc_weight, 768, 0.0f, d_layernorm_h_5_ln_2, 768);
+    /* $.model.layers[2].body[1].body[1]: the gradients of h.5.fc.weight and h.5.fc.bias are written from here on */
+    rt_grad_begin(e, 77188608, 2362368);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_5_fc, 3072, layernorm_h_5_ln_2, 768, 1.0f, G_h_5_fc_weight, 768, G_h_5_fc_bias, 1);
     /* $.model.layers[2].body[1].body[1]: h.5.fc.weight's gradient is final */
     rt_grad_ready(e, 77188608, 2359296);
     /* $.model.layers[2].body[1].body[1]: h.5.fc.bias's gradient is final */
     rt_grad_ready(e, 79547904, 3072);
+    /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: the gradients of h.5.ln_2.weight and h.5.ln_2.bias are written from here on */
+    rt_grad_begin(e, 77187072, 1536);
     /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
     rt_layernorm_bwd(e, residual_attn_out_h_5_attn, P_h_5_ln_2_weight, ln_mean_h_5_ln_2, ln_rstd_h_5_ln_2, d_layernorm_h_5_ln_2, d_residual_linear_h_5_proj_546, d_residual_attn_out_h_5_attn_551, G_h_5_ln_2_weight, G_h_5_ln_2_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[1].body[0]: h.5.ln_2.weight's gradient is final */
@@ -1295,6 +1377,8 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 77187840, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_5_attn_551, 768, P_h_5_attn_proj_weight, 768, 0.0f, d_attn_y_h_5_attn, 768);
+    /* $.model.layers[2].body[0].body[1]: the gradients of h.5.attn.proj.weight and h.5.attn.proj.bias are written from here on */
+    rt_grad_begin(e, 76596480, 590592);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_5_attn_551, 768, attn_y_h_5_attn, 768, 1.0f, G_h_5_attn_proj_weight, 768, G_h_5_attn_proj_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.5.attn.proj.weight's gradient is final */
@@ -1305,18 +1389,24 @@ static void backward(rt_exec *e)
     rt_attention_bwd(e, qkv_h_5_attn, lse_h_5_attn, attn_y_h_5_attn, d_attn_y_h_5_attn, d_qkv_h_5_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_5_attn, 2304, P_h_5_attn_qkv_weight, 768, 0.0f, d_layernorm_h_5_ln_1, 768);
+    /* $.model.layers[2].body[0].body[1]: the gradients of h.5.attn.qkv.weight and h.5.attn.qkv.bias are written from here on */
+    rt_grad_begin(e, 74824704, 1771776);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_5_attn, 2304, layernorm_h_5_ln_1, 768, 1.0f, G_h_5_attn_qkv_weight, 768, G_h_5_attn_qkv_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.5.attn.qkv.weight's gradient is final */
     rt_grad_ready(e, 74824704, 1769472);
     /* $.model.layers[2].body[0].body[1]: h.5.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 76594176, 2304);
+    /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: the gradients of h.5.ln_1.weight and h.5.ln_1.bias are written from here on */
+    rt_grad_begin(e, 74823168, 1536);
     /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
     rt_layernorm_bwd(e, residual_linear_h_4_proj, P_h_5_ln_1_weight, ln_mean_h_5_ln_1, ln_rstd_h_5_ln_1, d_layernorm_h_5_ln_1, d_residual_attn_out_h_5_attn_551, d_residual_linear_h_4_proj_556, G_h_5_ln_1_weight, G_h_5_ln_1_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[0]: h.5.ln_1.weight's gradient is final */
     rt_grad_ready(e, 74823168, 768);
     /* $.model.layers[2].body[0].body[0]: h.5.ln_1.bias's gradient is final */
     rt_grad_ready(e, 74823936, 768);
+    /* $.model.layers[2].body[1].body[3]: the gradients of h.4.proj.weight and h.4.proj.bias are written from here on */
+    rt_grad_begin(e, 72463104, 2360064);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_4_proj_556, 768, gelu_h_4_2, 3072, 1.0f, G_h_4_proj_weight, 3072, G_h_4_proj_bias, 1);
     /* $.model.layers[2].body[1].body[3]: h.4.proj.weight's gradient is final */
@@ -1327,12 +1417,16 @@ static void backward(rt_exec *e)
     rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_4_proj_556, 768, P_h_4_proj_weight, 3072, d_linear_h_4_fc, 3072, linear_h_4_fc);
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_4_fc, 3072, P_h_4_fc_weight, 768, 0.0f, d_layernorm_h_4_ln_2, 768);
+    /* $.model.layers[2].body[1].body[1]: the gradients of h.4.fc.weight and h.4.fc.bias are written from here on */
+    rt_grad_begin(e, 70100736, 2362368);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_4_fc, 3072, layernorm_h_4_ln_2, 768, 1.0f, G_h_4_fc_weight, 768, G_h_4_fc_bias, 1);
     /* $.model.layers[2].body[1].body[1]: h.4.fc.weight's gradient is final */
     rt_grad_ready(e, 70100736, 2359296);
     /* $.model.layers[2].body[1].body[1]: h.4.fc.bias's gradient is final */
     rt_grad_ready(e, 72460032, 3072);
+    /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: the gradients of h.4.ln_2.weight and h.4.ln_2.bias are written from here on */
+    rt_grad_begin(e, 70099200, 1536);
     /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
     rt_layernorm_bwd(e, residual_attn_out_h_4_attn, P_h_4_ln_2_weight, ln_mean_h_4_ln_2, ln_rstd_h_4_ln_2, d_layernorm_h_4_ln_2, d_residual_linear_h_4_proj_556, d_residual_attn_out_h_4_attn_561, G_h_4_ln_2_weight, G_h_4_ln_2_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[1].body[0]: h.4.ln_2.weight's gradient is final */
@@ -1341,6 +1435,8 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 70099968, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_4_attn_561, 768, P_h_4_attn_proj_weight, 768, 0.0f, d_attn_y_h_4_attn, 768);
+    /* $.model.layers[2].body[0].body[1]: the gradients of h.4.attn.proj.weight and h.4.attn.proj.bias are written from here on */
+    rt_grad_begin(e, 69508608, 590592);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_4_attn_561, 768, attn_y_h_4_attn, 768, 1.0f, G_h_4_attn_proj_weight, 768, G_h_4_attn_proj_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.4.attn.proj.weight's gradient is final */
@@ -1351,18 +1447,24 @@ static void backward(rt_exec *e)
     rt_attention_bwd(e, qkv_h_4_attn, lse_h_4_attn, attn_y_h_4_attn, d_attn_y_h_4_attn, d_qkv_h_4_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_4_attn, 2304, P_h_4_attn_qkv_weight, 768, 0.0f, d_layernorm_h_4_ln_1, 768);
+    /* $.model.layers[2].body[0].body[1]: the gradients of h.4.attn.qkv.weight and h.4.attn.qkv.bias are written from here on */
+    rt_grad_begin(e, 67736832, 1771776);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_4_attn, 2304, layernorm_h_4_ln_1, 768, 1.0f, G_h_4_attn_qkv_weight, 768, G_h_4_attn_qkv_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.4.attn.qkv.weight's gradient is final */
     rt_grad_ready(e, 67736832, 1769472);
     /* $.model.layers[2].body[0].body[1]: h.4.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 69506304, 2304);
+    /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: the gradients of h.4.ln_1.weight and h.4.ln_1.bias are written from here on */
+    rt_grad_begin(e, 67735296, 1536);
     /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
     rt_layernorm_bwd(e, residual_linear_h_3_proj, P_h_4_ln_1_weight, ln_mean_h_4_ln_1, ln_rstd_h_4_ln_1, d_layernorm_h_4_ln_1, d_residual_attn_out_h_4_attn_561, d_residual_linear_h_3_proj_566, G_h_4_ln_1_weight, G_h_4_ln_1_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[0]: h.4.ln_1.weight's gradient is final */
     rt_grad_ready(e, 67735296, 768);
     /* $.model.layers[2].body[0].body[0]: h.4.ln_1.bias's gradient is final */
     rt_grad_ready(e, 67736064, 768);
+    /* $.model.layers[2].body[1].body[3]: the gradients of h.3.proj.weight and h.3.proj.bias are written from here on */
+    rt_grad_begin(e, 65375232, 2360064);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_3_proj_566, 768, gelu_h_3_2, 3072, 1.0f, G_h_3_proj_weight, 3072, G_h_3_proj_bias, 1);
     /* $.model.layers[2].body[1].body[3]: h.3.proj.weight's gradient is final */
@@ -1373,12 +1475,16 @@ static void backward(rt_exec *e)
     rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_3_proj_566, 768, P_h_3_proj_weight, 3072, d_linear_h_3_fc, 3072, linear_h_3_fc);
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_3_fc, 3072, P_h_3_fc_weight, 768, 0.0f, d_layernorm_h_3_ln_2, 768);
+    /* $.model.layers[2].body[1].body[1]: the gradients of h.3.fc.weight and h.3.fc.bias are written from here on */
+    rt_grad_begin(e, 63012864, 2362368);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_3_fc, 3072, layernorm_h_3_ln_2, 768, 1.0f, G_h_3_fc_weight, 768, G_h_3_fc_bias, 1);
     /* $.model.layers[2].body[1].body[1]: h.3.fc.weight's gradient is final */
     rt_grad_ready(e, 63012864, 2359296);
     /* $.model.layers[2].body[1].body[1]: h.3.fc.bias's gradient is final */
     rt_grad_ready(e, 65372160, 3072);
+    /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: the gradients of h.3.ln_2.weight and h.3.ln_2.bias are written from here on */
+    rt_grad_begin(e, 63011328, 1536);
     /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
     rt_layernorm_bwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, ln_mean_h_3_ln_2, ln_rstd_h_3_ln_2, d_layernorm_h_3_ln_2, d_residual_linear_h_3_proj_566, d_residual_attn_out_h_3_attn_571, G_h_3_ln_2_weight, G_h_3_ln_2_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[1].body[0]: h.3.ln_2.weight's gradient is final */
@@ -1387,6 +1493,8 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 63012096, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_3_attn_571, 768, P_h_3_attn_proj_weight, 768, 0.0f, d_attn_y_h_3_attn, 768);
+    /* $.model.layers[2].body[0].body[1]: the gradients of h.3.attn.proj.weight and h.3.attn.proj.bias are written from here on */
+    rt_grad_begin(e, 62420736, 590592);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_3_attn_571, 768, attn_y_h_3_attn, 768, 1.0f, G_h_3_attn_proj_weight, 768, G_h_3_attn_proj_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.3.attn.proj.weight's gradient is final */
@@ -1397,18 +1505,24 @@ static void backward(rt_exec *e)
     rt_attention_bwd(e, qkv_h_3_attn, lse_h_3_attn, attn_y_h_3_attn, d_attn_y_h_3_attn, d_qkv_h_3_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_3_attn, 2304, P_h_3_attn_qkv_weight, 768, 0.0f, d_layernorm_h_3_ln_1, 768);
+    /* $.model.layers[2].body[0].body[1]: the gradients of h.3.attn.qkv.weight and h.3.attn.qkv.bias are written from here on */
+    rt_grad_begin(e, 60648960, 1771776);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_3_attn, 2304, layernorm_h_3_ln_1, 768, 1.0f, G_h_3_attn_qkv_weight, 768, G_h_3_attn_qkv_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.3.attn.qkv.weight's gradient is final */
     rt_grad_ready(e, 60648960, 1769472);
     /* $.model.layers[2].body[0].body[1]: h.3.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 62418432, 2304);
+    /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: the gradients of h.3.ln_1.weight and h.3.ln_1.bias are written from here on */
+    rt_grad_begin(e, 60647424, 1536);
     /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
     rt_layernorm_bwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, ln_mean_h_3_ln_1, ln_rstd_h_3_ln_1, d_layernorm_h_3_ln_1, d_residual_attn_out_h_3_attn_571, d_residual_linear_h_2_proj_576, G_h_3_ln_1_weight, G_h_3_ln_1_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[0]: h.3.ln_1.weight's gradient is final */
     rt_grad_ready(e, 60647424, 768);
     /* $.model.layers[2].body[0].body[0]: h.3.ln_1.bias's gradient is final */
     rt_grad_ready(e, 60648192, 768);
+    /* $.model.layers[2].body[1].body[3]: the gradients of h.2.proj.weight and h.2.proj.bias are written from here on */
+    rt_grad_begin(e, 58287360, 2360064);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_2_proj_576, 768, gelu_h_2_2, 3072, 1.0f, G_h_2_proj_weight, 3072, G_h_2_proj_bias, 1);
     /* $.model.layers[2].body[1].body[3]: h.2.proj.weight's gradient is final */
@@ -1419,12 +1533,16 @@ static void backward(rt_exec *e)
     rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_2_proj_576, 768, P_h_2_proj_weight, 3072, d_linear_h_2_fc, 3072, linear_h_2_fc);
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_2_fc, 3072, P_h_2_fc_weight, 768, 0.0f, d_layernorm_h_2_ln_2, 768);
+    /* $.model.layers[2].body[1].body[1]: the gradients of h.2.fc.weight and h.2.fc.bias are written from here on */
+    rt_grad_begin(e, 55924992, 2362368);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_2_fc, 3072, layernorm_h_2_ln_2, 768, 1.0f, G_h_2_fc_weight, 768, G_h_2_fc_bias, 1);
     /* $.model.layers[2].body[1].body[1]: h.2.fc.weight's gradient is final */
     rt_grad_ready(e, 55924992, 2359296);
     /* $.model.layers[2].body[1].body[1]: h.2.fc.bias's gradient is final */
     rt_grad_ready(e, 58284288, 3072);
+    /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: the gradients of h.2.ln_2.weight and h.2.ln_2.bias are written from here on */
+    rt_grad_begin(e, 55923456, 1536);
     /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
     rt_layernorm_bwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, ln_mean_h_2_ln_2, ln_rstd_h_2_ln_2, d_layernorm_h_2_ln_2, d_residual_linear_h_2_proj_576, d_residual_attn_out_h_2_attn_581, G_h_2_ln_2_weight, G_h_2_ln_2_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[1].body[0]: h.2.ln_2.weight's gradient is final */
@@ -1433,6 +1551,8 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 55924224, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_2_attn_581, 768, P_h_2_attn_proj_weight, 768, 0.0f, d_attn_y_h_2_attn, 768);
+    /* $.model.layers[2].body[0].body[1]: the gradients of h.2.attn.proj.weight and h.2.attn.proj.bias are written from here on */
+    rt_grad_begin(e, 55332864, 590592);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_2_attn_581, 768, attn_y_h_2_attn, 768, 1.0f, G_h_2_attn_proj_weight, 768, G_h_2_attn_proj_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.2.attn.proj.weight's gradient is final */
@@ -1443,18 +1563,24 @@ static void backward(rt_exec *e)
     rt_attention_bwd(e, qkv_h_2_attn, lse_h_2_attn, attn_y_h_2_attn, d_attn_y_h_2_attn, d_qkv_h_2_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_2_attn, 2304, P_h_2_attn_qkv_weight, 768, 0.0f, d_layernorm_h_2_ln_1, 768);
+    /* $.model.layers[2].body[0].body[1]: the gradients of h.2.attn.qkv.weight and h.2.attn.qkv.bias are written from here on */
+    rt_grad_begin(e, 53561088, 1771776);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_2_attn, 2304, layernorm_h_2_ln_1, 768, 1.0f, G_h_2_attn_qkv_weight, 768, G_h_2_attn_qkv_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.2.attn.qkv.weight's gradient is final */
     rt_grad_ready(e, 53561088, 1769472);
     /* $.model.layers[2].body[0].body[1]: h.2.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 55330560, 2304);
+    /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: the gradients of h.2.ln_1.weight and h.2.ln_1.bias are written from here on */
+    rt_grad_begin(e, 53559552, 1536);
     /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
     rt_layernorm_bwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, ln_mean_h_2_ln_1, ln_rstd_h_2_ln_1, d_layernorm_h_2_ln_1, d_residual_attn_out_h_2_attn_581, d_residual_linear_h_1_proj_586, G_h_2_ln_1_weight, G_h_2_ln_1_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[0]: h.2.ln_1.weight's gradient is final */
     rt_grad_ready(e, 53559552, 768);
     /* $.model.layers[2].body[0].body[0]: h.2.ln_1.bias's gradient is final */
     rt_grad_ready(e, 53560320, 768);
+    /* $.model.layers[2].body[1].body[3]: the gradients of h.1.proj.weight and h.1.proj.bias are written from here on */
+    rt_grad_begin(e, 51199488, 2360064);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_1_proj_586, 768, gelu_h_1_2, 3072, 1.0f, G_h_1_proj_weight, 3072, G_h_1_proj_bias, 1);
     /* $.model.layers[2].body[1].body[3]: h.1.proj.weight's gradient is final */
@@ -1465,12 +1591,16 @@ static void backward(rt_exec *e)
     rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_1_proj_586, 768, P_h_1_proj_weight, 3072, d_linear_h_1_fc, 3072, linear_h_1_fc);
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_1_fc, 3072, P_h_1_fc_weight, 768, 0.0f, d_layernorm_h_1_ln_2, 768);
+    /* $.model.layers[2].body[1].body[1]: the gradients of h.1.fc.weight and h.1.fc.bias are written from here on */
+    rt_grad_begin(e, 48837120, 2362368);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_1_fc, 3072, layernorm_h_1_ln_2, 768, 1.0f, G_h_1_fc_weight, 768, G_h_1_fc_bias, 1);
     /* $.model.layers[2].body[1].body[1]: h.1.fc.weight's gradient is final */
     rt_grad_ready(e, 48837120, 2359296);
     /* $.model.layers[2].body[1].body[1]: h.1.fc.bias's gradient is final */
     rt_grad_ready(e, 51196416, 3072);
+    /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: the gradients of h.1.ln_2.weight and h.1.ln_2.bias are written from here on */
+    rt_grad_begin(e, 48835584, 1536);
     /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
     rt_layernorm_bwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, ln_mean_h_1_ln_2, ln_rstd_h_1_ln_2, d_layernorm_h_1_ln_2, d_residual_linear_h_1_proj_586, d_residual_attn_out_h_1_attn_591, G_h_1_ln_2_weight, G_h_1_ln_2_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[1].body[0]: h.1.ln_2.weight's gradient is final */
@@ -1479,6 +1609,8 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 48836352, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_1_attn_591, 768, P_h_1_attn_proj_weight, 768, 0.0f, d_attn_y_h_1_attn, 768);
+    /* $.model.layers[2].body[0].body[1]: the gradients of h.1.attn.proj.weight and h.1.attn.proj.bias are written from here on */
+    rt_grad_begin(e, 48244992, 590592);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_1_attn_591, 768, attn_y_h_1_attn, 768, 1.0f, G_h_1_attn_proj_weight, 768, G_h_1_attn_proj_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.1.attn.proj.weight's gradient is final */
@@ -1489,18 +1621,24 @@ static void backward(rt_exec *e)
     rt_attention_bwd(e, qkv_h_1_attn, lse_h_1_attn, attn_y_h_1_attn, d_attn_y_h_1_attn, d_qkv_h_1_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_1_attn, 2304, P_h_1_attn_qkv_weight, 768, 0.0f, d_layernorm_h_1_ln_1, 768);
+    /* $.model.layers[2].body[0].body[1]: the gradients of h.1.attn.qkv.weight and h.1.attn.qkv.bias are written from here on */
+    rt_grad_begin(e, 46473216, 1771776);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_1_attn, 2304, layernorm_h_1_ln_1, 768, 1.0f, G_h_1_attn_qkv_weight, 768, G_h_1_attn_qkv_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.1.attn.qkv.weight's gradient is final */
     rt_grad_ready(e, 46473216, 1769472);
     /* $.model.layers[2].body[0].body[1]: h.1.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 48242688, 2304);
+    /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: the gradients of h.1.ln_1.weight and h.1.ln_1.bias are written from here on */
+    rt_grad_begin(e, 46471680, 1536);
     /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
     rt_layernorm_bwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, ln_mean_h_1_ln_1, ln_rstd_h_1_ln_1, d_layernorm_h_1_ln_1, d_residual_attn_out_h_1_attn_591, d_residual_linear_h_0_proj_596, G_h_1_ln_1_weight, G_h_1_ln_1_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[0]: h.1.ln_1.weight's gradient is final */
     rt_grad_ready(e, 46471680, 768);
     /* $.model.layers[2].body[0].body[0]: h.1.ln_1.bias's gradient is final */
     rt_grad_ready(e, 46472448, 768);
+    /* $.model.layers[2].body[1].body[3]: the gradients of h.0.proj.weight and h.0.proj.bias are written from here on */
+    rt_grad_begin(e, 44111616, 2360064);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_0_proj_596, 768, gelu_h_0_2, 3072, 1.0f, G_h_0_proj_weight, 3072, G_h_0_proj_bias, 1);
     /* $.model.layers[2].body[1].body[3]: h.0.proj.weight's gradient is final */
@@ -1511,12 +1649,16 @@ static void backward(rt_exec *e)
     rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_0_proj_596, 768, P_h_0_proj_weight, 3072, d_linear_h_0_fc, 3072, linear_h_0_fc);
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_0_fc, 3072, P_h_0_fc_weight, 768, 0.0f, d_layernorm_h_0_ln_2, 768);
+    /* $.model.layers[2].body[1].body[1]: the gradients of h.0.fc.weight and h.0.fc.bias are written from here on */
+    rt_grad_begin(e, 41749248, 2362368);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_0_fc, 3072, layernorm_h_0_ln_2, 768, 1.0f, G_h_0_fc_weight, 768, G_h_0_fc_bias, 1);
     /* $.model.layers[2].body[1].body[1]: h.0.fc.weight's gradient is final */
     rt_grad_ready(e, 41749248, 2359296);
     /* $.model.layers[2].body[1].body[1]: h.0.fc.bias's gradient is final */
     rt_grad_ready(e, 44108544, 3072);
+    /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: the gradients of h.0.ln_2.weight and h.0.ln_2.bias are written from here on */
+    rt_grad_begin(e, 41747712, 1536);
     /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
     rt_layernorm_bwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, ln_mean_h_0_ln_2, ln_rstd_h_0_ln_2, d_layernorm_h_0_ln_2, d_residual_linear_h_0_proj_596, d_residual_attn_out_h_0_attn_601, G_h_0_ln_2_weight, G_h_0_ln_2_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[1].body[0]: h.0.ln_2.weight's gradient is final */
@@ -1525,6 +1667,8 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 41748480, 768);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_0_attn_601, 768, P_h_0_attn_proj_weight, 768, 0.0f, d_attn_y_h_0_attn, 768);
+    /* $.model.layers[2].body[0].body[1]: the gradients of h.0.attn.proj.weight and h.0.attn.proj.bias are written from here on */
+    rt_grad_begin(e, 41157120, 590592);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_0_attn_601, 768, attn_y_h_0_attn, 768, 1.0f, G_h_0_attn_proj_weight, 768, G_h_0_attn_proj_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.0.attn.proj.weight's gradient is final */
@@ -1535,18 +1679,24 @@ static void backward(rt_exec *e)
     rt_attention_bwd(e, qkv_h_0_attn, lse_h_0_attn, attn_y_h_0_attn, d_attn_y_h_0_attn, d_qkv_h_0_attn, e->B, 1024, 768, 12, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_0_attn, 2304, P_h_0_attn_qkv_weight, 768, 0.0f, d_layernorm_h_0_ln_1, 768);
+    /* $.model.layers[2].body[0].body[1]: the gradients of h.0.attn.qkv.weight and h.0.attn.qkv.bias are written from here on */
+    rt_grad_begin(e, 39385344, 1771776);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_0_attn, 2304, layernorm_h_0_ln_1, 768, 1.0f, G_h_0_attn_qkv_weight, 768, G_h_0_attn_qkv_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.0.attn.qkv.weight's gradient is final */
     rt_grad_ready(e, 39385344, 1769472);
     /* $.model.layers[2].body[0].body[1]: h.0.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 41154816, 2304);
+    /* $.model.layers[2].body[0].body[0] + $.model.layers[1]: the gradients of h.0.ln_1.weight and h.0.ln_1.bias are written from here on */
+    rt_grad_begin(e, 39383808, 1536);
     /* $.model.layers[2].body[0].body[0] + $.model.layers[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
     rt_layernorm_bwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1, d_layernorm_h_0_ln_1, d_residual_attn_out_h_0_attn_601, d_pos_embedding_wpe_606, G_h_0_ln_1_weight, G_h_0_ln_1_bias, e->B * 1024, 768);
     /* $.model.layers[2].body[0].body[0]: h.0.ln_1.weight's gradient is final */
     rt_grad_ready(e, 39383808, 768);
     /* $.model.layers[2].body[0].body[0]: h.0.ln_1.bias's gradient is final */
     rt_grad_ready(e, 39384576, 768);
+    /* $.model.layers[1]: wpe.weight's gradient is written from here on */
+    rt_grad_begin(e, 38597376, 786432);
     /* $.model.layers[1]: pos_embedding backward: dW[t] += sum over the batch of dy[t] */
     rt_colsum_add(e, d_pos_embedding_wpe_606, G_wpe_weight, e->B, 786432);
     /* $.model.layers[1]: wpe.weight's gradient is final */

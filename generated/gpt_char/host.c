@@ -371,14 +371,20 @@ static void backward(rt_exec *e)
 
     /* $.model.layers[4]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 256, 1.0f, d_linear_lm_head, 256, P_wte_weight, 128, 0.0f, d_layernorm_ln_f, 128);
+    /* $.model.layers[4]: wte.weight's gradient is written from here on */
+    rt_grad_begin(e, 0, 32768);
     /* $.model.layers[4]: linear backward: dW += dy^T x */
     rt_gemm(e, 1, 0, 256, 128, e->B * 128, 1.0f, d_linear_lm_head, 256, layernorm_ln_f, 128, 1.0f, G_wte_weight, 128);
+    /* $.model.layers[3]: the gradients of ln_f.weight and ln_f.bias are written from here on */
+    rt_grad_begin(e, 842240, 256);
     /* $.model.layers[3]: layernorm backward */
     rt_layernorm_bwd(e, residual_linear_h_3_proj, P_ln_f_weight, ln_mean_ln_f, ln_rstd_ln_f, d_layernorm_ln_f, NULL, d_residual_linear_h_3_proj, G_ln_f_weight, G_ln_f_bias, e->B * 128, 128);
     /* $.model.layers[3]: ln_f.weight's gradient is final */
     rt_grad_ready(e, 842240, 128);
     /* $.model.layers[3]: ln_f.bias's gradient is final */
     rt_grad_ready(e, 842368, 128);
+    /* $.model.layers[2].body[1].body[3]: the gradients of h.3.proj.weight and h.3.proj.bias are written from here on */
+    rt_grad_begin(e, 776576, 65664);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 128, 512, e->B * 128, 1.0f, d_residual_linear_h_3_proj, 128, gelu_h_3_2, 512, 1.0f, G_h_3_proj_weight, 512, G_h_3_proj_bias, 1);
     /* $.model.layers[2].body[1].body[3]: h.3.proj.weight's gradient is final */
@@ -389,12 +395,16 @@ static void backward(rt_exec *e)
     rt_gemm_dgelu(e, 0, 0, e->B * 128, 512, 128, 1.0f, d_residual_linear_h_3_proj, 128, P_h_3_proj_weight, 512, d_linear_h_3_fc, 512, linear_h_3_fc);
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 512, 1.0f, d_linear_h_3_fc, 512, P_h_3_fc_weight, 128, 0.0f, d_layernorm_h_3_ln_2, 128);
+    /* $.model.layers[2].body[1].body[1]: the gradients of h.3.fc.weight and h.3.fc.bias are written from here on */
+    rt_grad_begin(e, 710528, 66048);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 512, 128, e->B * 128, 1.0f, d_linear_h_3_fc, 512, layernorm_h_3_ln_2, 128, 1.0f, G_h_3_fc_weight, 128, G_h_3_fc_bias, 1);
     /* $.model.layers[2].body[1].body[1]: h.3.fc.weight's gradient is final */
     rt_grad_ready(e, 710528, 65536);
     /* $.model.layers[2].body[1].body[1]: h.3.fc.bias's gradient is final */
     rt_grad_ready(e, 776064, 512);
+    /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: the gradients of h.3.ln_2.weight and h.3.ln_2.bias are written from here on */
+    rt_grad_begin(e, 710272, 256);
     /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
     rt_layernorm_bwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, ln_mean_h_3_ln_2, ln_rstd_h_3_ln_2, d_layernorm_h_3_ln_2, d_residual_linear_h_3_proj, d_residual_attn_out_h_3_attn_179, G_h_3_ln_2_weight, G_h_3_ln_2_bias, e->B * 128, 128);
     /* $.model.layers[2].body[1].body[0]: h.3.ln_2.weight's gradient is final */
@@ -403,6 +413,8 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 710400, 128);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 128, 1.0f, d_residual_attn_out_h_3_attn_179, 128, P_h_3_attn_proj_weight, 128, 0.0f, d_attn_y_h_3_attn, 128);
+    /* $.model.layers[2].body[0].body[1]: the gradients of h.3.attn.proj.weight and h.3.attn.proj.bias are written from here on */
+    rt_grad_begin(e, 693760, 16512);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 128, 128, e->B * 128, 1.0f, d_residual_attn_out_h_3_attn_179, 128, attn_y_h_3_attn, 128, 1.0f, G_h_3_attn_proj_weight, 128, G_h_3_attn_proj_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.3.attn.proj.weight's gradient is final */
@@ -413,18 +425,24 @@ static void backward(rt_exec *e)
     rt_attention_bwd(e, qkv_h_3_attn, lse_h_3_attn, attn_y_h_3_attn, d_attn_y_h_3_attn, d_qkv_h_3_attn, e->B, 128, 128, 4, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 384, 1.0f, d_qkv_h_3_attn, 384, P_h_3_attn_qkv_weight, 128, 0.0f, d_layernorm_h_3_ln_1, 128);
+    /* $.model.layers[2].body[0].body[1]: the gradients of h.3.attn.qkv.weight and h.3.attn.qkv.bias are written from here on */
+    rt_grad_begin(e, 644224, 49536);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 384, 128, e->B * 128, 1.0f, d_qkv_h_3_attn, 384, layernorm_h_3_ln_1, 128, 1.0f, G_h_3_attn_qkv_weight, 128, G_h_3_attn_qkv_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.3.attn.qkv.weight's gradient is final */
     rt_grad_ready(e, 644224, 49152);
     /* $.model.layers[2].body[0].body[1]: h.3.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 693376, 384);
+    /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: the gradients of h.3.ln_1.weight and h.3.ln_1.bias are written from here on */
+    rt_grad_begin(e, 643968, 256);
     /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
     rt_layernorm_bwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, ln_mean_h_3_ln_1, ln_rstd_h_3_ln_1, d_layernorm_h_3_ln_1, d_residual_attn_out_h_3_attn_179, d_residual_linear_h_2_proj_184, G_h_3_ln_1_weight, G_h_3_ln_1_bias, e->B * 128, 128);
     /* $.model.layers[2].body[0].body[0]: h.3.ln_1.weight's gradient is final */
     rt_grad_ready(e, 643968, 128);
     /* $.model.layers[2].body[0].body[0]: h.3.ln_1.bias's gradient is final */
     rt_grad_ready(e, 644096, 128);
+    /* $.model.layers[2].body[1].body[3]: the gradients of h.2.proj.weight and h.2.proj.bias are written from here on */
+    rt_grad_begin(e, 578304, 65664);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 128, 512, e->B * 128, 1.0f, d_residual_linear_h_2_proj_184, 128, gelu_h_2_2, 512, 1.0f, G_h_2_proj_weight, 512, G_h_2_proj_bias, 1);
     /* $.model.layers[2].body[1].body[3]: h.2.proj.weight's gradient is final */
@@ -435,12 +453,16 @@ static void backward(rt_exec *e)
     rt_gemm_dgelu(e, 0, 0, e->B * 128, 512, 128, 1.0f, d_residual_linear_h_2_proj_184, 128, P_h_2_proj_weight, 512, d_linear_h_2_fc, 512, linear_h_2_fc);
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 512, 1.0f, d_linear_h_2_fc, 512, P_h_2_fc_weight, 128, 0.0f, d_layernorm_h_2_ln_2, 128);
+    /* $.model.layers[2].body[1].body[1]: the gradients of h.2.fc.weight and h.2.fc.bias are written from here on */
+    rt_grad_begin(e, 512256, 66048);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 512, 128, e->B * 128, 1.0f, d_linear_h_2_fc, 512, layernorm_h_2_ln_2, 128, 1.0f, G_h_2_fc_weight, 128, G_h_2_fc_bias, 1);
     /* $.model.layers[2].body[1].body[1]: h.2.fc.weight's gradient is final */
     rt_grad_ready(e, 512256, 65536);
     /* $.model.layers[2].body[1].body[1]: h.2.fc.bias's gradient is final */
     rt_grad_ready(e, 577792, 512);
+    /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: the gradients of h.2.ln_2.weight and h.2.ln_2.bias are written from here on */
+    rt_grad_begin(e, 512000, 256);
     /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
     rt_layernorm_bwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, ln_mean_h_2_ln_2, ln_rstd_h_2_ln_2, d_layernorm_h_2_ln_2, d_residual_linear_h_2_proj_184, d_residual_attn_out_h_2_attn_189, G_h_2_ln_2_weight, G_h_2_ln_2_bias, e->B * 128, 128);
     /* $.model.layers[2].body[1].body[0]: h.2.ln_2.weight's gradient is final */
@@ -449,6 +471,8 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 512128, 128);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 128, 1.0f, d_residual_attn_out_h_2_attn_189, 128, P_h_2_attn_proj_weight, 128, 0.0f, d_attn_y_h_2_attn, 128);
+    /* $.model.layers[2].body[0].body[1]: the gradients of h.2.attn.proj.weight and h.2.attn.proj.bias are written from here on */
+    rt_grad_begin(e, 495488, 16512);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 128, 128, e->B * 128, 1.0f, d_residual_attn_out_h_2_attn_189, 128, attn_y_h_2_attn, 128, 1.0f, G_h_2_attn_proj_weight, 128, G_h_2_attn_proj_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.2.attn.proj.weight's gradient is final */
@@ -459,18 +483,24 @@ static void backward(rt_exec *e)
     rt_attention_bwd(e, qkv_h_2_attn, lse_h_2_attn, attn_y_h_2_attn, d_attn_y_h_2_attn, d_qkv_h_2_attn, e->B, 128, 128, 4, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 384, 1.0f, d_qkv_h_2_attn, 384, P_h_2_attn_qkv_weight, 128, 0.0f, d_layernorm_h_2_ln_1, 128);
+    /* $.model.layers[2].body[0].body[1]: the gradients of h.2.attn.qkv.weight and h.2.attn.qkv.bias are written from here on */
+    rt_grad_begin(e, 445952, 49536);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 384, 128, e->B * 128, 1.0f, d_qkv_h_2_attn, 384, layernorm_h_2_ln_1, 128, 1.0f, G_h_2_attn_qkv_weight, 128, G_h_2_attn_qkv_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.2.attn.qkv.weight's gradient is final */
     rt_grad_ready(e, 445952, 49152);
     /* $.model.layers[2].body[0].body[1]: h.2.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 495104, 384);
+    /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: the gradients of h.2.ln_1.weight and h.2.ln_1.bias are written from here on */
+    rt_grad_begin(e, 445696, 256);
     /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
     rt_layernorm_bwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, ln_mean_h_2_ln_1, ln_rstd_h_2_ln_1, d_layernorm_h_2_ln_1, d_residual_attn_out_h_2_attn_189, d_residual_linear_h_1_proj_194, G_h_2_ln_1_weight, G_h_2_ln_1_bias, e->B * 128, 128);
     /* $.model.layers[2].body[0].body[0]: h.2.ln_1.weight's gradient is final */
     rt_grad_ready(e, 445696, 128);
     /* $.model.layers[2].body[0].body[0]: h.2.ln_1.bias's gradient is final */
     rt_grad_ready(e, 445824, 128);
+    /* $.model.layers[2].body[1].body[3]: the gradients of h.1.proj.weight and h.1.proj.bias are written from here on */
+    rt_grad_begin(e, 380032, 65664);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 128, 512, e->B * 128, 1.0f, d_residual_linear_h_1_proj_194, 128, gelu_h_1_2, 512, 1.0f, G_h_1_proj_weight, 512, G_h_1_proj_bias, 1);
     /* $.model.layers[2].body[1].body[3]: h.1.proj.weight's gradient is final */
@@ -481,12 +511,16 @@ static void backward(rt_exec *e)
     rt_gemm_dgelu(e, 0, 0, e->B * 128, 512, 128, 1.0f, d_residual_linear_h_1_proj_194, 128, P_h_1_proj_weight, 512, d_linear_h_1_fc, 512, linear_h_1_fc);
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 512, 1.0f, d_linear_h_1_fc, 512, P_h_1_fc_weight, 128, 0.0f, d_layernorm_h_1_ln_2, 128);
+    /* $.model.layers[2].body[1].body[1]: the gradients of h.1.fc.weight and h.1.fc.bias are written from here on */
+    rt_grad_begin(e, 313984, 66048);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 512, 128, e->B * 128, 1.0f, d_linear_h_1_fc, 512, layernorm_h_1_ln_2, 128, 1.0f, G_h_1_fc_weight, 128, G_h_1_fc_bias, 1);
     /* $.model.layers[2].body[1].body[1]: h.1.fc.weight's gradient is final */
     rt_grad_ready(e, 313984, 65536);
     /* $.model.layers[2].body[1].body[1]: h.1.fc.bias's gradient is final */
     rt_grad_ready(e, 379520, 512);
+    /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: the gradients of h.1.ln_2.weight and h.1.ln_2.bias are written from here on */
+    rt_grad_begin(e, 313728, 256);
     /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
     rt_layernorm_bwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, ln_mean_h_1_ln_2, ln_rstd_h_1_ln_2, d_layernorm_h_1_ln_2, d_residual_linear_h_1_proj_194, d_residual_attn_out_h_1_attn_199, G_h_1_ln_2_weight, G_h_1_ln_2_bias, e->B * 128, 128);
     /* $.model.layers[2].body[1].body[0]: h.1.ln_2.weight's gradient is final */
@@ -495,6 +529,8 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 313856, 128);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 128, 1.0f, d_residual_attn_out_h_1_attn_199, 128, P_h_1_attn_proj_weight, 128, 0.0f, d_attn_y_h_1_attn, 128);
+    /* $.model.layers[2].body[0].body[1]: the gradients of h.1.attn.proj.weight and h.1.attn.proj.bias are written from here on */
+    rt_grad_begin(e, 297216, 16512);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 128, 128, e->B * 128, 1.0f, d_residual_attn_out_h_1_attn_199, 128, attn_y_h_1_attn, 128, 1.0f, G_h_1_attn_proj_weight, 128, G_h_1_attn_proj_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.1.attn.proj.weight's gradient is final */
@@ -505,18 +541,24 @@ static void backward(rt_exec *e)
     rt_attention_bwd(e, qkv_h_1_attn, lse_h_1_attn, attn_y_h_1_attn, d_attn_y_h_1_attn, d_qkv_h_1_attn, e->B, 128, 128, 4, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 384, 1.0f, d_qkv_h_1_attn, 384, P_h_1_attn_qkv_weight, 128, 0.0f, d_layernorm_h_1_ln_1, 128);
+    /* $.model.layers[2].body[0].body[1]: the gradients of h.1.attn.qkv.weight and h.1.attn.qkv.bias are written from here on */
+    rt_grad_begin(e, 247680, 49536);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 384, 128, e->B * 128, 1.0f, d_qkv_h_1_attn, 384, layernorm_h_1_ln_1, 128, 1.0f, G_h_1_attn_qkv_weight, 128, G_h_1_attn_qkv_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.1.attn.qkv.weight's gradient is final */
     rt_grad_ready(e, 247680, 49152);
     /* $.model.layers[2].body[0].body[1]: h.1.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 296832, 384);
+    /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: the gradients of h.1.ln_1.weight and h.1.ln_1.bias are written from here on */
+    rt_grad_begin(e, 247424, 256);
     /* $.model.layers[2].body[0].body[0] + $.model.layers[2].body[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
     rt_layernorm_bwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, ln_mean_h_1_ln_1, ln_rstd_h_1_ln_1, d_layernorm_h_1_ln_1, d_residual_attn_out_h_1_attn_199, d_residual_linear_h_0_proj_204, G_h_1_ln_1_weight, G_h_1_ln_1_bias, e->B * 128, 128);
     /* $.model.layers[2].body[0].body[0]: h.1.ln_1.weight's gradient is final */
     rt_grad_ready(e, 247424, 128);
     /* $.model.layers[2].body[0].body[0]: h.1.ln_1.bias's gradient is final */
     rt_grad_ready(e, 247552, 128);
+    /* $.model.layers[2].body[1].body[3]: the gradients of h.0.proj.weight and h.0.proj.bias are written from here on */
+    rt_grad_begin(e, 181760, 65664);
     /* $.model.layers[2].body[1].body[3]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 128, 512, e->B * 128, 1.0f, d_residual_linear_h_0_proj_204, 128, gelu_h_0_2, 512, 1.0f, G_h_0_proj_weight, 512, G_h_0_proj_bias, 1);
     /* $.model.layers[2].body[1].body[3]: h.0.proj.weight's gradient is final */
@@ -527,12 +569,16 @@ static void backward(rt_exec *e)
     rt_gemm_dgelu(e, 0, 0, e->B * 128, 512, 128, 1.0f, d_residual_linear_h_0_proj_204, 128, P_h_0_proj_weight, 512, d_linear_h_0_fc, 512, linear_h_0_fc);
     /* $.model.layers[2].body[1].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 512, 1.0f, d_linear_h_0_fc, 512, P_h_0_fc_weight, 128, 0.0f, d_layernorm_h_0_ln_2, 128);
+    /* $.model.layers[2].body[1].body[1]: the gradients of h.0.fc.weight and h.0.fc.bias are written from here on */
+    rt_grad_begin(e, 115712, 66048);
     /* $.model.layers[2].body[1].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 512, 128, e->B * 128, 1.0f, d_linear_h_0_fc, 512, layernorm_h_0_ln_2, 128, 1.0f, G_h_0_fc_weight, 128, G_h_0_fc_bias, 1);
     /* $.model.layers[2].body[1].body[1]: h.0.fc.weight's gradient is final */
     rt_grad_ready(e, 115712, 65536);
     /* $.model.layers[2].body[1].body[1]: h.0.fc.bias's gradient is final */
     rt_grad_ready(e, 181248, 512);
+    /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: the gradients of h.0.ln_2.weight and h.0.ln_2.bias are written from here on */
+    rt_grad_begin(e, 115456, 256);
     /* $.model.layers[2].body[1].body[0] + $.model.layers[2].body[0]: layernorm backward, plus the other gradient contributions (their sum folded in) */
     rt_layernorm_bwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, ln_mean_h_0_ln_2, ln_rstd_h_0_ln_2, d_layernorm_h_0_ln_2, d_residual_linear_h_0_proj_204, d_residual_attn_out_h_0_attn_209, G_h_0_ln_2_weight, G_h_0_ln_2_bias, e->B * 128, 128);
     /* $.model.layers[2].body[1].body[0]: h.0.ln_2.weight's gradient is final */
@@ -541,6 +587,8 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 115584, 128);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 128, 1.0f, d_residual_attn_out_h_0_attn_209, 128, P_h_0_attn_proj_weight, 128, 0.0f, d_attn_y_h_0_attn, 128);
+    /* $.model.layers[2].body[0].body[1]: the gradients of h.0.attn.proj.weight and h.0.attn.proj.bias are written from here on */
+    rt_grad_begin(e, 98944, 16512);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 128, 128, e->B * 128, 1.0f, d_residual_attn_out_h_0_attn_209, 128, attn_y_h_0_attn, 128, 1.0f, G_h_0_attn_proj_weight, 128, G_h_0_attn_proj_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.0.attn.proj.weight's gradient is final */
@@ -551,18 +599,24 @@ static void backward(rt_exec *e)
     rt_attention_bwd(e, qkv_h_0_attn, lse_h_0_attn, attn_y_h_0_attn, d_attn_y_h_0_attn, d_qkv_h_0_attn, e->B, 128, 128, 4, 1);
     /* $.model.layers[2].body[0].body[1]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 128, 128, 384, 1.0f, d_qkv_h_0_attn, 384, P_h_0_attn_qkv_weight, 128, 0.0f, d_layernorm_h_0_ln_1, 128);
+    /* $.model.layers[2].body[0].body[1]: the gradients of h.0.attn.qkv.weight and h.0.attn.qkv.bias are written from here on */
+    rt_grad_begin(e, 49408, 49536);
     /* $.model.layers[2].body[0].body[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 384, 128, e->B * 128, 1.0f, d_qkv_h_0_attn, 384, layernorm_h_0_ln_1, 128, 1.0f, G_h_0_attn_qkv_weight, 128, G_h_0_attn_qkv_bias, 1);
     /* $.model.layers[2].body[0].body[1]: h.0.attn.qkv.weight's gradient is final */
     rt_grad_ready(e, 49408, 49152);
     /* $.model.layers[2].body[0].body[1]: h.0.attn.qkv.bias's gradient is final */
     rt_grad_ready(e, 98560, 384);
+    /* $.model.layers[2].body[0].body[0] + $.model.layers[1]: the gradients of h.0.ln_1.weight and h.0.ln_1.bias are written from here on */
+    rt_grad_begin(e, 49152, 256);
     /* $.model.layers[2].body[0].body[0] + $.model.layers[1]: layernorm backward, plus the other gradient contributions (their sum folded in) */
     rt_layernorm_bwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1, d_layernorm_h_0_ln_1, d_residual_attn_out_h_0_attn_209, d_pos_embedding_wpe_214, G_h_0_ln_1_weight, G_h_0_ln_1_bias, e->B * 128, 128);
     /* $.model.layers[2].body[0].body[0]: h.0.ln_1.weight's gradient is final */
     rt_grad_ready(e, 49152, 128);
     /* $.model.layers[2].body[0].body[0]: h.0.ln_1.bias's gradient is final */
     rt_grad_ready(e, 49280, 128);
+    /* $.model.layers[1]: wpe.weight's gradient is written from here on */
+    rt_grad_begin(e, 32768, 16384);
     /* $.model.layers[1]: pos_embedding backward: dW[t] += sum over the batch of dy[t] */
     rt_colsum_add(e, d_pos_embedding_wpe_214, G_wpe_weight, e->B, 16384);
     /* $.model.layers[1]: wpe.weight's gradient is final */

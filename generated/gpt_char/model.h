@@ -7,85 +7,85 @@
  * batch size fits the same plan.
  *
  *   offset      bytes/row  live     buffer                      shape
- *   3014656     65536        0-182  embedding_wte               [B, 128, 128]  embedding rows
- *   3080192     65536        2-178  layernorm_h_0_ln_1          [B, 128, 128]  layernorm output
- *   4530176     512          2-182  ln_mean_h_0_ln_1            [B, 128]  layernorm mean, saved for backward
- *   4530688     512          2-182  ln_rstd_h_0_ln_1            [B, 128]  layernorm 1/std, saved for backward
- *   2097152     196608       3-176  qkv_h_0_attn                [B, 128, 384]  q, k, v side by side
- *   4521984     2048         5-176  lse_h_0_attn                [B, 4, 128]  each query's log-sum-exp, saved for backward
- *   3145728     65536        5-176  attn_y_h_0_attn             [B, 128, 128]  attention heads' outputs
- *   3211264     65536        6-167  residual_attn_out_h_0_attn  [B, 128, 128]  x + body(x)
- *   3276800     65536        9-163  layernorm_h_0_ln_2          [B, 128, 128]  layernorm output
- *   4531200     512          9-167  ln_mean_h_0_ln_2            [B, 128]  layernorm mean, saved for backward
- *   4531712     512          9-167  ln_rstd_h_0_ln_2            [B, 128]  layernorm 1/std, saved for backward
- *   0           262144      10-161  linear_h_0_fc               [B, 128, 512]  linear output
- *   262144      262144      10-157  gelu_h_0_2                  [B, 128, 512]  gelu
- *   3342336     65536       13-152  residual_linear_h_0_proj    [B, 128, 128]  x + body(x)
- *   3407872     65536       16-148  layernorm_h_1_ln_1          [B, 128, 128]  layernorm output
- *   4532224     512         16-152  ln_mean_h_1_ln_1            [B, 128]  layernorm mean, saved for backward
- *   4532736     512         16-152  ln_rstd_h_1_ln_1            [B, 128]  layernorm 1/std, saved for backward
- *   2293760     196608      17-146  qkv_h_1_attn                [B, 128, 384]  q, k, v side by side
- *   4524032     2048        19-146  lse_h_1_attn                [B, 4, 128]  each query's log-sum-exp, saved for backward
- *   3473408     65536       19-146  attn_y_h_1_attn             [B, 128, 128]  attention heads' outputs
- *   3538944     65536       20-137  residual_attn_out_h_1_attn  [B, 128, 128]  x + body(x)
- *   3604480     65536       23-133  layernorm_h_1_ln_2          [B, 128, 128]  layernorm output
- *   4533248     512         23-137  ln_mean_h_1_ln_2            [B, 128]  layernorm mean, saved for backward
- *   4533760     512         23-137  ln_rstd_h_1_ln_2            [B, 128]  layernorm 1/std, saved for backward
- *   524288      262144      24-131  linear_h_1_fc               [B, 128, 512]  linear output
- *   786432      262144      24-127  gelu_h_1_2                  [B, 128, 512]  gelu
- *   3670016     65536       27-122  residual_linear_h_1_proj    [B, 128, 128]  x + body(x)
- *   3735552     65536       30-118  layernorm_h_2_ln_1          [B, 128, 128]  layernorm output
- *   4534272     512         30-122  ln_mean_h_2_ln_1            [B, 128]  layernorm mean, saved for backward
- *   4534784     512         30-122  ln_rstd_h_2_ln_1            [B, 128]  layernorm 1/std, saved for backward
- *   2490368     196608      31-116  qkv_h_2_attn                [B, 128, 384]  q, k, v side by side
- *   4526080     2048        33-116  lse_h_2_attn                [B, 4, 128]  each query's log-sum-exp, saved for backward
- *   3801088     65536       33-116  attn_y_h_2_attn             [B, 128, 128]  attention heads' outputs
- *   3866624     65536       34-107  residual_attn_out_h_2_attn  [B, 128, 128]  x + body(x)
- *   3932160     65536       37-103  layernorm_h_2_ln_2          [B, 128, 128]  layernorm output
- *   4535296     512         37-107  ln_mean_h_2_ln_2            [B, 128]  layernorm mean, saved for backward
- *   4535808     512         37-107  ln_rstd_h_2_ln_2            [B, 128]  layernorm 1/std, saved for backward
- *   1048576     262144      38-101  linear_h_2_fc               [B, 128, 512]  linear output
- *   1310720     262144      38-97   gelu_h_2_2                  [B, 128, 512]  gelu
- *   3997696     65536       41-92   residual_linear_h_2_proj    [B, 128, 128]  x + body(x)
- *   4063232     65536       44-88   layernorm_h_3_ln_1          [B, 128, 128]  layernorm output
- *   4536320     512         44-92   ln_mean_h_3_ln_1            [B, 128]  layernorm mean, saved for backward
- *   4536832     512         44-92   ln_rstd_h_3_ln_1            [B, 128]  layernorm 1/std, saved for backward
- *   2686976     196608      45-86   qkv_h_3_attn                [B, 128, 384]  q, k, v side by side
- *   4528128     2048        47-86   lse_h_3_attn                [B, 4, 128]  each query's log-sum-exp, saved for backward
- *   4128768     65536       47-86   attn_y_h_3_attn             [B, 128, 128]  attention heads' outputs
- *   4194304     65536       48-77   residual_attn_out_h_3_attn  [B, 128, 128]  x + body(x)
- *   4259840     65536       51-73   layernorm_h_3_ln_2          [B, 128, 128]  layernorm output
- *   4537344     512         51-77   ln_mean_h_3_ln_2            [B, 128]  layernorm mean, saved for backward
- *   4537856     512         51-77   ln_rstd_h_3_ln_2            [B, 128]  layernorm 1/std, saved for backward
- *   1572864     262144      52-71   linear_h_3_fc               [B, 128, 512]  linear output
- *   1835008     262144      52-67   gelu_h_3_2                  [B, 128, 512]  gelu
- *   4325376     65536       55-63   residual_linear_h_3_proj    [B, 128, 128]  x + body(x)
- *   4390912     65536       58-62   layernorm_ln_f              [B, 128, 128]  layernorm output
- *   4538368     512         58-63   ln_mean_ln_f                [B, 128]  layernorm mean, saved for backward
- *   4538880     512         58-63   ln_rstd_ln_f                [B, 128]  layernorm 1/std, saved for backward
- *   2883584     131072      59-62   linear_lm_head              [B, 128, 256]  linear output
- *   4456448     65536       61-63   d_layernorm_ln_f            [B, 128, 128]  gradient
- *   4390912     65536       63-188  d_residual_linear_h_3_proj  [B, 128, 128]  gradient
- *   1835008     262144      71-73   d_linear_h_3_fc             [B, 128, 512]  gradient
- *   4325376     65536       72-77   d_layernorm_h_3_ln_2        [B, 128, 128]  gradient
- *   2883584     65536       81-86   d_attn_y_h_3_attn           [B, 128, 128]  gradient
- *   1572864     196608      86-88   d_qkv_h_3_attn              [B, 128, 384]  gradient
- *   4128768     65536       87-92   d_layernorm_h_3_ln_1        [B, 128, 128]  gradient
- *   1310720     262144     101-103  d_linear_h_2_fc             [B, 128, 512]  gradient
- *   1048576     65536      102-107  d_layernorm_h_2_ln_2        [B, 128, 128]  gradient
- *   2686976     65536      111-116  d_attn_y_h_2_attn           [B, 128, 128]  gradient
- *   1048576     196608     116-118  d_qkv_h_2_attn              [B, 128, 384]  gradient
- *   2490368     65536      117-122  d_layernorm_h_2_ln_1        [B, 128, 128]  gradient
- *   786432      262144     131-133  d_linear_h_1_fc             [B, 128, 512]  gradient
- *   524288      65536      132-137  d_layernorm_h_1_ln_2        [B, 128, 128]  gradient
- *   2490368     65536      141-146  d_attn_y_h_1_attn           [B, 128, 128]  gradient
- *   524288      196608     146-148  d_qkv_h_1_attn              [B, 128, 384]  gradient
- *   2293760     65536      147-152  d_layernorm_h_1_ln_1        [B, 128, 128]  gradient
- *   262144      262144     161-163  d_linear_h_0_fc             [B, 128, 512]  gradient
- *   0           65536      162-167  d_layernorm_h_0_ln_2        [B, 128, 128]  gradient
- *   2293760     65536      171-176  d_attn_y_h_0_attn           [B, 128, 128]  gradient
- *   0           196608     176-178  d_qkv_h_0_attn              [B, 128, 384]  gradient
- *   3145728     65536      177-182  d_layernorm_h_0_ln_1        [B, 128, 128]  gradient
+ *   3014656     65536        0-208  embedding_wte               [B, 128, 128]  embedding rows
+ *   3080192     65536        2-203  layernorm_h_0_ln_1          [B, 128, 128]  layernorm output
+ *   4530176     512          2-208  ln_mean_h_0_ln_1            [B, 128]  layernorm mean, saved for backward
+ *   4530688     512          2-208  ln_rstd_h_0_ln_1            [B, 128]  layernorm 1/std, saved for backward
+ *   2097152     196608       3-200  qkv_h_0_attn                [B, 128, 384]  q, k, v side by side
+ *   4521984     2048         5-200  lse_h_0_attn                [B, 4, 128]  each query's log-sum-exp, saved for backward
+ *   3145728     65536        5-200  attn_y_h_0_attn             [B, 128, 128]  attention heads' outputs
+ *   3211264     65536        6-190  residual_attn_out_h_0_attn  [B, 128, 128]  x + body(x)
+ *   3276800     65536        9-185  layernorm_h_0_ln_2          [B, 128, 128]  layernorm output
+ *   4531200     512          9-190  ln_mean_h_0_ln_2            [B, 128]  layernorm mean, saved for backward
+ *   4531712     512          9-190  ln_rstd_h_0_ln_2            [B, 128]  layernorm 1/std, saved for backward
+ *   0           262144      10-182  linear_h_0_fc               [B, 128, 512]  linear output
+ *   262144      262144      10-178  gelu_h_0_2                  [B, 128, 512]  gelu
+ *   3342336     65536       13-172  residual_linear_h_0_proj    [B, 128, 128]  x + body(x)
+ *   3407872     65536       16-167  layernorm_h_1_ln_1          [B, 128, 128]  layernorm output
+ *   4532224     512         16-172  ln_mean_h_1_ln_1            [B, 128]  layernorm mean, saved for backward
+ *   4532736     512         16-172  ln_rstd_h_1_ln_1            [B, 128]  layernorm 1/std, saved for backward
+ *   2293760     196608      17-164  qkv_h_1_attn                [B, 128, 384]  q, k, v side by side
+ *   4524032     2048        19-164  lse_h_1_attn                [B, 4, 128]  each query's log-sum-exp, saved for backward
+ *   3473408     65536       19-164  attn_y_h_1_attn             [B, 128, 128]  attention heads' outputs
+ *   3538944     65536       20-154  residual_attn_out_h_1_attn  [B, 128, 128]  x + body(x)
+ *   3604480     65536       23-149  layernorm_h_1_ln_2          [B, 128, 128]  layernorm output
+ *   4533248     512         23-154  ln_mean_h_1_ln_2            [B, 128]  layernorm mean, saved for backward
+ *   4533760     512         23-154  ln_rstd_h_1_ln_2            [B, 128]  layernorm 1/std, saved for backward
+ *   524288      262144      24-146  linear_h_1_fc               [B, 128, 512]  linear output
+ *   786432      262144      24-142  gelu_h_1_2                  [B, 128, 512]  gelu
+ *   3670016     65536       27-136  residual_linear_h_1_proj    [B, 128, 128]  x + body(x)
+ *   3735552     65536       30-131  layernorm_h_2_ln_1          [B, 128, 128]  layernorm output
+ *   4534272     512         30-136  ln_mean_h_2_ln_1            [B, 128]  layernorm mean, saved for backward
+ *   4534784     512         30-136  ln_rstd_h_2_ln_1            [B, 128]  layernorm 1/std, saved for backward
+ *   2490368     196608      31-128  qkv_h_2_attn                [B, 128, 384]  q, k, v side by side
+ *   4526080     2048        33-128  lse_h_2_attn                [B, 4, 128]  each query's log-sum-exp, saved for backward
+ *   3801088     65536       33-128  attn_y_h_2_attn             [B, 128, 128]  attention heads' outputs
+ *   3866624     65536       34-118  residual_attn_out_h_2_attn  [B, 128, 128]  x + body(x)
+ *   3932160     65536       37-113  layernorm_h_2_ln_2          [B, 128, 128]  layernorm output
+ *   4535296     512         37-118  ln_mean_h_2_ln_2            [B, 128]  layernorm mean, saved for backward
+ *   4535808     512         37-118  ln_rstd_h_2_ln_2            [B, 128]  layernorm 1/std, saved for backward
+ *   1048576     262144      38-110  linear_h_2_fc               [B, 128, 512]  linear output
+ *   1310720     262144      38-106  gelu_h_2_2                  [B, 128, 512]  gelu
+ *   3997696     65536       41-100  residual_linear_h_2_proj    [B, 128, 128]  x + body(x)
+ *   4063232     65536       44-95   layernorm_h_3_ln_1          [B, 128, 128]  layernorm output
+ *   4536320     512         44-100  ln_mean_h_3_ln_1            [B, 128]  layernorm mean, saved for backward
+ *   4536832     512         44-100  ln_rstd_h_3_ln_1            [B, 128]  layernorm 1/std, saved for backward
+ *   2686976     196608      45-92   qkv_h_3_attn                [B, 128, 384]  q, k, v side by side
+ *   4528128     2048        47-92   lse_h_3_attn                [B, 4, 128]  each query's log-sum-exp, saved for backward
+ *   4128768     65536       47-92   attn_y_h_3_attn             [B, 128, 128]  attention heads' outputs
+ *   4194304     65536       48-82   residual_attn_out_h_3_attn  [B, 128, 128]  x + body(x)
+ *   4259840     65536       51-77   layernorm_h_3_ln_2          [B, 128, 128]  layernorm output
+ *   4537344     512         51-82   ln_mean_h_3_ln_2            [B, 128]  layernorm mean, saved for backward
+ *   4537856     512         51-82   ln_rstd_h_3_ln_2            [B, 128]  layernorm 1/std, saved for backward
+ *   1572864     262144      52-74   linear_h_3_fc               [B, 128, 512]  linear output
+ *   1835008     262144      52-70   gelu_h_3_2                  [B, 128, 512]  gelu
+ *   4325376     65536       55-65   residual_linear_h_3_proj    [B, 128, 128]  x + body(x)
+ *   4390912     65536       58-63   layernorm_ln_f              [B, 128, 128]  layernorm output
+ *   4538368     512         58-65   ln_mean_ln_f                [B, 128]  layernorm mean, saved for backward
+ *   4538880     512         58-65   ln_rstd_ln_f                [B, 128]  layernorm 1/std, saved for backward
+ *   2883584     131072      59-63   linear_lm_head              [B, 128, 256]  linear output
+ *   4456448     65536       61-65   d_layernorm_ln_f            [B, 128, 128]  gradient
+ *   4390912     65536       65-215  d_residual_linear_h_3_proj  [B, 128, 128]  gradient
+ *   1835008     262144      74-77   d_linear_h_3_fc             [B, 128, 512]  gradient
+ *   4325376     65536       75-82   d_layernorm_h_3_ln_2        [B, 128, 128]  gradient
+ *   2883584     65536       86-92   d_attn_y_h_3_attn           [B, 128, 128]  gradient
+ *   1572864     196608      92-95   d_qkv_h_3_attn              [B, 128, 384]  gradient
+ *   4128768     65536       93-100  d_layernorm_h_3_ln_1        [B, 128, 128]  gradient
+ *   1310720     262144     110-113  d_linear_h_2_fc             [B, 128, 512]  gradient
+ *   1048576     65536      111-118  d_layernorm_h_2_ln_2        [B, 128, 128]  gradient
+ *   2686976     65536      122-128  d_attn_y_h_2_attn           [B, 128, 128]  gradient
+ *   1048576     196608     128-131  d_qkv_h_2_attn              [B, 128, 384]  gradient
+ *   2490368     65536      129-136  d_layernorm_h_2_ln_1        [B, 128, 128]  gradient
+ *   786432      262144     146-149  d_linear_h_1_fc             [B, 128, 512]  gradient
+ *   524288      65536      147-154  d_layernorm_h_1_ln_2        [B, 128, 128]  gradient
+ *   2490368     65536      158-164  d_attn_y_h_1_attn           [B, 128, 128]  gradient
+ *   524288      196608     164-167  d_qkv_h_1_attn              [B, 128, 384]  gradient
+ *   2293760     65536      165-172  d_layernorm_h_1_ln_1        [B, 128, 128]  gradient
+ *   262144      262144     182-185  d_linear_h_0_fc             [B, 128, 512]  gradient
+ *   0           65536      183-190  d_layernorm_h_0_ln_2        [B, 128, 128]  gradient
+ *   2293760     65536      194-200  d_attn_y_h_0_attn           [B, 128, 128]  gradient
+ *   0           196608     200-203  d_qkv_h_0_attn              [B, 128, 384]  gradient
+ *   3145728     65536      201-208  d_layernorm_h_0_ln_1        [B, 128, 128]  gradient
  *   (in place)  -                   pos_embedding_wpe           [B, 128, 128]  written over embedding_wte
  *   (in place)  -                   d_linear_lm_head            [B, 128, 256]  written over linear_lm_head
  *   (in place)  -                   d_residual_attn_out_h_3_attn_179  [B, 128, 128]  written over d_residual_linear_h_3_proj

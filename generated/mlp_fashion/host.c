@@ -66,6 +66,8 @@ static void backward(rt_exec *e)
 
     /* $.model.layers[5]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1, 256, 10, 1.0f, d_linear_5, 10, P_5_weight, 256, 0.0f, d_relu_4, 256);
+    /* $.model.layers[5]: the gradients of 5.weight and 5.bias are written from here on */
+    rt_grad_begin(e, 266752, 2570);
     /* $.model.layers[5]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 10, 256, e->B * 1, 1.0f, d_linear_5, 10, relu_4, 256, 1.0f, G_5_weight, 256, G_5_bias, 1);
     /* $.model.layers[5]: 5.weight's gradient is final */
@@ -76,6 +78,8 @@ static void backward(rt_exec *e)
     rt_launch(e, "k1", k1, e->B * 256, 3, (void *[]){&d_relu_4, &relu_4, &d_linear_3});
     /* $.model.layers[3]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1, 256, 256, 1.0f, d_linear_3, 256, P_3_weight, 256, 0.0f, d_relu_2, 256);
+    /* $.model.layers[3]: the gradients of 3.weight and 3.bias are written from here on */
+    rt_grad_begin(e, 200960, 65792);
     /* $.model.layers[3]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 256, 256, e->B * 1, 1.0f, d_linear_3, 256, relu_2, 256, 1.0f, G_3_weight, 256, G_3_bias, 1);
     /* $.model.layers[3]: 3.weight's gradient is final */
@@ -84,6 +88,8 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 266496, 256);
     /* $.model.layers[2]: relu backward */
     rt_launch(e, "k2", k2, e->B * 256, 3, (void *[]){&d_relu_2, &relu_2, &d_linear_1});
+    /* $.model.layers[1]: the gradients of 1.weight and 1.bias are written from here on */
+    rt_grad_begin(e, 0, 200960);
     /* $.model.layers[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue */
     rt_gemm_dbias(e, 1, 0, 256, 784, e->B * 1, 1.0f, d_linear_1, 256, flatten_0, 784, 1.0f, G_1_weight, 784, G_1_bias, 1);
     /* $.model.layers[1]: 1.weight's gradient is final */

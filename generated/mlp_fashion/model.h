@@ -7,12 +7,12 @@
  * batch size fits the same plan.
  *
  *   offset      bytes/row  live     buffer                      shape
- *   0           3136         0-22   x_f32                       [B, 1, 28, 28]  input as f32
- *   3136        1024         1-21   relu_2                      [B, 256]  relu
- *   4160        1024         4-15   relu_4                      [B, 256]  relu
- *   6208        48           7-11   linear_5                    [B, 10]  linear output
- *   5184        1024        10-17   d_relu_4                    [B, 256]  gradient
- *   4160        1024        16-22   d_relu_2                    [B, 256]  gradient
+ *   0           3136         0-25   x_f32                       [B, 1, 28, 28]  input as f32
+ *   3136        1024         1-23   relu_2                      [B, 256]  relu
+ *   4160        1024         4-16   relu_4                      [B, 256]  relu
+ *   6208        48           7-12   linear_5                    [B, 10]  linear output
+ *   5184        1024        10-19   d_relu_4                    [B, 256]  gradient
+ *   4160        1024        17-25   d_relu_2                    [B, 256]  gradient
  *   (in place)  -                   d_linear_5                  [B, 10]  written over linear_5
  *   (in place)  -                   d_linear_3                  [B, 256]  written over d_relu_4
  *   (in place)  -                   d_linear_1                  [B, 256]  written over d_relu_2

@@ -16,6 +16,9 @@
  *              0xff bytes (NaN as floats) as a GPU's memory is not zeroed. Copies and
  *              memsets must hit device memory on the device side and not on the host
  *              side; kernel pointer arguments must be NULL or device memory.
+ *              The virtual memory calls (cuMemAddressReserve, cuMemCreate, cuMemMap,
+ *              cuMemSetAccess, cuMemUnmap; granularity 2 MB, TRAINC_FAKE_GPU_GRAN_KB to
+ *              change) map memfds into an inaccessible range: see their section.
  *   context    the primary context, current per thread (cuCtxSetCurrent), as on a GPU:
  *              a call from a thread without it fails with CUDA_ERROR_INVALID_CONTEXT
  *   streams    queues, run in one of three legal orders (TRAINC_FAKE_GPU_SCHEDULE),
@@ -97,6 +100,8 @@ static void tr(const char *fmt, ...)
 #define DEV_NAME "trainc fake GPU (CPU emulation)"
 static int sms = 4, n_devices = 1, ctx_dev = -1;   /* ctx_dev: the primary context's */
 static size_t total_mem = (size_t)16 << 30, used_mem;
+static size_t gran = (size_t)2 << 20;   /* cuMemGetAllocationGranularity */
+static size_t page_size(void);
 
 struct CUctx_st {
     int refs;
@@ -140,6 +145,11 @@ CUresult cuInit(unsigned int flags)
     s = getenv("TRAINC_FAKE_GPU_SMS");
     if (s && *s && atoi(s) > 0)
         sms = atoi(s);
+    s = getenv("TRAINC_FAKE_GPU_GRAN_KB");
+    if (s && *s && atoi(s) > 0)
+        gran = (size_t)atoi(s) << 10;
+    if (gran % page_size() != 0)
+        return refuse(CUDA_ERROR_INVALID_VALUE, "TRAINC_FAKE_GPU_GRAN_KB: not a multiple of the page size");
     s = getenv("TRAINC_FAKE_GPU_COUNT");
     if (s && *s && atoi(s) > 0)
         n_devices = atoi(s);
@@ -194,6 +204,7 @@ CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d)
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = 0; break;
     case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *v = 1024; break;
     case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *v = 32; break;
+    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: *v = 1; break;
     default:
         return refuse(CUDA_ERROR_NOT_SUPPORTED, "cuDeviceGetAttribute: attribute %d not emulated", (int)a);
     }
@@ -276,17 +287,19 @@ typedef struct Block {
     size_t n;                  /* as asked */
     void *map;                 /* device: the mapping (guard page included); host: NULL */
     size_t map_len;
-    int kind;                  /* DEVICE, PINNED (cuMemAllocHost), REGISTERED */
+    int kind;                  /* DEVICE, PINNED (cuMemAllocHost), REGISTERED, RESERVED
+                                  (cuMemAddressReserve: device addresses, mapped or not) */
     struct Block *next;
 } Block;
-enum { DEVICE, PINNED, REGISTERED };
+enum { DEVICE, PINNED, REGISTERED, RESERVED };
+#define IS_DEV(b) ((b)->kind == DEVICE || (b)->kind == RESERVED)
 static Block *blocks;
 
 /* [p, p + n) inside one device allocation (n may be 0: p inside or at the end) */
 static int dev_range(uintptr_t p, size_t n)
 {
     for (Block *b = blocks; b; b = b->next)
-        if (b->kind == DEVICE && p >= b->p && p <= b->p + b->n && n <= b->p + b->n - p)
+        if (IS_DEV(b) && p >= b->p && p <= b->p + b->n && n <= b->p + b->n - p)
             return 1;
     return 0;
 }
@@ -294,7 +307,7 @@ static int dev_range(uintptr_t p, size_t n)
 static int host_overlaps_device(uintptr_t p, size_t n)
 {
     for (Block *b = blocks; b; b = b->next)
-        if (b->kind == DEVICE && p < b->p + b->n && b->p < p + n)
+        if (IS_DEV(b) && p < b->p + b->n && b->p < p + n)
             return 1;
     return 0;
 }
@@ -439,6 +452,198 @@ CUresult cuMemHostUnregister(void *p)
 {
     NEED_CTX("cuMemHostUnregister");
     return free_block((uintptr_t)p, REGISTERED, "cuMemHostUnregister");
+}
+
+/* ---- virtual memory management (zero2's gradient region) ---------------------------------
+ *
+ * cuMemAddressReserve: an inaccessible mapping (a device address range, a kernel may be
+ * handed any address in it); cuMemCreate: a memfd of the granularity's multiple, filled
+ * with 0xff bytes (and counted in the device's memory); cuMemMap maps it there,
+ * inaccessible until cuMemSetAccess; cuMemUnmap makes the range inaccessible again at
+ * once, without waiting for queued work: a kernel that runs later and touches it
+ * faults, as it would on a GPU (an illegal address). The granularity is 2 MB, as on
+ * current GPUs (TRAINC_FAKE_GPU_GRAN_KB to change). */
+typedef struct Phys {
+    int fd;
+    size_t n;
+} Phys;
+typedef struct Mapping {
+    uintptr_t p;
+    size_t n;
+    Phys *ph;
+    struct Mapping *next;
+} Mapping;
+static Mapping *mappings;
+
+static CUresult check_prop(const CUmemAllocationProp *prop, const char *fn)
+{
+    if (!prop || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
+        prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE || prop->location.id != ctx_dev ||
+        prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE)
+        return refuse(CUDA_ERROR_INVALID_VALUE, "%s: only pinned device memory of the context's "
+                      "device, without export handles, is emulated", fn);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemGetAllocationGranularity(size_t *g, const CUmemAllocationProp *prop,
+                                       CUmemAllocationGranularity_flags option)
+{
+    NEED_CTX("cuMemGetAllocationGranularity");
+    if (!g)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = check_prop(prop, "cuMemGetAllocationGranularity");
+    if (r != CUDA_SUCCESS)
+        return r;
+    *g = gran;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                             unsigned long long flags)
+{
+    NEED_CTX("cuMemAddressReserve");
+    if (!ptr || size == 0 || size % gran != 0 || (alignment != 0 && alignment != gran) ||
+        addr != 0 || flags != 0)
+        return refuse(CUDA_ERROR_INVALID_VALUE, "cuMemAddressReserve(%zu, %zu, %#llx, %#llx): a "
+                      "multiple of the granularity %zu, anywhere, no flags", size, alignment,
+                      (unsigned long long)addr, flags, gran);
+    /* room to align the start to the granularity, and a guard after the end */
+    size_t len = size + gran + page_size();
+    void *m = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED)
+        return refuse(CUDA_ERROR_OUT_OF_MEMORY, "cuMemAddressReserve: %zu bytes", size);
+    pthread_mutex_lock(&lock);
+    Block *b = calloc(1, sizeof *b);
+    b->map = m;
+    b->map_len = len;
+    b->p = ((uintptr_t)m + gran - 1) / gran * gran;
+    b->n = size;
+    b->kind = RESERVED;
+    b->next = blocks;
+    blocks = b;
+    *ptr = (CUdeviceptr)b->p;
+    pthread_mutex_unlock(&lock);
+    tr("cuMemAddressReserve: %zu bytes at %#lx", size, (unsigned long)b->p);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
+                     unsigned long long flags)
+{
+    NEED_CTX("cuMemCreate");
+    CUresult r = check_prop(prop, "cuMemCreate");
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!h || size == 0 || size % gran != 0 || flags != 0)
+        return refuse(CUDA_ERROR_INVALID_VALUE, "cuMemCreate(%zu): a multiple of the granularity "
+                      "%zu, no flags", size, gran);
+    pthread_mutex_lock(&lock);
+    if (size > total_mem - used_mem) {
+        pthread_mutex_unlock(&lock);
+        return refuse(CUDA_ERROR_OUT_OF_MEMORY, "cuMemCreate: %zu bytes, %zu of %zu free", size,
+                      total_mem - used_mem, total_mem);
+    }
+    int fd = memfd_create("trainc-fake-gpu-chunk", MFD_CLOEXEC);
+    void *m = MAP_FAILED;
+    if (fd >= 0 && ftruncate(fd, (off_t)size) == 0)
+        m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) {
+        if (fd >= 0)
+            close(fd);
+        pthread_mutex_unlock(&lock);
+        return refuse(CUDA_ERROR_OUT_OF_MEMORY, "cuMemCreate: a memfd of %zu bytes failed", size);
+    }
+    memset(m, 0xff, size);    /* not zeroed, as on a GPU */
+    munmap(m, size);
+    Phys *ph = calloc(1, sizeof *ph);
+    ph->fd = fd;
+    ph->n = size;
+    used_mem += size;
+    *h = (CUmemGenericAllocationHandle)(uintptr_t)ph;
+    pthread_mutex_unlock(&lock);
+    tr("cuMemCreate: %zu bytes", size);
+    return CUDA_SUCCESS;
+}
+
+static Block *reservation_of(uintptr_t p, size_t n)
+{
+    for (Block *b = blocks; b; b = b->next)
+        if (b->kind == RESERVED && p >= b->p && p + n <= b->p + b->n)
+            return b;
+    return NULL;
+}
+
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle h,
+                  unsigned long long flags)
+{
+    NEED_CTX("cuMemMap");
+    Phys *ph = (Phys *)(uintptr_t)h;
+    pthread_mutex_lock(&lock);
+    CUresult r = CUDA_SUCCESS;
+    if (!ph || offset != 0 || flags != 0 || size != ph->n || ptr % gran != 0 ||
+        !reservation_of((uintptr_t)ptr, size))
+        r = refuse(CUDA_ERROR_INVALID_VALUE, "cuMemMap(%#lx, %zu): a whole allocation at offset "
+                   "0, aligned, inside a reservation", (unsigned long)ptr, size);
+    for (Mapping *m = mappings; r == CUDA_SUCCESS && m; m = m->next)
+        if (m->p < ptr + size && ptr < m->p + m->n)
+            r = refuse(CUDA_ERROR_INVALID_VALUE, "cuMemMap(%#lx, %zu): overlaps a mapping",
+                       (unsigned long)ptr, size);
+    if (r == CUDA_SUCCESS &&
+        mmap((void *)(uintptr_t)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, ph->fd, 0) == MAP_FAILED)
+        r = refuse(CUDA_ERROR_OUT_OF_MEMORY, "cuMemMap: mmap failed");
+    if (r == CUDA_SUCCESS) {
+        Mapping *m = calloc(1, sizeof *m);
+        *m = (Mapping){.p = (uintptr_t)ptr, .n = size, .ph = ph, .next = mappings};
+        mappings = m;
+    }
+    pthread_mutex_unlock(&lock);
+    if (r == CUDA_SUCCESS)
+        tr("cuMemMap: %zu bytes at %#lx", size, (unsigned long)ptr);
+    return r;
+}
+
+CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
+{
+    NEED_CTX("cuMemSetAccess");
+    if (!desc || count != 1 || desc->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+        desc->location.id != ctx_dev || desc->flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+        return refuse(CUDA_ERROR_INVALID_VALUE, "cuMemSetAccess: read-write for the context's "
+                      "device only is emulated");
+    pthread_mutex_lock(&lock);
+    size_t covered = 0;        /* the range must be mapped throughout */
+    for (Mapping *m = mappings; m; m = m->next)
+        if (m->p >= ptr && m->p + m->n <= ptr + size)
+            covered += m->n;
+    CUresult r = CUDA_SUCCESS;
+    if (size == 0 || covered != size)
+        r = refuse(CUDA_ERROR_INVALID_VALUE, "cuMemSetAccess(%#lx, %zu): not mapped throughout",
+                   (unsigned long)ptr, size);
+    else
+        mprotect((void *)(uintptr_t)ptr, size, PROT_READ | PROT_WRITE);
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+    NEED_CTX("cuMemUnmap");
+    pthread_mutex_lock(&lock);
+    Mapping **pp = &mappings;
+    while (*pp && !((*pp)->p == ptr && (*pp)->n == size))
+        pp = &(*pp)->next;
+    if (!*pp) {
+        pthread_mutex_unlock(&lock);
+        return refuse(CUDA_ERROR_INVALID_VALUE, "cuMemUnmap(%#lx, %zu): not the whole range of a "
+                      "mapping", (unsigned long)ptr, size);
+    }
+    Mapping *m = *pp;
+    *pp = m->next;
+    free(m);
+    mmap((void *)(uintptr_t)ptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
+         -1, 0);
+    pthread_mutex_unlock(&lock);
+    tr("cuMemUnmap: %zu bytes at %#lx", size, (unsigned long)ptr);
+    return CUDA_SUCCESS;
 }
 
 /* ---- streams, events and the operations queued on them ----------------------------------- */
@@ -749,6 +954,20 @@ CUresult cuEventSynchronize(CUevent e)
     }
     pthread_mutex_unlock(&lock);
     return CUDA_SUCCESS;
+}
+
+/* Runs what can run up to the event; CUDA_ERROR_NOT_READY if that is not all of it. */
+CUresult cuEventQuery(CUevent e)
+{
+    NEED_CTX("cuEventQuery");
+    if (!e)
+        return CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_lock(&lock);
+    CUresult r = CUDA_SUCCESS;
+    if (e->s && !run_until(e->s, e->seq, 0))
+        r = CUDA_ERROR_NOT_READY;
+    pthread_mutex_unlock(&lock);
+    return r;
 }
 
 CUresult cuStreamWaitEvent(CUstream h, CUevent e, unsigned int flags)
@@ -1144,7 +1363,8 @@ CUresult cuGetErrorString(CUresult r, const char **s)
     X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemsetD8Async) X(cuMemsetD16Async)           \
     X(cuMemsetD32Async) X(cuModuleLoadData) X(cuModuleGetFunction) X(cuLaunchKernel)           \
     X(cuGetErrorName) X(cuGetErrorString) X(cuMemGetInfo) X(cuFuncSetAttribute)          \
-    X(cuStreamQuery)
+    X(cuStreamQuery) X(cuEventQuery) X(cuMemAddressReserve) X(cuMemCreate) X(cuMemMap)        \
+    X(cuMemUnmap) X(cuMemSetAccess) X(cuMemGetAllocationGranularity)
 #define ENTRY(fn) {#fn, (void *)fn},
 static const struct {
     const char *name;
