@@ -1034,12 +1034,14 @@ void rt_cu_grads_clear(rt_exec *e, int64_t floats)
                               (size_t)(g->keep_hi - g->keep_lo) * g->gran / 4, d->compute));
 }
 
-size_t rt_cu_grads_peak(rt_exec *e, size_t *chunk)
+size_t rt_cu_grads_mapped(rt_exec *e, size_t *peak, size_t *chunk)
 {
     struct grads *g = dev_of(e)->gr;
+    if (peak)
+        *peak = g ? (size_t)g->peak * g->gran : 0;
     if (chunk)
         *chunk = g ? g->gran : 0;
-    return g ? (size_t)g->peak * g->gran : 0;
+    return g ? (size_t)g->mapped * g->gran : 0;
 }
 
 /* ---- tests ---------------------------------------------------------------------------- */
@@ -1059,6 +1061,19 @@ rt_exec *rt_cu_test_open(const char *source, size_t scratch)
     d->workspace = rt_cu_alloc(d->workspace_bytes);
     CU(p_cuStreamSynchronize(0));
     return e;
+}
+
+size_t rt_cu_test_grads(rt_exec *e, int chunks)
+{
+    rt_cu *d = dev_of(e);
+    size_t gran = 0;
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = (int)d->dev}};
+    CU(p_cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    int64_t q = (int64_t)(gran / 4);
+    gr_setup(d, chunks * q, q / 2, q + q / 2);
+    e->grads = (float *)(uintptr_t)d->gr->base;
+    return gran;
 }
 
 void rt_cu_test_arena(rt_exec *e, rt_dptr base, size_t bytes, int prec)

@@ -1117,7 +1117,8 @@ int rt_main(const rt_model *m, int argc, char **argv)
                 rt_cu_sync(&r->e);
                 rt_cu_mem_info(&fr, &tot);
                 char buf[384], gr[128] = "";
-                size_t chunk = 0, gpeak = rt_cu_grads_peak(&r->e, &chunk);
+                size_t chunk = 0, gpeak = 0;
+                rt_cu_grads_mapped(&r->e, &gpeak, &chunk);
                 if (gpeak)   /* zero2: the most gradient memory backed at once */
                     snprintf(gr, sizeof gr, ",\"grad_peak_bytes\":%zu,\"grad_chunk_bytes\":%zu", gpeak,
                              chunk);

@@ -87,12 +87,12 @@ void rt_cu_init(rt_exec *e, const rt_model *m, const rt_cuda_image *img, int64_t
  * where they have none (rt_grad_begin); grads_sent: the bucket from float a up has had
  * its reduction queued on the communication stream (its memory outside the shard goes
  * back once it has passed; the host waits while more than two are outstanding);
- * grads_clear: a step's start (the shard zeroed, nothing else backed); grads_peak: the
- * most bytes backed at once so far (0: not in use) and the chunk size. */
+ * grads_clear: a step's start (the shard zeroed, nothing else backed); grads_mapped:
+ * the bytes backed now (0: not in use), the most at once so far and the chunk size. */
 void rt_cu_grads_begin(rt_exec *e, int64_t off, int64_t n);
 void rt_cu_grads_sent(rt_exec *e, int64_t a);
 void rt_cu_grads_clear(rt_exec *e, int64_t floats);
-size_t rt_cu_grads_peak(rt_exec *e, size_t *chunk);
+size_t rt_cu_grads_mapped(rt_exec *e, size_t *peak, size_t *chunk);
 rt_dptr rt_cu_state(rt_exec *e);
 /* Mixed precision (rt_model.act16): the parameters' 16-bit copy, the GEMMs' operand,
  * rewritten by the optimizer (over the whole region; under zero1 by
@@ -210,6 +210,10 @@ rt_exec *rt_cu_test_open(const char *source, size_t scratch);
  * (RT_PREC_BF16 or RT_PREC_FP16), as a mixed-precision model's arena does: the GEMMs
  * take operands there as 16-bit (rt_cu_operand), attention its tensor-core launch. */
 void rt_cu_test_arena(rt_exec *e, rt_dptr base, size_t bytes, int prec);
+/* check_ops: e->grads becomes a zero2 gradient region of `chunks` chunks (the driver's
+ * allocation granularity, returned) whose shard runs from the middle of chunk 0 to the
+ * middle of chunk 1, as rt_cu_init sets one up. */
+size_t rt_cu_test_grads(rt_exec *e, int chunks);
 /* dl.c: opens the first of `names` (NULL-terminated) that loads and sets *fns[i] to
  * symbol syms[i], i < n. 0, or -1 with why = "WHAT (NAMES[0]) is not installed: ..."
  * or "WHAT lacks SYM (too old?)". */

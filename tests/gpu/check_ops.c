@@ -29,6 +29,10 @@
  * sums) keep theirs. rt_param_copy, which writes the parameters' 16-bit copy, must give
  * the host's rt_half.h bits exactly, specials and subnormals included.
  *
+ * Last, zero2_grads runs device_cuda.c's gradient region for zero2 (the driver's virtual
+ * memory calls: chunks mapped and zeroed under a write, given back after a reduction's
+ * event, reused) on one GPU, the only part of zero2 a single GPU can run.
+ *
  * Usage: build/tests/check_ops [--bf16|--fp16] [TEMPLATE_DIR]   (default templates/cuda, from
  * the repository root). The kernels are the templates, read at run time in the order trainc
  * writes them, plus the instances below for the shapes tested here. */
@@ -892,6 +896,81 @@ static void t_param_copy(int64_t n)
     rt_xfree(p), reset();
 }
 
+#ifndef CHECK_OPS_EMU
+/* ---- zero2's gradient region (device_cuda.c, through the driver's virtual memory calls) --- */
+
+/* The first nonzero of n floats at p on the device (-1: none), into why. */
+static void expect_zeros(const float *p, int64_t n, const char *what, char *why, size_t wn)
+{
+    float *h = down(p, n);
+    for (int64_t i = 0; i < n && !*why; i++)
+        if (h[i] != 0.0f)
+            snprintf(why, wn, " (%s: %g at float %lld)", what, h[i], (long long)i);
+    free(h);
+}
+
+/* Writes n floats' worth of nonzero values at p on the compute stream (a kernel, queued). */
+static void scribble(float *p, int64_t n)
+{
+    int64_t k = n * 4 / (int64_t)abytes(1);   /* rt_param_copy writes act_t */
+    float *src = rt_xmalloc((size_t)k * sizeof *src);
+    for (int64_t i = 0; i < k; i++)
+        src[i] = 1.0f + 0.5f * urand();
+    float *ds = up32(src, k);
+    void *args[] = {&ds, &p, &k};
+    rt_cu_launch(G, "rt_param_copy", 64, 1, 1, 256, 1, 0, args);
+    rt_xfree(src);
+}
+
+/* A region of 6 chunks, the shard from the middle of chunk 0 to the middle of chunk 1,
+ * used as zero2's backward passes use it: clear zeroes the shard's chunks; a write's
+ * chunks are mapped and zeroed first; a bucket's chunks are given back once its
+ * "reduction" (an event on the communication stream, behind the compute stream) has
+ * passed, and the next bucket down reuses their memory (no new chunk), zeroed again; the
+ * next clear leaves the shard's chunks alone mapped, zeroed. */
+static void t_grads(void)
+{
+    size_t gran = rt_cu_test_grads(G, 6);
+    int64_t q = (int64_t)(gran / 4), P = 6 * q;   /* floats a chunk; in the region */
+    float *g = G->grads;
+    SHAPE("6 chunks of %zu bytes", gran);
+    char why[192] = "";
+    size_t peak = 0, chunk = 0, pool = 0, arena, fixed;
+    rt_cu_grads_clear(G, P);
+    expect_zeros(g, 2 * q, "the shard's chunks after clear", why, sizeof why);
+    rt_cu_grads_begin(G, 4 * q + 3, 2 * q - 3);
+    if (!*why && rt_cu_grads_mapped(G, NULL, NULL) != 4 * gran)
+        snprintf(why, sizeof why, " (%zu bytes mapped after a write's begin, not 4 chunks)",
+                 rt_cu_grads_mapped(G, NULL, NULL));
+    expect_zeros(g + 4 * q, 2 * q, "a new chunk after begin", why, sizeof why);
+    scribble(g + 4 * q, 2 * q);
+    rt_cu_fork_comm(G);                 /* the reduction of [4q, 6q) follows the writes */
+    rt_cu_grads_sent(G, 4 * q);
+    rt_cu_sync(G);
+    for (long k = 0; k < 1000000 && rt_cu_grads_mapped(G, NULL, NULL) > 2 * gran; k++)
+        rt_cu_grads_begin(G, q, 1);     /* inside the shard: only polls */
+    if (!*why && rt_cu_grads_mapped(G, NULL, NULL) != 2 * gran)
+        snprintf(why, sizeof why, " (the bucket's chunks not given back: %zu bytes mapped)",
+                 rt_cu_grads_mapped(G, NULL, NULL));
+    rt_cu_grads_begin(G, 2 * q, 2 * q);
+    rt_cu_allocated(G, &pool, &arena, &fixed);
+    if (!*why && pool != 4 * gran)
+        snprintf(why, sizeof why, " (%zu bytes of chunks created, not 4 chunks: no reuse)", pool);
+    expect_zeros(g + 2 * q, 2 * q, "a reused chunk after begin", why, sizeof why);
+    scribble(g, 4 * q);
+    rt_cu_fork_comm(G);
+    rt_cu_grads_sent(G, 0);
+    rt_cu_grads_clear(G, P);
+    size_t now = rt_cu_grads_mapped(G, &peak, &chunk);
+    if (!*why && (now != 2 * gran || peak != 4 * gran || chunk != gran))
+        snprintf(why, sizeof why, " (after clear: %zu bytes mapped, at most %zu: not 2 and 4 "
+                 "chunks)", now, peak);
+    expect_zeros(g, 2 * q, "the shard's chunks after the next clear", why, sizeof why);
+    report("zero2_grads", *why ? INFINITY : 0.0, 0.0, *why ? "%s" : NULL, why);
+    reset();
+}
+#endif
+
 /* ---- the optimizer --------------------------------------------------------------------------- */
 
 /* A model of parameter tensors of the given sizes (rank 2 when rank2[i], else 1), laid
@@ -1255,6 +1334,9 @@ int main(int argc, char **argv)
     t_gather(70000, 4096, 64);
     t_param_copy(1 << 20);
     t_optimizers();
+#ifndef CHECK_OPS_EMU
+    t_grads();   /* last: it leaves the exec's gradient region set up */
+#endif
 
     printf("%d passed, %d failed%s\n", passes, failures,
            half == 1 ? " (bf16 activations)" : half == 2 ? " (fp16 activations)" : "");

@@ -5,7 +5,8 @@
 #
 #   bash tests/gpu/run.sh [checks|bench|all]      logs and results under $OUT
 #
-# checks: every runtime kernel against its C twin (check_ops); the MLP and CNN trained
+# checks: every runtime kernel against its C twin (check_ops, which also runs zero2's
+# gradient region through the driver's virtual memory calls); the MLP and CNN trained
 # 200 steps on the GPU and on the CPU in fp32 (relative loss difference < 1e-3; for the
 # CNN over the first 30 steps, then the mean of the last 50 within 2%); the
 # MLP's test accuracy after 2 epochs on the GPU (>= 85%); the MLP with accumulate 4 and
