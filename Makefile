@@ -144,7 +144,7 @@ FUZZ_FLAGS   := -O1 -g -std=gnu11 -fno-omit-frame-pointer -ffp-contract=off -fno
                 -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_RT_OBJ  := $(RT_SRC:runtime/%.c=$(B)/fuzz/rt/%.o)
 FUZZ_CC_OBJ  := $(CC_SRC:compiler/%.c=$(B)/fuzz/cc/%.o) $(B)/fuzz/cc/templates.o
-FUZZ_TARGETS := npy shard safetensors spec ckpt
+FUZZ_TARGETS := npy shard safetensors spec ckpt opts
 .PHONY: fuzz fuzz-build
 $(B)/fuzz/rt/%.o: runtime/%.c runtime/rt.h runtime/trainc_rt.h
 	@mkdir -p $(@D)

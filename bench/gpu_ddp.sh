@@ -5,7 +5,7 @@
 # scaling efficiency  E(N) = throughput(N) / (N x throughput(1)).
 #
 #   TRAINER=/tmp/devpack/ship/gpt2_124m_none bash bench/gpu_ddp.sh --set batch_size=16
-#   STRATEGIES="ddp zero1" NS="1 2 4 8" STEPS=30 bash bench/gpu_ddp.sh ...
+#   STRATEGIES="ddp zero1 zero2" NS="1 2 4 8" STEPS=30 bash bench/gpu_ddp.sh ...
 #
 # Needs Open MPI's mpirun on the machine (a shipped --bundle has MPI's libraries, not
 # its launcher). NS defaults to 1 2 4 ... up to the GPUs nvidia-smi lists (GPUS=N to
@@ -50,7 +50,11 @@ try:
     key = "tokens_per_s" if "tokens_per_s" in steps[0] else "samples_per_s"
     out.update(unit=key, rate=sum(r[key] for r in steps) / len(steps), steps=len(steps),
                batch_per_rank=start["batch_size"], gpu=start.get("gpu"),
-               device_bytes=start.get("device_bytes"), optimizer_bytes=start.get("optimizer_bytes"))
+               device_bytes=start.get("device_bytes"), optimizer_bytes=start.get("optimizer_bytes"),
+               grad_bytes=start.get("grad_bytes"))
+    mem = [r for r in recs if r.get("event") == "device_memory"]
+    if mem:   # what the device held after the first step; zero2: the gradients mapped at most
+        out.update(used_bytes=mem[0]["used_bytes"], grad_peak_bytes=mem[0].get("grad_peak_bytes"))
 except Exception as e:   # a failed run is a row that says so
     out["error"] = repr(e)
 print(json.dumps(out))
@@ -60,7 +64,8 @@ done
 python3 - "$res" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-print("%-8s %5s %14s %10s %16s" % ("strategy", "GPUs", "rate", "efficiency", "optimizer bytes"))
+print("%-8s %5s %14s %10s %16s %16s" % ("strategy", "GPUs", "rate", "efficiency", "optimizer bytes",
+                                        "gradient bytes"))
 for r in rows:
     if "rate" not in r:
         print("%-8s %5d   failed (exit %d): %s" % (r["strategy"], r["gpus"], r["rc"], r.get("error", "")))
@@ -68,6 +73,7 @@ for r in rows:
     one = [x for x in rows if x["strategy"] == r["strategy"] and x["gpus"] == 1 and "rate" in x]
     eff = r["rate"] / (r["gpus"] * one[0]["rate"]) if one else float("nan")
     r["efficiency"] = eff
-    print("%-8s %5d %14.1f %10.3f %16d   (%s, batch %d a rank)" % (r["strategy"], r["gpus"], r["rate"], eff,
-          r["optimizer_bytes"] or 0, r["unit"], r["batch_per_rank"]))
+    grads = r.get("grad_peak_bytes") or r.get("grad_bytes") or 0   # zero2: mapped at most
+    print("%-8s %5d %14.1f %10.3f %16d %16d   (%s, batch %d a rank)" % (r["strategy"], r["gpus"], r["rate"],
+          eff, r["optimizer_bytes"] or 0, grads, r["unit"], r["batch_per_rank"]))
 PY

@@ -109,9 +109,11 @@ for spec in mlp_fashion gpt_char; do
     cmp "$t.2/model.safetensors" "$t.z1/model.safetensors"
     echo "ok   $spec: zero1 on 2 GPUs: ($r), half the optimizer state, the weights of ddp bit for bit"
     # zero2: the gradients outside the shard backed only while their buckets are computed
-    # or reduced (gpt_char has many tensors: well under the whole region; the MLP's first
-    # weight is most of it, so its chunks are all mapped while its GEMM runs)
-    limit=0.95; [ $spec = gpt_char ] && limit=0.75
+    # or reduced. gpt_char's 30-odd buckets keep it well under the whole region even when
+    # no reduction has passed before the host must wait (at most 2 outstanding); the MLP
+    # has 3 buckets, its first weight 75% of the model, so whether a chunk goes back
+    # before the last is mapped depends on the other rank's timing: at most the whole
+    limit=1; [ $spec = gpt_char ] && limit=0.8
     "${MPIRUN[@]}" "$t" "${S[@]}" --out "$t.z2" --set batch_size=$B --set distributed.bucket_mb=0.05 \
         --set distributed.strategy=zero2 2>"$t.z2.log"
     r=$(compare "$t.1" "$t.z2" $limit)
@@ -218,13 +220,14 @@ echo "ok   2 GPUs: rank 1 stopped, rank 0 exits 2 in $SECONDS s: $(grep -o 'rank
 
 # bench/gpu_ddp.sh (the scaling benchmark for a multi-GPU machine) runs end to end on
 # the fake GPUs: a row per strategy and GPU count, with a rate (meaningless here)
-OUT=$d/bench GPUS=2 STEPS=8 STRATEGIES="ddp zero1" TRAINER=$t bash bench/gpu_ddp.sh \
+OUT=$d/bench GPUS=2 STEPS=8 STRATEGIES="ddp zero1 zero2" TRAINER=$t bash bench/gpu_ddp.sh \
     --set batch_size=16 --threads 1 >"$d/bench.log" 2>&1
 "$PY" - "$d/bench/ddp_scaling.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-assert [(r["strategy"], r["gpus"]) for r in rows] == [("ddp", 1), ("ddp", 2), ("zero1", 1), ("zero1", 2)], rows
+assert [(r["strategy"], r["gpus"]) for r in rows] == [(s, n) for s in ("ddp", "zero1", "zero2") for n in (1, 2)], rows
 assert all(r["rc"] == 0 and r["rate"] > 0 for r in rows), rows
 assert rows[3]["optimizer_bytes"] < rows[1]["optimizer_bytes"], rows
+assert rows[5]["grad_bytes"] < rows[1]["grad_bytes"] and rows[5]["grad_peak_bytes"] > 0, rows   # zero2
 PY
-echo "ok   bench/gpu_ddp.sh on 2 fake GPUs: 4 runs, scaling table printed"
+echo "ok   bench/gpu_ddp.sh on 2 fake GPUs: 6 runs, scaling table printed"
