@@ -244,6 +244,12 @@ Program *lower_eval(Graph *g);   /* a forward-only graph, for validation */
 void add_grad_hooks(Program *p); /* rt_grad_begin before each parameter's first gradient write,
                                     rt_grad_ready after its last */
 void fuse(Program *p);
+/* verify.c: after each pass the driver calls passed() (a program) or passed_graph(): the
+ * verifier's checks (die on a broken rule), and --dump-after's print when PASS is the
+ * one asked for (set_dump_after: exit 1 naming the passes for an unknown one). */
+void passed(const Program *p, const char *pass);
+void passed_graph(const Graph *g, const char *pass);
+void set_dump_after(const char *pass);
 /* The arguments of a runtime call's text "rt_x(e, a, b, 16, ...);", split at top-level
  * commas (fusion.c); returns the count (at most max). */
 #define CALL_ARG_MAX 160

@@ -16,22 +16,32 @@
 
 extern char **environ;
 
-/* graph -> autodiff -> lower -> fuse -> residual epilogues -> recompute -> GEMM
- * epilogues -> layernorm backward sums -> backward GEMM epilogues -> memplan, for one policy (with selective, the
- * first full_blocks blocks recomputed in full) */
+/* The passes, for one policy (with selective, the first full_blocks blocks recomputed
+ * in full); after each, the verifier (verify.c: passed) and --dump-after. */
 static void compile_train(Compiled *c, int policy, int full_blocks)
 {
     c->graph = graph_build(c->spec);
+    passed_graph(c->graph, "graph");
     autodiff(c->graph);
+    passed_graph(c->graph, "autodiff");
     c->prog = lower(c->graph);
+    passed(c->prog, "lower");
     fuse(c->prog);
+    passed(c->prog, "fusion");
     residual_epilogues(c->prog);
+    passed(c->prog, "residual");
     recompute(c->prog, policy, full_blocks);
+    passed(c->prog, "recompute");
     gemm_epilogues(c->prog);
+    passed(c->prog, "gemm-epilogues");
     layernorm_bwd_sums(c->prog);
+    passed(c->prog, "layernorm-sums");
     grad_epilogues(c->prog);
+    passed(c->prog, "grad-epilogues");
     add_grad_hooks(c->prog);
+    passed(c->prog, "grad-hooks");
     memplan(c->prog);
+    passed(c->prog, "memplan");
 }
 
 /* What a run allocates: arena, parameters, gradients, optimizer state (and with
@@ -80,10 +90,15 @@ Compiled *compile_spec(Spec *s)
     /* validation's own plan: the forward pass alone, without what backward keeps */
     c->eval_graph = graph_build(s);
     c->eval = lower_eval(c->eval_graph);
+    passed(c->eval, "lower");
     fuse(c->eval);
+    passed(c->eval, "fusion");
     residual_epilogues(c->eval);
+    passed(c->eval, "residual");
     gemm_epilogues(c->eval);
+    passed(c->eval, "gemm-epilogues");
     memplan(c->eval);
+    passed(c->eval, "memplan");
     c->prog->eval_row_bytes = c->eval->arena_row_bytes;
     emit_c(c->prog, c->eval, &c->em);
     return c;
@@ -624,6 +639,21 @@ int main(int argc, char **argv)
     }
     if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h"))
         return cmd_help(argc - 1, argv + 1);
+    /* --dump-after=PASS (or --dump-after PASS), for any command that compiles: taken
+     * out of argv here, so that the commands and a trainer's options never see it */
+    int n = 1;
+    for (int i = 1; i < argc; i++) {
+        if (!strncmp(argv[i], "--dump-after=", 13))
+            set_dump_after(argv[i] + 13);
+        else if (!strcmp(argv[i], "--dump-after")) {
+            if (i + 1 >= argc)
+                error_input("--dump-after needs a pass name");
+            set_dump_after(argv[++i]);
+        } else
+            argv[n++] = argv[i];
+    }
+    argc = n;
+    argv[argc] = NULL;
     static const struct {
         const char *name;
         int (*fn)(int, char **);

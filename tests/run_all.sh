@@ -56,6 +56,7 @@ check data/text           bash tests/data_text.sh
 
 # compiler output
 check golden              bash tests/golden.sh
+check verify              bash tests/verify.sh
 check nvrtc               bash tests/nvrtc.sh
 check nvrtc_templates     bash tests/nvrtc_templates.sh
 check gpu_emu             bash tests/gpu_emu.sh

@@ -1,0 +1,362 @@
+/* verify.c: the verifier that runs after every pass, and --dump-after=PASS.
+ *
+ * The driver (main.c) calls passed(p, PASS) after each pass over a program. That checks
+ * what every later pass and both emitters rely on, and dies naming the pass that broke
+ * it (an internal error: no input can cause one):
+ *
+ *   - every live instruction is well formed (a kind, a statement or a loop of ops whose
+ *     register operands name earlier ops of the same loop, tensors for its reads and
+ *     writes), and the forward pass holds no backward instruction;
+ *   - an activation or scratch buffer is read only after a live instruction has
+ *     written it, or by the instruction that writes it (scratch, accumulation);
+ *   - once the gradient hooks are in: each parameter whose gradient the backward pass
+ *     writes has an rt_grad_begin covering it before its first write and one
+ *     rt_grad_ready of exactly its range after its last, and nothing writes it after;
+ *   - once memory is planned: every buffer an instruction touches has an offset, lives
+ *     over that instruction, lies inside the arena at a 16-byte boundary, and no two
+ *     buffers whose lives overlap share a byte.
+ *
+ * With --dump-after=PASS (any command that compiles) the graph or program after PASS is
+ * printed to stderr: nodes (graph, autodiff) or instructions with what they read and
+ * write (and, after memplan, each buffer's offset and live range). */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include "ir.h"
+
+static const char *const pass_names[] = {
+    "graph",          /* graph_build: the forward nodes */
+    "autodiff",       /* the backward nodes */
+    "lower",          /* nodes -> instructions */
+    "fusion",         /* elementwise chains into loops */
+    "residual",       /* residual adds into GEMM epilogues */
+    "recompute",      /* activations dropped and replayed in backward */
+    "gemm-epilogues", /* bias and activation into GEMM epilogues */
+    "layernorm-sums", /* layernorm backward's gradient sums into its call */
+    "grad-epilogues", /* backward GEMM epilogues (DGELU, bias gradients) */
+    "grad-hooks",     /* rt_grad_begin / rt_grad_ready around gradient writes */
+    "memplan",        /* the arena */
+    NULL,
+};
+
+static const char *dump_after;   /* NULL: no dump */
+
+void set_dump_after(const char *pass)
+{
+    for (int i = 0; pass_names[i]; i++)
+        if (!strcmp(pass, pass_names[i])) {
+            dump_after = pass_names[i];
+            return;
+        }
+    char list[512] = "";
+    for (int i = 0; pass_names[i]; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
+                 pass_names[i]);
+    error_input("--dump-after %s: no such pass (the passes, in order: %s)", pass, list);
+}
+
+static int pass_index(const char *pass)
+{
+    for (int i = 0; pass_names[i]; i++)
+        if (!strcmp(pass, pass_names[i]))
+            return i;
+    die("verifier: unknown pass '%s'", pass);
+}
+
+/* ---- printing ---------------------------------------------------------------- */
+
+static const char *const node_names[] = {
+    "convert", "linear", "conv2d", "maxpool", "avgpool", "flatten", "act", "dropout",
+    "layernorm", "loss", "embedding", "pos_embedding", "attention", "add",
+    "linear_bwd", "conv2d_bwd", "maxpool_bwd", "avgpool_bwd", "act_bwd", "dropout_bwd",
+    "layernorm_bwd", "embedding_bwd", "pos_embedding_bwd", "attention_bwd",
+};
+_Static_assert(sizeof node_names / sizeof *node_names == N_ATTENTION_BWD + 1,
+               "node_names follows ir.h's N_* list");
+
+static void put_shape(FILE *f, const Tensor *t)
+{
+    int rows = t->kind == T_INPUT || t->kind == T_ACT || t->kind == T_TEMP;
+    fputc('[', f);
+    if (rows)
+        fputs(t->rank ? "B, " : "B", f);
+    for (int d = 0; d < t->rank; d++)
+        fprintf(f, "%s%" PRId64, d ? ", " : "", t->shape[d]);
+    fputc(']', f);
+}
+
+static void put_tensor(FILE *f, Tensor *t, int planned)
+{
+    fputs(t->name, f);
+    Tensor *b = tensor_base(t);
+    if (planned && (b->kind == T_ACT || b->kind == T_TEMP) && b->has_offset)
+        fprintf(f, " @%" PRId64 " %d..%d", b->offset, b->first, b->last);
+    if (b != t)
+        fprintf(f, " (in %s)", b->name);
+}
+
+static void dump_graph(const Graph *g, const char *pass)
+{
+    FILE *f = stderr;
+    fprintf(f, "== after %s: %d nodes (%d forward), %d parameters, %" PRId64 " floats\n", pass,
+            g->n_nodes, g->n_forward, g->n_params, g->param_floats);
+    for (int i = 0; i < g->n_nodes; i++) {
+        const Node *n = g->nodes[i];
+        fprintf(f, "%5d  %s  %-17s %s\n", i, n->backward ? "bwd" : "fwd", node_names[n->kind],
+                n->origin ? n->origin : "");
+        fputs("         ", f);
+        for (int k = 0; k < n->n_in; k++)
+            fprintf(f, "%s%s", k ? ", " : "", n->in[k] ? n->in[k]->name : "-");
+        if (n->w)
+            fprintf(f, "%s%s", n->n_in ? ", " : "", n->w->name);
+        if (n->b)
+            fprintf(f, ", %s", n->b->name);
+        if (n->out) {
+            fprintf(f, " -> %s ", n->out->name);
+            put_shape(f, n->out);
+        }
+        if (n->out2)
+            fprintf(f, ", %s", n->out2->name);
+        fputc('\n', f);
+    }
+}
+
+static void dump_program(const Program *p, const char *pass, int planned)
+{
+    FILE *f = stderr;
+    int live = 0;
+    for (int i = 0; i < p->n_ins; i++)
+        live += !p->ins[i]->dead;
+    fprintf(f, "== after %s: the %s program of %s: %d instructions (%d in the forward pass)",
+            pass, p->eval ? "validation" : "training", p->g->spec->name, live, p->n_forward);
+    if (!p->eval)
+        fprintf(f, ", recompute %s", p->policy == RT_RECOMPUTE_NONE ? "none"
+                                     : p->policy == RT_RECOMPUTE_SELECTIVE ? "selective" : "full");
+    if (planned)
+        fprintf(f, ", arena %" PRId64 " bytes a row (@offset first..last)", p->arena_row_bytes);
+    fputc('\n', f);
+    for (int i = 0; i < p->n_ins; i++) {
+        const Instr *in = p->ins[i];
+        if (in->dead)
+            continue;
+        const char *kind = in->kind == I_EW ? "loop" : in->kind == I_GEMM ? "gemm" : "call";
+        fprintf(f, "%5d  %s  %s  %s  (%s)\n", i, in->recompute ? "rec" : in->backward ? "bwd" : "fwd",
+                kind, in->what ? in->what : "", in->origin ? in->origin : "");
+        if (in->n_reads) {
+            fputs("         reads  ", f);
+            for (int k = 0; k < in->n_reads; k++) {
+                fputs(k ? ", " : "", f);
+                put_tensor(f, in->reads[k], planned);
+            }
+            fputc('\n', f);
+        }
+        if (in->n_writes) {
+            fputs("         writes ", f);
+            for (int k = 0; k < in->n_writes; k++) {
+                fputs(k ? ", " : "", f);
+                put_tensor(f, in->writes[k], planned);
+            }
+            fputc('\n', f);
+        }
+        if (in->kind != I_EW && in->text && (!in->n_reads && !in->n_writes))
+            fprintf(f, "         %s\n", in->text);
+    }
+}
+
+/* ---- the checks ---------------------------------------------------------------- */
+
+static const char *cur_pass;
+static const Program *cur_prog;
+
+static _Noreturn void broken(const Instr *in, int i, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static _Noreturn void broken(const Instr *in, int i, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    die("verifier, after %s (%s program of %s): instruction %d (%s, %s): %s", cur_pass,
+        cur_prog->eval ? "validation" : "training", cur_prog->g->spec->name, i,
+        in && in->what ? in->what : "-", in && in->origin ? in->origin : "-", msg);
+}
+
+static int in_arena(const Tensor *t) { return t->kind == T_ACT || t->kind == T_TEMP; }
+
+static int writes_base(const Instr *in, const Tensor *b)
+{
+    for (int k = 0; k < in->n_writes; k++)
+        if (tensor_base(in->writes[k]) == b)
+            return 1;
+    return 0;
+}
+
+static void check_form(const Program *p)
+{
+    for (int i = 0; i < p->n_ins; i++) {
+        const Instr *in = p->ins[i];
+        if (!in)
+            broken(NULL, i, "missing");
+        if (in->dead)
+            continue;
+        if (in->kind != I_EW && in->kind != I_CALL && in->kind != I_GEMM)
+            broken(in, i, "kind %d", in->kind);
+        if (i < p->n_forward && in->backward)
+            broken(in, i, "a backward instruction in the forward pass (%d instructions)", p->n_forward);
+        if (in->kind == I_EW) {
+            if (in->n_ops <= 0 || !in->n)
+                broken(in, i, "a loop without ops or a count");
+            for (int k = 0; k < in->n_ops; k++)
+                for (int j = 0; j < in->ops[k].n_arg; j++)
+                    if (!in->ops[k].arg[j].t && (in->ops[k].arg[j].val < 0 || in->ops[k].arg[j].val >= k))
+                        broken(in, i, "op %d's operand %d names op %d of the loop", k, j,
+                               in->ops[k].arg[j].val);
+        } else if (!in->text) {
+            broken(in, i, "a call without its statement");
+        }
+        for (int k = 0; k < in->n_reads; k++)
+            if (!in->reads[k])
+                broken(in, i, "read %d is no tensor", k);
+        for (int k = 0; k < in->n_writes; k++)
+            if (!in->writes[k])
+                broken(in, i, "write %d is no tensor", k);
+    }
+}
+
+static void check_def_use(const Program *p)
+{
+    Graph *g = p->g;
+    char *written = xcalloc((size_t)g->n_tensors + 1, 1);
+    for (int i = 0; i < p->n_ins; i++) {
+        const Instr *in = p->ins[i];
+        if (in->dead)
+            continue;
+        for (int k = 0; k < in->n_reads; k++) {
+            Tensor *b = tensor_base(in->reads[k]);
+            if (in_arena(b) && !written[b->id] && !writes_base(in, b))
+                broken(in, i, "reads %s before any instruction writes it", in->reads[k]->name);
+        }
+        for (int k = 0; k < in->n_writes; k++)
+            written[tensor_base(in->writes[k])->id] = 1;
+    }
+    free(written);
+}
+
+/* the (off, n) of a hook call "rt_grad_X(e, OFF, N);"; 0 if `in` is not one */
+static int hook(const Instr *in, const char *name, int64_t *off, int64_t *n)
+{
+    size_t len = strlen(name);
+    return in->kind == I_CALL && in->text && !strncmp(in->text, name, len) &&
+           sscanf(in->text + len, "(e, %" SCNd64 ", %" SCNd64 ");", off, n) == 2;
+}
+
+static void check_hooks(const Program *p)
+{
+    Graph *g = p->g;
+    for (int k = 0; k < g->n_params; k++) {
+        const Param *pa = g->params[k];
+        int first = -1, last = -1, begun = -1, ready = -1;
+        for (int i = p->n_forward; i < p->n_ins; i++) {
+            const Instr *in = p->ins[i];
+            int64_t off, n;
+            if (in->dead)
+                continue;
+            if (hook(in, "rt_grad_begin", &off, &n) && off <= pa->offset &&
+                pa->offset + pa->numel <= off + n) {
+                if (begun >= 0)
+                    broken(in, i, "a second rt_grad_begin for %s (the first: %d)", pa->name, begun);
+                begun = i;
+            }
+            if (hook(in, "rt_grad_ready", &off, &n) && off == pa->offset) {
+                if (ready >= 0 || n != pa->numel)
+                    broken(in, i, "rt_grad_ready for %s: a second one, or not its %" PRId64 " floats",
+                           pa->name, pa->numel);
+                ready = i;
+            }
+            for (int w = 0; w < in->n_writes; w++)
+                if (in->writes[w]->kind == T_PGRAD && in->writes[w]->param == pa) {
+                    if (first < 0)
+                        first = i;
+                    last = i;
+                    if (begun < 0 || ready >= 0)
+                        broken(in, i, "writes %s's gradient %s", pa->name,
+                               begun < 0 ? "before its rt_grad_begin" : "after its rt_grad_ready");
+                }
+        }
+        if (first >= 0 && ready < 0)
+            broken(NULL, last, "%s's gradient is written and never declared ready", pa->name);
+        if (first < 0 && (begun >= 0 || ready >= 0))
+            broken(NULL, begun >= 0 ? begun : ready, "hooks for %s, whose gradient is never written",
+                   pa->name);
+    }
+}
+
+static int by_offset(const void *a, const void *b)
+{
+    const Tensor *x = *(Tensor *const *)a, *y = *(Tensor *const *)b;
+    return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+static void check_plan(const Program *p)
+{
+    Graph *g = p->g;
+    for (int i = 0; i < p->n_ins; i++) {
+        const Instr *in = p->ins[i];
+        if (in->dead)
+            continue;
+        for (int k = 0; k < in->n_reads + in->n_writes; k++) {
+            Tensor *t = k < in->n_reads ? in->reads[k] : in->writes[k - in->n_reads];
+            Tensor *b = tensor_base(t);
+            if (!in_arena(b))
+                continue;
+            if (!b->has_offset)
+                broken(in, i, "%s has no place in the arena", t->name);
+            if (i < b->first || i > b->last)
+                broken(in, i, "touches %s outside its life %d..%d", t->name, b->first, b->last);
+        }
+    }
+    Tensor **ts = xcalloc((size_t)g->n_tensors + 1, sizeof *ts);
+    int n = 0;
+    for (int i = 0; i < g->n_tensors; i++) {
+        Tensor *t = g->tensors[i];
+        if (!in_arena(t) || t->alias || !t->has_offset || t->first < 0)
+            continue;
+        if (t->offset < 0 || t->offset % 16 || t->offset + t->row_bytes > p->arena_row_bytes)
+            broken(NULL, t->first, "%s at %" PRId64 " (%" PRId64 " bytes a row): outside the arena's "
+                   "%" PRId64 " or unaligned", t->name, t->offset, t->row_bytes, p->arena_row_bytes);
+        ts[n++] = t;
+    }
+    /* by offset: a buffer can only share bytes with those that start before its end */
+    qsort(ts, (size_t)n, sizeof *ts, by_offset);
+    for (int a = 0; a < n; a++)
+        for (int b = a + 1; b < n && ts[b]->offset < ts[a]->offset + ts[a]->row_bytes; b++)
+            if (ts[a]->first <= ts[b]->last && ts[b]->first <= ts[a]->last)
+                broken(NULL, ts[b]->first, "%s (%d..%d) and %s (%d..%d) share arena bytes at %" PRId64,
+                       ts[a]->name, ts[a]->first, ts[a]->last, ts[b]->name, ts[b]->first,
+                       ts[b]->last, ts[b]->offset);
+    free(ts);
+}
+
+void passed_graph(const Graph *g, const char *pass)
+{
+    pass_index(pass);
+    if (dump_after == pass || (dump_after && !strcmp(dump_after, pass)))
+        dump_graph(g, pass);
+}
+
+void passed(const Program *p, const char *pass)
+{
+    int at = pass_index(pass);
+    cur_pass = pass;
+    cur_prog = p;
+    check_form(p);
+    check_def_use(p);
+    if (at >= pass_index("grad-hooks") && !p->eval)
+        check_hooks(p);
+    if (at >= pass_index("memplan"))
+        check_plan(p);
+    if (dump_after && !strcmp(dump_after, pass))
+        dump_program(p, pass, at >= pass_index("memplan"));
+}
