@@ -6,7 +6,8 @@
  *
  *   - every live instruction is well formed (a kind, a statement or a loop of ops whose
  *     register operands name earlier ops of the same loop, tensors for its reads and
- *     writes), and the forward pass holds no backward instruction;
+ *     writes), the forward pass holds no backward instruction, and the validation
+ *     program neither a backward one nor a write to a parameter or its gradient;
  *   - an activation or scratch buffer is read only after a live instruction has
  *     written it, or by the instruction that writes it (scratch, accumulation);
  *   - once the gradient hooks are in: each parameter whose gradient the backward pass
@@ -219,9 +220,14 @@ static void check_form(const Program *p)
         for (int k = 0; k < in->n_reads; k++)
             if (!in->reads[k])
                 broken(in, i, "read %d is no tensor", k);
-        for (int k = 0; k < in->n_writes; k++)
+        for (int k = 0; k < in->n_writes; k++) {
             if (!in->writes[k])
                 broken(in, i, "write %d is no tensor", k);
+            if (p->eval && (in->writes[k]->kind == T_PGRAD || in->writes[k]->kind == T_PARAM))
+                broken(in, i, "the validation program writes %s", in->writes[k]->name);
+        }
+        if (p->eval && in->backward)
+            broken(in, i, "a backward instruction in the validation program");
     }
 }
 
