@@ -243,6 +243,13 @@ Program *lower(Graph *g);
 Program *lower_eval(Graph *g);   /* a forward-only graph, for validation */
 void add_grad_hooks(Program *p); /* rt_grad_begin before each parameter's first gradient write,
                                     rt_grad_ready after its last */
+/* Is `in` a call of hook `name` ("rt_grad_begin", "rt_grad_ready")? Then its floats
+ * [*off, *off + *n). */
+int grad_hook_args(const Instr *in, const char *name, int64_t *off, int64_t *n);
+/* zero2.c: the most gradient bytes rank `rank` of `world` backs at once under zero2 in
+ * a backward pass, in units of `unit` bytes (4 KB pages on a CPU, the driver's chunks on
+ * a GPU), at worst (no reduction passes before the host must wait for it). */
+int64_t zero2_peak_bytes(const Program *p, int64_t bucket_bytes, int rank, int world, int64_t unit);
 void fuse(Program *p);
 /* verify.c: after each pass the driver calls passed() (a program) or passed_graph(): the
  * verifier's checks (die on a broken rule), and --dump-after's print when PASS is the

@@ -623,3 +623,15 @@ void add_grad_hooks(Program *p)
     free(first);
     free(last);
 }
+
+int grad_hook_args(const Instr *in, const char *name, int64_t *off, int64_t *n)
+{
+    size_t len = strlen(name);
+    long long a, b;
+    if (in->kind != I_CALL || !in->text || strncmp(in->text, name, len) ||
+        sscanf(in->text + len, "(e, %lld, %lld);", &a, &b) != 2)
+        return 0;
+    *off = a;
+    *n = b;
+    return 1;
+}

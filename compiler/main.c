@@ -225,11 +225,12 @@ static const struct {
             "Compiles the trainer in memory (libtcc; the CUDA kernels with NVRTC for the GPU it\n"
             "finds, through the kernel cache) and trains at once. Trainer options, the same for a\n"
             "built trainer:\n", 1},
-    {"plan", "trainc plan SPEC... [--json] [--ranks N] [--set KEY=VALUE]...\n\n"
+    {"plan", "trainc plan SPEC... [--json] [--ranks N [--chunk-kb K]] [--set KEY=VALUE]...\n\n"
              "The static memory plan and the recomputation plan: every buffer's size, offset and\n"
              "live range, the arena against the no-reuse sum and the lower bound, the FLOPs that\n"
-             "recomputation adds; --ranks N: per-rank bytes and traffic under ddp, zero1, zero2.\n"
-             "--json gives the same as data.\n", 0},
+             "recomputation adds; --ranks N: per-rank bytes and traffic under ddp, zero1, zero2,\n"
+             "and the most gradient memory zero2 backs at once (4 KB pages on CPUs, K KB chunks on\n"
+             "GPUs: the driver's granularity, default 2048). --json gives the plan as data.\n", 0},
     {"data", "trainc data fashion-mnist DIR [--from SRC]\n"
              "trainc data text FILE DIR [--val-frac F]\n\n"
              "fashion-mnist: Debian's dataset-fashion-mnist (or the IDX files in SRC) as\n"
@@ -502,7 +503,7 @@ static int cmd_run(int argc, char **argv)
  * np counts the parameter region's floats (param_floats, with the alignment gaps, as
  * the trainer allocates it) and a shard is rank 0's, the largest (rt_dist_shard), so
  * in fp32 the figures are the bytes a trainer's start record reports. */
-static void plan_ranks(const Spec *s, int64_t np, int N)
+static void plan_ranks(const Spec *s, const Program *prog, int64_t np, int N, int64_t chunk)
 {
     double shard = (double)((np + N - 1) / N);
     int mixed = s->train.precision != RT_PREC_FP32;
@@ -521,19 +522,64 @@ static void plan_ranks(const Spec *s, int64_t np, int N)
         printf("  %-9s %14.0f %14.0f %14.0f %14.0f %16.0f   (%.2f bytes/param)\n", names[k], p, g, o,
                p + g + o, sent, (p + g + o) / (double)np);
     }
-    printf("  (all three run on CPUs over MPI and on GPUs over NCCL; mpirun -np %d TRAINER --set "
-           "distributed.strategy=zero2;\n   zero2 also maps the buckets being computed or reduced, "
-           "at most 2 in flight)\n", N);
+    printf("  (all three run on CPUs over MPI and on GPUs over NCCL: mpirun -np %d TRAINER --set "
+           "distributed.strategy=zero2)\n", N);
+    /* zero2's gradients beyond the shard: the buckets being written or reduced */
+    if (N < 2)
+        return;
+    int64_t bucket = (int64_t)(s->train.bucket_mb * 1048576.0);
+    int sim = N <= 256 ? N : 256;   /* each rank replays the backward pass's hooks */
+    int each = N <= 8;              /* a column a rank, else the most and its rank */
+    printf("\n  zero2's gradients backed at most during backward (fp32, as the trainer keeps them:\n"
+           "  the shard, plus the buckets being written or reduced when no reduction ends before\n"
+           "  the host must wait for it, at most 2 outstanding; distributed.bucket_mb %g%s):\n  %-20s",
+           s->train.bucket_mb, sim < N ? "; of the first 256 ranks" : "", "");
+    for (int r = 0; each && r < N; r++)
+        printf(" %11s%-2d", "rank ", r);
+    printf(each ? " %14s\n" : " %14s %6s %14s\n", each ? "whole region" : "most", "rank", "whole region");
+    const int64_t units[2] = {4096, chunk};
+    for (int u = 0; u < 2; u++) {
+        char label[48];
+        snprintf(label, sizeof label, u ? "GPU, %lld KB chunks" : "CPU, 4 KB pages",
+                 (long long)(chunk >> 10));
+        printf("  %-20s", label);
+        int64_t best = 0;
+        int at = 0;
+        for (int r = 0; r < sim; r++) {
+            int64_t b = zero2_peak_bytes(prog, bucket, r, N, units[u]);
+            if (each)
+                printf(" %13lld", (long long)b);
+            if (b > best) {
+                best = b;
+                at = r;
+            }
+        }
+        int64_t whole = (np * 4 + units[u] - 1) / units[u] * units[u];
+        if (each)
+            printf(" %14lld\n", (long long)whole);
+        else
+            printf(" %14lld %6d %14lld\n", (long long)best, at, (long long)whole);
+    }
+    if (s->train.accumulate > 1)
+        printf("    (accumulate %lld: nothing is sent before a step's last micro-batch, so the\n"
+               "     earlier ones keep the whole region backed)\n", (long long)s->train.accumulate);
 }
 
 static int cmd_plan(int argc, char **argv)
 {
     int n = spec_args(argc, argv, 1, "plan");
     int json = 0;
-    long ranks = 0;
+    long ranks = 0, chunk_kb = 2048;
     for (int i = 1 + n; i < argc; i++) {
         if (!strcmp(argv[i], "--json"))
             json = 1;
+        else if (!strcmp(argv[i], "--chunk-kb")) {
+            const char *v = opt_value(argc, argv, &i, "--chunk-kb");
+            char *end;
+            chunk_kb = strtol(v, &end, 10);
+            if (*end || chunk_kb < 4 || chunk_kb > 1048576 || chunk_kb % 4)
+                error_input("plan: --chunk-kb expects a multiple of 4 from 4 to 1048576, got '%s'", v);
+        }
         else if (!strcmp(argv[i], "--ranks")) {
             const char *v = opt_value(argc, argv, &i, "--ranks");
             char *end;
@@ -601,7 +647,7 @@ static int cmd_plan(int argc, char **argv)
            100.0 * (double)c->prog->recompute_flops / (double)(g->flops_fwd + g->flops_bwd),
            (long long)(B * (g->flops_fwd + g->flops_bwd)));
     if (ranks > 0)
-        plan_ranks(s, g->param_floats, (int)ranks);
+        plan_ranks(s, p, g->param_floats, (int)ranks, (int64_t)chunk_kb << 10);
     return 0;
 }
 

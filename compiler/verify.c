@@ -250,14 +250,6 @@ static void check_def_use(const Program *p)
     free(written);
 }
 
-/* the (off, n) of a hook call "rt_grad_X(e, OFF, N);"; 0 if `in` is not one */
-static int hook(const Instr *in, const char *name, int64_t *off, int64_t *n)
-{
-    size_t len = strlen(name);
-    return in->kind == I_CALL && in->text && !strncmp(in->text, name, len) &&
-           sscanf(in->text + len, "(e, %" SCNd64 ", %" SCNd64 ");", off, n) == 2;
-}
-
 static void check_hooks(const Program *p)
 {
     Graph *g = p->g;
@@ -269,13 +261,13 @@ static void check_hooks(const Program *p)
             int64_t off, n;
             if (in->dead)
                 continue;
-            if (hook(in, "rt_grad_begin", &off, &n) && off <= pa->offset &&
+            if (grad_hook_args(in, "rt_grad_begin", &off, &n) && off <= pa->offset &&
                 pa->offset + pa->numel <= off + n) {
                 if (begun >= 0)
                     broken(in, i, "a second rt_grad_begin for %s (the first: %d)", pa->name, begun);
                 begun = i;
             }
-            if (hook(in, "rt_grad_ready", &off, &n) && off == pa->offset) {
+            if (grad_hook_args(in, "rt_grad_ready", &off, &n) && off == pa->offset) {
                 if (ready >= 0 || n != pa->numel)
                     broken(in, i, "rt_grad_ready for %s: a second one, or not its %" PRId64 " floats",
                            pa->name, pa->numel);

@@ -118,7 +118,12 @@ for spec in mlp_fashion gpt_char; do
         --set distributed.strategy=zero2 2>"$t.z2.log"
     r=$(compare "$t.1" "$t.z2" $limit)
     cmp "$t.2/model.safetensors" "$t.z2/model.safetensors"
-    echo "ok   $spec: zero2 on 2 GPUs: ($r), half the gradients kept, the weights of ddp bit for bit"
+    # trainc plan's worst case for rank 0 (its backward pass's hooks replayed) bounds it
+    "$TRAINC" plan specs/$spec.json --ranks 2 --chunk-kb 64 --set distributed.bucket_mb=0.05 >"$t.z2.plan"
+    want=$(awk '/^  GPU, 64 KB chunks/ {print $5}' "$t.z2.plan")
+    got=$(grep -o '"grad_peak_bytes":[0-9]*' "$t.z2/metrics.jsonl" | cut -d: -f2)
+    [ -n "$want" ] && [ "$got" -le "$want" ] || { echo "FAIL: $spec zero2 mapped $got bytes, plan says at most '$want'"; exit 1; }
+    echo "ok   $spec: zero2 on 2 GPUs: ($r), at most $want by trainc plan; half the gradients kept, the weights of ddp bit for bit"
 done
 # zero2 under the other legal schedules of the fake GPU's streams, and with accumulate 3
 # (the chunks the earlier micro-batches mapped stay mapped and are not zeroed again)

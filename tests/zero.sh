@@ -4,7 +4,8 @@
 #    1e-5 relative loss, for ddp, zero1 and zero2, on the MLP and gpt_char (and zero2
 #    with accumulate 2);
 #  - the start record's per-rank bytes: zero1/zero2 optimizer state and zero2
-#    gradients are half of ddp's, and `trainc plan --ranks 2` prints the same numbers;
+#    gradients are half of ddp's, and `trainc plan --ranks 2` prints the same numbers
+#    (and zero2's worst-case gradient peak per rank, between the shard and the whole);
 #  - SIGTERM to one rank (rank 1) stops both at the same step with a checkpoint
 #    holding both shards; --resume continues bit-identically to the run left alone
 #    (also as zero1: the checkpoint is the same whatever the strategy); resuming on
@@ -66,7 +67,20 @@ for spec in mlp_fashion gpt_char; do
     grep -Eq "^  zero1 +$pb +$gb +$((ob / 2)) " "$d/$spec.plan"
     grep -Eq "^  zero2 +$pb +$((gb / 2)) +$((ob / 2)) " "$d/$spec.plan"
     echo "ok   $spec: per rank, optimizer state ddp $ob, zero1/zero2 $((ob / 2)) bytes; gradients zero2 $((gb / 2)) of $gb (= trainc plan --ranks 2)"
+    # zero2's worst-case gradient peak per rank: at least the shard, at most the whole region
+    "$PY" - "$d/$spec.plan" $((gb / 2)) <<'PY'
+import sys
+rows = [l.split() for l in open(sys.argv[1]) if l.startswith(("  CPU, 4 KB pages", "  GPU, 2048 KB chunks"))]
+assert len(rows) == 2, rows
+for r in rows:
+    r0, r1, whole = (int(x) for x in r[-3:])
+    assert int(sys.argv[2]) <= min(r0, r1) and max(r0, r1) <= whole, r
+PY
 done
+rc=0
+"$TRAINC" plan specs/mlp_fashion.json --ranks 2 --chunk-kb 3 >/dev/null 2>"$d/chunk.err" || rc=$?
+[ $rc = 1 ] && grep -q "chunk-kb expects a multiple of 4" "$d/chunk.err" || { echo "FAIL: --chunk-kb 3: exit $rc"; exit 1; }
+echo "ok   trainc plan --ranks 2: zero2's gradient peak per rank between the shard and the whole region; --chunk-kb 3: exit 1"
 
 # accumulate: the earlier micro-batches accumulate locally, the last one reduce-scatters
 t="$d/mlp_fashion"
