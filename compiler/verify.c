@@ -97,6 +97,28 @@ static void put_tensor(FILE *f, Tensor *t, int planned)
         fprintf(f, " (in %s)", b->name);
 }
 
+/* A fused loop's op k as the C emitter writes it: "v2 = v1 > 0 ? v0 : 0  (relu)", with
+ * tensors read at their index, earlier ops of the loop by their v number. */
+static void put_op(FILE *f, const EwOp *op, int k, const char *n)
+{
+    fprintf(f, "         %s v%d = ", k ? "   " : "for", k);
+    for (const char *s = op->expr; *s; s++) {
+        if (*s != '$' || s[1] < '0' || s[1] > '2') {
+            fputc(*s, f);
+            continue;
+        }
+        const Operand *o = &op->arg[*++s - '0'];
+        if (!o->t)
+            fprintf(f, "v%d", o->val);
+        else
+            fprintf(f, "%s[%s]", o->t->name, o->index ? o->index : "i");
+    }
+    fprintf(f, "  (%s)", op->what ? op->what : "");
+    if (!k)
+        fprintf(f, ", i < %s", n);
+    fputc('\n', f);
+}
+
 static void dump_graph(const Graph *g, const char *pass)
 {
     FILE *f = stderr;
@@ -162,6 +184,8 @@ static void dump_program(const Program *p, const char *pass, int planned)
         }
         if (in->kind != I_EW && in->text && (!in->n_reads && !in->n_writes))
             fprintf(f, "         %s\n", in->text);
+        for (int k = 0; in->kind == I_EW && k < in->n_ops; k++)
+            put_op(f, &in->ops[k], k, in->n);
     }
 }
 
