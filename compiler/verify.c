@@ -97,6 +97,19 @@ static void put_tensor(FILE *f, Tensor *t, int planned)
         fprintf(f, " (in %s)", b->name);
 }
 
+/* One line "LABEL a, b @off first..last, ..." (nothing when n is 0). */
+static void put_tensors(FILE *f, const char *label, Tensor **ts, int n, int planned)
+{
+    if (!n)
+        return;
+    fprintf(f, "         %s ", label);
+    for (int k = 0; k < n; k++) {
+        fputs(k ? ", " : "", f);
+        put_tensor(f, ts[k], planned);
+    }
+    fputc('\n', f);
+}
+
 /* A fused loop's op k as the C emitter writes it: "v2 = v1 > 0 ? v0 : 0  (relu)", with
  * tensors read at their index, earlier ops of the loop by their v number. */
 static void put_op(FILE *f, const EwOp *op, int k, const char *n)
@@ -166,22 +179,8 @@ static void dump_program(const Program *p, const char *pass, int planned)
         const char *kind = in->kind == I_EW ? "loop" : in->kind == I_GEMM ? "gemm" : "call";
         fprintf(f, "%5d  %s  %s  %s  (%s)\n", i, in->recompute ? "rec" : in->backward ? "bwd" : "fwd",
                 kind, in->what ? in->what : "", in->origin ? in->origin : "");
-        if (in->n_reads) {
-            fputs("         reads  ", f);
-            for (int k = 0; k < in->n_reads; k++) {
-                fputs(k ? ", " : "", f);
-                put_tensor(f, in->reads[k], planned);
-            }
-            fputc('\n', f);
-        }
-        if (in->n_writes) {
-            fputs("         writes ", f);
-            for (int k = 0; k < in->n_writes; k++) {
-                fputs(k ? ", " : "", f);
-                put_tensor(f, in->writes[k], planned);
-            }
-            fputc('\n', f);
-        }
+        put_tensors(f, "reads ", in->reads, in->n_reads, planned);
+        put_tensors(f, "writes", in->writes, in->n_writes, planned);
         if (in->kind != I_EW && in->text && (!in->n_reads && !in->n_writes))
             fprintf(f, "         %s\n", in->text);
         for (int k = 0; in->kind == I_EW && k < in->n_ops; k++)

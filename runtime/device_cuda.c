@@ -422,6 +422,20 @@ static void pin_stats(rt_cu *d)
     d->f64_host = (double *)(d->stats_host + d->n_stats);
 }
 
+/* One round of a polled wait begun at t0 (the k-th): with NCCL, its error and timeout
+ * watched; then a yield, or after the first thousand rounds a 100 us sleep. */
+static void poll_pause(rt_cu *d, double t0, long k)
+{
+    if (d->watch_comm)
+        rt_nccl_watch(rt_now() - t0);
+    if (k < 1000) {
+        sched_yield();
+    } else {
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 static void cu_wait(rt_cu *d, CUstream s)
 {
     if (!d->watch_comm) {
@@ -435,13 +449,7 @@ static void cu_wait(rt_cu *d, CUstream s)
             return;
         if (r != CUDA_ERROR_NOT_READY)
             CU(r);
-        rt_nccl_watch(rt_now() - t0);
-        if (k < 1000) {
-            sched_yield();
-        } else {
-            struct timespec ts = {0, 100000};
-            nanosleep(&ts, NULL);
-        }
+        poll_pause(d, t0, k);
     }
 }
 
@@ -909,6 +917,18 @@ static void gr_unmap(rt_cu *d, int c)
 
 static int gr_kept(const struct grads *g, int c) { return c >= g->keep_lo && c < g->keep_hi; }
 
+/* Pinned memory on this device: its properties into *prop, the chunk size returned. */
+static size_t gr_granularity(rt_cu *d, CUmemAllocationProp *prop)
+{
+    memset(prop, 0, sizeof *prop);
+    prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop->location.id = (int)d->dev;
+    size_t gran = 0;
+    CU(p_cuMemGetAllocationGranularity(&gran, prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    return gran;
+}
+
 static void gr_setup(rt_cu *d, int64_t P, int64_t lo, int64_t hi)
 {
     int vmm = 0;
@@ -919,12 +939,9 @@ static void gr_setup(rt_cu *d, int64_t P, int64_t lo, int64_t hi)
                 "(the gradients whole, the optimizer state sharded)", d->name);
     struct grads *g = rt_xmalloc(sizeof *g);
     d->gr = g;
-    g->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    g->prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    g->prop.location.id = (int)d->dev;
+    g->gran = gr_granularity(d, &g->prop);
     g->access.location = g->prop.location;
     g->access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    CU(p_cuMemGetAllocationGranularity(&g->gran, &g->prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
     size_t bytes = (size_t)(P > 0 ? P : 1) * 4;
     g->n = (int)((bytes + g->gran - 1) / g->gran);
     CU(p_cuMemAddressReserve(&g->base, (size_t)g->n * g->gran, 0, 0, 0));
@@ -964,14 +981,7 @@ static void gr_poll(rt_cu *d, int most)
         if (r == CUDA_ERROR_NOT_READY) {
             if (g->count <= most)
                 return;
-            if (d->watch_comm)
-                rt_nccl_watch(rt_now() - t0);
-            if (k++ < 1000) {
-                sched_yield();
-            } else {
-                struct timespec ts = {0, 100000};
-                nanosleep(&ts, NULL);
-            }
+            poll_pause(d, t0, k++);
             continue;
         }
         CU(r);
@@ -1066,10 +1076,8 @@ rt_exec *rt_cu_test_open(const char *source, size_t scratch)
 size_t rt_cu_test_grads(rt_exec *e, int chunks)
 {
     rt_cu *d = dev_of(e);
-    size_t gran = 0;
-    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
-                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = (int)d->dev}};
-    CU(p_cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    CUmemAllocationProp prop;
+    size_t gran = gr_granularity(d, &prop);
     int64_t q = (int64_t)(gran / 4);
     gr_setup(d, chunks * q, q / 2, q + q / 2);
     e->grads = (float *)(uintptr_t)d->gr->base;
