@@ -189,12 +189,12 @@ static void emit_ops(Buf *b, const Instr *in, int runs, const char *ind)
     }
 }
 
-static void emit_kernel(Buf *b, Instr *in, const char *kp)
+static void emit_kernel(Buf *b, Instr *in, const char *name)
 {
     Uses u = {0};
     kernel_uses(&u, in);
-    buf_printf(b, "/* %s%d: %s\n *     from %s */\n", kp, in->id, in->what, in->origin);
-    buf_printf(b, "void %s%d(rt_exec *e, int64_t lo, int64_t hi)\n{\n", kp, in->id);
+    buf_printf(b, "/* %s: %s\n *     from %s */\n", name, in->what, in->origin);
+    buf_printf(b, "void %s(rt_exec *e, int64_t lo, int64_t hi)\n{\n", name);
     for (int i = 0; i < u.n; i++)
         declare(b, u.t[i], u.w[i]);
     int64_t run = kernel_run(in);
@@ -226,6 +226,65 @@ static void emit_kernel(Buf *b, Instr *in, const char *kp)
     free(u.w);
 }
 
+/* The names a launch of `in` gives: its CUDA kernel's and its C function's. */
+static void kernel_names(const Program *p, const Instr *in, char cpu[32], char gpu[32])
+{
+    if (in->same_cpu)
+        snprintf(cpu, 32, "k%d", in->same_cpu->id);
+    else
+        snprintf(cpu, 32, "%s%d", p->kprefix, in->id);
+    if (in->same_gpu)
+        snprintf(gpu, 32, "k%d", in->same_gpu->id);
+    else
+        snprintf(gpu, 32, "%s%d", p->kprefix, in->id);
+}
+
+/* A validation kernel that, name aside, reads as a training kernel does (the same
+ * fused ops over the same tensors; on the CPU at the same arena offsets too) is not
+ * printed twice: validation launches the training one (Instr.same_cpu, same_gpu). */
+static void find_twins(Program *p, Program *ev)
+{
+    int n = 0;
+    for (int i = 0; i < p->n_ins; i++)
+        n += !p->ins[i]->dead && p->ins[i]->kind == I_EW;
+    Buf *cpu = calloc(n ? n : 1, sizeof *cpu), *gpu = calloc(n ? n : 1, sizeof *gpu);
+    Instr **tk = calloc(n ? n : 1, sizeof *tk);
+    if (!cpu || !gpu || !tk)
+        die("out of memory");
+    n = 0;
+    for (int i = 0; i < p->n_ins; i++)
+        if (!p->ins[i]->dead && p->ins[i]->kind == I_EW) {
+            tk[n] = p->ins[i];
+            emit_kernel(&cpu[n], tk[n], "K");
+            cuda_kernel(&gpu[n], p->g, tk[n], "K");
+            n++;
+        }
+    for (int i = 0; i < ev->n_ins; i++) {
+        Instr *in = ev->ins[i];
+        in->same_cpu = in->same_gpu = NULL;
+        if (in->dead || in->kind != I_EW)
+            continue;
+        Buf c = {0}, g = {0};
+        emit_kernel(&c, in, "K");
+        cuda_kernel(&g, ev->g, in, "K");
+        for (int k = 0; k < n && !(in->same_cpu && in->same_gpu); k++) {
+            if (!in->same_cpu && !strcmp(c.s, cpu[k].s))
+                in->same_cpu = tk[k];
+            if (!in->same_gpu && !strcmp(g.s, gpu[k].s))
+                in->same_gpu = tk[k];
+        }
+        free(c.s);
+        free(g.s);
+    }
+    for (int k = 0; k < n; k++) {
+        free(cpu[k].s);
+        free(gpu[k].s);
+    }
+    free(cpu);
+    free(gpu);
+    free(tk);
+}
+
 static void emit_pass(Buf *b, Program *p, int from, int to, const char *sig, const char *doc,
                       const char *prologue)
 {
@@ -252,12 +311,17 @@ static void emit_pass(Buf *b, Program *p, int from, int to, const char *sig, con
         Instr *in = p->ins[i];
         if (in->dead)
             continue;
-        buf_printf(b, "    /* %s: %s */\n", in->origin, in->what);
+        if (in->same_cpu || in->same_gpu)
+            buf_printf(b, "    /* %s: %s (%straining's k%d, the same text) */\n", in->origin, in->what,
+                       in->same_cpu ? "" : "on the GPU, ", (in->same_cpu ? in->same_cpu : in->same_gpu)->id);
+        else
+            buf_printf(b, "    /* %s: %s */\n", in->origin, in->what);
         if (in->kind == I_EW) {
             Uses k = {0};
             kernel_uses(&k, in);
-            buf_printf(b, "    rt_launch(e, \"%s%d\", %s%d, %s, %d, (void *[]){", p->kprefix, in->id,
-                       p->kprefix, in->id, in->n, k.n);
+            char gpu[32], cpu[32];
+            kernel_names(p, in, cpu, gpu);
+            buf_printf(b, "    rt_launch(e, \"%s\", %s, %s, %d, (void *[]){", gpu, cpu, in->n, k.n);
             for (int j = 0; j < k.n; j++)
                 buf_printf(b, "%s&%s", j ? ", " : "", k.t[j]->name);
             buf_puts(b, "});\n");
@@ -334,7 +398,7 @@ static void emit_model_h(Program *p, Program *ev, Buf *b)
         if (!p->ins[i]->dead && p->ins[i]->kind == I_EW)
             buf_printf(b, "void k%d(rt_exec *e, int64_t lo, int64_t hi);\n", p->ins[i]->id);
     for (int i = 0; i < ev->n_ins; i++)
-        if (!ev->ins[i]->dead && ev->ins[i]->kind == I_EW)
+        if (!ev->ins[i]->dead && ev->ins[i]->kind == I_EW && !ev->ins[i]->same_cpu)
             buf_printf(b, "void ke%d(rt_exec *e, int64_t lo, int64_t hi);\n", ev->ins[i]->id);
     buf_puts(b, "\n#endif\n");
 }
@@ -447,13 +511,24 @@ static void emit_kernels_c(Program *p, Program *ev, Buf *b)
                 " * space; rt_parallel_for splits the space over the thread pool. Values pass\n"
                 " * between fused ops in registers (v0, v1, ...); only what a later kernel reads\n"
                 " * is stored. */\n#include \"model.h\"\n\n");
+    char name[32];
+    int own = 0;
     for (int i = 0; i < p->n_ins; i++)
-        if (!p->ins[i]->dead && p->ins[i]->kind == I_EW)
-            emit_kernel(b, p->ins[i], "k");
-    buf_puts(b, "/* ---- validation (forward only) ---- */\n\n");
+        if (!p->ins[i]->dead && p->ins[i]->kind == I_EW) {
+            snprintf(name, sizeof name, "k%d", p->ins[i]->id);
+            emit_kernel(b, p->ins[i], name);
+        }
     for (int i = 0; i < ev->n_ins; i++)
-        if (!ev->ins[i]->dead && ev->ins[i]->kind == I_EW)
-            emit_kernel(b, ev->ins[i], "ke");
+        own += !ev->ins[i]->dead && ev->ins[i]->kind == I_EW && !ev->ins[i]->same_cpu;
+    if (!own)
+        return;
+    buf_puts(b, "/* ---- validation's own (forward only; it launches the training kernels it\n"
+                " * would repeat word for word) ---- */\n\n");
+    for (int i = 0; i < ev->n_ins; i++)
+        if (!ev->ins[i]->dead && ev->ins[i]->kind == I_EW && !ev->ins[i]->same_cpu) {
+            snprintf(name, sizeof name, "ke%d", ev->ins[i]->id);
+            emit_kernel(b, ev->ins[i], name);
+        }
 }
 
 void emit_plan_json(Program *p, Buf *b)
@@ -515,6 +590,7 @@ void emit_plan_json(Program *p, Buf *b)
 void emit_c(Program *p, Program *ev, Emitted *out)
 {
     memset(out, 0, sizeof *out);
+    find_twins(p, ev);
     emit_model_h(p, ev, &out->model_h);
     emit_host_c(p, ev, &out->host_c);
     emit_kernels_c(p, ev, &out->kernels_c);

@@ -7,6 +7,7 @@
  * arrive as pointers (the host adds the plan's offsets); `B`, `train` and `rng_key`
  * are arguments where the C code reads them from rt_exec. */
 #include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "ir.h"
@@ -83,13 +84,13 @@ static int uses_i(const char *s)
     return 0;
 }
 
-static void cuda_kernel(Buf *b, const Graph *g, Instr *in, const char *kp)
+void cuda_kernel(Buf *b, const Graph *g, Instr *in, const char *name)
 {
     Tensor *t[64];
     char w[64];
     int n = kernel_tensors(in, t, w, 64);
-    buf_printf(b, "/* %s%d: %s\n *     from %s */\n", kp, in->id, in->what, in->origin);
-    buf_printf(b, "extern \"C\" __global__ void %s%d(", kp, in->id);
+    buf_printf(b, "/* %s: %s\n *     from %s */\n", name, in->what, in->origin);
+    buf_printf(b, "extern \"C\" __global__ void %s(", name);
     for (int q = 0; q < n; q++) {
         /* pointers to the same storage (an in-place update, or a loop the memory
          * plan runs over its dead input) must not be __restrict__ */
@@ -317,11 +318,17 @@ void emit_cuda(Program *p, Program *ev, Buf *b, Buf *file)
             instance(p, b, &seen, ev->ins[i]);
     free(seen.s);
     buf_puts(b, "\n/* ==== the fused elementwise kernels ==== */\n\n");
+    char name[32];
     for (int i = 0; i < p->n_ins; i++)
-        if (!p->ins[i]->dead && p->ins[i]->kind == I_EW)
-            cuda_kernel(b, p->g, p->ins[i], "k");
+        if (!p->ins[i]->dead && p->ins[i]->kind == I_EW) {
+            snprintf(name, sizeof name, "k%d", p->ins[i]->id);
+            cuda_kernel(b, p->g, p->ins[i], name);
+        }
+    /* validation's own, those the training pass has word for word left out */
     for (int i = 0; i < ev->n_ins; i++)
-        if (!ev->ins[i]->dead && ev->ins[i]->kind == I_EW)
-            cuda_kernel(b, ev->g, ev->ins[i], "ke");
+        if (!ev->ins[i]->dead && ev->ins[i]->kind == I_EW && !ev->ins[i]->same_gpu) {
+            snprintf(name, sizeof name, "ke%d", ev->ins[i]->id);
+            cuda_kernel(b, ev->g, ev->ins[i], name);
+        }
     buf_puts(file, b->s + at);
 }

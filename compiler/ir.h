@@ -219,6 +219,10 @@ typedef struct Instr {
     int block;               /* forward instructions: the block they belong to */
     int recompute;           /* a forward instruction replayed in the backward pass */
     int64_t flops;           /* per sample (GEMMs and heavy calls; 0 = negligible) */
+    /* I_EW of the validation program: the training kernel whose text this one's would
+       repeat on the CPU (offsets included) or on the GPU, or NULL; the launch names
+       that kernel and this one is not printed (emit_c.c, find_twins) */
+    struct Instr *same_cpu, *same_gpu;
 } Instr;
 
 typedef struct Program {
@@ -304,6 +308,8 @@ typedef struct Emitted {
     Buf kernels_cu_file;   /* kernels_cuda.cu as written: the templates #included */
 } Emitted;
 void emit_cuda(Program *p, Program *eval, Buf *b, Buf *file);
+/* One fused kernel as CUDA, named `name`. */
+void cuda_kernel(Buf *b, const Graph *g, Instr *in, const char *name);
 /* A fused kernel's tensors in its parameter order (both emitters and the launch). */
 int kernel_tensors(const Instr *in, Tensor **t, char *w, int max);
 /* Scratch the GPU's calls need per batch row (attention backward's row sums). */

@@ -123,7 +123,8 @@ void k5(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* ---- validation (forward only) ---- */
+/* ---- validation's own (forward only; it launches the training kernels it
+ * would repeat word for word) ---- */
 
 /* ke0: input to f32
  *     from $.model.inputs.x */

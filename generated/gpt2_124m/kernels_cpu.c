@@ -19,7 +19,8 @@ void k0(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* ---- validation (forward only) ---- */
+/* ---- validation's own (forward only; it launches the training kernels it
+ * would repeat word for word) ---- */
 
 /* ke0: pos_embedding: + position rows
  *     from $.model.layers[1] */

@@ -742,8 +742,8 @@ static void evaluate(rt_exec *e)
 
     /* $.model.layers[0]: embedding: rows of the weight picked by the ids */
     rt_embedding_fwd(e, in_x, P_wte_weight, embedding_wte, e->B * 128, 256, 128);
-    /* $.model.layers[1]: pos_embedding: + position rows */
-    rt_launch(e, "ke0", ke0, e->B * 16384, 3, (void *[]){&embedding_wte, &P_wpe_weight, &pos_embedding_wpe});
+    /* $.model.layers[1]: pos_embedding: + position rows (on the GPU, training's k0, the same text) */
+    rt_launch(e, "k0", ke0, e->B * 16384, 3, (void *[]){&embedding_wte, &P_wpe_weight, &pos_embedding_wpe});
     /* $.model.layers[2].body[0].body[0]: layernorm */
     rt_layernorm_fwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, P_h_0_ln_1_bias, layernorm_h_0_ln_1, ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1]: linear: y = x W^T + b, in the GEMM's epilogue */

@@ -59,30 +59,3 @@ extern "C" __global__ void k0(const float *embedding_wte, const float *__restric
     }
 }
 
-/* ke0: pos_embedding: + position rows
- *     from $.model.layers[1] */
-extern "C" __global__ void ke0(const float *embedding_wte, const float *__restrict__ P_wpe_weight, float *pos_embedding_wpe, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)embedding_wte | (unsigned long long)pos_embedding_wpe) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_embedding_wte = rt_ld4(embedding_wte + 4 * q);
-            float4 w_pos_embedding_wpe;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_embedding_wte)[l] + P_wpe_weight[i % 16384]; /* pos_embedding: + position rows */
-                ((float *)&w_pos_embedding_wpe)[l] = v0;
-            }
-            rt_st4(pos_embedding_wpe + 4 * q, w_pos_embedding_wpe);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = embedding_wte[i] + P_wpe_weight[i % 16384]; /* pos_embedding: + position rows */
-        pos_embedding_wpe[i] = v0;
-    }
-}
-

@@ -116,8 +116,8 @@ static void evaluate(rt_exec *e)
     float *linear_5 = ACT(1024);
     const int32_t *in_y = (const int32_t *)e->in[1];
 
-    /* $.model.inputs.x: input to f32 */
-    rt_launch(e, "ke0", ke0, e->B * 784, 2, (void *[]){&in_x, &x_f32});
+    /* $.model.inputs.x: input to f32 (training's k0, the same text) */
+    rt_launch(e, "k0", k0, e->B * 784, 2, (void *[]){&in_x, &x_f32});
     /* $.model.layers[1] + $.model.layers[2]: linear: y = relu(x W^T + b), in the GEMM's epilogue */
     rt_gemm_bias(e, 0, 1, e->B * 1, 256, 784, 1.0f, flatten_0, 784, P_1_weight, 784, NULL, 256, P_1_bias, NULL, RT_EPI_RELU, relu_2);
     /* $.model.layers[3] + $.model.layers[4]: linear: y = relu(x W^T + b), in the GEMM's epilogue */

@@ -44,17 +44,3 @@ void k2(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* ---- validation (forward only) ---- */
-
-/* ke0: input to f32
- *     from $.model.inputs.x */
-void ke0(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const uint8_t *in_x = (const uint8_t *)e->in[0];
-    float *x_f32 = ACT(0);
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = (float)in_x[i] * 0.00392156886f; /* input to f32 */
-        x_f32[i] = v0;
-    }
-}
-

@@ -103,29 +103,3 @@ extern "C" __global__ void k2(const float *d_relu_2, const float *__restrict__ r
     }
 }
 
-/* ke0: input to f32
- *     from $.model.inputs.x */
-extern "C" __global__ void ke0(const uint8_t *__restrict__ in_x, float *__restrict__ x_f32, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)x_f32) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            float4 w_x_f32;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = (float)in_x[i] * 0.00392156886f; /* input to f32 */
-                ((float *)&w_x_f32)[l] = v0;
-            }
-            rt_st4(x_f32 + 4 * q, w_x_f32);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = (float)in_x[i] * 0.00392156886f; /* input to f32 */
-        x_f32[i] = v0;
-    }
-}
-

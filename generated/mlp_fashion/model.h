@@ -39,6 +39,5 @@
 void k0(rt_exec *e, int64_t lo, int64_t hi);
 void k1(rt_exec *e, int64_t lo, int64_t hi);
 void k2(rt_exec *e, int64_t lo, int64_t hi);
-void ke0(rt_exec *e, int64_t lo, int64_t hi);
 
 #endif
