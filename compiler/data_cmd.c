@@ -63,18 +63,20 @@ static char *find_source(const char *src, const char *name)
     error_input("%s: no %s.gz or %s; %s", src, name, name, FASHION_HINT);
 }
 
-/* Reads exactly n bytes; returns how many were read before EOF. */
+/* Reads exactly n bytes; returns how many were read before EOF. An error closes f
+ * and exits 1. */
 static size_t gz_read_full(gzFile f, const char *path, void *buf, size_t n)
 {
     size_t got = 0;
     while (got < n) {
         size_t want = n - got < (1u << 30) ? n - got : (1u << 30);
         int r = gzread(f, (char *)buf + got, (unsigned)want);
-        if (r < 0) {
-            int zerr;
-            const char *msg = gzerror(f, &zerr);
-            error_input("%s: cannot read: %s", path,
-                        zerr == Z_ERRNO ? strerror(errno) : msg);
+        if (r < 0) {   /* f closed before the exit (the fuzz target goes on) */
+            int zerr, err = errno;
+            char msg[256];
+            snprintf(msg, sizeof msg, "%s", gzerror(f, &zerr));
+            gzclose_r(f);
+            error_input("%s: cannot read: %s", path, zerr == Z_ERRNO ? strerror(err) : msg);
         }
         if (r == 0)
             break;
@@ -89,7 +91,10 @@ static uint32_t be32(const unsigned char *p)
 }
 
 /* Reads an IDX file of unsigned bytes with `rank` dimensions. The header is
- * 00 00 08 RANK, then RANK big-endian u32 sizes, then the bytes in C order. */
+ * 00 00 08 RANK, then RANK big-endian u32 sizes, then the bytes in C order. The
+ * buffer grows with what the file holds (a header may promise gigabytes a short file
+ * does not have); a rejected file is closed before the error. */
+#define IDX_FAIL(...) (gzclose_r(f), error_input(__VA_ARGS__))
 static void idx_read(IdxArray *a, char *path, int rank)
 {
     memset(a, 0, sizeof *a);
@@ -103,33 +108,48 @@ static void idx_read(IdxArray *a, char *path, int rank)
     size_t hlen = 4 + 4 * (size_t)rank;
     size_t got = gz_read_full(f, path, hdr, hlen);
     if (got < 4 || hdr[0] != 0 || hdr[1] != 0 || hdr[2] != 0x08)
-        error_input("%s: not an IDX file of unsigned bytes (bad magic)", path);
+        IDX_FAIL("%s: not an IDX file of unsigned bytes (bad magic)", path);
     if (hdr[3] != rank)
-        error_input("%s: IDX file has %d dimensions, expected %d", path, hdr[3], rank);
+        IDX_FAIL("%s: IDX file has %d dimensions, expected %d", path, hdr[3], rank);
     if (got < hlen)
-        error_input("%s: truncated IDX header", path);
+        IDX_FAIL("%s: truncated IDX header", path);
     uint64_t total = 1;
     for (int i = 0; i < rank; i++) {
         a->dims[i] = be32(hdr + 4 + 4 * i);
         total *= a->dims[i];
         if (a->dims[i] == 0 || total > IDX_MAX_BYTES)
-            error_input("%s: implausible IDX size (dimension %d is %" PRIu32 ")", path, i,
-                        a->dims[i]);
+            IDX_FAIL("%s: implausible IDX size (dimension %d is %" PRIu32 ")", path, i,
+                     a->dims[i]);
     }
     a->bytes = (size_t)total;
-    a->data = xcalloc(1, a->bytes);
-    got = gz_read_full(f, path, a->data, a->bytes);
+    size_t cap = 0;
+    got = 0;
+    while (got < a->bytes) {
+        size_t want = a->bytes - got, step = cap ? cap : (size_t)1 << 20;
+        if (want > step)
+            want = step;
+        if (got + want > cap) {
+            cap = got + want;
+            a->data = realloc(a->data, cap);
+            if (!a->data)
+                IDX_FAIL("%s: out of memory for %zu bytes", path, cap);
+        }
+        size_t n = gz_read_full(f, path, a->data + got, want);
+        got += n;
+        if (n < want)
+            break;
+    }
     if (got < a->bytes)
-        error_input("%s: truncated: the header promises %zu bytes of data, the file has %zu",
-                    path, a->bytes, got);
+        IDX_FAIL("%s: truncated: the header promises %zu bytes of data, the file has %zu", path,
+                 a->bytes, got);
     unsigned char extra;
     if (gz_read_full(f, path, &extra, 1) != 0)
-        error_input("%s: unexpected data after the %zu bytes the header promises", path,
-                    a->bytes);
+        IDX_FAIL("%s: unexpected data after the %zu bytes the header promises", path, a->bytes);
     int rc = gzclose_r(f);
     if (rc != Z_OK)
         error_input("%s: cannot read: %s", path, rc == Z_ERRNO ? strerror(errno) : zError(rc));
 }
+#undef IDX_FAIL
 
 /* Images [N, rows, cols] and labels [N] of one split; checked against each other. */
 static void read_split(const char *src, const char *prefix, IdxArray *img, IdxArray *lab)

@@ -53,6 +53,7 @@ check bad/runtime         bash tests/bad_runtime.sh
 # the same with the trainer and its runtime under the sanitizers (sanitizer exit code 86)
 check asan/runtime        env TRAINC=build/asan/trainc TRAINC_CFLAGS="$SAN" ASAN_OPTIONS=detect_leaks=0:exitcode=86 UBSAN_OPTIONS=exitcode=86 bash tests/bad_runtime.sh
 check data/text           bash tests/data_text.sh
+check data/fashion        bash tests/data_fashion.sh
 
 # compiler output
 check golden              bash tests/golden.sh
