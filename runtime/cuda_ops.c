@@ -258,11 +258,11 @@ static int64_t att_head(int64_t d, int64_t H)
 }
 
 /* Whether attention.cuh takes its tensor-core kernels (rt_att_tc: 16-bit activations,
- * heads a multiple of 16 wide up to 64). Those read and write rows 16 bytes at a time:
+ * heads a multiple of 16 wide up to 128). Those read and write rows 16 bytes at a time:
  * the tensors given must be 16-byte aligned (the arena's are). */
 static int att_tc(rt_exec *e, int64_t hd, const void *a, const void *b, const void *c)
 {
-    if (!rt_cu_act16(e) || hd % 16 != 0 || hd > 64)
+    if (!rt_cu_act16(e) || hd % 16 != 0 || hd > 128)
         return 0;
     if (((uintptr_t)a | (uintptr_t)b | (uintptr_t)c) % 16 != 0)
         rt_die("attention: tensor-core operands %p, %p, %p are not 16-byte aligned", a, b, c);

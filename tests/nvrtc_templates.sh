@@ -2,7 +2,14 @@
 # The runtime's kernel templates (templates/cuda/*.cuh) compile with NVRTC for sm_80
 # and sm_90 without errors or warnings, with the representative instances of
 # tests/gpu/instances.cu, in the order trainc writes them into a kernels_cuda.cu:
-# prelude.cuh, common.cuh, the other templates by name, then the instance lines.
+# prelude.cuh, common.cuh, the other templates by name, then the instance lines;
+# with fp32 activations, and with bf16-mixed's and fp16-mixed's 16-bit ones (where
+# attention takes the tensor cores). Then, where the toolkit has nvcc, ptxas's
+# account of the tensor-core attention kernels (bf16, sm_80 and sm_90): at most 16
+# bytes of register spills a kernel (the key-side backward at heads 128 wide uses
+# 254-255 of the 255 registers a thread may have; spilling its accumulators would cost
+# more than the tensor cores win; ptxas gives the forward at heads 80 wide 128
+# registers and a 4-byte spill on sm_90).
 # Needs no GPU.
 set -eu
 cd "$(dirname "$0")/.."
@@ -11,5 +18,30 @@ d=build/tests/nvrtc_templates
 rm -rf "$d"; mkdir -p "$d"
 cc -std=gnu11 -O1 -I"$CUDA/include" tests/nvrtc_check.c -L"$CUDA/lib64" -Wl,-rpath,"$CUDA/lib64" -lnvrtc -o "$d/nvrtc_check"
 rest=$(ls templates/cuda/*.cuh | grep -v -e '/prelude\.cuh$' -e '/common\.cuh$' | LC_ALL=C sort)
-cat templates/cuda/prelude.cuh templates/cuda/common.cuh $rest tests/gpu/instances.cu > "$d/templates.cu"
-"$d/nvrtc_check" "$d/templates.cu" sm_80 sm_90
+for v in fp32 bf16 fp16; do
+    { case $v in bf16) echo "#define RT_ACT_BF16 1";; fp16) echo "#define RT_ACT_F16 1";; esac
+      cat templates/cuda/prelude.cuh templates/cuda/common.cuh $rest tests/gpu/instances.cu; } > "$d/templates_$v.cu"
+    "$d/nvrtc_check" "$d/templates_$v.cu" sm_80 sm_90
+done
+if [ -x "$CUDA/bin/nvcc" ]; then
+    # nvcc brings its own integer types: the prelude's typedefs (for NVRTC) left out
+    { echo "#include <stdint.h>"; echo "#define RT_ACT_BF16 1"
+      cat templates/cuda/prelude.cuh templates/cuda/common.cuh templates/cuda/attention.cuh |
+          sed '/^typedef .*int[0-9]*_t;$/d'
+      grep '^RT_ATTENTION' tests/gpu/instances.cu; } > "$d/attention_bf16.cu"
+    for a in sm_80 sm_90; do
+        "$CUDA/bin/nvcc" -std=c++17 -arch=$a -cubin -Xptxas -v "$d/attention_bf16.cu" \
+            -o "$d/attention_$a.cubin" 2>"$d/ptxas_$a.log"
+        # one line a kernel: its name, then ptxas's spill and register lines
+        grep -E "Compiling entry|spill|Used" "$d/ptxas_$a.log" | paste - - - |
+            sed -E "s/.*entry function '([a-z0-9_]*)'.*stack frame, ([0-9]+) bytes spill stores.*Used ([0-9]+) registers.*/\1 \2 \3/" \
+            > "$d/regs_$a.txt"
+        n=$(wc -l < "$d/regs_$a.txt")
+        [ "$n" -ge 6 ] || { echo "FAIL ptxas $a: $n attention kernels read from the log"; exit 1; }
+        if awk '$2 > 16 {bad = 1; print "FAIL ptxas " a ": " $1 " spills " $2 " bytes"} END {exit bad}' a=$a "$d/regs_$a.txt"; then
+            echo "ok   ptxas $a: $n attention kernels (bf16), spills at most $(awk '{print $2}' "$d/regs_$a.txt" | sort -n | tail -1) bytes, registers $(awk '{print $3}' "$d/regs_$a.txt" | sort -n | sed -n '1p;$p' | paste -sd- -)"
+        else
+            exit 1
+        fi
+    done
+fi

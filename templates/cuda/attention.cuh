@@ -222,8 +222,12 @@ __device__ __forceinline__ void attention_fwd(const act_t *qkv, float *lse, act_
  * runs down the tile's rows, as V's in P V), two n-tiles an instruction. The 16-byte
  * accesses need every row 16-byte aligned: heads a multiple of 16 wide do that in the
  * arena's 16-byte aligned tensors (cuda_ops.c checks the pointers).
- * Heads whose width is a multiple of 16, up to 64; other widths use the kernel above. */
-__host__ __device__ constexpr bool rt_att_tc(int hd) { return hd % 16 == 0 && hd <= 64; }
+ * Heads whose width is a multiple of 16, up to 128; other widths use the kernel above.
+ * Heads wider than 64 stream tiles of 32 keys (32 queries in the key-side backward)
+ * instead of 64, so that the two tiles of each operand fit in 48 KiB of shared memory. */
+__host__ __device__ constexpr bool rt_att_tc(int hd) { return hd % 16 == 0 && hd <= 128; }
+/* rows of the tiles a tensor-core kernel streams through shared memory */
+__host__ __device__ constexpr int rt_att_tc_stream(int hd) { return hd > 64 ? 32 : 64; }
 
 /* D += A B on one m16n8k16 tile (the emulator has a twin of the instruction) */
 __device__ __forceinline__ void att_mma(float c[4], const unsigned a[4], const unsigned b[2])
@@ -404,7 +408,7 @@ __device__ __forceinline__ void att_tiles16(unsigned short (*da)[W], unsigned sh
 template <int T, int HD, int CAUSAL>
 __device__ __forceinline__ void attention_fwd_tc(const act_t *qkv, float *lse, act_t *y, int H)
 {
-    constexpr int BQ = 64, BK = 64, KS = HD / 16, DN = HD / 8, W = HD + 8;
+    constexpr int BQ = 64, BK = rt_att_tc_stream(HD), KS = HD / 16, DN = HD / 8, W = HD + 8;
     constexpr int NQT = (T + BQ - 1) / BQ;
     /* 16-bit bits of K and V, two tiles of each: the next copied in while this one is used */
     __shared__ __align__(16) unsigned short ks[2][BK][W], vs[2][BK][W];
@@ -709,7 +713,7 @@ __device__ __forceinline__ void attention_bwd_q_tc(const act_t *qkv, const float
                                                    const act_t *y, const act_t *dy, act_t *dqkv,
                                                    float *D, int H)
 {
-    constexpr int BQ = 64, BK = 64, KS = HD / 16, DN = HD / 8, W = HD + 8;
+    constexpr int BQ = 64, BK = rt_att_tc_stream(HD), KS = HD / 16, DN = HD / 8, W = HD + 8;
     constexpr int NQT = (T + BQ - 1) / BQ;
     __shared__ __align__(16) unsigned short ks[2][BK][W], vs[2][BK][W];   /* two tiles each */
     __shared__ float Dt[BQ];
@@ -821,7 +825,7 @@ __device__ __forceinline__ void attention_bwd_kv_tc(const act_t *qkv, const floa
                                                     const act_t *dy, act_t *dqkv, const float *D,
                                                     int H)
 {
-    constexpr int BQ = 64, BK = 64, KS = HD / 16, DN = HD / 8, W = HD + 8;
+    constexpr int BQ = rt_att_tc_stream(HD), BK = 64, KS = HD / 16, DN = HD / 8, W = HD + 8;
     constexpr int NKT = (T + BK - 1) / BK;
     /* two query tiles of each (the next copied in while this one is used); Lt holds
      * lse in natural units, as stored */

@@ -58,6 +58,8 @@ static const char *const instances[] = {
     "RT_ATTENTION_FWD(1024, 64, 1)", "RT_ATTENTION_BWD(1024, 64, 1)",
     "RT_ATTENTION_FWD(1024, 64, 0)", "RT_ATTENTION_BWD(1024, 64, 0)",
     "RT_ATTENTION_FWD(65, 16, 1)", "RT_ATTENTION_BWD(65, 16, 1)",
+    "RT_ATTENTION_FWD(200, 80, 0)", "RT_ATTENTION_BWD(200, 80, 0)",
+    "RT_ATTENTION_FWD(100, 128, 1)", "RT_ATTENTION_BWD(100, 128, 1)",
     "RT_EMBEDDING_FWD(7)", "RT_EMBEDDING_BWD(7)", "RT_EMBEDDING_FWD(128)",
     "RT_EMBEDDING_BWD(128)", "RT_EMBEDDING_FWD(768)", "RT_EMBEDDING_BWD(768)",
     NULL};
@@ -1294,6 +1296,9 @@ int main(int argc, char **argv)
     t_attention(1, 1024, 128, 2, 1);
     t_attention(1, 1024, 64, 1, 0);
     t_attention(3, 65, 48, 3, 1);   /* heads 16 wide; 65 rows: a tile of one row */
+    /* heads wider than 64: the tensor-core kernels stream tiles of 32 rows */
+    t_attention(1, 200, 160, 2, 0);
+    t_attention(2, 100, 384, 3, 1);
 
     t_embedding(1, 11, 7, 11);
     t_embedding(100, 300, 7, 20);
