@@ -72,27 +72,34 @@ static char *shape_of(const Tensor *t, int batch)
 /* "float *relu_2 = ACT(1024);" and friends, for a function's locals. */
 static void declare(Buf *b, Tensor *t, int writable)
 {
+    /* the shape beside each pointer: parameters and their gradients whole, the rest per
+     * batch of B rows (conv2d's GEMM operands as they are stored) */
+    char *shape = tensor_base(t)->layout ? xstrdup(tensor_base(t)->layout)
+                                         : shape_of(t, t->kind != T_PARAM && t->kind != T_PGRAD);
     switch (t->kind) {
     case T_INPUT:
-        buf_printf(b, "    const %s *%s = (const %s *)e->in[%d];\n", c_type(t->dtype), t->name,
-                   c_type(t->dtype), t->input_index);
-        return;
+        buf_printf(b, "    const %s *%s = (const %s *)e->in[%d]; /* %s */\n", c_type(t->dtype),
+                   t->name, c_type(t->dtype), t->input_index, shape);
+        break;
     case T_PARAM:
-        buf_printf(b, "    const float *%s = e->params + %lld;\n", t->name,
-                   (long long)t->param->offset);
-        return;
+        buf_printf(b, "    const float *%s = e->params + %lld; /* %s */\n", t->name,
+                   (long long)t->param->offset, shape);
+        break;
     case T_PGRAD:
-        buf_printf(b, "    float *%s = e->grads + %lld;\n", t->name, (long long)t->param->offset);
-        return;
+        buf_printf(b, "    float *%s = e->grads + %lld; /* %s */\n", t->name,
+                   (long long)t->param->offset, shape);
+        break;
     case T_ACT:
     case T_TEMP:
         if (!tensor_base(t)->has_offset)
             die("tensor %s has no place in the arena", t->name);
-        buf_printf(b, "    %sfloat *%s = ACT(%lld);\n", writable ? "" : "const ", t->name,
-                   (long long)tensor_base(t)->offset);
-        return;
+        buf_printf(b, "    %sfloat *%s = ACT(%lld); /* %s */\n", writable ? "" : "const ", t->name,
+                   (long long)tensor_base(t)->offset, shape);
+        break;
+    default:
+        unreachable();
     }
-    unreachable();
+    free(shape);
 }
 
 /* The tensors an instruction range touches, each once, in first-use order. */

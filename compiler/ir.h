@@ -38,6 +38,9 @@ typedef struct Tensor {
     struct Tensor *alias;    /* a view (flatten) shares this tensor's storage */
     const char *origin;      /* spec path of the layer that made it */
     const char *what;        /* short description for comments */
+    const char *layout;      /* where the batch is not the outer dimension (conv2d's GEMM
+                                operands, [rows, B*cols]): the storage as it is, for the
+                                shape comments; NULL: [B, shape] */
     /* filled by fusion and memplan */
     int materialized;        /* written to memory (not only a register in a fused loop) */
     int first, last;         /* live range in instruction indices */

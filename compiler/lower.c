@@ -140,6 +140,15 @@ static Tensor *temp(Graph *g, const char *name, int64_t per_row, const char *ori
     return t;
 }
 
+/* a conv2d GEMM operand: `rows` rows of B * `cols` (per_row = rows * cols) */
+static Tensor *gemm_temp(Graph *g, const char *name, int64_t rows, int64_t cols,
+                         const char *origin, const char *what)
+{
+    Tensor *t = temp(g, name, rows * cols, origin, what);
+    t->layout = xasprintf("[%lld, B*%lld]", (long long)rows, (long long)cols);
+    return t;
+}
+
 static void lower_conv_fwd(Program *p, Node *nd)
 {
     Graph *g = p->g;
@@ -147,10 +156,10 @@ static void lower_conv_fwd(Program *p, Node *nd)
             pad = nd->conv[5], OH = nd->conv[6], OW = nd->conv[7];
     int64_t Cout = nd->out->shape[0], CKK = C * k * k, HW = OH * OW;
     Tensor *x = nd->in[0], *y = nd->out;
-    Tensor *col = temp(g, xasprintf("col_%s", y->name), CKK * HW, nd->origin,
-                       "im2col columns [C*k*k, B*OH*OW]");
-    Tensor *yt = temp(g, xasprintf("gemm_%s", y->name), Cout * HW, nd->origin,
-                      "GEMM output [out, B*OH*OW]");
+    Tensor *col = gemm_temp(g, xasprintf("col_%s", y->name), CKK, HW, nd->origin,
+                            "im2col columns [C*k*k, B*OH*OW]");
+    Tensor *yt = gemm_temp(g, xasprintf("gemm_%s", y->name), Cout, HW, nd->origin,
+                           "GEMM output [out, B*OH*OW]");
     Instr *a = add(p, I_CALL, nd->origin, 0);
     a->what = xstrdup("conv2d: im2col");
     textf(a, "rt_im2col(e, %s, %s, e->B, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld);", x->name,
@@ -191,10 +200,10 @@ static void lower_conv_bwd(Program *p, Node *nd)
             pad = nd->conv[5], OH = nd->conv[6], OW = nd->conv[7];
     Tensor *dy = nd->in[0], *x = nd->in[1], *dx = nd->out;
     int64_t Cout = dy->shape[0], CKK = C * k * k, HW = OH * OW;
-    Tensor *dyt = temp(g, xasprintf("gemm_%s", dy->name), Cout * HW, nd->origin,
-                       "gradient in GEMM layout [out, B*OH*OW]");
-    Tensor *col = temp(g, xasprintf("col_%s", dy->name), CKK * HW, nd->origin,
-                       "im2col columns, recomputed [C*k*k, B*OH*OW]");
+    Tensor *dyt = gemm_temp(g, xasprintf("gemm_%s", dy->name), Cout, HW, nd->origin,
+                            "gradient in GEMM layout [out, B*OH*OW]");
+    Tensor *col = gemm_temp(g, xasprintf("col_%s", dy->name), CKK, HW, nd->origin,
+                            "im2col columns, recomputed [C*k*k, B*OH*OW]");
     /* [B, out, HW] -> [out, B, HW]: element j of dyt reads dy[b, co, q] */
     char *perm = xasprintf("i %% (e->B * %lld) / %lld * %lld + i / (e->B * %lld) * %lld + i %% %lld",
                            (long long)HW, (long long)HW, (long long)(Cout * HW), (long long)HW,
@@ -226,8 +235,8 @@ static void lower_conv_bwd(Program *p, Node *nd)
     writes(b, nd->w->g);
     if (!dx)
         return;
-    Tensor *dcol = temp(g, xasprintf("dcol_%s", dy->name), CKK * HW, nd->origin,
-                        "column gradients [C*k*k, B*OH*OW]");
+    Tensor *dcol = gemm_temp(g, xasprintf("dcol_%s", dy->name), CKK, HW, nd->origin,
+                             "column gradients [C*k*k, B*OH*OW]");
     Instr *c = add(p, I_GEMM, nd->origin, 1);
     c->what = xstrdup("conv2d backward: dcol = W^T dY");
     textf(c, "rt_gemm(e, 1, 0, %lld, e->B * %lld, %lld, 1.0f, %s, %lld, %s, e->B * %lld, 0.0f, %s, e->B * %lld);",

@@ -88,6 +88,7 @@ static Tensor *fresh(Graph *g, Tensor *t)
                              t->rank, t->shape);
     n->origin = t->origin;
     n->what = xasprintf("%s, recomputed", t->what ? t->what : t->name);
+    n->layout = t->layout;
     n->materialized = 1;
     n->block = -1;
     n->dtype = t->dtype;

@@ -17,29 +17,29 @@
 static void forward(rt_exec *e, int train)
 {
     e->train = train; /* read by dropout and the loss */
-    const uint8_t *in_x = (const uint8_t *)e->in[0];
-    float *x_f32 = ACT(200704);
-    float *col_conv_0 = ACT(50176);
-    const float *P_0_weight = e->params + 0;
-    float *gemm_conv_0 = ACT(0);
-    const float *P_0_bias = e->params + 144;
-    float *relu_1 = ACT(112896);
-    float *maxpool_2 = ACT(188160);
-    float *col_conv_3 = ACT(0);
-    const float *P_3_weight = e->params + 160;
-    float *gemm_conv_3 = ACT(163072);
-    const float *P_3_bias = e->params + 4768;
-    float *relu_4 = ACT(0);
-    float *maxpool_5 = ACT(163072);
-    const float *flatten_6 = ACT(163072);
-    const float *P_7_weight = e->params + 4800;
-    const float *P_7_bias = e->params + 205504;
-    float *relu_8 = ACT(169344);
-    const float *P_9_weight = e->params + 205632;
-    const float *P_9_bias = e->params + 206912;
-    float *linear_9 = ACT(169856);
-    const int32_t *in_y = (const int32_t *)e->in[1];
-    float *d_linear_9 = ACT(169856);
+    const uint8_t *in_x = (const uint8_t *)e->in[0]; /* [B, 1, 28, 28] */
+    float *x_f32 = ACT(200704); /* [B, 1, 28, 28] */
+    float *col_conv_0 = ACT(50176); /* [9, B*784] */
+    const float *P_0_weight = e->params + 0; /* [16, 1, 3, 3] */
+    float *gemm_conv_0 = ACT(0); /* [16, B*784] */
+    const float *P_0_bias = e->params + 144; /* [16] */
+    float *relu_1 = ACT(112896); /* [B, 16, 28, 28] */
+    float *maxpool_2 = ACT(188160); /* [B, 16, 14, 14] */
+    float *col_conv_3 = ACT(0); /* [144, B*196] */
+    const float *P_3_weight = e->params + 160; /* [32, 16, 3, 3] */
+    float *gemm_conv_3 = ACT(163072); /* [32, B*196] */
+    const float *P_3_bias = e->params + 4768; /* [32] */
+    float *relu_4 = ACT(0); /* [B, 32, 14, 14] */
+    float *maxpool_5 = ACT(163072); /* [B, 32, 7, 7] */
+    const float *flatten_6 = ACT(163072); /* [B, 1568] */
+    const float *P_7_weight = e->params + 4800; /* [128, 1568] */
+    const float *P_7_bias = e->params + 205504; /* [128] */
+    float *relu_8 = ACT(169344); /* [B, 128] */
+    const float *P_9_weight = e->params + 205632; /* [10, 128] */
+    const float *P_9_bias = e->params + 206912; /* [10] */
+    float *linear_9 = ACT(169856); /* [B, 10] */
+    const int32_t *in_y = (const int32_t *)e->in[1]; /* [B] */
+    float *d_linear_9 = ACT(169856); /* [B, 10] */
 
     /* $.model.inputs.x: input to f32 */
     rt_launch(e, "k0", k0, e->B * 784, 2, (void *[]){&in_x, &x_f32});
@@ -70,36 +70,36 @@ static void forward(rt_exec *e, int train)
 /* The backward pass: activation gradients written, parameter gradients accumulated. */
 static void backward(rt_exec *e)
 {
-    const float *d_linear_9 = ACT(169856);
-    const float *P_9_weight = e->params + 205632;
-    float *d_relu_8 = ACT(175616);
-    const float *relu_8 = ACT(169344);
-    float *G_9_weight = e->grads + 205632;
-    float *G_9_bias = e->grads + 206912;
-    float *d_linear_7 = ACT(175616);
-    const float *P_7_weight = e->params + 4800;
-    float *d_flatten_6 = ACT(169344);
-    const float *flatten_6 = ACT(163072);
-    float *G_7_weight = e->grads + 4800;
-    float *G_7_bias = e->grads + 205504;
-    const float *relu_4 = ACT(0);
-    const float *d_maxpool_5 = ACT(169344);
-    float *d_relu_4 = ACT(25088);
-    float *gemm_d_conv_3 = ACT(163072);
-    float *G_3_bias = e->grads + 4768;
-    const float *maxpool_2 = ACT(188160);
-    float *col_d_conv_3 = ACT(0);
-    float *G_3_weight = e->grads + 160;
-    const float *P_3_weight = e->params + 160;
-    float *dcol_d_conv_3 = ACT(0);
-    float *d_maxpool_2 = ACT(163072);
-    const float *relu_1 = ACT(112896);
-    float *d_relu_1 = ACT(0);
-    float *gemm_d_conv_0 = ACT(50176);
-    float *G_0_bias = e->grads + 144;
-    const float *x_f32 = ACT(200704);
-    float *col_d_conv_0 = ACT(0);
-    float *G_0_weight = e->grads + 0;
+    const float *d_linear_9 = ACT(169856); /* [B, 10] */
+    const float *P_9_weight = e->params + 205632; /* [10, 128] */
+    float *d_relu_8 = ACT(175616); /* [B, 128] */
+    const float *relu_8 = ACT(169344); /* [B, 128] */
+    float *G_9_weight = e->grads + 205632; /* [10, 128] */
+    float *G_9_bias = e->grads + 206912; /* [10] */
+    float *d_linear_7 = ACT(175616); /* [B, 128] */
+    const float *P_7_weight = e->params + 4800; /* [128, 1568] */
+    float *d_flatten_6 = ACT(169344); /* [B, 1568] */
+    const float *flatten_6 = ACT(163072); /* [B, 1568] */
+    float *G_7_weight = e->grads + 4800; /* [128, 1568] */
+    float *G_7_bias = e->grads + 205504; /* [128] */
+    const float *relu_4 = ACT(0); /* [B, 32, 14, 14] */
+    const float *d_maxpool_5 = ACT(169344); /* [B, 32, 7, 7] */
+    float *d_relu_4 = ACT(25088); /* [B, 32, 14, 14] */
+    float *gemm_d_conv_3 = ACT(163072); /* [32, B*196] */
+    float *G_3_bias = e->grads + 4768; /* [32] */
+    const float *maxpool_2 = ACT(188160); /* [B, 16, 14, 14] */
+    float *col_d_conv_3 = ACT(0); /* [144, B*196] */
+    float *G_3_weight = e->grads + 160; /* [32, 16, 3, 3] */
+    const float *P_3_weight = e->params + 160; /* [32, 16, 3, 3] */
+    float *dcol_d_conv_3 = ACT(0); /* [144, B*196] */
+    float *d_maxpool_2 = ACT(163072); /* [B, 16, 14, 14] */
+    const float *relu_1 = ACT(112896); /* [B, 16, 28, 28] */
+    float *d_relu_1 = ACT(0); /* [B, 16, 28, 28] */
+    float *gemm_d_conv_0 = ACT(50176); /* [16, B*784] */
+    float *G_0_bias = e->grads + 144; /* [16] */
+    const float *x_f32 = ACT(200704); /* [B, 1, 28, 28] */
+    float *col_d_conv_0 = ACT(0); /* [9, B*784] */
+    float *G_0_weight = e->grads + 0; /* [16, 1, 3, 3] */
 
     /* $.model.layers[9]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1, 128, 10, 1.0f, d_linear_9, 10, P_9_weight, 128, 0.0f, d_relu_8, 128);
@@ -169,28 +169,28 @@ static void backward(rt_exec *e)
 static void evaluate(rt_exec *e)
 {
     e->train = 0;
-    const uint8_t *in_x = (const uint8_t *)e->in[0];
-    float *x_f32 = ACT(28224);
-    float *col_conv_0 = ACT(0);
-    const float *P_0_weight = e->params + 0;
-    float *gemm_conv_0 = ACT(50176);
-    const float *P_0_bias = e->params + 144;
-    float *relu_1 = ACT(0);
-    float *maxpool_2 = ACT(112896);
-    float *col_conv_3 = ACT(0);
-    const float *P_3_weight = e->params + 160;
-    float *gemm_conv_3 = ACT(112896);
-    const float *P_3_bias = e->params + 4768;
-    float *relu_4 = ACT(0);
-    float *maxpool_5 = ACT(25088);
-    const float *flatten_6 = ACT(25088);
-    const float *P_7_weight = e->params + 4800;
-    const float *P_7_bias = e->params + 205504;
-    float *relu_8 = ACT(0);
-    const float *P_9_weight = e->params + 205632;
-    const float *P_9_bias = e->params + 206912;
-    float *linear_9 = ACT(512);
-    const int32_t *in_y = (const int32_t *)e->in[1];
+    const uint8_t *in_x = (const uint8_t *)e->in[0]; /* [B, 1, 28, 28] */
+    float *x_f32 = ACT(28224); /* [B, 1, 28, 28] */
+    float *col_conv_0 = ACT(0); /* [9, B*784] */
+    const float *P_0_weight = e->params + 0; /* [16, 1, 3, 3] */
+    float *gemm_conv_0 = ACT(50176); /* [16, B*784] */
+    const float *P_0_bias = e->params + 144; /* [16] */
+    float *relu_1 = ACT(0); /* [B, 16, 28, 28] */
+    float *maxpool_2 = ACT(112896); /* [B, 16, 14, 14] */
+    float *col_conv_3 = ACT(0); /* [144, B*196] */
+    const float *P_3_weight = e->params + 160; /* [32, 16, 3, 3] */
+    float *gemm_conv_3 = ACT(112896); /* [32, B*196] */
+    const float *P_3_bias = e->params + 4768; /* [32] */
+    float *relu_4 = ACT(0); /* [B, 32, 14, 14] */
+    float *maxpool_5 = ACT(25088); /* [B, 32, 7, 7] */
+    const float *flatten_6 = ACT(25088); /* [B, 1568] */
+    const float *P_7_weight = e->params + 4800; /* [128, 1568] */
+    const float *P_7_bias = e->params + 205504; /* [128] */
+    float *relu_8 = ACT(0); /* [B, 128] */
+    const float *P_9_weight = e->params + 205632; /* [10, 128] */
+    const float *P_9_bias = e->params + 206912; /* [10] */
+    float *linear_9 = ACT(512); /* [B, 10] */
+    const int32_t *in_y = (const int32_t *)e->in[1]; /* [B] */
 
     /* $.model.inputs.x: input to f32 (on the GPU, training's k0, the same text) */
     rt_launch(e, "k0", ke0, e->B * 784, 2, (void *[]){&in_x, &x_f32});

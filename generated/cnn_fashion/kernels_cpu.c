@@ -10,8 +10,8 @@
  *     from $.model.inputs.x */
 void k0(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const uint8_t *in_x = (const uint8_t *)e->in[0];
-    float *x_f32 = ACT(200704);
+    const uint8_t *in_x = (const uint8_t *)e->in[0]; /* [B, 1, 28, 28] */
+    float *x_f32 = ACT(200704); /* [B, 1, 28, 28] */
     for (int64_t i = lo; i < hi; i++) {
         float v0 = (float)in_x[i] * 0.00392156886f; /* input to f32 */
         x_f32[i] = v0;
@@ -22,9 +22,9 @@ void k0(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[0] + $.model.layers[1] */
 void k1(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *gemm_conv_0 = ACT(0);
-    const float *P_0_bias = e->params + 144;
-    float *relu_1 = ACT(112896);
+    const float *gemm_conv_0 = ACT(0); /* [16, B*784] */
+    const float *P_0_bias = e->params + 144; /* [16] */
+    float *relu_1 = ACT(112896); /* [B, 16, 28, 28] */
     for (int64_t i0 = lo; i0 < hi;) {
         /* i in [i0, i0 + n): the rest of a run of 784 */
         int64_t i = i0, n = 784 - i0 % 784;
@@ -45,9 +45,9 @@ void k1(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[3] + $.model.layers[4] */
 void k2(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *gemm_conv_3 = ACT(163072);
-    const float *P_3_bias = e->params + 4768;
-    float *relu_4 = ACT(0);
+    const float *gemm_conv_3 = ACT(163072); /* [32, B*196] */
+    const float *P_3_bias = e->params + 4768; /* [32] */
+    float *relu_4 = ACT(0); /* [B, 32, 14, 14] */
     for (int64_t i0 = lo; i0 < hi;) {
         /* i in [i0, i0 + n): the rest of a run of 196 */
         int64_t i = i0, n = 196 - i0 % 196;
@@ -68,9 +68,9 @@ void k2(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[8] */
 void k3(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_relu_8 = ACT(175616);
-    const float *relu_8 = ACT(169344);
-    float *d_linear_7 = ACT(175616);
+    const float *d_relu_8 = ACT(175616); /* [B, 128] */
+    const float *relu_8 = ACT(169344); /* [B, 128] */
+    float *d_linear_7 = ACT(175616); /* [B, 128] */
     for (int64_t i = lo; i < hi; i++) {
         float v0 = relu_8[i] > 0.0f ? d_relu_8[i] : 0.0f; /* relu backward */
         d_linear_7[i] = v0;
@@ -81,9 +81,9 @@ void k3(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[4] + $.model.layers[3] */
 void k4(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_relu_4 = ACT(25088);
-    const float *relu_4 = ACT(0);
-    float *gemm_d_conv_3 = ACT(163072);
+    const float *d_relu_4 = ACT(25088); /* [B, 32, 14, 14] */
+    const float *relu_4 = ACT(0); /* [B, 32, 14, 14] */
+    float *gemm_d_conv_3 = ACT(163072); /* [32, B*196] */
     for (int64_t i0 = lo; i0 < hi;) {
         /* i in [i0, i0 + n): the rest of a run of 196 */
         int64_t i = i0, n = 196 - i0 % 196;
@@ -104,9 +104,9 @@ void k4(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[1] + $.model.layers[0] */
 void k5(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_relu_1 = ACT(0);
-    const float *relu_1 = ACT(112896);
-    float *gemm_d_conv_0 = ACT(50176);
+    const float *d_relu_1 = ACT(0); /* [B, 16, 28, 28] */
+    const float *relu_1 = ACT(112896); /* [B, 16, 28, 28] */
+    float *gemm_d_conv_0 = ACT(50176); /* [16, B*784] */
     for (int64_t i0 = lo; i0 < hi;) {
         /* i in [i0, i0 + n): the rest of a run of 784 */
         int64_t i = i0, n = 784 - i0 % 784;
@@ -130,8 +130,8 @@ void k5(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.inputs.x */
 void ke0(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const uint8_t *in_x = (const uint8_t *)e->in[0];
-    float *x_f32 = ACT(28224);
+    const uint8_t *in_x = (const uint8_t *)e->in[0]; /* [B, 1, 28, 28] */
+    float *x_f32 = ACT(28224); /* [B, 1, 28, 28] */
     for (int64_t i = lo; i < hi; i++) {
         float v0 = (float)in_x[i] * 0.00392156886f; /* input to f32 */
         x_f32[i] = v0;
@@ -142,9 +142,9 @@ void ke0(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[0] + $.model.layers[1] */
 void ke1(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *gemm_conv_0 = ACT(50176);
-    const float *P_0_bias = e->params + 144;
-    float *relu_1 = ACT(0);
+    const float *gemm_conv_0 = ACT(50176); /* [16, B*784] */
+    const float *P_0_bias = e->params + 144; /* [16] */
+    float *relu_1 = ACT(0); /* [B, 16, 28, 28] */
     for (int64_t i0 = lo; i0 < hi;) {
         /* i in [i0, i0 + n): the rest of a run of 784 */
         int64_t i = i0, n = 784 - i0 % 784;
@@ -165,9 +165,9 @@ void ke1(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[3] + $.model.layers[4] */
 void ke2(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *gemm_conv_3 = ACT(112896);
-    const float *P_3_bias = e->params + 4768;
-    float *relu_4 = ACT(0);
+    const float *gemm_conv_3 = ACT(112896); /* [32, B*196] */
+    const float *P_3_bias = e->params + 4768; /* [32] */
+    float *relu_4 = ACT(0); /* [B, 32, 14, 14] */
     for (int64_t i0 = lo; i0 < hi;) {
         /* i in [i0, i0 + n): the rest of a run of 196 */
         int64_t i = i0, n = 196 - i0 % 196;

@@ -10,9 +10,9 @@
  *     from $.model.layers[1] */
 void k0(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *embedding_wte = ACT(3014656);
-    const float *P_wpe_weight = e->params + 32768;
-    float *pos_embedding_wpe = ACT(3014656);
+    const float *embedding_wte = ACT(3014656); /* [B, 128, 128] */
+    const float *P_wpe_weight = e->params + 32768; /* [128, 128] */
+    float *pos_embedding_wpe = ACT(3014656); /* [B, 128, 128] */
     for (int64_t i = lo; i < hi; i++) {
         float v0 = embedding_wte[i] + P_wpe_weight[i % 16384]; /* pos_embedding: + position rows */
         pos_embedding_wpe[i] = v0;
@@ -26,9 +26,9 @@ void k0(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[1] */
 void ke0(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *embedding_wte = ACT(196608);
-    const float *P_wpe_weight = e->params + 32768;
-    float *pos_embedding_wpe = ACT(196608);
+    const float *embedding_wte = ACT(196608); /* [B, 128, 128] */
+    const float *P_wpe_weight = e->params + 32768; /* [128, 128] */
+    float *pos_embedding_wpe = ACT(196608); /* [B, 128, 128] */
     for (int64_t i = lo; i < hi; i++) {
         float v0 = embedding_wte[i] + P_wpe_weight[i % 16384]; /* pos_embedding: + position rows */
         pos_embedding_wpe[i] = v0;

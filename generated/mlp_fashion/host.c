@@ -17,20 +17,20 @@
 static void forward(rt_exec *e, int train)
 {
     e->train = train; /* read by dropout and the loss */
-    const uint8_t *in_x = (const uint8_t *)e->in[0];
-    float *x_f32 = ACT(0);
-    const float *flatten_0 = ACT(0);
-    const float *P_1_weight = e->params + 0;
-    const float *P_1_bias = e->params + 200704;
-    float *relu_2 = ACT(3136);
-    const float *P_3_weight = e->params + 200960;
-    const float *P_3_bias = e->params + 266496;
-    float *relu_4 = ACT(4160);
-    const float *P_5_weight = e->params + 266752;
-    const float *P_5_bias = e->params + 269312;
-    float *linear_5 = ACT(6208);
-    const int32_t *in_y = (const int32_t *)e->in[1];
-    float *d_linear_5 = ACT(6208);
+    const uint8_t *in_x = (const uint8_t *)e->in[0]; /* [B, 1, 28, 28] */
+    float *x_f32 = ACT(0); /* [B, 1, 28, 28] */
+    const float *flatten_0 = ACT(0); /* [B, 784] */
+    const float *P_1_weight = e->params + 0; /* [256, 784] */
+    const float *P_1_bias = e->params + 200704; /* [256] */
+    float *relu_2 = ACT(3136); /* [B, 256] */
+    const float *P_3_weight = e->params + 200960; /* [256, 256] */
+    const float *P_3_bias = e->params + 266496; /* [256] */
+    float *relu_4 = ACT(4160); /* [B, 256] */
+    const float *P_5_weight = e->params + 266752; /* [10, 256] */
+    const float *P_5_bias = e->params + 269312; /* [10] */
+    float *linear_5 = ACT(6208); /* [B, 10] */
+    const int32_t *in_y = (const int32_t *)e->in[1]; /* [B] */
+    float *d_linear_5 = ACT(6208); /* [B, 10] */
 
     /* $.model.inputs.x: input to f32 */
     rt_launch(e, "k0", k0, e->B * 784, 2, (void *[]){&in_x, &x_f32});
@@ -47,22 +47,22 @@ static void forward(rt_exec *e, int train)
 /* The backward pass: activation gradients written, parameter gradients accumulated. */
 static void backward(rt_exec *e)
 {
-    const float *d_linear_5 = ACT(6208);
-    const float *P_5_weight = e->params + 266752;
-    float *d_relu_4 = ACT(5184);
-    const float *relu_4 = ACT(4160);
-    float *G_5_weight = e->grads + 266752;
-    float *G_5_bias = e->grads + 269312;
-    float *d_linear_3 = ACT(5184);
-    const float *P_3_weight = e->params + 200960;
-    float *d_relu_2 = ACT(4160);
-    const float *relu_2 = ACT(3136);
-    float *G_3_weight = e->grads + 200960;
-    float *G_3_bias = e->grads + 266496;
-    float *d_linear_1 = ACT(4160);
-    const float *flatten_0 = ACT(0);
-    float *G_1_weight = e->grads + 0;
-    float *G_1_bias = e->grads + 200704;
+    const float *d_linear_5 = ACT(6208); /* [B, 10] */
+    const float *P_5_weight = e->params + 266752; /* [10, 256] */
+    float *d_relu_4 = ACT(5184); /* [B, 256] */
+    const float *relu_4 = ACT(4160); /* [B, 256] */
+    float *G_5_weight = e->grads + 266752; /* [10, 256] */
+    float *G_5_bias = e->grads + 269312; /* [10] */
+    float *d_linear_3 = ACT(5184); /* [B, 256] */
+    const float *P_3_weight = e->params + 200960; /* [256, 256] */
+    float *d_relu_2 = ACT(4160); /* [B, 256] */
+    const float *relu_2 = ACT(3136); /* [B, 256] */
+    float *G_3_weight = e->grads + 200960; /* [256, 256] */
+    float *G_3_bias = e->grads + 266496; /* [256] */
+    float *d_linear_1 = ACT(4160); /* [B, 256] */
+    const float *flatten_0 = ACT(0); /* [B, 784] */
+    float *G_1_weight = e->grads + 0; /* [256, 784] */
+    float *G_1_bias = e->grads + 200704; /* [256] */
 
     /* $.model.layers[5]: linear backward: dx = dy W */
     rt_gemm(e, 0, 0, e->B * 1, 256, 10, 1.0f, d_linear_5, 10, P_5_weight, 256, 0.0f, d_relu_4, 256);
@@ -102,19 +102,19 @@ static void backward(rt_exec *e)
 static void evaluate(rt_exec *e)
 {
     e->train = 0;
-    const uint8_t *in_x = (const uint8_t *)e->in[0];
-    float *x_f32 = ACT(0);
-    const float *flatten_0 = ACT(0);
-    const float *P_1_weight = e->params + 0;
-    const float *P_1_bias = e->params + 200704;
-    float *relu_2 = ACT(3136);
-    const float *P_3_weight = e->params + 200960;
-    const float *P_3_bias = e->params + 266496;
-    float *relu_4 = ACT(0);
-    const float *P_5_weight = e->params + 266752;
-    const float *P_5_bias = e->params + 269312;
-    float *linear_5 = ACT(1024);
-    const int32_t *in_y = (const int32_t *)e->in[1];
+    const uint8_t *in_x = (const uint8_t *)e->in[0]; /* [B, 1, 28, 28] */
+    float *x_f32 = ACT(0); /* [B, 1, 28, 28] */
+    const float *flatten_0 = ACT(0); /* [B, 784] */
+    const float *P_1_weight = e->params + 0; /* [256, 784] */
+    const float *P_1_bias = e->params + 200704; /* [256] */
+    float *relu_2 = ACT(3136); /* [B, 256] */
+    const float *P_3_weight = e->params + 200960; /* [256, 256] */
+    const float *P_3_bias = e->params + 266496; /* [256] */
+    float *relu_4 = ACT(0); /* [B, 256] */
+    const float *P_5_weight = e->params + 266752; /* [10, 256] */
+    const float *P_5_bias = e->params + 269312; /* [10] */
+    float *linear_5 = ACT(1024); /* [B, 10] */
+    const int32_t *in_y = (const int32_t *)e->in[1]; /* [B] */
 
     /* $.model.inputs.x: input to f32 (training's k0, the same text) */
     rt_launch(e, "k0", k0, e->B * 784, 2, (void *[]){&in_x, &x_f32});

@@ -10,8 +10,8 @@
  *     from $.model.inputs.x */
 void k0(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const uint8_t *in_x = (const uint8_t *)e->in[0];
-    float *x_f32 = ACT(0);
+    const uint8_t *in_x = (const uint8_t *)e->in[0]; /* [B, 1, 28, 28] */
+    float *x_f32 = ACT(0); /* [B, 1, 28, 28] */
     for (int64_t i = lo; i < hi; i++) {
         float v0 = (float)in_x[i] * 0.00392156886f; /* input to f32 */
         x_f32[i] = v0;
@@ -22,9 +22,9 @@ void k0(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[4] */
 void k1(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_relu_4 = ACT(5184);
-    const float *relu_4 = ACT(4160);
-    float *d_linear_3 = ACT(5184);
+    const float *d_relu_4 = ACT(5184); /* [B, 256] */
+    const float *relu_4 = ACT(4160); /* [B, 256] */
+    float *d_linear_3 = ACT(5184); /* [B, 256] */
     for (int64_t i = lo; i < hi; i++) {
         float v0 = relu_4[i] > 0.0f ? d_relu_4[i] : 0.0f; /* relu backward */
         d_linear_3[i] = v0;
@@ -35,9 +35,9 @@ void k1(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2] */
 void k2(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_relu_2 = ACT(4160);
-    const float *relu_2 = ACT(3136);
-    float *d_linear_1 = ACT(4160);
+    const float *d_relu_2 = ACT(4160); /* [B, 256] */
+    const float *relu_2 = ACT(3136); /* [B, 256] */
+    float *d_linear_1 = ACT(4160); /* [B, 256] */
     for (int64_t i = lo; i < hi; i++) {
         float v0 = relu_2[i] > 0.0f ? d_relu_2[i] : 0.0f; /* relu backward */
         d_linear_1[i] = v0;
