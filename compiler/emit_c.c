@@ -70,12 +70,17 @@ static char *shape_of(const Tensor *t, int batch)
 
 
 /* "float *relu_2 = ACT(1024);" and friends, for a function's locals. */
+char *tensor_shape_text(const Tensor *t)
+{
+    if (tensor_base((Tensor *)t)->layout)
+        return xstrdup(tensor_base((Tensor *)t)->layout);
+    return shape_of(t, t->kind != T_PARAM && t->kind != T_PGRAD);
+}
+
 static void declare(Buf *b, Tensor *t, int writable)
 {
-    /* the shape beside each pointer: parameters and their gradients whole, the rest per
-     * batch of B rows (conv2d's GEMM operands as they are stored) */
-    char *shape = tensor_base(t)->layout ? xstrdup(tensor_base(t)->layout)
-                                         : shape_of(t, t->kind != T_PARAM && t->kind != T_PGRAD);
+    /* the shape beside each pointer */
+    char *shape = tensor_shape_text(t);
     switch (t->kind) {
     case T_INPUT:
         buf_printf(b, "    const %s *%s = (const %s *)e->in[%d]; /* %s */\n", c_type(t->dtype),

@@ -89,7 +89,19 @@ void cuda_kernel(Buf *b, const Graph *g, Instr *in, const char *name)
     Tensor *t[64];
     char w[64];
     int n = kernel_tensors(in, t, w, 64);
-    buf_printf(b, "/* %s: %s\n *     from %s */\n", name, in->what, in->origin);
+    buf_printf(b, "/* %s: %s\n *     from %s\n *    ", name, in->what, in->origin);
+    for (int q = 0, col = 6; q < n; q++) {   /* the tensors' shapes, lines under 90 wide */
+        char *sh = tensor_shape_text(t[q]);
+        int w = (int)(strlen(t[q]->name) + strlen(sh)) + 3;
+        if (q && col + w > 90) {
+            buf_puts(b, "\n *    ");
+            col = 6;
+        }
+        buf_printf(b, " %s %s%s", t[q]->name, sh, q + 1 < n ? "," : "");
+        col += w;
+        free(sh);
+    }
+    buf_puts(b, " */\n");
     buf_printf(b, "extern \"C\" __global__ void %s(", name);
     for (int q = 0; q < n; q++) {
         /* pointers to the same storage (an in-place update, or a loop the memory

@@ -313,6 +313,9 @@ typedef struct Emitted {
 void emit_cuda(Program *p, Program *eval, Buf *b, Buf *file);
 /* One fused kernel as CUDA, named `name`. */
 void cuda_kernel(Buf *b, const Graph *g, Instr *in, const char *name);
+/* A tensor's shape for comments: parameters and their gradients whole, the rest per
+ * batch of B rows ("[B, 128, 384]"), conv2d's GEMM operands as stored. Allocated. */
+char *tensor_shape_text(const Tensor *t);
 /* A fused kernel's tensors in its parameter order (both emitters and the launch). */
 int kernel_tensors(const Instr *in, Tensor **t, char *w, int max);
 /* Scratch the GPU's calls need per batch row (attention backward's row sums). */

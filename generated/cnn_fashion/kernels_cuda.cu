@@ -25,7 +25,8 @@ RT_CROSS_ENTROPY(10, 10) /* $.model.loss */
 /* ==== the fused elementwise kernels ==== */
 
 /* k0: input to f32
- *     from $.model.inputs.x */
+ *     from $.model.inputs.x
+ *     in_x [B, 1, 28, 28], x_f32 [B, 1, 28, 28] */
 extern "C" __global__ void k0(const uint8_t *__restrict__ in_x, float *__restrict__ x_f32, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -51,7 +52,8 @@ extern "C" __global__ void k0(const uint8_t *__restrict__ in_x, float *__restric
 }
 
 /* k1: conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] + relu
- *     from $.model.layers[0] + $.model.layers[1] */
+ *     from $.model.layers[0] + $.model.layers[1]
+ *     gemm_conv_0 [16, B*784], P_0_bias [16], relu_1 [B, 16, 28, 28] */
 extern "C" __global__ void k1(const float *__restrict__ gemm_conv_0, const float *__restrict__ P_0_bias, float *__restrict__ relu_1, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -79,7 +81,8 @@ extern "C" __global__ void k1(const float *__restrict__ gemm_conv_0, const float
 }
 
 /* k2: conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] + relu
- *     from $.model.layers[3] + $.model.layers[4] */
+ *     from $.model.layers[3] + $.model.layers[4]
+ *     gemm_conv_3 [32, B*196], P_3_bias [32], relu_4 [B, 32, 14, 14] */
 extern "C" __global__ void k2(const float *__restrict__ gemm_conv_3, const float *__restrict__ P_3_bias, float *__restrict__ relu_4, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -107,7 +110,8 @@ extern "C" __global__ void k2(const float *__restrict__ gemm_conv_3, const float
 }
 
 /* k3: relu backward
- *     from $.model.layers[8] */
+ *     from $.model.layers[8]
+ *     d_relu_8 [B, 128], relu_8 [B, 128], d_linear_7 [B, 128] */
 extern "C" __global__ void k3(const float *d_relu_8, const float *__restrict__ relu_8, float *d_linear_7, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -134,7 +138,8 @@ extern "C" __global__ void k3(const float *d_relu_8, const float *__restrict__ r
 }
 
 /* k4: relu backward, at the layout's index + conv2d backward: [B, out, HW] -> [out, B, HW]
- *     from $.model.layers[4] + $.model.layers[3] */
+ *     from $.model.layers[4] + $.model.layers[3]
+ *     d_relu_4 [B, 32, 14, 14], relu_4 [B, 32, 14, 14], gemm_d_conv_3 [32, B*196] */
 extern "C" __global__ void k4(const float *__restrict__ d_relu_4, const float *__restrict__ relu_4, float *__restrict__ gemm_d_conv_3, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -162,7 +167,8 @@ extern "C" __global__ void k4(const float *__restrict__ d_relu_4, const float *_
 }
 
 /* k5: relu backward, at the layout's index + conv2d backward: [B, out, HW] -> [out, B, HW]
- *     from $.model.layers[1] + $.model.layers[0] */
+ *     from $.model.layers[1] + $.model.layers[0]
+ *     d_relu_1 [B, 16, 28, 28], relu_1 [B, 16, 28, 28], gemm_d_conv_0 [16, B*784] */
 extern "C" __global__ void k5(const float *__restrict__ d_relu_1, const float *__restrict__ relu_1, float *__restrict__ gemm_d_conv_0, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;

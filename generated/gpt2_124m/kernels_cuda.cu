@@ -38,7 +38,9 @@ RT_EMBEDDING_BWD(768) /* $.model.layers[0] */
 /* ==== the fused elementwise kernels ==== */
 
 /* k0: pos_embedding: + position rows
- *     from $.model.layers[1] */
+ *     from $.model.layers[1]
+ *     embedding_wte [B, 1024, 768], P_wpe_weight [1024, 768],
+ *     pos_embedding_wpe [B, 1024, 768] */
 extern "C" __global__ void k0(const act_t *embedding_wte, const float *__restrict__ P_wpe_weight, act_t *pos_embedding_wpe, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;

@@ -33,7 +33,9 @@ RT_EMBEDDING_BWD(128) /* $.model.layers[0] */
 /* ==== the fused elementwise kernels ==== */
 
 /* k0: pos_embedding: + position rows
- *     from $.model.layers[1] */
+ *     from $.model.layers[1]
+ *     embedding_wte [B, 128, 128], P_wpe_weight [128, 128],
+ *     pos_embedding_wpe [B, 128, 128] */
 extern "C" __global__ void k0(const float *embedding_wte, const float *__restrict__ P_wpe_weight, float *pos_embedding_wpe, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;

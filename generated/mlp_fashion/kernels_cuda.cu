@@ -24,7 +24,8 @@ RT_CROSS_ENTROPY(10, 10) /* $.model.loss */
 /* ==== the fused elementwise kernels ==== */
 
 /* k0: input to f32
- *     from $.model.inputs.x */
+ *     from $.model.inputs.x
+ *     in_x [B, 1, 28, 28], x_f32 [B, 1, 28, 28] */
 extern "C" __global__ void k0(const uint8_t *__restrict__ in_x, float *__restrict__ x_f32, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -50,7 +51,8 @@ extern "C" __global__ void k0(const uint8_t *__restrict__ in_x, float *__restric
 }
 
 /* k1: relu backward
- *     from $.model.layers[4] */
+ *     from $.model.layers[4]
+ *     d_relu_4 [B, 256], relu_4 [B, 256], d_linear_3 [B, 256] */
 extern "C" __global__ void k1(const float *d_relu_4, const float *__restrict__ relu_4, float *d_linear_3, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -77,7 +79,8 @@ extern "C" __global__ void k1(const float *d_relu_4, const float *__restrict__ r
 }
 
 /* k2: relu backward
- *     from $.model.layers[2] */
+ *     from $.model.layers[2]
+ *     d_relu_2 [B, 256], relu_2 [B, 256], d_linear_1 [B, 256] */
 extern "C" __global__ void k2(const float *d_relu_2, const float *__restrict__ relu_2, float *d_linear_1, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
