@@ -30,6 +30,9 @@ typedef struct Opts {
     int quiet;
     int gradcheck;
     int eval;                  /* --eval: validate (and sample) the weights, no training */
+    int lr_find;               /* --lr-find: the learning-rate range test, no training */
+    int64_t lr_find_steps;     /* 0: not given (100) */
+    double lr_find_lo, lr_find_hi;   /* 0: not given (1e-8, 1) */
 } Opts;
 
 static volatile sig_atomic_t g_signal;
@@ -51,7 +54,7 @@ static void on_signal(int sig)
 static const char *const option_names[] = {"--out", "--set", "--init", "--resume", "--device",
                                            "--threads", "--quiet", "--help", "--sample",
                                            "--temperature", "--sample-seed", "--prompt", "--eval",
-                                           NULL};
+                                           "--lr-find", "--lr-find-steps", "--lr-find-range", NULL};
 
 void rt_trainer_options(FILE *f, const rt_model *m)
 {
@@ -69,7 +72,13 @@ void rt_trainer_options(FILE *f, const rt_model *m)
                "  --sample N             token models: print N generated tokens (bytes) after training\n"
                "  --temperature T        sampling temperature (default 1.0)\n"
                "  --sample-seed S        sampling seed (default: the training seed)\n"
-               "  --prompt TEXT          text the sample continues (default: a newline)\n",
+               "  --prompt TEXT          text the sample continues (default: a newline)\n"
+               "  --lr-find              no training: the learning-rate range test (Lightning's\n"
+               "                         lr_find): steps at rates growing from 1e-8 to 1, stopped when\n"
+               "                         the loss blows up; writes OUT/lr_find.jsonl and lr_find.svg and\n"
+               "                         prints the rate where the loss falls fastest\n"
+               "  --lr-find-steps N      its steps (default 100)\n"
+               "  --lr-find-range LO,HI  its rates (default 1e-8,1)\n",
             m ? m->name : "NAME", cpu && cuda ? "cpu|cuda|auto" : cuda ? "cuda|auto" : "cpu|auto",
             m ? "this trainer" : "as built",
             cpu && cuda ? "CPU or GPU; auto takes a GPU if there is one" : cuda ? "GPU" : "CPU");
@@ -146,6 +155,24 @@ static void parse_opts(const rt_model *m, int argc, char **argv, Opts *o)
             o->prompt = need(argc, argv, &i);
         else if (!strcmp(a, "--eval"))
             o->eval = 1;
+        else if (!strcmp(a, "--lr-find"))
+            o->lr_find = 1;
+        else if (!strcmp(a, "--lr-find-steps")) {
+            const char *t = need(argc, argv, &i);
+            char *end;
+            long long v = strtoll(t, &end, 10);
+            if (*end || v < 2 || v > 100000)
+                rt_input_error("--lr-find-steps: expected an integer from 2 to 100000, got '%s'", t);
+            o->lr_find_steps = v;
+        } else if (!strcmp(a, "--lr-find-range")) {
+            const char *t = need(argc, argv, &i);
+            char *end, *end2;
+            double lo = strtod(t, &end), hi = *end == ',' ? strtod(end + 1, &end2) : NAN;
+            if (*end != ',' || *end2 || !(lo > 0) || !(hi > lo) || !isfinite(hi))
+                rt_input_error("--lr-find-range: expected LO,HI with 0 < LO < HI, got '%s'", t);
+            o->lr_find_lo = lo;
+            o->lr_find_hi = hi;
+        }
         else if (!strcmp(a, "--gradcheck"))
             o->gradcheck = 1;   /* developer option: finite-difference check, see tests/ */
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -157,6 +184,12 @@ static void parse_opts(const rt_model *m, int argc, char **argv, Opts *o)
                            near ? near : "", near ? "'?" : "");
         }
     }
+    if ((o->lr_find_steps || o->lr_find_lo > 0) && !o->lr_find)
+        rt_input_error("%s is an option of --lr-find; add --lr-find",
+                       o->lr_find_steps ? "--lr-find-steps" : "--lr-find-range");
+    if (o->lr_find && (o->resume || o->eval || o->gradcheck || o->sample))
+        rt_input_error("--lr-find runs on its own: not with %s", o->resume ? "--resume"
+                       : o->eval ? "--eval" : o->gradcheck ? "--gradcheck" : "--sample");
 }
 
 static void configure(const rt_model *m, const Opts *o, rt_train_config *c)
@@ -809,6 +842,33 @@ static int eval_only(Run *r, int64_t state_floats)
     return RT_EXIT_OK;
 }
 
+/* --lr-find's end: the curve written, the suggestion printed; exits as a run would
+ * (130 when interrupted; nothing else to save) */
+static int lr_find_end(Run *r, rt_lrfind *lf, int interrupted)
+{
+    double lr = rt_lrfind_suggest(lf);
+    int code = interrupted ? RT_EXIT_INTERRUPTED : RT_EXIT_OK;
+    close_gpu_comm(r);
+    if (r->rank == 0) {
+        if (rt_lrfind_write(lf, r->out, lr, interrupted) != 0)
+            rt_fail("%s/lr_find.jsonl: cannot write: %s\n  hint: is the disk full?", r->out,
+                    strerror(errno));
+        fprintf(stderr, "trainc: lr-find: %lld steps, rates %.3g to %.3g%s\n", (long long)lf->n,
+                lf->lo, lf->n ? lf->lr[lf->n - 1] : lf->lo,
+                interrupted ? " (interrupted)" : lf->diverged ? ", stopped where the loss blew up" : "");
+        if (isfinite(lr))
+            fprintf(stderr, "  suggested learning rate %.3g (where the smoothed loss falls fastest): "
+                            "--set optimizer.lr=%.3g\n", lr, lr);
+        else
+            fprintf(stderr, "  no suggestion: too few steps (%lld) for one; more --lr-find-steps, or a "
+                            "--lr-find-range whose rates train\n", (long long)lf->n);
+        fprintf(stderr, "  the curve: %s/lr_find.jsonl, %s/lr_find.svg\n", r->out, r->out);
+    }
+    rt_lrfind_free(lf);
+    rt_dist_finalize();
+    return code;
+}
+
 int rt_main(const rt_model *m, int argc, char **argv)
 {
     if (m->abi != RT_ABI_VERSION)
@@ -875,6 +935,17 @@ int rt_main(const rt_model *m, int argc, char **argv)
         r->total_steps = c->epochs * r->steps_per_epoch;
     if (c->max_steps > 0 && (r->total_steps < 0 || c->max_steps < r->total_steps))
         r->total_steps = c->max_steps;
+    /* --lr-find: its own rates and length; no validation, checkpoint, early stopping or
+     * weights written, and metrics go to lr_find.jsonl only */
+    static rt_lrfind lf_store;
+    rt_lrfind *lf = NULL;
+    if (r->o.lr_find) {
+        lf = &lf_store;
+        rt_lrfind_init(lf, r->o.lr_find_lo > 0 ? r->o.lr_find_lo : 1e-8,
+                       r->o.lr_find_lo > 0 ? r->o.lr_find_hi : 1.0,
+                       r->o.lr_find_steps ? r->o.lr_find_steps : 100);
+        r->total_steps = lf->steps;
+    }
     if ((c->sched == RT_SCHED_COSINE || c->sched == RT_SCHED_LINEAR) && r->total_steps < 0)
         rt_input_error("$.train.schedule: a %s schedule needs epochs or max_steps to know its length",
                        c->sched == RT_SCHED_COSINE ? "cosine" : "linear");
@@ -984,7 +1055,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
         if (rt_mkdir_p(r->out) != 0)
             rt_input_error("cannot create the output folder %s: %s\n  hint: --out names a "
                            "folder trainc can create and write", r->out, strerror(errno));
-        r->mt = rt_metrics_open(r->out, r->o.resume != NULL);
+        r->mt = lf ? NULL : rt_metrics_open(r->out, r->o.resume != NULL);
     } else {
         r->mt = NULL;         /* only rank 0 writes metrics, plots and files */
         r->o.quiet = 1;
@@ -1028,7 +1099,8 @@ int rt_main(const rt_model *m, int argc, char **argv)
             double step_loss = 0, norm = NAN, gpu_sumsq = 0;
             int64_t samples = 0;
             int queued = 0;   /* the update is queued (queued_update) */
-            double lr = rt_lr_at(c, s->step, r->total_steps > 0 ? r->total_steps : 1);
+            double lr = lf ? rt_lrfind_lr(lf, s->step)
+                           : rt_lr_at(c, s->step, r->total_steps > 0 ? r->total_steps : 1);
             for (int64_t j = 0; j < k; j++) {
                 /* on a GPU the batch may have been fetched and its copy started during
                  * the previous pass */
@@ -1098,6 +1170,31 @@ int rt_main(const rt_model *m, int argc, char **argv)
                 sig_stop = v[1] > 0;
                 now_stop = v[2];
                 samples *= r->world;
+            }
+            if (lf) {
+                /* the range test: the point, then the update unless the test is over (a
+                 * loss that is not finite ends it: the rate is past what trains) */
+                int over = rt_lrfind_add(lf, lr, step_loss);
+                if (!over && !queued) {
+                    norm = (r->gpu ? gpu_grad_norm(gpu_sumsq) : rt_zero_grad_norm(r->e.rt, m, r->grads)) /
+                           s->loss_scale;
+                    update(r, s, norm, lr, scaler);
+                }
+                s->batch += k;
+                s->step++;
+                rt_progress(r->o.quiet, s->step, r->total_steps, s->epoch, step_loss,
+                            (double)samples / fmax(rt_now() - log_t, 1e-9), rt_now() - r->t0);
+                log_t = rt_now();
+                int epoch_end = s->batch >= r->batches_per_epoch;
+                if (epoch_end) {
+                    s->epoch++;
+                    s->batch = 0;
+                }
+                if (over || sig_stop)
+                    end = sig_stop && !over ? END_INTERRUPTED : END_MAX_STEPS;
+                if (end >= 0 || epoch_end)
+                    break;
+                continue;
             }
             if (!isfinite(step_loss)) {
                 /* (a queued update has run: a diverged run's weights are not saved) */
@@ -1216,6 +1313,8 @@ int rt_main(const rt_model *m, int argc, char **argv)
         }
     }
     rt_progress_done(r->o.quiet);
+    if (lf)
+        return lr_find_end(r, lf, end == END_INTERRUPTED);
     /* a run that stopped between validations ends with one, so the last record tells
      * how good the final weights are */
     if (r->has_val && s->last_val_step != s->step && (end == END_MAX_STEPS || end == END_MAX_TIME))

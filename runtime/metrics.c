@@ -366,16 +366,12 @@ static char *draw_svg(const rt_metrics *mt, size_t *out_len)
     return svg;
 }
 
-void rt_metrics_plot(rt_metrics *mt)
+/* Writes an SVG (temporary name, renamed); the plots are a convenience: a failure is
+ * reported, never fatal. */
+static void write_svg(const char *path, const char *svg, size_t n)
 {
-    if (!mt)
-        return;
-    size_t n;
-    char *svg = draw_svg(mt, &n);
-    char path[RT_PATH_MAX + 16], tmp[RT_PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/loss.svg", mt->dir);
+    char tmp[RT_PATH_MAX + 48];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    /* The plot is a convenience: a failure to draw it is reported, never fatal. */
     FILE *f = fopen(tmp, "w");
     int ok = f && fwrite(svg, 1, n, f) == n;
     if (f && fclose(f) != 0)
@@ -387,6 +383,95 @@ void rt_metrics_plot(rt_metrics *mt)
         if (f)
             unlink(tmp);
     }
+}
+
+void rt_metrics_plot(rt_metrics *mt)
+{
+    if (!mt)
+        return;
+    size_t n;
+    char *svg = draw_svg(mt, &n);
+    char path[RT_PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/loss.svg", mt->dir);
+    write_svg(path, svg, n);
+    free(svg);
+}
+
+void rt_plot_lr_find(const char *dir, const double *lr, const double *loss, int64_t n,
+                     double suggested)
+{
+    char *svg = NULL;
+    size_t len = 0, cap = 0;
+    double xlo = INFINITY, xhi = -INFINITY, ylo = INFINITY, yhi = -INFINITY;
+    for (int64_t i = 0; i < n; i++)
+        if (lr[i] > 0 && isfinite(loss[i])) {
+            xlo = fmin(xlo, log10(lr[i]));
+            xhi = fmax(xhi, log10(lr[i]));
+            ylo = fmin(ylo, loss[i]);
+            yhi = fmax(yhi, loss[i]);
+        }
+    if (!(xlo <= xhi)) {
+        xlo = -8;
+        xhi = 0;
+        ylo = 0;
+        yhi = 1;
+    }
+    /* x: log10 of the rate, ticks at whole decades */
+    axis ax = {floor(xlo), ceil(xhi), 1}, ay = nice_axis(ylo, yhi, 0);
+    if (ax.hi == ax.lo)
+        ax.hi = ax.lo + 1;
+    if (ax.hi - ax.lo > 12)
+        ax.step = ceil((ax.hi - ax.lo) / 12);
+    const double x0 = ML, x1 = W - MR, y0 = H - MB, y1 = MT;
+    const char *tc = "#1f77b4", *sc = "#d62728";
+    ADD("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+        "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n"
+        "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n"
+        "<text x=\"%d\" y=\"24\" text-anchor=\"middle\" font-size=\"16\">learning-rate range "
+        "test: smoothed loss</text>\n",
+        W, H, W, H, W, H, W / 2);
+    for (int i = 0; i <= 40; i++) {
+        double v = ax.lo + i * ax.step;
+        if (v > ax.hi + 1e-9)
+            break;
+        double x = map(&ax, v, x0, x1);
+        ADD("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e0e0e0\"/>"
+            "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">1e%g</text>\n",
+            x, y0, x, y1, x, y0 + 19, v);
+    }
+    for (int i = 0; i <= 40; i++) {
+        double v = ay.lo + i * ay.step;
+        if (v > ay.hi + ay.step * 1e-9)
+            break;
+        char lab[32];
+        tick_label(lab, sizeof lab, v, ay.step, 0);
+        double y = map(&ay, v, y0, y1);
+        ADD("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e0e0e0\"/>"
+            "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
+            x0, y, x1, y, x0 - 8, y + 4, lab);
+    }
+    ADD("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
+        "stroke=\"black\"/>\n"
+        "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">learning rate (log scale)</text>\n",
+        x0, y1, x1 - x0, y0 - y1, (x0 + x1) / 2, H - 14);
+    ADD("<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"", tc);
+    int drawn = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (lr[i] > 0 && isfinite(loss[i]))
+            ADD("%s%.1f,%.1f", drawn++ ? " " : "", map(&ax, log10(lr[i]), x0, x1),
+                map(&ay, loss[i], y0, y1));
+    ADD("\"/>\n");
+    if (suggested > 0 && isfinite(suggested)) {
+        double x = map(&ax, log10(suggested), x0, x1);
+        ADD("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+            "stroke-dasharray=\"6 4\"/><text x=\"%.1f\" y=\"%.1f\" fill=\"%s\">suggested %.3g</text>\n",
+            x, y0, x, y1, sc, x + 6, y1 + 16, sc, suggested);
+    }
+    ADD("</svg>\n");
+    char path[RT_PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/lr_find.svg", dir);
+    write_svg(path, svg, len);
     free(svg);
 }
 

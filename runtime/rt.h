@@ -332,6 +332,10 @@ void rt_metrics_train_point(rt_metrics *mt, int64_t step, double loss);
 void rt_metrics_val_point(rt_metrics *mt, int64_t step, double val_loss);
 /* Redraws DIR/loss.svg (atomically) from the points so far. */
 void rt_metrics_plot(rt_metrics *mt);
+/* DIR/lr_find.svg: the smoothed loss against the learning rate (log scale), the
+ * suggested rate marked (NAN: none); a failure is a warning. */
+void rt_plot_lr_find(const char *dir, const double *lr, const double *loss, int64_t n,
+                     double suggested);
 void rt_metrics_close(rt_metrics *mt);
 
 /* The trainer options, one a line (loop.c): a trainer's --help and `trainc help run`

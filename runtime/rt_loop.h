@@ -42,6 +42,26 @@ void rt_es_init(rt_stopper *s, const rt_train_config *c);
 /* One validation check's monitored value; returns RT_ES_* and says why in `why`. */
 int rt_es_check(const rt_train_config *c, rt_stopper *s, double v, char *why, size_t n);
 
+/* The learning-rate range test, --lr-find (lrfind.c): `steps` optimizer steps at rates
+ * from lo to hi, exponentially; the loss smoothed and watched as Lightning's
+ * Tuner.lr_find does. */
+typedef struct rt_lrfind {
+    double lo, hi;
+    int64_t steps, n;          /* steps asked for; points recorded */
+    double *lr, *loss, *smooth;
+    double avg, best;          /* the running average; the best smoothed loss */
+    int diverged;              /* stopped: the smoothed loss passed 4x its best, or not finite */
+} rt_lrfind;
+void rt_lrfind_init(rt_lrfind *f, double lo, double hi, int64_t steps);
+void rt_lrfind_free(rt_lrfind *f);
+double rt_lrfind_lr(const rt_lrfind *f, int64_t step);   /* step from 0 */
+/* Records a step's rate and loss; returns 1 when the test is over. */
+int rt_lrfind_add(rt_lrfind *f, double lr, double loss);
+/* The rate where the smoothed loss falls fastest, or NAN (too few points). */
+double rt_lrfind_suggest(const rt_lrfind *f);
+/* DIR/lr_find.jsonl (a line a point, then the result) and DIR/lr_find.svg; 0 or -1. */
+int rt_lrfind_write(const rt_lrfind *f, const char *dir, double suggested, int interrupted);
+
 /* Data parallelism (ddp.c): reduce gradients across ranks during backward. */
 void rt_ddp_init(const rt_model *m, float *grads, int64_t bucket_bytes);
 void rt_ddp_begin(int sync);   /* before a backward pass; sync: its gradients are reduced */

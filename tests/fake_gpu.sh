@@ -147,6 +147,19 @@ assert r <= 1e-5 and abs(a["val_acc"] - b["val_acc"]) <= 2e-4, (a, b)
 print("ok   mlp_fashion --eval on the GPU: val_loss within %.1e of the CPU's, val_acc within 2 predictions" % r)
 PY
 
+# --lr-find on the GPU (the update queued before the loss is read, as in training):
+# the CPU's rates and losses, within 1e-4 relative over 40 steps
+gpu "$m" --device cuda --lr-find --lr-find-steps 40 --lr-find-range 1e-5,0.1 --out "$m.lrf.gpu" --quiet 2>/dev/null
+"$m" --device cpu --lr-find --lr-find-steps 40 --lr-find-range 1e-5,0.1 --out "$m.lrf.cpu" --quiet --threads 1 2>/dev/null
+"$PY" - "$m.lrf.cpu/lr_find.jsonl" "$m.lrf.gpu/lr_find.jsonl" <<'PY'
+import json, sys
+a, b = ([json.loads(l) for l in open(f)][:-1] for f in sys.argv[1:])
+assert len(a) == len(b) == 40, (len(a), len(b))
+w = max(abs(x["loss"] - y["loss"]) / abs(x["loss"]) for x, y in zip(a, b))
+assert all(x["lr"] == y["lr"] for x, y in zip(a, b)) and w <= 1e-4, w
+print("ok   mlp_fashion --lr-find on the GPU: 40 steps, losses within %.1e of the CPU's" % w)
+PY
+
 # a vocabulary of 1030: logits rows 1088 apart (the LM head's GEMMs with ld 1088, the
 # loss kernel RT_CROSS_ENTROPY(1030, 1088), --sample at that stride), fp32 and bf16-mixed
 # on the GPU against the CPU (tests/vocab_pad.sh: padded = contiguous on the CPU)
