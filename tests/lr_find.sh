@@ -90,6 +90,12 @@ r=$(check "$d/sgd" 30 0.0001 0.05)
 cmp "$d/sgd/lr_find.jsonl" "$d/sgd_jit/lr_find.jsonl"
 echo "ok   --lr-find-steps 30 --lr-find-range 1e-4,0.05 (SGD): $r; trainc run: the same bytes"
 
+# too few steps for a suggestion (10 are skipped at the start): null, and said so
+"$d/t" --lr-find --lr-find-steps 8 --out "$d/few" "${q[@]}" 2>"$d/few.log"
+r=$(check "$d/few" 8 1e-08 1)
+[ "$r" = "None steps 8" ] && grep -q "no suggestion: too few steps (8)" "$d/few.log"
+echo "ok   --lr-find-steps 8: no suggestion (null), and the log says why"
+
 # bad options: exit 1, nothing written
 bad() {   # bad MESSAGE OPTIONS...
     local msg=$1; shift
