@@ -326,7 +326,15 @@ static void emit_pass(Buf *b, Program *p, int from, int to, const char *sig, con
         if (in->same_cpu || in->same_gpu)
             buf_printf(b, "    /* %s: %s (%straining's k%d, the same text) */\n", in->origin, in->what,
                        in->same_cpu ? "" : "on the GPU, ", (in->same_cpu ? in->same_cpu : in->same_gpu)->id);
-        else
+        else if (!p->eval) {
+            /* training's instructions name themselves for --profile: the index of
+             * plan.json's list and what the comment would say */
+            char *label = xasprintf("%s: %s", in->origin, in->what);
+            buf_printf(b, "    RT_AT(%d, ", i);
+            c_string(b, label);
+            buf_puts(b, ");\n");
+            free(label);
+        } else
             buf_printf(b, "    /* %s: %s */\n", in->origin, in->what);
         if (in->kind == I_EW) {
             Uses k = {0};

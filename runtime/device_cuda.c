@@ -36,7 +36,7 @@
     X(cuMemsetD32Async) X(cuModuleLoadData) X(cuModuleGetFunction) X(cuLaunchKernel)           \
     X(cuGetErrorName) X(cuGetErrorString) X(cuMemGetInfo) X(cuFuncSetAttribute)          \
     X(cuStreamQuery) X(cuEventQuery) X(cuMemAddressReserve) X(cuMemCreate) X(cuMemMap)        \
-    X(cuMemUnmap) X(cuMemSetAccess) X(cuMemGetAllocationGranularity)
+    X(cuMemUnmap) X(cuMemSetAccess) X(cuMemGetAllocationGranularity) X(cuEventElapsedTime)
 #define DECLARE(fn) static __typeof__(fn) *p_##fn;
 CU_FNS(DECLARE)
 
@@ -208,6 +208,8 @@ typedef struct rt_cu {
     int watch_comm;            /* NCCL in use: poll the compute stream (cu_wait) */
     size_t context_bytes;      /* the device's used memory once the module was loaded */
     struct grads *gr;          /* zero2: the gradient region backed on demand; else NULL */
+    CUevent *prof_ev;          /* --profile: timing events, created as a pass needs them */
+    int n_prof_ev;
 } rt_cu;
 
 static rt_cu *dev_of(rt_exec *e)
@@ -818,6 +820,36 @@ void rt_cu_step_queue(rt_exec *e, rt_dptr f64)
 
 /* Waits for rt_cu_step_queue's copies (the event follows all the work queued before
  * them), adds the last pass's statistics into e and returns the double. */
+/* --profile (prof.c): event k of this pass on the compute stream (created the first
+ * time a pass needs it: in the profiled steps only, the loop's one allocation) */
+void rt_cu_prof_event(rt_exec *e, int k)
+{
+    rt_cu *d = dev_of(e);
+    if (k >= d->n_prof_ev) {
+        int n = d->n_prof_ev ? 2 * d->n_prof_ev : 256;
+        while (n <= k + 1)
+            n *= 2;
+        d->prof_ev = realloc(d->prof_ev, (size_t)n * sizeof *d->prof_ev);
+        if (!d->prof_ev)
+            rt_fail("out of memory");
+        for (int i = d->n_prof_ev; i < n; i++)
+            CU(p_cuEventCreate(&d->prof_ev[i], CU_EVENT_DEFAULT));
+        d->n_prof_ev = n;
+    }
+    CU(p_cuEventRecord(d->prof_ev[k], d->compute));
+}
+
+/* After a pass with n events: one more at its end, a wait for it, and ms[k] the time
+ * from event k to event k + 1 */
+void rt_cu_prof_elapsed(rt_exec *e, int n, float *ms)
+{
+    rt_cu *d = dev_of(e);
+    rt_cu_prof_event(e, n);
+    cu_wait(d, d->compute);
+    for (int k = 0; k < n; k++)
+        CU(p_cuEventElapsedTime(&ms[k], d->prof_ev[k], d->prof_ev[k + 1]));
+}
+
 double rt_cu_step_wait(rt_exec *e)
 {
     rt_cu *d = dev_of(e);

@@ -33,6 +33,7 @@ typedef struct Opts {
     int lr_find;               /* --lr-find: the learning-rate range test, no training */
     int64_t lr_find_steps;     /* 0: not given (100) */
     double lr_find_lo, lr_find_hi;   /* 0: not given (1e-8, 1) */
+    int profile;               /* --profile: time each instruction from step 3 on */
 } Opts;
 
 static volatile sig_atomic_t g_signal;
@@ -54,7 +55,8 @@ static void on_signal(int sig)
 static const char *const option_names[] = {"--out", "--set", "--init", "--resume", "--device",
                                            "--threads", "--quiet", "--help", "--sample",
                                            "--temperature", "--sample-seed", "--prompt", "--eval",
-                                           "--lr-find", "--lr-find-steps", "--lr-find-range", NULL};
+                                           "--lr-find", "--lr-find-steps", "--lr-find-range", "--profile",
+                                           NULL};
 
 void rt_trainer_options(FILE *f, const rt_model *m)
 {
@@ -78,7 +80,9 @@ void rt_trainer_options(FILE *f, const rt_model *m)
                "                         the loss blows up; writes OUT/lr_find.jsonl and lr_find.svg and\n"
                "                         prints the rate where the loss falls fastest\n"
                "  --lr-find-steps N      its steps (default 100)\n"
-               "  --lr-find-range LO,HI  its rates (default 1e-8,1)\n",
+               "  --lr-find-range LO,HI  its rates (default 1e-8,1)\n"
+               "  --profile              time each instruction of the training steps after the\n"
+               "                         first two: OUT/profile.json and a table at the end\n",
             m ? m->name : "NAME", cpu && cuda ? "cpu|cuda|auto" : cuda ? "cuda|auto" : "cpu|auto",
             m ? "this trainer" : "as built",
             cpu && cuda ? "CPU or GPU; auto takes a GPU if there is one" : cuda ? "GPU" : "CPU");
@@ -157,6 +161,8 @@ static void parse_opts(const rt_model *m, int argc, char **argv, Opts *o)
             o->eval = 1;
         else if (!strcmp(a, "--lr-find"))
             o->lr_find = 1;
+        else if (!strcmp(a, "--profile"))
+            o->profile = 1;
         else if (!strcmp(a, "--lr-find-steps")) {
             const char *t = need(argc, argv, &i);
             char *end;
@@ -187,6 +193,9 @@ static void parse_opts(const rt_model *m, int argc, char **argv, Opts *o)
     if ((o->lr_find_steps || o->lr_find_lo > 0) && !o->lr_find)
         rt_input_error("%s is an option of --lr-find; add --lr-find",
                        o->lr_find_steps ? "--lr-find-steps" : "--lr-find-range");
+    if (o->profile && (o->lr_find || o->eval || o->gradcheck))
+        rt_input_error("--profile times training: not with %s", o->lr_find ? "--lr-find"
+                       : o->eval ? "--eval" : "--gradcheck");
     if (o->lr_find && (o->resume || o->eval || o->gradcheck || o->sample))
         rt_input_error("--lr-find runs on its own: not with %s", o->resume ? "--resume"
                        : o->eval ? "--eval" : o->gradcheck ? "--gradcheck" : "--sample");
@@ -1072,6 +1081,10 @@ int rt_main(const rt_model *m, int argc, char **argv)
     signal(SIGXFSZ, SIG_IGN);
 
     rt_stopper es = {.best = s->es_best, .wait = s->es_wait};
+    /* --profile: steps after this process's first two are timed instruction by
+     * instruction (prof.c) */
+    rt_prof *prof = r->o.profile ? rt_prof_new(r->gpu) : NULL;
+    int64_t run_steps = 0;
     int end = -1;
     char why[256] = "";
     double log_t = rt_now();
@@ -1098,6 +1111,8 @@ int rt_main(const rt_model *m, int argc, char **argv)
                 rt_zero_clear_grads(r->grads);
             double step_loss = 0, norm = NAN, gpu_sumsq = 0;
             int64_t samples = 0;
+            const int profiled = prof && run_steps >= 2;
+            const double t_step = rt_now();
             int queued = 0;   /* the update is queued (queued_update) */
             double lr = lf ? rt_lrfind_lr(lf, s->step)
                            : rt_lr_at(c, s->step, r->total_steps > 0 ? r->total_steps : 1);
@@ -1114,10 +1129,18 @@ int rt_main(const rt_model *m, int argc, char **argv)
                 /* fp16-mixed: the loss (so every gradient) times the loss scale */
                 r->e.grad_scale = (float)(s->loss_scale / ((double)b->rows * (double)m->loss_terms *
                                                            (double)k * (double)r->world));
+                if (profiled)
+                    rt_prof_pass_begin(&r->e, prof, 0);
                 m->forward(&r->e, 1);
+                if (profiled)
+                    rt_prof_pass_end(&r->e);
                 r->e.grads_zero = j == 0;     /* zeroed above: a first writer may store */
                 rt_ddp_begin(j == k - 1);     /* with accumulate: only the last micro-batch */
+                if (profiled)
+                    rt_prof_pass_begin(&r->e, prof, 1);
                 m->backward(&r->e);
+                if (profiled)
+                    rt_prof_pass_end(&r->e);
                 rt_ddp_finish();
                 if (r->gpu && s->batch + j + 1 < r->batches_per_epoch) {
                     /* the pass is queued on the GPU: fetch the next batch now and start
@@ -1211,6 +1234,9 @@ int rt_main(const rt_model *m, int argc, char **argv)
             }
             s->batch += k;
             s->step++;
+            if (profiled)
+                rt_prof_step(prof, rt_now() - t_step);
+            run_steps++;
             if (r->gpu && !r->mem_logged) {
                 /* what the device really holds after a whole step (our allocations, the
                  * CUDA context, cuBLASLt's own), next to what we allocated */
@@ -1315,6 +1341,12 @@ int rt_main(const rt_model *m, int argc, char **argv)
     rt_progress_done(r->o.quiet);
     if (lf)
         return lr_find_end(r, lf, end == END_INTERRUPTED);
+    if (prof) {
+        if (rt_prof_report(prof, r->out, r->rank == 0) != 0)
+            fprintf(stderr, "trainc: warning: %s/profile.json: cannot write: %s\n", r->out,
+                    strerror(errno));
+        rt_prof_free(prof);
+    }
     /* a run that stopped between validations ends with one, so the last record tells
      * how good the final weights are */
     if (r->has_val && s->last_val_step != s->step && (end == END_MAX_STEPS || end == END_MAX_TIME))

@@ -62,6 +62,17 @@ double rt_lrfind_suggest(const rt_lrfind *f);
 /* DIR/lr_find.jsonl (a line a point, then the result) and DIR/lr_find.svg; 0 or -1. */
 int rt_lrfind_write(const rt_lrfind *f, const char *dir, double suggested, int interrupted);
 
+/* --profile (prof.c): where a training step's time goes, by instruction (RT_AT). */
+typedef struct rt_prof rt_prof;
+rt_prof *rt_prof_new(int gpu);
+void rt_prof_pass_begin(rt_exec *e, rt_prof *p, int pass);   /* pass: 0 forward, 1 backward */
+void rt_prof_pass_end(rt_exec *e);
+void rt_prof_step(rt_prof *p, double seconds);   /* a profiled step's wall time */
+/* DIR/profile.json (rank0 only) and a table on stderr; 0, or -1 (errno) if the file
+ * cannot be written */
+int rt_prof_report(rt_prof *p, const char *dir, int rank0);
+void rt_prof_free(rt_prof *p);
+
 /* Data parallelism (ddp.c): reduce gradients across ranks during backward. */
 void rt_ddp_init(const rt_model *m, float *grads, int64_t bucket_bytes);
 void rt_ddp_begin(int sync);   /* before a backward pass; sync: its gradients are reduced */

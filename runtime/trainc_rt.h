@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <math.h>
 
-#define RT_ABI_VERSION 6
+#define RT_ABI_VERSION 7
 #define RT_MAX_INPUTS 8
 #define RT_MAX_RANK 4
 
@@ -66,6 +66,7 @@ typedef struct rt_exec {
     int grads_zero;            /* 1: every parameter gradient is zero as this backward pass
                                   starts (the first micro-batch of a step), so a call that
                                   is a gradient's first writer may store instead of add */
+    void *prof;                /* --profile: this pass's timer (RT_AT), else NULL */
 } rt_exec;
 
 typedef void (*rt_kernel_fn)(rt_exec *e, int64_t lo, int64_t hi);
@@ -131,6 +132,16 @@ void rt_grad_begin(rt_exec *e, int64_t off, int64_t n);
 /* The gradient of params[off, off + n) is final for this step (data parallelism:
  * the runtime may start reducing it across ranks while backward goes on). */
 void rt_grad_ready(rt_exec *e, int64_t off, int64_t n);
+
+/* --profile: forward() and backward() start each instruction with RT_AT(its index in
+ * plan.json's list, "where: what"); the runtime times from one to the next (on a GPU
+ * by events on the stream). Off, a branch. */
+void rt_prof_at(rt_exec *e, int index, const char *label);
+#define RT_AT(index, label)                 \
+    do {                                    \
+        if (e->prof)                        \
+            rt_prof_at(e, (index), (label)); \
+    } while (0)
 
 /* Kernel launch: split [0, n) over the thread pool; fn gets half-open ranges. */
 void rt_parallel_for(rt_exec *e, int64_t n, rt_kernel_fn fn);

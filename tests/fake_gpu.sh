@@ -160,6 +160,23 @@ assert all(x["lr"] == y["lr"] for x, y in zip(a, b)) and w <= 1e-4, w
 print("ok   mlp_fashion --lr-find on the GPU: 40 steps, losses within %.1e of the CPU's" % w)
 PY
 
+# --profile on the GPU (timing events between the instructions, a wait after each
+# pass): every instruction of plan.json timed, and the numbers an unprofiled GPU run's
+"$TRAINC" emit specs/mlp_fashion.json -o "$m.emit" >/dev/null
+P=(--set max_steps=8 --set data.val=null --set log_every=1 --quiet)
+gpu "$m" --device cuda "${P[@]}" --out "$m.prof0" 2>/dev/null
+gpu "$m" --device cuda "${P[@]}" --out "$m.prof1" --profile 2>"$m.prof1.log"
+cmp "$m.prof0/model.safetensors" "$m.prof1/model.safetensors"
+"$PY" - "$m.prof1/profile.json" "$m.emit/plan.json" <<'PY'
+import json, sys
+prof, plan = (json.load(open(f)) for f in sys.argv[1:])
+assert prof["device"] == "cuda" and prof["steps"] == 6, prof
+assert sorted(i["index"] for i in prof["instructions"]) == sorted(i["index"] for i in plan["instructions"])
+assert all(i["ms"] >= 0 and i["calls_per_step"] == 1 for i in prof["instructions"])
+print("ok   mlp_fashion --profile on the GPU: %d instructions timed by events over 6 steps, the "
+      "weights an unprofiled run's" % len(prof["instructions"]))
+PY
+
 # a vocabulary of 1030: logits rows 1088 apart (the LM head's GEMMs with ld 1088, the
 # loss kernel RT_CROSS_ENTROPY(1030, 1088), --sample at that stride), fp32 and bf16-mixed
 # on the GPU against the CPU (tests/vocab_pad.sh: padded = contiguous on the CPU)

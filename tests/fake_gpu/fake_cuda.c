@@ -688,6 +688,9 @@ static int streams_made;
 struct CUevent_st {
     struct CUstream_st *s; /* NULL: never recorded */
     uint64_t seq;
+    int timing;            /* created without CU_EVENT_DISABLE_TIMING: a record queues a
+                              stamp of the host clock (the fake GPU's time) */
+    double t;
 };
 
 static CUresult stream_of(CUstream h, struct CUstream_st **s, const char *fn)
@@ -923,8 +926,11 @@ CUresult cuEventCreate(CUevent *pe, unsigned int flags)
     if (!pe || (flags & ~(unsigned)(CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC)))
         return refuse(CUDA_ERROR_INVALID_VALUE, "cuEventCreate: flags %#x", flags);
     *pe = calloc(1, sizeof **pe);
+    (*pe)->timing = !(flags & CU_EVENT_DISABLE_TIMING);
     return CUDA_SUCCESS;
 }
+
+static void stamp(void *ev) { ((struct CUevent_st *)ev)->t = now(); }
 
 CUresult cuEventRecord(CUevent e, CUstream h)
 {
@@ -934,6 +940,11 @@ CUresult cuEventRecord(CUevent e, CUstream h)
     pthread_mutex_lock(&lock);
     struct CUstream_st *s;
     CUresult r = stream_of(h, &s, "cuEventRecord");
+    if (r == CUDA_SUCCESS && e->timing) {
+        Op *o = calloc(1, sizeof *o);
+        *o = (Op){.kind = OP_HOST, .fn = stamp, .arg = e};
+        enqueue(s, o);
+    }
     if (r == CUDA_SUCCESS) {
         e->s = s;
         e->seq = s->enq;
@@ -968,6 +979,26 @@ CUresult cuEventQuery(CUevent e)
         r = CUDA_ERROR_NOT_READY;
     pthread_mutex_unlock(&lock);
     return r;
+}
+
+/* Both events recorded and passed (else CUDA_ERROR_NOT_READY, as the driver says), both
+ * with timing: the host clock between their stamps, in milliseconds. */
+CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b)
+{
+    NEED_CTX("cuEventElapsedTime");
+    if (!ms || !a || !b)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!a->timing || !b->timing)
+        return refuse(CUDA_ERROR_INVALID_HANDLE, "cuEventElapsedTime: an event without timing");
+    if (!a->s || !b->s)
+        return refuse(CUDA_ERROR_INVALID_HANDLE, "cuEventElapsedTime: an event never recorded");
+    pthread_mutex_lock(&lock);
+    int ready = a->s->done >= a->seq && b->s->done >= b->seq;
+    pthread_mutex_unlock(&lock);
+    if (!ready)
+        return CUDA_ERROR_NOT_READY;
+    *ms = (float)(1e3 * (b->t - a->t));
+    return CUDA_SUCCESS;
 }
 
 CUresult cuStreamWaitEvent(CUstream h, CUevent e, unsigned int flags)
@@ -1364,7 +1395,7 @@ CUresult cuGetErrorString(CUresult r, const char **s)
     X(cuMemsetD32Async) X(cuModuleLoadData) X(cuModuleGetFunction) X(cuLaunchKernel)           \
     X(cuGetErrorName) X(cuGetErrorString) X(cuMemGetInfo) X(cuFuncSetAttribute)          \
     X(cuStreamQuery) X(cuEventQuery) X(cuMemAddressReserve) X(cuMemCreate) X(cuMemMap)        \
-    X(cuMemUnmap) X(cuMemSetAccess) X(cuMemGetAllocationGranularity)
+    X(cuMemUnmap) X(cuMemSetAccess) X(cuMemGetAllocationGranularity) X(cuEventElapsedTime)
 #define ENTRY(fn) {#fn, (void *)fn},
 static const struct {
     const char *name;

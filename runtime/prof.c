@@ -1,0 +1,215 @@
+#define _GNU_SOURCE
+/* prof.c: --profile, where a training step's time goes, instruction by instruction.
+ *
+ * The generated forward() and backward() start each instruction with RT_AT(index,
+ * label) (index: its place in plan.json's list). While a pass is profiled, e->prof is
+ * this timer: on the CPU, where every runtime call returns when its work is done, an
+ * instruction's time is the clock from its RT_AT to the next one (or the end of the
+ * pass); on a GPU, an event is recorded on the compute stream at each RT_AT and at
+ * the end, and after the pass the host waits for the last one and reads the times
+ * between them, the GPU's time for each instruction (the wait makes a profiled step a
+ * little slower than an unprofiled one: the next pass is not queued while this one
+ * runs). Steps 1 and 2 are not profiled (first launches, caches, the allocator). */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "rt_cuda.h"
+#include "rt_loop.h"
+
+struct rt_prof {
+    int cap;                   /* indices 0 .. cap - 1 */
+    double *ms;                /* per index: milliseconds over the profiled steps */
+    int64_t *calls;
+    const char **label;
+    signed char *pass;         /* 0 forward, 1 backward, -1 never seen */
+    int cur_pass, gpu;
+    int open;                  /* the instruction being timed (CPU), -1 none */
+    double t_open;
+    int n_ev, cap_ev;          /* GPU: this pass's events, in order, and their indices */
+    int *ev_index;
+    int64_t steps;
+    double step_ms;            /* wall time of the profiled steps */
+};
+
+rt_prof *rt_prof_new(int gpu)
+{
+    rt_prof *p = calloc(1, sizeof *p);
+    if (!p)
+        rt_fail("out of memory");
+    p->gpu = gpu;
+    p->open = -1;
+    return p;
+}
+
+static void grow(rt_prof *p, int index)
+{
+    if (index < p->cap)
+        return;
+    int cap = p->cap ? p->cap : 64;
+    while (cap <= index)
+        cap *= 2;
+    p->ms = realloc(p->ms, (size_t)cap * sizeof *p->ms);
+    p->calls = realloc(p->calls, (size_t)cap * sizeof *p->calls);
+    p->label = realloc(p->label, (size_t)cap * sizeof *p->label);
+    p->pass = realloc(p->pass, (size_t)cap);
+    if (!p->ms || !p->calls || !p->label || !p->pass)
+        rt_fail("out of memory");
+    for (int i = p->cap; i < cap; i++) {
+        p->ms[i] = 0;
+        p->calls[i] = 0;
+        p->label[i] = NULL;
+        p->pass[i] = -1;
+    }
+    p->cap = cap;
+}
+
+void rt_prof_pass_begin(rt_exec *e, rt_prof *p, int pass)
+{
+    p->cur_pass = pass;
+    p->open = -1;
+    p->n_ev = 0;
+    e->prof = p;
+}
+
+void rt_prof_at(rt_exec *e, int index, const char *label)
+{
+    rt_prof *p = e->prof;
+    if (index < 0)
+        rt_die("rt_prof_at: index %d", index);
+    grow(p, index);
+    p->label[index] = label;
+    p->pass[index] = (signed char)p->cur_pass;
+    p->calls[index]++;
+    if (p->gpu) {
+        if (p->n_ev == p->cap_ev) {
+            p->cap_ev = p->cap_ev ? 2 * p->cap_ev : 256;
+            p->ev_index = realloc(p->ev_index, (size_t)p->cap_ev * sizeof *p->ev_index);
+            if (!p->ev_index)
+                rt_fail("out of memory");
+        }
+        p->ev_index[p->n_ev] = index;
+        rt_cu_prof_event(e, p->n_ev++);
+        return;
+    }
+    double t = rt_now();
+    if (p->open >= 0)
+        p->ms[p->open] += 1e3 * (t - p->t_open);
+    p->open = index;
+    p->t_open = t;
+}
+
+void rt_prof_pass_end(rt_exec *e)
+{
+    rt_prof *p = e->prof;
+    e->prof = NULL;
+    if (p->gpu && p->n_ev) {
+        float *ms = rt_xmalloc((size_t)p->n_ev * sizeof *ms);
+        rt_cu_prof_elapsed(e, p->n_ev, ms);   /* the end's event, then the waits */
+        for (int k = 0; k < p->n_ev; k++)
+            p->ms[p->ev_index[k]] += ms[k];
+        free(ms);
+    } else if (!p->gpu && p->open >= 0) {
+        p->ms[p->open] += 1e3 * (rt_now() - p->t_open);
+        p->open = -1;
+    }
+}
+
+void rt_prof_step(rt_prof *p, double seconds)
+{
+    p->steps++;
+    p->step_ms += 1e3 * seconds;
+}
+
+static int by_ms(const void *a, const void *b, void *ctx)
+{
+    const double *ms = ctx;
+    int i = *(const int *)a, j = *(const int *)b;
+    return ms[j] > ms[i] ? 1 : ms[j] < ms[i] ? -1 : i - j;
+}
+
+int rt_prof_report(rt_prof *p, const char *dir, int rank0)
+{
+    if (!p->steps) {
+        if (rank0)
+            fprintf(stderr, "trainc: profile: no step was profiled (steps 1 and 2 are warm-up; "
+                            "run 3 or more)\n");
+        return 0;
+    }
+    double n = (double)p->steps, pass_ms[2] = {0, 0};
+    int m = 0, *order = rt_xmalloc((size_t)(p->cap ? p->cap : 1) * sizeof *order);
+    for (int i = 0; i < p->cap; i++)
+        if (p->pass[i] >= 0) {
+            pass_ms[p->pass[i]] += p->ms[i] / n;
+            order[m++] = i;
+        }
+    double step = p->step_ms / n, rest = step - pass_ms[0] - pass_ms[1];
+    int rc = 0;
+    if (rank0) {
+        /* profile.json: every instruction in plan.json's order, then the totals */
+        char path[RT_PATH_MAX + 32], tmp[RT_PATH_MAX + 48], a[32], b[32];
+        snprintf(path, sizeof path, "%s/profile.json", dir);
+        snprintf(tmp, sizeof tmp, "%s.tmp", path);
+        FILE *f = fopen(tmp, "w");
+        if (f) {
+            fprintf(f, "{\"device\":\"%s\",\"steps\":%lld,\"step_ms\":%s,\"forward_ms\":%s,", p->gpu ? "cuda" : "cpu",
+                    (long long)p->steps, rt_json_num(a, step), rt_json_num(b, pass_ms[0]));
+            fprintf(f, "\"backward_ms\":%s,", rt_json_num(a, pass_ms[1]));
+            fprintf(f, "\"other_ms\":%s,\"instructions\":[\n", rt_json_num(a, rest));
+            for (int k = 0; k < m; k++) {
+                int i = order[k];
+                fprintf(f, "{\"index\":%d,\"pass\":\"%s\",\"ms\":%s,\"calls_per_step\":%s,\"label\":", i,
+                        p->pass[i] ? "backward" : "forward", rt_json_num(a, p->ms[i] / n),
+                        rt_json_num(b, (double)p->calls[i] / n));
+                fputc('"', f);
+                for (const char *c = p->label[i]; *c; c++)
+                    if (*c == '"' || *c == '\\')
+                        fprintf(f, "\\%c", *c);
+                    else
+                        fputc(*c, f);
+                fprintf(f, "\"}%s\n", k + 1 < m ? "," : "");
+            }
+            fprintf(f, "]}\n");
+        }
+        int err = !f ? errno : ferror(f) ? EIO : 0;
+        if (f && fclose(f) != 0 && !err)
+            err = errno;
+        if (!err && rename(tmp, path) != 0)
+            err = errno;
+        if (err) {
+            unlink(tmp);
+            errno = err;
+            rc = -1;
+        }
+        /* the table: the instructions that take the most, then the totals */
+        qsort_r(order, (size_t)m, sizeof *order, by_ms, p->ms);
+        fprintf(stderr, "trainc: profile of %lld steps (%s time): %.3f ms a step = forward %.3f + "
+                        "backward %.3f + the rest %.3f (optimizer, data, host)\n",
+                (long long)p->steps, p->gpu ? "GPU" : "CPU", step, pass_ms[0], pass_ms[1], rest);
+        fprintf(stderr, "   ms/step   share  index  where: what\n");
+        for (int k = 0; k < m && k < 15; k++) {
+            int i = order[k];
+            fprintf(stderr, "  %8.3f  %5.1f%%  %5d  %s%s\n", p->ms[i] / n,
+                    step > 0 ? 100.0 * p->ms[i] / n / step : 0.0, i, p->pass[i] ? "(backward) " : "",
+                    p->label[i]);
+        }
+        if (m > 15)
+            fprintf(stderr, "  (%d more in %s/profile.json)\n", m - 15, dir);
+    }
+    free(order);
+    return rc;
+}
+
+void rt_prof_free(rt_prof *p)
+{
+    if (!p)
+        return;
+    free(p->ms);
+    free(p->calls);
+    free(p->label);
+    free(p->pass);
+    free(p->ev_index);
+    free(p);
+}

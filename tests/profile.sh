@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# --profile (runtime/prof.c): profile.json names every instruction of plan.json's list
+# once, with plan.json's pass and "from: what" as its label, calls per step as the
+# program runs them (accumulate 2: two), times that add up (forward + backward = the
+# instructions' sum, + other = the step); a profiled run's numbers are an unprofiled
+# one's, bit for bit; too short a run says so and writes no profile; --profile with
+# --eval is refused. (The times themselves are the machine's: not judged here.)
+set -eu
+cd "$(dirname "$0")/.."
+TRAINC=${TRAINC:-build/trainc}
+PY=${PYTHON:-/usr/bin/python3}
+d=$(pwd)/build/tests/profile
+rm -rf "$d"; mkdir -p "$d"
+"$TRAINC" build specs/cnn_fashion.json -o "$d/t"
+"$TRAINC" emit specs/cnn_fashion.json -o "$d/emit"
+q=(--quiet --threads 2 --set data.val=null --set log_every=1)
+
+# check PROFILE PLAN STEPS CALLS
+check() {
+    $PY - "$@" <<'PY'
+import json, sys
+prof, plan = (json.load(open(f)) for f in sys.argv[1:3])
+steps, calls = int(sys.argv[3]), float(sys.argv[4])
+ins = {i["index"]: i for i in plan["instructions"]}
+got = {i["index"]: i for i in prof["instructions"]}
+assert prof["steps"] == steps and prof["device"] == "cpu", (prof["steps"], prof["device"])
+assert sorted(got) == sorted(ins), (sorted(set(got) ^ set(ins)))
+for k, g in got.items():
+    p = ins[k]
+    assert g["pass"] == p["pass"], (k, g, p)
+    assert g["label"] == f'{p["from"]}: {p["what"]}', (g["label"], p)
+    assert g["calls_per_step"] == calls and g["ms"] >= 0, g
+for pas in ("forward", "backward"):
+    s = sum(g["ms"] for g in got.values() if g["pass"] == pas)
+    assert abs(s - prof[pas + "_ms"]) <= 1e-6 * max(s, 1e-9), (pas, s, prof)
+total = prof["forward_ms"] + prof["backward_ms"] + prof["other_ms"]
+assert abs(total - prof["step_ms"]) <= 1e-6 * prof["step_ms"] and prof["step_ms"] > 0, prof
+print(f'{len(got)} instructions, {prof["step_ms"]:.2f} ms a step')
+PY
+}
+
+"$d/t" --out "$d/plain" "${q[@]}" --set max_steps=20
+"$d/t" --out "$d/prof" "${q[@]}" --set max_steps=20 --profile 2>"$d/prof.log"
+r=$(check "$d/prof/profile.json" "$d/emit/plan.json" 18 1)
+grep -q "trainc: profile of 18 steps (CPU time)" "$d/prof.log"
+echo "ok   --profile: $r; the table printed"
+cmp "$d/plain/model.safetensors" "$d/prof/model.safetensors"
+diff <(grep -v '"event"' "$d/plain/metrics.jsonl" | sed 's/"samples_per_s.*//') \
+     <(grep -v '"event"' "$d/prof/metrics.jsonl" | sed 's/"samples_per_s.*//')
+echo "ok   --profile leaves the numbers alone: losses and final weights bit-identical"
+
+"$d/t" --out "$d/acc" "${q[@]}" --set max_steps=5 --set accumulate=2 --profile 2>/dev/null
+r=$(check "$d/acc/profile.json" "$d/emit/plan.json" 3 2)
+echo "ok   --profile with accumulate 2: every instruction twice a step ($r)"
+
+"$d/t" --out "$d/short" "${q[@]}" --set max_steps=2 --profile 2>"$d/short.log"
+grep -q "no step was profiled" "$d/short.log" && [ ! -e "$d/short/profile.json" ]
+echo "ok   --profile on 2 steps: none profiled, said so, no profile.json"
+
+set +e
+"$d/t" --out "$d/bad" "${q[@]}" --profile --eval 2>"$d/bad.log"; rc=$?
+set -e
+[ $rc -eq 1 ] && grep -q "profile times training: not with --eval" "$d/bad.log" && [ ! -e "$d/bad" ]
+echo "ok   --profile --eval: exit 1, nothing written"
