@@ -506,6 +506,7 @@ static void emit_host_c(Program *p, Program *ev, Buf *b)
                (long long)p->arena_row_bytes, (long long)p->noreuse_row_bytes);
     buf_printf(b, "    .eval_arena_row_bytes = %lld,\n", (long long)ev->arena_row_bytes);
     buf_printf(b, "    .flops_per_sample = %lld,\n", (long long)(g->flops_fwd + g->flops_bwd));
+    buf_printf(b, "    .n_instructions = %d,\n", p->n_ins);
     buf_printf(b, "    .loss = %s,\n    .loss_terms = %lld,\n    .has_dropout = %d,\n",
                s->loss == LOSS_CROSS_ENTROPY ? "RT_LOSS_CROSS_ENTROPY" : "RT_LOSS_MSE",
                (long long)terms, g->has_dropout);

@@ -208,7 +208,7 @@ typedef struct rt_cu {
     int watch_comm;            /* NCCL in use: poll the compute stream (cu_wait) */
     size_t context_bytes;      /* the device's used memory once the module was loaded */
     struct grads *gr;          /* zero2: the gradient region backed on demand; else NULL */
-    CUevent *prof_ev;          /* --profile: timing events, created as a pass needs them */
+    CUevent *prof_ev;          /* --profile: timing events (rt_cu_prof_setup) */
     int n_prof_ev;
 } rt_cu;
 
@@ -820,22 +820,22 @@ void rt_cu_step_queue(rt_exec *e, rt_dptr f64)
 
 /* Waits for rt_cu_step_queue's copies (the event follows all the work queued before
  * them), adds the last pass's statistics into e and returns the double. */
-/* --profile (prof.c): event k of this pass on the compute stream (created the first
- * time a pass needs it: in the profiled steps only, the loop's one allocation) */
+/* --profile (prof.c): n timing events, made before the loop; event k of a pass is
+ * recorded on the compute stream at its k-th instruction */
+void rt_cu_prof_setup(rt_exec *e, int n)
+{
+    rt_cu *d = dev_of(e);
+    d->prof_ev = rt_xmalloc((size_t)n * sizeof *d->prof_ev);
+    for (int i = 0; i < n; i++)
+        CU(p_cuEventCreate(&d->prof_ev[i], CU_EVENT_DEFAULT));
+    d->n_prof_ev = n;
+}
+
 void rt_cu_prof_event(rt_exec *e, int k)
 {
     rt_cu *d = dev_of(e);
-    if (k >= d->n_prof_ev) {
-        int n = d->n_prof_ev ? 2 * d->n_prof_ev : 256;
-        while (n <= k + 1)
-            n *= 2;
-        d->prof_ev = realloc(d->prof_ev, (size_t)n * sizeof *d->prof_ev);
-        if (!d->prof_ev)
-            rt_fail("out of memory");
-        for (int i = d->n_prof_ev; i < n; i++)
-            CU(p_cuEventCreate(&d->prof_ev[i], CU_EVENT_DEFAULT));
-        d->n_prof_ev = n;
-    }
+    if (k >= d->n_prof_ev)
+        rt_die("rt_cu_prof_event: event %d of %d", k, d->n_prof_ev);
     CU(p_cuEventRecord(d->prof_ev[k], d->compute));
 }
 

@@ -1083,7 +1083,9 @@ int rt_main(const rt_model *m, int argc, char **argv)
     rt_stopper es = {.best = s->es_best, .wait = s->es_wait};
     /* --profile: steps after this process's first two are timed instruction by
      * instruction (prof.c) */
-    rt_prof *prof = r->o.profile ? rt_prof_new(r->gpu) : NULL;
+    rt_prof *prof = r->o.profile ? rt_prof_new(r->gpu, m->n_instructions) : NULL;
+    if (prof && r->gpu)
+        rt_cu_prof_setup(&r->e, m->n_instructions + 1);
     int64_t run_steps = 0;
     int end = -1;
     char why[256] = "";

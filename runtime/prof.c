@@ -9,7 +9,8 @@
  * the end, and after the pass the host waits for the last one and reads the times
  * between them, the GPU's time for each instruction (the wait makes a profiled step a
  * little slower than an unprofiled one: the next pass is not queued while this one
- * runs). Steps 1 and 2 are not profiled (first launches, caches, the allocator). */
+ * runs). The first two steps of a process are not profiled (first launches, caches).
+ * Everything is allocated before the loop (the events by rt_cu_prof_setup). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -20,7 +21,7 @@
 #include "rt_loop.h"
 
 struct rt_prof {
-    int cap;                   /* indices 0 .. cap - 1 */
+    int cap;                   /* indices 0 .. cap - 1: the model's instructions */
     double *ms;                /* per index: milliseconds over the profiled steps */
     int64_t *calls;
     const char **label;
@@ -28,42 +29,29 @@ struct rt_prof {
     int cur_pass, gpu;
     int open;                  /* the instruction being timed (CPU), -1 none */
     double t_open;
-    int n_ev, cap_ev;          /* GPU: this pass's events, in order, and their indices */
+    int n_ev;                  /* GPU: this pass's events so far; their instructions */
     int *ev_index;
+    float *ev_ms;              /* GPU: the times between them, read after the pass */
     int64_t steps;
     double step_ms;            /* wall time of the profiled steps */
 };
 
-rt_prof *rt_prof_new(int gpu)
+rt_prof *rt_prof_new(int gpu, int n)
 {
     rt_prof *p = calloc(1, sizeof *p);
     if (!p)
         rt_fail("out of memory");
     p->gpu = gpu;
     p->open = -1;
+    p->cap = n > 0 ? n : 1;
+    p->ms = rt_xmalloc((size_t)p->cap * sizeof *p->ms);
+    p->calls = rt_xmalloc((size_t)p->cap * sizeof *p->calls);
+    p->label = rt_xmalloc((size_t)p->cap * sizeof *p->label);
+    p->pass = rt_xmalloc((size_t)p->cap);
+    memset(p->pass, -1, (size_t)p->cap);
+    p->ev_index = rt_xmalloc((size_t)p->cap * sizeof *p->ev_index);
+    p->ev_ms = rt_xmalloc((size_t)p->cap * sizeof *p->ev_ms);
     return p;
-}
-
-static void grow(rt_prof *p, int index)
-{
-    if (index < p->cap)
-        return;
-    int cap = p->cap ? p->cap : 64;
-    while (cap <= index)
-        cap *= 2;
-    p->ms = realloc(p->ms, (size_t)cap * sizeof *p->ms);
-    p->calls = realloc(p->calls, (size_t)cap * sizeof *p->calls);
-    p->label = realloc(p->label, (size_t)cap * sizeof *p->label);
-    p->pass = realloc(p->pass, (size_t)cap);
-    if (!p->ms || !p->calls || !p->label || !p->pass)
-        rt_fail("out of memory");
-    for (int i = p->cap; i < cap; i++) {
-        p->ms[i] = 0;
-        p->calls[i] = 0;
-        p->label[i] = NULL;
-        p->pass[i] = -1;
-    }
-    p->cap = cap;
 }
 
 void rt_prof_pass_begin(rt_exec *e, rt_prof *p, int pass)
@@ -77,19 +65,14 @@ void rt_prof_pass_begin(rt_exec *e, rt_prof *p, int pass)
 void rt_prof_at(rt_exec *e, int index, const char *label)
 {
     rt_prof *p = e->prof;
-    if (index < 0)
-        rt_die("rt_prof_at: index %d", index);
-    grow(p, index);
+    if (index < 0 || index >= p->cap)
+        rt_die("rt_prof_at: index %d outside the model's %d instructions", index, p->cap);
     p->label[index] = label;
     p->pass[index] = (signed char)p->cur_pass;
     p->calls[index]++;
-    if (p->gpu) {
-        if (p->n_ev == p->cap_ev) {
-            p->cap_ev = p->cap_ev ? 2 * p->cap_ev : 256;
-            p->ev_index = realloc(p->ev_index, (size_t)p->cap_ev * sizeof *p->ev_index);
-            if (!p->ev_index)
-                rt_fail("out of memory");
-        }
+    if (p->gpu) {   /* a pass marks each of its instructions once at most */
+        if (p->n_ev >= p->cap)
+            rt_die("rt_prof_at: more marks in a pass than instructions");
         p->ev_index[p->n_ev] = index;
         rt_cu_prof_event(e, p->n_ev++);
         return;
@@ -106,11 +89,9 @@ void rt_prof_pass_end(rt_exec *e)
     rt_prof *p = e->prof;
     e->prof = NULL;
     if (p->gpu && p->n_ev) {
-        float *ms = rt_xmalloc((size_t)p->n_ev * sizeof *ms);
-        rt_cu_prof_elapsed(e, p->n_ev, ms);   /* the end's event, then the waits */
+        rt_cu_prof_elapsed(e, p->n_ev, p->ev_ms);   /* the end's event, then the wait */
         for (int k = 0; k < p->n_ev; k++)
-            p->ms[p->ev_index[k]] += ms[k];
-        free(ms);
+            p->ms[p->ev_index[k]] += p->ev_ms[k];
     } else if (!p->gpu && p->open >= 0) {
         p->ms[p->open] += 1e3 * (rt_now() - p->t_open);
         p->open = -1;
@@ -211,5 +192,6 @@ void rt_prof_free(rt_prof *p)
     free(p->label);
     free(p->pass);
     free(p->ev_index);
+    free(p->ev_ms);
     free(p);
 }

@@ -157,8 +157,10 @@ void rt_cu_end_pass(rt_exec *e);
  * rt_cu_pass_stat then gives pass `pass`'s (device_cuda.c) */
 void rt_cu_step_queue(rt_exec *e, rt_dptr f64);
 double rt_cu_step_wait(rt_exec *e);
-/* --profile (prof.c): record timing event k of this pass on the compute stream; after
- * the pass, record event n, wait for it and give ms[k] = time from event k to k + 1 */
+/* --profile (prof.c): n timing events made before the loop; record event k of this
+ * pass on the compute stream; after the pass, record event n, wait for it and give
+ * ms[k] = time from event k to k + 1 */
+void rt_cu_prof_setup(rt_exec *e, int n);
 void rt_cu_prof_event(rt_exec *e, int k);
 void rt_cu_prof_elapsed(rt_exec *e, int n, float *ms);
 const rt_cu_stat *rt_cu_pass_stat(rt_exec *e, int pass);

@@ -64,7 +64,9 @@ int rt_lrfind_write(const rt_lrfind *f, const char *dir, double suggested, int i
 
 /* --profile (prof.c): where a training step's time goes, by instruction (RT_AT). */
 typedef struct rt_prof rt_prof;
-rt_prof *rt_prof_new(int gpu);
+/* everything allocated here (n: rt_model.n_instructions); on a GPU the timing events
+ * come from rt_cu_prof_setup, before the loop */
+rt_prof *rt_prof_new(int gpu, int n);
 void rt_prof_pass_begin(rt_exec *e, rt_prof *p, int pass);   /* pass: 0 forward, 1 backward */
 void rt_prof_pass_end(rt_exec *e);
 void rt_prof_step(rt_prof *p, double seconds);   /* a profiled step's wall time */

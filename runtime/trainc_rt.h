@@ -103,6 +103,7 @@ typedef struct rt_model {
     int64_t noreuse_row_bytes; /* what the arena would take without reuse */
     int64_t eval_arena_row_bytes; /* validation's own (forward-only) plan, in the same arena */
     int64_t flops_per_sample;  /* forward + backward */
+    int n_instructions;        /* plan.json's list: RT_AT's indices are below it */
     int loss;                  /* RT_LOSS_* */
     int64_t loss_terms;        /* loss terms per sample */
     int has_dropout;

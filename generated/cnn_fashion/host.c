@@ -296,6 +296,7 @@ const rt_model trainc_model = {
     .noreuse_row_bytes = 738032,
     .eval_arena_row_bytes = 137984,
     .flops_per_sample = 7402792,
+    .n_instructions = 52,
     .loss = RT_LOSS_CROSS_ENTROPY,
     .loss_terms = 1,
     .has_dropout = 0,

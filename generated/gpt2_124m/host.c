@@ -2410,6 +2410,7 @@ const rt_model trainc_model = {
     .noreuse_row_bytes = 600842240,
     .eval_arena_row_bytes = 104595456,
     .flops_per_sample = 817773481984,
+    .n_instructions = 617,
     .loss = RT_LOSS_CROSS_ENTROPY,
     .loss_terms = 1024,
     .has_dropout = 0,

@@ -928,6 +928,7 @@ const rt_model trainc_model = {
     .noreuse_row_bytes = 7226368,
     .eval_arena_row_bytes = 393216,
     .flops_per_sample = 684081152,
+    .n_instructions = 217,
     .loss = RT_LOSS_CROSS_ENTROPY,
     .loss_terms = 128,
     .has_dropout = 0,

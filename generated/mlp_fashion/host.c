@@ -204,6 +204,7 @@ const rt_model trainc_model = {
     .noreuse_row_bytes = 7280,
     .eval_arena_row_bytes = 4160,
     .flops_per_sample = 1614376,
+    .n_instructions = 29,
     .loss = RT_LOSS_CROSS_ENTROPY,
     .loss_terms = 1,
     .has_dropout = 0,
