@@ -1196,39 +1196,17 @@ int rt_main(const rt_model *m, int argc, char **argv)
                 now_stop = v[2];
                 samples *= r->world;
             }
-            if (lf) {
-                /* the range test: the point, then the update unless the test is over (a
-                 * loss that is not finite ends it: the rate is past what trains) */
-                int over = rt_lrfind_add(lf, lr, step_loss);
-                if (!over && !queued) {
-                    norm = (r->gpu ? gpu_grad_norm(gpu_sumsq) : rt_zero_grad_norm(r->e.rt, m, r->grads)) /
-                           s->loss_scale;
-                    update(r, s, norm, lr, scaler);
-                }
-                s->batch += k;
-                s->step++;
-                rt_progress(r->o.quiet, s->step, r->total_steps, s->epoch, step_loss,
-                            (double)samples / fmax(rt_now() - log_t, 1e-9), rt_now() - r->t0);
-                log_t = rt_now();
-                int epoch_end = s->batch >= r->batches_per_epoch;
-                if (epoch_end) {
-                    s->epoch++;
-                    s->batch = 0;
-                }
-                if (over || sig_stop)
-                    end = sig_stop && !over ? END_INTERRUPTED : END_MAX_STEPS;
-                if (end >= 0 || epoch_end)
-                    break;
-                continue;
-            }
-            if (!isfinite(step_loss)) {
+            /* --lr-find: the point; the test is over at its last step, or where the
+             * loss blows up (not finite: the rate is past what trains, not a divergence) */
+            const int lf_over = lf && rt_lrfind_add(lf, lr, step_loss);
+            if (!lf && !isfinite(step_loss)) {
                 /* (a queued update has run: a diverged run's weights are not saved) */
                 end = END_DIVERGED;
                 snprintf(why, sizeof why, "the training loss is %g at step %lld", step_loss,
                          (long long)s->step + 1);
                 break;
             }
-            if (!queued) {
+            if (!queued && !lf_over) {
                 /* the gradients hold loss_scale x the true ones (1 but in fp16-mixed) */
                 norm = (r->gpu ? gpu_grad_norm(gpu_sumsq) : rt_zero_grad_norm(r->e.rt, m, r->grads)) /
                        s->loss_scale;
@@ -1239,6 +1217,21 @@ int rt_main(const rt_model *m, int argc, char **argv)
             if (profiled)
                 rt_prof_step(prof, rt_now() - t_step);
             run_steps++;
+            if (lf) {   /* the range test records nothing else */
+                rt_progress(r->o.quiet, s->step, r->total_steps, s->epoch, step_loss,
+                            (double)samples / fmax(rt_now() - log_t, 1e-9), rt_now() - r->t0);
+                log_t = rt_now();
+                int epoch_end = s->batch >= r->batches_per_epoch;
+                if (epoch_end) {
+                    s->epoch++;
+                    s->batch = 0;
+                }
+                if (lf_over || sig_stop)
+                    end = lf_over ? END_MAX_STEPS : END_INTERRUPTED;
+                if (end >= 0 || epoch_end)
+                    break;
+                continue;
+            }
             if (r->gpu && !r->mem_logged) {
                 /* what the device really holds after a whole step (our allocations, the
                  * CUDA context, cuBLASLt's own), next to what we allocated */
