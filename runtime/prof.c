@@ -115,8 +115,8 @@ int rt_prof_report(rt_prof *p, const char *dir, int rank0)
 {
     if (!p->steps) {
         if (rank0)
-            fprintf(stderr, "trainc: profile: no step was profiled (steps 1 and 2 are warm-up; "
-                            "run 3 or more)\n");
+            fprintf(stderr, "trainc: profile: no step was profiled (a run's first 2 steps are "
+                            "not: run 3 or more)\n");
         return 0;
     }
     double n = (double)p->steps, pass_ms[2] = {0, 0};
