@@ -119,6 +119,7 @@ typedef struct Ctx {
     const char *emb_name[64];  /* named embeddings, for "tie" */
     Param *emb_param[64];
     int n_emb;
+    const char *iter;      /* inside a repeat: the iteration ("3"; nested "3.1"), else NULL */
 } Ctx;
 
 static _Noreturn void lerr(Ctx *c, const Layer *l, const char *fmt, ...)
@@ -181,13 +182,13 @@ static double init_std(const Ctx *c, Init init, int resid_out)
     return 0.02;
 }
 
-static uint64_t fnv(const char *s)
+static uint64_t fnv_on(uint64_t h, const char *s)
 {
-    uint64_t h = 1469598103934665603ull;
     for (; *s; s++)
         h = (h ^ (unsigned char)*s) * 1099511628211ull;
     return h;
 }
+static uint64_t fnv(const char *s) { return fnv_on(1469598103934665603ull, s); }
 
 static void build_layers(Ctx *c, Layer **layers, int n, const char *prefix, int residual_body);
 
@@ -351,7 +352,9 @@ static void build_layer(Ctx *c, const Layer *l, const char *prefix, const char *
         Node *nd = graph_node(g, N_DROPOUT, l->path);
         nd->layer = l;
         nd->p = l->p;
-        nd->key = fnv(l->path);
+        /* the mask's key: the layer's spec path, and in a repeat its iteration too
+         * (the iterations share the path; one key would give them the same masks) */
+        nd->key = c->iter ? fnv_on(fnv_on(fnv(l->path), "#"), c->iter) : fnv(l->path);
         nd->in[nd->n_in++] = x;
         nd->out = y;
         g->has_dropout = 1;
@@ -521,13 +524,16 @@ static void build_layer(Ctx *c, const Layer *l, const char *prefix, const char *
         Init saved_init = c->init;
         if (l->has_init)
             c->init = l->init;
+        const char *outer = c->iter;
         for (int64_t it = 0; it < l->count; it++) {
             if (!prefix[0])
                 g->cur_block++;     /* each iteration of a top-level repeat is a block */
             char *inner = l->name ? xasprintf("%s.%lld.", pfx, (long long)it)
                                   : xasprintf("%s%lld.", prefix, (long long)it);
+            c->iter = outer ? xasprintf("%s.%lld", outer, (long long)it) : xasprintf("%lld", (long long)it);
             build_layers(c, l->body, l->n_body, inner, 0);
         }
+        c->iter = outer;
         c->init = saved_init;
         return;
     }

@@ -75,6 +75,7 @@ check lr_find             bash tests/lr_find.sh
 check profile             bash tests/profile.sh
 check scaler              bash tests/scaler.sh
 check recompute           bash tests/recompute.sh
+check dropout_keys        bash tests/dropout_keys.sh
 check ddp                 bash tests/ddp.sh
 check zero                bash tests/zero.sh
 check parity/mlp_adamw    $PYTHON tests/torch_parity.py mlp adamw
