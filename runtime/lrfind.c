@@ -99,10 +99,9 @@ double rt_lrfind_suggest(const rt_lrfind *f)
  * renamed), like the other outputs. Returns 0, or -1 with errno set. */
 int rt_lrfind_write(const rt_lrfind *f, const char *dir, double suggested, int interrupted)
 {
-    char path[RT_PATH_MAX + 32], tmp[RT_PATH_MAX + 48];
+    char path[RT_PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/lr_find.jsonl", dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *o = fopen(tmp, "w");
+    FILE *o = rt_tmp_open(path);
     if (!o)
         return -1;
     char a[32], b[32], c[32];
@@ -113,15 +112,8 @@ int rt_lrfind_write(const rt_lrfind *f, const char *dir, double suggested, int i
                "\"suggested_lr\":%s}\n",
             (long long)f->n, interrupted ? "interrupted" : f->diverged ? "loss_diverged" : "steps",
             rt_json_num(a, f->lo), rt_json_num(b, f->hi), rt_json_num(c, suggested));
-    int err = ferror(o) ? EIO : 0;
-    if (fclose(o) != 0 && !err)
-        err = errno;
-    if (err || rename(tmp, path) != 0) {
-        err = err ? err : errno;
-        unlink(tmp);
-        errno = err;
+    if (rt_tmp_commit(o, path) != 0)
         return -1;
-    }
     rt_plot_lr_find(dir, f->lr, f->smooth, f->n, suggested);
     return 0;
 }

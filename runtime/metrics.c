@@ -370,19 +370,11 @@ static char *draw_svg(const rt_metrics *mt, size_t *out_len)
  * reported, never fatal. */
 static void write_svg(const char *path, const char *svg, size_t n)
 {
-    char tmp[RT_PATH_MAX + 48];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    int ok = f && fwrite(svg, 1, n, f) == n;
-    if (f && fclose(f) != 0)
-        ok = 0;
-    if (ok && rename(tmp, path) != 0)
-        ok = 0;
-    if (!ok) {
+    FILE *f = rt_tmp_open(path);
+    if (f)
+        fwrite(svg, 1, n, f);   /* a short write sets the error rt_tmp_commit reads */
+    if (!f || rt_tmp_commit(f, path) != 0)
         fprintf(stderr, "trainc: warning: %s: cannot write: %s\n", path, strerror(errno));
-        if (f)
-            unlink(tmp);
-    }
 }
 
 void rt_metrics_plot(rt_metrics *mt)

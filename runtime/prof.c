@@ -130,10 +130,9 @@ int rt_prof_report(rt_prof *p, const char *dir, int rank0)
     int rc = 0;
     if (rank0) {
         /* profile.json: every instruction in plan.json's order, then the totals */
-        char path[RT_PATH_MAX + 32], tmp[RT_PATH_MAX + 48], a[32], b[32];
+        char path[RT_PATH_MAX + 32], a[32], b[32];
         snprintf(path, sizeof path, "%s/profile.json", dir);
-        snprintf(tmp, sizeof tmp, "%s.tmp", path);
-        FILE *f = fopen(tmp, "w");
+        FILE *f = rt_tmp_open(path);
         if (f) {
             fprintf(f, "{\"device\":\"%s\",\"steps\":%lld,\"step_ms\":%s,\"forward_ms\":%s,", p->gpu ? "cuda" : "cpu",
                     (long long)p->steps, rt_json_num(a, step), rt_json_num(b, pass_ms[0]));
@@ -154,16 +153,8 @@ int rt_prof_report(rt_prof *p, const char *dir, int rank0)
             }
             fprintf(f, "]}\n");
         }
-        int err = !f ? errno : ferror(f) ? EIO : 0;
-        if (f && fclose(f) != 0 && !err)
-            err = errno;
-        if (!err && rename(tmp, path) != 0)
-            err = errno;
-        if (err) {
-            unlink(tmp);
-            errno = err;
+        if (!f || rt_tmp_commit(f, path) != 0)
             rc = -1;
-        }
         /* the table: the instructions that take the most, then the totals */
         qsort_r(order, (size_t)m, sizeof *order, by_ms, p->ms);
         fprintf(stderr, "trainc: profile of %lld steps (%s time): %.3f ms a step = forward %.3f + "

@@ -31,6 +31,11 @@ static inline int rt_overlap(const void *a, const void *b, size_t n)
     return (uintptr_t)a < (uintptr_t)b + n && (uintptr_t)b < (uintptr_t)a + n;
 }
 void rt_xfree(void *p);
+/* A file written whole or not at all: rt_tmp_open opens PATH.tmp for writing (NULL,
+ * errno set); rt_tmp_commit closes it and renames it to PATH, or removes it when a
+ * write, the close or the rename failed: 0, or -1 with errno set. */
+FILE *rt_tmp_open(const char *path);
+int rt_tmp_commit(FILE *f, const char *path);
 
 /* ---- the GPU's versions of the runtime calls -------------------------------- */
 

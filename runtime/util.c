@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 #include "rt.h"
 
 void rt_input_error(const char *fmt, ...)
@@ -51,6 +52,30 @@ void *rt_xmalloc(size_t n)
 }
 
 void rt_xfree(void *p) { free(p); }
+
+FILE *rt_tmp_open(const char *path)
+{
+    char tmp[RT_PATH_MAX + 48];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    return fopen(tmp, "w");
+}
+
+int rt_tmp_commit(FILE *f, const char *path)
+{
+    char tmp[RT_PATH_MAX + 48];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    int err = ferror(f) ? EIO : 0;
+    if (fclose(f) != 0 && !err)
+        err = errno;
+    if (!err && rename(tmp, path) != 0)
+        err = errno;
+    if (err) {
+        unlink(tmp);
+        errno = err;
+        return -1;
+    }
+    return 0;
+}
 
 double rt_now(void)
 {
