@@ -203,6 +203,9 @@ static void build_layer(Ctx *c, const Layer *l, const char *prefix, const char *
     }
     Tensor *x = c->cur;
     Init init = layer_init(c, l);
+    /* what the layer's nodes and tensors say they came from: its spec path, and inside a
+     * repeat the iteration (" #3"; nested " #3.1"), since the iterations share the path */
+    const char *at = c->iter ? xasprintf("%s #%s", l->path, c->iter) : l->path;
     switch (l->op) {
     case OP_LINEAR: {
         if (x->rank < 1)
@@ -224,9 +227,9 @@ static void build_layer(Ctx *c, const Layer *l, const char *prefix, const char *
         memcpy(shp, x->shape, sizeof shp);
         shp[x->rank - 1] = out;
         Tensor *y = graph_tensor(g, T_ACT, ident("linear", pfx), x->rank, shp);
-        y->origin = l->path;
+        y->origin = at;
         y->what = "linear output";
-        Node *nd = graph_node(g, N_LINEAR, l->path);
+        Node *nd = graph_node(g, N_LINEAR, at);
         nd->layer = l;
         nd->in[nd->n_in++] = x;
         nd->out = y;
@@ -258,9 +261,9 @@ static void build_layer(Ctx *c, const Layer *l, const char *prefix, const char *
         int64_t OH = (H + 2 * p - k) / s + 1, OW = (W + 2 * p - k) / s + 1;
         int64_t shp[3] = {l->out, OH, OW};
         Tensor *y = graph_tensor(g, T_ACT, ident("conv", pfx), 3, shp);
-        y->origin = l->path;
+        y->origin = at;
         y->what = "conv2d output";
-        Node *nd = graph_node(g, N_CONV2D, l->path);
+        Node *nd = graph_node(g, N_CONV2D, at);
         nd->layer = l;
         nd->in[nd->n_in++] = x;
         nd->out = y;
@@ -295,9 +298,9 @@ static void build_layer(Ctx *c, const Layer *l, const char *prefix, const char *
         int64_t shp[3] = {C, OH, OW};
         int mx = l->op == OP_MAXPOOL2D;
         Tensor *y = graph_tensor(g, T_ACT, ident(mx ? "maxpool" : "avgpool", pfx), 3, shp);
-        y->origin = l->path;
+        y->origin = at;
         y->what = mx ? "maxpool2d output" : "avgpool2d output";
-        Node *nd = graph_node(g, mx ? N_MAXPOOL : N_AVGPOOL, l->path);
+        Node *nd = graph_node(g, mx ? N_MAXPOOL : N_AVGPOOL, at);
         nd->layer = l;
         nd->in[nd->n_in++] = x;
         nd->out = y;
@@ -312,9 +315,9 @@ static void build_layer(Ctx *c, const Layer *l, const char *prefix, const char *
         int64_t n = x->numel;
         Tensor *y = graph_tensor(g, T_ACT, ident("flatten", pfx), 1, &n);
         y->alias = x->alias ? x->alias : x;
-        y->origin = l->path;
+        y->origin = at;
         y->what = "flatten (a view)";
-        Node *nd = graph_node(g, N_FLATTEN, l->path);
+        Node *nd = graph_node(g, N_FLATTEN, at);
         nd->layer = l;
         nd->in[nd->n_in++] = x;
         nd->out = y;
@@ -333,9 +336,9 @@ static void build_layer(Ctx *c, const Layer *l, const char *prefix, const char *
                   : l->op == OP_TANH ? ACT_TANH
                                      : ACT_SIGMOID;
         Tensor *y = graph_tensor(g, T_ACT, ident(nm[act], pfx), x->rank, x->shape);
-        y->origin = l->path;
+        y->origin = at;
         y->what = nm[act];
-        Node *nd = graph_node(g, N_ACT, l->path);
+        Node *nd = graph_node(g, N_ACT, at);
         nd->layer = l;
         nd->act = act;
         nd->in[nd->n_in++] = x;
@@ -347,9 +350,9 @@ static void build_layer(Ctx *c, const Layer *l, const char *prefix, const char *
     }
     case OP_DROPOUT: {
         Tensor *y = graph_tensor(g, T_ACT, ident("dropout", pfx), x->rank, x->shape);
-        y->origin = l->path;
+        y->origin = at;
         y->what = "dropout";
-        Node *nd = graph_node(g, N_DROPOUT, l->path);
+        Node *nd = graph_node(g, N_DROPOUT, at);
         nd->layer = l;
         nd->p = l->p;
         /* the mask's key: the layer's spec path, and in a repeat its iteration too
@@ -366,16 +369,16 @@ static void build_layer(Ctx *c, const Layer *l, const char *prefix, const char *
             lerr(c, l, "layernorm needs an input with at least one axis, got a scalar");
         int64_t d = x->shape[x->rank - 1];
         Tensor *y = graph_tensor(g, T_ACT, ident("layernorm", pfx), x->rank, x->shape);
-        y->origin = l->path;
+        y->origin = at;
         y->what = "layernorm output";
         int64_t rows = x->numel / d;
         Tensor *mean = graph_tensor(g, T_ACT, ident("ln_mean", pfx), 1, &rows);
         Tensor *rstd = graph_tensor(g, T_ACT, ident("ln_rstd", pfx), 1, &rows);
         mean->keep32 = rstd->keep32 = 1;
-        mean->origin = rstd->origin = l->path;
+        mean->origin = rstd->origin = at;
         mean->what = "layernorm mean, saved for backward";
         rstd->what = "layernorm 1/std, saved for backward";
-        Node *nd = graph_node(g, N_LAYERNORM, l->path);
+        Node *nd = graph_node(g, N_LAYERNORM, at);
         nd->layer = l;
         nd->p = l->eps;
         nd->in[nd->n_in++] = x;
@@ -404,9 +407,9 @@ static void build_layer(Ctx *c, const Layer *l, const char *prefix, const char *
         memcpy(shp, ids->shape, sizeof shp);
         shp[ids->rank] = l->dim;
         Tensor *y = graph_tensor(g, T_ACT, ident("embedding", pfx), ids->rank + 1, shp);
-        y->origin = l->path;
+        y->origin = at;
         y->what = "embedding rows";
-        Node *nd = graph_node(g, N_EMBEDDING, l->path);
+        Node *nd = graph_node(g, N_EMBEDDING, at);
         nd->layer = l;
         nd->in[nd->n_in++] = ids;
         nd->out = y;
@@ -427,9 +430,9 @@ static void build_layer(Ctx *c, const Layer *l, const char *prefix, const char *
             lerr(c, l, "the sequence has %lld positions but max_len is %lld", (long long)x->shape[0],
                  (long long)l->max_len);
         Tensor *y = graph_tensor(g, T_ACT, ident("pos_embedding", pfx), 2, x->shape);
-        y->origin = l->path;
+        y->origin = at;
         y->what = "x + position rows";
-        Node *nd = graph_node(g, N_POS_EMBEDDING, l->path);
+        Node *nd = graph_node(g, N_POS_EMBEDDING, at);
         nd->layer = l;
         nd->in[nd->n_in++] = x;
         nd->out = y;
@@ -451,9 +454,9 @@ static void build_layer(Ctx *c, const Layer *l, const char *prefix, const char *
         int64_t s3[2] = {T, 3 * d}, s1[2] = {T, d};
         char *qp = xasprintf("%s.qkv", pfx), *pp = xasprintf("%s.proj", pfx);
         Tensor *qkv = graph_tensor(g, T_ACT, ident("qkv", pfx), 2, s3);
-        qkv->origin = l->path;
+        qkv->origin = at;
         qkv->what = "q, k, v side by side";
-        Node *n1 = graph_node(g, N_LINEAR, l->path);
+        Node *n1 = graph_node(g, N_LINEAR, at);
         n1->layer = l;
         n1->in[n1->n_in++] = x;
         n1->out = qkv;
@@ -465,13 +468,13 @@ static void build_layer(Ctx *c, const Layer *l, const char *prefix, const char *
         n1->w = add_param(g, qp, "weight", 2, w1, wi, init.kind == INIT_DEFAULT ? bound : init_std(c, init, 0), l->path);
         n1->b = add_param(g, qp, "bias", 1, &w1[0], bi, ba, l->path);
         Tensor *att = graph_tensor(g, T_ACT, ident("lse", pfx), 2, (int64_t[]){l->heads, T});
-        att->origin = l->path;
+        att->origin = at;
         att->keep32 = 1;
         att->what = "each query's log-sum-exp, saved for backward";
         Tensor *y = graph_tensor(g, T_ACT, ident("attn_y", pfx), 2, s1);
-        y->origin = l->path;
+        y->origin = at;
         y->what = "attention heads' outputs";
-        Node *n2 = graph_node(g, N_ATTENTION, l->path);
+        Node *n2 = graph_node(g, N_ATTENTION, at);
         n2->layer = l;
         n2->in[n2->n_in++] = qkv;
         n2->out = y;
@@ -481,9 +484,9 @@ static void build_layer(Ctx *c, const Layer *l, const char *prefix, const char *
         n2->conv[2] = l->heads;
         n2->conv[3] = l->causal;
         Tensor *o = graph_tensor(g, T_ACT, ident("attn_out", pfx), 2, s1);
-        o->origin = l->path;
+        o->origin = at;
         o->what = "attention output projection";
-        Node *n3 = graph_node(g, N_LINEAR, l->path);
+        Node *n3 = graph_node(g, N_LINEAR, at);
         n3->layer = l;
         n3->in[n3->n_in++] = y;
         n3->out = o;
@@ -509,9 +512,9 @@ static void build_layer(Ctx *c, const Layer *l, const char *prefix, const char *
             lerr(c, l, "the body's output %s does not match its input %s; a residual adds them",
                  shape_str(b->rank, b->shape), shape_str(in->rank, in->shape));
         Tensor *y = graph_tensor(g, T_ACT, ident("residual", l->name ? pfx : b->name), in->rank, in->shape);
-        y->origin = l->path;
+        y->origin = at;
         y->what = "x + body(x)";
-        Node *nd = graph_node(g, N_ADD, l->path);
+        Node *nd = graph_node(g, N_ADD, at);
         nd->layer = l;
         nd->in[nd->n_in++] = in;
         nd->in[nd->n_in++] = b;

@@ -28,11 +28,11 @@
 
 /* ==== instances for this model's shapes ==== */
 RT_EMBEDDING_FWD(768) /* $.model.layers[0] */
-RT_LAYERNORM_FWD(768) /* $.model.layers[2].body[0].body[0] */
-RT_ATTENTION_FWD(1024, 64, 1) /* $.model.layers[2].body[0].body[1] */
+RT_LAYERNORM_FWD(768) /* $.model.layers[2].body[0].body[0] #0 */
+RT_ATTENTION_FWD(1024, 64, 1) /* $.model.layers[2].body[0].body[1] #0 */
 RT_CROSS_ENTROPY(50257, 50304) /* $.model.loss */
 RT_LAYERNORM_BWD(768) /* $.model.layers[3] */
-RT_ATTENTION_BWD(1024, 64, 1) /* $.model.layers[2].body[0].body[1] */
+RT_ATTENTION_BWD(1024, 64, 1) /* $.model.layers[2].body[0].body[1] #11 */
 RT_EMBEDDING_BWD(768) /* $.model.layers[0] */
 
 /* ==== the fused elementwise kernels ==== */

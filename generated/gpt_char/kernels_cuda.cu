@@ -23,11 +23,11 @@
 
 /* ==== instances for this model's shapes ==== */
 RT_EMBEDDING_FWD(128) /* $.model.layers[0] */
-RT_LAYERNORM_FWD(128) /* $.model.layers[2].body[0].body[0] */
-RT_ATTENTION_FWD(128, 32, 1) /* $.model.layers[2].body[0].body[1] */
+RT_LAYERNORM_FWD(128) /* $.model.layers[2].body[0].body[0] #0 */
+RT_ATTENTION_FWD(128, 32, 1) /* $.model.layers[2].body[0].body[1] #0 */
 RT_CROSS_ENTROPY(256, 256) /* $.model.loss */
 RT_LAYERNORM_BWD(128) /* $.model.layers[3] */
-RT_ATTENTION_BWD(128, 32, 1) /* $.model.layers[2].body[0].body[1] */
+RT_ATTENTION_BWD(128, 32, 1) /* $.model.layers[2].body[0].body[1] #3 */
 RT_EMBEDDING_BWD(128) /* $.model.layers[0] */
 
 /* ==== the fused elementwise kernels ==== */
