@@ -111,6 +111,46 @@ static int by_ms(const void *a, const void *b, void *ctx)
     return ms[j] > ms[i] ? 1 : ms[j] < ms[i] ? -1 : i - j;
 }
 
+/* what a label says was done: the text after "where: " (spec paths hold no ": ") */
+static const char *what_of(const char *label)
+{
+    const char *c = strstr(label, ": ");
+    return c ? c + 2 : label;
+}
+
+/* Instructions of one kind: the same pass and the same what, wherever in the model (the
+ * 12 attention backwards of GPT-2's blocks are one kind). kind[i] is the first index
+ * of i's kind; kms[k] and kn[k] (at that first index) its time and instruction count. */
+static void group_kinds(const rt_prof *p, const int *order, int m, int *kind, double *kms, int *kn)
+{
+    for (int a = 0; a < m; a++) {
+        int i = order[a];
+        kind[i] = i;
+        for (int b = 0; b < a; b++) {
+            int j = order[b];
+            if (kind[j] == j && p->pass[j] == p->pass[i] && !strcmp(what_of(p->label[j]), what_of(p->label[i]))) {
+                kind[i] = j;
+                break;
+            }
+        }
+        if (kind[i] == i)
+            kms[i] = 0, kn[i] = 0;
+        kms[kind[i]] += p->ms[i];
+        kn[kind[i]]++;
+    }
+}
+
+static void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (const char *c = s; *c; c++)
+        if (*c == '"' || *c == '\\')
+            fprintf(f, "\\%c", *c);
+        else
+            fputc(*c, f);
+    fputc('"', f);
+}
+
 int rt_prof_report(rt_prof *p, const char *dir, int rank0)
 {
     if (!p->steps) {
@@ -127,6 +167,14 @@ int rt_prof_report(rt_prof *p, const char *dir, int rank0)
             order[m++] = i;
         }
     double step = p->step_ms / n, rest = step - pass_ms[0] - pass_ms[1];
+    int *kind = rt_xmalloc((size_t)(p->cap ? p->cap : 1) * sizeof *kind);
+    int *kn = rt_xmalloc((size_t)(p->cap ? p->cap : 1) * sizeof *kn);
+    double *kms = rt_xmalloc((size_t)(p->cap ? p->cap : 1) * sizeof *kms);
+    group_kinds(p, order, m, kind, kms, kn);
+    int nk = 0, *korder = rt_xmalloc((size_t)(p->cap ? p->cap : 1) * sizeof *korder);
+    for (int k = 0; k < m; k++)
+        if (kind[order[k]] == order[k])
+            korder[nk++] = order[k];
     int rc = 0;
     if (rank0) {
         /* profile.json: every instruction in plan.json's order, then the totals */
@@ -143,13 +191,17 @@ int rt_prof_report(rt_prof *p, const char *dir, int rank0)
                 fprintf(f, "{\"index\":%d,\"pass\":\"%s\",\"ms\":%s,\"calls_per_step\":%s,\"label\":", i,
                         p->pass[i] ? "backward" : "forward", rt_json_num(a, p->ms[i] / n),
                         rt_json_num(b, (double)p->calls[i] / n));
-                fputc('"', f);
-                for (const char *c = p->label[i]; *c; c++)
-                    if (*c == '"' || *c == '\\')
-                        fprintf(f, "\\%c", *c);
-                    else
-                        fputc(*c, f);
-                fprintf(f, "\"}%s\n", k + 1 < m ? "," : "");
+                json_str(f, p->label[i]);
+                fprintf(f, "}%s\n", k + 1 < m ? "," : "");
+            }
+            /* then the kinds, in order of first appearance, their instructions summed */
+            fprintf(f, "],\"kinds\":[\n");
+            for (int k = 0; k < nk; k++) {
+                int i = korder[k];
+                fprintf(f, "{\"pass\":\"%s\",\"instructions\":%d,\"ms\":%s,\"what\":",
+                        p->pass[i] ? "backward" : "forward", kn[i], rt_json_num(a, kms[i] / n));
+                json_str(f, what_of(p->label[i]));
+                fprintf(f, "}%s\n", k + 1 < nk ? "," : "");
             }
             fprintf(f, "]}\n");
         }
@@ -169,7 +221,24 @@ int rt_prof_report(rt_prof *p, const char *dir, int rank0)
         }
         if (m > 15)
             fprintf(stderr, "  (%d more in %s/profile.json)\n", m - 15, dir);
+        /* by kind, when some kind has several instructions (a repeat's blocks) */
+        if (nk < m) {
+            qsort_r(korder, (size_t)nk, sizeof *korder, by_ms, kms);
+            fprintf(stderr, "   ms/step   share  count  what (the same work summed over the model)\n");
+            for (int k = 0; k < nk && k < 10; k++) {
+                int i = korder[k];
+                fprintf(stderr, "  %8.3f  %5.1f%%  %5d  %s%s\n", kms[i] / n,
+                        step > 0 ? 100.0 * kms[i] / n / step : 0.0, kn[i], p->pass[i] ? "(backward) " : "",
+                        what_of(p->label[i]));
+            }
+            if (nk > 10)
+                fprintf(stderr, "  (%d more kinds in %s/profile.json)\n", nk - 10, dir);
+        }
     }
+    free(kind);
+    free(kn);
+    free(kms);
+    free(korder);
     free(order);
     return rc;
 }

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # --profile (runtime/prof.c): profile.json names every instruction of plan.json's list
-# once, with plan.json's pass and "from: what" as its label, calls per step as the
+# once, with plan.json's pass and "from: what" as its label (inside a repeat "from"
+# ends with the iteration, " #3"), each in the kind of its pass and "what" (a repeat's
+# blocks sum there), calls per step as the
 # program runs them (accumulate 2: two), times that add up (forward + backward = the
 # instructions' sum, + other = the step); a profiled run's numbers are an unprofiled
 # one's, bit for bit; too short a run says so and writes no profile; --profile with
@@ -33,9 +35,18 @@ for k, g in got.items():
 for pas in ("forward", "backward"):
     s = sum(g["ms"] for g in got.values() if g["pass"] == pas)
     assert abs(s - prof[pas + "_ms"]) <= 1e-6 * max(s, 1e-9), (pas, s, prof)
+# the kinds: every instruction in the one of its pass and "what", their times summed
+kinds = {(k["pass"], k["what"]): k for k in prof["kinds"]}
+assert len(kinds) == len(prof["kinds"]), "a kind listed twice"
+for (pas, what), k in kinds.items():
+    mine = [g for g in got.values() if g["pass"] == pas and ins[g["index"]]["what"] == what]
+    assert len(mine) == k["instructions"] > 0, (k, len(mine))
+    assert abs(sum(g["ms"] for g in mine) - k["ms"]) <= 1e-6 * max(k["ms"], 1e-9), k
+assert sum(k["instructions"] for k in kinds.values()) == len(got)
 total = prof["forward_ms"] + prof["backward_ms"] + prof["other_ms"]
 assert abs(total - prof["step_ms"]) <= 1e-6 * prof["step_ms"] and prof["step_ms"] > 0, prof
-print(f'{len(got)} instructions, {prof["step_ms"]:.2f} ms a step')
+most = max(k["instructions"] for k in kinds.values())
+print(f'{len(got)} instructions of {len(kinds)} kinds (at most {most} of one), {prof["step_ms"]:.2f} ms a step')
 PY
 }
 
@@ -48,6 +59,17 @@ cmp "$d/plain/model.safetensors" "$d/prof/model.safetensors"
 diff <(grep -v '"event"' "$d/plain/metrics.jsonl" | sed 's/"samples_per_s.*//') \
      <(grep -v '"event"' "$d/prof/metrics.jsonl" | sed 's/"samples_per_s.*//')
 echo "ok   --profile leaves the numbers alone: losses and final weights bit-identical"
+
+# a repeat: each block's instructions are labelled with the iteration (" #2"), and the
+# table sums each kind of work over the blocks
+"$TRAINC" build specs/gpt_char.json -o "$d/g"
+"$TRAINC" emit specs/gpt_char.json -o "$d/gemit"
+"$d/g" --out "$d/gprof" "${q[@]}" --set max_steps=4 --set batch_size=2 --profile 2>"$d/gprof.log"
+r=$(check "$d/gprof/profile.json" "$d/gemit/plan.json" 2 1)
+grep -q '#3: attention' "$d/gprof/profile.json"
+grep -q "what (the same work summed over the model)" "$d/gprof.log"
+grep -E -q '^ +[0-9.]+ +[0-9.]+% +4  \(backward\) attention backward' "$d/gprof.log"
+echo "ok   --profile of gpt_char's 4 blocks: $r; the table by kind printed"
 
 "$d/t" --out "$d/acc" "${q[@]}" --set max_steps=5 --set accumulate=2 --profile 2>/dev/null
 r=$(check "$d/acc/profile.json" "$d/emit/plan.json" 3 2)
