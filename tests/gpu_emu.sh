@@ -3,7 +3,9 @@
 # CPU by tests/gpu/emu/ (each CUDA thread a fiber, blocks one after another), launched
 # through runtime/cuda_ops.c exactly as on a GPU, against their CPU twins. It checks
 # the kernels' logic (indexing, masking, barriers, shuffles, reduction order,
-# in-place aliasing, cp.async's waits), not the GPU's arithmetic or memory model (nor cuBLASLt's
+# in-place aliasing, cp.async's waits, and, through UBSan's alignment and bounds checks,
+# loads and stores through pointers not aligned for their type, which a GPU faults on
+# and x86 forgives, and indices past a shared tile's bounds), not the GPU's arithmetic or memory model (nor cuBLASLt's
 # epilogues: CHECK_OPS_EMU leaves those checks to the fake GPU and a real one). Three times: with fp32
 # activations, with bf16-mixed's bf16 ones and with fp16-mixed's fp16 ones; then the
 # three again under the emulator's other schedule (EMU_SCHEDULE=greedy).
@@ -27,7 +29,7 @@ inst=$(grep -o '"RT_[A-Z_]*([0-9, ]*)"' tests/gpu/check_ops.c | tr -d '"')
     -e 's/^RT_EMBEDDING_FWD\(([0-9]+)\)/rt_embedding_fwd_\1/' \
     -e 's/^RT_EMBEDDING_BWD\(([0-9]+)\)/rt_embedding_bwd_\1/' | tr ' ' '\n'
 } | sed 's/.*/K(&)/' > "$d/kernels_list.inc"
-CFLAGS="-O2 -g -Wall -Wextra -Wno-unused-parameter -ffp-contract=off -fno-math-errno"
+CFLAGS="-O2 -g -Wall -Wextra -Wno-unused-parameter -ffp-contract=off -fno-math-errno -fsanitize=alignment,bounds -fno-sanitize-recover=alignment,bounds"
 # three times: fp32 activations, bf16-mixed's bf16 ones (RT_ACT_BF16, check_ops --bf16)
 # and fp16-mixed's fp16 ones (RT_ACT_F16, --fp16)
 for v in fp32 bf16 fp16; do

@@ -64,6 +64,7 @@ check gpu_emu             bash tests/gpu_emu.sh
 check cuda_host           bash tests/cuda_host.sh
 check fake_gpu            bash tests/fake_gpu.sh
 check fake_ddp            bash tests/fake_ddp.sh
+check fake_gpu/random     $PYTHON tests/random_models.py 24 7 --fake-gpu=24
 check gradcheck           bash tests/gradcheck.sh
 check vocab_pad           bash tests/vocab_pad.sh
 

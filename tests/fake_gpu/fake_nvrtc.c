@@ -346,9 +346,13 @@ static nvrtcResult compile(nvrtcProgram p, const char *arch)
     snprintf(path, sizeof path, "%s/kernels_list.inc", dir);
     if (write_file(path, list, strlen(list)) != 0)
         goto out;
-    /* as the host's runtime is built: no FMA contraction, no errno */
+    /* as the host's runtime is built: no FMA contraction, no errno; and a load or store
+     * through a pointer not aligned for its type (a float4 at 8 bytes), which a GPU
+     * faults on and x86 forgives, or an index past an array's bound (a shared-memory
+     * tile's row) stops the kernel (UBSan's alignment and bounds checks) */
     snprintf(cmd, sizeof cmd,
              "%s -std=c++17 -O2 -fPIC -shared -ffp-contract=off -fno-math-errno -fno-strict-aliasing "
+             "-fsanitize=alignment,bounds -fno-sanitize-recover=alignment,bounds "
              "-w -I. -I'%s' '%s/emu_kernels.cc' -o module.so",
              cxx, FAKE_EMU_DIR, FAKE_EMU_DIR);
     if (run(p, dir, cmd) != 0)
