@@ -30,6 +30,8 @@ import json, math, os, struct, subprocess, sys, zlib
 import numpy as np
 import torch
 import torch.nn.functional as F
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import st_check   # safetensors read and written by hand
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAINC = os.path.join(ROOT, os.environ.get("TRAINC", "build/trainc"))
@@ -294,34 +296,6 @@ def loss_of(model, out, y):
     return F.mse_loss(out, y)
 
 
-def write_safetensors(path, P):
-    header, off, blobs = {}, 0, []
-    for name, t in P.items():
-        a = t.detach().numpy().astype("<f4")
-        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [off, off + a.nbytes]}
-        off += a.nbytes
-        blobs.append(a.tobytes())
-    h = json.dumps(header).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for b in blobs:
-            f.write(b)
-
-
-def read_safetensors(path):
-    raw = open(path, "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    header = json.loads(raw[8:8 + n])
-    out = {}
-    for k, v in header.items():
-        if k != "__metadata__":
-            a, b = v["data_offsets"]
-            out[k] = np.frombuffer(raw[8 + n + a: 8 + n + b], dtype="<f4").reshape(v["shape"])
-    return out
-
-
 def input_batch(spec, x):
     xs = spec["model"]["inputs"]["x"]
     t = torch.tensor(x.astype(np.float64))
@@ -427,7 +401,7 @@ def one(i, r):
         assert n not in names
         names.add(n)
     init = os.path.join(d, "init.safetensors")
-    write_safetensors(init, P)
+    st_check.save(init, {n: t.detach().numpy().astype(np.float32) for n, t in P.items()})
     threads = int(r.integers(1, 3))
     ours = trainc(spec_path, os.path.join(d, "run"), init, threads)
 
@@ -492,7 +466,7 @@ def one(i, r):
             problems.append("val_loss %.8g, the reference %.8g" % (v["val_loss"], val_loss))
         if val_acc is not None and abs(v["val_acc"] - val_acc) * n_terms > ties + 1e-6:
             problems.append("val_acc %.6g, the reference %.6g (%d near ties)" % (v["val_acc"], val_acc, ties))
-    w = read_safetensors(os.path.join(d, "run", "model.safetensors"))
+    w = st_check.load(os.path.join(d, "run", "model.safetensors"))
     if sorted(w) != sorted(P):
         problems.append("weights named %s, the reference %s" % (sorted(w), sorted(P)))
     else:
