@@ -6,7 +6,7 @@ random_models.py [N [SEED]] [--fake-gpu=K]   (default 30 models, seed 1, no GPU)
 
 Each model is drawn from a small grammar over SPEC.md's ops: images (conv2d, pools,
 a residual around a shape-keeping conv, flatten, linear), vectors (linear, the five
-activations, layernorm, dropout at p 0, residuals and repeats (one in another), u8 input
+activations, layernorm, dropout, residuals and repeats (one in another), u8 input
 with scale and shift) and sequences (embedding, pos_embedding, repeated pre-norm
 attention blocks, causal or not, a tied or untied classifier; or f32 [T, d] input
 with an MSE target). The loss is cross entropy or MSE; the optimizer SGD (momentum,
@@ -20,6 +20,11 @@ same batches. Every step's loss and gradient norm must agree within 1e-4 relativ
 the validation after the last step (6 rows: batches of 4 and 2) too, its accuracy
 but for near ties, and the final weights within 1e-4 of their scale. Every fifth model also runs under all
 three recompute policies, which must give the same numbers bit for bit. With
+Dropout is at p 0, which PyTorch follows, but in about one model in seven at p 0.25:
+its masks are trainc's own, so such a model is compared only with itself under the
+three policies (the masks made again alike) and on the fake GPU. With
+RANDOM_MODELS_ASAN=TRAINC every third model also goes through that sanitized trainc
+(check, plan, emit) and a sanitized build of its trainer. With
 --fake-gpu=K the first K are also built with --device both (real NVRTC for sm_90)
 and trained on the fake GPU (tests/fake_gpu/: the generated CUDA kernels run in the
 emulator): fp32 within 1e-5 of the CPU's records, and every other one in bf16-mixed
@@ -44,6 +49,12 @@ OUT = os.path.join(ROOT, "build", "tests", "random_models", "seed%d" % SEED)
 # against the CPU run, and every other one in bf16-mixed too
 FAKE_GPU = max([int(a.split("=")[1]) for a in sys.argv[1:] if a.startswith("--fake-gpu=")] + [0])
 FAKE_LIB = os.path.join(OUT, "fake_lib")
+# RANDOM_MODELS_ASAN=TRAINC (trainc built with AddressSanitizer + UBSan, as make test's
+# asan/build makes it): every third model also goes through its check, plan and emit
+# (emit's bytes the same as the plain trainc's), and is built with the sanitizers
+# (TRAINC_CFLAGS) into a trainer whose run must give the JIT run's records
+ASAN = os.environ.get("RANDOM_MODELS_ASAN")
+SAN = "-fsanitize=address,undefined -fno-sanitize-recover=undefined"
 ROWS, B = 14, 4
 VAL_ROWS = 6          # validation: a batch of 4, then one of 2
 torch.set_num_threads(1)
@@ -73,6 +84,8 @@ def image_model(r):
         if r.random() < 0.3:
             conv["bias"] = False
         layers += [conv, act(r)]
+        if r.random() < 0.15:
+            layers.append({"op": "dropout", "p": 0.25})
         hw = (shape[1] + 2 * p - k) // s + 1
         shape = [out, hw, hw]
         if r.random() < 0.4:   # a residual around a conv that keeps the shape
@@ -114,8 +127,10 @@ def vector_model(r):
             if r.random() < 0.3:
                 ln["eps"] = 1e-3
             layers.append(ln)
-        elif c < 0.55:
-            layers.append({"op": "dropout", "p": 0.0})
+        elif c < 0.6:
+            # p 0 mostly (PyTorch can follow it); p 0.25 in one model of four or so: its
+            # masks are trainc's own, so only the devices and policies are compared
+            layers.append({"op": "dropout", "p": 0.25 if r.random() < 0.5 else 0.0})
         else:
             body = [{"op": "linear", "out": d}, act(r), {"op": "linear", "out": d}]
             if r.random() < 0.5:
@@ -256,7 +271,7 @@ def reference(model, P, xin):
             elif op == "sigmoid":
                 x = torch.sigmoid(x)
             elif op == "dropout":
-                assert l["p"] == 0.0
+                pass   # p 0; a model with p > 0 is not compared with this reference
             elif op == "layernorm":
                 d = x.shape[-1]
                 x = F.layer_norm(x, (d,), param(pfx + ".weight", (d,), "lnw"),
@@ -319,6 +334,40 @@ def trainc(spec_path, out, init, threads, recompute=None):
         raise RuntimeError("trainc run failed (exit %d):\n%s" % (p.returncode, p.stderr[-3000:]))
     recs = [json.loads(l) for l in open(os.path.join(out, "metrics.jsonl"))]
     return [r for r in recs if "loss" in r and "event" not in r]
+
+
+def sanitized(d, spec_path, init, threads, ours):
+    """the compiler and a trainer under the sanitizers (RANDOM_MODELS_ASAN)"""
+    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=0:exitcode=86", UBSAN_OPTIONS="exitcode=86")
+    problems = []
+    for cmd in (["check", spec_path], ["plan", spec_path, "--json"], ["plan", spec_path, "--ranks", "2"],
+                ["emit", spec_path, "-o", os.path.join(d, "emit_asan")]):
+        p = subprocess.run([ASAN] + cmd, capture_output=True, text=True, env=env)
+        if p.returncode != 0 or "runtime error" in p.stderr or "Sanitizer" in p.stderr:
+            problems.append("sanitized trainc %s: exit %d\n%s" % (cmd[0], p.returncode, p.stderr[-2000:]))
+    subprocess.run([TRAINC, "emit", spec_path, "-o", os.path.join(d, "emit")], check=True, capture_output=True)
+    for f in sorted(os.listdir(os.path.join(d, "emit"))):
+        a = open(os.path.join(d, "emit", f), "rb").read()
+        if not os.path.exists(os.path.join(d, "emit_asan", f)) or open(os.path.join(d, "emit_asan", f), "rb").read() != a:
+            problems.append("emit: %s differs under the sanitizers" % f)
+    exe = os.path.join(d, "trainer_asan")
+    p = subprocess.run([TRAINC, "build", spec_path, "-o", exe], capture_output=True, text=True,
+                       env=dict(env, TRAINC_CFLAGS=SAN))
+    if p.returncode != 0:
+        return problems + ["trainc build with the sanitizers: exit %d\n%s" % (p.returncode, p.stderr[-2000:])]
+    out = os.path.join(d, "asan_run")
+    p = subprocess.run([exe, "--init", init, "--out", out, "--quiet", "--threads", str(threads)],
+                       capture_output=True, text=True, env=env)
+    if p.returncode != 0 or "runtime error" in p.stderr:
+        return problems + ["the sanitized trainer: exit %d\n%s" % (p.returncode, p.stderr[-3000:])]
+    got = [x for x in recs_of(out) if "loss" in x and "event" not in x]
+    for st, (g, c) in enumerate(zip(got, ours)):
+        for what in ("loss", "grad_norm"):
+            if abs(g[what] - c[what]) > 1e-5 * max(abs(c[what]), 1e-3):
+                problems.append("the sanitized trainer: step %d %s %.8g, the JIT run %.8g" % (st + 1, what, g[what], c[what]))
+    if len(got) != len(ours):
+        problems.append("the sanitized trainer: %d steps, the JIT run %d" % (len(got), len(ours)))
+    return problems
 
 
 def fake_gpu(d, spec_path, init, threads, ours, precision):
@@ -405,8 +454,46 @@ def one(i, r):
     threads = int(r.integers(1, 3))
     ours = trainc(spec_path, os.path.join(d, "run"), init, threads)
 
-    # the reference's training: the same batches, optimizer and clipping
     t, opt = spec["train"], spec["train"]["optimizer"]
+    dropout = '"p": 0.25' in json.dumps(spec)
+    problems = [] if dropout else against_torch(spec, P, x, y, xv, yv, ours, d)
+
+    # recomputation never changes the numbers (dropout: the masks made again alike)
+    if i % 5 == 0 or dropout:
+        base = None
+        for pol in ("none", "selective", "full"):
+            o2 = os.path.join(d, "rc_" + pol)
+            recs = trainc(spec_path, o2, init, threads, pol)
+            nums = [(x["loss"], x["grad_norm"]) for x in recs]
+            wb = open(os.path.join(o2, "model.safetensors"), "rb").read()
+            if base is None:
+                base = (nums, wb)
+            elif (nums, wb) != base:
+                problems.append("recompute %s: numbers or weights differ from none's" % pol)
+    if ASAN and i % 3 == 0 and not problems:
+        problems += sanitized(d, spec_path, init, threads, ours)
+    if i < FAKE_GPU and not problems:
+        problems += fake_gpu(d, spec_path, init, threads, ours, "fp32")
+        if i % 2 == 1:
+            problems += fake_gpu(d, spec_path, init, threads, ours, "bf16-mixed")
+        if i % 4 == 2:
+            problems += fake_gpu(d, spec_path, init, threads, ours, "fp16-mixed")
+    desc = "%s%s%s%s, %d layers, %s, %s, accumulate %d, recompute %s%s%s, %d thread%s" % (
+        "on the fake GPU too (%s): " % ("fp32, bf16-mixed" if i % 2 else "fp32, fp16-mixed" if i % 4 == 2 else "fp32")
+        if i < FAKE_GPU else "",
+        "under the sanitizers too: " if ASAN and i % 3 == 0 else "",
+        "dropout 0.25 (not against PyTorch): " if dropout else "",
+        kind, len(spec["model"]["layers"]), spec["model"]["loss"]["op"], opt["type"], t["accumulate"],
+        t["recompute"], ", clipped" if "grad_clip" in t else "",
+        "" if t["loader"]["drop_last"] else ", a short last batch", threads, "s" if threads > 1 else "")
+    return desc, len(ours), problems
+
+
+def against_torch(spec, P, x, y, xv, yv, ours, d):
+    """the reference's training on the same batches, optimizer and clipping, then its
+    validation and weights, against trainc's"""
+    t, opt = spec["train"], spec["train"]["optimizer"]
+    ys = spec["model"]["inputs"]["y"]
     params = list(P.values())
     decay = [p for p in params if p.dim() >= 2]
     rest = [p for p in params if p.dim() < 2]
@@ -476,31 +563,7 @@ def one(i, r):
             if dif > 1e-4 * max(1.0, float(np.max(np.abs(e)))):
                 problems.append("%s differs by %.3g" % (n, dif))
 
-    # recomputation never changes the numbers
-    if i % 5 == 0:
-        base = None
-        for pol in ("none", "selective", "full"):
-            o2 = os.path.join(d, "rc_" + pol)
-            recs = trainc(spec_path, o2, init, threads, pol)
-            nums = [(x["loss"], x["grad_norm"]) for x in recs]
-            wb = open(os.path.join(o2, "model.safetensors"), "rb").read()
-            if base is None:
-                base = (nums, wb)
-            elif (nums, wb) != base:
-                problems.append("recompute %s: numbers or weights differ from none's" % pol)
-    if i < FAKE_GPU and not problems:
-        problems += fake_gpu(d, spec_path, init, threads, ours, "fp32")
-        if i % 2 == 1:
-            problems += fake_gpu(d, spec_path, init, threads, ours, "bf16-mixed")
-        if i % 4 == 2:
-            problems += fake_gpu(d, spec_path, init, threads, ours, "fp16-mixed")
-    desc = "%s%s, %d layers, %s, %s, accumulate %d, recompute %s%s%s, %d thread%s" % (
-        "on the fake GPU too (%s): " % ("fp32, bf16-mixed" if i % 2 else "fp32, fp16-mixed" if i % 4 == 2 else "fp32")
-        if i < FAKE_GPU else "",
-        kind, len(spec["model"]["layers"]), spec["model"]["loss"]["op"], opt["type"], t["accumulate"],
-        t["recompute"], ", clipped" if "grad_clip" in t else "",
-        "" if t["loader"]["drop_last"] else ", a short last batch", threads, "s" if threads > 1 else "")
-    return desc, len(ref), problems
+    return problems
 
 
 def main():

@@ -84,7 +84,7 @@ check parity/mlp_sgd      $PYTHON tests/torch_parity.py mlp sgd
 check parity/cnn_adamw    $PYTHON tests/torch_parity.py cnn adamw
 check parity/cnn_sgd      $PYTHON tests/torch_parity.py cnn sgd
 check parity/gpt_char     $PYTHON tests/gpt_parity.py
-check parity/random       $PYTHON tests/random_models.py 90 1
+check parity/random       env RANDOM_MODELS_ASAN=build/asan/trainc $PYTHON tests/random_models.py 90 1
 check learn/mlp           bash tests/learn.sh mlp_fashion 0.85
 check learn/cnn           bash tests/learn.sh cnn_fashion 0.88
 check learn/gpt_char      bash tests/gpt_learn.sh
