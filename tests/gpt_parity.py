@@ -6,7 +6,7 @@ b*B .. b*B+B-1 of the token shards), AdamW with the spec's settings, the warmup 
 cosine schedule, gradient clipping; 50 steps, threads = 1 on both sides. Every
 step's loss must agree within 1e-4 relative.
 """
-import json, math, os, struct, subprocess, sys
+import json, math, os, subprocess, sys
 import numpy as np
 import torch
 import torch.nn as nn
@@ -26,23 +26,12 @@ spec_path = os.path.join(ROOT, "specs", "gpt_char.json")
 spec = json.load(open(spec_path))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch_gpt
+import st_check   # safetensors by hand
 V, D, T, L, H, FF, _ = torch_gpt.dims(spec)
 model = torch_gpt.gpt(spec)   # GPT-2's init, so the loss curve is a real one
 
-def write_safetensors(path, sd):
-    header, off, blobs = {}, 0, []
-    for name, t in sd.items():
-        a = t.detach().numpy().astype("<f4")
-        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [off, off + a.nbytes]}
-        off += a.nbytes; blobs.append(a.tobytes())
-    h = json.dumps(header).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h))); f.write(h)
-        for b in blobs: f.write(b)
-
 init_path = os.path.join(OUT, "init.safetensors")
-write_safetensors(init_path, dict(model.named_parameters()))
+st_check.save(init_path, {n: t.detach().numpy().astype(np.float32) for n, t in model.named_parameters()})
 
 data_dir = os.path.join(ROOT, "data", "text")
 cmd = [TRAINC, "run", spec_path, "--init", init_path, "--out", os.path.join(OUT, "run"),

@@ -12,11 +12,13 @@ PyTorch's, which differs between CPUs: an AMD EPYC with AVX-512 measured 1e-7 up
 step 60 (AdamW) or 40 (SGD), then growth by ~10x every 7 steps to 1.4e-4 / 5.5e-4),
 so the first 40 steps within 1e-5, all 100 within 2e-3 and the weights within 2e-3.
 """
-import json, math, os, struct, subprocess, sys
+import json, math, os, subprocess, sys
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import st_check   # safetensors by hand
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAINC = os.path.join(ROOT, os.environ.get("TRAINC", "build/trainc"))
@@ -61,31 +63,8 @@ xin = model_spec["inputs"]["x"]
 model = build(model_spec["layers"], xin["shape"])
 scale = np.float32(xin.get("scale", 1.0))
 
-def write_safetensors(path, sd):
-    header, off, blobs = {}, 0, []
-    for name, t in sd.items():
-        a = t.detach().numpy().astype("<f4")
-        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [off, off + a.nbytes]}
-        off += a.nbytes; blobs.append(a.tobytes())
-    h = json.dumps(header).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h))); f.write(h)
-        for b in blobs: f.write(b)
-
-def read_safetensors(path):
-    raw = open(path, "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    header = json.loads(raw[8:8 + n])
-    out = {}
-    for k, v in header.items():
-        if k == "__metadata__": continue
-        a, b = v["data_offsets"]
-        out[k] = np.frombuffer(raw[8 + n + a: 8 + n + b], dtype="<f4").reshape(v["shape"])
-    return out
-
 init_path = os.path.join(OUT, "init.safetensors")
-write_safetensors(init_path, model.state_dict())
+st_check.save(init_path, {n: t.detach().numpy().astype(np.float32) for n, t in model.state_dict().items()})
 
 sets = ["loader.shuffle=false", "log_every=1", f"max_steps={STEPS}", "data.val=null",
         f"batch_size={B}", "epochs=1"]
@@ -157,7 +136,7 @@ for n, tol in checks:
         ok = False
         i = next(i for i in range(n) if rel[i] > tol)
         print(f"  step {i + 1}: {ours[i]:.7f} vs {ref[i]:.7f}")
-w = read_safetensors(os.path.join(OUT, "run", "model.safetensors"))
+w = st_check.load(os.path.join(OUT, "run", "model.safetensors"))
 for name, t in model.state_dict().items():
     d = np.max(np.abs(w[name] - t.numpy()))
     print(f"  {name:12s} max |ours - torch| = {d:.2e}")
