@@ -167,11 +167,11 @@ int rt_prof_report(rt_prof *p, const char *dir, int rank0)
             order[m++] = i;
         }
     double step = p->step_ms / n, rest = step - pass_ms[0] - pass_ms[1];
-    int *kind = rt_xmalloc((size_t)(p->cap ? p->cap : 1) * sizeof *kind);
-    int *kn = rt_xmalloc((size_t)(p->cap ? p->cap : 1) * sizeof *kn);
-    double *kms = rt_xmalloc((size_t)(p->cap ? p->cap : 1) * sizeof *kms);
+    const size_t cap = (size_t)p->cap;   /* >= 1 (rt_prof_new) */
+    int *kind = rt_xmalloc(cap * sizeof *kind), *kn = rt_xmalloc(cap * sizeof *kn);
+    double *kms = rt_xmalloc(cap * sizeof *kms);
     group_kinds(p, order, m, kind, kms, kn);
-    int nk = 0, *korder = rt_xmalloc((size_t)(p->cap ? p->cap : 1) * sizeof *korder);
+    int nk = 0, *korder = rt_xmalloc(cap * sizeof *korder);
     for (int k = 0; k < m; k++)
         if (kind[order[k]] == order[k])
             korder[nk++] = order[k];

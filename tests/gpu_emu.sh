@@ -5,10 +5,11 @@
 # the kernels' logic (indexing, masking, barriers, shuffles, reduction order,
 # in-place aliasing, cp.async's waits, and, through UBSan's alignment and bounds checks,
 # loads and stores through pointers not aligned for their type, which a GPU faults on
-# and x86 forgives, and indices past a shared tile's bounds), not the GPU's arithmetic or memory model (nor cuBLASLt's
-# epilogues: CHECK_OPS_EMU leaves those checks to the fake GPU and a real one). Three times: with fp32
-# activations, with bf16-mixed's bf16 ones and with fp16-mixed's fp16 ones; then the
-# three again under the emulator's other schedule (EMU_SCHEDULE=greedy).
+# and x86 forgives, and indices past a shared tile's bounds), not the GPU's arithmetic
+# or memory model (nor cuBLASLt's epilogues: CHECK_OPS_EMU leaves those checks to the
+# fake GPU and a real one). Three times: with fp32 activations, with bf16-mixed's bf16
+# ones and with fp16-mixed's fp16 ones; then the three again under the emulator's other
+# schedule (EMU_SCHEDULE=greedy).
 set -eu
 cd "$(dirname "$0")/.."
 d=build/tests/gpu_emu

@@ -325,6 +325,24 @@ def recs_of(out):
     return [json.loads(l) for l in open(os.path.join(out, "metrics.jsonl"))]
 
 
+def steps_of(recs):
+    """the train records (one a step: log_every is 1)"""
+    return [r for r in recs if "loss" in r and "event" not in r]
+
+
+def compare_steps(who, got, ref, ref_who, tol):
+    """each step's loss and gradient norm of `got` against `ref` (lists of records),
+    within tol[what] relative (floor 1e-3): the problems found"""
+    problems = []
+    if len(got) != len(ref):
+        problems.append("%s: %d steps, %s %d" % (who, len(got), ref_who, len(ref)))
+    for st, (g, c) in enumerate(zip(got, ref)):
+        for what in ("loss", "grad_norm"):
+            if g[what] is None or abs(g[what] - c[what]) > tol[what] * max(abs(c[what]), 1e-3):
+                problems.append("%s: step %d %s %s, %s %.8g" % (who, st + 1, what, g[what], ref_who, c[what]))
+    return problems
+
+
 def trainc(spec_path, out, init, threads, recompute=None):
     cmd = [TRAINC, "run", spec_path, "--init", init, "--out", out, "--quiet", "--threads", str(threads)]
     if recompute:
@@ -332,8 +350,7 @@ def trainc(spec_path, out, init, threads, recompute=None):
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         raise RuntimeError("trainc run failed (exit %d):\n%s" % (p.returncode, p.stderr[-3000:]))
-    recs = [json.loads(l) for l in open(os.path.join(out, "metrics.jsonl"))]
-    return [r for r in recs if "loss" in r and "event" not in r]
+    return steps_of(recs_of(out))
 
 
 def sanitized(d, spec_path, init, threads, ours):
@@ -360,14 +377,8 @@ def sanitized(d, spec_path, init, threads, ours):
                        capture_output=True, text=True, env=env)
     if p.returncode != 0 or "runtime error" in p.stderr:
         return problems + ["the sanitized trainer: exit %d\n%s" % (p.returncode, p.stderr[-3000:])]
-    got = [x for x in recs_of(out) if "loss" in x and "event" not in x]
-    for st, (g, c) in enumerate(zip(got, ours)):
-        for what in ("loss", "grad_norm"):
-            if abs(g[what] - c[what]) > 1e-5 * max(abs(c[what]), 1e-3):
-                problems.append("the sanitized trainer: step %d %s %.8g, the JIT run %.8g" % (st + 1, what, g[what], c[what]))
-    if len(got) != len(ours):
-        problems.append("the sanitized trainer: %d steps, the JIT run %d" % (len(got), len(ours)))
-    return problems
+    return problems + compare_steps("the sanitized trainer", steps_of(recs_of(out)), ours, "the JIT run",
+                                    {"loss": 1e-5, "grad_norm": 1e-5})
 
 
 def fake_gpu(d, spec_path, init, threads, ours, precision):
@@ -390,23 +401,15 @@ def fake_gpu(d, spec_path, init, threads, ours, precision):
                        + sets, capture_output=True, text=True, env=env)
     if p.returncode != 0:
         return ["on the fake GPU (%s): exit %d\n%s" % (precision, p.returncode, p.stderr[-3000:])]
-    recs = [json.loads(l) for l in open(os.path.join(out, "metrics.jsonl"))]
-    start = recs[0]
-    if start.get("device") != "cuda":
-        return ["on the fake GPU: the start record says %s" % start.get("device")]
-    gpu = [r for r in recs if "loss" in r and "event" not in r]
+    recs = recs_of(out)
+    if recs[0].get("device") != "cuda":
+        return ["on the fake GPU: the start record says %s" % recs[0].get("device")]
     # bf16: losses within 5e-2 (the weights drift apart over the steps: 3.1% in a
     # validation after 2 AdamW steps), the gradient norm within 1e-1 (gradients flow back
     # through bf16 activations and are stored in bf16: 2.2% and 5.3% measured in a CNN of 9
     # layers with tanh and silu and in a transformer; a wrong kernel is off by far more)
     tol = {"loss": 1e-5, "grad_norm": 1e-5} if precision == "fp32" else {"loss": 5e-2, "grad_norm": 1e-1}
-    problems = []
-    if len(gpu) != len(ours):
-        problems.append("fake GPU %s: %d steps, the CPU %d" % (precision, len(gpu), len(ours)))
-    for st, (g, c) in enumerate(zip(gpu, ours)):
-        for what in ("loss", "grad_norm"):
-            if g[what] is None or abs(g[what] - c[what]) > tol[what] * max(abs(c[what]), 1e-3):
-                problems.append("fake GPU %s: step %d %s %s, the CPU %.8g" % (precision, st + 1, what, g[what], c[what]))
+    problems = compare_steps("fake GPU " + precision, steps_of(recs), ours, "the CPU", tol)
     gv = [x for x in recs if "val_loss" in x]
     cv = [x for x in recs_of(os.path.join(d, "run")) if "val_loss" in x]
     if len(gv) != len(cv) or any(abs(a["val_loss"] - b["val_loss"]) > tol["loss"] * max(abs(b["val_loss"]), 1e-3)
@@ -445,10 +448,6 @@ def one(i, r):
     # the parameters: made by a first forward pass, in the order of first use
     P = {}
     reference(spec["model"], P, input_batch(spec, x[:B]))
-    names = set()
-    for n in P:
-        assert n not in names
-        names.add(n)
     init = os.path.join(d, "init.safetensors")
     st_check.save(init, {n: t.detach().numpy().astype(np.float32) for n, t in P.items()})
     threads = int(r.integers(1, 3))
@@ -521,16 +520,10 @@ def against_torch(spec, P, x, y, xv, yv, ours, d):
         if "grad_clip" in t:
             torch.nn.utils.clip_grad_norm_(params, t["grad_clip"])
         o.step()
-        ref.append((total, norm))
+        ref.append({"loss": total, "grad_norm": norm})
         b += k
 
-    problems = []
-    if len(ours) != len(ref):
-        problems.append("%d steps, the reference %d" % (len(ours), len(ref)))
-    for s, (rec, (rl, rn)) in enumerate(zip(ours, ref)):
-        for what, a, e in (("loss", rec["loss"], rl), ("grad_norm", rec["grad_norm"], rn)):
-            if abs(a - e) > 1e-4 * max(abs(e), 1e-3):
-                problems.append("step %d %s %.8g, the reference %.8g" % (s + 1, what, a, e))
+    problems = compare_steps("trainc", ours, ref, "the reference", {"loss": 1e-4, "grad_norm": 1e-4})
     # validation after the last step: the mean over all 6 rows' terms, and the accuracy
     with torch.no_grad():
         out = reference(spec["model"], P, input_batch(spec, xv))
