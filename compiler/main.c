@@ -163,20 +163,15 @@ const char *trainc_home_lib(void)
 
 /* ---- argument helpers -------------------------------------------------------- */
 
-static int is_json(const char *a)
-{
-    size_t n = strlen(a);
-    return n > 5 && !strcmp(a + n - 5, ".json");
-}
-
-/* SPEC... at argv[i..]: one or two .json files. Returns how many. */
+/* SPEC... at argv[i..]: one or two files, the arguments before the first option
+ * (any name: a spec need not end in .json). Returns how many. */
 static int spec_args(int argc, char **argv, int i, const char *cmd)
 {
     int n = 0;
-    while (i + n < argc && n < 2 && is_json(argv[i + n]))
+    while (i + n < argc && n < 2 && argv[i + n][0] != '-' && argv[i + n][0])
         n++;
     if (n == 0)
-        error_input("%s: expected a spec file (*.json)%s%s", cmd, i < argc ? ", got " : "",
+        error_input("%s: expected a spec file%s%s", cmd, i < argc ? ", got " : "",
                     i < argc ? argv[i] : "");
     return n;
 }
@@ -324,6 +319,37 @@ static const char *opt_value(int argc, char **argv, int *i, const char *name)
     return argv[++*i];
 }
 
+/* An output path the user named that cannot be written there is bad input (exit 1:
+ * no such folder, a file where a folder belongs, no permission); any other failure
+ * to write is a run-time one (exit 2: a full disk). */
+static _Noreturn void cannot_write(const char *cmd, const char *path)
+{
+    int e = errno;
+    if (e == ENOTDIR || e == EISDIR || e == ENOENT || e == EACCES || e == EPERM ||
+        e == EROFS || e == EEXIST || e == ENAMETOOLONG)
+        error_input("%s: cannot write %s: %s", cmd, path, strerror(e));
+    rt_fail("%s: cannot write %s: %s", cmd, path, strerror(e));
+}
+
+/* build -o FILE: checked before compiling, so a wrong path fails at once and clearly
+ * (the linker's own message would follow minutes of NVRTC otherwise). */
+static void check_out_file(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        errno = EISDIR;
+        cannot_write("build", path);
+    }
+    const char *slash = strrchr(path, '/');
+    char *dir = slash ? xasprintf("%.*s", (int)(slash - path) + (slash == path), path)
+                      : xstrdup(".");
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        error_input("build: cannot write %s: no folder %s", path, dir);
+    if (access(dir, W_OK) != 0)
+        cannot_write("build", path);
+    free(dir);
+}
+
 static int cmd_emit(int argc, char **argv)
 {
     int n = spec_args(argc, argv, 1, "emit");
@@ -341,7 +367,7 @@ static int cmd_emit(int argc, char **argv)
     Spec *s = load_with_sets(argc, argv, 1, n, 1);
     Compiled *c = compile_spec(s);
     if (emit_write(&c->em, out) != 0)
-        rt_fail("emit: cannot write %s: %s", out, strerror(errno));
+        cannot_write("emit", out);
     return 0;
 }
 
@@ -383,6 +409,8 @@ static int cmd_build(int argc, char **argv)
     if (strcmp(device, "cpu") && strcmp(device, "cuda") && strcmp(device, "both"))
         error_input("build: --device must be cpu, cuda or both, got '%s'", device);
     int cuda = strcmp(device, "cpu") != 0;
+    if (out && !bundle)
+        check_out_file(out);
     Spec *s = load_with_sets(argc, argv, 1, n, 1);
     Compiled *c = compile_spec(s);
     if (cuda && c->prog->cuda_unsupported)
@@ -393,8 +421,9 @@ static int cmd_build(int argc, char **argv)
         const char *base = out ? strrchr(out, '/') : NULL;
         base = base ? base + 1 : out ? out : s->name;
         if (rt_mkdir_p(bundle) != 0)
-            rt_fail("build: cannot create %s: %s", bundle, strerror(errno));
+            cannot_write("build", bundle);
         out = xasprintf("%s/%s", bundle, base);
+        check_out_file(out);
     }
     char tmpl[] = "/tmp/trainc-build-XXXXXX";
     if (!mkdtemp(tmpl))
@@ -448,7 +477,7 @@ static int cmd_build(int argc, char **argv)
         rt_fail("build: the C compiler failed (exit %d); this is a trainc bug, please report it", rc);
     }
     if (rename(tmpout, out) != 0)
-        rt_fail("build: cannot write %s: %s", out, strerror(errno));
+        cannot_write("build", out);
     if (bundle)
         build_bundle(out, bundle, cuda);
     fprintf(stderr, "trainc: built %s (%s)%s\n", out, device, bundle ? ", with the libraries it needs in its lib/" : "");
@@ -477,14 +506,9 @@ static int cmd_run(int argc, char **argv)
     rt_train_config probe = s->train;
     for (int i = 1 + n; i < argc; i++)
         if (!strcmp(argv[i], "--set") && i + 1 < argc) {
-            const char *a = argv[++i], *eq = strchr(a, '=');
-            char key[256], err[512];
-            if (!eq || (size_t)(eq - a) >= sizeof key)
-                error_input("--set %s: expected KEY=VALUE", a);
-            memcpy(key, a, (size_t)(eq - a));
-            key[eq - a] = 0;
-            if (rt_config_set(&probe, key, eq + 1, err, sizeof err) != 0)
-                error_input("--set %s: %s", key, err);
+            char err[512];
+            if (rt_config_set_arg(&probe, argv[++i], err, sizeof err) != 0)
+                error_input("%s", err);
         }
     Compiled *c = compile_spec(s);
     int targc = argc - n;
@@ -687,19 +711,37 @@ int main(int argc, char **argv)
         return cmd_help(argc - 1, argv + 1);
     /* --dump-after=PASS (or --dump-after PASS), for any command that compiles: taken
      * out of argv here, so that the commands and a trainer's options never see it */
-    int n = 1;
+    /* and --NAME=VALUE as --NAME VALUE for the options that take a value (the
+     * trainer's own parse_opts does the same for a built trainer) */
+    static const char *const value_opts[] = {"--device", "--arch", "--bundle", "--ranks",
+                                             "--chunk-kb", "--from", "--val-frac",
+                                             "--shard-tokens", NULL};
+    char **args = xcalloc((size_t)2 * argc + 1, sizeof *args);
+    int n = 0;
+    args[n++] = argv[0];
     for (int i = 1; i < argc; i++) {
+        const char *eq = strchr(argv[i], '=');
+        size_t len = eq ? (size_t)(eq - argv[i]) : 0;
+        int split = 0;
+        for (int k = 0; eq && !strncmp(argv[i], "--", 2) && value_opts[k]; k++)
+            split |= strlen(value_opts[k]) == len && !strncmp(argv[i], value_opts[k], len);
+        for (int k = 0; eq && !strncmp(argv[i], "--", 2) && rt_trainer_value_options[k]; k++)
+            split |= strlen(rt_trainer_value_options[k]) == len &&
+                     !strncmp(argv[i], rt_trainer_value_options[k], len);
         if (!strncmp(argv[i], "--dump-after=", 13))
             set_dump_after(argv[i] + 13);
         else if (!strcmp(argv[i], "--dump-after")) {
             if (i + 1 >= argc)
                 error_input("--dump-after needs a pass name");
             set_dump_after(argv[++i]);
+        } else if (split) {
+            args[n++] = xasprintf("%.*s", (int)len, argv[i]);
+            args[n++] = (char *)eq + 1;
         } else
-            argv[n++] = argv[i];
+            args[n++] = argv[i];
     }
     argc = n;
-    argv[argc] = NULL;
+    argv = args;
     static const struct {
         const char *name;
         int (*fn)(int, char **);

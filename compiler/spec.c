@@ -1362,14 +1362,9 @@ Spec *spec_load(int nfiles, char **files)
 
 void spec_set(Spec *s, const char *assignment)
 {
-    const char *eq = strchr(assignment, '=');
-    if (!eq || eq == assignment)
-        error_input("--set %s: expected KEY=VALUE", assignment);
-    char *key = xasprintf("%.*s", (int)(eq - assignment), assignment);
     char err[512];
-    if (rt_config_set(&s->train, key, eq + 1, err, sizeof err))
-        error_input("--set %s: %s", key, err);
-    free(key);
+    if (rt_config_set_arg(&s->train, assignment, err, sizeof err))
+        error_input("%s", err);
 }
 
 void spec_sets_done(Spec *s)

@@ -254,7 +254,8 @@ static void gather_part(rt_st_out *w, const rt_model *m, const float *mine, int6
 
 int rt_ckpt_save(const char *out, const rt_model *m, const rt_train_config *c,
                  const rt_loop_state *s, const float *params, const float *state,
-                 rt_state_part part, char *const *lines, int nlines)
+                 rt_state_part part, char *const *lines, int nlines,
+                 char *const *spec_lines, int n_spec)
 {
     char dir[RT_PATH_MAX + 32], tmp[RT_PATH_MAX + 64], fin[RT_PATH_MAX + 64], f[RT_PATH_MAX + 96];
     const char *parts[2];
@@ -325,6 +326,10 @@ int rt_ckpt_save(const char *out, const rt_model *m, const rt_train_config *c,
     for (int i = 0; i < nlines; i++)
         cJSON_AddItemToArray(tl, cJSON_CreateString(lines[i]));
     cJSON_AddItemToObject(j, "train", tl);
+    cJSON *sl = cJSON_CreateArray();
+    for (int i = 0; i < n_spec; i++)
+        cJSON_AddItemToArray(sl, cJSON_CreateString(spec_lines[i]));
+    cJSON_AddItemToObject(j, "spec_train", sl);
     char *text = cJSON_Print(j);
     cJSON_Delete(j);
     snprintf(f, sizeof f, "%s/state.json", tmp);
@@ -369,14 +374,16 @@ int rt_ckpt_latest(const char *out, char *path, size_t n)
     return 0;
 }
 
-/* Fields a resumed run may change: they decide when to stop, log or save, never
- * what is computed. */
+/* Fields a resumed run may change: they decide when to stop, log or save, where and
+ * with how much memory to compute, never what is computed (recomputation gives the
+ * same bits: a run that ran out of memory may go on with recompute full). */
 static int may_differ(const char *key)
 {
     static const char *const ok[] = {"epochs", "max_steps", "max_time", "log_every", "out_dir",
                                       "checkpoint", "checkpoint.every_steps", "checkpoint.keep",
                                       "loader.workers", "loader.prefetch", "loader.on_gpu", "device",
-                                      "distributed.bucket_mb", "distributed.strategy", NULL};
+                                      "distributed.bucket_mb", "distributed.strategy",
+                                      "recompute", "memory_budget_mb", NULL};
     for (int i = 0; ok[i]; i++)
         if (!strcmp(key, ok[i]))
             return 1;
@@ -439,11 +446,10 @@ static void check_loop(const rt_loop_state *s, const char *ck, const char *file)
                        "checkpoint?)", file, s->loss_scale);
 }
 
-void rt_ckpt_load(const char *ck, const rt_model *m, const rt_train_config *c, rt_loop_state *s,
-                  float *params, float *state, rt_state_part part, char *const *lines, int nlines)
+/* CK/state.json parsed (exit 1 when it cannot be read or is not JSON); its path in f. */
+static cJSON *read_state(const char *ck, char *f, size_t flen)
 {
-    char f[RT_PATH_MAX + 64];
-    snprintf(f, sizeof f, "%s/state.json", ck);
+    snprintf(f, flen, "%s/state.json", ck);
     FILE *fp = fopen(f, "rb");
     if (!fp)
         rt_input_error("%s: cannot open: %s", f, strerror(errno));
@@ -467,6 +473,48 @@ void rt_ckpt_load(const char *ck, const rt_model *m, const rt_train_config *c, r
     free(text);
     if (!j || !cJSON_IsObject(j))
         rt_input_error("%s: not a trainc checkpoint state (bad JSON)", f);
+    return j;
+}
+
+/* A JSON array of strings as a malloc'd array of malloc'd strings. */
+static char **string_list(const cJSON *a, const char *f, const char *name, int *n)
+{
+    if (!cJSON_IsArray(a))
+        rt_input_error("%s: bad field '%s'", f, name);
+    char **out = calloc((size_t)cJSON_GetArraySize(a) + 1, sizeof *out);
+    if (!out)
+        rt_fail("out of memory");
+    const cJSON *it;
+    *n = 0;
+    cJSON_ArrayForEach(it, a) {
+        if (!cJSON_IsString(it) || !strchr(it->valuestring, '='))
+            rt_input_error("%s: bad field '%s'", f, name);
+        if (!(out[(*n)++] = strdup(it->valuestring)))
+            rt_fail("out of memory");
+    }
+    return out;
+}
+
+int rt_ckpt_configs(const char *ck, char ***spec, int *n_spec, char ***run, int *n_run)
+{
+    char f[RT_PATH_MAX + 64];
+    cJSON *j = read_state(ck, f, sizeof f);
+    const cJSON *sl = cJSON_GetObjectItemCaseSensitive(j, "spec_train");
+    if (!sl) {                /* written before the spec's own config was kept */
+        cJSON_Delete(j);
+        return -1;
+    }
+    *spec = string_list(sl, f, "spec_train", n_spec);
+    *run = string_list(cJSON_GetObjectItemCaseSensitive(j, "train"), f, "train", n_run);
+    cJSON_Delete(j);
+    return 0;
+}
+
+void rt_ckpt_load(const char *ck, const rt_model *m, const rt_train_config *c, rt_loop_state *s,
+                  float *params, float *state, rt_state_part part, char *const *lines, int nlines)
+{
+    char f[RT_PATH_MAX + 64];
+    cJSON *j = read_state(ck, f, sizeof f);
     const cJSON *mh = cJSON_GetObjectItemCaseSensitive(j, "model_hash");
     if (!cJSON_IsString(mh))
         rt_input_error("%s: missing field 'model_hash'", f);
@@ -528,7 +576,7 @@ void rt_ckpt_load(const char *ck, const rt_model *m, const rt_train_config *c, r
     }
     if (nd)
         rt_input_error("%s: this checkpoint was made with a different training spec; %d field%s "
-                       "differ%s (only stop conditions, logging, checkpointing and loader threads may "
+                       "differ%s (only stop conditions, logging, checkpointing, loader threads and recomputation may "
                        "change on resume):%s",
                        ck, nd, nd > 1 ? "s" : "", nd > 1 ? "" : "s", diffs);
     const cJSON *ls = cJSON_GetObjectItemCaseSensitive(j, "loop");

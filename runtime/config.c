@@ -759,6 +759,90 @@ int rt_config_set(rt_train_config *c, const char *key, const char *value, char *
     return rt_config_set_typed(c, key, 0, value, err, errlen);
 }
 
+/* A JSON string's contents ("a\"b" -> a"b), or -1 when it is not one whole string. */
+static int json_unquote(const char *s, char *out, size_t outlen)
+{
+    size_t n = strlen(s), o = 0;
+    if (n < 2 || s[0] != '"' || s[n - 1] != '"')
+        return -1;
+    for (size_t i = 1; i < n - 1; i++) {
+        char ch = s[i];
+        if (ch == '"')
+            return -1;
+        if (ch == '\\') {
+            ch = s[++i];
+            if (i >= n - 1)
+                return -1;
+            switch (ch) {
+            case '"': case '\\': case '/': break;
+            case 'n': ch = '\n'; break;
+            case 't': ch = '\t'; break;
+            default: return -1;      /* \uXXXX and the rest: not worth it on a command line */
+            }
+        }
+        if (o + 1 >= outlen)
+            return -1;
+        out[o++] = ch;
+    }
+    out[o] = 0;
+    return 0;
+}
+
+/* "[0.9, 0.95]" -> "0.9,0.95" (the form an array takes in rt_config_set_typed), or -1
+ * when s is not bracketed. */
+static int json_list(const char *s, char *out, size_t outlen)
+{
+    size_t n = strlen(s), o = 0;
+    if (n < 2 || s[0] != '[' || s[n - 1] != ']')
+        return -1;
+    for (size_t i = 1; i < n - 1; i++) {
+        if (isspace((unsigned char)s[i]))
+            continue;
+        if (o + 1 >= outlen)
+            return -1;
+        out[o++] = s[i];
+    }
+    out[o] = 0;
+    return 0;
+}
+
+int rt_config_set_arg(rt_train_config *c, const char *arg, char *err, size_t errlen)
+{
+    const char *eq = strchr(arg, '=');
+    char key[256], shown[4 * 60 + 4], text[RT_PATH_MAX + 8], msg[512];
+    if (!eq || eq == arg)
+        return fail(err, errlen, "--set %s: expected KEY=VALUE", show(arg, shown));
+    if ((size_t)(eq - arg) >= sizeof key)
+        return fail(err, errlen, "--set: key too long");
+    memcpy(key, arg, (size_t)(eq - arg));
+    key[eq - arg] = 0;
+    const char *value = eq + 1;
+    int jtype = 0;
+    if (!json_unquote(value, text, sizeof text)) {
+        jtype = 's';
+        value = text;
+    } else if (!json_list(value, text, sizeof text)) {
+        jtype = 'a';
+        value = text;
+    }
+    if (!find_field(key)) {
+        /* a group of keys (schedule, optimizer, ...) named as if it were one */
+        size_t n = strlen(key);
+        const char *first = NULL;
+        for (int i = 0; i < N_FIELDS && !first; i++)
+            if (!strncmp(fields[i].key, key, n) && fields[i].key[n] == '.' &&
+                fields[i].type != F_DATA)
+                first = fields[i].key;
+        if (first)
+            return fail(err, errlen, "--set %s: %s is a group of keys, not a value%s; set "
+                        "its keys one by one, e.g. --set %s=...", show(key, shown), key,
+                        !strcmp(value, "null") ? " (it cannot be turned off)" : "", first);
+    }
+    if (rt_config_set_typed(c, key, jtype, value, msg, sizeof msg))
+        return fail(err, errlen, "--set %s: %s", show(key, shown), msg);
+    return 0;
+}
+
 /* ---- dumping ------------------------------------------------------------- */
 
 /* The shortest %g text that reads back as exactly v. */
@@ -871,6 +955,81 @@ char **rt_config_dump(const rt_train_config *c, int *n)
     }
     *n = k;
     return lines;
+}
+
+/* ---- resuming: the run's config under an edited spec ------------------------ */
+
+/* A dump line's group: the part of its key before the first '.' ("optimizer" for
+ * optimizer.lr, "batch_size"), for data entries the set ("data.val"). A group's lines,
+ * taken together from one config, set all of it again whatever came before (a type
+ * or a section resets its other keys first). */
+static size_t group_len(const char *line)
+{
+    size_t k = strcspn(line, "=.");
+    if (line[k] == '.' && k == 4 && !strncmp(line, "data", 4))
+        k += 1 + strcspn(line + k + 1, "=.");
+    return k;
+}
+
+/* The lines of `lines` in group g (g of length gl), joined by '\n' ("" when none). */
+static char *group_text(char *const *lines, int n, const char *g, size_t gl)
+{
+    size_t len = 1;
+    for (int i = 0; i < n; i++)
+        if (group_len(lines[i]) == gl && !strncmp(lines[i], g, gl))
+            len += strlen(lines[i]) + 1;
+    char *t = malloc(len);
+    if (!t)
+        rt_die("out of memory");
+    t[0] = 0;
+    for (int i = 0; i < n; i++)
+        if (group_len(lines[i]) == gl && !strncmp(lines[i], g, gl))
+            strcat(strcat(t, lines[i]), "\n");
+    return t;
+}
+
+static int seen_group(char **out, int k, const char *g, size_t gl)
+{
+    for (int i = 0; i < k; i++)
+        if (group_len(out[i]) == gl && !strncmp(out[i], g, gl))
+            return 1;
+    return 0;
+}
+
+char **rt_config_merge(char *const *spec_then, int n_then, char *const *run, int n_run,
+                       char *const *spec_now, int n_now, int *n_out)
+{
+    char **out = calloc((size_t)(n_run + n_now + 1), sizeof *out);
+    if (!out)
+        rt_die("out of memory");
+    int k = 0;
+    /* every group of either config, in the order of the spec's now, then the run's */
+    for (int pass = 0; pass < 2; pass++) {
+        char *const *src = pass ? run : spec_now;
+        int ns = pass ? n_run : n_now;
+        for (int i = 0; i < ns; i++) {
+            size_t gl = group_len(src[i]);
+            if (seen_group(out, k, src[i], gl))
+                continue;
+            char *then = group_text(spec_then, n_then, src[i], gl);
+            char *now = group_text(spec_now, n_now, src[i], gl);
+            /* the spec left the group as it was: the run's lines (its --set kept); an
+             * edited group is the spec's now */
+            int keep_run = !strcmp(then, now);
+            free(then);
+            free(now);
+            char *const *from = keep_run ? run : spec_now;
+            int nf = keep_run ? n_run : n_now;
+            /* (none, when the chosen side lacks the group: a data set dropped with
+             * --set data.val=null; deciding again for its next line changes nothing) */
+            for (int j = 0; j < nf; j++)
+                if (group_len(from[j]) == gl && !strncmp(from[j], src[i], gl) &&
+                    !(out[k++] = strdup(from[j])))
+                    rt_die("out of memory");
+        }
+    }
+    *n_out = k;
+    return out;
 }
 
 /* ---- cross-field rules ----------------------------------------------------- */

@@ -94,10 +94,21 @@ static void trainer_usage(const rt_model *m)
     rt_trainer_options(stdout, m);
 }
 
-static const char *need(int argc, char **argv, int *i)
+const char *const rt_trainer_value_options[] = {
+    "--out", "--set", "--init", "--resume", "--device", "--threads", "--sample", "--temperature",
+    "--sample-seed", "--prompt", "--lr-find-steps", "--lr-find-range", NULL};
+
+/* An option's value: its "=VALUE" part (--out=DIR) when it has one, else the next
+ * argument, which must not be an option itself (--resume --quiet). */
+static const char *need(int argc, char **argv, int *i, const char *inline_value)
 {
+    if (inline_value)
+        return inline_value;
     if (*i + 1 >= argc)
         rt_input_error("%s needs a value", argv[*i]);
+    for (int k = 0; option_names[k]; k++)
+        if (!strcmp(argv[*i + 1], option_names[k]))
+            rt_input_error("%s needs a value, got the option %s", argv[*i], argv[*i + 1]);
     return argv[++*i];
 }
 
@@ -108,19 +119,29 @@ static void parse_opts(const rt_model *m, int argc, char **argv, Opts *o)
     o->temperature = 1.0;
     o->sample_seed = -1;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
+        const char *a = argv[i], *inl = NULL, *eq = strchr(a, '=');
+        char name[32];
+        if (!strncmp(a, "--", 2) && eq && (size_t)(eq - a) < sizeof name) {
+            /* --out=DIR as --out DIR */
+            snprintf(name, sizeof name, "%.*s", (int)(eq - a), a);
+            for (int k = 0; rt_trainer_value_options[k] && !inl; k++)
+                if (!strcmp(name, rt_trainer_value_options[k])) {
+                    a = name;
+                    inl = eq + 1;
+                }
+        }
         if (!strcmp(a, "--out"))
-            o->out = need(argc, argv, &i);
+            o->out = need(argc, argv, &i, inl);
         else if (!strcmp(a, "--set")) {
             if (o->n_sets == 256)
                 rt_input_error("too many --set options");
-            o->sets[o->n_sets++] = need(argc, argv, &i);
+            o->sets[o->n_sets++] = need(argc, argv, &i, inl);
         } else if (!strcmp(a, "--init"))
-            o->init = need(argc, argv, &i);
+            o->init = need(argc, argv, &i, inl);
         else if (!strcmp(a, "--resume"))
-            o->resume = need(argc, argv, &i);
+            o->resume = need(argc, argv, &i, inl);
         else if (!strcmp(a, "--device")) {
-            const char *d = need(argc, argv, &i);
+            const char *d = need(argc, argv, &i, inl);
             if (!strcmp(d, "cpu"))
                 o->device = RT_DEVICE_CPU;
             else if (!strcmp(d, "auto"))
@@ -130,7 +151,7 @@ static void parse_opts(const rt_model *m, int argc, char **argv, Opts *o)
             else
                 rt_input_error("--device: expected cpu, cuda or auto, got '%s'", d);
         } else if (!strcmp(a, "--threads")) {
-            const char *t = need(argc, argv, &i);
+            const char *t = need(argc, argv, &i, inl);
             char *end;
             long v = strtol(t, &end, 10);
             if (*end || v < 1 || v > 1024)
@@ -139,7 +160,7 @@ static void parse_opts(const rt_model *m, int argc, char **argv, Opts *o)
         } else if (!strcmp(a, "--quiet"))
             o->quiet = 1;
         else if (!strcmp(a, "--sample") || !strcmp(a, "--sample-seed")) {
-            const char *t = need(argc, argv, &i);
+            const char *t = need(argc, argv, &i, inl);
             char *end;
             long long v = strtoll(t, &end, 10);
             if (*end || v < 0 || (a[8] == 0 && v > 100000000))
@@ -149,14 +170,14 @@ static void parse_opts(const rt_model *m, int argc, char **argv, Opts *o)
             else
                 o->sample_seed = v;
         } else if (!strcmp(a, "--temperature")) {
-            const char *t = need(argc, argv, &i);
+            const char *t = need(argc, argv, &i, inl);
             char *end;
             double v = strtod(t, &end);
             if (*end || !(v > 0) || !isfinite(v))
                 rt_input_error("--temperature: expected a number > 0, got '%s'", t);
             o->temperature = v;
         } else if (!strcmp(a, "--prompt"))
-            o->prompt = need(argc, argv, &i);
+            o->prompt = need(argc, argv, &i, inl);
         else if (!strcmp(a, "--eval"))
             o->eval = 1;
         else if (!strcmp(a, "--lr-find"))
@@ -164,14 +185,14 @@ static void parse_opts(const rt_model *m, int argc, char **argv, Opts *o)
         else if (!strcmp(a, "--profile"))
             o->profile = 1;
         else if (!strcmp(a, "--lr-find-steps")) {
-            const char *t = need(argc, argv, &i);
+            const char *t = need(argc, argv, &i, inl);
             char *end;
             long long v = strtoll(t, &end, 10);
             if (*end || v < 2 || v > 100000)
                 rt_input_error("--lr-find-steps: expected an integer from 2 to 100000, got '%s'", t);
             o->lr_find_steps = v;
         } else if (!strcmp(a, "--lr-find-range")) {
-            const char *t = need(argc, argv, &i);
+            const char *t = need(argc, argv, &i, inl);
             char *end, *end2;
             double lo = strtod(t, &end), hi = *end == ',' ? strtod(end + 1, &end2) : NAN;
             if (*end != ',' || *end2 || !(lo > 0) || !(hi > lo) || !isfinite(hi))
@@ -201,35 +222,78 @@ static void parse_opts(const rt_model *m, int argc, char **argv, Opts *o)
                        : o->eval ? "--eval" : o->gradcheck ? "--gradcheck" : "--sample");
 }
 
+/* Sets each field from "key=value" lines (the trainer's embedded spec, a
+ * checkpoint's config); `from` names a checkpoint whose lines fail, NULL for ours. */
+static void set_lines(rt_train_config *c, const char *const *lines, int n, const char *from)
+{
+    char err[512];
+    for (int i = 0; i < n; i++) {
+        char key[256];
+        const char *line = lines[i], *eq = strchr(line, '=');
+        if (eq && (size_t)(eq - line) < sizeof key) {
+            memcpy(key, line, (size_t)(eq - line));
+            key[eq - line] = 0;
+            if (rt_config_set(c, key, eq + 1, err, sizeof err) == 0)
+                continue;
+        } else
+            snprintf(err, sizeof err, "not KEY=VALUE");
+        if (from)
+            rt_input_error("%s/state.json: bad training line '%s': %s (a damaged checkpoint?)",
+                           from, line, err);
+        rt_die("embedded training line '%s': %s", line, err);
+    }
+}
+
+/* The config of the spec alone, before --set, as lines (a checkpoint keeps them). */
+static char **spec_lines(const rt_model *m, int *n)
+{
+    rt_train_config c;
+    rt_config_defaults(&c);
+    set_lines(&c, m->train_defaults, m->n_train_defaults, NULL);
+    return rt_config_dump(&c, n);
+}
+
+static void free_lines(char **lines, int n)
+{
+    for (int i = 0; i < n; i++)
+        free(lines[i]);
+    free(lines);
+}
+
+/* --resume DIR: the run goes on with the config it had, --set options included, so
+ * that `--resume DIR` alone continues the same command; where the spec was edited
+ * since, the spec's new values win (rt_config_merge). The checkpoint's check of the
+ * fields that change the numbers follows when it is loaded. */
+static void resume_config(const rt_model *m, const char *dir, rt_train_config *c)
+{
+    char ck[RT_PATH_MAX + 64], **then, **run;
+    int n_then, n_run, n_now, n;
+    if (rt_ckpt_latest(dir, ck, sizeof ck) != 0 ||
+        rt_ckpt_configs(ck, &then, &n_then, &run, &n_run) != 0)
+        return;                /* none (said later), or one that kept no spec config */
+    char **now = spec_lines(m, &n_now);
+    char **lines = rt_config_merge(then, n_then, run, n_run, now, n_now, &n);
+    rt_config_defaults(c);
+    set_lines(c, (const char *const *)lines, n, ck);
+    free_lines(then, n_then);
+    free_lines(run, n_run);
+    free_lines(now, n_now);
+    free_lines(lines, n);
+}
+
 static void configure(const rt_model *m, const Opts *o, rt_train_config *c)
 {
     char err[512];
     rt_config_defaults(c);
-    for (int i = 0; i < m->n_train_defaults; i++) {
-        char key[256];
-        const char *line = m->train_defaults[i], *eq = strchr(line, '=');
-        if (!eq || (size_t)(eq - line) >= sizeof key)
-            rt_die("bad embedded training line '%s'", line);
-        memcpy(key, line, (size_t)(eq - line));
-        key[eq - line] = 0;
-        if (rt_config_set(c, key, eq + 1, err, sizeof err) != 0)
-            rt_die("embedded training line '%s': %s", line, err);
-    }
+    set_lines(c, m->train_defaults, m->n_train_defaults, NULL);
+    if (o->resume)
+        resume_config(m, o->resume, c);
     /* the recomputation policy shapes the compiled program: it cannot change here */
     int compiled_policy = c->recompute;
     double compiled_budget = c->memory_budget_mb;
-    for (int i = 0; i < o->n_sets; i++) {
-        char key[256];
-        const char *eq = strchr(o->sets[i], '=');
-        if (!eq)
-            rt_input_error("--set %s: expected KEY=VALUE", o->sets[i]);
-        if ((size_t)(eq - o->sets[i]) >= sizeof key)
-            rt_input_error("--set: key too long");
-        memcpy(key, o->sets[i], (size_t)(eq - o->sets[i]));
-        key[eq - o->sets[i]] = 0;
-        if (rt_config_set(c, key, eq + 1, err, sizeof err) != 0)
-            rt_input_error("--set %s: %s", key, err);
-    }
+    for (int i = 0; i < o->n_sets; i++)
+        if (rt_config_set_arg(c, o->sets[i], err, sizeof err) != 0)
+            rt_input_error("%s", err);
     if (c->recompute != compiled_policy ||
         !(c->memory_budget_mb == compiled_budget || (isnan(c->memory_budget_mb) && isnan(compiled_budget))))
         rt_input_error("--set recompute/memory_budget_mb: the recomputation plan is compiled into this "
@@ -716,12 +780,14 @@ static void checkpoint(Run *r, rt_loop_state *s)
     int n;
     char **lines = rt_config_dump(&r->c, &n);
     s->elapsed = rt_now() - r->t0;
-    if (rt_ckpt_save(r->out, r->m, &r->c, s, r->params, r->state, rt_zero_part(), lines, n) != 0)
+    int n_spec;
+    char **spec = spec_lines(r->m, &n_spec);
+    if (rt_ckpt_save(r->out, r->m, &r->c, s, r->params, r->state, rt_zero_part(), lines, n,
+                     spec, n_spec) != 0)
         rt_fail("cannot write a checkpoint in %s/checkpoints: %s (is the disk full?)", r->out,
                 strerror(errno));
-    for (int i = 0; i < n; i++)
-        free(lines[i]);
-    free(lines);
+    free_lines(lines, n);
+    free_lines(spec, n_spec);
 }
 
 /* Generation from a token model: the context window (at most T ids) goes through the

@@ -161,6 +161,17 @@ int rt_config_set(rt_train_config *c, const char *key, const char *value, char *
  * so that "batch_size": "32" in a spec is an error while --set batch_size=32 is not. */
 int rt_config_set_typed(rt_train_config *c, const char *key, int jtype, const char *value,
                         char *err, size_t errlen);
+/* One --set KEY=VALUE as a user types it: VALUE as rt_config_set takes it, or in the
+ * spec's JSON form ("text" for a string, [a, b] for a list). The message in err starts
+ * with "--set KEY: ". */
+int rt_config_set_arg(rt_train_config *c, const char *arg, char *err, size_t errlen);
+/* The training config of a resumed run, as dump lines (rt_config_dump) to set in
+ * order: a group of keys (optimizer.*, batch_size, data.val.*, ...) comes from `run`,
+ * the config of the run that wrote the checkpoint, when its spec then and now agree
+ * on the group, else from `spec_now`: the run's --set options hold unless the spec
+ * itself was edited there. Returns a malloc'd array of malloc'd lines. */
+char **rt_config_merge(char *const *spec_then, int n_then, char *const *run, int n_run,
+                       char *const *spec_now, int n_now, int *n_out);
 /* Checks the cross-field rules; returns 0 or -1 with a message. */
 int rt_config_validate(const rt_train_config *c, char *err, size_t errlen);
 /* Writes every field as "key=value" lines, the inverse of rt_config_set, in a fixed
@@ -346,6 +357,9 @@ void rt_metrics_close(rt_metrics *mt);
 /* The trainer options, one a line (loop.c): a trainer's --help and `trainc help run`
  * (m NULL: any trainer). */
 void rt_trainer_options(FILE *f, const rt_model *m);
+/* The trainer's options that take a value (--out, --set, ...), NULL-terminated: each
+ * may be written --name VALUE or --name=VALUE. */
+extern const char *const rt_trainer_value_options[];
 
 /* Formats a double for JSON: finite values with %.9g, else null. */
 const char *rt_json_num(char *buf, double v);

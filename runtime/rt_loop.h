@@ -148,11 +148,18 @@ typedef struct rt_loop_state {
 } rt_loop_state;
 
 /* Writes OUT/checkpoints/step_NNNNNNNN atomically and keeps the newest
- * checkpoint.keep; returns 0 or -1 (errno set). Rank 0 writes; with a sharded state
+ * checkpoint.keep; returns 0 or -1 (errno set). `lines` is the run's training
+ * config (rt_config_dump), `spec_lines` its spec's before --set (rt_ckpt_configs). Rank 0 writes; with a sharded state
  * every rank must call it (the others send their shards and return 0). */
 int rt_ckpt_save(const char *out, const rt_model *m, const rt_train_config *c,
                  const rt_loop_state *s, const float *params, const float *state,
-                 rt_state_part part, char *const *lines, int nlines);
+                 rt_state_part part, char *const *lines, int nlines,
+                 char *const *spec_lines, int n_spec);
+/* The two training configs checkpoint CK keeps (malloc'd arrays of malloc'd lines):
+ * its spec's own (*spec: the trainer's embedded spec, before --set) and the run's
+ * (*run: after --set). Returns 0, or -1 for a checkpoint written before the spec's
+ * was kept. */
+int rt_ckpt_configs(const char *ck, char ***spec, int *n_spec, char ***run, int *n_run);
 /* The newest complete checkpoint folder of run folder OUT, or -1. */
 int rt_ckpt_latest(const char *out, char *path, size_t n);
 /* Loads a checkpoint (the whole parameters, the optimizer state's part `part`); exits

@@ -101,6 +101,13 @@ int rt_mkdir_p(const char *path)
     }
     if (mkdir(buf, 0777) != 0 && errno != EEXIST)
         return -1;
+    struct stat st;
+    if (stat(buf, &st) != 0)
+        return -1;
+    if (!S_ISDIR(st.st_mode)) {   /* a file of that name is not the folder asked for */
+        errno = ENOTDIR;
+        return -1;
+    }
     return 0;
 }
 

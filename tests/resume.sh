@@ -4,7 +4,8 @@
 # model.safetensors as the same run uninterrupted. threads=1; shuffle on; dropout;
 # once with accumulate 2. Also: the interrupted run exits 130 with an end record
 # "interrupted", model.safetensors is the final checkpoint's weights file (a hard
-# link), and a resume with a changed optimizer is refused (exit 1).
+# link), and a resume with a changed optimizer is refused (exit 1). A bare --resume DIR
+# keeps the run's --set options; where the spec was edited since, the spec wins.
 set -eu
 cd "$(dirname "$0")/.."
 TRAINC=${TRAINC:-build/trainc}
@@ -63,7 +64,11 @@ run_case() {  # run_case NAME SETS...
     local rc=0; wait $pid || rc=$?
     [ $rc -eq 130 ] || { echo "FAIL $name: interrupted run exited $rc, expected 130"; exit 1; }
     tail -n 1 "$d/$name.cut/metrics.jsonl" | grep -q '"reason":"interrupted"' || { echo "FAIL $name: no interrupted end record"; exit 1; }
-    "$d/trainer" --resume "$d/$name.cut" "${sets[@]}"
+    if [ -n "${BARE:-}" ]; then   # the run's --set options come back from the checkpoint
+        "$d/trainer" --resume "$d/$name.cut" --threads 1 --quiet
+    else
+        "$d/trainer" --resume "$d/$name.cut" "${sets[@]}"
+    fi
     compare "$d/$name.ref" "$d/$name.cut"
     echo "ok   $name (SIGTERM after ~$k steps)"
 }
@@ -71,7 +76,8 @@ run_case() {  # run_case NAME SETS...
 CUT_MAX=350 run_case shuffle_dropout
 # batch 512: 117 batches an epoch, so the run crosses epochs (a new shuffle each,
 # validation at each epoch's end) and the cut may land anywhere
-run_case accumulate2_epochs --set accumulate=2 --set batch_size=512
+# resumed with --resume DIR alone: max_steps, batch_size, accumulate, ... as the run had
+BARE=1 run_case accumulate2_epochs --set accumulate=2 --set batch_size=512
 
 # the final weights and the final checkpoint's are one file (a hard link), in a resumed
 # run too: model.safetensors was bit-identical to the uninterrupted run's above
@@ -89,3 +95,22 @@ rc=$?
 set -e
 [ $rc -eq 1 ] && grep -q "optimizer.lr" "$d/refuse.err" || { echo "FAIL refuse: rc=$rc"; cat "$d/refuse.err"; exit 1; }
 echo "ok   refuse a different training spec"
+
+# --resume DIR alone under an edited spec (trainc run): the run's --set options hold
+# (optimizer.lr, max_steps), the spec's edit (log_every 50 -> 5) takes effect
+cp "$d/mlp_dropout.json" "$d/edit.json"
+"$TRAINC" run "$d/edit.json" --out "$d/edit" --threads 1 --quiet --set optimizer.lr=5e-4 \
+    --set max_steps=40 --set checkpoint.every_steps=20 --set schedule.type=constant \
+    --set schedule.warmup_steps=0 --set data.val=null 2>/dev/null
+rm -rf "$d/edit/checkpoints/step_00000040"
+sed -i 's/"log_every": 50/"log_every": 5/' "$d/edit.json"
+"$TRAINC" run "$d/edit.json" --resume "$d/edit" --threads 1 --quiet 2>/dev/null
+$PY - "$d/edit/metrics.jsonl" <<'PY'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+after = [r["step"] for r in recs if "loss" in r and r["step"] > 20]
+assert after == [25, 30, 35, 40], after
+assert all(r["lr"] == 5e-4 for r in recs if "lr" in r), [r["lr"] for r in recs if "lr" in r]
+assert recs[-1]["reason"] == "max_steps" and recs[-1]["step"] == 40, recs[-1]
+PY
+echo "ok   a bare --resume keeps the run's --set options, an edited spec wins"

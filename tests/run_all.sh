@@ -50,6 +50,7 @@ check asan/build          make -s B=build/asan CFLAGS="-O1 -g $SAN" build/asan/t
 # (leak checking off: the compiler exits on the first error without freeing, by design)
 check bad/specs           env TRAINC=build/asan/trainc ASAN_OPTIONS=detect_leaks=0 bash tests/bad_input.sh
 check bad/runtime         bash tests/bad_runtime.sh
+check cli                 bash tests/cli.sh
 # the same with the trainer and its runtime under the sanitizers (sanitizer exit code 86)
 check asan/runtime        env TRAINC=build/asan/trainc TRAINC_CFLAGS="$SAN" ASAN_OPTIONS=detect_leaks=0:exitcode=86 UBSAN_OPTIONS=exitcode=86 bash tests/bad_runtime.sh
 check data/text           bash tests/data_text.sh

@@ -464,6 +464,81 @@ static void test_suggestions(void)
     CHECK(rt_closest("z", (const char *const[]){"x", "y", NULL}) == NULL, "z is not x");
 }
 
+/* --set as typed on a command line: the spec's JSON forms too */
+static void test_set_arg(void)
+{
+    rt_train_config c;
+    rt_config_defaults(&c);
+    char err[256];
+    CHECK(rt_config_set_arg(&c, "optimizer.betas=[0.8, 0.95]", err, sizeof err) == 0 &&
+          c.beta1 == 0.8 && c.beta2 == 0.95, "betas as a JSON list: %s", err);
+    CHECK(rt_config_set_arg(&c, "optimizer.betas=0.7,0.9", err, sizeof err) == 0 &&
+          c.beta1 == 0.7 && c.beta2 == 0.9, "betas as A,B: %s", err);
+    CHECK(rt_config_set_arg(&c, "optimizer.type=\"sgd\"", err, sizeof err) == 0 &&
+          c.opt == RT_OPT_SGD, "a JSON string: %s", err);
+    CHECK(rt_config_set_arg(&c, "out_dir=\"a \\\"b\\\" c\"", err, sizeof err) == 0 &&
+          !strcmp(c.out_dir, "a \"b\" c"), "escapes in a JSON string: %s", c.out_dir);
+    CHECK(rt_config_set_arg(&c, "data.train.x=\"null\"", err, sizeof err) == 0 &&
+          c.n_train == 1 && !strcmp(c.train[0].path, "null"), "a quoted null is a path");
+    CHECK(rt_config_set_arg(&c, "batch_size=\"32\"", err, sizeof err) == -1 &&
+          strstr(err, "--set batch_size: expected an integer >= 1, got \"32\""),
+          "a string for an integer: %s", err);
+    CHECK(rt_config_set_arg(&c, "batch_size=[32]", err, sizeof err) == -1 &&
+          strstr(err, "got [32]"), "a list for an integer: %s", err);
+    CHECK(rt_config_set_arg(&c, "optimizer.betas=[0.9]", err, sizeof err) == -1 &&
+          strstr(err, "expected 2 numbers"), "one beta: %s", err);
+    CHECK(rt_config_set_arg(&c, "schedule=null", err, sizeof err) == -1 &&
+          strstr(err, "schedule is a group of keys") && strstr(err, "cannot be turned off"),
+          "a group set to null: %s", err);
+    CHECK(rt_config_set_arg(&c, "batch_size", err, sizeof err) == -1 &&
+          strstr(err, "expected KEY=VALUE"), "no '=': %s", err);
+    CHECK(rt_config_set_arg(&c, "batchsize=3", err, sizeof err) == -1 &&
+          strstr(err, "--set batchsize: unknown key"), "unknown key: %s", err);
+}
+
+/* A resumed run's config: the run's groups where the spec kept them, the spec's where
+ * it was edited since */
+static void test_merge(void)
+{
+    rt_train_config spec, run, now, got, want;
+    rt_config_defaults(&spec);
+    check_ok(&spec, "optimizer.type", "sgd");
+    check_ok(&spec, "optimizer.weight_decay", "0.05");
+    check_ok(&spec, "epochs", "3");
+    check_ok(&spec, "data.val.x", "v.npy");
+    run = spec;                      /* the run's --set options */
+    check_ok(&run, "optimizer.type", "adamw");
+    check_ok(&run, "optimizer.weight_decay", "0.05");  /* equal to the spec's line */
+    check_ok(&run, "max_steps", "600");
+    check_ok(&run, "data.val", "null");
+    check_ok(&run, "data.train.x", "t.npy");
+    check_ok(&run, "early_stopping.patience", "5");
+    now = spec;                      /* the spec edited since: epochs */
+    check_ok(&now, "epochs", "4");
+    int ns, nr, nn, n;
+    char **ls = rt_config_dump(&spec, &ns), **lr = rt_config_dump(&run, &nr),
+         **ln = rt_config_dump(&now, &nn);
+    char **lines = rt_config_merge(ls, ns, lr, nr, ln, nn, &n);
+    CHECK(reload(lines, n, &got) == 0, "the merged lines load");
+    want = run;
+    check_ok(&want, "epochs", "4");
+    int na, nb;
+    char **a = rt_config_dump(&got, &na), **b = rt_config_dump(&want, &nb);
+    int same = na == nb;
+    for (int i = 0; same && i < na; i++)
+        same = !strcmp(a[i], b[i]);
+    CHECK(same, "merged = the run's config with the spec's new epochs");
+    CHECK(got.opt == RT_OPT_ADAMW && got.weight_decay == 0.05 && got.max_steps == 600 &&
+          got.n_val == 0 && got.epochs == 4 && got.has_early_stopping && got.es_patience == 5,
+          "merged values");
+    free_lines(a, na);
+    free_lines(b, nb);
+    free_lines(lines, n);
+    free_lines(ls, ns);
+    free_lines(lr, nr);
+    free_lines(ln, nn);
+}
+
 static void run(const char *name, void (*fn)(void))
 {
     int before = failures;
@@ -482,6 +557,8 @@ int main(void)
     run("config semantics (sgd reset, sections, data)", test_semantics);
     run("config cross-field rules", test_validate);
     run("edit distance and did-you-mean", test_suggestions);
+    run("--set as typed, JSON forms", test_set_arg);
+    run("resume: the run's config under an edited spec", test_merge);
     if (failures) {
         printf("FAIL test_spec: %d of %d checks failed\n", failures, checks);
         return 1;

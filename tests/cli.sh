@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The command line as users type it: a spec file of any name; --NAME=VALUE for every
+# option that takes a value (trainc's commands and a trainer's); --set values in the
+# spec's JSON forms ([0.8, 0.9], "sgd"), which train exactly as the plain forms; an
+# option name where a value belongs refused; output paths that cannot be written
+# (a file where a folder belongs, a missing folder) refused with exit 1 before any work.
+set -u
+cd "$(dirname "$0")/.."
+TRAINC=${TRAINC:-build/trainc}
+PY=${PYTHON:-/usr/bin/python3}
+d=$(pwd)/build/tests/cli
+rm -rf "$d"; mkdir -p "$d"
+pass=0; fail=0
+ok()  { echo "ok   $1"; pass=$((pass+1)); }
+bad() { echo "FAIL $1"; fail=$((fail+1)); }
+expect1() {   # expect1 NAME SUBSTRING COMMAND...: exit 1 and SUBSTRING on stderr
+    local name=$1 want=$2; shift 2
+    "$@" >"$d/$name.out" 2>"$d/$name.err"
+    local rc=$?
+    if [ $rc -eq 1 ] && grep -qF -- "$want" "$d/$name.err"; then ok "$name"
+    else bad "$name: exit $rc, stderr:"; cat "$d/$name.err"; fi
+}
+
+# a spec file need not end in .json
+sed 's|\.\./data/fashion|../../../data/fashion|g' specs/mlp_fashion.json > "$d/mlp.spec"
+"$TRAINC" check "$d/mlp.spec" >/dev/null 2>"$d/check.err" && ok "check a spec named mlp.spec" ||
+    { bad "check mlp.spec"; cat "$d/check.err"; }
+
+S=(--quiet --threads 1 --set max_steps=5 --set log_every=1 --set data.val=null)
+losses() { $PY -c 'import json,sys; print([json.loads(l)["loss"] for l in open(sys.argv[1]) if "\"loss\"" in l])' "$1/metrics.jsonl"; }
+same() {   # same NAME RUN_A RUN_B: the same per-step losses and the same weights
+    if [ -s "$2/metrics.jsonl" ] && [ "$(losses "$2")" = "$(losses "$3")" ] &&
+       cmp -s "$2/model.safetensors" "$3/model.safetensors"; then ok "$1"
+    else bad "$1: $(losses "$2" 2>&1) vs $(losses "$3" 2>&1)"; fi
+}
+
+# trainc run: --set in JSON form and --NAME=VALUE train as the plain forms do
+"$TRAINC" run "$d/mlp.spec" --out "$d/plain" "${S[@]}" --set optimizer.betas=0.8,0.95 \
+    --set optimizer.type=sgd --set optimizer.momentum=0.9 2>/dev/null
+"$TRAINC" run "$d/mlp.spec" --out="$d/json" "${S[@]}" --set='optimizer.betas=[0.8, 0.95]' \
+    --set 'optimizer.type="sgd"' --set=optimizer.momentum=0.9 2>/dev/null
+same "trainc run: --set [0.8, 0.95], \"sgd\", --out=DIR, --set=K=V" "$d/plain" "$d/json"
+
+# a built trainer (--device=cpu, -o into a folder that exists)
+"$TRAINC" build "$d/mlp.spec" --device=cpu -o "$d/trainer" 2>/dev/null && ok "build --device=cpu" ||
+    bad "build --device=cpu"
+"$d/trainer" --out="$d/t_json" "${S[@]}" --set='optimizer.betas=[0.8,0.95]' --set 'optimizer.type="sgd"' \
+    --set optimizer.momentum=0.9 2>/dev/null
+same "trainer: --set in JSON form, --out=DIR" "$d/plain" "$d/t_json"
+
+expect1 value_is_option   "--resume needs a value, got the option --quiet" "$d/trainer" --resume --quiet
+expect1 set_group_null    "schedule is a group of keys"  "$d/trainer" --set schedule=null
+expect1 set_list_for_int  "got [32]"                     "$d/trainer" --set 'batch_size=[32]'
+expect1 set_string_for_int 'got "32"'                    "$d/trainer" --set 'batch_size="32"'
+expect1 flag_with_value   "did you mean '--quiet'"       "$d/trainer" --quiet=1
+[ -e "$d/trainer_out" ] && bad "an output folder was made" || true
+
+# output paths: exit 1, named, before compiling
+touch "$d/a_file"
+expect1 emit_into_file    "emit: cannot write $d/a_file"  "$TRAINC" emit "$d/mlp.spec" -o "$d/a_file"
+expect1 build_no_folder   "no folder $d/nowhere"          "$TRAINC" build "$d/mlp.spec" -o "$d/nowhere/t"
+expect1 build_onto_folder "Is a directory"                "$TRAINC" build "$d/mlp.spec" -o "$d"
+expect1 bundle_into_file  "cannot write $d/a_file"        "$TRAINC" build "$d/mlp.spec" --bundle "$d/a_file"
+expect1 run_value_option  "--out needs a value, got the option --quiet" "$TRAINC" run "$d/mlp.spec" --out --quiet
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
