@@ -279,6 +279,15 @@ int rt_ckpt_save(const char *out, const rt_model *m, const rt_train_config *c,
     snprintf(f, sizeof f, "%s/model.safetensors", tmp);
     if (!failed)
         failed = rt_safetensors_write(f, m, params) != 0;
+    /* the best weights so far (a second name of OUT/best.safetensors): a resume puts
+     * them back, whatever a later validation of this run wrote there (a run that
+     * stops at max_steps validates once more after its last checkpoint) */
+    char best[RT_PATH_MAX + 32];
+    snprintf(best, sizeof best, "%s/best.safetensors", out);
+    if (!failed && s->best_step >= 0 && access(best, F_OK) == 0) {
+        snprintf(f, sizeof f, "%s/best.safetensors", tmp);
+        failed = rt_link_or_copy(best, f) != 0;
+    }
     if (failed)
         err = errno;
     for (int k = 0; k < np; k++) {

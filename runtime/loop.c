@@ -514,6 +514,23 @@ static void save_final(Run *r, int after_ckpt)
     save_weights(r, "model.safetensors");
 }
 
+/* --resume: best.safetensors as it was at the checkpoint (the checkpoint's second
+ * name of it); none when no validation had run by then. A checkpoint written before
+ * it kept the best weights leaves the file as it is. */
+static void restore_best(Run *r, const rt_loop_state *s)
+{
+    char ck[RT_PATH_MAX + 64], src[RT_PATH_MAX + 96], dst[RT_PATH_MAX + 64];
+    if (rt_ckpt_latest(r->o.resume, ck, sizeof ck) != 0)
+        return;
+    join_path(src, sizeof src, ck, "best.safetensors");
+    join_path(dst, sizeof dst, r->out, "best.safetensors");
+    if (access(src, F_OK) == 0) {
+        if (rt_link_or_copy(src, dst) != 0)
+            rt_fail("cannot write %s: %s (is the disk full?)", dst, strerror(errno));
+    } else if (s->best_step < 0 && unlink(dst) != 0 && errno != ENOENT)
+        rt_fail("cannot remove %s: %s", dst, strerror(errno));
+}
+
 /* ---- validation ----------------------------------------------------------------- */
 
 typedef struct Eval {
@@ -1130,6 +1147,8 @@ int rt_main(const rt_model *m, int argc, char **argv)
         if (rt_mkdir_p(r->out) != 0)
             rt_input_error("cannot create the output folder %s: %s\n  hint: --out names a "
                            "folder trainc can create and write", r->out, strerror(errno));
+        if (r->o.resume)
+            restore_best(r, s);
         r->mt = lf ? NULL : rt_metrics_open(r->out, r->o.resume != NULL);
     } else {
         r->mt = NULL;         /* only rank 0 writes metrics, plots and files */
@@ -1408,15 +1427,19 @@ int rt_main(const rt_model *m, int argc, char **argv)
                     strerror(errno));
         rt_prof_free(prof);
     }
+    /* a checkpoint to continue from: before the validation below, which a run
+     * resumed from it to go further would not have had at this step (its records
+     * come after the checkpoint's metrics bytes, and the best weights then are kept
+     * in the checkpoint), so that the resumed run reads as one uninterrupted */
+    int last_ckpt = end == END_INTERRUPTED || (c->has_checkpoint && end != END_DIVERGED);
+    if (last_ckpt)
+        checkpoint(r, s);
     /* a run that stopped between validations ends with one, so the last record tells
      * how good the final weights are */
     if (r->has_val && s->last_val_step != s->step && (end == END_MAX_STEPS || end == END_MAX_TIME))
         validation(r, s, best_mode);
 
-    /* a checkpoint to continue from, the final weights, then the end record */
-    int last_ckpt = end == END_INTERRUPTED || (c->has_checkpoint && end != END_DIVERGED);
-    if (last_ckpt)
-        checkpoint(r, s);
+    /* the final weights, then the end record */
     if (end != END_DIVERGED)
         save_final(r, last_ckpt);
     if (r->has_val)

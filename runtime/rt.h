@@ -36,6 +36,10 @@ void rt_xfree(void *p);
  * write, the close or the rename failed: 0, or -1 with errno set. */
 FILE *rt_tmp_open(const char *path);
 int rt_tmp_commit(FILE *f, const char *path);
+/* PATH becomes a second name of file SRC (a hard link, put in place by rename), or,
+ * where the file system has no hard links, a copy written whole or not at all: 0, or
+ * -1 with errno set. */
+int rt_link_or_copy(const char *src, const char *path);
 
 /* ---- the GPU's versions of the runtime calls -------------------------------- */
 

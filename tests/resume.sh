@@ -79,6 +79,20 @@ CUT_MAX=350 run_case shuffle_dropout
 # resumed with --resume DIR alone: max_steps, batch_size, accumulate, ... as the run had
 BARE=1 run_case accumulate2_epochs --set accumulate=2 --set batch_size=512
 
+# a run that stopped at max_steps (with one more validation after its last checkpoint)
+# and is resumed to go further reads as the longer run (a constant schedule: a cosine
+# one's length is max_steps): the same records (not that
+# validation's), the same best.safetensors
+ext=(--threads 1 --quiet --set log_every=1 --set validate.every_steps=50 --set validate.batches=5
+     --set checkpoint.every_steps=1000 --set schedule.type=constant)
+"$d/trainer" --out "$d/ext.ref" "${ext[@]}" --set max_steps=150
+"$d/trainer" --out "$d/ext.cut" "${ext[@]}" --set max_steps=70
+grep -q '"step":70,"epoch":0,"val_loss"' "$d/ext.cut/metrics.jsonl" ||
+    { echo "FAIL ext: no validation at the max_steps stop"; exit 1; }
+"$d/trainer" --resume "$d/ext.cut" --quiet --threads 1 --set max_steps=150
+compare "$d/ext.ref" "$d/ext.cut"
+echo "ok   max_steps 70, then resumed to 150: the 150-step run's records and best weights"
+
 # the final weights and the final checkpoint's are one file (a hard link), in a resumed
 # run too: model.safetensors was bit-identical to the uninterrupted run's above
 for r in shuffle_dropout.ref shuffle_dropout.cut; do
