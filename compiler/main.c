@@ -487,6 +487,13 @@ static int cmd_build(int argc, char **argv)
 static int cmd_run(int argc, char **argv)
 {
     int n = spec_args(argc, argv, 1, "run");
+    /* a signal while compiling is kept for the trainer: it stops after its first step
+     * with a checkpoint (exit 130), as one sent a moment later would */
+    int eval = 0;
+    for (int i = 1 + n; i < argc; i++)
+        eval |= !strcmp(argv[i], "--eval");
+    if (!eval)
+        rt_catch_signals();
     Spec *s = spec_load(n, argv + 1);
     /* the recomputation plan and the precision are compiled: those --set keys shape
      * the program (auto's choice depends on the batch size too) */

@@ -50,6 +50,16 @@ static void on_signal(int sig)
         _exit(RT_EXIT_INTERRUPTED);
     }
     g_signal = sig;
+    static const char msg[] = "\ntrainc: stopping after this step (a checkpoint is written "
+                              "first; a second signal exits at once)\n";
+    ssize_t w = write(2, msg, sizeof msg - 1);
+    (void)w;
+}
+
+void rt_catch_signals(void)
+{
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
 }
 
 static const char *const option_names[] = {"--out", "--set", "--init", "--resume", "--device",
@@ -978,6 +988,10 @@ int rt_main(const rt_model *m, int argc, char **argv)
     r->rank = rt_dist_rank();
     r->world = rt_dist_world();
     parse_opts(m, argc, argv, &r->o);
+    /* from here a signal stops training after its first step, with a checkpoint and
+     * exit 130 (--eval has nothing to keep: the signal ends it as usual) */
+    if (!r->o.eval)
+        rt_catch_signals();
     configure(m, &r->o, &r->c);
     refuse_unsupported(m, &r->o, &r->c);
     rt_train_config *c = &r->c;
@@ -1159,8 +1173,6 @@ int rt_main(const rt_model *m, int argc, char **argv)
     r->t0 = rt_now() - s->elapsed;
     metrics_start(r, threads, resumed_from);
 
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
     /* past a file size limit (ulimit -f) a write fails with EFBIG and is reported like a
      * full disk, instead of the signal killing the run mid-file */
     signal(SIGXFSZ, SIG_IGN);

@@ -364,6 +364,9 @@ void rt_trainer_options(FILE *f, const rt_model *m);
 /* The trainer's options that take a value (--out, --set, ...), NULL-terminated: each
  * may be written --name VALUE or --name=VALUE. */
 extern const char *const rt_trainer_value_options[];
+/* SIGINT/SIGTERM from now on ask the training loop to stop after its current step
+ * (a checkpoint, exit 130); a second one exits at once. */
+void rt_catch_signals(void);
 
 /* Formats a double for JSON: finite values with %.9g, else null. */
 const char *rt_json_num(char *buf, double v);

@@ -3,7 +3,8 @@
 # option that takes a value (trainc's commands and a trainer's); --set values in the
 # spec's JSON forms ([0.8, 0.9], "sgd"), which train exactly as the plain forms; an
 # option name where a value belongs refused; output paths that cannot be written
-# (a file where a folder belongs, a missing folder) refused with exit 1 before any work.
+# (a file where a folder belongs, a missing folder) refused with exit 1 before any work;
+# a SIGTERM while trainc run compiles or loads data still stops with a checkpoint.
 set -u
 cd "$(dirname "$0")/.."
 TRAINC=${TRAINC:-build/trainc}
@@ -62,6 +63,16 @@ expect1 build_no_folder   "no folder $d/nowhere"          "$TRAINC" build "$d/ml
 expect1 build_onto_folder "Is a directory"                "$TRAINC" build "$d/mlp.spec" -o "$d"
 expect1 bundle_into_file  "cannot write $d/a_file"        "$TRAINC" build "$d/mlp.spec" --bundle "$d/a_file"
 expect1 run_value_option  "--out needs a value, got the option --quiet" "$TRAINC" run "$d/mlp.spec" --out --quiet
+
+# a signal while trainc run compiles or loads data is kept: one step, a checkpoint, 130
+"$TRAINC" run "$d/mlp.spec" --out "$d/early_sig" --quiet --set data.val=null 2>/dev/null &
+pid=$!
+sleep 0.3
+kill -TERM $pid
+rc=0; wait $pid || rc=$?
+if [ $rc -eq 130 ] && tail -n 1 "$d/early_sig/metrics.jsonl" | grep -q '"reason":"interrupted"' &&
+   ls "$d/early_sig/checkpoints" | grep -q step_; then ok "an early SIGTERM: exit 130, a checkpoint"
+else bad "an early SIGTERM: exit $rc"; fi
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
