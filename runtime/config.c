@@ -82,7 +82,7 @@ typedef struct Field {
     X("max_steps", "null", INT_OR_NULL(max_steps, 1))                                   \
     X("max_time", "null", DURATION(max_time))                                           \
     X("optimizer.type", "adamw", ENUM(opt, "sgd adamw"))                                \
-    X("optimizer.lr", "0.001", REAL(lr, R_POS))                                         \
+    X("optimizer.lr", "0.001", REAL(lr, R_NONNEG))                                      \
     X("optimizer.betas", "0.9,0.999", PAIR(beta1, beta2, R_UNIT_OPEN))                  \
     X("optimizer.eps", "1e-8", REAL(eps, R_POS))                                        \
     X("optimizer.weight_decay", "0.01", REAL(weight_decay, R_NONNEG))                   \

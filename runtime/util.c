@@ -77,39 +77,6 @@ int rt_tmp_commit(FILE *f, const char *path)
     return 0;
 }
 
-int rt_link_or_copy(const char *src, const char *path)
-{
-    if (rt_safetensors_link(src, path) == 0)
-        return 0;
-    FILE *in = fopen(src, "rb");
-    if (!in)
-        return -1;
-    FILE *out = rt_tmp_open(path);
-    if (!out) {
-        int e = errno;
-        fclose(in);
-        errno = e;
-        return -1;
-    }
-    static char buf[1 << 16];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
-        if (fwrite(buf, 1, n, out) != n)
-            break;
-    int bad = ferror(in);
-    fclose(in);
-    if (bad || fflush(out) != 0 || fsync(fileno(out)) != 0) {
-        int e = bad ? EIO : errno;
-        char tmp[RT_PATH_MAX + 48];
-        snprintf(tmp, sizeof tmp, "%s.tmp", path);
-        fclose(out);
-        unlink(tmp);
-        errno = e;
-        return -1;
-    }
-    return rt_tmp_commit(out, path);   /* a failed write shows here (ferror) */
-}
-
 double rt_now(void)
 {
     struct timespec ts;

@@ -64,6 +64,15 @@ expect1 build_onto_folder "Is a directory"                "$TRAINC" build "$d/ml
 expect1 bundle_into_file  "cannot write $d/a_file"        "$TRAINC" build "$d/mlp.spec" --bundle "$d/a_file"
 expect1 run_value_option  "--out needs a value, got the option --quiet" "$TRAINC" run "$d/mlp.spec" --out --quiet
 
+# optimizer.lr 0 (as torch takes it): the weights stay as they were
+"$d/trainer" --out "$d/lr0" "${S[@]}" --init "$d/plain/model.safetensors" --set optimizer.lr=0 2>/dev/null
+$PY - "$d/plain/model.safetensors" "$d/lr0/model.safetensors" <<'PY' && ok "optimizer.lr=0 keeps the weights" || bad "optimizer.lr=0"
+import sys
+a, b = (open(p, "rb").read() for p in sys.argv[1:])
+n = lambda x: int.from_bytes(x[:8], "little")
+assert a[8 + n(a):] == b[8 + n(b):], "the tensors changed"
+PY
+
 # a signal while trainc run compiles or loads data is kept: one step, a checkpoint, 130
 "$TRAINC" run "$d/mlp.spec" --out "$d/early_sig" --quiet --set data.val=null 2>/dev/null &
 pid=$!

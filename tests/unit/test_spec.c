@@ -257,11 +257,11 @@ static void test_errors(void)
     check_error("optimizer.type", "adam",
                 "expected one of sgd, adamw, got 'adam'; did you mean 'adamw'?");
     check_error("optimizer.type", "lbfgs", "expected one of sgd, adamw, got 'lbfgs'");
-    check_error("optimizer.lr", "-1", "expected a number > 0, got -1");
-    check_error("optimizer.lr", "0", "expected a number > 0, got 0");
-    check_error("optimizer.lr", "nan", "expected a number > 0, got nan");
-    check_error("optimizer.lr", "inf", "expected a number > 0, got inf");
-    check_error("optimizer.lr", "1e999", "expected a number > 0, got 1e999");
+    check_error("optimizer.lr", "-1", "expected a number >= 0, got -1");
+    check_error("optimizer.lr", "-1e-9", "expected a number >= 0, got -1e-9");
+    check_error("optimizer.lr", "nan", "expected a number >= 0, got nan");
+    check_error("optimizer.lr", "inf", "expected a number >= 0, got inf");
+    check_error("optimizer.lr", "1e999", "expected a number >= 0, got 1e999");
     check_error("optimizer.betas", "0.9", "expected 2 numbers in [0, 1), got 0.9");
     check_error("optimizer.betas", "0.9,1", "expected 2 numbers in [0, 1)");
     check_error("optimizer.betas", "0.9,0.99,0.5", "expected 2 numbers in [0, 1)");
@@ -298,7 +298,7 @@ static void test_errors(void)
     check_typed_error("optimizer.betas", 'a', "0.9", "expected 2 numbers in [0, 1), got [0.9]");
     check_typed_error("out_dir", 'n', "5", "expected a path or null, got 5");
     check_typed_error("checkpoint", 'b', "true", "expected an object or null, got true");
-    check_typed_error("optimizer.lr", 'o', "{}", "expected a number > 0, got an object");
+    check_typed_error("optimizer.lr", 'o', "{}", "expected a number >= 0, got an object");
     check_typed_error("data.train.x", 'n', "5", "expected a file path, got 5");
 
     rt_train_config c;
