@@ -733,10 +733,12 @@ static void sample(Run *r)
     const rt_model *m = r->m;
     const rt_input *in = &m->inputs[0];
     int64_t T = in->rank == 1 ? in->shape[0] : 0;
-    if (m->n_inputs != 2 || in->dtype != RT_I32 || T <= 0 || m->loss != RT_LOSS_CROSS_ENTROPY ||
-        m->pred_numel % T != 0)
+    if (m->n_inputs != 2 || rt_batch_dtype(in) != RT_I32 || T <= 0 ||
+        m->loss != RT_LOSS_CROSS_ENTROPY || m->pred_numel % T != 0)
         rt_input_error("--sample needs a token model (an i32 [T] input and cross-entropy logits [T, vocab])");
     int64_t V = m->pred_numel / T, ld = m->pred_ld > 0 ? m->pred_ld : V;   /* rows ld apart */
+    if (in->vocab > 0 && in->vocab < V)
+        V = in->vocab;   /* ids the input's embedding has rows for: the logits past them are not drawn */
     int32_t *ctx = rt_xmalloc((size_t)T * sizeof *ctx), *tgt = rt_xmalloc((size_t)T * sizeof *tgt);
     int64_t n = 0;
     const char *p = r->o.prompt ? r->o.prompt : "\n";
