@@ -1179,6 +1179,9 @@ int rt_main(const rt_model *m, int argc, char **argv)
                 for (int64_t i = 0; i < k; i++)
                     step_loss += rt_cu_pass_stat(&r->e, (int)i)->loss_sum / (double)r->pass_terms[i];
             }
+            /* step_loss holds the sum of the k batches' mean losses: the train record's
+             * loss is the mean over batches, so it adds the sum and counts k */
+            double batch_sum = step_loss;
             step_loss /= (double)k;
             if (queued)
                 norm = sqrt(gpu_sumsq);
@@ -1190,10 +1193,13 @@ int rt_main(const rt_model *m, int argc, char **argv)
             if (r->world > 1) {
                 /* the mean loss over ranks, and stop requests any rank has (a signal,
                  * its clock) become every rank's, so all stop at the same step */
-                double v[3] = {step_loss, g_signal ? 1.0 : 0.0,
+                double v[3] = {batch_sum, g_signal ? 1.0 : 0.0,
                                !isnan(c->max_time) && rt_now() - r->t0 >= c->max_time ? 1.0 : 0.0};
                 rt_allreduce_sum_f64(v, 3);
-                step_loss = v[0] / (double)r->world;
+                /* every rank has the same k (the sampler gives each the same number of
+                 * batches), so these are the same numbers on every rank */
+                batch_sum = v[0] / (double)r->world;
+                step_loss = batch_sum / (double)k;
                 sig_stop = v[1] > 0;
                 now_stop = v[2];
                 samples *= r->world;
@@ -1254,11 +1260,11 @@ int rt_main(const rt_model *m, int argc, char **argv)
                 r->mem_logged = 1;
             }
             s->last_loss = step_loss;
-            s->log_loss += step_loss;
-            s->log_n++;
+            s->log_loss += batch_sum;
+            s->log_n += k;
             s->log_samples += samples;
-            s->since_val_loss += step_loss;
-            s->since_val_n++;
+            s->since_val_loss += batch_sum;
+            s->since_val_n += k;
             double now = rt_now();
             if (s->step % c->log_every == 0) {
                 char buf[512], a[32], bb[32], cc[32], d[32];
