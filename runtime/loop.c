@@ -237,6 +237,29 @@ static void configure(const rt_model *m, const Opts *o, rt_train_config *c)
                        "applies it when compiling)");
     if (rt_config_validate(c, err, sizeof err) != 0)
         rt_input_error("training spec: %s", err);
+    /* the rules between the model and the training spec that the compiler applies to
+     * the spec file (spec.c's check_train_vs_model), again after --set; the data files'
+     * keys are checked against the inputs when they are opened (rt_dataset_open) */
+    if (c->has_early_stopping && c->es_monitor == RT_MON_VAL_ACC &&
+        m->loss != RT_LOSS_CROSS_ENTROPY)
+        rt_input_error("training spec: early_stopping.monitor val_acc needs a cross_entropy "
+                       "loss (this model's is mse); monitor val_loss or loss");
+    /* recompute auto chose the compiled plan for the spec's batch size and optimizer to
+     * fit memory_budget_mb (main.c's compile_spec, by the same count): a larger batch or
+     * an optimizer with more state may no longer fit it */
+    if (c->recompute == RT_RECOMPUTE_AUTO) {
+        double pf = (double)m->param_floats;
+        double opt = c->opt == RT_OPT_ADAMW ? 2 * pf : c->momentum > 0 ? pf : 0;
+        double need = (double)c->batch_size * (double)m->arena_row_bytes + 4 * (2 * pf + opt) +
+                      (m->act16 ? 2 * pf : 0);
+        if (need > c->memory_budget_mb * 1048576.0)
+            rt_input_error("training spec: memory_budget_mb: %g MiB does not fit this trainer's "
+                           "plan (recompute auto chose it when compiling) at batch_size %lld: "
+                           "it needs %.1f MiB; rebuild it with trainc build ... --set "
+                           "batch_size=%lld (trainc run applies batch_size when compiling)",
+                           c->memory_budget_mb, (long long)c->batch_size, need / 1048576.0,
+                           (long long)c->batch_size);
+    }
     if (o->device >= 0)
         c->device = o->device;
 }

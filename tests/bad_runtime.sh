@@ -85,6 +85,12 @@ cat >"$d/tok.json" <<'JSON'
  "loss": {"op": "cross_entropy", "target": "y"}},
  "train": {"data": {"train": {"tokens": "t_ok.bin"}, "val": {"tokens": "t_ok.bin"}}, "batch_size": 1, "epochs": 1}}
 JSON
+cat >"$d/reg.json" <<'JSON'
+{"trainc": 1, "model": {"name": "reg", "inputs": {"x": {"shape": [3], "dtype": "f32"}, "y": {"shape": [2], "dtype": "f32"}},
+ "layers": [{"op": "linear", "out": 2}], "loss": {"op": "mse", "target": "y"}},
+ "train": {"data": {"train": {"x": "r_x.npy", "y": "r_y.npy"}, "val": {"x": "r_x.npy", "y": "r_y.npy"}},
+  "batch_size": 2, "epochs": 2, "early_stopping": {"monitor": "val_loss"}}}
+JSON
 $PY - "$d" <<'PY'
 import numpy as np, sys
 d = sys.argv[1]
@@ -108,8 +114,10 @@ def shard(name, tok):
     open(f"{d}/{name}", "wb").write(h.tobytes() + np.array(tok, np.uint16).tobytes())
 shard("t_ok.bin", [i % 8 for i in range(41)])
 shard("t_bad.bin", [i % 8 for i in range(20)] + [15] + [1] * 20)   # 15: a class, not an id
+np.save(f"{d}/r_x.npy", np.ones((6, 3), np.float32))
+np.save(f"{d}/r_y.npy", np.ones((6, 2), np.float32))
 PY
-for m in emb emb16 tok; do
+for m in emb emb16 tok reg; do
     "$TRAINC" build "$d/$m.json" -o "$d/$m" >"$d/build_$m.log" 2>&1 || { echo "FAIL: build $m"; cat "$d/build_$m.log"; fail=$((fail+1)); }
 done
 TR=$d/emb
@@ -124,6 +132,22 @@ TR=$d/tok
 t tok_id_range      "t_bad.bin: token 15 at position 20 is outside the vocabulary [0, 8) (model input 'x' feeds an embedding with vocab 8)" \
                     --set data.train.tokens=$d/t_bad.bin
 t tok_id_range_val  "t_bad.bin: token 15 at position 20" --set data.val.tokens=$d/t_bad.bin
+# the rules between model and training spec that trainc check applies to the spec file
+# hold after --set too: val_acc monitored for an mse model (it has no accuracy), in a
+# built trainer and in trainc run
+TR=$d/reg
+t set_val_acc_mse   "early_stopping.monitor val_acc needs a cross_entropy loss" \
+                    --set early_stopping.monitor=val_acc --set early_stopping.mode=max
+TR="$TRAINC run $d/reg.json"
+t run_val_acc_mse   "early_stopping.monitor val_acc needs a cross_entropy loss" --set early_stopping.monitor=val_acc
+# and a batch that the plan recompute auto chose for memory_budget_mb no longer fits
+# (trainc check: "6 MiB does not fit even with recompute full: batch_size 1024 needs
+# 10.2 MiB")
+"$TRAINC" build specs/mlp_fashion.json --set recompute=auto --set memory_budget_mb=6 -o "$d/auto" \
+    >"$d/build_auto.log" 2>&1 || { echo "FAIL: build auto"; cat "$d/build_auto.log"; fail=$((fail+1)); }
+TR=$d/auto
+t set_batch_over_budget "memory_budget_mb: 6 MiB does not fit this trainer's plan (recompute auto chose it when compiling) at batch_size 1024: it needs 10.2 MiB" \
+                    --set batch_size=1024
 unset TR
 # the good files of these models train (the bad ones above differ in one value)
 for m in emb emb16 tok; do
