@@ -1231,10 +1231,14 @@ int rt_main(const rt_model *m, int argc, char **argv)
              * loss blows up (not finite: the rate is past what trains, not a divergence) */
             const int lf_over = lf && rt_lrfind_add(lf, lr, step_loss);
             if (!lf && !isfinite(step_loss)) {
-                /* (a queued update has run: a diverged run's weights are not saved) */
+                /* (a queued update has run: a diverged run's weights are not saved).
+                 * This step is not counted (the end record says s->step): the message
+                 * numbers the steps as the end record does. */
                 end = END_DIVERGED;
-                snprintf(why, sizeof why, "the training loss is %g at step %lld", step_loss,
-                         (long long)s->step + 1);
+                snprintf(why, sizeof why, "the training loss is %s after step %lld (in the "
+                         "next step, which is not counted)",
+                         isnan(step_loss) ? "nan" : step_loss > 0 ? "inf" : "-inf",
+                         (long long)s->step);
                 break;
             }
             if (!queued && !lf_over) {
@@ -1343,6 +1347,10 @@ int rt_main(const rt_model *m, int argc, char **argv)
                     s->es_wait = es.wait;
                     if (stop)
                         end = stop == RT_ES_DIVERGED ? END_DIVERGED : END_EARLY;
+                    if (stop == RT_ES_DIVERGED) {   /* checked after step s->step, the end record's */
+                        size_t u = strlen(why);
+                        snprintf(why + u, sizeof why - u, " at step %lld", (long long)s->step);
+                    }
                 }
             }
             if (epoch_end) {
