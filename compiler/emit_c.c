@@ -470,7 +470,9 @@ static void emit_host_c(Program *p, Program *ev, Buf *b)
     }
     if (!g->n_params)
         buf_puts(b, "    {0},\n");
-    buf_puts(b, "};\n\nstatic const rt_input inputs[] = {\n");
+    buf_puts(b, "};\n\n/* name, dtype in the files, rank, shape, numel, classes (labels checked against\n"
+                " * them), vocab (embedding ids checked against it), widen (u8/u16 read as i32) */\n"
+                "static const rt_input inputs[] = {\n");
     for (int i = 0; i < s->n_inputs; i++) {
         const InputSpec *in = &s->inputs[i];
         static const char *dt[] = {"RT_U8", "RT_U16", "RT_I32", "RT_F32"};
@@ -482,7 +484,11 @@ static void emit_host_c(Program *p, Program *ev, Buf *b)
             buf_printf(b, "%s%lld", k ? ", " : "", (long long)in->shape[k]);
             n *= in->shape[k];
         }
-        buf_printf(b, "}, %lld, %lld},\n", (long long)n, (long long)in->classes);
+        /* a cross_entropy target's labels are checked against the logits' width, given
+         * as classes or not */
+        int64_t classes = g->input_classes[i] ? g->input_classes[i] : in->classes;
+        buf_printf(b, "}, %lld, %lld, %lld, %d},\n", (long long)n, (long long)classes,
+                   (long long)g->input_vocab[i], g->inputs[i]->dtype != in->dtype);
     }
     buf_puts(b, "};\n\n/* the training spec, as --set would write it; options given at run time win */\n");
     buf_puts(b, "static const char *const train_defaults[] = {\n");

@@ -155,6 +155,15 @@ static Tensor *input_f32(Ctx *c, int k)
     return c->converted[k] = t;
 }
 
+/* Ids and class labels are read as i32 by the kernels: a u8 or u16 model input used so
+ * is widened by the loader (rt_input.widen), and every reader of it, a float conversion
+ * too, sees i32. */
+static void read_as_i32(Tensor *raw)
+{
+    if (raw->dtype == RT_U8 || raw->dtype == RT_U16)
+        raw->dtype = RT_I32;
+}
+
 static int find_input(const Spec *s, const char *name)
 {
     for (int i = 0; i < s->n_inputs; i++)
@@ -393,16 +402,20 @@ static void build_layer(Ctx *c, const Layer *l, const char *prefix, const char *
         return;
     }
     case OP_EMBEDDING: {
-        /* reads the raw i32 ids of a model input, never a float conversion */
+        /* reads the raw integer ids of a model input, never a float conversion */
         Tensor *ids = x;
         if (l->input || (x && x->kind != T_INPUT)) {
             int k = l->input ? find_input(c->s, l->input) : -1;
             if (k < 0)
-                lerr(c, l, "embedding needs \"input\": the name of an i32 model input");
+                lerr(c, l, "embedding needs \"input\": the name of an integer model input");
             ids = g->inputs[k];
         }
-        if (!ids || ids->kind != T_INPUT || ids->dtype != RT_I32)
-            lerr(c, l, "embedding needs an i32 model input of token ids");
+        if (!ids || ids->kind != T_INPUT || ids->dtype == RT_F32)
+            lerr(c, l, "embedding needs an integer model input of token ids (u8, u16 or i32)");
+        read_as_i32(ids);
+        int64_t *v = &g->input_vocab[ids->input_index];
+        if (*v == 0 || l->vocab < *v)
+            *v = l->vocab;
         int64_t shp[RT_MAX_RANK];
         memcpy(shp, ids->shape, sizeof shp);
         shp[ids->rank] = l->dim;
@@ -595,14 +608,16 @@ static void build_loss(Ctx *c)
                      "target '%s' has shape %s but the logits %s need %s", tin->name,
                      shape_str(tin->rank, tin->shape), shape_str(pred->rank, pred->shape),
                      shape_str(pred->rank - 1, pred->shape));
-        if (tin->dtype != RT_I32)
-            error_at(s->model_file, path, "cross_entropy needs an i32 target, '%s' is %s", tin->name,
-                     rt_dtype_name(tin->dtype));
+        if (tin->dtype == RT_F32)
+            error_at(s->model_file, path, "cross_entropy needs an integer target, '%s' is %s",
+                     tin->name, rt_dtype_name(tin->dtype));
         if (tin->classes && tin->classes != C)
             error_at(s->model_file, path,
                      "the logits have %lld classes but $.model.inputs.%s.classes is %lld",
                      (long long)C, tin->name, (long long)tin->classes);
         target = g->inputs[k];
+        read_as_i32(target);
+        g->input_classes[k] = C;
         g->flops_fwd += 4 * pred->numel;
     } else {
         if (tin->rank != pred->rank || memcmp(tin->shape, pred->shape, sizeof(int64_t) * (size_t)tin->rank))

@@ -131,6 +131,10 @@ typedef struct Graph {
     int n_nodes, cap_nodes;
     int n_forward;           /* nodes[0 .. n_forward) are the forward pass */
     Tensor *inputs[RT_MAX_INPUTS];
+    int64_t input_vocab[RT_MAX_INPUTS]; /* > 0: the smallest vocab of the embeddings that
+                                           read input k (the runtime checks the data) */
+    int64_t input_classes[RT_MAX_INPUTS]; /* > 0: the classes a cross_entropy target has
+                                             (the logits' width, given or not) */
     Tensor *pred;            /* what the loss reads */
     Tensor *dpred;           /* its gradient, written by the loss node */
     int64_t flops_fwd, flops_bwd; /* per sample */

@@ -502,7 +502,8 @@ static size_t dtype_bytes(int dt)
     rt_die("bad dtype %d", dt);
 }
 
-/* dst[n, row] = a[idx[i], row]; rows copied as they are, or i64 narrowed to i32. */
+/* dst[n, row] = a[idx[i], row]; rows copied as they are, i64 narrowed to i32, or u8
+ * and u16 widened to i32. */
 void rt_npy_gather(const rt_npy *a, const int64_t *idx, int64_t n, void *dst, int to)
 {
     unsigned char *out = dst;
@@ -512,6 +513,25 @@ void rt_npy_gather(const rt_npy *a, const int64_t *idx, int64_t n, void *dst, in
             if (idx[i] < 0 || idx[i] >= a->rows)
                 rt_die("%s: row %" PRId64 " out of [0, %" PRId64 ")", a->path, idx[i], a->rows);
             memcpy(out + (size_t)i * rb, a->data + (size_t)idx[i] * rb, rb);
+        }
+        return;
+    }
+    if ((a->dtype == RT_U8 || a->dtype == RT_U16) && to == RT_I32) {
+        int64_t per = a->row_bytes / a->elem_bytes;   /* elements per row */
+        int32_t *o = dst;
+        for (int64_t i = 0; i < n; i++) {
+            if (idx[i] < 0 || idx[i] >= a->rows)
+                rt_die("%s: row %" PRId64 " out of [0, %" PRId64 ")", a->path, idx[i], a->rows);
+            const unsigned char *src = a->data + (size_t)idx[i] * (size_t)a->row_bytes;
+            if (a->dtype == RT_U8)
+                for (int64_t j = 0; j < per; j++)
+                    o[i * per + j] = src[j];
+            else
+                for (int64_t j = 0; j < per; j++) {
+                    uint16_t v;
+                    memcpy(&v, src + 2 * j, 2);
+                    o[i * per + j] = v;
+                }
         }
         return;
     }
@@ -704,26 +724,34 @@ static int64_t npy_int_at(const rt_npy *a, int64_t j)
     rt_die("not an integer dtype: %d", a->dtype);
 }
 
-/* Scans every element once: class labels within [0, classes), i64 values within
- * i32 (so that the loader's narrowing can never fail inside a worker thread). */
+/* Scans every element once: class labels within [0, classes), an embedding's ids
+ * within [0, vocab), i64 values within i32 (so that neither the loader's narrowing in
+ * a worker thread nor a kernel can meet a bad value after training started). */
 static void check_values(const rt_npy *a, const rt_input *in, const char *where)
 {
     if (a->dtype == RT_F32)
         return;
     int64_t per = in->numel > 0 ? in->numel : 1;
     int64_t total = a->rows * per;
+    char at[96];
     for (int64_t j = 0; j < total; j++) {
         int64_t v = npy_int_at(a, j);
-        if (in->classes > 0 && (v < 0 || v >= in->classes)) {
+        int bad_label = in->classes > 0 && (v < 0 || v >= in->classes);
+        int bad_id = in->vocab > 0 && (v < 0 || v >= in->vocab);
+        if (bad_label || bad_id) {
             if (per == 1)
-                rt_input_error("%s: %s: row %" PRId64 ": label %" PRId64 " is outside [0, %"
-                               PRId64 ") (model input '%s' has %" PRId64 " classes)",
-                               a->path, where, j, v, in->classes, in->name, in->classes);
-            rt_input_error("%s: %s: row %" PRId64 ", element %" PRId64 ": label %" PRId64
-                           " is outside [0, %" PRId64 ") (model input '%s' has %" PRId64
-                           " classes)", a->path, where, j / per, j % per, v, in->classes,
-                           in->name, in->classes);
+                snprintf(at, sizeof at, "row %" PRId64, j);
+            else
+                snprintf(at, sizeof at, "row %" PRId64 ", element %" PRId64, j / per, j % per);
         }
+        if (bad_label)
+            rt_input_error("%s: %s: %s: label %" PRId64 " is outside [0, %" PRId64 ") (model "
+                           "input '%s' has %" PRId64 " classes)", a->path, where, at, v,
+                           in->classes, in->name, in->classes);
+        if (bad_id)
+            rt_input_error("%s: %s: %s: id %" PRId64 " is outside [0, %" PRId64 ") (model "
+                           "input '%s' feeds an embedding with vocab %" PRId64 ")", a->path,
+                           where, at, v, in->vocab, in->name, in->vocab);
         if (a->dtype == RT_I64 && (v < INT32_MIN || v > INT32_MAX))
             rt_input_error("%s: %s: row %" PRId64 ": value %" PRId64 " does not fit in i32",
                            a->path, where, j / per, v);
@@ -751,8 +779,9 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* The smallest `classes` of the two inputs: every token lands in both (shifted by
- * one), so each must be a valid id for either. 0 = no check. */
+/* The smallest bound of the two inputs (their `classes`, and the `vocab` of an
+ * embedding reading one): every token lands in both (shifted by one), so each must be
+ * valid for either. 0 = no check. */
 static int64_t token_vocab(const rt_model *m, char *from, size_t cap)
 {
     int64_t vocab = 0;
@@ -762,6 +791,11 @@ static int64_t token_vocab(const rt_model *m, char *from, size_t cap)
             vocab = in->classes;
             snprintf(from, cap, "model input '%s' has %" PRId64 " classes", in->name,
                      in->classes);
+        }
+        if (in->vocab > 0 && (vocab == 0 || in->vocab < vocab)) {
+            vocab = in->vocab;
+            snprintf(from, cap, "model input '%s' feeds an embedding with vocab %" PRId64,
+                     in->name, in->vocab);
         }
     }
     return vocab;
@@ -925,7 +959,7 @@ void rt_dataset_open(rt_dataset *d, const rt_model *m, const rt_data_entry *entr
         if (in->classes > 0 && in->dtype == RT_F32)
             rt_input_error("%s: %s: model input '%s' has classes but f32 data", path, where,
                            in->name);
-        if (in->classes > 0 || a->dtype == RT_I64)
+        if (in->classes > 0 || in->vocab > 0 || a->dtype == RT_I64)
             check_values(a, in, where);
     }
 }
@@ -1059,7 +1093,7 @@ static void fill_batch(const rt_loader *l, loader_slot *s, int64_t epoch, int64_
     else
         for (int i = 0; i < l->d->n; i++)
             rt_npy_gather(&l->d->arr[i], l->order + lo, rows, s->b.in[i],
-                          l->m->inputs[i].dtype);
+                          rt_batch_dtype(&l->m->inputs[i]));
     s->b.rows = rows;
     s->b.epoch = epoch;
     s->b.index = k;
@@ -1106,7 +1140,7 @@ static void *worker_main(void *arg)
 static size_t slot_bytes(const rt_loader *l, int i)
 {
     size_t numel = (size_t)(l->m->inputs[i].numel > 0 ? l->m->inputs[i].numel : 1);
-    size_t bytes = (size_t)l->B * numel * dtype_bytes(l->m->inputs[i].dtype);
+    size_t bytes = (size_t)l->B * numel * dtype_bytes(rt_batch_dtype(&l->m->inputs[i]));
     return i == 0 && bytes < (size_t)l->B * 4 ? (size_t)l->B * 4 : bytes;
 }
 

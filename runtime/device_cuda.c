@@ -513,9 +513,11 @@ void rt_cu_download(void *dst, rt_dptr src, size_t bytes)
 
 static size_t align_up(size_t n) { return (n + 255) & ~(size_t)255; }
 
+/* a batch row of an input as the kernels read it (u8/u16 ids widened to i32) */
 static size_t input_row_bytes(const rt_input *in)
 {
-    size_t el = in->dtype == RT_U8 ? 1 : in->dtype == RT_U16 ? 2 : 4;
+    int dt = rt_batch_dtype(in);
+    size_t el = dt == RT_U8 ? 1 : dt == RT_U16 ? 2 : 4;
     return (size_t)in->numel * el;
 }
 
@@ -723,7 +725,8 @@ void rt_cu_data_put(rt_exec *e, const rt_model *m, const rt_dataset *ds, int set
     size_t all = rt_cu_data_bytes(m, ds->rows);
     rt_dptr p = rt_cu_alloc(all);
     d->data_bytes += all;
-    /* in the model's dtypes (rt_npy_gather converts i64 to i32), a chunk of rows at a time */
+    /* in the batches' dtypes (rt_npy_gather narrows i64 and widens u8/u16 ids to i32), a
+     * chunk of rows at a time */
     const int64_t chunk = 1 << 16;
     int64_t *seq = rt_xmalloc((size_t)chunk * sizeof *seq);
     size_t most = 0;
@@ -738,7 +741,7 @@ void rt_cu_data_put(rt_exec *e, const rt_model *m, const rt_dataset *ds, int set
             int64_t n = ds->rows - r0 < chunk ? ds->rows - r0 : chunk;
             for (int64_t i = 0; i < n; i++)
                 seq[i] = r0 + i;
-            rt_npy_gather(&ds->arr[k], seq, n, buf, m->inputs[k].dtype);
+            rt_npy_gather(&ds->arr[k], seq, n, buf, rt_batch_dtype(&m->inputs[k]));
             rt_cu_upload(p + (rt_dptr)((size_t)r0 * rb), buf, (size_t)n * rb);
         }
         p += align_up((size_t)ds->rows * rb);

@@ -311,6 +311,29 @@ static void configure(const rt_model *m, const Opts *o, rt_train_config *c)
                        "applies it when compiling)");
     if (rt_config_validate(c, err, sizeof err) != 0)
         rt_input_error("training spec: %s", err);
+    /* the rules between the model and the training spec that the compiler applies to
+     * the spec file (spec.c's check_train_vs_model), again after --set; the data files'
+     * keys are checked against the inputs when they are opened (rt_dataset_open) */
+    if (c->has_early_stopping && c->es_monitor == RT_MON_VAL_ACC &&
+        m->loss != RT_LOSS_CROSS_ENTROPY)
+        rt_input_error("training spec: early_stopping.monitor val_acc needs a cross_entropy "
+                       "loss (this model's is mse); monitor val_loss or loss");
+    /* recompute auto chose the compiled plan for the spec's batch size and optimizer to
+     * fit memory_budget_mb (main.c's compile_spec, by the same count): a larger batch or
+     * an optimizer with more state may no longer fit it */
+    if (c->recompute == RT_RECOMPUTE_AUTO) {
+        double pf = (double)m->param_floats;
+        double opt = c->opt == RT_OPT_ADAMW ? 2 * pf : c->momentum > 0 ? pf : 0;
+        double need = (double)c->batch_size * (double)m->arena_row_bytes + 4 * (2 * pf + opt) +
+                      (m->act16 ? 2 * pf : 0);
+        if (need > c->memory_budget_mb * 1048576.0)
+            rt_input_error("training spec: memory_budget_mb: %g MiB does not fit this trainer's "
+                           "plan (recompute auto chose it when compiling) at batch_size %lld: "
+                           "it needs %.1f MiB; rebuild it with trainc build ... --set "
+                           "batch_size=%lld (trainc run applies batch_size when compiling)",
+                           c->memory_budget_mb, (long long)c->batch_size, need / 1048576.0,
+                           (long long)c->batch_size);
+    }
     if (o->device >= 0)
         c->device = o->device;
 }
@@ -826,10 +849,12 @@ static void sample(Run *r)
     const rt_model *m = r->m;
     const rt_input *in = &m->inputs[0];
     int64_t T = in->rank == 1 ? in->shape[0] : 0;
-    if (m->n_inputs != 2 || in->dtype != RT_I32 || T <= 0 || m->loss != RT_LOSS_CROSS_ENTROPY ||
-        m->pred_numel % T != 0)
+    if (m->n_inputs != 2 || rt_batch_dtype(in) != RT_I32 || T <= 0 ||
+        m->loss != RT_LOSS_CROSS_ENTROPY || m->pred_numel % T != 0)
         rt_input_error("--sample needs a token model (an i32 [T] input and cross-entropy logits [T, vocab])");
     int64_t V = m->pred_numel / T, ld = m->pred_ld > 0 ? m->pred_ld : V;   /* rows ld apart */
+    if (in->vocab > 0 && in->vocab < V)
+        V = in->vocab;   /* ids the input's embedding has rows for: the logits past them are not drawn */
     int32_t *ctx = rt_xmalloc((size_t)T * sizeof *ctx), *tgt = rt_xmalloc((size_t)T * sizeof *tgt);
     int64_t n = 0;
     const char *p = r->o.prompt ? r->o.prompt : "\n";
@@ -1274,6 +1299,9 @@ int rt_main(const rt_model *m, int argc, char **argv)
                 for (int64_t i = 0; i < k; i++)
                     step_loss += rt_cu_pass_stat(&r->e, (int)i)->loss_sum / (double)r->pass_terms[i];
             }
+            /* step_loss holds the sum of the k batches' mean losses: the train record's
+             * loss is the mean over batches, so it adds the sum and counts k */
+            double batch_sum = step_loss;
             step_loss /= (double)k;
             if (queued)
                 norm = sqrt(gpu_sumsq);
@@ -1285,10 +1313,13 @@ int rt_main(const rt_model *m, int argc, char **argv)
             if (r->world > 1) {
                 /* the mean loss over ranks, and stop requests any rank has (a signal,
                  * its clock) become every rank's, so all stop at the same step */
-                double v[3] = {step_loss, g_signal ? 1.0 : 0.0,
+                double v[3] = {batch_sum, g_signal ? 1.0 : 0.0,
                                !isnan(c->max_time) && rt_now() - r->t0 >= c->max_time ? 1.0 : 0.0};
                 rt_allreduce_sum_f64(v, 3);
-                step_loss = v[0] / (double)r->world;
+                /* every rank has the same k (the sampler gives each the same number of
+                 * batches), so these are the same numbers on every rank */
+                batch_sum = v[0] / (double)r->world;
+                step_loss = batch_sum / (double)k;
                 sig_stop = v[1] > 0;
                 now_stop = v[2];
                 samples *= r->world;
@@ -1297,10 +1328,14 @@ int rt_main(const rt_model *m, int argc, char **argv)
              * loss blows up (not finite: the rate is past what trains, not a divergence) */
             const int lf_over = lf && rt_lrfind_add(lf, lr, step_loss);
             if (!lf && !isfinite(step_loss)) {
-                /* (a queued update has run: a diverged run's weights are not saved) */
+                /* (a queued update has run: a diverged run's weights are not saved).
+                 * This step is not counted (the end record says s->step): the message
+                 * numbers the steps as the end record does. */
                 end = END_DIVERGED;
-                snprintf(why, sizeof why, "the training loss is %g at step %lld", step_loss,
-                         (long long)s->step + 1);
+                snprintf(why, sizeof why, "the training loss is %s after step %lld (in the "
+                         "next step, which is not counted)",
+                         isnan(step_loss) ? "nan" : step_loss > 0 ? "inf" : "-inf",
+                         (long long)s->step);
                 break;
             }
             if (!queued && !lf_over) {
@@ -1349,11 +1384,11 @@ int rt_main(const rt_model *m, int argc, char **argv)
                 r->mem_logged = 1;
             }
             s->last_loss = step_loss;
-            s->log_loss += step_loss;
-            s->log_n++;
+            s->log_loss += batch_sum;
+            s->log_n += k;
             s->log_samples += samples;
-            s->since_val_loss += step_loss;
-            s->since_val_n++;
+            s->since_val_loss += batch_sum;
+            s->since_val_n += k;
             double now = rt_now();
             if (s->step % c->log_every == 0) {
                 char buf[512], a[32], bb[32], cc[32], d[32];
@@ -1409,6 +1444,10 @@ int rt_main(const rt_model *m, int argc, char **argv)
                     s->es_wait = es.wait;
                     if (stop)
                         end = stop == RT_ES_DIVERGED ? END_DIVERGED : END_EARLY;
+                    if (stop == RT_ES_DIVERGED) {   /* checked after step s->step, the end record's */
+                        size_t u = strlen(why);
+                        snprintf(why + u, sizeof why - u, " at step %lld", (long long)s->step);
+                    }
                 }
             }
             if (epoch_end) {

@@ -211,8 +211,12 @@ typedef struct rt_npy {
 void rt_npy_open(rt_npy *a, const char *path);
 void rt_npy_close(rt_npy *a);
 /* Copies `n` rows given by `idx` into dst, converted to dtype `to` (same kind of
- * element; i64 -> i32 is the only conversion). */
+ * element; the conversions: i64 narrowed to i32, u8 and u16 widened to i32). */
 void rt_npy_gather(const rt_npy *a, const int64_t *idx, int64_t n, void *dst, int to);
+
+/* The dtype of an input's batches (rt_batch.in, rt_exec.in): its files' dtype, or i32
+ * for u8/u16 ids and labels the generated code reads as i32 (rt_input.widen). */
+static inline int rt_batch_dtype(const rt_input *in) { return in->widen ? RT_I32 : in->dtype; }
 
 /* One token shard (SPEC.md section 5), memory-mapped: a header of 256 little-endian
  * int32 ([0] = RT_SHARD_MAGIC, [1] = RT_SHARD_VERSION, [2] = token count), then
@@ -257,10 +261,11 @@ typedef struct rt_dataset {
 
 /* Opens the files of `entries` for every input of m; paths are resolved against
  * base_dir unless absolute. `what` is "train" or "val" for messages. Checks dtype,
- * per-sample shape, equal row counts, and class labels in [0, classes).
+ * per-sample shape, equal row counts, class labels in [0, classes) and an embedding's
+ * ids in [0, vocab), so that no batch can fail in a kernel later.
  * A single entry "tokens" holds a glob of shards instead (matched files in sorted
  * order); the model must then have two i32 inputs of shape [T], and token ids are
- * checked against the inputs' `classes` (the vocabulary) where given. */
+ * checked against the inputs' `classes` and `vocab` where given. */
 void rt_dataset_open(rt_dataset *d, const rt_model *m, const rt_data_entry *entries, int n,
                      const char *base_dir, const char *what);
 void rt_dataset_close(rt_dataset *d);

@@ -136,7 +136,7 @@ void rt_cu_upload_batch(rt_exec *e, const rt_model *m, const void *const *in, in
                         int slot);
 void rt_cu_use_slot(rt_exec *e, const rt_model *m, int slot, int64_t rows);
 /* loader.on_gpu: dataset `set` (0 train, 1 val; arrays, not token shards) copied to the
- * device once, in the model's input dtypes (bytes: rt_cu_data_bytes, an allocation of
+ * device once, in the batches' dtypes (bytes: rt_cu_data_bytes, an allocation of
  * its own; rt_cu_data_allocated: what all sets took); then a batch is uploaded as its
  * sample indices (the loader's index mode) and rt_cu_use_slot gathers its rows there. */
 size_t rt_cu_data_bytes(const rt_model *m, int64_t rows);

@@ -128,9 +128,10 @@ typedef struct rt_loop_state {
     int64_t epoch;             /* the current epoch, from 0 */
     int64_t batch;             /* batches of this epoch already consumed */
     double elapsed;            /* training seconds before this process started */
-    double log_loss;           /* sum of step losses since the last train record */
-    int64_t log_n, log_samples;
-    double since_val_loss;     /* for monitor "loss": step losses since the last check */
+    double log_loss;           /* sum of batch losses since the last train record */
+    int64_t log_n, log_samples; /* batches (not steps: a step of a short epoch end has
+                                   fewer with accumulate) and samples since it */
+    double since_val_loss;     /* for monitor "loss": batch losses since the last check */
     int64_t since_val_n;
     int64_t last_val_step;
     double last_val_loss, last_val_acc;

@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <math.h>
 
-#define RT_ABI_VERSION 7
+#define RT_ABI_VERSION 8
 #define RT_MAX_INPUTS 8
 #define RT_MAX_RANK 4
 
@@ -40,6 +40,11 @@ typedef struct rt_input {
     int64_t shape[RT_MAX_RANK];
     int64_t numel;             /* per sample */
     int64_t classes;           /* > 0: integer class target, checked against data */
+    int64_t vocab;             /* > 0: ids of an embedding with this many rows (the
+                                  smallest, when several read it), checked against data */
+    int widen;                 /* 1: u8/u16 ids or class labels that the generated code
+                                  reads as i32 (the loader widens them); its batches are
+                                  then i32, while the data files hold `dtype` */
 } rt_input;
 
 /* The state one forward/backward pass works on. The generated code reads its

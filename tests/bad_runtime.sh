@@ -29,10 +29,10 @@ open(f"{d}/w_shape.safetensors", "wb").write(struct.pack("<Q", len(h)) + h + byt
 open(f"{d}/w_trunc.safetensors", "wb").write(struct.pack("<Q", 10 ** 9) + b"{}")
 PY
 pass=0; fail=0
-t() {   # t NAME EXPECTED_SUBSTRING ARGS...
+t() {   # t NAME EXPECTED_SUBSTRING ARGS... (the trainer: $TR, else mlp_fashion's)
     local name=$1 want=$2; shift 2
     local out="$d/out_$name"
-    "$d/trainer" --out "$out" --quiet "$@" >"$d/$name.stdout" 2>"$d/$name.stderr"
+    ${TR:-"$d/trainer"} --out "$out" --quiet "$@" >"$d/$name.stdout" 2>"$d/$name.stderr"
     local rc=$?
     if [ $rc -ne 1 ]; then echo "FAIL $name: exit $rc, expected 1"; cat "$d/$name.stderr"; fail=$((fail+1)); return; fi
     if ! grep -qF -- "$want" "$d/$name.stderr"; then echo "FAIL $name: stderr lacks '$want':"; cat "$d/$name.stderr"; fail=$((fail+1)); return; fi
@@ -62,6 +62,98 @@ t init_truncated    "w_trunc.safetensors" --init $d/w_trunc.safetensors
 t device_cuda       "CUDA"                --device cuda
 t resume_absent     "no complete checkpoint" --resume $d
 t empty_dataset     "x_empty.npy"         --set data.train.x=$d/x_empty.npy --set data.train.y=$d/y_empty.npy --set data.val=null
+
+# ids an embedding cannot look up (vocab 8, below the 16 classes of the targets) and
+# labels past the classes of a u8 target: refused when the files are opened (train or
+# val, npy or token shards), naming file, row and element, before anything is written,
+# instead of failing in the embedding's kernel (exit 2) after some steps
+cat >"$d/emb.json" <<'JSON'
+{"trainc": 1, "model": {"name": "emb", "inputs": {"x": {"shape": [4], "dtype": "i32"},
+  "y": {"shape": [4], "dtype": "i32", "classes": 16}},
+ "layers": [{"op": "embedding", "vocab": 8, "dim": 4, "input": "x"}, {"op": "linear", "out": 16}],
+ "loss": {"op": "cross_entropy", "target": "y"}},
+ "train": {"data": {"train": {"x": "e_x.npy", "y": "e_y.npy"}, "val": {"x": "e_x.npy", "y": "e_y.npy"}},
+  "batch_size": 2, "epochs": 1, "log_every": 1, "loader": {"shuffle": false}}}
+JSON
+# the same with u16 ids and u8 labels (read as i32 by the kernels)
+sed 's/"emb"/"emb16"/; s/"i32"},/"u16"},/; s/"dtype": "i32", "classes"/"dtype": "u8", "classes"/; s/e_\([xy]\).npy/e16_\1.npy/g' \
+    "$d/emb.json" >"$d/emb16.json"
+cat >"$d/tok.json" <<'JSON'
+{"trainc": 1, "model": {"name": "tok", "inputs": {"x": {"shape": [4], "dtype": "i32"},
+  "y": {"shape": [4], "dtype": "i32", "classes": 16}},
+ "layers": [{"op": "embedding", "vocab": 8, "dim": 4, "input": "x"}, {"op": "linear", "out": 16}],
+ "loss": {"op": "cross_entropy", "target": "y"}},
+ "train": {"data": {"train": {"tokens": "t_ok.bin"}, "val": {"tokens": "t_ok.bin"}}, "batch_size": 1, "epochs": 1}}
+JSON
+cat >"$d/reg.json" <<'JSON'
+{"trainc": 1, "model": {"name": "reg", "inputs": {"x": {"shape": [3], "dtype": "f32"}, "y": {"shape": [2], "dtype": "f32"}},
+ "layers": [{"op": "linear", "out": 2}], "loss": {"op": "mse", "target": "y"}},
+ "train": {"data": {"train": {"x": "r_x.npy", "y": "r_y.npy"}, "val": {"x": "r_x.npy", "y": "r_y.npy"}},
+  "batch_size": 2, "epochs": 2, "early_stopping": {"monitor": "val_loss"}}}
+JSON
+$PY - "$d" <<'PY'
+import numpy as np, sys
+d = sys.argv[1]
+x = np.arange(40).reshape(10, 4) % 8
+np.save(f"{d}/e_x.npy", x.astype(np.int32))
+np.save(f"{d}/e_y.npy", (x * 2).astype(np.int32))
+np.save(f"{d}/e16_x.npy", x.astype(np.uint16))
+np.save(f"{d}/e16_y.npy", (x * 2).astype(np.uint8))
+x[5, 1] = 8
+np.save(f"{d}/e16_x8.npy", x.astype(np.uint16))
+x[5, 1] = 9                        # row 5, element 1: past vocab 8, within the 16 classes
+np.save(f"{d}/e_x9.npy", x.astype(np.int32))
+x[5, 1] = -1
+np.save(f"{d}/e_xneg.npy", x.astype(np.int32))
+y = (np.arange(40).reshape(10, 4) * 2 % 16).astype(np.uint8)
+y[9, 3] = 16
+np.save(f"{d}/e_y16.npy", y)
+def shard(name, tok):
+    h = np.zeros(256, np.int32)
+    h[:3] = [20240520, 1, len(tok)]
+    open(f"{d}/{name}", "wb").write(h.tobytes() + np.array(tok, np.uint16).tobytes())
+shard("t_ok.bin", [i % 8 for i in range(41)])
+shard("t_bad.bin", [i % 8 for i in range(20)] + [15] + [1] * 20)   # 15: a class, not an id
+np.save(f"{d}/r_x.npy", np.ones((6, 3), np.float32))
+np.save(f"{d}/r_y.npy", np.ones((6, 2), np.float32))
+PY
+for m in emb emb16 tok reg; do
+    "$TRAINC" build "$d/$m.json" -o "$d/$m" >"$d/build_$m.log" 2>&1 || { echo "FAIL: build $m"; cat "$d/build_$m.log"; fail=$((fail+1)); }
+done
+TR=$d/emb
+t emb_id_range      "e_x9.npy: \$.train.data.train.x: row 5, element 1: id 9 is outside [0, 8) (model input 'x' feeds an embedding with vocab 8)" \
+                    --set data.train.x=$d/e_x9.npy
+t emb_id_negative   "e_xneg.npy: \$.train.data.train.x: row 5, element 1: id -1 is outside [0, 8)" --set data.train.x=$d/e_xneg.npy
+t emb_id_range_val  "e_x9.npy: \$.train.data.val.x: row 5, element 1: id 9" --set data.val.x=$d/e_x9.npy
+TR=$d/emb16
+t u16_id_range      "e16_x8.npy: \$.train.data.train.x: row 5, element 1: id 8 is outside [0, 8)" --set data.train.x=$d/e16_x8.npy
+t u8_label_range    "e_y16.npy: \$.train.data.val.y: row 9, element 3: label 16 is outside [0, 16)" --set data.val.y=$d/e_y16.npy
+TR=$d/tok
+t tok_id_range      "t_bad.bin: token 15 at position 20 is outside the vocabulary [0, 8) (model input 'x' feeds an embedding with vocab 8)" \
+                    --set data.train.tokens=$d/t_bad.bin
+t tok_id_range_val  "t_bad.bin: token 15 at position 20" --set data.val.tokens=$d/t_bad.bin
+# the rules between model and training spec that trainc check applies to the spec file
+# hold after --set too: val_acc monitored for an mse model (it has no accuracy), in a
+# built trainer and in trainc run
+TR=$d/reg
+t set_val_acc_mse   "early_stopping.monitor val_acc needs a cross_entropy loss" \
+                    --set early_stopping.monitor=val_acc --set early_stopping.mode=max
+TR="$TRAINC run $d/reg.json"
+t run_val_acc_mse   "early_stopping.monitor val_acc needs a cross_entropy loss" --set early_stopping.monitor=val_acc
+# and a batch that the plan recompute auto chose for memory_budget_mb no longer fits
+# (trainc check: "6 MiB does not fit even with recompute full: batch_size 1024 needs
+# 10.2 MiB")
+"$TRAINC" build specs/mlp_fashion.json --set recompute=auto --set memory_budget_mb=6 -o "$d/auto" \
+    >"$d/build_auto.log" 2>&1 || { echo "FAIL: build auto"; cat "$d/build_auto.log"; fail=$((fail+1)); }
+TR=$d/auto
+t set_batch_over_budget "memory_budget_mb: 6 MiB does not fit this trainer's plan (recompute auto chose it when compiling) at batch_size 1024: it needs 10.2 MiB" \
+                    --set batch_size=1024
+unset TR
+# the good files of these models train (the bad ones above differ in one value)
+for m in emb emb16 tok; do
+    "$d/$m" --out "$d/good_$m" --quiet >"$d/good_$m.log" 2>&1 && echo "ok   good_$m" && pass=$((pass+1)) ||
+        { echo "FAIL good_$m"; cat "$d/good_$m.log"; fail=$((fail+1)); }
+done
 
 # weights with a tensor missing or one too many: from a real model.safetensors
 "$d/trainer" --out "$d/good" --quiet --set max_steps=1 --set data.val=null >/dev/null 2>&1 || { echo "FAIL: a 1-step run"; fail=$((fail+1)); }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Training control end to end: the stop reasons (epochs, max_steps, max_time,
-# early_stopping, diverged), exit codes, checkpoint rotation, a second signal.
+# early_stopping, diverged), exit codes, checkpoint rotation, a second signal, a train
+# record's loss over its batches (log_every with steps of different batch counts).
 set -eu
 cd "$(dirname "$0")/.."
 TRAINC=${TRAINC:-build/trainc}
@@ -52,12 +53,53 @@ set +e
 rc=$?
 set -e
 [ $rc -eq 3 ] || { echo "FAIL diverged: exit $rc"; cat "$d/div.err"; exit 1; }
-grep -q "diverged: the training loss is .* at step" "$d/div.err"
 grep -q "lower optimizer.lr" "$d/div.err"
 [ "$(reason "$d/div" | cut -d' ' -f1)" = "diverged" ]
+# the message counts steps as the end record does (the step whose loss is not finite is
+# not counted), and a NaN is "nan", not "-nan"
+n=$(reason "$d/div" | cut -d' ' -f2)
+grep -Eq "diverged: the training loss is (nan|inf|-inf) after step $n \(" "$d/div.err" ||
+    { echo "FAIL diverged: the message does not name step $n (the end record's):"; cat "$d/div.err"; exit 1; }
 ls "$d/div/checkpoints/" | grep -q step_
 [ ! -e "$d/div/model.safetensors" ]
 echo "ok   diverged: exit 3, message, last good checkpoint kept"
+
+# a train record's loss is the mean over the batches since the previous record (SPEC.md
+# section 4), not the mean of its steps' means: with accumulate 3 and 8 batches an epoch
+# the steps take 3, 3, 2 batches, so a record over a 2-batch and a 3-batch step weighs
+# them 2:3. The per-step losses of the same run with log_every 1 give the reference.
+$PY - "$d" <<'PY'
+import numpy as np, sys, json
+d = sys.argv[1]
+rng = np.random.default_rng(5)
+np.save(f"{d}/lx.npy", rng.standard_normal((40, 6)).astype(np.float32))
+np.save(f"{d}/ly.npy", rng.integers(0, 3, 40).astype(np.int32))
+json.dump({"trainc": 1, "model": {"name": "lg", "inputs": {"x": {"shape": [6], "dtype": "f32"},
+           "y": {"shape": [], "dtype": "i32", "classes": 3}},
+           "layers": [{"op": "linear", "out": 8}, {"op": "tanh"}, {"op": "linear", "out": 3}],
+           "loss": {"op": "cross_entropy", "target": "y"}},
+           "train": {"data": {"train": {"x": "lx.npy", "y": "ly.npy"}}, "batch_size": 5, "accumulate": 3,
+                     "epochs": 3, "optimizer": {"type": "adamw", "lr": 0.05}, "loader": {"shuffle": False}}},
+          open(f"{d}/lg.json", "w"))
+PY
+"$TRAINC" run "$d/lg.json" --out "$d/lg1" "${q[@]}" --set log_every=1 2>/dev/null
+"$TRAINC" run "$d/lg.json" --out "$d/lg2" "${q[@]}" --set log_every=2 2>/dev/null
+$PY - "$d/lg1/metrics.jsonl" "$d/lg2/metrics.jsonl" <<'PY'
+import json, sys
+one, two = ([json.loads(l) for l in open(f) if '"loss"' in l] for f in sys.argv[1:])
+k = {r["step"]: [3, 3, 2][(r["step"] - 1) % 3] for r in one}   # batches of each step
+assert len(one) == 9 and [r["step"] for r in two] == [2, 4, 6, 8], (len(one), two)
+for r in two:
+    s = [r["step"] - 1, r["step"]]
+    loss = {q["step"]: q["loss"] for q in one}
+    want = sum(k[i] * loss[i] for i in s) / sum(k[i] for i in s)
+    steps_mean = sum(loss[i] for i in s) / 2
+    assert abs(r["loss"] - want) <= 1e-7 * want, (r, want)
+    if k[s[0]] != k[s[1]]:   # the mean of the steps' means would be another number
+        assert abs(steps_mean - want) > 1e-5 * want, (steps_mean, want)
+print("records", [(r["step"], r["loss"]) for r in two])
+PY
+echo "ok   log_every: a record's loss is the mean over its batches (steps of 3 and 2 batches)"
 
 # a second signal exits at once, leaving the last complete checkpoint intact
 "$d/t" --out "$d/sig2" "${q[@]}" --set epochs=50 --set checkpoint.every_steps=5 --set data.val=null &

@@ -190,6 +190,45 @@ r=$(compare close "$t.cpu" "$t.gpu" $TOL)
     { echo "FAIL: tiny_vocab --sample 40 on the GPU printed:"; cat "$t.gpu.out"; exit 1; }
 echo "ok   tiny_vocab (logits rows 1088 apart): --device cuda vs cpu: $r; --sample 40 the same"
 
+# u8 and u16 embedding ids and class targets (SPEC.md's integer dtypes) on the GPU: the
+# loader's widened i32 batches uploaded (loader.on_gpu never), or the dataset widened
+# when it is put on the device and gathered there (always): every record and the
+# weights of the i32 files' run, bit for bit (tests/int_dtypes.sh: the same on the CPU)
+i=$d/int_dtypes
+mkdir -p "$i"
+"$PY" - "$i" <<'PY'
+import json, sys
+import numpy as np
+d = sys.argv[1]
+rng = np.random.default_rng(3)
+ids, nxt = rng.integers(0, 200, (23, 6)), rng.integers(0, 250, (23, 6))
+for dt, t in (("u8", np.uint8), ("u16", np.uint16), ("i32", np.int32)):
+    np.save(f"{d}/ids_{dt}.npy", ids.astype(t))
+    np.save(f"{d}/next_{dt}.npy", nxt.astype(t))
+for xdt, ydt in (("i32", "i32"), ("u8", "u16")):
+    json.dump({"trainc": 1, "model": {"name": "tok", "inputs": {
+                   "x": {"shape": [6], "dtype": xdt}, "y": {"shape": [6], "dtype": ydt, "classes": 250}},
+               "layers": [{"op": "embedding", "vocab": 200, "dim": 8, "input": "x"}, {"op": "gelu"},
+                          {"op": "linear", "out": 250}],
+               "loss": {"op": "cross_entropy", "target": "y"}},
+               "train": {"data": {"train": {"x": f"ids_{xdt}.npy", "y": f"next_{ydt}.npy"},
+                                  "val": {"x": f"ids_{xdt}.npy", "y": f"next_{ydt}.npy"}},
+                         "batch_size": 4, "accumulate": 2, "epochs": 2, "log_every": 1,
+                         "loader": {"drop_last": False}, "validate": {"every_steps": 2}}},
+              open(f"{d}/{xdt}.json", "w"))
+PY
+for v in i32 u8; do "$TRAINC" build "$i/$v.json" --device both --arch sm_90 -o "$i/t_$v" 2>"$i/$v.build.log"; done
+for og in never always; do
+    for v in i32 u8; do
+        gpu "$i/t_$v" --device cuda --set loader.on_gpu=$og --quiet --out "$i/$v.$og" 2>"$i/$v.$og.log"
+    done
+    r=$(compare same "$i/i32.$og" "$i/u8.$og")
+    echo "ok   u8 ids and u16 targets on the GPU (loader.on_gpu $og): as i32's: $r"
+done
+"$i/t_i32" --device cpu --threads 1 --quiet --out "$i/i32.cpu" 2>/dev/null
+r=$(compare close "$i/i32.cpu" "$i/u8.never" $TOL)
+echo "ok   u8 ids and u16 targets on the GPU vs i32 on the CPU: $r"
+
 # bf16-mixed and fp16-mixed: activations stored in 16 bits on the GPU, fp32 master
 # weights, the GEMMs' operands the parameters' 16-bit copy (fp16: with loss scaling).
 # Against the same trainer on the CPU (fp32): the first step's loss within 1e-3

@@ -73,6 +73,7 @@ check vocab_pad           bash tests/vocab_pad.sh
 check jit_vs_build        bash tests/jit_vs_build.sh
 check resume              bash tests/resume.sh
 check control             bash tests/control.sh
+check int_dtypes          bash tests/int_dtypes.sh
 check lr_find             bash tests/lr_find.sh
 check profile             bash tests/profile.sh
 check scaler              bash tests/scaler.sh

@@ -229,9 +229,11 @@ static const rt_param params[] = {
     {"9.bias", 1, {10}, 10, 206912, RT_INIT_UNIFORM, 0.0883883461f},
 };
 
+/* name, dtype in the files, rank, shape, numel, classes (labels checked against
+ * them), vocab (embedding ids checked against it), widen (u8/u16 read as i32) */
 static const rt_input inputs[] = {
-    {"x", RT_U8, 3, {1, 28, 28}, 784, 0},
-    {"y", RT_I32, 0, {}, 1, 10},
+    {"x", RT_U8, 3, {1, 28, 28}, 784, 0, 0, 0},
+    {"y", RT_I32, 0, {}, 1, 10, 0, 0},
 };
 
 /* the training spec, as --set would write it; options given at run time win */

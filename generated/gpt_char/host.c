@@ -863,9 +863,11 @@ static const rt_param params[] = {
     {"ln_f.bias", 1, {128}, 128, 842368, RT_INIT_CONST, 0.0f},
 };
 
+/* name, dtype in the files, rank, shape, numel, classes (labels checked against
+ * them), vocab (embedding ids checked against it), widen (u8/u16 read as i32) */
 static const rt_input inputs[] = {
-    {"x", RT_I32, 1, {128}, 128, 0},
-    {"y", RT_I32, 1, {128}, 128, 256},
+    {"x", RT_I32, 1, {128}, 128, 0, 256, 0},
+    {"y", RT_I32, 1, {128}, 128, 256, 0, 0},
 };
 
 /* the training spec, as --set would write it; options given at run time win */

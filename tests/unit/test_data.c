@@ -678,6 +678,100 @@ static int test_loader_xy(void)
     return 1;
 }
 
+/* Ids and labels of u8/u16 files (SPEC.md's input dtypes): x u16 [3] feeds an embedding
+ * of vocab 300, y u8 [] is a class target of 4 classes, both read as i32 by the kernels
+ * (rt_input.widen). Bad values are caught when the files are opened, train or val,
+ * naming the file, row and element; the loader's batches hold the values as i32. */
+static const rt_input id_inputs[2] = {
+    {.name = "x", .dtype = RT_U16, .rank = 1, .shape = {3}, .numel = 3, .vocab = 300, .widen = 1},
+    {.name = "y", .dtype = RT_U8, .rank = 0, .numel = 1, .classes = 4, .widen = 1},
+};
+static const rt_model id_model = {.abi = RT_ABI_VERSION, .name = "ids", .n_inputs = 2,
+                                  .inputs = id_inputs};
+
+static void child_dataset_val(const void *arg)
+{
+    const ds_case *c = arg;
+    rt_dataset d;
+    rt_dataset_open(&d, c->m, c->e, c->n, tmpdir, "val");
+    rt_dataset_close(&d);
+}
+
+static int test_ids(void)
+{
+    /* row r: x = {30r, 30r + 1, 299 - r}, y = r % 4 */
+    uint16_t x[XY_N * 3];
+    unsigned char y[XY_N];
+    for (int r = 0; r < XY_N; r++) {
+        x[3 * r] = (uint16_t)(30 * r);
+        x[3 * r + 1] = (uint16_t)(30 * r + 1);
+        x[3 * r + 2] = (uint16_t)(299 - r);
+        y[r] = (unsigned char)(r % 4);
+    }
+    write_npy("id_x.npy", 1, "<u2", "(10, 3)", x, sizeof x);
+    write_npy("id_y.npy", 1, "|u1", "(10,)", y, sizeof y);
+    ds_case c = ds2(&id_model, "id_x.npy", "id_y.npy");
+    rt_dataset d;
+    rt_dataset_open(&d, &id_model, c.e, c.n, tmpdir, "train");
+    rt_loader *l = rt_loader_new(&id_model, &d, 4, 1, 0, 7, 2, 2);
+    int64_t order[XY_N];
+    ref_order(order, XY_N, 1, 7, 0);
+    rt_loader_start(l, 0, 0);
+    for (int64_t k = 0; k < 3; k++) {
+        const rt_batch *b = rt_loader_next(l);
+        CHECK(b && b->rows == (k < 2 ? 4 : 2));
+        const int32_t *bx = b->in[0], *by = b->in[1];
+        for (int64_t i = 0; i < b->rows; i++) {
+            int64_t r = order[4 * k + i];
+            CHECK(bx[3 * i] == 30 * r && bx[3 * i + 1] == 30 * r + 1 && bx[3 * i + 2] == 299 - r);
+            CHECK(by[i] == r % 4);
+        }
+    }
+    CHECK(rt_loader_next(l) == NULL);
+    rt_loader_free(l);
+    /* rt_npy_gather widens on its own too */
+    int64_t idx[2] = {9, 0};
+    int32_t o[6];
+    rt_npy_gather(&d.arr[0], idx, 2, o, RT_I32);
+    CHECK(o[0] == 270 && o[1] == 271 && o[2] == 290 && o[3] == 0 && o[4] == 1 && o[5] == 299);
+    rt_npy_gather(&d.arr[1], idx, 2, o, RT_I32);
+    CHECK(o[0] == 1 && o[1] == 0);
+    rt_dataset_close(&d);
+
+    int ok = 1;
+    x[3 * 6 + 2] = 300;   /* row 6, element 2: one past the vocabulary */
+    write_npy("id_x_big.npy", 1, "<u2", "(10, 3)", x, sizeof x);
+    c = ds2(&id_model, "id_x_big.npy", "id_y.npy");
+    ok &= expect_input_error(child_dataset, &c, "id_x_big.npy", "$.train.data.train.x",
+                             "row 6, element 2: id 300 is outside [0, 300)",
+                             "model input 'x' feeds an embedding with vocab 300", NULL);
+    ok &= expect_input_error(child_dataset_val, &c, "id_x_big.npy", "$.train.data.val.x",
+                             "row 6, element 2: id 300", NULL);
+    y[8] = 4;
+    write_npy("id_y_big.npy", 1, "|u1", "(10,)", y, sizeof y);
+    c = ds2(&id_model, "id_x.npy", "id_y_big.npy");
+    ok &= expect_input_error(child_dataset, &c, "id_y_big.npy", "row 8: label 4 is outside [0, 4)",
+                             NULL);
+    /* the files must hold the declared dtype: i32 ids for a u16 input are refused */
+    int32_t x32[XY_N * 3] = {0};
+    write_npy("id_x32.npy", 1, "<i4", "(10, 3)", x32, sizeof x32);
+    c = ds2(&id_model, "id_x32.npy", "id_y.npy");
+    ok &= expect_input_error(child_dataset, &c, "id_x32.npy", "dtype i32 does not match model "
+                             "input 'x' (u16)", NULL);
+    /* an i32 input with a vocab: negative ids too */
+    static const rt_input n_inputs[1] = {
+        {.name = "t", .dtype = RT_I32, .rank = 1, .shape = {2}, .numel = 2, .vocab = 5}};
+    static const rt_model n_model = {.name = "t", .n_inputs = 1, .inputs = n_inputs};
+    int32_t t[4] = {0, 4, -1, 2};
+    write_npy("t_neg.npy", 1, "<i4", "(2, 2)", t, sizeof t);
+    ds_case ct = {.m = &n_model, .n = 1};
+    snprintf(ct.e[0].key, sizeof ct.e[0].key, "t");
+    snprintf(ct.e[0].path, sizeof ct.e[0].path, "t_neg.npy");
+    ok &= expect_input_error(child_dataset, &ct, "t_neg.npy", "row 1, element 0: id -1 is outside "
+                             "[0, 5)", NULL);
+    return ok;
+}
+
 /* Many restarts at random points with several workers: every batch must still be
  * exactly what the order rule says (run under -fsanitize=thread for races).
  * Model: t i32 [2] from an i64 file (t = {r, -7r}), u u16 [] (u = r * 3). */
@@ -757,6 +851,7 @@ int main(void)
     report("npy_fuzz", test_npy_fuzz());
     report("dataset", test_dataset());
     report("dataset_errors", test_dataset_errors());
+    report("ids", test_ids());
     report("loader_xy", test_loader_xy());
     report("loader_stress", test_loader_stress());
     for (int i = 0; i < n_made; i++)

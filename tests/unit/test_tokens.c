@@ -512,6 +512,26 @@ static int test_vocab(void)
     c = tokens_entry(&t290x.m, "voc/b.bin");
     ok &= expect_input_error(child_dataset, &c, "voc/b.bin", "token 299 at position 7",
                              "[0, 290)", "model input 'x' has 290 classes", NULL);
+    /* an embedding's vocab (rt_input.vocab) is a bound too, below the classes here:
+     * the ids the embedding reads are checked at load, not in its kernel mid-run */
+    tok_model temb;
+    tok_model_init(&temb, 4, 0, 300);
+    temb.in[0].vocab = 286;
+    c = tokens_entry(&temb.m, "voc/a.bin");
+    rt_dataset_open(&d, &temb.m, c.e, c.n, tmpdir, "train");   /* 0 .. 285 */
+    rt_dataset_close(&d);
+    c = tokens_entry(&temb.m, "voc/b.bin");
+    ok &= expect_input_error(child_dataset, &c, "voc/b.bin", "token 299 at position 7",
+                             "[0, 286)", "model input 'x' feeds an embedding with vocab 286",
+                             NULL);
+    c.what = "val";
+    ok &= expect_input_error(child_dataset, &c, "voc/b.bin", "token 299 at position 7", NULL);
+    temb.in[0].vocab = 0;
+    temb.in[1].vocab = 250;   /* on y (a model may embed its targets): the smaller applies */
+    c = tokens_entry(&temb.m, "voc/a.bin");
+    ok &= expect_input_error(child_dataset, &c, "voc/a.bin", "token 255 at position 17",
+                             "[0, 250)", "model input 'y' feeds an embedding with vocab 250",
+                             NULL);
     /* no classes, or a vocabulary above every uint16: nothing to check */
     c = tokens_entry(&tnone.m, "voc/*.bin");
     rt_dataset_open(&d, &tnone.m, c.e, c.n, tmpdir, "train");
