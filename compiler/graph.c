@@ -35,6 +35,54 @@ static char *shape_str(int rank, const int64_t *shape)
     return b.s;
 }
 
+/* ---- sizes ---------------------------------------------------------------------
+ * Every size is checked as the layer that makes it is built, before anything
+ * multiplies it, so that a spec of absurd but integer sizes is an error at its place
+ * and no int64 product here or in a later pass overflows:
+ *   - a GEMM dimension (a linear's features in and out and its rows a sample, a
+ *     conv2d's channels out, C*k*k and OH*OW) is at most 2^31 - 1: the CPU's BLAS
+ *     takes int;
+ *   - one sample's activations (fp32, each layer's outputs and temporaries without
+ *     reuse), and apart the parameters with their gradients and AdamW's two moments,
+ *     take at most 2^47 bytes (128 TiB), what a 64-bit process can address (x86-64's
+ *     and AArch64's user space);
+ *   - the FLOPs a sample, forward and backward, are below 2^62 (the counters). */
+#define MAX_GEMM_DIM 2147483647
+#define MAX_BYTES ((int64_t)1 << 47)
+#define MAX_FLOPS ((double)((int64_t)1 << 62))
+
+static _Noreturn void too_big(const Graph *g, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void too_big(const Graph *g, const char *path, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char msg[1024];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    error_at(g->spec->model_file, path, "%s", msg);
+}
+
+/* The elements of a shape, or -1 past 2^47 / 4 (products checked: no overflow). */
+static int64_t checked_numel(int rank, const int64_t *shape)
+{
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++)
+        if (__builtin_mul_overflow(n, shape[i], &n) || n > MAX_BYTES / 4)
+            return -1;
+    return n;
+}
+
+static void gemm_dim(const Graph *g, const char *path, const char *op, const char *what,
+                     int64_t v)
+{
+    char n[32];
+    snprintf(n, sizeof n, v == INT64_MAX ? "past 2^63" : "%lld", (long long)v);
+    if (v > MAX_GEMM_DIM)
+        too_big(g, path, "%s's %s is %s; a GEMM dimension can be at most %d (the CPU's "
+                "BLAS takes int)", op, what, n, MAX_GEMM_DIM);
+}
+
 Tensor *graph_tensor(Graph *g, int kind, const char *name, int rank, const int64_t *shape)
 {
     Tensor *t = xcalloc(1, sizeof *t);
@@ -84,12 +132,18 @@ static char *ident(const char *op, const char *prefix)
 static Param *add_param(Graph *g, const char *prefix, const char *what, int rank,
                         const int64_t *shape, int init, double a, const char *origin)
 {
+    /* weights, gradients and AdamW's moments: 16 bytes an element */
+    int64_t numel = checked_numel(rank, shape);
+    if (numel < 0 || g->param_floats + numel + 15 > MAX_BYTES / 16)
+        too_big(g, origin, "parameter %s.%s %s brings the parameters, their gradients and "
+                "optimizer state past 2^47 bytes (128 TiB); a 64-bit process cannot address "
+                "that", prefix, what, shape_str(rank, shape));
     Param *p = xcalloc(1, sizeof *p);
     p->name = xasprintf("%s.%s", prefix, what);
     p->rank = rank;
     for (int i = 0; i < rank; i++)
         p->shape[i] = shape[i];
-    p->numel = prod(rank, shape);
+    p->numel = numel;
     p->offset = g->param_floats;
     /* keep every parameter 64-byte aligned inside the region */
     g->param_floats += (p->numel + 15) / 16 * 16;
@@ -120,7 +174,40 @@ typedef struct Ctx {
     Param *emb_param[64];
     int n_emb;
     const char *iter;      /* inside a repeat: the iteration ("3"; nested "3.1"), else NULL */
+    int as_float[RT_MAX_INPUTS];  /* input k is read as floats (x * scale + shift) */
+    int as_ids[RT_MAX_INPUTS];    /* input k is read by an embedding */
+    int64_t act_bytes;     /* one sample's activations so far, without reuse */
 } Ctx;
+
+/* Counts a buffer of the layer at `path` against MAX_BYTES. */
+static void count_act(Ctx *c, const char *path, int rank, const int64_t *shape)
+{
+    int64_t n = checked_numel(rank, shape);
+    if (n < 0 || c->act_bytes + 4 * n > MAX_BYTES)
+        too_big(c->g, path, "a tensor of shape %s here makes one sample's activations "
+                "more than 2^47 bytes (128 TiB); a 64-bit process cannot address that",
+                shape_str(rank, shape));
+    c->act_bytes += 4 * n;
+}
+
+/* An activation of the layer at `path`, counted. */
+static Tensor *act_tensor(Ctx *c, const char *path, const char *name, int rank,
+                          const int64_t *shape)
+{
+    count_act(c, path, rank, shape);
+    return graph_tensor(c->g, T_ACT, name, rank, shape);
+}
+
+/* FLOPs a sample, forward and backward, counted against MAX_FLOPS. */
+static void add_flops(Ctx *c, const char *path, double fwd, double bwd)
+{
+    Graph *g = c->g;
+    if ((double)g->flops_fwd + (double)g->flops_bwd + fwd + bwd >= MAX_FLOPS)
+        too_big(g, path, "the model needs more than 2^62 FLOPs a sample here; this is "
+                "surely a mistake");
+    g->flops_fwd += (int64_t)fwd;
+    g->flops_bwd += (int64_t)bwd;
+}
 
 static _Noreturn void lerr(Ctx *c, const Layer *l, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -138,13 +225,14 @@ static void lerr(Ctx *c, const Layer *l, const char *fmt, ...)
  * With mixed precision an fp32 input is converted too: the layers read act_t. */
 static Tensor *input_f32(Ctx *c, int k)
 {
+    c->as_float[k] = 1;
     if (c->converted[k])
         return c->converted[k];
     const InputSpec *in = &c->s->inputs[k];
     Tensor *raw = c->g->inputs[k];
     if (in->dtype == RT_F32 && !in->has_scale && !in->has_shift && !c->g->act16)
         return c->converted[k] = raw;
-    Tensor *t = graph_tensor(c->g, T_ACT, xasprintf("%s_f32", in->name), raw->rank, raw->shape);
+    Tensor *t = act_tensor(c, in->path, xasprintf("%s_f32", in->name), raw->rank, raw->shape);
     t->origin = in->path;
     t->what = "input as f32";
     Node *n = graph_node(c->g, N_CONVERT, in->path);
@@ -232,10 +320,13 @@ static void build_layer(Ctx *c, const Layer *l, const char *prefix, const char *
                      l->tie, (long long)tied->shape[1], (long long)in);
         }
         int64_t out = tied ? tied->shape[0] : l->out;
+        gemm_dim(g, l->path, "linear", "input width (features in)", in);
+        gemm_dim(g, l->path, "linear", "rows a sample (the input's elements / its width)",
+                 x->numel / in);
         int64_t shp[RT_MAX_RANK];
         memcpy(shp, x->shape, sizeof shp);
         shp[x->rank - 1] = out;
-        Tensor *y = graph_tensor(g, T_ACT, ident("linear", pfx), x->rank, shp);
+        Tensor *y = act_tensor(c, l->path, ident("linear", pfx), x->rank, shp);
         y->origin = at;
         y->what = "linear output";
         Node *nd = graph_node(g, N_LINEAR, at);
@@ -253,8 +344,7 @@ static void build_layer(Ctx *c, const Layer *l, const char *prefix, const char *
                               init.kind == INIT_DEFAULT ? RT_INIT_UNIFORM : RT_INIT_CONST,
                               init.kind == INIT_DEFAULT ? bound : 0.0, l->path);
         int64_t rows = x->numel / in;
-        g->flops_fwd += 2 * rows * in * out;
-        g->flops_bwd += 4 * rows * in * out;
+        add_flops(c, l->path, 2.0 * rows * in * out, 4.0 * rows * in * out);
         c->cur = y;
         return;
     }
@@ -268,8 +358,17 @@ static void build_layer(Ctx *c, const Layer *l, const char *prefix, const char *
             lerr(c, l, "kernel %lld is larger than the padded input %lldx%lld",
                  (long long)k, (long long)(H + 2 * p), (long long)(W + 2 * p));
         int64_t OH = (H + 2 * p - k) / s + 1, OW = (W + 2 * p - k) / s + 1;
+        /* the GEMM [out, C*k*k] x [C*k*k, B*OH*OW] over im2col's columns (lower.c) */
+        int64_t CKK, HW;
+        if (__builtin_mul_overflow(C, k * k, &CKK))
+            CKK = INT64_MAX;
+        if (__builtin_mul_overflow(OH, OW, &HW))
+            HW = INT64_MAX;
+        gemm_dim(g, l->path, "conv2d", "C*k*k (input channels times kernel area)", CKK);
+        gemm_dim(g, l->path, "conv2d", "OH*OW (output positions)", HW);
+        count_act(c, l->path, 2, (int64_t[]){CKK, HW});   /* im2col's columns */
         int64_t shp[3] = {l->out, OH, OW};
-        Tensor *y = graph_tensor(g, T_ACT, ident("conv", pfx), 3, shp);
+        Tensor *y = act_tensor(c, l->path, ident("conv", pfx), 3, shp);
         y->origin = at;
         y->what = "conv2d output";
         Node *nd = graph_node(g, N_CONV2D, at);
@@ -279,7 +378,7 @@ static void build_layer(Ctx *c, const Layer *l, const char *prefix, const char *
         int64_t cv[8] = {C, H, W, k, s, p, OH, OW};
         memcpy(nd->conv, cv, sizeof cv);
         int64_t ws[4] = {l->out, C, k, k};
-        double bound = 1.0 / sqrt((double)(C * k * k));
+        double bound = 1.0 / sqrt((double)CKK);
         int wi = init.kind == INIT_DEFAULT ? RT_INIT_UNIFORM : RT_INIT_NORMAL;
         double wa = init.kind == INIT_DEFAULT ? bound : init.kind == INIT_GPT2 ? 0.02 : init.std;
         nd->w = add_param(g, pfx, "weight", 4, ws, wi, wa, l->path);
@@ -287,9 +386,8 @@ static void build_layer(Ctx *c, const Layer *l, const char *prefix, const char *
             nd->b = add_param(g, pfx, "bias", 1, &ws[0],
                               init.kind == INIT_DEFAULT ? RT_INIT_UNIFORM : RT_INIT_CONST,
                               init.kind == INIT_DEFAULT ? bound : 0.0, l->path);
-        int64_t macs = l->out * C * k * k * OH * OW;
-        g->flops_fwd += 2 * macs;
-        g->flops_bwd += 4 * macs;
+        double macs = (double)l->out * CKK * HW;
+        add_flops(c, l->path, 2 * macs, 4 * macs);
         c->cur = y;
         return;
     }
@@ -306,7 +404,7 @@ static void build_layer(Ctx *c, const Layer *l, const char *prefix, const char *
         int64_t OH = (H - k) / s + 1, OW = (W - k) / s + 1;
         int64_t shp[3] = {C, OH, OW};
         int mx = l->op == OP_MAXPOOL2D;
-        Tensor *y = graph_tensor(g, T_ACT, ident(mx ? "maxpool" : "avgpool", pfx), 3, shp);
+        Tensor *y = act_tensor(c, l->path, ident(mx ? "maxpool" : "avgpool", pfx), 3, shp);
         y->origin = at;
         y->what = mx ? "maxpool2d output" : "avgpool2d output";
         Node *nd = graph_node(g, mx ? N_MAXPOOL : N_AVGPOOL, at);
@@ -315,14 +413,13 @@ static void build_layer(Ctx *c, const Layer *l, const char *prefix, const char *
         nd->out = y;
         int64_t cv[8] = {C, H, W, k, s, 0, OH, OW};
         memcpy(nd->conv, cv, sizeof cv);
-        g->flops_fwd += C * OH * OW * k * k;
-        g->flops_bwd += C * OH * OW * k * k;
+        add_flops(c, l->path, (double)C * OH * OW * k * k, (double)C * OH * OW * k * k);
         c->cur = y;
         return;
     }
     case OP_FLATTEN: {
         int64_t n = x->numel;
-        Tensor *y = graph_tensor(g, T_ACT, ident("flatten", pfx), 1, &n);
+        Tensor *y = graph_tensor(g, T_ACT, ident("flatten", pfx), 1, &n);   /* a view */
         y->alias = x->alias ? x->alias : x;
         y->origin = at;
         y->what = "flatten (a view)";
@@ -344,7 +441,7 @@ static void build_layer(Ctx *c, const Layer *l, const char *prefix, const char *
                   : l->op == OP_SILU ? ACT_SILU
                   : l->op == OP_TANH ? ACT_TANH
                                      : ACT_SIGMOID;
-        Tensor *y = graph_tensor(g, T_ACT, ident(nm[act], pfx), x->rank, x->shape);
+        Tensor *y = act_tensor(c, l->path, ident(nm[act], pfx), x->rank, x->shape);
         y->origin = at;
         y->what = nm[act];
         Node *nd = graph_node(g, N_ACT, at);
@@ -352,13 +449,12 @@ static void build_layer(Ctx *c, const Layer *l, const char *prefix, const char *
         nd->act = act;
         nd->in[nd->n_in++] = x;
         nd->out = y;
-        g->flops_fwd += x->numel;
-        g->flops_bwd += 2 * x->numel;
+        add_flops(c, l->path, (double)x->numel, 2.0 * x->numel);
         c->cur = y;
         return;
     }
     case OP_DROPOUT: {
-        Tensor *y = graph_tensor(g, T_ACT, ident("dropout", pfx), x->rank, x->shape);
+        Tensor *y = act_tensor(c, l->path, ident("dropout", pfx), x->rank, x->shape);
         y->origin = at;
         y->what = "dropout";
         Node *nd = graph_node(g, N_DROPOUT, at);
@@ -377,12 +473,12 @@ static void build_layer(Ctx *c, const Layer *l, const char *prefix, const char *
         if (x->rank < 1)
             lerr(c, l, "layernorm needs an input with at least one axis, got a scalar");
         int64_t d = x->shape[x->rank - 1];
-        Tensor *y = graph_tensor(g, T_ACT, ident("layernorm", pfx), x->rank, x->shape);
+        Tensor *y = act_tensor(c, l->path, ident("layernorm", pfx), x->rank, x->shape);
         y->origin = at;
         y->what = "layernorm output";
         int64_t rows = x->numel / d;
-        Tensor *mean = graph_tensor(g, T_ACT, ident("ln_mean", pfx), 1, &rows);
-        Tensor *rstd = graph_tensor(g, T_ACT, ident("ln_rstd", pfx), 1, &rows);
+        Tensor *mean = act_tensor(c, l->path, ident("ln_mean", pfx), 1, &rows);
+        Tensor *rstd = act_tensor(c, l->path, ident("ln_rstd", pfx), 1, &rows);
         mean->keep32 = rstd->keep32 = 1;
         mean->origin = rstd->origin = at;
         mean->what = "layernorm mean, saved for backward";
@@ -396,8 +492,7 @@ static void build_layer(Ctx *c, const Layer *l, const char *prefix, const char *
         nd->tmp[1] = rstd;
         nd->w = add_param(g, pfx, "weight", 1, &d, RT_INIT_CONST, 1.0, l->path);
         nd->b = add_param(g, pfx, "bias", 1, &d, RT_INIT_CONST, 0.0, l->path);
-        g->flops_fwd += 8 * x->numel;
-        g->flops_bwd += 16 * x->numel;
+        add_flops(c, l->path, 8.0 * x->numel, 16.0 * x->numel);
         c->cur = y;
         return;
     }
@@ -412,6 +507,11 @@ static void build_layer(Ctx *c, const Layer *l, const char *prefix, const char *
         }
         if (!ids || ids->kind != T_INPUT || ids->dtype == RT_F32)
             lerr(c, l, "embedding needs an integer model input of token ids (u8, u16 or i32)");
+        if (ids->rank + 1 > RT_MAX_RANK)
+            lerr(c, l, "embedding adds an axis to its ids %s: at most %d axes in all, so ids "
+                 "of at most %d", shape_str(ids->rank, ids->shape), RT_MAX_RANK,
+                 RT_MAX_RANK - 1);
+        c->as_ids[ids->input_index] = 1;
         read_as_i32(ids);
         int64_t *v = &g->input_vocab[ids->input_index];
         if (*v == 0 || l->vocab < *v)
@@ -419,7 +519,7 @@ static void build_layer(Ctx *c, const Layer *l, const char *prefix, const char *
         int64_t shp[RT_MAX_RANK];
         memcpy(shp, ids->shape, sizeof shp);
         shp[ids->rank] = l->dim;
-        Tensor *y = graph_tensor(g, T_ACT, ident("embedding", pfx), ids->rank + 1, shp);
+        Tensor *y = act_tensor(c, l->path, ident("embedding", pfx), ids->rank + 1, shp);
         y->origin = at;
         y->what = "embedding rows";
         Node *nd = graph_node(g, N_EMBEDDING, at);
@@ -442,7 +542,7 @@ static void build_layer(Ctx *c, const Layer *l, const char *prefix, const char *
         if (x->shape[0] > l->max_len)
             lerr(c, l, "the sequence has %lld positions but max_len is %lld", (long long)x->shape[0],
                  (long long)l->max_len);
-        Tensor *y = graph_tensor(g, T_ACT, ident("pos_embedding", pfx), 2, x->shape);
+        Tensor *y = act_tensor(c, l->path, ident("pos_embedding", pfx), 2, x->shape);
         y->origin = at;
         y->what = "x + position rows";
         Node *nd = graph_node(g, N_POS_EMBEDDING, at);
@@ -452,7 +552,7 @@ static void build_layer(Ctx *c, const Layer *l, const char *prefix, const char *
         int64_t ws[2] = {l->max_len, x->shape[1]};
         nd->w = add_param(g, pfx, "weight", 2, ws, RT_INIT_NORMAL,
                           init.kind == INIT_DEFAULT ? 1.0 : init_std(c, init, 0), l->path);
-        g->flops_fwd += x->numel;
+        add_flops(c, l->path, (double)x->numel, 0);
         c->cur = y;
         return;
     }
@@ -463,10 +563,12 @@ static void build_layer(Ctx *c, const Layer *l, const char *prefix, const char *
         if (d % l->heads)
             lerr(c, l, "heads %lld does not divide the model width %lld", (long long)l->heads,
                  (long long)d);
+        gemm_dim(g, l->path, "attention", "qkv width (3 times the model width)", 3 * d);
+        gemm_dim(g, l->path, "attention", "sequence length", T);
         /* qkv projection, the attention core, the output projection */
         int64_t s3[2] = {T, 3 * d}, s1[2] = {T, d};
         char *qp = xasprintf("%s.qkv", pfx), *pp = xasprintf("%s.proj", pfx);
-        Tensor *qkv = graph_tensor(g, T_ACT, ident("qkv", pfx), 2, s3);
+        Tensor *qkv = act_tensor(c, l->path, ident("qkv", pfx), 2, s3);
         qkv->origin = at;
         qkv->what = "q, k, v side by side";
         Node *n1 = graph_node(g, N_LINEAR, at);
@@ -480,11 +582,11 @@ static void build_layer(Ctx *c, const Layer *l, const char *prefix, const char *
         double ba = init.kind == INIT_DEFAULT ? bound : 0.0;
         n1->w = add_param(g, qp, "weight", 2, w1, wi, init.kind == INIT_DEFAULT ? bound : init_std(c, init, 0), l->path);
         n1->b = add_param(g, qp, "bias", 1, &w1[0], bi, ba, l->path);
-        Tensor *att = graph_tensor(g, T_ACT, ident("lse", pfx), 2, (int64_t[]){l->heads, T});
+        Tensor *att = act_tensor(c, l->path, ident("lse", pfx), 2, (int64_t[]){l->heads, T});
         att->origin = at;
         att->keep32 = 1;
         att->what = "each query's log-sum-exp, saved for backward";
-        Tensor *y = graph_tensor(g, T_ACT, ident("attn_y", pfx), 2, s1);
+        Tensor *y = act_tensor(c, l->path, ident("attn_y", pfx), 2, s1);
         y->origin = at;
         y->what = "attention heads' outputs";
         Node *n2 = graph_node(g, N_ATTENTION, at);
@@ -496,7 +598,7 @@ static void build_layer(Ctx *c, const Layer *l, const char *prefix, const char *
         n2->conv[1] = d;
         n2->conv[2] = l->heads;
         n2->conv[3] = l->causal;
-        Tensor *o = graph_tensor(g, T_ACT, ident("attn_out", pfx), 2, s1);
+        Tensor *o = act_tensor(c, l->path, ident("attn_out", pfx), 2, s1);
         o->origin = at;
         o->what = "attention output projection";
         Node *n3 = graph_node(g, N_LINEAR, at);
@@ -506,8 +608,9 @@ static void build_layer(Ctx *c, const Layer *l, const char *prefix, const char *
         n3->w = add_param(g, pp, "weight", 2, w2, wi,
                           init.kind == INIT_DEFAULT ? bound : init_std(c, init, c->resid_out), l->path);
         n3->b = add_param(g, pp, "bias", 1, &w2[0], bi, ba, l->path);
-        g->flops_fwd += 2 * T * d * 3 * d + 2 * T * d * d + 4 * T * T * d / (l->causal ? 2 : 1);
-        g->flops_bwd += 2 * (2 * T * d * 3 * d + 2 * T * d * d + 4 * T * T * d / (l->causal ? 2 : 1));
+        double proj = 2.0 * T * d * 3 * d + 2.0 * T * d * d;
+        double core = 4.0 * T * T * d / (l->causal ? 2 : 1);
+        add_flops(c, l->path, proj + core, 2 * (proj + core));
         c->cur = o;
         return;
     }
@@ -524,7 +627,8 @@ static void build_layer(Ctx *c, const Layer *l, const char *prefix, const char *
             memcmp(b->shape, in->shape, sizeof(int64_t) * (size_t)in->rank))
             lerr(c, l, "the body's output %s does not match its input %s; a residual adds them",
                  shape_str(b->rank, b->shape), shape_str(in->rank, in->shape));
-        Tensor *y = graph_tensor(g, T_ACT, ident("residual", l->name ? pfx : b->name), in->rank, in->shape);
+        Tensor *y = act_tensor(c, l->path, ident("residual", l->name ? pfx : b->name), in->rank,
+                               in->shape);
         y->origin = at;
         y->what = "x + body(x)";
         Node *nd = graph_node(g, N_ADD, at);
@@ -532,7 +636,7 @@ static void build_layer(Ctx *c, const Layer *l, const char *prefix, const char *
         nd->in[nd->n_in++] = in;
         nd->in[nd->n_in++] = b;
         nd->out = y;
-        g->flops_fwd += in->numel;
+        add_flops(c, l->path, (double)in->numel, 0);
         c->cur = y;
         return;
     }
@@ -557,17 +661,41 @@ static void build_layer(Ctx *c, const Layer *l, const char *prefix, const char *
     unreachable();
 }
 
+/* Whether a layer owns parameters (a container: whether its body does). */
+static int has_params(const Layer *l)
+{
+    switch (op_info[l->op].cls) {
+    case OPC_CONTAINER:
+        for (int i = 0; i < l->n_body; i++)
+            if (has_params(l->body[i]))
+                return 1;
+        return 0;
+    case OPC_PARAM:
+        return !(l->op == OP_LINEAR && l->tie && !l->bias);
+    case OPC_NORM: case OPC_SEQ:
+        return 1;
+    }
+    return 0;
+}
+
 /* prefix: "" at the top, else the enclosing names and repeat indices with a trailing
  * dot ("h.3."); a layer's own name is its "name", else its index in its list. */
 static void build_layers(Ctx *c, Layer **layers, int n, const char *prefix, int residual_body)
 {
+    /* a residual body's output projection, which "gpt2" scales: its last layer with
+     * parameters, past parameterless ones after it (nanoGPT's resid_dropout); it counts
+     * when it is a linear or an attention (its proj) */
+    int out_proj = -1;
+    for (int i = n - 1; residual_body && i >= 0 && out_proj < 0; i--)
+        if (has_params(layers[i]))
+            out_proj = i;
     for (int i = 0; i < n; i++) {
         const Layer *l = layers[i];
         char *pfx = l->name ? xasprintf("%s%s", prefix, l->name) : xasprintf("%s%d", prefix, i);
         if (!prefix[0] && l->op != OP_REPEAT)
             c->g->cur_block++;      /* each top-level layer is a block */
         int saved = c->resid_out;
-        c->resid_out = residual_body && i == n - 1;
+        c->resid_out = i == out_proj;
         build_layer(c, l, prefix, pfx);
         c->resid_out = saved;
         if (l->op != OP_RESIDUAL && l->op != OP_REPEAT)
@@ -618,11 +746,12 @@ static void build_loss(Ctx *c)
         target = g->inputs[k];
         read_as_i32(target);
         g->input_classes[k] = C;
-        g->flops_fwd += 4 * pred->numel;
+        add_flops(c, path, 4.0 * pred->numel, 0);
     } else {
         if (tin->rank != pred->rank || memcmp(tin->shape, pred->shape, sizeof(int64_t) * (size_t)tin->rank))
             error_at(s->model_file, path, "target '%s' has shape %s but the prediction has shape %s",
                      tin->name, shape_str(tin->rank, tin->shape), shape_str(pred->rank, pred->shape));
+        c->as_float[k] = 1;
         if (!g->act16)
             target = input_f32(c, k);
         else {
@@ -631,8 +760,8 @@ static void build_loss(Ctx *c)
             if (tin->dtype == RT_F32 && !tin->has_scale && !tin->has_shift) {
                 target = g->inputs[k];
             } else {
-                Tensor *t = graph_tensor(g, T_ACT, xasprintf("%s_target", tin->name), tin->rank,
-                                         tin->shape);
+                Tensor *t = act_tensor(c, tin->path, xasprintf("%s_target", tin->name),
+                                       tin->rank, tin->shape);
                 t->origin = tin->path;
                 t->what = "the target as f32";
                 t->keep32 = 1;
@@ -644,9 +773,10 @@ static void build_loss(Ctx *c)
                 target = t;
             }
         }
-        g->flops_fwd += 3 * pred->numel;
+        add_flops(c, path, 3.0 * pred->numel, 0);
     }
-    Tensor *dpred = graph_tensor(g, T_ACT, xasprintf("d_%s", pred->name), pred->rank, pred->shape);
+    Tensor *dpred = act_tensor(c, path, xasprintf("d_%s", pred->name), pred->rank,
+                               pred->shape);
     dpred->origin = path;
     dpred->what = "d(loss)/d(prediction), written by the loss";
     /* A vocabulary's logits straight from a linear layer without bias (a language
@@ -675,6 +805,27 @@ static void build_loss(Ctx *c)
     g->dpred = dpred;
 }
 
+/* scale and shift convert an input to float: on an input read only as integers (a
+ * cross_entropy target's labels, an embedding's ids) or not at all they would do
+ * nothing, so they are an error. */
+static void check_conversions(Ctx *c)
+{
+    const Spec *s = c->s;
+    for (int k = 0; k < s->n_inputs; k++) {
+        const InputSpec *in = &s->inputs[k];
+        if (c->as_float[k] || !(in->has_scale || in->has_shift))
+            continue;
+        const char *how = !strcmp(in->name, s->loss_target)
+                              ? "the cross_entropy target: its labels are read as integers"
+                          : c->as_ids[k] ? "read by an embedding as token ids"
+                                         : "read by no layer";
+        const char *key = in->has_scale ? "scale" : "shift";
+        error_at(s->model_file, xasprintf("%s.%s", in->path, key), "%s applies to an input "
+                 "converted to float (read by a layer other than embedding, or an mse "
+                 "target); input '%s' is %s", key, in->name, how);
+    }
+}
+
 Graph *graph_build(const Spec *s)
 {
     Graph *g = xcalloc(1, sizeof *g);
@@ -686,6 +837,7 @@ Graph *graph_build(const Spec *s)
         c.init = s->init;
     for (int k = 0; k < s->n_inputs; k++) {
         const InputSpec *in = &s->inputs[k];
+        count_act(&c, xasprintf("%s.shape", in->path), in->rank, in->shape);
         Tensor *t = graph_tensor(g, T_INPUT, xasprintf("in_%s", in->name), in->rank, in->shape);
         t->dtype = in->dtype;
         t->input_index = k;
@@ -701,5 +853,6 @@ Graph *graph_build(const Spec *s)
     g->cur_block = -1;              /* the loss: never recomputed */
     build_loss(&c);
     g->n_forward = g->n_nodes;
+    check_conversions(&c);
     return g;
 }

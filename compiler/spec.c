@@ -2,8 +2,8 @@
  *
  * Checks, in order: JSON syntax (FILE:LINE:COL), duplicate keys, the top-level
  * layout, the model (keys, types and ranges of every value, with "did you mean"),
- * parameter-name collisions, then the training spec through the runtime's config
- * table (runtime/config.c), so the compiler and a trainer's --set take the same
+ * layer- and parameter-name collisions, then the training spec through the runtime's
+ * config table (runtime/config.c), so the compiler and a trainer's --set take the same
  * values. Shapes are graph.c's business. Every error exits 1 through error_at().
  */
 #include <ctype.h>
@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include "trainc.h"
 
 
@@ -21,6 +22,7 @@ const OpInfo op_info[OP__COUNT] = {
 };
 
 #define MAX_TENSORS 100000     /* parameter tensors after expanding repeats */
+#define MAX_LAYERS 100000      /* layers after expanding repeats */
 #define MAX_DIM 2147483647     /* any size or count in the model */
 
 /* The parsed JSON stays alive with the Spec: the model tree feeds the hash. */
@@ -32,9 +34,21 @@ typedef struct Canon {
 } Canon;
 static Canon *canons;
 
+/* Where each training-spec key came from in the file ("optimizer.nesterov" ->
+ * "$.train.optimizer.nesterov"), for the cross-field rules' errors. */
+typedef struct KeyPath {
+    char *key, *path;
+} KeyPath;
+
+typedef struct KeyPaths {
+    KeyPath *v;
+    int n, cap;
+} KeyPaths;
+
 typedef struct Ctx {
     const char *file;          /* for error_at */
     Spec *s;
+    KeyPaths *keys;            /* while reading "train" */
 } Ctx;
 
 /* ---- small helpers ------------------------------------------------------- */
@@ -131,24 +145,76 @@ static const char *got(const cJSON *v, char *buf, size_t len)
     return buf;
 }
 
-/* "unknown key 'K'; did you mean 'W'?" or, with no close word, the hint. */
-static _Noreturn void unknown(const Ctx *c, const char *path, const char *what,
-                              const char *word, const char *const *words, const char *hint)
-{
-    const char *near = rt_closest(word, words);
-    if (near)
-        error_at(c->file, path, "unknown %s '%s'; did you mean '%s'?", what, show(word), near);
-    if (hint)
-        error_at(c->file, path, "unknown %s '%s'; %s", what, show(word), hint);
-    error_at(c->file, path, "unknown %s '%s'", what, show(word));
-}
-
 static int in_list(const char *w, const char *const *words)
 {
     for (int i = 0; words[i]; i++)
         if (!strcmp(w, words[i]))
             return 1;
     return 0;
+}
+
+/* Other programs' names for keys of ours (PyTorch's, Keras's, nanoGPT's, Hugging
+ * Face's), suggested when the object at hand takes the key they stand for. A NULL key:
+ * a size a layer takes from its input. */
+static const struct {
+    const char *alias, *key;
+} aliases[] = {
+    {"kernel_size", "kernel"}, {"pool_size", "kernel"}, {"strides", "stride"},
+    {"out_features", "out"}, {"out_channels", "out"}, {"units", "out"}, {"filters", "out"},
+    {"use_bias", "bias"},
+    {"num_embeddings", "vocab"}, {"vocab_size", "vocab"}, {"n_vocab", "vocab"},
+    {"embedding_dim", "dim"}, {"embed_dim", "dim"}, {"n_embd", "dim"}, {"d_model", "dim"},
+    {"hidden_size", "dim"},
+    {"epsilon", "eps"}, {"layer_norm_eps", "eps"}, {"norm_eps", "eps"},
+    {"num_heads", "heads"}, {"n_head", "heads"}, {"n_heads", "heads"}, {"nhead", "heads"},
+    {"num_attention_heads", "heads"}, {"is_causal", "causal"},
+    {"block_size", "max_len"}, {"n_positions", "max_len"}, {"n_ctx", "max_len"},
+    {"max_position_embeddings", "max_len"}, {"max_seq_len", "max_len"},
+    {"context_length", "max_len"},
+    {"num_layers", "count"}, {"n_layer", "count"}, {"num_hidden_layers", "count"},
+    {"repeats", "count"}, {"times", "count"},
+    {"rate", "p"}, {"dropout", "p"}, {"drop_prob", "p"},
+    {"layers", "body"}, {"blocks", "body"}, {"type", "op"},
+    {"num_classes", "classes"}, {"n_classes", "classes"},
+    {"learning_rate", "lr"},
+    {"in_features", NULL}, {"in_channels", NULL}, {"normalized_shape", NULL},
+    {"input_dim", NULL}, {"input_size", NULL}, {"in_dim", NULL},
+};
+
+/* The key of `words` that `word` is another name for, or NULL. */
+static const char *alias_of(const char *word, const char *const *words)
+{
+    for (size_t i = 0; i < sizeof aliases / sizeof *aliases; i++)
+        if (aliases[i].key && !strcasecmp(word, aliases[i].alias) &&
+            in_list(aliases[i].key, words))
+            return aliases[i].key;
+    return NULL;
+}
+
+/* Whether `word` names the input's size (or width) for a layer that takes it from
+ * its input: linear's in_features, layernorm's normalized_shape, attention's
+ * embed_dim. */
+static int names_input_size(const char *word, const char *const *words)
+{
+    for (size_t i = 0; i < sizeof aliases / sizeof *aliases; i++)
+        if (!strcasecmp(word, aliases[i].alias))
+            return !aliases[i].key ||
+                   (!strcmp(aliases[i].key, "dim") && !in_list("dim", words));
+    return 0;
+}
+
+/* "unknown key 'K'; did you mean 'W'?" or, with no close word, the hint. */
+static _Noreturn void unknown(const Ctx *c, const char *path, const char *what,
+                              const char *word, const char *const *words, const char *hint)
+{
+    const char *near = alias_of(word, words);
+    if (!near)
+        near = rt_closest(word, words);
+    if (near)
+        error_at(c->file, path, "unknown %s '%s'; did you mean '%s'?", what, show(word), near);
+    if (hint)
+        error_at(c->file, path, "unknown %s '%s'; %s", what, show(word), hint);
+    error_at(c->file, path, "unknown %s '%s'", what, show(word));
 }
 
 /* "a, b, c" from a NULL-terminated list. */
@@ -295,14 +361,18 @@ static _Noreturn void syntax_error(const char *file, const char *text, size_t of
 static _Noreturn void syntax_error(const char *file, const char *text, size_t off,
                                    const char *fmt, ...)
 {
+    /* the column counts characters (UTF-8 code points, the bytes before off being
+     * well-formed), not bytes: "é" is one column */
     int line = 1;
-    size_t bol = 0;
-    for (size_t i = 0; i < off; i++)
+    size_t col = 1;
+    for (size_t i = 0; i < off; i++) {
         if (text[i] == '\n') {
             line++;
-            bol = i + 1;
-        }
-    fprintf(stderr, "%s:%d:%zu: error: ", file, line, off - bol + 1);
+            col = 1;
+        } else if (((unsigned char)text[i] & 0xc0) != 0x80)
+            col++;
+    }
+    fprintf(stderr, "%s:%d:%zu: error: ", file, line, col);
     va_list ap;
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
@@ -331,8 +401,11 @@ static _Noreturn void json_error(const char *file, const char *text, size_t len,
     size_t end = len;    /* just after the last non-blank character */
     while (end > 0 && isspace((unsigned char)text[end - 1]))
         end--;
-    if (end == 0)
+    if (len == 0)
         syntax_error(file, text, 0, "unexpected end of file (the file is empty)");
+    if (end == 0)
+        syntax_error(file, text, len, "unexpected end of file (the file holds only white "
+                     "space)");
     /* cJSON reports a failed object key one character late (parse_string starts past
      * the quote it expected): step back when a key was due */
     if (off > 0 && off <= len && text[off - 1] != '"' && !isspace((unsigned char)text[off - 1])) {
@@ -600,6 +673,14 @@ static int op_by_name(const char *name)
     return -1;
 }
 
+/* Whether layers of op `op` take "init": those with parameters, and the containers,
+ * which pass it to their body. */
+static int takes_init(int op)
+{
+    return op_info[op].cls == OPC_PARAM || op_info[op].cls == OPC_NORM ||
+           op_info[op].cls == OPC_SEQ || op_info[op].cls == OPC_CONTAINER;
+}
+
 /* The keys layer op `op` takes: the common ones, then the op's own. */
 static const char **layer_keys(int op)
 {
@@ -612,7 +693,8 @@ static const char **layer_keys(int op)
     k[n++] = "op";
     k[n++] = "name";
     k[n++] = "input";
-    k[n++] = "init";
+    if (takes_init(op))
+        k[n++] = "init";
     snprintf(words[op], sizeof words[op], "%s", op_info[op].keys);
     for (char *w = strtok(words[op], " "); w && n < 15; w = strtok(NULL, " "))
         k[n++] = w;
@@ -731,8 +813,18 @@ static Layer *parse_layer(const Ctx *c, const cJSON *v, const char *path)
     cJSON_ArrayForEach(ch, v) {
         char *kp = path_key(path, ch->string);
         if (!in_list(ch->string, keys)) {
+            const char *op = op_info[l->op].name;
             char *list = join(keys);
-            char *hint = keep(xasprintf("%s takes %s", op_info[l->op].name, list));
+            if (!strcmp(ch->string, "init"))
+                error_at(c->file, kp, "%s has no parameters to initialize (init applies to "
+                         "layers with parameters, and to residual and repeat, which pass it "
+                         "to their body)", op);
+            if (names_input_size(ch->string, keys) && takes_init(l->op) &&
+                op_info[l->op].cls != OPC_CONTAINER && l->op != OP_EMBEDDING)
+                error_at(c->file, kp, "unknown key '%s'; %s takes its input's size from the "
+                         "layer before: remove the key (%s takes %s)", show(ch->string), op,
+                         op, list);
+            char *hint = keep(xasprintf("%s takes %s", op, list));
             unknown(c, kp, "key", ch->string, keys, hint);
         }
         if (!strcmp(ch->string, "op")) {
@@ -758,17 +850,23 @@ static Layer *parse_layer(const Ctx *c, const cJSON *v, const char *path)
         if (!member(v, k) && !(l->op == OP_LINEAR && l->tie))
             error_at(c->file, path, "missing key '%s' (%s needs %s)", k, op_info[l->op].name,
                      required_keys(l->op));
+    if (l->has_init && l->op == OP_LINEAR && l->tie && !l->bias) {
+        char *ip = keep(path_key(path, "init"));
+        error_at(c->file, ip, "this linear has no parameters of its own to initialize (its "
+                 "weight is that of the embedding '%s', and it has no bias)", l->tie);
+    }
     if (!l->stride)
         l->stride = l->op == OP_MAXPOOL2D || l->op == OP_AVGPOOL2D ? l->kernel : 1;
     return l;
 }
 
-/* ---- parameter names (SPEC.md section 2) ---------------------------------- */
+/* ---- layer and parameter names (SPEC.md section 2) ------------------------- */
 
 typedef struct PName {
     char *name;
     const Layer *layer;
     int order;
+    int param;                 /* a parameter's name, else a layer's */
 } PName;
 
 typedef struct PNames {
@@ -809,26 +907,27 @@ static int layer_params(const Layer *l, const char **out)
     return n;
 }
 
-/* Tensors in a list of layers with repeats expanded, saturating at MAX_TENSORS + 1. */
-static int64_t count_tensors(Layer **ls, int n)
+/* Parameter tensors (layers: 0) or layers (1) in a list of layers with repeats
+ * expanded, saturating at limit + 1. */
+static int64_t count_expanded(Layer **ls, int n, int layers, int64_t limit)
 {
     int64_t total = 0;
     const char *names[8];
-    for (int i = 0; i < n && total <= MAX_TENSORS; i++) {
+    for (int i = 0; i < n && total <= limit; i++) {
         const Layer *l = ls[i];
-        int64_t t = layer_params(l, names);
+        int64_t t = layers ? 1 : layer_params(l, names);
         if (l->op == OP_RESIDUAL)
-            t = count_tensors(l->body, l->n_body);
+            t += count_expanded(l->body, l->n_body, layers, limit);
         else if (l->op == OP_REPEAT) {
-            t = count_tensors(l->body, l->n_body);
-            t = t && l->count > MAX_TENSORS / t ? MAX_TENSORS + 1 : t * l->count;
+            int64_t b = count_expanded(l->body, l->n_body, layers, limit);
+            t += b && l->count > limit / b ? limit + 1 : b * l->count;
         }
         total += t;
     }
-    return total > MAX_TENSORS ? MAX_TENSORS + 1 : total;
+    return total > limit ? limit + 1 : total;
 }
 
-static void add_pname(PNames *p, char *name, const Layer *l)
+static void add_pname(PNames *p, char *name, const Layer *l, int param)
 {
     if (p->n == p->cap) {
         p->cap = p->cap ? 2 * p->cap : 64;
@@ -838,22 +937,29 @@ static void add_pname(PNames *p, char *name, const Layer *l)
         free(p->v);
         p->v = v;
     }
-    p->v[p->n] = (PName){name, l, p->n};
+    p->v[p->n] = (PName){name, l, p->n, param};
     p->n++;
 }
 
 /* Names per SPEC.md section 2: named containers add their name, unnamed ones
- * nothing; repeat adds the iteration index; a layer ends with its name or index. */
+ * nothing; repeat adds the iteration index; a layer ends with its name or index. Every
+ * layer's full name goes in (an unnamed container has none), then its parameters'. */
 static void collect_names(PNames *p, Layer **ls, int n, const char *prefix)
 {
     const char *suffixes[8];
     for (int i = 0; i < n; i++) {
         const Layer *l = ls[i];
+        char *full = l->name ? xasprintf("%s%s", prefix, l->name)
+                             : xasprintf("%s%d", prefix, i);
         if (l->op == OP_RESIDUAL || l->op == OP_REPEAT) {
-            char *inner = l->name ? xasprintf("%s%s.", prefix, l->name) : xstrdup(prefix);
+            char *inner = l->name ? xasprintf("%s.", full) : xstrdup(prefix);
+            if (l->name)
+                add_pname(p, full, l, 0);
+            else
+                free(full);
             if (l->op == OP_RESIDUAL)
                 collect_names(p, l->body, l->n_body, inner);
-            else if (count_tensors(l->body, l->n_body) > 0)   /* repeat 10^9 x relu */
+            else
                 for (int64_t it = 0; it < l->count; it++) {
                     char *iter = xasprintf("%s%lld.", inner, (long long)it);
                     collect_names(p, l->body, l->n_body, iter);
@@ -863,11 +969,15 @@ static void collect_names(PNames *p, Layer **ls, int n, const char *prefix)
             continue;
         }
         int k = layer_params(l, suffixes);
-        for (int j = 0; j < k; j++) {
-            char *name = l->name ? xasprintf("%s%s.%s", prefix, l->name, suffixes[j])
-                                 : xasprintf("%s%d.%s", prefix, i, suffixes[j]);
-            add_pname(p, name, l);
-        }
+        for (int j = 0; j < k; j++)
+            add_pname(p, xasprintf("%s.%s", full, suffixes[j]), l, 1);
+        /* a name nothing is called by (an unnamed layer without parameters: the gelu
+         * and the dropout at index 2 of a GPT block's two unnamed residuals) cannot
+         * clash with anything a user or a weights file sees */
+        if (l->name || k > 0)
+            add_pname(p, full, l, 0);
+        else
+            free(full);
     }
 }
 
@@ -878,12 +988,19 @@ static int cmp_pname(const void *a, const void *b)
     return c ? c : x->order - y->order;
 }
 
-static void check_param_names(const Ctx *c)
+/* SPEC.md: "Two layers that end with the same name are an error that says to name
+ * one": any two named layers or layers with parameters with the same full name
+ * (repeat's iterations differ by their index), and any two parameters with the same
+ * name. */
+static void check_names(const Ctx *c)
 {
     Spec *s = c->s;
-    if (count_tensors(s->layers, s->n_layers) > MAX_TENSORS)
+    if (count_expanded(s->layers, s->n_layers, 0, MAX_TENSORS) > MAX_TENSORS)
         error_at(c->file, "$.model.layers", "more than %d parameter tensors (after "
                  "expanding repeat); this is surely a mistake", MAX_TENSORS);
+    if (count_expanded(s->layers, s->n_layers, 1, MAX_LAYERS) > MAX_LAYERS)
+        error_at(c->file, "$.model.layers", "more than %d layers (after expanding repeat); "
+                 "this is surely a mistake", MAX_LAYERS);
     PNames p = {0};
     collect_names(&p, s->layers, s->n_layers, "");
     qsort(p.v, (size_t)p.n, sizeof *p.v, cmp_pname);
@@ -896,8 +1013,9 @@ static void check_param_names(const Ctx *c)
             second = &p.v[i];
         }
     if (second)
-        error_at(c->file, second->layer->path, "parameter name '%s' is also used by the "
-                 "layer at %s; give one of them a (different) \"name\"", second->name,
+        error_at(c->file, second->layer->path, "%s name '%s' is also used by the layer at %s; "
+                 "give one of them a (different) \"name\"",
+                 second->param && first->param ? "parameter" : "layer", second->name,
                  first->layer->path);
     for (int i = 0; i < p.n; i++)
         free(p.v[i].name);
@@ -997,6 +1115,12 @@ static void parse_model(const Ctx *c, const cJSON *m)
     if (s->loss == LOSS_CROSS_ENTROPY && s->inputs[t].dtype == RT_F32)
         error_at(c->file, "$.model.loss.target", "cross_entropy needs an integer target "
                  "(u8, u16 or i32); input '%s' is f32", s->loss_target);
+    /* SPEC.md: an integer target carries classes, which the data's labels are checked
+     * against before training (else a bad label fails mid-run) */
+    if (s->loss == LOSS_CROSS_ENTROPY && !s->inputs[t].classes)
+        error_at(c->file, s->inputs[t].path, "missing key 'classes': a cross_entropy target "
+                 "needs its number of classes (the logits' width), e.g. \"classes\": 10, to "
+                 "check the labels against");
 
     const cJSON *init = member(m, "init");
     if (init) {
@@ -1004,7 +1128,7 @@ static void parse_model(const Ctx *c, const cJSON *m)
         s->has_init = 1;
     }
     check_ties(c, s->layers, s->n_layers);
-    check_param_names(c);
+    check_names(c);
 }
 
 /* ---- the training spec ------------------------------------------------------- */
@@ -1063,19 +1187,59 @@ static int check_data(const Spec *s, const rt_data_entry *e, int n, const char *
 }
 
 /* Rules between the model and the training spec. */
-static int check_train_vs_model(const Spec *s, char *err, size_t errlen)
+static int check_train_vs_model(const Spec *s, char *err, size_t errlen, char *key,
+                                size_t keylen)
 {
     const rt_train_config *t = &s->train;
-    if (check_data(s, t->train, t->n_train, "train", err, errlen))
+    if (check_data(s, t->train, t->n_train, "train", err, errlen)) {
+        snprintf(key, keylen, "data.train");
         return -1;
-    if (t->n_val && check_data(s, t->val, t->n_val, "val", err, errlen))
+    }
+    if (t->n_val && check_data(s, t->val, t->n_val, "val", err, errlen)) {
+        snprintf(key, keylen, "data.val");
         return -1;
+    }
     if (t->has_early_stopping && t->es_monitor == RT_MON_VAL_ACC &&
         s->loss != LOSS_CROSS_ENTROPY) {
+        snprintf(key, keylen, "early_stopping.monitor");
         snprintf(err, errlen, "early_stopping.monitor val_acc needs a cross_entropy loss");
         return -1;
     }
     return 0;
+}
+
+static void add_key_path(const Ctx *c, const char *key, const char *path)
+{
+    KeyPaths *k = c->keys;
+    if (!k)
+        return;
+    if (k->n == k->cap) {
+        k->cap = k->cap ? 2 * k->cap : 32;
+        KeyPath *v = xcalloc((size_t)k->cap, sizeof *v);
+        if (k->n)
+            memcpy(v, k->v, (size_t)k->n * sizeof *v);
+        free(k->v);
+        k->v = v;
+    }
+    k->v[k->n++] = (KeyPath){xstrdup(key), xstrdup(path)};
+}
+
+/* The spec path of a training key a rule blames: the key's own place in the file, or
+ * its section's when the file left the key out, else $.train. */
+static const char *train_path(const Ctx *c, const char *key)
+{
+    char k[256];
+    snprintf(k, sizeof k, "%s", key);
+    while (*k) {
+        for (int i = 0; i < c->keys->n; i++)
+            if (!strcmp(c->keys->v[i].key, k))
+                return c->keys->v[i].path;
+        char *dot = strrchr(k, '.');
+        if (!dot)
+            break;
+        *dot = 0;
+    }
+    return "$.train";
 }
 
 static void set_or_fail(const Ctx *c, const char *key, int jtype, const char *value,
@@ -1096,6 +1260,9 @@ static void parse_data_files(const Ctx *c, const cJSON *v, const char *path, con
     if (!cJSON_IsObject(v))
         error_at(c->file, path, "expected an object mapping input names to files, got %s",
                  got(v, b, sizeof b));
+    char *dk = xasprintf("data.%s", what);
+    add_key_path(c, dk, path);
+    free(dk);
     const cJSON *ch;
     cJSON_ArrayForEach(ch, v) {
         char *ep = path_key(path, ch->string);
@@ -1108,6 +1275,7 @@ static void parse_data_files(const Ctx *c, const cJSON *v, const char *path, con
         if (!cJSON_IsString(ch))
             error_at(c->file, ep, "expected a file path, got %s", got(ch, b, sizeof b));
         set_or_fail(c, key, 's', ch->valuestring, ep);
+        add_key_path(c, key, ep);
         free(key);
         free(ep);
     }
@@ -1246,10 +1414,19 @@ static void walk_train(const Ctx *c, const cJSON *obj, const char *prefix, const
                                  : xstrdup(ch->string);
             int kind = strchr(ch->string, '.') ? 0 : key_kind(full);
             if (!kind) {
+                const char **words = child_keys(prefix);
+                /* a key of another section: "lr" for optimizer.lr */
+                const char *other =
+                    alias_of(ch->string, words) || rt_closest(ch->string, words)
+                        ? NULL : rt_closest(full, rt_config_keys);
                 free(full);   /* unknown() exits; nothing may look leaked under LSan */
-                unknown(c, cp, "key", ch->string, child_keys(prefix), NULL);
+                if (other && strncmp(other, "data.", 5))
+                    error_at(c->file, cp, "unknown key '%s'; did you mean '%s'?",
+                             show(ch->string), other);
+                unknown(c, cp, "key", ch->string, words, NULL);
             }
             char b[300];
+            add_key_path(c, full, cp);
             if (cJSON_IsObject(ch) && (kind & 2)) {
                 if (kind & 1)
                     set_or_fail(c, full, 'o', "{}", cp);
@@ -1274,10 +1451,16 @@ static void parse_train(const Ctx *c, const cJSON *t)
     if (!member(t, "data"))
         error_at(c->file, "$.train", "missing key 'data' (the files to train on)");
     walk_train(c, t, "", "$.train");
-    char err[512];
-    if (rt_config_validate(&c->s->train, err, sizeof err) ||
-        check_train_vs_model(c->s, err, sizeof err))
-        error_at(c->file, "$.train", "%s", err);
+    char err[512], key[256] = "";
+    if (rt_config_check(&c->s->train, err, sizeof err, key, sizeof key) ||
+        check_train_vs_model(c->s, err, sizeof err, key, sizeof key))
+        error_at(c->file, train_path(c, key), "%s", err);
+    for (int i = 0; i < c->keys->n; i++) {
+        free(c->keys->v[i].key);
+        free(c->keys->v[i].path);
+    }
+    free(c->keys->v);
+    *c->keys = (KeyPaths){0};
 }
 
 /* ---- the entry points --------------------------------------------------------- */
@@ -1285,7 +1468,7 @@ static void parse_train(const Ctx *c, const cJSON *t)
 static void check_top(const char *file, const cJSON *doc)
 {
     static const char *const keys[] = {"trainc", "model", "train", NULL};
-    Ctx c = {file, NULL};
+    Ctx c = {file, NULL, NULL};
     need_object(&c, doc, "$", "an object {\"model\": ..., \"train\": ...}");
     check_keys(&c, doc, "$", keys);
     const cJSON *v = member(doc, "trainc");
@@ -1349,7 +1532,8 @@ Spec *spec_load(int nfiles, char **files)
     s->model_file = xstrdup(files[0]);
     s->train_file = xstrdup(files[nfiles - 1]);
     s->data_dir = dir_of(s->train_file);
-    Ctx c = {s->model_file, s};
+    KeyPaths keys = {0};
+    Ctx c = {s->model_file, s, &keys};
     parse_model(&c, model);
     c.file = s->train_file;
     parse_train(&c, train);
@@ -1372,7 +1556,9 @@ void spec_sets_done(Spec *s)
     /* a value can be fine alone and wrong with the rest (nesterov without momentum):
      * checked once all of them are in, so their order does not matter */
     char err[512];
-    if (check_train_vs_model(s, err, sizeof err) || rt_config_validate(&s->train, err, sizeof err))
+    char key[256];
+    if (check_train_vs_model(s, err, sizeof err, key, sizeof key) ||
+        rt_config_validate(&s->train, err, sizeof err))
         error_input("the training spec with the --set options: %s", err);
     spec_finish(s);
 }

@@ -164,20 +164,77 @@ int rt_edit_distance(const char *a, const char *b)
     return d;
 }
 
-/* Close means within max(2, len/3) edits, fewer edits than the word has characters,
- * and at most about half of the candidate changed: "xx" may mean "x", but "foo" is
- * not a misspelling of "op". Ties go to the earlier word. */
+/* `s` in lower case into buf (of n bytes), or s itself when it does not fit. */
+static const char *lower(const char *s, char *buf, size_t n)
+{
+    size_t i = 0;
+    for (; s[i]; i++) {
+        if (i + 1 >= n)
+            return s;
+        buf[i] = (char)tolower((unsigned char)s[i]);
+    }
+    buf[i] = 0;
+    return buf;
+}
+
+/* The one word of `words` for which match(w, word) holds, or NULL (none, or several). */
+static const char *unique(const char *w, const char *const *words,
+                          int (*match)(const char *w, const char *word))
+{
+    const char *found = NULL;
+    char lc[128];
+    for (int i = 0; words[i]; i++)
+        if (match(w, lower(words[i], lc, sizeof lc))) {
+            if (found && strcmp(found, words[i]))
+                return NULL;
+            found = words[i];
+        }
+    return found;
+}
+
+/* w, 3 characters or more, starts word: "padd" for "padding", "bf16" for
+ * "bf16-mixed", "checkpoint.every" for "checkpoint.every_steps" (not for
+ * "checkpoint.keep", 4 edits away) */
+static int starts(const char *w, const char *word)
+{
+    size_t lw = strlen(w);
+    return lw >= 3 && lw < strlen(word) && !strncmp(w, word, lw);
+}
+
+/* w, without a dot, is word's last dotted part: "lr" for "optimizer.lr" */
+static int last_part(const char *w, const char *word)
+{
+    const char *dot = strrchr(word, '.');
+    return !strchr(w, '.') && dot && !strcmp(dot + 1, w);
+}
+
+/* In order: the same word but for case (BATCH_SIZE: batch_size); the one word that w
+ * starts (padd: padding); the one dotted word that w ends (lr: optimizer.lr); else the
+ * closest word by edit distance, case aside. Close means within max(2, len/3) edits,
+ * fewer edits than the word has characters, and at most about half of the candidate
+ * changed: "xx" may mean "x", but "foo" is not a misspelling of "op". Ties go to the
+ * earlier word. */
 const char *rt_closest(const char *w, const char *const *words)
 {
+    char lw_buf[128], lc[128];
+    const char *lw_s = lower(w, lw_buf, sizeof lw_buf);
+    for (int i = 0; words[i]; i++)
+        if (!strcmp(lw_s, lower(words[i], lc, sizeof lc)))
+            return words[i];
+    const char *u = unique(lw_s, words, starts);
+    if (!u)
+        u = unique(lw_s, words, last_part);
+    if (u)
+        return u;
     int lw = (int)strlen(w), limit = lw / 3 > 2 ? lw / 3 : 2;
     const char *best = NULL;
     int best_d = limit + 1;
     for (int i = 0; words[i]; i++) {
-        int lc = (int)strlen(words[i]);
-        if (abs(lc - lw) >= best_d)
+        int lc_n = (int)strlen(words[i]);
+        if (abs(lc_n - lw) >= best_d)
             continue;        /* the distance is at least the length difference */
-        int d = rt_edit_distance(w, words[i]);
-        if (d < best_d && d < lw && 2 * d <= lc + 1) {
+        int d = rt_edit_distance(lw_s, lower(words[i], lc, sizeof lc));
+        if (d < best_d && d < lw && 2 * d <= lc_n + 1) {
             best = words[i];
             best_d = d;
         }
@@ -1042,62 +1099,111 @@ static int has_key(const rt_data_entry *e, int n, const char *key)
     return 0;
 }
 
+/* The key a cross-field rule blames, for rt_config_check's caller. */
+static void blame(char *key, size_t keylen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void blame(char *key, size_t keylen, const char *fmt, ...)
+{
+    if (key && keylen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(key, keylen, fmt, ap);
+        va_end(ap);
+    }
+}
+
 int rt_config_validate(const rt_train_config *c, char *err, size_t errlen)
+{
+    return rt_config_check(c, err, errlen, NULL, 0);
+}
+
+int rt_config_check(const rt_train_config *c, char *err, size_t errlen, char *key,
+                    size_t keylen)
 {
     rt_train_config d;
     rt_config_defaults(&d);
-    if (c->n_train == 0)
+    blame(key, keylen, "%s", "");
+    if (c->n_train == 0) {
+        blame(key, keylen, "data.train");
         return fail(err, errlen, "data.train is missing: give a file for every model input");
-    if (has_key(c->train, c->n_train, "tokens") && c->n_train != 1)
+    }
+    if (has_key(c->train, c->n_train, "tokens") && c->n_train != 1) {
+        blame(key, keylen, "data.train.tokens");
         return fail(err, errlen, "data.train.tokens must be the only entry of data.train");
+    }
     for (int i = 0; i < c->n_val; i++)
-        if (!has_key(c->train, c->n_train, c->val[i].key))
+        if (!has_key(c->train, c->n_train, c->val[i].key)) {
+            blame(key, keylen, "data.val.%s", c->val[i].key);
             return fail(err, errlen, "data.val.%s has no counterpart in data.train",
                         c->val[i].key);
+        }
     if (c->n_val > 0)
         for (int i = 0; i < c->n_train; i++)
-            if (!has_key(c->val, c->n_val, c->train[i].key))
+            if (!has_key(c->val, c->n_val, c->train[i].key)) {
+                blame(key, keylen, "data.val");
                 return fail(err, errlen, "data.val has no file for '%s' (data.train has one)",
                             c->train[i].key);
+            }
     if (c->epochs < 0 && c->max_steps < 0 && isnan(c->max_time))
         return fail(err, errlen, "no stop condition: set epochs, max_steps or max_time");
-    if (c->opt == RT_OPT_ADAMW && (c->momentum != 0 || c->nesterov))
+    if (c->opt == RT_OPT_ADAMW && (c->momentum != 0 || c->nesterov)) {
+        blame(key, keylen, "%s",
+              c->momentum != 0 ? "optimizer.momentum" : "optimizer.nesterov");
         return fail(err, errlen, "optimizer.momentum and optimizer.nesterov apply to sgd "
                     "only (optimizer.type is adamw)");
-    if (c->nesterov && !(c->momentum > 0))
+    }
+    if (c->nesterov && !(c->momentum > 0)) {
+        blame(key, keylen, "optimizer.nesterov");
         return fail(err, errlen, "optimizer.nesterov needs optimizer.momentum > 0");
+    }
     if (c->opt == RT_OPT_SGD &&
-        (c->beta1 != d.beta1 || c->beta2 != d.beta2 || c->eps != d.eps))
+        (c->beta1 != d.beta1 || c->beta2 != d.beta2 || c->eps != d.eps)) {
+        blame(key, keylen, "%s", c->eps != d.eps && c->beta1 == d.beta1 &&
+                                 c->beta2 == d.beta2 ? "optimizer.eps" : "optimizer.betas");
         return fail(err, errlen, "optimizer.betas and optimizer.eps apply to adamw only "
                     "(optimizer.type is sgd)");
+    }
     if (c->sched != RT_SCHED_STEP &&
-        (c->sched_every_steps != d.sched_every_steps || c->gamma != d.gamma))
+        (c->sched_every_steps != d.sched_every_steps || c->gamma != d.gamma)) {
+        blame(key, keylen, "%s", c->sched_every_steps != d.sched_every_steps
+                                 ? "schedule.every_steps" : "schedule.gamma");
         return fail(err, errlen, "schedule.every_steps and schedule.gamma apply to "
                     "schedule.type step only");
+    }
     if ((c->sched == RT_SCHED_CONSTANT || c->sched == RT_SCHED_STEP) &&
-        c->final_lr_frac != d.final_lr_frac)
+        c->final_lr_frac != d.final_lr_frac) {
+        blame(key, keylen, "schedule.final_lr_frac");
         return fail(err, errlen, "schedule.final_lr_frac applies to schedule.type cosine "
                     "and linear only");
+    }
     if ((c->sched == RT_SCHED_COSINE || c->sched == RT_SCHED_LINEAR) && c->epochs < 0 &&
-        c->max_steps < 0)
+        c->max_steps < 0) {
+        blame(key, keylen, "schedule.type");
         return fail(err, errlen, "schedule.type %s needs epochs or max_steps to know its "
                     "length", c->sched == RT_SCHED_COSINE ? "cosine" : "linear");
+    }
     if (c->n_val == 0 && (c->val_every_steps >= 0 || c->val_batches >= 0)) {
         int both = c->val_every_steps >= 0 && c->val_batches >= 0;
         const char *k = both ? "validate.every_steps and validate.batches"
                       : c->val_every_steps >= 0 ? "validate.every_steps" : "validate.batches";
+        blame(key, keylen, "%s", c->val_every_steps >= 0 ? "validate.every_steps"
+                                                   : "validate.batches");
         return fail(err, errlen, "%s need%s data.val (to train without validation, set %s to "
                     "null too)", k, both ? "" : "s", both ? "them" : k);
     }
     if (c->has_early_stopping && c->es_monitor != RT_MON_LOSS) {
         const char *m = c->es_monitor == RT_MON_VAL_LOSS ? "val_loss" : "val_acc";
+        blame(key, keylen, "early_stopping.monitor");
         if (c->n_val == 0)
             return fail(err, errlen, "early_stopping.monitor %s needs data.val", m);
         if (c->val_every_steps < 0 && c->val_every_epochs < 0)
             return fail(err, errlen, "early_stopping.monitor %s needs validation: set "
                         "validate.every_epochs or validate.every_steps", m);
+        blame(key, keylen, "%s", "");
     }
-    if (c->recompute == RT_RECOMPUTE_AUTO && isnan(c->memory_budget_mb))
+    if (c->recompute == RT_RECOMPUTE_AUTO && isnan(c->memory_budget_mb)) {
+        blame(key, keylen, "recompute");
         return fail(err, errlen, "recompute auto needs memory_budget_mb");
+    }
     return 0;
 }

@@ -178,6 +178,11 @@ char **rt_config_merge(char *const *spec_then, int n_then, char *const *run, int
                        char *const *spec_now, int n_now, int *n_out);
 /* Checks the cross-field rules; returns 0 or -1 with a message. */
 int rt_config_validate(const rt_train_config *c, char *err, size_t errlen);
+/* rt_config_validate that also names, in key (when not NULL), the dotted key the
+ * broken rule blames ("optimizer.nesterov"; "" when none does, as for a missing stop
+ * condition), so that the compiler can point at that key in the spec. */
+int rt_config_check(const rt_train_config *c, char *err, size_t errlen, char *key,
+                    size_t keylen);
 /* Writes every field as "key=value" lines, the inverse of rt_config_set, in a fixed
  * order: the canonical form hashed and embedded in generated trainers. Returns a
  * malloc'd array of malloc'd strings. */

@@ -64,5 +64,11 @@ cli help_plan    0 "the lower bound"            help plan
 cli help_data    0 "default 0.1"                help data
 cli help_typo    1 "did you mean 'plan'?"       help plna
 cli command_typo 1 "did you mean 'build'?"      biuld specs/mlp_fashion.json
+# --set's keys: a training key's last part, a prefix of one key, another case
+cli set_last_part 1 "--set lr: unknown key 'lr'; did you mean 'optimizer.lr'?" \
+    run specs/mlp_fashion.json --set lr=0.1
+cli set_prefix   1 "did you mean 'checkpoint.every_steps'?" \
+    run specs/mlp_fashion.json --set checkpoint.every=5
+cli set_case     1 "did you mean 'batch_size'?"  run specs/mlp_fashion.json --set BATCH_SIZE=8
 echo "bad-input: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -89,7 +89,8 @@ cases += [
     tok("pos_embedding", [E(), {"op": "pos_embedding", "max_len": 8}, L(7)]),
     tok("attention_causal", [E(), {"op": "attention", "heads": 2}, L(7)]),
     tok("attention_full", [E(), {"op": "attention", "heads": 3, "causal": False}, L(7)]),
-    tok("residual", [E(), {"op": "residual", "body": [{"op": "layernorm"}, L(6), {"op": "tanh"}]}, L(7)]),
+    # named: unnamed, its tanh would be "2" like the head (an error, SPEC.md section 2)
+    tok("residual", [E(), {"op": "residual", "name": "r", "body": [{"op": "layernorm"}, L(6), {"op": "tanh"}]}, L(7)]),
     tok("repeat", [E(), {"op": "repeat", "name": "h", "count": 2,
                          "body": [{"op": "residual", "body": [L(6, name="fc"), {"op": "gelu", "approximate": "tanh"}]}]}, L(7)]),
     tok("tie", [E(), {"op": "layernorm"}, {"op": "linear", "tie": "wte", "bias": False}]),

@@ -79,6 +79,7 @@ check profile             bash tests/profile.sh
 check scaler              bash tests/scaler.sh
 check recompute           bash tests/recompute.sh
 check dropout_keys        bash tests/dropout_keys.sh
+check init_gpt2           bash tests/init_gpt2.sh
 check ddp                 bash tests/ddp.sh
 check zero                bash tests/zero.sh
 check parity/mlp_adamw    $PYTHON tests/torch_parity.py mlp adamw

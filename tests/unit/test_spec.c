@@ -118,6 +118,15 @@ static void check_validate(const rt_train_config *c, const char *want)
               err);
 }
 
+/* The key rt_config_check blames for the broken rule ("" when none). */
+static void check_blame(const rt_train_config *c, const char *want)
+{
+    char err[512] = "", key[128] = "?";
+    int r = rt_config_check(c, err, sizeof err, key, sizeof key);
+    CHECK(r == -1 && !strcmp(key, want), "check: want the key \"%s\", got %d \"%s\" (%s)",
+          want, r, key, err);
+}
+
 /* A value different from the default for every key. */
 static const char *other_value(const char *key)
 {
@@ -377,26 +386,32 @@ static void test_validate(void)
 
     check_ok(&c, "epochs", "null");
     check_validate(&c, "no stop condition");
+    check_blame(&c, "");
     check_ok(&c, "max_time", "00:00:10:00");
     check_validate(&c, NULL);
     check_ok(&c, "schedule.type", "cosine");
     check_validate(&c, "schedule.type cosine needs epochs or max_steps");
+    check_blame(&c, "schedule.type");
     check_ok(&c, "max_steps", "100");
     check_validate(&c, NULL);
     check_ok(&c, "schedule.gamma", "0.5");
     check_validate(&c, "schedule.every_steps and schedule.gamma apply to schedule.type step");
+    check_blame(&c, "schedule.gamma");
     check_ok(&c, "schedule.type", "step");
     check_validate(&c, NULL);
     check_ok(&c, "schedule.final_lr_frac", "0.1");
     check_validate(&c, "schedule.final_lr_frac applies to");
+    check_blame(&c, "schedule.final_lr_frac");
 
     rt_config_defaults(&c);
     check_ok(&c, "data.train.x", "a.npy");
     check_ok(&c, "optimizer.nesterov", "true");
     check_validate(&c, "optimizer.momentum and optimizer.nesterov apply to sgd only");
+    check_blame(&c, "optimizer.nesterov");
     check_ok(&c, "optimizer.type", "sgd");
     check_ok(&c, "optimizer.nesterov", "true");
     check_validate(&c, "optimizer.nesterov needs optimizer.momentum > 0");
+    check_blame(&c, "optimizer.nesterov");
     check_ok(&c, "optimizer.momentum", "0.9");
     check_validate(&c, NULL);
     check_ok(&c, "optimizer.eps", "1e-6");
@@ -427,6 +442,7 @@ static void test_validate(void)
     check_ok(&c, "data.train.x", "a.npy");
     check_ok(&c, "recompute", "auto");
     check_validate(&c, "recompute auto needs memory_budget_mb");
+    check_blame(&c, "recompute");
     check_ok(&c, "memory_budget_mb", "512");
     check_validate(&c, NULL);
     check_ok(&c, "data.train.tokens", "t_*.bin");
@@ -462,6 +478,34 @@ static void test_suggestions(void)
     s = rt_closest("xx", (const char *const[]){"x", "y", NULL});
     CHECK(s && !strcmp(s, "x"), "xx -> %s", s ? s : "NULL");
     CHECK(rt_closest("z", (const char *const[]){"x", "y", NULL}) == NULL, "z is not x");
+
+    /* a prefix of one word (3 characters or more), case aside, a last dotted part */
+    s = rt_closest("padd", keys);
+    CHECK(s && !strcmp(s, "padding"), "padd -> %s", s ? s : "NULL");
+    CHECK(rt_closest("pa", keys) == NULL, "pa is too short to be a prefix");
+    s = rt_closest("checkpoint.every", rt_config_keys);
+    CHECK(s && !strcmp(s, "checkpoint.every_steps"), "checkpoint.every -> %s (not keep)",
+          s ? s : "NULL");
+    CHECK(rt_closest("validate.every", rt_config_keys) == NULL,
+          "validate.every starts two keys: no suggestion");
+    s = rt_closest("BATCH_SIZE", rt_config_keys);
+    CHECK(s && !strcmp(s, "batch_size"), "BATCH_SIZE -> %s", s ? s : "NULL");
+    s = rt_closest("Linear", ops);
+    CHECK(s && !strcmp(s, "linear"), "Linear -> %s", s ? s : "NULL");
+    s = rt_closest("Kernal", keys);
+    CHECK(s && !strcmp(s, "kernel"), "Kernal -> %s", s ? s : "NULL");
+    s = rt_closest("lr", rt_config_keys);
+    CHECK(s && !strcmp(s, "optimizer.lr"), "lr -> %s", s ? s : "NULL");
+    s = rt_closest("keep", rt_config_keys);
+    CHECK(s && !strcmp(s, "checkpoint.keep"), "keep -> %s", s ? s : "NULL");
+    CHECK(rt_closest("type", rt_config_keys) == NULL, "type ends two keys: no suggestion");
+    CHECK(rt_closest("every_steps", rt_config_keys) == NULL, "every_steps ends three keys");
+    static const char *const precisions[] = {"fp32", "bf16-mixed", "fp16-mixed", NULL};
+    s = rt_closest("bf16", precisions);
+    CHECK(s && !strcmp(s, "bf16-mixed"), "bf16 -> %s", s ? s : "NULL");
+    CHECK(rt_closest("learning_rate", rt_config_keys) == NULL, "learning_rate is far");
+    CHECK(rt_closest("hello", ops) == NULL && rt_closest("FOO", keys) == NULL,
+          "unrelated words, any case");
 }
 
 /* --set as typed on a command line: the spec's JSON forms too */
