@@ -4,7 +4,9 @@
 # is the branch's last layer with parameters, when it is a linear or an attention (its
 # proj): a dropout after it (nanoGPT's resid_dropout) does not hide it (it once did,
 # and such a proj kept 0.02). The stds are read from the parameter table of the
-# emitted host.c.
+# emitted host.c. The dropouts and the gelu are unnamed, as in nanoGPT: the first
+# branch's dropout and the second's gelu are both h.N.2, which is no clash (they have
+# no parameters).
 set -eu
 cd "$(dirname "$0")/.."
 TRAINC=${TRAINC:-build/trainc}
@@ -22,11 +24,11 @@ cat >"$d/spec.json" <<'JSON'
      {"op": "repeat", "name": "h", "count": 2, "body": [
        {"op": "residual", "body": [{"op": "layernorm", "name": "ln_1"},
                                    {"op": "attention", "name": "attn", "heads": 4},
-                                   {"op": "dropout", "name": "drop_1", "p": 0.1}]},
+                                   {"op": "dropout", "p": 0.1}]},
        {"op": "residual", "body": [{"op": "layernorm", "name": "ln_2"},
                                    {"op": "linear", "name": "fc", "out": 128}, {"op": "gelu"},
                                    {"op": "linear", "name": "proj", "out": 32},
-                                   {"op": "dropout", "name": "drop_2", "p": 0.1}]},
+                                   {"op": "dropout", "p": 0.1}]},
        {"op": "residual", "name": "r", "body": [{"op": "linear", "name": "fc", "out": 32},
                                                 {"op": "layernorm", "name": "ln"},
                                                 {"op": "relu"}]}]},
