@@ -478,6 +478,75 @@ static size_t utf8_bad(const char *text, size_t len)
     return len;
 }
 
+/* What cJSON takes and RFC 8259 does not, in a text cJSON parsed whole: a number
+ * with a leading zero (064), a bare point (64., .5) or a bare exponent (1e), a '+'
+ * sign, a control character inside a string (a raw line break), an unknown escape.
+ * Another JSON reader would refuse the file or read it otherwise. */
+static void strict_json(const char *file, const char *text, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        char ch = text[i];
+        if (ch == '"') {
+            for (i++; i < len && text[i] != '"'; i++) {
+                unsigned char c = (unsigned char)text[i];
+                if (c < 0x20)
+                    syntax_error(file, text, i, "a control character (0x%02x) inside a string; "
+                                 "write it as an escape (\\n, \\t) or leave it out", c);
+                if (c != '\\')
+                    continue;
+                c = (unsigned char)text[++i];
+                if (c == 'u') {
+                    for (int k = 1; k <= 4; k++)
+                        if (!isxdigit((unsigned char)text[i + k]))
+                            syntax_error(file, text, i - 1, "\\u takes 4 hex digits");
+                    i += 4;
+                } else if (!strchr("\"\\/bfnrt", c) || !c)
+                    syntax_error(file, text, i - 1, "unknown escape '\\%c' in a string", c);
+            }
+        } else if (ch == '-' || ch == '+' || ch == '.' || isdigit((unsigned char)ch)) {
+            size_t j = i, start = i;
+            int ok = 1;
+            if (text[j] == '+')
+                ok = 0;
+            if (text[j] == '-' || text[j] == '+')
+                j++;
+            if (text[j] == '0')
+                j++;
+            else if (isdigit((unsigned char)text[j]))
+                while (isdigit((unsigned char)text[j]))
+                    j++;
+            else
+                ok = 0;
+            if (isdigit((unsigned char)text[j]))
+                ok = 0;                      /* 064 */
+            if (text[j] == '.') {
+                j++;
+                if (!isdigit((unsigned char)text[j]))
+                    ok = 0;                  /* 64. */
+                while (isdigit((unsigned char)text[j]))
+                    j++;
+            }
+            if (text[j] == 'e' || text[j] == 'E') {
+                j++;
+                if (text[j] == '+' || text[j] == '-')
+                    j++;
+                if (!isdigit((unsigned char)text[j]))
+                    ok = 0;                  /* 1e */
+                while (isdigit((unsigned char)text[j]))
+                    j++;
+            }
+            size_t e = start;
+            while (e < len && strchr("+-.0123456789eE", text[e]))
+                e++;
+            if (!ok || e != j)
+                syntax_error(file, text, start, "'%.*s' is not a JSON number (no leading zeros, "
+                             "a digit on both sides of the point, no '+' sign)",
+                             (int)(e - start < 40 ? e - start : 40), text + start);
+            i = e - 1;
+        }
+    }
+}
+
 static cJSON *parse_json(const char *file, const char *text, size_t len)
 {
     const char *nul = memchr(text, 0, len);
@@ -500,6 +569,7 @@ static cJSON *parse_json(const char *file, const char *text, size_t len)
                      "unexpected text after the end of the JSON value: '%s'",
                      near_text(text, (size_t)(p - text), near));
     }
+    strict_json(file, text, len);
     return doc;
 }
 
