@@ -998,6 +998,8 @@ void rt_dataset_close(rt_dataset *d)
  * and forms batches from those n = floor or ceil(N / W) samples by the rule above
  * with n for N. Every rank draws the same permutation (same seed and epoch), so the
  * ranks' lists are disjoint up to the padding and together cover the epoch.
+ * Split (rt_loader_set_split, for validation): the same entries r, r + W, ... but
+ * below N only, so every sample is seen exactly once over the ranks.
  *
  * Threads: batch k always goes to slot k % nslots, and a worker may claim batch k
  * only when that slot is free, so slots are filled in order and the content of
@@ -1222,6 +1224,15 @@ void rt_loader_set_shard(rt_loader *l, int rank, int world)
     rt_xfree(l->perm);
     /* order[] (N entries) already holds the n <= N local ones. */
     l->perm = world > 1 ? rt_xmalloc(sizeof(int64_t) * (size_t)(N > 0 ? N : 1)) : NULL;
+}
+
+void rt_loader_set_split(rt_loader *l, int rank, int world)
+{
+    rt_loader_set_shard(l, rank, world);
+    /* entries rank, rank + W, ... below N only: no padding, nothing dropped */
+    int64_t N = l->d->rows;
+    l->n = rank < N ? (N - rank + world - 1) / world : 0;
+    l->nb = l->drop_last ? l->n / l->B : (l->n + l->B - 1) / l->B;
 }
 
 void rt_loader_start(rt_loader *l, int64_t epoch, int64_t first)

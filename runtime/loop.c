@@ -564,6 +564,65 @@ static void restore_best(Run *r, const rt_loop_state *s)
         rt_fail("cannot remove %s: %s", dst, strerror(errno));
 }
 
+/* A running 64-bit hash of bytes (FNV-1a's constants, eight bytes a round). */
+static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, b + i, 8);
+        h = (h ^ w) * 0x100000001b3ull;
+        h ^= h >> 29;
+    }
+    for (; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* Several ranks, before rank 0 writes anything: every rank has passed its checks of
+ * the options, data and weights (one that found bad input has exited 1, and mpirun
+ * ends the job while rank 0 waits here), and they run the same thing: the model, the
+ * training config (but for paths and loader threads, which may differ from node to
+ * node) and the starting weights. Ranks started with other --set, --init or --resume
+ * options would otherwise train apart without a word, or hang in a collective. */
+static void agree_on_run(Run *r)
+{
+    uint64_t mine[3], root[3];
+    mine[0] = hash_bytes(0xcbf29ce484222325ull, r->m->model_hash, strlen(r->m->model_hash));
+    int n;
+    char **lines = rt_config_dump(&r->c, &n);
+    mine[1] = 0xcbf29ce484222325ull;
+    static const char *const local[] = {"data.", "out_dir=", "loader.workers=",
+                                        "loader.prefetch=", NULL};
+    for (int i = 0; i < n; i++) {
+        int skip = 0;
+        for (int k = 0; local[k]; k++)
+            skip |= !strncmp(lines[i], local[k], strlen(local[k]));
+        if (!skip)
+            mine[1] = hash_bytes(mine[1], lines[i], strlen(lines[i]) + 1);
+        free(lines[i]);
+    }
+    free(lines);
+    mine[2] = hash_bytes(0xcbf29ce484222325ull, r->params,
+                         sizeof(float) * (size_t)r->m->param_floats);
+    memcpy(root, mine, sizeof root);
+    rt_broadcast(root, sizeof root, 0);
+    double differ[3];
+    for (int k = 0; k < 3; k++)
+        differ[k] = root[k] != mine[k];
+    rt_allreduce_sum_f64(differ, 3);
+    if (differ[0] + differ[1] + differ[2] == 0)
+        return;
+    if (r->rank == 0)
+        rt_input_error("%g of the %d ranks run %s than rank 0; start every rank with the same "
+                       "trainer and options (--set, --init, --resume)",
+                       differ[0] > 0 ? differ[0] : differ[1] > 0 ? differ[1] : differ[2],
+                       r->world, differ[0] > 0 ? "another model"
+                       : differ[1] > 0 ? "another training config" : "from other weights");
+    exit(RT_EXIT_INPUT);
+}
+
 /* ---- validation ----------------------------------------------------------------- */
 
 typedef struct Eval {
@@ -1057,8 +1116,8 @@ int rt_main(const rt_model *m, int argc, char **argv)
     {
         r->vl = rt_loader_new(m, &r->val, c->batch_size, 0, 0, c->seed, (int)c->workers,
                               (int)c->prefetch);
-        if (r->world > 1)
-            rt_loader_set_shard(r->vl, r->rank, r->world);
+        if (r->world > 1)     /* each sample once: the numbers of one rank */
+            rt_loader_set_split(r->vl, r->rank, r->world);
     }
     r->steps_per_epoch = (r->batches_per_epoch + c->accumulate - 1) / c->accumulate;
     r->total_steps = -1;
@@ -1180,6 +1239,8 @@ int rt_main(const rt_model *m, int argc, char **argv)
         fprintf(stderr, "trainc: %s %s from step %lld (epoch %lld)\n",
                 r->o.eval ? "evaluating" : "resuming", ck, (long long)s->step, (long long)s->epoch);
     }
+    if (r->world > 1)
+        agree_on_run(r);
     if (r->o.eval)
         return eval_only(r, sf);
     if (r->rank == 0) {

@@ -294,6 +294,11 @@ rt_loader *rt_loader_new(const rt_model *m, const rt_dataset *d, int64_t batch, 
  * the split and to the batches); batch size stays per rank. World 1 is the unsharded
  * order. Call before the first rt_loader_start/next. */
 void rt_loader_set_shard(rt_loader *l, int rank, int world);
+/* Like rt_loader_set_shard, but without padding (or dropping): rank r takes samples
+ * r, r + W, r + 2W, ... below N, so the ranks together see each sample exactly once
+ * (validation: its numbers do not depend on the rank count). Ranks may then differ
+ * by one sample and one batch. */
+void rt_loader_set_split(rt_loader *l, int rank, int world);
 /* Batches per epoch (of this rank, when sharded). */
 int64_t rt_loader_batches(const rt_loader *l);
 /* Starts (or restarts) delivering epoch `epoch` from batch `first`. */

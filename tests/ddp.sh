@@ -3,6 +3,8 @@
 # step (shuffle off: DistributedSampler's rank r takes samples r, r+2, ..., so the two
 # ranks' batches together are the one rank's batch), for the MLP and gpt_char, with
 # one gradient bucket and with many (overlapped with backward); only rank 0 writes.
+# Validation on 3 ranks sees each row once (the 1-rank numbers); ranks that do not
+# agree (bad input on one, another --set) exit 1 before anything is written.
 set -eu
 cd "$(dirname "$0")/.."
 TRAINC=${TRAINC:-build/trainc}
@@ -59,6 +61,33 @@ echo "ok   2 ranks: SIGTERM at step $(grep -o '"resumed_from":[0-9]*' "$d/sig.cu
     --set early_stopping.patience=1 --set early_stopping.min_delta=0.05 --set batch_size=32 --threads 1 --quiet 2>/dev/null
 tail -n 1 "$d/es/metrics.jsonl" | grep -q '"reason":"early_stopping"'
 echo "ok   2 ranks: early stopping agreed ($(tail -n 1 "$d/es/metrics.jsonl" | grep -o '"step":[0-9]*'))"
+
+# validation sees each row once whatever the rank count: 3 ranks on the 10,000 test rows
+# (one more on rank 0) give the 1-rank numbers over the same 10,000 terms (DistributedSampler's
+# padding counted a row twice)
+"$t" --out "$d/ev.w" --set max_steps=5 --set data.val=null --threads 1 --quiet 2>/dev/null
+"$t" --init "$d/ev.w/model.safetensors" --eval --set batch_size=48 --threads 1 >"$d/ev1.json" 2>/dev/null
+mpirun --oversubscribe --allow-run-as-root -np 3 "$t" --init "$d/ev.w/model.safetensors" --eval \
+    --set batch_size=16 --threads 1 >"$d/ev3.json" 2>/dev/null
+$PY - "$d/ev1.json" "$d/ev3.json" <<'PY'
+import json, sys
+a, b = (json.loads(open(p).read().splitlines()[0]) for p in sys.argv[1:])
+assert a["terms"] == b["terms"] == 10000, (a, b)
+assert abs(a["val_loss"] - b["val_loss"]) <= 1e-6 * a["val_loss"] and a["val_acc"] == b["val_acc"], (a, b)
+PY
+echo "ok   3 ranks' validation = 1 rank's: 10000 terms each"
+
+# before rank 0 writes anything the ranks agree: one rank with a bad --init (it exits 1)
+# or another --set leaves no output folder, and the job exits 1
+one=(mpirun --oversubscribe --allow-run-as-root -np 1)
+for case in "--init /nonexistent.safetensors" "--set optimizer.lr=0.1"; do
+    rc=0
+    "${one[@]}" "$t" --out "$d/agree" --set max_steps=5 --threads 1 --quiet : -np 1 "$t" --out "$d/agree" \
+        --set max_steps=5 --threads 1 --quiet $case >"$d/agree.log" 2>&1 || rc=$?
+    [ $rc -eq 1 ] && [ ! -e "$d/agree" ] || { echo "FAIL: one rank with $case: rc=$rc"; cat "$d/agree.log"; exit 1; }
+done
+grep -q "run another training config than rank 0" "$d/agree.log" || { echo "FAIL: no message"; cat "$d/agree.log"; exit 1; }
+echo "ok   2 ranks: one with a bad --init or another --set: exit 1, nothing written"
 
 # a rank that dies ends the job (mpirun stops the others) well within 60 s
 "${MPIRUN[@]}" "$t" --out "$d/kill" --set epochs=100 --set data.val=null --set batch_size=32 --threads 1 --quiet \

@@ -485,6 +485,39 @@ static int test_sampler_torch(void)
     return 1;
 }
 
+/* rt_loader_set_split (validation): every sample exactly once over the ranks, rank r
+ * the entries r, r + W, ... below N, batches cut from those */
+static int test_sampler_split(void)
+{
+    static const int ns[] = {1, 2, 3, 5, 10, 13, 301};
+    for (size_t c = 0; c < sizeof ns / sizeof ns[0]; c++)
+        for (int w = 1; w <= 5; w++) {
+            rt_dataset d;
+            open_index_dataset(&d, ns[c]);
+            int64_t seen[301] = {0};
+            for (int r = 0; r < w; r++) {
+                rt_loader *l = rt_loader_new(&idx_model, &d, 4, 0, 0, 1337, 1, 2);
+                rt_loader_set_split(l, r, w);
+                rt_loader_start(l, 0, 0);
+                int64_t k = 0, nb = 0;
+                for (const rt_batch *b; (b = rt_loader_next(l)); nb++)
+                    for (int64_t i = 0; i < b->rows; i++, k++) {
+                        int32_t v = ((const int32_t *)b->in[0])[i];
+                        CHECK(v == r + k * w);
+                        if (v >= 0 && v < ns[c])
+                            seen[v]++;
+                    }
+                CHECK(nb == rt_loader_batches(l));
+                CHECK(k == (r < ns[c] ? (ns[c] - r + w - 1) / w : 0));
+                rt_loader_free(l);
+            }
+            for (int i = 0; i < ns[c]; i++)
+                CHECK(seen[i] == 1);
+            rt_dataset_close(&d);
+        }
+    return 1;
+}
+
 /* The loader's documented order rule (data.c), written out again. */
 static void ref_order(int64_t *order, int64_t n, int shuffle, uint64_t seed, int64_t epoch)
 {
@@ -705,6 +738,7 @@ int main(int argc, char **argv)
     report("rs_buckets", test_rs_buckets());
     report("gather", test_gather());
     report("sampler_torch", test_sampler_torch());
+    report("sampler_split", test_sampler_split());
     report("sampler_shuffle", test_sampler_shuffle());
     report("sampler_batches", test_sampler_batches());
     report("sampler_ranks", test_sampler_ranks());
