@@ -1109,6 +1109,11 @@ int rt_main(const rt_model *m, int argc, char **argv)
     if (r->world > 1)
         rt_loader_set_shard(r->tl, r->rank, r->world);   /* DistributedSampler */
     r->batches_per_epoch = rt_loader_batches(r->tl);
+    if (r->batches_per_epoch == 0 && r->world > 1)
+        rt_input_error("$.train.batch_size: each of the %d ranks reads %lld of the training "
+                       "data's %lld rows, fewer than batch_size %lld (per rank; with drop_last)",
+                       r->world, (long long)(r->train.rows / r->world), (long long)r->train.rows,
+                       (long long)c->batch_size);
     if (r->batches_per_epoch == 0)
         rt_input_error("$.train.batch_size: the training data has %lld rows, fewer than batch_size %lld (with drop_last)",
                        (long long)r->train.rows, (long long)c->batch_size);
