@@ -938,10 +938,17 @@ void rt_dataset_open(rt_dataset *d, const rt_model *m, const rt_data_entry *entr
             rt_input_error("%s: %s: dtype %s does not match model input '%s' (%s)%s", path,
                            where, rt_dtype_name(a->dtype), in->name, rt_dtype_name(in->dtype),
                            in->dtype == RT_I32 ? "; i64 is also accepted" : "");
-        /* File shape [N, *input shape]; a scalar input wants [N]. */
+        /* File shape [N, *input shape]; a scalar input wants [N]. One value a sample
+         * is one value however the file's rows are shaped: [N] for a [1] target (a
+         * regression's y), [N, 1] for a scalar one. */
         int same = a->rank == in->rank + 1;
         for (int k = 0; same && k < in->rank; k++)
             same = a->shape[k + 1] == in->shape[k];
+        int64_t file_numel = 1;
+        for (int k = 1; k < a->rank; k++)
+            file_numel *= a->shape[k];
+        if (in->numel == 1 && file_numel == 1)
+            same = 1;
         if (!same) {
             char fs[160], is[160];
             shape_str(fs, sizeof fs, a->shape + 1, a->rank - 1);

@@ -96,4 +96,5 @@ int main(void)
 C
 cc -std=gnu11 -Iruntime -I"${CUDA_HOME:-/usr/local/cuda}/include" "$d/libs.c" build/librt.a \
     -lcjson -lopenblas -lz -lm -lpthread -ldl $(mpicc --showme:link) -o "$d/libs"
-echo "ok   loadable: $("$d/libs")"
+r=$("$d/libs")   # (not inside echo: its failure must stop us)
+echo "ok   loadable: $r"

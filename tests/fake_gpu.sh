@@ -265,7 +265,8 @@ t=$d/tiny_vocab
     -o "$t.bf16" 2>"$t.bf16.build.log"
 O=(--set max_steps=20 --set log_every=1 --set validate.every_steps=10 --set validate.batches=2 --threads 1 --quiet)
 gpu "$t.bf16" --device cuda "${O[@]}" --out "$t.bf16.gpu" 2>"$t.bf16.gpu.log"
-echo "ok   tiny_vocab bf16-mixed on the GPU against fp32 on the CPU: $(close16 "$t.cpu" "$t.bf16.gpu" bf16-mixed)"
+r=$(close16 "$t.cpu" "$t.bf16.gpu" bf16-mixed)   # (not inside echo: its failure must stop us)
+echo "ok   tiny_vocab bf16-mixed on the GPU against fp32 on the CPU: $r"
 for p in bf16 fp16; do
   for m in mlp_fashion cnn_fashion gpt_char; do
     t=$d/$m.$p

@@ -5,7 +5,8 @@
 # and the final weights, bit for bit): a token model (embedding ids and [T] targets,
 # shuffled, a short last batch, accumulate 2, validation) and a classifier (scalar
 # targets). The GPU path of the same (the widened batches uploaded, and gathered on
-# the device with loader.on_gpu): tests/fake_gpu.sh.
+# the device with loader.on_gpu): tests/fake_gpu.sh. Also: a target of one value a
+# sample reads a [N] file and a [N, 1] one alike.
 set -eu
 cd "$(dirname "$0")/.."
 TRAINC=${TRAINC:-build/trainc}
@@ -70,7 +71,8 @@ O=(--quiet --threads 2)
 "$TRAINC" run "$d/tok_i32_i32.json" --out "$d/tok_i32_i32" "${O[@]}" 2>/dev/null
 for v in u8_u8 u16_u16 u8_u16 u16_i32; do
     "$TRAINC" run "$d/tok_$v.json" --out "$d/tok_$v" "${O[@]}" 2>/dev/null
-    echo "ok   token model, ids and targets ${v/_/ and }: $(same "$d/tok_i32_i32" "$d/tok_$v")"
+    r=$(same "$d/tok_i32_i32" "$d/tok_$v")
+    echo "ok   token model, ids and targets ${v/_/ and }: $r"
 done
 # a built trainer reads its files alike (the generated inputs table: dtype u8, widen 1)
 "$TRAINC" build "$d/tok_u8_u8.json" -o "$d/tok_u8" 2>/dev/null
@@ -79,9 +81,35 @@ grep -q '{"x", RT_U8, 1, {6}, 6, 0, 200, 1}' "$d/tok_u8.src/host.c" &&
     grep -q '{"y", RT_U8, 1, {6}, 6, 250, 0, 1}' "$d/tok_u8.src/host.c" ||
     { echo "FAIL: the inputs table of tok_u8_u8:"; grep -A3 'rt_input inputs' "$d/tok_u8.src/host.c"; exit 1; }
 "$d/tok_u8" --out "$d/tok_u8_built" "${O[@]}" 2>/dev/null
-echo "ok   token model, u8, built: $(same "$d/tok_i32_i32" "$d/tok_u8_built")"
+r=$(same "$d/tok_i32_i32" "$d/tok_u8_built")
+echo "ok   token model, u8, built: $r"
 "$TRAINC" run "$d/cls_i32.json" --out "$d/cls_i32" "${O[@]}" 2>/dev/null
 for v in u8 u16; do
     "$TRAINC" run "$d/cls_$v.json" --out "$d/cls_$v" "${O[@]}" 2>/dev/null
-    echo "ok   classifier, $v labels: $(same "$d/cls_i32" "$d/cls_$v")"
+    r=$(same "$d/cls_i32" "$d/cls_$v")
+    echo "ok   classifier, $v labels: $r"
 done
+
+# one value a sample however the file's rows are shaped: an mse target of shape [1] from
+# a [N] file, and a scalar one from [N, 1], train as the [N, 1] / [N] files do
+$PY - "$d" <<'PY'
+import json, sys
+import numpy as np
+d = sys.argv[1]
+y = np.random.default_rng(4).standard_normal(23).astype(np.float32)
+np.save(f"{d}/y_n.npy", y)
+np.save(f"{d}/y_n1.npy", y[:, None])
+for name, shape, yf in (("reg_1_n", [1], "y_n.npy"), ("reg_1_n1", [1], "y_n1.npy")):
+    json.dump({"trainc": 1,
+               "model": {"name": "reg", "inputs": {"x": {"shape": [5], "dtype": "f32"},
+                                                  "y": {"shape": shape, "dtype": "f32"}},
+                         "layers": [{"op": "linear", "out": 8}, {"op": "tanh"}, {"op": "linear", "out": 1}],
+                         "loss": {"op": "mse", "target": "y"}},
+               "train": {"data": {"train": {"x": "feat.npy", "y": yf}}, "batch_size": 4,
+                         "optimizer": {"type": "sgd", "lr": 0.1}, "loader": {"shuffle": False},
+                         "epochs": 2, "log_every": 1, "seed": 5}},
+              open(f"{d}/{name}.json", "w"))
+PY
+for v in reg_1_n reg_1_n1; do "$TRAINC" run "$d/$v.json" --out "$d/$v" --threads 1 --quiet 2>/dev/null; done
+r=$(same "$d/reg_1_n1" "$d/reg_1_n")
+echo "ok   mse target [1] from a [N] file: $r"

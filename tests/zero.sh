@@ -51,9 +51,12 @@ for spec in mlp_fashion gpt_char; do
         "${MPIRUN[@]}" "$t" --out "$d/$spec.$st" "${S[@]}" --set batch_size=$B \
             --set distributed.strategy=$st --set distributed.bucket_mb=0.2 2>/dev/null
         [ "$(start_field "$d/$spec.$st" strategy)" = $st ] && [ "$(start_field "$d/$spec.$st" ranks)" = 2 ]
-        echo "ok   $spec $st: 2 ranks x $B = 1 rank x $((2 * B)): $(compare "$d/$spec.1" "$d/$spec.$st")$(
-            cmp -s "$d/$spec.ddp/model.safetensors" "$d/$spec.$st/model.safetensors" &&
-            [ $st != ddp ] && echo ' (weights bit-identical to ddp)')"
+        # (a failure inside "$(...)" in an echo's words would not stop the script)
+        r=$(compare "$d/$spec.1" "$d/$spec.$st")
+        same=
+        cmp -s "$d/$spec.ddp/model.safetensors" "$d/$spec.$st/model.safetensors" &&
+            [ $st != ddp ] && same=' (weights bit-identical to ddp)'
+        echo "ok   $spec $st: 2 ranks x $B = 1 rank x $((2 * B)): $r$same"
     done
     # per-rank bytes: optimizer state halved by zero1 and zero2, gradients by zero2
     ob=$(start_field "$d/$spec.ddp" optimizer_bytes); gb=$(start_field "$d/$spec.ddp" grad_bytes)
@@ -88,7 +91,8 @@ S=(--set loader.shuffle=false --set max_steps=8 --set log_every=1 --set data.val
 "$t" --out "$d/acc.1" "${S[@]}" --set batch_size=16 2>/dev/null
 "${MPIRUN[@]}" "$t" --out "$d/acc.2" "${S[@]}" --set batch_size=8 --set distributed.strategy=zero2 \
     --set distributed.bucket_mb=0.2 2>/dev/null
-echo "ok   zero2 with accumulate 2: $(compare "$d/acc.1" "$d/acc.2")"
+r=$(compare "$d/acc.1" "$d/acc.2")
+echo "ok   zero2 with accumulate 2: $r"
 
 # SIGTERM to rank 1 alone: the ranks agree to stop at the same step, both shards go into
 # the checkpoint, both exit 130; --resume is bit-identical to the run left alone
