@@ -673,10 +673,20 @@ static int cmd_plan(int argc, char **argv)
     if (c->prog->policy == RT_RECOMPUTE_SELECTIVE && c->prog->full_blocks > 0)
         printf("                          blocks 0-%d of %d recomputed in full\n",
                c->prog->full_blocks - 1, c->prog->n_blocks);
+    int replayed = 0, light = 0;
+    for (int i = 0; i < p->n_ins; i++)
+        if (p->ins[i]->recompute) {
+            replayed++;
+            light += p->ins[i]->flops == 0;
+        }
     printf("  recompute FLOPs       %14lld per step (%.1f%% more than the step's %lld)\n",
            (long long)(B * c->prog->recompute_flops),
            100.0 * (double)c->prog->recompute_flops / (double)(g->flops_fwd + g->flops_bwd),
            (long long)(B * (g->flops_fwd + g->flops_bwd)));
+    /* FLOPs count GEMMs and attention, as FLOPs/sample and MFU do: say what else runs */
+    if (replayed)
+        printf("                          %d instructions replayed in backward, %d of them "
+               "elementwise or norm work (not in the FLOPs)\n", replayed, light);
     if (ranks > 0)
         plan_ranks(s, p, g->param_floats, (int)ranks, (int64_t)chunk_kb << 10);
     return 0;
