@@ -92,7 +92,7 @@ static Instr *ew(Program *p, Node *nd, const char *what, Tensor *out, const char
 static const char *act_fwd_expr(int act)
 {
     switch (act) {
-    case ACT_RELU: return "$0 > 0.0f ? $0 : 0.0f";
+    case ACT_RELU: return "$0 < 0.0f ? 0.0f : $0";   /* NaN stays NaN, as torch.relu */
     case ACT_GELU: return "rt_gelu($0)";
     case ACT_GELU_TANH: return "rt_gelu_tanh($0)";
     case ACT_SILU: return "rt_silu($0)";
@@ -108,7 +108,7 @@ static const char *act_bwd_expr(int act, int *uses_output)
 {
     *uses_output = act == ACT_RELU || act == ACT_TANH || act == ACT_SIGMOID;
     switch (act) {
-    case ACT_RELU: return "$1 > 0.0f ? $0 : 0.0f";
+    case ACT_RELU: return "$1 <= 0.0f ? 0.0f : $0";  /* torch's threshold_backward */
     case ACT_GELU: return "rt_gelu_bwd($1, $0)";
     case ACT_GELU_TANH: return "rt_gelu_tanh_bwd($1, $0)";
     case ACT_SILU: return "rt_silu_bwd($1, $0)";

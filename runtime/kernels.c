@@ -598,7 +598,7 @@ static void bias_act_task(void *ctx, int64_t lo, int64_t hi)
         }
         if (c->act == RT_EPI_RELU)
             for (int64_t j = 0; j < c->N; j++)
-                y[j] = o[j] > 0.0f ? o[j] : 0.0f;
+                y[j] = o[j] < 0.0f ? 0.0f : o[j];   /* NaN stays NaN, as torch.relu */
         else if (c->act == RT_EPI_GELU_TANH)
             GELU_ROW(y, o, c->N);
     }

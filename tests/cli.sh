@@ -73,6 +73,21 @@ n = lambda x: int.from_bytes(x[:8], "little")
 assert a[8 + n(a):] == b[8 + n(b):], "the tensors changed"
 PY
 
+# a NaN weight is not hidden by a relu (torch.relu keeps NaN; x > 0 ? x : 0 made it 0,
+# and the run went on with finite losses): the loss is NaN, the run diverges (exit 3)
+$PY - "$d/plain/model.safetensors" "$d/nan.safetensors" <<'PY'
+import json, struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+lo, hi = json.loads(b[8:8 + n])["1.weight"]["data_offsets"]
+b[8 + n + lo:8 + n + lo + 4] = struct.pack("<f", float("nan"))   # one weight of the first layer
+open(sys.argv[2], "wb").write(b)
+PY
+rc=0
+"$d/trainer" --out "$d/nan" "${S[@]}" --init "$d/nan.safetensors" >/dev/null 2>&1 || rc=$?
+[ $rc -eq 3 ] && tail -n 1 "$d/nan/metrics.jsonl" | grep -q '"reason":"diverged"' &&
+    ok "a NaN weight before a relu: diverged, exit 3" || bad "a NaN weight before a relu: exit $rc"
+
 # a signal while trainc run compiles or loads data is kept: one step, a checkpoint, 130
 "$TRAINC" run "$d/mlp.spec" --out "$d/early_sig" --quiet --set data.val=null 2>/dev/null &
 pid=$!

@@ -34,7 +34,7 @@ void k1(rt_exec *e, int64_t lo, int64_t hi)
         const float *r0_1 = P_0_bias + (i / 784 % 16);
         for (int64_t j = 0; j < n; j++, i++) {
             float v0 = r0_0[j] + r0_1[0]; /* conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] */
-            float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
+            float v1 = v0 < 0.0f ? 0.0f : v0; /* relu */
             relu_1[i] = v1;
         }
         i0 += n;
@@ -57,7 +57,7 @@ void k2(rt_exec *e, int64_t lo, int64_t hi)
         const float *r0_1 = P_3_bias + (i / 196 % 32);
         for (int64_t j = 0; j < n; j++, i++) {
             float v0 = r0_0[j] + r0_1[0]; /* conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] */
-            float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
+            float v1 = v0 < 0.0f ? 0.0f : v0; /* relu */
             relu_4[i] = v1;
         }
         i0 += n;
@@ -72,7 +72,7 @@ void k3(rt_exec *e, int64_t lo, int64_t hi)
     const float *relu_8 = ACT(169344); /* [B, 128] */
     float *d_linear_7 = ACT(175616); /* [B, 128] */
     for (int64_t i = lo; i < hi; i++) {
-        float v0 = relu_8[i] > 0.0f ? d_relu_8[i] : 0.0f; /* relu backward */
+        float v0 = relu_8[i] <= 0.0f ? 0.0f : d_relu_8[i]; /* relu backward */
         d_linear_7[i] = v0;
     }
 }
@@ -92,7 +92,7 @@ void k4(rt_exec *e, int64_t lo, int64_t hi)
         const float *r0_0 = d_relu_4 + (i % (e->B * 196) / 196 * 6272 + i / (e->B * 196) * 196 + i % 196);
         const float *r0_1 = relu_4 + (i % (e->B * 196) / 196 * 6272 + i / (e->B * 196) * 196 + i % 196);
         for (int64_t j = 0; j < n; j++, i++) {
-            float v0 = r0_1[j] > 0.0f ? r0_0[j] : 0.0f; /* relu backward */
+            float v0 = r0_1[j] <= 0.0f ? 0.0f : r0_0[j]; /* relu backward */
             float v1 = v0; /* conv2d backward: [B, out, HW] -> [out, B, HW] */
             gemm_d_conv_3[i] = v1;
         }
@@ -115,7 +115,7 @@ void k5(rt_exec *e, int64_t lo, int64_t hi)
         const float *r0_0 = d_relu_1 + (i % (e->B * 784) / 784 * 12544 + i / (e->B * 784) * 784 + i % 784);
         const float *r0_1 = relu_1 + (i % (e->B * 784) / 784 * 12544 + i / (e->B * 784) * 784 + i % 784);
         for (int64_t j = 0; j < n; j++, i++) {
-            float v0 = r0_1[j] > 0.0f ? r0_0[j] : 0.0f; /* relu backward */
+            float v0 = r0_1[j] <= 0.0f ? 0.0f : r0_0[j]; /* relu backward */
             float v1 = v0; /* conv2d backward: [B, out, HW] -> [out, B, HW] */
             gemm_d_conv_0[i] = v1;
         }
@@ -154,7 +154,7 @@ void ke1(rt_exec *e, int64_t lo, int64_t hi)
         const float *r0_1 = P_0_bias + (i / 784 % 16);
         for (int64_t j = 0; j < n; j++, i++) {
             float v0 = r0_0[j] + r0_1[0]; /* conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] */
-            float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
+            float v1 = v0 < 0.0f ? 0.0f : v0; /* relu */
             relu_1[i] = v1;
         }
         i0 += n;
@@ -177,7 +177,7 @@ void ke2(rt_exec *e, int64_t lo, int64_t hi)
         const float *r0_1 = P_3_bias + (i / 196 % 32);
         for (int64_t j = 0; j < n; j++, i++) {
             float v0 = r0_0[j] + r0_1[0]; /* conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] */
-            float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
+            float v1 = v0 < 0.0f ? 0.0f : v0; /* relu */
             relu_4[i] = v1;
         }
         i0 += n;

@@ -67,7 +67,7 @@ extern "C" __global__ void k1(const float *__restrict__ gemm_conv_0, const float
             for (int l = 0; l < 4; l++) {
                 const int64_t i = 4 * q + l;
                 float v0 = gemm_conv_0[(i / 784 % 16) * (B * 784) + i / 12544 * 784 + i % 784] + P_0_bias[i / 784 % 16]; /* conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] */
-                float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
+                float v1 = v0 < 0.0f ? 0.0f : v0; /* relu */
                 ((float *)&w_relu_1)[l] = v1;
             }
             rt_st4(relu_1 + 4 * q, w_relu_1);
@@ -75,7 +75,7 @@ extern "C" __global__ void k1(const float *__restrict__ gemm_conv_0, const float
     }
     for (int64_t i = done + first; i < n; i += stride) {
         float v0 = gemm_conv_0[(i / 784 % 16) * (B * 784) + i / 12544 * 784 + i % 784] + P_0_bias[i / 784 % 16]; /* conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] */
-        float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
+        float v1 = v0 < 0.0f ? 0.0f : v0; /* relu */
         relu_1[i] = v1;
     }
 }
@@ -96,7 +96,7 @@ extern "C" __global__ void k2(const float *__restrict__ gemm_conv_3, const float
             for (int l = 0; l < 4; l++) {
                 const int64_t i = 4 * q + l;
                 float v0 = gemm_conv_3[(i / 196 % 32) * (B * 196) + i / 6272 * 196 + i % 196] + P_3_bias[i / 196 % 32]; /* conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] */
-                float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
+                float v1 = v0 < 0.0f ? 0.0f : v0; /* relu */
                 ((float *)&w_relu_4)[l] = v1;
             }
             rt_st4(relu_4 + 4 * q, w_relu_4);
@@ -104,7 +104,7 @@ extern "C" __global__ void k2(const float *__restrict__ gemm_conv_3, const float
     }
     for (int64_t i = done + first; i < n; i += stride) {
         float v0 = gemm_conv_3[(i / 196 % 32) * (B * 196) + i / 6272 * 196 + i % 196] + P_3_bias[i / 196 % 32]; /* conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] */
-        float v1 = v0 > 0.0f ? v0 : 0.0f; /* relu */
+        float v1 = v0 < 0.0f ? 0.0f : v0; /* relu */
         relu_4[i] = v1;
     }
 }
@@ -125,14 +125,14 @@ extern "C" __global__ void k3(const float *d_relu_8, const float *__restrict__ r
             float4 w_d_linear_7;
 #pragma unroll
             for (int l = 0; l < 4; l++) {
-                float v0 = ((const float *)&r_relu_8)[l] > 0.0f ? ((const float *)&r_d_relu_8)[l] : 0.0f; /* relu backward */
+                float v0 = ((const float *)&r_relu_8)[l] <= 0.0f ? 0.0f : ((const float *)&r_d_relu_8)[l]; /* relu backward */
                 ((float *)&w_d_linear_7)[l] = v0;
             }
             rt_st4(d_linear_7 + 4 * q, w_d_linear_7);
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = relu_8[i] > 0.0f ? d_relu_8[i] : 0.0f; /* relu backward */
+        float v0 = relu_8[i] <= 0.0f ? 0.0f : d_relu_8[i]; /* relu backward */
         d_linear_7[i] = v0;
     }
 }
@@ -152,7 +152,7 @@ extern "C" __global__ void k4(const float *__restrict__ d_relu_4, const float *_
 #pragma unroll
             for (int l = 0; l < 4; l++) {
                 const int64_t i = 4 * q + l;
-                float v0 = relu_4[i % (B * 196) / 196 * 6272 + i / (B * 196) * 196 + i % 196] > 0.0f ? d_relu_4[i % (B * 196) / 196 * 6272 + i / (B * 196) * 196 + i % 196] : 0.0f; /* relu backward */
+                float v0 = relu_4[i % (B * 196) / 196 * 6272 + i / (B * 196) * 196 + i % 196] <= 0.0f ? 0.0f : d_relu_4[i % (B * 196) / 196 * 6272 + i / (B * 196) * 196 + i % 196]; /* relu backward */
                 float v1 = v0; /* conv2d backward: [B, out, HW] -> [out, B, HW] */
                 ((float *)&w_gemm_d_conv_3)[l] = v1;
             }
@@ -160,7 +160,7 @@ extern "C" __global__ void k4(const float *__restrict__ d_relu_4, const float *_
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = relu_4[i % (B * 196) / 196 * 6272 + i / (B * 196) * 196 + i % 196] > 0.0f ? d_relu_4[i % (B * 196) / 196 * 6272 + i / (B * 196) * 196 + i % 196] : 0.0f; /* relu backward */
+        float v0 = relu_4[i % (B * 196) / 196 * 6272 + i / (B * 196) * 196 + i % 196] <= 0.0f ? 0.0f : d_relu_4[i % (B * 196) / 196 * 6272 + i / (B * 196) * 196 + i % 196]; /* relu backward */
         float v1 = v0; /* conv2d backward: [B, out, HW] -> [out, B, HW] */
         gemm_d_conv_3[i] = v1;
     }
@@ -181,7 +181,7 @@ extern "C" __global__ void k5(const float *__restrict__ d_relu_1, const float *_
 #pragma unroll
             for (int l = 0; l < 4; l++) {
                 const int64_t i = 4 * q + l;
-                float v0 = relu_1[i % (B * 784) / 784 * 12544 + i / (B * 784) * 784 + i % 784] > 0.0f ? d_relu_1[i % (B * 784) / 784 * 12544 + i / (B * 784) * 784 + i % 784] : 0.0f; /* relu backward */
+                float v0 = relu_1[i % (B * 784) / 784 * 12544 + i / (B * 784) * 784 + i % 784] <= 0.0f ? 0.0f : d_relu_1[i % (B * 784) / 784 * 12544 + i / (B * 784) * 784 + i % 784]; /* relu backward */
                 float v1 = v0; /* conv2d backward: [B, out, HW] -> [out, B, HW] */
                 ((float *)&w_gemm_d_conv_0)[l] = v1;
             }
@@ -189,7 +189,7 @@ extern "C" __global__ void k5(const float *__restrict__ d_relu_1, const float *_
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = relu_1[i % (B * 784) / 784 * 12544 + i / (B * 784) * 784 + i % 784] > 0.0f ? d_relu_1[i % (B * 784) / 784 * 12544 + i / (B * 784) * 784 + i % 784] : 0.0f; /* relu backward */
+        float v0 = relu_1[i % (B * 784) / 784 * 12544 + i / (B * 784) * 784 + i % 784] <= 0.0f ? 0.0f : d_relu_1[i % (B * 784) / 784 * 12544 + i / (B * 784) * 784 + i % 784]; /* relu backward */
         float v1 = v0; /* conv2d backward: [B, out, HW] -> [out, B, HW] */
         gemm_d_conv_0[i] = v1;
     }

@@ -26,7 +26,7 @@ void k1(rt_exec *e, int64_t lo, int64_t hi)
     const float *relu_4 = ACT(4160); /* [B, 256] */
     float *d_linear_3 = ACT(5184); /* [B, 256] */
     for (int64_t i = lo; i < hi; i++) {
-        float v0 = relu_4[i] > 0.0f ? d_relu_4[i] : 0.0f; /* relu backward */
+        float v0 = relu_4[i] <= 0.0f ? 0.0f : d_relu_4[i]; /* relu backward */
         d_linear_3[i] = v0;
     }
 }
@@ -39,7 +39,7 @@ void k2(rt_exec *e, int64_t lo, int64_t hi)
     const float *relu_2 = ACT(3136); /* [B, 256] */
     float *d_linear_1 = ACT(4160); /* [B, 256] */
     for (int64_t i = lo; i < hi; i++) {
-        float v0 = relu_2[i] > 0.0f ? d_relu_2[i] : 0.0f; /* relu backward */
+        float v0 = relu_2[i] <= 0.0f ? 0.0f : d_relu_2[i]; /* relu backward */
         d_linear_1[i] = v0;
     }
 }

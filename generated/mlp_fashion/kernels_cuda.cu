@@ -66,14 +66,14 @@ extern "C" __global__ void k1(const float *d_relu_4, const float *__restrict__ r
             float4 w_d_linear_3;
 #pragma unroll
             for (int l = 0; l < 4; l++) {
-                float v0 = ((const float *)&r_relu_4)[l] > 0.0f ? ((const float *)&r_d_relu_4)[l] : 0.0f; /* relu backward */
+                float v0 = ((const float *)&r_relu_4)[l] <= 0.0f ? 0.0f : ((const float *)&r_d_relu_4)[l]; /* relu backward */
                 ((float *)&w_d_linear_3)[l] = v0;
             }
             rt_st4(d_linear_3 + 4 * q, w_d_linear_3);
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = relu_4[i] > 0.0f ? d_relu_4[i] : 0.0f; /* relu backward */
+        float v0 = relu_4[i] <= 0.0f ? 0.0f : d_relu_4[i]; /* relu backward */
         d_linear_3[i] = v0;
     }
 }
@@ -94,14 +94,14 @@ extern "C" __global__ void k2(const float *d_relu_2, const float *__restrict__ r
             float4 w_d_linear_1;
 #pragma unroll
             for (int l = 0; l < 4; l++) {
-                float v0 = ((const float *)&r_relu_2)[l] > 0.0f ? ((const float *)&r_d_relu_2)[l] : 0.0f; /* relu backward */
+                float v0 = ((const float *)&r_relu_2)[l] <= 0.0f ? 0.0f : ((const float *)&r_d_relu_2)[l]; /* relu backward */
                 ((float *)&w_d_linear_1)[l] = v0;
             }
             rt_st4(d_linear_1 + 4 * q, w_d_linear_1);
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = relu_2[i] > 0.0f ? d_relu_2[i] : 0.0f; /* relu backward */
+        float v0 = relu_2[i] <= 0.0f ? 0.0f : d_relu_2[i]; /* relu backward */
         d_linear_1[i] = v0;
     }
 }

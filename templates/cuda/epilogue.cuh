@@ -24,7 +24,7 @@ rt_bias_act(const act_t *out, const act_t *R, act_t *C, act_t *Y, const float *b
         if (C)
             rt_st(C + k, v);
         if (act == 1)
-            rt_st(Y + k, v > 0.0f ? v : 0.0f);
+            rt_st(Y + k, v < 0.0f ? 0.0f : v);   /* NaN stays NaN, as torch.relu */
         else if (act == 2)
             rt_st(Y + k, rt_gelu_tanh(v));
     }
