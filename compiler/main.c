@@ -765,8 +765,13 @@ int main(int argc, char **argv)
     } cmds[] = {{"check", cmd_check}, {"emit", cmd_emit}, {"build", cmd_build}, {"run", cmd_run},
                 {"plan", cmd_plan},   {"data", cmd_data}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
-        if (!strcmp(cmd, cmds[i].name))
+        if (!strcmp(cmd, cmds[i].name)) {
+            /* trainc COMMAND --help: as trainc help COMMAND (data has its own) */
+            if (argc > 2 && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h")) &&
+                strcmp(cmd, "data"))
+                return cmd_help(2, (char *[]){"help", (char *)cmd, NULL});
             return cmds[i].fn(argc - 1, argv + 1);
+        }
     const char *names[] = {"check", "emit", "build", "run", "plan", "data", "help", NULL};
     const char *near = rt_closest(cmd, names);
     error_input("unknown command '%s'%s%s%s", cmd, near ? "; did you mean '" : "", near ? near : "",

@@ -7,6 +7,7 @@
  * files, --init weights) is checked before the output folder is touched, so a bad
  * run writes nothing (SPEC.md section 6). */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <sched.h>
 #include <signal.h>
@@ -50,8 +51,8 @@ static void on_signal(int sig)
         _exit(RT_EXIT_INTERRUPTED);
     }
     g_signal = sig;
-    static const char msg[] = "\ntrainc: stopping after this step (a checkpoint is written "
-                              "first; a second signal exits at once)\n";
+    static const char msg[] = "\ntrainc: stopping at the end of this step (a second "
+                              "signal exits at once)\n";
     ssize_t w = write(2, msg, sizeof msg - 1);
     (void)w;
 }
@@ -128,6 +129,8 @@ static void parse_opts(const rt_model *m, int argc, char **argv, Opts *o)
     o->device = -1;
     o->temperature = 1.0;
     o->sample_seed = -1;
+    int sampling = 0;                 /* --sample given */
+    const char *sampling_opt = NULL;  /* one of its options given */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *inl = NULL, *eq = strchr(a, '=');
         char name[32];
@@ -172,13 +175,15 @@ static void parse_opts(const rt_model *m, int argc, char **argv, Opts *o)
         else if (!strcmp(a, "--sample") || !strcmp(a, "--sample-seed")) {
             const char *t = need(argc, argv, &i, inl);
             char *end;
+            errno = 0;
             long long v = strtoll(t, &end, 10);
-            if (*end || v < 0 || (a[8] == 0 && v > 100000000))
-                rt_input_error("%s: expected a non-negative integer, got '%s'", a, t);
+            long long most = a[8] == 0 ? 100000000 : LLONG_MAX;
+            if (*end || !*t || errno == ERANGE || v < 0 || v > most)
+                rt_input_error("%s: expected an integer from 0 to %lld, got '%s'", a, most, t);
             if (a[8] == 0)
-                o->sample = v;
+                o->sample = v, sampling = 1;
             else
-                o->sample_seed = v;
+                o->sample_seed = v, sampling_opt = a;
         } else if (!strcmp(a, "--temperature")) {
             const char *t = need(argc, argv, &i, inl);
             char *end;
@@ -186,8 +191,11 @@ static void parse_opts(const rt_model *m, int argc, char **argv, Opts *o)
             if (*end || !(v > 0) || !isfinite(v))
                 rt_input_error("--temperature: expected a number > 0, got '%s'", t);
             o->temperature = v;
-        } else if (!strcmp(a, "--prompt"))
+            sampling_opt = "--temperature";
+        } else if (!strcmp(a, "--prompt")) {
             o->prompt = need(argc, argv, &i, inl);
+            sampling_opt = "--prompt";
+        }
         else if (!strcmp(a, "--eval"))
             o->eval = 1;
         else if (!strcmp(a, "--lr-find"))
@@ -221,6 +229,8 @@ static void parse_opts(const rt_model *m, int argc, char **argv, Opts *o)
                            near ? near : "", near ? "'?" : "");
         }
     }
+    if (sampling_opt && !sampling)
+        rt_input_error("%s is an option of --sample; add --sample N", sampling_opt);
     if ((o->lr_find_steps || o->lr_find_lo > 0) && !o->lr_find)
         rt_input_error("%s is an option of --lr-find; add --lr-find",
                        o->lr_find_steps ? "--lr-find-steps" : "--lr-find-range");
@@ -903,17 +913,36 @@ static void checkpoint(Run *r, rt_loop_state *s)
  * forward pass with B = 1, the logits at its last position are sampled with the
  * temperature, and the id is appended (the window slides once full). Ids are bytes
  * for `trainc data text` shards, so they are printed as such. */
-static void sample(Run *r)
+/* --sample's vocabulary: the ids it may draw (the logits' width, or fewer when the
+ * input's embedding has fewer rows: the logits past them are not drawn); exits 1 for
+ * a model that is not a token model or a prompt byte that is no id. Checked before
+ * training too, so a run is never trained and written, then refused. */
+static int64_t sample_vocab(const rt_model *m, const char *prompt)
 {
-    const rt_model *m = r->m;
     const rt_input *in = &m->inputs[0];
     int64_t T = in->rank == 1 ? in->shape[0] : 0;
     if (m->n_inputs != 2 || rt_batch_dtype(in) != RT_I32 || T <= 0 ||
         m->loss != RT_LOSS_CROSS_ENTROPY || m->pred_numel % T != 0)
         rt_input_error("--sample needs a token model (an i32 [T] input and cross-entropy logits [T, vocab])");
-    int64_t V = m->pred_numel / T, ld = m->pred_ld > 0 ? m->pred_ld : V;   /* rows ld apart */
+    int64_t V = m->pred_numel / T;
     if (in->vocab > 0 && in->vocab < V)
-        V = in->vocab;   /* ids the input's embedding has rows for: the logits past them are not drawn */
+        V = in->vocab;
+    for (const char *p = prompt; p && *p; p++)
+        if ((unsigned char)*p >= V)
+            rt_input_error("--prompt: byte 0x%02x is past the model's %lld ids (the prompt's "
+                           "bytes are its ids)", (unsigned char)*p, (long long)V);
+    return V;
+}
+
+/* The sampled ids go to stdout as bytes for a byte-level vocabulary (at most 256
+ * ids), else as numbers a space apart. */
+static void sample(Run *r)
+{
+    const rt_model *m = r->m;
+    const rt_input *in = &m->inputs[0];
+    int64_t T = in->shape[0];
+    int64_t V = sample_vocab(m, r->o.prompt);
+    int64_t ld = m->pred_ld > 0 ? m->pred_ld : m->pred_numel / T;   /* rows ld apart */
     int32_t *ctx = rt_xmalloc((size_t)T * sizeof *ctx), *tgt = rt_xmalloc((size_t)T * sizeof *tgt);
     int64_t n = 0;
     const char *p = r->o.prompt ? r->o.prompt : "\n";
@@ -922,10 +951,10 @@ static void sample(Run *r)
             memmove(ctx, ctx + 1, (size_t)(T - 1) * sizeof *ctx);
             n--;
         }
-        ctx[n++] = (unsigned char)*p % (int32_t)V;
+        ctx[n++] = (unsigned char)*p;
     }
     if (n == 0)
-        ctx[n++] = 10 % (int32_t)V;
+        ctx[n++] = 10 % (int32_t)V;   /* a newline, where the vocabulary has it */
     rt_rng rng;
     rt_rng_seed(&rng, r->o.sample_seed >= 0 ? (uint64_t)r->o.sample_seed : r->c.seed);
     double *prob = rt_xmalloc((size_t)V * sizeof *prob);
@@ -968,7 +997,10 @@ static void sample(Run *r)
                 break;
             }
         }
-        putchar((int)(pick & 0xff));
+        if (V <= 256)
+            putchar((int)pick);
+        else
+            printf("%s%lld", k ? " " : "", (long long)pick);
         if (n == T) {
             memmove(ctx, ctx + 1, (size_t)(T - 1) * sizeof *ctx);
             n--;
@@ -1072,6 +1104,8 @@ int rt_main(const rt_model *m, int argc, char **argv)
     r->rank = rt_dist_rank();
     r->world = rt_dist_world();
     parse_opts(m, argc, argv, &r->o);
+    if (r->o.sample)
+        sample_vocab(m, r->o.prompt);
     /* from here a signal stops training after its first step, with a checkpoint and
      * exit 130 (--eval has nothing to keep: the signal ends it as usual) */
     if (!r->o.eval)

@@ -22,6 +22,12 @@ expect1() {   # expect1 NAME SUBSTRING COMMAND...: exit 1 and SUBSTRING on stder
     else bad "$name: exit $rc, stderr:"; cat "$d/$name.err"; fi
 }
 
+# trainc COMMAND --help is trainc help COMMAND
+for c in check emit build run plan; do
+    "$TRAINC" $c --help > "$d/help_$c.out" 2>&1 && "$TRAINC" help $c | cmp -s - "$d/help_$c.out" &&
+        ok "trainc $c --help" || bad "trainc $c --help"
+done
+
 # a spec file need not end in .json
 sed 's|\.\./data/fashion|../../../data/fashion|g' specs/mlp_fashion.json > "$d/mlp.spec"
 "$TRAINC" check "$d/mlp.spec" >/dev/null 2>"$d/check.err" && ok "check a spec named mlp.spec" ||
@@ -54,6 +60,11 @@ expect1 set_group_null    "schedule is a group of keys"  "$d/trainer" --set sche
 expect1 set_list_for_int  "got [32]"                     "$d/trainer" --set 'batch_size=[32]'
 expect1 set_string_for_int 'got "32"'                    "$d/trainer" --set 'batch_size="32"'
 expect1 flag_with_value   "did you mean '--quiet'"       "$d/trainer" --quiet=1
+expect1 sample_not_tokens "--sample needs a token model"  "$d/trainer" --out "$d/sample_mlp" --sample 5
+[ -e "$d/sample_mlp" ] && bad "--sample on the MLP wrote $d/sample_mlp" || true
+expect1 sample_opt_alone  "--temperature is an option of --sample" "$d/trainer" --temperature 0.5
+expect1 sample_too_many   "from 0 to 100000000"          "$d/trainer" --sample 1000000000
+expect1 sample_seed_range "from 0 to 9223372036854775807" "$d/trainer" --sample 1 --sample-seed 99999999999999999999
 [ -e "$d/trainer_out" ] && bad "an output folder was made" || true
 
 # output paths: exit 1, named, before compiling
