@@ -113,3 +113,16 @@ PY
 for v in reg_1_n reg_1_n1; do "$TRAINC" run "$d/$v.json" --out "$d/$v" --threads 1 --quiet 2>/dev/null; done
 r=$(same "$d/reg_1_n1" "$d/reg_1_n")
 echo "ok   mse target [1] from a [N] file: $r"
+# and a scalar class target from a [N, 1] file: the [N] file's run
+$PY - "$d" <<'PY'
+import json, sys
+import numpy as np
+d = sys.argv[1]
+np.save(f"{d}/lab_col.npy", np.load(f"{d}/lab_i32.npy")[:, None])
+s = json.load(open(f"{d}/cls_i32.json"))
+s["train"]["data"] = {k: {"x": "feat.npy", "y": "lab_col.npy"} for k in ("train", "val")}
+json.dump(s, open(f"{d}/cls_col.json", "w"))
+PY
+"$TRAINC" run "$d/cls_col.json" --out "$d/cls_col" "${O[@]}" 2>/dev/null
+r=$(same "$d/cls_i32" "$d/cls_col")
+echo "ok   class target [] from a [N, 1] file: $r"

@@ -525,9 +525,11 @@ static int test_dataset_errors(void)
     write_npy("x_rank.npy", 1, "|u1", "(10, 3, 1)", x, 30);
     c = ds2(&xy_model, "x_rank.npy", "y.npy");
     ok &= expect_input_error(child_dataset, &c, "per-sample shape [3, 1]", NULL);
-    write_npy("y_2d.npy", 1, "<i4", "(10, 1)", y, sizeof y);
+    /* (10, 1) would do for a scalar target: one value a sample either way */
+    int32_t y2[2 * XY_N] = {0};
+    write_npy("y_2d.npy", 1, "<i4", "(10, 2)", y2, sizeof y2);
     c = ds2(&xy_model, "x.npy", "y_2d.npy");
-    ok &= expect_input_error(child_dataset, &c, "y_2d.npy", "per-sample shape [1]", "[]", NULL);
+    ok &= expect_input_error(child_dataset, &c, "y_2d.npy", "per-sample shape [2]", "[]", NULL);
     c = ds2(&xy_model, "x.npy", "x.npy");
     ok &= expect_input_error(child_dataset, &c, "$.train.data.train.y", "dtype u8",
                              "does not match model input 'y' (i32)", NULL);
