@@ -909,10 +909,6 @@ static void checkpoint(Run *r, rt_loop_state *s)
     free_lines(spec, n_spec);
 }
 
-/* Generation from a token model: the context window (at most T ids) goes through the
- * forward pass with B = 1, the logits at its last position are sampled with the
- * temperature, and the id is appended (the window slides once full). Ids are bytes
- * for `trainc data text` shards, so they are printed as such. */
 /* --sample's vocabulary: the ids it may draw (the logits' width, or fewer when the
  * input's embedding has fewer rows: the logits past them are not drawn); exits 1 for
  * a model that is not a token model or a prompt byte that is no id. Checked before
@@ -934,8 +930,11 @@ static int64_t sample_vocab(const rt_model *m, const char *prompt)
     return V;
 }
 
-/* The sampled ids go to stdout as bytes for a byte-level vocabulary (at most 256
- * ids), else as numbers a space apart. */
+/* Generation from a token model: the context window (at most T ids) goes through the
+ * forward pass with B = 1, the logits at its last position are sampled with the
+ * temperature, and the id is appended (the window slides once full). Ids are bytes
+ * for `trainc data text` shards, so a vocabulary of at most 256 ids is printed as
+ * bytes; a larger one as numbers a space apart. */
 static void sample(Run *r)
 {
     const rt_model *m = r->m;
