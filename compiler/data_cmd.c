@@ -280,6 +280,8 @@ static const char *opt_value(int argc, char **argv, int *i, const char *name)
         return a + n + 1;
     if (*i + 1 >= argc)
         error_input("data text: %s needs a value\n%s", name, data_usage);
+    if (!strncmp(argv[*i + 1], "--", 2))
+        error_input("data text: %s needs a value, got the option %s", name, argv[*i + 1]);
     return argv[++*i];
 }
 
@@ -429,6 +431,8 @@ static int cmd_fashion(int argc, char **argv)
         if (strcmp(a, "--from") == 0) {
             if (i + 1 >= argc)
                 error_input("data: --from needs a folder\n%s", data_usage);
+            if (!strncmp(argv[i + 1], "--", 2))
+                error_input("data: --from needs a folder, got the option %s", argv[i + 1]);
             src = argv[++i];
         } else if (strncmp(a, "--from=", 7) == 0) {
             src = a + 7;

@@ -319,6 +319,8 @@ static const char *opt_value(int argc, char **argv, int *i, const char *name)
 {
     if (*i + 1 >= argc)
         error_input("%s needs a value", name);
+    if (!strncmp(argv[*i + 1], "--", 2))   /* -o --device cpu: a value was left out */
+        error_input("%s needs a value, got the option %s", name, argv[*i + 1]);
     return argv[++*i];
 }
 

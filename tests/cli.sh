@@ -74,6 +74,8 @@ expect1 build_no_folder   "no folder $d/nowhere"          "$TRAINC" build "$d/ml
 expect1 build_onto_folder "Is a directory"                "$TRAINC" build "$d/mlp.spec" -o "$d"
 expect1 bundle_into_file  "cannot write $d/a_file"        "$TRAINC" build "$d/mlp.spec" --bundle "$d/a_file"
 expect1 run_value_option  "--out needs a value, got the option --quiet" "$TRAINC" run "$d/mlp.spec" --out --quiet
+expect1 build_value_option "-o needs a value, got the option --device" "$TRAINC" build "$d/mlp.spec" -o --device cpu
+expect1 data_value_option "--from needs a folder, got the option --quiet" "$TRAINC" data fashion-mnist "$d/fm" --from --quiet
 
 # optimizer.lr 0 (as torch takes it): the weights stay as they were
 "$d/trainer" --out "$d/lr0" "${S[@]}" --init "$d/plain/model.safetensors" --set optimizer.lr=0 2>/dev/null
