@@ -574,6 +574,41 @@ static void restore_best(Run *r, const rt_loop_state *s)
         rt_fail("cannot remove %s: %s", dst, strerror(errno));
 }
 
+static int same_folder(const char *a, const char *b)
+{
+    struct stat x, y;
+    return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
+/* A new run into a folder that holds an earlier one (its metrics.jsonl) would write over
+ * its records and weights, and leave its checkpoints for a later --resume to take for
+ * this run's: the earlier run is moved aside whole, to OUT.1 (or .2, ...), first. */
+static void keep_earlier_run(const char *out)
+{
+    char p[RT_PATH_MAX + 32], dir[RT_PATH_MAX + 32], to[RT_PATH_MAX + 48];
+    join_path(p, sizeof p, out, "metrics.jsonl");
+    if (access(p, F_OK) != 0)
+        return;
+    snprintf(dir, sizeof dir, "%s", out);
+    for (size_t n = strlen(dir); n > 1 && dir[n - 1] == '/'; n--)
+        dir[n - 1] = 0;
+    const char *base = strrchr(dir, '/') ? strrchr(dir, '/') + 1 : dir;
+    if (!strcmp(base, ".") || !strcmp(base, ".."))
+        rt_input_error("%s holds an earlier run, and the folder a run works in cannot be "
+                       "moved aside\n  hint: --resume %s continues it; --out names another "
+                       "folder", out, out);
+    for (int k = 1;; k++) {
+        snprintf(to, sizeof to, "%s.%d", dir, k);
+        if (access(to, F_OK) != 0 && errno == ENOENT)
+            break;
+    }
+    if (rename(dir, to) != 0)
+        rt_input_error("%s holds an earlier run, which cannot be moved aside to %s: %s\n  "
+                       "hint: --resume %s continues it; --out names another folder", out, to,
+                       strerror(errno), out);
+    fprintf(stderr, "trainc: %s held an earlier run: moved it to %s\n", out, to);
+}
+
 /* A running 64-bit hash of bytes (FNV-1a's constants, eight bytes a round). */
 static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
 {
@@ -1282,6 +1317,8 @@ int rt_main(const rt_model *m, int argc, char **argv)
     if (r->o.eval)
         return eval_only(r, sf);
     if (r->rank == 0) {
+        if (!lf && !(r->o.resume && same_folder(r->out, r->o.resume)))
+            keep_earlier_run(r->out);
         if (rt_mkdir_p(r->out) != 0)
             rt_input_error("cannot create the output folder %s: %s\n  hint: --out names a "
                            "folder trainc can create and write", r->out, strerror(errno));

@@ -101,6 +101,25 @@ rc=0
 [ $rc -eq 3 ] && tail -n 1 "$d/nan/metrics.jsonl" | grep -q '"reason":"diverged"' &&
     ok "a NaN weight before a relu: diverged, exit 3" || bad "a NaN weight before a relu: exit $rc"
 
+# a new run into a folder holding an earlier one moves that one aside whole (OUT.1, then
+# OUT.2), so neither its files nor its checkpoints are lost or mixed with the new run's;
+# a --resume of the folder moves nothing; the folder a run works in is not moved
+R=(--quiet --threads 1 --set data.val=null --set checkpoint.every_steps=2)
+"$d/trainer" --out "$d/again" "${R[@]}" --set max_steps=3 2>/dev/null
+"$d/trainer" --out "$d/again/" "${R[@]}" --set max_steps=4 2>"$d/again.err"
+"$d/trainer" --resume "$d/again" --quiet --set max_steps=6 2>/dev/null
+"$d/trainer" --out "$d/again" "${R[@]}" --set max_steps=2 2>/dev/null
+last() { tail -n 1 "$1/metrics.jsonl" | grep -o '"step":[0-9]*'; }
+if grep -q "held an earlier run: moved it to $d/again.1" "$d/again.err" &&
+   [ "$(last "$d/again.1")" = '"step":3' ] && [ "$(last "$d/again.2")" = '"step":6' ] &&
+   [ "$(last "$d/again")" = '"step":2' ] && [ ! -e "$d/again.3" ] &&
+   [ "$(ls "$d/again/checkpoints")" = step_00000002 ]; then ok "a new run into an earlier run's folder moves that aside"
+else bad "earlier runs: $(ls -d "$d"/again*)"; fi
+mkdir -p "$d/here" && cp -r "$d/again/." "$d/here/"
+( cd "$d/here" && "$d/trainer" --out . "${R[@]}" --set max_steps=1 >/dev/null 2>"$d/here.err" ); rc=$?
+[ $rc -eq 1 ] && grep -q "the folder a run works in cannot be moved aside" "$d/here.err" &&
+    ok "--out . holding an earlier run: exit 1" || bad "--out . holding an earlier run: exit $rc"
+
 # a signal while trainc run compiles or loads data is kept: one step, a checkpoint, 130
 "$TRAINC" run "$d/mlp.spec" --out "$d/early_sig" --quiet --set data.val=null 2>/dev/null &
 pid=$!
