@@ -208,6 +208,25 @@ static int list_ckpts(const char *dir, char ***out)
     return n;
 }
 
+/* Removes the .tmp_step_* and .old_step_* folders in dir (checkpoints cut short by a
+ * crash, a full disk or a second signal; GPT-2's are 1.5 GB each) but `keep`. */
+static void clean_stale(const char *dir, const char *keep)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *de;
+    char f[RT_PATH_MAX + 300];
+    while ((de = readdir(d))) {
+        if (strncmp(de->d_name, ".tmp_step_", 10) && strncmp(de->d_name, ".old_step_", 10))
+            continue;
+        snprintf(f, sizeof f, "%s/%s", dir, de->d_name);
+        if (!keep || strcmp(f, keep))
+            rm_rf(f);
+    }
+    closedir(d);
+}
+
 /* Floats gathered to rank 0 per collective when writing a sharded state part. */
 #define GATHER_CHUNK ((int64_t)1 << 20)
 
@@ -350,9 +369,20 @@ int rt_ckpt_save(const char *out, const rt_model *m, const rt_train_config *c,
         errno = err;
         return -1;
     }
-    rm_rf(fin);                /* a checkpoint of the same step from an earlier life */
+    /* A checkpoint of the same step from an earlier life (a resume of a finished run)
+     * goes aside by one rename before the new one takes its name by another, then is
+     * removed: a crash at any instant leaves a complete step folder or none of that
+     * step, never a half-removed one that --resume would take for the newest. */
+    char old[RT_PATH_MAX + 64];
+    snprintf(old, sizeof old, "%s/.old_step_%08lld", dir, (long long)s->step);
+    rm_rf(old);
+    if (access(fin, F_OK) == 0 && (rename(fin, old) != 0 || fsync_path(dir) != 0))
+        return -1;
     if (rename(tmp, fin) != 0 || fsync_path(dir) != 0)
         return -1;
+    rm_rf(old);
+    /* the temporary folders of checkpoints a crash or a second signal cut short */
+    clean_stale(dir, tmp);
     /* keep the newest `keep` */
     char **names;
     int n = list_ckpts(dir, &names);

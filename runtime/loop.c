@@ -7,13 +7,15 @@
  * files, --init weights) is checked before the output folder is touched, so a bad
  * run writes nothing (SPEC.md section 6). */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <sched.h>
 #include <signal.h>
-#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "rt_cuda.h"
 #include "rt_dist.h"
@@ -540,6 +542,94 @@ static void save_weights(Run *r, const char *file)
         rt_fail("cannot write %s: %s (is the disk full?)", path, strerror(errno));
 }
 
+static int same_folder(const char *a, const char *b)
+{
+    struct stat x, y;
+    return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
+/* One run a folder at a time: rank 0 holds an exclusive lock on its output folder
+ * (flock on the folder itself: no file of ours in it, and the kernel drops the lock
+ * when the process ends, however it ends). Returns the folder's descriptor, locked,
+ * or -1 when another process holds it; a file system without flock locks nothing. */
+static int lock_folder(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -2;
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static _Noreturn void folder_in_use(const char *out)
+{
+    rt_input_error("%s is in use: another run is writing there now\n  hint: --out names "
+                   "another folder; wait for that run to end to --resume it", out);
+}
+
+/* The output folder, locked for the run (lock_folder), and its identity, which each
+ * checkpoint and the end check against: a folder moved or removed during the run took
+ * its files with it, and writing on into a new one of that name would split the run. */
+static int out_fd = -1;
+static struct stat out_id;
+
+static void hold_out(const char *out)
+{
+    if (out_fd >= 0)
+        close(out_fd);
+    out_fd = lock_folder(out);
+    if (out_fd == -1)
+        folder_in_use(out);
+    if (stat(out, &out_id) != 0)
+        rt_fail("%s: %s", out, strerror(errno));
+}
+
+static void check_out(const char *out)
+{
+    struct stat now;
+    if (stat(out, &now) != 0 || now.st_dev != out_id.st_dev || now.st_ino != out_id.st_ino)
+        rt_fail("the output folder %s was moved or removed during the run (what was written "
+                "went with it); nothing more is written", out);
+}
+
+/* A new run into a folder that holds an earlier one (its metrics.jsonl) would write over
+ * its records and weights, and leave its checkpoints for a later --resume to take for
+ * this run's: the earlier run is moved aside whole, to OUT.1 (or .2, ...), first. */
+static void keep_earlier_run(const char *out)
+{
+    char p[RT_PATH_MAX + 32], dir[RT_PATH_MAX + 32], to[RT_PATH_MAX + 48];
+    join_path(p, sizeof p, out, "metrics.jsonl");
+    if (access(p, F_OK) != 0)
+        return;
+    snprintf(dir, sizeof dir, "%s", out);
+    for (size_t n = strlen(dir); n > 1 && dir[n - 1] == '/'; n--)
+        dir[n - 1] = 0;
+    const char *base = strrchr(dir, '/') ? strrchr(dir, '/') + 1 : dir;
+    if (!strcmp(base, ".") || !strcmp(base, ".."))
+        rt_input_error("%s holds an earlier run, and the folder a run works in cannot be "
+                       "moved aside\n  hint: --resume %s continues it; --out names another "
+                       "folder", out, out);
+    for (int k = 1;; k++) {
+        snprintf(to, sizeof to, "%s.%d", dir, k);
+        if (access(to, F_OK) != 0 && errno == ENOENT)
+            break;
+    }
+    int fd = lock_folder(dir);
+    if (fd == -1)
+        folder_in_use(out);
+    int moved = rename(dir, to);
+    if (fd >= 0)
+        close(fd);
+    if (moved != 0)
+        rt_input_error("%s holds an earlier run, which cannot be moved aside to %s: %s\n  "
+                       "hint: --resume %s continues it; --out names another folder", out, to,
+                       strerror(errno), out);
+    fprintf(stderr, "trainc: %s held an earlier run: moved it to %s\n", out, to);
+}
+
 /* The final weights. Right after a checkpoint, model.safetensors is a second name of
  * the checkpoint's weights file (the newest checkpoint's: the same bytes, 0.5 GB once,
  * not twice, for GPT-2); written where the file system has no hard links. */
@@ -547,6 +637,7 @@ static void save_final(Run *r, int after_ckpt)
 {
     if (r->rank != 0)
         return;
+    check_out(r->out);
     char ck[RT_PATH_MAX + 64], src[RT_PATH_MAX + 96], dst[RT_PATH_MAX + 64];
     join_path(dst, sizeof dst, r->out, "model.safetensors");
     if (after_ckpt && rt_ckpt_latest(r->out, ck, sizeof ck) == 0) {
@@ -572,41 +663,6 @@ static void restore_best(Run *r, const rt_loop_state *s)
             rt_fail("cannot write %s: %s (is the disk full?)", dst, strerror(errno));
     } else if (s->best_step < 0 && unlink(dst) != 0 && errno != ENOENT)
         rt_fail("cannot remove %s: %s", dst, strerror(errno));
-}
-
-static int same_folder(const char *a, const char *b)
-{
-    struct stat x, y;
-    return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
-}
-
-/* A new run into a folder that holds an earlier one (its metrics.jsonl) would write over
- * its records and weights, and leave its checkpoints for a later --resume to take for
- * this run's: the earlier run is moved aside whole, to OUT.1 (or .2, ...), first. */
-static void keep_earlier_run(const char *out)
-{
-    char p[RT_PATH_MAX + 32], dir[RT_PATH_MAX + 32], to[RT_PATH_MAX + 48];
-    join_path(p, sizeof p, out, "metrics.jsonl");
-    if (access(p, F_OK) != 0)
-        return;
-    snprintf(dir, sizeof dir, "%s", out);
-    for (size_t n = strlen(dir); n > 1 && dir[n - 1] == '/'; n--)
-        dir[n - 1] = 0;
-    const char *base = strrchr(dir, '/') ? strrchr(dir, '/') + 1 : dir;
-    if (!strcmp(base, ".") || !strcmp(base, ".."))
-        rt_input_error("%s holds an earlier run, and the folder a run works in cannot be "
-                       "moved aside\n  hint: --resume %s continues it; --out names another "
-                       "folder", out, out);
-    for (int k = 1;; k++) {
-        snprintf(to, sizeof to, "%s.%d", dir, k);
-        if (access(to, F_OK) != 0 && errno == ENOENT)
-            break;
-    }
-    if (rename(dir, to) != 0)
-        rt_input_error("%s holds an earlier run, which cannot be moved aside to %s: %s\n  "
-                       "hint: --resume %s continues it; --out names another folder", out, to,
-                       strerror(errno), out);
-    fprintf(stderr, "trainc: %s held an earlier run: moved it to %s\n", out, to);
 }
 
 /* A running 64-bit hash of bytes (FNV-1a's constants, eight bytes a round). */
@@ -929,6 +985,9 @@ static void checkpoint(Run *r, rt_loop_state *s)
 {
     if (r->rank != 0 && !rt_zero_on())
         return;               /* DDP: every rank holds the same state; ZeRO: its shard */
+    if (r->rank == 0)
+        check_out(r->out);
+    rt_metrics_sync(r->mt);
     s->metrics_bytes = file_size(r->out, "metrics.jsonl");
     pull_params(r, 1);
     int n;
@@ -1305,7 +1364,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
         /* records after the checkpoint (a crash) are dropped: the file reads as one run */
         char mp[RT_PATH_MAX + 32];
         snprintf(mp, sizeof mp, "%s/metrics.jsonl", r->out);
-        if (!r->o.eval && r->rank == 0 && strcmp(r->out, r->o.resume) == 0 &&
+        if (!r->o.eval && r->rank == 0 && same_folder(r->out, r->o.resume) &&
             file_size(r->out, "metrics.jsonl") > s->metrics_bytes &&
             truncate(mp, s->metrics_bytes) != 0)
             rt_fail("cannot truncate %s: %s", mp, strerror(errno));
@@ -1322,6 +1381,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
         if (rt_mkdir_p(r->out) != 0)
             rt_input_error("cannot create the output folder %s: %s\n  hint: --out names a "
                            "folder trainc can create and write", r->out, strerror(errno));
+        hold_out(r->out);
         if (r->o.resume)
             restore_best(r, s);
         r->mt = lf ? NULL : rt_metrics_open(r->out, r->o.resume != NULL);

@@ -110,6 +110,12 @@ void rt_metrics_line(rt_metrics *mt, const char *json)
         rt_fail("%s: write failed: %s", mt->path, strerror(errno));
 }
 
+void rt_metrics_sync(rt_metrics *mt)
+{
+    if (mt && (fflush(mt->f) != 0 || fsync(fileno(mt->f)) != 0))
+        rt_fail("%s: write failed: %s", mt->path, strerror(errno));
+}
+
 void rt_metrics_train_point(rt_metrics *mt, int64_t step, double loss)
 {
     if (mt)

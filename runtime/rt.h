@@ -362,6 +362,9 @@ typedef struct rt_metrics rt_metrics;
 rt_metrics *rt_metrics_open(const char *dir, int append);
 /* Appends one line (a complete JSON object, without newline) and flushes. */
 void rt_metrics_line(rt_metrics *mt, const char *json);
+/* The lines so far on the disk (fsync): a checkpoint records the file's length, which
+ * a resume truncates to, so that length must survive a power loss. */
+void rt_metrics_sync(rt_metrics *mt);
 /* Remembers points for the plot. */
 void rt_metrics_train_point(rt_metrics *mt, int64_t step, double loss);
 void rt_metrics_val_point(rt_metrics *mt, int64_t step, double val_loss);

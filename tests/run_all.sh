@@ -72,6 +72,7 @@ check vocab_pad           bash tests/vocab_pad.sh
 # whole runs
 check jit_vs_build        bash tests/jit_vs_build.sh
 check resume              bash tests/resume.sh
+check robust              bash tests/robust.sh
 check control             bash tests/control.sh
 check int_dtypes          bash tests/int_dtypes.sh
 check lr_find             bash tests/lr_find.sh

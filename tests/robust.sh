@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Never losing a run, where the machine or the user works against it:
+#  - a checkpoint rewritten by a resume of a finished run goes aside by rename before
+#    the new one takes its name: the states a crash can leave (the old one aside, the
+#    new one complete under its temporary name) resume from the newest complete
+#    checkpoint, bit-identically, and the leftovers are removed by the next checkpoint;
+#  - a resume into the same folder spelled otherwise (DIR/) still truncates
+#    metrics.jsonl to the checkpoint: no record twice;
+#  - two trainers into one folder: the second exits 1 ("in use") and touches nothing,
+#    the first ends as if alone;
+#  - the output folder moved away during a run: exit 2 and nothing written into a new
+#    folder of that name.
+set -eu
+cd "$(dirname "$0")/.."
+TRAINC=${TRAINC:-build/trainc}
+PY=${PYTHON:-/usr/bin/python3}
+d=$(pwd)/build/tests/robust
+rm -rf "$d"; mkdir -p "$d"
+sed 's|\.\./data/fashion|../../../data/fashion|g' specs/mlp_fashion.json > "$d/mlp.json"
+"$TRAINC" build "$d/mlp.json" -o "$d/t" 2>/dev/null
+S=(--threads 1 --quiet --set max_steps=20 --set log_every=1 --set validate.every_steps=10
+   --set validate.batches=5 --set checkpoint.every_steps=5 --set checkpoint.keep=2)
+records() { $PY -c '
+import json, sys
+print([{k: v for k, v in json.loads(l).items() if k not in ("time_s", "samples_per_s")}
+       for l in open(sys.argv[1]) if "\"event\"" not in l])' "$1/metrics.jsonl"; }
+"$d/t" --out "$d/ref" "${S[@]}"
+
+# a crash between the renames of a rewrite: step_20 aside, the new step_20 under .tmp_
+"$d/t" --out "$d/crash" "${S[@]}"
+c=$d/crash/checkpoints
+mv "$c/step_00000020" "$c/.old_step_00000020"
+cp -r "$c/.old_step_00000020" "$c/.tmp_step_00000020"
+"$d/t" --resume "$d/crash" "${S[@]}" 2>/dev/null
+cmp "$d/ref/model.safetensors" "$d/crash/model.safetensors"
+[ "$(records "$d/ref")" = "$(records "$d/crash")" ]
+[ "$(ls -A "$c")" = "$(printf 'step_00000015\nstep_00000020')" ] ||
+    { echo "FAIL: leftovers in $c: $(ls -A "$c")"; exit 1; }
+# and the rewrite itself (a resume of the finished run) leaves nothing aside
+"$d/t" --resume "$d/crash" "${S[@]}" 2>/dev/null
+[ "$(ls -A "$c")" = "$(printf 'step_00000015\nstep_00000020')" ]
+echo "ok   a crash between a rewrite's renames: resumes from step 15 bit-identically, leftovers removed"
+
+# resume into the folder spelled DIR/: the records after the checkpoint are not doubled
+# (step 12's checkpoint removed, as by a crash before it: the resume goes on from 10)
+"$d/t" --out "$d/sp" "${S[@]}" --set max_steps=12
+rm -rf "$d/sp/checkpoints/step_00000012"
+"$d/t" --resume "$d/sp" --out "$d/sp/" "${S[@]}" 2>/dev/null
+$PY - "$d/sp/metrics.jsonl" <<'PY'
+import json, sys
+steps = [json.loads(l)["step"] for l in open(sys.argv[1]) if '"loss"' in l]
+assert steps == list(range(1, 21)), steps
+PY
+echo "ok   --resume DIR --out DIR/: metrics.jsonl truncated to the checkpoint, no step twice"
+
+# two trainers, one folder
+"$d/t" --out "$d/two" --threads 1 --quiet --set max_steps=400 --set data.val=null \
+    --set checkpoint.every_steps=100 &
+pid=$!
+while [ ! -s "$d/two/metrics.jsonl" ]; do sleep 0.01; done
+rc=0
+"$d/t" --out "$d/two" --threads 1 --quiet --set max_steps=5 2>"$d/two.err" || rc=$?
+wait $pid
+[ $rc -eq 1 ] && grep -q "is in use" "$d/two.err" && [ ! -e "$d/two.1" ] &&
+    tail -n 1 "$d/two/metrics.jsonl" | grep -q '"reason":"max_steps","step":400' ||
+    { echo "FAIL: a second trainer into a busy folder: rc=$rc"; cat "$d/two.err"; exit 1; }
+echo "ok   a second trainer into a folder in use: exit 1, the first run whole"
+
+# the output folder moved away during the run
+"$d/t" --out "$d/mv" --threads 1 --quiet --set max_steps=3000 --set data.val=null \
+    --set checkpoint.every_steps=20 2>"$d/mv.err" &
+pid=$!
+while [ ! -d "$d/mv/checkpoints" ]; do sleep 0.01; done
+mv "$d/mv" "$d/mv.moved"
+rc=0; wait $pid || rc=$?
+[ $rc -eq 2 ] && grep -q "was moved or removed during the run" "$d/mv.err" && [ ! -e "$d/mv" ] ||
+    { echo "FAIL: the output folder moved away: rc=$rc"; cat "$d/mv.err"; ls "$d"; exit 1; }
+echo "ok   the output folder moved during the run: exit 2, no new folder of its name"
