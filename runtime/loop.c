@@ -539,7 +539,7 @@ static void save_weights(Run *r, const char *file)
     char path[RT_PATH_MAX + 64];
     join_path(path, sizeof path, r->out, file);
     if (rt_safetensors_write(path, r->m, r->params) != 0)
-        rt_fail("cannot write %s: %s (is the disk full?)", path, strerror(errno));
+        rt_fail("cannot write %s: %s%s", path, strerror(errno), rt_full_hint(errno));
 }
 
 static int same_folder(const char *a, const char *b)
@@ -660,7 +660,7 @@ static void restore_best(Run *r, const rt_loop_state *s)
     join_path(dst, sizeof dst, r->out, "best.safetensors");
     if (access(src, F_OK) == 0) {
         if (rt_link_or_copy(src, dst) != 0)
-            rt_fail("cannot write %s: %s (is the disk full?)", dst, strerror(errno));
+            rt_fail("cannot write %s: %s%s", dst, strerror(errno), rt_full_hint(errno));
     } else if (s->best_step < 0 && unlink(dst) != 0 && errno != ENOENT)
         rt_fail("cannot remove %s: %s", dst, strerror(errno));
 }
@@ -997,8 +997,8 @@ static void checkpoint(Run *r, rt_loop_state *s)
     char **spec = spec_lines(r->m, &n_spec);
     if (rt_ckpt_save(r->out, r->m, &r->c, s, r->params, r->state, rt_zero_part(), lines, n,
                      spec, n_spec) != 0)
-        rt_fail("cannot write a checkpoint in %s/checkpoints: %s (is the disk full?)", r->out,
-                strerror(errno));
+        rt_fail("cannot write a checkpoint in %s/checkpoints: %s%s", r->out, strerror(errno),
+                rt_full_hint(errno));
     free_lines(lines, n);
     free_lines(spec, n_spec);
 }
@@ -1162,8 +1162,8 @@ static int lr_find_end(Run *r, rt_lrfind *lf, int interrupted)
     close_gpu_comm(r);
     if (r->rank == 0) {
         if (rt_lrfind_write(lf, r->out, lr, interrupted) != 0)
-            rt_fail("%s/lr_find.jsonl: cannot write: %s\n  hint: is the disk full?", r->out,
-                    strerror(errno));
+            rt_fail("%s/lr_find.jsonl: cannot write: %s%s", r->out, strerror(errno),
+                    rt_full_hint(errno));
         fprintf(stderr, "trainc: lr-find: %lld steps, rates %.3g to %.3g%s\n", (long long)lf->n,
                 lf->lo, lf->n ? lf->lr[lf->n - 1] : lf->lo,
                 interrupted ? " (interrupted)" : lf->diverged ? ", stopped where the loss blew up" : "");

@@ -40,6 +40,9 @@ int rt_tmp_commit(FILE *f, const char *path);
  * where the file system has no hard links, a copy written whole or not at all: 0, or
  * -1 with errno set. */
 int rt_link_or_copy(const char *src, const char *path);
+/* " (is the disk full?)" after a write that failed with err ENOSPC, EDQUOT or EFBIG (a
+ * file size limit), else "". */
+const char *rt_full_hint(int err);
 
 /* ---- the GPU's versions of the runtime calls -------------------------------- */
 

@@ -77,6 +77,11 @@ int rt_tmp_commit(FILE *f, const char *path)
     return 0;
 }
 
+const char *rt_full_hint(int err)
+{
+    return err == ENOSPC || err == EDQUOT || err == EFBIG ? " (is the disk full?)" : "";
+}
+
 double rt_now(void)
 {
     struct timespec ts;
