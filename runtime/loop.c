@@ -1352,8 +1352,9 @@ int rt_main(const rt_model *m, int argc, char **argv)
     if (r->o.resume) {
         char ck[RT_PATH_MAX + 64];
         if (rt_ckpt_latest(r->o.resume, ck, sizeof ck) != 0)
-            rt_input_error("--resume %s: no complete checkpoint in %s/checkpoints", r->o.resume,
-                           r->o.resume);
+            rt_input_error("--resume %s: no complete checkpoint in %s/checkpoints\n  hint: a "
+                           "run stopped before its first checkpoint starts again without "
+                           "--resume", r->o.resume, r->o.resume);
         int n;
         char **lines = rt_config_dump(c, &n);
         rt_ckpt_load(ck, m, c, s, r->params, r->state, rt_zero_part(), lines, n);
@@ -1417,6 +1418,8 @@ int rt_main(const rt_model *m, int argc, char **argv)
         end = END_EPOCHS;
     if (c->max_steps > 0 && s->step >= c->max_steps)
         end = END_MAX_STEPS;
+    if (!isnan(c->max_time) && s->elapsed >= c->max_time)
+        end = END_MAX_TIME;    /* resumed, its time spent: not one step more */
 
     while (end < 0) {
         r->ahead = NULL;

@@ -9,7 +9,8 @@
 #  - two trainers into one folder: the second exits 1 ("in use") and touches nothing,
 #    the first ends as if alone;
 #  - the output folder moved away during a run: exit 2 and nothing written into a new
-#    folder of that name.
+#    folder of that name;
+#  - a run stopped by max_time and resumed with the same max_time takes no step more.
 set -eu
 cd "$(dirname "$0")/.."
 TRAINC=${TRAINC:-build/trainc}
@@ -76,3 +77,12 @@ rc=0; wait $pid || rc=$?
 [ $rc -eq 2 ] && grep -q "was moved or removed during the run" "$d/mv.err" && [ ! -e "$d/mv" ] ||
     { echo "FAIL: the output folder moved away: rc=$rc"; cat "$d/mv.err"; ls "$d"; exit 1; }
 echo "ok   the output folder moved during the run: exit 2, no new folder of its name"
+
+# max_time spent: a bare resume ends at once (it took one step more each time)
+"$d/t" --out "$d/mt" --threads 1 --quiet --set max_time=00:00:00:01 --set data.val=null \
+    --set epochs=100 --set checkpoint.every_steps=100000 2>/dev/null
+"$d/t" --resume "$d/mt" --threads 1 --quiet 2>/dev/null
+[ "$(grep -o '"step":[0-9]*' "$d/mt/metrics.jsonl" | tail -n 1)" = \
+  "$(grep '"reason"' "$d/mt/metrics.jsonl" | head -n 1 | grep -o '"step":[0-9]*')" ] ||
+    { echo "FAIL: a resume after max_time went on"; tail -n 3 "$d/mt/metrics.jsonl"; exit 1; }
+echo "ok   max_time spent: a resume ends at the same step"
