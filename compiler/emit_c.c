@@ -563,9 +563,9 @@ void emit_plan_json(Program *p, Buf *b)
     Graph *g = p->g;
     const Spec *s = g->spec;
     int64_t B = s->train.batch_size;
-    int64_t pbytes = 0;
-    for (int i = 0; i < g->n_params; i++)
-        pbytes += g->params[i]->numel * 4;
+    /* what the trainer allocates: each tensor's floats padded to 16 (its start record's
+     * param_bytes) */
+    int64_t pbytes = g->param_floats * 4;
     int adam = s->train.opt == RT_OPT_ADAMW;
     int64_t opt = adam ? 2 * pbytes : (s->train.momentum > 0 ? pbytes : 0);
     buf_printf(b, "{\n  \"model\": \"%s\",\n  \"batch_size\": %lld,\n", s->name, (long long)B);

@@ -659,19 +659,21 @@ static int cmd_plan(int argc, char **argv)
     int64_t np = 0;
     for (int i = 0; i < g->n_params; i++)
         np += g->params[i]->numel;
-    int64_t opt = s->train.opt == RT_OPT_ADAMW ? 2 * np * 4 : (s->train.momentum > 0 ? np * 4 : 0);
+    int64_t pb = g->param_floats * 4;   /* as allocated: each tensor padded to 16 floats */
+    int64_t opt = s->train.opt == RT_OPT_ADAMW ? 2 * pb : (s->train.momentum > 0 ? pb : 0);
     printf("\n  arena                 %14lld bytes\n", (long long)(B * p->arena_row_bytes));
     printf("  no reuse              %14lld bytes (arena is %.1f%% of it)\n",
            (long long)(B * p->noreuse_row_bytes),
            p->noreuse_row_bytes ? 100.0 * (double)p->arena_row_bytes / (double)p->noreuse_row_bytes : 0.0);
     printf("  lower bound (peak live) %12lld bytes\n", (long long)(B * p->lower_bound_row_bytes));
-    printf("  parameters            %14lld bytes\n", (long long)(np * 4));
-    printf("  gradients             %14lld bytes\n", (long long)(np * 4));
+    printf("  parameters            %14lld bytes (%lld floats, each tensor padded to 16)\n",
+           (long long)pb, (long long)np);
+    printf("  gradients             %14lld bytes\n", (long long)pb);
     printf("  optimizer state       %14lld bytes\n", (long long)opt);
     if (g->act16)
         printf("  %s parameter copy   %14lld bytes (%s-mixed: the arena above is the GPU's,\n"
                "                          %s activations; the CPU computes in fp32 and takes twice it)\n",
-               half_name(g), (long long)(np * 2), half_name(g), half_name(g));
+               half_name(g), (long long)(pb / 2), half_name(g), half_name(g));
     static const char *pol[] = {"none", "selective", "full", "auto"};
     printf("  recompute             %14s (%s)\n", pol[c->prog->policy],
            s->train.recompute == RT_RECOMPUTE_AUTO ? "chosen by auto" : "as asked");

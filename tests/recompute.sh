@@ -4,7 +4,8 @@
 # to "none". The plan: arena <= 1.10 x the lower bound for every spec and policy;
 # activation bytes none > selective > full for gpt_char and gpt2_124m; auto picks the
 # least recomputation that fits memory_budget_mb (none, selective, selective with the
-# first k blocks in full, full), and names what would fit when nothing does.
+# first k blocks in full, full), and names what would fit when nothing does. The start
+# record's bytes (arena, parameters, gradients, optimizer state) are the plan's.
 set -eu
 cd "$(dirname "$0")/.."
 TRAINC=${TRAINC:-build/trainc}
@@ -32,6 +33,18 @@ for spec in specs/mlp_fashion.json specs/cnn_fashion.json specs/gpt_char.json "$
         diff <(grep -o '"loss":[^,]*' "$d/$name.none/metrics.jsonl") <(grep -o '"loss":[^,]*' "$d/$name.$pol/metrics.jsonl")
     done
     echo "ok   $name: selective and full bit-identical to none"
+    # the start record reports what the trainer allocated, which is what the plan says
+    for pol in none selective full; do
+        "$TRAINC" plan "$spec" --json --set recompute=$pol --set batch_size=8 > "$d/$name.$pol.plan.json"
+        $PY - "$d/$name.$pol/metrics.jsonl" "$d/$name.$pol.plan.json" <<'PY'
+import json, sys
+start = json.loads(open(sys.argv[1]).readline())
+plan = json.load(open(sys.argv[2]))
+for k in ("arena_bytes", "param_bytes", "grad_bytes", "optimizer_bytes"):
+    assert start[k] == plan[k], (k, start[k], plan[k])
+PY
+    done
+    echo "ok   $name: the start record's arena, parameter, gradient and optimizer bytes are the plan's"
 done
 # auto between selective and full: the first blocks in full, the others selective
 # (gpt_char at batch 8 and 35 MiB: blocks 0-3 of 8), bit-identical too
