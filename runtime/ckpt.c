@@ -289,7 +289,7 @@ int rt_ckpt_save(const char *out, const rt_model *m, const rt_train_config *c,
     snprintf(dir, sizeof dir, "%s/checkpoints", out);
     snprintf(tmp, sizeof tmp, "%s/.tmp_step_%08lld", dir, (long long)s->step);
     snprintf(fin, sizeof fin, "%s/step_%08lld", dir, (long long)s->step);
-    if (rt_mkdir_p(dir) != 0)
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)   /* not -p: never a new OUT */
         failed = 1;
     if (!failed) {
         rm_rf(tmp);

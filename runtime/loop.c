@@ -996,9 +996,13 @@ static void checkpoint(Run *r, rt_loop_state *s)
     int n_spec;
     char **spec = spec_lines(r->m, &n_spec);
     if (rt_ckpt_save(r->out, r->m, &r->c, s, r->params, r->state, rt_zero_part(), lines, n,
-                     spec, n_spec) != 0)
-        rt_fail("cannot write a checkpoint in %s/checkpoints: %s%s", r->out, strerror(errno),
-                rt_full_hint(errno));
+                     spec, n_spec) != 0) {
+        int err = errno;
+        if (r->rank == 0)
+            check_out(r->out);    /* a folder moved away says so, not "no such file" */
+        rt_fail("cannot write a checkpoint in %s/checkpoints: %s%s", r->out, strerror(err),
+                rt_full_hint(err));
+    }
     free_lines(lines, n);
     free_lines(spec, n_spec);
 }

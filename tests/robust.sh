@@ -71,7 +71,7 @@ echo "ok   a second trainer into a folder in use: exit 1, the first run whole"
 "$d/t" --out "$d/mv" --threads 1 --quiet --set max_steps=3000 --set data.val=null \
     --set checkpoint.every_steps=20 2>"$d/mv.err" &
 pid=$!
-while [ ! -d "$d/mv/checkpoints" ]; do sleep 0.01; done
+while ! ls "$d/mv/checkpoints" 2>/dev/null | grep -q '^step_'; do sleep 0.01; done
 mv "$d/mv" "$d/mv.moved"
 rc=0; wait $pid || rc=$?
 [ $rc -eq 2 ] && grep -q "was moved or removed during the run" "$d/mv.err" && [ ! -e "$d/mv" ] ||
