@@ -1099,19 +1099,6 @@ static int has_key(const rt_data_entry *e, int n, const char *key)
     return 0;
 }
 
-/* The key a cross-field rule blames, for rt_config_check's caller. */
-static void blame(char *key, size_t keylen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void blame(char *key, size_t keylen, const char *fmt, ...)
-{
-    if (key && keylen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(key, keylen, fmt, ap);
-        va_end(ap);
-    }
-}
-
 int rt_config_validate(const rt_train_config *c, char *err, size_t errlen)
 {
     return rt_config_check(c, err, errlen, NULL, 0);
@@ -1122,63 +1109,63 @@ int rt_config_check(const rt_train_config *c, char *err, size_t errlen, char *ke
 {
     rt_train_config d;
     rt_config_defaults(&d);
-    blame(key, keylen, "%s", "");
+    fail(key, keylen, "%s", "");   /* key: the one a failed rule blames (fail formats it) */
     if (c->n_train == 0) {
-        blame(key, keylen, "data.train");
+        fail(key, keylen, "data.train");
         return fail(err, errlen, "data.train is missing: give a file for every model input");
     }
     if (has_key(c->train, c->n_train, "tokens") && c->n_train != 1) {
-        blame(key, keylen, "data.train.tokens");
+        fail(key, keylen, "data.train.tokens");
         return fail(err, errlen, "data.train.tokens must be the only entry of data.train");
     }
     for (int i = 0; i < c->n_val; i++)
         if (!has_key(c->train, c->n_train, c->val[i].key)) {
-            blame(key, keylen, "data.val.%s", c->val[i].key);
+            fail(key, keylen, "data.val.%s", c->val[i].key);
             return fail(err, errlen, "data.val.%s has no counterpart in data.train",
                         c->val[i].key);
         }
     if (c->n_val > 0)
         for (int i = 0; i < c->n_train; i++)
             if (!has_key(c->val, c->n_val, c->train[i].key)) {
-                blame(key, keylen, "data.val");
+                fail(key, keylen, "data.val");
                 return fail(err, errlen, "data.val has no file for '%s' (data.train has one)",
                             c->train[i].key);
             }
     if (c->epochs < 0 && c->max_steps < 0 && isnan(c->max_time))
         return fail(err, errlen, "no stop condition: set epochs, max_steps or max_time");
     if (c->opt == RT_OPT_ADAMW && (c->momentum != 0 || c->nesterov)) {
-        blame(key, keylen, "%s",
+        fail(key, keylen, "%s",
               c->momentum != 0 ? "optimizer.momentum" : "optimizer.nesterov");
         return fail(err, errlen, "optimizer.momentum and optimizer.nesterov apply to sgd "
                     "only (optimizer.type is adamw)");
     }
     if (c->nesterov && !(c->momentum > 0)) {
-        blame(key, keylen, "optimizer.nesterov");
+        fail(key, keylen, "optimizer.nesterov");
         return fail(err, errlen, "optimizer.nesterov needs optimizer.momentum > 0");
     }
     if (c->opt == RT_OPT_SGD &&
         (c->beta1 != d.beta1 || c->beta2 != d.beta2 || c->eps != d.eps)) {
-        blame(key, keylen, "%s", c->eps != d.eps && c->beta1 == d.beta1 &&
+        fail(key, keylen, "%s", c->eps != d.eps && c->beta1 == d.beta1 &&
                                  c->beta2 == d.beta2 ? "optimizer.eps" : "optimizer.betas");
         return fail(err, errlen, "optimizer.betas and optimizer.eps apply to adamw only "
                     "(optimizer.type is sgd)");
     }
     if (c->sched != RT_SCHED_STEP &&
         (c->sched_every_steps != d.sched_every_steps || c->gamma != d.gamma)) {
-        blame(key, keylen, "%s", c->sched_every_steps != d.sched_every_steps
+        fail(key, keylen, "%s", c->sched_every_steps != d.sched_every_steps
                                  ? "schedule.every_steps" : "schedule.gamma");
         return fail(err, errlen, "schedule.every_steps and schedule.gamma apply to "
                     "schedule.type step only");
     }
     if ((c->sched == RT_SCHED_CONSTANT || c->sched == RT_SCHED_STEP) &&
         c->final_lr_frac != d.final_lr_frac) {
-        blame(key, keylen, "schedule.final_lr_frac");
+        fail(key, keylen, "schedule.final_lr_frac");
         return fail(err, errlen, "schedule.final_lr_frac applies to schedule.type cosine "
                     "and linear only");
     }
     if ((c->sched == RT_SCHED_COSINE || c->sched == RT_SCHED_LINEAR) && c->epochs < 0 &&
         c->max_steps < 0) {
-        blame(key, keylen, "schedule.type");
+        fail(key, keylen, "schedule.type");
         return fail(err, errlen, "schedule.type %s needs epochs or max_steps to know its "
                     "length", c->sched == RT_SCHED_COSINE ? "cosine" : "linear");
     }
@@ -1186,23 +1173,23 @@ int rt_config_check(const rt_train_config *c, char *err, size_t errlen, char *ke
         int both = c->val_every_steps >= 0 && c->val_batches >= 0;
         const char *k = both ? "validate.every_steps and validate.batches"
                       : c->val_every_steps >= 0 ? "validate.every_steps" : "validate.batches";
-        blame(key, keylen, "%s", c->val_every_steps >= 0 ? "validate.every_steps"
+        fail(key, keylen, "%s", c->val_every_steps >= 0 ? "validate.every_steps"
                                                    : "validate.batches");
         return fail(err, errlen, "%s need%s data.val (to train without validation, set %s to "
                     "null too)", k, both ? "" : "s", both ? "them" : k);
     }
     if (c->has_early_stopping && c->es_monitor != RT_MON_LOSS) {
         const char *m = c->es_monitor == RT_MON_VAL_LOSS ? "val_loss" : "val_acc";
-        blame(key, keylen, "early_stopping.monitor");
+        fail(key, keylen, "early_stopping.monitor");
         if (c->n_val == 0)
             return fail(err, errlen, "early_stopping.monitor %s needs data.val", m);
         if (c->val_every_steps < 0 && c->val_every_epochs < 0)
             return fail(err, errlen, "early_stopping.monitor %s needs validation: set "
                         "validate.every_epochs or validate.every_steps", m);
-        blame(key, keylen, "%s", "");
+        fail(key, keylen, "%s", "");
     }
     if (c->recompute == RT_RECOMPUTE_AUTO && isnan(c->memory_budget_mb)) {
-        blame(key, keylen, "recompute");
+        fail(key, keylen, "recompute");
         return fail(err, errlen, "recompute auto needs memory_budget_mb");
     }
     return 0;
