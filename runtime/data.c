@@ -1208,6 +1208,12 @@ rt_loader *rt_loader_new(const rt_model *m, const rt_dataset *d, int64_t batch, 
 
 int64_t rt_loader_batches(const rt_loader *l) { return l->nb; }
 
+int64_t rt_loader_rows(const rt_loader *l, int64_t b)
+{
+    int64_t left = l->n - b * l->B;
+    return left < l->B ? left : l->B;
+}
+
 void rt_loader_indices_only(rt_loader *l)
 {
     if (l->started || l->d->rows > INT32_MAX)

@@ -1432,6 +1432,12 @@ int rt_main(const rt_model *m, int argc, char **argv)
             int64_t k = r->batches_per_epoch - s->batch;
             if (k > c->accumulate)
                 k = c->accumulate;
+            /* the step's samples: each micro-batch's mean loss weighs its rows / window,
+             * so the update is that of one batch of them all, also when the epoch's
+             * last batch is short (drop_last false) */
+            int64_t window = 0;
+            for (int64_t j = 0; j < k; j++)
+                window += rt_loader_rows(r->tl, s->batch + j);
             if (r->gpu)
                 rt_cu_grads_clear(&r->e, m->param_floats);
             else
@@ -1452,10 +1458,14 @@ int rt_main(const rt_model *m, int argc, char **argv)
                 bind_slot(r, b, r->slot, r->ahead != NULL, 0, (int)j);
                 r->ahead = NULL;
                 int64_t rows = b->rows;
+                if (rows != rt_loader_rows(r->tl, s->batch + j))
+                    rt_die("batch %lld of epoch %lld has %lld rows, not %lld", (long long)(s->batch + j),
+                           (long long)s->epoch, (long long)rows,
+                           (long long)rt_loader_rows(r->tl, s->batch + j));
                 r->e.rng_key = mix(mix(c->seed, (uint64_t)s->step), (uint64_t)j);
                 /* fp16-mixed: the loss (so every gradient) times the loss scale */
-                r->e.grad_scale = (float)(s->loss_scale / ((double)b->rows * (double)m->loss_terms *
-                                                           (double)k * (double)r->world));
+                r->e.grad_scale = (float)(s->loss_scale / ((double)window * (double)m->loss_terms *
+                                                           (double)r->world));
                 if (profiled)
                     rt_prof_pass_begin(&r->e, prof, 0);
                 m->forward(&r->e, 1);

@@ -304,6 +304,8 @@ void rt_loader_set_shard(rt_loader *l, int rank, int world);
 void rt_loader_set_split(rt_loader *l, int rank, int world);
 /* Batches per epoch (of this rank, when sharded). */
 int64_t rt_loader_batches(const rt_loader *l);
+/* The rows of batch b of an epoch (batch_size, or fewer in a short last batch). */
+int64_t rt_loader_rows(const rt_loader *l, int64_t b);
 /* Starts (or restarts) delivering epoch `epoch` from batch `first`. */
 void rt_loader_start(rt_loader *l, int64_t epoch, int64_t first);
 /* Blocks until the next batch of the current epoch is ready; NULL at the end of the

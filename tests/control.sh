@@ -101,6 +101,41 @@ print("records", [(r["step"], r["loss"]) for r in two])
 PY
 echo "ok   log_every: a record's loss is the mean over its batches (steps of 3 and 2 batches)"
 
+# accumulate with a short last batch (drop_last false): the update is that of one batch
+# of the step's samples (SPEC.md section 3), each micro-batch's mean loss weighed by its
+# rows. 1000 rows in batches of 64 with accumulate 4 make steps of 256, 256, 256 and
+# 64+64+64+40 = 232 samples: the same steps as batch_size 256 with accumulate 1 (same
+# shuffle), so the weights agree to rounding (weighing the 40 rows as a full 64 would
+# move them by far more).
+$PY - "$d" <<'PY'
+import numpy as np, sys, json
+d = sys.argv[1]
+rng = np.random.default_rng(9)
+np.save(f"{d}/ax.npy", rng.standard_normal((1000, 6)).astype(np.float32))
+np.save(f"{d}/ay.npy", rng.integers(0, 3, 1000).astype(np.int32))
+json.dump({"trainc": 1, "model": {"name": "acc", "inputs": {"x": {"shape": [6], "dtype": "f32"},
+           "y": {"shape": [], "dtype": "i32", "classes": 3}},
+           "layers": [{"op": "linear", "out": 8}, {"op": "tanh"}, {"op": "linear", "out": 3}],
+           "loss": {"op": "cross_entropy", "target": "y"}},
+           "train": {"data": {"train": {"x": "ax.npy", "y": "ay.npy"}}, "batch_size": 64, "accumulate": 4,
+                     "epochs": 3, "grad_clip": None, "schedule": {"type": "constant"},
+                     "optimizer": {"type": "sgd", "lr": 0.5},
+                     "loader": {"drop_last": False}}},
+          open(f"{d}/acc.json", "w"))
+PY
+"$TRAINC" run "$d/acc.json" --out "$d/acc4" "${q[@]}" 2>/dev/null
+"$TRAINC" run "$d/acc.json" --out "$d/acc1" "${q[@]}" --set batch_size=256 --set accumulate=1 2>/dev/null
+$PY - "$d/acc4" "$d/acc1" <<'PY'
+import sys
+sys.path.insert(0, "tests")
+import numpy as np, st_check
+a, b = (st_check.load(f"{o}/model.safetensors") for o in sys.argv[1:])
+worst = max(float(np.max(np.abs(a[k] - b[k])) / np.max(np.abs(b[k]))) for k in b)
+assert worst < 1e-5, f"accumulate 4 x 64 and one batch of 256 differ by {worst:.3g} (relative)"
+print(f"largest difference {worst:.2g} of the largest weight")
+PY
+echo "ok   accumulate with a short last batch: the same update as one batch of the step's samples"
+
 # a second signal exits at once, leaving the last complete checkpoint intact
 "$d/t" --out "$d/sig2" "${q[@]}" --set epochs=50 --set checkpoint.every_steps=5 --set data.val=null &
 pid=$!
