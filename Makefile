@@ -75,7 +75,7 @@ install: $(B)/trainc
 # The Debian packages the project needs: installed when root, else printed.
 DEB_PKGS := build-essential libcjson-dev libtcc-dev tcc libopenblas-dev zlib1g-dev \
             python3 python3-torch python3-numpy dataset-fashion-mnist \
-            openmpi-bin libopenmpi-dev patchelf
+            openmpi-bin libopenmpi-dev patchelf xxhash
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -z "$$missing" ]; then echo "deps: all installed"; \

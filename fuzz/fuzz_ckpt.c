@@ -1,5 +1,5 @@
 /* fuzz_ckpt.c: a checkpoint's state.json as `--resume` reads it (rt_ckpt_load in
- * runtime/ckpt.c: the JSON, the model hash, the rank count, the training config's
+ * runtime/ckpt.c: rt_ckpt_verify's list of files, the JSON, the model hash, the rank count, the training config's
  * lines, the loop state and its ranges), on any bytes. The checkpoint folder around
  * it is real: written once by rt_ckpt_save for a small model (weights and AdamW's
  * state), so an input that gets past state.json goes on to read them. */
@@ -58,6 +58,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static rt_loop_state s;
     static float w[16], st[32];
     rt_state_part part = {.lo = 0, .hi = 16};
+    /* what --resume does first: the files state.json lists, checked by size and hash
+     * (only names inside the folder are ever opened) */
+    char why[1024];
+    (void)rt_ckpt_verify(ckpt, why, sizeof why);
     FUZZ_RUN(rt_ckpt_load(ckpt, &model, &cfg, &s, w, st, part, lines, nlines));
     return 0;
 }

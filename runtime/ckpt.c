@@ -276,7 +276,7 @@ int rt_ckpt_save(const char *out, const rt_model *m, const rt_train_config *c,
                  rt_state_part part, char *const *lines, int nlines,
                  char *const *spec_lines, int n_spec)
 {
-    char dir[RT_PATH_MAX + 32], tmp[RT_PATH_MAX + 64], fin[RT_PATH_MAX + 64], f[RT_PATH_MAX + 96];
+    char dir[RT_PATH_MAX + 32], tmp[RT_PATH_MAX + 64], fin[RT_PATH_MAX + 64], f[RT_PATH_MAX + 160];
     const char *parts[2];
     int np = opt_parts(c, parts);
     int root = rt_dist_rank() == 0;
@@ -332,7 +332,35 @@ int rt_ckpt_save(const char *out, const rt_model *m, const rt_train_config *c,
         }
         state_model_free(&sm);
     }
+    /* each file's size and XXH64 (what `xxhsum -H1` prints), checked before a resume
+     * (rt_ckpt_verify): a file changed on the disk since is found, not trained on */
+    cJSON *files = cJSON_CreateObject();
+    char fnames[4][64];
+    int nf = 0;
+    snprintf(fnames[nf++], sizeof fnames[0], "model.safetensors");
+    snprintf(f, sizeof f, "%s/best.safetensors", tmp);
+    if (access(f, F_OK) == 0)
+        snprintf(fnames[nf++], sizeof fnames[0], "best.safetensors");
+    for (int k = 0; k < np; k++)
+        snprintf(fnames[nf++], sizeof fnames[0], "%s.safetensors", parts[k]);
+    for (int i = 0; !failed && i < nf; i++) {
+        uint64_t h;
+        int64_t bytes;
+        snprintf(f, sizeof f, "%s/%.63s", tmp, fnames[i]);
+        if (rt_file_xxh64(f, &h, &bytes) != 0) {
+            failed = 1;
+            err = errno;
+            break;
+        }
+        char hex[17];
+        snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
+        cJSON *e = cJSON_CreateObject();
+        put_int(e, "bytes", bytes);
+        cJSON_AddItemToObject(e, "xxh64", cJSON_CreateString(hex));
+        cJSON_AddItemToObject(files, fnames[i], e);
+    }
     if (failed) {              /* no half-written folder left behind (a full disk) */
+        cJSON_Delete(files);
         rm_rf(tmp);
         errno = err;
         return -1;
@@ -358,6 +386,7 @@ int rt_ckpt_save(const char *out, const rt_model *m, const rt_train_config *c,
     for (int i = 0; i < n_spec; i++)
         cJSON_AddItemToArray(sl, cJSON_CreateString(spec_lines[i]));
     cJSON_AddItemToObject(j, "spec_train", sl);
+    cJSON_AddItemToObject(j, "files", files);
     char *text = cJSON_Print(j);
     cJSON_Delete(j);
     snprintf(f, sizeof f, "%s/state.json", tmp);
@@ -485,13 +514,16 @@ static void check_loop(const rt_loop_state *s, const char *ck, const char *file)
                        "checkpoint?)", file, s->loss_scale);
 }
 
-/* CK/state.json parsed (exit 1 when it cannot be read or is not JSON); its path in f. */
-static cJSON *read_state(const char *ck, char *f, size_t flen)
+/* CK/state.json parsed, its path in f; NULL with the reason in why when it cannot be
+ * read or is not a JSON object. */
+static cJSON *parse_state(const char *ck, char *f, size_t flen, char *why, size_t wn)
 {
     snprintf(f, flen, "%s/state.json", ck);
     FILE *fp = fopen(f, "rb");
-    if (!fp)
-        rt_input_error("%s: cannot open: %s", f, strerror(errno));
+    if (!fp) {
+        snprintf(why, wn, "%s: cannot open: %s", f, strerror(errno));
+        return NULL;
+    }
     char *text = NULL;
     size_t len = 0, cap = 0;
     for (;;) {
@@ -510,9 +542,169 @@ static cJSON *read_state(const char *ck, char *f, size_t flen)
     text[len] = 0;
     cJSON *j = cJSON_Parse(text);
     free(text);
-    if (!j || !cJSON_IsObject(j))
-        rt_input_error("%s: not a trainc checkpoint state (bad JSON)", f);
+    if (!j || !cJSON_IsObject(j)) {
+        cJSON_Delete(j);
+        snprintf(why, wn, "%s: not a trainc checkpoint state (bad JSON)", f);
+        return NULL;
+    }
     return j;
+}
+
+/* CK/state.json parsed (exit 1 when it cannot be read or is not JSON); its path in f. */
+static cJSON *read_state(const char *ck, char *f, size_t flen)
+{
+    char why[RT_PATH_MAX + 256];
+    cJSON *j = parse_state(ck, f, flen, why, sizeof why);
+    if (!j)
+        rt_input_error("%s", why);
+    return j;
+}
+
+int rt_ckpt_verify(const char *ck, char *why, size_t wn)
+{
+    char f[RT_PATH_MAX + 64];
+    cJSON *j = parse_state(ck, f, sizeof f, why, wn);
+    if (!j)
+        return -1;
+    const cJSON *files = cJSON_GetObjectItemCaseSensitive(j, "files");
+    int rc = 0, has_model = 0;
+    if (!files) {              /* written before checkpoints kept their files' hashes */
+        snprintf(f, sizeof f, "%s/model.safetensors", ck);
+        if (access(f, R_OK) != 0) {
+            snprintf(why, wn, "model.safetensors: %s", strerror(errno));
+            rc = -1;
+        }
+        cJSON_Delete(j);
+        return rc;
+    }
+    if (!cJSON_IsObject(files)) {
+        snprintf(why, wn, "state.json: bad field 'files'");
+        cJSON_Delete(j);
+        return -1;
+    }
+    const cJSON *e;
+    cJSON_ArrayForEach(e, files) {
+        const char *name = e->string;
+        const cJSON *b = cJSON_GetObjectItemCaseSensitive(e, "bytes");
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(e, "xxh64");
+        char *end = NULL;
+        long long want_bytes = cJSON_IsString(b) ? strtoll(b->valuestring, &end, 10) : -1;
+        unsigned long long want = 0;
+        int hex_ok = cJSON_IsString(x) && strlen(x->valuestring) == 16 &&
+                     strspn(x->valuestring, "0123456789abcdef") == 16 &&
+                     sscanf(x->valuestring, "%llx", &want) == 1;
+        /* a plain name in the folder: never a path elsewhere */
+        if (!name || !*name || name[0] == '.' || strchr(name, '/') || !cJSON_IsObject(e) ||
+            want_bytes < 0 || !end || *end || !hex_ok) {
+            snprintf(why, wn, "state.json: bad entry in 'files'%s%.64s%s", name ? " (" : "",
+                     name ? name : "", name ? ")" : "");
+            rc = -1;
+            break;
+        }
+        has_model |= !strcmp(name, "model.safetensors");
+        snprintf(f, sizeof f, "%s/%s", ck, name);
+        uint64_t h;
+        int64_t bytes;
+        if (rt_file_xxh64(f, &h, &bytes) != 0) {
+            snprintf(why, wn, "%s: %s", name, strerror(errno));
+            rc = -1;
+            break;
+        }
+        if (bytes != want_bytes) {
+            snprintf(why, wn, "%s: %lld bytes, but %lld when the checkpoint was written (%s)", name,
+                     (long long)bytes, want_bytes, bytes < want_bytes ? "cut short" : "grown");
+            rc = -1;
+            break;
+        }
+        if (h != want) {
+            snprintf(why, wn, "%s: its bytes changed after the checkpoint was written (XXH64 "
+                     "%016llx, recorded %016llx)", name, (unsigned long long)h, want);
+            rc = -1;
+            break;
+        }
+    }
+    if (rc == 0 && !has_model) {
+        snprintf(why, wn, "state.json: 'files' does not list model.safetensors");
+        rc = -1;
+    }
+    cJSON_Delete(j);
+    return rc;
+}
+
+/* The choice of rt_ckpt_resume_point, made once a process (it reads every file). */
+static struct {
+    int done, rc;
+    char out[RT_PATH_MAX], path[RT_PATH_MAX + 64];
+    char **damaged;            /* names of the newer, damaged checkpoints */
+    int n_damaged;
+} g_pick;
+
+int rt_ckpt_resume_point(const char *out, char *path, size_t n)
+{
+    if (g_pick.done && !strcmp(g_pick.out, out)) {
+        snprintf(path, n, "%s", g_pick.path);
+        return g_pick.rc;
+    }
+    for (int i = 0; i < g_pick.n_damaged; i++)
+        free(g_pick.damaged[i]);
+    rt_xfree(g_pick.damaged);
+    g_pick.damaged = NULL;
+    g_pick.n_damaged = 0;
+    char dir[RT_PATH_MAX + 32], ck[RT_PATH_MAX + 64], why[RT_PATH_MAX + 512];
+    char first_why[RT_PATH_MAX + 512] = "";
+    snprintf(dir, sizeof dir, "%s/checkpoints", out);
+    char **names;
+    int k = list_ckpts(dir, &names), picked = -1;
+    for (int i = k - 1; i >= 0 && picked < 0; i--) {
+        snprintf(ck, sizeof ck, "%s/%s", dir, names[i]);
+        if (rt_ckpt_verify(ck, why, sizeof why) == 0) {
+            picked = i;
+            break;
+        }
+        if (!first_why[0])
+            snprintf(first_why, sizeof first_why, "%.255s: %.1200s", names[i], why);
+        if (rt_dist_rank() == 0)
+            fprintf(stderr, "trainc: warning: %s is damaged: %s\n", ck, why);
+        g_pick.damaged = realloc(g_pick.damaged, (size_t)(g_pick.n_damaged + 1) * sizeof *g_pick.damaged);
+        if (!g_pick.damaged)
+            rt_fail("out of memory");
+        g_pick.damaged[g_pick.n_damaged++] = strdup(names[i]);
+    }
+    if (k > 0 && picked < 0)
+        rt_input_error("%s: no intact checkpoint to resume from (%s)\n  hint: a "
+                       "checkpoint's files are checked against the sizes and XXH64 hashes its "
+                       "state.json recorded; restore them from a copy, or start the run again "
+                       "without --resume", dir, first_why);
+    if (picked >= 0 && g_pick.n_damaged && rt_dist_rank() == 0)
+        fprintf(stderr, "trainc: warning: resuming from %s, the newest intact checkpoint\n",
+                names[picked]);
+    g_pick.done = 1;
+    g_pick.rc = picked >= 0 ? 0 : -1;
+    snprintf(g_pick.out, sizeof g_pick.out, "%s", out);
+    snprintf(g_pick.path, sizeof g_pick.path, "%s/%s", dir, picked >= 0 ? names[picked] : "");
+    for (int i = 0; i < k; i++)
+        free(names[i]);
+    free(names);
+    snprintf(path, n, "%s", g_pick.path);
+    return g_pick.rc;
+}
+
+void rt_ckpt_set_aside_damaged(const char *out)
+{
+    if (!g_pick.done || strcmp(g_pick.out, out))
+        return;
+    for (int i = 0; i < g_pick.n_damaged; i++) {
+        char from[RT_PATH_MAX + 96], to[RT_PATH_MAX + 128];
+        snprintf(from, sizeof from, "%s/checkpoints/%s", out, g_pick.damaged[i]);
+        snprintf(to, sizeof to, "%s/checkpoints/damaged_%s", out, g_pick.damaged[i]);
+        for (int v = 2; access(to, F_OK) == 0 && v < 1000; v++)
+            snprintf(to, sizeof to, "%s/checkpoints/damaged_%s.%d", out, g_pick.damaged[i], v);
+        if (rename(from, to) == 0)
+            fprintf(stderr, "trainc: set the damaged %s aside as %s (remove it when it is no "
+                    "longer wanted)\n", g_pick.damaged[i], to);
+        else
+            fprintf(stderr, "trainc: warning: cannot rename %s to %s: %s\n", from, to, strerror(errno));
+    }
 }
 
 /* A JSON array of strings as a malloc'd array of malloc'd strings. */

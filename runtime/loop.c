@@ -290,7 +290,7 @@ static void resume_config(const rt_model *m, const char *dir, rt_train_config *c
 {
     char ck[RT_PATH_MAX + 64], **then, **run;
     int n_then, n_run, n_now, n;
-    if (rt_ckpt_latest(dir, ck, sizeof ck) != 0 ||
+    if (rt_ckpt_resume_point(dir, ck, sizeof ck) != 0 ||
         rt_ckpt_configs(ck, &then, &n_then, &run, &n_run) != 0)
         return;                /* none (said later), or one that kept no spec config */
     char **now = spec_lines(m, &n_now);
@@ -654,7 +654,7 @@ static void save_final(Run *r, int after_ckpt)
 static void restore_best(Run *r, const rt_loop_state *s)
 {
     char ck[RT_PATH_MAX + 64], src[RT_PATH_MAX + 96], dst[RT_PATH_MAX + 64];
-    if (rt_ckpt_latest(r->o.resume, ck, sizeof ck) != 0)
+    if (rt_ckpt_resume_point(r->o.resume, ck, sizeof ck) != 0)
         return;
     join_path(src, sizeof src, ck, "best.safetensors");
     join_path(dst, sizeof dst, r->out, "best.safetensors");
@@ -1355,7 +1355,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
     int64_t resumed_from = -1;
     if (r->o.resume) {
         char ck[RT_PATH_MAX + 64];
-        if (rt_ckpt_latest(r->o.resume, ck, sizeof ck) != 0)
+        if (rt_ckpt_resume_point(r->o.resume, ck, sizeof ck) != 0)
             rt_input_error("--resume %s: no complete checkpoint in %s/checkpoints\n  hint: a "
                            "run stopped before its first checkpoint starts again without "
                            "--resume", r->o.resume, r->o.resume);
@@ -1389,6 +1389,8 @@ int rt_main(const rt_model *m, int argc, char **argv)
         hold_out(r->out);
         if (r->o.resume)
             restore_best(r, s);
+        if (r->o.resume && same_folder(r->out, r->o.resume))
+            rt_ckpt_set_aside_damaged(r->out);
         r->mt = lf ? NULL : rt_metrics_open(r->out, r->o.resume != NULL);
     } else {
         r->mt = NULL;         /* only rank 0 writes metrics, plots and files */

@@ -1,5 +1,6 @@
 /* util.c: the runtime's error tiers, allocation, clocks and folders. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +81,150 @@ int rt_tmp_commit(FILE *f, const char *path)
 const char *rt_full_hint(int err)
 {
     return err == ENOSPC || err == EDQUOT || err == EFBIG ? " (is the disk full?)" : "";
+}
+
+/* ---- XXH64 (Yann Collet's xxHash, 64-bit, as its specification defines it) ----
+ * Four 64-bit lanes take 32-byte stripes (acc = rotl(acc + w * P2, 31) * P1); the
+ * lanes are merged, the tail folded in 8, 4 and 1 bytes at a time, and the result
+ * avalanched. About 10 GB/s a core: GPT-2's 1.5 GB checkpoint in a fraction of a
+ * second. */
+#define XXP1 0x9E3779B185EBCA87ull
+#define XXP2 0xC2B2AE3D27D4EB4Full
+#define XXP3 0x165667B19E3779F9ull
+#define XXP4 0x85EBCA77C2B2AE63ull
+#define XXP5 0x27D4EB2F165667C5ull
+
+typedef struct {
+    uint64_t v[4], total;
+    unsigned char buf[32];
+    size_t nbuf;
+} xxh64;
+
+static uint64_t rotl64(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+static uint64_t xx_round(uint64_t acc, uint64_t w) { return rotl64(acc + w * XXP2, 31) * XXP1; }
+static uint64_t xx_merge(uint64_t h, uint64_t v) { return (h ^ xx_round(0, v)) * XXP1 + XXP4; }
+
+static uint64_t rd64(const unsigned char *p)
+{
+    uint64_t w;
+    memcpy(&w, p, 8);          /* little-endian hosts only (x86-64, aarch64) */
+    return w;
+}
+
+static uint32_t rd32(const unsigned char *p)
+{
+    uint32_t w;
+    memcpy(&w, p, 4);
+    return w;
+}
+
+static void xx_init(xxh64 *x)
+{
+    x->v[0] = XXP1 + XXP2;
+    x->v[1] = XXP2;
+    x->v[2] = 0;
+    x->v[3] = -XXP1;
+    x->total = 0;
+    x->nbuf = 0;
+}
+
+static void xx_stripe(xxh64 *x, const unsigned char *p)
+{
+    for (int i = 0; i < 4; i++)
+        x->v[i] = xx_round(x->v[i], rd64(p + 8 * i));
+}
+
+static void xx_update(xxh64 *x, const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    x->total += n;
+    if (x->nbuf) {
+        size_t take = 32 - x->nbuf < n ? 32 - x->nbuf : n;
+        memcpy(x->buf + x->nbuf, p, take);
+        x->nbuf += take;
+        p += take;
+        n -= take;
+        if (x->nbuf < 32)
+            return;
+        xx_stripe(x, x->buf);
+        x->nbuf = 0;
+    }
+    for (; n >= 32; p += 32, n -= 32)
+        xx_stripe(x, p);
+    memcpy(x->buf, p, n);
+    x->nbuf = n;
+}
+
+static uint64_t xx_digest(const xxh64 *x)
+{
+    uint64_t h;
+    if (x->total >= 32) {
+        h = rotl64(x->v[0], 1) + rotl64(x->v[1], 7) + rotl64(x->v[2], 12) + rotl64(x->v[3], 18);
+        for (int i = 0; i < 4; i++)
+            h = xx_merge(h, x->v[i]);
+    } else
+        h = x->v[2] + XXP5;    /* the seed (0) plus P5 */
+    h += x->total;
+    const unsigned char *p = x->buf;
+    size_t n = x->nbuf;
+    for (; n >= 8; p += 8, n -= 8)
+        h = rotl64(h ^ xx_round(0, rd64(p)), 27) * XXP1 + XXP4;
+    if (n >= 4) {
+        h = rotl64(h ^ ((uint64_t)rd32(p) * XXP1), 23) * XXP2 + XXP3;
+        p += 4;
+        n -= 4;
+    }
+    for (; n > 0; p++, n--)
+        h = rotl64(h ^ (*p * XXP5), 11) * XXP1;
+    h ^= h >> 33;
+    h *= XXP2;
+    h ^= h >> 29;
+    h *= XXP3;
+    return h ^ (h >> 32);
+}
+
+uint64_t rt_xxh64(const void *p, size_t n)
+{
+    xxh64 x;
+    xx_init(&x);
+    xx_update(&x, p, n);
+    return xx_digest(&x);
+}
+
+int rt_file_xxh64(const char *path, uint64_t *hash, int64_t *bytes)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    enum { CHUNK = 1 << 20 };
+    unsigned char *buf = malloc(CHUNK);
+    if (!buf) {
+        close(fd);
+        errno = ENOMEM;
+        return -1;
+    }
+    xxh64 x;
+    xx_init(&x);
+    for (;;) {
+        ssize_t r = read(fd, buf, CHUNK);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            int err = errno;
+            free(buf);
+            close(fd);
+            errno = err;
+            return -1;
+        }
+        if (r == 0)
+            break;
+        xx_update(&x, buf, (size_t)r);
+    }
+    free(buf);
+    close(fd);
+    *hash = xx_digest(&x);
+    *bytes = (int64_t)x.total;
+    return 0;
 }
 
 double rt_now(void)

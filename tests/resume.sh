@@ -93,6 +93,40 @@ grep -q '"step":70,"epoch":0,"val_loss"' "$d/ext.cut/metrics.jsonl" ||
 compare "$d/ext.ref" "$d/ext.cut"
 echo "ok   max_steps 70, then resumed to 150: the 150-step run's records and best weights"
 
+# a damaged checkpoint (a byte changed on the disk after it was written) is found by the
+# sizes and XXH64 hashes its state.json records (`xxhsum -H1` prints the same), and
+# --resume goes on from the newest intact one, bit for bit; the damaged one is set
+# aside as damaged_step_N. With no intact checkpoint left: exit 1, nothing written.
+"$d/trainer" --out "$d/dmg.ref" "${ext[@]}" --set max_steps=90 --set checkpoint.every_steps=30
+"$d/trainer" --out "$d/dmg.cut" "${ext[@]}" --set max_steps=60 --set checkpoint.every_steps=30
+ck=$d/dmg.ref/checkpoints/step_00000090
+for f in model.safetensors exp_avg.safetensors exp_avg_sq.safetensors; do
+    want=$($PY -c "import json,sys; print(json.load(open(sys.argv[1]))['files'][sys.argv[2]]['xxh64'])" "$ck/state.json" $f)
+    [ "$(xxhsum -H1 "$ck/$f" 2>/dev/null | cut -d' ' -f1)" = "$want" ] ||
+        { echo "FAIL $f: state.json's xxh64 $want is not xxhsum's"; xxhsum -H1 "$ck/$f"; exit 1; }
+done
+$PY - "$d/dmg.cut/checkpoints/step_00000060/exp_avg.safetensors" <<'PY'
+import sys
+with open(sys.argv[1], "r+b") as f:      # one bit of the last float, in place
+    f.seek(-1, 2); b = f.read(1); f.seek(-1, 2); f.write(bytes([b[0] ^ 0x10]))
+PY
+"$d/trainer" --resume "$d/dmg.cut" --quiet --threads 1 --set max_steps=90 2>"$d/dmg.err"
+grep -q "step_00000060 is damaged: exp_avg.safetensors: its bytes changed after the checkpoint was written" "$d/dmg.err" &&
+    grep -q "resuming from step_00000030" "$d/dmg.err" && [ -d "$d/dmg.cut/checkpoints/damaged_step_00000060" ] ||
+    { echo "FAIL damaged checkpoint: no warning, or not set aside"; cat "$d/dmg.err"; ls "$d/dmg.cut/checkpoints"; exit 1; }
+compare "$d/dmg.ref" "$d/dmg.cut"
+[ "$(ls "$d/dmg.cut/checkpoints" | tr '\n' ' ')" = "damaged_step_00000060 step_00000060 step_00000090 " ] ||
+    { echo "FAIL damaged checkpoint: checkpoints/ holds"; ls "$d/dmg.cut/checkpoints"; exit 1; }
+echo "ok   a damaged newest checkpoint: resumed from the one before it, bit for bit; set aside"
+"$d/trainer" --out "$d/dmg1" "${ext[@]}" --set max_steps=30 --set checkpoint.every_steps=30
+truncate -s -4 "$d/dmg1/checkpoints/step_00000030/model.safetensors"
+before=$(cd "$d/dmg1" && find . -type f | sort | xargs md5sum)
+rc=0; "$d/trainer" --resume "$d/dmg1" --quiet --threads 1 --set max_steps=60 2>"$d/dmg1.err" || rc=$?
+[ $rc -eq 1 ] && grep -q "no intact checkpoint to resume from (step_00000030: model.safetensors: [0-9]* bytes, but [0-9]* when the checkpoint was written (cut short)" "$d/dmg1.err" &&
+    [ "$(cd "$d/dmg1" && find . -type f | sort | xargs md5sum)" = "$before" ] ||
+    { echo "FAIL no intact checkpoint: exit $rc"; cat "$d/dmg1.err"; exit 1; }
+echo "ok   no intact checkpoint: exit 1 naming the file, nothing written"
+
 # the final weights and the final checkpoint's are one file (a hard link), in a resumed
 # run too: model.safetensors was bit-identical to the uninterrupted run's above
 for r in shuffle_dropout.ref shuffle_dropout.cut; do
