@@ -4,6 +4,7 @@
 #
 #   bash bench/gpu_gpt2_b16.sh          results in $OUT/gpt2_b16.jsonl and a table
 #   STEPS=30 B=16 bash bench/gpu_gpt2_b16.sh
+#   LLMC=0 bash bench/gpu_gpt2_b16.sh   without llm.c (its build takes a minute or two)
 #
 # Measures, on the same device in the same run, on the same random-token shards
 # (llm.c's format):
@@ -91,7 +92,7 @@ python3 "$ROOT/bench/gpu_gpt2_torch.py" "$B" --bf16 --steps "$STEPS" >>"$RES" 2>
 python3 "$ROOT/bench/gpu_gpt2_torch.py" "$B" --bf16 --compile --steps "$STEPS" >>"$RES" 2>>"$OUT/gpt2_b16.err"
 
 # llm.c, when the pack has its source
-if [ -d "$D/llm.c" ] && command -v nvcc >/dev/null; then
+if [ "${LLMC:-1}" != 0 ] && [ -d "$D/llm.c" ] && command -v nvcc >/dev/null; then
     ( cd "$D/llm.c" && make train_gpt2cu USE_CUDNN=0 NO_MULTI_GPU=1 NO_USE_MPI=1 >"$OUT/llmc.build.log" 2>&1 ) &&
     ( cd "$D/llm.c" && ./train_gpt2cu -i "$D/data/gpt2/train_*.bin" -j "$D/data/gpt2/val_*.bin" -e d12 \
         -b "$B" -t 1024 -x "$STEPS" -v 100000 -s 100000 -h 0 -l 6e-4 -c 0.1 >"$OUT/llmc.log" 2>&1 )
@@ -103,7 +104,7 @@ print(json.dumps({"impl": "llm.c train_gpt2cu (no cuDNN)", "batch": int(sys.argv
                   "tokens_per_s": t[-1] if t else None, "steps_logged": len(t)}))
 PY
 else
-    echo '{"impl": "llm.c", "skipped": "no llm.c source in the pack or no nvcc"}' >>"$RES"
+    echo '{"impl": "llm.c", "skipped": "LLMC=0, no llm.c source in the pack, or no nvcc"}' >>"$RES"
 fi
 
 python3 - "$RES" <<'PY'

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# A GPU session's work in one device call. The device tool lends 15 minutes a session
+# (the machine's start included: a call of about 8 minutes, then maybe a shorter one
+# on the warm machine) and brings back at most 8 files from $OUT. So this runs the
+# parts named, in the order given, each under its own time limit inside BUDGET seconds,
+# and after each part appends its results to $OUT/summary.txt and packs every log so
+# far into $OUT/logs.tar.gz: what finished comes back even when a later part runs out
+# of time.
+#
+#   here, first:  fetch github:karpathy/llm.c (optional: gpt2 then builds llm.c too)
+#                 bash tests/gpu/pack.sh                   writes build/devpack.tar.xz
+#   the device:   BUDGET=450 bash tests/gpu/session.sh checks gpt2
+#                 (carry build/devpack.tar.xz, timeout_s 520; then, warm, maybe)
+#                 BUDGET=300 bash tests/gpu/session.sh bench
+#
+# Parts, in the order of what they settle, and each one's longest time (seconds):
+#   checks     tests/gpu/run.sh checks: every kernel against its C twin in fp32, bf16
+#              and fp16; the MLP, CNN and gpt_char against the CPU; the MLP's accuracy;
+#              compute-sanitizer (issue 3 item 7, issue 4 item 5)                  240
+#   gpt2       bench/gpu_gpt2_b16.sh: GPT-2 124M at B=16 in bf16-mixed against PyTorch
+#              eager and torch.compile, MFU, memory, --profile; llm.c when the pack
+#              has its source and LLMC is not 0 (its nvcc build takes a minute or
+#              two) (issue 4 item 6)                                                 240
+#   bench      tests/gpu/run.sh bench: the MLP, CNN and wide MLP against PyTorch eager
+#              and torch.compile (issue 3 item 8)                                     300
+#   recompute  bench/gpu_gpt2.sh: GPT-2's largest batch and tokens/s per
+#              recomputation policy against PyTorch with and without checkpointing
+#              (issue 7 item 5)                                                      400
+#   profile    bench/gpu_profile.sh gpt2_124m_none 8: Nsight Compute, by kernel        120
+# A part given as NAME=SECONDS takes that limit instead. Exit status: 0 when every part
+# ran to its end and passed, else 1.
+set -u
+cd "$(dirname "$0")/../.."
+ROOT=$(pwd)
+OUT=${OUT:-/tmp/gpu-out}
+BUDGET=${BUDGET:-450}
+W=/tmp/gpu-session
+rm -rf "$W"; mkdir -p "$W" "$OUT"
+T0=$(date +%s)
+SUM=$OUT/summary.txt
+: >"$SUM"
+say() { echo "$*" | tee -a "$SUM"; }
+pack() { tar -C "$W" -czf "$OUT/logs.tar.gz.tmp" . 2>/dev/null && mv "$OUT/logs.tar.gz.tmp" "$OUT/logs.tar.gz"; }
+
+[ -f build/devpack.tar.xz ] || { say "FAIL no build/devpack.tar.xz: run tests/gpu/pack.sh here and carry it"; exit 1; }
+say "device: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1)"
+say "budget ${BUDGET} s, parts: $*"
+[ $# -gt 0 ] || set -- checks gpt2
+status=0
+for part in "$@"; do
+    name=${part%%=*}
+    case $name in
+    checks) lim=240; cmd=(bash tests/gpu/run.sh checks) ;;
+    gpt2) lim=240; cmd=(bash bench/gpu_gpt2_b16.sh) ;;
+    bench) lim=300; cmd=(bash tests/gpu/run.sh bench) ;;
+    recompute) lim=400; cmd=(bash bench/gpu_gpt2.sh) ;;
+    profile) lim=120; cmd=(bash bench/gpu_profile.sh gpt2_124m_none 8) ;;
+    *) say "FAIL unknown part '$name' (checks, gpt2, bench, recompute, profile)"; status=1; continue ;;
+    esac
+    [ "$part" != "$name" ] && lim=${part#*=}
+    left=$((BUDGET - ($(date +%s) - T0)))
+    if [ "$left" -lt 30 ]; then
+        say "skip $name: ${left} s left of the budget"
+        status=1
+        continue
+    fi
+    [ "$lim" -gt "$left" ] && lim=$left
+    mkdir -p "$W/$name"
+    t=$(date +%s)
+    # timeout signals the part's whole process group (trainers, python, nvcc included)
+    OUT=$W/$name timeout -k 5 "$lim" "${cmd[@]}" >"$W/$name/stdout.log" 2>&1
+    rc=$?
+    took=$(($(date +%s) - t))
+    case $rc in
+    0) say "ok   $name (${took} s)" ;;
+    124 | 137) say "FAIL $name: stopped at its limit of ${lim} s (what it wrote is in logs.tar.gz)"; status=1 ;;
+    *) say "FAIL $name: exit $rc (${took} s)"; status=1 ;;
+    esac
+    # the part's own summary lines (run.sh's ok/FAIL, a benchmark's table)
+    if [ -f "$W/$name/summary.txt" ]; then
+        sed 's/^/     /' "$W/$name/summary.txt" | tee -a "$SUM"
+    fi
+    tail -n 15 "$W/$name/stdout.log" | sed 's/^/   | /' | tee -a "$SUM"
+    pack
+done
+say "session: $(($(date +%s) - T0)) s"
+pack
+exit $status
