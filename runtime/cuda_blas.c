@@ -19,6 +19,7 @@
 
 #define LT_FNS(X)                                                                              \
     X(cublasLtCreate) X(cublasLtMatmulDescCreate) X(cublasLtMatmulDescSetAttribute)            \
+    X(cublasLtMatmulDescDestroy) X(cublasLtMatmulPreferenceDestroy)                            \
     X(cublasLtMatrixLayoutCreate) X(cublasLtMatmulPreferenceCreate)                            \
     X(cublasLtMatmulPreferenceSetAttribute) X(cublasLtMatmulAlgoGetHeuristic)                  \
     X(cublasLtMatmul) X(cublasLtGetStatusString)
@@ -35,13 +36,18 @@ static void lt_check(cublasStatus_t s, const char *what)
 }
 #define LT(call) lt_check((call), #call)
 
-static void lt_load(void)
+int rt_cu_blas_symbols(char *why, size_t n)
 {
     static const char *const names[] = {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so", NULL};
     static const char *const syms[] = {LT_FNS(RT_DL_NAME)};
     void **const fns[] = {LT_FNS(RT_DL_SLOT)};
+    return rt_dl_load("cuBLASLt", names, syms, fns, (int)(sizeof fns / sizeof *fns), why, n);
+}
+
+static void lt_load(void)
+{
     char why[512];
-    if (rt_dl_load("cuBLASLt", names, syms, fns, (int)(sizeof fns / sizeof *fns), why, sizeof why) != 0)
+    if (rt_cu_blas_symbols(why, sizeof why) != 0)
         rt_fail("%s\n  hint: install the CUDA toolkit's cuBLAS, or ship the trainer with trainc "
                 "build --bundle DIR", why);
     LT(p_cublasLtCreate(&lt));
@@ -53,11 +59,14 @@ typedef struct Plan {
                                   pre-activation) for rt_cu_gemm_bias, EPI_BGRADB for
                                   rt_cu_gemm_dbias, EPI_DGELU for rt_cu_gemm_dgelu; -1 without */
     int fallback;              /* cuBLASLt refused the epilogue: GEMM, then rt_bias_act */
+    int bias16;                /* the bias in D's 16-bit type (the parameter's 16-bit copy):
+                                  cuBLASLt refused an fp32 one beside a 16-bit D */
     int ab16, c16;             /* A and B, C: RT_CU_F32, RT_CU_BF16 or RT_CU_F16 */
     int64_t M, N, K, lda, ldb, ldc;
     int accumulate;            /* beta != 0 */
-    unsigned align[4];         /* the pointers' alignment (bytes, at most 256) in cuBLASLt's
-                                  order: its A (our B), its B (our A), C, D */
+    unsigned align[6];         /* the pointers' alignment (bytes, at most 256) in cuBLASLt's
+                                  order: its A (our B), its B (our A), C, D; then the bias
+                                  (or bias gradient) and the auxiliary matrix (256: none) */
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a, b, c;
     cublasLtMatmulAlgo_t algo;
@@ -98,14 +107,98 @@ static unsigned align_of(const void *p)
     return a;
 }
 
+/* The plan's descriptor: the operations and, with an epilogue, its attributes, the
+ * bias of type bt and the bias and auxiliary pointers, set before the heuristic runs
+ * (it reads them for their alignment, cublasLt.h says). 0, or -1 where cuBLASLt refused
+ * an attribute (the descriptor destroyed). */
+static int plan_desc(Plan *p, cudaDataType_t bt, const void *bias, const void *aux)
+{
+    static const cudaDataType_t types[] = {CUDA_R_32F, CUDA_R_16BF, CUDA_R_16F};   /* RT_CU_* */
+    cudaDataType_t tc = types[p->c16];
+    /* column-major: first operand is B (op = trans_b), second is A (op = trans_a) */
+    cublasOperation_t opa = p->tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = p->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    LT(p_cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    LT(p_cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+    LT(p_cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+    if (p->epi < 0)
+        return 0;
+    /* the bias runs along D's rows in column-major terms: our columns j < N. GELU's
+     * auxiliary output (the pre-activation) has C's type and leading dimension, and so
+     * has DGELU's auxiliary input. BGRADB's bias gradient (from cuBLASLt's second
+     * operand, our A, summed over K) has C's type: fp32, a parameter gradient. */
+    int epi = p->epi;
+    cublasLtEpilogue_t ep = epi == RT_EPI_RELU        ? CUBLASLT_EPILOGUE_RELU_BIAS
+                            : epi == RT_EPI_GELU_TANH ? CUBLASLT_EPILOGUE_GELU_BIAS
+                            : epi == EPI_GELU_AUX     ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+                            : epi == EPI_BGRADB       ? CUBLASLT_EPILOGUE_BGRADB
+                            : epi == EPI_DGELU        ? CUBLASLT_EPILOGUE_DGELU
+                                                      : CUBLASLT_EPILOGUE_BIAS;
+    int64_t aux_ld = p->ldc;
+    int ok = p_cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep,
+                                              sizeof ep) == CUBLAS_STATUS_SUCCESS;
+    if (ok && epi != EPI_DGELU)
+        ok = p_cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt,
+                                              sizeof bt) == CUBLAS_STATUS_SUCCESS &&
+             p_cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                              sizeof bias) == CUBLAS_STATUS_SUCCESS;
+    if (ok && (epi == EPI_GELU_AUX || epi == EPI_DGELU))
+        ok = p_cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
+                                              &aux_ld, sizeof aux_ld) == CUBLAS_STATUS_SUCCESS &&
+             p_cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE,
+                                              &tc, sizeof tc) == CUBLAS_STATUS_SUCCESS &&
+             p_cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                              &aux, sizeof aux) == CUBLAS_STATUS_SUCCESS;
+    if (!ok) {
+        p_cublasLtMatmulDescDestroy(p->desc);
+        p->desc = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* The heuristic's best algorithm for p's descriptor and layouts: 0, or -1 with the
+ * status in *st (an epilogue or shape it does not take; no algorithm: SUCCESS). */
+static int plan_algo(rt_exec *e, Plan *p, cublasStatus_t *st)
+{
+    size_t ws = 0;
+    rt_cu_workspace(e, &ws);
+    cublasLtMatmulPreference_t pref;
+    LT(p_cublasLtMatmulPreferenceCreate(&pref));
+    LT(p_cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                              sizeof ws));
+    static const cublasLtMatmulPreferenceAttributes_t align_attr[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int q = 0; q < 4; q++) {
+        uint32_t v = p->align[q];
+        LT(p_cublasLtMatmulPreferenceSetAttribute(pref, align_attr[q], &v, sizeof v));
+    }
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    *st = p_cublasLtMatmulAlgoGetHeuristic(lt, p->desc, p->a, p->b, p->c, p->c, pref, 1, &res,
+                                           &found);
+    p_cublasLtMatmulPreferenceDestroy(pref);
+    /* a result's fields hold only where its own state says success */
+    if (*st != CUBLAS_STATUS_SUCCESS || found < 1 || res.state != CUBLAS_STATUS_SUCCESS)
+        return -1;
+    p->algo = res.algo;
+    return 0;
+}
+
 /* With epi >= 0 (an epilogue) a plan cuBLASLt refuses is marked `fallback` instead of
  * ending the run. a, b, C and D are the call's pointers (C the one read with beta, D the
- * one written), for their alignment. */
+ * one written), bias and aux the epilogue's (NULL where it has none), for their
+ * alignment. A bias epilogue beside a 16-bit D first asks for the fp32 bias (the master
+ * weights: the CPU's arithmetic), then, refused, for the bias in D's type, cuBLASLt's
+ * documented default (the parameter's 16-bit copy: PyTorch's autocast rounds its bias
+ * so too). */
 static Plan *plan_for(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_t K, int64_t lda,
                       int64_t ldb, int64_t ldc, int accumulate, int ab16, int c16, int epi,
-                      const void *a, const void *b, const void *C, const void *D)
+                      const void *a, const void *b, const void *C, const void *D,
+                      const void *bias, const void *aux)
 {
-    unsigned al[4] = {align_of(b), align_of(a), align_of(C), align_of(D)};
+    unsigned al[6] = {align_of(b), align_of(a), align_of(C), align_of(D), align_of(bias),
+                      align_of(aux)};
     for (int i = 0; i < n_plans; i++) {
         Plan *p = &plans[i];
         if (p->ta == ta && p->tb == tb && p->M == M && p->N == N && p->K == K && p->lda == lda &&
@@ -123,74 +216,44 @@ static Plan *plan_for(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_t 
     memcpy(p->align, al, sizeof al);
     static const cudaDataType_t types[] = {CUDA_R_32F, CUDA_R_16BF, CUDA_R_16F};   /* RT_CU_* */
     cudaDataType_t tab = types[ab16], tc = types[c16];
-    /* column-major: first operand is B (op = trans_b), second is A (op = trans_a) */
-    cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-    LT(p_cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    LT(p_cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
-    LT(p_cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
-    if (epi >= 0) {
-        /* the bias runs along D's rows in column-major terms: our columns j < N. The
-         * bias is the fp32 master; GELU's auxiliary output (the pre-activation) has C's
-         * type and leading dimension, and so has DGELU's auxiliary input. BGRADB's bias
-         * gradient (from cuBLASLt's second operand, our A, summed over K) has C's type:
-         * fp32, a parameter gradient. Pointers are set at each call. */
-        cublasLtEpilogue_t ep = epi == RT_EPI_RELU        ? CUBLASLT_EPILOGUE_RELU_BIAS
-                                : epi == RT_EPI_GELU_TANH ? CUBLASLT_EPILOGUE_GELU_BIAS
-                                : epi == EPI_GELU_AUX     ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
-                                : epi == EPI_BGRADB       ? CUBLASLT_EPILOGUE_BGRADB
-                                : epi == EPI_DGELU        ? CUBLASLT_EPILOGUE_DGELU
-                                                          : CUBLASLT_EPILOGUE_BIAS;
-        cudaDataType_t bt = CUDA_R_32F;
-        int64_t aux_ld = ldc;
-        int ok = p_cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep,
-                                                  sizeof ep) == CUBLAS_STATUS_SUCCESS;
-        if (ok && epi != EPI_DGELU)
-            ok = p_cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt,
-                                                  sizeof bt) == CUBLAS_STATUS_SUCCESS;
-        if (ok && (epi == EPI_GELU_AUX || epi == EPI_DGELU))
-            ok = p_cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
-                                                  &aux_ld, sizeof aux_ld) == CUBLAS_STATUS_SUCCESS &&
-                 p_cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE,
-                                                  &tc, sizeof tc) == CUBLAS_STATUS_SUCCESS;
-        if (!ok) {
-            p->fallback = 1;
-            n_plans++;
-            epilogue_refused(p, "descriptor");
-            return p;
-        }
-    }
     LT(p_cublasLtMatrixLayoutCreate(&p->a, tab, (uint64_t)(tb ? K : N), (uint64_t)(tb ? N : K), ldb));
     LT(p_cublasLtMatrixLayoutCreate(&p->b, tab, (uint64_t)(ta ? M : K), (uint64_t)(ta ? K : M), lda));
     LT(p_cublasLtMatrixLayoutCreate(&p->c, tc, (uint64_t)N, (uint64_t)M, ldc));
-    size_t ws = 0;
-    rt_cu_workspace(e, &ws);
-    cublasLtMatmulPreference_t pref;
-    LT(p_cublasLtMatmulPreferenceCreate(&pref));
-    LT(p_cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
-                                              sizeof ws));
-    static const cublasLtMatmulPreferenceAttributes_t align_attr[4] = {
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-    for (int q = 0; q < 4; q++) {
-        uint32_t v = p->align[q];
-        LT(p_cublasLtMatmulPreferenceSetAttribute(pref, align_attr[q], &v, sizeof v));
-    }
-    cublasLtMatmulHeuristicResult_t res;
-    int found = 0;
-    cublasStatus_t st = p_cublasLtMatmulAlgoGetHeuristic(lt, p->desc, p->a, p->b, p->c, p->c, pref,
-                                                         1, &res, &found);
-    if (epi >= 0 && (st != CUBLAS_STATUS_SUCCESS || found < 1)) {
-        p->fallback = 1;
-        n_plans++;
-        epilogue_refused(p, "no algorithm");
+    n_plans++;
+    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+    if (epi < 0) {
+        plan_desc(p, CUDA_R_32F, NULL, NULL);
+        if (plan_algo(e, p, &st) != 0) {
+            lt_check(st, "cublasLtMatmulAlgoGetHeuristic");
+            rt_fail("cuBLASLt has no algorithm for a %lld x %lld x %lld GEMM", (long long)M,
+                    (long long)N, (long long)K);
+        }
         return p;
     }
-    lt_check(st, "cublasLtMatmulAlgoGetHeuristic");
-    if (found < 1)
-        rt_fail("cuBLASLt has no algorithm for a %lld x %lld x %lld GEMM", (long long)M,
-                (long long)N, (long long)K);
-    p->algo = res.algo;
-    n_plans++;
+    /* the bias's 16-bit copy, for the second try (a forward bias beside a 16-bit D) */
+    const void *bias16 = bias;
+    int second = bias && c16 != RT_CU_F32 && epi != EPI_BGRADB && epi != EPI_DGELU &&
+                 rt_cu_operand(e, &bias16) == c16 && bias16 != bias;
+    const char *why = "descriptor";
+    for (int t = 0; t < 1 + second; t++) {
+        if (plan_desc(p, t ? tc : CUDA_R_32F, t ? bias16 : bias, aux) != 0)
+            continue;
+        if (plan_algo(e, p, &st) == 0) {
+            p->bias16 = t;
+            static int said;
+            if (t && !said++)
+                fprintf(stderr, "trainc: note: cuBLASLt takes the bias of a %lld x %lld x %lld GEMM's "
+                        "epilogue in the output's 16-bit type only: the bias is the parameter's "
+                        "16-bit copy there (as PyTorch's autocast rounds it)\n", (long long)M,
+                        (long long)N, (long long)K);
+            return p;
+        }
+        why = st == CUBLAS_STATUS_SUCCESS ? "no algorithm" : p_cublasLtGetStatusString(st);
+        p_cublasLtMatmulDescDestroy(p->desc);
+        p->desc = NULL;
+    }
+    p->fallback = 1;
+    epilogue_refused(p, why);
     return p;
 }
 
@@ -230,7 +293,7 @@ void rt_cu_gemm(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int6
         return;
     }
     Plan *p = plan_for(e, trans_a, trans_b, M, N, K, lda, ldb, ldc, beta != 0.0f, ta16, c16, -1, a,
-                       b, C, C);
+                       b, C, C, NULL, NULL);
     lt_check(matmul(e, p, alpha, a, b, beta, C, C), "cublasLtMatmul");
 }
 
@@ -245,13 +308,16 @@ static int epilogues_off(void)
     return off;
 }
 
-/* One call with plan p's epilogue, its bias (or bias gradient) and auxiliary pointers
- * set first where not NULL: 1 when cuBLASLt took it; else the plan takes the fallback
- * from now on (said once) and 0. */
+/* One call with plan p's epilogue, its bias (or bias gradient; its 16-bit copy where
+ * the plan says so) and auxiliary pointers set first where not NULL: 1 when cuBLASLt
+ * took it; 0 when it refused (the plan takes the fallback from now on, said once); a
+ * failure of another kind (the device's) ends the run. */
 static int epilogue_call(rt_exec *e, Plan *p, const void *bias, const void *aux, float alpha,
                          const void *a, const void *b, float beta, const void *C, void *D)
 {
     cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+    if (bias && p->bias16 && rt_cu_operand(e, &bias) != p->c16)
+        rt_die("rt_gemm_bias: the bias has no 16-bit copy");
     if (bias)
         st = p_cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                                               sizeof bias);
@@ -262,6 +328,9 @@ static int epilogue_call(rt_exec *e, Plan *p, const void *bias, const void *aux,
         st = matmul(e, p, alpha, a, b, beta, C, D);
     if (st == CUBLAS_STATUS_SUCCESS)
         return 1;
+    if (st != CUBLAS_STATUS_NOT_SUPPORTED && st != CUBLAS_STATUS_INVALID_VALUE &&
+        st != CUBLAS_STATUS_ARCH_MISMATCH)
+        lt_check(st, "cublasLtMatmul");
     p->fallback = 1;
     epilogue_refused(p, p_cublasLtGetStatusString(st));
     return 0;
@@ -303,7 +372,8 @@ void rt_cu_gemm_bias(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N,
         int epi = act == RT_EPI_GELU_TANH && C ? EPI_GELU_AUX : act;
         Plan *p = ta16 == tb16 && c == (const void *)D
                       ? plan_for(e, trans_a, trans_b, M, N, K, lda, ldb, ldc, R != NULL, ta16, c16, epi,
-                                 a, b, R ? (const void *)R : D, D)
+                                 a, b, R ? (const void *)R : D, D, bias,
+                                 epi == EPI_GELU_AUX ? (const void *)C : NULL)
                       : NULL;
         if (p && !p->fallback &&
             epilogue_call(e, p, bias, epi == EPI_GELU_AUX ? C : NULL, alpha, a, b, R ? 1.0f : 0.0f,
@@ -337,10 +407,10 @@ void rt_cu_gemm_dbias(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N
     int ta16 = rt_cu_operand(e, &a), tb16 = rt_cu_operand(e, &b), c16 = rt_cu_operand(e, &c);
     if (!epilogues_off() && N > 0 && K > 0 && ta16 == tb16 && c16 == RT_CU_F32 &&
         c == (const void *)C) {
-        Plan *p = plan_for(e, trans_a, trans_b, M, N, K, lda, ldb, ldc, beta != 0.0f, ta16, c16,
-                           EPI_BGRADB, a, b, C, C);
         int direct = fresh && e->grads_zero;
         rt_dptr sum = direct ? (rt_dptr)(uintptr_t)db : rt_cu_scratch(e, (size_t)M * sizeof(float));
+        Plan *p = plan_for(e, trans_a, trans_b, M, N, K, lda, ldb, ldc, beta != 0.0f, ta16, c16,
+                           EPI_BGRADB, a, b, C, C, (const void *)(uintptr_t)sum, NULL);
         if (!p->fallback && epilogue_call(e, p, (const void *)(uintptr_t)sum, NULL, alpha, a, b,
                                           beta, C, C)) {
             if (!direct) {
@@ -373,7 +443,7 @@ void rt_cu_gemm_dgelu(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N
         rt_die("rt_gemm_dgelu: the pre-activation overlaps the output");
     if (!epilogues_off() && K > 0 && ta16 == tb16) {
         Plan *p = plan_for(e, trans_a, trans_b, M, N, K, lda, ldb, ldd, 0, ta16, c16, EPI_DGELU, a, b,
-                           D, D);
+                           D, D, NULL, pre);
         if (!p->fallback && epilogue_call(e, p, NULL, pre, alpha, a, b, 0.0f, D, D))
             return;
     }

@@ -87,6 +87,16 @@ static int load_driver(void)
         snprintf(drv_why, sizeof drv_why, "the NVIDIA driver is too old (no cuGetProcAddress)");
         return -1;
     }
+    /* the functions are asked for at this toolkit's version, which a driver older than
+     * it refuses one by one: say so by the version */
+    CUresult (*drv_version)(int *) = (CUresult(*)(int *))dlsym(h, "cuDriverGetVersion");
+    int v = 0;
+    if (drv_version && drv_version(&v) == CUDA_SUCCESS && v > 0 && v < CUDA_VERSION) {
+        snprintf(drv_why, sizeof drv_why, "the NVIDIA driver supports CUDA %d.%d, and this "
+                 "trainer needs CUDA %d.%d or newer (update the driver)", v / 1000, v % 1000 / 10,
+                 CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10);
+        return -1;
+    }
     int ok = 1;
 #define RESOLVE(fn)                                                                            \
     if (ok) {                                                                                  \
@@ -231,11 +241,19 @@ static int try_load(rt_cu *d, const void *image, const char *from, char *why, si
     return -1;
 }
 
+/* A cubin built for `built` runs on a GPU of architecture `dev` ("sm_90"): the same, or
+ * its architecture-specific variant ("sm_90a", for that one architecture only). */
+static int cubin_fits(const char *built, const char *dev)
+{
+    size_t n = strlen(dev);
+    return !strncmp(built, dev, n) && (built[n] == 0 || (built[n] == 'a' && built[n + 1] == 0));
+}
+
 static void load_module(rt_cu *d, const rt_cuda_image *img)
 {
     char why[2048] = "";
     for (int i = 0; i < img->n_cubins; i++)
-        if (strcmp(img->cubins[i].arch, d->arch) == 0 && try_load(d, img->cubins[i].image, "cubin", why, sizeof why) == 0)
+        if (cubin_fits(img->cubins[i].arch, d->arch) && try_load(d, img->cubins[i].image, "cubin", why, sizeof why) == 0)
             return;
     if (img->source) {
         void *image = NULL;

@@ -19,6 +19,11 @@
 #include <unistd.h>
 #include "rt_cuda.h"
 
+/* the options tests/nvrtc_check.c compiles every generated file with (besides the
+ * architecture); part of the kernel cache's key */
+#define NVRTC_OPT1 "--std=c++17"
+#define NVRTC_OPT2 "-default-device"
+
 #define NVRTC_FNS(X)                                                                           \
     X(nvrtcVersion) X(nvrtcCreateProgram) X(nvrtcCompileProgram) X(nvrtcGetProgramLogSize)    \
     X(nvrtcGetProgramLog) X(nvrtcGetCUBINSize) X(nvrtcGetCUBIN) X(nvrtcGetPTXSize)             \
@@ -71,8 +76,7 @@ int rt_nvrtc_compile(const char *src, const char *name, const char *arch, void *
     }
     char opt_arch[64];
     snprintf(opt_arch, sizeof opt_arch, "--gpu-architecture=%s", arch);
-    /* the options tests/nvrtc_check.c compiles every generated file with */
-    const char *opts[] = {opt_arch, "--std=c++17", "-default-device"};
+    const char *opts[] = {opt_arch, NVRTC_OPT1, NVRTC_OPT2};
     nvrtcResult r = p_nvrtcCompileProgram(prog, 3, opts);
     size_t logn = 0;
     p_nvrtcGetProgramLogSize(prog, &logn);
@@ -136,7 +140,10 @@ static int cache_file(const char *src, const char *arch, char *path, size_t n)
     int major = 0, minor = 0;
     if (cache_dir(dir, sizeof dir) != 0 || rt_nvrtc_version(&major, &minor) != 0)
         return -1;
-    uint64_t h = rt_fnv1a(src, strlen(src));
+    /* the source and the options it is compiled with (a trainc that changes only the
+     * options must not take an older one's cubins) */
+    static const char opts[] = NVRTC_OPT1 " " NVRTC_OPT2;
+    uint64_t h = rt_fnv1a(src, strlen(src)) ^ (rt_fnv1a(opts, strlen(opts)) * 0x100000001b3ull);
     return snprintf(path, n, "%s/%016llx-%s-nvrtc%d.%d.%s", dir, (unsigned long long)h, arch, major,
                     minor, strncmp(arch, "compute_", 8) ? "cubin" : "ptx") < (int)n ? 0 : -1;
 }

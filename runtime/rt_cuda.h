@@ -176,6 +176,10 @@ void rt_cu_join_comm(rt_exec *e);
  * rt_nccl_watch between polls (a collective whose peer died never completes). */
 void rt_cu_watch_comm(rt_exec *e);
 
+/* cuBLASLt's functions cuda_blas.c takes, resolved without using them (no GPU needed):
+ * 0, or -1 with the reason in why. */
+int rt_cu_blas_symbols(char *why, size_t n);
+
 /* ---- NCCL (nccl.c): gradients across GPUs ---------------------------------------------- */
 
 int rt_nccl_load(char *why, size_t n);

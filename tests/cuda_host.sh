@@ -78,7 +78,7 @@ echo "ok   --bundle: $(ls "$d/ship/lib" | wc -l) libraries in lib/, RPATH \$ORIG
 rm -rf "$d/ship"   # cuBLASLt alone is half a gigabyte
 
 # the libraries the device layer loads at run time resolve here, with the symbols it
-# takes from them (NVRTC, NCCL; cuBLASLt is loaded by the first GEMM, on a GPU)
+# takes from them (NVRTC, NCCL, cuBLASLt: only resolved, as it is used on a GPU)
 cat > "$d/libs.c" <<'C'
 #include <stdio.h>
 #include "rt_cuda.h"
@@ -86,11 +86,12 @@ int main(void)
 {
     char why[512];
     int major = 0, minor = 0;
-    if (rt_nvrtc_version(&major, &minor) != 0 || rt_nccl_load(why, sizeof why) != 0) {
+    if (rt_nvrtc_version(&major, &minor) != 0 || rt_nccl_load(why, sizeof why) != 0 ||
+        rt_cu_blas_symbols(why, sizeof why) != 0) {
         fprintf(stderr, "%s\n", why);
         return 1;
     }
-    printf("NVRTC %d.%d, NCCL %d\n", major, minor, rt_nccl_version());
+    printf("NVRTC %d.%d, NCCL %d, cuBLASLt's functions\n", major, minor, rt_nccl_version());
     return 0;
 }
 C

@@ -349,6 +349,23 @@ for p in bf16 fp16; do
     r=$(compare same "$t.full" "$t.resumed")
     echo "ok   $m $p-mixed: --resume from a GPU checkpoint: $r"
 done
+# a bias that cuBLASLt takes only in the output's 16-bit type (TRAINC_FAKE_LT_BIAS=as-d:
+# the fake then refuses an fp32 bias beside a 16-bit D, as cublasLt.h documents the bias
+# type): the plan's second try passes the parameter's 16-bit copy, so the epilogues stay
+# in cuBLASLt (as many rt_bias_act launches as with the fp32 bias, the note said once),
+# and the run tracks the fp32-bias run as the mixed runs track fp32
+for p in bf16 fp16; do
+    t=$d/$m.$p
+    TRAINC_FAKE_GPU_TRACE=1 gpu "$t" --device cuda "${O[@]}" --out "$t.bias32" 2>"$t.bias32.log"
+    TRAINC_FAKE_GPU_TRACE=1 TRAINC_FAKE_LT_BIAS=as-d gpu "$t" --device cuda "${O[@]}" --out "$t.bias16" 2>"$t.bias16.log"
+    n32=$(grep -c "run rt_bias_act\b" "$t.bias32.log" || true)
+    n16=$(grep -c "run rt_bias_act\b" "$t.bias16.log" || true)
+    [ "$n16" = "$n32" ] && [ "$(grep -c "16-bit copy there" "$t.bias16.log")" = 1 ] &&
+        ! grep -q "16-bit copy there" "$t.bias32.log" && ! grep -q "cuBLASLt refused" "$t.bias16.log" ||
+        { echo "FAIL: $p, bias in D's type: rt_bias_act $n16 times (fp32 bias: $n32)"; grep -E "refused|16-bit copy" "$t.bias16.log"; exit 1; }
+    r=$(close16 "$t.full" "$t.bias16" $p-mixed)
+    echo "ok   $m $p-mixed: cuBLASLt taking the bias only in 16 bits: the 16-bit copy, fused ($n32 rt_bias_act launches either way); $r"
+done
 # fp16 storage overflows where fp32 does not: a loss scale of 1e30 makes the scaled
 # gradients infinite in fp16 activations, so the GPU skips steps and halves the scale
 # until they fit (78 here), then trains; the CPU (fp32) skips none
@@ -487,3 +504,12 @@ set -e
 [ $rc = 2 ] && grep -q "out of GPU memory" "$d/oom.log" && [ ! -e "$d/oom" ] ||
     { echo "FAIL: an 8 MB GPU exited $rc with:"; cat "$d/oom.log"; exit 1; }
 echo "ok   an 8 MB GPU: exit 2, out of GPU memory"
+
+# a driver for an older CUDA than the trainer's toolkit: exit 2, the versions named
+set +e
+TRAINC_FAKE_GPU_DRIVER=12080 gpu "$d/mlp_fashion" --device cuda --set max_steps=2 --quiet --out "$d/olddrv" 2>"$d/olddrv.log"
+rc=$?
+set -e
+[ $rc = 2 ] && grep -q "no CUDA device found: the NVIDIA driver supports CUDA 12.8, and this trainer needs CUDA 13.0 or newer" "$d/olddrv.log" &&
+    [ ! -e "$d/olddrv" ] || { echo "FAIL: a CUDA 12.8 driver: exit $rc with:"; cat "$d/olddrv.log"; exit 1; }
+echo "ok   a CUDA 12.8 driver: exit 2, the versions named"

@@ -3,7 +3,8 @@
  * runtime/cuda_blas.c uses (its LT_FNS), prototypes checked against cublasLt.h.
  *
  * Descriptors keep what was set (operations, layouts, workspace limit, the epilogues
- * runtime/cuda_blas.c uses: BIAS, RELU_BIAS, GELU_BIAS, GELU_AUX_BIAS with an fp32 bias,
+ * runtime/cuda_blas.c uses: BIAS, RELU_BIAS, GELU_BIAS, GELU_AUX_BIAS with a bias in fp32 or
+ * D's type (TRAINC_FAKE_LT_BIAS=as-d: D's type only, cuBLASLt's documented default),
  * DGELU, and BGRADB into an fp32 bias gradient (C and D fp32); GELU and its derivative
  * as templates/cuda/prelude.cuh computes them on the GPU (libm's tanhf, which the
  * emulated kernels use too), the bias gradient summed in double, in k order, then
@@ -66,7 +67,9 @@ static struct cublasLtContext the_handle = {0x1a5};
 typedef struct Desc {
     cublasOperation_t op[2];   /* TRANSA, TRANSB */
     cublasLtEpilogue_t epi;    /* DEFAULT, BIAS, RELU_BIAS, GELU_BIAS, GELU_AUX_BIAS, DGELU, BGRADB */
-    const float *bias;         /* fp32, one per row of D; BGRADB: its output, one per column */
+    const void *bias;          /* one per row of D; BGRADB: its output (fp32), one per column */
+    int bias_type;             /* BIAS_DATA_TYPE as Layout.half; -1: not set (D's type, as
+                                  cuBLASLt documents) */
     void *aux;                 /* GELU_AUX_BIAS (out), DGELU (in): the pre-activation, D's type */
     int64_t aux_ld;
 } Desc;
@@ -85,6 +88,15 @@ typedef struct Pref {
  * algorithm and cublasLtMatmul refuses a pointer less aligned, so a caller that
  * promises too much fails here rather than only on some real GPU's kernels. */
 static uint32_t pref_align(const Pref *p, int k) { return p->align[k] ? p->align[k] : 256; }
+
+/* A pointer's alignment up to 256 bytes (NULL: 256) */
+static uint32_t ptr_align(const void *p)
+{
+    uint32_t a = 256;
+    while (a > 1 && (uintptr_t)p % a)
+        a /= 2;
+    return a;
+}
 
 /* the fake's "algorithm": a tag and the problem it was chosen for */
 #define ALGO_TAG 0x74726e63u
@@ -128,6 +140,7 @@ cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d, cublasComputeTy
     Desc *x = calloc(1, sizeof *x);
     x->op[0] = x->op[1] = CUBLAS_OP_N;
     x->epi = CUBLASLT_EPILOGUE_DEFAULT;
+    x->bias_type = -1;
     *d = (cublasLtMatmulDesc_t)x;
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -157,8 +170,10 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMa
         if (size != sizeof t)
             return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulDescSetAttribute: size of a data type");
         memcpy(&t, buf, sizeof t);
-        return t == CUDA_R_32F ? CUBLAS_STATUS_SUCCESS
-                               : refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulDescSetAttribute: bias fp32 only");
+        if (t != CUDA_R_32F && t != CUDA_R_16BF && t != CUDA_R_16F)
+            return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulDescSetAttribute: a bias of fp32, bf16 or fp16 only");
+        x->bias_type = t == CUDA_R_32F ? 0 : t == CUDA_R_16BF ? 1 : 2;
+        return CUBLAS_STATUS_SUCCESS;
     }
     case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE:
         return size == sizeof(cudaDataType_t) ? CUBLAS_STATUS_SUCCESS
@@ -213,6 +228,18 @@ cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *p)
     if (!p)
         return CUBLAS_STATUS_INVALID_VALUE;
     *p = (cublasLtMatmulPreference_t)calloc(1, sizeof(Pref));
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p)
+{
+    free(p);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d)
+{
+    free(d);
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -280,11 +307,27 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
     if ((x->epi == CUBLASLT_EPILOGUE_DGELU || x->epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) &&
         (x->aux_ld % 8 || x->aux_ld < (int64_t)m))
         return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulAlgoGetHeuristic: the aux ld is not a multiple of 8 >= m");
+    /* the bias: as D (cuBLASLt's documented default), or fp32; BGRADB's is C's type (fp32
+     * here). TRAINC_FAKE_LT_BIAS=as-d refuses an fp32 bias beside a 16-bit D, the case
+     * cublasLt.h does not list (its exceptions are the int8 and fp8 kernels), so that the
+     * runtime's second try, the bias in D's type, is exercised */
+    int bt = x->bias_type < 0 ? ((Layout *)D)->half : x->bias_type;
+    if (x->epi == CUBLASLT_EPILOGUE_BGRADB && bt != 0)
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulAlgoGetHeuristic: BGRADB's bias gradient is C's type, fp32");
+    if (x->epi != CUBLASLT_EPILOGUE_BGRADB && x->epi != CUBLASLT_EPILOGUE_DEFAULT &&
+        x->epi != CUBLASLT_EPILOGUE_DGELU && bt != 0 && bt != ((Layout *)D)->half)
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulAlgoGetHeuristic: a 16-bit bias of another type than D");
+    const char *only = getenv("TRAINC_FAKE_LT_BIAS");
+    if (only && !strcmp(only, "as-d") && x->epi != CUBLASLT_EPILOGUE_BGRADB && bt == 0 &&
+        ((Layout *)D)->half)
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulAlgoGetHeuristic: an fp32 bias beside a 16-bit D (TRAINC_FAKE_LT_BIAS=as-d)");
     memset(&results[0], 0, sizeof results[0]);
     results[0].algo.data[0] = ALGO_TAG;
-    results[0].algo.data[1] = m;
-    results[0].algo.data[2] = n;
-    results[0].algo.data[3] = k;
+    results[0].algo.data[1] = m | (n << 32);
+    results[0].algo.data[2] = k;
+    /* the bias and aux pointers' alignment as the descriptor held them: the heuristic
+     * reads them for that (cublasLt.h), so an algorithm may assume it */
+    results[0].algo.data[3] = ptr_align(x->bias) | ((uint64_t)ptr_align(x->aux) << 16);
     for (int q = 0; q < 4; q++)
         results[0].algo.data[4 + q] = pref_align((const Pref *)pref, q);
     results[0].workspaceSize = 0;
@@ -306,7 +349,8 @@ typedef struct Job {
     int ldcin;
     size_t ncin;
     cublasLtEpilogue_t epi;    /* and its operands, as set when the call was queued */
-    const float *bias;
+    const void *bias;
+    int bias_type;             /* Layout.half's code */
     void *aux;
     int64_t aux_ld;
 } Job;
@@ -364,10 +408,11 @@ static void run_job(void *arg)
                                                : (size_t)kk * (size_t)j->ldb + (size_t)c];
             ((float *)j->bias)[c] = (float)sum;
         }
-    } else if (j->epi != CUBLASLT_EPILOGUE_DEFAULT)   /* column-major: the bias along D's rows */
+    } else if (j->epi != CUBLASLT_EPILOGUE_DEFAULT) {  /* column-major: the bias along D's rows */
+        const float *bias = j->bias_type ? widen(j->bias, (size_t)j->m, j->bias_type) : j->bias;
         for (int c = 0; c < j->n; c++)
             for (int r = 0; r < j->m; r++) {
-                float v = C[(size_t)c * (size_t)j->ldc + (size_t)r] + j->bias[r];
+                float v = C[(size_t)c * (size_t)j->ldc + (size_t)r] + bias[r];
                 if (j->epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) {
                     size_t at = (size_t)c * (size_t)j->aux_ld + (size_t)r;
                     if (j->c16 == 1)
@@ -384,6 +429,9 @@ static void run_job(void *arg)
                 }
                 C[(size_t)c * (size_t)j->ldc + (size_t)r] = v;
             }
+        if (j->bias_type)
+            free((void *)bias);
+    }
     if (j->c16) {
         narrow(j->C, C, j->nc, j->c16);
         free(C);
@@ -408,7 +456,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
         return CUBLAS_STATUS_INVALID_VALUE;
     if (shape((Desc *)desc, a, b, c, d, &m, &n, &k) != 0)
         return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: the layouts do not make a GEMM");
-    if (algo && (algo->data[0] != ALGO_TAG || algo->data[1] != m || algo->data[2] != n || algo->data[3] != k))
+    if (algo && (algo->data[0] != ALGO_TAG || algo->data[1] != (m | (n << 32)) || algo->data[2] != k))
         return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: the algorithm was chosen for another problem");
     float fbeta = *(const float *)beta;
     if (C == D && c->ld != d->ld)
@@ -440,11 +488,19 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
                (int)m, (int)n, (int)k, (int)a->ld, (int)b->ld, (int)d->ld,
                *(const float *)alpha, fbeta, A, B, D, a->half, d->half,
                elems(a), elems(b), elems(d), C != D ? C : NULL, (int)c->ld, elems(c),
-               x->epi, x->bias, x->aux, x->aux_ld};
+               x->epi, x->bias, x->bias_type < 0 ? d->half : x->bias_type, x->aux, x->aux_ld};
     int has_bias = j->epi != CUBLASLT_EPILOGUE_DEFAULT && j->epi != CUBLASLT_EPILOGUE_DGELU;
     int has_aux = j->epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || j->epi == CUBLASLT_EPILOGUE_DGELU;
     size_t bias_n = j->epi == CUBLASLT_EPILOGUE_BGRADB ? n : m;
-    if ((has_bias && (!j->bias || !is_dev_range(j->bias, bias_n * sizeof(float)))) ||
+    if (algo && ((has_bias && ptr_align(j->bias) < (algo->data[3] & 0xffff)) ||
+                 (has_aux && ptr_align(j->aux) < (algo->data[3] >> 16)))) {
+        fprintf(stderr, "fake cuBLASLt: cublasLtMatmul: the %s pointer %p is less aligned than the "
+                "one the heuristic saw\n", has_bias && ptr_align(j->bias) < (algo->data[3] & 0xffff) ? "bias" : "aux",
+                has_bias && ptr_align(j->bias) < (algo->data[3] & 0xffff) ? j->bias : j->aux);
+        free(j);
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
+    if ((has_bias && (!j->bias || !is_dev_range(j->bias, bias_n * (j->bias_type ? 2 : 4)))) ||
         (has_aux && (!j->aux || j->aux_ld < (int64_t)m ||
                      !is_dev_range(j->aux, ((n - 1) * (size_t)j->aux_ld + m) * (d->half ? 2 : 4))))) {
         free(j);

@@ -163,7 +163,9 @@ CUresult cuDriverGetVersion(int *v)
 {
     if (!v)
         return CUDA_ERROR_INVALID_VALUE;
-    *v = CUDA_VERSION;
+    /* TRAINC_FAKE_GPU_DRIVER=12080: a driver for an older CUDA (its version only) */
+    const char *s = getenv("TRAINC_FAKE_GPU_DRIVER");
+    *v = s ? atoi(s) : CUDA_VERSION;
     return CUDA_SUCCESS;
 }
 
