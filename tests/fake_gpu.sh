@@ -513,3 +513,12 @@ set -e
 [ $rc = 2 ] && grep -q "no CUDA device found: the NVIDIA driver supports CUDA 12.8, and this trainer needs CUDA 13.0 or newer" "$d/olddrv.log" &&
     [ ! -e "$d/olddrv" ] || { echo "FAIL: a CUDA 12.8 driver: exit $rc with:"; cat "$d/olddrv.log"; exit 1; }
 echo "ok   a CUDA 12.8 driver: exit 2, the versions named"
+
+# a cubin built for sm_90a (the architecture-specific variant) is tried on an sm_90 GPU
+# (the fake refuses real cubins, so the trace shows the try, then NVRTC's compile)
+"$TRAINC" build specs/mlp_fashion.json --device both --arch sm_90a -o "$d/m90a" 2>/dev/null
+TRAINC_FAKE_GPU_TRACE=1 gpu "$d/m90a" --device cuda --set max_steps=1 --set data.val=null --quiet \
+    --out "$d/m90a.run" 2>"$d/m90a.log"
+grep -q "cuModuleLoadData: a real cubin (ELF): refused" "$d/m90a.log" ||
+    { echo "FAIL: the sm_90a cubin was not tried on an sm_90 GPU"; exit 1; }
+echo "ok   an sm_90a cubin is tried on an sm_90 GPU"
