@@ -30,8 +30,7 @@
 # A part given as NAME=SECONDS takes that limit instead. Exit status: 0 when every part
 # ran to its end and passed, else 1.
 set -u
-cd "$(dirname "$0")/../.."
-ROOT=$(pwd)
+cd "$(dirname "$0")/../.." || exit 1
 OUT=${OUT:-/tmp/gpu-out}
 BUDGET=${BUDGET:-450}
 W=/tmp/gpu-session
