@@ -15,7 +15,7 @@ for lib in libcublasLt.so.13 libnvrtc.so.13; do
 done
 # a dry run of the scripts here, on tests/fake_gpu's libraries (built by tests/fake_gpu.sh):
 # FAKE_GPU_LIB=$PWD/build/tests/fake_gpu/lib puts them first
-[ -n "${FAKE_GPU_LIB:-}" ] && LD_LIBRARY_PATH=$FAKE_GPU_LIB:$LD_LIBRARY_PATH
+[ -n "${FAKE_GPU_LIB:-}" ] && LD_LIBRARY_PATH=$FAKE_GPU_LIB:${LD_LIBRARY_PATH:-}
 export LD_LIBRARY_PATH TRAINC_CACHE_DIR=/tmp/trainc-cache
 gpt2_shards() {
     python3 - <<'PY'

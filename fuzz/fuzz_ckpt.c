@@ -61,7 +61,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* what --resume does first: the files state.json lists, checked by size and hash
      * (only names inside the folder are ever opened) */
     char why[1024];
-    (void)rt_ckpt_verify(ckpt, why, sizeof why);
+    int best_bad;
+    (void)rt_ckpt_verify(ckpt, why, sizeof why, &best_bad);
     FUZZ_RUN(rt_ckpt_load(ckpt, &model, &cfg, &s, w, st, part, lines, nlines));
     return 0;
 }

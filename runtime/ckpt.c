@@ -417,27 +417,11 @@ int rt_ckpt_save(const char *out, const rt_model *m, const rt_train_config *c,
     int n = list_ckpts(dir, &names);
     int64_t keep = c->has_checkpoint && c->ckpt_keep > 0 ? c->ckpt_keep : 1;
     for (int i = 0; i < n; i++) {
-        if (i < n - keep) {
-            snprintf(f, sizeof f, "%s/%s", dir, names[i]);
+        snprintf(f, sizeof f, "%s/%s", dir, names[i]);
+        if (i < n - keep && strcmp(f, fin))   /* never the one just written */
             rm_rf(f);
-        }
         free(names[i]);
     }
-    free(names);
-    return 0;
-}
-
-int rt_ckpt_latest(const char *out, char *path, size_t n)
-{
-    char dir[RT_PATH_MAX + 32];
-    snprintf(dir, sizeof dir, "%s/checkpoints", out);
-    char **names;
-    int k = list_ckpts(dir, &names);
-    if (k == 0)
-        return -1;
-    snprintf(path, n, "%s/%s", dir, names[k - 1]);
-    for (int i = 0; i < k; i++)
-        free(names[i]);
     free(names);
     return 0;
 }
@@ -560,9 +544,11 @@ static cJSON *read_state(const char *ck, char *f, size_t flen)
     return j;
 }
 
-int rt_ckpt_verify(const char *ck, char *why, size_t wn)
+int rt_ckpt_verify(const char *ck, char *why, size_t wn, int *best_bad)
 {
     char f[RT_PATH_MAX + 64];
+    if (best_bad)
+        *best_bad = 0;
     cJSON *j = parse_state(ck, f, sizeof f, why, wn);
     if (!j)
         return -1;
@@ -605,6 +591,14 @@ int rt_ckpt_verify(const char *ck, char *why, size_t wn)
         snprintf(f, sizeof f, "%s/%s", ck, name);
         uint64_t h;
         int64_t bytes;
+        /* best.safetensors is a second name of OUT/best.safetensors and of the checkpoints
+         * since its last improvement: damaged, it costs the best weights (not restored),
+         * not the checkpoint */
+        if (!strcmp(name, "best.safetensors") && best_bad) {
+            if (rt_file_xxh64(f, &h, &bytes) != 0 || bytes != want_bytes || h != want)
+                *best_bad = 1;
+            continue;
+        }
         if (rt_file_xxh64(f, &h, &bytes) != 0) {
             snprintf(why, wn, "%s: %s", name, strerror(errno));
             rc = -1;
@@ -637,6 +631,7 @@ static struct {
     char out[RT_PATH_MAX], path[RT_PATH_MAX + 64];
     char **damaged;            /* names of the newer, damaged checkpoints */
     int n_damaged;
+    int best_bad;              /* the chosen one's best.safetensors is damaged */
 } g_pick;
 
 int rt_ckpt_resume_point(const char *out, char *path, size_t n)
@@ -655,9 +650,10 @@ int rt_ckpt_resume_point(const char *out, char *path, size_t n)
     snprintf(dir, sizeof dir, "%s/checkpoints", out);
     char **names;
     int k = list_ckpts(dir, &names), picked = -1;
+    g_pick.best_bad = 0;
     for (int i = k - 1; i >= 0 && picked < 0; i--) {
         snprintf(ck, sizeof ck, "%s/%s", dir, names[i]);
-        if (rt_ckpt_verify(ck, why, sizeof why) == 0) {
+        if (rt_ckpt_verify(ck, why, sizeof why, &g_pick.best_bad) == 0) {
             picked = i;
             break;
         }
@@ -675,8 +671,11 @@ int rt_ckpt_resume_point(const char *out, char *path, size_t n)
                        "checkpoint's files are checked against the sizes and XXH64 hashes its "
                        "state.json recorded; restore them from a copy, or start the run again "
                        "without --resume", dir, first_why);
+    if (picked >= 0 && g_pick.best_bad && rt_dist_rank() == 0)
+        fprintf(stderr, "trainc: warning: %s/%s/best.safetensors is damaged: the best weights are "
+                "not restored from it\n", dir, names[picked]);
     if (picked >= 0 && g_pick.n_damaged && rt_dist_rank() == 0)
-        fprintf(stderr, "trainc: warning: resuming from %s, the newest intact checkpoint\n",
+        fprintf(stderr, "trainc: warning: taking %s instead, the newest intact checkpoint\n",
                 names[picked]);
     g_pick.done = 1;
     g_pick.rc = picked >= 0 ? 0 : -1;
@@ -689,10 +688,13 @@ int rt_ckpt_resume_point(const char *out, char *path, size_t n)
     return g_pick.rc;
 }
 
-void rt_ckpt_set_aside_damaged(const char *out)
+int rt_ckpt_best_damaged(void) { return g_pick.done && g_pick.best_bad; }
+
+void rt_ckpt_set_aside_damaged(void)
 {
-    if (!g_pick.done || strcmp(g_pick.out, out))
+    if (!g_pick.done)
         return;
+    const char *out = g_pick.out;
     for (int i = 0; i < g_pick.n_damaged; i++) {
         char from[RT_PATH_MAX + 96], to[RT_PATH_MAX + 128];
         snprintf(from, sizeof from, "%s/checkpoints/%s", out, g_pick.damaged[i]);
@@ -702,8 +704,9 @@ void rt_ckpt_set_aside_damaged(const char *out)
         if (rename(from, to) == 0)
             fprintf(stderr, "trainc: set the damaged %s aside as %s (remove it when it is no "
                     "longer wanted)\n", g_pick.damaged[i], to);
-        else
-            fprintf(stderr, "trainc: warning: cannot rename %s to %s: %s\n", from, to, strerror(errno));
+        else   /* left there, it would stay the newest: a later resume would meet it again */
+            rt_fail("cannot set the damaged checkpoint %s aside (rename to %s: %s)\n  hint: move "
+                    "or remove it, then resume again", from, to, strerror(errno));
     }
 }
 

@@ -64,9 +64,10 @@ typedef struct Plan {
     int ab16, c16;             /* A and B, C: RT_CU_F32, RT_CU_BF16 or RT_CU_F16 */
     int64_t M, N, K, lda, ldb, ldc;
     int accumulate;            /* beta != 0 */
-    unsigned align[6];         /* the pointers' alignment (bytes, at most 256) in cuBLASLt's
+    unsigned align[7];         /* the pointers' alignment (bytes, at most 256) in cuBLASLt's
                                   order: its A (our B), its B (our A), C, D; then the bias
-                                  (or bias gradient) and the auxiliary matrix (256: none) */
+                                  (or bias gradient), the auxiliary matrix and the bias's
+                                  16-bit copy (256: none) */
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a, b, c;
     cublasLtMatmulAlgo_t algo;
@@ -197,8 +198,12 @@ static Plan *plan_for(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_t 
                       const void *a, const void *b, const void *C, const void *D,
                       const void *bias, const void *aux)
 {
-    unsigned al[6] = {align_of(b), align_of(a), align_of(C), align_of(D), align_of(bias),
-                      align_of(aux)};
+    /* the bias's 16-bit copy, for the second try (a forward bias beside a 16-bit D) */
+    const void *bias16 = bias;
+    int second = bias && c16 != RT_CU_F32 && epi != EPI_BGRADB && epi != EPI_DGELU &&
+                 rt_cu_operand(e, &bias16) == c16 && bias16 != bias;
+    unsigned al[7] = {align_of(b), align_of(a), align_of(C), align_of(D), align_of(bias),
+                      align_of(aux), align_of(second ? bias16 : NULL)};
     for (int i = 0; i < n_plans; i++) {
         Plan *p = &plans[i];
         if (p->ta == ta && p->tb == tb && p->M == M && p->N == N && p->K == K && p->lda == lda &&
@@ -230,10 +235,6 @@ static Plan *plan_for(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_t 
         }
         return p;
     }
-    /* the bias's 16-bit copy, for the second try (a forward bias beside a 16-bit D) */
-    const void *bias16 = bias;
-    int second = bias && c16 != RT_CU_F32 && epi != EPI_BGRADB && epi != EPI_DGELU &&
-                 rt_cu_operand(e, &bias16) == c16 && bias16 != bias;
     const char *why = "descriptor";
     for (int t = 0; t < 1 + second; t++) {
         if (plan_desc(p, t ? tc : CUDA_R_32F, t ? bias16 : bias, aux) != 0)
@@ -316,8 +317,8 @@ static int epilogue_call(rt_exec *e, Plan *p, const void *bias, const void *aux,
                          const void *a, const void *b, float beta, const void *C, void *D)
 {
     cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
-    if (bias && p->bias16 && rt_cu_operand(e, &bias) != p->c16)
-        rt_die("rt_gemm_bias: the bias has no 16-bit copy");
+    if (bias && p->bias16 && (rt_cu_operand(e, &bias) != p->c16))
+        return 0;             /* no 16-bit copy of this bias: the fallback, for this call */
     if (bias)
         st = p_cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                                               sizeof bias);

@@ -631,17 +631,18 @@ static void keep_earlier_run(const char *out)
 }
 
 /* The final weights. Right after a checkpoint, model.safetensors is a second name of
- * the checkpoint's weights file (the newest checkpoint's: the same bytes, 0.5 GB once,
- * not twice, for GPT-2); written where the file system has no hard links. */
-static void save_final(Run *r, int after_ckpt)
+ * the weights file of that checkpoint (of this step: the same bytes, 0.5 GB once, not
+ * twice, for GPT-2); written where the file system has no hard links. */
+static void save_final(Run *r, int after_ckpt, int64_t step)
 {
     if (r->rank != 0)
         return;
     check_out(r->out);
-    char ck[RT_PATH_MAX + 64], src[RT_PATH_MAX + 96], dst[RT_PATH_MAX + 64];
+    char src[RT_PATH_MAX + 96], dst[RT_PATH_MAX + 64];
     join_path(dst, sizeof dst, r->out, "model.safetensors");
-    if (after_ckpt && rt_ckpt_latest(r->out, ck, sizeof ck) == 0) {
-        join_path(src, sizeof src, ck, "model.safetensors");
+    if (after_ckpt) {
+        snprintf(src, sizeof src, "%s/checkpoints/step_%08lld/model.safetensors", r->out,
+                 (long long)step);
         if (rt_safetensors_link(src, dst) == 0)
             return;
     }
@@ -654,8 +655,8 @@ static void save_final(Run *r, int after_ckpt)
 static void restore_best(Run *r, const rt_loop_state *s)
 {
     char ck[RT_PATH_MAX + 64], src[RT_PATH_MAX + 96], dst[RT_PATH_MAX + 64];
-    if (rt_ckpt_resume_point(r->o.resume, ck, sizeof ck) != 0)
-        return;
+    if (rt_ckpt_resume_point(r->o.resume, ck, sizeof ck) != 0 || rt_ckpt_best_damaged())
+        return;               /* (a damaged copy: OUT's best.safetensors stays as it is) */
     join_path(src, sizeof src, ck, "best.safetensors");
     join_path(dst, sizeof dst, r->out, "best.safetensors");
     if (access(src, F_OK) == 0) {
@@ -1390,7 +1391,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
         if (r->o.resume)
             restore_best(r, s);
         if (r->o.resume && same_folder(r->out, r->o.resume))
-            rt_ckpt_set_aside_damaged(r->out);
+            rt_ckpt_set_aside_damaged();
         r->mt = lf ? NULL : rt_metrics_open(r->out, r->o.resume != NULL);
     } else {
         r->mt = NULL;         /* only rank 0 writes metrics, plots and files */
@@ -1707,7 +1708,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
 
     /* the final weights, then the end record */
     if (end != END_DIVERGED)
-        save_final(r, last_ckpt);
+        save_final(r, last_ckpt, s->step);
     if (r->has_val)
         rt_metrics_plot(r->mt);
     char buf[512], a[32];

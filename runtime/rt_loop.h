@@ -161,19 +161,22 @@ int rt_ckpt_save(const char *out, const rt_model *m, const rt_train_config *c,
  * (*run: after --set). Returns 0, or -1 for a checkpoint written before the spec's
  * was kept. */
 int rt_ckpt_configs(const char *ck, char ***spec, int *n_spec, char ***run, int *n_run);
-/* The newest complete checkpoint folder of run folder OUT, or -1. */
-int rt_ckpt_latest(const char *out, char *path, size_t n);
 /* 0 when checkpoint folder CK is intact: its state.json reads, and each file it lists
- * has the size and XXH64 recorded when it was written; else -1, the damage in why. */
-int rt_ckpt_verify(const char *ck, char *why, size_t n);
+ * has the size and XXH64 recorded when it was written; else -1, the damage in why.
+ * With best_bad, a damaged best.safetensors only sets *best_bad (the best weights are
+ * lost, not the checkpoint); without, it counts as damage. */
+int rt_ckpt_verify(const char *ck, char *why, size_t n, int *best_bad);
 /* The checkpoint --resume OUT continues from: the newest intact one (rt_ckpt_verify),
  * with a warning for each newer damaged one; -1 when OUT has none; exits 1 when every
  * one is damaged. Chosen once a process (later calls give the same). */
 int rt_ckpt_resume_point(const char *out, char *path, size_t n);
-/* Renames the damaged checkpoints rt_ckpt_resume_point passed over in OUT to
- * checkpoints/damaged_step_N (kept, out of checkpoint.keep's count), so a later resume
- * does not meet them again. Rank 0, when the run goes on in OUT. */
-void rt_ckpt_set_aside_damaged(const char *out);
+/* Renames the damaged checkpoints rt_ckpt_resume_point passed over (in the folder it
+ * was given) to checkpoints/damaged_step_N (kept, out of checkpoint.keep's count), so a
+ * later resume does not meet them again; exits 2 when it cannot. Rank 0, when the run
+ * goes on in that folder. */
+void rt_ckpt_set_aside_damaged(void);
+/* The checkpoint rt_ckpt_resume_point chose has a damaged best.safetensors (said). */
+int rt_ckpt_best_damaged(void);
 /* Loads a checkpoint (the whole parameters, the optimizer state's part `part`); exits
  * 1 when it was made by another model, on another number of ranks, or with a training
  * config that differs in a field that changes the numbers (naming the fields). */

@@ -258,7 +258,14 @@ rt_st_out *rt_st_open(const char *path, const rt_model *m)
     unsigned char len8[8];
     for (int i = 0; i < 8; i++)
         len8[i] = (unsigned char)((uint64_t)h.len >> (8 * i));
-    w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    /* a new file, never into the inode of a .tmp left linked to a checkpoint by a crash
+     * (rt_safetensors_link makes a .tmp second name, then renames it) */
+    if (unlink(w->tmp) != 0 && errno != ENOENT) {
+        free(h.p);
+        free(w);
+        return NULL;
+    }
+    w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (w->fd < 0) {
         int e = errno;
         free(h.p);

@@ -58,7 +58,10 @@ FILE *rt_tmp_open(const char *path)
 {
     char tmp[RT_PATH_MAX + 48];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    return fopen(tmp, "w");
+    /* a new file: a stale .tmp may be a second name of a file kept elsewhere */
+    if (unlink(tmp) != 0 && errno != ENOENT)
+        return NULL;
+    return fopen(tmp, "wx");
 }
 
 int rt_tmp_commit(FILE *f, const char *path)

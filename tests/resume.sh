@@ -110,9 +110,9 @@ import sys
 with open(sys.argv[1], "r+b") as f:      # one bit of the last float, in place
     f.seek(-1, 2); b = f.read(1); f.seek(-1, 2); f.write(bytes([b[0] ^ 0x10]))
 PY
-"$d/trainer" --resume "$d/dmg.cut" --quiet --threads 1 --set max_steps=90 2>"$d/dmg.err"
+"$d/trainer" --resume "$d/dmg.cut" --out "$d/dmg.cut/" --quiet --threads 1 --set max_steps=90 2>"$d/dmg.err"
 grep -q "step_00000060 is damaged: exp_avg.safetensors: its bytes changed after the checkpoint was written" "$d/dmg.err" &&
-    grep -q "resuming from step_00000030" "$d/dmg.err" && [ -d "$d/dmg.cut/checkpoints/damaged_step_00000060" ] ||
+    grep -q "taking step_00000030 instead" "$d/dmg.err" && [ -d "$d/dmg.cut/checkpoints/damaged_step_00000060" ] ||
     { echo "FAIL damaged checkpoint: no warning, or not set aside"; cat "$d/dmg.err"; ls "$d/dmg.cut/checkpoints"; exit 1; }
 compare "$d/dmg.ref" "$d/dmg.cut"
 [ "$(ls "$d/dmg.cut/checkpoints" | tr '\n' ' ')" = "damaged_step_00000060 step_00000060 step_00000090 " ] ||
@@ -126,6 +126,19 @@ rc=0; "$d/trainer" --resume "$d/dmg1" --quiet --threads 1 --set max_steps=60 2>"
     [ "$(cd "$d/dmg1" && find . -type f | sort | xargs md5sum)" = "$before" ] ||
     { echo "FAIL no intact checkpoint: exit $rc"; cat "$d/dmg1.err"; exit 1; }
 echo "ok   no intact checkpoint: exit 1 naming the file, nothing written"
+# a damaged best.safetensors (one file with OUT's and the checkpoints' since the best
+# step) costs the best weights only: the resume takes the newest checkpoint all the same
+"$d/trainer" --out "$d/dmgb" "${ext[@]}" --set max_steps=60 --set checkpoint.every_steps=30
+$PY - "$d/dmgb/checkpoints/step_00000060/best.safetensors" <<'PY'
+import sys
+with open(sys.argv[1], "r+b") as f:
+    f.seek(-1, 2); b = f.read(1); f.seek(-1, 2); f.write(bytes([b[0] ^ 0x10]))
+PY
+"$d/trainer" --resume "$d/dmgb" --quiet --threads 1 --set max_steps=90 2>"$d/dmgb.err"
+grep -q "step_00000060/best.safetensors is damaged: the best weights are not restored" "$d/dmgb.err" &&
+    grep -q "from step 60" "$d/dmgb.err" && ! grep -q "taking step" "$d/dmgb.err" ||
+    { echo "FAIL damaged best.safetensors:"; cat "$d/dmgb.err"; exit 1; }
+echo "ok   a damaged best.safetensors: the newest checkpoint taken all the same, the loss said"
 
 # the final weights and the final checkpoint's are one file (a hard link), in a resumed
 # run too: model.safetensors was bit-identical to the uninterrupted run's above

@@ -39,12 +39,16 @@ T0=$(date +%s)
 SUM=$OUT/summary.txt
 : >"$SUM"
 say() { echo "$*" | tee -a "$SUM"; }
-pack() { tar -C "$W" -czf "$OUT/logs.tar.gz.tmp" . 2>/dev/null && mv "$OUT/logs.tar.gz.tmp" "$OUT/logs.tar.gz"; }
+pack() {   # (a failed tar leaves the previous pack, and no extra file in $OUT)
+    tar -C "$W" -czf "$W.tgz" . 2>/dev/null
+    [ -s "$W.tgz" ] && mv "$W.tgz" "$OUT/logs.tar.gz"
+    rm -f "$W.tgz"
+}
 
 [ -f build/devpack.tar.xz ] || { say "FAIL no build/devpack.tar.xz: run tests/gpu/pack.sh here and carry it"; exit 1; }
 say "device: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1)"
-say "budget ${BUDGET} s, parts: $*"
 [ $# -gt 0 ] || set -- checks gpt2
+say "budget ${BUDGET} s, parts: $*"
 status=0
 for part in "$@"; do
     name=${part%%=*}
@@ -56,7 +60,12 @@ for part in "$@"; do
     profile) lim=120; cmd=(bash bench/gpu_profile.sh gpt2_124m_none 8) ;;
     *) say "FAIL unknown part '$name' (checks, gpt2, bench, recompute, profile)"; status=1; continue ;;
     esac
-    [ "$part" != "$name" ] && lim=${part#*=}
+    if [ "$part" != "$name" ]; then
+        lim=${part#*=}
+        case $lim in
+        '' | *[!0-9]*) say "FAIL $part: the limit is not a number of seconds"; status=1; continue ;;
+        esac
+    fi
     left=$((BUDGET - ($(date +%s) - T0)))
     if [ "$left" -lt 30 ]; then
         say "skip $name: ${left} s left of the budget"
