@@ -510,11 +510,15 @@ def against_torch(spec, P, x, y, xv, yv, ours, d):
         k = min(acc, batches - b)
         o.zero_grad()
         total = 0.0
-        for j in range(k):   # (the last batch is short without drop_last)
+        # the step's samples: the update is that of one batch of them all (SPEC.md), so
+        # each batch's mean loss weighs its rows (the last is short without drop_last);
+        # the record's loss is the mean of the batches' means
+        window = min((b + k) * B, ROWS) - b * B
+        for j in range(k):
             sl = slice((b + j) * B, min((b + j + 1) * B, ROWS))
             out = reference(spec["model"], P, input_batch(spec, x[sl]))
             l = loss_of(spec["model"], out, torch.tensor(y[sl].astype(np.float64) if ys["dtype"] == "f32" else y[sl]))
-            (l / k).backward()
+            (l * ((sl.stop - sl.start) / window)).backward()
             total += l.item() / k
         norm = math.sqrt(sum(float((p.grad ** 2).sum()) for p in params if p.grad is not None))
         if "grad_clip" in t:
