@@ -5,7 +5,10 @@
  *   optimizer.safetensors   AdamW's exp_avg (names "exp_avg.<param>") and exp_avg_sq,
  *                           or SGD's momentum buffers; absent for plain SGD
  *   state.json              the loop state (rt_loop_state), the spec hash, the
- *                           effective training config as key=value lines
+ *                           effective training config as key=value lines, and each
+ *                           file's size and XXH64 ("files"; rt_ckpt_verify checks them
+ *                           before a resume takes the checkpoint)
+ *   best.safetensors        a second name of OUT/best.safetensors, when one exists
  * Under ZeRO every rank holds one shard of the optimizer state: the shards are gathered
  * to rank 0 a chunk at a time (every rank takes part in the gathers) and written as
  * the same full files, so a checkpoint reads the same whatever the strategy, and on
