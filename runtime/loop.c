@@ -666,22 +666,6 @@ static void restore_best(Run *r, const rt_loop_state *s)
         rt_fail("cannot remove %s: %s", dst, strerror(errno));
 }
 
-/* A running 64-bit hash of bytes (FNV-1a's constants, eight bytes a round). */
-static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, b + i, 8);
-        h = (h ^ w) * 0x100000001b3ull;
-        h ^= h >> 29;
-    }
-    for (; i < n; i++)
-        h = (h ^ b[i]) * 0x100000001b3ull;
-    return h;
-}
-
 /* Several ranks, before rank 0 writes anything: every rank has passed its checks of
  * the options, data and weights (one that found bad input has exited 1, and mpirun
  * ends the job while rank 0 waits here), and they run the same thing: the model, the
@@ -691,10 +675,10 @@ static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
 static void agree_on_run(Run *r)
 {
     uint64_t mine[3], root[3];
-    mine[0] = hash_bytes(0xcbf29ce484222325ull, r->m->model_hash, strlen(r->m->model_hash));
+    mine[0] = rt_xxh64(r->m->model_hash, strlen(r->m->model_hash), 0);
     int n;
     char **lines = rt_config_dump(&r->c, &n);
-    mine[1] = 0xcbf29ce484222325ull;
+    mine[1] = 0;              /* each line's hash seeds the next's */
     static const char *const local[] = {"data.", "out_dir=", "loader.workers=",
                                         "loader.prefetch=", NULL};
     for (int i = 0; i < n; i++) {
@@ -702,12 +686,11 @@ static void agree_on_run(Run *r)
         for (int k = 0; local[k]; k++)
             skip |= !strncmp(lines[i], local[k], strlen(local[k]));
         if (!skip)
-            mine[1] = hash_bytes(mine[1], lines[i], strlen(lines[i]) + 1);
+            mine[1] = rt_xxh64(lines[i], strlen(lines[i]) + 1, mine[1]);
         free(lines[i]);
     }
     free(lines);
-    mine[2] = hash_bytes(0xcbf29ce484222325ull, r->params,
-                         sizeof(float) * (size_t)r->m->param_floats);
+    mine[2] = rt_xxh64(r->params, sizeof(float) * (size_t)r->m->param_floats, 0);
     memcpy(root, mine, sizeof root);
     rt_broadcast(root, sizeof root, 0);
     double differ[3];

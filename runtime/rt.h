@@ -46,8 +46,9 @@ const char *rt_full_hint(int err);
 /* XXH64 (seed 0), the hash `xxhsum -H1` prints, over a file's bytes, so a checkpoint's
  * files can be checked by hand: 0 with *hash and *bytes set, or -1 with errno set. */
 int rt_file_xxh64(const char *path, uint64_t *hash, int64_t *bytes);
-/* XXH64 with seed 0 of n bytes (the same function, in memory). */
-uint64_t rt_xxh64(const void *p, size_t n);
+/* XXH64 of n bytes with a seed (the same function, in memory; `xxhsum -H1` uses seed
+ * 0); a hash as the next call's seed chains several pieces. */
+uint64_t rt_xxh64(const void *p, size_t n, uint64_t seed);
 
 /* ---- the GPU's versions of the runtime calls -------------------------------- */
 

@@ -121,12 +121,12 @@ static uint32_t rd32(const unsigned char *p)
     return w;
 }
 
-static void xx_init(xxh64 *x)
+static void xx_init(xxh64 *x, uint64_t seed)
 {
-    x->v[0] = XXP1 + XXP2;
-    x->v[1] = XXP2;
-    x->v[2] = 0;
-    x->v[3] = -XXP1;
+    x->v[0] = seed + XXP1 + XXP2;
+    x->v[1] = seed + XXP2;
+    x->v[2] = seed;
+    x->v[3] = seed - XXP1;
     x->total = 0;
     x->nbuf = 0;
 }
@@ -166,7 +166,7 @@ static uint64_t xx_digest(const xxh64 *x)
         for (int i = 0; i < 4; i++)
             h = xx_merge(h, x->v[i]);
     } else
-        h = x->v[2] + XXP5;    /* the seed (0) plus P5 */
+        h = x->v[2] + XXP5;    /* the seed plus P5 */
     h += x->total;
     const unsigned char *p = x->buf;
     size_t n = x->nbuf;
@@ -186,10 +186,10 @@ static uint64_t xx_digest(const xxh64 *x)
     return h ^ (h >> 32);
 }
 
-uint64_t rt_xxh64(const void *p, size_t n)
+uint64_t rt_xxh64(const void *p, size_t n, uint64_t seed)
 {
     xxh64 x;
-    xx_init(&x);
+    xx_init(&x, seed);
     xx_update(&x, p, n);
     return xx_digest(&x);
 }
@@ -207,7 +207,7 @@ int rt_file_xxh64(const char *path, uint64_t *hash, int64_t *bytes)
         return -1;
     }
     xxh64 x;
-    xx_init(&x);
+    xx_init(&x, 0);
     for (;;) {
         ssize_t r = read(fd, buf, CHUNK);
         if (r < 0 && errno == EINTR)
