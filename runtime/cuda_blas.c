@@ -77,6 +77,9 @@ typedef struct Plan {
 static Plan plans[MAX_PLANS];
 static int n_plans;
 
+/* cuBLASLt's data type of each storage kind, indexed by RT_CU_* */
+static const cudaDataType_t lt_types[] = {CUDA_R_32F, CUDA_R_16BF, CUDA_R_16F};
+
 #define EPI_GELU_AUX 3
 #define EPI_BGRADB 4
 #define EPI_DGELU 5
@@ -114,8 +117,7 @@ static unsigned align_of(const void *p)
  * an attribute (the descriptor destroyed). */
 static int plan_desc(Plan *p, cudaDataType_t bt, const void *bias, const void *aux)
 {
-    static const cudaDataType_t types[] = {CUDA_R_32F, CUDA_R_16BF, CUDA_R_16F};   /* RT_CU_* */
-    cudaDataType_t tc = types[p->c16];
+    cudaDataType_t tc = lt_types[p->c16];
     /* column-major: first operand is B (op = trans_b), second is A (op = trans_a) */
     cublasOperation_t opa = p->tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = p->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     LT(p_cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -219,8 +221,7 @@ static Plan *plan_for(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_t 
     *p = (Plan){.ta = ta, .tb = tb, .epi = epi, .ab16 = ab16, .c16 = c16, .M = M, .N = N, .K = K,
                 .lda = lda, .ldb = ldb, .ldc = ldc, .accumulate = accumulate};
     memcpy(p->align, al, sizeof al);
-    static const cudaDataType_t types[] = {CUDA_R_32F, CUDA_R_16BF, CUDA_R_16F};   /* RT_CU_* */
-    cudaDataType_t tab = types[ab16], tc = types[c16];
+    cudaDataType_t tab = lt_types[ab16], tc = lt_types[c16];
     LT(p_cublasLtMatrixLayoutCreate(&p->a, tab, (uint64_t)(tb ? K : N), (uint64_t)(tb ? N : K), ldb));
     LT(p_cublasLtMatrixLayoutCreate(&p->b, tab, (uint64_t)(ta ? M : K), (uint64_t)(ta ? K : M), lda));
     LT(p_cublasLtMatrixLayoutCreate(&p->c, tc, (uint64_t)N, (uint64_t)M, ldc));
