@@ -83,8 +83,8 @@ trainc_b16 no-epilogues gpt2_124m_none TRAINC_GEMM_EPILOGUE=0
 # where a step's GPU time goes, by instruction (--profile: events between them; 10
 # steps after 2 warm-up ones): $OUT/gpt2_b16.profile.json and the table in its log
 "$S/gpt2_124m_none" --device cuda --set "data.train.tokens=$D/data/gpt2/train_*.bin" \
-    --set data.val=null --set checkpoint=null --set batch_size="$B" --set max_steps=12 \
-    --profile --quiet --out "$D/b16.profile" >"$OUT/gpt2_b16.profile.log" 2>&1
+    --set data.val=null --set validate.every_steps=null --set validate.batches=null \
+    --set checkpoint=null --set batch_size="$B" --set max_steps=12 --profile --quiet --out "$D/b16.profile" >"$OUT/gpt2_b16.profile.log" 2>&1
 cp "$D/b16.profile/profile.json" "$OUT/gpt2_b16.profile.json" 2>/dev/null
 
 # PyTorch, eager and compiled
@@ -93,6 +93,10 @@ python3 "$ROOT/bench/gpu_gpt2_torch.py" "$B" --bf16 --compile --steps "$STEPS" >
 
 # llm.c, when the pack has its source
 if [ "${LLMC:-1}" != 0 ] && [ -d "$D/llm.c" ] && command -v nvcc >/dev/null; then
+    # CUDA 13's cudaMemAdvise takes a cudaMemLocation, not a device number (the one
+    # line of llm.c's source that CUDA 13's nvcc refuses)
+    sed -i 's/cudaMemAdviseSetPreferredLocation, cudaCpuDeviceId)/cudaMemAdviseSetPreferredLocation, cudaMemLocation{cudaMemLocationTypeHost, 0})/' \
+        "$D/llm.c/llmc/cuda_utils.cuh"
     ( cd "$D/llm.c" && make train_gpt2cu USE_CUDNN=0 NO_MULTI_GPU=1 NO_USE_MPI=1 >"$OUT/llmc.build.log" 2>&1 ) &&
     ( cd "$D/llm.c" && ./train_gpt2cu -i "$D/data/gpt2/train_*.bin" -j "$D/data/gpt2/val_*.bin" -e d12 \
         -b "$B" -t 1024 -x "$STEPS" -v 100000 -s 100000 -h 0 -l 6e-4 -c 0.1 >"$OUT/llmc.log" 2>&1 )

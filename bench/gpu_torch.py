@@ -7,10 +7,17 @@ prints one JSON line per run: samples/s after WARM steps, peak device memory
 (torch.cuda.max_memory_allocated) and the wall time from the start of the process's
 work to the first finished step (torch.compile's compile included).
 
+fp32 is fp32 arithmetic, as trainc's fp32 (cuBLASLt with CUBLAS_COMPUTE_32F): TF32 is
+off for cuDNN's convolutions too (PyTorch's default has it on for them, off for
+matmuls; on 2026-11-26 the CNN's fp32 lines on an H200 ran with TF32 convolutions).
+
 usage: gpu_torch.py MODEL BATCH [STEPS]   MODEL: mlp | cnn | wide
 """
 import json, sys, time
 import torch, torch.nn as nn, torch.nn.functional as F
+
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
 
 WARM = 20
 
