@@ -13,7 +13,8 @@
 #   - trainc (gpt2_124m_none from the pack, recompute none, bf16-mixed): tokens/s
 #     (the records' mean after 5 warm-up steps), the bytes trainc allocated and the
 #     device's used memory after step 1; again with TRAINC_GEMM_EPILOGUE=0, and with
-#     the logits' rows unpadded (gpt2_124m_nopad: 50257 apart instead of 50304); and
+#     the vocabulary unpadded (gpt2_124m_nopad: the logits' rows 50257 apart instead of
+#     50304, the head's GEMMs over 50257 rows instead of 50304); and
 #     its --profile (GPU time by instruction)
 #   - PyTorch eager and torch.compile, bf16 autocast, F.scaled_dot_product_attention
 #     (flash), fused AdamW, the same model and batch (bench/gpu_gpt2_torch.py): tokens/s
@@ -77,9 +78,10 @@ PY
 }
 trainc_b16 epilogues gpt2_124m_none
 trainc_b16 no-epilogues gpt2_124m_none TRAINC_GEMM_EPILOGUE=0
-# and with the logits' rows contiguous (50257 apart, not 50304: built with
-# TRAINC_PAD_LOGITS=0 by pack.sh), to see what the aligned rows are worth
-[ -x "$S/gpt2_124m_nopad" ] && trainc_b16 logits-unpadded gpt2_124m_nopad
+# and with the vocabulary unpadded (logits' rows 50257 apart, not 50304, the head's
+# GEMMs over 50257 rows: built with TRAINC_PAD_LOGITS=0 by pack.sh), to see what the
+# padded vocabulary is worth
+[ -x "$S/gpt2_124m_nopad" ] && trainc_b16 vocab-unpadded gpt2_124m_nopad
 # where a step's GPU time goes, by instruction (--profile: events between them; 10
 # steps after 2 warm-up ones): $OUT/gpt2_b16.profile.json and the table in its log
 "$S/gpt2_124m_none" --device cuda --set "data.train.tokens=$D/data/gpt2/train_*.bin" \

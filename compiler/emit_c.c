@@ -87,13 +87,20 @@ static void declare(Buf *b, Tensor *t, int writable)
                    t->name, c_type(t->dtype), t->input_index, shape);
         break;
     case T_PARAM:
-        buf_printf(b, "    const float *%s = e->params + %lld; /* %s */\n", t->name,
-                   (long long)t->param->offset, shape);
+    case T_PGRAD: {
+        /* a padded vocabulary's zero rows follow the head's weight (graph.c) */
+        char *pad = t->param->pad_rows ? xasprintf(", then %lld zero rows",
+                                                   (long long)t->param->pad_rows)
+                                       : xstrdup("");
+        if (t->kind == T_PARAM)
+            buf_printf(b, "    const float *%s = e->params + %lld; /* %s%s */\n", t->name,
+                       (long long)t->param->offset, shape, pad);
+        else
+            buf_printf(b, "    float *%s = e->grads + %lld; /* %s%s */\n", t->name,
+                       (long long)t->param->offset, shape, pad);
+        free(pad);
         break;
-    case T_PGRAD:
-        buf_printf(b, "    float *%s = e->grads + %lld; /* %s */\n", t->name,
-                   (long long)t->param->offset, shape);
-        break;
+    }
     case T_ACT:
     case T_TEMP:
         if (!tensor_base(t)->has_offset)

@@ -129,6 +129,13 @@ static char *ident(const char *op, const char *prefix)
     return s;
 }
 
+/* The floats a parameter takes in the region: its own, the zero rows after them
+ * (pad_rows), and up to a multiple of 16 (64-byte aligned). */
+static int64_t param_span(const Param *p)
+{
+    return (param_extent(p) + 15) / 16 * 16;
+}
+
 static Param *add_param(Graph *g, const char *prefix, const char *what, int rank,
                         const int64_t *shape, int init, double a, const char *origin)
 {
@@ -146,7 +153,7 @@ static Param *add_param(Graph *g, const char *prefix, const char *what, int rank
     p->numel = numel;
     p->offset = g->param_floats;
     /* keep every parameter 64-byte aligned inside the region */
-    g->param_floats += (p->numel + 15) / 16 * 16;
+    g->param_floats += param_span(p);
     p->init = init;
     p->init_a = a;
     p->origin = origin;
@@ -781,19 +788,29 @@ static void build_loss(Ctx *c)
     dpred->what = "d(loss)/d(prediction), written by the loss";
     /* A vocabulary's logits straight from a linear layer without bias (a language
      * model's head) are stored with rows a multiple of 64 elements apart (GPT-2: 50257
-     * logits, rows 50304 apart), as llm.c pads its vocabulary: rows of an odd length
-     * are not 16-byte aligned, which keeps cuBLASLt off its fast kernels for the
-     * head's three GEMMs. Only the GEMMs and the loss touch these two tensors, and
-     * none reads the padding. TRAINC_PAD_LOGITS=0 (for tests and benchmarks) keeps
-     * the rows contiguous: the same numbers. */
+     * logits, rows 50304 apart), and the head's weight is followed by as many zero rows
+     * in the parameter region, as llm.c pads its vocabulary: the head's three GEMMs
+     * then run over the padded vocabulary (an odd one keeps cuBLASLt on its old
+     * align-1 kernels: on an H200, 41% of GPT-2's step). The padded logits come out 0,
+     * the loss writes 0 into their gradient's padding, so the zero rows get a zero
+     * gradient and stay zero; the parameter keeps its true shape everywhere else
+     * (files, counts, the embedding). TRAINC_PAD_LOGITS=0 (for tests and benchmarks)
+     * keeps the rows contiguous: the same numbers. */
     const char *pad = getenv("TRAINC_PAD_LOGITS");
     if (s->loss == LOSS_CROSS_ENTROPY && !pred->alias && g->n_nodes > 0 && !(pad && !strcmp(pad, "0"))) {
         int64_t C = pred->shape[pred->rank - 1];
         const Node *last = g->nodes[g->n_nodes - 1];
-        if (C >= 1024 && C % 64 && last->kind == N_LINEAR && last->out == pred && !last->b) {
+        if (C >= 1024 && C % 64 && last->kind == N_LINEAR && last->out == pred && !last->b &&
+            last->w->rank == 2 && last->w->shape[0] == C) {
             pred->ld = dpred->ld = (C + 63) / 64 * 64;
             pred->what = xasprintf("%s (rows %lld apart: aligned for the GEMMs)",
                                    pred->what ? pred->what : "logits", (long long)pred->ld);
+            last->w->pad_rows = pred->ld - C;
+            g->param_floats = 0;   /* the parameters' offsets again, with the zero rows */
+            for (int i = 0; i < g->n_params; i++) {
+                g->params[i]->offset = g->param_floats;
+                g->param_floats += param_span(g->params[i]);
+            }
         }
     }
     Node *nd = graph_node(g, N_LOSS, path);

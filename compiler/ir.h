@@ -60,6 +60,8 @@ struct Param {
     int64_t shape[RT_MAX_RANK];
     int64_t numel;
     int64_t offset;          /* floats */
+    int64_t pad_rows;        /* rows after the tensor's, kept zero: a language model head's
+                                weight whose GEMMs run over a padded vocabulary (graph.c) */
     int init;                /* RT_INIT_* */
     double init_a;
     Tensor *t, *g;
@@ -149,6 +151,12 @@ typedef struct Graph {
 static inline Tensor *tensor_base(Tensor *t) { return t->alias ? t->alias : t; }
 /* the distance between rows of the last axis, and the elements a batch row stores */
 static inline int64_t tensor_ld(const Tensor *t) { return t->ld ? t->ld : t->shape[t->rank - 1]; }
+/* The floats of a parameter (and of its gradient) its instructions may write: its own
+ * and a padded vocabulary's zero rows after them (Param.pad_rows) */
+static inline int64_t param_extent(const Param *p)
+{
+    return p->numel + (p->pad_rows ? p->pad_rows * (p->numel / p->shape[0]) : 0);
+}
 static inline int64_t tensor_stored(const Tensor *t)
 {
     return t->ld ? t->numel / t->shape[t->rank - 1] * t->ld : t->numel;

@@ -50,6 +50,19 @@ static void writes(Instr *in, Tensor *t)
     in->writes[in->n_writes++] = t;
 }
 
+/* The rows of a linear layer's weight its GEMMs run over: its own, and with a padded
+ * vocabulary (Param.pad_rows, graph.c) the zero rows after them, which y's rows
+ * (logits, or their gradient) have room for. */
+static int64_t padded_rows(const Param *w, int64_t out, const Tensor *y)
+{
+    if (!w->pad_rows)
+        return out;
+    if (tensor_ld(y) < out + w->pad_rows)
+        die("internal: %s's rows (%lld apart) do not hold %s's %lld padded rows", y->name,
+            (long long)tensor_ld(y), w->name, (long long)(out + w->pad_rows));
+    return out + w->pad_rows;
+}
+
 static void textf(Instr *in, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void textf(Instr *in, const char *fmt, ...)
 {
@@ -274,9 +287,13 @@ static void lower_node(Program *p, Node *nd)
         int64_t in = x->shape[x->rank - 1], out = y->shape[y->rank - 1], rows = x->numel / in;
         Instr *a = add(p, I_GEMM, nd->origin, 0);
         a->flops = 2 * rows * in * out;
-        a->what = xasprintf("linear: y = x W^T%s", nd->b ? " (bias in the epilogue)" : "");
+        a->what = nd->w->pad_rows
+                      ? xasprintf("linear: y = x W^T over W's %lld zero rows too (the padded "
+                                  "vocabulary: y's padding comes out 0)",
+                                  (long long)nd->w->pad_rows)
+                      : xasprintf("linear: y = x W^T%s", nd->b ? " (bias in the epilogue)" : "");
         textf(a, "rt_gemm(e, 0, 1, e->B * %lld, %lld, %lld, 1.0f, %s, %lld, %s, %lld, 0.0f, %s, %lld);",
-              (long long)rows, (long long)out, (long long)in, x->name, (long long)in,
+              (long long)rows, (long long)padded_rows(nd->w, out, y), (long long)in, x->name, (long long)in,
               nd->w->t->name, (long long)in, y->name, (long long)tensor_ld(y));
         reads(a, x);
         reads(a, nd->w->t);
@@ -439,18 +456,22 @@ static void lower_node(Program *p, Node *nd)
         int64_t in = x->shape[x->rank - 1], out = dy->shape[dy->rank - 1], rows = x->numel / in;
         if (y) {
             Instr *a = add(p, I_GEMM, nd->origin, 1);
-            a->what = xstrdup("linear backward: dx = dy W");
+            a->what = xstrdup(nd->w->pad_rows ? "linear backward: dx = dy W (over the padded "
+                                                "vocabulary: dy's padding is 0)"
+                                              : "linear backward: dx = dy W");
             textf(a, "rt_gemm(e, 0, 0, e->B * %lld, %lld, %lld, 1.0f, %s, %lld, %s, %lld, 0.0f, %s, %lld);",
-                  (long long)rows, (long long)in, (long long)out, dy->name, (long long)tensor_ld(dy),
+                  (long long)rows, (long long)in, (long long)padded_rows(nd->w, out, dy), dy->name, (long long)tensor_ld(dy),
                   nd->w->t->name, (long long)in, y->name, (long long)in);
             reads(a, dy);
             reads(a, nd->w->t);
             writes(a, y);
         }
         Instr *b = add(p, I_GEMM, nd->origin, 1);
-        b->what = xstrdup("linear backward: dW += dy^T x");
+        b->what = xstrdup(nd->w->pad_rows ? "linear backward: dW += dy^T x (the zero rows' "
+                                            "gradient: 0, from dy's zero padding)"
+                                          : "linear backward: dW += dy^T x");
         textf(b, "rt_gemm(e, 1, 0, %lld, %lld, e->B * %lld, 1.0f, %s, %lld, %s, %lld, 1.0f, %s, %lld);",
-              (long long)out, (long long)in, (long long)rows, dy->name, (long long)tensor_ld(dy), x->name,
+              (long long)padded_rows(nd->w, out, dy), (long long)in, (long long)rows, dy->name, (long long)tensor_ld(dy), x->name,
               (long long)in, nd->w->g->name, (long long)in);
         reads(b, dy);
         reads(b, x);
@@ -598,12 +619,12 @@ void add_grad_hooks(Program *p)
          * are laid out in order) */
         for (int k = 0; k < g->n_params; k++) {
             if (first[k] != i || (k > 0 && first[k - 1] == i &&
-                                  g->params[k - 1]->offset + g->params[k - 1]->numel ==
+                                  g->params[k - 1]->offset + param_extent(g->params[k - 1]) ==
                                       g->params[k]->offset))
                 continue;
             int j = k;
             while (j + 1 < g->n_params && first[j + 1] == i &&
-                   g->params[j]->offset + g->params[j]->numel == g->params[j + 1]->offset)
+                   g->params[j]->offset + param_extent(g->params[j]) == g->params[j + 1]->offset)
                 j++;
             Param *a = g->params[k], *b = g->params[j];
             char *what = j == k ? xasprintf("%s's gradient is written from here on", a->name)
@@ -613,7 +634,7 @@ void add_grad_hooks(Program *p)
                                                   a->name, b->name);
             ins[n++] = grad_hook(p->ins[i]->origin, what,
                                  xasprintf("rt_grad_begin(e, %lld, %lld);", (long long)a->offset,
-                                           (long long)(b->offset + b->numel - a->offset)));
+                                           (long long)(b->offset + param_extent(b) - a->offset)));
         }
         ins[n++] = p->ins[i];
         for (int k = 0; k < g->n_params; k++) {
@@ -622,7 +643,7 @@ void add_grad_hooks(Program *p)
             Param *pa = g->params[k];
             ins[n++] = grad_hook(pa->origin, xasprintf("%s's gradient is final", pa->name),
                                  xasprintf("rt_grad_ready(e, %lld, %lld);", (long long)pa->offset,
-                                           (long long)pa->numel));
+                                           (long long)param_extent(pa)));
         }
     }
     free(p->ins);

@@ -285,15 +285,15 @@ static void check_hooks(const Program *p)
             if (in->dead)
                 continue;
             if (grad_hook_args(in, "rt_grad_begin", &off, &n) && off <= pa->offset &&
-                pa->offset + pa->numel <= off + n) {
+                pa->offset + param_extent(pa) <= off + n) {
                 if (begun >= 0)
                     broken(in, i, "a second rt_grad_begin for %s (the first: %d)", pa->name, begun);
                 begun = i;
             }
             if (grad_hook_args(in, "rt_grad_ready", &off, &n) && off == pa->offset) {
-                if (ready >= 0 || n != pa->numel)
+                if (ready >= 0 || n != param_extent(pa))
                     broken(in, i, "rt_grad_ready for %s: a second one, or not its %" PRId64 " floats",
-                           pa->name, pa->numel);
+                           pa->name, param_extent(pa));
                 ready = i;
             }
             for (int w = 0; w < in->n_writes; w++)

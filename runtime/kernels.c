@@ -1308,6 +1308,10 @@ static void ce_task(void *ctx, int64_t lo, int64_t hi)
                 for (; j < C; j++)
                     g[j] = g[j] * (inv * c->gs);
                 g[tg] = (et * inv - 1.0f) * c->gs;
+                /* the padding of a padded vocabulary: 0, which the head's backward GEMMs
+                 * read (lower.c's padded_rows) */
+                for (j = C; j < c->ld; j++)
+                    g[j] = 0.0f;
             }
             loss += (double)m + log(se) - (double)zt;
             correct += am == tg;

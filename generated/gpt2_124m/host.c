@@ -18,312 +18,312 @@ static void forward(rt_exec *e, int train)
 {
     e->train = train; /* read by dropout and the loss */
     const int32_t *in_x = (const int32_t *)e->in[0]; /* [B, 1024] */
-    const float *P_wte_weight = e->params + 0; /* [50257, 768] */
+    const float *P_wte_weight = e->params + 0; /* [50257, 768], then 47 zero rows */
     float *embedding_wte = ACT(310640640); /* [B, 1024, 768] */
-    const float *P_wpe_weight = e->params + 38597376; /* [1024, 768] */
+    const float *P_wpe_weight = e->params + 38633472; /* [1024, 768] */
     float *pos_embedding_wpe = ACT(310640640); /* [B, 1024, 768] */
-    const float *P_h_0_ln_1_weight = e->params + 39383808; /* [768] */
-    const float *P_h_0_ln_1_bias = e->params + 39384576; /* [768] */
+    const float *P_h_0_ln_1_weight = e->params + 39419904; /* [768] */
+    const float *P_h_0_ln_1_bias = e->params + 39420672; /* [768] */
     float *layernorm_h_0_ln_1 = ACT(312213504); /* [B, 1024, 768] */
     float *ln_mean_h_0_ln_1 = ACT(410320896); /* [B, 1024] */
     float *ln_rstd_h_0_ln_1 = ACT(410324992); /* [B, 1024] */
-    const float *P_h_0_attn_qkv_weight = e->params + 39385344; /* [2304, 768] */
-    const float *P_h_0_attn_qkv_bias = e->params + 41154816; /* [2304] */
+    const float *P_h_0_attn_qkv_weight = e->params + 39421440; /* [2304, 768] */
+    const float *P_h_0_attn_qkv_bias = e->params + 41190912; /* [2304] */
     float *qkv_h_0_attn = ACT(254017536); /* [B, 1024, 2304] */
     float *lse_h_0_attn = ACT(409731072); /* [B, 12, 1024] */
     float *attn_y_h_0_attn = ACT(313786368); /* [B, 1024, 768] */
-    const float *P_h_0_attn_proj_weight = e->params + 41157120; /* [768, 768] */
-    const float *P_h_0_attn_proj_bias = e->params + 41746944; /* [768] */
+    const float *P_h_0_attn_proj_weight = e->params + 41193216; /* [768, 768] */
+    const float *P_h_0_attn_proj_bias = e->params + 41783040; /* [768] */
     float *residual_attn_out_h_0_attn = ACT(315359232); /* [B, 1024, 768] */
-    const float *P_h_0_ln_2_weight = e->params + 41747712; /* [768] */
-    const float *P_h_0_ln_2_bias = e->params + 41748480; /* [768] */
+    const float *P_h_0_ln_2_weight = e->params + 41783808; /* [768] */
+    const float *P_h_0_ln_2_bias = e->params + 41784576; /* [768] */
     float *layernorm_h_0_ln_2 = ACT(316932096); /* [B, 1024, 768] */
     float *ln_mean_h_0_ln_2 = ACT(410329088); /* [B, 1024] */
     float *ln_rstd_h_0_ln_2 = ACT(410333184); /* [B, 1024] */
-    const float *P_h_0_fc_weight = e->params + 41749248; /* [3072, 768] */
-    const float *P_h_0_fc_bias = e->params + 44108544; /* [3072] */
+    const float *P_h_0_fc_weight = e->params + 41785344; /* [3072, 768] */
+    const float *P_h_0_fc_bias = e->params + 44144640; /* [3072] */
     float *linear_h_0_fc = ACT(103022592); /* [B, 1024, 3072] */
     float *gelu_h_0_2 = ACT(109314048); /* [B, 1024, 3072] */
-    const float *P_h_0_proj_weight = e->params + 44111616; /* [768, 3072] */
-    const float *P_h_0_proj_bias = e->params + 46470912; /* [768] */
+    const float *P_h_0_proj_weight = e->params + 44147712; /* [768, 3072] */
+    const float *P_h_0_proj_bias = e->params + 46507008; /* [768] */
     float *residual_linear_h_0_proj = ACT(318504960); /* [B, 1024, 768] */
-    const float *P_h_1_ln_1_weight = e->params + 46471680; /* [768] */
-    const float *P_h_1_ln_1_bias = e->params + 46472448; /* [768] */
+    const float *P_h_1_ln_1_weight = e->params + 46507776; /* [768] */
+    const float *P_h_1_ln_1_bias = e->params + 46508544; /* [768] */
     float *layernorm_h_1_ln_1 = ACT(320077824); /* [B, 1024, 768] */
     float *ln_mean_h_1_ln_1 = ACT(410337280); /* [B, 1024] */
     float *ln_rstd_h_1_ln_1 = ACT(410341376); /* [B, 1024] */
-    const float *P_h_1_attn_qkv_weight = e->params + 46473216; /* [2304, 768] */
-    const float *P_h_1_attn_qkv_bias = e->params + 48242688; /* [2304] */
+    const float *P_h_1_attn_qkv_weight = e->params + 46509312; /* [2304, 768] */
+    const float *P_h_1_attn_qkv_bias = e->params + 48278784; /* [2304] */
     float *qkv_h_1_attn = ACT(258736128); /* [B, 1024, 2304] */
     float *lse_h_1_attn = ACT(409780224); /* [B, 12, 1024] */
     float *attn_y_h_1_attn = ACT(321650688); /* [B, 1024, 768] */
-    const float *P_h_1_attn_proj_weight = e->params + 48244992; /* [768, 768] */
-    const float *P_h_1_attn_proj_bias = e->params + 48834816; /* [768] */
+    const float *P_h_1_attn_proj_weight = e->params + 48281088; /* [768, 768] */
+    const float *P_h_1_attn_proj_bias = e->params + 48870912; /* [768] */
     float *residual_attn_out_h_1_attn = ACT(323223552); /* [B, 1024, 768] */
-    const float *P_h_1_ln_2_weight = e->params + 48835584; /* [768] */
-    const float *P_h_1_ln_2_bias = e->params + 48836352; /* [768] */
+    const float *P_h_1_ln_2_weight = e->params + 48871680; /* [768] */
+    const float *P_h_1_ln_2_bias = e->params + 48872448; /* [768] */
     float *layernorm_h_1_ln_2 = ACT(324796416); /* [B, 1024, 768] */
     float *ln_mean_h_1_ln_2 = ACT(410345472); /* [B, 1024] */
     float *ln_rstd_h_1_ln_2 = ACT(410349568); /* [B, 1024] */
-    const float *P_h_1_fc_weight = e->params + 48837120; /* [3072, 768] */
-    const float *P_h_1_fc_bias = e->params + 51196416; /* [3072] */
+    const float *P_h_1_fc_weight = e->params + 48873216; /* [3072, 768] */
+    const float *P_h_1_fc_bias = e->params + 51232512; /* [3072] */
     float *linear_h_1_fc = ACT(115605504); /* [B, 1024, 3072] */
     float *gelu_h_1_2 = ACT(121896960); /* [B, 1024, 3072] */
-    const float *P_h_1_proj_weight = e->params + 51199488; /* [768, 3072] */
-    const float *P_h_1_proj_bias = e->params + 53558784; /* [768] */
+    const float *P_h_1_proj_weight = e->params + 51235584; /* [768, 3072] */
+    const float *P_h_1_proj_bias = e->params + 53594880; /* [768] */
     float *residual_linear_h_1_proj = ACT(326369280); /* [B, 1024, 768] */
-    const float *P_h_2_ln_1_weight = e->params + 53559552; /* [768] */
-    const float *P_h_2_ln_1_bias = e->params + 53560320; /* [768] */
+    const float *P_h_2_ln_1_weight = e->params + 53595648; /* [768] */
+    const float *P_h_2_ln_1_bias = e->params + 53596416; /* [768] */
     float *layernorm_h_2_ln_1 = ACT(327942144); /* [B, 1024, 768] */
     float *ln_mean_h_2_ln_1 = ACT(410353664); /* [B, 1024] */
     float *ln_rstd_h_2_ln_1 = ACT(410357760); /* [B, 1024] */
-    const float *P_h_2_attn_qkv_weight = e->params + 53561088; /* [2304, 768] */
-    const float *P_h_2_attn_qkv_bias = e->params + 55330560; /* [2304] */
+    const float *P_h_2_attn_qkv_weight = e->params + 53597184; /* [2304, 768] */
+    const float *P_h_2_attn_qkv_bias = e->params + 55366656; /* [2304] */
     float *qkv_h_2_attn = ACT(263454720); /* [B, 1024, 2304] */
     float *lse_h_2_attn = ACT(409829376); /* [B, 12, 1024] */
     float *attn_y_h_2_attn = ACT(329515008); /* [B, 1024, 768] */
-    const float *P_h_2_attn_proj_weight = e->params + 55332864; /* [768, 768] */
-    const float *P_h_2_attn_proj_bias = e->params + 55922688; /* [768] */
+    const float *P_h_2_attn_proj_weight = e->params + 55368960; /* [768, 768] */
+    const float *P_h_2_attn_proj_bias = e->params + 55958784; /* [768] */
     float *residual_attn_out_h_2_attn = ACT(331087872); /* [B, 1024, 768] */
-    const float *P_h_2_ln_2_weight = e->params + 55923456; /* [768] */
-    const float *P_h_2_ln_2_bias = e->params + 55924224; /* [768] */
+    const float *P_h_2_ln_2_weight = e->params + 55959552; /* [768] */
+    const float *P_h_2_ln_2_bias = e->params + 55960320; /* [768] */
     float *layernorm_h_2_ln_2 = ACT(332660736); /* [B, 1024, 768] */
     float *ln_mean_h_2_ln_2 = ACT(410361856); /* [B, 1024] */
     float *ln_rstd_h_2_ln_2 = ACT(410365952); /* [B, 1024] */
-    const float *P_h_2_fc_weight = e->params + 55924992; /* [3072, 768] */
-    const float *P_h_2_fc_bias = e->params + 58284288; /* [3072] */
+    const float *P_h_2_fc_weight = e->params + 55961088; /* [3072, 768] */
+    const float *P_h_2_fc_bias = e->params + 58320384; /* [3072] */
     float *linear_h_2_fc = ACT(128188416); /* [B, 1024, 3072] */
     float *gelu_h_2_2 = ACT(134479872); /* [B, 1024, 3072] */
-    const float *P_h_2_proj_weight = e->params + 58287360; /* [768, 3072] */
-    const float *P_h_2_proj_bias = e->params + 60646656; /* [768] */
+    const float *P_h_2_proj_weight = e->params + 58323456; /* [768, 3072] */
+    const float *P_h_2_proj_bias = e->params + 60682752; /* [768] */
     float *residual_linear_h_2_proj = ACT(334233600); /* [B, 1024, 768] */
-    const float *P_h_3_ln_1_weight = e->params + 60647424; /* [768] */
-    const float *P_h_3_ln_1_bias = e->params + 60648192; /* [768] */
+    const float *P_h_3_ln_1_weight = e->params + 60683520; /* [768] */
+    const float *P_h_3_ln_1_bias = e->params + 60684288; /* [768] */
     float *layernorm_h_3_ln_1 = ACT(335806464); /* [B, 1024, 768] */
     float *ln_mean_h_3_ln_1 = ACT(410370048); /* [B, 1024] */
     float *ln_rstd_h_3_ln_1 = ACT(410374144); /* [B, 1024] */
-    const float *P_h_3_attn_qkv_weight = e->params + 60648960; /* [2304, 768] */
-    const float *P_h_3_attn_qkv_bias = e->params + 62418432; /* [2304] */
+    const float *P_h_3_attn_qkv_weight = e->params + 60685056; /* [2304, 768] */
+    const float *P_h_3_attn_qkv_bias = e->params + 62454528; /* [2304] */
     float *qkv_h_3_attn = ACT(268173312); /* [B, 1024, 2304] */
     float *lse_h_3_attn = ACT(409878528); /* [B, 12, 1024] */
     float *attn_y_h_3_attn = ACT(337379328); /* [B, 1024, 768] */
-    const float *P_h_3_attn_proj_weight = e->params + 62420736; /* [768, 768] */
-    const float *P_h_3_attn_proj_bias = e->params + 63010560; /* [768] */
+    const float *P_h_3_attn_proj_weight = e->params + 62456832; /* [768, 768] */
+    const float *P_h_3_attn_proj_bias = e->params + 63046656; /* [768] */
     float *residual_attn_out_h_3_attn = ACT(338952192); /* [B, 1024, 768] */
-    const float *P_h_3_ln_2_weight = e->params + 63011328; /* [768] */
-    const float *P_h_3_ln_2_bias = e->params + 63012096; /* [768] */
+    const float *P_h_3_ln_2_weight = e->params + 63047424; /* [768] */
+    const float *P_h_3_ln_2_bias = e->params + 63048192; /* [768] */
     float *layernorm_h_3_ln_2 = ACT(340525056); /* [B, 1024, 768] */
     float *ln_mean_h_3_ln_2 = ACT(410378240); /* [B, 1024] */
     float *ln_rstd_h_3_ln_2 = ACT(410382336); /* [B, 1024] */
-    const float *P_h_3_fc_weight = e->params + 63012864; /* [3072, 768] */
-    const float *P_h_3_fc_bias = e->params + 65372160; /* [3072] */
+    const float *P_h_3_fc_weight = e->params + 63048960; /* [3072, 768] */
+    const float *P_h_3_fc_bias = e->params + 65408256; /* [3072] */
     float *linear_h_3_fc = ACT(140771328); /* [B, 1024, 3072] */
     float *gelu_h_3_2 = ACT(147062784); /* [B, 1024, 3072] */
-    const float *P_h_3_proj_weight = e->params + 65375232; /* [768, 3072] */
-    const float *P_h_3_proj_bias = e->params + 67734528; /* [768] */
+    const float *P_h_3_proj_weight = e->params + 65411328; /* [768, 3072] */
+    const float *P_h_3_proj_bias = e->params + 67770624; /* [768] */
     float *residual_linear_h_3_proj = ACT(342097920); /* [B, 1024, 768] */
-    const float *P_h_4_ln_1_weight = e->params + 67735296; /* [768] */
-    const float *P_h_4_ln_1_bias = e->params + 67736064; /* [768] */
+    const float *P_h_4_ln_1_weight = e->params + 67771392; /* [768] */
+    const float *P_h_4_ln_1_bias = e->params + 67772160; /* [768] */
     float *layernorm_h_4_ln_1 = ACT(343670784); /* [B, 1024, 768] */
     float *ln_mean_h_4_ln_1 = ACT(410386432); /* [B, 1024] */
     float *ln_rstd_h_4_ln_1 = ACT(410390528); /* [B, 1024] */
-    const float *P_h_4_attn_qkv_weight = e->params + 67736832; /* [2304, 768] */
-    const float *P_h_4_attn_qkv_bias = e->params + 69506304; /* [2304] */
+    const float *P_h_4_attn_qkv_weight = e->params + 67772928; /* [2304, 768] */
+    const float *P_h_4_attn_qkv_bias = e->params + 69542400; /* [2304] */
     float *qkv_h_4_attn = ACT(272891904); /* [B, 1024, 2304] */
     float *lse_h_4_attn = ACT(409927680); /* [B, 12, 1024] */
     float *attn_y_h_4_attn = ACT(345243648); /* [B, 1024, 768] */
-    const float *P_h_4_attn_proj_weight = e->params + 69508608; /* [768, 768] */
-    const float *P_h_4_attn_proj_bias = e->params + 70098432; /* [768] */
+    const float *P_h_4_attn_proj_weight = e->params + 69544704; /* [768, 768] */
+    const float *P_h_4_attn_proj_bias = e->params + 70134528; /* [768] */
     float *residual_attn_out_h_4_attn = ACT(346816512); /* [B, 1024, 768] */
-    const float *P_h_4_ln_2_weight = e->params + 70099200; /* [768] */
-    const float *P_h_4_ln_2_bias = e->params + 70099968; /* [768] */
+    const float *P_h_4_ln_2_weight = e->params + 70135296; /* [768] */
+    const float *P_h_4_ln_2_bias = e->params + 70136064; /* [768] */
     float *layernorm_h_4_ln_2 = ACT(348389376); /* [B, 1024, 768] */
     float *ln_mean_h_4_ln_2 = ACT(410394624); /* [B, 1024] */
     float *ln_rstd_h_4_ln_2 = ACT(410398720); /* [B, 1024] */
-    const float *P_h_4_fc_weight = e->params + 70100736; /* [3072, 768] */
-    const float *P_h_4_fc_bias = e->params + 72460032; /* [3072] */
+    const float *P_h_4_fc_weight = e->params + 70136832; /* [3072, 768] */
+    const float *P_h_4_fc_bias = e->params + 72496128; /* [3072] */
     float *linear_h_4_fc = ACT(153354240); /* [B, 1024, 3072] */
     float *gelu_h_4_2 = ACT(159645696); /* [B, 1024, 3072] */
-    const float *P_h_4_proj_weight = e->params + 72463104; /* [768, 3072] */
-    const float *P_h_4_proj_bias = e->params + 74822400; /* [768] */
+    const float *P_h_4_proj_weight = e->params + 72499200; /* [768, 3072] */
+    const float *P_h_4_proj_bias = e->params + 74858496; /* [768] */
     float *residual_linear_h_4_proj = ACT(349962240); /* [B, 1024, 768] */
-    const float *P_h_5_ln_1_weight = e->params + 74823168; /* [768] */
-    const float *P_h_5_ln_1_bias = e->params + 74823936; /* [768] */
+    const float *P_h_5_ln_1_weight = e->params + 74859264; /* [768] */
+    const float *P_h_5_ln_1_bias = e->params + 74860032; /* [768] */
     float *layernorm_h_5_ln_1 = ACT(351535104); /* [B, 1024, 768] */
     float *ln_mean_h_5_ln_1 = ACT(410402816); /* [B, 1024] */
     float *ln_rstd_h_5_ln_1 = ACT(410406912); /* [B, 1024] */
-    const float *P_h_5_attn_qkv_weight = e->params + 74824704; /* [2304, 768] */
-    const float *P_h_5_attn_qkv_bias = e->params + 76594176; /* [2304] */
+    const float *P_h_5_attn_qkv_weight = e->params + 74860800; /* [2304, 768] */
+    const float *P_h_5_attn_qkv_bias = e->params + 76630272; /* [2304] */
     float *qkv_h_5_attn = ACT(277610496); /* [B, 1024, 2304] */
     float *lse_h_5_attn = ACT(409976832); /* [B, 12, 1024] */
     float *attn_y_h_5_attn = ACT(353107968); /* [B, 1024, 768] */
-    const float *P_h_5_attn_proj_weight = e->params + 76596480; /* [768, 768] */
-    const float *P_h_5_attn_proj_bias = e->params + 77186304; /* [768] */
+    const float *P_h_5_attn_proj_weight = e->params + 76632576; /* [768, 768] */
+    const float *P_h_5_attn_proj_bias = e->params + 77222400; /* [768] */
     float *residual_attn_out_h_5_attn = ACT(354680832); /* [B, 1024, 768] */
-    const float *P_h_5_ln_2_weight = e->params + 77187072; /* [768] */
-    const float *P_h_5_ln_2_bias = e->params + 77187840; /* [768] */
+    const float *P_h_5_ln_2_weight = e->params + 77223168; /* [768] */
+    const float *P_h_5_ln_2_bias = e->params + 77223936; /* [768] */
     float *layernorm_h_5_ln_2 = ACT(356253696); /* [B, 1024, 768] */
     float *ln_mean_h_5_ln_2 = ACT(410411008); /* [B, 1024] */
     float *ln_rstd_h_5_ln_2 = ACT(410415104); /* [B, 1024] */
-    const float *P_h_5_fc_weight = e->params + 77188608; /* [3072, 768] */
-    const float *P_h_5_fc_bias = e->params + 79547904; /* [3072] */
+    const float *P_h_5_fc_weight = e->params + 77224704; /* [3072, 768] */
+    const float *P_h_5_fc_bias = e->params + 79584000; /* [3072] */
     float *linear_h_5_fc = ACT(165937152); /* [B, 1024, 3072] */
     float *gelu_h_5_2 = ACT(172228608); /* [B, 1024, 3072] */
-    const float *P_h_5_proj_weight = e->params + 79550976; /* [768, 3072] */
-    const float *P_h_5_proj_bias = e->params + 81910272; /* [768] */
+    const float *P_h_5_proj_weight = e->params + 79587072; /* [768, 3072] */
+    const float *P_h_5_proj_bias = e->params + 81946368; /* [768] */
     float *residual_linear_h_5_proj = ACT(357826560); /* [B, 1024, 768] */
-    const float *P_h_6_ln_1_weight = e->params + 81911040; /* [768] */
-    const float *P_h_6_ln_1_bias = e->params + 81911808; /* [768] */
+    const float *P_h_6_ln_1_weight = e->params + 81947136; /* [768] */
+    const float *P_h_6_ln_1_bias = e->params + 81947904; /* [768] */
     float *layernorm_h_6_ln_1 = ACT(359399424); /* [B, 1024, 768] */
     float *ln_mean_h_6_ln_1 = ACT(410419200); /* [B, 1024] */
     float *ln_rstd_h_6_ln_1 = ACT(410423296); /* [B, 1024] */
-    const float *P_h_6_attn_qkv_weight = e->params + 81912576; /* [2304, 768] */
-    const float *P_h_6_attn_qkv_bias = e->params + 83682048; /* [2304] */
+    const float *P_h_6_attn_qkv_weight = e->params + 81948672; /* [2304, 768] */
+    const float *P_h_6_attn_qkv_bias = e->params + 83718144; /* [2304] */
     float *qkv_h_6_attn = ACT(282329088); /* [B, 1024, 2304] */
     float *lse_h_6_attn = ACT(410025984); /* [B, 12, 1024] */
     float *attn_y_h_6_attn = ACT(360972288); /* [B, 1024, 768] */
-    const float *P_h_6_attn_proj_weight = e->params + 83684352; /* [768, 768] */
-    const float *P_h_6_attn_proj_bias = e->params + 84274176; /* [768] */
+    const float *P_h_6_attn_proj_weight = e->params + 83720448; /* [768, 768] */
+    const float *P_h_6_attn_proj_bias = e->params + 84310272; /* [768] */
     float *residual_attn_out_h_6_attn = ACT(362545152); /* [B, 1024, 768] */
-    const float *P_h_6_ln_2_weight = e->params + 84274944; /* [768] */
-    const float *P_h_6_ln_2_bias = e->params + 84275712; /* [768] */
+    const float *P_h_6_ln_2_weight = e->params + 84311040; /* [768] */
+    const float *P_h_6_ln_2_bias = e->params + 84311808; /* [768] */
     float *layernorm_h_6_ln_2 = ACT(364118016); /* [B, 1024, 768] */
     float *ln_mean_h_6_ln_2 = ACT(410427392); /* [B, 1024] */
     float *ln_rstd_h_6_ln_2 = ACT(410431488); /* [B, 1024] */
-    const float *P_h_6_fc_weight = e->params + 84276480; /* [3072, 768] */
-    const float *P_h_6_fc_bias = e->params + 86635776; /* [3072] */
+    const float *P_h_6_fc_weight = e->params + 84312576; /* [3072, 768] */
+    const float *P_h_6_fc_bias = e->params + 86671872; /* [3072] */
     float *linear_h_6_fc = ACT(178520064); /* [B, 1024, 3072] */
     float *gelu_h_6_2 = ACT(184811520); /* [B, 1024, 3072] */
-    const float *P_h_6_proj_weight = e->params + 86638848; /* [768, 3072] */
-    const float *P_h_6_proj_bias = e->params + 88998144; /* [768] */
+    const float *P_h_6_proj_weight = e->params + 86674944; /* [768, 3072] */
+    const float *P_h_6_proj_bias = e->params + 89034240; /* [768] */
     float *residual_linear_h_6_proj = ACT(365690880); /* [B, 1024, 768] */
-    const float *P_h_7_ln_1_weight = e->params + 88998912; /* [768] */
-    const float *P_h_7_ln_1_bias = e->params + 88999680; /* [768] */
+    const float *P_h_7_ln_1_weight = e->params + 89035008; /* [768] */
+    const float *P_h_7_ln_1_bias = e->params + 89035776; /* [768] */
     float *layernorm_h_7_ln_1 = ACT(367263744); /* [B, 1024, 768] */
     float *ln_mean_h_7_ln_1 = ACT(410435584); /* [B, 1024] */
     float *ln_rstd_h_7_ln_1 = ACT(410439680); /* [B, 1024] */
-    const float *P_h_7_attn_qkv_weight = e->params + 89000448; /* [2304, 768] */
-    const float *P_h_7_attn_qkv_bias = e->params + 90769920; /* [2304] */
+    const float *P_h_7_attn_qkv_weight = e->params + 89036544; /* [2304, 768] */
+    const float *P_h_7_attn_qkv_bias = e->params + 90806016; /* [2304] */
     float *qkv_h_7_attn = ACT(287047680); /* [B, 1024, 2304] */
     float *lse_h_7_attn = ACT(410075136); /* [B, 12, 1024] */
     float *attn_y_h_7_attn = ACT(368836608); /* [B, 1024, 768] */
-    const float *P_h_7_attn_proj_weight = e->params + 90772224; /* [768, 768] */
-    const float *P_h_7_attn_proj_bias = e->params + 91362048; /* [768] */
+    const float *P_h_7_attn_proj_weight = e->params + 90808320; /* [768, 768] */
+    const float *P_h_7_attn_proj_bias = e->params + 91398144; /* [768] */
     float *residual_attn_out_h_7_attn = ACT(370409472); /* [B, 1024, 768] */
-    const float *P_h_7_ln_2_weight = e->params + 91362816; /* [768] */
-    const float *P_h_7_ln_2_bias = e->params + 91363584; /* [768] */
+    const float *P_h_7_ln_2_weight = e->params + 91398912; /* [768] */
+    const float *P_h_7_ln_2_bias = e->params + 91399680; /* [768] */
     float *layernorm_h_7_ln_2 = ACT(371982336); /* [B, 1024, 768] */
     float *ln_mean_h_7_ln_2 = ACT(410443776); /* [B, 1024] */
     float *ln_rstd_h_7_ln_2 = ACT(410447872); /* [B, 1024] */
-    const float *P_h_7_fc_weight = e->params + 91364352; /* [3072, 768] */
-    const float *P_h_7_fc_bias = e->params + 93723648; /* [3072] */
+    const float *P_h_7_fc_weight = e->params + 91400448; /* [3072, 768] */
+    const float *P_h_7_fc_bias = e->params + 93759744; /* [3072] */
     float *linear_h_7_fc = ACT(191102976); /* [B, 1024, 3072] */
     float *gelu_h_7_2 = ACT(197394432); /* [B, 1024, 3072] */
-    const float *P_h_7_proj_weight = e->params + 93726720; /* [768, 3072] */
-    const float *P_h_7_proj_bias = e->params + 96086016; /* [768] */
+    const float *P_h_7_proj_weight = e->params + 93762816; /* [768, 3072] */
+    const float *P_h_7_proj_bias = e->params + 96122112; /* [768] */
     float *residual_linear_h_7_proj = ACT(373555200); /* [B, 1024, 768] */
-    const float *P_h_8_ln_1_weight = e->params + 96086784; /* [768] */
-    const float *P_h_8_ln_1_bias = e->params + 96087552; /* [768] */
+    const float *P_h_8_ln_1_weight = e->params + 96122880; /* [768] */
+    const float *P_h_8_ln_1_bias = e->params + 96123648; /* [768] */
     float *layernorm_h_8_ln_1 = ACT(375128064); /* [B, 1024, 768] */
     float *ln_mean_h_8_ln_1 = ACT(410451968); /* [B, 1024] */
     float *ln_rstd_h_8_ln_1 = ACT(410456064); /* [B, 1024] */
-    const float *P_h_8_attn_qkv_weight = e->params + 96088320; /* [2304, 768] */
-    const float *P_h_8_attn_qkv_bias = e->params + 97857792; /* [2304] */
+    const float *P_h_8_attn_qkv_weight = e->params + 96124416; /* [2304, 768] */
+    const float *P_h_8_attn_qkv_bias = e->params + 97893888; /* [2304] */
     float *qkv_h_8_attn = ACT(291766272); /* [B, 1024, 2304] */
     float *lse_h_8_attn = ACT(410124288); /* [B, 12, 1024] */
     float *attn_y_h_8_attn = ACT(376700928); /* [B, 1024, 768] */
-    const float *P_h_8_attn_proj_weight = e->params + 97860096; /* [768, 768] */
-    const float *P_h_8_attn_proj_bias = e->params + 98449920; /* [768] */
+    const float *P_h_8_attn_proj_weight = e->params + 97896192; /* [768, 768] */
+    const float *P_h_8_attn_proj_bias = e->params + 98486016; /* [768] */
     float *residual_attn_out_h_8_attn = ACT(378273792); /* [B, 1024, 768] */
-    const float *P_h_8_ln_2_weight = e->params + 98450688; /* [768] */
-    const float *P_h_8_ln_2_bias = e->params + 98451456; /* [768] */
+    const float *P_h_8_ln_2_weight = e->params + 98486784; /* [768] */
+    const float *P_h_8_ln_2_bias = e->params + 98487552; /* [768] */
     float *layernorm_h_8_ln_2 = ACT(379846656); /* [B, 1024, 768] */
     float *ln_mean_h_8_ln_2 = ACT(410460160); /* [B, 1024] */
     float *ln_rstd_h_8_ln_2 = ACT(410464256); /* [B, 1024] */
-    const float *P_h_8_fc_weight = e->params + 98452224; /* [3072, 768] */
-    const float *P_h_8_fc_bias = e->params + 100811520; /* [3072] */
+    const float *P_h_8_fc_weight = e->params + 98488320; /* [3072, 768] */
+    const float *P_h_8_fc_bias = e->params + 100847616; /* [3072] */
     float *linear_h_8_fc = ACT(203685888); /* [B, 1024, 3072] */
     float *gelu_h_8_2 = ACT(209977344); /* [B, 1024, 3072] */
-    const float *P_h_8_proj_weight = e->params + 100814592; /* [768, 3072] */
-    const float *P_h_8_proj_bias = e->params + 103173888; /* [768] */
+    const float *P_h_8_proj_weight = e->params + 100850688; /* [768, 3072] */
+    const float *P_h_8_proj_bias = e->params + 103209984; /* [768] */
     float *residual_linear_h_8_proj = ACT(381419520); /* [B, 1024, 768] */
-    const float *P_h_9_ln_1_weight = e->params + 103174656; /* [768] */
-    const float *P_h_9_ln_1_bias = e->params + 103175424; /* [768] */
+    const float *P_h_9_ln_1_weight = e->params + 103210752; /* [768] */
+    const float *P_h_9_ln_1_bias = e->params + 103211520; /* [768] */
     float *layernorm_h_9_ln_1 = ACT(382992384); /* [B, 1024, 768] */
     float *ln_mean_h_9_ln_1 = ACT(410468352); /* [B, 1024] */
     float *ln_rstd_h_9_ln_1 = ACT(410472448); /* [B, 1024] */
-    const float *P_h_9_attn_qkv_weight = e->params + 103176192; /* [2304, 768] */
-    const float *P_h_9_attn_qkv_bias = e->params + 104945664; /* [2304] */
+    const float *P_h_9_attn_qkv_weight = e->params + 103212288; /* [2304, 768] */
+    const float *P_h_9_attn_qkv_bias = e->params + 104981760; /* [2304] */
     float *qkv_h_9_attn = ACT(296484864); /* [B, 1024, 2304] */
     float *lse_h_9_attn = ACT(410173440); /* [B, 12, 1024] */
     float *attn_y_h_9_attn = ACT(384565248); /* [B, 1024, 768] */
-    const float *P_h_9_attn_proj_weight = e->params + 104947968; /* [768, 768] */
-    const float *P_h_9_attn_proj_bias = e->params + 105537792; /* [768] */
+    const float *P_h_9_attn_proj_weight = e->params + 104984064; /* [768, 768] */
+    const float *P_h_9_attn_proj_bias = e->params + 105573888; /* [768] */
     float *residual_attn_out_h_9_attn = ACT(386138112); /* [B, 1024, 768] */
-    const float *P_h_9_ln_2_weight = e->params + 105538560; /* [768] */
-    const float *P_h_9_ln_2_bias = e->params + 105539328; /* [768] */
+    const float *P_h_9_ln_2_weight = e->params + 105574656; /* [768] */
+    const float *P_h_9_ln_2_bias = e->params + 105575424; /* [768] */
     float *layernorm_h_9_ln_2 = ACT(387710976); /* [B, 1024, 768] */
     float *ln_mean_h_9_ln_2 = ACT(410476544); /* [B, 1024] */
     float *ln_rstd_h_9_ln_2 = ACT(410480640); /* [B, 1024] */
-    const float *P_h_9_fc_weight = e->params + 105540096; /* [3072, 768] */
-    const float *P_h_9_fc_bias = e->params + 107899392; /* [3072] */
+    const float *P_h_9_fc_weight = e->params + 105576192; /* [3072, 768] */
+    const float *P_h_9_fc_bias = e->params + 107935488; /* [3072] */
     float *linear_h_9_fc = ACT(216268800); /* [B, 1024, 3072] */
     float *gelu_h_9_2 = ACT(222560256); /* [B, 1024, 3072] */
-    const float *P_h_9_proj_weight = e->params + 107902464; /* [768, 3072] */
-    const float *P_h_9_proj_bias = e->params + 110261760; /* [768] */
+    const float *P_h_9_proj_weight = e->params + 107938560; /* [768, 3072] */
+    const float *P_h_9_proj_bias = e->params + 110297856; /* [768] */
     float *residual_linear_h_9_proj = ACT(389283840); /* [B, 1024, 768] */
-    const float *P_h_10_ln_1_weight = e->params + 110262528; /* [768] */
-    const float *P_h_10_ln_1_bias = e->params + 110263296; /* [768] */
+    const float *P_h_10_ln_1_weight = e->params + 110298624; /* [768] */
+    const float *P_h_10_ln_1_bias = e->params + 110299392; /* [768] */
     float *layernorm_h_10_ln_1 = ACT(390856704); /* [B, 1024, 768] */
     float *ln_mean_h_10_ln_1 = ACT(410484736); /* [B, 1024] */
     float *ln_rstd_h_10_ln_1 = ACT(410488832); /* [B, 1024] */
-    const float *P_h_10_attn_qkv_weight = e->params + 110264064; /* [2304, 768] */
-    const float *P_h_10_attn_qkv_bias = e->params + 112033536; /* [2304] */
+    const float *P_h_10_attn_qkv_weight = e->params + 110300160; /* [2304, 768] */
+    const float *P_h_10_attn_qkv_bias = e->params + 112069632; /* [2304] */
     float *qkv_h_10_attn = ACT(301203456); /* [B, 1024, 2304] */
     float *lse_h_10_attn = ACT(410222592); /* [B, 12, 1024] */
     float *attn_y_h_10_attn = ACT(392429568); /* [B, 1024, 768] */
-    const float *P_h_10_attn_proj_weight = e->params + 112035840; /* [768, 768] */
-    const float *P_h_10_attn_proj_bias = e->params + 112625664; /* [768] */
+    const float *P_h_10_attn_proj_weight = e->params + 112071936; /* [768, 768] */
+    const float *P_h_10_attn_proj_bias = e->params + 112661760; /* [768] */
     float *residual_attn_out_h_10_attn = ACT(394002432); /* [B, 1024, 768] */
-    const float *P_h_10_ln_2_weight = e->params + 112626432; /* [768] */
-    const float *P_h_10_ln_2_bias = e->params + 112627200; /* [768] */
+    const float *P_h_10_ln_2_weight = e->params + 112662528; /* [768] */
+    const float *P_h_10_ln_2_bias = e->params + 112663296; /* [768] */
     float *layernorm_h_10_ln_2 = ACT(395575296); /* [B, 1024, 768] */
     float *ln_mean_h_10_ln_2 = ACT(410492928); /* [B, 1024] */
     float *ln_rstd_h_10_ln_2 = ACT(410497024); /* [B, 1024] */
-    const float *P_h_10_fc_weight = e->params + 112627968; /* [3072, 768] */
-    const float *P_h_10_fc_bias = e->params + 114987264; /* [3072] */
+    const float *P_h_10_fc_weight = e->params + 112664064; /* [3072, 768] */
+    const float *P_h_10_fc_bias = e->params + 115023360; /* [3072] */
     float *linear_h_10_fc = ACT(228851712); /* [B, 1024, 3072] */
     float *gelu_h_10_2 = ACT(235143168); /* [B, 1024, 3072] */
-    const float *P_h_10_proj_weight = e->params + 114990336; /* [768, 3072] */
-    const float *P_h_10_proj_bias = e->params + 117349632; /* [768] */
+    const float *P_h_10_proj_weight = e->params + 115026432; /* [768, 3072] */
+    const float *P_h_10_proj_bias = e->params + 117385728; /* [768] */
     float *residual_linear_h_10_proj = ACT(397148160); /* [B, 1024, 768] */
-    const float *P_h_11_ln_1_weight = e->params + 117350400; /* [768] */
-    const float *P_h_11_ln_1_bias = e->params + 117351168; /* [768] */
+    const float *P_h_11_ln_1_weight = e->params + 117386496; /* [768] */
+    const float *P_h_11_ln_1_bias = e->params + 117387264; /* [768] */
     float *layernorm_h_11_ln_1 = ACT(398721024); /* [B, 1024, 768] */
     float *ln_mean_h_11_ln_1 = ACT(410501120); /* [B, 1024] */
     float *ln_rstd_h_11_ln_1 = ACT(410505216); /* [B, 1024] */
-    const float *P_h_11_attn_qkv_weight = e->params + 117351936; /* [2304, 768] */
-    const float *P_h_11_attn_qkv_bias = e->params + 119121408; /* [2304] */
+    const float *P_h_11_attn_qkv_weight = e->params + 117388032; /* [2304, 768] */
+    const float *P_h_11_attn_qkv_bias = e->params + 119157504; /* [2304] */
     float *qkv_h_11_attn = ACT(305922048); /* [B, 1024, 2304] */
     float *lse_h_11_attn = ACT(410271744); /* [B, 12, 1024] */
     float *attn_y_h_11_attn = ACT(400293888); /* [B, 1024, 768] */
-    const float *P_h_11_attn_proj_weight = e->params + 119123712; /* [768, 768] */
-    const float *P_h_11_attn_proj_bias = e->params + 119713536; /* [768] */
+    const float *P_h_11_attn_proj_weight = e->params + 119159808; /* [768, 768] */
+    const float *P_h_11_attn_proj_bias = e->params + 119749632; /* [768] */
     float *residual_attn_out_h_11_attn = ACT(401866752); /* [B, 1024, 768] */
-    const float *P_h_11_ln_2_weight = e->params + 119714304; /* [768] */
-    const float *P_h_11_ln_2_bias = e->params + 119715072; /* [768] */
+    const float *P_h_11_ln_2_weight = e->params + 119750400; /* [768] */
+    const float *P_h_11_ln_2_bias = e->params + 119751168; /* [768] */
     float *layernorm_h_11_ln_2 = ACT(403439616); /* [B, 1024, 768] */
     float *ln_mean_h_11_ln_2 = ACT(410509312); /* [B, 1024] */
     float *ln_rstd_h_11_ln_2 = ACT(410513408); /* [B, 1024] */
-    const float *P_h_11_fc_weight = e->params + 119715840; /* [3072, 768] */
-    const float *P_h_11_fc_bias = e->params + 122075136; /* [3072] */
+    const float *P_h_11_fc_weight = e->params + 119751936; /* [3072, 768] */
+    const float *P_h_11_fc_bias = e->params + 122111232; /* [3072] */
     float *linear_h_11_fc = ACT(241434624); /* [B, 1024, 3072] */
     float *gelu_h_11_2 = ACT(247726080); /* [B, 1024, 3072] */
-    const float *P_h_11_proj_weight = e->params + 122078208; /* [768, 3072] */
-    const float *P_h_11_proj_bias = e->params + 124437504; /* [768] */
+    const float *P_h_11_proj_weight = e->params + 122114304; /* [768, 3072] */
+    const float *P_h_11_proj_bias = e->params + 124473600; /* [768] */
     float *residual_linear_h_11_proj = ACT(405012480); /* [B, 1024, 768] */
-    const float *P_ln_f_weight = e->params + 124438272; /* [768] */
-    const float *P_ln_f_bias = e->params + 124439040; /* [768] */
+    const float *P_ln_f_weight = e->params + 124474368; /* [768] */
+    const float *P_ln_f_bias = e->params + 124475136; /* [768] */
     float *layernorm_ln_f = ACT(406585344); /* [B, 1024, 768] */
     float *ln_mean_ln_f = ACT(410517504); /* [B, 1024] */
     float *ln_rstd_ln_f = ACT(410521600); /* [B, 1024] */
@@ -505,8 +505,8 @@ static void forward(rt_exec *e, int train)
     rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_11_2, 3072, P_h_11_proj_weight, 3072, residual_linear_h_11_proj, 768, P_h_11_proj_bias, residual_attn_out_h_11_attn, RT_EPI_NONE, NULL);
     RT_AT(170, "$.model.layers[3]: layernorm");
     rt_layernorm_fwd(e, residual_linear_h_11_proj, P_ln_f_weight, P_ln_f_bias, layernorm_ln_f, ln_mean_ln_f, ln_rstd_ln_f, e->B * 1024, 768, 9.99999975e-06f);
-    RT_AT(171, "$.model.layers[4]: linear: y = x W^T");
-    rt_gemm(e, 0, 1, e->B * 1024, 50257, 768, 1.0f, layernorm_ln_f, 768, P_wte_weight, 768, 0.0f, linear_lm_head, 50304);
+    RT_AT(171, "$.model.layers[4]: linear: y = x W^T over W's 47 zero rows too (the padded vocabulary: y's padding comes out 0)");
+    rt_gemm(e, 0, 1, e->B * 1024, 50304, 768, 1.0f, layernorm_ln_f, 768, P_wte_weight, 768, 0.0f, linear_lm_head, 50304);
     RT_AT(172, "$.model.loss: cross entropy: loss, accuracy and d(logits) in one pass");
     rt_cross_entropy(e, linear_lm_head, in_y, e->train ? d_linear_lm_head : NULL, e->B * 1024, 50257, 50304);
 }
@@ -515,1196 +515,1196 @@ static void forward(rt_exec *e, int train)
 static void backward(rt_exec *e)
 {
     const float *d_linear_lm_head = ACT(0); /* [B, 1024, 50257] */
-    const float *P_wte_weight = e->params + 0; /* [50257, 768] */
+    const float *P_wte_weight = e->params + 0; /* [50257, 768], then 47 zero rows */
     float *d_layernorm_ln_f = ACT(408158208); /* [B, 1024, 768] */
     const float *layernorm_ln_f = ACT(406585344); /* [B, 1024, 768] */
-    float *G_wte_weight = e->grads + 0; /* [50257, 768] */
+    float *G_wte_weight = e->grads + 0; /* [50257, 768], then 47 zero rows */
     const float *residual_linear_h_11_proj = ACT(405012480); /* [B, 1024, 768] */
-    const float *P_ln_f_weight = e->params + 124438272; /* [768] */
+    const float *P_ln_f_weight = e->params + 124474368; /* [768] */
     const float *ln_mean_ln_f = ACT(410517504); /* [B, 1024] */
     const float *ln_rstd_ln_f = ACT(410521600); /* [B, 1024] */
     float *d_residual_linear_h_11_proj = ACT(406585344); /* [B, 1024, 768] */
-    float *G_ln_f_weight = e->grads + 124438272; /* [768] */
-    float *G_ln_f_bias = e->grads + 124439040; /* [768] */
+    float *G_ln_f_weight = e->grads + 124474368; /* [768] */
+    float *G_ln_f_bias = e->grads + 124475136; /* [768] */
     const float *gelu_h_11_2 = ACT(247726080); /* [B, 1024, 3072] */
-    float *G_h_11_proj_weight = e->grads + 122078208; /* [768, 3072] */
-    float *G_h_11_proj_bias = e->grads + 124437504; /* [768] */
-    const float *P_h_11_proj_weight = e->params + 122078208; /* [768, 3072] */
+    float *G_h_11_proj_weight = e->grads + 122114304; /* [768, 3072] */
+    float *G_h_11_proj_bias = e->grads + 124473600; /* [768] */
+    const float *P_h_11_proj_weight = e->params + 122114304; /* [768, 3072] */
     const float *linear_h_11_fc = ACT(241434624); /* [B, 1024, 3072] */
     float *d_linear_h_11_fc = ACT(0); /* [B, 1024, 3072] */
-    const float *P_h_11_fc_weight = e->params + 119715840; /* [3072, 768] */
+    const float *P_h_11_fc_weight = e->params + 119751936; /* [3072, 768] */
     float *d_layernorm_h_11_ln_2 = ACT(405012480); /* [B, 1024, 768] */
     const float *layernorm_h_11_ln_2 = ACT(403439616); /* [B, 1024, 768] */
-    float *G_h_11_fc_weight = e->grads + 119715840; /* [3072, 768] */
-    float *G_h_11_fc_bias = e->grads + 122075136; /* [3072] */
+    float *G_h_11_fc_weight = e->grads + 119751936; /* [3072, 768] */
+    float *G_h_11_fc_bias = e->grads + 122111232; /* [3072] */
     const float *residual_attn_out_h_11_attn = ACT(401866752); /* [B, 1024, 768] */
-    const float *P_h_11_ln_2_weight = e->params + 119714304; /* [768] */
+    const float *P_h_11_ln_2_weight = e->params + 119750400; /* [768] */
     const float *ln_mean_h_11_ln_2 = ACT(410509312); /* [B, 1024] */
     const float *ln_rstd_h_11_ln_2 = ACT(410513408); /* [B, 1024] */
     float *d_residual_attn_out_h_11_attn_491 = ACT(406585344); /* [B, 1024, 768] */
-    float *G_h_11_ln_2_weight = e->grads + 119714304; /* [768] */
-    float *G_h_11_ln_2_bias = e->grads + 119715072; /* [768] */
-    const float *P_h_11_attn_proj_weight = e->params + 119123712; /* [768, 768] */
+    float *G_h_11_ln_2_weight = e->grads + 119750400; /* [768] */
+    float *G_h_11_ln_2_bias = e->grads + 119751168; /* [768] */
+    const float *P_h_11_attn_proj_weight = e->params + 119159808; /* [768, 768] */
     float *d_attn_y_h_11_attn = ACT(401866752); /* [B, 1024, 768] */
     const float *attn_y_h_11_attn = ACT(400293888); /* [B, 1024, 768] */
-    float *G_h_11_attn_proj_weight = e->grads + 119123712; /* [768, 768] */
-    float *G_h_11_attn_proj_bias = e->grads + 119713536; /* [768] */
+    float *G_h_11_attn_proj_weight = e->grads + 119159808; /* [768, 768] */
+    float *G_h_11_attn_proj_bias = e->grads + 119749632; /* [768] */
     const float *qkv_h_11_attn = ACT(305922048); /* [B, 1024, 2304] */
     const float *lse_h_11_attn = ACT(410271744); /* [B, 12, 1024] */
     float *d_qkv_h_11_attn = ACT(241434624); /* [B, 1024, 2304] */
-    const float *P_h_11_attn_qkv_weight = e->params + 117351936; /* [2304, 768] */
+    const float *P_h_11_attn_qkv_weight = e->params + 117388032; /* [2304, 768] */
     float *d_layernorm_h_11_ln_1 = ACT(305922048); /* [B, 1024, 768] */
     const float *layernorm_h_11_ln_1 = ACT(398721024); /* [B, 1024, 768] */
-    float *G_h_11_attn_qkv_weight = e->grads + 117351936; /* [2304, 768] */
-    float *G_h_11_attn_qkv_bias = e->grads + 119121408; /* [2304] */
+    float *G_h_11_attn_qkv_weight = e->grads + 117388032; /* [2304, 768] */
+    float *G_h_11_attn_qkv_bias = e->grads + 119157504; /* [2304] */
     const float *residual_linear_h_10_proj = ACT(397148160); /* [B, 1024, 768] */
-    const float *P_h_11_ln_1_weight = e->params + 117350400; /* [768] */
+    const float *P_h_11_ln_1_weight = e->params + 117386496; /* [768] */
     const float *ln_mean_h_11_ln_1 = ACT(410501120); /* [B, 1024] */
     const float *ln_rstd_h_11_ln_1 = ACT(410505216); /* [B, 1024] */
     float *d_residual_linear_h_10_proj_496 = ACT(406585344); /* [B, 1024, 768] */
-    float *G_h_11_ln_1_weight = e->grads + 117350400; /* [768] */
-    float *G_h_11_ln_1_bias = e->grads + 117351168; /* [768] */
+    float *G_h_11_ln_1_weight = e->grads + 117386496; /* [768] */
+    float *G_h_11_ln_1_bias = e->grads + 117387264; /* [768] */
     const float *gelu_h_10_2 = ACT(235143168); /* [B, 1024, 3072] */
-    float *G_h_10_proj_weight = e->grads + 114990336; /* [768, 3072] */
-    float *G_h_10_proj_bias = e->grads + 117349632; /* [768] */
-    const float *P_h_10_proj_weight = e->params + 114990336; /* [768, 3072] */
+    float *G_h_10_proj_weight = e->grads + 115026432; /* [768, 3072] */
+    float *G_h_10_proj_bias = e->grads + 117385728; /* [768] */
+    const float *P_h_10_proj_weight = e->params + 115026432; /* [768, 3072] */
     const float *linear_h_10_fc = ACT(228851712); /* [B, 1024, 3072] */
     float *d_linear_h_10_fc = ACT(0); /* [B, 1024, 3072] */
-    const float *P_h_10_fc_weight = e->params + 112627968; /* [3072, 768] */
+    const float *P_h_10_fc_weight = e->params + 112664064; /* [3072, 768] */
     float *d_layernorm_h_10_ln_2 = ACT(305922048); /* [B, 1024, 768] */
     const float *layernorm_h_10_ln_2 = ACT(395575296); /* [B, 1024, 768] */
-    float *G_h_10_fc_weight = e->grads + 112627968; /* [3072, 768] */
-    float *G_h_10_fc_bias = e->grads + 114987264; /* [3072] */
+    float *G_h_10_fc_weight = e->grads + 112664064; /* [3072, 768] */
+    float *G_h_10_fc_bias = e->grads + 115023360; /* [3072] */
     const float *residual_attn_out_h_10_attn = ACT(394002432); /* [B, 1024, 768] */
-    const float *P_h_10_ln_2_weight = e->params + 112626432; /* [768] */
+    const float *P_h_10_ln_2_weight = e->params + 112662528; /* [768] */
     const float *ln_mean_h_10_ln_2 = ACT(410492928); /* [B, 1024] */
     const float *ln_rstd_h_10_ln_2 = ACT(410497024); /* [B, 1024] */
     float *d_residual_attn_out_h_10_attn_501 = ACT(406585344); /* [B, 1024, 768] */
-    float *G_h_10_ln_2_weight = e->grads + 112626432; /* [768] */
-    float *G_h_10_ln_2_bias = e->grads + 112627200; /* [768] */
-    const float *P_h_10_attn_proj_weight = e->params + 112035840; /* [768, 768] */
+    float *G_h_10_ln_2_weight = e->grads + 112662528; /* [768] */
+    float *G_h_10_ln_2_bias = e->grads + 112663296; /* [768] */
+    const float *P_h_10_attn_proj_weight = e->params + 112071936; /* [768, 768] */
     float *d_attn_y_h_10_attn = ACT(305922048); /* [B, 1024, 768] */
     const float *attn_y_h_10_attn = ACT(392429568); /* [B, 1024, 768] */
-    float *G_h_10_attn_proj_weight = e->grads + 112035840; /* [768, 768] */
-    float *G_h_10_attn_proj_bias = e->grads + 112625664; /* [768] */
+    float *G_h_10_attn_proj_weight = e->grads + 112071936; /* [768, 768] */
+    float *G_h_10_attn_proj_bias = e->grads + 112661760; /* [768] */
     const float *qkv_h_10_attn = ACT(301203456); /* [B, 1024, 2304] */
     const float *lse_h_10_attn = ACT(410222592); /* [B, 12, 1024] */
     float *d_qkv_h_10_attn = ACT(228851712); /* [B, 1024, 2304] */
-    const float *P_h_10_attn_qkv_weight = e->params + 110264064; /* [2304, 768] */
+    const float *P_h_10_attn_qkv_weight = e->params + 110300160; /* [2304, 768] */
     float *d_layernorm_h_10_ln_1 = ACT(301203456); /* [B, 1024, 768] */
     const float *layernorm_h_10_ln_1 = ACT(390856704); /* [B, 1024, 768] */
-    float *G_h_10_attn_qkv_weight = e->grads + 110264064; /* [2304, 768] */
-    float *G_h_10_attn_qkv_bias = e->grads + 112033536; /* [2304] */
+    float *G_h_10_attn_qkv_weight = e->grads + 110300160; /* [2304, 768] */
+    float *G_h_10_attn_qkv_bias = e->grads + 112069632; /* [2304] */
     const float *residual_linear_h_9_proj = ACT(389283840); /* [B, 1024, 768] */
-    const float *P_h_10_ln_1_weight = e->params + 110262528; /* [768] */
+    const float *P_h_10_ln_1_weight = e->params + 110298624; /* [768] */
     const float *ln_mean_h_10_ln_1 = ACT(410484736); /* [B, 1024] */
     const float *ln_rstd_h_10_ln_1 = ACT(410488832); /* [B, 1024] */
     float *d_residual_linear_h_9_proj_506 = ACT(406585344); /* [B, 1024, 768] */
-    float *G_h_10_ln_1_weight = e->grads + 110262528; /* [768] */
-    float *G_h_10_ln_1_bias = e->grads + 110263296; /* [768] */
+    float *G_h_10_ln_1_weight = e->grads + 110298624; /* [768] */
+    float *G_h_10_ln_1_bias = e->grads + 110299392; /* [768] */
     const float *gelu_h_9_2 = ACT(222560256); /* [B, 1024, 3072] */
-    float *G_h_9_proj_weight = e->grads + 107902464; /* [768, 3072] */
-    float *G_h_9_proj_bias = e->grads + 110261760; /* [768] */
-    const float *P_h_9_proj_weight = e->params + 107902464; /* [768, 3072] */
+    float *G_h_9_proj_weight = e->grads + 107938560; /* [768, 3072] */
+    float *G_h_9_proj_bias = e->grads + 110297856; /* [768] */
+    const float *P_h_9_proj_weight = e->params + 107938560; /* [768, 3072] */
     const float *linear_h_9_fc = ACT(216268800); /* [B, 1024, 3072] */
     float *d_linear_h_9_fc = ACT(0); /* [B, 1024, 3072] */
-    const float *P_h_9_fc_weight = e->params + 105540096; /* [3072, 768] */
+    const float *P_h_9_fc_weight = e->params + 105576192; /* [3072, 768] */
     float *d_layernorm_h_9_ln_2 = ACT(301203456); /* [B, 1024, 768] */
     const float *layernorm_h_9_ln_2 = ACT(387710976); /* [B, 1024, 768] */
-    float *G_h_9_fc_weight = e->grads + 105540096; /* [3072, 768] */
-    float *G_h_9_fc_bias = e->grads + 107899392; /* [3072] */
+    float *G_h_9_fc_weight = e->grads + 105576192; /* [3072, 768] */
+    float *G_h_9_fc_bias = e->grads + 107935488; /* [3072] */
     const float *residual_attn_out_h_9_attn = ACT(386138112); /* [B, 1024, 768] */
-    const float *P_h_9_ln_2_weight = e->params + 105538560; /* [768] */
+    const float *P_h_9_ln_2_weight = e->params + 105574656; /* [768] */
     const float *ln_mean_h_9_ln_2 = ACT(410476544); /* [B, 1024] */
     const float *ln_rstd_h_9_ln_2 = ACT(410480640); /* [B, 1024] */
     float *d_residual_attn_out_h_9_attn_511 = ACT(406585344); /* [B, 1024, 768] */
-    float *G_h_9_ln_2_weight = e->grads + 105538560; /* [768] */
-    float *G_h_9_ln_2_bias = e->grads + 105539328; /* [768] */
-    const float *P_h_9_attn_proj_weight = e->params + 104947968; /* [768, 768] */
+    float *G_h_9_ln_2_weight = e->grads + 105574656; /* [768] */
+    float *G_h_9_ln_2_bias = e->grads + 105575424; /* [768] */
+    const float *P_h_9_attn_proj_weight = e->params + 104984064; /* [768, 768] */
     float *d_attn_y_h_9_attn = ACT(301203456); /* [B, 1024, 768] */
     const float *attn_y_h_9_attn = ACT(384565248); /* [B, 1024, 768] */
-    float *G_h_9_attn_proj_weight = e->grads + 104947968; /* [768, 768] */
-    float *G_h_9_attn_proj_bias = e->grads + 105537792; /* [768] */
+    float *G_h_9_attn_proj_weight = e->grads + 104984064; /* [768, 768] */
+    float *G_h_9_attn_proj_bias = e->grads + 105573888; /* [768] */
     const float *qkv_h_9_attn = ACT(296484864); /* [B, 1024, 2304] */
     const float *lse_h_9_attn = ACT(410173440); /* [B, 12, 1024] */
     float *d_qkv_h_9_attn = ACT(216268800); /* [B, 1024, 2304] */
-    const float *P_h_9_attn_qkv_weight = e->params + 103176192; /* [2304, 768] */
+    const float *P_h_9_attn_qkv_weight = e->params + 103212288; /* [2304, 768] */
     float *d_layernorm_h_9_ln_1 = ACT(296484864); /* [B, 1024, 768] */
     const float *layernorm_h_9_ln_1 = ACT(382992384); /* [B, 1024, 768] */
-    float *G_h_9_attn_qkv_weight = e->grads + 103176192; /* [2304, 768] */
-    float *G_h_9_attn_qkv_bias = e->grads + 104945664; /* [2304] */
+    float *G_h_9_attn_qkv_weight = e->grads + 103212288; /* [2304, 768] */
+    float *G_h_9_attn_qkv_bias = e->grads + 104981760; /* [2304] */
     const float *residual_linear_h_8_proj = ACT(381419520); /* [B, 1024, 768] */
-    const float *P_h_9_ln_1_weight = e->params + 103174656; /* [768] */
+    const float *P_h_9_ln_1_weight = e->params + 103210752; /* [768] */
     const float *ln_mean_h_9_ln_1 = ACT(410468352); /* [B, 1024] */
     const float *ln_rstd_h_9_ln_1 = ACT(410472448); /* [B, 1024] */
     float *d_residual_linear_h_8_proj_516 = ACT(406585344); /* [B, 1024, 768] */
-    float *G_h_9_ln_1_weight = e->grads + 103174656; /* [768] */
-    float *G_h_9_ln_1_bias = e->grads + 103175424; /* [768] */
+    float *G_h_9_ln_1_weight = e->grads + 103210752; /* [768] */
+    float *G_h_9_ln_1_bias = e->grads + 103211520; /* [768] */
     const float *gelu_h_8_2 = ACT(209977344); /* [B, 1024, 3072] */
-    float *G_h_8_proj_weight = e->grads + 100814592; /* [768, 3072] */
-    float *G_h_8_proj_bias = e->grads + 103173888; /* [768] */
-    const float *P_h_8_proj_weight = e->params + 100814592; /* [768, 3072] */
+    float *G_h_8_proj_weight = e->grads + 100850688; /* [768, 3072] */
+    float *G_h_8_proj_bias = e->grads + 103209984; /* [768] */
+    const float *P_h_8_proj_weight = e->params + 100850688; /* [768, 3072] */
     const float *linear_h_8_fc = ACT(203685888); /* [B, 1024, 3072] */
     float *d_linear_h_8_fc = ACT(0); /* [B, 1024, 3072] */
-    const float *P_h_8_fc_weight = e->params + 98452224; /* [3072, 768] */
+    const float *P_h_8_fc_weight = e->params + 98488320; /* [3072, 768] */
     float *d_layernorm_h_8_ln_2 = ACT(296484864); /* [B, 1024, 768] */
     const float *layernorm_h_8_ln_2 = ACT(379846656); /* [B, 1024, 768] */
-    float *G_h_8_fc_weight = e->grads + 98452224; /* [3072, 768] */
-    float *G_h_8_fc_bias = e->grads + 100811520; /* [3072] */
+    float *G_h_8_fc_weight = e->grads + 98488320; /* [3072, 768] */
+    float *G_h_8_fc_bias = e->grads + 100847616; /* [3072] */
     const float *residual_attn_out_h_8_attn = ACT(378273792); /* [B, 1024, 768] */
-    const float *P_h_8_ln_2_weight = e->params + 98450688; /* [768] */
+    const float *P_h_8_ln_2_weight = e->params + 98486784; /* [768] */
     const float *ln_mean_h_8_ln_2 = ACT(410460160); /* [B, 1024] */
     const float *ln_rstd_h_8_ln_2 = ACT(410464256); /* [B, 1024] */
     float *d_residual_attn_out_h_8_attn_521 = ACT(406585344); /* [B, 1024, 768] */
-    float *G_h_8_ln_2_weight = e->grads + 98450688; /* [768] */
-    float *G_h_8_ln_2_bias = e->grads + 98451456; /* [768] */
-    const float *P_h_8_attn_proj_weight = e->params + 97860096; /* [768, 768] */
+    float *G_h_8_ln_2_weight = e->grads + 98486784; /* [768] */
+    float *G_h_8_ln_2_bias = e->grads + 98487552; /* [768] */
+    const float *P_h_8_attn_proj_weight = e->params + 97896192; /* [768, 768] */
     float *d_attn_y_h_8_attn = ACT(296484864); /* [B, 1024, 768] */
     const float *attn_y_h_8_attn = ACT(376700928); /* [B, 1024, 768] */
-    float *G_h_8_attn_proj_weight = e->grads + 97860096; /* [768, 768] */
-    float *G_h_8_attn_proj_bias = e->grads + 98449920; /* [768] */
+    float *G_h_8_attn_proj_weight = e->grads + 97896192; /* [768, 768] */
+    float *G_h_8_attn_proj_bias = e->grads + 98486016; /* [768] */
     const float *qkv_h_8_attn = ACT(291766272); /* [B, 1024, 2304] */
     const float *lse_h_8_attn = ACT(410124288); /* [B, 12, 1024] */
     float *d_qkv_h_8_attn = ACT(203685888); /* [B, 1024, 2304] */
-    const float *P_h_8_attn_qkv_weight = e->params + 96088320; /* [2304, 768] */
+    const float *P_h_8_attn_qkv_weight = e->params + 96124416; /* [2304, 768] */
     float *d_layernorm_h_8_ln_1 = ACT(291766272); /* [B, 1024, 768] */
     const float *layernorm_h_8_ln_1 = ACT(375128064); /* [B, 1024, 768] */
-    float *G_h_8_attn_qkv_weight = e->grads + 96088320; /* [2304, 768] */
-    float *G_h_8_attn_qkv_bias = e->grads + 97857792; /* [2304] */
+    float *G_h_8_attn_qkv_weight = e->grads + 96124416; /* [2304, 768] */
+    float *G_h_8_attn_qkv_bias = e->grads + 97893888; /* [2304] */
     const float *residual_linear_h_7_proj = ACT(373555200); /* [B, 1024, 768] */
-    const float *P_h_8_ln_1_weight = e->params + 96086784; /* [768] */
+    const float *P_h_8_ln_1_weight = e->params + 96122880; /* [768] */
     const float *ln_mean_h_8_ln_1 = ACT(410451968); /* [B, 1024] */
     const float *ln_rstd_h_8_ln_1 = ACT(410456064); /* [B, 1024] */
     float *d_residual_linear_h_7_proj_526 = ACT(406585344); /* [B, 1024, 768] */
-    float *G_h_8_ln_1_weight = e->grads + 96086784; /* [768] */
-    float *G_h_8_ln_1_bias = e->grads + 96087552; /* [768] */
+    float *G_h_8_ln_1_weight = e->grads + 96122880; /* [768] */
+    float *G_h_8_ln_1_bias = e->grads + 96123648; /* [768] */
     const float *gelu_h_7_2 = ACT(197394432); /* [B, 1024, 3072] */
-    float *G_h_7_proj_weight = e->grads + 93726720; /* [768, 3072] */
-    float *G_h_7_proj_bias = e->grads + 96086016; /* [768] */
-    const float *P_h_7_proj_weight = e->params + 93726720; /* [768, 3072] */
+    float *G_h_7_proj_weight = e->grads + 93762816; /* [768, 3072] */
+    float *G_h_7_proj_bias = e->grads + 96122112; /* [768] */
+    const float *P_h_7_proj_weight = e->params + 93762816; /* [768, 3072] */
     const float *linear_h_7_fc = ACT(191102976); /* [B, 1024, 3072] */
     float *d_linear_h_7_fc = ACT(0); /* [B, 1024, 3072] */
-    const float *P_h_7_fc_weight = e->params + 91364352; /* [3072, 768] */
+    const float *P_h_7_fc_weight = e->params + 91400448; /* [3072, 768] */
     float *d_layernorm_h_7_ln_2 = ACT(291766272); /* [B, 1024, 768] */
     const float *layernorm_h_7_ln_2 = ACT(371982336); /* [B, 1024, 768] */
-    float *G_h_7_fc_weight = e->grads + 91364352; /* [3072, 768] */
-    float *G_h_7_fc_bias = e->grads + 93723648; /* [3072] */
+    float *G_h_7_fc_weight = e->grads + 91400448; /* [3072, 768] */
+    float *G_h_7_fc_bias = e->grads + 93759744; /* [3072] */
     const float *residual_attn_out_h_7_attn = ACT(370409472); /* [B, 1024, 768] */
-    const float *P_h_7_ln_2_weight = e->params + 91362816; /* [768] */
+    const float *P_h_7_ln_2_weight = e->params + 91398912; /* [768] */
     const float *ln_mean_h_7_ln_2 = ACT(410443776); /* [B, 1024] */
     const float *ln_rstd_h_7_ln_2 = ACT(410447872); /* [B, 1024] */
     float *d_residual_attn_out_h_7_attn_531 = ACT(406585344); /* [B, 1024, 768] */
-    float *G_h_7_ln_2_weight = e->grads + 91362816; /* [768] */
-    float *G_h_7_ln_2_bias = e->grads + 91363584; /* [768] */
-    const float *P_h_7_attn_proj_weight = e->params + 90772224; /* [768, 768] */
+    float *G_h_7_ln_2_weight = e->grads + 91398912; /* [768] */
+    float *G_h_7_ln_2_bias = e->grads + 91399680; /* [768] */
+    const float *P_h_7_attn_proj_weight = e->params + 90808320; /* [768, 768] */
     float *d_attn_y_h_7_attn = ACT(291766272); /* [B, 1024, 768] */
     const float *attn_y_h_7_attn = ACT(368836608); /* [B, 1024, 768] */
-    float *G_h_7_attn_proj_weight = e->grads + 90772224; /* [768, 768] */
-    float *G_h_7_attn_proj_bias = e->grads + 91362048; /* [768] */
+    float *G_h_7_attn_proj_weight = e->grads + 90808320; /* [768, 768] */
+    float *G_h_7_attn_proj_bias = e->grads + 91398144; /* [768] */
     const float *qkv_h_7_attn = ACT(287047680); /* [B, 1024, 2304] */
     const float *lse_h_7_attn = ACT(410075136); /* [B, 12, 1024] */
     float *d_qkv_h_7_attn = ACT(191102976); /* [B, 1024, 2304] */
-    const float *P_h_7_attn_qkv_weight = e->params + 89000448; /* [2304, 768] */
+    const float *P_h_7_attn_qkv_weight = e->params + 89036544; /* [2304, 768] */
     float *d_layernorm_h_7_ln_1 = ACT(287047680); /* [B, 1024, 768] */
     const float *layernorm_h_7_ln_1 = ACT(367263744); /* [B, 1024, 768] */
-    float *G_h_7_attn_qkv_weight = e->grads + 89000448; /* [2304, 768] */
-    float *G_h_7_attn_qkv_bias = e->grads + 90769920; /* [2304] */
+    float *G_h_7_attn_qkv_weight = e->grads + 89036544; /* [2304, 768] */
+    float *G_h_7_attn_qkv_bias = e->grads + 90806016; /* [2304] */
     const float *residual_linear_h_6_proj = ACT(365690880); /* [B, 1024, 768] */
-    const float *P_h_7_ln_1_weight = e->params + 88998912; /* [768] */
+    const float *P_h_7_ln_1_weight = e->params + 89035008; /* [768] */
     const float *ln_mean_h_7_ln_1 = ACT(410435584); /* [B, 1024] */
     const float *ln_rstd_h_7_ln_1 = ACT(410439680); /* [B, 1024] */
     float *d_residual_linear_h_6_proj_536 = ACT(406585344); /* [B, 1024, 768] */
-    float *G_h_7_ln_1_weight = e->grads + 88998912; /* [768] */
-    float *G_h_7_ln_1_bias = e->grads + 88999680; /* [768] */
+    float *G_h_7_ln_1_weight = e->grads + 89035008; /* [768] */
+    float *G_h_7_ln_1_bias = e->grads + 89035776; /* [768] */
     const float *gelu_h_6_2 = ACT(184811520); /* [B, 1024, 3072] */
-    float *G_h_6_proj_weight = e->grads + 86638848; /* [768, 3072] */
-    float *G_h_6_proj_bias = e->grads + 88998144; /* [768] */
-    const float *P_h_6_proj_weight = e->params + 86638848; /* [768, 3072] */
+    float *G_h_6_proj_weight = e->grads + 86674944; /* [768, 3072] */
+    float *G_h_6_proj_bias = e->grads + 89034240; /* [768] */
+    const float *P_h_6_proj_weight = e->params + 86674944; /* [768, 3072] */
     const float *linear_h_6_fc = ACT(178520064); /* [B, 1024, 3072] */
     float *d_linear_h_6_fc = ACT(0); /* [B, 1024, 3072] */
-    const float *P_h_6_fc_weight = e->params + 84276480; /* [3072, 768] */
+    const float *P_h_6_fc_weight = e->params + 84312576; /* [3072, 768] */
     float *d_layernorm_h_6_ln_2 = ACT(287047680); /* [B, 1024, 768] */
     const float *layernorm_h_6_ln_2 = ACT(364118016); /* [B, 1024, 768] */
-    float *G_h_6_fc_weight = e->grads + 84276480; /* [3072, 768] */
-    float *G_h_6_fc_bias = e->grads + 86635776; /* [3072] */
+    float *G_h_6_fc_weight = e->grads + 84312576; /* [3072, 768] */
+    float *G_h_6_fc_bias = e->grads + 86671872; /* [3072] */
     const float *residual_attn_out_h_6_attn = ACT(362545152); /* [B, 1024, 768] */
-    const float *P_h_6_ln_2_weight = e->params + 84274944; /* [768] */
+    const float *P_h_6_ln_2_weight = e->params + 84311040; /* [768] */
     const float *ln_mean_h_6_ln_2 = ACT(410427392); /* [B, 1024] */
     const float *ln_rstd_h_6_ln_2 = ACT(410431488); /* [B, 1024] */
     float *d_residual_attn_out_h_6_attn_541 = ACT(406585344); /* [B, 1024, 768] */
-    float *G_h_6_ln_2_weight = e->grads + 84274944; /* [768] */
-    float *G_h_6_ln_2_bias = e->grads + 84275712; /* [768] */
-    const float *P_h_6_attn_proj_weight = e->params + 83684352; /* [768, 768] */
+    float *G_h_6_ln_2_weight = e->grads + 84311040; /* [768] */
+    float *G_h_6_ln_2_bias = e->grads + 84311808; /* [768] */
+    const float *P_h_6_attn_proj_weight = e->params + 83720448; /* [768, 768] */
     float *d_attn_y_h_6_attn = ACT(287047680); /* [B, 1024, 768] */
     const float *attn_y_h_6_attn = ACT(360972288); /* [B, 1024, 768] */
-    float *G_h_6_attn_proj_weight = e->grads + 83684352; /* [768, 768] */
-    float *G_h_6_attn_proj_bias = e->grads + 84274176; /* [768] */
+    float *G_h_6_attn_proj_weight = e->grads + 83720448; /* [768, 768] */
+    float *G_h_6_attn_proj_bias = e->grads + 84310272; /* [768] */
     const float *qkv_h_6_attn = ACT(282329088); /* [B, 1024, 2304] */
     const float *lse_h_6_attn = ACT(410025984); /* [B, 12, 1024] */
     float *d_qkv_h_6_attn = ACT(178520064); /* [B, 1024, 2304] */
-    const float *P_h_6_attn_qkv_weight = e->params + 81912576; /* [2304, 768] */
+    const float *P_h_6_attn_qkv_weight = e->params + 81948672; /* [2304, 768] */
     float *d_layernorm_h_6_ln_1 = ACT(282329088); /* [B, 1024, 768] */
     const float *layernorm_h_6_ln_1 = ACT(359399424); /* [B, 1024, 768] */
-    float *G_h_6_attn_qkv_weight = e->grads + 81912576; /* [2304, 768] */
-    float *G_h_6_attn_qkv_bias = e->grads + 83682048; /* [2304] */
+    float *G_h_6_attn_qkv_weight = e->grads + 81948672; /* [2304, 768] */
+    float *G_h_6_attn_qkv_bias = e->grads + 83718144; /* [2304] */
     const float *residual_linear_h_5_proj = ACT(357826560); /* [B, 1024, 768] */
-    const float *P_h_6_ln_1_weight = e->params + 81911040; /* [768] */
+    const float *P_h_6_ln_1_weight = e->params + 81947136; /* [768] */
     const float *ln_mean_h_6_ln_1 = ACT(410419200); /* [B, 1024] */
     const float *ln_rstd_h_6_ln_1 = ACT(410423296); /* [B, 1024] */
     float *d_residual_linear_h_5_proj_546 = ACT(406585344); /* [B, 1024, 768] */
-    float *G_h_6_ln_1_weight = e->grads + 81911040; /* [768] */
-    float *G_h_6_ln_1_bias = e->grads + 81911808; /* [768] */
+    float *G_h_6_ln_1_weight = e->grads + 81947136; /* [768] */
+    float *G_h_6_ln_1_bias = e->grads + 81947904; /* [768] */
     const float *gelu_h_5_2 = ACT(172228608); /* [B, 1024, 3072] */
-    float *G_h_5_proj_weight = e->grads + 79550976; /* [768, 3072] */
-    float *G_h_5_proj_bias = e->grads + 81910272; /* [768] */
-    const float *P_h_5_proj_weight = e->params + 79550976; /* [768, 3072] */
+    float *G_h_5_proj_weight = e->grads + 79587072; /* [768, 3072] */
+    float *G_h_5_proj_bias = e->grads + 81946368; /* [768] */
+    const float *P_h_5_proj_weight = e->params + 79587072; /* [768, 3072] */
     const float *linear_h_5_fc = ACT(165937152); /* [B, 1024, 3072] */
     float *d_linear_h_5_fc = ACT(0); /* [B, 1024, 3072] */
-    const float *P_h_5_fc_weight = e->params + 77188608; /* [3072, 768] */
+    const float *P_h_5_fc_weight = e->params + 77224704; /* [3072, 768] */
     float *d_layernorm_h_5_ln_2 = ACT(282329088); /* [B, 1024, 768] */
     const float *layernorm_h_5_ln_2 = ACT(356253696); /* [B, 1024, 768] */
-    float *G_h_5_fc_weight = e->grads + 77188608; /* [3072, 768] */
-    float *G_h_5_fc_bias = e->grads + 79547904; /* [3072] */
+    float *G_h_5_fc_weight = e->grads + 77224704; /* [3072, 768] */
+    float *G_h_5_fc_bias = e->grads + 79584000; /* [3072] */
     const float *residual_attn_out_h_5_attn = ACT(354680832); /* [B, 1024, 768] */
-    const float *P_h_5_ln_2_weight = e->params + 77187072; /* [768] */
+    const float *P_h_5_ln_2_weight = e->params + 77223168; /* [768] */
     const float *ln_mean_h_5_ln_2 = ACT(410411008); /* [B, 1024] */
     const float *ln_rstd_h_5_ln_2 = ACT(410415104); /* [B, 1024] */
     float *d_residual_attn_out_h_5_attn_551 = ACT(406585344); /* [B, 1024, 768] */
-    float *G_h_5_ln_2_weight = e->grads + 77187072; /* [768] */
-    float *G_h_5_ln_2_bias = e->grads + 77187840; /* [768] */
-    const float *P_h_5_attn_proj_weight = e->params + 76596480; /* [768, 768] */
+    float *G_h_5_ln_2_weight = e->grads + 77223168; /* [768] */
+    float *G_h_5_ln_2_bias = e->grads + 77223936; /* [768] */
+    const float *P_h_5_attn_proj_weight = e->params + 76632576; /* [768, 768] */
     float *d_attn_y_h_5_attn = ACT(282329088); /* [B, 1024, 768] */
     const float *attn_y_h_5_attn = ACT(353107968); /* [B, 1024, 768] */
-    float *G_h_5_attn_proj_weight = e->grads + 76596480; /* [768, 768] */
-    float *G_h_5_attn_proj_bias = e->grads + 77186304; /* [768] */
+    float *G_h_5_attn_proj_weight = e->grads + 76632576; /* [768, 768] */
+    float *G_h_5_attn_proj_bias = e->grads + 77222400; /* [768] */
     const float *qkv_h_5_attn = ACT(277610496); /* [B, 1024, 2304] */
     const float *lse_h_5_attn = ACT(409976832); /* [B, 12, 1024] */
     float *d_qkv_h_5_attn = ACT(165937152); /* [B, 1024, 2304] */
-    const float *P_h_5_attn_qkv_weight = e->params + 74824704; /* [2304, 768] */
+    const float *P_h_5_attn_qkv_weight = e->params + 74860800; /* [2304, 768] */
     float *d_layernorm_h_5_ln_1 = ACT(277610496); /* [B, 1024, 768] */
     const float *layernorm_h_5_ln_1 = ACT(351535104); /* [B, 1024, 768] */
-    float *G_h_5_attn_qkv_weight = e->grads + 74824704; /* [2304, 768] */
-    float *G_h_5_attn_qkv_bias = e->grads + 76594176; /* [2304] */
+    float *G_h_5_attn_qkv_weight = e->grads + 74860800; /* [2304, 768] */
+    float *G_h_5_attn_qkv_bias = e->grads + 76630272; /* [2304] */
     const float *residual_linear_h_4_proj = ACT(349962240); /* [B, 1024, 768] */
-    const float *P_h_5_ln_1_weight = e->params + 74823168; /* [768] */
+    const float *P_h_5_ln_1_weight = e->params + 74859264; /* [768] */
     const float *ln_mean_h_5_ln_1 = ACT(410402816); /* [B, 1024] */
     const float *ln_rstd_h_5_ln_1 = ACT(410406912); /* [B, 1024] */
     float *d_residual_linear_h_4_proj_556 = ACT(406585344); /* [B, 1024, 768] */
-    float *G_h_5_ln_1_weight = e->grads + 74823168; /* [768] */
-    float *G_h_5_ln_1_bias = e->grads + 74823936; /* [768] */
+    float *G_h_5_ln_1_weight = e->grads + 74859264; /* [768] */
+    float *G_h_5_ln_1_bias = e->grads + 74860032; /* [768] */
     const float *gelu_h_4_2 = ACT(159645696); /* [B, 1024, 3072] */
-    float *G_h_4_proj_weight = e->grads + 72463104; /* [768, 3072] */
-    float *G_h_4_proj_bias = e->grads + 74822400; /* [768] */
-    const float *P_h_4_proj_weight = e->params + 72463104; /* [768, 3072] */
+    float *G_h_4_proj_weight = e->grads + 72499200; /* [768, 3072] */
+    float *G_h_4_proj_bias = e->grads + 74858496; /* [768] */
+    const float *P_h_4_proj_weight = e->params + 72499200; /* [768, 3072] */
     const float *linear_h_4_fc = ACT(153354240); /* [B, 1024, 3072] */
     float *d_linear_h_4_fc = ACT(0); /* [B, 1024, 3072] */
-    const float *P_h_4_fc_weight = e->params + 70100736; /* [3072, 768] */
+    const float *P_h_4_fc_weight = e->params + 70136832; /* [3072, 768] */
     float *d_layernorm_h_4_ln_2 = ACT(277610496); /* [B, 1024, 768] */
     const float *layernorm_h_4_ln_2 = ACT(348389376); /* [B, 1024, 768] */
-    float *G_h_4_fc_weight = e->grads + 70100736; /* [3072, 768] */
-    float *G_h_4_fc_bias = e->grads + 72460032; /* [3072] */
+    float *G_h_4_fc_weight = e->grads + 70136832; /* [3072, 768] */
+    float *G_h_4_fc_bias = e->grads + 72496128; /* [3072] */
     const float *residual_attn_out_h_4_attn = ACT(346816512); /* [B, 1024, 768] */
-    const float *P_h_4_ln_2_weight = e->params + 70099200; /* [768] */
+    const float *P_h_4_ln_2_weight = e->params + 70135296; /* [768] */
     const float *ln_mean_h_4_ln_2 = ACT(410394624); /* [B, 1024] */
     const float *ln_rstd_h_4_ln_2 = ACT(410398720); /* [B, 1024] */
     float *d_residual_attn_out_h_4_attn_561 = ACT(406585344); /* [B, 1024, 768] */
-    float *G_h_4_ln_2_weight = e->grads + 70099200; /* [768] */
-    float *G_h_4_ln_2_bias = e->grads + 70099968; /* [768] */
-    const float *P_h_4_attn_proj_weight = e->params + 69508608; /* [768, 768] */
+    float *G_h_4_ln_2_weight = e->grads + 70135296; /* [768] */
+    float *G_h_4_ln_2_bias = e->grads + 70136064; /* [768] */
+    const float *P_h_4_attn_proj_weight = e->params + 69544704; /* [768, 768] */
     float *d_attn_y_h_4_attn = ACT(277610496); /* [B, 1024, 768] */
     const float *attn_y_h_4_attn = ACT(345243648); /* [B, 1024, 768] */
-    float *G_h_4_attn_proj_weight = e->grads + 69508608; /* [768, 768] */
-    float *G_h_4_attn_proj_bias = e->grads + 70098432; /* [768] */
+    float *G_h_4_attn_proj_weight = e->grads + 69544704; /* [768, 768] */
+    float *G_h_4_attn_proj_bias = e->grads + 70134528; /* [768] */
     const float *qkv_h_4_attn = ACT(272891904); /* [B, 1024, 2304] */
     const float *lse_h_4_attn = ACT(409927680); /* [B, 12, 1024] */
     float *d_qkv_h_4_attn = ACT(153354240); /* [B, 1024, 2304] */
-    const float *P_h_4_attn_qkv_weight = e->params + 67736832; /* [2304, 768] */
+    const float *P_h_4_attn_qkv_weight = e->params + 67772928; /* [2304, 768] */
     float *d_layernorm_h_4_ln_1 = ACT(272891904); /* [B, 1024, 768] */
     const float *layernorm_h_4_ln_1 = ACT(343670784); /* [B, 1024, 768] */
-    float *G_h_4_attn_qkv_weight = e->grads + 67736832; /* [2304, 768] */
-    float *G_h_4_attn_qkv_bias = e->grads + 69506304; /* [2304] */
+    float *G_h_4_attn_qkv_weight = e->grads + 67772928; /* [2304, 768] */
+    float *G_h_4_attn_qkv_bias = e->grads + 69542400; /* [2304] */
     const float *residual_linear_h_3_proj = ACT(342097920); /* [B, 1024, 768] */
-    const float *P_h_4_ln_1_weight = e->params + 67735296; /* [768] */
+    const float *P_h_4_ln_1_weight = e->params + 67771392; /* [768] */
     const float *ln_mean_h_4_ln_1 = ACT(410386432); /* [B, 1024] */
     const float *ln_rstd_h_4_ln_1 = ACT(410390528); /* [B, 1024] */
     float *d_residual_linear_h_3_proj_566 = ACT(406585344); /* [B, 1024, 768] */
-    float *G_h_4_ln_1_weight = e->grads + 67735296; /* [768] */
-    float *G_h_4_ln_1_bias = e->grads + 67736064; /* [768] */
+    float *G_h_4_ln_1_weight = e->grads + 67771392; /* [768] */
+    float *G_h_4_ln_1_bias = e->grads + 67772160; /* [768] */
     const float *gelu_h_3_2 = ACT(147062784); /* [B, 1024, 3072] */
-    float *G_h_3_proj_weight = e->grads + 65375232; /* [768, 3072] */
-    float *G_h_3_proj_bias = e->grads + 67734528; /* [768] */
-    const float *P_h_3_proj_weight = e->params + 65375232; /* [768, 3072] */
+    float *G_h_3_proj_weight = e->grads + 65411328; /* [768, 3072] */
+    float *G_h_3_proj_bias = e->grads + 67770624; /* [768] */
+    const float *P_h_3_proj_weight = e->params + 65411328; /* [768, 3072] */
     const float *linear_h_3_fc = ACT(140771328); /* [B, 1024, 3072] */
     float *d_linear_h_3_fc = ACT(0); /* [B, 1024, 3072] */
-    const float *P_h_3_fc_weight = e->params + 63012864; /* [3072, 768] */
+    const float *P_h_3_fc_weight = e->params + 63048960; /* [3072, 768] */
     float *d_layernorm_h_3_ln_2 = ACT(272891904); /* [B, 1024, 768] */
     const float *layernorm_h_3_ln_2 = ACT(340525056); /* [B, 1024, 768] */
-    float *G_h_3_fc_weight = e->grads + 63012864; /* [3072, 768] */
-    float *G_h_3_fc_bias = e->grads + 65372160; /* [3072] */
+    float *G_h_3_fc_weight = e->grads + 63048960; /* [3072, 768] */
+    float *G_h_3_fc_bias = e->grads + 65408256; /* [3072] */
     const float *residual_attn_out_h_3_attn = ACT(338952192); /* [B, 1024, 768] */
-    const float *P_h_3_ln_2_weight = e->params + 63011328; /* [768] */
+    const float *P_h_3_ln_2_weight = e->params + 63047424; /* [768] */
     const float *ln_mean_h_3_ln_2 = ACT(410378240); /* [B, 1024] */
     const float *ln_rstd_h_3_ln_2 = ACT(410382336); /* [B, 1024] */
     float *d_residual_attn_out_h_3_attn_571 = ACT(406585344); /* [B, 1024, 768] */
-    float *G_h_3_ln_2_weight = e->grads + 63011328; /* [768] */
-    float *G_h_3_ln_2_bias = e->grads + 63012096; /* [768] */
-    const float *P_h_3_attn_proj_weight = e->params + 62420736; /* [768, 768] */
+    float *G_h_3_ln_2_weight = e->grads + 63047424; /* [768] */
+    float *G_h_3_ln_2_bias = e->grads + 63048192; /* [768] */
+    const float *P_h_3_attn_proj_weight = e->params + 62456832; /* [768, 768] */
     float *d_attn_y_h_3_attn = ACT(272891904); /* [B, 1024, 768] */
     const float *attn_y_h_3_attn = ACT(337379328); /* [B, 1024, 768] */
-    float *G_h_3_attn_proj_weight = e->grads + 62420736; /* [768, 768] */
-    float *G_h_3_attn_proj_bias = e->grads + 63010560; /* [768] */
+    float *G_h_3_attn_proj_weight = e->grads + 62456832; /* [768, 768] */
+    float *G_h_3_attn_proj_bias = e->grads + 63046656; /* [768] */
     const float *qkv_h_3_attn = ACT(268173312); /* [B, 1024, 2304] */
     const float *lse_h_3_attn = ACT(409878528); /* [B, 12, 1024] */
     float *d_qkv_h_3_attn = ACT(0); /* [B, 1024, 2304] */
-    const float *P_h_3_attn_qkv_weight = e->params + 60648960; /* [2304, 768] */
+    const float *P_h_3_attn_qkv_weight = e->params + 60685056; /* [2304, 768] */
     float *d_layernorm_h_3_ln_1 = ACT(268173312); /* [B, 1024, 768] */
     const float *layernorm_h_3_ln_1 = ACT(335806464); /* [B, 1024, 768] */
-    float *G_h_3_attn_qkv_weight = e->grads + 60648960; /* [2304, 768] */
-    float *G_h_3_attn_qkv_bias = e->grads + 62418432; /* [2304] */
+    float *G_h_3_attn_qkv_weight = e->grads + 60685056; /* [2304, 768] */
+    float *G_h_3_attn_qkv_bias = e->grads + 62454528; /* [2304] */
     const float *residual_linear_h_2_proj = ACT(334233600); /* [B, 1024, 768] */
-    const float *P_h_3_ln_1_weight = e->params + 60647424; /* [768] */
+    const float *P_h_3_ln_1_weight = e->params + 60683520; /* [768] */
     const float *ln_mean_h_3_ln_1 = ACT(410370048); /* [B, 1024] */
     const float *ln_rstd_h_3_ln_1 = ACT(410374144); /* [B, 1024] */
     float *d_residual_linear_h_2_proj_576 = ACT(406585344); /* [B, 1024, 768] */
-    float *G_h_3_ln_1_weight = e->grads + 60647424; /* [768] */
-    float *G_h_3_ln_1_bias = e->grads + 60648192; /* [768] */
+    float *G_h_3_ln_1_weight = e->grads + 60683520; /* [768] */
+    float *G_h_3_ln_1_bias = e->grads + 60684288; /* [768] */
     const float *gelu_h_2_2 = ACT(134479872); /* [B, 1024, 3072] */
-    float *G_h_2_proj_weight = e->grads + 58287360; /* [768, 3072] */
-    float *G_h_2_proj_bias = e->grads + 60646656; /* [768] */
-    const float *P_h_2_proj_weight = e->params + 58287360; /* [768, 3072] */
+    float *G_h_2_proj_weight = e->grads + 58323456; /* [768, 3072] */
+    float *G_h_2_proj_bias = e->grads + 60682752; /* [768] */
+    const float *P_h_2_proj_weight = e->params + 58323456; /* [768, 3072] */
     const float *linear_h_2_fc = ACT(128188416); /* [B, 1024, 3072] */
     float *d_linear_h_2_fc = ACT(0); /* [B, 1024, 3072] */
-    const float *P_h_2_fc_weight = e->params + 55924992; /* [3072, 768] */
+    const float *P_h_2_fc_weight = e->params + 55961088; /* [3072, 768] */
     float *d_layernorm_h_2_ln_2 = ACT(268173312); /* [B, 1024, 768] */
     const float *layernorm_h_2_ln_2 = ACT(332660736); /* [B, 1024, 768] */
-    float *G_h_2_fc_weight = e->grads + 55924992; /* [3072, 768] */
-    float *G_h_2_fc_bias = e->grads + 58284288; /* [3072] */
+    float *G_h_2_fc_weight = e->grads + 55961088; /* [3072, 768] */
+    float *G_h_2_fc_bias = e->grads + 58320384; /* [3072] */
     const float *residual_attn_out_h_2_attn = ACT(331087872); /* [B, 1024, 768] */
-    const float *P_h_2_ln_2_weight = e->params + 55923456; /* [768] */
+    const float *P_h_2_ln_2_weight = e->params + 55959552; /* [768] */
     const float *ln_mean_h_2_ln_2 = ACT(410361856); /* [B, 1024] */
     const float *ln_rstd_h_2_ln_2 = ACT(410365952); /* [B, 1024] */
     float *d_residual_attn_out_h_2_attn_581 = ACT(406585344); /* [B, 1024, 768] */
-    float *G_h_2_ln_2_weight = e->grads + 55923456; /* [768] */
-    float *G_h_2_ln_2_bias = e->grads + 55924224; /* [768] */
-    const float *P_h_2_attn_proj_weight = e->params + 55332864; /* [768, 768] */
+    float *G_h_2_ln_2_weight = e->grads + 55959552; /* [768] */
+    float *G_h_2_ln_2_bias = e->grads + 55960320; /* [768] */
+    const float *P_h_2_attn_proj_weight = e->params + 55368960; /* [768, 768] */
     float *d_attn_y_h_2_attn = ACT(268173312); /* [B, 1024, 768] */
     const float *attn_y_h_2_attn = ACT(329515008); /* [B, 1024, 768] */
-    float *G_h_2_attn_proj_weight = e->grads + 55332864; /* [768, 768] */
-    float *G_h_2_attn_proj_bias = e->grads + 55922688; /* [768] */
+    float *G_h_2_attn_proj_weight = e->grads + 55368960; /* [768, 768] */
+    float *G_h_2_attn_proj_bias = e->grads + 55958784; /* [768] */
     const float *qkv_h_2_attn = ACT(263454720); /* [B, 1024, 2304] */
     const float *lse_h_2_attn = ACT(409829376); /* [B, 12, 1024] */
     float *d_qkv_h_2_attn = ACT(0); /* [B, 1024, 2304] */
-    const float *P_h_2_attn_qkv_weight = e->params + 53561088; /* [2304, 768] */
+    const float *P_h_2_attn_qkv_weight = e->params + 53597184; /* [2304, 768] */
     float *d_layernorm_h_2_ln_1 = ACT(263454720); /* [B, 1024, 768] */
     const float *layernorm_h_2_ln_1 = ACT(327942144); /* [B, 1024, 768] */
-    float *G_h_2_attn_qkv_weight = e->grads + 53561088; /* [2304, 768] */
-    float *G_h_2_attn_qkv_bias = e->grads + 55330560; /* [2304] */
+    float *G_h_2_attn_qkv_weight = e->grads + 53597184; /* [2304, 768] */
+    float *G_h_2_attn_qkv_bias = e->grads + 55366656; /* [2304] */
     const float *residual_linear_h_1_proj = ACT(326369280); /* [B, 1024, 768] */
-    const float *P_h_2_ln_1_weight = e->params + 53559552; /* [768] */
+    const float *P_h_2_ln_1_weight = e->params + 53595648; /* [768] */
     const float *ln_mean_h_2_ln_1 = ACT(410353664); /* [B, 1024] */
     const float *ln_rstd_h_2_ln_1 = ACT(410357760); /* [B, 1024] */
     float *d_residual_linear_h_1_proj_586 = ACT(406585344); /* [B, 1024, 768] */
-    float *G_h_2_ln_1_weight = e->grads + 53559552; /* [768] */
-    float *G_h_2_ln_1_bias = e->grads + 53560320; /* [768] */
+    float *G_h_2_ln_1_weight = e->grads + 53595648; /* [768] */
+    float *G_h_2_ln_1_bias = e->grads + 53596416; /* [768] */
     const float *gelu_h_1_2 = ACT(121896960); /* [B, 1024, 3072] */
-    float *G_h_1_proj_weight = e->grads + 51199488; /* [768, 3072] */
-    float *G_h_1_proj_bias = e->grads + 53558784; /* [768] */
-    const float *P_h_1_proj_weight = e->params + 51199488; /* [768, 3072] */
+    float *G_h_1_proj_weight = e->grads + 51235584; /* [768, 3072] */
+    float *G_h_1_proj_bias = e->grads + 53594880; /* [768] */
+    const float *P_h_1_proj_weight = e->params + 51235584; /* [768, 3072] */
     const float *linear_h_1_fc = ACT(115605504); /* [B, 1024, 3072] */
     float *d_linear_h_1_fc = ACT(0); /* [B, 1024, 3072] */
-    const float *P_h_1_fc_weight = e->params + 48837120; /* [3072, 768] */
+    const float *P_h_1_fc_weight = e->params + 48873216; /* [3072, 768] */
     float *d_layernorm_h_1_ln_2 = ACT(263454720); /* [B, 1024, 768] */
     const float *layernorm_h_1_ln_2 = ACT(324796416); /* [B, 1024, 768] */
-    float *G_h_1_fc_weight = e->grads + 48837120; /* [3072, 768] */
-    float *G_h_1_fc_bias = e->grads + 51196416; /* [3072] */
+    float *G_h_1_fc_weight = e->grads + 48873216; /* [3072, 768] */
+    float *G_h_1_fc_bias = e->grads + 51232512; /* [3072] */
     const float *residual_attn_out_h_1_attn = ACT(323223552); /* [B, 1024, 768] */
-    const float *P_h_1_ln_2_weight = e->params + 48835584; /* [768] */
+    const float *P_h_1_ln_2_weight = e->params + 48871680; /* [768] */
     const float *ln_mean_h_1_ln_2 = ACT(410345472); /* [B, 1024] */
     const float *ln_rstd_h_1_ln_2 = ACT(410349568); /* [B, 1024] */
     float *d_residual_attn_out_h_1_attn_591 = ACT(406585344); /* [B, 1024, 768] */
-    float *G_h_1_ln_2_weight = e->grads + 48835584; /* [768] */
-    float *G_h_1_ln_2_bias = e->grads + 48836352; /* [768] */
-    const float *P_h_1_attn_proj_weight = e->params + 48244992; /* [768, 768] */
+    float *G_h_1_ln_2_weight = e->grads + 48871680; /* [768] */
+    float *G_h_1_ln_2_bias = e->grads + 48872448; /* [768] */
+    const float *P_h_1_attn_proj_weight = e->params + 48281088; /* [768, 768] */
     float *d_attn_y_h_1_attn = ACT(263454720); /* [B, 1024, 768] */
     const float *attn_y_h_1_attn = ACT(321650688); /* [B, 1024, 768] */
-    float *G_h_1_attn_proj_weight = e->grads + 48244992; /* [768, 768] */
-    float *G_h_1_attn_proj_bias = e->grads + 48834816; /* [768] */
+    float *G_h_1_attn_proj_weight = e->grads + 48281088; /* [768, 768] */
+    float *G_h_1_attn_proj_bias = e->grads + 48870912; /* [768] */
     const float *qkv_h_1_attn = ACT(258736128); /* [B, 1024, 2304] */
     const float *lse_h_1_attn = ACT(409780224); /* [B, 12, 1024] */
     float *d_qkv_h_1_attn = ACT(0); /* [B, 1024, 2304] */
-    const float *P_h_1_attn_qkv_weight = e->params + 46473216; /* [2304, 768] */
+    const float *P_h_1_attn_qkv_weight = e->params + 46509312; /* [2304, 768] */
     float *d_layernorm_h_1_ln_1 = ACT(258736128); /* [B, 1024, 768] */
     const float *layernorm_h_1_ln_1 = ACT(320077824); /* [B, 1024, 768] */
-    float *G_h_1_attn_qkv_weight = e->grads + 46473216; /* [2304, 768] */
-    float *G_h_1_attn_qkv_bias = e->grads + 48242688; /* [2304] */
+    float *G_h_1_attn_qkv_weight = e->grads + 46509312; /* [2304, 768] */
+    float *G_h_1_attn_qkv_bias = e->grads + 48278784; /* [2304] */
     const float *residual_linear_h_0_proj = ACT(318504960); /* [B, 1024, 768] */
-    const float *P_h_1_ln_1_weight = e->params + 46471680; /* [768] */
+    const float *P_h_1_ln_1_weight = e->params + 46507776; /* [768] */
     const float *ln_mean_h_1_ln_1 = ACT(410337280); /* [B, 1024] */
     const float *ln_rstd_h_1_ln_1 = ACT(410341376); /* [B, 1024] */
     float *d_residual_linear_h_0_proj_596 = ACT(406585344); /* [B, 1024, 768] */
-    float *G_h_1_ln_1_weight = e->grads + 46471680; /* [768] */
-    float *G_h_1_ln_1_bias = e->grads + 46472448; /* [768] */
+    float *G_h_1_ln_1_weight = e->grads + 46507776; /* [768] */
+    float *G_h_1_ln_1_bias = e->grads + 46508544; /* [768] */
     const float *gelu_h_0_2 = ACT(109314048); /* [B, 1024, 3072] */
-    float *G_h_0_proj_weight = e->grads + 44111616; /* [768, 3072] */
-    float *G_h_0_proj_bias = e->grads + 46470912; /* [768] */
-    const float *P_h_0_proj_weight = e->params + 44111616; /* [768, 3072] */
+    float *G_h_0_proj_weight = e->grads + 44147712; /* [768, 3072] */
+    float *G_h_0_proj_bias = e->grads + 46507008; /* [768] */
+    const float *P_h_0_proj_weight = e->params + 44147712; /* [768, 3072] */
     const float *linear_h_0_fc = ACT(103022592); /* [B, 1024, 3072] */
     float *d_linear_h_0_fc = ACT(0); /* [B, 1024, 3072] */
-    const float *P_h_0_fc_weight = e->params + 41749248; /* [3072, 768] */
+    const float *P_h_0_fc_weight = e->params + 41785344; /* [3072, 768] */
     float *d_layernorm_h_0_ln_2 = ACT(258736128); /* [B, 1024, 768] */
     const float *layernorm_h_0_ln_2 = ACT(316932096); /* [B, 1024, 768] */
-    float *G_h_0_fc_weight = e->grads + 41749248; /* [3072, 768] */
-    float *G_h_0_fc_bias = e->grads + 44108544; /* [3072] */
+    float *G_h_0_fc_weight = e->grads + 41785344; /* [3072, 768] */
+    float *G_h_0_fc_bias = e->grads + 44144640; /* [3072] */
     const float *residual_attn_out_h_0_attn = ACT(315359232); /* [B, 1024, 768] */
-    const float *P_h_0_ln_2_weight = e->params + 41747712; /* [768] */
+    const float *P_h_0_ln_2_weight = e->params + 41783808; /* [768] */
     const float *ln_mean_h_0_ln_2 = ACT(410329088); /* [B, 1024] */
     const float *ln_rstd_h_0_ln_2 = ACT(410333184); /* [B, 1024] */
     float *d_residual_attn_out_h_0_attn_601 = ACT(406585344); /* [B, 1024, 768] */
-    float *G_h_0_ln_2_weight = e->grads + 41747712; /* [768] */
-    float *G_h_0_ln_2_bias = e->grads + 41748480; /* [768] */
-    const float *P_h_0_attn_proj_weight = e->params + 41157120; /* [768, 768] */
+    float *G_h_0_ln_2_weight = e->grads + 41783808; /* [768] */
+    float *G_h_0_ln_2_bias = e->grads + 41784576; /* [768] */
+    const float *P_h_0_attn_proj_weight = e->params + 41193216; /* [768, 768] */
     float *d_attn_y_h_0_attn = ACT(258736128); /* [B, 1024, 768] */
     const float *attn_y_h_0_attn = ACT(313786368); /* [B, 1024, 768] */
-    float *G_h_0_attn_proj_weight = e->grads + 41157120; /* [768, 768] */
-    float *G_h_0_attn_proj_bias = e->grads + 41746944; /* [768] */
+    float *G_h_0_attn_proj_weight = e->grads + 41193216; /* [768, 768] */
+    float *G_h_0_attn_proj_bias = e->grads + 41783040; /* [768] */
     const float *qkv_h_0_attn = ACT(254017536); /* [B, 1024, 2304] */
     const float *lse_h_0_attn = ACT(409731072); /* [B, 12, 1024] */
     float *d_qkv_h_0_attn = ACT(0); /* [B, 1024, 2304] */
-    const float *P_h_0_attn_qkv_weight = e->params + 39385344; /* [2304, 768] */
+    const float *P_h_0_attn_qkv_weight = e->params + 39421440; /* [2304, 768] */
     float *d_layernorm_h_0_ln_1 = ACT(313786368); /* [B, 1024, 768] */
     const float *layernorm_h_0_ln_1 = ACT(312213504); /* [B, 1024, 768] */
-    float *G_h_0_attn_qkv_weight = e->grads + 39385344; /* [2304, 768] */
-    float *G_h_0_attn_qkv_bias = e->grads + 41154816; /* [2304] */
+    float *G_h_0_attn_qkv_weight = e->grads + 39421440; /* [2304, 768] */
+    float *G_h_0_attn_qkv_bias = e->grads + 41190912; /* [2304] */
     const float *pos_embedding_wpe = ACT(310640640); /* [B, 1024, 768] */
-    const float *P_h_0_ln_1_weight = e->params + 39383808; /* [768] */
+    const float *P_h_0_ln_1_weight = e->params + 39419904; /* [768] */
     const float *ln_mean_h_0_ln_1 = ACT(410320896); /* [B, 1024] */
     const float *ln_rstd_h_0_ln_1 = ACT(410324992); /* [B, 1024] */
     float *d_pos_embedding_wpe_606 = ACT(406585344); /* [B, 1024, 768] */
-    float *G_h_0_ln_1_weight = e->grads + 39383808; /* [768] */
-    float *G_h_0_ln_1_bias = e->grads + 39384576; /* [768] */
-    float *G_wpe_weight = e->grads + 38597376; /* [1024, 768] */
+    float *G_h_0_ln_1_weight = e->grads + 39419904; /* [768] */
+    float *G_h_0_ln_1_bias = e->grads + 39420672; /* [768] */
+    float *G_wpe_weight = e->grads + 38633472; /* [1024, 768] */
     const int32_t *in_x = (const int32_t *)e->in[0]; /* [B, 1024] */
 
-    RT_AT(173, "$.model.layers[4]: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 50257, 1.0f, d_linear_lm_head, 50304, P_wte_weight, 768, 0.0f, d_layernorm_ln_f, 768);
+    RT_AT(173, "$.model.layers[4]: linear backward: dx = dy W (over the padded vocabulary: dy's padding is 0)");
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 50304, 1.0f, d_linear_lm_head, 50304, P_wte_weight, 768, 0.0f, d_layernorm_ln_f, 768);
     RT_AT(174, "$.model.layers[4]: wte.weight's gradient is written from here on");
-    rt_grad_begin(e, 0, 38597376);
-    RT_AT(175, "$.model.layers[4]: linear backward: dW += dy^T x");
-    rt_gemm(e, 1, 0, 50257, 768, e->B * 1024, 1.0f, d_linear_lm_head, 50304, layernorm_ln_f, 768, 1.0f, G_wte_weight, 768);
+    rt_grad_begin(e, 0, 38633472);
+    RT_AT(175, "$.model.layers[4]: linear backward: dW += dy^T x (the zero rows' gradient: 0, from dy's zero padding)");
+    rt_gemm(e, 1, 0, 50304, 768, e->B * 1024, 1.0f, d_linear_lm_head, 50304, layernorm_ln_f, 768, 1.0f, G_wte_weight, 768);
     RT_AT(176, "$.model.layers[3]: the gradients of ln_f.weight and ln_f.bias are written from here on");
-    rt_grad_begin(e, 124438272, 1536);
+    rt_grad_begin(e, 124474368, 1536);
     RT_AT(177, "$.model.layers[3]: layernorm backward");
     rt_layernorm_bwd(e, residual_linear_h_11_proj, P_ln_f_weight, ln_mean_ln_f, ln_rstd_ln_f, d_layernorm_ln_f, NULL, d_residual_linear_h_11_proj, G_ln_f_weight, G_ln_f_bias, e->B * 1024, 768);
     RT_AT(178, "$.model.layers[3]: ln_f.weight's gradient is final");
-    rt_grad_ready(e, 124438272, 768);
+    rt_grad_ready(e, 124474368, 768);
     RT_AT(179, "$.model.layers[3]: ln_f.bias's gradient is final");
-    rt_grad_ready(e, 124439040, 768);
+    rt_grad_ready(e, 124475136, 768);
     RT_AT(181, "$.model.layers[2].body[1].body[3] #11: the gradients of h.11.proj.weight and h.11.proj.bias are written from here on");
-    rt_grad_begin(e, 122078208, 2360064);
+    rt_grad_begin(e, 122114304, 2360064);
     RT_AT(182, "$.model.layers[2].body[1].body[3] #11: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_11_proj, 768, gelu_h_11_2, 3072, 1.0f, G_h_11_proj_weight, 3072, G_h_11_proj_bias, 1);
     RT_AT(183, "$.model.layers[2].body[1].body[3]: h.11.proj.weight's gradient is final");
-    rt_grad_ready(e, 122078208, 2359296);
+    rt_grad_ready(e, 122114304, 2359296);
     RT_AT(184, "$.model.layers[2].body[1].body[3]: h.11.proj.bias's gradient is final");
-    rt_grad_ready(e, 124437504, 768);
+    rt_grad_ready(e, 124473600, 768);
     RT_AT(186, "$.model.layers[2].body[1].body[3] #11 + $.model.layers[2].body[1].body[2] #11: linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
     rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_11_proj, 768, P_h_11_proj_weight, 3072, d_linear_h_11_fc, 3072, linear_h_11_fc);
     RT_AT(187, "$.model.layers[2].body[1].body[1] #11: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_11_fc, 3072, P_h_11_fc_weight, 768, 0.0f, d_layernorm_h_11_ln_2, 768);
     RT_AT(188, "$.model.layers[2].body[1].body[1] #11: the gradients of h.11.fc.weight and h.11.fc.bias are written from here on");
-    rt_grad_begin(e, 119715840, 2362368);
+    rt_grad_begin(e, 119751936, 2362368);
     RT_AT(189, "$.model.layers[2].body[1].body[1] #11: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_11_fc, 3072, layernorm_h_11_ln_2, 768, 1.0f, G_h_11_fc_weight, 768, G_h_11_fc_bias, 1);
     RT_AT(190, "$.model.layers[2].body[1].body[1]: h.11.fc.weight's gradient is final");
-    rt_grad_ready(e, 119715840, 2359296);
+    rt_grad_ready(e, 119751936, 2359296);
     RT_AT(191, "$.model.layers[2].body[1].body[1]: h.11.fc.bias's gradient is final");
-    rt_grad_ready(e, 122075136, 3072);
+    rt_grad_ready(e, 122111232, 3072);
     RT_AT(193, "$.model.layers[2].body[1].body[0] #11 + $.model.layers[2].body[0] #11: the gradients of h.11.ln_2.weight and h.11.ln_2.bias are written from here on");
-    rt_grad_begin(e, 119714304, 1536);
+    rt_grad_begin(e, 119750400, 1536);
     RT_AT(194, "$.model.layers[2].body[1].body[0] #11 + $.model.layers[2].body[0] #11: layernorm backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_attn_out_h_11_attn, P_h_11_ln_2_weight, ln_mean_h_11_ln_2, ln_rstd_h_11_ln_2, d_layernorm_h_11_ln_2, d_residual_linear_h_11_proj, d_residual_attn_out_h_11_attn_491, G_h_11_ln_2_weight, G_h_11_ln_2_bias, e->B * 1024, 768);
     RT_AT(195, "$.model.layers[2].body[1].body[0]: h.11.ln_2.weight's gradient is final");
-    rt_grad_ready(e, 119714304, 768);
+    rt_grad_ready(e, 119750400, 768);
     RT_AT(196, "$.model.layers[2].body[1].body[0]: h.11.ln_2.bias's gradient is final");
-    rt_grad_ready(e, 119715072, 768);
+    rt_grad_ready(e, 119751168, 768);
     RT_AT(198, "$.model.layers[2].body[0].body[1] #11: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_11_attn_491, 768, P_h_11_attn_proj_weight, 768, 0.0f, d_attn_y_h_11_attn, 768);
     RT_AT(199, "$.model.layers[2].body[0].body[1] #11: the gradients of h.11.attn.proj.weight and h.11.attn.proj.bias are written from here on");
-    rt_grad_begin(e, 119123712, 590592);
+    rt_grad_begin(e, 119159808, 590592);
     RT_AT(200, "$.model.layers[2].body[0].body[1] #11: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_11_attn_491, 768, attn_y_h_11_attn, 768, 1.0f, G_h_11_attn_proj_weight, 768, G_h_11_attn_proj_bias, 1);
     RT_AT(201, "$.model.layers[2].body[0].body[1]: h.11.attn.proj.weight's gradient is final");
-    rt_grad_ready(e, 119123712, 589824);
+    rt_grad_ready(e, 119159808, 589824);
     RT_AT(202, "$.model.layers[2].body[0].body[1]: h.11.attn.proj.bias's gradient is final");
-    rt_grad_ready(e, 119713536, 768);
+    rt_grad_ready(e, 119749632, 768);
     RT_AT(204, "$.model.layers[2].body[0].body[1] #11: attention backward: d(qkv), probabilities recomputed from the log-sum-exp");
     rt_attention_bwd(e, qkv_h_11_attn, lse_h_11_attn, attn_y_h_11_attn, d_attn_y_h_11_attn, d_qkv_h_11_attn, e->B, 1024, 768, 12, 1);
     RT_AT(205, "$.model.layers[2].body[0].body[1] #11: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_11_attn, 2304, P_h_11_attn_qkv_weight, 768, 0.0f, d_layernorm_h_11_ln_1, 768);
     RT_AT(206, "$.model.layers[2].body[0].body[1] #11: the gradients of h.11.attn.qkv.weight and h.11.attn.qkv.bias are written from here on");
-    rt_grad_begin(e, 117351936, 1771776);
+    rt_grad_begin(e, 117388032, 1771776);
     RT_AT(207, "$.model.layers[2].body[0].body[1] #11: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_11_attn, 2304, layernorm_h_11_ln_1, 768, 1.0f, G_h_11_attn_qkv_weight, 768, G_h_11_attn_qkv_bias, 1);
     RT_AT(208, "$.model.layers[2].body[0].body[1]: h.11.attn.qkv.weight's gradient is final");
-    rt_grad_ready(e, 117351936, 1769472);
+    rt_grad_ready(e, 117388032, 1769472);
     RT_AT(209, "$.model.layers[2].body[0].body[1]: h.11.attn.qkv.bias's gradient is final");
-    rt_grad_ready(e, 119121408, 2304);
+    rt_grad_ready(e, 119157504, 2304);
     RT_AT(211, "$.model.layers[2].body[0].body[0] #11 + $.model.layers[2].body[1] #10: the gradients of h.11.ln_1.weight and h.11.ln_1.bias are written from here on");
-    rt_grad_begin(e, 117350400, 1536);
+    rt_grad_begin(e, 117386496, 1536);
     RT_AT(212, "$.model.layers[2].body[0].body[0] #11 + $.model.layers[2].body[1] #10: layernorm backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_linear_h_10_proj, P_h_11_ln_1_weight, ln_mean_h_11_ln_1, ln_rstd_h_11_ln_1, d_layernorm_h_11_ln_1, d_residual_attn_out_h_11_attn_491, d_residual_linear_h_10_proj_496, G_h_11_ln_1_weight, G_h_11_ln_1_bias, e->B * 1024, 768);
     RT_AT(213, "$.model.layers[2].body[0].body[0]: h.11.ln_1.weight's gradient is final");
-    rt_grad_ready(e, 117350400, 768);
+    rt_grad_ready(e, 117386496, 768);
     RT_AT(214, "$.model.layers[2].body[0].body[0]: h.11.ln_1.bias's gradient is final");
-    rt_grad_ready(e, 117351168, 768);
+    rt_grad_ready(e, 117387264, 768);
     RT_AT(217, "$.model.layers[2].body[1].body[3] #10: the gradients of h.10.proj.weight and h.10.proj.bias are written from here on");
-    rt_grad_begin(e, 114990336, 2360064);
+    rt_grad_begin(e, 115026432, 2360064);
     RT_AT(218, "$.model.layers[2].body[1].body[3] #10: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_10_proj_496, 768, gelu_h_10_2, 3072, 1.0f, G_h_10_proj_weight, 3072, G_h_10_proj_bias, 1);
     RT_AT(219, "$.model.layers[2].body[1].body[3]: h.10.proj.weight's gradient is final");
-    rt_grad_ready(e, 114990336, 2359296);
+    rt_grad_ready(e, 115026432, 2359296);
     RT_AT(220, "$.model.layers[2].body[1].body[3]: h.10.proj.bias's gradient is final");
-    rt_grad_ready(e, 117349632, 768);
+    rt_grad_ready(e, 117385728, 768);
     RT_AT(222, "$.model.layers[2].body[1].body[3] #10 + $.model.layers[2].body[1].body[2] #10: linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
     rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_10_proj_496, 768, P_h_10_proj_weight, 3072, d_linear_h_10_fc, 3072, linear_h_10_fc);
     RT_AT(223, "$.model.layers[2].body[1].body[1] #10: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_10_fc, 3072, P_h_10_fc_weight, 768, 0.0f, d_layernorm_h_10_ln_2, 768);
     RT_AT(224, "$.model.layers[2].body[1].body[1] #10: the gradients of h.10.fc.weight and h.10.fc.bias are written from here on");
-    rt_grad_begin(e, 112627968, 2362368);
+    rt_grad_begin(e, 112664064, 2362368);
     RT_AT(225, "$.model.layers[2].body[1].body[1] #10: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_10_fc, 3072, layernorm_h_10_ln_2, 768, 1.0f, G_h_10_fc_weight, 768, G_h_10_fc_bias, 1);
     RT_AT(226, "$.model.layers[2].body[1].body[1]: h.10.fc.weight's gradient is final");
-    rt_grad_ready(e, 112627968, 2359296);
+    rt_grad_ready(e, 112664064, 2359296);
     RT_AT(227, "$.model.layers[2].body[1].body[1]: h.10.fc.bias's gradient is final");
-    rt_grad_ready(e, 114987264, 3072);
+    rt_grad_ready(e, 115023360, 3072);
     RT_AT(229, "$.model.layers[2].body[1].body[0] #10 + $.model.layers[2].body[0] #10: the gradients of h.10.ln_2.weight and h.10.ln_2.bias are written from here on");
-    rt_grad_begin(e, 112626432, 1536);
+    rt_grad_begin(e, 112662528, 1536);
     RT_AT(230, "$.model.layers[2].body[1].body[0] #10 + $.model.layers[2].body[0] #10: layernorm backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_attn_out_h_10_attn, P_h_10_ln_2_weight, ln_mean_h_10_ln_2, ln_rstd_h_10_ln_2, d_layernorm_h_10_ln_2, d_residual_linear_h_10_proj_496, d_residual_attn_out_h_10_attn_501, G_h_10_ln_2_weight, G_h_10_ln_2_bias, e->B * 1024, 768);
     RT_AT(231, "$.model.layers[2].body[1].body[0]: h.10.ln_2.weight's gradient is final");
-    rt_grad_ready(e, 112626432, 768);
+    rt_grad_ready(e, 112662528, 768);
     RT_AT(232, "$.model.layers[2].body[1].body[0]: h.10.ln_2.bias's gradient is final");
-    rt_grad_ready(e, 112627200, 768);
+    rt_grad_ready(e, 112663296, 768);
     RT_AT(234, "$.model.layers[2].body[0].body[1] #10: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_10_attn_501, 768, P_h_10_attn_proj_weight, 768, 0.0f, d_attn_y_h_10_attn, 768);
     RT_AT(235, "$.model.layers[2].body[0].body[1] #10: the gradients of h.10.attn.proj.weight and h.10.attn.proj.bias are written from here on");
-    rt_grad_begin(e, 112035840, 590592);
+    rt_grad_begin(e, 112071936, 590592);
     RT_AT(236, "$.model.layers[2].body[0].body[1] #10: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_10_attn_501, 768, attn_y_h_10_attn, 768, 1.0f, G_h_10_attn_proj_weight, 768, G_h_10_attn_proj_bias, 1);
     RT_AT(237, "$.model.layers[2].body[0].body[1]: h.10.attn.proj.weight's gradient is final");
-    rt_grad_ready(e, 112035840, 589824);
+    rt_grad_ready(e, 112071936, 589824);
     RT_AT(238, "$.model.layers[2].body[0].body[1]: h.10.attn.proj.bias's gradient is final");
-    rt_grad_ready(e, 112625664, 768);
+    rt_grad_ready(e, 112661760, 768);
     RT_AT(240, "$.model.layers[2].body[0].body[1] #10: attention backward: d(qkv), probabilities recomputed from the log-sum-exp");
     rt_attention_bwd(e, qkv_h_10_attn, lse_h_10_attn, attn_y_h_10_attn, d_attn_y_h_10_attn, d_qkv_h_10_attn, e->B, 1024, 768, 12, 1);
     RT_AT(241, "$.model.layers[2].body[0].body[1] #10: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_10_attn, 2304, P_h_10_attn_qkv_weight, 768, 0.0f, d_layernorm_h_10_ln_1, 768);
     RT_AT(242, "$.model.layers[2].body[0].body[1] #10: the gradients of h.10.attn.qkv.weight and h.10.attn.qkv.bias are written from here on");
-    rt_grad_begin(e, 110264064, 1771776);
+    rt_grad_begin(e, 110300160, 1771776);
     RT_AT(243, "$.model.layers[2].body[0].body[1] #10: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_10_attn, 2304, layernorm_h_10_ln_1, 768, 1.0f, G_h_10_attn_qkv_weight, 768, G_h_10_attn_qkv_bias, 1);
     RT_AT(244, "$.model.layers[2].body[0].body[1]: h.10.attn.qkv.weight's gradient is final");
-    rt_grad_ready(e, 110264064, 1769472);
+    rt_grad_ready(e, 110300160, 1769472);
     RT_AT(245, "$.model.layers[2].body[0].body[1]: h.10.attn.qkv.bias's gradient is final");
-    rt_grad_ready(e, 112033536, 2304);
+    rt_grad_ready(e, 112069632, 2304);
     RT_AT(247, "$.model.layers[2].body[0].body[0] #10 + $.model.layers[2].body[1] #9: the gradients of h.10.ln_1.weight and h.10.ln_1.bias are written from here on");
-    rt_grad_begin(e, 110262528, 1536);
+    rt_grad_begin(e, 110298624, 1536);
     RT_AT(248, "$.model.layers[2].body[0].body[0] #10 + $.model.layers[2].body[1] #9: layernorm backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_linear_h_9_proj, P_h_10_ln_1_weight, ln_mean_h_10_ln_1, ln_rstd_h_10_ln_1, d_layernorm_h_10_ln_1, d_residual_attn_out_h_10_attn_501, d_residual_linear_h_9_proj_506, G_h_10_ln_1_weight, G_h_10_ln_1_bias, e->B * 1024, 768);
     RT_AT(249, "$.model.layers[2].body[0].body[0]: h.10.ln_1.weight's gradient is final");
-    rt_grad_ready(e, 110262528, 768);
+    rt_grad_ready(e, 110298624, 768);
     RT_AT(250, "$.model.layers[2].body[0].body[0]: h.10.ln_1.bias's gradient is final");
-    rt_grad_ready(e, 110263296, 768);
+    rt_grad_ready(e, 110299392, 768);
     RT_AT(253, "$.model.layers[2].body[1].body[3] #9: the gradients of h.9.proj.weight and h.9.proj.bias are written from here on");
-    rt_grad_begin(e, 107902464, 2360064);
+    rt_grad_begin(e, 107938560, 2360064);
     RT_AT(254, "$.model.layers[2].body[1].body[3] #9: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_9_proj_506, 768, gelu_h_9_2, 3072, 1.0f, G_h_9_proj_weight, 3072, G_h_9_proj_bias, 1);
     RT_AT(255, "$.model.layers[2].body[1].body[3]: h.9.proj.weight's gradient is final");
-    rt_grad_ready(e, 107902464, 2359296);
+    rt_grad_ready(e, 107938560, 2359296);
     RT_AT(256, "$.model.layers[2].body[1].body[3]: h.9.proj.bias's gradient is final");
-    rt_grad_ready(e, 110261760, 768);
+    rt_grad_ready(e, 110297856, 768);
     RT_AT(258, "$.model.layers[2].body[1].body[3] #9 + $.model.layers[2].body[1].body[2] #9: linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
     rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_9_proj_506, 768, P_h_9_proj_weight, 3072, d_linear_h_9_fc, 3072, linear_h_9_fc);
     RT_AT(259, "$.model.layers[2].body[1].body[1] #9: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_9_fc, 3072, P_h_9_fc_weight, 768, 0.0f, d_layernorm_h_9_ln_2, 768);
     RT_AT(260, "$.model.layers[2].body[1].body[1] #9: the gradients of h.9.fc.weight and h.9.fc.bias are written from here on");
-    rt_grad_begin(e, 105540096, 2362368);
+    rt_grad_begin(e, 105576192, 2362368);
     RT_AT(261, "$.model.layers[2].body[1].body[1] #9: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_9_fc, 3072, layernorm_h_9_ln_2, 768, 1.0f, G_h_9_fc_weight, 768, G_h_9_fc_bias, 1);
     RT_AT(262, "$.model.layers[2].body[1].body[1]: h.9.fc.weight's gradient is final");
-    rt_grad_ready(e, 105540096, 2359296);
+    rt_grad_ready(e, 105576192, 2359296);
     RT_AT(263, "$.model.layers[2].body[1].body[1]: h.9.fc.bias's gradient is final");
-    rt_grad_ready(e, 107899392, 3072);
+    rt_grad_ready(e, 107935488, 3072);
     RT_AT(265, "$.model.layers[2].body[1].body[0] #9 + $.model.layers[2].body[0] #9: the gradients of h.9.ln_2.weight and h.9.ln_2.bias are written from here on");
-    rt_grad_begin(e, 105538560, 1536);
+    rt_grad_begin(e, 105574656, 1536);
     RT_AT(266, "$.model.layers[2].body[1].body[0] #9 + $.model.layers[2].body[0] #9: layernorm backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_attn_out_h_9_attn, P_h_9_ln_2_weight, ln_mean_h_9_ln_2, ln_rstd_h_9_ln_2, d_layernorm_h_9_ln_2, d_residual_linear_h_9_proj_506, d_residual_attn_out_h_9_attn_511, G_h_9_ln_2_weight, G_h_9_ln_2_bias, e->B * 1024, 768);
     RT_AT(267, "$.model.layers[2].body[1].body[0]: h.9.ln_2.weight's gradient is final");
-    rt_grad_ready(e, 105538560, 768);
+    rt_grad_ready(e, 105574656, 768);
     RT_AT(268, "$.model.layers[2].body[1].body[0]: h.9.ln_2.bias's gradient is final");
-    rt_grad_ready(e, 105539328, 768);
+    rt_grad_ready(e, 105575424, 768);
     RT_AT(270, "$.model.layers[2].body[0].body[1] #9: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_9_attn_511, 768, P_h_9_attn_proj_weight, 768, 0.0f, d_attn_y_h_9_attn, 768);
     RT_AT(271, "$.model.layers[2].body[0].body[1] #9: the gradients of h.9.attn.proj.weight and h.9.attn.proj.bias are written from here on");
-    rt_grad_begin(e, 104947968, 590592);
+    rt_grad_begin(e, 104984064, 590592);
     RT_AT(272, "$.model.layers[2].body[0].body[1] #9: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_9_attn_511, 768, attn_y_h_9_attn, 768, 1.0f, G_h_9_attn_proj_weight, 768, G_h_9_attn_proj_bias, 1);
     RT_AT(273, "$.model.layers[2].body[0].body[1]: h.9.attn.proj.weight's gradient is final");
-    rt_grad_ready(e, 104947968, 589824);
+    rt_grad_ready(e, 104984064, 589824);
     RT_AT(274, "$.model.layers[2].body[0].body[1]: h.9.attn.proj.bias's gradient is final");
-    rt_grad_ready(e, 105537792, 768);
+    rt_grad_ready(e, 105573888, 768);
     RT_AT(276, "$.model.layers[2].body[0].body[1] #9: attention backward: d(qkv), probabilities recomputed from the log-sum-exp");
     rt_attention_bwd(e, qkv_h_9_attn, lse_h_9_attn, attn_y_h_9_attn, d_attn_y_h_9_attn, d_qkv_h_9_attn, e->B, 1024, 768, 12, 1);
     RT_AT(277, "$.model.layers[2].body[0].body[1] #9: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_9_attn, 2304, P_h_9_attn_qkv_weight, 768, 0.0f, d_layernorm_h_9_ln_1, 768);
     RT_AT(278, "$.model.layers[2].body[0].body[1] #9: the gradients of h.9.attn.qkv.weight and h.9.attn.qkv.bias are written from here on");
-    rt_grad_begin(e, 103176192, 1771776);
+    rt_grad_begin(e, 103212288, 1771776);
     RT_AT(279, "$.model.layers[2].body[0].body[1] #9: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_9_attn, 2304, layernorm_h_9_ln_1, 768, 1.0f, G_h_9_attn_qkv_weight, 768, G_h_9_attn_qkv_bias, 1);
     RT_AT(280, "$.model.layers[2].body[0].body[1]: h.9.attn.qkv.weight's gradient is final");
-    rt_grad_ready(e, 103176192, 1769472);
+    rt_grad_ready(e, 103212288, 1769472);
     RT_AT(281, "$.model.layers[2].body[0].body[1]: h.9.attn.qkv.bias's gradient is final");
-    rt_grad_ready(e, 104945664, 2304);
+    rt_grad_ready(e, 104981760, 2304);
     RT_AT(283, "$.model.layers[2].body[0].body[0] #9 + $.model.layers[2].body[1] #8: the gradients of h.9.ln_1.weight and h.9.ln_1.bias are written from here on");
-    rt_grad_begin(e, 103174656, 1536);
+    rt_grad_begin(e, 103210752, 1536);
     RT_AT(284, "$.model.layers[2].body[0].body[0] #9 + $.model.layers[2].body[1] #8: layernorm backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_linear_h_8_proj, P_h_9_ln_1_weight, ln_mean_h_9_ln_1, ln_rstd_h_9_ln_1, d_layernorm_h_9_ln_1, d_residual_attn_out_h_9_attn_511, d_residual_linear_h_8_proj_516, G_h_9_ln_1_weight, G_h_9_ln_1_bias, e->B * 1024, 768);
     RT_AT(285, "$.model.layers[2].body[0].body[0]: h.9.ln_1.weight's gradient is final");
-    rt_grad_ready(e, 103174656, 768);
+    rt_grad_ready(e, 103210752, 768);
     RT_AT(286, "$.model.layers[2].body[0].body[0]: h.9.ln_1.bias's gradient is final");
-    rt_grad_ready(e, 103175424, 768);
+    rt_grad_ready(e, 103211520, 768);
     RT_AT(289, "$.model.layers[2].body[1].body[3] #8: the gradients of h.8.proj.weight and h.8.proj.bias are written from here on");
-    rt_grad_begin(e, 100814592, 2360064);
+    rt_grad_begin(e, 100850688, 2360064);
     RT_AT(290, "$.model.layers[2].body[1].body[3] #8: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_8_proj_516, 768, gelu_h_8_2, 3072, 1.0f, G_h_8_proj_weight, 3072, G_h_8_proj_bias, 1);
     RT_AT(291, "$.model.layers[2].body[1].body[3]: h.8.proj.weight's gradient is final");
-    rt_grad_ready(e, 100814592, 2359296);
+    rt_grad_ready(e, 100850688, 2359296);
     RT_AT(292, "$.model.layers[2].body[1].body[3]: h.8.proj.bias's gradient is final");
-    rt_grad_ready(e, 103173888, 768);
+    rt_grad_ready(e, 103209984, 768);
     RT_AT(294, "$.model.layers[2].body[1].body[3] #8 + $.model.layers[2].body[1].body[2] #8: linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
     rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_8_proj_516, 768, P_h_8_proj_weight, 3072, d_linear_h_8_fc, 3072, linear_h_8_fc);
     RT_AT(295, "$.model.layers[2].body[1].body[1] #8: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_8_fc, 3072, P_h_8_fc_weight, 768, 0.0f, d_layernorm_h_8_ln_2, 768);
     RT_AT(296, "$.model.layers[2].body[1].body[1] #8: the gradients of h.8.fc.weight and h.8.fc.bias are written from here on");
-    rt_grad_begin(e, 98452224, 2362368);
+    rt_grad_begin(e, 98488320, 2362368);
     RT_AT(297, "$.model.layers[2].body[1].body[1] #8: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_8_fc, 3072, layernorm_h_8_ln_2, 768, 1.0f, G_h_8_fc_weight, 768, G_h_8_fc_bias, 1);
     RT_AT(298, "$.model.layers[2].body[1].body[1]: h.8.fc.weight's gradient is final");
-    rt_grad_ready(e, 98452224, 2359296);
+    rt_grad_ready(e, 98488320, 2359296);
     RT_AT(299, "$.model.layers[2].body[1].body[1]: h.8.fc.bias's gradient is final");
-    rt_grad_ready(e, 100811520, 3072);
+    rt_grad_ready(e, 100847616, 3072);
     RT_AT(301, "$.model.layers[2].body[1].body[0] #8 + $.model.layers[2].body[0] #8: the gradients of h.8.ln_2.weight and h.8.ln_2.bias are written from here on");
-    rt_grad_begin(e, 98450688, 1536);
+    rt_grad_begin(e, 98486784, 1536);
     RT_AT(302, "$.model.layers[2].body[1].body[0] #8 + $.model.layers[2].body[0] #8: layernorm backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_attn_out_h_8_attn, P_h_8_ln_2_weight, ln_mean_h_8_ln_2, ln_rstd_h_8_ln_2, d_layernorm_h_8_ln_2, d_residual_linear_h_8_proj_516, d_residual_attn_out_h_8_attn_521, G_h_8_ln_2_weight, G_h_8_ln_2_bias, e->B * 1024, 768);
     RT_AT(303, "$.model.layers[2].body[1].body[0]: h.8.ln_2.weight's gradient is final");
-    rt_grad_ready(e, 98450688, 768);
+    rt_grad_ready(e, 98486784, 768);
     RT_AT(304, "$.model.layers[2].body[1].body[0]: h.8.ln_2.bias's gradient is final");
-    rt_grad_ready(e, 98451456, 768);
+    rt_grad_ready(e, 98487552, 768);
     RT_AT(306, "$.model.layers[2].body[0].body[1] #8: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_8_attn_521, 768, P_h_8_attn_proj_weight, 768, 0.0f, d_attn_y_h_8_attn, 768);
     RT_AT(307, "$.model.layers[2].body[0].body[1] #8: the gradients of h.8.attn.proj.weight and h.8.attn.proj.bias are written from here on");
-    rt_grad_begin(e, 97860096, 590592);
+    rt_grad_begin(e, 97896192, 590592);
     RT_AT(308, "$.model.layers[2].body[0].body[1] #8: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_8_attn_521, 768, attn_y_h_8_attn, 768, 1.0f, G_h_8_attn_proj_weight, 768, G_h_8_attn_proj_bias, 1);
     RT_AT(309, "$.model.layers[2].body[0].body[1]: h.8.attn.proj.weight's gradient is final");
-    rt_grad_ready(e, 97860096, 589824);
+    rt_grad_ready(e, 97896192, 589824);
     RT_AT(310, "$.model.layers[2].body[0].body[1]: h.8.attn.proj.bias's gradient is final");
-    rt_grad_ready(e, 98449920, 768);
+    rt_grad_ready(e, 98486016, 768);
     RT_AT(312, "$.model.layers[2].body[0].body[1] #8: attention backward: d(qkv), probabilities recomputed from the log-sum-exp");
     rt_attention_bwd(e, qkv_h_8_attn, lse_h_8_attn, attn_y_h_8_attn, d_attn_y_h_8_attn, d_qkv_h_8_attn, e->B, 1024, 768, 12, 1);
     RT_AT(313, "$.model.layers[2].body[0].body[1] #8: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_8_attn, 2304, P_h_8_attn_qkv_weight, 768, 0.0f, d_layernorm_h_8_ln_1, 768);
     RT_AT(314, "$.model.layers[2].body[0].body[1] #8: the gradients of h.8.attn.qkv.weight and h.8.attn.qkv.bias are written from here on");
-    rt_grad_begin(e, 96088320, 1771776);
+    rt_grad_begin(e, 96124416, 1771776);
     RT_AT(315, "$.model.layers[2].body[0].body[1] #8: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_8_attn, 2304, layernorm_h_8_ln_1, 768, 1.0f, G_h_8_attn_qkv_weight, 768, G_h_8_attn_qkv_bias, 1);
     RT_AT(316, "$.model.layers[2].body[0].body[1]: h.8.attn.qkv.weight's gradient is final");
-    rt_grad_ready(e, 96088320, 1769472);
+    rt_grad_ready(e, 96124416, 1769472);
     RT_AT(317, "$.model.layers[2].body[0].body[1]: h.8.attn.qkv.bias's gradient is final");
-    rt_grad_ready(e, 97857792, 2304);
+    rt_grad_ready(e, 97893888, 2304);
     RT_AT(319, "$.model.layers[2].body[0].body[0] #8 + $.model.layers[2].body[1] #7: the gradients of h.8.ln_1.weight and h.8.ln_1.bias are written from here on");
-    rt_grad_begin(e, 96086784, 1536);
+    rt_grad_begin(e, 96122880, 1536);
     RT_AT(320, "$.model.layers[2].body[0].body[0] #8 + $.model.layers[2].body[1] #7: layernorm backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_linear_h_7_proj, P_h_8_ln_1_weight, ln_mean_h_8_ln_1, ln_rstd_h_8_ln_1, d_layernorm_h_8_ln_1, d_residual_attn_out_h_8_attn_521, d_residual_linear_h_7_proj_526, G_h_8_ln_1_weight, G_h_8_ln_1_bias, e->B * 1024, 768);
     RT_AT(321, "$.model.layers[2].body[0].body[0]: h.8.ln_1.weight's gradient is final");
-    rt_grad_ready(e, 96086784, 768);
+    rt_grad_ready(e, 96122880, 768);
     RT_AT(322, "$.model.layers[2].body[0].body[0]: h.8.ln_1.bias's gradient is final");
-    rt_grad_ready(e, 96087552, 768);
+    rt_grad_ready(e, 96123648, 768);
     RT_AT(325, "$.model.layers[2].body[1].body[3] #7: the gradients of h.7.proj.weight and h.7.proj.bias are written from here on");
-    rt_grad_begin(e, 93726720, 2360064);
+    rt_grad_begin(e, 93762816, 2360064);
     RT_AT(326, "$.model.layers[2].body[1].body[3] #7: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_7_proj_526, 768, gelu_h_7_2, 3072, 1.0f, G_h_7_proj_weight, 3072, G_h_7_proj_bias, 1);
     RT_AT(327, "$.model.layers[2].body[1].body[3]: h.7.proj.weight's gradient is final");
-    rt_grad_ready(e, 93726720, 2359296);
+    rt_grad_ready(e, 93762816, 2359296);
     RT_AT(328, "$.model.layers[2].body[1].body[3]: h.7.proj.bias's gradient is final");
-    rt_grad_ready(e, 96086016, 768);
+    rt_grad_ready(e, 96122112, 768);
     RT_AT(330, "$.model.layers[2].body[1].body[3] #7 + $.model.layers[2].body[1].body[2] #7: linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
     rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_7_proj_526, 768, P_h_7_proj_weight, 3072, d_linear_h_7_fc, 3072, linear_h_7_fc);
     RT_AT(331, "$.model.layers[2].body[1].body[1] #7: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_7_fc, 3072, P_h_7_fc_weight, 768, 0.0f, d_layernorm_h_7_ln_2, 768);
     RT_AT(332, "$.model.layers[2].body[1].body[1] #7: the gradients of h.7.fc.weight and h.7.fc.bias are written from here on");
-    rt_grad_begin(e, 91364352, 2362368);
+    rt_grad_begin(e, 91400448, 2362368);
     RT_AT(333, "$.model.layers[2].body[1].body[1] #7: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_7_fc, 3072, layernorm_h_7_ln_2, 768, 1.0f, G_h_7_fc_weight, 768, G_h_7_fc_bias, 1);
     RT_AT(334, "$.model.layers[2].body[1].body[1]: h.7.fc.weight's gradient is final");
-    rt_grad_ready(e, 91364352, 2359296);
+    rt_grad_ready(e, 91400448, 2359296);
     RT_AT(335, "$.model.layers[2].body[1].body[1]: h.7.fc.bias's gradient is final");
-    rt_grad_ready(e, 93723648, 3072);
+    rt_grad_ready(e, 93759744, 3072);
     RT_AT(337, "$.model.layers[2].body[1].body[0] #7 + $.model.layers[2].body[0] #7: the gradients of h.7.ln_2.weight and h.7.ln_2.bias are written from here on");
-    rt_grad_begin(e, 91362816, 1536);
+    rt_grad_begin(e, 91398912, 1536);
     RT_AT(338, "$.model.layers[2].body[1].body[0] #7 + $.model.layers[2].body[0] #7: layernorm backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_attn_out_h_7_attn, P_h_7_ln_2_weight, ln_mean_h_7_ln_2, ln_rstd_h_7_ln_2, d_layernorm_h_7_ln_2, d_residual_linear_h_7_proj_526, d_residual_attn_out_h_7_attn_531, G_h_7_ln_2_weight, G_h_7_ln_2_bias, e->B * 1024, 768);
     RT_AT(339, "$.model.layers[2].body[1].body[0]: h.7.ln_2.weight's gradient is final");
-    rt_grad_ready(e, 91362816, 768);
+    rt_grad_ready(e, 91398912, 768);
     RT_AT(340, "$.model.layers[2].body[1].body[0]: h.7.ln_2.bias's gradient is final");
-    rt_grad_ready(e, 91363584, 768);
+    rt_grad_ready(e, 91399680, 768);
     RT_AT(342, "$.model.layers[2].body[0].body[1] #7: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_7_attn_531, 768, P_h_7_attn_proj_weight, 768, 0.0f, d_attn_y_h_7_attn, 768);
     RT_AT(343, "$.model.layers[2].body[0].body[1] #7: the gradients of h.7.attn.proj.weight and h.7.attn.proj.bias are written from here on");
-    rt_grad_begin(e, 90772224, 590592);
+    rt_grad_begin(e, 90808320, 590592);
     RT_AT(344, "$.model.layers[2].body[0].body[1] #7: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_7_attn_531, 768, attn_y_h_7_attn, 768, 1.0f, G_h_7_attn_proj_weight, 768, G_h_7_attn_proj_bias, 1);
     RT_AT(345, "$.model.layers[2].body[0].body[1]: h.7.attn.proj.weight's gradient is final");
-    rt_grad_ready(e, 90772224, 589824);
+    rt_grad_ready(e, 90808320, 589824);
     RT_AT(346, "$.model.layers[2].body[0].body[1]: h.7.attn.proj.bias's gradient is final");
-    rt_grad_ready(e, 91362048, 768);
+    rt_grad_ready(e, 91398144, 768);
     RT_AT(348, "$.model.layers[2].body[0].body[1] #7: attention backward: d(qkv), probabilities recomputed from the log-sum-exp");
     rt_attention_bwd(e, qkv_h_7_attn, lse_h_7_attn, attn_y_h_7_attn, d_attn_y_h_7_attn, d_qkv_h_7_attn, e->B, 1024, 768, 12, 1);
     RT_AT(349, "$.model.layers[2].body[0].body[1] #7: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_7_attn, 2304, P_h_7_attn_qkv_weight, 768, 0.0f, d_layernorm_h_7_ln_1, 768);
     RT_AT(350, "$.model.layers[2].body[0].body[1] #7: the gradients of h.7.attn.qkv.weight and h.7.attn.qkv.bias are written from here on");
-    rt_grad_begin(e, 89000448, 1771776);
+    rt_grad_begin(e, 89036544, 1771776);
     RT_AT(351, "$.model.layers[2].body[0].body[1] #7: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_7_attn, 2304, layernorm_h_7_ln_1, 768, 1.0f, G_h_7_attn_qkv_weight, 768, G_h_7_attn_qkv_bias, 1);
     RT_AT(352, "$.model.layers[2].body[0].body[1]: h.7.attn.qkv.weight's gradient is final");
-    rt_grad_ready(e, 89000448, 1769472);
+    rt_grad_ready(e, 89036544, 1769472);
     RT_AT(353, "$.model.layers[2].body[0].body[1]: h.7.attn.qkv.bias's gradient is final");
-    rt_grad_ready(e, 90769920, 2304);
+    rt_grad_ready(e, 90806016, 2304);
     RT_AT(355, "$.model.layers[2].body[0].body[0] #7 + $.model.layers[2].body[1] #6: the gradients of h.7.ln_1.weight and h.7.ln_1.bias are written from here on");
-    rt_grad_begin(e, 88998912, 1536);
+    rt_grad_begin(e, 89035008, 1536);
     RT_AT(356, "$.model.layers[2].body[0].body[0] #7 + $.model.layers[2].body[1] #6: layernorm backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_linear_h_6_proj, P_h_7_ln_1_weight, ln_mean_h_7_ln_1, ln_rstd_h_7_ln_1, d_layernorm_h_7_ln_1, d_residual_attn_out_h_7_attn_531, d_residual_linear_h_6_proj_536, G_h_7_ln_1_weight, G_h_7_ln_1_bias, e->B * 1024, 768);
     RT_AT(357, "$.model.layers[2].body[0].body[0]: h.7.ln_1.weight's gradient is final");
-    rt_grad_ready(e, 88998912, 768);
+    rt_grad_ready(e, 89035008, 768);
     RT_AT(358, "$.model.layers[2].body[0].body[0]: h.7.ln_1.bias's gradient is final");
-    rt_grad_ready(e, 88999680, 768);
+    rt_grad_ready(e, 89035776, 768);
     RT_AT(361, "$.model.layers[2].body[1].body[3] #6: the gradients of h.6.proj.weight and h.6.proj.bias are written from here on");
-    rt_grad_begin(e, 86638848, 2360064);
+    rt_grad_begin(e, 86674944, 2360064);
     RT_AT(362, "$.model.layers[2].body[1].body[3] #6: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_6_proj_536, 768, gelu_h_6_2, 3072, 1.0f, G_h_6_proj_weight, 3072, G_h_6_proj_bias, 1);
     RT_AT(363, "$.model.layers[2].body[1].body[3]: h.6.proj.weight's gradient is final");
-    rt_grad_ready(e, 86638848, 2359296);
+    rt_grad_ready(e, 86674944, 2359296);
     RT_AT(364, "$.model.layers[2].body[1].body[3]: h.6.proj.bias's gradient is final");
-    rt_grad_ready(e, 88998144, 768);
+    rt_grad_ready(e, 89034240, 768);
     RT_AT(366, "$.model.layers[2].body[1].body[3] #6 + $.model.layers[2].body[1].body[2] #6: linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
     rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_6_proj_536, 768, P_h_6_proj_weight, 3072, d_linear_h_6_fc, 3072, linear_h_6_fc);
     RT_AT(367, "$.model.layers[2].body[1].body[1] #6: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_6_fc, 3072, P_h_6_fc_weight, 768, 0.0f, d_layernorm_h_6_ln_2, 768);
     RT_AT(368, "$.model.layers[2].body[1].body[1] #6: the gradients of h.6.fc.weight and h.6.fc.bias are written from here on");
-    rt_grad_begin(e, 84276480, 2362368);
+    rt_grad_begin(e, 84312576, 2362368);
     RT_AT(369, "$.model.layers[2].body[1].body[1] #6: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_6_fc, 3072, layernorm_h_6_ln_2, 768, 1.0f, G_h_6_fc_weight, 768, G_h_6_fc_bias, 1);
     RT_AT(370, "$.model.layers[2].body[1].body[1]: h.6.fc.weight's gradient is final");
-    rt_grad_ready(e, 84276480, 2359296);
+    rt_grad_ready(e, 84312576, 2359296);
     RT_AT(371, "$.model.layers[2].body[1].body[1]: h.6.fc.bias's gradient is final");
-    rt_grad_ready(e, 86635776, 3072);
+    rt_grad_ready(e, 86671872, 3072);
     RT_AT(373, "$.model.layers[2].body[1].body[0] #6 + $.model.layers[2].body[0] #6: the gradients of h.6.ln_2.weight and h.6.ln_2.bias are written from here on");
-    rt_grad_begin(e, 84274944, 1536);
+    rt_grad_begin(e, 84311040, 1536);
     RT_AT(374, "$.model.layers[2].body[1].body[0] #6 + $.model.layers[2].body[0] #6: layernorm backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_attn_out_h_6_attn, P_h_6_ln_2_weight, ln_mean_h_6_ln_2, ln_rstd_h_6_ln_2, d_layernorm_h_6_ln_2, d_residual_linear_h_6_proj_536, d_residual_attn_out_h_6_attn_541, G_h_6_ln_2_weight, G_h_6_ln_2_bias, e->B * 1024, 768);
     RT_AT(375, "$.model.layers[2].body[1].body[0]: h.6.ln_2.weight's gradient is final");
-    rt_grad_ready(e, 84274944, 768);
+    rt_grad_ready(e, 84311040, 768);
     RT_AT(376, "$.model.layers[2].body[1].body[0]: h.6.ln_2.bias's gradient is final");
-    rt_grad_ready(e, 84275712, 768);
+    rt_grad_ready(e, 84311808, 768);
     RT_AT(378, "$.model.layers[2].body[0].body[1] #6: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_6_attn_541, 768, P_h_6_attn_proj_weight, 768, 0.0f, d_attn_y_h_6_attn, 768);
     RT_AT(379, "$.model.layers[2].body[0].body[1] #6: the gradients of h.6.attn.proj.weight and h.6.attn.proj.bias are written from here on");
-    rt_grad_begin(e, 83684352, 590592);
+    rt_grad_begin(e, 83720448, 590592);
     RT_AT(380, "$.model.layers[2].body[0].body[1] #6: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_6_attn_541, 768, attn_y_h_6_attn, 768, 1.0f, G_h_6_attn_proj_weight, 768, G_h_6_attn_proj_bias, 1);
     RT_AT(381, "$.model.layers[2].body[0].body[1]: h.6.attn.proj.weight's gradient is final");
-    rt_grad_ready(e, 83684352, 589824);
+    rt_grad_ready(e, 83720448, 589824);
     RT_AT(382, "$.model.layers[2].body[0].body[1]: h.6.attn.proj.bias's gradient is final");
-    rt_grad_ready(e, 84274176, 768);
+    rt_grad_ready(e, 84310272, 768);
     RT_AT(384, "$.model.layers[2].body[0].body[1] #6: attention backward: d(qkv), probabilities recomputed from the log-sum-exp");
     rt_attention_bwd(e, qkv_h_6_attn, lse_h_6_attn, attn_y_h_6_attn, d_attn_y_h_6_attn, d_qkv_h_6_attn, e->B, 1024, 768, 12, 1);
     RT_AT(385, "$.model.layers[2].body[0].body[1] #6: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_6_attn, 2304, P_h_6_attn_qkv_weight, 768, 0.0f, d_layernorm_h_6_ln_1, 768);
     RT_AT(386, "$.model.layers[2].body[0].body[1] #6: the gradients of h.6.attn.qkv.weight and h.6.attn.qkv.bias are written from here on");
-    rt_grad_begin(e, 81912576, 1771776);
+    rt_grad_begin(e, 81948672, 1771776);
     RT_AT(387, "$.model.layers[2].body[0].body[1] #6: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_6_attn, 2304, layernorm_h_6_ln_1, 768, 1.0f, G_h_6_attn_qkv_weight, 768, G_h_6_attn_qkv_bias, 1);
     RT_AT(388, "$.model.layers[2].body[0].body[1]: h.6.attn.qkv.weight's gradient is final");
-    rt_grad_ready(e, 81912576, 1769472);
+    rt_grad_ready(e, 81948672, 1769472);
     RT_AT(389, "$.model.layers[2].body[0].body[1]: h.6.attn.qkv.bias's gradient is final");
-    rt_grad_ready(e, 83682048, 2304);
+    rt_grad_ready(e, 83718144, 2304);
     RT_AT(391, "$.model.layers[2].body[0].body[0] #6 + $.model.layers[2].body[1] #5: the gradients of h.6.ln_1.weight and h.6.ln_1.bias are written from here on");
-    rt_grad_begin(e, 81911040, 1536);
+    rt_grad_begin(e, 81947136, 1536);
     RT_AT(392, "$.model.layers[2].body[0].body[0] #6 + $.model.layers[2].body[1] #5: layernorm backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_linear_h_5_proj, P_h_6_ln_1_weight, ln_mean_h_6_ln_1, ln_rstd_h_6_ln_1, d_layernorm_h_6_ln_1, d_residual_attn_out_h_6_attn_541, d_residual_linear_h_5_proj_546, G_h_6_ln_1_weight, G_h_6_ln_1_bias, e->B * 1024, 768);
     RT_AT(393, "$.model.layers[2].body[0].body[0]: h.6.ln_1.weight's gradient is final");
-    rt_grad_ready(e, 81911040, 768);
+    rt_grad_ready(e, 81947136, 768);
     RT_AT(394, "$.model.layers[2].body[0].body[0]: h.6.ln_1.bias's gradient is final");
-    rt_grad_ready(e, 81911808, 768);
+    rt_grad_ready(e, 81947904, 768);
     RT_AT(397, "$.model.layers[2].body[1].body[3] #5: the gradients of h.5.proj.weight and h.5.proj.bias are written from here on");
-    rt_grad_begin(e, 79550976, 2360064);
+    rt_grad_begin(e, 79587072, 2360064);
     RT_AT(398, "$.model.layers[2].body[1].body[3] #5: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_5_proj_546, 768, gelu_h_5_2, 3072, 1.0f, G_h_5_proj_weight, 3072, G_h_5_proj_bias, 1);
     RT_AT(399, "$.model.layers[2].body[1].body[3]: h.5.proj.weight's gradient is final");
-    rt_grad_ready(e, 79550976, 2359296);
+    rt_grad_ready(e, 79587072, 2359296);
     RT_AT(400, "$.model.layers[2].body[1].body[3]: h.5.proj.bias's gradient is final");
-    rt_grad_ready(e, 81910272, 768);
+    rt_grad_ready(e, 81946368, 768);
     RT_AT(402, "$.model.layers[2].body[1].body[3] #5 + $.model.layers[2].body[1].body[2] #5: linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
     rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_5_proj_546, 768, P_h_5_proj_weight, 3072, d_linear_h_5_fc, 3072, linear_h_5_fc);
     RT_AT(403, "$.model.layers[2].body[1].body[1] #5: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_5_fc, 3072, P_h_5_fc_weight, 768, 0.0f, d_layernorm_h_5_ln_2, 768);
     RT_AT(404, "$.model.layers[2].body[1].body[1] #5: the gradients of h.5.fc.weight and h.5.fc.bias are written from here on");
-    rt_grad_begin(e, 77188608, 2362368);
+    rt_grad_begin(e, 77224704, 2362368);
     RT_AT(405, "$.model.layers[2].body[1].body[1] #5: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_5_fc, 3072, layernorm_h_5_ln_2, 768, 1.0f, G_h_5_fc_weight, 768, G_h_5_fc_bias, 1);
     RT_AT(406, "$.model.layers[2].body[1].body[1]: h.5.fc.weight's gradient is final");
-    rt_grad_ready(e, 77188608, 2359296);
+    rt_grad_ready(e, 77224704, 2359296);
     RT_AT(407, "$.model.layers[2].body[1].body[1]: h.5.fc.bias's gradient is final");
-    rt_grad_ready(e, 79547904, 3072);
+    rt_grad_ready(e, 79584000, 3072);
     RT_AT(409, "$.model.layers[2].body[1].body[0] #5 + $.model.layers[2].body[0] #5: the gradients of h.5.ln_2.weight and h.5.ln_2.bias are written from here on");
-    rt_grad_begin(e, 77187072, 1536);
+    rt_grad_begin(e, 77223168, 1536);
     RT_AT(410, "$.model.layers[2].body[1].body[0] #5 + $.model.layers[2].body[0] #5: layernorm backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_attn_out_h_5_attn, P_h_5_ln_2_weight, ln_mean_h_5_ln_2, ln_rstd_h_5_ln_2, d_layernorm_h_5_ln_2, d_residual_linear_h_5_proj_546, d_residual_attn_out_h_5_attn_551, G_h_5_ln_2_weight, G_h_5_ln_2_bias, e->B * 1024, 768);
     RT_AT(411, "$.model.layers[2].body[1].body[0]: h.5.ln_2.weight's gradient is final");
-    rt_grad_ready(e, 77187072, 768);
+    rt_grad_ready(e, 77223168, 768);
     RT_AT(412, "$.model.layers[2].body[1].body[0]: h.5.ln_2.bias's gradient is final");
-    rt_grad_ready(e, 77187840, 768);
+    rt_grad_ready(e, 77223936, 768);
     RT_AT(414, "$.model.layers[2].body[0].body[1] #5: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_5_attn_551, 768, P_h_5_attn_proj_weight, 768, 0.0f, d_attn_y_h_5_attn, 768);
     RT_AT(415, "$.model.layers[2].body[0].body[1] #5: the gradients of h.5.attn.proj.weight and h.5.attn.proj.bias are written from here on");
-    rt_grad_begin(e, 76596480, 590592);
+    rt_grad_begin(e, 76632576, 590592);
     RT_AT(416, "$.model.layers[2].body[0].body[1] #5: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_5_attn_551, 768, attn_y_h_5_attn, 768, 1.0f, G_h_5_attn_proj_weight, 768, G_h_5_attn_proj_bias, 1);
     RT_AT(417, "$.model.layers[2].body[0].body[1]: h.5.attn.proj.weight's gradient is final");
-    rt_grad_ready(e, 76596480, 589824);
+    rt_grad_ready(e, 76632576, 589824);
     RT_AT(418, "$.model.layers[2].body[0].body[1]: h.5.attn.proj.bias's gradient is final");
-    rt_grad_ready(e, 77186304, 768);
+    rt_grad_ready(e, 77222400, 768);
     RT_AT(420, "$.model.layers[2].body[0].body[1] #5: attention backward: d(qkv), probabilities recomputed from the log-sum-exp");
     rt_attention_bwd(e, qkv_h_5_attn, lse_h_5_attn, attn_y_h_5_attn, d_attn_y_h_5_attn, d_qkv_h_5_attn, e->B, 1024, 768, 12, 1);
     RT_AT(421, "$.model.layers[2].body[0].body[1] #5: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_5_attn, 2304, P_h_5_attn_qkv_weight, 768, 0.0f, d_layernorm_h_5_ln_1, 768);
     RT_AT(422, "$.model.layers[2].body[0].body[1] #5: the gradients of h.5.attn.qkv.weight and h.5.attn.qkv.bias are written from here on");
-    rt_grad_begin(e, 74824704, 1771776);
+    rt_grad_begin(e, 74860800, 1771776);
     RT_AT(423, "$.model.layers[2].body[0].body[1] #5: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_5_attn, 2304, layernorm_h_5_ln_1, 768, 1.0f, G_h_5_attn_qkv_weight, 768, G_h_5_attn_qkv_bias, 1);
     RT_AT(424, "$.model.layers[2].body[0].body[1]: h.5.attn.qkv.weight's gradient is final");
-    rt_grad_ready(e, 74824704, 1769472);
+    rt_grad_ready(e, 74860800, 1769472);
     RT_AT(425, "$.model.layers[2].body[0].body[1]: h.5.attn.qkv.bias's gradient is final");
-    rt_grad_ready(e, 76594176, 2304);
+    rt_grad_ready(e, 76630272, 2304);
     RT_AT(427, "$.model.layers[2].body[0].body[0] #5 + $.model.layers[2].body[1] #4: the gradients of h.5.ln_1.weight and h.5.ln_1.bias are written from here on");
-    rt_grad_begin(e, 74823168, 1536);
+    rt_grad_begin(e, 74859264, 1536);
     RT_AT(428, "$.model.layers[2].body[0].body[0] #5 + $.model.layers[2].body[1] #4: layernorm backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_linear_h_4_proj, P_h_5_ln_1_weight, ln_mean_h_5_ln_1, ln_rstd_h_5_ln_1, d_layernorm_h_5_ln_1, d_residual_attn_out_h_5_attn_551, d_residual_linear_h_4_proj_556, G_h_5_ln_1_weight, G_h_5_ln_1_bias, e->B * 1024, 768);
     RT_AT(429, "$.model.layers[2].body[0].body[0]: h.5.ln_1.weight's gradient is final");
-    rt_grad_ready(e, 74823168, 768);
+    rt_grad_ready(e, 74859264, 768);
     RT_AT(430, "$.model.layers[2].body[0].body[0]: h.5.ln_1.bias's gradient is final");
-    rt_grad_ready(e, 74823936, 768);
+    rt_grad_ready(e, 74860032, 768);
     RT_AT(433, "$.model.layers[2].body[1].body[3] #4: the gradients of h.4.proj.weight and h.4.proj.bias are written from here on");
-    rt_grad_begin(e, 72463104, 2360064);
+    rt_grad_begin(e, 72499200, 2360064);
     RT_AT(434, "$.model.layers[2].body[1].body[3] #4: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_4_proj_556, 768, gelu_h_4_2, 3072, 1.0f, G_h_4_proj_weight, 3072, G_h_4_proj_bias, 1);
     RT_AT(435, "$.model.layers[2].body[1].body[3]: h.4.proj.weight's gradient is final");
-    rt_grad_ready(e, 72463104, 2359296);
+    rt_grad_ready(e, 72499200, 2359296);
     RT_AT(436, "$.model.layers[2].body[1].body[3]: h.4.proj.bias's gradient is final");
-    rt_grad_ready(e, 74822400, 768);
+    rt_grad_ready(e, 74858496, 768);
     RT_AT(438, "$.model.layers[2].body[1].body[3] #4 + $.model.layers[2].body[1].body[2] #4: linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
     rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_4_proj_556, 768, P_h_4_proj_weight, 3072, d_linear_h_4_fc, 3072, linear_h_4_fc);
     RT_AT(439, "$.model.layers[2].body[1].body[1] #4: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_4_fc, 3072, P_h_4_fc_weight, 768, 0.0f, d_layernorm_h_4_ln_2, 768);
     RT_AT(440, "$.model.layers[2].body[1].body[1] #4: the gradients of h.4.fc.weight and h.4.fc.bias are written from here on");
-    rt_grad_begin(e, 70100736, 2362368);
+    rt_grad_begin(e, 70136832, 2362368);
     RT_AT(441, "$.model.layers[2].body[1].body[1] #4: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_4_fc, 3072, layernorm_h_4_ln_2, 768, 1.0f, G_h_4_fc_weight, 768, G_h_4_fc_bias, 1);
     RT_AT(442, "$.model.layers[2].body[1].body[1]: h.4.fc.weight's gradient is final");
-    rt_grad_ready(e, 70100736, 2359296);
+    rt_grad_ready(e, 70136832, 2359296);
     RT_AT(443, "$.model.layers[2].body[1].body[1]: h.4.fc.bias's gradient is final");
-    rt_grad_ready(e, 72460032, 3072);
+    rt_grad_ready(e, 72496128, 3072);
     RT_AT(445, "$.model.layers[2].body[1].body[0] #4 + $.model.layers[2].body[0] #4: the gradients of h.4.ln_2.weight and h.4.ln_2.bias are written from here on");
-    rt_grad_begin(e, 70099200, 1536);
+    rt_grad_begin(e, 70135296, 1536);
     RT_AT(446, "$.model.layers[2].body[1].body[0] #4 + $.model.layers[2].body[0] #4: layernorm backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_attn_out_h_4_attn, P_h_4_ln_2_weight, ln_mean_h_4_ln_2, ln_rstd_h_4_ln_2, d_layernorm_h_4_ln_2, d_residual_linear_h_4_proj_556, d_residual_attn_out_h_4_attn_561, G_h_4_ln_2_weight, G_h_4_ln_2_bias, e->B * 1024, 768);
     RT_AT(447, "$.model.layers[2].body[1].body[0]: h.4.ln_2.weight's gradient is final");
-    rt_grad_ready(e, 70099200, 768);
+    rt_grad_ready(e, 70135296, 768);
     RT_AT(448, "$.model.layers[2].body[1].body[0]: h.4.ln_2.bias's gradient is final");
-    rt_grad_ready(e, 70099968, 768);
+    rt_grad_ready(e, 70136064, 768);
     RT_AT(450, "$.model.layers[2].body[0].body[1] #4: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_4_attn_561, 768, P_h_4_attn_proj_weight, 768, 0.0f, d_attn_y_h_4_attn, 768);
     RT_AT(451, "$.model.layers[2].body[0].body[1] #4: the gradients of h.4.attn.proj.weight and h.4.attn.proj.bias are written from here on");
-    rt_grad_begin(e, 69508608, 590592);
+    rt_grad_begin(e, 69544704, 590592);
     RT_AT(452, "$.model.layers[2].body[0].body[1] #4: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_4_attn_561, 768, attn_y_h_4_attn, 768, 1.0f, G_h_4_attn_proj_weight, 768, G_h_4_attn_proj_bias, 1);
     RT_AT(453, "$.model.layers[2].body[0].body[1]: h.4.attn.proj.weight's gradient is final");
-    rt_grad_ready(e, 69508608, 589824);
+    rt_grad_ready(e, 69544704, 589824);
     RT_AT(454, "$.model.layers[2].body[0].body[1]: h.4.attn.proj.bias's gradient is final");
-    rt_grad_ready(e, 70098432, 768);
+    rt_grad_ready(e, 70134528, 768);
     RT_AT(456, "$.model.layers[2].body[0].body[1] #4: attention backward: d(qkv), probabilities recomputed from the log-sum-exp");
     rt_attention_bwd(e, qkv_h_4_attn, lse_h_4_attn, attn_y_h_4_attn, d_attn_y_h_4_attn, d_qkv_h_4_attn, e->B, 1024, 768, 12, 1);
     RT_AT(457, "$.model.layers[2].body[0].body[1] #4: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_4_attn, 2304, P_h_4_attn_qkv_weight, 768, 0.0f, d_layernorm_h_4_ln_1, 768);
     RT_AT(458, "$.model.layers[2].body[0].body[1] #4: the gradients of h.4.attn.qkv.weight and h.4.attn.qkv.bias are written from here on");
-    rt_grad_begin(e, 67736832, 1771776);
+    rt_grad_begin(e, 67772928, 1771776);
     RT_AT(459, "$.model.layers[2].body[0].body[1] #4: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_4_attn, 2304, layernorm_h_4_ln_1, 768, 1.0f, G_h_4_attn_qkv_weight, 768, G_h_4_attn_qkv_bias, 1);
     RT_AT(460, "$.model.layers[2].body[0].body[1]: h.4.attn.qkv.weight's gradient is final");
-    rt_grad_ready(e, 67736832, 1769472);
+    rt_grad_ready(e, 67772928, 1769472);
     RT_AT(461, "$.model.layers[2].body[0].body[1]: h.4.attn.qkv.bias's gradient is final");
-    rt_grad_ready(e, 69506304, 2304);
+    rt_grad_ready(e, 69542400, 2304);
     RT_AT(463, "$.model.layers[2].body[0].body[0] #4 + $.model.layers[2].body[1] #3: the gradients of h.4.ln_1.weight and h.4.ln_1.bias are written from here on");
-    rt_grad_begin(e, 67735296, 1536);
+    rt_grad_begin(e, 67771392, 1536);
     RT_AT(464, "$.model.layers[2].body[0].body[0] #4 + $.model.layers[2].body[1] #3: layernorm backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_linear_h_3_proj, P_h_4_ln_1_weight, ln_mean_h_4_ln_1, ln_rstd_h_4_ln_1, d_layernorm_h_4_ln_1, d_residual_attn_out_h_4_attn_561, d_residual_linear_h_3_proj_566, G_h_4_ln_1_weight, G_h_4_ln_1_bias, e->B * 1024, 768);
     RT_AT(465, "$.model.layers[2].body[0].body[0]: h.4.ln_1.weight's gradient is final");
-    rt_grad_ready(e, 67735296, 768);
+    rt_grad_ready(e, 67771392, 768);
     RT_AT(466, "$.model.layers[2].body[0].body[0]: h.4.ln_1.bias's gradient is final");
-    rt_grad_ready(e, 67736064, 768);
+    rt_grad_ready(e, 67772160, 768);
     RT_AT(469, "$.model.layers[2].body[1].body[3] #3: the gradients of h.3.proj.weight and h.3.proj.bias are written from here on");
-    rt_grad_begin(e, 65375232, 2360064);
+    rt_grad_begin(e, 65411328, 2360064);
     RT_AT(470, "$.model.layers[2].body[1].body[3] #3: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_3_proj_566, 768, gelu_h_3_2, 3072, 1.0f, G_h_3_proj_weight, 3072, G_h_3_proj_bias, 1);
     RT_AT(471, "$.model.layers[2].body[1].body[3]: h.3.proj.weight's gradient is final");
-    rt_grad_ready(e, 65375232, 2359296);
+    rt_grad_ready(e, 65411328, 2359296);
     RT_AT(472, "$.model.layers[2].body[1].body[3]: h.3.proj.bias's gradient is final");
-    rt_grad_ready(e, 67734528, 768);
+    rt_grad_ready(e, 67770624, 768);
     RT_AT(474, "$.model.layers[2].body[1].body[3] #3 + $.model.layers[2].body[1].body[2] #3: linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
     rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_3_proj_566, 768, P_h_3_proj_weight, 3072, d_linear_h_3_fc, 3072, linear_h_3_fc);
     RT_AT(475, "$.model.layers[2].body[1].body[1] #3: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_3_fc, 3072, P_h_3_fc_weight, 768, 0.0f, d_layernorm_h_3_ln_2, 768);
     RT_AT(476, "$.model.layers[2].body[1].body[1] #3: the gradients of h.3.fc.weight and h.3.fc.bias are written from here on");
-    rt_grad_begin(e, 63012864, 2362368);
+    rt_grad_begin(e, 63048960, 2362368);
     RT_AT(477, "$.model.layers[2].body[1].body[1] #3: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_3_fc, 3072, layernorm_h_3_ln_2, 768, 1.0f, G_h_3_fc_weight, 768, G_h_3_fc_bias, 1);
     RT_AT(478, "$.model.layers[2].body[1].body[1]: h.3.fc.weight's gradient is final");
-    rt_grad_ready(e, 63012864, 2359296);
+    rt_grad_ready(e, 63048960, 2359296);
     RT_AT(479, "$.model.layers[2].body[1].body[1]: h.3.fc.bias's gradient is final");
-    rt_grad_ready(e, 65372160, 3072);
+    rt_grad_ready(e, 65408256, 3072);
     RT_AT(481, "$.model.layers[2].body[1].body[0] #3 + $.model.layers[2].body[0] #3: the gradients of h.3.ln_2.weight and h.3.ln_2.bias are written from here on");
-    rt_grad_begin(e, 63011328, 1536);
+    rt_grad_begin(e, 63047424, 1536);
     RT_AT(482, "$.model.layers[2].body[1].body[0] #3 + $.model.layers[2].body[0] #3: layernorm backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, ln_mean_h_3_ln_2, ln_rstd_h_3_ln_2, d_layernorm_h_3_ln_2, d_residual_linear_h_3_proj_566, d_residual_attn_out_h_3_attn_571, G_h_3_ln_2_weight, G_h_3_ln_2_bias, e->B * 1024, 768);
     RT_AT(483, "$.model.layers[2].body[1].body[0]: h.3.ln_2.weight's gradient is final");
-    rt_grad_ready(e, 63011328, 768);
+    rt_grad_ready(e, 63047424, 768);
     RT_AT(484, "$.model.layers[2].body[1].body[0]: h.3.ln_2.bias's gradient is final");
-    rt_grad_ready(e, 63012096, 768);
+    rt_grad_ready(e, 63048192, 768);
     RT_AT(486, "$.model.layers[2].body[0].body[1] #3: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_3_attn_571, 768, P_h_3_attn_proj_weight, 768, 0.0f, d_attn_y_h_3_attn, 768);
     RT_AT(487, "$.model.layers[2].body[0].body[1] #3: the gradients of h.3.attn.proj.weight and h.3.attn.proj.bias are written from here on");
-    rt_grad_begin(e, 62420736, 590592);
+    rt_grad_begin(e, 62456832, 590592);
     RT_AT(488, "$.model.layers[2].body[0].body[1] #3: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_3_attn_571, 768, attn_y_h_3_attn, 768, 1.0f, G_h_3_attn_proj_weight, 768, G_h_3_attn_proj_bias, 1);
     RT_AT(489, "$.model.layers[2].body[0].body[1]: h.3.attn.proj.weight's gradient is final");
-    rt_grad_ready(e, 62420736, 589824);
+    rt_grad_ready(e, 62456832, 589824);
     RT_AT(490, "$.model.layers[2].body[0].body[1]: h.3.attn.proj.bias's gradient is final");
-    rt_grad_ready(e, 63010560, 768);
+    rt_grad_ready(e, 63046656, 768);
     RT_AT(492, "$.model.layers[2].body[0].body[1] #3: attention backward: d(qkv), probabilities recomputed from the log-sum-exp");
     rt_attention_bwd(e, qkv_h_3_attn, lse_h_3_attn, attn_y_h_3_attn, d_attn_y_h_3_attn, d_qkv_h_3_attn, e->B, 1024, 768, 12, 1);
     RT_AT(493, "$.model.layers[2].body[0].body[1] #3: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_3_attn, 2304, P_h_3_attn_qkv_weight, 768, 0.0f, d_layernorm_h_3_ln_1, 768);
     RT_AT(494, "$.model.layers[2].body[0].body[1] #3: the gradients of h.3.attn.qkv.weight and h.3.attn.qkv.bias are written from here on");
-    rt_grad_begin(e, 60648960, 1771776);
+    rt_grad_begin(e, 60685056, 1771776);
     RT_AT(495, "$.model.layers[2].body[0].body[1] #3: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_3_attn, 2304, layernorm_h_3_ln_1, 768, 1.0f, G_h_3_attn_qkv_weight, 768, G_h_3_attn_qkv_bias, 1);
     RT_AT(496, "$.model.layers[2].body[0].body[1]: h.3.attn.qkv.weight's gradient is final");
-    rt_grad_ready(e, 60648960, 1769472);
+    rt_grad_ready(e, 60685056, 1769472);
     RT_AT(497, "$.model.layers[2].body[0].body[1]: h.3.attn.qkv.bias's gradient is final");
-    rt_grad_ready(e, 62418432, 2304);
+    rt_grad_ready(e, 62454528, 2304);
     RT_AT(499, "$.model.layers[2].body[0].body[0] #3 + $.model.layers[2].body[1] #2: the gradients of h.3.ln_1.weight and h.3.ln_1.bias are written from here on");
-    rt_grad_begin(e, 60647424, 1536);
+    rt_grad_begin(e, 60683520, 1536);
     RT_AT(500, "$.model.layers[2].body[0].body[0] #3 + $.model.layers[2].body[1] #2: layernorm backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, ln_mean_h_3_ln_1, ln_rstd_h_3_ln_1, d_layernorm_h_3_ln_1, d_residual_attn_out_h_3_attn_571, d_residual_linear_h_2_proj_576, G_h_3_ln_1_weight, G_h_3_ln_1_bias, e->B * 1024, 768);
     RT_AT(501, "$.model.layers[2].body[0].body[0]: h.3.ln_1.weight's gradient is final");
-    rt_grad_ready(e, 60647424, 768);
+    rt_grad_ready(e, 60683520, 768);
     RT_AT(502, "$.model.layers[2].body[0].body[0]: h.3.ln_1.bias's gradient is final");
-    rt_grad_ready(e, 60648192, 768);
+    rt_grad_ready(e, 60684288, 768);
     RT_AT(505, "$.model.layers[2].body[1].body[3] #2: the gradients of h.2.proj.weight and h.2.proj.bias are written from here on");
-    rt_grad_begin(e, 58287360, 2360064);
+    rt_grad_begin(e, 58323456, 2360064);
     RT_AT(506, "$.model.layers[2].body[1].body[3] #2: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_2_proj_576, 768, gelu_h_2_2, 3072, 1.0f, G_h_2_proj_weight, 3072, G_h_2_proj_bias, 1);
     RT_AT(507, "$.model.layers[2].body[1].body[3]: h.2.proj.weight's gradient is final");
-    rt_grad_ready(e, 58287360, 2359296);
+    rt_grad_ready(e, 58323456, 2359296);
     RT_AT(508, "$.model.layers[2].body[1].body[3]: h.2.proj.bias's gradient is final");
-    rt_grad_ready(e, 60646656, 768);
+    rt_grad_ready(e, 60682752, 768);
     RT_AT(510, "$.model.layers[2].body[1].body[3] #2 + $.model.layers[2].body[1].body[2] #2: linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
     rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_2_proj_576, 768, P_h_2_proj_weight, 3072, d_linear_h_2_fc, 3072, linear_h_2_fc);
     RT_AT(511, "$.model.layers[2].body[1].body[1] #2: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_2_fc, 3072, P_h_2_fc_weight, 768, 0.0f, d_layernorm_h_2_ln_2, 768);
     RT_AT(512, "$.model.layers[2].body[1].body[1] #2: the gradients of h.2.fc.weight and h.2.fc.bias are written from here on");
-    rt_grad_begin(e, 55924992, 2362368);
+    rt_grad_begin(e, 55961088, 2362368);
     RT_AT(513, "$.model.layers[2].body[1].body[1] #2: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_2_fc, 3072, layernorm_h_2_ln_2, 768, 1.0f, G_h_2_fc_weight, 768, G_h_2_fc_bias, 1);
     RT_AT(514, "$.model.layers[2].body[1].body[1]: h.2.fc.weight's gradient is final");
-    rt_grad_ready(e, 55924992, 2359296);
+    rt_grad_ready(e, 55961088, 2359296);
     RT_AT(515, "$.model.layers[2].body[1].body[1]: h.2.fc.bias's gradient is final");
-    rt_grad_ready(e, 58284288, 3072);
+    rt_grad_ready(e, 58320384, 3072);
     RT_AT(517, "$.model.layers[2].body[1].body[0] #2 + $.model.layers[2].body[0] #2: the gradients of h.2.ln_2.weight and h.2.ln_2.bias are written from here on");
-    rt_grad_begin(e, 55923456, 1536);
+    rt_grad_begin(e, 55959552, 1536);
     RT_AT(518, "$.model.layers[2].body[1].body[0] #2 + $.model.layers[2].body[0] #2: layernorm backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, ln_mean_h_2_ln_2, ln_rstd_h_2_ln_2, d_layernorm_h_2_ln_2, d_residual_linear_h_2_proj_576, d_residual_attn_out_h_2_attn_581, G_h_2_ln_2_weight, G_h_2_ln_2_bias, e->B * 1024, 768);
     RT_AT(519, "$.model.layers[2].body[1].body[0]: h.2.ln_2.weight's gradient is final");
-    rt_grad_ready(e, 55923456, 768);
+    rt_grad_ready(e, 55959552, 768);
     RT_AT(520, "$.model.layers[2].body[1].body[0]: h.2.ln_2.bias's gradient is final");
-    rt_grad_ready(e, 55924224, 768);
+    rt_grad_ready(e, 55960320, 768);
     RT_AT(522, "$.model.layers[2].body[0].body[1] #2: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_2_attn_581, 768, P_h_2_attn_proj_weight, 768, 0.0f, d_attn_y_h_2_attn, 768);
     RT_AT(523, "$.model.layers[2].body[0].body[1] #2: the gradients of h.2.attn.proj.weight and h.2.attn.proj.bias are written from here on");
-    rt_grad_begin(e, 55332864, 590592);
+    rt_grad_begin(e, 55368960, 590592);
     RT_AT(524, "$.model.layers[2].body[0].body[1] #2: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_2_attn_581, 768, attn_y_h_2_attn, 768, 1.0f, G_h_2_attn_proj_weight, 768, G_h_2_attn_proj_bias, 1);
     RT_AT(525, "$.model.layers[2].body[0].body[1]: h.2.attn.proj.weight's gradient is final");
-    rt_grad_ready(e, 55332864, 589824);
+    rt_grad_ready(e, 55368960, 589824);
     RT_AT(526, "$.model.layers[2].body[0].body[1]: h.2.attn.proj.bias's gradient is final");
-    rt_grad_ready(e, 55922688, 768);
+    rt_grad_ready(e, 55958784, 768);
     RT_AT(528, "$.model.layers[2].body[0].body[1] #2: attention backward: d(qkv), probabilities recomputed from the log-sum-exp");
     rt_attention_bwd(e, qkv_h_2_attn, lse_h_2_attn, attn_y_h_2_attn, d_attn_y_h_2_attn, d_qkv_h_2_attn, e->B, 1024, 768, 12, 1);
     RT_AT(529, "$.model.layers[2].body[0].body[1] #2: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_2_attn, 2304, P_h_2_attn_qkv_weight, 768, 0.0f, d_layernorm_h_2_ln_1, 768);
     RT_AT(530, "$.model.layers[2].body[0].body[1] #2: the gradients of h.2.attn.qkv.weight and h.2.attn.qkv.bias are written from here on");
-    rt_grad_begin(e, 53561088, 1771776);
+    rt_grad_begin(e, 53597184, 1771776);
     RT_AT(531, "$.model.layers[2].body[0].body[1] #2: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_2_attn, 2304, layernorm_h_2_ln_1, 768, 1.0f, G_h_2_attn_qkv_weight, 768, G_h_2_attn_qkv_bias, 1);
     RT_AT(532, "$.model.layers[2].body[0].body[1]: h.2.attn.qkv.weight's gradient is final");
-    rt_grad_ready(e, 53561088, 1769472);
+    rt_grad_ready(e, 53597184, 1769472);
     RT_AT(533, "$.model.layers[2].body[0].body[1]: h.2.attn.qkv.bias's gradient is final");
-    rt_grad_ready(e, 55330560, 2304);
+    rt_grad_ready(e, 55366656, 2304);
     RT_AT(535, "$.model.layers[2].body[0].body[0] #2 + $.model.layers[2].body[1] #1: the gradients of h.2.ln_1.weight and h.2.ln_1.bias are written from here on");
-    rt_grad_begin(e, 53559552, 1536);
+    rt_grad_begin(e, 53595648, 1536);
     RT_AT(536, "$.model.layers[2].body[0].body[0] #2 + $.model.layers[2].body[1] #1: layernorm backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, ln_mean_h_2_ln_1, ln_rstd_h_2_ln_1, d_layernorm_h_2_ln_1, d_residual_attn_out_h_2_attn_581, d_residual_linear_h_1_proj_586, G_h_2_ln_1_weight, G_h_2_ln_1_bias, e->B * 1024, 768);
     RT_AT(537, "$.model.layers[2].body[0].body[0]: h.2.ln_1.weight's gradient is final");
-    rt_grad_ready(e, 53559552, 768);
+    rt_grad_ready(e, 53595648, 768);
     RT_AT(538, "$.model.layers[2].body[0].body[0]: h.2.ln_1.bias's gradient is final");
-    rt_grad_ready(e, 53560320, 768);
+    rt_grad_ready(e, 53596416, 768);
     RT_AT(541, "$.model.layers[2].body[1].body[3] #1: the gradients of h.1.proj.weight and h.1.proj.bias are written from here on");
-    rt_grad_begin(e, 51199488, 2360064);
+    rt_grad_begin(e, 51235584, 2360064);
     RT_AT(542, "$.model.layers[2].body[1].body[3] #1: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_1_proj_586, 768, gelu_h_1_2, 3072, 1.0f, G_h_1_proj_weight, 3072, G_h_1_proj_bias, 1);
     RT_AT(543, "$.model.layers[2].body[1].body[3]: h.1.proj.weight's gradient is final");
-    rt_grad_ready(e, 51199488, 2359296);
+    rt_grad_ready(e, 51235584, 2359296);
     RT_AT(544, "$.model.layers[2].body[1].body[3]: h.1.proj.bias's gradient is final");
-    rt_grad_ready(e, 53558784, 768);
+    rt_grad_ready(e, 53594880, 768);
     RT_AT(546, "$.model.layers[2].body[1].body[3] #1 + $.model.layers[2].body[1].body[2] #1: linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
     rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_1_proj_586, 768, P_h_1_proj_weight, 3072, d_linear_h_1_fc, 3072, linear_h_1_fc);
     RT_AT(547, "$.model.layers[2].body[1].body[1] #1: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_1_fc, 3072, P_h_1_fc_weight, 768, 0.0f, d_layernorm_h_1_ln_2, 768);
     RT_AT(548, "$.model.layers[2].body[1].body[1] #1: the gradients of h.1.fc.weight and h.1.fc.bias are written from here on");
-    rt_grad_begin(e, 48837120, 2362368);
+    rt_grad_begin(e, 48873216, 2362368);
     RT_AT(549, "$.model.layers[2].body[1].body[1] #1: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_1_fc, 3072, layernorm_h_1_ln_2, 768, 1.0f, G_h_1_fc_weight, 768, G_h_1_fc_bias, 1);
     RT_AT(550, "$.model.layers[2].body[1].body[1]: h.1.fc.weight's gradient is final");
-    rt_grad_ready(e, 48837120, 2359296);
+    rt_grad_ready(e, 48873216, 2359296);
     RT_AT(551, "$.model.layers[2].body[1].body[1]: h.1.fc.bias's gradient is final");
-    rt_grad_ready(e, 51196416, 3072);
+    rt_grad_ready(e, 51232512, 3072);
     RT_AT(553, "$.model.layers[2].body[1].body[0] #1 + $.model.layers[2].body[0] #1: the gradients of h.1.ln_2.weight and h.1.ln_2.bias are written from here on");
-    rt_grad_begin(e, 48835584, 1536);
+    rt_grad_begin(e, 48871680, 1536);
     RT_AT(554, "$.model.layers[2].body[1].body[0] #1 + $.model.layers[2].body[0] #1: layernorm backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, ln_mean_h_1_ln_2, ln_rstd_h_1_ln_2, d_layernorm_h_1_ln_2, d_residual_linear_h_1_proj_586, d_residual_attn_out_h_1_attn_591, G_h_1_ln_2_weight, G_h_1_ln_2_bias, e->B * 1024, 768);
     RT_AT(555, "$.model.layers[2].body[1].body[0]: h.1.ln_2.weight's gradient is final");
-    rt_grad_ready(e, 48835584, 768);
+    rt_grad_ready(e, 48871680, 768);
     RT_AT(556, "$.model.layers[2].body[1].body[0]: h.1.ln_2.bias's gradient is final");
-    rt_grad_ready(e, 48836352, 768);
+    rt_grad_ready(e, 48872448, 768);
     RT_AT(558, "$.model.layers[2].body[0].body[1] #1: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_1_attn_591, 768, P_h_1_attn_proj_weight, 768, 0.0f, d_attn_y_h_1_attn, 768);
     RT_AT(559, "$.model.layers[2].body[0].body[1] #1: the gradients of h.1.attn.proj.weight and h.1.attn.proj.bias are written from here on");
-    rt_grad_begin(e, 48244992, 590592);
+    rt_grad_begin(e, 48281088, 590592);
     RT_AT(560, "$.model.layers[2].body[0].body[1] #1: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_1_attn_591, 768, attn_y_h_1_attn, 768, 1.0f, G_h_1_attn_proj_weight, 768, G_h_1_attn_proj_bias, 1);
     RT_AT(561, "$.model.layers[2].body[0].body[1]: h.1.attn.proj.weight's gradient is final");
-    rt_grad_ready(e, 48244992, 589824);
+    rt_grad_ready(e, 48281088, 589824);
     RT_AT(562, "$.model.layers[2].body[0].body[1]: h.1.attn.proj.bias's gradient is final");
-    rt_grad_ready(e, 48834816, 768);
+    rt_grad_ready(e, 48870912, 768);
     RT_AT(564, "$.model.layers[2].body[0].body[1] #1: attention backward: d(qkv), probabilities recomputed from the log-sum-exp");
     rt_attention_bwd(e, qkv_h_1_attn, lse_h_1_attn, attn_y_h_1_attn, d_attn_y_h_1_attn, d_qkv_h_1_attn, e->B, 1024, 768, 12, 1);
     RT_AT(565, "$.model.layers[2].body[0].body[1] #1: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_1_attn, 2304, P_h_1_attn_qkv_weight, 768, 0.0f, d_layernorm_h_1_ln_1, 768);
     RT_AT(566, "$.model.layers[2].body[0].body[1] #1: the gradients of h.1.attn.qkv.weight and h.1.attn.qkv.bias are written from here on");
-    rt_grad_begin(e, 46473216, 1771776);
+    rt_grad_begin(e, 46509312, 1771776);
     RT_AT(567, "$.model.layers[2].body[0].body[1] #1: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_1_attn, 2304, layernorm_h_1_ln_1, 768, 1.0f, G_h_1_attn_qkv_weight, 768, G_h_1_attn_qkv_bias, 1);
     RT_AT(568, "$.model.layers[2].body[0].body[1]: h.1.attn.qkv.weight's gradient is final");
-    rt_grad_ready(e, 46473216, 1769472);
+    rt_grad_ready(e, 46509312, 1769472);
     RT_AT(569, "$.model.layers[2].body[0].body[1]: h.1.attn.qkv.bias's gradient is final");
-    rt_grad_ready(e, 48242688, 2304);
+    rt_grad_ready(e, 48278784, 2304);
     RT_AT(571, "$.model.layers[2].body[0].body[0] #1 + $.model.layers[2].body[1] #0: the gradients of h.1.ln_1.weight and h.1.ln_1.bias are written from here on");
-    rt_grad_begin(e, 46471680, 1536);
+    rt_grad_begin(e, 46507776, 1536);
     RT_AT(572, "$.model.layers[2].body[0].body[0] #1 + $.model.layers[2].body[1] #0: layernorm backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, ln_mean_h_1_ln_1, ln_rstd_h_1_ln_1, d_layernorm_h_1_ln_1, d_residual_attn_out_h_1_attn_591, d_residual_linear_h_0_proj_596, G_h_1_ln_1_weight, G_h_1_ln_1_bias, e->B * 1024, 768);
     RT_AT(573, "$.model.layers[2].body[0].body[0]: h.1.ln_1.weight's gradient is final");
-    rt_grad_ready(e, 46471680, 768);
+    rt_grad_ready(e, 46507776, 768);
     RT_AT(574, "$.model.layers[2].body[0].body[0]: h.1.ln_1.bias's gradient is final");
-    rt_grad_ready(e, 46472448, 768);
+    rt_grad_ready(e, 46508544, 768);
     RT_AT(577, "$.model.layers[2].body[1].body[3] #0: the gradients of h.0.proj.weight and h.0.proj.bias are written from here on");
-    rt_grad_begin(e, 44111616, 2360064);
+    rt_grad_begin(e, 44147712, 2360064);
     RT_AT(578, "$.model.layers[2].body[1].body[3] #0: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_0_proj_596, 768, gelu_h_0_2, 3072, 1.0f, G_h_0_proj_weight, 3072, G_h_0_proj_bias, 1);
     RT_AT(579, "$.model.layers[2].body[1].body[3]: h.0.proj.weight's gradient is final");
-    rt_grad_ready(e, 44111616, 2359296);
+    rt_grad_ready(e, 44147712, 2359296);
     RT_AT(580, "$.model.layers[2].body[1].body[3]: h.0.proj.bias's gradient is final");
-    rt_grad_ready(e, 46470912, 768);
+    rt_grad_ready(e, 46507008, 768);
     RT_AT(582, "$.model.layers[2].body[1].body[3] #0 + $.model.layers[2].body[1].body[2] #0: linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
     rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_0_proj_596, 768, P_h_0_proj_weight, 3072, d_linear_h_0_fc, 3072, linear_h_0_fc);
     RT_AT(583, "$.model.layers[2].body[1].body[1] #0: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_0_fc, 3072, P_h_0_fc_weight, 768, 0.0f, d_layernorm_h_0_ln_2, 768);
     RT_AT(584, "$.model.layers[2].body[1].body[1] #0: the gradients of h.0.fc.weight and h.0.fc.bias are written from here on");
-    rt_grad_begin(e, 41749248, 2362368);
+    rt_grad_begin(e, 41785344, 2362368);
     RT_AT(585, "$.model.layers[2].body[1].body[1] #0: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_0_fc, 3072, layernorm_h_0_ln_2, 768, 1.0f, G_h_0_fc_weight, 768, G_h_0_fc_bias, 1);
     RT_AT(586, "$.model.layers[2].body[1].body[1]: h.0.fc.weight's gradient is final");
-    rt_grad_ready(e, 41749248, 2359296);
+    rt_grad_ready(e, 41785344, 2359296);
     RT_AT(587, "$.model.layers[2].body[1].body[1]: h.0.fc.bias's gradient is final");
-    rt_grad_ready(e, 44108544, 3072);
+    rt_grad_ready(e, 44144640, 3072);
     RT_AT(589, "$.model.layers[2].body[1].body[0] #0 + $.model.layers[2].body[0] #0: the gradients of h.0.ln_2.weight and h.0.ln_2.bias are written from here on");
-    rt_grad_begin(e, 41747712, 1536);
+    rt_grad_begin(e, 41783808, 1536);
     RT_AT(590, "$.model.layers[2].body[1].body[0] #0 + $.model.layers[2].body[0] #0: layernorm backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, ln_mean_h_0_ln_2, ln_rstd_h_0_ln_2, d_layernorm_h_0_ln_2, d_residual_linear_h_0_proj_596, d_residual_attn_out_h_0_attn_601, G_h_0_ln_2_weight, G_h_0_ln_2_bias, e->B * 1024, 768);
     RT_AT(591, "$.model.layers[2].body[1].body[0]: h.0.ln_2.weight's gradient is final");
-    rt_grad_ready(e, 41747712, 768);
+    rt_grad_ready(e, 41783808, 768);
     RT_AT(592, "$.model.layers[2].body[1].body[0]: h.0.ln_2.bias's gradient is final");
-    rt_grad_ready(e, 41748480, 768);
+    rt_grad_ready(e, 41784576, 768);
     RT_AT(594, "$.model.layers[2].body[0].body[1] #0: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_0_attn_601, 768, P_h_0_attn_proj_weight, 768, 0.0f, d_attn_y_h_0_attn, 768);
     RT_AT(595, "$.model.layers[2].body[0].body[1] #0: the gradients of h.0.attn.proj.weight and h.0.attn.proj.bias are written from here on");
-    rt_grad_begin(e, 41157120, 590592);
+    rt_grad_begin(e, 41193216, 590592);
     RT_AT(596, "$.model.layers[2].body[0].body[1] #0: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_0_attn_601, 768, attn_y_h_0_attn, 768, 1.0f, G_h_0_attn_proj_weight, 768, G_h_0_attn_proj_bias, 1);
     RT_AT(597, "$.model.layers[2].body[0].body[1]: h.0.attn.proj.weight's gradient is final");
-    rt_grad_ready(e, 41157120, 589824);
+    rt_grad_ready(e, 41193216, 589824);
     RT_AT(598, "$.model.layers[2].body[0].body[1]: h.0.attn.proj.bias's gradient is final");
-    rt_grad_ready(e, 41746944, 768);
+    rt_grad_ready(e, 41783040, 768);
     RT_AT(600, "$.model.layers[2].body[0].body[1] #0: attention backward: d(qkv), probabilities recomputed from the log-sum-exp");
     rt_attention_bwd(e, qkv_h_0_attn, lse_h_0_attn, attn_y_h_0_attn, d_attn_y_h_0_attn, d_qkv_h_0_attn, e->B, 1024, 768, 12, 1);
     RT_AT(601, "$.model.layers[2].body[0].body[1] #0: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_0_attn, 2304, P_h_0_attn_qkv_weight, 768, 0.0f, d_layernorm_h_0_ln_1, 768);
     RT_AT(602, "$.model.layers[2].body[0].body[1] #0: the gradients of h.0.attn.qkv.weight and h.0.attn.qkv.bias are written from here on");
-    rt_grad_begin(e, 39385344, 1771776);
+    rt_grad_begin(e, 39421440, 1771776);
     RT_AT(603, "$.model.layers[2].body[0].body[1] #0: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_0_attn, 2304, layernorm_h_0_ln_1, 768, 1.0f, G_h_0_attn_qkv_weight, 768, G_h_0_attn_qkv_bias, 1);
     RT_AT(604, "$.model.layers[2].body[0].body[1]: h.0.attn.qkv.weight's gradient is final");
-    rt_grad_ready(e, 39385344, 1769472);
+    rt_grad_ready(e, 39421440, 1769472);
     RT_AT(605, "$.model.layers[2].body[0].body[1]: h.0.attn.qkv.bias's gradient is final");
-    rt_grad_ready(e, 41154816, 2304);
+    rt_grad_ready(e, 41190912, 2304);
     RT_AT(607, "$.model.layers[2].body[0].body[0] #0 + $.model.layers[1]: the gradients of h.0.ln_1.weight and h.0.ln_1.bias are written from here on");
-    rt_grad_begin(e, 39383808, 1536);
+    rt_grad_begin(e, 39419904, 1536);
     RT_AT(608, "$.model.layers[2].body[0].body[0] #0 + $.model.layers[1]: layernorm backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1, d_layernorm_h_0_ln_1, d_residual_attn_out_h_0_attn_601, d_pos_embedding_wpe_606, G_h_0_ln_1_weight, G_h_0_ln_1_bias, e->B * 1024, 768);
     RT_AT(609, "$.model.layers[2].body[0].body[0]: h.0.ln_1.weight's gradient is final");
-    rt_grad_ready(e, 39383808, 768);
+    rt_grad_ready(e, 39419904, 768);
     RT_AT(610, "$.model.layers[2].body[0].body[0]: h.0.ln_1.bias's gradient is final");
-    rt_grad_ready(e, 39384576, 768);
+    rt_grad_ready(e, 39420672, 768);
     RT_AT(612, "$.model.layers[1]: wpe.weight's gradient is written from here on");
-    rt_grad_begin(e, 38597376, 786432);
+    rt_grad_begin(e, 38633472, 786432);
     RT_AT(613, "$.model.layers[1]: pos_embedding backward: dW[t] += sum over the batch of dy[t]");
     rt_colsum_add(e, d_pos_embedding_wpe_606, G_wpe_weight, e->B, 786432);
     RT_AT(614, "$.model.layers[1]: wpe.weight's gradient is final");
-    rt_grad_ready(e, 38597376, 786432);
+    rt_grad_ready(e, 38633472, 786432);
     RT_AT(615, "$.model.layers[0]: embedding backward: dW[id] += dy");
     rt_embedding_bwd(e, in_x, d_pos_embedding_wpe_606, G_wte_weight, e->B * 1024, 50257, 768);
     RT_AT(616, "$.model.layers[0]: wte.weight's gradient is final");
-    rt_grad_ready(e, 0, 38597376);
+    rt_grad_ready(e, 0, 38633472);
 }
 
 /* Validation: the forward pass alone, with its own smaller plan (no gradient buffers). */
@@ -1712,300 +1712,300 @@ static void evaluate(rt_exec *e)
 {
     e->train = 0;
     const int32_t *in_x = (const int32_t *)e->in[0]; /* [B, 1024] */
-    const float *P_wte_weight = e->params + 0; /* [50257, 768] */
+    const float *P_wte_weight = e->params + 0; /* [50257, 768], then 47 zero rows */
     float *embedding_wte = ACT(4718592); /* [B, 1024, 768] */
-    const float *P_wpe_weight = e->params + 38597376; /* [1024, 768] */
+    const float *P_wpe_weight = e->params + 38633472; /* [1024, 768] */
     float *pos_embedding_wpe = ACT(4718592); /* [B, 1024, 768] */
-    const float *P_h_0_ln_1_weight = e->params + 39383808; /* [768] */
-    const float *P_h_0_ln_1_bias = e->params + 39384576; /* [768] */
+    const float *P_h_0_ln_1_weight = e->params + 39419904; /* [768] */
+    const float *P_h_0_ln_1_bias = e->params + 39420672; /* [768] */
     float *layernorm_h_0_ln_1 = ACT(6291456); /* [B, 1024, 768] */
     float *ln_mean_h_0_ln_1 = ACT(0); /* [B, 1024] */
     float *ln_rstd_h_0_ln_1 = ACT(4096); /* [B, 1024] */
-    const float *P_h_0_attn_qkv_weight = e->params + 39385344; /* [2304, 768] */
-    const float *P_h_0_attn_qkv_bias = e->params + 41154816; /* [2304] */
+    const float *P_h_0_attn_qkv_weight = e->params + 39421440; /* [2304, 768] */
+    const float *P_h_0_attn_qkv_bias = e->params + 41190912; /* [2304] */
     float *qkv_h_0_attn = ACT(0); /* [B, 1024, 2304] */
     float *lse_h_0_attn = ACT(7864320); /* [B, 12, 1024] */
     float *attn_y_h_0_attn = ACT(6291456); /* [B, 1024, 768] */
-    const float *P_h_0_attn_proj_weight = e->params + 41157120; /* [768, 768] */
-    const float *P_h_0_attn_proj_bias = e->params + 41746944; /* [768] */
+    const float *P_h_0_attn_proj_weight = e->params + 41193216; /* [768, 768] */
+    const float *P_h_0_attn_proj_bias = e->params + 41783040; /* [768] */
     float *residual_attn_out_h_0_attn = ACT(7864320); /* [B, 1024, 768] */
-    const float *P_h_0_ln_2_weight = e->params + 41747712; /* [768] */
-    const float *P_h_0_ln_2_bias = e->params + 41748480; /* [768] */
+    const float *P_h_0_ln_2_weight = e->params + 41783808; /* [768] */
+    const float *P_h_0_ln_2_bias = e->params + 41784576; /* [768] */
     float *layernorm_h_0_ln_2 = ACT(6291456); /* [B, 1024, 768] */
     float *ln_mean_h_0_ln_2 = ACT(0); /* [B, 1024] */
     float *ln_rstd_h_0_ln_2 = ACT(4096); /* [B, 1024] */
-    const float *P_h_0_fc_weight = e->params + 41749248; /* [3072, 768] */
-    const float *P_h_0_fc_bias = e->params + 44108544; /* [3072] */
+    const float *P_h_0_fc_weight = e->params + 41785344; /* [3072, 768] */
+    const float *P_h_0_fc_bias = e->params + 44144640; /* [3072] */
     float *gelu_h_0_2 = ACT(0); /* [B, 1024, 3072] */
-    const float *P_h_0_proj_weight = e->params + 44111616; /* [768, 3072] */
-    const float *P_h_0_proj_bias = e->params + 46470912; /* [768] */
+    const float *P_h_0_proj_weight = e->params + 44147712; /* [768, 3072] */
+    const float *P_h_0_proj_bias = e->params + 46507008; /* [768] */
     float *residual_linear_h_0_proj = ACT(6291456); /* [B, 1024, 768] */
-    const float *P_h_1_ln_1_weight = e->params + 46471680; /* [768] */
-    const float *P_h_1_ln_1_bias = e->params + 46472448; /* [768] */
+    const float *P_h_1_ln_1_weight = e->params + 46507776; /* [768] */
+    const float *P_h_1_ln_1_bias = e->params + 46508544; /* [768] */
     float *layernorm_h_1_ln_1 = ACT(4718592); /* [B, 1024, 768] */
     float *ln_mean_h_1_ln_1 = ACT(0); /* [B, 1024] */
     float *ln_rstd_h_1_ln_1 = ACT(4096); /* [B, 1024] */
-    const float *P_h_1_attn_qkv_weight = e->params + 46473216; /* [2304, 768] */
-    const float *P_h_1_attn_qkv_bias = e->params + 48242688; /* [2304] */
+    const float *P_h_1_attn_qkv_weight = e->params + 46509312; /* [2304, 768] */
+    const float *P_h_1_attn_qkv_bias = e->params + 48278784; /* [2304] */
     float *qkv_h_1_attn = ACT(0); /* [B, 1024, 2304] */
     float *lse_h_1_attn = ACT(7864320); /* [B, 12, 1024] */
     float *attn_y_h_1_attn = ACT(4718592); /* [B, 1024, 768] */
-    const float *P_h_1_attn_proj_weight = e->params + 48244992; /* [768, 768] */
-    const float *P_h_1_attn_proj_bias = e->params + 48834816; /* [768] */
+    const float *P_h_1_attn_proj_weight = e->params + 48281088; /* [768, 768] */
+    const float *P_h_1_attn_proj_bias = e->params + 48870912; /* [768] */
     float *residual_attn_out_h_1_attn = ACT(7864320); /* [B, 1024, 768] */
-    const float *P_h_1_ln_2_weight = e->params + 48835584; /* [768] */
-    const float *P_h_1_ln_2_bias = e->params + 48836352; /* [768] */
+    const float *P_h_1_ln_2_weight = e->params + 48871680; /* [768] */
+    const float *P_h_1_ln_2_bias = e->params + 48872448; /* [768] */
     float *layernorm_h_1_ln_2 = ACT(6291456); /* [B, 1024, 768] */
     float *ln_mean_h_1_ln_2 = ACT(0); /* [B, 1024] */
     float *ln_rstd_h_1_ln_2 = ACT(4096); /* [B, 1024] */
-    const float *P_h_1_fc_weight = e->params + 48837120; /* [3072, 768] */
-    const float *P_h_1_fc_bias = e->params + 51196416; /* [3072] */
+    const float *P_h_1_fc_weight = e->params + 48873216; /* [3072, 768] */
+    const float *P_h_1_fc_bias = e->params + 51232512; /* [3072] */
     float *gelu_h_1_2 = ACT(0); /* [B, 1024, 3072] */
-    const float *P_h_1_proj_weight = e->params + 51199488; /* [768, 3072] */
-    const float *P_h_1_proj_bias = e->params + 53558784; /* [768] */
+    const float *P_h_1_proj_weight = e->params + 51235584; /* [768, 3072] */
+    const float *P_h_1_proj_bias = e->params + 53594880; /* [768] */
     float *residual_linear_h_1_proj = ACT(6291456); /* [B, 1024, 768] */
-    const float *P_h_2_ln_1_weight = e->params + 53559552; /* [768] */
-    const float *P_h_2_ln_1_bias = e->params + 53560320; /* [768] */
+    const float *P_h_2_ln_1_weight = e->params + 53595648; /* [768] */
+    const float *P_h_2_ln_1_bias = e->params + 53596416; /* [768] */
     float *layernorm_h_2_ln_1 = ACT(4718592); /* [B, 1024, 768] */
     float *ln_mean_h_2_ln_1 = ACT(0); /* [B, 1024] */
     float *ln_rstd_h_2_ln_1 = ACT(4096); /* [B, 1024] */
-    const float *P_h_2_attn_qkv_weight = e->params + 53561088; /* [2304, 768] */
-    const float *P_h_2_attn_qkv_bias = e->params + 55330560; /* [2304] */
+    const float *P_h_2_attn_qkv_weight = e->params + 53597184; /* [2304, 768] */
+    const float *P_h_2_attn_qkv_bias = e->params + 55366656; /* [2304] */
     float *qkv_h_2_attn = ACT(0); /* [B, 1024, 2304] */
     float *lse_h_2_attn = ACT(7864320); /* [B, 12, 1024] */
     float *attn_y_h_2_attn = ACT(4718592); /* [B, 1024, 768] */
-    const float *P_h_2_attn_proj_weight = e->params + 55332864; /* [768, 768] */
-    const float *P_h_2_attn_proj_bias = e->params + 55922688; /* [768] */
+    const float *P_h_2_attn_proj_weight = e->params + 55368960; /* [768, 768] */
+    const float *P_h_2_attn_proj_bias = e->params + 55958784; /* [768] */
     float *residual_attn_out_h_2_attn = ACT(7864320); /* [B, 1024, 768] */
-    const float *P_h_2_ln_2_weight = e->params + 55923456; /* [768] */
-    const float *P_h_2_ln_2_bias = e->params + 55924224; /* [768] */
+    const float *P_h_2_ln_2_weight = e->params + 55959552; /* [768] */
+    const float *P_h_2_ln_2_bias = e->params + 55960320; /* [768] */
     float *layernorm_h_2_ln_2 = ACT(6291456); /* [B, 1024, 768] */
     float *ln_mean_h_2_ln_2 = ACT(0); /* [B, 1024] */
     float *ln_rstd_h_2_ln_2 = ACT(4096); /* [B, 1024] */
-    const float *P_h_2_fc_weight = e->params + 55924992; /* [3072, 768] */
-    const float *P_h_2_fc_bias = e->params + 58284288; /* [3072] */
+    const float *P_h_2_fc_weight = e->params + 55961088; /* [3072, 768] */
+    const float *P_h_2_fc_bias = e->params + 58320384; /* [3072] */
     float *gelu_h_2_2 = ACT(0); /* [B, 1024, 3072] */
-    const float *P_h_2_proj_weight = e->params + 58287360; /* [768, 3072] */
-    const float *P_h_2_proj_bias = e->params + 60646656; /* [768] */
+    const float *P_h_2_proj_weight = e->params + 58323456; /* [768, 3072] */
+    const float *P_h_2_proj_bias = e->params + 60682752; /* [768] */
     float *residual_linear_h_2_proj = ACT(6291456); /* [B, 1024, 768] */
-    const float *P_h_3_ln_1_weight = e->params + 60647424; /* [768] */
-    const float *P_h_3_ln_1_bias = e->params + 60648192; /* [768] */
+    const float *P_h_3_ln_1_weight = e->params + 60683520; /* [768] */
+    const float *P_h_3_ln_1_bias = e->params + 60684288; /* [768] */
     float *layernorm_h_3_ln_1 = ACT(4718592); /* [B, 1024, 768] */
     float *ln_mean_h_3_ln_1 = ACT(0); /* [B, 1024] */
     float *ln_rstd_h_3_ln_1 = ACT(4096); /* [B, 1024] */
-    const float *P_h_3_attn_qkv_weight = e->params + 60648960; /* [2304, 768] */
-    const float *P_h_3_attn_qkv_bias = e->params + 62418432; /* [2304] */
+    const float *P_h_3_attn_qkv_weight = e->params + 60685056; /* [2304, 768] */
+    const float *P_h_3_attn_qkv_bias = e->params + 62454528; /* [2304] */
     float *qkv_h_3_attn = ACT(0); /* [B, 1024, 2304] */
     float *lse_h_3_attn = ACT(7864320); /* [B, 12, 1024] */
     float *attn_y_h_3_attn = ACT(4718592); /* [B, 1024, 768] */
-    const float *P_h_3_attn_proj_weight = e->params + 62420736; /* [768, 768] */
-    const float *P_h_3_attn_proj_bias = e->params + 63010560; /* [768] */
+    const float *P_h_3_attn_proj_weight = e->params + 62456832; /* [768, 768] */
+    const float *P_h_3_attn_proj_bias = e->params + 63046656; /* [768] */
     float *residual_attn_out_h_3_attn = ACT(7864320); /* [B, 1024, 768] */
-    const float *P_h_3_ln_2_weight = e->params + 63011328; /* [768] */
-    const float *P_h_3_ln_2_bias = e->params + 63012096; /* [768] */
+    const float *P_h_3_ln_2_weight = e->params + 63047424; /* [768] */
+    const float *P_h_3_ln_2_bias = e->params + 63048192; /* [768] */
     float *layernorm_h_3_ln_2 = ACT(6291456); /* [B, 1024, 768] */
     float *ln_mean_h_3_ln_2 = ACT(0); /* [B, 1024] */
     float *ln_rstd_h_3_ln_2 = ACT(4096); /* [B, 1024] */
-    const float *P_h_3_fc_weight = e->params + 63012864; /* [3072, 768] */
-    const float *P_h_3_fc_bias = e->params + 65372160; /* [3072] */
+    const float *P_h_3_fc_weight = e->params + 63048960; /* [3072, 768] */
+    const float *P_h_3_fc_bias = e->params + 65408256; /* [3072] */
     float *gelu_h_3_2 = ACT(0); /* [B, 1024, 3072] */
-    const float *P_h_3_proj_weight = e->params + 65375232; /* [768, 3072] */
-    const float *P_h_3_proj_bias = e->params + 67734528; /* [768] */
+    const float *P_h_3_proj_weight = e->params + 65411328; /* [768, 3072] */
+    const float *P_h_3_proj_bias = e->params + 67770624; /* [768] */
     float *residual_linear_h_3_proj = ACT(6291456); /* [B, 1024, 768] */
-    const float *P_h_4_ln_1_weight = e->params + 67735296; /* [768] */
-    const float *P_h_4_ln_1_bias = e->params + 67736064; /* [768] */
+    const float *P_h_4_ln_1_weight = e->params + 67771392; /* [768] */
+    const float *P_h_4_ln_1_bias = e->params + 67772160; /* [768] */
     float *layernorm_h_4_ln_1 = ACT(4718592); /* [B, 1024, 768] */
     float *ln_mean_h_4_ln_1 = ACT(0); /* [B, 1024] */
     float *ln_rstd_h_4_ln_1 = ACT(4096); /* [B, 1024] */
-    const float *P_h_4_attn_qkv_weight = e->params + 67736832; /* [2304, 768] */
-    const float *P_h_4_attn_qkv_bias = e->params + 69506304; /* [2304] */
+    const float *P_h_4_attn_qkv_weight = e->params + 67772928; /* [2304, 768] */
+    const float *P_h_4_attn_qkv_bias = e->params + 69542400; /* [2304] */
     float *qkv_h_4_attn = ACT(0); /* [B, 1024, 2304] */
     float *lse_h_4_attn = ACT(7864320); /* [B, 12, 1024] */
     float *attn_y_h_4_attn = ACT(4718592); /* [B, 1024, 768] */
-    const float *P_h_4_attn_proj_weight = e->params + 69508608; /* [768, 768] */
-    const float *P_h_4_attn_proj_bias = e->params + 70098432; /* [768] */
+    const float *P_h_4_attn_proj_weight = e->params + 69544704; /* [768, 768] */
+    const float *P_h_4_attn_proj_bias = e->params + 70134528; /* [768] */
     float *residual_attn_out_h_4_attn = ACT(7864320); /* [B, 1024, 768] */
-    const float *P_h_4_ln_2_weight = e->params + 70099200; /* [768] */
-    const float *P_h_4_ln_2_bias = e->params + 70099968; /* [768] */
+    const float *P_h_4_ln_2_weight = e->params + 70135296; /* [768] */
+    const float *P_h_4_ln_2_bias = e->params + 70136064; /* [768] */
     float *layernorm_h_4_ln_2 = ACT(6291456); /* [B, 1024, 768] */
     float *ln_mean_h_4_ln_2 = ACT(0); /* [B, 1024] */
     float *ln_rstd_h_4_ln_2 = ACT(4096); /* [B, 1024] */
-    const float *P_h_4_fc_weight = e->params + 70100736; /* [3072, 768] */
-    const float *P_h_4_fc_bias = e->params + 72460032; /* [3072] */
+    const float *P_h_4_fc_weight = e->params + 70136832; /* [3072, 768] */
+    const float *P_h_4_fc_bias = e->params + 72496128; /* [3072] */
     float *gelu_h_4_2 = ACT(0); /* [B, 1024, 3072] */
-    const float *P_h_4_proj_weight = e->params + 72463104; /* [768, 3072] */
-    const float *P_h_4_proj_bias = e->params + 74822400; /* [768] */
+    const float *P_h_4_proj_weight = e->params + 72499200; /* [768, 3072] */
+    const float *P_h_4_proj_bias = e->params + 74858496; /* [768] */
     float *residual_linear_h_4_proj = ACT(6291456); /* [B, 1024, 768] */
-    const float *P_h_5_ln_1_weight = e->params + 74823168; /* [768] */
-    const float *P_h_5_ln_1_bias = e->params + 74823936; /* [768] */
+    const float *P_h_5_ln_1_weight = e->params + 74859264; /* [768] */
+    const float *P_h_5_ln_1_bias = e->params + 74860032; /* [768] */
     float *layernorm_h_5_ln_1 = ACT(4718592); /* [B, 1024, 768] */
     float *ln_mean_h_5_ln_1 = ACT(0); /* [B, 1024] */
     float *ln_rstd_h_5_ln_1 = ACT(4096); /* [B, 1024] */
-    const float *P_h_5_attn_qkv_weight = e->params + 74824704; /* [2304, 768] */
-    const float *P_h_5_attn_qkv_bias = e->params + 76594176; /* [2304] */
+    const float *P_h_5_attn_qkv_weight = e->params + 74860800; /* [2304, 768] */
+    const float *P_h_5_attn_qkv_bias = e->params + 76630272; /* [2304] */
     float *qkv_h_5_attn = ACT(0); /* [B, 1024, 2304] */
     float *lse_h_5_attn = ACT(7864320); /* [B, 12, 1024] */
     float *attn_y_h_5_attn = ACT(4718592); /* [B, 1024, 768] */
-    const float *P_h_5_attn_proj_weight = e->params + 76596480; /* [768, 768] */
-    const float *P_h_5_attn_proj_bias = e->params + 77186304; /* [768] */
+    const float *P_h_5_attn_proj_weight = e->params + 76632576; /* [768, 768] */
+    const float *P_h_5_attn_proj_bias = e->params + 77222400; /* [768] */
     float *residual_attn_out_h_5_attn = ACT(7864320); /* [B, 1024, 768] */
-    const float *P_h_5_ln_2_weight = e->params + 77187072; /* [768] */
-    const float *P_h_5_ln_2_bias = e->params + 77187840; /* [768] */
+    const float *P_h_5_ln_2_weight = e->params + 77223168; /* [768] */
+    const float *P_h_5_ln_2_bias = e->params + 77223936; /* [768] */
     float *layernorm_h_5_ln_2 = ACT(6291456); /* [B, 1024, 768] */
     float *ln_mean_h_5_ln_2 = ACT(0); /* [B, 1024] */
     float *ln_rstd_h_5_ln_2 = ACT(4096); /* [B, 1024] */
-    const float *P_h_5_fc_weight = e->params + 77188608; /* [3072, 768] */
-    const float *P_h_5_fc_bias = e->params + 79547904; /* [3072] */
+    const float *P_h_5_fc_weight = e->params + 77224704; /* [3072, 768] */
+    const float *P_h_5_fc_bias = e->params + 79584000; /* [3072] */
     float *gelu_h_5_2 = ACT(0); /* [B, 1024, 3072] */
-    const float *P_h_5_proj_weight = e->params + 79550976; /* [768, 3072] */
-    const float *P_h_5_proj_bias = e->params + 81910272; /* [768] */
+    const float *P_h_5_proj_weight = e->params + 79587072; /* [768, 3072] */
+    const float *P_h_5_proj_bias = e->params + 81946368; /* [768] */
     float *residual_linear_h_5_proj = ACT(6291456); /* [B, 1024, 768] */
-    const float *P_h_6_ln_1_weight = e->params + 81911040; /* [768] */
-    const float *P_h_6_ln_1_bias = e->params + 81911808; /* [768] */
+    const float *P_h_6_ln_1_weight = e->params + 81947136; /* [768] */
+    const float *P_h_6_ln_1_bias = e->params + 81947904; /* [768] */
     float *layernorm_h_6_ln_1 = ACT(4718592); /* [B, 1024, 768] */
     float *ln_mean_h_6_ln_1 = ACT(0); /* [B, 1024] */
     float *ln_rstd_h_6_ln_1 = ACT(4096); /* [B, 1024] */
-    const float *P_h_6_attn_qkv_weight = e->params + 81912576; /* [2304, 768] */
-    const float *P_h_6_attn_qkv_bias = e->params + 83682048; /* [2304] */
+    const float *P_h_6_attn_qkv_weight = e->params + 81948672; /* [2304, 768] */
+    const float *P_h_6_attn_qkv_bias = e->params + 83718144; /* [2304] */
     float *qkv_h_6_attn = ACT(0); /* [B, 1024, 2304] */
     float *lse_h_6_attn = ACT(7864320); /* [B, 12, 1024] */
     float *attn_y_h_6_attn = ACT(4718592); /* [B, 1024, 768] */
-    const float *P_h_6_attn_proj_weight = e->params + 83684352; /* [768, 768] */
-    const float *P_h_6_attn_proj_bias = e->params + 84274176; /* [768] */
+    const float *P_h_6_attn_proj_weight = e->params + 83720448; /* [768, 768] */
+    const float *P_h_6_attn_proj_bias = e->params + 84310272; /* [768] */
     float *residual_attn_out_h_6_attn = ACT(7864320); /* [B, 1024, 768] */
-    const float *P_h_6_ln_2_weight = e->params + 84274944; /* [768] */
-    const float *P_h_6_ln_2_bias = e->params + 84275712; /* [768] */
+    const float *P_h_6_ln_2_weight = e->params + 84311040; /* [768] */
+    const float *P_h_6_ln_2_bias = e->params + 84311808; /* [768] */
     float *layernorm_h_6_ln_2 = ACT(6291456); /* [B, 1024, 768] */
     float *ln_mean_h_6_ln_2 = ACT(0); /* [B, 1024] */
     float *ln_rstd_h_6_ln_2 = ACT(4096); /* [B, 1024] */
-    const float *P_h_6_fc_weight = e->params + 84276480; /* [3072, 768] */
-    const float *P_h_6_fc_bias = e->params + 86635776; /* [3072] */
+    const float *P_h_6_fc_weight = e->params + 84312576; /* [3072, 768] */
+    const float *P_h_6_fc_bias = e->params + 86671872; /* [3072] */
     float *gelu_h_6_2 = ACT(0); /* [B, 1024, 3072] */
-    const float *P_h_6_proj_weight = e->params + 86638848; /* [768, 3072] */
-    const float *P_h_6_proj_bias = e->params + 88998144; /* [768] */
+    const float *P_h_6_proj_weight = e->params + 86674944; /* [768, 3072] */
+    const float *P_h_6_proj_bias = e->params + 89034240; /* [768] */
     float *residual_linear_h_6_proj = ACT(6291456); /* [B, 1024, 768] */
-    const float *P_h_7_ln_1_weight = e->params + 88998912; /* [768] */
-    const float *P_h_7_ln_1_bias = e->params + 88999680; /* [768] */
+    const float *P_h_7_ln_1_weight = e->params + 89035008; /* [768] */
+    const float *P_h_7_ln_1_bias = e->params + 89035776; /* [768] */
     float *layernorm_h_7_ln_1 = ACT(4718592); /* [B, 1024, 768] */
     float *ln_mean_h_7_ln_1 = ACT(0); /* [B, 1024] */
     float *ln_rstd_h_7_ln_1 = ACT(4096); /* [B, 1024] */
-    const float *P_h_7_attn_qkv_weight = e->params + 89000448; /* [2304, 768] */
-    const float *P_h_7_attn_qkv_bias = e->params + 90769920; /* [2304] */
+    const float *P_h_7_attn_qkv_weight = e->params + 89036544; /* [2304, 768] */
+    const float *P_h_7_attn_qkv_bias = e->params + 90806016; /* [2304] */
     float *qkv_h_7_attn = ACT(0); /* [B, 1024, 2304] */
     float *lse_h_7_attn = ACT(7864320); /* [B, 12, 1024] */
     float *attn_y_h_7_attn = ACT(4718592); /* [B, 1024, 768] */
-    const float *P_h_7_attn_proj_weight = e->params + 90772224; /* [768, 768] */
-    const float *P_h_7_attn_proj_bias = e->params + 91362048; /* [768] */
+    const float *P_h_7_attn_proj_weight = e->params + 90808320; /* [768, 768] */
+    const float *P_h_7_attn_proj_bias = e->params + 91398144; /* [768] */
     float *residual_attn_out_h_7_attn = ACT(7864320); /* [B, 1024, 768] */
-    const float *P_h_7_ln_2_weight = e->params + 91362816; /* [768] */
-    const float *P_h_7_ln_2_bias = e->params + 91363584; /* [768] */
+    const float *P_h_7_ln_2_weight = e->params + 91398912; /* [768] */
+    const float *P_h_7_ln_2_bias = e->params + 91399680; /* [768] */
     float *layernorm_h_7_ln_2 = ACT(6291456); /* [B, 1024, 768] */
     float *ln_mean_h_7_ln_2 = ACT(0); /* [B, 1024] */
     float *ln_rstd_h_7_ln_2 = ACT(4096); /* [B, 1024] */
-    const float *P_h_7_fc_weight = e->params + 91364352; /* [3072, 768] */
-    const float *P_h_7_fc_bias = e->params + 93723648; /* [3072] */
+    const float *P_h_7_fc_weight = e->params + 91400448; /* [3072, 768] */
+    const float *P_h_7_fc_bias = e->params + 93759744; /* [3072] */
     float *gelu_h_7_2 = ACT(0); /* [B, 1024, 3072] */
-    const float *P_h_7_proj_weight = e->params + 93726720; /* [768, 3072] */
-    const float *P_h_7_proj_bias = e->params + 96086016; /* [768] */
+    const float *P_h_7_proj_weight = e->params + 93762816; /* [768, 3072] */
+    const float *P_h_7_proj_bias = e->params + 96122112; /* [768] */
     float *residual_linear_h_7_proj = ACT(6291456); /* [B, 1024, 768] */
-    const float *P_h_8_ln_1_weight = e->params + 96086784; /* [768] */
-    const float *P_h_8_ln_1_bias = e->params + 96087552; /* [768] */
+    const float *P_h_8_ln_1_weight = e->params + 96122880; /* [768] */
+    const float *P_h_8_ln_1_bias = e->params + 96123648; /* [768] */
     float *layernorm_h_8_ln_1 = ACT(4718592); /* [B, 1024, 768] */
     float *ln_mean_h_8_ln_1 = ACT(0); /* [B, 1024] */
     float *ln_rstd_h_8_ln_1 = ACT(4096); /* [B, 1024] */
-    const float *P_h_8_attn_qkv_weight = e->params + 96088320; /* [2304, 768] */
-    const float *P_h_8_attn_qkv_bias = e->params + 97857792; /* [2304] */
+    const float *P_h_8_attn_qkv_weight = e->params + 96124416; /* [2304, 768] */
+    const float *P_h_8_attn_qkv_bias = e->params + 97893888; /* [2304] */
     float *qkv_h_8_attn = ACT(0); /* [B, 1024, 2304] */
     float *lse_h_8_attn = ACT(7864320); /* [B, 12, 1024] */
     float *attn_y_h_8_attn = ACT(4718592); /* [B, 1024, 768] */
-    const float *P_h_8_attn_proj_weight = e->params + 97860096; /* [768, 768] */
-    const float *P_h_8_attn_proj_bias = e->params + 98449920; /* [768] */
+    const float *P_h_8_attn_proj_weight = e->params + 97896192; /* [768, 768] */
+    const float *P_h_8_attn_proj_bias = e->params + 98486016; /* [768] */
     float *residual_attn_out_h_8_attn = ACT(7864320); /* [B, 1024, 768] */
-    const float *P_h_8_ln_2_weight = e->params + 98450688; /* [768] */
-    const float *P_h_8_ln_2_bias = e->params + 98451456; /* [768] */
+    const float *P_h_8_ln_2_weight = e->params + 98486784; /* [768] */
+    const float *P_h_8_ln_2_bias = e->params + 98487552; /* [768] */
     float *layernorm_h_8_ln_2 = ACT(6291456); /* [B, 1024, 768] */
     float *ln_mean_h_8_ln_2 = ACT(0); /* [B, 1024] */
     float *ln_rstd_h_8_ln_2 = ACT(4096); /* [B, 1024] */
-    const float *P_h_8_fc_weight = e->params + 98452224; /* [3072, 768] */
-    const float *P_h_8_fc_bias = e->params + 100811520; /* [3072] */
+    const float *P_h_8_fc_weight = e->params + 98488320; /* [3072, 768] */
+    const float *P_h_8_fc_bias = e->params + 100847616; /* [3072] */
     float *gelu_h_8_2 = ACT(0); /* [B, 1024, 3072] */
-    const float *P_h_8_proj_weight = e->params + 100814592; /* [768, 3072] */
-    const float *P_h_8_proj_bias = e->params + 103173888; /* [768] */
+    const float *P_h_8_proj_weight = e->params + 100850688; /* [768, 3072] */
+    const float *P_h_8_proj_bias = e->params + 103209984; /* [768] */
     float *residual_linear_h_8_proj = ACT(6291456); /* [B, 1024, 768] */
-    const float *P_h_9_ln_1_weight = e->params + 103174656; /* [768] */
-    const float *P_h_9_ln_1_bias = e->params + 103175424; /* [768] */
+    const float *P_h_9_ln_1_weight = e->params + 103210752; /* [768] */
+    const float *P_h_9_ln_1_bias = e->params + 103211520; /* [768] */
     float *layernorm_h_9_ln_1 = ACT(4718592); /* [B, 1024, 768] */
     float *ln_mean_h_9_ln_1 = ACT(0); /* [B, 1024] */
     float *ln_rstd_h_9_ln_1 = ACT(4096); /* [B, 1024] */
-    const float *P_h_9_attn_qkv_weight = e->params + 103176192; /* [2304, 768] */
-    const float *P_h_9_attn_qkv_bias = e->params + 104945664; /* [2304] */
+    const float *P_h_9_attn_qkv_weight = e->params + 103212288; /* [2304, 768] */
+    const float *P_h_9_attn_qkv_bias = e->params + 104981760; /* [2304] */
     float *qkv_h_9_attn = ACT(0); /* [B, 1024, 2304] */
     float *lse_h_9_attn = ACT(7864320); /* [B, 12, 1024] */
     float *attn_y_h_9_attn = ACT(4718592); /* [B, 1024, 768] */
-    const float *P_h_9_attn_proj_weight = e->params + 104947968; /* [768, 768] */
-    const float *P_h_9_attn_proj_bias = e->params + 105537792; /* [768] */
+    const float *P_h_9_attn_proj_weight = e->params + 104984064; /* [768, 768] */
+    const float *P_h_9_attn_proj_bias = e->params + 105573888; /* [768] */
     float *residual_attn_out_h_9_attn = ACT(7864320); /* [B, 1024, 768] */
-    const float *P_h_9_ln_2_weight = e->params + 105538560; /* [768] */
-    const float *P_h_9_ln_2_bias = e->params + 105539328; /* [768] */
+    const float *P_h_9_ln_2_weight = e->params + 105574656; /* [768] */
+    const float *P_h_9_ln_2_bias = e->params + 105575424; /* [768] */
     float *layernorm_h_9_ln_2 = ACT(6291456); /* [B, 1024, 768] */
     float *ln_mean_h_9_ln_2 = ACT(0); /* [B, 1024] */
     float *ln_rstd_h_9_ln_2 = ACT(4096); /* [B, 1024] */
-    const float *P_h_9_fc_weight = e->params + 105540096; /* [3072, 768] */
-    const float *P_h_9_fc_bias = e->params + 107899392; /* [3072] */
+    const float *P_h_9_fc_weight = e->params + 105576192; /* [3072, 768] */
+    const float *P_h_9_fc_bias = e->params + 107935488; /* [3072] */
     float *gelu_h_9_2 = ACT(0); /* [B, 1024, 3072] */
-    const float *P_h_9_proj_weight = e->params + 107902464; /* [768, 3072] */
-    const float *P_h_9_proj_bias = e->params + 110261760; /* [768] */
+    const float *P_h_9_proj_weight = e->params + 107938560; /* [768, 3072] */
+    const float *P_h_9_proj_bias = e->params + 110297856; /* [768] */
     float *residual_linear_h_9_proj = ACT(6291456); /* [B, 1024, 768] */
-    const float *P_h_10_ln_1_weight = e->params + 110262528; /* [768] */
-    const float *P_h_10_ln_1_bias = e->params + 110263296; /* [768] */
+    const float *P_h_10_ln_1_weight = e->params + 110298624; /* [768] */
+    const float *P_h_10_ln_1_bias = e->params + 110299392; /* [768] */
     float *layernorm_h_10_ln_1 = ACT(4718592); /* [B, 1024, 768] */
     float *ln_mean_h_10_ln_1 = ACT(0); /* [B, 1024] */
     float *ln_rstd_h_10_ln_1 = ACT(4096); /* [B, 1024] */
-    const float *P_h_10_attn_qkv_weight = e->params + 110264064; /* [2304, 768] */
-    const float *P_h_10_attn_qkv_bias = e->params + 112033536; /* [2304] */
+    const float *P_h_10_attn_qkv_weight = e->params + 110300160; /* [2304, 768] */
+    const float *P_h_10_attn_qkv_bias = e->params + 112069632; /* [2304] */
     float *qkv_h_10_attn = ACT(0); /* [B, 1024, 2304] */
     float *lse_h_10_attn = ACT(7864320); /* [B, 12, 1024] */
     float *attn_y_h_10_attn = ACT(4718592); /* [B, 1024, 768] */
-    const float *P_h_10_attn_proj_weight = e->params + 112035840; /* [768, 768] */
-    const float *P_h_10_attn_proj_bias = e->params + 112625664; /* [768] */
+    const float *P_h_10_attn_proj_weight = e->params + 112071936; /* [768, 768] */
+    const float *P_h_10_attn_proj_bias = e->params + 112661760; /* [768] */
     float *residual_attn_out_h_10_attn = ACT(7864320); /* [B, 1024, 768] */
-    const float *P_h_10_ln_2_weight = e->params + 112626432; /* [768] */
-    const float *P_h_10_ln_2_bias = e->params + 112627200; /* [768] */
+    const float *P_h_10_ln_2_weight = e->params + 112662528; /* [768] */
+    const float *P_h_10_ln_2_bias = e->params + 112663296; /* [768] */
     float *layernorm_h_10_ln_2 = ACT(6291456); /* [B, 1024, 768] */
     float *ln_mean_h_10_ln_2 = ACT(0); /* [B, 1024] */
     float *ln_rstd_h_10_ln_2 = ACT(4096); /* [B, 1024] */
-    const float *P_h_10_fc_weight = e->params + 112627968; /* [3072, 768] */
-    const float *P_h_10_fc_bias = e->params + 114987264; /* [3072] */
+    const float *P_h_10_fc_weight = e->params + 112664064; /* [3072, 768] */
+    const float *P_h_10_fc_bias = e->params + 115023360; /* [3072] */
     float *gelu_h_10_2 = ACT(0); /* [B, 1024, 3072] */
-    const float *P_h_10_proj_weight = e->params + 114990336; /* [768, 3072] */
-    const float *P_h_10_proj_bias = e->params + 117349632; /* [768] */
+    const float *P_h_10_proj_weight = e->params + 115026432; /* [768, 3072] */
+    const float *P_h_10_proj_bias = e->params + 117385728; /* [768] */
     float *residual_linear_h_10_proj = ACT(6291456); /* [B, 1024, 768] */
-    const float *P_h_11_ln_1_weight = e->params + 117350400; /* [768] */
-    const float *P_h_11_ln_1_bias = e->params + 117351168; /* [768] */
+    const float *P_h_11_ln_1_weight = e->params + 117386496; /* [768] */
+    const float *P_h_11_ln_1_bias = e->params + 117387264; /* [768] */
     float *layernorm_h_11_ln_1 = ACT(4718592); /* [B, 1024, 768] */
     float *ln_mean_h_11_ln_1 = ACT(0); /* [B, 1024] */
     float *ln_rstd_h_11_ln_1 = ACT(4096); /* [B, 1024] */
-    const float *P_h_11_attn_qkv_weight = e->params + 117351936; /* [2304, 768] */
-    const float *P_h_11_attn_qkv_bias = e->params + 119121408; /* [2304] */
+    const float *P_h_11_attn_qkv_weight = e->params + 117388032; /* [2304, 768] */
+    const float *P_h_11_attn_qkv_bias = e->params + 119157504; /* [2304] */
     float *qkv_h_11_attn = ACT(0); /* [B, 1024, 2304] */
     float *lse_h_11_attn = ACT(7864320); /* [B, 12, 1024] */
     float *attn_y_h_11_attn = ACT(4718592); /* [B, 1024, 768] */
-    const float *P_h_11_attn_proj_weight = e->params + 119123712; /* [768, 768] */
-    const float *P_h_11_attn_proj_bias = e->params + 119713536; /* [768] */
+    const float *P_h_11_attn_proj_weight = e->params + 119159808; /* [768, 768] */
+    const float *P_h_11_attn_proj_bias = e->params + 119749632; /* [768] */
     float *residual_attn_out_h_11_attn = ACT(7864320); /* [B, 1024, 768] */
-    const float *P_h_11_ln_2_weight = e->params + 119714304; /* [768] */
-    const float *P_h_11_ln_2_bias = e->params + 119715072; /* [768] */
+    const float *P_h_11_ln_2_weight = e->params + 119750400; /* [768] */
+    const float *P_h_11_ln_2_bias = e->params + 119751168; /* [768] */
     float *layernorm_h_11_ln_2 = ACT(6291456); /* [B, 1024, 768] */
     float *ln_mean_h_11_ln_2 = ACT(0); /* [B, 1024] */
     float *ln_rstd_h_11_ln_2 = ACT(4096); /* [B, 1024] */
-    const float *P_h_11_fc_weight = e->params + 119715840; /* [3072, 768] */
-    const float *P_h_11_fc_bias = e->params + 122075136; /* [3072] */
+    const float *P_h_11_fc_weight = e->params + 119751936; /* [3072, 768] */
+    const float *P_h_11_fc_bias = e->params + 122111232; /* [3072] */
     float *gelu_h_11_2 = ACT(0); /* [B, 1024, 3072] */
-    const float *P_h_11_proj_weight = e->params + 122078208; /* [768, 3072] */
-    const float *P_h_11_proj_bias = e->params + 124437504; /* [768] */
+    const float *P_h_11_proj_weight = e->params + 122114304; /* [768, 3072] */
+    const float *P_h_11_proj_bias = e->params + 124473600; /* [768] */
     float *residual_linear_h_11_proj = ACT(6291456); /* [B, 1024, 768] */
-    const float *P_ln_f_weight = e->params + 124438272; /* [768] */
-    const float *P_ln_f_bias = e->params + 124439040; /* [768] */
+    const float *P_ln_f_weight = e->params + 124474368; /* [768] */
+    const float *P_ln_f_bias = e->params + 124475136; /* [768] */
     float *layernorm_ln_f = ACT(103022592); /* [B, 1024, 768] */
     float *ln_mean_ln_f = ACT(0); /* [B, 1024] */
     float *ln_rstd_ln_f = ACT(4096); /* [B, 1024] */
@@ -2186,161 +2186,161 @@ static void evaluate(rt_exec *e)
     rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_11_2, 3072, P_h_11_proj_weight, 3072, residual_linear_h_11_proj, 768, P_h_11_proj_bias, residual_attn_out_h_11_attn, RT_EPI_NONE, NULL);
     /* $.model.layers[3]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_11_proj, P_ln_f_weight, P_ln_f_bias, layernorm_ln_f, ln_mean_ln_f, ln_rstd_ln_f, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[4]: linear: y = x W^T */
-    rt_gemm(e, 0, 1, e->B * 1024, 50257, 768, 1.0f, layernorm_ln_f, 768, P_wte_weight, 768, 0.0f, linear_lm_head, 50304);
+    /* $.model.layers[4]: linear: y = x W^T over W's 47 zero rows too (the padded vocabulary: y's padding comes out 0) */
+    rt_gemm(e, 0, 1, e->B * 1024, 50304, 768, 1.0f, layernorm_ln_f, 768, P_wte_weight, 768, 0.0f, linear_lm_head, 50304);
     /* $.model.loss: cross entropy: loss, accuracy and d(logits) in one pass */
     rt_cross_entropy(e, linear_lm_head, in_y, NULL, e->B * 1024, 50257, 50304);
 }
 
 static const rt_param params[] = {
     {"wte.weight", 2, {50257, 768}, 38597376, 0, RT_INIT_NORMAL, 0.0199999996f},
-    {"wpe.weight", 2, {1024, 768}, 786432, 38597376, RT_INIT_NORMAL, 0.0199999996f},
-    {"h.0.ln_1.weight", 1, {768}, 768, 39383808, RT_INIT_CONST, 1.0f},
-    {"h.0.ln_1.bias", 1, {768}, 768, 39384576, RT_INIT_CONST, 0.0f},
-    {"h.0.attn.qkv.weight", 2, {2304, 768}, 1769472, 39385344, RT_INIT_NORMAL, 0.0199999996f},
-    {"h.0.attn.qkv.bias", 1, {2304}, 2304, 41154816, RT_INIT_CONST, 0.0f},
-    {"h.0.attn.proj.weight", 2, {768, 768}, 589824, 41157120, RT_INIT_NORMAL, 0.00408248277f},
-    {"h.0.attn.proj.bias", 1, {768}, 768, 41746944, RT_INIT_CONST, 0.0f},
-    {"h.0.ln_2.weight", 1, {768}, 768, 41747712, RT_INIT_CONST, 1.0f},
-    {"h.0.ln_2.bias", 1, {768}, 768, 41748480, RT_INIT_CONST, 0.0f},
-    {"h.0.fc.weight", 2, {3072, 768}, 2359296, 41749248, RT_INIT_NORMAL, 0.0199999996f},
-    {"h.0.fc.bias", 1, {3072}, 3072, 44108544, RT_INIT_CONST, 0.0f},
-    {"h.0.proj.weight", 2, {768, 3072}, 2359296, 44111616, RT_INIT_NORMAL, 0.00408248277f},
-    {"h.0.proj.bias", 1, {768}, 768, 46470912, RT_INIT_CONST, 0.0f},
-    {"h.1.ln_1.weight", 1, {768}, 768, 46471680, RT_INIT_CONST, 1.0f},
-    {"h.1.ln_1.bias", 1, {768}, 768, 46472448, RT_INIT_CONST, 0.0f},
-    {"h.1.attn.qkv.weight", 2, {2304, 768}, 1769472, 46473216, RT_INIT_NORMAL, 0.0199999996f},
-    {"h.1.attn.qkv.bias", 1, {2304}, 2304, 48242688, RT_INIT_CONST, 0.0f},
-    {"h.1.attn.proj.weight", 2, {768, 768}, 589824, 48244992, RT_INIT_NORMAL, 0.00408248277f},
-    {"h.1.attn.proj.bias", 1, {768}, 768, 48834816, RT_INIT_CONST, 0.0f},
-    {"h.1.ln_2.weight", 1, {768}, 768, 48835584, RT_INIT_CONST, 1.0f},
-    {"h.1.ln_2.bias", 1, {768}, 768, 48836352, RT_INIT_CONST, 0.0f},
-    {"h.1.fc.weight", 2, {3072, 768}, 2359296, 48837120, RT_INIT_NORMAL, 0.0199999996f},
-    {"h.1.fc.bias", 1, {3072}, 3072, 51196416, RT_INIT_CONST, 0.0f},
-    {"h.1.proj.weight", 2, {768, 3072}, 2359296, 51199488, RT_INIT_NORMAL, 0.00408248277f},
-    {"h.1.proj.bias", 1, {768}, 768, 53558784, RT_INIT_CONST, 0.0f},
-    {"h.2.ln_1.weight", 1, {768}, 768, 53559552, RT_INIT_CONST, 1.0f},
-    {"h.2.ln_1.bias", 1, {768}, 768, 53560320, RT_INIT_CONST, 0.0f},
-    {"h.2.attn.qkv.weight", 2, {2304, 768}, 1769472, 53561088, RT_INIT_NORMAL, 0.0199999996f},
-    {"h.2.attn.qkv.bias", 1, {2304}, 2304, 55330560, RT_INIT_CONST, 0.0f},
-    {"h.2.attn.proj.weight", 2, {768, 768}, 589824, 55332864, RT_INIT_NORMAL, 0.00408248277f},
-    {"h.2.attn.proj.bias", 1, {768}, 768, 55922688, RT_INIT_CONST, 0.0f},
-    {"h.2.ln_2.weight", 1, {768}, 768, 55923456, RT_INIT_CONST, 1.0f},
-    {"h.2.ln_2.bias", 1, {768}, 768, 55924224, RT_INIT_CONST, 0.0f},
-    {"h.2.fc.weight", 2, {3072, 768}, 2359296, 55924992, RT_INIT_NORMAL, 0.0199999996f},
-    {"h.2.fc.bias", 1, {3072}, 3072, 58284288, RT_INIT_CONST, 0.0f},
-    {"h.2.proj.weight", 2, {768, 3072}, 2359296, 58287360, RT_INIT_NORMAL, 0.00408248277f},
-    {"h.2.proj.bias", 1, {768}, 768, 60646656, RT_INIT_CONST, 0.0f},
-    {"h.3.ln_1.weight", 1, {768}, 768, 60647424, RT_INIT_CONST, 1.0f},
-    {"h.3.ln_1.bias", 1, {768}, 768, 60648192, RT_INIT_CONST, 0.0f},
-    {"h.3.attn.qkv.weight", 2, {2304, 768}, 1769472, 60648960, RT_INIT_NORMAL, 0.0199999996f},
-    {"h.3.attn.qkv.bias", 1, {2304}, 2304, 62418432, RT_INIT_CONST, 0.0f},
-    {"h.3.attn.proj.weight", 2, {768, 768}, 589824, 62420736, RT_INIT_NORMAL, 0.00408248277f},
-    {"h.3.attn.proj.bias", 1, {768}, 768, 63010560, RT_INIT_CONST, 0.0f},
-    {"h.3.ln_2.weight", 1, {768}, 768, 63011328, RT_INIT_CONST, 1.0f},
-    {"h.3.ln_2.bias", 1, {768}, 768, 63012096, RT_INIT_CONST, 0.0f},
-    {"h.3.fc.weight", 2, {3072, 768}, 2359296, 63012864, RT_INIT_NORMAL, 0.0199999996f},
-    {"h.3.fc.bias", 1, {3072}, 3072, 65372160, RT_INIT_CONST, 0.0f},
-    {"h.3.proj.weight", 2, {768, 3072}, 2359296, 65375232, RT_INIT_NORMAL, 0.00408248277f},
-    {"h.3.proj.bias", 1, {768}, 768, 67734528, RT_INIT_CONST, 0.0f},
-    {"h.4.ln_1.weight", 1, {768}, 768, 67735296, RT_INIT_CONST, 1.0f},
-    {"h.4.ln_1.bias", 1, {768}, 768, 67736064, RT_INIT_CONST, 0.0f},
-    {"h.4.attn.qkv.weight", 2, {2304, 768}, 1769472, 67736832, RT_INIT_NORMAL, 0.0199999996f},
-    {"h.4.attn.qkv.bias", 1, {2304}, 2304, 69506304, RT_INIT_CONST, 0.0f},
-    {"h.4.attn.proj.weight", 2, {768, 768}, 589824, 69508608, RT_INIT_NORMAL, 0.00408248277f},
-    {"h.4.attn.proj.bias", 1, {768}, 768, 70098432, RT_INIT_CONST, 0.0f},
-    {"h.4.ln_2.weight", 1, {768}, 768, 70099200, RT_INIT_CONST, 1.0f},
-    {"h.4.ln_2.bias", 1, {768}, 768, 70099968, RT_INIT_CONST, 0.0f},
-    {"h.4.fc.weight", 2, {3072, 768}, 2359296, 70100736, RT_INIT_NORMAL, 0.0199999996f},
-    {"h.4.fc.bias", 1, {3072}, 3072, 72460032, RT_INIT_CONST, 0.0f},
-    {"h.4.proj.weight", 2, {768, 3072}, 2359296, 72463104, RT_INIT_NORMAL, 0.00408248277f},
-    {"h.4.proj.bias", 1, {768}, 768, 74822400, RT_INIT_CONST, 0.0f},
-    {"h.5.ln_1.weight", 1, {768}, 768, 74823168, RT_INIT_CONST, 1.0f},
-    {"h.5.ln_1.bias", 1, {768}, 768, 74823936, RT_INIT_CONST, 0.0f},
-    {"h.5.attn.qkv.weight", 2, {2304, 768}, 1769472, 74824704, RT_INIT_NORMAL, 0.0199999996f},
-    {"h.5.attn.qkv.bias", 1, {2304}, 2304, 76594176, RT_INIT_CONST, 0.0f},
-    {"h.5.attn.proj.weight", 2, {768, 768}, 589824, 76596480, RT_INIT_NORMAL, 0.00408248277f},
-    {"h.5.attn.proj.bias", 1, {768}, 768, 77186304, RT_INIT_CONST, 0.0f},
-    {"h.5.ln_2.weight", 1, {768}, 768, 77187072, RT_INIT_CONST, 1.0f},
-    {"h.5.ln_2.bias", 1, {768}, 768, 77187840, RT_INIT_CONST, 0.0f},
-    {"h.5.fc.weight", 2, {3072, 768}, 2359296, 77188608, RT_INIT_NORMAL, 0.0199999996f},
-    {"h.5.fc.bias", 1, {3072}, 3072, 79547904, RT_INIT_CONST, 0.0f},
-    {"h.5.proj.weight", 2, {768, 3072}, 2359296, 79550976, RT_INIT_NORMAL, 0.00408248277f},
-    {"h.5.proj.bias", 1, {768}, 768, 81910272, RT_INIT_CONST, 0.0f},
-    {"h.6.ln_1.weight", 1, {768}, 768, 81911040, RT_INIT_CONST, 1.0f},
-    {"h.6.ln_1.bias", 1, {768}, 768, 81911808, RT_INIT_CONST, 0.0f},
-    {"h.6.attn.qkv.weight", 2, {2304, 768}, 1769472, 81912576, RT_INIT_NORMAL, 0.0199999996f},
-    {"h.6.attn.qkv.bias", 1, {2304}, 2304, 83682048, RT_INIT_CONST, 0.0f},
-    {"h.6.attn.proj.weight", 2, {768, 768}, 589824, 83684352, RT_INIT_NORMAL, 0.00408248277f},
-    {"h.6.attn.proj.bias", 1, {768}, 768, 84274176, RT_INIT_CONST, 0.0f},
-    {"h.6.ln_2.weight", 1, {768}, 768, 84274944, RT_INIT_CONST, 1.0f},
-    {"h.6.ln_2.bias", 1, {768}, 768, 84275712, RT_INIT_CONST, 0.0f},
-    {"h.6.fc.weight", 2, {3072, 768}, 2359296, 84276480, RT_INIT_NORMAL, 0.0199999996f},
-    {"h.6.fc.bias", 1, {3072}, 3072, 86635776, RT_INIT_CONST, 0.0f},
-    {"h.6.proj.weight", 2, {768, 3072}, 2359296, 86638848, RT_INIT_NORMAL, 0.00408248277f},
-    {"h.6.proj.bias", 1, {768}, 768, 88998144, RT_INIT_CONST, 0.0f},
-    {"h.7.ln_1.weight", 1, {768}, 768, 88998912, RT_INIT_CONST, 1.0f},
-    {"h.7.ln_1.bias", 1, {768}, 768, 88999680, RT_INIT_CONST, 0.0f},
-    {"h.7.attn.qkv.weight", 2, {2304, 768}, 1769472, 89000448, RT_INIT_NORMAL, 0.0199999996f},
-    {"h.7.attn.qkv.bias", 1, {2304}, 2304, 90769920, RT_INIT_CONST, 0.0f},
-    {"h.7.attn.proj.weight", 2, {768, 768}, 589824, 90772224, RT_INIT_NORMAL, 0.00408248277f},
-    {"h.7.attn.proj.bias", 1, {768}, 768, 91362048, RT_INIT_CONST, 0.0f},
-    {"h.7.ln_2.weight", 1, {768}, 768, 91362816, RT_INIT_CONST, 1.0f},
-    {"h.7.ln_2.bias", 1, {768}, 768, 91363584, RT_INIT_CONST, 0.0f},
-    {"h.7.fc.weight", 2, {3072, 768}, 2359296, 91364352, RT_INIT_NORMAL, 0.0199999996f},
-    {"h.7.fc.bias", 1, {3072}, 3072, 93723648, RT_INIT_CONST, 0.0f},
-    {"h.7.proj.weight", 2, {768, 3072}, 2359296, 93726720, RT_INIT_NORMAL, 0.00408248277f},
-    {"h.7.proj.bias", 1, {768}, 768, 96086016, RT_INIT_CONST, 0.0f},
-    {"h.8.ln_1.weight", 1, {768}, 768, 96086784, RT_INIT_CONST, 1.0f},
-    {"h.8.ln_1.bias", 1, {768}, 768, 96087552, RT_INIT_CONST, 0.0f},
-    {"h.8.attn.qkv.weight", 2, {2304, 768}, 1769472, 96088320, RT_INIT_NORMAL, 0.0199999996f},
-    {"h.8.attn.qkv.bias", 1, {2304}, 2304, 97857792, RT_INIT_CONST, 0.0f},
-    {"h.8.attn.proj.weight", 2, {768, 768}, 589824, 97860096, RT_INIT_NORMAL, 0.00408248277f},
-    {"h.8.attn.proj.bias", 1, {768}, 768, 98449920, RT_INIT_CONST, 0.0f},
-    {"h.8.ln_2.weight", 1, {768}, 768, 98450688, RT_INIT_CONST, 1.0f},
-    {"h.8.ln_2.bias", 1, {768}, 768, 98451456, RT_INIT_CONST, 0.0f},
-    {"h.8.fc.weight", 2, {3072, 768}, 2359296, 98452224, RT_INIT_NORMAL, 0.0199999996f},
-    {"h.8.fc.bias", 1, {3072}, 3072, 100811520, RT_INIT_CONST, 0.0f},
-    {"h.8.proj.weight", 2, {768, 3072}, 2359296, 100814592, RT_INIT_NORMAL, 0.00408248277f},
-    {"h.8.proj.bias", 1, {768}, 768, 103173888, RT_INIT_CONST, 0.0f},
-    {"h.9.ln_1.weight", 1, {768}, 768, 103174656, RT_INIT_CONST, 1.0f},
-    {"h.9.ln_1.bias", 1, {768}, 768, 103175424, RT_INIT_CONST, 0.0f},
-    {"h.9.attn.qkv.weight", 2, {2304, 768}, 1769472, 103176192, RT_INIT_NORMAL, 0.0199999996f},
-    {"h.9.attn.qkv.bias", 1, {2304}, 2304, 104945664, RT_INIT_CONST, 0.0f},
-    {"h.9.attn.proj.weight", 2, {768, 768}, 589824, 104947968, RT_INIT_NORMAL, 0.00408248277f},
-    {"h.9.attn.proj.bias", 1, {768}, 768, 105537792, RT_INIT_CONST, 0.0f},
-    {"h.9.ln_2.weight", 1, {768}, 768, 105538560, RT_INIT_CONST, 1.0f},
-    {"h.9.ln_2.bias", 1, {768}, 768, 105539328, RT_INIT_CONST, 0.0f},
-    {"h.9.fc.weight", 2, {3072, 768}, 2359296, 105540096, RT_INIT_NORMAL, 0.0199999996f},
-    {"h.9.fc.bias", 1, {3072}, 3072, 107899392, RT_INIT_CONST, 0.0f},
-    {"h.9.proj.weight", 2, {768, 3072}, 2359296, 107902464, RT_INIT_NORMAL, 0.00408248277f},
-    {"h.9.proj.bias", 1, {768}, 768, 110261760, RT_INIT_CONST, 0.0f},
-    {"h.10.ln_1.weight", 1, {768}, 768, 110262528, RT_INIT_CONST, 1.0f},
-    {"h.10.ln_1.bias", 1, {768}, 768, 110263296, RT_INIT_CONST, 0.0f},
-    {"h.10.attn.qkv.weight", 2, {2304, 768}, 1769472, 110264064, RT_INIT_NORMAL, 0.0199999996f},
-    {"h.10.attn.qkv.bias", 1, {2304}, 2304, 112033536, RT_INIT_CONST, 0.0f},
-    {"h.10.attn.proj.weight", 2, {768, 768}, 589824, 112035840, RT_INIT_NORMAL, 0.00408248277f},
-    {"h.10.attn.proj.bias", 1, {768}, 768, 112625664, RT_INIT_CONST, 0.0f},
-    {"h.10.ln_2.weight", 1, {768}, 768, 112626432, RT_INIT_CONST, 1.0f},
-    {"h.10.ln_2.bias", 1, {768}, 768, 112627200, RT_INIT_CONST, 0.0f},
-    {"h.10.fc.weight", 2, {3072, 768}, 2359296, 112627968, RT_INIT_NORMAL, 0.0199999996f},
-    {"h.10.fc.bias", 1, {3072}, 3072, 114987264, RT_INIT_CONST, 0.0f},
-    {"h.10.proj.weight", 2, {768, 3072}, 2359296, 114990336, RT_INIT_NORMAL, 0.00408248277f},
-    {"h.10.proj.bias", 1, {768}, 768, 117349632, RT_INIT_CONST, 0.0f},
-    {"h.11.ln_1.weight", 1, {768}, 768, 117350400, RT_INIT_CONST, 1.0f},
-    {"h.11.ln_1.bias", 1, {768}, 768, 117351168, RT_INIT_CONST, 0.0f},
-    {"h.11.attn.qkv.weight", 2, {2304, 768}, 1769472, 117351936, RT_INIT_NORMAL, 0.0199999996f},
-    {"h.11.attn.qkv.bias", 1, {2304}, 2304, 119121408, RT_INIT_CONST, 0.0f},
-    {"h.11.attn.proj.weight", 2, {768, 768}, 589824, 119123712, RT_INIT_NORMAL, 0.00408248277f},
-    {"h.11.attn.proj.bias", 1, {768}, 768, 119713536, RT_INIT_CONST, 0.0f},
-    {"h.11.ln_2.weight", 1, {768}, 768, 119714304, RT_INIT_CONST, 1.0f},
-    {"h.11.ln_2.bias", 1, {768}, 768, 119715072, RT_INIT_CONST, 0.0f},
-    {"h.11.fc.weight", 2, {3072, 768}, 2359296, 119715840, RT_INIT_NORMAL, 0.0199999996f},
-    {"h.11.fc.bias", 1, {3072}, 3072, 122075136, RT_INIT_CONST, 0.0f},
-    {"h.11.proj.weight", 2, {768, 3072}, 2359296, 122078208, RT_INIT_NORMAL, 0.00408248277f},
-    {"h.11.proj.bias", 1, {768}, 768, 124437504, RT_INIT_CONST, 0.0f},
-    {"ln_f.weight", 1, {768}, 768, 124438272, RT_INIT_CONST, 1.0f},
-    {"ln_f.bias", 1, {768}, 768, 124439040, RT_INIT_CONST, 0.0f},
+    {"wpe.weight", 2, {1024, 768}, 786432, 38633472, RT_INIT_NORMAL, 0.0199999996f},
+    {"h.0.ln_1.weight", 1, {768}, 768, 39419904, RT_INIT_CONST, 1.0f},
+    {"h.0.ln_1.bias", 1, {768}, 768, 39420672, RT_INIT_CONST, 0.0f},
+    {"h.0.attn.qkv.weight", 2, {2304, 768}, 1769472, 39421440, RT_INIT_NORMAL, 0.0199999996f},
+    {"h.0.attn.qkv.bias", 1, {2304}, 2304, 41190912, RT_INIT_CONST, 0.0f},
+    {"h.0.attn.proj.weight", 2, {768, 768}, 589824, 41193216, RT_INIT_NORMAL, 0.00408248277f},
+    {"h.0.attn.proj.bias", 1, {768}, 768, 41783040, RT_INIT_CONST, 0.0f},
+    {"h.0.ln_2.weight", 1, {768}, 768, 41783808, RT_INIT_CONST, 1.0f},
+    {"h.0.ln_2.bias", 1, {768}, 768, 41784576, RT_INIT_CONST, 0.0f},
+    {"h.0.fc.weight", 2, {3072, 768}, 2359296, 41785344, RT_INIT_NORMAL, 0.0199999996f},
+    {"h.0.fc.bias", 1, {3072}, 3072, 44144640, RT_INIT_CONST, 0.0f},
+    {"h.0.proj.weight", 2, {768, 3072}, 2359296, 44147712, RT_INIT_NORMAL, 0.00408248277f},
+    {"h.0.proj.bias", 1, {768}, 768, 46507008, RT_INIT_CONST, 0.0f},
+    {"h.1.ln_1.weight", 1, {768}, 768, 46507776, RT_INIT_CONST, 1.0f},
+    {"h.1.ln_1.bias", 1, {768}, 768, 46508544, RT_INIT_CONST, 0.0f},
+    {"h.1.attn.qkv.weight", 2, {2304, 768}, 1769472, 46509312, RT_INIT_NORMAL, 0.0199999996f},
+    {"h.1.attn.qkv.bias", 1, {2304}, 2304, 48278784, RT_INIT_CONST, 0.0f},
+    {"h.1.attn.proj.weight", 2, {768, 768}, 589824, 48281088, RT_INIT_NORMAL, 0.00408248277f},
+    {"h.1.attn.proj.bias", 1, {768}, 768, 48870912, RT_INIT_CONST, 0.0f},
+    {"h.1.ln_2.weight", 1, {768}, 768, 48871680, RT_INIT_CONST, 1.0f},
+    {"h.1.ln_2.bias", 1, {768}, 768, 48872448, RT_INIT_CONST, 0.0f},
+    {"h.1.fc.weight", 2, {3072, 768}, 2359296, 48873216, RT_INIT_NORMAL, 0.0199999996f},
+    {"h.1.fc.bias", 1, {3072}, 3072, 51232512, RT_INIT_CONST, 0.0f},
+    {"h.1.proj.weight", 2, {768, 3072}, 2359296, 51235584, RT_INIT_NORMAL, 0.00408248277f},
+    {"h.1.proj.bias", 1, {768}, 768, 53594880, RT_INIT_CONST, 0.0f},
+    {"h.2.ln_1.weight", 1, {768}, 768, 53595648, RT_INIT_CONST, 1.0f},
+    {"h.2.ln_1.bias", 1, {768}, 768, 53596416, RT_INIT_CONST, 0.0f},
+    {"h.2.attn.qkv.weight", 2, {2304, 768}, 1769472, 53597184, RT_INIT_NORMAL, 0.0199999996f},
+    {"h.2.attn.qkv.bias", 1, {2304}, 2304, 55366656, RT_INIT_CONST, 0.0f},
+    {"h.2.attn.proj.weight", 2, {768, 768}, 589824, 55368960, RT_INIT_NORMAL, 0.00408248277f},
+    {"h.2.attn.proj.bias", 1, {768}, 768, 55958784, RT_INIT_CONST, 0.0f},
+    {"h.2.ln_2.weight", 1, {768}, 768, 55959552, RT_INIT_CONST, 1.0f},
+    {"h.2.ln_2.bias", 1, {768}, 768, 55960320, RT_INIT_CONST, 0.0f},
+    {"h.2.fc.weight", 2, {3072, 768}, 2359296, 55961088, RT_INIT_NORMAL, 0.0199999996f},
+    {"h.2.fc.bias", 1, {3072}, 3072, 58320384, RT_INIT_CONST, 0.0f},
+    {"h.2.proj.weight", 2, {768, 3072}, 2359296, 58323456, RT_INIT_NORMAL, 0.00408248277f},
+    {"h.2.proj.bias", 1, {768}, 768, 60682752, RT_INIT_CONST, 0.0f},
+    {"h.3.ln_1.weight", 1, {768}, 768, 60683520, RT_INIT_CONST, 1.0f},
+    {"h.3.ln_1.bias", 1, {768}, 768, 60684288, RT_INIT_CONST, 0.0f},
+    {"h.3.attn.qkv.weight", 2, {2304, 768}, 1769472, 60685056, RT_INIT_NORMAL, 0.0199999996f},
+    {"h.3.attn.qkv.bias", 1, {2304}, 2304, 62454528, RT_INIT_CONST, 0.0f},
+    {"h.3.attn.proj.weight", 2, {768, 768}, 589824, 62456832, RT_INIT_NORMAL, 0.00408248277f},
+    {"h.3.attn.proj.bias", 1, {768}, 768, 63046656, RT_INIT_CONST, 0.0f},
+    {"h.3.ln_2.weight", 1, {768}, 768, 63047424, RT_INIT_CONST, 1.0f},
+    {"h.3.ln_2.bias", 1, {768}, 768, 63048192, RT_INIT_CONST, 0.0f},
+    {"h.3.fc.weight", 2, {3072, 768}, 2359296, 63048960, RT_INIT_NORMAL, 0.0199999996f},
+    {"h.3.fc.bias", 1, {3072}, 3072, 65408256, RT_INIT_CONST, 0.0f},
+    {"h.3.proj.weight", 2, {768, 3072}, 2359296, 65411328, RT_INIT_NORMAL, 0.00408248277f},
+    {"h.3.proj.bias", 1, {768}, 768, 67770624, RT_INIT_CONST, 0.0f},
+    {"h.4.ln_1.weight", 1, {768}, 768, 67771392, RT_INIT_CONST, 1.0f},
+    {"h.4.ln_1.bias", 1, {768}, 768, 67772160, RT_INIT_CONST, 0.0f},
+    {"h.4.attn.qkv.weight", 2, {2304, 768}, 1769472, 67772928, RT_INIT_NORMAL, 0.0199999996f},
+    {"h.4.attn.qkv.bias", 1, {2304}, 2304, 69542400, RT_INIT_CONST, 0.0f},
+    {"h.4.attn.proj.weight", 2, {768, 768}, 589824, 69544704, RT_INIT_NORMAL, 0.00408248277f},
+    {"h.4.attn.proj.bias", 1, {768}, 768, 70134528, RT_INIT_CONST, 0.0f},
+    {"h.4.ln_2.weight", 1, {768}, 768, 70135296, RT_INIT_CONST, 1.0f},
+    {"h.4.ln_2.bias", 1, {768}, 768, 70136064, RT_INIT_CONST, 0.0f},
+    {"h.4.fc.weight", 2, {3072, 768}, 2359296, 70136832, RT_INIT_NORMAL, 0.0199999996f},
+    {"h.4.fc.bias", 1, {3072}, 3072, 72496128, RT_INIT_CONST, 0.0f},
+    {"h.4.proj.weight", 2, {768, 3072}, 2359296, 72499200, RT_INIT_NORMAL, 0.00408248277f},
+    {"h.4.proj.bias", 1, {768}, 768, 74858496, RT_INIT_CONST, 0.0f},
+    {"h.5.ln_1.weight", 1, {768}, 768, 74859264, RT_INIT_CONST, 1.0f},
+    {"h.5.ln_1.bias", 1, {768}, 768, 74860032, RT_INIT_CONST, 0.0f},
+    {"h.5.attn.qkv.weight", 2, {2304, 768}, 1769472, 74860800, RT_INIT_NORMAL, 0.0199999996f},
+    {"h.5.attn.qkv.bias", 1, {2304}, 2304, 76630272, RT_INIT_CONST, 0.0f},
+    {"h.5.attn.proj.weight", 2, {768, 768}, 589824, 76632576, RT_INIT_NORMAL, 0.00408248277f},
+    {"h.5.attn.proj.bias", 1, {768}, 768, 77222400, RT_INIT_CONST, 0.0f},
+    {"h.5.ln_2.weight", 1, {768}, 768, 77223168, RT_INIT_CONST, 1.0f},
+    {"h.5.ln_2.bias", 1, {768}, 768, 77223936, RT_INIT_CONST, 0.0f},
+    {"h.5.fc.weight", 2, {3072, 768}, 2359296, 77224704, RT_INIT_NORMAL, 0.0199999996f},
+    {"h.5.fc.bias", 1, {3072}, 3072, 79584000, RT_INIT_CONST, 0.0f},
+    {"h.5.proj.weight", 2, {768, 3072}, 2359296, 79587072, RT_INIT_NORMAL, 0.00408248277f},
+    {"h.5.proj.bias", 1, {768}, 768, 81946368, RT_INIT_CONST, 0.0f},
+    {"h.6.ln_1.weight", 1, {768}, 768, 81947136, RT_INIT_CONST, 1.0f},
+    {"h.6.ln_1.bias", 1, {768}, 768, 81947904, RT_INIT_CONST, 0.0f},
+    {"h.6.attn.qkv.weight", 2, {2304, 768}, 1769472, 81948672, RT_INIT_NORMAL, 0.0199999996f},
+    {"h.6.attn.qkv.bias", 1, {2304}, 2304, 83718144, RT_INIT_CONST, 0.0f},
+    {"h.6.attn.proj.weight", 2, {768, 768}, 589824, 83720448, RT_INIT_NORMAL, 0.00408248277f},
+    {"h.6.attn.proj.bias", 1, {768}, 768, 84310272, RT_INIT_CONST, 0.0f},
+    {"h.6.ln_2.weight", 1, {768}, 768, 84311040, RT_INIT_CONST, 1.0f},
+    {"h.6.ln_2.bias", 1, {768}, 768, 84311808, RT_INIT_CONST, 0.0f},
+    {"h.6.fc.weight", 2, {3072, 768}, 2359296, 84312576, RT_INIT_NORMAL, 0.0199999996f},
+    {"h.6.fc.bias", 1, {3072}, 3072, 86671872, RT_INIT_CONST, 0.0f},
+    {"h.6.proj.weight", 2, {768, 3072}, 2359296, 86674944, RT_INIT_NORMAL, 0.00408248277f},
+    {"h.6.proj.bias", 1, {768}, 768, 89034240, RT_INIT_CONST, 0.0f},
+    {"h.7.ln_1.weight", 1, {768}, 768, 89035008, RT_INIT_CONST, 1.0f},
+    {"h.7.ln_1.bias", 1, {768}, 768, 89035776, RT_INIT_CONST, 0.0f},
+    {"h.7.attn.qkv.weight", 2, {2304, 768}, 1769472, 89036544, RT_INIT_NORMAL, 0.0199999996f},
+    {"h.7.attn.qkv.bias", 1, {2304}, 2304, 90806016, RT_INIT_CONST, 0.0f},
+    {"h.7.attn.proj.weight", 2, {768, 768}, 589824, 90808320, RT_INIT_NORMAL, 0.00408248277f},
+    {"h.7.attn.proj.bias", 1, {768}, 768, 91398144, RT_INIT_CONST, 0.0f},
+    {"h.7.ln_2.weight", 1, {768}, 768, 91398912, RT_INIT_CONST, 1.0f},
+    {"h.7.ln_2.bias", 1, {768}, 768, 91399680, RT_INIT_CONST, 0.0f},
+    {"h.7.fc.weight", 2, {3072, 768}, 2359296, 91400448, RT_INIT_NORMAL, 0.0199999996f},
+    {"h.7.fc.bias", 1, {3072}, 3072, 93759744, RT_INIT_CONST, 0.0f},
+    {"h.7.proj.weight", 2, {768, 3072}, 2359296, 93762816, RT_INIT_NORMAL, 0.00408248277f},
+    {"h.7.proj.bias", 1, {768}, 768, 96122112, RT_INIT_CONST, 0.0f},
+    {"h.8.ln_1.weight", 1, {768}, 768, 96122880, RT_INIT_CONST, 1.0f},
+    {"h.8.ln_1.bias", 1, {768}, 768, 96123648, RT_INIT_CONST, 0.0f},
+    {"h.8.attn.qkv.weight", 2, {2304, 768}, 1769472, 96124416, RT_INIT_NORMAL, 0.0199999996f},
+    {"h.8.attn.qkv.bias", 1, {2304}, 2304, 97893888, RT_INIT_CONST, 0.0f},
+    {"h.8.attn.proj.weight", 2, {768, 768}, 589824, 97896192, RT_INIT_NORMAL, 0.00408248277f},
+    {"h.8.attn.proj.bias", 1, {768}, 768, 98486016, RT_INIT_CONST, 0.0f},
+    {"h.8.ln_2.weight", 1, {768}, 768, 98486784, RT_INIT_CONST, 1.0f},
+    {"h.8.ln_2.bias", 1, {768}, 768, 98487552, RT_INIT_CONST, 0.0f},
+    {"h.8.fc.weight", 2, {3072, 768}, 2359296, 98488320, RT_INIT_NORMAL, 0.0199999996f},
+    {"h.8.fc.bias", 1, {3072}, 3072, 100847616, RT_INIT_CONST, 0.0f},
+    {"h.8.proj.weight", 2, {768, 3072}, 2359296, 100850688, RT_INIT_NORMAL, 0.00408248277f},
+    {"h.8.proj.bias", 1, {768}, 768, 103209984, RT_INIT_CONST, 0.0f},
+    {"h.9.ln_1.weight", 1, {768}, 768, 103210752, RT_INIT_CONST, 1.0f},
+    {"h.9.ln_1.bias", 1, {768}, 768, 103211520, RT_INIT_CONST, 0.0f},
+    {"h.9.attn.qkv.weight", 2, {2304, 768}, 1769472, 103212288, RT_INIT_NORMAL, 0.0199999996f},
+    {"h.9.attn.qkv.bias", 1, {2304}, 2304, 104981760, RT_INIT_CONST, 0.0f},
+    {"h.9.attn.proj.weight", 2, {768, 768}, 589824, 104984064, RT_INIT_NORMAL, 0.00408248277f},
+    {"h.9.attn.proj.bias", 1, {768}, 768, 105573888, RT_INIT_CONST, 0.0f},
+    {"h.9.ln_2.weight", 1, {768}, 768, 105574656, RT_INIT_CONST, 1.0f},
+    {"h.9.ln_2.bias", 1, {768}, 768, 105575424, RT_INIT_CONST, 0.0f},
+    {"h.9.fc.weight", 2, {3072, 768}, 2359296, 105576192, RT_INIT_NORMAL, 0.0199999996f},
+    {"h.9.fc.bias", 1, {3072}, 3072, 107935488, RT_INIT_CONST, 0.0f},
+    {"h.9.proj.weight", 2, {768, 3072}, 2359296, 107938560, RT_INIT_NORMAL, 0.00408248277f},
+    {"h.9.proj.bias", 1, {768}, 768, 110297856, RT_INIT_CONST, 0.0f},
+    {"h.10.ln_1.weight", 1, {768}, 768, 110298624, RT_INIT_CONST, 1.0f},
+    {"h.10.ln_1.bias", 1, {768}, 768, 110299392, RT_INIT_CONST, 0.0f},
+    {"h.10.attn.qkv.weight", 2, {2304, 768}, 1769472, 110300160, RT_INIT_NORMAL, 0.0199999996f},
+    {"h.10.attn.qkv.bias", 1, {2304}, 2304, 112069632, RT_INIT_CONST, 0.0f},
+    {"h.10.attn.proj.weight", 2, {768, 768}, 589824, 112071936, RT_INIT_NORMAL, 0.00408248277f},
+    {"h.10.attn.proj.bias", 1, {768}, 768, 112661760, RT_INIT_CONST, 0.0f},
+    {"h.10.ln_2.weight", 1, {768}, 768, 112662528, RT_INIT_CONST, 1.0f},
+    {"h.10.ln_2.bias", 1, {768}, 768, 112663296, RT_INIT_CONST, 0.0f},
+    {"h.10.fc.weight", 2, {3072, 768}, 2359296, 112664064, RT_INIT_NORMAL, 0.0199999996f},
+    {"h.10.fc.bias", 1, {3072}, 3072, 115023360, RT_INIT_CONST, 0.0f},
+    {"h.10.proj.weight", 2, {768, 3072}, 2359296, 115026432, RT_INIT_NORMAL, 0.00408248277f},
+    {"h.10.proj.bias", 1, {768}, 768, 117385728, RT_INIT_CONST, 0.0f},
+    {"h.11.ln_1.weight", 1, {768}, 768, 117386496, RT_INIT_CONST, 1.0f},
+    {"h.11.ln_1.bias", 1, {768}, 768, 117387264, RT_INIT_CONST, 0.0f},
+    {"h.11.attn.qkv.weight", 2, {2304, 768}, 1769472, 117388032, RT_INIT_NORMAL, 0.0199999996f},
+    {"h.11.attn.qkv.bias", 1, {2304}, 2304, 119157504, RT_INIT_CONST, 0.0f},
+    {"h.11.attn.proj.weight", 2, {768, 768}, 589824, 119159808, RT_INIT_NORMAL, 0.00408248277f},
+    {"h.11.attn.proj.bias", 1, {768}, 768, 119749632, RT_INIT_CONST, 0.0f},
+    {"h.11.ln_2.weight", 1, {768}, 768, 119750400, RT_INIT_CONST, 1.0f},
+    {"h.11.ln_2.bias", 1, {768}, 768, 119751168, RT_INIT_CONST, 0.0f},
+    {"h.11.fc.weight", 2, {3072, 768}, 2359296, 119751936, RT_INIT_NORMAL, 0.0199999996f},
+    {"h.11.fc.bias", 1, {3072}, 3072, 122111232, RT_INIT_CONST, 0.0f},
+    {"h.11.proj.weight", 2, {768, 3072}, 2359296, 122114304, RT_INIT_NORMAL, 0.00408248277f},
+    {"h.11.proj.bias", 1, {768}, 768, 124473600, RT_INIT_CONST, 0.0f},
+    {"ln_f.weight", 1, {768}, 768, 124474368, RT_INIT_CONST, 1.0f},
+    {"ln_f.bias", 1, {768}, 768, 124475136, RT_INIT_CONST, 0.0f},
 };
 
 /* name, dtype in the files, rank, shape, numel, classes (labels checked against
@@ -2405,7 +2405,7 @@ const rt_model trainc_model = {
     .data_dir = TRAINC_DATA_DIR,
     .n_params = 148,
     .params = params,
-    .param_floats = 124439808,
+    .param_floats = 124475904,
     .n_inputs = 2,
     .inputs = inputs,
     .arena_row_bytes = 410525696,

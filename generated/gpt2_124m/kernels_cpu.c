@@ -11,7 +11,7 @@
 void k0(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *embedding_wte = ACT(310640640); /* [B, 1024, 768] */
-    const float *P_wpe_weight = e->params + 38597376; /* [1024, 768] */
+    const float *P_wpe_weight = e->params + 38633472; /* [1024, 768] */
     float *pos_embedding_wpe = ACT(310640640); /* [B, 1024, 768] */
     for (int64_t i = lo; i < hi; i++) {
         float v0 = embedding_wte[i] + P_wpe_weight[i % 786432]; /* pos_embedding: + position rows */
@@ -27,7 +27,7 @@ void k0(rt_exec *e, int64_t lo, int64_t hi)
 void ke0(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *embedding_wte = ACT(4718592); /* [B, 1024, 768] */
-    const float *P_wpe_weight = e->params + 38597376; /* [1024, 768] */
+    const float *P_wpe_weight = e->params + 38633472; /* [1024, 768] */
     float *pos_embedding_wpe = ACT(4718592); /* [B, 1024, 768] */
     for (int64_t i = lo; i < hi; i++) {
         float v0 = embedding_wte[i] + P_wpe_weight[i % 786432]; /* pos_embedding: + position rows */

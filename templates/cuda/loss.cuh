@@ -4,13 +4,15 @@
 
 /* Softmax cross entropy over one row of C logits per block, fused with its gradient.
  * Rows are LD elements apart (LD >= C: a vocabulary padded so that every row starts
- * 16-byte aligned, for the GEMMs and for this kernel's vector loads; the padding is
- * neither read nor written).
+ * 16-byte aligned, for the GEMMs and for this kernel's vector loads; the logits'
+ * padding is not read, the gradient's is written 0: the head's backward GEMMs run
+ * over the padded vocabulary).
  *
  * Launch: grid (rows), block of 32..1024 threads (a multiple of 32).
  *   loss[r]    = max + log(sum_j exp(z_j - max)) - z[target]   (double)
  *   correct[r] = 1 when the first argmax is the target (a NaN counts as the maximum)
  *   dlogits[r] = (softmax - onehot(target)) * grad_scale        when dlogits != NULL
+ *                (and 0 in its padding, C to LD)
  * dlogits may be logits itself (the gradient overwrites the logits): every logit is
  * read by the pass that writes it, by the thread that writes it, and z[target] is read
  * before. The probabilities are never stored. A target outside [0, C) (the loader
@@ -51,6 +53,8 @@ __device__ __forceinline__ void cross_entropy_row(const act_t *logits, const int
             float e = expf(v - m);
             return j == tg ? (e * inv - 1.0f) * grad_scale : e * sc;
         });
+        for (int j = C + threadIdx.x; j < LD; j += blockDim.x)
+            rt_st(dlogits + r * LD + j, 0.0f);
     }
     if (threadIdx.x == 0) {
         loss[r] = bad ? rt_nan_d() : (double)m + log(s) - (double)zt;

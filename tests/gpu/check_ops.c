@@ -522,8 +522,9 @@ static void stats_judge(const char *name, const stats_t *st)
 }
 
 /* mode 0: loss only; 1: dlogits in its own buffer; 2: dlogits over the logits. Rows
- * are ld >= Cn apart; the padding holds NaN, which neither kernel may read (the loss
- * would be NaN) nor write (the outputs' padding is compared: NaN on both sides). */
+ * are ld >= Cn apart; the logits' padding holds NaN, which neither kernel may read
+ * (the loss would be NaN), and both write 0 into dlogits' padding (the outputs'
+ * padding is compared). */
 static void t_cross_entropy(int64_t rows, int64_t Cn, int mode, int64_t ld)
 {
     static const char *const modes[] = {"loss only", "dlogits", "dlogits in place"};
