@@ -388,20 +388,54 @@ template <int N> __device__ __forceinline__ void att_cp_wait()
 #endif
 }
 
+/* 2^x for the probabilities of the 16-bit kernels: the hardware's approximation
+ * (ex2.approx.ftz: relative error about 2^-22, far below the 16-bit rounding P gets
+ * before its product with V; a result below 2^-126 is 0), one MUFU instruction where
+ * exp2f's exact one takes a range check and two scalings around it. 2^-inf = 0. */
+__device__ __forceinline__ float att_exp2(float x)
+{
+#if defined(RT_EMU)
+    return exp2f(x);
+#else
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+#endif
+}
+
 /* rows [r0, r0 + R) of two matrices HD wide (rows of stride la at a, lb at b) into the
  * shared tiles da and db as 16-bit values, 16 bytes a copy, asynchronously (att_cp16:
- * the caller commits and waits); rows past T as 0 */
+ * the caller commits and waits); rows past T as 0. r0 is a multiple of R. Where the
+ * 128 threads divide the copies and a row's copies divide the threads (heads of 16,
+ * 32, 64 or 128), each thread makes the same copies of rows RT_ATT_THREADS / (HD / 8)
+ * apart: an unrolled loop of pointer steps, without the row check where R divides T. */
 template <int R, int HD, int W, int T>
 __device__ __forceinline__ void att_tiles16(unsigned short (*da)[W], unsigned short (*db)[W],
                                             const act_t *a, int64_t la, const act_t *b,
                                             int64_t lb, int r0)
 {
-    for (int e = threadIdx.x; e < R * HD / 8; e += RT_ATT_THREADS) {
-        const int row = e / (HD / 8), c = 8 * (e % (HD / 8));
-        const bool in = r0 + row < T;
-        const int64_t rr = in ? r0 + row : 0;
-        att_cp16(&da[row][c], a + rr * la + c, in);
-        att_cp16(&db[row][c], b + rr * lb + c, in);
+    constexpr int CPR = HD / 8;   /* 16-byte copies a row */
+    if constexpr (R * CPR % RT_ATT_THREADS == 0 && RT_ATT_THREADS % CPR == 0) {
+        constexpr int N = R * CPR / RT_ATT_THREADS, STEP = RT_ATT_THREADS / CPR;
+        const int row0 = threadIdx.x / CPR, c = 8 * (threadIdx.x % CPR);
+        const act_t *pa = a + (int64_t)(r0 + row0) * la + c;
+        const act_t *pb = b + (int64_t)(r0 + row0) * lb + c;
+#pragma unroll
+        for (int it = 0; it < N; it++) {
+            const int row = row0 + it * STEP;
+            const bool in = T % R == 0 || r0 + row < T;
+            /* a row past T copies nothing (its source need only be a valid address) */
+            att_cp16(&da[row][c], in ? pa + (int64_t)it * STEP * la : a, in);
+            att_cp16(&db[row][c], in ? pb + (int64_t)it * STEP * lb : b, in);
+        }
+    } else {
+        for (int e = threadIdx.x; e < R * CPR; e += RT_ATT_THREADS) {
+            const int row = e / CPR, c = 8 * (e % CPR);
+            const bool in = r0 + row < T;
+            const int64_t rr = in ? r0 + row : 0;
+            att_cp16(&da[row][c], a + rr * la + c, in);
+            att_cp16(&db[row][c], b + rr * lb + c, in);
+        }
     }
 }
 
@@ -465,7 +499,7 @@ __device__ __forceinline__ void attention_fwd_tc(const act_t *qkv, float *lse, a
                 mx[u] = fmaxf(mx[u], __shfl_xor_sync(0xffffffffu, mx[u], 1));
                 mx[u] = fmaxf(mx[u], __shfl_xor_sync(0xffffffffu, mx[u], 2));
                 const float mn = fmaxf(m[u], mx[u]);
-                al[u] = mn == ninf ? 1.0f : exp2f(m[u] - mn);
+                al[u] = mn == ninf ? 1.0f : att_exp2(m[u] - mn);
                 m[u] = mn;
                 l[u] *= al[u];
             }
@@ -477,8 +511,8 @@ __device__ __forceinline__ void attention_fwd_tc(const act_t *qkv, float *lse, a
                 unsigned pa[4];
                 for (int r = 0; r < 4; r++) {
                     const int n = 2 * j + (r >> 1), u = r & 1;   /* S tile, row half */
-                    float p0 = m[u] == ninf ? 0.0f : exp2f(sc[n][2 * u] - m[u]);
-                    float p1 = m[u] == ninf ? 0.0f : exp2f(sc[n][2 * u + 1] - m[u]);
+                    float p0 = m[u] == ninf ? 0.0f : att_exp2(sc[n][2 * u] - m[u]);
+                    float p1 = m[u] == ninf ? 0.0f : att_exp2(sc[n][2 * u + 1] - m[u]);
                     l[u] += p0 + p1;
                     pa[r] = att_pack2(p0, p1);
                 }
@@ -787,7 +821,7 @@ __device__ __forceinline__ void attention_bwd_q_tc(const act_t *qkv, const float
                         const int kj = k0 + 8 * c + 2 * t4 + (r & 1), i = r0 + 8 * (r >> 1);
                         const bool masked = edge && (i >= T || kj >= T || (CAUSAL && kj > i));
                         sc[c][r] = masked ? 0.0f
-                                          : exp2f(sl2 * sc[c][r] - Lr[r >> 1]) * (dp[c][r] - Dr[r >> 1]);
+                                          : att_exp2(sl2 * sc[c][r] - Lr[r >> 1]) * (dp[c][r] - Dr[r >> 1]);
                     }
             }
             for (int j = 0; j < BK / 16; j++) {   /* dQ += dS K */
@@ -889,7 +923,7 @@ __device__ __forceinline__ void attention_bwd_kv_tc(const act_t *qkv, const floa
                         const int il = 8 * n + 2 * t4 + (r & 1), i = i0 + il, kj = j0 + 8 * (r >> 1);
                         const bool masked = edge && (i >= T || kj >= T || (CAUSAL && kj > i));
                         const float lt = Lt[cb][il] * RT_LOG2E;   /* in log2 units */
-                        const float p = masked ? 0.0f : exp2f(sl2 * st[c][r] - lt);
+                        const float p = masked ? 0.0f : att_exp2(sl2 * st[c][r] - lt);
                         st[c][r] = p;
                         dpt[c][r] = p * (dpt[c][r] - Dt[cb][il]);
                     }
