@@ -171,6 +171,9 @@ sps = sum(r["samples_per_s"] for r in train[3:]) / max(1, len(train[3:]))
 impl = "trainc+fp32" + (f" ({sys.argv[5]})" if sys.argv[5] else "")
 print(json.dumps({"model": sys.argv[2], "batch": int(sys.argv[3]), "impl": impl,
                   "samples_per_s": round(sps, 1), "device_bytes": start.get("device_bytes"),
+                  # the dataset kept on the GPU (loader.on_gpu), which PyTorch's side
+                  # does not hold (it draws 4 batches): its peak compares with the rest
+                  "data_bytes": start.get("device_data_bytes"),
                   "used_bytes": mem[0]["used_bytes"] if mem else None,
                   "first_step_s": train[0]["time_s"] if train else None, "kernels": start.get("kernels")}))
 PY

@@ -9,9 +9,12 @@
 #
 #   here, first:  fetch github:karpathy/llm.c (optional: gpt2 then builds llm.c too)
 #                 bash tests/gpu/pack.sh                   writes build/devpack.tar.xz
-#   the device:   BUDGET=450 bash tests/gpu/session.sh checks gpt2
-#                 (carry build/devpack.tar.xz, timeout_s 520; then, warm, maybe)
-#                 BUDGET=300 bash tests/gpu/session.sh bench
+#   the device:   BUDGET=480 bash tests/gpu/session.sh checks gpt2 bench profile
+#                 (carry build/devpack.tar.xz, timeout_s 520; then, warm, within the
+#                 30 s the machine stays: BUDGET=400 ... recompute=390)
+# On an H200 on 2026-11-26: the machine's start 30 s, checks 69 s, gpt2 72 s (llm.c's
+# build failed then; it adds a minute or two), bench 146 s, profile 15 s; recompute's
+# batch search took 150 s a policy (none and selective in 300 s).
 #
 # Parts, in the order of what they settle, and each one's longest time (seconds):
 #   checks     tests/gpu/run.sh checks: every kernel against its C twin in fp32, bf16
