@@ -72,11 +72,11 @@ static int64_t row_blocks(int64_t rows, int64_t cols, int halves, int64_t *rb)
 
 /* ---- bias gradients -------------------------------------------------------------------- */
 
-/* part (nrb x cols doubles) into out[cols] (+=), partials added in block order */
+/* part (nrb x cols doubles) into out[cols] (+=), partials added in a fixed order (reduce.cuh) */
 static void colsum_finish(rt_exec *e, rt_dptr part, float *out, int64_t nrb, int64_t cols)
 {
     void *args[] = {&part, &out, &nrb, &cols};
-    rt_cu_launch(e, "rt_colsum_finish", rt_cu_grid_for(e, cols), 1, 1, 256, 1, 0, args);
+    rt_cu_launch(e, "rt_colsum_finish", gdim(cdiv(cols, 32), GX, "colsum"), 1, 1, 32, 8, 0, args);
 }
 
 void rt_cu_colsum_add(rt_exec *e, const float *dy, float *db, int64_t rows, int64_t cols)

@@ -28,16 +28,27 @@ rt_colsum_part(const act_t *dy, double *part, int64_t rows, int64_t cols, int64_
     }
 }
 
-/* Launch: grid-stride over cols (any grid), blocks of 256.
- *   out[j] += (float) sum_b part[b, j]     (b = 0 .. nrb-1 in order; part: [nrb, cols]) */
+/* Launch: grid (ceil(cols / 32)), block (32, 8).
+ *   out[j] += (float) sum_b part[b, j]     (part: [nrb, cols])
+ * Thread (tx, ty) adds the partials b = ty, ty + 8, ... of column bx * 32 + tx in
+ * order (a warp reads 32 consecutive doubles), then the 8 sums are added in ty order:
+ * a fixed order, so the bits depend on the shape only. (One thread a column adding
+ * all nrb partials in a chain took 17.6 us for GPT-2's 768 columns on an H200.) */
 extern "C" __global__ void __launch_bounds__(256)
 rt_colsum_finish(const double *part, float *out, int64_t nrb, int64_t cols)
 {
-    for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < cols;
-         j += (int64_t)gridDim.x * blockDim.x) {
-        double s = 0.0;
-        for (int64_t b = 0; b < nrb; b++)
+    __shared__ double sh[8][32];
+    int tx = threadIdx.x, ty = threadIdx.y;
+    int64_t j = (int64_t)blockIdx.x * 32 + tx;
+    double s = 0.0;
+    if (j < cols)
+        for (int64_t b = ty; b < nrb; b += 8)
             s += part[b * cols + j];
+    sh[ty][tx] = s;
+    __syncthreads();
+    if (ty == 0 && j < cols) {
+        for (int k = 1; k < 8; k++)
+            s += sh[k][tx];
         out[j] += (float)s;
     }
 }
