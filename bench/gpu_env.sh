@@ -3,7 +3,8 @@
 # /tmp/devpack once (D; the trainers in S), points LD_LIBRARY_PATH at the device
 # toolkit's cuBLASLt and NVRTC (left out of the pack for size), keeps the kernel cache
 # in /tmp/trainc-cache, and makes $OUT. gpt2_shards writes random GPT-2 tokens in
-# llm.c's shard format (8M train, 1M val) under $D/data/gpt2.
+# llm.c's shard format (8M train, 1M val) under $D/data/gpt2; wide_data the wide MLP's
+# regression data (2^20 rows of 32 inputs, 16 targets) under $D/data/wide.
 OUT=${OUT:-/tmp/gpu-out}
 mkdir -p "$OUT"
 D=/tmp/devpack
@@ -26,5 +27,17 @@ for name, n in (("train_000000.bin", 8 << 20), ("val_000000.bin", 1 << 20)):
     hdr = np.zeros(256, np.int32); hdr[:3] = (20240520, 1, n)
     with open(f"/tmp/devpack/data/gpt2/{name}", "wb") as f:
         f.write(hdr.tobytes()); f.write(r.integers(0, 50257, n, dtype=np.uint16).tobytes())
+PY
+}
+wide_data() {
+    [ -f /tmp/devpack/data/wide/train_y.npy ] && return
+    python3 - <<'PY'
+import numpy as np, os
+os.makedirs("/tmp/devpack/data/wide", exist_ok=True)
+r = np.random.default_rng(0)
+x = r.random((1 << 20, 32), dtype=np.float32)
+w = r.standard_normal((32, 16)).astype(np.float32)
+np.save("/tmp/devpack/data/wide/train_x.npy", x)
+np.save("/tmp/devpack/data/wide/train_y.npy", np.sin(x @ w).astype(np.float32))
 PY
 }

@@ -15,6 +15,8 @@ case $T in
 gpt2*) gpt2_shards
     X=(--set "data.train.tokens=$D/data/gpt2/train_*.bin" --set data.val=null) ;;
 gpt_char) X=(--set "data.train.tokens=$D/data/text/train_*.bin" --set data.val=null) ;;
+wide_mlp) wide_data
+    X=(--set data.train.x=$D/data/wide/train_x.npy --set data.train.y=$D/data/wide/train_y.npy --set data.val=null) ;;
 *) X=(--set data.train.x=$D/data/fashion/train_x.npy --set data.train.y=$D/data/fashion/train_y.npy --set data.val=null) ;;
 esac
 X+=(--set validate.every_steps=null --set validate.batches=null --set checkpoint=null --set log_every=1

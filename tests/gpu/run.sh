@@ -146,15 +146,8 @@ PY
 fi
 
 if [ "$WHAT" != checks ]; then
-    python3 - <<'PY'
-import numpy as np, os
-os.makedirs("/tmp/devpack/data/wide", exist_ok=True)
-r = np.random.default_rng(0)
-x = r.random((1 << 20, 32), dtype=np.float32)
-w = r.standard_normal((32, 16)).astype(np.float32)
-np.save("/tmp/devpack/data/wide/train_x.npy", x)
-np.save("/tmp/devpack/data/wide/train_y.npy", np.sin(x @ w).astype(np.float32))
-PY
+    . bench/gpu_env.sh   # (the pack is unpacked already: its wide_data only)
+    wide_data
     WX=(--set data.train.x=$D/data/wide/train_x.npy --set data.train.y=$D/data/wide/train_y.npy)
     torch_side() { [ "$WHAT" = trainc ] || python3 "$ROOT/bench/gpu_torch.py" "$@"; }
     bench() {   # [BENV=VAR=VALUE] [BTAG=LABEL] bench NAME BATCH OPTIONS...: trainc on the GPU, one JSON line
