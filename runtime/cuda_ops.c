@@ -168,6 +168,10 @@ void rt_cu_avgpool2d_bwd(rt_exec *e, const float *dy, float *dx, int64_t planes,
 
 /* ---- LayerNorm ------------------------------------------------------------------------- */
 
+/* layernorm.cuh's rt_ln_warp and RT_LN_ROWS: a warp a row (the row in registers) */
+static int ln_warp(int64_t d) { return d % 128 == 0 && d <= 1024; }
+#define LN_ROWS 8
+
 void rt_cu_layernorm_fwd(rt_exec *e, const float *x, const float *w, const float *b, float *y,
                          float *mean, float *rstd, int64_t rows, int64_t d, float eps)
 {
@@ -175,8 +179,11 @@ void rt_cu_layernorm_fwd(rt_exec *e, const float *x, const float *w, const float
         return;
     char name[64];
     snprintf(name, sizeof name, "rt_layernorm_fwd_%lld", (long long)d);
-    void *args[] = {&x, &w, &b, &y, &mean, &rstd, &eps};
-    rt_cu_launch(e, name, gdim(rows, GX, name), 1, 1, row_threads(d), 1, 0, args);
+    void *args[] = {&x, &w, &b, &y, &mean, &rstd, &eps, &rows};
+    if (ln_warp(d))
+        rt_cu_launch(e, name, gdim(cdiv(rows, LN_ROWS), GX, name), 1, 1, 32 * LN_ROWS, 1, 0, args);
+    else
+        rt_cu_launch(e, name, gdim(rows, GX, name), 1, 1, row_threads(d), 1, 0, args);
 }
 
 void rt_cu_layernorm_bwd(rt_exec *e, const float *x, const float *w, const float *mean,
@@ -193,8 +200,11 @@ void rt_cu_layernorm_bwd(rt_exec *e, const float *x, const float *w, const float
                  gdim(nrb, GYZ, "layernorm"), 1, 32, 8, 0, a1);
     char name[64];
     snprintf(name, sizeof name, "rt_layernorm_bwd_%lld", (long long)d);
-    void *a2[] = {&x, &w, &mean, &rstd, &dy, &add, &dx};
-    rt_cu_launch(e, name, gdim(rows, GX, name), 1, 1, row_threads(d), 1, 0, a2);
+    void *a2[] = {&x, &w, &mean, &rstd, &dy, &add, &dx, &rows};
+    if (ln_warp(d))
+        rt_cu_launch(e, name, gdim(cdiv(rows, LN_ROWS), GX, name), 1, 1, 32 * LN_ROWS, 1, 0, a2);
+    else
+        rt_cu_launch(e, name, gdim(rows, GX, name), 1, 1, row_threads(d), 1, 0, a2);
     colsum_finish(e, part, dw, nrb, d);
     colsum_finish(e, part + (rt_dptr)(nrb * d) * sizeof(double), db, nrb, d);
 }

@@ -2,11 +2,68 @@
  * and rt_layernorm_bwd in runtime/kernels.c). Statistics in double, elementwise
  * arithmetic in float, as on the CPU. */
 
-/* Launch: grid (rows), block of 32..1024 threads (a multiple of 32).
+/* Rows whose width is a multiple of 128, up to 1024 (GPT-2's 768), take a warp a row
+ * with the row in registers (rt_ln_warp): 8 rows a block of 256 threads, the sums
+ * warp butterflies, no barrier; a block a row took about 28 us for GPT-2's 8192 x 768
+ * on an H200, 0.9 TB/s, its two block sums and three passes over the row in series.
+ * Lane l holds the 4-element groups l, l + 32, ... (a warp's loads are consecutive).
+ * The host (cuda_ops.c) launches the shape the template takes. */
+__host__ __device__ constexpr bool rt_ln_warp(int d) { return d % 128 == 0 && d <= 1024; }
+#define RT_LN_ROWS 8   /* rows (warps) a block of the warp kernels */
+/* the kernels' thread bound (their registers: 255 a thread for a warp a row) */
+__host__ __device__ constexpr int rt_ln_threads(int d) { return rt_ln_warp(d) ? 32 * RT_LN_ROWS : 1024; }
+
+/* Launch: grid (rows), block of 32..1024 threads (a multiple of 32); with rt_ln_warp(D)
+ * grid (ceil(rows / RT_LN_ROWS)), block of 32 * RT_LN_ROWS.
  *   mean[r] = (float) mean of x[r]            (double sum)
  *   rstd[r] = (float) 1 / sqrt(var + eps)     (biased variance, two passes in double)
  *   y[r, j] = (x[r, j] - mean) * rstd * w[j] + b[j]
  * y may be x. */
+template <int D>
+__device__ __forceinline__ void layernorm_fwd_warp(const act_t *x, const float *w, const float *b,
+                                                   act_t *y, float *mean, float *rstd, float eps,
+                                                   int64_t rows)
+{
+    constexpr int C = D / 128;   /* 4-element groups a lane */
+    const int lane = threadIdx.x & 31;
+    const int64_t r = (int64_t)blockIdx.x * RT_LN_ROWS + (threadIdx.x >> 5);
+    if (r >= rows)
+        return;
+    const act_t *xr = x + r * D;
+    float4 v[C];
+    double s = 0.0;
+#pragma unroll
+    for (int k = 0; k < C; k++) {
+        v[k] = rt_ld4(xr + 4 * (32 * k + lane));
+        s += v[k].x, s += v[k].y, s += v[k].z, s += v[k].w;
+    }
+    const double mu = rt_warp_sum(s) / (double)D;
+    double q = 0.0;
+#pragma unroll
+    for (int k = 0; k < C; k++) {
+        const double d0 = (double)v[k].x - mu, d1 = (double)v[k].y - mu;
+        const double d2 = (double)v[k].z - mu, d3 = (double)v[k].w - mu;
+        q += d0 * d0, q += d1 * d1, q += d2 * d2, q += d3 * d3;
+    }
+    const double var = rt_warp_sum(q) / (double)D;
+    const float m = (float)mu, rs = (float)(1.0 / sqrt(var + (double)eps));
+#pragma unroll
+    for (int k = 0; k < C; k++) {
+        const int j = 4 * (32 * k + lane);
+        const float4 wv = *(const float4 *)(w + j), bv = *(const float4 *)(b + j);
+        float4 o;
+        o.x = (v[k].x - m) * rs * wv.x + bv.x;
+        o.y = (v[k].y - m) * rs * wv.y + bv.y;
+        o.z = (v[k].z - m) * rs * wv.z + bv.z;
+        o.w = (v[k].w - m) * rs * wv.w + bv.w;
+        rt_st4(y + r * D + j, o);
+    }
+    if (lane == 0) {
+        mean[r] = m;
+        rstd[r] = rs;
+    }
+}
+
 template <int D>
 __device__ __forceinline__ void layernorm_fwd_row(const act_t *x, const float *w, const float *b,
                                                   act_t *y, float *mean, float *rstd, float eps)
@@ -30,17 +87,29 @@ __device__ __forceinline__ void layernorm_fwd_row(const act_t *x, const float *w
     }
 }
 
+template <int D>
+__device__ __forceinline__ void layernorm_fwd_any(const act_t *x, const float *w, const float *b,
+                                                  act_t *y, float *mean, float *rstd, float eps,
+                                                  int64_t rows)
+{
+    if constexpr (rt_ln_warp(D))
+        layernorm_fwd_warp<D>(x, w, b, y, mean, rstd, eps, rows);
+    else
+        layernorm_fwd_row<D>(x, w, b, y, mean, rstd, eps);
+}
+
 #define RT_LAYERNORM_FWD(D)                                                                   \
-    extern "C" __global__ void __launch_bounds__(1024) rt_layernorm_fwd_##D(                  \
+    extern "C" __global__ void __launch_bounds__(rt_ln_threads(D)) rt_layernorm_fwd_##D(      \
         const act_t *x, const float *w, const float *b, act_t *y, float *mean, float *rstd,   \
-        float eps)                                                                            \
+        float eps, int64_t rows)                                                              \
     {                                                                                         \
-        layernorm_fwd_row<D>(x, w, b, y, mean, rstd, eps);                                    \
+        layernorm_fwd_any<D>(x, w, b, y, mean, rstd, eps, rows);                              \
     }
 
-/* The input gradient of one row per block.
+/* The input gradient of one row per block (a warp a row where rt_ln_warp(D)).
  *
- * Launch: grid (rows), block of 32..1024 threads (a multiple of 32).
+ * Launch: grid (rows), block of 32..1024 threads (a multiple of 32); with rt_ln_warp(D)
+ * grid (ceil(rows / RT_LN_ROWS)), block of 32 * RT_LN_ROWS.
  *   xh = (x - mean) * rstd, g = dy * w           (float)
  *   a  = mean_j g, c = mean_j g * xh             (double sums, rounded to float)
  *   dx = rstd * (g - a - xh * c)  (+ add)        (overwritten; dx may be dy, x or add)
@@ -49,6 +118,51 @@ __device__ __forceinline__ void layernorm_fwd_row(const act_t *x, const float *w
  * activations one rounding fewer). The thread that writes dx[j] reads x[j], dy[j] and
  * add[j] first. dw and db come from rt_layernorm_dwdb, launched before this kernel (it
  * reads x and dy, which dx may overwrite). */
+template <int D>
+__device__ __forceinline__ void layernorm_bwd_warp(const act_t *x, const float *w,
+                                                   const float *mean, const float *rstd,
+                                                   const act_t *dy, const act_t *add, act_t *dx,
+                                                   int64_t rows)
+{
+    constexpr int C = D / 128;   /* 4-element groups a lane */
+    const int lane = threadIdx.x & 31;
+    const int64_t r = (int64_t)blockIdx.x * RT_LN_ROWS + (threadIdx.x >> 5);
+    if (r >= rows)
+        return;
+    const float m = mean[r], rs = rstd[r];
+    float xh[C][4], g[C][4];
+    double s1 = 0.0, s2 = 0.0;
+#pragma unroll
+    for (int k = 0; k < C; k++) {   /* x and dy in, before dx (maybe x or dy) is written */
+        const int j = 4 * (32 * k + lane);
+        const float4 xv = rt_ld4(x + r * D + j), gv = rt_ld4(dy + r * D + j);
+        const float4 wv = *(const float4 *)(w + j);
+        const float xs[4] = {xv.x, xv.y, xv.z, xv.w}, gs[4] = {gv.x, gv.y, gv.z, gv.w};
+        const float ws[4] = {wv.x, wv.y, wv.z, wv.w};
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            xh[k][e] = (xs[e] - m) * rs;
+            g[k][e] = gs[e] * ws[e];
+            s1 += g[k][e];
+            s2 += (double)g[k][e] * xh[k][e];
+        }
+    }
+    const float a = (float)(rt_warp_sum(s1) / (double)D), c = (float)(rt_warp_sum(s2) / (double)D);
+#pragma unroll
+    for (int k = 0; k < C; k++) {   /* add[j] is read just before dx[j] (maybe it) */
+        const int j = 4 * (32 * k + lane);
+        const float4 av = add ? rt_ld4(add + r * D + j) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        const float as[4] = {av.x, av.y, av.z, av.w};
+        float o[4];
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const float gx = rs * (g[k][e] - a - xh[k][e] * c);
+            o[e] = add ? gx + as[e] : gx;
+        }
+        rt_st4(dx + r * D + j, make_float4(o[0], o[1], o[2], o[3]));
+    }
+}
+
 template <int D>
 __device__ __forceinline__ void layernorm_bwd_row(const act_t *x, const float *w,
                                                   const float *mean, const float *rstd,
@@ -72,12 +186,24 @@ __device__ __forceinline__ void layernorm_bwd_row(const act_t *x, const float *w
     });
 }
 
+template <int D>
+__device__ __forceinline__ void layernorm_bwd_any(const act_t *x, const float *w,
+                                                  const float *mean, const float *rstd,
+                                                  const act_t *dy, const act_t *add, act_t *dx,
+                                                  int64_t rows)
+{
+    if constexpr (rt_ln_warp(D))
+        layernorm_bwd_warp<D>(x, w, mean, rstd, dy, add, dx, rows);
+    else
+        layernorm_bwd_row<D>(x, w, mean, rstd, dy, add, dx);
+}
+
 #define RT_LAYERNORM_BWD(D)                                                                   \
-    extern "C" __global__ void __launch_bounds__(1024) rt_layernorm_bwd_##D(                  \
+    extern "C" __global__ void __launch_bounds__(rt_ln_threads(D)) rt_layernorm_bwd_##D(      \
         const act_t *x, const float *w, const float *mean, const float *rstd,                 \
-        const act_t *dy, const act_t *add, act_t *dx)                                         \
+        const act_t *dy, const act_t *add, act_t *dx, int64_t rows)                           \
     {                                                                                         \
-        layernorm_bwd_row<D>(x, w, mean, rstd, dy, add, dx);                                  \
+        layernorm_bwd_any<D>(x, w, mean, rstd, dy, add, dx, rows);                            \
     }
 
 /* Partial sums of dw and db over blocks of rows (the runtime shape needs no template).

@@ -46,8 +46,11 @@
 
 static const char *const instances[] = {
     "RT_LAYERNORM_FWD(7)", "RT_LAYERNORM_FWD(64)", "RT_LAYERNORM_FWD(130)",
-    "RT_LAYERNORM_FWD(768)", "RT_LAYERNORM_BWD(7)", "RT_LAYERNORM_BWD(64)",
-    "RT_LAYERNORM_BWD(130)", "RT_LAYERNORM_BWD(768)",
+    "RT_LAYERNORM_FWD(768)", "RT_LAYERNORM_FWD(128)", "RT_LAYERNORM_FWD(1024)",
+    "RT_LAYERNORM_FWD(2048)",
+    "RT_LAYERNORM_BWD(7)", "RT_LAYERNORM_BWD(64)", "RT_LAYERNORM_BWD(130)",
+    "RT_LAYERNORM_BWD(768)", "RT_LAYERNORM_BWD(128)", "RT_LAYERNORM_BWD(1024)",
+    "RT_LAYERNORM_BWD(2048)",
     "RT_CROSS_ENTROPY(10, 10)", "RT_CROSS_ENTROPY(13, 13)", "RT_CROSS_ENTROPY(50257, 50257)",
     "RT_CROSS_ENTROPY(50257, 50304)",
     "RT_ATTENTION_FWD(17, 48, 1)", "RT_ATTENTION_BWD(17, 48, 1)",
@@ -1302,7 +1305,10 @@ int main(int argc, char **argv)
     t_layernorm(37, 7);
     t_layernorm(5, 64);
     t_layernorm(300, 130);
-    t_layernorm(257, 768);
+    t_layernorm(257, 768);    /* a warp a row (layernorm.cuh's rt_ln_warp), 8 rows a block */
+    t_layernorm(9, 128);      /* the same, one group of 4 a lane, a block not full */
+    t_layernorm(45, 1024);    /* the same, 8 groups a lane */
+    t_layernorm(3, 2048);     /* a block a row again (too wide for a warp's registers) */
 
     t_cross_entropy(1, 10, 1, 10);
     t_cross_entropy(37, 10, 0, 10);
