@@ -931,8 +931,10 @@ static void test_cross_entropy(void)
             free(zz);
         }
         for (int inpl = 0; inpl < 2; inpl++) {
-            /* rows ld > C apart (a padded vocabulary): the same numbers, the padding (NaN)
-             * neither read (the loss would be NaN) nor written */
+            /* rows ld > C apart (a padded vocabulary): the same numbers; the logits'
+             * padding (NaN) not read (the loss would be NaN), dlogits' padding written 0
+             * (the head's backward GEMMs run over the padded vocabulary), the logits'
+             * left alone where dlogits is another buffer */
             int64_t ld = C + 5;
             float *zp = malloc((size_t)(R * ld) * 4), *gp = malloc((size_t)(R * ld) * 4);
             fill_nan(zp, R * ld);
@@ -947,7 +949,8 @@ static void test_cross_entropy(void)
             for (int64_t r = 0; r < R && !bad; r++) {
                 bad = memcmp(g + r * ld, dz[1][0] + r * C, (size_t)C * 4) != 0;
                 for (int64_t j = C; j < ld && !bad; j++)
-                    bad = !isnan(g[r * ld + j]) || !isnan(zp[r * ld + j]);
+                    bad = g[r * ld + j] != 0.0f || signbit(g[r * ld + j]) ||
+                          (!inpl && !isnan(zp[r * ld + j]));
             }
             if (bad)
                 fail(nm, "loss %.17g vs %.17g, or dlogits or the padding differ", e.loss_sum,
