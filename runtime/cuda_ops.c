@@ -279,6 +279,14 @@ static int att_tc(rt_exec *e, int64_t hd, const void *a, const void *b, const vo
     return 1;
 }
 
+/* attention.cuh's att_block_order numbers the blocks in 32 bits */
+static void att_grid_fits(int64_t tiles, int64_t H, int64_t B)
+{
+    if ((double)tiles * (double)H * (double)B >= 2147483648.0)
+        rt_die("attention: %lld x %lld x %lld blocks (2^31 at most)", (long long)tiles,
+               (long long)H, (long long)B);
+}
+
 void rt_cu_attention_fwd(rt_exec *e, const float *qkv, float *lse, float *y, int64_t B,
                          int64_t T, int64_t d, int64_t H, int causal)
 {
@@ -291,6 +299,7 @@ void rt_cu_attention_fwd(rt_exec *e, const float *qkv, float *lse, float *y, int
     snprintf(name, sizeof name, "rt_attention_fwd_%lld_%lld_%d", (long long)T, (long long)hd,
              causal != 0);
     void *args[] = {&qkv, &lse, &y, &h};
+    att_grid_fits(cdiv(T, att_fwd_rows(hd)), H, B);
     rt_cu_launch(e, name, gdim(cdiv(T, att_fwd_rows(hd)), GX, name), (unsigned)H,
                  gdim(B, GYZ, name), RT_ATT_THREADS, 1, 0, args);
 }
@@ -311,6 +320,7 @@ void rt_cu_attention_bwd(rt_exec *e, const float *qkv, const float *lse, const f
     /* on the tensor cores both kernels take 64 rows (queries, keys) a block */
     int tc = att_tc(e, hd, qkv, dy, dqkv);
     unsigned gq = tc ? gdim(cdiv(T, 64), GX, "attention") : gx;
+    att_grid_fits(gq, H, B);
     snprintf(name, sizeof name, "rt_attention_bwd_%lld_%lld_%d", (long long)T, (long long)hd,
              causal != 0);
     rt_cu_launch(e, name, gq, (unsigned)H, gz, RT_ATT_THREADS, 1, 0, args);

@@ -439,6 +439,23 @@ __device__ __forceinline__ void att_tiles16(unsigned short (*da)[W], unsigned sh
     }
 }
 
+/* The tensor-core kernels' blocks: grid (tiles, H, B) as launched, but taken in the
+ * order the hardware dispatches them (x fastest) as tile-major: the first H * B blocks
+ * take tile 0 of every (batch row, head), and so on. Tile 0 is the most work (the
+ * query tile with the most keys before it, or the key tile the most queries see), so
+ * every head's longest tiles start first, not one head's after another's: a shorter
+ * tail to the launch. */
+__device__ __forceinline__ void att_block_order(int &b, int &h, int &tile0)
+{
+    /* in 32 bits (cuda_ops.c keeps the grid under 2^31 blocks): no 64-bit division */
+    const unsigned hb_n = gridDim.y * gridDim.z;
+    const unsigned l = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    const unsigned hb = l % hb_n;
+    tile0 = (int)(l / hb_n);
+    h = (int)(hb % gridDim.y);
+    b = (int)(hb / gridDim.y);
+}
+
 template <int T, int HD, int CAUSAL>
 __device__ __forceinline__ void attention_fwd_tc(const act_t *qkv, float *lse, act_t *y, int H)
 {
@@ -446,13 +463,15 @@ __device__ __forceinline__ void attention_fwd_tc(const act_t *qkv, float *lse, a
     constexpr int NQT = (T + BQ - 1) / BQ;
     /* 16-bit bits of K and V, two tiles of each: the next copied in while this one is used */
     __shared__ __align__(16) unsigned short ks[2][BK][W], vs[2][BK][W];
-    const int b = blockIdx.z, h = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int b, h, tile0;
+    att_block_order(b, h, tile0);
     const int g = lane >> 2, t4 = lane & 3;
     const int64_t d = (int64_t)H * HD, ld = 3 * d;
     const act_t *q = qkv + (int64_t)b * T * ld + (int64_t)h * HD, *k = q + d, *v = q + 2 * d;
     float *L = lse + ((int64_t)b * H + h) * T;
     const float sl2 = (float)(1.4426950408889634 / sqrt((double)HD)), ninf = -rt_inf();
-    for (int tile = blockIdx.x; tile < NQT; tile += gridDim.x) {
+    for (int tile = tile0; tile < NQT; tile += gridDim.x) {
         const int q0 = (NQT - 1 - tile) * BQ, r0 = q0 + 16 * warp + g;   /* rows r0, r0 + 8 */
         const int nkeys = CAUSAL ? (q0 + BQ < T ? q0 + BQ : T) : T;
         /* the first key tile's copy starts first (the buffers are free: every pass of
@@ -742,33 +761,48 @@ __device__ __forceinline__ void attention_bwd_kv(const act_t *qkv, const float *
  * tile S = Q K^T and dP = dY V^T as mma.sync, P = exp(scale S - lse) and
  * dS = P (dP - D) on the fragments in fp32, then dQ += dS K with dS rounded to 16
  * bits. D_i = dy_i . y_i as in the kernel above (double, a warp a row). */
-template <int T, int HD, int CAUSAL>
-__device__ __forceinline__ void attention_bwd_q_tc(const act_t *qkv, const float *lse,
-                                                   const act_t *y, const act_t *dy, act_t *dqkv,
-                                                   float *D, int H)
+/* D_i = dy_i . y_i for the BQ query rows from q0 (0 past T) into Dt (and Dh[q0 + i]
+ * within T): each product in float, summed in double. Where a row's 16-byte pieces
+ * (HD / 8) are a power of two, a group of that many lanes takes a row, each lane 8
+ * elements, and all of a warp's rows are loaded before any sum (their loads overlap);
+ * else a warp a row, one after another. */
+template <int BQ, int HD, int T>
+__device__ __forceinline__ void att_rows_dot(float *Dt, float *Dh, const act_t *dyh,
+                                             const act_t *yh, int64_t d, int q0, int warp,
+                                             int lane)
 {
-    constexpr int BQ = 64, BK = rt_att_tc_stream(HD), KS = HD / 16, DN = HD / 8, W = HD + 8;
-    constexpr int NQT = (T + BQ - 1) / BQ;
-    __shared__ __align__(16) unsigned short ks[2][BK][W], vs[2][BK][W];   /* two tiles each */
-    __shared__ float Dt[BQ];
-    const int b = blockIdx.z, h = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int g = lane >> 2, t4 = lane & 3;
-    const int64_t d = (int64_t)H * HD, ld = 3 * d;
-    const act_t *q = qkv + (int64_t)b * T * ld + (int64_t)h * HD, *k = q + d, *v = q + 2 * d;
-    const act_t *dyh = dy + (int64_t)b * T * d + (int64_t)h * HD;
-    const act_t *yh = y + (int64_t)b * T * d + (int64_t)h * HD;
-    act_t *dq = dqkv + (int64_t)b * T * ld + (int64_t)h * HD;
-    const float *Lh = lse + ((int64_t)b * H + h) * T;
-    float *Dh = D + ((int64_t)b * H + h) * T;
-    const float scale = (float)(1.0 / sqrt((double)HD));
-    const float sl2 = (float)(1.4426950408889634 / sqrt((double)HD));
-    for (int tile = blockIdx.x; tile < NQT; tile += gridDim.x) {
-        const int q0 = (NQT - 1 - tile) * BQ, r0 = q0 + 16 * warp + g;
-        const int nkeys = CAUSAL ? (q0 + BQ < T ? q0 + BQ : T) : T;
-        __syncthreads();   /* Dt read by all */
-        att_tiles16<BK, HD, W, T>(ks[0], vs[0], k, ld, v, ld, 0);   /* under D's arithmetic */
-        att_cp_commit();
-        for (int i = warp; i < BQ; i += RT_ATT_THREADS / 32) {   /* D, a warp a row */
+    constexpr int CPR = HD / 8, NW = RT_ATT_THREADS / 32;
+    if constexpr (CPR <= 32 && (CPR & (CPR - 1)) == 0 && BQ % (NW * (32 / CPR)) == 0) {
+        constexpr int RPW = 32 / CPR, IT = BQ / (NW * RPW);   /* rows a warp at once; passes */
+        const int sub = lane / CPR, c = 8 * (lane % CPR);
+        double a[IT];
+#pragma unroll
+        for (int it = 0; it < IT; it++) {
+            const int i = (it * NW + warp) * RPW + sub;
+            a[it] = 0.0;
+            if (q0 + i < T) {
+                const act_t *pd = dyh + (int64_t)(q0 + i) * d + c;
+                const act_t *py = yh + (int64_t)(q0 + i) * d + c;
+                const float4 d0 = rt_ld4(pd), d1 = rt_ld4(pd + 4);
+                const float4 y0 = rt_ld4(py), y1 = rt_ld4(py + 4);
+                a[it] += (double)(d0.x * y0.x), a[it] += (double)(d0.y * y0.y);
+                a[it] += (double)(d0.z * y0.z), a[it] += (double)(d0.w * y0.w);
+                a[it] += (double)(d1.x * y1.x), a[it] += (double)(d1.y * y1.y);
+                a[it] += (double)(d1.z * y1.z), a[it] += (double)(d1.w * y1.w);
+            }
+        }
+#pragma unroll
+        for (int it = 0; it < IT; it++) {
+            const int i = (it * NW + warp) * RPW + sub;
+            const float Di = (float)rt_warp_sum(a[it], CPR);
+            if (lane % CPR == 0) {
+                Dt[i] = Di;
+                if (q0 + i < T)
+                    Dh[q0 + i] = Di;
+            }
+        }
+    } else {
+        for (int i = warp; i < BQ; i += NW) {   /* a warp a row */
             double a = 0.0;
             if (q0 + i < T)
                 for (int c = lane; c < HD; c += 32)
@@ -781,6 +815,38 @@ __device__ __forceinline__ void attention_bwd_q_tc(const act_t *qkv, const float
                     Dh[q0 + i] = Di;
             }
         }
+    }
+}
+
+template <int T, int HD, int CAUSAL>
+__device__ __forceinline__ void attention_bwd_q_tc(const act_t *qkv, const float *lse,
+                                                   const act_t *y, const act_t *dy, act_t *dqkv,
+                                                   float *D, int H)
+{
+    constexpr int BQ = 64, BK = rt_att_tc_stream(HD), KS = HD / 16, DN = HD / 8, W = HD + 8;
+    constexpr int NQT = (T + BQ - 1) / BQ;
+    __shared__ __align__(16) unsigned short ks[2][BK][W], vs[2][BK][W];   /* two tiles each */
+    __shared__ float Dt[BQ];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int b, h, tile0;
+    att_block_order(b, h, tile0);
+    const int g = lane >> 2, t4 = lane & 3;
+    const int64_t d = (int64_t)H * HD, ld = 3 * d;
+    const act_t *q = qkv + (int64_t)b * T * ld + (int64_t)h * HD, *k = q + d, *v = q + 2 * d;
+    const act_t *dyh = dy + (int64_t)b * T * d + (int64_t)h * HD;
+    const act_t *yh = y + (int64_t)b * T * d + (int64_t)h * HD;
+    act_t *dq = dqkv + (int64_t)b * T * ld + (int64_t)h * HD;
+    const float *Lh = lse + ((int64_t)b * H + h) * T;
+    float *Dh = D + ((int64_t)b * H + h) * T;
+    const float scale = (float)(1.0 / sqrt((double)HD));
+    const float sl2 = (float)(1.4426950408889634 / sqrt((double)HD));
+    for (int tile = tile0; tile < NQT; tile += gridDim.x) {
+        const int q0 = (NQT - 1 - tile) * BQ, r0 = q0 + 16 * warp + g;
+        const int nkeys = CAUSAL ? (q0 + BQ < T ? q0 + BQ : T) : T;
+        __syncthreads();   /* Dt read by all */
+        att_tiles16<BK, HD, W, T>(ks[0], vs[0], k, ld, v, ld, 0);   /* under D's arithmetic */
+        att_cp_commit();
+        att_rows_dot<BQ, HD, T>(Dt, Dh, dyh, yh, d, q0, warp, lane);   /* D */
         __syncthreads();
         unsigned qa[KS][4], da[KS][4];   /* Q and dY fragments of the warp's rows */
         att_frag_a<KS, T>(qa, q, ld, r0, t4);
@@ -865,7 +931,9 @@ __device__ __forceinline__ void attention_bwd_kv_tc(const act_t *qkv, const floa
      * lse in natural units, as stored */
     __shared__ __align__(16) unsigned short qs[2][BQ][W], dys[2][BQ][W];
     __shared__ __align__(16) float Lt[2][BQ], Dt[2][BQ];
-    const int b = blockIdx.z, h = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int b, h, tile0;
+    att_block_order(b, h, tile0);
     const int g = lane >> 2, t4 = lane & 3;
     const int64_t d = (int64_t)H * HD, ld = 3 * d;
     const act_t *q = qkv + (int64_t)b * T * ld + (int64_t)h * HD, *k = q + d, *v = q + 2 * d;
@@ -884,7 +952,7 @@ __device__ __forceinline__ void attention_bwd_kv_tc(const act_t *qkv, const floa
         }
         att_cp_commit();
     };
-    for (int tile = blockIdx.x; tile < NKT; tile += gridDim.x) {
+    for (int tile = tile0; tile < NKT; tile += gridDim.x) {
         const int k0 = tile * BK, j0 = k0 + 16 * warp + g;   /* the warp's keys j0, j0 + 8 */
         const int ifirst = CAUSAL ? k0 : 0;
         tiles(0, ifirst);   /* the buffers are free: every pass below ends with a barrier */
