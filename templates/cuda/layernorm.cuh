@@ -11,7 +11,16 @@
 __host__ __device__ constexpr bool rt_ln_warp(int d) { return d % 128 == 0 && d <= 1024; }
 #define RT_LN_ROWS 8   /* rows (warps) a block of the warp kernels */
 /* the kernels' thread bound (their registers: 255 a thread for a warp a row) */
-__host__ __device__ constexpr int rt_ln_threads(int d) { return rt_ln_warp(d) ? 32 * RT_LN_ROWS : 1024; }
+__host__ __device__ constexpr int rt_ln_threads(int d)
+{
+    return rt_ln_warp(d) ? 32 * RT_LN_ROWS : 1024;
+}
+/* the calling warp's row in a warp kernel, or -1 past the last */
+__device__ __forceinline__ int64_t rt_ln_warp_row(int64_t rows)
+{
+    const int64_t r = (int64_t)blockIdx.x * RT_LN_ROWS + (threadIdx.x >> 5);
+    return r < rows ? r : -1;
+}
 
 /* Launch: grid (rows), block of 32..1024 threads (a multiple of 32); with rt_ln_warp(D)
  * grid (ceil(rows / RT_LN_ROWS)), block of 32 * RT_LN_ROWS.
@@ -26,8 +35,8 @@ __device__ __forceinline__ void layernorm_fwd_warp(const act_t *x, const float *
 {
     constexpr int C = D / 128;   /* 4-element groups a lane */
     const int lane = threadIdx.x & 31;
-    const int64_t r = (int64_t)blockIdx.x * RT_LN_ROWS + (threadIdx.x >> 5);
-    if (r >= rows)
+    const int64_t r = rt_ln_warp_row(rows);
+    if (r < 0)
         return;
     const act_t *xr = x + r * D;
     float4 v[C];
@@ -126,8 +135,8 @@ __device__ __forceinline__ void layernorm_bwd_warp(const act_t *x, const float *
 {
     constexpr int C = D / 128;   /* 4-element groups a lane */
     const int lane = threadIdx.x & 31;
-    const int64_t r = (int64_t)blockIdx.x * RT_LN_ROWS + (threadIdx.x >> 5);
-    if (r >= rows)
+    const int64_t r = rt_ln_warp_row(rows);
+    if (r < 0)
         return;
     const float m = mean[r], rs = rstd[r];
     float xh[C][4], g[C][4];
