@@ -795,7 +795,8 @@ static void build_loss(Ctx *c)
      * the loss writes 0 into their gradient's padding, so the zero rows get a zero
      * gradient and stay zero; the parameter keeps its true shape everywhere else
      * (files, counts, the embedding). TRAINC_PAD_LOGITS=0 (for tests and benchmarks)
-     * keeps the rows contiguous: the same numbers. */
+     * keeps the rows contiguous and the GEMMs over the true vocabulary: the same
+     * numbers up to float rounding (tests/vocab_pad.sh). */
     const char *pad = getenv("TRAINC_PAD_LOGITS");
     if (s->loss == LOSS_CROSS_ENTROPY && !pred->alias && g->n_nodes > 0 && !(pad && !strcmp(pad, "0"))) {
         int64_t C = pred->shape[pred->rank - 1];
