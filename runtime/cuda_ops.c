@@ -168,9 +168,15 @@ void rt_cu_avgpool2d_bwd(rt_exec *e, const float *dy, float *dx, int64_t planes,
 
 /* ---- LayerNorm ------------------------------------------------------------------------- */
 
-/* layernorm.cuh's rt_ln_warp and RT_LN_ROWS: a warp a row (the row in registers) */
-static int ln_warp(int64_t d) { return d % 128 == 0 && d <= 1024; }
-#define LN_ROWS 8
+/* A layernorm kernel over rows of d: a warp a row, 8 rows a block, where layernorm.cuh's
+ * rt_ln_warp(d) (the row in registers); else a block a row. */
+static void ln_launch(rt_exec *e, const char *name, int64_t rows, int64_t d, void **args)
+{
+    if (d % 128 == 0 && d <= 1024)
+        rt_cu_launch(e, name, gdim(cdiv(rows, 8), GX, name), 1, 1, 32 * 8, 1, 0, args);
+    else
+        rt_cu_launch(e, name, gdim(rows, GX, name), 1, 1, row_threads(d), 1, 0, args);
+}
 
 void rt_cu_layernorm_fwd(rt_exec *e, const float *x, const float *w, const float *b, float *y,
                          float *mean, float *rstd, int64_t rows, int64_t d, float eps)
@@ -180,10 +186,7 @@ void rt_cu_layernorm_fwd(rt_exec *e, const float *x, const float *w, const float
     char name[64];
     snprintf(name, sizeof name, "rt_layernorm_fwd_%lld", (long long)d);
     void *args[] = {&x, &w, &b, &y, &mean, &rstd, &eps, &rows};
-    if (ln_warp(d))
-        rt_cu_launch(e, name, gdim(cdiv(rows, LN_ROWS), GX, name), 1, 1, 32 * LN_ROWS, 1, 0, args);
-    else
-        rt_cu_launch(e, name, gdim(rows, GX, name), 1, 1, row_threads(d), 1, 0, args);
+    ln_launch(e, name, rows, d, args);
 }
 
 void rt_cu_layernorm_bwd(rt_exec *e, const float *x, const float *w, const float *mean,
@@ -201,10 +204,7 @@ void rt_cu_layernorm_bwd(rt_exec *e, const float *x, const float *w, const float
     char name[64];
     snprintf(name, sizeof name, "rt_layernorm_bwd_%lld", (long long)d);
     void *a2[] = {&x, &w, &mean, &rstd, &dy, &add, &dx, &rows};
-    if (ln_warp(d))
-        rt_cu_launch(e, name, gdim(cdiv(rows, LN_ROWS), GX, name), 1, 1, 32 * LN_ROWS, 1, 0, a2);
-    else
-        rt_cu_launch(e, name, gdim(rows, GX, name), 1, 1, row_threads(d), 1, 0, a2);
+    ln_launch(e, name, rows, d, a2);
     colsum_finish(e, part, dw, nrb, d);
     colsum_finish(e, part + (rt_dptr)(nrb * d) * sizeof(double), db, nrb, d);
 }
