@@ -50,17 +50,19 @@ static void writes(Instr *in, Tensor *t)
     in->writes[in->n_writes++] = t;
 }
 
-/* The rows of a linear layer's weight its GEMMs run over: its own, and with a padded
- * vocabulary (Param.pad_rows, graph.c) the zero rows after them, which y's rows
- * (logits, or their gradient) have room for. */
+/* Whether a linear layer's GEMMs run over its weight's zero rows too (a padded
+ * vocabulary: Param.pad_rows, graph.c): where y's rows (the logits, or their gradient)
+ * have room for them. Another linear tied to the same weight, whose output is not the
+ * padded logits, runs over the true rows. */
+static int pads(const Param *w, int64_t out, const Tensor *y)
+{
+    return w->pad_rows && tensor_ld(y) >= out + w->pad_rows;
+}
+
+/* The rows of a linear layer's weight its GEMMs run over (pads()). */
 static int64_t padded_rows(const Param *w, int64_t out, const Tensor *y)
 {
-    if (!w->pad_rows)
-        return out;
-    if (tensor_ld(y) < out + w->pad_rows)
-        die("internal: %s's rows (%lld apart) do not hold %s's %lld padded rows", y->name,
-            (long long)tensor_ld(y), w->name, (long long)(out + w->pad_rows));
-    return out + w->pad_rows;
+    return pads(w, out, y) ? out + w->pad_rows : out;
 }
 
 static void textf(Instr *in, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -287,7 +289,7 @@ static void lower_node(Program *p, Node *nd)
         int64_t in = x->shape[x->rank - 1], out = y->shape[y->rank - 1], rows = x->numel / in;
         Instr *a = add(p, I_GEMM, nd->origin, 0);
         a->flops = 2 * rows * in * out;
-        a->what = nd->w->pad_rows
+        a->what = pads(nd->w, out, y)
                       ? xasprintf("linear: y = x W^T over W's %lld zero rows too (the padded "
                                   "vocabulary: y's padding comes out 0)",
                                   (long long)nd->w->pad_rows)
@@ -456,7 +458,7 @@ static void lower_node(Program *p, Node *nd)
         int64_t in = x->shape[x->rank - 1], out = dy->shape[dy->rank - 1], rows = x->numel / in;
         if (y) {
             Instr *a = add(p, I_GEMM, nd->origin, 1);
-            a->what = xstrdup(nd->w->pad_rows ? "linear backward: dx = dy W (over the padded "
+            a->what = xstrdup(pads(nd->w, out, dy) ? "linear backward: dx = dy W (over the padded "
                                                 "vocabulary: dy's padding is 0)"
                                               : "linear backward: dx = dy W");
             textf(a, "rt_gemm(e, 0, 0, e->B * %lld, %lld, %lld, 1.0f, %s, %lld, %s, %lld, 0.0f, %s, %lld);",
@@ -467,7 +469,7 @@ static void lower_node(Program *p, Node *nd)
             writes(a, y);
         }
         Instr *b = add(p, I_GEMM, nd->origin, 1);
-        b->what = xstrdup(nd->w->pad_rows ? "linear backward: dW += dy^T x (the zero rows' "
+        b->what = xstrdup(pads(nd->w, out, dy) ? "linear backward: dW += dy^T x (the zero rows' "
                                             "gradient: 0, from dy's zero padding)"
                                           : "linear backward: dW += dy^T x");
         textf(b, "rt_gemm(e, 1, 0, %lld, %lld, e->B * %lld, 1.0f, %s, %lld, %s, %lld, 1.0f, %s, %lld);",

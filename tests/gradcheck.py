@@ -107,6 +107,13 @@ cases.append(case("padded_vocab", [5], [
     {"op": "embedding", "name": "wte", "vocab": 1030, "dim": 6, "input": "x"}, {"op": "layernorm"},
     {"op": "linear", "tie": "wte", "bias": False}], classes=1030, target_shape=(5,), x_dtype="i32",
     x_vocab=1030))
+# and the padded weight tied a second time, in the middle (its GEMMs over the true rows)
+cases.append(case("padded_vocab_tied_twice", [5], [
+    {"op": "embedding", "name": "wte", "vocab": 1030, "dim": 6, "input": "x"},
+    {"op": "linear", "name": "mid", "tie": "wte", "bias": False}, {"op": "gelu"},
+    {"op": "linear", "name": "down", "out": 6}, {"op": "layernorm"},
+    {"op": "linear", "tie": "wte", "bias": False}], classes=1030, target_shape=(5,), x_dtype="i32",
+    x_vocab=1030))
 
 failed = 0
 for name, path in cases:
