@@ -9,10 +9,14 @@
 #   BATCH=116 POLICIES=auto bash bench/gpu_gpt2.sh trainc the pack's auto trainer (planned
 #                                                          for batch 116 in 76000 MiB)
 #
-# For each policy: the largest batch whose trainer starts and runs 3 steps (doubling,
-# then bisection; the plan is allocated at start, so a batch that does not fit fails
-# at once with exit 2), and tokens/s there; PyTorch's largest batch with and without
-# torch.utils.checkpoint (same search) and tokens/s; then trainc none at PyTorch's
+# For each policy: the largest batch whose trainer starts and runs 3 steps, and
+# tokens/s there. The search starts from a prediction: the device's used memory after
+# the first step at batches 4 and 8 (the plan is linear in the batch: arena bytes a
+# row), then runs at the predicted batch and the one above, stepping on where they
+# disagree with it (the plan is allocated at start, so a batch that does not fit fails
+# at once with exit 2). Session 16's doubling from 1 took 18 runs, 150 s, a policy.
+# PyTorch's largest batch with and without torch.utils.checkpoint (predicted from its
+# peaks at batches 2 and 4, then the same search) and tokens/s; then trainc none at PyTorch's
 # batch. Random tokens in llm.c's shard format. The trainers are what
 # specs/gpt2_124m.json asks for, bf16-mixed, and PyTorch runs with bf16 autocast
 # (PREC=fp32 compares against fp32 PyTorch, for trainers built with
@@ -39,14 +43,58 @@ TP=(--bf16); TL=bf16
 fits_torch() {    # fits_torch B [--ckpt]
     python3 "$ROOT/bench/gpu_gpt2_torch.py" "$@" "${TP[@]}" --steps 4 | grep -qv '"oom"'
 }
-largest() {       # largest CMD...: the largest B for which CMD... B succeeds (1..512)
-    local lo=0 hi=1
-    while [ $hi -le 512 ] && "$@" $hi; do lo=$hi; hi=$((hi * 2)); done
+near() {          # near PRED CMD...: the largest B for which CMD... B succeeds, the
+                  # search starting at PRED: steps of 1, 2, 4, ... up from a PRED that
+                  # fits (down from one that does not), then bisection between the last
+                  # B that fits and the first that does not (2 runs when PRED is right)
+    local pred=$1; shift
+    local lo hi step=1
+    [ "$pred" -lt 1 ] && pred=1
+    if "$@" $pred; then
+        lo=$pred
+        while hi=$((lo + step)); [ $hi -le 1024 ] && "$@" $hi; do lo=$hi; step=$((step * 2)); done
+    else
+        hi=$pred; lo=0
+        while [ $((hi - step)) -ge 1 ]; do
+            if "$@" $((hi - step)); then lo=$((hi - step)); break; fi
+            hi=$((hi - step)); step=$((step * 2))
+        done
+    fi
     while [ $((hi - lo)) -gt 1 ]; do
         local mid=$(((lo + hi) / 2))
         if "$@" $mid; then lo=$mid; else hi=$mid; fi
     done
     echo $lo
+}
+used_trainc() {   # used_trainc POLICY B: "used total" bytes after the first step
+    local o="$D/u.$1.$2"
+    "$S/gpt2_124m_$1" "${GX[@]}" --set batch_size=$2 --set max_steps=2 --out "$o" >"$o.log" 2>&1
+    python3 - "$o/metrics.jsonl" <<'PY'
+import json, sys
+m = [json.loads(l) for l in open(sys.argv[1]) if '"device_memory"' in l][0]
+print(m["used_bytes"], m["total_bytes"])
+PY
+}
+largest_trainc() {   # largest_trainc POLICY: the device's used memory grows by the plan's
+                     # bytes a batch row (one allocation), so two small batches predict
+                     # the largest; near() then checks it and the batch above
+    local a b pred
+    a=($(used_trainc $1 4)) && b=($(used_trainc $1 8)) || { echo 0; return; }
+    pred=$(python3 -c "u4, u8, tot = $a, ${b[0]}, ${b[1]}; print(8 + int((tot - u8) // max(1, (u8 - u4) / 4)))")
+    echo "{\"impl\":\"trainc\",\"recompute\":\"$1\",\"predicted_batch\":$pred}" >&3
+    near "$pred" fits_trainc $1
+}
+largest_torch() {    # largest_torch [--ckpt]: the same from PyTorch's peaks at batches 2
+                     # and 4 and what the device holds outside its allocator
+    local pred
+    pred=$(for b in 2 4; do python3 "$ROOT/bench/gpu_gpt2_torch.py" $b "$@" "${TP[@]}" --steps 4; done |
+        python3 -c "
+import json, sys
+r = [json.loads(l) for l in sys.stdin]
+p2, p4 = r[0]['peak_bytes'], r[1]['peak_bytes']
+print(4 + int((r[1]['total_bytes'] - r[1]['other_bytes'] - p4) // max(1, (p4 - p2) / 2)))") || pred=1
+    echo "{\"impl\":\"torch+$TL$([ $# -gt 0 ] && echo +checkpoint)\",\"predicted_batch\":$pred}" >&3
+    near "$pred" fits_torch "$@"
 }
 speed_trainc() {  # speed_trainc POLICY B: one JSON line
     local o="$D/s.$1.$2"
@@ -62,9 +110,10 @@ print(json.dumps({"impl": "trainc+" + s.get("precision", "?"), "recompute": sys.
 PY
 }
 {
+    exec 3>&1   # the predictions' lines, from inside $(...)
     rm -f "$D/g.failed"
     for p in ${POLICIES:-none selective full}; do
-        b=${BATCH:-$(largest fits_trainc $p)}
+        b=${BATCH:-$(largest_trainc $p)}
         if [ -e "$D/g.failed" ]; then
             echo "bench/gpu_gpt2.sh: a run failed for a reason other than memory:" >&2
             cat "$D/g.failed" >&2; cat "$D/g.failed" >"$OUT/gpt2.failed"
@@ -74,10 +123,10 @@ PY
         [ "$b" -gt 0 ] && speed_trainc $p $b
     done
     [ "$WHAT" = trainc ] && exit 0
-    tb=$(largest fits_torch)
+    tb=$(largest_torch)
     echo "{\"impl\":\"torch+$TL\",\"largest_batch\":$tb}"
     python3 "$ROOT/bench/gpu_gpt2_torch.py" $tb "${TP[@]}" --steps 12
-    cb=$(largest fits_torch --ckpt)
+    cb=$(largest_torch --ckpt)
     echo "{\"impl\":\"torch+$TL+checkpoint\",\"largest_batch\":$cb}"
     python3 "$ROOT/bench/gpu_gpt2_torch.py" $cb --ckpt "${TP[@]}" --steps 12
     [ "$tb" -gt 0 ] && speed_trainc none $tb

@@ -6,7 +6,8 @@ fp32 or with bf16 autocast, with or without torch.utils.checkpoint around each b
 Attention is F.scaled_dot_product_attention (flash attention on the GPU).
 
 usage: gpu_gpt2_torch.py BATCH [--bf16] [--ckpt] [--compile] [--steps N]
-prints one JSON line: tokens/s (after 3 warm-up steps), peak memory, or "oom".
+prints one JSON line: tokens/s (after 3 warm-up steps), peak memory (and the device's
+total and what it holds outside PyTorch's allocator), or "oom".
 """
 import json, sys, time
 import torch, torch.nn as nn, torch.nn.functional as F
@@ -78,7 +79,12 @@ if __name__ == "__main__":
            ("+checkpoint" if ckpt else ""), "batch": B}
     try:
         tps, peak = run(B, bf16, ckpt, compiled, steps)
-        rec.update(tokens_per_s=round(tps, 1), peak_bytes=peak, device=torch.cuda.get_device_name())
+        free, total = torch.cuda.mem_get_info()
+        # what the device holds besides PyTorch's allocator (the context, cuBLAS's own):
+        # bench/gpu_gpt2.sh predicts the largest batch from two small ones with it
+        rec.update(tokens_per_s=round(tps, 1), peak_bytes=peak, total_bytes=total,
+                   other_bytes=total - free - torch.cuda.memory_reserved(),
+                   device=torch.cuda.get_device_name())
     except torch.OutOfMemoryError:
         rec["oom"] = True
     print(json.dumps(rec), flush=True)

@@ -14,7 +14,8 @@
 #                 30 s the machine stays: BUDGET=400 ... recompute=390)
 # On an H200 on 2026-11-26: the machine's start 30 s, checks 69 s, gpt2 72 s (llm.c's
 # build failed then; it adds a minute or two), bench 146 s, profile 15 s; recompute's
-# batch search took 150 s a policy (none and selective in 300 s).
+# batch search took 150 s a policy (none and selective in 300 s); it now starts from a
+# prediction (bench/gpu_gpt2.sh: about 2 to 4 runs a search instead of 18).
 #
 # Parts, in the order of what they settle, and each one's longest time (seconds):
 #   checks     tests/gpu/run.sh checks: every kernel against its C twin in fp32, bf16
