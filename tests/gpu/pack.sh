@@ -34,6 +34,8 @@ TRAINC_PAD_LOGITS=0 "$TRAINC" build specs/gpt2_124m.json --device both --arch "$
 "$TRAINC" build specs/gpt2_124m.json --device both --arch "$ARCH" --set batch_size=116 \
     --set memory_budget_mb=76000 --set recompute=auto --bundle "$P/ship" -o gpt2_124m_auto 2>>"$P/build.log"
 "$TRAINC" build bench/wide_mlp.json --device both --arch "$ARCH" --bundle "$P/ship" -o wide_mlp 2>>"$P/build.log"
+"$TRAINC" build bench/wide_mlp.json --device both --arch "$ARCH" --set precision=bf16-mixed \
+    --bundle "$P/ship" -o wide_mlp_bf16 2>>"$P/build.log"
 cp build/tests/gpu/check_ops "$P/ship/"
 patchelf --set-rpath '$ORIGIN/lib' "$P/ship/check_ops"
 rm -f "$P"/ship/lib/libcublasLt* "$P"/ship/lib/libnvrtc* "$P"/ship/lib/libnccl*

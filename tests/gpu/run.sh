@@ -161,7 +161,7 @@ recs = [json.loads(l) for l in open(sys.argv[1])]
 start = recs[0]; train = [r for r in recs if "samples_per_s" in r]
 mem = [r for r in recs if r.get("event") == "device_memory"]
 sps = sum(r["samples_per_s"] for r in train[3:]) / max(1, len(train[3:]))
-impl = "trainc+fp32" + (f" ({sys.argv[5]})" if sys.argv[5] else "")
+impl = "trainc+" + start.get("precision", "fp32") + (f" ({sys.argv[5]})" if sys.argv[5] else "")
 print(json.dumps({"model": sys.argv[2], "batch": int(sys.argv[3]), "impl": impl,
                   "samples_per_s": round(sps, 1), "device_bytes": start.get("device_bytes"),
                   # the dataset kept on the GPU (loader.on_gpu), which PyTorch's side
@@ -177,6 +177,14 @@ PY
             bench cnn_fashion $B "${FX[@]}"; torch_side cnn $B
         done
         bench wide_mlp 65536 "${WX[@]}"; torch_side wide 65536
+        # bf16-mixed, against PyTorch's bf16 autocast lines (the comparison)
+        bench mlp_fashion_bf16 4096 "${FX[@]}"
+        bench cnn_fashion_bf16 4096 "${FX[@]}"
+        bench wide_mlp_bf16 65536 "${WX[@]}"
+        # the wide MLP's weight-gradient GEMMs reduce over 65536 rows into 64 x 64: with
+        # cuBLASLt's bias-gradient epilogue against without any epilogue (the bias
+        # gradient then a column-sum kernel)
+        BENV=TRAINC_GEMM_EPILOGUE=0 bench wide_mlp 65536 "${WX[@]}"
         # the host's two waits a step (the old order) against one: what queuing the
         # update before the loss is read is worth where launches dominate
         BENV=TRAINC_QUEUED_UPDATE=0 bench mlp_fashion 64 "${FX[@]}"
