@@ -62,12 +62,132 @@ __device__ __forceinline__ void cross_entropy_row(const act_t *logits, const int
     }
 }
 
+#if defined(RT_ACT_BF16) || defined(RT_ACT_F16)
+/* The same row with the row held in registers: 16-bit logits, rows 16-byte aligned
+ * (LD a multiple of 8), 8192 <= C <= 65536, a block of 1024 threads. Thread t loads
+ * its vectors of 8 values (16 bytes; vector t + 1024 k, k < CE_NV) all at once, and the
+ * max, the sum and the gradient then come from those registers: the row is read from
+ * memory once, not three times (GPT-2's rows are 100 KB, 1.6 GB of logits at B=16, more
+ * than the L2 cache keeps between passes). The arithmetic per value is
+ * cross_entropy_row's (expf, the sum in double, the same gradient expression); the sum's
+ * order differs. A NaN in the row hands it to cross_entropy_row (its rules for NaN),
+ * before anything is written; so does a block of another size or an unaligned row.
+ * Returns whether it did the row. */
+#define CE_WORDS(q) {q.x, q.y, q.z, q.w}
+template <int C, int LD>
+__device__ __forceinline__ bool cross_entropy_row_regs(const act_t *logits, const int32_t *target,
+                                                       act_t *dlogits, double *loss,
+                                                       double *correct, float grad_scale)
+{
+    constexpr int NV8 = (C + 7) / 8, CE_NV = (NV8 + 1023) / 1024;
+    int64_t r = blockIdx.x;
+    const act_t *z = logits + r * LD;      /* [C] */
+    act_t *dz = dlogits ? dlogits + r * LD : NULL;
+    if (blockDim.x != 1024 || !rt_aligned16(z) || (dz && !rt_aligned16(dz)))
+        return false;
+    int t = threadIdx.x, tg = target[r];
+    bool bad = tg < 0 || tg >= C;
+    float zt = bad ? 0.0f : rt_ld(z + tg);
+    uint4 q[CE_NV];
+#pragma unroll
+    for (int k = 0; k < CE_NV; k++)
+        if (k == 0 || t + 1024 * k < NV8)   /* k = 0: every thread's (C >= 8192) */
+            q[k] = *(const uint4 *)(z + (int64_t)(t + 1024 * k) * 8);
+    /* pass 1 (registers): max, its first index, whether there is a NaN. Vector t
+     * (k = 0) is whole for every thread, since C >= 8192. */
+    float bv = rt_act16_float((unsigned short)q[0].x);
+    int bi = t * 8;
+    bool nan = bv != bv;
+#pragma unroll
+    for (int k = 0; k < CE_NV; k++) {
+        unsigned w[4] = CE_WORDS(q[k]);
+#pragma unroll
+        for (int e = (k == 0); e < 8; e++) {
+            int j = (t + 1024 * k) * 8 + e;
+            if (j < C) {
+                float x = rt_act16_float((unsigned short)(w[e / 2] >> (16 * (e % 2))));
+                nan |= x != x;
+                if (x > bv) {
+                    bv = x;
+                    bi = j;
+                }
+            }
+        }
+    }
+    float m;
+    int am = rt_block_argmax(nan ? __int_as_float(0x7fc00000) : bv, bi, &m);
+    if (m != m)
+        return false;   /* a NaN: nothing is written yet */
+    /* pass 2 (registers): sum of exp(z - max), in double */
+    double s = 0.0;
+#pragma unroll
+    for (int k = 0; k < CE_NV; k++) {
+        unsigned w[4] = CE_WORDS(q[k]);
+#pragma unroll
+        for (int e = 0; e < 8; e++) {
+            int j = (t + 1024 * k) * 8 + e;
+            if (j < C)
+                s += (double)expf(rt_act16_float((unsigned short)(w[e / 2] >> (16 * (e % 2)))) - m);
+        }
+    }
+    s = rt_block_sum(s);   /* its barriers: every thread has read z[target] before pass 3 */
+    /* pass 3: the gradient (0 past C, and in the padding vectors up to LD) */
+    if (dz) {
+        float inv = (float)(1.0 / s), sc = inv * grad_scale;
+#pragma unroll
+        for (int k = 0; k < CE_NV; k++) {
+            int v = t + 1024 * k;
+            if (v >= NV8)
+                continue;
+            unsigned w[4] = CE_WORDS(q[k]);
+#pragma unroll
+            for (int e = 0; e < 8; e += 2) {
+                float g[2];
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    int j = v * 8 + e + h;
+                    float x = rt_act16_float((unsigned short)(w[e / 2] >> (16 * h)));
+                    float ex = expf(x - m);
+                    g[h] = bad || j >= C ? 0.0f : j == tg ? (ex * inv - 1.0f) * grad_scale : ex * sc;
+                }
+                w[e / 2] = (unsigned)rt_float_act16(g[0]) | (unsigned)rt_float_act16(g[1]) << 16;
+            }
+            *(uint4 *)(dz + (int64_t)v * 8) = make_uint4(w[0], w[1], w[2], w[3]);
+        }
+        for (int v = NV8 + t; v < LD / 8; v += 1024)
+            *(uint4 *)(dz + (int64_t)v * 8) = make_uint4(0u, 0u, 0u, 0u);
+    }
+    if (t == 0) {
+        loss[r] = bad ? rt_nan_d() : (double)m + log(s) - (double)zt;
+        correct[r] = !bad && am == tg ? 1.0 : 0.0;
+    }
+    return true;
+}
+#undef CE_WORDS
+#define RT_CE_REGS(C, LD) ((C) >= 8192 && (C) <= 65536 && (LD) % 8 == 0)
+#else
+#define RT_CE_REGS(C, LD) false
+#endif
+
+template <int C, int LD>
+__device__ __forceinline__ void cross_entropy(const act_t *logits, const int32_t *target,
+                                              act_t *dlogits, double *loss, double *correct,
+                                              float grad_scale)
+{
+#if defined(RT_ACT_BF16) || defined(RT_ACT_F16)
+    if constexpr (RT_CE_REGS(C, LD))
+        if (cross_entropy_row_regs<C, LD>(logits, target, dlogits, loss, correct, grad_scale))
+            return;
+#endif
+    cross_entropy_row<C, LD>(logits, target, dlogits, loss, correct, grad_scale);
+}
+
 #define RT_CROSS_ENTROPY(C, LD)                                                               \
     extern "C" __global__ void __launch_bounds__(1024) rt_cross_entropy_##C##_##LD(           \
         const act_t *logits, const int32_t *target, act_t *dlogits, double *loss,             \
         double *correct, float grad_scale)                                                    \
     {                                                                                         \
-        cross_entropy_row<C, LD>(logits, target, dlogits, loss, correct, grad_scale);         \
+        cross_entropy<C, LD>(logits, target, dlogits, loss, correct, grad_scale);             \
     }
 
 /* Mean squared error terms, RT_MSE_CHUNK elements per block.

@@ -52,7 +52,7 @@ static const char *const instances[] = {
     "RT_LAYERNORM_BWD(768)", "RT_LAYERNORM_BWD(128)", "RT_LAYERNORM_BWD(1024)",
     "RT_LAYERNORM_BWD(2048)",
     "RT_CROSS_ENTROPY(10, 10)", "RT_CROSS_ENTROPY(13, 13)", "RT_CROSS_ENTROPY(50257, 50257)",
-    "RT_CROSS_ENTROPY(50257, 50304)",
+    "RT_CROSS_ENTROPY(50257, 50304)", "RT_CROSS_ENTROPY(8192, 8192)", "RT_CROSS_ENTROPY(8197, 8200)",
     "RT_ATTENTION_FWD(17, 48, 1)", "RT_ATTENTION_BWD(17, 48, 1)",
     "RT_ATTENTION_FWD(17, 48, 0)", "RT_ATTENTION_BWD(17, 48, 0)",
     "RT_ATTENTION_FWD(128, 32, 1)", "RT_ATTENTION_BWD(128, 32, 1)",
@@ -569,6 +569,52 @@ static void t_cross_entropy(int64_t rows, int64_t Cn, int mode, int64_t ld)
     stats_judge("cross_entropy stats", &st);
     if (mode)
         judge("cross_entropy", TA(TOL_EW), &o, 1);
+    free(z), free(tg), free(dz), free(pn), reset();
+}
+
+/* A row with a NaN logit among rows without: the NaN row's loss and gradient are NaN
+ * (the gradient's padding 0), its `correct` the first NaN's index against the target,
+ * on both sides (loss.cuh's register path hands such a row to the three passes); the
+ * other rows' gradients within tolerance. */
+static void t_cross_entropy_nan(int64_t rows, int64_t Cn, int64_t ld)
+{
+    SHAPE("[%lld, %lld] rows %lld apart, a NaN in row 1", (long long)rows, (long long)Cn,
+          (long long)ld);
+    int64_t n = rows * ld;
+    float *z = fvec(n);
+    for (int64_t i = 0; i < n; i++)
+        z[i] = i % ld < Cn ? z[i] * 4.0f : NAN;
+    int32_t *tg = rt_xmalloc((size_t)rows * sizeof *tg);
+    for (int64_t r = 0; r < rows; r++)
+        tg[r] = (int32_t)irand(Cn);
+    tg[1] = 777;                  /* the first NaN is at the target: counted correct */
+    z[1 * ld + 777] = NAN;
+    z[1 * ld + Cn - 1] = NAN;
+    round_act(z, n);
+    float gs = (float)Cn / 8.0f, *dz = nans(n);
+    C.grad_scale = G->grad_scale = gs;
+    float *gz = up_a(z, n), *gdz = dalloc_a(n);
+    int32_t *gtg = up(tg, (size_t)rows * 4);
+    float *pn = nans(n);
+    out_t o = {"dlogits", dz, {0}, n};
+    stats_t st;
+    for (int rep = 0; rep < 2; rep++) {
+        stats_begin();
+        rt_cross_entropy(&C, z, tg, dz, rows, Cn, ld);
+        upload_a(gdz, pn, n);
+        rt_cu_cross_entropy(G, gz, gtg, gdz, rows, Cn, ld);
+        stats_end(&st, rep);
+        o.gpu[rep] = down_a(gdz, n);
+    }
+    if (!isnan(st.loss[0]) || !isnan(C.loss_sum) || st.correct[0] != C.correct ||
+        st.correct[1] != C.correct || C.correct < 1)
+        report("cross_entropy NaN stats", INFINITY, TOL_RED,
+               " (loss %g vs %g, correct %lld vs %lld)", st.loss[0], C.loss_sum,
+               (long long)st.correct[0], (long long)C.correct);
+    else
+        report("cross_entropy NaN stats", 0.0, TOL_RED, NULL);
+    /* worst(): a NaN must meet a NaN */
+    judge("cross_entropy NaN", TA(TOL_EW), &o, 1);
     free(z), free(tg), free(dz), free(pn), reset();
 }
 
@@ -1320,6 +1366,11 @@ int main(int argc, char **argv)
     t_cross_entropy(3, 50257, 0, 50304);
     t_cross_entropy(5, 50257, 1, 50304);
     t_cross_entropy(64, 50257, 2, 50304);
+    /* 16-bit rows of 8192 to 65536 whose rows start 16-byte aligned are held in
+     * registers (loss.cuh): every vector whole, and a last one cut at C */
+    t_cross_entropy(4, 8192, 2, 8192);
+    t_cross_entropy(6, 8197, 1, 8200);
+    t_cross_entropy_nan(4, 50257, 50304);
     t_mse(1, 1);
     t_mse(1000, 0);
     t_mse(3 * 8192 + 5, 1);
