@@ -8,6 +8,14 @@
 # step is skipped (kernel cache, first-touch); ncu times every kernel of the next
 # step (gpu__time_duration, clocks left alone) and the table sums them per kernel
 # name. cuBLASLt's kernels appear under their own names.
+#
+#   DETAIL="NAME:SKIP ..." bash bench/gpu_profile.sh TRAINER BATCH
+#
+# then also profiles, for each NAME (a regular expression over kernel names), its
+# launch SKIP + 1 in full detail (Nsight Compute's sections: speed of light, compute and
+# memory workload, occupancy, warp states and stall reasons, the source lines where
+# warps stall most): $OUT/detail.TRAINER.NAME.txt. SKIP passes over the first step's
+# launches (GPT-2: 12 attention launches of each kind a step).
 set -u
 . bench/gpu_env.sh
 T=$1 B=$2; shift 2
@@ -44,3 +52,12 @@ print(f"{sys.argv[2]} batch {sys.argv[3]}: {len(step)} kernels, {all_ / 1e6:.3f}
 for n, t in sorted(tot.items(), key=lambda x: -x[1]):
     print(f"{t / 1e6:9.3f} ms {100 * t / all_:5.1f}% {cnt[n]:4d}x  {n}")
 PY
+for d in ${DETAIL:-}; do
+    k=${d%:*} skip=${d##*:}
+    f="$OUT/detail.$T.$(echo "$k" | tr -c 'a-zA-Z0-9_\n' '_').txt"
+    ncu --clock-control none -k "regex:$k" --launch-skip "$skip" --launch-count 1 \
+        --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+        --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats \
+        --section SourceCounters "$S/$T" "${X[@]}" "$@" --out "$D/p2" > "$f" 2>&1
+    echo "detail $k (launch $((skip + 1))): $(grep -c . "$f") lines in $(basename "$f")"
+done
