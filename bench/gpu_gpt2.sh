@@ -10,9 +10,9 @@
 #                                                          for batch 116 in 76000 MiB)
 #
 # For each policy: the largest batch whose trainer starts and runs 3 steps, and
-# tokens/s there. The search starts from a prediction: the device's used memory after
-# the first step at batches 4 and 8 (the plan is linear in the batch: arena bytes a
-# row), then runs at the predicted batch and the one above, stepping on where they
+# tokens/s there. The search starts from a prediction: at batches 8 and 24, the bytes
+# trainc allocates (linear in the batch: the plan's arena bytes a row) and the device's
+# used memory after the first step, then runs at the predicted batch and the one above, stepping on where they
 # disagree with it (the plan is allocated at start, so a batch that does not fit fails
 # at once with exit 2). Session 16's doubling from 1 took 18 runs, 150 s, a policy.
 # PyTorch's largest batch with and without torch.utils.checkpoint (predicted from its
@@ -29,6 +29,7 @@ gpt2_shards
 GX=(--set "data.train.tokens=$D/data/gpt2/train_*.bin" --set data.val=null --set validate.every_steps=null --set validate.batches=null
     --set checkpoint=null --set log_every=1 --quiet --device cuda)
 WHAT=${1:-all}   # all | trainc (its side alone)
+PROBES=${PROBES:-8 24}   # the two batches whose memory predicts trainc's largest
 
 fits_trainc() {   # fits_trainc POLICY B: runs 3 steps? A failure other than the GPU's
                   # memory is not "does not fit": it is kept in $D/g.failed, and the
@@ -53,7 +54,7 @@ near() {          # near PRED CMD...: the largest B for which CMD... B succeeds,
     [ "$pred" -lt 1 ] && pred=1
     if "$@" $pred; then
         lo=$pred
-        while hi=$((lo + step)); [ $hi -le 1024 ] && "$@" $hi; do lo=$hi; step=$((step * 2)); done
+        while hi=$((lo + step)); [ $hi -le 1048576 ] && "$@" $hi; do lo=$hi; step=$((step * 2)); done
     else
         hi=$pred; lo=0
         while [ $((hi - step)) -ge 1 ]; do
@@ -67,21 +68,22 @@ near() {          # near PRED CMD...: the largest B for which CMD... B succeeds,
     done
     echo $lo
 }
-used_trainc() {   # used_trainc POLICY B: "used total" bytes after the first step
+used_trainc() {   # used_trainc POLICY B: "allocated used total" bytes after the first step
     local o="$D/u.$1.$2"
     "$S/gpt2_124m_$1" "${GX[@]}" --set batch_size=$2 --set max_steps=2 --out "$o" >"$o.log" 2>&1
     python3 - "$o/metrics.jsonl" <<'PY'
 import json, sys
 m = [json.loads(l) for l in open(sys.argv[1]) if '"device_memory"' in l][0]
-print(m["used_bytes"], m["total_bytes"])
+print(m["allocated_bytes"], m["used_bytes"], m["total_bytes"])
 PY
 }
-largest_trainc() {   # largest_trainc POLICY: the device's used memory grows by the plan's
-                     # bytes a batch row (one allocation), so two small batches predict
-                     # the largest; near() then checks it and the batch above
-    local a b pred
-    a=($(used_trainc $1 4)) && b=($(used_trainc $1 8)) || { echo 0; return; }
-    pred=$(python3 -c "u4, u8, tot = $a, ${b[0]}, ${b[1]}; print(8 + int((tot - u8) // max(1, (u8 - u4) / 4)))")
+largest_trainc() {   # largest_trainc POLICY: what trainc allocates grows by the plan's bytes
+                     # a batch row (and the input slots'), exactly, so two small batches
+                     # give the slope, and the device's used memory at the second what is
+                     # left; near() then checks the prediction and the batch above
+    local a b pred p1=${PROBES% *} p2=${PROBES#* }
+    a=($(used_trainc $1 $p1)) && b=($(used_trainc $1 $p2)) || { echo 0; return; }
+    pred=$(python3 -c "a1, a2, u2, tot = $a, ${b[0]}, ${b[1]}, ${b[2]}; print($p2 + int((tot - u2) // max(1, (a2 - a1) / ($p2 - $p1))))")
     echo "{\"impl\":\"trainc\",\"recompute\":\"$1\",\"predicted_batch\":$pred}" >&3
     near "$pred" fits_trainc $1
 }

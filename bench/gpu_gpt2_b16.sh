@@ -98,12 +98,14 @@ python3 "$ROOT/bench/gpu_gpt2_torch.py" "$B" --bf16 --steps "$STEPS" >>"$RES" 2>
 python3 "$ROOT/bench/gpu_gpt2_torch.py" "$B" --bf16 --compile --steps "$STEPS" >>"$RES" 2>>"$OUT/gpt2_b16.err"
 
 # llm.c, when the pack has its source
-if [ "${LLMC:-1}" != 0 ] && [ -d "$D/llm.c" ] && command -v nvcc >/dev/null; then
+if [ "${LLMC:-1}" != 0 ] && [ -d "$D/llm.c" ] && { [ -x "$D/llm.c/train_gpt2cu" ] || command -v nvcc >/dev/null; }; then
     # CUDA 13's cudaMemAdvise takes a cudaMemLocation, not a device number (the one
     # line of llm.c's source that CUDA 13's nvcc refuses)
+    # (tests/gpu/pack.sh builds it where it packs, when that machine has nvcc)
     sed -i 's/cudaMemAdviseSetPreferredLocation, cudaCpuDeviceId)/cudaMemAdviseSetPreferredLocation, cudaMemLocation{cudaMemLocationTypeHost, 0})/' \
         "$D/llm.c/llmc/cuda_utils.cuh"
-    ( cd "$D/llm.c" && make train_gpt2cu USE_CUDNN=0 NO_MULTI_GPU=1 NO_USE_MPI=1 >"$OUT/llmc.build.log" 2>&1 ) &&
+    { [ -x "$D/llm.c/train_gpt2cu" ] ||
+      ( cd "$D/llm.c" && make train_gpt2cu USE_CUDNN=0 NO_MULTI_GPU=1 NO_USE_MPI=1 >"$OUT/llmc.build.log" 2>&1 ); } &&
     ( cd "$D/llm.c" && ./train_gpt2cu -i "$D/data/gpt2/train_*.bin" -j "$D/data/gpt2/val_*.bin" -e d12 \
         -b "$B" -t 1024 -x "$STEPS" -v 100000 -s 100000 -h 0 -l 6e-4 -c 0.1 >"$OUT/llmc.log" 2>&1 )
     python3 - "$OUT/llmc.log" "$B" >>"$RES" <<'PY'

@@ -51,5 +51,19 @@ if [ -d "$LLMC/.git" ] || [ -f "$LLMC/HEAD" ]; then
 elif [ -f "$LLMC/train_gpt2.cu" ]; then
     cp -r "$LLMC" "$P/llm.c"
 fi
+# and built here when this machine has nvcc (seconds; the device then only runs it):
+# CUDA 13's cudaMemAdvise takes a cudaMemLocation, not a device number (the one line of
+# llm.c's source that CUDA 13's nvcc refuses), and without a GPU there is no NVML
+# library to link (its GPU-utilisation printout, off); sm_90 cubin + PTX
+NVCC=${CUDA_HOME:-/usr/local/cuda}/bin/nvcc
+if [ -f "$P/llm.c/train_gpt2.cu" ] && [ -x "$NVCC" ]; then
+    sed -i 's/cudaMemAdviseSetPreferredLocation, cudaCpuDeviceId)/cudaMemAdviseSetPreferredLocation, cudaMemLocation{cudaMemLocationTypeHost, 0})/' \
+        "$P/llm.c/llmc/cuda_utils.cuh"
+    sed -i 's/^#if __has_include(<nvml.h>)$/#if 0/' "$P/llm.c/llmc/mfu.h"
+    ( cd "$P/llm.c" && "$NVCC" --threads=0 -t=0 --use_fast_math -std=c++17 -O3 \
+        --generate-code "arch=compute_${ARCH#sm_},code=[compute_${ARCH#sm_},$ARCH]" -DENABLE_BF16 \
+        train_gpt2.cu -lcublas -lcublasLt -o train_gpt2cu ) >>"$P/build.log" 2>&1 ||
+        echo "pack.sh: llm.c's train_gpt2cu did not build here (see $P/build.log); the device will try"
+fi
 tar -C build -cJf build/devpack.tar.xz devpack
 ls -la build/devpack.tar.xz
