@@ -513,7 +513,7 @@ __device__ __forceinline__ void attention_fwd_tc(const act_t *qkv, float *lse, a
                     sc[n][r] = edge && (kj >= T || (CAUSAL && kj > i)) ? ninf : sl2 * sc[n][r];
                     mx[r >> 1] = fmaxf(mx[r >> 1], sc[n][r]);
                 }
-            float al[2];
+            float al[2], ms[2];
             for (int u = 0; u < 2; u++) {
                 mx[u] = fmaxf(mx[u], __shfl_xor_sync(0xffffffffu, mx[u], 1));
                 mx[u] = fmaxf(mx[u], __shfl_xor_sync(0xffffffffu, mx[u], 2));
@@ -521,6 +521,9 @@ __device__ __forceinline__ void attention_fwd_tc(const act_t *qkv, float *lse, a
                 al[u] = mn == ninf ? 1.0f : att_exp2(m[u] - mn);
                 m[u] = mn;
                 l[u] *= al[u];
+                /* a row with no key yet (only rows past T: every score -inf) gets
+                 * p = 2^(-inf - 0) = 0 */
+                ms[u] = mn == ninf ? 0.0f : mn;
             }
             for (int n = 0; n < DN; n++)
                 for (int r = 0; r < 4; r++)
@@ -530,8 +533,8 @@ __device__ __forceinline__ void attention_fwd_tc(const act_t *qkv, float *lse, a
                 unsigned pa[4];
                 for (int r = 0; r < 4; r++) {
                     const int n = 2 * j + (r >> 1), u = r & 1;   /* S tile, row half */
-                    float p0 = m[u] == ninf ? 0.0f : att_exp2(sc[n][2 * u] - m[u]);
-                    float p1 = m[u] == ninf ? 0.0f : att_exp2(sc[n][2 * u + 1] - m[u]);
+                    const float p0 = att_exp2(sc[n][2 * u] - ms[u]);
+                    const float p1 = att_exp2(sc[n][2 * u + 1] - ms[u]);
                     l[u] += p0 + p1;
                     pa[r] = att_pack2(p0, p1);
                 }

@@ -164,6 +164,9 @@ sps = sum(r["samples_per_s"] for r in train[3:]) / max(1, len(train[3:]))
 impl = "trainc+" + start.get("precision", "fp32") + (f" ({sys.argv[5]})" if sys.argv[5] else "")
 print(json.dumps({"model": sys.argv[2], "batch": int(sys.argv[3]), "impl": impl,
                   "samples_per_s": round(sps, 1), "device_bytes": start.get("device_bytes"),
+                  # the measure: our arena + parameters (with their gradients and
+                  # optimizer state), against torch.cuda.max_memory_allocated
+                  "arena_params_bytes": (start.get("device_arena_bytes") or 0) + (start.get("device_pool_bytes") or 0),
                   # the dataset kept on the GPU (loader.on_gpu), which PyTorch's side
                   # does not hold (it draws 4 batches): its peak compares with the rest
                   "data_bytes": start.get("device_data_bytes"),
