@@ -11,7 +11,7 @@
 #                 bash tests/gpu/pack.sh                   writes build/devpack.tar.xz
 #   the device:   BUDGET=480 bash tests/gpu/session.sh checks gpt2 bench profile
 #                 (carry build/devpack.tar.xz, timeout_s 520; then, warm, within the
-#                 30 s the machine stays: BUDGET=400 ... recompute=390)
+#                 30 s the machine stays: BUDGET=380 ... recompute=370)
 # On an H200 on 2026-11-26: the machine's start 30 s, checks 69 s, gpt2 72 s (llm.c's
 # build failed then; it adds a minute or two), bench 146 s, profile 15 s; recompute's
 # batch search took 150 s a policy (none and selective in 300 s); it now starts from a
