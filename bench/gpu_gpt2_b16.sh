@@ -13,7 +13,7 @@
 #   - trainc (gpt2_124m_none from the pack, recompute none, bf16-mixed): tokens/s
 #     (the records' mean after 5 warm-up steps), the bytes trainc allocated and the
 #     device's used memory after step 1; again with TRAINC_GEMM_EPILOGUE=0, with
-#     TRAINC_CE_REGS=0 (the classifier reading each row three times), and with
+#     gpt2_124m_ce3 (the classifier reading each row three times), and with
 #     the vocabulary unpadded (gpt2_124m_nopad: the logits' rows 50257 apart instead of
 #     50304, the head's GEMMs over 50257 rows instead of 50304); and
 #     its --profile (GPU time by instruction)
@@ -79,9 +79,10 @@ PY
 }
 trainc_b16 epilogues gpt2_124m_none
 trainc_b16 no-epilogues gpt2_124m_none TRAINC_GEMM_EPILOGUE=0
-# and with the classifier's three passes over each row (TRAINC_CE_REGS=0) instead of
-# the row held in registers (loss.cuh), to see what reading the logits once is worth
-trainc_b16 ce-three-passes gpt2_124m_none TRAINC_CE_REGS=0
+# and with the classifier's three passes over each row (gpt2_124m_ce3, built with
+# TRAINC_CE_REGS=0 by pack.sh: the kernel as it was) instead of the row held in
+# registers (loss.cuh), to see what reading the logits once is worth
+[ -x "$S/gpt2_124m_ce3" ] && trainc_b16 ce-three-passes gpt2_124m_ce3
 # and with the vocabulary unpadded (logits' rows 50257 apart, not 50304, the head's
 # GEMMs over 50257 rows: built with TRAINC_PAD_LOGITS=0 by pack.sh), to see what the
 # padded vocabulary is worth

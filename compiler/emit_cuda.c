@@ -308,6 +308,11 @@ void emit_cuda(Program *p, Program *ev, Buf *b, Buf *file)
                           " * statistics stay fp32, and all arithmetic is fp32. */\n"
                           "#define RT_ACT_%s 1\n\n", half_name(p->g), half_name(p->g),
                        p->g->act16 == RT_PREC_BF16 ? "BF16" : "F16");
+        /* TRAINC_CE_REGS=0 (for benchmarks): the cross-entropy's three passes over each
+         * row, without loss.cuh's register-resident path (the kernel as it was) */
+        const char *ce = getenv("TRAINC_CE_REGS");
+        if (p->g->act16 && ce && !strcmp(ce, "0"))
+            buf_puts(o, "#define RT_CE_THREE_PASSES 1\n\n");
         for (int i = 0; tmpl_cuda_files[i]; i++)
             if (tmpl_needed(tmpl_cuda_names[i], p, ev)) {
                 if (k)

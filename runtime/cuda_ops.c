@@ -15,7 +15,6 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include "rt_cuda.h"
 
 /* The kernels' fixed block shapes and chunk sizes (the same numbers as templates/cuda/). */
@@ -231,17 +230,8 @@ void rt_cu_cross_entropy(rt_exec *e, const float *logits, const int32_t *target,
     char name[64];
     snprintf(name, sizeof name, "rt_cross_entropy_%lld_%lld", (long long)C, (long long)ld);
     void *args[] = {&logits, &target, &dlogits, &loss, &correct, &gs};
-    /* 1024 threads for a wide row: loss.cuh then keeps a 16-bit row in registers;
-     * TRAINC_CE_REGS=0 (for benchmarks) launches 512, which takes the three passes */
-    static int regs = -1;
-    if (regs < 0) {
-        const char *v = getenv("TRAINC_CE_REGS");
-        regs = !(v && !strcmp(v, "0"));
-    }
-    unsigned threads = row_threads(C);
-    if (!regs && threads > 512)
-        threads = 512;
-    rt_cu_launch(e, name, gdim(rows, GX, name), 1, 1, threads, 1, 0, args);
+    /* (1024 threads for a wide row: loss.cuh then keeps a 16-bit row in registers) */
+    rt_cu_launch(e, name, gdim(rows, GX, name), 1, 1, row_threads(C), 1, 0, args);
     loss_total(e, loss, correct, rows);
     e->terms += rows;
 }

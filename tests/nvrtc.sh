@@ -18,3 +18,11 @@ for spec in specs/*.json; do
         "$d/nvrtc_check" -I templates/cuda "$d/$name.$prec/kernels_cuda.cu" sm_80 sm_90
     done
 done
+# TRAINC_CE_REGS=0 (benchmarks' A/B): the file says so and leaves loss.cuh's register
+# path out; it compiles too
+TRAINC_CE_REGS=0 "$TRAINC" emit specs/gpt2_124m.json -o "$d/gpt2_124m.ce3"
+grep -q '^#define RT_CE_THREE_PASSES 1$' "$d/gpt2_124m.ce3/kernels_cuda.cu"
+if grep -q 'RT_CE_THREE_PASSES' "$d/gpt2_124m.bf16-mixed/kernels_cuda.cu"; then
+    echo "FAIL: RT_CE_THREE_PASSES without TRAINC_CE_REGS=0"; exit 1
+fi
+"$d/nvrtc_check" -I templates/cuda "$d/gpt2_124m.ce3/kernels_cuda.cu" sm_80 sm_90

@@ -62,7 +62,7 @@ __device__ __forceinline__ void cross_entropy_row(const act_t *logits, const int
     }
 }
 
-#if defined(RT_ACT_BF16) || defined(RT_ACT_F16)
+#if (defined(RT_ACT_BF16) || defined(RT_ACT_F16)) && !defined(RT_CE_THREE_PASSES)
 /* The same row with the row held in registers: 16-bit logits, rows 16-byte aligned
  * (LD a multiple of 8), 8192 <= C <= 65536, a block of 1024 threads. Thread t loads
  * its vectors of 8 values (16 bytes; vector t + 1024 k, k < CE_NV) all at once, and the
@@ -72,7 +72,8 @@ __device__ __forceinline__ void cross_entropy_row(const act_t *logits, const int
  * cross_entropy_row's (expf, the sum in double, the same gradient expression); the sum's
  * order differs. A NaN in the row hands it to cross_entropy_row (its rules for NaN),
  * before anything is written; so does a block of another size or an unaligned row.
- * Returns whether it did the row. */
+ * Returns whether it did the row. (RT_CE_THREE_PASSES, defined by a file generated with
+ * TRAINC_CE_REGS=0, leaves this path out: the kernel as it was, for benchmarks.) */
 #define CE_WORDS(q) {q.x, q.y, q.z, q.w}
 template <int C, int LD>
 __device__ __forceinline__ bool cross_entropy_row_regs(const act_t *logits, const int32_t *target,
@@ -90,9 +91,10 @@ __device__ __forceinline__ bool cross_entropy_row_regs(const act_t *logits, cons
     float zt = bad ? 0.0f : rt_ld(z + tg);
     uint4 q[CE_NV];
 #pragma unroll
-    for (int k = 0; k < CE_NV; k++)
-        if (k == 0 || t + 1024 * k < NV8)   /* k = 0: every thread's (C >= 8192) */
-            q[k] = *(const uint4 *)(z + (int64_t)(t + 1024 * k) * 8);
+    for (int k = 0; k < CE_NV; k++)   /* k = 0: every thread's (C >= 8192); past the
+                                         * row 0, never used (j >= C) */
+        q[k] = k == 0 || t + 1024 * k < NV8 ? *(const uint4 *)(z + (int64_t)(t + 1024 * k) * 8)
+                                            : make_uint4(0u, 0u, 0u, 0u);
     /* pass 1 (registers): max, its first index, whether there is a NaN. Vector t
      * (k = 0) is whole for every thread, since C >= 8192. */
     float bv = rt_act16_float((unsigned short)q[0].x);
@@ -174,7 +176,7 @@ __device__ __forceinline__ void cross_entropy(const act_t *logits, const int32_t
                                               act_t *dlogits, double *loss, double *correct,
                                               float grad_scale)
 {
-#if defined(RT_ACT_BF16) || defined(RT_ACT_F16)
+#if (defined(RT_ACT_BF16) || defined(RT_ACT_F16)) && !defined(RT_CE_THREE_PASSES)
     if constexpr (RT_CE_REGS(C, LD))
         if (cross_entropy_row_regs<C, LD>(logits, target, dlogits, loss, correct, grad_scale))
             return;

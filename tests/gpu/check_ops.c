@@ -618,6 +618,57 @@ static void t_cross_entropy_nan(int64_t rows, int64_t Cn, int64_t ld)
     free(z), free(tg), free(dz), free(pn), reset();
 }
 
+/* Rows built for the first argmax (`correct` compares exactly): two equal maxima in
+ * different threads' vectors (target at the second: wrong; at the first: right), the
+ * maximum at C - 1 alone, a row of equal values (target 0), -0.0 before +0.0 as the
+ * maximum (equal: the first, -0.0's, counts), +0.0 before -0.0, the maximum in the
+ * first value of a thread's second vector, and in the first value of thread 5's first
+ * (loss.cuh's register path starts each thread's search there). */
+static void t_cross_entropy_ties(int64_t Cn, int64_t ld)
+{
+    const int64_t rows = 8;
+    SHAPE("[%lld, %lld] rows %lld apart, ties", (long long)rows, (long long)Cn, (long long)ld);
+    int64_t n = rows * ld;
+    float *z = fvec(n);
+    for (int64_t i = 0; i < n; i++)
+        z[i] = i % ld < Cn ? -1.0f - fabsf(z[i]) : NAN;
+    int32_t *tg = rt_xmalloc((size_t)rows * sizeof *tg);
+    float *r0 = z, *r1 = z + ld, *r2 = z + 2 * ld, *r3 = z + 3 * ld, *r4 = z + 4 * ld,
+          *r5 = z + 5 * ld, *r6 = z + 6 * ld, *r7 = z + 7 * ld;
+    r0[5] = r0[Cn - 3] = 2.0f, tg[0] = (int32_t)(Cn - 3);   /* wrong: 5 comes first */
+    r1[5] = r1[Cn - 3] = 2.0f, tg[1] = 5;
+    r2[Cn - 1] = 3.0f, tg[2] = (int32_t)(Cn - 1);
+    for (int64_t j = 0; j < Cn; j++)
+        r3[j] = 0.5f;
+    tg[3] = 0;
+    r4[3] = -0.0f, r4[7] = 0.0f, tg[4] = 3;
+    r5[3] = 0.0f, r5[7] = -0.0f, tg[5] = 7;                /* wrong: 3 comes first */
+    r6[8 * 1024] = 1.0f, r6[8 * 1024 + 1] = 1.0f, tg[6] = 8 * 1024;
+    r7[40] = 1.0f, tg[7] = 40;
+    round_act(z, n);
+    float gs = 1.0f, *dz = nans(n);
+    C.grad_scale = G->grad_scale = gs;
+    float *gz = up_a(z, n), *gdz = dalloc_a(n);
+    int32_t *gtg = up(tg, (size_t)rows * 4);
+    float *pn = nans(n);
+    out_t o = {"dlogits", dz, {0}, n};
+    stats_t st;
+    for (int rep = 0; rep < 2; rep++) {
+        stats_begin();
+        rt_cross_entropy(&C, z, tg, dz, rows, Cn, ld);
+        upload_a(gdz, pn, n);
+        rt_cu_cross_entropy(G, gz, gtg, gdz, rows, Cn, ld);
+        stats_end(&st, rep);
+        o.gpu[rep] = down_a(gdz, n);
+    }
+    if (C.correct != 6)   /* rows 1, 2, 3, 4, 6 and 7 are right, 0 and 5 wrong */
+        report("cross_entropy ties", INFINITY, TOL_RED, " (the CPU counts %lld right, not 6)",
+               (long long)C.correct);
+    stats_judge("cross_entropy ties stats", &st);
+    judge("cross_entropy ties", TA(TOL_EW), &o, 1);
+    free(z), free(tg), free(dz), free(pn), reset();
+}
+
 static void t_mse(int64_t n, int with_dy)
 {
     SHAPE("[%lld]%s", (long long)n, with_dy ? " dy" : " loss only");
@@ -1371,6 +1422,8 @@ int main(int argc, char **argv)
     t_cross_entropy(4, 8192, 2, 8192);
     t_cross_entropy(6, 8197, 1, 8200);
     t_cross_entropy_nan(4, 50257, 50304);
+    t_cross_entropy_ties(50257, 50304);
+    t_cross_entropy_ties(8197, 8200);
     t_mse(1, 1);
     t_mse(1000, 0);
     t_mse(3 * 8192 + 5, 1);

@@ -29,6 +29,10 @@ done
 # bench/gpu_gpt2_b16.sh: the logits' rows 50257 apart instead of 50304, for the A/B
 TRAINC_PAD_LOGITS=0 "$TRAINC" build specs/gpt2_124m.json --device both --arch "$ARCH" \
     --bundle "$P/ship" -o gpt2_124m_nopad 2>>"$P/build.log"
+# bench/gpu_gpt2_b16.sh: the cross-entropy's three passes (the kernel before the row
+# was kept in registers), for the A/B
+TRAINC_CE_REGS=0 "$TRAINC" build specs/gpt2_124m.json --device both --arch "$ARCH" \
+    --bundle "$P/ship" -o gpt2_124m_ce3 2>>"$P/build.log"
 # auto at twice PyTorch fp32's largest batch on an 80 GB H100 (58, bench/RESULTS.md):
 # issue 7's goal; run with BATCH=116 POLICIES=auto bash bench/gpu_gpt2.sh trainc
 "$TRAINC" build specs/gpt2_124m.json --device both --arch "$ARCH" --set batch_size=116 \
