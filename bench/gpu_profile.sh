@@ -52,6 +52,7 @@ print(f"{sys.argv[2]} batch {sys.argv[3]}: {len(step)} kernels, {all_ / 1e6:.3f}
 for n, t in sorted(tot.items(), key=lambda x: -x[1]):
     print(f"{t / 1e6:9.3f} ms {100 * t / all_:5.1f}% {cnt[n]:4d}x  {n}")
 PY
+set -f   # (the names are regular expressions: no file-name expansion of [0-9])
 for d in ${DETAIL:-}; do
     k=${d%:*} skip=${d##*:}
     f="$OUT/detail.$T.$(echo "$k" | tr -c 'a-zA-Z0-9_\n' '_').txt"
