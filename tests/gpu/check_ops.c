@@ -572,6 +572,28 @@ static void t_cross_entropy(int64_t rows, int64_t Cn, int mode, int64_t ld)
     free(z), free(tg), free(dz), free(pn), reset();
 }
 
+/* The loss with its gradient in a buffer of its own, on the CPU (into dz) and twice on
+ * the GPU (o: dz against the two GPU gradients; st: the GPU's statistics). */
+static void ce_twice(const float *z, const int32_t *tg, float *dz, int64_t rows, int64_t Cn,
+                     int64_t ld, float gs, out_t *o, stats_t *st)
+{
+    int64_t n = rows * ld;
+    C.grad_scale = G->grad_scale = gs;
+    float *gz = up_a(z, n), *gdz = dalloc_a(n);
+    int32_t *gtg = up(tg, (size_t)rows * 4);
+    float *pn = nans(n);
+    *o = (out_t){"dlogits", dz, {0}, n};
+    for (int rep = 0; rep < 2; rep++) {
+        stats_begin();
+        rt_cross_entropy(&C, z, tg, dz, rows, Cn, ld);
+        upload_a(gdz, pn, n);
+        rt_cu_cross_entropy(G, gz, gtg, gdz, rows, Cn, ld);
+        stats_end(st, rep);
+        o->gpu[rep] = down_a(gdz, n);
+    }
+    free(pn);
+}
+
 /* A row with a NaN logit among rows without: the NaN row's loss and gradient are NaN
  * (the gradient's padding 0), its `correct` the first NaN's index against the target,
  * on both sides (loss.cuh's register path hands such a row to the three passes); the
@@ -591,21 +613,10 @@ static void t_cross_entropy_nan(int64_t rows, int64_t Cn, int64_t ld)
     z[1 * ld + 777] = NAN;
     z[1 * ld + Cn - 1] = NAN;
     round_act(z, n);
-    float gs = (float)Cn / 8.0f, *dz = nans(n);
-    C.grad_scale = G->grad_scale = gs;
-    float *gz = up_a(z, n), *gdz = dalloc_a(n);
-    int32_t *gtg = up(tg, (size_t)rows * 4);
-    float *pn = nans(n);
-    out_t o = {"dlogits", dz, {0}, n};
+    float *dz = nans(n);
+    out_t o;
     stats_t st;
-    for (int rep = 0; rep < 2; rep++) {
-        stats_begin();
-        rt_cross_entropy(&C, z, tg, dz, rows, Cn, ld);
-        upload_a(gdz, pn, n);
-        rt_cu_cross_entropy(G, gz, gtg, gdz, rows, Cn, ld);
-        stats_end(&st, rep);
-        o.gpu[rep] = down_a(gdz, n);
-    }
+    ce_twice(z, tg, dz, rows, Cn, ld, (float)Cn / 8.0f, &o, &st);
     if (!isnan(st.loss[0]) || !isnan(C.loss_sum) || st.correct[0] != C.correct ||
         st.correct[1] != C.correct || C.correct < 1)
         report("cross_entropy NaN stats", INFINITY, TOL_RED,
@@ -615,7 +626,7 @@ static void t_cross_entropy_nan(int64_t rows, int64_t Cn, int64_t ld)
         report("cross_entropy NaN stats", 0.0, TOL_RED, NULL);
     /* worst(): a NaN must meet a NaN */
     judge("cross_entropy NaN", TA(TOL_EW), &o, 1);
-    free(z), free(tg), free(dz), free(pn), reset();
+    free(z), free(tg), free(dz), reset();
 }
 
 /* Rows built for the first argmax (`correct` compares exactly): two equal maxima in
@@ -646,27 +657,16 @@ static void t_cross_entropy_ties(int64_t Cn, int64_t ld)
     r6[8 * 1024] = 1.0f, r6[8 * 1024 + 1] = 1.0f, tg[6] = 8 * 1024;
     r7[40] = 1.0f, tg[7] = 40;
     round_act(z, n);
-    float gs = 1.0f, *dz = nans(n);
-    C.grad_scale = G->grad_scale = gs;
-    float *gz = up_a(z, n), *gdz = dalloc_a(n);
-    int32_t *gtg = up(tg, (size_t)rows * 4);
-    float *pn = nans(n);
-    out_t o = {"dlogits", dz, {0}, n};
+    float *dz = nans(n);
+    out_t o;
     stats_t st;
-    for (int rep = 0; rep < 2; rep++) {
-        stats_begin();
-        rt_cross_entropy(&C, z, tg, dz, rows, Cn, ld);
-        upload_a(gdz, pn, n);
-        rt_cu_cross_entropy(G, gz, gtg, gdz, rows, Cn, ld);
-        stats_end(&st, rep);
-        o.gpu[rep] = down_a(gdz, n);
-    }
+    ce_twice(z, tg, dz, rows, Cn, ld, 1.0f, &o, &st);
     if (C.correct != 6)   /* rows 1, 2, 3, 4, 6 and 7 are right, 0 and 5 wrong */
         report("cross_entropy ties", INFINITY, TOL_RED, " (the CPU counts %lld right, not 6)",
                (long long)C.correct);
     stats_judge("cross_entropy ties stats", &st);
     judge("cross_entropy ties", TA(TOL_EW), &o, 1);
-    free(z), free(tg), free(dz), free(pn), reset();
+    free(z), free(tg), free(dz), reset();
 }
 
 static void t_mse(int64_t n, int with_dy)
