@@ -9,9 +9,11 @@
 #
 #   here, first:  fetch github:karpathy/llm.c (optional: gpt2 then builds llm.c too)
 #                 bash tests/gpu/pack.sh                   writes build/devpack.tar.xz
-#   the device:   BUDGET=480 bash tests/gpu/session.sh checks gpt2 bench profile
-#                 (carry build/devpack.tar.xz, timeout_s 520; then, warm, within the
-#                 30 s the machine stays: BUDGET=380 ... recompute=370)
+#   the device:   BUDGET=500 bash tests/gpu/session.sh checks gpt2 profile bench
+#                 (carry build/devpack.tar.xz, timeout_s 540; then, warm, within the
+#                 30 s the machine stays: BUDGET=320 ... recompute=310). The order is
+#                 what each settles: the kernels' correctness, GPT-2's speed, where its
+#                 time goes, then the small models; what the budget cuts is the last
 # On an H200 on 2026-11-26: the machine's start 30 s, checks 69 s, gpt2 72 s (llm.c's
 # build failed then; it adds a minute or two), bench 146 s, profile 15 s; recompute's
 # batch search took 150 s a policy (none and selective in 300 s); it now starts from a
