@@ -669,6 +669,40 @@ static void t_cross_entropy_ties(int64_t Cn, int64_t ld)
     free(z), free(tg), free(dz), reset();
 }
 
+/* Targets outside [0, C) (the loader checks labels, so only a bug gets there; the CPU
+ * twin stops the run on one, so the GPU is checked alone): each such row's loss is NaN,
+ * it is not counted correct, and its whole gradient row, padding included, is 0. */
+static void t_cross_entropy_bad_target(int64_t Cn, int64_t ld)
+{
+    const int64_t rows = 2;
+    SHAPE("[%lld, %lld] rows %lld apart, targets -1 and C", (long long)rows, (long long)Cn,
+          (long long)ld);
+    int64_t n = rows * ld;
+    float *z = fvec(n);
+    for (int64_t i = 0; i < n; i++)
+        z[i] = i % ld < Cn ? z[i] : NAN;
+    round_act(z, n);
+    int32_t tg[2] = {-1, (int32_t)Cn};
+    G->grad_scale = 1.0f;
+    float *gz = up_a(z, n), *gdz = dalloc_a(n), *pn = nans(n);
+    int32_t *gtg = up(tg, sizeof tg);
+    upload_a(gdz, pn, n);
+    stats_begin();
+    rt_cu_cross_entropy(G, gz, gtg, gdz, rows, Cn, ld);
+    rt_cu_end_pass(G);
+    float *d = down_a(gdz, n);
+    int64_t nonzero = 0;
+    for (int64_t i = 0; i < n; i++)
+        nonzero += d[i] != 0.0f;
+    if (!isnan(G->loss_sum) || G->correct != 0 || nonzero)
+        report("cross_entropy bad target", INFINITY, TOL_RED,
+               " (loss %g, correct %lld, %lld gradient values not 0)", G->loss_sum,
+               (long long)G->correct, (long long)nonzero);
+    else
+        report("cross_entropy bad target", 0.0, TOL_RED, NULL);
+    free(z), free(d), free(pn), reset();
+}
+
 static void t_mse(int64_t n, int with_dy)
 {
     SHAPE("[%lld]%s", (long long)n, with_dy ? " dy" : " loss only");
@@ -1424,6 +1458,8 @@ int main(int argc, char **argv)
     t_cross_entropy_nan(4, 50257, 50304);
     t_cross_entropy_ties(50257, 50304);
     t_cross_entropy_ties(8197, 8200);
+    t_cross_entropy_bad_target(50257, 50304);   /* the register path */
+    t_cross_entropy_bad_target(50257, 50257);   /* the three passes */
     t_mse(1, 1);
     t_mse(1000, 0);
     t_mse(3 * 8192 + 5, 1);
