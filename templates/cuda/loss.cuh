@@ -75,6 +75,11 @@ __device__ __forceinline__ void cross_entropy_row(const act_t *logits, const int
  * Returns whether it did the row. (RT_CE_THREE_PASSES, defined by a file generated with
  * TRAINC_CE_REGS=0, leaves this path out: the kernel as it was, for benchmarks.) */
 #define CE_WORDS(q) {q.x, q.y, q.z, q.w}
+/* value e (0..7) of a vector held as four words, two 16-bit values each, low half first */
+__device__ __forceinline__ float ce_value(const unsigned w[4], int e)
+{
+    return rt_act16_float((unsigned short)(w[e / 2] >> (16 * (e % 2))));
+}
 template <int C, int LD>
 __device__ __forceinline__ bool cross_entropy_row_regs(const act_t *logits, const int32_t *target,
                                                        act_t *dlogits, double *loss,
@@ -107,7 +112,7 @@ __device__ __forceinline__ bool cross_entropy_row_regs(const act_t *logits, cons
         for (int e = (k == 0); e < 8; e++) {
             int j = (t + 1024 * k) * 8 + e;
             if (j < C) {
-                float x = rt_act16_float((unsigned short)(w[e / 2] >> (16 * (e % 2))));
+                float x = ce_value(w, e);
                 nan |= x != x;
                 if (x > bv) {
                     bv = x;
@@ -129,7 +134,7 @@ __device__ __forceinline__ bool cross_entropy_row_regs(const act_t *logits, cons
         for (int e = 0; e < 8; e++) {
             int j = (t + 1024 * k) * 8 + e;
             if (j < C)
-                s += (double)expf(rt_act16_float((unsigned short)(w[e / 2] >> (16 * (e % 2)))) - m);
+                s += (double)expf(ce_value(w, e) - m);
         }
     }
     s = rt_block_sum(s);   /* its barriers: every thread has read z[target] before pass 3 */
@@ -148,7 +153,7 @@ __device__ __forceinline__ bool cross_entropy_row_regs(const act_t *logits, cons
 #pragma unroll
                 for (int h = 0; h < 2; h++) {
                     int j = v * 8 + e + h;
-                    float x = rt_act16_float((unsigned short)(w[e / 2] >> (16 * h)));
+                    float x = ce_value(w, e + h);
                     float ex = expf(x - m);
                     g[h] = bad || j >= C ? 0.0f : j == tg ? (ex * inv - 1.0f) * grad_scale : ex * sc;
                 }
