@@ -3,6 +3,8 @@
 # call, after tests/gpu/pack.sh, carrying build/devpack.tar.xz):
 #
 #   bash bench/gpu_profile.sh TRAINER BATCH [--set ...]     table under $OUT/profile.TRAINER.txt
+#   PTAG=TAG bash bench/gpu_profile.sh ...                  under $OUT/profile.TRAINER.TAG.txt
+#                                                           (one trainer twice, an env apart)
 #
 # TRAINER is one of the pack's trainers (gpt2_124m_none, mlp_fashion, ...). The first
 # step is skipped (kernel cache, first-touch); ncu times every kernel of the next
@@ -23,7 +25,7 @@ case $T in
 gpt2*) gpt2_shards
     X=(--set "data.train.tokens=$D/data/gpt2/train_*.bin" --set data.val=null) ;;
 gpt_char) X=(--set "data.train.tokens=$D/data/text/train_*.bin" --set data.val=null) ;;
-wide_mlp) wide_data
+wide_mlp*) wide_data
     X=(--set data.train.x=$D/data/wide/train_x.npy --set data.train.y=$D/data/wide/train_y.npy --set data.val=null) ;;
 *) X=(--set data.train.x=$D/data/fashion/train_x.npy --set data.train.y=$D/data/fashion/train_y.npy --set data.val=null) ;;
 esac
@@ -33,7 +35,7 @@ X+=(--set validate.every_steps=null --set validate.batches=null --set checkpoint
 "$S/$T" "${X[@]}" "$@" --out "$D/p0" >/dev/null 2>&1 || { echo "$T failed to run"; exit 1; }
 ncu --clock-control none --metrics gpu__time_duration.sum --csv --print-units base \
     "$S/$T" "${X[@]}" "$@" --out "$D/p1" > "$D/ncu.csv" 2>"$D/ncu.err"
-python3 - "$D/ncu.csv" "$T" "$B" <<'PY' | tee "$OUT/profile.$T.txt"
+python3 - "$D/ncu.csv" "$T" "$B" <<'PY' | tee "$OUT/profile.$T${PTAG:+.$PTAG}.txt"
 import csv, sys, collections
 rows = [r for r in csv.reader(l for l in open(sys.argv[1]) if l.startswith('"'))]
 h = rows[0]; rows = rows[1:]

@@ -22,7 +22,7 @@
     X(cublasLtMatmulDescDestroy) X(cublasLtMatmulPreferenceDestroy)                            \
     X(cublasLtMatrixLayoutCreate) X(cublasLtMatmulPreferenceCreate)                            \
     X(cublasLtMatmulPreferenceSetAttribute) X(cublasLtMatmulAlgoGetHeuristic)                  \
-    X(cublasLtMatmul) X(cublasLtGetStatusString)
+    X(cublasLtMatmul) X(cublasLtGetStatusString) X(cublasLtMatrixLayoutSetAttribute)
 #define DECLARE(fn) static __typeof__(fn) *p_##fn;
 LT_FNS(DECLARE)
 
@@ -63,6 +63,9 @@ typedef struct Plan {
                                   cuBLASLt refused an fp32 one beside a 16-bit D */
     int ab16, c16;             /* A and B, C: RT_CU_F32, RT_CU_BF16 or RT_CU_F16 */
     int64_t M, N, K, lda, ldb, ldc;
+    int64_t slices, sa, sb;    /* a K-sliced plan (ksplit_gemm): `slices` products of K
+                                  each, A and B sa and sb elements on from one to the next,
+                                  C fp32 partials M x N apart; 0: a plain GEMM */
     int accumulate;            /* beta != 0 */
     unsigned align[7];         /* the pointers' alignment (bytes, at most 256) in cuBLASLt's
                                   order: its A (our B), its B (our A), C, D; then the bias
@@ -208,8 +211,9 @@ static Plan *plan_for(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_t 
                       align_of(aux), align_of(second ? bias16 : NULL)};
     for (int i = 0; i < n_plans; i++) {
         Plan *p = &plans[i];
-        if (p->ta == ta && p->tb == tb && p->M == M && p->N == N && p->K == K && p->lda == lda &&
-            p->ldb == ldb && p->ldc == ldc && p->accumulate == accumulate && p->ab16 == ab16 &&
+        if (!p->slices && p->ta == ta && p->tb == tb && p->M == M && p->N == N && p->K == K &&
+            p->lda == lda && p->ldb == ldb && p->ldc == ldc && p->accumulate == accumulate &&
+            p->ab16 == ab16 &&
             p->c16 == c16 && p->epi == epi && !memcmp(p->align, al, sizeof al))
             return p;
     }
@@ -272,6 +276,128 @@ static cublasStatus_t matmul(rt_exec *e, const Plan *p, float alpha, const void 
                             &p->algo, (void *)(uintptr_t)w, ws, (cudaStream_t)rt_cu_stream(e));
 }
 
+/* ---- K-sliced GEMMs: a small fp32 result summed over many rows ---------------------------
+ *
+ * A weight gradient reduces the batch: dW [M, N] = dy^T x sums K = batch (x positions)
+ * products. Where M x N is a few tiles and K is long (a 64-wide MLP at batch 65536: 64
+ * x 64 over 65536 rows) a GEMM has a handful of output tiles for the whole GPU, and
+ * whether cuBLASLt's pick splits K across the SMs is the heuristic's choice (its
+ * bias-gradient epilogue may keep it from doing so). Here the split is ours: K is cut
+ * into slices of ks rows, one strided-batched cuBLASLt call computes every slice's
+ * product into fp32 partials in scratch (the rows left over, fewer than ks, one more
+ * call into the last partial), then epilogue.cuh's rt_ksplit_sum adds the partials in
+ * slice order into C (beta C + the sum). The slices depend on the shape only, so the
+ * sums' order, and the bits, are the same every step and on every GPU.
+ * TRAINC_GEMM_KSPLIT=0 leaves every GEMM to cuBLASLt whole. */
+
+#define KSPLIT_BYTES (8u << 20)   /* the partials' scratch, at most */
+
+static int ksplit_off(void)
+{
+    static int off = -1;
+    if (off < 0) {
+        const char *v = getenv("TRAINC_GEMM_KSPLIT");
+        off = v && !strcmp(v, "0");
+    }
+    return off;
+}
+
+/* The slices of a GEMM into C (fp32) of M x N over K: the number of whole slices of
+ * *ks rows (*ks a multiple of 8, so each slice's operands start 16-byte aligned), the
+ * rest of K after them in one more partial; 0: no split. Split where the result is at
+ * most 8 tiles of 128 x 128 and K at least 8192: about 256 blocks in all (two an SM on
+ * a GPU of 128), each slice 512 rows or more, the partials within KSPLIT_BYTES. The
+ * shape alone decides, not the GPU: a run resumed on another GPU sums in the same
+ * order (the column sums' partials are chosen so too, cuda_ops.c). */
+static int64_t ksplit_slices(int64_t M, int64_t N, int64_t K, int64_t *ks)
+{
+    int64_t tiles = ((M + 127) / 128) * ((N + 127) / 128);
+    if (ksplit_off() || K < 8192 || tiles > 8)
+        return 0;
+    int64_t s = 256 / tiles, cap = (int64_t)KSPLIT_BYTES / (M * N * 4) - 1;
+    if (s > K / 512)
+        s = K / 512;
+    if (s > cap)
+        s = cap;
+    if (s < 4)
+        return 0;
+    *ks = ((K + s - 1) / s + 7) / 8 * 8;
+    return K / *ks;
+}
+
+/* The plan of `slices` products of ks rows each, operands sa and sb elements apart,
+ * into fp32 partials of M x N (rows N apart, M x N apart): no epilogue, beta 0. */
+static Plan *plan_sliced(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_t ks,
+                         int64_t lda, int64_t ldb, int64_t slices, int64_t sa, int64_t sb,
+                         int ab16, const void *a, const void *b, const void *part)
+{
+    unsigned al[7] = {align_of(b), align_of(a), align_of(part), align_of(part), 256, 256, 256};
+    for (int i = 0; i < n_plans; i++) {
+        Plan *p = &plans[i];
+        if (p->slices == slices && p->sa == sa && p->sb == sb && p->ta == ta && p->tb == tb &&
+            p->M == M && p->N == N && p->K == ks && p->lda == lda && p->ldb == ldb &&
+            p->ab16 == ab16 && !memcmp(p->align, al, sizeof al))
+            return p;
+    }
+    if (n_plans == MAX_PLANS)
+        rt_die("more than %d GEMM shapes", MAX_PLANS);
+    if (!lt)
+        lt_load();
+    Plan *p = &plans[n_plans];
+    *p = (Plan){.ta = ta, .tb = tb, .epi = -1, .ab16 = ab16, .c16 = RT_CU_F32, .M = M, .N = N,
+                .K = ks, .lda = lda, .ldb = ldb, .ldc = N, .slices = slices, .sa = sa, .sb = sb};
+    memcpy(p->align, al, sizeof al);
+    cudaDataType_t tab = lt_types[ab16];
+    LT(p_cublasLtMatrixLayoutCreate(&p->a, tab, (uint64_t)(tb ? ks : N), (uint64_t)(tb ? N : ks), ldb));
+    LT(p_cublasLtMatrixLayoutCreate(&p->b, tab, (uint64_t)(ta ? M : ks), (uint64_t)(ta ? ks : M), lda));
+    LT(p_cublasLtMatrixLayoutCreate(&p->c, CUDA_R_32F, (uint64_t)N, (uint64_t)M, N));
+    int32_t count = (int32_t)slices;
+    int64_t stride[3] = {sb, sa, M * N};
+    cublasLtMatrixLayout_t lay[3] = {p->a, p->b, p->c};
+    for (int q = 0; q < 3; q++) {
+        LT(p_cublasLtMatrixLayoutSetAttribute(lay[q], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                                              sizeof count));
+        LT(p_cublasLtMatrixLayoutSetAttribute(lay[q], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                              &stride[q], sizeof stride[q]));
+    }
+    n_plans++;
+    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+    plan_desc(p, CUDA_R_32F, NULL, NULL);
+    if (plan_algo(e, p, &st) != 0) {
+        lt_check(st, "cublasLtMatmulAlgoGetHeuristic");
+        rt_fail("cuBLASLt has no algorithm for %lld slices of a %lld x %lld x %lld GEMM",
+                (long long)slices, (long long)M, (long long)N, (long long)ks);
+    }
+    return p;
+}
+
+/* C = alpha op(A) op(B) + beta C over K cut into n slices of ks rows (ksplit_slices);
+ * a and b as rt_cu_operand gave them, of storage ab16; C fp32. */
+static void ksplit_gemm(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_t K, int64_t n,
+                        int64_t ks, float alpha, const void *a, int64_t lda, const void *b,
+                        int64_t ldb, float beta, float *C, int64_t ldc, int ab16)
+{
+    size_t elt = ab16 == RT_CU_F32 ? 4 : 2;
+    /* a slice's first row of A (op(A) = A^T: A's rows; else its columns), and of B */
+    int64_t sa = ta ? ks * lda : ks, sb = tb ? ks : ks * ldb, rest = K - n * ks;
+    int64_t parts = n + (rest > 0);
+    rt_dptr part = rt_cu_scratch(e, (size_t)(parts * M * N) * sizeof(float));
+    const void *pp = (const void *)(uintptr_t)part;
+    Plan *p = plan_sliced(e, ta, tb, M, N, ks, lda, ldb, n, sa, sb, ab16, a, b, pp);
+    lt_check(matmul(e, p, alpha, a, b, 0.0f, pp, (void *)pp), "cublasLtMatmul (K slices)");
+    if (rest > 0) {
+        const char *ra = (const char *)a + (size_t)(n * sa) * elt;
+        const char *rb = (const char *)b + (size_t)(n * sb) * elt;
+        float *last = (float *)(uintptr_t)(part + (rt_dptr)((size_t)(n * M * N) * sizeof(float)));
+        Plan *q = plan_for(e, ta, tb, M, N, rest, lda, ldb, N, 0, ab16, RT_CU_F32, -1, ra, rb,
+                           last, last, NULL, NULL);
+        lt_check(matmul(e, q, alpha, ra, rb, 0.0f, last, last), "cublasLtMatmul (K's rest)");
+    }
+    rt_dptr c = (rt_dptr)(uintptr_t)C;
+    void *args[] = {&part, &c, &parts, &M, &N, &ldc, &beta};
+    rt_cu_launch(e, "rt_ksplit_sum", rt_cu_grid_for(e, M * N), 1, 1, 256, 1, 0, args);
+}
+
 void rt_cu_gemm(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                 float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
                 float beta, float *C, int64_t ldc)
@@ -292,6 +418,11 @@ void rt_cu_gemm(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int6
                 rt_cu_zero(e, (rt_dptr)(uintptr_t)C, M * ldc);
         } else if (beta != 1.0f)
             rt_die("GEMM with K = 0 and beta %g", beta);
+        return;
+    }
+    int64_t ks, n = c16 == RT_CU_F32 ? ksplit_slices(M, N, K, &ks) : 0;
+    if (n > 0) {
+        ksplit_gemm(e, trans_a, trans_b, M, N, K, n, ks, alpha, a, lda, b, ldb, beta, C, ldc, ta16);
         return;
     }
     Plan *p = plan_for(e, trans_a, trans_b, M, N, K, lda, ldb, ldc, beta != 0.0f, ta16, c16, -1, a,
@@ -395,8 +526,9 @@ void rt_cu_gemm_bias(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N,
  * rt_gemm_dbias adds: the sum goes straight into db when db is known to be zero (the
  * call is its first writer, `fresh`, in a pass that starts from zeroed gradients,
  * e->grads_zero), else into scratch, then epilogue.cuh's rt_add_into adds it (a
- * second micro-batch of `accumulate`). Where cuBLASLt refuses, or with
- * TRAINC_GEMM_EPILOGUE=0: the GEMM, then rt_cu_colsum_add. */
+ * second micro-batch of `accumulate`). Where cuBLASLt refuses, where the GEMM is
+ * K-sliced (ksplit_gemm), or with TRAINC_GEMM_EPILOGUE=0: the GEMM, then
+ * rt_cu_colsum_add. */
 void rt_cu_gemm_dbias(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                       float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
                       float beta, float *C, int64_t ldc, float *db, int fresh)
@@ -407,8 +539,10 @@ void rt_cu_gemm_dbias(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N
         return;
     const void *a = A, *b = B, *c = C;
     int ta16 = rt_cu_operand(e, &a), tb16 = rt_cu_operand(e, &b), c16 = rt_cu_operand(e, &c);
+    int64_t ks;
+    /* a K-sliced product takes the bias gradient from rt_cu_colsum_add (below) */
     if (!epilogues_off() && N > 0 && K > 0 && ta16 == tb16 && c16 == RT_CU_F32 &&
-        c == (const void *)C) {
+        c == (const void *)C && ksplit_slices(M, N, K, &ks) == 0) {
         int direct = fresh && e->grads_zero;
         rt_dptr sum = direct ? (rt_dptr)(uintptr_t)db : rt_cu_scratch(e, (size_t)M * sizeof(float));
         Plan *p = plan_for(e, trans_a, trans_b, M, N, K, lda, ldb, ldc, beta != 0.0f, ta16, c16,

@@ -2,8 +2,9 @@
  * cuBLASLt cannot take it (cuda_blas.c's rt_cu_gemm_bias and rt_cu_gemm_dgelu fall back
  * here, or TRAINC_GEMM_EPILOGUE=0 asks for it): the arithmetic of the fused elementwise
  * kernel "+ bias (+ act)" or "+ bias + residual" (rt_gemm_bias in runtime/kernels.c on
- * the CPU), in cuBLASLt's order, and of "gelu (tanh) backward" (rt_gemm_dgelu); and the
- * add of a bias gradient that cuBLASLt's BGRADB epilogue stored in scratch. */
+ * the CPU), in cuBLASLt's order, and of "gelu (tanh) backward" (rt_gemm_dgelu); the
+ * add of a bias gradient that cuBLASLt's BGRADB epilogue stored in scratch; and the sum
+ * of a K-sliced weight gradient's partial products (cuda_blas.c's ksplit_gemm). */
 
 /* Launch: grid-stride, 256 threads. For i < M, j < N, at k = i * ldc + j:
  *   v = out[k] (+ R[k]) + bias[j];  C[k] = v (C not NULL);  Y[k] = act(v) (act: 1 ReLU,
@@ -51,4 +52,23 @@ rt_add_into(const float *x, float *y, int64_t n)
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x)
         y[i] += x[i];
+}
+
+/* Launch: grid-stride, 256 threads. For i < M, j < N, at k = i * ldc + j:
+ *   C[k] = beta C[k] + the sum over s < parts of part[s * M * N + i * N + j], in s order
+ * The partial products of a K-sliced GEMM (cuda_blas.c's ksplit_gemm), fp32, into a
+ * parameter gradient (fp32); beta 0 stores without reading C. */
+extern "C" __global__ void __launch_bounds__(256)
+rt_ksplit_sum(const float *part, float *C, int64_t parts, int64_t M, int64_t N, int64_t ldc,
+              float beta)
+{
+    const int64_t mn = M * N;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < mn;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        float s = 0.0f;
+        for (int64_t q = 0; q < parts; q++)
+            s += part[q * mn + i];
+        float *c = C + i / N * ldc + i % N;
+        *c = beta == 0.0f ? s : beta * *c + s;
+    }
 }

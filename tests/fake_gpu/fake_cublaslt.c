@@ -9,7 +9,8 @@
  * as templates/cuda/prelude.cuh computes them on the GPU (libm's tanhf, which the
  * emulated kernels use too), the bias gradient summed in double, in k order, then
  * rounded; an auxiliary matrix's ld a multiple of 8, as cuBLASLt documents); anything the fake does not emulate (another compute or
- * data type, another epilogue, a layout attribute, device pointer mode) is
+ * data type, another epilogue, a layout attribute but a strided batch's count and
+ * offset (batches in place and without an epilogue only), device pointer mode) is
  * CUBLAS_STATUS_NOT_SUPPORTED. The heuristic and cublasLtMatmul
  * check the shapes as cuBLASLt defines them (op(A) m x k, op(B) k x n, C and D m x n,
  * column-major, ld >= rows) and that every matrix and the workspace lie in device
@@ -77,6 +78,8 @@ typedef struct Layout {
     uint64_t rows, cols;
     int64_t ld;
     int half;                  /* 1: CUDA_R_16BF, 2: CUDA_R_16F, 0: CUDA_R_32F */
+    int32_t batch;             /* BATCH_COUNT: 1 unless set */
+    int64_t stride;            /* STRIDED_BATCH_OFFSET, elements: 0 unless set */
 } Layout;
 typedef struct Pref {
     uint64_t max_ws;
@@ -218,9 +221,40 @@ cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l, cudaDataTyp
     if (rows == 0 || cols == 0 || ld < (int64_t)rows || rows > 0x7fffffff || cols > 0x7fffffff)
         return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatrixLayoutCreate: rows, cols, ld (column-major: ld >= rows)");
     Layout *x = calloc(1, sizeof *x);
-    *x = (Layout){rows, cols, ld, type == CUDA_R_16BF ? 1 : type == CUDA_R_16F ? 2 : 0};
+    *x = (Layout){rows, cols, ld, type == CUDA_R_16BF ? 1 : type == CUDA_R_16F ? 2 : 0, 1, 0};
     *l = (cublasLtMatrixLayout_t)x;
     return CUBLAS_STATUS_SUCCESS;
+}
+
+/* BATCH_COUNT (int32_t, >= 1) and STRIDED_BATCH_OFFSET (int64_t, >= 0) only */
+cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t l,
+                                                cublasLtMatrixLayoutAttribute_t a,
+                                                const void *buf, size_t size)
+{
+    Layout *x = (Layout *)l;
+    if (!x || !buf)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if (a == CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT) {
+        int32_t v;
+        if (size != sizeof v)
+            return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatrixLayoutSetAttribute: BATCH_COUNT is an int32_t");
+        memcpy(&v, buf, sizeof v);
+        if (v < 1)
+            return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatrixLayoutSetAttribute: BATCH_COUNT < 1");
+        x->batch = v;
+        return CUBLAS_STATUS_SUCCESS;
+    }
+    if (a == CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET) {
+        int64_t v;
+        if (size != sizeof v)
+            return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatrixLayoutSetAttribute: STRIDED_BATCH_OFFSET is an int64_t");
+        memcpy(&v, buf, sizeof v);
+        if (v < 0)
+            return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatrixLayoutSetAttribute: a negative batch stride");
+        x->stride = v;
+        return CUBLAS_STATUS_SUCCESS;
+    }
+    return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatrixLayoutSetAttribute: only BATCH_COUNT and STRIDED_BATCH_OFFSET");
 }
 
 cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *p)
@@ -283,6 +317,10 @@ static int shape(const Desc *d, const Layout *a, const Layout *b, const Layout *
     uint64_t kb = d->op[1] == CUBLAS_OP_N ? b->rows : b->cols;
     *n = d->op[1] == CUBLAS_OP_N ? b->cols : b->rows;
     if (kb != *k || c->rows != *m || c->cols != *n || dd->rows != *m || dd->cols != *n)
+        return -1;
+    /* a strided batch: one count for all four; D's matrices must not overlap */
+    if (a->batch != dd->batch || b->batch != dd->batch || c->batch != dd->batch ||
+        (dd->batch > 1 && dd->stride < (int64_t)((dd->cols - 1) * (uint64_t)dd->ld + dd->rows)))
         return -1;
     /* the types: A and B alike; C in fp32 or as A and B; D as C */
     if (a->half != b->half || (c->half && c->half != a->half) || c->half != dd->half)
@@ -355,8 +393,11 @@ typedef struct Job {
     int64_t aux_ld;
 } Job;
 
+/* one matrix's elements (of a batch: the first) */
 static size_t elems(const Layout *l) { return (l->cols - 1) * (uint64_t)l->ld + l->rows; }
-static size_t span(const Layout *l) { return elems(l) * (l->half ? 2 : 4); }
+/* the elements a batch spans */
+static size_t elems_all(const Layout *l) { return (size_t)(l->batch - 1) * (size_t)l->stride + elems(l); }
+static size_t span(const Layout *l) { return elems_all(l) * (l->half ? 2 : 4); }
 
 static float *widen(const void *p, size_t n, int half)
 {
@@ -506,9 +547,26 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
         free(j);
         return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: the bias or aux pointer is not (all) in device memory");
     }
-    if (enqueue_host((void *)stream, run_job, j) != 0) {
+    if (d->batch > 1 && (j->epi != CUBLASLT_EPILOGUE_DEFAULT || C != D)) {
         free(j);
-        return refuse(CUBLAS_STATUS_EXECUTION_FAILED, "cublasLtMatmul: the driver refused the stream");
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmul: the fake batches in place without an epilogue only");
+    }
+    /* a strided batch: one job a matrix, each at its offsets, in order on the stream */
+    for (int32_t q = 0; q < d->batch; q++) {
+        Job *jq = j;
+        if (q + 1 < d->batch) {
+            jq = malloc(sizeof *jq);
+            *jq = *j;
+        }
+        jq->A = (const char *)A + (size_t)q * (size_t)a->stride * (a->half ? 2 : 4);
+        jq->B = (const char *)B + (size_t)q * (size_t)b->stride * (b->half ? 2 : 4);
+        jq->C = (char *)D + (size_t)q * (size_t)d->stride * (d->half ? 2 : 4);
+        if (enqueue_host((void *)stream, run_job, jq) != 0) {
+            free(jq);
+            if (jq != j)
+                free(j);
+            return refuse(CUBLAS_STATUS_EXECUTION_FAILED, "cublasLtMatmul: the driver refused the stream");
+        }
     }
     return CUBLAS_STATUS_SUCCESS;
 }

@@ -962,6 +962,28 @@ static void t_gemm_dbias(int64_t M, int64_t N, int64_t K, int fresh)
     free(A), free(B), free(W0), free(db0), free(W), free(db), reset();
 }
 
+/* rt_gemm into an fp32 parameter gradient: C = op(A) op(B) + beta C (random C), the
+ * operands activations. With K long and M x N small, cuda_blas.c cuts K into slices
+ * (ksplit_gemm: a strided-batched GEMM into partials, rt_ksplit_sum adds them). */
+static void t_gemm_grad(int ta, int tb, int64_t M, int64_t N, int64_t K, float beta)
+{
+    SHAPE("%s%s %lldx%lldx%lld beta %g", ta ? "T" : "N", tb ? "T" : "N", (long long)M,
+          (long long)N, (long long)K, beta);
+    int64_t lda = ta ? M : K, ldb = tb ? K : N;
+    float *A = avec(K * M), *B = avec(K * N), *W0 = fvec(M * N);
+    float *W = fcopy(W0, M * N);
+    rt_gemm(&C, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, W, N);
+    void *ga = up_a(A, K * M), *gb = up_a(B, K * N), *gw = dalloc32((size_t)(M * N) * 4);
+    out_t o = {"dW", W, {0}, M * N};
+    for (int rep = 0; rep < 2; rep++) {
+        upload(gw, W0, (size_t)(M * N) * 4);
+        rt_cu_gemm(G, ta, tb, M, N, K, 1.0f, ga, lda, gb, ldb, beta, gw, N);
+        o.gpu[rep] = down(gw, M * N);
+    }
+    judge("gemm_grad", TOL_RED, &o, 1);
+    free(A), free(B), free(W0), free(W), reset();
+}
+
 /* rt_gemm_dgelu: D = gelu_tanh'(pre) x (dy W) */
 static void t_gemm_dgelu(int64_t M, int64_t N, int64_t K)
 {
@@ -1505,6 +1527,14 @@ int main(int argc, char **argv)
     t_gemm_dbias(10, 256, 64, 0);
     t_gemm_dbias(768, 768, 2048, 1);
     t_gemm_dbias(3072, 768, 1024, 0);
+    /* K-sliced (cuda_blas.c's ksplit_gemm):
+     * a wide MLP's weight gradient, and K's rest after whole slices */
+    t_gemm_dbias(64, 64, 16384, 1);
+    t_gemm_dbias(16, 64, 9000, 0);
+    t_gemm_grad(1, 0, 64, 32, 16384, 0.0f);
+    t_gemm_grad(0, 1, 32, 72, 9000, 1.0f);     /* a convolution's: dy [out, K] col [in, K] */
+    t_gemm_grad(0, 0, 24, 40, 12000, 1.0f);
+    t_gemm_grad(1, 1, 40, 24, 12000, 0.5f);
     t_gemm_dgelu(64, 512, 128);
     t_gemm_dgelu(1024, 3072, 768);
     t_gemm_dgelu(33, 13, 7);   /* ld 13: no multiple of 8, cuBLASLt's DGELU refuses */

@@ -152,7 +152,8 @@ if [ "$WHAT" != checks ]; then
     torch_side() { [ "$WHAT" = trainc ] || python3 "$ROOT/bench/gpu_torch.py" "$@"; }
     bench() {   # [BENV=VAR=VALUE] [BTAG=LABEL] bench NAME BATCH OPTIONS...: trainc on the GPU, one JSON line
         local name=$1 B=$2; shift 2
-        local t0 o=$D/b.$name.$B${BENV:+.env}${BTAG:+.tag}; t0=$(date +%s.%N)
+        BN=$((${BN:-0} + 1))   # each run its own directory (two BENV runs of one model differ)
+        local t0 o=$D/b$BN.$name.$B; t0=$(date +%s.%N)
         env ${BENV:-} "$S/$name" --device cuda --out "$o" "$@" --set batch_size=$B --set max_steps=300 --set epochs=100000 \
             --set log_every=10 --set data.val=null --quiet 2>>"$OUT/runs.log"
         python3 - "$o/metrics.jsonl" "$name" "$B" "$t0" "${BENV:-}${BTAG:-}" <<'PY'
@@ -184,10 +185,16 @@ PY
         bench mlp_fashion_bf16 4096 "${FX[@]}"
         bench cnn_fashion_bf16 4096 "${FX[@]}"
         bench wide_mlp_bf16 65536 "${WX[@]}"
-        # the wide MLP's weight-gradient GEMMs reduce over 65536 rows into 64 x 64: with
-        # cuBLASLt's bias-gradient epilogue against without any epilogue (the bias
-        # gradient then a column-sum kernel)
-        BENV=TRAINC_GEMM_EPILOGUE=0 bench wide_mlp 65536 "${WX[@]}"
+        # the wide MLP's weight-gradient GEMMs reduce 65536 rows into 64 x 64 (and the
+        # CNN's at 4096 millions into 32 x 288): K-sliced by trainc (cuda_blas.c's
+        # ksplit_gemm, the default above) against cuBLASLt's whole GEMM with its
+        # bias-gradient epilogue (the way before), and whole without any epilogue (the
+        # bias gradient then a column-sum kernel): does cuBLASLt split K by itself?
+        BENV=TRAINC_GEMM_KSPLIT=0 bench wide_mlp 65536 "${WX[@]}"
+        BENV=TRAINC_GEMM_KSPLIT=0 bench wide_mlp_bf16 65536 "${WX[@]}"
+        BENV="TRAINC_GEMM_KSPLIT=0 TRAINC_GEMM_EPILOGUE=0" bench wide_mlp_bf16 65536 "${WX[@]}"
+        BENV=TRAINC_GEMM_KSPLIT=0 bench cnn_fashion_bf16 4096 "${FX[@]}"
+        BENV=TRAINC_GEMM_KSPLIT=0 bench cnn_fashion 64 "${FX[@]}"   # K = 50176 there too
         # the host's two waits a step (the old order) against one: what queuing the
         # update before the loss is read is worth where launches dominate
         BENV=TRAINC_QUEUED_UPDATE=0 bench mlp_fashion 64 "${FX[@]}"
