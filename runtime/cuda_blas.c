@@ -325,6 +325,18 @@ static int64_t ksplit_slices(int64_t M, int64_t N, int64_t K, int64_t *ks)
     return K / *ks;
 }
 
+/* cuBLASLt would not take a strided batch for plan p: the plan runs its GEMMs whole from
+ * now on (said once a run) */
+static void ksplit_refused(Plan *p, const char *why)
+{
+    static int said;
+    p->fallback = 1;
+    if (!said++)
+        fprintf(stderr, "trainc: note: cuBLASLt refused %lld slices of a %lld x %lld x %lld GEMM "
+                "(%s); such GEMMs run whole\n", (long long)p->slices, (long long)p->M,
+                (long long)p->N, (long long)p->K, why);
+}
+
 /* The plan of `slices` products of ks rows each, operands sa and sb elements apart,
  * into fp32 partials of M x N (rows N apart, M x N apart): no epilogue, beta 0. */
 static Plan *plan_sliced(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_t ks,
@@ -363,17 +375,15 @@ static Plan *plan_sliced(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64
     n_plans++;
     cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
     plan_desc(p, CUDA_R_32F, NULL, NULL);
-    if (plan_algo(e, p, &st) != 0) {
-        lt_check(st, "cublasLtMatmulAlgoGetHeuristic");
-        rt_fail("cuBLASLt has no algorithm for %lld slices of a %lld x %lld x %lld GEMM",
-                (long long)slices, (long long)M, (long long)N, (long long)ks);
-    }
+    if (plan_algo(e, p, &st) != 0)
+        ksplit_refused(p, st == CUBLAS_STATUS_SUCCESS ? "no algorithm" : p_cublasLtGetStatusString(st));
     return p;
 }
 
 /* C = alpha op(A) op(B) + beta C over K cut into n slices of ks rows (ksplit_slices);
- * a and b as rt_cu_operand gave them, of storage ab16; C fp32. */
-static void ksplit_gemm(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_t K, int64_t n,
+ * a and b as rt_cu_operand gave them, of storage ab16; C fp32. 1, or 0 with nothing
+ * done where cuBLASLt refused the slices (the caller runs the GEMM whole). */
+static int ksplit_gemm(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_t K, int64_t n,
                         int64_t ks, float alpha, const void *a, int64_t lda, const void *b,
                         int64_t ldb, float beta, float *C, int64_t ldc, int ab16)
 {
@@ -384,7 +394,15 @@ static void ksplit_gemm(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_
     rt_dptr part = rt_cu_scratch(e, (size_t)(parts * M * N) * sizeof(float));
     const void *pp = (const void *)(uintptr_t)part;
     Plan *p = plan_sliced(e, ta, tb, M, N, ks, lda, ldb, n, sa, sb, ab16, a, b, pp);
-    lt_check(matmul(e, p, alpha, a, b, 0.0f, pp, (void *)pp), "cublasLtMatmul (K slices)");
+    if (p->fallback)
+        return 0;
+    cublasStatus_t st = matmul(e, p, alpha, a, b, 0.0f, pp, (void *)pp);
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE ||
+        st == CUBLAS_STATUS_ARCH_MISMATCH) {
+        ksplit_refused(p, p_cublasLtGetStatusString(st));
+        return 0;
+    }
+    lt_check(st, "cublasLtMatmul (K slices)");
     if (rest > 0) {
         const char *ra = (const char *)a + (size_t)(n * sa) * elt;
         const char *rb = (const char *)b + (size_t)(n * sb) * elt;
@@ -396,6 +414,7 @@ static void ksplit_gemm(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_
     rt_dptr c = (rt_dptr)(uintptr_t)C;
     void *args[] = {&part, &c, &parts, &M, &N, &ldc, &beta};
     rt_cu_launch(e, "rt_ksplit_sum", rt_cu_grid_for(e, M * N), 1, 1, 256, 1, 0, args);
+    return 1;
 }
 
 void rt_cu_gemm(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
@@ -421,10 +440,9 @@ void rt_cu_gemm(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int6
         return;
     }
     int64_t ks, n = c16 == RT_CU_F32 ? ksplit_slices(M, N, K, &ks) : 0;
-    if (n > 0) {
-        ksplit_gemm(e, trans_a, trans_b, M, N, K, n, ks, alpha, a, lda, b, ldb, beta, C, ldc, ta16);
+    if (n > 0 && ksplit_gemm(e, trans_a, trans_b, M, N, K, n, ks, alpha, a, lda, b, ldb, beta, C,
+                             ldc, ta16))
         return;
-    }
     Plan *p = plan_for(e, trans_a, trans_b, M, N, K, lda, ldb, ldc, beta != 0.0f, ta16, c16, -1, a,
                        b, C, C, NULL, NULL);
     lt_check(matmul(e, p, alpha, a, b, beta, C, C), "cublasLtMatmul");
@@ -539,8 +557,9 @@ void rt_cu_gemm_dbias(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N
         return;
     const void *a = A, *b = B, *c = C;
     int ta16 = rt_cu_operand(e, &a), tb16 = rt_cu_operand(e, &b), c16 = rt_cu_operand(e, &c);
+    /* a shape K-sliced takes the bias gradient from rt_cu_colsum_add (below), also
+     * where cuBLASLt refused the slices (every step sums alike) */
     int64_t ks;
-    /* a K-sliced product takes the bias gradient from rt_cu_colsum_add (below) */
     if (!epilogues_off() && N > 0 && K > 0 && ta16 == tb16 && c16 == RT_CU_F32 &&
         c == (const void *)C && ksplit_slices(M, N, K, &ks) == 0) {
         int direct = fresh && e->grads_zero;

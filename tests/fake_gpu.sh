@@ -415,6 +415,26 @@ done
 r=$(compare same "$d/$m.epi" "$d/$m.noepi")
 echo "ok   $m: GEMM epilogues in cuBLASLt vs the GEMMs + kernels (launches without -> with: $ran): $r"
 
+# weight gradients K-sliced (cuda_blas.c's ksplit_gemm: the CNN's convolutions, K =
+# 64 x 784 here) against whole GEMMs: where cuBLASLt refuses the strided batch
+# (TRAINC_FAKE_LT_BATCH=refuse) the run says so once and gives the bits of whole GEMMs
+# without the BGRADB epilogue (TRAINC_GEMM_KSPLIT=0 TRAINC_GEMM_EPILOGUE=0); the split
+# run sums otherwise (its CPU comparison is above), and with the same bits on 4 and 132
+# SMs (the slices follow the shape, not the GPU)
+m=cnn_fashion
+O=(--set log_every=1 --threads 1 --quiet --set max_steps=3 --set validate.every_steps=null)
+TRAINC_FAKE_GPU_TRACE=1 gpu "$d/$m" --device cuda "${O[@]}" --out "$d/$m.ks" 2>"$d/$m.ks.log"
+TRAINC_FAKE_GPU_SMS=132 gpu "$d/$m" --device cuda "${O[@]}" --out "$d/$m.ks132" 2>/dev/null
+TRAINC_FAKE_LT_BATCH=refuse TRAINC_FAKE_GPU_TRACE=1 gpu "$d/$m" --device cuda "${O[@]}" --out "$d/$m.ksref" 2>"$d/$m.ksref.log"
+TRAINC_GEMM_KSPLIT=0 TRAINC_GEMM_EPILOGUE=0 gpu "$d/$m" --device cuda "${O[@]}" --out "$d/$m.whole" 2>/dev/null
+n1=$(grep -c "run rt_ksplit_sum" "$d/$m.ks.log" || true)
+n0=$(grep -c "run rt_ksplit_sum" "$d/$m.ksref.log" || true)
+[ "$n1" -gt 0 ] && [ "$n0" = 0 ] && [ "$(grep -c "refused .* slices of a" "$d/$m.ksref.log")" = 1 ] ||
+    { echo "FAIL: K slices: rt_ksplit_sum ran $n1 times, $n0 refused; the note:"; grep -i "slices" "$d/$m.ksref.log"; exit 1; }
+r=$(compare same "$d/$m.ksref" "$d/$m.whole")
+r2=$(compare same "$d/$m.ks" "$d/$m.ks132")
+echo "ok   $m: K-sliced weight gradients ($n1 sums in 3 steps; 4 vs 132 SMs: $r2); refused: said once, whole GEMMs: $r"
+
 # one host wait a step: the update queued before the loss is read, grad_clip's factor
 # worked out by the optimizer kernel from the norm on the device, against the old order
 # (TRAINC_QUEUED_UPDATE=0: the host reads the norm, then queues the update with its

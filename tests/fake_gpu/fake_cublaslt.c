@@ -359,6 +359,11 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
     if (only && !strcmp(only, "as-d") && x->epi != CUBLASLT_EPILOGUE_BGRADB && bt == 0 &&
         ((Layout *)D)->half)
         return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulAlgoGetHeuristic: an fp32 bias beside a 16-bit D (TRAINC_FAKE_LT_BIAS=as-d)");
+    /* TRAINC_FAKE_LT_BATCH=refuse: no algorithm for a strided batch, so that the
+     * runtime's whole-GEMM fallback of its K slices is exercised */
+    const char *batch = getenv("TRAINC_FAKE_LT_BATCH");
+    if (batch && !strcmp(batch, "refuse") && ((Layout *)D)->batch > 1)
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulAlgoGetHeuristic: a strided batch (TRAINC_FAKE_LT_BATCH=refuse)");
     memset(&results[0], 0, sizeof results[0]);
     results[0].algo.data[0] = ALGO_TAG;
     results[0].algo.data[1] = m | (n << 32);
