@@ -332,9 +332,9 @@ static void ksplit_refused(Plan *p, const char *why)
     static int said;
     p->fallback = 1;
     if (!said++)
-        fprintf(stderr, "trainc: note: cuBLASLt refused %lld slices of a %lld x %lld x %lld GEMM "
-                "(%s); such GEMMs run whole\n", (long long)p->slices, (long long)p->M,
-                (long long)p->N, (long long)p->K, why);
+        fprintf(stderr, "trainc: note: cuBLASLt refused a %lld x %lld GEMM cut into %lld slices "
+                "of %lld rows (%s); such GEMMs run whole\n", (long long)p->M, (long long)p->N,
+                (long long)p->slices, (long long)p->K, why);
 }
 
 /* The plan of `slices` products of ks rows each, operands sa and sb elements apart,

@@ -429,7 +429,7 @@ TRAINC_FAKE_LT_BATCH=refuse TRAINC_FAKE_GPU_TRACE=1 gpu "$d/$m" --device cuda "$
 TRAINC_GEMM_KSPLIT=0 TRAINC_GEMM_EPILOGUE=0 gpu "$d/$m" --device cuda "${O[@]}" --out "$d/$m.whole" 2>/dev/null
 n1=$(grep -c "run rt_ksplit_sum" "$d/$m.ks.log" || true)
 n0=$(grep -c "run rt_ksplit_sum" "$d/$m.ksref.log" || true)
-[ "$n1" -gt 0 ] && [ "$n0" = 0 ] && [ "$(grep -c "refused .* slices of a" "$d/$m.ksref.log")" = 1 ] ||
+[ "$n1" -gt 0 ] && [ "$n0" = 0 ] && [ "$(grep -c "refused a .* GEMM cut into .* slices" "$d/$m.ksref.log")" = 1 ] ||
     { echo "FAIL: K slices: rt_ksplit_sum ran $n1 times, $n0 refused; the note:"; grep -i "slices" "$d/$m.ksref.log"; exit 1; }
 r=$(compare same "$d/$m.ksref" "$d/$m.whole")
 r2=$(compare same "$d/$m.ks" "$d/$m.ks132")
