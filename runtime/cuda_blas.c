@@ -292,15 +292,25 @@ static cublasStatus_t matmul(rt_exec *e, const Plan *p, float alpha, const void 
 
 #define KSPLIT_BYTES (8u << 20)   /* the partials' scratch, at most */
 
+/* VAR=0 in the environment, read once into *off (-1: not read yet) */
+static int switched_off(const char *var, int *off)
+{
+    if (*off < 0) {
+        const char *v = getenv(var);
+        *off = v && !strcmp(v, "0");
+    }
+    return *off;
+}
+
 static int ksplit_off(void)
 {
     static int off = -1;
-    if (off < 0) {
-        const char *v = getenv("TRAINC_GEMM_KSPLIT");
-        off = v && !strcmp(v, "0");
-    }
-    return off;
+    return switched_off("TRAINC_GEMM_KSPLIT", &off);
 }
+
+/* Partials' elements apart: M x N rounded up to 64 floats, so that each partial is as
+ * aligned as the first (256 bytes in scratch), the alignment the heuristic is told */
+static int64_t part_stride(int64_t M, int64_t N) { return (M * N + 63) / 64 * 64; }
 
 /* The slices of a GEMM into C (fp32) of M x N over K: the number of whole slices of
  * *ks rows (*ks a multiple of 8, so each slice's operands start 16-byte aligned), the
@@ -314,7 +324,7 @@ static int64_t ksplit_slices(int64_t M, int64_t N, int64_t K, int64_t *ks)
     int64_t tiles = ((M + 127) / 128) * ((N + 127) / 128);
     if (ksplit_off() || K < 8192 || tiles > 8)
         return 0;
-    int64_t s = 256 / tiles, cap = (int64_t)KSPLIT_BYTES / (M * N * 4) - 1;
+    int64_t s = 256 / tiles, cap = (int64_t)KSPLIT_BYTES / (part_stride(M, N) * 4) - 1;
     if (s > K / 512)
         s = K / 512;
     if (s > cap)
@@ -338,12 +348,17 @@ static void ksplit_refused(Plan *p, const char *why)
 }
 
 /* The plan of `slices` products of ks rows each, operands sa and sb elements apart,
- * into fp32 partials of M x N (rows N apart, M x N apart): no epilogue, beta 0. */
+ * into fp32 partials of M x N (rows N apart, part_stride apart): no epilogue, beta 0. */
 static Plan *plan_sliced(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_t ks,
                          int64_t lda, int64_t ldb, int64_t slices, int64_t sa, int64_t sb,
                          int ab16, const void *a, const void *b, const void *part)
 {
-    unsigned al[7] = {align_of(b), align_of(a), align_of(part), align_of(part), 256, 256, 256};
+    /* each slice's operands as aligned as the first's, and as the step between slices */
+    size_t elt = ab16 == RT_CU_F32 ? 4 : 2;
+    unsigned sal = align_of((const void *)(uintptr_t)(sa * elt));
+    unsigned sbl = align_of((const void *)(uintptr_t)(sb * elt));
+    unsigned al[7] = {align_of(b) < sbl ? align_of(b) : sbl, align_of(a) < sal ? align_of(a) : sal,
+                      align_of(part), align_of(part), 256, 256, 256};
     for (int i = 0; i < n_plans; i++) {
         Plan *p = &plans[i];
         if (p->slices == slices && p->sa == sa && p->sb == sb && p->ta == ta && p->tb == tb &&
@@ -364,7 +379,7 @@ static Plan *plan_sliced(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64
     LT(p_cublasLtMatrixLayoutCreate(&p->b, tab, (uint64_t)(ta ? M : ks), (uint64_t)(ta ? ks : M), lda));
     LT(p_cublasLtMatrixLayoutCreate(&p->c, CUDA_R_32F, (uint64_t)N, (uint64_t)M, N));
     int32_t count = (int32_t)slices;
-    int64_t stride[3] = {sb, sa, M * N};
+    int64_t stride[3] = {sb, sa, part_stride(M, N)};
     cublasLtMatrixLayout_t lay[3] = {p->a, p->b, p->c};
     for (int q = 0; q < 3; q++) {
         LT(p_cublasLtMatrixLayoutSetAttribute(lay[q], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
@@ -390,8 +405,8 @@ static int ksplit_gemm(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_t
     size_t elt = ab16 == RT_CU_F32 ? 4 : 2;
     /* a slice's first row of A (op(A) = A^T: A's rows; else its columns), and of B */
     int64_t sa = ta ? ks * lda : ks, sb = tb ? ks : ks * ldb, rest = K - n * ks;
-    int64_t parts = n + (rest > 0);
-    rt_dptr part = rt_cu_scratch(e, (size_t)(parts * M * N) * sizeof(float));
+    int64_t parts = n + (rest > 0), ps = part_stride(M, N);
+    rt_dptr part = rt_cu_scratch(e, (size_t)(parts * ps) * sizeof(float));
     const void *pp = (const void *)(uintptr_t)part;
     Plan *p = plan_sliced(e, ta, tb, M, N, ks, lda, ldb, n, sa, sb, ab16, a, b, pp);
     if (p->fallback)
@@ -406,13 +421,13 @@ static int ksplit_gemm(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_t
     if (rest > 0) {
         const char *ra = (const char *)a + (size_t)(n * sa) * elt;
         const char *rb = (const char *)b + (size_t)(n * sb) * elt;
-        float *last = (float *)(uintptr_t)(part + (rt_dptr)((size_t)(n * M * N) * sizeof(float)));
+        float *last = (float *)(uintptr_t)(part + (rt_dptr)((size_t)(n * ps) * sizeof(float)));
         Plan *q = plan_for(e, ta, tb, M, N, rest, lda, ldb, N, 0, ab16, RT_CU_F32, -1, ra, rb,
                            last, last, NULL, NULL);
         lt_check(matmul(e, q, alpha, ra, rb, 0.0f, last, last), "cublasLtMatmul (K's rest)");
     }
     rt_dptr c = (rt_dptr)(uintptr_t)C;
-    void *args[] = {&part, &c, &parts, &M, &N, &ldc, &beta};
+    void *args[] = {&part, &c, &parts, &ps, &M, &N, &ldc, &beta};
     rt_cu_launch(e, "rt_ksplit_sum", rt_cu_grid_for(e, M * N), 1, 1, 256, 1, 0, args);
     return 1;
 }
@@ -452,11 +467,7 @@ void rt_cu_gemm(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int6
 static int epilogues_off(void)
 {
     static int off = -1;
-    if (off < 0) {
-        const char *v = getenv("TRAINC_GEMM_EPILOGUE");
-        off = v && !strcmp(v, "0");
-    }
-    return off;
+    return switched_off("TRAINC_GEMM_EPILOGUE", &off);
 }
 
 /* One call with plan p's epilogue, its bias (or bias gradient; its 16-bit copy where

@@ -55,19 +55,18 @@ rt_add_into(const float *x, float *y, int64_t n)
 }
 
 /* Launch: grid-stride, 256 threads. For i < M, j < N, at k = i * ldc + j:
- *   C[k] = beta C[k] + the sum over s < parts of part[s * M * N + i * N + j], in s order
- * The partial products of a K-sliced GEMM (cuda_blas.c's ksplit_gemm), fp32, into a
- * parameter gradient (fp32); beta 0 stores without reading C. */
+ *   C[k] = beta C[k] + the sum over s < parts of part[s * ps + i * N + j], in s order
+ * The partial products of a K-sliced GEMM (cuda_blas.c's ksplit_gemm), fp32, ps >= M N
+ * apart, into a parameter gradient (fp32); beta 0 stores without reading C. */
 extern "C" __global__ void __launch_bounds__(256)
-rt_ksplit_sum(const float *part, float *C, int64_t parts, int64_t M, int64_t N, int64_t ldc,
-              float beta)
+rt_ksplit_sum(const float *part, float *C, int64_t parts, int64_t ps, int64_t M, int64_t N,
+              int64_t ldc, float beta)
 {
-    const int64_t mn = M * N;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < mn;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < M * N;
          i += (int64_t)gridDim.x * blockDim.x) {
         float s = 0.0f;
         for (int64_t q = 0; q < parts; q++)
-            s += part[q * mn + i];
+            s += part[q * ps + i];
         float *c = C + i / N * ldc + i % N;
         *c = beta == 0.0f ? s : beta * *c + s;
     }

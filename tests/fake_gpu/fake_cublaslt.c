@@ -517,6 +517,16 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
         return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: a matrix is not (all) in device memory");
     if (algo) {
         const void *ptr[4] = {A, B, C, D};
+        /* a strided batch's later matrices too: the step between them */
+        const Layout *lay[4] = {a, b, c, d};
+        for (int q = 0; q < 4; q++)
+            if (lay[q]->batch > 1 &&
+                (size_t)lay[q]->stride * (lay[q]->half ? 2 : 4) % algo->data[4 + q]) {
+                fprintf(stderr, "fake cuBLASLt: cublasLtMatmul: matrix %c's batch stride of %lld "
+                        "elements breaks the %llu-byte alignment the preference promised\n", "ABCD"[q],
+                        (long long)lay[q]->stride, (unsigned long long)algo->data[4 + q]);
+                return CUBLAS_STATUS_NOT_SUPPORTED;
+            }
         for (int q = 0; q < 4; q++)
             if ((uintptr_t)ptr[q] % algo->data[4 + q]) {
                 fprintf(stderr, "fake cuBLASLt: cublasLtMatmul: matrix %c at %p is not %llu-byte aligned, "
