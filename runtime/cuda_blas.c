@@ -286,11 +286,17 @@ static cublasStatus_t matmul(rt_exec *e, const Plan *p, float alpha, const void 
  * into slices of ks rows, one strided-batched cuBLASLt call computes every slice's
  * product into fp32 partials in scratch (the rows left over, fewer than ks, one more
  * call into the last partial), then epilogue.cuh's rt_ksplit_sum adds the partials in
- * slice order into C (beta C + the sum). The slices depend on the shape only, so the
- * sums' order, and the bits, are the same every step and on every GPU.
- * TRAINC_GEMM_KSPLIT=0 leaves every GEMM to cuBLASLt whole. */
+ * slice order into C (beta C + the sum). Any GEMM into fp32 of such a shape is split
+ * (weight gradients, in practice). The slices depend on the shape only, so the final
+ * sum's order does too: the same bits every step (each slice's product is the
+ * algorithm cuBLASLt picks on the GPU at hand). TRAINC_GEMM_KSPLIT=0 leaves every GEMM
+ * to cuBLASLt whole. */
 
 #define KSPLIT_BYTES (8u << 20)   /* the partials' scratch, at most */
+
+static int64_t ksplit_runs;   /* GEMMs run in slices so far (rt_cu_ksplit_runs) */
+
+int64_t rt_cu_ksplit_runs(void) { return ksplit_runs; }
 
 /* VAR=0 in the environment, read once into *off (-1: not read yet) */
 static int switched_off(const char *var, int *off)
@@ -429,6 +435,7 @@ static int ksplit_gemm(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_t
     rt_dptr c = (rt_dptr)(uintptr_t)C;
     void *args[] = {&part, &c, &parts, &ps, &M, &N, &ldc, &beta};
     rt_cu_launch(e, "rt_ksplit_sum", rt_cu_grid_for(e, M * N), 1, 1, 256, 1, 0, args);
+    ksplit_runs++;
     return 1;
 }
 
