@@ -294,9 +294,12 @@ static cublasStatus_t matmul(rt_exec *e, const Plan *p, float alpha, const void 
 
 #define KSPLIT_BYTES (8u << 20)   /* the partials' scratch, at most */
 
-static int64_t ksplit_runs;   /* GEMMs run in slices so far (rt_cu_ksplit_runs) */
+static int epilogue_call(rt_exec *e, Plan *p, const void *bias, const void *aux, float alpha,
+                         const void *a, const void *b, float beta, const void *C, void *D);
 
-int64_t rt_cu_ksplit_runs(void) { return ksplit_runs; }
+static int64_t ksplit_runs[2];   /* GEMMs run in slices so far: all, with BGRADB */
+
+int64_t rt_cu_ksplit_runs(int bgradb) { return ksplit_runs[bgradb != 0]; }
 
 /* VAR=0 in the environment, read once into *off (-1: not read yet) */
 static int switched_off(const char *var, int *off)
@@ -315,7 +318,8 @@ static int ksplit_off(void)
 }
 
 /* Partials' elements apart: M x N rounded up to 64 floats, so that each partial is as
- * aligned as the first (256 bytes in scratch), the alignment the heuristic is told */
+ * aligned as the first (256 bytes in scratch), the alignment the heuristic is told (and
+ * M for the bias gradients' partials) */
 static int64_t part_stride(int64_t M, int64_t N) { return (M * N + 63) / 64 * 64; }
 
 /* The slices of a GEMM into C (fp32) of M x N over K: the number of whole slices of
@@ -330,7 +334,8 @@ static int64_t ksplit_slices(int64_t M, int64_t N, int64_t K, int64_t *ks)
     int64_t tiles = ((M + 127) / 128) * ((N + 127) / 128);
     if (ksplit_off() || K < 8192 || tiles > 8)
         return 0;
-    int64_t s = 256 / tiles, cap = (int64_t)KSPLIT_BYTES / (part_stride(M, N) * 4) - 1;
+    int64_t s = 256 / tiles;
+    int64_t cap = (int64_t)KSPLIT_BYTES / ((part_stride(M, N) + part_stride(M, 1)) * 4) - 1;
     if (s > K / 512)
         s = K / 512;
     if (s > cap)
@@ -357,19 +362,21 @@ static void ksplit_refused(Plan *p, const char *why)
  * into fp32 partials of M x N (rows N apart, part_stride apart): no epilogue, beta 0. */
 static Plan *plan_sliced(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_t ks,
                          int64_t lda, int64_t ldb, int64_t slices, int64_t sa, int64_t sb,
-                         int ab16, const void *a, const void *b, const void *part)
+                         int ab16, const void *a, const void *b, const void *part,
+                         const void *bpart)
 {
     /* each slice's operands as aligned as the first's, and as the step between slices */
     size_t elt = ab16 == RT_CU_F32 ? 4 : 2;
     unsigned sal = align_of((const void *)(uintptr_t)(sa * elt));
     unsigned sbl = align_of((const void *)(uintptr_t)(sb * elt));
     unsigned al[7] = {align_of(b) < sbl ? align_of(b) : sbl, align_of(a) < sal ? align_of(a) : sal,
-                      align_of(part), align_of(part), 256, 256, 256};
+                      align_of(part), align_of(part), align_of(bpart), 256, 256};
+    int epi = bpart ? EPI_BGRADB : -1;
     for (int i = 0; i < n_plans; i++) {
         Plan *p = &plans[i];
         if (p->slices == slices && p->sa == sa && p->sb == sb && p->ta == ta && p->tb == tb &&
             p->M == M && p->N == N && p->K == ks && p->lda == lda && p->ldb == ldb &&
-            p->ab16 == ab16 && !memcmp(p->align, al, sizeof al))
+            p->ab16 == ab16 && p->epi == epi && !memcmp(p->align, al, sizeof al))
             return p;
     }
     if (n_plans == MAX_PLANS)
@@ -377,7 +384,7 @@ static Plan *plan_sliced(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64
     if (!lt)
         lt_load();
     Plan *p = &plans[n_plans];
-    *p = (Plan){.ta = ta, .tb = tb, .epi = -1, .ab16 = ab16, .c16 = RT_CU_F32, .M = M, .N = N,
+    *p = (Plan){.ta = ta, .tb = tb, .epi = epi, .ab16 = ab16, .c16 = RT_CU_F32, .M = M, .N = N,
                 .K = ks, .lda = lda, .ldb = ldb, .ldc = N, .slices = slices, .sa = sa, .sb = sb};
     memcpy(p->align, al, sizeof al);
     cudaDataType_t tab = lt_types[ab16];
@@ -395,47 +402,78 @@ static Plan *plan_sliced(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64
     }
     n_plans++;
     cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
-    plan_desc(p, CUDA_R_32F, NULL, NULL);
-    if (plan_algo(e, p, &st) != 0)
-        ksplit_refused(p, st == CUBLAS_STATUS_SUCCESS ? "no algorithm" : p_cublasLtGetStatusString(st));
+    if (!bpart) {
+        plan_desc(p, CUDA_R_32F, NULL, NULL);
+        if (plan_algo(e, p, &st) != 0)
+            ksplit_refused(p, st == CUBLAS_STATUS_SUCCESS ? "no algorithm" : p_cublasLtGetStatusString(st));
+        return p;
+    }
+    /* BGRADB: each slice's sum of dy into its own M floats, part_stride(M, 1) apart */
+    int64_t bstride = part_stride(M, 1);
+    const char *why = "descriptor";
+    if (plan_desc(p, CUDA_R_32F, bpart, NULL) == 0) {
+        if (p_cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &bstride,
+                                             sizeof bstride) == CUBLAS_STATUS_SUCCESS &&
+            plan_algo(e, p, &st) == 0)
+            return p;
+        why = st == CUBLAS_STATUS_SUCCESS ? "no algorithm" : p_cublasLtGetStatusString(st);
+        p_cublasLtMatmulDescDestroy(p->desc);
+        p->desc = NULL;
+    }
+    p->fallback = 1;
+    epilogue_refused(p, why);
     return p;
 }
 
 /* C = alpha op(A) op(B) + beta C over K cut into n slices of ks rows (ksplit_slices);
- * a and b as rt_cu_operand gave them, of storage ab16; C fp32. 1, or 0 with nothing
- * done where cuBLASLt refused the slices (the caller runs the GEMM whole). */
+ * a and b as rt_cu_operand gave them, of storage ab16; C fp32. With db (a weight
+ * gradient's GEMM, op(A) = dy^T: rt_cu_gemm_dbias) the slices' GEMMs also sum dy over
+ * their rows (BGRADB) into partials of the bias gradient, which rt_ksplit_sum adds into
+ * db (stores with db_store). 1, or 0 with nothing done where cuBLASLt refused the slices
+ * or their epilogue (the caller runs the GEMM another way). */
 static int ksplit_gemm(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_t K, int64_t n,
-                        int64_t ks, float alpha, const void *a, int64_t lda, const void *b,
-                        int64_t ldb, float beta, float *C, int64_t ldc, int ab16)
+                       int64_t ks, float alpha, const void *a, int64_t lda, const void *b,
+                       int64_t ldb, float beta, float *C, int64_t ldc, int ab16, float *db,
+                       int db_store)
 {
     size_t elt = ab16 == RT_CU_F32 ? 4 : 2;
     /* a slice's first row of A (op(A) = A^T: A's rows; else its columns), and of B */
     int64_t sa = ta ? ks * lda : ks, sb = tb ? ks : ks * ldb, rest = K - n * ks;
-    int64_t parts = n + (rest > 0), ps = part_stride(M, N);
-    rt_dptr part = rt_cu_scratch(e, (size_t)(parts * ps) * sizeof(float));
-    const void *pp = (const void *)(uintptr_t)part;
-    Plan *p = plan_sliced(e, ta, tb, M, N, ks, lda, ldb, n, sa, sb, ab16, a, b, pp);
+    int64_t parts = n + (rest > 0), ps = part_stride(M, N), bs = part_stride(M, 1);
+    rt_dptr part = rt_cu_scratch(e, (size_t)(parts * (ps + bs)) * sizeof(float));
+    rt_dptr bpart = db ? part + (rt_dptr)((size_t)(parts * ps) * sizeof(float)) : 0;
+    const void *pp = (const void *)(uintptr_t)part, *bp = (const void *)(uintptr_t)bpart;
+    Plan *p = plan_sliced(e, ta, tb, M, N, ks, lda, ldb, n, sa, sb, ab16, a, b, pp, bp);
     if (p->fallback)
         return 0;
-    cublasStatus_t st = matmul(e, p, alpha, a, b, 0.0f, pp, (void *)pp);
+    /* K's rest first: where it is refused, nothing is written yet */
+    if (rest > 0) {
+        const char *ra = (const char *)a + (size_t)(n * sa) * elt;
+        const char *rb = (const char *)b + (size_t)(n * sb) * elt;
+        float *last = (float *)(uintptr_t)(part + (rt_dptr)((size_t)(n * ps) * sizeof(float)));
+        const void *lb = db ? (const void *)(uintptr_t)(bpart + (rt_dptr)((size_t)(n * bs) * sizeof(float)))
+                            : NULL;
+        Plan *q = plan_for(e, ta, tb, M, N, rest, lda, ldb, N, 0, ab16, RT_CU_F32,
+                           db ? EPI_BGRADB : -1, ra, rb, last, last, lb, NULL);
+        if (!db)
+            lt_check(matmul(e, q, alpha, ra, rb, 0.0f, last, last), "cublasLtMatmul (K's rest)");
+        else if (q->fallback || !epilogue_call(e, q, lb, NULL, alpha, ra, rb, 0.0f, last, last))
+            return 0;
+    }
+    cublasStatus_t st = db ? CUBLAS_STATUS_SUCCESS : matmul(e, p, alpha, a, b, 0.0f, pp, (void *)pp);
+    if (db && !epilogue_call(e, p, bp, NULL, alpha, a, b, 0.0f, pp, (void *)pp))
+        return 0;
     if (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE ||
         st == CUBLAS_STATUS_ARCH_MISMATCH) {
         ksplit_refused(p, p_cublasLtGetStatusString(st));
         return 0;
     }
     lt_check(st, "cublasLtMatmul (K slices)");
-    if (rest > 0) {
-        const char *ra = (const char *)a + (size_t)(n * sa) * elt;
-        const char *rb = (const char *)b + (size_t)(n * sb) * elt;
-        float *last = (float *)(uintptr_t)(part + (rt_dptr)((size_t)(n * ps) * sizeof(float)));
-        Plan *q = plan_for(e, ta, tb, M, N, rest, lda, ldb, N, 0, ab16, RT_CU_F32, -1, ra, rb,
-                           last, last, NULL, NULL);
-        lt_check(matmul(e, q, alpha, ra, rb, 0.0f, last, last), "cublasLtMatmul (K's rest)");
-    }
-    rt_dptr c = (rt_dptr)(uintptr_t)C;
-    void *args[] = {&part, &c, &parts, &ps, &M, &N, &ldc, &beta};
+    rt_dptr c = (rt_dptr)(uintptr_t)C, d = (rt_dptr)(uintptr_t)db;
+    void *args[] = {&part, &c, &parts, &ps, &M, &N, &ldc, &beta, &bpart, &d, &bs, &db_store};
     rt_cu_launch(e, "rt_ksplit_sum", rt_cu_grid_for(e, M * N), 1, 1, 256, 1, 0, args);
-    ksplit_runs++;
+    ksplit_runs[0]++;
+    ksplit_runs[1] += db != NULL;
     return 1;
 }
 
@@ -463,7 +501,7 @@ void rt_cu_gemm(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int6
     }
     int64_t ks, n = c16 == RT_CU_F32 ? ksplit_slices(M, N, K, &ks) : 0;
     if (n > 0 && ksplit_gemm(e, trans_a, trans_b, M, N, K, n, ks, alpha, a, lda, b, ldb, beta, C,
-                             ldc, ta16))
+                             ldc, ta16, NULL, 0))
         return;
     Plan *p = plan_for(e, trans_a, trans_b, M, N, K, lda, ldb, ldc, beta != 0.0f, ta16, c16, -1, a,
                        b, C, C, NULL, NULL);
@@ -562,9 +600,9 @@ void rt_cu_gemm_bias(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N,
  * rt_gemm_dbias adds: the sum goes straight into db when db is known to be zero (the
  * call is its first writer, `fresh`, in a pass that starts from zeroed gradients,
  * e->grads_zero), else into scratch, then epilogue.cuh's rt_add_into adds it (a
- * second micro-batch of `accumulate`). Where cuBLASLt refuses, where the GEMM is
- * K-sliced (ksplit_gemm), or with TRAINC_GEMM_EPILOGUE=0: the GEMM, then
- * rt_cu_colsum_add. */
+ * second micro-batch of `accumulate`). A GEMM K-sliced (ksplit_gemm) takes BGRADB
+ * slice by slice. Where cuBLASLt refuses, or with TRAINC_GEMM_EPILOGUE=0: the GEMM
+ * (K-sliced or whole), then rt_cu_colsum_add. */
 void rt_cu_gemm_dbias(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                       float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
                       float beta, float *C, int64_t ldc, float *db, int fresh)
@@ -575,11 +613,18 @@ void rt_cu_gemm_dbias(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N
         return;
     const void *a = A, *b = B, *c = C;
     int ta16 = rt_cu_operand(e, &a), tb16 = rt_cu_operand(e, &b), c16 = rt_cu_operand(e, &c);
-    /* a shape K-sliced takes the bias gradient from rt_cu_colsum_add (below), also
-     * where cuBLASLt refused the slices (every step sums alike) */
-    int64_t ks;
-    if (!epilogues_off() && N > 0 && K > 0 && ta16 == tb16 && c16 == RT_CU_F32 &&
-        c == (const void *)C && ksplit_slices(M, N, K, &ks) == 0) {
+    int64_t ks, n = ksplit_slices(M, N, K, &ks);
+    int epi_ok = !epilogues_off() && N > 0 && K > 0 && ta16 == tb16 && c16 == RT_CU_F32 &&
+                 c == (const void *)C;
+    /* K-sliced, each slice's GEMM summing its rows of dy too (rt_ksplit_sum adds the
+     * partials into db) */
+    if (epi_ok && n > 0 &&
+        ksplit_gemm(e, trans_a, trans_b, M, N, K, n, ks, alpha, a, lda, b, ldb, beta, C, ldc, ta16,
+                    db, fresh && e->grads_zero))
+        return;
+    /* a shape K-sliced whose epilogue cuBLASLt refused takes the bias gradient from
+     * rt_cu_colsum_add (below) on every step, as where the slices were refused too */
+    if (epi_ok && n == 0) {
         int direct = fresh && e->grads_zero;
         rt_dptr sum = direct ? (rt_dptr)(uintptr_t)db : rt_cu_scratch(e, (size_t)M * sizeof(float));
         Plan *p = plan_for(e, trans_a, trans_b, M, N, K, lda, ldb, ldc, beta != 0.0f, ta16, c16,

@@ -246,8 +246,9 @@ void rt_cu_download(void *dst, rt_dptr src, size_t bytes);       /* synchronous 
 void rt_cu_gemm(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                 float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
                 float beta, float *C, int64_t ldc);
-/* how many GEMMs cuda_blas.c has run cut into slices of K (for tests/gpu/check_ops) */
-int64_t rt_cu_ksplit_runs(void);
+/* how many GEMMs cuda_blas.c has run cut into slices of K: all, or (bgradb) those whose
+ * slices summed a bias gradient too (for tests/gpu/check_ops) */
+int64_t rt_cu_ksplit_runs(int bgradb);
 
 /* ---- the ops (cuda_ops.c): each has the contract of its CPU twin in trainc_rt.h ----- */
 

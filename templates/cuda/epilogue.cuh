@@ -56,18 +56,30 @@ rt_add_into(const float *x, float *y, int64_t n)
 
 /* Launch: grid-stride, 256 threads. For i < M, j < N, at k = i * ldc + j:
  *   C[k] = beta C[k] + the sum over s < parts of part[s * ps + i * N + j], in s order
+ * and, with db (not NULL), for i < M:
+ *   db[i] = (store ? 0 : db[i]) + the sum over s < parts of bpart[s * bs + i]
  * The partial products of a K-sliced GEMM (cuda_blas.c's ksplit_gemm), fp32, ps >= M N
- * apart, into a parameter gradient (fp32); beta 0 stores without reading C. */
+ * apart, into a parameter gradient (fp32), and the partial sums of dy its BGRADB
+ * epilogue stored, bs >= M apart, into the bias gradient; beta 0 stores without
+ * reading C. */
 extern "C" __global__ void __launch_bounds__(256)
 rt_ksplit_sum(const float *part, float *C, int64_t parts, int64_t ps, int64_t M, int64_t N,
-              int64_t ldc, float beta)
+              int64_t ldc, float beta, const float *bpart, float *db, int64_t bs, int store)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < M * N;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < M * N; i += stride) {
         float s = 0.0f;
         for (int64_t q = 0; q < parts; q++)
             s += part[q * ps + i];
         float *c = C + i / N * ldc + i % N;
         *c = beta == 0.0f ? s : beta * *c + s;
+    }
+    if (!db)
+        return;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < M; i += stride) {
+        float s = 0.0f;
+        for (int64_t q = 0; q < parts; q++)
+            s += bpart[q * bs + i];
+        db[i] = store ? s : db[i] + s;
     }
 }

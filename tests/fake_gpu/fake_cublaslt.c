@@ -10,7 +10,8 @@
  * emulated kernels use too), the bias gradient summed in double, in k order, then
  * rounded; an auxiliary matrix's ld a multiple of 8, as cuBLASLt documents); anything the fake does not emulate (another compute or
  * data type, another epilogue, a layout attribute but a strided batch's count and
- * offset (batches in place and without an epilogue only), device pointer mode) is
+ * offset (batches in place, without an epilogue or with BGRADB and its
+ * BIAS_BATCH_STRIDE), device pointer mode) is
  * CUBLAS_STATUS_NOT_SUPPORTED. The heuristic and cublasLtMatmul
  * check the shapes as cuBLASLt defines them (op(A) m x k, op(B) k x n, C and D m x n,
  * column-major, ld >= rows) and that every matrix and the workspace lie in device
@@ -73,6 +74,7 @@ typedef struct Desc {
                                   cuBLASLt documents) */
     void *aux;                 /* GELU_AUX_BIAS (out), DGELU (in): the pre-activation, D's type */
     int64_t aux_ld;
+    int64_t bias_stride;       /* BIAS_BATCH_STRIDE: a strided batch's bias vectors apart */
 } Desc;
 typedef struct Layout {
     uint64_t rows, cols;
@@ -189,6 +191,11 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMa
             memcpy(&x->bias, buf, sizeof x->bias);
         else
             memcpy(&x->aux, buf, sizeof x->aux);
+        return CUBLAS_STATUS_SUCCESS;
+    case CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE:
+        if (size != sizeof(int64_t))
+            return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulDescSetAttribute: size of the bias batch stride");
+        memcpy(&x->bias_stride, buf, sizeof x->bias_stride);
         return CUBLAS_STATUS_SUCCESS;
     case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD:
         if (size != sizeof(int64_t))
@@ -562,9 +569,19 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
         free(j);
         return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: the bias or aux pointer is not (all) in device memory");
     }
-    if (d->batch > 1 && (j->epi != CUBLASLT_EPILOGUE_DEFAULT || C != D)) {
+    if (d->batch > 1 && ((j->epi != CUBLASLT_EPILOGUE_DEFAULT && j->epi != CUBLASLT_EPILOGUE_BGRADB) ||
+                         C != D)) {
         free(j);
-        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmul: the fake batches in place without an epilogue only");
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmul: the fake batches in place, without an epilogue or with BGRADB, only");
+    }
+    /* a batch's BGRADB: each matrix's bias gradient bias_stride floats on, not overlapping
+     * the last, all in device memory and as aligned as the heuristic was told */
+    if (d->batch > 1 && j->epi == CUBLASLT_EPILOGUE_BGRADB &&
+        (x->bias_stride < (int64_t)n ||
+         !is_dev_range(j->bias, ((size_t)(d->batch - 1) * (size_t)x->bias_stride + n) * 4) ||
+         (size_t)x->bias_stride * 4 % (algo ? (algo->data[3] & 0xffff) : 256))) {
+        free(j);
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: a batch's bias gradients (BIAS_BATCH_STRIDE) overlap, leave device memory or break the promised alignment");
     }
     /* a strided batch: one job a matrix, each at its offsets, in order on the stream */
     for (int32_t q = 0; q < d->batch; q++) {
@@ -576,6 +593,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
         jq->A = (const char *)A + (size_t)q * (size_t)a->stride * (a->half ? 2 : 4);
         jq->B = (const char *)B + (size_t)q * (size_t)b->stride * (b->half ? 2 : 4);
         jq->C = (char *)D + (size_t)q * (size_t)d->stride * (d->half ? 2 : 4);
+        if (j->epi == CUBLASLT_EPILOGUE_BGRADB)
+            jq->bias = (const float *)j->bias + (size_t)q * (size_t)x->bias_stride;
         if (enqueue_host((void *)stream, run_job, jq) != 0) {
             free(jq);
             if (jq != j)

@@ -954,17 +954,29 @@ static float *dot_bounds(int ta, int tb, int64_t M, int64_t N, int64_t K, const 
     return b;
 }
 
-/* The slices cuda_blas.c ran since `before`, against the two GPU runs that should have
- * run them: "" or why not (a split refused or not taken runs whole, and would pass) */
-static const char *ksplit_check(int64_t before, int split)
+static int env_zero(const char *var)
 {
-    const char *v = getenv("TRAINC_GEMM_KSPLIT");
-    if (v && !strcmp(v, "0"))
+    const char *v = getenv(var);
+    return v && !strcmp(v, "0");
+}
+
+/* The slices cuda_blas.c ran since before[0] (with BGRADB: before[1]), against the two
+ * GPU runs that should have run them (bgradb: a weight gradient's, the bias gradient
+ * summed slice by slice unless TRAINC_GEMM_EPILOGUE=0): NULL, or why not (a split
+ * refused or not taken runs another way, and would pass) */
+static const char *ksplit_check(const int64_t before[2], int split, int bgradb)
+{
+    if (env_zero("TRAINC_GEMM_KSPLIT"))
         split = 0;   /* switched off: whole GEMMs wanted */
-    int64_t ran = rt_cu_ksplit_runs() - before;
-    if (ran == (split ? 2 : 0))
-        return NULL;
-    return split ? " (not cut into K slices: cuBLASLt refused them?)" : " (cut into K slices)";
+    if (!split || env_zero("TRAINC_GEMM_EPILOGUE"))
+        bgradb = 0;
+    int64_t ran = rt_cu_ksplit_runs(0) - before[0], with = rt_cu_ksplit_runs(1) - before[1];
+    if (ran != (split ? 2 : 0))
+        return split ? " (not cut into K slices: cuBLASLt refused them?)" : " (cut into K slices)";
+    if (with != (bgradb ? 2 : 0))
+        return bgradb ? " (the slices without BGRADB: cuBLASLt refused it in a batch?)"
+                      : " (the slices with BGRADB)";
+    return NULL;
 }
 
 /* rt_gemm_dbias: dW += dy^T x (fp32, beta 1) and the bias gradient, stored straight into
@@ -990,7 +1002,7 @@ static void t_gemm_dbias(int64_t M, int64_t N, int64_t K, int fresh, int split)
     void *ga = up_a(A, K * M), *gb = up_a(B, K * N);
     void *gw = dalloc32((size_t)(M * N) * 4), *gdb = dalloc32((size_t)M * 4);
     out_t o[2] = {{"dW", W, {0}, M * N}, {"db", db, {0}, M}};
-    int64_t before = rt_cu_ksplit_runs();
+    int64_t before[2] = {rt_cu_ksplit_runs(0), rt_cu_ksplit_runs(1)};
     for (int rep = 0; rep < 2; rep++) {
         upload(gw, W0, (size_t)(M * N) * 4);
         upload(gdb, db0, (size_t)M * 4);
@@ -998,7 +1010,7 @@ static void t_gemm_dbias(int64_t M, int64_t N, int64_t K, int fresh, int split)
         o[0].gpu[rep] = down(gw, M * N);
         o[1].gpu[rep] = down(gdb, M);
     }
-    const char *why = ksplit_check(before, split);
+    const char *why = ksplit_check(before, split, 1);
     const float *bounds[2] = {bw, bb};
     if (why) {
         report("gemm_dbias", 0.0, TOL_DOT, "%s", why);
@@ -1024,13 +1036,13 @@ static void t_gemm_grad(int ta, int tb, int64_t M, int64_t N, int64_t K, float b
     float *bw = dot_bounds(ta, tb, M, N, K, A, lda, B, ldb, beta, W0);
     void *ga = up_a(A, K * M), *gb = up_a(B, K * N), *gw = dalloc32((size_t)(M * N) * 4);
     out_t o = {"dW", W, {0}, M * N};
-    int64_t before = rt_cu_ksplit_runs();
+    int64_t before[2] = {rt_cu_ksplit_runs(0), rt_cu_ksplit_runs(1)};
     for (int rep = 0; rep < 2; rep++) {
         upload(gw, W0, (size_t)(M * N) * 4);
         rt_cu_gemm(G, ta, tb, M, N, K, 1.0f, ga, lda, gb, ldb, beta, gw, N);
         o.gpu[rep] = down(gw, M * N);
     }
-    const char *why = ksplit_check(before, split);
+    const char *why = ksplit_check(before, split, 0);
     const float *bounds[1] = {bw};
     if (why) {
         report("gemm_grad", 0.0, TOL_DOT, "%s", why);
