@@ -193,6 +193,9 @@ PY
         BENV=TRAINC_GEMM_KSPLIT=0 bench wide_mlp 65536 "${WX[@]}"
         BENV=TRAINC_GEMM_KSPLIT=0 bench wide_mlp_bf16 65536 "${WX[@]}"
         BENV="TRAINC_GEMM_KSPLIT=0 TRAINC_GEMM_EPILOGUE=0" bench wide_mlp_bf16 65536 "${WX[@]}"
+        # K-sliced, the bias gradients by the column-sum kernels instead of BGRADB in
+        # the slices (two launches a layer more, a second pass over dy)
+        BENV=TRAINC_GEMM_EPILOGUE=0 bench wide_mlp_bf16 65536 "${WX[@]}"
         BENV=TRAINC_GEMM_KSPLIT=0 bench cnn_fashion_bf16 4096 "${FX[@]}"
         BENV=TRAINC_GEMM_KSPLIT=0 bench cnn_fashion 64 "${FX[@]}"   # K = 50176 there too
         # the host's two waits a step (the old order) against one: what queuing the
