@@ -87,9 +87,11 @@ static const cudaDataType_t lt_types[] = {CUDA_R_32F, CUDA_R_16BF, CUDA_R_16F};
 #define EPI_BGRADB 4
 #define EPI_DGELU 5
 
-/* Once per run: which epilogue cuBLASLt would not take, and that a kernel does it. */
-static void epilogue_refused(const Plan *p, const char *when)
+/* Plan p takes its fallback from now on; once per run: which epilogue cuBLASLt would
+ * not take, and that a kernel does it. */
+static void epilogue_refused(Plan *p, const char *when)
 {
+    p->fallback = 1;
     static int said;
     if (said++)
         return;
@@ -162,6 +164,14 @@ static int plan_desc(Plan *p, cudaDataType_t bt, const void *bias, const void *a
     return 0;
 }
 
+/* A descriptor cuBLASLt would not plan with (st from the heuristic) destroyed: why */
+static const char *drop_desc(Plan *p, cublasStatus_t st)
+{
+    p_cublasLtMatmulDescDestroy(p->desc);
+    p->desc = NULL;
+    return st == CUBLAS_STATUS_SUCCESS ? "no algorithm" : p_cublasLtGetStatusString(st);
+}
+
 /* The heuristic's best algorithm for p's descriptor and layouts: 0, or -1 with the
  * status in *st (an epilogue or shape it does not take; no algorithm: SUCCESS). */
 static int plan_algo(rt_exec *e, Plan *p, cublasStatus_t *st)
@@ -191,6 +201,24 @@ static int plan_algo(rt_exec *e, Plan *p, cublasStatus_t *st)
     return 0;
 }
 
+/* A new plan from init (its shape, types and alignment set): its three layouts made,
+ * C's of type c16 with rows ldc apart; the descriptor and algorithm are the caller's */
+static Plan *plan_new(const Plan *init)
+{
+    if (n_plans == MAX_PLANS)
+        rt_die("more than %d GEMM shapes", MAX_PLANS);
+    if (!lt)
+        lt_load();
+    Plan *p = &plans[n_plans++];
+    *p = *init;
+    uint64_t M = (uint64_t)p->M, N = (uint64_t)p->N, K = (uint64_t)p->K;
+    cudaDataType_t tab = lt_types[p->ab16];
+    LT(p_cublasLtMatrixLayoutCreate(&p->a, tab, p->tb ? K : N, p->tb ? N : K, p->ldb));
+    LT(p_cublasLtMatrixLayoutCreate(&p->b, tab, p->ta ? M : K, p->ta ? K : M, p->lda));
+    LT(p_cublasLtMatrixLayoutCreate(&p->c, lt_types[p->c16], N, M, p->ldc));
+    return p;
+}
+
 /* With epi >= 0 (an epilogue) a plan cuBLASLt refuses is marked `fallback` instead of
  * ending the run. a, b, C and D are the call's pointers (C the one read with beta, D the
  * one written), bias and aux the epilogue's (NULL where it has none), for their
@@ -217,19 +245,11 @@ static Plan *plan_for(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_t 
             p->c16 == c16 && p->epi == epi && !memcmp(p->align, al, sizeof al))
             return p;
     }
-    if (n_plans == MAX_PLANS)
-        rt_die("more than %d GEMM shapes", MAX_PLANS);
-    if (!lt)
-        lt_load();
-    Plan *p = &plans[n_plans];
-    *p = (Plan){.ta = ta, .tb = tb, .epi = epi, .ab16 = ab16, .c16 = c16, .M = M, .N = N, .K = K,
-                .lda = lda, .ldb = ldb, .ldc = ldc, .accumulate = accumulate};
-    memcpy(p->align, al, sizeof al);
-    cudaDataType_t tab = lt_types[ab16], tc = lt_types[c16];
-    LT(p_cublasLtMatrixLayoutCreate(&p->a, tab, (uint64_t)(tb ? K : N), (uint64_t)(tb ? N : K), ldb));
-    LT(p_cublasLtMatrixLayoutCreate(&p->b, tab, (uint64_t)(ta ? M : K), (uint64_t)(ta ? K : M), lda));
-    LT(p_cublasLtMatrixLayoutCreate(&p->c, tc, (uint64_t)N, (uint64_t)M, ldc));
-    n_plans++;
+    Plan init = {.ta = ta, .tb = tb, .epi = epi, .ab16 = ab16, .c16 = c16, .M = M, .N = N, .K = K,
+                 .lda = lda, .ldb = ldb, .ldc = ldc, .accumulate = accumulate};
+    memcpy(init.align, al, sizeof al);
+    Plan *p = plan_new(&init);
+    cudaDataType_t tc = lt_types[c16];
     cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
     if (epi < 0) {
         plan_desc(p, CUDA_R_32F, NULL, NULL);
@@ -254,11 +274,8 @@ static Plan *plan_for(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_t 
                         (long long)N, (long long)K);
             return p;
         }
-        why = st == CUBLAS_STATUS_SUCCESS ? "no algorithm" : p_cublasLtGetStatusString(st);
-        p_cublasLtMatmulDescDestroy(p->desc);
-        p->desc = NULL;
+        why = drop_desc(p, st);
     }
-    p->fallback = 1;
     epilogue_refused(p, why);
     return p;
 }
@@ -379,18 +396,10 @@ static Plan *plan_sliced(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64
             p->ab16 == ab16 && p->epi == epi && !memcmp(p->align, al, sizeof al))
             return p;
     }
-    if (n_plans == MAX_PLANS)
-        rt_die("more than %d GEMM shapes", MAX_PLANS);
-    if (!lt)
-        lt_load();
-    Plan *p = &plans[n_plans];
-    *p = (Plan){.ta = ta, .tb = tb, .epi = epi, .ab16 = ab16, .c16 = RT_CU_F32, .M = M, .N = N,
-                .K = ks, .lda = lda, .ldb = ldb, .ldc = N, .slices = slices, .sa = sa, .sb = sb};
-    memcpy(p->align, al, sizeof al);
-    cudaDataType_t tab = lt_types[ab16];
-    LT(p_cublasLtMatrixLayoutCreate(&p->a, tab, (uint64_t)(tb ? ks : N), (uint64_t)(tb ? N : ks), ldb));
-    LT(p_cublasLtMatrixLayoutCreate(&p->b, tab, (uint64_t)(ta ? M : ks), (uint64_t)(ta ? ks : M), lda));
-    LT(p_cublasLtMatrixLayoutCreate(&p->c, CUDA_R_32F, (uint64_t)N, (uint64_t)M, N));
+    Plan init = {.ta = ta, .tb = tb, .epi = epi, .ab16 = ab16, .c16 = RT_CU_F32, .M = M, .N = N,
+                 .K = ks, .lda = lda, .ldb = ldb, .ldc = N, .slices = slices, .sa = sa, .sb = sb};
+    memcpy(init.align, al, sizeof al);
+    Plan *p = plan_new(&init);
     int32_t count = (int32_t)slices;
     int64_t stride[3] = {sb, sa, part_stride(M, N)};
     cublasLtMatrixLayout_t lay[3] = {p->a, p->b, p->c};
@@ -400,12 +409,12 @@ static Plan *plan_sliced(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64
         LT(p_cublasLtMatrixLayoutSetAttribute(lay[q], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
                                               &stride[q], sizeof stride[q]));
     }
-    n_plans++;
     cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
     if (!bpart) {
         plan_desc(p, CUDA_R_32F, NULL, NULL);
         if (plan_algo(e, p, &st) != 0)
-            ksplit_refused(p, st == CUBLAS_STATUS_SUCCESS ? "no algorithm" : p_cublasLtGetStatusString(st));
+            ksplit_refused(p, st == CUBLAS_STATUS_SUCCESS ? "no algorithm"
+                                                          : p_cublasLtGetStatusString(st));
         return p;
     }
     /* BGRADB: each slice's sum of dy into its own M floats, part_stride(M, 1) apart */
@@ -416,11 +425,8 @@ static Plan *plan_sliced(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64
                                              sizeof bstride) == CUBLAS_STATUS_SUCCESS &&
             plan_algo(e, p, &st) == 0)
             return p;
-        why = st == CUBLAS_STATUS_SUCCESS ? "no algorithm" : p_cublasLtGetStatusString(st);
-        p_cublasLtMatmulDescDestroy(p->desc);
-        p->desc = NULL;
+        why = drop_desc(p, st);
     }
-    p->fallback = 1;
     epilogue_refused(p, why);
     return p;
 }
@@ -451,8 +457,8 @@ static int ksplit_gemm(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_t
         const char *ra = (const char *)a + (size_t)(n * sa) * elt;
         const char *rb = (const char *)b + (size_t)(n * sb) * elt;
         float *last = (float *)(uintptr_t)(part + (rt_dptr)((size_t)(n * ps) * sizeof(float)));
-        const void *lb = db ? (const void *)(uintptr_t)(bpart + (rt_dptr)((size_t)(n * bs) * sizeof(float)))
-                            : NULL;
+        rt_dptr lbias = bpart + (rt_dptr)((size_t)(n * bs) * sizeof(float));
+        const void *lb = db ? (const void *)(uintptr_t)lbias : NULL;
         Plan *q = plan_for(e, ta, tb, M, N, rest, lda, ldb, N, 0, ab16, RT_CU_F32,
                            db ? EPI_BGRADB : -1, ra, rb, last, last, lb, NULL);
         if (!db)
@@ -538,7 +544,6 @@ static int epilogue_call(rt_exec *e, Plan *p, const void *bias, const void *aux,
     if (st != CUBLAS_STATUS_NOT_SUPPORTED && st != CUBLAS_STATUS_INVALID_VALUE &&
         st != CUBLAS_STATUS_ARCH_MISMATCH)
         lt_check(st, "cublasLtMatmul");
-    p->fallback = 1;
     epilogue_refused(p, p_cublasLtGetStatusString(st));
     return 0;
 }
