@@ -466,15 +466,18 @@ static int ksplit_gemm(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_t
         else if (q->fallback || !epilogue_call(e, q, lb, NULL, alpha, ra, rb, 0.0f, last, last))
             return 0;
     }
-    cublasStatus_t st = db ? CUBLAS_STATUS_SUCCESS : matmul(e, p, alpha, a, b, 0.0f, pp, (void *)pp);
-    if (db && !epilogue_call(e, p, bp, NULL, alpha, a, b, 0.0f, pp, (void *)pp))
-        return 0;
-    if (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE ||
-        st == CUBLAS_STATUS_ARCH_MISMATCH) {
-        ksplit_refused(p, p_cublasLtGetStatusString(st));
-        return 0;
+    if (db) {
+        if (!epilogue_call(e, p, bp, NULL, alpha, a, b, 0.0f, pp, (void *)pp))
+            return 0;
+    } else {
+        cublasStatus_t st = matmul(e, p, alpha, a, b, 0.0f, pp, (void *)pp);
+        if (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE ||
+            st == CUBLAS_STATUS_ARCH_MISMATCH) {
+            ksplit_refused(p, p_cublasLtGetStatusString(st));
+            return 0;
+        }
+        lt_check(st, "cublasLtMatmul (K slices)");
     }
-    lt_check(st, "cublasLtMatmul (K slices)");
     rt_dptr c = (rt_dptr)(uintptr_t)C, d = (rt_dptr)(uintptr_t)db;
     void *args[] = {&part, &c, &parts, &ps, &M, &N, &ldc, &beta, &bpart, &d, &bs, &db_store};
     rt_cu_launch(e, "rt_ksplit_sum", rt_cu_grid_for(e, M * N), 1, 1, 256, 1, 0, args);
