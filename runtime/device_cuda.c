@@ -36,9 +36,25 @@
     X(cuMemsetD32Async) X(cuModuleLoadData) X(cuModuleGetFunction) X(cuLaunchKernel)           \
     X(cuGetErrorName) X(cuGetErrorString) X(cuMemGetInfo) X(cuFuncSetAttribute)          \
     X(cuStreamQuery) X(cuEventQuery) X(cuMemAddressReserve) X(cuMemCreate) X(cuMemMap)        \
-    X(cuMemUnmap) X(cuMemSetAccess) X(cuMemGetAllocationGranularity) X(cuEventElapsedTime)
+    X(cuMemUnmap) X(cuMemSetAccess) X(cuMemGetAllocationGranularity) X(cuEventElapsedTime)      \
+    X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiateWithFlags)              \
+    X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy)
 #define DECLARE(fn) static __typeof__(fn) *p_##fn;
 CU_FNS(DECLARE)
+
+/* A training pass (forward + backward) captured as a CUDA graph, for the inputs of one
+ * slot, one pass of a step, one batch size and one loss scale: what the pass's host
+ * code decides from them (pointers, shapes, first writers) is in the graph. */
+#define GRAPHS 16
+struct pass_graph {
+    int used;                  /* this entry's key was seen */
+    int slot, pass, grads_zero;
+    int64_t B;
+    float grad_scale;
+    CUgraphExec exec;          /* NULL: the key ran once without a graph (not yet captured) */
+    int64_t terms;             /* e->terms after the pass (the loss calls count on the host) */
+    uint64_t last;             /* graph_clock at its last use */
+};
 
 static int drv_loaded;         /* 1 loaded, -1 failed */
 static char drv_why[512];
@@ -220,6 +236,13 @@ typedef struct rt_cu {
     struct grads *gr;          /* zero2: the gradient region backed on demand; else NULL */
     CUevent *prof_ev;          /* --profile: timing events (rt_cu_prof_setup) */
     int n_prof_ev;
+    /* training passes as CUDA graphs (the section "graphs of training passes") */
+    struct pass_graph graphs[GRAPHS];
+    int graphs_on;             /* rt_cu_graphs_enable, and none has failed */
+    int capturing;             /* the graph being captured, or -1 */
+    CUresult capture_err;      /* a call that failed while capturing */
+    uint64_t graph_clock;      /* uses so far (least recently used is replaced) */
+    int64_t graph_runs;        /* passes run as a graph */
 } rt_cu;
 
 static rt_cu *dev_of(rt_exec *e)
@@ -371,6 +394,7 @@ static rt_cu *cu_open(const rt_cuda_image *img, int local_rank, int quiet)
         CU(p_cuEventCreate(&d->slot_free[s], CU_EVENT_DISABLE_TIMING));
     }
     d->using = -1;
+    d->capturing = -1;
     CU(p_cuEventCreate(&d->step_ev, CU_EVENT_DISABLE_TIMING));
     load_module(d, img);
     size_t fr = 0, tot = 0;
@@ -389,6 +413,10 @@ void rt_cu_launch(rt_exec *e, const char *name, unsigned gx, unsigned gy, unsign
     if (smem > 48 * 1024)
         CU(p_cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)smem));
     CUresult r = p_cuLaunchKernel(f, gx, gy, gz, bx, by, 1, smem, d->compute, args, NULL);
+    if (r != CUDA_SUCCESS && d->capturing >= 0) {   /* the pass runs again without a graph */
+        d->capture_err = r;
+        return;
+    }
     if (r != CUDA_SUCCESS)
         rt_fail("CUDA: launching %s (grid %u,%u,%u block %u,%u, %u bytes shared) failed: %s", name,
                 gx, gy, gz, bx, by, smem, cu_err(r));
@@ -898,14 +926,147 @@ void rt_cu_end_pass(rt_exec *e)
     rt_cu_step_wait(e);
 }
 
+/* A call on the compute stream inside a pass: while a graph is captured, a failure is
+ * kept for rt_cu_graph_end (the pass then runs again without one), else it ends the run. */
+static void pass_call(rt_cu *d, CUresult r, const char *what)
+{
+    if (r != CUDA_SUCCESS && d->capturing >= 0)
+        d->capture_err = r;
+    else
+        cu_check(r, what, __FILE__, __LINE__);
+}
+
 void rt_cu_zero(rt_exec *e, rt_dptr p, int64_t floats)
 {
-    CU(p_cuMemsetD32Async(p, 0, (size_t)floats, dev_of(e)->compute));
+    rt_cu *d = dev_of(e);
+    pass_call(d, p_cuMemsetD32Async(p, 0, (size_t)floats, d->compute), "cuMemsetD32Async");
 }
 
 void rt_cu_zero16(rt_exec *e, rt_dptr p, int64_t halves)
 {
-    CU(p_cuMemsetD16Async(p, 0, (size_t)halves, dev_of(e)->compute));
+    rt_cu *d = dev_of(e);
+    pass_call(d, p_cuMemsetD16Async(p, 0, (size_t)halves, d->compute), "cuMemsetD16Async");
+}
+
+int rt_cu_capture_failed(rt_exec *e, int status)
+{
+    rt_cu *d = dev_of(e);
+    if (d->capturing < 0)
+        return 0;
+    if (status != 0 && d->capture_err == CUDA_SUCCESS)
+        d->capture_err = CUDA_ERROR_UNKNOWN;
+    return 1;
+}
+
+/* ---- graphs of training passes ----------------------------------------------------------
+ *
+ * A small model's pass is a few dozen short kernels, and at a small batch the host's
+ * launches (cuLaunchKernel, cublasLtMatmul: microseconds each) take longer than the GPU
+ * takes to run them. The loop (rt_main) brackets each training pass with
+ * rt_cu_graph_begin/end: the first pass of a kind (key: the input slot, the pass of the
+ * step, whether gradients start at zero, the batch size, the loss scale) runs as always,
+ * which also settles every choice the host code makes once (cuBLASLt's plans and
+ * fallbacks, lazily loaded kernels); the second is captured into a graph (stream
+ * capture records the same calls with the same arguments instead of running them),
+ * then launched; later ones launch the graph, one call. The GPU runs the same kernels
+ * with the same arguments in the same order either way, so the numbers are the same
+ * bits. What the pass leaves on the host (e->terms) is kept with the graph.
+ *
+ * A capture that fails (the driver refuses it or a call in it) runs the pass again
+ * without a graph, and graphs stay off for the run, said once on stderr. Off by the
+ * loop for dropout (its key changes every step), data parallelism, zero2 and --profile;
+ * TRAINC_CUDA_GRAPH=0 turns them off. */
+
+void rt_cu_graphs_enable(rt_exec *e, int on)
+{
+    rt_cu *d = dev_of(e);
+    d->graphs_on = on && !d->gr && !d->watch_comm;
+}
+
+int64_t rt_cu_graph_runs(rt_exec *e) { return dev_of(e)->graph_runs; }
+
+static void graphs_off(rt_cu *d, const char *what, CUresult r)
+{
+    d->graphs_on = 0;
+    if (!d->quiet)
+        fprintf(stderr, "trainc: note: CUDA graphs are off for this run: %s failed (%s); each "
+                "pass is launched call by call, with the same results\n", what, cu_err(r));
+}
+
+int rt_cu_graph_begin(rt_exec *e)
+{
+    rt_cu *d = dev_of(e);
+    if (!d->graphs_on || e->prof)
+        return RT_CU_GRAPH_NONE;
+    struct pass_graph *g = NULL, *lru = &d->graphs[0];
+    for (int i = 0; i < GRAPHS; i++) {
+        struct pass_graph *q = &d->graphs[i];
+        if (q->used && q->slot == d->using && q->pass == d->stat_cur &&
+            q->grads_zero == e->grads_zero && q->B == e->B &&
+            memcmp(&q->grad_scale, &e->grad_scale, sizeof q->grad_scale) == 0) {
+            g = q;
+            break;
+        }
+        if (!q->used || (lru->used && q->last < lru->last))
+            lru = q;
+    }
+    d->graph_clock++;
+    if (!g) {                  /* a new kind of pass: run it as usual, remember its key */
+        if (lru->exec)
+            CU(p_cuGraphExecDestroy(lru->exec));
+        *lru = (struct pass_graph){.used = 1, .slot = d->using, .pass = d->stat_cur,
+                                   .grads_zero = e->grads_zero, .B = e->B,
+                                   .grad_scale = e->grad_scale, .last = d->graph_clock};
+        return RT_CU_GRAPH_NONE;
+    }
+    g->last = d->graph_clock;
+    if (g->exec) {
+        CU(p_cuGraphLaunch(g->exec, d->compute));
+        e->terms += g->terms;
+        d->graph_runs++;
+        return RT_CU_GRAPH_RAN;
+    }
+    CUresult r = p_cuStreamBeginCapture(d->compute, CU_STREAM_CAPTURE_MODE_RELAXED);
+    if (r != CUDA_SUCCESS) {
+        graphs_off(d, "cuStreamBeginCapture", r);
+        return RT_CU_GRAPH_NONE;
+    }
+    d->capturing = (int)(g - d->graphs);
+    d->capture_err = CUDA_SUCCESS;
+    g->terms = e->terms;
+    return RT_CU_GRAPH_CAPTURE;
+}
+
+int rt_cu_graph_end(rt_exec *e)
+{
+    rt_cu *d = dev_of(e);
+    if (d->capturing < 0)
+        rt_die("rt_cu_graph_end without a capture");
+    struct pass_graph *g = &d->graphs[d->capturing];
+    d->capturing = -1;
+    CUgraph graph = NULL;
+    CUresult r = p_cuStreamEndCapture(d->compute, &graph);
+    const char *what = "cuStreamEndCapture";
+    if (r == CUDA_SUCCESS && d->capture_err != CUDA_SUCCESS) {
+        r = d->capture_err;
+        what = "a call while capturing";
+    }
+    if (r == CUDA_SUCCESS) {
+        r = p_cuGraphInstantiateWithFlags(&g->exec, graph, 0);
+        what = "cuGraphInstantiate";
+    }
+    if (graph)
+        CU(p_cuGraphDestroy(graph));
+    if (r != CUDA_SUCCESS) {
+        g->exec = NULL;
+        e->terms = g->terms;   /* as before the pass, which runs again */
+        graphs_off(d, what, r);
+        return 0;
+    }
+    g->terms = e->terms - g->terms;
+    CU(p_cuGraphLaunch(g->exec, d->compute));
+    d->graph_runs++;
+    return 1;
 }
 
 /* ---- zero2's gradient region ----------------------------------------------------------

@@ -448,6 +448,21 @@ static void end_pass(Run *r)
         rt_cu_end_pass(&r->e);
 }
 
+/* A training pass's forward and backward (prof: timed by instruction, --profile). */
+static void train_pass(Run *r, rt_prof *prof)
+{
+    if (prof)
+        rt_prof_pass_begin(&r->e, prof, 0);
+    r->m->forward(&r->e, 1);
+    if (prof)
+        rt_prof_pass_end(&r->e);
+    if (prof)
+        rt_prof_pass_begin(&r->e, prof, 1);
+    r->m->backward(&r->e);
+    if (prof)
+        rt_prof_pass_end(&r->e);
+}
+
 /* The device's parameters (and optimizer state) into the host copies, before files. */
 static void pull_params(Run *r, int with_state)
 {
@@ -1395,6 +1410,13 @@ int rt_main(const rt_model *m, int argc, char **argv)
     rt_prof *prof = r->o.profile ? rt_prof_new(r->gpu, m->n_instructions) : NULL;
     if (prof && r->gpu)
         rt_cu_prof_setup(&r->e, m->n_instructions + 1);
+    if (r->gpu) {
+        /* training passes as CUDA graphs: not where the pass changes every step (dropout's
+         * key) or waits on other ranks, nor under --profile; TRAINC_CUDA_GRAPH=0 for none */
+        const char *cg = getenv("TRAINC_CUDA_GRAPH");
+        rt_cu_graphs_enable(&r->e, !prof && !m->has_dropout && r->world == 1 &&
+                                       !(cg && strcmp(cg, "0") == 0));
+    }
     int64_t run_steps = 0;
     int end = -1;
     char why[256] = "";
@@ -1452,18 +1474,16 @@ int rt_main(const rt_model *m, int argc, char **argv)
                 /* fp16-mixed: the loss (so every gradient) times the loss scale */
                 r->e.grad_scale = (float)(s->loss_scale / ((double)window * (double)m->loss_terms *
                                                            (double)r->world));
-                if (profiled)
-                    rt_prof_pass_begin(&r->e, prof, 0);
-                m->forward(&r->e, 1);
-                if (profiled)
-                    rt_prof_pass_end(&r->e);
                 r->e.grads_zero = j == 0;     /* zeroed above: a first writer may store */
                 rt_ddp_begin(j == k - 1);     /* with accumulate: only the last micro-batch */
-                if (profiled)
-                    rt_prof_pass_begin(&r->e, prof, 1);
-                m->backward(&r->e);
-                if (profiled)
-                    rt_prof_pass_end(&r->e);
+                /* on a GPU the pass may be a CUDA graph (device_cuda.c): launched as one,
+                 * or captured from the calls below */
+                r->e.train = 1;
+                int graph = r->gpu ? rt_cu_graph_begin(&r->e) : RT_CU_GRAPH_NONE;
+                if (graph != RT_CU_GRAPH_RAN)
+                    train_pass(r, profiled ? prof : NULL);
+                if (graph == RT_CU_GRAPH_CAPTURE && !rt_cu_graph_end(&r->e))
+                    train_pass(r, NULL);      /* the capture failed and nothing ran */
                 rt_ddp_finish();
                 if (r->gpu && s->batch + j + 1 < r->batches_per_epoch) {
                     /* the pass is queued on the GPU: fetch the next batch now and start

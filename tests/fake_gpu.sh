@@ -35,6 +35,10 @@
 #   - no host wait between the passes of a step (accumulate 4: as many waits as 1, the
 #     same bits under each schedule), one a step in fp16-mixed too, and one for a whole
 #     validation;
+#   - training passes as CUDA graphs (captured the second time a kind of pass runs)
+#     against TRAINC_CUDA_GRAPH=0: bit-identical for the MLP (accumulate 1 and 3, bf16,
+#     fp16), the CNN and gpt_char, the number of graph launches counted; none with
+#     dropout; a refused or invalidated capture said once, the same bits;
 # tests/gpu/check_ops (every kernel against its CPU twin) through the real device layer;
 # and a GPU too small for the model is "out of GPU memory", exit 2.
 # By hand, after a run of this script: LD_LIBRARY_PATH=build/tests/fake_gpu/lib
@@ -485,6 +489,43 @@ wb=$(waits "$d/$m.bf16.waits.log"); wf=$(waits "$d/$m.fp16.waits.log")
 [ "$wb" = "$wf" ] && [ "$wb" = "$w1" ] ||
     { echo "FAIL: host waits for the compute stream: bf16-mixed $wb, fp16-mixed $wf, fp32 $w1 (want the same)"; exit 1; }
 echo "ok   host waits for the compute stream in 8 steps and the validation after: $w1 with accumulate 1 and 4, bf16-mixed and fp16-mixed alike"
+
+# training passes as CUDA graphs (device_cuda.c's "graphs of training passes"): a kind
+# of pass (input slot, pass of the step, batch size, loss scale) runs call by call the
+# first time, is captured the second, then launched as one graph; against
+# TRAINC_CUDA_GRAPH=0 every record and the weights are the same bits (the MLP with
+# accumulate 1 and 3, shuffled, validating between; bf16- and fp16-mixed; the CNN with
+# its K-sliced gradients; gpt_char). Counted in the trace: 2 kinds of pass with
+# accumulate 1 (the two input slots), 6 with 3. Off with dropout (its key changes every
+# step). Where the driver refuses the capture, or a capture ends invalidated (the pass
+# then runs again call by call), the run says so once and gives the same bits.
+graphs() { grep -c "launch graph" "$1" || true; }
+O=(--set log_every=1 --threads 1 --quiet --set max_steps=12 --set validate.every_steps=6
+   --set validate.batches=2 --set loader.shuffle=true)
+for run in "mlp_fashion 1 10" "mlp_fashion 3 30" "mlp_fashion.bf16 1 10" "mlp_fashion.fp16 1 10" \
+           "cnn_fashion 1 10" "gpt_char 1 10"; do
+    set -- $run
+    X=("${O[@]}" --set accumulate=$2)
+    [ $1 = gpt_char ] && X+=(--set batch_size=2)
+    TRAINC_FAKE_GPU_TRACE=1 gpu "$d/$1" --device cuda "${X[@]}" --out "$d/$1.graph$2" 2>"$d/$1.graph$2.log"
+    TRAINC_CUDA_GRAPH=0 gpu "$d/$1" --device cuda "${X[@]}" --out "$d/$1.nograph$2" 2>/dev/null
+    g=$(graphs "$d/$1.graph$2.log")
+    [ "$g" = $3 ] || { echo "FAIL: $1, accumulate $2: $g passes launched as graphs, want $3"; exit 1; }
+    r=$(compare same "$d/$1.nograph$2" "$d/$1.graph$2")
+    echo "ok   $1, accumulate $2: $g of $((12 * $2)) passes as CUDA graphs vs none: $r"
+done
+TRAINC_FAKE_GPU_TRACE=1 gpu "$d/mlp_dropout_none" --device cuda "${O[@]}" --out "$d/mlp_dropout.graph" 2>"$d/mlp_dropout.graph.log"
+[ "$(graphs "$d/mlp_dropout.graph.log")" = 0 ] || { echo "FAIL: a model with dropout ran passes as graphs"; exit 1; }
+m=mlp_fashion
+for mode in refuse invalidate; do
+    TRAINC_FAKE_GPU_GRAPH=$mode TRAINC_FAKE_GPU_TRACE=1 gpu "$d/$m" --device cuda "${O[@]}" --out "$d/$m.graph_$mode" 2>"$d/$m.graph_$mode.log"
+    n=$(grep -c "CUDA graphs are off for this run" "$d/$m.graph_$mode.log" || true)
+    [ "$n" = 1 ] && [ "$(graphs "$d/$m.graph_$mode.log")" = 0 ] ||
+        { echo "FAIL: capture $mode: said $n times, $(graphs "$d/$m.graph_$mode.log") graphs launched"; exit 1; }
+    r=$(compare same "$d/$m.nograph1" "$d/$m.graph_$mode")
+    echo "ok   $m: the driver's capture $mode: said once, every pass call by call: $r"
+done
+echo "ok   a model with dropout: no pass as a graph"
 
 # loader.on_gpu: the arrays kept in GPU memory (auto takes them here, the fake GPU has
 # 16 GB) and batches gathered there from their sample indices give the bits of batches

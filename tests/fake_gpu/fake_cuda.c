@@ -45,6 +45,14 @@
  *   launches   arguments copied at the call (as the driver does), the kernel run later
  *              by tests/gpu/emu/ (one fiber per thread, blocks in order); blockDim.z
  *              must be 1 and blocks whole warps (the emulator's limits)
+ *   graphs     stream capture (cuStreamBeginCapture, relaxed mode only) records the
+ *              launches, memsets and cuBLASLt calls queued on the stream instead of
+ *              queueing them; anything else on a capturing stream (copies, events, waits,
+ *              a host wait on it, NCCL) is refused and invalidates the capture, as the
+ *              driver's rules say. cuGraphInstantiateWithFlags + cuGraphLaunch queue the
+ *              recorded operations as one, run in their order.
+ *              TRAINC_FAKE_GPU_GRAPH=refuse: cuStreamBeginCapture says not supported;
+ *              =invalidate: every capture ends invalidated (CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
  *
  * TRAINC_FAKE_GPU_TRACE=1 prints allocations, module loads, launches, kernel runs and
  * the host's waits (cuStreamSynchronize, cuEventSynchronize; streams numbered 1, 2, ...
@@ -67,6 +75,7 @@
 
 static pthread_mutex_t lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
 static int initialized, trace, profile;
+static int graph_mode;   /* TRAINC_FAKE_GPU_GRAPH: 0, 1 refuse, 2 invalidate */
 enum { LAZY, EAGER, SYNC };
 static int schedule = LAZY;
 static const char *const schedule_names[] = {"lazy", "eager", "sync"};
@@ -134,6 +143,8 @@ CUresult cuInit(unsigned int flags)
             return refuse(CUDA_ERROR_INVALID_VALUE, "TRAINC_FAKE_GPU_SCHEDULE=%s: lazy, eager or sync", s);
         schedule = k;
     }
+    s = getenv("TRAINC_FAKE_GPU_GRAPH");
+    graph_mode = !s ? 0 : strcmp(s, "refuse") == 0 ? 1 : strcmp(s, "invalidate") == 0 ? 2 : 0;
     s = getenv("TRAINC_FAKE_GPU_PROFILE");
     profile = s && *s && strcmp(s, "0") != 0;
     static int at;
@@ -652,7 +663,7 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 
 typedef struct Module Module;
 typedef struct Op {
-    enum { OP_COPY, OP_SET8, OP_SET16, OP_SET32, OP_LAUNCH, OP_HOST, OP_POLL, OP_WAIT } kind;
+    enum { OP_COPY, OP_SET8, OP_SET16, OP_SET32, OP_LAUNCH, OP_HOST, OP_POLL, OP_WAIT, OP_GRAPH } kind;
     void *dst;
     const void *src;
     void *owned;               /* a staged copy of pageable memory, freed after */
@@ -672,8 +683,21 @@ typedef struct Op {
     /* wait */
     struct CUstream_st *on;
     uint64_t seq;
+    /* a graph's launch: its operations, run in order */
+    struct CUgraph_st *graph;
     struct Op *next;
 } Op;
+
+/* A captured graph: its operations (freed with the last reference: the graph, its
+ * instantiations, their queued launches) */
+struct CUgraph_st {
+    Op *head, *tail;
+    int n, refs, id;
+};
+struct CUgraphExec_st {
+    struct CUgraph_st *g;
+};
+static int graphs_made;
 
 struct CUstream_st {
     unsigned flags;            /* CU_STREAM_NON_BLOCKING or 0 (blocking) */
@@ -681,6 +705,8 @@ struct CUstream_st {
     int id;                    /* 1, 2, ... in the order of creation (the trace's names) */
     Op *head, *tail;
     uint64_t enq, done;        /* operations queued and run so far */
+    struct CUgraph_st *cap;    /* capturing into this graph (cuStreamBeginCapture) */
+    int cap_bad;               /* the capture was invalidated */
     struct CUstream_st *next;
 };
 static struct CUstream_st legacy = {.live = 1};
@@ -803,8 +829,34 @@ static int run_op(Op *o, int block)
         if (!run_until(o->on, o->seq, block))
             return 0;
         break;
+    case OP_GRAPH:
+        tr("run graph %d (%d operations)", o->graph->id, o->graph->n);
+        for (Op *g = o->graph->head; g; g = g->next)
+            run_op(g, 1);
+        break;
     }
     return 1;
+}
+
+static void free_op(Op *o);
+static void graph_unref(struct CUgraph_st *g)
+{
+    if (--g->refs > 0)
+        return;
+    for (Op *o = g->head, *next; o; o = next) {
+        next = o->next;
+        free_op(o);
+    }
+    free(g);
+}
+
+static void free_op(Op *o)
+{
+    if (o->kind == OP_GRAPH)
+        graph_unref(o->graph);
+    free(o->owned);
+    free(o->argbuf);
+    free(o);
 }
 
 /* Runs s's operations up to number seq; 0 when one of them cannot complete yet (only
@@ -819,9 +871,7 @@ static int run_until(struct CUstream_st *s, uint64_t seq, int block)
         if (!s->head)
             s->tail = NULL;
         s->done++;
-        free(o->owned);
-        free(o->argbuf);
-        free(o);
+        free_op(o);
     }
     return 1;
 }
@@ -849,6 +899,16 @@ static void push(struct CUstream_st *s, Op *o)
 /* Queue o on s. The legacy stream waits for the blocking streams and they for it. */
 static void enqueue(struct CUstream_st *s, Op *o)
 {
+    if (s->cap) {              /* recorded, not run (capture_check let it in) */
+        o->next = NULL;
+        if (s->cap->tail)
+            s->cap->tail->next = o;
+        else
+            s->cap->head = o;
+        s->cap->tail = o;
+        s->cap->n++;
+        return;
+    }
     if (s == &legacy) {
         for (struct CUstream_st *t = streams; t; t = t->next)
             if (t->live && !(t->flags & CU_STREAM_NON_BLOCKING) && t->enq > t->done) {
@@ -864,6 +924,17 @@ static void enqueue(struct CUstream_st *s, Op *o)
     push(s, o);
     if (schedule == SYNC || (schedule == EAGER && o->kind != OP_COPY && o->kind != OP_WAIT))
         drain(s);
+}
+
+/* An operation a capture does not take, on stream s: refused, and the capture is
+ * invalidated (its end says so), as the driver does. */
+static CUresult capture_check(struct CUstream_st *s, const char *fn)
+{
+    if (!s->cap)
+        return CUDA_SUCCESS;
+    s->cap_bad = 1;
+    return refuse(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "%s on stream %d while it is captured into a graph",
+                  fn, s->id);
 }
 
 /* What a host wait on s covers: s, and for the legacy stream the blocking streams. */
@@ -899,6 +970,8 @@ CUresult cuStreamSynchronize(CUstream h)
     pthread_mutex_lock(&lock);
     struct CUstream_st *s;
     CUresult r = stream_of(h, &s, "cuStreamSynchronize");
+    if (r == CUDA_SUCCESS)
+        r = capture_check(s, "cuStreamSynchronize");
     if (r == CUDA_SUCCESS) {
         tr("host waits for stream %d (cuStreamSynchronize)", s->id);
         host_wait(s);
@@ -914,6 +987,8 @@ CUresult cuStreamQuery(CUstream h)
     pthread_mutex_lock(&lock);
     struct CUstream_st *s;
     CUresult r = stream_of(h, &s, "cuStreamQuery");
+    if (r == CUDA_SUCCESS)
+        r = capture_check(s, "cuStreamQuery");
     if (r == CUDA_SUCCESS && s == &legacy)
         r = refuse(CUDA_ERROR_NOT_SUPPORTED, "cuStreamQuery: the legacy stream is not emulated");
     if (r == CUDA_SUCCESS && !run_until(s, s->enq, 0))
@@ -942,6 +1017,8 @@ CUresult cuEventRecord(CUevent e, CUstream h)
     pthread_mutex_lock(&lock);
     struct CUstream_st *s;
     CUresult r = stream_of(h, &s, "cuEventRecord");
+    if (r == CUDA_SUCCESS)
+        r = capture_check(s, "cuEventRecord");
     if (r == CUDA_SUCCESS && e->timing) {
         Op *o = calloc(1, sizeof *o);
         *o = (Op){.kind = OP_HOST, .fn = stamp, .arg = e};
@@ -1013,6 +1090,8 @@ CUresult cuStreamWaitEvent(CUstream h, CUevent e, unsigned int flags)
     pthread_mutex_lock(&lock);
     struct CUstream_st *s;
     CUresult r = stream_of(h, &s, "cuStreamWaitEvent");
+    if (r == CUDA_SUCCESS)
+        r = capture_check(s, "cuStreamWaitEvent");
     if (r == CUDA_SUCCESS && e->s && e->s != s) {   /* never recorded: nothing to wait for */
         Op *o = calloc(1, sizeof *o);
         *o = (Op){.kind = OP_WAIT, .on = e->s, .seq = e->seq};
@@ -1045,6 +1124,8 @@ static CUresult htod(const char *fn, CUdeviceptr dst, const void *src, size_t n,
     struct CUstream_st *s;
     CUresult r = async ? stream_of(h, &s, fn) : (s = &legacy, CUDA_SUCCESS);
     if (r == CUDA_SUCCESS)
+        r = capture_check(s, fn);
+    if (r == CUDA_SUCCESS)
         r = check_copy(fn, (uintptr_t)dst, (uintptr_t)src, n);
     if (r == CUDA_SUCCESS && n) {
         Op *o = calloc(1, sizeof *o);
@@ -1075,6 +1156,8 @@ static CUresult dtoh(const char *fn, void *dst, CUdeviceptr src, size_t n, CUstr
     pthread_mutex_lock(&lock);
     struct CUstream_st *s;
     CUresult r = async ? stream_of(h, &s, fn) : (s = &legacy, CUDA_SUCCESS);
+    if (r == CUDA_SUCCESS)
+        r = capture_check(s, fn);
     if (r == CUDA_SUCCESS)
         r = check_copy(fn, (uintptr_t)src, (uintptr_t)dst, n);
     if (r == CUDA_SUCCESS && n) {
@@ -1287,8 +1370,122 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned
     return r;
 }
 
+/* ---- graphs: stream capture --------------------------------------------------------- */
+
+CUresult cuStreamBeginCapture(CUstream h, CUstreamCaptureMode mode)
+{
+    NEED_CTX("cuStreamBeginCapture");
+    if (graph_mode == 1)
+        return refuse(CUDA_ERROR_NOT_SUPPORTED, "cuStreamBeginCapture: refused (TRAINC_FAKE_GPU_GRAPH=refuse)");
+    if (mode != CU_STREAM_CAPTURE_MODE_RELAXED)
+        return refuse(CUDA_ERROR_NOT_SUPPORTED, "cuStreamBeginCapture: mode %d: only the relaxed mode is emulated",
+                      (int)mode);
+    pthread_mutex_lock(&lock);
+    struct CUstream_st *s;
+    CUresult r = stream_of(h, &s, "cuStreamBeginCapture");
+    if (r == CUDA_SUCCESS && (s == &legacy || s->cap))
+        r = refuse(CUDA_ERROR_ILLEGAL_STATE, "cuStreamBeginCapture: %s",
+                   s == &legacy ? "the legacy stream cannot be captured" : "the stream is being captured");
+    if (r == CUDA_SUCCESS) {
+        s->cap = calloc(1, sizeof *s->cap);
+        s->cap->refs = 1;
+        s->cap->id = ++graphs_made;
+        s->cap_bad = graph_mode == 2;
+        tr("stream %d: capture into graph %d begins", s->id, s->cap->id);
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+CUresult cuStreamEndCapture(CUstream h, CUgraph *pg)
+{
+    NEED_CTX("cuStreamEndCapture");
+    if (!pg)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pg = NULL;
+    pthread_mutex_lock(&lock);
+    struct CUstream_st *s;
+    CUresult r = stream_of(h, &s, "cuStreamEndCapture");
+    if (r == CUDA_SUCCESS && !s->cap)
+        r = refuse(CUDA_ERROR_ILLEGAL_STATE, "cuStreamEndCapture: stream %d is not being captured", s->id);
+    if (r == CUDA_SUCCESS) {
+        struct CUgraph_st *g = s->cap;
+        s->cap = NULL;
+        tr("stream %d: capture into graph %d ends, %d operations%s", s->id, g->id, g->n,
+           s->cap_bad ? ", invalidated" : "");
+        if (s->cap_bad) {
+            graph_unref(g);
+            r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+        } else {
+            *pg = g;
+        }
+        s->cap_bad = 0;
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+CUresult cuGraphInstantiateWithFlags(CUgraphExec *pe, CUgraph g, unsigned long long flags)
+{
+    NEED_CTX("cuGraphInstantiateWithFlags");
+    if (!pe || !g)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (flags)
+        return refuse(CUDA_ERROR_NOT_SUPPORTED, "cuGraphInstantiateWithFlags: flags %#llx", flags);
+    pthread_mutex_lock(&lock);
+    *pe = calloc(1, sizeof **pe);
+    (*pe)->g = g;
+    g->refs++;
+    pthread_mutex_unlock(&lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphLaunch(CUgraphExec x, CUstream h)
+{
+    NEED_CTX("cuGraphLaunch");
+    if (!x)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    struct CUstream_st *s;
+    CUresult r = stream_of(h, &s, "cuGraphLaunch");
+    if (r == CUDA_SUCCESS)
+        r = capture_check(s, "cuGraphLaunch");
+    if (r == CUDA_SUCCESS) {
+        Op *o = calloc(1, sizeof *o);
+        *o = (Op){.kind = OP_GRAPH, .graph = x->g};
+        x->g->refs++;
+        tr("launch graph %d (%d operations)", x->g->id, x->g->n);
+        enqueue(s, o);
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+CUresult cuGraphExecDestroy(CUgraphExec x)
+{
+    if (!x)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    graph_unref(x->g);   /* launches still queued keep their own reference */
+    free(x);
+    pthread_mutex_unlock(&lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphDestroy(CUgraph g)
+{
+    if (!g)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    graph_unref(g);
+    pthread_mutex_unlock(&lock);
+    return CUDA_SUCCESS;
+}
+
 /* ---- the fake cuBLASLt's hooks ---------------------------------------------------------- */
 
+/* fn(arg) queued on the stream (or recorded into its capture); arg is the driver's,
+ * freed with the operation (after it ran, or with the graph) */
 EXPORT int trainc_fake_enqueue_host(void *stream, void (*fn)(void *), void *arg)
 {
     if (!initialized || current != &primary)
@@ -1298,7 +1495,7 @@ EXPORT int trainc_fake_enqueue_host(void *stream, void (*fn)(void *), void *arg)
     CUresult r = stream_of(stream, &s, "cublasLtMatmul");
     if (r == CUDA_SUCCESS) {
         Op *o = calloc(1, sizeof *o);
-        *o = (Op){.kind = OP_HOST, .fn = fn, .arg = arg};
+        *o = (Op){.kind = OP_HOST, .fn = fn, .arg = arg, .owned = arg};
         enqueue(s, o);
     }
     pthread_mutex_unlock(&lock);
@@ -1312,6 +1509,8 @@ EXPORT int trainc_fake_enqueue_poll(void *stream, int (*poll)(void *), void *arg
     pthread_mutex_lock(&lock);
     struct CUstream_st *s;
     CUresult r = stream_of(stream, &s, "ncclAllReduce");
+    if (r == CUDA_SUCCESS)
+        r = capture_check(s, "ncclAllReduce");
     if (r == CUDA_SUCCESS) {
         Op *o = calloc(1, sizeof *o);
         *o = (Op){.kind = OP_POLL, .poll = poll, .arg = arg};
@@ -1355,6 +1554,9 @@ static const struct {
     {CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED", "pointer does not correspond to a registered memory region"},
     {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
     {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
+    {CUDA_ERROR_ILLEGAL_STATE, "CUDA_ERROR_ILLEGAL_STATE", "the operation cannot be performed in the present state"},
+    {CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "operation not permitted when stream is capturing"},
+    {CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED", "operation failed due to a previous error during capture"},
 };
 
 CUresult cuGetErrorName(CUresult r, const char **s)
@@ -1397,7 +1599,9 @@ CUresult cuGetErrorString(CUresult r, const char **s)
     X(cuMemsetD32Async) X(cuModuleLoadData) X(cuModuleGetFunction) X(cuLaunchKernel)           \
     X(cuGetErrorName) X(cuGetErrorString) X(cuMemGetInfo) X(cuFuncSetAttribute)          \
     X(cuStreamQuery) X(cuEventQuery) X(cuMemAddressReserve) X(cuMemCreate) X(cuMemMap)        \
-    X(cuMemUnmap) X(cuMemSetAccess) X(cuMemGetAllocationGranularity) X(cuEventElapsedTime)
+    X(cuMemUnmap) X(cuMemSetAccess) X(cuMemGetAllocationGranularity) X(cuEventElapsedTime)      \
+    X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiateWithFlags)              \
+    X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy)
 #define ENTRY(fn) {#fn, (void *)fn},
 static const struct {
     const char *name;

@@ -117,6 +117,14 @@ print(f"; {len(va)} validations, worst val_loss difference {w:.2e}; "
 sys.exit(0 if va and len(va) == len(vb) and w < 1e-2 and same else 1)
 PY
 ) && note "ok   mlp_fashion accumulate 4 + validations, GPU vs CPU fp32: ${r//$'\n'/}" || { note "FAIL mlp_fashion accumulate 4 GPU vs CPU: ${r//$'\n'/}"; fail=1; }
+    # training passes as CUDA graphs (the default; captured by real cuBLASLt and the
+    # driver) against every call launched one by one: the same weights, bit for bit, and
+    # no run above turned graphs off (a failed capture says so and goes on without)
+    TRAINC_CUDA_GRAPH=0 "$S/mlp_fashion" --device cuda --out "$D/mlp.a4.nograph" "${FX[@]}" "${A[@]}" 2>>"$OUT/runs.log"
+    off=$(grep -c "CUDA graphs are off" "$OUT/runs.log" || true)
+    cmp -s "$D/mlp.a4.gpu/model.safetensors" "$D/mlp.a4.nograph/model.safetensors" && [ "$off" = 0 ] &&
+        note "ok   mlp_fashion accumulate 4: passes as CUDA graphs give the weights of launches one by one" ||
+        { note "FAIL CUDA graphs: weights $(cmp -s "$D/mlp.a4.gpu/model.safetensors" "$D/mlp.a4.nograph/model.safetensors" && echo same || echo DIFFER), graphs turned off in $off runs"; grep -m3 "CUDA graphs are off" "$OUT/runs.log"; fail=1; }
     G=(--set max_steps=100 --set log_every=1 --set data.val=null --set loader.shuffle=false --quiet)
     "$S/gpt_char" --device cpu --out "$D/gpt.cpu" "${TX[@]}" "${G[@]}" 2>>"$OUT/runs.log"
     "$S/gpt_char" --device cuda --out "$D/gpt.gpu" "${TX[@]}" "${G[@]}" 2>>"$OUT/runs.log"
@@ -185,6 +193,11 @@ PY
         bench mlp_fashion_bf16 4096 "${FX[@]}"
         bench cnn_fashion_bf16 4096 "${FX[@]}"
         bench wide_mlp_bf16 65536 "${WX[@]}"
+        # training passes as CUDA graphs (the default above) against every call
+        # launched by the host: what a graph saves where launches dominate
+        BENV=TRAINC_CUDA_GRAPH=0 bench mlp_fashion 64 "${FX[@]}"
+        BENV=TRAINC_CUDA_GRAPH=0 bench cnn_fashion 64 "${FX[@]}"
+        BENV=TRAINC_CUDA_GRAPH=0 bench wide_mlp_bf16 65536 "${WX[@]}"
         # the wide MLP's weight-gradient GEMMs reduce 65536 rows into 64 x 64 (and the
         # CNN's at 4096 millions into 32 x 288): K-sliced by trainc (cuda_blas.c's
         # ksplit_gemm, the default above) against cuBLASLt's whole GEMM with its
