@@ -220,9 +220,13 @@ typedef struct rt_cu {
     int last;                  /* the slot of the last upload */
     rt_dptr stats;             /* n_stats rt_cu_stat: one per pass of a step */
     int n_stats, stat_cur;     /* how many; the pass loss kernels add into now */
-    rt_cu_stat *stats_host;    /* pinned, n_stats of them */
-    double *f64_host;          /* pinned, after stats_host: rt_cu_step_queue's double */
-    CUevent step_ev;           /* rt_cu_step_queue's copies are done */
+    /* rt_cu_step_queue's copies: RT_CU_RING places, used in turn, so that the host may
+     * read a step's numbers after later steps were queued */
+    rt_cu_stat *stats_host;    /* pinned, n_stats a place */
+    double *f64_host;          /* pinned, after stats_host: the double, one a place */
+    int ring;                  /* the place of the last rt_cu_step_queue */
+    int ring_passes[RT_CU_RING]; /* the passes copied into each place */
+    CUevent step_ev;           /* the last rt_cu_step_queue's copies are done */
     rt_dptr scratch;
     size_t scratch_bytes;
     rt_dptr workspace;
@@ -461,13 +465,13 @@ int rt_cu_sm_count(rt_exec *e) { return dev_of(e)->sm_count; }
  * whose peer died never completes, so between polls nccl.c checks NCCL's asynchronous
  * error and the time waited (nccl.c's header says why). Polls back off from a yield to
  * 100 us sleeps, so a step's end is seen within about 0.1 ms. */
-/* The pinned host memory the device's statistics are copied into: each pass's
- * rt_cu_stat, then rt_cu_step_queue's double. */
+/* The pinned host memory the device's statistics are copied into: RT_CU_RING places of
+ * each pass's rt_cu_stat, then the places' doubles. */
 static void pin_stats(rt_cu *d)
 {
     CU(p_cuMemAllocHost((void **)&d->stats_host,
-                        (size_t)d->n_stats * sizeof(rt_cu_stat) + sizeof(double)));
-    d->f64_host = (double *)(d->stats_host + d->n_stats);
+                        RT_CU_RING * ((size_t)d->n_stats * sizeof(rt_cu_stat) + sizeof(double))));
+    d->f64_host = (double *)(d->stats_host + (size_t)RT_CU_RING * (size_t)d->n_stats);
 }
 
 /* One round of a polled wait begun at t0 (the k-th): with NCCL, its error and timeout
@@ -853,22 +857,39 @@ void rt_cu_begin_pass(rt_exec *e, int pass)
 
 /* The end of a step's last pass without waiting for it: the statistics of its passes
  * (0 to the current one) and the double at f64 (the gradients' sum of squares; 0:
- * none) are copied to pinned host memory behind the work queued so far, and an event
- * marks the copies done. The host then may queue the update, and rt_cu_step_wait
- * waits for the copies only, while the GPU goes on with the update. */
+ * none) are copied to the next place of the pinned host memory behind the work queued
+ * so far, and an event marks the copies done. The host then may queue the update, and
+ * rt_cu_step_wait waits for the copies only, while the GPU goes on with the update. */
 void rt_cu_step_queue(rt_exec *e, rt_dptr f64)
 {
     rt_cu *d = dev_of(e);
-    CU(p_cuMemcpyDtoHAsync(d->stats_host, d->stats, (size_t)(d->stat_cur + 1) * sizeof(rt_cu_stat),
-                           d->compute));
-    *d->f64_host = 0.0;
+    int at = d->ring = (d->ring + 1) % RT_CU_RING;
+    d->ring_passes[at] = d->stat_cur + 1;
+    CU(p_cuMemcpyDtoHAsync(d->stats_host + (size_t)at * (size_t)d->n_stats, d->stats,
+                           (size_t)(d->stat_cur + 1) * sizeof(rt_cu_stat), d->compute));
+    d->f64_host[at] = 0.0;
     if (f64)
-        CU(p_cuMemcpyDtoHAsync(d->f64_host, f64, sizeof(double), d->compute));
+        CU(p_cuMemcpyDtoHAsync(&d->f64_host[at], f64, sizeof(double), d->compute));
     CU(p_cuEventRecord(d->step_ev, d->compute));
 }
 
-/* Waits for rt_cu_step_queue's copies (the event follows all the work queued before
- * them), adds the last pass's statistics into e and returns the double. */
+int rt_cu_step_place(rt_exec *e) { return dev_of(e)->ring; }
+
+const rt_cu_stat *rt_cu_place_stat(rt_exec *e, int at, int pass)
+{
+    rt_cu *d = dev_of(e);
+    if (at < 0 || at >= RT_CU_RING || pass < 0 || pass >= d->ring_passes[at])
+        rt_die("rt_cu_place_stat: place %d pass %d", at, pass);
+    return &d->stats_host[(size_t)at * (size_t)d->n_stats + (size_t)pass];
+}
+
+double rt_cu_place_f64(rt_exec *e, int at)
+{
+    if (at < 0 || at >= RT_CU_RING)
+        rt_die("rt_cu_place_f64: place %d", at);
+    return dev_of(e)->f64_host[at];
+}
+
 /* --profile (prof.c): n timing events, made before the loop; event k of a pass is
  * recorded on the compute stream at its k-th instruction */
 void rt_cu_prof_setup(rt_exec *e, int n)
@@ -899,6 +920,9 @@ void rt_cu_prof_elapsed(rt_exec *e, int n, float *ms)
         CU(p_cuEventElapsedTime(&ms[k], d->prof_ev[k], d->prof_ev[k + 1]));
 }
 
+/* Waits for the last rt_cu_step_queue's copies (the event follows all the work queued
+ * before them, the earlier places' copies too), adds its last pass's statistics into e
+ * and returns its double. */
 double rt_cu_step_wait(rt_exec *e)
 {
     rt_cu *d = dev_of(e);
@@ -906,17 +930,15 @@ double rt_cu_step_wait(rt_exec *e)
         cu_wait(d, d->compute);   /* with NCCL: polled, the whole stream */
     else
         CU(p_cuEventSynchronize(d->step_ev));
-    e->loss_sum += d->stats_host[d->stat_cur].loss_sum;
-    e->correct += (int64_t)d->stats_host[d->stat_cur].correct;
-    return *d->f64_host;
+    const rt_cu_stat *st = rt_cu_place_stat(e, d->ring, d->ring_passes[d->ring] - 1);
+    e->loss_sum += st->loss_sum;
+    e->correct += (int64_t)st->correct;
+    return d->f64_host[d->ring];
 }
 
 const rt_cu_stat *rt_cu_pass_stat(rt_exec *e, int pass)
 {
-    rt_cu *d = dev_of(e);
-    if (pass < 0 || pass > d->stat_cur)
-        rt_die("rt_cu_pass_stat: pass %d, the step's last was %d", pass, d->stat_cur);
-    return &d->stats_host[pass];
+    return rt_cu_place_stat(e, dev_of(e)->ring, pass);
 }
 
 /* Waits for the pass and adds the device's loss sum and correct count into e. */

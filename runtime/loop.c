@@ -378,6 +378,15 @@ typedef struct Run {
     const rt_batch *ahead;     /* GPU: the next batch, already fetched and being copied */
     int step_passes;           /* the most passes a step has (accumulate) */
     int64_t *pass_terms;       /* GPU: the loss terms of each pass of a step */
+    /* GPU, one rank: steps queued without the host waiting for their losses (see
+     * "steps without a wait" in the step loop), oldest first: each one's place in
+     * device_cuda.c's ring of statistics, its step number, its passes and their terms */
+    struct pending {
+        int at;
+        int64_t step, k;
+    } pend[RT_CU_RING];
+    int64_t *pend_terms;       /* RT_CU_RING x step_passes */
+    int pend_n;
     int mem_logged;            /* GPU: the device_memory record is written */
     int data_on_gpu;           /* loader.on_gpu: the datasets are in GPU memory */
     int64_t state_floats;
@@ -446,6 +455,61 @@ static void end_pass(Run *r)
 {
     if (r->gpu)
         rt_cu_end_pass(&r->e);
+}
+
+/* "the training loss is nan after step N (...)": the message of a run that diverged */
+static void diverged_why(char *why, size_t n, double loss, int64_t step)
+{
+    snprintf(why, n, "the training loss is %s after step %lld (in the next step, which is not "
+             "counted)", isnan(loss) ? "nan" : loss > 0 ? "inf" : "-inf", (long long)step);
+}
+
+/* Steps without a wait: on one GPU with the update queued, a step whose numbers nothing
+ * needs at once (no record, validation, checkpoint, epoch's end or stop after it) is
+ * queued and the host goes on to the next, its losses left in device_cuda.c's ring of
+ * statistics; the next step that needs them waits once for all (take_pending). The GPU
+ * then never idles between steps while the host reads a loss. Must the host wait after
+ * this step (k passes)? */
+static int step_needs_wait(const Run *r, const rt_train_config *c, const rt_loop_state *s,
+                           int64_t k)
+{
+    int64_t step = s->step + 1;
+    return r->pend_n >= RT_CU_RING / 2 || !r->mem_logged || step % c->log_every == 0 ||
+           s->batch + k >= r->batches_per_epoch ||
+           (r->has_val && c->val_every_steps > 0 && step % c->val_every_steps == 0) ||
+           (c->has_checkpoint && step % c->ckpt_every_steps == 0) ||
+           (c->max_steps > 0 && step >= c->max_steps) ||
+           (!isnan(c->max_time) && rt_now() - r->t0 >= c->max_time) || g_signal;
+}
+
+/* After a wait for the last queued step: the pending steps' losses, in order, into the
+ * running sums of the records (as the step loop adds a step's at once); the first
+ * that is not finite ends the run there: 1, with s->step its step (the steps after it
+ * ran, but a diverged run saves nothing) and the message in why. *sumsq: the last
+ * step's gradients' sum of squares. */
+static int take_pending(Run *r, rt_loop_state *s, char *why, size_t n, double *sumsq)
+{
+    int np = r->pend_n;
+    r->pend_n = 0;
+    for (int p = 0; p < np; p++) {
+        const struct pending *q = &r->pend[p];
+        const int64_t *terms = r->pend_terms + (size_t)p * (size_t)r->step_passes;
+        double sum = 0;
+        for (int64_t i = 0; i < q->k; i++)
+            sum += rt_cu_place_stat(&r->e, q->at, (int)i)->loss_sum / (double)terms[i];
+        if (!isfinite(sum)) {
+            diverged_why(why, n, sum, q->step);
+            s->step = q->step;
+            return 1;
+        }
+        s->last_loss = sum / (double)q->k;
+        s->log_loss += sum;
+        s->log_n += q->k;
+        s->since_val_loss += sum;
+        s->since_val_n += q->k;
+        *sumsq = rt_cu_place_f64(&r->e, q->at);
+    }
+    return 0;
 }
 
 /* A training pass's forward and backward (prof: timed by instruction, --profile). */
@@ -1281,6 +1345,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
     r->step_passes = (int)(c->accumulate < r->batches_per_epoch ? c->accumulate
                                                                 : r->batches_per_epoch);
     r->pass_terms = rt_xmalloc((size_t)r->step_passes * sizeof *r->pass_terms);
+    r->pend_terms = rt_xmalloc((size_t)RT_CU_RING * (size_t)r->step_passes * sizeof *r->pend_terms);
     r->grads = r->gpu ? NULL : rt_zero_alloc_grads(m);
     int64_t sf = rt_optim_state_parts(c) * (rt_zero_part().hi - rt_zero_part().lo);
     r->state = sf ? rt_xmalloc((size_t)sf * sizeof(float)) : NULL;
@@ -1346,6 +1411,10 @@ int rt_main(const rt_model *m, int argc, char **argv)
      * the numbers are the same). */
     const char *qu = getenv("TRAINC_QUEUED_UPDATE");
     int queued_update = r->gpu && !scaler && r->world == 1 && !(qu && strcmp(qu, "0") == 0);
+    /* and the host does not wait for a step's loss until a step needs it (step_needs_wait;
+     * not for --lr-find, whose every step decides; TRAINC_STEP_WAIT=1: a wait every step) */
+    const char *sw = getenv("TRAINC_STEP_WAIT");
+    int lazy = queued_update && !lf && !(sw && strcmp(sw, "1") == 0);
     s->best_val = INFINITY;
     s->best_mon = best_mode == RT_MODE_MIN ? INFINITY : -INFINITY;
     s->best_step = -1;
@@ -1455,6 +1524,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
             const int profiled = prof && run_steps >= 2;
             const double t_step = rt_now();
             int queued = 0;   /* the update is queued (queued_update) */
+            int lazy_diverged = 0;   /* lazy: a pending step's loss is not finite */
             double lr = lf ? rt_lrfind_lr(lf, s->step)
                            : rt_lr_at(c, s->step, r->total_steps > 0 ? r->total_steps : 1);
             for (int64_t j = 0; j < k; j++) {
@@ -1514,9 +1584,25 @@ int rt_main(const rt_model *m, int argc, char **argv)
                                           rt_cu_state(&r->e), s->updates, lr, ss);
                     queued = 1;
                 }
+                if (lazy) {    /* steps without a wait (take_pending) */
+                    struct pending *q = &r->pend[r->pend_n];
+                    *q = (struct pending){rt_cu_step_place(&r->e), s->step, k};
+                    memcpy(r->pend_terms + (size_t)r->pend_n * (size_t)r->step_passes, r->pass_terms,
+                           (size_t)k * sizeof *r->pass_terms);
+                    r->pend_n++;
+                    if (step_needs_wait(r, c, s, k)) {
+                        rt_cu_step_wait(&r->e);
+                        lazy_diverged = take_pending(r, s, why, sizeof why, &gpu_sumsq);
+                    }
+                    continue;
+                }
                 gpu_sumsq = rt_cu_step_wait(&r->e);
                 for (int64_t i = 0; i < k; i++)
                     step_loss += rt_cu_pass_stat(&r->e, (int)i)->loss_sum / (double)r->pass_terms[i];
+            }
+            if (lazy && lazy_diverged) {   /* a step queued without a wait diverged */
+                end = END_DIVERGED;
+                break;
             }
             /* step_loss holds the sum of the k batches' mean losses: the train record's
              * loss is the mean over batches, so it adds the sum and counts k */
@@ -1546,15 +1632,12 @@ int rt_main(const rt_model *m, int argc, char **argv)
             /* --lr-find: the point; the test is over at its last step, or where the
              * loss blows up (not finite: the rate is past what trains, not a divergence) */
             const int lf_over = lf && rt_lrfind_add(lf, lr, step_loss);
-            if (!lf && !isfinite(step_loss)) {
+            if (!lf && !lazy && !isfinite(step_loss)) {
                 /* (a queued update has run: a diverged run's weights are not saved).
                  * This step is not counted (the end record says s->step): the message
                  * numbers the steps as the end record does. */
                 end = END_DIVERGED;
-                snprintf(why, sizeof why, "the training loss is %s after step %lld (in the "
-                         "next step, which is not counted)",
-                         isnan(step_loss) ? "nan" : step_loss > 0 ? "inf" : "-inf",
-                         (long long)s->step);
+                diverged_why(why, sizeof why, step_loss, s->step);
                 break;
             }
             if (!queued && !lf_over) {
@@ -1602,12 +1685,14 @@ int rt_main(const rt_model *m, int argc, char **argv)
                 rt_metrics_line(r->mt, buf);
                 r->mem_logged = 1;
             }
-            s->last_loss = step_loss;
-            s->log_loss += batch_sum;
-            s->log_n += k;
+            if (!lazy) {   /* (lazy: take_pending adds them) */
+                s->last_loss = step_loss;
+                s->log_loss += batch_sum;
+                s->log_n += k;
+                s->since_val_loss += batch_sum;
+                s->since_val_n += k;
+            }
             s->log_samples += samples;
-            s->since_val_loss += batch_sum;
-            s->since_val_n += k;
             double now = rt_now();
             if (s->step % c->log_every == 0) {
                 char buf[512], a[32], bb[32], cc[32], d[32];
@@ -1687,6 +1772,12 @@ int rt_main(const rt_model *m, int argc, char **argv)
             if (end >= 0 || epoch_end)
                 break;
         }
+    }
+    if (r->pend_n) {   /* steps queued without a wait, then a stop on the clock or a signal */
+        double ss = 0;
+        rt_cu_step_wait(&r->e);
+        if (take_pending(r, s, why, sizeof why, &ss))
+            end = END_DIVERGED;
     }
     rt_progress_done(r->o.quiet);
     if (lf)

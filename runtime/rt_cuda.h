@@ -157,6 +157,14 @@ void rt_cu_end_pass(rt_exec *e);
  * rt_cu_pass_stat then gives pass `pass`'s (device_cuda.c) */
 void rt_cu_step_queue(rt_exec *e, rt_dptr f64);
 double rt_cu_step_wait(rt_exec *e);
+/* The copies go to RT_CU_RING places in turn: rt_cu_step_place is the last one's;
+ * after a wait for a later one (rt_cu_step_wait, rt_cu_sync), rt_cu_place_stat and
+ * rt_cu_place_f64 give an earlier one's numbers, while fewer than RT_CU_RING queued
+ * since (the loop's steps queued without a wait) */
+#define RT_CU_RING 64
+int rt_cu_step_place(rt_exec *e);
+const rt_cu_stat *rt_cu_place_stat(rt_exec *e, int at, int pass);
+double rt_cu_place_f64(rt_exec *e, int at);
 /* --profile (prof.c): n timing events made before the loop; record event k of this
  * pass on the compute stream; after the pass, record event n, wait for it and give
  * ms[k] = time from event k to k + 1 */

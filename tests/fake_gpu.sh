@@ -39,6 +39,9 @@
 #     against TRAINC_CUDA_GRAPH=0: bit-identical for the MLP (accumulate 1 and 3, bf16,
 #     fp16), the CNN and gpt_char, the number of graph launches counted; none with
 #     dropout; a refused or invalidated capture said once, the same bits;
+#   - steps without a wait (the host reads losses only when a step needs them) against
+#     a wait every step (TRAINC_STEP_WAIT=1): bit-identical, fewer waits; a divergence
+#     between waits and a max_time stop + --resume as with waits;
 # tests/gpu/check_ops (every kernel against its CPU twin) through the real device layer;
 # and a GPU too small for the model is "out of GPU memory", exit 2.
 # By hand, after a run of this script: LD_LIBRARY_PATH=build/tests/fake_gpu/lib
@@ -81,7 +84,7 @@ assert sb["device_pool_bytes"] >= 2 * sb["param_bytes"] + sb["optimizer_bytes"],
 assert sb["device_arena_bytes"] >= sb["arena_bytes"], sb
 mem = [r for r in since if r.get("event") == "device_memory"]
 first = [r["step"] for r in since if "step" in r and "event" not in r][0]
-assert len(mem) == 1 and mem[0]["step"] == first and mem[0]["allocated_bytes"] == sb["device_bytes"] and \
+assert len(mem) == 1 and mem[0]["step"] <= first and mem[0]["allocated_bytes"] == sb["device_bytes"] and \
     sb["device_bytes"] <= mem[0]["used_bytes"] <= mem[0]["total_bytes"] == 16 << 30, mem
 KEYS = ("loss", "grad_norm", "val_loss", "val_acc")
 def numbers(rs):
@@ -526,6 +529,47 @@ for mode in refuse invalidate; do
     echo "ok   $m: the driver's capture $mode: said once, every pass call by call: $r"
 done
 echo "ok   a model with dropout: no pass as a graph"
+
+# steps without a wait (loop.c's step_needs_wait/take_pending): on one GPU the host
+# queues step after step and reads their losses only when a step needs them (a record,
+# a validation, a checkpoint, an epoch's end, a stop): against a wait every step
+# (TRAINC_STEP_WAIT=1) the same records and weights, with fewer host waits (log_every 5,
+# accumulate 1 and 2); a loss that turns NaN in a step nothing waited for ends the run
+# as at once (exit 3, the end record's step, the message, no checkpoint after it); a
+# stop on the clock between waits (max_time) checkpoints what ran, and --resume then
+# gives the uninterrupted run's bits
+m=mlp_fashion
+O=(--set log_every=5 --threads 1 --quiet --set max_steps=30 --set validate.every_steps=15
+   --set validate.batches=2 --set loader.shuffle=true)
+for acc in 1 2; do
+    TRAINC_FAKE_GPU_TRACE=1 gpu "$d/$m" --device cuda "${O[@]}" --set accumulate=$acc --out "$d/$m.lazy$acc" 2>"$d/$m.lazy$acc.log"
+    TRAINC_FAKE_GPU_TRACE=1 TRAINC_STEP_WAIT=1 gpu "$d/$m" --device cuda "${O[@]}" --set accumulate=$acc --out "$d/$m.wait$acc" 2>"$d/$m.wait$acc.log"
+    wl=$(waits "$d/$m.lazy$acc.log"); ww=$(waits "$d/$m.wait$acc.log")
+    [ "$wl" -lt $((ww - 20)) ] || { echo "FAIL: steps without a wait: the host waited $wl times, $ww with a wait every step"; exit 1; }
+    r=$(compare same "$d/$m.wait$acc" "$d/$m.lazy$acc")
+    echo "ok   $m, accumulate $acc: 30 steps with a wait only where a step needs one ($wl host waits, $ww with one every step): $r"
+done
+D=(--set max_steps=60 --set log_every=7 --set data.val=null --set grad_clip=null --set optimizer.type=sgd
+   --set optimizer.lr=1e6 --set schedule.type=constant --set checkpoint.every_steps=3 --quiet --threads 1)
+for w in 0 1; do
+    set +e
+    TRAINC_STEP_WAIT=$w gpu "$d/$m" --device cuda "${D[@]}" --out "$d/$m.div$w" 2>"$d/$m.div$w.log"
+    rc=$?
+    set -e
+    [ $rc = 3 ] || { echo "FAIL: diverging run (TRAINC_STEP_WAIT=$w): exit $rc"; cat "$d/$m.div$w.log"; exit 1; }
+done
+cmp -s "$d/$m.div0.log" "$d/$m.div1.log" && [ "$(tail -n 1 "$d/$m.div0/metrics.jsonl" | cut -d, -f1-3)" = "$(tail -n 1 "$d/$m.div1/metrics.jsonl" | cut -d, -f1-3)" ] &&
+    [ "$(ls "$d/$m.div0/checkpoints")" = "$(ls "$d/$m.div1/checkpoints")" ] ||
+    { echo "FAIL: a divergence between waits:"; cat "$d/$m.div0.log"; tail -n 1 "$d/$m.div0/metrics.jsonl" "$d/$m.div1/metrics.jsonl"; exit 1; }
+echo "ok   $m: a loss that turns NaN between waits: $(tail -n 1 "$d/$m.div0/metrics.jsonl" | cut -d, -f2-3), the message and checkpoints of a wait every step"
+O=(--set max_steps=40 --set log_every=8 --set validate.every_steps=20 --set validate.batches=2
+   --set checkpoint.every_steps=20 --quiet --threads 1)
+gpu "$d/$m" --device cuda "${O[@]}" --out "$d/$m.mt.full" 2>/dev/null
+gpu "$d/$m" --device cuda "${O[@]}" --set max_time=0.15 --out "$d/$m.mt" 2>/dev/null
+n=$(tail -n 1 "$d/$m.mt/metrics.jsonl" | grep -o '"step":[0-9]*' | cut -d: -f2)
+gpu "$d/$m" --device cuda "${O[@]}" --set max_time=null --resume "$d/$m.mt" 2>/dev/null
+r=$(compare same "$d/$m.mt.full" "$d/$m.mt")
+echo "ok   $m: stopped by max_time after step $n (log_every 8), resumed: $r"
 
 # loader.on_gpu: the arrays kept in GPU memory (auto takes them here, the fake GPU has
 # 16 GB) and batches gathered there from their sample indices give the bits of batches
