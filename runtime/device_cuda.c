@@ -45,7 +45,6 @@ CU_FNS(DECLARE)
 /* A training pass (forward + backward) captured as a CUDA graph, for the inputs of one
  * slot, one pass of a step, one batch size and one loss scale: what the pass's host
  * code decides from them (pointers, shapes, first writers) is in the graph. */
-#define GRAPHS 16
 struct pass_graph {
     int used;                  /* this entry's key was seen */
     int slot, pass, grads_zero;
@@ -241,7 +240,10 @@ typedef struct rt_cu {
     CUevent *prof_ev;          /* --profile: timing events (rt_cu_prof_setup) */
     int n_prof_ev;
     /* training passes as CUDA graphs (the section "graphs of training passes") */
-    struct pass_graph graphs[GRAPHS];
+    struct pass_graph *graphs; /* n_graphs: two for each pass of a step (the input slots
+                                  alternate, so an odd accumulate meets both) and spares
+                                  for loss scales (least recently used is replaced) */
+    int n_graphs;
     int graphs_on;             /* rt_cu_graphs_enable, and none has failed */
     int capturing;             /* the graph being captured, or -1 */
     CUresult capture_err;      /* a call that failed while capturing */
@@ -595,6 +597,10 @@ void rt_cu_init(rt_exec *e, const rt_model *m, const rt_cuda_image *img, int64_t
     rt_cu *d = cu_open(img, local_rank, local_rank != 0);
     e->dev = d;
     d->n_stats = passes > 1 ? passes : 1;
+    d->n_graphs = 2 * d->n_stats + 8;
+    d->graphs = calloc((size_t)d->n_graphs, sizeof *d->graphs);
+    if (!d->graphs)
+        rt_fail("out of memory");
     e->Bmax = Bmax;
     size_t pf = (size_t)m->param_floats * 4;
     d->act16 = m->act16;
@@ -1010,6 +1016,11 @@ int64_t rt_cu_graph_runs(rt_exec *e) { return dev_of(e)->graph_runs; }
 static void graphs_off(rt_cu *d, const char *what, CUresult r)
 {
     d->graphs_on = 0;
+    for (int i = 0; i < d->n_graphs; i++)
+        if (d->graphs[i].exec) {
+            p_cuGraphExecDestroy(d->graphs[i].exec);   /* (a launch still queued keeps it) */
+            d->graphs[i].exec = NULL;
+        }
     if (!d->quiet)
         fprintf(stderr, "trainc: note: CUDA graphs are off for this run: %s failed (%s); each "
                 "pass is launched call by call, with the same results\n", what, cu_err(r));
@@ -1021,7 +1032,7 @@ int rt_cu_graph_begin(rt_exec *e)
     if (!d->graphs_on || e->prof)
         return RT_CU_GRAPH_NONE;
     struct pass_graph *g = NULL, *lru = &d->graphs[0];
-    for (int i = 0; i < GRAPHS; i++) {
+    for (int i = 0; i < d->n_graphs; i++) {
         struct pass_graph *q = &d->graphs[i];
         if (q->used && q->slot == d->using && q->pass == d->stat_cur &&
             q->grads_zero == e->grads_zero && q->B == e->B &&
@@ -1079,14 +1090,16 @@ int rt_cu_graph_end(rt_exec *e)
     }
     if (graph)
         CU(p_cuGraphDestroy(graph));
+    if (r == CUDA_SUCCESS) {   /* the first launch also uploads the graph: it may fail */
+        r = p_cuGraphLaunch(g->exec, d->compute);
+        what = "cuGraphLaunch";
+    }
     if (r != CUDA_SUCCESS) {
-        g->exec = NULL;
         e->terms = g->terms;   /* as before the pass, which runs again */
         graphs_off(d, what, r);
         return 0;
     }
     g->terms = e->terms - g->terms;
-    CU(p_cuGraphLaunch(g->exec, d->compute));
     d->graph_runs++;
     return 1;
 }

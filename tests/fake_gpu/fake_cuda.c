@@ -51,8 +51,11 @@
  *              a host wait on it, NCCL) is refused and invalidates the capture, as the
  *              driver's rules say. cuGraphInstantiateWithFlags + cuGraphLaunch queue the
  *              recorded operations as one, run in their order.
+ *              Once a capture is invalidated, work queued into it fails with
+ *              CUDA_ERROR_STREAM_CAPTURE_INVALIDATED and its end says so.
  *              TRAINC_FAKE_GPU_GRAPH=refuse: cuStreamBeginCapture says not supported;
- *              =invalidate: every capture ends invalidated (CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
+ *              =invalidate: every capture is invalidated as it begins (every launch,
+ *              memset and cuBLASLt call in it fails)
  *
  * TRAINC_FAKE_GPU_TRACE=1 prints allocations, module loads, launches, kernel runs and
  * the host's waits (cuStreamSynchronize, cuEventSynchronize; streams numbered 1, 2, ...
@@ -937,6 +940,12 @@ static CUresult capture_check(struct CUstream_st *s, const char *fn)
                   fn, s->id);
 }
 
+/* Work queued on a stream whose capture was invalidated fails, as the driver's does. */
+static CUresult capture_valid(struct CUstream_st *s)
+{
+    return s->cap && s->cap_bad ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_SUCCESS;
+}
+
 /* What a host wait on s covers: s, and for the legacy stream the blocking streams. */
 static void host_wait(struct CUstream_st *s)
 {
@@ -1199,6 +1208,8 @@ static CUresult memset_async(const char *fn, CUdeviceptr dst, unsigned val, size
     pthread_mutex_lock(&lock);
     struct CUstream_st *s;
     CUresult r = stream_of(h, &s, fn);
+    if (r == CUDA_SUCCESS)
+        r = capture_valid(s);
     if (r == CUDA_SUCCESS && !dev_range((uintptr_t)dst, n * (size_t)width))
         r = refuse(CUDA_ERROR_INVALID_VALUE, "%s: [%#lx, +%zu bytes) is not in one device allocation",
                    fn, (unsigned long)dst, n * (size_t)width);
@@ -1350,6 +1361,8 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned
     pthread_mutex_lock(&lock);
     struct CUstream_st *s;
     CUresult r = stream_of(h, &s, "cuLaunchKernel");
+    if (r == CUDA_SUCCESS)
+        r = capture_valid(s);
     if (r == CUDA_SUCCESS) {
         Op *o = calloc(1, sizeof *o);
         *o = (Op){.kind = OP_LAUNCH, .mod = f->mod, .k = f->k, .g = {gx, gy, gz}, .b = {bx, by}};
@@ -1493,6 +1506,8 @@ EXPORT int trainc_fake_enqueue_host(void *stream, void (*fn)(void *), void *arg)
     pthread_mutex_lock(&lock);
     struct CUstream_st *s;
     CUresult r = stream_of(stream, &s, "cublasLtMatmul");
+    if (r == CUDA_SUCCESS)
+        r = capture_valid(s);
     if (r == CUDA_SUCCESS) {
         Op *o = calloc(1, sizeof *o);
         *o = (Op){.kind = OP_HOST, .fn = fn, .arg = arg, .owned = arg};
