@@ -198,6 +198,10 @@ PY
         BENV=TRAINC_CUDA_GRAPH=0 bench mlp_fashion 64 "${FX[@]}"
         BENV=TRAINC_CUDA_GRAPH=0 bench cnn_fashion 64 "${FX[@]}"
         BENV=TRAINC_CUDA_GRAPH=0 bench wide_mlp_bf16 65536 "${WX[@]}"
+        # the host waiting for every step's loss (the way before) against waiting only
+        # where a step needs it (the default: each 10th here, for its record)
+        BENV=TRAINC_STEP_WAIT=1 bench mlp_fashion 64 "${FX[@]}"
+        BENV=TRAINC_STEP_WAIT=1 bench wide_mlp_bf16 65536 "${WX[@]}"
         # the wide MLP's weight-gradient GEMMs reduce 65536 rows into 64 x 64 (and the
         # CNN's at 4096 millions into 32 x 288): K-sliced by trainc (cuda_blas.c's
         # ksplit_gemm, the default above) against cuBLASLt's whole GEMM with its
