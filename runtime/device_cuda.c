@@ -42,12 +42,13 @@
 #define DECLARE(fn) static __typeof__(fn) *p_##fn;
 CU_FNS(DECLARE)
 
-/* A training pass (forward + backward) captured as a CUDA graph, for the inputs of one
- * slot, one pass of a step, one batch size and one loss scale: what the pass's host
- * code decides from them (pointers, shapes, first writers) is in the graph. */
+/* A training pass (forward + backward) or a validation pass (evaluate) captured as a
+ * CUDA graph, for the inputs of one slot, one pass of a step, one batch size and one
+ * loss scale: what the pass's host code decides from them (pointers, shapes, first
+ * writers) is in the graph. */
 struct pass_graph {
     int used;                  /* this entry's key was seen */
-    int slot, pass, grads_zero;
+    int train, slot, pass, grads_zero;
     int64_t B;
     float grad_scale;
     CUgraphExec exec;          /* NULL: the key ran once without a graph (not yet captured) */
@@ -239,10 +240,11 @@ typedef struct rt_cu {
     struct grads *gr;          /* zero2: the gradient region backed on demand; else NULL */
     CUevent *prof_ev;          /* --profile: timing events (rt_cu_prof_setup) */
     int n_prof_ev;
-    /* training passes as CUDA graphs (the section "graphs of training passes") */
+    /* passes as CUDA graphs (the section "graphs of training passes") */
     struct pass_graph *graphs; /* n_graphs: two for each pass of a step (the input slots
-                                  alternate, so an odd accumulate meets both) and spares
-                                  for loss scales (least recently used is replaced) */
+                                  alternate, so an odd accumulate meets both), four for
+                                  validation and spares for loss scales (least recently
+                                  used is replaced) */
     int n_graphs;
     int graphs_on;             /* rt_cu_graphs_enable, and none has failed */
     int capturing;             /* the graph being captured, or -1 */
@@ -597,7 +599,7 @@ void rt_cu_init(rt_exec *e, const rt_model *m, const rt_cuda_image *img, int64_t
     rt_cu *d = cu_open(img, local_rank, local_rank != 0);
     e->dev = d;
     d->n_stats = passes > 1 ? passes : 1;
-    d->n_graphs = 2 * d->n_stats + 8;
+    d->n_graphs = 2 * d->n_stats + 12;   /* (validation: 2 slots x 2 batch sizes) */
     d->graphs = calloc((size_t)d->n_graphs, sizeof *d->graphs);
     if (!d->graphs)
         rt_fail("out of memory");
@@ -990,9 +992,10 @@ int rt_cu_capture_failed(rt_exec *e, int status)
  *
  * A small model's pass is a few dozen short kernels, and at a small batch the host's
  * launches (cuLaunchKernel, cublasLtMatmul: microseconds each) take longer than the GPU
- * takes to run them. The loop (rt_main) brackets each training pass with
- * rt_cu_graph_begin/end: the first pass of a kind (key: the input slot, the pass of the
- * step, whether gradients start at zero, the batch size, the loss scale) runs as always,
+ * takes to run them. The loop (rt_main) brackets each training pass, and each
+ * validation pass, with rt_cu_graph_begin/end: the first pass of a kind (key: training
+ * or validation, the input slot, the pass of the step, whether gradients start at
+ * zero, the batch size, the loss scale) runs as always,
  * which also settles every choice the host code makes once (cuBLASLt's plans and
  * fallbacks, lazily loaded kernels); the second is captured into a graph (stream
  * capture records the same calls with the same arguments instead of running them),
@@ -1034,7 +1037,7 @@ int rt_cu_graph_begin(rt_exec *e)
     struct pass_graph *g = NULL, *lru = &d->graphs[0];
     for (int i = 0; i < d->n_graphs; i++) {
         struct pass_graph *q = &d->graphs[i];
-        if (q->used && q->slot == d->using && q->pass == d->stat_cur &&
+        if (q->used && q->train == e->train && q->slot == d->using && q->pass == d->stat_cur &&
             q->grads_zero == e->grads_zero && q->B == e->B &&
             memcmp(&q->grad_scale, &e->grad_scale, sizeof q->grad_scale) == 0) {
             g = q;
@@ -1047,7 +1050,8 @@ int rt_cu_graph_begin(rt_exec *e)
     if (!g) {                  /* a new kind of pass: run it as usual, remember its key */
         if (lru->exec)
             CU(p_cuGraphExecDestroy(lru->exec));
-        *lru = (struct pass_graph){.used = 1, .slot = d->using, .pass = d->stat_cur,
+        *lru = (struct pass_graph){.used = 1, .train = e->train, .slot = d->using,
+                                   .pass = d->stat_cur,
                                    .grads_zero = e->grads_zero, .B = e->B,
                                    .grad_scale = e->grad_scale, .last = d->graph_clock};
         return RT_CU_GRAPH_NONE;

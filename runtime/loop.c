@@ -809,7 +809,12 @@ static Eval validate(Run *r)
          * read once at the end: the host's sum, in the same order */
         bind_slot(r, b, n % 2 ? RT_CU_SLOT_EVAL1 : RT_CU_SLOT_EVAL, 0, 1, n == 0 ? 0 : -1);
         r->e.rng_key = 0;
-        r->m->evaluate(&r->e);
+        r->e.train = 0;   /* (evaluate sets it too; a CUDA graph's key reads it first) */
+        int graph = r->gpu ? rt_cu_graph_begin(&r->e) : RT_CU_GRAPH_NONE;
+        if (graph != RT_CU_GRAPH_RAN)
+            r->m->evaluate(&r->e);
+        if (graph == RT_CU_GRAPH_CAPTURE && !rt_cu_graph_end(&r->e))
+            r->m->evaluate(&r->e);   /* the capture failed and nothing ran */
         terms += r->e.terms;
         n++;
         if (r->gpu) {

@@ -175,9 +175,9 @@ const rt_cu_stat *rt_cu_pass_stat(rt_exec *e, int pass);
 void rt_cu_zero(rt_exec *e, rt_dptr p, int64_t floats);
 void rt_cu_zero16(rt_exec *e, rt_dptr p, int64_t halves);
 
-/* Training passes as CUDA graphs (device_cuda.c, "graphs of training passes"): with
- * graphs enabled (rt_cu_graphs_enable; the loop decides), rt_cu_graph_begin before a
- * pass's forward says RT_CU_GRAPH_RAN (its graph was launched: skip the pass's host
+/* Training and validation passes as CUDA graphs (device_cuda.c, "graphs of training
+ * passes"): with graphs enabled (rt_cu_graphs_enable; the loop decides; e->train set
+ * for the key), rt_cu_graph_begin before a pass's forward says RT_CU_GRAPH_RAN (its graph was launched: skip the pass's host
  * code), RT_CU_GRAPH_CAPTURE (run the host code, then rt_cu_graph_end) or
  * RT_CU_GRAPH_NONE (run it as usual). rt_cu_graph_end: 1 when the captured graph was
  * launched, 0 when the capture failed (nothing ran: run the pass again; graphs are off

@@ -498,15 +498,16 @@ echo "ok   host waits for the compute stream in 8 steps and the validation after
 # first time, is captured the second, then launched as one graph; against
 # TRAINC_CUDA_GRAPH=0 every record and the weights are the same bits (the MLP with
 # accumulate 1 and 3, shuffled, validating between; bf16- and fp16-mixed; the CNN with
-# its K-sliced gradients; gpt_char). Counted in the trace: 2 kinds of pass with
-# accumulate 1 (the two input slots), 6 with 3. Off with dropout (its key changes every
+# its K-sliced gradients; gpt_char). Counted in the trace: 2 kinds of training pass
+# with accumulate 1 (the two input slots), 6 with 3, and validation's 2 (two batches a
+# validation, graphs in the second of two). Off with dropout (its key changes every
 # step). Where the driver refuses the capture, or a capture ends invalidated (the pass
 # then runs again call by call), the run says so once and gives the same bits.
 graphs() { grep -c "launch graph" "$1" || true; }
 O=(--set log_every=1 --threads 1 --quiet --set max_steps=12 --set validate.every_steps=6
    --set validate.batches=2 --set loader.shuffle=true)
-for run in "mlp_fashion 1 10" "mlp_fashion 3 30" "mlp_fashion.bf16 1 10" "mlp_fashion.fp16 1 10" \
-           "cnn_fashion 1 10" "gpt_char 1 10"; do
+for run in "mlp_fashion 1 12" "mlp_fashion 3 32" "mlp_fashion.bf16 1 12" "mlp_fashion.fp16 1 12" \
+           "cnn_fashion 1 12" "gpt_char 1 12"; do
     set -- $run
     X=("${O[@]}" --set accumulate=$2)
     [ $1 = gpt_char ] && X+=(--set batch_size=2)
@@ -515,7 +516,7 @@ for run in "mlp_fashion 1 10" "mlp_fashion 3 30" "mlp_fashion.bf16 1 10" "mlp_fa
     g=$(graphs "$d/$1.graph$2.log")
     [ "$g" = $3 ] || { echo "FAIL: $1, accumulate $2: $g passes launched as graphs, want $3"; exit 1; }
     r=$(compare same "$d/$1.nograph$2" "$d/$1.graph$2")
-    echo "ok   $1, accumulate $2: $g of $((12 * $2)) passes as CUDA graphs vs none: $r"
+    echo "ok   $1, accumulate $2: $g of $((12 * $2 + 4)) passes (training and validation) as CUDA graphs vs none: $r"
 done
 TRAINC_FAKE_GPU_TRACE=1 gpu "$d/mlp_dropout_none" --device cuda "${O[@]}" --out "$d/mlp_dropout.graph" 2>"$d/mlp_dropout.graph.log"
 [ "$(graphs "$d/mlp_dropout.graph.log")" = 0 ] || { echo "FAIL: a model with dropout ran passes as graphs"; exit 1; }
