@@ -457,11 +457,14 @@ static void end_pass(Run *r)
         rt_cu_end_pass(&r->e);
 }
 
-/* "the training loss is nan after step N (...)": the message of a run that diverged */
-static void diverged_why(char *why, size_t n, double loss, int64_t step)
+/* "the training loss is nan after step N (...)": the message of a run that diverged,
+ * `what` being the training loss or the gradient norm (a finite loss whose gradients
+ * are not: their update would make the weights NaN, and a checkpoint after it would
+ * keep them) */
+static void diverged_why(char *why, size_t n, const char *what, double v, int64_t step)
 {
-    snprintf(why, n, "the training loss is %s after step %lld (in the next step, which is not "
-             "counted)", isnan(loss) ? "nan" : loss > 0 ? "inf" : "-inf", (long long)step);
+    snprintf(why, n, "the %s is %s after step %lld (in the next step, which is not counted)", what,
+             isnan(v) ? "nan" : v > 0 ? "inf" : "-inf", (long long)step);
 }
 
 /* Steps without a wait: on one GPU with the update queued, a step whose numbers nothing
@@ -497,8 +500,10 @@ static int take_pending(Run *r, rt_loop_state *s, char *why, size_t n, double *s
         double sum = 0;
         for (int64_t i = 0; i < q->k; i++)
             sum += rt_cu_place_stat(&r->e, q->at, (int)i)->loss_sum / (double)terms[i];
-        if (!isfinite(sum)) {
-            diverged_why(why, n, sum, q->step);
+        double ss = rt_cu_place_f64(&r->e, q->at);
+        if (!isfinite(sum) || !isfinite(ss)) {
+            diverged_why(why, n, isfinite(sum) ? "gradient norm" : "training loss",
+                         isfinite(sum) ? ss : sum, q->step);
             s->step = q->step;
             return 1;
         }
@@ -507,7 +512,7 @@ static int take_pending(Run *r, rt_loop_state *s, char *why, size_t n, double *s
         s->log_n += q->k;
         s->since_val_loss += sum;
         s->since_val_n += q->k;
-        *sumsq = rt_cu_place_f64(&r->e, q->at);
+        *sumsq = ss;
     }
     return 0;
 }
@@ -1642,15 +1647,22 @@ int rt_main(const rt_model *m, int argc, char **argv)
                  * This step is not counted (the end record says s->step): the message
                  * numbers the steps as the end record does. */
                 end = END_DIVERGED;
-                diverged_why(why, sizeof why, step_loss, s->step);
+                diverged_why(why, sizeof why, "training loss", step_loss, s->step);
                 break;
             }
-            if (!queued && !lf_over) {
-                /* the gradients hold loss_scale x the true ones (1 but in fp16-mixed) */
+            if (!queued && !lf_over)   /* the gradients hold loss_scale x the true ones (1 but in fp16-mixed) */
                 norm = (r->gpu ? gpu_grad_norm(gpu_sumsq) : rt_zero_grad_norm(r->e.rt, m, r->grads)) /
                        s->loss_scale;
-                update(r, s, norm, lr, scaler);
+            if (!lf && !lazy && !scaler && !isfinite(norm)) {
+                /* a finite loss, gradients that are not: not applied here (a queued
+                 * update has run, as for a loss that is not finite: nothing is saved);
+                 * fp16-mixed skips such a step instead (update) */
+                end = END_DIVERGED;
+                diverged_why(why, sizeof why, "gradient norm", norm, s->step);
+                break;
             }
+            if (!queued && !lf_over)
+                update(r, s, norm, lr, scaler);
             s->batch += k;
             s->step++;
             if (profiled)

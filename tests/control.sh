@@ -64,6 +64,33 @@ ls "$d/div/checkpoints/" | grep -q step_
 [ ! -e "$d/div/model.safetensors" ]
 echo "ok   diverged: exit 3, message, last good checkpoint kept"
 
+# a finite loss whose gradients are not (one sample 3e22 times the others: the MSE,
+# summed in double, is 6e39; its gradient overflows float): diverged at that step,
+# before its update, so the last checkpoint (one a step) keeps finite weights
+"$TRAINC" build bench/wide_mlp.json -o "$d/wide" 2>/dev/null
+$PY - "$d" <<'PY'
+import numpy as np, sys
+r = np.random.default_rng(0)
+x = r.random((256, 32), dtype=np.float32); x[140] = 3e22   # in the third batch of 64
+np.save(sys.argv[1] + "/wide_x.npy", x); np.save(sys.argv[1] + "/wide_y.npy", r.random((256, 16), dtype=np.float32))
+PY
+W=(--set "data.train.x=$d/wide_x.npy" --set "data.train.y=$d/wide_y.npy" --set batch_size=64 --set loader.shuffle=false
+   --set max_steps=4 --set log_every=1 --set grad_clip=null --set checkpoint.every_steps=1 "${q[@]}")
+set +e
+"$d/wide" --out "$d/gnorm" "${W[@]}" 2>"$d/gnorm.err"
+rc=$?
+set -e
+[ $rc -eq 3 ] && [ "$(reason "$d/gnorm")" = "diverged 2" ] && grep -q "the gradient norm is inf after step 2 (" "$d/gnorm.err" &&
+    [ "$(ls "$d/gnorm/checkpoints" | tr '\n' ' ')" = "step_00000001 step_00000002 " ] ||
+    { echo "FAIL gradient norm: exit $rc"; cat "$d/gnorm.err"; ls "$d/gnorm/checkpoints"; exit 1; }
+$PY - "$d/gnorm/checkpoints/step_00000002/model.safetensors" <<'PY'
+import json, struct, sys, numpy as np
+b = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", b[:8])[0]
+w = np.frombuffer(b[8 + n:], dtype=np.float32)
+assert np.isfinite(w).all(), "the last checkpoint holds %d weights that are not finite" % (~np.isfinite(w)).sum()
+PY
+echo "ok   a finite loss with gradients that are not: diverged at that step, the last checkpoint's weights finite"
+
 # a train record's loss is the mean over the batches since the previous record (SPEC.md
 # section 4), not the mean of its steps' means: with accumulate 3 and 8 batches an epoch
 # the steps take 3, 3, 2 batches, so a record over a 2-batch and a 3-batch step weighs

@@ -575,6 +575,28 @@ n=$(tail -n 1 "$d/$m.mt/metrics.jsonl" | grep -o '"step":[0-9]*' | cut -d: -f2)
 gpu "$d/$m" --device cuda "${O[@]}" --set max_time=null --resume "$d/$m.mt" 2>/dev/null
 r=$(compare same "$d/$m.mt.full" "$d/$m.mt")
 echo "ok   $m: stopped by max_time after step $n (log_every 8), resumed: $r"
+# a finite loss whose gradients are not (tests/control.sh's data: one sample 3e22 times
+# the others) in a step the host did not wait for, and with a wait every step: both
+# end diverged at that step, and the checkpoint after it is not written
+"$TRAINC" build bench/wide_mlp.json --device both --arch sm_90 -o "$d/wide" 2>/dev/null
+"$PY" - "$d" <<'PY'
+import numpy as np, sys
+r = np.random.default_rng(0)
+x = r.random((256, 32), dtype=np.float32); x[140] = 3e22
+np.save(sys.argv[1] + "/wide_x.npy", x); np.save(sys.argv[1] + "/wide_y.npy", r.random((256, 16), dtype=np.float32))
+PY
+W=(--set "data.train.x=$PWD/$d/wide_x.npy" --set "data.train.y=$PWD/$d/wide_y.npy" --set batch_size=64 --set loader.shuffle=false
+   --set max_steps=4 --set log_every=4 --set grad_clip=null --set checkpoint.every_steps=2 --quiet --threads 1)
+for w in 0 1; do
+    set +e
+    TRAINC_STEP_WAIT=$w gpu "$d/wide" --device cuda "${W[@]}" --out "$d/wide.gnorm$w" 2>"$d/wide.gnorm$w.log"
+    rc=$?
+    set -e
+    [ $rc = 3 ] && grep -q "the gradient norm is inf after step 2 (" "$d/wide.gnorm$w.log" &&
+        [ "$(ls "$d/wide.gnorm$w/checkpoints")" = step_00000002 ] ||
+        { echo "FAIL: gradients not finite (TRAINC_STEP_WAIT=$w): exit $rc"; cat "$d/wide.gnorm$w.log"; exit 1; }
+done
+echo "ok   a finite loss with gradients that are not, between waits and with a wait every step: diverged at its step, no checkpoint after it"
 
 # loader.on_gpu: the arrays kept in GPU memory (auto takes them here, the fake GPU has
 # 16 GB) and batches gathered there from their sample indices give the bits of batches
