@@ -814,7 +814,11 @@ static Eval validate(Run *r)
          * read once at the end: the host's sum, in the same order */
         bind_slot(r, b, n % 2 ? RT_CU_SLOT_EVAL1 : RT_CU_SLOT_EVAL, 0, 1, n == 0 ? 0 : -1);
         r->e.rng_key = 0;
-        r->e.train = 0;   /* (evaluate sets it too; a CUDA graph's key reads it first) */
+        /* (evaluate sets train too; a CUDA graph's key reads these first: fixed here, not
+         * the last training pass's, which validation does not use) */
+        r->e.train = 0;
+        r->e.grads_zero = 0;
+        r->e.grad_scale = 1.0f;
         int graph = r->gpu ? rt_cu_graph_begin(&r->e) : RT_CU_GRAPH_NONE;
         if (graph != RT_CU_GRAPH_RAN)
             r->m->evaluate(&r->e);
@@ -1837,8 +1841,17 @@ int rt_main(const rt_model *m, int argc, char **argv)
         return code;
     }
     if (end == END_DIVERGED) {
-        fprintf(stderr, "trainc: diverged: %s.\n  Try a lower optimizer.lr, a grad_clip (e.g. --set grad_clip=1.0), or precision fp32.%s\n",
-                why, c->has_checkpoint ? "\n  The last good checkpoint is kept in checkpoints/." : "");
+        /* (gradients that overflow: clipping cannot help, 0 x inf is NaN) */
+        int grads = strstr(why, "gradient norm") != NULL;
+        fprintf(stderr, "trainc: diverged: %s.\n  %s%s\n", why,
+                grads ? "Look for extreme values in the data, or try a lower optimizer.lr or "
+                        "precision fp32."
+                      : "Try a lower optimizer.lr, a grad_clip (e.g. --set grad_clip=1.0), or "
+                        "precision fp32.",
+                c->has_checkpoint ? "\n  The checkpoints from before it are kept in checkpoints/ (the "
+                                    "newest may hold weights already on their way there: an "
+                                    "earlier one and a lower lr may be the better start)."
+                                  : "");
         rt_dist_finalize();
         return code;
     }

@@ -557,6 +557,7 @@ done
 D=(--set max_steps=60 --set log_every=7 --set data.val=null --set grad_clip=null --set optimizer.type=sgd
    --set optimizer.lr=1e6 --set schedule.type=constant --set checkpoint.every_steps=3 --quiet --threads 1)
 for w in 0 1; do
+    rm -rf "$d/$m.div$w"*
     set +e
     TRAINC_STEP_WAIT=$w gpu "$d/$m" --device cuda "${D[@]}" --out "$d/$m.div$w" 2>"$d/$m.div$w.log"
     rc=$?
