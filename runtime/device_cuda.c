@@ -250,7 +250,6 @@ typedef struct rt_cu {
     int capturing;             /* the graph being captured, or -1 */
     CUresult capture_err;      /* a call that failed while capturing */
     uint64_t graph_clock;      /* uses so far (least recently used is replaced) */
-    int64_t graph_runs;        /* passes run as a graph */
 } rt_cu;
 
 static rt_cu *dev_of(rt_exec *e)
@@ -995,9 +994,9 @@ int rt_cu_capture_failed(rt_exec *e, int status)
  * takes to run them. The loop (rt_main) brackets each training pass, and each
  * validation pass, with rt_cu_graph_begin/end: the first pass of a kind (key: training
  * or validation, the input slot, the pass of the step, whether gradients start at
- * zero, the batch size, the loss scale) runs as always,
- * which also settles every choice the host code makes once (cuBLASLt's plans and
- * fallbacks, lazily loaded kernels); the second is captured into a graph (stream
+ * zero, the batch size, the loss scale) runs as always, which also settles every
+ * choice the host code makes once (cuBLASLt's plans and fallbacks, lazily loaded
+ * kernels); the second is captured into a graph (stream
  * capture records the same calls with the same arguments instead of running them),
  * then launched; later ones launch the graph, one call. The GPU runs the same kernels
  * with the same arguments in the same order either way, so the numbers are the same
@@ -1013,8 +1012,6 @@ void rt_cu_graphs_enable(rt_exec *e, int on)
     rt_cu *d = dev_of(e);
     d->graphs_on = on && !d->gr && !d->watch_comm;
 }
-
-int64_t rt_cu_graph_runs(rt_exec *e) { return dev_of(e)->graph_runs; }
 
 static void graphs_off(rt_cu *d, const char *what, CUresult r)
 {
@@ -1060,7 +1057,6 @@ int rt_cu_graph_begin(rt_exec *e)
     if (g->exec) {
         CU(p_cuGraphLaunch(g->exec, d->compute));
         e->terms += g->terms;
-        d->graph_runs++;
         return RT_CU_GRAPH_RAN;
     }
     CUresult r = p_cuStreamBeginCapture(d->compute, CU_STREAM_CAPTURE_MODE_RELAXED);
@@ -1104,7 +1100,6 @@ int rt_cu_graph_end(rt_exec *e)
         return 0;
     }
     g->terms = e->terms - g->terms;
-    d->graph_runs++;
     return 1;
 }
 

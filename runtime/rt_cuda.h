@@ -181,12 +181,11 @@ void rt_cu_zero16(rt_exec *e, rt_dptr p, int64_t halves);
  * code), RT_CU_GRAPH_CAPTURE (run the host code, then rt_cu_graph_end) or
  * RT_CU_GRAPH_NONE (run it as usual). rt_cu_graph_end: 1 when the captured graph was
  * launched, 0 when the capture failed (nothing ran: run the pass again; graphs are off
- * from now on). rt_cu_graph_runs: passes run as graphs so far. */
+ * from now on). */
 enum { RT_CU_GRAPH_NONE, RT_CU_GRAPH_RAN, RT_CU_GRAPH_CAPTURE };
 void rt_cu_graphs_enable(rt_exec *e, int on);
 int rt_cu_graph_begin(rt_exec *e);
 int rt_cu_graph_end(rt_exec *e);
-int64_t rt_cu_graph_runs(rt_exec *e);
 /* cuda_blas.c: is a graph being captured? Then a nonzero status (a failed call) is
  * kept for rt_cu_graph_end instead of taken as cuBLASLt's refusal or an error. */
 int rt_cu_capture_failed(rt_exec *e, int status);
