@@ -106,13 +106,52 @@ void rt_cu_rowsum_add(rt_exec *e, const float *x, float *db, int64_t rows, int64
 
 /* ---- convolution and pooling ----------------------------------------------------------- */
 
+/* conv.cuh's rt_fdiv: n / d = umulhi(n, m) >> s for every n < 2^31, with l = ceil(log2 d),
+ * m = ceil(2^(31 + l) / d), s = l - 1; d = 1 has m = 0. A divisor of 2^31 or more
+ * only occurs with the wide (64-bit) path, which ignores these. */
+typedef struct {
+    uint32_t d, m, s;
+} fdiv_t;
+
+static fdiv_t fdiv(int64_t d)
+{
+    fdiv_t f = {0, 0, 0};
+    if (d < 1 || d > INT32_MAX)
+        return f;
+    f.d = (uint32_t)d;
+    if (d == 1)
+        return f;
+    int l = 0;
+    while ((1LL << l) < d)
+        l++;
+    f.m = (uint32_t)(((1ULL << (31 + l)) + (uint64_t)d - 1) / (uint64_t)d);
+    f.s = (uint32_t)(l - 1);
+    return f;
+}
+
+/* conv.cuh's `wide`: 64-bit indices when a tensor of the call has 2^31 elements or more,
+ * or always after rt_cu_force_wide_index(1) (tests/gpu/check_ops checks that path on
+ * small shapes with it). */
+static int force_wide;
+
+void rt_cu_force_wide_index(int on) { force_wide = on; }
+
+static int wide_index(int64_t a, int64_t b)
+{
+    return force_wide || a > INT32_MAX || b > INT32_MAX;
+}
+
 void rt_cu_im2col(rt_exec *e, const float *x, float *col, int64_t B, int64_t C, int64_t H,
                   int64_t W, int64_t k, int64_t stride, int64_t pad, int64_t OH, int64_t OW)
 {
     int64_t n = C * k * k * B * OH * OW;
     if (n <= 0)
         return;
-    void *args[] = {&x, &col, &B, &C, &H, &W, &k, &stride, &pad, &OH, &OW};
+    int wide = wide_index(n, B * C * H * W);
+    fdiv_t f0 = fdiv(B * OH * OW), f1 = fdiv(k * k), f2 = fdiv(k), f3 = fdiv(OH * OW),
+           f4 = fdiv(OW);
+    void *args[] = {&x,  &col, &B,    &C,  &H,  &W,  &k,  &stride, &pad,
+                    &OH, &OW,  &wide, &f0, &f1, &f2, &f3, &f4};
     rt_cu_launch(e, "rt_im2col", rt_cu_grid_for(e, n), 1, 1, 256, 1, 0, args);
 }
 
@@ -122,48 +161,59 @@ void rt_cu_col2im(rt_exec *e, const float *dcol, float *dx, int64_t B, int64_t C
     int64_t n = B * C * H * W;
     if (n <= 0)
         return;
-    void *args[] = {&dcol, &dx, &B, &C, &H, &W, &k, &stride, &pad, &OH, &OW};
+    int wide = wide_index(n, C * k * k * B * OH * OW);
+    fdiv_t f0 = fdiv(W), f1 = fdiv(H), f2 = fdiv(C), f3 = fdiv(stride);
+    void *args[] = {&dcol, &dx, &B,    &C,  &H,  &W,  &k,  &stride,
+                    &pad,  &OH, &OW,   &wide, &f0, &f1, &f2, &f3};
     rt_cu_launch(e, "rt_col2im", rt_cu_grid_for(e, n), 1, 1, 256, 1, 0, args);
+}
+
+/* The pooling kernels: x [planes, H, W], y [planes, OH, OW]; a thread a forward output
+ * (its row and plane: divisions by OW and OH) or a backward one (by W and H), then by
+ * the stride. */
+static void pool_launch(rt_exec *e, const char *name, int fwd, void *p0, void *p1, void *p2,
+                        int64_t planes, int64_t H, int64_t W, int64_t k, int64_t s, int64_t OH,
+                        int64_t OW)
+{
+    int64_t nx = planes * H * W, ny = planes * OH * OW, n = fwd ? ny : nx;
+    if (n <= 0)
+        return;
+    int wide = wide_index(nx, ny);
+    fdiv_t f0 = fdiv(fwd ? OW : W), f1 = fdiv(fwd ? OH : H), f2 = fdiv(s);
+    void *shape[] = {&planes, &H, &W, &k, &s, &OH, &OW, &wide, &f0, &f1, &f2};
+    void *args[14];
+    int a = 0;
+    args[a++] = p0;
+    args[a++] = p1;
+    if (p2)
+        args[a++] = p2;
+    for (int i = 0; i < 11; i++)
+        args[a++] = shape[i];
+    rt_cu_launch(e, name, rt_cu_grid_for(e, n), 1, 1, 256, 1, 0, args);
 }
 
 void rt_cu_maxpool2d_fwd(rt_exec *e, const float *x, float *y, int64_t planes, int64_t H,
                          int64_t W, int64_t k, int64_t s, int64_t OH, int64_t OW)
 {
-    int64_t n = planes * OH * OW;
-    if (n <= 0)
-        return;
-    void *args[] = {&x, &y, &planes, &H, &W, &k, &s, &OH, &OW};
-    rt_cu_launch(e, "rt_maxpool2d_fwd", rt_cu_grid_for(e, n), 1, 1, 256, 1, 0, args);
+    pool_launch(e, "rt_maxpool2d_fwd", 1, &x, &y, NULL, planes, H, W, k, s, OH, OW);
 }
 
 void rt_cu_maxpool2d_bwd(rt_exec *e, const float *x, const float *dy, float *dx, int64_t planes,
                          int64_t H, int64_t W, int64_t k, int64_t s, int64_t OH, int64_t OW)
 {
-    int64_t n = planes * H * W;
-    if (n <= 0)
-        return;
-    void *args[] = {&x, &dy, &dx, &planes, &H, &W, &k, &s, &OH, &OW};
-    rt_cu_launch(e, "rt_maxpool2d_bwd", rt_cu_grid_for(e, n), 1, 1, 256, 1, 0, args);
+    pool_launch(e, "rt_maxpool2d_bwd", 0, &x, &dy, &dx, planes, H, W, k, s, OH, OW);
 }
 
 void rt_cu_avgpool2d_fwd(rt_exec *e, const float *x, float *y, int64_t planes, int64_t H,
                          int64_t W, int64_t k, int64_t s, int64_t OH, int64_t OW)
 {
-    int64_t n = planes * OH * OW;
-    if (n <= 0)
-        return;
-    void *args[] = {&x, &y, &planes, &H, &W, &k, &s, &OH, &OW};
-    rt_cu_launch(e, "rt_avgpool2d_fwd", rt_cu_grid_for(e, n), 1, 1, 256, 1, 0, args);
+    pool_launch(e, "rt_avgpool2d_fwd", 1, &x, &y, NULL, planes, H, W, k, s, OH, OW);
 }
 
 void rt_cu_avgpool2d_bwd(rt_exec *e, const float *dy, float *dx, int64_t planes, int64_t H,
                          int64_t W, int64_t k, int64_t s, int64_t OH, int64_t OW)
 {
-    int64_t n = planes * H * W;
-    if (n <= 0)
-        return;
-    void *args[] = {&dy, &dx, &planes, &H, &W, &k, &s, &OH, &OW};
-    rt_cu_launch(e, "rt_avgpool2d_bwd", rt_cu_grid_for(e, n), 1, 1, 256, 1, 0, args);
+    pool_launch(e, "rt_avgpool2d_bwd", 0, &dy, &dx, NULL, planes, H, W, k, s, OH, OW);
 }
 
 /* ---- LayerNorm ------------------------------------------------------------------------- */

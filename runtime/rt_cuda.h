@@ -277,6 +277,9 @@ int64_t rt_cu_ksplit_runs(int bgradb);
 
 void rt_cu_colsum_add(rt_exec *e, const float *dy, float *db, int64_t rows, int64_t cols);
 void rt_cu_rowsum_add(rt_exec *e, const float *x, float *db, int64_t rows, int64_t cols);
+/* conv.cuh's kernels divide 32-bit indices where every tensor of a call has fewer than
+ * 2^31 elements; on (tests only): always the 64-bit path. */
+void rt_cu_force_wide_index(int on);
 void rt_cu_im2col(rt_exec *e, const float *x, float *col, int64_t B, int64_t C, int64_t H,
                   int64_t W, int64_t k, int64_t stride, int64_t pad, int64_t OH, int64_t OW);
 void rt_cu_col2im(rt_exec *e, const float *dcol, float *dx, int64_t B, int64_t C, int64_t H,

@@ -2,67 +2,143 @@
  * the functions of the same names in runtime/kernels.c). One thread per output element
  * in grid-stride loops; every output is a gather, so no two threads write one element
  * and each sum runs in the CPU's order: the results are the CPU's bit for bit.
- * Shapes are runtime values (the batch size varies); indices are int64. */
+ * Shapes are run-time values (the batch size varies).
+ *
+ * Index arithmetic. Splitting a flat index into (batch, channel, row, column) takes
+ * divisions by run-time values; in 64 bits each is a long software routine on the GPU,
+ * and with four to eight of them an element they were most of these kernels' time.
+ * So where every index fits in 31 bits (the host's `wide` is 0: tensors below 2^31
+ * elements) the kernels divide 32-bit indices by a multiply and a shift with the
+ * constants the host worked out (rt_fdiv); else they take plain 64-bit divisions. Both
+ * give the same quotients, so the results do not depend on the path. */
 
-/* Launch: grid-stride over C*k*k * B*OH*OW (blocks of 256).
- *   col[(ch*k + ki)*k + kj, (b*OH + oh)*OW + ow] = x[b, ch, oh*s - pad + ki, ow*s - pad + kj]
- *   (0 outside the image)   x: [B, C, H, W], col: [C*k*k, B*OH*OW] */
-extern "C" __global__ void __launch_bounds__(256)
-rt_im2col(const act_t *x, act_t *col, int64_t B, int64_t C, int64_t H, int64_t W, int64_t k,
-          int64_t s, int64_t pad, int64_t OH, int64_t OW)
+/* n / d for 0 <= n < 2^31 and 1 <= d < 2^31 (Granlund and Montgomery): with
+ * l = ceil(log2 d), m = ceil(2^(31 + l) / d) < 2^32 and q = umulhi(n, m) >> (l - 1);
+ * d = 1 has m = 0 (q = n). The host's twin is cuda_ops.c's fdiv. */
+struct rt_fdiv {
+    unsigned d, m, s;
+};
+__device__ __forceinline__ unsigned rt_fq(unsigned n, rt_fdiv f)
 {
-    int64_t ncol = B * OH * OW, n = C * k * k * ncol;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        int64_t cr = i / ncol, cc = i % ncol;
-        int64_t ch = cr / (k * k), ki = cr / k % k, kj = cr % k;
-        int64_t b = cc / (OH * OW), oh = cc / OW % OH, ow = cc % OW;
-        int64_t ih = oh * s - pad + ki, iw = ow * s - pad + kj;
+    return f.m ? __umulhi(n, f.m) >> f.s : n;
+}
+
+/* Quotient and remainder for each index type: I = unsigned divides by the rt_fdiv,
+ * I = int64_t by the plain divisor. */
+struct rt_ix32 {
+    typedef unsigned I;
+    typedef int S;   /* signed, for positions that may fall outside the image */
+    __device__ static unsigned q(unsigned n, rt_fdiv f, int64_t) { return rt_fq(n, f); }
+};
+struct rt_ix64 {
+    typedef int64_t I;
+    typedef int64_t S;
+    __device__ static int64_t q(int64_t n, rt_fdiv, int64_t d) { return n / d; }
+};
+#define RT_Q(X, n, f, d) X::q((n), (f), (d))
+
+/* col[(ch*k + ki)*k + kj, (b*OH + oh)*OW + ow] = x[b, ch, oh*s - pad + ki, ow*s - pad + kj]
+ * (0 outside the image)   x: [B, C, H, W], col: [C*k*k, B*OH*OW]
+ * fd: B*OH*OW, k*k, k, OH*OW, OW */
+template <class X>
+__device__ __forceinline__ void rt_im2col_run(const act_t *x, act_t *col, int64_t B, int64_t C,
+                                              int64_t H, int64_t W, int64_t k, int64_t s,
+                                              int64_t pad, int64_t OH, int64_t OW,
+                                              const rt_fdiv *fd)
+{
+    typedef typename X::I I;
+    typedef typename X::S S;
+    const I ncol = (I)(B * OH * OW), n = (I)(C * k * k) * ncol, kk = (I)(k * k),
+            ohw = (I)(OH * OW);
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
+        I cr = RT_Q(X, i, fd[0], ncol), cc = i - cr * ncol;
+        I ch = RT_Q(X, cr, fd[1], kk), kr = cr - ch * kk;
+        I ki = RT_Q(X, kr, fd[2], k), kj = kr - ki * (I)k;
+        I b = RT_Q(X, cc, fd[3], ohw), p = cc - b * ohw;
+        I oh = RT_Q(X, p, fd[4], OW), ow = p - oh * (I)OW;
+        S ih = (S)(oh * (I)s + ki) - (S)pad, iw = (S)(ow * (I)s + kj) - (S)pad;
         float v = 0.0f;
-        if (ih >= 0 && ih < H && iw >= 0 && iw < W)
-            v = rt_ld(x + ((b * C + ch) * H + ih) * W + iw);
+        if (ih >= 0 && ih < (S)H && iw >= 0 && iw < (S)W)
+            v = rt_ld(x + (((I)b * (I)C + ch) * (I)H + (I)ih) * (I)W + (I)iw);
         rt_st(col + i, v);
     }
 }
 
-/* Launch: grid-stride over B*C*H*W (blocks of 256).
- *   dx[b, ch, ih, iw] = sum over (ki, kj) in order of the dcol entry that im2col took
- *   from (ih, iw), if any   (overwrites dx)   dcol: [C*k*k, B*OH*OW], dx: [B, C, H, W] */
+/* Launch: grid-stride over C*k*k * B*OH*OW (blocks of 256); fd as rt_im2col_run's. */
 extern "C" __global__ void __launch_bounds__(256)
-rt_col2im(const act_t *dcol, act_t *dx, int64_t B, int64_t C, int64_t H, int64_t W, int64_t k,
-          int64_t s, int64_t pad, int64_t OH, int64_t OW)
+rt_im2col(const act_t *x, act_t *col, int64_t B, int64_t C, int64_t H, int64_t W, int64_t k,
+          int64_t s, int64_t pad, int64_t OH, int64_t OW, int wide, rt_fdiv f0, rt_fdiv f1,
+          rt_fdiv f2, rt_fdiv f3, rt_fdiv f4)
 {
-    int64_t ncol = B * OH * OW, n = B * C * H * W;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        int64_t iw = i % W, ih = i / W % H, ch = i / (H * W) % C, b = i / (C * H * W);
+    const rt_fdiv fd[5] = {f0, f1, f2, f3, f4};
+    if (wide)
+        rt_im2col_run<rt_ix64>(x, col, B, C, H, W, k, s, pad, OH, OW, fd);
+    else
+        rt_im2col_run<rt_ix32>(x, col, B, C, H, W, k, s, pad, OH, OW, fd);
+}
+
+/* dx[b, ch, ih, iw] = sum over (ki, kj) in order of the dcol entry that im2col took
+ * from (ih, iw), if any   (overwrites dx)   dcol: [C*k*k, B*OH*OW], dx: [B, C, H, W]
+ * fd: W, H, C, s */
+template <class X>
+__device__ __forceinline__ void rt_col2im_run(const act_t *dcol, act_t *dx, int64_t B, int64_t C,
+                                              int64_t H, int64_t W, int64_t k, int64_t s,
+                                              int64_t pad, int64_t OH, int64_t OW,
+                                              const rt_fdiv *fd)
+{
+    typedef typename X::I I;
+    typedef typename X::S S;
+    const I ncol = (I)(B * OH * OW), n = (I)(B * C) * (I)(H * W);
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
+        I r = RT_Q(X, i, fd[0], W), iw = i - r * (I)W;
+        I pl = RT_Q(X, r, fd[1], H), ih = r - pl * (I)H;
+        I b = RT_Q(X, pl, fd[2], C), ch = pl - b * (I)C;
         float acc = 0.0f;
-        for (int64_t ki = 0; ki < k; ki++) {
-            int64_t th = ih + pad - ki;   /* = oh * s */
-            if (th < 0 || th % s != 0 || th / s >= OH)
+        for (I ki = 0; ki < (I)k; ki++) {
+            S th = (S)(ih + (I)pad) - (S)ki;   /* = oh * s */
+            if (th < 0)
+                break;
+            I oh = RT_Q(X, (I)th, fd[3], s);
+            if ((I)th != oh * (I)s || oh >= (I)OH)
                 continue;
-            for (int64_t kj = 0; kj < k; kj++) {
-                int64_t tw = iw + pad - kj;
-                if (tw < 0 || tw % s != 0 || tw / s >= OW)
+            for (I kj = 0; kj < (I)k; kj++) {
+                S tw = (S)(iw + (I)pad) - (S)kj;
+                if (tw < 0)
+                    break;
+                I ow = RT_Q(X, (I)tw, fd[3], s);
+                if ((I)tw != ow * (I)s || ow >= (I)OW)
                     continue;
-                acc += rt_ld(dcol + (ch * k * k + ki * k + kj) * ncol + (b * OH + th / s) * OW +
-                             tw / s);
+                acc += rt_ld(dcol + ((ch * (I)k + ki) * (I)k + kj) * ncol + (b * (I)OH + oh) * (I)OW +
+                             ow);
             }
         }
         rt_st(dx + i, acc);
     }
 }
 
-/* PyTorch's max over the window at (ih0, iw0) of a plane, scanned row by row from
- * -inf: a greater value or a NaN replaces the current one. Returns the offset in the
- * plane of the element chosen (the first element when all are -inf). */
-__device__ __forceinline__ int64_t rt_window_max(const act_t *xp, int64_t W, int64_t k,
-                                                 int64_t ih0, int64_t iw0, float *maxv)
+/* Launch: grid-stride over B*C*H*W (blocks of 256); fd as rt_col2im_run's. */
+extern "C" __global__ void __launch_bounds__(256)
+rt_col2im(const act_t *dcol, act_t *dx, int64_t B, int64_t C, int64_t H, int64_t W, int64_t k,
+          int64_t s, int64_t pad, int64_t OH, int64_t OW, int wide, rt_fdiv f0, rt_fdiv f1,
+          rt_fdiv f2, rt_fdiv f3)
+{
+    const rt_fdiv fd[4] = {f0, f1, f2, f3};
+    if (wide)
+        rt_col2im_run<rt_ix64>(dcol, dx, B, C, H, W, k, s, pad, OH, OW, fd);
+    else
+        rt_col2im_run<rt_ix32>(dcol, dx, B, C, H, W, k, s, pad, OH, OW, fd);
+}
+
+/* PyTorch's max over the k x k window at (ih0, iw0) of a plane of width W, scanned row
+ * by row from -inf: a greater value or a NaN replaces the current one. Returns the
+ * offset in the plane of the element chosen (the first element when all are -inf). */
+template <typename I>
+__device__ __forceinline__ I rt_window_max(const act_t *xp, I W, I k, I ih0, I iw0, float *maxv)
 {
     float m = -rt_inf();
-    int64_t at = ih0 * W + iw0;
-    for (int64_t ki = 0; ki < k; ki++)
-        for (int64_t kj = 0; kj < k; kj++) {
+    I at = ih0 * W + iw0;
+    for (I ki = 0; ki < k; ki++)
+        for (I kj = 0; kj < k; kj++) {
             float v = rt_ld(xp + (ih0 + ki) * W + iw0 + kj);
             if (v > m || isnan(v)) {
                 m = v;
@@ -73,96 +149,151 @@ __device__ __forceinline__ int64_t rt_window_max(const act_t *xp, int64_t W, int
     return at;
 }
 
-/* The outputs whose window (size k, stride s) covers input position p: [*lo, *hi]. */
-__device__ __forceinline__ void rt_covering(int64_t p, int64_t k, int64_t s, int64_t n_out,
-                                            int64_t *lo, int64_t *hi)
+/* The outputs whose window (size k, stride s; fs divides by s) covers input position
+ * p: [*lo, *hi] (empty when *lo > *hi). */
+template <class X>
+__device__ __forceinline__ void rt_covering(typename X::I p, typename X::I k, typename X::I s,
+                                            rt_fdiv fs, typename X::I n_out, typename X::I *lo,
+                                            typename X::I *hi)
 {
-    *lo = p - k + 1 <= 0 ? 0 : (p - k + s) / s;
-    *hi = p / s < n_out - 1 ? p / s : n_out - 1;
+    typedef typename X::I I;
+    I q = RT_Q(X, p, fs, s);
+    *lo = p + 1 <= k ? 0 : RT_Q(X, p - k + s, fs, s);
+    *hi = q < n_out - 1 ? q : n_out - 1;
 }
 
-/* Launch: grid-stride over planes*OH*OW (blocks of 256).
- *   y[pl, oh, ow] = max of x[pl, oh*s .. +k, ow*s .. +k]   x: [planes, H, W] */
-extern "C" __global__ void __launch_bounds__(256)
-rt_maxpool2d_fwd(const act_t *x, act_t *y, int64_t planes, int64_t H, int64_t W, int64_t k,
-                 int64_t s, int64_t OH, int64_t OW)
+/* The four pooling kernels: x [planes, H, W], y and dy [planes, OH, OW]; window k,
+ * stride s, no padding. A thread takes outputs of y (forward) or of dx (backward);
+ * fd: the width and the height of what it takes (OW, OH or W, H), then s. */
+template <class X>
+__device__ __forceinline__ void rt_maxpool_fwd_run(const act_t *x, act_t *y, int64_t planes,
+                                                   int64_t H, int64_t W, int64_t k, int64_t s,
+                                                   int64_t OH, int64_t OW, const rt_fdiv *fd)
 {
-    int64_t n = planes * OH * OW;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        int64_t ow = i % OW, oh = i / OW % OH, pl = i / (OH * OW);
+    typedef typename X::I I;
+    const I n = (I)(planes * OH * OW);
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
+        I r = RT_Q(X, i, fd[0], OW), ow = i - r * (I)OW;
+        I pl = RT_Q(X, r, fd[1], OH), oh = r - pl * (I)OH;
         float m;
-        rt_window_max(x + pl * H * W, W, k, oh * s, ow * s, &m);
+        rt_window_max<I>(x + pl * (I)(H * W), (I)W, (I)k, oh * (I)s, ow * (I)s, &m);
         rt_st(y + i, m);
     }
 }
 
-/* Launch: grid-stride over planes*H*W (blocks of 256).
- *   dx[pl, ih, iw] = sum, over the windows covering (ih, iw) in (oh, ow) order, of
- *   dy[pl, oh, ow] where the window's max was taken at (ih, iw)   (overwrites dx) */
-extern "C" __global__ void __launch_bounds__(256)
-rt_maxpool2d_bwd(const act_t *x, const act_t *dy, act_t *dx, int64_t planes, int64_t H,
-                 int64_t W, int64_t k, int64_t s, int64_t OH, int64_t OW)
+template <class X>
+__device__ __forceinline__ void rt_maxpool_bwd_run(const act_t *x, const act_t *dy, act_t *dx,
+                                                   int64_t planes, int64_t H, int64_t W,
+                                                   int64_t k, int64_t s, int64_t OH, int64_t OW,
+                                                   const rt_fdiv *fd)
 {
-    int64_t n = planes * H * W;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        int64_t iw = i % W, ih = i / W % H, pl = i / (H * W);
-        int64_t oh0, oh1, ow0, ow1;
-        rt_covering(ih, k, s, OH, &oh0, &oh1);
-        rt_covering(iw, k, s, OW, &ow0, &ow1);
-        const act_t *xp = x + pl * H * W;
+    typedef typename X::I I;
+    const I n = (I)(planes * H * W);
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
+        I r = RT_Q(X, i, fd[0], W), iw = i - r * (I)W;
+        I pl = RT_Q(X, r, fd[1], H), ih = r - pl * (I)H;
+        I oh0, oh1, ow0, ow1;
+        rt_covering<X>(ih, (I)k, (I)s, fd[2], (I)OH, &oh0, &oh1);
+        rt_covering<X>(iw, (I)k, (I)s, fd[2], (I)OW, &ow0, &ow1);
+        const act_t *xp = x + pl * (I)(H * W);
         float acc = 0.0f;
-        for (int64_t oh = oh0; oh <= oh1; oh++)
-            for (int64_t ow = ow0; ow <= ow1; ow++) {
+        for (I oh = oh0; oh <= oh1; oh++)
+            for (I ow = ow0; ow <= ow1; ow++) {
                 float m;
-                if (rt_window_max(xp, W, k, oh * s, ow * s, &m) == ih * W + iw)
-                    acc += rt_ld(dy + (pl * OH + oh) * OW + ow);
+                if (rt_window_max<I>(xp, (I)W, (I)k, oh * (I)s, ow * (I)s, &m) == ih * (I)W + iw)
+                    acc += rt_ld(dy + (pl * (I)OH + oh) * (I)OW + ow);
             }
         rt_st(dx + i, acc);
     }
 }
 
-/* Launch: grid-stride over planes*OH*OW (blocks of 256).
- *   y[pl, oh, ow] = (sum of the window, row by row from 0) / (k*k)   (a division, as
- *   PyTorch) */
-extern "C" __global__ void __launch_bounds__(256)
-rt_avgpool2d_fwd(const act_t *x, act_t *y, int64_t planes, int64_t H, int64_t W, int64_t k,
-                 int64_t s, int64_t OH, int64_t OW)
+/* y = (sum of the window, row by row from 0) / (k*k)   (a division, as PyTorch) */
+template <class X>
+__device__ __forceinline__ void rt_avgpool_fwd_run(const act_t *x, act_t *y, int64_t planes,
+                                                   int64_t H, int64_t W, int64_t k, int64_t s,
+                                                   int64_t OH, int64_t OW, const rt_fdiv *fd)
 {
-    int64_t n = planes * OH * OW;
-    float div = (float)(k * k);
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        int64_t ow = i % OW, oh = i / OW % OH, pl = i / (OH * OW);
-        const act_t *win = x + (pl * H + oh * s) * W + ow * s;
+    typedef typename X::I I;
+    const I n = (I)(planes * OH * OW);
+    const float div = (float)(k * k);
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
+        I r = RT_Q(X, i, fd[0], OW), ow = i - r * (I)OW;
+        I pl = RT_Q(X, r, fd[1], OH), oh = r - pl * (I)OH;
+        const act_t *win = x + (pl * (I)H + oh * (I)s) * (I)W + ow * (I)s;
         float sum = 0.0f;
-        for (int64_t ki = 0; ki < k; ki++)
-            for (int64_t kj = 0; kj < k; kj++)
-                sum += rt_ld(win + ki * W + kj);
+        for (I ki = 0; ki < (I)k; ki++)
+            for (I kj = 0; kj < (I)k; kj++)
+                sum += rt_ld(win + ki * (I)W + kj);
         rt_st(y + i, sum / div);
     }
 }
 
-/* Launch: grid-stride over planes*H*W (blocks of 256).
- *   dx[pl, ih, iw] = sum over the covering windows in (oh, ow) order of dy / (k*k)
- *   (overwrites dx) */
-extern "C" __global__ void __launch_bounds__(256)
-rt_avgpool2d_bwd(const act_t *dy, act_t *dx, int64_t planes, int64_t H, int64_t W, int64_t k,
-                 int64_t s, int64_t OH, int64_t OW)
+/* dx = sum over the covering windows in (oh, ow) order of dy / (k*k) */
+template <class X>
+__device__ __forceinline__ void rt_avgpool_bwd_run(const act_t *dy, act_t *dx, int64_t planes,
+                                                   int64_t H, int64_t W, int64_t k, int64_t s,
+                                                   int64_t OH, int64_t OW, const rt_fdiv *fd)
 {
-    int64_t n = planes * H * W;
-    float div = (float)(k * k);
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        int64_t iw = i % W, ih = i / W % H, pl = i / (H * W);
-        int64_t oh0, oh1, ow0, ow1;
-        rt_covering(ih, k, s, OH, &oh0, &oh1);
-        rt_covering(iw, k, s, OW, &ow0, &ow1);
+    typedef typename X::I I;
+    const I n = (I)(planes * H * W);
+    const float div = (float)(k * k);
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
+        I r = RT_Q(X, i, fd[0], W), iw = i - r * (I)W;
+        I pl = RT_Q(X, r, fd[1], H), ih = r - pl * (I)H;
+        I oh0, oh1, ow0, ow1;
+        rt_covering<X>(ih, (I)k, (I)s, fd[2], (I)OH, &oh0, &oh1);
+        rt_covering<X>(iw, (I)k, (I)s, fd[2], (I)OW, &ow0, &ow1);
         float acc = 0.0f;
-        for (int64_t oh = oh0; oh <= oh1; oh++)
-            for (int64_t ow = ow0; ow <= ow1; ow++)
-                acc += rt_ld(dy + (pl * OH + oh) * OW + ow) / div;
+        for (I oh = oh0; oh <= oh1; oh++)
+            for (I ow = ow0; ow <= ow1; ow++)
+                acc += rt_ld(dy + (pl * (I)OH + oh) * (I)OW + ow) / div;
         rt_st(dx + i, acc);
     }
+}
+
+/* Launch: grid-stride over planes*OH*OW (forward) or planes*H*W (backward), blocks of
+ * 256; f0, f1, f2 as the pooling kernels' fd above. */
+extern "C" __global__ void __launch_bounds__(256)
+rt_maxpool2d_fwd(const act_t *x, act_t *y, int64_t planes, int64_t H, int64_t W, int64_t k,
+                 int64_t s, int64_t OH, int64_t OW, int wide, rt_fdiv f0, rt_fdiv f1, rt_fdiv f2)
+{
+    const rt_fdiv fd[3] = {f0, f1, f2};
+    if (wide)
+        rt_maxpool_fwd_run<rt_ix64>(x, y, planes, H, W, k, s, OH, OW, fd);
+    else
+        rt_maxpool_fwd_run<rt_ix32>(x, y, planes, H, W, k, s, OH, OW, fd);
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+rt_maxpool2d_bwd(const act_t *x, const act_t *dy, act_t *dx, int64_t planes, int64_t H,
+                 int64_t W, int64_t k, int64_t s, int64_t OH, int64_t OW, int wide, rt_fdiv f0,
+                 rt_fdiv f1, rt_fdiv f2)
+{
+    const rt_fdiv fd[3] = {f0, f1, f2};
+    if (wide)
+        rt_maxpool_bwd_run<rt_ix64>(x, dy, dx, planes, H, W, k, s, OH, OW, fd);
+    else
+        rt_maxpool_bwd_run<rt_ix32>(x, dy, dx, planes, H, W, k, s, OH, OW, fd);
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+rt_avgpool2d_fwd(const act_t *x, act_t *y, int64_t planes, int64_t H, int64_t W, int64_t k,
+                 int64_t s, int64_t OH, int64_t OW, int wide, rt_fdiv f0, rt_fdiv f1, rt_fdiv f2)
+{
+    const rt_fdiv fd[3] = {f0, f1, f2};
+    if (wide)
+        rt_avgpool_fwd_run<rt_ix64>(x, y, planes, H, W, k, s, OH, OW, fd);
+    else
+        rt_avgpool_fwd_run<rt_ix32>(x, y, planes, H, W, k, s, OH, OW, fd);
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+rt_avgpool2d_bwd(const act_t *dy, act_t *dx, int64_t planes, int64_t H, int64_t W, int64_t k,
+                 int64_t s, int64_t OH, int64_t OW, int wide, rt_fdiv f0, rt_fdiv f1, rt_fdiv f2)
+{
+    const rt_fdiv fd[3] = {f0, f1, f2};
+    if (wide)
+        rt_avgpool_bwd_run<rt_ix64>(dy, dx, planes, H, W, k, s, OH, OW, fd);
+    else
+        rt_avgpool_bwd_run<rt_ix32>(dy, dx, planes, H, W, k, s, OH, OW, fd);
 }

@@ -361,13 +361,15 @@ static void t_rowsum(int64_t rows, int64_t cols)
 
 /* ---- convolution and pooling ------------------------------------------------------------ */
 
+static int wide;   /* the 64-bit index path forced (rt_cu_force_wide_index) */
+
 static void t_conv(int64_t B, int64_t Ch, int64_t H, int64_t W, int64_t k, int64_t s,
                    int64_t pad)
 {
     int64_t OH = (H + 2 * pad - k) / s + 1, OW = (W + 2 * pad - k) / s + 1;
     int64_t nx = B * Ch * H * W, ncol = Ch * k * k * B * OH * OW;
-    SHAPE("B%lld C%lld %lldx%lld k%lld s%lld p%lld", (long long)B, (long long)Ch, (long long)H,
-          (long long)W, (long long)k, (long long)s, (long long)pad);
+    SHAPE("B%lld C%lld %lldx%lld k%lld s%lld p%lld%s", (long long)B, (long long)Ch, (long long)H,
+          (long long)W, (long long)k, (long long)s, (long long)pad, wide ? " 64-bit" : "");
     float *x = avec(nx), *col = nans(ncol), *dcol = avec(ncol), *dx = nans(nx);
     rt_im2col(&C, x, col, B, Ch, H, W, k, s, pad, OH, OW);
     rt_col2im(&C, dcol, dx, B, Ch, H, W, k, s, pad, OH, OW);
@@ -393,8 +395,9 @@ static void t_pool(int64_t planes, int64_t H, int64_t W, int64_t k, int64_t s, i
                    int with_nan)
 {
     int64_t OH = (H - k) / s + 1, OW = (W - k) / s + 1, nx = planes * H * W, ny = planes * OH * OW;
-    SHAPE("%lld x %lldx%lld k%lld s%lld%s%s", (long long)planes, (long long)H, (long long)W,
-          (long long)k, (long long)s, quantized ? " ties" : "", with_nan ? " nan" : "");
+    SHAPE("%lld x %lldx%lld k%lld s%lld%s%s%s", (long long)planes, (long long)H, (long long)W,
+          (long long)k, (long long)s, quantized ? " ties" : "", with_nan ? " nan" : "",
+          wide ? " 64-bit" : "");
     float *x = fvec(nx), *dy = fvec(ny);
     if (quantized)
         for (int64_t i = 0; i < nx; i++)
@@ -1512,15 +1515,25 @@ int main(int argc, char **argv)
     t_rowsum(16, 3 * 784 + 1);
     t_rowsum(32, 200003);
 
-    t_conv(2, 3, 7, 9, 3, 1, 1);
-    t_conv(3, 2, 10, 8, 3, 2, 0);
-    t_conv(2, 16, 14, 14, 3, 1, 1);
-    t_conv(1, 2, 9, 11, 5, 2, 2);
-    t_pool(6, 8, 8, 2, 2, 0, 0);
-    t_pool(5, 9, 7, 3, 2, 0, 0);
-    t_pool(3, 5, 6, 3, 1, 1, 0);
-    t_pool(4, 8, 8, 2, 2, 1, 1);
-    t_pool(4, 9, 9, 3, 2, 0, 1);
+    /* each twice: 32-bit indices divided by multiplies (conv.cuh's rt_fdiv), then the
+     * 64-bit path that tensors of 2^31 elements or more take */
+    for (wide = 0; wide < 2; wide++) {
+        rt_cu_force_wide_index(wide);
+        t_conv(2, 3, 7, 9, 3, 1, 1);
+        t_conv(3, 2, 10, 8, 3, 2, 0);
+        t_conv(2, 16, 14, 14, 3, 1, 1);
+        t_conv(1, 2, 9, 11, 5, 2, 2);
+        t_conv(2, 3, 13, 6, 1, 3, 0);   /* 1x1, stride 3: col smaller than x */
+        t_conv(3, 1, 7, 7, 7, 1, 3);    /* a window as wide as the image */
+        t_pool(6, 8, 8, 2, 2, 0, 0);
+        t_pool(5, 9, 7, 3, 2, 0, 0);
+        t_pool(3, 5, 6, 3, 1, 1, 0);
+        t_pool(4, 8, 8, 2, 2, 1, 1);
+        t_pool(4, 9, 9, 3, 2, 0, 1);
+        t_pool(3, 11, 10, 2, 3, 0, 0);  /* stride above the window: inputs no window covers */
+    }
+    rt_cu_force_wide_index(0);
+    wide = 0;
 
     t_layernorm(1, 7);
     t_layernorm(37, 7);

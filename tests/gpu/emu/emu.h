@@ -72,6 +72,7 @@ inline unsigned __ballot_sync(unsigned, int pred)
 }
 
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
+inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
 
 /* The kernels' one use of inline PTX, mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}
  * (attention.cuh's att_mma), as the warp executes it: each lane's A (4 registers) and
