@@ -15,9 +15,12 @@ extern "C" __global__ void __launch_bounds__(256)
 rt_bias_act(const act_t *out, const act_t *R, act_t *C, act_t *Y, const float *bias, int64_t M,
             int64_t N, int64_t ldc, int act)
 {
+    const bool narrow = M * N <= 0x7fffffff;   /* 32-bit remainders (a 64-bit one is slow) */
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < M * N;
          i += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t r = i / N, j = i % N, k = r * ldc + j;
+        /* rows packed (ldc == N, the usual case): no division for k */
+        const int64_t j = narrow ? (int64_t)((unsigned)i % (unsigned)N) : i % N;
+        const int64_t k = ldc == N ? i : i / N * ldc + j;
         float v = rt_ld(out + k);
         if (R)
             v = v + rt_ld(R + k);
@@ -40,7 +43,7 @@ rt_dgelu(act_t *D, const act_t *pre, int64_t M, int64_t N, int64_t ld)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < M * N;
          i += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t k = i / N * ld + i % N;
+        const int64_t k = ld == N ? i : i / N * ld + i % N;
         rt_st(D + k, rt_gelu_tanh_bwd(rt_ld(pre + k), rt_ld(D + k)));
     }
 }
@@ -71,7 +74,7 @@ rt_ksplit_sum(const float *part, float *C, int64_t parts, int64_t ps, int64_t M,
         float s = 0.0f;
         for (int64_t q = 0; q < parts; q++)
             s += part[q * ps + i];
-        float *c = C + i / N * ldc + i % N;
+        float *c = C + (ldc == N ? i : i / N * ldc + i % N);
         *c = beta == 0.0f ? s : beta * *c + s;
     }
     if (!db)
