@@ -67,6 +67,16 @@ char *build_cuda_image(const char *src, const char *archs, const char *dir)
     for (char *a = strtok(list, ","); a; a = strtok(NULL, ",")) {
         if (!valid_arch(a))
             error_input("build: --arch: '%s' is not an architecture like sm_90", a);
+        char have[512];
+        int nv_major = 0, nv_minor = 0;
+        if (atoi(a + 3) < RT_CU_MIN_SM)
+            error_input("build: --arch: %s: trainc's kernels need sm_%d or newer (16-bit tensor "
+                        "cores, asynchronous copies)", a, RT_CU_MIN_SM);
+        if (!rt_nvrtc_supports(atoi(a + 3), have, sizeof have)) {
+            rt_nvrtc_version(&nv_major, &nv_minor);
+            error_input("build: --arch: NVRTC %d.%d cannot compile for %s; it can for %s", nv_major,
+                        nv_minor, a, have);
+        }
         if (n == 16)
             error_input("build: --arch: at most 16 architectures");
         jobs[n++] = (Job){.src = src, .arch = a};

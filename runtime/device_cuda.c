@@ -149,6 +149,25 @@ int rt_cu_probe(char *why, size_t n, int *count)
         snprintf(why, n, "the driver sees no GPU (%s)", r == CUDA_SUCCESS ? "0 devices" : cu_err(r));
         return -1;
     }
+    /* a GPU older than the kernels (sm_80): none the trainer can use */
+    for (int i = 0; i < *count; i++) {
+        CUdevice dev;
+        int major = 0, minor = 0;
+        char name[256] = "?";
+        if (p_cuDeviceGet(&dev, i) != CUDA_SUCCESS ||
+            p_cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) != CUDA_SUCCESS ||
+            p_cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) != CUDA_SUCCESS)
+            continue;   /* the device's opening will say */
+        if (major * 10 + minor < RT_CU_MIN_SM) {
+            p_cuDeviceGetName(name, sizeof name, dev);
+            snprintf(why, n, "GPU %d (%s) has compute capability %d.%d, and trainc's kernels need "
+                     "%d.%d or newer (A100, A10, L4, RTX 30xx, H100 and later)%s", i, name, major,
+                     minor, RT_CU_MIN_SM / 10, RT_CU_MIN_SM % 10,
+                     *count > 1 ? "; CUDA_VISIBLE_DEVICES can leave it out" : "");
+            *count = 0;
+            return -1;
+        }
+    }
     return 0;
 }
 
@@ -388,6 +407,10 @@ static rt_cu *cu_open(const rt_cuda_image *img, int local_rank, int quiet)
     CU(p_cuDeviceGetAttribute(&d->cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d->dev));
     CU(p_cuDeviceGetAttribute(&d->cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d->dev));
     snprintf(d->arch, sizeof d->arch, "sm_%d%d", d->cc_major, d->cc_minor);
+    if (d->cc_major * 10 + d->cc_minor < RT_CU_MIN_SM)
+        rt_fail("CUDA: the GPU is %s, compute capability %d.%d; trainc's kernels need %d.%d or "
+                "newer (A100, A10, L4, RTX 30xx, H100 and later)\n  hint: --device cpu trains on "
+                "the CPU", d->name, d->cc_major, d->cc_minor, RT_CU_MIN_SM / 10, RT_CU_MIN_SM % 10);
     /* the primary context: the one cuBLASLt (through the CUDA runtime) also uses */
     CU(p_cuDevicePrimaryCtxRetain(&d->ctx, d->dev));
     CU(p_cuCtxSetCurrent(d->ctx));

@@ -4,7 +4,10 @@
  * _evaluate_stopping_criteria), for each validation check's monitored value v:
  *   1. check_finite and v is NaN or infinite               -> stop (diverged)
  *   2. stopping_threshold given and v is better than it    -> stop
- *   3. divergence_threshold given and v is worse than it   -> stop (diverged)
+ *   3. divergence_threshold given and v is worse than it   -> stop
+ * Only 1 is a divergence (exit 3: SPEC.md's "non-finite loss or monitored value");
+ * a threshold crossed by a finite value stops the run as Lightning does, with the
+ * end reason early_stopping and exit 0.
  *   4. v improves on the best by more than min_delta       -> best = v, wait = 0
  *      (mode min: v + min_delta < best; max: v - min_delta > best; equality is
  *      not an improvement; NaN never improves)
@@ -35,7 +38,7 @@ int rt_es_check(const rt_train_config *c, rt_stopper *s, double v, char *why, si
     if (!isnan(c->es_divergence_threshold) && rt_better(c->es_mode, -v, -c->es_divergence_threshold)) {
         snprintf(why, n, "the monitored value %g is worse than divergence_threshold %g", v,
                  c->es_divergence_threshold);
-        return RT_ES_DIVERGED;
+        return RT_ES_STOP;
     }
     double delta = c->es_mode == RT_MODE_MIN ? -c->es_min_delta : c->es_min_delta;
     if (rt_better(c->es_mode, v - delta, s->best)) {

@@ -27,7 +27,8 @@
 #define NVRTC_FNS(X)                                                                           \
     X(nvrtcVersion) X(nvrtcCreateProgram) X(nvrtcCompileProgram) X(nvrtcGetProgramLogSize)    \
     X(nvrtcGetProgramLog) X(nvrtcGetCUBINSize) X(nvrtcGetCUBIN) X(nvrtcGetPTXSize)             \
-    X(nvrtcGetPTX) X(nvrtcDestroyProgram) X(nvrtcGetErrorString)
+    X(nvrtcGetPTX) X(nvrtcDestroyProgram) X(nvrtcGetErrorString) X(nvrtcGetNumSupportedArchs) \
+    X(nvrtcGetSupportedArchs)
 #define DECLARE(fn) static __typeof__(fn) *p_##fn;
 NVRTC_FNS(DECLARE)
 
@@ -53,6 +54,25 @@ int rt_nvrtc_version(int *major, int *minor)
     if (rt_nvrtc_load(NULL, 0) != 0)
         return -1;
     return p_nvrtcVersion(major, minor) == NVRTC_SUCCESS ? 0 : -1;
+}
+
+/* Whether NVRTC compiles for sm_<sm> (sm 90 for sm_90 and sm_90a); its list, as
+ * "sm_75, sm_80, ...", into list (n bytes). */
+int rt_nvrtc_supports(int sm, char *list, size_t n)
+{
+    int count = 0, archs[64], ok = 0;
+    if (list && n)
+        list[0] = 0;
+    if (rt_nvrtc_load(NULL, 0) != 0 || p_nvrtcGetNumSupportedArchs(&count) != NVRTC_SUCCESS ||
+        count < 1 || count > 64 || p_nvrtcGetSupportedArchs(archs) != NVRTC_SUCCESS)
+        return 1;   /* not known: the compile will say */
+    size_t u = 0;
+    for (int i = 0; i < count; i++) {
+        ok |= archs[i] == sm;
+        if (list && u < n)
+            u += (size_t)snprintf(list + u, n - u, "%ssm_%d", i ? ", " : "", archs[i]);
+    }
+    return ok;
 }
 
 int rt_nvrtc_compile(const char *src, const char *name, const char *arch, void **image,

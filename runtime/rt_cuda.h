@@ -224,7 +224,11 @@ void rt_nccl_close(void);
 
 /* ---- NVRTC and the kernel cache (nvrtc.c) -------------------------------------------- */
 
+/* The oldest GPU trainc's kernels run on: sm_80 (Ampere), for bf16/fp16 mma.sync,
+ * ldmatrix and cp.async. */
+#define RT_CU_MIN_SM 80
 int rt_nvrtc_load(char *why, size_t n);
+int rt_nvrtc_supports(int sm, char *list, size_t n);
 int rt_nvrtc_version(int *major, int *minor);
 /* `src` for `arch`: "sm_90" gives a cubin, "compute_80" PTX. 0 and a malloc'd image, or
  * -1; *log (malloc'd, may be NULL) holds NVRTC's messages either way. */

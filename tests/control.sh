@@ -45,6 +45,20 @@ print("early stop at step", stop)
 PY
 echo "ok   early_stopping"
 
+# divergence_threshold crossed by a finite value: Lightning's stop, not a divergence
+# (SPEC.md's exit 3 is for non-finite values): reason early_stopping, exit 0, the final
+# weights written
+set +e
+"$d/t" --out "$d/dthr" "${q[@]}" --set max_steps=60 --set validate.every_steps=20 --set validate.batches=2 \
+    --set early_stopping.divergence_threshold=0.01 2>"$d/dthr.err"
+rc=$?
+set -e
+[ $rc -eq 0 ] || { echo "FAIL divergence_threshold: exit $rc"; cat "$d/dthr.err"; exit 1; }
+[ "$(reason "$d/dthr")" = "early_stopping 20" ] || { echo "FAIL divergence_threshold: $(reason "$d/dthr")"; exit 1; }
+grep -q "divergence_threshold 0.01" "$d/dthr.err" || { echo "FAIL divergence_threshold: no reason given"; cat "$d/dthr.err"; exit 1; }
+[ -s "$d/dthr/model.safetensors" ]
+echo "ok   divergence_threshold: early_stopping, exit 0"
+
 # divergence: exit 3, reason diverged, the message says where and what to try, the last
 # good checkpoint stays
 set +e

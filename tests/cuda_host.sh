@@ -51,7 +51,12 @@ echo "ok   --device checked against the build; trainc run --device cuda exits 2"
 # a bad --arch is bad input
 expect 1 "not an architecture" "$TRAINC" build specs/mlp_fashion.json --device cuda --arch sm_9x -o "$d/x"
 [ ! -e "$d/x" ]
-echo "ok   --arch checked"
+# older than the kernels' sm_80, or one NVRTC does not know: bad input too, not "a bug"
+expect 1 "need sm_80 or newer" "$TRAINC" build specs/mlp_fashion.json --device cuda --arch sm_90,sm_75 -o "$d/x"
+[ ! -e "$d/x" ]
+expect 1 "cannot compile for sm_99; it can for sm_75, sm_80" "$TRAINC" build specs/mlp_fashion.json --device cuda --arch sm_99 -o "$d/x"
+[ ! -e "$d/x" ]
+echo "ok   --arch checked (form, sm_80 and later, NVRTC's list)"
 
 # attention heads wider than the GPU kernels take (128): build --device cuda refuses
 # with the reason, --device cpu builds

@@ -43,7 +43,8 @@
 #     a wait every step (TRAINC_STEP_WAIT=1): bit-identical, fewer waits; a divergence
 #     between waits and a max_time stop + --resume as with waits;
 # tests/gpu/check_ops (every kernel against its CPU twin) through the real device layer;
-# and a GPU too small for the model is "out of GPU memory", exit 2.
+# and a GPU too small for the model is "out of GPU memory", exit 2, as is one older
+# than sm_80.
 # By hand, after a run of this script: LD_LIBRARY_PATH=build/tests/fake_gpu/lib
 # TRAINC_CACHE_DIR=/tmp/x TRAINER --device cuda ... (TRAINC_FAKE_GPU_SCHEDULE, _SMS,
 # _MEM_MB, _TRACE, _PROFILE: see tests/fake_gpu/fake_cuda.c).
@@ -640,6 +641,21 @@ set -e
 [ $rc = 2 ] && grep -q "out of GPU memory" "$d/oom.log" && [ ! -e "$d/oom" ] ||
     { echo "FAIL: an 8 MB GPU exited $rc with:"; cat "$d/oom.log"; exit 1; }
 echo "ok   an 8 MB GPU: exit 2, out of GPU memory"
+
+# a GPU older than the kernels' sm_80 (a T4's 7.5): exit 2, the GPU and the floor
+# named, a hint, nothing written
+set +e
+TRAINC_FAKE_GPU_CC=75 gpu "$d/mlp_fashion" --device cuda --set max_steps=2 --quiet --out "$d/oldgpu" 2>"$d/oldgpu.log"
+rc=$?
+set -e
+[ $rc = 2 ] && grep -q "has compute capability 7.5, and trainc's kernels need 8.0 or newer" "$d/oldgpu.log" &&
+    grep -q "hint: .*--device cpu" "$d/oldgpu.log" && [ ! -e "$d/oldgpu" ] ||
+    { echo "FAIL: a compute capability 7.5 GPU: exit $rc with:"; cat "$d/oldgpu.log"; exit 1; }
+# with --device auto (a trainer built for both), the CPU trains, and says why
+TRAINC_FAKE_GPU_CC=75 gpu "$d/mlp_fashion" --set max_steps=2 --quiet --out "$d/oldgpu_auto" 2>"$d/oldgpu_auto.log"
+grep -q '"device":"cpu"' "$d/oldgpu_auto/metrics.jsonl" && grep -q "compute capability 7.5.*on the CPU" "$d/oldgpu_auto.log" ||
+    { echo "FAIL: a compute capability 7.5 GPU with --device auto:"; cat "$d/oldgpu_auto.log"; exit 1; }
+echo "ok   a compute capability 7.5 GPU: --device cuda exits 2 naming the floor, auto trains on the CPU"
 
 # a driver for an older CUDA than the trainer's toolkit: exit 2, the versions named
 set +e

@@ -8,6 +8,7 @@
  *
  *   device     one, "trainc fake GPU (CPU emulation)", compute capability 9.0, 4 SMs
  *              (TRAINC_FAKE_GPU_SMS to change: grids follow it, results must not);
+ *              compute capability 9.0 (TRAINC_FAKE_GPU_CC=75 for 7.5);
  *              TRAINC_FAKE_GPU_COUNT=N shows N such devices, of which a process may
  *              use one (ranks of one node each take their own, as with NCCL),
  *              16 GiB (TRAINC_FAKE_GPU_MEM_MB to change), checked by cuMemAlloc
@@ -110,7 +111,8 @@ static void tr(const char *fmt, ...)
 /* ---- the device and its context ---------------------------------------------------- */
 
 #define DEV_NAME "trainc fake GPU (CPU emulation)"
-static int sms = 4, n_devices = 1, ctx_dev = -1;   /* ctx_dev: the primary context's */
+static int sms = 4, n_devices = 1, ctx_dev = -1;
+static int cc = 90;   /* compute capability x 10 (TRAINC_FAKE_GPU_CC=75: a Turing GPU) */   /* ctx_dev: the primary context's */
 static size_t total_mem = (size_t)16 << 30, used_mem;
 static size_t gran = (size_t)2 << 20;   /* cuMemGetAllocationGranularity */
 static size_t page_size(void);
@@ -167,6 +169,9 @@ CUresult cuInit(unsigned int flags)
     s = getenv("TRAINC_FAKE_GPU_COUNT");
     if (s && *s && atoi(s) > 0)
         n_devices = atoi(s);
+    s = getenv("TRAINC_FAKE_GPU_CC");
+    if (s && *s && atoi(s) >= 10)
+        cc = atoi(s);
     initialized = 1;
     tr("cuInit: %s, %zu MiB, %s streams", DEV_NAME, total_mem >> 20,
        schedule_names[schedule]);
@@ -216,8 +221,8 @@ CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d)
         return CUDA_ERROR_INVALID_DEVICE;
     switch (a) {
     case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *v = sms; break;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = 9; break;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = 0; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = cc / 10; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = cc % 10; break;
     case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *v = 1024; break;
     case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *v = 32; break;
     case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: *v = 1; break;

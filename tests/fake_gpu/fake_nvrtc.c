@@ -45,6 +45,25 @@ nvrtcResult nvrtcVersion(int *major, int *minor)
     return NVRTC_SUCCESS;
 }
 
+/* NVRTC 13.0's list */
+static const int archs[] = {75, 80, 86, 87, 88, 89, 90, 100, 103, 110, 120, 121};
+
+nvrtcResult nvrtcGetNumSupportedArchs(int *n)
+{
+    if (!n)
+        return NVRTC_ERROR_INVALID_INPUT;
+    *n = (int)(sizeof archs / sizeof archs[0]);
+    return NVRTC_SUCCESS;
+}
+
+nvrtcResult nvrtcGetSupportedArchs(int *a)
+{
+    if (!a)
+        return NVRTC_ERROR_INVALID_INPUT;
+    memcpy(a, archs, sizeof archs);
+    return NVRTC_SUCCESS;
+}
+
 const char *nvrtcGetErrorString(nvrtcResult r)
 {
     static const char *const names[] = {
