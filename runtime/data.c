@@ -932,6 +932,8 @@ void rt_dataset_open(rt_dataset *d, const rt_model *m, const rt_data_entry *entr
         snprintf(where, sizeof where, "$.train.data.%s.%s", what, in->name);
         join_path(path, base_dir, e->path, where);
         rt_npy *a = &d->arr[i];
+        if (access(path, R_OK) != 0)   /* the key too, for a file that is not there */
+            rt_input_error("%s: %s: cannot open: %s", path, where, strerror(errno));
         rt_npy_open(a, path);
 
         if (a->dtype != in->dtype && !(a->dtype == RT_I64 && in->dtype == RT_I32))
