@@ -1824,8 +1824,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
     /* the final weights, then the end record */
     if (end != END_DIVERGED)
         save_final(r, last_ckpt, s->step);
-    if (r->has_val)
-        rt_metrics_plot(r->mt);
+    rt_metrics_plot(r->mt);   /* without validation too: the training loss alone */
     char buf[512], a[32];
     double t = rt_now() - r->t0;
     snprintf(buf, sizeof buf, "{\"event\":\"end\",\"reason\":\"%s\",\"step\":%lld,\"best_val_loss\":%s,\"time_s\":%.3f}",

@@ -21,7 +21,9 @@ echo "ok   max_steps, checkpoint.keep"
 # max_time
 "$d/t" --out "$d/time" "${q[@]}" --set max_time=00:00:00:01 --set epochs=100 --set data.val=null
 [ "$(reason "$d/time" | cut -d' ' -f1)" = "max_time" ]
-echo "ok   max_time"
+# loss.svg without validation data: the training loss's line
+grep -q '<polyline [^>]*points="[0-9]' "$d/time/loss.svg" || { echo "FAIL: no training loss in loss.svg"; exit 1; }
+echo "ok   max_time, loss.svg without validation"
 
 # early stopping: the step where it stops follows Lightning's rule applied to the
 # recorded validation values
@@ -43,7 +45,11 @@ for r in recs:
 assert stop == end["step"], (stop, end)
 print("early stop at step", stop)
 PY
-echo "ok   early_stopping"
+# loss.svg with validation: the training line and a marker a validation
+nv=$(grep -c '"val_loss"' "$d/es/metrics.jsonl")
+[ "$(grep -o '<circle cx="[0-9.]*" cy="[0-9.]*" r="3"/>' "$d/es/loss.svg" | wc -l)" -eq "$nv" ] ||
+    { echo "FAIL: loss.svg does not mark the $nv validations"; exit 1; }
+echo "ok   early_stopping, loss.svg with its validations"
 
 # divergence_threshold crossed by a finite value: Lightning's stop, not a divergence
 # (SPEC.md's exit 3 is for non-finite values): reason early_stopping, exit 0, the final
