@@ -5,6 +5,7 @@
  * then `emit` writes the sources, `build` hands them to the system C compiler,
  * and `run` to libtcc in this process. */
 #include <errno.h>
+#include <glob.h>
 #include <limits.h>
 #include <spawn.h>
 #include <stdlib.h>
@@ -273,6 +274,46 @@ static void add_words(char **args, int *na, int max, const char *s)
         args[(*na)++] = w;
 }
 
+/* check's data lines: each file of data.train and data.val, where it resolves (relative
+ * to the training spec's folder) and whether it is there. A missing file is a note, not
+ * an error: a trainer may be built before its data exists or run where the data lives;
+ * its run says what is wrong with a file (section 5's formats). */
+static void check_data(const Spec *s, const char *what, const rt_data_entry *e, int n, int *first)
+{
+    for (int i = 0; i < n; i++) {
+        char *p = e[i].path[0] == '/' ? xstrdup(e[i].path) : xasprintf("%s/%s", s->data_dir, e[i].path);
+        char key[96], size[32];
+        snprintf(key, sizeof key, "%s.%s", what, e[i].key);
+        printf("  %-12s %-13s %s: ", *first ? "data" : "", key, e[i].path);
+        *first = 0;
+        /* a glob for token shards; x/y paths are plain names */
+        glob_t g = {0};
+        char *one[] = {p, NULL};
+        int rc = -1;
+        struct stat st;
+        if (!strcmp(e[i].key, "tokens"))
+            rc = glob(p, 0, NULL, &g);
+        else if (stat(p, &st) == 0 && S_ISREG(st.st_mode))
+            g.gl_pathc = 1, g.gl_pathv = one;
+        if (g.gl_pathc == 0) {
+            printf("not found (%s; the run needs it)\n", p);
+        } else {
+            double bytes = 0;
+            for (size_t k = 0; k < g.gl_pathc; k++)
+                if (stat(g.gl_pathv[k], &st) == 0)
+                    bytes += (double)st.st_size;
+            human(size, sizeof size, bytes);
+            if (g.gl_pathc == 1)
+                printf("%s\n", size);
+            else
+                printf("%zu files, %s\n", g.gl_pathc, size);
+        }
+        if (rc == 0)
+            globfree(&g);
+        free(p);
+    }
+}
+
 static int cmd_check(int argc, char **argv)
 {
     int n = spec_args(argc, argv, 1, "check");
@@ -312,6 +353,9 @@ static int cmd_check(int argc, char **argv)
     printf("  validation   %lld bytes at batch %lld (forward only, its own plan)\n",
            (long long)(B * c->eval->arena_row_bytes), (long long)B);
     printf("  kernels      %d fused loops, %d instructions\n", c->prog->n_kernels, c->prog->n_ins);
+    int first = 1;
+    check_data(s, "train", s->train.train, s->train.n_train, &first);
+    check_data(s, "val", s->train.val, s->train.n_val, &first);
     return 0;
 }
 

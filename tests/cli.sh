@@ -30,8 +30,15 @@ done
 
 # a spec file need not end in .json
 sed 's|\.\./data/fashion|../../../data/fashion|g' specs/mlp_fashion.json > "$d/mlp.spec"
-"$TRAINC" check "$d/mlp.spec" >/dev/null 2>"$d/check.err" && ok "check a spec named mlp.spec" ||
+"$TRAINC" check "$d/mlp.spec" >"$d/check.out" 2>"$d/check.err" && ok "check a spec named mlp.spec" ||
     { bad "check mlp.spec"; cat "$d/check.err"; }
+# check lists the data files with their sizes, resolved from the spec's folder; one
+# that is not there is a note (exit 0), token globs count their shards
+grep -Eq '^  data +train\.x +\.\./\.\./\.\./data/fashion/train_x\.npy: 44\.9 MiB$' "$d/check.out" &&
+    "$TRAINC" check "$d/mlp.spec" --set data.val.x=nowhere.npy >"$d/check2.out" &&
+    grep -Eq '^ +val\.x +nowhere\.npy: not found \(.*/nowhere\.npy; the run needs it\)$' "$d/check2.out" &&
+    "$TRAINC" check specs/gpt_char.json | grep -Eq '^  data +train\.tokens +\.\./data/text/train_\*\.bin: [0-9.]+ KiB$' &&
+    ok "check: data files, a missing one a note" || { bad "check's data lines"; cat "$d/check.out" "$d/check2.out"; }
 
 S=(--quiet --threads 1 --set max_steps=5 --set log_every=1 --set data.val=null)
 losses() { $PY -c 'import json,sys; print([json.loads(l)["loss"] for l in open(sys.argv[1]) if "\"loss\"" in l])' "$1/metrics.jsonl"; }
