@@ -1022,6 +1022,51 @@ static int64_t file_size(const char *dir, const char *name)
     return stat(p, &st) == 0 ? (int64_t)st.st_size : 0;
 }
 
+/* A resumed checkpoint's place in its epoch must be where its step puts it:
+ * steps_per_epoch steps an epoch of `accumulate` batches each, the epoch's last step
+ * taking the rest; at an epoch's end either (epoch + 1, batch 0) or (epoch, all its
+ * batches). A damaged or hand-edited state.json would otherwise start the loader
+ * elsewhere, and the run would silently differ from the one it continues. */
+static void check_position(const Run *r, const rt_loop_state *s, const char *ck)
+{
+    int64_t e = s->step / r->steps_per_epoch, k = s->step % r->steps_per_epoch;
+    int ok = k ? s->epoch == e && s->batch == k * r->c.accumulate
+               : (s->epoch == e && s->batch == 0) ||
+                     (s->step > 0 && s->epoch == e - 1 && s->batch == r->batches_per_epoch);
+    if (!ok)
+        rt_input_error("%s/state.json: epoch %lld, batch %lld is not where step %lld puts a run "
+                       "of %lld batches an epoch, %lld a step (a damaged checkpoint?)", ck,
+                       (long long)s->epoch, (long long)s->batch, (long long)s->step,
+                       (long long)r->batches_per_epoch, (long long)r->c.accumulate);
+}
+
+/* metrics.jsonl is cut back to the checkpoint's length at resume: that length must end
+ * a record (a newline before it), else the cut would leave half a line. A file shorter
+ * than it (records removed by hand since) is appended to as it is, and said so. */
+static void check_metrics_cut(const char *out, int64_t bytes, const char *ck)
+{
+    char p[RT_PATH_MAX + 64];
+    snprintf(p, sizeof p, "%s/metrics.jsonl", out);
+    FILE *f = fopen(p, "rb");
+    if (!f)
+        return;   /* none: a new one */
+    struct stat st;
+    int ok = fstat(fileno(f), &st) == 0;
+    if (ok && st.st_size < bytes) {
+        fprintf(stderr, "trainc: warning: %s has %lld bytes, fewer than the %lld it had at the "
+                "checkpoint (records removed since?): appending to it as it is\n", p,
+                (long long)st.st_size, (long long)bytes);
+    } else if (ok && bytes > 0) {
+        ok = fseeko(f, (off_t)(bytes - 1), SEEK_SET) == 0 && fgetc(f) == '\n';
+        if (!ok) {
+            fclose(f);
+            rt_input_error("%s/state.json: metrics_bytes %lld does not end a record of %s (a "
+                           "damaged checkpoint?)", ck, (long long)bytes, p);
+        }
+    }
+    fclose(f);
+}
+
 static void write_val_record(Run *r, const rt_loop_state *s)
 {
     char buf[512], a[32], b[32];
@@ -1448,13 +1493,9 @@ int rt_main(const rt_model *m, int argc, char **argv)
             free(lines[i]);
         free(lines);
         resumed_from = s->step;
-        /* records after the checkpoint (a crash) are dropped: the file reads as one run */
-        char mp[RT_PATH_MAX + 32];
-        snprintf(mp, sizeof mp, "%s/metrics.jsonl", r->out);
-        if (!r->o.eval && r->rank == 0 && same_folder(r->out, r->o.resume) &&
-            file_size(r->out, "metrics.jsonl") > s->metrics_bytes &&
-            truncate(mp, s->metrics_bytes) != 0)
-            rt_fail("cannot truncate %s: %s", mp, strerror(errno));
+        check_position(r, s, ck);
+        if (!r->o.eval && r->rank == 0 && same_folder(r->out, r->o.resume))
+            check_metrics_cut(r->out, s->metrics_bytes, ck);
         fprintf(stderr, "trainc: %s %s from step %lld (epoch %lld)\n",
                 r->o.eval ? "evaluating" : "resuming", ck, (long long)s->step, (long long)s->epoch);
     }
@@ -1469,6 +1510,15 @@ int rt_main(const rt_model *m, int argc, char **argv)
             rt_input_error("cannot create the output folder %s: %s\n  hint: --out names a "
                            "folder trainc can create and write", r->out, strerror(errno));
         hold_out(r->out);
+        /* records after the checkpoint (a crash) are dropped: the file reads as one run;
+         * only under the folder's lock (a refused second trainer must not cut the
+         * records of the run that holds it) */
+        char mp[RT_PATH_MAX + 32];
+        snprintf(mp, sizeof mp, "%s/metrics.jsonl", r->out);
+        if (r->o.resume && same_folder(r->out, r->o.resume) &&
+            file_size(r->out, "metrics.jsonl") > s->metrics_bytes &&
+            truncate(mp, s->metrics_bytes) != 0)
+            rt_fail("cannot truncate %s: %s", mp, strerror(errno));
         if (r->o.resume)
             restore_best(r, s);
         if (r->o.resume && same_folder(r->out, r->o.resume))

@@ -231,6 +231,28 @@ PY
         echo "ok   damaged_checkpoint $kv"; pass=$((pass+1))
     else echo "FAIL damaged_checkpoint $kv: exit $rc"; cat "$d/damaged.stderr"; fail=$((fail+1)); fi
 done
+# counters each within range but not together: a place in the epoch the step does not
+# put a run at, updates that leave a step unaccounted for, a metrics.jsonl length that
+# would cut a record in half
+for kvm in "batch=7|epoch 0, batch 7 is not where step 20 puts" "epoch=1|epoch 1, batch 20 is not where step 20 puts" \
+           "updates=19|field 'skipped' is 0, expected the step less the updates" \
+           "metrics_bytes=10|metrics_bytes 10 does not end a record"; do
+    kv=${kvm%%|*}; msg=${kvm#*|}; k=${kv%=*}; v=${kv#*=}
+    $PY - "$d/state.good" "$st" "$k" "$v" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1])); k, v = sys.argv[3], sys.argv[4]
+s["loop"][k] = v if isinstance(s["loop"][k], str) else float(v)
+json.dump(s, open(sys.argv[2], "w"))
+PY
+    before=$(cat "$o/metrics.jsonl" "$st" | md5sum; ls "$o/checkpoints")
+    "$d/trainer" --resume "$o" --quiet --set max_steps=30 --set checkpoint.every_steps=10 \
+        --set data.val=null >/dev/null 2>"$d/damaged.stderr"
+    rc=$?
+    after=$(cat "$o/metrics.jsonl" "$st" | md5sum; ls "$o/checkpoints")
+    if [ $rc -eq 1 ] && grep -qF "$msg" "$d/damaged.stderr" && [ "$before" = "$after" ]; then
+        echo "ok   damaged_checkpoint $kv"; pass=$((pass+1))
+    else echo "FAIL damaged_checkpoint $kv: exit $rc"; cat "$d/damaged.stderr"; fail=$((fail+1)); fi
+done
 cp "$d/state.good" "$st"
 if "$d/trainer" --resume "$o" --quiet --set max_steps=30 --set data.val=null >/dev/null 2>"$d/damaged.stderr"; then
     echo "ok   damaged_checkpoint mended: resumes"; pass=$((pass+1))

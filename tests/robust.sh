@@ -67,6 +67,27 @@ wait $pid
     { echo "FAIL: a second trainer into a busy folder: rc=$rc"; cat "$d/two.err"; exit 1; }
 echo "ok   a second trainer into a folder in use: exit 1, the first run whole"
 
+# a --resume of a folder in use: exit 1 before it cuts metrics.jsonl back to the
+# checkpoint (the run holding the folder is paused past its checkpoint meanwhile)
+"$d/t" --out "$d/busy" --threads 1 --quiet --set max_steps=1000000 --set data.val=null \
+    --set checkpoint.every_steps=20 --set log_every=5 &
+pid=$!
+while ! grep -q '"step":25,' "$d/busy/metrics.jsonl" 2>/dev/null; do sleep 0.01; done
+kill -STOP $pid
+before=$(md5sum < "$d/busy/metrics.jsonl")
+rc=0
+"$d/t" --resume "$d/busy" --threads 1 --quiet 2>"$d/busy.err" || rc=$?
+after=$(md5sum < "$d/busy/metrics.jsonl")
+kill -CONT $pid; kill -TERM $pid; wait $pid || true
+[ $rc -eq 1 ] && grep -q "is in use" "$d/busy.err" && [ "$before" = "$after" ] ||
+    { echo "FAIL: --resume of a folder in use: rc=$rc, metrics.jsonl changed: $([ "$before" = "$after" ] || echo yes)"; cat "$d/busy.err"; exit 1; }
+$PY - "$d/busy/metrics.jsonl" <<'PY'
+import json, sys
+steps = [json.loads(l)["step"] for l in open(sys.argv[1]) if '"loss"' in l]
+assert steps == list(range(5, 5 * len(steps) + 1, 5)) and len(steps) >= 5, steps
+PY
+echo "ok   --resume of a folder in use: exit 1, the running run's records untouched"
+
 # the output folder moved away during the run
 "$d/t" --out "$d/mv" --threads 1 --quiet --set max_steps=3000 --set data.val=null \
     --set checkpoint.every_steps=20 2>"$d/mv.err" &
