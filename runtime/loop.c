@@ -40,6 +40,7 @@ typedef struct Opts {
 } Opts;
 
 static volatile sig_atomic_t g_signal;
+static volatile sig_atomic_t g_have_ckpt;   /* a complete checkpoint of this run exists */
 
 /* The first SIGINT/SIGTERM asks the loop to stop at the next step boundary (it writes
  * a checkpoint and exits 130); a second one leaves at once. Checkpoints are written
@@ -47,8 +48,11 @@ static volatile sig_atomic_t g_signal;
 static void on_signal(int sig)
 {
     if (g_signal) {
-        static const char msg[] = "\ntrainc: second signal: exiting now (the last complete checkpoint is intact)\n";
-        ssize_t w = write(2, msg, sizeof msg - 1);
+        static const char kept[] = "\ntrainc: second signal: exiting now (the last complete "
+                                   "checkpoint is intact)\n";
+        static const char none[] = "\ntrainc: second signal: exiting now (no checkpoint was "
+                                   "complete yet: this run cannot be resumed)\n";
+        ssize_t w = g_have_ckpt ? write(2, kept, sizeof kept - 1) : write(2, none, sizeof none - 1);
         (void)w;
         _exit(RT_EXIT_INTERRUPTED);
     }
@@ -1127,6 +1131,7 @@ static void checkpoint(Run *r, rt_loop_state *s)
     }
     free_lines(lines, n);
     free_lines(spec, n_spec);
+    g_have_ckpt = 1;
 }
 
 /* --sample's vocabulary: the ids it may draw (the logits' width, or fewer when the
@@ -1411,9 +1416,19 @@ int rt_main(const rt_model *m, int argc, char **argv)
     r->state_floats = sf;
     r->e.rt = rt_pool_new(threads);
     rt_blas_threads(threads);
-    if (r->o.init)
+    if (r->o.init) {
         rt_safetensors_read(r->o.init, m, r->params);
-    else if (!r->o.resume)   /* a resume reads every parameter from its checkpoint */
+        /* weights that are not finite are no start (the first loss would be NaN and the
+         * run "diverge" at step 0): bad input, before the output folder is touched */
+        for (int i = 0; i < m->n_params; i++) {
+            const rt_param *p = &m->params[i];
+            for (int64_t j = 0; j < p->numel; j++)
+                if (!isfinite(r->params[p->offset + j]))
+                    rt_input_error("%s: tensor '%s' holds %g at index %lld: weights to start "
+                                   "from must be finite", r->o.init, p->name,
+                                   (double)r->params[p->offset + j], (long long)j);
+        }
+    } else if (!r->o.resume)   /* a resume reads every parameter from its checkpoint */
         rt_init_params(r->e.rt, m, r->params, c->seed);
 
     r->e.Bmax = c->batch_size;
@@ -1493,6 +1508,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
             free(lines[i]);
         free(lines);
         resumed_from = s->step;
+        g_have_ckpt = same_folder(r->out, r->o.resume);   /* the one resumed from */
         check_position(r, s, ck);
         if (!r->o.eval && r->rank == 0 && same_folder(r->out, r->o.resume))
             check_metrics_cut(r->out, s->metrics_bytes, ck);

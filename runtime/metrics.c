@@ -3,9 +3,11 @@
  * (a self-contained plot, redrawn atomically), and the progress line on a terminal. */
 #include <errno.h>
 #include <stdarg.h>
+#include <stdio_ext.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include <cjson/cJSON.h>
 #include "rt.h"
 
@@ -34,6 +36,7 @@ struct rt_metrics {
     char dir[RT_PATH_MAX];
     char path[RT_PATH_MAX + 16];   /* DIR/metrics.jsonl */
     FILE *f;
+    off_t whole;                   /* the file's length up to its last whole record */
     series train, val;
 };
 
@@ -99,6 +102,8 @@ rt_metrics *rt_metrics_open(const char *dir, int append)
     mt->f = fopen(mt->path, append ? "a" : "w");
     if (!mt->f)
         rt_input_error("%s: cannot open for writing: %s", mt->path, strerror(errno));
+    struct stat st;
+    mt->whole = fstat(fileno(mt->f), &st) == 0 ? st.st_size : 0;
     return mt;
 }
 
@@ -106,8 +111,16 @@ void rt_metrics_line(rt_metrics *mt, const char *json)
 {
     if (!mt)
         return;
-    if (fputs(json, mt->f) < 0 || fputc('\n', mt->f) == EOF || fflush(mt->f) != 0)
-        rt_fail("%s: write failed: %s", mt->path, strerror(errno));
+    if (fputs(json, mt->f) < 0 || fputc('\n', mt->f) == EOF || fflush(mt->f) != 0) {
+        /* a full disk may have taken part of the record: cut it off, so that the file
+         * ends with its last whole record */
+        int e = errno;
+        __fpurge(mt->f);   /* what the buffer still holds is not written at exit either */
+        int cut = ftruncate(fileno(mt->f), mt->whole);
+        (void)cut;
+        rt_fail("%s: write failed: %s%s", mt->path, strerror(e), rt_full_hint(e));
+    }
+    mt->whole += (off_t)strlen(json) + 1;
 }
 
 void rt_metrics_sync(rt_metrics *mt)

@@ -203,6 +203,18 @@ if [ $rc -eq 2 ] && grep -qF "cannot write a checkpoint in $o/checkpoints" "$d/f
     echo "ok   checkpoint_disk_full"; pass=$((pass+1))
 else echo "FAIL checkpoint_disk_full: exit $rc, $left temporary folders left"; cat "$d/full.stderr"; fail=$((fail+1)); fi
 
+# A full disk while writing metrics.jsonl, with no checkpoints (a 4 KiB file size limit):
+# exit 2, and the file ends with its last whole record, not half of the next one
+o="$d/fullm"; rm -rf "$o"
+(ulimit -f 4; "$d/trainer" --out "$o" --quiet --set max_steps=200 --set log_every=1 --set checkpoint=null \
+    --set data.val=null >/dev/null 2>"$d/fullm.stderr")
+rc=$?
+if [ $rc -eq 2 ] && grep -qF "$o/metrics.jsonl: write failed" "$d/fullm.stderr" &&
+   [ "$(tail -c 1 "$o/metrics.jsonl" | od -An -c | tr -d ' ')" = '\n' ] &&
+   $PY -c "import json,sys; [json.loads(l) for l in open(sys.argv[1])]" "$o/metrics.jsonl"; then
+    echo "ok   metrics_disk_full"; pass=$((pass+1))
+else echo "FAIL metrics_disk_full: exit $rc"; cat "$d/fullm.stderr"; tail -c 80 "$o/metrics.jsonl"; fail=$((fail+1)); fi
+
 # A damaged checkpoint (state.json's loop counters edited by hand or by a bad disk):
 # --resume exits 1 naming the file and the field, and touches nothing in the run
 # (metrics.jsonl and the checkpoints as they were), instead of starting the loader at

@@ -93,20 +93,45 @@ n = lambda x: int.from_bytes(x[:8], "little")
 assert a[8 + n(a):] == b[8 + n(b):], "the tensors changed"
 PY
 
-# a NaN weight is not hidden by a relu (torch.relu keeps NaN; x > 0 ? x : 0 made it 0,
-# and the run went on with finite losses): the loss is NaN, the run diverges (exit 3)
+# a NaN in --init's weights is bad input (exit 1, the tensor named, no folder), not a
+# divergence at step 0
 $PY - "$d/plain/model.safetensors" "$d/nan.safetensors" <<'PY'
 import json, struct, sys
 b = bytearray(open(sys.argv[1], "rb").read())
 n = struct.unpack("<Q", b[:8])[0]
 lo, hi = json.loads(b[8:8 + n])["1.weight"]["data_offsets"]
-b[8 + n + lo:8 + n + lo + 4] = struct.pack("<f", float("nan"))   # one weight of the first layer
+b[8 + n + lo + 8:8 + n + lo + 12] = struct.pack("<f", float("nan"))   # 1.weight's third value
 open(sys.argv[2], "wb").write(b)
 PY
 rc=0
-"$d/trainer" --out "$d/nan" "${S[@]}" --init "$d/nan.safetensors" >/dev/null 2>&1 || rc=$?
-[ $rc -eq 3 ] && tail -n 1 "$d/nan/metrics.jsonl" | grep -q '"reason":"diverged"' &&
-    ok "a NaN weight before a relu: diverged, exit 3" || bad "a NaN weight before a relu: exit $rc"
+"$d/trainer" --out "$d/nan" "${S[@]}" --init "$d/nan.safetensors" >/dev/null 2>"$d/nan.err" || rc=$?
+[ $rc -eq 1 ] && grep -q "nan.safetensors: tensor '1.weight' holds nan at index 2: weights to start from must be finite" "$d/nan.err" &&
+    [ ! -e "$d/nan" ] && ok "a NaN in --init's weights: exit 1, the tensor named, nothing written" ||
+    { bad "a NaN in --init's weights: exit $rc"; cat "$d/nan.err"; }
+
+# a NaN weight is not hidden by a relu (torch.relu keeps NaN; x > 0 ? x : 0 made it 0,
+# and the run went on with finite losses and gradients): a checkpoint's weight made NaN
+# (its recorded hash mended to match) resumes into a NaN loss, diverged, exit 3
+"$d/trainer" --out "$d/nanck" "${S[@]}" --set checkpoint.every_steps=5 2>/dev/null
+ck="$d/nanck/checkpoints/step_00000005"
+$PY - "$ck/model.safetensors" "$ck/nan.tmp" <<'PY'
+import json, struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+lo, hi = json.loads(b[8:8 + n])["1.weight"]["data_offsets"]
+b[8 + n + lo:8 + n + lo + 4] = struct.pack("<f", float("nan"))
+open(sys.argv[2], "wb").write(b)
+PY
+mv "$ck/nan.tmp" "$ck/model.safetensors"
+$PY - "$ck/state.json" "$(xxhsum -H1 "$ck/model.safetensors" | cut -d' ' -f1)" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1])); s["files"]["model.safetensors"]["xxh64"] = sys.argv[2]
+json.dump(s, open(sys.argv[1], "w"))
+PY
+rc=0
+"$d/trainer" --resume "$d/nanck" "${S[@]}" --set max_steps=10 >/dev/null 2>"$d/nanck.err" || rc=$?
+[ $rc -eq 3 ] && tail -n 1 "$d/nanck/metrics.jsonl" | grep -q '"reason":"diverged"' &&
+    ok "a NaN weight before a relu: diverged, exit 3" || { bad "a NaN weight before a relu: exit $rc"; cat "$d/nanck.err"; }
 
 # a new run into a folder holding an earlier one moves that one aside whole (OUT.1, then
 # OUT.2), so neither its files nor its checkpoints are lost or mixed with the new run's;

@@ -194,6 +194,17 @@ last=$(ls "$d/sig2/checkpoints" | grep '^step_' | tail -1)
 $PY tests/st_check.py "$d/sig2/checkpoints/$last/model.safetensors" >/dev/null
 echo "ok   second signal: exit 130, $last intact"
 
+# a second signal before any checkpoint was complete says the run cannot be resumed
+# (SIGINT and SIGTERM pending together while it is stopped: handled back to back)
+"$d/t" --out "$d/sig3" "${q[@]}" --set epochs=50 --set checkpoint.every_steps=1000000 --set data.val=null 2>"$d/sig3.err" &
+pid=$!
+while ! grep -q '"loss"' "$d/sig3/metrics.jsonl" 2>/dev/null; do sleep 0.01; done
+kill -STOP $pid; kill -INT $pid; kill -TERM $pid; kill -CONT $pid
+rc=0; wait $pid || rc=$?
+[ $rc -eq 130 ] && grep -q "no checkpoint was complete yet: this run cannot be resumed" "$d/sig3.err" ||
+    { echo "FAIL second signal before a checkpoint: exit $rc"; cat "$d/sig3.err"; exit 1; }
+echo "ok   second signal before any checkpoint: exit 130, says it cannot be resumed"
+
 # --eval: no training; the weights validated once, one JSON line on stdout, nothing
 # written. From model.safetensors (--init) and from a checkpoint (--resume), it prints
 # the run's own last validation numbers bit for bit; without data.val it is refused.
