@@ -224,47 +224,37 @@ o="$d/damaged"; rm -rf "$o"
 "$d/trainer" --out "$o" --quiet --set max_steps=20 --set checkpoint.every_steps=10 --set data.val=null >/dev/null 2>&1
 st="$o/checkpoints/step_00000020/state.json"
 cp "$st" "$d/state.good"
-for kv in step=-5 step=10 epoch=-1 epoch=21 batch=-1 updates=-1 updates=21 skipped=1 \
-          last_val_step=21 best_step=-2 metrics_bytes=-1 es_wait=-1 loss_scale=0 elapsed=-1; do
-    k=${kv%=*}; v=${kv#*=}
+damaged() {   # damaged KEY=VALUE MESSAGE: state.json's loop KEY set to VALUE; --resume exits
+              # 1 saying MESSAGE, the run untouched, no sanitizer report
+    local kv=$1 msg=$2 k=${1%=*} v=${1#*=}
     $PY - "$d/state.good" "$st" "$k" "$v" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1])); k, v = sys.argv[3], sys.argv[4]
 s["loop"][k] = v if isinstance(s["loop"][k], str) else float(v)
 json.dump(s, open(sys.argv[2], "w"))
 PY
+    local before after rc
     before=$(cat "$o/metrics.jsonl" "$st" | md5sum; ls "$o/checkpoints")
     "$d/trainer" --resume "$o" --quiet --set max_steps=30 --set checkpoint.every_steps=10 \
         --set data.val=null >/dev/null 2>"$d/damaged.stderr"
     rc=$?
     after=$(cat "$o/metrics.jsonl" "$st" | md5sum; ls "$o/checkpoints")
-    if [ $rc -eq 1 ] && grep -qF "$st: field '$k' is" "$d/damaged.stderr" && [ "$before" = "$after" ] &&
+    if [ $rc -eq 1 ] && grep -qF "$msg" "$d/damaged.stderr" && [ "$before" = "$after" ] &&
        ! grep -qE 'runtime error:|Sanitizer' "$d/damaged.stderr"; then
         echo "ok   damaged_checkpoint $kv"; pass=$((pass+1))
     else echo "FAIL damaged_checkpoint $kv: exit $rc"; cat "$d/damaged.stderr"; fail=$((fail+1)); fi
+}
+for kv in step=-5 step=10 epoch=-1 epoch=21 batch=-1 updates=-1 updates=21 skipped=1 \
+          last_val_step=21 best_step=-2 metrics_bytes=-1 es_wait=-1 loss_scale=0 elapsed=-1; do
+    damaged "$kv" "$st: field '${kv%=*}' is"
 done
 # counters each within range but not together: a place in the epoch the step does not
 # put a run at, updates that leave a step unaccounted for, a metrics.jsonl length that
 # would cut a record in half
-for kvm in "batch=7|epoch 0, batch 7 is not where step 20 puts" "epoch=1|epoch 1, batch 20 is not where step 20 puts" \
-           "updates=19|field 'skipped' is 0, expected the step less the updates" \
-           "metrics_bytes=10|metrics_bytes 10 does not end a record"; do
-    kv=${kvm%%|*}; msg=${kvm#*|}; k=${kv%=*}; v=${kv#*=}
-    $PY - "$d/state.good" "$st" "$k" "$v" <<'PY'
-import json, sys
-s = json.load(open(sys.argv[1])); k, v = sys.argv[3], sys.argv[4]
-s["loop"][k] = v if isinstance(s["loop"][k], str) else float(v)
-json.dump(s, open(sys.argv[2], "w"))
-PY
-    before=$(cat "$o/metrics.jsonl" "$st" | md5sum; ls "$o/checkpoints")
-    "$d/trainer" --resume "$o" --quiet --set max_steps=30 --set checkpoint.every_steps=10 \
-        --set data.val=null >/dev/null 2>"$d/damaged.stderr"
-    rc=$?
-    after=$(cat "$o/metrics.jsonl" "$st" | md5sum; ls "$o/checkpoints")
-    if [ $rc -eq 1 ] && grep -qF "$msg" "$d/damaged.stderr" && [ "$before" = "$after" ]; then
-        echo "ok   damaged_checkpoint $kv"; pass=$((pass+1))
-    else echo "FAIL damaged_checkpoint $kv: exit $rc"; cat "$d/damaged.stderr"; fail=$((fail+1)); fi
-done
+damaged batch=7 "epoch 0, batch 7 is not where step 20 puts"
+damaged epoch=1 "epoch 1, batch 20 is not where step 20 puts"
+damaged updates=19 "field 'skipped' is 0, expected the step less the updates"
+damaged metrics_bytes=10 "metrics_bytes 10 does not end a record"
 cp "$d/state.good" "$st"
 if "$d/trainer" --resume "$o" --quiet --set max_steps=30 --set data.val=null >/dev/null 2>"$d/damaged.stderr"; then
     echo "ok   damaged_checkpoint mended: resumes"; pass=$((pass+1))

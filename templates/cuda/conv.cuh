@@ -37,6 +37,29 @@ struct rt_ix64 {
 };
 #define RT_Q(X, n, f, d) X::q((n), (f), (d))
 
+/* Each kernel below runs RUN's 64-bit instance where the host says `wide`, else its
+ * 32-bit one. */
+#define RT_BY_INDEX(RUN, ...)                                                                \
+    do {                                                                                     \
+        if (wide)                                                                            \
+            RUN<rt_ix64>(__VA_ARGS__);                                                       \
+        else                                                                                 \
+            RUN<rt_ix32>(__VA_ARGS__);                                                       \
+    } while (0)
+
+/* i = (pl * h + row) * w + col, split (fw divides by w, fh by h) */
+template <class X>
+__device__ __forceinline__ void rt_split3(typename X::I i, int64_t w, rt_fdiv fw, int64_t h,
+                                          rt_fdiv fh, typename X::I *pl, typename X::I *row,
+                                          typename X::I *col)
+{
+    typedef typename X::I I;
+    I r = RT_Q(X, i, fw, w);
+    *col = i - r * (I)w;
+    *pl = RT_Q(X, r, fh, h);
+    *row = r - *pl * (I)h;
+}
+
 /* col[(ch*k + ki)*k + kj, (b*OH + oh)*OW + ow] = x[b, ch, oh*s - pad + ki, ow*s - pad + kj]
  * (0 outside the image)   x: [B, C, H, W], col: [C*k*k, B*OH*OW]
  * fd: B*OH*OW, k*k, k, OH*OW, OW */
@@ -71,10 +94,7 @@ rt_im2col(const act_t *x, act_t *col, int64_t B, int64_t C, int64_t H, int64_t W
           rt_fdiv f2, rt_fdiv f3, rt_fdiv f4)
 {
     const rt_fdiv fd[5] = {f0, f1, f2, f3, f4};
-    if (wide)
-        rt_im2col_run<rt_ix64>(x, col, B, C, H, W, k, s, pad, OH, OW, fd);
-    else
-        rt_im2col_run<rt_ix32>(x, col, B, C, H, W, k, s, pad, OH, OW, fd);
+    RT_BY_INDEX(rt_im2col_run, x, col, B, C, H, W, k, s, pad, OH, OW, fd);
 }
 
 /* dx[b, ch, ih, iw] = sum over (ki, kj) in order of the dcol entry that im2col took
@@ -90,8 +110,8 @@ __device__ __forceinline__ void rt_col2im_run(const act_t *dcol, act_t *dx, int6
     typedef typename X::S S;
     const I ncol = (I)(B * OH * OW), n = (I)(B * C) * (I)(H * W);
     for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
-        I r = RT_Q(X, i, fd[0], W), iw = i - r * (I)W;
-        I pl = RT_Q(X, r, fd[1], H), ih = r - pl * (I)H;
+        I pl, ih, iw;
+        rt_split3<X>(i, W, fd[0], H, fd[1], &pl, &ih, &iw);
         I b = RT_Q(X, pl, fd[2], C), ch = pl - b * (I)C;
         float acc = 0.0f;
         for (I ki = 0; ki < (I)k; ki++) {
@@ -123,10 +143,7 @@ rt_col2im(const act_t *dcol, act_t *dx, int64_t B, int64_t C, int64_t H, int64_t
           rt_fdiv f2, rt_fdiv f3)
 {
     const rt_fdiv fd[4] = {f0, f1, f2, f3};
-    if (wide)
-        rt_col2im_run<rt_ix64>(dcol, dx, B, C, H, W, k, s, pad, OH, OW, fd);
-    else
-        rt_col2im_run<rt_ix32>(dcol, dx, B, C, H, W, k, s, pad, OH, OW, fd);
+    RT_BY_INDEX(rt_col2im_run, dcol, dx, B, C, H, W, k, s, pad, OH, OW, fd);
 }
 
 /* PyTorch's max over the k x k window at (ih0, iw0) of a plane of width W, scanned row
@@ -162,6 +179,25 @@ __device__ __forceinline__ void rt_covering(typename X::I p, typename X::I k, ty
     *hi = q < n_out - 1 ? q : n_out - 1;
 }
 
+/* A backward pooling thread's input element i of [planes, H, W]: its plane and place,
+ * and the outputs whose windows cover it, rows [oh0, oh1] and columns [ow0, ow1]. */
+template <class X>
+struct rt_pool_in {
+    typename X::I pl, ih, iw, oh0, oh1, ow0, ow1;
+};
+template <class X>
+__device__ __forceinline__ rt_pool_in<X> rt_pool_input(typename X::I i, int64_t H, int64_t W,
+                                                       int64_t k, int64_t s, int64_t OH,
+                                                       int64_t OW, const rt_fdiv *fd)
+{
+    typedef typename X::I I;
+    rt_pool_in<X> p;
+    rt_split3<X>(i, W, fd[0], H, fd[1], &p.pl, &p.ih, &p.iw);
+    rt_covering<X>(p.ih, (I)k, (I)s, fd[2], (I)OH, &p.oh0, &p.oh1);
+    rt_covering<X>(p.iw, (I)k, (I)s, fd[2], (I)OW, &p.ow0, &p.ow1);
+    return p;
+}
+
 /* The four pooling kernels: x [planes, H, W], y and dy [planes, OH, OW]; window k,
  * stride s, no padding. A thread takes outputs of y (forward) or of dx (backward);
  * fd: the width and the height of what it takes (OW, OH or W, H), then s. */
@@ -173,8 +209,8 @@ __device__ __forceinline__ void rt_maxpool_fwd_run(const act_t *x, act_t *y, int
     typedef typename X::I I;
     const I n = (I)(planes * OH * OW);
     for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
-        I r = RT_Q(X, i, fd[0], OW), ow = i - r * (I)OW;
-        I pl = RT_Q(X, r, fd[1], OH), oh = r - pl * (I)OH;
+        I pl, oh, ow;
+        rt_split3<X>(i, OW, fd[0], OH, fd[1], &pl, &oh, &ow);
         float m;
         rt_window_max<I>(x + pl * (I)(H * W), (I)W, (I)k, oh * (I)s, ow * (I)s, &m);
         rt_st(y + i, m);
@@ -190,18 +226,14 @@ __device__ __forceinline__ void rt_maxpool_bwd_run(const act_t *x, const act_t *
     typedef typename X::I I;
     const I n = (I)(planes * H * W);
     for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
-        I r = RT_Q(X, i, fd[0], W), iw = i - r * (I)W;
-        I pl = RT_Q(X, r, fd[1], H), ih = r - pl * (I)H;
-        I oh0, oh1, ow0, ow1;
-        rt_covering<X>(ih, (I)k, (I)s, fd[2], (I)OH, &oh0, &oh1);
-        rt_covering<X>(iw, (I)k, (I)s, fd[2], (I)OW, &ow0, &ow1);
-        const act_t *xp = x + pl * (I)(H * W);
+        const rt_pool_in<X> p = rt_pool_input<X>(i, H, W, k, s, OH, OW, fd);
+        const act_t *xp = x + p.pl * (I)(H * W);
         float acc = 0.0f;
-        for (I oh = oh0; oh <= oh1; oh++)
-            for (I ow = ow0; ow <= ow1; ow++) {
+        for (I oh = p.oh0; oh <= p.oh1; oh++)
+            for (I ow = p.ow0; ow <= p.ow1; ow++) {
                 float m;
-                if (rt_window_max<I>(xp, (I)W, (I)k, oh * (I)s, ow * (I)s, &m) == ih * (I)W + iw)
-                    acc += rt_ld(dy + (pl * (I)OH + oh) * (I)OW + ow);
+                if (rt_window_max<I>(xp, (I)W, (I)k, oh * (I)s, ow * (I)s, &m) == p.ih * (I)W + p.iw)
+                    acc += rt_ld(dy + (p.pl * (I)OH + oh) * (I)OW + ow);
             }
         rt_st(dx + i, acc);
     }
@@ -217,8 +249,8 @@ __device__ __forceinline__ void rt_avgpool_fwd_run(const act_t *x, act_t *y, int
     const I n = (I)(planes * OH * OW);
     const float div = (float)(k * k);
     for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
-        I r = RT_Q(X, i, fd[0], OW), ow = i - r * (I)OW;
-        I pl = RT_Q(X, r, fd[1], OH), oh = r - pl * (I)OH;
+        I pl, oh, ow;
+        rt_split3<X>(i, OW, fd[0], OH, fd[1], &pl, &oh, &ow);
         const act_t *win = x + (pl * (I)H + oh * (I)s) * (I)W + ow * (I)s;
         float sum = 0.0f;
         for (I ki = 0; ki < (I)k; ki++)
@@ -238,15 +270,11 @@ __device__ __forceinline__ void rt_avgpool_bwd_run(const act_t *dy, act_t *dx, i
     const I n = (I)(planes * H * W);
     const float div = (float)(k * k);
     for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
-        I r = RT_Q(X, i, fd[0], W), iw = i - r * (I)W;
-        I pl = RT_Q(X, r, fd[1], H), ih = r - pl * (I)H;
-        I oh0, oh1, ow0, ow1;
-        rt_covering<X>(ih, (I)k, (I)s, fd[2], (I)OH, &oh0, &oh1);
-        rt_covering<X>(iw, (I)k, (I)s, fd[2], (I)OW, &ow0, &ow1);
+        const rt_pool_in<X> p = rt_pool_input<X>(i, H, W, k, s, OH, OW, fd);
         float acc = 0.0f;
-        for (I oh = oh0; oh <= oh1; oh++)
-            for (I ow = ow0; ow <= ow1; ow++)
-                acc += rt_ld(dy + (pl * (I)OH + oh) * (I)OW + ow) / div;
+        for (I oh = p.oh0; oh <= p.oh1; oh++)
+            for (I ow = p.ow0; ow <= p.ow1; ow++)
+                acc += rt_ld(dy + (p.pl * (I)OH + oh) * (I)OW + ow) / div;
         rt_st(dx + i, acc);
     }
 }
@@ -258,10 +286,7 @@ rt_maxpool2d_fwd(const act_t *x, act_t *y, int64_t planes, int64_t H, int64_t W,
                  int64_t s, int64_t OH, int64_t OW, int wide, rt_fdiv f0, rt_fdiv f1, rt_fdiv f2)
 {
     const rt_fdiv fd[3] = {f0, f1, f2};
-    if (wide)
-        rt_maxpool_fwd_run<rt_ix64>(x, y, planes, H, W, k, s, OH, OW, fd);
-    else
-        rt_maxpool_fwd_run<rt_ix32>(x, y, planes, H, W, k, s, OH, OW, fd);
+    RT_BY_INDEX(rt_maxpool_fwd_run, x, y, planes, H, W, k, s, OH, OW, fd);
 }
 
 extern "C" __global__ void __launch_bounds__(256)
@@ -270,10 +295,7 @@ rt_maxpool2d_bwd(const act_t *x, const act_t *dy, act_t *dx, int64_t planes, int
                  rt_fdiv f1, rt_fdiv f2)
 {
     const rt_fdiv fd[3] = {f0, f1, f2};
-    if (wide)
-        rt_maxpool_bwd_run<rt_ix64>(x, dy, dx, planes, H, W, k, s, OH, OW, fd);
-    else
-        rt_maxpool_bwd_run<rt_ix32>(x, dy, dx, planes, H, W, k, s, OH, OW, fd);
+    RT_BY_INDEX(rt_maxpool_bwd_run, x, dy, dx, planes, H, W, k, s, OH, OW, fd);
 }
 
 extern "C" __global__ void __launch_bounds__(256)
@@ -281,10 +303,7 @@ rt_avgpool2d_fwd(const act_t *x, act_t *y, int64_t planes, int64_t H, int64_t W,
                  int64_t s, int64_t OH, int64_t OW, int wide, rt_fdiv f0, rt_fdiv f1, rt_fdiv f2)
 {
     const rt_fdiv fd[3] = {f0, f1, f2};
-    if (wide)
-        rt_avgpool_fwd_run<rt_ix64>(x, y, planes, H, W, k, s, OH, OW, fd);
-    else
-        rt_avgpool_fwd_run<rt_ix32>(x, y, planes, H, W, k, s, OH, OW, fd);
+    RT_BY_INDEX(rt_avgpool_fwd_run, x, y, planes, H, W, k, s, OH, OW, fd);
 }
 
 extern "C" __global__ void __launch_bounds__(256)
@@ -292,8 +311,5 @@ rt_avgpool2d_bwd(const act_t *dy, act_t *dx, int64_t planes, int64_t H, int64_t 
                  int64_t s, int64_t OH, int64_t OW, int wide, rt_fdiv f0, rt_fdiv f1, rt_fdiv f2)
 {
     const rt_fdiv fd[3] = {f0, f1, f2};
-    if (wide)
-        rt_avgpool_bwd_run<rt_ix64>(dy, dx, planes, H, W, k, s, OH, OW, fd);
-    else
-        rt_avgpool_bwd_run<rt_ix32>(dy, dx, planes, H, W, k, s, OH, OW, fd);
+    RT_BY_INDEX(rt_avgpool_bwd_run, dy, dx, planes, H, W, k, s, OH, OW, fd);
 }
