@@ -15,6 +15,7 @@
  * continues in train_000001.bin and so on. Shards are written by rt_shard_write
  * (temp name, fsync, rename). */
 #include <errno.h>
+#include <glob.h>
 #include <inttypes.h>
 #include <fcntl.h>
 #include <math.h>
@@ -354,13 +355,31 @@ static int write_part(const char *dir, const char *prefix, const unsigned char *
 
 /* A shard numbered after the ones just written would still match a glob such as
  * DIR/train_*.bin; say so rather than delete what may be someone's data. */
+/* Files DIR/PREFIX_*.bin this conversion did not write (shards 0 .. next-1 are its
+ * own): a glob for training takes them too, so each is named, all in one note. */
 static void note_stale(const char *dir, const char *prefix, int next)
 {
-    char *path = xasprintf("%s/%s_%06d.bin", dir, prefix, next);
-    if (path_exists(path))
-        fprintf(stderr, "trainc: note: %s is not from this conversion (left as it is); "
-                "remove it before training on %s/%s_*.bin\n", path, dir, prefix);
-    free(path);
+    char *pat = xasprintf("%s/%s_*.bin", dir, prefix);
+    glob_t g;
+    if (glob(pat, 0, NULL, &g) == 0) {
+        int n = 0;
+        for (size_t i = 0; i < g.gl_pathc; i++) {
+            const char *base = strrchr(g.gl_pathv[i], '/');
+            base = base ? base + 1 : g.gl_pathv[i];
+            int idx = -1, end = 0;
+            char fmt[64];
+            snprintf(fmt, sizeof fmt, "%s_%%6d.bin%%n", prefix);
+            if (sscanf(base, fmt, &idx, &end) == 1 && base[end] == 0 &&
+                strlen(base) == strlen(prefix) + 11 && idx >= 0 && idx < next)
+                continue;   /* written now */
+            if (n++ == 0)
+                fprintf(stderr, "trainc: note: not from this conversion (left as they are; "
+                        "remove them before training on %s):\n", pat);
+            fprintf(stderr, "  %s\n", g.gl_pathv[i]);
+        }
+        globfree(&g);
+    }
+    free(pat);
 }
 
 static int text_to_shards(const char *file, const char *dir, double val_frac, int64_t per)

@@ -291,8 +291,15 @@ static void check_data(const Spec *s, const char *what, const rt_data_entry *e, 
         char *one[] = {p, NULL};
         int rc = -1;
         struct stat st;
-        if (!strcmp(e[i].key, "tokens"))
+        if (!strcmp(e[i].key, "tokens")) {
             rc = glob(p, 0, NULL, &g);
+            size_t k = 0;   /* regular files only: the run refuses a folder */
+            for (size_t j = 0; rc == 0 && j < g.gl_pathc; j++)
+                if (stat(g.gl_pathv[j], &st) == 0 && S_ISREG(st.st_mode))
+                    g.gl_pathv[k++] = g.gl_pathv[j];
+            if (rc == 0)
+                g.gl_pathc = k;
+        }
         else if (stat(p, &st) == 0 && S_ISREG(st.st_mode))
             g.gl_pathc = 1, g.gl_pathv = one;
         if (g.gl_pathc == 0) {

@@ -41,6 +41,7 @@ typedef struct Opts {
 
 static volatile sig_atomic_t g_signal;
 static volatile sig_atomic_t g_have_ckpt;   /* a complete checkpoint of this run exists */
+static volatile sig_atomic_t g_sampling;    /* training is over, its outputs written */
 
 /* The first SIGINT/SIGTERM asks the loop to stop at the next step boundary (it writes
  * a checkpoint and exits 130); a second one leaves at once. Checkpoints are written
@@ -52,15 +53,31 @@ static void on_signal(int sig)
                                    "checkpoint is intact)\n";
         static const char none[] = "\ntrainc: second signal: exiting now (no checkpoint was "
                                    "complete yet: this run cannot be resumed)\n";
-        ssize_t w = g_have_ckpt ? write(2, kept, sizeof kept - 1) : write(2, none, sizeof none - 1);
+        static const char done[] = "\ntrainc: second signal: exiting now (the run's outputs "
+                                   "are written)\n";
+        ssize_t w = g_sampling    ? write(2, done, sizeof done - 1)
+                    : g_have_ckpt ? write(2, kept, sizeof kept - 1)
+                                  : write(2, none, sizeof none - 1);
         (void)w;
         _exit(RT_EXIT_INTERRUPTED);
     }
     g_signal = sig;
     static const char msg[] = "\ntrainc: stopping at the end of this step (a second "
                               "signal exits at once)\n";
+    static const char smsg[] = "\ntrainc: stopping the sampling (a second signal exits at "
+                               "once)\n";
+    ssize_t w = g_sampling ? write(2, smsg, sizeof smsg - 1) : write(2, msg, sizeof msg - 1);
+    (void)w;
+}
+
+/* --eval writes nothing: a signal ends it at once, with SPEC.md's exit 130 */
+static void on_signal_eval(int sig)
+{
+    (void)sig;
+    static const char msg[] = "\ntrainc: interrupted (nothing was written)\n";
     ssize_t w = write(2, msg, sizeof msg - 1);
     (void)w;
+    _exit(RT_EXIT_INTERRUPTED);
 }
 
 void rt_catch_signals(void)
@@ -1184,7 +1201,7 @@ static void sample(Run *r)
     double *prob = rt_xmalloc((size_t)V * sizeof *prob);
     float *row = rt_xmalloc((size_t)V * sizeof *row);
     r->e.rng_key = 0;
-    for (int64_t k = 0; k < r->o.sample; k++) {
+    for (int64_t k = 0; k < r->o.sample && !g_signal; k++) {
         for (int64_t t = n; t < T; t++)
             ctx[t] = 0;             /* causal attention: later positions do not matter */
         rt_batch one = {.rows = 1, .in = {ctx, tgt}};
@@ -1208,8 +1225,12 @@ static void sample(Run *r)
                      (n - 1) * ld;
         }
         double mx = -INFINITY, sum = 0;
-        for (int64_t v = 0; v < V; v++)
+        int64_t top = 0;
+        for (int64_t v = 0; v < V; v++) {
             mx = fmax(mx, (double)logits[v] / r->o.temperature);
+            if (logits[v] > logits[top])
+                top = v;   /* the argmax (T > 0), for when logit / T overflows */
+        }
         for (int64_t v = 0; v < V; v++)
             sum += prob[v] = exp((double)logits[v] / r->o.temperature - mx);
         double u = rt_rng_uniform(&rng) * sum, acc = 0;
@@ -1221,6 +1242,8 @@ static void sample(Run *r)
                 break;
             }
         }
+        if (isinf(mx))   /* a temperature so small that logit / T overflows: greedy */
+            pick = top;
         if (V <= 256)
             putchar((int)pick);
         else
@@ -1331,9 +1354,13 @@ int rt_main(const rt_model *m, int argc, char **argv)
     if (r->o.sample)
         sample_vocab(m, r->o.prompt);
     /* from here a signal stops training after its first step, with a checkpoint and
-     * exit 130 (--eval has nothing to keep: the signal ends it as usual) */
-    if (!r->o.eval)
+     * exit 130 (--eval has nothing to keep: a signal ends it at once, exit 130) */
+    if (!r->o.eval) {
         rt_catch_signals();
+    } else {
+        signal(SIGINT, on_signal_eval);
+        signal(SIGTERM, on_signal_eval);
+    }
     configure(m, &r->o, &r->c);
     refuse_unsupported(m, &r->o, &r->c);
     rt_train_config *c = &r->c;
@@ -1932,8 +1959,14 @@ int rt_main(const rt_model *m, int argc, char **argv)
     if (r->world > 1)
         fprintf(stderr, " (%d ranks)", r->world);
     fprintf(stderr, "\n  outputs in %s/\n", r->out);
-    if (r->o.sample > 0 && end != END_INTERRUPTED)
+    if (r->o.sample > 0 && end != END_INTERRUPTED) {
+        g_sampling = 1;
         sample(r);
+        if (g_signal) {   /* a signal while sampling stops it; the outputs are whole */
+            fprintf(stderr, "trainc: sampling interrupted; the run's outputs are written\n");
+            code = RT_EXIT_INTERRUPTED;
+        }
+    }
     if (end == END_INTERRUPTED)
         fprintf(stderr, "  interrupted: a checkpoint was written; continue with --resume %s\n", r->out);
     rt_dist_finalize();

@@ -80,6 +80,14 @@ fi
     bad "shard-tokens"
 # converting again replaces the shards (atomically, by rename)
 "$TRAINC" data text "$SRC" "$d" >/dev/null && check_shards "again" "$d" 0.1 || bad "again"
+# into the folder of a conversion with more shards: every shard it did not write is
+# named (a glob for training would take them), none removed
+touch "${d}_split/train_000042.bin"
+"$TRAINC" data text "$SRC" "${d}_split" >/dev/null 2>"$d.stale" &&
+    [ "$(grep -c "^  ${d}_split/train_0000[0-9][0-9].bin$" "$d.stale")" -eq 7 ] &&
+    grep -q "^  ${d}_split/val_000001.bin$" "$d.stale" && grep -q "train_000042.bin" "$d.stale" &&
+    [ -f "${d}_split/train_000006.bin" ] && ok "stale shards named, all of them" ||
+    { bad "stale shards"; cat "$d.stale"; }
 
 # bad input
 : >"$d.empty"

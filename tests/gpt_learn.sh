@@ -26,3 +26,28 @@ print("sample:", sample[:200])
 assert len(sample) >= 300, len(sample)
 assert val[-1] < 0.75 * H, (val[-1], H)
 PY
+
+# --sample with a temperature so small that logit / T overflows: greedy, as at 1e-300
+"$d/trainer" --eval --init "$d/run/model.safetensors" --quiet --sample 40 --temperature 1e-310 > "$d/t310.txt" 2>/dev/null
+"$d/trainer" --eval --init "$d/run/model.safetensors" --quiet --sample 40 --temperature 1e-300 > "$d/t300.txt" 2>/dev/null
+tail -c 41 "$d/t310.txt" > "$d/t310.tail"; tail -c 41 "$d/t300.txt" > "$d/t300.tail"
+cmp -s "$d/t310.tail" "$d/t300.tail" && ! grep -q $'\xff' "$d/t310.tail" ||
+    { echo "FAIL: --temperature 1e-310 is not greedy:"; od -c "$d/t310.tail" | head -3; exit 1; }
+echo "ok   --temperature below what logit / T can take: greedy"
+
+# signals while sampling: --eval exits 130 at once; after training, sampling stops,
+# exit 130, the run's outputs whole
+"$d/trainer" --eval --init "$d/run/model.safetensors" --quiet --sample 100000000 > "$d/ev.out" 2>"$d/ev.err" &
+pid=$!
+while [ ! -s "$d/ev.out" ] || [ "$(wc -c < "$d/ev.out")" -lt 20 ]; do sleep 0.02; done
+kill -TERM $pid; rc=0; wait $pid || rc=$?
+[ $rc -eq 130 ] && grep -q "interrupted (nothing was written)" "$d/ev.err" ||
+    { echo "FAIL: --eval --sample and SIGTERM: exit $rc"; cat "$d/ev.err"; exit 1; }
+"$d/trainer" --out "$d/s2" --quiet --set max_steps=2 --set data.val=null --sample 100000000 > "$d/s2.out" 2>"$d/s2.err" &
+pid=$!
+while [ "$(wc -c < "$d/s2.out" 2>/dev/null || echo 0)" -lt 20 ]; do sleep 0.02; done
+kill -TERM $pid; rc=0; wait $pid || rc=$?
+[ $rc -eq 130 ] && grep -q "sampling interrupted; the run's outputs are written" "$d/s2.err" &&
+    [ -s "$d/s2/model.safetensors" ] && tail -n 1 "$d/s2/metrics.jsonl" | grep -q '"reason":"max_steps"' ||
+    { echo "FAIL: SIGTERM while sampling after training: exit $rc"; cat "$d/s2.err"; exit 1; }
+echo "ok   SIGTERM while sampling: exit 130 (--eval at once; after training, the outputs whole)"
