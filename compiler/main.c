@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <glob.h>
 #include <limits.h>
+#include <math.h>
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,14 +79,24 @@ Compiled *compile_spec(Spec *s)
             fit = (double)total_bytes(c, s->train.batch_size) <= budget;
         }
         if (!fit) {
+            /* sizes rounded up to 0.1 MiB: a budget the message names does fit */
+#define MIB_UP(bytes) (ceil((double)(bytes) / 1048576.0 * 10) / 10)
             int64_t fixed = total_bytes(c, 0), row = c->prog->arena_row_bytes;
             int64_t bfit = budget > (double)fixed && row > 0 ? (int64_t)((budget - (double)fixed) / (double)row) : 0;
+            char tail[160];
+            if (bfit > 0)
+                snprintf(tail, sizeof tail, "; the budget fits batch_size %lld", (long long)bfit);
+            else if (budget < (double)fixed)
+                snprintf(tail, sizeof tail, "; the parameters, their gradients and the optimizer "
+                         "state alone need %.1f MiB", MIB_UP(fixed));
+            else
+                snprintf(tail, sizeof tail, "; not even batch_size 1 fits (it needs %.1f MiB)",
+                         MIB_UP(total_bytes(c, 1)));
             error_at(s->train_file, "$.train.memory_budget_mb",
-                     "%g MiB does not fit even with recompute full: batch_size %lld needs %.1f MiB%s%lld",
+                     "%g MiB does not fit even with recompute full: batch_size %lld needs %.1f MiB%s",
                      s->train.memory_budget_mb, (long long)s->train.batch_size,
-                     (double)total_bytes(c, s->train.batch_size) / 1048576.0,
-                     bfit > 0 ? "; the budget fits batch_size " : "; the parameters and optimizer state alone need more, batch_size ",
-                     (long long)(bfit > 0 ? bfit : 0));
+                     MIB_UP(total_bytes(c, s->train.batch_size)), tail);
+#undef MIB_UP
         }
     }
     /* validation's own plan: the forward pass alone, without what backward keeps */

@@ -364,7 +364,8 @@ static void configure(const rt_model *m, const Opts *o, rt_train_config *c)
                            "plan (recompute auto chose it when compiling) at batch_size %lld: "
                            "it needs %.1f MiB; rebuild it with trainc build ... --set "
                            "batch_size=%lld (trainc run applies batch_size when compiling)",
-                           c->memory_budget_mb, (long long)c->batch_size, need / 1048576.0,
+                           c->memory_budget_mb, (long long)c->batch_size,
+                           ceil(need / 1048576.0 * 10) / 10,   /* up: a budget it names fits */
                            (long long)c->batch_size);
     }
     if (o->device >= 0)

@@ -105,3 +105,17 @@ set -e
 [ $rc -eq 1 ] && grep -q "does not fit even with recompute full" "$d/auto.err" && grep -q "fits batch_size" "$d/auto.err" \
     || { echo "FAIL auto too small: rc=$rc"; cat "$d/auto.err"; exit 1; }
 echo "ok   auto: 20 MiB refused: $(cat "$d/auto.err")"
+# the sizes it names are rounded up (a budget it names fits), and a budget that holds
+# the parameters but not one sample says so
+n=$(sed -n 's/.*batch_size 16 needs \([0-9.]*\) MiB.*/\1/p' "$d/auto.err")
+"$TRAINC" check specs/gpt_char.json --set memory_budget_mb=$n --set recompute=auto >/dev/null ||
+    { echo "FAIL auto: the $n MiB the message names does not fit"; exit 1; }
+rc=0
+"$TRAINC" check specs/gpt_char.json --set memory_budget_mb=14 --set recompute=auto 2>"$d/auto14.err" || rc=$?
+[ $rc -eq 1 ] && grep -q "; not even batch_size 1 fits (it needs [0-9.]* MiB)" "$d/auto14.err" ||
+    { echo "FAIL auto at 14 MiB: rc=$rc"; cat "$d/auto14.err"; exit 1; }
+rc=0
+"$TRAINC" check specs/gpt_char.json --set memory_budget_mb=5 --set recompute=auto 2>"$d/auto5.err" || rc=$?
+[ $rc -eq 1 ] && grep -q "the optimizer state alone need [0-9.]* MiB" "$d/auto5.err" ||
+    { echo "FAIL auto at 5 MiB: rc=$rc"; cat "$d/auto5.err"; exit 1; }
+echo "ok   auto's refusals: sizes rounded up ($n MiB fits), one sample or the parameters named"
