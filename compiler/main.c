@@ -383,6 +383,8 @@ static const char *opt_value(int argc, char **argv, int *i, const char *name)
         error_input("%s needs a value", name);
     if (!strncmp(argv[*i + 1], "--", 2))   /* -o --device cpu: a value was left out */
         error_input("%s needs a value, got the option %s", name, argv[*i + 1]);
+    if (!argv[*i + 1][0])                  /* --bundle= */
+        error_input("%s needs a value, got an empty one", name);
     return argv[++*i];
 }
 

@@ -780,7 +780,8 @@ static void restore_best(Run *r, const rt_loop_state *s)
  * options would otherwise train apart without a word, or hang in a collective. */
 static void agree_on_run(Run *r)
 {
-    uint64_t mine[3], root[3];
+    enum { N = 5 };
+    uint64_t mine[N], root[N];
     mine[0] = rt_xxh64(r->m->model_hash, strlen(r->m->model_hash), 0);
     int n;
     char **lines = rt_config_dump(&r->c, &n);
@@ -797,21 +798,34 @@ static void agree_on_run(Run *r)
     }
     free(lines);
     mine[2] = rt_xxh64(r->params, sizeof(float) * (size_t)r->m->param_floats, 0);
+    /* the mode (--eval, --lr-find and its options): every rank takes part in the same
+     * collectives, or the ones that differ wait for the others until the watchdog */
+    const double mode[] = {(double)r->o.eval, (double)r->o.lr_find, (double)r->o.lr_find_steps,
+                           r->o.lr_find_lo, r->o.lr_find_hi};
+    mine[3] = rt_xxh64(mode, sizeof mode, 0);
+    /* each rank's share of the training data (its files may differ; their sizes may
+     * not): as many batches an epoch, each a step's collectives (validation's shares
+     * may differ by a batch: one sum at its end) */
+    mine[4] = rt_xxh64(&r->batches_per_epoch, sizeof r->batches_per_epoch, 0);
     memcpy(root, mine, sizeof root);
     rt_broadcast(root, sizeof root, 0);
-    double differ[3];
-    for (int k = 0; k < 3; k++)
+    double differ[N];
+    for (int k = 0; k < N; k++)
         differ[k] = root[k] != mine[k];
-    rt_allreduce_sum_f64(differ, 3);
-    if (differ[0] + differ[1] + differ[2] == 0)
-        return;
-    if (r->rank == 0)
-        rt_input_error("%g of the %d ranks run %s than rank 0; start every rank with the same "
-                       "trainer and options (--set, --init, --resume)",
-                       differ[0] > 0 ? differ[0] : differ[1] > 0 ? differ[1] : differ[2],
-                       r->world, differ[0] > 0 ? "another model"
-                       : differ[1] > 0 ? "another training config" : "from other weights");
-    exit(RT_EXIT_INPUT);
+    rt_allreduce_sum_f64(differ, N);
+    static const char *const what[N] = {
+        "another model", "another training config", "from other weights",
+        "in another mode (--eval, --lr-find and its options)",
+        "on training data of another size (batches an epoch)"};
+    for (int k = 0; k < N; k++) {
+        if (differ[k] == 0)
+            continue;
+        if (r->rank == 0)
+            rt_input_error("%g of the %d ranks run %s than rank 0; start every rank with the "
+                           "same trainer, options (--set, --init, --resume, --eval, --lr-find) "
+                           "and data sizes", differ[k], r->world, what[k]);
+        exit(RT_EXIT_INPUT);
+    }
 }
 
 /* ---- validation ----------------------------------------------------------------- */
@@ -1326,8 +1340,8 @@ static int lr_find_end(Run *r, rt_lrfind *lf, int interrupted)
             fprintf(stderr, "  suggested learning rate %.3g (where the smoothed loss falls fastest): "
                             "--set optimizer.lr=%.3g\n", lr, lr);
         else
-            fprintf(stderr, "  no suggestion: too few steps (%lld) for one; more --lr-find-steps, or a "
-                            "--lr-find-range whose rates train\n", (long long)lf->n);
+            fprintf(stderr, "  no suggestion (%lld steps): %s\n", (long long)lf->n,
+                    rt_lrfind_no_suggestion(lf));
         fprintf(stderr, "  the curve: %s/lr_find.jsonl, %s/lr_find.svg\n", r->out, r->out);
     }
     rt_lrfind_free(lf);

@@ -95,6 +95,19 @@ double rt_lrfind_suggest(const rt_lrfind *f)
     return lr;
 }
 
+/* Why rt_lrfind_suggest found none: too few steps past the skipped ones, or a smoothed
+ * loss that was least at the first step it looks at (it only rose from there). */
+const char *rt_lrfind_no_suggestion(const rt_lrfind *f)
+{
+    int64_t end = f->n - LRF_SKIP_END, finite = 0;
+    for (int64_t i = LRF_SKIP_BEGIN; i < end; i++)
+        finite += isfinite(f->smooth[i]) != 0;
+    return finite < 2 ? "too few steps with a finite loss past the first 10; more "
+                        "--lr-find-steps, or a --lr-find-range whose rates train"
+                      : "the smoothed loss was least at the start of the range (it only rose "
+                        "from there); a --lr-find-range with lower rates";
+}
+
 /* lr_find.jsonl: a line a step, then the result; written whole (temporary name,
  * renamed), like the other outputs. Returns 0, or -1 with errno set. */
 int rt_lrfind_write(const rt_lrfind *f, const char *dir, double suggested, int interrupted)

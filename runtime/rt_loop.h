@@ -59,6 +59,7 @@ double rt_lrfind_lr(const rt_lrfind *f, int64_t step);   /* step from 0 */
 int rt_lrfind_add(rt_lrfind *f, double lr, double loss);
 /* The rate where the smoothed loss falls fastest, or NAN (too few points). */
 double rt_lrfind_suggest(const rt_lrfind *f);
+const char *rt_lrfind_no_suggestion(const rt_lrfind *f);
 /* DIR/lr_find.jsonl (a line a point, then the result) and DIR/lr_find.svg; 0 or -1. */
 int rt_lrfind_write(const rt_lrfind *f, const char *dir, double suggested, int interrupted);
 

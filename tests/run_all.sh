@@ -41,6 +41,8 @@ check unit/build_config   $UCC tests/unit/test_spec.c runtime/config.c runtime/u
 check unit/config         $T/test_spec
 check unit/build_es       $UCC tests/unit/test_earlystop.c runtime/earlystop.c runtime/config.c runtime/util.c -lm -o $T/test_es
 check unit/earlystop      $T/test_es
+check unit/build_lrfind   $UCC tests/unit/test_lrfind.c runtime/lrfind.c runtime/metrics.c runtime/util.c -lcjson -lm -o $T/test_lrfind
+check unit/lrfind         $T/test_lrfind
 
 # the distributed layer and the DistributedSampler, with mpirun (1-3 ranks, a dead peer)
 check dist                bash tests/dist.sh
