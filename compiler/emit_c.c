@@ -217,7 +217,14 @@ static void emit_kernel(Buf *b, Instr *in, const char *name)
     for (int i = 0; i < u.n; i++)
         declare(b, u.t[i], u.w[i]);
     int64_t run = kernel_run(in);
-    if (!run) {
+    const EwOp *o0 = &in->ops[0];
+    if (in->n_ops == 1 && !strcmp(o0->expr, "rt_gelu_tanh($0)") && o0->arg[0].t &&
+        !o0->arg[0].index && o0->arg[0].t->kind != T_INPUT && in->n_writes == 1 &&
+        in->writes[0] == o0->out) {
+        /* only a GELU of a stored tensor: the runtime's vectorized rows, same bits */
+        buf_printf(b, "    rt_gelu_tanh_rows(%s + lo, %s + lo, hi - lo); /* %s */\n}\n\n",
+                   o0->out->name, o0->arg[0].t->name, o0->what ? o0->what : "gelu (tanh)");
+    } else if (!run) {
         buf_puts(b, "    for (int64_t i = lo; i < hi; i++) {\n");
         emit_ops(b, in, 0, "        ");
         buf_puts(b, "    }\n}\n\n");
@@ -258,24 +265,69 @@ static void kernel_names(const Program *p, const Instr *in, char cpu[32], char g
         snprintf(gpu, 32, "%s%d", p->kprefix, in->id);
 }
 
-/* A validation kernel that, name aside, reads as a training kernel does (the same
- * fused ops over the same tensors; on the CPU at the same arena offsets too) is not
- * printed twice: validation launches the training one (Instr.same_cpu, same_gpu). */
+static int ident_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+/* A CUDA kernel's text without its leading comment, each of its tensors' names (alone,
+ * or ending a register's name: r_x) written as its parameter position: two loops with the same text here are the same kernel
+ * over other pointers. */
+static char *gpu_shape_text(const Graph *g, Instr *in)
+{
+    Buf k = {0}, o = {0};
+    cuda_kernel(&k, g, in, "K");
+    Tensor *t[64];
+    char w[64];
+    int n = kernel_tensors(in, t, w, 64);
+    const char *s = strstr(k.s, " */\n");
+    s = s ? s + 4 : k.s;
+    while (*s) {
+        int hit = -1;
+        if (ident_char(*s) && (s == k.s || !ident_char(s[-1]) || s[-1] == '_'))
+            for (int q = 0; q < n && hit < 0; q++) {
+                size_t len = strlen(t[q]->name);
+                if (!strncmp(s, t[q]->name, len) && !ident_char(s[len]))
+                    hit = q;
+            }
+        if (hit >= 0) {
+            buf_printf(&o, "$%d", hit);
+            s += strlen(t[hit]->name);
+        } else {
+            char c[2] = {*s++, 0};
+            buf_puts(&o, c);
+        }
+    }
+    free(k.s);
+    return o.s ? o.s : xstrdup("");
+}
+
+/* Kernels printed once. On the GPU a training loop whose kernel, names aside, is an
+ * earlier one's (the same ops in each block of a repeat) launches that one with its
+ * own pointers (Instr.same_gpu). A validation kernel that reads as a training kernel
+ * does (the same fused ops; on the CPU over the same tensors at the same arena offsets
+ * too) is not printed twice: validation launches the training one (same_cpu,
+ * same_gpu). */
 static void find_twins(Program *p, Program *ev)
 {
     int n = 0;
     for (int i = 0; i < p->n_ins; i++)
         n += !p->ins[i]->dead && p->ins[i]->kind == I_EW;
-    Buf *cpu = calloc(n ? n : 1, sizeof *cpu), *gpu = calloc(n ? n : 1, sizeof *gpu);
+    Buf *cpu = calloc(n ? n : 1, sizeof *cpu);
+    char **gpu = calloc(n ? n : 1, sizeof *gpu);
     Instr **tk = calloc(n ? n : 1, sizeof *tk);
     if (!cpu || !gpu || !tk)
         die("out of memory");
     n = 0;
     for (int i = 0; i < p->n_ins; i++)
         if (!p->ins[i]->dead && p->ins[i]->kind == I_EW) {
-            tk[n] = p->ins[i];
-            emit_kernel(&cpu[n], tk[n], "K");
-            cuda_kernel(&gpu[n], p->g, tk[n], "K");
+            Instr *in = tk[n] = p->ins[i];
+            in->same_cpu = in->same_gpu = NULL;
+            emit_kernel(&cpu[n], in, "K");
+            gpu[n] = gpu_shape_text(p->g, in);
+            for (int k = 0; k < n && !in->same_gpu; k++)
+                if (!tk[k]->same_gpu && !strcmp(gpu[n], gpu[k]))
+                    in->same_gpu = tk[k];
             n++;
         }
     for (int i = 0; i < ev->n_ins; i++) {
@@ -283,21 +335,21 @@ static void find_twins(Program *p, Program *ev)
         in->same_cpu = in->same_gpu = NULL;
         if (in->dead || in->kind != I_EW)
             continue;
-        Buf c = {0}, g = {0};
+        Buf c = {0};
         emit_kernel(&c, in, "K");
-        cuda_kernel(&g, ev->g, in, "K");
+        char *g = gpu_shape_text(ev->g, in);
         for (int k = 0; k < n && !(in->same_cpu && in->same_gpu); k++) {
             if (!in->same_cpu && !strcmp(c.s, cpu[k].s))
                 in->same_cpu = tk[k];
-            if (!in->same_gpu && !strcmp(g.s, gpu[k].s))
-                in->same_gpu = tk[k];
+            if (!in->same_gpu && !strcmp(g, gpu[k]))
+                in->same_gpu = tk[k]->same_gpu ? tk[k]->same_gpu : tk[k];
         }
         free(c.s);
-        free(g.s);
+        free(g);
     }
     for (int k = 0; k < n; k++) {
         free(cpu[k].s);
-        free(gpu[k].s);
+        free(gpu[k]);
     }
     free(cpu);
     free(gpu);
@@ -330,8 +382,8 @@ static void emit_pass(Buf *b, Program *p, int from, int to, const char *sig, con
         Instr *in = p->ins[i];
         if (in->dead)
             continue;
-        if (in->same_cpu || in->same_gpu)
-            buf_printf(b, "    /* %s: %s (%straining's k%d, the same text) */\n", in->origin, in->what,
+        if (p->eval && (in->same_cpu || in->same_gpu))
+            buf_printf(b, "    /* %s: %s (%straining's k%d, the same code) */\n", in->origin, in->what,
                        in->same_cpu ? "" : "on the GPU, ", (in->same_cpu ? in->same_cpu : in->same_gpu)->id);
         else if (!p->eval) {
             /* training's instructions name themselves for --profile: the index of

@@ -336,11 +336,26 @@ void emit_cuda(Program *p, Program *ev, Buf *b, Buf *file)
     free(seen.s);
     buf_puts(b, "\n/* ==== the fused elementwise kernels ==== */\n\n");
     char name[32];
-    for (int i = 0; i < p->n_ins; i++)
-        if (!p->ins[i]->dead && p->ins[i]->kind == I_EW) {
-            snprintf(name, sizeof name, "k%d", p->ins[i]->id);
-            cuda_kernel(b, p->g, p->ins[i], name);
-        }
+    for (int i = 0; i < p->n_ins; i++) {
+        Instr *in = p->ins[i];
+        if (in->dead || in->kind != I_EW || in->same_gpu)
+            continue;
+        /* the loops that launch this kernel with their own tensors */
+        Buf also = {0};
+        int n_also = 0;
+        for (int j = i + 1; j < p->n_ins; j++)
+            if (!p->ins[j]->dead && p->ins[j]->kind == I_EW && p->ins[j]->same_gpu == in)
+            {
+                buf_printf(&also, "%sk%d", !n_also ? "" : n_also % 10 ? ", " : ",\n *   ", p->ins[j]->id);
+                n_also++;
+            }
+        if (n_also)
+            buf_printf(b, "/* k%d also runs loop%s %s\n *   (the same code; each launch passes its own "
+                       "tensors) */\n", in->id, n_also > 1 ? "s" : "", also.s);
+        free(also.s);
+        snprintf(name, sizeof name, "k%d", in->id);
+        cuda_kernel(b, p->g, in, name);
+    }
     /* validation's own, those the training pass has word for word left out */
     for (int i = 0; i < ev->n_ins; i++)
         if (!ev->ins[i]->dead && ev->ins[i]->kind == I_EW && !ev->ins[i]->same_gpu) {

@@ -171,7 +171,162 @@ static void remap_merge(Instr *a, Instr *b, const Operand *E)
     a->dead = 1;
 }
 
-/* The storage a tensor lives in. */
+/* ---- saved values out of their loops ----------------------------------------------- */
+
+static void number_kernels(Program *p);
+
+/* Does a backward instruction read base tensor t? */
+static int read_in_backward(const Program *p, const Tensor *t)
+{
+    for (int i = p->n_forward; i < p->n_ins; i++) {
+        const Instr *in = p->ins[i];
+        if (in->dead)
+            continue;
+        for (int k = 0; k < in->n_reads; k++)
+            if (tensor_base(in->reads[k]) == t)
+                return 1;
+    }
+    return 0;
+}
+
+/* Can forward loop a be cut after op k: every value of ops 0..k that ops k+1.. use is
+ * stored, by its own op (no later op of the loop writes that storage)? */
+static int can_split(const Instr *a, int k)
+{
+    for (int q = k + 1; q < a->n_ops; q++)
+        for (int j = 0; j < a->ops[q].n_arg; j++) {
+            const Operand *o = &a->ops[q].arg[j];
+            if (o->t || o->val > k)
+                continue;
+            const Tensor *t = a->ops[o->val].out;
+            int stored = 0;
+            for (int w = 0; w < a->n_writes; w++)
+                stored |= a->writes[w] == t;
+            if (!t || !stored)
+                return 0;
+            for (int r = o->val + 1; r < a->n_ops; r++)
+                if (a->ops[r].out && tensor_base(a->ops[r].out) == tensor_base((Tensor *)t))
+                    return 0;
+        }
+    return 1;
+}
+
+/* " + "-joined whats (or origins) of ops [from, to), distinct neighbours once */
+static char *join_ops(const EwOp *ops, int from, int to, int origin)
+{
+    Buf b = {0};
+    const char *last = NULL;
+    for (int q = from; q < to; q++) {
+        const char *s = origin ? ops[q].origin : ops[q].what;
+        if (!s || (last && !strcmp(s, last)))
+            continue;
+        if (last)
+            buf_puts(&b, " + ");
+        buf_puts(&b, s);
+        last = s;
+    }
+    return b.s ? b.s : xstrdup("");
+}
+
+/* Cut forward loop p->ins[i] after op k: ops k+1.. become the next loop, reading the
+ * values they used from memory. */
+static void split_loop(Program *p, int i, int k)
+{
+    Instr *a = p->ins[i], *b = xcalloc(1, sizeof *b);
+    *b = *a;
+    b->n_ops = a->n_ops - k - 1;
+    b->ops = xcalloc((size_t)b->n_ops, sizeof *b->ops);
+    for (int q = 0; q < b->n_ops; q++) {
+        EwOp op = a->ops[k + 1 + q];
+        for (int j = 0; j < op.n_arg; j++) {
+            Operand *o = &op.arg[j];
+            if (o->t)
+                continue;
+            if (o->val <= k) {
+                o->t = a->ops[o->val].out;
+                o->val = 0;
+                o->index = NULL;
+                o->run = 0;
+                o->run_const = 0;
+            } else {
+                o->val -= k + 1;
+            }
+        }
+        b->ops[q] = op;
+    }
+    int have_names = 1;
+    for (int q = 0; q < a->n_ops; q++)
+        have_names &= a->ops[q].what && a->ops[q].origin;
+    if (have_names) {
+        b->what = join_ops(a->ops, k + 1, a->n_ops, 0);
+        b->origin = join_ops(a->ops, k + 1, a->n_ops, 1);
+        a->what = join_ops(a->ops, 0, k + 1, 0);
+        a->origin = join_ops(a->ops, 0, k + 1, 1);
+    }
+    a->n_ops = k + 1;
+    /* reads: each loop's tensor operands; writes: the stored values each one computes */
+    Tensor **aw = a->writes;
+    int naw = a->n_writes;
+    a->reads = b->reads = NULL;
+    a->n_reads = b->n_reads = 0;
+    a->writes = b->writes = NULL;
+    a->n_writes = b->n_writes = 0;
+    for (int side = 0; side < 2; side++) {
+        Instr *x = side ? b : a;
+        for (int q = 0; q < x->n_ops; q++)
+            for (int j = 0; j < x->ops[q].n_arg; j++)
+                if (x->ops[q].arg[j].t) {
+                    x->reads = realloc(x->reads, (size_t)(x->n_reads + 1) * sizeof *x->reads);
+                    if (!x->reads)
+                        die("out of memory");
+                    x->reads[x->n_reads++] = x->ops[q].arg[j].t;
+                }
+        for (int w = 0; w < naw; w++)
+            if (producer(x, aw[w]) >= 0) {
+                x->writes = realloc(x->writes, (size_t)(x->n_writes + 1) * sizeof *x->writes);
+                if (!x->writes)
+                    die("out of memory");
+                x->writes[x->n_writes++] = aw[w];
+            }
+    }
+    free(aw);
+    if (p->n_ins == p->cap_ins) {
+        p->cap_ins = 2 * p->cap_ins + 1;
+        p->ins = realloc(p->ins, (size_t)p->cap_ins * sizeof *p->ins);
+        if (!p->ins)
+            die("out of memory");
+    }
+    memmove(p->ins + i + 2, p->ins + i + 1, (size_t)(p->n_ins - i - 1) * sizeof *p->ins);
+    p->ins[i + 1] = b;
+    p->n_ins++;
+    p->n_forward++;
+}
+
+/* A forward loop that stores a value the backward pass reads (a GELU's input, the
+ * biased GEMM output) and then goes on computing from it is cut there: the rest reads
+ * the value as stored. The numbers are then those a replay from the stored value gives
+ * (in 16 bits too, where the register held it unrounded), so recompute can drop the
+ * rest's outputs (the GELU's) and replay them alone. One more read of the value. */
+static void split_saved(Program *p)
+{
+    for (int i = 0; i < p->n_forward; i++) {
+        Instr *a = p->ins[i];
+        if (a->dead || a->kind != I_EW || a->backward)
+            continue;
+        for (int k = 0; k + 1 < a->n_ops; k++) {
+            Tensor *t = a->ops[k].out;
+            int stored = 0;
+            for (int w = 0; t && w < a->n_writes; w++)
+                stored |= a->writes[w] == t;
+            if (stored && producer(a, t) == k && read_in_backward(p, tensor_base(t)) &&
+                can_split(a, k)) {
+                split_loop(p, i, k);
+                break;   /* the new loop, next in line, is looked at in its turn */
+            }
+        }
+    }
+    number_kernels(p);
+}
 
 void fuse(Program *p)
 {
@@ -248,6 +403,7 @@ void fuse(Program *p)
             }
         }
     }
+    split_saved(p);
 }
 
 /* ---- GEMM epilogues ------------------------------------------------------------------ */

@@ -571,6 +571,14 @@ int rt_have_avx2(void)
 #define DGELU_ROW(d, x, n) dgelu_row_base(d, x, n)
 #endif
 
+/* A generated loop that is only a GELU (tanh) of a stored tensor (a GPT block's GELU,
+ * cut from its bias so that it reads the pre-activation as stored) calls this for its
+ * share of the elements: the same arithmetic as its C, vectorized. */
+void rt_gelu_tanh_rows(float *y, const float *x, int64_t n)
+{
+    GELU_ROW(y, x, n);
+}
+
 typedef struct bias_act_ctx {
     float *out, *C, *Y;
     const float *bias, *R;

@@ -155,6 +155,9 @@ void rt_parallel_for(rt_exec *e, int64_t n, rt_kernel_fn fn);
  * GPU the module's kernel `name`, given the tensors (args: a pointer to each tensor's
  * pointer, in the kernel's parameter order), then B, n, rng_key and train. */
 void rt_launch(rt_exec *e, const char *name, rt_kernel_fn fn, int64_t n, int nargs, void **args);
+/* y[j] = rt_gelu_tanh(x[j]) for j < n (y may be x): a generated CPU loop that is only
+ * this calls the runtime's vectorized rows (baseline x86-64 or AVX2: the same bits). */
+void rt_gelu_tanh_rows(float *y, const float *x, int64_t n);
 
 /* Row-major C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C. */
 void rt_gemm(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,

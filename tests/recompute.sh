@@ -79,6 +79,14 @@ for m in ("gpt_char", "gpt2_124m"):
     a = [plans[(m, pol)]["arena_bytes"] for pol in ("none", "selective", "full")]
     assert a[0] > a[1] > a[2], (m, a)
     print(f"ok   {m}: arena none {a[0]} > selective {a[1]} > full {a[2]}")
+# selective replays every block's layernorms and its GELU (a loop of its own, computed
+# from the stored pre-activation under every policy), and no GEMM
+for m, blocks in (("gpt_char", 4), ("gpt2_124m", 12)):
+    whats = [i["what"] for i in plans[(m, "selective")]["instructions"] if "(recomputed)" in i["what"]]
+    n_ln = sum(w.startswith("layernorm") for w in whats)
+    n_gelu = sum(w.startswith("gelu") for w in whats)
+    assert n_ln == 2 * blocks + 1 and n_gelu == blocks and len(whats) == n_ln + n_gelu, (m, whats)
+    print(f"ok   {m}: selective replays {n_ln} layernorms and {n_gelu} GELUs, no GEMM")
 print(f"ok   arena <= 1.10 x lower bound for {len(plans)} plans")
 m = json.load(open(d + "/mixed.json"))
 assert m["arena_bytes"] / m["lower_bound_bytes"] <= 1.10

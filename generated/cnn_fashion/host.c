@@ -192,13 +192,13 @@ static void evaluate(rt_exec *e)
     float *linear_9 = ACT(512); /* [B, 10] */
     const int32_t *in_y = (const int32_t *)e->in[1]; /* [B] */
 
-    /* $.model.inputs.x: input to f32 (on the GPU, training's k0, the same text) */
+    /* $.model.inputs.x: input to f32 (on the GPU, training's k0, the same code) */
     rt_launch(e, "k0", ke0, e->B * 784, 2, (void *[]){&in_x, &x_f32});
     /* $.model.layers[0]: conv2d: im2col */
     rt_im2col(e, x_f32, col_conv_0, e->B, 1, 28, 28, 3, 1, 1, 28, 28);
     /* $.model.layers[0]: conv2d: weight x columns */
     rt_gemm(e, 0, 0, 16, e->B * 784, 9, 1.0f, P_0_weight, 9, col_conv_0, e->B * 784, 0.0f, gemm_conv_0, e->B * 784);
-    /* $.model.layers[0] + $.model.layers[1]: conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] + relu (on the GPU, training's k1, the same text) */
+    /* $.model.layers[0] + $.model.layers[1]: conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] + relu (on the GPU, training's k1, the same code) */
     rt_launch(e, "k1", ke1, e->B * 12544, 3, (void *[]){&gemm_conv_0, &P_0_bias, &relu_1});
     /* $.model.layers[2]: maxpool2d */
     rt_maxpool2d_fwd(e, relu_1, maxpool_2, e->B * 16, 28, 28, 2, 2, 14, 14);
@@ -206,7 +206,7 @@ static void evaluate(rt_exec *e)
     rt_im2col(e, maxpool_2, col_conv_3, e->B, 16, 14, 14, 3, 1, 1, 14, 14);
     /* $.model.layers[3]: conv2d: weight x columns */
     rt_gemm(e, 0, 0, 32, e->B * 196, 144, 1.0f, P_3_weight, 144, col_conv_3, e->B * 196, 0.0f, gemm_conv_3, e->B * 196);
-    /* $.model.layers[3] + $.model.layers[4]: conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] + relu (on the GPU, training's k2, the same text) */
+    /* $.model.layers[3] + $.model.layers[4]: conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] + relu (on the GPU, training's k2, the same code) */
     rt_launch(e, "k2", ke2, e->B * 6272, 3, (void *[]){&gemm_conv_3, &P_3_bias, &relu_4});
     /* $.model.layers[5]: maxpool2d */
     rt_maxpool2d_fwd(e, relu_4, maxpool_5, e->B * 32, 14, 14, 2, 2, 7, 7);

@@ -19,6 +19,114 @@ void k0(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
+/* k1: gelu (tanh)
+ *     from $.model.layers[2].body[1].body[2] #0 */
+void k1(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *linear_h_0_fc = ACT(103022592); /* [B, 1024, 3072] */
+    float *gelu_h_0_2 = ACT(109314048); /* [B, 1024, 3072] */
+    rt_gelu_tanh_rows(gelu_h_0_2 + lo, linear_h_0_fc + lo, hi - lo); /* gelu (tanh) */
+}
+
+/* k2: gelu (tanh)
+ *     from $.model.layers[2].body[1].body[2] #1 */
+void k2(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *linear_h_1_fc = ACT(115605504); /* [B, 1024, 3072] */
+    float *gelu_h_1_2 = ACT(121896960); /* [B, 1024, 3072] */
+    rt_gelu_tanh_rows(gelu_h_1_2 + lo, linear_h_1_fc + lo, hi - lo); /* gelu (tanh) */
+}
+
+/* k3: gelu (tanh)
+ *     from $.model.layers[2].body[1].body[2] #2 */
+void k3(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *linear_h_2_fc = ACT(128188416); /* [B, 1024, 3072] */
+    float *gelu_h_2_2 = ACT(134479872); /* [B, 1024, 3072] */
+    rt_gelu_tanh_rows(gelu_h_2_2 + lo, linear_h_2_fc + lo, hi - lo); /* gelu (tanh) */
+}
+
+/* k4: gelu (tanh)
+ *     from $.model.layers[2].body[1].body[2] #3 */
+void k4(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *linear_h_3_fc = ACT(140771328); /* [B, 1024, 3072] */
+    float *gelu_h_3_2 = ACT(147062784); /* [B, 1024, 3072] */
+    rt_gelu_tanh_rows(gelu_h_3_2 + lo, linear_h_3_fc + lo, hi - lo); /* gelu (tanh) */
+}
+
+/* k5: gelu (tanh)
+ *     from $.model.layers[2].body[1].body[2] #4 */
+void k5(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *linear_h_4_fc = ACT(153354240); /* [B, 1024, 3072] */
+    float *gelu_h_4_2 = ACT(159645696); /* [B, 1024, 3072] */
+    rt_gelu_tanh_rows(gelu_h_4_2 + lo, linear_h_4_fc + lo, hi - lo); /* gelu (tanh) */
+}
+
+/* k6: gelu (tanh)
+ *     from $.model.layers[2].body[1].body[2] #5 */
+void k6(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *linear_h_5_fc = ACT(165937152); /* [B, 1024, 3072] */
+    float *gelu_h_5_2 = ACT(172228608); /* [B, 1024, 3072] */
+    rt_gelu_tanh_rows(gelu_h_5_2 + lo, linear_h_5_fc + lo, hi - lo); /* gelu (tanh) */
+}
+
+/* k7: gelu (tanh)
+ *     from $.model.layers[2].body[1].body[2] #6 */
+void k7(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *linear_h_6_fc = ACT(178520064); /* [B, 1024, 3072] */
+    float *gelu_h_6_2 = ACT(184811520); /* [B, 1024, 3072] */
+    rt_gelu_tanh_rows(gelu_h_6_2 + lo, linear_h_6_fc + lo, hi - lo); /* gelu (tanh) */
+}
+
+/* k8: gelu (tanh)
+ *     from $.model.layers[2].body[1].body[2] #7 */
+void k8(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *linear_h_7_fc = ACT(191102976); /* [B, 1024, 3072] */
+    float *gelu_h_7_2 = ACT(197394432); /* [B, 1024, 3072] */
+    rt_gelu_tanh_rows(gelu_h_7_2 + lo, linear_h_7_fc + lo, hi - lo); /* gelu (tanh) */
+}
+
+/* k9: gelu (tanh)
+ *     from $.model.layers[2].body[1].body[2] #8 */
+void k9(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *linear_h_8_fc = ACT(203685888); /* [B, 1024, 3072] */
+    float *gelu_h_8_2 = ACT(209977344); /* [B, 1024, 3072] */
+    rt_gelu_tanh_rows(gelu_h_8_2 + lo, linear_h_8_fc + lo, hi - lo); /* gelu (tanh) */
+}
+
+/* k10: gelu (tanh)
+ *     from $.model.layers[2].body[1].body[2] #9 */
+void k10(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *linear_h_9_fc = ACT(216268800); /* [B, 1024, 3072] */
+    float *gelu_h_9_2 = ACT(222560256); /* [B, 1024, 3072] */
+    rt_gelu_tanh_rows(gelu_h_9_2 + lo, linear_h_9_fc + lo, hi - lo); /* gelu (tanh) */
+}
+
+/* k11: gelu (tanh)
+ *     from $.model.layers[2].body[1].body[2] #10 */
+void k11(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *linear_h_10_fc = ACT(228851712); /* [B, 1024, 3072] */
+    float *gelu_h_10_2 = ACT(235143168); /* [B, 1024, 3072] */
+    rt_gelu_tanh_rows(gelu_h_10_2 + lo, linear_h_10_fc + lo, hi - lo); /* gelu (tanh) */
+}
+
+/* k12: gelu (tanh)
+ *     from $.model.layers[2].body[1].body[2] #11 */
+void k12(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *linear_h_11_fc = ACT(241434624); /* [B, 1024, 3072] */
+    float *gelu_h_11_2 = ACT(247726080); /* [B, 1024, 3072] */
+    rt_gelu_tanh_rows(gelu_h_11_2 + lo, linear_h_11_fc + lo, hi - lo); /* gelu (tanh) */
+}
+
 /* ---- validation's own (forward only; it launches the training kernels it
  * would repeat word for word) ---- */
 

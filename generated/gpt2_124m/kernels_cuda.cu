@@ -66,3 +66,33 @@ extern "C" __global__ void k0(const act_t *embedding_wte, const float *__restric
     }
 }
 
+/* k1 also runs loops k2, k3, k4, k5, k6, k7, k8, k9, k10, k11,
+ *   k12
+ *   (the same code; each launch passes its own tensors) */
+/* k1: gelu (tanh)
+ *     from $.model.layers[2].body[1].body[2] #0
+ *     linear_h_0_fc [B, 1024, 3072], gelu_h_0_2 [B, 1024, 3072] */
+extern "C" __global__ void k1(const act_t *__restrict__ linear_h_0_fc, act_t *__restrict__ gelu_h_0_2, int64_t B, int64_t n, uint64_t rng_key, int train)
+{
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_0_fc | (unsigned long long)gelu_h_0_2) & 15) == 0) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            const float4 r_linear_h_0_fc = rt_ld4(linear_h_0_fc + 4 * q);
+            float4 w_gelu_h_0_2;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float v0 = rt_gelu_tanh(((const float *)&r_linear_h_0_fc)[l]); /* gelu (tanh) */
+                ((float *)&w_gelu_h_0_2)[l] = v0;
+            }
+            rt_st4(gelu_h_0_2 + 4 * q, w_gelu_h_0_2);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
+        float v0 = rt_gelu_tanh(rt_ld(linear_h_0_fc + i)); /* gelu (tanh) */
+        rt_st(gelu_h_0_2 + i, v0);
+    }
+}
+

@@ -9,229 +9,229 @@
  * statistics marked (fp32) in fp32; the CPU runs it at twice the offsets.
  *
  *   offset      bytes/row  live     buffer                      shape
- *   310640640   1572864      0-608  embedding_wte               [B, 1024, 768]  embedding rows
- *   312213504   1572864      2-603  layernorm_h_0_ln_1          [B, 1024, 768]  layernorm output
- *   410320896   4096         2-608  ln_mean_h_0_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410324992   4096         2-608  ln_rstd_h_0_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   254017536   4718592      3-600  qkv_h_0_attn                [B, 1024, 2304]  q, k, v side by side
- *   409731072   49152        5-600  lse_h_0_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
- *   313786368   1572864      5-600  attn_y_h_0_attn             [B, 1024, 768]  attention heads' outputs
- *   315359232   1572864      6-590  residual_attn_out_h_0_attn  [B, 1024, 768]  x + body(x)
- *   316932096   1572864      9-585  layernorm_h_0_ln_2          [B, 1024, 768]  layernorm output
- *   410329088   4096         9-590  ln_mean_h_0_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410333184   4096         9-590  ln_rstd_h_0_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   103022592   6291456     10-582  linear_h_0_fc               [B, 1024, 3072]  linear output
- *   109314048   6291456     10-578  gelu_h_0_2                  [B, 1024, 3072]  gelu
- *   318504960   1572864     13-572  residual_linear_h_0_proj    [B, 1024, 768]  x + body(x)
- *   320077824   1572864     16-567  layernorm_h_1_ln_1          [B, 1024, 768]  layernorm output
- *   410337280   4096        16-572  ln_mean_h_1_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410341376   4096        16-572  ln_rstd_h_1_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   258736128   4718592     17-564  qkv_h_1_attn                [B, 1024, 2304]  q, k, v side by side
- *   409780224   49152       19-564  lse_h_1_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
- *   321650688   1572864     19-564  attn_y_h_1_attn             [B, 1024, 768]  attention heads' outputs
- *   323223552   1572864     20-554  residual_attn_out_h_1_attn  [B, 1024, 768]  x + body(x)
- *   324796416   1572864     23-549  layernorm_h_1_ln_2          [B, 1024, 768]  layernorm output
- *   410345472   4096        23-554  ln_mean_h_1_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410349568   4096        23-554  ln_rstd_h_1_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   115605504   6291456     24-546  linear_h_1_fc               [B, 1024, 3072]  linear output
- *   121896960   6291456     24-542  gelu_h_1_2                  [B, 1024, 3072]  gelu
- *   326369280   1572864     27-536  residual_linear_h_1_proj    [B, 1024, 768]  x + body(x)
- *   327942144   1572864     30-531  layernorm_h_2_ln_1          [B, 1024, 768]  layernorm output
- *   410353664   4096        30-536  ln_mean_h_2_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410357760   4096        30-536  ln_rstd_h_2_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   263454720   4718592     31-528  qkv_h_2_attn                [B, 1024, 2304]  q, k, v side by side
- *   409829376   49152       33-528  lse_h_2_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
- *   329515008   1572864     33-528  attn_y_h_2_attn             [B, 1024, 768]  attention heads' outputs
- *   331087872   1572864     34-518  residual_attn_out_h_2_attn  [B, 1024, 768]  x + body(x)
- *   332660736   1572864     37-513  layernorm_h_2_ln_2          [B, 1024, 768]  layernorm output
- *   410361856   4096        37-518  ln_mean_h_2_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410365952   4096        37-518  ln_rstd_h_2_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   128188416   6291456     38-510  linear_h_2_fc               [B, 1024, 3072]  linear output
- *   134479872   6291456     38-506  gelu_h_2_2                  [B, 1024, 3072]  gelu
- *   334233600   1572864     41-500  residual_linear_h_2_proj    [B, 1024, 768]  x + body(x)
- *   335806464   1572864     44-495  layernorm_h_3_ln_1          [B, 1024, 768]  layernorm output
- *   410370048   4096        44-500  ln_mean_h_3_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410374144   4096        44-500  ln_rstd_h_3_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   268173312   4718592     45-492  qkv_h_3_attn                [B, 1024, 2304]  q, k, v side by side
- *   409878528   49152       47-492  lse_h_3_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
- *   337379328   1572864     47-492  attn_y_h_3_attn             [B, 1024, 768]  attention heads' outputs
- *   338952192   1572864     48-482  residual_attn_out_h_3_attn  [B, 1024, 768]  x + body(x)
- *   340525056   1572864     51-477  layernorm_h_3_ln_2          [B, 1024, 768]  layernorm output
- *   410378240   4096        51-482  ln_mean_h_3_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410382336   4096        51-482  ln_rstd_h_3_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   140771328   6291456     52-474  linear_h_3_fc               [B, 1024, 3072]  linear output
- *   147062784   6291456     52-470  gelu_h_3_2                  [B, 1024, 3072]  gelu
- *   342097920   1572864     55-464  residual_linear_h_3_proj    [B, 1024, 768]  x + body(x)
- *   343670784   1572864     58-459  layernorm_h_4_ln_1          [B, 1024, 768]  layernorm output
- *   410386432   4096        58-464  ln_mean_h_4_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410390528   4096        58-464  ln_rstd_h_4_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   272891904   4718592     59-456  qkv_h_4_attn                [B, 1024, 2304]  q, k, v side by side
- *   409927680   49152       61-456  lse_h_4_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
- *   345243648   1572864     61-456  attn_y_h_4_attn             [B, 1024, 768]  attention heads' outputs
- *   346816512   1572864     62-446  residual_attn_out_h_4_attn  [B, 1024, 768]  x + body(x)
- *   348389376   1572864     65-441  layernorm_h_4_ln_2          [B, 1024, 768]  layernorm output
- *   410394624   4096        65-446  ln_mean_h_4_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410398720   4096        65-446  ln_rstd_h_4_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   153354240   6291456     66-438  linear_h_4_fc               [B, 1024, 3072]  linear output
- *   159645696   6291456     66-434  gelu_h_4_2                  [B, 1024, 3072]  gelu
- *   349962240   1572864     69-428  residual_linear_h_4_proj    [B, 1024, 768]  x + body(x)
- *   351535104   1572864     72-423  layernorm_h_5_ln_1          [B, 1024, 768]  layernorm output
- *   410402816   4096        72-428  ln_mean_h_5_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410406912   4096        72-428  ln_rstd_h_5_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   277610496   4718592     73-420  qkv_h_5_attn                [B, 1024, 2304]  q, k, v side by side
- *   409976832   49152       75-420  lse_h_5_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
- *   353107968   1572864     75-420  attn_y_h_5_attn             [B, 1024, 768]  attention heads' outputs
- *   354680832   1572864     76-410  residual_attn_out_h_5_attn  [B, 1024, 768]  x + body(x)
- *   356253696   1572864     79-405  layernorm_h_5_ln_2          [B, 1024, 768]  layernorm output
- *   410411008   4096        79-410  ln_mean_h_5_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410415104   4096        79-410  ln_rstd_h_5_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   165937152   6291456     80-402  linear_h_5_fc               [B, 1024, 3072]  linear output
- *   172228608   6291456     80-398  gelu_h_5_2                  [B, 1024, 3072]  gelu
- *   357826560   1572864     83-392  residual_linear_h_5_proj    [B, 1024, 768]  x + body(x)
- *   359399424   1572864     86-387  layernorm_h_6_ln_1          [B, 1024, 768]  layernorm output
- *   410419200   4096        86-392  ln_mean_h_6_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410423296   4096        86-392  ln_rstd_h_6_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   282329088   4718592     87-384  qkv_h_6_attn                [B, 1024, 2304]  q, k, v side by side
- *   410025984   49152       89-384  lse_h_6_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
- *   360972288   1572864     89-384  attn_y_h_6_attn             [B, 1024, 768]  attention heads' outputs
- *   362545152   1572864     90-374  residual_attn_out_h_6_attn  [B, 1024, 768]  x + body(x)
- *   364118016   1572864     93-369  layernorm_h_6_ln_2          [B, 1024, 768]  layernorm output
- *   410427392   4096        93-374  ln_mean_h_6_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410431488   4096        93-374  ln_rstd_h_6_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   178520064   6291456     94-366  linear_h_6_fc               [B, 1024, 3072]  linear output
- *   184811520   6291456     94-362  gelu_h_6_2                  [B, 1024, 3072]  gelu
- *   365690880   1572864     97-356  residual_linear_h_6_proj    [B, 1024, 768]  x + body(x)
- *   367263744   1572864    100-351  layernorm_h_7_ln_1          [B, 1024, 768]  layernorm output
- *   410435584   4096       100-356  ln_mean_h_7_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410439680   4096       100-356  ln_rstd_h_7_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   287047680   4718592    101-348  qkv_h_7_attn                [B, 1024, 2304]  q, k, v side by side
- *   410075136   49152      103-348  lse_h_7_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
- *   368836608   1572864    103-348  attn_y_h_7_attn             [B, 1024, 768]  attention heads' outputs
- *   370409472   1572864    104-338  residual_attn_out_h_7_attn  [B, 1024, 768]  x + body(x)
- *   371982336   1572864    107-333  layernorm_h_7_ln_2          [B, 1024, 768]  layernorm output
- *   410443776   4096       107-338  ln_mean_h_7_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410447872   4096       107-338  ln_rstd_h_7_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   191102976   6291456    108-330  linear_h_7_fc               [B, 1024, 3072]  linear output
- *   197394432   6291456    108-326  gelu_h_7_2                  [B, 1024, 3072]  gelu
- *   373555200   1572864    111-320  residual_linear_h_7_proj    [B, 1024, 768]  x + body(x)
- *   375128064   1572864    114-315  layernorm_h_8_ln_1          [B, 1024, 768]  layernorm output
- *   410451968   4096       114-320  ln_mean_h_8_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410456064   4096       114-320  ln_rstd_h_8_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   291766272   4718592    115-312  qkv_h_8_attn                [B, 1024, 2304]  q, k, v side by side
- *   410124288   49152      117-312  lse_h_8_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
- *   376700928   1572864    117-312  attn_y_h_8_attn             [B, 1024, 768]  attention heads' outputs
- *   378273792   1572864    118-302  residual_attn_out_h_8_attn  [B, 1024, 768]  x + body(x)
- *   379846656   1572864    121-297  layernorm_h_8_ln_2          [B, 1024, 768]  layernorm output
- *   410460160   4096       121-302  ln_mean_h_8_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410464256   4096       121-302  ln_rstd_h_8_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   203685888   6291456    122-294  linear_h_8_fc               [B, 1024, 3072]  linear output
- *   209977344   6291456    122-290  gelu_h_8_2                  [B, 1024, 3072]  gelu
- *   381419520   1572864    125-284  residual_linear_h_8_proj    [B, 1024, 768]  x + body(x)
- *   382992384   1572864    128-279  layernorm_h_9_ln_1          [B, 1024, 768]  layernorm output
- *   410468352   4096       128-284  ln_mean_h_9_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410472448   4096       128-284  ln_rstd_h_9_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   296484864   4718592    129-276  qkv_h_9_attn                [B, 1024, 2304]  q, k, v side by side
- *   410173440   49152      131-276  lse_h_9_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
- *   384565248   1572864    131-276  attn_y_h_9_attn             [B, 1024, 768]  attention heads' outputs
- *   386138112   1572864    132-266  residual_attn_out_h_9_attn  [B, 1024, 768]  x + body(x)
- *   387710976   1572864    135-261  layernorm_h_9_ln_2          [B, 1024, 768]  layernorm output
- *   410476544   4096       135-266  ln_mean_h_9_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410480640   4096       135-266  ln_rstd_h_9_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   216268800   6291456    136-258  linear_h_9_fc               [B, 1024, 3072]  linear output
- *   222560256   6291456    136-254  gelu_h_9_2                  [B, 1024, 3072]  gelu
- *   389283840   1572864    139-248  residual_linear_h_9_proj    [B, 1024, 768]  x + body(x)
- *   390856704   1572864    142-243  layernorm_h_10_ln_1         [B, 1024, 768]  layernorm output
- *   410484736   4096       142-248  ln_mean_h_10_ln_1           [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410488832   4096       142-248  ln_rstd_h_10_ln_1           [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   301203456   4718592    143-240  qkv_h_10_attn               [B, 1024, 2304]  q, k, v side by side
- *   410222592   49152      145-240  lse_h_10_attn               [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
- *   392429568   1572864    145-240  attn_y_h_10_attn            [B, 1024, 768]  attention heads' outputs
- *   394002432   1572864    146-230  residual_attn_out_h_10_attn  [B, 1024, 768]  x + body(x)
- *   395575296   1572864    149-225  layernorm_h_10_ln_2         [B, 1024, 768]  layernorm output
- *   410492928   4096       149-230  ln_mean_h_10_ln_2           [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410497024   4096       149-230  ln_rstd_h_10_ln_2           [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   228851712   6291456    150-222  linear_h_10_fc              [B, 1024, 3072]  linear output
- *   235143168   6291456    150-218  gelu_h_10_2                 [B, 1024, 3072]  gelu
- *   397148160   1572864    153-212  residual_linear_h_10_proj   [B, 1024, 768]  x + body(x)
- *   398721024   1572864    156-207  layernorm_h_11_ln_1         [B, 1024, 768]  layernorm output
- *   410501120   4096       156-212  ln_mean_h_11_ln_1           [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410505216   4096       156-212  ln_rstd_h_11_ln_1           [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   305922048   4718592    157-204  qkv_h_11_attn               [B, 1024, 2304]  q, k, v side by side
- *   410271744   49152      159-204  lse_h_11_attn               [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
- *   400293888   1572864    159-204  attn_y_h_11_attn            [B, 1024, 768]  attention heads' outputs
- *   401866752   1572864    160-194  residual_attn_out_h_11_attn  [B, 1024, 768]  x + body(x)
- *   403439616   1572864    163-189  layernorm_h_11_ln_2         [B, 1024, 768]  layernorm output
- *   410509312   4096       163-194  ln_mean_h_11_ln_2           [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410513408   4096       163-194  ln_rstd_h_11_ln_2           [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   241434624   6291456    164-186  linear_h_11_fc              [B, 1024, 3072]  linear output
- *   247726080   6291456    164-182  gelu_h_11_2                 [B, 1024, 3072]  gelu
- *   405012480   1572864    167-177  residual_linear_h_11_proj   [B, 1024, 768]  x + body(x)
- *   406585344   1572864    170-175  layernorm_ln_f              [B, 1024, 768]  layernorm output
- *   410517504   4096       170-177  ln_mean_ln_f                [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410521600   4096       170-177  ln_rstd_ln_f                [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   0           103022592  171-175  linear_lm_head              [B, 1024, 50257]  linear output (rows 50304 apart: aligned for the GEMMs)
- *   408158208   1572864    173-177  d_layernorm_ln_f            [B, 1024, 768]  gradient
- *   406585344   1572864    177-615  d_residual_linear_h_11_proj  [B, 1024, 768]  gradient
- *   0           6291456    186-189  d_linear_h_11_fc            [B, 1024, 3072]  gradient
- *   405012480   1572864    187-194  d_layernorm_h_11_ln_2       [B, 1024, 768]  gradient
- *   401866752   1572864    198-204  d_attn_y_h_11_attn          [B, 1024, 768]  gradient
- *   241434624   4718592    204-207  d_qkv_h_11_attn             [B, 1024, 2304]  gradient
- *   305922048   1572864    205-212  d_layernorm_h_11_ln_1       [B, 1024, 768]  gradient
- *   0           6291456    222-225  d_linear_h_10_fc            [B, 1024, 3072]  gradient
- *   305922048   1572864    223-230  d_layernorm_h_10_ln_2       [B, 1024, 768]  gradient
- *   305922048   1572864    234-240  d_attn_y_h_10_attn          [B, 1024, 768]  gradient
- *   228851712   4718592    240-243  d_qkv_h_10_attn             [B, 1024, 2304]  gradient
- *   301203456   1572864    241-248  d_layernorm_h_10_ln_1       [B, 1024, 768]  gradient
- *   0           6291456    258-261  d_linear_h_9_fc             [B, 1024, 3072]  gradient
- *   301203456   1572864    259-266  d_layernorm_h_9_ln_2        [B, 1024, 768]  gradient
- *   301203456   1572864    270-276  d_attn_y_h_9_attn           [B, 1024, 768]  gradient
- *   216268800   4718592    276-279  d_qkv_h_9_attn              [B, 1024, 2304]  gradient
- *   296484864   1572864    277-284  d_layernorm_h_9_ln_1        [B, 1024, 768]  gradient
- *   0           6291456    294-297  d_linear_h_8_fc             [B, 1024, 3072]  gradient
- *   296484864   1572864    295-302  d_layernorm_h_8_ln_2        [B, 1024, 768]  gradient
- *   296484864   1572864    306-312  d_attn_y_h_8_attn           [B, 1024, 768]  gradient
- *   203685888   4718592    312-315  d_qkv_h_8_attn              [B, 1024, 2304]  gradient
- *   291766272   1572864    313-320  d_layernorm_h_8_ln_1        [B, 1024, 768]  gradient
- *   0           6291456    330-333  d_linear_h_7_fc             [B, 1024, 3072]  gradient
- *   291766272   1572864    331-338  d_layernorm_h_7_ln_2        [B, 1024, 768]  gradient
- *   291766272   1572864    342-348  d_attn_y_h_7_attn           [B, 1024, 768]  gradient
- *   191102976   4718592    348-351  d_qkv_h_7_attn              [B, 1024, 2304]  gradient
- *   287047680   1572864    349-356  d_layernorm_h_7_ln_1        [B, 1024, 768]  gradient
- *   0           6291456    366-369  d_linear_h_6_fc             [B, 1024, 3072]  gradient
- *   287047680   1572864    367-374  d_layernorm_h_6_ln_2        [B, 1024, 768]  gradient
- *   287047680   1572864    378-384  d_attn_y_h_6_attn           [B, 1024, 768]  gradient
- *   178520064   4718592    384-387  d_qkv_h_6_attn              [B, 1024, 2304]  gradient
- *   282329088   1572864    385-392  d_layernorm_h_6_ln_1        [B, 1024, 768]  gradient
- *   0           6291456    402-405  d_linear_h_5_fc             [B, 1024, 3072]  gradient
- *   282329088   1572864    403-410  d_layernorm_h_5_ln_2        [B, 1024, 768]  gradient
- *   282329088   1572864    414-420  d_attn_y_h_5_attn           [B, 1024, 768]  gradient
- *   165937152   4718592    420-423  d_qkv_h_5_attn              [B, 1024, 2304]  gradient
- *   277610496   1572864    421-428  d_layernorm_h_5_ln_1        [B, 1024, 768]  gradient
- *   0           6291456    438-441  d_linear_h_4_fc             [B, 1024, 3072]  gradient
- *   277610496   1572864    439-446  d_layernorm_h_4_ln_2        [B, 1024, 768]  gradient
- *   277610496   1572864    450-456  d_attn_y_h_4_attn           [B, 1024, 768]  gradient
- *   153354240   4718592    456-459  d_qkv_h_4_attn              [B, 1024, 2304]  gradient
- *   272891904   1572864    457-464  d_layernorm_h_4_ln_1        [B, 1024, 768]  gradient
- *   0           6291456    474-477  d_linear_h_3_fc             [B, 1024, 3072]  gradient
- *   272891904   1572864    475-482  d_layernorm_h_3_ln_2        [B, 1024, 768]  gradient
- *   272891904   1572864    486-492  d_attn_y_h_3_attn           [B, 1024, 768]  gradient
- *   0           4718592    492-495  d_qkv_h_3_attn              [B, 1024, 2304]  gradient
- *   268173312   1572864    493-500  d_layernorm_h_3_ln_1        [B, 1024, 768]  gradient
- *   0           6291456    510-513  d_linear_h_2_fc             [B, 1024, 3072]  gradient
- *   268173312   1572864    511-518  d_layernorm_h_2_ln_2        [B, 1024, 768]  gradient
- *   268173312   1572864    522-528  d_attn_y_h_2_attn           [B, 1024, 768]  gradient
- *   0           4718592    528-531  d_qkv_h_2_attn              [B, 1024, 2304]  gradient
- *   263454720   1572864    529-536  d_layernorm_h_2_ln_1        [B, 1024, 768]  gradient
- *   0           6291456    546-549  d_linear_h_1_fc             [B, 1024, 3072]  gradient
- *   263454720   1572864    547-554  d_layernorm_h_1_ln_2        [B, 1024, 768]  gradient
- *   263454720   1572864    558-564  d_attn_y_h_1_attn           [B, 1024, 768]  gradient
- *   0           4718592    564-567  d_qkv_h_1_attn              [B, 1024, 2304]  gradient
- *   258736128   1572864    565-572  d_layernorm_h_1_ln_1        [B, 1024, 768]  gradient
- *   0           6291456    582-585  d_linear_h_0_fc             [B, 1024, 3072]  gradient
- *   258736128   1572864    583-590  d_layernorm_h_0_ln_2        [B, 1024, 768]  gradient
- *   258736128   1572864    594-600  d_attn_y_h_0_attn           [B, 1024, 768]  gradient
- *   0           4718592    600-603  d_qkv_h_0_attn              [B, 1024, 2304]  gradient
- *   313786368   1572864    601-608  d_layernorm_h_0_ln_1        [B, 1024, 768]  gradient
+ *   310640640   1572864      0-620  embedding_wte               [B, 1024, 768]  embedding rows
+ *   312213504   1572864      2-615  layernorm_h_0_ln_1          [B, 1024, 768]  layernorm output
+ *   410320896   4096         2-620  ln_mean_h_0_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410324992   4096         2-620  ln_rstd_h_0_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   254017536   4718592      3-612  qkv_h_0_attn                [B, 1024, 2304]  q, k, v side by side
+ *   409731072   49152        5-612  lse_h_0_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
+ *   313786368   1572864      5-612  attn_y_h_0_attn             [B, 1024, 768]  attention heads' outputs
+ *   315359232   1572864      6-602  residual_attn_out_h_0_attn  [B, 1024, 768]  x + body(x)
+ *   316932096   1572864      9-597  layernorm_h_0_ln_2          [B, 1024, 768]  layernorm output
+ *   410329088   4096         9-602  ln_mean_h_0_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410333184   4096         9-602  ln_rstd_h_0_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   103022592   6291456     10-594  linear_h_0_fc               [B, 1024, 3072]  linear output
+ *   109314048   6291456     12-590  gelu_h_0_2                  [B, 1024, 3072]  gelu
+ *   318504960   1572864     14-584  residual_linear_h_0_proj    [B, 1024, 768]  x + body(x)
+ *   320077824   1572864     17-579  layernorm_h_1_ln_1          [B, 1024, 768]  layernorm output
+ *   410337280   4096        17-584  ln_mean_h_1_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410341376   4096        17-584  ln_rstd_h_1_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   258736128   4718592     18-576  qkv_h_1_attn                [B, 1024, 2304]  q, k, v side by side
+ *   409780224   49152       20-576  lse_h_1_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
+ *   321650688   1572864     20-576  attn_y_h_1_attn             [B, 1024, 768]  attention heads' outputs
+ *   323223552   1572864     21-566  residual_attn_out_h_1_attn  [B, 1024, 768]  x + body(x)
+ *   324796416   1572864     24-561  layernorm_h_1_ln_2          [B, 1024, 768]  layernorm output
+ *   410345472   4096        24-566  ln_mean_h_1_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410349568   4096        24-566  ln_rstd_h_1_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   115605504   6291456     25-558  linear_h_1_fc               [B, 1024, 3072]  linear output
+ *   121896960   6291456     27-554  gelu_h_1_2                  [B, 1024, 3072]  gelu
+ *   326369280   1572864     29-548  residual_linear_h_1_proj    [B, 1024, 768]  x + body(x)
+ *   327942144   1572864     32-543  layernorm_h_2_ln_1          [B, 1024, 768]  layernorm output
+ *   410353664   4096        32-548  ln_mean_h_2_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410357760   4096        32-548  ln_rstd_h_2_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   263454720   4718592     33-540  qkv_h_2_attn                [B, 1024, 2304]  q, k, v side by side
+ *   409829376   49152       35-540  lse_h_2_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
+ *   329515008   1572864     35-540  attn_y_h_2_attn             [B, 1024, 768]  attention heads' outputs
+ *   331087872   1572864     36-530  residual_attn_out_h_2_attn  [B, 1024, 768]  x + body(x)
+ *   332660736   1572864     39-525  layernorm_h_2_ln_2          [B, 1024, 768]  layernorm output
+ *   410361856   4096        39-530  ln_mean_h_2_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410365952   4096        39-530  ln_rstd_h_2_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   128188416   6291456     40-522  linear_h_2_fc               [B, 1024, 3072]  linear output
+ *   134479872   6291456     42-518  gelu_h_2_2                  [B, 1024, 3072]  gelu
+ *   334233600   1572864     44-512  residual_linear_h_2_proj    [B, 1024, 768]  x + body(x)
+ *   335806464   1572864     47-507  layernorm_h_3_ln_1          [B, 1024, 768]  layernorm output
+ *   410370048   4096        47-512  ln_mean_h_3_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410374144   4096        47-512  ln_rstd_h_3_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   268173312   4718592     48-504  qkv_h_3_attn                [B, 1024, 2304]  q, k, v side by side
+ *   409878528   49152       50-504  lse_h_3_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
+ *   337379328   1572864     50-504  attn_y_h_3_attn             [B, 1024, 768]  attention heads' outputs
+ *   338952192   1572864     51-494  residual_attn_out_h_3_attn  [B, 1024, 768]  x + body(x)
+ *   340525056   1572864     54-489  layernorm_h_3_ln_2          [B, 1024, 768]  layernorm output
+ *   410378240   4096        54-494  ln_mean_h_3_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410382336   4096        54-494  ln_rstd_h_3_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   140771328   6291456     55-486  linear_h_3_fc               [B, 1024, 3072]  linear output
+ *   147062784   6291456     57-482  gelu_h_3_2                  [B, 1024, 3072]  gelu
+ *   342097920   1572864     59-476  residual_linear_h_3_proj    [B, 1024, 768]  x + body(x)
+ *   343670784   1572864     62-471  layernorm_h_4_ln_1          [B, 1024, 768]  layernorm output
+ *   410386432   4096        62-476  ln_mean_h_4_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410390528   4096        62-476  ln_rstd_h_4_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   272891904   4718592     63-468  qkv_h_4_attn                [B, 1024, 2304]  q, k, v side by side
+ *   409927680   49152       65-468  lse_h_4_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
+ *   345243648   1572864     65-468  attn_y_h_4_attn             [B, 1024, 768]  attention heads' outputs
+ *   346816512   1572864     66-458  residual_attn_out_h_4_attn  [B, 1024, 768]  x + body(x)
+ *   348389376   1572864     69-453  layernorm_h_4_ln_2          [B, 1024, 768]  layernorm output
+ *   410394624   4096        69-458  ln_mean_h_4_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410398720   4096        69-458  ln_rstd_h_4_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   153354240   6291456     70-450  linear_h_4_fc               [B, 1024, 3072]  linear output
+ *   159645696   6291456     72-446  gelu_h_4_2                  [B, 1024, 3072]  gelu
+ *   349962240   1572864     74-440  residual_linear_h_4_proj    [B, 1024, 768]  x + body(x)
+ *   351535104   1572864     77-435  layernorm_h_5_ln_1          [B, 1024, 768]  layernorm output
+ *   410402816   4096        77-440  ln_mean_h_5_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410406912   4096        77-440  ln_rstd_h_5_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   277610496   4718592     78-432  qkv_h_5_attn                [B, 1024, 2304]  q, k, v side by side
+ *   409976832   49152       80-432  lse_h_5_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
+ *   353107968   1572864     80-432  attn_y_h_5_attn             [B, 1024, 768]  attention heads' outputs
+ *   354680832   1572864     81-422  residual_attn_out_h_5_attn  [B, 1024, 768]  x + body(x)
+ *   356253696   1572864     84-417  layernorm_h_5_ln_2          [B, 1024, 768]  layernorm output
+ *   410411008   4096        84-422  ln_mean_h_5_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410415104   4096        84-422  ln_rstd_h_5_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   165937152   6291456     85-414  linear_h_5_fc               [B, 1024, 3072]  linear output
+ *   172228608   6291456     87-410  gelu_h_5_2                  [B, 1024, 3072]  gelu
+ *   357826560   1572864     89-404  residual_linear_h_5_proj    [B, 1024, 768]  x + body(x)
+ *   359399424   1572864     92-399  layernorm_h_6_ln_1          [B, 1024, 768]  layernorm output
+ *   410419200   4096        92-404  ln_mean_h_6_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410423296   4096        92-404  ln_rstd_h_6_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   282329088   4718592     93-396  qkv_h_6_attn                [B, 1024, 2304]  q, k, v side by side
+ *   410025984   49152       95-396  lse_h_6_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
+ *   360972288   1572864     95-396  attn_y_h_6_attn             [B, 1024, 768]  attention heads' outputs
+ *   362545152   1572864     96-386  residual_attn_out_h_6_attn  [B, 1024, 768]  x + body(x)
+ *   364118016   1572864     99-381  layernorm_h_6_ln_2          [B, 1024, 768]  layernorm output
+ *   410427392   4096        99-386  ln_mean_h_6_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410431488   4096        99-386  ln_rstd_h_6_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   178520064   6291456    100-378  linear_h_6_fc               [B, 1024, 3072]  linear output
+ *   184811520   6291456    102-374  gelu_h_6_2                  [B, 1024, 3072]  gelu
+ *   365690880   1572864    104-368  residual_linear_h_6_proj    [B, 1024, 768]  x + body(x)
+ *   367263744   1572864    107-363  layernorm_h_7_ln_1          [B, 1024, 768]  layernorm output
+ *   410435584   4096       107-368  ln_mean_h_7_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410439680   4096       107-368  ln_rstd_h_7_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   287047680   4718592    108-360  qkv_h_7_attn                [B, 1024, 2304]  q, k, v side by side
+ *   410075136   49152      110-360  lse_h_7_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
+ *   368836608   1572864    110-360  attn_y_h_7_attn             [B, 1024, 768]  attention heads' outputs
+ *   370409472   1572864    111-350  residual_attn_out_h_7_attn  [B, 1024, 768]  x + body(x)
+ *   371982336   1572864    114-345  layernorm_h_7_ln_2          [B, 1024, 768]  layernorm output
+ *   410443776   4096       114-350  ln_mean_h_7_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410447872   4096       114-350  ln_rstd_h_7_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   191102976   6291456    115-342  linear_h_7_fc               [B, 1024, 3072]  linear output
+ *   197394432   6291456    117-338  gelu_h_7_2                  [B, 1024, 3072]  gelu
+ *   373555200   1572864    119-332  residual_linear_h_7_proj    [B, 1024, 768]  x + body(x)
+ *   375128064   1572864    122-327  layernorm_h_8_ln_1          [B, 1024, 768]  layernorm output
+ *   410451968   4096       122-332  ln_mean_h_8_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410456064   4096       122-332  ln_rstd_h_8_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   291766272   4718592    123-324  qkv_h_8_attn                [B, 1024, 2304]  q, k, v side by side
+ *   410124288   49152      125-324  lse_h_8_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
+ *   376700928   1572864    125-324  attn_y_h_8_attn             [B, 1024, 768]  attention heads' outputs
+ *   378273792   1572864    126-314  residual_attn_out_h_8_attn  [B, 1024, 768]  x + body(x)
+ *   379846656   1572864    129-309  layernorm_h_8_ln_2          [B, 1024, 768]  layernorm output
+ *   410460160   4096       129-314  ln_mean_h_8_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410464256   4096       129-314  ln_rstd_h_8_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   203685888   6291456    130-306  linear_h_8_fc               [B, 1024, 3072]  linear output
+ *   209977344   6291456    132-302  gelu_h_8_2                  [B, 1024, 3072]  gelu
+ *   381419520   1572864    134-296  residual_linear_h_8_proj    [B, 1024, 768]  x + body(x)
+ *   382992384   1572864    137-291  layernorm_h_9_ln_1          [B, 1024, 768]  layernorm output
+ *   410468352   4096       137-296  ln_mean_h_9_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410472448   4096       137-296  ln_rstd_h_9_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   296484864   4718592    138-288  qkv_h_9_attn                [B, 1024, 2304]  q, k, v side by side
+ *   410173440   49152      140-288  lse_h_9_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
+ *   384565248   1572864    140-288  attn_y_h_9_attn             [B, 1024, 768]  attention heads' outputs
+ *   386138112   1572864    141-278  residual_attn_out_h_9_attn  [B, 1024, 768]  x + body(x)
+ *   387710976   1572864    144-273  layernorm_h_9_ln_2          [B, 1024, 768]  layernorm output
+ *   410476544   4096       144-278  ln_mean_h_9_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410480640   4096       144-278  ln_rstd_h_9_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   216268800   6291456    145-270  linear_h_9_fc               [B, 1024, 3072]  linear output
+ *   222560256   6291456    147-266  gelu_h_9_2                  [B, 1024, 3072]  gelu
+ *   389283840   1572864    149-260  residual_linear_h_9_proj    [B, 1024, 768]  x + body(x)
+ *   390856704   1572864    152-255  layernorm_h_10_ln_1         [B, 1024, 768]  layernorm output
+ *   410484736   4096       152-260  ln_mean_h_10_ln_1           [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410488832   4096       152-260  ln_rstd_h_10_ln_1           [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   301203456   4718592    153-252  qkv_h_10_attn               [B, 1024, 2304]  q, k, v side by side
+ *   410222592   49152      155-252  lse_h_10_attn               [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
+ *   392429568   1572864    155-252  attn_y_h_10_attn            [B, 1024, 768]  attention heads' outputs
+ *   394002432   1572864    156-242  residual_attn_out_h_10_attn  [B, 1024, 768]  x + body(x)
+ *   395575296   1572864    159-237  layernorm_h_10_ln_2         [B, 1024, 768]  layernorm output
+ *   410492928   4096       159-242  ln_mean_h_10_ln_2           [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410497024   4096       159-242  ln_rstd_h_10_ln_2           [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   228851712   6291456    160-234  linear_h_10_fc              [B, 1024, 3072]  linear output
+ *   235143168   6291456    162-230  gelu_h_10_2                 [B, 1024, 3072]  gelu
+ *   397148160   1572864    164-224  residual_linear_h_10_proj   [B, 1024, 768]  x + body(x)
+ *   398721024   1572864    167-219  layernorm_h_11_ln_1         [B, 1024, 768]  layernorm output
+ *   410501120   4096       167-224  ln_mean_h_11_ln_1           [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410505216   4096       167-224  ln_rstd_h_11_ln_1           [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   305922048   4718592    168-216  qkv_h_11_attn               [B, 1024, 2304]  q, k, v side by side
+ *   410271744   49152      170-216  lse_h_11_attn               [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
+ *   400293888   1572864    170-216  attn_y_h_11_attn            [B, 1024, 768]  attention heads' outputs
+ *   401866752   1572864    171-206  residual_attn_out_h_11_attn  [B, 1024, 768]  x + body(x)
+ *   403439616   1572864    174-201  layernorm_h_11_ln_2         [B, 1024, 768]  layernorm output
+ *   410509312   4096       174-206  ln_mean_h_11_ln_2           [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410513408   4096       174-206  ln_rstd_h_11_ln_2           [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   241434624   6291456    175-198  linear_h_11_fc              [B, 1024, 3072]  linear output
+ *   247726080   6291456    177-194  gelu_h_11_2                 [B, 1024, 3072]  gelu
+ *   405012480   1572864    179-189  residual_linear_h_11_proj   [B, 1024, 768]  x + body(x)
+ *   406585344   1572864    182-187  layernorm_ln_f              [B, 1024, 768]  layernorm output
+ *   410517504   4096       182-189  ln_mean_ln_f                [B, 1024]  layernorm mean, saved for backward (fp32)
+ *   410521600   4096       182-189  ln_rstd_ln_f                [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   0           103022592  183-187  linear_lm_head              [B, 1024, 50257]  linear output (rows 50304 apart: aligned for the GEMMs)
+ *   408158208   1572864    185-189  d_layernorm_ln_f            [B, 1024, 768]  gradient
+ *   406585344   1572864    189-627  d_residual_linear_h_11_proj  [B, 1024, 768]  gradient
+ *   0           6291456    198-201  d_linear_h_11_fc            [B, 1024, 3072]  gradient
+ *   405012480   1572864    199-206  d_layernorm_h_11_ln_2       [B, 1024, 768]  gradient
+ *   401866752   1572864    210-216  d_attn_y_h_11_attn          [B, 1024, 768]  gradient
+ *   241434624   4718592    216-219  d_qkv_h_11_attn             [B, 1024, 2304]  gradient
+ *   305922048   1572864    217-224  d_layernorm_h_11_ln_1       [B, 1024, 768]  gradient
+ *   0           6291456    234-237  d_linear_h_10_fc            [B, 1024, 3072]  gradient
+ *   305922048   1572864    235-242  d_layernorm_h_10_ln_2       [B, 1024, 768]  gradient
+ *   305922048   1572864    246-252  d_attn_y_h_10_attn          [B, 1024, 768]  gradient
+ *   228851712   4718592    252-255  d_qkv_h_10_attn             [B, 1024, 2304]  gradient
+ *   301203456   1572864    253-260  d_layernorm_h_10_ln_1       [B, 1024, 768]  gradient
+ *   0           6291456    270-273  d_linear_h_9_fc             [B, 1024, 3072]  gradient
+ *   301203456   1572864    271-278  d_layernorm_h_9_ln_2        [B, 1024, 768]  gradient
+ *   301203456   1572864    282-288  d_attn_y_h_9_attn           [B, 1024, 768]  gradient
+ *   216268800   4718592    288-291  d_qkv_h_9_attn              [B, 1024, 2304]  gradient
+ *   296484864   1572864    289-296  d_layernorm_h_9_ln_1        [B, 1024, 768]  gradient
+ *   0           6291456    306-309  d_linear_h_8_fc             [B, 1024, 3072]  gradient
+ *   296484864   1572864    307-314  d_layernorm_h_8_ln_2        [B, 1024, 768]  gradient
+ *   296484864   1572864    318-324  d_attn_y_h_8_attn           [B, 1024, 768]  gradient
+ *   203685888   4718592    324-327  d_qkv_h_8_attn              [B, 1024, 2304]  gradient
+ *   291766272   1572864    325-332  d_layernorm_h_8_ln_1        [B, 1024, 768]  gradient
+ *   0           6291456    342-345  d_linear_h_7_fc             [B, 1024, 3072]  gradient
+ *   291766272   1572864    343-350  d_layernorm_h_7_ln_2        [B, 1024, 768]  gradient
+ *   291766272   1572864    354-360  d_attn_y_h_7_attn           [B, 1024, 768]  gradient
+ *   191102976   4718592    360-363  d_qkv_h_7_attn              [B, 1024, 2304]  gradient
+ *   287047680   1572864    361-368  d_layernorm_h_7_ln_1        [B, 1024, 768]  gradient
+ *   0           6291456    378-381  d_linear_h_6_fc             [B, 1024, 3072]  gradient
+ *   287047680   1572864    379-386  d_layernorm_h_6_ln_2        [B, 1024, 768]  gradient
+ *   287047680   1572864    390-396  d_attn_y_h_6_attn           [B, 1024, 768]  gradient
+ *   178520064   4718592    396-399  d_qkv_h_6_attn              [B, 1024, 2304]  gradient
+ *   282329088   1572864    397-404  d_layernorm_h_6_ln_1        [B, 1024, 768]  gradient
+ *   0           6291456    414-417  d_linear_h_5_fc             [B, 1024, 3072]  gradient
+ *   282329088   1572864    415-422  d_layernorm_h_5_ln_2        [B, 1024, 768]  gradient
+ *   282329088   1572864    426-432  d_attn_y_h_5_attn           [B, 1024, 768]  gradient
+ *   165937152   4718592    432-435  d_qkv_h_5_attn              [B, 1024, 2304]  gradient
+ *   277610496   1572864    433-440  d_layernorm_h_5_ln_1        [B, 1024, 768]  gradient
+ *   0           6291456    450-453  d_linear_h_4_fc             [B, 1024, 3072]  gradient
+ *   277610496   1572864    451-458  d_layernorm_h_4_ln_2        [B, 1024, 768]  gradient
+ *   277610496   1572864    462-468  d_attn_y_h_4_attn           [B, 1024, 768]  gradient
+ *   153354240   4718592    468-471  d_qkv_h_4_attn              [B, 1024, 2304]  gradient
+ *   272891904   1572864    469-476  d_layernorm_h_4_ln_1        [B, 1024, 768]  gradient
+ *   0           6291456    486-489  d_linear_h_3_fc             [B, 1024, 3072]  gradient
+ *   272891904   1572864    487-494  d_layernorm_h_3_ln_2        [B, 1024, 768]  gradient
+ *   272891904   1572864    498-504  d_attn_y_h_3_attn           [B, 1024, 768]  gradient
+ *   0           4718592    504-507  d_qkv_h_3_attn              [B, 1024, 2304]  gradient
+ *   268173312   1572864    505-512  d_layernorm_h_3_ln_1        [B, 1024, 768]  gradient
+ *   0           6291456    522-525  d_linear_h_2_fc             [B, 1024, 3072]  gradient
+ *   268173312   1572864    523-530  d_layernorm_h_2_ln_2        [B, 1024, 768]  gradient
+ *   268173312   1572864    534-540  d_attn_y_h_2_attn           [B, 1024, 768]  gradient
+ *   0           4718592    540-543  d_qkv_h_2_attn              [B, 1024, 2304]  gradient
+ *   263454720   1572864    541-548  d_layernorm_h_2_ln_1        [B, 1024, 768]  gradient
+ *   0           6291456    558-561  d_linear_h_1_fc             [B, 1024, 3072]  gradient
+ *   263454720   1572864    559-566  d_layernorm_h_1_ln_2        [B, 1024, 768]  gradient
+ *   263454720   1572864    570-576  d_attn_y_h_1_attn           [B, 1024, 768]  gradient
+ *   0           4718592    576-579  d_qkv_h_1_attn              [B, 1024, 2304]  gradient
+ *   258736128   1572864    577-584  d_layernorm_h_1_ln_1        [B, 1024, 768]  gradient
+ *   0           6291456    594-597  d_linear_h_0_fc             [B, 1024, 3072]  gradient
+ *   258736128   1572864    595-602  d_layernorm_h_0_ln_2        [B, 1024, 768]  gradient
+ *   258736128   1572864    606-612  d_attn_y_h_0_attn           [B, 1024, 768]  gradient
+ *   0           4718592    612-615  d_qkv_h_0_attn              [B, 1024, 2304]  gradient
+ *   313786368   1572864    613-620  d_layernorm_h_0_ln_1        [B, 1024, 768]  gradient
  *   (in place)  -                   pos_embedding_wpe           [B, 1024, 768]  written over embedding_wte
  *   (in place)  -                   d_linear_lm_head            [B, 1024, 50257]  written over linear_lm_head
  *   (in place)  -                   d_residual_attn_out_h_11_attn_491  [B, 1024, 768]  written over d_residual_linear_h_11_proj
@@ -428,6 +428,18 @@
 #define ACT(off) ((float *)(e->arena + e->Bmax * (int64_t)(off) * e->arena_scale))
 
 void k0(rt_exec *e, int64_t lo, int64_t hi);
+void k1(rt_exec *e, int64_t lo, int64_t hi);
+void k2(rt_exec *e, int64_t lo, int64_t hi);
+void k3(rt_exec *e, int64_t lo, int64_t hi);
+void k4(rt_exec *e, int64_t lo, int64_t hi);
+void k5(rt_exec *e, int64_t lo, int64_t hi);
+void k6(rt_exec *e, int64_t lo, int64_t hi);
+void k7(rt_exec *e, int64_t lo, int64_t hi);
+void k8(rt_exec *e, int64_t lo, int64_t hi);
+void k9(rt_exec *e, int64_t lo, int64_t hi);
+void k10(rt_exec *e, int64_t lo, int64_t hi);
+void k11(rt_exec *e, int64_t lo, int64_t hi);
+void k12(rt_exec *e, int64_t lo, int64_t hi);
 void ke0(rt_exec *e, int64_t lo, int64_t hi);
 
 #endif

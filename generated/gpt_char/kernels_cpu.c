@@ -19,6 +19,42 @@ void k0(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
+/* k1: gelu (tanh)
+ *     from $.model.layers[2].body[1].body[2] #0 */
+void k1(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *linear_h_0_fc = ACT(0); /* [B, 128, 512] */
+    float *gelu_h_0_2 = ACT(262144); /* [B, 128, 512] */
+    rt_gelu_tanh_rows(gelu_h_0_2 + lo, linear_h_0_fc + lo, hi - lo); /* gelu (tanh) */
+}
+
+/* k2: gelu (tanh)
+ *     from $.model.layers[2].body[1].body[2] #1 */
+void k2(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *linear_h_1_fc = ACT(524288); /* [B, 128, 512] */
+    float *gelu_h_1_2 = ACT(786432); /* [B, 128, 512] */
+    rt_gelu_tanh_rows(gelu_h_1_2 + lo, linear_h_1_fc + lo, hi - lo); /* gelu (tanh) */
+}
+
+/* k3: gelu (tanh)
+ *     from $.model.layers[2].body[1].body[2] #2 */
+void k3(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *linear_h_2_fc = ACT(1048576); /* [B, 128, 512] */
+    float *gelu_h_2_2 = ACT(1310720); /* [B, 128, 512] */
+    rt_gelu_tanh_rows(gelu_h_2_2 + lo, linear_h_2_fc + lo, hi - lo); /* gelu (tanh) */
+}
+
+/* k4: gelu (tanh)
+ *     from $.model.layers[2].body[1].body[2] #3 */
+void k4(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *linear_h_3_fc = ACT(1572864); /* [B, 128, 512] */
+    float *gelu_h_3_2 = ACT(1835008); /* [B, 128, 512] */
+    rt_gelu_tanh_rows(gelu_h_3_2 + lo, linear_h_3_fc + lo, hi - lo); /* gelu (tanh) */
+}
+
 /* ---- validation's own (forward only; it launches the training kernels it
  * would repeat word for word) ---- */
 

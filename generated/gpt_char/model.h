@@ -7,85 +7,85 @@
  * batch size fits the same plan.
  *
  *   offset      bytes/row  live     buffer                      shape
- *   3014656     65536        0-208  embedding_wte               [B, 128, 128]  embedding rows
- *   3080192     65536        2-203  layernorm_h_0_ln_1          [B, 128, 128]  layernorm output
- *   4530176     512          2-208  ln_mean_h_0_ln_1            [B, 128]  layernorm mean, saved for backward
- *   4530688     512          2-208  ln_rstd_h_0_ln_1            [B, 128]  layernorm 1/std, saved for backward
- *   2097152     196608       3-200  qkv_h_0_attn                [B, 128, 384]  q, k, v side by side
- *   4521984     2048         5-200  lse_h_0_attn                [B, 4, 128]  each query's log-sum-exp, saved for backward
- *   3145728     65536        5-200  attn_y_h_0_attn             [B, 128, 128]  attention heads' outputs
- *   3211264     65536        6-190  residual_attn_out_h_0_attn  [B, 128, 128]  x + body(x)
- *   3276800     65536        9-185  layernorm_h_0_ln_2          [B, 128, 128]  layernorm output
- *   4531200     512          9-190  ln_mean_h_0_ln_2            [B, 128]  layernorm mean, saved for backward
- *   4531712     512          9-190  ln_rstd_h_0_ln_2            [B, 128]  layernorm 1/std, saved for backward
- *   0           262144      10-182  linear_h_0_fc               [B, 128, 512]  linear output
- *   262144      262144      10-178  gelu_h_0_2                  [B, 128, 512]  gelu
- *   3342336     65536       13-172  residual_linear_h_0_proj    [B, 128, 128]  x + body(x)
- *   3407872     65536       16-167  layernorm_h_1_ln_1          [B, 128, 128]  layernorm output
- *   4532224     512         16-172  ln_mean_h_1_ln_1            [B, 128]  layernorm mean, saved for backward
- *   4532736     512         16-172  ln_rstd_h_1_ln_1            [B, 128]  layernorm 1/std, saved for backward
- *   2293760     196608      17-164  qkv_h_1_attn                [B, 128, 384]  q, k, v side by side
- *   4524032     2048        19-164  lse_h_1_attn                [B, 4, 128]  each query's log-sum-exp, saved for backward
- *   3473408     65536       19-164  attn_y_h_1_attn             [B, 128, 128]  attention heads' outputs
- *   3538944     65536       20-154  residual_attn_out_h_1_attn  [B, 128, 128]  x + body(x)
- *   3604480     65536       23-149  layernorm_h_1_ln_2          [B, 128, 128]  layernorm output
- *   4533248     512         23-154  ln_mean_h_1_ln_2            [B, 128]  layernorm mean, saved for backward
- *   4533760     512         23-154  ln_rstd_h_1_ln_2            [B, 128]  layernorm 1/std, saved for backward
- *   524288      262144      24-146  linear_h_1_fc               [B, 128, 512]  linear output
- *   786432      262144      24-142  gelu_h_1_2                  [B, 128, 512]  gelu
- *   3670016     65536       27-136  residual_linear_h_1_proj    [B, 128, 128]  x + body(x)
- *   3735552     65536       30-131  layernorm_h_2_ln_1          [B, 128, 128]  layernorm output
- *   4534272     512         30-136  ln_mean_h_2_ln_1            [B, 128]  layernorm mean, saved for backward
- *   4534784     512         30-136  ln_rstd_h_2_ln_1            [B, 128]  layernorm 1/std, saved for backward
- *   2490368     196608      31-128  qkv_h_2_attn                [B, 128, 384]  q, k, v side by side
- *   4526080     2048        33-128  lse_h_2_attn                [B, 4, 128]  each query's log-sum-exp, saved for backward
- *   3801088     65536       33-128  attn_y_h_2_attn             [B, 128, 128]  attention heads' outputs
- *   3866624     65536       34-118  residual_attn_out_h_2_attn  [B, 128, 128]  x + body(x)
- *   3932160     65536       37-113  layernorm_h_2_ln_2          [B, 128, 128]  layernorm output
- *   4535296     512         37-118  ln_mean_h_2_ln_2            [B, 128]  layernorm mean, saved for backward
- *   4535808     512         37-118  ln_rstd_h_2_ln_2            [B, 128]  layernorm 1/std, saved for backward
- *   1048576     262144      38-110  linear_h_2_fc               [B, 128, 512]  linear output
- *   1310720     262144      38-106  gelu_h_2_2                  [B, 128, 512]  gelu
- *   3997696     65536       41-100  residual_linear_h_2_proj    [B, 128, 128]  x + body(x)
- *   4063232     65536       44-95   layernorm_h_3_ln_1          [B, 128, 128]  layernorm output
- *   4536320     512         44-100  ln_mean_h_3_ln_1            [B, 128]  layernorm mean, saved for backward
- *   4536832     512         44-100  ln_rstd_h_3_ln_1            [B, 128]  layernorm 1/std, saved for backward
- *   2686976     196608      45-92   qkv_h_3_attn                [B, 128, 384]  q, k, v side by side
- *   4528128     2048        47-92   lse_h_3_attn                [B, 4, 128]  each query's log-sum-exp, saved for backward
- *   4128768     65536       47-92   attn_y_h_3_attn             [B, 128, 128]  attention heads' outputs
- *   4194304     65536       48-82   residual_attn_out_h_3_attn  [B, 128, 128]  x + body(x)
- *   4259840     65536       51-77   layernorm_h_3_ln_2          [B, 128, 128]  layernorm output
- *   4537344     512         51-82   ln_mean_h_3_ln_2            [B, 128]  layernorm mean, saved for backward
- *   4537856     512         51-82   ln_rstd_h_3_ln_2            [B, 128]  layernorm 1/std, saved for backward
- *   1572864     262144      52-74   linear_h_3_fc               [B, 128, 512]  linear output
- *   1835008     262144      52-70   gelu_h_3_2                  [B, 128, 512]  gelu
- *   4325376     65536       55-65   residual_linear_h_3_proj    [B, 128, 128]  x + body(x)
- *   4390912     65536       58-63   layernorm_ln_f              [B, 128, 128]  layernorm output
- *   4538368     512         58-65   ln_mean_ln_f                [B, 128]  layernorm mean, saved for backward
- *   4538880     512         58-65   ln_rstd_ln_f                [B, 128]  layernorm 1/std, saved for backward
- *   2883584     131072      59-63   linear_lm_head              [B, 128, 256]  linear output
- *   4456448     65536       61-65   d_layernorm_ln_f            [B, 128, 128]  gradient
- *   4390912     65536       65-215  d_residual_linear_h_3_proj  [B, 128, 128]  gradient
- *   1835008     262144      74-77   d_linear_h_3_fc             [B, 128, 512]  gradient
- *   4325376     65536       75-82   d_layernorm_h_3_ln_2        [B, 128, 128]  gradient
- *   2883584     65536       86-92   d_attn_y_h_3_attn           [B, 128, 128]  gradient
- *   1572864     196608      92-95   d_qkv_h_3_attn              [B, 128, 384]  gradient
- *   4128768     65536       93-100  d_layernorm_h_3_ln_1        [B, 128, 128]  gradient
- *   1310720     262144     110-113  d_linear_h_2_fc             [B, 128, 512]  gradient
- *   1048576     65536      111-118  d_layernorm_h_2_ln_2        [B, 128, 128]  gradient
- *   2686976     65536      122-128  d_attn_y_h_2_attn           [B, 128, 128]  gradient
- *   1048576     196608     128-131  d_qkv_h_2_attn              [B, 128, 384]  gradient
- *   2490368     65536      129-136  d_layernorm_h_2_ln_1        [B, 128, 128]  gradient
- *   786432      262144     146-149  d_linear_h_1_fc             [B, 128, 512]  gradient
- *   524288      65536      147-154  d_layernorm_h_1_ln_2        [B, 128, 128]  gradient
- *   2490368     65536      158-164  d_attn_y_h_1_attn           [B, 128, 128]  gradient
- *   524288      196608     164-167  d_qkv_h_1_attn              [B, 128, 384]  gradient
- *   2293760     65536      165-172  d_layernorm_h_1_ln_1        [B, 128, 128]  gradient
- *   262144      262144     182-185  d_linear_h_0_fc             [B, 128, 512]  gradient
- *   0           65536      183-190  d_layernorm_h_0_ln_2        [B, 128, 128]  gradient
- *   2293760     65536      194-200  d_attn_y_h_0_attn           [B, 128, 128]  gradient
- *   0           196608     200-203  d_qkv_h_0_attn              [B, 128, 384]  gradient
- *   3145728     65536      201-208  d_layernorm_h_0_ln_1        [B, 128, 128]  gradient
+ *   3014656     65536        0-212  embedding_wte               [B, 128, 128]  embedding rows
+ *   3080192     65536        2-207  layernorm_h_0_ln_1          [B, 128, 128]  layernorm output
+ *   4530176     512          2-212  ln_mean_h_0_ln_1            [B, 128]  layernorm mean, saved for backward
+ *   4530688     512          2-212  ln_rstd_h_0_ln_1            [B, 128]  layernorm 1/std, saved for backward
+ *   2097152     196608       3-204  qkv_h_0_attn                [B, 128, 384]  q, k, v side by side
+ *   4521984     2048         5-204  lse_h_0_attn                [B, 4, 128]  each query's log-sum-exp, saved for backward
+ *   3145728     65536        5-204  attn_y_h_0_attn             [B, 128, 128]  attention heads' outputs
+ *   3211264     65536        6-194  residual_attn_out_h_0_attn  [B, 128, 128]  x + body(x)
+ *   3276800     65536        9-189  layernorm_h_0_ln_2          [B, 128, 128]  layernorm output
+ *   4531200     512          9-194  ln_mean_h_0_ln_2            [B, 128]  layernorm mean, saved for backward
+ *   4531712     512          9-194  ln_rstd_h_0_ln_2            [B, 128]  layernorm 1/std, saved for backward
+ *   0           262144      10-186  linear_h_0_fc               [B, 128, 512]  linear output
+ *   262144      262144      12-182  gelu_h_0_2                  [B, 128, 512]  gelu
+ *   3342336     65536       14-176  residual_linear_h_0_proj    [B, 128, 128]  x + body(x)
+ *   3407872     65536       17-171  layernorm_h_1_ln_1          [B, 128, 128]  layernorm output
+ *   4532224     512         17-176  ln_mean_h_1_ln_1            [B, 128]  layernorm mean, saved for backward
+ *   4532736     512         17-176  ln_rstd_h_1_ln_1            [B, 128]  layernorm 1/std, saved for backward
+ *   2293760     196608      18-168  qkv_h_1_attn                [B, 128, 384]  q, k, v side by side
+ *   4524032     2048        20-168  lse_h_1_attn                [B, 4, 128]  each query's log-sum-exp, saved for backward
+ *   3473408     65536       20-168  attn_y_h_1_attn             [B, 128, 128]  attention heads' outputs
+ *   3538944     65536       21-158  residual_attn_out_h_1_attn  [B, 128, 128]  x + body(x)
+ *   3604480     65536       24-153  layernorm_h_1_ln_2          [B, 128, 128]  layernorm output
+ *   4533248     512         24-158  ln_mean_h_1_ln_2            [B, 128]  layernorm mean, saved for backward
+ *   4533760     512         24-158  ln_rstd_h_1_ln_2            [B, 128]  layernorm 1/std, saved for backward
+ *   524288      262144      25-150  linear_h_1_fc               [B, 128, 512]  linear output
+ *   786432      262144      27-146  gelu_h_1_2                  [B, 128, 512]  gelu
+ *   3670016     65536       29-140  residual_linear_h_1_proj    [B, 128, 128]  x + body(x)
+ *   3735552     65536       32-135  layernorm_h_2_ln_1          [B, 128, 128]  layernorm output
+ *   4534272     512         32-140  ln_mean_h_2_ln_1            [B, 128]  layernorm mean, saved for backward
+ *   4534784     512         32-140  ln_rstd_h_2_ln_1            [B, 128]  layernorm 1/std, saved for backward
+ *   2490368     196608      33-132  qkv_h_2_attn                [B, 128, 384]  q, k, v side by side
+ *   4526080     2048        35-132  lse_h_2_attn                [B, 4, 128]  each query's log-sum-exp, saved for backward
+ *   3801088     65536       35-132  attn_y_h_2_attn             [B, 128, 128]  attention heads' outputs
+ *   3866624     65536       36-122  residual_attn_out_h_2_attn  [B, 128, 128]  x + body(x)
+ *   3932160     65536       39-117  layernorm_h_2_ln_2          [B, 128, 128]  layernorm output
+ *   4535296     512         39-122  ln_mean_h_2_ln_2            [B, 128]  layernorm mean, saved for backward
+ *   4535808     512         39-122  ln_rstd_h_2_ln_2            [B, 128]  layernorm 1/std, saved for backward
+ *   1048576     262144      40-114  linear_h_2_fc               [B, 128, 512]  linear output
+ *   1310720     262144      42-110  gelu_h_2_2                  [B, 128, 512]  gelu
+ *   3997696     65536       44-104  residual_linear_h_2_proj    [B, 128, 128]  x + body(x)
+ *   4063232     65536       47-99   layernorm_h_3_ln_1          [B, 128, 128]  layernorm output
+ *   4536320     512         47-104  ln_mean_h_3_ln_1            [B, 128]  layernorm mean, saved for backward
+ *   4536832     512         47-104  ln_rstd_h_3_ln_1            [B, 128]  layernorm 1/std, saved for backward
+ *   2686976     196608      48-96   qkv_h_3_attn                [B, 128, 384]  q, k, v side by side
+ *   4528128     2048        50-96   lse_h_3_attn                [B, 4, 128]  each query's log-sum-exp, saved for backward
+ *   4128768     65536       50-96   attn_y_h_3_attn             [B, 128, 128]  attention heads' outputs
+ *   4194304     65536       51-86   residual_attn_out_h_3_attn  [B, 128, 128]  x + body(x)
+ *   4259840     65536       54-81   layernorm_h_3_ln_2          [B, 128, 128]  layernorm output
+ *   4537344     512         54-86   ln_mean_h_3_ln_2            [B, 128]  layernorm mean, saved for backward
+ *   4537856     512         54-86   ln_rstd_h_3_ln_2            [B, 128]  layernorm 1/std, saved for backward
+ *   1572864     262144      55-78   linear_h_3_fc               [B, 128, 512]  linear output
+ *   1835008     262144      57-74   gelu_h_3_2                  [B, 128, 512]  gelu
+ *   4325376     65536       59-69   residual_linear_h_3_proj    [B, 128, 128]  x + body(x)
+ *   4390912     65536       62-67   layernorm_ln_f              [B, 128, 128]  layernorm output
+ *   4538368     512         62-69   ln_mean_ln_f                [B, 128]  layernorm mean, saved for backward
+ *   4538880     512         62-69   ln_rstd_ln_f                [B, 128]  layernorm 1/std, saved for backward
+ *   2883584     131072      63-67   linear_lm_head              [B, 128, 256]  linear output
+ *   4456448     65536       65-69   d_layernorm_ln_f            [B, 128, 128]  gradient
+ *   4390912     65536       69-219  d_residual_linear_h_3_proj  [B, 128, 128]  gradient
+ *   1835008     262144      78-81   d_linear_h_3_fc             [B, 128, 512]  gradient
+ *   4325376     65536       79-86   d_layernorm_h_3_ln_2        [B, 128, 128]  gradient
+ *   2883584     65536       90-96   d_attn_y_h_3_attn           [B, 128, 128]  gradient
+ *   1572864     196608      96-99   d_qkv_h_3_attn              [B, 128, 384]  gradient
+ *   4128768     65536       97-104  d_layernorm_h_3_ln_1        [B, 128, 128]  gradient
+ *   1310720     262144     114-117  d_linear_h_2_fc             [B, 128, 512]  gradient
+ *   1048576     65536      115-122  d_layernorm_h_2_ln_2        [B, 128, 128]  gradient
+ *   2686976     65536      126-132  d_attn_y_h_2_attn           [B, 128, 128]  gradient
+ *   1048576     196608     132-135  d_qkv_h_2_attn              [B, 128, 384]  gradient
+ *   2490368     65536      133-140  d_layernorm_h_2_ln_1        [B, 128, 128]  gradient
+ *   786432      262144     150-153  d_linear_h_1_fc             [B, 128, 512]  gradient
+ *   524288      65536      151-158  d_layernorm_h_1_ln_2        [B, 128, 128]  gradient
+ *   2490368     65536      162-168  d_attn_y_h_1_attn           [B, 128, 128]  gradient
+ *   524288      196608     168-171  d_qkv_h_1_attn              [B, 128, 384]  gradient
+ *   2293760     65536      169-176  d_layernorm_h_1_ln_1        [B, 128, 128]  gradient
+ *   262144      262144     186-189  d_linear_h_0_fc             [B, 128, 512]  gradient
+ *   0           65536      187-194  d_layernorm_h_0_ln_2        [B, 128, 128]  gradient
+ *   2293760     65536      198-204  d_attn_y_h_0_attn           [B, 128, 128]  gradient
+ *   0           196608     204-207  d_qkv_h_0_attn              [B, 128, 384]  gradient
+ *   3145728     65536      205-212  d_layernorm_h_0_ln_1        [B, 128, 128]  gradient
  *   (in place)  -                   pos_embedding_wpe           [B, 128, 128]  written over embedding_wte
  *   (in place)  -                   d_linear_lm_head            [B, 128, 256]  written over linear_lm_head
  *   (in place)  -                   d_residual_attn_out_h_3_attn_179  [B, 128, 128]  written over d_residual_linear_h_3_proj
@@ -167,6 +167,10 @@
 #define ACT(off) ((float *)(e->arena + e->Bmax * (int64_t)(off)))
 
 void k0(rt_exec *e, int64_t lo, int64_t hi);
+void k1(rt_exec *e, int64_t lo, int64_t hi);
+void k2(rt_exec *e, int64_t lo, int64_t hi);
+void k3(rt_exec *e, int64_t lo, int64_t hi);
+void k4(rt_exec *e, int64_t lo, int64_t hi);
 void ke0(rt_exec *e, int64_t lo, int64_t hi);
 
 #endif

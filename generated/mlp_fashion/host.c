@@ -87,7 +87,7 @@ static void backward(rt_exec *e)
     RT_AT(21, "$.model.layers[3]: 3.bias's gradient is final");
     rt_grad_ready(e, 266496, 256);
     RT_AT(23, "$.model.layers[2]: relu backward");
-    rt_launch(e, "k2", k2, e->B * 256, 3, (void *[]){&d_relu_2, &relu_2, &d_linear_1});
+    rt_launch(e, "k1", k2, e->B * 256, 3, (void *[]){&d_relu_2, &relu_2, &d_linear_1});
     RT_AT(24, "$.model.layers[1]: the gradients of 1.weight and 1.bias are written from here on");
     rt_grad_begin(e, 0, 200960);
     RT_AT(25, "$.model.layers[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
@@ -116,7 +116,7 @@ static void evaluate(rt_exec *e)
     float *linear_5 = ACT(1024); /* [B, 10] */
     const int32_t *in_y = (const int32_t *)e->in[1]; /* [B] */
 
-    /* $.model.inputs.x: input to f32 (training's k0, the same text) */
+    /* $.model.inputs.x: input to f32 (training's k0, the same code) */
     rt_launch(e, "k0", k0, e->B * 784, 2, (void *[]){&in_x, &x_f32});
     /* $.model.layers[1] + $.model.layers[2]: linear: y = relu(x W^T + b), in the GEMM's epilogue */
     rt_gemm_bias(e, 0, 1, e->B * 1, 256, 784, 1.0f, flatten_0, 784, P_1_weight, 784, NULL, 256, P_1_bias, NULL, RT_EPI_RELU, relu_2);

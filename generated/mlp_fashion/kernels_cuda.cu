@@ -50,6 +50,8 @@ extern "C" __global__ void k0(const uint8_t *__restrict__ in_x, float *__restric
     }
 }
 
+/* k1 also runs loop k2
+ *   (the same code; each launch passes its own tensors) */
 /* k1: relu backward
  *     from $.model.layers[4]
  *     d_relu_4 [B, 256], relu_4 [B, 256], d_linear_3 [B, 256] */
@@ -75,34 +77,6 @@ extern "C" __global__ void k1(const float *d_relu_4, const float *__restrict__ r
     for (int64_t i = done + first; i < n; i += stride) {
         float v0 = relu_4[i] <= 0.0f ? 0.0f : d_relu_4[i]; /* relu backward */
         d_linear_3[i] = v0;
-    }
-}
-
-/* k2: relu backward
- *     from $.model.layers[2]
- *     d_relu_2 [B, 256], relu_2 [B, 256], d_linear_1 [B, 256] */
-extern "C" __global__ void k2(const float *d_relu_2, const float *__restrict__ relu_2, float *d_linear_1, int64_t B, int64_t n, uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if ((((unsigned long long)d_relu_2 | (unsigned long long)relu_2 | (unsigned long long)d_linear_1) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_relu_2 = rt_ld4(d_relu_2 + 4 * q);
-            const float4 r_relu_2 = rt_ld4(relu_2 + 4 * q);
-            float4 w_d_linear_1;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = ((const float *)&r_relu_2)[l] <= 0.0f ? 0.0f : ((const float *)&r_d_relu_2)[l]; /* relu backward */
-                ((float *)&w_d_linear_1)[l] = v0;
-            }
-            rt_st4(d_linear_1 + 4 * q, w_d_linear_1);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = relu_2[i] <= 0.0f ? 0.0f : d_relu_2[i]; /* relu backward */
-        d_linear_1[i] = v0;
     }
 }
 
