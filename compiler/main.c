@@ -220,7 +220,7 @@ static const struct {
     {"emit", "trainc emit SPEC... -o DIR [--set KEY=VALUE]...\n\n"
              "Writes the generated sources to DIR: model.h (the memory plan), host.c (the program),\n"
              "kernels_cpu.c, kernels_cuda.cu (its templates #included from templates/cuda/) and\n"
-             "plan.json. The same input gives the same bytes.\n", 0},
+             "plan.json. The same input gives the same bytes. -o DIR is also --out DIR.\n", 0},
     {"build", "trainc build SPEC... -o FILE [--device cpu|cuda|both] [--arch sm_80,sm_90,...]\n"
               "             [--bundle DIR] [--set KEY=VALUE]...\n\n"
               "Compiles a standalone trainer: the host code with $CC (plus $TRAINC_CFLAGS), the CUDA\n"
@@ -228,7 +228,8 @@ static const struct {
               "--device: cpu (default), cuda, or both (the trainer picks at start). --bundle DIR puts\n"
               "the trainer and the libraries it needs in DIR (rpath $ORIGIN/lib), to run where only\n"
               "the NVIDIA driver is installed. The recomputation policy and the precision given by\n"
-              "--set are compiled in; other --set values become the trainer's defaults.\n", 0},
+              "--set are compiled in; other --set values become the trainer's defaults. -o FILE is\n"
+              "also --out FILE.\n", 0},
     {"run", "trainc run SPEC... [trainer options]\n\n"
             "Compiles the trainer in memory (libtcc; the CUDA kernels with NVRTC for the GPU it\n"
             "finds, through the kernel cache) and trains at once. Trainer options, the same for a\n"
@@ -266,9 +267,10 @@ static Spec *load_with_sets(int argc, char **argv, int at, int n, int allow_sets
 {
     Spec *s = spec_load(n, argv + at);
     int sets = 0;
-    if (allow_sets)
-        for (int i = at + n; i < argc; i++)
-            if (!strcmp(argv[i], "--set") && i + 1 < argc) {
+    /* the type keys first (they reset their group's other keys): any order works */
+    for (int pass = 0; pass < 2 && allow_sets; pass++)
+        for (int i = at + n; i + 1 < argc; i++)
+            if (!strcmp(argv[i], "--set") && rt_config_set_pass(argv[i + 1]) == pass) {
                 spec_set(s, argv[++i]);
                 sets++;
             }
@@ -424,8 +426,8 @@ static int cmd_emit(int argc, char **argv)
     int n = spec_args(argc, argv, 1, "emit");
     const char *out = NULL;
     for (int i = 1 + n; i < argc; i++) {
-        if (!strcmp(argv[i], "-o"))
-            out = opt_value(argc, argv, &i, "-o");
+        if (!strcmp(argv[i], "-o") || !strcmp(argv[i], "--out"))
+            out = opt_value(argc, argv, &i, argv[i]);
         else if (!strcmp(argv[i], "--set"))
             i++;
         else
@@ -460,8 +462,8 @@ static int cmd_build(int argc, char **argv)
     int n = spec_args(argc, argv, 1, "build");
     const char *out = NULL, *device = "cpu", *arch = "sm_80,sm_86,sm_89,sm_90", *bundle = NULL;
     for (int i = 1 + n; i < argc; i++) {
-        if (!strcmp(argv[i], "-o"))
-            out = opt_value(argc, argv, &i, "-o");
+        if (!strcmp(argv[i], "-o") || !strcmp(argv[i], "--out"))
+            out = opt_value(argc, argv, &i, argv[i]);
         else if (!strcmp(argv[i], "--device"))
             device = opt_value(argc, argv, &i, "--device");
         else if (!strcmp(argv[i], "--arch"))
@@ -580,12 +582,13 @@ static int cmd_run(int argc, char **argv)
     /* --set is applied by the runtime (as in a built trainer); check it here too so a
      * bad key fails before compiling */
     rt_train_config probe = s->train;
-    for (int i = 1 + n; i < argc; i++)
-        if (!strcmp(argv[i], "--set") && i + 1 < argc) {
-            char err[512];
-            if (rt_config_set_arg(&probe, argv[++i], err, sizeof err) != 0)
-                error_input("%s", err);
-        }
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 1 + n; i + 1 < argc; i++)
+            if (!strcmp(argv[i], "--set") && rt_config_set_pass(argv[i + 1]) == pass) {
+                char err[512];
+                if (rt_config_set_arg(&probe, argv[++i], err, sizeof err) != 0)
+                    error_input("%s", err);
+            }
     Compiled *c = compile_spec(s);
     int targc = argc - n;
     char **targv = xcalloc((size_t)targc + 1, sizeof *targv);

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "rt.h"
 
 enum {
@@ -660,6 +661,10 @@ static int set_field(rt_train_config *c, const Field *f, int jtype, const char *
             reset_prefix(c, f->key, NULL, NULL);
             return 0;
         }
+        if (!jtype && v[0] == '{' && strcmp(v, "{}"))
+            return fail(err, errlen, "an object is set key by key on a command line (--set "
+                        "%s.KEY=VALUE); {} turns %s on with its defaults, null turns it off",
+                        f->key, f->key);
         if (strcmp(v, "true") && strcmp(v, "{}"))
             return bad_value(f, jtype, v, err, errlen);
         *AT(c, f, int) = 1;
@@ -863,6 +868,11 @@ static int json_list(const char *s, char *out, size_t outlen)
     return 0;
 }
 
+int rt_config_set_pass(const char *arg)
+{
+    return strncmp(arg, "optimizer.type=", 15) && strncmp(arg, "schedule.type=", 14);
+}
+
 int rt_config_set_arg(rt_train_config *c, const char *arg, char *err, size_t errlen)
 {
     const char *eq = strchr(arg, '=');
@@ -881,6 +891,22 @@ int rt_config_set_arg(rt_train_config *c, const char *arg, char *err, size_t err
     } else if (!json_list(value, text, sizeof text)) {
         jtype = 'a';
         value = text;
+    }
+    /* a data file named on a command line is where the user is: a relative path is
+     * taken from the current folder (a spec's paths are from the spec's folder) */
+    char abs[RT_PATH_MAX + 8];
+    if ((!strncmp(key, "data.train.", 11) || !strncmp(key, "data.val.", 9)) && value[0] &&
+        value[0] != '/' && (jtype == 's' || strcmp(value, "null"))) {
+        char cwd[RT_PATH_MAX];
+        if (!getcwd(cwd, sizeof cwd))
+            return fail(err, errlen, "--set %s: the current folder is unknown (%s), so the "
+                        "relative path %s is too; give an absolute one", show(key, shown),
+                        strerror(errno), value);
+        if ((size_t)snprintf(abs, sizeof abs, "%s/%s", cwd, value) >= RT_PATH_MAX)
+            return fail(err, errlen, "--set %s: path too long", show(key, shown));
+        value = abs;
+        if (!jtype)
+            jtype = 's';
     }
     if (!find_field(key)) {
         /* a group of keys (schedule, optimizer, ...) named as if it were one */

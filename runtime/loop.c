@@ -334,9 +334,11 @@ static void configure(const rt_model *m, const Opts *o, rt_train_config *c)
     /* the recomputation policy shapes the compiled program: it cannot change here */
     int compiled_policy = c->recompute;
     double compiled_budget = c->memory_budget_mb;
-    for (int i = 0; i < o->n_sets; i++)
-        if (rt_config_set_arg(c, o->sets[i], err, sizeof err) != 0)
-            rt_input_error("%s", err);
+    for (int pass = 0; pass < 2; pass++)   /* the type keys first: they reset their group */
+        for (int i = 0; i < o->n_sets; i++)
+            if (rt_config_set_pass(o->sets[i]) == pass &&
+                rt_config_set_arg(c, o->sets[i], err, sizeof err) != 0)
+                rt_input_error("%s", err);
     if (c->recompute != compiled_policy ||
         !(c->memory_budget_mb == compiled_budget || (isnan(c->memory_budget_mb) && isnan(compiled_budget))))
         rt_input_error("--set recompute/memory_budget_mb: the recomputation plan is compiled into this "

@@ -178,6 +178,10 @@ int rt_config_set_typed(rt_train_config *c, const char *key, int jtype, const ch
  * spec's JSON form ("text" for a string, [a, b] for a list). The message in err starts
  * with "--set KEY: ". */
 int rt_config_set_arg(rt_train_config *c, const char *arg, char *err, size_t errlen);
+/* The pass a --set KEY=VALUE belongs to: 0 for optimizer.type and schedule.type, which
+ * reset their group's other keys, 1 for the rest. Callers apply pass 0 first, so the
+ * order of --set options does not matter. */
+int rt_config_set_pass(const char *arg);
 /* The training config of a resumed run, as dump lines (rt_config_dump) to set in
  * order: a group of keys (optimizer.*, batch_size, data.val.*, ...) comes from `run`,
  * the config of the run that wrote the checkpoint, when its spec then and now agree

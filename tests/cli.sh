@@ -36,9 +36,32 @@ sed 's|\.\./data/fashion|../../../data/fashion|g' specs/mlp_fashion.json > "$d/m
 # that is not there is a note (exit 0), token globs count their shards
 grep -Eq '^  data +train\.x +\.\./\.\./\.\./data/fashion/train_x\.npy: 44\.9 MiB$' "$d/check.out" &&
     "$TRAINC" check "$d/mlp.spec" --set data.val.x=nowhere.npy >"$d/check2.out" &&
-    grep -Eq '^ +val\.x +nowhere\.npy: not found \(.*/nowhere\.npy; the run needs it\)$' "$d/check2.out" &&
+    grep -Eq '^ +val\.x +/.*/nowhere\.npy: not found \(.*/nowhere\.npy; the run needs it\)$' "$d/check2.out" &&
     "$TRAINC" check specs/gpt_char.json | grep -Eq '^  data +train\.tokens +\.\./data/text/train_\*\.bin: [0-9.]+ KiB$' &&
     ok "check: data files, a missing one a note" || { bad "check's data lines"; cat "$d/check.out" "$d/check2.out"; }
+
+# a relative data path given with --set is from the current folder, not the spec's
+# (a shipped trainer's spec folder is on another machine): check and a trainer
+mkdir -p "$d/here" && cp data/fashion/test_x.npy data/fashion/test_y.npy "$d/here/"
+(cd "$d/here" && "$OLDPWD/$TRAINC" check ../mlp.spec --set data.val.x=test_x.npy > ../check3.out &&
+    grep -Eq "^ +val\.x +$d/here/test_x\.npy: 7\.5 MiB$" ../check3.out &&
+    "$OLDPWD/$TRAINC" run ../mlp.spec --out ../relrun --quiet --threads 1 --set max_steps=1 \
+        --set data.val.x=test_x.npy --set 'data.val.y="test_y.npy"' 2>/dev/null &&
+    grep -q '"val_loss"' ../relrun/metrics.jsonl) &&
+    ok "--set data paths are relative to the current folder" || { bad "--set data paths from the current folder"; cat "$d/check3.out"; }
+
+# --set optimizer.type resets the optimizer's other keys; it is applied before them, so
+# the order of --set options does not matter (momentum kept, nesterov checked)
+for order in "optimizer.momentum=0.9 optimizer.type=sgd" "optimizer.type=sgd optimizer.momentum=0.9"; do
+    set -- $order
+    "$TRAINC" emit "$d/mlp.spec" -o "$d/order" --set "$1" --set "$2" && grep -q '"optimizer.momentum=0.9"' "$d/order/host.c" &&
+        "$TRAINC" run "$d/mlp.spec" --out "$d/order_run" --quiet --threads 1 --set max_steps=1 --set data.val=null \
+            --set "$1" --set "$2" 2>/dev/null &&
+        grep -q '"optimizer_bytes":1077312,' "$d/order_run/metrics.jsonl" &&
+        ok "--set $1 --set $2: sgd with momentum 0.9" || { bad "--set $1 --set $2"; head -1 "$d/order_run/metrics.jsonl"; }
+done
+expect1 set_order_nesterov "optimizer.nesterov needs optimizer.momentum > 0" \
+    "$TRAINC" check "$d/mlp.spec" --set optimizer.nesterov=true --set optimizer.type=sgd
 
 S=(--quiet --threads 1 --set max_steps=5 --set log_every=1 --set data.val=null)
 losses() { $PY -c 'import json,sys; print([json.loads(l)["loss"] for l in open(sys.argv[1]) if "\"loss\"" in l])' "$1/metrics.jsonl"; }
@@ -50,20 +73,25 @@ same() {   # same NAME RUN_A RUN_B: the same per-step losses and the same weight
 
 # trainc run: --set in JSON form and --NAME=VALUE train as the plain forms do
 "$TRAINC" run "$d/mlp.spec" --out "$d/plain" "${S[@]}" --set optimizer.betas=0.8,0.95 \
-    --set optimizer.type=sgd --set optimizer.momentum=0.9 2>/dev/null
+    --set schedule.final_lr_frac=0.5 --set schedule.type=linear 2>/dev/null
 "$TRAINC" run "$d/mlp.spec" --out="$d/json" "${S[@]}" --set='optimizer.betas=[0.8, 0.95]' \
-    --set 'optimizer.type="sgd"' --set=optimizer.momentum=0.9 2>/dev/null
-same "trainc run: --set [0.8, 0.95], \"sgd\", --out=DIR, --set=K=V" "$d/plain" "$d/json"
+    --set 'schedule.type="linear"' --set=schedule.final_lr_frac=0.5 2>/dev/null
+same "trainc run: --set [0.8, 0.95], \"linear\", --out=DIR, --set=K=V" "$d/plain" "$d/json"
+
+# emit's and build's -o is also --out (and so --out=DIR)
+"$TRAINC" emit "$d/mlp.spec" --out="$d/emit_out" && [ -s "$d/emit_out/host.c" ] &&
+    ok "emit --out=DIR" || bad "emit --out=DIR"
 
 # a built trainer (--device=cpu, -o into a folder that exists)
 "$TRAINC" build "$d/mlp.spec" --device=cpu -o "$d/trainer" 2>/dev/null && ok "build --device=cpu" ||
     bad "build --device=cpu"
-"$d/trainer" --out="$d/t_json" "${S[@]}" --set='optimizer.betas=[0.8,0.95]' --set 'optimizer.type="sgd"' \
-    --set optimizer.momentum=0.9 2>/dev/null
+"$d/trainer" --out="$d/t_json" "${S[@]}" --set='optimizer.betas=[0.8,0.95]' --set 'schedule.type="linear"' \
+    --set schedule.final_lr_frac=0.5 2>/dev/null
 same "trainer: --set in JSON form, --out=DIR" "$d/plain" "$d/t_json"
 
 expect1 value_is_option   "--resume needs a value, got the option --quiet" "$d/trainer" --resume --quiet
 expect1 set_group_null    "schedule is a group of keys"  "$d/trainer" --set schedule=null
+expect1 set_object        "an object is set key by key"  "$d/trainer" --set 'early_stopping={"patience": 5}'
 expect1 set_list_for_int  "got [32]"                     "$d/trainer" --set 'batch_size=[32]'
 expect1 set_string_for_int 'got "32"'                    "$d/trainer" --set 'batch_size="32"'
 expect1 flag_with_value   "did you mean '--quiet'"       "$d/trainer" --quiet=1

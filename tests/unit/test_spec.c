@@ -523,7 +523,11 @@ static void test_set_arg(void)
     CHECK(rt_config_set_arg(&c, "out_dir=\"a \\\"b\\\" c\"", err, sizeof err) == 0 &&
           !strcmp(c.out_dir, "a \"b\" c"), "escapes in a JSON string: %s", c.out_dir);
     CHECK(rt_config_set_arg(&c, "data.train.x=\"null\"", err, sizeof err) == 0 &&
-          c.n_train == 1 && !strcmp(c.train[0].path, "null"), "a quoted null is a path");
+          c.n_train == 1 && c.train[0].path[0] == '/' &&
+          !strcmp(c.train[0].path + strlen(c.train[0].path) - 5, "/null"),
+          "a quoted null is a path (from the current folder): %s", c.train[0].path);
+    CHECK(rt_config_set_arg(&c, "data.val.x=/abs/x.npy", err, sizeof err) == 0 &&
+          !strcmp(c.val[0].path, "/abs/x.npy"), "an absolute path as given: %s", c.val[0].path);
     CHECK(rt_config_set_arg(&c, "batch_size=\"32\"", err, sizeof err) == -1 &&
           strstr(err, "--set batch_size: expected an integer >= 1, got \"32\""),
           "a string for an integer: %s", err);
