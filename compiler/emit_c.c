@@ -79,8 +79,13 @@ char *tensor_shape_text(const Tensor *t)
 
 static void declare(Buf *b, Tensor *t, int writable)
 {
-    /* the shape beside each pointer */
+    /* the shape beside each pointer (and the rows' stride where it is not the shape's) */
     char *shape = tensor_shape_text(t);
+    if (t->ld && t->ld != t->shape[t->rank - 1]) {
+        char *s2 = xasprintf("%s, rows %lld apart", shape, (long long)t->ld);
+        free(shape);
+        shape = s2;
+    }
     switch (t->kind) {
     case T_INPUT:
         buf_printf(b, "    const %s *%s = (const %s *)e->in[%d]; /* %s */\n", c_type(t->dtype),
@@ -212,7 +217,11 @@ static void emit_kernel(Buf *b, Instr *in, const char *name)
 {
     Uses u = {0};
     kernel_uses(&u, in);
-    buf_printf(b, "/* %s: %s\n *     from %s */\n", name, in->what, in->origin);
+    buf_printf(b, "/* %s: %s\n *     from %s", name, in->what, in->origin);
+    if (in->same_gpu && strcmp(name, "K"))
+        buf_printf(b, "\n *     (on a GPU this loop runs k%d's kernel, the same code, on its own tensors)",
+                   in->same_gpu->id);
+    buf_puts(b, " */\n");
     buf_printf(b, "void %s(rt_exec *e, int64_t lo, int64_t hi)\n{\n", name);
     for (int i = 0; i < u.n; i++)
         declare(b, u.t[i], u.w[i]);
@@ -403,7 +412,10 @@ static void emit_pass(Buf *b, Program *p, int from, int to, const char *sig, con
             buf_printf(b, "    rt_launch(e, \"%s\", %s, %s, %d, (void *[]){", gpu, cpu, in->n, k.n);
             for (int j = 0; j < k.n; j++)
                 buf_printf(b, "%s&%s", j ? ", " : "", k.t[j]->name);
-            buf_puts(b, "});\n");
+            if (!p->eval && in->same_gpu)
+                buf_printf(b, "}); /* on a GPU: %s's code, on these tensors */\n", gpu);
+            else
+                buf_puts(b, "});\n");
             free(k.t);
             free(k.w);
         } else
@@ -503,7 +515,9 @@ static void emit_host_c(Program *p, Program *ev, Buf *b)
                 "#define TRAINC_DEVICES RT_HAS_CPU\n#define TRAINC_CUDA_IMAGE NULL\n#endif\n\n");
 
     emit_pass(b, p, 0, p->n_forward, "static void forward(rt_exec *e, int train)",
-              "The forward pass: the loss, and in training d(loss)/d(prediction).",
+              "The forward pass: the loss, and in training d(loss)/d(prediction). RT_AT(i, ...)\n"
+              " * names instruction i of plan.json's list (for --profile and errors); the numbers\n"
+              " * skip the instructions that fusion merged into others.",
               "    e->train = train; /* read by dropout and the loss */\n");
     emit_pass(b, p, p->n_forward, p->n_ins, "static void backward(rt_exec *e)",
               "The backward pass: activation gradients written, parameter gradients accumulated.", "");
@@ -511,7 +525,9 @@ static void emit_host_c(Program *p, Program *ev, Buf *b)
               "Validation: the forward pass alone, with its own smaller plan (no gradient buffers).",
               "    e->train = 0;\n");
 
-    buf_puts(b, "static const rt_param params[] = {\n");
+    buf_puts(b, "/* name, rank, shape, numel, offset (floats into the parameter region), init,\n"
+                " * init_a (the uniform bound, the normal std or the constant) */\n"
+                "static const rt_param params[] = {\n");
     for (int i = 0; i < g->n_params; i++) {
         Param *pa = g->params[i];
         buf_puts(b, "    {");

@@ -203,27 +203,36 @@ static void att_instance(Program *p, char *line, size_t n, const char *which, in
                  (long long)hd, (long long)causal);
 }
 
-static void instance(Program *p, Buf *b, Buf *seen, const Instr *in)
+/* The template instance a call needs ("" for none) into line[160]. */
+static void instance_line(Program *p, const Instr *in, char *line)
 {
     char a[12][CALL_ARG_MAX];
     int n = call_args(in->text, a, 12);
-    char line[160] = "";
+    line[0] = 0;
     if (!strncmp(in->text, "rt_layernorm_fwd(", 17) && n == 10)
-        snprintf(line, sizeof line, "RT_LAYERNORM_FWD(%lld)", num(a[8], in));
+        snprintf(line, 160, "RT_LAYERNORM_FWD(%lld)", num(a[8], in));
     else if (!strncmp(in->text, "rt_layernorm_bwd(", 17) && n == 12)
-        snprintf(line, sizeof line, "RT_LAYERNORM_BWD(%lld)", num(a[11], in));
+        snprintf(line, 160, "RT_LAYERNORM_BWD(%lld)", num(a[11], in));
     else if (!strncmp(in->text, "rt_cross_entropy(", 17) && n == 7)
-        snprintf(line, sizeof line, "RT_CROSS_ENTROPY(%lld, %lld)", num(a[5], in), num(a[6], in));
+        snprintf(line, 160, "RT_CROSS_ENTROPY(%lld, %lld)", num(a[5], in), num(a[6], in));
     else if (!strncmp(in->text, "rt_attention_fwd(", 17) && n == 9)
-        att_instance(p, line, sizeof line, "FWD", num(a[5], in), num(a[6], in) / num(a[7], in),
+        att_instance(p, line, 160, "FWD", num(a[5], in), num(a[6], in) / num(a[7], in),
                      num(a[8], in));
     else if (!strncmp(in->text, "rt_attention_bwd(", 17) && n == 11)
-        att_instance(p, line, sizeof line, "BWD", num(a[7], in), num(a[8], in) / num(a[9], in),
+        att_instance(p, line, 160, "BWD", num(a[7], in), num(a[8], in) / num(a[9], in),
                      num(a[10], in));
     else if (!strncmp(in->text, "rt_embedding_fwd(", 17) && n == 7)
-        snprintf(line, sizeof line, "RT_EMBEDDING_FWD(%lld)", num(a[6], in));
+        snprintf(line, 160, "RT_EMBEDDING_FWD(%lld)", num(a[6], in));
     else if (!strncmp(in->text, "rt_embedding_bwd(", 17) && n == 7)
-        snprintf(line, sizeof line, "RT_EMBEDDING_BWD(%lld)", num(a[6], in));
+        snprintf(line, 160, "RT_EMBEDDING_BWD(%lld)", num(a[6], in));
+}
+
+/* One line per template instance: where it is first called and how many calls of the
+ * training step share it. */
+static void instance(Program *p, Buf *b, Buf *seen, const Instr *in)
+{
+    char line[160], other[160];
+    instance_line(p, in, line);
     if (!*line)
         return;
     char key[168];
@@ -231,7 +240,16 @@ static void instance(Program *p, Buf *b, Buf *seen, const Instr *in)
     if (seen->s && strstr(seen->s, key))
         return;
     buf_puts(seen, key);
-    buf_printf(b, "%s /* %s */\n", line, in->origin);
+    int calls = 0;
+    for (int i = 0; i < p->n_ins; i++)
+        if (!p->ins[i]->dead && p->ins[i]->kind == I_CALL) {
+            instance_line(p, p->ins[i], other);
+            calls += !strcmp(line, other);
+        }
+    if (calls > 1)
+        buf_printf(b, "%s /* first %s; %d calls a training step */\n", line, in->origin, calls);
+    else
+        buf_printf(b, "%s /* %s */\n", line, in->origin);
 }
 
 int64_t cuda_scratch_row_bytes(const Program *p)

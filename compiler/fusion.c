@@ -258,7 +258,10 @@ static void split_loop(Program *p, int i, int k)
     for (int q = 0; q < a->n_ops; q++)
         have_names &= a->ops[q].what && a->ops[q].origin;
     if (have_names) {
-        b->what = join_ops(a->ops, k + 1, a->n_ops, 0);
+        char *rest = join_ops(a->ops, k + 1, a->n_ops, 0);
+        b->what = xasprintf("%s, of %s as stored (the backward pass reads it)", rest,
+                            a->ops[k].out->name);
+        free(rest);
         b->origin = join_ops(a->ops, k + 1, a->n_ops, 1);
         a->what = join_ops(a->ops, 0, k + 1, 0);
         a->origin = join_ops(a->ops, 0, k + 1, 1);

@@ -338,6 +338,10 @@ static void lower_node(Program *p, Node *nd)
         int64_t d = x->shape[x->rank - 1];
         Instr *a = add(p, I_CALL, nd->origin, 0);
         a->what = xstrdup("layernorm");
+        if (p->eval) {   /* the call writes them; validation has no backward to read them */
+            nd->tmp[0]->what = "layernorm mean (validation: written, not read)";
+            nd->tmp[1]->what = "layernorm 1/std (validation: written, not read)";
+        }
         textf(a, "rt_layernorm_fwd(e, %s, %s, %s, %s, %s, %s, e->B * %lld, %lld, %s);", x->name,
               nd->w->t->name, nd->b->t->name, y->name, nd->tmp[0]->name, nd->tmp[1]->name,
               (long long)(x->numel / d), (long long)d, flit(nd->p));
@@ -354,7 +358,8 @@ static void lower_node(Program *p, Node *nd)
         Instr *a = add(p, I_CALL, nd->origin, 0);
         if (nd->loss == LOSS_CROSS_ENTROPY) {
             int64_t C = pred->shape[pred->rank - 1];
-            a->what = xstrdup("cross entropy: loss, accuracy and d(logits) in one pass");
+            a->what = xstrdup(p->eval ? "cross entropy: loss and accuracy (no gradient in validation)"
+                                      : "cross entropy: loss, accuracy and d(logits) in one pass");
             if (p->eval)
                 textf(a, "rt_cross_entropy(e, %s, %s, NULL, e->B * %lld, %lld, %lld);", pred->name,
                       t->name, (long long)(pred->numel / C), (long long)C, (long long)tensor_ld(pred));
@@ -363,7 +368,8 @@ static void lower_node(Program *p, Node *nd)
                       pred->name, t->name, nd->out2->name, (long long)(pred->numel / C), (long long)C,
                       (long long)tensor_ld(pred));
         } else {
-            a->what = xstrdup("mean squared error and d(prediction)");
+            a->what = xstrdup(p->eval ? "mean squared error (no gradient in validation)"
+                                      : "mean squared error and d(prediction)");
             if (p->eval)
                 textf(a, "rt_mse(e, %s, %s, NULL, e->B * %lld);", pred->name, t->name,
                       (long long)pred->numel);
@@ -402,7 +408,10 @@ static void lower_node(Program *p, Node *nd)
     case N_ATTENTION: {
         Instr *a = add(p, I_CALL, nd->origin, 0);
         a->flops = 4 * nd->conv[0] * nd->conv[0] * nd->conv[1];
-        a->what = xstrdup("attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept");
+        a->what = xstrdup(p->eval ? "attention: softmax(q k^T / sqrt(hd)) v per head"
+                                  : "attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept");
+        if (p->eval)
+            nd->tmp[0]->what = "each query's log-sum-exp (validation: written, not read)";
         textf(a, "rt_attention_fwd(e, %s, %s, %s, e->B, %lld, %lld, %lld, %d);", x->name,
               nd->tmp[0]->name, y->name, (long long)nd->conv[0], (long long)nd->conv[1],
               (long long)nd->conv[2], (int)nd->conv[3]);
@@ -643,7 +652,7 @@ void add_grad_hooks(Program *p)
             if (last[k] != i)
                 continue;
             Param *pa = g->params[k];
-            ins[n++] = grad_hook(pa->origin, xasprintf("%s's gradient is final", pa->name),
+            ins[n++] = grad_hook(p->ins[i]->origin, xasprintf("%s's gradient is final", pa->name),
                                  xasprintf("rt_grad_ready(e, %lld, %lld);", (long long)pa->offset,
                                            (long long)param_extent(pa)));
         }

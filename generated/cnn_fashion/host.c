@@ -13,7 +13,9 @@
 #define TRAINC_CUDA_IMAGE NULL
 #endif
 
-/* The forward pass: the loss, and in training d(loss)/d(prediction). */
+/* The forward pass: the loss, and in training d(loss)/d(prediction). RT_AT(i, ...)
+ * names instruction i of plan.json's list (for --profile and errors); the numbers
+ * skip the instructions that fusion merged into others. */
 static void forward(rt_exec *e, int train)
 {
     e->train = train; /* read by dropout and the loss */
@@ -214,10 +216,12 @@ static void evaluate(rt_exec *e)
     rt_gemm_bias(e, 0, 1, e->B * 1, 128, 1568, 1.0f, flatten_6, 1568, P_7_weight, 1568, NULL, 128, P_7_bias, NULL, RT_EPI_RELU, relu_8);
     /* $.model.layers[9]: linear: y = x W^T + b, in the GEMM's epilogue */
     rt_gemm_bias(e, 0, 1, e->B * 1, 10, 128, 1.0f, relu_8, 128, P_9_weight, 128, linear_9, 10, P_9_bias, NULL, RT_EPI_NONE, NULL);
-    /* $.model.loss: cross entropy: loss, accuracy and d(logits) in one pass */
+    /* $.model.loss: cross entropy: loss and accuracy (no gradient in validation) */
     rt_cross_entropy(e, linear_9, in_y, NULL, e->B * 1, 10, 10);
 }
 
+/* name, rank, shape, numel, offset (floats into the parameter region), init,
+ * init_a (the uniform bound, the normal std or the constant) */
 static const rt_param params[] = {
     {"0.weight", 4, {16, 1, 3, 3}, 144, 0, RT_INIT_UNIFORM, 0.333333343f},
     {"0.bias", 1, {16}, 16, 144, RT_INIT_UNIFORM, 0.333333343f},

@@ -127,7 +127,8 @@ void k5(rt_exec *e, int64_t lo, int64_t hi)
  * would repeat word for word) ---- */
 
 /* ke0: input to f32
- *     from $.model.inputs.x */
+ *     from $.model.inputs.x
+ *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void ke0(rt_exec *e, int64_t lo, int64_t hi)
 {
     const uint8_t *in_x = (const uint8_t *)e->in[0]; /* [B, 1, 28, 28] */
@@ -139,7 +140,8 @@ void ke0(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* ke1: conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] + relu
- *     from $.model.layers[0] + $.model.layers[1] */
+ *     from $.model.layers[0] + $.model.layers[1]
+ *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
 void ke1(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_0 = ACT(50176); /* [16, B*784] */
@@ -162,7 +164,8 @@ void ke1(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* ke2: conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] + relu
- *     from $.model.layers[3] + $.model.layers[4] */
+ *     from $.model.layers[3] + $.model.layers[4]
+ *     (on a GPU this loop runs k2's kernel, the same code, on its own tensors) */
 void ke2(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_3 = ACT(112896); /* [32, B*196] */

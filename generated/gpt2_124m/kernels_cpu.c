@@ -19,7 +19,7 @@ void k0(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k1: gelu (tanh)
+/* k1: gelu (tanh), of linear_h_0_fc as stored (the backward pass reads it)
  *     from $.model.layers[2].body[1].body[2] #0 */
 void k1(rt_exec *e, int64_t lo, int64_t hi)
 {
@@ -28,8 +28,9 @@ void k1(rt_exec *e, int64_t lo, int64_t hi)
     rt_gelu_tanh_rows(gelu_h_0_2 + lo, linear_h_0_fc + lo, hi - lo); /* gelu (tanh) */
 }
 
-/* k2: gelu (tanh)
- *     from $.model.layers[2].body[1].body[2] #1 */
+/* k2: gelu (tanh), of linear_h_1_fc as stored (the backward pass reads it)
+ *     from $.model.layers[2].body[1].body[2] #1
+ *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
 void k2(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_1_fc = ACT(115605504); /* [B, 1024, 3072] */
@@ -37,8 +38,9 @@ void k2(rt_exec *e, int64_t lo, int64_t hi)
     rt_gelu_tanh_rows(gelu_h_1_2 + lo, linear_h_1_fc + lo, hi - lo); /* gelu (tanh) */
 }
 
-/* k3: gelu (tanh)
- *     from $.model.layers[2].body[1].body[2] #2 */
+/* k3: gelu (tanh), of linear_h_2_fc as stored (the backward pass reads it)
+ *     from $.model.layers[2].body[1].body[2] #2
+ *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
 void k3(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_2_fc = ACT(128188416); /* [B, 1024, 3072] */
@@ -46,8 +48,9 @@ void k3(rt_exec *e, int64_t lo, int64_t hi)
     rt_gelu_tanh_rows(gelu_h_2_2 + lo, linear_h_2_fc + lo, hi - lo); /* gelu (tanh) */
 }
 
-/* k4: gelu (tanh)
- *     from $.model.layers[2].body[1].body[2] #3 */
+/* k4: gelu (tanh), of linear_h_3_fc as stored (the backward pass reads it)
+ *     from $.model.layers[2].body[1].body[2] #3
+ *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
 void k4(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_3_fc = ACT(140771328); /* [B, 1024, 3072] */
@@ -55,8 +58,9 @@ void k4(rt_exec *e, int64_t lo, int64_t hi)
     rt_gelu_tanh_rows(gelu_h_3_2 + lo, linear_h_3_fc + lo, hi - lo); /* gelu (tanh) */
 }
 
-/* k5: gelu (tanh)
- *     from $.model.layers[2].body[1].body[2] #4 */
+/* k5: gelu (tanh), of linear_h_4_fc as stored (the backward pass reads it)
+ *     from $.model.layers[2].body[1].body[2] #4
+ *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
 void k5(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_4_fc = ACT(153354240); /* [B, 1024, 3072] */
@@ -64,8 +68,9 @@ void k5(rt_exec *e, int64_t lo, int64_t hi)
     rt_gelu_tanh_rows(gelu_h_4_2 + lo, linear_h_4_fc + lo, hi - lo); /* gelu (tanh) */
 }
 
-/* k6: gelu (tanh)
- *     from $.model.layers[2].body[1].body[2] #5 */
+/* k6: gelu (tanh), of linear_h_5_fc as stored (the backward pass reads it)
+ *     from $.model.layers[2].body[1].body[2] #5
+ *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
 void k6(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_5_fc = ACT(165937152); /* [B, 1024, 3072] */
@@ -73,8 +78,9 @@ void k6(rt_exec *e, int64_t lo, int64_t hi)
     rt_gelu_tanh_rows(gelu_h_5_2 + lo, linear_h_5_fc + lo, hi - lo); /* gelu (tanh) */
 }
 
-/* k7: gelu (tanh)
- *     from $.model.layers[2].body[1].body[2] #6 */
+/* k7: gelu (tanh), of linear_h_6_fc as stored (the backward pass reads it)
+ *     from $.model.layers[2].body[1].body[2] #6
+ *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
 void k7(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_6_fc = ACT(178520064); /* [B, 1024, 3072] */
@@ -82,8 +88,9 @@ void k7(rt_exec *e, int64_t lo, int64_t hi)
     rt_gelu_tanh_rows(gelu_h_6_2 + lo, linear_h_6_fc + lo, hi - lo); /* gelu (tanh) */
 }
 
-/* k8: gelu (tanh)
- *     from $.model.layers[2].body[1].body[2] #7 */
+/* k8: gelu (tanh), of linear_h_7_fc as stored (the backward pass reads it)
+ *     from $.model.layers[2].body[1].body[2] #7
+ *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
 void k8(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_7_fc = ACT(191102976); /* [B, 1024, 3072] */
@@ -91,8 +98,9 @@ void k8(rt_exec *e, int64_t lo, int64_t hi)
     rt_gelu_tanh_rows(gelu_h_7_2 + lo, linear_h_7_fc + lo, hi - lo); /* gelu (tanh) */
 }
 
-/* k9: gelu (tanh)
- *     from $.model.layers[2].body[1].body[2] #8 */
+/* k9: gelu (tanh), of linear_h_8_fc as stored (the backward pass reads it)
+ *     from $.model.layers[2].body[1].body[2] #8
+ *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
 void k9(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_8_fc = ACT(203685888); /* [B, 1024, 3072] */
@@ -100,8 +108,9 @@ void k9(rt_exec *e, int64_t lo, int64_t hi)
     rt_gelu_tanh_rows(gelu_h_8_2 + lo, linear_h_8_fc + lo, hi - lo); /* gelu (tanh) */
 }
 
-/* k10: gelu (tanh)
- *     from $.model.layers[2].body[1].body[2] #9 */
+/* k10: gelu (tanh), of linear_h_9_fc as stored (the backward pass reads it)
+ *     from $.model.layers[2].body[1].body[2] #9
+ *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
 void k10(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_9_fc = ACT(216268800); /* [B, 1024, 3072] */
@@ -109,8 +118,9 @@ void k10(rt_exec *e, int64_t lo, int64_t hi)
     rt_gelu_tanh_rows(gelu_h_9_2 + lo, linear_h_9_fc + lo, hi - lo); /* gelu (tanh) */
 }
 
-/* k11: gelu (tanh)
- *     from $.model.layers[2].body[1].body[2] #10 */
+/* k11: gelu (tanh), of linear_h_10_fc as stored (the backward pass reads it)
+ *     from $.model.layers[2].body[1].body[2] #10
+ *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
 void k11(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_10_fc = ACT(228851712); /* [B, 1024, 3072] */
@@ -118,8 +128,9 @@ void k11(rt_exec *e, int64_t lo, int64_t hi)
     rt_gelu_tanh_rows(gelu_h_10_2 + lo, linear_h_10_fc + lo, hi - lo); /* gelu (tanh) */
 }
 
-/* k12: gelu (tanh)
- *     from $.model.layers[2].body[1].body[2] #11 */
+/* k12: gelu (tanh), of linear_h_11_fc as stored (the backward pass reads it)
+ *     from $.model.layers[2].body[1].body[2] #11
+ *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
 void k12(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_11_fc = ACT(241434624); /* [B, 1024, 3072] */
@@ -131,7 +142,8 @@ void k12(rt_exec *e, int64_t lo, int64_t hi)
  * would repeat word for word) ---- */
 
 /* ke0: pos_embedding: + position rows
- *     from $.model.layers[1] */
+ *     from $.model.layers[1]
+ *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void ke0(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *embedding_wte = ACT(4718592); /* [B, 1024, 768] */

@@ -269,152 +269,152 @@
  *   offset      bytes/row  live     buffer                      shape
  *   4718592     1572864      0-6    embedding_wte               [B, 1024, 768]  embedding rows
  *   6291456     1572864      2-3    layernorm_h_0_ln_1          [B, 1024, 768]  layernorm output
- *   0           4096         2-2    ln_mean_h_0_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   4096        4096         2-2    ln_rstd_h_0_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   0           4096         2-2    ln_mean_h_0_ln_1            [B, 1024]  layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096         2-2    ln_rstd_h_0_ln_1            [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
  *   0           4718592      3-5    qkv_h_0_attn                [B, 1024, 2304]  q, k, v side by side
- *   7864320     49152        5-5    lse_h_0_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
+ *   7864320     49152        5-5    lse_h_0_attn                [B, 12, 1024]  each query's log-sum-exp (validation: written, not read) (fp32)
  *   6291456     1572864      5-6    attn_y_h_0_attn             [B, 1024, 768]  attention heads' outputs
  *   7864320     1572864      6-13   residual_attn_out_h_0_attn  [B, 1024, 768]  x + body(x)
  *   6291456     1572864      9-10   layernorm_h_0_ln_2          [B, 1024, 768]  layernorm output
- *   0           4096         9-9    ln_mean_h_0_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   4096        4096         9-9    ln_rstd_h_0_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   0           4096         9-9    ln_mean_h_0_ln_2            [B, 1024]  layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096         9-9    ln_rstd_h_0_ln_2            [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
  *   0           6291456     10-13   gelu_h_0_2                  [B, 1024, 3072]  gelu
  *   6291456     1572864     13-20   residual_linear_h_0_proj    [B, 1024, 768]  x + body(x)
  *   4718592     1572864     16-17   layernorm_h_1_ln_1          [B, 1024, 768]  layernorm output
- *   0           4096        16-16   ln_mean_h_1_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   4096        4096        16-16   ln_rstd_h_1_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   0           4096        16-16   ln_mean_h_1_ln_1            [B, 1024]  layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096        16-16   ln_rstd_h_1_ln_1            [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
  *   0           4718592     17-19   qkv_h_1_attn                [B, 1024, 2304]  q, k, v side by side
- *   7864320     49152       19-19   lse_h_1_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
+ *   7864320     49152       19-19   lse_h_1_attn                [B, 12, 1024]  each query's log-sum-exp (validation: written, not read) (fp32)
  *   4718592     1572864     19-20   attn_y_h_1_attn             [B, 1024, 768]  attention heads' outputs
  *   7864320     1572864     20-27   residual_attn_out_h_1_attn  [B, 1024, 768]  x + body(x)
  *   6291456     1572864     23-24   layernorm_h_1_ln_2          [B, 1024, 768]  layernorm output
- *   0           4096        23-23   ln_mean_h_1_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   4096        4096        23-23   ln_rstd_h_1_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   0           4096        23-23   ln_mean_h_1_ln_2            [B, 1024]  layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096        23-23   ln_rstd_h_1_ln_2            [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
  *   0           6291456     24-27   gelu_h_1_2                  [B, 1024, 3072]  gelu
  *   6291456     1572864     27-34   residual_linear_h_1_proj    [B, 1024, 768]  x + body(x)
  *   4718592     1572864     30-31   layernorm_h_2_ln_1          [B, 1024, 768]  layernorm output
- *   0           4096        30-30   ln_mean_h_2_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   4096        4096        30-30   ln_rstd_h_2_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   0           4096        30-30   ln_mean_h_2_ln_1            [B, 1024]  layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096        30-30   ln_rstd_h_2_ln_1            [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
  *   0           4718592     31-33   qkv_h_2_attn                [B, 1024, 2304]  q, k, v side by side
- *   7864320     49152       33-33   lse_h_2_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
+ *   7864320     49152       33-33   lse_h_2_attn                [B, 12, 1024]  each query's log-sum-exp (validation: written, not read) (fp32)
  *   4718592     1572864     33-34   attn_y_h_2_attn             [B, 1024, 768]  attention heads' outputs
  *   7864320     1572864     34-41   residual_attn_out_h_2_attn  [B, 1024, 768]  x + body(x)
  *   6291456     1572864     37-38   layernorm_h_2_ln_2          [B, 1024, 768]  layernorm output
- *   0           4096        37-37   ln_mean_h_2_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   4096        4096        37-37   ln_rstd_h_2_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   0           4096        37-37   ln_mean_h_2_ln_2            [B, 1024]  layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096        37-37   ln_rstd_h_2_ln_2            [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
  *   0           6291456     38-41   gelu_h_2_2                  [B, 1024, 3072]  gelu
  *   6291456     1572864     41-48   residual_linear_h_2_proj    [B, 1024, 768]  x + body(x)
  *   4718592     1572864     44-45   layernorm_h_3_ln_1          [B, 1024, 768]  layernorm output
- *   0           4096        44-44   ln_mean_h_3_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   4096        4096        44-44   ln_rstd_h_3_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   0           4096        44-44   ln_mean_h_3_ln_1            [B, 1024]  layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096        44-44   ln_rstd_h_3_ln_1            [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
  *   0           4718592     45-47   qkv_h_3_attn                [B, 1024, 2304]  q, k, v side by side
- *   7864320     49152       47-47   lse_h_3_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
+ *   7864320     49152       47-47   lse_h_3_attn                [B, 12, 1024]  each query's log-sum-exp (validation: written, not read) (fp32)
  *   4718592     1572864     47-48   attn_y_h_3_attn             [B, 1024, 768]  attention heads' outputs
  *   7864320     1572864     48-55   residual_attn_out_h_3_attn  [B, 1024, 768]  x + body(x)
  *   6291456     1572864     51-52   layernorm_h_3_ln_2          [B, 1024, 768]  layernorm output
- *   0           4096        51-51   ln_mean_h_3_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   4096        4096        51-51   ln_rstd_h_3_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   0           4096        51-51   ln_mean_h_3_ln_2            [B, 1024]  layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096        51-51   ln_rstd_h_3_ln_2            [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
  *   0           6291456     52-55   gelu_h_3_2                  [B, 1024, 3072]  gelu
  *   6291456     1572864     55-62   residual_linear_h_3_proj    [B, 1024, 768]  x + body(x)
  *   4718592     1572864     58-59   layernorm_h_4_ln_1          [B, 1024, 768]  layernorm output
- *   0           4096        58-58   ln_mean_h_4_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   4096        4096        58-58   ln_rstd_h_4_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   0           4096        58-58   ln_mean_h_4_ln_1            [B, 1024]  layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096        58-58   ln_rstd_h_4_ln_1            [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
  *   0           4718592     59-61   qkv_h_4_attn                [B, 1024, 2304]  q, k, v side by side
- *   7864320     49152       61-61   lse_h_4_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
+ *   7864320     49152       61-61   lse_h_4_attn                [B, 12, 1024]  each query's log-sum-exp (validation: written, not read) (fp32)
  *   4718592     1572864     61-62   attn_y_h_4_attn             [B, 1024, 768]  attention heads' outputs
  *   7864320     1572864     62-69   residual_attn_out_h_4_attn  [B, 1024, 768]  x + body(x)
  *   6291456     1572864     65-66   layernorm_h_4_ln_2          [B, 1024, 768]  layernorm output
- *   0           4096        65-65   ln_mean_h_4_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   4096        4096        65-65   ln_rstd_h_4_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   0           4096        65-65   ln_mean_h_4_ln_2            [B, 1024]  layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096        65-65   ln_rstd_h_4_ln_2            [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
  *   0           6291456     66-69   gelu_h_4_2                  [B, 1024, 3072]  gelu
  *   6291456     1572864     69-76   residual_linear_h_4_proj    [B, 1024, 768]  x + body(x)
  *   4718592     1572864     72-73   layernorm_h_5_ln_1          [B, 1024, 768]  layernorm output
- *   0           4096        72-72   ln_mean_h_5_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   4096        4096        72-72   ln_rstd_h_5_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   0           4096        72-72   ln_mean_h_5_ln_1            [B, 1024]  layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096        72-72   ln_rstd_h_5_ln_1            [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
  *   0           4718592     73-75   qkv_h_5_attn                [B, 1024, 2304]  q, k, v side by side
- *   7864320     49152       75-75   lse_h_5_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
+ *   7864320     49152       75-75   lse_h_5_attn                [B, 12, 1024]  each query's log-sum-exp (validation: written, not read) (fp32)
  *   4718592     1572864     75-76   attn_y_h_5_attn             [B, 1024, 768]  attention heads' outputs
  *   7864320     1572864     76-83   residual_attn_out_h_5_attn  [B, 1024, 768]  x + body(x)
  *   6291456     1572864     79-80   layernorm_h_5_ln_2          [B, 1024, 768]  layernorm output
- *   0           4096        79-79   ln_mean_h_5_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   4096        4096        79-79   ln_rstd_h_5_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   0           4096        79-79   ln_mean_h_5_ln_2            [B, 1024]  layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096        79-79   ln_rstd_h_5_ln_2            [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
  *   0           6291456     80-83   gelu_h_5_2                  [B, 1024, 3072]  gelu
  *   6291456     1572864     83-90   residual_linear_h_5_proj    [B, 1024, 768]  x + body(x)
  *   4718592     1572864     86-87   layernorm_h_6_ln_1          [B, 1024, 768]  layernorm output
- *   0           4096        86-86   ln_mean_h_6_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   4096        4096        86-86   ln_rstd_h_6_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   0           4096        86-86   ln_mean_h_6_ln_1            [B, 1024]  layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096        86-86   ln_rstd_h_6_ln_1            [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
  *   0           4718592     87-89   qkv_h_6_attn                [B, 1024, 2304]  q, k, v side by side
- *   7864320     49152       89-89   lse_h_6_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
+ *   7864320     49152       89-89   lse_h_6_attn                [B, 12, 1024]  each query's log-sum-exp (validation: written, not read) (fp32)
  *   4718592     1572864     89-90   attn_y_h_6_attn             [B, 1024, 768]  attention heads' outputs
  *   7864320     1572864     90-97   residual_attn_out_h_6_attn  [B, 1024, 768]  x + body(x)
  *   6291456     1572864     93-94   layernorm_h_6_ln_2          [B, 1024, 768]  layernorm output
- *   0           4096        93-93   ln_mean_h_6_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   4096        4096        93-93   ln_rstd_h_6_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   0           4096        93-93   ln_mean_h_6_ln_2            [B, 1024]  layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096        93-93   ln_rstd_h_6_ln_2            [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
  *   0           6291456     94-97   gelu_h_6_2                  [B, 1024, 3072]  gelu
  *   6291456     1572864     97-104  residual_linear_h_6_proj    [B, 1024, 768]  x + body(x)
  *   4718592     1572864    100-101  layernorm_h_7_ln_1          [B, 1024, 768]  layernorm output
- *   0           4096       100-100  ln_mean_h_7_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   4096        4096       100-100  ln_rstd_h_7_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   0           4096       100-100  ln_mean_h_7_ln_1            [B, 1024]  layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096       100-100  ln_rstd_h_7_ln_1            [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
  *   0           4718592    101-103  qkv_h_7_attn                [B, 1024, 2304]  q, k, v side by side
- *   7864320     49152      103-103  lse_h_7_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
+ *   7864320     49152      103-103  lse_h_7_attn                [B, 12, 1024]  each query's log-sum-exp (validation: written, not read) (fp32)
  *   4718592     1572864    103-104  attn_y_h_7_attn             [B, 1024, 768]  attention heads' outputs
  *   7864320     1572864    104-111  residual_attn_out_h_7_attn  [B, 1024, 768]  x + body(x)
  *   6291456     1572864    107-108  layernorm_h_7_ln_2          [B, 1024, 768]  layernorm output
- *   0           4096       107-107  ln_mean_h_7_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   4096        4096       107-107  ln_rstd_h_7_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   0           4096       107-107  ln_mean_h_7_ln_2            [B, 1024]  layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096       107-107  ln_rstd_h_7_ln_2            [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
  *   0           6291456    108-111  gelu_h_7_2                  [B, 1024, 3072]  gelu
  *   6291456     1572864    111-118  residual_linear_h_7_proj    [B, 1024, 768]  x + body(x)
  *   4718592     1572864    114-115  layernorm_h_8_ln_1          [B, 1024, 768]  layernorm output
- *   0           4096       114-114  ln_mean_h_8_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   4096        4096       114-114  ln_rstd_h_8_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   0           4096       114-114  ln_mean_h_8_ln_1            [B, 1024]  layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096       114-114  ln_rstd_h_8_ln_1            [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
  *   0           4718592    115-117  qkv_h_8_attn                [B, 1024, 2304]  q, k, v side by side
- *   7864320     49152      117-117  lse_h_8_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
+ *   7864320     49152      117-117  lse_h_8_attn                [B, 12, 1024]  each query's log-sum-exp (validation: written, not read) (fp32)
  *   4718592     1572864    117-118  attn_y_h_8_attn             [B, 1024, 768]  attention heads' outputs
  *   7864320     1572864    118-125  residual_attn_out_h_8_attn  [B, 1024, 768]  x + body(x)
  *   6291456     1572864    121-122  layernorm_h_8_ln_2          [B, 1024, 768]  layernorm output
- *   0           4096       121-121  ln_mean_h_8_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   4096        4096       121-121  ln_rstd_h_8_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   0           4096       121-121  ln_mean_h_8_ln_2            [B, 1024]  layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096       121-121  ln_rstd_h_8_ln_2            [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
  *   0           6291456    122-125  gelu_h_8_2                  [B, 1024, 3072]  gelu
  *   6291456     1572864    125-132  residual_linear_h_8_proj    [B, 1024, 768]  x + body(x)
  *   4718592     1572864    128-129  layernorm_h_9_ln_1          [B, 1024, 768]  layernorm output
- *   0           4096       128-128  ln_mean_h_9_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   4096        4096       128-128  ln_rstd_h_9_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   0           4096       128-128  ln_mean_h_9_ln_1            [B, 1024]  layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096       128-128  ln_rstd_h_9_ln_1            [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
  *   0           4718592    129-131  qkv_h_9_attn                [B, 1024, 2304]  q, k, v side by side
- *   7864320     49152      131-131  lse_h_9_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
+ *   7864320     49152      131-131  lse_h_9_attn                [B, 12, 1024]  each query's log-sum-exp (validation: written, not read) (fp32)
  *   4718592     1572864    131-132  attn_y_h_9_attn             [B, 1024, 768]  attention heads' outputs
  *   7864320     1572864    132-139  residual_attn_out_h_9_attn  [B, 1024, 768]  x + body(x)
  *   6291456     1572864    135-136  layernorm_h_9_ln_2          [B, 1024, 768]  layernorm output
- *   0           4096       135-135  ln_mean_h_9_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   4096        4096       135-135  ln_rstd_h_9_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   0           4096       135-135  ln_mean_h_9_ln_2            [B, 1024]  layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096       135-135  ln_rstd_h_9_ln_2            [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
  *   0           6291456    136-139  gelu_h_9_2                  [B, 1024, 3072]  gelu
  *   6291456     1572864    139-146  residual_linear_h_9_proj    [B, 1024, 768]  x + body(x)
  *   4718592     1572864    142-143  layernorm_h_10_ln_1         [B, 1024, 768]  layernorm output
- *   0           4096       142-142  ln_mean_h_10_ln_1           [B, 1024]  layernorm mean, saved for backward (fp32)
- *   4096        4096       142-142  ln_rstd_h_10_ln_1           [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   0           4096       142-142  ln_mean_h_10_ln_1           [B, 1024]  layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096       142-142  ln_rstd_h_10_ln_1           [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
  *   0           4718592    143-145  qkv_h_10_attn               [B, 1024, 2304]  q, k, v side by side
- *   7864320     49152      145-145  lse_h_10_attn               [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
+ *   7864320     49152      145-145  lse_h_10_attn               [B, 12, 1024]  each query's log-sum-exp (validation: written, not read) (fp32)
  *   4718592     1572864    145-146  attn_y_h_10_attn            [B, 1024, 768]  attention heads' outputs
  *   7864320     1572864    146-153  residual_attn_out_h_10_attn  [B, 1024, 768]  x + body(x)
  *   6291456     1572864    149-150  layernorm_h_10_ln_2         [B, 1024, 768]  layernorm output
- *   0           4096       149-149  ln_mean_h_10_ln_2           [B, 1024]  layernorm mean, saved for backward (fp32)
- *   4096        4096       149-149  ln_rstd_h_10_ln_2           [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   0           4096       149-149  ln_mean_h_10_ln_2           [B, 1024]  layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096       149-149  ln_rstd_h_10_ln_2           [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
  *   0           6291456    150-153  gelu_h_10_2                 [B, 1024, 3072]  gelu
  *   6291456     1572864    153-160  residual_linear_h_10_proj   [B, 1024, 768]  x + body(x)
  *   4718592     1572864    156-157  layernorm_h_11_ln_1         [B, 1024, 768]  layernorm output
- *   0           4096       156-156  ln_mean_h_11_ln_1           [B, 1024]  layernorm mean, saved for backward (fp32)
- *   4096        4096       156-156  ln_rstd_h_11_ln_1           [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   0           4096       156-156  ln_mean_h_11_ln_1           [B, 1024]  layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096       156-156  ln_rstd_h_11_ln_1           [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
  *   0           4718592    157-159  qkv_h_11_attn               [B, 1024, 2304]  q, k, v side by side
- *   7864320     49152      159-159  lse_h_11_attn               [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
+ *   7864320     49152      159-159  lse_h_11_attn               [B, 12, 1024]  each query's log-sum-exp (validation: written, not read) (fp32)
  *   4718592     1572864    159-160  attn_y_h_11_attn            [B, 1024, 768]  attention heads' outputs
  *   7864320     1572864    160-167  residual_attn_out_h_11_attn  [B, 1024, 768]  x + body(x)
  *   6291456     1572864    163-164  layernorm_h_11_ln_2         [B, 1024, 768]  layernorm output
- *   0           4096       163-163  ln_mean_h_11_ln_2           [B, 1024]  layernorm mean, saved for backward (fp32)
- *   4096        4096       163-163  ln_rstd_h_11_ln_2           [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   0           4096       163-163  ln_mean_h_11_ln_2           [B, 1024]  layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096       163-163  ln_rstd_h_11_ln_2           [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
  *   0           6291456    164-167  gelu_h_11_2                 [B, 1024, 3072]  gelu
  *   6291456     1572864    167-170  residual_linear_h_11_proj   [B, 1024, 768]  x + body(x)
  *   103022592   1572864    170-171  layernorm_ln_f              [B, 1024, 768]  layernorm output
- *   0           4096       170-170  ln_mean_ln_f                [B, 1024]  layernorm mean, saved for backward (fp32)
- *   4096        4096       170-170  ln_rstd_ln_f                [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   0           4096       170-170  ln_mean_ln_f                [B, 1024]  layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096       170-170  ln_rstd_ln_f                [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
  *   0           103022592  171-172  linear_lm_head              [B, 1024, 50257]  linear output (rows 50304 apart: aligned for the GEMMs)
  *   (in place)  -                   pos_embedding_wpe           [B, 1024, 768]  written over embedding_wte
  */

@@ -19,7 +19,7 @@ void k0(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k1: gelu (tanh)
+/* k1: gelu (tanh), of linear_h_0_fc as stored (the backward pass reads it)
  *     from $.model.layers[2].body[1].body[2] #0 */
 void k1(rt_exec *e, int64_t lo, int64_t hi)
 {
@@ -28,8 +28,9 @@ void k1(rt_exec *e, int64_t lo, int64_t hi)
     rt_gelu_tanh_rows(gelu_h_0_2 + lo, linear_h_0_fc + lo, hi - lo); /* gelu (tanh) */
 }
 
-/* k2: gelu (tanh)
- *     from $.model.layers[2].body[1].body[2] #1 */
+/* k2: gelu (tanh), of linear_h_1_fc as stored (the backward pass reads it)
+ *     from $.model.layers[2].body[1].body[2] #1
+ *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
 void k2(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_1_fc = ACT(524288); /* [B, 128, 512] */
@@ -37,8 +38,9 @@ void k2(rt_exec *e, int64_t lo, int64_t hi)
     rt_gelu_tanh_rows(gelu_h_1_2 + lo, linear_h_1_fc + lo, hi - lo); /* gelu (tanh) */
 }
 
-/* k3: gelu (tanh)
- *     from $.model.layers[2].body[1].body[2] #2 */
+/* k3: gelu (tanh), of linear_h_2_fc as stored (the backward pass reads it)
+ *     from $.model.layers[2].body[1].body[2] #2
+ *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
 void k3(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_2_fc = ACT(1048576); /* [B, 128, 512] */
@@ -46,8 +48,9 @@ void k3(rt_exec *e, int64_t lo, int64_t hi)
     rt_gelu_tanh_rows(gelu_h_2_2 + lo, linear_h_2_fc + lo, hi - lo); /* gelu (tanh) */
 }
 
-/* k4: gelu (tanh)
- *     from $.model.layers[2].body[1].body[2] #3 */
+/* k4: gelu (tanh), of linear_h_3_fc as stored (the backward pass reads it)
+ *     from $.model.layers[2].body[1].body[2] #3
+ *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
 void k4(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_3_fc = ACT(1572864); /* [B, 128, 512] */
@@ -59,7 +62,8 @@ void k4(rt_exec *e, int64_t lo, int64_t hi)
  * would repeat word for word) ---- */
 
 /* ke0: pos_embedding: + position rows
- *     from $.model.layers[1] */
+ *     from $.model.layers[1]
+ *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void ke0(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *embedding_wte = ACT(196608); /* [B, 128, 128] */

@@ -105,56 +105,56 @@
  *   offset      bytes/row  live     buffer                      shape
  *   196608      65536        0-6    embedding_wte               [B, 128, 128]  embedding rows
  *   262144      65536        2-3    layernorm_h_0_ln_1          [B, 128, 128]  layernorm output
- *   0           512          2-2    ln_mean_h_0_ln_1            [B, 128]  layernorm mean, saved for backward
- *   512         512          2-2    ln_rstd_h_0_ln_1            [B, 128]  layernorm 1/std, saved for backward
+ *   0           512          2-2    ln_mean_h_0_ln_1            [B, 128]  layernorm mean (validation: written, not read)
+ *   512         512          2-2    ln_rstd_h_0_ln_1            [B, 128]  layernorm 1/std (validation: written, not read)
  *   0           196608       3-5    qkv_h_0_attn                [B, 128, 384]  q, k, v side by side
- *   327680      2048         5-5    lse_h_0_attn                [B, 4, 128]  each query's log-sum-exp, saved for backward
+ *   327680      2048         5-5    lse_h_0_attn                [B, 4, 128]  each query's log-sum-exp (validation: written, not read)
  *   262144      65536        5-6    attn_y_h_0_attn             [B, 128, 128]  attention heads' outputs
  *   327680      65536        6-13   residual_attn_out_h_0_attn  [B, 128, 128]  x + body(x)
  *   262144      65536        9-10   layernorm_h_0_ln_2          [B, 128, 128]  layernorm output
- *   0           512          9-9    ln_mean_h_0_ln_2            [B, 128]  layernorm mean, saved for backward
- *   512         512          9-9    ln_rstd_h_0_ln_2            [B, 128]  layernorm 1/std, saved for backward
+ *   0           512          9-9    ln_mean_h_0_ln_2            [B, 128]  layernorm mean (validation: written, not read)
+ *   512         512          9-9    ln_rstd_h_0_ln_2            [B, 128]  layernorm 1/std (validation: written, not read)
  *   0           262144      10-13   gelu_h_0_2                  [B, 128, 512]  gelu
  *   262144      65536       13-20   residual_linear_h_0_proj    [B, 128, 128]  x + body(x)
  *   196608      65536       16-17   layernorm_h_1_ln_1          [B, 128, 128]  layernorm output
- *   0           512         16-16   ln_mean_h_1_ln_1            [B, 128]  layernorm mean, saved for backward
- *   512         512         16-16   ln_rstd_h_1_ln_1            [B, 128]  layernorm 1/std, saved for backward
+ *   0           512         16-16   ln_mean_h_1_ln_1            [B, 128]  layernorm mean (validation: written, not read)
+ *   512         512         16-16   ln_rstd_h_1_ln_1            [B, 128]  layernorm 1/std (validation: written, not read)
  *   0           196608      17-19   qkv_h_1_attn                [B, 128, 384]  q, k, v side by side
- *   327680      2048        19-19   lse_h_1_attn                [B, 4, 128]  each query's log-sum-exp, saved for backward
+ *   327680      2048        19-19   lse_h_1_attn                [B, 4, 128]  each query's log-sum-exp (validation: written, not read)
  *   196608      65536       19-20   attn_y_h_1_attn             [B, 128, 128]  attention heads' outputs
  *   327680      65536       20-27   residual_attn_out_h_1_attn  [B, 128, 128]  x + body(x)
  *   262144      65536       23-24   layernorm_h_1_ln_2          [B, 128, 128]  layernorm output
- *   0           512         23-23   ln_mean_h_1_ln_2            [B, 128]  layernorm mean, saved for backward
- *   512         512         23-23   ln_rstd_h_1_ln_2            [B, 128]  layernorm 1/std, saved for backward
+ *   0           512         23-23   ln_mean_h_1_ln_2            [B, 128]  layernorm mean (validation: written, not read)
+ *   512         512         23-23   ln_rstd_h_1_ln_2            [B, 128]  layernorm 1/std (validation: written, not read)
  *   0           262144      24-27   gelu_h_1_2                  [B, 128, 512]  gelu
  *   262144      65536       27-34   residual_linear_h_1_proj    [B, 128, 128]  x + body(x)
  *   196608      65536       30-31   layernorm_h_2_ln_1          [B, 128, 128]  layernorm output
- *   0           512         30-30   ln_mean_h_2_ln_1            [B, 128]  layernorm mean, saved for backward
- *   512         512         30-30   ln_rstd_h_2_ln_1            [B, 128]  layernorm 1/std, saved for backward
+ *   0           512         30-30   ln_mean_h_2_ln_1            [B, 128]  layernorm mean (validation: written, not read)
+ *   512         512         30-30   ln_rstd_h_2_ln_1            [B, 128]  layernorm 1/std (validation: written, not read)
  *   0           196608      31-33   qkv_h_2_attn                [B, 128, 384]  q, k, v side by side
- *   327680      2048        33-33   lse_h_2_attn                [B, 4, 128]  each query's log-sum-exp, saved for backward
+ *   327680      2048        33-33   lse_h_2_attn                [B, 4, 128]  each query's log-sum-exp (validation: written, not read)
  *   196608      65536       33-34   attn_y_h_2_attn             [B, 128, 128]  attention heads' outputs
  *   327680      65536       34-41   residual_attn_out_h_2_attn  [B, 128, 128]  x + body(x)
  *   262144      65536       37-38   layernorm_h_2_ln_2          [B, 128, 128]  layernorm output
- *   0           512         37-37   ln_mean_h_2_ln_2            [B, 128]  layernorm mean, saved for backward
- *   512         512         37-37   ln_rstd_h_2_ln_2            [B, 128]  layernorm 1/std, saved for backward
+ *   0           512         37-37   ln_mean_h_2_ln_2            [B, 128]  layernorm mean (validation: written, not read)
+ *   512         512         37-37   ln_rstd_h_2_ln_2            [B, 128]  layernorm 1/std (validation: written, not read)
  *   0           262144      38-41   gelu_h_2_2                  [B, 128, 512]  gelu
  *   262144      65536       41-48   residual_linear_h_2_proj    [B, 128, 128]  x + body(x)
  *   196608      65536       44-45   layernorm_h_3_ln_1          [B, 128, 128]  layernorm output
- *   0           512         44-44   ln_mean_h_3_ln_1            [B, 128]  layernorm mean, saved for backward
- *   512         512         44-44   ln_rstd_h_3_ln_1            [B, 128]  layernorm 1/std, saved for backward
+ *   0           512         44-44   ln_mean_h_3_ln_1            [B, 128]  layernorm mean (validation: written, not read)
+ *   512         512         44-44   ln_rstd_h_3_ln_1            [B, 128]  layernorm 1/std (validation: written, not read)
  *   0           196608      45-47   qkv_h_3_attn                [B, 128, 384]  q, k, v side by side
- *   327680      2048        47-47   lse_h_3_attn                [B, 4, 128]  each query's log-sum-exp, saved for backward
+ *   327680      2048        47-47   lse_h_3_attn                [B, 4, 128]  each query's log-sum-exp (validation: written, not read)
  *   196608      65536       47-48   attn_y_h_3_attn             [B, 128, 128]  attention heads' outputs
  *   327680      65536       48-55   residual_attn_out_h_3_attn  [B, 128, 128]  x + body(x)
  *   262144      65536       51-52   layernorm_h_3_ln_2          [B, 128, 128]  layernorm output
- *   0           512         51-51   ln_mean_h_3_ln_2            [B, 128]  layernorm mean, saved for backward
- *   512         512         51-51   ln_rstd_h_3_ln_2            [B, 128]  layernorm 1/std, saved for backward
+ *   0           512         51-51   ln_mean_h_3_ln_2            [B, 128]  layernorm mean (validation: written, not read)
+ *   512         512         51-51   ln_rstd_h_3_ln_2            [B, 128]  layernorm 1/std (validation: written, not read)
  *   0           262144      52-55   gelu_h_3_2                  [B, 128, 512]  gelu
  *   262144      65536       55-58   residual_linear_h_3_proj    [B, 128, 128]  x + body(x)
  *   131072      65536       58-59   layernorm_ln_f              [B, 128, 128]  layernorm output
- *   196608      512         58-58   ln_mean_ln_f                [B, 128]  layernorm mean, saved for backward
- *   197120      512         58-58   ln_rstd_ln_f                [B, 128]  layernorm 1/std, saved for backward
+ *   196608      512         58-58   ln_mean_ln_f                [B, 128]  layernorm mean (validation: written, not read)
+ *   197120      512         58-58   ln_rstd_ln_f                [B, 128]  layernorm 1/std (validation: written, not read)
  *   0           131072      59-60   linear_lm_head              [B, 128, 256]  linear output
  *   (in place)  -                   pos_embedding_wpe           [B, 128, 128]  written over embedding_wte
  */

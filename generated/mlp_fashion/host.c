@@ -13,7 +13,9 @@
 #define TRAINC_CUDA_IMAGE NULL
 #endif
 
-/* The forward pass: the loss, and in training d(loss)/d(prediction). */
+/* The forward pass: the loss, and in training d(loss)/d(prediction). RT_AT(i, ...)
+ * names instruction i of plan.json's list (for --profile and errors); the numbers
+ * skip the instructions that fusion merged into others. */
 static void forward(rt_exec *e, int train)
 {
     e->train = train; /* read by dropout and the loss */
@@ -87,7 +89,7 @@ static void backward(rt_exec *e)
     RT_AT(21, "$.model.layers[3]: 3.bias's gradient is final");
     rt_grad_ready(e, 266496, 256);
     RT_AT(23, "$.model.layers[2]: relu backward");
-    rt_launch(e, "k1", k2, e->B * 256, 3, (void *[]){&d_relu_2, &relu_2, &d_linear_1});
+    rt_launch(e, "k1", k2, e->B * 256, 3, (void *[]){&d_relu_2, &relu_2, &d_linear_1}); /* on a GPU: k1's code, on these tensors */
     RT_AT(24, "$.model.layers[1]: the gradients of 1.weight and 1.bias are written from here on");
     rt_grad_begin(e, 0, 200960);
     RT_AT(25, "$.model.layers[1]: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
@@ -124,10 +126,12 @@ static void evaluate(rt_exec *e)
     rt_gemm_bias(e, 0, 1, e->B * 1, 256, 256, 1.0f, relu_2, 256, P_3_weight, 256, NULL, 256, P_3_bias, NULL, RT_EPI_RELU, relu_4);
     /* $.model.layers[5]: linear: y = x W^T + b, in the GEMM's epilogue */
     rt_gemm_bias(e, 0, 1, e->B * 1, 10, 256, 1.0f, relu_4, 256, P_5_weight, 256, linear_5, 10, P_5_bias, NULL, RT_EPI_NONE, NULL);
-    /* $.model.loss: cross entropy: loss, accuracy and d(logits) in one pass */
+    /* $.model.loss: cross entropy: loss and accuracy (no gradient in validation) */
     rt_cross_entropy(e, linear_5, in_y, NULL, e->B * 1, 10, 10);
 }
 
+/* name, rank, shape, numel, offset (floats into the parameter region), init,
+ * init_a (the uniform bound, the normal std or the constant) */
 static const rt_param params[] = {
     {"1.weight", 2, {256, 784}, 200704, 0, RT_INIT_UNIFORM, 0.0357142873f},
     {"1.bias", 1, {256}, 256, 200704, RT_INIT_UNIFORM, 0.0357142873f},

@@ -32,7 +32,8 @@ void k1(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* k2: relu backward
- *     from $.model.layers[2] */
+ *     from $.model.layers[2]
+ *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
 void k2(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_relu_2 = ACT(4160); /* [B, 256] */
