@@ -469,6 +469,15 @@ static void emit_plan_comment(Buf *b, Program *p, const char *title)
             buf_printf(b, " *   (in place)  %-9s  %7s  %-26s  %s  written over %s\n", "-", "", t->name,
                        shape_of(t, 1), t->alias->name);
     }
+    /* views (flatten): another shape over a buffer's memory, nothing copied */
+    for (int i = 0; i < g->n_tensors; i++) {
+        Tensor *t = g->tensors[i];
+        if ((t->kind == T_ACT || t->kind == T_TEMP) && t->alias && t->alias->has_offset &&
+            (t->rank != t->alias->rank ||
+             memcmp(t->shape, t->alias->shape, sizeof(int64_t) * (size_t)t->rank)))
+            buf_printf(b, " *   (view)      %-9s  %7s  %-26s  %s  %s's memory\n", "-", "", t->name,
+                       shape_of(t, 1), t->alias->name);
+    }
 }
 
 static void emit_model_h(Program *p, Program *ev, Buf *b)

@@ -30,6 +30,8 @@
  *   0           28224       48-50   col_d_conv_0                [B, 7056]  im2col columns, recomputed [C*k*k, B*OH*OW]
  *   (in place)  -                   d_linear_9                  [B, 10]  written over linear_9
  *   (in place)  -                   d_linear_7                  [B, 128]  written over d_relu_8
+ *   (view)      -                   flatten_6                   [B, 1568]  maxpool_5's memory
+ *   (view)      -                   d_maxpool_5                 [B, 32, 7, 7]  d_flatten_6's memory
  *
  * The plan for validation (forward only, no gradients), in the same memory.
  * One arena of Bmax * 137984 bytes (without reuse: Bmax * 314160; the most live at
@@ -48,6 +50,7 @@
  *   50176       50176        2-3    gemm_conv_0                 [B, 12544]  GEMM output [out, B*OH*OW]
  *   0           112896       6-7    col_conv_3                  [B, 28224]  im2col columns [C*k*k, B*OH*OW]
  *   112896      25088        7-8    gemm_conv_3                 [B, 6272]  GEMM output [out, B*OH*OW]
+ *   (view)      -                   flatten_6                   [B, 1568]  maxpool_5's memory
  */
 #ifndef TRAINC_MODEL_H
 #define TRAINC_MODEL_H

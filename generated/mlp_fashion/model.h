@@ -16,6 +16,7 @@
  *   (in place)  -                   d_linear_5                  [B, 10]  written over linear_5
  *   (in place)  -                   d_linear_3                  [B, 256]  written over d_relu_4
  *   (in place)  -                   d_linear_1                  [B, 256]  written over d_relu_2
+ *   (view)      -                   flatten_0                   [B, 784]  x_f32's memory
  *
  * The plan for validation (forward only, no gradients), in the same memory.
  * One arena of Bmax * 4160 bytes (without reuse: Bmax * 5232; the most live at
@@ -27,6 +28,7 @@
  *   3136        1024         1-4    relu_2                      [B, 256]  relu
  *   0           1024         4-7    relu_4                      [B, 256]  relu
  *   1024        48           7-9    linear_5                    [B, 10]  linear output
+ *   (view)      -                   flatten_0                   [B, 784]  x_f32's memory
  */
 #ifndef TRAINC_MODEL_H
 #define TRAINC_MODEL_H
