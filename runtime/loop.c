@@ -1397,6 +1397,15 @@ int rt_main(const rt_model *m, int argc, char **argv)
         fprintf(stderr, "trainc: note: %s stores and computes in fp32 (the spec asks for %s)%s\n",
                 !r->gpu ? "the CPU" : "this trainer (built for fp32)", precs[c->precision],
                 c->precision == RT_PREC_FP16 ? "; fp16's dynamic loss scaling is on" : "");
+    if (r->e.arena_scale == 2 && c->recompute == RT_RECOMPUTE_AUTO && !isnan(c->memory_budget_mb) &&
+        r->rank == 0) {
+        /* auto chose the plan whose GPU total (16-bit activations) fits the budget */
+        double all = (double)c->batch_size * (double)m->arena_row_bytes * 2 +
+                     (double)m->param_floats * 4 * (2 + rt_optim_state_parts(c));
+        fprintf(stderr, "trainc: note: recompute auto fit memory_budget_mb (%g MiB) with the GPU's "
+                "16-bit activations; in fp32 here the arena is twice as large: %.1f MiB in all\n",
+                c->memory_budget_mb, all / 1048576.0);
+    }
 
     /* data and weights: all bad input is found before the output folder exists */
     rt_dataset_open(&r->train, m, c->train, c->n_train, m->data_dir, "train");

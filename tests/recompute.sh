@@ -97,6 +97,18 @@ PY
 out=$("$TRAINC" plan specs/gpt_char.json --set memory_budget_mb=80 --set recompute=auto | grep "recompute  ")
 echo "$out" | grep -q selective || { echo "FAIL auto picked: $out"; exit 1; }
 echo "ok   auto: 80 MiB -> selective"
+# a bf16-mixed plan chosen by auto, run on the CPU (fp32, twice the arena): said, with
+# the total the start record's bytes add up to
+"$TRAINC" run specs/gpt_char.json --set precision=bf16-mixed --set recompute=auto --set memory_budget_mb=30 \
+    --set max_steps=1 --set data.val=null --out "$d/auto_cpu" --device cpu 2> "$d/auto_cpu.err" >/dev/null
+mib=$(grep -o "twice as large: [0-9.]* MiB in all" "$d/auto_cpu.err" | grep -o "[0-9.]*")
+$PY - "$d/auto_cpu/metrics.jsonl" "$mib" <<'PY' || { cat "$d/auto_cpu.err"; exit 1; }
+import json, sys
+s = json.loads(open(sys.argv[1]).readline())
+total = s["arena_bytes"] + s["param_bytes"] + s["grad_bytes"] + s["optimizer_bytes"]
+assert sys.argv[2] and abs(total / 1048576 - float(sys.argv[2])) < 0.06, (total, sys.argv[2])
+print(f"ok   auto's bf16 plan on the CPU: the note names {sys.argv[2]} MiB, the start record's total")
+PY
 # the rules between fields are checked after the last --set: any order, the same plan;
 # auto without a budget is refused (exit 1) with the rule
 out2=$("$TRAINC" plan specs/gpt_char.json --set recompute=auto --set memory_budget_mb=80 | grep "recompute  ")
