@@ -452,7 +452,7 @@ static void emit_plan_comment(Buf *b, Program *p, const char *title)
         if (!t->has_offset)
             continue;
         buf_printf(b, " *   %-10lld  %-9lld  %3d-%-3d  %-26s  %s  %s%s\n", (long long)t->offset,
-                   (long long)t->row_bytes, t->first, t->last, t->name, shape_of(t, 1),
+                   (long long)t->row_bytes, t->first, t->last, t->name, tensor_shape_text(t),
                    t->what ? t->what : "", g->act16 && !tensor_half(g, t) ? " (fp32)" : "");
     }
     for (int i = 0; i < g->n_tensors; i++) {

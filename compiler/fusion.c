@@ -161,11 +161,15 @@ static void remap_merge(Instr *a, Instr *b, const Operand *E)
                 o->val = pk;
             }
         }
+        /* a layout change alone is now a copy: the order is in the operands' index */
+        if (!strcmp(op.expr, "$0") && op.n_arg == 1 && !op.arg[0].t && op.what)
+            op.what = xasprintf("%s (done by the reads above, in that order)", op.what);
         ops[na + k] = op;
     }
     b->ops = ops;
     b->n_ops += na;
-    b->what = xasprintf("%s, at the layout's index + %s", a->what, b->what);
+    b->what = xasprintf("%s, then %s (one pass: the first reads its operands in the new order)",
+                        a->what, b->what);
     if (strcmp(a->origin, b->origin))
         b->origin = xasprintf("%s + %s", a->origin, b->origin);
     a->dead = 1;

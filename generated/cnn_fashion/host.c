@@ -127,7 +127,7 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 205504, 128);
     RT_AT(30, "$.model.layers[5]: maxpool2d backward (argmax found again from x)");
     rt_maxpool2d_bwd(e, relu_4, d_maxpool_5, d_relu_4, e->B * 32, 14, 14, 2, 2, 7, 7);
-    RT_AT(32, "$.model.layers[4] + $.model.layers[3]: relu backward, at the layout's index + conv2d backward: [B, out, HW] -> [out, B, HW]");
+    RT_AT(32, "$.model.layers[4] + $.model.layers[3]: relu backward, then conv2d backward: [B, out, HW] -> [out, B, HW] (one pass: the first reads its operands in the new order)");
     rt_launch(e, "k4", k4, e->B * 6272, 3, (void *[]){&d_relu_4, &relu_4, &gemm_d_conv_3});
     RT_AT(33, "$.model.layers[3]: 3.bias's gradient is written from here on");
     rt_grad_begin(e, 4768, 32);
@@ -149,7 +149,7 @@ static void backward(rt_exec *e)
     rt_col2im(e, dcol_d_conv_3, d_maxpool_2, e->B, 16, 14, 14, 3, 1, 1, 14, 14);
     RT_AT(42, "$.model.layers[2]: maxpool2d backward (argmax found again from x)");
     rt_maxpool2d_bwd(e, relu_1, d_maxpool_2, d_relu_1, e->B * 16, 28, 28, 2, 2, 14, 14);
-    RT_AT(44, "$.model.layers[1] + $.model.layers[0]: relu backward, at the layout's index + conv2d backward: [B, out, HW] -> [out, B, HW]");
+    RT_AT(44, "$.model.layers[1] + $.model.layers[0]: relu backward, then conv2d backward: [B, out, HW] -> [out, B, HW] (one pass: the first reads its operands in the new order)");
     rt_launch(e, "k5", k5, e->B * 12544, 3, (void *[]){&d_relu_1, &relu_1, &gemm_d_conv_0});
     RT_AT(45, "$.model.layers[0]: 0.bias's gradient is written from here on");
     rt_grad_begin(e, 144, 16);

@@ -137,7 +137,7 @@ extern "C" __global__ void k3(const float *d_relu_8, const float *__restrict__ r
     }
 }
 
-/* k4: relu backward, at the layout's index + conv2d backward: [B, out, HW] -> [out, B, HW]
+/* k4: relu backward, then conv2d backward: [B, out, HW] -> [out, B, HW] (one pass: the first reads its operands in the new order)
  *     from $.model.layers[4] + $.model.layers[3]
  *     d_relu_4 [B, 32, 14, 14], relu_4 [B, 32, 14, 14], gemm_d_conv_3 [32, B*196] */
 extern "C" __global__ void k4(const float *__restrict__ d_relu_4, const float *__restrict__ relu_4, float *__restrict__ gemm_d_conv_3, int64_t B, int64_t n, uint64_t rng_key, int train)
@@ -153,7 +153,7 @@ extern "C" __global__ void k4(const float *__restrict__ d_relu_4, const float *_
             for (int l = 0; l < 4; l++) {
                 const int64_t i = 4 * q + l;
                 float v0 = relu_4[i % (B * 196) / 196 * 6272 + i / (B * 196) * 196 + i % 196] <= 0.0f ? 0.0f : d_relu_4[i % (B * 196) / 196 * 6272 + i / (B * 196) * 196 + i % 196]; /* relu backward */
-                float v1 = v0; /* conv2d backward: [B, out, HW] -> [out, B, HW] */
+                float v1 = v0; /* conv2d backward: [B, out, HW] -> [out, B, HW] (done by the reads above, in that order) */
                 ((float *)&w_gemm_d_conv_3)[l] = v1;
             }
             rt_st4(gemm_d_conv_3 + 4 * q, w_gemm_d_conv_3);
@@ -161,12 +161,12 @@ extern "C" __global__ void k4(const float *__restrict__ d_relu_4, const float *_
     }
     for (int64_t i = done + first; i < n; i += stride) {
         float v0 = relu_4[i % (B * 196) / 196 * 6272 + i / (B * 196) * 196 + i % 196] <= 0.0f ? 0.0f : d_relu_4[i % (B * 196) / 196 * 6272 + i / (B * 196) * 196 + i % 196]; /* relu backward */
-        float v1 = v0; /* conv2d backward: [B, out, HW] -> [out, B, HW] */
+        float v1 = v0; /* conv2d backward: [B, out, HW] -> [out, B, HW] (done by the reads above, in that order) */
         gemm_d_conv_3[i] = v1;
     }
 }
 
-/* k5: relu backward, at the layout's index + conv2d backward: [B, out, HW] -> [out, B, HW]
+/* k5: relu backward, then conv2d backward: [B, out, HW] -> [out, B, HW] (one pass: the first reads its operands in the new order)
  *     from $.model.layers[1] + $.model.layers[0]
  *     d_relu_1 [B, 16, 28, 28], relu_1 [B, 16, 28, 28], gemm_d_conv_0 [16, B*784] */
 extern "C" __global__ void k5(const float *__restrict__ d_relu_1, const float *__restrict__ relu_1, float *__restrict__ gemm_d_conv_0, int64_t B, int64_t n, uint64_t rng_key, int train)
@@ -182,7 +182,7 @@ extern "C" __global__ void k5(const float *__restrict__ d_relu_1, const float *_
             for (int l = 0; l < 4; l++) {
                 const int64_t i = 4 * q + l;
                 float v0 = relu_1[i % (B * 784) / 784 * 12544 + i / (B * 784) * 784 + i % 784] <= 0.0f ? 0.0f : d_relu_1[i % (B * 784) / 784 * 12544 + i / (B * 784) * 784 + i % 784]; /* relu backward */
-                float v1 = v0; /* conv2d backward: [B, out, HW] -> [out, B, HW] */
+                float v1 = v0; /* conv2d backward: [B, out, HW] -> [out, B, HW] (done by the reads above, in that order) */
                 ((float *)&w_gemm_d_conv_0)[l] = v1;
             }
             rt_st4(gemm_d_conv_0 + 4 * q, w_gemm_d_conv_0);
@@ -190,7 +190,7 @@ extern "C" __global__ void k5(const float *__restrict__ d_relu_1, const float *_
     }
     for (int64_t i = done + first; i < n; i += stride) {
         float v0 = relu_1[i % (B * 784) / 784 * 12544 + i / (B * 784) * 784 + i % 784] <= 0.0f ? 0.0f : d_relu_1[i % (B * 784) / 784 * 12544 + i / (B * 784) * 784 + i % 784]; /* relu backward */
-        float v1 = v0; /* conv2d backward: [B, out, HW] -> [out, B, HW] */
+        float v1 = v0; /* conv2d backward: [B, out, HW] -> [out, B, HW] (done by the reads above, in that order) */
         gemm_d_conv_0[i] = v1;
     }
 }
