@@ -274,11 +274,6 @@ static void kernel_names(const Program *p, const Instr *in, char cpu[32], char g
         snprintf(gpu, 32, "%s%d", p->kprefix, in->id);
 }
 
-static int ident_char(char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
-}
-
 /* A CUDA kernel's text without its leading comment, each of its tensors' names (alone,
  * or ending a register's name: r_x) written as its parameter position: two loops with the same text here are the same kernel
  * over other pointers. */

@@ -149,6 +149,11 @@ typedef struct Graph {
 
 /* The storage a tensor lives in: a view (flatten, an in-place output) shares its base's. */
 static inline Tensor *tensor_base(Tensor *t) { return t->alias ? t->alias : t; }
+/* A character of a C identifier (for whole-name matches in generated text). */
+static inline int ident_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
 /* the distance between rows of the last axis, and the elements a batch row stores */
 static inline int64_t tensor_ld(const Tensor *t) { return t->ld ? t->ld : t->shape[t->rank - 1]; }
 /* The floats of a parameter (and of its gradient) its instructions may write: its own

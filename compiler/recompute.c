@@ -45,11 +45,6 @@ typedef struct Ctx {
     int n_memo, cap_memo;
 } Ctx;
 
-static int is_word(char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
-}
-
 /* Replaces whole identifiers `from` by `to` in a C statement. */
 static char *subst(const char *text, const char *from, const char *to)
 {
@@ -57,7 +52,7 @@ static char *subst(const char *text, const char *from, const char *to)
     size_t fl = strlen(from);
     const char *s = text;
     while (*s) {
-        if (!strncmp(s, from, fl) && (s == text || !is_word(s[-1])) && !is_word(s[fl])) {
+        if (!strncmp(s, from, fl) && (s == text || !ident_char(s[-1])) && !ident_char(s[fl])) {
             buf_puts(&b, to);
             s += fl;
         } else {
