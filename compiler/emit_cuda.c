@@ -28,8 +28,8 @@ static char *devicify(const char *s)
 }
 
 
-/* The fused ops of one element i. In the 16-byte loop (`lanes`), the tensors read or
- * written at i are lane l of the float4 registers r_NAME / w_NAME. */
+/* The fused ops of one element i. In the vector loop (`lanes`), the tensors read or
+ * written at i are lane l of the rt_vec registers r_NAME / w_NAME. */
 static void emit_body(Buf *b, const Graph *g, Instr *in, Tensor **t, const int *vec, int n,
                       const char *ind, int lanes)
 {
@@ -47,7 +47,7 @@ static void emit_body(Buf *b, const Graph *g, Instr *in, Tensor **t, const int *
             for (int q = 0; q < n && lanes && o->t; q++)
                 v |= t[q] == o->t && vec[q];
             if (v)
-                buf_printf(&e, "((const float *)&r_%s)[l]", o->t->name);
+                buf_printf(&e, "r_%s.v[l]", o->t->name);
             else if (o->t && tensor_half(g, o->t))   /* act_t: converted by rt_ld */
                 buf_printf(&e, o->index ? "rt_ld(%s + (%s))" : "rt_ld(%s + %s)", o->t->name,
                            o->index ? o->index : "i");
@@ -63,7 +63,7 @@ static void emit_body(Buf *b, const Graph *g, Instr *in, Tensor **t, const int *
         for (int q = 0; q < in->n_writes; q++)
             if (in->writes[q] == op->out) {
                 if (lanes)
-                    buf_printf(b, "%s((float *)&w_%s)[l] = v%d;\n", ind, op->out->name, k);
+                    buf_printf(b, "%sw_%s.v[l] = v%d;\n", ind, op->out->name, k);
                 else if (tensor_half(g, op->out))
                     buf_printf(b, "%srt_st(%s + i, v%d);\n", ind, op->out->name, k);
                 else
@@ -119,10 +119,12 @@ void cuda_kernel(Buf *b, const Graph *g, Instr *in, const char *name)
                    t[q]->name);
     }
     buf_printf(b, "%sint64_t B, int64_t n, uint64_t rng_key, int train)\n{\n", n ? ", " : "");
-    /* the fp32 (and act_t) tensors read or written at i go through vector accesses,
-     * four elements a thread, when all of them are 16-byte aligned; the rest (broadcast
-     * operands like a bias, raw inputs) is read element by element */
-    int vec[64] = {0}, nvec = 0;
+    /* the fp32 (and act_t) tensors read or written at i go through vector accesses
+     * (rt_vec, common.cuh) when all of them are 16-byte aligned: 4 elements a thread,
+     * 8 when one of them is stored in 16 bits, so that each access moves 16 bytes (two
+     * for the floats). The rest (broadcast operands like a bias, raw inputs) is read
+     * element by element. */
+    int vec[64] = {0}, nvec = 0, lanes = 4;
     for (int q = 0; q < n; q++) {
         if (t[q]->dtype != RT_F32)
             continue;
@@ -133,6 +135,8 @@ void cuda_kernel(Buf *b, const Graph *g, Instr *in, const char *name)
                     at_i = 0;
         vec[q] = at_i;
         nvec += at_i;
+        if (at_i && tensor_half(g, t[q]))
+            lanes = 8;
     }
     buf_puts(b, "    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;\n"
                 "    const int64_t stride = (int64_t)gridDim.x * blockDim.x;\n"
@@ -142,31 +146,33 @@ void cuda_kernel(Buf *b, const Graph *g, Instr *in, const char *name)
         for (int q = 0, c = 0; q < n; q++)
             if (vec[q])
                 buf_printf(b, "%s(unsigned long long)%s", c++ ? " | " : "", t[q]->name);
-        buf_puts(b, ") & 15) == 0) {\n        done = n & ~(int64_t)3;\n"
-                    "        for (int64_t q = first; q < n / 4; q += stride) {\n");
+        buf_printf(b, ") & 15) == 0) {\n        done = n & ~(int64_t)%d;\n"
+                      "        for (int64_t q = first; q < n / %d; q += stride) {\n", lanes - 1, lanes);
         for (int q = 0; q < n; q++)
             if (vec[q] && !w[q])
-                buf_printf(b, "            const float4 r_%s = rt_ld4(%s + 4 * q);\n", t[q]->name, t[q]->name);
+                buf_printf(b, "            const rt_vec<%d> r_%s = rt_ldv<%d>(%s + %d * q);\n", lanes,
+                           t[q]->name, lanes, t[q]->name, lanes);
             else if (vec[q]) {
                 int read = 0;
                 for (int k = 0; k < in->n_ops; k++)
                     for (int j = 0; j < in->ops[k].n_arg; j++)
                         read |= in->ops[k].arg[j].t == t[q];
                 if (read)
-                    buf_printf(b, "            const float4 r_%s = rt_ld4(%s + 4 * q);\n", t[q]->name, t[q]->name);
-                buf_printf(b, "            float4 w_%s;\n", t[q]->name);
+                    buf_printf(b, "            const rt_vec<%d> r_%s = rt_ldv<%d>(%s + %d * q);\n", lanes,
+                               t[q]->name, lanes, t[q]->name, lanes);
+                buf_printf(b, "            rt_vec<%d> w_%s;\n", lanes, t[q]->name);
             }
         Buf lane = {0};
         emit_body(&lane, g, in, t, vec, n, "                ", 1);
-        buf_puts(b, "#pragma unroll\n            for (int l = 0; l < 4; l++) {\n");
+        buf_printf(b, "#pragma unroll\n            for (int l = 0; l < %d; l++) {\n", lanes);
         if (uses_i(lane.s))   /* a broadcast operand, or dropout's counter */
-            buf_puts(b, "                const int64_t i = 4 * q + l;\n");
+            buf_printf(b, "                const int64_t i = %d * q + l;\n", lanes);
         buf_puts(b, lane.s);
         free(lane.s);
         buf_puts(b, "            }\n");
         for (int q = 0; q < n; q++)
             if (vec[q] && w[q])
-                buf_printf(b, "            rt_st4(%s + 4 * q, w_%s);\n", t[q]->name, t[q]->name);
+                buf_printf(b, "            rt_stv(%s + %d * q, w_%s);\n", t[q]->name, lanes, t[q]->name);
         buf_puts(b, "        }\n    }\n");
     }
     buf_puts(b, "    for (int64_t i = done + first; i < n; i += stride) {\n");

@@ -465,7 +465,7 @@ void rt_cu_launch_ew(rt_exec *e, const char *name, int64_t n, int nargs, void **
     all[nargs + 1] = &n;
     all[nargs + 2] = &e->rng_key;
     all[nargs + 3] = &e->train;
-    /* grid-stride loops, four elements a thread where aligned (emit_cuda.c): enough
+    /* grid-stride loops, four or eight elements a thread where aligned (emit_cuda.c): enough
      * blocks to fill every SM several times over */
     int64_t blocks = ((n + 3) / 4 + 255) / 256, cap = (int64_t)d->sm_count * 16;
     rt_cu_launch(e, name, (unsigned)(blocks < cap ? blocks : cap), 1, 1, 256, 1, 0, all);

@@ -35,14 +35,14 @@ extern "C" __global__ void k0(const uint8_t *__restrict__ in_x, float *__restric
     if ((((unsigned long long)x_f32) & 15) == 0) {
         done = n & ~(int64_t)3;
         for (int64_t q = first; q < n / 4; q += stride) {
-            float4 w_x_f32;
+            rt_vec<4> w_x_f32;
 #pragma unroll
             for (int l = 0; l < 4; l++) {
                 const int64_t i = 4 * q + l;
                 float v0 = (float)in_x[i] * 0.00392156886f; /* input to f32 */
-                ((float *)&w_x_f32)[l] = v0;
+                w_x_f32.v[l] = v0;
             }
-            rt_st4(x_f32 + 4 * q, w_x_f32);
+            rt_stv(x_f32 + 4 * q, w_x_f32);
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
@@ -62,15 +62,15 @@ extern "C" __global__ void k1(const float *__restrict__ gemm_conv_0, const float
     if ((((unsigned long long)relu_1) & 15) == 0) {
         done = n & ~(int64_t)3;
         for (int64_t q = first; q < n / 4; q += stride) {
-            float4 w_relu_1;
+            rt_vec<4> w_relu_1;
 #pragma unroll
             for (int l = 0; l < 4; l++) {
                 const int64_t i = 4 * q + l;
                 float v0 = gemm_conv_0[(i / 784 % 16) * (B * 784) + i / 12544 * 784 + i % 784] + P_0_bias[i / 784 % 16]; /* conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] */
                 float v1 = v0 < 0.0f ? 0.0f : v0; /* relu */
-                ((float *)&w_relu_1)[l] = v1;
+                w_relu_1.v[l] = v1;
             }
-            rt_st4(relu_1 + 4 * q, w_relu_1);
+            rt_stv(relu_1 + 4 * q, w_relu_1);
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
@@ -91,15 +91,15 @@ extern "C" __global__ void k2(const float *__restrict__ gemm_conv_3, const float
     if ((((unsigned long long)relu_4) & 15) == 0) {
         done = n & ~(int64_t)3;
         for (int64_t q = first; q < n / 4; q += stride) {
-            float4 w_relu_4;
+            rt_vec<4> w_relu_4;
 #pragma unroll
             for (int l = 0; l < 4; l++) {
                 const int64_t i = 4 * q + l;
                 float v0 = gemm_conv_3[(i / 196 % 32) * (B * 196) + i / 6272 * 196 + i % 196] + P_3_bias[i / 196 % 32]; /* conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] */
                 float v1 = v0 < 0.0f ? 0.0f : v0; /* relu */
-                ((float *)&w_relu_4)[l] = v1;
+                w_relu_4.v[l] = v1;
             }
-            rt_st4(relu_4 + 4 * q, w_relu_4);
+            rt_stv(relu_4 + 4 * q, w_relu_4);
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
@@ -120,15 +120,15 @@ extern "C" __global__ void k3(const float *d_relu_8, const float *__restrict__ r
     if ((((unsigned long long)d_relu_8 | (unsigned long long)relu_8 | (unsigned long long)d_linear_7) & 15) == 0) {
         done = n & ~(int64_t)3;
         for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_relu_8 = rt_ld4(d_relu_8 + 4 * q);
-            const float4 r_relu_8 = rt_ld4(relu_8 + 4 * q);
-            float4 w_d_linear_7;
+            const rt_vec<4> r_d_relu_8 = rt_ldv<4>(d_relu_8 + 4 * q);
+            const rt_vec<4> r_relu_8 = rt_ldv<4>(relu_8 + 4 * q);
+            rt_vec<4> w_d_linear_7;
 #pragma unroll
             for (int l = 0; l < 4; l++) {
-                float v0 = ((const float *)&r_relu_8)[l] <= 0.0f ? 0.0f : ((const float *)&r_d_relu_8)[l]; /* relu backward */
-                ((float *)&w_d_linear_7)[l] = v0;
+                float v0 = r_relu_8.v[l] <= 0.0f ? 0.0f : r_d_relu_8.v[l]; /* relu backward */
+                w_d_linear_7.v[l] = v0;
             }
-            rt_st4(d_linear_7 + 4 * q, w_d_linear_7);
+            rt_stv(d_linear_7 + 4 * q, w_d_linear_7);
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
@@ -148,15 +148,15 @@ extern "C" __global__ void k4(const float *__restrict__ d_relu_4, const float *_
     if ((((unsigned long long)gemm_d_conv_3) & 15) == 0) {
         done = n & ~(int64_t)3;
         for (int64_t q = first; q < n / 4; q += stride) {
-            float4 w_gemm_d_conv_3;
+            rt_vec<4> w_gemm_d_conv_3;
 #pragma unroll
             for (int l = 0; l < 4; l++) {
                 const int64_t i = 4 * q + l;
                 float v0 = relu_4[i % (B * 196) / 196 * 6272 + i / (B * 196) * 196 + i % 196] <= 0.0f ? 0.0f : d_relu_4[i % (B * 196) / 196 * 6272 + i / (B * 196) * 196 + i % 196]; /* relu backward */
                 float v1 = v0; /* conv2d backward: [B, out, HW] -> [out, B, HW] (done by the reads above, in that order) */
-                ((float *)&w_gemm_d_conv_3)[l] = v1;
+                w_gemm_d_conv_3.v[l] = v1;
             }
-            rt_st4(gemm_d_conv_3 + 4 * q, w_gemm_d_conv_3);
+            rt_stv(gemm_d_conv_3 + 4 * q, w_gemm_d_conv_3);
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
@@ -177,15 +177,15 @@ extern "C" __global__ void k5(const float *__restrict__ d_relu_1, const float *_
     if ((((unsigned long long)gemm_d_conv_0) & 15) == 0) {
         done = n & ~(int64_t)3;
         for (int64_t q = first; q < n / 4; q += stride) {
-            float4 w_gemm_d_conv_0;
+            rt_vec<4> w_gemm_d_conv_0;
 #pragma unroll
             for (int l = 0; l < 4; l++) {
                 const int64_t i = 4 * q + l;
                 float v0 = relu_1[i % (B * 784) / 784 * 12544 + i / (B * 784) * 784 + i % 784] <= 0.0f ? 0.0f : d_relu_1[i % (B * 784) / 784 * 12544 + i / (B * 784) * 784 + i % 784]; /* relu backward */
                 float v1 = v0; /* conv2d backward: [B, out, HW] -> [out, B, HW] (done by the reads above, in that order) */
-                ((float *)&w_gemm_d_conv_0)[l] = v1;
+                w_gemm_d_conv_0.v[l] = v1;
             }
-            rt_st4(gemm_d_conv_0 + 4 * q, w_gemm_d_conv_0);
+            rt_stv(gemm_d_conv_0 + 4 * q, w_gemm_d_conv_0);
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {

@@ -47,17 +47,17 @@ extern "C" __global__ void k0(const act_t *embedding_wte, const float *__restric
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     int64_t done = 0;
     if ((((unsigned long long)embedding_wte | (unsigned long long)pos_embedding_wpe) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_embedding_wte = rt_ld4(embedding_wte + 4 * q);
-            float4 w_pos_embedding_wpe;
+        done = n & ~(int64_t)7;
+        for (int64_t q = first; q < n / 8; q += stride) {
+            const rt_vec<8> r_embedding_wte = rt_ldv<8>(embedding_wte + 8 * q);
+            rt_vec<8> w_pos_embedding_wpe;
 #pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                float v0 = ((const float *)&r_embedding_wte)[l] + P_wpe_weight[i % 786432]; /* pos_embedding: + position rows */
-                ((float *)&w_pos_embedding_wpe)[l] = v0;
+            for (int l = 0; l < 8; l++) {
+                const int64_t i = 8 * q + l;
+                float v0 = r_embedding_wte.v[l] + P_wpe_weight[i % 786432]; /* pos_embedding: + position rows */
+                w_pos_embedding_wpe.v[l] = v0;
             }
-            rt_st4(pos_embedding_wpe + 4 * q, w_pos_embedding_wpe);
+            rt_stv(pos_embedding_wpe + 8 * q, w_pos_embedding_wpe);
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
@@ -78,16 +78,16 @@ extern "C" __global__ void k1(const act_t *__restrict__ linear_h_0_fc, act_t *__
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     int64_t done = 0;
     if ((((unsigned long long)linear_h_0_fc | (unsigned long long)gelu_h_0_2) & 15) == 0) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_linear_h_0_fc = rt_ld4(linear_h_0_fc + 4 * q);
-            float4 w_gelu_h_0_2;
+        done = n & ~(int64_t)7;
+        for (int64_t q = first; q < n / 8; q += stride) {
+            const rt_vec<8> r_linear_h_0_fc = rt_ldv<8>(linear_h_0_fc + 8 * q);
+            rt_vec<8> w_gelu_h_0_2;
 #pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = rt_gelu_tanh(((const float *)&r_linear_h_0_fc)[l]); /* gelu (tanh) */
-                ((float *)&w_gelu_h_0_2)[l] = v0;
+            for (int l = 0; l < 8; l++) {
+                float v0 = rt_gelu_tanh(r_linear_h_0_fc.v[l]); /* gelu (tanh) */
+                w_gelu_h_0_2.v[l] = v0;
             }
-            rt_st4(gelu_h_0_2 + 4 * q, w_gelu_h_0_2);
+            rt_stv(gelu_h_0_2 + 8 * q, w_gelu_h_0_2);
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {

@@ -34,14 +34,14 @@ extern "C" __global__ void k0(const uint8_t *__restrict__ in_x, float *__restric
     if ((((unsigned long long)x_f32) & 15) == 0) {
         done = n & ~(int64_t)3;
         for (int64_t q = first; q < n / 4; q += stride) {
-            float4 w_x_f32;
+            rt_vec<4> w_x_f32;
 #pragma unroll
             for (int l = 0; l < 4; l++) {
                 const int64_t i = 4 * q + l;
                 float v0 = (float)in_x[i] * 0.00392156886f; /* input to f32 */
-                ((float *)&w_x_f32)[l] = v0;
+                w_x_f32.v[l] = v0;
             }
-            rt_st4(x_f32 + 4 * q, w_x_f32);
+            rt_stv(x_f32 + 4 * q, w_x_f32);
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
@@ -63,15 +63,15 @@ extern "C" __global__ void k1(const float *d_relu_4, const float *__restrict__ r
     if ((((unsigned long long)d_relu_4 | (unsigned long long)relu_4 | (unsigned long long)d_linear_3) & 15) == 0) {
         done = n & ~(int64_t)3;
         for (int64_t q = first; q < n / 4; q += stride) {
-            const float4 r_d_relu_4 = rt_ld4(d_relu_4 + 4 * q);
-            const float4 r_relu_4 = rt_ld4(relu_4 + 4 * q);
-            float4 w_d_linear_3;
+            const rt_vec<4> r_d_relu_4 = rt_ldv<4>(d_relu_4 + 4 * q);
+            const rt_vec<4> r_relu_4 = rt_ldv<4>(relu_4 + 4 * q);
+            rt_vec<4> w_d_linear_3;
 #pragma unroll
             for (int l = 0; l < 4; l++) {
-                float v0 = ((const float *)&r_relu_4)[l] <= 0.0f ? 0.0f : ((const float *)&r_d_relu_4)[l]; /* relu backward */
-                ((float *)&w_d_linear_3)[l] = v0;
+                float v0 = r_relu_4.v[l] <= 0.0f ? 0.0f : r_d_relu_4.v[l]; /* relu backward */
+                w_d_linear_3.v[l] = v0;
             }
-            rt_st4(d_linear_3 + 4 * q, w_d_linear_3);
+            rt_stv(d_linear_3 + 4 * q, w_d_linear_3);
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {

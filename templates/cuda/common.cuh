@@ -22,7 +22,8 @@ struct rt_cu_stat {
  * overloads below, so they are written once for both: arithmetic is always float. */
 __device__ __forceinline__ float rt_ld(const float *p) { return *p; }
 __device__ __forceinline__ void rt_st(float *p, float v) { *p = v; }
-/* Four consecutive elements (16 bytes of float, 8 of bf16) at an aligned address. */
+/* Four consecutive elements (16 bytes of float, 8 of bf16 or fp16) at an aligned
+ * address; the 16-bit ones are below, with the vectors. */
 __device__ __forceinline__ float4 rt_ld4(const float *p) { return *(const float4 *)p; }
 __device__ __forceinline__ void rt_st4(float *p, float4 v) { *(float4 *)p = v; }
 
@@ -42,20 +43,6 @@ __device__ __forceinline__ unsigned short rt_float_bf16(float f)
 }
 __device__ __forceinline__ float rt_ld(const rt_bf16 *p) { return rt_bf16_float(p->bits); }
 __device__ __forceinline__ void rt_st(rt_bf16 *p, float v) { p->bits = rt_float_bf16(v); }
-__device__ __forceinline__ float4 rt_ld4(const rt_bf16 *p)
-{
-    uint2 u = *(const uint2 *)p;
-    return make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u),
-                       __uint_as_float(u.y << 16), __uint_as_float(u.y & 0xffff0000u));
-}
-__device__ __forceinline__ void rt_st4(rt_bf16 *p, float4 v)
-{
-    uint2 u;
-    u.x = (unsigned)rt_float_bf16(v.x) | (unsigned)rt_float_bf16(v.y) << 16;
-    u.y = (unsigned)rt_float_bf16(v.z) | (unsigned)rt_float_bf16(v.w) << 16;
-    *(uint2 *)p = u;
-}
-
 /* fp16 (IEEE half): narrowing rounds to nearest even, |x| >= 65520 becomes infinity
  * (fp16-mixed's loss scaling then skips the step), tiny values become subnormals. */
 struct rt_f16 {
@@ -92,20 +79,6 @@ __device__ __forceinline__ unsigned short rt_float_f16(float f)
 }
 __device__ __forceinline__ float rt_ld(const rt_f16 *p) { return rt_f16_float(p->bits); }
 __device__ __forceinline__ void rt_st(rt_f16 *p, float v) { p->bits = rt_float_f16(v); }
-__device__ __forceinline__ float4 rt_ld4(const rt_f16 *p)
-{
-    uint2 u = *(const uint2 *)p;
-    return make_float4(rt_f16_float((unsigned short)u.x), rt_f16_float((unsigned short)(u.x >> 16)),
-                       rt_f16_float((unsigned short)u.y), rt_f16_float((unsigned short)(u.y >> 16)));
-}
-__device__ __forceinline__ void rt_st4(rt_f16 *p, float4 v)
-{
-    uint2 u;
-    u.x = (unsigned)rt_float_f16(v.x) | (unsigned)rt_float_f16(v.y) << 16;
-    u.y = (unsigned)rt_float_f16(v.z) | (unsigned)rt_float_f16(v.w) << 16;
-    *(uint2 *)p = u;
-}
-
 #if defined(RT_ACT_BF16)
 typedef rt_bf16 act_t;
 /* act_t's bits <-> float (tensor-core operands are handled as raw 16-bit values) */
@@ -118,8 +91,104 @@ __device__ __forceinline__ unsigned short rt_float_act16(float f) { return rt_fl
 #else
 typedef float act_t;
 #endif
-/* Elements per vector access (rt_ld4, rt_st4). */
-#define RT_VEC 4
+/* ---- 16-byte vectors ------------------------------------------------------------------ */
+
+/* N consecutive elements, widened to float: the unit of the vector loops (the fused
+ * elementwise kernels, rows, layernorm). Memory is moved 16 bytes a load or store: 4
+ * floats, or 8 bf16 or fp16 values; rt_vec_n<E>() is that count for storage E. A
+ * rt_vec<8> of float is two 16-byte accesses, a rt_vec<4> of a 16-bit type one of 8
+ * bytes (a kernel mixing the two takes the 16-bit type's 8 lanes). p must be aligned
+ * to 16 bytes (8 for a rt_vec<4> of a 16-bit type). */
+template <int N> struct rt_vec {
+    float v[N];
+};
+template <typename E> __host__ __device__ constexpr int rt_vec_n() { return 16 / (int)sizeof(E); }
+
+__device__ __forceinline__ void rt_unpack2(unsigned u, const rt_bf16 *, float *o)
+{
+    o[0] = __uint_as_float(u << 16);
+    o[1] = __uint_as_float(u & 0xffff0000u);
+}
+__device__ __forceinline__ void rt_unpack2(unsigned u, const rt_f16 *, float *o)
+{
+    o[0] = rt_f16_float((unsigned short)u);
+    o[1] = rt_f16_float((unsigned short)(u >> 16));
+}
+__device__ __forceinline__ unsigned rt_pack2(const float *v, rt_bf16 *)
+{
+    return (unsigned)rt_float_bf16(v[0]) | (unsigned)rt_float_bf16(v[1]) << 16;
+}
+__device__ __forceinline__ unsigned rt_pack2(const float *v, rt_f16 *)
+{
+    return (unsigned)rt_float_f16(v[0]) | (unsigned)rt_float_f16(v[1]) << 16;
+}
+
+template <int N> __device__ __forceinline__ rt_vec<N> rt_ldv(const float *p)
+{
+    static_assert(N % 4 == 0, "float vectors are whole float4s");
+    rt_vec<N> r;
+#pragma unroll
+    for (int k = 0; k < N / 4; k++) {
+        const float4 a = ((const float4 *)p)[k];
+        r.v[4 * k] = a.x, r.v[4 * k + 1] = a.y, r.v[4 * k + 2] = a.z, r.v[4 * k + 3] = a.w;
+    }
+    return r;
+}
+template <int N> __device__ __forceinline__ void rt_stv(float *p, const rt_vec<N> &r)
+{
+    static_assert(N % 4 == 0, "float vectors are whole float4s");
+#pragma unroll
+    for (int k = 0; k < N / 4; k++)
+        ((float4 *)p)[k] = make_float4(r.v[4 * k], r.v[4 * k + 1], r.v[4 * k + 2], r.v[4 * k + 3]);
+}
+/* bf16 and fp16: a uint4 (8 values) a load, or for N = 4 a uint2 */
+template <int N, typename H> __device__ __forceinline__ rt_vec<N> rt_ldv(const H *p)
+{
+    static_assert(N == 4 || N % 8 == 0, "16-bit vectors are a uint2 or whole uint4s");
+    rt_vec<N> r;
+    if constexpr (N == 4) {
+        const uint2 u = *(const uint2 *)p;
+        rt_unpack2(u.x, p, r.v), rt_unpack2(u.y, p, r.v + 2);
+    }
+    else {
+#pragma unroll
+        for (int k = 0; k < N / 8; k++) {
+            const uint4 u = ((const uint4 *)p)[k];
+            float *o = r.v + 8 * k;
+            rt_unpack2(u.x, p, o), rt_unpack2(u.y, p, o + 2);
+            rt_unpack2(u.z, p, o + 4), rt_unpack2(u.w, p, o + 6);
+        }
+    }
+    return r;
+}
+template <int N, typename H> __device__ __forceinline__ void rt_stv(H *p, const rt_vec<N> &r)
+{
+    static_assert(N == 4 || N % 8 == 0, "16-bit vectors are a uint2 or whole uint4s");
+    if constexpr (N == 4) {
+        uint2 u;
+        u.x = rt_pack2(r.v, p), u.y = rt_pack2(r.v + 2, p);
+        *(uint2 *)p = u;
+    }
+    else {
+#pragma unroll
+        for (int k = 0; k < N / 8; k++) {
+            const float *v = r.v + 8 * k;
+            uint4 u;
+            u.x = rt_pack2(v, p), u.y = rt_pack2(v + 2, p);
+            u.z = rt_pack2(v + 4, p), u.w = rt_pack2(v + 6, p);
+            ((uint4 *)p)[k] = u;
+        }
+    }
+}
+template <typename H> __device__ __forceinline__ float4 rt_ld4(const H *p)
+{
+    const rt_vec<4> r = rt_ldv<4>(p);
+    return make_float4(r.v[0], r.v[1], r.v[2], r.v[3]);
+}
+template <typename H> __device__ __forceinline__ void rt_st4(H *p, float4 v)
+{
+    rt_stv(p, rt_vec<4>{{v.x, v.y, v.z, v.w}});
+}
 __device__ __forceinline__ bool rt_aligned16(const void *p)
 {
     return ((unsigned long long)p & 15) == 0;
@@ -242,18 +311,18 @@ __device__ __forceinline__ int rt_head(const E *p, int n)
 template <typename E, typename F>
 __device__ __forceinline__ void rt_row_each(const E *p, int n, F f)
 {
-    int head = rt_head(p, n), n4 = (n - head) / RT_VEC;
+    constexpr int N = rt_vec_n<E>();
+    const int head = rt_head(p, n), nv = (n - head) / N;
     for (int j = threadIdx.x; j < head; j += blockDim.x)
         f(j, rt_ld(p + j));
-    for (int k = threadIdx.x; k < n4; k += blockDim.x) {
-        int j = head + k * RT_VEC;
-        float4 v = rt_ld4(p + j);
-        f(j, v.x);
-        f(j + 1, v.y);
-        f(j + 2, v.z);
-        f(j + 3, v.w);
+    for (int k = threadIdx.x; k < nv; k += blockDim.x) {
+        const int j = head + k * N;
+        const rt_vec<N> v = rt_ldv<N>(p + j);
+#pragma unroll
+        for (int e = 0; e < N; e++)
+            f(j + e, v.v[e]);
     }
-    for (int j = head + n4 * RT_VEC + threadIdx.x; j < n; j += blockDim.x)
+    for (int j = head + nv * N + threadIdx.x; j < n; j += blockDim.x)
         f(j, rt_ld(p + j));
 }
 
@@ -268,19 +337,19 @@ __device__ __forceinline__ void rt_row_map(const E *src, E *dst, int n, F f)
             rt_st(dst + j, f(j, rt_ld(src + j)));
         return;
     }
-    int head = rt_head(src, n), n4 = (n - head) / RT_VEC;
+    constexpr int N = rt_vec_n<E>();
+    const int head = rt_head(src, n), nv = (n - head) / N;
     for (int j = threadIdx.x; j < head; j += blockDim.x)
         rt_st(dst + j, f(j, rt_ld(src + j)));
-    for (int k = threadIdx.x; k < n4; k += blockDim.x) {
-        int j = head + k * RT_VEC;
-        float4 v = rt_ld4(src + j);
-        v.x = f(j, v.x);
-        v.y = f(j + 1, v.y);
-        v.z = f(j + 2, v.z);
-        v.w = f(j + 3, v.w);
-        rt_st4(dst + j, v);
+    for (int k = threadIdx.x; k < nv; k += blockDim.x) {
+        const int j = head + k * N;
+        rt_vec<N> v = rt_ldv<N>(src + j);
+#pragma unroll
+        for (int e = 0; e < N; e++)
+            v.v[e] = f(j + e, v.v[e]);
+        rt_stv(dst + j, v);
     }
-    for (int j = head + n4 * RT_VEC + threadIdx.x; j < n; j += blockDim.x)
+    for (int j = head + nv * N + threadIdx.x; j < n; j += blockDim.x)
         rt_st(dst + j, f(j, rt_ld(src + j)));
 }
 

@@ -6,9 +6,16 @@
  * with the row in registers (rt_ln_warp): 8 rows a block of 256 threads, the sums
  * warp butterflies, no barrier; a block a row took about 28 us for GPT-2's 8192 x 768
  * on an H200, 0.9 TB/s, its two block sums and three passes over the row in series.
- * Lane l holds the 4-element groups l, l + 32, ... (a warp's loads are consecutive).
+ * Lane l holds the groups l, l + 32, ... of rt_ln_group elements (a warp's loads are
+ * consecutive).
  * The host (cuda_ops.c) launches the shape the template takes. */
 __host__ __device__ constexpr bool rt_ln_warp(int d) { return d % 128 == 0 && d <= 1024; }
+/* The elements of a lane's group: 16 bytes of act_t (4 float, 8 bf16 or fp16) where the
+ * width is a multiple of 32 of them (GPT-2's 768 in bf16: 3 groups of 8 a lane), else 4. */
+template <int D> __host__ __device__ constexpr int rt_ln_group()
+{
+    return D % (32 * rt_vec_n<act_t>()) == 0 ? rt_vec_n<act_t>() : 4;
+}
 #define RT_LN_ROWS 8   /* rows (warps) a block of the warp kernels */
 /* the kernels' thread bound (their registers: 255 a thread for a warp a row) */
 __host__ __device__ constexpr int rt_ln_threads(int d)
@@ -33,39 +40,41 @@ __device__ __forceinline__ void layernorm_fwd_warp(const act_t *x, const float *
                                                    act_t *y, float *mean, float *rstd, float eps,
                                                    int64_t rows)
 {
-    constexpr int C = D / 128;   /* 4-element groups a lane */
+    constexpr int G = rt_ln_group<D>(), C = D / (32 * G);   /* C groups of G a lane */
     const int lane = threadIdx.x & 31;
     const int64_t r = rt_ln_warp_row(rows);
     if (r < 0)
         return;
     const act_t *xr = x + r * D;
-    float4 v[C];
+    rt_vec<G> v[C];
     double s = 0.0;
 #pragma unroll
     for (int k = 0; k < C; k++) {
-        v[k] = rt_ld4(xr + 4 * (32 * k + lane));
-        s += v[k].x, s += v[k].y, s += v[k].z, s += v[k].w;
+        v[k] = rt_ldv<G>(xr + G * (32 * k + lane));
+#pragma unroll
+        for (int e = 0; e < G; e++)
+            s += v[k].v[e];
     }
     const double mu = rt_warp_sum(s) / (double)D;
     double q = 0.0;
 #pragma unroll
-    for (int k = 0; k < C; k++) {
-        const double d0 = (double)v[k].x - mu, d1 = (double)v[k].y - mu;
-        const double d2 = (double)v[k].z - mu, d3 = (double)v[k].w - mu;
-        q += d0 * d0, q += d1 * d1, q += d2 * d2, q += d3 * d3;
-    }
+    for (int k = 0; k < C; k++)
+#pragma unroll
+        for (int e = 0; e < G; e++) {
+            const double d = (double)v[k].v[e] - mu;
+            q += d * d;
+        }
     const double var = rt_warp_sum(q) / (double)D;
     const float m = (float)mu, rs = (float)(1.0 / sqrt(var + (double)eps));
 #pragma unroll
     for (int k = 0; k < C; k++) {
-        const int j = 4 * (32 * k + lane);
-        const float4 wv = *(const float4 *)(w + j), bv = *(const float4 *)(b + j);
-        float4 o;
-        o.x = (v[k].x - m) * rs * wv.x + bv.x;
-        o.y = (v[k].y - m) * rs * wv.y + bv.y;
-        o.z = (v[k].z - m) * rs * wv.z + bv.z;
-        o.w = (v[k].w - m) * rs * wv.w + bv.w;
-        rt_st4(y + r * D + j, o);
+        const int j = G * (32 * k + lane);
+        const rt_vec<G> wv = rt_ldv<G>(w + j), bv = rt_ldv<G>(b + j);
+        rt_vec<G> o;
+#pragma unroll
+        for (int e = 0; e < G; e++)
+            o.v[e] = (v[k].v[e] - m) * rs * wv.v[e] + bv.v[e];
+        rt_stv(y + r * D + j, o);
     }
     if (lane == 0) {
         mean[r] = m;
@@ -133,25 +142,23 @@ __device__ __forceinline__ void layernorm_bwd_warp(const act_t *x, const float *
                                                    const act_t *dy, const act_t *add, act_t *dx,
                                                    int64_t rows)
 {
-    constexpr int C = D / 128;   /* 4-element groups a lane */
+    constexpr int G = rt_ln_group<D>(), C = D / (32 * G);   /* C groups of G a lane */
     const int lane = threadIdx.x & 31;
     const int64_t r = rt_ln_warp_row(rows);
     if (r < 0)
         return;
     const float m = mean[r], rs = rstd[r];
-    float xh[C][4], g[C][4];
+    float xh[C][G], g[C][G];
     double s1 = 0.0, s2 = 0.0;
 #pragma unroll
     for (int k = 0; k < C; k++) {   /* x and dy in, before dx (maybe x or dy) is written */
-        const int j = 4 * (32 * k + lane);
-        const float4 xv = rt_ld4(x + r * D + j), gv = rt_ld4(dy + r * D + j);
-        const float4 wv = *(const float4 *)(w + j);
-        const float xs[4] = {xv.x, xv.y, xv.z, xv.w}, gs[4] = {gv.x, gv.y, gv.z, gv.w};
-        const float ws[4] = {wv.x, wv.y, wv.z, wv.w};
+        const int j = G * (32 * k + lane);
+        const rt_vec<G> xv = rt_ldv<G>(x + r * D + j), gv = rt_ldv<G>(dy + r * D + j);
+        const rt_vec<G> wv = rt_ldv<G>(w + j);
 #pragma unroll
-        for (int e = 0; e < 4; e++) {
-            xh[k][e] = (xs[e] - m) * rs;
-            g[k][e] = gs[e] * ws[e];
+        for (int e = 0; e < G; e++) {
+            xh[k][e] = (xv.v[e] - m) * rs;
+            g[k][e] = gv.v[e] * wv.v[e];
             s1 += g[k][e];
             s2 += (double)g[k][e] * xh[k][e];
         }
@@ -159,16 +166,16 @@ __device__ __forceinline__ void layernorm_bwd_warp(const act_t *x, const float *
     const float a = (float)(rt_warp_sum(s1) / (double)D), c = (float)(rt_warp_sum(s2) / (double)D);
 #pragma unroll
     for (int k = 0; k < C; k++) {   /* add[j] is read just before dx[j] (maybe it) */
-        const int j = 4 * (32 * k + lane);
-        const float4 av = add ? rt_ld4(add + r * D + j) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        const float as[4] = {av.x, av.y, av.z, av.w};
-        float o[4];
+        const int j = G * (32 * k + lane);
+        rt_vec<G> o = {};
+        if (add)
+            o = rt_ldv<G>(add + r * D + j);
 #pragma unroll
-        for (int e = 0; e < 4; e++) {
+        for (int e = 0; e < G; e++) {
             const float gx = rs * (g[k][e] - a - xh[k][e] * c);
-            o[e] = add ? gx + as[e] : gx;
+            o.v[e] = add ? gx + o.v[e] : gx;
         }
-        rt_st4(dx + r * D + j, make_float4(o[0], o[1], o[2], o[3]));
+        rt_stv(dx + r * D + j, o);
     }
 }
 
