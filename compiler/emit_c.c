@@ -584,6 +584,9 @@ static void emit_host_c(Program *p, Program *ev, Buf *b)
     c_string(b, s->name);
     buf_printf(b, ",\n    .spec_hash = \"%s\",\n    .model_hash = \"%s\",\n    .data_dir = TRAINC_DATA_DIR,\n",
                s->hash, s->model_hash);
+    buf_puts(b, "    .spec_file = ");
+    c_string(b, s->train_file);
+    buf_puts(b, ",\n");
     buf_printf(b, "    .n_params = %d,\n    .params = params,\n    .param_floats = %lld,\n",
                g->n_params, (long long)g->param_floats);
     buf_printf(b, "    .n_inputs = %d,\n    .inputs = inputs,\n", s->n_inputs);

@@ -825,12 +825,16 @@ static void build_loss(Ctx *c)
 
 /* scale and shift convert an input to float: on an input read only as integers (a
  * cross_entropy target's labels, an embedding's ids) or not at all they would do
- * nothing, so they are an error. */
+ * nothing, so they are an error. So is classes on an input only read as float. */
 static void check_conversions(Ctx *c)
 {
     const Spec *s = c->s;
     for (int k = 0; k < s->n_inputs; k++) {
         const InputSpec *in = &s->inputs[k];
+        if (c->as_float[k] && in->classes && !c->as_ids[k] && strcmp(in->name, s->loss_target))
+            error_at(s->model_file, xasprintf("%s.classes", in->path), "classes is for labels "
+                     "and token ids, read as integers; input '%s' is only converted to float "
+                     "(read by a layer other than embedding, or an mse target)", in->name);
         if (c->as_float[k] || !(in->has_scale || in->has_shift))
             continue;
         const char *how = !strcmp(in->name, s->loss_target)

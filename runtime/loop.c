@@ -1356,6 +1356,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
     if (m->abi != RT_ABI_VERSION)
         rt_fail("this trainer was generated for runtime ABI %d, the runtime is %d; rebuild it", m->abi,
                 RT_ABI_VERSION);
+    rt_spec_file = m->spec_file;
     rt_dist_init(&argc, &argv);
     /* one run a process, in static storage (about 100 KB: the data paths): a start
      * refused with exit 1 then leaves nothing allocated behind (fuzz/fuzz_opts.c calls

@@ -15,7 +15,10 @@
 enum { RT_EXIT_OK = 0, RT_EXIT_INPUT = 1, RT_EXIT_RUNTIME = 2, RT_EXIT_DIVERGED = 3,
        RT_EXIT_INTERRUPTED = 130 };
 
-/* Bad input: prints "trainc: error: MESSAGE" (the message names the place) and exits 1. */
+/* Bad input: prints the message and exits 1. The message starts with its place (a
+ * file's path, or a $.path of the training spec), which comes first then, as in
+ * "PATH: error: MESSAGE" (util.c's print_error); else "trainc: error: MESSAGE". */
+extern const char *rt_spec_file;   /* the training spec's file, for "$." places */
 _Noreturn void rt_input_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Failure at run time: prints the message and exits 2. */
 _Noreturn void rt_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -127,6 +127,8 @@ typedef struct rt_model {
                                   (arena_row_bytes, the offsets) is the GPU's, with 16-bit
                                   activations and a 16-bit copy of the parameters; the CPU
                                   runs it with arena_scale 2. RT_PREC_FP32: all fp32 */
+    const char *spec_file;     /* the training spec's file as trainc was given it: errors
+                                  about its values name it (NULL: "trainc") */
 } rt_model;
 
 /* Entry point of every trainer: parses the trainer options, trains, returns the exit code. */

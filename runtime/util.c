@@ -9,14 +9,54 @@
 #include <unistd.h>
 #include "rt.h"
 
+const char *rt_spec_file;
+
+/* The place a message starts with comes first, as in SPEC.md's "FILE: error: MESSAGE".
+ * A message "PATH: ..." (a data file, weights, a checkpoint: a first part with a '/'
+ * or a '.', no space unless it exists, not an option) becomes "PATH: error: ...". One
+ * about a value of the training spec, "$.train.x: ..." or "training spec: ...",
+ * becomes "SPEC: error: ...", SPEC the training spec's file (rt_spec_file). Anything
+ * else: "trainc: error: ...". */
+static void print_error(const char *msg)
+{
+    static const char *const spec_words[] = {"training spec: ", "train spec: "};
+    const char *spec = rt_spec_file && *rt_spec_file ? rt_spec_file : NULL;
+    for (int k = 0; k < 2; k++) {
+        size_t n = strlen(spec_words[k]);
+        if (!strncmp(msg, spec_words[k], n)) {
+            if (spec)
+                fprintf(stderr, "%s: error: %s\n", spec, msg + n);
+            else
+                fprintf(stderr, "trainc: error: %s\n", msg);
+            return;
+        }
+    }
+    if (!strncmp(msg, "$.", 2)) {
+        fprintf(stderr, "%s: error: %s\n", spec ? spec : "trainc", msg);
+        return;
+    }
+    const char *colon = strstr(msg, ": ");
+    size_t n = colon ? (size_t)(colon - msg) : 0;
+    char path[RT_PATH_MAX];
+    struct stat st;
+    int place = n && msg[0] != '-' && (memchr(msg, '/', n) || memchr(msg, '.', n));
+    if (place && memchr(msg, ' ', n))   /* a path with spaces: one that is there */
+        place = n < sizeof path && (memcpy(path, msg, n), path[n] = 0, stat(path, &st) == 0);
+    if (place) {
+        fprintf(stderr, "%.*s: error: %s\n", (int)n, msg, colon + 2);
+        return;
+    }
+    fprintf(stderr, "trainc: error: %s\n", msg);
+}
+
 void rt_input_error(const char *fmt, ...)
 {
+    char msg[8192];
     va_list ap;
     va_start(ap, fmt);
-    fputs("trainc: error: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    print_error(msg);
     exit(RT_EXIT_INPUT);
 }
 

@@ -36,6 +36,10 @@ t() {   # t NAME EXPECTED_SUBSTRING ARGS... (the trainer: $TR, else mlp_fashion'
     local rc=$?
     if [ $rc -ne 1 ]; then echo "FAIL $name: exit $rc, expected 1"; cat "$d/$name.stderr"; fail=$((fail+1)); return; fi
     if ! grep -qF -- "$want" "$d/$name.stderr"; then echo "FAIL $name: stderr lacks '$want':"; cat "$d/$name.stderr"; fail=$((fail+1)); return; fi
+    # SPEC.md section 6: "FILE: error: ..." where the place is a file
+    case $want in *.npy|*.safetensors|*.bin)
+        if ! grep -qE "^[^ ]*${want//./\\.}: error: " "$d/$name.stderr"; then echo "FAIL $name: no line '...$want: error: ...':"; cat "$d/$name.stderr"; fail=$((fail+1)); return; fi;;
+    esac
     if [ -e "$out" ]; then echo "FAIL $name: output folder was created"; fail=$((fail+1)); return; fi
     if grep -qE 'runtime error:|Sanitizer' "$d/$name.stderr"; then echo "FAIL $name: sanitizer report"; cat "$d/$name.stderr"; fail=$((fail+1)); return; fi
     echo "ok   $name"; pass=$((pass+1))
@@ -49,7 +53,7 @@ t npy_magic         "x_magic.npy"         --set data.train.x=$d/x_magic.npy $X
 t npy_big_endian    ">f4"                 --set data.train.x=$d/x_be.npy $X
 t label_range       "y_big.npy"           --set data.train.x=$d/x_ok.npy --set data.train.y=$d/y_big.npy --set data.val=null
 t row_mismatch      "y_short.npy"         --set data.train.x=$d/x_ok.npy --set data.train.y=$d/y_short.npy --set data.val=null
-t batch_too_big     "batch_size"          --set data.train.x=$d/x_ok.npy $X
+t batch_too_big     "specs/mlp_fashion.json: error: \$.train.batch_size: the training data has 10 rows" --set data.train.x=$d/x_ok.npy $X
 t set_unknown_key   "did you mean 'batch_size'" --set batchsize=3
 t set_bad_value     "batch_size"          --set batch_size=-3
 t set_bad_enum      "optimizer.type"      --set optimizer.type=adam
@@ -121,17 +125,17 @@ for m in emb emb16 tok reg; do
     "$TRAINC" build "$d/$m.json" -o "$d/$m" >"$d/build_$m.log" 2>&1 || { echo "FAIL: build $m"; cat "$d/build_$m.log"; fail=$((fail+1)); }
 done
 TR=$d/emb
-t emb_id_range      "e_x9.npy: \$.train.data.train.x: row 5, element 1: id 9 is outside [0, 8) (model input 'x' feeds an embedding with vocab 8)" \
+t emb_id_range      "e_x9.npy: error: \$.train.data.train.x: row 5, element 1: id 9 is outside [0, 8) (model input 'x' feeds an embedding with vocab 8)" \
                     --set data.train.x=$d/e_x9.npy
-t emb_id_negative   "e_xneg.npy: \$.train.data.train.x: row 5, element 1: id -1 is outside [0, 8)" --set data.train.x=$d/e_xneg.npy
-t emb_id_range_val  "e_x9.npy: \$.train.data.val.x: row 5, element 1: id 9" --set data.val.x=$d/e_x9.npy
+t emb_id_negative   "e_xneg.npy: error: \$.train.data.train.x: row 5, element 1: id -1 is outside [0, 8)" --set data.train.x=$d/e_xneg.npy
+t emb_id_range_val  "e_x9.npy: error: \$.train.data.val.x: row 5, element 1: id 9" --set data.val.x=$d/e_x9.npy
 TR=$d/emb16
-t u16_id_range      "e16_x8.npy: \$.train.data.train.x: row 5, element 1: id 8 is outside [0, 8)" --set data.train.x=$d/e16_x8.npy
-t u8_label_range    "e_y16.npy: \$.train.data.val.y: row 9, element 3: label 16 is outside [0, 16)" --set data.val.y=$d/e_y16.npy
+t u16_id_range      "e16_x8.npy: error: \$.train.data.train.x: row 5, element 1: id 8 is outside [0, 8)" --set data.train.x=$d/e16_x8.npy
+t u8_label_range    "e_y16.npy: error: \$.train.data.val.y: row 9, element 3: label 16 is outside [0, 16)" --set data.val.y=$d/e_y16.npy
 TR=$d/tok
-t tok_id_range      "t_bad.bin: token 15 at position 20 is outside the vocabulary [0, 8) (model input 'x' feeds an embedding with vocab 8)" \
+t tok_id_range      "t_bad.bin: error: token 15 at position 20 is outside the vocabulary [0, 8) (model input 'x' feeds an embedding with vocab 8)" \
                     --set data.train.tokens=$d/t_bad.bin
-t tok_id_range_val  "t_bad.bin: token 15 at position 20" --set data.val.tokens=$d/t_bad.bin
+t tok_id_range_val  "t_bad.bin: error: token 15 at position 20" --set data.val.tokens=$d/t_bad.bin
 # the rules between model and training spec that trainc check applies to the spec file
 # hold after --set too: val_acc monitored for an mse model (it has no accuracy), in a
 # built trainer and in trainc run
@@ -246,7 +250,7 @@ PY
 }
 for kv in step=-5 step=10 epoch=-1 epoch=21 batch=-1 updates=-1 updates=21 skipped=1 \
           last_val_step=21 best_step=-2 metrics_bytes=-1 es_wait=-1 loss_scale=0 elapsed=-1; do
-    damaged "$kv" "$st: field '${kv%=*}' is"
+    damaged "$kv" "$st: error: field '${kv%=*}' is"
 done
 # counters each within range but not together: a place in the epoch the step does not
 # put a run at, updates that leave a step unaccounted for, a metrics.jsonl length that

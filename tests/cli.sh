@@ -133,7 +133,7 @@ open(sys.argv[2], "wb").write(b)
 PY
 rc=0
 "$d/trainer" --out "$d/nan" "${S[@]}" --init "$d/nan.safetensors" >/dev/null 2>"$d/nan.err" || rc=$?
-[ $rc -eq 1 ] && grep -q "nan.safetensors: tensor '1.weight' holds nan at index 2: weights to start from must be finite" "$d/nan.err" &&
+[ $rc -eq 1 ] && grep -q "nan.safetensors: error: tensor '1.weight' holds nan at index 2: weights to start from must be finite" "$d/nan.err" &&
     [ ! -e "$d/nan" ] && ok "a NaN in --init's weights: exit 1, the tensor named, nothing written" ||
     { bad "a NaN in --init's weights: exit $rc"; cat "$d/nan.err"; }
 

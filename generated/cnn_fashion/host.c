@@ -293,6 +293,7 @@ const rt_model trainc_model = {
     .spec_hash = "607b3bae2dad7fe0",
     .model_hash = "48dec87c1fbea9ce",
     .data_dir = TRAINC_DATA_DIR,
+    .spec_file = "specs/cnn_fashion.json",
     .n_params = 8,
     .params = params,
     .param_floats = 206928,

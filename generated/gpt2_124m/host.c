@@ -2431,6 +2431,7 @@ const rt_model trainc_model = {
     .spec_hash = "b5b462f7fdf6b750",
     .model_hash = "831323d815da95cf",
     .data_dir = TRAINC_DATA_DIR,
+    .spec_file = "specs/gpt2_124m.json",
     .n_params = 148,
     .params = params,
     .param_floats = 124475904,

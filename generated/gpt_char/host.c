@@ -933,6 +933,7 @@ const rt_model trainc_model = {
     .spec_hash = "074129c4430223c8",
     .model_hash = "c2baeb35a6b677d7",
     .data_dir = TRAINC_DATA_DIR,
+    .spec_file = "specs/gpt_char.json",
     .n_params = 52,
     .params = params,
     .param_floats = 842496,

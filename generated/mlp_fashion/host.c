@@ -201,6 +201,7 @@ const rt_model trainc_model = {
     .spec_hash = "184b727518df11c6",
     .model_hash = "efa064f76210b920",
     .data_dir = TRAINC_DATA_DIR,
+    .spec_file = "specs/mlp_fashion.json",
     .n_params = 6,
     .params = params,
     .param_floats = 269328,

@@ -58,12 +58,19 @@ static int run_child(child_fn fn, const void *arg, char *err, size_t cap)
     return WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st);
 }
 
-/* The child must exit 1 with "trainc: error: " and every word (NULL-terminated). */
+/* Does err start with an error line, "PLACE: error: MESSAGE" (PLACE a file, or trainc)? */
+static int error_line(const char *err)
+{
+    const char *e = strstr(err, ": error: "), *nl = strchr(err, '\n');
+    return e && e > err && (!nl || e < nl);
+}
+
+/* The child must exit 1 with an error line and every word (NULL-terminated). */
 static int expect_input_error(child_fn fn, const void *arg, ...)
 {
     char err[4096];
     int code = run_child(fn, arg, err, sizeof err);
-    int ok = code == 1 && strncmp(err, "trainc: error: ", 15) == 0;
+    int ok = code == 1 && error_line(err);
     va_list ap;
     va_start(ap, arg);
     for (const char *w; (w = va_arg(ap, const char *));)

@@ -563,15 +563,15 @@ static int test_st_errors(void)
 
     /* Headers that are not what they claim. */
     write_bytes_case("short.st", "\x10\0\0", 3);
-    CHECK(expect_input_error(child_path, tpath("short.st"), "short.st: not a safetensors file",
+    CHECK(expect_input_error(child_path, tpath("short.st"), "short.st: error: not a safetensors file",
                              (const char *)NULL));
     unsigned char big[64] = {0x15, 0xcd, 0x5b, 0x07};   /* 123456789 */
     write_bytes_case("big.st", (const char *)big, sizeof big);
     CHECK(expect_input_error(child_path, tpath("big.st"),
-                             "big.st: not a safetensors file (header length 123456789 exceeds "
+                             "big.st: error: not a safetensors file (header length 123456789 exceeds "
                              "the file size)", (const char *)NULL));
     write_bytes_case("json.st", "\x08\0\0\0\0\0\0\0{abc:1} ", 16);
-    CHECK(expect_input_error(child_path, tpath("json.st"), "json.st: not a safetensors file",
+    CHECK(expect_input_error(child_path, tpath("json.st"), "json.st: error: not a safetensors file",
                              "not valid JSON", (const char *)NULL));
     write_bytes_case("arr.st", "\x08\0\0\0\0\0\0\0[1,2]   ", 16);
     CHECK(expect_input_error(child_path, tpath("arr.st"), "does not start with '{'",
@@ -582,7 +582,7 @@ static int test_st_errors(void)
     write_bytes_case("zero.st", "\0\0\0\0\0\0\0\0", 8);
     CHECK(expect_input_error(child_path, tpath("zero.st"), "not a safetensors file",
                              (const char *)NULL));
-    CHECK(expect_input_error(child_path, tpath("nonexistent.st"), "nonexistent.st: cannot open",
+    CHECK(expect_input_error(child_path, tpath("nonexistent.st"), "nonexistent.st: error: cannot open",
                              (const char *)NULL));
     CHECK(expect_input_error(child_path, tmpdir, "not a regular file", (const char *)NULL));
 
@@ -650,7 +650,7 @@ static int test_st_fuzz(void)
         int code = run_child(child_read, &rc, err, sizeof err);
         const char *nl = strchr(err, '\n');    /* one line, ending the output */
         int sane = (code == 0 && err[0] == 0) ||
-                   (code == 1 && strncmp(err, "trainc: error: ", 15) == 0 && nl && !nl[1]);
+                   (code == 1 && error_line(err) && nl && !nl[1]);
         if (!sane || strstr(err, "Sanitizer") || strstr(err, "runtime error")) {
             fprintf(stderr, "  fuzz case %d (kind %d): exit %d, stderr: %s\n", it, kind, code,
                     err);
@@ -858,7 +858,7 @@ static int test_metrics_errors(void)
     snprintf(dir, sizeof dir, "%s/sub", tpath("notadir"));
     char err[4096];
     int code = run_child(child_metrics_unwritable, dir, err, sizeof err);
-    CHECK(code == 1 && strstr(err, "trainc: error: ") && strstr(err, "notadir"));
+    CHECK(code == 1 && error_line(err) && strstr(err, "notadir"));
     return 1;
 }
 
