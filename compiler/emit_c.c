@@ -42,6 +42,158 @@ void buf_printf(Buf *b, const char *fmt, ...)
     free(s);
 }
 
+/* Generated lines stay within this many columns where a statement can be broken. */
+#define WRAP_COLS 100
+
+/* The end of the token at s: a string or character literal, a comment, or one char. */
+static const char *token_end(const char *s)
+{
+    if (*s == '"' || *s == '\'') {
+        char q = *s++;
+        while (*s && *s != q)
+            s += s[0] == '\\' && s[1] ? 2 : 1;
+        return *s ? s + 1 : s;
+    }
+    if (s[0] == '/' && s[1] == '*') {
+        const char *e = strstr(s + 2, "*/");
+        return e ? e + 2 : s + strlen(s);
+    }
+    return s + 1;
+}
+
+/* Prints a string literal's text [q, end) from column *cur on: cut after spaces into
+ * adjacent literals, a line each, the next lines from column col, leaving room for
+ * `tail` more characters after the last. */
+static void wrapped_literal(Buf *b, const char *q, const char *end, size_t *cur, size_t col,
+                            size_t tail)
+{
+    for (;;) {
+        size_t room = WRAP_COLS > *cur + 2 + tail ? WRAP_COLS - *cur - 2 - tail : 1;
+        const char *cut = end, *c = q;
+        if ((size_t)(end - q) > room) {
+            cut = NULL;
+            for (; c < end && (!cut || (size_t)(c - q) < room); c += c[0] == '\\' ? 2 : 1)
+                if (*c == ' ' && (!cut || (size_t)(c + 1 - q) <= room))
+                    cut = c + 1;
+            if (!cut || cut >= end)
+                cut = end;
+        }
+        buf_printf(b, "\"%.*s\"", (int)(cut - q), q);
+        *cur += (size_t)(cut - q) + 2;
+        q = cut;
+        if (q >= end)
+            return;
+        buf_printf(b, "\n%*s", (int)col, "");
+        *cur = col;
+    }
+}
+
+/* Prints INDENT STMT and a newline. A statement longer than WRAP_COLS is broken after
+ * the commas inside its parentheses (and braces), filling each line, the continuation
+ * lines lined up under the first argument (or 8 columns in when that is far); a string
+ * literal that still does not fit is cut after spaces into adjacent literals. */
+void buf_wrapped(Buf *b, const char *indent, const char *stmt)
+{
+    size_t ind = strlen(indent);
+    const char *open = NULL;
+    for (const char *t = stmt; *t && !open; t = token_end(t))
+        if (*t == '(')
+            open = t;
+    if (ind + strlen(stmt) <= WRAP_COLS || !open) {
+        buf_printf(b, "%s%s\n", indent, stmt);
+        return;
+    }
+    size_t col = ind + (size_t)(open - stmt) + 1;
+    if (col > 60)
+        col = ind + 8;
+    buf_printf(b, "%s%.*s", indent, (int)(open - stmt + 1), stmt);
+    size_t cur = ind + (size_t)(open - stmt) + 1;
+    int fresh = 1, depth = 1;   /* fresh: nothing yet after the indentation or the '(' */
+    const char *p = open + 1;
+    while (*p) {
+        while (*p == ' ')
+            p++;
+        const char *e = p;   /* the piece: up to and with the next comma inside, or the rest */
+        while (*e) {
+            char c = *e;
+            e = token_end(e);
+            depth += (c == '(' || c == '{' || c == '[') - (c == ')' || c == '}' || c == ']');
+            if (c == ',' && depth >= 1)
+                break;
+        }
+        size_t len = (size_t)(e - p);
+        int literal = *p == '"';
+        if (!fresh && cur + 1 + len > WRAP_COLS && !(literal && cur + 24 < WRAP_COLS)) {
+            buf_printf(b, "\n%*s", (int)col, "");
+            cur = col;
+            fresh = 1;
+        }
+        if (!fresh) {
+            buf_puts(b, " ");
+            cur++;
+        }
+        if (literal && cur + len > WRAP_COLS) {
+            const char *lit = token_end(p);
+            wrapped_literal(b, p + 1, lit - 1, &cur, col, (size_t)(e - lit));
+            buf_printf(b, "%.*s", (int)(e - lit), lit);
+            cur += (size_t)(e - lit);
+        } else {
+            buf_printf(b, "%.*s", (int)len, p);
+            cur += len;
+        }
+        fresh = 0;
+        p = e;
+    }
+    buf_puts(b, "\n");
+}
+
+/* Prints TEXT's words, each after a space, from column `cur` on; a word that would
+ * pass WRAP_COLS (the last with `last` more columns after it) starts a new line that
+ * begins with `cont` instead. */
+void buf_words(Buf *b, size_t cur, const char *cont, const char *text, size_t last)
+{
+    size_t start = cur;
+    for (const char *w = text; *w;) {
+        while (*w == ' ')
+            w++;
+        size_t n = strcspn(w, " ");
+        if (!n)
+            break;
+        int end = !w[n + strspn(w + n, " ")];
+        if (cur + 1 + n + (end ? last : 0) > WRAP_COLS && cur > start) {
+            buf_printf(b, "\n%s", cont);
+            cur = strlen(cont);
+            start = cur;
+        }
+        buf_printf(b, " %.*s", (int)n, w);
+        cur += 1 + n;
+        w += n;
+    }
+}
+
+/* Prints INDENT, then TEXT as a comment filled within WRAP_COLS, continuation lines
+ * INDENT " *". */
+void buf_comment(Buf *b, const char *indent, const char *text)
+{
+    char *cont = xasprintf("%s *", indent);
+    buf_printf(b, "%s/*", indent);
+    buf_words(b, strlen(indent) + 2, cont, text, 3);
+    buf_puts(b, " */\n");
+    free(cont);
+}
+
+/* INDENT CODE and a comment after it on the line, or, when that would pass WRAP_COLS,
+ * the comment on the lines before and CODE broken as buf_wrapped does. */
+void buf_commented(Buf *b, const char *indent, const char *code, const char *comment)
+{
+    if (strlen(indent) + strlen(code) + strlen(comment) + 7 <= WRAP_COLS) {
+        buf_printf(b, "%s%s /* %s */\n", indent, code, comment);
+        return;
+    }
+    buf_comment(b, indent, comment);
+    buf_wrapped(b, indent, code);
+}
+
 static void c_string(Buf *b, const char *s)
 {
     buf_puts(b, "\"");
@@ -190,7 +342,9 @@ static void emit_ops(Buf *b, const Instr *in, int runs, const char *ind)
 {
     for (int k = 0; k < in->n_ops; k++) {
         const EwOp *op = &in->ops[k];
-        buf_printf(b, "%sfloat v%d = ", ind, k);
+        Buf line = {0}, *out = b;
+        b = &line;
+        buf_printf(b, "float v%d = ", k);
         for (const char *s = op->expr; *s; s++) {
             if (*s != '$') {
                 char c[2] = {*s, 0};
@@ -206,7 +360,10 @@ static void emit_ops(Buf *b, const Instr *in, int runs, const char *ind)
             else
                 buf_printf(b, "%s[%s]", o->t->name, o->index ? o->index : "i");
         }
-        buf_printf(b, ";%*s/* %s */\n", 1, "", op->what);
+        buf_puts(b, ";");
+        b = out;
+        buf_commented(b, ind, line.s, op->what);
+        free(line.s);
         for (int w = 0; w < in->n_writes; w++)
             if (in->writes[w] == op->out)
                 buf_printf(b, "%s%s[i] = v%d;\n", ind, op->out->name, k);
@@ -217,7 +374,11 @@ static void emit_kernel(Buf *b, Instr *in, const char *name)
 {
     Uses u = {0};
     kernel_uses(&u, in);
-    buf_printf(b, "/* %s: %s\n *     from %s", name, in->what, in->origin);
+    char *head = xasprintf("%s: %s", name, in->what);
+    buf_puts(b, "/*");
+    buf_words(b, 2, " *    ", head, 0);
+    free(head);
+    buf_printf(b, "\n *     from %s", in->origin);
     if (in->same_gpu && strcmp(name, "K"))
         buf_printf(b, "\n *     (on a GPU this loop runs k%d's kernel, the same code, on its own tensors)",
                    in->same_gpu->id);
@@ -386,35 +547,47 @@ static void emit_pass(Buf *b, Program *p, int from, int to, const char *sig, con
         Instr *in = p->ins[i];
         if (in->dead)
             continue;
-        if (p->eval && (in->same_cpu || in->same_gpu))
-            buf_printf(b, "    /* %s: %s (%straining's k%d, the same code) */\n", in->origin, in->what,
-                       in->same_cpu ? "" : "on the GPU, ", (in->same_cpu ? in->same_cpu : in->same_gpu)->id);
+        if (p->eval && (in->same_cpu || in->same_gpu)) {
+            char *c = xasprintf("%s: %s (%straining's k%d, the same code)", in->origin, in->what,
+                                in->same_cpu ? "" : "on the GPU, ",
+                                (in->same_cpu ? in->same_cpu : in->same_gpu)->id);
+            buf_comment(b, "    ", c);
+            free(c);
+        }
         else if (!p->eval) {
             /* training's instructions name themselves for --profile: the index of
              * plan.json's list and what the comment would say */
             char *label = xasprintf("%s: %s", in->origin, in->what);
-            buf_printf(b, "    RT_AT(%d, ", i);
-            c_string(b, label);
-            buf_puts(b, ");\n");
+            Buf at = {0};
+            buf_printf(&at, "RT_AT(%d, ", i);
+            c_string(&at, label);
+            buf_puts(&at, ");");
+            buf_wrapped(b, "    ", at.s);
+            free(at.s);
             free(label);
-        } else
-            buf_printf(b, "    /* %s: %s */\n", in->origin, in->what);
+        } else {
+            char *c = xasprintf("%s: %s", in->origin, in->what);
+            buf_comment(b, "    ", c);
+            free(c);
+        }
         if (in->kind == I_EW) {
             Uses k = {0};
             kernel_uses(&k, in);
             char gpu[32], cpu[32];
             kernel_names(p, in, cpu, gpu);
-            buf_printf(b, "    rt_launch(e, \"%s\", %s, %s, %d, (void *[]){", gpu, cpu, in->n, k.n);
-            for (int j = 0; j < k.n; j++)
-                buf_printf(b, "%s&%s", j ? ", " : "", k.t[j]->name);
             if (!p->eval && in->same_gpu)
-                buf_printf(b, "}); /* on a GPU: %s's code, on these tensors */\n", gpu);
-            else
-                buf_puts(b, "});\n");
+                buf_printf(b, "    /* on a GPU: %s's code, on these tensors */\n", gpu);
+            Buf call = {0};
+            buf_printf(&call, "rt_launch(e, \"%s\", %s, %s, %d, (void *[]){", gpu, cpu, in->n, k.n);
+            for (int j = 0; j < k.n; j++)
+                buf_printf(&call, "%s&%s", j ? ", " : "", k.t[j]->name);
+            buf_puts(&call, "});");
+            buf_wrapped(b, "    ", call.s);
+            free(call.s);
             free(k.t);
             free(k.w);
         } else
-            buf_printf(b, "    %s\n", in->text);
+            buf_wrapped(b, "    ", in->text);
     }
     buf_puts(b, "}\n\n");
     free(u.t);

@@ -57,7 +57,9 @@ static void emit_body(Buf *b, const Graph *g, Instr *in, Tensor **t, const int *
                 buf_printf(&e, "v%d", o->val);
         }
         char *d = devicify(e.s);
-        buf_printf(b, "%sfloat v%d = %s; /* %s */\n", ind, k, d, op->what);
+        char *line = xasprintf("float v%d = %s;", k, d);
+        buf_commented(b, ind, line, op->what);
+        free(line);
         free(d);
         free(e.s);
         for (int q = 0; q < in->n_writes; q++)
@@ -89,7 +91,11 @@ void cuda_kernel(Buf *b, const Graph *g, Instr *in, const char *name)
     Tensor *t[64];
     char w[64];
     int n = kernel_tensors(in, t, w, 64);
-    buf_printf(b, "/* %s: %s\n *     from %s\n *    ", name, in->what, in->origin);
+    char *head = xasprintf("%s: %s", name, in->what);
+    buf_puts(b, "/*");
+    buf_words(b, 2, " *    ", head, 0);
+    free(head);
+    buf_printf(b, "\n *     from %s\n *    ", in->origin);
     for (int q = 0, col = 6; q < n; q++) {   /* the tensors' shapes, lines under 90 wide */
         char *sh = tensor_shape_text(t[q]);
         int w = (int)(strlen(t[q]->name) + strlen(sh)) + 3;
@@ -102,7 +108,8 @@ void cuda_kernel(Buf *b, const Graph *g, Instr *in, const char *name)
         free(sh);
     }
     buf_puts(b, " */\n");
-    buf_printf(b, "extern \"C\" __global__ void %s(", name);
+    Buf sig = {0};
+    buf_printf(&sig, "extern \"C\" __global__ void %s(", name);
     for (int q = 0; q < n; q++) {
         /* pointers to the same storage (an in-place update, or a loop the memory
          * plan runs over its dead input) must not be __restrict__ */
@@ -114,11 +121,14 @@ void cuda_kernel(Buf *b, const Graph *g, Instr *in, const char *name)
         for (int k = 0; k < in->n_ops && w[q]; k++)
             for (int j = 0; j < in->ops[k].n_arg; j++)
                 both |= in->ops[k].arg[j].t == t[q];
-        buf_printf(b, "%s%s%s *%s%s", q ? ", " : "", w[q] ? "" : "const ",
+        buf_printf(&sig, "%s%s%s *%s%s", q ? ", " : "", w[q] ? "" : "const ",
                    tensor_half(g, t[q]) ? "act_t" : c_type(t[q]->dtype), both ? "" : "__restrict__ ",
                    t[q]->name);
     }
-    buf_printf(b, "%sint64_t B, int64_t n, uint64_t rng_key, int train)\n{\n", n ? ", " : "");
+    buf_printf(&sig, "%sint64_t B, int64_t n, uint64_t rng_key, int train)", n ? ", " : "");
+    buf_wrapped(b, "", sig.s);
+    buf_puts(b, "{\n");
+    free(sig.s);
     /* the fp32 (and act_t) tensors read or written at i go through vector accesses
      * (rt_vec, common.cuh) when all of them are 16-byte aligned: 4 elements a thread,
      * 8 when one of them is stored in 16 bits, so that each access moves 16 bytes (two
@@ -252,10 +262,10 @@ static void instance(Program *p, Buf *b, Buf *seen, const Instr *in)
             instance_line(p, p->ins[i], other);
             calls += !strcmp(line, other);
         }
-    if (calls > 1)
-        buf_printf(b, "%s /* first %s; %d calls a training step */\n", line, in->origin, calls);
-    else
-        buf_printf(b, "%s /* %s */\n", line, in->origin);
+    char *c = calls > 1 ? xasprintf("first %s; %d calls a training step", in->origin, calls)
+                        : xstrdup(in->origin);
+    buf_commented(b, "", line, c);
+    free(c);
 }
 
 int64_t cuda_scratch_row_bytes(const Program *p)

@@ -38,14 +38,17 @@ assert pa - pb == 58 * 32 * 4, (pa, pb)   # wte's 58 zero rows of 32
 PY
 "$TRAINC" emit "$spec" -o "$d/emit_pad" >/dev/null
 TRAINC_PAD_LOGITS=0 "$TRAINC" emit "$spec" -o "$d/emit_nopad" >/dev/null
-grep -q 'rt_cross_entropy(e, linear_lm_head, in_y, e->train ? d_linear_lm_head : NULL, e->B \* 16, 1030, 1088);' "$d/emit_pad/host.c"
-grep -q 'linear_lm_head, 1088);' "$d/emit_pad/host.c"
-grep -q 'd_linear_lm_head, 1088, ' "$d/emit_pad/host.c"
-grep -q 'rt_gemm(e, 0, 1, e->B \* 16, 1088, 32, 1.0f, layernorm_ln_f, 32, P_wte_weight, 32, 0.0f, linear_lm_head, 1088);' "$d/emit_pad/host.c"
-grep -q 'rt_gemm(e, 0, 0, e->B \* 16, 32, 1088, 1.0f, d_linear_lm_head, 1088, P_wte_weight, 32, ' "$d/emit_pad/host.c"
-grep -q 'rt_gemm(e, 1, 0, 1088, 32, e->B \* 16, 1.0f, d_linear_lm_head, 1088, ' "$d/emit_pad/host.c"
-grep -q 'rt_cross_entropy(e, linear_lm_head, in_y, e->train ? d_linear_lm_head : NULL, e->B \* 16, 1030, 1030);' "$d/emit_nopad/host.c"
-grep -q 'rt_gemm(e, 1, 0, 1030, 32, e->B \* 16, 1.0f, d_linear_lm_head, 1030, ' "$d/emit_nopad/host.c"
+# host.c's calls as one line each (emit breaks long ones after their commas)
+joined() { tr '\n' ' ' < "$1/host.c" | sed -E 's/ +/ /g; s/; /;\n/g' > "$1/host.joined"; }
+joined "$d/emit_pad"; joined "$d/emit_nopad"
+grep -q 'rt_cross_entropy(e, linear_lm_head, in_y, e->train ? d_linear_lm_head : NULL, e->B \* 16, 1030, 1088);' "$d/emit_pad/host.joined"
+grep -q 'linear_lm_head, 1088);' "$d/emit_pad/host.joined"
+grep -q 'd_linear_lm_head, 1088, ' "$d/emit_pad/host.joined"
+grep -q 'rt_gemm(e, 0, 1, e->B \* 16, 1088, 32, 1.0f, layernorm_ln_f, 32, P_wte_weight, 32, 0.0f, linear_lm_head, 1088);' "$d/emit_pad/host.joined"
+grep -q 'rt_gemm(e, 0, 0, e->B \* 16, 32, 1088, 1.0f, d_linear_lm_head, 1088, P_wte_weight, 32, ' "$d/emit_pad/host.joined"
+grep -q 'rt_gemm(e, 1, 0, 1088, 32, e->B \* 16, 1.0f, d_linear_lm_head, 1088, ' "$d/emit_pad/host.joined"
+grep -q 'rt_cross_entropy(e, linear_lm_head, in_y, e->train ? d_linear_lm_head : NULL, e->B \* 16, 1030, 1030);' "$d/emit_nopad/host.joined"
+grep -q 'rt_gemm(e, 1, 0, 1030, 32, e->B \* 16, 1.0f, d_linear_lm_head, 1030, ' "$d/emit_nopad/host.joined"
 echo "ok   tiny_vocab: logits rows 1088 apart, the head's GEMMs over 1088 rows, wte's 58 zero rows in the plan and the calls (1030 with TRAINC_PAD_LOGITS=0)"
 
 "$TRAINC" build "$spec" -o "$d/pad" 2>/dev/null
@@ -101,9 +104,10 @@ echo "ok   tiny_vocab: padded and contiguous logits train alike (records and wei
 # output has room for them), the other one's over the true 1030; both train alike
 t=tests/vocab/tied_twice.json
 "$TRAINC" emit "$t" -o "$d/emit_tied" >/dev/null
-grep -q 'rt_gemm(e, 0, 1, e->B \* 16, 1030, 32, 1.0f, embedding_wte, 32, P_wte_weight, 32, 0.0f, linear_mid, 1030);' "$d/emit_tied/host.c"
-grep -q 'rt_gemm(e, 1, 0, 1030, 32, e->B \* 16, 1.0f, d_linear_mid, 1030, embedding_wte, 32, 1.0f, G_wte_weight, 32);' "$d/emit_tied/host.c"
-grep -q 'rt_gemm(e, 1, 0, 1088, 32, e->B \* 16, 1.0f, d_linear_lm_head, 1088, ' "$d/emit_tied/host.c"
+joined "$d/emit_tied"
+grep -q 'rt_gemm(e, 0, 1, e->B \* 16, 1030, 32, 1.0f, embedding_wte, 32, P_wte_weight, 32, 0.0f, linear_mid, 1030);' "$d/emit_tied/host.joined"
+grep -q 'rt_gemm(e, 1, 0, 1030, 32, e->B \* 16, 1.0f, d_linear_mid, 1030, embedding_wte, 32, 1.0f, G_wte_weight, 32);' "$d/emit_tied/host.joined"
+grep -q 'rt_gemm(e, 1, 0, 1088, 32, e->B \* 16, 1.0f, d_linear_lm_head, 1088, ' "$d/emit_tied/host.joined"
 "$TRAINC" build "$t" -o "$d/tied_pad" 2>/dev/null
 TRAINC_PAD_LOGITS=0 "$TRAINC" build "$t" -o "$d/tied_nopad" 2>/dev/null
 O=(--set log_every=1 --set validate.every_steps=5 --set validate.batches=2 --threads 2 --quiet)

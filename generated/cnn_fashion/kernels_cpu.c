@@ -77,7 +77,8 @@ void k3(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k4: relu backward, then conv2d backward: [B, out, HW] -> [out, B, HW] (one pass: the first reads its operands in the new order)
+/* k4: relu backward, then conv2d backward: [B, out, HW] -> [out, B, HW] (one pass: the first reads
+ *     its operands in the new order)
  *     from $.model.layers[4] + $.model.layers[3] */
 void k4(rt_exec *e, int64_t lo, int64_t hi)
 {
@@ -93,14 +94,17 @@ void k4(rt_exec *e, int64_t lo, int64_t hi)
         const float *r0_1 = relu_4 + (i % (e->B * 196) / 196 * 6272 + i / (e->B * 196) * 196 + i % 196);
         for (int64_t j = 0; j < n; j++, i++) {
             float v0 = r0_1[j] <= 0.0f ? 0.0f : r0_0[j]; /* relu backward */
-            float v1 = v0; /* conv2d backward: [B, out, HW] -> [out, B, HW] (done by the reads above, in that order) */
+            /* conv2d backward: [B, out, HW] -> [out, B, HW] (done by the reads above, in that
+             * order) */
+            float v1 = v0;
             gemm_d_conv_3[i] = v1;
         }
         i0 += n;
     }
 }
 
-/* k5: relu backward, then conv2d backward: [B, out, HW] -> [out, B, HW] (one pass: the first reads its operands in the new order)
+/* k5: relu backward, then conv2d backward: [B, out, HW] -> [out, B, HW] (one pass: the first reads
+ *     its operands in the new order)
  *     from $.model.layers[1] + $.model.layers[0] */
 void k5(rt_exec *e, int64_t lo, int64_t hi)
 {
@@ -116,7 +120,9 @@ void k5(rt_exec *e, int64_t lo, int64_t hi)
         const float *r0_1 = relu_1 + (i % (e->B * 784) / 784 * 12544 + i / (e->B * 784) * 784 + i % 784);
         for (int64_t j = 0; j < n; j++, i++) {
             float v0 = r0_1[j] <= 0.0f ? 0.0f : r0_0[j]; /* relu backward */
-            float v1 = v0; /* conv2d backward: [B, out, HW] -> [out, B, HW] (done by the reads above, in that order) */
+            /* conv2d backward: [B, out, HW] -> [out, B, HW] (done by the reads above, in that
+             * order) */
+            float v1 = v0;
             gemm_d_conv_0[i] = v1;
         }
         i0 += n;

@@ -27,7 +27,8 @@ RT_CROSS_ENTROPY(10, 10) /* $.model.loss */
 /* k0: input to f32
  *     from $.model.inputs.x
  *     in_x [B, 1, 28, 28], x_f32 [B, 1, 28, 28] */
-extern "C" __global__ void k0(const uint8_t *__restrict__ in_x, float *__restrict__ x_f32, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k0(const uint8_t *__restrict__ in_x, float *__restrict__ x_f32,
+                              int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -54,7 +55,9 @@ extern "C" __global__ void k0(const uint8_t *__restrict__ in_x, float *__restric
 /* k1: conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] + relu
  *     from $.model.layers[0] + $.model.layers[1]
  *     gemm_conv_0 [16, B*784], P_0_bias [16], relu_1 [B, 16, 28, 28] */
-extern "C" __global__ void k1(const float *__restrict__ gemm_conv_0, const float *__restrict__ P_0_bias, float *__restrict__ relu_1, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k1(const float *__restrict__ gemm_conv_0,
+                              const float *__restrict__ P_0_bias, float *__restrict__ relu_1,
+                              int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -66,7 +69,8 @@ extern "C" __global__ void k1(const float *__restrict__ gemm_conv_0, const float
 #pragma unroll
             for (int l = 0; l < 4; l++) {
                 const int64_t i = 4 * q + l;
-                float v0 = gemm_conv_0[(i / 784 % 16) * (B * 784) + i / 12544 * 784 + i % 784] + P_0_bias[i / 784 % 16]; /* conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] */
+                /* conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] */
+                float v0 = gemm_conv_0[(i / 784 % 16) * (B * 784) + i / 12544 * 784 + i % 784] + P_0_bias[i / 784 % 16];
                 float v1 = v0 < 0.0f ? 0.0f : v0; /* relu */
                 w_relu_1.v[l] = v1;
             }
@@ -74,7 +78,8 @@ extern "C" __global__ void k1(const float *__restrict__ gemm_conv_0, const float
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = gemm_conv_0[(i / 784 % 16) * (B * 784) + i / 12544 * 784 + i % 784] + P_0_bias[i / 784 % 16]; /* conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] */
+        /* conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] */
+        float v0 = gemm_conv_0[(i / 784 % 16) * (B * 784) + i / 12544 * 784 + i % 784] + P_0_bias[i / 784 % 16];
         float v1 = v0 < 0.0f ? 0.0f : v0; /* relu */
         relu_1[i] = v1;
     }
@@ -83,7 +88,9 @@ extern "C" __global__ void k1(const float *__restrict__ gemm_conv_0, const float
 /* k2: conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] + relu
  *     from $.model.layers[3] + $.model.layers[4]
  *     gemm_conv_3 [32, B*196], P_3_bias [32], relu_4 [B, 32, 14, 14] */
-extern "C" __global__ void k2(const float *__restrict__ gemm_conv_3, const float *__restrict__ P_3_bias, float *__restrict__ relu_4, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k2(const float *__restrict__ gemm_conv_3,
+                              const float *__restrict__ P_3_bias, float *__restrict__ relu_4,
+                              int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -95,7 +102,8 @@ extern "C" __global__ void k2(const float *__restrict__ gemm_conv_3, const float
 #pragma unroll
             for (int l = 0; l < 4; l++) {
                 const int64_t i = 4 * q + l;
-                float v0 = gemm_conv_3[(i / 196 % 32) * (B * 196) + i / 6272 * 196 + i % 196] + P_3_bias[i / 196 % 32]; /* conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] */
+                /* conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] */
+                float v0 = gemm_conv_3[(i / 196 % 32) * (B * 196) + i / 6272 * 196 + i % 196] + P_3_bias[i / 196 % 32];
                 float v1 = v0 < 0.0f ? 0.0f : v0; /* relu */
                 w_relu_4.v[l] = v1;
             }
@@ -103,7 +111,8 @@ extern "C" __global__ void k2(const float *__restrict__ gemm_conv_3, const float
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = gemm_conv_3[(i / 196 % 32) * (B * 196) + i / 6272 * 196 + i % 196] + P_3_bias[i / 196 % 32]; /* conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] */
+        /* conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] */
+        float v0 = gemm_conv_3[(i / 196 % 32) * (B * 196) + i / 6272 * 196 + i % 196] + P_3_bias[i / 196 % 32];
         float v1 = v0 < 0.0f ? 0.0f : v0; /* relu */
         relu_4[i] = v1;
     }
@@ -112,7 +121,8 @@ extern "C" __global__ void k2(const float *__restrict__ gemm_conv_3, const float
 /* k3: relu backward
  *     from $.model.layers[8]
  *     d_relu_8 [B, 128], relu_8 [B, 128], d_linear_7 [B, 128] */
-extern "C" __global__ void k3(const float *d_relu_8, const float *__restrict__ relu_8, float *d_linear_7, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k3(const float *d_relu_8, const float *__restrict__ relu_8,
+                              float *d_linear_7, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -137,10 +147,13 @@ extern "C" __global__ void k3(const float *d_relu_8, const float *__restrict__ r
     }
 }
 
-/* k4: relu backward, then conv2d backward: [B, out, HW] -> [out, B, HW] (one pass: the first reads its operands in the new order)
+/* k4: relu backward, then conv2d backward: [B, out, HW] -> [out, B, HW] (one pass: the first reads
+ *     its operands in the new order)
  *     from $.model.layers[4] + $.model.layers[3]
  *     d_relu_4 [B, 32, 14, 14], relu_4 [B, 32, 14, 14], gemm_d_conv_3 [32, B*196] */
-extern "C" __global__ void k4(const float *__restrict__ d_relu_4, const float *__restrict__ relu_4, float *__restrict__ gemm_d_conv_3, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k4(const float *__restrict__ d_relu_4, const float *__restrict__ relu_4,
+                              float *__restrict__ gemm_d_conv_3, int64_t B, int64_t n,
+                              uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -152,24 +165,32 @@ extern "C" __global__ void k4(const float *__restrict__ d_relu_4, const float *_
 #pragma unroll
             for (int l = 0; l < 4; l++) {
                 const int64_t i = 4 * q + l;
-                float v0 = relu_4[i % (B * 196) / 196 * 6272 + i / (B * 196) * 196 + i % 196] <= 0.0f ? 0.0f : d_relu_4[i % (B * 196) / 196 * 6272 + i / (B * 196) * 196 + i % 196]; /* relu backward */
-                float v1 = v0; /* conv2d backward: [B, out, HW] -> [out, B, HW] (done by the reads above, in that order) */
+                /* relu backward */
+                float v0 = relu_4[i % (B * 196) / 196 * 6272 + i / (B * 196) * 196 + i % 196] <= 0.0f ? 0.0f : d_relu_4[i % (B * 196) / 196 * 6272 + i / (B * 196) * 196 + i % 196];
+                /* conv2d backward: [B, out, HW] -> [out, B, HW] (done by the reads above, in that
+                 * order) */
+                float v1 = v0;
                 w_gemm_d_conv_3.v[l] = v1;
             }
             rt_stv(gemm_d_conv_3 + 4 * q, w_gemm_d_conv_3);
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = relu_4[i % (B * 196) / 196 * 6272 + i / (B * 196) * 196 + i % 196] <= 0.0f ? 0.0f : d_relu_4[i % (B * 196) / 196 * 6272 + i / (B * 196) * 196 + i % 196]; /* relu backward */
-        float v1 = v0; /* conv2d backward: [B, out, HW] -> [out, B, HW] (done by the reads above, in that order) */
+        /* relu backward */
+        float v0 = relu_4[i % (B * 196) / 196 * 6272 + i / (B * 196) * 196 + i % 196] <= 0.0f ? 0.0f : d_relu_4[i % (B * 196) / 196 * 6272 + i / (B * 196) * 196 + i % 196];
+        /* conv2d backward: [B, out, HW] -> [out, B, HW] (done by the reads above, in that order) */
+        float v1 = v0;
         gemm_d_conv_3[i] = v1;
     }
 }
 
-/* k5: relu backward, then conv2d backward: [B, out, HW] -> [out, B, HW] (one pass: the first reads its operands in the new order)
+/* k5: relu backward, then conv2d backward: [B, out, HW] -> [out, B, HW] (one pass: the first reads
+ *     its operands in the new order)
  *     from $.model.layers[1] + $.model.layers[0]
  *     d_relu_1 [B, 16, 28, 28], relu_1 [B, 16, 28, 28], gemm_d_conv_0 [16, B*784] */
-extern "C" __global__ void k5(const float *__restrict__ d_relu_1, const float *__restrict__ relu_1, float *__restrict__ gemm_d_conv_0, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k5(const float *__restrict__ d_relu_1, const float *__restrict__ relu_1,
+                              float *__restrict__ gemm_d_conv_0, int64_t B, int64_t n,
+                              uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -181,16 +202,21 @@ extern "C" __global__ void k5(const float *__restrict__ d_relu_1, const float *_
 #pragma unroll
             for (int l = 0; l < 4; l++) {
                 const int64_t i = 4 * q + l;
-                float v0 = relu_1[i % (B * 784) / 784 * 12544 + i / (B * 784) * 784 + i % 784] <= 0.0f ? 0.0f : d_relu_1[i % (B * 784) / 784 * 12544 + i / (B * 784) * 784 + i % 784]; /* relu backward */
-                float v1 = v0; /* conv2d backward: [B, out, HW] -> [out, B, HW] (done by the reads above, in that order) */
+                /* relu backward */
+                float v0 = relu_1[i % (B * 784) / 784 * 12544 + i / (B * 784) * 784 + i % 784] <= 0.0f ? 0.0f : d_relu_1[i % (B * 784) / 784 * 12544 + i / (B * 784) * 784 + i % 784];
+                /* conv2d backward: [B, out, HW] -> [out, B, HW] (done by the reads above, in that
+                 * order) */
+                float v1 = v0;
                 w_gemm_d_conv_0.v[l] = v1;
             }
             rt_stv(gemm_d_conv_0 + 4 * q, w_gemm_d_conv_0);
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = relu_1[i % (B * 784) / 784 * 12544 + i / (B * 784) * 784 + i % 784] <= 0.0f ? 0.0f : d_relu_1[i % (B * 784) / 784 * 12544 + i / (B * 784) * 784 + i % 784]; /* relu backward */
-        float v1 = v0; /* conv2d backward: [B, out, HW] -> [out, B, HW] (done by the reads above, in that order) */
+        /* relu backward */
+        float v0 = relu_1[i % (B * 784) / 784 * 12544 + i / (B * 784) * 784 + i % 784] <= 0.0f ? 0.0f : d_relu_1[i % (B * 784) / 784 * 12544 + i / (B * 784) * 784 + i % 784];
+        /* conv2d backward: [B, out, HW] -> [out, B, HW] (done by the reads above, in that order) */
+        float v1 = v0;
         gemm_d_conv_0[i] = v1;
     }
 }

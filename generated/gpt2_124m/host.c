@@ -336,205 +336,422 @@ static void forward(rt_exec *e, int train)
     RT_AT(0, "$.model.layers[0]: embedding: rows of the weight picked by the ids");
     rt_embedding_fwd(e, in_x, P_wte_weight, embedding_wte, e->B * 1024, 50257, 768);
     RT_AT(1, "$.model.layers[1]: pos_embedding: + position rows");
-    rt_launch(e, "k0", k0, e->B * 786432, 3, (void *[]){&embedding_wte, &P_wpe_weight, &pos_embedding_wpe});
+    rt_launch(e, "k0", k0, e->B * 786432, 3, (void *[]){&embedding_wte, &P_wpe_weight,
+              &pos_embedding_wpe});
     RT_AT(2, "$.model.layers[2].body[0].body[0] #0: layernorm");
-    rt_layernorm_fwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, P_h_0_ln_1_bias, layernorm_h_0_ln_1, ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1, e->B * 1024, 768, 9.99999975e-06f);
+    rt_layernorm_fwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, P_h_0_ln_1_bias, layernorm_h_0_ln_1,
+                     ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     RT_AT(3, "$.model.layers[2].body[0].body[1] #0: linear: y = x W^T + b, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_0_ln_1, 768, P_h_0_attn_qkv_weight, 768, qkv_h_0_attn, 2304, P_h_0_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(5, "$.model.layers[2].body[0].body[1] #0: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept");
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_0_ln_1, 768,
+                 P_h_0_attn_qkv_weight, 768, qkv_h_0_attn, 2304, P_h_0_attn_qkv_bias, NULL,
+                 RT_EPI_NONE, NULL);
+    RT_AT(5, "$.model.layers[2].body[0].body[1] #0: attention: softmax(q k^T / sqrt(hd)) v per "
+          "head, log-sum-exp kept");
     rt_attention_fwd(e, qkv_h_0_attn, lse_h_0_attn, attn_y_h_0_attn, e->B, 1024, 768, 12, 1);
-    RT_AT(6, "$.model.layers[2].body[0].body[1] #0 + $.model.layers[2].body[0] #0: linear: y = x W^T + b + residual, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_0_attn, 768, P_h_0_attn_proj_weight, 768, residual_attn_out_h_0_attn, 768, P_h_0_attn_proj_bias, pos_embedding_wpe, RT_EPI_NONE, NULL);
+    RT_AT(6, "$.model.layers[2].body[0].body[1] #0 + $.model.layers[2].body[0] #0: linear: y = x "
+          "W^T + b + residual, in the GEMM's epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_0_attn, 768, P_h_0_attn_proj_weight,
+                 768, residual_attn_out_h_0_attn, 768, P_h_0_attn_proj_bias, pos_embedding_wpe,
+                 RT_EPI_NONE, NULL);
     RT_AT(9, "$.model.layers[2].body[1].body[0] #0: layernorm");
-    rt_layernorm_fwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, P_h_0_ln_2_bias, layernorm_h_0_ln_2, ln_mean_h_0_ln_2, ln_rstd_h_0_ln_2, e->B * 1024, 768, 9.99999975e-06f);
-    RT_AT(10, "$.model.layers[2].body[1].body[1] #0: linear: y = x W^T + b, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_0_ln_2, 768, P_h_0_fc_weight, 768, linear_h_0_fc, 3072, P_h_0_fc_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(12, "$.model.layers[2].body[1].body[2] #0: gelu (tanh), of linear_h_0_fc as stored (the backward pass reads it)");
+    rt_layernorm_fwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, P_h_0_ln_2_bias,
+                     layernorm_h_0_ln_2, ln_mean_h_0_ln_2, ln_rstd_h_0_ln_2, e->B * 1024, 768,
+                     9.99999975e-06f);
+    RT_AT(10, "$.model.layers[2].body[1].body[1] #0: linear: y = x W^T + b, in the GEMM's "
+          "epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_0_ln_2, 768, P_h_0_fc_weight,
+                 768, linear_h_0_fc, 3072, P_h_0_fc_bias, NULL, RT_EPI_NONE, NULL);
+    RT_AT(12, "$.model.layers[2].body[1].body[2] #0: gelu (tanh), of linear_h_0_fc as stored "
+          "(the backward pass reads it)");
     rt_launch(e, "k1", k1, e->B * 3145728, 2, (void *[]){&linear_h_0_fc, &gelu_h_0_2});
-    RT_AT(14, "$.model.layers[2].body[1].body[3] #0 + $.model.layers[2].body[1] #0: linear: y = x W^T + b + residual, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_0_2, 3072, P_h_0_proj_weight, 3072, residual_linear_h_0_proj, 768, P_h_0_proj_bias, residual_attn_out_h_0_attn, RT_EPI_NONE, NULL);
+    RT_AT(14, "$.model.layers[2].body[1].body[3] #0 + $.model.layers[2].body[1] #0: linear: y = "
+          "x W^T + b + residual, in the GEMM's epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_0_2, 3072, P_h_0_proj_weight, 3072,
+                 residual_linear_h_0_proj, 768, P_h_0_proj_bias, residual_attn_out_h_0_attn,
+                 RT_EPI_NONE, NULL);
     RT_AT(17, "$.model.layers[2].body[0].body[0] #1: layernorm");
-    rt_layernorm_fwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, P_h_1_ln_1_bias, layernorm_h_1_ln_1, ln_mean_h_1_ln_1, ln_rstd_h_1_ln_1, e->B * 1024, 768, 9.99999975e-06f);
-    RT_AT(18, "$.model.layers[2].body[0].body[1] #1: linear: y = x W^T + b, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_1_ln_1, 768, P_h_1_attn_qkv_weight, 768, qkv_h_1_attn, 2304, P_h_1_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(20, "$.model.layers[2].body[0].body[1] #1: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept");
+    rt_layernorm_fwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, P_h_1_ln_1_bias,
+                     layernorm_h_1_ln_1, ln_mean_h_1_ln_1, ln_rstd_h_1_ln_1, e->B * 1024, 768,
+                     9.99999975e-06f);
+    RT_AT(18, "$.model.layers[2].body[0].body[1] #1: linear: y = x W^T + b, in the GEMM's "
+          "epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_1_ln_1, 768,
+                 P_h_1_attn_qkv_weight, 768, qkv_h_1_attn, 2304, P_h_1_attn_qkv_bias, NULL,
+                 RT_EPI_NONE, NULL);
+    RT_AT(20, "$.model.layers[2].body[0].body[1] #1: attention: softmax(q k^T / sqrt(hd)) v per "
+          "head, log-sum-exp kept");
     rt_attention_fwd(e, qkv_h_1_attn, lse_h_1_attn, attn_y_h_1_attn, e->B, 1024, 768, 12, 1);
-    RT_AT(21, "$.model.layers[2].body[0].body[1] #1 + $.model.layers[2].body[0] #1: linear: y = x W^T + b + residual, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_1_attn, 768, P_h_1_attn_proj_weight, 768, residual_attn_out_h_1_attn, 768, P_h_1_attn_proj_bias, residual_linear_h_0_proj, RT_EPI_NONE, NULL);
+    RT_AT(21, "$.model.layers[2].body[0].body[1] #1 + $.model.layers[2].body[0] #1: linear: y = "
+          "x W^T + b + residual, in the GEMM's epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_1_attn, 768, P_h_1_attn_proj_weight,
+                 768, residual_attn_out_h_1_attn, 768, P_h_1_attn_proj_bias,
+                 residual_linear_h_0_proj, RT_EPI_NONE, NULL);
     RT_AT(24, "$.model.layers[2].body[1].body[0] #1: layernorm");
-    rt_layernorm_fwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, P_h_1_ln_2_bias, layernorm_h_1_ln_2, ln_mean_h_1_ln_2, ln_rstd_h_1_ln_2, e->B * 1024, 768, 9.99999975e-06f);
-    RT_AT(25, "$.model.layers[2].body[1].body[1] #1: linear: y = x W^T + b, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_1_ln_2, 768, P_h_1_fc_weight, 768, linear_h_1_fc, 3072, P_h_1_fc_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(27, "$.model.layers[2].body[1].body[2] #1: gelu (tanh), of linear_h_1_fc as stored (the backward pass reads it)");
-    rt_launch(e, "k1", k2, e->B * 3145728, 2, (void *[]){&linear_h_1_fc, &gelu_h_1_2}); /* on a GPU: k1's code, on these tensors */
-    RT_AT(29, "$.model.layers[2].body[1].body[3] #1 + $.model.layers[2].body[1] #1: linear: y = x W^T + b + residual, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_1_2, 3072, P_h_1_proj_weight, 3072, residual_linear_h_1_proj, 768, P_h_1_proj_bias, residual_attn_out_h_1_attn, RT_EPI_NONE, NULL);
+    rt_layernorm_fwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, P_h_1_ln_2_bias,
+                     layernorm_h_1_ln_2, ln_mean_h_1_ln_2, ln_rstd_h_1_ln_2, e->B * 1024, 768,
+                     9.99999975e-06f);
+    RT_AT(25, "$.model.layers[2].body[1].body[1] #1: linear: y = x W^T + b, in the GEMM's "
+          "epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_1_ln_2, 768, P_h_1_fc_weight,
+                 768, linear_h_1_fc, 3072, P_h_1_fc_bias, NULL, RT_EPI_NONE, NULL);
+    RT_AT(27, "$.model.layers[2].body[1].body[2] #1: gelu (tanh), of linear_h_1_fc as stored "
+          "(the backward pass reads it)");
+    /* on a GPU: k1's code, on these tensors */
+    rt_launch(e, "k1", k2, e->B * 3145728, 2, (void *[]){&linear_h_1_fc, &gelu_h_1_2});
+    RT_AT(29, "$.model.layers[2].body[1].body[3] #1 + $.model.layers[2].body[1] #1: linear: y = "
+          "x W^T + b + residual, in the GEMM's epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_1_2, 3072, P_h_1_proj_weight, 3072,
+                 residual_linear_h_1_proj, 768, P_h_1_proj_bias, residual_attn_out_h_1_attn,
+                 RT_EPI_NONE, NULL);
     RT_AT(32, "$.model.layers[2].body[0].body[0] #2: layernorm");
-    rt_layernorm_fwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, P_h_2_ln_1_bias, layernorm_h_2_ln_1, ln_mean_h_2_ln_1, ln_rstd_h_2_ln_1, e->B * 1024, 768, 9.99999975e-06f);
-    RT_AT(33, "$.model.layers[2].body[0].body[1] #2: linear: y = x W^T + b, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_2_ln_1, 768, P_h_2_attn_qkv_weight, 768, qkv_h_2_attn, 2304, P_h_2_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(35, "$.model.layers[2].body[0].body[1] #2: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept");
+    rt_layernorm_fwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, P_h_2_ln_1_bias,
+                     layernorm_h_2_ln_1, ln_mean_h_2_ln_1, ln_rstd_h_2_ln_1, e->B * 1024, 768,
+                     9.99999975e-06f);
+    RT_AT(33, "$.model.layers[2].body[0].body[1] #2: linear: y = x W^T + b, in the GEMM's "
+          "epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_2_ln_1, 768,
+                 P_h_2_attn_qkv_weight, 768, qkv_h_2_attn, 2304, P_h_2_attn_qkv_bias, NULL,
+                 RT_EPI_NONE, NULL);
+    RT_AT(35, "$.model.layers[2].body[0].body[1] #2: attention: softmax(q k^T / sqrt(hd)) v per "
+          "head, log-sum-exp kept");
     rt_attention_fwd(e, qkv_h_2_attn, lse_h_2_attn, attn_y_h_2_attn, e->B, 1024, 768, 12, 1);
-    RT_AT(36, "$.model.layers[2].body[0].body[1] #2 + $.model.layers[2].body[0] #2: linear: y = x W^T + b + residual, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_2_attn, 768, P_h_2_attn_proj_weight, 768, residual_attn_out_h_2_attn, 768, P_h_2_attn_proj_bias, residual_linear_h_1_proj, RT_EPI_NONE, NULL);
+    RT_AT(36, "$.model.layers[2].body[0].body[1] #2 + $.model.layers[2].body[0] #2: linear: y = "
+          "x W^T + b + residual, in the GEMM's epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_2_attn, 768, P_h_2_attn_proj_weight,
+                 768, residual_attn_out_h_2_attn, 768, P_h_2_attn_proj_bias,
+                 residual_linear_h_1_proj, RT_EPI_NONE, NULL);
     RT_AT(39, "$.model.layers[2].body[1].body[0] #2: layernorm");
-    rt_layernorm_fwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, P_h_2_ln_2_bias, layernorm_h_2_ln_2, ln_mean_h_2_ln_2, ln_rstd_h_2_ln_2, e->B * 1024, 768, 9.99999975e-06f);
-    RT_AT(40, "$.model.layers[2].body[1].body[1] #2: linear: y = x W^T + b, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_2_ln_2, 768, P_h_2_fc_weight, 768, linear_h_2_fc, 3072, P_h_2_fc_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(42, "$.model.layers[2].body[1].body[2] #2: gelu (tanh), of linear_h_2_fc as stored (the backward pass reads it)");
-    rt_launch(e, "k1", k3, e->B * 3145728, 2, (void *[]){&linear_h_2_fc, &gelu_h_2_2}); /* on a GPU: k1's code, on these tensors */
-    RT_AT(44, "$.model.layers[2].body[1].body[3] #2 + $.model.layers[2].body[1] #2: linear: y = x W^T + b + residual, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_2_2, 3072, P_h_2_proj_weight, 3072, residual_linear_h_2_proj, 768, P_h_2_proj_bias, residual_attn_out_h_2_attn, RT_EPI_NONE, NULL);
+    rt_layernorm_fwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, P_h_2_ln_2_bias,
+                     layernorm_h_2_ln_2, ln_mean_h_2_ln_2, ln_rstd_h_2_ln_2, e->B * 1024, 768,
+                     9.99999975e-06f);
+    RT_AT(40, "$.model.layers[2].body[1].body[1] #2: linear: y = x W^T + b, in the GEMM's "
+          "epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_2_ln_2, 768, P_h_2_fc_weight,
+                 768, linear_h_2_fc, 3072, P_h_2_fc_bias, NULL, RT_EPI_NONE, NULL);
+    RT_AT(42, "$.model.layers[2].body[1].body[2] #2: gelu (tanh), of linear_h_2_fc as stored "
+          "(the backward pass reads it)");
+    /* on a GPU: k1's code, on these tensors */
+    rt_launch(e, "k1", k3, e->B * 3145728, 2, (void *[]){&linear_h_2_fc, &gelu_h_2_2});
+    RT_AT(44, "$.model.layers[2].body[1].body[3] #2 + $.model.layers[2].body[1] #2: linear: y = "
+          "x W^T + b + residual, in the GEMM's epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_2_2, 3072, P_h_2_proj_weight, 3072,
+                 residual_linear_h_2_proj, 768, P_h_2_proj_bias, residual_attn_out_h_2_attn,
+                 RT_EPI_NONE, NULL);
     RT_AT(47, "$.model.layers[2].body[0].body[0] #3: layernorm");
-    rt_layernorm_fwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, P_h_3_ln_1_bias, layernorm_h_3_ln_1, ln_mean_h_3_ln_1, ln_rstd_h_3_ln_1, e->B * 1024, 768, 9.99999975e-06f);
-    RT_AT(48, "$.model.layers[2].body[0].body[1] #3: linear: y = x W^T + b, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_3_ln_1, 768, P_h_3_attn_qkv_weight, 768, qkv_h_3_attn, 2304, P_h_3_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(50, "$.model.layers[2].body[0].body[1] #3: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept");
+    rt_layernorm_fwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, P_h_3_ln_1_bias,
+                     layernorm_h_3_ln_1, ln_mean_h_3_ln_1, ln_rstd_h_3_ln_1, e->B * 1024, 768,
+                     9.99999975e-06f);
+    RT_AT(48, "$.model.layers[2].body[0].body[1] #3: linear: y = x W^T + b, in the GEMM's "
+          "epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_3_ln_1, 768,
+                 P_h_3_attn_qkv_weight, 768, qkv_h_3_attn, 2304, P_h_3_attn_qkv_bias, NULL,
+                 RT_EPI_NONE, NULL);
+    RT_AT(50, "$.model.layers[2].body[0].body[1] #3: attention: softmax(q k^T / sqrt(hd)) v per "
+          "head, log-sum-exp kept");
     rt_attention_fwd(e, qkv_h_3_attn, lse_h_3_attn, attn_y_h_3_attn, e->B, 1024, 768, 12, 1);
-    RT_AT(51, "$.model.layers[2].body[0].body[1] #3 + $.model.layers[2].body[0] #3: linear: y = x W^T + b + residual, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_3_attn, 768, P_h_3_attn_proj_weight, 768, residual_attn_out_h_3_attn, 768, P_h_3_attn_proj_bias, residual_linear_h_2_proj, RT_EPI_NONE, NULL);
+    RT_AT(51, "$.model.layers[2].body[0].body[1] #3 + $.model.layers[2].body[0] #3: linear: y = "
+          "x W^T + b + residual, in the GEMM's epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_3_attn, 768, P_h_3_attn_proj_weight,
+                 768, residual_attn_out_h_3_attn, 768, P_h_3_attn_proj_bias,
+                 residual_linear_h_2_proj, RT_EPI_NONE, NULL);
     RT_AT(54, "$.model.layers[2].body[1].body[0] #3: layernorm");
-    rt_layernorm_fwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, P_h_3_ln_2_bias, layernorm_h_3_ln_2, ln_mean_h_3_ln_2, ln_rstd_h_3_ln_2, e->B * 1024, 768, 9.99999975e-06f);
-    RT_AT(55, "$.model.layers[2].body[1].body[1] #3: linear: y = x W^T + b, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_3_ln_2, 768, P_h_3_fc_weight, 768, linear_h_3_fc, 3072, P_h_3_fc_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(57, "$.model.layers[2].body[1].body[2] #3: gelu (tanh), of linear_h_3_fc as stored (the backward pass reads it)");
-    rt_launch(e, "k1", k4, e->B * 3145728, 2, (void *[]){&linear_h_3_fc, &gelu_h_3_2}); /* on a GPU: k1's code, on these tensors */
-    RT_AT(59, "$.model.layers[2].body[1].body[3] #3 + $.model.layers[2].body[1] #3: linear: y = x W^T + b + residual, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_3_2, 3072, P_h_3_proj_weight, 3072, residual_linear_h_3_proj, 768, P_h_3_proj_bias, residual_attn_out_h_3_attn, RT_EPI_NONE, NULL);
+    rt_layernorm_fwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, P_h_3_ln_2_bias,
+                     layernorm_h_3_ln_2, ln_mean_h_3_ln_2, ln_rstd_h_3_ln_2, e->B * 1024, 768,
+                     9.99999975e-06f);
+    RT_AT(55, "$.model.layers[2].body[1].body[1] #3: linear: y = x W^T + b, in the GEMM's "
+          "epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_3_ln_2, 768, P_h_3_fc_weight,
+                 768, linear_h_3_fc, 3072, P_h_3_fc_bias, NULL, RT_EPI_NONE, NULL);
+    RT_AT(57, "$.model.layers[2].body[1].body[2] #3: gelu (tanh), of linear_h_3_fc as stored "
+          "(the backward pass reads it)");
+    /* on a GPU: k1's code, on these tensors */
+    rt_launch(e, "k1", k4, e->B * 3145728, 2, (void *[]){&linear_h_3_fc, &gelu_h_3_2});
+    RT_AT(59, "$.model.layers[2].body[1].body[3] #3 + $.model.layers[2].body[1] #3: linear: y = "
+          "x W^T + b + residual, in the GEMM's epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_3_2, 3072, P_h_3_proj_weight, 3072,
+                 residual_linear_h_3_proj, 768, P_h_3_proj_bias, residual_attn_out_h_3_attn,
+                 RT_EPI_NONE, NULL);
     RT_AT(62, "$.model.layers[2].body[0].body[0] #4: layernorm");
-    rt_layernorm_fwd(e, residual_linear_h_3_proj, P_h_4_ln_1_weight, P_h_4_ln_1_bias, layernorm_h_4_ln_1, ln_mean_h_4_ln_1, ln_rstd_h_4_ln_1, e->B * 1024, 768, 9.99999975e-06f);
-    RT_AT(63, "$.model.layers[2].body[0].body[1] #4: linear: y = x W^T + b, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_4_ln_1, 768, P_h_4_attn_qkv_weight, 768, qkv_h_4_attn, 2304, P_h_4_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(65, "$.model.layers[2].body[0].body[1] #4: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept");
+    rt_layernorm_fwd(e, residual_linear_h_3_proj, P_h_4_ln_1_weight, P_h_4_ln_1_bias,
+                     layernorm_h_4_ln_1, ln_mean_h_4_ln_1, ln_rstd_h_4_ln_1, e->B * 1024, 768,
+                     9.99999975e-06f);
+    RT_AT(63, "$.model.layers[2].body[0].body[1] #4: linear: y = x W^T + b, in the GEMM's "
+          "epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_4_ln_1, 768,
+                 P_h_4_attn_qkv_weight, 768, qkv_h_4_attn, 2304, P_h_4_attn_qkv_bias, NULL,
+                 RT_EPI_NONE, NULL);
+    RT_AT(65, "$.model.layers[2].body[0].body[1] #4: attention: softmax(q k^T / sqrt(hd)) v per "
+          "head, log-sum-exp kept");
     rt_attention_fwd(e, qkv_h_4_attn, lse_h_4_attn, attn_y_h_4_attn, e->B, 1024, 768, 12, 1);
-    RT_AT(66, "$.model.layers[2].body[0].body[1] #4 + $.model.layers[2].body[0] #4: linear: y = x W^T + b + residual, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_4_attn, 768, P_h_4_attn_proj_weight, 768, residual_attn_out_h_4_attn, 768, P_h_4_attn_proj_bias, residual_linear_h_3_proj, RT_EPI_NONE, NULL);
+    RT_AT(66, "$.model.layers[2].body[0].body[1] #4 + $.model.layers[2].body[0] #4: linear: y = "
+          "x W^T + b + residual, in the GEMM's epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_4_attn, 768, P_h_4_attn_proj_weight,
+                 768, residual_attn_out_h_4_attn, 768, P_h_4_attn_proj_bias,
+                 residual_linear_h_3_proj, RT_EPI_NONE, NULL);
     RT_AT(69, "$.model.layers[2].body[1].body[0] #4: layernorm");
-    rt_layernorm_fwd(e, residual_attn_out_h_4_attn, P_h_4_ln_2_weight, P_h_4_ln_2_bias, layernorm_h_4_ln_2, ln_mean_h_4_ln_2, ln_rstd_h_4_ln_2, e->B * 1024, 768, 9.99999975e-06f);
-    RT_AT(70, "$.model.layers[2].body[1].body[1] #4: linear: y = x W^T + b, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_4_ln_2, 768, P_h_4_fc_weight, 768, linear_h_4_fc, 3072, P_h_4_fc_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(72, "$.model.layers[2].body[1].body[2] #4: gelu (tanh), of linear_h_4_fc as stored (the backward pass reads it)");
-    rt_launch(e, "k1", k5, e->B * 3145728, 2, (void *[]){&linear_h_4_fc, &gelu_h_4_2}); /* on a GPU: k1's code, on these tensors */
-    RT_AT(74, "$.model.layers[2].body[1].body[3] #4 + $.model.layers[2].body[1] #4: linear: y = x W^T + b + residual, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_4_2, 3072, P_h_4_proj_weight, 3072, residual_linear_h_4_proj, 768, P_h_4_proj_bias, residual_attn_out_h_4_attn, RT_EPI_NONE, NULL);
+    rt_layernorm_fwd(e, residual_attn_out_h_4_attn, P_h_4_ln_2_weight, P_h_4_ln_2_bias,
+                     layernorm_h_4_ln_2, ln_mean_h_4_ln_2, ln_rstd_h_4_ln_2, e->B * 1024, 768,
+                     9.99999975e-06f);
+    RT_AT(70, "$.model.layers[2].body[1].body[1] #4: linear: y = x W^T + b, in the GEMM's "
+          "epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_4_ln_2, 768, P_h_4_fc_weight,
+                 768, linear_h_4_fc, 3072, P_h_4_fc_bias, NULL, RT_EPI_NONE, NULL);
+    RT_AT(72, "$.model.layers[2].body[1].body[2] #4: gelu (tanh), of linear_h_4_fc as stored "
+          "(the backward pass reads it)");
+    /* on a GPU: k1's code, on these tensors */
+    rt_launch(e, "k1", k5, e->B * 3145728, 2, (void *[]){&linear_h_4_fc, &gelu_h_4_2});
+    RT_AT(74, "$.model.layers[2].body[1].body[3] #4 + $.model.layers[2].body[1] #4: linear: y = "
+          "x W^T + b + residual, in the GEMM's epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_4_2, 3072, P_h_4_proj_weight, 3072,
+                 residual_linear_h_4_proj, 768, P_h_4_proj_bias, residual_attn_out_h_4_attn,
+                 RT_EPI_NONE, NULL);
     RT_AT(77, "$.model.layers[2].body[0].body[0] #5: layernorm");
-    rt_layernorm_fwd(e, residual_linear_h_4_proj, P_h_5_ln_1_weight, P_h_5_ln_1_bias, layernorm_h_5_ln_1, ln_mean_h_5_ln_1, ln_rstd_h_5_ln_1, e->B * 1024, 768, 9.99999975e-06f);
-    RT_AT(78, "$.model.layers[2].body[0].body[1] #5: linear: y = x W^T + b, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_5_ln_1, 768, P_h_5_attn_qkv_weight, 768, qkv_h_5_attn, 2304, P_h_5_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(80, "$.model.layers[2].body[0].body[1] #5: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept");
+    rt_layernorm_fwd(e, residual_linear_h_4_proj, P_h_5_ln_1_weight, P_h_5_ln_1_bias,
+                     layernorm_h_5_ln_1, ln_mean_h_5_ln_1, ln_rstd_h_5_ln_1, e->B * 1024, 768,
+                     9.99999975e-06f);
+    RT_AT(78, "$.model.layers[2].body[0].body[1] #5: linear: y = x W^T + b, in the GEMM's "
+          "epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_5_ln_1, 768,
+                 P_h_5_attn_qkv_weight, 768, qkv_h_5_attn, 2304, P_h_5_attn_qkv_bias, NULL,
+                 RT_EPI_NONE, NULL);
+    RT_AT(80, "$.model.layers[2].body[0].body[1] #5: attention: softmax(q k^T / sqrt(hd)) v per "
+          "head, log-sum-exp kept");
     rt_attention_fwd(e, qkv_h_5_attn, lse_h_5_attn, attn_y_h_5_attn, e->B, 1024, 768, 12, 1);
-    RT_AT(81, "$.model.layers[2].body[0].body[1] #5 + $.model.layers[2].body[0] #5: linear: y = x W^T + b + residual, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_5_attn, 768, P_h_5_attn_proj_weight, 768, residual_attn_out_h_5_attn, 768, P_h_5_attn_proj_bias, residual_linear_h_4_proj, RT_EPI_NONE, NULL);
+    RT_AT(81, "$.model.layers[2].body[0].body[1] #5 + $.model.layers[2].body[0] #5: linear: y = "
+          "x W^T + b + residual, in the GEMM's epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_5_attn, 768, P_h_5_attn_proj_weight,
+                 768, residual_attn_out_h_5_attn, 768, P_h_5_attn_proj_bias,
+                 residual_linear_h_4_proj, RT_EPI_NONE, NULL);
     RT_AT(84, "$.model.layers[2].body[1].body[0] #5: layernorm");
-    rt_layernorm_fwd(e, residual_attn_out_h_5_attn, P_h_5_ln_2_weight, P_h_5_ln_2_bias, layernorm_h_5_ln_2, ln_mean_h_5_ln_2, ln_rstd_h_5_ln_2, e->B * 1024, 768, 9.99999975e-06f);
-    RT_AT(85, "$.model.layers[2].body[1].body[1] #5: linear: y = x W^T + b, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_5_ln_2, 768, P_h_5_fc_weight, 768, linear_h_5_fc, 3072, P_h_5_fc_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(87, "$.model.layers[2].body[1].body[2] #5: gelu (tanh), of linear_h_5_fc as stored (the backward pass reads it)");
-    rt_launch(e, "k1", k6, e->B * 3145728, 2, (void *[]){&linear_h_5_fc, &gelu_h_5_2}); /* on a GPU: k1's code, on these tensors */
-    RT_AT(89, "$.model.layers[2].body[1].body[3] #5 + $.model.layers[2].body[1] #5: linear: y = x W^T + b + residual, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_5_2, 3072, P_h_5_proj_weight, 3072, residual_linear_h_5_proj, 768, P_h_5_proj_bias, residual_attn_out_h_5_attn, RT_EPI_NONE, NULL);
+    rt_layernorm_fwd(e, residual_attn_out_h_5_attn, P_h_5_ln_2_weight, P_h_5_ln_2_bias,
+                     layernorm_h_5_ln_2, ln_mean_h_5_ln_2, ln_rstd_h_5_ln_2, e->B * 1024, 768,
+                     9.99999975e-06f);
+    RT_AT(85, "$.model.layers[2].body[1].body[1] #5: linear: y = x W^T + b, in the GEMM's "
+          "epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_5_ln_2, 768, P_h_5_fc_weight,
+                 768, linear_h_5_fc, 3072, P_h_5_fc_bias, NULL, RT_EPI_NONE, NULL);
+    RT_AT(87, "$.model.layers[2].body[1].body[2] #5: gelu (tanh), of linear_h_5_fc as stored "
+          "(the backward pass reads it)");
+    /* on a GPU: k1's code, on these tensors */
+    rt_launch(e, "k1", k6, e->B * 3145728, 2, (void *[]){&linear_h_5_fc, &gelu_h_5_2});
+    RT_AT(89, "$.model.layers[2].body[1].body[3] #5 + $.model.layers[2].body[1] #5: linear: y = "
+          "x W^T + b + residual, in the GEMM's epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_5_2, 3072, P_h_5_proj_weight, 3072,
+                 residual_linear_h_5_proj, 768, P_h_5_proj_bias, residual_attn_out_h_5_attn,
+                 RT_EPI_NONE, NULL);
     RT_AT(92, "$.model.layers[2].body[0].body[0] #6: layernorm");
-    rt_layernorm_fwd(e, residual_linear_h_5_proj, P_h_6_ln_1_weight, P_h_6_ln_1_bias, layernorm_h_6_ln_1, ln_mean_h_6_ln_1, ln_rstd_h_6_ln_1, e->B * 1024, 768, 9.99999975e-06f);
-    RT_AT(93, "$.model.layers[2].body[0].body[1] #6: linear: y = x W^T + b, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_6_ln_1, 768, P_h_6_attn_qkv_weight, 768, qkv_h_6_attn, 2304, P_h_6_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(95, "$.model.layers[2].body[0].body[1] #6: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept");
+    rt_layernorm_fwd(e, residual_linear_h_5_proj, P_h_6_ln_1_weight, P_h_6_ln_1_bias,
+                     layernorm_h_6_ln_1, ln_mean_h_6_ln_1, ln_rstd_h_6_ln_1, e->B * 1024, 768,
+                     9.99999975e-06f);
+    RT_AT(93, "$.model.layers[2].body[0].body[1] #6: linear: y = x W^T + b, in the GEMM's "
+          "epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_6_ln_1, 768,
+                 P_h_6_attn_qkv_weight, 768, qkv_h_6_attn, 2304, P_h_6_attn_qkv_bias, NULL,
+                 RT_EPI_NONE, NULL);
+    RT_AT(95, "$.model.layers[2].body[0].body[1] #6: attention: softmax(q k^T / sqrt(hd)) v per "
+          "head, log-sum-exp kept");
     rt_attention_fwd(e, qkv_h_6_attn, lse_h_6_attn, attn_y_h_6_attn, e->B, 1024, 768, 12, 1);
-    RT_AT(96, "$.model.layers[2].body[0].body[1] #6 + $.model.layers[2].body[0] #6: linear: y = x W^T + b + residual, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_6_attn, 768, P_h_6_attn_proj_weight, 768, residual_attn_out_h_6_attn, 768, P_h_6_attn_proj_bias, residual_linear_h_5_proj, RT_EPI_NONE, NULL);
+    RT_AT(96, "$.model.layers[2].body[0].body[1] #6 + $.model.layers[2].body[0] #6: linear: y = "
+          "x W^T + b + residual, in the GEMM's epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_6_attn, 768, P_h_6_attn_proj_weight,
+                 768, residual_attn_out_h_6_attn, 768, P_h_6_attn_proj_bias,
+                 residual_linear_h_5_proj, RT_EPI_NONE, NULL);
     RT_AT(99, "$.model.layers[2].body[1].body[0] #6: layernorm");
-    rt_layernorm_fwd(e, residual_attn_out_h_6_attn, P_h_6_ln_2_weight, P_h_6_ln_2_bias, layernorm_h_6_ln_2, ln_mean_h_6_ln_2, ln_rstd_h_6_ln_2, e->B * 1024, 768, 9.99999975e-06f);
-    RT_AT(100, "$.model.layers[2].body[1].body[1] #6: linear: y = x W^T + b, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_6_ln_2, 768, P_h_6_fc_weight, 768, linear_h_6_fc, 3072, P_h_6_fc_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(102, "$.model.layers[2].body[1].body[2] #6: gelu (tanh), of linear_h_6_fc as stored (the backward pass reads it)");
-    rt_launch(e, "k1", k7, e->B * 3145728, 2, (void *[]){&linear_h_6_fc, &gelu_h_6_2}); /* on a GPU: k1's code, on these tensors */
-    RT_AT(104, "$.model.layers[2].body[1].body[3] #6 + $.model.layers[2].body[1] #6: linear: y = x W^T + b + residual, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_6_2, 3072, P_h_6_proj_weight, 3072, residual_linear_h_6_proj, 768, P_h_6_proj_bias, residual_attn_out_h_6_attn, RT_EPI_NONE, NULL);
+    rt_layernorm_fwd(e, residual_attn_out_h_6_attn, P_h_6_ln_2_weight, P_h_6_ln_2_bias,
+                     layernorm_h_6_ln_2, ln_mean_h_6_ln_2, ln_rstd_h_6_ln_2, e->B * 1024, 768,
+                     9.99999975e-06f);
+    RT_AT(100, "$.model.layers[2].body[1].body[1] #6: linear: y = x W^T + b, in the GEMM's "
+          "epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_6_ln_2, 768, P_h_6_fc_weight,
+                 768, linear_h_6_fc, 3072, P_h_6_fc_bias, NULL, RT_EPI_NONE, NULL);
+    RT_AT(102, "$.model.layers[2].body[1].body[2] #6: gelu (tanh), of linear_h_6_fc as stored "
+          "(the backward pass reads it)");
+    /* on a GPU: k1's code, on these tensors */
+    rt_launch(e, "k1", k7, e->B * 3145728, 2, (void *[]){&linear_h_6_fc, &gelu_h_6_2});
+    RT_AT(104, "$.model.layers[2].body[1].body[3] #6 + $.model.layers[2].body[1] #6: linear: y = "
+          "x W^T + b + residual, in the GEMM's epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_6_2, 3072, P_h_6_proj_weight, 3072,
+                 residual_linear_h_6_proj, 768, P_h_6_proj_bias, residual_attn_out_h_6_attn,
+                 RT_EPI_NONE, NULL);
     RT_AT(107, "$.model.layers[2].body[0].body[0] #7: layernorm");
-    rt_layernorm_fwd(e, residual_linear_h_6_proj, P_h_7_ln_1_weight, P_h_7_ln_1_bias, layernorm_h_7_ln_1, ln_mean_h_7_ln_1, ln_rstd_h_7_ln_1, e->B * 1024, 768, 9.99999975e-06f);
-    RT_AT(108, "$.model.layers[2].body[0].body[1] #7: linear: y = x W^T + b, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_7_ln_1, 768, P_h_7_attn_qkv_weight, 768, qkv_h_7_attn, 2304, P_h_7_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(110, "$.model.layers[2].body[0].body[1] #7: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept");
+    rt_layernorm_fwd(e, residual_linear_h_6_proj, P_h_7_ln_1_weight, P_h_7_ln_1_bias,
+                     layernorm_h_7_ln_1, ln_mean_h_7_ln_1, ln_rstd_h_7_ln_1, e->B * 1024, 768,
+                     9.99999975e-06f);
+    RT_AT(108, "$.model.layers[2].body[0].body[1] #7: linear: y = x W^T + b, in the GEMM's "
+          "epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_7_ln_1, 768,
+                 P_h_7_attn_qkv_weight, 768, qkv_h_7_attn, 2304, P_h_7_attn_qkv_bias, NULL,
+                 RT_EPI_NONE, NULL);
+    RT_AT(110, "$.model.layers[2].body[0].body[1] #7: attention: softmax(q k^T / sqrt(hd)) v per "
+          "head, log-sum-exp kept");
     rt_attention_fwd(e, qkv_h_7_attn, lse_h_7_attn, attn_y_h_7_attn, e->B, 1024, 768, 12, 1);
-    RT_AT(111, "$.model.layers[2].body[0].body[1] #7 + $.model.layers[2].body[0] #7: linear: y = x W^T + b + residual, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_7_attn, 768, P_h_7_attn_proj_weight, 768, residual_attn_out_h_7_attn, 768, P_h_7_attn_proj_bias, residual_linear_h_6_proj, RT_EPI_NONE, NULL);
+    RT_AT(111, "$.model.layers[2].body[0].body[1] #7 + $.model.layers[2].body[0] #7: linear: y = "
+          "x W^T + b + residual, in the GEMM's epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_7_attn, 768, P_h_7_attn_proj_weight,
+                 768, residual_attn_out_h_7_attn, 768, P_h_7_attn_proj_bias,
+                 residual_linear_h_6_proj, RT_EPI_NONE, NULL);
     RT_AT(114, "$.model.layers[2].body[1].body[0] #7: layernorm");
-    rt_layernorm_fwd(e, residual_attn_out_h_7_attn, P_h_7_ln_2_weight, P_h_7_ln_2_bias, layernorm_h_7_ln_2, ln_mean_h_7_ln_2, ln_rstd_h_7_ln_2, e->B * 1024, 768, 9.99999975e-06f);
-    RT_AT(115, "$.model.layers[2].body[1].body[1] #7: linear: y = x W^T + b, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_7_ln_2, 768, P_h_7_fc_weight, 768, linear_h_7_fc, 3072, P_h_7_fc_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(117, "$.model.layers[2].body[1].body[2] #7: gelu (tanh), of linear_h_7_fc as stored (the backward pass reads it)");
-    rt_launch(e, "k1", k8, e->B * 3145728, 2, (void *[]){&linear_h_7_fc, &gelu_h_7_2}); /* on a GPU: k1's code, on these tensors */
-    RT_AT(119, "$.model.layers[2].body[1].body[3] #7 + $.model.layers[2].body[1] #7: linear: y = x W^T + b + residual, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_7_2, 3072, P_h_7_proj_weight, 3072, residual_linear_h_7_proj, 768, P_h_7_proj_bias, residual_attn_out_h_7_attn, RT_EPI_NONE, NULL);
+    rt_layernorm_fwd(e, residual_attn_out_h_7_attn, P_h_7_ln_2_weight, P_h_7_ln_2_bias,
+                     layernorm_h_7_ln_2, ln_mean_h_7_ln_2, ln_rstd_h_7_ln_2, e->B * 1024, 768,
+                     9.99999975e-06f);
+    RT_AT(115, "$.model.layers[2].body[1].body[1] #7: linear: y = x W^T + b, in the GEMM's "
+          "epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_7_ln_2, 768, P_h_7_fc_weight,
+                 768, linear_h_7_fc, 3072, P_h_7_fc_bias, NULL, RT_EPI_NONE, NULL);
+    RT_AT(117, "$.model.layers[2].body[1].body[2] #7: gelu (tanh), of linear_h_7_fc as stored "
+          "(the backward pass reads it)");
+    /* on a GPU: k1's code, on these tensors */
+    rt_launch(e, "k1", k8, e->B * 3145728, 2, (void *[]){&linear_h_7_fc, &gelu_h_7_2});
+    RT_AT(119, "$.model.layers[2].body[1].body[3] #7 + $.model.layers[2].body[1] #7: linear: y = "
+          "x W^T + b + residual, in the GEMM's epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_7_2, 3072, P_h_7_proj_weight, 3072,
+                 residual_linear_h_7_proj, 768, P_h_7_proj_bias, residual_attn_out_h_7_attn,
+                 RT_EPI_NONE, NULL);
     RT_AT(122, "$.model.layers[2].body[0].body[0] #8: layernorm");
-    rt_layernorm_fwd(e, residual_linear_h_7_proj, P_h_8_ln_1_weight, P_h_8_ln_1_bias, layernorm_h_8_ln_1, ln_mean_h_8_ln_1, ln_rstd_h_8_ln_1, e->B * 1024, 768, 9.99999975e-06f);
-    RT_AT(123, "$.model.layers[2].body[0].body[1] #8: linear: y = x W^T + b, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_8_ln_1, 768, P_h_8_attn_qkv_weight, 768, qkv_h_8_attn, 2304, P_h_8_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(125, "$.model.layers[2].body[0].body[1] #8: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept");
+    rt_layernorm_fwd(e, residual_linear_h_7_proj, P_h_8_ln_1_weight, P_h_8_ln_1_bias,
+                     layernorm_h_8_ln_1, ln_mean_h_8_ln_1, ln_rstd_h_8_ln_1, e->B * 1024, 768,
+                     9.99999975e-06f);
+    RT_AT(123, "$.model.layers[2].body[0].body[1] #8: linear: y = x W^T + b, in the GEMM's "
+          "epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_8_ln_1, 768,
+                 P_h_8_attn_qkv_weight, 768, qkv_h_8_attn, 2304, P_h_8_attn_qkv_bias, NULL,
+                 RT_EPI_NONE, NULL);
+    RT_AT(125, "$.model.layers[2].body[0].body[1] #8: attention: softmax(q k^T / sqrt(hd)) v per "
+          "head, log-sum-exp kept");
     rt_attention_fwd(e, qkv_h_8_attn, lse_h_8_attn, attn_y_h_8_attn, e->B, 1024, 768, 12, 1);
-    RT_AT(126, "$.model.layers[2].body[0].body[1] #8 + $.model.layers[2].body[0] #8: linear: y = x W^T + b + residual, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_8_attn, 768, P_h_8_attn_proj_weight, 768, residual_attn_out_h_8_attn, 768, P_h_8_attn_proj_bias, residual_linear_h_7_proj, RT_EPI_NONE, NULL);
+    RT_AT(126, "$.model.layers[2].body[0].body[1] #8 + $.model.layers[2].body[0] #8: linear: y = "
+          "x W^T + b + residual, in the GEMM's epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_8_attn, 768, P_h_8_attn_proj_weight,
+                 768, residual_attn_out_h_8_attn, 768, P_h_8_attn_proj_bias,
+                 residual_linear_h_7_proj, RT_EPI_NONE, NULL);
     RT_AT(129, "$.model.layers[2].body[1].body[0] #8: layernorm");
-    rt_layernorm_fwd(e, residual_attn_out_h_8_attn, P_h_8_ln_2_weight, P_h_8_ln_2_bias, layernorm_h_8_ln_2, ln_mean_h_8_ln_2, ln_rstd_h_8_ln_2, e->B * 1024, 768, 9.99999975e-06f);
-    RT_AT(130, "$.model.layers[2].body[1].body[1] #8: linear: y = x W^T + b, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_8_ln_2, 768, P_h_8_fc_weight, 768, linear_h_8_fc, 3072, P_h_8_fc_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(132, "$.model.layers[2].body[1].body[2] #8: gelu (tanh), of linear_h_8_fc as stored (the backward pass reads it)");
-    rt_launch(e, "k1", k9, e->B * 3145728, 2, (void *[]){&linear_h_8_fc, &gelu_h_8_2}); /* on a GPU: k1's code, on these tensors */
-    RT_AT(134, "$.model.layers[2].body[1].body[3] #8 + $.model.layers[2].body[1] #8: linear: y = x W^T + b + residual, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_8_2, 3072, P_h_8_proj_weight, 3072, residual_linear_h_8_proj, 768, P_h_8_proj_bias, residual_attn_out_h_8_attn, RT_EPI_NONE, NULL);
+    rt_layernorm_fwd(e, residual_attn_out_h_8_attn, P_h_8_ln_2_weight, P_h_8_ln_2_bias,
+                     layernorm_h_8_ln_2, ln_mean_h_8_ln_2, ln_rstd_h_8_ln_2, e->B * 1024, 768,
+                     9.99999975e-06f);
+    RT_AT(130, "$.model.layers[2].body[1].body[1] #8: linear: y = x W^T + b, in the GEMM's "
+          "epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_8_ln_2, 768, P_h_8_fc_weight,
+                 768, linear_h_8_fc, 3072, P_h_8_fc_bias, NULL, RT_EPI_NONE, NULL);
+    RT_AT(132, "$.model.layers[2].body[1].body[2] #8: gelu (tanh), of linear_h_8_fc as stored "
+          "(the backward pass reads it)");
+    /* on a GPU: k1's code, on these tensors */
+    rt_launch(e, "k1", k9, e->B * 3145728, 2, (void *[]){&linear_h_8_fc, &gelu_h_8_2});
+    RT_AT(134, "$.model.layers[2].body[1].body[3] #8 + $.model.layers[2].body[1] #8: linear: y = "
+          "x W^T + b + residual, in the GEMM's epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_8_2, 3072, P_h_8_proj_weight, 3072,
+                 residual_linear_h_8_proj, 768, P_h_8_proj_bias, residual_attn_out_h_8_attn,
+                 RT_EPI_NONE, NULL);
     RT_AT(137, "$.model.layers[2].body[0].body[0] #9: layernorm");
-    rt_layernorm_fwd(e, residual_linear_h_8_proj, P_h_9_ln_1_weight, P_h_9_ln_1_bias, layernorm_h_9_ln_1, ln_mean_h_9_ln_1, ln_rstd_h_9_ln_1, e->B * 1024, 768, 9.99999975e-06f);
-    RT_AT(138, "$.model.layers[2].body[0].body[1] #9: linear: y = x W^T + b, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_9_ln_1, 768, P_h_9_attn_qkv_weight, 768, qkv_h_9_attn, 2304, P_h_9_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(140, "$.model.layers[2].body[0].body[1] #9: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept");
+    rt_layernorm_fwd(e, residual_linear_h_8_proj, P_h_9_ln_1_weight, P_h_9_ln_1_bias,
+                     layernorm_h_9_ln_1, ln_mean_h_9_ln_1, ln_rstd_h_9_ln_1, e->B * 1024, 768,
+                     9.99999975e-06f);
+    RT_AT(138, "$.model.layers[2].body[0].body[1] #9: linear: y = x W^T + b, in the GEMM's "
+          "epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_9_ln_1, 768,
+                 P_h_9_attn_qkv_weight, 768, qkv_h_9_attn, 2304, P_h_9_attn_qkv_bias, NULL,
+                 RT_EPI_NONE, NULL);
+    RT_AT(140, "$.model.layers[2].body[0].body[1] #9: attention: softmax(q k^T / sqrt(hd)) v per "
+          "head, log-sum-exp kept");
     rt_attention_fwd(e, qkv_h_9_attn, lse_h_9_attn, attn_y_h_9_attn, e->B, 1024, 768, 12, 1);
-    RT_AT(141, "$.model.layers[2].body[0].body[1] #9 + $.model.layers[2].body[0] #9: linear: y = x W^T + b + residual, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_9_attn, 768, P_h_9_attn_proj_weight, 768, residual_attn_out_h_9_attn, 768, P_h_9_attn_proj_bias, residual_linear_h_8_proj, RT_EPI_NONE, NULL);
+    RT_AT(141, "$.model.layers[2].body[0].body[1] #9 + $.model.layers[2].body[0] #9: linear: y = "
+          "x W^T + b + residual, in the GEMM's epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_9_attn, 768, P_h_9_attn_proj_weight,
+                 768, residual_attn_out_h_9_attn, 768, P_h_9_attn_proj_bias,
+                 residual_linear_h_8_proj, RT_EPI_NONE, NULL);
     RT_AT(144, "$.model.layers[2].body[1].body[0] #9: layernorm");
-    rt_layernorm_fwd(e, residual_attn_out_h_9_attn, P_h_9_ln_2_weight, P_h_9_ln_2_bias, layernorm_h_9_ln_2, ln_mean_h_9_ln_2, ln_rstd_h_9_ln_2, e->B * 1024, 768, 9.99999975e-06f);
-    RT_AT(145, "$.model.layers[2].body[1].body[1] #9: linear: y = x W^T + b, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_9_ln_2, 768, P_h_9_fc_weight, 768, linear_h_9_fc, 3072, P_h_9_fc_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(147, "$.model.layers[2].body[1].body[2] #9: gelu (tanh), of linear_h_9_fc as stored (the backward pass reads it)");
-    rt_launch(e, "k1", k10, e->B * 3145728, 2, (void *[]){&linear_h_9_fc, &gelu_h_9_2}); /* on a GPU: k1's code, on these tensors */
-    RT_AT(149, "$.model.layers[2].body[1].body[3] #9 + $.model.layers[2].body[1] #9: linear: y = x W^T + b + residual, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_9_2, 3072, P_h_9_proj_weight, 3072, residual_linear_h_9_proj, 768, P_h_9_proj_bias, residual_attn_out_h_9_attn, RT_EPI_NONE, NULL);
+    rt_layernorm_fwd(e, residual_attn_out_h_9_attn, P_h_9_ln_2_weight, P_h_9_ln_2_bias,
+                     layernorm_h_9_ln_2, ln_mean_h_9_ln_2, ln_rstd_h_9_ln_2, e->B * 1024, 768,
+                     9.99999975e-06f);
+    RT_AT(145, "$.model.layers[2].body[1].body[1] #9: linear: y = x W^T + b, in the GEMM's "
+          "epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_9_ln_2, 768, P_h_9_fc_weight,
+                 768, linear_h_9_fc, 3072, P_h_9_fc_bias, NULL, RT_EPI_NONE, NULL);
+    RT_AT(147, "$.model.layers[2].body[1].body[2] #9: gelu (tanh), of linear_h_9_fc as stored "
+          "(the backward pass reads it)");
+    /* on a GPU: k1's code, on these tensors */
+    rt_launch(e, "k1", k10, e->B * 3145728, 2, (void *[]){&linear_h_9_fc, &gelu_h_9_2});
+    RT_AT(149, "$.model.layers[2].body[1].body[3] #9 + $.model.layers[2].body[1] #9: linear: y = "
+          "x W^T + b + residual, in the GEMM's epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_9_2, 3072, P_h_9_proj_weight, 3072,
+                 residual_linear_h_9_proj, 768, P_h_9_proj_bias, residual_attn_out_h_9_attn,
+                 RT_EPI_NONE, NULL);
     RT_AT(152, "$.model.layers[2].body[0].body[0] #10: layernorm");
-    rt_layernorm_fwd(e, residual_linear_h_9_proj, P_h_10_ln_1_weight, P_h_10_ln_1_bias, layernorm_h_10_ln_1, ln_mean_h_10_ln_1, ln_rstd_h_10_ln_1, e->B * 1024, 768, 9.99999975e-06f);
-    RT_AT(153, "$.model.layers[2].body[0].body[1] #10: linear: y = x W^T + b, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_10_ln_1, 768, P_h_10_attn_qkv_weight, 768, qkv_h_10_attn, 2304, P_h_10_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(155, "$.model.layers[2].body[0].body[1] #10: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept");
+    rt_layernorm_fwd(e, residual_linear_h_9_proj, P_h_10_ln_1_weight, P_h_10_ln_1_bias,
+                     layernorm_h_10_ln_1, ln_mean_h_10_ln_1, ln_rstd_h_10_ln_1, e->B * 1024, 768,
+                     9.99999975e-06f);
+    RT_AT(153, "$.model.layers[2].body[0].body[1] #10: linear: y = x W^T + b, in the GEMM's "
+          "epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_10_ln_1, 768,
+                 P_h_10_attn_qkv_weight, 768, qkv_h_10_attn, 2304, P_h_10_attn_qkv_bias, NULL,
+                 RT_EPI_NONE, NULL);
+    RT_AT(155, "$.model.layers[2].body[0].body[1] #10: attention: softmax(q k^T / sqrt(hd)) v "
+          "per head, log-sum-exp kept");
     rt_attention_fwd(e, qkv_h_10_attn, lse_h_10_attn, attn_y_h_10_attn, e->B, 1024, 768, 12, 1);
-    RT_AT(156, "$.model.layers[2].body[0].body[1] #10 + $.model.layers[2].body[0] #10: linear: y = x W^T + b + residual, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_10_attn, 768, P_h_10_attn_proj_weight, 768, residual_attn_out_h_10_attn, 768, P_h_10_attn_proj_bias, residual_linear_h_9_proj, RT_EPI_NONE, NULL);
+    RT_AT(156, "$.model.layers[2].body[0].body[1] #10 + $.model.layers[2].body[0] #10: linear: y "
+          "= x W^T + b + residual, in the GEMM's epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_10_attn, 768,
+                 P_h_10_attn_proj_weight, 768, residual_attn_out_h_10_attn, 768,
+                 P_h_10_attn_proj_bias, residual_linear_h_9_proj, RT_EPI_NONE, NULL);
     RT_AT(159, "$.model.layers[2].body[1].body[0] #10: layernorm");
-    rt_layernorm_fwd(e, residual_attn_out_h_10_attn, P_h_10_ln_2_weight, P_h_10_ln_2_bias, layernorm_h_10_ln_2, ln_mean_h_10_ln_2, ln_rstd_h_10_ln_2, e->B * 1024, 768, 9.99999975e-06f);
-    RT_AT(160, "$.model.layers[2].body[1].body[1] #10: linear: y = x W^T + b, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_10_ln_2, 768, P_h_10_fc_weight, 768, linear_h_10_fc, 3072, P_h_10_fc_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(162, "$.model.layers[2].body[1].body[2] #10: gelu (tanh), of linear_h_10_fc as stored (the backward pass reads it)");
-    rt_launch(e, "k1", k11, e->B * 3145728, 2, (void *[]){&linear_h_10_fc, &gelu_h_10_2}); /* on a GPU: k1's code, on these tensors */
-    RT_AT(164, "$.model.layers[2].body[1].body[3] #10 + $.model.layers[2].body[1] #10: linear: y = x W^T + b + residual, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_10_2, 3072, P_h_10_proj_weight, 3072, residual_linear_h_10_proj, 768, P_h_10_proj_bias, residual_attn_out_h_10_attn, RT_EPI_NONE, NULL);
+    rt_layernorm_fwd(e, residual_attn_out_h_10_attn, P_h_10_ln_2_weight, P_h_10_ln_2_bias,
+                     layernorm_h_10_ln_2, ln_mean_h_10_ln_2, ln_rstd_h_10_ln_2, e->B * 1024, 768,
+                     9.99999975e-06f);
+    RT_AT(160, "$.model.layers[2].body[1].body[1] #10: linear: y = x W^T + b, in the GEMM's "
+          "epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_10_ln_2, 768, P_h_10_fc_weight,
+                 768, linear_h_10_fc, 3072, P_h_10_fc_bias, NULL, RT_EPI_NONE, NULL);
+    RT_AT(162, "$.model.layers[2].body[1].body[2] #10: gelu (tanh), of linear_h_10_fc as stored "
+          "(the backward pass reads it)");
+    rt_launch(e, "k11", k11, e->B * 3145728, 2, (void *[]){&linear_h_10_fc, &gelu_h_10_2});
+    RT_AT(164, "$.model.layers[2].body[1].body[3] #10 + $.model.layers[2].body[1] #10: linear: y "
+          "= x W^T + b + residual, in the GEMM's epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_10_2, 3072, P_h_10_proj_weight, 3072,
+                 residual_linear_h_10_proj, 768, P_h_10_proj_bias, residual_attn_out_h_10_attn,
+                 RT_EPI_NONE, NULL);
     RT_AT(167, "$.model.layers[2].body[0].body[0] #11: layernorm");
-    rt_layernorm_fwd(e, residual_linear_h_10_proj, P_h_11_ln_1_weight, P_h_11_ln_1_bias, layernorm_h_11_ln_1, ln_mean_h_11_ln_1, ln_rstd_h_11_ln_1, e->B * 1024, 768, 9.99999975e-06f);
-    RT_AT(168, "$.model.layers[2].body[0].body[1] #11: linear: y = x W^T + b, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_11_ln_1, 768, P_h_11_attn_qkv_weight, 768, qkv_h_11_attn, 2304, P_h_11_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(170, "$.model.layers[2].body[0].body[1] #11: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept");
+    rt_layernorm_fwd(e, residual_linear_h_10_proj, P_h_11_ln_1_weight, P_h_11_ln_1_bias,
+                     layernorm_h_11_ln_1, ln_mean_h_11_ln_1, ln_rstd_h_11_ln_1, e->B * 1024, 768,
+                     9.99999975e-06f);
+    RT_AT(168, "$.model.layers[2].body[0].body[1] #11: linear: y = x W^T + b, in the GEMM's "
+          "epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_11_ln_1, 768,
+                 P_h_11_attn_qkv_weight, 768, qkv_h_11_attn, 2304, P_h_11_attn_qkv_bias, NULL,
+                 RT_EPI_NONE, NULL);
+    RT_AT(170, "$.model.layers[2].body[0].body[1] #11: attention: softmax(q k^T / sqrt(hd)) v "
+          "per head, log-sum-exp kept");
     rt_attention_fwd(e, qkv_h_11_attn, lse_h_11_attn, attn_y_h_11_attn, e->B, 1024, 768, 12, 1);
-    RT_AT(171, "$.model.layers[2].body[0].body[1] #11 + $.model.layers[2].body[0] #11: linear: y = x W^T + b + residual, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_11_attn, 768, P_h_11_attn_proj_weight, 768, residual_attn_out_h_11_attn, 768, P_h_11_attn_proj_bias, residual_linear_h_10_proj, RT_EPI_NONE, NULL);
+    RT_AT(171, "$.model.layers[2].body[0].body[1] #11 + $.model.layers[2].body[0] #11: linear: y "
+          "= x W^T + b + residual, in the GEMM's epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_11_attn, 768,
+                 P_h_11_attn_proj_weight, 768, residual_attn_out_h_11_attn, 768,
+                 P_h_11_attn_proj_bias, residual_linear_h_10_proj, RT_EPI_NONE, NULL);
     RT_AT(174, "$.model.layers[2].body[1].body[0] #11: layernorm");
-    rt_layernorm_fwd(e, residual_attn_out_h_11_attn, P_h_11_ln_2_weight, P_h_11_ln_2_bias, layernorm_h_11_ln_2, ln_mean_h_11_ln_2, ln_rstd_h_11_ln_2, e->B * 1024, 768, 9.99999975e-06f);
-    RT_AT(175, "$.model.layers[2].body[1].body[1] #11: linear: y = x W^T + b, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_11_ln_2, 768, P_h_11_fc_weight, 768, linear_h_11_fc, 3072, P_h_11_fc_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(177, "$.model.layers[2].body[1].body[2] #11: gelu (tanh), of linear_h_11_fc as stored (the backward pass reads it)");
-    rt_launch(e, "k1", k12, e->B * 3145728, 2, (void *[]){&linear_h_11_fc, &gelu_h_11_2}); /* on a GPU: k1's code, on these tensors */
-    RT_AT(179, "$.model.layers[2].body[1].body[3] #11 + $.model.layers[2].body[1] #11: linear: y = x W^T + b + residual, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_11_2, 3072, P_h_11_proj_weight, 3072, residual_linear_h_11_proj, 768, P_h_11_proj_bias, residual_attn_out_h_11_attn, RT_EPI_NONE, NULL);
+    rt_layernorm_fwd(e, residual_attn_out_h_11_attn, P_h_11_ln_2_weight, P_h_11_ln_2_bias,
+                     layernorm_h_11_ln_2, ln_mean_h_11_ln_2, ln_rstd_h_11_ln_2, e->B * 1024, 768,
+                     9.99999975e-06f);
+    RT_AT(175, "$.model.layers[2].body[1].body[1] #11: linear: y = x W^T + b, in the GEMM's "
+          "epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_11_ln_2, 768, P_h_11_fc_weight,
+                 768, linear_h_11_fc, 3072, P_h_11_fc_bias, NULL, RT_EPI_NONE, NULL);
+    RT_AT(177, "$.model.layers[2].body[1].body[2] #11: gelu (tanh), of linear_h_11_fc as stored "
+          "(the backward pass reads it)");
+    /* on a GPU: k11's code, on these tensors */
+    rt_launch(e, "k11", k12, e->B * 3145728, 2, (void *[]){&linear_h_11_fc, &gelu_h_11_2});
+    RT_AT(179, "$.model.layers[2].body[1].body[3] #11 + $.model.layers[2].body[1] #11: linear: y "
+          "= x W^T + b + residual, in the GEMM's epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_11_2, 3072, P_h_11_proj_weight, 3072,
+                 residual_linear_h_11_proj, 768, P_h_11_proj_bias, residual_attn_out_h_11_attn,
+                 RT_EPI_NONE, NULL);
     RT_AT(182, "$.model.layers[3]: layernorm");
-    rt_layernorm_fwd(e, residual_linear_h_11_proj, P_ln_f_weight, P_ln_f_bias, layernorm_ln_f, ln_mean_ln_f, ln_rstd_ln_f, e->B * 1024, 768, 9.99999975e-06f);
-    RT_AT(183, "$.model.layers[4]: linear: y = x W^T over W's 47 zero rows too (the padded vocabulary: y's padding comes out 0)");
-    rt_gemm(e, 0, 1, e->B * 1024, 50304, 768, 1.0f, layernorm_ln_f, 768, P_wte_weight, 768, 0.0f, linear_lm_head, 50304);
+    rt_layernorm_fwd(e, residual_linear_h_11_proj, P_ln_f_weight, P_ln_f_bias, layernorm_ln_f,
+                     ln_mean_ln_f, ln_rstd_ln_f, e->B * 1024, 768, 9.99999975e-06f);
+    RT_AT(183, "$.model.layers[4]: linear: y = x W^T over W's 47 zero rows too (the padded "
+          "vocabulary: y's padding comes out 0)");
+    rt_gemm(e, 0, 1, e->B * 1024, 50304, 768, 1.0f, layernorm_ln_f, 768, P_wte_weight, 768, 0.0f,
+            linear_lm_head, 50304);
     RT_AT(184, "$.model.loss: cross entropy: loss, accuracy and d(logits) in one pass");
-    rt_cross_entropy(e, linear_lm_head, in_y, e->train ? d_linear_lm_head : NULL, e->B * 1024, 50257, 50304);
+    rt_cross_entropy(e, linear_lm_head, in_y, e->train ? d_linear_lm_head : NULL, e->B * 1024,
+                     50257, 50304);
 }
 
 /* The backward pass: activation gradients written, parameter gradients accumulated. */
@@ -1011,715 +1228,1119 @@ static void backward(rt_exec *e)
     float *G_wpe_weight = e->grads + 38633472; /* [1024, 768] */
     const int32_t *in_x = (const int32_t *)e->in[0]; /* [B, 1024] */
 
-    RT_AT(185, "$.model.layers[4]: linear backward: dx = dy W (over the padded vocabulary: dy's padding is 0)");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 50304, 1.0f, d_linear_lm_head, 50304, P_wte_weight, 768, 0.0f, d_layernorm_ln_f, 768);
+    RT_AT(185, "$.model.layers[4]: linear backward: dx = dy W (over the padded vocabulary: dy's "
+          "padding is 0)");
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 50304, 1.0f, d_linear_lm_head, 50304, P_wte_weight, 768,
+            0.0f, d_layernorm_ln_f, 768);
     RT_AT(186, "$.model.layers[4]: wte.weight's gradient is written from here on");
     rt_grad_begin(e, 0, 38633472);
-    RT_AT(187, "$.model.layers[4]: linear backward: dW += dy^T x (the zero rows' gradient: 0, from dy's zero padding)");
-    rt_gemm(e, 1, 0, 50304, 768, e->B * 1024, 1.0f, d_linear_lm_head, 50304, layernorm_ln_f, 768, 1.0f, G_wte_weight, 768);
-    RT_AT(188, "$.model.layers[3]: the gradients of ln_f.weight and ln_f.bias are written from here on");
+    RT_AT(187, "$.model.layers[4]: linear backward: dW += dy^T x (the zero rows' gradient: 0, "
+          "from dy's zero padding)");
+    rt_gemm(e, 1, 0, 50304, 768, e->B * 1024, 1.0f, d_linear_lm_head, 50304, layernorm_ln_f, 768,
+            1.0f, G_wte_weight, 768);
+    RT_AT(188, "$.model.layers[3]: the gradients of ln_f.weight and ln_f.bias are written from "
+          "here on");
     rt_grad_begin(e, 124474368, 1536);
     RT_AT(189, "$.model.layers[3]: layernorm backward");
-    rt_layernorm_bwd(e, residual_linear_h_11_proj, P_ln_f_weight, ln_mean_ln_f, ln_rstd_ln_f, d_layernorm_ln_f, NULL, d_residual_linear_h_11_proj, G_ln_f_weight, G_ln_f_bias, e->B * 1024, 768);
+    rt_layernorm_bwd(e, residual_linear_h_11_proj, P_ln_f_weight, ln_mean_ln_f, ln_rstd_ln_f,
+                     d_layernorm_ln_f, NULL, d_residual_linear_h_11_proj, G_ln_f_weight,
+                     G_ln_f_bias, e->B * 1024, 768);
     RT_AT(190, "$.model.layers[3]: ln_f.weight's gradient is final");
     rt_grad_ready(e, 124474368, 768);
     RT_AT(191, "$.model.layers[3]: ln_f.bias's gradient is final");
     rt_grad_ready(e, 124475136, 768);
-    RT_AT(193, "$.model.layers[2].body[1].body[3] #11: the gradients of h.11.proj.weight and h.11.proj.bias are written from here on");
+    RT_AT(193, "$.model.layers[2].body[1].body[3] #11: the gradients of h.11.proj.weight and "
+          "h.11.proj.bias are written from here on");
     rt_grad_begin(e, 122114304, 2360064);
-    RT_AT(194, "$.model.layers[2].body[1].body[3] #11: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_11_proj, 768, gelu_h_11_2, 3072, 1.0f, G_h_11_proj_weight, 3072, G_h_11_proj_bias, 1);
+    RT_AT(194, "$.model.layers[2].body[1].body[3] #11: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_11_proj, 768,
+                  gelu_h_11_2, 3072, 1.0f, G_h_11_proj_weight, 3072, G_h_11_proj_bias, 1);
     RT_AT(195, "$.model.layers[2].body[1].body[3] #11: h.11.proj.weight's gradient is final");
     rt_grad_ready(e, 122114304, 2359296);
     RT_AT(196, "$.model.layers[2].body[1].body[3] #11: h.11.proj.bias's gradient is final");
     rt_grad_ready(e, 124473600, 768);
-    RT_AT(198, "$.model.layers[2].body[1].body[3] #11 + $.model.layers[2].body[1].body[2] #11: linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
-    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_11_proj, 768, P_h_11_proj_weight, 3072, d_linear_h_11_fc, 3072, linear_h_11_fc);
+    RT_AT(198, "$.model.layers[2].body[1].body[3] #11 + $.model.layers[2].body[1].body[2] #11: "
+          "linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
+    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_11_proj, 768,
+                  P_h_11_proj_weight, 3072, d_linear_h_11_fc, 3072, linear_h_11_fc);
     RT_AT(199, "$.model.layers[2].body[1].body[1] #11: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_11_fc, 3072, P_h_11_fc_weight, 768, 0.0f, d_layernorm_h_11_ln_2, 768);
-    RT_AT(200, "$.model.layers[2].body[1].body[1] #11: the gradients of h.11.fc.weight and h.11.fc.bias are written from here on");
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_11_fc, 3072, P_h_11_fc_weight, 768,
+            0.0f, d_layernorm_h_11_ln_2, 768);
+    RT_AT(200, "$.model.layers[2].body[1].body[1] #11: the gradients of h.11.fc.weight and "
+          "h.11.fc.bias are written from here on");
     rt_grad_begin(e, 119751936, 2362368);
-    RT_AT(201, "$.model.layers[2].body[1].body[1] #11: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_11_fc, 3072, layernorm_h_11_ln_2, 768, 1.0f, G_h_11_fc_weight, 768, G_h_11_fc_bias, 1);
+    RT_AT(201, "$.model.layers[2].body[1].body[1] #11: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_11_fc, 3072,
+                  layernorm_h_11_ln_2, 768, 1.0f, G_h_11_fc_weight, 768, G_h_11_fc_bias, 1);
     RT_AT(202, "$.model.layers[2].body[1].body[1] #11: h.11.fc.weight's gradient is final");
     rt_grad_ready(e, 119751936, 2359296);
     RT_AT(203, "$.model.layers[2].body[1].body[1] #11: h.11.fc.bias's gradient is final");
     rt_grad_ready(e, 122111232, 3072);
-    RT_AT(205, "$.model.layers[2].body[1].body[0] #11 + $.model.layers[2].body[0] #11: the gradients of h.11.ln_2.weight and h.11.ln_2.bias are written from here on");
+    RT_AT(205, "$.model.layers[2].body[1].body[0] #11 + $.model.layers[2].body[0] #11: the "
+          "gradients of h.11.ln_2.weight and h.11.ln_2.bias are written from here on");
     rt_grad_begin(e, 119750400, 1536);
-    RT_AT(206, "$.model.layers[2].body[1].body[0] #11 + $.model.layers[2].body[0] #11: layernorm backward, plus the other gradient contributions (their sum folded in)");
-    rt_layernorm_bwd(e, residual_attn_out_h_11_attn, P_h_11_ln_2_weight, ln_mean_h_11_ln_2, ln_rstd_h_11_ln_2, d_layernorm_h_11_ln_2, d_residual_linear_h_11_proj, d_residual_attn_out_h_11_attn_491, G_h_11_ln_2_weight, G_h_11_ln_2_bias, e->B * 1024, 768);
-    RT_AT(207, "$.model.layers[2].body[1].body[0] #11 + $.model.layers[2].body[0] #11: h.11.ln_2.weight's gradient is final");
+    RT_AT(206, "$.model.layers[2].body[1].body[0] #11 + $.model.layers[2].body[0] #11: layernorm "
+          "backward, plus the other gradient contributions (their sum folded in)");
+    rt_layernorm_bwd(e, residual_attn_out_h_11_attn, P_h_11_ln_2_weight, ln_mean_h_11_ln_2,
+                     ln_rstd_h_11_ln_2, d_layernorm_h_11_ln_2, d_residual_linear_h_11_proj,
+                     d_residual_attn_out_h_11_attn_491, G_h_11_ln_2_weight, G_h_11_ln_2_bias,
+                     e->B * 1024, 768);
+    RT_AT(207, "$.model.layers[2].body[1].body[0] #11 + $.model.layers[2].body[0] #11: "
+          "h.11.ln_2.weight's gradient is final");
     rt_grad_ready(e, 119750400, 768);
-    RT_AT(208, "$.model.layers[2].body[1].body[0] #11 + $.model.layers[2].body[0] #11: h.11.ln_2.bias's gradient is final");
+    RT_AT(208, "$.model.layers[2].body[1].body[0] #11 + $.model.layers[2].body[0] #11: "
+          "h.11.ln_2.bias's gradient is final");
     rt_grad_ready(e, 119751168, 768);
     RT_AT(210, "$.model.layers[2].body[0].body[1] #11: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_11_attn_491, 768, P_h_11_attn_proj_weight, 768, 0.0f, d_attn_y_h_11_attn, 768);
-    RT_AT(211, "$.model.layers[2].body[0].body[1] #11: the gradients of h.11.attn.proj.weight and h.11.attn.proj.bias are written from here on");
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_11_attn_491, 768,
+            P_h_11_attn_proj_weight, 768, 0.0f, d_attn_y_h_11_attn, 768);
+    RT_AT(211, "$.model.layers[2].body[0].body[1] #11: the gradients of h.11.attn.proj.weight "
+          "and h.11.attn.proj.bias are written from here on");
     rt_grad_begin(e, 119159808, 590592);
-    RT_AT(212, "$.model.layers[2].body[0].body[1] #11: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_11_attn_491, 768, attn_y_h_11_attn, 768, 1.0f, G_h_11_attn_proj_weight, 768, G_h_11_attn_proj_bias, 1);
+    RT_AT(212, "$.model.layers[2].body[0].body[1] #11: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_11_attn_491, 768,
+                  attn_y_h_11_attn, 768, 1.0f, G_h_11_attn_proj_weight, 768, G_h_11_attn_proj_bias,
+                  1);
     RT_AT(213, "$.model.layers[2].body[0].body[1] #11: h.11.attn.proj.weight's gradient is final");
     rt_grad_ready(e, 119159808, 589824);
     RT_AT(214, "$.model.layers[2].body[0].body[1] #11: h.11.attn.proj.bias's gradient is final");
     rt_grad_ready(e, 119749632, 768);
-    RT_AT(216, "$.model.layers[2].body[0].body[1] #11: attention backward: d(qkv), probabilities recomputed from the log-sum-exp");
-    rt_attention_bwd(e, qkv_h_11_attn, lse_h_11_attn, attn_y_h_11_attn, d_attn_y_h_11_attn, d_qkv_h_11_attn, e->B, 1024, 768, 12, 1);
+    RT_AT(216, "$.model.layers[2].body[0].body[1] #11: attention backward: d(qkv), probabilities "
+          "recomputed from the log-sum-exp");
+    rt_attention_bwd(e, qkv_h_11_attn, lse_h_11_attn, attn_y_h_11_attn, d_attn_y_h_11_attn,
+                     d_qkv_h_11_attn, e->B, 1024, 768, 12, 1);
     RT_AT(217, "$.model.layers[2].body[0].body[1] #11: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_11_attn, 2304, P_h_11_attn_qkv_weight, 768, 0.0f, d_layernorm_h_11_ln_1, 768);
-    RT_AT(218, "$.model.layers[2].body[0].body[1] #11: the gradients of h.11.attn.qkv.weight and h.11.attn.qkv.bias are written from here on");
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_11_attn, 2304, P_h_11_attn_qkv_weight,
+            768, 0.0f, d_layernorm_h_11_ln_1, 768);
+    RT_AT(218, "$.model.layers[2].body[0].body[1] #11: the gradients of h.11.attn.qkv.weight and "
+          "h.11.attn.qkv.bias are written from here on");
     rt_grad_begin(e, 117388032, 1771776);
-    RT_AT(219, "$.model.layers[2].body[0].body[1] #11: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_11_attn, 2304, layernorm_h_11_ln_1, 768, 1.0f, G_h_11_attn_qkv_weight, 768, G_h_11_attn_qkv_bias, 1);
+    RT_AT(219, "$.model.layers[2].body[0].body[1] #11: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_11_attn, 2304, layernorm_h_11_ln_1,
+                  768, 1.0f, G_h_11_attn_qkv_weight, 768, G_h_11_attn_qkv_bias, 1);
     RT_AT(220, "$.model.layers[2].body[0].body[1] #11: h.11.attn.qkv.weight's gradient is final");
     rt_grad_ready(e, 117388032, 1769472);
     RT_AT(221, "$.model.layers[2].body[0].body[1] #11: h.11.attn.qkv.bias's gradient is final");
     rt_grad_ready(e, 119157504, 2304);
-    RT_AT(223, "$.model.layers[2].body[0].body[0] #11 + $.model.layers[2].body[1] #10: the gradients of h.11.ln_1.weight and h.11.ln_1.bias are written from here on");
+    RT_AT(223, "$.model.layers[2].body[0].body[0] #11 + $.model.layers[2].body[1] #10: the "
+          "gradients of h.11.ln_1.weight and h.11.ln_1.bias are written from here on");
     rt_grad_begin(e, 117386496, 1536);
-    RT_AT(224, "$.model.layers[2].body[0].body[0] #11 + $.model.layers[2].body[1] #10: layernorm backward, plus the other gradient contributions (their sum folded in)");
-    rt_layernorm_bwd(e, residual_linear_h_10_proj, P_h_11_ln_1_weight, ln_mean_h_11_ln_1, ln_rstd_h_11_ln_1, d_layernorm_h_11_ln_1, d_residual_attn_out_h_11_attn_491, d_residual_linear_h_10_proj_496, G_h_11_ln_1_weight, G_h_11_ln_1_bias, e->B * 1024, 768);
-    RT_AT(225, "$.model.layers[2].body[0].body[0] #11 + $.model.layers[2].body[1] #10: h.11.ln_1.weight's gradient is final");
+    RT_AT(224, "$.model.layers[2].body[0].body[0] #11 + $.model.layers[2].body[1] #10: layernorm "
+          "backward, plus the other gradient contributions (their sum folded in)");
+    rt_layernorm_bwd(e, residual_linear_h_10_proj, P_h_11_ln_1_weight, ln_mean_h_11_ln_1,
+                     ln_rstd_h_11_ln_1, d_layernorm_h_11_ln_1, d_residual_attn_out_h_11_attn_491,
+                     d_residual_linear_h_10_proj_496, G_h_11_ln_1_weight, G_h_11_ln_1_bias,
+                     e->B * 1024, 768);
+    RT_AT(225, "$.model.layers[2].body[0].body[0] #11 + $.model.layers[2].body[1] #10: "
+          "h.11.ln_1.weight's gradient is final");
     rt_grad_ready(e, 117386496, 768);
-    RT_AT(226, "$.model.layers[2].body[0].body[0] #11 + $.model.layers[2].body[1] #10: h.11.ln_1.bias's gradient is final");
+    RT_AT(226, "$.model.layers[2].body[0].body[0] #11 + $.model.layers[2].body[1] #10: "
+          "h.11.ln_1.bias's gradient is final");
     rt_grad_ready(e, 117387264, 768);
-    RT_AT(229, "$.model.layers[2].body[1].body[3] #10: the gradients of h.10.proj.weight and h.10.proj.bias are written from here on");
+    RT_AT(229, "$.model.layers[2].body[1].body[3] #10: the gradients of h.10.proj.weight and "
+          "h.10.proj.bias are written from here on");
     rt_grad_begin(e, 115026432, 2360064);
-    RT_AT(230, "$.model.layers[2].body[1].body[3] #10: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_10_proj_496, 768, gelu_h_10_2, 3072, 1.0f, G_h_10_proj_weight, 3072, G_h_10_proj_bias, 1);
+    RT_AT(230, "$.model.layers[2].body[1].body[3] #10: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_10_proj_496, 768,
+                  gelu_h_10_2, 3072, 1.0f, G_h_10_proj_weight, 3072, G_h_10_proj_bias, 1);
     RT_AT(231, "$.model.layers[2].body[1].body[3] #10: h.10.proj.weight's gradient is final");
     rt_grad_ready(e, 115026432, 2359296);
     RT_AT(232, "$.model.layers[2].body[1].body[3] #10: h.10.proj.bias's gradient is final");
     rt_grad_ready(e, 117385728, 768);
-    RT_AT(234, "$.model.layers[2].body[1].body[3] #10 + $.model.layers[2].body[1].body[2] #10: linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
-    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_10_proj_496, 768, P_h_10_proj_weight, 3072, d_linear_h_10_fc, 3072, linear_h_10_fc);
+    RT_AT(234, "$.model.layers[2].body[1].body[3] #10 + $.model.layers[2].body[1].body[2] #10: "
+          "linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
+    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_10_proj_496, 768,
+                  P_h_10_proj_weight, 3072, d_linear_h_10_fc, 3072, linear_h_10_fc);
     RT_AT(235, "$.model.layers[2].body[1].body[1] #10: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_10_fc, 3072, P_h_10_fc_weight, 768, 0.0f, d_layernorm_h_10_ln_2, 768);
-    RT_AT(236, "$.model.layers[2].body[1].body[1] #10: the gradients of h.10.fc.weight and h.10.fc.bias are written from here on");
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_10_fc, 3072, P_h_10_fc_weight, 768,
+            0.0f, d_layernorm_h_10_ln_2, 768);
+    RT_AT(236, "$.model.layers[2].body[1].body[1] #10: the gradients of h.10.fc.weight and "
+          "h.10.fc.bias are written from here on");
     rt_grad_begin(e, 112664064, 2362368);
-    RT_AT(237, "$.model.layers[2].body[1].body[1] #10: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_10_fc, 3072, layernorm_h_10_ln_2, 768, 1.0f, G_h_10_fc_weight, 768, G_h_10_fc_bias, 1);
+    RT_AT(237, "$.model.layers[2].body[1].body[1] #10: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_10_fc, 3072,
+                  layernorm_h_10_ln_2, 768, 1.0f, G_h_10_fc_weight, 768, G_h_10_fc_bias, 1);
     RT_AT(238, "$.model.layers[2].body[1].body[1] #10: h.10.fc.weight's gradient is final");
     rt_grad_ready(e, 112664064, 2359296);
     RT_AT(239, "$.model.layers[2].body[1].body[1] #10: h.10.fc.bias's gradient is final");
     rt_grad_ready(e, 115023360, 3072);
-    RT_AT(241, "$.model.layers[2].body[1].body[0] #10 + $.model.layers[2].body[0] #10: the gradients of h.10.ln_2.weight and h.10.ln_2.bias are written from here on");
+    RT_AT(241, "$.model.layers[2].body[1].body[0] #10 + $.model.layers[2].body[0] #10: the "
+          "gradients of h.10.ln_2.weight and h.10.ln_2.bias are written from here on");
     rt_grad_begin(e, 112662528, 1536);
-    RT_AT(242, "$.model.layers[2].body[1].body[0] #10 + $.model.layers[2].body[0] #10: layernorm backward, plus the other gradient contributions (their sum folded in)");
-    rt_layernorm_bwd(e, residual_attn_out_h_10_attn, P_h_10_ln_2_weight, ln_mean_h_10_ln_2, ln_rstd_h_10_ln_2, d_layernorm_h_10_ln_2, d_residual_linear_h_10_proj_496, d_residual_attn_out_h_10_attn_501, G_h_10_ln_2_weight, G_h_10_ln_2_bias, e->B * 1024, 768);
-    RT_AT(243, "$.model.layers[2].body[1].body[0] #10 + $.model.layers[2].body[0] #10: h.10.ln_2.weight's gradient is final");
+    RT_AT(242, "$.model.layers[2].body[1].body[0] #10 + $.model.layers[2].body[0] #10: layernorm "
+          "backward, plus the other gradient contributions (their sum folded in)");
+    rt_layernorm_bwd(e, residual_attn_out_h_10_attn, P_h_10_ln_2_weight, ln_mean_h_10_ln_2,
+                     ln_rstd_h_10_ln_2, d_layernorm_h_10_ln_2, d_residual_linear_h_10_proj_496,
+                     d_residual_attn_out_h_10_attn_501, G_h_10_ln_2_weight, G_h_10_ln_2_bias,
+                     e->B * 1024, 768);
+    RT_AT(243, "$.model.layers[2].body[1].body[0] #10 + $.model.layers[2].body[0] #10: "
+          "h.10.ln_2.weight's gradient is final");
     rt_grad_ready(e, 112662528, 768);
-    RT_AT(244, "$.model.layers[2].body[1].body[0] #10 + $.model.layers[2].body[0] #10: h.10.ln_2.bias's gradient is final");
+    RT_AT(244, "$.model.layers[2].body[1].body[0] #10 + $.model.layers[2].body[0] #10: "
+          "h.10.ln_2.bias's gradient is final");
     rt_grad_ready(e, 112663296, 768);
     RT_AT(246, "$.model.layers[2].body[0].body[1] #10: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_10_attn_501, 768, P_h_10_attn_proj_weight, 768, 0.0f, d_attn_y_h_10_attn, 768);
-    RT_AT(247, "$.model.layers[2].body[0].body[1] #10: the gradients of h.10.attn.proj.weight and h.10.attn.proj.bias are written from here on");
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_10_attn_501, 768,
+            P_h_10_attn_proj_weight, 768, 0.0f, d_attn_y_h_10_attn, 768);
+    RT_AT(247, "$.model.layers[2].body[0].body[1] #10: the gradients of h.10.attn.proj.weight "
+          "and h.10.attn.proj.bias are written from here on");
     rt_grad_begin(e, 112071936, 590592);
-    RT_AT(248, "$.model.layers[2].body[0].body[1] #10: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_10_attn_501, 768, attn_y_h_10_attn, 768, 1.0f, G_h_10_attn_proj_weight, 768, G_h_10_attn_proj_bias, 1);
+    RT_AT(248, "$.model.layers[2].body[0].body[1] #10: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_10_attn_501, 768,
+                  attn_y_h_10_attn, 768, 1.0f, G_h_10_attn_proj_weight, 768, G_h_10_attn_proj_bias,
+                  1);
     RT_AT(249, "$.model.layers[2].body[0].body[1] #10: h.10.attn.proj.weight's gradient is final");
     rt_grad_ready(e, 112071936, 589824);
     RT_AT(250, "$.model.layers[2].body[0].body[1] #10: h.10.attn.proj.bias's gradient is final");
     rt_grad_ready(e, 112661760, 768);
-    RT_AT(252, "$.model.layers[2].body[0].body[1] #10: attention backward: d(qkv), probabilities recomputed from the log-sum-exp");
-    rt_attention_bwd(e, qkv_h_10_attn, lse_h_10_attn, attn_y_h_10_attn, d_attn_y_h_10_attn, d_qkv_h_10_attn, e->B, 1024, 768, 12, 1);
+    RT_AT(252, "$.model.layers[2].body[0].body[1] #10: attention backward: d(qkv), probabilities "
+          "recomputed from the log-sum-exp");
+    rt_attention_bwd(e, qkv_h_10_attn, lse_h_10_attn, attn_y_h_10_attn, d_attn_y_h_10_attn,
+                     d_qkv_h_10_attn, e->B, 1024, 768, 12, 1);
     RT_AT(253, "$.model.layers[2].body[0].body[1] #10: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_10_attn, 2304, P_h_10_attn_qkv_weight, 768, 0.0f, d_layernorm_h_10_ln_1, 768);
-    RT_AT(254, "$.model.layers[2].body[0].body[1] #10: the gradients of h.10.attn.qkv.weight and h.10.attn.qkv.bias are written from here on");
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_10_attn, 2304, P_h_10_attn_qkv_weight,
+            768, 0.0f, d_layernorm_h_10_ln_1, 768);
+    RT_AT(254, "$.model.layers[2].body[0].body[1] #10: the gradients of h.10.attn.qkv.weight and "
+          "h.10.attn.qkv.bias are written from here on");
     rt_grad_begin(e, 110300160, 1771776);
-    RT_AT(255, "$.model.layers[2].body[0].body[1] #10: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_10_attn, 2304, layernorm_h_10_ln_1, 768, 1.0f, G_h_10_attn_qkv_weight, 768, G_h_10_attn_qkv_bias, 1);
+    RT_AT(255, "$.model.layers[2].body[0].body[1] #10: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_10_attn, 2304, layernorm_h_10_ln_1,
+                  768, 1.0f, G_h_10_attn_qkv_weight, 768, G_h_10_attn_qkv_bias, 1);
     RT_AT(256, "$.model.layers[2].body[0].body[1] #10: h.10.attn.qkv.weight's gradient is final");
     rt_grad_ready(e, 110300160, 1769472);
     RT_AT(257, "$.model.layers[2].body[0].body[1] #10: h.10.attn.qkv.bias's gradient is final");
     rt_grad_ready(e, 112069632, 2304);
-    RT_AT(259, "$.model.layers[2].body[0].body[0] #10 + $.model.layers[2].body[1] #9: the gradients of h.10.ln_1.weight and h.10.ln_1.bias are written from here on");
+    RT_AT(259, "$.model.layers[2].body[0].body[0] #10 + $.model.layers[2].body[1] #9: the "
+          "gradients of h.10.ln_1.weight and h.10.ln_1.bias are written from here on");
     rt_grad_begin(e, 110298624, 1536);
-    RT_AT(260, "$.model.layers[2].body[0].body[0] #10 + $.model.layers[2].body[1] #9: layernorm backward, plus the other gradient contributions (their sum folded in)");
-    rt_layernorm_bwd(e, residual_linear_h_9_proj, P_h_10_ln_1_weight, ln_mean_h_10_ln_1, ln_rstd_h_10_ln_1, d_layernorm_h_10_ln_1, d_residual_attn_out_h_10_attn_501, d_residual_linear_h_9_proj_506, G_h_10_ln_1_weight, G_h_10_ln_1_bias, e->B * 1024, 768);
-    RT_AT(261, "$.model.layers[2].body[0].body[0] #10 + $.model.layers[2].body[1] #9: h.10.ln_1.weight's gradient is final");
+    RT_AT(260, "$.model.layers[2].body[0].body[0] #10 + $.model.layers[2].body[1] #9: layernorm "
+          "backward, plus the other gradient contributions (their sum folded in)");
+    rt_layernorm_bwd(e, residual_linear_h_9_proj, P_h_10_ln_1_weight, ln_mean_h_10_ln_1,
+                     ln_rstd_h_10_ln_1, d_layernorm_h_10_ln_1, d_residual_attn_out_h_10_attn_501,
+                     d_residual_linear_h_9_proj_506, G_h_10_ln_1_weight, G_h_10_ln_1_bias,
+                     e->B * 1024, 768);
+    RT_AT(261, "$.model.layers[2].body[0].body[0] #10 + $.model.layers[2].body[1] #9: "
+          "h.10.ln_1.weight's gradient is final");
     rt_grad_ready(e, 110298624, 768);
-    RT_AT(262, "$.model.layers[2].body[0].body[0] #10 + $.model.layers[2].body[1] #9: h.10.ln_1.bias's gradient is final");
+    RT_AT(262, "$.model.layers[2].body[0].body[0] #10 + $.model.layers[2].body[1] #9: "
+          "h.10.ln_1.bias's gradient is final");
     rt_grad_ready(e, 110299392, 768);
-    RT_AT(265, "$.model.layers[2].body[1].body[3] #9: the gradients of h.9.proj.weight and h.9.proj.bias are written from here on");
+    RT_AT(265, "$.model.layers[2].body[1].body[3] #9: the gradients of h.9.proj.weight and "
+          "h.9.proj.bias are written from here on");
     rt_grad_begin(e, 107938560, 2360064);
-    RT_AT(266, "$.model.layers[2].body[1].body[3] #9: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_9_proj_506, 768, gelu_h_9_2, 3072, 1.0f, G_h_9_proj_weight, 3072, G_h_9_proj_bias, 1);
+    RT_AT(266, "$.model.layers[2].body[1].body[3] #9: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_9_proj_506, 768,
+                  gelu_h_9_2, 3072, 1.0f, G_h_9_proj_weight, 3072, G_h_9_proj_bias, 1);
     RT_AT(267, "$.model.layers[2].body[1].body[3] #9: h.9.proj.weight's gradient is final");
     rt_grad_ready(e, 107938560, 2359296);
     RT_AT(268, "$.model.layers[2].body[1].body[3] #9: h.9.proj.bias's gradient is final");
     rt_grad_ready(e, 110297856, 768);
-    RT_AT(270, "$.model.layers[2].body[1].body[3] #9 + $.model.layers[2].body[1].body[2] #9: linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
-    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_9_proj_506, 768, P_h_9_proj_weight, 3072, d_linear_h_9_fc, 3072, linear_h_9_fc);
+    RT_AT(270, "$.model.layers[2].body[1].body[3] #9 + $.model.layers[2].body[1].body[2] #9: "
+          "linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
+    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_9_proj_506, 768,
+                  P_h_9_proj_weight, 3072, d_linear_h_9_fc, 3072, linear_h_9_fc);
     RT_AT(271, "$.model.layers[2].body[1].body[1] #9: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_9_fc, 3072, P_h_9_fc_weight, 768, 0.0f, d_layernorm_h_9_ln_2, 768);
-    RT_AT(272, "$.model.layers[2].body[1].body[1] #9: the gradients of h.9.fc.weight and h.9.fc.bias are written from here on");
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_9_fc, 3072, P_h_9_fc_weight, 768,
+            0.0f, d_layernorm_h_9_ln_2, 768);
+    RT_AT(272, "$.model.layers[2].body[1].body[1] #9: the gradients of h.9.fc.weight and "
+          "h.9.fc.bias are written from here on");
     rt_grad_begin(e, 105576192, 2362368);
-    RT_AT(273, "$.model.layers[2].body[1].body[1] #9: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_9_fc, 3072, layernorm_h_9_ln_2, 768, 1.0f, G_h_9_fc_weight, 768, G_h_9_fc_bias, 1);
+    RT_AT(273, "$.model.layers[2].body[1].body[1] #9: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_9_fc, 3072, layernorm_h_9_ln_2,
+                  768, 1.0f, G_h_9_fc_weight, 768, G_h_9_fc_bias, 1);
     RT_AT(274, "$.model.layers[2].body[1].body[1] #9: h.9.fc.weight's gradient is final");
     rt_grad_ready(e, 105576192, 2359296);
     RT_AT(275, "$.model.layers[2].body[1].body[1] #9: h.9.fc.bias's gradient is final");
     rt_grad_ready(e, 107935488, 3072);
-    RT_AT(277, "$.model.layers[2].body[1].body[0] #9 + $.model.layers[2].body[0] #9: the gradients of h.9.ln_2.weight and h.9.ln_2.bias are written from here on");
+    RT_AT(277, "$.model.layers[2].body[1].body[0] #9 + $.model.layers[2].body[0] #9: the "
+          "gradients of h.9.ln_2.weight and h.9.ln_2.bias are written from here on");
     rt_grad_begin(e, 105574656, 1536);
-    RT_AT(278, "$.model.layers[2].body[1].body[0] #9 + $.model.layers[2].body[0] #9: layernorm backward, plus the other gradient contributions (their sum folded in)");
-    rt_layernorm_bwd(e, residual_attn_out_h_9_attn, P_h_9_ln_2_weight, ln_mean_h_9_ln_2, ln_rstd_h_9_ln_2, d_layernorm_h_9_ln_2, d_residual_linear_h_9_proj_506, d_residual_attn_out_h_9_attn_511, G_h_9_ln_2_weight, G_h_9_ln_2_bias, e->B * 1024, 768);
-    RT_AT(279, "$.model.layers[2].body[1].body[0] #9 + $.model.layers[2].body[0] #9: h.9.ln_2.weight's gradient is final");
+    RT_AT(278, "$.model.layers[2].body[1].body[0] #9 + $.model.layers[2].body[0] #9: layernorm "
+          "backward, plus the other gradient contributions (their sum folded in)");
+    rt_layernorm_bwd(e, residual_attn_out_h_9_attn, P_h_9_ln_2_weight, ln_mean_h_9_ln_2,
+                     ln_rstd_h_9_ln_2, d_layernorm_h_9_ln_2, d_residual_linear_h_9_proj_506,
+                     d_residual_attn_out_h_9_attn_511, G_h_9_ln_2_weight, G_h_9_ln_2_bias,
+                     e->B * 1024, 768);
+    RT_AT(279, "$.model.layers[2].body[1].body[0] #9 + $.model.layers[2].body[0] #9: "
+          "h.9.ln_2.weight's gradient is final");
     rt_grad_ready(e, 105574656, 768);
-    RT_AT(280, "$.model.layers[2].body[1].body[0] #9 + $.model.layers[2].body[0] #9: h.9.ln_2.bias's gradient is final");
+    RT_AT(280, "$.model.layers[2].body[1].body[0] #9 + $.model.layers[2].body[0] #9: "
+          "h.9.ln_2.bias's gradient is final");
     rt_grad_ready(e, 105575424, 768);
     RT_AT(282, "$.model.layers[2].body[0].body[1] #9: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_9_attn_511, 768, P_h_9_attn_proj_weight, 768, 0.0f, d_attn_y_h_9_attn, 768);
-    RT_AT(283, "$.model.layers[2].body[0].body[1] #9: the gradients of h.9.attn.proj.weight and h.9.attn.proj.bias are written from here on");
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_9_attn_511, 768,
+            P_h_9_attn_proj_weight, 768, 0.0f, d_attn_y_h_9_attn, 768);
+    RT_AT(283, "$.model.layers[2].body[0].body[1] #9: the gradients of h.9.attn.proj.weight and "
+          "h.9.attn.proj.bias are written from here on");
     rt_grad_begin(e, 104984064, 590592);
-    RT_AT(284, "$.model.layers[2].body[0].body[1] #9: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_9_attn_511, 768, attn_y_h_9_attn, 768, 1.0f, G_h_9_attn_proj_weight, 768, G_h_9_attn_proj_bias, 1);
+    RT_AT(284, "$.model.layers[2].body[0].body[1] #9: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_9_attn_511, 768,
+                  attn_y_h_9_attn, 768, 1.0f, G_h_9_attn_proj_weight, 768, G_h_9_attn_proj_bias, 1);
     RT_AT(285, "$.model.layers[2].body[0].body[1] #9: h.9.attn.proj.weight's gradient is final");
     rt_grad_ready(e, 104984064, 589824);
     RT_AT(286, "$.model.layers[2].body[0].body[1] #9: h.9.attn.proj.bias's gradient is final");
     rt_grad_ready(e, 105573888, 768);
-    RT_AT(288, "$.model.layers[2].body[0].body[1] #9: attention backward: d(qkv), probabilities recomputed from the log-sum-exp");
-    rt_attention_bwd(e, qkv_h_9_attn, lse_h_9_attn, attn_y_h_9_attn, d_attn_y_h_9_attn, d_qkv_h_9_attn, e->B, 1024, 768, 12, 1);
+    RT_AT(288, "$.model.layers[2].body[0].body[1] #9: attention backward: d(qkv), probabilities "
+          "recomputed from the log-sum-exp");
+    rt_attention_bwd(e, qkv_h_9_attn, lse_h_9_attn, attn_y_h_9_attn, d_attn_y_h_9_attn,
+                     d_qkv_h_9_attn, e->B, 1024, 768, 12, 1);
     RT_AT(289, "$.model.layers[2].body[0].body[1] #9: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_9_attn, 2304, P_h_9_attn_qkv_weight, 768, 0.0f, d_layernorm_h_9_ln_1, 768);
-    RT_AT(290, "$.model.layers[2].body[0].body[1] #9: the gradients of h.9.attn.qkv.weight and h.9.attn.qkv.bias are written from here on");
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_9_attn, 2304, P_h_9_attn_qkv_weight, 768,
+            0.0f, d_layernorm_h_9_ln_1, 768);
+    RT_AT(290, "$.model.layers[2].body[0].body[1] #9: the gradients of h.9.attn.qkv.weight and "
+          "h.9.attn.qkv.bias are written from here on");
     rt_grad_begin(e, 103212288, 1771776);
-    RT_AT(291, "$.model.layers[2].body[0].body[1] #9: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_9_attn, 2304, layernorm_h_9_ln_1, 768, 1.0f, G_h_9_attn_qkv_weight, 768, G_h_9_attn_qkv_bias, 1);
+    RT_AT(291, "$.model.layers[2].body[0].body[1] #9: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_9_attn, 2304, layernorm_h_9_ln_1,
+                  768, 1.0f, G_h_9_attn_qkv_weight, 768, G_h_9_attn_qkv_bias, 1);
     RT_AT(292, "$.model.layers[2].body[0].body[1] #9: h.9.attn.qkv.weight's gradient is final");
     rt_grad_ready(e, 103212288, 1769472);
     RT_AT(293, "$.model.layers[2].body[0].body[1] #9: h.9.attn.qkv.bias's gradient is final");
     rt_grad_ready(e, 104981760, 2304);
-    RT_AT(295, "$.model.layers[2].body[0].body[0] #9 + $.model.layers[2].body[1] #8: the gradients of h.9.ln_1.weight and h.9.ln_1.bias are written from here on");
+    RT_AT(295, "$.model.layers[2].body[0].body[0] #9 + $.model.layers[2].body[1] #8: the "
+          "gradients of h.9.ln_1.weight and h.9.ln_1.bias are written from here on");
     rt_grad_begin(e, 103210752, 1536);
-    RT_AT(296, "$.model.layers[2].body[0].body[0] #9 + $.model.layers[2].body[1] #8: layernorm backward, plus the other gradient contributions (their sum folded in)");
-    rt_layernorm_bwd(e, residual_linear_h_8_proj, P_h_9_ln_1_weight, ln_mean_h_9_ln_1, ln_rstd_h_9_ln_1, d_layernorm_h_9_ln_1, d_residual_attn_out_h_9_attn_511, d_residual_linear_h_8_proj_516, G_h_9_ln_1_weight, G_h_9_ln_1_bias, e->B * 1024, 768);
-    RT_AT(297, "$.model.layers[2].body[0].body[0] #9 + $.model.layers[2].body[1] #8: h.9.ln_1.weight's gradient is final");
+    RT_AT(296, "$.model.layers[2].body[0].body[0] #9 + $.model.layers[2].body[1] #8: layernorm "
+          "backward, plus the other gradient contributions (their sum folded in)");
+    rt_layernorm_bwd(e, residual_linear_h_8_proj, P_h_9_ln_1_weight, ln_mean_h_9_ln_1,
+                     ln_rstd_h_9_ln_1, d_layernorm_h_9_ln_1, d_residual_attn_out_h_9_attn_511,
+                     d_residual_linear_h_8_proj_516, G_h_9_ln_1_weight, G_h_9_ln_1_bias,
+                     e->B * 1024, 768);
+    RT_AT(297, "$.model.layers[2].body[0].body[0] #9 + $.model.layers[2].body[1] #8: "
+          "h.9.ln_1.weight's gradient is final");
     rt_grad_ready(e, 103210752, 768);
-    RT_AT(298, "$.model.layers[2].body[0].body[0] #9 + $.model.layers[2].body[1] #8: h.9.ln_1.bias's gradient is final");
+    RT_AT(298, "$.model.layers[2].body[0].body[0] #9 + $.model.layers[2].body[1] #8: "
+          "h.9.ln_1.bias's gradient is final");
     rt_grad_ready(e, 103211520, 768);
-    RT_AT(301, "$.model.layers[2].body[1].body[3] #8: the gradients of h.8.proj.weight and h.8.proj.bias are written from here on");
+    RT_AT(301, "$.model.layers[2].body[1].body[3] #8: the gradients of h.8.proj.weight and "
+          "h.8.proj.bias are written from here on");
     rt_grad_begin(e, 100850688, 2360064);
-    RT_AT(302, "$.model.layers[2].body[1].body[3] #8: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_8_proj_516, 768, gelu_h_8_2, 3072, 1.0f, G_h_8_proj_weight, 3072, G_h_8_proj_bias, 1);
+    RT_AT(302, "$.model.layers[2].body[1].body[3] #8: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_8_proj_516, 768,
+                  gelu_h_8_2, 3072, 1.0f, G_h_8_proj_weight, 3072, G_h_8_proj_bias, 1);
     RT_AT(303, "$.model.layers[2].body[1].body[3] #8: h.8.proj.weight's gradient is final");
     rt_grad_ready(e, 100850688, 2359296);
     RT_AT(304, "$.model.layers[2].body[1].body[3] #8: h.8.proj.bias's gradient is final");
     rt_grad_ready(e, 103209984, 768);
-    RT_AT(306, "$.model.layers[2].body[1].body[3] #8 + $.model.layers[2].body[1].body[2] #8: linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
-    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_8_proj_516, 768, P_h_8_proj_weight, 3072, d_linear_h_8_fc, 3072, linear_h_8_fc);
+    RT_AT(306, "$.model.layers[2].body[1].body[3] #8 + $.model.layers[2].body[1].body[2] #8: "
+          "linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
+    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_8_proj_516, 768,
+                  P_h_8_proj_weight, 3072, d_linear_h_8_fc, 3072, linear_h_8_fc);
     RT_AT(307, "$.model.layers[2].body[1].body[1] #8: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_8_fc, 3072, P_h_8_fc_weight, 768, 0.0f, d_layernorm_h_8_ln_2, 768);
-    RT_AT(308, "$.model.layers[2].body[1].body[1] #8: the gradients of h.8.fc.weight and h.8.fc.bias are written from here on");
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_8_fc, 3072, P_h_8_fc_weight, 768,
+            0.0f, d_layernorm_h_8_ln_2, 768);
+    RT_AT(308, "$.model.layers[2].body[1].body[1] #8: the gradients of h.8.fc.weight and "
+          "h.8.fc.bias are written from here on");
     rt_grad_begin(e, 98488320, 2362368);
-    RT_AT(309, "$.model.layers[2].body[1].body[1] #8: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_8_fc, 3072, layernorm_h_8_ln_2, 768, 1.0f, G_h_8_fc_weight, 768, G_h_8_fc_bias, 1);
+    RT_AT(309, "$.model.layers[2].body[1].body[1] #8: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_8_fc, 3072, layernorm_h_8_ln_2,
+                  768, 1.0f, G_h_8_fc_weight, 768, G_h_8_fc_bias, 1);
     RT_AT(310, "$.model.layers[2].body[1].body[1] #8: h.8.fc.weight's gradient is final");
     rt_grad_ready(e, 98488320, 2359296);
     RT_AT(311, "$.model.layers[2].body[1].body[1] #8: h.8.fc.bias's gradient is final");
     rt_grad_ready(e, 100847616, 3072);
-    RT_AT(313, "$.model.layers[2].body[1].body[0] #8 + $.model.layers[2].body[0] #8: the gradients of h.8.ln_2.weight and h.8.ln_2.bias are written from here on");
+    RT_AT(313, "$.model.layers[2].body[1].body[0] #8 + $.model.layers[2].body[0] #8: the "
+          "gradients of h.8.ln_2.weight and h.8.ln_2.bias are written from here on");
     rt_grad_begin(e, 98486784, 1536);
-    RT_AT(314, "$.model.layers[2].body[1].body[0] #8 + $.model.layers[2].body[0] #8: layernorm backward, plus the other gradient contributions (their sum folded in)");
-    rt_layernorm_bwd(e, residual_attn_out_h_8_attn, P_h_8_ln_2_weight, ln_mean_h_8_ln_2, ln_rstd_h_8_ln_2, d_layernorm_h_8_ln_2, d_residual_linear_h_8_proj_516, d_residual_attn_out_h_8_attn_521, G_h_8_ln_2_weight, G_h_8_ln_2_bias, e->B * 1024, 768);
-    RT_AT(315, "$.model.layers[2].body[1].body[0] #8 + $.model.layers[2].body[0] #8: h.8.ln_2.weight's gradient is final");
+    RT_AT(314, "$.model.layers[2].body[1].body[0] #8 + $.model.layers[2].body[0] #8: layernorm "
+          "backward, plus the other gradient contributions (their sum folded in)");
+    rt_layernorm_bwd(e, residual_attn_out_h_8_attn, P_h_8_ln_2_weight, ln_mean_h_8_ln_2,
+                     ln_rstd_h_8_ln_2, d_layernorm_h_8_ln_2, d_residual_linear_h_8_proj_516,
+                     d_residual_attn_out_h_8_attn_521, G_h_8_ln_2_weight, G_h_8_ln_2_bias,
+                     e->B * 1024, 768);
+    RT_AT(315, "$.model.layers[2].body[1].body[0] #8 + $.model.layers[2].body[0] #8: "
+          "h.8.ln_2.weight's gradient is final");
     rt_grad_ready(e, 98486784, 768);
-    RT_AT(316, "$.model.layers[2].body[1].body[0] #8 + $.model.layers[2].body[0] #8: h.8.ln_2.bias's gradient is final");
+    RT_AT(316, "$.model.layers[2].body[1].body[0] #8 + $.model.layers[2].body[0] #8: "
+          "h.8.ln_2.bias's gradient is final");
     rt_grad_ready(e, 98487552, 768);
     RT_AT(318, "$.model.layers[2].body[0].body[1] #8: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_8_attn_521, 768, P_h_8_attn_proj_weight, 768, 0.0f, d_attn_y_h_8_attn, 768);
-    RT_AT(319, "$.model.layers[2].body[0].body[1] #8: the gradients of h.8.attn.proj.weight and h.8.attn.proj.bias are written from here on");
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_8_attn_521, 768,
+            P_h_8_attn_proj_weight, 768, 0.0f, d_attn_y_h_8_attn, 768);
+    RT_AT(319, "$.model.layers[2].body[0].body[1] #8: the gradients of h.8.attn.proj.weight and "
+          "h.8.attn.proj.bias are written from here on");
     rt_grad_begin(e, 97896192, 590592);
-    RT_AT(320, "$.model.layers[2].body[0].body[1] #8: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_8_attn_521, 768, attn_y_h_8_attn, 768, 1.0f, G_h_8_attn_proj_weight, 768, G_h_8_attn_proj_bias, 1);
+    RT_AT(320, "$.model.layers[2].body[0].body[1] #8: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_8_attn_521, 768,
+                  attn_y_h_8_attn, 768, 1.0f, G_h_8_attn_proj_weight, 768, G_h_8_attn_proj_bias, 1);
     RT_AT(321, "$.model.layers[2].body[0].body[1] #8: h.8.attn.proj.weight's gradient is final");
     rt_grad_ready(e, 97896192, 589824);
     RT_AT(322, "$.model.layers[2].body[0].body[1] #8: h.8.attn.proj.bias's gradient is final");
     rt_grad_ready(e, 98486016, 768);
-    RT_AT(324, "$.model.layers[2].body[0].body[1] #8: attention backward: d(qkv), probabilities recomputed from the log-sum-exp");
-    rt_attention_bwd(e, qkv_h_8_attn, lse_h_8_attn, attn_y_h_8_attn, d_attn_y_h_8_attn, d_qkv_h_8_attn, e->B, 1024, 768, 12, 1);
+    RT_AT(324, "$.model.layers[2].body[0].body[1] #8: attention backward: d(qkv), probabilities "
+          "recomputed from the log-sum-exp");
+    rt_attention_bwd(e, qkv_h_8_attn, lse_h_8_attn, attn_y_h_8_attn, d_attn_y_h_8_attn,
+                     d_qkv_h_8_attn, e->B, 1024, 768, 12, 1);
     RT_AT(325, "$.model.layers[2].body[0].body[1] #8: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_8_attn, 2304, P_h_8_attn_qkv_weight, 768, 0.0f, d_layernorm_h_8_ln_1, 768);
-    RT_AT(326, "$.model.layers[2].body[0].body[1] #8: the gradients of h.8.attn.qkv.weight and h.8.attn.qkv.bias are written from here on");
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_8_attn, 2304, P_h_8_attn_qkv_weight, 768,
+            0.0f, d_layernorm_h_8_ln_1, 768);
+    RT_AT(326, "$.model.layers[2].body[0].body[1] #8: the gradients of h.8.attn.qkv.weight and "
+          "h.8.attn.qkv.bias are written from here on");
     rt_grad_begin(e, 96124416, 1771776);
-    RT_AT(327, "$.model.layers[2].body[0].body[1] #8: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_8_attn, 2304, layernorm_h_8_ln_1, 768, 1.0f, G_h_8_attn_qkv_weight, 768, G_h_8_attn_qkv_bias, 1);
+    RT_AT(327, "$.model.layers[2].body[0].body[1] #8: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_8_attn, 2304, layernorm_h_8_ln_1,
+                  768, 1.0f, G_h_8_attn_qkv_weight, 768, G_h_8_attn_qkv_bias, 1);
     RT_AT(328, "$.model.layers[2].body[0].body[1] #8: h.8.attn.qkv.weight's gradient is final");
     rt_grad_ready(e, 96124416, 1769472);
     RT_AT(329, "$.model.layers[2].body[0].body[1] #8: h.8.attn.qkv.bias's gradient is final");
     rt_grad_ready(e, 97893888, 2304);
-    RT_AT(331, "$.model.layers[2].body[0].body[0] #8 + $.model.layers[2].body[1] #7: the gradients of h.8.ln_1.weight and h.8.ln_1.bias are written from here on");
+    RT_AT(331, "$.model.layers[2].body[0].body[0] #8 + $.model.layers[2].body[1] #7: the "
+          "gradients of h.8.ln_1.weight and h.8.ln_1.bias are written from here on");
     rt_grad_begin(e, 96122880, 1536);
-    RT_AT(332, "$.model.layers[2].body[0].body[0] #8 + $.model.layers[2].body[1] #7: layernorm backward, plus the other gradient contributions (their sum folded in)");
-    rt_layernorm_bwd(e, residual_linear_h_7_proj, P_h_8_ln_1_weight, ln_mean_h_8_ln_1, ln_rstd_h_8_ln_1, d_layernorm_h_8_ln_1, d_residual_attn_out_h_8_attn_521, d_residual_linear_h_7_proj_526, G_h_8_ln_1_weight, G_h_8_ln_1_bias, e->B * 1024, 768);
-    RT_AT(333, "$.model.layers[2].body[0].body[0] #8 + $.model.layers[2].body[1] #7: h.8.ln_1.weight's gradient is final");
+    RT_AT(332, "$.model.layers[2].body[0].body[0] #8 + $.model.layers[2].body[1] #7: layernorm "
+          "backward, plus the other gradient contributions (their sum folded in)");
+    rt_layernorm_bwd(e, residual_linear_h_7_proj, P_h_8_ln_1_weight, ln_mean_h_8_ln_1,
+                     ln_rstd_h_8_ln_1, d_layernorm_h_8_ln_1, d_residual_attn_out_h_8_attn_521,
+                     d_residual_linear_h_7_proj_526, G_h_8_ln_1_weight, G_h_8_ln_1_bias,
+                     e->B * 1024, 768);
+    RT_AT(333, "$.model.layers[2].body[0].body[0] #8 + $.model.layers[2].body[1] #7: "
+          "h.8.ln_1.weight's gradient is final");
     rt_grad_ready(e, 96122880, 768);
-    RT_AT(334, "$.model.layers[2].body[0].body[0] #8 + $.model.layers[2].body[1] #7: h.8.ln_1.bias's gradient is final");
+    RT_AT(334, "$.model.layers[2].body[0].body[0] #8 + $.model.layers[2].body[1] #7: "
+          "h.8.ln_1.bias's gradient is final");
     rt_grad_ready(e, 96123648, 768);
-    RT_AT(337, "$.model.layers[2].body[1].body[3] #7: the gradients of h.7.proj.weight and h.7.proj.bias are written from here on");
+    RT_AT(337, "$.model.layers[2].body[1].body[3] #7: the gradients of h.7.proj.weight and "
+          "h.7.proj.bias are written from here on");
     rt_grad_begin(e, 93762816, 2360064);
-    RT_AT(338, "$.model.layers[2].body[1].body[3] #7: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_7_proj_526, 768, gelu_h_7_2, 3072, 1.0f, G_h_7_proj_weight, 3072, G_h_7_proj_bias, 1);
+    RT_AT(338, "$.model.layers[2].body[1].body[3] #7: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_7_proj_526, 768,
+                  gelu_h_7_2, 3072, 1.0f, G_h_7_proj_weight, 3072, G_h_7_proj_bias, 1);
     RT_AT(339, "$.model.layers[2].body[1].body[3] #7: h.7.proj.weight's gradient is final");
     rt_grad_ready(e, 93762816, 2359296);
     RT_AT(340, "$.model.layers[2].body[1].body[3] #7: h.7.proj.bias's gradient is final");
     rt_grad_ready(e, 96122112, 768);
-    RT_AT(342, "$.model.layers[2].body[1].body[3] #7 + $.model.layers[2].body[1].body[2] #7: linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
-    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_7_proj_526, 768, P_h_7_proj_weight, 3072, d_linear_h_7_fc, 3072, linear_h_7_fc);
+    RT_AT(342, "$.model.layers[2].body[1].body[3] #7 + $.model.layers[2].body[1].body[2] #7: "
+          "linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
+    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_7_proj_526, 768,
+                  P_h_7_proj_weight, 3072, d_linear_h_7_fc, 3072, linear_h_7_fc);
     RT_AT(343, "$.model.layers[2].body[1].body[1] #7: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_7_fc, 3072, P_h_7_fc_weight, 768, 0.0f, d_layernorm_h_7_ln_2, 768);
-    RT_AT(344, "$.model.layers[2].body[1].body[1] #7: the gradients of h.7.fc.weight and h.7.fc.bias are written from here on");
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_7_fc, 3072, P_h_7_fc_weight, 768,
+            0.0f, d_layernorm_h_7_ln_2, 768);
+    RT_AT(344, "$.model.layers[2].body[1].body[1] #7: the gradients of h.7.fc.weight and "
+          "h.7.fc.bias are written from here on");
     rt_grad_begin(e, 91400448, 2362368);
-    RT_AT(345, "$.model.layers[2].body[1].body[1] #7: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_7_fc, 3072, layernorm_h_7_ln_2, 768, 1.0f, G_h_7_fc_weight, 768, G_h_7_fc_bias, 1);
+    RT_AT(345, "$.model.layers[2].body[1].body[1] #7: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_7_fc, 3072, layernorm_h_7_ln_2,
+                  768, 1.0f, G_h_7_fc_weight, 768, G_h_7_fc_bias, 1);
     RT_AT(346, "$.model.layers[2].body[1].body[1] #7: h.7.fc.weight's gradient is final");
     rt_grad_ready(e, 91400448, 2359296);
     RT_AT(347, "$.model.layers[2].body[1].body[1] #7: h.7.fc.bias's gradient is final");
     rt_grad_ready(e, 93759744, 3072);
-    RT_AT(349, "$.model.layers[2].body[1].body[0] #7 + $.model.layers[2].body[0] #7: the gradients of h.7.ln_2.weight and h.7.ln_2.bias are written from here on");
+    RT_AT(349, "$.model.layers[2].body[1].body[0] #7 + $.model.layers[2].body[0] #7: the "
+          "gradients of h.7.ln_2.weight and h.7.ln_2.bias are written from here on");
     rt_grad_begin(e, 91398912, 1536);
-    RT_AT(350, "$.model.layers[2].body[1].body[0] #7 + $.model.layers[2].body[0] #7: layernorm backward, plus the other gradient contributions (their sum folded in)");
-    rt_layernorm_bwd(e, residual_attn_out_h_7_attn, P_h_7_ln_2_weight, ln_mean_h_7_ln_2, ln_rstd_h_7_ln_2, d_layernorm_h_7_ln_2, d_residual_linear_h_7_proj_526, d_residual_attn_out_h_7_attn_531, G_h_7_ln_2_weight, G_h_7_ln_2_bias, e->B * 1024, 768);
-    RT_AT(351, "$.model.layers[2].body[1].body[0] #7 + $.model.layers[2].body[0] #7: h.7.ln_2.weight's gradient is final");
+    RT_AT(350, "$.model.layers[2].body[1].body[0] #7 + $.model.layers[2].body[0] #7: layernorm "
+          "backward, plus the other gradient contributions (their sum folded in)");
+    rt_layernorm_bwd(e, residual_attn_out_h_7_attn, P_h_7_ln_2_weight, ln_mean_h_7_ln_2,
+                     ln_rstd_h_7_ln_2, d_layernorm_h_7_ln_2, d_residual_linear_h_7_proj_526,
+                     d_residual_attn_out_h_7_attn_531, G_h_7_ln_2_weight, G_h_7_ln_2_bias,
+                     e->B * 1024, 768);
+    RT_AT(351, "$.model.layers[2].body[1].body[0] #7 + $.model.layers[2].body[0] #7: "
+          "h.7.ln_2.weight's gradient is final");
     rt_grad_ready(e, 91398912, 768);
-    RT_AT(352, "$.model.layers[2].body[1].body[0] #7 + $.model.layers[2].body[0] #7: h.7.ln_2.bias's gradient is final");
+    RT_AT(352, "$.model.layers[2].body[1].body[0] #7 + $.model.layers[2].body[0] #7: "
+          "h.7.ln_2.bias's gradient is final");
     rt_grad_ready(e, 91399680, 768);
     RT_AT(354, "$.model.layers[2].body[0].body[1] #7: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_7_attn_531, 768, P_h_7_attn_proj_weight, 768, 0.0f, d_attn_y_h_7_attn, 768);
-    RT_AT(355, "$.model.layers[2].body[0].body[1] #7: the gradients of h.7.attn.proj.weight and h.7.attn.proj.bias are written from here on");
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_7_attn_531, 768,
+            P_h_7_attn_proj_weight, 768, 0.0f, d_attn_y_h_7_attn, 768);
+    RT_AT(355, "$.model.layers[2].body[0].body[1] #7: the gradients of h.7.attn.proj.weight and "
+          "h.7.attn.proj.bias are written from here on");
     rt_grad_begin(e, 90808320, 590592);
-    RT_AT(356, "$.model.layers[2].body[0].body[1] #7: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_7_attn_531, 768, attn_y_h_7_attn, 768, 1.0f, G_h_7_attn_proj_weight, 768, G_h_7_attn_proj_bias, 1);
+    RT_AT(356, "$.model.layers[2].body[0].body[1] #7: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_7_attn_531, 768,
+                  attn_y_h_7_attn, 768, 1.0f, G_h_7_attn_proj_weight, 768, G_h_7_attn_proj_bias, 1);
     RT_AT(357, "$.model.layers[2].body[0].body[1] #7: h.7.attn.proj.weight's gradient is final");
     rt_grad_ready(e, 90808320, 589824);
     RT_AT(358, "$.model.layers[2].body[0].body[1] #7: h.7.attn.proj.bias's gradient is final");
     rt_grad_ready(e, 91398144, 768);
-    RT_AT(360, "$.model.layers[2].body[0].body[1] #7: attention backward: d(qkv), probabilities recomputed from the log-sum-exp");
-    rt_attention_bwd(e, qkv_h_7_attn, lse_h_7_attn, attn_y_h_7_attn, d_attn_y_h_7_attn, d_qkv_h_7_attn, e->B, 1024, 768, 12, 1);
+    RT_AT(360, "$.model.layers[2].body[0].body[1] #7: attention backward: d(qkv), probabilities "
+          "recomputed from the log-sum-exp");
+    rt_attention_bwd(e, qkv_h_7_attn, lse_h_7_attn, attn_y_h_7_attn, d_attn_y_h_7_attn,
+                     d_qkv_h_7_attn, e->B, 1024, 768, 12, 1);
     RT_AT(361, "$.model.layers[2].body[0].body[1] #7: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_7_attn, 2304, P_h_7_attn_qkv_weight, 768, 0.0f, d_layernorm_h_7_ln_1, 768);
-    RT_AT(362, "$.model.layers[2].body[0].body[1] #7: the gradients of h.7.attn.qkv.weight and h.7.attn.qkv.bias are written from here on");
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_7_attn, 2304, P_h_7_attn_qkv_weight, 768,
+            0.0f, d_layernorm_h_7_ln_1, 768);
+    RT_AT(362, "$.model.layers[2].body[0].body[1] #7: the gradients of h.7.attn.qkv.weight and "
+          "h.7.attn.qkv.bias are written from here on");
     rt_grad_begin(e, 89036544, 1771776);
-    RT_AT(363, "$.model.layers[2].body[0].body[1] #7: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_7_attn, 2304, layernorm_h_7_ln_1, 768, 1.0f, G_h_7_attn_qkv_weight, 768, G_h_7_attn_qkv_bias, 1);
+    RT_AT(363, "$.model.layers[2].body[0].body[1] #7: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_7_attn, 2304, layernorm_h_7_ln_1,
+                  768, 1.0f, G_h_7_attn_qkv_weight, 768, G_h_7_attn_qkv_bias, 1);
     RT_AT(364, "$.model.layers[2].body[0].body[1] #7: h.7.attn.qkv.weight's gradient is final");
     rt_grad_ready(e, 89036544, 1769472);
     RT_AT(365, "$.model.layers[2].body[0].body[1] #7: h.7.attn.qkv.bias's gradient is final");
     rt_grad_ready(e, 90806016, 2304);
-    RT_AT(367, "$.model.layers[2].body[0].body[0] #7 + $.model.layers[2].body[1] #6: the gradients of h.7.ln_1.weight and h.7.ln_1.bias are written from here on");
+    RT_AT(367, "$.model.layers[2].body[0].body[0] #7 + $.model.layers[2].body[1] #6: the "
+          "gradients of h.7.ln_1.weight and h.7.ln_1.bias are written from here on");
     rt_grad_begin(e, 89035008, 1536);
-    RT_AT(368, "$.model.layers[2].body[0].body[0] #7 + $.model.layers[2].body[1] #6: layernorm backward, plus the other gradient contributions (their sum folded in)");
-    rt_layernorm_bwd(e, residual_linear_h_6_proj, P_h_7_ln_1_weight, ln_mean_h_7_ln_1, ln_rstd_h_7_ln_1, d_layernorm_h_7_ln_1, d_residual_attn_out_h_7_attn_531, d_residual_linear_h_6_proj_536, G_h_7_ln_1_weight, G_h_7_ln_1_bias, e->B * 1024, 768);
-    RT_AT(369, "$.model.layers[2].body[0].body[0] #7 + $.model.layers[2].body[1] #6: h.7.ln_1.weight's gradient is final");
+    RT_AT(368, "$.model.layers[2].body[0].body[0] #7 + $.model.layers[2].body[1] #6: layernorm "
+          "backward, plus the other gradient contributions (their sum folded in)");
+    rt_layernorm_bwd(e, residual_linear_h_6_proj, P_h_7_ln_1_weight, ln_mean_h_7_ln_1,
+                     ln_rstd_h_7_ln_1, d_layernorm_h_7_ln_1, d_residual_attn_out_h_7_attn_531,
+                     d_residual_linear_h_6_proj_536, G_h_7_ln_1_weight, G_h_7_ln_1_bias,
+                     e->B * 1024, 768);
+    RT_AT(369, "$.model.layers[2].body[0].body[0] #7 + $.model.layers[2].body[1] #6: "
+          "h.7.ln_1.weight's gradient is final");
     rt_grad_ready(e, 89035008, 768);
-    RT_AT(370, "$.model.layers[2].body[0].body[0] #7 + $.model.layers[2].body[1] #6: h.7.ln_1.bias's gradient is final");
+    RT_AT(370, "$.model.layers[2].body[0].body[0] #7 + $.model.layers[2].body[1] #6: "
+          "h.7.ln_1.bias's gradient is final");
     rt_grad_ready(e, 89035776, 768);
-    RT_AT(373, "$.model.layers[2].body[1].body[3] #6: the gradients of h.6.proj.weight and h.6.proj.bias are written from here on");
+    RT_AT(373, "$.model.layers[2].body[1].body[3] #6: the gradients of h.6.proj.weight and "
+          "h.6.proj.bias are written from here on");
     rt_grad_begin(e, 86674944, 2360064);
-    RT_AT(374, "$.model.layers[2].body[1].body[3] #6: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_6_proj_536, 768, gelu_h_6_2, 3072, 1.0f, G_h_6_proj_weight, 3072, G_h_6_proj_bias, 1);
+    RT_AT(374, "$.model.layers[2].body[1].body[3] #6: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_6_proj_536, 768,
+                  gelu_h_6_2, 3072, 1.0f, G_h_6_proj_weight, 3072, G_h_6_proj_bias, 1);
     RT_AT(375, "$.model.layers[2].body[1].body[3] #6: h.6.proj.weight's gradient is final");
     rt_grad_ready(e, 86674944, 2359296);
     RT_AT(376, "$.model.layers[2].body[1].body[3] #6: h.6.proj.bias's gradient is final");
     rt_grad_ready(e, 89034240, 768);
-    RT_AT(378, "$.model.layers[2].body[1].body[3] #6 + $.model.layers[2].body[1].body[2] #6: linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
-    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_6_proj_536, 768, P_h_6_proj_weight, 3072, d_linear_h_6_fc, 3072, linear_h_6_fc);
+    RT_AT(378, "$.model.layers[2].body[1].body[3] #6 + $.model.layers[2].body[1].body[2] #6: "
+          "linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
+    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_6_proj_536, 768,
+                  P_h_6_proj_weight, 3072, d_linear_h_6_fc, 3072, linear_h_6_fc);
     RT_AT(379, "$.model.layers[2].body[1].body[1] #6: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_6_fc, 3072, P_h_6_fc_weight, 768, 0.0f, d_layernorm_h_6_ln_2, 768);
-    RT_AT(380, "$.model.layers[2].body[1].body[1] #6: the gradients of h.6.fc.weight and h.6.fc.bias are written from here on");
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_6_fc, 3072, P_h_6_fc_weight, 768,
+            0.0f, d_layernorm_h_6_ln_2, 768);
+    RT_AT(380, "$.model.layers[2].body[1].body[1] #6: the gradients of h.6.fc.weight and "
+          "h.6.fc.bias are written from here on");
     rt_grad_begin(e, 84312576, 2362368);
-    RT_AT(381, "$.model.layers[2].body[1].body[1] #6: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_6_fc, 3072, layernorm_h_6_ln_2, 768, 1.0f, G_h_6_fc_weight, 768, G_h_6_fc_bias, 1);
+    RT_AT(381, "$.model.layers[2].body[1].body[1] #6: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_6_fc, 3072, layernorm_h_6_ln_2,
+                  768, 1.0f, G_h_6_fc_weight, 768, G_h_6_fc_bias, 1);
     RT_AT(382, "$.model.layers[2].body[1].body[1] #6: h.6.fc.weight's gradient is final");
     rt_grad_ready(e, 84312576, 2359296);
     RT_AT(383, "$.model.layers[2].body[1].body[1] #6: h.6.fc.bias's gradient is final");
     rt_grad_ready(e, 86671872, 3072);
-    RT_AT(385, "$.model.layers[2].body[1].body[0] #6 + $.model.layers[2].body[0] #6: the gradients of h.6.ln_2.weight and h.6.ln_2.bias are written from here on");
+    RT_AT(385, "$.model.layers[2].body[1].body[0] #6 + $.model.layers[2].body[0] #6: the "
+          "gradients of h.6.ln_2.weight and h.6.ln_2.bias are written from here on");
     rt_grad_begin(e, 84311040, 1536);
-    RT_AT(386, "$.model.layers[2].body[1].body[0] #6 + $.model.layers[2].body[0] #6: layernorm backward, plus the other gradient contributions (their sum folded in)");
-    rt_layernorm_bwd(e, residual_attn_out_h_6_attn, P_h_6_ln_2_weight, ln_mean_h_6_ln_2, ln_rstd_h_6_ln_2, d_layernorm_h_6_ln_2, d_residual_linear_h_6_proj_536, d_residual_attn_out_h_6_attn_541, G_h_6_ln_2_weight, G_h_6_ln_2_bias, e->B * 1024, 768);
-    RT_AT(387, "$.model.layers[2].body[1].body[0] #6 + $.model.layers[2].body[0] #6: h.6.ln_2.weight's gradient is final");
+    RT_AT(386, "$.model.layers[2].body[1].body[0] #6 + $.model.layers[2].body[0] #6: layernorm "
+          "backward, plus the other gradient contributions (their sum folded in)");
+    rt_layernorm_bwd(e, residual_attn_out_h_6_attn, P_h_6_ln_2_weight, ln_mean_h_6_ln_2,
+                     ln_rstd_h_6_ln_2, d_layernorm_h_6_ln_2, d_residual_linear_h_6_proj_536,
+                     d_residual_attn_out_h_6_attn_541, G_h_6_ln_2_weight, G_h_6_ln_2_bias,
+                     e->B * 1024, 768);
+    RT_AT(387, "$.model.layers[2].body[1].body[0] #6 + $.model.layers[2].body[0] #6: "
+          "h.6.ln_2.weight's gradient is final");
     rt_grad_ready(e, 84311040, 768);
-    RT_AT(388, "$.model.layers[2].body[1].body[0] #6 + $.model.layers[2].body[0] #6: h.6.ln_2.bias's gradient is final");
+    RT_AT(388, "$.model.layers[2].body[1].body[0] #6 + $.model.layers[2].body[0] #6: "
+          "h.6.ln_2.bias's gradient is final");
     rt_grad_ready(e, 84311808, 768);
     RT_AT(390, "$.model.layers[2].body[0].body[1] #6: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_6_attn_541, 768, P_h_6_attn_proj_weight, 768, 0.0f, d_attn_y_h_6_attn, 768);
-    RT_AT(391, "$.model.layers[2].body[0].body[1] #6: the gradients of h.6.attn.proj.weight and h.6.attn.proj.bias are written from here on");
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_6_attn_541, 768,
+            P_h_6_attn_proj_weight, 768, 0.0f, d_attn_y_h_6_attn, 768);
+    RT_AT(391, "$.model.layers[2].body[0].body[1] #6: the gradients of h.6.attn.proj.weight and "
+          "h.6.attn.proj.bias are written from here on");
     rt_grad_begin(e, 83720448, 590592);
-    RT_AT(392, "$.model.layers[2].body[0].body[1] #6: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_6_attn_541, 768, attn_y_h_6_attn, 768, 1.0f, G_h_6_attn_proj_weight, 768, G_h_6_attn_proj_bias, 1);
+    RT_AT(392, "$.model.layers[2].body[0].body[1] #6: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_6_attn_541, 768,
+                  attn_y_h_6_attn, 768, 1.0f, G_h_6_attn_proj_weight, 768, G_h_6_attn_proj_bias, 1);
     RT_AT(393, "$.model.layers[2].body[0].body[1] #6: h.6.attn.proj.weight's gradient is final");
     rt_grad_ready(e, 83720448, 589824);
     RT_AT(394, "$.model.layers[2].body[0].body[1] #6: h.6.attn.proj.bias's gradient is final");
     rt_grad_ready(e, 84310272, 768);
-    RT_AT(396, "$.model.layers[2].body[0].body[1] #6: attention backward: d(qkv), probabilities recomputed from the log-sum-exp");
-    rt_attention_bwd(e, qkv_h_6_attn, lse_h_6_attn, attn_y_h_6_attn, d_attn_y_h_6_attn, d_qkv_h_6_attn, e->B, 1024, 768, 12, 1);
+    RT_AT(396, "$.model.layers[2].body[0].body[1] #6: attention backward: d(qkv), probabilities "
+          "recomputed from the log-sum-exp");
+    rt_attention_bwd(e, qkv_h_6_attn, lse_h_6_attn, attn_y_h_6_attn, d_attn_y_h_6_attn,
+                     d_qkv_h_6_attn, e->B, 1024, 768, 12, 1);
     RT_AT(397, "$.model.layers[2].body[0].body[1] #6: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_6_attn, 2304, P_h_6_attn_qkv_weight, 768, 0.0f, d_layernorm_h_6_ln_1, 768);
-    RT_AT(398, "$.model.layers[2].body[0].body[1] #6: the gradients of h.6.attn.qkv.weight and h.6.attn.qkv.bias are written from here on");
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_6_attn, 2304, P_h_6_attn_qkv_weight, 768,
+            0.0f, d_layernorm_h_6_ln_1, 768);
+    RT_AT(398, "$.model.layers[2].body[0].body[1] #6: the gradients of h.6.attn.qkv.weight and "
+          "h.6.attn.qkv.bias are written from here on");
     rt_grad_begin(e, 81948672, 1771776);
-    RT_AT(399, "$.model.layers[2].body[0].body[1] #6: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_6_attn, 2304, layernorm_h_6_ln_1, 768, 1.0f, G_h_6_attn_qkv_weight, 768, G_h_6_attn_qkv_bias, 1);
+    RT_AT(399, "$.model.layers[2].body[0].body[1] #6: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_6_attn, 2304, layernorm_h_6_ln_1,
+                  768, 1.0f, G_h_6_attn_qkv_weight, 768, G_h_6_attn_qkv_bias, 1);
     RT_AT(400, "$.model.layers[2].body[0].body[1] #6: h.6.attn.qkv.weight's gradient is final");
     rt_grad_ready(e, 81948672, 1769472);
     RT_AT(401, "$.model.layers[2].body[0].body[1] #6: h.6.attn.qkv.bias's gradient is final");
     rt_grad_ready(e, 83718144, 2304);
-    RT_AT(403, "$.model.layers[2].body[0].body[0] #6 + $.model.layers[2].body[1] #5: the gradients of h.6.ln_1.weight and h.6.ln_1.bias are written from here on");
+    RT_AT(403, "$.model.layers[2].body[0].body[0] #6 + $.model.layers[2].body[1] #5: the "
+          "gradients of h.6.ln_1.weight and h.6.ln_1.bias are written from here on");
     rt_grad_begin(e, 81947136, 1536);
-    RT_AT(404, "$.model.layers[2].body[0].body[0] #6 + $.model.layers[2].body[1] #5: layernorm backward, plus the other gradient contributions (their sum folded in)");
-    rt_layernorm_bwd(e, residual_linear_h_5_proj, P_h_6_ln_1_weight, ln_mean_h_6_ln_1, ln_rstd_h_6_ln_1, d_layernorm_h_6_ln_1, d_residual_attn_out_h_6_attn_541, d_residual_linear_h_5_proj_546, G_h_6_ln_1_weight, G_h_6_ln_1_bias, e->B * 1024, 768);
-    RT_AT(405, "$.model.layers[2].body[0].body[0] #6 + $.model.layers[2].body[1] #5: h.6.ln_1.weight's gradient is final");
+    RT_AT(404, "$.model.layers[2].body[0].body[0] #6 + $.model.layers[2].body[1] #5: layernorm "
+          "backward, plus the other gradient contributions (their sum folded in)");
+    rt_layernorm_bwd(e, residual_linear_h_5_proj, P_h_6_ln_1_weight, ln_mean_h_6_ln_1,
+                     ln_rstd_h_6_ln_1, d_layernorm_h_6_ln_1, d_residual_attn_out_h_6_attn_541,
+                     d_residual_linear_h_5_proj_546, G_h_6_ln_1_weight, G_h_6_ln_1_bias,
+                     e->B * 1024, 768);
+    RT_AT(405, "$.model.layers[2].body[0].body[0] #6 + $.model.layers[2].body[1] #5: "
+          "h.6.ln_1.weight's gradient is final");
     rt_grad_ready(e, 81947136, 768);
-    RT_AT(406, "$.model.layers[2].body[0].body[0] #6 + $.model.layers[2].body[1] #5: h.6.ln_1.bias's gradient is final");
+    RT_AT(406, "$.model.layers[2].body[0].body[0] #6 + $.model.layers[2].body[1] #5: "
+          "h.6.ln_1.bias's gradient is final");
     rt_grad_ready(e, 81947904, 768);
-    RT_AT(409, "$.model.layers[2].body[1].body[3] #5: the gradients of h.5.proj.weight and h.5.proj.bias are written from here on");
+    RT_AT(409, "$.model.layers[2].body[1].body[3] #5: the gradients of h.5.proj.weight and "
+          "h.5.proj.bias are written from here on");
     rt_grad_begin(e, 79587072, 2360064);
-    RT_AT(410, "$.model.layers[2].body[1].body[3] #5: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_5_proj_546, 768, gelu_h_5_2, 3072, 1.0f, G_h_5_proj_weight, 3072, G_h_5_proj_bias, 1);
+    RT_AT(410, "$.model.layers[2].body[1].body[3] #5: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_5_proj_546, 768,
+                  gelu_h_5_2, 3072, 1.0f, G_h_5_proj_weight, 3072, G_h_5_proj_bias, 1);
     RT_AT(411, "$.model.layers[2].body[1].body[3] #5: h.5.proj.weight's gradient is final");
     rt_grad_ready(e, 79587072, 2359296);
     RT_AT(412, "$.model.layers[2].body[1].body[3] #5: h.5.proj.bias's gradient is final");
     rt_grad_ready(e, 81946368, 768);
-    RT_AT(414, "$.model.layers[2].body[1].body[3] #5 + $.model.layers[2].body[1].body[2] #5: linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
-    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_5_proj_546, 768, P_h_5_proj_weight, 3072, d_linear_h_5_fc, 3072, linear_h_5_fc);
+    RT_AT(414, "$.model.layers[2].body[1].body[3] #5 + $.model.layers[2].body[1].body[2] #5: "
+          "linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
+    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_5_proj_546, 768,
+                  P_h_5_proj_weight, 3072, d_linear_h_5_fc, 3072, linear_h_5_fc);
     RT_AT(415, "$.model.layers[2].body[1].body[1] #5: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_5_fc, 3072, P_h_5_fc_weight, 768, 0.0f, d_layernorm_h_5_ln_2, 768);
-    RT_AT(416, "$.model.layers[2].body[1].body[1] #5: the gradients of h.5.fc.weight and h.5.fc.bias are written from here on");
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_5_fc, 3072, P_h_5_fc_weight, 768,
+            0.0f, d_layernorm_h_5_ln_2, 768);
+    RT_AT(416, "$.model.layers[2].body[1].body[1] #5: the gradients of h.5.fc.weight and "
+          "h.5.fc.bias are written from here on");
     rt_grad_begin(e, 77224704, 2362368);
-    RT_AT(417, "$.model.layers[2].body[1].body[1] #5: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_5_fc, 3072, layernorm_h_5_ln_2, 768, 1.0f, G_h_5_fc_weight, 768, G_h_5_fc_bias, 1);
+    RT_AT(417, "$.model.layers[2].body[1].body[1] #5: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_5_fc, 3072, layernorm_h_5_ln_2,
+                  768, 1.0f, G_h_5_fc_weight, 768, G_h_5_fc_bias, 1);
     RT_AT(418, "$.model.layers[2].body[1].body[1] #5: h.5.fc.weight's gradient is final");
     rt_grad_ready(e, 77224704, 2359296);
     RT_AT(419, "$.model.layers[2].body[1].body[1] #5: h.5.fc.bias's gradient is final");
     rt_grad_ready(e, 79584000, 3072);
-    RT_AT(421, "$.model.layers[2].body[1].body[0] #5 + $.model.layers[2].body[0] #5: the gradients of h.5.ln_2.weight and h.5.ln_2.bias are written from here on");
+    RT_AT(421, "$.model.layers[2].body[1].body[0] #5 + $.model.layers[2].body[0] #5: the "
+          "gradients of h.5.ln_2.weight and h.5.ln_2.bias are written from here on");
     rt_grad_begin(e, 77223168, 1536);
-    RT_AT(422, "$.model.layers[2].body[1].body[0] #5 + $.model.layers[2].body[0] #5: layernorm backward, plus the other gradient contributions (their sum folded in)");
-    rt_layernorm_bwd(e, residual_attn_out_h_5_attn, P_h_5_ln_2_weight, ln_mean_h_5_ln_2, ln_rstd_h_5_ln_2, d_layernorm_h_5_ln_2, d_residual_linear_h_5_proj_546, d_residual_attn_out_h_5_attn_551, G_h_5_ln_2_weight, G_h_5_ln_2_bias, e->B * 1024, 768);
-    RT_AT(423, "$.model.layers[2].body[1].body[0] #5 + $.model.layers[2].body[0] #5: h.5.ln_2.weight's gradient is final");
+    RT_AT(422, "$.model.layers[2].body[1].body[0] #5 + $.model.layers[2].body[0] #5: layernorm "
+          "backward, plus the other gradient contributions (their sum folded in)");
+    rt_layernorm_bwd(e, residual_attn_out_h_5_attn, P_h_5_ln_2_weight, ln_mean_h_5_ln_2,
+                     ln_rstd_h_5_ln_2, d_layernorm_h_5_ln_2, d_residual_linear_h_5_proj_546,
+                     d_residual_attn_out_h_5_attn_551, G_h_5_ln_2_weight, G_h_5_ln_2_bias,
+                     e->B * 1024, 768);
+    RT_AT(423, "$.model.layers[2].body[1].body[0] #5 + $.model.layers[2].body[0] #5: "
+          "h.5.ln_2.weight's gradient is final");
     rt_grad_ready(e, 77223168, 768);
-    RT_AT(424, "$.model.layers[2].body[1].body[0] #5 + $.model.layers[2].body[0] #5: h.5.ln_2.bias's gradient is final");
+    RT_AT(424, "$.model.layers[2].body[1].body[0] #5 + $.model.layers[2].body[0] #5: "
+          "h.5.ln_2.bias's gradient is final");
     rt_grad_ready(e, 77223936, 768);
     RT_AT(426, "$.model.layers[2].body[0].body[1] #5: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_5_attn_551, 768, P_h_5_attn_proj_weight, 768, 0.0f, d_attn_y_h_5_attn, 768);
-    RT_AT(427, "$.model.layers[2].body[0].body[1] #5: the gradients of h.5.attn.proj.weight and h.5.attn.proj.bias are written from here on");
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_5_attn_551, 768,
+            P_h_5_attn_proj_weight, 768, 0.0f, d_attn_y_h_5_attn, 768);
+    RT_AT(427, "$.model.layers[2].body[0].body[1] #5: the gradients of h.5.attn.proj.weight and "
+          "h.5.attn.proj.bias are written from here on");
     rt_grad_begin(e, 76632576, 590592);
-    RT_AT(428, "$.model.layers[2].body[0].body[1] #5: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_5_attn_551, 768, attn_y_h_5_attn, 768, 1.0f, G_h_5_attn_proj_weight, 768, G_h_5_attn_proj_bias, 1);
+    RT_AT(428, "$.model.layers[2].body[0].body[1] #5: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_5_attn_551, 768,
+                  attn_y_h_5_attn, 768, 1.0f, G_h_5_attn_proj_weight, 768, G_h_5_attn_proj_bias, 1);
     RT_AT(429, "$.model.layers[2].body[0].body[1] #5: h.5.attn.proj.weight's gradient is final");
     rt_grad_ready(e, 76632576, 589824);
     RT_AT(430, "$.model.layers[2].body[0].body[1] #5: h.5.attn.proj.bias's gradient is final");
     rt_grad_ready(e, 77222400, 768);
-    RT_AT(432, "$.model.layers[2].body[0].body[1] #5: attention backward: d(qkv), probabilities recomputed from the log-sum-exp");
-    rt_attention_bwd(e, qkv_h_5_attn, lse_h_5_attn, attn_y_h_5_attn, d_attn_y_h_5_attn, d_qkv_h_5_attn, e->B, 1024, 768, 12, 1);
+    RT_AT(432, "$.model.layers[2].body[0].body[1] #5: attention backward: d(qkv), probabilities "
+          "recomputed from the log-sum-exp");
+    rt_attention_bwd(e, qkv_h_5_attn, lse_h_5_attn, attn_y_h_5_attn, d_attn_y_h_5_attn,
+                     d_qkv_h_5_attn, e->B, 1024, 768, 12, 1);
     RT_AT(433, "$.model.layers[2].body[0].body[1] #5: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_5_attn, 2304, P_h_5_attn_qkv_weight, 768, 0.0f, d_layernorm_h_5_ln_1, 768);
-    RT_AT(434, "$.model.layers[2].body[0].body[1] #5: the gradients of h.5.attn.qkv.weight and h.5.attn.qkv.bias are written from here on");
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_5_attn, 2304, P_h_5_attn_qkv_weight, 768,
+            0.0f, d_layernorm_h_5_ln_1, 768);
+    RT_AT(434, "$.model.layers[2].body[0].body[1] #5: the gradients of h.5.attn.qkv.weight and "
+          "h.5.attn.qkv.bias are written from here on");
     rt_grad_begin(e, 74860800, 1771776);
-    RT_AT(435, "$.model.layers[2].body[0].body[1] #5: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_5_attn, 2304, layernorm_h_5_ln_1, 768, 1.0f, G_h_5_attn_qkv_weight, 768, G_h_5_attn_qkv_bias, 1);
+    RT_AT(435, "$.model.layers[2].body[0].body[1] #5: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_5_attn, 2304, layernorm_h_5_ln_1,
+                  768, 1.0f, G_h_5_attn_qkv_weight, 768, G_h_5_attn_qkv_bias, 1);
     RT_AT(436, "$.model.layers[2].body[0].body[1] #5: h.5.attn.qkv.weight's gradient is final");
     rt_grad_ready(e, 74860800, 1769472);
     RT_AT(437, "$.model.layers[2].body[0].body[1] #5: h.5.attn.qkv.bias's gradient is final");
     rt_grad_ready(e, 76630272, 2304);
-    RT_AT(439, "$.model.layers[2].body[0].body[0] #5 + $.model.layers[2].body[1] #4: the gradients of h.5.ln_1.weight and h.5.ln_1.bias are written from here on");
+    RT_AT(439, "$.model.layers[2].body[0].body[0] #5 + $.model.layers[2].body[1] #4: the "
+          "gradients of h.5.ln_1.weight and h.5.ln_1.bias are written from here on");
     rt_grad_begin(e, 74859264, 1536);
-    RT_AT(440, "$.model.layers[2].body[0].body[0] #5 + $.model.layers[2].body[1] #4: layernorm backward, plus the other gradient contributions (their sum folded in)");
-    rt_layernorm_bwd(e, residual_linear_h_4_proj, P_h_5_ln_1_weight, ln_mean_h_5_ln_1, ln_rstd_h_5_ln_1, d_layernorm_h_5_ln_1, d_residual_attn_out_h_5_attn_551, d_residual_linear_h_4_proj_556, G_h_5_ln_1_weight, G_h_5_ln_1_bias, e->B * 1024, 768);
-    RT_AT(441, "$.model.layers[2].body[0].body[0] #5 + $.model.layers[2].body[1] #4: h.5.ln_1.weight's gradient is final");
+    RT_AT(440, "$.model.layers[2].body[0].body[0] #5 + $.model.layers[2].body[1] #4: layernorm "
+          "backward, plus the other gradient contributions (their sum folded in)");
+    rt_layernorm_bwd(e, residual_linear_h_4_proj, P_h_5_ln_1_weight, ln_mean_h_5_ln_1,
+                     ln_rstd_h_5_ln_1, d_layernorm_h_5_ln_1, d_residual_attn_out_h_5_attn_551,
+                     d_residual_linear_h_4_proj_556, G_h_5_ln_1_weight, G_h_5_ln_1_bias,
+                     e->B * 1024, 768);
+    RT_AT(441, "$.model.layers[2].body[0].body[0] #5 + $.model.layers[2].body[1] #4: "
+          "h.5.ln_1.weight's gradient is final");
     rt_grad_ready(e, 74859264, 768);
-    RT_AT(442, "$.model.layers[2].body[0].body[0] #5 + $.model.layers[2].body[1] #4: h.5.ln_1.bias's gradient is final");
+    RT_AT(442, "$.model.layers[2].body[0].body[0] #5 + $.model.layers[2].body[1] #4: "
+          "h.5.ln_1.bias's gradient is final");
     rt_grad_ready(e, 74860032, 768);
-    RT_AT(445, "$.model.layers[2].body[1].body[3] #4: the gradients of h.4.proj.weight and h.4.proj.bias are written from here on");
+    RT_AT(445, "$.model.layers[2].body[1].body[3] #4: the gradients of h.4.proj.weight and "
+          "h.4.proj.bias are written from here on");
     rt_grad_begin(e, 72499200, 2360064);
-    RT_AT(446, "$.model.layers[2].body[1].body[3] #4: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_4_proj_556, 768, gelu_h_4_2, 3072, 1.0f, G_h_4_proj_weight, 3072, G_h_4_proj_bias, 1);
+    RT_AT(446, "$.model.layers[2].body[1].body[3] #4: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_4_proj_556, 768,
+                  gelu_h_4_2, 3072, 1.0f, G_h_4_proj_weight, 3072, G_h_4_proj_bias, 1);
     RT_AT(447, "$.model.layers[2].body[1].body[3] #4: h.4.proj.weight's gradient is final");
     rt_grad_ready(e, 72499200, 2359296);
     RT_AT(448, "$.model.layers[2].body[1].body[3] #4: h.4.proj.bias's gradient is final");
     rt_grad_ready(e, 74858496, 768);
-    RT_AT(450, "$.model.layers[2].body[1].body[3] #4 + $.model.layers[2].body[1].body[2] #4: linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
-    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_4_proj_556, 768, P_h_4_proj_weight, 3072, d_linear_h_4_fc, 3072, linear_h_4_fc);
+    RT_AT(450, "$.model.layers[2].body[1].body[3] #4 + $.model.layers[2].body[1].body[2] #4: "
+          "linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
+    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_4_proj_556, 768,
+                  P_h_4_proj_weight, 3072, d_linear_h_4_fc, 3072, linear_h_4_fc);
     RT_AT(451, "$.model.layers[2].body[1].body[1] #4: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_4_fc, 3072, P_h_4_fc_weight, 768, 0.0f, d_layernorm_h_4_ln_2, 768);
-    RT_AT(452, "$.model.layers[2].body[1].body[1] #4: the gradients of h.4.fc.weight and h.4.fc.bias are written from here on");
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_4_fc, 3072, P_h_4_fc_weight, 768,
+            0.0f, d_layernorm_h_4_ln_2, 768);
+    RT_AT(452, "$.model.layers[2].body[1].body[1] #4: the gradients of h.4.fc.weight and "
+          "h.4.fc.bias are written from here on");
     rt_grad_begin(e, 70136832, 2362368);
-    RT_AT(453, "$.model.layers[2].body[1].body[1] #4: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_4_fc, 3072, layernorm_h_4_ln_2, 768, 1.0f, G_h_4_fc_weight, 768, G_h_4_fc_bias, 1);
+    RT_AT(453, "$.model.layers[2].body[1].body[1] #4: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_4_fc, 3072, layernorm_h_4_ln_2,
+                  768, 1.0f, G_h_4_fc_weight, 768, G_h_4_fc_bias, 1);
     RT_AT(454, "$.model.layers[2].body[1].body[1] #4: h.4.fc.weight's gradient is final");
     rt_grad_ready(e, 70136832, 2359296);
     RT_AT(455, "$.model.layers[2].body[1].body[1] #4: h.4.fc.bias's gradient is final");
     rt_grad_ready(e, 72496128, 3072);
-    RT_AT(457, "$.model.layers[2].body[1].body[0] #4 + $.model.layers[2].body[0] #4: the gradients of h.4.ln_2.weight and h.4.ln_2.bias are written from here on");
+    RT_AT(457, "$.model.layers[2].body[1].body[0] #4 + $.model.layers[2].body[0] #4: the "
+          "gradients of h.4.ln_2.weight and h.4.ln_2.bias are written from here on");
     rt_grad_begin(e, 70135296, 1536);
-    RT_AT(458, "$.model.layers[2].body[1].body[0] #4 + $.model.layers[2].body[0] #4: layernorm backward, plus the other gradient contributions (their sum folded in)");
-    rt_layernorm_bwd(e, residual_attn_out_h_4_attn, P_h_4_ln_2_weight, ln_mean_h_4_ln_2, ln_rstd_h_4_ln_2, d_layernorm_h_4_ln_2, d_residual_linear_h_4_proj_556, d_residual_attn_out_h_4_attn_561, G_h_4_ln_2_weight, G_h_4_ln_2_bias, e->B * 1024, 768);
-    RT_AT(459, "$.model.layers[2].body[1].body[0] #4 + $.model.layers[2].body[0] #4: h.4.ln_2.weight's gradient is final");
+    RT_AT(458, "$.model.layers[2].body[1].body[0] #4 + $.model.layers[2].body[0] #4: layernorm "
+          "backward, plus the other gradient contributions (their sum folded in)");
+    rt_layernorm_bwd(e, residual_attn_out_h_4_attn, P_h_4_ln_2_weight, ln_mean_h_4_ln_2,
+                     ln_rstd_h_4_ln_2, d_layernorm_h_4_ln_2, d_residual_linear_h_4_proj_556,
+                     d_residual_attn_out_h_4_attn_561, G_h_4_ln_2_weight, G_h_4_ln_2_bias,
+                     e->B * 1024, 768);
+    RT_AT(459, "$.model.layers[2].body[1].body[0] #4 + $.model.layers[2].body[0] #4: "
+          "h.4.ln_2.weight's gradient is final");
     rt_grad_ready(e, 70135296, 768);
-    RT_AT(460, "$.model.layers[2].body[1].body[0] #4 + $.model.layers[2].body[0] #4: h.4.ln_2.bias's gradient is final");
+    RT_AT(460, "$.model.layers[2].body[1].body[0] #4 + $.model.layers[2].body[0] #4: "
+          "h.4.ln_2.bias's gradient is final");
     rt_grad_ready(e, 70136064, 768);
     RT_AT(462, "$.model.layers[2].body[0].body[1] #4: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_4_attn_561, 768, P_h_4_attn_proj_weight, 768, 0.0f, d_attn_y_h_4_attn, 768);
-    RT_AT(463, "$.model.layers[2].body[0].body[1] #4: the gradients of h.4.attn.proj.weight and h.4.attn.proj.bias are written from here on");
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_4_attn_561, 768,
+            P_h_4_attn_proj_weight, 768, 0.0f, d_attn_y_h_4_attn, 768);
+    RT_AT(463, "$.model.layers[2].body[0].body[1] #4: the gradients of h.4.attn.proj.weight and "
+          "h.4.attn.proj.bias are written from here on");
     rt_grad_begin(e, 69544704, 590592);
-    RT_AT(464, "$.model.layers[2].body[0].body[1] #4: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_4_attn_561, 768, attn_y_h_4_attn, 768, 1.0f, G_h_4_attn_proj_weight, 768, G_h_4_attn_proj_bias, 1);
+    RT_AT(464, "$.model.layers[2].body[0].body[1] #4: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_4_attn_561, 768,
+                  attn_y_h_4_attn, 768, 1.0f, G_h_4_attn_proj_weight, 768, G_h_4_attn_proj_bias, 1);
     RT_AT(465, "$.model.layers[2].body[0].body[1] #4: h.4.attn.proj.weight's gradient is final");
     rt_grad_ready(e, 69544704, 589824);
     RT_AT(466, "$.model.layers[2].body[0].body[1] #4: h.4.attn.proj.bias's gradient is final");
     rt_grad_ready(e, 70134528, 768);
-    RT_AT(468, "$.model.layers[2].body[0].body[1] #4: attention backward: d(qkv), probabilities recomputed from the log-sum-exp");
-    rt_attention_bwd(e, qkv_h_4_attn, lse_h_4_attn, attn_y_h_4_attn, d_attn_y_h_4_attn, d_qkv_h_4_attn, e->B, 1024, 768, 12, 1);
+    RT_AT(468, "$.model.layers[2].body[0].body[1] #4: attention backward: d(qkv), probabilities "
+          "recomputed from the log-sum-exp");
+    rt_attention_bwd(e, qkv_h_4_attn, lse_h_4_attn, attn_y_h_4_attn, d_attn_y_h_4_attn,
+                     d_qkv_h_4_attn, e->B, 1024, 768, 12, 1);
     RT_AT(469, "$.model.layers[2].body[0].body[1] #4: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_4_attn, 2304, P_h_4_attn_qkv_weight, 768, 0.0f, d_layernorm_h_4_ln_1, 768);
-    RT_AT(470, "$.model.layers[2].body[0].body[1] #4: the gradients of h.4.attn.qkv.weight and h.4.attn.qkv.bias are written from here on");
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_4_attn, 2304, P_h_4_attn_qkv_weight, 768,
+            0.0f, d_layernorm_h_4_ln_1, 768);
+    RT_AT(470, "$.model.layers[2].body[0].body[1] #4: the gradients of h.4.attn.qkv.weight and "
+          "h.4.attn.qkv.bias are written from here on");
     rt_grad_begin(e, 67772928, 1771776);
-    RT_AT(471, "$.model.layers[2].body[0].body[1] #4: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_4_attn, 2304, layernorm_h_4_ln_1, 768, 1.0f, G_h_4_attn_qkv_weight, 768, G_h_4_attn_qkv_bias, 1);
+    RT_AT(471, "$.model.layers[2].body[0].body[1] #4: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_4_attn, 2304, layernorm_h_4_ln_1,
+                  768, 1.0f, G_h_4_attn_qkv_weight, 768, G_h_4_attn_qkv_bias, 1);
     RT_AT(472, "$.model.layers[2].body[0].body[1] #4: h.4.attn.qkv.weight's gradient is final");
     rt_grad_ready(e, 67772928, 1769472);
     RT_AT(473, "$.model.layers[2].body[0].body[1] #4: h.4.attn.qkv.bias's gradient is final");
     rt_grad_ready(e, 69542400, 2304);
-    RT_AT(475, "$.model.layers[2].body[0].body[0] #4 + $.model.layers[2].body[1] #3: the gradients of h.4.ln_1.weight and h.4.ln_1.bias are written from here on");
+    RT_AT(475, "$.model.layers[2].body[0].body[0] #4 + $.model.layers[2].body[1] #3: the "
+          "gradients of h.4.ln_1.weight and h.4.ln_1.bias are written from here on");
     rt_grad_begin(e, 67771392, 1536);
-    RT_AT(476, "$.model.layers[2].body[0].body[0] #4 + $.model.layers[2].body[1] #3: layernorm backward, plus the other gradient contributions (their sum folded in)");
-    rt_layernorm_bwd(e, residual_linear_h_3_proj, P_h_4_ln_1_weight, ln_mean_h_4_ln_1, ln_rstd_h_4_ln_1, d_layernorm_h_4_ln_1, d_residual_attn_out_h_4_attn_561, d_residual_linear_h_3_proj_566, G_h_4_ln_1_weight, G_h_4_ln_1_bias, e->B * 1024, 768);
-    RT_AT(477, "$.model.layers[2].body[0].body[0] #4 + $.model.layers[2].body[1] #3: h.4.ln_1.weight's gradient is final");
+    RT_AT(476, "$.model.layers[2].body[0].body[0] #4 + $.model.layers[2].body[1] #3: layernorm "
+          "backward, plus the other gradient contributions (their sum folded in)");
+    rt_layernorm_bwd(e, residual_linear_h_3_proj, P_h_4_ln_1_weight, ln_mean_h_4_ln_1,
+                     ln_rstd_h_4_ln_1, d_layernorm_h_4_ln_1, d_residual_attn_out_h_4_attn_561,
+                     d_residual_linear_h_3_proj_566, G_h_4_ln_1_weight, G_h_4_ln_1_bias,
+                     e->B * 1024, 768);
+    RT_AT(477, "$.model.layers[2].body[0].body[0] #4 + $.model.layers[2].body[1] #3: "
+          "h.4.ln_1.weight's gradient is final");
     rt_grad_ready(e, 67771392, 768);
-    RT_AT(478, "$.model.layers[2].body[0].body[0] #4 + $.model.layers[2].body[1] #3: h.4.ln_1.bias's gradient is final");
+    RT_AT(478, "$.model.layers[2].body[0].body[0] #4 + $.model.layers[2].body[1] #3: "
+          "h.4.ln_1.bias's gradient is final");
     rt_grad_ready(e, 67772160, 768);
-    RT_AT(481, "$.model.layers[2].body[1].body[3] #3: the gradients of h.3.proj.weight and h.3.proj.bias are written from here on");
+    RT_AT(481, "$.model.layers[2].body[1].body[3] #3: the gradients of h.3.proj.weight and "
+          "h.3.proj.bias are written from here on");
     rt_grad_begin(e, 65411328, 2360064);
-    RT_AT(482, "$.model.layers[2].body[1].body[3] #3: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_3_proj_566, 768, gelu_h_3_2, 3072, 1.0f, G_h_3_proj_weight, 3072, G_h_3_proj_bias, 1);
+    RT_AT(482, "$.model.layers[2].body[1].body[3] #3: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_3_proj_566, 768,
+                  gelu_h_3_2, 3072, 1.0f, G_h_3_proj_weight, 3072, G_h_3_proj_bias, 1);
     RT_AT(483, "$.model.layers[2].body[1].body[3] #3: h.3.proj.weight's gradient is final");
     rt_grad_ready(e, 65411328, 2359296);
     RT_AT(484, "$.model.layers[2].body[1].body[3] #3: h.3.proj.bias's gradient is final");
     rt_grad_ready(e, 67770624, 768);
-    RT_AT(486, "$.model.layers[2].body[1].body[3] #3 + $.model.layers[2].body[1].body[2] #3: linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
-    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_3_proj_566, 768, P_h_3_proj_weight, 3072, d_linear_h_3_fc, 3072, linear_h_3_fc);
+    RT_AT(486, "$.model.layers[2].body[1].body[3] #3 + $.model.layers[2].body[1].body[2] #3: "
+          "linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
+    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_3_proj_566, 768,
+                  P_h_3_proj_weight, 3072, d_linear_h_3_fc, 3072, linear_h_3_fc);
     RT_AT(487, "$.model.layers[2].body[1].body[1] #3: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_3_fc, 3072, P_h_3_fc_weight, 768, 0.0f, d_layernorm_h_3_ln_2, 768);
-    RT_AT(488, "$.model.layers[2].body[1].body[1] #3: the gradients of h.3.fc.weight and h.3.fc.bias are written from here on");
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_3_fc, 3072, P_h_3_fc_weight, 768,
+            0.0f, d_layernorm_h_3_ln_2, 768);
+    RT_AT(488, "$.model.layers[2].body[1].body[1] #3: the gradients of h.3.fc.weight and "
+          "h.3.fc.bias are written from here on");
     rt_grad_begin(e, 63048960, 2362368);
-    RT_AT(489, "$.model.layers[2].body[1].body[1] #3: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_3_fc, 3072, layernorm_h_3_ln_2, 768, 1.0f, G_h_3_fc_weight, 768, G_h_3_fc_bias, 1);
+    RT_AT(489, "$.model.layers[2].body[1].body[1] #3: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_3_fc, 3072, layernorm_h_3_ln_2,
+                  768, 1.0f, G_h_3_fc_weight, 768, G_h_3_fc_bias, 1);
     RT_AT(490, "$.model.layers[2].body[1].body[1] #3: h.3.fc.weight's gradient is final");
     rt_grad_ready(e, 63048960, 2359296);
     RT_AT(491, "$.model.layers[2].body[1].body[1] #3: h.3.fc.bias's gradient is final");
     rt_grad_ready(e, 65408256, 3072);
-    RT_AT(493, "$.model.layers[2].body[1].body[0] #3 + $.model.layers[2].body[0] #3: the gradients of h.3.ln_2.weight and h.3.ln_2.bias are written from here on");
+    RT_AT(493, "$.model.layers[2].body[1].body[0] #3 + $.model.layers[2].body[0] #3: the "
+          "gradients of h.3.ln_2.weight and h.3.ln_2.bias are written from here on");
     rt_grad_begin(e, 63047424, 1536);
-    RT_AT(494, "$.model.layers[2].body[1].body[0] #3 + $.model.layers[2].body[0] #3: layernorm backward, plus the other gradient contributions (their sum folded in)");
-    rt_layernorm_bwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, ln_mean_h_3_ln_2, ln_rstd_h_3_ln_2, d_layernorm_h_3_ln_2, d_residual_linear_h_3_proj_566, d_residual_attn_out_h_3_attn_571, G_h_3_ln_2_weight, G_h_3_ln_2_bias, e->B * 1024, 768);
-    RT_AT(495, "$.model.layers[2].body[1].body[0] #3 + $.model.layers[2].body[0] #3: h.3.ln_2.weight's gradient is final");
+    RT_AT(494, "$.model.layers[2].body[1].body[0] #3 + $.model.layers[2].body[0] #3: layernorm "
+          "backward, plus the other gradient contributions (their sum folded in)");
+    rt_layernorm_bwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, ln_mean_h_3_ln_2,
+                     ln_rstd_h_3_ln_2, d_layernorm_h_3_ln_2, d_residual_linear_h_3_proj_566,
+                     d_residual_attn_out_h_3_attn_571, G_h_3_ln_2_weight, G_h_3_ln_2_bias,
+                     e->B * 1024, 768);
+    RT_AT(495, "$.model.layers[2].body[1].body[0] #3 + $.model.layers[2].body[0] #3: "
+          "h.3.ln_2.weight's gradient is final");
     rt_grad_ready(e, 63047424, 768);
-    RT_AT(496, "$.model.layers[2].body[1].body[0] #3 + $.model.layers[2].body[0] #3: h.3.ln_2.bias's gradient is final");
+    RT_AT(496, "$.model.layers[2].body[1].body[0] #3 + $.model.layers[2].body[0] #3: "
+          "h.3.ln_2.bias's gradient is final");
     rt_grad_ready(e, 63048192, 768);
     RT_AT(498, "$.model.layers[2].body[0].body[1] #3: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_3_attn_571, 768, P_h_3_attn_proj_weight, 768, 0.0f, d_attn_y_h_3_attn, 768);
-    RT_AT(499, "$.model.layers[2].body[0].body[1] #3: the gradients of h.3.attn.proj.weight and h.3.attn.proj.bias are written from here on");
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_3_attn_571, 768,
+            P_h_3_attn_proj_weight, 768, 0.0f, d_attn_y_h_3_attn, 768);
+    RT_AT(499, "$.model.layers[2].body[0].body[1] #3: the gradients of h.3.attn.proj.weight and "
+          "h.3.attn.proj.bias are written from here on");
     rt_grad_begin(e, 62456832, 590592);
-    RT_AT(500, "$.model.layers[2].body[0].body[1] #3: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_3_attn_571, 768, attn_y_h_3_attn, 768, 1.0f, G_h_3_attn_proj_weight, 768, G_h_3_attn_proj_bias, 1);
+    RT_AT(500, "$.model.layers[2].body[0].body[1] #3: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_3_attn_571, 768,
+                  attn_y_h_3_attn, 768, 1.0f, G_h_3_attn_proj_weight, 768, G_h_3_attn_proj_bias, 1);
     RT_AT(501, "$.model.layers[2].body[0].body[1] #3: h.3.attn.proj.weight's gradient is final");
     rt_grad_ready(e, 62456832, 589824);
     RT_AT(502, "$.model.layers[2].body[0].body[1] #3: h.3.attn.proj.bias's gradient is final");
     rt_grad_ready(e, 63046656, 768);
-    RT_AT(504, "$.model.layers[2].body[0].body[1] #3: attention backward: d(qkv), probabilities recomputed from the log-sum-exp");
-    rt_attention_bwd(e, qkv_h_3_attn, lse_h_3_attn, attn_y_h_3_attn, d_attn_y_h_3_attn, d_qkv_h_3_attn, e->B, 1024, 768, 12, 1);
+    RT_AT(504, "$.model.layers[2].body[0].body[1] #3: attention backward: d(qkv), probabilities "
+          "recomputed from the log-sum-exp");
+    rt_attention_bwd(e, qkv_h_3_attn, lse_h_3_attn, attn_y_h_3_attn, d_attn_y_h_3_attn,
+                     d_qkv_h_3_attn, e->B, 1024, 768, 12, 1);
     RT_AT(505, "$.model.layers[2].body[0].body[1] #3: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_3_attn, 2304, P_h_3_attn_qkv_weight, 768, 0.0f, d_layernorm_h_3_ln_1, 768);
-    RT_AT(506, "$.model.layers[2].body[0].body[1] #3: the gradients of h.3.attn.qkv.weight and h.3.attn.qkv.bias are written from here on");
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_3_attn, 2304, P_h_3_attn_qkv_weight, 768,
+            0.0f, d_layernorm_h_3_ln_1, 768);
+    RT_AT(506, "$.model.layers[2].body[0].body[1] #3: the gradients of h.3.attn.qkv.weight and "
+          "h.3.attn.qkv.bias are written from here on");
     rt_grad_begin(e, 60685056, 1771776);
-    RT_AT(507, "$.model.layers[2].body[0].body[1] #3: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_3_attn, 2304, layernorm_h_3_ln_1, 768, 1.0f, G_h_3_attn_qkv_weight, 768, G_h_3_attn_qkv_bias, 1);
+    RT_AT(507, "$.model.layers[2].body[0].body[1] #3: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_3_attn, 2304, layernorm_h_3_ln_1,
+                  768, 1.0f, G_h_3_attn_qkv_weight, 768, G_h_3_attn_qkv_bias, 1);
     RT_AT(508, "$.model.layers[2].body[0].body[1] #3: h.3.attn.qkv.weight's gradient is final");
     rt_grad_ready(e, 60685056, 1769472);
     RT_AT(509, "$.model.layers[2].body[0].body[1] #3: h.3.attn.qkv.bias's gradient is final");
     rt_grad_ready(e, 62454528, 2304);
-    RT_AT(511, "$.model.layers[2].body[0].body[0] #3 + $.model.layers[2].body[1] #2: the gradients of h.3.ln_1.weight and h.3.ln_1.bias are written from here on");
+    RT_AT(511, "$.model.layers[2].body[0].body[0] #3 + $.model.layers[2].body[1] #2: the "
+          "gradients of h.3.ln_1.weight and h.3.ln_1.bias are written from here on");
     rt_grad_begin(e, 60683520, 1536);
-    RT_AT(512, "$.model.layers[2].body[0].body[0] #3 + $.model.layers[2].body[1] #2: layernorm backward, plus the other gradient contributions (their sum folded in)");
-    rt_layernorm_bwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, ln_mean_h_3_ln_1, ln_rstd_h_3_ln_1, d_layernorm_h_3_ln_1, d_residual_attn_out_h_3_attn_571, d_residual_linear_h_2_proj_576, G_h_3_ln_1_weight, G_h_3_ln_1_bias, e->B * 1024, 768);
-    RT_AT(513, "$.model.layers[2].body[0].body[0] #3 + $.model.layers[2].body[1] #2: h.3.ln_1.weight's gradient is final");
+    RT_AT(512, "$.model.layers[2].body[0].body[0] #3 + $.model.layers[2].body[1] #2: layernorm "
+          "backward, plus the other gradient contributions (their sum folded in)");
+    rt_layernorm_bwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, ln_mean_h_3_ln_1,
+                     ln_rstd_h_3_ln_1, d_layernorm_h_3_ln_1, d_residual_attn_out_h_3_attn_571,
+                     d_residual_linear_h_2_proj_576, G_h_3_ln_1_weight, G_h_3_ln_1_bias,
+                     e->B * 1024, 768);
+    RT_AT(513, "$.model.layers[2].body[0].body[0] #3 + $.model.layers[2].body[1] #2: "
+          "h.3.ln_1.weight's gradient is final");
     rt_grad_ready(e, 60683520, 768);
-    RT_AT(514, "$.model.layers[2].body[0].body[0] #3 + $.model.layers[2].body[1] #2: h.3.ln_1.bias's gradient is final");
+    RT_AT(514, "$.model.layers[2].body[0].body[0] #3 + $.model.layers[2].body[1] #2: "
+          "h.3.ln_1.bias's gradient is final");
     rt_grad_ready(e, 60684288, 768);
-    RT_AT(517, "$.model.layers[2].body[1].body[3] #2: the gradients of h.2.proj.weight and h.2.proj.bias are written from here on");
+    RT_AT(517, "$.model.layers[2].body[1].body[3] #2: the gradients of h.2.proj.weight and "
+          "h.2.proj.bias are written from here on");
     rt_grad_begin(e, 58323456, 2360064);
-    RT_AT(518, "$.model.layers[2].body[1].body[3] #2: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_2_proj_576, 768, gelu_h_2_2, 3072, 1.0f, G_h_2_proj_weight, 3072, G_h_2_proj_bias, 1);
+    RT_AT(518, "$.model.layers[2].body[1].body[3] #2: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_2_proj_576, 768,
+                  gelu_h_2_2, 3072, 1.0f, G_h_2_proj_weight, 3072, G_h_2_proj_bias, 1);
     RT_AT(519, "$.model.layers[2].body[1].body[3] #2: h.2.proj.weight's gradient is final");
     rt_grad_ready(e, 58323456, 2359296);
     RT_AT(520, "$.model.layers[2].body[1].body[3] #2: h.2.proj.bias's gradient is final");
     rt_grad_ready(e, 60682752, 768);
-    RT_AT(522, "$.model.layers[2].body[1].body[3] #2 + $.model.layers[2].body[1].body[2] #2: linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
-    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_2_proj_576, 768, P_h_2_proj_weight, 3072, d_linear_h_2_fc, 3072, linear_h_2_fc);
+    RT_AT(522, "$.model.layers[2].body[1].body[3] #2 + $.model.layers[2].body[1].body[2] #2: "
+          "linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
+    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_2_proj_576, 768,
+                  P_h_2_proj_weight, 3072, d_linear_h_2_fc, 3072, linear_h_2_fc);
     RT_AT(523, "$.model.layers[2].body[1].body[1] #2: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_2_fc, 3072, P_h_2_fc_weight, 768, 0.0f, d_layernorm_h_2_ln_2, 768);
-    RT_AT(524, "$.model.layers[2].body[1].body[1] #2: the gradients of h.2.fc.weight and h.2.fc.bias are written from here on");
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_2_fc, 3072, P_h_2_fc_weight, 768,
+            0.0f, d_layernorm_h_2_ln_2, 768);
+    RT_AT(524, "$.model.layers[2].body[1].body[1] #2: the gradients of h.2.fc.weight and "
+          "h.2.fc.bias are written from here on");
     rt_grad_begin(e, 55961088, 2362368);
-    RT_AT(525, "$.model.layers[2].body[1].body[1] #2: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_2_fc, 3072, layernorm_h_2_ln_2, 768, 1.0f, G_h_2_fc_weight, 768, G_h_2_fc_bias, 1);
+    RT_AT(525, "$.model.layers[2].body[1].body[1] #2: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_2_fc, 3072, layernorm_h_2_ln_2,
+                  768, 1.0f, G_h_2_fc_weight, 768, G_h_2_fc_bias, 1);
     RT_AT(526, "$.model.layers[2].body[1].body[1] #2: h.2.fc.weight's gradient is final");
     rt_grad_ready(e, 55961088, 2359296);
     RT_AT(527, "$.model.layers[2].body[1].body[1] #2: h.2.fc.bias's gradient is final");
     rt_grad_ready(e, 58320384, 3072);
-    RT_AT(529, "$.model.layers[2].body[1].body[0] #2 + $.model.layers[2].body[0] #2: the gradients of h.2.ln_2.weight and h.2.ln_2.bias are written from here on");
+    RT_AT(529, "$.model.layers[2].body[1].body[0] #2 + $.model.layers[2].body[0] #2: the "
+          "gradients of h.2.ln_2.weight and h.2.ln_2.bias are written from here on");
     rt_grad_begin(e, 55959552, 1536);
-    RT_AT(530, "$.model.layers[2].body[1].body[0] #2 + $.model.layers[2].body[0] #2: layernorm backward, plus the other gradient contributions (their sum folded in)");
-    rt_layernorm_bwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, ln_mean_h_2_ln_2, ln_rstd_h_2_ln_2, d_layernorm_h_2_ln_2, d_residual_linear_h_2_proj_576, d_residual_attn_out_h_2_attn_581, G_h_2_ln_2_weight, G_h_2_ln_2_bias, e->B * 1024, 768);
-    RT_AT(531, "$.model.layers[2].body[1].body[0] #2 + $.model.layers[2].body[0] #2: h.2.ln_2.weight's gradient is final");
+    RT_AT(530, "$.model.layers[2].body[1].body[0] #2 + $.model.layers[2].body[0] #2: layernorm "
+          "backward, plus the other gradient contributions (their sum folded in)");
+    rt_layernorm_bwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, ln_mean_h_2_ln_2,
+                     ln_rstd_h_2_ln_2, d_layernorm_h_2_ln_2, d_residual_linear_h_2_proj_576,
+                     d_residual_attn_out_h_2_attn_581, G_h_2_ln_2_weight, G_h_2_ln_2_bias,
+                     e->B * 1024, 768);
+    RT_AT(531, "$.model.layers[2].body[1].body[0] #2 + $.model.layers[2].body[0] #2: "
+          "h.2.ln_2.weight's gradient is final");
     rt_grad_ready(e, 55959552, 768);
-    RT_AT(532, "$.model.layers[2].body[1].body[0] #2 + $.model.layers[2].body[0] #2: h.2.ln_2.bias's gradient is final");
+    RT_AT(532, "$.model.layers[2].body[1].body[0] #2 + $.model.layers[2].body[0] #2: "
+          "h.2.ln_2.bias's gradient is final");
     rt_grad_ready(e, 55960320, 768);
     RT_AT(534, "$.model.layers[2].body[0].body[1] #2: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_2_attn_581, 768, P_h_2_attn_proj_weight, 768, 0.0f, d_attn_y_h_2_attn, 768);
-    RT_AT(535, "$.model.layers[2].body[0].body[1] #2: the gradients of h.2.attn.proj.weight and h.2.attn.proj.bias are written from here on");
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_2_attn_581, 768,
+            P_h_2_attn_proj_weight, 768, 0.0f, d_attn_y_h_2_attn, 768);
+    RT_AT(535, "$.model.layers[2].body[0].body[1] #2: the gradients of h.2.attn.proj.weight and "
+          "h.2.attn.proj.bias are written from here on");
     rt_grad_begin(e, 55368960, 590592);
-    RT_AT(536, "$.model.layers[2].body[0].body[1] #2: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_2_attn_581, 768, attn_y_h_2_attn, 768, 1.0f, G_h_2_attn_proj_weight, 768, G_h_2_attn_proj_bias, 1);
+    RT_AT(536, "$.model.layers[2].body[0].body[1] #2: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_2_attn_581, 768,
+                  attn_y_h_2_attn, 768, 1.0f, G_h_2_attn_proj_weight, 768, G_h_2_attn_proj_bias, 1);
     RT_AT(537, "$.model.layers[2].body[0].body[1] #2: h.2.attn.proj.weight's gradient is final");
     rt_grad_ready(e, 55368960, 589824);
     RT_AT(538, "$.model.layers[2].body[0].body[1] #2: h.2.attn.proj.bias's gradient is final");
     rt_grad_ready(e, 55958784, 768);
-    RT_AT(540, "$.model.layers[2].body[0].body[1] #2: attention backward: d(qkv), probabilities recomputed from the log-sum-exp");
-    rt_attention_bwd(e, qkv_h_2_attn, lse_h_2_attn, attn_y_h_2_attn, d_attn_y_h_2_attn, d_qkv_h_2_attn, e->B, 1024, 768, 12, 1);
+    RT_AT(540, "$.model.layers[2].body[0].body[1] #2: attention backward: d(qkv), probabilities "
+          "recomputed from the log-sum-exp");
+    rt_attention_bwd(e, qkv_h_2_attn, lse_h_2_attn, attn_y_h_2_attn, d_attn_y_h_2_attn,
+                     d_qkv_h_2_attn, e->B, 1024, 768, 12, 1);
     RT_AT(541, "$.model.layers[2].body[0].body[1] #2: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_2_attn, 2304, P_h_2_attn_qkv_weight, 768, 0.0f, d_layernorm_h_2_ln_1, 768);
-    RT_AT(542, "$.model.layers[2].body[0].body[1] #2: the gradients of h.2.attn.qkv.weight and h.2.attn.qkv.bias are written from here on");
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_2_attn, 2304, P_h_2_attn_qkv_weight, 768,
+            0.0f, d_layernorm_h_2_ln_1, 768);
+    RT_AT(542, "$.model.layers[2].body[0].body[1] #2: the gradients of h.2.attn.qkv.weight and "
+          "h.2.attn.qkv.bias are written from here on");
     rt_grad_begin(e, 53597184, 1771776);
-    RT_AT(543, "$.model.layers[2].body[0].body[1] #2: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_2_attn, 2304, layernorm_h_2_ln_1, 768, 1.0f, G_h_2_attn_qkv_weight, 768, G_h_2_attn_qkv_bias, 1);
+    RT_AT(543, "$.model.layers[2].body[0].body[1] #2: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_2_attn, 2304, layernorm_h_2_ln_1,
+                  768, 1.0f, G_h_2_attn_qkv_weight, 768, G_h_2_attn_qkv_bias, 1);
     RT_AT(544, "$.model.layers[2].body[0].body[1] #2: h.2.attn.qkv.weight's gradient is final");
     rt_grad_ready(e, 53597184, 1769472);
     RT_AT(545, "$.model.layers[2].body[0].body[1] #2: h.2.attn.qkv.bias's gradient is final");
     rt_grad_ready(e, 55366656, 2304);
-    RT_AT(547, "$.model.layers[2].body[0].body[0] #2 + $.model.layers[2].body[1] #1: the gradients of h.2.ln_1.weight and h.2.ln_1.bias are written from here on");
+    RT_AT(547, "$.model.layers[2].body[0].body[0] #2 + $.model.layers[2].body[1] #1: the "
+          "gradients of h.2.ln_1.weight and h.2.ln_1.bias are written from here on");
     rt_grad_begin(e, 53595648, 1536);
-    RT_AT(548, "$.model.layers[2].body[0].body[0] #2 + $.model.layers[2].body[1] #1: layernorm backward, plus the other gradient contributions (their sum folded in)");
-    rt_layernorm_bwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, ln_mean_h_2_ln_1, ln_rstd_h_2_ln_1, d_layernorm_h_2_ln_1, d_residual_attn_out_h_2_attn_581, d_residual_linear_h_1_proj_586, G_h_2_ln_1_weight, G_h_2_ln_1_bias, e->B * 1024, 768);
-    RT_AT(549, "$.model.layers[2].body[0].body[0] #2 + $.model.layers[2].body[1] #1: h.2.ln_1.weight's gradient is final");
+    RT_AT(548, "$.model.layers[2].body[0].body[0] #2 + $.model.layers[2].body[1] #1: layernorm "
+          "backward, plus the other gradient contributions (their sum folded in)");
+    rt_layernorm_bwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, ln_mean_h_2_ln_1,
+                     ln_rstd_h_2_ln_1, d_layernorm_h_2_ln_1, d_residual_attn_out_h_2_attn_581,
+                     d_residual_linear_h_1_proj_586, G_h_2_ln_1_weight, G_h_2_ln_1_bias,
+                     e->B * 1024, 768);
+    RT_AT(549, "$.model.layers[2].body[0].body[0] #2 + $.model.layers[2].body[1] #1: "
+          "h.2.ln_1.weight's gradient is final");
     rt_grad_ready(e, 53595648, 768);
-    RT_AT(550, "$.model.layers[2].body[0].body[0] #2 + $.model.layers[2].body[1] #1: h.2.ln_1.bias's gradient is final");
+    RT_AT(550, "$.model.layers[2].body[0].body[0] #2 + $.model.layers[2].body[1] #1: "
+          "h.2.ln_1.bias's gradient is final");
     rt_grad_ready(e, 53596416, 768);
-    RT_AT(553, "$.model.layers[2].body[1].body[3] #1: the gradients of h.1.proj.weight and h.1.proj.bias are written from here on");
+    RT_AT(553, "$.model.layers[2].body[1].body[3] #1: the gradients of h.1.proj.weight and "
+          "h.1.proj.bias are written from here on");
     rt_grad_begin(e, 51235584, 2360064);
-    RT_AT(554, "$.model.layers[2].body[1].body[3] #1: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_1_proj_586, 768, gelu_h_1_2, 3072, 1.0f, G_h_1_proj_weight, 3072, G_h_1_proj_bias, 1);
+    RT_AT(554, "$.model.layers[2].body[1].body[3] #1: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_1_proj_586, 768,
+                  gelu_h_1_2, 3072, 1.0f, G_h_1_proj_weight, 3072, G_h_1_proj_bias, 1);
     RT_AT(555, "$.model.layers[2].body[1].body[3] #1: h.1.proj.weight's gradient is final");
     rt_grad_ready(e, 51235584, 2359296);
     RT_AT(556, "$.model.layers[2].body[1].body[3] #1: h.1.proj.bias's gradient is final");
     rt_grad_ready(e, 53594880, 768);
-    RT_AT(558, "$.model.layers[2].body[1].body[3] #1 + $.model.layers[2].body[1].body[2] #1: linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
-    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_1_proj_586, 768, P_h_1_proj_weight, 3072, d_linear_h_1_fc, 3072, linear_h_1_fc);
+    RT_AT(558, "$.model.layers[2].body[1].body[3] #1 + $.model.layers[2].body[1].body[2] #1: "
+          "linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
+    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_1_proj_586, 768,
+                  P_h_1_proj_weight, 3072, d_linear_h_1_fc, 3072, linear_h_1_fc);
     RT_AT(559, "$.model.layers[2].body[1].body[1] #1: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_1_fc, 3072, P_h_1_fc_weight, 768, 0.0f, d_layernorm_h_1_ln_2, 768);
-    RT_AT(560, "$.model.layers[2].body[1].body[1] #1: the gradients of h.1.fc.weight and h.1.fc.bias are written from here on");
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_1_fc, 3072, P_h_1_fc_weight, 768,
+            0.0f, d_layernorm_h_1_ln_2, 768);
+    RT_AT(560, "$.model.layers[2].body[1].body[1] #1: the gradients of h.1.fc.weight and "
+          "h.1.fc.bias are written from here on");
     rt_grad_begin(e, 48873216, 2362368);
-    RT_AT(561, "$.model.layers[2].body[1].body[1] #1: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_1_fc, 3072, layernorm_h_1_ln_2, 768, 1.0f, G_h_1_fc_weight, 768, G_h_1_fc_bias, 1);
+    RT_AT(561, "$.model.layers[2].body[1].body[1] #1: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_1_fc, 3072, layernorm_h_1_ln_2,
+                  768, 1.0f, G_h_1_fc_weight, 768, G_h_1_fc_bias, 1);
     RT_AT(562, "$.model.layers[2].body[1].body[1] #1: h.1.fc.weight's gradient is final");
     rt_grad_ready(e, 48873216, 2359296);
     RT_AT(563, "$.model.layers[2].body[1].body[1] #1: h.1.fc.bias's gradient is final");
     rt_grad_ready(e, 51232512, 3072);
-    RT_AT(565, "$.model.layers[2].body[1].body[0] #1 + $.model.layers[2].body[0] #1: the gradients of h.1.ln_2.weight and h.1.ln_2.bias are written from here on");
+    RT_AT(565, "$.model.layers[2].body[1].body[0] #1 + $.model.layers[2].body[0] #1: the "
+          "gradients of h.1.ln_2.weight and h.1.ln_2.bias are written from here on");
     rt_grad_begin(e, 48871680, 1536);
-    RT_AT(566, "$.model.layers[2].body[1].body[0] #1 + $.model.layers[2].body[0] #1: layernorm backward, plus the other gradient contributions (their sum folded in)");
-    rt_layernorm_bwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, ln_mean_h_1_ln_2, ln_rstd_h_1_ln_2, d_layernorm_h_1_ln_2, d_residual_linear_h_1_proj_586, d_residual_attn_out_h_1_attn_591, G_h_1_ln_2_weight, G_h_1_ln_2_bias, e->B * 1024, 768);
-    RT_AT(567, "$.model.layers[2].body[1].body[0] #1 + $.model.layers[2].body[0] #1: h.1.ln_2.weight's gradient is final");
+    RT_AT(566, "$.model.layers[2].body[1].body[0] #1 + $.model.layers[2].body[0] #1: layernorm "
+          "backward, plus the other gradient contributions (their sum folded in)");
+    rt_layernorm_bwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, ln_mean_h_1_ln_2,
+                     ln_rstd_h_1_ln_2, d_layernorm_h_1_ln_2, d_residual_linear_h_1_proj_586,
+                     d_residual_attn_out_h_1_attn_591, G_h_1_ln_2_weight, G_h_1_ln_2_bias,
+                     e->B * 1024, 768);
+    RT_AT(567, "$.model.layers[2].body[1].body[0] #1 + $.model.layers[2].body[0] #1: "
+          "h.1.ln_2.weight's gradient is final");
     rt_grad_ready(e, 48871680, 768);
-    RT_AT(568, "$.model.layers[2].body[1].body[0] #1 + $.model.layers[2].body[0] #1: h.1.ln_2.bias's gradient is final");
+    RT_AT(568, "$.model.layers[2].body[1].body[0] #1 + $.model.layers[2].body[0] #1: "
+          "h.1.ln_2.bias's gradient is final");
     rt_grad_ready(e, 48872448, 768);
     RT_AT(570, "$.model.layers[2].body[0].body[1] #1: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_1_attn_591, 768, P_h_1_attn_proj_weight, 768, 0.0f, d_attn_y_h_1_attn, 768);
-    RT_AT(571, "$.model.layers[2].body[0].body[1] #1: the gradients of h.1.attn.proj.weight and h.1.attn.proj.bias are written from here on");
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_1_attn_591, 768,
+            P_h_1_attn_proj_weight, 768, 0.0f, d_attn_y_h_1_attn, 768);
+    RT_AT(571, "$.model.layers[2].body[0].body[1] #1: the gradients of h.1.attn.proj.weight and "
+          "h.1.attn.proj.bias are written from here on");
     rt_grad_begin(e, 48281088, 590592);
-    RT_AT(572, "$.model.layers[2].body[0].body[1] #1: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_1_attn_591, 768, attn_y_h_1_attn, 768, 1.0f, G_h_1_attn_proj_weight, 768, G_h_1_attn_proj_bias, 1);
+    RT_AT(572, "$.model.layers[2].body[0].body[1] #1: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_1_attn_591, 768,
+                  attn_y_h_1_attn, 768, 1.0f, G_h_1_attn_proj_weight, 768, G_h_1_attn_proj_bias, 1);
     RT_AT(573, "$.model.layers[2].body[0].body[1] #1: h.1.attn.proj.weight's gradient is final");
     rt_grad_ready(e, 48281088, 589824);
     RT_AT(574, "$.model.layers[2].body[0].body[1] #1: h.1.attn.proj.bias's gradient is final");
     rt_grad_ready(e, 48870912, 768);
-    RT_AT(576, "$.model.layers[2].body[0].body[1] #1: attention backward: d(qkv), probabilities recomputed from the log-sum-exp");
-    rt_attention_bwd(e, qkv_h_1_attn, lse_h_1_attn, attn_y_h_1_attn, d_attn_y_h_1_attn, d_qkv_h_1_attn, e->B, 1024, 768, 12, 1);
+    RT_AT(576, "$.model.layers[2].body[0].body[1] #1: attention backward: d(qkv), probabilities "
+          "recomputed from the log-sum-exp");
+    rt_attention_bwd(e, qkv_h_1_attn, lse_h_1_attn, attn_y_h_1_attn, d_attn_y_h_1_attn,
+                     d_qkv_h_1_attn, e->B, 1024, 768, 12, 1);
     RT_AT(577, "$.model.layers[2].body[0].body[1] #1: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_1_attn, 2304, P_h_1_attn_qkv_weight, 768, 0.0f, d_layernorm_h_1_ln_1, 768);
-    RT_AT(578, "$.model.layers[2].body[0].body[1] #1: the gradients of h.1.attn.qkv.weight and h.1.attn.qkv.bias are written from here on");
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_1_attn, 2304, P_h_1_attn_qkv_weight, 768,
+            0.0f, d_layernorm_h_1_ln_1, 768);
+    RT_AT(578, "$.model.layers[2].body[0].body[1] #1: the gradients of h.1.attn.qkv.weight and "
+          "h.1.attn.qkv.bias are written from here on");
     rt_grad_begin(e, 46509312, 1771776);
-    RT_AT(579, "$.model.layers[2].body[0].body[1] #1: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_1_attn, 2304, layernorm_h_1_ln_1, 768, 1.0f, G_h_1_attn_qkv_weight, 768, G_h_1_attn_qkv_bias, 1);
+    RT_AT(579, "$.model.layers[2].body[0].body[1] #1: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_1_attn, 2304, layernorm_h_1_ln_1,
+                  768, 1.0f, G_h_1_attn_qkv_weight, 768, G_h_1_attn_qkv_bias, 1);
     RT_AT(580, "$.model.layers[2].body[0].body[1] #1: h.1.attn.qkv.weight's gradient is final");
     rt_grad_ready(e, 46509312, 1769472);
     RT_AT(581, "$.model.layers[2].body[0].body[1] #1: h.1.attn.qkv.bias's gradient is final");
     rt_grad_ready(e, 48278784, 2304);
-    RT_AT(583, "$.model.layers[2].body[0].body[0] #1 + $.model.layers[2].body[1] #0: the gradients of h.1.ln_1.weight and h.1.ln_1.bias are written from here on");
+    RT_AT(583, "$.model.layers[2].body[0].body[0] #1 + $.model.layers[2].body[1] #0: the "
+          "gradients of h.1.ln_1.weight and h.1.ln_1.bias are written from here on");
     rt_grad_begin(e, 46507776, 1536);
-    RT_AT(584, "$.model.layers[2].body[0].body[0] #1 + $.model.layers[2].body[1] #0: layernorm backward, plus the other gradient contributions (their sum folded in)");
-    rt_layernorm_bwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, ln_mean_h_1_ln_1, ln_rstd_h_1_ln_1, d_layernorm_h_1_ln_1, d_residual_attn_out_h_1_attn_591, d_residual_linear_h_0_proj_596, G_h_1_ln_1_weight, G_h_1_ln_1_bias, e->B * 1024, 768);
-    RT_AT(585, "$.model.layers[2].body[0].body[0] #1 + $.model.layers[2].body[1] #0: h.1.ln_1.weight's gradient is final");
+    RT_AT(584, "$.model.layers[2].body[0].body[0] #1 + $.model.layers[2].body[1] #0: layernorm "
+          "backward, plus the other gradient contributions (their sum folded in)");
+    rt_layernorm_bwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, ln_mean_h_1_ln_1,
+                     ln_rstd_h_1_ln_1, d_layernorm_h_1_ln_1, d_residual_attn_out_h_1_attn_591,
+                     d_residual_linear_h_0_proj_596, G_h_1_ln_1_weight, G_h_1_ln_1_bias,
+                     e->B * 1024, 768);
+    RT_AT(585, "$.model.layers[2].body[0].body[0] #1 + $.model.layers[2].body[1] #0: "
+          "h.1.ln_1.weight's gradient is final");
     rt_grad_ready(e, 46507776, 768);
-    RT_AT(586, "$.model.layers[2].body[0].body[0] #1 + $.model.layers[2].body[1] #0: h.1.ln_1.bias's gradient is final");
+    RT_AT(586, "$.model.layers[2].body[0].body[0] #1 + $.model.layers[2].body[1] #0: "
+          "h.1.ln_1.bias's gradient is final");
     rt_grad_ready(e, 46508544, 768);
-    RT_AT(589, "$.model.layers[2].body[1].body[3] #0: the gradients of h.0.proj.weight and h.0.proj.bias are written from here on");
+    RT_AT(589, "$.model.layers[2].body[1].body[3] #0: the gradients of h.0.proj.weight and "
+          "h.0.proj.bias are written from here on");
     rt_grad_begin(e, 44147712, 2360064);
-    RT_AT(590, "$.model.layers[2].body[1].body[3] #0: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_0_proj_596, 768, gelu_h_0_2, 3072, 1.0f, G_h_0_proj_weight, 3072, G_h_0_proj_bias, 1);
+    RT_AT(590, "$.model.layers[2].body[1].body[3] #0: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_0_proj_596, 768,
+                  gelu_h_0_2, 3072, 1.0f, G_h_0_proj_weight, 3072, G_h_0_proj_bias, 1);
     RT_AT(591, "$.model.layers[2].body[1].body[3] #0: h.0.proj.weight's gradient is final");
     rt_grad_ready(e, 44147712, 2359296);
     RT_AT(592, "$.model.layers[2].body[1].body[3] #0: h.0.proj.bias's gradient is final");
     rt_grad_ready(e, 46507008, 768);
-    RT_AT(594, "$.model.layers[2].body[1].body[3] #0 + $.model.layers[2].body[1].body[2] #0: linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
-    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_0_proj_596, 768, P_h_0_proj_weight, 3072, d_linear_h_0_fc, 3072, linear_h_0_fc);
+    RT_AT(594, "$.model.layers[2].body[1].body[3] #0 + $.model.layers[2].body[1].body[2] #0: "
+          "linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
+    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_0_proj_596, 768,
+                  P_h_0_proj_weight, 3072, d_linear_h_0_fc, 3072, linear_h_0_fc);
     RT_AT(595, "$.model.layers[2].body[1].body[1] #0: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_0_fc, 3072, P_h_0_fc_weight, 768, 0.0f, d_layernorm_h_0_ln_2, 768);
-    RT_AT(596, "$.model.layers[2].body[1].body[1] #0: the gradients of h.0.fc.weight and h.0.fc.bias are written from here on");
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_0_fc, 3072, P_h_0_fc_weight, 768,
+            0.0f, d_layernorm_h_0_ln_2, 768);
+    RT_AT(596, "$.model.layers[2].body[1].body[1] #0: the gradients of h.0.fc.weight and "
+          "h.0.fc.bias are written from here on");
     rt_grad_begin(e, 41785344, 2362368);
-    RT_AT(597, "$.model.layers[2].body[1].body[1] #0: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_0_fc, 3072, layernorm_h_0_ln_2, 768, 1.0f, G_h_0_fc_weight, 768, G_h_0_fc_bias, 1);
+    RT_AT(597, "$.model.layers[2].body[1].body[1] #0: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_0_fc, 3072, layernorm_h_0_ln_2,
+                  768, 1.0f, G_h_0_fc_weight, 768, G_h_0_fc_bias, 1);
     RT_AT(598, "$.model.layers[2].body[1].body[1] #0: h.0.fc.weight's gradient is final");
     rt_grad_ready(e, 41785344, 2359296);
     RT_AT(599, "$.model.layers[2].body[1].body[1] #0: h.0.fc.bias's gradient is final");
     rt_grad_ready(e, 44144640, 3072);
-    RT_AT(601, "$.model.layers[2].body[1].body[0] #0 + $.model.layers[2].body[0] #0: the gradients of h.0.ln_2.weight and h.0.ln_2.bias are written from here on");
+    RT_AT(601, "$.model.layers[2].body[1].body[0] #0 + $.model.layers[2].body[0] #0: the "
+          "gradients of h.0.ln_2.weight and h.0.ln_2.bias are written from here on");
     rt_grad_begin(e, 41783808, 1536);
-    RT_AT(602, "$.model.layers[2].body[1].body[0] #0 + $.model.layers[2].body[0] #0: layernorm backward, plus the other gradient contributions (their sum folded in)");
-    rt_layernorm_bwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, ln_mean_h_0_ln_2, ln_rstd_h_0_ln_2, d_layernorm_h_0_ln_2, d_residual_linear_h_0_proj_596, d_residual_attn_out_h_0_attn_601, G_h_0_ln_2_weight, G_h_0_ln_2_bias, e->B * 1024, 768);
-    RT_AT(603, "$.model.layers[2].body[1].body[0] #0 + $.model.layers[2].body[0] #0: h.0.ln_2.weight's gradient is final");
+    RT_AT(602, "$.model.layers[2].body[1].body[0] #0 + $.model.layers[2].body[0] #0: layernorm "
+          "backward, plus the other gradient contributions (their sum folded in)");
+    rt_layernorm_bwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, ln_mean_h_0_ln_2,
+                     ln_rstd_h_0_ln_2, d_layernorm_h_0_ln_2, d_residual_linear_h_0_proj_596,
+                     d_residual_attn_out_h_0_attn_601, G_h_0_ln_2_weight, G_h_0_ln_2_bias,
+                     e->B * 1024, 768);
+    RT_AT(603, "$.model.layers[2].body[1].body[0] #0 + $.model.layers[2].body[0] #0: "
+          "h.0.ln_2.weight's gradient is final");
     rt_grad_ready(e, 41783808, 768);
-    RT_AT(604, "$.model.layers[2].body[1].body[0] #0 + $.model.layers[2].body[0] #0: h.0.ln_2.bias's gradient is final");
+    RT_AT(604, "$.model.layers[2].body[1].body[0] #0 + $.model.layers[2].body[0] #0: "
+          "h.0.ln_2.bias's gradient is final");
     rt_grad_ready(e, 41784576, 768);
     RT_AT(606, "$.model.layers[2].body[0].body[1] #0: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_0_attn_601, 768, P_h_0_attn_proj_weight, 768, 0.0f, d_attn_y_h_0_attn, 768);
-    RT_AT(607, "$.model.layers[2].body[0].body[1] #0: the gradients of h.0.attn.proj.weight and h.0.attn.proj.bias are written from here on");
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_0_attn_601, 768,
+            P_h_0_attn_proj_weight, 768, 0.0f, d_attn_y_h_0_attn, 768);
+    RT_AT(607, "$.model.layers[2].body[0].body[1] #0: the gradients of h.0.attn.proj.weight and "
+          "h.0.attn.proj.bias are written from here on");
     rt_grad_begin(e, 41193216, 590592);
-    RT_AT(608, "$.model.layers[2].body[0].body[1] #0: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_0_attn_601, 768, attn_y_h_0_attn, 768, 1.0f, G_h_0_attn_proj_weight, 768, G_h_0_attn_proj_bias, 1);
+    RT_AT(608, "$.model.layers[2].body[0].body[1] #0: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_0_attn_601, 768,
+                  attn_y_h_0_attn, 768, 1.0f, G_h_0_attn_proj_weight, 768, G_h_0_attn_proj_bias, 1);
     RT_AT(609, "$.model.layers[2].body[0].body[1] #0: h.0.attn.proj.weight's gradient is final");
     rt_grad_ready(e, 41193216, 589824);
     RT_AT(610, "$.model.layers[2].body[0].body[1] #0: h.0.attn.proj.bias's gradient is final");
     rt_grad_ready(e, 41783040, 768);
-    RT_AT(612, "$.model.layers[2].body[0].body[1] #0: attention backward: d(qkv), probabilities recomputed from the log-sum-exp");
-    rt_attention_bwd(e, qkv_h_0_attn, lse_h_0_attn, attn_y_h_0_attn, d_attn_y_h_0_attn, d_qkv_h_0_attn, e->B, 1024, 768, 12, 1);
+    RT_AT(612, "$.model.layers[2].body[0].body[1] #0: attention backward: d(qkv), probabilities "
+          "recomputed from the log-sum-exp");
+    rt_attention_bwd(e, qkv_h_0_attn, lse_h_0_attn, attn_y_h_0_attn, d_attn_y_h_0_attn,
+                     d_qkv_h_0_attn, e->B, 1024, 768, 12, 1);
     RT_AT(613, "$.model.layers[2].body[0].body[1] #0: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_0_attn, 2304, P_h_0_attn_qkv_weight, 768, 0.0f, d_layernorm_h_0_ln_1, 768);
-    RT_AT(614, "$.model.layers[2].body[0].body[1] #0: the gradients of h.0.attn.qkv.weight and h.0.attn.qkv.bias are written from here on");
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_0_attn, 2304, P_h_0_attn_qkv_weight, 768,
+            0.0f, d_layernorm_h_0_ln_1, 768);
+    RT_AT(614, "$.model.layers[2].body[0].body[1] #0: the gradients of h.0.attn.qkv.weight and "
+          "h.0.attn.qkv.bias are written from here on");
     rt_grad_begin(e, 39421440, 1771776);
-    RT_AT(615, "$.model.layers[2].body[0].body[1] #0: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_0_attn, 2304, layernorm_h_0_ln_1, 768, 1.0f, G_h_0_attn_qkv_weight, 768, G_h_0_attn_qkv_bias, 1);
+    RT_AT(615, "$.model.layers[2].body[0].body[1] #0: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_0_attn, 2304, layernorm_h_0_ln_1,
+                  768, 1.0f, G_h_0_attn_qkv_weight, 768, G_h_0_attn_qkv_bias, 1);
     RT_AT(616, "$.model.layers[2].body[0].body[1] #0: h.0.attn.qkv.weight's gradient is final");
     rt_grad_ready(e, 39421440, 1769472);
     RT_AT(617, "$.model.layers[2].body[0].body[1] #0: h.0.attn.qkv.bias's gradient is final");
     rt_grad_ready(e, 41190912, 2304);
-    RT_AT(619, "$.model.layers[2].body[0].body[0] #0 + $.model.layers[1]: the gradients of h.0.ln_1.weight and h.0.ln_1.bias are written from here on");
+    RT_AT(619, "$.model.layers[2].body[0].body[0] #0 + $.model.layers[1]: the gradients of "
+          "h.0.ln_1.weight and h.0.ln_1.bias are written from here on");
     rt_grad_begin(e, 39419904, 1536);
-    RT_AT(620, "$.model.layers[2].body[0].body[0] #0 + $.model.layers[1]: layernorm backward, plus the other gradient contributions (their sum folded in)");
-    rt_layernorm_bwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1, d_layernorm_h_0_ln_1, d_residual_attn_out_h_0_attn_601, d_pos_embedding_wpe_606, G_h_0_ln_1_weight, G_h_0_ln_1_bias, e->B * 1024, 768);
-    RT_AT(621, "$.model.layers[2].body[0].body[0] #0 + $.model.layers[1]: h.0.ln_1.weight's gradient is final");
+    RT_AT(620, "$.model.layers[2].body[0].body[0] #0 + $.model.layers[1]: layernorm backward, "
+          "plus the other gradient contributions (their sum folded in)");
+    rt_layernorm_bwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1,
+                     d_layernorm_h_0_ln_1, d_residual_attn_out_h_0_attn_601,
+                     d_pos_embedding_wpe_606, G_h_0_ln_1_weight, G_h_0_ln_1_bias, e->B * 1024, 768);
+    RT_AT(621, "$.model.layers[2].body[0].body[0] #0 + $.model.layers[1]: h.0.ln_1.weight's "
+          "gradient is final");
     rt_grad_ready(e, 39419904, 768);
-    RT_AT(622, "$.model.layers[2].body[0].body[0] #0 + $.model.layers[1]: h.0.ln_1.bias's gradient is final");
+    RT_AT(622, "$.model.layers[2].body[0].body[0] #0 + $.model.layers[1]: h.0.ln_1.bias's "
+          "gradient is final");
     rt_grad_ready(e, 39420672, 768);
     RT_AT(624, "$.model.layers[1]: wpe.weight's gradient is written from here on");
     rt_grad_begin(e, 38633472, 786432);
@@ -2040,180 +2661,352 @@ static void evaluate(rt_exec *e)
 
     /* $.model.layers[0]: embedding: rows of the weight picked by the ids */
     rt_embedding_fwd(e, in_x, P_wte_weight, embedding_wte, e->B * 1024, 50257, 768);
-    /* $.model.layers[1]: pos_embedding: + position rows (on the GPU, training's k0, the same code) */
-    rt_launch(e, "k0", ke0, e->B * 786432, 3, (void *[]){&embedding_wte, &P_wpe_weight, &pos_embedding_wpe});
+    /* $.model.layers[1]: pos_embedding: + position rows (on the GPU, training's k0, the same
+     * code) */
+    rt_launch(e, "k0", ke0, e->B * 786432, 3, (void *[]){&embedding_wte, &P_wpe_weight,
+              &pos_embedding_wpe});
     /* $.model.layers[2].body[0].body[0] #0: layernorm */
-    rt_layernorm_fwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, P_h_0_ln_1_bias, layernorm_h_0_ln_1, ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1, e->B * 1024, 768, 9.99999975e-06f);
+    rt_layernorm_fwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, P_h_0_ln_1_bias, layernorm_h_0_ln_1,
+                     ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1] #0: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_0_ln_1, 768, P_h_0_attn_qkv_weight, 768, qkv_h_0_attn, 2304, P_h_0_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_0_ln_1, 768,
+                 P_h_0_attn_qkv_weight, 768, qkv_h_0_attn, 2304, P_h_0_attn_qkv_bias, NULL,
+                 RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1] #0: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_fwd(e, qkv_h_0_attn, lse_h_0_attn, attn_y_h_0_attn, e->B, 1024, 768, 12, 1);
-    /* $.model.layers[2].body[0].body[1] #0 + $.model.layers[2].body[0] #0: linear: y = x W^T + b + residual, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_0_attn, 768, P_h_0_attn_proj_weight, 768, residual_attn_out_h_0_attn, 768, P_h_0_attn_proj_bias, pos_embedding_wpe, RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[0].body[1] #0 + $.model.layers[2].body[0] #0: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_0_attn, 768, P_h_0_attn_proj_weight,
+                 768, residual_attn_out_h_0_attn, 768, P_h_0_attn_proj_bias, pos_embedding_wpe,
+                 RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0] #0: layernorm */
-    rt_layernorm_fwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, P_h_0_ln_2_bias, layernorm_h_0_ln_2, ln_mean_h_0_ln_2, ln_rstd_h_0_ln_2, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[1].body[1] #0 + $.model.layers[2].body[1].body[2] #0: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_0_ln_2, 768, P_h_0_fc_weight, 768, NULL, 3072, P_h_0_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_0_2);
-    /* $.model.layers[2].body[1].body[3] #0 + $.model.layers[2].body[1] #0: linear: y = x W^T + b + residual, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_0_2, 3072, P_h_0_proj_weight, 3072, residual_linear_h_0_proj, 768, P_h_0_proj_bias, residual_attn_out_h_0_attn, RT_EPI_NONE, NULL);
+    rt_layernorm_fwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, P_h_0_ln_2_bias,
+                     layernorm_h_0_ln_2, ln_mean_h_0_ln_2, ln_rstd_h_0_ln_2, e->B * 1024, 768,
+                     9.99999975e-06f);
+    /* $.model.layers[2].body[1].body[1] #0 + $.model.layers[2].body[1].body[2] #0: linear: y =
+     * gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_0_ln_2, 768, P_h_0_fc_weight,
+                 768, NULL, 3072, P_h_0_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_0_2);
+    /* $.model.layers[2].body[1].body[3] #0 + $.model.layers[2].body[1] #0: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_0_2, 3072, P_h_0_proj_weight, 3072,
+                 residual_linear_h_0_proj, 768, P_h_0_proj_bias, residual_attn_out_h_0_attn,
+                 RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[0] #1: layernorm */
-    rt_layernorm_fwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, P_h_1_ln_1_bias, layernorm_h_1_ln_1, ln_mean_h_1_ln_1, ln_rstd_h_1_ln_1, e->B * 1024, 768, 9.99999975e-06f);
+    rt_layernorm_fwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, P_h_1_ln_1_bias,
+                     layernorm_h_1_ln_1, ln_mean_h_1_ln_1, ln_rstd_h_1_ln_1, e->B * 1024, 768,
+                     9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1] #1: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_1_ln_1, 768, P_h_1_attn_qkv_weight, 768, qkv_h_1_attn, 2304, P_h_1_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_1_ln_1, 768,
+                 P_h_1_attn_qkv_weight, 768, qkv_h_1_attn, 2304, P_h_1_attn_qkv_bias, NULL,
+                 RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1] #1: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_fwd(e, qkv_h_1_attn, lse_h_1_attn, attn_y_h_1_attn, e->B, 1024, 768, 12, 1);
-    /* $.model.layers[2].body[0].body[1] #1 + $.model.layers[2].body[0] #1: linear: y = x W^T + b + residual, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_1_attn, 768, P_h_1_attn_proj_weight, 768, residual_attn_out_h_1_attn, 768, P_h_1_attn_proj_bias, residual_linear_h_0_proj, RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[0].body[1] #1 + $.model.layers[2].body[0] #1: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_1_attn, 768, P_h_1_attn_proj_weight,
+                 768, residual_attn_out_h_1_attn, 768, P_h_1_attn_proj_bias,
+                 residual_linear_h_0_proj, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0] #1: layernorm */
-    rt_layernorm_fwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, P_h_1_ln_2_bias, layernorm_h_1_ln_2, ln_mean_h_1_ln_2, ln_rstd_h_1_ln_2, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[1].body[1] #1 + $.model.layers[2].body[1].body[2] #1: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_1_ln_2, 768, P_h_1_fc_weight, 768, NULL, 3072, P_h_1_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_1_2);
-    /* $.model.layers[2].body[1].body[3] #1 + $.model.layers[2].body[1] #1: linear: y = x W^T + b + residual, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_1_2, 3072, P_h_1_proj_weight, 3072, residual_linear_h_1_proj, 768, P_h_1_proj_bias, residual_attn_out_h_1_attn, RT_EPI_NONE, NULL);
+    rt_layernorm_fwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, P_h_1_ln_2_bias,
+                     layernorm_h_1_ln_2, ln_mean_h_1_ln_2, ln_rstd_h_1_ln_2, e->B * 1024, 768,
+                     9.99999975e-06f);
+    /* $.model.layers[2].body[1].body[1] #1 + $.model.layers[2].body[1].body[2] #1: linear: y =
+     * gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_1_ln_2, 768, P_h_1_fc_weight,
+                 768, NULL, 3072, P_h_1_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_1_2);
+    /* $.model.layers[2].body[1].body[3] #1 + $.model.layers[2].body[1] #1: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_1_2, 3072, P_h_1_proj_weight, 3072,
+                 residual_linear_h_1_proj, 768, P_h_1_proj_bias, residual_attn_out_h_1_attn,
+                 RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[0] #2: layernorm */
-    rt_layernorm_fwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, P_h_2_ln_1_bias, layernorm_h_2_ln_1, ln_mean_h_2_ln_1, ln_rstd_h_2_ln_1, e->B * 1024, 768, 9.99999975e-06f);
+    rt_layernorm_fwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, P_h_2_ln_1_bias,
+                     layernorm_h_2_ln_1, ln_mean_h_2_ln_1, ln_rstd_h_2_ln_1, e->B * 1024, 768,
+                     9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1] #2: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_2_ln_1, 768, P_h_2_attn_qkv_weight, 768, qkv_h_2_attn, 2304, P_h_2_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_2_ln_1, 768,
+                 P_h_2_attn_qkv_weight, 768, qkv_h_2_attn, 2304, P_h_2_attn_qkv_bias, NULL,
+                 RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1] #2: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_fwd(e, qkv_h_2_attn, lse_h_2_attn, attn_y_h_2_attn, e->B, 1024, 768, 12, 1);
-    /* $.model.layers[2].body[0].body[1] #2 + $.model.layers[2].body[0] #2: linear: y = x W^T + b + residual, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_2_attn, 768, P_h_2_attn_proj_weight, 768, residual_attn_out_h_2_attn, 768, P_h_2_attn_proj_bias, residual_linear_h_1_proj, RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[0].body[1] #2 + $.model.layers[2].body[0] #2: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_2_attn, 768, P_h_2_attn_proj_weight,
+                 768, residual_attn_out_h_2_attn, 768, P_h_2_attn_proj_bias,
+                 residual_linear_h_1_proj, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0] #2: layernorm */
-    rt_layernorm_fwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, P_h_2_ln_2_bias, layernorm_h_2_ln_2, ln_mean_h_2_ln_2, ln_rstd_h_2_ln_2, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[1].body[1] #2 + $.model.layers[2].body[1].body[2] #2: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_2_ln_2, 768, P_h_2_fc_weight, 768, NULL, 3072, P_h_2_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_2_2);
-    /* $.model.layers[2].body[1].body[3] #2 + $.model.layers[2].body[1] #2: linear: y = x W^T + b + residual, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_2_2, 3072, P_h_2_proj_weight, 3072, residual_linear_h_2_proj, 768, P_h_2_proj_bias, residual_attn_out_h_2_attn, RT_EPI_NONE, NULL);
+    rt_layernorm_fwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, P_h_2_ln_2_bias,
+                     layernorm_h_2_ln_2, ln_mean_h_2_ln_2, ln_rstd_h_2_ln_2, e->B * 1024, 768,
+                     9.99999975e-06f);
+    /* $.model.layers[2].body[1].body[1] #2 + $.model.layers[2].body[1].body[2] #2: linear: y =
+     * gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_2_ln_2, 768, P_h_2_fc_weight,
+                 768, NULL, 3072, P_h_2_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_2_2);
+    /* $.model.layers[2].body[1].body[3] #2 + $.model.layers[2].body[1] #2: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_2_2, 3072, P_h_2_proj_weight, 3072,
+                 residual_linear_h_2_proj, 768, P_h_2_proj_bias, residual_attn_out_h_2_attn,
+                 RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[0] #3: layernorm */
-    rt_layernorm_fwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, P_h_3_ln_1_bias, layernorm_h_3_ln_1, ln_mean_h_3_ln_1, ln_rstd_h_3_ln_1, e->B * 1024, 768, 9.99999975e-06f);
+    rt_layernorm_fwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, P_h_3_ln_1_bias,
+                     layernorm_h_3_ln_1, ln_mean_h_3_ln_1, ln_rstd_h_3_ln_1, e->B * 1024, 768,
+                     9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1] #3: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_3_ln_1, 768, P_h_3_attn_qkv_weight, 768, qkv_h_3_attn, 2304, P_h_3_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_3_ln_1, 768,
+                 P_h_3_attn_qkv_weight, 768, qkv_h_3_attn, 2304, P_h_3_attn_qkv_bias, NULL,
+                 RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1] #3: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_fwd(e, qkv_h_3_attn, lse_h_3_attn, attn_y_h_3_attn, e->B, 1024, 768, 12, 1);
-    /* $.model.layers[2].body[0].body[1] #3 + $.model.layers[2].body[0] #3: linear: y = x W^T + b + residual, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_3_attn, 768, P_h_3_attn_proj_weight, 768, residual_attn_out_h_3_attn, 768, P_h_3_attn_proj_bias, residual_linear_h_2_proj, RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[0].body[1] #3 + $.model.layers[2].body[0] #3: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_3_attn, 768, P_h_3_attn_proj_weight,
+                 768, residual_attn_out_h_3_attn, 768, P_h_3_attn_proj_bias,
+                 residual_linear_h_2_proj, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0] #3: layernorm */
-    rt_layernorm_fwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, P_h_3_ln_2_bias, layernorm_h_3_ln_2, ln_mean_h_3_ln_2, ln_rstd_h_3_ln_2, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[1].body[1] #3 + $.model.layers[2].body[1].body[2] #3: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_3_ln_2, 768, P_h_3_fc_weight, 768, NULL, 3072, P_h_3_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_3_2);
-    /* $.model.layers[2].body[1].body[3] #3 + $.model.layers[2].body[1] #3: linear: y = x W^T + b + residual, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_3_2, 3072, P_h_3_proj_weight, 3072, residual_linear_h_3_proj, 768, P_h_3_proj_bias, residual_attn_out_h_3_attn, RT_EPI_NONE, NULL);
+    rt_layernorm_fwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, P_h_3_ln_2_bias,
+                     layernorm_h_3_ln_2, ln_mean_h_3_ln_2, ln_rstd_h_3_ln_2, e->B * 1024, 768,
+                     9.99999975e-06f);
+    /* $.model.layers[2].body[1].body[1] #3 + $.model.layers[2].body[1].body[2] #3: linear: y =
+     * gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_3_ln_2, 768, P_h_3_fc_weight,
+                 768, NULL, 3072, P_h_3_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_3_2);
+    /* $.model.layers[2].body[1].body[3] #3 + $.model.layers[2].body[1] #3: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_3_2, 3072, P_h_3_proj_weight, 3072,
+                 residual_linear_h_3_proj, 768, P_h_3_proj_bias, residual_attn_out_h_3_attn,
+                 RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[0] #4: layernorm */
-    rt_layernorm_fwd(e, residual_linear_h_3_proj, P_h_4_ln_1_weight, P_h_4_ln_1_bias, layernorm_h_4_ln_1, ln_mean_h_4_ln_1, ln_rstd_h_4_ln_1, e->B * 1024, 768, 9.99999975e-06f);
+    rt_layernorm_fwd(e, residual_linear_h_3_proj, P_h_4_ln_1_weight, P_h_4_ln_1_bias,
+                     layernorm_h_4_ln_1, ln_mean_h_4_ln_1, ln_rstd_h_4_ln_1, e->B * 1024, 768,
+                     9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1] #4: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_4_ln_1, 768, P_h_4_attn_qkv_weight, 768, qkv_h_4_attn, 2304, P_h_4_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_4_ln_1, 768,
+                 P_h_4_attn_qkv_weight, 768, qkv_h_4_attn, 2304, P_h_4_attn_qkv_bias, NULL,
+                 RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1] #4: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_fwd(e, qkv_h_4_attn, lse_h_4_attn, attn_y_h_4_attn, e->B, 1024, 768, 12, 1);
-    /* $.model.layers[2].body[0].body[1] #4 + $.model.layers[2].body[0] #4: linear: y = x W^T + b + residual, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_4_attn, 768, P_h_4_attn_proj_weight, 768, residual_attn_out_h_4_attn, 768, P_h_4_attn_proj_bias, residual_linear_h_3_proj, RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[0].body[1] #4 + $.model.layers[2].body[0] #4: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_4_attn, 768, P_h_4_attn_proj_weight,
+                 768, residual_attn_out_h_4_attn, 768, P_h_4_attn_proj_bias,
+                 residual_linear_h_3_proj, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0] #4: layernorm */
-    rt_layernorm_fwd(e, residual_attn_out_h_4_attn, P_h_4_ln_2_weight, P_h_4_ln_2_bias, layernorm_h_4_ln_2, ln_mean_h_4_ln_2, ln_rstd_h_4_ln_2, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[1].body[1] #4 + $.model.layers[2].body[1].body[2] #4: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_4_ln_2, 768, P_h_4_fc_weight, 768, NULL, 3072, P_h_4_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_4_2);
-    /* $.model.layers[2].body[1].body[3] #4 + $.model.layers[2].body[1] #4: linear: y = x W^T + b + residual, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_4_2, 3072, P_h_4_proj_weight, 3072, residual_linear_h_4_proj, 768, P_h_4_proj_bias, residual_attn_out_h_4_attn, RT_EPI_NONE, NULL);
+    rt_layernorm_fwd(e, residual_attn_out_h_4_attn, P_h_4_ln_2_weight, P_h_4_ln_2_bias,
+                     layernorm_h_4_ln_2, ln_mean_h_4_ln_2, ln_rstd_h_4_ln_2, e->B * 1024, 768,
+                     9.99999975e-06f);
+    /* $.model.layers[2].body[1].body[1] #4 + $.model.layers[2].body[1].body[2] #4: linear: y =
+     * gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_4_ln_2, 768, P_h_4_fc_weight,
+                 768, NULL, 3072, P_h_4_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_4_2);
+    /* $.model.layers[2].body[1].body[3] #4 + $.model.layers[2].body[1] #4: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_4_2, 3072, P_h_4_proj_weight, 3072,
+                 residual_linear_h_4_proj, 768, P_h_4_proj_bias, residual_attn_out_h_4_attn,
+                 RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[0] #5: layernorm */
-    rt_layernorm_fwd(e, residual_linear_h_4_proj, P_h_5_ln_1_weight, P_h_5_ln_1_bias, layernorm_h_5_ln_1, ln_mean_h_5_ln_1, ln_rstd_h_5_ln_1, e->B * 1024, 768, 9.99999975e-06f);
+    rt_layernorm_fwd(e, residual_linear_h_4_proj, P_h_5_ln_1_weight, P_h_5_ln_1_bias,
+                     layernorm_h_5_ln_1, ln_mean_h_5_ln_1, ln_rstd_h_5_ln_1, e->B * 1024, 768,
+                     9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1] #5: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_5_ln_1, 768, P_h_5_attn_qkv_weight, 768, qkv_h_5_attn, 2304, P_h_5_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_5_ln_1, 768,
+                 P_h_5_attn_qkv_weight, 768, qkv_h_5_attn, 2304, P_h_5_attn_qkv_bias, NULL,
+                 RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1] #5: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_fwd(e, qkv_h_5_attn, lse_h_5_attn, attn_y_h_5_attn, e->B, 1024, 768, 12, 1);
-    /* $.model.layers[2].body[0].body[1] #5 + $.model.layers[2].body[0] #5: linear: y = x W^T + b + residual, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_5_attn, 768, P_h_5_attn_proj_weight, 768, residual_attn_out_h_5_attn, 768, P_h_5_attn_proj_bias, residual_linear_h_4_proj, RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[0].body[1] #5 + $.model.layers[2].body[0] #5: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_5_attn, 768, P_h_5_attn_proj_weight,
+                 768, residual_attn_out_h_5_attn, 768, P_h_5_attn_proj_bias,
+                 residual_linear_h_4_proj, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0] #5: layernorm */
-    rt_layernorm_fwd(e, residual_attn_out_h_5_attn, P_h_5_ln_2_weight, P_h_5_ln_2_bias, layernorm_h_5_ln_2, ln_mean_h_5_ln_2, ln_rstd_h_5_ln_2, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[1].body[1] #5 + $.model.layers[2].body[1].body[2] #5: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_5_ln_2, 768, P_h_5_fc_weight, 768, NULL, 3072, P_h_5_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_5_2);
-    /* $.model.layers[2].body[1].body[3] #5 + $.model.layers[2].body[1] #5: linear: y = x W^T + b + residual, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_5_2, 3072, P_h_5_proj_weight, 3072, residual_linear_h_5_proj, 768, P_h_5_proj_bias, residual_attn_out_h_5_attn, RT_EPI_NONE, NULL);
+    rt_layernorm_fwd(e, residual_attn_out_h_5_attn, P_h_5_ln_2_weight, P_h_5_ln_2_bias,
+                     layernorm_h_5_ln_2, ln_mean_h_5_ln_2, ln_rstd_h_5_ln_2, e->B * 1024, 768,
+                     9.99999975e-06f);
+    /* $.model.layers[2].body[1].body[1] #5 + $.model.layers[2].body[1].body[2] #5: linear: y =
+     * gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_5_ln_2, 768, P_h_5_fc_weight,
+                 768, NULL, 3072, P_h_5_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_5_2);
+    /* $.model.layers[2].body[1].body[3] #5 + $.model.layers[2].body[1] #5: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_5_2, 3072, P_h_5_proj_weight, 3072,
+                 residual_linear_h_5_proj, 768, P_h_5_proj_bias, residual_attn_out_h_5_attn,
+                 RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[0] #6: layernorm */
-    rt_layernorm_fwd(e, residual_linear_h_5_proj, P_h_6_ln_1_weight, P_h_6_ln_1_bias, layernorm_h_6_ln_1, ln_mean_h_6_ln_1, ln_rstd_h_6_ln_1, e->B * 1024, 768, 9.99999975e-06f);
+    rt_layernorm_fwd(e, residual_linear_h_5_proj, P_h_6_ln_1_weight, P_h_6_ln_1_bias,
+                     layernorm_h_6_ln_1, ln_mean_h_6_ln_1, ln_rstd_h_6_ln_1, e->B * 1024, 768,
+                     9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1] #6: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_6_ln_1, 768, P_h_6_attn_qkv_weight, 768, qkv_h_6_attn, 2304, P_h_6_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_6_ln_1, 768,
+                 P_h_6_attn_qkv_weight, 768, qkv_h_6_attn, 2304, P_h_6_attn_qkv_bias, NULL,
+                 RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1] #6: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_fwd(e, qkv_h_6_attn, lse_h_6_attn, attn_y_h_6_attn, e->B, 1024, 768, 12, 1);
-    /* $.model.layers[2].body[0].body[1] #6 + $.model.layers[2].body[0] #6: linear: y = x W^T + b + residual, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_6_attn, 768, P_h_6_attn_proj_weight, 768, residual_attn_out_h_6_attn, 768, P_h_6_attn_proj_bias, residual_linear_h_5_proj, RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[0].body[1] #6 + $.model.layers[2].body[0] #6: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_6_attn, 768, P_h_6_attn_proj_weight,
+                 768, residual_attn_out_h_6_attn, 768, P_h_6_attn_proj_bias,
+                 residual_linear_h_5_proj, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0] #6: layernorm */
-    rt_layernorm_fwd(e, residual_attn_out_h_6_attn, P_h_6_ln_2_weight, P_h_6_ln_2_bias, layernorm_h_6_ln_2, ln_mean_h_6_ln_2, ln_rstd_h_6_ln_2, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[1].body[1] #6 + $.model.layers[2].body[1].body[2] #6: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_6_ln_2, 768, P_h_6_fc_weight, 768, NULL, 3072, P_h_6_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_6_2);
-    /* $.model.layers[2].body[1].body[3] #6 + $.model.layers[2].body[1] #6: linear: y = x W^T + b + residual, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_6_2, 3072, P_h_6_proj_weight, 3072, residual_linear_h_6_proj, 768, P_h_6_proj_bias, residual_attn_out_h_6_attn, RT_EPI_NONE, NULL);
+    rt_layernorm_fwd(e, residual_attn_out_h_6_attn, P_h_6_ln_2_weight, P_h_6_ln_2_bias,
+                     layernorm_h_6_ln_2, ln_mean_h_6_ln_2, ln_rstd_h_6_ln_2, e->B * 1024, 768,
+                     9.99999975e-06f);
+    /* $.model.layers[2].body[1].body[1] #6 + $.model.layers[2].body[1].body[2] #6: linear: y =
+     * gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_6_ln_2, 768, P_h_6_fc_weight,
+                 768, NULL, 3072, P_h_6_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_6_2);
+    /* $.model.layers[2].body[1].body[3] #6 + $.model.layers[2].body[1] #6: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_6_2, 3072, P_h_6_proj_weight, 3072,
+                 residual_linear_h_6_proj, 768, P_h_6_proj_bias, residual_attn_out_h_6_attn,
+                 RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[0] #7: layernorm */
-    rt_layernorm_fwd(e, residual_linear_h_6_proj, P_h_7_ln_1_weight, P_h_7_ln_1_bias, layernorm_h_7_ln_1, ln_mean_h_7_ln_1, ln_rstd_h_7_ln_1, e->B * 1024, 768, 9.99999975e-06f);
+    rt_layernorm_fwd(e, residual_linear_h_6_proj, P_h_7_ln_1_weight, P_h_7_ln_1_bias,
+                     layernorm_h_7_ln_1, ln_mean_h_7_ln_1, ln_rstd_h_7_ln_1, e->B * 1024, 768,
+                     9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1] #7: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_7_ln_1, 768, P_h_7_attn_qkv_weight, 768, qkv_h_7_attn, 2304, P_h_7_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_7_ln_1, 768,
+                 P_h_7_attn_qkv_weight, 768, qkv_h_7_attn, 2304, P_h_7_attn_qkv_bias, NULL,
+                 RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1] #7: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_fwd(e, qkv_h_7_attn, lse_h_7_attn, attn_y_h_7_attn, e->B, 1024, 768, 12, 1);
-    /* $.model.layers[2].body[0].body[1] #7 + $.model.layers[2].body[0] #7: linear: y = x W^T + b + residual, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_7_attn, 768, P_h_7_attn_proj_weight, 768, residual_attn_out_h_7_attn, 768, P_h_7_attn_proj_bias, residual_linear_h_6_proj, RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[0].body[1] #7 + $.model.layers[2].body[0] #7: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_7_attn, 768, P_h_7_attn_proj_weight,
+                 768, residual_attn_out_h_7_attn, 768, P_h_7_attn_proj_bias,
+                 residual_linear_h_6_proj, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0] #7: layernorm */
-    rt_layernorm_fwd(e, residual_attn_out_h_7_attn, P_h_7_ln_2_weight, P_h_7_ln_2_bias, layernorm_h_7_ln_2, ln_mean_h_7_ln_2, ln_rstd_h_7_ln_2, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[1].body[1] #7 + $.model.layers[2].body[1].body[2] #7: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_7_ln_2, 768, P_h_7_fc_weight, 768, NULL, 3072, P_h_7_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_7_2);
-    /* $.model.layers[2].body[1].body[3] #7 + $.model.layers[2].body[1] #7: linear: y = x W^T + b + residual, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_7_2, 3072, P_h_7_proj_weight, 3072, residual_linear_h_7_proj, 768, P_h_7_proj_bias, residual_attn_out_h_7_attn, RT_EPI_NONE, NULL);
+    rt_layernorm_fwd(e, residual_attn_out_h_7_attn, P_h_7_ln_2_weight, P_h_7_ln_2_bias,
+                     layernorm_h_7_ln_2, ln_mean_h_7_ln_2, ln_rstd_h_7_ln_2, e->B * 1024, 768,
+                     9.99999975e-06f);
+    /* $.model.layers[2].body[1].body[1] #7 + $.model.layers[2].body[1].body[2] #7: linear: y =
+     * gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_7_ln_2, 768, P_h_7_fc_weight,
+                 768, NULL, 3072, P_h_7_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_7_2);
+    /* $.model.layers[2].body[1].body[3] #7 + $.model.layers[2].body[1] #7: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_7_2, 3072, P_h_7_proj_weight, 3072,
+                 residual_linear_h_7_proj, 768, P_h_7_proj_bias, residual_attn_out_h_7_attn,
+                 RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[0] #8: layernorm */
-    rt_layernorm_fwd(e, residual_linear_h_7_proj, P_h_8_ln_1_weight, P_h_8_ln_1_bias, layernorm_h_8_ln_1, ln_mean_h_8_ln_1, ln_rstd_h_8_ln_1, e->B * 1024, 768, 9.99999975e-06f);
+    rt_layernorm_fwd(e, residual_linear_h_7_proj, P_h_8_ln_1_weight, P_h_8_ln_1_bias,
+                     layernorm_h_8_ln_1, ln_mean_h_8_ln_1, ln_rstd_h_8_ln_1, e->B * 1024, 768,
+                     9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1] #8: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_8_ln_1, 768, P_h_8_attn_qkv_weight, 768, qkv_h_8_attn, 2304, P_h_8_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_8_ln_1, 768,
+                 P_h_8_attn_qkv_weight, 768, qkv_h_8_attn, 2304, P_h_8_attn_qkv_bias, NULL,
+                 RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1] #8: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_fwd(e, qkv_h_8_attn, lse_h_8_attn, attn_y_h_8_attn, e->B, 1024, 768, 12, 1);
-    /* $.model.layers[2].body[0].body[1] #8 + $.model.layers[2].body[0] #8: linear: y = x W^T + b + residual, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_8_attn, 768, P_h_8_attn_proj_weight, 768, residual_attn_out_h_8_attn, 768, P_h_8_attn_proj_bias, residual_linear_h_7_proj, RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[0].body[1] #8 + $.model.layers[2].body[0] #8: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_8_attn, 768, P_h_8_attn_proj_weight,
+                 768, residual_attn_out_h_8_attn, 768, P_h_8_attn_proj_bias,
+                 residual_linear_h_7_proj, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0] #8: layernorm */
-    rt_layernorm_fwd(e, residual_attn_out_h_8_attn, P_h_8_ln_2_weight, P_h_8_ln_2_bias, layernorm_h_8_ln_2, ln_mean_h_8_ln_2, ln_rstd_h_8_ln_2, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[1].body[1] #8 + $.model.layers[2].body[1].body[2] #8: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_8_ln_2, 768, P_h_8_fc_weight, 768, NULL, 3072, P_h_8_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_8_2);
-    /* $.model.layers[2].body[1].body[3] #8 + $.model.layers[2].body[1] #8: linear: y = x W^T + b + residual, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_8_2, 3072, P_h_8_proj_weight, 3072, residual_linear_h_8_proj, 768, P_h_8_proj_bias, residual_attn_out_h_8_attn, RT_EPI_NONE, NULL);
+    rt_layernorm_fwd(e, residual_attn_out_h_8_attn, P_h_8_ln_2_weight, P_h_8_ln_2_bias,
+                     layernorm_h_8_ln_2, ln_mean_h_8_ln_2, ln_rstd_h_8_ln_2, e->B * 1024, 768,
+                     9.99999975e-06f);
+    /* $.model.layers[2].body[1].body[1] #8 + $.model.layers[2].body[1].body[2] #8: linear: y =
+     * gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_8_ln_2, 768, P_h_8_fc_weight,
+                 768, NULL, 3072, P_h_8_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_8_2);
+    /* $.model.layers[2].body[1].body[3] #8 + $.model.layers[2].body[1] #8: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_8_2, 3072, P_h_8_proj_weight, 3072,
+                 residual_linear_h_8_proj, 768, P_h_8_proj_bias, residual_attn_out_h_8_attn,
+                 RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[0] #9: layernorm */
-    rt_layernorm_fwd(e, residual_linear_h_8_proj, P_h_9_ln_1_weight, P_h_9_ln_1_bias, layernorm_h_9_ln_1, ln_mean_h_9_ln_1, ln_rstd_h_9_ln_1, e->B * 1024, 768, 9.99999975e-06f);
+    rt_layernorm_fwd(e, residual_linear_h_8_proj, P_h_9_ln_1_weight, P_h_9_ln_1_bias,
+                     layernorm_h_9_ln_1, ln_mean_h_9_ln_1, ln_rstd_h_9_ln_1, e->B * 1024, 768,
+                     9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1] #9: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_9_ln_1, 768, P_h_9_attn_qkv_weight, 768, qkv_h_9_attn, 2304, P_h_9_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_9_ln_1, 768,
+                 P_h_9_attn_qkv_weight, 768, qkv_h_9_attn, 2304, P_h_9_attn_qkv_bias, NULL,
+                 RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1] #9: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_fwd(e, qkv_h_9_attn, lse_h_9_attn, attn_y_h_9_attn, e->B, 1024, 768, 12, 1);
-    /* $.model.layers[2].body[0].body[1] #9 + $.model.layers[2].body[0] #9: linear: y = x W^T + b + residual, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_9_attn, 768, P_h_9_attn_proj_weight, 768, residual_attn_out_h_9_attn, 768, P_h_9_attn_proj_bias, residual_linear_h_8_proj, RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[0].body[1] #9 + $.model.layers[2].body[0] #9: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_9_attn, 768, P_h_9_attn_proj_weight,
+                 768, residual_attn_out_h_9_attn, 768, P_h_9_attn_proj_bias,
+                 residual_linear_h_8_proj, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0] #9: layernorm */
-    rt_layernorm_fwd(e, residual_attn_out_h_9_attn, P_h_9_ln_2_weight, P_h_9_ln_2_bias, layernorm_h_9_ln_2, ln_mean_h_9_ln_2, ln_rstd_h_9_ln_2, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[1].body[1] #9 + $.model.layers[2].body[1].body[2] #9: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_9_ln_2, 768, P_h_9_fc_weight, 768, NULL, 3072, P_h_9_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_9_2);
-    /* $.model.layers[2].body[1].body[3] #9 + $.model.layers[2].body[1] #9: linear: y = x W^T + b + residual, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_9_2, 3072, P_h_9_proj_weight, 3072, residual_linear_h_9_proj, 768, P_h_9_proj_bias, residual_attn_out_h_9_attn, RT_EPI_NONE, NULL);
+    rt_layernorm_fwd(e, residual_attn_out_h_9_attn, P_h_9_ln_2_weight, P_h_9_ln_2_bias,
+                     layernorm_h_9_ln_2, ln_mean_h_9_ln_2, ln_rstd_h_9_ln_2, e->B * 1024, 768,
+                     9.99999975e-06f);
+    /* $.model.layers[2].body[1].body[1] #9 + $.model.layers[2].body[1].body[2] #9: linear: y =
+     * gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_9_ln_2, 768, P_h_9_fc_weight,
+                 768, NULL, 3072, P_h_9_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_9_2);
+    /* $.model.layers[2].body[1].body[3] #9 + $.model.layers[2].body[1] #9: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_9_2, 3072, P_h_9_proj_weight, 3072,
+                 residual_linear_h_9_proj, 768, P_h_9_proj_bias, residual_attn_out_h_9_attn,
+                 RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[0] #10: layernorm */
-    rt_layernorm_fwd(e, residual_linear_h_9_proj, P_h_10_ln_1_weight, P_h_10_ln_1_bias, layernorm_h_10_ln_1, ln_mean_h_10_ln_1, ln_rstd_h_10_ln_1, e->B * 1024, 768, 9.99999975e-06f);
+    rt_layernorm_fwd(e, residual_linear_h_9_proj, P_h_10_ln_1_weight, P_h_10_ln_1_bias,
+                     layernorm_h_10_ln_1, ln_mean_h_10_ln_1, ln_rstd_h_10_ln_1, e->B * 1024, 768,
+                     9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1] #10: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_10_ln_1, 768, P_h_10_attn_qkv_weight, 768, qkv_h_10_attn, 2304, P_h_10_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_10_ln_1, 768,
+                 P_h_10_attn_qkv_weight, 768, qkv_h_10_attn, 2304, P_h_10_attn_qkv_bias, NULL,
+                 RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1] #10: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_fwd(e, qkv_h_10_attn, lse_h_10_attn, attn_y_h_10_attn, e->B, 1024, 768, 12, 1);
-    /* $.model.layers[2].body[0].body[1] #10 + $.model.layers[2].body[0] #10: linear: y = x W^T + b + residual, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_10_attn, 768, P_h_10_attn_proj_weight, 768, residual_attn_out_h_10_attn, 768, P_h_10_attn_proj_bias, residual_linear_h_9_proj, RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[0].body[1] #10 + $.model.layers[2].body[0] #10: linear: y = x W^T + b
+     * + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_10_attn, 768,
+                 P_h_10_attn_proj_weight, 768, residual_attn_out_h_10_attn, 768,
+                 P_h_10_attn_proj_bias, residual_linear_h_9_proj, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0] #10: layernorm */
-    rt_layernorm_fwd(e, residual_attn_out_h_10_attn, P_h_10_ln_2_weight, P_h_10_ln_2_bias, layernorm_h_10_ln_2, ln_mean_h_10_ln_2, ln_rstd_h_10_ln_2, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[1].body[1] #10 + $.model.layers[2].body[1].body[2] #10: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_10_ln_2, 768, P_h_10_fc_weight, 768, NULL, 3072, P_h_10_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_10_2);
-    /* $.model.layers[2].body[1].body[3] #10 + $.model.layers[2].body[1] #10: linear: y = x W^T + b + residual, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_10_2, 3072, P_h_10_proj_weight, 3072, residual_linear_h_10_proj, 768, P_h_10_proj_bias, residual_attn_out_h_10_attn, RT_EPI_NONE, NULL);
+    rt_layernorm_fwd(e, residual_attn_out_h_10_attn, P_h_10_ln_2_weight, P_h_10_ln_2_bias,
+                     layernorm_h_10_ln_2, ln_mean_h_10_ln_2, ln_rstd_h_10_ln_2, e->B * 1024, 768,
+                     9.99999975e-06f);
+    /* $.model.layers[2].body[1].body[1] #10 + $.model.layers[2].body[1].body[2] #10: linear: y =
+     * gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_10_ln_2, 768, P_h_10_fc_weight,
+                 768, NULL, 3072, P_h_10_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_10_2);
+    /* $.model.layers[2].body[1].body[3] #10 + $.model.layers[2].body[1] #10: linear: y = x W^T + b
+     * + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_10_2, 3072, P_h_10_proj_weight, 3072,
+                 residual_linear_h_10_proj, 768, P_h_10_proj_bias, residual_attn_out_h_10_attn,
+                 RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[0] #11: layernorm */
-    rt_layernorm_fwd(e, residual_linear_h_10_proj, P_h_11_ln_1_weight, P_h_11_ln_1_bias, layernorm_h_11_ln_1, ln_mean_h_11_ln_1, ln_rstd_h_11_ln_1, e->B * 1024, 768, 9.99999975e-06f);
+    rt_layernorm_fwd(e, residual_linear_h_10_proj, P_h_11_ln_1_weight, P_h_11_ln_1_bias,
+                     layernorm_h_11_ln_1, ln_mean_h_11_ln_1, ln_rstd_h_11_ln_1, e->B * 1024, 768,
+                     9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1] #11: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_11_ln_1, 768, P_h_11_attn_qkv_weight, 768, qkv_h_11_attn, 2304, P_h_11_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 2304, 768, 1.0f, layernorm_h_11_ln_1, 768,
+                 P_h_11_attn_qkv_weight, 768, qkv_h_11_attn, 2304, P_h_11_attn_qkv_bias, NULL,
+                 RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1] #11: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_fwd(e, qkv_h_11_attn, lse_h_11_attn, attn_y_h_11_attn, e->B, 1024, 768, 12, 1);
-    /* $.model.layers[2].body[0].body[1] #11 + $.model.layers[2].body[0] #11: linear: y = x W^T + b + residual, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_11_attn, 768, P_h_11_attn_proj_weight, 768, residual_attn_out_h_11_attn, 768, P_h_11_attn_proj_bias, residual_linear_h_10_proj, RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[0].body[1] #11 + $.model.layers[2].body[0] #11: linear: y = x W^T + b
+     * + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_h_11_attn, 768,
+                 P_h_11_attn_proj_weight, 768, residual_attn_out_h_11_attn, 768,
+                 P_h_11_attn_proj_bias, residual_linear_h_10_proj, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0] #11: layernorm */
-    rt_layernorm_fwd(e, residual_attn_out_h_11_attn, P_h_11_ln_2_weight, P_h_11_ln_2_bias, layernorm_h_11_ln_2, ln_mean_h_11_ln_2, ln_rstd_h_11_ln_2, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[2].body[1].body[1] #11 + $.model.layers[2].body[1].body[2] #11: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_11_ln_2, 768, P_h_11_fc_weight, 768, NULL, 3072, P_h_11_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_11_2);
-    /* $.model.layers[2].body[1].body[3] #11 + $.model.layers[2].body[1] #11: linear: y = x W^T + b + residual, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_11_2, 3072, P_h_11_proj_weight, 3072, residual_linear_h_11_proj, 768, P_h_11_proj_bias, residual_attn_out_h_11_attn, RT_EPI_NONE, NULL);
+    rt_layernorm_fwd(e, residual_attn_out_h_11_attn, P_h_11_ln_2_weight, P_h_11_ln_2_bias,
+                     layernorm_h_11_ln_2, ln_mean_h_11_ln_2, ln_rstd_h_11_ln_2, e->B * 1024, 768,
+                     9.99999975e-06f);
+    /* $.model.layers[2].body[1].body[1] #11 + $.model.layers[2].body[1].body[2] #11: linear: y =
+     * gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_11_ln_2, 768, P_h_11_fc_weight,
+                 768, NULL, 3072, P_h_11_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_11_2);
+    /* $.model.layers[2].body[1].body[3] #11 + $.model.layers[2].body[1] #11: linear: y = x W^T + b
+     * + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_11_2, 3072, P_h_11_proj_weight, 3072,
+                 residual_linear_h_11_proj, 768, P_h_11_proj_bias, residual_attn_out_h_11_attn,
+                 RT_EPI_NONE, NULL);
     /* $.model.layers[3]: layernorm */
-    rt_layernorm_fwd(e, residual_linear_h_11_proj, P_ln_f_weight, P_ln_f_bias, layernorm_ln_f, ln_mean_ln_f, ln_rstd_ln_f, e->B * 1024, 768, 9.99999975e-06f);
-    /* $.model.layers[4]: linear: y = x W^T over W's 47 zero rows too (the padded vocabulary: y's padding comes out 0) */
-    rt_gemm(e, 0, 1, e->B * 1024, 50304, 768, 1.0f, layernorm_ln_f, 768, P_wte_weight, 768, 0.0f, linear_lm_head, 50304);
+    rt_layernorm_fwd(e, residual_linear_h_11_proj, P_ln_f_weight, P_ln_f_bias, layernorm_ln_f,
+                     ln_mean_ln_f, ln_rstd_ln_f, e->B * 1024, 768, 9.99999975e-06f);
+    /* $.model.layers[4]: linear: y = x W^T over W's 47 zero rows too (the padded vocabulary: y's
+     * padding comes out 0) */
+    rt_gemm(e, 0, 1, e->B * 1024, 50304, 768, 1.0f, layernorm_ln_f, 768, P_wte_weight, 768, 0.0f,
+            linear_lm_head, 50304);
     /* $.model.loss: cross entropy: loss and accuracy (no gradient in validation) */
     rt_cross_entropy(e, linear_lm_head, in_y, NULL, e->B * 1024, 50257, 50304);
 }

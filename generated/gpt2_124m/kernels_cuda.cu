@@ -29,10 +29,12 @@
 /* ==== instances for this model's shapes ==== */
 RT_EMBEDDING_FWD(768) /* $.model.layers[0] */
 RT_LAYERNORM_FWD(768) /* first $.model.layers[2].body[0].body[0] #0; 25 calls a training step */
-RT_ATTENTION_FWD(1024, 64, 1) /* first $.model.layers[2].body[0].body[1] #0; 12 calls a training step */
+/* first $.model.layers[2].body[0].body[1] #0; 12 calls a training step */
+RT_ATTENTION_FWD(1024, 64, 1)
 RT_CROSS_ENTROPY(50257, 50304) /* $.model.loss */
 RT_LAYERNORM_BWD(768) /* first $.model.layers[3]; 25 calls a training step */
-RT_ATTENTION_BWD(1024, 64, 1) /* first $.model.layers[2].body[0].body[1] #11; 12 calls a training step */
+/* first $.model.layers[2].body[0].body[1] #11; 12 calls a training step */
+RT_ATTENTION_BWD(1024, 64, 1)
 RT_EMBEDDING_BWD(768) /* $.model.layers[0] */
 
 /* ==== the fused elementwise kernels ==== */
@@ -41,7 +43,9 @@ RT_EMBEDDING_BWD(768) /* $.model.layers[0] */
  *     from $.model.layers[1]
  *     embedding_wte [B, 1024, 768], P_wpe_weight [1024, 768],
  *     pos_embedding_wpe [B, 1024, 768] */
-extern "C" __global__ void k0(const act_t *embedding_wte, const float *__restrict__ P_wpe_weight, act_t *pos_embedding_wpe, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k0(const act_t *embedding_wte, const float *__restrict__ P_wpe_weight,
+                              act_t *pos_embedding_wpe, int64_t B, int64_t n, uint64_t rng_key,
+                              int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -54,25 +58,28 @@ extern "C" __global__ void k0(const act_t *embedding_wte, const float *__restric
 #pragma unroll
             for (int l = 0; l < 8; l++) {
                 const int64_t i = 8 * q + l;
-                float v0 = r_embedding_wte.v[l] + P_wpe_weight[i % 786432]; /* pos_embedding: + position rows */
+                /* pos_embedding: + position rows */
+                float v0 = r_embedding_wte.v[l] + P_wpe_weight[i % 786432];
                 w_pos_embedding_wpe.v[l] = v0;
             }
             rt_stv(pos_embedding_wpe + 8 * q, w_pos_embedding_wpe);
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_ld(embedding_wte + i) + P_wpe_weight[i % 786432]; /* pos_embedding: + position rows */
+        /* pos_embedding: + position rows */
+        float v0 = rt_ld(embedding_wte + i) + P_wpe_weight[i % 786432];
         rt_st(pos_embedding_wpe + i, v0);
     }
 }
 
-/* k1 also runs loops k2, k3, k4, k5, k6, k7, k8, k9, k10, k11,
- *   k12
+/* k1 also runs loops k2, k3, k4, k5, k6, k7, k8, k9, k10
  *   (the same code; each launch passes its own tensors) */
 /* k1: gelu (tanh), of linear_h_0_fc as stored (the backward pass reads it)
  *     from $.model.layers[2].body[1].body[2] #0
  *     linear_h_0_fc [B, 1024, 3072], gelu_h_0_2 [B, 1024, 3072] */
-extern "C" __global__ void k1(const act_t *__restrict__ linear_h_0_fc, act_t *__restrict__ gelu_h_0_2, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k1(const act_t *__restrict__ linear_h_0_fc,
+                              act_t *__restrict__ gelu_h_0_2, int64_t B, int64_t n,
+                              uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -93,6 +100,37 @@ extern "C" __global__ void k1(const act_t *__restrict__ linear_h_0_fc, act_t *__
     for (int64_t i = done + first; i < n; i += stride) {
         float v0 = rt_gelu_tanh(rt_ld(linear_h_0_fc + i)); /* gelu (tanh) */
         rt_st(gelu_h_0_2 + i, v0);
+    }
+}
+
+/* k11 also runs loop k12
+ *   (the same code; each launch passes its own tensors) */
+/* k11: gelu (tanh), of linear_h_10_fc as stored (the backward pass reads it)
+ *     from $.model.layers[2].body[1].body[2] #10
+ *     linear_h_10_fc [B, 1024, 3072], gelu_h_10_2 [B, 1024, 3072] */
+extern "C" __global__ void k11(const act_t *__restrict__ linear_h_10_fc,
+                               act_t *__restrict__ gelu_h_10_2, int64_t B, int64_t n,
+                               uint64_t rng_key, int train)
+{
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if ((((unsigned long long)linear_h_10_fc | (unsigned long long)gelu_h_10_2) & 15) == 0) {
+        done = n & ~(int64_t)7;
+        for (int64_t q = first; q < n / 8; q += stride) {
+            const rt_vec<8> r_linear_h_10_fc = rt_ldv<8>(linear_h_10_fc + 8 * q);
+            rt_vec<8> w_gelu_h_10_2;
+#pragma unroll
+            for (int l = 0; l < 8; l++) {
+                float v0 = rt_gelu_tanh(r_linear_h_10_fc.v[l]); /* gelu (tanh) */
+                w_gelu_h_10_2.v[l] = v0;
+            }
+            rt_stv(gelu_h_10_2 + 8 * q, w_gelu_h_10_2);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
+        float v0 = rt_gelu_tanh(rt_ld(linear_h_10_fc + i)); /* gelu (tanh) */
+        rt_st(gelu_h_10_2 + i, v0);
     }
 }
 

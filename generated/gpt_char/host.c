@@ -136,77 +136,150 @@ static void forward(rt_exec *e, int train)
     RT_AT(0, "$.model.layers[0]: embedding: rows of the weight picked by the ids");
     rt_embedding_fwd(e, in_x, P_wte_weight, embedding_wte, e->B * 128, 256, 128);
     RT_AT(1, "$.model.layers[1]: pos_embedding: + position rows");
-    rt_launch(e, "k0", k0, e->B * 16384, 3, (void *[]){&embedding_wte, &P_wpe_weight, &pos_embedding_wpe});
+    rt_launch(e, "k0", k0, e->B * 16384, 3, (void *[]){&embedding_wte, &P_wpe_weight,
+              &pos_embedding_wpe});
     RT_AT(2, "$.model.layers[2].body[0].body[0] #0: layernorm");
-    rt_layernorm_fwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, P_h_0_ln_1_bias, layernorm_h_0_ln_1, ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1, e->B * 128, 128, 9.99999975e-06f);
+    rt_layernorm_fwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, P_h_0_ln_1_bias, layernorm_h_0_ln_1,
+                     ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1, e->B * 128, 128, 9.99999975e-06f);
     RT_AT(3, "$.model.layers[2].body[0].body[1] #0: linear: y = x W^T + b, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_0_ln_1, 128, P_h_0_attn_qkv_weight, 128, qkv_h_0_attn, 384, P_h_0_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(5, "$.model.layers[2].body[0].body[1] #0: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept");
+    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_0_ln_1, 128,
+                 P_h_0_attn_qkv_weight, 128, qkv_h_0_attn, 384, P_h_0_attn_qkv_bias, NULL,
+                 RT_EPI_NONE, NULL);
+    RT_AT(5, "$.model.layers[2].body[0].body[1] #0: attention: softmax(q k^T / sqrt(hd)) v per "
+          "head, log-sum-exp kept");
     rt_attention_fwd(e, qkv_h_0_attn, lse_h_0_attn, attn_y_h_0_attn, e->B, 128, 128, 4, 1);
-    RT_AT(6, "$.model.layers[2].body[0].body[1] #0 + $.model.layers[2].body[0] #0: linear: y = x W^T + b + residual, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_0_attn, 128, P_h_0_attn_proj_weight, 128, residual_attn_out_h_0_attn, 128, P_h_0_attn_proj_bias, pos_embedding_wpe, RT_EPI_NONE, NULL);
+    RT_AT(6, "$.model.layers[2].body[0].body[1] #0 + $.model.layers[2].body[0] #0: linear: y = x "
+          "W^T + b + residual, in the GEMM's epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_0_attn, 128, P_h_0_attn_proj_weight,
+                 128, residual_attn_out_h_0_attn, 128, P_h_0_attn_proj_bias, pos_embedding_wpe,
+                 RT_EPI_NONE, NULL);
     RT_AT(9, "$.model.layers[2].body[1].body[0] #0: layernorm");
-    rt_layernorm_fwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, P_h_0_ln_2_bias, layernorm_h_0_ln_2, ln_mean_h_0_ln_2, ln_rstd_h_0_ln_2, e->B * 128, 128, 9.99999975e-06f);
-    RT_AT(10, "$.model.layers[2].body[1].body[1] #0: linear: y = x W^T + b, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_0_ln_2, 128, P_h_0_fc_weight, 128, linear_h_0_fc, 512, P_h_0_fc_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(12, "$.model.layers[2].body[1].body[2] #0: gelu (tanh), of linear_h_0_fc as stored (the backward pass reads it)");
+    rt_layernorm_fwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, P_h_0_ln_2_bias,
+                     layernorm_h_0_ln_2, ln_mean_h_0_ln_2, ln_rstd_h_0_ln_2, e->B * 128, 128,
+                     9.99999975e-06f);
+    RT_AT(10, "$.model.layers[2].body[1].body[1] #0: linear: y = x W^T + b, in the GEMM's "
+          "epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_0_ln_2, 128, P_h_0_fc_weight, 128,
+                 linear_h_0_fc, 512, P_h_0_fc_bias, NULL, RT_EPI_NONE, NULL);
+    RT_AT(12, "$.model.layers[2].body[1].body[2] #0: gelu (tanh), of linear_h_0_fc as stored "
+          "(the backward pass reads it)");
     rt_launch(e, "k1", k1, e->B * 65536, 2, (void *[]){&linear_h_0_fc, &gelu_h_0_2});
-    RT_AT(14, "$.model.layers[2].body[1].body[3] #0 + $.model.layers[2].body[1] #0: linear: y = x W^T + b + residual, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_0_2, 512, P_h_0_proj_weight, 512, residual_linear_h_0_proj, 128, P_h_0_proj_bias, residual_attn_out_h_0_attn, RT_EPI_NONE, NULL);
+    RT_AT(14, "$.model.layers[2].body[1].body[3] #0 + $.model.layers[2].body[1] #0: linear: y = "
+          "x W^T + b + residual, in the GEMM's epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_0_2, 512, P_h_0_proj_weight, 512,
+                 residual_linear_h_0_proj, 128, P_h_0_proj_bias, residual_attn_out_h_0_attn,
+                 RT_EPI_NONE, NULL);
     RT_AT(17, "$.model.layers[2].body[0].body[0] #1: layernorm");
-    rt_layernorm_fwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, P_h_1_ln_1_bias, layernorm_h_1_ln_1, ln_mean_h_1_ln_1, ln_rstd_h_1_ln_1, e->B * 128, 128, 9.99999975e-06f);
-    RT_AT(18, "$.model.layers[2].body[0].body[1] #1: linear: y = x W^T + b, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_1_ln_1, 128, P_h_1_attn_qkv_weight, 128, qkv_h_1_attn, 384, P_h_1_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(20, "$.model.layers[2].body[0].body[1] #1: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept");
+    rt_layernorm_fwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, P_h_1_ln_1_bias,
+                     layernorm_h_1_ln_1, ln_mean_h_1_ln_1, ln_rstd_h_1_ln_1, e->B * 128, 128,
+                     9.99999975e-06f);
+    RT_AT(18, "$.model.layers[2].body[0].body[1] #1: linear: y = x W^T + b, in the GEMM's "
+          "epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_1_ln_1, 128,
+                 P_h_1_attn_qkv_weight, 128, qkv_h_1_attn, 384, P_h_1_attn_qkv_bias, NULL,
+                 RT_EPI_NONE, NULL);
+    RT_AT(20, "$.model.layers[2].body[0].body[1] #1: attention: softmax(q k^T / sqrt(hd)) v per "
+          "head, log-sum-exp kept");
     rt_attention_fwd(e, qkv_h_1_attn, lse_h_1_attn, attn_y_h_1_attn, e->B, 128, 128, 4, 1);
-    RT_AT(21, "$.model.layers[2].body[0].body[1] #1 + $.model.layers[2].body[0] #1: linear: y = x W^T + b + residual, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_1_attn, 128, P_h_1_attn_proj_weight, 128, residual_attn_out_h_1_attn, 128, P_h_1_attn_proj_bias, residual_linear_h_0_proj, RT_EPI_NONE, NULL);
+    RT_AT(21, "$.model.layers[2].body[0].body[1] #1 + $.model.layers[2].body[0] #1: linear: y = "
+          "x W^T + b + residual, in the GEMM's epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_1_attn, 128, P_h_1_attn_proj_weight,
+                 128, residual_attn_out_h_1_attn, 128, P_h_1_attn_proj_bias,
+                 residual_linear_h_0_proj, RT_EPI_NONE, NULL);
     RT_AT(24, "$.model.layers[2].body[1].body[0] #1: layernorm");
-    rt_layernorm_fwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, P_h_1_ln_2_bias, layernorm_h_1_ln_2, ln_mean_h_1_ln_2, ln_rstd_h_1_ln_2, e->B * 128, 128, 9.99999975e-06f);
-    RT_AT(25, "$.model.layers[2].body[1].body[1] #1: linear: y = x W^T + b, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_1_ln_2, 128, P_h_1_fc_weight, 128, linear_h_1_fc, 512, P_h_1_fc_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(27, "$.model.layers[2].body[1].body[2] #1: gelu (tanh), of linear_h_1_fc as stored (the backward pass reads it)");
-    rt_launch(e, "k1", k2, e->B * 65536, 2, (void *[]){&linear_h_1_fc, &gelu_h_1_2}); /* on a GPU: k1's code, on these tensors */
-    RT_AT(29, "$.model.layers[2].body[1].body[3] #1 + $.model.layers[2].body[1] #1: linear: y = x W^T + b + residual, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_1_2, 512, P_h_1_proj_weight, 512, residual_linear_h_1_proj, 128, P_h_1_proj_bias, residual_attn_out_h_1_attn, RT_EPI_NONE, NULL);
+    rt_layernorm_fwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, P_h_1_ln_2_bias,
+                     layernorm_h_1_ln_2, ln_mean_h_1_ln_2, ln_rstd_h_1_ln_2, e->B * 128, 128,
+                     9.99999975e-06f);
+    RT_AT(25, "$.model.layers[2].body[1].body[1] #1: linear: y = x W^T + b, in the GEMM's "
+          "epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_1_ln_2, 128, P_h_1_fc_weight, 128,
+                 linear_h_1_fc, 512, P_h_1_fc_bias, NULL, RT_EPI_NONE, NULL);
+    RT_AT(27, "$.model.layers[2].body[1].body[2] #1: gelu (tanh), of linear_h_1_fc as stored "
+          "(the backward pass reads it)");
+    /* on a GPU: k1's code, on these tensors */
+    rt_launch(e, "k1", k2, e->B * 65536, 2, (void *[]){&linear_h_1_fc, &gelu_h_1_2});
+    RT_AT(29, "$.model.layers[2].body[1].body[3] #1 + $.model.layers[2].body[1] #1: linear: y = "
+          "x W^T + b + residual, in the GEMM's epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_1_2, 512, P_h_1_proj_weight, 512,
+                 residual_linear_h_1_proj, 128, P_h_1_proj_bias, residual_attn_out_h_1_attn,
+                 RT_EPI_NONE, NULL);
     RT_AT(32, "$.model.layers[2].body[0].body[0] #2: layernorm");
-    rt_layernorm_fwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, P_h_2_ln_1_bias, layernorm_h_2_ln_1, ln_mean_h_2_ln_1, ln_rstd_h_2_ln_1, e->B * 128, 128, 9.99999975e-06f);
-    RT_AT(33, "$.model.layers[2].body[0].body[1] #2: linear: y = x W^T + b, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_2_ln_1, 128, P_h_2_attn_qkv_weight, 128, qkv_h_2_attn, 384, P_h_2_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(35, "$.model.layers[2].body[0].body[1] #2: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept");
+    rt_layernorm_fwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, P_h_2_ln_1_bias,
+                     layernorm_h_2_ln_1, ln_mean_h_2_ln_1, ln_rstd_h_2_ln_1, e->B * 128, 128,
+                     9.99999975e-06f);
+    RT_AT(33, "$.model.layers[2].body[0].body[1] #2: linear: y = x W^T + b, in the GEMM's "
+          "epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_2_ln_1, 128,
+                 P_h_2_attn_qkv_weight, 128, qkv_h_2_attn, 384, P_h_2_attn_qkv_bias, NULL,
+                 RT_EPI_NONE, NULL);
+    RT_AT(35, "$.model.layers[2].body[0].body[1] #2: attention: softmax(q k^T / sqrt(hd)) v per "
+          "head, log-sum-exp kept");
     rt_attention_fwd(e, qkv_h_2_attn, lse_h_2_attn, attn_y_h_2_attn, e->B, 128, 128, 4, 1);
-    RT_AT(36, "$.model.layers[2].body[0].body[1] #2 + $.model.layers[2].body[0] #2: linear: y = x W^T + b + residual, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_2_attn, 128, P_h_2_attn_proj_weight, 128, residual_attn_out_h_2_attn, 128, P_h_2_attn_proj_bias, residual_linear_h_1_proj, RT_EPI_NONE, NULL);
+    RT_AT(36, "$.model.layers[2].body[0].body[1] #2 + $.model.layers[2].body[0] #2: linear: y = "
+          "x W^T + b + residual, in the GEMM's epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_2_attn, 128, P_h_2_attn_proj_weight,
+                 128, residual_attn_out_h_2_attn, 128, P_h_2_attn_proj_bias,
+                 residual_linear_h_1_proj, RT_EPI_NONE, NULL);
     RT_AT(39, "$.model.layers[2].body[1].body[0] #2: layernorm");
-    rt_layernorm_fwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, P_h_2_ln_2_bias, layernorm_h_2_ln_2, ln_mean_h_2_ln_2, ln_rstd_h_2_ln_2, e->B * 128, 128, 9.99999975e-06f);
-    RT_AT(40, "$.model.layers[2].body[1].body[1] #2: linear: y = x W^T + b, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_2_ln_2, 128, P_h_2_fc_weight, 128, linear_h_2_fc, 512, P_h_2_fc_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(42, "$.model.layers[2].body[1].body[2] #2: gelu (tanh), of linear_h_2_fc as stored (the backward pass reads it)");
-    rt_launch(e, "k1", k3, e->B * 65536, 2, (void *[]){&linear_h_2_fc, &gelu_h_2_2}); /* on a GPU: k1's code, on these tensors */
-    RT_AT(44, "$.model.layers[2].body[1].body[3] #2 + $.model.layers[2].body[1] #2: linear: y = x W^T + b + residual, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_2_2, 512, P_h_2_proj_weight, 512, residual_linear_h_2_proj, 128, P_h_2_proj_bias, residual_attn_out_h_2_attn, RT_EPI_NONE, NULL);
+    rt_layernorm_fwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, P_h_2_ln_2_bias,
+                     layernorm_h_2_ln_2, ln_mean_h_2_ln_2, ln_rstd_h_2_ln_2, e->B * 128, 128,
+                     9.99999975e-06f);
+    RT_AT(40, "$.model.layers[2].body[1].body[1] #2: linear: y = x W^T + b, in the GEMM's "
+          "epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_2_ln_2, 128, P_h_2_fc_weight, 128,
+                 linear_h_2_fc, 512, P_h_2_fc_bias, NULL, RT_EPI_NONE, NULL);
+    RT_AT(42, "$.model.layers[2].body[1].body[2] #2: gelu (tanh), of linear_h_2_fc as stored "
+          "(the backward pass reads it)");
+    /* on a GPU: k1's code, on these tensors */
+    rt_launch(e, "k1", k3, e->B * 65536, 2, (void *[]){&linear_h_2_fc, &gelu_h_2_2});
+    RT_AT(44, "$.model.layers[2].body[1].body[3] #2 + $.model.layers[2].body[1] #2: linear: y = "
+          "x W^T + b + residual, in the GEMM's epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_2_2, 512, P_h_2_proj_weight, 512,
+                 residual_linear_h_2_proj, 128, P_h_2_proj_bias, residual_attn_out_h_2_attn,
+                 RT_EPI_NONE, NULL);
     RT_AT(47, "$.model.layers[2].body[0].body[0] #3: layernorm");
-    rt_layernorm_fwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, P_h_3_ln_1_bias, layernorm_h_3_ln_1, ln_mean_h_3_ln_1, ln_rstd_h_3_ln_1, e->B * 128, 128, 9.99999975e-06f);
-    RT_AT(48, "$.model.layers[2].body[0].body[1] #3: linear: y = x W^T + b, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_3_ln_1, 128, P_h_3_attn_qkv_weight, 128, qkv_h_3_attn, 384, P_h_3_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(50, "$.model.layers[2].body[0].body[1] #3: attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept");
+    rt_layernorm_fwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, P_h_3_ln_1_bias,
+                     layernorm_h_3_ln_1, ln_mean_h_3_ln_1, ln_rstd_h_3_ln_1, e->B * 128, 128,
+                     9.99999975e-06f);
+    RT_AT(48, "$.model.layers[2].body[0].body[1] #3: linear: y = x W^T + b, in the GEMM's "
+          "epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_3_ln_1, 128,
+                 P_h_3_attn_qkv_weight, 128, qkv_h_3_attn, 384, P_h_3_attn_qkv_bias, NULL,
+                 RT_EPI_NONE, NULL);
+    RT_AT(50, "$.model.layers[2].body[0].body[1] #3: attention: softmax(q k^T / sqrt(hd)) v per "
+          "head, log-sum-exp kept");
     rt_attention_fwd(e, qkv_h_3_attn, lse_h_3_attn, attn_y_h_3_attn, e->B, 128, 128, 4, 1);
-    RT_AT(51, "$.model.layers[2].body[0].body[1] #3 + $.model.layers[2].body[0] #3: linear: y = x W^T + b + residual, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_3_attn, 128, P_h_3_attn_proj_weight, 128, residual_attn_out_h_3_attn, 128, P_h_3_attn_proj_bias, residual_linear_h_2_proj, RT_EPI_NONE, NULL);
+    RT_AT(51, "$.model.layers[2].body[0].body[1] #3 + $.model.layers[2].body[0] #3: linear: y = "
+          "x W^T + b + residual, in the GEMM's epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_3_attn, 128, P_h_3_attn_proj_weight,
+                 128, residual_attn_out_h_3_attn, 128, P_h_3_attn_proj_bias,
+                 residual_linear_h_2_proj, RT_EPI_NONE, NULL);
     RT_AT(54, "$.model.layers[2].body[1].body[0] #3: layernorm");
-    rt_layernorm_fwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, P_h_3_ln_2_bias, layernorm_h_3_ln_2, ln_mean_h_3_ln_2, ln_rstd_h_3_ln_2, e->B * 128, 128, 9.99999975e-06f);
-    RT_AT(55, "$.model.layers[2].body[1].body[1] #3: linear: y = x W^T + b, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_3_ln_2, 128, P_h_3_fc_weight, 128, linear_h_3_fc, 512, P_h_3_fc_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(57, "$.model.layers[2].body[1].body[2] #3: gelu (tanh), of linear_h_3_fc as stored (the backward pass reads it)");
-    rt_launch(e, "k1", k4, e->B * 65536, 2, (void *[]){&linear_h_3_fc, &gelu_h_3_2}); /* on a GPU: k1's code, on these tensors */
-    RT_AT(59, "$.model.layers[2].body[1].body[3] #3 + $.model.layers[2].body[1] #3: linear: y = x W^T + b + residual, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_3_2, 512, P_h_3_proj_weight, 512, residual_linear_h_3_proj, 128, P_h_3_proj_bias, residual_attn_out_h_3_attn, RT_EPI_NONE, NULL);
+    rt_layernorm_fwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, P_h_3_ln_2_bias,
+                     layernorm_h_3_ln_2, ln_mean_h_3_ln_2, ln_rstd_h_3_ln_2, e->B * 128, 128,
+                     9.99999975e-06f);
+    RT_AT(55, "$.model.layers[2].body[1].body[1] #3: linear: y = x W^T + b, in the GEMM's "
+          "epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_3_ln_2, 128, P_h_3_fc_weight, 128,
+                 linear_h_3_fc, 512, P_h_3_fc_bias, NULL, RT_EPI_NONE, NULL);
+    RT_AT(57, "$.model.layers[2].body[1].body[2] #3: gelu (tanh), of linear_h_3_fc as stored "
+          "(the backward pass reads it)");
+    /* on a GPU: k1's code, on these tensors */
+    rt_launch(e, "k1", k4, e->B * 65536, 2, (void *[]){&linear_h_3_fc, &gelu_h_3_2});
+    RT_AT(59, "$.model.layers[2].body[1].body[3] #3 + $.model.layers[2].body[1] #3: linear: y = "
+          "x W^T + b + residual, in the GEMM's epilogue");
+    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_3_2, 512, P_h_3_proj_weight, 512,
+                 residual_linear_h_3_proj, 128, P_h_3_proj_bias, residual_attn_out_h_3_attn,
+                 RT_EPI_NONE, NULL);
     RT_AT(62, "$.model.layers[3]: layernorm");
-    rt_layernorm_fwd(e, residual_linear_h_3_proj, P_ln_f_weight, P_ln_f_bias, layernorm_ln_f, ln_mean_ln_f, ln_rstd_ln_f, e->B * 128, 128, 9.99999975e-06f);
+    rt_layernorm_fwd(e, residual_linear_h_3_proj, P_ln_f_weight, P_ln_f_bias, layernorm_ln_f,
+                     ln_mean_ln_f, ln_rstd_ln_f, e->B * 128, 128, 9.99999975e-06f);
     RT_AT(63, "$.model.layers[4]: linear: y = x W^T");
-    rt_gemm(e, 0, 1, e->B * 128, 256, 128, 1.0f, layernorm_ln_f, 128, P_wte_weight, 128, 0.0f, linear_lm_head, 256);
+    rt_gemm(e, 0, 1, e->B * 128, 256, 128, 1.0f, layernorm_ln_f, 128, P_wte_weight, 128, 0.0f,
+            linear_lm_head, 256);
     RT_AT(64, "$.model.loss: cross entropy: loss, accuracy and d(logits) in one pass");
-    rt_cross_entropy(e, linear_lm_head, in_y, e->train ? d_linear_lm_head : NULL, e->B * 128, 256, 256);
+    rt_cross_entropy(e, linear_lm_head, in_y, e->train ? d_linear_lm_head : NULL, e->B * 128, 256,
+                     256);
 }
 
 /* The backward pass: activation gradients written, parameter gradients accumulated. */
@@ -380,250 +453,386 @@ static void backward(rt_exec *e)
     const int32_t *in_x = (const int32_t *)e->in[0]; /* [B, 128] */
 
     RT_AT(65, "$.model.layers[4]: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 128, 128, 256, 1.0f, d_linear_lm_head, 256, P_wte_weight, 128, 0.0f, d_layernorm_ln_f, 128);
+    rt_gemm(e, 0, 0, e->B * 128, 128, 256, 1.0f, d_linear_lm_head, 256, P_wte_weight, 128, 0.0f,
+            d_layernorm_ln_f, 128);
     RT_AT(66, "$.model.layers[4]: wte.weight's gradient is written from here on");
     rt_grad_begin(e, 0, 32768);
     RT_AT(67, "$.model.layers[4]: linear backward: dW += dy^T x");
-    rt_gemm(e, 1, 0, 256, 128, e->B * 128, 1.0f, d_linear_lm_head, 256, layernorm_ln_f, 128, 1.0f, G_wte_weight, 128);
-    RT_AT(68, "$.model.layers[3]: the gradients of ln_f.weight and ln_f.bias are written from here on");
+    rt_gemm(e, 1, 0, 256, 128, e->B * 128, 1.0f, d_linear_lm_head, 256, layernorm_ln_f, 128, 1.0f,
+            G_wte_weight, 128);
+    RT_AT(68, "$.model.layers[3]: the gradients of ln_f.weight and ln_f.bias are written from "
+          "here on");
     rt_grad_begin(e, 842240, 256);
     RT_AT(69, "$.model.layers[3]: layernorm backward");
-    rt_layernorm_bwd(e, residual_linear_h_3_proj, P_ln_f_weight, ln_mean_ln_f, ln_rstd_ln_f, d_layernorm_ln_f, NULL, d_residual_linear_h_3_proj, G_ln_f_weight, G_ln_f_bias, e->B * 128, 128);
+    rt_layernorm_bwd(e, residual_linear_h_3_proj, P_ln_f_weight, ln_mean_ln_f, ln_rstd_ln_f,
+                     d_layernorm_ln_f, NULL, d_residual_linear_h_3_proj, G_ln_f_weight, G_ln_f_bias,
+                     e->B * 128, 128);
     RT_AT(70, "$.model.layers[3]: ln_f.weight's gradient is final");
     rt_grad_ready(e, 842240, 128);
     RT_AT(71, "$.model.layers[3]: ln_f.bias's gradient is final");
     rt_grad_ready(e, 842368, 128);
-    RT_AT(73, "$.model.layers[2].body[1].body[3] #3: the gradients of h.3.proj.weight and h.3.proj.bias are written from here on");
+    RT_AT(73, "$.model.layers[2].body[1].body[3] #3: the gradients of h.3.proj.weight and "
+          "h.3.proj.bias are written from here on");
     rt_grad_begin(e, 776576, 65664);
-    RT_AT(74, "$.model.layers[2].body[1].body[3] #3: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 128, 512, e->B * 128, 1.0f, d_residual_linear_h_3_proj, 128, gelu_h_3_2, 512, 1.0f, G_h_3_proj_weight, 512, G_h_3_proj_bias, 1);
+    RT_AT(74, "$.model.layers[2].body[1].body[3] #3: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 128, 512, e->B * 128, 1.0f, d_residual_linear_h_3_proj, 128, gelu_h_3_2,
+                  512, 1.0f, G_h_3_proj_weight, 512, G_h_3_proj_bias, 1);
     RT_AT(75, "$.model.layers[2].body[1].body[3] #3: h.3.proj.weight's gradient is final");
     rt_grad_ready(e, 776576, 65536);
     RT_AT(76, "$.model.layers[2].body[1].body[3] #3: h.3.proj.bias's gradient is final");
     rt_grad_ready(e, 842112, 128);
-    RT_AT(78, "$.model.layers[2].body[1].body[3] #3 + $.model.layers[2].body[1].body[2] #3: linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
-    rt_gemm_dgelu(e, 0, 0, e->B * 128, 512, 128, 1.0f, d_residual_linear_h_3_proj, 128, P_h_3_proj_weight, 512, d_linear_h_3_fc, 512, linear_h_3_fc);
+    RT_AT(78, "$.model.layers[2].body[1].body[3] #3 + $.model.layers[2].body[1].body[2] #3: "
+          "linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
+    rt_gemm_dgelu(e, 0, 0, e->B * 128, 512, 128, 1.0f, d_residual_linear_h_3_proj, 128,
+                  P_h_3_proj_weight, 512, d_linear_h_3_fc, 512, linear_h_3_fc);
     RT_AT(79, "$.model.layers[2].body[1].body[1] #3: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 128, 128, 512, 1.0f, d_linear_h_3_fc, 512, P_h_3_fc_weight, 128, 0.0f, d_layernorm_h_3_ln_2, 128);
-    RT_AT(80, "$.model.layers[2].body[1].body[1] #3: the gradients of h.3.fc.weight and h.3.fc.bias are written from here on");
+    rt_gemm(e, 0, 0, e->B * 128, 128, 512, 1.0f, d_linear_h_3_fc, 512, P_h_3_fc_weight, 128, 0.0f,
+            d_layernorm_h_3_ln_2, 128);
+    RT_AT(80, "$.model.layers[2].body[1].body[1] #3: the gradients of h.3.fc.weight and "
+          "h.3.fc.bias are written from here on");
     rt_grad_begin(e, 710528, 66048);
-    RT_AT(81, "$.model.layers[2].body[1].body[1] #3: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 512, 128, e->B * 128, 1.0f, d_linear_h_3_fc, 512, layernorm_h_3_ln_2, 128, 1.0f, G_h_3_fc_weight, 128, G_h_3_fc_bias, 1);
+    RT_AT(81, "$.model.layers[2].body[1].body[1] #3: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 512, 128, e->B * 128, 1.0f, d_linear_h_3_fc, 512, layernorm_h_3_ln_2,
+                  128, 1.0f, G_h_3_fc_weight, 128, G_h_3_fc_bias, 1);
     RT_AT(82, "$.model.layers[2].body[1].body[1] #3: h.3.fc.weight's gradient is final");
     rt_grad_ready(e, 710528, 65536);
     RT_AT(83, "$.model.layers[2].body[1].body[1] #3: h.3.fc.bias's gradient is final");
     rt_grad_ready(e, 776064, 512);
-    RT_AT(85, "$.model.layers[2].body[1].body[0] #3 + $.model.layers[2].body[0] #3: the gradients of h.3.ln_2.weight and h.3.ln_2.bias are written from here on");
+    RT_AT(85, "$.model.layers[2].body[1].body[0] #3 + $.model.layers[2].body[0] #3: the "
+          "gradients of h.3.ln_2.weight and h.3.ln_2.bias are written from here on");
     rt_grad_begin(e, 710272, 256);
-    RT_AT(86, "$.model.layers[2].body[1].body[0] #3 + $.model.layers[2].body[0] #3: layernorm backward, plus the other gradient contributions (their sum folded in)");
-    rt_layernorm_bwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, ln_mean_h_3_ln_2, ln_rstd_h_3_ln_2, d_layernorm_h_3_ln_2, d_residual_linear_h_3_proj, d_residual_attn_out_h_3_attn_179, G_h_3_ln_2_weight, G_h_3_ln_2_bias, e->B * 128, 128);
-    RT_AT(87, "$.model.layers[2].body[1].body[0] #3 + $.model.layers[2].body[0] #3: h.3.ln_2.weight's gradient is final");
+    RT_AT(86, "$.model.layers[2].body[1].body[0] #3 + $.model.layers[2].body[0] #3: layernorm "
+          "backward, plus the other gradient contributions (their sum folded in)");
+    rt_layernorm_bwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, ln_mean_h_3_ln_2,
+                     ln_rstd_h_3_ln_2, d_layernorm_h_3_ln_2, d_residual_linear_h_3_proj,
+                     d_residual_attn_out_h_3_attn_179, G_h_3_ln_2_weight, G_h_3_ln_2_bias,
+                     e->B * 128, 128);
+    RT_AT(87, "$.model.layers[2].body[1].body[0] #3 + $.model.layers[2].body[0] #3: "
+          "h.3.ln_2.weight's gradient is final");
     rt_grad_ready(e, 710272, 128);
-    RT_AT(88, "$.model.layers[2].body[1].body[0] #3 + $.model.layers[2].body[0] #3: h.3.ln_2.bias's gradient is final");
+    RT_AT(88, "$.model.layers[2].body[1].body[0] #3 + $.model.layers[2].body[0] #3: "
+          "h.3.ln_2.bias's gradient is final");
     rt_grad_ready(e, 710400, 128);
     RT_AT(90, "$.model.layers[2].body[0].body[1] #3: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 128, 128, 128, 1.0f, d_residual_attn_out_h_3_attn_179, 128, P_h_3_attn_proj_weight, 128, 0.0f, d_attn_y_h_3_attn, 128);
-    RT_AT(91, "$.model.layers[2].body[0].body[1] #3: the gradients of h.3.attn.proj.weight and h.3.attn.proj.bias are written from here on");
+    rt_gemm(e, 0, 0, e->B * 128, 128, 128, 1.0f, d_residual_attn_out_h_3_attn_179, 128,
+            P_h_3_attn_proj_weight, 128, 0.0f, d_attn_y_h_3_attn, 128);
+    RT_AT(91, "$.model.layers[2].body[0].body[1] #3: the gradients of h.3.attn.proj.weight and "
+          "h.3.attn.proj.bias are written from here on");
     rt_grad_begin(e, 693760, 16512);
-    RT_AT(92, "$.model.layers[2].body[0].body[1] #3: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 128, 128, e->B * 128, 1.0f, d_residual_attn_out_h_3_attn_179, 128, attn_y_h_3_attn, 128, 1.0f, G_h_3_attn_proj_weight, 128, G_h_3_attn_proj_bias, 1);
+    RT_AT(92, "$.model.layers[2].body[0].body[1] #3: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 128, 128, e->B * 128, 1.0f, d_residual_attn_out_h_3_attn_179, 128,
+                  attn_y_h_3_attn, 128, 1.0f, G_h_3_attn_proj_weight, 128, G_h_3_attn_proj_bias, 1);
     RT_AT(93, "$.model.layers[2].body[0].body[1] #3: h.3.attn.proj.weight's gradient is final");
     rt_grad_ready(e, 693760, 16384);
     RT_AT(94, "$.model.layers[2].body[0].body[1] #3: h.3.attn.proj.bias's gradient is final");
     rt_grad_ready(e, 710144, 128);
-    RT_AT(96, "$.model.layers[2].body[0].body[1] #3: attention backward: d(qkv), probabilities recomputed from the log-sum-exp");
-    rt_attention_bwd(e, qkv_h_3_attn, lse_h_3_attn, attn_y_h_3_attn, d_attn_y_h_3_attn, d_qkv_h_3_attn, e->B, 128, 128, 4, 1);
+    RT_AT(96, "$.model.layers[2].body[0].body[1] #3: attention backward: d(qkv), probabilities "
+          "recomputed from the log-sum-exp");
+    rt_attention_bwd(e, qkv_h_3_attn, lse_h_3_attn, attn_y_h_3_attn, d_attn_y_h_3_attn,
+                     d_qkv_h_3_attn, e->B, 128, 128, 4, 1);
     RT_AT(97, "$.model.layers[2].body[0].body[1] #3: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 128, 128, 384, 1.0f, d_qkv_h_3_attn, 384, P_h_3_attn_qkv_weight, 128, 0.0f, d_layernorm_h_3_ln_1, 128);
-    RT_AT(98, "$.model.layers[2].body[0].body[1] #3: the gradients of h.3.attn.qkv.weight and h.3.attn.qkv.bias are written from here on");
+    rt_gemm(e, 0, 0, e->B * 128, 128, 384, 1.0f, d_qkv_h_3_attn, 384, P_h_3_attn_qkv_weight, 128,
+            0.0f, d_layernorm_h_3_ln_1, 128);
+    RT_AT(98, "$.model.layers[2].body[0].body[1] #3: the gradients of h.3.attn.qkv.weight and "
+          "h.3.attn.qkv.bias are written from here on");
     rt_grad_begin(e, 644224, 49536);
-    RT_AT(99, "$.model.layers[2].body[0].body[1] #3: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 384, 128, e->B * 128, 1.0f, d_qkv_h_3_attn, 384, layernorm_h_3_ln_1, 128, 1.0f, G_h_3_attn_qkv_weight, 128, G_h_3_attn_qkv_bias, 1);
+    RT_AT(99, "$.model.layers[2].body[0].body[1] #3: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 384, 128, e->B * 128, 1.0f, d_qkv_h_3_attn, 384, layernorm_h_3_ln_1, 128,
+                  1.0f, G_h_3_attn_qkv_weight, 128, G_h_3_attn_qkv_bias, 1);
     RT_AT(100, "$.model.layers[2].body[0].body[1] #3: h.3.attn.qkv.weight's gradient is final");
     rt_grad_ready(e, 644224, 49152);
     RT_AT(101, "$.model.layers[2].body[0].body[1] #3: h.3.attn.qkv.bias's gradient is final");
     rt_grad_ready(e, 693376, 384);
-    RT_AT(103, "$.model.layers[2].body[0].body[0] #3 + $.model.layers[2].body[1] #2: the gradients of h.3.ln_1.weight and h.3.ln_1.bias are written from here on");
+    RT_AT(103, "$.model.layers[2].body[0].body[0] #3 + $.model.layers[2].body[1] #2: the "
+          "gradients of h.3.ln_1.weight and h.3.ln_1.bias are written from here on");
     rt_grad_begin(e, 643968, 256);
-    RT_AT(104, "$.model.layers[2].body[0].body[0] #3 + $.model.layers[2].body[1] #2: layernorm backward, plus the other gradient contributions (their sum folded in)");
-    rt_layernorm_bwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, ln_mean_h_3_ln_1, ln_rstd_h_3_ln_1, d_layernorm_h_3_ln_1, d_residual_attn_out_h_3_attn_179, d_residual_linear_h_2_proj_184, G_h_3_ln_1_weight, G_h_3_ln_1_bias, e->B * 128, 128);
-    RT_AT(105, "$.model.layers[2].body[0].body[0] #3 + $.model.layers[2].body[1] #2: h.3.ln_1.weight's gradient is final");
+    RT_AT(104, "$.model.layers[2].body[0].body[0] #3 + $.model.layers[2].body[1] #2: layernorm "
+          "backward, plus the other gradient contributions (their sum folded in)");
+    rt_layernorm_bwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, ln_mean_h_3_ln_1,
+                     ln_rstd_h_3_ln_1, d_layernorm_h_3_ln_1, d_residual_attn_out_h_3_attn_179,
+                     d_residual_linear_h_2_proj_184, G_h_3_ln_1_weight, G_h_3_ln_1_bias, e->B * 128,
+                     128);
+    RT_AT(105, "$.model.layers[2].body[0].body[0] #3 + $.model.layers[2].body[1] #2: "
+          "h.3.ln_1.weight's gradient is final");
     rt_grad_ready(e, 643968, 128);
-    RT_AT(106, "$.model.layers[2].body[0].body[0] #3 + $.model.layers[2].body[1] #2: h.3.ln_1.bias's gradient is final");
+    RT_AT(106, "$.model.layers[2].body[0].body[0] #3 + $.model.layers[2].body[1] #2: "
+          "h.3.ln_1.bias's gradient is final");
     rt_grad_ready(e, 644096, 128);
-    RT_AT(109, "$.model.layers[2].body[1].body[3] #2: the gradients of h.2.proj.weight and h.2.proj.bias are written from here on");
+    RT_AT(109, "$.model.layers[2].body[1].body[3] #2: the gradients of h.2.proj.weight and "
+          "h.2.proj.bias are written from here on");
     rt_grad_begin(e, 578304, 65664);
-    RT_AT(110, "$.model.layers[2].body[1].body[3] #2: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 128, 512, e->B * 128, 1.0f, d_residual_linear_h_2_proj_184, 128, gelu_h_2_2, 512, 1.0f, G_h_2_proj_weight, 512, G_h_2_proj_bias, 1);
+    RT_AT(110, "$.model.layers[2].body[1].body[3] #2: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 128, 512, e->B * 128, 1.0f, d_residual_linear_h_2_proj_184, 128,
+                  gelu_h_2_2, 512, 1.0f, G_h_2_proj_weight, 512, G_h_2_proj_bias, 1);
     RT_AT(111, "$.model.layers[2].body[1].body[3] #2: h.2.proj.weight's gradient is final");
     rt_grad_ready(e, 578304, 65536);
     RT_AT(112, "$.model.layers[2].body[1].body[3] #2: h.2.proj.bias's gradient is final");
     rt_grad_ready(e, 643840, 128);
-    RT_AT(114, "$.model.layers[2].body[1].body[3] #2 + $.model.layers[2].body[1].body[2] #2: linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
-    rt_gemm_dgelu(e, 0, 0, e->B * 128, 512, 128, 1.0f, d_residual_linear_h_2_proj_184, 128, P_h_2_proj_weight, 512, d_linear_h_2_fc, 512, linear_h_2_fc);
+    RT_AT(114, "$.model.layers[2].body[1].body[3] #2 + $.model.layers[2].body[1].body[2] #2: "
+          "linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
+    rt_gemm_dgelu(e, 0, 0, e->B * 128, 512, 128, 1.0f, d_residual_linear_h_2_proj_184, 128,
+                  P_h_2_proj_weight, 512, d_linear_h_2_fc, 512, linear_h_2_fc);
     RT_AT(115, "$.model.layers[2].body[1].body[1] #2: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 128, 128, 512, 1.0f, d_linear_h_2_fc, 512, P_h_2_fc_weight, 128, 0.0f, d_layernorm_h_2_ln_2, 128);
-    RT_AT(116, "$.model.layers[2].body[1].body[1] #2: the gradients of h.2.fc.weight and h.2.fc.bias are written from here on");
+    rt_gemm(e, 0, 0, e->B * 128, 128, 512, 1.0f, d_linear_h_2_fc, 512, P_h_2_fc_weight, 128, 0.0f,
+            d_layernorm_h_2_ln_2, 128);
+    RT_AT(116, "$.model.layers[2].body[1].body[1] #2: the gradients of h.2.fc.weight and "
+          "h.2.fc.bias are written from here on");
     rt_grad_begin(e, 512256, 66048);
-    RT_AT(117, "$.model.layers[2].body[1].body[1] #2: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 512, 128, e->B * 128, 1.0f, d_linear_h_2_fc, 512, layernorm_h_2_ln_2, 128, 1.0f, G_h_2_fc_weight, 128, G_h_2_fc_bias, 1);
+    RT_AT(117, "$.model.layers[2].body[1].body[1] #2: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 512, 128, e->B * 128, 1.0f, d_linear_h_2_fc, 512, layernorm_h_2_ln_2,
+                  128, 1.0f, G_h_2_fc_weight, 128, G_h_2_fc_bias, 1);
     RT_AT(118, "$.model.layers[2].body[1].body[1] #2: h.2.fc.weight's gradient is final");
     rt_grad_ready(e, 512256, 65536);
     RT_AT(119, "$.model.layers[2].body[1].body[1] #2: h.2.fc.bias's gradient is final");
     rt_grad_ready(e, 577792, 512);
-    RT_AT(121, "$.model.layers[2].body[1].body[0] #2 + $.model.layers[2].body[0] #2: the gradients of h.2.ln_2.weight and h.2.ln_2.bias are written from here on");
+    RT_AT(121, "$.model.layers[2].body[1].body[0] #2 + $.model.layers[2].body[0] #2: the "
+          "gradients of h.2.ln_2.weight and h.2.ln_2.bias are written from here on");
     rt_grad_begin(e, 512000, 256);
-    RT_AT(122, "$.model.layers[2].body[1].body[0] #2 + $.model.layers[2].body[0] #2: layernorm backward, plus the other gradient contributions (their sum folded in)");
-    rt_layernorm_bwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, ln_mean_h_2_ln_2, ln_rstd_h_2_ln_2, d_layernorm_h_2_ln_2, d_residual_linear_h_2_proj_184, d_residual_attn_out_h_2_attn_189, G_h_2_ln_2_weight, G_h_2_ln_2_bias, e->B * 128, 128);
-    RT_AT(123, "$.model.layers[2].body[1].body[0] #2 + $.model.layers[2].body[0] #2: h.2.ln_2.weight's gradient is final");
+    RT_AT(122, "$.model.layers[2].body[1].body[0] #2 + $.model.layers[2].body[0] #2: layernorm "
+          "backward, plus the other gradient contributions (their sum folded in)");
+    rt_layernorm_bwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, ln_mean_h_2_ln_2,
+                     ln_rstd_h_2_ln_2, d_layernorm_h_2_ln_2, d_residual_linear_h_2_proj_184,
+                     d_residual_attn_out_h_2_attn_189, G_h_2_ln_2_weight, G_h_2_ln_2_bias,
+                     e->B * 128, 128);
+    RT_AT(123, "$.model.layers[2].body[1].body[0] #2 + $.model.layers[2].body[0] #2: "
+          "h.2.ln_2.weight's gradient is final");
     rt_grad_ready(e, 512000, 128);
-    RT_AT(124, "$.model.layers[2].body[1].body[0] #2 + $.model.layers[2].body[0] #2: h.2.ln_2.bias's gradient is final");
+    RT_AT(124, "$.model.layers[2].body[1].body[0] #2 + $.model.layers[2].body[0] #2: "
+          "h.2.ln_2.bias's gradient is final");
     rt_grad_ready(e, 512128, 128);
     RT_AT(126, "$.model.layers[2].body[0].body[1] #2: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 128, 128, 128, 1.0f, d_residual_attn_out_h_2_attn_189, 128, P_h_2_attn_proj_weight, 128, 0.0f, d_attn_y_h_2_attn, 128);
-    RT_AT(127, "$.model.layers[2].body[0].body[1] #2: the gradients of h.2.attn.proj.weight and h.2.attn.proj.bias are written from here on");
+    rt_gemm(e, 0, 0, e->B * 128, 128, 128, 1.0f, d_residual_attn_out_h_2_attn_189, 128,
+            P_h_2_attn_proj_weight, 128, 0.0f, d_attn_y_h_2_attn, 128);
+    RT_AT(127, "$.model.layers[2].body[0].body[1] #2: the gradients of h.2.attn.proj.weight and "
+          "h.2.attn.proj.bias are written from here on");
     rt_grad_begin(e, 495488, 16512);
-    RT_AT(128, "$.model.layers[2].body[0].body[1] #2: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 128, 128, e->B * 128, 1.0f, d_residual_attn_out_h_2_attn_189, 128, attn_y_h_2_attn, 128, 1.0f, G_h_2_attn_proj_weight, 128, G_h_2_attn_proj_bias, 1);
+    RT_AT(128, "$.model.layers[2].body[0].body[1] #2: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 128, 128, e->B * 128, 1.0f, d_residual_attn_out_h_2_attn_189, 128,
+                  attn_y_h_2_attn, 128, 1.0f, G_h_2_attn_proj_weight, 128, G_h_2_attn_proj_bias, 1);
     RT_AT(129, "$.model.layers[2].body[0].body[1] #2: h.2.attn.proj.weight's gradient is final");
     rt_grad_ready(e, 495488, 16384);
     RT_AT(130, "$.model.layers[2].body[0].body[1] #2: h.2.attn.proj.bias's gradient is final");
     rt_grad_ready(e, 511872, 128);
-    RT_AT(132, "$.model.layers[2].body[0].body[1] #2: attention backward: d(qkv), probabilities recomputed from the log-sum-exp");
-    rt_attention_bwd(e, qkv_h_2_attn, lse_h_2_attn, attn_y_h_2_attn, d_attn_y_h_2_attn, d_qkv_h_2_attn, e->B, 128, 128, 4, 1);
+    RT_AT(132, "$.model.layers[2].body[0].body[1] #2: attention backward: d(qkv), probabilities "
+          "recomputed from the log-sum-exp");
+    rt_attention_bwd(e, qkv_h_2_attn, lse_h_2_attn, attn_y_h_2_attn, d_attn_y_h_2_attn,
+                     d_qkv_h_2_attn, e->B, 128, 128, 4, 1);
     RT_AT(133, "$.model.layers[2].body[0].body[1] #2: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 128, 128, 384, 1.0f, d_qkv_h_2_attn, 384, P_h_2_attn_qkv_weight, 128, 0.0f, d_layernorm_h_2_ln_1, 128);
-    RT_AT(134, "$.model.layers[2].body[0].body[1] #2: the gradients of h.2.attn.qkv.weight and h.2.attn.qkv.bias are written from here on");
+    rt_gemm(e, 0, 0, e->B * 128, 128, 384, 1.0f, d_qkv_h_2_attn, 384, P_h_2_attn_qkv_weight, 128,
+            0.0f, d_layernorm_h_2_ln_1, 128);
+    RT_AT(134, "$.model.layers[2].body[0].body[1] #2: the gradients of h.2.attn.qkv.weight and "
+          "h.2.attn.qkv.bias are written from here on");
     rt_grad_begin(e, 445952, 49536);
-    RT_AT(135, "$.model.layers[2].body[0].body[1] #2: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 384, 128, e->B * 128, 1.0f, d_qkv_h_2_attn, 384, layernorm_h_2_ln_1, 128, 1.0f, G_h_2_attn_qkv_weight, 128, G_h_2_attn_qkv_bias, 1);
+    RT_AT(135, "$.model.layers[2].body[0].body[1] #2: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 384, 128, e->B * 128, 1.0f, d_qkv_h_2_attn, 384, layernorm_h_2_ln_1, 128,
+                  1.0f, G_h_2_attn_qkv_weight, 128, G_h_2_attn_qkv_bias, 1);
     RT_AT(136, "$.model.layers[2].body[0].body[1] #2: h.2.attn.qkv.weight's gradient is final");
     rt_grad_ready(e, 445952, 49152);
     RT_AT(137, "$.model.layers[2].body[0].body[1] #2: h.2.attn.qkv.bias's gradient is final");
     rt_grad_ready(e, 495104, 384);
-    RT_AT(139, "$.model.layers[2].body[0].body[0] #2 + $.model.layers[2].body[1] #1: the gradients of h.2.ln_1.weight and h.2.ln_1.bias are written from here on");
+    RT_AT(139, "$.model.layers[2].body[0].body[0] #2 + $.model.layers[2].body[1] #1: the "
+          "gradients of h.2.ln_1.weight and h.2.ln_1.bias are written from here on");
     rt_grad_begin(e, 445696, 256);
-    RT_AT(140, "$.model.layers[2].body[0].body[0] #2 + $.model.layers[2].body[1] #1: layernorm backward, plus the other gradient contributions (their sum folded in)");
-    rt_layernorm_bwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, ln_mean_h_2_ln_1, ln_rstd_h_2_ln_1, d_layernorm_h_2_ln_1, d_residual_attn_out_h_2_attn_189, d_residual_linear_h_1_proj_194, G_h_2_ln_1_weight, G_h_2_ln_1_bias, e->B * 128, 128);
-    RT_AT(141, "$.model.layers[2].body[0].body[0] #2 + $.model.layers[2].body[1] #1: h.2.ln_1.weight's gradient is final");
+    RT_AT(140, "$.model.layers[2].body[0].body[0] #2 + $.model.layers[2].body[1] #1: layernorm "
+          "backward, plus the other gradient contributions (their sum folded in)");
+    rt_layernorm_bwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, ln_mean_h_2_ln_1,
+                     ln_rstd_h_2_ln_1, d_layernorm_h_2_ln_1, d_residual_attn_out_h_2_attn_189,
+                     d_residual_linear_h_1_proj_194, G_h_2_ln_1_weight, G_h_2_ln_1_bias, e->B * 128,
+                     128);
+    RT_AT(141, "$.model.layers[2].body[0].body[0] #2 + $.model.layers[2].body[1] #1: "
+          "h.2.ln_1.weight's gradient is final");
     rt_grad_ready(e, 445696, 128);
-    RT_AT(142, "$.model.layers[2].body[0].body[0] #2 + $.model.layers[2].body[1] #1: h.2.ln_1.bias's gradient is final");
+    RT_AT(142, "$.model.layers[2].body[0].body[0] #2 + $.model.layers[2].body[1] #1: "
+          "h.2.ln_1.bias's gradient is final");
     rt_grad_ready(e, 445824, 128);
-    RT_AT(145, "$.model.layers[2].body[1].body[3] #1: the gradients of h.1.proj.weight and h.1.proj.bias are written from here on");
+    RT_AT(145, "$.model.layers[2].body[1].body[3] #1: the gradients of h.1.proj.weight and "
+          "h.1.proj.bias are written from here on");
     rt_grad_begin(e, 380032, 65664);
-    RT_AT(146, "$.model.layers[2].body[1].body[3] #1: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 128, 512, e->B * 128, 1.0f, d_residual_linear_h_1_proj_194, 128, gelu_h_1_2, 512, 1.0f, G_h_1_proj_weight, 512, G_h_1_proj_bias, 1);
+    RT_AT(146, "$.model.layers[2].body[1].body[3] #1: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 128, 512, e->B * 128, 1.0f, d_residual_linear_h_1_proj_194, 128,
+                  gelu_h_1_2, 512, 1.0f, G_h_1_proj_weight, 512, G_h_1_proj_bias, 1);
     RT_AT(147, "$.model.layers[2].body[1].body[3] #1: h.1.proj.weight's gradient is final");
     rt_grad_ready(e, 380032, 65536);
     RT_AT(148, "$.model.layers[2].body[1].body[3] #1: h.1.proj.bias's gradient is final");
     rt_grad_ready(e, 445568, 128);
-    RT_AT(150, "$.model.layers[2].body[1].body[3] #1 + $.model.layers[2].body[1].body[2] #1: linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
-    rt_gemm_dgelu(e, 0, 0, e->B * 128, 512, 128, 1.0f, d_residual_linear_h_1_proj_194, 128, P_h_1_proj_weight, 512, d_linear_h_1_fc, 512, linear_h_1_fc);
+    RT_AT(150, "$.model.layers[2].body[1].body[3] #1 + $.model.layers[2].body[1].body[2] #1: "
+          "linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
+    rt_gemm_dgelu(e, 0, 0, e->B * 128, 512, 128, 1.0f, d_residual_linear_h_1_proj_194, 128,
+                  P_h_1_proj_weight, 512, d_linear_h_1_fc, 512, linear_h_1_fc);
     RT_AT(151, "$.model.layers[2].body[1].body[1] #1: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 128, 128, 512, 1.0f, d_linear_h_1_fc, 512, P_h_1_fc_weight, 128, 0.0f, d_layernorm_h_1_ln_2, 128);
-    RT_AT(152, "$.model.layers[2].body[1].body[1] #1: the gradients of h.1.fc.weight and h.1.fc.bias are written from here on");
+    rt_gemm(e, 0, 0, e->B * 128, 128, 512, 1.0f, d_linear_h_1_fc, 512, P_h_1_fc_weight, 128, 0.0f,
+            d_layernorm_h_1_ln_2, 128);
+    RT_AT(152, "$.model.layers[2].body[1].body[1] #1: the gradients of h.1.fc.weight and "
+          "h.1.fc.bias are written from here on");
     rt_grad_begin(e, 313984, 66048);
-    RT_AT(153, "$.model.layers[2].body[1].body[1] #1: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 512, 128, e->B * 128, 1.0f, d_linear_h_1_fc, 512, layernorm_h_1_ln_2, 128, 1.0f, G_h_1_fc_weight, 128, G_h_1_fc_bias, 1);
+    RT_AT(153, "$.model.layers[2].body[1].body[1] #1: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 512, 128, e->B * 128, 1.0f, d_linear_h_1_fc, 512, layernorm_h_1_ln_2,
+                  128, 1.0f, G_h_1_fc_weight, 128, G_h_1_fc_bias, 1);
     RT_AT(154, "$.model.layers[2].body[1].body[1] #1: h.1.fc.weight's gradient is final");
     rt_grad_ready(e, 313984, 65536);
     RT_AT(155, "$.model.layers[2].body[1].body[1] #1: h.1.fc.bias's gradient is final");
     rt_grad_ready(e, 379520, 512);
-    RT_AT(157, "$.model.layers[2].body[1].body[0] #1 + $.model.layers[2].body[0] #1: the gradients of h.1.ln_2.weight and h.1.ln_2.bias are written from here on");
+    RT_AT(157, "$.model.layers[2].body[1].body[0] #1 + $.model.layers[2].body[0] #1: the "
+          "gradients of h.1.ln_2.weight and h.1.ln_2.bias are written from here on");
     rt_grad_begin(e, 313728, 256);
-    RT_AT(158, "$.model.layers[2].body[1].body[0] #1 + $.model.layers[2].body[0] #1: layernorm backward, plus the other gradient contributions (their sum folded in)");
-    rt_layernorm_bwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, ln_mean_h_1_ln_2, ln_rstd_h_1_ln_2, d_layernorm_h_1_ln_2, d_residual_linear_h_1_proj_194, d_residual_attn_out_h_1_attn_199, G_h_1_ln_2_weight, G_h_1_ln_2_bias, e->B * 128, 128);
-    RT_AT(159, "$.model.layers[2].body[1].body[0] #1 + $.model.layers[2].body[0] #1: h.1.ln_2.weight's gradient is final");
+    RT_AT(158, "$.model.layers[2].body[1].body[0] #1 + $.model.layers[2].body[0] #1: layernorm "
+          "backward, plus the other gradient contributions (their sum folded in)");
+    rt_layernorm_bwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, ln_mean_h_1_ln_2,
+                     ln_rstd_h_1_ln_2, d_layernorm_h_1_ln_2, d_residual_linear_h_1_proj_194,
+                     d_residual_attn_out_h_1_attn_199, G_h_1_ln_2_weight, G_h_1_ln_2_bias,
+                     e->B * 128, 128);
+    RT_AT(159, "$.model.layers[2].body[1].body[0] #1 + $.model.layers[2].body[0] #1: "
+          "h.1.ln_2.weight's gradient is final");
     rt_grad_ready(e, 313728, 128);
-    RT_AT(160, "$.model.layers[2].body[1].body[0] #1 + $.model.layers[2].body[0] #1: h.1.ln_2.bias's gradient is final");
+    RT_AT(160, "$.model.layers[2].body[1].body[0] #1 + $.model.layers[2].body[0] #1: "
+          "h.1.ln_2.bias's gradient is final");
     rt_grad_ready(e, 313856, 128);
     RT_AT(162, "$.model.layers[2].body[0].body[1] #1: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 128, 128, 128, 1.0f, d_residual_attn_out_h_1_attn_199, 128, P_h_1_attn_proj_weight, 128, 0.0f, d_attn_y_h_1_attn, 128);
-    RT_AT(163, "$.model.layers[2].body[0].body[1] #1: the gradients of h.1.attn.proj.weight and h.1.attn.proj.bias are written from here on");
+    rt_gemm(e, 0, 0, e->B * 128, 128, 128, 1.0f, d_residual_attn_out_h_1_attn_199, 128,
+            P_h_1_attn_proj_weight, 128, 0.0f, d_attn_y_h_1_attn, 128);
+    RT_AT(163, "$.model.layers[2].body[0].body[1] #1: the gradients of h.1.attn.proj.weight and "
+          "h.1.attn.proj.bias are written from here on");
     rt_grad_begin(e, 297216, 16512);
-    RT_AT(164, "$.model.layers[2].body[0].body[1] #1: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 128, 128, e->B * 128, 1.0f, d_residual_attn_out_h_1_attn_199, 128, attn_y_h_1_attn, 128, 1.0f, G_h_1_attn_proj_weight, 128, G_h_1_attn_proj_bias, 1);
+    RT_AT(164, "$.model.layers[2].body[0].body[1] #1: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 128, 128, e->B * 128, 1.0f, d_residual_attn_out_h_1_attn_199, 128,
+                  attn_y_h_1_attn, 128, 1.0f, G_h_1_attn_proj_weight, 128, G_h_1_attn_proj_bias, 1);
     RT_AT(165, "$.model.layers[2].body[0].body[1] #1: h.1.attn.proj.weight's gradient is final");
     rt_grad_ready(e, 297216, 16384);
     RT_AT(166, "$.model.layers[2].body[0].body[1] #1: h.1.attn.proj.bias's gradient is final");
     rt_grad_ready(e, 313600, 128);
-    RT_AT(168, "$.model.layers[2].body[0].body[1] #1: attention backward: d(qkv), probabilities recomputed from the log-sum-exp");
-    rt_attention_bwd(e, qkv_h_1_attn, lse_h_1_attn, attn_y_h_1_attn, d_attn_y_h_1_attn, d_qkv_h_1_attn, e->B, 128, 128, 4, 1);
+    RT_AT(168, "$.model.layers[2].body[0].body[1] #1: attention backward: d(qkv), probabilities "
+          "recomputed from the log-sum-exp");
+    rt_attention_bwd(e, qkv_h_1_attn, lse_h_1_attn, attn_y_h_1_attn, d_attn_y_h_1_attn,
+                     d_qkv_h_1_attn, e->B, 128, 128, 4, 1);
     RT_AT(169, "$.model.layers[2].body[0].body[1] #1: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 128, 128, 384, 1.0f, d_qkv_h_1_attn, 384, P_h_1_attn_qkv_weight, 128, 0.0f, d_layernorm_h_1_ln_1, 128);
-    RT_AT(170, "$.model.layers[2].body[0].body[1] #1: the gradients of h.1.attn.qkv.weight and h.1.attn.qkv.bias are written from here on");
+    rt_gemm(e, 0, 0, e->B * 128, 128, 384, 1.0f, d_qkv_h_1_attn, 384, P_h_1_attn_qkv_weight, 128,
+            0.0f, d_layernorm_h_1_ln_1, 128);
+    RT_AT(170, "$.model.layers[2].body[0].body[1] #1: the gradients of h.1.attn.qkv.weight and "
+          "h.1.attn.qkv.bias are written from here on");
     rt_grad_begin(e, 247680, 49536);
-    RT_AT(171, "$.model.layers[2].body[0].body[1] #1: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 384, 128, e->B * 128, 1.0f, d_qkv_h_1_attn, 384, layernorm_h_1_ln_1, 128, 1.0f, G_h_1_attn_qkv_weight, 128, G_h_1_attn_qkv_bias, 1);
+    RT_AT(171, "$.model.layers[2].body[0].body[1] #1: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 384, 128, e->B * 128, 1.0f, d_qkv_h_1_attn, 384, layernorm_h_1_ln_1, 128,
+                  1.0f, G_h_1_attn_qkv_weight, 128, G_h_1_attn_qkv_bias, 1);
     RT_AT(172, "$.model.layers[2].body[0].body[1] #1: h.1.attn.qkv.weight's gradient is final");
     rt_grad_ready(e, 247680, 49152);
     RT_AT(173, "$.model.layers[2].body[0].body[1] #1: h.1.attn.qkv.bias's gradient is final");
     rt_grad_ready(e, 296832, 384);
-    RT_AT(175, "$.model.layers[2].body[0].body[0] #1 + $.model.layers[2].body[1] #0: the gradients of h.1.ln_1.weight and h.1.ln_1.bias are written from here on");
+    RT_AT(175, "$.model.layers[2].body[0].body[0] #1 + $.model.layers[2].body[1] #0: the "
+          "gradients of h.1.ln_1.weight and h.1.ln_1.bias are written from here on");
     rt_grad_begin(e, 247424, 256);
-    RT_AT(176, "$.model.layers[2].body[0].body[0] #1 + $.model.layers[2].body[1] #0: layernorm backward, plus the other gradient contributions (their sum folded in)");
-    rt_layernorm_bwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, ln_mean_h_1_ln_1, ln_rstd_h_1_ln_1, d_layernorm_h_1_ln_1, d_residual_attn_out_h_1_attn_199, d_residual_linear_h_0_proj_204, G_h_1_ln_1_weight, G_h_1_ln_1_bias, e->B * 128, 128);
-    RT_AT(177, "$.model.layers[2].body[0].body[0] #1 + $.model.layers[2].body[1] #0: h.1.ln_1.weight's gradient is final");
+    RT_AT(176, "$.model.layers[2].body[0].body[0] #1 + $.model.layers[2].body[1] #0: layernorm "
+          "backward, plus the other gradient contributions (their sum folded in)");
+    rt_layernorm_bwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, ln_mean_h_1_ln_1,
+                     ln_rstd_h_1_ln_1, d_layernorm_h_1_ln_1, d_residual_attn_out_h_1_attn_199,
+                     d_residual_linear_h_0_proj_204, G_h_1_ln_1_weight, G_h_1_ln_1_bias, e->B * 128,
+                     128);
+    RT_AT(177, "$.model.layers[2].body[0].body[0] #1 + $.model.layers[2].body[1] #0: "
+          "h.1.ln_1.weight's gradient is final");
     rt_grad_ready(e, 247424, 128);
-    RT_AT(178, "$.model.layers[2].body[0].body[0] #1 + $.model.layers[2].body[1] #0: h.1.ln_1.bias's gradient is final");
+    RT_AT(178, "$.model.layers[2].body[0].body[0] #1 + $.model.layers[2].body[1] #0: "
+          "h.1.ln_1.bias's gradient is final");
     rt_grad_ready(e, 247552, 128);
-    RT_AT(181, "$.model.layers[2].body[1].body[3] #0: the gradients of h.0.proj.weight and h.0.proj.bias are written from here on");
+    RT_AT(181, "$.model.layers[2].body[1].body[3] #0: the gradients of h.0.proj.weight and "
+          "h.0.proj.bias are written from here on");
     rt_grad_begin(e, 181760, 65664);
-    RT_AT(182, "$.model.layers[2].body[1].body[3] #0: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 128, 512, e->B * 128, 1.0f, d_residual_linear_h_0_proj_204, 128, gelu_h_0_2, 512, 1.0f, G_h_0_proj_weight, 512, G_h_0_proj_bias, 1);
+    RT_AT(182, "$.model.layers[2].body[1].body[3] #0: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 128, 512, e->B * 128, 1.0f, d_residual_linear_h_0_proj_204, 128,
+                  gelu_h_0_2, 512, 1.0f, G_h_0_proj_weight, 512, G_h_0_proj_bias, 1);
     RT_AT(183, "$.model.layers[2].body[1].body[3] #0: h.0.proj.weight's gradient is final");
     rt_grad_ready(e, 181760, 65536);
     RT_AT(184, "$.model.layers[2].body[1].body[3] #0: h.0.proj.bias's gradient is final");
     rt_grad_ready(e, 247296, 128);
-    RT_AT(186, "$.model.layers[2].body[1].body[3] #0 + $.model.layers[2].body[1].body[2] #0: linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
-    rt_gemm_dgelu(e, 0, 0, e->B * 128, 512, 128, 1.0f, d_residual_linear_h_0_proj_204, 128, P_h_0_proj_weight, 512, d_linear_h_0_fc, 512, linear_h_0_fc);
+    RT_AT(186, "$.model.layers[2].body[1].body[3] #0 + $.model.layers[2].body[1].body[2] #0: "
+          "linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
+    rt_gemm_dgelu(e, 0, 0, e->B * 128, 512, 128, 1.0f, d_residual_linear_h_0_proj_204, 128,
+                  P_h_0_proj_weight, 512, d_linear_h_0_fc, 512, linear_h_0_fc);
     RT_AT(187, "$.model.layers[2].body[1].body[1] #0: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 128, 128, 512, 1.0f, d_linear_h_0_fc, 512, P_h_0_fc_weight, 128, 0.0f, d_layernorm_h_0_ln_2, 128);
-    RT_AT(188, "$.model.layers[2].body[1].body[1] #0: the gradients of h.0.fc.weight and h.0.fc.bias are written from here on");
+    rt_gemm(e, 0, 0, e->B * 128, 128, 512, 1.0f, d_linear_h_0_fc, 512, P_h_0_fc_weight, 128, 0.0f,
+            d_layernorm_h_0_ln_2, 128);
+    RT_AT(188, "$.model.layers[2].body[1].body[1] #0: the gradients of h.0.fc.weight and "
+          "h.0.fc.bias are written from here on");
     rt_grad_begin(e, 115712, 66048);
-    RT_AT(189, "$.model.layers[2].body[1].body[1] #0: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 512, 128, e->B * 128, 1.0f, d_linear_h_0_fc, 512, layernorm_h_0_ln_2, 128, 1.0f, G_h_0_fc_weight, 128, G_h_0_fc_bias, 1);
+    RT_AT(189, "$.model.layers[2].body[1].body[1] #0: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 512, 128, e->B * 128, 1.0f, d_linear_h_0_fc, 512, layernorm_h_0_ln_2,
+                  128, 1.0f, G_h_0_fc_weight, 128, G_h_0_fc_bias, 1);
     RT_AT(190, "$.model.layers[2].body[1].body[1] #0: h.0.fc.weight's gradient is final");
     rt_grad_ready(e, 115712, 65536);
     RT_AT(191, "$.model.layers[2].body[1].body[1] #0: h.0.fc.bias's gradient is final");
     rt_grad_ready(e, 181248, 512);
-    RT_AT(193, "$.model.layers[2].body[1].body[0] #0 + $.model.layers[2].body[0] #0: the gradients of h.0.ln_2.weight and h.0.ln_2.bias are written from here on");
+    RT_AT(193, "$.model.layers[2].body[1].body[0] #0 + $.model.layers[2].body[0] #0: the "
+          "gradients of h.0.ln_2.weight and h.0.ln_2.bias are written from here on");
     rt_grad_begin(e, 115456, 256);
-    RT_AT(194, "$.model.layers[2].body[1].body[0] #0 + $.model.layers[2].body[0] #0: layernorm backward, plus the other gradient contributions (their sum folded in)");
-    rt_layernorm_bwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, ln_mean_h_0_ln_2, ln_rstd_h_0_ln_2, d_layernorm_h_0_ln_2, d_residual_linear_h_0_proj_204, d_residual_attn_out_h_0_attn_209, G_h_0_ln_2_weight, G_h_0_ln_2_bias, e->B * 128, 128);
-    RT_AT(195, "$.model.layers[2].body[1].body[0] #0 + $.model.layers[2].body[0] #0: h.0.ln_2.weight's gradient is final");
+    RT_AT(194, "$.model.layers[2].body[1].body[0] #0 + $.model.layers[2].body[0] #0: layernorm "
+          "backward, plus the other gradient contributions (their sum folded in)");
+    rt_layernorm_bwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, ln_mean_h_0_ln_2,
+                     ln_rstd_h_0_ln_2, d_layernorm_h_0_ln_2, d_residual_linear_h_0_proj_204,
+                     d_residual_attn_out_h_0_attn_209, G_h_0_ln_2_weight, G_h_0_ln_2_bias,
+                     e->B * 128, 128);
+    RT_AT(195, "$.model.layers[2].body[1].body[0] #0 + $.model.layers[2].body[0] #0: "
+          "h.0.ln_2.weight's gradient is final");
     rt_grad_ready(e, 115456, 128);
-    RT_AT(196, "$.model.layers[2].body[1].body[0] #0 + $.model.layers[2].body[0] #0: h.0.ln_2.bias's gradient is final");
+    RT_AT(196, "$.model.layers[2].body[1].body[0] #0 + $.model.layers[2].body[0] #0: "
+          "h.0.ln_2.bias's gradient is final");
     rt_grad_ready(e, 115584, 128);
     RT_AT(198, "$.model.layers[2].body[0].body[1] #0: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 128, 128, 128, 1.0f, d_residual_attn_out_h_0_attn_209, 128, P_h_0_attn_proj_weight, 128, 0.0f, d_attn_y_h_0_attn, 128);
-    RT_AT(199, "$.model.layers[2].body[0].body[1] #0: the gradients of h.0.attn.proj.weight and h.0.attn.proj.bias are written from here on");
+    rt_gemm(e, 0, 0, e->B * 128, 128, 128, 1.0f, d_residual_attn_out_h_0_attn_209, 128,
+            P_h_0_attn_proj_weight, 128, 0.0f, d_attn_y_h_0_attn, 128);
+    RT_AT(199, "$.model.layers[2].body[0].body[1] #0: the gradients of h.0.attn.proj.weight and "
+          "h.0.attn.proj.bias are written from here on");
     rt_grad_begin(e, 98944, 16512);
-    RT_AT(200, "$.model.layers[2].body[0].body[1] #0: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 128, 128, e->B * 128, 1.0f, d_residual_attn_out_h_0_attn_209, 128, attn_y_h_0_attn, 128, 1.0f, G_h_0_attn_proj_weight, 128, G_h_0_attn_proj_bias, 1);
+    RT_AT(200, "$.model.layers[2].body[0].body[1] #0: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 128, 128, e->B * 128, 1.0f, d_residual_attn_out_h_0_attn_209, 128,
+                  attn_y_h_0_attn, 128, 1.0f, G_h_0_attn_proj_weight, 128, G_h_0_attn_proj_bias, 1);
     RT_AT(201, "$.model.layers[2].body[0].body[1] #0: h.0.attn.proj.weight's gradient is final");
     rt_grad_ready(e, 98944, 16384);
     RT_AT(202, "$.model.layers[2].body[0].body[1] #0: h.0.attn.proj.bias's gradient is final");
     rt_grad_ready(e, 115328, 128);
-    RT_AT(204, "$.model.layers[2].body[0].body[1] #0: attention backward: d(qkv), probabilities recomputed from the log-sum-exp");
-    rt_attention_bwd(e, qkv_h_0_attn, lse_h_0_attn, attn_y_h_0_attn, d_attn_y_h_0_attn, d_qkv_h_0_attn, e->B, 128, 128, 4, 1);
+    RT_AT(204, "$.model.layers[2].body[0].body[1] #0: attention backward: d(qkv), probabilities "
+          "recomputed from the log-sum-exp");
+    rt_attention_bwd(e, qkv_h_0_attn, lse_h_0_attn, attn_y_h_0_attn, d_attn_y_h_0_attn,
+                     d_qkv_h_0_attn, e->B, 128, 128, 4, 1);
     RT_AT(205, "$.model.layers[2].body[0].body[1] #0: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 128, 128, 384, 1.0f, d_qkv_h_0_attn, 384, P_h_0_attn_qkv_weight, 128, 0.0f, d_layernorm_h_0_ln_1, 128);
-    RT_AT(206, "$.model.layers[2].body[0].body[1] #0: the gradients of h.0.attn.qkv.weight and h.0.attn.qkv.bias are written from here on");
+    rt_gemm(e, 0, 0, e->B * 128, 128, 384, 1.0f, d_qkv_h_0_attn, 384, P_h_0_attn_qkv_weight, 128,
+            0.0f, d_layernorm_h_0_ln_1, 128);
+    RT_AT(206, "$.model.layers[2].body[0].body[1] #0: the gradients of h.0.attn.qkv.weight and "
+          "h.0.attn.qkv.bias are written from here on");
     rt_grad_begin(e, 49408, 49536);
-    RT_AT(207, "$.model.layers[2].body[0].body[1] #0: linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 384, 128, e->B * 128, 1.0f, d_qkv_h_0_attn, 384, layernorm_h_0_ln_1, 128, 1.0f, G_h_0_attn_qkv_weight, 128, G_h_0_attn_qkv_bias, 1);
+    RT_AT(207, "$.model.layers[2].body[0].body[1] #0: linear backward: dW += dy^T x, and db += "
+          "column sums of dy in the GEMM's epilogue");
+    rt_gemm_dbias(e, 1, 0, 384, 128, e->B * 128, 1.0f, d_qkv_h_0_attn, 384, layernorm_h_0_ln_1, 128,
+                  1.0f, G_h_0_attn_qkv_weight, 128, G_h_0_attn_qkv_bias, 1);
     RT_AT(208, "$.model.layers[2].body[0].body[1] #0: h.0.attn.qkv.weight's gradient is final");
     rt_grad_ready(e, 49408, 49152);
     RT_AT(209, "$.model.layers[2].body[0].body[1] #0: h.0.attn.qkv.bias's gradient is final");
     rt_grad_ready(e, 98560, 384);
-    RT_AT(211, "$.model.layers[2].body[0].body[0] #0 + $.model.layers[1]: the gradients of h.0.ln_1.weight and h.0.ln_1.bias are written from here on");
+    RT_AT(211, "$.model.layers[2].body[0].body[0] #0 + $.model.layers[1]: the gradients of "
+          "h.0.ln_1.weight and h.0.ln_1.bias are written from here on");
     rt_grad_begin(e, 49152, 256);
-    RT_AT(212, "$.model.layers[2].body[0].body[0] #0 + $.model.layers[1]: layernorm backward, plus the other gradient contributions (their sum folded in)");
-    rt_layernorm_bwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1, d_layernorm_h_0_ln_1, d_residual_attn_out_h_0_attn_209, d_pos_embedding_wpe_214, G_h_0_ln_1_weight, G_h_0_ln_1_bias, e->B * 128, 128);
-    RT_AT(213, "$.model.layers[2].body[0].body[0] #0 + $.model.layers[1]: h.0.ln_1.weight's gradient is final");
+    RT_AT(212, "$.model.layers[2].body[0].body[0] #0 + $.model.layers[1]: layernorm backward, "
+          "plus the other gradient contributions (their sum folded in)");
+    rt_layernorm_bwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1,
+                     d_layernorm_h_0_ln_1, d_residual_attn_out_h_0_attn_209,
+                     d_pos_embedding_wpe_214, G_h_0_ln_1_weight, G_h_0_ln_1_bias, e->B * 128, 128);
+    RT_AT(213, "$.model.layers[2].body[0].body[0] #0 + $.model.layers[1]: h.0.ln_1.weight's "
+          "gradient is final");
     rt_grad_ready(e, 49152, 128);
-    RT_AT(214, "$.model.layers[2].body[0].body[0] #0 + $.model.layers[1]: h.0.ln_1.bias's gradient is final");
+    RT_AT(214, "$.model.layers[2].body[0].body[0] #0 + $.model.layers[1]: h.0.ln_1.bias's "
+          "gradient is final");
     rt_grad_ready(e, 49280, 128);
     RT_AT(216, "$.model.layers[1]: wpe.weight's gradient is written from here on");
     rt_grad_begin(e, 32768, 16384);
@@ -752,68 +961,127 @@ static void evaluate(rt_exec *e)
 
     /* $.model.layers[0]: embedding: rows of the weight picked by the ids */
     rt_embedding_fwd(e, in_x, P_wte_weight, embedding_wte, e->B * 128, 256, 128);
-    /* $.model.layers[1]: pos_embedding: + position rows (on the GPU, training's k0, the same code) */
-    rt_launch(e, "k0", ke0, e->B * 16384, 3, (void *[]){&embedding_wte, &P_wpe_weight, &pos_embedding_wpe});
+    /* $.model.layers[1]: pos_embedding: + position rows (on the GPU, training's k0, the same
+     * code) */
+    rt_launch(e, "k0", ke0, e->B * 16384, 3, (void *[]){&embedding_wte, &P_wpe_weight,
+              &pos_embedding_wpe});
     /* $.model.layers[2].body[0].body[0] #0: layernorm */
-    rt_layernorm_fwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, P_h_0_ln_1_bias, layernorm_h_0_ln_1, ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1, e->B * 128, 128, 9.99999975e-06f);
+    rt_layernorm_fwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, P_h_0_ln_1_bias, layernorm_h_0_ln_1,
+                     ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1] #0: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_0_ln_1, 128, P_h_0_attn_qkv_weight, 128, qkv_h_0_attn, 384, P_h_0_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_0_ln_1, 128,
+                 P_h_0_attn_qkv_weight, 128, qkv_h_0_attn, 384, P_h_0_attn_qkv_bias, NULL,
+                 RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1] #0: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_fwd(e, qkv_h_0_attn, lse_h_0_attn, attn_y_h_0_attn, e->B, 128, 128, 4, 1);
-    /* $.model.layers[2].body[0].body[1] #0 + $.model.layers[2].body[0] #0: linear: y = x W^T + b + residual, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_0_attn, 128, P_h_0_attn_proj_weight, 128, residual_attn_out_h_0_attn, 128, P_h_0_attn_proj_bias, pos_embedding_wpe, RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[0].body[1] #0 + $.model.layers[2].body[0] #0: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_0_attn, 128, P_h_0_attn_proj_weight,
+                 128, residual_attn_out_h_0_attn, 128, P_h_0_attn_proj_bias, pos_embedding_wpe,
+                 RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0] #0: layernorm */
-    rt_layernorm_fwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, P_h_0_ln_2_bias, layernorm_h_0_ln_2, ln_mean_h_0_ln_2, ln_rstd_h_0_ln_2, e->B * 128, 128, 9.99999975e-06f);
-    /* $.model.layers[2].body[1].body[1] #0 + $.model.layers[2].body[1].body[2] #0: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_0_ln_2, 128, P_h_0_fc_weight, 128, NULL, 512, P_h_0_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_0_2);
-    /* $.model.layers[2].body[1].body[3] #0 + $.model.layers[2].body[1] #0: linear: y = x W^T + b + residual, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_0_2, 512, P_h_0_proj_weight, 512, residual_linear_h_0_proj, 128, P_h_0_proj_bias, residual_attn_out_h_0_attn, RT_EPI_NONE, NULL);
+    rt_layernorm_fwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, P_h_0_ln_2_bias,
+                     layernorm_h_0_ln_2, ln_mean_h_0_ln_2, ln_rstd_h_0_ln_2, e->B * 128, 128,
+                     9.99999975e-06f);
+    /* $.model.layers[2].body[1].body[1] #0 + $.model.layers[2].body[1].body[2] #0: linear: y =
+     * gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_0_ln_2, 128, P_h_0_fc_weight, 128,
+                 NULL, 512, P_h_0_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_0_2);
+    /* $.model.layers[2].body[1].body[3] #0 + $.model.layers[2].body[1] #0: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_0_2, 512, P_h_0_proj_weight, 512,
+                 residual_linear_h_0_proj, 128, P_h_0_proj_bias, residual_attn_out_h_0_attn,
+                 RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[0] #1: layernorm */
-    rt_layernorm_fwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, P_h_1_ln_1_bias, layernorm_h_1_ln_1, ln_mean_h_1_ln_1, ln_rstd_h_1_ln_1, e->B * 128, 128, 9.99999975e-06f);
+    rt_layernorm_fwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, P_h_1_ln_1_bias,
+                     layernorm_h_1_ln_1, ln_mean_h_1_ln_1, ln_rstd_h_1_ln_1, e->B * 128, 128,
+                     9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1] #1: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_1_ln_1, 128, P_h_1_attn_qkv_weight, 128, qkv_h_1_attn, 384, P_h_1_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_1_ln_1, 128,
+                 P_h_1_attn_qkv_weight, 128, qkv_h_1_attn, 384, P_h_1_attn_qkv_bias, NULL,
+                 RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1] #1: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_fwd(e, qkv_h_1_attn, lse_h_1_attn, attn_y_h_1_attn, e->B, 128, 128, 4, 1);
-    /* $.model.layers[2].body[0].body[1] #1 + $.model.layers[2].body[0] #1: linear: y = x W^T + b + residual, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_1_attn, 128, P_h_1_attn_proj_weight, 128, residual_attn_out_h_1_attn, 128, P_h_1_attn_proj_bias, residual_linear_h_0_proj, RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[0].body[1] #1 + $.model.layers[2].body[0] #1: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_1_attn, 128, P_h_1_attn_proj_weight,
+                 128, residual_attn_out_h_1_attn, 128, P_h_1_attn_proj_bias,
+                 residual_linear_h_0_proj, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0] #1: layernorm */
-    rt_layernorm_fwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, P_h_1_ln_2_bias, layernorm_h_1_ln_2, ln_mean_h_1_ln_2, ln_rstd_h_1_ln_2, e->B * 128, 128, 9.99999975e-06f);
-    /* $.model.layers[2].body[1].body[1] #1 + $.model.layers[2].body[1].body[2] #1: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_1_ln_2, 128, P_h_1_fc_weight, 128, NULL, 512, P_h_1_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_1_2);
-    /* $.model.layers[2].body[1].body[3] #1 + $.model.layers[2].body[1] #1: linear: y = x W^T + b + residual, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_1_2, 512, P_h_1_proj_weight, 512, residual_linear_h_1_proj, 128, P_h_1_proj_bias, residual_attn_out_h_1_attn, RT_EPI_NONE, NULL);
+    rt_layernorm_fwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, P_h_1_ln_2_bias,
+                     layernorm_h_1_ln_2, ln_mean_h_1_ln_2, ln_rstd_h_1_ln_2, e->B * 128, 128,
+                     9.99999975e-06f);
+    /* $.model.layers[2].body[1].body[1] #1 + $.model.layers[2].body[1].body[2] #1: linear: y =
+     * gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_1_ln_2, 128, P_h_1_fc_weight, 128,
+                 NULL, 512, P_h_1_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_1_2);
+    /* $.model.layers[2].body[1].body[3] #1 + $.model.layers[2].body[1] #1: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_1_2, 512, P_h_1_proj_weight, 512,
+                 residual_linear_h_1_proj, 128, P_h_1_proj_bias, residual_attn_out_h_1_attn,
+                 RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[0] #2: layernorm */
-    rt_layernorm_fwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, P_h_2_ln_1_bias, layernorm_h_2_ln_1, ln_mean_h_2_ln_1, ln_rstd_h_2_ln_1, e->B * 128, 128, 9.99999975e-06f);
+    rt_layernorm_fwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, P_h_2_ln_1_bias,
+                     layernorm_h_2_ln_1, ln_mean_h_2_ln_1, ln_rstd_h_2_ln_1, e->B * 128, 128,
+                     9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1] #2: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_2_ln_1, 128, P_h_2_attn_qkv_weight, 128, qkv_h_2_attn, 384, P_h_2_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_2_ln_1, 128,
+                 P_h_2_attn_qkv_weight, 128, qkv_h_2_attn, 384, P_h_2_attn_qkv_bias, NULL,
+                 RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1] #2: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_fwd(e, qkv_h_2_attn, lse_h_2_attn, attn_y_h_2_attn, e->B, 128, 128, 4, 1);
-    /* $.model.layers[2].body[0].body[1] #2 + $.model.layers[2].body[0] #2: linear: y = x W^T + b + residual, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_2_attn, 128, P_h_2_attn_proj_weight, 128, residual_attn_out_h_2_attn, 128, P_h_2_attn_proj_bias, residual_linear_h_1_proj, RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[0].body[1] #2 + $.model.layers[2].body[0] #2: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_2_attn, 128, P_h_2_attn_proj_weight,
+                 128, residual_attn_out_h_2_attn, 128, P_h_2_attn_proj_bias,
+                 residual_linear_h_1_proj, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0] #2: layernorm */
-    rt_layernorm_fwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, P_h_2_ln_2_bias, layernorm_h_2_ln_2, ln_mean_h_2_ln_2, ln_rstd_h_2_ln_2, e->B * 128, 128, 9.99999975e-06f);
-    /* $.model.layers[2].body[1].body[1] #2 + $.model.layers[2].body[1].body[2] #2: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_2_ln_2, 128, P_h_2_fc_weight, 128, NULL, 512, P_h_2_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_2_2);
-    /* $.model.layers[2].body[1].body[3] #2 + $.model.layers[2].body[1] #2: linear: y = x W^T + b + residual, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_2_2, 512, P_h_2_proj_weight, 512, residual_linear_h_2_proj, 128, P_h_2_proj_bias, residual_attn_out_h_2_attn, RT_EPI_NONE, NULL);
+    rt_layernorm_fwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, P_h_2_ln_2_bias,
+                     layernorm_h_2_ln_2, ln_mean_h_2_ln_2, ln_rstd_h_2_ln_2, e->B * 128, 128,
+                     9.99999975e-06f);
+    /* $.model.layers[2].body[1].body[1] #2 + $.model.layers[2].body[1].body[2] #2: linear: y =
+     * gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_2_ln_2, 128, P_h_2_fc_weight, 128,
+                 NULL, 512, P_h_2_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_2_2);
+    /* $.model.layers[2].body[1].body[3] #2 + $.model.layers[2].body[1] #2: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_2_2, 512, P_h_2_proj_weight, 512,
+                 residual_linear_h_2_proj, 128, P_h_2_proj_bias, residual_attn_out_h_2_attn,
+                 RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[0] #3: layernorm */
-    rt_layernorm_fwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, P_h_3_ln_1_bias, layernorm_h_3_ln_1, ln_mean_h_3_ln_1, ln_rstd_h_3_ln_1, e->B * 128, 128, 9.99999975e-06f);
+    rt_layernorm_fwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, P_h_3_ln_1_bias,
+                     layernorm_h_3_ln_1, ln_mean_h_3_ln_1, ln_rstd_h_3_ln_1, e->B * 128, 128,
+                     9.99999975e-06f);
     /* $.model.layers[2].body[0].body[1] #3: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_3_ln_1, 128, P_h_3_attn_qkv_weight, 128, qkv_h_3_attn, 384, P_h_3_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B * 128, 384, 128, 1.0f, layernorm_h_3_ln_1, 128,
+                 P_h_3_attn_qkv_weight, 128, qkv_h_3_attn, 384, P_h_3_attn_qkv_bias, NULL,
+                 RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[0].body[1] #3: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_fwd(e, qkv_h_3_attn, lse_h_3_attn, attn_y_h_3_attn, e->B, 128, 128, 4, 1);
-    /* $.model.layers[2].body[0].body[1] #3 + $.model.layers[2].body[0] #3: linear: y = x W^T + b + residual, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_3_attn, 128, P_h_3_attn_proj_weight, 128, residual_attn_out_h_3_attn, 128, P_h_3_attn_proj_bias, residual_linear_h_2_proj, RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[0].body[1] #3 + $.model.layers[2].body[0] #3: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_h_3_attn, 128, P_h_3_attn_proj_weight,
+                 128, residual_attn_out_h_3_attn, 128, P_h_3_attn_proj_bias,
+                 residual_linear_h_2_proj, RT_EPI_NONE, NULL);
     /* $.model.layers[2].body[1].body[0] #3: layernorm */
-    rt_layernorm_fwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, P_h_3_ln_2_bias, layernorm_h_3_ln_2, ln_mean_h_3_ln_2, ln_rstd_h_3_ln_2, e->B * 128, 128, 9.99999975e-06f);
-    /* $.model.layers[2].body[1].body[1] #3 + $.model.layers[2].body[1].body[2] #3: linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_3_ln_2, 128, P_h_3_fc_weight, 128, NULL, 512, P_h_3_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_3_2);
-    /* $.model.layers[2].body[1].body[3] #3 + $.model.layers[2].body[1] #3: linear: y = x W^T + b + residual, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_3_2, 512, P_h_3_proj_weight, 512, residual_linear_h_3_proj, 128, P_h_3_proj_bias, residual_attn_out_h_3_attn, RT_EPI_NONE, NULL);
+    rt_layernorm_fwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, P_h_3_ln_2_bias,
+                     layernorm_h_3_ln_2, ln_mean_h_3_ln_2, ln_rstd_h_3_ln_2, e->B * 128, 128,
+                     9.99999975e-06f);
+    /* $.model.layers[2].body[1].body[1] #3 + $.model.layers[2].body[1].body[2] #3: linear: y =
+     * gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_3_ln_2, 128, P_h_3_fc_weight, 128,
+                 NULL, 512, P_h_3_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_3_2);
+    /* $.model.layers[2].body[1].body[3] #3 + $.model.layers[2].body[1] #3: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B * 128, 128, 512, 1.0f, gelu_h_3_2, 512, P_h_3_proj_weight, 512,
+                 residual_linear_h_3_proj, 128, P_h_3_proj_bias, residual_attn_out_h_3_attn,
+                 RT_EPI_NONE, NULL);
     /* $.model.layers[3]: layernorm */
-    rt_layernorm_fwd(e, residual_linear_h_3_proj, P_ln_f_weight, P_ln_f_bias, layernorm_ln_f, ln_mean_ln_f, ln_rstd_ln_f, e->B * 128, 128, 9.99999975e-06f);
+    rt_layernorm_fwd(e, residual_linear_h_3_proj, P_ln_f_weight, P_ln_f_bias, layernorm_ln_f,
+                     ln_mean_ln_f, ln_rstd_ln_f, e->B * 128, 128, 9.99999975e-06f);
     /* $.model.layers[4]: linear: y = x W^T */
-    rt_gemm(e, 0, 1, e->B * 128, 256, 128, 1.0f, layernorm_ln_f, 128, P_wte_weight, 128, 0.0f, linear_lm_head, 256);
+    rt_gemm(e, 0, 1, e->B * 128, 256, 128, 1.0f, layernorm_ln_f, 128, P_wte_weight, 128, 0.0f,
+            linear_lm_head, 256);
     /* $.model.loss: cross entropy: loss and accuracy (no gradient in validation) */
     rt_cross_entropy(e, linear_lm_head, in_y, NULL, e->B * 128, 256, 256);
 }

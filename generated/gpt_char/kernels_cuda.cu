@@ -24,10 +24,12 @@
 /* ==== instances for this model's shapes ==== */
 RT_EMBEDDING_FWD(128) /* $.model.layers[0] */
 RT_LAYERNORM_FWD(128) /* first $.model.layers[2].body[0].body[0] #0; 9 calls a training step */
-RT_ATTENTION_FWD(128, 32, 1) /* first $.model.layers[2].body[0].body[1] #0; 4 calls a training step */
+/* first $.model.layers[2].body[0].body[1] #0; 4 calls a training step */
+RT_ATTENTION_FWD(128, 32, 1)
 RT_CROSS_ENTROPY(256, 256) /* $.model.loss */
 RT_LAYERNORM_BWD(128) /* first $.model.layers[3]; 9 calls a training step */
-RT_ATTENTION_BWD(128, 32, 1) /* first $.model.layers[2].body[0].body[1] #3; 4 calls a training step */
+/* first $.model.layers[2].body[0].body[1] #3; 4 calls a training step */
+RT_ATTENTION_BWD(128, 32, 1)
 RT_EMBEDDING_BWD(128) /* $.model.layers[0] */
 
 /* ==== the fused elementwise kernels ==== */
@@ -36,7 +38,9 @@ RT_EMBEDDING_BWD(128) /* $.model.layers[0] */
  *     from $.model.layers[1]
  *     embedding_wte [B, 128, 128], P_wpe_weight [128, 128],
  *     pos_embedding_wpe [B, 128, 128] */
-extern "C" __global__ void k0(const float *embedding_wte, const float *__restrict__ P_wpe_weight, float *pos_embedding_wpe, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k0(const float *embedding_wte, const float *__restrict__ P_wpe_weight,
+                              float *pos_embedding_wpe, int64_t B, int64_t n, uint64_t rng_key,
+                              int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -49,7 +53,8 @@ extern "C" __global__ void k0(const float *embedding_wte, const float *__restric
 #pragma unroll
             for (int l = 0; l < 4; l++) {
                 const int64_t i = 4 * q + l;
-                float v0 = r_embedding_wte.v[l] + P_wpe_weight[i % 16384]; /* pos_embedding: + position rows */
+                /* pos_embedding: + position rows */
+                float v0 = r_embedding_wte.v[l] + P_wpe_weight[i % 16384];
                 w_pos_embedding_wpe.v[l] = v0;
             }
             rt_stv(pos_embedding_wpe + 4 * q, w_pos_embedding_wpe);
@@ -66,7 +71,9 @@ extern "C" __global__ void k0(const float *embedding_wte, const float *__restric
 /* k1: gelu (tanh), of linear_h_0_fc as stored (the backward pass reads it)
  *     from $.model.layers[2].body[1].body[2] #0
  *     linear_h_0_fc [B, 128, 512], gelu_h_0_2 [B, 128, 512] */
-extern "C" __global__ void k1(const float *__restrict__ linear_h_0_fc, float *__restrict__ gelu_h_0_2, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k1(const float *__restrict__ linear_h_0_fc,
+                              float *__restrict__ gelu_h_0_2, int64_t B, int64_t n,
+                              uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;

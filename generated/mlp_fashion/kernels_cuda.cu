@@ -26,7 +26,8 @@ RT_CROSS_ENTROPY(10, 10) /* $.model.loss */
 /* k0: input to f32
  *     from $.model.inputs.x
  *     in_x [B, 1, 28, 28], x_f32 [B, 1, 28, 28] */
-extern "C" __global__ void k0(const uint8_t *__restrict__ in_x, float *__restrict__ x_f32, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k0(const uint8_t *__restrict__ in_x, float *__restrict__ x_f32,
+                              int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -55,7 +56,8 @@ extern "C" __global__ void k0(const uint8_t *__restrict__ in_x, float *__restric
 /* k1: relu backward
  *     from $.model.layers[4]
  *     d_relu_4 [B, 256], relu_4 [B, 256], d_linear_3 [B, 256] */
-extern "C" __global__ void k1(const float *d_relu_4, const float *__restrict__ relu_4, float *d_linear_3, int64_t B, int64_t n, uint64_t rng_key, int train)
+extern "C" __global__ void k1(const float *d_relu_4, const float *__restrict__ relu_4,
+                              float *d_linear_3, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
