@@ -152,11 +152,15 @@ void cuda_kernel(Buf *b, const Graph *g, Instr *in, const char *name)
                 "    const int64_t stride = (int64_t)gridDim.x * blockDim.x;\n"
                 "    int64_t done = 0;\n");
     if (nvec) {
-        buf_puts(b, "    if (((");
+        Buf cond = {0};
+        buf_puts(&cond, "if (rt_aligned16(");
         for (int q = 0, c = 0; q < n; q++)
             if (vec[q])
-                buf_printf(b, "%s(unsigned long long)%s", c++ ? " | " : "", t[q]->name);
-        buf_printf(b, ") & 15) == 0) {\n        done = n & ~(int64_t)%d;\n"
+                buf_printf(&cond, "%s%s", c++ ? ", " : "", t[q]->name);
+        buf_puts(&cond, ")) {");
+        buf_wrapped(b, "    ", cond.s);
+        free(cond.s);
+        buf_printf(b, "        done = n & ~(int64_t)%d;\n"
                       "        for (int64_t q = first; q < n / %d; q += stride) {\n", lanes - 1, lanes);
         for (int q = 0; q < n; q++)
             if (vec[q] && !w[q])

@@ -33,7 +33,7 @@ extern "C" __global__ void k0(const uint8_t *__restrict__ in_x, float *__restric
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     int64_t done = 0;
-    if ((((unsigned long long)x_f32) & 15) == 0) {
+    if (rt_aligned16(x_f32)) {
         done = n & ~(int64_t)3;
         for (int64_t q = first; q < n / 4; q += stride) {
             rt_vec<4> w_x_f32;
@@ -62,7 +62,7 @@ extern "C" __global__ void k1(const float *__restrict__ gemm_conv_0,
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     int64_t done = 0;
-    if ((((unsigned long long)relu_1) & 15) == 0) {
+    if (rt_aligned16(relu_1)) {
         done = n & ~(int64_t)3;
         for (int64_t q = first; q < n / 4; q += stride) {
             rt_vec<4> w_relu_1;
@@ -95,7 +95,7 @@ extern "C" __global__ void k2(const float *__restrict__ gemm_conv_3,
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     int64_t done = 0;
-    if ((((unsigned long long)relu_4) & 15) == 0) {
+    if (rt_aligned16(relu_4)) {
         done = n & ~(int64_t)3;
         for (int64_t q = first; q < n / 4; q += stride) {
             rt_vec<4> w_relu_4;
@@ -127,7 +127,7 @@ extern "C" __global__ void k3(const float *d_relu_8, const float *__restrict__ r
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     int64_t done = 0;
-    if ((((unsigned long long)d_relu_8 | (unsigned long long)relu_8 | (unsigned long long)d_linear_7) & 15) == 0) {
+    if (rt_aligned16(d_relu_8, relu_8, d_linear_7)) {
         done = n & ~(int64_t)3;
         for (int64_t q = first; q < n / 4; q += stride) {
             const rt_vec<4> r_d_relu_8 = rt_ldv<4>(d_relu_8 + 4 * q);
@@ -158,7 +158,7 @@ extern "C" __global__ void k4(const float *__restrict__ d_relu_4, const float *_
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     int64_t done = 0;
-    if ((((unsigned long long)gemm_d_conv_3) & 15) == 0) {
+    if (rt_aligned16(gemm_d_conv_3)) {
         done = n & ~(int64_t)3;
         for (int64_t q = first; q < n / 4; q += stride) {
             rt_vec<4> w_gemm_d_conv_3;
@@ -195,7 +195,7 @@ extern "C" __global__ void k5(const float *__restrict__ d_relu_1, const float *_
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     int64_t done = 0;
-    if ((((unsigned long long)gemm_d_conv_0) & 15) == 0) {
+    if (rt_aligned16(gemm_d_conv_0)) {
         done = n & ~(int64_t)3;
         for (int64_t q = first; q < n / 4; q += stride) {
             rt_vec<4> w_gemm_d_conv_0;

@@ -50,7 +50,7 @@ extern "C" __global__ void k0(const act_t *embedding_wte, const float *__restric
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     int64_t done = 0;
-    if ((((unsigned long long)embedding_wte | (unsigned long long)pos_embedding_wpe) & 15) == 0) {
+    if (rt_aligned16(embedding_wte, pos_embedding_wpe)) {
         done = n & ~(int64_t)7;
         for (int64_t q = first; q < n / 8; q += stride) {
             const rt_vec<8> r_embedding_wte = rt_ldv<8>(embedding_wte + 8 * q);
@@ -84,7 +84,7 @@ extern "C" __global__ void k1(const act_t *__restrict__ linear_h_0_fc,
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     int64_t done = 0;
-    if ((((unsigned long long)linear_h_0_fc | (unsigned long long)gelu_h_0_2) & 15) == 0) {
+    if (rt_aligned16(linear_h_0_fc, gelu_h_0_2)) {
         done = n & ~(int64_t)7;
         for (int64_t q = first; q < n / 8; q += stride) {
             const rt_vec<8> r_linear_h_0_fc = rt_ldv<8>(linear_h_0_fc + 8 * q);
@@ -115,7 +115,7 @@ extern "C" __global__ void k11(const act_t *__restrict__ linear_h_10_fc,
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     int64_t done = 0;
-    if ((((unsigned long long)linear_h_10_fc | (unsigned long long)gelu_h_10_2) & 15) == 0) {
+    if (rt_aligned16(linear_h_10_fc, gelu_h_10_2)) {
         done = n & ~(int64_t)7;
         for (int64_t q = first; q < n / 8; q += stride) {
             const rt_vec<8> r_linear_h_10_fc = rt_ldv<8>(linear_h_10_fc + 8 * q);

@@ -45,7 +45,7 @@ extern "C" __global__ void k0(const float *embedding_wte, const float *__restric
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     int64_t done = 0;
-    if ((((unsigned long long)embedding_wte | (unsigned long long)pos_embedding_wpe) & 15) == 0) {
+    if (rt_aligned16(embedding_wte, pos_embedding_wpe)) {
         done = n & ~(int64_t)3;
         for (int64_t q = first; q < n / 4; q += stride) {
             const rt_vec<4> r_embedding_wte = rt_ldv<4>(embedding_wte + 4 * q);
@@ -78,7 +78,7 @@ extern "C" __global__ void k1(const float *__restrict__ linear_h_0_fc,
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     int64_t done = 0;
-    if ((((unsigned long long)linear_h_0_fc | (unsigned long long)gelu_h_0_2) & 15) == 0) {
+    if (rt_aligned16(linear_h_0_fc, gelu_h_0_2)) {
         done = n & ~(int64_t)3;
         for (int64_t q = first; q < n / 4; q += stride) {
             const rt_vec<4> r_linear_h_0_fc = rt_ldv<4>(linear_h_0_fc + 4 * q);

@@ -32,7 +32,7 @@ extern "C" __global__ void k0(const uint8_t *__restrict__ in_x, float *__restric
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     int64_t done = 0;
-    if ((((unsigned long long)x_f32) & 15) == 0) {
+    if (rt_aligned16(x_f32)) {
         done = n & ~(int64_t)3;
         for (int64_t q = first; q < n / 4; q += stride) {
             rt_vec<4> w_x_f32;
@@ -62,7 +62,7 @@ extern "C" __global__ void k1(const float *d_relu_4, const float *__restrict__ r
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     int64_t done = 0;
-    if ((((unsigned long long)d_relu_4 | (unsigned long long)relu_4 | (unsigned long long)d_linear_3) & 15) == 0) {
+    if (rt_aligned16(d_relu_4, relu_4, d_linear_3)) {
         done = n & ~(int64_t)3;
         for (int64_t q = first; q < n / 4; q += stride) {
             const rt_vec<4> r_d_relu_4 = rt_ldv<4>(d_relu_4 + 4 * q);

@@ -189,9 +189,10 @@ template <typename H> __device__ __forceinline__ void rt_st4(H *p, float4 v)
 {
     rt_stv(p, rt_vec<4>{{v.x, v.y, v.z, v.w}});
 }
-__device__ __forceinline__ bool rt_aligned16(const void *p)
+/* Are all these addresses 16-byte aligned? */
+template <typename... P> __device__ __forceinline__ bool rt_aligned16(const P *...p)
 {
-    return ((unsigned long long)p & 15) == 0;
+    return (((unsigned long long)p | ...) & 15) == 0;
 }
 
 __device__ __forceinline__ float rt_inf() { return __int_as_float(0x7f800000); }

@@ -61,8 +61,7 @@ rt_adamw(float *p, act_t *pc, const float *g, float *m, float *v, int64_t slo,
     p += ck.off, g += ck.off, m += ck.off - slo, v += ck.off - slo;
     if (pc)
         pc += ck.off;
-    if (ck.len % 4 == 0 && rt_aligned16(p) && rt_aligned16(g) && rt_aligned16(m) &&
-        rt_aligned16(v)) {
+    if (ck.len % 4 == 0 && rt_aligned16(p, g, m, v)) {
         for (int k = threadIdx.x * 4; k < ck.len; k += blockDim.x * 4) {
             float4 pv = *(float4 *)(p + k), gv = *(const float4 *)(g + k);
             float4 mv = *(float4 *)(m + k), vv = *(float4 *)(v + k);
