@@ -194,9 +194,10 @@ static void usage(FILE *f)
           "  check SPEC...                   validate; print layers, parameters, FLOPs, memory\n"
           "  emit SPEC... -o DIR             write the generated sources and plan.json\n"
           "  build SPEC... -o FILE [--device cpu|cuda|both] [--arch LIST] [--bundle DIR] [--set K=V]\n"
-          "                                  compile a standalone trainer\n"
+          "                                  compile a standalone trainer (with --bundle, -o may\n"
+          "                                  be left out: DIR/NAME, NAME the spec's)\n"
           "  run SPEC... [trainer options]   compile in memory (libtcc) and train now\n"
-          "  plan SPEC... [--json] [--ranks N]\n"
+          "  plan SPEC... [--json] [--ranks N [--chunk-kb K]]\n"
           "                                  the static memory plan\n"
           "  data fashion-mnist DIR [--from SRC]\n"
           "                                  convert Debian's Fashion-MNIST to .npy\n"
@@ -227,7 +228,8 @@ static const struct {
               "kernels with NVRTC into a cubin per --arch (default sm_80,sm_86,sm_89,sm_90) and PTX.\n"
               "--device: cpu (default), cuda, or both (the trainer picks at start). --bundle DIR puts\n"
               "the trainer and the libraries it needs in DIR (rpath $ORIGIN/lib), to run where only\n"
-              "the NVIDIA driver is installed. The recomputation policy and the precision given by\n"
+              "the NVIDIA driver is installed; the trainer is DIR/NAME, NAME the file name of -o or,\n"
+              "without -o, the spec's name. The recomputation policy and the precision given by\n"
               "--set are compiled in; other --set values become the trainer's defaults. -o FILE is\n"
               "also --out FILE.\n", 0},
     {"run", "trainc run SPEC... [trainer options]\n\n"
@@ -239,7 +241,8 @@ static const struct {
              "live range, the arena against the no-reuse sum and the lower bound, the FLOPs that\n"
              "recomputation adds; --ranks N: per-rank bytes and traffic under ddp, zero1, zero2,\n"
              "and the most gradient memory zero2 backs at once (4 KB pages on CPUs, K KB chunks on\n"
-             "GPUs: the driver's granularity, default 2048). --json gives the plan as data.\n", 0},
+             "GPUs: the driver's granularity, default 2048). --json gives the plan as data\n"
+             "(plan.json's, with \"ranks\" added for --ranks N).\n", 0},
     {"data", "trainc data fashion-mnist DIR [--from SRC]\n"
              "trainc data text FILE DIR [--val-frac F] [--shard-tokens N]\n\n"
              "fashion-mnist: Debian's dataset-fashion-mnist (or the IDX files in SRC) as\n"
@@ -461,14 +464,16 @@ static int cmd_build(int argc, char **argv)
 {
     int n = spec_args(argc, argv, 1, "build");
     const char *out = NULL, *device = "cpu", *arch = "sm_80,sm_86,sm_89,sm_90", *bundle = NULL;
+    int arch_given = 0;
     for (int i = 1 + n; i < argc; i++) {
         if (!strcmp(argv[i], "-o") || !strcmp(argv[i], "--out"))
             out = opt_value(argc, argv, &i, argv[i]);
         else if (!strcmp(argv[i], "--device"))
             device = opt_value(argc, argv, &i, "--device");
-        else if (!strcmp(argv[i], "--arch"))
+        else if (!strcmp(argv[i], "--arch")) {
             arch = opt_value(argc, argv, &i, "--arch");
-        else if (!strcmp(argv[i], "--bundle"))
+            arch_given = 1;
+        } else if (!strcmp(argv[i], "--bundle"))
             bundle = opt_value(argc, argv, &i, "--bundle");
         else if (!strcmp(argv[i], "--set"))
             i++;
@@ -480,6 +485,9 @@ static int cmd_build(int argc, char **argv)
     if (strcmp(device, "cpu") && strcmp(device, "cuda") && strcmp(device, "both"))
         error_input("build: --device must be cpu, cuda or both, got '%s'", device);
     int cuda = strcmp(device, "cpu") != 0;
+    if (arch_given && !cuda)
+        error_input("build: --arch picks the GPU architectures of --device cuda or both; this "
+                    "build is --device cpu");
     if (out && !bundle)
         check_out_file(out);
     Spec *s = load_with_sets(argc, argv, 1, n, 1);
@@ -493,7 +501,10 @@ static int cmd_build(int argc, char **argv)
         base = base ? base + 1 : out ? out : s->name;
         if (rt_mkdir_p(bundle) != 0)
             cannot_write("build", bundle);
-        out = xasprintf("%s/%s", bundle, base);
+        size_t bl = strlen(bundle);
+        while (bl > 1 && bundle[bl - 1] == '/')
+            bl--;
+        out = xasprintf("%.*s/%s", (int)bl, bundle, base);
         check_out_file(out);
     }
     char tmpl[] = "/tmp/trainc-build-XXXXXX";
@@ -606,66 +617,133 @@ static int cmd_run(int argc, char **argv)
  * np counts the parameter region's floats (param_floats, with the alignment gaps, as
  * the trainer allocates it) and a shard is rank 0's, the largest (rt_dist_shard), so
  * in fp32 the figures are the bytes a trainer's start record reports. */
-static void plan_ranks(const Spec *s, const Program *prog, int64_t np, int N, int64_t chunk)
+typedef struct RankPlan {
+    int N, mixed, adam;
+    double param[3], grad[3], opt[3], sent;   /* ddp, zero1, zero2: bytes a rank */
+    int sim;                                  /* ranks replayed for zero2's peaks */
+    int64_t unit[2];                          /* CPU pages, GPU chunks */
+    int64_t *peak[2];                         /* [sim] zero2's gradient bytes backed */
+    int64_t whole[2];                         /* the whole region, in units */
+} RankPlan;
+
+static const char *const rank_strategies[] = {"ddp", "zero1", "zero2"};
+
+static RankPlan rank_plan(const Spec *s, const Program *prog, int64_t np, int N, int64_t chunk)
 {
+    RankPlan r = {.N = N, .mixed = s->train.precision != RT_PREC_FP32,
+                  .adam = s->train.opt == RT_OPT_ADAMW};
     double shard = (double)((np + N - 1) / N);
-    int mixed = s->train.precision != RT_PREC_FP32;
-    int adam = s->train.opt == RT_OPT_ADAMW;
-    double pb = mixed ? 2 : 4, gb = mixed ? 2 : 4;
-    double ob = (adam ? 8 : s->train.momentum > 0 ? 4 : 0) + (mixed ? 4 : 0); /* + fp32 master */
-    double sent = 2.0 * (N - 1) / N * gb * (double)np;
-    printf("\n  per rank with %d ranks (%s, %s):\n", N, mixed ? "mixed precision" : "fp32",
-           adam ? "AdamW" : "SGD");
+    double pb = r.mixed ? 2 : 4, gb = r.mixed ? 2 : 4;
+    double ob = (r.adam ? 8 : s->train.momentum > 0 ? 4 : 0) + (r.mixed ? 4 : 0); /* + fp32 master */
+    r.sent = 2.0 * (N - 1) / N * gb * (double)np;
+    for (int k = 0; k < 3; k++) {
+        r.param[k] = pb * (double)np;
+        r.grad[k] = gb * (k == 2 ? shard : (double)np);
+        r.opt[k] = ob * (k >= 1 ? shard : (double)np);
+    }
+    if (N < 2)
+        return r;
+    int64_t bucket = (int64_t)(s->train.bucket_mb * 1048576.0);
+    r.sim = N <= 256 ? N : 256;   /* each rank replays the backward pass's hooks */
+    r.unit[0] = 4096;
+    r.unit[1] = chunk;
+    for (int u = 0; u < 2; u++) {
+        r.peak[u] = xcalloc((size_t)r.sim, sizeof(int64_t));
+        for (int k = 0; k < r.sim; k++)
+            r.peak[u][k] = zero2_peak_bytes(prog, bucket, k, N, r.unit[u]);
+        r.whole[u] = (np * 4 + r.unit[u] - 1) / r.unit[u] * r.unit[u];
+    }
+    return r;
+}
+
+/* Per-rank memory of parameters, gradients and optimizer state under each strategy,
+ * and what each rank sends per step (ring all-reduce / reduce-scatter + all-gather:
+ * 2 (N-1)/N of the gradient bytes). Mixed precision counts as ZeRO's paper does:
+ * 2-byte parameters and gradients, 12 bytes of fp32 master weights and Adam moments
+ * per parameter: DDP 16, ZeRO-1 4 + 12/N, ZeRO-2 2 + 14/N bytes per parameter.
+ * np counts the parameter region's floats (param_floats, with the alignment gaps, as
+ * the trainer allocates it) and a shard is rank 0's, the largest (rt_dist_shard), so
+ * in fp32 the figures are the bytes a trainer's start record reports. */
+static void plan_ranks(const Spec *s, const RankPlan *r, int64_t np)
+{
+    int N = r->N;
+    printf("\n  per rank with %d ranks (%s, %s):\n", N, r->mixed ? "mixed precision" : "fp32",
+           r->adam ? "AdamW" : "SGD");
     printf("  %-9s %14s %14s %14s %14s %16s\n", "strategy", "parameters", "gradients", "optimizer",
            "total", "sent/step");
-    const char *names[] = {"ddp", "zero1", "zero2"};
     for (int k = 0; k < 3; k++) {
-        double p = pb * (double)np, g = gb * (k == 2 ? shard : (double)np);
-        double o = ob * (k >= 1 ? shard : (double)np);
-        printf("  %-9s %14.0f %14.0f %14.0f %14.0f %16.0f   (%.2f bytes/param)\n", names[k], p, g, o,
-               p + g + o, sent, (p + g + o) / (double)np);
+        double t = r->param[k] + r->grad[k] + r->opt[k];
+        printf("  %-9s %14.0f %14.0f %14.0f %14.0f %16.0f   (%.2f bytes/param)\n",
+               rank_strategies[k], r->param[k], r->grad[k], r->opt[k], t, r->sent,
+               t / (double)np);
     }
     printf("  (all three run on CPUs over MPI and on GPUs over NCCL: mpirun -np %d TRAINER --set "
            "distributed.strategy=zero2)\n", N);
     /* zero2's gradients beyond the shard: the buckets being written or reduced */
     if (N < 2)
         return;
-    int64_t bucket = (int64_t)(s->train.bucket_mb * 1048576.0);
-    int sim = N <= 256 ? N : 256;   /* each rank replays the backward pass's hooks */
     int each = N <= 8;              /* a column a rank, else the most and its rank */
     printf("\n  zero2's gradients backed at most during backward (fp32, as the trainer keeps them:\n"
            "  the shard, plus the buckets being written or reduced when no reduction ends before\n"
            "  the host must wait for it, at most 2 outstanding; distributed.bucket_mb %g%s):\n  %-20s",
-           s->train.bucket_mb, sim < N ? "; of the first 256 ranks" : "", "");
-    for (int r = 0; each && r < N; r++)
-        printf(" %11s%-2d", "rank ", r);
+           s->train.bucket_mb, r->sim < N ? "; of the first 256 ranks" : "", "");
+    for (int k = 0; each && k < N; k++)
+        printf(" %11s%-2d", "rank ", k);
     printf(each ? " %14s\n" : " %14s %6s %14s\n", each ? "whole region" : "most", "rank", "whole region");
-    const int64_t units[2] = {4096, chunk};
     for (int u = 0; u < 2; u++) {
         char label[48];
         snprintf(label, sizeof label, u ? "GPU, %lld KB chunks" : "CPU, 4 KB pages",
-                 (long long)(chunk >> 10));
+                 (long long)(r->unit[1] >> 10));
         printf("  %-20s", label);
         int64_t best = 0;
         int at = 0;
-        for (int r = 0; r < sim; r++) {
-            int64_t b = zero2_peak_bytes(prog, bucket, r, N, units[u]);
+        for (int k = 0; k < r->sim; k++) {
             if (each)
-                printf(" %13lld", (long long)b);
-            if (b > best) {
-                best = b;
-                at = r;
+                printf(" %13lld", (long long)r->peak[u][k]);
+            if (r->peak[u][k] > best) {
+                best = r->peak[u][k];
+                at = k;
             }
         }
-        int64_t whole = (np * 4 + units[u] - 1) / units[u] * units[u];
         if (each)
-            printf(" %14lld\n", (long long)whole);
+            printf(" %14lld\n", (long long)r->whole[u]);
         else
-            printf(" %14lld %6d %14lld\n", (long long)best, at, (long long)whole);
+            printf(" %14lld %6d %14lld\n", (long long)best, at, (long long)r->whole[u]);
     }
     if (s->train.accumulate > 1)
         printf("    (accumulate %lld: nothing is sent before a step's last micro-batch, so the\n"
                "     earlier ones keep the whole region backed)\n", (long long)s->train.accumulate);
+}
+
+/* The same as data: plan --json --ranks N adds "ranks" to plan.json's object. */
+static void plan_ranks_json(const Spec *s, const RankPlan *r, const char *plan)
+{
+    const char *end = strrchr(plan, '}');
+    if (!end)
+        die("plan.json does not end an object");
+    while (end > plan && (end[-1] == '\n' || end[-1] == ' '))
+        end--;
+    printf("%.*s,\n  \"ranks\": {\n    \"n\": %d,\n    \"precision\": \"%s\",\n"
+           "    \"optimizer\": \"%s\",\n", (int)(end - plan), plan, r->N, r->mixed ? "mixed" : "fp32", r->adam ? "adamw" : "sgd");
+    for (int k = 0; k < 3; k++)
+        printf("    \"%s\": {\"param_bytes\": %.0f, \"grad_bytes\": %.0f, \"optimizer_bytes\": %.0f, "
+               "\"total_bytes\": %.0f, \"sent_bytes_per_step\": %.0f},\n", rank_strategies[k],
+               r->param[k], r->grad[k], r->opt[k], r->param[k] + r->grad[k] + r->opt[k], r->sent);
+    printf("    \"zero2_grad_peak\": ");
+    if (r->N < 2) {
+        printf("null\n  }\n}\n");
+        return;
+    }
+    printf("{\"bucket_mb\": %g, \"ranks_replayed\": %d", s->train.bucket_mb, r->sim);
+    static const char *const kind[] = {"cpu", "gpu"};
+    for (int u = 0; u < 2; u++) {
+        printf(",\n      \"%s\": {\"unit_bytes\": %lld, \"whole_region_bytes\": %lld, \"per_rank_bytes\": [",
+               kind[u], (long long)r->unit[u], (long long)r->whole[u]);
+        for (int k = 0; k < r->sim; k++)
+            printf("%s%lld", k ? ", " : "", (long long)r->peak[u][k]);
+        printf("]}");
+    }
+    printf("}\n  }\n}\n");
 }
 
 static int cmd_plan(int argc, char **argv)
@@ -695,10 +773,18 @@ static int cmd_plan(int argc, char **argv)
         else
             error_input("plan: unknown option '%s'", argv[i]);
     }
+    if (ranks == 0 && chunk_kb != 2048)
+        error_input("plan: --chunk-kb sizes the GPU's chunks of --ranks' table; add --ranks N");
     Spec *s = load_with_sets(argc, argv, 1, n, 1);
     Compiled *c = compile_spec(s);
+    RankPlan rp = {0};
+    if (ranks > 0)
+        rp = rank_plan(s, c->prog, c->graph->param_floats, (int)ranks, (int64_t)chunk_kb << 10);
     if (json) {
-        fputs(c->em.plan_json.s, stdout);
+        if (ranks > 0)
+            plan_ranks_json(s, &rp, c->em.plan_json.s);
+        else
+            fputs(c->em.plan_json.s, stdout);
         return 0;
     }
     Program *p = c->prog;
@@ -762,7 +848,7 @@ static int cmd_plan(int argc, char **argv)
         printf("                          %d instructions replayed in backward, %d of them "
                "elementwise or norm work (not in the FLOPs)\n", replayed, light);
     if (ranks > 0)
-        plan_ranks(s, p, g->param_floats, (int)ranks, (int64_t)chunk_kb << 10);
+        plan_ranks(s, &rp, g->param_floats);
     return 0;
 }
 
@@ -772,6 +858,8 @@ static int cmd_help(int argc, char **argv)
         usage(stdout);
         return 0;
     }
+    if (argc > 2)
+        error_input("help: one command at a time (got '%s' after '%s')", argv[2], argv[1]);
     const char *names[sizeof command_help / sizeof *command_help + 1] = {0};
     for (size_t i = 0; i < sizeof command_help / sizeof *command_help; i++) {
         if (!strcmp(argv[1], command_help[i].name)) {

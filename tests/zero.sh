@@ -5,7 +5,8 @@
 #    with accumulate 2);
 #  - the start record's per-rank bytes: zero1/zero2 optimizer state and zero2
 #    gradients are half of ddp's, and `trainc plan --ranks 2` prints the same numbers
-#    (and zero2's worst-case gradient peak per rank, between the shard and the whole);
+#    (and zero2's worst-case gradient peak per rank, between the shard and the whole;
+#    `--json` the same figures as data);
 #  - SIGTERM to one rank (rank 1) stops both at the same step with a checkpoint
 #    holding both shards; --resume continues bit-identically to the run left alone
 #    (also as zero1: the checkpoint is the same whatever the strategy); resuming on
@@ -79,11 +80,27 @@ for r in rows:
     r0, r1, whole = (int(x) for x in r[-3:])
     assert int(sys.argv[2]) <= min(r0, r1) and max(r0, r1) <= whole, r
 PY
+    # the same as data: plan --json --ranks 2 is plan.json with "ranks" added
+    "$TRAINC" plan specs/$spec.json --ranks 2 --json >"$d/$spec.plan.json"
+    "$PY" - "$d/$spec.plan.json" "$d/$spec.plan" $pb $gb $ob <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1])); r = j["ranks"]; pb, gb, ob = (int(x) for x in sys.argv[3:6])
+assert j["param_bytes"] == pb and r["n"] == 2, (j["param_bytes"], r["n"])
+assert (r["ddp"]["param_bytes"], r["ddp"]["grad_bytes"], r["ddp"]["optimizer_bytes"]) == (pb, gb, ob), r["ddp"]
+assert (r["zero2"]["grad_bytes"], r["zero2"]["optimizer_bytes"]) == (gb // 2, ob // 2), r["zero2"]
+text = [l.split() for l in open(sys.argv[2]) if l.startswith(("  CPU, 4 KB pages", "  GPU, 2048 KB chunks"))]
+for row, kind in zip(text, ("cpu", "gpu")):
+    z = r["zero2_grad_peak"][kind]
+    assert [int(x) for x in row[-3:]] == z["per_rank_bytes"] + [z["whole_region_bytes"]], (row, z)
+PY
 done
 rc=0
 "$TRAINC" plan specs/mlp_fashion.json --ranks 2 --chunk-kb 3 >/dev/null 2>"$d/chunk.err" || rc=$?
 [ $rc = 1 ] && grep -q "chunk-kb expects a multiple of 4" "$d/chunk.err" || { echo "FAIL: --chunk-kb 3: exit $rc"; exit 1; }
-echo "ok   trainc plan --ranks 2: zero2's gradient peak per rank between the shard and the whole region; --chunk-kb 3: exit 1"
+rc=0
+"$TRAINC" plan specs/mlp_fashion.json --chunk-kb 64 >/dev/null 2>"$d/chunk.err" || rc=$?
+[ $rc = 1 ] && grep -q "add --ranks N" "$d/chunk.err" || { echo "FAIL: --chunk-kb without --ranks: exit $rc"; exit 1; }
+echo "ok   trainc plan --ranks 2: zero2's gradient peak per rank between the shard and the whole region, --json the same figures; --chunk-kb 3, or without --ranks: exit 1"
 
 # accumulate: the earlier micro-batches accumulate locally, the last one reduce-scatters
 t="$d/mlp_fashion"
