@@ -182,6 +182,17 @@ void buf_comment(Buf *b, const char *indent, const char *text)
     free(cont);
 }
 
+/* A fused kernel's comment up to its origin, "/" "* NAME: WHAT\n *     from ORIGIN", WHAT
+ * filled within WRAP_COLS; the caller goes on with the comment. */
+void kernel_head(Buf *b, const char *name, const Instr *in)
+{
+    char *head = xasprintf("%s: %s", name, in->what);
+    buf_puts(b, "/*");
+    buf_words(b, 2, " *    ", head, 0);
+    free(head);
+    buf_printf(b, "\n *     from %s", in->origin);
+}
+
 /* INDENT CODE and a comment after it on the line, or, when that would pass WRAP_COLS,
  * the comment on the lines before and CODE broken as buf_wrapped does. */
 void buf_commented(Buf *b, const char *indent, const char *code, const char *comment)
@@ -342,26 +353,24 @@ static void emit_ops(Buf *b, const Instr *in, int runs, const char *ind)
 {
     for (int k = 0; k < in->n_ops; k++) {
         const EwOp *op = &in->ops[k];
-        Buf line = {0}, *out = b;
-        b = &line;
-        buf_printf(b, "float v%d = ", k);
+        Buf line = {0};   /* the statement, then printed with its comment */
+        buf_printf(&line, "float v%d = ", k);
         for (const char *s = op->expr; *s; s++) {
             if (*s != '$') {
                 char c[2] = {*s, 0};
-                buf_puts(b, c);
+                buf_puts(&line, c);
                 continue;
             }
             int j = *++s - '0';
             const Operand *o = &op->arg[j];
             if (!o->t)
-                buf_printf(b, "v%d", o->val);
+                buf_printf(&line, "v%d", o->val);
             else if (runs && o->index)
-                buf_printf(b, "r%d_%d[%s]", k, j, o->run_const ? "0" : "j");
+                buf_printf(&line, "r%d_%d[%s]", k, j, o->run_const ? "0" : "j");
             else
-                buf_printf(b, "%s[%s]", o->t->name, o->index ? o->index : "i");
+                buf_printf(&line, "%s[%s]", o->t->name, o->index ? o->index : "i");
         }
-        buf_puts(b, ";");
-        b = out;
+        buf_puts(&line, ";");
         buf_commented(b, ind, line.s, op->what);
         free(line.s);
         for (int w = 0; w < in->n_writes; w++)
@@ -374,11 +383,7 @@ static void emit_kernel(Buf *b, Instr *in, const char *name)
 {
     Uses u = {0};
     kernel_uses(&u, in);
-    char *head = xasprintf("%s: %s", name, in->what);
-    buf_puts(b, "/*");
-    buf_words(b, 2, " *    ", head, 0);
-    free(head);
-    buf_printf(b, "\n *     from %s", in->origin);
+    kernel_head(b, name, in);
     if (in->same_gpu && strcmp(name, "K"))
         buf_printf(b, "\n *     (on a GPU this loop runs k%d's kernel, the same code, on its own tensors)",
                    in->same_gpu->id);

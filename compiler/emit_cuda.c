@@ -91,11 +91,8 @@ void cuda_kernel(Buf *b, const Graph *g, Instr *in, const char *name)
     Tensor *t[64];
     char w[64];
     int n = kernel_tensors(in, t, w, 64);
-    char *head = xasprintf("%s: %s", name, in->what);
-    buf_puts(b, "/*");
-    buf_words(b, 2, " *    ", head, 0);
-    free(head);
-    buf_printf(b, "\n *     from %s\n *    ", in->origin);
+    kernel_head(b, name, in);
+    buf_puts(b, "\n *    ");
     for (int q = 0, col = 6; q < n; q++) {   /* the tensors' shapes, lines under 90 wide */
         char *sh = tensor_shape_text(t[q]);
         int w = (int)(strlen(t[q]->name) + strlen(sh)) + 3;

@@ -325,6 +325,7 @@ void buf_wrapped(Buf *b, const char *indent, const char *stmt);
 void buf_words(Buf *b, size_t cur, const char *cont, const char *text, size_t last);
 void buf_comment(Buf *b, const char *indent, const char *text);
 void buf_commented(Buf *b, const char *indent, const char *code, const char *comment);
+void kernel_head(Buf *b, const char *name, const Instr *in);
 
 typedef struct Emitted {
     Buf model_h, host_c, kernels_c, plan_json;
