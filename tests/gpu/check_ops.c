@@ -945,15 +945,30 @@ static void t_gemm_bias(int64_t M, int64_t N, int64_t K, int act, int with_c, in
 static float *dot_bounds(int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,
                          int64_t lda, const float *B, int64_t ldb, float beta, const float *C0)
 {
+    /* |op(A)| by rows and |op(B)| by columns, each K contiguous: the loop over K reads
+     * both in order (a product of two floats is exact in double; four sums apart) */
+    float *ra = rt_xmalloc((size_t)(M * K) * sizeof(float));
+    float *cb = rt_xmalloc((size_t)(N * K) * sizeof(float));
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t k = 0; k < K; k++)
+            ra[i * K + k] = fabsf(ta ? A[k * lda + i] : A[i * lda + k]);
+    for (int64_t j = 0; j < N; j++)
+        for (int64_t k = 0; k < K; k++)
+            cb[j * K + k] = fabsf(tb ? B[j * ldb + k] : B[k * ldb + j]);
     float *b = rt_xmalloc((size_t)(M * N) * sizeof(float));
     for (int64_t i = 0; i < M; i++)
         for (int64_t j = 0; j < N; j++) {
-            double s = C0 ? fabs((double)beta * C0[i * N + j]) : 0.0;
-            for (int64_t k = 0; k < K; k++)
-                s += fabs((double)(ta ? A[k * lda + i] : A[i * lda + k]) *
-                          (tb ? B[j * ldb + k] : B[k * ldb + j]));
-            b[i * N + j] = (float)fmax(1.0, s);
+            const float *x = ra + i * K, *y = cb + j * K;
+            double s[4] = {C0 ? fabs((double)beta * C0[i * N + j]) : 0.0, 0.0, 0.0, 0.0};
+            int64_t k = 0;
+            for (; k + 4 <= K; k += 4)
+                for (int l = 0; l < 4; l++)
+                    s[l] += (double)x[k + l] * y[k + l];
+            for (; k < K; k++)
+                s[0] += (double)x[k] * y[k];
+            b[i * N + j] = (float)fmax(1.0, s[0] + s[1] + s[2] + s[3]);
         }
+    free(ra), free(cb);
     return b;
 }
 
