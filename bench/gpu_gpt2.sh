@@ -8,6 +8,10 @@
 #   BATCH=80 POLICIES=none bash bench/gpu_gpt2.sh trainc  tokens/s at batch 80, no search
 #   BATCH=116 POLICIES=auto bash bench/gpu_gpt2.sh trainc the pack's auto trainer (planned
 #                                                          for batch 116 in 76000 MiB)
+#   KNOWN="none=200 selective=276 full=648" bash bench/gpu_gpt2.sh
+#                      PyTorch's side and the goal's runs alone, trainc's largest batches
+#                      taken from an earlier run on the same kind of device (not searched);
+#                      TORCH_BATCH=77 does the same for PyTorch's without checkpointing
 #
 # For each policy: the largest batch whose trainer starts and runs 3 steps, and
 # tokens/s there. The search starts from a prediction: at batches 8 and 24, the bytes
@@ -116,7 +120,12 @@ PY
     exec 3>&1   # the predictions' lines, from inside $(...)
     rm -f "$D/g.failed"
     declare -A LB   # each policy's largest batch
+    for k in ${KNOWN:-}; do   # policy=batch: a largest batch measured before, kept
+        LB[${k%%=*}]=${k#*=}
+        echo "{\"impl\":\"trainc\",\"recompute\":\"${k%%=*}\",\"largest_batch\":${k#*=},\"known\":true}"
+    done
     for p in ${POLICIES:-none selective full}; do
+        [ -n "${LB[$p]:-}" ] && continue
         b=${BATCH:-$(largest_trainc $p)}
         if [ -e "$D/g.failed" ]; then
             echo "bench/gpu_gpt2.sh: a run failed for a reason other than memory:" >&2
@@ -128,7 +137,7 @@ PY
         [ "$b" -gt 0 ] && speed_trainc $p $b
     done
     [ "$WHAT" = trainc ] && exit 0
-    tb=$(largest_torch)
+    tb=${TORCH_BATCH:-$(largest_torch)}   # TORCH_BATCH: PyTorch's, measured before
     echo "{\"impl\":\"torch+$TL\",\"largest_batch\":$tb}"
     python3 "$ROOT/bench/gpu_gpt2_torch.py" $tb "${TP[@]}" --steps 12
     cb=$(largest_torch --ckpt)

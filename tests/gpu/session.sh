@@ -18,6 +18,12 @@
 # build failed then; it adds a minute or two), bench 146 s, profile 15 s; recompute's
 # batch search took 150 s a policy (none and selective in 300 s); it now starts from a
 # prediction (bench/gpu_gpt2.sh: about 2 to 4 runs a search instead of 18).
+# On an H100 on 2026-11-27: the start about 30 s; checks over 240 s (check_ops' CPU
+# references, one precision after another: since cut down and run at once); gpt2 78 s
+# with llm.c; profile 46 s; bench over 136 s; recompute: trainc's three policies took
+# 200 s (one check each), PyTorch's search the rest. With trainc's batches known
+# (KNOWN="none=200 selective=276 full=648" TORCH_BATCH=77, bench/gpu_gpt2.sh) the
+# recompute part measures only what the H100 run left out.
 #
 # Parts, in the order of what they settle, and each one's longest time (seconds):
 #   checks     tests/gpu/run.sh checks: every kernel against its C twin in fp32, bf16
