@@ -486,7 +486,8 @@ static int ksplit_gemm(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_t
     }
     rt_dptr c = (rt_dptr)(uintptr_t)C, d = (rt_dptr)(uintptr_t)db;
     void *args[] = {&part, &c, &parts, &ps, &M, &N, &ldc, &beta, &bpart, &d, &bs, &db_store};
-    rt_cu_launch(e, "rt_ksplit_sum", rt_cu_grid_for(e, M * N), 1, 1, 256, 1, 0, args);
+    int64_t sums = M * N + (db ? M : 0);
+    rt_cu_launch(e, "rt_ksplit_sum", (unsigned)((sums + 31) / 32), 1, 1, 32, 8, 0, args);
     ksplit_runs[0]++;
     ksplit_runs[1] += db != NULL;
     return 1;

@@ -388,21 +388,6 @@ template <int N> __device__ __forceinline__ void att_cp_wait()
 #endif
 }
 
-/* 2^x for the probabilities of the 16-bit kernels: the hardware's approximation
- * (ex2.approx.ftz: relative error about 2^-22, far below the 16-bit rounding P gets
- * before its product with V; a result below 2^-126 is 0), one MUFU instruction where
- * exp2f's exact one takes a range check and two scalings around it. 2^-inf = 0. */
-__device__ __forceinline__ float att_exp2(float x)
-{
-#if defined(RT_EMU)
-    return exp2f(x);
-#else
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-#endif
-}
-
 /* rows [r0, r0 + R) of two matrices HD wide (rows of stride la at a, lb at b) into the
  * shared tiles da and db as 16-bit values, 16 bytes a copy, asynchronously (att_cp16:
  * the caller commits and waits); rows past T as 0. r0 is a multiple of R. Where the
@@ -518,7 +503,7 @@ __device__ __forceinline__ void attention_fwd_tc(const act_t *qkv, float *lse, a
                 mx[u] = fmaxf(mx[u], __shfl_xor_sync(0xffffffffu, mx[u], 1));
                 mx[u] = fmaxf(mx[u], __shfl_xor_sync(0xffffffffu, mx[u], 2));
                 const float mn = fmaxf(m[u], mx[u]);
-                al[u] = mn == ninf ? 1.0f : att_exp2(m[u] - mn);
+                al[u] = mn == ninf ? 1.0f : rt_exp2_approx(m[u] - mn);
                 m[u] = mn;
                 l[u] *= al[u];
                 /* a row with no key yet (only rows past T: every score -inf) gets
@@ -533,8 +518,8 @@ __device__ __forceinline__ void attention_fwd_tc(const act_t *qkv, float *lse, a
                 unsigned pa[4];
                 for (int r = 0; r < 4; r++) {
                     const int n = 2 * j + (r >> 1), u = r & 1;   /* S tile, row half */
-                    const float p0 = att_exp2(sc[n][2 * u] - ms[u]);
-                    const float p1 = att_exp2(sc[n][2 * u + 1] - ms[u]);
+                    const float p0 = rt_exp2_approx(sc[n][2 * u] - ms[u]);
+                    const float p1 = rt_exp2_approx(sc[n][2 * u + 1] - ms[u]);
                     l[u] += p0 + p1;
                     pa[r] = att_pack2(p0, p1);
                 }
@@ -889,8 +874,8 @@ __device__ __forceinline__ void attention_bwd_q_tc(const act_t *qkv, const float
                     for (int r = 0; r < 4; r++) {   /* dS = P (dP - D), 0 where masked */
                         const int kj = k0 + 8 * c + 2 * t4 + (r & 1), i = r0 + 8 * (r >> 1);
                         const bool masked = edge && (i >= T || kj >= T || (CAUSAL && kj > i));
-                        sc[c][r] = masked ? 0.0f
-                                          : att_exp2(sl2 * sc[c][r] - Lr[r >> 1]) * (dp[c][r] - Dr[r >> 1]);
+                        const float p = rt_exp2_approx(sl2 * sc[c][r] - Lr[r >> 1]);
+                        sc[c][r] = masked ? 0.0f : p * (dp[c][r] - Dr[r >> 1]);
                     }
             }
             for (int j = 0; j < BK / 16; j++) {   /* dQ += dS K */
@@ -994,7 +979,7 @@ __device__ __forceinline__ void attention_bwd_kv_tc(const act_t *qkv, const floa
                         const int il = 8 * n + 2 * t4 + (r & 1), i = i0 + il, kj = j0 + 8 * (r >> 1);
                         const bool masked = edge && (i >= T || kj >= T || (CAUSAL && kj > i));
                         const float lt = Lt[cb][il] * RT_LOG2E;   /* in log2 units */
-                        const float p = masked ? 0.0f : att_exp2(sl2 * st[c][r] - lt);
+                        const float p = masked ? 0.0f : rt_exp2_approx(sl2 * st[c][r] - lt);
                         st[c][r] = p;
                         dpt[c][r] = p * (dpt[c][r] - Dt[cb][il]);
                     }

@@ -27,19 +27,33 @@ __device__ __forceinline__ void rt_st(float *p, float v) { *p = v; }
 __device__ __forceinline__ float4 rt_ld4(const float *p) { return *(const float4 *)p; }
 __device__ __forceinline__ void rt_st4(float *p, float4 v) { *(float4 *)p = v; }
 
+/* The 16-bit conversions are written twice: as bit operations, which the CPU emulator
+ * (tests/gpu/emu) runs, and on the GPU (sm_80 and later: RT_CVT_HW) as the hardware's
+ * cvt, one instruction for what takes the integer pipe six or more. The two give the
+ * same values (rounding to nearest, ties to even); a NaN stays a NaN, its payload the
+ * hardware's on the GPU. */
+#if !defined(RT_EMU) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define RT_CVT_HW 1
+#endif
+
 /* bfloat16: the top half of a float's bits. Widening is exact; narrowing rounds to
- * nearest, ties to even (as cvt.rn.bf16.f32 and torch do), and keeps NaN a NaN. Plain
- * bit operations, so the CPU emulator (tests/gpu/emu) runs the same code. */
+ * nearest, ties to even (as cvt.rn.bf16.f32 and torch do), and keeps NaN a NaN. */
 struct rt_bf16 {
     unsigned short bits;
 };
 __device__ __forceinline__ float rt_bf16_float(unsigned short b) { return __uint_as_float((unsigned)b << 16); }
 __device__ __forceinline__ unsigned short rt_float_bf16(float f)
 {
+#if defined(RT_CVT_HW)
+    unsigned short h;
+    asm("cvt.rn.bf16.f32 %0, %1;\n" : "=h"(h) : "f"(f));
+    return h;
+#else
     unsigned u = __float_as_uint(f);
     if ((u & 0x7fffffffu) > 0x7f800000u)
         return (unsigned short)((u >> 16) | 0x40u);
     return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+#endif
 }
 __device__ __forceinline__ float rt_ld(const rt_bf16 *p) { return rt_bf16_float(p->bits); }
 __device__ __forceinline__ void rt_st(rt_bf16 *p, float v) { p->bits = rt_float_bf16(v); }
@@ -50,6 +64,11 @@ struct rt_f16 {
 };
 __device__ __forceinline__ float rt_f16_float(unsigned short h)
 {
+#if defined(RT_CVT_HW)
+    float f;
+    asm("cvt.f32.f16 %0, %1;\n" : "=f"(f) : "h"(h));
+    return f;
+#else
     unsigned sign = (unsigned)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
     if (e == 0) {
         float v = (float)m * 5.9604644775390625e-8f;
@@ -58,9 +77,15 @@ __device__ __forceinline__ float rt_f16_float(unsigned short h)
     if (e == 31)
         return __uint_as_float(sign | 0x7f800000u | (m << 13));
     return __uint_as_float(sign | ((e + 112u) << 23) | (m << 13));
+#endif
 }
 __device__ __forceinline__ unsigned short rt_float_f16(float f)
 {
+#if defined(RT_CVT_HW)
+    unsigned short h;
+    asm("cvt.rn.f16.f32 %0, %1;\n" : "=h"(h) : "f"(f));
+    return h;
+#else
     unsigned u = __float_as_uint(f), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
     if (a > 0x7f800000u)
         return (unsigned short)(sign | 0x7e00u);
@@ -76,6 +101,7 @@ __device__ __forceinline__ unsigned short rt_float_f16(float f)
     unsigned q = M >> s, rem = M & ((1u << s) - 1u), half = 1u << (s - 1u);
     q += rem > half || (rem == half && (q & 1u));
     return (unsigned short)(sign | q);
+#endif
 }
 __device__ __forceinline__ float rt_ld(const rt_f16 *p) { return rt_f16_float(p->bits); }
 __device__ __forceinline__ void rt_st(rt_f16 *p, float v) { p->bits = rt_float_f16(v); }
@@ -109,6 +135,8 @@ __device__ __forceinline__ void rt_unpack2(unsigned u, const rt_bf16 *, float *o
     o[0] = __uint_as_float(u << 16);
     o[1] = __uint_as_float(u & 0xffff0000u);
 }
+/* Two values at once: cvt.rn.{bf16,f16}x2.f32 (sm_80 and later) puts its first
+ * operand in the high half. */
 __device__ __forceinline__ void rt_unpack2(unsigned u, const rt_f16 *, float *o)
 {
     o[0] = rt_f16_float((unsigned short)u);
@@ -116,11 +144,23 @@ __device__ __forceinline__ void rt_unpack2(unsigned u, const rt_f16 *, float *o)
 }
 __device__ __forceinline__ unsigned rt_pack2(const float *v, rt_bf16 *)
 {
+#if defined(RT_CVT_HW)
+    unsigned r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(v[1]), "f"(v[0]));
+    return r;
+#else
     return (unsigned)rt_float_bf16(v[0]) | (unsigned)rt_float_bf16(v[1]) << 16;
+#endif
 }
 __device__ __forceinline__ unsigned rt_pack2(const float *v, rt_f16 *)
 {
+#if defined(RT_CVT_HW)
+    unsigned r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(v[1]), "f"(v[0]));
+    return r;
+#else
     return (unsigned)rt_float_f16(v[0]) | (unsigned)rt_float_f16(v[1]) << 16;
+#endif
 }
 
 template <int N> __device__ __forceinline__ rt_vec<N> rt_ldv(const float *p)
@@ -197,6 +237,20 @@ template <typename... P> __device__ __forceinline__ bool rt_aligned16(const P *.
 
 __device__ __forceinline__ float rt_inf() { return __int_as_float(0x7f800000); }
 __device__ __forceinline__ double rt_nan_d() { return __longlong_as_double(0x7ff8000000000000ll); }
+/* 2^x by the hardware's approximation (ex2.approx.ftz: relative error about 2^-22; a
+ * result below 2^-126 is 0), one MUFU instruction where exp2f's exact one takes a range
+ * check and two scalings around it. 2^-inf = 0. For the probabilities of the 16-bit
+ * kernels (attention, the loss), whose error it stays far below. */
+__device__ __forceinline__ float rt_exp2_approx(float x)
+{
+#if defined(RT_EMU)
+    return exp2f(x);
+#else
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+#endif
+}
 
 /* ---- reductions ----------------------------------------------------------------------- */
 

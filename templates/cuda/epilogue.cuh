@@ -57,32 +57,42 @@ rt_add_into(const float *x, float *y, int64_t n)
         y[i] += x[i];
 }
 
-/* Launch: grid-stride, 256 threads. For i < M, j < N, at k = i * ldc + j:
- *   C[k] = beta C[k] + the sum over s < parts of part[s * ps + i * N + j], in s order
+/* Launch: blocks of 32 x 8 threads, ceil(n / 32) of them, n = M N (+ M with db). For
+ * i < M, j < N, at k = i * ldc + j:
+ *   C[k] = beta C[k] + the sum over s < parts of part[s * ps + i * N + j]
  * and, with db (not NULL), for i < M:
  *   db[i] = (store ? 0 : db[i]) + the sum over s < parts of bpart[s * bs + i]
  * The partial products of a K-sliced GEMM (cuda_blas.c's ksplit_gemm), fp32, ps >= M N
  * apart, into a parameter gradient (fp32), and the partial sums of dy its BGRADB
  * epilogue stored, bs >= M apart, into the bias gradient; beta 0 stores without
- * reading C. */
+ * reading C. A block takes 32 sums, each over its 8 rows of threads: row y adds the
+ * partials s = y, y + 8, ... in order (a warp reads 32 neighbours: 128 bytes), then
+ * row 0 adds the 8 rows' sums in row order. The order depends on the shape only: the
+ * same bits every step. (A thread a sum, the partials one after another, left a 64 x
+ * 64 gradient of 128 slices 16 blocks for the whole GPU: 28 us a sum on an H100.) */
 extern "C" __global__ void __launch_bounds__(256)
 rt_ksplit_sum(const float *part, float *C, int64_t parts, int64_t ps, int64_t M, int64_t N,
               int64_t ldc, float beta, const float *bpart, float *db, int64_t bs, int store)
 {
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < M * N; i += stride) {
-        float s = 0.0f;
-        for (int64_t q = 0; q < parts; q++)
-            s += part[q * ps + i];
+    __shared__ float rows[8][33];
+    const int64_t mn = M * N, n = mn + (db ? M : 0);
+    const int64_t i = (int64_t)blockIdx.x * 32 + threadIdx.x;
+    float s = 0.0f;
+    if (i < n) {
+        const float *x = i < mn ? part + i : bpart + (i - mn);
+        const int64_t step = i < mn ? ps : bs;
+        for (int64_t q = threadIdx.y; q < parts; q += 8)
+            s += x[q * step];
+    }
+    rows[threadIdx.y][threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.y != 0 || i >= n)
+        return;
+    for (int y = 1; y < 8; y++)
+        s += rows[y][threadIdx.x];
+    if (i < mn) {
         float *c = C + (ldc == N ? i : i / N * ldc + i % N);
         *c = beta == 0.0f ? s : beta * *c + s;
-    }
-    if (!db)
-        return;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < M; i += stride) {
-        float s = 0.0f;
-        for (int64_t q = 0; q < parts; q++)
-            s += bpart[q * bs + i];
-        db[i] = store ? s : db[i] + s;
-    }
+    } else
+        db[i - mn] = store ? s : db[i - mn] + s;
 }

@@ -68,30 +68,51 @@ __device__ __forceinline__ void cross_entropy_row(const act_t *logits, const int
  * its vectors of 8 values (16 bytes; vector t + 1024 k, k < CE_NV) all at once, and the
  * max, the sum and the gradient then come from those registers: the row is read from
  * memory once, not three times (GPT-2's rows are 100 KB, 1.6 GB of logits at B=16, more
- * than the L2 cache keeps between passes). The arithmetic per value is
- * cross_entropy_row's (expf, the sum in double, the same gradient expression); the sum's
- * order differs. A NaN in the row hands it to cross_entropy_row (its rules for NaN),
- * before anything is written; so does a block of another size or an unaligned row.
+ * than the L2 cache keeps between passes). The per-value work is kept small, since at
+ * GPT-2's size the loop's instructions, not memory, set the time (Nsight Compute on an
+ * H100, 2026-11-27: issue slots 69% busy, the integer pipe 54%, DRAM 37%, with expf
+ * twice a value, the sum in double and every value's index checked):
+ *   - a vector wholly inside the row (all but the last of a C not a multiple of 8)
+ *     takes no index check, and the target's vector is the only one whose gradient
+ *     asks for the value's index;
+ *   - exp(z - max) = 2^(z log2 e - max log2 e): one FMA and ex2.approx (relative error
+ *     about 2^-22, far below the gradient's 16-bit rounding);
+ *   - a vector's 8 terms are summed in float, the vectors' sums in double;
+ *   - the max is fmaxf's, its first index found afterwards in the one vector where
+ *     the thread's max first occurs.
+ * A NaN or an infinity in the row makes the sum NaN (fmaxf passes a NaN over; z - max
+ * is NaN for an infinite max), and the row then goes to cross_entropy_row (its rules
+ * for NaN and inf) before anything is written; so does a block of another size or an
+ * unaligned row. The sum's order and the exponential differ from cross_entropy_row's.
  * Returns whether it did the row. (RT_CE_THREE_PASSES, defined by a file generated with
  * TRAINC_CE_REGS=0, leaves this path out: the kernel as it was, for benchmarks.) */
-#define CE_WORDS(q) {q.x, q.y, q.z, q.w}
-/* value e (0..7) of a vector held as four words, two 16-bit values each, low half first */
-__device__ __forceinline__ float ce_value(const unsigned w[4], int e)
+/* a vector of 8 16-bit values (four words, low half first) as floats, and back */
+__device__ __forceinline__ void ce_unpack(uint4 q, float x[8])
 {
-    return rt_act16_float((unsigned short)(w[e / 2] >> (16 * (e % 2))));
+    rt_unpack2(q.x, (const act_t *)0, x), rt_unpack2(q.y, (const act_t *)0, x + 2);
+    rt_unpack2(q.z, (const act_t *)0, x + 4), rt_unpack2(q.w, (const act_t *)0, x + 6);
+}
+__device__ __forceinline__ uint4 ce_pack(const float g[8])
+{
+    return make_uint4(rt_pack2(g, (act_t *)0), rt_pack2(g + 2, (act_t *)0),
+                      rt_pack2(g + 4, (act_t *)0), rt_pack2(g + 6, (act_t *)0));
 }
 template <int C, int LD>
 __device__ __forceinline__ bool cross_entropy_row_regs(const act_t *logits, const int32_t *target,
                                                        act_t *dlogits, double *loss,
                                                        double *correct, float grad_scale)
 {
-    constexpr int NV8 = (C + 7) / 8, CE_NV = (NV8 + 1023) / 1024;
+    /* vectors in the row, vectors wholly inside it, vectors a thread */
+    constexpr int NV8 = (C + 7) / 8, WHOLE = C / 8, CE_NV = (NV8 + 1023) / 1024;
+    constexpr float L2E = 1.4426950408889634f;   /* log2(e) */
     int64_t r = blockIdx.x;
     const act_t *z = logits + r * LD;      /* [C] */
     act_t *dz = dlogits ? dlogits + r * LD : NULL;
     if (blockDim.x != 1024 || !rt_aligned16(z) || (dz && !rt_aligned16(dz)))
         return false;
-    int t = threadIdx.x, tg = target[r];
+    const int t = threadIdx.x, tg = target[r];
+    /* vector t + 1024 k is whole: for the early k, known when compiled */
+    auto whole = [&](int k) { return 1024 * k + 1023 < WHOLE || t + 1024 * k < WHOLE; };
     bool bad = tg < 0 || tg >= C;
     float zt = bad ? 0.0f : rt_ld(z + tg);
     uint4 q[CE_NV];
@@ -100,67 +121,76 @@ __device__ __forceinline__ bool cross_entropy_row_regs(const act_t *logits, cons
                                          * row 0, never used (j >= C) */
         q[k] = k == 0 || t + 1024 * k < NV8 ? *(const uint4 *)(z + (int64_t)(t + 1024 * k) * 8)
                                             : make_uint4(0u, 0u, 0u, 0u);
-    /* pass 1 (registers): max, its first index, whether there is a NaN. Vector t
-     * (k = 0) is whole for every thread, since C >= 8192. */
-    float bv = rt_act16_float((unsigned short)q[0].x);
-    int bi = t * 8;
-    bool nan = bv != bv;
+    /* pass 1 (registers): the thread's max and the first vector holding it, then the
+     * first index of the max in that vector */
+    float bv = -rt_inf();
+    int bk = 0;
 #pragma unroll
     for (int k = 0; k < CE_NV; k++) {
-        unsigned w[4] = CE_WORDS(q[k]);
+        const int v = t + 1024 * k;
+        float x[8], vm = -rt_inf();
+        ce_unpack(q[k], x);
 #pragma unroll
-        for (int e = (k == 0); e < 8; e++) {
-            int j = (t + 1024 * k) * 8 + e;
-            if (j < C) {
-                float x = ce_value(w, e);
-                nan |= x != x;
-                if (x > bv) {
-                    bv = x;
-                    bi = j;
-                }
-            }
+        for (int e = 0; e < 8; e++)
+            if (whole(k) || v * 8 + e < C)
+                vm = fmaxf(vm, x[e]);
+        if (vm > bv) {
+            bv = vm;
+            bk = k;
         }
     }
+    uint4 qb = q[0];   /* vector bk, taken by selects (an index into q would put q in memory) */
+#pragma unroll
+    for (int k = 1; k < CE_NV; k++)
+        if (k == bk)
+            qb = q[k];
+    float xb[8];
+    ce_unpack(qb, xb);
+    int bi = 0x7fffffff;
+#pragma unroll
+    for (int e = 7; e >= 0; e--)
+        if (xb[e] == bv)
+            bi = (t + 1024 * bk) * 8 + e;
     float m;
-    int am = rt_block_argmax(nan ? __int_as_float(0x7fc00000) : bv, bi, &m);
-    if (m != m)
-        return false;   /* a NaN: nothing is written yet */
-    /* pass 2 (registers): sum of exp(z - max), in double */
+    int am = rt_block_argmax(bv, bi, &m);
+    const float ml = m * L2E;
+    /* pass 2 (registers): sum of exp(z - max), each vector's in float, in double */
     double s = 0.0;
 #pragma unroll
     for (int k = 0; k < CE_NV; k++) {
-        unsigned w[4] = CE_WORDS(q[k]);
+        const int v = t + 1024 * k;
+        float x[8], sv = 0.0f;
+        ce_unpack(q[k], x);
 #pragma unroll
-        for (int e = 0; e < 8; e++) {
-            int j = (t + 1024 * k) * 8 + e;
-            if (j < C)
-                s += (double)expf(ce_value(w, e) - m);
-        }
+        for (int e = 0; e < 8; e++)
+            if (whole(k) || v * 8 + e < C)
+                sv += rt_exp2_approx(fmaf(x[e], L2E, -ml));
+        s += (double)sv;
     }
     s = rt_block_sum(s);   /* its barriers: every thread has read z[target] before pass 3 */
-    /* pass 3: the gradient (0 past C, and in the padding vectors up to LD) */
+    if (s != s)
+        return false;      /* a NaN or an infinity in the row: nothing is written yet */
+    /* pass 3: the gradient, exp(z - max) / sum scaled (0 past C, and in the padding
+     * vectors up to LD; all 0 for a bad target), then the target's value rewritten by
+     * the thread that stored its vector: (exp(z[target] - max) / sum - 1) scaled */
     if (dz) {
-        float inv = (float)(1.0 / s), sc = inv * grad_scale;
+        const float inv = (float)(1.0 / s), sc = inv * grad_scale, scb = bad ? 0.0f : sc;
 #pragma unroll
         for (int k = 0; k < CE_NV; k++) {
-            int v = t + 1024 * k;
+            const int v = t + 1024 * k;
             if (v >= NV8)
                 continue;
-            unsigned w[4] = CE_WORDS(q[k]);
+            float x[8];
+            ce_unpack(q[k], x);
 #pragma unroll
-            for (int e = 0; e < 8; e += 2) {
-                float g[2];
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    int j = v * 8 + e + h;
-                    float x = ce_value(w, e + h);
-                    float ex = expf(x - m);
-                    g[h] = bad || j >= C ? 0.0f : j == tg ? (ex * inv - 1.0f) * grad_scale : ex * sc;
-                }
-                w[e / 2] = (unsigned)rt_float_act16(g[0]) | (unsigned)rt_float_act16(g[1]) << 16;
+            for (int e = 0; e < 8; e++) {
+                const float g = rt_exp2_approx(fmaf(x[e], L2E, -ml)) * scb;
+                x[e] = whole(k) || v * 8 + e < C ? g : 0.0f;
             }
-            *(uint4 *)(dz + (int64_t)v * 8) = make_uint4(w[0], w[1], w[2], w[3]);
+            *(uint4 *)(dz + (int64_t)v * 8) = ce_pack(x);
         }
+        if (!bad && t == tg / 8 % 1024)
+            rt_st(dz + tg, (rt_exp2_approx(fmaf(zt, L2E, -ml)) * inv - 1.0f) * grad_scale);
         for (int v = NV8 + t; v < LD / 8; v += 1024)
             *(uint4 *)(dz + (int64_t)v * 8) = make_uint4(0u, 0u, 0u, 0u);
     }
@@ -170,7 +200,6 @@ __device__ __forceinline__ bool cross_entropy_row_regs(const act_t *logits, cons
     }
     return true;
 }
-#undef CE_WORDS
 #define RT_CE_REGS(C, LD) ((C) >= 8192 && (C) <= 65536 && (LD) % 8 == 0)
 #else
 #define RT_CE_REGS(C, LD) false

@@ -632,6 +632,41 @@ static void t_cross_entropy_nan(int64_t rows, int64_t Cn, int64_t ld)
     free(z), free(tg), free(dz), reset();
 }
 
+/* Infinities: +inf in row 1 (at its target), some -inf in row 2 under a finite
+ * maximum (in a whole vector and among the last values), every value -inf in row 3.
+ * Rows 1 and 3 come out NaN on both sides (exp(inf - inf)), row 2 and row 0 finite;
+ * loss.cuh's register path hands rows 1 and 3 to the three passes (their sum is NaN),
+ * keeps row 2. `correct` compares exactly. */
+static void t_cross_entropy_inf(int64_t Cn, int64_t ld)
+{
+    const int64_t rows = 4;
+    SHAPE("[%lld, %lld] rows %lld apart, infinities", (long long)rows, (long long)Cn, (long long)ld);
+    int64_t n = rows * ld;
+    float *z = fvec(n);
+    for (int64_t i = 0; i < n; i++)
+        z[i] = i % ld < Cn ? z[i] * 4.0f : NAN;
+    int32_t tg[4] = {3, 4321, 17, 0};
+    z[1 * ld + 4321] = INFINITY;
+    z[2 * ld + 100] = z[2 * ld + 101] = z[2 * ld + Cn - 1] = -INFINITY;
+    z[2 * ld + 17] = 9.0f;
+    for (int64_t j = 0; j < Cn; j++)
+        z[3 * ld + j] = -INFINITY;
+    round_act(z, n);
+    float *dz = nans(n);
+    out_t o;
+    stats_t st;
+    ce_twice(z, tg, dz, rows, Cn, ld, (float)Cn / 8.0f, &o, &st);
+    if (!isnan(st.loss[0]) || !isnan(C.loss_sum) || st.correct[0] != C.correct ||
+        st.correct[1] != C.correct)
+        report("cross_entropy inf stats", INFINITY, TOL_RED,
+               " (loss %g vs %g, correct %lld vs %lld)", st.loss[0], C.loss_sum,
+               (long long)st.correct[0], (long long)C.correct);
+    else
+        report("cross_entropy inf stats", 0.0, TOL_RED, NULL);
+    judge("cross_entropy inf", TA(TOL_EW), &o, 1);
+    free(z), free(dz), reset();
+}
+
 /* Rows built for the first argmax (`correct` compares exactly): two equal maxima in
  * different threads' vectors (target at the second: wrong; at the first: right), the
  * maximum at C - 1 alone, a row of equal values (target 0), -0.0 before +0.0 as the
@@ -1575,6 +1610,8 @@ int main(int argc, char **argv)
     t_cross_entropy(6, 8197, 1, 8200);
     t_cross_entropy_nan(4, 50257, 50304);
     t_cross_entropy_ties(50257, 50304);
+    t_cross_entropy_inf(50257, 50304);
+    t_cross_entropy_inf(50257, 50257);
     t_cross_entropy_ties(8197, 8200);
     t_cross_entropy_bad_target(50257, 50304);   /* the register path */
     t_cross_entropy_bad_target(50257, 50257);   /* the three passes */
