@@ -597,6 +597,23 @@ static void ce_twice(const float *z, const int32_t *tg, float *dz, int64_t rows,
     free(pn);
 }
 
+/* A loss that comes out NaN on both sides ("cross_entropy WHAT stats"): `correct` the
+ * same on the CPU and in both GPU runs, and at least least; then the gradients
+ * (worst(): a NaN must meet a NaN). */
+static void judge_nan_loss(const char *what, const stats_t *st, out_t *o, int64_t least)
+{
+    char name[64];
+    snprintf(name, sizeof name, "cross_entropy %s stats", what);
+    if (!isnan(st->loss[0]) || !isnan(C.loss_sum) || st->correct[0] != C.correct ||
+        st->correct[1] != C.correct || C.correct < least)
+        report(name, INFINITY, TOL_RED, " (loss %g vs %g, correct %lld vs %lld)", st->loss[0],
+               C.loss_sum, (long long)st->correct[0], (long long)C.correct);
+    else
+        report(name, 0.0, TOL_RED, NULL);
+    snprintf(name, sizeof name, "cross_entropy %s", what);
+    judge(name, TA(TOL_EW), o, 1);
+}
+
 /* A row with a NaN logit among rows without: the NaN row's loss and gradient are NaN
  * (the gradient's padding 0), its `correct` the first NaN's index against the target,
  * on both sides (loss.cuh's register path hands such a row to the three passes); the
@@ -620,15 +637,7 @@ static void t_cross_entropy_nan(int64_t rows, int64_t Cn, int64_t ld)
     out_t o;
     stats_t st;
     ce_twice(z, tg, dz, rows, Cn, ld, (float)Cn / 8.0f, &o, &st);
-    if (!isnan(st.loss[0]) || !isnan(C.loss_sum) || st.correct[0] != C.correct ||
-        st.correct[1] != C.correct || C.correct < 1)
-        report("cross_entropy NaN stats", INFINITY, TOL_RED,
-               " (loss %g vs %g, correct %lld vs %lld)", st.loss[0], C.loss_sum,
-               (long long)st.correct[0], (long long)C.correct);
-    else
-        report("cross_entropy NaN stats", 0.0, TOL_RED, NULL);
-    /* worst(): a NaN must meet a NaN */
-    judge("cross_entropy NaN", TA(TOL_EW), &o, 1);
+    judge_nan_loss("NaN", &st, &o, 1);
     free(z), free(tg), free(dz), reset();
 }
 
@@ -656,14 +665,7 @@ static void t_cross_entropy_inf(int64_t Cn, int64_t ld)
     out_t o;
     stats_t st;
     ce_twice(z, tg, dz, rows, Cn, ld, (float)Cn / 8.0f, &o, &st);
-    if (!isnan(st.loss[0]) || !isnan(C.loss_sum) || st.correct[0] != C.correct ||
-        st.correct[1] != C.correct)
-        report("cross_entropy inf stats", INFINITY, TOL_RED,
-               " (loss %g vs %g, correct %lld vs %lld)", st.loss[0], C.loss_sum,
-               (long long)st.correct[0], (long long)C.correct);
-    else
-        report("cross_entropy inf stats", 0.0, TOL_RED, NULL);
-    judge("cross_entropy inf", TA(TOL_EW), &o, 1);
+    judge_nan_loss("inf", &st, &o, 0);
     free(z), free(dz), reset();
 }
 
