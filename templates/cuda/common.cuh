@@ -135,13 +135,13 @@ __device__ __forceinline__ void rt_unpack2(unsigned u, const rt_bf16 *, float *o
     o[0] = __uint_as_float(u << 16);
     o[1] = __uint_as_float(u & 0xffff0000u);
 }
-/* Two values at once: cvt.rn.{bf16,f16}x2.f32 (sm_80 and later) puts its first
- * operand in the high half. */
 __device__ __forceinline__ void rt_unpack2(unsigned u, const rt_f16 *, float *o)
 {
     o[0] = rt_f16_float((unsigned short)u);
     o[1] = rt_f16_float((unsigned short)(u >> 16));
 }
+/* Two values at once: cvt.rn.{bf16,f16}x2.f32 (sm_80 and later) puts its first
+ * operand in the high half. */
 __device__ __forceinline__ unsigned rt_pack2(const float *v, rt_bf16 *)
 {
 #if defined(RT_CVT_HW)

@@ -73,17 +73,21 @@ __device__ __forceinline__ void cross_entropy_row(const act_t *logits, const int
  * H100, 2026-11-27: issue slots 69% busy, the integer pipe 54%, DRAM 37%, with expf
  * twice a value, the sum in double and every value's index checked):
  *   - a vector wholly inside the row (all but the last of a C not a multiple of 8)
- *     takes no index check, and the target's vector is the only one whose gradient
- *     asks for the value's index;
- *   - exp(z - max) = 2^(z log2 e - max log2 e): one FMA and ex2.approx (relative error
- *     about 2^-22, far below the gradient's 16-bit rounding);
+ *     takes no index check; every gradient value is written as exp(z - max) / sum
+ *     scaled, then the thread that wrote the target's vector rewrites that one value;
+ *   - exp(z - max) = 2^(z log2 e - ml), ml = max log2 e rounded to float: one FMA and
+ *     ex2.approx (relative error about 2^-22). Every term then carries the same factor
+ *     2^dl, dl = max log2 e - ml (exact by an FMA): the gradient's ratio cancels it,
+ *     the loss takes dl ln 2 off log(sum);
  *   - a vector's 8 terms are summed in float, the vectors' sums in double;
  *   - the max is fmaxf's, its first index found afterwards in the one vector where
  *     the thread's max first occurs.
- * A NaN or an infinity in the row makes the sum NaN (fmaxf passes a NaN over; z - max
- * is NaN for an infinite max), and the row then goes to cross_entropy_row (its rules
- * for NaN and inf) before anything is written; so does a block of another size or an
- * unaligned row. The sum's order and the exponential differ from cross_entropy_row's.
+ * A NaN or +inf in the row makes the sum NaN (fmaxf passes a NaN over; z - max is NaN
+ * for an infinite max), as does a row of -inf; a max whose ml is not finite (|max| >
+ * 2.36e38, which bf16 holds) fails its own test. Such a row goes to cross_entropy_row
+ * (its rules for NaN and inf) before anything is written; so does a block of another
+ * size or an unaligned row; -inf under a finite max stays (its term is 0). The sum's
+ * order and the exponential differ from cross_entropy_row's.
  * Returns whether it did the row. (RT_CE_THREE_PASSES, defined by a file generated with
  * TRAINC_CE_REGS=0, leaves this path out: the kernel as it was, for benchmarks.) */
 /* a vector of 8 16-bit values (four words, low half first) as floats, and back */
@@ -168,8 +172,9 @@ __device__ __forceinline__ bool cross_entropy_row_regs(const act_t *logits, cons
         s += (double)sv;
     }
     s = rt_block_sum(s);   /* its barriers: every thread has read z[target] before pass 3 */
-    if (s != s)
-        return false;      /* a NaN or an infinity in the row: nothing is written yet */
+    if (s != s || !(fabsf(ml) < rt_inf()))
+        return false;      /* a NaN or an infinity in the row, or a max past float's
+                            * range once times log2 e: nothing is written yet */
     /* pass 3: the gradient, exp(z - max) / sum scaled (0 past C, and in the padding
      * vectors up to LD; all 0 for a bad target), then the target's value rewritten by
      * the thread that stored its vector: (exp(z[target] - max) / sum - 1) scaled */
@@ -195,7 +200,8 @@ __device__ __forceinline__ bool cross_entropy_row_regs(const act_t *logits, cons
             *(uint4 *)(dz + (int64_t)v * 8) = make_uint4(0u, 0u, 0u, 0u);
     }
     if (t == 0) {
-        loss[r] = bad ? rt_nan_d() : (double)m + log(s) - (double)zt;
+        const double dl = (double)fmaf(m, L2E, -ml);   /* every term's 2^dl (above) */
+        loss[r] = bad ? rt_nan_d() : (double)m + (log(s) - dl * 0.6931471805599453) - (double)zt;
         correct[r] = !bad && am == tg ? 1.0 : 0.0;
     }
     return true;

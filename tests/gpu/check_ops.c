@@ -642,24 +642,27 @@ static void t_cross_entropy_nan(int64_t rows, int64_t Cn, int64_t ld)
 }
 
 /* Infinities: +inf in row 1 (at its target), some -inf in row 2 under a finite
- * maximum (in a whole vector and among the last values), every value -inf in row 3.
- * Rows 1 and 3 come out NaN on both sides (exp(inf - inf)), row 2 and row 0 finite;
- * loss.cuh's register path hands rows 1 and 3 to the three passes (their sum is NaN),
+ * maximum (in a whole vector and among the last values), every value -inf in row 3;
+ * and finite values past 2.36e38, where max x log2(e) is not a float: a maximum of 3e38
+ * in row 4, every value -3e38 in row 5 (bf16 holds them; fp16 rounds them to inf).
+ * Rows 1 and 3 come out NaN on both sides (exp(inf - inf)), the others finite in fp32
+ * and bf16; loss.cuh's register path hands rows 1, 3, 4 and 5 to the three passes,
  * keeps row 2. `correct` compares exactly. */
 static void t_cross_entropy_inf(int64_t Cn, int64_t ld)
 {
-    const int64_t rows = 4;
+    const int64_t rows = 6;
     SHAPE("[%lld, %lld] rows %lld apart, infinities", (long long)rows, (long long)Cn, (long long)ld);
     int64_t n = rows * ld;
     float *z = fvec(n);
     for (int64_t i = 0; i < n; i++)
         z[i] = i % ld < Cn ? z[i] * 4.0f : NAN;
-    int32_t tg[4] = {3, 4321, 17, 0};
+    int32_t tg[6] = {3, 4321, 17, 0, 999, 0};
     z[1 * ld + 4321] = INFINITY;
     z[2 * ld + 100] = z[2 * ld + 101] = z[2 * ld + Cn - 1] = -INFINITY;
     z[2 * ld + 17] = 9.0f;
+    z[4 * ld + 999] = 3e38f;
     for (int64_t j = 0; j < Cn; j++)
-        z[3 * ld + j] = -INFINITY;
+        z[3 * ld + j] = -INFINITY, z[5 * ld + j] = -3e38f;
     round_act(z, n);
     float *dz = nans(n);
     out_t o;
