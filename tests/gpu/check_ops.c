@@ -527,6 +527,16 @@ static void stats_judge(const char *name, const stats_t *st)
         report(name, err, TOL_RED, NULL);
 }
 
+/* rows of Cn random logits in [-4, 4), ld apart, the padding between them NaN (which
+ * neither side may read) */
+static float *ce_logits(int64_t rows, int64_t Cn, int64_t ld)
+{
+    float *z = fvec(rows * ld);
+    for (int64_t i = 0; i < rows * ld; i++)
+        z[i] = i % ld < Cn ? z[i] * 4.0f : NAN;
+    return z;
+}
+
 /* mode 0: loss only; 1: dlogits in its own buffer; 2: dlogits over the logits. Rows
  * are ld >= Cn apart; the logits' padding holds NaN, which neither kernel may read
  * (the loss would be NaN), and both write 0 into dlogits' padding (the outputs'
@@ -537,9 +547,7 @@ static void t_cross_entropy(int64_t rows, int64_t Cn, int mode, int64_t ld)
     SHAPE("[%lld, %lld] rows %lld apart, %s", (long long)rows, (long long)Cn, (long long)ld,
           modes[mode]);
     int64_t n = rows * ld;
-    float *z = fvec(n);
-    for (int64_t i = 0; i < n; i++)
-        z[i] = i % ld < Cn ? z[i] * 4.0f : NAN;
+    float *z = ce_logits(rows, Cn, ld);
     int32_t *tg = rt_xmalloc((size_t)rows * sizeof *tg);
     for (int64_t r = 0; r < rows; r++) {
         tg[r] = (int32_t)irand(Cn);
@@ -623,9 +631,7 @@ static void t_cross_entropy_nan(int64_t rows, int64_t Cn, int64_t ld)
     SHAPE("[%lld, %lld] rows %lld apart, a NaN in row 1", (long long)rows, (long long)Cn,
           (long long)ld);
     int64_t n = rows * ld;
-    float *z = fvec(n);
-    for (int64_t i = 0; i < n; i++)
-        z[i] = i % ld < Cn ? z[i] * 4.0f : NAN;
+    float *z = ce_logits(rows, Cn, ld);
     int32_t *tg = rt_xmalloc((size_t)rows * sizeof *tg);
     for (int64_t r = 0; r < rows; r++)
         tg[r] = (int32_t)irand(Cn);
@@ -653,9 +659,7 @@ static void t_cross_entropy_inf(int64_t Cn, int64_t ld)
     const int64_t rows = 6;
     SHAPE("[%lld, %lld] rows %lld apart, infinities", (long long)rows, (long long)Cn, (long long)ld);
     int64_t n = rows * ld;
-    float *z = fvec(n);
-    for (int64_t i = 0; i < n; i++)
-        z[i] = i % ld < Cn ? z[i] * 4.0f : NAN;
+    float *z = ce_logits(rows, Cn, ld);
     int32_t tg[6] = {3, 4321, 17, 0, 999, 0};
     z[1 * ld + 4321] = INFINITY;
     z[2 * ld + 100] = z[2 * ld + 101] = z[2 * ld + Cn - 1] = -INFINITY;
