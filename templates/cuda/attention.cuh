@@ -311,22 +311,12 @@ __device__ __forceinline__ void att_frag_a(unsigned (*f)[4], const act_t *p, int
         }
 }
 
-/* two floats rounded to 16 bits (to nearest even, as rt_float_act16), the first in the
- * low half: one cvt.rn.{bf16,f16}x2.f32 (sm_80 and later), which puts its first
- * operand in the high half */
+/* two floats rounded to 16 bits, the first in the low half (common.cuh's rt_pack2:
+ * one cvt.rn.{bf16,f16}x2.f32 on the GPU) */
 __device__ __forceinline__ unsigned att_pack2(float lo, float hi)
 {
-#if defined(RT_EMU)
-    return att_pack(rt_float_act16(lo), rt_float_act16(hi));
-#elif defined(RT_ACT_BF16)
-    unsigned r;
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
-#else
-    unsigned r;
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
-#endif
+    const float v[2] = {lo, hi};
+    return rt_pack2(v, (act_t *)0);
 }
 
 /* two values at p (an even column: 4-byte aligned), rounded to 16 bits, one store */

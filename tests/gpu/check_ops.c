@@ -605,21 +605,30 @@ static void ce_twice(const float *z, const int32_t *tg, float *dz, int64_t rows,
     free(pn);
 }
 
-/* A loss that comes out NaN on both sides ("cross_entropy WHAT stats"): `correct` the
- * same on the CPU and in both GPU runs, and at least least; then the gradients
- * (worst(): a NaN must meet a NaN). */
-static void judge_nan_loss(const char *what, const stats_t *st, out_t *o, int64_t least)
+/* Logits z (rows of Cn, ld apart) rounded to the activations' type, whose loss comes
+ * out NaN on both sides ("cross_entropy WHAT stats"): `correct` the same on the CPU
+ * and in both GPU runs, and at least least; then the gradients (worst(): a NaN must
+ * meet a NaN). */
+static void ce_nan_rows(const char *what, float *z, const int32_t *tg, int64_t rows, int64_t Cn,
+                        int64_t ld, int64_t least)
 {
+    int64_t n = rows * ld;
+    round_act(z, n);
+    float *dz = nans(n);
+    out_t o;
+    stats_t st;
+    ce_twice(z, tg, dz, rows, Cn, ld, (float)Cn / 8.0f, &o, &st);
     char name[64];
     snprintf(name, sizeof name, "cross_entropy %s stats", what);
-    if (!isnan(st->loss[0]) || !isnan(C.loss_sum) || st->correct[0] != C.correct ||
-        st->correct[1] != C.correct || C.correct < least)
-        report(name, INFINITY, TOL_RED, " (loss %g vs %g, correct %lld vs %lld)", st->loss[0],
-               C.loss_sum, (long long)st->correct[0], (long long)C.correct);
+    if (!isnan(st.loss[0]) || !isnan(C.loss_sum) || st.correct[0] != C.correct ||
+        st.correct[1] != C.correct || C.correct < least)
+        report(name, INFINITY, TOL_RED, " (loss %g vs %g, correct %lld vs %lld)", st.loss[0],
+               C.loss_sum, (long long)st.correct[0], (long long)C.correct);
     else
         report(name, 0.0, TOL_RED, NULL);
     snprintf(name, sizeof name, "cross_entropy %s", what);
-    judge(name, TA(TOL_EW), o, 1);
+    judge(name, TA(TOL_EW), &o, 1);
+    free(dz);
 }
 
 /* A row with a NaN logit among rows without: the NaN row's loss and gradient are NaN
@@ -630,7 +639,6 @@ static void t_cross_entropy_nan(int64_t rows, int64_t Cn, int64_t ld)
 {
     SHAPE("[%lld, %lld] rows %lld apart, a NaN in row 1", (long long)rows, (long long)Cn,
           (long long)ld);
-    int64_t n = rows * ld;
     float *z = ce_logits(rows, Cn, ld);
     int32_t *tg = rt_xmalloc((size_t)rows * sizeof *tg);
     for (int64_t r = 0; r < rows; r++)
@@ -638,13 +646,8 @@ static void t_cross_entropy_nan(int64_t rows, int64_t Cn, int64_t ld)
     tg[1] = 777;                  /* the first NaN is at the target: counted correct */
     z[1 * ld + 777] = NAN;
     z[1 * ld + Cn - 1] = NAN;
-    round_act(z, n);
-    float *dz = nans(n);
-    out_t o;
-    stats_t st;
-    ce_twice(z, tg, dz, rows, Cn, ld, (float)Cn / 8.0f, &o, &st);
-    judge_nan_loss("NaN", &st, &o, 1);
-    free(z), free(tg), free(dz), reset();
+    ce_nan_rows("NaN", z, tg, rows, Cn, ld, 1);
+    free(z), free(tg), reset();
 }
 
 /* Infinities: +inf in row 1 (at its target), some -inf in row 2 under a finite
@@ -657,8 +660,8 @@ static void t_cross_entropy_nan(int64_t rows, int64_t Cn, int64_t ld)
 static void t_cross_entropy_inf(int64_t Cn, int64_t ld)
 {
     const int64_t rows = 6;
-    SHAPE("[%lld, %lld] rows %lld apart, infinities", (long long)rows, (long long)Cn, (long long)ld);
-    int64_t n = rows * ld;
+    SHAPE("[%lld, %lld] rows %lld apart, infinities", (long long)rows, (long long)Cn,
+          (long long)ld);
     float *z = ce_logits(rows, Cn, ld);
     int32_t tg[6] = {3, 4321, 17, 0, 999, 0};
     z[1 * ld + 4321] = INFINITY;
@@ -667,13 +670,8 @@ static void t_cross_entropy_inf(int64_t Cn, int64_t ld)
     z[4 * ld + 999] = 3e38f;
     for (int64_t j = 0; j < Cn; j++)
         z[3 * ld + j] = -INFINITY, z[5 * ld + j] = -3e38f;
-    round_act(z, n);
-    float *dz = nans(n);
-    out_t o;
-    stats_t st;
-    ce_twice(z, tg, dz, rows, Cn, ld, (float)Cn / 8.0f, &o, &st);
-    judge_nan_loss("inf", &st, &o, 0);
-    free(z), free(dz), reset();
+    ce_nan_rows("inf", z, tg, rows, Cn, ld, 0);
+    free(z), reset();
 }
 
 /* Rows built for the first argmax (`correct` compares exactly): two equal maxima in
