@@ -11,7 +11,8 @@
 #   KNOWN="none=200 selective=276 full=648" bash bench/gpu_gpt2.sh
 #                      PyTorch's side and the goal's runs alone, trainc's largest batches
 #                      taken from an earlier run on the same kind of device (not searched);
-#                      TORCH_BATCH=77 does the same for PyTorch's without checkpointing
+#                      TORCH_BATCH=77 does the same for PyTorch's without checkpointing,
+#                      TORCH_CKPT_BATCH=188 for PyTorch's with torch.utils.checkpoint
 #
 # For each policy: the largest batch whose trainer starts and runs 3 steps, and
 # tokens/s there. The search starts from a prediction: at batches 8 and 24, the bytes
@@ -140,7 +141,7 @@ PY
     tb=${TORCH_BATCH:-$(largest_torch)}   # TORCH_BATCH: PyTorch's, measured before
     echo "{\"impl\":\"torch+$TL\",\"largest_batch\":$tb}"
     python3 "$ROOT/bench/gpu_gpt2_torch.py" $tb "${TP[@]}" --steps 12
-    cb=$(largest_torch --ckpt)
+    cb=${TORCH_CKPT_BATCH:-$(largest_torch --ckpt)}   # likewise, with checkpointing
     echo "{\"impl\":\"torch+$TL+checkpoint\",\"largest_batch\":$cb}"
     python3 "$ROOT/bench/gpu_gpt2_torch.py" $cb --ckpt "${TP[@]}" --steps 12
     [ "$tb" -gt 0 ] && speed_trainc none $tb
