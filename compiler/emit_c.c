@@ -840,8 +840,9 @@ void emit_plan_json(Program *p, Buf *b)
     buf_printf(b, "  \"activations\": \"%s\",\n  \"param_copy_bytes\": %lld,\n",
                g->act16 ? half_name(g) : "fp32", (long long)(g->act16 ? pbytes / 2 : 0));
     static const char *pol[] = {"none", "selective", "full", "auto"};
-    buf_printf(b, "  \"recompute\": \"%s\",\n  \"recompute_full_blocks\": %d,\n  \"blocks\": %d,\n"
-               "  \"recompute_flops\": %lld,\n", pol[p->policy], p->full_blocks, p->n_blocks,
+    buf_printf(b, "  \"recompute\": \"%s\",\n  \"recompute_full_blocks\": %d,\n"
+               "  \"recompute_blocks\": %d,\n  \"blocks\": %d,\n"
+               "  \"recompute_flops\": %lld,\n", pol[p->policy], p->full_blocks, p->sel_blocks, p->n_blocks,
                (long long)(B * p->recompute_flops));
     buf_puts(b, "  \"buffers\": [\n");
     int first = 1;

@@ -256,6 +256,7 @@ typedef struct Program {
     int cur_block;           /* while lowering: the block of the node being lowered */
     int policy;              /* RT_RECOMPUTE_* applied */
     int full_blocks;         /* with selective: blocks 0 .. full_blocks-1 recomputed in full */
+    int sel_blocks;          /* blocks full_blocks .. sel_blocks-1 selective, the rest kept */
     const char *cuda_unsupported; /* set by emit_cuda: why this model cannot run on a GPU */
     int n_blocks;            /* top-level blocks (the highest Instr.block + 1) */
     int64_t recompute_flops; /* per sample, added by recomputation (estimate) */
@@ -310,8 +311,9 @@ void memplan(Program *p);
 /* Drops saved activations per the recompute policy and replays their producers in
  * the backward pass (recompute.c); run after fuse, before memplan. With selective,
  * full_blocks > 0 recomputes the first full_blocks blocks in full (auto's steps
- * between selective and full). */
-void recompute(Program *p, int policy, int full_blocks);
+ * between selective and full), and 0 < sel_blocks < the blocks recomputes only the
+ * first sel_blocks blocks (auto's steps between none and selective). */
+void recompute(Program *p, int policy, int full_blocks, int sel_blocks);
 
 /* ---- output --------------------------------------------------------------- */
 

@@ -19,8 +19,8 @@
 extern char **environ;
 
 /* The passes, for one policy (with selective, the first full_blocks blocks recomputed
- * in full); after each, the verifier (verify.c: passed) and --dump-after. */
-static void compile_train(Compiled *c, int policy, int full_blocks)
+ * in full, and sel_blocks > 0: blocks from sel_blocks on not at all); after each, the verifier (verify.c: passed) and --dump-after. */
+static void compile_train(Compiled *c, int policy, int full_blocks, int sel_blocks)
 {
     c->graph = graph_build(c->spec);
     passed_graph(c->graph, "graph");
@@ -32,7 +32,7 @@ static void compile_train(Compiled *c, int policy, int full_blocks)
     passed(c->prog, "fusion");
     residual_epilogues(c->prog);
     passed(c->prog, "residual");
-    recompute(c->prog, policy, full_blocks);
+    recompute(c->prog, policy, full_blocks, sel_blocks);
     passed(c->prog, "recompute");
     gemm_epilogues(c->prog);
     passed(c->prog, "gemm-epilogues");
@@ -62,20 +62,25 @@ Compiled *compile_spec(Spec *s)
     c->spec = s;
     int policy = s->train.recompute;
     if (policy != RT_RECOMPUTE_AUTO) {
-        compile_train(c, policy, 0);
+        compile_train(c, policy, 0, 0);
     } else {
-        /* the least recomputation whose plan fits the budget: none, selective, then
-         * selective with the first 1, 2, ... blocks in full, then full */
+        /* the least recomputation whose plan fits the budget: none; selective in the
+         * first 1, 2, ... blocks (the others keep everything); selective everywhere;
+         * then selective with the first 1, 2, ... blocks in full; then full */
         double budget = s->train.memory_budget_mb * 1048576.0;
-        compile_train(c, RT_RECOMPUTE_NONE, 0);
+        compile_train(c, RT_RECOMPUTE_NONE, 0, 0);
         int fit = (double)total_bytes(c, s->train.batch_size) <= budget;
         int nb = c->prog->n_blocks;
-        for (int k = 0; k < nb && !fit; k++) {
-            compile_train(c, RT_RECOMPUTE_SELECTIVE, k);
+        for (int k = 1; k <= nb && !fit; k++) {
+            compile_train(c, RT_RECOMPUTE_SELECTIVE, 0, k);
+            fit = (double)total_bytes(c, s->train.batch_size) <= budget;
+        }
+        for (int k = 1; k < nb && !fit; k++) {
+            compile_train(c, RT_RECOMPUTE_SELECTIVE, k, 0);
             fit = (double)total_bytes(c, s->train.batch_size) <= budget;
         }
         if (!fit) {
-            compile_train(c, RT_RECOMPUTE_FULL, 0);
+            compile_train(c, RT_RECOMPUTE_FULL, 0, 0);
             fit = (double)total_bytes(c, s->train.batch_size) <= budget;
         }
         if (!fit) {
@@ -833,6 +838,9 @@ static int cmd_plan(int argc, char **argv)
     if (c->prog->policy == RT_RECOMPUTE_SELECTIVE && c->prog->full_blocks > 0)
         printf("                          blocks 0-%d of %d recomputed in full\n",
                c->prog->full_blocks - 1, c->prog->n_blocks);
+    if (c->prog->policy == RT_RECOMPUTE_SELECTIVE && c->prog->sel_blocks < c->prog->n_blocks)
+        printf("                          blocks 0-%d of %d selective, blocks %d-%d keep everything\n",
+               c->prog->sel_blocks - 1, c->prog->n_blocks, c->prog->sel_blocks, c->prog->n_blocks - 1);
     int replayed = 0, light = 0;
     for (int i = 0; i < p->n_ins; i++)
         if (p->ins[i]->recompute) {

@@ -17,6 +17,9 @@
  *              its backward, chains included
  *   selective with full_blocks = k (auto only): the first k blocks as full, the
  *              others as selective: steps of one block's memory between the two
+ *   selective with sel_blocks = k (auto only): the first k blocks as selective, the
+ *              others keep everything: the steps between none and selective, so
+ *              that a batch just past none's replays a few blocks' norms, not all
  *
  * A replay reads exactly the values the original read (an input overwritten in
  * place since, like a GEMM output its bias epilogue updated, is replayed too), and
@@ -215,7 +218,7 @@ static int cheap(const Instr *in)
     return in->kind == I_CALL && !strncmp(in->text, "rt_layernorm_fwd(", 17);
 }
 
-void recompute(Program *p, int policy, int full_blocks)
+void recompute(Program *p, int policy, int full_blocks, int sel_blocks)
 {
     p->policy = policy;
     p->n_blocks = 0;
@@ -225,6 +228,11 @@ void recompute(Program *p, int policy, int full_blocks)
     p->full_blocks = policy == RT_RECOMPUTE_FULL       ? p->n_blocks
                      : policy == RT_RECOMPUTE_SELECTIVE ? (full_blocks < p->n_blocks ? full_blocks : p->n_blocks)
                                                         : 0;
+    p->sel_blocks = policy == RT_RECOMPUTE_SELECTIVE && sel_blocks > 0 && sel_blocks < p->n_blocks ? sel_blocks
+                    : policy == RT_RECOMPUTE_NONE                                               ? 0
+                                                                                                 : p->n_blocks;
+    if (p->sel_blocks < p->full_blocks)
+        p->sel_blocks = p->full_blocks;
     if (policy == RT_RECOMPUTE_NONE)
         return;
     Graph *g = p->g;
@@ -275,7 +283,7 @@ void recompute(Program *p, int policy, int full_blocks)
             continue;
         }
         /* selective: cheap producers whose inputs are all kept as they were */
-        if (!cheap(w))
+        if (w->block >= p->sel_blocks || !cheap(w))
             continue;
         int ok = 1;
         for (int k = 0; k < w->n_reads && ok; k++) {

@@ -3,8 +3,8 @@
 # CNN and gpt_char, each policy gives bit-identical per-step losses and final weights
 # to "none". The plan: arena <= 1.10 x the lower bound for every spec and policy;
 # activation bytes none > selective > full for gpt_char and gpt2_124m; auto picks the
-# least recomputation that fits memory_budget_mb (none, selective, selective with the
-# first k blocks in full, full), and names what would fit when nothing does. The start
+# least recomputation that fits memory_budget_mb (none, selective in the first k
+# blocks, selective, selective with the first k blocks in full, full), and names what would fit when nothing does. The start
 # record's bytes (arena, parameters, gradients, optimizer state) are the plan's.
 set -eu
 cd "$(dirname "$0")/.."
@@ -60,6 +60,27 @@ PY
 cmp "$d/gpt_char.none/model.safetensors" "$d/gpt_char.mixed/model.safetensors"
 diff <(grep -o '"loss":[^,]*' "$d/gpt_char.none/metrics.jsonl") <(grep -o '"loss":[^,]*' "$d/gpt_char.mixed/metrics.jsonl")
 echo "ok   gpt_char: auto at 35 MiB ($(grep -o '"recompute_full_blocks": [0-9]*' "$d/mixed.json")) bit-identical to none"
+# auto between none and selective: the first blocks selective, the others keep
+# everything (gpt_char at batch 8 and 40 MiB: blocks 0-4 of 8), bit-identical too
+"$TRAINC" run specs/gpt_char.json --set batch_size=8 --set memory_budget_mb=40 --set recompute=auto \
+    --set max_steps=6 --set log_every=1 --set data.val=null --threads 1 --quiet --out "$d/gpt_char.part" 2>/dev/null
+"$TRAINC" plan specs/gpt_char.json --set batch_size=8 --set memory_budget_mb=40 --set recompute=auto --json \
+    > "$d/part.json"
+$PY - "$d/part.json" "$d/gpt_char.selective.plan.json" "$d/gpt_char.none.plan.json" <<'PY'
+import json, sys
+p, sel, none = (json.load(open(f)) for f in sys.argv[1:])
+assert p["recompute"] == "selective" and p["recompute_full_blocks"] == 0, p["recompute"]
+assert 0 < p["recompute_blocks"] < p["blocks"], p["recompute_blocks"]
+replays = lambda q: sum("(recomputed)" in i["what"] for i in q["instructions"])
+assert 0 < replays(p) < replays(sel), (replays(p), replays(sel))
+assert sel["arena_bytes"] < p["arena_bytes"] < none["arena_bytes"], (sel["arena_bytes"], p["arena_bytes"], none["arena_bytes"])
+assert p["arena_bytes"] / p["lower_bound_bytes"] <= 1.10, p["arena_bytes"] / p["lower_bound_bytes"]
+print(f"ok   gpt_char batch 8, 40 MiB: auto makes {p['recompute_blocks']} of {p['blocks']} blocks selective, "
+      f"{replays(p)} replays (selective everywhere: {replays(sel)}), arena {p['arena_bytes']}")
+PY
+cmp "$d/gpt_char.none/model.safetensors" "$d/gpt_char.part/model.safetensors"
+diff <(grep -o '"loss":[^,]*' "$d/gpt_char.none/metrics.jsonl") <(grep -o '"loss":[^,]*' "$d/gpt_char.part/metrics.jsonl")
+echo "ok   gpt_char: auto's partly selective plan bit-identical to none"
 for spec in specs/*.json; do
     for pol in none selective full; do
         "$TRAINC" plan "$spec" --json --set recompute=$pol > "$d/plan_$(basename "$spec" .json)_$pol.json"
