@@ -606,6 +606,16 @@ static void emit_header(Buf *b, Program *p, const char *file)
                TRAINC_VERSION, s->name);
 }
 
+/* One row of the plan table: `left` (offset .. shape) then `what`; a row that would pass
+ * 100 columns gives `what` a line of its own, under the buffer's name. */
+static void plan_row(Buf *b, const char *left, const char *what)
+{
+    if (strlen(left) + 2 + strlen(what) <= 100)
+        buf_printf(b, "%s  %s\n", left, what);
+    else
+        buf_printf(b, "%s\n *%35s%s\n", left, "", what);
+}
+
 static void emit_plan_comment(Buf *b, Program *p, const char *title)
 {
     Graph *g = p->g;
@@ -624,9 +634,11 @@ static void emit_plan_comment(Buf *b, Program *p, const char *title)
         Tensor *t = g->tensors[i];
         if (!t->has_offset)
             continue;
-        buf_printf(b, " *   %-10lld  %-9lld  %3d-%-3d  %-26s  %s  %s%s\n", (long long)t->offset,
-                   (long long)t->row_bytes, t->first, t->last, t->name, tensor_shape_text(t),
-                   t->what ? t->what : "", g->act16 && !tensor_half(g, t) ? " (fp32)" : "");
+        char left[512], what[512];
+        snprintf(left, sizeof left, " *   %-10lld  %-9lld  %3d-%-3d  %-26s  %s", (long long)t->offset,
+                 (long long)t->row_bytes, t->first, t->last, t->name, tensor_shape_text(t));
+        snprintf(what, sizeof what, "%s%s", t->what ? t->what : "", g->act16 && !tensor_half(g, t) ? " (fp32)" : "");
+        plan_row(b, left, what);
     }
     for (int i = 0; i < g->n_tensors; i++) {
         Tensor *t = g->tensors[i];
@@ -639,8 +651,12 @@ static void emit_plan_comment(Buf *b, Program *p, const char *title)
         if (t->kind == T_ACT && t->alias && t->materialized && t->alias->has_offset &&
             t->numel == t->alias->numel && t->rank == t->alias->rank &&
             !memcmp(t->shape, t->alias->shape, sizeof(int64_t) * (size_t)t->rank))
-            buf_printf(b, " *   (in place)  %-9s  %7s  %-26s  %s  written over %s\n", "-", "", t->name,
-                       shape_of(t, 1), t->alias->name);
+        {
+            char left[512], what[512];
+            snprintf(left, sizeof left, " *   (in place)  %-9s  %7s  %-26s  %s", "-", "", t->name, shape_of(t, 1));
+            snprintf(what, sizeof what, "written over %s", t->alias->name);
+            plan_row(b, left, what);
+        }
     }
     /* views (flatten): another shape over a buffer's memory, nothing copied */
     for (int i = 0; i < g->n_tensors; i++) {
@@ -648,8 +664,12 @@ static void emit_plan_comment(Buf *b, Program *p, const char *title)
         if ((t->kind == T_ACT || t->kind == T_TEMP) && t->alias && t->alias->has_offset &&
             (t->rank != t->alias->rank ||
              memcmp(t->shape, t->alias->shape, sizeof(int64_t) * (size_t)t->rank)))
-            buf_printf(b, " *   (view)      %-9s  %7s  %-26s  %s  %s's memory\n", "-", "", t->name,
-                       shape_of(t, 1), t->alias->name);
+        {
+            char left[512], what[512];
+            snprintf(left, sizeof left, " *   (view)      %-9s  %7s  %-26s  %s", "-", "", t->name, shape_of(t, 1));
+            snprintf(what, sizeof what, "%s's memory", t->alias->name);
+            plan_row(b, left, what);
+        }
     }
 }
 

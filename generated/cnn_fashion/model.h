@@ -19,15 +19,24 @@
  *   25088       25088       30-32   d_relu_4                    [B, 32, 14, 14]  gradient
  *   163072      12544       41-42   d_maxpool_2                 [B, 16, 14, 14]  gradient
  *   0           50176       42-44   d_relu_1                    [B, 16, 28, 28]  gradient
- *   50176       28224        1-2    col_conv_0                  [9, B*784]  im2col columns [C*k*k, B*OH*OW]
- *   0           50176        2-3    gemm_conv_0                 [16, B*784]  GEMM output [out, B*OH*OW]
- *   0           112896       6-7    col_conv_3                  [144, B*196]  im2col columns [C*k*k, B*OH*OW]
- *   163072      25088        7-8    gemm_conv_3                 [32, B*196]  GEMM output [out, B*OH*OW]
- *   163072      25088       32-40   gemm_d_conv_3               [32, B*196]  gradient in GEMM layout [out, B*OH*OW]
- *   0           112896      36-38   col_d_conv_3                [144, B*196]  im2col columns, recomputed [C*k*k, B*OH*OW]
- *   0           112896      40-41   dcol_d_conv_3               [144, B*196]  column gradients [C*k*k, B*OH*OW]
- *   50176       50176       44-50   gemm_d_conv_0               [16, B*784]  gradient in GEMM layout [out, B*OH*OW]
- *   0           28224       48-50   col_d_conv_0                [9, B*784]  im2col columns, recomputed [C*k*k, B*OH*OW]
+ *   50176       28224        1-2    col_conv_0                  [9, B*784]
+ *                                   im2col columns [C*k*k, B*OH*OW]
+ *   0           50176        2-3    gemm_conv_0                 [16, B*784]
+ *                                   GEMM output [out, B*OH*OW]
+ *   0           112896       6-7    col_conv_3                  [144, B*196]
+ *                                   im2col columns [C*k*k, B*OH*OW]
+ *   163072      25088        7-8    gemm_conv_3                 [32, B*196]
+ *                                   GEMM output [out, B*OH*OW]
+ *   163072      25088       32-40   gemm_d_conv_3               [32, B*196]
+ *                                   gradient in GEMM layout [out, B*OH*OW]
+ *   0           112896      36-38   col_d_conv_3                [144, B*196]
+ *                                   im2col columns, recomputed [C*k*k, B*OH*OW]
+ *   0           112896      40-41   dcol_d_conv_3               [144, B*196]
+ *                                   column gradients [C*k*k, B*OH*OW]
+ *   50176       50176       44-50   gemm_d_conv_0               [16, B*784]
+ *                                   gradient in GEMM layout [out, B*OH*OW]
+ *   0           28224       48-50   col_d_conv_0                [9, B*784]
+ *                                   im2col columns, recomputed [C*k*k, B*OH*OW]
  *   (in place)  -                   d_linear_9                  [B, 10]  written over linear_9
  *   (in place)  -                   d_linear_7                  [B, 128]  written over d_relu_8
  *   (view)      -                   flatten_6                   [B, 1568]  maxpool_5's memory
@@ -46,10 +55,14 @@
  *   25088       6272        10-11   maxpool_5                   [B, 32, 7, 7]  maxpool2d output
  *   0           512         11-14   relu_8                      [B, 128]  relu
  *   512         48          14-16   linear_9                    [B, 10]  linear output
- *   0           28224        1-2    col_conv_0                  [9, B*784]  im2col columns [C*k*k, B*OH*OW]
- *   50176       50176        2-3    gemm_conv_0                 [16, B*784]  GEMM output [out, B*OH*OW]
- *   0           112896       6-7    col_conv_3                  [144, B*196]  im2col columns [C*k*k, B*OH*OW]
- *   112896      25088        7-8    gemm_conv_3                 [32, B*196]  GEMM output [out, B*OH*OW]
+ *   0           28224        1-2    col_conv_0                  [9, B*784]
+ *                                   im2col columns [C*k*k, B*OH*OW]
+ *   50176       50176        2-3    gemm_conv_0                 [16, B*784]
+ *                                   GEMM output [out, B*OH*OW]
+ *   0           112896       6-7    col_conv_3                  [144, B*196]
+ *                                   im2col columns [C*k*k, B*OH*OW]
+ *   112896      25088        7-8    gemm_conv_3                 [32, B*196]
+ *                                   GEMM output [out, B*OH*OW]
  *   (view)      -                   flatten_6                   [B, 1568]  maxpool_5's memory
  */
 #ifndef TRAINC_MODEL_H

@@ -11,165 +11,252 @@
  *   offset      bytes/row  live     buffer                      shape
  *   310640640   1572864      0-620  embedding_wte               [B, 1024, 768]  embedding rows
  *   312213504   1572864      2-615  layernorm_h_0_ln_1          [B, 1024, 768]  layernorm output
- *   410320896   4096         2-620  ln_mean_h_0_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410324992   4096         2-620  ln_rstd_h_0_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   254017536   4718592      3-612  qkv_h_0_attn                [B, 1024, 2304]  q, k, v side by side
- *   409731072   49152        5-612  lse_h_0_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
- *   313786368   1572864      5-612  attn_y_h_0_attn             [B, 1024, 768]  attention heads' outputs
+ *   410320896   4096         2-620  ln_mean_h_0_ln_1            [B, 1024]
+ *                                   layernorm mean, saved for backward (fp32)
+ *   410324992   4096         2-620  ln_rstd_h_0_ln_1            [B, 1024]
+ *                                   layernorm 1/std, saved for backward (fp32)
+ *   254017536   4718592      3-612  qkv_h_0_attn                [B, 1024, 2304]
+ *                                   q, k, v side by side
+ *   409731072   49152        5-612  lse_h_0_attn                [B, 12, 1024]
+ *                                   each query's log-sum-exp, saved for backward (fp32)
+ *   313786368   1572864      5-612  attn_y_h_0_attn             [B, 1024, 768]
+ *                                   attention heads' outputs
  *   315359232   1572864      6-602  residual_attn_out_h_0_attn  [B, 1024, 768]  x + body(x)
  *   316932096   1572864      9-597  layernorm_h_0_ln_2          [B, 1024, 768]  layernorm output
- *   410329088   4096         9-602  ln_mean_h_0_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410333184   4096         9-602  ln_rstd_h_0_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   410329088   4096         9-602  ln_mean_h_0_ln_2            [B, 1024]
+ *                                   layernorm mean, saved for backward (fp32)
+ *   410333184   4096         9-602  ln_rstd_h_0_ln_2            [B, 1024]
+ *                                   layernorm 1/std, saved for backward (fp32)
  *   103022592   6291456     10-594  linear_h_0_fc               [B, 1024, 3072]  linear output
  *   109314048   6291456     12-590  gelu_h_0_2                  [B, 1024, 3072]  gelu
  *   318504960   1572864     14-584  residual_linear_h_0_proj    [B, 1024, 768]  x + body(x)
  *   320077824   1572864     17-579  layernorm_h_1_ln_1          [B, 1024, 768]  layernorm output
- *   410337280   4096        17-584  ln_mean_h_1_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410341376   4096        17-584  ln_rstd_h_1_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   258736128   4718592     18-576  qkv_h_1_attn                [B, 1024, 2304]  q, k, v side by side
- *   409780224   49152       20-576  lse_h_1_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
- *   321650688   1572864     20-576  attn_y_h_1_attn             [B, 1024, 768]  attention heads' outputs
+ *   410337280   4096        17-584  ln_mean_h_1_ln_1            [B, 1024]
+ *                                   layernorm mean, saved for backward (fp32)
+ *   410341376   4096        17-584  ln_rstd_h_1_ln_1            [B, 1024]
+ *                                   layernorm 1/std, saved for backward (fp32)
+ *   258736128   4718592     18-576  qkv_h_1_attn                [B, 1024, 2304]
+ *                                   q, k, v side by side
+ *   409780224   49152       20-576  lse_h_1_attn                [B, 12, 1024]
+ *                                   each query's log-sum-exp, saved for backward (fp32)
+ *   321650688   1572864     20-576  attn_y_h_1_attn             [B, 1024, 768]
+ *                                   attention heads' outputs
  *   323223552   1572864     21-566  residual_attn_out_h_1_attn  [B, 1024, 768]  x + body(x)
  *   324796416   1572864     24-561  layernorm_h_1_ln_2          [B, 1024, 768]  layernorm output
- *   410345472   4096        24-566  ln_mean_h_1_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410349568   4096        24-566  ln_rstd_h_1_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   410345472   4096        24-566  ln_mean_h_1_ln_2            [B, 1024]
+ *                                   layernorm mean, saved for backward (fp32)
+ *   410349568   4096        24-566  ln_rstd_h_1_ln_2            [B, 1024]
+ *                                   layernorm 1/std, saved for backward (fp32)
  *   115605504   6291456     25-558  linear_h_1_fc               [B, 1024, 3072]  linear output
  *   121896960   6291456     27-554  gelu_h_1_2                  [B, 1024, 3072]  gelu
  *   326369280   1572864     29-548  residual_linear_h_1_proj    [B, 1024, 768]  x + body(x)
  *   327942144   1572864     32-543  layernorm_h_2_ln_1          [B, 1024, 768]  layernorm output
- *   410353664   4096        32-548  ln_mean_h_2_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410357760   4096        32-548  ln_rstd_h_2_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   263454720   4718592     33-540  qkv_h_2_attn                [B, 1024, 2304]  q, k, v side by side
- *   409829376   49152       35-540  lse_h_2_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
- *   329515008   1572864     35-540  attn_y_h_2_attn             [B, 1024, 768]  attention heads' outputs
+ *   410353664   4096        32-548  ln_mean_h_2_ln_1            [B, 1024]
+ *                                   layernorm mean, saved for backward (fp32)
+ *   410357760   4096        32-548  ln_rstd_h_2_ln_1            [B, 1024]
+ *                                   layernorm 1/std, saved for backward (fp32)
+ *   263454720   4718592     33-540  qkv_h_2_attn                [B, 1024, 2304]
+ *                                   q, k, v side by side
+ *   409829376   49152       35-540  lse_h_2_attn                [B, 12, 1024]
+ *                                   each query's log-sum-exp, saved for backward (fp32)
+ *   329515008   1572864     35-540  attn_y_h_2_attn             [B, 1024, 768]
+ *                                   attention heads' outputs
  *   331087872   1572864     36-530  residual_attn_out_h_2_attn  [B, 1024, 768]  x + body(x)
  *   332660736   1572864     39-525  layernorm_h_2_ln_2          [B, 1024, 768]  layernorm output
- *   410361856   4096        39-530  ln_mean_h_2_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410365952   4096        39-530  ln_rstd_h_2_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   410361856   4096        39-530  ln_mean_h_2_ln_2            [B, 1024]
+ *                                   layernorm mean, saved for backward (fp32)
+ *   410365952   4096        39-530  ln_rstd_h_2_ln_2            [B, 1024]
+ *                                   layernorm 1/std, saved for backward (fp32)
  *   128188416   6291456     40-522  linear_h_2_fc               [B, 1024, 3072]  linear output
  *   134479872   6291456     42-518  gelu_h_2_2                  [B, 1024, 3072]  gelu
  *   334233600   1572864     44-512  residual_linear_h_2_proj    [B, 1024, 768]  x + body(x)
  *   335806464   1572864     47-507  layernorm_h_3_ln_1          [B, 1024, 768]  layernorm output
- *   410370048   4096        47-512  ln_mean_h_3_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410374144   4096        47-512  ln_rstd_h_3_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   268173312   4718592     48-504  qkv_h_3_attn                [B, 1024, 2304]  q, k, v side by side
- *   409878528   49152       50-504  lse_h_3_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
- *   337379328   1572864     50-504  attn_y_h_3_attn             [B, 1024, 768]  attention heads' outputs
+ *   410370048   4096        47-512  ln_mean_h_3_ln_1            [B, 1024]
+ *                                   layernorm mean, saved for backward (fp32)
+ *   410374144   4096        47-512  ln_rstd_h_3_ln_1            [B, 1024]
+ *                                   layernorm 1/std, saved for backward (fp32)
+ *   268173312   4718592     48-504  qkv_h_3_attn                [B, 1024, 2304]
+ *                                   q, k, v side by side
+ *   409878528   49152       50-504  lse_h_3_attn                [B, 12, 1024]
+ *                                   each query's log-sum-exp, saved for backward (fp32)
+ *   337379328   1572864     50-504  attn_y_h_3_attn             [B, 1024, 768]
+ *                                   attention heads' outputs
  *   338952192   1572864     51-494  residual_attn_out_h_3_attn  [B, 1024, 768]  x + body(x)
  *   340525056   1572864     54-489  layernorm_h_3_ln_2          [B, 1024, 768]  layernorm output
- *   410378240   4096        54-494  ln_mean_h_3_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410382336   4096        54-494  ln_rstd_h_3_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   410378240   4096        54-494  ln_mean_h_3_ln_2            [B, 1024]
+ *                                   layernorm mean, saved for backward (fp32)
+ *   410382336   4096        54-494  ln_rstd_h_3_ln_2            [B, 1024]
+ *                                   layernorm 1/std, saved for backward (fp32)
  *   140771328   6291456     55-486  linear_h_3_fc               [B, 1024, 3072]  linear output
  *   147062784   6291456     57-482  gelu_h_3_2                  [B, 1024, 3072]  gelu
  *   342097920   1572864     59-476  residual_linear_h_3_proj    [B, 1024, 768]  x + body(x)
  *   343670784   1572864     62-471  layernorm_h_4_ln_1          [B, 1024, 768]  layernorm output
- *   410386432   4096        62-476  ln_mean_h_4_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410390528   4096        62-476  ln_rstd_h_4_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   272891904   4718592     63-468  qkv_h_4_attn                [B, 1024, 2304]  q, k, v side by side
- *   409927680   49152       65-468  lse_h_4_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
- *   345243648   1572864     65-468  attn_y_h_4_attn             [B, 1024, 768]  attention heads' outputs
+ *   410386432   4096        62-476  ln_mean_h_4_ln_1            [B, 1024]
+ *                                   layernorm mean, saved for backward (fp32)
+ *   410390528   4096        62-476  ln_rstd_h_4_ln_1            [B, 1024]
+ *                                   layernorm 1/std, saved for backward (fp32)
+ *   272891904   4718592     63-468  qkv_h_4_attn                [B, 1024, 2304]
+ *                                   q, k, v side by side
+ *   409927680   49152       65-468  lse_h_4_attn                [B, 12, 1024]
+ *                                   each query's log-sum-exp, saved for backward (fp32)
+ *   345243648   1572864     65-468  attn_y_h_4_attn             [B, 1024, 768]
+ *                                   attention heads' outputs
  *   346816512   1572864     66-458  residual_attn_out_h_4_attn  [B, 1024, 768]  x + body(x)
  *   348389376   1572864     69-453  layernorm_h_4_ln_2          [B, 1024, 768]  layernorm output
- *   410394624   4096        69-458  ln_mean_h_4_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410398720   4096        69-458  ln_rstd_h_4_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   410394624   4096        69-458  ln_mean_h_4_ln_2            [B, 1024]
+ *                                   layernorm mean, saved for backward (fp32)
+ *   410398720   4096        69-458  ln_rstd_h_4_ln_2            [B, 1024]
+ *                                   layernorm 1/std, saved for backward (fp32)
  *   153354240   6291456     70-450  linear_h_4_fc               [B, 1024, 3072]  linear output
  *   159645696   6291456     72-446  gelu_h_4_2                  [B, 1024, 3072]  gelu
  *   349962240   1572864     74-440  residual_linear_h_4_proj    [B, 1024, 768]  x + body(x)
  *   351535104   1572864     77-435  layernorm_h_5_ln_1          [B, 1024, 768]  layernorm output
- *   410402816   4096        77-440  ln_mean_h_5_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410406912   4096        77-440  ln_rstd_h_5_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   277610496   4718592     78-432  qkv_h_5_attn                [B, 1024, 2304]  q, k, v side by side
- *   409976832   49152       80-432  lse_h_5_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
- *   353107968   1572864     80-432  attn_y_h_5_attn             [B, 1024, 768]  attention heads' outputs
+ *   410402816   4096        77-440  ln_mean_h_5_ln_1            [B, 1024]
+ *                                   layernorm mean, saved for backward (fp32)
+ *   410406912   4096        77-440  ln_rstd_h_5_ln_1            [B, 1024]
+ *                                   layernorm 1/std, saved for backward (fp32)
+ *   277610496   4718592     78-432  qkv_h_5_attn                [B, 1024, 2304]
+ *                                   q, k, v side by side
+ *   409976832   49152       80-432  lse_h_5_attn                [B, 12, 1024]
+ *                                   each query's log-sum-exp, saved for backward (fp32)
+ *   353107968   1572864     80-432  attn_y_h_5_attn             [B, 1024, 768]
+ *                                   attention heads' outputs
  *   354680832   1572864     81-422  residual_attn_out_h_5_attn  [B, 1024, 768]  x + body(x)
  *   356253696   1572864     84-417  layernorm_h_5_ln_2          [B, 1024, 768]  layernorm output
- *   410411008   4096        84-422  ln_mean_h_5_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410415104   4096        84-422  ln_rstd_h_5_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   410411008   4096        84-422  ln_mean_h_5_ln_2            [B, 1024]
+ *                                   layernorm mean, saved for backward (fp32)
+ *   410415104   4096        84-422  ln_rstd_h_5_ln_2            [B, 1024]
+ *                                   layernorm 1/std, saved for backward (fp32)
  *   165937152   6291456     85-414  linear_h_5_fc               [B, 1024, 3072]  linear output
  *   172228608   6291456     87-410  gelu_h_5_2                  [B, 1024, 3072]  gelu
  *   357826560   1572864     89-404  residual_linear_h_5_proj    [B, 1024, 768]  x + body(x)
  *   359399424   1572864     92-399  layernorm_h_6_ln_1          [B, 1024, 768]  layernorm output
- *   410419200   4096        92-404  ln_mean_h_6_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410423296   4096        92-404  ln_rstd_h_6_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   282329088   4718592     93-396  qkv_h_6_attn                [B, 1024, 2304]  q, k, v side by side
- *   410025984   49152       95-396  lse_h_6_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
- *   360972288   1572864     95-396  attn_y_h_6_attn             [B, 1024, 768]  attention heads' outputs
+ *   410419200   4096        92-404  ln_mean_h_6_ln_1            [B, 1024]
+ *                                   layernorm mean, saved for backward (fp32)
+ *   410423296   4096        92-404  ln_rstd_h_6_ln_1            [B, 1024]
+ *                                   layernorm 1/std, saved for backward (fp32)
+ *   282329088   4718592     93-396  qkv_h_6_attn                [B, 1024, 2304]
+ *                                   q, k, v side by side
+ *   410025984   49152       95-396  lse_h_6_attn                [B, 12, 1024]
+ *                                   each query's log-sum-exp, saved for backward (fp32)
+ *   360972288   1572864     95-396  attn_y_h_6_attn             [B, 1024, 768]
+ *                                   attention heads' outputs
  *   362545152   1572864     96-386  residual_attn_out_h_6_attn  [B, 1024, 768]  x + body(x)
  *   364118016   1572864     99-381  layernorm_h_6_ln_2          [B, 1024, 768]  layernorm output
- *   410427392   4096        99-386  ln_mean_h_6_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410431488   4096        99-386  ln_rstd_h_6_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   410427392   4096        99-386  ln_mean_h_6_ln_2            [B, 1024]
+ *                                   layernorm mean, saved for backward (fp32)
+ *   410431488   4096        99-386  ln_rstd_h_6_ln_2            [B, 1024]
+ *                                   layernorm 1/std, saved for backward (fp32)
  *   178520064   6291456    100-378  linear_h_6_fc               [B, 1024, 3072]  linear output
  *   184811520   6291456    102-374  gelu_h_6_2                  [B, 1024, 3072]  gelu
  *   365690880   1572864    104-368  residual_linear_h_6_proj    [B, 1024, 768]  x + body(x)
  *   367263744   1572864    107-363  layernorm_h_7_ln_1          [B, 1024, 768]  layernorm output
- *   410435584   4096       107-368  ln_mean_h_7_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410439680   4096       107-368  ln_rstd_h_7_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   287047680   4718592    108-360  qkv_h_7_attn                [B, 1024, 2304]  q, k, v side by side
- *   410075136   49152      110-360  lse_h_7_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
- *   368836608   1572864    110-360  attn_y_h_7_attn             [B, 1024, 768]  attention heads' outputs
+ *   410435584   4096       107-368  ln_mean_h_7_ln_1            [B, 1024]
+ *                                   layernorm mean, saved for backward (fp32)
+ *   410439680   4096       107-368  ln_rstd_h_7_ln_1            [B, 1024]
+ *                                   layernorm 1/std, saved for backward (fp32)
+ *   287047680   4718592    108-360  qkv_h_7_attn                [B, 1024, 2304]
+ *                                   q, k, v side by side
+ *   410075136   49152      110-360  lse_h_7_attn                [B, 12, 1024]
+ *                                   each query's log-sum-exp, saved for backward (fp32)
+ *   368836608   1572864    110-360  attn_y_h_7_attn             [B, 1024, 768]
+ *                                   attention heads' outputs
  *   370409472   1572864    111-350  residual_attn_out_h_7_attn  [B, 1024, 768]  x + body(x)
  *   371982336   1572864    114-345  layernorm_h_7_ln_2          [B, 1024, 768]  layernorm output
- *   410443776   4096       114-350  ln_mean_h_7_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410447872   4096       114-350  ln_rstd_h_7_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   410443776   4096       114-350  ln_mean_h_7_ln_2            [B, 1024]
+ *                                   layernorm mean, saved for backward (fp32)
+ *   410447872   4096       114-350  ln_rstd_h_7_ln_2            [B, 1024]
+ *                                   layernorm 1/std, saved for backward (fp32)
  *   191102976   6291456    115-342  linear_h_7_fc               [B, 1024, 3072]  linear output
  *   197394432   6291456    117-338  gelu_h_7_2                  [B, 1024, 3072]  gelu
  *   373555200   1572864    119-332  residual_linear_h_7_proj    [B, 1024, 768]  x + body(x)
  *   375128064   1572864    122-327  layernorm_h_8_ln_1          [B, 1024, 768]  layernorm output
- *   410451968   4096       122-332  ln_mean_h_8_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410456064   4096       122-332  ln_rstd_h_8_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   291766272   4718592    123-324  qkv_h_8_attn                [B, 1024, 2304]  q, k, v side by side
- *   410124288   49152      125-324  lse_h_8_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
- *   376700928   1572864    125-324  attn_y_h_8_attn             [B, 1024, 768]  attention heads' outputs
+ *   410451968   4096       122-332  ln_mean_h_8_ln_1            [B, 1024]
+ *                                   layernorm mean, saved for backward (fp32)
+ *   410456064   4096       122-332  ln_rstd_h_8_ln_1            [B, 1024]
+ *                                   layernorm 1/std, saved for backward (fp32)
+ *   291766272   4718592    123-324  qkv_h_8_attn                [B, 1024, 2304]
+ *                                   q, k, v side by side
+ *   410124288   49152      125-324  lse_h_8_attn                [B, 12, 1024]
+ *                                   each query's log-sum-exp, saved for backward (fp32)
+ *   376700928   1572864    125-324  attn_y_h_8_attn             [B, 1024, 768]
+ *                                   attention heads' outputs
  *   378273792   1572864    126-314  residual_attn_out_h_8_attn  [B, 1024, 768]  x + body(x)
  *   379846656   1572864    129-309  layernorm_h_8_ln_2          [B, 1024, 768]  layernorm output
- *   410460160   4096       129-314  ln_mean_h_8_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410464256   4096       129-314  ln_rstd_h_8_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   410460160   4096       129-314  ln_mean_h_8_ln_2            [B, 1024]
+ *                                   layernorm mean, saved for backward (fp32)
+ *   410464256   4096       129-314  ln_rstd_h_8_ln_2            [B, 1024]
+ *                                   layernorm 1/std, saved for backward (fp32)
  *   203685888   6291456    130-306  linear_h_8_fc               [B, 1024, 3072]  linear output
  *   209977344   6291456    132-302  gelu_h_8_2                  [B, 1024, 3072]  gelu
  *   381419520   1572864    134-296  residual_linear_h_8_proj    [B, 1024, 768]  x + body(x)
  *   382992384   1572864    137-291  layernorm_h_9_ln_1          [B, 1024, 768]  layernorm output
- *   410468352   4096       137-296  ln_mean_h_9_ln_1            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410472448   4096       137-296  ln_rstd_h_9_ln_1            [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   296484864   4718592    138-288  qkv_h_9_attn                [B, 1024, 2304]  q, k, v side by side
- *   410173440   49152      140-288  lse_h_9_attn                [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
- *   384565248   1572864    140-288  attn_y_h_9_attn             [B, 1024, 768]  attention heads' outputs
+ *   410468352   4096       137-296  ln_mean_h_9_ln_1            [B, 1024]
+ *                                   layernorm mean, saved for backward (fp32)
+ *   410472448   4096       137-296  ln_rstd_h_9_ln_1            [B, 1024]
+ *                                   layernorm 1/std, saved for backward (fp32)
+ *   296484864   4718592    138-288  qkv_h_9_attn                [B, 1024, 2304]
+ *                                   q, k, v side by side
+ *   410173440   49152      140-288  lse_h_9_attn                [B, 12, 1024]
+ *                                   each query's log-sum-exp, saved for backward (fp32)
+ *   384565248   1572864    140-288  attn_y_h_9_attn             [B, 1024, 768]
+ *                                   attention heads' outputs
  *   386138112   1572864    141-278  residual_attn_out_h_9_attn  [B, 1024, 768]  x + body(x)
  *   387710976   1572864    144-273  layernorm_h_9_ln_2          [B, 1024, 768]  layernorm output
- *   410476544   4096       144-278  ln_mean_h_9_ln_2            [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410480640   4096       144-278  ln_rstd_h_9_ln_2            [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   410476544   4096       144-278  ln_mean_h_9_ln_2            [B, 1024]
+ *                                   layernorm mean, saved for backward (fp32)
+ *   410480640   4096       144-278  ln_rstd_h_9_ln_2            [B, 1024]
+ *                                   layernorm 1/std, saved for backward (fp32)
  *   216268800   6291456    145-270  linear_h_9_fc               [B, 1024, 3072]  linear output
  *   222560256   6291456    147-266  gelu_h_9_2                  [B, 1024, 3072]  gelu
  *   389283840   1572864    149-260  residual_linear_h_9_proj    [B, 1024, 768]  x + body(x)
  *   390856704   1572864    152-255  layernorm_h_10_ln_1         [B, 1024, 768]  layernorm output
- *   410484736   4096       152-260  ln_mean_h_10_ln_1           [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410488832   4096       152-260  ln_rstd_h_10_ln_1           [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   301203456   4718592    153-252  qkv_h_10_attn               [B, 1024, 2304]  q, k, v side by side
- *   410222592   49152      155-252  lse_h_10_attn               [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
- *   392429568   1572864    155-252  attn_y_h_10_attn            [B, 1024, 768]  attention heads' outputs
+ *   410484736   4096       152-260  ln_mean_h_10_ln_1           [B, 1024]
+ *                                   layernorm mean, saved for backward (fp32)
+ *   410488832   4096       152-260  ln_rstd_h_10_ln_1           [B, 1024]
+ *                                   layernorm 1/std, saved for backward (fp32)
+ *   301203456   4718592    153-252  qkv_h_10_attn               [B, 1024, 2304]
+ *                                   q, k, v side by side
+ *   410222592   49152      155-252  lse_h_10_attn               [B, 12, 1024]
+ *                                   each query's log-sum-exp, saved for backward (fp32)
+ *   392429568   1572864    155-252  attn_y_h_10_attn            [B, 1024, 768]
+ *                                   attention heads' outputs
  *   394002432   1572864    156-242  residual_attn_out_h_10_attn  [B, 1024, 768]  x + body(x)
  *   395575296   1572864    159-237  layernorm_h_10_ln_2         [B, 1024, 768]  layernorm output
- *   410492928   4096       159-242  ln_mean_h_10_ln_2           [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410497024   4096       159-242  ln_rstd_h_10_ln_2           [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   410492928   4096       159-242  ln_mean_h_10_ln_2           [B, 1024]
+ *                                   layernorm mean, saved for backward (fp32)
+ *   410497024   4096       159-242  ln_rstd_h_10_ln_2           [B, 1024]
+ *                                   layernorm 1/std, saved for backward (fp32)
  *   228851712   6291456    160-234  linear_h_10_fc              [B, 1024, 3072]  linear output
  *   235143168   6291456    162-230  gelu_h_10_2                 [B, 1024, 3072]  gelu
  *   397148160   1572864    164-224  residual_linear_h_10_proj   [B, 1024, 768]  x + body(x)
  *   398721024   1572864    167-219  layernorm_h_11_ln_1         [B, 1024, 768]  layernorm output
- *   410501120   4096       167-224  ln_mean_h_11_ln_1           [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410505216   4096       167-224  ln_rstd_h_11_ln_1           [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   305922048   4718592    168-216  qkv_h_11_attn               [B, 1024, 2304]  q, k, v side by side
- *   410271744   49152      170-216  lse_h_11_attn               [B, 12, 1024]  each query's log-sum-exp, saved for backward (fp32)
- *   400293888   1572864    170-216  attn_y_h_11_attn            [B, 1024, 768]  attention heads' outputs
+ *   410501120   4096       167-224  ln_mean_h_11_ln_1           [B, 1024]
+ *                                   layernorm mean, saved for backward (fp32)
+ *   410505216   4096       167-224  ln_rstd_h_11_ln_1           [B, 1024]
+ *                                   layernorm 1/std, saved for backward (fp32)
+ *   305922048   4718592    168-216  qkv_h_11_attn               [B, 1024, 2304]
+ *                                   q, k, v side by side
+ *   410271744   49152      170-216  lse_h_11_attn               [B, 12, 1024]
+ *                                   each query's log-sum-exp, saved for backward (fp32)
+ *   400293888   1572864    170-216  attn_y_h_11_attn            [B, 1024, 768]
+ *                                   attention heads' outputs
  *   401866752   1572864    171-206  residual_attn_out_h_11_attn  [B, 1024, 768]  x + body(x)
  *   403439616   1572864    174-201  layernorm_h_11_ln_2         [B, 1024, 768]  layernorm output
- *   410509312   4096       174-206  ln_mean_h_11_ln_2           [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410513408   4096       174-206  ln_rstd_h_11_ln_2           [B, 1024]  layernorm 1/std, saved for backward (fp32)
+ *   410509312   4096       174-206  ln_mean_h_11_ln_2           [B, 1024]
+ *                                   layernorm mean, saved for backward (fp32)
+ *   410513408   4096       174-206  ln_rstd_h_11_ln_2           [B, 1024]
+ *                                   layernorm 1/std, saved for backward (fp32)
  *   241434624   6291456    175-198  linear_h_11_fc              [B, 1024, 3072]  linear output
  *   247726080   6291456    177-194  gelu_h_11_2                 [B, 1024, 3072]  gelu
  *   405012480   1572864    179-189  residual_linear_h_11_proj   [B, 1024, 768]  x + body(x)
  *   406585344   1572864    182-187  layernorm_ln_f              [B, 1024, 768]  layernorm output
- *   410517504   4096       182-189  ln_mean_ln_f                [B, 1024]  layernorm mean, saved for backward (fp32)
- *   410521600   4096       182-189  ln_rstd_ln_f                [B, 1024]  layernorm 1/std, saved for backward (fp32)
- *   0           103022592  183-187  linear_lm_head              [B, 1024, 50257]  linear output (rows 50304 apart: aligned for the GEMMs)
+ *   410517504   4096       182-189  ln_mean_ln_f                [B, 1024]
+ *                                   layernorm mean, saved for backward (fp32)
+ *   410521600   4096       182-189  ln_rstd_ln_f                [B, 1024]
+ *                                   layernorm 1/std, saved for backward (fp32)
+ *   0           103022592  183-187  linear_lm_head              [B, 1024, 50257]
+ *                                   linear output (rows 50304 apart: aligned for the GEMMs)
  *   408158208   1572864    185-189  d_layernorm_ln_f            [B, 1024, 768]  gradient
  *   406585344   1572864    189-627  d_residual_linear_h_11_proj  [B, 1024, 768]  gradient
  *   0           6291456    198-201  d_linear_h_11_fc            [B, 1024, 3072]  gradient
@@ -232,32 +319,58 @@
  *   258736128   1572864    606-612  d_attn_y_h_0_attn           [B, 1024, 768]  gradient
  *   0           4718592    612-615  d_qkv_h_0_attn              [B, 1024, 2304]  gradient
  *   313786368   1572864    613-620  d_layernorm_h_0_ln_1        [B, 1024, 768]  gradient
- *   (in place)  -                   pos_embedding_wpe           [B, 1024, 768]  written over embedding_wte
- *   (in place)  -                   d_linear_lm_head            [B, 1024, 50257]  written over linear_lm_head
- *   (in place)  -                   d_residual_attn_out_h_11_attn_491  [B, 1024, 768]  written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_residual_linear_h_10_proj_496  [B, 1024, 768]  written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_residual_attn_out_h_10_attn_501  [B, 1024, 768]  written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_residual_linear_h_9_proj_506  [B, 1024, 768]  written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_residual_attn_out_h_9_attn_511  [B, 1024, 768]  written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_residual_linear_h_8_proj_516  [B, 1024, 768]  written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_residual_attn_out_h_8_attn_521  [B, 1024, 768]  written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_residual_linear_h_7_proj_526  [B, 1024, 768]  written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_residual_attn_out_h_7_attn_531  [B, 1024, 768]  written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_residual_linear_h_6_proj_536  [B, 1024, 768]  written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_residual_attn_out_h_6_attn_541  [B, 1024, 768]  written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_residual_linear_h_5_proj_546  [B, 1024, 768]  written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_residual_attn_out_h_5_attn_551  [B, 1024, 768]  written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_residual_linear_h_4_proj_556  [B, 1024, 768]  written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_residual_attn_out_h_4_attn_561  [B, 1024, 768]  written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_residual_linear_h_3_proj_566  [B, 1024, 768]  written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_residual_attn_out_h_3_attn_571  [B, 1024, 768]  written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_residual_linear_h_2_proj_576  [B, 1024, 768]  written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_residual_attn_out_h_2_attn_581  [B, 1024, 768]  written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_residual_linear_h_1_proj_586  [B, 1024, 768]  written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_residual_attn_out_h_1_attn_591  [B, 1024, 768]  written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_residual_linear_h_0_proj_596  [B, 1024, 768]  written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_residual_attn_out_h_0_attn_601  [B, 1024, 768]  written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_pos_embedding_wpe_606     [B, 1024, 768]  written over d_residual_linear_h_11_proj
+ *   (in place)  -                   pos_embedding_wpe           [B, 1024, 768]
+ *                                   written over embedding_wte
+ *   (in place)  -                   d_linear_lm_head            [B, 1024, 50257]
+ *                                   written over linear_lm_head
+ *   (in place)  -                   d_residual_attn_out_h_11_attn_491  [B, 1024, 768]
+ *                                   written over d_residual_linear_h_11_proj
+ *   (in place)  -                   d_residual_linear_h_10_proj_496  [B, 1024, 768]
+ *                                   written over d_residual_linear_h_11_proj
+ *   (in place)  -                   d_residual_attn_out_h_10_attn_501  [B, 1024, 768]
+ *                                   written over d_residual_linear_h_11_proj
+ *   (in place)  -                   d_residual_linear_h_9_proj_506  [B, 1024, 768]
+ *                                   written over d_residual_linear_h_11_proj
+ *   (in place)  -                   d_residual_attn_out_h_9_attn_511  [B, 1024, 768]
+ *                                   written over d_residual_linear_h_11_proj
+ *   (in place)  -                   d_residual_linear_h_8_proj_516  [B, 1024, 768]
+ *                                   written over d_residual_linear_h_11_proj
+ *   (in place)  -                   d_residual_attn_out_h_8_attn_521  [B, 1024, 768]
+ *                                   written over d_residual_linear_h_11_proj
+ *   (in place)  -                   d_residual_linear_h_7_proj_526  [B, 1024, 768]
+ *                                   written over d_residual_linear_h_11_proj
+ *   (in place)  -                   d_residual_attn_out_h_7_attn_531  [B, 1024, 768]
+ *                                   written over d_residual_linear_h_11_proj
+ *   (in place)  -                   d_residual_linear_h_6_proj_536  [B, 1024, 768]
+ *                                   written over d_residual_linear_h_11_proj
+ *   (in place)  -                   d_residual_attn_out_h_6_attn_541  [B, 1024, 768]
+ *                                   written over d_residual_linear_h_11_proj
+ *   (in place)  -                   d_residual_linear_h_5_proj_546  [B, 1024, 768]
+ *                                   written over d_residual_linear_h_11_proj
+ *   (in place)  -                   d_residual_attn_out_h_5_attn_551  [B, 1024, 768]
+ *                                   written over d_residual_linear_h_11_proj
+ *   (in place)  -                   d_residual_linear_h_4_proj_556  [B, 1024, 768]
+ *                                   written over d_residual_linear_h_11_proj
+ *   (in place)  -                   d_residual_attn_out_h_4_attn_561  [B, 1024, 768]
+ *                                   written over d_residual_linear_h_11_proj
+ *   (in place)  -                   d_residual_linear_h_3_proj_566  [B, 1024, 768]
+ *                                   written over d_residual_linear_h_11_proj
+ *   (in place)  -                   d_residual_attn_out_h_3_attn_571  [B, 1024, 768]
+ *                                   written over d_residual_linear_h_11_proj
+ *   (in place)  -                   d_residual_linear_h_2_proj_576  [B, 1024, 768]
+ *                                   written over d_residual_linear_h_11_proj
+ *   (in place)  -                   d_residual_attn_out_h_2_attn_581  [B, 1024, 768]
+ *                                   written over d_residual_linear_h_11_proj
+ *   (in place)  -                   d_residual_linear_h_1_proj_586  [B, 1024, 768]
+ *                                   written over d_residual_linear_h_11_proj
+ *   (in place)  -                   d_residual_attn_out_h_1_attn_591  [B, 1024, 768]
+ *                                   written over d_residual_linear_h_11_proj
+ *   (in place)  -                   d_residual_linear_h_0_proj_596  [B, 1024, 768]
+ *                                   written over d_residual_linear_h_11_proj
+ *   (in place)  -                   d_residual_attn_out_h_0_attn_601  [B, 1024, 768]
+ *                                   written over d_residual_linear_h_11_proj
+ *   (in place)  -                   d_pos_embedding_wpe_606     [B, 1024, 768]
+ *                                   written over d_residual_linear_h_11_proj
  *
  * The plan for validation (forward only, no gradients), in the same memory.
  * One arena of Bmax * 104595456 bytes (without reuse: Bmax * 333455360; the most live at
@@ -269,154 +382,242 @@
  *   offset      bytes/row  live     buffer                      shape
  *   4718592     1572864      0-6    embedding_wte               [B, 1024, 768]  embedding rows
  *   6291456     1572864      2-3    layernorm_h_0_ln_1          [B, 1024, 768]  layernorm output
- *   0           4096         2-2    ln_mean_h_0_ln_1            [B, 1024]  layernorm mean (validation: written, not read) (fp32)
- *   4096        4096         2-2    ln_rstd_h_0_ln_1            [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
- *   0           4718592      3-5    qkv_h_0_attn                [B, 1024, 2304]  q, k, v side by side
- *   7864320     49152        5-5    lse_h_0_attn                [B, 12, 1024]  each query's log-sum-exp (validation: written, not read) (fp32)
- *   6291456     1572864      5-6    attn_y_h_0_attn             [B, 1024, 768]  attention heads' outputs
+ *   0           4096         2-2    ln_mean_h_0_ln_1            [B, 1024]
+ *                                   layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096         2-2    ln_rstd_h_0_ln_1            [B, 1024]
+ *                                   layernorm 1/std (validation: written, not read) (fp32)
+ *   0           4718592      3-5    qkv_h_0_attn                [B, 1024, 2304]
+ *                                   q, k, v side by side
+ *   7864320     49152        5-5    lse_h_0_attn                [B, 12, 1024]
+ *                                   each query's log-sum-exp (validation: written, not read) (fp32)
+ *   6291456     1572864      5-6    attn_y_h_0_attn             [B, 1024, 768]
+ *                                   attention heads' outputs
  *   7864320     1572864      6-13   residual_attn_out_h_0_attn  [B, 1024, 768]  x + body(x)
  *   6291456     1572864      9-10   layernorm_h_0_ln_2          [B, 1024, 768]  layernorm output
- *   0           4096         9-9    ln_mean_h_0_ln_2            [B, 1024]  layernorm mean (validation: written, not read) (fp32)
- *   4096        4096         9-9    ln_rstd_h_0_ln_2            [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
+ *   0           4096         9-9    ln_mean_h_0_ln_2            [B, 1024]
+ *                                   layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096         9-9    ln_rstd_h_0_ln_2            [B, 1024]
+ *                                   layernorm 1/std (validation: written, not read) (fp32)
  *   0           6291456     10-13   gelu_h_0_2                  [B, 1024, 3072]  gelu
  *   6291456     1572864     13-20   residual_linear_h_0_proj    [B, 1024, 768]  x + body(x)
  *   4718592     1572864     16-17   layernorm_h_1_ln_1          [B, 1024, 768]  layernorm output
- *   0           4096        16-16   ln_mean_h_1_ln_1            [B, 1024]  layernorm mean (validation: written, not read) (fp32)
- *   4096        4096        16-16   ln_rstd_h_1_ln_1            [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
- *   0           4718592     17-19   qkv_h_1_attn                [B, 1024, 2304]  q, k, v side by side
- *   7864320     49152       19-19   lse_h_1_attn                [B, 12, 1024]  each query's log-sum-exp (validation: written, not read) (fp32)
- *   4718592     1572864     19-20   attn_y_h_1_attn             [B, 1024, 768]  attention heads' outputs
+ *   0           4096        16-16   ln_mean_h_1_ln_1            [B, 1024]
+ *                                   layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096        16-16   ln_rstd_h_1_ln_1            [B, 1024]
+ *                                   layernorm 1/std (validation: written, not read) (fp32)
+ *   0           4718592     17-19   qkv_h_1_attn                [B, 1024, 2304]
+ *                                   q, k, v side by side
+ *   7864320     49152       19-19   lse_h_1_attn                [B, 12, 1024]
+ *                                   each query's log-sum-exp (validation: written, not read) (fp32)
+ *   4718592     1572864     19-20   attn_y_h_1_attn             [B, 1024, 768]
+ *                                   attention heads' outputs
  *   7864320     1572864     20-27   residual_attn_out_h_1_attn  [B, 1024, 768]  x + body(x)
  *   6291456     1572864     23-24   layernorm_h_1_ln_2          [B, 1024, 768]  layernorm output
- *   0           4096        23-23   ln_mean_h_1_ln_2            [B, 1024]  layernorm mean (validation: written, not read) (fp32)
- *   4096        4096        23-23   ln_rstd_h_1_ln_2            [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
+ *   0           4096        23-23   ln_mean_h_1_ln_2            [B, 1024]
+ *                                   layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096        23-23   ln_rstd_h_1_ln_2            [B, 1024]
+ *                                   layernorm 1/std (validation: written, not read) (fp32)
  *   0           6291456     24-27   gelu_h_1_2                  [B, 1024, 3072]  gelu
  *   6291456     1572864     27-34   residual_linear_h_1_proj    [B, 1024, 768]  x + body(x)
  *   4718592     1572864     30-31   layernorm_h_2_ln_1          [B, 1024, 768]  layernorm output
- *   0           4096        30-30   ln_mean_h_2_ln_1            [B, 1024]  layernorm mean (validation: written, not read) (fp32)
- *   4096        4096        30-30   ln_rstd_h_2_ln_1            [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
- *   0           4718592     31-33   qkv_h_2_attn                [B, 1024, 2304]  q, k, v side by side
- *   7864320     49152       33-33   lse_h_2_attn                [B, 12, 1024]  each query's log-sum-exp (validation: written, not read) (fp32)
- *   4718592     1572864     33-34   attn_y_h_2_attn             [B, 1024, 768]  attention heads' outputs
+ *   0           4096        30-30   ln_mean_h_2_ln_1            [B, 1024]
+ *                                   layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096        30-30   ln_rstd_h_2_ln_1            [B, 1024]
+ *                                   layernorm 1/std (validation: written, not read) (fp32)
+ *   0           4718592     31-33   qkv_h_2_attn                [B, 1024, 2304]
+ *                                   q, k, v side by side
+ *   7864320     49152       33-33   lse_h_2_attn                [B, 12, 1024]
+ *                                   each query's log-sum-exp (validation: written, not read) (fp32)
+ *   4718592     1572864     33-34   attn_y_h_2_attn             [B, 1024, 768]
+ *                                   attention heads' outputs
  *   7864320     1572864     34-41   residual_attn_out_h_2_attn  [B, 1024, 768]  x + body(x)
  *   6291456     1572864     37-38   layernorm_h_2_ln_2          [B, 1024, 768]  layernorm output
- *   0           4096        37-37   ln_mean_h_2_ln_2            [B, 1024]  layernorm mean (validation: written, not read) (fp32)
- *   4096        4096        37-37   ln_rstd_h_2_ln_2            [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
+ *   0           4096        37-37   ln_mean_h_2_ln_2            [B, 1024]
+ *                                   layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096        37-37   ln_rstd_h_2_ln_2            [B, 1024]
+ *                                   layernorm 1/std (validation: written, not read) (fp32)
  *   0           6291456     38-41   gelu_h_2_2                  [B, 1024, 3072]  gelu
  *   6291456     1572864     41-48   residual_linear_h_2_proj    [B, 1024, 768]  x + body(x)
  *   4718592     1572864     44-45   layernorm_h_3_ln_1          [B, 1024, 768]  layernorm output
- *   0           4096        44-44   ln_mean_h_3_ln_1            [B, 1024]  layernorm mean (validation: written, not read) (fp32)
- *   4096        4096        44-44   ln_rstd_h_3_ln_1            [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
- *   0           4718592     45-47   qkv_h_3_attn                [B, 1024, 2304]  q, k, v side by side
- *   7864320     49152       47-47   lse_h_3_attn                [B, 12, 1024]  each query's log-sum-exp (validation: written, not read) (fp32)
- *   4718592     1572864     47-48   attn_y_h_3_attn             [B, 1024, 768]  attention heads' outputs
+ *   0           4096        44-44   ln_mean_h_3_ln_1            [B, 1024]
+ *                                   layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096        44-44   ln_rstd_h_3_ln_1            [B, 1024]
+ *                                   layernorm 1/std (validation: written, not read) (fp32)
+ *   0           4718592     45-47   qkv_h_3_attn                [B, 1024, 2304]
+ *                                   q, k, v side by side
+ *   7864320     49152       47-47   lse_h_3_attn                [B, 12, 1024]
+ *                                   each query's log-sum-exp (validation: written, not read) (fp32)
+ *   4718592     1572864     47-48   attn_y_h_3_attn             [B, 1024, 768]
+ *                                   attention heads' outputs
  *   7864320     1572864     48-55   residual_attn_out_h_3_attn  [B, 1024, 768]  x + body(x)
  *   6291456     1572864     51-52   layernorm_h_3_ln_2          [B, 1024, 768]  layernorm output
- *   0           4096        51-51   ln_mean_h_3_ln_2            [B, 1024]  layernorm mean (validation: written, not read) (fp32)
- *   4096        4096        51-51   ln_rstd_h_3_ln_2            [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
+ *   0           4096        51-51   ln_mean_h_3_ln_2            [B, 1024]
+ *                                   layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096        51-51   ln_rstd_h_3_ln_2            [B, 1024]
+ *                                   layernorm 1/std (validation: written, not read) (fp32)
  *   0           6291456     52-55   gelu_h_3_2                  [B, 1024, 3072]  gelu
  *   6291456     1572864     55-62   residual_linear_h_3_proj    [B, 1024, 768]  x + body(x)
  *   4718592     1572864     58-59   layernorm_h_4_ln_1          [B, 1024, 768]  layernorm output
- *   0           4096        58-58   ln_mean_h_4_ln_1            [B, 1024]  layernorm mean (validation: written, not read) (fp32)
- *   4096        4096        58-58   ln_rstd_h_4_ln_1            [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
- *   0           4718592     59-61   qkv_h_4_attn                [B, 1024, 2304]  q, k, v side by side
- *   7864320     49152       61-61   lse_h_4_attn                [B, 12, 1024]  each query's log-sum-exp (validation: written, not read) (fp32)
- *   4718592     1572864     61-62   attn_y_h_4_attn             [B, 1024, 768]  attention heads' outputs
+ *   0           4096        58-58   ln_mean_h_4_ln_1            [B, 1024]
+ *                                   layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096        58-58   ln_rstd_h_4_ln_1            [B, 1024]
+ *                                   layernorm 1/std (validation: written, not read) (fp32)
+ *   0           4718592     59-61   qkv_h_4_attn                [B, 1024, 2304]
+ *                                   q, k, v side by side
+ *   7864320     49152       61-61   lse_h_4_attn                [B, 12, 1024]
+ *                                   each query's log-sum-exp (validation: written, not read) (fp32)
+ *   4718592     1572864     61-62   attn_y_h_4_attn             [B, 1024, 768]
+ *                                   attention heads' outputs
  *   7864320     1572864     62-69   residual_attn_out_h_4_attn  [B, 1024, 768]  x + body(x)
  *   6291456     1572864     65-66   layernorm_h_4_ln_2          [B, 1024, 768]  layernorm output
- *   0           4096        65-65   ln_mean_h_4_ln_2            [B, 1024]  layernorm mean (validation: written, not read) (fp32)
- *   4096        4096        65-65   ln_rstd_h_4_ln_2            [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
+ *   0           4096        65-65   ln_mean_h_4_ln_2            [B, 1024]
+ *                                   layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096        65-65   ln_rstd_h_4_ln_2            [B, 1024]
+ *                                   layernorm 1/std (validation: written, not read) (fp32)
  *   0           6291456     66-69   gelu_h_4_2                  [B, 1024, 3072]  gelu
  *   6291456     1572864     69-76   residual_linear_h_4_proj    [B, 1024, 768]  x + body(x)
  *   4718592     1572864     72-73   layernorm_h_5_ln_1          [B, 1024, 768]  layernorm output
- *   0           4096        72-72   ln_mean_h_5_ln_1            [B, 1024]  layernorm mean (validation: written, not read) (fp32)
- *   4096        4096        72-72   ln_rstd_h_5_ln_1            [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
- *   0           4718592     73-75   qkv_h_5_attn                [B, 1024, 2304]  q, k, v side by side
- *   7864320     49152       75-75   lse_h_5_attn                [B, 12, 1024]  each query's log-sum-exp (validation: written, not read) (fp32)
- *   4718592     1572864     75-76   attn_y_h_5_attn             [B, 1024, 768]  attention heads' outputs
+ *   0           4096        72-72   ln_mean_h_5_ln_1            [B, 1024]
+ *                                   layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096        72-72   ln_rstd_h_5_ln_1            [B, 1024]
+ *                                   layernorm 1/std (validation: written, not read) (fp32)
+ *   0           4718592     73-75   qkv_h_5_attn                [B, 1024, 2304]
+ *                                   q, k, v side by side
+ *   7864320     49152       75-75   lse_h_5_attn                [B, 12, 1024]
+ *                                   each query's log-sum-exp (validation: written, not read) (fp32)
+ *   4718592     1572864     75-76   attn_y_h_5_attn             [B, 1024, 768]
+ *                                   attention heads' outputs
  *   7864320     1572864     76-83   residual_attn_out_h_5_attn  [B, 1024, 768]  x + body(x)
  *   6291456     1572864     79-80   layernorm_h_5_ln_2          [B, 1024, 768]  layernorm output
- *   0           4096        79-79   ln_mean_h_5_ln_2            [B, 1024]  layernorm mean (validation: written, not read) (fp32)
- *   4096        4096        79-79   ln_rstd_h_5_ln_2            [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
+ *   0           4096        79-79   ln_mean_h_5_ln_2            [B, 1024]
+ *                                   layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096        79-79   ln_rstd_h_5_ln_2            [B, 1024]
+ *                                   layernorm 1/std (validation: written, not read) (fp32)
  *   0           6291456     80-83   gelu_h_5_2                  [B, 1024, 3072]  gelu
  *   6291456     1572864     83-90   residual_linear_h_5_proj    [B, 1024, 768]  x + body(x)
  *   4718592     1572864     86-87   layernorm_h_6_ln_1          [B, 1024, 768]  layernorm output
- *   0           4096        86-86   ln_mean_h_6_ln_1            [B, 1024]  layernorm mean (validation: written, not read) (fp32)
- *   4096        4096        86-86   ln_rstd_h_6_ln_1            [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
- *   0           4718592     87-89   qkv_h_6_attn                [B, 1024, 2304]  q, k, v side by side
- *   7864320     49152       89-89   lse_h_6_attn                [B, 12, 1024]  each query's log-sum-exp (validation: written, not read) (fp32)
- *   4718592     1572864     89-90   attn_y_h_6_attn             [B, 1024, 768]  attention heads' outputs
+ *   0           4096        86-86   ln_mean_h_6_ln_1            [B, 1024]
+ *                                   layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096        86-86   ln_rstd_h_6_ln_1            [B, 1024]
+ *                                   layernorm 1/std (validation: written, not read) (fp32)
+ *   0           4718592     87-89   qkv_h_6_attn                [B, 1024, 2304]
+ *                                   q, k, v side by side
+ *   7864320     49152       89-89   lse_h_6_attn                [B, 12, 1024]
+ *                                   each query's log-sum-exp (validation: written, not read) (fp32)
+ *   4718592     1572864     89-90   attn_y_h_6_attn             [B, 1024, 768]
+ *                                   attention heads' outputs
  *   7864320     1572864     90-97   residual_attn_out_h_6_attn  [B, 1024, 768]  x + body(x)
  *   6291456     1572864     93-94   layernorm_h_6_ln_2          [B, 1024, 768]  layernorm output
- *   0           4096        93-93   ln_mean_h_6_ln_2            [B, 1024]  layernorm mean (validation: written, not read) (fp32)
- *   4096        4096        93-93   ln_rstd_h_6_ln_2            [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
+ *   0           4096        93-93   ln_mean_h_6_ln_2            [B, 1024]
+ *                                   layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096        93-93   ln_rstd_h_6_ln_2            [B, 1024]
+ *                                   layernorm 1/std (validation: written, not read) (fp32)
  *   0           6291456     94-97   gelu_h_6_2                  [B, 1024, 3072]  gelu
  *   6291456     1572864     97-104  residual_linear_h_6_proj    [B, 1024, 768]  x + body(x)
  *   4718592     1572864    100-101  layernorm_h_7_ln_1          [B, 1024, 768]  layernorm output
- *   0           4096       100-100  ln_mean_h_7_ln_1            [B, 1024]  layernorm mean (validation: written, not read) (fp32)
- *   4096        4096       100-100  ln_rstd_h_7_ln_1            [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
- *   0           4718592    101-103  qkv_h_7_attn                [B, 1024, 2304]  q, k, v side by side
- *   7864320     49152      103-103  lse_h_7_attn                [B, 12, 1024]  each query's log-sum-exp (validation: written, not read) (fp32)
- *   4718592     1572864    103-104  attn_y_h_7_attn             [B, 1024, 768]  attention heads' outputs
+ *   0           4096       100-100  ln_mean_h_7_ln_1            [B, 1024]
+ *                                   layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096       100-100  ln_rstd_h_7_ln_1            [B, 1024]
+ *                                   layernorm 1/std (validation: written, not read) (fp32)
+ *   0           4718592    101-103  qkv_h_7_attn                [B, 1024, 2304]
+ *                                   q, k, v side by side
+ *   7864320     49152      103-103  lse_h_7_attn                [B, 12, 1024]
+ *                                   each query's log-sum-exp (validation: written, not read) (fp32)
+ *   4718592     1572864    103-104  attn_y_h_7_attn             [B, 1024, 768]
+ *                                   attention heads' outputs
  *   7864320     1572864    104-111  residual_attn_out_h_7_attn  [B, 1024, 768]  x + body(x)
  *   6291456     1572864    107-108  layernorm_h_7_ln_2          [B, 1024, 768]  layernorm output
- *   0           4096       107-107  ln_mean_h_7_ln_2            [B, 1024]  layernorm mean (validation: written, not read) (fp32)
- *   4096        4096       107-107  ln_rstd_h_7_ln_2            [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
+ *   0           4096       107-107  ln_mean_h_7_ln_2            [B, 1024]
+ *                                   layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096       107-107  ln_rstd_h_7_ln_2            [B, 1024]
+ *                                   layernorm 1/std (validation: written, not read) (fp32)
  *   0           6291456    108-111  gelu_h_7_2                  [B, 1024, 3072]  gelu
  *   6291456     1572864    111-118  residual_linear_h_7_proj    [B, 1024, 768]  x + body(x)
  *   4718592     1572864    114-115  layernorm_h_8_ln_1          [B, 1024, 768]  layernorm output
- *   0           4096       114-114  ln_mean_h_8_ln_1            [B, 1024]  layernorm mean (validation: written, not read) (fp32)
- *   4096        4096       114-114  ln_rstd_h_8_ln_1            [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
- *   0           4718592    115-117  qkv_h_8_attn                [B, 1024, 2304]  q, k, v side by side
- *   7864320     49152      117-117  lse_h_8_attn                [B, 12, 1024]  each query's log-sum-exp (validation: written, not read) (fp32)
- *   4718592     1572864    117-118  attn_y_h_8_attn             [B, 1024, 768]  attention heads' outputs
+ *   0           4096       114-114  ln_mean_h_8_ln_1            [B, 1024]
+ *                                   layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096       114-114  ln_rstd_h_8_ln_1            [B, 1024]
+ *                                   layernorm 1/std (validation: written, not read) (fp32)
+ *   0           4718592    115-117  qkv_h_8_attn                [B, 1024, 2304]
+ *                                   q, k, v side by side
+ *   7864320     49152      117-117  lse_h_8_attn                [B, 12, 1024]
+ *                                   each query's log-sum-exp (validation: written, not read) (fp32)
+ *   4718592     1572864    117-118  attn_y_h_8_attn             [B, 1024, 768]
+ *                                   attention heads' outputs
  *   7864320     1572864    118-125  residual_attn_out_h_8_attn  [B, 1024, 768]  x + body(x)
  *   6291456     1572864    121-122  layernorm_h_8_ln_2          [B, 1024, 768]  layernorm output
- *   0           4096       121-121  ln_mean_h_8_ln_2            [B, 1024]  layernorm mean (validation: written, not read) (fp32)
- *   4096        4096       121-121  ln_rstd_h_8_ln_2            [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
+ *   0           4096       121-121  ln_mean_h_8_ln_2            [B, 1024]
+ *                                   layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096       121-121  ln_rstd_h_8_ln_2            [B, 1024]
+ *                                   layernorm 1/std (validation: written, not read) (fp32)
  *   0           6291456    122-125  gelu_h_8_2                  [B, 1024, 3072]  gelu
  *   6291456     1572864    125-132  residual_linear_h_8_proj    [B, 1024, 768]  x + body(x)
  *   4718592     1572864    128-129  layernorm_h_9_ln_1          [B, 1024, 768]  layernorm output
- *   0           4096       128-128  ln_mean_h_9_ln_1            [B, 1024]  layernorm mean (validation: written, not read) (fp32)
- *   4096        4096       128-128  ln_rstd_h_9_ln_1            [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
- *   0           4718592    129-131  qkv_h_9_attn                [B, 1024, 2304]  q, k, v side by side
- *   7864320     49152      131-131  lse_h_9_attn                [B, 12, 1024]  each query's log-sum-exp (validation: written, not read) (fp32)
- *   4718592     1572864    131-132  attn_y_h_9_attn             [B, 1024, 768]  attention heads' outputs
+ *   0           4096       128-128  ln_mean_h_9_ln_1            [B, 1024]
+ *                                   layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096       128-128  ln_rstd_h_9_ln_1            [B, 1024]
+ *                                   layernorm 1/std (validation: written, not read) (fp32)
+ *   0           4718592    129-131  qkv_h_9_attn                [B, 1024, 2304]
+ *                                   q, k, v side by side
+ *   7864320     49152      131-131  lse_h_9_attn                [B, 12, 1024]
+ *                                   each query's log-sum-exp (validation: written, not read) (fp32)
+ *   4718592     1572864    131-132  attn_y_h_9_attn             [B, 1024, 768]
+ *                                   attention heads' outputs
  *   7864320     1572864    132-139  residual_attn_out_h_9_attn  [B, 1024, 768]  x + body(x)
  *   6291456     1572864    135-136  layernorm_h_9_ln_2          [B, 1024, 768]  layernorm output
- *   0           4096       135-135  ln_mean_h_9_ln_2            [B, 1024]  layernorm mean (validation: written, not read) (fp32)
- *   4096        4096       135-135  ln_rstd_h_9_ln_2            [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
+ *   0           4096       135-135  ln_mean_h_9_ln_2            [B, 1024]
+ *                                   layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096       135-135  ln_rstd_h_9_ln_2            [B, 1024]
+ *                                   layernorm 1/std (validation: written, not read) (fp32)
  *   0           6291456    136-139  gelu_h_9_2                  [B, 1024, 3072]  gelu
  *   6291456     1572864    139-146  residual_linear_h_9_proj    [B, 1024, 768]  x + body(x)
  *   4718592     1572864    142-143  layernorm_h_10_ln_1         [B, 1024, 768]  layernorm output
- *   0           4096       142-142  ln_mean_h_10_ln_1           [B, 1024]  layernorm mean (validation: written, not read) (fp32)
- *   4096        4096       142-142  ln_rstd_h_10_ln_1           [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
- *   0           4718592    143-145  qkv_h_10_attn               [B, 1024, 2304]  q, k, v side by side
- *   7864320     49152      145-145  lse_h_10_attn               [B, 12, 1024]  each query's log-sum-exp (validation: written, not read) (fp32)
- *   4718592     1572864    145-146  attn_y_h_10_attn            [B, 1024, 768]  attention heads' outputs
+ *   0           4096       142-142  ln_mean_h_10_ln_1           [B, 1024]
+ *                                   layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096       142-142  ln_rstd_h_10_ln_1           [B, 1024]
+ *                                   layernorm 1/std (validation: written, not read) (fp32)
+ *   0           4718592    143-145  qkv_h_10_attn               [B, 1024, 2304]
+ *                                   q, k, v side by side
+ *   7864320     49152      145-145  lse_h_10_attn               [B, 12, 1024]
+ *                                   each query's log-sum-exp (validation: written, not read) (fp32)
+ *   4718592     1572864    145-146  attn_y_h_10_attn            [B, 1024, 768]
+ *                                   attention heads' outputs
  *   7864320     1572864    146-153  residual_attn_out_h_10_attn  [B, 1024, 768]  x + body(x)
  *   6291456     1572864    149-150  layernorm_h_10_ln_2         [B, 1024, 768]  layernorm output
- *   0           4096       149-149  ln_mean_h_10_ln_2           [B, 1024]  layernorm mean (validation: written, not read) (fp32)
- *   4096        4096       149-149  ln_rstd_h_10_ln_2           [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
+ *   0           4096       149-149  ln_mean_h_10_ln_2           [B, 1024]
+ *                                   layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096       149-149  ln_rstd_h_10_ln_2           [B, 1024]
+ *                                   layernorm 1/std (validation: written, not read) (fp32)
  *   0           6291456    150-153  gelu_h_10_2                 [B, 1024, 3072]  gelu
  *   6291456     1572864    153-160  residual_linear_h_10_proj   [B, 1024, 768]  x + body(x)
  *   4718592     1572864    156-157  layernorm_h_11_ln_1         [B, 1024, 768]  layernorm output
- *   0           4096       156-156  ln_mean_h_11_ln_1           [B, 1024]  layernorm mean (validation: written, not read) (fp32)
- *   4096        4096       156-156  ln_rstd_h_11_ln_1           [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
- *   0           4718592    157-159  qkv_h_11_attn               [B, 1024, 2304]  q, k, v side by side
- *   7864320     49152      159-159  lse_h_11_attn               [B, 12, 1024]  each query's log-sum-exp (validation: written, not read) (fp32)
- *   4718592     1572864    159-160  attn_y_h_11_attn            [B, 1024, 768]  attention heads' outputs
+ *   0           4096       156-156  ln_mean_h_11_ln_1           [B, 1024]
+ *                                   layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096       156-156  ln_rstd_h_11_ln_1           [B, 1024]
+ *                                   layernorm 1/std (validation: written, not read) (fp32)
+ *   0           4718592    157-159  qkv_h_11_attn               [B, 1024, 2304]
+ *                                   q, k, v side by side
+ *   7864320     49152      159-159  lse_h_11_attn               [B, 12, 1024]
+ *                                   each query's log-sum-exp (validation: written, not read) (fp32)
+ *   4718592     1572864    159-160  attn_y_h_11_attn            [B, 1024, 768]
+ *                                   attention heads' outputs
  *   7864320     1572864    160-167  residual_attn_out_h_11_attn  [B, 1024, 768]  x + body(x)
  *   6291456     1572864    163-164  layernorm_h_11_ln_2         [B, 1024, 768]  layernorm output
- *   0           4096       163-163  ln_mean_h_11_ln_2           [B, 1024]  layernorm mean (validation: written, not read) (fp32)
- *   4096        4096       163-163  ln_rstd_h_11_ln_2           [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
+ *   0           4096       163-163  ln_mean_h_11_ln_2           [B, 1024]
+ *                                   layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096       163-163  ln_rstd_h_11_ln_2           [B, 1024]
+ *                                   layernorm 1/std (validation: written, not read) (fp32)
  *   0           6291456    164-167  gelu_h_11_2                 [B, 1024, 3072]  gelu
  *   6291456     1572864    167-170  residual_linear_h_11_proj   [B, 1024, 768]  x + body(x)
  *   103022592   1572864    170-171  layernorm_ln_f              [B, 1024, 768]  layernorm output
- *   0           4096       170-170  ln_mean_ln_f                [B, 1024]  layernorm mean (validation: written, not read) (fp32)
- *   4096        4096       170-170  ln_rstd_ln_f                [B, 1024]  layernorm 1/std (validation: written, not read) (fp32)
- *   0           103022592  171-172  linear_lm_head              [B, 1024, 50257]  linear output (rows 50304 apart: aligned for the GEMMs)
- *   (in place)  -                   pos_embedding_wpe           [B, 1024, 768]  written over embedding_wte
+ *   0           4096       170-170  ln_mean_ln_f                [B, 1024]
+ *                                   layernorm mean (validation: written, not read) (fp32)
+ *   4096        4096       170-170  ln_rstd_ln_f                [B, 1024]
+ *                                   layernorm 1/std (validation: written, not read) (fp32)
+ *   0           103022592  171-172  linear_lm_head              [B, 1024, 50257]
+ *                                   linear output (rows 50304 apart: aligned for the GEMMs)
+ *   (in place)  -                   pos_embedding_wpe           [B, 1024, 768]
+ *                                   written over embedding_wte
  */
 #ifndef TRAINC_MODEL_H
 #define TRAINC_MODEL_H

@@ -9,60 +9,86 @@
  *   offset      bytes/row  live     buffer                      shape
  *   3014656     65536        0-212  embedding_wte               [B, 128, 128]  embedding rows
  *   3080192     65536        2-207  layernorm_h_0_ln_1          [B, 128, 128]  layernorm output
- *   4530176     512          2-212  ln_mean_h_0_ln_1            [B, 128]  layernorm mean, saved for backward
- *   4530688     512          2-212  ln_rstd_h_0_ln_1            [B, 128]  layernorm 1/std, saved for backward
+ *   4530176     512          2-212  ln_mean_h_0_ln_1            [B, 128]
+ *                                   layernorm mean, saved for backward
+ *   4530688     512          2-212  ln_rstd_h_0_ln_1            [B, 128]
+ *                                   layernorm 1/std, saved for backward
  *   2097152     196608       3-204  qkv_h_0_attn                [B, 128, 384]  q, k, v side by side
- *   4521984     2048         5-204  lse_h_0_attn                [B, 4, 128]  each query's log-sum-exp, saved for backward
- *   3145728     65536        5-204  attn_y_h_0_attn             [B, 128, 128]  attention heads' outputs
+ *   4521984     2048         5-204  lse_h_0_attn                [B, 4, 128]
+ *                                   each query's log-sum-exp, saved for backward
+ *   3145728     65536        5-204  attn_y_h_0_attn             [B, 128, 128]
+ *                                   attention heads' outputs
  *   3211264     65536        6-194  residual_attn_out_h_0_attn  [B, 128, 128]  x + body(x)
  *   3276800     65536        9-189  layernorm_h_0_ln_2          [B, 128, 128]  layernorm output
- *   4531200     512          9-194  ln_mean_h_0_ln_2            [B, 128]  layernorm mean, saved for backward
- *   4531712     512          9-194  ln_rstd_h_0_ln_2            [B, 128]  layernorm 1/std, saved for backward
+ *   4531200     512          9-194  ln_mean_h_0_ln_2            [B, 128]
+ *                                   layernorm mean, saved for backward
+ *   4531712     512          9-194  ln_rstd_h_0_ln_2            [B, 128]
+ *                                   layernorm 1/std, saved for backward
  *   0           262144      10-186  linear_h_0_fc               [B, 128, 512]  linear output
  *   262144      262144      12-182  gelu_h_0_2                  [B, 128, 512]  gelu
  *   3342336     65536       14-176  residual_linear_h_0_proj    [B, 128, 128]  x + body(x)
  *   3407872     65536       17-171  layernorm_h_1_ln_1          [B, 128, 128]  layernorm output
- *   4532224     512         17-176  ln_mean_h_1_ln_1            [B, 128]  layernorm mean, saved for backward
- *   4532736     512         17-176  ln_rstd_h_1_ln_1            [B, 128]  layernorm 1/std, saved for backward
+ *   4532224     512         17-176  ln_mean_h_1_ln_1            [B, 128]
+ *                                   layernorm mean, saved for backward
+ *   4532736     512         17-176  ln_rstd_h_1_ln_1            [B, 128]
+ *                                   layernorm 1/std, saved for backward
  *   2293760     196608      18-168  qkv_h_1_attn                [B, 128, 384]  q, k, v side by side
- *   4524032     2048        20-168  lse_h_1_attn                [B, 4, 128]  each query's log-sum-exp, saved for backward
- *   3473408     65536       20-168  attn_y_h_1_attn             [B, 128, 128]  attention heads' outputs
+ *   4524032     2048        20-168  lse_h_1_attn                [B, 4, 128]
+ *                                   each query's log-sum-exp, saved for backward
+ *   3473408     65536       20-168  attn_y_h_1_attn             [B, 128, 128]
+ *                                   attention heads' outputs
  *   3538944     65536       21-158  residual_attn_out_h_1_attn  [B, 128, 128]  x + body(x)
  *   3604480     65536       24-153  layernorm_h_1_ln_2          [B, 128, 128]  layernorm output
- *   4533248     512         24-158  ln_mean_h_1_ln_2            [B, 128]  layernorm mean, saved for backward
- *   4533760     512         24-158  ln_rstd_h_1_ln_2            [B, 128]  layernorm 1/std, saved for backward
+ *   4533248     512         24-158  ln_mean_h_1_ln_2            [B, 128]
+ *                                   layernorm mean, saved for backward
+ *   4533760     512         24-158  ln_rstd_h_1_ln_2            [B, 128]
+ *                                   layernorm 1/std, saved for backward
  *   524288      262144      25-150  linear_h_1_fc               [B, 128, 512]  linear output
  *   786432      262144      27-146  gelu_h_1_2                  [B, 128, 512]  gelu
  *   3670016     65536       29-140  residual_linear_h_1_proj    [B, 128, 128]  x + body(x)
  *   3735552     65536       32-135  layernorm_h_2_ln_1          [B, 128, 128]  layernorm output
- *   4534272     512         32-140  ln_mean_h_2_ln_1            [B, 128]  layernorm mean, saved for backward
- *   4534784     512         32-140  ln_rstd_h_2_ln_1            [B, 128]  layernorm 1/std, saved for backward
+ *   4534272     512         32-140  ln_mean_h_2_ln_1            [B, 128]
+ *                                   layernorm mean, saved for backward
+ *   4534784     512         32-140  ln_rstd_h_2_ln_1            [B, 128]
+ *                                   layernorm 1/std, saved for backward
  *   2490368     196608      33-132  qkv_h_2_attn                [B, 128, 384]  q, k, v side by side
- *   4526080     2048        35-132  lse_h_2_attn                [B, 4, 128]  each query's log-sum-exp, saved for backward
- *   3801088     65536       35-132  attn_y_h_2_attn             [B, 128, 128]  attention heads' outputs
+ *   4526080     2048        35-132  lse_h_2_attn                [B, 4, 128]
+ *                                   each query's log-sum-exp, saved for backward
+ *   3801088     65536       35-132  attn_y_h_2_attn             [B, 128, 128]
+ *                                   attention heads' outputs
  *   3866624     65536       36-122  residual_attn_out_h_2_attn  [B, 128, 128]  x + body(x)
  *   3932160     65536       39-117  layernorm_h_2_ln_2          [B, 128, 128]  layernorm output
- *   4535296     512         39-122  ln_mean_h_2_ln_2            [B, 128]  layernorm mean, saved for backward
- *   4535808     512         39-122  ln_rstd_h_2_ln_2            [B, 128]  layernorm 1/std, saved for backward
+ *   4535296     512         39-122  ln_mean_h_2_ln_2            [B, 128]
+ *                                   layernorm mean, saved for backward
+ *   4535808     512         39-122  ln_rstd_h_2_ln_2            [B, 128]
+ *                                   layernorm 1/std, saved for backward
  *   1048576     262144      40-114  linear_h_2_fc               [B, 128, 512]  linear output
  *   1310720     262144      42-110  gelu_h_2_2                  [B, 128, 512]  gelu
  *   3997696     65536       44-104  residual_linear_h_2_proj    [B, 128, 128]  x + body(x)
  *   4063232     65536       47-99   layernorm_h_3_ln_1          [B, 128, 128]  layernorm output
- *   4536320     512         47-104  ln_mean_h_3_ln_1            [B, 128]  layernorm mean, saved for backward
- *   4536832     512         47-104  ln_rstd_h_3_ln_1            [B, 128]  layernorm 1/std, saved for backward
+ *   4536320     512         47-104  ln_mean_h_3_ln_1            [B, 128]
+ *                                   layernorm mean, saved for backward
+ *   4536832     512         47-104  ln_rstd_h_3_ln_1            [B, 128]
+ *                                   layernorm 1/std, saved for backward
  *   2686976     196608      48-96   qkv_h_3_attn                [B, 128, 384]  q, k, v side by side
- *   4528128     2048        50-96   lse_h_3_attn                [B, 4, 128]  each query's log-sum-exp, saved for backward
- *   4128768     65536       50-96   attn_y_h_3_attn             [B, 128, 128]  attention heads' outputs
+ *   4528128     2048        50-96   lse_h_3_attn                [B, 4, 128]
+ *                                   each query's log-sum-exp, saved for backward
+ *   4128768     65536       50-96   attn_y_h_3_attn             [B, 128, 128]
+ *                                   attention heads' outputs
  *   4194304     65536       51-86   residual_attn_out_h_3_attn  [B, 128, 128]  x + body(x)
  *   4259840     65536       54-81   layernorm_h_3_ln_2          [B, 128, 128]  layernorm output
- *   4537344     512         54-86   ln_mean_h_3_ln_2            [B, 128]  layernorm mean, saved for backward
- *   4537856     512         54-86   ln_rstd_h_3_ln_2            [B, 128]  layernorm 1/std, saved for backward
+ *   4537344     512         54-86   ln_mean_h_3_ln_2            [B, 128]
+ *                                   layernorm mean, saved for backward
+ *   4537856     512         54-86   ln_rstd_h_3_ln_2            [B, 128]
+ *                                   layernorm 1/std, saved for backward
  *   1572864     262144      55-78   linear_h_3_fc               [B, 128, 512]  linear output
  *   1835008     262144      57-74   gelu_h_3_2                  [B, 128, 512]  gelu
  *   4325376     65536       59-69   residual_linear_h_3_proj    [B, 128, 128]  x + body(x)
  *   4390912     65536       62-67   layernorm_ln_f              [B, 128, 128]  layernorm output
- *   4538368     512         62-69   ln_mean_ln_f                [B, 128]  layernorm mean, saved for backward
- *   4538880     512         62-69   ln_rstd_ln_f                [B, 128]  layernorm 1/std, saved for backward
+ *   4538368     512         62-69   ln_mean_ln_f                [B, 128]
+ *                                   layernorm mean, saved for backward
+ *   4538880     512         62-69   ln_rstd_ln_f                [B, 128]
+ *                                   layernorm 1/std, saved for backward
  *   2883584     131072      63-67   linear_lm_head              [B, 128, 256]  linear output
  *   4456448     65536       65-69   d_layernorm_ln_f            [B, 128, 128]  gradient
  *   4390912     65536       69-219  d_residual_linear_h_3_proj  [B, 128, 128]  gradient
@@ -86,16 +112,26 @@
  *   2293760     65536      198-204  d_attn_y_h_0_attn           [B, 128, 128]  gradient
  *   0           196608     204-207  d_qkv_h_0_attn              [B, 128, 384]  gradient
  *   3145728     65536      205-212  d_layernorm_h_0_ln_1        [B, 128, 128]  gradient
- *   (in place)  -                   pos_embedding_wpe           [B, 128, 128]  written over embedding_wte
- *   (in place)  -                   d_linear_lm_head            [B, 128, 256]  written over linear_lm_head
- *   (in place)  -                   d_residual_attn_out_h_3_attn_179  [B, 128, 128]  written over d_residual_linear_h_3_proj
- *   (in place)  -                   d_residual_linear_h_2_proj_184  [B, 128, 128]  written over d_residual_linear_h_3_proj
- *   (in place)  -                   d_residual_attn_out_h_2_attn_189  [B, 128, 128]  written over d_residual_linear_h_3_proj
- *   (in place)  -                   d_residual_linear_h_1_proj_194  [B, 128, 128]  written over d_residual_linear_h_3_proj
- *   (in place)  -                   d_residual_attn_out_h_1_attn_199  [B, 128, 128]  written over d_residual_linear_h_3_proj
- *   (in place)  -                   d_residual_linear_h_0_proj_204  [B, 128, 128]  written over d_residual_linear_h_3_proj
- *   (in place)  -                   d_residual_attn_out_h_0_attn_209  [B, 128, 128]  written over d_residual_linear_h_3_proj
- *   (in place)  -                   d_pos_embedding_wpe_214     [B, 128, 128]  written over d_residual_linear_h_3_proj
+ *   (in place)  -                   pos_embedding_wpe           [B, 128, 128]
+ *                                   written over embedding_wte
+ *   (in place)  -                   d_linear_lm_head            [B, 128, 256]
+ *                                   written over linear_lm_head
+ *   (in place)  -                   d_residual_attn_out_h_3_attn_179  [B, 128, 128]
+ *                                   written over d_residual_linear_h_3_proj
+ *   (in place)  -                   d_residual_linear_h_2_proj_184  [B, 128, 128]
+ *                                   written over d_residual_linear_h_3_proj
+ *   (in place)  -                   d_residual_attn_out_h_2_attn_189  [B, 128, 128]
+ *                                   written over d_residual_linear_h_3_proj
+ *   (in place)  -                   d_residual_linear_h_1_proj_194  [B, 128, 128]
+ *                                   written over d_residual_linear_h_3_proj
+ *   (in place)  -                   d_residual_attn_out_h_1_attn_199  [B, 128, 128]
+ *                                   written over d_residual_linear_h_3_proj
+ *   (in place)  -                   d_residual_linear_h_0_proj_204  [B, 128, 128]
+ *                                   written over d_residual_linear_h_3_proj
+ *   (in place)  -                   d_residual_attn_out_h_0_attn_209  [B, 128, 128]
+ *                                   written over d_residual_linear_h_3_proj
+ *   (in place)  -                   d_pos_embedding_wpe_214     [B, 128, 128]
+ *                                   written over d_residual_linear_h_3_proj
  *
  * The plan for validation (forward only, no gradients), in the same memory.
  * One arena of Bmax * 393216 bytes (without reuse: Bmax * 3425280; the most live at
@@ -105,58 +141,85 @@
  *   offset      bytes/row  live     buffer                      shape
  *   196608      65536        0-6    embedding_wte               [B, 128, 128]  embedding rows
  *   262144      65536        2-3    layernorm_h_0_ln_1          [B, 128, 128]  layernorm output
- *   0           512          2-2    ln_mean_h_0_ln_1            [B, 128]  layernorm mean (validation: written, not read)
- *   512         512          2-2    ln_rstd_h_0_ln_1            [B, 128]  layernorm 1/std (validation: written, not read)
+ *   0           512          2-2    ln_mean_h_0_ln_1            [B, 128]
+ *                                   layernorm mean (validation: written, not read)
+ *   512         512          2-2    ln_rstd_h_0_ln_1            [B, 128]
+ *                                   layernorm 1/std (validation: written, not read)
  *   0           196608       3-5    qkv_h_0_attn                [B, 128, 384]  q, k, v side by side
- *   327680      2048         5-5    lse_h_0_attn                [B, 4, 128]  each query's log-sum-exp (validation: written, not read)
- *   262144      65536        5-6    attn_y_h_0_attn             [B, 128, 128]  attention heads' outputs
+ *   327680      2048         5-5    lse_h_0_attn                [B, 4, 128]
+ *                                   each query's log-sum-exp (validation: written, not read)
+ *   262144      65536        5-6    attn_y_h_0_attn             [B, 128, 128]
+ *                                   attention heads' outputs
  *   327680      65536        6-13   residual_attn_out_h_0_attn  [B, 128, 128]  x + body(x)
  *   262144      65536        9-10   layernorm_h_0_ln_2          [B, 128, 128]  layernorm output
- *   0           512          9-9    ln_mean_h_0_ln_2            [B, 128]  layernorm mean (validation: written, not read)
- *   512         512          9-9    ln_rstd_h_0_ln_2            [B, 128]  layernorm 1/std (validation: written, not read)
+ *   0           512          9-9    ln_mean_h_0_ln_2            [B, 128]
+ *                                   layernorm mean (validation: written, not read)
+ *   512         512          9-9    ln_rstd_h_0_ln_2            [B, 128]
+ *                                   layernorm 1/std (validation: written, not read)
  *   0           262144      10-13   gelu_h_0_2                  [B, 128, 512]  gelu
  *   262144      65536       13-20   residual_linear_h_0_proj    [B, 128, 128]  x + body(x)
  *   196608      65536       16-17   layernorm_h_1_ln_1          [B, 128, 128]  layernorm output
- *   0           512         16-16   ln_mean_h_1_ln_1            [B, 128]  layernorm mean (validation: written, not read)
- *   512         512         16-16   ln_rstd_h_1_ln_1            [B, 128]  layernorm 1/std (validation: written, not read)
+ *   0           512         16-16   ln_mean_h_1_ln_1            [B, 128]
+ *                                   layernorm mean (validation: written, not read)
+ *   512         512         16-16   ln_rstd_h_1_ln_1            [B, 128]
+ *                                   layernorm 1/std (validation: written, not read)
  *   0           196608      17-19   qkv_h_1_attn                [B, 128, 384]  q, k, v side by side
- *   327680      2048        19-19   lse_h_1_attn                [B, 4, 128]  each query's log-sum-exp (validation: written, not read)
- *   196608      65536       19-20   attn_y_h_1_attn             [B, 128, 128]  attention heads' outputs
+ *   327680      2048        19-19   lse_h_1_attn                [B, 4, 128]
+ *                                   each query's log-sum-exp (validation: written, not read)
+ *   196608      65536       19-20   attn_y_h_1_attn             [B, 128, 128]
+ *                                   attention heads' outputs
  *   327680      65536       20-27   residual_attn_out_h_1_attn  [B, 128, 128]  x + body(x)
  *   262144      65536       23-24   layernorm_h_1_ln_2          [B, 128, 128]  layernorm output
- *   0           512         23-23   ln_mean_h_1_ln_2            [B, 128]  layernorm mean (validation: written, not read)
- *   512         512         23-23   ln_rstd_h_1_ln_2            [B, 128]  layernorm 1/std (validation: written, not read)
+ *   0           512         23-23   ln_mean_h_1_ln_2            [B, 128]
+ *                                   layernorm mean (validation: written, not read)
+ *   512         512         23-23   ln_rstd_h_1_ln_2            [B, 128]
+ *                                   layernorm 1/std (validation: written, not read)
  *   0           262144      24-27   gelu_h_1_2                  [B, 128, 512]  gelu
  *   262144      65536       27-34   residual_linear_h_1_proj    [B, 128, 128]  x + body(x)
  *   196608      65536       30-31   layernorm_h_2_ln_1          [B, 128, 128]  layernorm output
- *   0           512         30-30   ln_mean_h_2_ln_1            [B, 128]  layernorm mean (validation: written, not read)
- *   512         512         30-30   ln_rstd_h_2_ln_1            [B, 128]  layernorm 1/std (validation: written, not read)
+ *   0           512         30-30   ln_mean_h_2_ln_1            [B, 128]
+ *                                   layernorm mean (validation: written, not read)
+ *   512         512         30-30   ln_rstd_h_2_ln_1            [B, 128]
+ *                                   layernorm 1/std (validation: written, not read)
  *   0           196608      31-33   qkv_h_2_attn                [B, 128, 384]  q, k, v side by side
- *   327680      2048        33-33   lse_h_2_attn                [B, 4, 128]  each query's log-sum-exp (validation: written, not read)
- *   196608      65536       33-34   attn_y_h_2_attn             [B, 128, 128]  attention heads' outputs
+ *   327680      2048        33-33   lse_h_2_attn                [B, 4, 128]
+ *                                   each query's log-sum-exp (validation: written, not read)
+ *   196608      65536       33-34   attn_y_h_2_attn             [B, 128, 128]
+ *                                   attention heads' outputs
  *   327680      65536       34-41   residual_attn_out_h_2_attn  [B, 128, 128]  x + body(x)
  *   262144      65536       37-38   layernorm_h_2_ln_2          [B, 128, 128]  layernorm output
- *   0           512         37-37   ln_mean_h_2_ln_2            [B, 128]  layernorm mean (validation: written, not read)
- *   512         512         37-37   ln_rstd_h_2_ln_2            [B, 128]  layernorm 1/std (validation: written, not read)
+ *   0           512         37-37   ln_mean_h_2_ln_2            [B, 128]
+ *                                   layernorm mean (validation: written, not read)
+ *   512         512         37-37   ln_rstd_h_2_ln_2            [B, 128]
+ *                                   layernorm 1/std (validation: written, not read)
  *   0           262144      38-41   gelu_h_2_2                  [B, 128, 512]  gelu
  *   262144      65536       41-48   residual_linear_h_2_proj    [B, 128, 128]  x + body(x)
  *   196608      65536       44-45   layernorm_h_3_ln_1          [B, 128, 128]  layernorm output
- *   0           512         44-44   ln_mean_h_3_ln_1            [B, 128]  layernorm mean (validation: written, not read)
- *   512         512         44-44   ln_rstd_h_3_ln_1            [B, 128]  layernorm 1/std (validation: written, not read)
+ *   0           512         44-44   ln_mean_h_3_ln_1            [B, 128]
+ *                                   layernorm mean (validation: written, not read)
+ *   512         512         44-44   ln_rstd_h_3_ln_1            [B, 128]
+ *                                   layernorm 1/std (validation: written, not read)
  *   0           196608      45-47   qkv_h_3_attn                [B, 128, 384]  q, k, v side by side
- *   327680      2048        47-47   lse_h_3_attn                [B, 4, 128]  each query's log-sum-exp (validation: written, not read)
- *   196608      65536       47-48   attn_y_h_3_attn             [B, 128, 128]  attention heads' outputs
+ *   327680      2048        47-47   lse_h_3_attn                [B, 4, 128]
+ *                                   each query's log-sum-exp (validation: written, not read)
+ *   196608      65536       47-48   attn_y_h_3_attn             [B, 128, 128]
+ *                                   attention heads' outputs
  *   327680      65536       48-55   residual_attn_out_h_3_attn  [B, 128, 128]  x + body(x)
  *   262144      65536       51-52   layernorm_h_3_ln_2          [B, 128, 128]  layernorm output
- *   0           512         51-51   ln_mean_h_3_ln_2            [B, 128]  layernorm mean (validation: written, not read)
- *   512         512         51-51   ln_rstd_h_3_ln_2            [B, 128]  layernorm 1/std (validation: written, not read)
+ *   0           512         51-51   ln_mean_h_3_ln_2            [B, 128]
+ *                                   layernorm mean (validation: written, not read)
+ *   512         512         51-51   ln_rstd_h_3_ln_2            [B, 128]
+ *                                   layernorm 1/std (validation: written, not read)
  *   0           262144      52-55   gelu_h_3_2                  [B, 128, 512]  gelu
  *   262144      65536       55-58   residual_linear_h_3_proj    [B, 128, 128]  x + body(x)
  *   131072      65536       58-59   layernorm_ln_f              [B, 128, 128]  layernorm output
- *   196608      512         58-58   ln_mean_ln_f                [B, 128]  layernorm mean (validation: written, not read)
- *   197120      512         58-58   ln_rstd_ln_f                [B, 128]  layernorm 1/std (validation: written, not read)
+ *   196608      512         58-58   ln_mean_ln_f                [B, 128]
+ *                                   layernorm mean (validation: written, not read)
+ *   197120      512         58-58   ln_rstd_ln_f                [B, 128]
+ *                                   layernorm 1/std (validation: written, not read)
  *   0           131072      59-60   linear_lm_head              [B, 128, 256]  linear output
- *   (in place)  -                   pos_embedding_wpe           [B, 128, 128]  written over embedding_wte
+ *   (in place)  -                   pos_embedding_wpe           [B, 128, 128]
+ *                                   written over embedding_wte
  */
 #ifndef TRAINC_MODEL_H
 #define TRAINC_MODEL_H
