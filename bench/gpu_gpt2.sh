@@ -13,6 +13,10 @@
 #                      taken from an earlier run on the same kind of device (not searched);
 #                      TORCH_BATCH=77 does the same for PyTorch's without checkpointing,
 #                      TORCH_CKPT_BATCH=188 for PyTorch's with torch.utils.checkpoint
+#   GPT2_WHAT=goal KNOWN="none=358 selective=495 full=1162" TORCH_BATCH=138 TORCH_CKPT_BATCH=188 \
+#     bash bench/gpu_gpt2.sh      issue 7's goal alone on an H200 (session 24's batches):
+#                      trainc none at PyTorch's batch and auto at twice PyTorch's larger
+#                      one, no PyTorch timings (about a minute)
 #
 # For each policy: the largest batch whose trainer starts and runs 3 steps, and
 # tokens/s there. The search starts from a prediction: at batches 8 and 24, the bytes
@@ -33,7 +37,7 @@ ROOT=$(pwd)
 gpt2_shards
 GX=(--set "data.train.tokens=$D/data/gpt2/train_*.bin" --set data.val=null --set validate.every_steps=null --set validate.batches=null
     --set checkpoint=null --set log_every=1 --quiet --device cuda)
-WHAT=${1:-all}   # all | trainc (its side alone)
+WHAT=${1:-${GPT2_WHAT:-all}}   # all | trainc (its side alone) | goal (no PyTorch timings: below)
 PROBES=${PROBES:-8 24}   # the two batches whose memory predicts trainc's largest
 
 fits_trainc() {   # fits_trainc POLICY B: runs 3 steps? A failure other than the GPU's
@@ -140,10 +144,10 @@ PY
     [ "$WHAT" = trainc ] && exit 0
     tb=${TORCH_BATCH:-$(largest_torch)}   # TORCH_BATCH: PyTorch's, measured before
     echo "{\"impl\":\"torch+$TL\",\"largest_batch\":$tb}"
-    python3 "$ROOT/bench/gpu_gpt2_torch.py" $tb "${TP[@]}" --steps 12
+    [ "$WHAT" = goal ] || python3 "$ROOT/bench/gpu_gpt2_torch.py" $tb "${TP[@]}" --steps 12
     cb=${TORCH_CKPT_BATCH:-$(largest_torch --ckpt)}   # likewise, with checkpointing
     echo "{\"impl\":\"torch+$TL+checkpoint\",\"largest_batch\":$cb}"
-    python3 "$ROOT/bench/gpu_gpt2_torch.py" $cb --ckpt "${TP[@]}" --steps 12
+    [ "$WHAT" = goal ] || python3 "$ROOT/bench/gpu_gpt2_torch.py" $cb --ckpt "${TP[@]}" --steps 12
     [ "$tb" -gt 0 ] && speed_trainc none $tb
     # issue 7's goal: recompute auto at twice the batch PyTorch fits (the larger of its
     # two, with and without checkpointing), against none's tokens/s at PyTorch's batch
@@ -165,5 +169,5 @@ PY
             fi
         done
     fi
-    python3 "$ROOT/bench/gpu_gpt2_torch.py" $tb "${TP[@]}" --compile --steps 12
+    [ "$WHAT" = goal ] || python3 "$ROOT/bench/gpu_gpt2_torch.py" $tb "${TP[@]}" --compile --steps 12
 } 2>>"$OUT/gpt2.err" | tee "$OUT/gpt2.jsonl"
