@@ -331,19 +331,21 @@ static void configure(const rt_model *m, const Opts *o, rt_train_config *c)
     set_lines(c, m->train_defaults, m->n_train_defaults, NULL);
     if (o->resume)
         resume_config(m, o->resume, c);
-    /* the recomputation policy shapes the compiled program: it cannot change here */
+    /* the recomputation policy shapes the compiled program: it cannot change here. The
+     * budget may: recompute auto's plan is checked against it below, and the other
+     * policies do not read it (as when trainc run compiles) */
     int compiled_policy = c->recompute;
-    double compiled_budget = c->memory_budget_mb;
     for (int pass = 0; pass < 2; pass++)   /* the type keys first: they reset their group */
         for (int i = 0; i < o->n_sets; i++)
             if (rt_config_set_pass(o->sets[i]) == pass &&
                 rt_config_set_arg(c, o->sets[i], err, sizeof err) != 0)
                 rt_input_error("%s", err);
-    if (c->recompute != compiled_policy ||
-        !(c->memory_budget_mb == compiled_budget || (isnan(c->memory_budget_mb) && isnan(compiled_budget))))
-        rt_input_error("--set recompute/memory_budget_mb: the recomputation plan is compiled into this "
-                       "trainer; rebuild it with trainc build ... --set recompute=POLICY (trainc run "
-                       "applies it when compiling)");
+    if (c->recompute != compiled_policy) {
+        static const char *const pol[] = {"none", "selective", "full", "auto"};
+        rt_input_error("--set recompute=%s: this trainer's recomputation plan (%s) is compiled into "
+                       "it; rebuild it with trainc build ... --set recompute=%s (trainc run applies "
+                       "it when compiling)", pol[c->recompute], pol[compiled_policy], pol[c->recompute]);
+    }
     if (rt_config_validate(c, err, sizeof err) != 0)
         rt_input_error("training spec: %s", err);
     /* the rules between the model and the training spec that the compiler applies to

@@ -152,7 +152,22 @@ t run_val_acc_mse   "early_stopping.monitor val_acc needs a cross_entropy loss" 
 TR=$d/auto
 t set_batch_over_budget "memory_budget_mb: 6 MiB does not fit this trainer's plan (recompute auto chose it when compiling) at batch_size 1024: it needs 10.3 MiB" \
                     --set batch_size=1024
+# a smaller budget than the plan needs, given to the built trainer; and another policy
+# (compiled in: refused with the build command that makes one)
+t set_budget_under_plan "memory_budget_mb: 4 MiB does not fit this trainer's plan (recompute auto chose it when compiling) at batch_size 64" \
+                    --set memory_budget_mb=4
+t set_policy_built  "--set recompute=full: this trainer's recomputation plan (auto) is compiled into it; rebuild it with trainc build ... --set recompute=full" \
+                    --set recompute=full
 unset TR
+t set_policy_none   "--set recompute=selective: this trainer's recomputation plan (none) is compiled into it" \
+                    --set recompute=selective
+# a budget the auto plan fits, and one given to a trainer of another policy (which, as
+# with trainc run, does not read it): they train
+for a in "auto --set memory_budget_mb=7" "trainer --set memory_budget_mb=1"; do
+    set -- $a
+    "$d/$1" "${@:2}" --set max_steps=2 --out "$d/budget_$1" --quiet >"$d/budget_$1.log" 2>&1 &&
+        echo "ok   $1 $3: trains" && pass=$((pass+1)) || { echo "FAIL $1 $3"; cat "$d/budget_$1.log"; fail=$((fail+1)); }
+done
 # the good files of these models train (the bad ones above differ in one value)
 for m in emb emb16 tok; do
     "$d/$m" --out "$d/good_$m" --quiet >"$d/good_$m.log" 2>&1 && echo "ok   good_$m" && pass=$((pass+1)) ||
