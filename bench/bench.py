@@ -56,7 +56,8 @@ def bench_trainc(name):
     subprocess.run([TRAINC, "build", f"specs/{name}.json", "-o", exe], check=True, cwd=ROOT)
     out = os.path.join(OUT, name + ".run")
     subprocess.run([exe, "--out", out, "--quiet", "--set", f"max_steps={STEPS}", "--set", "log_every=1",
-                    "--set", "data.val=null", "--set", f"batch_size={B}"], check=True, cwd=ROOT)
+                    "--set", "data.val=null", "--set", "checkpoint=null", "--set", f"batch_size={B}"],
+                   check=True, cwd=ROOT)
     recs = [json.loads(l) for l in open(os.path.join(out, "metrics.jsonl"))]
     steps = [r for r in recs if "loss" in r and "event" not in r]
     t = steps[-1]["time_s"] - steps[WARM - 1]["time_s"]
@@ -67,7 +68,8 @@ def jit_first_step(name):
     for _ in range(3):
         t0 = time.perf_counter()
         subprocess.run([TRAINC, "run", f"specs/{name}.json", "--out", os.path.join(OUT, "jit"), "--quiet",
-                        "--set", "max_steps=1", "--set", "data.val=null", "--set", "loader.workers=0"],
+                        "--set", "max_steps=1", "--set", "data.val=null", "--set", "loader.workers=0",
+                        "--set", "checkpoint=null"],
                        check=True, cwd=ROOT, stderr=subprocess.DEVNULL)
         best = min(best, time.perf_counter() - t0)
     return best

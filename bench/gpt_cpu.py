@@ -27,7 +27,7 @@ def trainc_tps():
                    stderr=subprocess.DEVNULL)
     out = os.path.join(OUT, "gpt_char.run")
     subprocess.run([exe, "--out", out, "--quiet", "--set", f"max_steps={STEPS}", "--set", "log_every=1",
-                    "--set", "data.val=null", "--set", f"batch_size={B}"], check=True, cwd=ROOT,
+                    "--set", "data.val=null", "--set", "checkpoint=null", "--set", f"batch_size={B}"], check=True, cwd=ROOT,
                    stderr=subprocess.DEVNULL)
     steps = [json.loads(l) for l in open(os.path.join(out, "metrics.jsonl"))
              if '"loss"' in l and '"event"' not in l]

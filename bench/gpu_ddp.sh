@@ -35,7 +35,7 @@ for strategy in $STRATEGIES; do
         dir=$OUT/ddp_${strategy}_$n
         rm -rf "$dir"
         "${MPIRUN[@]}" -np "$n" "$TRAINER" --device cuda --out "$dir" --set max_steps="$STEPS" \
-            --set log_every=1 --set data.val=null --set validate.every_steps=null \
+            --set log_every=1 --set data.val=null --set validate.every_steps=null --set checkpoint=null \
             --set validate.batches=null --set distributed.strategy="$strategy" --quiet \
             "$@" >"$dir.log" 2>&1
         rc=$?

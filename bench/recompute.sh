@@ -9,7 +9,7 @@ mkdir -p "$d"
 printf "%-10s %14s %12s\n" policy arena_bytes tokens/s
 for pol in none selective full; do
     "$TRAINC" build specs/gpt_char.json --set recompute=$pol -o "$d/gpt_$pol" 2>/dev/null
-    "$d/gpt_$pol" --out "$d/run_$pol" --quiet --set max_steps=40 --set log_every=10 --set data.val=null 2>/dev/null
+    "$d/gpt_$pol" --out "$d/run_$pol" --quiet --set max_steps=40 --set log_every=10 --set data.val=null --set checkpoint=null 2>/dev/null
     ${PYTHON:-/usr/bin/python3} - "$d/run_$pol/metrics.jsonl" "$pol" <<'PY'
 import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1])]

@@ -70,7 +70,7 @@ typedef struct Field {
  *   validate.every_epochs 1, every_steps null, batches null (= the whole val set).
  *   early_stopping null; once enabled (any subkey, or {}): val_loss, min, patience 3,
  *     min_delta 0, no thresholds, check_finite true.
- *   checkpoint null; once enabled: every_steps 1000, keep 2.
+ *   checkpoint on: every_steps 1000, keep 2 (and at the end of a run); null turns it off.
  *   loader.workers 2 (1..256), prefetch 4 (1..1024), shuffle and drop_last true;
  *   on_gpu auto (the data arrays kept in GPU memory when training on a GPU and they
  *   fit; always: or an error; never). */
@@ -111,7 +111,7 @@ typedef struct Field {
     X("early_stopping.divergence_threshold", "null",                                    \
       REAL_OR_NULL(es_divergence_threshold, R_ANY))                                     \
     X("early_stopping.check_finite", "true", BOOL(es_check_finite))                     \
-    X("checkpoint", "null", SECTION(has_checkpoint))                                    \
+    X("checkpoint", "true", SECTION(has_checkpoint))                                    \
     X("checkpoint.every_steps", "1000", INT(ckpt_every_steps, 1, BIG))                  \
     X("checkpoint.keep", "2", INT(ckpt_keep, 1, BIG))                                   \
     X("recompute", "none", ENUM(recompute, "none selective full auto"))                 \

@@ -173,7 +173,7 @@ if [ "$WHAT" != checks ]; then
         BN=$((${BN:-0} + 1))   # each run its own directory (two BENV runs of one model differ)
         local t0 o=$D/b$BN.$name.$B; t0=$(date +%s.%N)
         env ${BENV:-} "$S/$name" --device cuda --out "$o" "$@" --set batch_size=$B --set max_steps=300 --set epochs=100000 \
-            --set log_every=10 --set data.val=null --quiet 2>>"$OUT/runs.log"
+            --set log_every=10 --set data.val=null --set checkpoint=null --quiet 2>>"$OUT/runs.log"
         python3 - "$o/metrics.jsonl" "$name" "$B" "$t0" "${BENV:-}${BTAG:-}" <<'PY'
 import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1])]
