@@ -242,7 +242,7 @@ static void test_defaults(void)
     CHECK(!c.has_early_stopping && c.es_monitor == RT_MON_VAL_LOSS && c.es_mode == RT_MODE_MIN &&
           c.es_patience == 3 && c.es_min_delta == 0 && isnan(c.es_stopping_threshold) &&
           isnan(c.es_divergence_threshold) && c.es_check_finite, "early stopping");
-    CHECK(!c.has_checkpoint && c.ckpt_every_steps == 1000 && c.ckpt_keep == 2, "checkpoint");
+    CHECK(c.has_checkpoint && c.ckpt_every_steps == 1000 && c.ckpt_keep == 2, "checkpoint (on)");
     CHECK(c.recompute == RT_RECOMPUTE_NONE && c.dist == RT_DIST_DDP && c.workers == 2 &&
           c.prefetch == 4 && c.shuffle && c.drop_last && c.seed == 1337 && c.log_every == 10 &&
           c.device == RT_DEVICE_AUTO && c.out_dir[0] == 0 && c.n_train == 0 && c.n_val == 0 &&
@@ -347,6 +347,8 @@ static void test_semantics(void)
     CHECK(c.has_early_stopping && c.es_patience == 7, "a subkey enables the section");
     check_ok(&c, "early_stopping", "null");
     CHECK(!c.has_early_stopping && c.es_patience == 3, "null disables and resets");
+    check_ok(&c, "checkpoint", "null");
+    CHECK(!c.has_checkpoint && has_line(&c, "checkpoint=null"), "null disables the default");
     check_ok(&c, "checkpoint", "{}");
     CHECK(c.has_checkpoint && has_line(&c, "checkpoint=true") &&
           has_line(&c, "checkpoint.keep=2"), "{} enables with defaults");
