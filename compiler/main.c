@@ -419,6 +419,10 @@ static void check_out_file(const char *path)
         errno = EISDIR;
         cannot_write("build", path);
     }
+    /* the executable is renamed into place: never over a device, a FIFO or a socket
+     * (-o /dev/null would replace the device node) */
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        error_input("build: %s exists and is not a regular file; not replacing it", path);
     const char *slash = strrchr(path, '/');
     char *dir = slash ? xasprintf("%.*s", (int)(slash - path) + (slash == path), path)
                       : xstrdup(".");

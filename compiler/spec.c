@@ -344,6 +344,10 @@ static char *read_file(const char *path, size_t *len)
                 error_input("cannot read %s: %s", path, strerror(errno));
             break;
         }
+        /* a spec is a few KB (a model of 100k layers: a few MB); past 64 MiB it is not
+         * one (a device such as /dev/zero would be read until memory ran out) */
+        if (cap >= (size_t)64 << 20)
+            error_input("%s: more than 64 MiB: not a spec file", path);
         char *bigger = xcalloc(1, 2 * cap + 1);
         memcpy(bigger, buf, n);
         free(buf);
@@ -499,6 +503,9 @@ static void strict_json(const char *file, const char *text, size_t len)
                     for (int k = 1; k <= 4; k++)
                         if (!isxdigit((unsigned char)text[i + k]))
                             syntax_error(file, text, i - 1, "\\u takes 4 hex digits");
+                    /* C strings end at a NUL: "mlp\u0000x" would be read as "mlp" */
+                    if (!strncmp(text + i + 1, "0000", 4))
+                        syntax_error(file, text, i - 1, "\\u0000 (a NUL character) in a string");
                     i += 4;
                 } else if (!strchr("\"\\/bfnrt", c) || !c)
                     syntax_error(file, text, i - 1, "unknown escape '\\%c' in a string", c);

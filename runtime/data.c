@@ -399,7 +399,9 @@ static void copy_path(char *dst, const char *path)
 static void *map_file(const char *path, size_t *len, size_t min_len, const char *kind,
                       const char *detail)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO named as a data file opens at once (and is refused below)
+     * instead of waiting for a writer; reads of a regular file do not see the flag */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         rt_input_error("%s: cannot open: %s", path, strerror(errno));
     struct stat st;

@@ -441,6 +441,18 @@ static void read_header(st_file *f)
     if (f->header[0] != '{')
         rt_input_error("%s: not a safetensors file (the header does not start with '{')", path);
 
+    /* a \u0000 escape would end a name early in C ("1.weight\u0000x" read as 1.weight):
+     * refused, found as a backslash that is not itself escaped, then u0000 */
+    for (size_t i = 0, esc = 0; i < n; i++) {
+        if (f->header[i] == '\\') {
+            esc = !esc;
+            continue;
+        }
+        if (esc && f->header[i] == 'u' && i + 4 < n && !strncmp(f->header + i + 1, "0000", 4))
+            rt_input_error("%s: the header holds \\u0000 (a NUL character) in a string, at byte "
+                           "%zu", path, i - 1 + 8);
+        esc = 0;
+    }
     const char *end = NULL;
     f->root = cJSON_ParseWithLengthOpts(f->header, n, &end, 0);
     if (!f->root || !cJSON_IsObject(f->root)) {
@@ -695,7 +707,7 @@ void rt_safetensors_read_range(const char *path, const rt_model *m, int64_t lo, 
                                float *dst)
 {
     st_file f = {.path = path};
-    f.fd = open(path, O_RDONLY | O_CLOEXEC);
+    f.fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);   /* a FIFO: refused, not waited on */
     if (f.fd < 0)
         rt_input_error("%s: cannot open: %s", path, strerror(errno));
     struct stat st;

@@ -236,9 +236,18 @@ uint64_t rt_xxh64(const void *p, size_t n, uint64_t seed)
 
 int rt_file_xxh64(const char *path, uint64_t *hash, int64_t *bytes)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* a regular file only: a FIFO or a device (a checkpoint file replaced by a link to
+     * /dev/zero) would be read forever; those fail with EINVAL */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return -1;
+    struct stat st;
+    int serr = fstat(fd, &st) != 0 ? errno : !S_ISREG(st.st_mode) ? EINVAL : 0;
+    if (serr) {
+        close(fd);
+        errno = serr;
+        return -1;
+    }
     enum { CHUNK = 1 << 20 };
     unsigned char *buf = malloc(CHUNK);
     if (!buf) {

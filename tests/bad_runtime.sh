@@ -279,5 +279,47 @@ if "$d/trainer" --resume "$o" --quiet --set max_steps=30 --set data.val=null >/d
     echo "ok   damaged_checkpoint mended: resumes"; pass=$((pass+1))
 else echo "FAIL damaged_checkpoint: the mended checkpoint does not resume"; cat "$d/damaged.stderr"; fail=$((fail+1)); fi
 
+# special files where a regular one belongs: refused at once (exit 1), never read or
+# waited on forever, never replaced (timeout: a hang is a failure, not a wait)
+mkfifo "$d/fifo.npy" "$d/fifo.safetensors" "$d/fifo_exe"
+special() {   # special NAME EXPECTED CMD...
+    local name=$1 want=$2; shift 2
+    timeout -k 2 20 "$@" >"$d/$name.stdout" 2>"$d/$name.stderr"
+    local rc=$?
+    if [ $rc -eq 1 ] && grep -qF -- "$want" "$d/$name.stderr"; then echo "ok   $name"; pass=$((pass+1))
+    else echo "FAIL $name: exit $rc, expected 1 and '$want'"; cat "$d/$name.stderr"; fail=$((fail+1)); fi
+}
+special fifo_data "fifo.npy: error: not a regular file" \
+    "$d/trainer" --out "$d/out_fifo_data" --quiet --set data.train.x=$d/fifo.npy $X
+special fifo_init "fifo.safetensors: error: not a regular file" \
+    "$d/trainer" --out "$d/out_fifo_init" --quiet --init "$d/fifo.safetensors"
+special build_over_fifo "fifo_exe exists and is not a regular file" "$TRAINC" build specs/mlp_fashion.json -o "$d/fifo_exe"
+[ -p "$d/fifo_exe" ] || { echo "FAIL build_over_fifo: the FIFO was replaced"; fail=$((fail+1)); }
+special spec_device "/dev/zero: more than 64 MiB: not a spec file" "$TRAINC" check /dev/zero
+# a NUL escape in a weights file's names (1.weight\u0000x would read as 1.weight)
+$PY - "$o/model.safetensors" "$d/w_nul.safetensors" <<'PY'
+import struct, sys
+d = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", d[:8])[0]
+h = d[8:8 + n].decode().replace('"1.weight"', '"1.weight\\u0000x"', 1).encode()
+h += b" " * (-len(h) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(h)) + h + d[8 + n:])
+PY
+t init_nul_name "w_nul.safetensors" --init "$d/w_nul.safetensors"
+# a checkpoint's file or metrics.jsonl turned into a link to a device: the checkpoint
+# is damaged (its hash cannot be read), metrics.jsonl is refused before anything moves
+r=$d/special_run
+"$d/trainer" --out "$r" --quiet --set max_steps=2 --set data.val=null 2>/dev/null
+ln -sf /dev/zero "$r/checkpoints/step_00000002/exp_avg.safetensors"
+special resume_device_file "exp_avg.safetensors: not a regular file" \
+    "$d/trainer" --resume "$r" --quiet --set max_steps=4 --set data.val=null
+rm -rf "$r"
+"$d/trainer" --out "$r" --quiet --set max_steps=2 --set data.val=null 2>/dev/null
+ln -sf /dev/zero "$r/metrics.jsonl"
+special resume_device_metrics "metrics.jsonl: error: not a regular file" \
+    "$d/trainer" --resume "$r" --quiet --set max_steps=4 --set data.val=null
+[ "$(ls "$r")" = "$(printf 'checkpoints\nloss.svg\nmetrics.jsonl\nmodel.safetensors')" ] ||
+    { echo "FAIL resume_device_metrics: the folder changed: $(ls "$r")"; fail=$((fail+1)); }
+
 echo "bad-runtime: $pass passed, $fail failed"
 [ $fail -eq 0 ]
