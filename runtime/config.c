@@ -247,7 +247,8 @@ const char *rt_closest(const char *w, const char *const *words)
 
 static int parse_real(const char *s, double *out)
 {
-    if (!*s || isspace((unsigned char)*s))
+    /* JSON's numbers: strtod's hexadecimal forms (0x10, 0x1p4) are not among them */
+    if (!*s || isspace((unsigned char)*s) || strpbrk(s, "xX"))
         return -1;
     char *end;
     errno = 0;

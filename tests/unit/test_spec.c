@@ -258,6 +258,8 @@ static void test_errors(void)
     check_error("batch_size", "0", "expected an integer >= 1, got 0");
     check_error("batch_size", "2.5", "expected an integer >= 1, got 2.5");
     check_error("batch_size", "abc", "expected an integer >= 1, got 'abc'");
+    check_error("batch_size", "0x10", "expected an integer >= 1, got 0x10");   /* hex: not JSON */
+    check_error("optimizer.lr", "0x1p-4", "expected a number >= 0, got 0x1p-4");
     check_error("batch_size", "null", "expected an integer >= 1, got null");
     check_error("batch_size", "", "expected an integer >= 1, got ''");
     check_error("batch_size", " 3", "expected an integer >= 1");
