@@ -752,6 +752,12 @@ void rt_ckpt_load(const char *ck, const rt_model *m, const rt_train_config *c, r
 {
     char f[RT_PATH_MAX + 64];
     cJSON *j = read_state(ck, f, sizeof f);
+    const cJSON *ver = cJSON_GetObjectItemCaseSensitive(j, "trainc_checkpoint");
+    if (!cJSON_IsNumber(ver) || ver->valuedouble != 1)
+        rt_input_error("%s: %s; this trainer reads checkpoints of format 1", f,
+                       cJSON_IsNumber(ver) ? "a checkpoint of another format (trainc_checkpoint "
+                                             "is not 1)"
+                                           : "missing field 'trainc_checkpoint' (the format)");
     const cJSON *mh = cJSON_GetObjectItemCaseSensitive(j, "model_hash");
     if (!cJSON_IsString(mh))
         rt_input_error("%s: missing field 'model_hash'", f);
@@ -764,6 +770,10 @@ void rt_ckpt_load(const char *ck, const rt_model *m, const rt_train_config *c, r
     }
     /* batch_size and the data order are per rank: the rank count is part of the run */
     const cJSON *nr = cJSON_GetObjectItemCaseSensitive(j, "ranks");
+    if (cJSON_IsNumber(nr) && !(nr->valuedouble >= 1 && nr->valuedouble <= 1e6 &&
+                                nr->valuedouble == floor(nr->valuedouble)))
+        rt_input_error("%s: ranks %g is not a number of ranks (a damaged checkpoint?)", f,
+                       nr->valuedouble);
     if (cJSON_IsNumber(nr) && nr->valuedouble != (double)rt_dist_world())
         rt_input_error("%s: this checkpoint was written by a run on %g rank%s and this one has %d; "
                        "batch_size and the order of the data are per rank, so resume it with the "

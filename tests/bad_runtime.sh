@@ -249,7 +249,10 @@ damaged() {   # damaged KEY=VALUE MESSAGE: state.json's loop KEY set to VALUE; -
     $PY - "$d/state.good" "$st" "$k" "$v" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1])); k, v = sys.argv[3], sys.argv[4]
-s["loop"][k] = v if isinstance(s["loop"][k], str) else float(v)
+if k in ("ranks", "trainc_checkpoint"):   # top-level fields
+    s[k] = float(v)
+else:
+    s["loop"][k] = v if isinstance(s["loop"][k], str) else float(v)
 json.dump(s, open(sys.argv[2], "w"))
 PY
     local before after rc
@@ -274,6 +277,8 @@ damaged batch=7 "epoch 0, batch 7 is not where step 20 puts"
 damaged epoch=1 "epoch 1, batch 20 is not where step 20 puts"
 damaged updates=19 "field 'skipped' is 0, expected the step less the updates"
 damaged metrics_bytes=10 "metrics_bytes 10 does not end a record"
+damaged ranks=0 "ranks 0 is not a number of ranks"
+damaged trainc_checkpoint=2 "a checkpoint of another format (trainc_checkpoint is not 1)"
 cp "$d/state.good" "$st"
 if "$d/trainer" --resume "$o" --quiet --set max_steps=30 --set data.val=null >/dev/null 2>"$d/damaged.stderr"; then
     echo "ok   damaged_checkpoint mended: resumes"; pass=$((pass+1))
