@@ -45,6 +45,45 @@ typedef struct IdxArray {
     size_t bytes;
 } IdxArray;
 
+/* A conversion writes several files; each is written as NAME.part and renamed to NAME
+ * only once all of them are complete, so a failure (a full disk) leaves the folder as
+ * it was: the .part files are removed at exit unless the set was committed. */
+static char **staged_final, **staged_part;
+static int n_staged, cap_staged, staged_done;
+
+static void staged_cleanup(void)
+{
+    if (!staged_done)
+        for (int i = 0; i < n_staged; i++)
+            unlink(staged_part[i]);
+}
+
+/* The name to write `final` under until staged_commit. */
+static const char *stage(const char *final)
+{
+    if (n_staged == 0 && cap_staged == 0)
+        atexit(staged_cleanup);
+    if (n_staged == cap_staged) {
+        cap_staged = cap_staged ? 2 * cap_staged : 16;
+        staged_final = realloc(staged_final, (size_t)cap_staged * sizeof *staged_final);
+        staged_part = realloc(staged_part, (size_t)cap_staged * sizeof *staged_part);
+        if (!staged_final || !staged_part)
+            die("out of memory");
+    }
+    staged_final[n_staged] = xstrdup(final);
+    staged_part[n_staged] = xasprintf("%s.part", final);
+    return staged_part[n_staged++];
+}
+
+static void staged_commit(void)
+{
+    for (int i = 0; i < n_staged; i++)
+        if (rename(staged_part[i], staged_final[i]) != 0)
+            error_input("%s: cannot rename to %s: %s", staged_part[i], staged_final[i],
+                        strerror(errno));
+    staged_done = 1;
+}
+
 static int path_exists(const char *p)
 {
     struct stat st;
@@ -194,6 +233,7 @@ static void write_npy(const char *dir, const char *name, const char *descr,
 
     char *path = xasprintf("%s/%s", dir, name);
     char *tmp = xasprintf("%s.tmp", path);
+    const char *part = stage(path);
     FILE *f = fopen(tmp, "wb");
     if (!f)
         error_input("%s: cannot create: %s", tmp, strerror(errno));
@@ -206,12 +246,13 @@ static void write_npy(const char *dir, const char *name, const char *descr,
     }
     if (!ok) {
         unlink(tmp);
-        error_input("%s: cannot write: %s", tmp, strerror(err));
+        error_input("%s: cannot write: %s (the files written before it are removed: the "
+                    "folder is as it was)", tmp, strerror(err));
     }
-    if (rename(tmp, path) != 0) {
+    if (rename(tmp, part) != 0) {
         err = errno;
         unlink(tmp);
-        error_input("%s: cannot rename to %s: %s", tmp, path, strerror(err));
+        error_input("%s: cannot rename to %s: %s", tmp, part, strerror(err));
     }
     printf("wrote %s [", path);
     for (int i = 0; i < rank; i++)
@@ -258,6 +299,7 @@ static int fashion_mnist(const char *dir, const char *src)
         error_input("%s: cannot create folder: %s", dir, strerror(errno));
     write_split(dir, "train", &tr_x, &tr_y);
     write_split(dir, "test", &te_x, &te_y);
+    staged_commit();
     idx_free(&tr_x);
     idx_free(&tr_y);
     idx_free(&te_x);
@@ -345,8 +387,9 @@ static int write_part(const char *dir, const char *prefix, const unsigned char *
     for (int64_t lo = 0; lo < n; lo += per, k++) {
         int64_t len = n - lo < per ? n - lo : per;
         char *path = xasprintf("%s/%s_%06d.bin", dir, prefix, k);
-        if (rt_shard_write(path, bytes + lo, 1, len) != 0)
-            error_input("%s: cannot write: %s", path, strerror(errno));
+        if (rt_shard_write(stage(path), bytes + lo, 1, len) != 0)
+            error_input("%s: cannot write: %s (the files written before it are removed: the "
+                        "folder is as it was)", path, strerror(errno));
         printf("wrote %s: %" PRId64 " tokens\n", path, len);
         free(path);
     }
@@ -399,6 +442,7 @@ static int text_to_shards(const char *file, const char *dir, double val_frac, in
         error_input("%s: cannot create folder: %s", dir, strerror(errno));
     int nt = write_part(dir, "train", bytes, n_train, per);
     int nv = write_part(dir, "val", bytes + n_train, n_val, per);
+    staged_commit();
     printf("%s: %" PRId64 " bytes -> %" PRId64 " train + %" PRId64 " val tokens "
            "(byte-level, vocabulary 256)\n", file, n, n_train, n_val);
     note_stale(dir, "train", nt);

@@ -565,7 +565,9 @@ static int cmd_build(int argc, char **argv)
     spawn_wait(rm);
     if (rc != 0) {
         unlink(tmpout);
-        rt_fail("build: the C compiler failed (exit %d); this is a trainc bug, please report it", rc);
+        rt_fail("build: the C compiler failed (exit %d; its messages are above): where it says "
+                "a disk is full or a file cannot be written, free space (in /tmp and beside %s); "
+                "else this is a trainc bug, please report it", rc, out);
     }
     if (rename(tmpout, out) != 0)
         cannot_write("build", out);

@@ -108,6 +108,16 @@ expect_fail unknown_kind   "(known: fashion-mnist, text)"    texts "$SRC" "${d}_
 [ ! -e "${d}_x" ] && ok "bad input writes nothing" || bad "bad input wrote ${d}_x"
 "$TRAINC" data fashion-mnist --help | grep -q "trainc data text FILE DIR" &&
     ok "usage lists both kinds" || bad "usage lists both kinds"
+# a write that fails midway (here: shard 1's temporary name is taken by a folder; a
+# full disk alike) leaves the folder as it was: shard 0, written before, is removed
+mkdir -p "${d}_mid/train_000001.bin.part.tmp"
+if "$TRAINC" data text "$SRC" "${d}_mid" --shard-tokens 10000 >/dev/null 2>"$d.mid.err"; then
+    bad "a failed write exits 1"
+elif grep -q "the files written before it are removed" "$d.mid.err" &&
+     [ "$(ls "${d}_mid")" = "train_000001.bin.part.tmp" ]; then
+    ok "a failed write leaves the folder as it was"
+else bad "a failed write left: $(ls "${d}_mid") ($(cat "$d.mid.err"))"; fi
+rm -rf "${d}_mid"
 
 echo "data-text: $pass passed, $fail failed"
 [ $fail -eq 0 ]
