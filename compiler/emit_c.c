@@ -906,30 +906,46 @@ void emit_c(Program *p, Program *ev, Emitted *out)
     emit_cuda(p, ev, &out->kernels_cu, &out->kernels_cu_file);
 }
 
-static int write_file(const char *dir, const char *name, const Buf *b)
+/* DIR/NAME.tmp with b's bytes; on a failure nothing of it is left. */
+static int write_tmp(const char *dir, const char *name, const Buf *b)
 {
-    char *path = xasprintf("%s/%s", dir, name);
-    char *tmp = xasprintf("%s.tmp", path);
+    char *tmp = xasprintf("%s/%s.tmp", dir, name);
     FILE *f = fopen(tmp, "wb");
-    if (!f)
-        return -1;
-    if (fwrite(b->s, 1, b->len, f) != b->len || fclose(f) != 0)
-        return -1;
-    if (rename(tmp, path) != 0)
-        return -1;
-    free(path);
+    int ok = f && fwrite(b->s, 1, b->len, f) == b->len;
+    if (f && fclose(f) != 0)
+        ok = 0;
+    int err = errno;
+    if (!ok)
+        unlink(tmp);
     free(tmp);
-    return 0;
+    errno = err;
+    return ok ? 0 : -1;
 }
 
+/* The five files, all or none: each is written as NAME.tmp, then all are renamed (a
+ * full disk leaves the folder as it was, not half of a new emit beside an old one). */
 int emit_write(const Emitted *out, const char *dir)
 {
     if (rt_mkdir_p(dir) != 0)
         return -1;
-    if (write_file(dir, "model.h", &out->model_h) || write_file(dir, "host.c", &out->host_c) ||
-        write_file(dir, "kernels_cpu.c", &out->kernels_c) ||
-        write_file(dir, "kernels_cuda.cu", &out->kernels_cu_file) ||
-        write_file(dir, "plan.json", &out->plan_json))
-        return -1;
-    return 0;
+    const char *names[5] = {"model.h", "host.c", "kernels_cpu.c", "kernels_cuda.cu", "plan.json"};
+    const Buf *bufs[5] = {&out->model_h, &out->host_c, &out->kernels_c, &out->kernels_cu_file,
+                          &out->plan_json};
+    int n = 0;
+    while (n < 5 && write_tmp(dir, names[n], bufs[n]) == 0)
+        n++;
+    int rc = n == 5 ? 0 : -1, err = errno;
+    for (int i = 0; i < n; i++) {
+        char *tmp = xasprintf("%s/%s.tmp", dir, names[i]), *path = xasprintf("%s/%s", dir, names[i]);
+        if (rc != 0 || rename(tmp, path) != 0) {
+            if (rc == 0)
+                err = errno;
+            rc = -1;
+            unlink(tmp);
+        }
+        free(tmp);
+        free(path);
+    }
+    errno = err;
+    return rc;
 }

@@ -190,5 +190,12 @@ if [ $rc -eq 130 ] && tail -n 1 "$d/early_sig/metrics.jsonl" | grep -q '"reason"
    ls "$d/early_sig/checkpoints" | grep -q step_; then ok "an early SIGTERM: exit 130, a checkpoint"
 else bad "an early SIGTERM: exit $rc"; fi
 
+# emit writes its five files all or none: one that cannot be written (here its temporary
+# name is a folder; a full disk alike) leaves none of the others
+rm -rf "$d/emit_half"; mkdir -p "$d/emit_half/host.c.tmp"
+rc=0; "$TRAINC" emit specs/mlp_fashion.json -o "$d/emit_half" 2>/dev/null || rc=$?
+[ $rc -eq 1 ] && [ "$(ls "$d/emit_half")" = "host.c.tmp" ] &&
+    ok "emit: a file it cannot write, none written" || bad "emit half-written: exit $rc, $(ls "$d/emit_half")"
+
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
