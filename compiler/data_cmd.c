@@ -232,8 +232,7 @@ static void write_npy(const char *dir, const char *name, const char *descr,
     pre[10 + hlen - 1] = '\n';
 
     char *path = xasprintf("%s/%s", dir, name);
-    char *tmp = xasprintf("%s.tmp", path);
-    const char *part = stage(path);
+    const char *tmp = stage(path);   /* NAME.part: renamed to NAME with the others */
     FILE *f = fopen(tmp, "wb");
     if (!f)
         error_input("%s: cannot create: %s", tmp, strerror(errno));
@@ -249,16 +248,10 @@ static void write_npy(const char *dir, const char *name, const char *descr,
         error_input("%s: cannot write: %s (the files written before it are removed: the "
                     "folder is as it was)", tmp, strerror(err));
     }
-    if (rename(tmp, part) != 0) {
-        err = errno;
-        unlink(tmp);
-        error_input("%s: cannot rename to %s: %s", tmp, part, strerror(err));
-    }
     printf("wrote %s [", path);
     for (int i = 0; i < rank; i++)
         printf("%s%" PRId64, i ? ", " : "", shape[i]);
     printf("] %s\n", strcmp(descr, "|u1") == 0 ? "u8" : "i32");
-    free(tmp);
     free(path);
 }
 

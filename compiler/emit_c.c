@@ -606,10 +606,17 @@ static void emit_header(Buf *b, Program *p, const char *file)
                TRAINC_VERSION, s->name);
 }
 
-/* One row of the plan table: `left` (offset .. shape) then `what`; a row that would pass
- * 100 columns gives `what` a line of its own, under the buffer's name. */
-static void plan_row(Buf *b, const char *left, const char *what)
+/* One row of the plan table: the columns (offset .. shape, printed by fmt) then `what`;
+ * a row that would pass 100 columns gives `what` a line of its own, under the name. */
+static void plan_row(Buf *b, const char *what, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void plan_row(Buf *b, const char *what, const char *fmt, ...)
 {
+    char left[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(left, sizeof left, fmt, ap);
+    va_end(ap);
     if (strlen(left) + 2 + strlen(what) <= 100)
         buf_printf(b, "%s  %s\n", left, what);
     else
@@ -634,11 +641,11 @@ static void emit_plan_comment(Buf *b, Program *p, const char *title)
         Tensor *t = g->tensors[i];
         if (!t->has_offset)
             continue;
-        char left[512], what[512];
-        snprintf(left, sizeof left, " *   %-10lld  %-9lld  %3d-%-3d  %-26s  %s", (long long)t->offset,
+        char what[512];
+        snprintf(what, sizeof what, "%s%s", t->what ? t->what : "",
+                 g->act16 && !tensor_half(g, t) ? " (fp32)" : "");
+        plan_row(b, what, " *   %-10lld  %-9lld  %3d-%-3d  %-26s  %s", (long long)t->offset,
                  (long long)t->row_bytes, t->first, t->last, t->name, tensor_shape_text(t));
-        snprintf(what, sizeof what, "%s%s", t->what ? t->what : "", g->act16 && !tensor_half(g, t) ? " (fp32)" : "");
-        plan_row(b, left, what);
     }
     for (int i = 0; i < g->n_tensors; i++) {
         Tensor *t = g->tensors[i];
@@ -650,12 +657,10 @@ static void emit_plan_comment(Buf *b, Program *p, const char *title)
         Tensor *t = g->tensors[i];
         if (t->kind == T_ACT && t->alias && t->materialized && t->alias->has_offset &&
             t->numel == t->alias->numel && t->rank == t->alias->rank &&
-            !memcmp(t->shape, t->alias->shape, sizeof(int64_t) * (size_t)t->rank))
-        {
-            char left[512], what[512];
-            snprintf(left, sizeof left, " *   (in place)  %-9s  %7s  %-26s  %s", "-", "", t->name, shape_of(t, 1));
+            !memcmp(t->shape, t->alias->shape, sizeof(int64_t) * (size_t)t->rank)) {
+            char what[512];
             snprintf(what, sizeof what, "written over %s", t->alias->name);
-            plan_row(b, left, what);
+            plan_row(b, what, " *   (in place)  %-9s  %7s  %-26s  %s", "-", "", t->name, shape_of(t, 1));
         }
     }
     /* views (flatten): another shape over a buffer's memory, nothing copied */
@@ -663,12 +668,10 @@ static void emit_plan_comment(Buf *b, Program *p, const char *title)
         Tensor *t = g->tensors[i];
         if ((t->kind == T_ACT || t->kind == T_TEMP) && t->alias && t->alias->has_offset &&
             (t->rank != t->alias->rank ||
-             memcmp(t->shape, t->alias->shape, sizeof(int64_t) * (size_t)t->rank)))
-        {
-            char left[512], what[512];
-            snprintf(left, sizeof left, " *   (view)      %-9s  %7s  %-26s  %s", "-", "", t->name, shape_of(t, 1));
+             memcmp(t->shape, t->alias->shape, sizeof(int64_t) * (size_t)t->rank))) {
+            char what[512];
             snprintf(what, sizeof what, "%s's memory", t->alias->name);
-            plan_row(b, left, what);
+            plan_row(b, what, " *   (view)      %-9s  %7s  %-26s  %s", "-", "", t->name, shape_of(t, 1));
         }
     }
 }

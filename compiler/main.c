@@ -19,7 +19,8 @@
 extern char **environ;
 
 /* The passes, for one policy (with selective, the first full_blocks blocks recomputed
- * in full, and sel_blocks > 0: blocks from sel_blocks on not at all); after each, the verifier (verify.c: passed) and --dump-after. */
+ * in full, and sel_blocks > 0: blocks from sel_blocks on not at all); after each, the
+ * verifier (verify.c: passed) and --dump-after. */
 static void compile_train(Compiled *c, int policy, int full_blocks, int sel_blocks)
 {
     c->graph = graph_build(c->spec);
