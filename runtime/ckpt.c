@@ -603,7 +603,8 @@ int rt_ckpt_verify(const char *ck, char *why, size_t wn, int *best_bad)
             continue;
         }
         if (rt_file_xxh64(f, &h, &bytes) != 0) {
-            snprintf(why, wn, "%s: %s", name, errno == EINVAL ? "not a regular file" : strerror(errno));
+            snprintf(why, wn, "%s: %s", name,
+                     errno == EINVAL ? "not a regular file" : strerror(errno));
             rc = -1;
             break;
         }

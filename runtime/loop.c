@@ -344,7 +344,8 @@ static void configure(const rt_model *m, const Opts *o, rt_train_config *c)
         static const char *const pol[] = {"none", "selective", "full", "auto"};
         rt_input_error("--set recompute=%s: this trainer's recomputation plan (%s) is compiled into "
                        "it; rebuild it with trainc build ... --set recompute=%s (trainc run applies "
-                       "it when compiling)", pol[c->recompute], pol[compiled_policy], pol[c->recompute]);
+                       "it when compiling)", pol[c->recompute], pol[compiled_policy],
+                       pol[c->recompute]);
     }
     if (rt_config_validate(c, err, sizeof err) != 0)
         rt_input_error("training spec: %s", err);
