@@ -228,11 +228,10 @@ void recompute(Program *p, int policy, int full_blocks, int sel_blocks)
     p->full_blocks = policy == RT_RECOMPUTE_FULL       ? p->n_blocks
                      : policy == RT_RECOMPUTE_SELECTIVE ? (full_blocks < p->n_blocks ? full_blocks : p->n_blocks)
                                                         : 0;
-    p->sel_blocks = policy == RT_RECOMPUTE_SELECTIVE && sel_blocks > 0 && sel_blocks < p->n_blocks ? sel_blocks
-                    : policy == RT_RECOMPUTE_NONE                                               ? 0
-                                                                                                 : p->n_blocks;
-    if (p->sel_blocks < p->full_blocks)
-        p->sel_blocks = p->full_blocks;
+    /* blocks from sel_blocks on keep everything (selective only; full takes them all) */
+    p->sel_blocks = policy == RT_RECOMPUTE_NONE ? 0 : p->n_blocks;
+    if (policy == RT_RECOMPUTE_SELECTIVE && sel_blocks > 0 && sel_blocks < p->n_blocks)
+        p->sel_blocks = sel_blocks > p->full_blocks ? sel_blocks : p->full_blocks;
     if (policy == RT_RECOMPUTE_NONE)
         return;
     Graph *g = p->g;
