@@ -26,6 +26,7 @@ _Noreturn void die_at(const char *file, int line, const char *fmt, ...)
 void *xcalloc(size_t n, size_t size);
 char *xstrdup(const char *s);
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+char *path_tidy(const char *path); /* "./a//b" -> "a/b", lexically; ".." kept */
 
 /* ---- the spec (spec.c) --------------------------------------------------- */
 

@@ -53,6 +53,32 @@ char *xstrdup(const char *s)
     return p;
 }
 
+/* The same file spelled one way: "./specs//a.json" and "specs/./a.json" are both
+ * "specs/a.json". Only "." and empty components go; ".." stays, since "x/.." is not
+ * the folder above x when x is a symbolic link. */
+char *path_tidy(const char *path)
+{
+    size_t n = strlen(path);
+    char *out = xcalloc(1, n + 2), *o = out;
+    if (path[0] == '/')
+        *o++ = '/';
+    for (const char *p = path; *p;) {
+        const char *end = strchr(p, '/');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len && !(len == 1 && p[0] == '.')) {
+            if (o > out && o[-1] != '/')
+                *o++ = '/';
+            memcpy(o, p, len);
+            o += len;
+        }
+        p += len + (end != NULL);
+    }
+    if (o == out)
+        *o++ = '.';
+    *o = 0;
+    return out;
+}
+
 char *xasprintf(const char *fmt, ...)
 {
     va_list ap;

@@ -745,6 +745,9 @@ static int unknown_key(const char *raw_key, char *err, size_t errlen)
     const char *near;
     char buf[128], shown[4 * 60 + 4];
     const char *key = show(raw_key, shown);
+    if (!strcmp(raw_key, "data"))
+        return fail(err, errlen, "'data' is a group, set file by file: data.train.INPUT=PATH, "
+                    "data.val.INPUT=PATH (data.val=null: no validation)");
     if (!strncmp(raw_key, "data.", 5)) {
         /* suggest on "data.X" only, keeping the input name: data.trian.x -> data.train.x */
         const char *dot = strchr(raw_key + 5, '.');

@@ -70,5 +70,7 @@ cli set_last_part 1 "--set lr: unknown key 'lr'; did you mean 'optimizer.lr'?" \
 cli set_prefix   1 "did you mean 'checkpoint.every_steps'?" \
     run specs/mlp_fashion.json --set checkpoint.every=5
 cli set_case     1 "did you mean 'batch_size'?"  run specs/mlp_fashion.json --set BATCH_SIZE=8
+cli set_data_group 1 "'data' is a group, set file by file: data.train.INPUT=PATH" \
+    run specs/mlp_fashion.json --set data=null
 echo "bad-input: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

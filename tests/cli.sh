@@ -197,5 +197,13 @@ rc=0; "$TRAINC" emit specs/mlp_fashion.json -o "$d/emit_half" 2>/dev/null || rc=
 [ $rc -eq 1 ] && [ "$(ls "$d/emit_half")" = "host.c.tmp" ] &&
     ok "emit: a file it cannot write, none written" || bad "emit half-written: exit $rc, $(ls "$d/emit_half")"
 
+# emit's bytes do not depend on how the spec's path is spelled (SPEC: same input, same
+# bytes): "./specs//x.json" is the file "specs/x.json"
+rm -rf "$d/emit_a" "$d/emit_b"
+"$TRAINC" emit specs/mlp_fashion.json -o "$d/emit_a" >/dev/null &&
+    "$TRAINC" emit .//specs/./mlp_fashion.json -o "$d/emit_b" >/dev/null &&
+    diff -r "$d/emit_a" "$d/emit_b" >/dev/null &&
+    ok "emit: the same bytes however the spec path is spelled" || bad "emit differs with ./ and // in the path"
+
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
