@@ -1088,12 +1088,11 @@ static void check_metrics_cut(const char *out, int64_t bytes, const char *ck)
 {
     char p[RT_PATH_MAX + 64];
     snprintf(p, sizeof p, "%s/metrics.jsonl", out);
-    struct stat st;
-    if (stat(p, &st) == 0 && !S_ISREG(st.st_mode))   /* before the resume changes anything */
-        rt_input_error("%s: not a regular file", p);
+    rt_metrics_file_check(p);   /* before the resume changes anything */
     FILE *f = fopen(p, "rb");
     if (!f)
         return;   /* none: a new one */
+    struct stat st;
     int ok = fstat(fileno(f), &st) == 0;
     if (ok && st.st_size < bytes) {
         fprintf(stderr, "trainc: warning: %s has %lld bytes, fewer than the %lld it had at the "

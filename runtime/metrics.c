@@ -86,6 +86,13 @@ static void reload_points(rt_metrics *mt)
     fclose(f);
 }
 
+void rt_metrics_file_check(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        rt_input_error("%s: not a regular file", path);
+}
+
 rt_metrics *rt_metrics_open(const char *dir, int append)
 {
     rt_metrics *mt = calloc(1, sizeof *mt);
@@ -97,11 +104,7 @@ rt_metrics *rt_metrics_open(const char *dir, int append)
     snprintf(mt->path, sizeof mt->path, "%s/metrics.jsonl", dir);
     if (rt_mkdir_p(dir) != 0)
         rt_input_error("%s: cannot create the output folder: %s", dir, strerror(errno));
-    /* metrics.jsonl is a regular file or nothing yet: a link to a device or a FIFO
-     * would be read (or written) forever */
-    struct stat pst;
-    if (stat(mt->path, &pst) == 0 && !S_ISREG(pst.st_mode))
-        rt_input_error("%s: not a regular file", mt->path);
+    rt_metrics_file_check(mt->path);
     if (append)
         reload_points(mt);
     mt->f = fopen(mt->path, append ? "a" : "w");

@@ -376,6 +376,9 @@ int rt_st_close(rt_st_out *w);
 /* ---- metrics, progress, plot --------------------------------------------- */
 
 typedef struct rt_metrics rt_metrics;
+/* PATH is a regular file or nothing yet, else an input error: metrics.jsonl linked to
+ * a device or a FIFO would be read (or written) forever. */
+void rt_metrics_file_check(const char *path);
 /* Opens DIR/metrics.jsonl (append when `append`). Only rank 0 writes. */
 rt_metrics *rt_metrics_open(const char *dir, int append);
 /* Appends one line (a complete JSON object, without newline) and flushes. */
