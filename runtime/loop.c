@@ -1714,6 +1714,8 @@ int rt_main(const rt_model *m, int argc, char **argv)
                 r->pass_terms[j] = r->e.terms;
                 if (j < k - 1)
                     continue;
+                if (profiled)
+                    rt_prof_optimizer_begin(&r->e, prof);
                 rt_dptr ss = rt_cu_grad_sumsq_queue(&r->e, m, dptr(r->e.grads));
                 rt_cu_step_queue(&r->e, ss);
                 if (queued_update) {
@@ -1722,6 +1724,8 @@ int rt_main(const rt_model *m, int argc, char **argv)
                                           rt_cu_state(&r->e), s->updates, lr, ss);
                     queued = 1;
                 }
+                if (profiled)
+                    rt_prof_pass_end(&r->e);
                 if (lazy) {    /* steps without a wait (take_pending) */
                     struct pending *q = &r->pend[r->pend_n];
                     *q = (struct pending){rt_cu_step_place(&r->e), s->step, k};
@@ -1778,9 +1782,14 @@ int rt_main(const rt_model *m, int argc, char **argv)
                 diverged_why(why, sizeof why, "training loss", step_loss, s->step);
                 break;
             }
-            if (!queued && !lf_over)   /* the gradients hold loss_scale x the true ones (1 but in fp16-mixed) */
+            if (!queued && !lf_over) {   /* the gradients hold loss_scale x the true ones (1 but in fp16-mixed) */
+                if (profiled)
+                    rt_prof_optimizer_begin(&r->e, prof);
                 norm = (r->gpu ? gpu_grad_norm(gpu_sumsq) : rt_zero_grad_norm(r->e.rt, m, r->grads)) /
                        s->loss_scale;
+                if (profiled)
+                    rt_prof_pass_end(&r->e);
+            }
             if (!lf && !lazy && !scaler && !isfinite(norm)) {
                 /* a finite loss, gradients that are not: not applied here (a queued
                  * update has run, as for a loss that is not finite: nothing is saved);
@@ -1789,8 +1798,13 @@ int rt_main(const rt_model *m, int argc, char **argv)
                 diverged_why(why, sizeof why, "gradient norm", norm, s->step);
                 break;
             }
-            if (!queued && !lf_over)
+            if (!queued && !lf_over) {
+                if (profiled)
+                    rt_prof_optimizer_begin(&r->e, prof);
                 update(r, s, norm, lr, scaler);
+                if (profiled)
+                    rt_prof_pass_end(&r->e);
+            }
             s->batch += k;
             s->step++;
             if (profiled)

@@ -10,6 +10,9 @@
  * between them, the GPU's time for each instruction (the wait makes a profiled step a
  * little slower than an unprofiled one: the next pass is not queued while this one
  * runs). The first two steps of a process are not profiled (first launches, caches).
+ * The gradients' norm and the optimizer's update are timed the same way, as a third
+ * part of the step with one mark of its own (index n, past the plan's instructions);
+ * what is left of the step's wall time is the data, the host and the waits.
  * Everything is allocated before the loop (the events by rt_cu_prof_setup). */
 #include <errno.h>
 #include <math.h>
@@ -21,11 +24,12 @@
 #include "rt_loop.h"
 
 struct rt_prof {
-    int cap;                   /* indices 0 .. cap - 1: the model's instructions */
+    int cap;                   /* indices 0 .. cap - 2: the model's instructions; cap - 1:
+                                  the optimizer (rt_prof_optimizer_begin) */
     double *ms;                /* per index: milliseconds over the profiled steps */
     int64_t *calls;
     const char **label;
-    signed char *pass;         /* 0 forward, 1 backward, -1 never seen */
+    signed char *pass;         /* 0 forward, 1 backward, 2 optimizer, -1 never seen */
     int cur_pass, gpu;
     int open;                  /* the instruction being timed (CPU), -1 none */
     double t_open;
@@ -43,7 +47,7 @@ rt_prof *rt_prof_new(int gpu, int n)
         rt_fail("out of memory");
     p->gpu = gpu;
     p->open = -1;
-    p->cap = n > 0 ? n : 1;
+    p->cap = (n > 0 ? n : 0) + 1;
     p->ms = rt_xmalloc((size_t)p->cap * sizeof *p->ms);
     p->calls = rt_xmalloc((size_t)p->cap * sizeof *p->calls);
     p->label = rt_xmalloc((size_t)p->cap * sizeof *p->label);
@@ -62,11 +66,14 @@ void rt_prof_pass_begin(rt_exec *e, rt_prof *p, int pass)
     e->prof = p;
 }
 
+static const char *const opt_label = "step: the gradients' norm and the optimizer's update";
+static const char *const pass_name[3] = {"forward", "backward", "optimizer"};
+
 void rt_prof_at(rt_exec *e, int index, const char *label)
 {
     rt_prof *p = e->prof;
-    if (index < 0 || index >= p->cap)
-        rt_die("rt_prof_at: index %d outside the model's %d instructions", index, p->cap);
+    if (index < 0 || index >= p->cap - (p->cur_pass != 2))
+        rt_die("rt_prof_at: index %d outside the model's %d instructions", index, p->cap - 1);
     p->label[index] = label;
     p->pass[index] = (signed char)p->cur_pass;
     p->calls[index]++;
@@ -82,6 +89,12 @@ void rt_prof_at(rt_exec *e, int index, const char *label)
         p->ms[p->open] += 1e3 * (t - p->t_open);
     p->open = index;
     p->t_open = t;
+}
+
+void rt_prof_optimizer_begin(rt_exec *e, rt_prof *p)
+{
+    rt_prof_pass_begin(e, p, 2);
+    rt_prof_at(e, p->cap - 1, opt_label);
 }
 
 void rt_prof_pass_end(rt_exec *e)
@@ -159,14 +172,14 @@ int rt_prof_report(rt_prof *p, const char *dir, int rank0)
                             "not: run 3 or more)\n");
         return 0;
     }
-    double n = (double)p->steps, pass_ms[2] = {0, 0};
+    double n = (double)p->steps, pass_ms[3] = {0, 0, 0};
     int m = 0, *order = rt_xmalloc((size_t)(p->cap ? p->cap : 1) * sizeof *order);
     for (int i = 0; i < p->cap; i++)
         if (p->pass[i] >= 0) {
             pass_ms[p->pass[i]] += p->ms[i] / n;
             order[m++] = i;
         }
-    double step = p->step_ms / n, rest = step - pass_ms[0] - pass_ms[1];
+    double step = p->step_ms / n, rest = step - pass_ms[0] - pass_ms[1] - pass_ms[2];
     const size_t cap = (size_t)p->cap;   /* >= 1 (rt_prof_new) */
     int *kind = rt_xmalloc(cap * sizeof *kind), *kn = rt_xmalloc(cap * sizeof *kn);
     double *kms = rt_xmalloc(cap * sizeof *kms);
@@ -184,12 +197,17 @@ int rt_prof_report(rt_prof *p, const char *dir, int rank0)
         if (f) {
             fprintf(f, "{\"device\":\"%s\",\"steps\":%lld,\"step_ms\":%s,\"forward_ms\":%s,", p->gpu ? "cuda" : "cpu",
                     (long long)p->steps, rt_json_num(a, step), rt_json_num(b, pass_ms[0]));
-            fprintf(f, "\"backward_ms\":%s,", rt_json_num(a, pass_ms[1]));
+            fprintf(f, "\"backward_ms\":%s,\"optimizer_ms\":%s,", rt_json_num(a, pass_ms[1]),
+                    rt_json_num(b, pass_ms[2]));
             fprintf(f, "\"other_ms\":%s,\"instructions\":[\n", rt_json_num(a, rest));
             for (int k = 0; k < m; k++) {
                 int i = order[k];
-                fprintf(f, "{\"index\":%d,\"pass\":\"%s\",\"ms\":%s,\"calls_per_step\":%s,\"label\":", i,
-                        p->pass[i] ? "backward" : "forward", rt_json_num(a, p->ms[i] / n),
+                if (i == p->cap - 1)
+                    fprintf(f, "{\"index\":null,");   /* not in plan.json's list */
+                else
+                    fprintf(f, "{\"index\":%d,", i);
+                fprintf(f, "\"pass\":\"%s\",\"ms\":%s,\"calls_per_step\":%s,\"label\":",
+                        pass_name[p->pass[i]], rt_json_num(a, p->ms[i] / n),
                         rt_json_num(b, (double)p->calls[i] / n));
                 json_str(f, p->label[i]);
                 fprintf(f, "}%s\n", k + 1 < m ? "," : "");
@@ -199,7 +217,7 @@ int rt_prof_report(rt_prof *p, const char *dir, int rank0)
             for (int k = 0; k < nk; k++) {
                 int i = korder[k];
                 fprintf(f, "{\"pass\":\"%s\",\"instructions\":%d,\"ms\":%s,\"what\":",
-                        p->pass[i] ? "backward" : "forward", kn[i], rt_json_num(a, kms[i] / n));
+                        pass_name[p->pass[i]], kn[i], rt_json_num(a, kms[i] / n));
                 json_str(f, what_of(p->label[i]));
                 fprintf(f, "}%s\n", k + 1 < nk ? "," : "");
             }
@@ -210,14 +228,20 @@ int rt_prof_report(rt_prof *p, const char *dir, int rank0)
         /* the table: the instructions that take the most, then the totals */
         qsort_r(order, (size_t)m, sizeof *order, by_ms, p->ms);
         fprintf(stderr, "trainc: profile of %lld steps (%s time): %.3f ms a step = forward %.3f + "
-                        "backward %.3f + the rest %.3f (optimizer, data, host)\n",
-                (long long)p->steps, p->gpu ? "GPU" : "CPU", step, pass_ms[0], pass_ms[1], rest);
+                        "backward %.3f + optimizer %.3f + the rest %.3f (data, host%s)\n",
+                (long long)p->steps, p->gpu ? "GPU" : "CPU", step, pass_ms[0], pass_ms[1],
+                pass_ms[2], rest, p->gpu ? ", the GPU idle" : "");
         fprintf(stderr, "   ms/step   share  index  where: what\n");
         for (int k = 0; k < m && k < 15; k++) {
             int i = order[k];
-            fprintf(stderr, "  %8.3f  %5.1f%%  %5d  %s%s\n", p->ms[i] / n,
-                    step > 0 ? 100.0 * p->ms[i] / n / step : 0.0, i, p->pass[i] ? "(backward) " : "",
-                    p->label[i]);
+            char idx[16];
+            if (i == p->cap - 1)
+                snprintf(idx, sizeof idx, "-");
+            else
+                snprintf(idx, sizeof idx, "%d", i);
+            fprintf(stderr, "  %8.3f  %5.1f%%  %5s  %s%s\n", p->ms[i] / n,
+                    step > 0 ? 100.0 * p->ms[i] / n / step : 0.0, idx,
+                    p->pass[i] == 1 ? "(backward) " : "", p->label[i]);
         }
         if (m > 15)
             fprintf(stderr, "  (%d more in %s/profile.json)\n", m - 15, dir);
@@ -228,8 +252,8 @@ int rt_prof_report(rt_prof *p, const char *dir, int rank0)
             for (int k = 0; k < nk && k < 10; k++) {
                 int i = korder[k];
                 fprintf(stderr, "  %8.3f  %5.1f%%  %5d  %s%s\n", kms[i] / n,
-                        step > 0 ? 100.0 * kms[i] / n / step : 0.0, kn[i], p->pass[i] ? "(backward) " : "",
-                        what_of(p->label[i]));
+                        step > 0 ? 100.0 * kms[i] / n / step : 0.0, kn[i],
+                        p->pass[i] == 1 ? "(backward) " : "", what_of(p->label[i]));
             }
             if (nk > 10)
                 fprintf(stderr, "  (%d more kinds in %s/profile.json)\n", nk - 10, dir);

@@ -70,6 +70,9 @@ typedef struct rt_prof rt_prof;
 rt_prof *rt_prof_new(int gpu, int n);
 void rt_prof_pass_begin(rt_exec *e, rt_prof *p, int pass);   /* pass: 0 forward, 1 backward */
 void rt_prof_pass_end(rt_exec *e);
+/* The gradients' norm and the optimizer's update, timed as one more part of the step
+ * (pass 2; not a plan instruction), ended by rt_prof_pass_end; may come twice a step */
+void rt_prof_optimizer_begin(rt_exec *e, rt_prof *p);
 void rt_prof_step(rt_prof *p, double seconds);   /* a profiled step's wall time */
 /* DIR/profile.json (rank0 only) and a table on stderr; 0, or -1 (errno) if the file
  * cannot be written */

@@ -179,8 +179,13 @@ cmp "$m.prof0/model.safetensors" "$m.prof1/model.safetensors"
 import json, sys
 prof, plan = (json.load(open(f)) for f in sys.argv[1:])
 assert prof["device"] == "cuda" and prof["steps"] == 6, prof
-assert sorted(i["index"] for i in prof["instructions"]) == sorted(i["index"] for i in plan["instructions"])
+ins = [i for i in prof["instructions"] if i["index"] is not None]
+assert sorted(i["index"] for i in ins) == sorted(i["index"] for i in plan["instructions"])
 assert all(i["ms"] >= 0 and i["calls_per_step"] == 1 for i in prof["instructions"])
+opt = [i for i in prof["instructions"] if i["index"] is None]   # the norm and the update, queued
+assert len(opt) == 1 and opt[0]["pass"] == "optimizer" and opt[0]["ms"] == prof["optimizer_ms"] > 0, opt
+assert abs(prof["forward_ms"] + prof["backward_ms"] + prof["optimizer_ms"] + prof["other_ms"]
+           - prof["step_ms"]) <= 1e-6 * prof["step_ms"], prof
 print("ok   mlp_fashion --profile on the GPU: %d instructions timed by events over 6 steps, the "
       "weights an unprofiled run's" % len(prof["instructions"]))
 PY

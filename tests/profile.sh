@@ -4,7 +4,8 @@
 # ends with the iteration, " #3"), each in the kind of its pass and "what" (a repeat's
 # blocks sum there), calls per step as the
 # program runs them (accumulate 2: two), times that add up (forward + backward = the
-# instructions' sum, + other = the step); a profiled run's numbers are an unprofiled
+# instructions' sum; the gradients' norm and the update one more entry, index null, pass
+# "optimizer"; + other = the step); a profiled run's numbers are an unprofiled
 # one's, bit for bit; too short a run says so and writes no profile; --profile with
 # --eval is refused. (The times themselves are the machine's: not judged here.)
 set -eu
@@ -24,7 +25,11 @@ import json, sys
 prof, plan = (json.load(open(f)) for f in sys.argv[1:3])
 steps, calls = int(sys.argv[3]), float(sys.argv[4])
 ins = {i["index"]: i for i in plan["instructions"]}
-got = {i["index"]: i for i in prof["instructions"]}
+opt = [i for i in prof["instructions"] if i["index"] is None]
+assert len(opt) == 1 and opt[0]["pass"] == "optimizer" and opt[0]["ms"] > 0, opt
+assert opt[0]["label"] == "step: the gradients' norm and the optimizer's update", opt
+assert abs(opt[0]["ms"] - prof["optimizer_ms"]) <= 1e-9, (opt, prof)
+got = {i["index"]: i for i in prof["instructions"] if i["index"] is not None}
 assert prof["steps"] == steps and prof["device"] == "cpu", (prof["steps"], prof["device"])
 assert sorted(got) == sorted(ins), (sorted(set(got) ^ set(ins)))
 for k, g in got.items():
@@ -36,14 +41,14 @@ for pas in ("forward", "backward"):
     s = sum(g["ms"] for g in got.values() if g["pass"] == pas)
     assert abs(s - prof[pas + "_ms"]) <= 1e-6 * max(s, 1e-9), (pas, s, prof)
 # the kinds: every instruction in the one of its pass and "what", their times summed
-kinds = {(k["pass"], k["what"]): k for k in prof["kinds"]}
-assert len(kinds) == len(prof["kinds"]), "a kind listed twice"
+kinds = {(k["pass"], k["what"]): k for k in prof["kinds"] if k["pass"] != "optimizer"}
+assert len(kinds) == len(prof["kinds"]) - 1, "a kind listed twice"
 for (pas, what), k in kinds.items():
     mine = [g for g in got.values() if g["pass"] == pas and ins[g["index"]]["what"] == what]
     assert len(mine) == k["instructions"] > 0, (k, len(mine))
     assert abs(sum(g["ms"] for g in mine) - k["ms"]) <= 1e-6 * max(k["ms"], 1e-9), k
 assert sum(k["instructions"] for k in kinds.values()) == len(got)
-total = prof["forward_ms"] + prof["backward_ms"] + prof["other_ms"]
+total = prof["forward_ms"] + prof["backward_ms"] + prof["optimizer_ms"] + prof["other_ms"]
 assert abs(total - prof["step_ms"]) <= 1e-6 * prof["step_ms"] and prof["step_ms"] > 0, prof
 most = max(k["instructions"] for k in kinds.values())
 print(f'{len(got)} instructions of {len(kinds)} kinds (at most {most} of one), {prof["step_ms"]:.2f} ms a step')
