@@ -623,14 +623,16 @@ static int cmd_run(int argc, char **argv)
 
 /* Per-rank memory of parameters, gradients and optimizer state under each strategy,
  * and what each rank sends per step (ring all-reduce / reduce-scatter + all-gather:
- * 2 (N-1)/N of the gradient bytes). Mixed precision counts as ZeRO's paper does:
- * 2-byte parameters and gradients, 12 bytes of fp32 master weights and Adam moments
- * per parameter: DDP 16, ZeRO-1 4 + 12/N, ZeRO-2 2 + 14/N bytes per parameter.
+ * 2 (N-1)/N of the gradient bytes). As the trainer keeps them in any precision: fp32
+ * parameters (the master weights), gradients (reduced in fp32) and optimizer state;
+ * mixed precision adds the parameters' 16-bit copy on the GPU, said below the table
+ * (ZeRO's paper counts 2-byte parameters and gradients instead: not what runs here).
  * np counts the parameter region's floats (param_floats, with the alignment gaps, as
  * the trainer allocates it) and a shard is rank 0's, the largest (rt_dist_shard), so
- * in fp32 the figures are the bytes a trainer's start record reports. */
+ * the figures are the bytes a trainer's start record reports. */
 typedef struct RankPlan {
     int N, mixed, adam;
+    int64_t np;                               /* the parameter region's floats */
     double param[3], grad[3], opt[3], sent;   /* ddp, zero1, zero2: bytes a rank */
     int sim;                                  /* ranks replayed for zero2's peaks */
     int64_t unit[2];                          /* CPU pages, GPU chunks */
@@ -642,11 +644,10 @@ static const char *const rank_strategies[] = {"ddp", "zero1", "zero2"};
 
 static RankPlan rank_plan(const Spec *s, const Program *prog, int64_t np, int N, int64_t chunk)
 {
-    RankPlan r = {.N = N, .mixed = s->train.precision != RT_PREC_FP32,
+    RankPlan r = {.N = N, .np = np, .mixed = s->train.precision != RT_PREC_FP32,
                   .adam = s->train.opt == RT_OPT_ADAMW};
     double shard = (double)((np + N - 1) / N);
-    double pb = r.mixed ? 2 : 4, gb = r.mixed ? 2 : 4;
-    double ob = (r.adam ? 8 : s->train.momentum > 0 ? 4 : 0) + (r.mixed ? 4 : 0); /* + fp32 master */
+    double pb = 4, gb = 4, ob = r.adam ? 8 : s->train.momentum > 0 ? 4 : 0;
     r.sent = 2.0 * (N - 1) / N * gb * (double)np;
     for (int k = 0; k < 3; k++) {
         r.param[k] = pb * (double)np;
@@ -670,12 +671,13 @@ static RankPlan rank_plan(const Spec *s, const Program *prog, int64_t np, int N,
 
 /* Per-rank memory of parameters, gradients and optimizer state under each strategy,
  * and what each rank sends per step (ring all-reduce / reduce-scatter + all-gather:
- * 2 (N-1)/N of the gradient bytes). Mixed precision counts as ZeRO's paper does:
- * 2-byte parameters and gradients, 12 bytes of fp32 master weights and Adam moments
- * per parameter: DDP 16, ZeRO-1 4 + 12/N, ZeRO-2 2 + 14/N bytes per parameter.
+ * 2 (N-1)/N of the gradient bytes). As the trainer keeps them in any precision: fp32
+ * parameters (the master weights), gradients (reduced in fp32) and optimizer state;
+ * mixed precision adds the parameters' 16-bit copy on the GPU, said below the table
+ * (ZeRO's paper counts 2-byte parameters and gradients instead: not what runs here).
  * np counts the parameter region's floats (param_floats, with the alignment gaps, as
  * the trainer allocates it) and a shard is rank 0's, the largest (rt_dist_shard), so
- * in fp32 the figures are the bytes a trainer's start record reports. */
+ * the figures are the bytes a trainer's start record reports. */
 static void plan_ranks(const Spec *s, const RankPlan *r, int64_t np)
 {
     int N = r->N;
@@ -689,6 +691,10 @@ static void plan_ranks(const Spec *s, const RankPlan *r, int64_t np)
                rank_strategies[k], r->param[k], r->grad[k], r->opt[k], t, r->sent,
                t / (double)np);
     }
+    if (r->mixed)
+        printf("  (mixed precision: the GPU also keeps the parameters' 16-bit copy, %.0f bytes a "
+               "rank,\n   in the start record's device_pool_bytes; gradients are fp32 and sent "
+               "so)\n", 2.0 * (double)np);
     printf("  (all three run on CPUs over MPI and on GPUs over NCCL: mpirun -np %d TRAINER --set "
            "distributed.strategy=zero2)\n", N);
     /* zero2's gradients beyond the shard: the buckets being written or reduced */
@@ -736,7 +742,9 @@ static void plan_ranks_json(const Spec *s, const RankPlan *r, const char *plan)
     while (end > plan && (end[-1] == '\n' || end[-1] == ' '))
         end--;
     printf("%.*s,\n  \"ranks\": {\n    \"n\": %d,\n    \"precision\": \"%s\",\n"
-           "    \"optimizer\": \"%s\",\n", (int)(end - plan), plan, r->N, r->mixed ? "mixed" : "fp32", r->adam ? "adamw" : "sgd");
+           "    \"optimizer\": \"%s\",\n    \"param_copy16_bytes\": %.0f,\n", (int)(end - plan),
+           plan, r->N, r->mixed ? "mixed" : "fp32", r->adam ? "adamw" : "sgd",
+           r->mixed ? 2.0 * (double)r->np : 0.0);
     for (int k = 0; k < 3; k++)
         printf("    \"%s\": {\"param_bytes\": %.0f, \"grad_bytes\": %.0f, \"optimizer_bytes\": %.0f, "
                "\"total_bytes\": %.0f, \"sent_bytes_per_step\": %.0f},\n", rank_strategies[k],

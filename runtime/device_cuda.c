@@ -1362,3 +1362,11 @@ void rt_cu_test_arena(rt_exec *e, rt_dptr base, size_t bytes, int prec)
     d->arena = base;
     d->arena_bytes = bytes;
 }
+
+void rt_cu_test_params(rt_exec *e, rt_dptr base, size_t bytes, rt_dptr copy)
+{
+    rt_cu *d = dev_of(e);
+    d->pool = base;
+    d->param_bytes = bytes;
+    d->pcopy = copy;
+}

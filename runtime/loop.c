@@ -893,9 +893,27 @@ static Eval validate(Run *r)
 }
 
 enum { END_EPOCHS, END_MAX_STEPS, END_MAX_TIME, END_EARLY, END_DIVERGED, END_INTERRUPTED };
+
+/* A resumed run whose limits are reached trains nothing: the limit, and the option
+ * that takes it further (raising max_steps alone does not pass a reached epochs). */
+static void resumed_at_limit(const rt_train_config *c, const rt_loop_state *s, int end)
+{
+    if (end == END_EPOCHS)
+        fprintf(stderr, "trainc: note: this run has done its epochs (%lld): nothing to train. To go "
+                "further: --set epochs=N (more than %lld), or --set epochs=null --set max_steps=N\n",
+                (long long)c->epochs, (long long)c->epochs);
+    else if (end == END_MAX_STEPS)
+        fprintf(stderr, "trainc: note: this run is at max_steps %lld: nothing to train. To go "
+                "further: --set max_steps=N (more than %lld)\n", (long long)c->max_steps,
+                (long long)c->max_steps);
+    else
+        fprintf(stderr, "trainc: note: this run has spent its max_time (%g s of %g): nothing to "
+                "train. To go further: --set max_time=SECONDS (more), or null\n", s->elapsed,
+                c->max_time);
+}
+
 static const char *const end_names[] = {"epochs", "max_steps", "max_time", "early_stopping",
                                         "diverged", "interrupted"};
-
 
 /* loader.on_gpu: the training (and validation) arrays copied to the GPU once, when
  * asked (always) or when they fit in half the free memory left after the plan (auto);
@@ -1639,6 +1657,8 @@ int rt_main(const rt_model *m, int argc, char **argv)
         end = END_MAX_STEPS;
     if (!isnan(c->max_time) && s->elapsed >= c->max_time)
         end = END_MAX_TIME;    /* resumed, its time spent: not one step more */
+    if (end >= 0 && r->rank == 0)   /* resumed past a limit: say which, and how to go on */
+        resumed_at_limit(c, s, end);
 
     while (end < 0) {
         r->ahead = NULL;

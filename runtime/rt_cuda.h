@@ -247,6 +247,10 @@ rt_exec *rt_cu_test_open(const char *source, size_t scratch);
  * (RT_PREC_BF16 or RT_PREC_FP16), as a mixed-precision model's arena does: the GEMMs
  * take operands there as 16-bit (rt_cu_operand), attention its tensor-core launch. */
 void rt_cu_test_arena(rt_exec *e, rt_dptr base, size_t bytes, int prec);
+/* For tests, after rt_cu_test_arena: [base, base + bytes) holds fp32 parameters whose
+ * 16-bit copies are at copy (half the offset), as a mixed-precision model's pool does:
+ * a GEMM's epilogue may take a bias there as its copy (rt_cu_operand). */
+void rt_cu_test_params(rt_exec *e, rt_dptr base, size_t bytes, rt_dptr copy);
 /* check_ops: e->grads becomes a zero2 gradient region of `chunks` chunks (the driver's
  * allocation granularity, returned) whose shard runs from the middle of chunk 0 to the
  * middle of chunk 1, as rt_cu_init sets one up. */

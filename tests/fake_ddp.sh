@@ -155,6 +155,19 @@ for z in z1 z2; do
     [ "$(grep -o '"loss":[^,]*' "$t.2/metrics.jsonl")" = "$(grep -o '"loss":[^,]*' "$t.$z/metrics.jsonl")" ]
 done
 echo "ok   mlp_fashion bf16-mixed: zero1 and zero2 on 2 GPUs give ddp's losses and weights, bit for bit"
+# trainc plan --ranks 2 in bf16-mixed prints the bytes these trainers keep: fp32
+# parameters, gradients and optimizer state (start records), the 16-bit copy besides
+"$TRAINC" plan specs/mlp_fashion.json --ranks 2 --set precision=bf16-mixed >"$t.plan"
+for z in 2 z1 z2; do
+    st=ddp; [ $z = z1 ] && st=zero1; [ $z = z2 ] && st=zero2
+    rec=$(head -1 "$t.$z/metrics.jsonl")
+    f() { echo "$rec" | grep -o "\"$1\":[0-9]*" | cut -d: -f2; }
+    grep -Eq "^  $st +$(f param_bytes) +$(f grad_bytes) +$(f optimizer_bytes) " "$t.plan" ||
+        { echo "FAIL: bf16-mixed $st: the start record's bytes are not trainc plan's:"; echo "$rec"; cat "$t.plan"; exit 1; }
+done
+grep -q "16-bit copy, $(($(f param_bytes) / 2)) bytes" "$t.plan" ||
+    { echo "FAIL: bf16-mixed plan --ranks 2 does not name the 16-bit copy"; cat "$t.plan"; exit 1; }
+echo "ok   mlp_fashion bf16-mixed: trainc plan --ranks 2 = the start records' bytes under ddp, zero1, zero2"
 
 # signals: SIGTERM to rank 1 alone; both ranks stop at one step and exit 130, rank 0
 # writes the checkpoint; a 2-rank --resume is bit-identical to the run left alone

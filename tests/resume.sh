@@ -92,6 +92,12 @@ grep -q '"step":70,"epoch":0,"val_loss"' "$d/ext.cut/metrics.jsonl" ||
 "$d/trainer" --resume "$d/ext.cut" --quiet --threads 1 --set max_steps=150
 compare "$d/ext.ref" "$d/ext.cut"
 echo "ok   max_steps 70, then resumed to 150: the 150-step run's records and best weights"
+# resumed again at the same max_steps: nothing to train, and the note says which limit
+# and what takes the run further
+"$d/trainer" --resume "$d/ext.cut" --quiet --threads 1 2>"$d/ext.again.err"
+grep -q "note: this run is at max_steps 150: nothing to train. To go further: --set max_steps=N" \
+    "$d/ext.again.err" || { echo "FAIL: a resume at its max_steps said:"; cat "$d/ext.again.err"; exit 1; }
+echo "ok   resumed at its max_steps: nothing trained, the limit and --set max_steps=N named"
 
 # a damaged checkpoint (a byte changed on the disk after it was written) is found by the
 # sizes and XXH64 hashes its state.json records (`xxhsum -H1` prints the same), and

@@ -159,6 +159,10 @@ typedef struct {
     size_t used, size;
 } region;
 static region dev, dev32;   /* dev32: fp32 memory outside the activations' region (below) */
+#ifndef CHECK_OPS_EMU
+static region par;          /* with --bf16/--fp16: fp32 "parameters" with 16-bit copies (par16) */
+static rt_dptr par16;
+#endif
 
 static void *ralloc(region *r, size_t bytes)
 {
@@ -320,9 +324,27 @@ static void *up32(const float *host, int64_t n)
     return p;
 }
 
+/* A bias as a mixed-precision model's is: an fp32 parameter whose 16-bit copy (the
+ * value rounded) sits where rt_cu_operand finds it; an epilogue that takes only D's
+ * type takes that copy. In fp32: up32's. */
+#ifndef CHECK_OPS_EMU
+static void *up_param(const float *host, int64_t n)
+{
+    if (!half)
+        return up32(host, n);
+    void *p = ralloc(&par, (size_t)n * 4);
+    upload(p, host, (size_t)n * 4);
+    upload_a((void *)(uintptr_t)(par16 + ((rt_dptr)(uintptr_t)p - par.base) / 2), host, n);
+    return p;
+}
+#endif
+
 static void reset(void)
 {
     dev.used = dev32.used = 0;
+#ifndef CHECK_OPS_EMU
+    par.used = 0;
+#endif
 }
 
 /* ---- bias gradients ------------------------------------------------------------------ */
@@ -940,11 +962,13 @@ static void t_add_into(int64_t n)
  * the 16-bit type's relative rounding (2^-8 bf16, 2^-11 fp16), and for Y = act(C)
  * act's slope (1.13 at most for GELU) times C's bound plus u |Y|; plus TOL_RED
  * max(1, |value|), the fp32 arithmetic's share. */
-static void t_gemm_bias(int64_t M, int64_t N, int64_t K, int act, int with_c, int with_r)
+static void t_gemm_bias(int64_t M, int64_t N, int64_t K, int act, int with_c, int with_r,
+                        int param)
 {
     static const char *const acts[] = {"bias", "bias + relu", "bias + gelu tanh"};
-    SHAPE("%lldx%lldx%lld %s%s%s, error/bound", (long long)M, (long long)N, (long long)K,
-          acts[act], with_r ? " + residual" : "", with_c ? ", C kept" : "");
+    SHAPE("%lldx%lldx%lld %s%s%s%s, error/bound", (long long)M, (long long)N, (long long)K,
+          acts[act], with_r ? " + residual" : "", with_c ? ", C kept" : "",
+          param || !half ? "" : ", an fp32 bias without a 16-bit copy");
     int keep = with_c || act == 0;
     float *X = avec(M * K), *W = avec(N * K), *bias = fvec(N), *R = with_r ? avec(M * N) : NULL;
     float *Cc = nans(M * N), *Y = nans(M * N), *pre = nans(M * N);
@@ -956,12 +980,12 @@ static void t_gemm_bias(int64_t M, int64_t N, int64_t K, int act, int with_c, in
     float *bc = rt_xmalloc((size_t)(M * N) * sizeof(float)), *by = rt_xmalloc((size_t)(M * N) * sizeof(float));
     for (int64_t i = 0; i < M * N; i++) {
         double c = cv[i], p = c - bias[i % N] - (R ? R[i] : 0.0f);
-        double ec = u * (fabs(p) + fabs(c));
+        double ec = u * (fabs(p) + fabs(c) + fabs(bias[i % N]));   /* maybe the 16-bit copy's */
         bc[i] = (float)(TOL_RED * fmax(1.0, fabs(c)) + ec);
         double y = act ? Y[i] : c;
         by[i] = (float)(TOL_RED * fmax(1.0, fabs(y)) + slope * ec + u * fabs(y));
     }
-    void *gx = up_a(X, M * K), *gw = up_a(W, N * K), *gb = up32(bias, N);
+    void *gx = up_a(X, M * K), *gw = up_a(W, N * K), *gb = param ? up_param(bias, N) : up32(bias, N);
     void *gr = with_r ? up_a(R, M * N) : NULL, *gc = dalloc_a(M * N), *gy = dalloc_a(M * N);
     float *pn = nans(M * N);
     out_t o[2] = {{"C", Cc, {0}, M * N}, {"Y", Y, {0}, M * N}};
@@ -1557,8 +1581,12 @@ int main(int argc, char **argv)
 #ifndef CHECK_OPS_EMU
     /* the main block holds activations: 16-bit GEMM operands, tensor-core attention's
      * launch, as in a mixed-precision model */
-    if (half)
+    if (half) {
         rt_cu_test_arena(G, dev.base, dev.size, half == 1 ? RT_PREC_BF16 : RT_PREC_FP16);
+        par = (region){rt_cu_alloc(4u << 20), 0, 4u << 20};
+        par16 = rt_cu_alloc(2u << 20);
+        rt_cu_test_params(G, par.base, par.size, par16);
+    }
 #endif
     C.rt = rt_pool_new(4);
     C.grad_scale = 1.0f;
@@ -1657,12 +1685,17 @@ int main(int argc, char **argv)
     t_add_into(1);
     t_add_into(3072);
 #ifndef CHECK_OPS_EMU
-    t_gemm_bias(64, 256, 784, 1, 0, 0);     /* the MLP's first layer */
-    t_gemm_bias(64, 10, 256, 0, 0, 0);
-    t_gemm_bias(256, 512, 128, 2, 1, 0);    /* GPT's fc: GELU, the pre-activation kept */
-    t_gemm_bias(256, 128, 512, 0, 0, 1);    /* GPT's proj: + bias + residual */
-    t_gemm_bias(1024, 3072, 768, 2, 1, 0);
-    t_gemm_bias(37, 13, 7, 2, 0, 0);
+    /* the biases as a model's (with --bf16/--fp16 a parameter with a 16-bit copy) */
+    t_gemm_bias(64, 256, 784, 1, 0, 0, 1);     /* the MLP's first layer */
+    t_gemm_bias(64, 10, 256, 0, 0, 0, 1);
+    t_gemm_bias(256, 512, 128, 2, 1, 0, 1);    /* GPT's fc: GELU, the pre-activation kept */
+    t_gemm_bias(256, 128, 512, 0, 0, 1, 1);    /* GPT's proj: + bias + residual */
+    t_gemm_bias(1024, 3072, 768, 2, 1, 0, 1);
+    t_gemm_bias(37, 13, 7, 2, 0, 0, 1);
+    if (half) {   /* a bias with no 16-bit copy: fp32, or the fallback kernel where refused */
+        t_gemm_bias(64, 256, 784, 1, 0, 0, 0);
+        t_gemm_bias(256, 512, 128, 2, 1, 0, 0);
+    }
     t_gemm_dbias(10, 256, 64, 1, 0);
     t_gemm_dbias(10, 256, 64, 0, 0);
     t_gemm_dbias(768, 768, 2048, 1, 0);
