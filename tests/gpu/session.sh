@@ -28,8 +28,9 @@
 # once); gpt2 77 s without llm.c; recompute: trainc's three policies about 60 s each,
 # PyTorch's two searches the rest of 400 s; bench over 145 s. Issue 7's goal alone
 # there, the batches known (bench/gpu_gpt2.sh, about a minute):
-#   GPT2_WHAT=goal KNOWN="none=358 selective=495 full=1162" TORCH_BATCH=138 \
+#   GPT2_WHAT=goal GOAL_ROUNDS=2 KNOWN="none=358 selective=495 full=1162" TORCH_BATCH=138 \
 #     TORCH_CKPT_BATCH=188 BUDGET=200 bash tests/gpu/session.sh recompute=190
+# (GOAL_ROUNDS=2: none at 138 and auto at 376 twice, alternately, about 40 s more)
 # On an H100 the same with KNOWN="none=200 selective=276 full=648" TORCH_BATCH=77 and
 # PyTorch's checkpointed batch searched (no TORCH_CKPT_BATCH): about 3 minutes.
 #
