@@ -377,6 +377,7 @@ int rt_ckpt_save(const char *out, const rt_model *m, const rt_train_config *c,
 #define X(f) put_int(ls, #f, s->f);
     LOOP_INTS(X)
 #undef X
+    put_int(ls, "es_stopped", s->es_stopped);
 #define X(f) cJSON_AddItemToObject(ls, #f, num(s->f));
     LOOP_REALS(X)
 #undef X
@@ -487,6 +488,8 @@ static void check_loop(const rt_loop_state *s, const char *ck, const char *file)
         bad_loop(file, "last_val_step", s->last_val_step, "from -1 (none) to the step");
     if (s->best_step < -1 || s->best_step > s->step)
         bad_loop(file, "best_step", s->best_step, "from -1 (none) to the step");
+    if (s->es_stopped != 0 && s->es_stopped != 1)
+        bad_loop(file, "es_stopped", s->es_stopped, "0 or 1");
     const struct { const char *k; int64_t v; } nonneg[] = {
         {"log_n", s->log_n}, {"log_samples", s->log_samples}, {"since_val_n", s->since_val_n},
         {"es_wait", s->es_wait}, {"metrics_bytes", s->metrics_bytes}, {"scale_growth", s->scale_growth}};
@@ -833,6 +836,8 @@ void rt_ckpt_load(const char *ck, const rt_model *m, const rt_train_config *c, r
 #define X(fld) s->fld = get_int(ls, #fld, f);
     LOOP_INTS(X)
 #undef X
+    /* (checkpoints written before it was recorded do not have it: not stopped) */
+    s->es_stopped = cJSON_GetObjectItemCaseSensitive(ls, "es_stopped") ? get_int(ls, "es_stopped", f) : 0;
 #define X(fld) s->fld = get_num(ls, #fld, f);
     LOOP_REALS(X)
 #undef X

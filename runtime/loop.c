@@ -43,7 +43,7 @@ static volatile sig_atomic_t g_signal;
 static volatile sig_atomic_t g_have_ckpt;   /* a complete checkpoint of this run exists */
 static volatile sig_atomic_t g_sampling;    /* training is over, its outputs written */
 
-/* The first SIGINT/SIGTERM asks the loop to stop at the next step boundary (it writes
+/* The first SIGINT/SIGTERM/SIGHUP asks the loop to stop at the next step boundary (it writes
  * a checkpoint and exits 130); a second one leaves at once. Checkpoints are written
  * to a temporary folder and renamed, so leaving mid-write cannot damage the last one. */
 static void on_signal(int sig)
@@ -80,10 +80,16 @@ static void on_signal_eval(int sig)
     _exit(RT_EXIT_INTERRUPTED);
 }
 
+/* SIGHUP (the terminal or the SSH session gone) stops the run as SIGINT does. SIGPIPE
+ * is ignored: with `trainer 2>&1 | tee log`, Ctrl-C ends tee too, and the next message
+ * would otherwise kill the trainer before its checkpoint; a write to a closed pipe
+ * fails instead (messages are lost, the run's files are not). */
 void rt_catch_signals(void)
 {
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
+    signal(SIGHUP, on_signal);
+    signal(SIGPIPE, SIG_IGN);
 }
 
 static const char *const option_names[] = {"--out", "--set", "--init", "--resume", "--device",
@@ -902,6 +908,9 @@ static void resumed_at_limit(const rt_train_config *c, const rt_loop_state *s, i
         fprintf(stderr, "trainc: note: this run has done its epochs (%lld): nothing to train. To go "
                 "further: --set epochs=N (more than %lld), or --set epochs=null --set max_steps=N\n",
                 (long long)c->epochs, (long long)c->epochs);
+    else if (end == END_EARLY)
+        fprintf(stderr, "trainc: note: early stopping ended this run at step %lld: nothing to "
+                "train (its best weights are best.safetensors)\n", (long long)s->step);
     else if (end == END_MAX_STEPS)
         fprintf(stderr, "trainc: note: this run is at max_steps %lld: nothing to train. To go "
                 "further: --set max_steps=N (more than %lld)\n", (long long)c->max_steps,
@@ -1240,7 +1249,8 @@ static void sample(Run *r)
     double *prob = rt_xmalloc((size_t)V * sizeof *prob);
     float *row = rt_xmalloc((size_t)V * sizeof *row);
     r->e.rng_key = 0;
-    for (int64_t k = 0; k < r->o.sample && !g_signal; k++) {
+    /* (stdout closed, as by `| head`: SIGPIPE is ignored, so the write error ends it) */
+    for (int64_t k = 0; k < r->o.sample && !g_signal && !ferror(stdout); k++) {
         for (int64_t t = n; t < T; t++)
             ctx[t] = 0;             /* causal attention: later positions do not matter */
         rt_batch one = {.rows = 1, .in = {ctx, tgt}};
@@ -1400,6 +1410,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
     } else {
         signal(SIGINT, on_signal_eval);
         signal(SIGTERM, on_signal_eval);
+        signal(SIGHUP, on_signal_eval);
     }
     configure(m, &r->o, &r->c);
     refuse_unsupported(m, &r->o, &r->c);
@@ -1657,6 +1668,10 @@ int rt_main(const rt_model *m, int argc, char **argv)
         end = END_MAX_STEPS;
     if (!isnan(c->max_time) && s->elapsed >= c->max_time)
         end = END_MAX_TIME;    /* resumed, its time spent: not one step more */
+    if (c->has_early_stopping && s->es_stopped) {   /* as it stopped, so it stays */
+        end = END_EARLY;
+        snprintf(why, sizeof why, "stopped early at step %lld, before this resume", (long long)s->step);
+    }
     if (end >= 0 && r->rank == 0)   /* resumed past a limit: say which, and how to go on */
         resumed_at_limit(c, s, end);
 
@@ -1927,6 +1942,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
                     s->es_wait = es.wait;
                     if (stop)
                         end = stop == RT_ES_DIVERGED ? END_DIVERGED : END_EARLY;
+                    s->es_stopped = stop == RT_ES_STOP;
                     if (stop == RT_ES_DIVERGED) {   /* checked after step s->step, the end record's */
                         size_t u = strlen(why);
                         snprintf(why + u, sizeof why - u, " at step %lld", (long long)s->step);

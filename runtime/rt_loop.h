@@ -144,6 +144,7 @@ typedef struct rt_loop_state {
     int64_t best_step;
     double es_best;            /* early stopping: best value and checks without improvement */
     int64_t es_wait;
+    int64_t es_stopped;        /* 1: early stopping ended this run (a resume trains nothing) */
     double last_loss;
     int64_t metrics_bytes;     /* length of metrics.jsonl when the checkpoint was taken */
     int64_t updates;           /* optimizer updates done (steps minus skipped ones) */

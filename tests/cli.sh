@@ -190,6 +190,25 @@ if [ $rc -eq 130 ] && tail -n 1 "$d/early_sig/metrics.jsonl" | grep -q '"reason"
    ls "$d/early_sig/checkpoints" | grep -q step_; then ok "an early SIGTERM: exit 130, a checkpoint"
 else bad "an early SIGTERM: exit $rc"; fi
 
+# SIGHUP (the session gone) stops the run as SIGTERM does; with stderr a pipe whose
+# reader has gone (Ctrl-C on `trainer 2>&1 | tee log` ends tee too), the messages that
+# follow the signal fail, and the run still writes its checkpoint and exits 130
+"$d/trainer" --out "$d/hup" --quiet --set data.val=null --set max_steps=100000 2>/dev/null &
+pid=$!
+sleep 1; kill -HUP $pid
+rc=0; wait $pid || rc=$?
+[ $rc -eq 130 ] && tail -n 1 "$d/hup/metrics.jsonl" | grep -q '"reason":"interrupted"' &&
+    ok "SIGHUP: exit 130, a checkpoint" || bad "SIGHUP: exit $rc"
+rm -f "$d/pipe"; mkfifo "$d/pipe"
+cat "$d/pipe" >/dev/null & reader=$!
+"$d/trainer" --out "$d/epipe" --quiet --set data.val=null --set max_steps=100000 2>"$d/pipe" &
+pid=$!
+sleep 1; kill $reader; wait $reader 2>/dev/null; kill -TERM $pid
+rc=0; wait $pid || rc=$?
+[ $rc -eq 130 ] && tail -n 1 "$d/epipe/metrics.jsonl" | grep -q '"reason":"interrupted"' &&
+    ls "$d/epipe/checkpoints" | grep -q step_ && ok "stderr's reader gone, then SIGTERM: exit 130, a checkpoint" ||
+    bad "stderr's reader gone, then SIGTERM: exit $rc (141: SIGPIPE)"
+
 # emit writes its five files all or none: one that cannot be written (here its temporary
 # name is a folder; a full disk alike) leaves none of the others
 rm -rf "$d/emit_half"; mkdir -p "$d/emit_half/host.c.tmp"

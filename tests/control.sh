@@ -65,6 +65,18 @@ grep -q "divergence_threshold 0.01" "$d/dthr.err" || { echo "FAIL divergence_thr
 [ -s "$d/dthr/model.safetensors" ]
 echo "ok   divergence_threshold: early_stopping, exit 0"
 
+# a run early stopping ended, resumed: nothing trained (a stop by patience and one by a
+# threshold alike), its final weights kept, the note said
+for run in es dthr; do
+    cp "$d/$run/model.safetensors" "$d/$run.final"
+    "$d/t" --resume "$d/$run" --quiet 2>"$d/$run.again"
+    grep -q "note: early stopping ended this run at step" "$d/$run.again" &&
+        [ "$(tail -n 1 "$d/$run/metrics.jsonl" | grep -o '"reason":"[a-z_]*"')" = '"reason":"early_stopping"' ] &&
+        cmp -s "$d/$run.final" "$d/$run/model.safetensors" ||
+        { echo "FAIL: $run resumed after early stopping:"; cat "$d/$run.again"; tail -n 3 "$d/$run/metrics.jsonl"; exit 1; }
+done
+echo "ok   resumed after early stopping (patience, a threshold): nothing trained, the weights kept"
+
 # divergence: exit 3, reason diverged, the message says where and what to try, the last
 # good checkpoint stays
 set +e
