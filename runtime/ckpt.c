@@ -178,12 +178,17 @@ static int write_text(const char *path, const char *text)
     return rename(tmp, path);
 }
 
-static int cmp_str(const void *a, const void *b)
+/* By step number: names are zero-padded to 8 digits, and a run past 10^8 steps has
+ * wider ones ("step_100000000" is after "step_99999999", not before); the text breaks
+ * ties (and orders names that are not numbers) */
+static int cmp_step(const void *a, const void *b)
 {
-    return strcmp(*(char *const *)a, *(char *const *)b);
+    const char *x = *(char *const *)a, *y = *(char *const *)b;
+    long long i = strtoll(x + 5, NULL, 10), j = strtoll(y + 5, NULL, 10);
+    return i < j ? -1 : i > j ? 1 : strcmp(x, y);
 }
 
-/* The names step_* in dir, sorted (zero-padded, so by step). */
+/* The names step_* in dir, oldest first. */
 static int list_ckpts(const char *dir, char ***out)
 {
     DIR *d = opendir(dir);
@@ -206,7 +211,7 @@ static int list_ckpts(const char *dir, char ***out)
     }
     closedir(d);
     if (n)
-        qsort(v, (size_t)n, sizeof *v, cmp_str);
+        qsort(v, (size_t)n, sizeof *v, cmp_step);
     *out = v;
     return n;
 }
@@ -403,15 +408,25 @@ int rt_ckpt_save(const char *out, const rt_model *m, const rt_train_config *c,
         return -1;
     }
     /* A checkpoint of the same step from an earlier life (a resume of a finished run)
-     * goes aside by one rename before the new one takes its name by another, then is
-     * removed: a crash at any instant leaves a complete step folder or none of that
-     * step, never a half-removed one that --resume would take for the newest. */
+     * trades places with the new one in one rename (RENAME_EXCHANGE), then is removed
+     * under the temporary name: a crash at any instant leaves a complete folder of that
+     * step. Where the file system cannot exchange, the old one goes aside by one rename
+     * before the new one takes its name by another: a complete folder of that step or
+     * none, never a half-removed one that --resume would take for the newest. */
     char old[RT_PATH_MAX + 64];
     snprintf(old, sizeof old, "%s/.old_step_%08lld", dir, (long long)s->step);
     rm_rf(old);
-    if (access(fin, F_OK) == 0 && (rename(fin, old) != 0 || fsync_path(dir) != 0))
-        return -1;
-    if (rename(tmp, fin) != 0 || fsync_path(dir) != 0)
+    int exchanged = 0;
+    if (access(fin, F_OK) == 0) {
+        exchanged = renameat2(AT_FDCWD, tmp, AT_FDCWD, fin, RENAME_EXCHANGE) == 0;
+        if (!exchanged && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
+            return -1;
+        if (exchanged ? fsync_path(dir) != 0 : rename(fin, old) != 0 || fsync_path(dir) != 0)
+            return -1;
+    }
+    if (exchanged)
+        rm_rf(tmp);   /* the earlier life's */
+    else if (rename(tmp, fin) != 0 || fsync_path(dir) != 0)
         return -1;
     rm_rf(old);
     /* the temporary folders of checkpoints a crash or a second signal cut short */
@@ -419,7 +434,15 @@ int rt_ckpt_save(const char *out, const rt_model *m, const rt_train_config *c,
     /* keep the newest `keep` */
     char **names;
     int n = list_ckpts(dir, &names);
-    int64_t keep = c->has_checkpoint && c->ckpt_keep > 0 ? c->ckpt_keep : 1;
+    /* (with checkpoints off, the checkpoint of a signal removes none: the earlier ones
+     * are a run's from before, with its own keep) */
+    if (!c->has_checkpoint) {
+        for (int i = 0; i < n; i++)
+            free(names[i]);
+        free(names);
+        return 0;
+    }
+    int64_t keep = c->ckpt_keep > 0 ? c->ckpt_keep : 1;
     for (int i = 0; i < n; i++) {
         snprintf(f, sizeof f, "%s/%s", dir, names[i]);
         if (i < n - keep && strcmp(f, fin))   /* never the one just written */

@@ -146,6 +146,28 @@ grep -q "step_00000060/best.safetensors is damaged: the best weights are not res
     { echo "FAIL damaged best.safetensors:"; cat "$d/dmgb.err"; exit 1; }
 echo "ok   a damaged best.safetensors: the newest checkpoint taken all the same, the loss said"
 
+# checkpoints sort by step as numbers: past 10^8 steps the names are wider than 8 digits,
+# and step_100000000 is newer than step_99999999 (empty folders here: damaged, set
+# aside newest first, and the resume goes on from the real one)
+mkdir "$d/dmgb/checkpoints/step_99999999" "$d/dmgb/checkpoints/step_100000000"
+"$d/trainer" --resume "$d/dmgb" --quiet --threads 1 --set max_steps=95 2>"$d/wide.err"
+[ "$(grep -o "step_[0-9]* is damaged" "$d/wide.err" | tr '\n' ' ')" = \
+  "step_100000000 is damaged step_99999999 is damaged " ] && grep -q "taking step_00000090 instead" "$d/wide.err" ||
+    { echo "FAIL: checkpoints past 10^8 steps out of order:"; cat "$d/wide.err"; exit 1; }
+echo "ok   step_100000000 is newer than step_99999999 (by number, not by text)"
+
+# checkpoints turned off in a resumed run: the checkpoint a signal writes removes none of
+# the run's earlier ones (they were kept by the run's own keep)
+"$d/trainer" --out "$d/cknull" "${ext[@]}" --set max_steps=40 --set checkpoint.every_steps=10 --set checkpoint.keep=3
+"$d/trainer" --resume "$d/cknull" --quiet --threads 1 --set checkpoint=null --set max_steps=1000000 2>/dev/null &
+pid=$!
+sleep 1; kill -TERM $pid
+rc=0; wait $pid || rc=$?
+[ $rc -eq 130 ] && [ "$(ls "$d/cknull/checkpoints" | head -3 | tr '\n' ' ')" = "step_00000020 step_00000030 step_00000040 " ] &&
+    [ "$(ls "$d/cknull/checkpoints" | wc -l)" -eq 4 ] ||
+    { echo "FAIL: checkpoint=null, then a signal: exit $rc, left"; ls "$d/cknull/checkpoints"; exit 1; }
+echo "ok   checkpoint=null on resume: the signal's checkpoint removes none of the earlier ones"
+
 # the final weights and the final checkpoint's are one file (a hard link), in a resumed
 # run too: model.safetensors was bit-identical to the uninterrupted run's above
 for r in shuffle_dropout.ref shuffle_dropout.cut; do
