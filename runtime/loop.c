@@ -712,14 +712,21 @@ static void check_out(const char *out)
                 "went with it); nothing more is written", out);
 }
 
-/* A new run into a folder that holds an earlier one (its metrics.jsonl) would write over
- * its records and weights, and leave its checkpoints for a later --resume to take for
- * this run's: the earlier run is moved aside whole, to OUT.1 (or .2, ...), first. */
+/* A new run into a folder that holds an earlier one (its metrics.jsonl, checkpoints or
+ * weights) would write over its records and weights, and mix its checkpoints with this
+ * run's (keep would prune the new ones, a later --resume take an old one): the earlier
+ * run is moved aside whole, to OUT.1 (or .2, ...), first. */
 static void keep_earlier_run(const char *out)
 {
     char p[RT_PATH_MAX + 32], dir[RT_PATH_MAX + 32], to[RT_PATH_MAX + 48];
-    join_path(p, sizeof p, out, "metrics.jsonl");
-    if (access(p, F_OK) != 0)
+    static const char *const marks[] = {"metrics.jsonl", "checkpoints", "model.safetensors",
+                                        "best.safetensors"};
+    int held = 0;
+    for (size_t i = 0; i < sizeof marks / sizeof *marks && !held; i++) {
+        join_path(p, sizeof p, out, marks[i]);
+        held = access(p, F_OK) == 0;
+    }
+    if (!held)
         return;
     snprintf(dir, sizeof dir, "%s", out);
     for (size_t n = strlen(dir); n > 1 && dir[n - 1] == '/'; n--)
@@ -781,6 +788,49 @@ static void restore_best(Run *r, const rt_loop_state *s)
             rt_fail("cannot write %s: %s%s", dst, strerror(errno), rt_full_hint(errno));
     } else if (s->best_step < 0 && unlink(dst) != 0 && errno != ENOENT)
         rt_fail("cannot remove %s: %s", dst, strerror(errno));
+}
+
+/* --resume A --out B: B's metrics.jsonl starts with A's records up to the checkpoint
+ * (what a resume in A keeps), so B reads as the one run, loss.svg with its history.
+ * A's records past that length are not B's; a file of A's shorter than it (records
+ * removed by hand) is taken whole, to its last full line. */
+static void copy_history(const char *from, const char *to, int64_t bytes)
+{
+    char src[RT_PATH_MAX + 32], dst[RT_PATH_MAX + 32], tmp[RT_PATH_MAX + 40];
+    join_path(src, sizeof src, from, "metrics.jsonl");
+    join_path(dst, sizeof dst, to, "metrics.jsonl");
+    snprintf(tmp, sizeof tmp, "%s.tmp", dst);
+    int in = open(src, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (in < 0 || fstat(in, &st) != 0 || !S_ISREG(st.st_mode)) {
+        if (in >= 0)
+            close(in);
+        return;   /* none (or not a file): B starts its own */
+    }
+    FILE *f = fdopen(in, "rb"), *o = fopen(tmp, "wb");
+    if (!f || !o)
+        rt_fail("cannot write %s: %s", tmp, strerror(errno));
+    int64_t left = bytes < (int64_t)st.st_size ? bytes : (int64_t)st.st_size, whole = 0, done = 0;
+    char buf[1 << 16];
+    while (left > 0) {
+        size_t n = fread(buf, 1, left < (int64_t)sizeof buf ? (size_t)left : sizeof buf, f);
+        if (n == 0)
+            break;
+        if (fwrite(buf, 1, n, o) != n)
+            break;
+        for (size_t i = 0; i < n; i++)
+            if (buf[i] == '\n')
+                whole = done + (int64_t)i + 1;
+        done += (int64_t)n;
+        left -= (int64_t)n;
+    }
+    fclose(f);
+    if (fflush(o) != 0 || ftruncate(fileno(o), whole) != 0 || fsync(fileno(o)) != 0 ||
+        fclose(o) != 0 || rename(tmp, dst) != 0) {
+        int e = errno;
+        unlink(tmp);
+        rt_fail("cannot write %s: %s%s", dst, strerror(e), rt_full_hint(e));
+    }
 }
 
 /* Several ranks, before rank 0 writes anything: every rank has passed its checks of
@@ -1622,6 +1672,8 @@ int rt_main(const rt_model *m, int argc, char **argv)
             file_size(r->out, "metrics.jsonl") > s->metrics_bytes &&
             truncate(mp, s->metrics_bytes) != 0)
             rt_fail("cannot truncate %s: %s", mp, strerror(errno));
+        if (r->o.resume && !same_folder(r->out, r->o.resume))
+            copy_history(r->o.resume, r->out, s->metrics_bytes);
         if (r->o.resume)
             restore_best(r, s);
         if (r->o.resume && same_folder(r->out, r->o.resume))

@@ -175,6 +175,16 @@ if grep -q "held an earlier run: moved it to $d/again.1" "$d/again.err" &&
    [ "$(last "$d/again")" = '"step":2' ] && [ ! -e "$d/again.3" ] &&
    [ "$(ls "$d/again/checkpoints")" = step_00000002 ]; then ok "a new run into an earlier run's folder moves that aside"
 else bad "earlier runs: $(ls -d "$d"/again*)"; fi
+# an earlier run whose metrics.jsonl was removed still counts: its checkpoints would
+# otherwise mix with the new run's
+rm -rf "$d/nomet" "$d/nomet.1"
+"$d/trainer" --out "$d/nomet" "${R[@]}" --set max_steps=3 2>/dev/null
+rm "$d/nomet/metrics.jsonl"
+"$d/trainer" --out "$d/nomet" "${R[@]}" --set max_steps=2 2>"$d/nomet.err"
+grep -q "held an earlier run: moved it to $d/nomet.1" "$d/nomet.err" &&
+    [ "$(ls "$d/nomet/checkpoints")" = step_00000002 ] && [ -d "$d/nomet.1/checkpoints/step_00000003" ] &&
+    ok "a folder with an earlier run's checkpoints but no metrics.jsonl: moved aside" ||
+    bad "an earlier run without metrics.jsonl: $(ls "$d/nomet/checkpoints" | tr '\n' ' ')"
 mkdir -p "$d/here" && cp -r "$d/again/." "$d/here/"
 ( cd "$d/here" && "$d/trainer" --out . "${R[@]}" --set max_steps=1 >/dev/null 2>"$d/here.err" ); rc=$?
 [ $rc -eq 1 ] && grep -q "the folder a run works in cannot be moved aside" "$d/here.err" &&

@@ -92,6 +92,16 @@ grep -q '"step":70,"epoch":0,"val_loss"' "$d/ext.cut/metrics.jsonl" ||
 "$d/trainer" --resume "$d/ext.cut" --quiet --threads 1 --set max_steps=150
 compare "$d/ext.ref" "$d/ext.cut"
 echo "ok   max_steps 70, then resumed to 150: the 150-step run's records and best weights"
+# --resume A --out B: B reads as the one run (A's records up to the checkpoint, then
+# the rest), best.safetensors too; A is left as it was
+"$d/trainer" --out "$d/ext.a" "${ext[@]}" --set max_steps=70
+before=$(md5sum < "$d/ext.a/metrics.jsonl")
+"$d/trainer" --resume "$d/ext.a" --out "$d/ext.b" --quiet --threads 1 --set max_steps=150
+compare "$d/ext.ref" "$d/ext.b"
+[ "$(md5sum < "$d/ext.a/metrics.jsonl")" = "$before" ] || { echo "FAIL: --out B changed A's records"; exit 1; }
+grep -q '<circle' "$d/ext.b/loss.svg" || { echo "FAIL: B's loss.svg without A's validations"; exit 1; }
+echo "ok   --resume A --out B: B's records are the 150-step run's, A untouched"
+
 # resumed again at the same max_steps: nothing to train, and the note says which limit
 # and what takes the run further
 "$d/trainer" --resume "$d/ext.cut" --quiet --threads 1 2>"$d/ext.again.err"
