@@ -383,6 +383,10 @@ int rt_ckpt_save(const char *out, const rt_model *m, const rt_train_config *c,
     LOOP_INTS(X)
 #undef X
     put_int(ls, "es_stopped", s->es_stopped);
+    put_int(ls, "data_rows", s->data_rows);
+    char fp[24];
+    snprintf(fp, sizeof fp, "%016llx", (unsigned long long)s->data_fp);
+    cJSON_AddItemToObject(ls, "data_fingerprint", cJSON_CreateString(fp));
 #define X(f) cJSON_AddItemToObject(ls, #f, num(s->f));
     LOOP_REALS(X)
 #undef X
@@ -861,6 +865,15 @@ void rt_ckpt_load(const char *ck, const rt_model *m, const rt_train_config *c, r
 #undef X
     /* (checkpoints written before it was recorded do not have it: not stopped) */
     s->es_stopped = cJSON_GetObjectItemCaseSensitive(ls, "es_stopped") ? get_int(ls, "es_stopped", f) : 0;
+    s->data_rows = cJSON_GetObjectItemCaseSensitive(ls, "data_rows") ? get_int(ls, "data_rows", f) : 0;
+    const cJSON *fp = cJSON_GetObjectItemCaseSensitive(ls, "data_fingerprint");
+    s->data_fp = 0;
+    if (fp) {
+        char *end;
+        if (!cJSON_IsString(fp) || strlen(fp->valuestring) != 16 ||
+            (s->data_fp = strtoull(fp->valuestring, &end, 16), *end))
+            rt_input_error("%s: bad field 'data_fingerprint' (a damaged checkpoint?)", f);
+    }
 #define X(fld) s->fld = get_num(ls, #fld, f);
     LOOP_REALS(X)
 #undef X

@@ -975,6 +975,26 @@ void rt_dataset_open(rt_dataset *d, const rt_model *m, const rt_data_entry *entr
     }
 }
 
+static uint64_t fp_bytes(uint64_t h, const unsigned char *p, int64_t n)
+{
+    const int64_t edge = 64 << 10;
+    h = rt_xxh64(&n, sizeof n, h);
+    h = rt_xxh64(p, (size_t)(n < edge ? n : edge), h);
+    return n > edge ? rt_xxh64(p + n - edge, (size_t)edge, h) : h;
+}
+
+uint64_t rt_dataset_fingerprint(const rt_dataset *d)
+{
+    uint64_t h = rt_xxh64(&d->rows, sizeof d->rows, 0x7261696e);
+    if (d->tokens)
+        for (int i = 0; i < d->n_shards; i++)
+            h = fp_bytes(h, (const unsigned char *)d->shards[i].tok, d->shards[i].ntok * 2);
+    else
+        for (int i = 0; i < d->n; i++)
+            h = fp_bytes(h, d->arr[i].data, d->arr[i].rows * d->arr[i].row_bytes);
+    return h ? h : 1;
+}
+
 void rt_dataset_close(rt_dataset *d)
 {
     for (int i = 0; i < d->n; i++)

@@ -1158,6 +1158,26 @@ static void check_position(const Run *r, const rt_loop_state *s, const char *ck)
                        (long long)r->batches_per_epoch, (long long)r->c.accumulate);
 }
 
+/* The training data a resume goes on with is the checkpoint's: the order of samples,
+ * the epochs and the position in them follow from it, so other data would not continue
+ * the run but start another (from its weights: --init). Checkpoints from before the
+ * data was recorded (data_fp 0) are not checked. */
+static void check_same_data(const Run *r, const rt_loop_state *s, const char *ck, uint64_t fp)
+{
+    if (!s->data_fp || (s->data_fp == fp && s->data_rows == r->train.rows))
+        return;
+    char what[160];
+    if (s->data_rows != r->train.rows)
+        snprintf(what, sizeof what, "%lld samples then, %lld now", (long long)s->data_rows,
+                 (long long)r->train.rows);
+    else
+        snprintf(what, sizeof what, "the same %lld samples, other contents", (long long)s->data_rows);
+    rt_input_error("--resume: the training data is not the data of %s (%s): a resume continues "
+                   "that run exactly, and its order of batches follows its data\n  hint: to go "
+                   "on training these weights on this data, start a new run with --init "
+                   "%s/model.safetensors", ck, what, ck);
+}
+
 /* metrics.jsonl is cut back to the checkpoint's length at resume: that length must end
  * a record (a newline before it), else the cut would leave half a line. A file shorter
  * than it (records removed by hand since) is appended to as it is, and said so. */
@@ -1632,6 +1652,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
     s->last_val_step = -1;
     s->last_val_loss = s->last_val_acc = s->last_loss = NAN;
     int64_t resumed_from = -1;
+    const uint64_t data_fp = rt_dataset_fingerprint(&r->train);
     if (r->o.resume) {
         char ck[RT_PATH_MAX + 64];
         if (rt_ckpt_resume_point(r->o.resume, ck, sizeof ck) != 0)
@@ -1647,11 +1668,15 @@ int rt_main(const rt_model *m, int argc, char **argv)
         resumed_from = s->step;
         g_have_ckpt = same_folder(r->out, r->o.resume);   /* the one resumed from */
         check_position(r, s, ck);
+        if (!r->o.eval)
+            check_same_data(r, s, ck, data_fp);
         if (!r->o.eval && r->rank == 0 && same_folder(r->out, r->o.resume))
             check_metrics_cut(r->out, s->metrics_bytes, ck);
         fprintf(stderr, "trainc: %s %s from step %lld (epoch %lld)\n",
                 r->o.eval ? "evaluating" : "resuming", ck, (long long)s->step, (long long)s->epoch);
     }
+    s->data_rows = r->train.rows;   /* what this run's checkpoints record */
+    s->data_fp = data_fp;
     if (r->world > 1)
         agree_on_run(r);
     if (r->o.eval)

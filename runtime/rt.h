@@ -290,6 +290,9 @@ typedef struct rt_dataset {
 void rt_dataset_open(rt_dataset *d, const rt_model *m, const rt_data_entry *entries, int n,
                      const char *base_dir, const char *what);
 void rt_dataset_close(rt_dataset *d);
+/* What a resume checks the data against (never 0): the rows, each file's length and
+ * its first and last 64 KB, XXH64 (other data, not a proof of the same bytes) */
+uint64_t rt_dataset_fingerprint(const rt_dataset *d);
 
 /* The batch loader: worker threads assemble batches (in the model's input dtypes,
  * B rows each) into a ring of `prefetch` slots; the compute thread takes them in

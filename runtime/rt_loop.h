@@ -145,6 +145,8 @@ typedef struct rt_loop_state {
     double es_best;            /* early stopping: best value and checks without improvement */
     int64_t es_wait;
     int64_t es_stopped;        /* 1: early stopping ended this run (a resume trains nothing) */
+    int64_t data_rows;         /* the training data's rows and rt_dataset_fingerprint (0: */
+    uint64_t data_fp;          /* a checkpoint from before they were recorded) */
     double last_loss;
     int64_t metrics_bytes;     /* length of metrics.jsonl when the checkpoint was taken */
     int64_t updates;           /* optimizer updates done (steps minus skipped ones) */

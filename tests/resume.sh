@@ -102,6 +102,36 @@ compare "$d/ext.ref" "$d/ext.b"
 grep -q '<circle' "$d/ext.b/loss.svg" || { echo "FAIL: B's loss.svg without A's validations"; exit 1; }
 echo "ok   --resume A --out B: B's records are the 150-step run's, A untouched"
 
+# the training data changed since the checkpoint (fewer rows; the same rows, other
+# contents): the resume would not continue that run; exit 1, --init named, nothing
+# written. The same data in another file is the same data.
+$PY - "$d" <<'PY'
+import numpy as np, sys
+d = sys.argv[1]
+x, y = np.load("data/fashion/train_x.npy"), np.load("data/fashion/train_y.npy")
+np.save(f"{d}/tx.npy", x); np.save(f"{d}/ty.npy", y)
+np.save(f"{d}/tx_half.npy", x[:30000]); np.save(f"{d}/ty_half.npy", y[:30000])
+x2 = x.copy(); x2[0] = 255 - x2[0]
+np.save(f"{d}/tx_other.npy", x2)
+PY
+own=(--set data.train.x="$d/tx.npy" --set data.train.y="$d/ty.npy")
+"$d/trainer" --out "$d/dchg" "${ext[@]}" "${own[@]}" --set max_steps=40 --set checkpoint.every_steps=20
+before=$(cd "$d/dchg" && find . -type f | sort | xargs md5sum)
+for v in half other; do
+    cp "$d/tx_$v.npy" "$d/tx.npy"; [ $v = half ] && cp "$d/ty_half.npy" "$d/ty.npy"
+    [ $v = other ] && $PY -c "import numpy as np; np.save('$d/ty.npy', np.load('data/fashion/train_y.npy'))"
+    rc=0; "$d/trainer" --resume "$d/dchg" --quiet --threads 1 --set max_steps=80 2>"$d/dchg.$v.err" || rc=$?
+    want="30000 samples then"; [ $v = half ] && want="60000 samples then, 30000 now"
+    [ $v = other ] && want="the same 60000 samples, other contents"
+    [ $rc -eq 1 ] && grep -q "the training data is not the data of .*step_00000040 ($want)" "$d/dchg.$v.err" &&
+        grep -q "hint: .* --init .*step_00000040/model.safetensors" "$d/dchg.$v.err" &&
+        [ "$(cd "$d/dchg" && find . -type f | sort | xargs md5sum)" = "$before" ] ||
+        { echo "FAIL: resumed over changed data ($v): exit $rc"; cat "$d/dchg.$v.err"; exit 1; }
+done
+cp data/fashion/train_x.npy "$d/tx.npy"; cp data/fashion/train_y.npy "$d/ty.npy"
+"$d/trainer" --resume "$d/dchg" --quiet --threads 1 --set max_steps=60 2>/dev/null
+echo "ok   resumed over changed training data (fewer rows; other contents): exit 1, --init named, nothing written; the same data resumes"
+
 # resumed again at the same max_steps: nothing to train, and the note says which limit
 # and what takes the run further
 "$d/trainer" --resume "$d/ext.cut" --quiet --threads 1 2>"$d/ext.again.err"
