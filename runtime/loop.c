@@ -825,7 +825,7 @@ static void copy_history(const char *from, const char *to, int64_t bytes)
         left -= (int64_t)n;
     }
     fclose(f);
-    if (fflush(o) != 0 || ftruncate(fileno(o), whole) != 0 || fsync(fileno(o)) != 0 ||
+    if (fflush(o) != 0 || ferror(o) || ftruncate(fileno(o), whole) != 0 || fsync(fileno(o)) != 0 ||
         fclose(o) != 0 || rename(tmp, dst) != 0) {
         int e = errno;
         unlink(tmp);
