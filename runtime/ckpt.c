@@ -459,9 +459,13 @@ int rt_ckpt_save(const char *out, const rt_model *m, const rt_train_config *c,
 
 /* Fields a resumed run may change: they decide when to stop, log or save, where and
  * with how much memory to compute, never what is computed (recomputation gives the
- * same bits: a run that ran out of memory may go on with recompute full). */
+ * same bits: a run that ran out of memory may go on with recompute full); and where
+ * the data files are (moved, or each rank's own): that they hold the same data is
+ * the loop's check, by the fingerprint state.json records (loop.c, check_same_data). */
 static int may_differ(const char *key)
 {
+    if (!strncmp(key, "data.train.", 11) || !strncmp(key, "data.val.", 9) || !strcmp(key, "data.val"))
+        return 1;
     static const char *const ok[] = {"epochs", "max_steps", "max_time", "log_every", "out_dir",
                                       "checkpoint", "checkpoint.every_steps", "checkpoint.keep",
                                       "loader.workers", "loader.prefetch", "loader.on_gpu", "device",
@@ -805,11 +809,16 @@ void rt_ckpt_load(const char *ck, const rt_model *m, const rt_train_config *c, r
                                 nr->valuedouble == floor(nr->valuedouble)))
         rt_input_error("%s: ranks %g is not a number of ranks (a damaged checkpoint?)", f,
                        nr->valuedouble);
-    if (cJSON_IsNumber(nr) && nr->valuedouble != (double)rt_dist_world())
-        rt_input_error("%s: this checkpoint was written by a run on %g rank%s and this one has %d; "
-                       "batch_size and the order of the data are per rank, so resume it with the "
-                       "same number of ranks (mpirun -np %g)", ck, nr->valuedouble,
-                       nr->valuedouble == 1 ? "" : "s", rt_dist_world(), nr->valuedouble);
+    if (cJSON_IsNumber(nr) && nr->valuedouble != (double)rt_dist_world()) {
+        if (rt_dist_rank() == 0)   /* (every rank finds it: one says so) */
+            rt_input_error("%s: this checkpoint was written by a run on %g rank%s and this one "
+                           "has %d; batch_size and the order of the data are per rank, so resume "
+                           "it with the same number of ranks (%s%g)", ck, nr->valuedouble,
+                           nr->valuedouble == 1 ? "" : "s", rt_dist_world(),
+                           nr->valuedouble == 1 ? "without mpirun, or mpirun -np " : "mpirun -np ",
+                           nr->valuedouble);
+        exit(RT_EXIT_INPUT);
+    }
     /* the training config: every field that changes the numbers must match */
     const cJSON *tl = cJSON_GetObjectItemCaseSensitive(j, "train");
     if (!cJSON_IsArray(tl))
@@ -854,8 +863,8 @@ void rt_ckpt_load(const char *ck, const rt_model *m, const rt_train_config *c, r
     }
     if (nd)
         rt_input_error("%s: this checkpoint was made with a different training spec; %d field%s "
-                       "differ%s (only stop conditions, logging, checkpointing, loader threads and recomputation may "
-                       "change on resume):%s",
+                       "differ%s (only stop conditions, logging, checkpointing, loader threads, "
+                       "recomputation and the data files' paths may change on resume):%s",
                        ck, nd, nd > 1 ? "s" : "", nd > 1 ? "" : "s", diffs);
     const cJSON *ls = cJSON_GetObjectItemCaseSensitive(j, "loop");
     if (!cJSON_IsObject(ls))

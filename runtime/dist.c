@@ -106,7 +106,7 @@ _Noreturn static void wd_fire(const char *op, int64_t count, const char *unit, d
     fprintf(stderr, "trainc: error: rank %d of %d: %s", g.rank, g.world, op);
     if (unit)
         fprintf(stderr, " (%" PRId64 " %s)", count, unit);
-    fprintf(stderr, " has not completed after %.0f s: another rank has probably died or "
+    fprintf(stderr, " has not completed after %.3g s: another rank has probably died or "
             "hung (see its messages); stopping the job (TRAINC_DIST_TIMEOUT sets the wait "
             "in seconds)\n", waited);
     fflush(NULL);
@@ -377,6 +377,14 @@ void rt_barrier(void)
     wd_begin("MPI_Barrier", 0, NULL);
     MPI_CHECK(MPI_Barrier(g.comm));
     wd_end();
+}
+
+void rt_barrier_solo(void)
+{
+    if (g.world == 1)
+        return;
+    rt_bucket_wait_all();   /* (nothing of a step is in flight at these places) */
+    MPI_CHECK(MPI_Barrier(g.comm));
 }
 
 /* counts -> g.icounts/g.idispls; the whole vector must fit one MPI call (int

@@ -648,15 +648,18 @@ static void join_path(char *dst, size_t n, const char *dir, const char *file)
         rt_fail("path too long: %s/%s", dir, file);
 }
 
+/* Every rank calls it (rank 0 writes; the others wait in rt_barrier_solo, not in the
+ * next step's collectives, whose watchdog does not know rank 0 is writing). */
 static void save_weights(Run *r, const char *file)
 {
-    if (r->rank != 0)
-        return;
-    pull_params(r, 0);
-    char path[RT_PATH_MAX + 64];
-    join_path(path, sizeof path, r->out, file);
-    if (rt_safetensors_write(path, r->m, r->params) != 0)
-        rt_fail("cannot write %s: %s%s", path, strerror(errno), rt_full_hint(errno));
+    if (r->rank == 0) {
+        pull_params(r, 0);
+        char path[RT_PATH_MAX + 64];
+        join_path(path, sizeof path, r->out, file);
+        if (rt_safetensors_write(path, r->m, r->params) != 0)
+            rt_fail("cannot write %s: %s%s", path, strerror(errno), rt_full_hint(errno));
+    }
+    rt_barrier_solo();
 }
 
 static int same_folder(const char *a, const char *b)
@@ -839,9 +842,9 @@ static void copy_history(const char *from, const char *to, int64_t bytes)
  * training config (but for paths and loader threads, which may differ from node to
  * node) and the starting weights. Ranks started with other --set, --init or --resume
  * options would otherwise train apart without a word, or hang in a collective. */
-static void agree_on_run(Run *r)
+static void agree_on_run(Run *r, const rt_loop_state *s)
 {
-    enum { N = 5 };
+    enum { N = 7 };
     uint64_t mine[N], root[N];
     mine[0] = rt_xxh64(r->m->model_hash, strlen(r->m->model_hash), 0);
     int n;
@@ -868,6 +871,14 @@ static void agree_on_run(Run *r)
      * not): as many batches an epoch, each a step's collectives (validation's shares
      * may differ by a batch: one sum at its end) */
     mine[4] = rt_xxh64(&r->batches_per_epoch, sizeof r->batches_per_epoch, 0);
+    /* where the run starts: a rank resumed and another not (or from another checkpoint)
+     * would train at other steps, schedules and data positions */
+    const int64_t at[] = {r->o.resume != NULL, s->step, s->epoch, s->batch, s->updates};
+    mine[5] = rt_xxh64(at, sizeof at, 0);
+    /* validation or none: the ranks that validate wait in its sum for the others (its
+     * files may differ, and their sizes: each rank validates its share) */
+    const int val = r->has_val;
+    mine[6] = rt_xxh64(&val, sizeof val, 0);
     memcpy(root, mine, sizeof root);
     rt_broadcast(root, sizeof root, 0);
     double differ[N];
@@ -877,14 +888,16 @@ static void agree_on_run(Run *r)
     static const char *const what[N] = {
         "another model", "another training config", "from other weights",
         "in another mode (--eval, --lr-find and its options)",
-        "on training data of another size (batches an epoch)"};
+        "on training data of another size (batches an epoch)",
+        "from another starting point (--resume: another checkpoint, or none)",
+        "with other validation data (some where it has none, or none where it has some)"};
     for (int k = 0; k < N; k++) {
         if (differ[k] == 0)
             continue;
         if (r->rank == 0)
             rt_input_error("%g of the %d ranks run %s than rank 0; start every rank with the "
                            "same trainer, options (--set, --init, --resume, --eval, --lr-find) "
-                           "and data sizes", differ[k], r->world, what[k]);
+                           "and data sizes, with validation data on all or none", differ[k], r->world, what[k]);
         exit(RT_EXIT_INPUT);
     }
 }
@@ -1158,24 +1171,58 @@ static void check_position(const Run *r, const rt_loop_state *s, const char *ck)
                        (long long)r->batches_per_epoch, (long long)r->c.accumulate);
 }
 
-/* The training data a resume goes on with is the checkpoint's: the order of samples,
- * the epochs and the position in them follow from it, so other data would not continue
- * the run but start another (from its weights: --init). Checkpoints from before the
- * data was recorded (data_fp 0) are not checked. */
+/* The data's fingerprint (rt_dataset_fingerprint: the training data's, then the
+ * validation data's or none); with several ranks, every rank's (each reads its own
+ * files) in rank order, in one value. Every rank calls it. */
+static uint64_t data_fingerprint(const Run *r)
+{
+    uint64_t fp = rt_dataset_fingerprint(&r->train);
+    uint64_t val = r->has_val ? rt_dataset_fingerprint(&r->val) : 0;
+    fp = rt_xxh64(&val, sizeof val, fp);
+    fp += !fp;
+    if (r->world == 1)
+        return fp;
+    double *v = calloc((size_t)r->world * 3, sizeof *v);   /* each exact in a double */
+    if (!v)
+        rt_fail("out of memory");
+    v[3 * r->rank] = (double)r->train.rows;
+    v[3 * r->rank + 1] = (double)(fp >> 32);
+    v[3 * r->rank + 2] = (double)(fp & 0xffffffffu);
+    rt_allreduce_sum_f64(v, 3 * (int64_t)r->world);
+    uint64_t h = 0;
+    for (int i = 0; i < 3 * r->world; i++) {
+        uint64_t x = (uint64_t)v[i];
+        h = rt_xxh64(&x, sizeof x, h);
+    }
+    free(v);
+    return h ? h : 1;
+}
+
+/* The data a resume goes on with is the checkpoint's: the order of samples, the epochs
+ * and the position in them follow from the training data (and early stopping and the
+ * best weights from the validation data), so other data would not continue the run but
+ * start another (from its weights: --init). Its files may have moved (the paths may
+ * differ); checkpoints from before the data was recorded (data_fp 0) are not checked.
+ * With several ranks every rank's data counts, and every rank finds it so. */
 static void check_same_data(const Run *r, const rt_loop_state *s, const char *ck, uint64_t fp)
 {
-    if (!s->data_fp || (s->data_fp == fp && s->data_rows == r->train.rows))
+    if (!s->data_fp || (s->data_fp == fp && (r->world > 1 || s->data_rows == r->train.rows)))
         return;
     char what[160];
-    if (s->data_rows != r->train.rows)
-        snprintf(what, sizeof what, "%lld samples then, %lld now", (long long)s->data_rows,
+    if (r->world > 1)
+        snprintf(what, sizeof what, "on one rank or more");
+    else if (s->data_rows != r->train.rows)
+        snprintf(what, sizeof what, "%lld training samples then, %lld now", (long long)s->data_rows,
                  (long long)r->train.rows);
     else
-        snprintf(what, sizeof what, "the same %lld samples, other contents", (long long)s->data_rows);
-    rt_input_error("--resume: the training data is not the data of %s (%s): a resume continues "
-                   "that run exactly, and its order of batches follows its data\n  hint: to go "
-                   "on training these weights on this data, start a new run with --init "
-                   "%s/model.safetensors", ck, what, ck);
+        snprintf(what, sizeof what, "the same %lld training samples, other contents",
+                 (long long)s->data_rows);
+    if (r->rank == 0)
+        rt_input_error("--resume: the data (training or validation) is not the data of %s (%s): a resume "
+                       "continues that run exactly, and its order of batches follows its "
+                       "data\n  hint: to go on training these weights on this data, start a "
+                       "new run with --init %s/model.safetensors", ck, what, ck);
+    exit(RT_EXIT_INPUT);
 }
 
 /* metrics.jsonl is cut back to the checkpoint's length at resume: that length must end
@@ -1242,10 +1289,13 @@ static void validation(Run *r, rt_loop_state *s, int best_mode)
     }
 }
 
+/* Every rank calls it, and waits for rank 0's files in rt_barrier_solo. */
 static void checkpoint(Run *r, rt_loop_state *s)
 {
-    if (r->rank != 0 && !rt_zero_on())
-        return;               /* DDP: every rank holds the same state; ZeRO: its shard */
+    if (r->rank != 0 && !rt_zero_on()) {
+        rt_barrier_solo();    /* DDP: every rank holds the same state; ZeRO: its shard */
+        return;
+    }
     if (r->rank == 0)
         check_out(r->out);
     rt_metrics_sync(r->mt);
@@ -1267,6 +1317,7 @@ static void checkpoint(Run *r, rt_loop_state *s)
     free_lines(lines, n);
     free_lines(spec, n_spec);
     g_have_ckpt = 1;
+    rt_barrier_solo();
 }
 
 /* --sample's vocabulary: the ids it may draw (the logits' width, or fewer when the
@@ -1652,7 +1703,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
     s->last_val_step = -1;
     s->last_val_loss = s->last_val_acc = s->last_loss = NAN;
     int64_t resumed_from = -1;
-    const uint64_t data_fp = rt_dataset_fingerprint(&r->train);
+    const uint64_t data_fp = data_fingerprint(r);
     if (r->o.resume) {
         char ck[RT_PATH_MAX + 64];
         if (rt_ckpt_resume_point(r->o.resume, ck, sizeof ck) != 0)
@@ -1678,7 +1729,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
     s->data_rows = r->train.rows;   /* what this run's checkpoints record */
     s->data_fp = data_fp;
     if (r->world > 1)
-        agree_on_run(r);
+        agree_on_run(r, s);
     if (r->o.eval)
         return eval_only(r, sf);
     if (r->rank == 0) {
@@ -2087,6 +2138,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
                : end == END_INTERRUPTED ? RT_EXIT_INTERRUPTED : RT_EXIT_OK;
     close_gpu_comm(r);
     if (r->rank != 0) {
+        rt_barrier_solo();    /* rank 0's last files, its message, --sample */
         rt_dist_finalize();
         return code;
     }
@@ -2098,10 +2150,11 @@ int rt_main(const rt_model *m, int argc, char **argv)
                         "precision fp32."
                       : "Try a lower optimizer.lr, a grad_clip (e.g. --set grad_clip=1.0), or "
                         "precision fp32.",
-                c->has_checkpoint ? "\n  The checkpoints from before it are kept in checkpoints/ (the "
+                c->has_checkpoint && g_have_ckpt ? "\n  The checkpoints from before it are kept in checkpoints/ (the "
                                     "newest may hold weights already on their way there: an "
                                     "earlier one and a lower lr may be the better start)."
                                   : "");
+        rt_barrier_solo();
         rt_dist_finalize();
         return code;
     }
@@ -2127,6 +2180,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
     }
     if (end == END_INTERRUPTED)
         fprintf(stderr, "  interrupted: a checkpoint was written; continue with --resume %s\n", r->out);
+    rt_barrier_solo();
     rt_dist_finalize();
     return code;
 }

@@ -42,6 +42,10 @@ void rt_allreduce_sum_f32(float *x, int64_t n);
 void rt_allreduce_sum_f64(double *x, int64_t n);   /* metrics: loss sums, counts */
 void rt_broadcast(void *buf, int64_t bytes, int root);
 void rt_barrier(void);
+/* Every rank waits here while rank 0 works alone (writes a checkpoint, the best or the
+ * final weights, samples): not under the watchdog, whose timeout is for collectives that
+ * end together; a large checkpoint on a slow disk takes minutes. */
+void rt_barrier_solo(void);
 /* counts[world]: rank r's part of the vectors; part r starts at the sum of the
  * counts before it (rt_dist_shard_counts gives the usual split).
  * reduce-scatter: in holds the whole vector (sum of counts), out receives this

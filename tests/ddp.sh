@@ -85,7 +85,8 @@ one=(mpirun --oversubscribe --allow-run-as-root -np 1)
 small="--set data.train.x=$PWD/data/fashion/test_x.npy --set data.train.y=$PWD/data/fashion/test_y.npy"
 for case in "--init /nonexistent.safetensors|nonexistent" "--set optimizer.lr=0.1|run another training config than rank 0" \
             "--lr-find|run in another mode" "--eval|run in another mode" \
-            "$small|run on training data of another size"; do
+            "$small|run on training data of another size" \
+            "--set data.val=null|run with other validation data"; do
     opts=${case%%|*}; msg=${case#*|}
     rc=0
     "${one[@]}" "$t" --out "$d/agree" --set max_steps=5 --threads 1 --quiet : -np 1 "$t" --out "$d/agree" \
@@ -93,7 +94,25 @@ for case in "--init /nonexistent.safetensors|nonexistent" "--set optimizer.lr=0.
     [ $rc -eq 1 ] && [ ! -e "$d/agree" ] && grep -q -- "$msg" "$d/agree.log" ||
         { echo "FAIL: one rank with $opts: rc=$rc"; cat "$d/agree.log"; exit 1; }
 done
-echo "ok   2 ranks: one with a bad --init, another --set, --lr-find, --eval or data size: exit 1, nothing written"
+# one rank resumed, the other started from the same weights (--init; the same config
+# otherwise): they would train from other steps, schedules and data positions
+rc=0
+"${one[@]}" "$t" --out "$d/agree" "${S[@]}" --init "$d/sig.cut/model.safetensors" : -np 1 "$t" --out "$d/agree" --resume "$d/sig.cut" "${S[@]}" \
+    >"$d/agree.log" 2>&1 || rc=$?
+[ $rc -eq 1 ] && [ ! -e "$d/agree" ] && grep -q -- "run from another starting point" "$d/agree.log" ||
+    { echo "FAIL: one rank with --resume: rc=$rc"; cat "$d/agree.log"; exit 1; }
+echo "ok   2 ranks: one with a bad --init, another --set, --lr-find, --eval, data size, --resume or no validation: exit 1, nothing written"
+
+# rank 0's work alone (here --sample after training, as its checkpoints and best
+# weights) is not a collective the others' watchdog times: a sample longer than
+# TRAINC_DIST_TIMEOUT ends the job normally, the whole sample printed
+rc=0
+TRAINC_DIST_TIMEOUT=1 "${MPIRUN[@]}" -x TRAINC_DIST_TIMEOUT "$d/gpt_char" --out "$d/solo" --set max_steps=2 \
+    --set batch_size=2 --set data.val=null --set checkpoint.every_steps=1 --threads 1 --quiet --sample 800 \
+    >"$d/solo.txt" 2>"$d/solo.log" || rc=$?
+[ $rc -eq 0 ] && [ "$(head -c 800 "$d/solo.txt" | wc -c)" -eq 800 ] ||
+    { echo "FAIL: 2 ranks, rank 0 sampling past TRAINC_DIST_TIMEOUT: rc=$rc"; tail -5 "$d/solo.log"; exit 1; }
+echo "ok   2 ranks: rank 0's sample (past TRAINC_DIST_TIMEOUT) and checkpoints are not timed as collectives"
 
 # a rank that dies ends the job (mpirun stops the others) well within 60 s
 "${MPIRUN[@]}" "$t" --out "$d/kill" --set epochs=100 --set data.val=null --set batch_size=32 --threads 1 --quiet \

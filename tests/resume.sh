@@ -121,16 +121,24 @@ for v in half other; do
     cp "$d/tx_$v.npy" "$d/tx.npy"; [ $v = half ] && cp "$d/ty_half.npy" "$d/ty.npy"
     [ $v = other ] && $PY -c "import numpy as np; np.save('$d/ty.npy', np.load('data/fashion/train_y.npy'))"
     rc=0; "$d/trainer" --resume "$d/dchg" --quiet --threads 1 --set max_steps=80 2>"$d/dchg.$v.err" || rc=$?
-    want="30000 samples then"; [ $v = half ] && want="60000 samples then, 30000 now"
-    [ $v = other ] && want="the same 60000 samples, other contents"
-    [ $rc -eq 1 ] && grep -q "the training data is not the data of .*step_00000040 ($want)" "$d/dchg.$v.err" &&
+    want="60000 training samples then, 30000 now"; [ $v = other ] && want="the same 60000 training samples, other contents"
+    [ $rc -eq 1 ] && grep -q "the data (training or validation) is not the data of .*step_00000040 ($want)" "$d/dchg.$v.err" &&
         grep -q "hint: .* --init .*step_00000040/model.safetensors" "$d/dchg.$v.err" &&
         [ "$(cd "$d/dchg" && find . -type f | sort | xargs md5sum)" = "$before" ] ||
         { echo "FAIL: resumed over changed data ($v): exit $rc"; cat "$d/dchg.$v.err"; exit 1; }
 done
 cp data/fashion/train_x.npy "$d/tx.npy"; cp data/fashion/train_y.npy "$d/ty.npy"
 "$d/trainer" --resume "$d/dchg" --quiet --threads 1 --set max_steps=60 2>/dev/null
-echo "ok   resumed over changed training data (fewer rows; other contents): exit 1, --init named, nothing written; the same data resumes"
+# the same data moved to other files (the paths differ): resumed, bit for bit
+"$d/trainer" --out "$d/dmov" "${ext[@]}" "${own[@]}" --set max_steps=60 --set checkpoint.every_steps=20
+"$d/trainer" --out "$d/dmov.ref" "${ext[@]}" "${own[@]}" --set max_steps=80 --set checkpoint.every_steps=20 2>/dev/null
+mkdir -p "$d/moved"; mv "$d/tx.npy" "$d/ty.npy" "$d/moved/"
+"$d/trainer" --resume "$d/dmov" --quiet --threads 1 --set max_steps=80 \
+    --set data.train.x="$d/moved/tx.npy" --set data.train.y="$d/moved/ty.npy" 2>"$d/dmov.err" ||
+    { echo "FAIL: the same data in other files: not resumed"; cat "$d/dmov.err"; exit 1; }
+mv "$d/moved/tx.npy" "$d/moved/ty.npy" "$d/"
+cmp "$d/dmov.ref/model.safetensors" "$d/dmov/model.safetensors" || { echo "FAIL: moved data: other weights"; exit 1; }
+echo "ok   resumed over changed data (fewer rows; other contents): exit 1, --init named, nothing written; the same data resumes, from other paths too"
 
 # resumed again at the same max_steps: nothing to train, and the note says which limit
 # and what takes the run further
