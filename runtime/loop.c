@@ -648,17 +648,23 @@ static void join_path(char *dst, size_t n, const char *dir, const char *file)
         rt_fail("path too long: %s/%s", dir, file);
 }
 
-/* Every rank calls it (rank 0 writes; the others wait in rt_barrier_solo, not in the
- * next step's collectives, whose watchdog does not know rank 0 is writing). */
+/* Rank 0 writes OUT/file */
+static void write_weights(Run *r, const char *file)
+{
+    pull_params(r, 0);
+    char path[RT_PATH_MAX + 64];
+    join_path(path, sizeof path, r->out, file);
+    if (rt_safetensors_write(path, r->m, r->params) != 0)
+        rt_fail("cannot write %s: %s%s", path, strerror(errno), rt_full_hint(errno));
+}
+
+/* Every rank calls it during training (rank 0 writes; the others wait in
+ * rt_barrier_solo, not in the next step's collectives, whose watchdog does not know
+ * rank 0 is writing). */
 static void save_weights(Run *r, const char *file)
 {
-    if (r->rank == 0) {
-        pull_params(r, 0);
-        char path[RT_PATH_MAX + 64];
-        join_path(path, sizeof path, r->out, file);
-        if (rt_safetensors_write(path, r->m, r->params) != 0)
-            rt_fail("cannot write %s: %s%s", path, strerror(errno), rt_full_hint(errno));
-    }
+    if (r->rank == 0)
+        write_weights(r, file);
     rt_barrier_solo();
 }
 
@@ -773,7 +779,7 @@ static void save_final(Run *r, int after_ckpt, int64_t step)
         if (rt_safetensors_link(src, dst) == 0)
             return;
     }
-    save_weights(r, "model.safetensors");
+    write_weights(r, "model.safetensors");   /* (rank 0 alone: the end's barrier waits) */
 }
 
 /* --resume: best.safetensors as it was at the checkpoint (the checkpoint's second

@@ -112,7 +112,14 @@ TRAINC_DIST_TIMEOUT=1 "${MPIRUN[@]}" -x TRAINC_DIST_TIMEOUT "$d/gpt_char" --out 
     >"$d/solo.txt" 2>"$d/solo.log" || rc=$?
 [ $rc -eq 0 ] && [ "$(head -c 800 "$d/solo.txt" | wc -c)" -eq 800 ] ||
     { echo "FAIL: 2 ranks, rank 0 sampling past TRAINC_DIST_TIMEOUT: rc=$rc"; tail -5 "$d/solo.log"; exit 1; }
-echo "ok   2 ranks: rank 0's sample (past TRAINC_DIST_TIMEOUT) and checkpoints are not timed as collectives"
+# without checkpoints rank 0 writes the final weights itself (not a link): the same
+# waits on every rank, the job ends at once
+rc=0
+TRAINC_DIST_TIMEOUT=2 timeout 60 "${MPIRUN[@]}" -x TRAINC_DIST_TIMEOUT "$t" --out "$d/solo2" --set max_steps=3 \
+    --set data.val=null --set checkpoint=null --threads 1 --quiet 2>"$d/solo2.log" || rc=$?
+[ $rc -eq 0 ] && [ -s "$d/solo2/model.safetensors" ] ||
+    { echo "FAIL: 2 ranks without checkpoints: rc=$rc"; tail -5 "$d/solo2.log"; exit 1; }
+echo "ok   2 ranks: rank 0's sample (past TRAINC_DIST_TIMEOUT), checkpoints and final weights are not timed as collectives"
 
 # a rank that dies ends the job (mpirun stops the others) well within 60 s
 "${MPIRUN[@]}" "$t" --out "$d/kill" --set epochs=100 --set data.val=null --set batch_size=32 --threads 1 --quiet \
