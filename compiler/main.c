@@ -669,15 +669,7 @@ static RankPlan rank_plan(const Spec *s, const Program *prog, int64_t np, int N,
     return r;
 }
 
-/* Per-rank memory of parameters, gradients and optimizer state under each strategy,
- * and what each rank sends per step (ring all-reduce / reduce-scatter + all-gather:
- * 2 (N-1)/N of the gradient bytes). As the trainer keeps them in any precision: fp32
- * parameters (the master weights), gradients (reduced in fp32) and optimizer state;
- * mixed precision adds the parameters' 16-bit copy on the GPU, said below the table
- * (ZeRO's paper counts 2-byte parameters and gradients instead: not what runs here).
- * np counts the parameter region's floats (param_floats, with the alignment gaps, as
- * the trainer allocates it) and a shard is rank 0's, the largest (rt_dist_shard), so
- * the figures are the bytes a trainer's start record reports. */
+/* rank_plan's figures as a table, then zero2's gradient peaks rank by rank. */
 static void plan_ranks(const Spec *s, const RankPlan *r, int64_t np)
 {
     int N = r->N;
