@@ -1164,7 +1164,7 @@ static int64_t file_size(const char *dir, const char *name)
  * taking the rest; at an epoch's end either (epoch + 1, batch 0) or (epoch, all its
  * batches). A damaged or hand-edited state.json would otherwise start the loader
  * elsewhere, and the run would silently differ from the one it continues. */
-static void check_position(const Run *r, const rt_loop_state *s, const char *ck)
+static void check_position(const Run *r, const rt_loop_state *s, const char *ck, int other_data)
 {
     int64_t e = s->step / r->steps_per_epoch, k = s->step % r->steps_per_epoch;
     int ok = k ? s->epoch == e && s->batch == k * r->c.accumulate
@@ -1172,9 +1172,11 @@ static void check_position(const Run *r, const rt_loop_state *s, const char *ck)
                      (s->step > 0 && s->epoch == e - 1 && s->batch == r->batches_per_epoch);
     if (!ok)
         rt_input_error("%s/state.json: epoch %lld, batch %lld is not where step %lld puts a run "
-                       "of %lld batches an epoch, %lld a step (a damaged checkpoint?)", ck,
+                       "of %lld batches an epoch, %lld a step (%s)", ck,
                        (long long)s->epoch, (long long)s->batch, (long long)s->step,
-                       (long long)r->batches_per_epoch, (long long)r->c.accumulate);
+                       (long long)r->batches_per_epoch, (long long)r->c.accumulate,
+                       other_data ? "the data has another size: this run cannot go on over it"
+                                  : "a damaged checkpoint?");
 }
 
 /* The data's fingerprint (rt_dataset_fingerprint: the training data's, then the
@@ -1223,11 +1225,22 @@ static void check_same_data(const Run *r, const rt_loop_state *s, const char *ck
     else
         snprintf(what, sizeof what, "the same %lld training samples, other contents",
                  (long long)s->data_rows);
+    const char *other = getenv("TRAINC_RESUME_OTHER_DATA");
+    if (other && !strcmp(other, "1")) {   /* asked for: the run goes on, not exactly */
+        if (r->rank == 0)
+            fprintf(stderr, "trainc: warning: the data (training or validation) is not the data "
+                    "of %s (%s): going on from its weights, optimizer state and step as "
+                    "TRAINC_RESUME_OTHER_DATA=1 asks; the batches from here are not those the "
+                    "run would have had\n", ck, what);
+        return;
+    }
     if (r->rank == 0)
         rt_input_error("--resume: the data (training or validation) is not the data of %s (%s): a resume "
                        "continues that run exactly, and its order of batches follows its "
                        "data\n  hint: to go on training these weights on this data, start a "
-                       "new run with --init %s/model.safetensors", ck, what, ck);
+                       "new run with --init %s/model.safetensors (the weights alone), or resume "
+                       "with TRAINC_RESUME_OTHER_DATA=1 in the environment (the optimizer state "
+                       "and the step too, knowingly not exact)", ck, what, ck);
     exit(RT_EXIT_INPUT);
 }
 
@@ -1724,9 +1737,9 @@ int rt_main(const rt_model *m, int argc, char **argv)
         free(lines);
         resumed_from = s->step;
         g_have_ckpt = same_folder(r->out, r->o.resume);   /* the one resumed from */
-        check_position(r, s, ck);
         if (!r->o.eval)
             check_same_data(r, s, ck, data_fp);
+        check_position(r, s, ck, !r->o.eval && s->data_fp && s->data_fp != data_fp);
         if (!r->o.eval && r->rank == 0 && same_folder(r->out, r->o.resume))
             check_metrics_cut(r->out, s->metrics_bytes, ck);
         fprintf(stderr, "trainc: %s %s from step %lld (epoch %lld)\n",

@@ -127,6 +127,11 @@ for v in half other; do
         [ "$(cd "$d/dchg" && find . -type f | sort | xargs md5sum)" = "$before" ] ||
         { echo "FAIL: resumed over changed data ($v): exit $rc"; cat "$d/dchg.$v.err"; exit 1; }
 done
+# asked for (TRAINC_RESUME_OTHER_DATA=1): goes on over the other data, said
+TRAINC_RESUME_OTHER_DATA=1 "$d/trainer" --resume "$d/dchg" --out "$d/dchg.other" --quiet --threads 1 \
+    --set max_steps=50 2>"$d/dchg.other.err" && grep -q "warning: the data (training or validation) is not the data" \
+    "$d/dchg.other.err" && tail -n 1 "$d/dchg.other/metrics.jsonl" | grep -q '"step":50' ||
+    { echo "FAIL: TRAINC_RESUME_OTHER_DATA=1"; cat "$d/dchg.other.err"; exit 1; }
 cp data/fashion/train_x.npy "$d/tx.npy"; cp data/fashion/train_y.npy "$d/ty.npy"
 "$d/trainer" --resume "$d/dchg" --quiet --threads 1 --set max_steps=60 2>/dev/null
 # the same data moved to other files (the paths differ): resumed, bit for bit
@@ -138,7 +143,7 @@ mkdir -p "$d/moved"; mv "$d/tx.npy" "$d/ty.npy" "$d/moved/"
     { echo "FAIL: the same data in other files: not resumed"; cat "$d/dmov.err"; exit 1; }
 mv "$d/moved/tx.npy" "$d/moved/ty.npy" "$d/"
 cmp "$d/dmov.ref/model.safetensors" "$d/dmov/model.safetensors" || { echo "FAIL: moved data: other weights"; exit 1; }
-echo "ok   resumed over changed data (fewer rows; other contents): exit 1, --init named, nothing written; the same data resumes, from other paths too"
+echo "ok   resumed over changed data (fewer rows; other contents): exit 1, --init named, nothing written (TRAINC_RESUME_OTHER_DATA=1: on, said); the same data resumes, from other paths too"
 
 # resumed again at the same max_steps: nothing to train, and the note says which limit
 # and what takes the run further
