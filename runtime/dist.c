@@ -13,6 +13,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -103,6 +104,12 @@ static void *last_resort(void *arg)
  * Without thread support for it, and once MPI_Finalize has started, only _exit. */
 _Noreturn static void wd_fire(const char *op, int64_t count, const char *unit, double waited)
 {
+    /* the watchdog thread and the training thread (rt_dist_hung) may both come here:
+     * the first says it and ends the job, the second waits for that */
+    static atomic_int fired;
+    if (atomic_exchange(&fired, 1))
+        for (;;)
+            pause();
     fprintf(stderr, "trainc: error: rank %d of %d: %s", g.rank, g.world, op);
     if (unit)
         fprintf(stderr, " (%" PRId64 " %s)", count, unit);
