@@ -12,7 +12,8 @@
  *      (mode min: v + min_delta < best; max: v - min_delta > best; equality is
  *      not an improvement; NaN never improves)
  *   5. otherwise wait += 1, and stop once wait >= patience
- * "Better" is < in mode min and > in mode max; best starts at +inf (min) or -inf (max). */
+ * "Better" is < in mode min and > in mode max; best starts at +inf (min) or -inf (max).
+ * All of it in float32, as Lightning's tensors are. */
 #include <math.h>
 #include <stdio.h>
 #include "rt_loop.h"
@@ -26,23 +27,30 @@ void rt_es_init(rt_stopper *s, const rt_train_config *c)
 
 int rt_es_check(const rt_train_config *c, rt_stopper *s, double v, char *why, size_t n)
 {
-    if (c->es_check_finite && !isfinite(v)) {
+    /* Lightning compares float32 tensors: the logged value, and min_delta and the
+     * thresholds (Python floats) taken as float32, the subtraction in float32; the best
+     * kept is the float32 value */
+    const float vf = (float)v;
+    if (c->es_check_finite && !isfinite(vf)) {
         snprintf(why, n, "the monitored value is %g, not finite (best %g)", v, s->best);
         return RT_ES_DIVERGED;
     }
-    if (!isnan(c->es_stopping_threshold) && rt_better(c->es_mode, v, c->es_stopping_threshold)) {
+    if (!isnan(c->es_stopping_threshold) &&
+        rt_better(c->es_mode, vf, (float)c->es_stopping_threshold)) {
         snprintf(why, n, "the monitored value %g reached stopping_threshold %g", v,
                  c->es_stopping_threshold);
         return RT_ES_STOP;
     }
-    if (!isnan(c->es_divergence_threshold) && rt_better(c->es_mode, -v, -c->es_divergence_threshold)) {
+    if (!isnan(c->es_divergence_threshold) &&
+        rt_better(c->es_mode, -vf, -(float)c->es_divergence_threshold)) {
         snprintf(why, n, "the monitored value %g is worse than divergence_threshold %g", v,
                  c->es_divergence_threshold);
         return RT_ES_STOP;
     }
-    double delta = c->es_mode == RT_MODE_MIN ? -c->es_min_delta : c->es_min_delta;
-    if (rt_better(c->es_mode, v - delta, s->best)) {
-        s->best = v;
+    const float delta = c->es_mode == RT_MODE_MIN ? -(float)c->es_min_delta : (float)c->es_min_delta;
+    const float shifted = vf - delta;
+    if (rt_better(c->es_mode, shifted, (float)s->best)) {
+        s->best = vf;
         s->wait = 0;
         return RT_ES_GO_ON;
     }

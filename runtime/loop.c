@@ -615,7 +615,9 @@ static void update(Run *r, rt_loop_state *s, double norm, double lr, int scaler)
         rt_zero_optim_step(r->e.rt, c, m, r->params, r->grads, r->state, s->updates, lr, gs,
                            clip);
     if (scaler && ++s->scale_growth == c->ls_growth_interval) {
-        s->loss_scale *= 2.0;
+        /* GradScaler keeps the scale in fp32 and grows it only to a finite value */
+        if (isfinite((float)(s->loss_scale * 2.0)))
+            s->loss_scale *= 2.0;
         s->scale_growth = 0;
     }
 }

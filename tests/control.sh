@@ -31,14 +31,15 @@ echo "ok   max_time, loss.svg without validation"
     --set early_stopping.patience=2 --set early_stopping.min_delta=0.02
 $PY - "$d/es/metrics.jsonl" <<'PY'
 import json, sys, math
+import numpy as np   # Lightning's comparisons are on float32 tensors
 recs = [json.loads(l) for l in open(sys.argv[1])]
 end = recs[-1]
 assert end["reason"] == "early_stopping", end
-best, wait, stop = math.inf, 0, None
+best, wait, stop = np.float32(math.inf), 0, None
 for r in recs:
     if "val_loss" not in r: continue
-    v = r["val_loss"]
-    if v + 0.02 < best: best, wait = v, 0
+    v = np.float32(r["val_loss"])
+    if v + np.float32(0.02) < best: best, wait = v, 0
     else:
         wait += 1
         if wait >= 2: stop = r["step"]; break

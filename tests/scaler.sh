@@ -32,6 +32,17 @@ for x in r:   # doubled after every 5 finite steps
 print("scale", r[0]["loss_scale"], "->", r[-1]["loss_scale"])
 PY
 echo "ok   no overflow: bit-identical to fp32, scale grows every growth_interval steps"
+# ... but never past fp32's range (GradScaler's scale is an fp32 tensor, grown only to
+# a finite value): from 2^126, growing every step, it stops at 2^127 and nothing is skipped
+"$d/mlp" --out "$d/top" "${S[@]}" "${F16[@]}" --set max_steps=6 --set loss_scale.init=8.507059173023462e37 \
+    --set loss_scale.growth_interval=1 2>/dev/null
+$PY - "$d/top/metrics.jsonl" <<'PY'
+import json, sys
+r = [json.loads(l) for l in open(sys.argv[1]) if '"loss_scale"' in l]
+assert len(r) == 6 and r[-1]["skipped_steps"] == 0, r   # (records print 9 digits)
+assert all(abs(x["loss_scale"] / 2.0 ** 127 - 1) < 1e-8 for x in r), [x["loss_scale"] for x in r]
+PY
+echo "ok   the scale grows to 2^127 at most, as GradScaler's fp32 one"
 
 # 2. overflow: the first steps are skipped and the weights stay as they were
 "$d/mlp" --out "$d/w0" "${S[@]}" --set max_steps=1 2>/dev/null

@@ -1,7 +1,7 @@
 /* Early stopping against PyTorch Lightning's rules (runtime/earlystop.c): sequences
  * of monitored values, including NaN, infinities, ties and both modes, and the check
  * at which the run stops, with the kind of stop. Expected values worked out by hand
- * from Lightning's _evaluate_stopping_criteria. */
+ * from Lightning's _evaluate_stopping_criteria (on float32 tensors). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -46,6 +46,10 @@ static const Case cases[] = {
     {"thresholds checked before improvement", MIN, 9, 0, 0.5, NONE, 1, {0.4}, 1, 1, RT_ES_STOP},
     {"patience 0 stops at the first non-improvement", MIN, 0, 0, NONE, NONE, 1, {1.0, 1.1}, 2, 2, RT_ES_STOP},
     {"never stops while improving", MIN, 1, 0, NONE, NONE, 1, {5, 4, 3, 2, 1, 0, -1, -2}, 8, 0, 0},
+    /* Lightning's tensors are float32: 0.7 + 0.1 is 0.8000000119f, not below 0.8f (in
+     * double it is 0.7999999999999999, below 0.8) */
+    {"float32 arithmetic: 0.7 + min_delta 0.1 is not below 0.8", MIN, 1, 0.1, NONE, NONE, 1, {0.8, 0.7}, 2, 2, RT_ES_STOP},
+    {"float32: a value past FLT_MAX is infinite", MIN, 3, 0, NONE, NONE, 1, {1.0, 1e39}, 2, 2, RT_ES_DIVERGED},
 };
 
 int main(void)
