@@ -2199,6 +2199,10 @@ int rt_main(const rt_model *m, int argc, char **argv)
             code = RT_EXIT_INTERRUPTED;
         }
     }
+    if (end == END_EPOCHS && c->max_steps > 0 && s->step < c->max_steps)
+        fprintf(stderr, "  note: epochs %lld (the default where a spec leaves it out is 1) came "
+                "before max_steps %lld: --set epochs=null trains to max_steps\n",
+                (long long)c->epochs, (long long)c->max_steps);
     if (end == END_INTERRUPTED)
         fprintf(stderr, "  interrupted: a checkpoint was written; continue with --resume %s\n", r->out);
     rt_barrier_solo();

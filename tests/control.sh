@@ -17,6 +17,13 @@ reason() { $PY -c "import json,sys; r=[json.loads(l) for l in open(sys.argv[1])]
 [ "$(reason "$d/steps")" = "max_steps 50" ]
 [ "$(ls "$d/steps/checkpoints" | tr '\n' ' ')" = "step_00000030 step_00000040 step_00000050 " ]
 echo "ok   max_steps, checkpoint.keep"
+# epochs before max_steps: the end says so, and how to train to max_steps (the 10000
+# test rows in batches of 512: an epoch is 19 steps)
+"$d/t" --out "$d/ep" --quiet --threads 1 --set data.val=null --set max_steps=40 --set epochs=1 --set batch_size=512 \
+    --set data.train.x="$(pwd)/data/fashion/test_x.npy" --set data.train.y="$(pwd)/data/fashion/test_y.npy" 2>"$d/ep.err"
+grep -q "note: epochs 1 (the default where a spec leaves it out is 1) came before max_steps 40: --set epochs=null" "$d/ep.err" ||
+    { echo "FAIL: no note that epochs came before max_steps"; cat "$d/ep.err"; exit 1; }
+echo "ok   epochs before max_steps: said, with --set epochs=null"
 
 # max_time
 "$d/t" --out "$d/time" "${q[@]}" --set max_time=00:00:00:01 --set epochs=100 --set data.val=null
