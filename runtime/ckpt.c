@@ -464,7 +464,8 @@ int rt_ckpt_save(const char *out, const rt_model *m, const rt_train_config *c,
  * the loop's check, by the fingerprint state.json records (loop.c, check_same_data). */
 static int may_differ(const char *key)
 {
-    if (!strncmp(key, "data.train.", 11) || !strncmp(key, "data.val.", 9) || !strcmp(key, "data.val"))
+    if (!strncmp(key, "data.train.", 11) || !strncmp(key, "data.val.", 9) ||
+        !strcmp(key, "data.val"))
         return 1;
     static const char *const ok[] = {"epochs", "max_steps", "max_time", "log_every", "out_dir",
                                       "checkpoint", "checkpoint.every_steps", "checkpoint.keep",
@@ -873,8 +874,10 @@ void rt_ckpt_load(const char *ck, const rt_model *m, const rt_train_config *c, r
     LOOP_INTS(X)
 #undef X
     /* (checkpoints written before it was recorded do not have it: not stopped) */
-    s->es_stopped = cJSON_GetObjectItemCaseSensitive(ls, "es_stopped") ? get_int(ls, "es_stopped", f) : 0;
-    s->data_rows = cJSON_GetObjectItemCaseSensitive(ls, "data_rows") ? get_int(ls, "data_rows", f) : 0;
+    s->es_stopped =
+        cJSON_GetObjectItemCaseSensitive(ls, "es_stopped") ? get_int(ls, "es_stopped", f) : 0;
+    s->data_rows =
+        cJSON_GetObjectItemCaseSensitive(ls, "data_rows") ? get_int(ls, "data_rows", f) : 0;
     const cJSON *fp = cJSON_GetObjectItemCaseSensitive(ls, "data_fingerprint");
     s->data_fp = 0;
     if (fp) {

@@ -47,7 +47,8 @@ int rt_es_check(const rt_train_config *c, rt_stopper *s, double v, char *why, si
                  c->es_divergence_threshold);
         return RT_ES_STOP;
     }
-    const float delta = c->es_mode == RT_MODE_MIN ? -(float)c->es_min_delta : (float)c->es_min_delta;
+    const float delta = c->es_mode == RT_MODE_MIN ? -(float)c->es_min_delta
+                                                  : (float)c->es_min_delta;
     const float shifted = vf - delta;
     if (rt_better(c->es_mode, shifted, (float)s->best)) {
         s->best = vf;

@@ -905,7 +905,8 @@ static void agree_on_run(Run *r, const rt_loop_state *s)
         if (r->rank == 0)
             rt_input_error("%g of the %d ranks run %s than rank 0; start every rank with the "
                            "same trainer, options (--set, --init, --resume, --eval, --lr-find) "
-                           "and data sizes, with validation data on all or none", differ[k], r->world, what[k]);
+                           "and data sizes, with validation data on all or none", differ[k],
+                           r->world, what[k]);
         exit(RT_EXIT_INPUT);
     }
 }
@@ -976,8 +977,9 @@ enum { END_EPOCHS, END_MAX_STEPS, END_MAX_TIME, END_EARLY, END_DIVERGED, END_INT
 static void resumed_at_limit(const rt_train_config *c, const rt_loop_state *s, int end)
 {
     if (end == END_EPOCHS)
-        fprintf(stderr, "trainc: note: this run has done its epochs (%lld): nothing to train. To go "
-                "further: --set epochs=N (more than %lld), or --set epochs=null --set max_steps=N\n",
+        fprintf(stderr, "trainc: note: this run has done its epochs (%lld): nothing to train. To "
+                "go further: --set epochs=N (more than %lld), or --set epochs=null --set "
+                "max_steps=N\n",
                 (long long)c->epochs, (long long)c->epochs);
     else if (end == END_EARLY)
         fprintf(stderr, "trainc: note: early stopping ended this run at step %lld: nothing to "
@@ -1237,7 +1239,8 @@ static void check_same_data(const Run *r, const rt_loop_state *s, const char *ck
         return;
     }
     if (r->rank == 0)
-        rt_input_error("--resume: the data (training or validation) is not the data of %s (%s): a resume "
+        rt_input_error("--resume: the data (training or validation) is not the data of %s (%s): a "
+                       "resume "
                        "continues that run exactly, and its order of batches follows its "
                        "data\n  hint: to go on training these weights on this data, start a "
                        "new run with --init %s/model.safetensors (the weights alone), or resume "
@@ -1819,7 +1822,8 @@ int rt_main(const rt_model *m, int argc, char **argv)
         end = END_MAX_TIME;    /* resumed, its time spent: not one step more */
     if (c->has_early_stopping && s->es_stopped) {   /* as it stopped, so it stays */
         end = END_EARLY;
-        snprintf(why, sizeof why, "stopped early at step %lld, before this resume", (long long)s->step);
+        snprintf(why, sizeof why, "stopped early at step %lld, before this resume",
+                 (long long)s->step);
     }
     if (end >= 0 && r->rank == 0)   /* resumed past a limit: say which, and how to go on */
         resumed_at_limit(c, s, end);
@@ -1966,7 +1970,8 @@ int rt_main(const rt_model *m, int argc, char **argv)
                 diverged_why(why, sizeof why, "training loss", step_loss, s->step);
                 break;
             }
-            if (!queued && !lf_over) {   /* the gradients hold loss_scale x the true ones (1 but in fp16-mixed) */
+            /* the gradients hold loss_scale x the true ones (1 but in fp16-mixed) */
+            if (!queued && !lf_over) {
                 if (profiled)
                     rt_prof_optimizer_begin(&r->e, prof);
                 norm = (r->gpu ? gpu_grad_norm(gpu_sumsq) : rt_zero_grad_norm(r->e.rt, m, r->grads)) /
@@ -2171,10 +2176,11 @@ int rt_main(const rt_model *m, int argc, char **argv)
                         "precision fp32."
                       : "Try a lower optimizer.lr, a grad_clip (e.g. --set grad_clip=1.0), or "
                         "precision fp32.",
-                c->has_checkpoint && g_have_ckpt ? "\n  The checkpoints from before it are kept in checkpoints/ (the "
-                                    "newest may hold weights already on their way there: an "
-                                    "earlier one and a lower lr may be the better start)."
-                                  : "");
+                c->has_checkpoint && g_have_ckpt
+                    ? "\n  The checkpoints from before it are kept in checkpoints/ (the newest "
+                      "may hold weights already on their way there: an earlier one and a lower "
+                      "lr may be the better start)."
+                    : "");
         rt_barrier_solo();
         rt_dist_finalize();
         return code;
