@@ -399,31 +399,22 @@ static void copy_path(char *dst, const char *path)
 static void *map_file(const char *path, size_t *len, size_t min_len, const char *kind,
                       const char *detail)
 {
-    /* O_NONBLOCK: a FIFO named as a data file opens at once (and is refused below)
-     * instead of waiting for a writer; reads of a regular file do not see the flag */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0)
+    int64_t size;
+    int fd = rt_open_regular(path, &size);   /* a FIFO: refused, not waited on */
+    if (fd < 0) {
+        if (errno == EINVAL)
+            rt_input_error("%s: not a regular file", path);
         rt_input_error("%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        rt_input_error("%s: cannot stat: %s", path, strerror(e));
     }
-    if (!S_ISREG(st.st_mode)) {
+    if (size < (int64_t)min_len) {
         close(fd);
-        rt_input_error("%s: not a regular file", path);
+        rt_input_error("%s: not a %s (only %jd bytes%s)", path, kind, (intmax_t)size, detail);
     }
-    if (st.st_size < (off_t)min_len) {
-        close(fd);
-        rt_input_error("%s: not a %s (only %jd bytes%s)", path, kind, (intmax_t)st.st_size,
-                       detail);
-    }
-    if ((uint64_t)st.st_size > SIZE_MAX) {
+    if ((uint64_t)size > SIZE_MAX) {
         close(fd);
         rt_input_error("%s: too large to map", path);
     }
-    *len = (size_t)st.st_size;
+    *len = (size_t)size;
     void *map = mmap(NULL, *len, PROT_READ, MAP_PRIVATE, fd, 0);
     if (map == MAP_FAILED) {
         int e = errno;

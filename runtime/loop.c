@@ -811,17 +811,14 @@ static void copy_history(const char *from, const char *to, int64_t bytes)
     join_path(src, sizeof src, from, "metrics.jsonl");
     join_path(dst, sizeof dst, to, "metrics.jsonl");
     snprintf(tmp, sizeof tmp, "%s.tmp", dst);
-    int in = open(src, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    struct stat st;
-    if (in < 0 || fstat(in, &st) != 0 || !S_ISREG(st.st_mode)) {
-        if (in >= 0)
-            close(in);
+    int64_t size;
+    int in = rt_open_regular(src, &size);
+    if (in < 0)
         return;   /* none (or not a file): B starts its own */
-    }
     FILE *f = fdopen(in, "rb"), *o = fopen(tmp, "wb");
     if (!f || !o)
         rt_fail("cannot write %s: %s", tmp, strerror(errno));
-    int64_t left = bytes < (int64_t)st.st_size ? bytes : (int64_t)st.st_size, whole = 0, done = 0;
+    int64_t left = bytes < size ? bytes : size, whole = 0, done = 0;
     char buf[1 << 16];
     while (left > 0) {
         size_t n = fread(buf, 1, left < (int64_t)sizeof buf ? (size_t)left : sizeof buf, f);

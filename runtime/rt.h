@@ -49,6 +49,9 @@ const char *rt_full_hint(int err);
 /* XXH64 (seed 0), the hash `xxhsum -H1` prints, over a file's bytes, so a checkpoint's
  * files can be checked by hand: 0 with *hash and *bytes set, or -1 with errno set. */
 int rt_file_xxh64(const char *path, uint64_t *hash, int64_t *bytes);
+/* Opens a regular file to read (a descriptor, or -1 with errno; EINVAL: not a regular
+ * file, such as a FIFO, which is not waited on, or a device) and its size in *size. */
+int rt_open_regular(const char *path, int64_t *size);
 /* XXH64 of n bytes with a seed (the same function, in memory; `xxhsum -H1` uses seed
  * 0); a hash as the next call's seed chains several pieces. */
 uint64_t rt_xxh64(const void *p, size_t n, uint64_t seed);

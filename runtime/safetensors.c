@@ -707,15 +707,14 @@ void rt_safetensors_read_range(const char *path, const rt_model *m, int64_t lo, 
                                float *dst)
 {
     st_file f = {.path = path};
-    f.fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);   /* a FIFO: refused, not waited on */
-    if (f.fd < 0)
+    int64_t size;
+    f.fd = rt_open_regular(path, &size);   /* a FIFO: refused, not waited on */
+    if (f.fd < 0) {
+        if (errno == EINVAL)
+            rt_input_error("%s: not a regular file", path);
         rt_input_error("%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(f.fd, &st) != 0)
-        rt_input_error("%s: cannot stat: %s", path, strerror(errno));
-    if (!S_ISREG(st.st_mode))
-        rt_input_error("%s: not a regular file", path);
-    f.size = (uint64_t)st.st_size;
+    }
+    f.size = (uint64_t)size;
 
     read_header(&f);
     f.ent = calloc((size_t)(m->n_params > 0 ? m->n_params : 1), sizeof *f.ent);

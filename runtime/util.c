@@ -234,10 +234,10 @@ uint64_t rt_xxh64(const void *p, size_t n, uint64_t seed)
     return xx_digest(&x);
 }
 
-int rt_file_xxh64(const char *path, uint64_t *hash, int64_t *bytes)
+int rt_open_regular(const char *path, int64_t *size)
 {
-    /* a regular file only: a FIFO or a device (a checkpoint file replaced by a link to
-     * /dev/zero) would be read forever; those fail with EINVAL */
+    /* O_NONBLOCK: a FIFO opens at once (and is refused) instead of waiting for a writer;
+     * reads of a regular file do not see the flag */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return -1;
@@ -248,6 +248,18 @@ int rt_file_xxh64(const char *path, uint64_t *hash, int64_t *bytes)
         errno = serr;
         return -1;
     }
+    if (size)
+        *size = (int64_t)st.st_size;
+    return fd;
+}
+
+int rt_file_xxh64(const char *path, uint64_t *hash, int64_t *bytes)
+{
+    /* a regular file only: a FIFO or a device (a checkpoint file replaced by a link to
+     * /dev/zero) would be read forever; those fail with EINVAL */
+    int fd = rt_open_regular(path, NULL);
+    if (fd < 0)
+        return -1;
     enum { CHUNK = 1 << 20 };
     unsigned char *buf = malloc(CHUNK);
     if (!buf) {
