@@ -457,15 +457,18 @@ int rt_ckpt_save(const char *out, const rt_model *m, const rt_train_config *c,
     return 0;
 }
 
-/* Fields a resumed run may change: they decide when to stop, log or save, where and
- * with how much memory to compute, never what is computed (recomputation gives the
- * same bits: a run that ran out of memory may go on with recompute full); and where
- * the data files are (moved, or each rank's own): that they hold the same data is
- * the loop's check, by the fingerprint state.json records (loop.c, check_same_data). */
+/* Fields a resumed run may change: they decide when to stop, validate, log or save,
+ * where and with how much memory to compute, never what is computed (recomputation
+ * gives the same bits: a run that ran out of memory may go on with recompute full);
+ * and where the data files are (moved, or each rank's own): that they hold the same
+ * data is the loop's check, by the fingerprint state.json records (loop.c,
+ * check_same_data). Early stopping may change but for what it monitors
+ * (same_monitor). */
 static int may_differ(const char *key)
 {
     if (!strncmp(key, "data.train.", 11) || !strncmp(key, "data.val.", 9) ||
-        !strcmp(key, "data.val"))
+        !strcmp(key, "data.val") || !strncmp(key, "validate.", 9) ||
+        !strncmp(key, "early_stopping", 14))
         return 1;
     static const char *const ok[] = {"epochs", "max_steps", "max_time", "log_every", "out_dir",
                                       "checkpoint", "checkpoint.every_steps", "checkpoint.keep",
@@ -484,6 +487,24 @@ static const char *line_value(char *const *lines, int n, const char *key, size_t
         if (!strncmp(lines[i], key, klen) && lines[i][klen] == '=')
             return lines[i] + klen + 1;
     return NULL;
+}
+
+/* line_value in a checkpoint's "train" array */
+static const char *array_value(const cJSON *tl, const char *key)
+{
+    size_t kl = strlen(key);
+    const cJSON *it;
+    cJSON_ArrayForEach(it, tl) if (cJSON_IsString(it) && !strncmp(it->valuestring, key, kl) &&
+                                   it->valuestring[kl] == '=') return it->valuestring + kl + 1;
+    return NULL;
+}
+
+/* What best.safetensors and the early-stopping state are kept in the terms of: early
+ * stopping's monitor and mode, or val_loss and min without it (loop.c's best_mode). */
+static void best_monitor(const char *on, const char *mon, const char *mode, char *out, size_t n)
+{
+    int es = on && !strcmp(on, "true");
+    snprintf(out, n, "%s, %s", es && mon ? mon : "val_loss", es && mode ? mode : "min");
 }
 
 /* The loop state a checkpoint can hold: each counter within what a run can reach (a
@@ -864,9 +885,40 @@ void rt_ckpt_load(const char *ck, const rt_model *m, const rt_train_config *c, r
     }
     if (nd)
         rt_input_error("%s: this checkpoint was made with a different training spec; %d field%s "
-                       "differ%s (only stop conditions, logging, checkpointing, loader threads, "
+                       "differ%s (only stop conditions, validation's schedule, early stopping's "
+                       "patience and thresholds, logging, checkpointing, loader threads, "
                        "recomputation and the data files' paths may change on resume):%s",
                        ck, nd, nd > 1 ? "s" : "", nd > 1 ? "" : "s", diffs);
+    /* early stopping on or off, its patience, min_delta, thresholds, check_finite: yes;
+     * what it monitors, no (the best value kept would be another quantity's) */
+    char then_mon[64], now_mon[64];
+    best_monitor(array_value(tl, "early_stopping"), array_value(tl, "early_stopping.monitor"),
+                 array_value(tl, "early_stopping.mode"), then_mon, sizeof then_mon);
+    best_monitor(line_value(lines, nlines, "early_stopping", 14),
+                 line_value(lines, nlines, "early_stopping.monitor", 22),
+                 line_value(lines, nlines, "early_stopping.mode", 19), now_mon, sizeof now_mon);
+    if (strcmp(then_mon, now_mon))
+        rt_input_error("%s: this run kept its best value and best.safetensors by %s; this resume "
+                       "would by %s (early_stopping's monitor and mode, or val_loss and min "
+                       "without early stopping): they cannot change on resume", ck, then_mon,
+                       now_mon);
+    int es_changed = 0;
+    cJSON_ArrayForEach(it, tl) if (cJSON_IsString(it) &&
+                                   !strncmp(it->valuestring, "early_stopping", 14)) {
+        const char *eq = strchr(it->valuestring, '=');
+        size_t kl = (size_t)(eq - it->valuestring);
+        const char *now = line_value(lines, nlines, it->valuestring, kl);
+        if (!now || strcmp(now, eq + 1))
+            es_changed = 1;
+    }
+    for (int i = 0; i < nlines; i++)
+        if (!strncmp(lines[i], "early_stopping", 14)) {
+            size_t kl = strcspn(lines[i], "=");
+            char key[64];
+            snprintf(key, sizeof key, "%.*s", (int)kl, lines[i]);
+            if (!array_value(tl, key))
+                es_changed = 1;
+        }
     const cJSON *ls = cJSON_GetObjectItemCaseSensitive(j, "loop");
     if (!cJSON_IsObject(ls))
         rt_input_error("%s: missing field 'loop'", f);
@@ -876,6 +928,15 @@ void rt_ckpt_load(const char *ck, const rt_model *m, const rt_train_config *c, r
     /* (checkpoints written before it was recorded do not have it: not stopped) */
     s->es_stopped =
         cJSON_GetObjectItemCaseSensitive(ls, "es_stopped") ? get_int(ls, "es_stopped", f) : 0;
+    if (s->es_stopped && es_changed) {
+        /* stopped by settings this resume changes: the next check decides again, from
+         * the counts kept (a raised patience goes on where the old one stopped) */
+        s->es_stopped = 0;
+        if (rt_dist_rank() == 0)
+            fprintf(stderr, "trainc: note: early stopping ended this run at step %lld; its "
+                    "settings differ now, so training goes on (the checks without an "
+                    "improvement so far count)\n", (long long)s->step);
+    }
     s->data_rows =
         cJSON_GetObjectItemCaseSensitive(ls, "data_rows") ? get_int(ls, "data_rows", f) : 0;
     const cJSON *fp = cJSON_GetObjectItemCaseSensitive(ls, "data_fingerprint");

@@ -67,7 +67,9 @@ typedef struct Field {
  *     lr * final_lr_frac), every_steps 1000 and gamma 0.1 (step: lr *= gamma every
  *     every_steps optimizer steps).
  *   Counts that may be null store -1, reals NAN, out_dir "" (rt.h).
- *   validate.every_epochs 1, every_steps null, batches null (= the whole val set).
+ *   epochs and validate.every_epochs: left out, RT_UNSET (rt_epochs and
+ *     rt_val_every_epochs say what they are then: Lightning's defaults).
+ *   validate.every_steps null, batches null (= the whole val set).
  *   early_stopping null; once enabled (any subkey, or {}): val_loss, min, patience 3,
  *     min_delta 0, no thresholds, check_finite true.
  *   checkpoint on: every_steps 1000, keep 2 (and at the end of a run); null turns it off.
@@ -79,7 +81,7 @@ typedef struct Field {
     X("data.val", NULL, DATA(val, n_val))                                               \
     X("batch_size", "32", INT(batch_size, 1, BIG))                                      \
     X("accumulate", "1", INT(accumulate, 1, BIG))                                       \
-    X("epochs", "1", INT_OR_NULL(epochs, 1))                                            \
+    X("epochs", NULL, INT_OR_NULL(epochs, 1))                                           \
     X("max_steps", "null", INT_OR_NULL(max_steps, 1))                                   \
     X("max_time", "null", DURATION(max_time))                                           \
     X("optimizer.type", "adamw", ENUM(opt, "sgd adamw"))                                \
@@ -99,7 +101,7 @@ typedef struct Field {
     X("loss_scale.init", "65536", REAL(ls_init, R_POS))                                 \
     X("loss_scale.growth_interval", "2000", INT(ls_growth_interval, 1, BIG))            \
     X("validate.every_steps", "null", INT_OR_NULL(val_every_steps, 1))                  \
-    X("validate.every_epochs", "1", INT_OR_NULL(val_every_epochs, 1))                   \
+    X("validate.every_epochs", NULL, INT_OR_NULL(val_every_epochs, 1))                  \
     X("validate.batches", "null", INT_OR_NULL(val_batches, 1))                          \
     X("early_stopping", "null", SECTION(has_early_stopping))                            \
     X("early_stopping.monitor", "val_loss", ENUM(es_monitor, "val_loss val_acc loss"))  \
@@ -699,6 +701,26 @@ void rt_config_defaults(rt_train_config *c)
         if (fields[i].def && set_field(c, &fields[i], 0, fields[i].def, err, sizeof err))
             rt_die("default of %s: %s", fields[i].key, err);
     }
+    c->epochs = RT_UNSET;
+    c->val_every_epochs = RT_UNSET;
+}
+
+/* Left out of the spec, epochs is 1 where nothing else ends the run, else no limit
+ * (Lightning's max_epochs: -1 once max_steps or max_time is set); -1: no limit. */
+int64_t rt_epochs(const rt_train_config *c)
+{
+    if (c->epochs != RT_UNSET)
+        return c->epochs;
+    return c->max_steps < 0 && isnan(c->max_time) ? 1 : -1;
+}
+
+/* Left out, validate.every_epochs is 1 unless validate.every_steps is set (as
+ * Lightning's integer val_check_interval, which validates every N batches only). */
+int64_t rt_val_every_epochs(const rt_train_config *c)
+{
+    if (c->val_every_epochs != RT_UNSET)
+        return c->val_every_epochs;
+    return c->val_every_steps < 0 ? 1 : -1;
 }
 
 /* data.train.NAME=PATH (or =null to drop the entry). */
@@ -1030,6 +1052,8 @@ char **rt_config_dump(const rt_train_config *c, int *n)
             }
             continue;
         }
+        if (f->type == F_INT && *AT(c, f, const int64_t) == RT_UNSET)
+            continue;   /* left out: its default follows other fields (rt_epochs) */
         fmt_value(c, f, buf, sizeof buf);
         lines[k++] = line_dup(f->key, buf);
         if (f->type == F_SECTION && !*AT(c, f, const int)) {
@@ -1161,7 +1185,7 @@ int rt_config_check(const rt_train_config *c, char *err, size_t errlen, char *ke
                 return fail(err, errlen, "data.val has no file for '%s' (data.train has one)",
                             c->train[i].key);
             }
-    if (c->epochs < 0 && c->max_steps < 0 && isnan(c->max_time))
+    if (rt_epochs(c) < 0 && c->max_steps < 0 && isnan(c->max_time))
         return fail(err, errlen, "no stop condition: set epochs, max_steps or max_time");
     if (c->opt == RT_OPT_ADAMW && (c->momentum != 0 || c->nesterov)) {
         fail(key, keylen, "%s",
@@ -1193,7 +1217,7 @@ int rt_config_check(const rt_train_config *c, char *err, size_t errlen, char *ke
         return fail(err, errlen, "schedule.final_lr_frac applies to schedule.type cosine "
                     "and linear only");
     }
-    if ((c->sched == RT_SCHED_COSINE || c->sched == RT_SCHED_LINEAR) && c->epochs < 0 &&
+    if ((c->sched == RT_SCHED_COSINE || c->sched == RT_SCHED_LINEAR) && rt_epochs(c) < 0 &&
         c->max_steps < 0) {
         fail(key, keylen, "schedule.type");
         return fail(err, errlen, "schedule.type %s needs epochs or max_steps to know its "
@@ -1213,7 +1237,7 @@ int rt_config_check(const rt_train_config *c, char *err, size_t errlen, char *ke
         fail(key, keylen, "early_stopping.monitor");
         if (c->n_val == 0)
             return fail(err, errlen, "early_stopping.monitor %s needs data.val", m);
-        if (c->val_every_steps < 0 && c->val_every_epochs < 0)
+        if (c->val_every_steps < 0 && rt_val_every_epochs(c) < 0)
             return fail(err, errlen, "early_stopping.monitor %s needs validation: set "
                         "validate.every_epochs or validate.every_steps", m);
         fail(key, keylen, "%s", "");

@@ -32,7 +32,9 @@ int rt_es_check(const rt_train_config *c, rt_stopper *s, double v, char *why, si
      * kept is the float32 value */
     const float vf = (float)v;
     if (c->es_check_finite && !isfinite(vf)) {
-        snprintf(why, n, "the monitored value is %g, not finite (best %g)", v, s->best);
+        /* (NaN as "nan" whatever its sign bit, as the training loss's message says it) */
+        snprintf(why, n, "the monitored value is %s, not finite (best %g)",
+                 isnan(v) ? "nan" : v > 0 ? "inf" : "-inf", s->best);
         return RT_ES_DIVERGED;
     }
     if (!isnan(c->es_stopping_threshold) &&

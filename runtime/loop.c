@@ -967,6 +967,9 @@ static Eval validate(Run *r)
     return ev;
 }
 
+/* NaN printed as "nan" (glibc writes "-nan" for one with its sign bit set) */
+static double nan_plain(double v) { return isnan(v) ? fabs(v) : v; }
+
 enum { END_EPOCHS, END_MAX_STEPS, END_MAX_TIME, END_EARLY, END_DIVERGED, END_INTERRUPTED };
 
 /* A resumed run whose limits are reached trains nothing: the limit, and the option
@@ -977,10 +980,12 @@ static void resumed_at_limit(const rt_train_config *c, const rt_loop_state *s, i
         fprintf(stderr, "trainc: note: this run has done its epochs (%lld): nothing to train. To "
                 "go further: --set epochs=N (more than %lld), or --set epochs=null --set "
                 "max_steps=N\n",
-                (long long)c->epochs, (long long)c->epochs);
+                (long long)rt_epochs(c), (long long)rt_epochs(c));
     else if (end == END_EARLY)
         fprintf(stderr, "trainc: note: early stopping ended this run at step %lld: nothing to "
-                "train (its best weights are best.safetensors)\n", (long long)s->step);
+                "train (its best weights are best.safetensors). To go further: --set "
+                "early_stopping.patience=N (more than %lld), other thresholds, or --set "
+                "early_stopping=null\n", (long long)s->step, (long long)c->es_patience);
     else if (end == END_MAX_STEPS)
         fprintf(stderr, "trainc: note: this run is at max_steps %lld: nothing to train. To go "
                 "further: --set max_steps=N (more than %lld)\n", (long long)c->max_steps,
@@ -1484,7 +1489,7 @@ static int eval_only(Run *r, int64_t state_floats)
                 printf(",\"val_acc\":%s", rt_json_num(b, ev.acc));
             printf(",\"terms\":%lld,\"time_s\":%.3f}\n", (long long)ev.terms, rt_now() - t0);
             fflush(stdout);
-            fprintf(stderr, "trainc: eval: val_loss %.4f", ev.loss);
+            fprintf(stderr, "trainc: eval: val_loss %.4f", nan_plain(ev.loss));
             if (m->loss == RT_LOSS_CROSS_ENTROPY)
                 fprintf(stderr, ", val_acc %.2f%%", 100.0 * ev.acc);
             fprintf(stderr, " over %lld %s\n", (long long)ev.terms,
@@ -1613,8 +1618,8 @@ int rt_main(const rt_model *m, int argc, char **argv)
     }
     r->steps_per_epoch = (r->batches_per_epoch + c->accumulate - 1) / c->accumulate;
     r->total_steps = -1;
-    if (c->epochs > 0)
-        r->total_steps = c->epochs * r->steps_per_epoch;
+    if (rt_epochs(c) > 0)
+        r->total_steps = rt_epochs(c) * r->steps_per_epoch;
     if (c->max_steps > 0 && (r->total_steps < 0 || c->max_steps < r->total_steps))
         r->total_steps = c->max_steps;
     /* --lr-find: its own rates and length; no validation, checkpoint, early stopping or
@@ -1804,14 +1809,19 @@ int rt_main(const rt_model *m, int argc, char **argv)
     }
     int64_t run_steps = 0;
     int end = -1;
+    const int val_scheduled = r->has_val && (c->val_every_steps > 0 || rt_val_every_epochs(c) > 0);
     char why[256] = "";
+    /* samples_per_s: the samples since log_t, which restarts here (a resumed run's
+     * log_samples holds samples trained before it) and leaves out the time spent in
+     * validation and checkpoints */
     double log_t = rt_now();
+    int64_t timed_samples = 0;
     /* a checkpoint taken at an epoch's end leaves batch == batches: roll over */
     if (s->batch >= r->batches_per_epoch) {
         s->epoch++;
         s->batch = 0;
     }
-    if (c->epochs > 0 && s->epoch >= c->epochs)
+    if (rt_epochs(c) > 0 && s->epoch >= rt_epochs(c))
         end = END_EPOCHS;
     if (c->max_steps > 0 && s->step >= c->max_steps)
         end = END_MAX_STEPS;
@@ -2038,10 +2048,11 @@ int rt_main(const rt_model *m, int argc, char **argv)
                 s->since_val_n += k;
             }
             s->log_samples += samples;
+            timed_samples += samples;
             double now = rt_now();
             if (s->step % c->log_every == 0) {
                 char buf[512], a[32], bb[32], cc[32], d[32];
-                double sps = (double)s->log_samples / fmax(now - log_t, 1e-9);
+                double sps = (double)timed_samples / fmax(now - log_t, 1e-9);
                 double mean = s->log_loss / (double)s->log_n;
                 char tps[160] = "";
                 if (r->train.tokens) {
@@ -2065,16 +2076,22 @@ int rt_main(const rt_model *m, int argc, char **argv)
                 s->log_loss = 0;
                 s->log_n = 0;
                 s->log_samples = 0;
+                timed_samples = 0;
                 log_t = now;
             }
             int epoch_end = s->batch >= r->batches_per_epoch;
             int val_now = r->has_val && c->val_every_steps > 0 && s->step % c->val_every_steps == 0;
-            if (r->has_val && epoch_end && c->val_every_epochs > 0 &&
-                (s->epoch + 1) % c->val_every_epochs == 0)
+            if (r->has_val && epoch_end && rt_val_every_epochs(c) > 0 &&
+                (s->epoch + 1) % rt_val_every_epochs(c) == 0)
                 val_now = 1;
-            if (val_now)
+            if (val_now) {
+                double tv = rt_now();
                 validation(r, s, best_mode);
-            if (val_now || (!r->has_val && epoch_end && c->has_early_stopping)) {
+                log_t += rt_now() - tv;
+            }
+            /* monitor loss: checked at each validation, or at each epoch's end where no
+             * validation is scheduled (or there is no validation data) */
+            if (val_now || (!val_scheduled && epoch_end && c->has_early_stopping)) {
                 int mon = c->has_early_stopping ? c->es_monitor : RT_MON_VAL_LOSS;
                 double v = mon == RT_MON_VAL_LOSS ? s->last_val_loss
                            : mon == RT_MON_VAL_ACC ? s->last_val_acc
@@ -2103,7 +2120,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
             if (epoch_end) {
                 s->epoch++;
                 s->batch = 0;
-                if (end < 0 && c->epochs > 0 && s->epoch >= c->epochs)
+                if (end < 0 && rt_epochs(c) > 0 && s->epoch >= rt_epochs(c))
                     end = END_EPOCHS;
             }
             if (end < 0 && c->max_steps > 0 && s->step >= c->max_steps)
@@ -2113,8 +2130,11 @@ int rt_main(const rt_model *m, int argc, char **argv)
                 end = END_MAX_TIME;
             if (end < 0 && sig_stop)
                 end = END_INTERRUPTED;
-            if (end < 0 && c->has_checkpoint && s->step % c->ckpt_every_steps == 0)
+            if (end < 0 && c->has_checkpoint && s->step % c->ckpt_every_steps == 0) {
+                double tc = rt_now();
                 checkpoint(r, s);
+                log_t += rt_now() - tc;
+            }
             if (end >= 0 || epoch_end)
                 break;
         }
@@ -2142,9 +2162,26 @@ int rt_main(const rt_model *m, int argc, char **argv)
     if (last_ckpt)
         checkpoint(r, s);
     /* a run that stopped between validations ends with one, so the last record tells
-     * how good the final weights are */
-    if (r->has_val && s->last_val_step != s->step && (end == END_MAX_STEPS || end == END_MAX_TIME))
+     * how good the final weights are; its record has the epoch of the last step (one
+     * that ended an epoch has moved s->epoch on). A monitored value that is not finite
+     * there is a divergence, as at any validation. */
+    if (r->has_val && s->last_val_step != s->step &&
+        (end == END_MAX_STEPS || end == END_MAX_TIME || end == END_EPOCHS)) {
+        int64_t epoch = s->epoch;
+        if (s->batch == 0 && s->epoch > 0)
+            s->epoch--;
         validation(r, s, best_mode);
+        s->epoch = epoch;
+        if (c->has_early_stopping && c->es_check_finite && c->es_monitor != RT_MON_LOSS) {
+            double v = c->es_monitor == RT_MON_VAL_LOSS ? s->last_val_loss : s->last_val_acc;
+            if (!isfinite((float)v)) {
+                snprintf(why, sizeof why, "the monitored value is %s, not finite, at the "
+                         "validation after the last step %lld",
+                         isnan(v) ? "nan" : v > 0 ? "inf" : "-inf", (long long)s->step);
+                end = END_DIVERGED;
+            }
+        }
+    }
 
     /* the final weights, then the end record */
     if (end != END_DIVERGED)
@@ -2183,9 +2220,9 @@ int rt_main(const rt_model *m, int argc, char **argv)
         return code;
     }
     fprintf(stderr, "trainc: %s after %lld steps in %.1f s: loss %.4f", end_names[end],
-            (long long)s->step, t, s->last_loss);
+            (long long)s->step, t, nan_plain(s->last_loss));
     if (r->has_val && s->last_val_step >= 0) {
-        fprintf(stderr, ", val_loss %.4f", s->last_val_loss);
+        fprintf(stderr, ", val_loss %.4f", nan_plain(s->last_val_loss));
         if (m->loss == RT_LOSS_CROSS_ENTROPY)
             fprintf(stderr, ", val_acc %.2f%%", 100.0 * s->last_val_acc);
     }
@@ -2202,10 +2239,12 @@ int rt_main(const rt_model *m, int argc, char **argv)
             code = RT_EXIT_INTERRUPTED;
         }
     }
-    if (end == END_EPOCHS && c->max_steps > 0 && s->step < c->max_steps)
-        fprintf(stderr, "  note: epochs %lld (the default where a spec leaves it out is 1) came "
-                "before max_steps %lld: --set epochs=null trains to max_steps\n",
-                (long long)c->epochs, (long long)c->max_steps);
+    int steps_left = c->max_steps > 0 && s->step < c->max_steps;
+    if (end == END_EPOCHS && (steps_left || !isnan(c->max_time)))
+        fprintf(stderr, "  note: epochs %lld came before %s: --set epochs=null trains to %s\n",
+                (long long)rt_epochs(c), steps_left ? "max_steps" : "max_time",
+                steps_left && !isnan(c->max_time) ? "max_steps or max_time"
+                : steps_left ? "max_steps" : "max_time");
     if (end == END_INTERRUPTED)
         fprintf(stderr, "  interrupted: a checkpoint was written; continue with --resume %s\n", r->out);
     rt_barrier_solo();

@@ -170,6 +170,11 @@ typedef struct rt_train_config {
 enum { RT_ON_GPU_AUTO, RT_ON_GPU_ALWAYS, RT_ON_GPU_NEVER };
 
 void rt_config_defaults(rt_train_config *c);
+/* epochs and validate.every_epochs left out of a spec hold RT_UNSET: their defaults
+ * depend on other fields, so these say what they are (-1: none) */
+#define RT_UNSET (-2)
+int64_t rt_epochs(const rt_train_config *c);
+int64_t rt_val_every_epochs(const rt_train_config *c);
 /* Sets one field from its dotted path and a textual value ("null" allowed where the
  * spec allows it). Returns 0, or -1 with a message in err (which names the key and,
  * for an unknown key, suggests the closest known one). */

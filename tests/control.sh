@@ -21,7 +21,7 @@ echo "ok   max_steps, checkpoint.keep"
 # test rows in batches of 512: an epoch is 19 steps)
 "$d/t" --out "$d/ep" --quiet --threads 1 --set data.val=null --set max_steps=40 --set epochs=1 --set batch_size=512 \
     --set data.train.x="$(pwd)/data/fashion/test_x.npy" --set data.train.y="$(pwd)/data/fashion/test_y.npy" 2>"$d/ep.err"
-grep -q "note: epochs 1 (the default where a spec leaves it out is 1) came before max_steps 40: --set epochs=null" "$d/ep.err" ||
+grep -q "note: epochs 1 came before max_steps: --set epochs=null trains to max_steps" "$d/ep.err" ||
     { echo "FAIL: no note that epochs came before max_steps"; cat "$d/ep.err"; exit 1; }
 echo "ok   epochs before max_steps: said, with --set epochs=null"
 
@@ -247,3 +247,87 @@ PY
 rc=0; "$d/t" "${q[@]}" --eval --set data.val=null >/dev/null 2>"$d/ev.err2" || rc=$?
 [ $rc -eq 1 ] && grep -q "eval needs validation data" "$d/ev.err2" || { echo "FAIL --eval without data.val: exit $rc"; exit 1; }
 echo "ok   --eval: the run's last validation numbers from --init and --resume, nothing written; no data.val: exit 1"
+
+# Defaults that follow other fields (Lightning's), on a tiny model: epochs left out
+# ends no run that max_steps or max_time ends (1 where neither is set);
+# validate.every_epochs left out is off once validate.every_steps is set; a run that
+# ends between validations ends with one, its record in the last step's epoch.
+$PY - "$d" <<'PY'
+import json, os, sys
+import numpy as np
+d = sys.argv[1] + "/tiny"; os.makedirs(d, exist_ok=True)
+r = np.random.default_rng(0)
+np.save(d + "/x.npy", r.standard_normal((40, 4)).astype(np.float32))
+np.save(d + "/y.npy", r.integers(0, 3, 40).astype(np.int32))
+np.save(d + "/vx.npy", r.standard_normal((12, 4)).astype(np.float32))
+np.save(d + "/vy.npy", r.integers(0, 3, 12).astype(np.int32))
+spec = {"trainc": 1, "model": {"name": "tiny", "inputs": {"x": {"shape": [4], "dtype": "f32"},
+        "y": {"shape": [], "dtype": "i32", "classes": 3}}, "layers": [{"op": "linear", "out": 3}],
+        "loss": {"op": "cross_entropy", "target": "y"}},
+        "train": {"data": {"train": {"x": "x.npy", "y": "y.npy"}, "val": {"x": "vx.npy", "y": "vy.npy"}},
+                  "batch_size": 4, "optimizer": {"type": "sgd", "lr": 0.1},
+                  "loader": {"shuffle": False, "workers": 0}, "log_every": 1}}
+json.dump(spec, open(d + "/t.json", "w"))
+PY
+tiny() { local out=$1; shift; rm -rf "$d/tiny/$out"; "$TRAINC" run "$d/tiny/t.json" --out "$d/tiny/$out" "${q[@]}" "$@"; }
+vals() { $PY -c "import json,sys; print(' '.join('%d/%d' % (r['step'], r['epoch']) for r in map(json.loads, open(sys.argv[1])) if 'val_loss' in r))" "$1/metrics.jsonl"; }
+tiny e1 2>/dev/null                                  # 10 steps an epoch
+[ "$(reason "$d/tiny/e1")" = "epochs 10" ] || { echo "FAIL epochs left out, no other limit: $(reason "$d/tiny/e1")"; exit 1; }
+tiny e2 --set max_steps=25 2>/dev/null
+[ "$(reason "$d/tiny/e2")" = "max_steps 25" ] && [ "$(vals "$d/tiny/e2")" = "10/0 20/1 25/2" ] ||
+    { echo "FAIL epochs left out with max_steps: $(reason "$d/tiny/e2"), validations $(vals "$d/tiny/e2")"; exit 1; }
+tiny e3 --set max_time=00:00:00:01 --set data.val=null 2>/dev/null
+[ "$(reason "$d/tiny/e3" | cut -d' ' -f1)" = "max_time" ] || { echo "FAIL epochs left out with max_time: $(reason "$d/tiny/e3")"; exit 1; }
+tiny e4 --set max_steps=25 --set epochs=1 2>"$d/tiny/e4.err"
+[ "$(reason "$d/tiny/e4")" = "epochs 10" ] && grep -q "note: epochs 1 came before max_steps" "$d/tiny/e4.err" ||
+    { echo "FAIL epochs given with max_steps"; exit 1; }
+echo "ok   epochs left out: 1 alone, no limit with max_steps or max_time (Lightning's)"
+tiny v1 --set epochs=2 --set validate.every_steps=3 2>/dev/null
+[ "$(vals "$d/tiny/v1")" = "3/0 6/0 9/0 12/1 15/1 18/1 20/1" ] || { echo "FAIL every_steps alone: $(vals "$d/tiny/v1")"; exit 1; }
+tiny v2 --set epochs=2 --set validate.every_steps=3 --set validate.every_epochs=1 2>/dev/null
+[ "$(vals "$d/tiny/v2")" = "3/0 6/0 9/0 10/0 12/1 15/1 18/1 20/1" ] || { echo "FAIL every_steps and every_epochs: $(vals "$d/tiny/v2")"; exit 1; }
+tiny v3 --set max_steps=10 --set validate.every_epochs=2 2>/dev/null
+[ "$(vals "$d/tiny/v3")" = "10/0" ] || { echo "FAIL closing validation's epoch: $(vals "$d/tiny/v3")"; exit 1; }
+tiny v4 --set epochs=3 --set validate.every_epochs=2 2>/dev/null
+[ "$(vals "$d/tiny/v4")" = "20/1 30/2" ] || { echo "FAIL closing validation after epochs: $(vals "$d/tiny/v4")"; exit 1; }
+echo "ok   validate.every_epochs left out: off with every_steps; a closing validation, in its step's epoch"
+# early stopping on the training loss with validation data but no validation
+# scheduled: checked at each epoch's end, as without validation data
+tiny l1 --set epochs=30 --set early_stopping.monitor=loss --set early_stopping.stopping_threshold=1.2 \
+    --set validate.every_epochs=null 2>/dev/null
+[ "$(reason "$d/tiny/l1")" = "early_stopping 20" ] || { echo "FAIL monitor loss, validation off: $(reason "$d/tiny/l1")"; exit 1; }
+echo "ok   early stopping on loss with validation data and no validation: at epochs' ends"
+# a non-finite monitored value at the closing validation is a divergence (exit 3)
+$PY -c "
+import numpy as np, sys
+v = np.load(sys.argv[1] + '/vx.npy'); v[3, 1] = np.inf; np.save(sys.argv[1] + '/vxn.npy', v)" "$d/tiny"
+rc=0; tiny n1 --set max_steps=5 --set early_stopping.patience=2 --set data.val.x="$d/tiny/vxn.npy" 2>"$d/tiny/n1.err" || rc=$?
+[ $rc -eq 3 ] && [ "$(reason "$d/tiny/n1")" = "diverged 5" ] && grep -q "monitored value is nan, not finite" "$d/tiny/n1.err" ||
+    { echo "FAIL non-finite closing validation: exit $rc, $(reason "$d/tiny/n1")"; cat "$d/tiny/n1.err"; exit 1; }
+echo "ok   a non-finite value at the closing validation: diverged, exit 3, 'nan'"
+# early stopping's settings on resume: patience raised goes on from the counts kept,
+# early_stopping=null goes on to the limits, the monitor may not change
+es=(--set validate.every_steps=2 --set early_stopping.patience=3 --set early_stopping.min_delta=0.01
+    --set optimizer.lr=0.3 --set max_steps=60)
+tiny r1 "${es[@]}" 2>/dev/null
+first=$(reason "$d/tiny/r1")
+[ "${first%% *}" = early_stopping ] || { echo "FAIL resume setup: $first"; exit 1; }
+cp -r "$d/tiny/r1" "$d/tiny/r2"
+"$TRAINC" run "$d/tiny/t.json" --resume "$d/tiny/r1" "${q[@]}" --set early_stopping.patience=6 2>"$d/tiny/r1.err"
+"$TRAINC" run "$d/tiny/t.json" --resume "$d/tiny/r2" "${q[@]}" --set early_stopping=null 2>/dev/null
+tiny u1 "${es[@]}" --set early_stopping.patience=6 2>/dev/null
+$PY - "$d/tiny/r1/metrics.jsonl" "$d/tiny/u1/metrics.jsonl" <<'PY'
+import json, sys
+def recs(f):   # the resumed run reads as the uninterrupted one with patience 6 (but times)
+    return [{k: v for k, v in json.loads(l).items() if k not in ("time_s", "samples_per_s")}
+            for l in open(f) if '"event"' not in l]
+a, b = recs(sys.argv[1]), recs(sys.argv[2])
+assert a == b, [(x, y) for x, y in zip(a, b) if x != y][:2]
+PY
+grep -q "its settings differ now, so training goes on" "$d/tiny/r1.err" &&
+    [ "$(reason "$d/tiny/r2")" = "max_steps 60" ] || { echo "FAIL resume with early stopping changed"; exit 1; }
+rc=0; "$TRAINC" run "$d/tiny/t.json" --resume "$d/tiny/r2" "${q[@]}" --set max_steps=70 \
+    --set early_stopping.monitor=val_acc --set early_stopping.mode=max 2>"$d/tiny/r3.err" || rc=$?
+[ $rc -eq 1 ] && grep -q "best.safetensors by val_loss, min; this resume would by val_acc, max" "$d/tiny/r3.err" ||
+    { echo "FAIL resume with another monitor: exit $rc"; cat "$d/tiny/r3.err"; exit 1; }
+echo "ok   resume: early stopping's patience raised (the uninterrupted run's records), turned off, monitor kept"

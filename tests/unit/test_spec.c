@@ -229,15 +229,15 @@ static void test_defaults(void)
 {
     rt_train_config c;
     rt_config_defaults(&c);
-    CHECK(c.batch_size == 32 && c.accumulate == 1 && c.epochs == 1 && c.max_steps == -1,
-          "counts");
+    CHECK(c.batch_size == 32 && c.accumulate == 1 && c.epochs == RT_UNSET && rt_epochs(&c) == 1 &&
+          c.max_steps == -1, "counts");
     CHECK(isnan(c.max_time) && isnan(c.grad_clip) && isnan(c.memory_budget_mb), "nulls");
     CHECK(c.opt == RT_OPT_ADAMW && c.lr == 1e-3 && c.beta1 == 0.9 && c.beta2 == 0.999 &&
           c.eps == 1e-8 && c.weight_decay == 0.01 && c.momentum == 0 && !c.nesterov,
           "adamw defaults");
     CHECK(c.sched == RT_SCHED_CONSTANT && c.warmup_steps == 0 && c.final_lr_frac == 0 &&
           c.sched_every_steps == 1000 && c.gamma == 0.1, "schedule defaults");
-    CHECK(c.precision == RT_PREC_FP32 && c.val_every_epochs == 1 && c.val_every_steps == -1 &&
+    CHECK(c.precision == RT_PREC_FP32 && rt_val_every_epochs(&c) == 1 && c.val_every_steps == -1 &&
           c.val_batches == -1, "precision/validate");
     CHECK(!c.has_early_stopping && c.es_monitor == RT_MON_VAL_LOSS && c.es_mode == RT_MODE_MIN &&
           c.es_patience == 3 && c.es_min_delta == 0 && isnan(c.es_stopping_threshold) &&
@@ -251,6 +251,27 @@ static void test_defaults(void)
     CHECK(has_line(&c, "early_stopping=null") && !has_line(&c, "early_stopping.mode=min"),
           "disabled section dumps as one line");
     check_round_trip(&c, "defaults");
+    /* defaults that follow other fields: left out, they dump as no line at all, so a
+     * later max_steps or every_steps still decides them */
+    CHECK(!has_line(&c, "epochs=1") && !has_line(&c, "epochs=null") &&
+          !has_line(&c, "validate.every_epochs=1"), "left-out epochs dump no line");
+    char err[256];
+    rt_train_config d = c;
+    CHECK(rt_config_set(&d, "max_steps", "100", err, sizeof err) == 0 && rt_epochs(&d) == -1,
+          "epochs left out: no limit with max_steps");
+    d = c;
+    CHECK(rt_config_set(&d, "max_time", "00:01:00:00", err, sizeof err) == 0 && rt_epochs(&d) == -1,
+          "epochs left out: no limit with max_time");
+    CHECK(rt_config_set(&d, "epochs", "3", err, sizeof err) == 0 && rt_epochs(&d) == 3 &&
+          has_line(&d, "epochs=3"), "epochs given: kept");
+    CHECK(rt_config_set(&d, "epochs", "null", err, sizeof err) == 0 && rt_epochs(&d) == -1 &&
+          has_line(&d, "epochs=null"), "epochs null: no limit, dumped");
+    d = c;
+    CHECK(rt_config_set(&d, "validate.every_steps", "50", err, sizeof err) == 0 &&
+          rt_val_every_epochs(&d) == -1, "every_epochs left out: off with every_steps");
+    CHECK(rt_config_set(&d, "validate.every_epochs", "1", err, sizeof err) == 0 &&
+          rt_val_every_epochs(&d) == 1, "every_epochs given: kept");
+    check_round_trip(&d, "every_epochs given");
 }
 
 static void test_errors(void)
