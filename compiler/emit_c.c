@@ -852,8 +852,9 @@ void emit_plan_json(Program *p, Buf *b)
     int adam = s->train.opt == RT_OPT_ADAMW;
     int64_t opt = adam ? 2 * pbytes : (s->train.momentum > 0 ? pbytes : 0);
     buf_printf(b, "{\n  \"model\": \"%s\",\n  \"batch_size\": %lld,\n", s->name, (long long)B);
+    /* arena_bytes: as allocated, training's plan or validation's if that is larger */
     buf_printf(b, "  \"arena_row_bytes\": %lld,\n  \"arena_bytes\": %lld,\n",
-               (long long)p->arena_row_bytes, (long long)(B * p->arena_row_bytes));
+               (long long)p->arena_row_bytes, (long long)(B * p->alloc_row_bytes));
     buf_printf(b, "  \"eval_arena_bytes\": %lld,\n", (long long)(B * p->eval_row_bytes));
     buf_printf(b, "  \"noreuse_bytes\": %lld,\n  \"lower_bound_bytes\": %lld,\n",
                (long long)(B * p->noreuse_row_bytes), (long long)(B * p->lower_bound_row_bytes));
@@ -862,11 +863,30 @@ void emit_plan_json(Program *p, Buf *b)
     /* bf16-mixed: the plan is the GPU's; the CPU's arena is twice arena_bytes */
     buf_printf(b, "  \"activations\": \"%s\",\n  \"param_copy_bytes\": %lld,\n",
                g->act16 ? half_name(g) : "fp32", (long long)(g->act16 ? pbytes / 2 : 0));
+    /* the GPU's fixed allocations, and the sum that memory_budget_mb counts */
+    buf_printf(b, "  \"workspace_bytes\": %lld,\n  \"total_bytes\": %lld,\n",
+               (long long)p->workspace_bytes,
+               (long long)(B * p->alloc_row_bytes + 2 * pbytes + opt + (g->act16 ? pbytes / 2 : 0) +
+                           p->workspace_bytes));
     static const char *pol[] = {"none", "selective", "full", "auto"};
     buf_printf(b, "  \"recompute\": \"%s\",\n  \"recompute_full_blocks\": %d,\n"
                "  \"recompute_blocks\": %d,\n  \"blocks\": %d,\n"
                "  \"recompute_flops\": %lld,\n", pol[p->policy], p->full_blocks, p->sel_blocks, p->n_blocks,
                (long long)(B * p->recompute_flops));
+    /* recompute_flops counts GEMMs and attention (as FLOPs/sample does): the replays of
+     * elementwise and norm work are counted here instead, with the bytes they write */
+    int replayed = 0, light = 0;
+    int64_t replay_row_bytes = 0;
+    for (int i = 0; i < p->n_ins; i++)
+        if (p->ins[i]->recompute) {
+            replayed++;
+            light += p->ins[i]->flops == 0;
+            for (int k = 0; k < p->ins[i]->n_writes; k++)
+                replay_row_bytes += tensor_base(p->ins[i]->writes[k])->row_bytes;
+        }
+    buf_printf(b, "  \"recompute_instructions\": %d,\n  \"recompute_elementwise_instructions\": %d,\n"
+               "  \"recompute_written_bytes\": %lld,\n", replayed, light,
+               (long long)(B * replay_row_bytes));
     buf_puts(b, "  \"buffers\": [\n");
     int first = 1;
     for (int i = 0; i < g->n_tensors; i++) {

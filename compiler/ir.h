@@ -262,6 +262,9 @@ typedef struct Program {
     int64_t recompute_flops; /* per sample, added by recomputation (estimate) */
     int64_t arena_row_bytes, noreuse_row_bytes, lower_bound_row_bytes;
     int64_t eval_row_bytes;  /* the validation plan's arena (set on the training program) */
+    int64_t alloc_row_bytes; /* the arena a row as allocated: the larger of the two */
+    int64_t workspace_bytes; /* the GPU's fixed allocations at the spec's batch size
+                                (rt_gpu_fixed_bytes): counted in the plan's total */
 } Program;
 
 Program *lower(Graph *g);

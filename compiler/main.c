@@ -47,65 +47,97 @@ static void compile_train(Compiled *c, int policy, int full_blocks, int sel_bloc
     passed(c->prog, "memplan");
 }
 
-/* What a run allocates: arena, parameters, gradients, optimizer state (and with
- * bf16-mixed the parameters' bf16 copy; the plan is then the GPU's). */
+/* The GPU's fixed allocations at batch B (rt_gpu_fixed_bytes: input slots, loss
+ * statistics, scratch, cuBLASLt's workspace), from what the trainer's rt_model says;
+ * none for a spec whose device is cpu. */
+static int64_t workspace_bytes(const Compiled *c, int64_t B)
+{
+    const Spec *s = c->spec;
+    const Graph *g = c->graph;
+    if (s->train.device == RT_DEVICE_CPU)
+        return 0;
+    int64_t rows[RT_MAX_INPUTS];
+    for (int i = 0; i < s->n_inputs; i++) {
+        const InputSpec *in = &s->inputs[i];
+        int64_t n = 1;
+        for (int k = 0; k < in->rank; k++)
+            n *= in->shape[k];
+        int widen = g->inputs[i]->dtype != in->dtype;   /* u8/u16 ids read as i32 */
+        rows[i] = n * (widen ? 4 : in->dtype == RT_U8 ? 1 : in->dtype == RT_U16 ? 2 : 4);
+    }
+    int64_t terms = g->pred->numel;
+    if (s->loss == LOSS_CROSS_ENTROPY)
+        terms /= g->pred->shape[g->pred->rank - 1];
+    int64_t *numel = xcalloc((size_t)(g->n_params ? g->n_params : 1), sizeof *numel);
+    for (int i = 0; i < g->n_params; i++)
+        numel[i] = g->params[i]->numel;
+    size_t table = rt_opt_table_bytes(g->n_params, numel);
+    free(numel);
+    return (int64_t)(rt_gpu_fixed_bytes(B, s->n_inputs, rows, (int)s->train.accumulate, terms,
+                                        g->param_floats, cuda_scratch_row_bytes(c->prog)) + table);
+}
+
+/* The arena a row as allocated: training's plan and validation's share it. */
+static int64_t alloc_row_bytes(const Compiled *c)
+{
+    int64_t t = c->prog->arena_row_bytes, e = c->eval->arena_row_bytes;
+    return t > e ? t : e;
+}
+
+/* What a run allocates: the arena, parameters, gradients, optimizer state (and with
+ * bf16-mixed the parameters' bf16 copy; the plan is then the GPU's) and the GPU's
+ * workspace: what memory_budget_mb counts (loop.c's check at start-up too). */
 static int64_t total_bytes(const Compiled *c, int64_t B)
 {
     const Graph *g = c->graph;
     int64_t pf = g->param_floats;
     int64_t opt = c->spec->train.opt == RT_OPT_ADAMW ? 2 * pf : c->spec->train.momentum > 0 ? pf : 0;
-    return B * c->prog->arena_row_bytes + 4 * (2 * pf + opt) + (g->act16 ? 2 * pf : 0);
+    return B * alloc_row_bytes(c) + 4 * (2 * pf + opt) + (g->act16 ? 2 * pf : 0) +
+           workspace_bytes(c, B);
+}
+
+/* recompute auto found no plan that fits: exit 1 with the smallest budget that would
+ * (the smallest plan's total at this batch size, rounded up to 0.1 MiB so that the
+ * budget named does fit) and the largest batch size the given budget fits. */
+static _Noreturn void auto_does_not_fit(Compiled *c, double budget, int small_policy,
+                                        int small_full, int small_sel)
+{
+    Spec *s = c->spec;
+    compile_train(c, small_policy, small_full, small_sel);
+#define MIB_UP(bytes) (ceil((double)(bytes) / 1048576.0 * 10) / 10)
+    int64_t B = s->train.batch_size, lo = 0, hi = B;   /* fits at lo (0: none), not at hi */
+    while (hi - lo > 1) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if ((double)total_bytes(c, mid) <= budget)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    int64_t fixed = total_bytes(c, 0);
+    char tail[200];
+    if (lo > 0)
+        snprintf(tail, sizeof tail, "; the budget fits batch_size %lld", (long long)lo);
+    else if (budget < (double)fixed)
+        snprintf(tail, sizeof tail, "; the parameters, their gradients, the optimizer state and "
+                 "the workspace alone need %.1f MiB", MIB_UP(fixed));
+    else
+        snprintf(tail, sizeof tail, "; not even batch_size 1 fits (it needs %.1f MiB)",
+                 MIB_UP(total_bytes(c, 1)));
+    error_at(s->train_file, "$.train.memory_budget_mb",
+             "%g MiB does not fit with any recomputation: batch_size %lld needs %.1f MiB at the "
+             "least (%s)%s", s->train.memory_budget_mb, (long long)B,
+             MIB_UP(total_bytes(c, B)),
+             small_policy == RT_RECOMPUTE_FULL ? "recompute full"
+             : "selective, the first blocks in full", tail);
+#undef MIB_UP
 }
 
 Compiled *compile_spec(Spec *s)
 {
     Compiled *c = xcalloc(1, sizeof *c);
     c->spec = s;
-    int policy = s->train.recompute;
-    if (policy != RT_RECOMPUTE_AUTO) {
-        compile_train(c, policy, 0, 0);
-    } else {
-        /* the least recomputation whose plan fits the budget: none; selective in the
-         * first 1, 2, ... blocks (the others keep everything); selective everywhere;
-         * then selective with the first 1, 2, ... blocks in full; then full */
-        double budget = s->train.memory_budget_mb * 1048576.0;
-        compile_train(c, RT_RECOMPUTE_NONE, 0, 0);
-        int fit = (double)total_bytes(c, s->train.batch_size) <= budget;
-        int nb = c->prog->n_blocks;
-        for (int k = 1; k <= nb && !fit; k++) {
-            compile_train(c, RT_RECOMPUTE_SELECTIVE, 0, k);
-            fit = (double)total_bytes(c, s->train.batch_size) <= budget;
-        }
-        for (int k = 1; k < nb && !fit; k++) {
-            compile_train(c, RT_RECOMPUTE_SELECTIVE, k, 0);
-            fit = (double)total_bytes(c, s->train.batch_size) <= budget;
-        }
-        if (!fit) {
-            compile_train(c, RT_RECOMPUTE_FULL, 0, 0);
-            fit = (double)total_bytes(c, s->train.batch_size) <= budget;
-        }
-        if (!fit) {
-            /* sizes rounded up to 0.1 MiB: a budget the message names does fit */
-#define MIB_UP(bytes) (ceil((double)(bytes) / 1048576.0 * 10) / 10)
-            int64_t fixed = total_bytes(c, 0), row = c->prog->arena_row_bytes;
-            int64_t bfit = budget > (double)fixed && row > 0 ? (int64_t)((budget - (double)fixed) / (double)row) : 0;
-            char tail[160];
-            if (bfit > 0)
-                snprintf(tail, sizeof tail, "; the budget fits batch_size %lld", (long long)bfit);
-            else if (budget < (double)fixed)
-                snprintf(tail, sizeof tail, "; the parameters, their gradients and the optimizer "
-                         "state alone need %.1f MiB", MIB_UP(fixed));
-            else
-                snprintf(tail, sizeof tail, "; not even batch_size 1 fits (it needs %.1f MiB)",
-                         MIB_UP(total_bytes(c, 1)));
-            error_at(s->train_file, "$.train.memory_budget_mb",
-                     "%g MiB does not fit even with recompute full: batch_size %lld needs %.1f MiB%s",
-                     s->train.memory_budget_mb, (long long)s->train.batch_size,
-                     MIB_UP(total_bytes(c, s->train.batch_size)), tail);
-#undef MIB_UP
-        }
-    }
-    /* validation's own plan: the forward pass alone, without what backward keeps */
+    /* validation's own plan: the forward pass alone, without what backward keeps; it
+     * shares the arena, so it counts in recompute auto's totals */
     c->eval_graph = graph_build(s);
     c->eval = lower_eval(c->eval_graph);
     passed(c->eval, "lower");
@@ -117,7 +149,44 @@ Compiled *compile_spec(Spec *s)
     passed(c->eval, "gemm-epilogues");
     memplan(c->eval);
     passed(c->eval, "memplan");
+    int policy = s->train.recompute;
+    if (policy != RT_RECOMPUTE_AUTO) {
+        compile_train(c, policy, 0, 0);
+    } else {
+        /* the least recomputation whose plan fits the budget: none; selective in the
+         * first 1, 2, ... blocks (the others keep everything); selective everywhere;
+         * then selective with the first 1, 2, ... blocks in full; then full. The
+         * smallest of them is remembered for the message when none fits (full replays
+         * a whole block at once, so a partly full plan can be smaller than it). */
+        double budget = s->train.memory_budget_mb * 1048576.0;
+        int64_t B = s->train.batch_size, small = INT64_MAX;
+        int small_policy = 0, small_full = 0, small_sel = 0;
+#define TRY(pol, fb, sb)                                                                   \
+    do {                                                                                   \
+        compile_train(c, pol, fb, sb);                                                     \
+        int64_t t_ = total_bytes(c, B);                                                    \
+        fit = (double)t_ <= budget;                                                        \
+        if (t_ < small) {                                                                  \
+            small = t_;                                                                    \
+            small_policy = pol, small_full = fb, small_sel = sb;                           \
+        }                                                                                  \
+    } while (0)
+        int fit;
+        TRY(RT_RECOMPUTE_NONE, 0, 0);
+        int nb = c->prog->n_blocks;
+        for (int k = 1; k <= nb && !fit; k++)
+            TRY(RT_RECOMPUTE_SELECTIVE, 0, k);
+        for (int k = 1; k < nb && !fit; k++)
+            TRY(RT_RECOMPUTE_SELECTIVE, k, 0);
+        if (!fit)
+            TRY(RT_RECOMPUTE_FULL, 0, 0);
+#undef TRY
+        if (!fit)
+            auto_does_not_fit(c, budget, small_policy, small_full, small_sel);
+    }
     c->prog->eval_row_bytes = c->eval->arena_row_bytes;
+    c->prog->workspace_bytes = workspace_bytes(c, s->train.batch_size);
+    c->prog->alloc_row_bytes = alloc_row_bytes(c);
     emit_c(c->prog, c->eval, &c->em);
     return c;
 }
@@ -590,14 +659,21 @@ static int cmd_run(int argc, char **argv)
         rt_catch_signals();
     Spec *s = spec_load(n, argv + 1);
     /* the recomputation plan and the precision are compiled: those --set keys shape
-     * the program (auto's choice depends on the batch size too) */
+     * the program (auto's choice depends on the batch size too, and on the device: a
+     * CPU run has no GPU workspace to count) */
     int sets = 0;
     for (int i = 1 + n; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--set") && (!strncmp(argv[i + 1], "recompute=", 10) ||
                                           !strncmp(argv[i + 1], "memory_budget_mb=", 17) ||
                                           !strncmp(argv[i + 1], "batch_size=", 11) ||
-                                          !strncmp(argv[i + 1], "precision=", 10))) {
+                                          !strncmp(argv[i + 1], "precision=", 10) ||
+                                          !strncmp(argv[i + 1], "device=", 7))) {
             spec_set(s, argv[i + 1]);
+            sets++;
+        } else if (!strcmp(argv[i], "--device") &&
+                   (!strcmp(argv[i + 1], "cpu") || !strcmp(argv[i + 1], "cuda"))) {
+            char *kv = xasprintf("device=%s", argv[i + 1]);
+            spec_set(s, kv);
             sets++;
         }
     if (sets)
@@ -826,7 +902,11 @@ static int cmd_plan(int argc, char **argv)
         np += g->params[i]->numel;
     int64_t pb = g->param_floats * 4;   /* as allocated: each tensor padded to 16 floats */
     int64_t opt = s->train.opt == RT_OPT_ADAMW ? 2 * pb : (s->train.momentum > 0 ? pb : 0);
-    printf("\n  arena                 %14lld bytes\n", (long long)(B * p->arena_row_bytes));
+    printf("\n  arena                 %14lld bytes\n", (long long)(B * p->alloc_row_bytes));
+    if (p->alloc_row_bytes > p->arena_row_bytes)
+        printf("                          (validation's plan, %lld bytes at this batch, is the larger:\n"
+               "                          the arena holds it; training's takes %lld)\n",
+               (long long)(B * p->eval_row_bytes), (long long)(B * p->arena_row_bytes));
     printf("  no reuse              %14lld bytes (arena is %.1f%% of it)\n",
            (long long)(B * p->noreuse_row_bytes),
            p->noreuse_row_bytes ? 100.0 * (double)p->arena_row_bytes / (double)p->noreuse_row_bytes : 0.0);
@@ -839,6 +919,10 @@ static int cmd_plan(int argc, char **argv)
         printf("  %s parameter copy   %14lld bytes (%s-mixed: the arena above is the GPU's,\n"
                "                          %s activations; the CPU computes in fp32 and takes twice it)\n",
                half_name(g), (long long)(pb / 2), half_name(g), half_name(g));
+    printf("  workspace (GPU)       %14lld bytes (input slots, loss statistics, scratch,\n"
+           "                          cuBLASLt's 32 MiB)\n", (long long)p->workspace_bytes);
+    printf("  total                 %14lld bytes (%.1f MiB: what memory_budget_mb counts)\n",
+           (long long)total_bytes(c, B), (double)total_bytes(c, B) / 1048576.0);
     static const char *pol[] = {"none", "selective", "full", "auto"};
     printf("  recompute             %14s (%s)\n", pol[c->prog->policy],
            s->train.recompute == RT_RECOMPUTE_AUTO ? "chosen by auto" : "as asked");
@@ -849,10 +933,13 @@ static int cmd_plan(int argc, char **argv)
         printf("                          blocks 0-%d of %d selective, blocks %d-%d keep everything\n",
                c->prog->sel_blocks - 1, c->prog->n_blocks, c->prog->sel_blocks, c->prog->n_blocks - 1);
     int replayed = 0, light = 0;
+    int64_t replay_row_bytes = 0;
     for (int i = 0; i < p->n_ins; i++)
         if (p->ins[i]->recompute) {
             replayed++;
             light += p->ins[i]->flops == 0;
+            for (int k = 0; k < p->ins[i]->n_writes; k++)
+                replay_row_bytes += tensor_base(p->ins[i]->writes[k])->row_bytes;
         }
     printf("  recompute FLOPs       %14lld per step (%.1f%% more than the step's %lld)\n",
            (long long)(B * c->prog->recompute_flops),
@@ -861,7 +948,9 @@ static int cmd_plan(int argc, char **argv)
     /* FLOPs count GEMMs and attention, as FLOPs/sample and MFU do: say what else runs */
     if (replayed)
         printf("                          %d instructions replayed in backward, %d of them "
-               "elementwise or norm work (not in the FLOPs)\n", replayed, light);
+               "elementwise or norm work (not in the FLOPs),\n"
+               "                          writing %lld bytes a step\n", replayed, light,
+               (long long)(B * replay_row_bytes));
     if (ranks > 0)
         plan_ranks(s, &rp, g->param_floats);
     return 0;

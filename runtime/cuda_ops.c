@@ -421,6 +421,14 @@ typedef struct opt_chunk {
 } opt_chunk;
 _Static_assert(sizeof(opt_chunk) == 16, "opt_chunk must match optim.cuh's rt_opt_chunk");
 
+size_t rt_opt_table_bytes(int n_params, const int64_t *numel)
+{
+    int64_t k = 0;
+    for (int i = 0; i < n_params; i++)
+        k += (numel[i] + RT_OPT_CHUNK - 1) / RT_OPT_CHUNK;
+    return (size_t)(k > 0 ? k : 1) * sizeof(opt_chunk);
+}
+
 /* The chunk table on the device, uploaded once for the model and the range of the
  * parameter region this process updates (one GPU per process). */
 static struct {

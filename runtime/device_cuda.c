@@ -600,16 +600,45 @@ static size_t input_row_bytes(const rt_input *in)
 /* Scratch: the largest any op asks for: per-row values of a loss (two doubles a term),
  * per-block partials of reductions over a parameter (grad norm, layernorm's dw/db),
  * and a fixed part. Computed from the model, so no call in the loop can outgrow it. */
-static size_t scratch_need(const rt_model *m, int64_t Bmax)
+static size_t scratch_need(int64_t Bmax, int64_t loss_terms, int64_t param_floats,
+                           int64_t scratch_row_bytes)
 {
-    size_t s = (size_t)Bmax * (size_t)(m->loss_terms > 0 ? m->loss_terms : 1) * 16;
-    size_t p = (size_t)m->param_floats * 4 / 16;   /* generous for block partials */
+    size_t s = (size_t)Bmax * (size_t)(loss_terms > 0 ? loss_terms : 1) * 16;
+    size_t p = (size_t)param_floats * 4 / 16;   /* generous for block partials */
     if (p > s)
         s = p;
-    size_t a = (size_t)Bmax * (size_t)m->gpu_scratch_row_bytes;   /* attention backward */
+    size_t a = (size_t)Bmax * (size_t)scratch_row_bytes;   /* attention backward */
     if (a > s)
         s = a;
     return align_up(s) + (16u << 20);
+}
+
+#define CUBLASLT_WORKSPACE (32u << 20)
+
+size_t rt_gpu_fixed_bytes(int64_t Bmax, int n_inputs, const int64_t *in_row_bytes, int passes,
+                          int64_t loss_terms, int64_t param_floats, int64_t scratch_row_bytes)
+{
+    size_t fixed = 0;
+    for (int k = 0; k < n_inputs; k++)
+        fixed += RT_CU_SLOTS * align_up((size_t)Bmax * (size_t)in_row_bytes[k]);
+    fixed += RT_CU_SLOTS * align_up((size_t)Bmax * 4);   /* the index slots */
+    fixed += align_up((size_t)(passes > 1 ? passes : 1) * sizeof(rt_cu_stat));
+    return fixed + scratch_need(Bmax, loss_terms, param_floats, scratch_row_bytes) +
+           CUBLASLT_WORKSPACE;
+}
+
+size_t rt_gpu_fixed_of(const rt_model *m, int64_t Bmax, int passes)
+{
+    int64_t rows[RT_MAX_INPUTS];
+    for (int k = 0; k < m->n_inputs; k++)
+        rows[k] = (int64_t)input_row_bytes(&m->inputs[k]);
+    int64_t *numel = rt_xmalloc((size_t)(m->n_params ? m->n_params : 1) * sizeof *numel);
+    for (int i = 0; i < m->n_params; i++)
+        numel[i] = m->params[i].numel;
+    size_t table = rt_opt_table_bytes(m->n_params, numel);
+    rt_xfree(numel);
+    return rt_gpu_fixed_bytes(Bmax, m->n_inputs, rows, passes, m->loss_terms, m->param_floats,
+                              m->gpu_scratch_row_bytes) + table;
 }
 
 static void gr_setup(rt_cu *d, int64_t P, int64_t lo, int64_t hi);
@@ -635,17 +664,18 @@ void rt_cu_init(rt_exec *e, const rt_model *m, const rt_cuda_image *img, int64_t
     size_t gb = sharded ? 0 : align_up(pf);
     d->pool_bytes = align_up(pf) + gb + align_up((size_t)state_floats * 4) + copy;
     d->arena_bytes = align_up((size_t)(Bmax * arena_row_bytes));
-    d->scratch_bytes = scratch_need(m, Bmax);
-    d->workspace_bytes = 32u << 20;             /* cuBLASLt's workspace */
-    size_t fixed = 0;
-    for (int k = 0; k < m->n_inputs; k++) {
+    d->scratch_bytes = scratch_need(Bmax, m->loss_terms, m->param_floats,
+                                    m->gpu_scratch_row_bytes);
+    d->workspace_bytes = CUBLASLT_WORKSPACE;
+    for (int k = 0; k < m->n_inputs; k++)
         d->in_bytes[k] = (size_t)Bmax * input_row_bytes(&m->inputs[k]);
-        fixed += RT_CU_SLOTS * align_up(d->in_bytes[k]);
-    }
-    fixed += RT_CU_SLOTS * align_up((size_t)Bmax * 4);   /* the index slots */
-    fixed += align_up((size_t)d->n_stats * sizeof(rt_cu_stat)) + d->scratch_bytes +
-             d->workspace_bytes;
-    d->fixed_bytes = fixed;
+    /* the layout below, in the order rt_gpu_fixed_bytes adds it up (the optimizer's
+     * chunk table comes with rt_cu_optim_setup, for this rank's range) */
+    int64_t rows[RT_MAX_INPUTS];
+    for (int k = 0; k < m->n_inputs; k++)
+        rows[k] = (int64_t)input_row_bytes(&m->inputs[k]);
+    d->fixed_bytes = rt_gpu_fixed_bytes(Bmax, m->n_inputs, rows, d->n_stats, m->loss_terms,
+                                        m->param_floats, m->gpu_scratch_row_bytes);
     d->pool = rt_cu_alloc(d->pool_bytes);
     d->arena = rt_cu_alloc(d->arena_bytes);
     d->fixed = rt_cu_alloc(d->fixed_bytes);

@@ -293,6 +293,14 @@ static void set_lines(rt_train_config *c, const char *const *lines, int n, const
     }
 }
 
+/* The arena a batch row: one block serves both plans, training's and validation's
+ * (the larger; the plan's arena_bytes is the same). */
+static int64_t arena_row(const rt_model *m)
+{
+    return m->arena_row_bytes > m->eval_arena_row_bytes ? m->arena_row_bytes
+                                                        : m->eval_arena_row_bytes;
+}
+
 /* The config of the spec alone, before --set, as lines (a checkpoint keeps them). */
 static char **spec_lines(const rt_model *m, int *n)
 {
@@ -365,11 +373,14 @@ static void configure(const rt_model *m, const Opts *o, rt_train_config *c)
     /* recompute auto chose the compiled plan for the spec's batch size and optimizer to
      * fit memory_budget_mb (main.c's compile_spec, by the same count): a larger batch or
      * an optimizer with more state may no longer fit it */
+    if (o->device >= 0)
+        c->device = o->device;
     if (c->recompute == RT_RECOMPUTE_AUTO) {
         double pf = (double)m->param_floats;
         double opt = c->opt == RT_OPT_ADAMW ? 2 * pf : c->momentum > 0 ? pf : 0;
-        double need = (double)c->batch_size * (double)m->arena_row_bytes + 4 * (2 * pf + opt) +
-                      (m->act16 ? 2 * pf : 0);
+        double need = (double)c->batch_size * (double)arena_row(m) + 4 * (2 * pf + opt) + (m->act16 ? 2 * pf : 0) +
+                      (c->device == RT_DEVICE_CPU
+                           ? 0 : (double)rt_gpu_fixed_of(m, c->batch_size, (int)c->accumulate));
         if (need > c->memory_budget_mb * 1048576.0)
             rt_input_error("training spec: memory_budget_mb: %g MiB does not fit this trainer's "
                            "plan (recompute auto chose it when compiling) at batch_size %lld: "
@@ -379,8 +390,6 @@ static void configure(const rt_model *m, const Opts *o, rt_train_config *c)
                            ceil(need / 1048576.0 * 10) / 10,   /* up: a budget it names fits */
                            (long long)c->batch_size);
     }
-    if (o->device >= 0)
-        c->device = o->device;
 }
 
 /* Features of the contract that this release does not have yet are refused
@@ -1149,7 +1158,7 @@ static void metrics_start(Run *r, int threads, int64_t resumed_from)
              "\"grad_bytes\":%lld,\"strategy\":\"%s\",\"threads\":%d,\"batch_size\":%lld,"
              "\"spec_hash\":\"%s\"%s}",
              r->m->name, (long long)np, dev, prec[r->gpu ? r->m->act16 : RT_PREC_FP32],
-             (long long)(r->e.Bmax * r->m->arena_row_bytes * r->e.arena_scale),
+             (long long)(r->e.Bmax * arena_row(r->m) * r->e.arena_scale),
              (long long)(r->m->param_floats * 4),
              (long long)(rt_optim_state_parts(&r->c) * (rt_zero_part().hi - rt_zero_part().lo) * 4),
              r->world, (long long)rt_zero_grad_bytes(), strategies[r->c.dist], threads,
@@ -1666,9 +1675,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
         rt_init_params(r->e.rt, m, r->params, c->seed);
 
     r->e.Bmax = c->batch_size;
-    /* one block serves both plans: training's and validation's smaller one */
-    int64_t row = m->arena_row_bytes > m->eval_arena_row_bytes ? m->arena_row_bytes
-                                                               : m->eval_arena_row_bytes;
+    int64_t row = arena_row(m);
     if (r->gpu) {
         /* everything on the device, allocated now: nothing is allocated in the loop */
         /* zero2: this rank keeps its shard of the gradients only */

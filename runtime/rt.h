@@ -170,6 +170,18 @@ typedef struct rt_train_config {
 enum { RT_ON_GPU_AUTO, RT_ON_GPU_ALWAYS, RT_ON_GPU_NEVER };
 
 void rt_config_defaults(rt_train_config *c);
+/* What a GPU trainer allocates besides parameters, gradients, optimizer state and the
+ * arena (device_cuda.c): each input's batch slots, the index slots, the loss statistics
+ * of `passes` passes, scratch and cuBLASLt's 32 MiB workspace. From the model alone, so
+ * the compiler counts it too (trainc plan's workspace_bytes, recompute auto's budget);
+ * in_row_bytes: a batch row of each input as the kernels read it. */
+size_t rt_gpu_fixed_bytes(int64_t Bmax, int n_inputs, const int64_t *in_row_bytes, int passes,
+                          int64_t loss_terms, int64_t param_floats, int64_t scratch_row_bytes);
+/* The optimizer's chunk table on the GPU for these parameter tensors (cuda_ops.c),
+ * and rt_gpu_fixed_bytes with it for a model on one GPU: what its start record's
+ * device_fixed_bytes says and trainc plan's workspace_bytes counts. */
+size_t rt_opt_table_bytes(int n_params, const int64_t *numel);
+size_t rt_gpu_fixed_of(const rt_model *m, int64_t Bmax, int passes);
 /* epochs and validate.every_epochs left out of a spec hold RT_UNSET: their defaults
  * depend on other fields, so these say what they are (-1: none) */
 #define RT_UNSET (-2)

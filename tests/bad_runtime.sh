@@ -145,9 +145,10 @@ t set_val_acc_mse   "early_stopping.monitor val_acc needs a cross_entropy loss" 
 TR="$TRAINC run $d/reg.json"
 t run_val_acc_mse   "early_stopping.monitor val_acc needs a cross_entropy loss" --set early_stopping.monitor=val_acc
 # and a batch that the plan recompute auto chose for memory_budget_mb no longer fits
-# (trainc check: "6 MiB does not fit even with recompute full: batch_size 1024 needs
+# (device cpu: no GPU workspace in the count)
+# (trainc check: "6 MiB does not fit with any recomputation: batch_size 1024 needs
 # 10.3 MiB", rounded up)
-"$TRAINC" build specs/mlp_fashion.json --set recompute=auto --set memory_budget_mb=6 -o "$d/auto" \
+"$TRAINC" build specs/mlp_fashion.json --set device=cpu --set recompute=auto --set memory_budget_mb=6 -o "$d/auto" \
     >"$d/build_auto.log" 2>&1 || { echo "FAIL: build auto"; cat "$d/build_auto.log"; fail=$((fail+1)); }
 TR=$d/auto
 t set_batch_over_budget "memory_budget_mb: 6 MiB does not fit this trainer's plan (recompute auto chose it when compiling) at batch_size 1024: it needs 10.3 MiB" \

@@ -324,6 +324,16 @@ for p in fp32 bf16; do
         echo "ok   gpt_char $p, recompute $pol on the GPU: none's numbers: $r"
     done
 done
+# what the GPU allocates besides pool and arena is the plan's workspace_bytes (one
+# formula, rt_gpu_fixed_bytes, for the trainer and the plan recompute auto counts)
+"$TRAINC" plan specs/gpt_char.json "${P[@]}" --set recompute=full --set batch_size=2 --json > "$t.plan.json"
+"$PY" - "$t.gpu/metrics.jsonl" "$t.plan.json" <<'PY'
+import json, sys
+start = json.loads(open(sys.argv[1]).readline())
+plan = json.load(open(sys.argv[2]))
+assert start["device_fixed_bytes"] == plan["workspace_bytes"] > 0, (start["device_fixed_bytes"], plan["workspace_bytes"])
+print("ok   the GPU's fixed allocations: %d bytes, the plan's workspace_bytes" % plan["workspace_bytes"])
+PY
 # dropout on the GPU: the masks come from the same counter-based RNG as the CPU's
 # (seed, step, layer, element), so an MLP with two dropout layers, shuffled batches and
 # accumulate 2 tracks the CPU within TOL; and recomputed masks equal the originals:

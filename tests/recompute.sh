@@ -48,9 +48,9 @@ PY
 done
 # auto between selective and full: the first blocks in full, the others selective
 # (gpt_char at batch 8 and 35 MiB: blocks 0-3 of 8), bit-identical too
-"$TRAINC" run specs/gpt_char.json --set batch_size=8 --set memory_budget_mb=35 --set recompute=auto \
+"$TRAINC" run specs/gpt_char.json --set device=cpu --set batch_size=8 --set memory_budget_mb=35 --set recompute=auto \
     --set max_steps=6 --set log_every=1 --set data.val=null --threads 1 --quiet --out "$d/gpt_char.mixed" 2>/dev/null
-"$TRAINC" plan specs/gpt_char.json --set batch_size=8 --set memory_budget_mb=35 --set recompute=auto --json \
+"$TRAINC" plan specs/gpt_char.json --set device=cpu --set batch_size=8 --set memory_budget_mb=35 --set recompute=auto --json \
     > "$d/mixed.json"
 $PY - "$d/mixed.json" <<'PY'
 import json, sys
@@ -62,9 +62,9 @@ diff <(grep -o '"loss":[^,]*' "$d/gpt_char.none/metrics.jsonl") <(grep -o '"loss
 echo "ok   gpt_char: auto at 35 MiB ($(grep -o '"recompute_full_blocks": [0-9]*' "$d/mixed.json")) bit-identical to none"
 # auto between none and selective: the first blocks selective, the others keep
 # everything (gpt_char at batch 8 and 40 MiB: blocks 0-4 of 8), bit-identical too
-"$TRAINC" run specs/gpt_char.json --set batch_size=8 --set memory_budget_mb=40 --set recompute=auto \
+"$TRAINC" run specs/gpt_char.json --set device=cpu --set batch_size=8 --set memory_budget_mb=40 --set recompute=auto \
     --set max_steps=6 --set log_every=1 --set data.val=null --threads 1 --quiet --out "$d/gpt_char.part" 2>/dev/null
-"$TRAINC" plan specs/gpt_char.json --set batch_size=8 --set memory_budget_mb=40 --set recompute=auto --json \
+"$TRAINC" plan specs/gpt_char.json --set device=cpu --set batch_size=8 --set memory_budget_mb=40 --set recompute=auto --json \
     > "$d/part.json"
 $PY - "$d/part.json" "$d/gpt_char.selective.plan.json" "$d/gpt_char.none.plan.json" <<'PY'
 import json, sys
@@ -115,12 +115,12 @@ print(f"ok   gpt_char batch 8: auto's mixed plan {m['arena_bytes']} bytes, {m['r
 PY
 # auto: a budget between selective's and none's totals picks selective; one below
 # full's total is refused with what would fit
-out=$("$TRAINC" plan specs/gpt_char.json --set memory_budget_mb=80 --set recompute=auto | grep "recompute  ")
+out=$("$TRAINC" plan specs/gpt_char.json --set device=cpu --set memory_budget_mb=80 --set recompute=auto | grep "recompute  ")
 echo "$out" | grep -q selective || { echo "FAIL auto picked: $out"; exit 1; }
 echo "ok   auto: 80 MiB -> selective"
 # a bf16-mixed plan chosen by auto, run on the CPU (fp32, twice the arena): said, with
 # the total the start record's bytes add up to
-"$TRAINC" run specs/gpt_char.json --set precision=bf16-mixed --set recompute=auto --set memory_budget_mb=30 \
+"$TRAINC" run specs/gpt_char.json --set device=cpu --set precision=bf16-mixed --set recompute=auto --set memory_budget_mb=30 \
     --set max_steps=1 --set data.val=null --out "$d/auto_cpu" --device cpu 2> "$d/auto_cpu.err" >/dev/null
 mib=$(grep -o "twice as large: [0-9.]* MiB in all" "$d/auto_cpu.err" | grep -o "[0-9.]*")
 $PY - "$d/auto_cpu/metrics.jsonl" "$mib" <<'PY' || { cat "$d/auto_cpu.err"; exit 1; }
@@ -132,31 +132,69 @@ print(f"ok   auto's bf16 plan on the CPU: the note names {sys.argv[2]} MiB, the 
 PY
 # the rules between fields are checked after the last --set: any order, the same plan;
 # auto without a budget is refused (exit 1) with the rule
-out2=$("$TRAINC" plan specs/gpt_char.json --set recompute=auto --set memory_budget_mb=80 | grep "recompute  ")
+out2=$("$TRAINC" plan specs/gpt_char.json --set device=cpu --set recompute=auto --set memory_budget_mb=80 | grep "recompute  ")
 [ "$out2" = "$out" ] || { echo "FAIL --set order: '$out2' vs '$out'"; exit 1; }
 rc=0
-"$TRAINC" check specs/gpt_char.json --set recompute=auto >/dev/null 2>"$d/nobudget.err" || rc=$?
+"$TRAINC" check specs/gpt_char.json --set device=cpu --set recompute=auto >/dev/null 2>"$d/nobudget.err" || rc=$?
 [ $rc -eq 1 ] && grep -q "recompute auto needs memory_budget_mb" "$d/nobudget.err" ||
     { echo "FAIL auto without a budget: rc=$rc"; cat "$d/nobudget.err"; exit 1; }
 echo "ok   --set recompute=auto before its memory_budget_mb: the same plan; without one: exit 1"
 set +e
-"$TRAINC" check specs/gpt_char.json --set memory_budget_mb=20 --set recompute=auto 2>"$d/auto.err"
+"$TRAINC" check specs/gpt_char.json --set device=cpu --set memory_budget_mb=20 --set recompute=auto 2>"$d/auto.err"
 rc=$?
 set -e
-[ $rc -eq 1 ] && grep -q "does not fit even with recompute full" "$d/auto.err" && grep -q "fits batch_size" "$d/auto.err" \
+[ $rc -eq 1 ] && grep -q "does not fit with any recomputation" "$d/auto.err" && grep -q "fits batch_size" "$d/auto.err" \
     || { echo "FAIL auto too small: rc=$rc"; cat "$d/auto.err"; exit 1; }
 echo "ok   auto: 20 MiB refused: $(cat "$d/auto.err")"
 # the sizes it names are rounded up (a budget it names fits), and a budget that holds
 # the parameters but not one sample says so
 n=$(sed -n 's/.*batch_size 16 needs \([0-9.]*\) MiB.*/\1/p' "$d/auto.err")
-"$TRAINC" check specs/gpt_char.json --set memory_budget_mb=$n --set recompute=auto >/dev/null ||
+"$TRAINC" check specs/gpt_char.json --set device=cpu --set memory_budget_mb=$n --set recompute=auto >/dev/null ||
     { echo "FAIL auto: the $n MiB the message names does not fit"; exit 1; }
 rc=0
-"$TRAINC" check specs/gpt_char.json --set memory_budget_mb=14 --set recompute=auto 2>"$d/auto14.err" || rc=$?
+"$TRAINC" check specs/gpt_char.json --set device=cpu --set memory_budget_mb=14 --set recompute=auto 2>"$d/auto14.err" || rc=$?
 [ $rc -eq 1 ] && grep -q "; not even batch_size 1 fits (it needs [0-9.]* MiB)" "$d/auto14.err" ||
     { echo "FAIL auto at 14 MiB: rc=$rc"; cat "$d/auto14.err"; exit 1; }
 rc=0
-"$TRAINC" check specs/gpt_char.json --set memory_budget_mb=5 --set recompute=auto 2>"$d/auto5.err" || rc=$?
-[ $rc -eq 1 ] && grep -q "the optimizer state alone need [0-9.]* MiB" "$d/auto5.err" ||
+"$TRAINC" check specs/gpt_char.json --set device=cpu --set memory_budget_mb=5 --set recompute=auto 2>"$d/auto5.err" || rc=$?
+[ $rc -eq 1 ] && grep -q "the optimizer state and the workspace alone need [0-9.]* MiB" "$d/auto5.err" ||
     { echo "FAIL auto at 5 MiB: rc=$rc"; cat "$d/auto5.err"; exit 1; }
 echo "ok   auto's refusals: sizes rounded up ($n MiB fits), one sample or the parameters named"
+# a refusal names the smallest plan's need and the largest batch size, exactly: the
+# budget it names fits and 0.1 MiB less does not; the batch size it names fits the
+# budget and one more does not (the smallest plan may be a partly full one: full
+# replays a block's whole forward at once)
+for args in "memory_budget_mb=20" "memory_budget_mb=30" "memory_budget_mb=31.9" \
+            "memory_budget_mb=22 --set precision=bf16-mixed"; do
+    set -- $args
+    sets=(--set device=cpu --set recompute=auto --set $1 "${@:2}")
+    rc=0; "$TRAINC" check specs/gpt_char.json "${sets[@]}" >/dev/null 2>"$d/ref.err" || rc=$?
+    [ $rc -eq 1 ] || { echo "FAIL $args: not refused (exit $rc)"; exit 1; }
+    need=$(sed -n 's/.*needs \([0-9.]*\) MiB at the least.*/\1/p' "$d/ref.err")
+    bfit=$(sed -n 's/.*the budget fits batch_size \([0-9]*\).*/\1/p' "$d/ref.err")
+    ok() { "$TRAINC" check specs/gpt_char.json "${sets[@]}" "$@" >/dev/null 2>&1; }
+    less=$($PY -c "print(round($need - 0.1, 1))")
+    ok --set memory_budget_mb=$need && ! ok --set memory_budget_mb=$less &&
+        ok --set batch_size=$bfit && ! ok --set batch_size=$((bfit + 1)) ||
+        { echo "FAIL $args: names $need MiB and batch_size $bfit"; cat "$d/ref.err"; exit 1; }
+done
+echo "ok   auto's refusals name the smallest budget (it fits, 0.1 MiB less does not) and the largest batch"
+# the GPU's workspace (input slots, loss statistics, scratch, cuBLASLt's 32 MiB)
+# counts in the total a budget is held to, unless the spec's device is cpu
+"$TRAINC" plan specs/gpt_char.json --json > "$d/ws.json"
+"$TRAINC" plan specs/gpt_char.json --json --set device=cpu > "$d/ws_cpu.json"
+tot=$($PY - "$d/ws.json" "$d/ws_cpu.json" <<'PY'
+import json, sys
+p, c = (json.load(open(f)) for f in sys.argv[1:])
+assert p["workspace_bytes"] > 32 << 20 and c["workspace_bytes"] == 0, (p["workspace_bytes"], c["workspace_bytes"])
+for q in (p, c):
+    parts = q["arena_bytes"] + q["param_bytes"] + q["grad_bytes"] + q["optimizer_bytes"] + \
+            q["param_copy_bytes"] + q["workspace_bytes"]
+    assert q["total_bytes"] == parts, (q["total_bytes"], parts)
+print(repr(p["total_bytes"] / 1048576))
+PY
+)
+pick() { "$TRAINC" plan specs/gpt_char.json --set recompute=auto --set memory_budget_mb=$1 | grep "recompute  "; }
+pick "$tot" | grep -q " none " && pick "$($PY -c "print($tot - 0.001)")" | grep -q selective ||
+    { echo "FAIL auto at the none plan's total ($tot MiB, workspace in): $(pick "$tot")"; exit 1; }
+echo "ok   the plan's total holds the GPU's workspace ($tot MiB for none: auto takes none there, not 1 KiB below)"
