@@ -1633,10 +1633,13 @@ void spec_sets_done(Spec *s)
     /* a value can be fine alone and wrong with the rest (nesterov without momentum):
      * checked once all of them are in, so their order does not matter */
     char err[512];
-    char key[256];
+    char key[256] = "", path[300];
     if (check_train_vs_model(s, err, sizeof err, key, sizeof key) ||
-        rt_config_validate(&s->train, err, sizeof err))
-        error_input("the training spec with the --set options: %s", err);
+        rt_config_check(&s->train, err, sizeof err, key, sizeof key)) {
+        /* the place as for a value in the spec file: the key the rule blames */
+        snprintf(path, sizeof path, "$.train%s%s", key[0] ? "." : "", key);
+        error_at(s->train_file, path, "%s", err);
+    }
     spec_finish(s);
 }
 

@@ -361,8 +361,9 @@ static void configure(const rt_model *m, const Opts *o, rt_train_config *c)
                        "it when compiling)", pol[c->recompute], pol[compiled_policy],
                        pol[c->recompute]);
     }
-    if (rt_config_validate(c, err, sizeof err) != 0)
-        rt_input_error("training spec: %s", err);
+    char key[256] = "";
+    if (rt_config_check(c, err, sizeof err, key, sizeof key) != 0)   /* the key it blames */
+        rt_input_error("$.train%s%s: %s", key[0] ? "." : "", key, err);
     /* the rules between the model and the training spec that the compiler applies to
      * the spec file (spec.c's check_train_vs_model), again after --set; the data files'
      * keys are checked against the inputs when they are opened (rt_dataset_open) */

@@ -54,6 +54,14 @@ t npy_big_endian    ">f4"                 --set data.train.x=$d/x_be.npy $X
 t label_range       "y_big.npy"           --set data.train.x=$d/x_ok.npy --set data.train.y=$d/y_big.npy --set data.val=null
 t row_mismatch      "y_short.npy"         --set data.train.x=$d/x_ok.npy --set data.train.y=$d/y_short.npy --set data.val=null
 t batch_too_big     "specs/mlp_fashion.json: error: \$.train.batch_size: the training data has 10 rows" --set data.train.x=$d/x_ok.npy $X
+# a rule between fields broken by --set names its place as a spec value's would (SPEC.md
+# section 6: FILE: error: $.train.KEY: MESSAGE), in a built trainer and in trainc run
+t set_rule_place    "specs/mlp_fashion.json: error: \$.train.schedule.gamma: schedule.every_steps and schedule.gamma apply to schedule.type step only" \
+                    --set schedule.gamma=0.5
+TR="$TRAINC run specs/mlp_fashion.json"
+t run_rule_place    "specs/mlp_fashion.json: error: \$.train.recompute: recompute auto needs memory_budget_mb" \
+                    --set recompute=auto
+unset TR
 t set_unknown_key   "did you mean 'batch_size'" --set batchsize=3
 t set_bad_value     "batch_size"          --set batch_size=-3
 t set_bad_enum      "optimizer.type"      --set optimizer.type=adam
