@@ -396,8 +396,12 @@ static void copy_path(char *dst, const char *path)
 /* Maps a regular file read-only; *len gets its size. A file shorter than min_len
  * (>= 1, so the mapping is never empty) exits 1 as "PATH: not a KIND (only N
  * bytes...)", with `detail` appended inside the parentheses. */
+static int shard_key(int fd, char *key, size_t n);
+
+/* key (when not NULL, of keylen bytes): the file's identity (shard_key), from the
+ * descriptor mapped, or "" when it cannot be had */
 static void *map_file(const char *path, size_t *len, size_t min_len, const char *kind,
-                      const char *detail)
+                      const char *detail, char *key, size_t keylen)
 {
     int64_t size;
     int fd = rt_open_regular(path, &size);   /* a FIFO: refused, not waited on */
@@ -421,6 +425,8 @@ static void *map_file(const char *path, size_t *len, size_t min_len, const char 
         close(fd);
         rt_input_error("%s: cannot map: %s", path, strerror(e));
     }
+    if (key && shard_key(fd, key, keylen) != 0)
+        key[0] = 0;
     /* The mapping keeps the file alive; the descriptor is no longer needed. */
     if (close(fd) != 0)
         rt_fail("%s: close: %s", path, strerror(errno));
@@ -433,7 +439,7 @@ void rt_npy_open(rt_npy *a, const char *path)
     copy_path(a->path, path);
     /* Magic (6) + version (2) + header length (2 or 4) at least. */
     size_t len;
-    void *map = map_file(path, &len, 10, ".npy file", "");
+    void *map = map_file(path, &len, 10, ".npy file", "", NULL, 0);
     a->map = map;
     a->map_len = len;
     const unsigned char *b = map;
@@ -555,19 +561,87 @@ void rt_npy_gather(const rt_npy *a, const int64_t *idx, int64_t n, void *dst, in
  * that fails is searched token by token. */
 static int64_t first_out_of_vocab(const uint16_t *tok, int64_t n, int64_t vocab)
 {
-    enum { CHUNK = 4096 };
-    for (int64_t lo = 0; lo < n; lo += CHUNK) {
-        int64_t hi = n - lo < CHUNK ? n : lo + CHUNK;
-        uint16_t mx = 0;
-        for (int64_t i = lo; i < hi; i++)
-            mx = tok[i] > mx ? tok[i] : mx;
-        if (mx < vocab)
-            continue;
-        for (int64_t i = lo; i < hi; i++)
-            if (tok[i] >= vocab)
-                return i;
-    }
+    for (int64_t i = 0; i < n; i++)
+        if (tok[i] >= vocab)
+            return i;
     return -1;
+}
+
+static unsigned max_token(const uint16_t *tok, int64_t n)
+{
+    uint16_t mx = 0;
+    for (int64_t i = 0; i < n; i++)
+        mx = tok[i] > mx ? tok[i] : mx;   /* (vectorized) */
+    return mx;
+}
+
+/* A shard's largest token, remembered in the cache folder (rt_cache_dir, "shards/")
+ * by the file's identity: device, inode, size, and the times of its last change of
+ * data (mtime) and of anything (ctime), in nanoseconds; a shard rewritten or replaced
+ * changes one of them, and is read again. So a dataset of many GB is read once, not
+ * at every start (a 200M-token shard: 0.1 s from the page cache, more from a disk).
+ * The entry holds its key, so a hash collision reads as a miss. Any failure to read
+ * or write the cache costs a scan, nothing else. */
+static int shard_key(int fd, char *key, size_t n)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return -1;
+    snprintf(key, n, "trainc-shard-max 1 %llu %llu %lld %lld.%09ld %lld.%09ld",
+             (unsigned long long)st.st_dev, (unsigned long long)st.st_ino,
+             (long long)st.st_size, (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
+             (long long)st.st_ctim.tv_sec, st.st_ctim.tv_nsec);
+    return 0;
+}
+
+static int shard_cache_path(const char *key, char *path, size_t n)
+{
+    char dir[RT_PATH_MAX];
+    if (rt_cache_dir(dir, sizeof dir) != 0)
+        return -1;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const char *p = key; *p; p++)
+        h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+    return snprintf(path, n, "%s/shards/%016llx", dir, (unsigned long long)h) < (int)n ? 0 : -1;
+}
+
+static int shard_max_cached(const char *key, unsigned *mx)
+{
+    char path[RT_PATH_MAX + 64], line[512];
+    if (shard_cache_path(key, path, sizeof path) != 0)
+        return -1;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    int ok = fgets(line, sizeof line, f) != NULL;
+    fclose(f);
+    size_t kl = strlen(key);
+    if (!ok || strncmp(line, key, kl) || line[kl] != ' ')
+        return -1;
+    char *end;
+    unsigned long v = strtoul(line + kl + 1, &end, 10);
+    if (end == line + kl + 1 || *end != '\n' || v > UINT16_MAX)
+        return -1;
+    *mx = (unsigned)v;
+    return 0;
+}
+
+static void shard_max_put(const char *key, unsigned mx)
+{
+    char path[RT_PATH_MAX + 64], tmp[RT_PATH_MAX + 96], dir[RT_PATH_MAX + 64];
+    if (shard_cache_path(key, path, sizeof path) != 0)
+        return;
+    snprintf(dir, sizeof dir, "%s", path);
+    *strrchr(dir, '/') = 0;
+    if (rt_mkdir_p(dir) != 0)
+        return;
+    snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return;
+    int bad = fprintf(f, "%s %u\n", key, mx) < 0;
+    if (fclose(f) != 0 || bad || rename(tmp, path) != 0)
+        unlink(tmp);
 }
 
 /* The header is 256 int32: [0] magic, [1] version, [2] token count, the rest zero.
@@ -578,8 +652,9 @@ void rt_shard_open(rt_shard *s, const char *path, int64_t vocab, const char *voc
     memset(s, 0, sizeof *s);
     copy_path(s->path, path);
     size_t len;
+    char key[256];
     s->map = map_file(path, &len, RT_SHARD_HEADER_BYTES, "token shard",
-                      ", shorter than the 1024-byte header");
+                      ", shorter than the 1024-byte header", key, sizeof key);
     s->map_len = len;
     const unsigned char *b = s->map;
     uint32_t magic = le32(b), version = le32(b + 4);
@@ -606,6 +681,15 @@ void rt_shard_open(rt_shard *s, const char *path, int64_t vocab, const char *voc
     /* The mapping is page-aligned and the header 1024 bytes: tokens are aligned. */
     s->tok = (const uint16_t *)(b + RT_SHARD_HEADER_BYTES);
     if (vocab <= 0 || vocab > UINT16_MAX)
+        return;
+    unsigned mx;
+    int keyed = key[0] != 0;
+    if (!keyed || shard_max_cached(key, &mx) != 0) {
+        mx = max_token(s->tok, s->ntok);
+        if (keyed)
+            shard_max_put(key, mx);
+    }
+    if (mx < vocab)
         return;
     int64_t i = first_out_of_vocab(s->tok, s->ntok, vocab);
     if (i >= 0)

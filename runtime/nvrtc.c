@@ -140,7 +140,7 @@ uint64_t rt_fnv1a(const void *p, size_t n)
 }
 
 /* $TRAINC_CACHE_DIR, else $XDG_CACHE_HOME/trainc, else ~/.cache/trainc. */
-static int cache_dir(char *dir, size_t n)
+int rt_cache_dir(char *dir, size_t n)
 {
     const char *d = getenv("TRAINC_CACHE_DIR");
     if (d && *d)
@@ -158,7 +158,7 @@ static int cache_file(const char *src, const char *arch, char *path, size_t n)
 {
     char dir[RT_PATH_MAX];
     int major = 0, minor = 0;
-    if (cache_dir(dir, sizeof dir) != 0 || rt_nvrtc_version(&major, &minor) != 0)
+    if (rt_cache_dir(dir, sizeof dir) != 0 || rt_nvrtc_version(&major, &minor) != 0)
         return -1;
     /* the source and the options it is compiled with (a trainc that changes only the
      * options must not take an older one's cubins) */
@@ -205,7 +205,7 @@ int rt_kcache_get(const char *src, const char *arch, void **image, size_t *size)
 void rt_kcache_put(const char *src, const char *arch, const void *image, size_t size)
 {
     char path[RT_PATH_MAX + 128], tmp[RT_PATH_MAX + 160], dir[RT_PATH_MAX];
-    if (cache_file(src, arch, path, sizeof path) != 0 || cache_dir(dir, sizeof dir) != 0 ||
+    if (cache_file(src, arch, path, sizeof path) != 0 || rt_cache_dir(dir, sizeof dir) != 0 ||
         rt_mkdir_p(dir) != 0)
         return;
     snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());

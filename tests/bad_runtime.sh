@@ -144,6 +144,22 @@ TR=$d/tok
 t tok_id_range      "t_bad.bin: error: token 15 at position 20 is outside the vocabulary [0, 8) (model input 'x' feeds an embedding with vocab 8)" \
                     --set data.train.tokens=$d/t_bad.bin
 t tok_id_range_val  "t_bad.bin: error: token 15 at position 20" --set data.val.tokens=$d/t_bad.bin
+# a shard's largest token is remembered in the cache folder by the file's identity
+# (device, inode, size, mtime, ctime): read once, not at every start; a shard
+# rewritten in place (same inode, same size) is read again and its bad token found;
+# a damaged entry is a miss
+export TRAINC_CACHE_DIR=$d/cache
+rm -rf "$d/cache"; cp "$d/t_ok.bin" "$d/t_cache.bin"
+"$d/tok" --out "$d/out_cache_ok" --quiet --set data.train.tokens=$d/t_cache.bin --set data.val=null \
+    --set max_steps=1 >/dev/null 2>&1 && [ "$(cat "$d"/cache/shards/* | grep -c " 7$")" = 1 ] ||
+    { echo "FAIL shard cache: no entry after a run"; ls -R "$d/cache"; fail=$((fail+1)); }
+$PY -c "
+import sys
+f = open(sys.argv[1], 'r+b'); f.seek(1024 + 2 * 20); f.write((15).to_bytes(2, 'little')); f.close()" "$d/t_cache.bin"
+t tok_cache_rewritten "t_cache.bin: error: token 15 at position 20" --set data.train.tokens=$d/t_cache.bin
+for e in "$d"/cache/shards/*; do echo "trainc-shard-max 1 garbage" > "$e"; done
+t tok_cache_damaged "t_cache.bin: error: token 15 at position 20" --set data.train.tokens=$d/t_cache.bin
+unset TRAINC_CACHE_DIR
 # the rules between model and training spec that trainc check applies to the spec file
 # hold after --set too: val_acc monitored for an mse model (it has no accuracy), in a
 # built trainer and in trainc run
