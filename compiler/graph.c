@@ -175,7 +175,7 @@ typedef struct Ctx {
     Tensor *converted[RT_MAX_INPUTS];
     Init init;             /* the init in effect (model, then layer) */
     int has_init;
-    int64_t n_residual;    /* residual branches in the model (repeats expanded) */
+    int64_t n_blocks;      /* blocks holding a residual branch (gpt2_blocks) */
     int resid_out;         /* the layer being built is the last of a residual body */
     const char *emb_name[64];  /* named embeddings, for "tie" */
     Param *emb_param[64];
@@ -274,15 +274,14 @@ static Init layer_init(Ctx *c, const Layer *l)
     return c->init;
 }
 
-/* The std of a normal init: "gpt2" is 0.02, and 0.02 / sqrt(number of residual
- * branches) for a residual branch's output projection (GPT-2's 1/sqrt(2 n_layer):
- * two residual branches a block). */
+/* The std of a normal init: "gpt2" is 0.02, and 0.02 / sqrt(2 * number of blocks)
+ * for a residual branch's output projection (SPEC.md; nanoGPT's 1/sqrt(2 n_layer)). */
 static double init_std(const Ctx *c, Init init, int resid_out)
 {
     if (init.kind == INIT_NORMAL)
         return init.std;
     if (init.kind == INIT_GPT2)
-        return resid_out && c->n_residual > 0 ? 0.02 / sqrt((double)c->n_residual) : 0.02;
+        return resid_out && c->n_blocks > 0 ? 0.02 / sqrt(2.0 * (double)c->n_blocks) : 0.02;
     return 0.02;
 }
 
@@ -710,16 +709,24 @@ static void build_layers(Ctx *c, Layer **layers, int n, const char *prefix, int 
     }
 }
 
-static int64_t count_residuals(Layer **layers, int n)
+static int has_residual(Layer **layers, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (layers[i]->op == OP_RESIDUAL ||
+            (layers[i]->op == OP_REPEAT && has_residual(layers[i]->body, layers[i]->n_body)))
+            return 1;
+    return 0;
+}
+
+/* gpt2 init's "number of blocks": the blocks that hold a residual branch, a block being
+ * what recomputation calls one (README): an iteration of a top-level repeat, or another
+ * top-level layer. GPT-2: its 12 iterations of attention and MLP branches. */
+static int64_t gpt2_blocks(Layer **layers, int n)
 {
     int64_t k = 0;
-    for (int i = 0; i < n; i++) {
-        const Layer *l = layers[i];
-        if (l->op == OP_RESIDUAL)
-            k += 1 + count_residuals(l->body, l->n_body);
-        else if (l->op == OP_REPEAT)
-            k += l->count * count_residuals(l->body, l->n_body);
-    }
+    for (int i = 0; i < n; i++)
+        if (has_residual(&layers[i], 1))
+            k += layers[i]->op == OP_REPEAT ? layers[i]->count : 1;
     return k;
 }
 
@@ -870,7 +877,7 @@ Graph *graph_build(const Spec *s)
     /* the first input feeds the first layer unless a layer names its input */
     c.cur = s->layers[0]->input ? NULL
             : s->layers[0]->op == OP_EMBEDDING ? g->inputs[0] : input_f32(&c, 0);
-    c.n_residual = count_residuals(s->layers, s->n_layers);
+    c.n_blocks = gpt2_blocks(s->layers, s->n_layers);
     build_layers(&c, s->layers, s->n_layers, "", 0);
     g->cur_block = -1;              /* the loss: never recomputed */
     build_loss(&c);
