@@ -139,21 +139,6 @@ uint64_t rt_fnv1a(const void *p, size_t n)
     return h;
 }
 
-/* $TRAINC_CACHE_DIR, else $XDG_CACHE_HOME/trainc, else ~/.cache/trainc. */
-int rt_cache_dir(char *dir, size_t n)
-{
-    const char *d = getenv("TRAINC_CACHE_DIR");
-    if (d && *d)
-        return snprintf(dir, n, "%s", d) < (int)n ? 0 : -1;
-    d = getenv("XDG_CACHE_HOME");
-    if (d && *d)
-        return snprintf(dir, n, "%s/trainc", d) < (int)n ? 0 : -1;
-    d = getenv("HOME");
-    if (d && *d)
-        return snprintf(dir, n, "%s/.cache/trainc", d) < (int)n ? 0 : -1;
-    return -1;
-}
-
 static int cache_file(const char *src, const char *arch, char *path, size_t n)
 {
     char dir[RT_PATH_MAX];

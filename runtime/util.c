@@ -336,3 +336,18 @@ const char *rt_dtype_name(int dt)
     }
     return "?";
 }
+
+/* $TRAINC_CACHE_DIR, else $XDG_CACHE_HOME/trainc, else ~/.cache/trainc. */
+int rt_cache_dir(char *dir, size_t n)
+{
+    const char *d = getenv("TRAINC_CACHE_DIR");
+    if (d && *d)
+        return snprintf(dir, n, "%s", d) < (int)n ? 0 : -1;
+    d = getenv("XDG_CACHE_HOME");
+    if (d && *d)
+        return snprintf(dir, n, "%s/trainc", d) < (int)n ? 0 : -1;
+    d = getenv("HOME");
+    if (d && *d)
+        return snprintf(dir, n, "%s/.cache/trainc", d) < (int)n ? 0 : -1;
+    return -1;
+}
