@@ -41,6 +41,23 @@ grep -q '"device":"cpu"' "$d/run_both/metrics.jsonl"
 expect 2 "no CUDA device found" "$d/cnn_both" --device cuda --out "$d/run_both2" "${S[@]}"
 echo "ok   --device both without a GPU: trains on the CPU; --device cuda exits 2"
 
+# the toolkit's stub libcuda first on the library path: said so (not "lacks cuInit"),
+# the same exit 2 for cuda and the CPU for both
+stub=$(ls "${CUDA_HOME:-/usr/local/cuda}"/lib64/stubs/libcuda.so /usr/local/cuda*/lib64/stubs/libcuda.so \
+           /usr/local/cuda*/targets/*/lib/stubs/libcuda.so 2>/dev/null | head -n 1)
+if [ -n "$stub" ]; then
+    mkdir -p "$d/stub" && cp "$stub" "$d/stub/libcuda.so.1"
+    expect 2 "/stub/libcuda.so.1, is the CUDA toolkit's stub (CUDA_ERROR_STUB_LIBRARY)" \
+        env LD_LIBRARY_PATH="$d/stub" "$d/cnn_both" --device cuda --out "$d/run_stub" "${S[@]}"
+    grep -q "put the driver's libcuda.so.1 first on the library path" "$d/err"
+    [ ! -e "$d/run_stub" ] || { echo "FAIL: output folder written"; exit 1; }
+    expect 0 "no GPU (the libcuda.so.1 found first, .*stub" \
+        env LD_LIBRARY_PATH="$d/stub" "$d/cnn_both" --out "$d/run_stub" "${S[@]}"
+    echo "ok   the toolkit's stub libcuda.so.1 first: named, exit 2 for cuda, the CPU for both"
+else
+    echo "skip the stub libcuda test: no lib64/stubs/libcuda.so in the CUDA toolkit"
+fi
+
 # a CPU-only trainer refuses --device cuda (exit 1: the input asks for what is not built)
 "$TRAINC" build specs/mlp_fashion.json -o "$d/mlp_cpu" 2>/dev/null
 expect 1 "built for the CPU only" "$d/mlp_cpu" --device cuda --out "$d/run_cpu" "${S[@]}"
