@@ -323,6 +323,7 @@ typedef struct Buf {
 } Buf;
 void buf_printf(Buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void buf_puts(Buf *b, const char *s);
+void c_string(Buf *b, const char *s);
 void buf_wrapped(Buf *b, const char *indent, const char *stmt);
 void buf_words(Buf *b, size_t cur, const char *cont, const char *text, size_t last);
 void buf_comment(Buf *b, const char *indent, const char *text);

@@ -523,7 +523,10 @@ static int cmd_build(int argc, char **argv)
     if (emit_write(&c->em, tmpl) != 0)
         rt_fail("build: cannot write %s: %s", tmpl, strerror(errno));
     char *abs = realpath(s->data_dir, NULL);
-    char *ddef = xasprintf("-DTRAINC_DATA_DIR=\"%s\"", abs ? abs : s->data_dir);
+    Buf ddef_b = {0};   /* a C string literal: the folder's name may hold " or \ */
+    buf_puts(&ddef_b, "-DTRAINC_DATA_DIR=");
+    c_string(&ddef_b, abs ? abs : s->data_dir);
+    char *ddef = ddef_b.s;
     char *inc = xasprintf("-I%s", trainc_home_include());
     char *lib = xasprintf("%s/librt.a", trainc_home_lib());
     char *host = xasprintf("%s/host.c", tmpl), *kern = xasprintf("%s/kernels_cpu.c", tmpl);

@@ -50,6 +50,19 @@ mkdir -p "$d/here" && cp data/fashion/test_x.npy data/fashion/test_y.npy "$d/her
     grep -q '"val_loss"' ../relrun/metrics.jsonl) &&
     ok "--set data paths are relative to the current folder" || { bad "--set data paths from the current folder"; cat "$d/check3.out"; }
 
+# a spec folder named with " and \ (and a space): the folder is one C string to the
+# compiler (build) and to libtcc (run), its data found there; \x is no escape
+w="$d/q\"uo\\x te"
+mkdir -p "$w" && for f in train_x train_y test_x test_y; do ln -sf "$(pwd)/data/fashion/$f.npy" "$w/$f.npy"; done
+sed 's|\.\./data/fashion/||g' specs/mlp_fashion.json > "$w/mlp.json"
+"$TRAINC" build "$w/mlp.json" -o "$d/quoted_dir" 2>"$d/quoted.err" &&
+    "$d/quoted_dir" --out "$d/quoted_run" --quiet --threads 1 --set max_steps=2 2>>"$d/quoted.err" &&
+    grep -q '"val_loss"' "$d/quoted_run/metrics.jsonl" &&
+    "$TRAINC" run "$w/mlp.json" --out "$d/quoted_jit" --quiet --threads 1 --set max_steps=2 2>>"$d/quoted.err" &&
+    grep -q '"val_loss"' "$d/quoted_jit/metrics.jsonl" &&
+    ok "a spec folder named with \" and \\: build and run train from its data" ||
+    { bad "a spec folder named with \" and \\"; cat "$d/quoted.err"; }
+
 # --set optimizer.type resets the optimizer's other keys; it is applied before them, so
 # the order of --set options does not matter (momentum kept, nesterov checked)
 for order in "optimizer.momentum=0.9 optimizer.type=sgd" "optimizer.type=sgd optimizer.momentum=0.9"; do
