@@ -1,25 +1,230 @@
 #define _GNU_SOURCE
-/* build.c: what `trainc build` adds for a GPU and for shipping.
+/* build.c: what `trainc build` adds for a GPU and for shipping, and how it runs programs.
  *
+ *   build_run         a program (the C compiler, ldd, patchelf) with an argv, no shell, in
+ *                     a process group of its own; its exit status, its output read back
+ *   build_temp_*      what build writes before it is done (the temporary folder, the
+ *                     executable being linked, a library being copied), removed on every
+ *                     way out: exit, or SIGINT, SIGTERM, SIGHUP (then raised again)
+ *   build_check_archs --arch checked before anything is written: the form, sm_80 or newer,
+ *                     what this NVRTC compiles for; repeats dropped
  *   build_cuda_image  kernels_cuda.cu -> one cubin per --arch and PTX for the lowest
  *                     (NVRTC, in parallel), embedded in the executable by cuda_image.c
  *                     (.incbin) with the source itself, which a trainer hands to NVRTC
  *                     when it meets a GPU none of the cubins fits
  *   build_bundle      the executable's shared libraries (ldd) and the ones the device
- *                     layer loads with dlopen (cuBLASLt, NVRTC and its builtins), copied
+ *                     layer loads with dlopen (cuBLASLt, NVRTC and its builtins, NCCL),
+ *                     with everything those link but the C library's own parts, copied
  *                     into DIR/lib, which the executable's run path ($ORIGIN/lib) names
  */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <link.h>
 #include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include "ir.h"
 #include "../runtime/rt_cuda.h"
+
+extern char **environ;
+
+/* ---- programs and temporary files ------------------------------------------------------ */
+
+/* Fixed arrays and async-signal-safe calls only: the signal handler reads them. A path
+ * is written before it is counted and forgotten by its first byte. */
+enum { MAX_TEMP_FILES = 4 };
+static char temp_dir[PATH_MAX];
+static char temp_files[MAX_TEMP_FILES][PATH_MAX];
+static volatile pid_t running;   /* the process group of the program running, or 0 */
+
+/* Removes the temporary folder (flat: build writes no subfolders). */
+static void remove_temp_dir(void)
+{
+    if (!temp_dir[0])
+        return;
+    /* getdents64, not readdir (which allocates); again while entries remain, as
+     * removing during a listing may skip some */
+    for (int pass = 0; pass < 8 && rmdir(temp_dir) != 0 && errno == ENOTEMPTY; pass++) {
+        int fd = open(temp_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+            break;
+        static char ents[16384] __attribute__((aligned(8)));
+        long n;
+        while ((n = syscall(SYS_getdents64, fd, ents, sizeof ents)) > 0)
+            for (long o = 0; o < n;) {
+                /* struct linux_dirent64: ino (8), off (8), reclen (2), type (1), name */
+                unsigned short reclen;
+                memcpy(&reclen, ents + o + 16, sizeof reclen);
+                const char *name = ents + o + 19;
+                if (strcmp(name, ".") && strcmp(name, ".."))
+                    unlinkat(fd, name, 0);
+                o += reclen;
+            }
+        close(fd);
+    }
+    temp_dir[0] = 0;
+}
+
+static void remove_temps(void)
+{
+    for (int i = 0; i < MAX_TEMP_FILES; i++)
+        if (temp_files[i][0])
+            unlink(temp_files[i]);
+    remove_temp_dir();
+}
+
+/* SIGINT, SIGTERM, SIGHUP during a build: the program running (its whole process
+ * group) is stopped and waited for, with whatever it started (trainc is their
+ * subreaper: a linker orphaned by its driver would write on), for at most 5 s; then
+ * the temporary files go and the signal is raised again, to end trainc as it would
+ * have. */
+static void on_signal(int sig)
+{
+    pid_t g = running;
+    if (g > 0) {
+        kill(-g, SIGTERM);
+        struct timespec tick = {0, 10 * 1000 * 1000};
+        for (int t = 0; t < 500; t++) {
+            pid_t r = waitpid(-1, NULL, WNOHANG);
+            if (r < 0 && errno == ECHILD)
+                break;
+            if (r <= 0)
+                nanosleep(&tick, NULL);
+        }
+    }
+    remove_temps();
+    signal(sig, SIG_DFL);
+    raise(sig);   /* delivered when the handler returns */
+}
+
+void build_temp_setup(void)
+{
+    static int done;
+    if (done)
+        return;
+    done = 1;
+    atexit(remove_temps);   /* error_input and rt_fail exit */
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaddset(&sa.sa_mask, SIGINT);
+    sigaddset(&sa.sa_mask, SIGTERM);
+    sigaddset(&sa.sa_mask, SIGHUP);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+}
+
+const char *build_temp_dir(void)
+{
+    build_temp_setup();
+    const char *t = getenv("TMPDIR");
+    char tmpl[PATH_MAX];
+    if (snprintf(tmpl, sizeof tmpl, "%s/trainc-build-XXXXXX", t && *t ? t : "/tmp") >=
+        (int)sizeof tmpl)
+        error_input("build: TMPDIR is too long a path");
+    if (!mkdtemp(tmpl))
+        rt_fail("build: cannot make a temporary folder in %s: %s (set TMPDIR to a folder you "
+                "can write)", t && *t ? t : "/tmp", strerror(errno));
+    memcpy(temp_dir, tmpl, strlen(tmpl) + 1);
+    return temp_dir;
+}
+
+void build_temp_dir_remove(void)
+{
+    remove_temp_dir();
+}
+
+int build_temp_file(char *path)
+{
+    build_temp_setup();
+    for (int i = 0; i < MAX_TEMP_FILES; i++)
+        if (!temp_files[i][0]) {
+            int fd = mkostemp(path, O_CLOEXEC);
+            if (fd < 0)
+                return -1;
+            size_t n = strlen(path);
+            memcpy(temp_files[i] + 1, path + 1, n);   /* the first byte last: see above */
+            temp_files[i][0] = path[0];
+            return fd;
+        }
+    die("more than %d temporary files at once", MAX_TEMP_FILES);
+}
+
+void build_temp_done(const char *path)
+{
+    for (int i = 0; i < MAX_TEMP_FILES; i++)
+        if (temp_files[i][0] && !strcmp(temp_files[i], path))
+            temp_files[i][0] = 0;
+}
+
+int build_run(char *const *argv, Buf *out, int quiet)
+{
+    build_temp_setup();
+    int fds[2] = {-1, -1};
+    if (out && pipe2(fds, O_CLOEXEC) != 0)
+        return -1;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    if (out)
+        posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+    if (quiet)
+        posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    posix_spawnattr_t at;
+    posix_spawnattr_init(&at);
+    sigset_t none, sigs, old;
+    sigemptyset(&none);
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGHUP);
+    posix_spawnattr_setsigmask(&at, &none);
+    posix_spawnattr_setsigdefault(&at, &sigs);
+    posix_spawnattr_setpgroup(&at, 0);
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
+                                      POSIX_SPAWN_SETSIGDEF);
+    /* no signal between the start and `running` naming the group to stop */
+    pthread_sigmask(SIG_BLOCK, &sigs, &old);
+    pid_t pid;
+    int rc = posix_spawnp(&pid, argv[0], &fa, &at, argv, environ);
+    if (rc == 0)
+        running = pid;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&at);
+    if (out)
+        close(fds[1]);
+    if (rc != 0) {
+        if (out)
+            close(fds[0]);
+        errno = rc;
+        return -1;
+    }
+    if (out) {
+        char chunk[4096];
+        ssize_t k;
+        while ((k = read(fds[0], chunk, sizeof chunk)) > 0 || (k < 0 && errno == EINTR))
+            if (k > 0)
+                buf_printf(out, "%.*s", (int)k, chunk);
+        close(fds[0]);
+    }
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            rt_fail("build: waitpid: %s", strerror(errno));
+    running = 0;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
 
 /* ---- the CUDA image -------------------------------------------------------------------- */
 
@@ -38,12 +243,14 @@ static void *compile_job(void *p)
     return NULL;
 }
 
+/* sm_ and digits, then at most one letter: sm_90a (architecture-specific), sm_100f
+ * (family-specific); whether NVRTC knows it is asked below. */
 static int valid_arch(const char *a)
 {
-    if (strncmp(a, "sm_", 3) || !a[3])
+    if (strncmp(a, "sm_", 3) || !(a[3] >= '0' && a[3] <= '9'))
         return 0;
     for (const char *s = a + 3; *s; s++)
-        if (!((*s >= '0' && *s <= '9') || (*s == 'a' && !s[1])))
+        if (!((*s >= '0' && *s <= '9') || ((*s == 'a' || *s == 'f') && !s[1])))
             return 0;
     return 1;
 }
@@ -55,37 +262,122 @@ static void write_file(const char *path, const void *data, size_t n)
         rt_fail("build: cannot write %s: %s", path, strerror(errno));
 }
 
-char *build_cuda_image(const char *src, const char *archs, const char *dir)
+/* Whether NVRTC compiles an empty kernel for arch (sm_90a: its list counts numbers only). */
+static int nvrtc_compiles_for(const char *arch)
+{
+    void *image = NULL;
+    size_t size = 0;
+    char *log = NULL;
+    int rc = rt_nvrtc_compile("extern \"C\" __global__ void k() {}\n", "probe.cu", arch, &image,
+                              &size, &log);
+    free(image);
+    free(log);
+    return rc == 0;
+}
+
+/* What NVRTC compiles for that trainc takes (sm_80 and newer), as "sm_80, sm_86, ...", and
+ * with letter: the suffixed ones it takes too ("sm_90a, sm_100a, ..."; compiles an empty
+ * kernel for each, so only for an error message). */
+static char *supported_archs(int with_letters)
+{
+    char have[512];
+    rt_nvrtc_supports(0, have, sizeof have);
+    Buf b = {0};
+    char *list = xstrdup(have);
+    for (char *a = strtok(list, ", "); a; a = strtok(NULL, ", "))
+        if (atoi(a + 3) >= RT_CU_MIN_SM)
+            buf_printf(&b, "%s%s", b.len ? ", " : "", a);
+    free(list);
+    for (int k = 0; with_letters && k < 2; k++) {
+        list = xstrdup(have);
+        for (char *a = strtok(list, ", "); a; a = strtok(NULL, ", ")) {
+            char *v = xasprintf("%s%c", a, "af"[k]);
+            if (atoi(a + 3) >= RT_CU_MIN_SM && nvrtc_compiles_for(v))
+                buf_printf(&b, "%s%s", b.len ? ", " : "", v);
+            free(v);
+        }
+        free(list);
+    }
+    return b.s ? b.s : xstrdup("none");
+}
+
+char *build_check_archs(const char *archs)
 {
     char why[512];
     if (rt_nvrtc_load(why, sizeof why) != 0)
         rt_fail("build: --device cuda needs NVRTC: %s\n  hint: install the CUDA toolkit (its "
                 "NVRTC), or build with --device cpu", why);
+    int nv_major = 0, nv_minor = 0;
+    rt_nvrtc_version(&nv_major, &nv_minor);
+    Buf out = {0};
+    int n = 0;
+    const char *p = archs;
+    do {
+        size_t len = strcspn(p, ",");
+        char *a = xasprintf("%.*s", (int)len, p);
+        p += len;
+        if (!*a)
+            error_input("build: --arch: an empty architecture in '%s' (a list like sm_80,sm_90)",
+                        archs);
+        if (!valid_arch(a))
+            error_input("build: --arch: '%s' is not an architecture like sm_90", a);
+        if (atoi(a + 3) < RT_CU_MIN_SM)
+            error_input("build: --arch: %s: trainc's kernels need sm_%d or newer (16-bit tensor "
+                        "cores, asynchronous copies)", a, RT_CU_MIN_SM);
+        if (!rt_nvrtc_supports(atoi(a + 3), NULL, 0) ||
+            (a[strlen(a) - 1] > '9' && !nvrtc_compiles_for(a)))
+            error_input("build: --arch: NVRTC %d.%d cannot compile for %s; it can for %s",
+                        nv_major, nv_minor, a, supported_archs(a[strlen(a) - 1] > '9'));
+        /* sm_80,sm_80: one cubin (the trainer would load the first of two alike) */
+        int seen = 0;
+        char *list = xstrdup(out.s ? out.s : "");
+        for (char *b = strtok(list, ","); b && !seen; b = strtok(NULL, ","))
+            seen = !strcmp(a, b);
+        free(list);
+        if (!seen) {
+            if (++n > 16)
+                error_input("build: --arch: at most 16 architectures");
+            buf_printf(&out, "%s%s", out.len ? "," : "", a);
+        }
+        free(a);
+    } while (*p++);
+    return out.s;
+}
+
+/* The path of a file for .incbin, in the assembler's string inside cuda_image.c's C string:
+ * escaped for both (TMPDIR may hold " or \). */
+static void incbin_path(Buf *c, const char *path)
+{
+    Buf as = {0};
+    for (const char *s = path; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            buf_printf(&as, "\\%c", ch);
+        else if (ch < 32 || ch >= 127)
+            buf_printf(&as, "\\%03o", ch);
+        else
+            buf_printf(&as, "%c", ch);
+    }
+    buf_puts(c, "\\\"\" ");      /* the assembler's opening quote; the C string ends */
+    c_string(c, as.s);
+    buf_puts(c, " \"\\\"");      /* the next C string: the assembler's closing quote */
+    free(as.s);
+}
+
+/* archs: build_check_archs's list. */
+char *build_cuda_image(const char *src, const char *archs, const char *dir)
+{
     Job jobs[17];
     int n = 0, lowest = 1 << 30;
     char *list = xstrdup(archs);
     for (char *a = strtok(list, ","); a; a = strtok(NULL, ",")) {
-        if (!valid_arch(a))
-            error_input("build: --arch: '%s' is not an architecture like sm_90", a);
-        char have[512];
-        int nv_major = 0, nv_minor = 0;
-        if (atoi(a + 3) < RT_CU_MIN_SM)
-            error_input("build: --arch: %s: trainc's kernels need sm_%d or newer (16-bit tensor "
-                        "cores, asynchronous copies)", a, RT_CU_MIN_SM);
-        if (!rt_nvrtc_supports(atoi(a + 3), have, sizeof have)) {
-            rt_nvrtc_version(&nv_major, &nv_minor);
-            error_input("build: --arch: NVRTC %d.%d cannot compile for %s; it can for %s", nv_major,
-                        nv_minor, a, have);
-        }
-        if (n == 16)
-            error_input("build: --arch: at most 16 architectures");
         jobs[n++] = (Job){.src = src, .arch = a};
         int v = atoi(a + 3);
         if (v < lowest)
             lowest = v;
     }
     if (n == 0)
-        error_input("build: --arch is empty");
+        die("build_cuda_image without architectures");
     /* PTX of the lowest: the driver compiles it for GPUs newer than every cubin */
     jobs[n++] = (Job){.src = src, .arch = xasprintf("compute_%d", lowest)};
     pthread_t th[17];
@@ -105,14 +397,17 @@ char *build_cuda_image(const char *src, const char *archs, const char *dir)
                     "report it with the spec):\n%.4000s", j->arch, j->log ? j->log : "");
         char *path = xasprintf("%s/kernels.%s.bin", dir, j->arch);
         write_file(path, j->image, j->size);
-        buf_printf(&c, "        \".balign 16\\ntrainc_kimage_%d:\\n.incbin \\\"%s\\\"\\n.byte 0\\n\"\n", i, path);
+        buf_printf(&c, "        \".balign 16\\ntrainc_kimage_%d:\\n.incbin ", i);
+        incbin_path(&c, path);
+        buf_puts(&c, "\\n.byte 0\\n\"\n");
     }
     /* the source the trainer compiles where no cubin fits: kernels_cuda.cu with the
      * templates inlined (the file emit writes #includes them) */
     char *srcpath = xasprintf("%s/kernels_nvrtc.cu", dir);
     write_file(srcpath, src, strlen(src));
-    buf_printf(&c, "        \"trainc_ksource:\\n.incbin \\\"%s\\\"\\n.byte 0\\n\"\n"
-                   "        \".previous\\n\");\n\n", srcpath);
+    buf_puts(&c, "        \"trainc_ksource:\\n.incbin ");
+    incbin_path(&c, srcpath);
+    buf_puts(&c, "\\n.byte 0\\n\"\n        \".previous\\n\");\n\n");
     for (int i = 0; i < n; i++)
         buf_printf(&c, "extern const unsigned char trainc_kimage_%d[];\n", i);
     buf_puts(&c, "extern const char trainc_ksource[];\n\nstatic const rt_cubin cubins[] = {\n");
@@ -133,34 +428,47 @@ char *build_cuda_image(const char *src, const char *archs, const char *dir)
 
 /* ---- the bundle -------------------------------------------------------------------------- */
 
-/* The C library's own parts: every Linux machine has them, matched to its kernel. */
+/* The C library's own parts (glibc's): every Linux machine has them, matched to its kernel
+ * and to each other, so they come from the target system; and the NVIDIA driver's
+ * libcuda, which must match the driver there. Everything else a bundled library links
+ * (libstdc++ and libgcc_s for NCCL and NVRTC's builtins) is bundled. */
 static int system_lib(const char *name)
 {
-    static const char *const sys[] = {"linux-vdso", "ld-linux", "libc.so", "libm.so", "libdl.so",
-                                      "libpthread.so", "librt.so", "libresolv.so", "libutil.so",
-                                      "libcuda.so"};
+    static const char *const sys[] = {"linux-vdso", "linux-gate", "ld-linux", "libc.so",
+                                      "libm.so", "libmvec.so", "libdl.so", "libpthread.so",
+                                      "librt.so", "libresolv.so", "libutil.so", "libanl.so",
+                                      "libnss_", "libBrokenLocale.so", "libthread_db.so",
+                                      "libc_malloc_debug.so", "libcuda.so"};
     for (size_t i = 0; i < sizeof sys / sizeof sys[0]; i++)
         if (!strncmp(name, sys[i], strlen(sys[i])))
             return 1;
     return 0;
 }
 
+/* A path a program cannot take for an option (a bundle named -x). */
+static char *plain_path(const char *p)
+{
+    return p[0] == '/' ? xstrdup(p) : xasprintf("./%s", p);
+}
+
 static void copy_file(const char *from, const char *to)
 {
-    int in = open(from, O_RDONLY);
+    int in = open(from, O_RDONLY | O_CLOEXEC);
     if (in < 0)
         rt_fail("build: --bundle: cannot read %s: %s", from, strerror(errno));
-    char *tmp = xasprintf("%s.tmp%d", to, (int)getpid());
-    int out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0755);
-    if (out < 0)
+    const char *slash = strrchr(to, '/');
+    char *tmp = xasprintf("%.*s/.trainc-XXXXXX", (int)(slash - to), to);
+    int out = build_temp_file(tmp);
+    if (out < 0 || fchmod(out, 0755) != 0)
         rt_fail("build: --bundle: cannot write %s: %s", tmp, strerror(errno));
     static char buf[1 << 20];
     ssize_t k;
     while ((k = read(in, buf, sizeof buf)) > 0)
         if (write(out, buf, (size_t)k) != k)
-            rt_fail("build: --bundle: writing %s: %s (is the disk full?)", tmp, strerror(errno));
+            rt_fail("build: --bundle: writing %s: %s (is the disk full?)", to, strerror(errno));
     if (k < 0 || close(out) != 0 || rename(tmp, to) != 0)
         rt_fail("build: --bundle: writing %s: %s", to, strerror(errno));
+    build_temp_done(tmp);
     close(in);
     free(tmp);
 }
@@ -179,38 +487,85 @@ static char *find_lib(const char *soname)
     return path;
 }
 
+/* Runs a tool of the bundle's (ldd, patchelf) on file: exit 2 naming it when it cannot
+ * start or fails. Its standard output into out, when out. */
+static void run_tool(char **argv, const char *file, Buf *out, const char *install)
+{
+    int rc = build_run(argv, out, 0);
+    if (rc < 0)
+        rt_fail("build: --bundle needs %s, which cannot be started: %s%s", argv[0],
+                strerror(errno), install);
+    if (rc != 0)
+        rt_fail("build: --bundle: %s failed on %s (exit %d; its messages are above)", argv[0],
+                file, rc);
+}
+
 /* A library with a run path of its own (Debian's Open MPI has one) would look for its
  * dependencies there and not in the executable's RPATH: point it at its own folder. */
 static void own_rpath(const char *lib)
 {
-    char *cmd = xasprintf("patchelf --print-rpath '%s' 2>/dev/null", lib);
-    FILE *p = popen(cmd, "r");
-    char line[1024] = "";
-    if (!p || !fgets(line, sizeof line, p))
-        line[0] = 0;
-    int st = p ? pclose(p) : -1;
-    free(cmd);
-    if (st != 0)
-        rt_fail("build: --bundle needs patchelf to rewrite library run paths (Debian: apt-get "
-                "install patchelf)");
-    if (line[0] == '\n' || !line[0])
-        return;
-    char *set = xasprintf("patchelf --set-rpath '$ORIGIN' '%s'", lib);
-    if (system(set) != 0)
-        rt_fail("build: --bundle: patchelf could not rewrite the run path of %s", lib);
-    free(set);
+    static const char install[] = " (Debian: apt-get install patchelf)";
+    char *path = plain_path(lib);
+    Buf rp = {0};
+    run_tool((char *[]){"patchelf", "--print-rpath", path, NULL}, lib, &rp, install);
+    if (rp.len && rp.s[0] != '\n')
+        run_tool((char *[]){"patchelf", "--set-rpath", "$ORIGIN", path, NULL}, lib, NULL, install);
+    free(rp.s);
+    free(path);
 }
 
-static int bundle_one(const char *libdir, const char *soname, const char *path)
+typedef struct Bundle {
+    const char *libdir;
+    char **names, **from;   /* sonames bundled, and the files they were copied from */
+    int n, cap, missing;
+} Bundle;
+
+static void bundle_one(Bundle *b, const char *soname, const char *path)
 {
-    char *to = xasprintf("%s/%s", libdir, soname);
+    for (int i = 0; i < b->n; i++)
+        if (!strcmp(b->names[i], soname))
+            return;
+    char *to = xasprintf("%s/%s", b->libdir, soname);
     copy_file(path, to);
     own_rpath(to);
     struct stat st;
     long long mb = stat(to, &st) == 0 ? (long long)(st.st_size >> 20) : 0;
     fprintf(stderr, "trainc: bundled %s (%lld MiB)\n", soname, mb);
     free(to);
-    return 0;
+    if (b->n == b->cap) {
+        b->cap = b->cap ? 2 * b->cap : 16;
+        b->names = realloc(b->names, (size_t)b->cap * sizeof *b->names);
+        b->from = realloc(b->from, (size_t)b->cap * sizeof *b->from);
+        if (!b->names || !b->from)
+            die("out of memory");
+    }
+    b->names[b->n] = xstrdup(soname);
+    b->from[b->n++] = xstrdup(path);
+}
+
+/* Bundles what `file` links, as ldd lists it ("soname => path (address)"): the whole
+ * closure, but the system's libraries. */
+static void bundle_deps(Bundle *b, const char *file)
+{
+    char *path = plain_path(file);
+    Buf out = {0};
+    run_tool((char *[]){"ldd", path, NULL}, file, &out, " (it comes with the C library: libc-bin)");
+    for (char *line = out.s ? strtok(out.s, "\n") : NULL; line; line = strtok(NULL, "\n")) {
+        char name[512], dep[1024];
+        if (sscanf(line, " %511s => %1023s", name, dep) != 2 || system_lib(name))
+            continue;
+        if (!strcmp(dep, "not")) {
+            fprintf(stderr, "trainc: error: --bundle: %s (which %s needs) is not found on this "
+                    "machine\n", name, file);
+            b->missing = 1;
+            continue;
+        }
+        char *real = realpath(dep, NULL);
+        bundle_one(b, name, real ? real : dep);
+        free(real);
+    }
+    free(out.s);
+    free(path);
 }
 
 void build_bundle(const char *exe, const char *dir, int cuda)
@@ -218,31 +573,8 @@ void build_bundle(const char *exe, const char *dir, int cuda)
     char *libdir = xasprintf("%s/lib", dir);
     if (rt_mkdir_p(libdir) != 0)
         rt_fail("build: --bundle: cannot create %s: %s", libdir, strerror(errno));
-    /* what the executable links: ldd lists "soname => path (address)" */
-    char *cmd = xasprintf("ldd '%s'", exe);
-    FILE *p = popen(cmd, "r");
-    if (!p)
-        rt_fail("build: --bundle: cannot run ldd: %s", strerror(errno));
-    char line[2048];
-    int missing = 0;
-    while (fgets(line, sizeof line, p)) {
-        char name[512], path[1024];
-        if (sscanf(line, " %511s => %1023s", name, path) != 2)
-            continue;
-        if (system_lib(name))
-            continue;
-        if (!strcmp(path, "not")) {
-            fprintf(stderr, "trainc: error: --bundle: %s is not found on this machine\n", name);
-            missing = 1;
-            continue;
-        }
-        char *real = realpath(path, NULL);
-        bundle_one(libdir, name, real ? real : path);
-        free(real);
-    }
-    pclose(p);
-    if (missing)
-        rt_fail("build: --bundle: libraries are missing (see above)");
+    Bundle b = {.libdir = libdir};
+    bundle_deps(&b, exe);   /* ldd lists the executable's whole closure */
     if (cuda) {
         /* the device layer's dlopen'ed libraries (NVRTC loads its builtins by soname;
          * NCCL serves several ranks on GPUs) */
@@ -253,10 +585,15 @@ void build_bundle(const char *exe, const char *dir, int cuda)
             if (!path)
                 rt_fail("build: --bundle: %s is not installed here (the CUDA toolkit's); a "
                         "--device cuda bundle needs it", libs[i]);
-            bundle_one(libdir, libs[i], path);
+            bundle_one(&b, libs[i], path);
             free(path);
         }
     }
+    /* and what those link (libstdc++ for NCCL and NVRTC's builtins): each library's
+     * closure, from the file it was copied from (the copy may have a new run path) */
+    for (int i = 0; i < b.n; i++)
+        bundle_deps(&b, b.from[i]);
+    if (b.missing)
+        rt_fail("build: --bundle: libraries are missing (see above)");
     free(libdir);
-    free(cmd);
 }

@@ -205,7 +205,8 @@ void buf_commented(Buf *b, const char *indent, const char *code, const char *com
     buf_wrapped(b, indent, code);
 }
 
-static void c_string(Buf *b, const char *s)
+/* s as a C string literal, quotes included (also what -D and libtcc's defines take). */
+void c_string(Buf *b, const char *s)
 {
     buf_puts(b, "\"");
     for (; *s; s++) {

@@ -326,6 +326,7 @@ typedef struct Buf {
 } Buf;
 void buf_printf(Buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void buf_puts(Buf *b, const char *s);
+void c_string(Buf *b, const char *s);
 void buf_wrapped(Buf *b, const char *indent, const char *stmt);
 void buf_words(Buf *b, size_t cur, const char *cont, const char *text, size_t last);
 void buf_comment(Buf *b, const char *indent, const char *text);
@@ -369,5 +370,19 @@ int jit_run(Compiled *c, const char *incdir, int argc, char **argv);
 const char *trainc_home_include(void);  /* folder of trainc_rt.h */
 const char *trainc_home_lib(void);      /* folder of librt.a */
 int cmd_data(int argc, char **argv);
+
+/* build.c: trainc build's programs, temporary files, CUDA image and bundle. */
+void build_temp_setup(void);            /* atexit and signal handlers; once */
+const char *build_temp_dir(void);       /* mkdtemp in $TMPDIR (else /tmp), removed on any exit */
+void build_temp_dir_remove(void);
+int build_temp_file(char *tmpl);        /* mkostemp(tmpl), removed on any exit: its fd, or -1 */
+void build_temp_done(const char *path); /* renamed into place: no longer removed */
+/* Runs argv (argv[0] found on PATH) without a shell; out: its stdout read into it; quiet:
+ * its stderr to /dev/null. Its exit status (128 + a signal's number), or -1 with errno
+ * when it could not start. */
+int build_run(char *const *argv, Buf *out, int quiet);
+char *build_check_archs(const char *list);  /* checked (exit 1), repeats out: "sm_80,sm_90" */
+char *build_cuda_image(const char *src, const char *archs, const char *dir);
+void build_bundle(const char *exe, const char *dir, int cuda);
 
 #endif

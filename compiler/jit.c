@@ -42,8 +42,10 @@ int jit_run(Compiled *c, const char *incdir, int argc, char **argv)
     tcc_add_include_path(s, incdir);
     tcc_define_symbol(s, "TRAINC_JIT", "1");
     char *abs = realpath(c->spec->data_dir, NULL);
-    char *q = xasprintf("\"%s\"", abs ? abs : c->spec->data_dir);
-    tcc_define_symbol(s, "TRAINC_DATA_DIR", q);
+    Buf q = {0};   /* a folder named with " or \ is still one string */
+    c_string(&q, abs ? abs : c->spec->data_dir);
+    tcc_define_symbol(s, "TRAINC_DATA_DIR", q.s);
+    free(q.s);
     /* both devices: the runtime picks the GPU when there is one (--device chooses);
      * the CUDA kernels go to NVRTC for that GPU at start, through the disk cache */
     static rt_cuda_image image;

@@ -8,15 +8,11 @@
 #include <glob.h>
 #include <limits.h>
 #include <math.h>
-#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include "ir.h"
-
-extern char **environ;
 
 /* The passes, for one policy (with selective, the first full_blocks blocks recomputed
  * in full, and sel_blocks > 0: blocks from sel_blocks on not at all); after each, the
@@ -301,12 +297,12 @@ static const struct {
               "             [--bundle DIR] [--set KEY=VALUE]...\n\n"
               "Compiles a standalone trainer: the host code with $CC (plus $TRAINC_CFLAGS), the CUDA\n"
               "kernels with NVRTC into a cubin per --arch (default sm_80,sm_86,sm_89,sm_90) and PTX.\n"
-              "--device: cpu (default), cuda, or both (the trainer picks at start). --bundle DIR puts\n"
-              "the trainer and the libraries it needs in DIR (rpath $ORIGIN/lib), to run where only\n"
-              "the NVIDIA driver is installed; the trainer is DIR/NAME, NAME the file name of -o or,\n"
-              "without -o, the spec's name. The recomputation policy and the precision given by\n"
-              "--set are compiled in; other --set values become the trainer's defaults. -o FILE is\n"
-              "also --out FILE.\n", 0},
+              "--device: cpu (the default; both when --arch is given), cuda, or both (the trainer\n"
+              "picks at start). --bundle DIR puts the trainer and the libraries it needs in DIR\n"
+              "(rpath $ORIGIN/lib), to run where only the NVIDIA driver is installed; the trainer is\n"
+              "DIR/NAME, NAME the file name of -o or, without -o, the spec's name. The recomputation\n"
+              "policy and the precision given by --set are compiled in; other --set values become\n"
+              "the trainer's defaults. -o FILE is also --out FILE.\n", 0},
     {"run", "trainc run SPEC... [trainer options]\n\n"
             "Compiles the trainer in memory (libtcc; the CUDA kernels with NVRTC for the GPU it\n"
             "finds, through the kernel cache) and trains at once. Trainer options, the same for a\n"
@@ -412,14 +408,72 @@ static void check_data(const Spec *s, const char *what, const rt_data_entry *e, 
     }
 }
 
+/* An option's value: the next argument, which must not be an option itself (-o --device
+ * cpu, --set -o x: a value was left out), as a trainer's options take theirs. */
+static const char *opt_value(int argc, char **argv, int *i, const char *name)
+{
+    if (*i + 1 >= argc)
+        error_input("%s needs a value", name);
+    const char *v = argv[*i + 1];
+    if (!strncmp(v, "--", 2) || !strcmp(v, "-o") || !strcmp(v, "-h"))
+        error_input("%s needs a value, got the option %s", name, v);
+    if (!v[0])                  /* --bundle= */
+        error_input("%s needs a value, got an empty one", name);
+    return argv[++*i];
+}
+
+/* Each compiling command's options (--dump-after and --help: main takes them first). */
+static const struct {
+    const char *cmd;
+    const char *const opts[10];
+} command_opts[] = {
+    {"check", {"--set", "--dump-after", "--help", NULL}},
+    {"emit", {"-o", "--out", "--set", "--dump-after", "--help", NULL}},
+    {"build", {"-o", "--out", "--device", "--arch", "--bundle", "--set", "--dump-after", "--help",
+               NULL}},
+    {"plan", {"--json", "--ranks", "--chunk-kb", "--set", "--dump-after", "--help", NULL}},
+};
+
+/* An argument cmd does not take: an option with the closest of its own ("did you mean"),
+ * or the command that has it; an argument that is no option (a third spec file). */
+static _Noreturn void unknown_arg(const char *cmd, const char *arg)
+{
+    if (arg[0] != '-' || !arg[1])
+        error_input("%s: unexpected argument '%s' (SPEC... is one or two files, before the "
+                    "options)", cmd, arg);
+    char name[64];
+    snprintf(name, sizeof name, "%.*s", (int)strcspn(arg, "="), arg);   /* --devic=cpu */
+    const char *near = NULL, *other = NULL;
+    for (size_t k = 0; k < sizeof command_opts / sizeof *command_opts; k++)
+        if (!strcmp(command_opts[k].cmd, cmd))
+            near = rt_closest(name, command_opts[k].opts);
+    /* else another command's: the same word, or one close to it (emit --jsn: plan's --json) */
+    const char *theirs = NULL;
+    for (int exact = 1; exact >= 0 && !near && !other; exact--)
+        for (size_t k = 0; k < sizeof command_opts / sizeof *command_opts && !other; k++) {
+            theirs = exact ? NULL : rt_closest(name, command_opts[k].opts);
+            for (int j = 0; exact && command_opts[k].opts[j]; j++)
+                if (!strcmp(command_opts[k].opts[j], name))
+                    theirs = command_opts[k].opts[j];
+            if (theirs && strcmp(command_opts[k].cmd, cmd))
+                other = command_opts[k].cmd;
+        }
+    if (near)
+        error_input("%s: unknown option '%s'; did you mean '%s'?", cmd, arg, near);
+    if (other)
+        error_input("%s: unknown option '%s' ('%s' is an option of trainc %s)", cmd, arg, theirs,
+                    other);
+    error_input("%s: unknown option '%s' (trainc help %s lists its options)", cmd, arg, cmd);
+}
+
 static int cmd_check(int argc, char **argv)
 {
     int n = spec_args(argc, argv, 1, "check");
     for (int i = 1 + n; i < argc; i++) {
-        if (!strcmp(argv[i], "--set") && i + 1 < argc)
-            i++;
+        if (!strcmp(argv[i], "--set"))
+            opt_value(argc, argv, &i, "--set");
         else
-            error_input("check: unexpected argument '%s'", argv[i]);
+            unknown_arg("check", argv[i]);
     }
     Spec *s = load_with_sets(argc, argv, 1, n, 1);
     Compiled *c = compile_spec(s);
@@ -457,17 +511,6 @@ static int cmd_check(int argc, char **argv)
     return 0;
 }
 
-static const char *opt_value(int argc, char **argv, int *i, const char *name)
-{
-    if (*i + 1 >= argc)
-        error_input("%s needs a value", name);
-    if (!strncmp(argv[*i + 1], "--", 2))   /* -o --device cpu: a value was left out */
-        error_input("%s needs a value, got the option %s", name, argv[*i + 1]);
-    if (!argv[*i + 1][0])                  /* --bundle= */
-        error_input("%s needs a value, got an empty one", name);
-    return argv[++*i];
-}
-
 /* An output path the user named that cannot be written there is bad input (exit 1:
  * no such folder, a file where a folder belongs, no permission); any other failure
  * to write is a run-time one (exit 2: a full disk). */
@@ -481,7 +524,8 @@ static _Noreturn void cannot_write(const char *cmd, const char *path)
 }
 
 /* build -o FILE: checked before compiling, so a wrong path fails at once and clearly
- * (the linker's own message would follow minutes of NVRTC otherwise). */
+ * (the linker's own message would follow minutes of NVRTC otherwise). The folder must
+ * take a new file: the executable is linked there under a temporary name (tried here). */
 static void check_out_file(const char *path)
 {
     struct stat st;
@@ -498,8 +542,19 @@ static void check_out_file(const char *path)
                       : xstrdup(".");
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
         error_input("build: cannot write %s: no folder %s", path, dir);
-    if (access(dir, W_OK) != 0)
-        cannot_write("build", path);
+    char *probe = xasprintf("%s/.trainc-XXXXXX", dir);
+    int fd = build_temp_file(probe);
+    if (fd < 0) {
+        int e = errno;
+        if (e == ENOSPC || e == EDQUOT || e == EIO)
+            rt_fail("build: cannot write %s: %s", path, strerror(e));
+        error_input("build: cannot write %s: cannot create a file in %s: %s", path, dir,
+                    strerror(e));
+    }
+    close(fd);
+    unlink(probe);
+    build_temp_done(probe);
+    free(probe);
     free(dir);
 }
 
@@ -511,9 +566,9 @@ static int cmd_emit(int argc, char **argv)
         if (!strcmp(argv[i], "-o") || !strcmp(argv[i], "--out"))
             out = opt_value(argc, argv, &i, argv[i]);
         else if (!strcmp(argv[i], "--set"))
-            i++;
+            opt_value(argc, argv, &i, "--set");
         else
-            error_input("emit: unknown option '%s'", argv[i]);
+            unknown_arg("emit", argv[i]);
     }
     if (!out)
         error_input("emit: missing -o DIR");
@@ -524,25 +579,10 @@ static int cmd_emit(int argc, char **argv)
     return 0;
 }
 
-static int spawn_wait(char **args)
-{
-    pid_t pid;
-    if (posix_spawnp(&pid, args[0], NULL, NULL, args, environ) != 0)
-        rt_fail("build: cannot start %s: %s (is a C compiler installed? set CC)", args[0],
-                strerror(errno));
-    int st;
-    if (waitpid(pid, &st, 0) < 0)
-        rt_fail("build: waitpid: %s", strerror(errno));
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-}
-
-char *build_cuda_image(const char *src, const char *archs, const char *dir);
-void build_bundle(const char *exe, const char *dir, int cuda);
-
 static int cmd_build(int argc, char **argv)
 {
     int n = spec_args(argc, argv, 1, "build");
-    const char *out = NULL, *device = "cpu", *arch = "sm_80,sm_86,sm_89,sm_90", *bundle = NULL;
+    const char *out = NULL, *device = NULL, *arch = "sm_80,sm_86,sm_89,sm_90", *bundle = NULL;
     int arch_given = 0;
     for (int i = 1 + n; i < argc; i++) {
         if (!strcmp(argv[i], "-o") || !strcmp(argv[i], "--out"))
@@ -555,18 +595,24 @@ static int cmd_build(int argc, char **argv)
         } else if (!strcmp(argv[i], "--bundle"))
             bundle = opt_value(argc, argv, &i, "--bundle");
         else if (!strcmp(argv[i], "--set"))
-            i++;
+            opt_value(argc, argv, &i, "--set");
         else
-            error_input("build: unknown option '%s'", argv[i]);
+            unknown_arg("build", argv[i]);
     }
+    /* the options, then the spec, before anything is written */
     if (!out && !bundle)
         error_input("build: missing -o FILE (or --bundle DIR)");
+    /* --arch alone asks for GPU code: both, so the trainer also runs where there is none */
+    if (!device)
+        device = arch_given ? "both" : "cpu";
     if (strcmp(device, "cpu") && strcmp(device, "cuda") && strcmp(device, "both"))
         error_input("build: --device must be cpu, cuda or both, got '%s'", device);
     int cuda = strcmp(device, "cpu") != 0;
     if (arch_given && !cuda)
         error_input("build: --arch picks the GPU architectures of --device cuda or both; this "
                     "build is --device cpu");
+    if (cuda)
+        arch = build_check_archs(arch);
     if (out && !bundle)
         check_out_file(out);
     Spec *s = load_with_sets(argc, argv, 1, n, 1);
@@ -586,26 +632,43 @@ static int cmd_build(int argc, char **argv)
         out = xasprintf("%.*s/%s", (int)bl, bundle, base);
         check_out_file(out);
     }
-    char tmpl[] = "/tmp/trainc-build-XXXXXX";
-    if (!mkdtemp(tmpl))
-        rt_fail("build: mkdtemp: %s", strerror(errno));
-    if (emit_write(&c->em, tmpl) != 0)
-        rt_fail("build: cannot write %s: %s", tmpl, strerror(errno));
+    /* what is written from here on is removed on every way out (build.c) */
+    const char *tmp = build_temp_dir();
+    if (emit_write(&c->em, tmp) != 0)
+        rt_fail("build: cannot write %s: %s", tmp, strerror(errno));
     char *abs = realpath(s->data_dir, NULL);
-    char *ddef = xasprintf("-DTRAINC_DATA_DIR=\"%s\"", abs ? abs : s->data_dir);
+    Buf ddef_b = {0};   /* a C string literal: the folder's name may hold " or \ */
+    buf_puts(&ddef_b, "-DTRAINC_DATA_DIR=");
+    c_string(&ddef_b, abs ? abs : s->data_dir);
+    char *ddef = ddef_b.s;
     char *inc = xasprintf("-I%s", trainc_home_include());
     char *lib = xasprintf("%s/librt.a", trainc_home_lib());
-    char *host = xasprintf("%s/host.c", tmpl), *kern = xasprintf("%s/kernels_cpu.c", tmpl);
-    char *tmpout = xasprintf("%s.tmp%d", out, (int)getpid());
-    const char *cc = getenv("CC") && *getenv("CC") ? getenv("CC") : "cc";
-    char *args[80] = {(char *)cc, "-std=gnu11", "-O2", "-ffp-contract=off", "-w", inc, ddef, host,
-                      kern};
-    int na = 9;
+    char *host = xasprintf("%s/host.c", tmp), *kern = xasprintf("%s/kernels_cpu.c", tmp);
+    /* linked beside OUT under a name that fits wherever OUT's does */
+    const char *slash = strrchr(out, '/');
+    char *tmpout = slash ? xasprintf("%.*s/.trainc-XXXXXX", (int)(slash - out) + (slash == out), out)
+                         : xstrdup(".trainc-XXXXXX");
+    int fd = build_temp_file(tmpout);
+    if (fd < 0)
+        cannot_write("build", out);
+    mode_t um = umask(0);   /* the linker adds x where r is: 0755 under umask 022 */
+    umask(um);
+    fchmod(fd, 0666 & ~um);
+    close(fd);
+    /* $CC split at spaces as make does: CC="ccache cc", CC="gcc -m64" */
+    char *args[128] = {0};
+    int na = 0;
+    add_words(args, &na, 16, getenv("CC"));
+    if (na == 0)
+        args[na++] = "cc";
+    char *const fixed[] = {"-std=gnu11", "-O2", "-ffp-contract=off", "-w", inc, ddef, host, kern};
+    for (size_t k = 0; k < sizeof fixed / sizeof *fixed; k++)
+        args[na++] = fixed[k];
     /* TRAINC_CFLAGS: more compiler flags (-march=native, sanitizers) */
-    add_words(args, &na, 40, getenv("TRAINC_CFLAGS"));
+    add_words(args, &na, 80, getenv("TRAINC_CFLAGS"));
     if (cuda) {
         double t = rt_now();
-        args[na++] = build_cuda_image(c->em.kernels_cu.s, arch, tmpl);
+        args[na++] = build_cuda_image(c->em.kernels_cu.s, arch, tmp);
         args[na++] = !strcmp(device, "cuda") ? "-DTRAINC_DEVICES=RT_HAS_CUDA"
                                              : "-DTRAINC_DEVICES=(RT_HAS_CPU|RT_HAS_CUDA)";
         args[na++] = "-DTRAINC_CUDA_IMAGE=(&trainc_cuda_image)";
@@ -626,21 +689,23 @@ static int cmd_build(int argc, char **argv)
 #define TRAINC_LINK_EXTRA ""
 #endif
     /* MPI's link flags, as the Makefile found them (mpicc --showme:link) */
-    add_words(args, &na, 74, TRAINC_LINK_EXTRA);
+    add_words(args, &na, 120, TRAINC_LINK_EXTRA);
     args[na++] = "-o";
     args[na++] = tmpout;
     args[na] = NULL;
-    int rc = spawn_wait(args);
-    char *rm[] = {"rm", "-rf", tmpl, NULL};
-    spawn_wait(rm);
-    if (rc != 0) {
-        unlink(tmpout);
+    int rc = build_run(args, NULL, 0);
+    if (rc < 0)
+        rt_fail("build: cannot start the C compiler %s: %s (is one installed? set CC)", args[0],
+                strerror(errno));
+    build_temp_dir_remove();
+    if (rc != 0)
         rt_fail("build: the C compiler failed (exit %d; its messages are above): where it says "
-                "a disk is full or a file cannot be written, free space (in /tmp and beside %s); "
-                "else this is a trainc bug, please report it", rc, out);
-    }
+                "a disk is full or a file cannot be written, free space (in %s and beside %s); "
+                "else this is a trainc bug, please report it", rc,
+                getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", out);
     if (rename(tmpout, out) != 0)
         cannot_write("build", out);
+    build_temp_done(tmpout);
     if (bundle)
         build_bundle(out, bundle, cuda);
     fprintf(stderr, "trainc: built %s (%s)%s\n", out, device, bundle ? ", with the libraries it needs in its lib/" : "");
@@ -857,9 +922,9 @@ static int cmd_plan(int argc, char **argv)
                 error_input("plan: --ranks expects an integer from 1 to 65536, got '%s'", v);
         }
         else if (!strcmp(argv[i], "--set"))
-            i++;
+            opt_value(argc, argv, &i, "--set");
         else
-            error_input("plan: unknown option '%s'", argv[i]);
+            unknown_arg("plan", argv[i]);
     }
     if (ranks == 0 && chunk_kb != 2048)
         error_input("plan: --chunk-kb sizes the GPU's chunks of --ranks' table; add --ranks N");

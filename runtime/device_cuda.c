@@ -18,6 +18,7 @@
  * it is allocated before the first step; nothing is allocated in the loop, but for zero2's
  * gradient chunks, during the first step only (the section "zero2's gradient region"). */
 #include <dlfcn.h>
+#include <link.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,6 +87,33 @@ typedef CUresult (*get_proc_v2)(const char *, void **, int, cuuint64_t,
                                 CUdriverProcAddressQueryResult *);
 typedef CUresult (*get_proc_v1)(const char *, void **, int, cuuint64_t);
 
+/* Why cuGetProcAddress did not give fn (r its answer), into drv_why. The CUDA toolkit's
+ * stub libcuda (lib64/stubs/, for linking only) answers every call with
+ * CUDA_ERROR_STUB_LIBRARY: found first on the library path, it hides the real driver. */
+static void resolve_failed(void *h, const char *fn, CUresult r)
+{
+    struct link_map *lm = NULL;
+    const char *path = dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name && *lm->l_name
+                           ? lm->l_name : "libcuda.so.1";
+    if (r == CUDA_ERROR_STUB_LIBRARY) {
+        snprintf(drv_why, sizeof drv_why, "the libcuda.so.1 found first, %s, is the CUDA "
+                 "toolkit's stub (CUDA_ERROR_STUB_LIBRARY), not the NVIDIA driver's; put the "
+                 "driver's libcuda.so.1 first on the library path (the stubs folder out of "
+                 "LD_LIBRARY_PATH)", path);
+        return;
+    }
+    const char *name = NULL;
+    CUresult (*get_name)(CUresult, const char **) =
+        (CUresult(*)(CUresult, const char **))dlsym(h, "cuGetErrorName");
+    if (r != CUDA_SUCCESS && (!get_name || get_name(r, &name) != CUDA_SUCCESS))
+        name = NULL;
+    if (r != CUDA_SUCCESS)
+        snprintf(drv_why, sizeof drv_why, "the NVIDIA driver (%s) gives no %s: %s (CUresult "
+                 "%d)", path, fn, name ? name : "an unknown error", (int)r);
+    else
+        snprintf(drv_why, sizeof drv_why, "the NVIDIA driver (%s) lacks %s (too old?)", path, fn);
+}
+
 static int load_driver(void)
 {
     if (drv_loaded)
@@ -121,7 +149,7 @@ static int load_driver(void)
         CUresult r = gp2 ? gp2(#fn, &f, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &st)        \
                          : gp1(#fn, &f, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT);            \
         if (r != CUDA_SUCCESS || !f) {                                                         \
-            snprintf(drv_why, sizeof drv_why, "the NVIDIA driver lacks %s (too old?)", #fn);   \
+            resolve_failed(h, #fn, r);                                                         \
             ok = 0;                                                                            \
         }                                                                                      \
         p_##fn = (__typeof__(fn) *)f;                                                          \

@@ -72,5 +72,22 @@ cli set_prefix   1 "did you mean 'checkpoint.every_steps'?" \
 cli set_case     1 "did you mean 'batch_size'?"  run specs/mlp_fashion.json --set BATCH_SIZE=8
 cli set_data_group 1 "'data' is a group, set file by file: data.train.INPUT=PATH" \
     run specs/mlp_fashion.json --set data=null
+# trainc's own commands: an option's missing value refused as a trainer refuses it (not
+# built with --set taken for nothing, nor -o swallowed by --set); a mistyped option with
+# the closest of the command's own, or the command whose option it is
+S=specs/mlp_fashion.json
+cli build_set_no_value 1 "trainc: error: --set needs a value"   build $S -o "$tmp/built" --set
+cli emit_set_no_value  1 "trainc: error: --set needs a value"   emit $S -o "$tmp/emitted" --set
+cli check_set_no_value 1 "trainc: error: --set needs a value"   check $S --set
+cli plan_set_no_value  1 "trainc: error: --set needs a value"   plan $S --set
+cli set_swallows_o     1 "--set needs a value, got the option -o" build $S --set -o "$tmp/built"
+cli build_typo 1 "build: unknown option '--devic'; did you mean '--device'?" build $S -o "$tmp/built" --devic cpu
+cli build_typo_eq 1 "build: unknown option '--devic=cpu'; did you mean '--device'?" build $S -o "$tmp/built" --devic=cpu
+cli plan_typo  1 "plan: unknown option '--jsn'; did you mean '--json'?"     plan $S --jsn
+cli emit_typo  1 "emit: unknown option '--jsn' ('--json' is an option of trainc plan)" emit $S -o "$tmp/emitted" --jsn
+cli check_other 1 "check: unknown option '--json' ('--json' is an option of trainc plan)" check $S --json
+cli check_third 1 "check: unexpected argument 'x.json'" check $S $S x.json
+if [ -e "$tmp/built" ] || [ -e "$tmp/emitted" ]; then
+    echo "FAIL cli/options: something was written: $(ls "$tmp")"; fail=$((fail + 1)); fi
 echo "bad-input: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -50,6 +50,19 @@ mkdir -p "$d/here" && cp data/fashion/test_x.npy data/fashion/test_y.npy "$d/her
     grep -q '"val_loss"' ../relrun/metrics.jsonl) &&
     ok "--set data paths are relative to the current folder" || { bad "--set data paths from the current folder"; cat "$d/check3.out"; }
 
+# a spec folder named with " and \ (and a space): the folder is one C string to the
+# compiler (build) and to libtcc (run), its data found there; \x is no escape
+w="$d/q\"uo\\x te"
+mkdir -p "$w" && for f in train_x train_y test_x test_y; do ln -sf "$(pwd)/data/fashion/$f.npy" "$w/$f.npy"; done
+sed 's|\.\./data/fashion/||g' specs/mlp_fashion.json > "$w/mlp.json"
+"$TRAINC" build "$w/mlp.json" -o "$d/quoted_dir" 2>"$d/quoted.err" &&
+    "$d/quoted_dir" --out "$d/quoted_run" --quiet --threads 1 --set max_steps=2 2>>"$d/quoted.err" &&
+    grep -q '"val_loss"' "$d/quoted_run/metrics.jsonl" &&
+    "$TRAINC" run "$w/mlp.json" --out "$d/quoted_jit" --quiet --threads 1 --set max_steps=2 2>>"$d/quoted.err" &&
+    grep -q '"val_loss"' "$d/quoted_jit/metrics.jsonl" &&
+    ok "a spec folder named with \" and \\: build and run train from its data" ||
+    { bad "a spec folder named with \" and \\"; cat "$d/quoted.err"; }
+
 # --set optimizer.type resets the optimizer's other keys; it is applied before them, so
 # the order of --set options does not matter (momentum kept, nesterov checked)
 for order in "optimizer.momentum=0.9 optimizer.type=sgd" "optimizer.type=sgd optimizer.momentum=0.9"; do
@@ -111,6 +124,36 @@ expect1 bundle_into_file  "cannot write $d/a_file"        "$TRAINC" build "$d/ml
 expect1 run_value_option  "--out needs a value, got the option --quiet" "$TRAINC" run "$d/mlp.spec" --out --quiet
 expect1 build_value_option "-o needs a value, got the option --device" "$TRAINC" build "$d/mlp.spec" -o --device cpu
 expect1 data_value_option "--from needs a folder, got the option --quiet" "$TRAINC" data fashion-mnist "$d/fm" --from --quiet
+
+# build's temporary files (its folder in $TMPDIR, the executable linked beside -o) are
+# gone after a build that fails (a C compiler that cannot start, an --arch refused) and
+# after one stopped by SIGINT while linking; $CC is split at spaces as make does
+tmpd="$d/tmpdir"; od="$d/outdir"; rm -rf "$tmpd" "$od"; mkdir -p "$tmpd" "$od"
+left() { ls -A "$tmpd" "$od" | grep -c trainc; }
+TMPDIR="$tmpd" CC="no-such-cc -O2" "$TRAINC" build "$d/mlp.spec" -o "$od/t" >/dev/null 2>"$d/nocc.err"; rc=$?
+[ $rc -eq 2 ] && grep -q "cannot start the C compiler no-such-cc: No such file" "$d/nocc.err" && [ "$(left)" = 0 ] &&
+    ok "CC that cannot start: exit 2, nothing left in TMPDIR or beside -o" ||
+    { bad "CC that cannot start: exit $rc, $(left) left"; cat "$d/nocc.err"; }
+TMPDIR="$tmpd" "$TRAINC" build "$d/mlp.spec" -o "$od/t" --device cuda --arch sm_75 >/dev/null 2>&1; rc=$?
+[ $rc -eq 1 ] && [ "$(left)" = 0 ] && ok "--arch sm_75: exit 1, nothing left" || bad "--arch sm_75: exit $rc, $(left) left"
+printf '#!/bin/sh\ncc "$@" || exit $?\nexec sleep 61.5\n' > "$d/slowcc"; chmod +x "$d/slowcc"
+TMPDIR="$tmpd" CC="$d/slowcc" "$TRAINC" build "$d/mlp.spec" -o "$od/t" >/dev/null 2>&1 &
+pid=$!
+for i in $(seq 300); do [ -n "$(find "$od" -name '.trainc-*' -size +100k)" ] && break; sleep 0.1; done
+linked=$(ls -A "$od" | grep -c trainc)
+kill -INT $pid; rc=0; wait $pid || rc=$?
+sleep 0.2
+[ "$linked" = 1 ] && [ $rc -eq 130 ] && [ "$(left)" = 0 ] && [ ! -e "$od/t" ] && ! pgrep -fx "sleep 61.5" >/dev/null &&
+    ok "SIGINT while linking: exit 130, the linked file and the folder removed, the compiler stopped" ||
+    bad "SIGINT while linking: exit $rc, $linked linked, $(left) left: $(ls -A "$tmpd" "$od")"
+TMPDIR="$tmpd" CC="cc -m64" "$TRAINC" build "$d/mlp.spec" -o "$od/t" 2>"$d/ccwords.err" && [ -x "$od/t" ] &&
+    [ "$(left)" = 0 ] && ok "CC=\"cc -m64\": built, nothing left" || { bad "CC=\"cc -m64\""; cat "$d/ccwords.err"; }
+# an output name of 250 characters (its temporary name must fit too); -o where no file
+# can be made: exit 1 naming it, before compiling
+long="$od/$(printf 'a%.0s' $(seq 250))"
+TMPDIR="$tmpd" "$TRAINC" build "$d/mlp.spec" -o "$long" 2>"$d/long.err" && [ -x "$long" ] &&
+    ok "build -o a 250-character name" || { bad "build -o a 250-character name"; cat "$d/long.err"; }
+expect1 build_into_proc "build: cannot write /proc/x: cannot create a file in /proc" "$TRAINC" build "$d/mlp.spec" -o /proc/x
 
 # optimizer.lr 0 (as torch takes it): the weights stay as they were
 "$d/trainer" --out "$d/lr0" "${S[@]}" --init "$d/plain/model.safetensors" --set optimizer.lr=0 2>/dev/null

@@ -41,6 +41,23 @@ grep -q '"device":"cpu"' "$d/run_both/metrics.jsonl"
 expect 2 "no CUDA device found" "$d/cnn_both" --device cuda --out "$d/run_both2" "${S[@]}"
 echo "ok   --device both without a GPU: trains on the CPU; --device cuda exits 2"
 
+# the toolkit's stub libcuda first on the library path: said so (not "lacks cuInit"),
+# the same exit 2 for cuda and the CPU for both
+stub=$(ls "${CUDA_HOME:-/usr/local/cuda}"/lib64/stubs/libcuda.so /usr/local/cuda*/lib64/stubs/libcuda.so \
+           /usr/local/cuda*/targets/*/lib/stubs/libcuda.so 2>/dev/null | head -n 1)
+if [ -n "$stub" ]; then
+    mkdir -p "$d/stub" && cp "$stub" "$d/stub/libcuda.so.1"
+    expect 2 "/stub/libcuda.so.1, is the CUDA toolkit's stub (CUDA_ERROR_STUB_LIBRARY)" \
+        env LD_LIBRARY_PATH="$d/stub" "$d/cnn_both" --device cuda --out "$d/run_stub" "${S[@]}"
+    grep -q "put the driver's libcuda.so.1 first on the library path" "$d/err"
+    [ ! -e "$d/run_stub" ] || { echo "FAIL: output folder written"; exit 1; }
+    expect 0 "no GPU (the libcuda.so.1 found first, .*stub" \
+        env LD_LIBRARY_PATH="$d/stub" "$d/cnn_both" --out "$d/run_stub" "${S[@]}"
+    echo "ok   the toolkit's stub libcuda.so.1 first: named, exit 2 for cuda, the CPU for both"
+else
+    echo "skip the stub libcuda test: no lib64/stubs/libcuda.so in the CUDA toolkit"
+fi
+
 # a CPU-only trainer refuses --device cuda (exit 1: the input asks for what is not built)
 "$TRAINC" build specs/mlp_fashion.json -o "$d/mlp_cpu" 2>/dev/null
 expect 1 "built for the CPU only" "$d/mlp_cpu" --device cuda --out "$d/run_cpu" "${S[@]}"
@@ -54,9 +71,27 @@ expect 1 "not an architecture" "$TRAINC" build specs/mlp_fashion.json --device c
 # older than the kernels' sm_80, or one NVRTC does not know: bad input too, not "a bug"
 expect 1 "need sm_80 or newer" "$TRAINC" build specs/mlp_fashion.json --device cuda --arch sm_90,sm_75 -o "$d/x"
 [ ! -e "$d/x" ]
-expect 1 "cannot compile for sm_99; it can for sm_75, sm_80" "$TRAINC" build specs/mlp_fashion.json --device cuda --arch sm_99 -o "$d/x"
+# the list offered is what trainc takes: sm_80 on, not NVRTC's sm_75
+expect 1 "cannot compile for sm_99; it can for sm_80, sm_86" "$TRAINC" build specs/mlp_fashion.json --device cuda --arch sm_99 -o "$d/x"
+! grep -q "sm_75" "$d/err" || { echo "FAIL: sm_75 offered"; cat "$d/err"; exit 1; }
 [ ! -e "$d/x" ]
-echo "ok   --arch checked (form, sm_80 and later, NVRTC's list)"
+# a letter NVRTC does not take for that number (sm_80a; sm_90a it does) is bad input too,
+# found before anything is written, with the lettered ones it takes
+expect 1 "cannot compile for sm_80a; it can for sm_80, " "$TRAINC" build specs/mlp_fashion.json --device cuda --arch sm_90a,sm_80a -o "$d/x"
+grep -q "sm_90a" "$d/err"
+[ ! -e "$d/x" ]
+expect 1 "an empty architecture in 'sm_80,'" "$TRAINC" build specs/mlp_fashion.json --arch sm_80, -o "$d/x"
+echo "ok   --arch checked (form, sm_80 and later, NVRTC's list, lettered ones)"
+
+# --arch without --device builds both (SPEC's synopsis); a repeated architecture is one cubin
+"$TRAINC" build specs/mlp_fashion.json --arch sm_80,sm_80 -o "$d/mlp_arch" 2>"$d/arch.log"
+grep -q "compiled the CUDA kernels for sm_80 (+ PTX)" "$d/arch.log"
+grep -q "built $d/mlp_arch (both)" "$d/arch.log"
+elfs=$(python3 -c 'import sys; print(open(sys.argv[1], "rb").read().count(b"\x7fELF"))' "$d/mlp_arch")
+[ "$elfs" = 2 ] || { echo "FAIL: $((elfs - 1)) cubins for sm_80,sm_80"; exit 1; }
+"$d/mlp_arch" --out "$d/run_arch" "${S[@]}" 2>/dev/null
+grep -q '"device":"cpu"' "$d/run_arch/metrics.jsonl"
+echo "ok   --arch sm_80,sm_80 without --device: both, one sm_80 cubin, trains on the CPU here"
 
 # attention heads wider than the GPU kernels take (128): build --device cuda refuses
 # with the reason, --device cpu builds
@@ -67,20 +102,54 @@ expect 1 "attention heads 256 wide" "$TRAINC" build "$d/wide_heads.json" --devic
 "$TRAINC" check "$d/wide_heads.json" >/dev/null
 echo "ok   heads wider than 128: build --device cuda refuses, the spec is fine for the CPU"
 
-# --bundle: the executable and its libraries, found through $ORIGIN/lib
-"$TRAINC" build specs/mlp_fashion.json --device both --arch sm_90 --bundle "$d/ship" 2>"$d/bundle.log"
-exe="$d/ship/mlp_fashion"
+# --bundle: the executable and its libraries, found through $ORIGIN/lib; the folder's
+# name has a quote, a space and a $(...) (ldd and patchelf run without a shell)
+ship="$d/ship it's \$(touch pwned)"
+"$TRAINC" build specs/mlp_fashion.json --device both --arch sm_90 --bundle "$ship" 2>"$d/bundle.log" ||
+    { echo "FAIL: bundle"; cat "$d/bundle.log"; exit 1; }
+[ ! -e pwned ] && [ ! -e "$d/pwned" ] || { echo "FAIL: the bundle's name ran through a shell"; exit 1; }
+exe="$ship/mlp_fashion"
 readelf -d "$exe" | grep -q 'RPATH.*\$ORIGIN/lib'
-for lib in libcjson libopenblas libmpi libcublasLt.so.13 libnvrtc.so.13 libnvrtc-builtins.so.13.0 libnccl.so.2; do
-    ls "$d/ship/lib/" | grep -q "^$lib" || { echo "FAIL: $lib not bundled"; ls "$d/ship/lib"; exit 1; }
+for lib in libcjson libopenblas libmpi libcublasLt.so.13 libnvrtc.so.13 libnvrtc-builtins.so.13.0 libnccl.so.2 \
+           libstdc++.so.6 libgcc_s.so.1; do
+    ls "$ship/lib/" | grep -q "^$lib" || { echo "FAIL: $lib not bundled"; ls "$ship/lib"; exit 1; }
 done
-# every library the executable needs resolves into the bundle, or is the C library's
-env -u LD_LIBRARY_PATH ldd "$exe" | awk '/=>/ && $3 !~ /ship\/lib/ {print $1}' \
-    | grep -v -E '^(linux-vdso|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|ld-linux)' && { echo "FAIL: resolved outside the bundle"; exit 1; }
+# glibc's own parts (and the driver's libcuda) come from the target system; all else from lib/
+glibc='^(linux-vdso|ld-linux|libc|libm|libmvec|libdl|libpthread|librt|libresolv|libutil|libanl|libnss_.*|libcuda)\.so'
+resolved() {   # resolved FILE: "soname path" for each library ldd finds, "soname not" if not
+    env -u LD_LIBRARY_PATH ${LIBS:+LD_LIBRARY_PATH="$LIBS"} ldd "$1" |
+        sed -n 's/^[[:space:]]*\([^ ]*\) => \(.*\) (0x[0-9a-f]*)$/\1 \2/p; s/^[[:space:]]*\([^ ]*\) => not found$/\1 not/p'
+}
+outside() {   # outside FILE: what FILE resolves neither into the bundle nor to glibc
+    resolved "$1" | while read -r name path; do
+        case "$path" in "$shiplib/"*) continue;; esac
+        echo "$name" | grep -qE "$glibc" || echo "$1: $name => $path"
+    done
+}
+# the executable through its RPATH; each library under lib/ with only lib/ on the path
+shiplib=$(cd "$ship/lib" && pwd -P)
+LIBS= ; o=$(outside "$exe")
+[ -z "$o" ] || { echo "FAIL: resolved outside the bundle: $o"; exit 1; }
+LIBS="$shiplib"
+for f in "$ship"/lib/*; do
+    o=$(outside "$f")
+    [ -z "$o" ] || { echo "FAIL: resolved outside the bundle: $o"; exit 1; }
+done
 env -u LD_LIBRARY_PATH "$exe" --out "$d/run_ship" "${S[@]}" 2>/dev/null
 grep -q '"event":"end"' "$d/run_ship/metrics.jsonl"
-echo "ok   --bundle: $(ls "$d/ship/lib" | wc -l) libraries in lib/, RPATH \$ORIGIN/lib, runs"
-rm -rf "$d/ship"   # cuBLASLt alone is half a gigabyte
+echo "ok   --bundle: $(ls "$ship/lib" | wc -l) libraries in lib/, each resolving in lib/ or glibc, RPATH \$ORIGIN/lib, runs"
+rm -rf "$ship"   # cuBLASLt alone is half a gigabyte
+
+# a tool of the bundle's that fails (here an ldd that exits 1) is exit 2 naming it, not
+# "built"; one that is missing too
+mkdir -p "$d/fakebin"; printf '#!/bin/sh\necho "ldd: broken" >&2\nexit 1\n' > "$d/fakebin/ldd"; chmod +x "$d/fakebin/ldd"
+expect 2 "build: --bundle: ldd failed on $d/ship2/mlp_fashion (exit 1" \
+    env PATH="$d/fakebin:$PATH" "$TRAINC" build specs/mlp_fashion.json --bundle "$d/ship2"
+! grep -q "built" "$d/err" || { echo "FAIL: claimed success"; cat "$d/err"; exit 1; }
+for t in cc as ld; do ln -sf "$(command -v $t)" "$d/fakebin/$t"; done; rm "$d/fakebin/ldd"
+expect 2 "build: --bundle needs ldd, which cannot be started" \
+    env PATH="$d/fakebin" "$TRAINC" build specs/mlp_fashion.json --bundle "$d/ship3"
+echo "ok   --bundle: ldd failing or missing: exit 2 naming it"
 
 # the libraries the device layer loads at run time resolve here, with the symbols it
 # takes from them (NVRTC, NCCL, cuBLASLt: only resolved, as it is used on a GPU)

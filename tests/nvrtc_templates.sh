@@ -4,7 +4,8 @@
 # tests/gpu/instances.cu, in the order trainc writes them into a kernels_cuda.cu:
 # prelude.cuh, common.cuh, the other templates by name, then the instance lines;
 # with fp32 activations, and with bf16-mixed's and fp16-mixed's 16-bit ones (where
-# attention takes the tensor cores). Then, where the toolkit has nvcc, ptxas's
+# attention takes the tensor cores). Then, where the toolkit has nvcc, a generated
+# kernels_cuda.cu (gpt_char's) compiled by nvcc -c for sm_80, and ptxas's
 # account of the tensor-core attention kernels (bf16, sm_80 and sm_90): at most 16
 # bytes of register spills a kernel (the key-side backward at heads 128 wide uses
 # 254-255 of the 255 registers a thread may have; spilling its accumulators would cost
@@ -24,10 +25,13 @@ for v in fp32 bf16 fp16; do
     "$d/nvrtc_check" "$d/templates_$v.cu" sm_80 sm_90
 done
 if [ -x "$CUDA/bin/nvcc" ]; then
-    # nvcc brings its own integer types: the prelude's typedefs (for NVRTC) left out
-    { echo "#include <stdint.h>"; echo "#define RT_ACT_BF16 1"
-      cat templates/cuda/prelude.cuh templates/cuda/common.cuh templates/cuda/attention.cuh |
-          sed '/^typedef .*int[0-9]*_t;$/d'
+    # a generated kernels_cuda.cu compiles with nvcc too, given templates/cuda/ (as the
+    # README says): the prelude takes the C library's integer types there, not its own
+    "$CUDA/bin/nvcc" -arch=sm_80 -I templates/cuda -c generated/gpt_char/kernels_cuda.cu \
+        -o "$d/gpt_char_kernels.o"
+    echo "ok   nvcc -arch=sm_80 -c generated/gpt_char/kernels_cuda.cu"
+    { echo "#define RT_ACT_BF16 1"
+      cat templates/cuda/prelude.cuh templates/cuda/common.cuh templates/cuda/attention.cuh
       grep '^RT_ATTENTION' tests/gpu/instances.cu; } > "$d/attention_bf16.cu"
     for a in sm_80 sm_90; do
         "$CUDA/bin/nvcc" -std=c++17 -arch=$a -cubin -Xptxas -v "$d/attention_bf16.cu" \

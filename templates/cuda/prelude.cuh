@@ -1,12 +1,17 @@
 /* prelude.cuh: device helpers shared by every generated CUDA kernel; the twins of
  * the static inline functions in trainc_rt.h, so a fused kernel computes the same
  * expression on the CPU and on the GPU. NVRTC compiles it with the kernels: no host
- * header is included. */
+ * header is included, so it gets its fixed-width types here; nvcc (compiling
+ * kernels_cuda.cu by hand) has the C library's, which these would clash with. */
+#ifdef __CUDACC_RTC__
 typedef unsigned char uint8_t;
 typedef unsigned short uint16_t;
 typedef int int32_t;
 typedef long long int64_t;
 typedef unsigned long long uint64_t;
+#else
+#include <stdint.h>
+#endif
 
 /* Counter-based uniform [0,1): the same (key, index) gives the same number as the
  * CPU's rt_uniform, so dropout masks agree across backends and are never stored. */

@@ -10,7 +10,10 @@
 #include <cstdlib>
 #include <cstring>
 
-/* the device prelude's typedefs of long long: renamed, the host's differ */
+/* the kernels see what NVRTC shows them (prelude.cuh declares its own integer types
+ * only there; under nvcc it takes the C library's), and the prelude's typedefs of long
+ * long are renamed: the host's differ */
+#define __CUDACC_RTC__ 1
 #define int64_t emu_i64
 #define uint64_t emu_u64
 
