@@ -8,7 +8,6 @@
 #include "ops.h"
 #include "../runtime/rt.h"
 
-#define TRAINC_VERSION "0.1.0"
 
 /* ---- errors: two tiers (DESIGN.md, house style) -------------------------- */
 

@@ -96,7 +96,16 @@ static const char *const option_names[] = {"--out", "--set", "--init", "--resume
                                            "--threads", "--quiet", "--help", "--sample",
                                            "--temperature", "--sample-seed", "--prompt", "--eval",
                                            "--lr-find", "--lr-find-steps", "--lr-find-range", "--profile",
-                                           NULL};
+                                           "--version", NULL};
+
+/* A model --sample can draw from: an i32 [T] input and cross-entropy logits [T, vocab]. */
+static int token_model(const rt_model *m)
+{
+    const rt_input *in = &m->inputs[0];
+    int64_t T = in->rank == 1 ? in->shape[0] : 0;
+    return m->n_inputs == 2 && rt_batch_dtype(in) == RT_I32 && T > 0 &&
+           m->loss == RT_LOSS_CROSS_ENTROPY && m->pred_numel % T == 0;
+}
 
 void rt_trainer_options(FILE *f, const rt_model *m)
 {
@@ -111,10 +120,7 @@ void rt_trainer_options(FILE *f, const rt_model *m)
                "  --eval                 no training: validate the weights (--init FILE, --resume DIR's\n"
                "                         checkpoint, else the spec's initialization) on data.val, print\n"
                "                         the result as a JSON line, write nothing\n"
-               "  --sample N             token models: print N generated tokens (bytes) after training\n"
-               "  --temperature T        sampling temperature (default 1.0)\n"
-               "  --sample-seed S        sampling seed (default: the training seed)\n"
-               "  --prompt TEXT          text the sample continues (default: a newline)\n"
+               "%s"
                "  --lr-find              no training: the learning-rate range test (Lightning's\n"
                "                         lr_find): steps at rates growing from 1e-8 to 1, stopped when\n"
                "                         the loss blows up; writes OUT/lr_find.jsonl and lr_find.svg and\n"
@@ -122,10 +128,18 @@ void rt_trainer_options(FILE *f, const rt_model *m)
                "  --lr-find-steps N      its steps (default 100)\n"
                "  --lr-find-range LO,HI  its rates (default 1e-8,1)\n"
                "  --profile              time each instruction of the training steps after the\n"
-               "                         first two: OUT/profile.json and a table at the end\n",
+               "                         first two: OUT/profile.json and a table at the end\n"
+               "  --version              the model and the trainc that built this trainer\n",
             m ? m->name : "NAME", cpu && cuda ? "cpu|cuda|auto" : cuda ? "cuda|auto" : "cpu|auto",
             m ? "this trainer" : "as built",
-            cpu && cuda ? "CPU or GPU; auto takes a GPU if there is one" : cuda ? "GPU" : "CPU");
+            cpu && cuda ? "CPU or GPU; auto takes a GPU if there is one" : cuda ? "GPU" : "CPU",
+            /* (trainc help run, without a model, lists them for the token models) */
+            !m || token_model(m)
+                ? "  --sample N             token models: print N generated tokens (bytes) after training\n"
+                  "  --temperature T        sampling temperature (default 1.0)\n"
+                  "  --sample-seed S        sampling seed (default: the training seed)\n"
+                  "  --prompt TEXT          text the sample continues (default: a newline)\n"
+                : "");
 }
 
 static void trainer_usage(const rt_model *m)
@@ -251,6 +265,10 @@ static void parse_opts(const rt_model *m, int argc, char **argv, Opts *o)
             o->gradcheck = 1;   /* developer option: finite-difference check, see tests/ */
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             trainer_usage(m);
+            exit(0);
+        } else if (!strcmp(a, "--version")) {
+            printf("%s trainer (spec hash %s), built by trainc %s\n", m->name, m->spec_hash,
+                   TRAINC_VERSION);
             exit(0);
         } else {
             const char *near = rt_closest(a, option_names);
@@ -1364,8 +1382,7 @@ static int64_t sample_vocab(const rt_model *m, const char *prompt)
 {
     const rt_input *in = &m->inputs[0];
     int64_t T = in->rank == 1 ? in->shape[0] : 0;
-    if (m->n_inputs != 2 || rt_batch_dtype(in) != RT_I32 || T <= 0 ||
-        m->loss != RT_LOSS_CROSS_ENTROPY || m->pred_numel % T != 0)
+    if (!token_model(m))
         rt_input_error("--sample needs a token model (an i32 [T] input and cross-entropy logits [T, vocab])");
     int64_t V = m->pred_numel / T;
     if (in->vocab > 0 && in->vocab < V)
@@ -2227,8 +2244,8 @@ int rt_main(const rt_model *m, int argc, char **argv)
         rt_dist_finalize();
         return code;
     }
-    fprintf(stderr, "trainc: %s after %lld steps in %.1f s: loss %.4f", end_names[end],
-            (long long)s->step, t, nan_plain(s->last_loss));
+    fprintf(stderr, "trainc: %s after %lld step%s in %.1f s: loss %.4f", end_names[end],
+            (long long)s->step, s->step == 1 ? "" : "s", t, nan_plain(s->last_loss));
     if (r->has_val && s->last_val_step >= 0) {
         fprintf(stderr, ", val_loss %.4f", nan_plain(s->last_val_loss));
         if (m->loss == RT_LOSS_CROSS_ENTROPY)

@@ -9,6 +9,9 @@
 #include "trainc_rt.h"
 #include "rt_half.h"
 
+/* trainc and the runtime it links into trainers are one release */
+#define TRAINC_VERSION "0.1.0"
+
 /* ---- errors ------------------------------------------------------------ */
 
 /* Exit codes of SPEC.md section 6. */

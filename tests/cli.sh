@@ -277,5 +277,15 @@ rm -rf "$d/emit_a" "$d/emit_b"
     diff -r "$d/emit_a" "$d/emit_b" >/dev/null &&
     ok "emit: the same bytes however the spec path is spelled" || bad "emit differs with ./ and // in the path"
 
+# a trainer's --version names its model and the trainc that built it; --help lists the
+# sampling options for token models only; one step is "1 step"
+v=$("$d/trainer" --version) && echo "$v" | grep -q "^mlp_fashion trainer (spec hash [0-9a-f]*), built by trainc [0-9]" &&
+    ! "$d/trainer" --help | grep -q -- "--sample" && "$TRAINC" help run | grep -q -- "--sample N" &&
+    ok "trainer --version ($v); --help without --sample for a non-token model" ||
+    bad "trainer --version / --help: '$v'"
+"$d/trainer" --out "$d/one_step" --quiet --set data.val=null --set max_steps=1 2>"$d/one_step.err" &&
+    grep -q "max_steps after 1 step in" "$d/one_step.err" && ok "one step: '1 step'" ||
+    bad "one step: $(cat "$d/one_step.err")"
+
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
