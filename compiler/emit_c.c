@@ -867,8 +867,7 @@ void emit_plan_json(Program *p, Buf *b)
     /* the GPU's fixed allocations, and the sum that memory_budget_mb counts */
     buf_printf(b, "  \"workspace_bytes\": %lld,\n  \"total_bytes\": %lld,\n",
                (long long)p->workspace_bytes,
-               (long long)(B * p->alloc_row_bytes + 2 * pbytes + opt + (g->act16 ? pbytes / 2 : 0) +
-                           p->workspace_bytes));
+               (long long)p->total_bytes);
     static const char *pol[] = {"none", "selective", "full", "auto"};
     buf_printf(b, "  \"recompute\": \"%s\",\n  \"recompute_full_blocks\": %d,\n"
                "  \"recompute_blocks\": %d,\n  \"blocks\": %d,\n"
@@ -876,18 +875,9 @@ void emit_plan_json(Program *p, Buf *b)
                (long long)(B * p->recompute_flops));
     /* recompute_flops counts GEMMs and attention (as FLOPs/sample does): the replays of
      * elementwise and norm work are counted here instead, with the bytes they write */
-    int replayed = 0, light = 0;
-    int64_t replay_row_bytes = 0;
-    for (int i = 0; i < p->n_ins; i++)
-        if (p->ins[i]->recompute) {
-            replayed++;
-            light += p->ins[i]->flops == 0;
-            for (int k = 0; k < p->ins[i]->n_writes; k++)
-                replay_row_bytes += tensor_base(p->ins[i]->writes[k])->row_bytes;
-        }
     buf_printf(b, "  \"recompute_instructions\": %d,\n  \"recompute_elementwise_instructions\": %d,\n"
-               "  \"recompute_written_bytes\": %lld,\n", replayed, light,
-               (long long)(B * replay_row_bytes));
+               "  \"recompute_written_bytes\": %lld,\n", p->n_replayed, p->n_replayed_light,
+               (long long)(B * p->replay_row_bytes));
     buf_puts(b, "  \"buffers\": [\n");
     int first = 1;
     for (int i = 0; i < g->n_tensors; i++) {

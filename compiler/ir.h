@@ -265,6 +265,9 @@ typedef struct Program {
     int64_t alloc_row_bytes; /* the arena a row as allocated: the larger of the two */
     int64_t workspace_bytes; /* the GPU's fixed allocations at the spec's batch size
                                 (rt_gpu_fixed_bytes): counted in the plan's total */
+    int64_t total_bytes;     /* at the spec's batch size: what memory_budget_mb counts */
+    int n_replayed, n_replayed_light;  /* recompute's replays; elementwise or norm work */
+    int64_t replay_row_bytes;          /* the bytes they write, a batch row (after memplan) */
 } Program;
 
 Program *lower(Graph *g);

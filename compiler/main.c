@@ -41,6 +41,23 @@ static void compile_train(Compiled *c, int policy, int full_blocks, int sel_bloc
     passed(c->prog, "grad-hooks");
     memplan(c->prog);
     passed(c->prog, "memplan");
+    /* the replays as they run (the epilogue passes fuse some into others), and the
+     * buffers they write, each once (sized by memplan) */
+    Program *p = c->prog;
+    char *seen = xcalloc((size_t)p->g->n_tensors + 1, 1);
+    for (int i = 0; i < p->n_ins; i++) {
+        Instr *in = p->ins[i];
+        if (!in->recompute || in->dead)
+            continue;
+        p->n_replayed++;
+        p->n_replayed_light += in->flops == 0;
+        for (int k = 0; k < in->n_writes; k++) {
+            Tensor *t = tensor_base(in->writes[k]);
+            if (t->id < p->g->n_tensors && !seen[t->id]++)
+                p->replay_row_bytes += t->row_bytes;
+        }
+    }
+    free(seen);
 }
 
 /* The GPU's fixed allocations at batch B (rt_gpu_fixed_bytes: input slots, loss
@@ -183,6 +200,7 @@ Compiled *compile_spec(Spec *s)
     c->prog->eval_row_bytes = c->eval->arena_row_bytes;
     c->prog->workspace_bytes = workspace_bytes(c, s->train.batch_size);
     c->prog->alloc_row_bytes = alloc_row_bytes(c);
+    c->prog->total_bytes = total_bytes(c, s->train.batch_size);
     emit_c(c->prog, c->eval, &c->em);
     return c;
 }
@@ -987,7 +1005,7 @@ static int cmd_plan(int argc, char **argv)
     printf("  workspace (GPU)       %14lld bytes (input slots, loss statistics, scratch,\n"
            "                          cuBLASLt's 32 MiB)\n", (long long)p->workspace_bytes);
     printf("  total                 %14lld bytes (%.1f MiB: what memory_budget_mb counts)\n",
-           (long long)total_bytes(c, B), (double)total_bytes(c, B) / 1048576.0);
+           (long long)p->total_bytes, (double)p->total_bytes / 1048576.0);
     static const char *pol[] = {"none", "selective", "full", "auto"};
     printf("  recompute             %14s (%s)\n", pol[c->prog->policy],
            s->train.recompute == RT_RECOMPUTE_AUTO ? "chosen by auto" : "as asked");
@@ -997,25 +1015,16 @@ static int cmd_plan(int argc, char **argv)
     if (c->prog->policy == RT_RECOMPUTE_SELECTIVE && c->prog->sel_blocks < c->prog->n_blocks)
         printf("                          blocks 0-%d of %d selective, blocks %d-%d keep everything\n",
                c->prog->sel_blocks - 1, c->prog->n_blocks, c->prog->sel_blocks, c->prog->n_blocks - 1);
-    int replayed = 0, light = 0;
-    int64_t replay_row_bytes = 0;
-    for (int i = 0; i < p->n_ins; i++)
-        if (p->ins[i]->recompute) {
-            replayed++;
-            light += p->ins[i]->flops == 0;
-            for (int k = 0; k < p->ins[i]->n_writes; k++)
-                replay_row_bytes += tensor_base(p->ins[i]->writes[k])->row_bytes;
-        }
     printf("  recompute FLOPs       %14lld per step (%.1f%% more than the step's %lld)\n",
            (long long)(B * c->prog->recompute_flops),
            100.0 * (double)c->prog->recompute_flops / (double)(g->flops_fwd + g->flops_bwd),
            (long long)(B * (g->flops_fwd + g->flops_bwd)));
     /* FLOPs count GEMMs and attention, as FLOPs/sample and MFU do: say what else runs */
-    if (replayed)
+    if (p->n_replayed)
         printf("                          %d instructions replayed in backward, %d of them "
                "elementwise or norm work (not in the FLOPs),\n"
-               "                          writing %lld bytes a step\n", replayed, light,
-               (long long)(B * replay_row_bytes));
+               "                          writing %lld bytes a step\n", p->n_replayed,
+               p->n_replayed_light, (long long)(B * p->replay_row_bytes));
     if (ranks > 0)
         plan_ranks(s, &rp, g->param_floats);
     return 0;

@@ -109,6 +109,17 @@ for m, blocks in (("gpt_char", 4), ("gpt2_124m", 12)):
     assert n_ln == 2 * blocks + 1 and n_gelu == blocks and len(whats) == n_ln + n_gelu, (m, whats)
     print(f"ok   {m}: selective replays {n_ln} layernorms and {n_gelu} GELUs, no GEMM")
 print(f"ok   arena <= 1.10 x lower bound for {len(plans)} plans")
+# the replays plan.json counts are the instructions it lists as recomputed, and the
+# bytes they write the sizes of the buffers they fill (named *_re)
+import re
+for m in ("gpt_char", "gpt2_124m"):
+    for pol in ("selective", "full"):
+        p = plans[(m, pol)]
+        n = sum("(recomputed)" in i["what"] for i in p["instructions"])
+        w = sum(b["bytes"] for b in p["buffers"] if re.search(r"_re(_\d+)?$", b["name"]))
+        assert p["recompute_instructions"] == n > 0 and p["recompute_written_bytes"] == w > 0, \
+            (m, pol, p["recompute_instructions"], n, p["recompute_written_bytes"], w)
+print("ok   plan.json's recompute_instructions and recompute_written_bytes: the replays it lists")
 m = json.load(open(d + "/mixed.json"))
 assert m["arena_bytes"] / m["lower_bound_bytes"] <= 1.10
 print(f"ok   gpt_char batch 8: auto's mixed plan {m['arena_bytes']} bytes, {m['recompute_full_blocks']} of {m['blocks']} blocks in full")
