@@ -397,9 +397,10 @@ static void configure(const rt_model *m, const Opts *o, rt_train_config *c)
     if (c->recompute == RT_RECOMPUTE_AUTO) {
         double pf = (double)m->param_floats;
         double opt = c->opt == RT_OPT_ADAMW ? 2 * pf : c->momentum > 0 ? pf : 0;
-        double need = (double)c->batch_size * (double)arena_row(m) + 4 * (2 * pf + opt) + (m->act16 ? 2 * pf : 0) +
-                      (c->device == RT_DEVICE_CPU
-                           ? 0 : (double)rt_gpu_fixed_of(m, c->batch_size, (int)c->accumulate));
+        double ws = c->device == RT_DEVICE_CPU   /* the GPU's workspace, as the plan counts it */
+                        ? 0 : (double)rt_gpu_fixed_of(m, c->batch_size, (int)c->accumulate);
+        double need = (double)c->batch_size * (double)arena_row(m) + 4 * (2 * pf + opt) +
+                      (m->act16 ? 2 * pf : 0) + ws;
         if (need > c->memory_budget_mb * 1048576.0)
             rt_input_error("training spec: memory_budget_mb: %g MiB does not fit this trainer's "
                            "plan (recompute auto chose it when compiling) at batch_size %lld: "
