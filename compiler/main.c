@@ -328,7 +328,9 @@ static const struct {
     {"plan", "trainc plan SPEC... [--json] [--ranks N [--chunk-kb K]] [--set KEY=VALUE]...\n\n"
              "The static memory plan and the recomputation plan: every buffer's size, offset and\n"
              "live range, the arena against the no-reuse sum and the lower bound, the FLOPs that\n"
-             "recomputation adds; --ranks N: per-rank bytes and traffic under ddp, zero1, zero2,\n"
+             "recomputation adds, the replayed instructions and the bytes they write, the GPU's\n"
+             "workspace and the total memory_budget_mb counts (no workspace with device cpu);\n"
+             "--ranks N: per-rank bytes and traffic under ddp, zero1, zero2,\n"
              "and the most gradient memory zero2 backs at once (4 KB pages on CPUs, K KB chunks on\n"
              "GPUs: the driver's granularity, default 2048). --json gives the plan as data\n"
              "(plan.json's, with \"ranks\" added for --ranks N).\n", 0},
@@ -673,7 +675,7 @@ static int cmd_build(int argc, char **argv)
     umask(um);
     fchmod(fd, 0666 & ~um);
     close(fd);
-    /* $CC split at spaces as make does: CC="ccache cc", CC="gcc -m64" */
+    /* $CC split at spaces and tabs, without quoting: CC="ccache cc", CC="gcc -m64" */
     char *args[128] = {0};
     int na = 0;
     add_words(args, &na, 16, getenv("CC"));
@@ -1002,8 +1004,9 @@ static int cmd_plan(int argc, char **argv)
         printf("  %s parameter copy   %14lld bytes (%s-mixed: the arena above is the GPU's,\n"
                "                          %s activations; the CPU computes in fp32 and takes twice it)\n",
                half_name(g), (long long)(pb / 2), half_name(g), half_name(g));
-    printf("  workspace (GPU)       %14lld bytes (input slots, loss statistics, scratch,\n"
-           "                          cuBLASLt's 32 MiB)\n", (long long)p->workspace_bytes);
+    printf("  workspace (GPU)       %14lld bytes (input slots, loss statistics, scratch, the\n"
+           "                          optimizer's chunk table, cuBLASLt's 32 MiB; none for\n"
+           "                          device cpu)\n", (long long)p->workspace_bytes);
     printf("  total                 %14lld bytes (%.1f MiB: what memory_budget_mb counts)\n",
            (long long)p->total_bytes, (double)p->total_bytes / 1048576.0);
     static const char *pol[] = {"none", "selective", "full", "auto"};

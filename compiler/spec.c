@@ -1080,7 +1080,8 @@ static void check_names(const Ctx *c)
                  "this is surely a mistake", MAX_LAYERS);
     PNames p = {0};
     collect_names(&p, s->layers, s->n_layers, "");
-    qsort(p.v, (size_t)p.n, sizeof *p.v, cmp_pname);
+    if (p.n > 1)   /* (none: p.v is NULL, which qsort may not be given) */
+        qsort(p.v, (size_t)p.n, sizeof *p.v, cmp_pname);
     /* report the clash whose second layer comes first in the file */
     const PName *first = NULL, *second = NULL;
     for (int i = 1; i < p.n; i++)

@@ -308,7 +308,8 @@ int rt_ckpt_save(const char *out, const rt_model *m, const rt_train_config *c,
         failed = rt_safetensors_write(f, m, params) != 0;
     /* the best weights so far (a second name of OUT/best.safetensors): a resume puts
      * them back, whatever a later validation of this run wrote there (a run that
-     * stops at max_steps validates once more after its last checkpoint) */
+     * stops at epochs, max_steps or max_time between validations validates once more
+     * after its last checkpoint) */
     char best[RT_PATH_MAX + 32];
     snprintf(best, sizeof best, "%s/best.safetensors", out);
     if (!failed && s->best_step >= 0 && access(best, F_OK) == 0) {
@@ -463,7 +464,7 @@ int rt_ckpt_save(const char *out, const rt_model *m, const rt_train_config *c,
  * and where the data files are (moved, or each rank's own): that they hold the same
  * data is the loop's check, by the fingerprint state.json records (loop.c,
  * check_same_data). Early stopping may change but for what it monitors
- * (same_monitor). */
+ * (rt_ckpt_load compares best_monitor's then and now). */
 static int may_differ(const char *key)
 {
     if (!strncmp(key, "data.train.", 11) || !strncmp(key, "data.val.", 9) ||
@@ -885,9 +886,10 @@ void rt_ckpt_load(const char *ck, const rt_model *m, const rt_train_config *c, r
     }
     if (nd)
         rt_input_error("%s: this checkpoint was made with a different training spec; %d field%s "
-                       "differ%s (only stop conditions, validation's schedule, early stopping's "
-                       "patience and thresholds, logging, checkpointing, loader threads, "
-                       "recomputation and the data files' paths may change on resume):%s",
+                       "differ%s (only stop conditions, validate.*, early stopping but for its "
+                       "monitor and mode, logging, checkpointing, loader threads and on_gpu, "
+                       "device, distributed.*, recomputation and the data files' paths may "
+                       "change on resume):%s",
                        ck, nd, nd > 1 ? "s" : "", nd > 1 ? "" : "s", diffs);
     /* early stopping on or off, its patience, min_delta, thresholds, check_finite: yes;
      * what it monitors, no (the best value kept would be another quantity's) */

@@ -68,12 +68,13 @@ typedef struct Field {
  *     every_steps optimizer steps).
  *   Counts that may be null store -1, reals NAN, out_dir "" (rt.h).
  *   epochs and validate.every_epochs: left out, RT_UNSET (rt_epochs and
- *     rt_val_every_epochs say what they are then: Lightning's defaults).
+ *     rt_val_every_epochs say what they are then: 1, or no limit once max_steps or
+ *     max_time (every_epochs: every_steps) is set, as Lightning's).
  *   validate.every_steps null, batches null (= the whole val set).
  *   early_stopping null; once enabled (any subkey, or {}): val_loss, min, patience 3,
  *     min_delta 0, no thresholds, check_finite true.
  *   checkpoint on: every_steps 1000, keep 2 (and at the end of a run); null turns it off.
- *   loader.workers 2 (1..256), prefetch 4 (1..1024), shuffle and drop_last true;
+ *   loader.workers 2 (0..256; 0: on the training thread), prefetch 4 (1..1024), shuffle and drop_last true;
  *   on_gpu auto (the data arrays kept in GPU memory when training on a GPU and they
  *   fit; always: or an error; never). */
 #define CONFIG_FIELDS(X)                                                                \

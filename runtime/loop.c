@@ -129,7 +129,7 @@ void rt_trainer_options(FILE *f, const rt_model *m)
                "  --lr-find-range LO,HI  its rates (default 1e-8,1)\n"
                "  --profile              time each instruction of the training steps after the\n"
                "                         first two: OUT/profile.json and a table at the end\n"
-               "  --version              the model and the trainc that built this trainer\n",
+               "  --version              the model, its spec hash and the trainc that built this trainer\n",
             m ? m->name : "NAME", cpu && cuda ? "cpu|cuda|auto" : cuda ? "cuda|auto" : "cpu|auto",
             m ? "this trainer" : "as built",
             cpu && cuda ? "CPU or GPU; auto takes a GPU if there is one" : cuda ? "GPU" : "CPU",
@@ -387,7 +387,7 @@ static void configure(const rt_model *m, const Opts *o, rt_train_config *c)
      * keys are checked against the inputs when they are opened (rt_dataset_open) */
     if (c->has_early_stopping && c->es_monitor == RT_MON_VAL_ACC &&
         m->loss != RT_LOSS_CROSS_ENTROPY)
-        rt_input_error("training spec: early_stopping.monitor val_acc needs a cross_entropy "
+        rt_input_error("$.train.early_stopping.monitor: early_stopping.monitor val_acc needs a cross_entropy "
                        "loss (this model's is mse); monitor val_loss or loss");
     /* recompute auto chose the compiled plan for the spec's batch size and optimizer to
      * fit memory_budget_mb (main.c's compile_spec, by the same count): a larger batch or
@@ -402,7 +402,7 @@ static void configure(const rt_model *m, const Opts *o, rt_train_config *c)
         double need = (double)c->batch_size * (double)arena_row(m) + 4 * (2 * pf + opt) +
                       (m->act16 ? 2 * pf : 0) + ws;
         if (need > c->memory_budget_mb * 1048576.0)
-            rt_input_error("training spec: memory_budget_mb: %g MiB does not fit this trainer's "
+            rt_input_error("$.train.memory_budget_mb: %g MiB does not fit this trainer's "
                            "plan (recompute auto chose it when compiling) at batch_size %lld: "
                            "it needs %.1f MiB; rebuild it with trainc build ... --set "
                            "batch_size=%lld (trainc run applies batch_size when compiling)",
@@ -1002,14 +1002,15 @@ static double nan_plain(double v) { return isnan(v) ? fabs(v) : v; }
 enum { END_EPOCHS, END_MAX_STEPS, END_MAX_TIME, END_EARLY, END_DIVERGED, END_INTERRUPTED };
 
 /* A resumed run whose limits are reached trains nothing: the limit, and the option
- * that takes it further (raising max_steps alone does not pass a reached epochs). */
+ * that takes it further (raising max_steps alone does not pass an epochs the spec or
+ * --set gave; a left-out epochs is no limit once max_steps is set). */
 static void resumed_at_limit(const rt_train_config *c, const rt_loop_state *s, int end)
 {
     if (end == END_EPOCHS)
         fprintf(stderr, "trainc: note: this run has done its epochs (%lld): nothing to train. To "
-                "go further: --set epochs=N (more than %lld), or --set epochs=null --set "
-                "max_steps=N\n",
-                (long long)rt_epochs(c), (long long)rt_epochs(c));
+                "go further: --set epochs=N (more than %lld), or %s --set max_steps=N\n",
+                (long long)rt_epochs(c), (long long)rt_epochs(c),
+                c->epochs == RT_UNSET ? "(its epochs left out: no limit then)" : "--set epochs=null");
     else if (end == END_EARLY)
         fprintf(stderr, "trainc: note: early stopping ended this run at step %lld: nothing to "
                 "train (its best weights are best.safetensors). To go further: --set "
