@@ -764,20 +764,21 @@ static int cmd_run(int argc, char **argv)
      * the program (auto's choice depends on the batch size too, and on the device: a
      * CPU run has no GPU workspace to count) */
     int sets = 0;
-    for (int i = 1 + n; i + 1 < argc; i++)
-        if (!strcmp(argv[i], "--set") && (!strncmp(argv[i + 1], "recompute=", 10) ||
-                                          !strncmp(argv[i + 1], "memory_budget_mb=", 17) ||
-                                          !strncmp(argv[i + 1], "batch_size=", 11) ||
-                                          !strncmp(argv[i + 1], "precision=", 10) ||
-                                          !strncmp(argv[i + 1], "device=", 7))) {
-            spec_set(s, argv[i + 1]);
-            sets++;
-        } else if (!strcmp(argv[i], "--device") &&
-                   (!strcmp(argv[i + 1], "cpu") || !strcmp(argv[i + 1], "cuda"))) {
-            char *kv = xasprintf("device=%s", argv[i + 1]);
+    for (int i = 1 + n; i < argc; i++) {   /* --set K=V or --set=K=V; --device D or --device=D */
+        const char *kv = !strcmp(argv[i], "--set") && i + 1 < argc ? argv[i + 1]
+                         : !strncmp(argv[i], "--set=", 6) ? argv[i] + 6 : NULL;
+        const char *dev = !strcmp(argv[i], "--device") && i + 1 < argc ? argv[i + 1]
+                          : !strncmp(argv[i], "--device=", 9) ? argv[i] + 9 : NULL;
+        if (kv && (!strncmp(kv, "recompute=", 10) || !strncmp(kv, "memory_budget_mb=", 17) ||
+                   !strncmp(kv, "batch_size=", 11) || !strncmp(kv, "precision=", 10) ||
+                   !strncmp(kv, "device=", 7))) {
             spec_set(s, kv);
             sets++;
+        } else if (dev && (!strcmp(dev, "cpu") || !strcmp(dev, "cuda"))) {
+            spec_set(s, xasprintf("device=%s", dev));
+            sets++;
         }
+    }
     if (sets)
         spec_sets_done(s);
     /* --set is applied by the runtime (as in a built trainer); check it here too so a

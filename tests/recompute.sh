@@ -60,6 +60,14 @@ PY
 cmp "$d/gpt_char.none/model.safetensors" "$d/gpt_char.mixed/model.safetensors"
 diff <(grep -o '"loss":[^,]*' "$d/gpt_char.none/metrics.jsonl") <(grep -o '"loss":[^,]*' "$d/gpt_char.mixed/metrics.jsonl")
 echo "ok   gpt_char: auto at 35 MiB ($(grep -o '"recompute_full_blocks": [0-9]*' "$d/mixed.json")) bit-identical to none"
+# trainc run compiles the same plan from the options' =VALUE forms (--set=K=V, --device=D)
+"$TRAINC" run specs/gpt_char.json --device=cpu --set=batch_size=8 --set=memory_budget_mb=35 --set=recompute=auto \
+    --set max_steps=6 --set log_every=1 --set data.val=null --threads 1 --quiet --out "$d/gpt_char.eq" 2>/dev/null
+cmp "$d/gpt_char.mixed/model.safetensors" "$d/gpt_char.eq/model.safetensors" &&
+    [ "$(head -1 "$d/gpt_char.eq/metrics.jsonl" | grep -o '"arena_bytes":[0-9]*')" = \
+      "$(head -1 "$d/gpt_char.mixed/metrics.jsonl" | grep -o '"arena_bytes":[0-9]*')" ] ||
+    { echo "FAIL trainc run with --set=K=V and --device=cpu: another plan"; exit 1; }
+echo "ok   trainc run: --set=K=V and --device=D compile the same plan as --set K=V --device D"
 # auto between none and selective: the first blocks selective, the others keep
 # everything (gpt_char at batch 8 and 40 MiB: blocks 0-4 of 8), bit-identical too
 "$TRAINC" run specs/gpt_char.json --set device=cpu --set batch_size=8 --set memory_budget_mb=40 --set recompute=auto \
