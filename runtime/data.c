@@ -599,10 +599,8 @@ static int shard_cache_path(const char *key, char *path, size_t n)
     char dir[RT_PATH_MAX];
     if (rt_cache_dir(dir, sizeof dir) != 0)
         return -1;
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (const char *p = key; *p; p++)
-        h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
-    return snprintf(path, n, "%s/shards/%016llx", dir, (unsigned long long)h) < (int)n ? 0 : -1;
+    return snprintf(path, n, "%s/shards/%016llx", dir,
+                    (unsigned long long)rt_fnv1a(key, strlen(key))) < (int)n ? 0 : -1;
 }
 
 static int shard_max_cached(const char *key, unsigned *mx)

@@ -130,15 +130,6 @@ int rt_nvrtc_compile(const char *src, const char *name, const char *arch, void *
 
 /* ---- the kernel cache ---------------------------------------------------------------- */
 
-uint64_t rt_fnv1a(const void *p, size_t n)
-{
-    const unsigned char *s = p;
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ s[i]) * 0x100000001b3ull;
-    return h;
-}
-
 static int cache_file(const char *src, const char *arch, char *path, size_t n)
 {
     char dir[RT_PATH_MAX];

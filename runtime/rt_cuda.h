@@ -238,7 +238,6 @@ int rt_nvrtc_compile(const char *src, const char *name, const char *arch, void *
  * NVRTC version. get: 0 and a malloc'd image, or -1. put: best effort, atomic. */
 int rt_kcache_get(const char *src, const char *arch, void **image, size_t *size);
 void rt_kcache_put(const char *src, const char *arch, const void *image, size_t size);
-uint64_t rt_fnv1a(const void *p, size_t n);
 
 /* For tests (tests/gpu/): open device 0, compile `source` with NVRTC for it and load
  * it, reserve `scratch` bytes; returns an rt_exec whose calls run on the GPU. */

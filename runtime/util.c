@@ -351,3 +351,13 @@ int rt_cache_dir(char *dir, size_t n)
         return snprintf(dir, n, "%s/.cache/trainc", d) < (int)n ? 0 : -1;
     return -1;
 }
+
+/* FNV-1a, 64 bits: the kernel cache's and the shard cache's file names */
+uint64_t rt_fnv1a(const void *p, size_t n)
+{
+    const unsigned char *s = p;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ s[i]) * 0x100000001b3ull;
+    return h;
+}
