@@ -847,7 +847,7 @@ void rt_ckpt_load(const char *ck, const rt_model *m, const rt_train_config *c, r
     if (!cJSON_IsArray(tl))
         rt_input_error("%s: missing field 'train'", f);
     char diffs[1024] = "";
-    int nd = 0;
+    int nd = 0, es_changed = 0;   /* es_changed: an early_stopping line differs */
     const cJSON *it;
     cJSON_ArrayForEach(it, tl) {
         if (!cJSON_IsString(it))
@@ -859,9 +859,11 @@ void rt_ckpt_load(const char *ck, const rt_model *m, const rt_train_config *c, r
         char key[256];
         snprintf(key, sizeof key, "%.*s", (int)kl, it->valuestring);
         const char *now = line_value(lines, nlines, key, kl);
+        int differs = !now || strcmp(now, eq + 1);
+        es_changed |= differs && !strncmp(key, "early_stopping", 14);
         if (may_differ(key))
             continue;
-        if (!now || strcmp(now, eq + 1)) {
+        if (differs) {
             nd++;
             size_t used = strlen(diffs);
             snprintf(diffs + used, sizeof diffs - used, "\n  %s: checkpoint %s, now %s", key, eq + 1,
@@ -873,11 +875,10 @@ void rt_ckpt_load(const char *ck, const rt_model *m, const rt_train_config *c, r
         size_t kl = (size_t)(eq - lines[i]);
         char key[256];
         snprintf(key, sizeof key, "%.*s", (int)kl, lines[i]);
+        int found = array_value(tl, key) != NULL;
+        es_changed |= !found && !strncmp(key, "early_stopping", 14);
         if (may_differ(key))
             continue;
-        int found = 0;
-        cJSON_ArrayForEach(it, tl) if (cJSON_IsString(it) && !strncmp(it->valuestring, lines[i], kl) &&
-                                       it->valuestring[kl] == '=') found = 1;
         if (!found) {
             nd++;
             size_t used = strlen(diffs);
@@ -904,23 +905,6 @@ void rt_ckpt_load(const char *ck, const rt_model *m, const rt_train_config *c, r
                        "would by %s (early_stopping's monitor and mode, or val_loss and min "
                        "without early stopping): they cannot change on resume", ck, then_mon,
                        now_mon);
-    int es_changed = 0;
-    cJSON_ArrayForEach(it, tl) if (cJSON_IsString(it) &&
-                                   !strncmp(it->valuestring, "early_stopping", 14)) {
-        const char *eq = strchr(it->valuestring, '=');
-        size_t kl = (size_t)(eq - it->valuestring);
-        const char *now = line_value(lines, nlines, it->valuestring, kl);
-        if (!now || strcmp(now, eq + 1))
-            es_changed = 1;
-    }
-    for (int i = 0; i < nlines; i++)
-        if (!strncmp(lines[i], "early_stopping", 14)) {
-            size_t kl = strcspn(lines[i], "=");
-            char key[64];
-            snprintf(key, sizeof key, "%.*s", (int)kl, lines[i]);
-            if (!array_value(tl, key))
-                es_changed = 1;
-        }
     const cJSON *ls = cJSON_GetObjectItemCaseSensitive(j, "loop");
     if (!cJSON_IsObject(ls))
         rt_input_error("%s: missing field 'loop'", f);
