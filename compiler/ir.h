@@ -319,7 +319,7 @@ void memplan(Program *p);
  * full_blocks > 0 recomputes the first full_blocks blocks in full (auto's steps
  * between selective and full), and 0 < sel_blocks < the blocks recomputes only the
  * first sel_blocks blocks (auto's steps between none and selective). */
-void recompute(Program *p, int policy, int full_blocks, int sel_blocks);
+void recompute(Program *p, int policy, int full_blocks, int sel_blocks, int jit_cheap);
 
 /* ---- output --------------------------------------------------------------- */
 

@@ -17,7 +17,7 @@
 /* The passes, for one policy (with selective, the first full_blocks blocks recomputed
  * in full, and sel_blocks > 0: blocks from sel_blocks on not at all); after each, the
  * verifier (verify.c: passed) and --dump-after. */
-static void compile_train(Compiled *c, int policy, int full_blocks, int sel_blocks)
+static void compile_pass(Compiled *c, int policy, int full_blocks, int sel_blocks, int jit)
 {
     c->graph = graph_build(c->spec);
     passed_graph(c->graph, "graph");
@@ -29,7 +29,7 @@ static void compile_train(Compiled *c, int policy, int full_blocks, int sel_bloc
     passed(c->prog, "fusion");
     residual_epilogues(c->prog);
     passed(c->prog, "residual");
-    recompute(c->prog, policy, full_blocks, sel_blocks);
+    recompute(c->prog, policy, full_blocks, sel_blocks, jit);
     passed(c->prog, "recompute");
     gemm_epilogues(c->prog);
     passed(c->prog, "gemm-epilogues");
@@ -58,6 +58,23 @@ static void compile_train(Compiled *c, int policy, int full_blocks, int sel_bloc
         }
     }
     free(seen);
+}
+
+/* compile_pass, where blocks are recomputed in full twice: their cheap replays shared
+ * through a block's backward, or made again for each reader (recompute.c, jit_cheap);
+ * the second where its arena is smaller, else the first (fewer replays). */
+static void compile_train(Compiled *c, int policy, int full_blocks, int sel_blocks)
+{
+    compile_pass(c, policy, full_blocks, sel_blocks, 0);
+    if (policy != RT_RECOMPUTE_FULL && !(policy == RT_RECOMPUTE_SELECTIVE && full_blocks > 0))
+        return;
+    Graph *g = c->graph;
+    Program *p = c->prog;
+    compile_pass(c, policy, full_blocks, sel_blocks, 1);
+    if (c->prog->arena_row_bytes >= p->arena_row_bytes) {
+        c->graph = g;   /* (the other's memory is not freed: the compiler frees nothing) */
+        c->prog = p;
+    }
 }
 
 /* The GPU's fixed allocations at batch B (rt_gpu_fixed_bytes: input slots, loss

@@ -20,6 +20,8 @@
  *   selective with sel_blocks = k (auto only): the first k blocks as selective, the
  *              others keep everything: the steps between none and selective, so
  *              that a batch just past none's replays a few blocks' norms, not all
+ *   jit_cheap  (blocks in full) a cheap replay serves one backward instruction; the
+ *              next reader replays it again: main.c keeps it where the arena shrinks
  *
  * A replay reads exactly the values the original read (an input overwritten in
  * place since, like a GEMM output its bias epilogue updated, is replayed too), and
@@ -34,6 +36,7 @@ typedef struct Memo {
     Tensor *orig;            /* a base tensor */
     int producer;            /* the instruction whose written value it is */
     Tensor *copy;
+    int gen;                 /* the backward instruction it was replayed for */
 } Memo;
 
 typedef struct Ctx {
@@ -46,6 +49,8 @@ typedef struct Ctx {
     int *last_writer;        /* by tensor id: last forward writer, or -1 */
     Memo *memo;
     int n_memo, cap_memo;
+    int gen;                 /* the backward instruction whose reads are being replayed */
+    int jit_cheap;           /* memo_usable's rule on */
 } Ctx;
 
 /* Replaces whole identifiers `from` by `to` in a C statement. */
@@ -142,14 +147,51 @@ static void memo_add(Ctx *c, Tensor *orig, int producer, Tensor *copy)
         if (!c->memo)
             die("out of memory");
     }
-    c->memo[c->n_memo++] = (Memo){orig, producer, copy};
+    c->memo[c->n_memo++] = (Memo){orig, producer, copy, c->gen};
+}
+
+static int cheap(const Instr *in);
+
+/* Is forward instruction pi the loop right after a GEMM that reads the GEMM's
+ * product (a bias loop, with an activation maybe)? gemm_epilogues fuses such a loop
+ * into its GEMM, the replay's into the replayed GEMM; replayed apart from that GEMM it
+ * would add the bias to the stored product, which in 16 bits rounds otherwise than in
+ * the GEMM's fp32 accumulator. */
+static int after_gemm(const Ctx *c, int pi)
+{
+    const Instr *o = c->p->ins[pi];
+    int g = pi - 1;
+    while (g >= 0 && c->p->ins[g]->dead)
+        g--;
+    if (o->kind != I_EW || g < 0 || c->p->ins[g]->kind != I_GEMM)
+        return 0;
+    const Instr *gi = c->p->ins[g];
+    for (int k = 0; k < o->n_reads; k++)
+        for (int w = 0; w < gi->n_writes; w++)
+            if (tensor_base(o->reads[k]) == tensor_base(gi->writes[w]))
+                return 1;
+    return 0;
+}
+
+/* A replay that later backward instructions may share: any, or with jit_cheap all
+ * but a cheap one in a block recomputed in full (a layernorm, an elementwise loop not
+ * fused into a GEMM: after_gemm), which each backward reader then replays again just
+ * before it (as selective does), so that a block's layernorm and activation outputs
+ * do not stay live through its whole backward while the GEMM outputs replayed with
+ * them do: a smaller arena where a block's backward is the peak (gpt_char), more
+ * replays for nothing where it is not (GPT-2: the logits). */
+static int memo_usable(const Ctx *c, const Memo *m)
+{
+    const Instr *o = c->p->ins[m->producer];
+    return !c->jit_cheap || m->gen == c->gen || !cheap(o) || o->block >= c->p->full_blocks ||
+           after_gemm(c, m->producer);
 }
 
 /* Replays forward instruction pi (once) and returns the copy of `want`. */
 static Tensor *replay(Ctx *c, int pi, Tensor *want)
 {
     for (int i = 0; i < c->n_memo; i++)
-        if (c->memo[i].producer == pi && c->memo[i].orig == want)
+        if (c->memo[i].producer == pi && c->memo[i].orig == want && memo_usable(c, &c->memo[i]))
             return c->memo[i].copy;
     Instr *o = c->p->ins[pi];
     if (o->block < 0)
@@ -203,7 +245,7 @@ static Tensor *replay(Ctx *c, int pi, Tensor *want)
         n->text = text;
     }
     emit(c, n);
-    for (int i = 0; i < c->n_memo; i++)
+    for (int i = c->n_memo - 1; i >= 0; i--)   /* (the newest: this replay's) */
         if (c->memo[i].producer == pi && c->memo[i].orig == want)
             return c->memo[i].copy;
     die("recompute: %s does not write %s", o->what, want->name);
@@ -218,7 +260,7 @@ static int cheap(const Instr *in)
     return in->kind == I_CALL && !strncmp(in->text, "rt_layernorm_fwd(", 17);
 }
 
-void recompute(Program *p, int policy, int full_blocks, int sel_blocks)
+void recompute(Program *p, int policy, int full_blocks, int sel_blocks, int jit_cheap)
 {
     p->policy = policy;
     p->n_blocks = 0;
@@ -235,7 +277,7 @@ void recompute(Program *p, int policy, int full_blocks, int sel_blocks)
     if (policy == RT_RECOMPUTE_NONE)
         return;
     Graph *g = p->g;
-    Ctx c = {.p = p, .n = p->n_ins, .nf = p->n_forward};
+    Ctx c = {.p = p, .n = p->n_ins, .nf = p->n_forward, .jit_cheap = jit_cheap};
     int nt = g->n_tensors;
     c.saved = xcalloc((size_t)nt, 1);
     c.drop = xcalloc((size_t)nt, 1);
@@ -314,6 +356,7 @@ void recompute(Program *p, int policy, int full_blocks, int sel_blocks)
         Instr *in = p->ins[i];
         if (!in->dead) {
             c.n_out = 0;
+            c.gen = i;
             for (int k = 0; k < in->n_reads; k++) {
                 Tensor *r = in->reads[k], *b = tensor_base(r);
                 if (b->id >= nt || !c.drop[b->id])
