@@ -142,9 +142,13 @@ void rt_trainer_options(FILE *f, const rt_model *m)
                 : "");
 }
 
-static void trainer_usage(const rt_model *m)
+/* argv0: the trainer's own path as it was started, or "trainc run" (jit.c) */
+static void trainer_usage(const rt_model *m, const char *argv0)
 {
-    printf("usage: %s-trainer [options]\n\n", m->name);
+    if (!strcmp(argv0, "trainc run"))
+        printf("usage: trainc run SPEC... [options]   (%s)\n\n", m->name);
+    else
+        printf("usage: %s [options]   (%s)\n\n", argv0, m->name);
     rt_trainer_options(stdout, m);
 }
 
@@ -264,7 +268,7 @@ static void parse_opts(const rt_model *m, int argc, char **argv, Opts *o)
         else if (!strcmp(a, "--gradcheck"))
             o->gradcheck = 1;   /* developer option: finite-difference check, see tests/ */
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            trainer_usage(m);
+            trainer_usage(m, argc > 0 && argv[0] ? argv[0] : "trainer");
             exit(0);
         } else if (!strcmp(a, "--version")) {
             printf("%s trainer (spec hash %s), built by trainc %s\n", m->name, m->spec_hash,

@@ -283,6 +283,12 @@ v=$("$d/trainer" --version) && echo "$v" | grep -q "^mlp_fashion trainer (spec h
     ! "$d/trainer" --help | grep -q -- "--sample" && "$TRAINC" help run | grep -q -- "--sample N" &&
     ok "trainer --version ($v); --help without --sample for a non-token model" ||
     bad "trainer --version / --help: '$v'"
+# --help's usage line names the command as it was typed: the trainer's path, or
+# trainc run with its spec
+u=$("$d/trainer" --help | head -1) && r=$("$TRAINC" run specs/mlp_fashion.json --help | head -1) &&
+    [ "$u" = "usage: $d/trainer [options]   (mlp_fashion)" ] &&
+    [ "$r" = "usage: trainc run SPEC... [options]   (mlp_fashion)" ] &&
+    ok "--help's usage line: '$u', '$r'" || bad "--help's usage line: '$u', '$r'"
 "$d/trainer" --out "$d/one_step" --quiet --set data.val=null --set max_steps=1 2>"$d/one_step.err" &&
     grep -q "max_steps after 1 step in" "$d/one_step.err" && ok "one step: '1 step'" ||
     bad "one step: $(cat "$d/one_step.err")"
