@@ -1296,7 +1296,7 @@ static void check_metrics_cut(const char *out, int64_t bytes, const char *ck)
     int ok = fstat(fileno(f), &st) == 0;
     if (ok && st.st_size < bytes) {
         fprintf(stderr, "trainc: warning: %s has %lld bytes, fewer than the %lld it had at the "
-                "checkpoint (records removed since?): appending to it as it is\n", p,
+                "checkpoint (records removed since?): appending to it from its last whole record\n", p,
                 (long long)st.st_size, (long long)bytes);
     } else if (ok && bytes > 0) {
         ok = fseeko(f, (off_t)(bytes - 1), SEEK_SET) == 0 && fgetc(f) == '\n';

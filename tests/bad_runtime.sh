@@ -309,6 +309,20 @@ if "$d/trainer" --resume "$o" --quiet --set max_steps=30 --set data.val=null >/d
     echo "ok   damaged_checkpoint mended: resumes"; pass=$((pass+1))
 else echo "FAIL damaged_checkpoint: the mended checkpoint does not resume"; cat "$d/damaged.stderr"; fail=$((fail+1)); fi
 
+# metrics.jsonl cut in the middle of a line (by hand, a copy stopped short: shorter than
+# the checkpoint's length, so the resume keeps it as it is): the resume cuts the torn
+# line off before appending, so every line is whole JSON (the start record was glued to
+# the half line)
+o="$d/torn"; rm -rf "$o"
+"$d/trainer" --out "$o" --quiet --set max_steps=20 --set checkpoint.every_steps=10 --set log_every=1 \
+    --set data.val=null >/dev/null 2>&1
+truncate -s 300 "$o/metrics.jsonl"
+if "$d/trainer" --resume "$o" --quiet --set max_steps=30 >/dev/null 2>"$d/torn.stderr" &&
+   grep -qF "ended in the middle of a line: cut back to its last whole record" "$d/torn.stderr" &&
+   $PY -c "import json,sys; [json.loads(l) for l in open(sys.argv[1])]" "$o/metrics.jsonl"; then
+    echo "ok   resume_torn_metrics"; pass=$((pass+1))
+else echo "FAIL resume_torn_metrics"; cat "$d/torn.stderr"; head -c 600 "$o/metrics.jsonl"; fail=$((fail+1)); fi
+
 # special files where a regular one belongs: refused at once (exit 1), never read or
 # waited on forever, never replaced (timeout: a hang is a failure, not a wait)
 mkfifo "$d/fifo.npy" "$d/fifo.safetensors" "$d/fifo_exe"
