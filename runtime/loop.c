@@ -1816,6 +1816,15 @@ int rt_main(const rt_model *m, int argc, char **argv)
             rt_input_error("cannot create the output folder %s: %s\n  hint: --out names a "
                            "folder trainc can create and write", r->out, strerror(errno));
         hold_out(r->out);
+        /* a run on a read-only disk (a snapshot, a mount made read-only by errors) went
+         * as far as cutting metrics.jsonl and exited 2 naming the cut alone: where the
+         * rest of the run can go is the user's to say, before anything changes */
+        if (r->o.resume && same_folder(r->out, r->o.resume) && access(r->out, W_OK) != 0 &&
+            errno == EROFS)
+            rt_input_error("--resume %s: the folder is on a read-only file system, and a resume "
+                           "goes on in the run's folder\n  hint: --resume %s --out DIR writes "
+                           "the rest of the run into DIR (its metrics.jsonl starts with this "
+                           "run's records)", r->o.resume, r->o.resume);
         /* records after the checkpoint (a crash) are dropped: the file reads as one run;
          * only under the folder's lock (a refused second trainer must not cut the
          * records of the run that holds it) */

@@ -310,6 +310,23 @@ if "$d/trainer" --resume "$o" --quiet --set max_steps=30 --set data.val=null >/d
     echo "ok   damaged_checkpoint mended: resumes"; pass=$((pass+1))
 else echo "FAIL damaged_checkpoint: the mended checkpoint does not resume"; cat "$d/damaged.stderr"; fail=$((fail+1)); fi
 
+# --resume of a run on a read-only file system (a bind mount made read-only, where this
+# test may mount): exit 1 before anything changes, the hint names --out (it exited 2 with
+# "cannot truncate metrics.jsonl" alone)
+o="$d/ro_run"; rm -rf "$o" "$d/ro_mnt"; mkdir -p "$d/ro_mnt"
+"$d/trainer" --out "$o" --quiet --set max_steps=4 --set checkpoint.every_steps=2 --set data.val=null >/dev/null 2>&1
+if mount --bind "$o" "$d/ro_mnt" 2>/dev/null && mount -o remount,bind,ro "$d/ro_mnt" 2>/dev/null; then
+    "$d/trainer" --resume "$d/ro_mnt" --quiet --set max_steps=6 >/dev/null 2>"$d/ro.stderr"; rc=$?
+    umount "$d/ro_mnt"
+    if [ $rc -eq 1 ] && grep -qF "the folder is on a read-only file system" "$d/ro.stderr" &&
+       grep -qF -- "--out DIR writes the rest of the run into DIR" "$d/ro.stderr"; then
+        echo "ok   resume_read_only"; pass=$((pass+1))
+    else echo "FAIL resume_read_only: exit $rc"; cat "$d/ro.stderr"; fail=$((fail+1)); fi
+else
+    umount "$d/ro_mnt" 2>/dev/null
+    echo "skip resume_read_only (no bind mount here)"
+fi
+
 # One bit flipped in state.json within what a run can reach (log_n "4" read as "5": the
 # step-24 record's loss is then a mean over 5 batches, written without a word; batch "20"
 # as "21": refused with exit 1, though the checkpoint before was intact): its own hash
