@@ -17,6 +17,7 @@
  *                     with everything those link but the C library's own parts, copied
  *                     into DIR/lib, which the executable's run path ($ORIGIN/lib) names
  */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -27,6 +28,7 @@
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -47,15 +49,13 @@ static char temp_dir[PATH_MAX];
 static char temp_files[MAX_TEMP_FILES][PATH_MAX];
 static volatile pid_t running;   /* the process group of the program running, or 0 */
 
-/* Removes the temporary folder (flat: build writes no subfolders). */
-static void remove_temp_dir(void)
+/* Removes a flat folder (build writes no subfolders). */
+static void remove_flat_dir(const char *dir)
 {
-    if (!temp_dir[0])
-        return;
     /* getdents64, not readdir (which allocates); again while entries remain, as
      * removing during a listing may skip some */
-    for (int pass = 0; pass < 8 && rmdir(temp_dir) != 0 && errno == ENOTEMPTY; pass++) {
-        int fd = open(temp_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    for (int pass = 0; pass < 8 && rmdir(dir) != 0 && errno == ENOTEMPTY; pass++) {
+        int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0)
             break;
         static char ents[16384] __attribute__((aligned(8)));
@@ -72,7 +72,20 @@ static void remove_temp_dir(void)
             }
         close(fd);
     }
+}
+
+/* The temporary folder; its descriptor holds a lock on it while this build lives. */
+static int temp_dir_fd = -1;
+
+static void remove_temp_dir(void)
+{
+    if (!temp_dir[0])
+        return;
+    remove_flat_dir(temp_dir);
     temp_dir[0] = 0;
+    if (temp_dir_fd >= 0)
+        close(temp_dir_fd);
+    temp_dir_fd = -1;
 }
 
 static void remove_temps(void)
@@ -125,6 +138,37 @@ void build_temp_setup(void)
     sigaction(SIGHUP, &sa, NULL);
 }
 
+/* A build killed outright (SIGKILL, the OOM killer, a lost machine) leaves its folder
+ * in TMPDIR, handlers or not: each build's folder holds a lock (flock, which the kernel
+ * drops however the process ends) and, once it does, this mark. A folder of ours with
+ * the mark whose lock can be taken is a dead build's, and the next build removes it. */
+#define STALE_MARK ".trainc-build-lock"
+
+static void remove_stale_dirs(const char *base)
+{
+    DIR *d = opendir(base);
+    if (!d)
+        return;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (strncmp(de->d_name, "trainc-build-", 13))
+            continue;
+        int fd = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        struct stat st;
+        if (fstat(fd, &st) == 0 && st.st_uid == geteuid() &&
+            faccessat(fd, STALE_MARK, F_OK, AT_SYMLINK_NOFOLLOW) == 0 &&
+            flock(fd, LOCK_EX | LOCK_NB) == 0) {
+            char *p = xasprintf("%s/%s", base, de->d_name);
+            remove_flat_dir(p);
+            free(p);
+        }
+        close(fd);
+    }
+    closedir(d);
+}
+
 const char *build_temp_dir(void)
 {
     build_temp_setup();
@@ -133,10 +177,18 @@ const char *build_temp_dir(void)
     if (snprintf(tmpl, sizeof tmpl, "%s/trainc-build-XXXXXX", t && *t ? t : "/tmp") >=
         (int)sizeof tmpl)
         error_input("build: TMPDIR is too long a path");
+    remove_stale_dirs(t && *t ? t : "/tmp");
     if (!mkdtemp(tmpl))
         rt_fail("build: cannot make a temporary folder in %s: %s (set TMPDIR to a folder you "
                 "can write)", t && *t ? t : "/tmp", strerror(errno));
     memcpy(temp_dir, tmpl, strlen(tmpl) + 1);
+    /* locked, then marked: a marked folder that is not locked is a dead build's */
+    temp_dir_fd = open(temp_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (temp_dir_fd >= 0 && flock(temp_dir_fd, LOCK_EX | LOCK_NB) == 0) {
+        int m = openat(temp_dir_fd, STALE_MARK, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+        if (m >= 0)
+            close(m);
+    }
     return temp_dir;
 }
 
@@ -451,26 +503,107 @@ static char *plain_path(const char *p)
     return p[0] == '/' ? xstrdup(p) : xasprintf("./%s", p);
 }
 
-static void copy_file(const char *from, const char *to)
+static int write_all_fd(int fd, const char *p, size_t n)
 {
-    int in = open(from, O_RDONLY | O_CLOEXEC);
-    if (in < 0)
-        rt_fail("build: --bundle: cannot read %s: %s", from, strerror(errno));
-    const char *slash = strrchr(to, '/');
-    char *tmp = xasprintf("%.*s/.trainc-XXXXXX", (int)(slash - to), to);
-    int out = build_temp_file(tmp);
-    if (out < 0 || fchmod(out, 0755) != 0)
-        rt_fail("build: --bundle: cannot write %s: %s", tmp, strerror(errno));
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* from's bytes into out; 0, or -1 with errno */
+static int copy_fd(int in, int out)
+{
     static char buf[1 << 20];
     ssize_t k;
-    while ((k = read(in, buf, sizeof buf)) > 0)
-        if (write(out, buf, (size_t)k) != k)
-            rt_fail("build: --bundle: writing %s: %s (is the disk full?)", to, strerror(errno));
-    if (k < 0 || close(out) != 0 || rename(tmp, to) != 0)
-        rt_fail("build: --bundle: writing %s: %s", to, strerror(errno));
+    while ((k = read(in, buf, sizeof buf)) != 0) {
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0 || write_all_fd(out, buf, (size_t)k) != 0)
+            return -1;
+    }
+    return lseek(in, 0, SEEK_SET) < 0 ? -1 : 0;
+}
+
+/* A copy of `from` put at `to` with `mode`, whole or not at all. It is written as a file
+ * with no name in to's folder (O_TMPFILE), so a build killed outright (SIGKILL, the OOM
+ * killer) while writing it leaves nothing there (a named .trainc-XXXXXX as large as the
+ * executable stayed for good), then named (a temporary name, renamed over `to` at
+ * once). Where the file system has no O_TMPFILE (or there is no /proc to name it by),
+ * under the temporary name from the start, removed on every other way out. 0, or -1
+ * with errno. */
+int build_install(const char *from, const char *to, unsigned mode)
+{
+    const char *slash = strrchr(to, '/');
+    int dl = slash ? (int)(slash - to) + (slash == to) : 1;
+    char *dir = slash ? xasprintf("%.*s", dl, to) : xstrdup(".");
+    char *tmp = slash ? xasprintf("%.*s/.trainc-XXXXXX", dl, to) : xstrdup(".trainc-XXXXXX");
+    int rc = -1, registered = 0, out = -1;
+    int in = open(from, O_RDONLY | O_CLOEXEC);
+    if (in < 0)
+        goto done;
+    out = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+    if (out >= 0) {
+        if (copy_fd(in, out) != 0 || fchmod(out, mode) != 0)
+            goto done;
+        int fd = build_temp_file(tmp);   /* a free name, removed on any way out */
+        if (fd < 0)
+            goto done;
+        registered = 1;
+        close(fd);
+        unlink(tmp);
+        char proc[64];
+        snprintf(proc, sizeof proc, "/proc/self/fd/%d", out);
+        if (linkat(AT_FDCWD, proc, AT_FDCWD, tmp, AT_SYMLINK_FOLLOW) != 0) {
+            if (errno != ENOENT)
+                goto done;
+            close(out);               /* no /proc: by the name from the start */
+            out = -1;
+        }
+    }
+    if (out < 0) {
+        out = registered ? open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)
+                         : build_temp_file(tmp);
+        if (out < 0)
+            goto done;
+        registered = 1;
+        if (copy_fd(in, out) != 0 || fchmod(out, mode) != 0)
+            goto done;
+    }
+    int closed = close(out);
+    out = -1;
+    if (closed != 0 || rename(tmp, to) != 0)
+        goto done;
     build_temp_done(tmp);
-    close(in);
+    registered = 0;
+    rc = 0;
+done:;
+    int e = errno;
+    if (out >= 0)
+        close(out);
+    if (in >= 0)
+        close(in);
+    if (registered) {
+        unlink(tmp);
+        build_temp_done(tmp);
+    }
+    free(dir);
     free(tmp);
+    errno = e;
+    return rc;
+}
+
+static void copy_file(const char *from, const char *to)
+{
+    if (build_install(from, to, 0755) != 0)
+        rt_fail("build: --bundle: writing %s: %s%s", to, strerror(errno),
+                errno == ENOSPC || errno == EDQUOT ? " (is the disk full?)" : "");
 }
 
 /* Where the dynamic loader finds `soname` for this process (NULL: nowhere). */

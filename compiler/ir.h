@@ -380,6 +380,7 @@ const char *build_temp_dir(void);       /* mkdtemp in $TMPDIR (else /tmp), remov
 void build_temp_dir_remove(void);
 int build_temp_file(char *tmpl);        /* mkostemp(tmpl), removed on any exit: its fd, or -1 */
 void build_temp_done(const char *path); /* renamed into place: no longer removed */
+int build_install(const char *from, const char *to, unsigned mode);   /* a copy, whole or none */
 /* Runs argv (argv[0] found on PATH) without a shell; out: its stdout read into it; quiet:
  * its stderr to /dev/null. Its exit status (128 + a signal's number), or -1 with errno
  * when it could not start. */

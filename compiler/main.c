@@ -681,17 +681,9 @@ static int cmd_build(int argc, char **argv)
     char *inc = xasprintf("-I%s", trainc_home_include());
     char *lib = xasprintf("%s/librt.a", trainc_home_lib());
     char *host = xasprintf("%s/host.c", tmp), *kern = xasprintf("%s/kernels_cpu.c", tmp);
-    /* linked beside OUT under a name that fits wherever OUT's does */
-    const char *slash = strrchr(out, '/');
-    char *tmpout = slash ? xasprintf("%.*s/.trainc-XXXXXX", (int)(slash - out) + (slash == out), out)
-                         : xstrdup(".trainc-XXXXXX");
-    int fd = build_temp_file(tmpout);
-    if (fd < 0)
-        cannot_write("build", out);
-    mode_t um = umask(0);   /* the linker adds x where r is: 0755 under umask 022 */
-    umask(um);
-    fchmod(fd, 0666 & ~um);
-    close(fd);
+    /* linked in the temporary folder, then put beside OUT whole (build_install: a build
+     * killed outright while the linker wrote there left the partial executable) */
+    char *tmpout = xasprintf("%s/trainer", tmp);
     /* $CC split at spaces and tabs, without quoting: CC="ccache cc", CC="gcc -m64" */
     char *args[128] = {0};
     int na = 0;
@@ -734,15 +726,15 @@ static int cmd_build(int argc, char **argv)
     if (rc < 0)
         rt_fail("build: cannot start the C compiler %s: %s (is one installed? set CC)", args[0],
                 strerror(errno));
-    build_temp_dir_remove();
     if (rc != 0)
         rt_fail("build: the C compiler failed (exit %d; its messages are above): where it says "
                 "a disk is full or a file cannot be written, free space (in %s and beside %s); "
                 "else this is a trainc bug, please report it", rc,
                 getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", out);
-    if (rename(tmpout, out) != 0)
+    struct stat st;
+    if (stat(tmpout, &st) != 0 || build_install(tmpout, out, st.st_mode & 07777) != 0)
         cannot_write("build", out);
-    build_temp_done(tmpout);
+    build_temp_dir_remove();
     if (bundle)
         build_bundle(out, bundle, cuda);
     fprintf(stderr, "trainc: built %s (%s)%s\n", out, device, bundle ? ", with the libraries it needs in its lib/" : "");

@@ -7,7 +7,8 @@
  *   state.json              the loop state (rt_loop_state), the spec hash, the
  *                           effective training config as key=value lines, and each
  *                           file's size and XXH64 ("files"; rt_ckpt_verify checks them
- *                           before a resume takes the checkpoint)
+ *                           before a resume takes the checkpoint), and last its own XXH64
+ *                           ("state_xxh64", seal_state)
  *   best.safetensors        a second name of OUT/best.safetensors, when one exists
  * Under ZeRO every rank holds one shard of the optimizer state: the shards are gathered
  * to rank 0 a chunk at a time (every rank takes part in the gathers) and written as
@@ -176,6 +177,48 @@ static int write_text(const char *path, const char *text)
     if (fsync(fd) != 0 || close(fd) != 0)
         return -1;
     return rename(tmp, path);
+}
+
+/* state.json's own hash: its last field, "state_xxh64", the XXH64 of every byte before
+ * the field (STATE_MARK on). The other files' hashes are in it, but its own loop state
+ * was checked only for what a run can reach, and a flipped bit within that (a batch
+ * "40" read as "41", one bit apart) resumed without a word, not exactly; or, out of
+ * it, refused the resume where an older intact checkpoint could go on. A state.json
+ * without the field (written before it, or edited by hand and the field removed) is
+ * taken as it is. */
+static const char STATE_MARK[] = ",\n\t\"state_xxh64\":\t\"";
+
+/* cJSON_Print's text ("{ ... \n}") with the field added before its closing brace. */
+static char *seal_state(const char *text)
+{
+    size_t n = strlen(text);
+    if (n < 2 || strcmp(text + n - 2, "\n}"))
+        rt_die("state.json's text does not end its object with \"\\n}\"");
+    n -= 2;
+    size_t cap = n + sizeof STATE_MARK + 16 + 8;
+    char *out = malloc(cap);
+    if (!out)
+        return NULL;
+    snprintf(out, cap, "%.*s%s%016llx\"\n}", (int)n, text, STATE_MARK,
+             (unsigned long long)rt_xxh64(text, n, 0));
+    return out;
+}
+
+/* 0 when text (len bytes, NUL-terminated) has no state_xxh64 or its bytes match it. */
+static int state_sealed_ok(const char *text, size_t len)
+{
+    const char *at = NULL;
+    for (const char *p = text; (p = strstr(p, STATE_MARK)); p++)
+        at = p;
+    if (!at)
+        return 0;
+    const char *hex = at + sizeof STATE_MARK - 1;
+    char *end;
+    unsigned long long want = strtoull(hex, &end, 16);
+    if (end != hex + 16 || (strcmp(end, "\"\n}") && strcmp(end, "\"\n}\n")) ||
+        strlen(text) != len)
+        return -1;
+    return rt_xxh64(text, (size_t)(at - text), 0) == want ? 0 : -1;
 }
 
 /* By step number: names are zero-padded to 8 digits, and a run past 10^8 steps has
@@ -403,8 +446,10 @@ int rt_ckpt_save(const char *out, const rt_model *m, const rt_train_config *c,
     cJSON_AddItemToObject(j, "files", files);
     char *text = cJSON_Print(j);
     cJSON_Delete(j);
+    char *sealed = text ? seal_state(text) : NULL;
     snprintf(f, sizeof f, "%s/state.json", tmp);
-    int rc = text ? write_text(f, text) : -1;
+    int rc = sealed ? write_text(f, sealed) : -1;
+    free(sealed);
     free(text);
     if (rc != 0 || fsync_path(tmp) != 0) {
         err = errno;
@@ -584,6 +629,12 @@ static cJSON *parse_state(const char *ck, char *f, size_t flen, char *why, size_
     }
     fclose(fp);
     text[len] = 0;
+    if (state_sealed_ok(text, len) != 0) {
+        free(text);
+        snprintf(why, wn, "%s: its bytes changed after the checkpoint was written (its "
+                 "state_xxh64 does not match them)", f);
+        return NULL;
+    }
     cJSON *j = cJSON_Parse(text);
     free(text);
     if (!j || !cJSON_IsObject(j)) {

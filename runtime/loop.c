@@ -736,11 +736,14 @@ static _Noreturn void folder_in_use(const char *out)
  * its files with it, and writing on into a new one of that name would split the run. */
 static int out_fd = -1;
 static struct stat out_id;
+static void check_out(const char *out);
 
 static void hold_out(const char *out)
 {
-    if (out_fd >= 0)
-        close(out_fd);
+    if (out_fd >= 0) {        /* held since hold_resumed: the same folder, or exit 2 */
+        check_out(out);
+        return;
+    }
     out_fd = lock_folder(out);
     if (out_fd == -1)
         folder_in_use(out);
@@ -754,6 +757,24 @@ static void check_out(const char *out)
     if (stat(out, &now) != 0 || now.st_dev != out_id.st_dev || now.st_ino != out_id.st_ino)
         rt_fail("the output folder %s was moved or removed during the run (what was written "
                 "went with it); nothing more is written", out);
+}
+
+/* --resume DIR continuing in DIR: the folder is locked before its checkpoints are read,
+ * not only once the run starts writing. A run still working there would otherwise be
+ * read as it writes and prunes them (its newest taken for damaged, or none found:
+ * "no complete checkpoint"), and a new run started into DIR at the same time could move
+ * the folder aside under the resume, which then went on from the moved run's
+ * checkpoint into a new, empty DIR. A folder that is not there is left to the resume's
+ * own error. */
+static void hold_resumed(const char *dir)
+{
+    int fd = lock_folder(dir);
+    if (fd == -1)
+        folder_in_use(dir);
+    if (fd >= 0 && fstat(fd, &out_id) == 0)
+        out_fd = fd;
+    else if (fd >= 0)
+        close(fd);
 }
 
 /* A new run into a folder that holds an earlier one (its metrics.jsonl, checkpoints or
@@ -1300,7 +1321,7 @@ static void check_metrics_cut(const char *out, int64_t bytes, const char *ck)
     int ok = fstat(fileno(f), &st) == 0;
     if (ok && st.st_size < bytes) {
         fprintf(stderr, "trainc: warning: %s has %lld bytes, fewer than the %lld it had at the "
-                "checkpoint (records removed since?): appending to it as it is\n", p,
+                "checkpoint (records removed since?): appending to it from its last whole record\n", p,
                 (long long)st.st_size, (long long)bytes);
     } else if (ok && bytes > 0) {
         ok = fseeko(f, (off_t)(bytes - 1), SEEK_SET) == 0 && fgetc(f) == '\n';
@@ -1592,6 +1613,9 @@ int rt_main(const rt_model *m, int argc, char **argv)
         signal(SIGTERM, on_signal_eval);
         signal(SIGHUP, on_signal_eval);
     }
+    if (r->o.resume && !r->o.eval && !r->o.gradcheck && r->rank == 0 &&
+        (!r->o.out || same_folder(r->o.out, r->o.resume)))
+        hold_resumed(r->o.resume);
     configure(m, &r->o, &r->c);
     refuse_unsupported(m, &r->o, &r->c);
     rt_train_config *c = &r->c;
@@ -1796,6 +1820,15 @@ int rt_main(const rt_model *m, int argc, char **argv)
             rt_input_error("cannot create the output folder %s: %s\n  hint: --out names a "
                            "folder trainc can create and write", r->out, strerror(errno));
         hold_out(r->out);
+        /* a run on a read-only disk (a snapshot, a mount made read-only by errors) went
+         * as far as cutting metrics.jsonl and exited 2 naming the cut alone: where the
+         * rest of the run can go is the user's to say, before anything changes */
+        if (r->o.resume && same_folder(r->out, r->o.resume) && access(r->out, W_OK) != 0 &&
+            errno == EROFS)
+            rt_input_error("--resume %s: the folder is on a read-only file system, and a resume "
+                           "goes on in the run's folder\n  hint: --resume %s --out DIR writes "
+                           "the rest of the run into DIR (its metrics.jsonl starts with this "
+                           "run's records)", r->o.resume, r->o.resume);
         /* records after the checkpoint (a crash) are dropped: the file reads as one run;
          * only under the folder's lock (a refused second trainer must not cut the
          * records of the run that holds it) */

@@ -86,6 +86,37 @@ static void reload_points(rt_metrics *mt)
     fclose(f);
 }
 
+/* A file appended to on --resume must end with a whole record: one cut mid-line (by
+ * hand, or a copy stopped short, when it is shorter than the checkpoint's length, which
+ * the resume then keeps as it is) would otherwise get the start record glued to its
+ * half line, and a reader of the file fail on that line. Cut back to the last newline. */
+static void cut_torn_tail(rt_metrics *mt)
+{
+    int fd = fileno(mt->f);
+    off_t end = mt->whole, at = end;
+    char buf[4096];
+    while (at > 0) {
+        size_t n = at < (off_t)sizeof buf ? (size_t)at : sizeof buf;
+        if (pread(fd, buf, n, at - (off_t)n) != (ssize_t)n)
+            return;
+        size_t i = n;
+        while (i > 0 && buf[i - 1] != '\n')
+            i--;
+        if (i > 0) {
+            at -= (off_t)(n - i);
+            break;
+        }
+        at -= (off_t)n;
+    }
+    if (at == end)
+        return;
+    if (ftruncate(fd, at) != 0)
+        rt_fail("%s: cannot cut its torn last line: %s", mt->path, strerror(errno));
+    fprintf(stderr, "trainc: warning: %s ended in the middle of a line: cut back to its last "
+            "whole record (%lld bytes dropped)\n", mt->path, (long long)(end - at));
+    mt->whole = at;
+}
+
 void rt_metrics_file_check(const char *path)
 {
     struct stat st;
@@ -107,11 +138,13 @@ rt_metrics *rt_metrics_open(const char *dir, int append)
     rt_metrics_file_check(mt->path);
     if (append)
         reload_points(mt);
-    mt->f = fopen(mt->path, append ? "a" : "w");
+    mt->f = fopen(mt->path, append ? "a+" : "w");   /* a+: cut_torn_tail reads */
     if (!mt->f)
         rt_input_error("%s: cannot open for writing: %s", mt->path, strerror(errno));
     struct stat st;
     mt->whole = fstat(fileno(mt->f), &st) == 0 ? st.st_size : 0;
+    if (append)
+        cut_torn_tail(mt);
     return mt;
 }
 

@@ -274,6 +274,7 @@ damaged() {   # damaged KEY=VALUE MESSAGE: state.json's loop KEY set to VALUE; -
     $PY - "$d/state.good" "$st" "$k" "$v" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1])); k, v = sys.argv[3], sys.argv[4]
+s.pop("state_xxh64", None)   # edited by hand: unsealed, or the edit is taken for damage
 if k in ("ranks", "trainc_checkpoint"):   # top-level fields
     s[k] = float(v)
 else:
@@ -308,6 +309,63 @@ cp "$d/state.good" "$st"
 if "$d/trainer" --resume "$o" --quiet --set max_steps=30 --set data.val=null >/dev/null 2>"$d/damaged.stderr"; then
     echo "ok   damaged_checkpoint mended: resumes"; pass=$((pass+1))
 else echo "FAIL damaged_checkpoint: the mended checkpoint does not resume"; cat "$d/damaged.stderr"; fail=$((fail+1)); fi
+
+# --resume of a run on a read-only file system (a bind mount made read-only, where this
+# test may mount): exit 1 before anything changes, the hint names --out (it exited 2 with
+# "cannot truncate metrics.jsonl" alone)
+o="$d/ro_run"; rm -rf "$o" "$d/ro_mnt"; mkdir -p "$d/ro_mnt"
+"$d/trainer" --out "$o" --quiet --set max_steps=4 --set checkpoint.every_steps=2 --set data.val=null >/dev/null 2>&1
+if mount --bind "$o" "$d/ro_mnt" 2>/dev/null && mount -o remount,bind,ro "$d/ro_mnt" 2>/dev/null; then
+    "$d/trainer" --resume "$d/ro_mnt" --quiet --set max_steps=6 >/dev/null 2>"$d/ro.stderr"; rc=$?
+    umount "$d/ro_mnt"
+    if [ $rc -eq 1 ] && grep -qF "the folder is on a read-only file system" "$d/ro.stderr" &&
+       grep -qF -- "--out DIR writes the rest of the run into DIR" "$d/ro.stderr"; then
+        echo "ok   resume_read_only"; pass=$((pass+1))
+    else echo "FAIL resume_read_only: exit $rc"; cat "$d/ro.stderr"; fail=$((fail+1)); fi
+else
+    umount "$d/ro_mnt" 2>/dev/null
+    echo "skip resume_read_only (no bind mount here)"
+fi
+
+# One bit flipped in state.json within what a run can reach (log_n "4" read as "5": the
+# step-24 record's loss is then a mean over 5 batches, written without a word; batch "20"
+# as "21": refused with exit 1, though the checkpoint before was intact): its own hash
+# (state_xxh64, its last field) finds either, and the resume goes on from the checkpoint
+# before, bit for bit; xxhsum prints the same hash of the bytes before the field
+o="$d/sealed"; rm -rf "$d/sealed_ref"
+S=(--quiet --threads 1 --set checkpoint.every_steps=10 --set data.val=null --set log_every=8)
+"$d/trainer" --out "$d/sealed_ref" "${S[@]}" --set max_steps=30 >/dev/null 2>&1
+for flip in 's/"log_n":\t"4"/"log_n":\t"5"/' 's/"batch":\t"20"/"batch":\t"21"/'; do
+    rm -rf "$o"
+    "$d/trainer" --out "$o" "${S[@]}" --set max_steps=20 >/dev/null 2>&1
+    st="$o/checkpoints/step_00000020/state.json"
+    seal=$(xxhsum -H1 <(head -c -38 "$st") | cut -d' ' -f1)
+    grep -q "\"state_xxh64\":.\"$seal\"" "$st" || { echo "FAIL sealed_state: xxhsum $seal is not the field"; tail -n 2 "$st"; fail=$((fail+1)); }
+    cp "$st" "$d/sealed.before"; sed -i "$flip" "$st"
+    cmp -s "$st" "$d/sealed.before" && { echo "FAIL sealed_state: '$flip' changed nothing"; fail=$((fail+1)); }
+    if "$d/trainer" --resume "$o" "${S[@]}" --set max_steps=30 >/dev/null 2>"$d/sealed.stderr" &&
+       grep -qF "step_00000020/state.json: its bytes changed after the checkpoint was written" "$d/sealed.stderr" &&
+       grep -qF "taking step_00000010 instead" "$d/sealed.stderr" &&
+       cmp -s "$d/sealed_ref/model.safetensors" "$o/model.safetensors" &&
+       [ "$(grep -v event "$d/sealed_ref/metrics.jsonl" | sed 's/,"samples_per_s.*//')" = \
+         "$(grep -v event "$o/metrics.jsonl" | sed 's/,"samples_per_s.*//')" ]; then
+        echo "ok   sealed_state $flip: resumed from the checkpoint before, bit for bit"; pass=$((pass+1))
+    else echo "FAIL sealed_state $flip"; cat "$d/sealed.stderr"; fail=$((fail+1)); fi
+done
+
+# metrics.jsonl cut in the middle of a line (by hand, a copy stopped short: shorter than
+# the checkpoint's length, so the resume keeps it as it is): the resume cuts the torn
+# line off before appending, so every line is whole JSON (the start record was glued to
+# the half line)
+o="$d/torn"; rm -rf "$o"
+"$d/trainer" --out "$o" --quiet --set max_steps=20 --set checkpoint.every_steps=10 --set log_every=1 \
+    --set data.val=null >/dev/null 2>&1
+truncate -s 300 "$o/metrics.jsonl"
+if "$d/trainer" --resume "$o" --quiet --set max_steps=30 >/dev/null 2>"$d/torn.stderr" &&
+   grep -qF "ended in the middle of a line: cut back to its last whole record" "$d/torn.stderr" &&
+   $PY -c "import json,sys; [json.loads(l) for l in open(sys.argv[1])]" "$o/metrics.jsonl"; then
+    echo "ok   resume_torn_metrics"; pass=$((pass+1))
+else echo "FAIL resume_torn_metrics"; cat "$d/torn.stderr"; head -c 600 "$o/metrics.jsonl"; fail=$((fail+1)); fi
 
 # special files where a regular one belongs: refused at once (exit 1), never read or
 # waited on forever, never replaced (timeout: a hang is a failure, not a wait)

@@ -139,13 +139,30 @@ TMPDIR="$tmpd" "$TRAINC" build "$d/mlp.spec" -o "$od/t" --device cuda --arch sm_
 printf '#!/bin/sh\ncc "$@" || exit $?\nexec sleep 61.5\n' > "$d/slowcc"; chmod +x "$d/slowcc"
 TMPDIR="$tmpd" CC="$d/slowcc" "$TRAINC" build "$d/mlp.spec" -o "$od/t" >/dev/null 2>&1 &
 pid=$!
-for i in $(seq 300); do [ -n "$(find "$od" -name '.trainc-*' -size +100k)" ] && break; sleep 0.1; done
-linked=$(ls -A "$od" | grep -c trainc)
+for i in $(seq 300); do [ -n "$(find "$tmpd" -name trainer -size +100k)" ] && break; sleep 0.1; done
+linked=$(find "$tmpd" -name trainer -size +100k | wc -l)
 kill -INT $pid; rc=0; wait $pid || rc=$?
 sleep 0.2
 [ "$linked" = 1 ] && [ $rc -eq 130 ] && [ "$(left)" = 0 ] && [ ! -e "$od/t" ] && ! pgrep -fx "sleep 61.5" >/dev/null &&
     ok "SIGINT while linking: exit 130, the linked file and the folder removed, the compiler stopped" ||
     bad "SIGINT while linking: exit $rc, $linked linked, $(left) left: $(ls -A "$tmpd" "$od")"
+# SIGKILL while linking (no handler runs): nothing beside -o (the executable is linked in
+# TMPDIR and put there whole; a partial .trainc-XXXXXX as large as it stayed for good),
+# and the next build removes the dead build's folder from TMPDIR (one each stayed)
+printf '#!/bin/sh\ncc "$@" || exit $?\necho $$ > "%s"\nexec sleep 61.7\n' "$d/slowcc.pid" > "$d/slowcc9"
+chmod +x "$d/slowcc9"; rm -f "$d/slowcc.pid"
+TMPDIR="$tmpd" CC="$d/slowcc9" "$TRAINC" build "$d/mlp.spec" -o "$od/t" >/dev/null 2>&1 &
+pid=$!
+for i in $(seq 300); do [ -s "$d/slowcc.pid" ] && break; sleep 0.1; done
+kill -KILL $pid; wait $pid 2>/dev/null
+kill "$(cat "$d/slowcc.pid")" 2>/dev/null
+stale=$(ls -A "$tmpd" | grep -c trainc-build-)
+beside=$(ls -A "$od" | grep -c trainc)
+TMPDIR="$tmpd" "$TRAINC" build "$d/mlp.spec" -o "$od/t" >/dev/null 2>"$d/after9.err"; rc=$?
+[ "$stale" = 1 ] && [ "$beside" = 0 ] && [ $rc -eq 0 ] && [ "$(left)" = 0 ] && [ -x "$od/t" ] &&
+    ok "SIGKILL while linking: nothing beside -o, the dead build's folder removed by the next build" ||
+    bad "SIGKILL while linking: $stale folders in TMPDIR, $beside beside -o, then exit $rc and $(left) left: $(ls -A "$tmpd" "$od")"
+rm -f "$od/t"
 TMPDIR="$tmpd" CC="cc -m64" "$TRAINC" build "$d/mlp.spec" -o "$od/t" 2>"$d/ccwords.err" && [ -x "$od/t" ] &&
     [ "$(left)" = 0 ] && ok "CC=\"cc -m64\": built, nothing left" || { bad "CC=\"cc -m64\""; cat "$d/ccwords.err"; }
 # an output name of 250 characters (its temporary name must fit too); -o where no file
@@ -197,6 +214,7 @@ mv "$ck/nan.tmp" "$ck/model.safetensors"
 $PY - "$ck/state.json" "$(xxhsum -H1 "$ck/model.safetensors" | cut -d' ' -f1)" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1])); s["files"]["model.safetensors"]["xxh64"] = sys.argv[2]
+s.pop("state_xxh64", None)   # edited by hand: unsealed
 json.dump(s, open(sys.argv[1], "w"))
 PY
 rc=0

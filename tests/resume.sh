@@ -6,6 +6,8 @@
 # "interrupted", model.safetensors is the final checkpoint's weights file (a hard
 # link), and a resume with a changed optimizer is refused (exit 1). A bare --resume DIR
 # keeps the run's --set options; where the spec was edited since, the spec wins.
+# SIGKILL too (kill_case): the run and its first resume killed at random, checkpoints
+# every 2 steps, then resumed to the end: the same records and weights.
 set -eu
 cd "$(dirname "$0")/.."
 TRAINC=${TRAINC:-build/trainc}
@@ -78,6 +80,57 @@ CUT_MAX=350 run_case shuffle_dropout
 # validation at each epoch's end) and the cut may land anywhere
 # resumed with --resume DIR alone: max_steps, batch_size, accumulate, ... as the run had
 BARE=1 run_case accumulate2_epochs --set accumulate=2 --set batch_size=512
+
+# SIGKILL (no handler, no checkpoint of its own) at a random moment, checkpoints every
+# 2 steps (keep 1: a kill often lands in a checkpoint's write or its pruning), and the
+# resume itself killed once at random too: resumed again, the records and the weights
+# are the uninterrupted run's, every line of metrics.jsonl whole JSON, nothing left in
+# checkpoints/ but step_* folders. (A kill before the first checkpoint leaves nothing to
+# resume: exit 1, said; the case starts over.)
+kill_case() {  # kill_case NAME SETS...
+    local name=$1; shift
+    local sets=(--threads 1 --quiet --set max_steps=120 --set log_every=1 --set validate.every_steps=40
+                --set validate.batches=5 --set checkpoint.every_steps=2 --set checkpoint.keep=1 "$@")
+    [ -d "$d/$name.ref" ] || "$d/trainer" --out "$d/$name.ref" "${sets[@]}"
+    rm -rf "$d/$name.cut"
+    local first=1 rc=1 tries=0 k
+    while [ $rc -ne 0 ] && [ $tries -lt 8 ]; do
+        tries=$((tries + 1))
+        if [ $first = 1 ]; then "$d/trainer" --out "$d/$name.cut" "${sets[@]}" & else
+            "$d/trainer" --resume "$d/$name.cut" "${sets[@]}" 2>"$d/$name.err" & fi
+        local pid=$!
+        if [ $tries -le 2 ]; then   # the run, then its first resume: killed
+            k=$((RANDOM % 100 + 3)); local n=0 w=0
+            while [ "$n" -lt $k ] && [ $w -lt 3000 ] && kill -0 $pid 2>/dev/null; do
+                sleep 0.002; w=$((w + 1))
+                n=$(grep -c '"loss"' "$d/$name.cut/metrics.jsonl" 2>/dev/null) || true; n=${n:-0}
+            done
+            kill -KILL $pid 2>/dev/null
+        fi
+        rc=0; wait $pid || rc=$?
+        if [ $first = 0 ] && [ $rc -eq 1 ] && grep -q "no complete checkpoint" "$d/$name.err"; then
+            rm -rf "$d/$name.cut"; first=1; continue
+        fi
+        first=0
+    done
+    [ $rc -eq 0 ] || { echo "FAIL $name: the resumes did not finish (exit $rc)"; cat "$d/$name.err"; exit 1; }
+    $PY - "$d/$name.ref/metrics.jsonl" "$d/$name.cut/metrics.jsonl" <<'PY'
+import json, sys
+def recs(p):
+    rs = [json.loads(l) for l in open(p)]   # every line whole JSON
+    return [{k: r[k] for k in ("step", "epoch", "loss", "lr", "grad_norm", "val_loss", "val_acc") if k in r}
+            for r in rs if "event" not in r]
+a, b = recs(sys.argv[1]), recs(sys.argv[2])
+assert a == b, next(((x, y) for x, y in zip(a, b) if x != y), (len(a), len(b)))
+PY
+    cmp "$d/$name.ref/model.safetensors" "$d/$name.cut/model.safetensors"
+    cmp "$d/$name.ref/best.safetensors" "$d/$name.cut/best.safetensors"
+    [ -z "$(ls -A "$d/$name.cut/checkpoints" | grep -v '^step_')" ] ||
+        { echo "FAIL $name: left in checkpoints/: $(ls -A "$d/$name.cut/checkpoints")"; exit 1; }
+    echo "ok   $name (SIGKILL after ~$k steps, the resume killed too, $tries runs)"
+}
+for i in 1 2 3; do kill_case sigkill_dropout; done
+kill_case sigkill_accumulate2 --set accumulate=2 --set batch_size=256
 
 # a run that stopped at max_steps (with one more validation after its last checkpoint)
 # and is resumed to go further reads as the longer run (a constant schedule: a cosine

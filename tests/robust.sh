@@ -7,7 +7,7 @@
 #  - a resume into the same folder spelled otherwise (DIR/) still truncates
 #    metrics.jsonl to the checkpoint: no record twice;
 #  - two trainers into one folder: the second exits 1 ("in use") and touches nothing,
-#    the first ends as if alone;
+#    the first ends as if alone; a --resume says so before reading the checkpoints;
 #  - the output folder moved away during a run: exit 2 and nothing written into a new
 #    folder of that name;
 #  - a run stopped by max_time and resumed with the same max_time takes no step more.
@@ -87,6 +87,31 @@ steps = [json.loads(l)["step"] for l in open(sys.argv[1]) if '"loss"' in l]
 assert steps == list(range(5, 5 * len(steps) + 1, 5)) and len(steps) >= 5, steps
 PY
 echo "ok   --resume of a folder in use: exit 1, the running run's records untouched"
+
+# a --resume of a folder in use is refused before it reads the checkpoints: before the
+# run's first one ("no complete checkpoint" was the answer), and while the run writes
+# and prunes one every step (its newest was read half removed: "damaged", "no intact
+# checkpoint", "state.json: cannot open"), always "in use"
+"$d/t" --out "$d/early" --threads 1 --quiet --set max_steps=1000000 --set data.val=null \
+    --set checkpoint.every_steps=1000000 &
+pid=$!
+while [ ! -s "$d/early/metrics.jsonl" ]; do sleep 0.01; done
+rc=0
+"$d/t" --resume "$d/early" --threads 1 --quiet 2>"$d/early.err" || rc=$?
+kill -TERM $pid; wait $pid || true
+[ $rc -eq 1 ] && grep -q "is in use" "$d/early.err" ||
+    { echo "FAIL: --resume of a folder in use before its first checkpoint: rc=$rc"; cat "$d/early.err"; exit 1; }
+"$d/t" --out "$d/churn" --threads 1 --quiet --set max_steps=1000000 --set data.val=null \
+    --set checkpoint.every_steps=1 --set checkpoint.keep=1 &
+pid=$!
+while ! ls "$d/churn/checkpoints" 2>/dev/null | grep -q '^step_'; do sleep 0.01; done
+for i in $(seq 1 20); do
+    "$d/t" --resume "$d/churn" --threads 1 --quiet 2>>"$d/churn.err" && break
+done
+kill -TERM $pid; wait $pid || true
+[ "$(grep -c "is in use" "$d/churn.err")" = 20 ] && ! grep -q "damaged\|cannot open\|resuming" "$d/churn.err" ||
+    { echo "FAIL: --resume of a folder whose run checkpoints every step:"; sort "$d/churn.err" | uniq -c; exit 1; }
+echo "ok   --resume of a folder in use, before its first checkpoint and while it prunes: exit 1, in use"
 
 # the output folder moved away during the run
 "$d/t" --out "$d/mv" --threads 1 --quiet --set max_steps=3000 --set data.val=null \
