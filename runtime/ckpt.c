@@ -340,7 +340,11 @@ int rt_ckpt_save(const char *out, const rt_model *m, const rt_train_config *c,
     snprintf(dir, sizeof dir, "%s/checkpoints", out);
     snprintf(tmp, sizeof tmp, "%s/.tmp_step_%08lld", dir, (long long)s->step);
     snprintf(fin, sizeof fin, "%s/step_%08lld", dir, (long long)s->step);
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST)   /* not -p: never a new OUT */
+    /* not -p: never a new OUT; a new checkpoints/ is fsynced into OUT before a
+     * checkpoint goes into it */
+    if (mkdir(dir, 0777) == 0)
+        failed = fsync_path(out) != 0;
+    else if (errno != EEXIST)
         failed = 1;
     if (!failed) {
         rm_rf(tmp);

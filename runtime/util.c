@@ -298,6 +298,27 @@ double rt_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* mkdir of buf, then, where it made the folder, an fsync of the folder it is in: the new
+ * entry on the disk before anything written into it is (a checkpoint fsynced inside a
+ * folder whose own name a power loss takes would be lost with it) */
+static int mkdir_synced(char *buf)
+{
+    if (mkdir(buf, 0777) != 0)
+        return errno == EEXIST ? 0 : -1;
+    char *slash = strrchr(buf, '/');
+    const char *parent = !slash ? "." : slash == buf ? "/" : buf;
+    if (slash && slash != buf)
+        *slash = 0;
+    int fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (slash && slash != buf)
+        *slash = '/';
+    if (fd >= 0) {
+        fsync(fd);   /* (a file system without directory fsync: nothing more to do) */
+        close(fd);
+    }
+    return 0;
+}
+
 int rt_mkdir_p(const char *path)
 {
     char buf[RT_PATH_MAX];
@@ -309,11 +330,11 @@ int rt_mkdir_p(const char *path)
         if (*p != '/')
             continue;
         *p = 0;
-        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+        if (mkdir_synced(buf) != 0)
             return -1;
         *p = '/';
     }
-    if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+    if (mkdir_synced(buf) != 0)
         return -1;
     struct stat st;
     if (stat(buf, &st) != 0)

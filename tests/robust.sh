@@ -10,7 +10,10 @@
 #    the first ends as if alone; a --resume says so before reading the checkpoints;
 #  - the output folder moved away during a run: exit 2 and nothing written into a new
 #    folder of that name;
-#  - a run stopped by max_time and resumed with the same max_time takes no step more.
+#  - a run stopped by max_time and resumed with the same max_time takes no step more;
+#  - (with strace) every folder a run makes (OUT and the folders above it, checkpoints/)
+#    is fsynced into the folder it is in before anything goes into it: a power loss
+#    cannot take a checkpoint's folder with a name it never had on the disk.
 set -eu
 cd "$(dirname "$0")/.."
 TRAINC=${TRAINC:-build/trainc}
@@ -132,3 +135,38 @@ echo "ok   the output folder moved during the run: exit 2, no new folder of its 
   "$(grep '"reason"' "$d/mt/metrics.jsonl" | head -n 1 | grep -o '"step":[0-9]*')" ] ||
     { echo "FAIL: a resume after max_time went on"; tail -n 3 "$d/mt/metrics.jsonl"; exit 1; }
 echo "ok   max_time spent: a resume ends at the same step"
+
+# the folders a run makes, fsynced into their parents (strace: mkdir, then an fsync of
+# the parent opened after it, before the next mkdir or the first checkpoint's)
+if command -v strace >/dev/null; then
+    rm -rf "$d/sync"
+    strace -f -e trace=mkdir,openat,fsync -o "$d/sync.trace" "$d/t" --out "$d/sync/a/b" --threads 1 \
+        --quiet --set max_steps=2 --set data.val=null --set checkpoint.every_steps=2 2>/dev/null
+    $PY - "$d/sync.trace" "$d/sync/a/b" <<'PY'
+import re, sys
+lines = open(sys.argv[1]).read().splitlines()
+out = sys.argv[2]
+fds, made, synced = {}, [], set()
+for l in lines:
+    m = re.search(r'mkdir\("([^"]*)", [0-7]+\) += 0', l)
+    if m:
+        made.append(m.group(1))
+    m = re.search(r'openat\(AT_FDCWD, "([^"]*)", [^)]*O_DIRECTORY[^)]*\) += (\d+)', l)
+    if m:
+        fds[m.group(2)] = m.group(1)
+    m = re.search(r'fsync\((\d+)\) += 0', l)
+    if m and m.group(1) in fds:
+        for f in made:
+            if f.rsplit("/", 1)[0] == fds[m.group(1)]:
+                synced.add(f)
+    if "/.tmp_step_" in l and "mkdir" in l:
+        break   # the first checkpoint: everything above it must be on the disk by now
+need = [f for f in made if f.startswith(out.rsplit("/", 2)[0] + "/") and "/.tmp_step_" not in f]
+assert out + "/checkpoints" in need and out in need, need
+missing = [f for f in need if f not in synced]
+assert not missing, ("made but not fsynced into their folders before the first checkpoint", missing)
+print(f"ok   the {len(need)} folders a run makes are fsynced into their parents before its first checkpoint")
+PY
+else
+    echo "skip the folders' fsyncs: no strace"
+fi
