@@ -205,6 +205,24 @@ void buf_commented(Buf *b, const char *indent, const char *code, const char *com
     buf_wrapped(b, indent, code);
 }
 
+/* Replaces whole identifiers `from` by `to` in a C statement. */
+char *text_subst(const char *text, const char *from, const char *to)
+{
+    Buf b = {0};
+    size_t fl = strlen(from);
+    const char *s = text;
+    while (*s) {
+        if (!strncmp(s, from, fl) && (s == text || !ident_char(s[-1])) && !ident_char(s[fl])) {
+            buf_puts(&b, to);
+            s += fl;
+        } else {
+            char c[2] = {*s++, 0};
+            buf_puts(&b, c);
+        }
+    }
+    return b.s ? b.s : xstrdup("");
+}
+
 /* s as a C string literal, quotes included (also what -D and libtcc's defines take). */
 void c_string(Buf *b, const char *s)
 {
@@ -525,6 +543,73 @@ static void find_twins(Program *p, Program *ev)
     free(cpu);
     free(gpu);
     free(tk);
+}
+
+/* The names the reader sees. graph_tensor suffixes a repeated name with the tensor's
+ * id (d_residual_attn_out_h_3_attn_179: the sum of a residual input's two gradient
+ * contributions; linear_h_3_fc_re_230: a replay), which says nothing to a reader and
+ * is often not needed: the other tensor of that name was fused away. Here each tensor
+ * the program still touches gets the name it asked for where no other such tensor has
+ * it, else that name numbered in the order of first use (x_re, x_re2, x_re3; d_x,
+ * d_x_2), and the instructions' text follows. Runs after every pass (they match
+ * tensors by name in the text) and before anything is printed. */
+static void tidy_names(Program *p)
+{
+    Graph *g = p->g;
+    int nt = g->n_tensors;
+    int *order = xcalloc((size_t)nt + 1, sizeof *order);   /* touched tensors, first use first */
+    char *seen = xcalloc((size_t)nt + 1, 1);
+    int n = 0;
+#define TOUCH(t_)                                                                          \
+    do {                                                                                   \
+        Tensor *t1_ = (t_);                                                                \
+        for (int a_ = 0; a_ < 2 && t1_; a_++, t1_ = t1_->alias)                            \
+            if (t1_->id < nt && !seen[t1_->id]++)                                          \
+                order[n++] = t1_->id;                                                      \
+    } while (0)
+    for (int i = 0; i < p->n_ins; i++) {
+        Instr *in = p->ins[i];
+        if (in->dead)
+            continue;
+        for (int k = 0; k < in->n_reads; k++)
+            TOUCH(in->reads[k]);
+        for (int k = 0; k < in->n_writes; k++)
+            TOUCH(in->writes[k]);
+        for (int k = 0; k < in->n_ops; k++) {
+            TOUCH(in->ops[k].out);
+            for (int j = 0; j < in->ops[k].n_arg; j++)
+                TOUCH(in->ops[k].arg[j].t);
+        }
+    }
+#undef TOUCH
+    for (int q = 0; q < n; q++) {
+        Tensor *t = g->tensors[order[q]];
+        if (!strcmp(t->name, t->want))
+            continue;
+        char *name = xstrdup(t->want);
+        /* numbered: x_re2 after x_re, d_x_2 after d_x */
+        size_t wl = strlen(t->want);
+        int glue = !(wl > 3 && !strcmp(t->want + wl - 3, "_re"));
+        for (int k = 2;; k++) {
+            int taken = 0;
+            for (int r = 0; r < n && !taken; r++)
+                taken = r != q && !strcmp(g->tensors[order[r]]->name, name);
+            if (!taken)
+                break;
+            free(name);
+            name = xasprintf("%s%s%d", t->want, glue ? "_" : "", k);
+        }
+        for (int i = 0; i < p->n_ins; i++) {
+            Instr *in = p->ins[i];
+            if (in->text)
+                in->text = text_subst(in->text, t->name, name);
+            if (in->what)
+                in->what = text_subst(in->what, t->name, name);
+        }
+        t->name = name;
+    }
+    free(order);
+    free(seen);
 }
 
 static void emit_pass(Buf *b, Program *p, int from, int to, const char *sig, const char *doc,
@@ -912,6 +997,8 @@ void emit_plan_json(Program *p, Buf *b)
 void emit_c(Program *p, Program *ev, Emitted *out)
 {
     memset(out, 0, sizeof *out);
+    tidy_names(p);
+    tidy_names(ev);
     find_twins(p, ev);
     emit_model_h(p, ev, &out->model_h);
     emit_host_c(p, ev, &out->host_c);

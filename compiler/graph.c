@@ -101,6 +101,7 @@ Tensor *graph_tensor(Graph *g, int kind, const char *name, int rank, const int64
         }
     if (!t->name)
         t->name = xstrdup(name);
+    t->want = xstrdup(name);
     t->input_index = -1;
     t->block = kind == T_ACT || kind == T_TEMP ? g->cur_block : -1;
     GROW(g->tensors, g->n_tensors, g->cap_tensors);

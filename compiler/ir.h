@@ -28,6 +28,8 @@ typedef struct Param Param;
 typedef struct Tensor {
     int id;
     char *name;              /* C identifier in the generated code */
+    char *want;              /* the name asked for: `name` has a suffix where it repeated
+                                one (emit_c.c's tidy_names drops what the output need not) */
     int kind;                /* T_* */
     int dtype;               /* RT_F32 except raw inputs */
     int rank;                /* per row (T_INPUT, T_ACT, T_TEMP) or whole (params) */
@@ -154,6 +156,8 @@ static inline int ident_char(char c)
 {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
 }
+/* text with the whole identifiers `from` replaced by `to` (emit_c.c) */
+char *text_subst(const char *text, const char *from, const char *to);
 /* the distance between rows of the last axis, and the elements a batch row stores */
 static inline int64_t tensor_ld(const Tensor *t) { return t->ld ? t->ld : t->shape[t->rank - 1]; }
 /* The floats of a parameter (and of its gradient) its instructions may write: its own

@@ -53,24 +53,6 @@ typedef struct Ctx {
     int jit_cheap;           /* memo_usable's rule on */
 } Ctx;
 
-/* Replaces whole identifiers `from` by `to` in a C statement. */
-static char *subst(const char *text, const char *from, const char *to)
-{
-    Buf b = {0};
-    size_t fl = strlen(from);
-    const char *s = text;
-    while (*s) {
-        if (!strncmp(s, from, fl) && (s == text || !ident_char(s[-1])) && !ident_char(s[fl])) {
-            buf_puts(&b, to);
-            s += fl;
-        } else {
-            char c[2] = {*s++, 0};
-            buf_puts(&b, c);
-        }
-    }
-    return b.s ? b.s : xstrdup("");
-}
-
 /* The forward instruction before `at` that last wrote base tensor t, or -1. */
 static int writer_before(Ctx *c, Tensor *t, int at)
 {
@@ -231,13 +213,13 @@ static Tensor *replay(Ctx *c, int pi, Tensor *want)
         for (int k = 0; k < o->n_reads; k++) {
             Tensor *r = o->reads[k], *v = value_at(c, r, pi);
             if (v != r)
-                text = subst(text, r->name, v->name);
+                text = text_subst(text, r->name, v->name);
             n->reads = realloc(n->reads, (size_t)(n->n_reads + 1) * sizeof *n->reads);
             n->reads[n->n_reads++] = v;
         }
         for (int k = 0; k < o->n_writes; k++) {
             Tensor *w = o->writes[k], *f = fresh(c->p->g, w);
-            text = subst(text, w->name, f->name);
+            text = text_subst(text, w->name, f->name);
             n->writes = realloc(n->writes, (size_t)(n->n_writes + 1) * sizeof *n->writes);
             n->writes[n->n_writes++] = f;
             memo_add(c, tensor_base(w), pi, f);
@@ -368,7 +350,7 @@ void recompute(Program *p, int policy, int full_blocks, int sel_blocks, int jit_
                             if (in->ops[q].arg[j].t == r)
                                 in->ops[q].arg[j].t = v;
                 } else {
-                    in->text = subst(in->text, r->name, v->name);
+                    in->text = text_subst(in->text, r->name, v->name);
                 }
                 in->reads[k] = v;
             }

@@ -13,4 +13,13 @@ for spec in specs/*.json; do
     if [ ! -d "generated/$name" ]; then echo "FAIL $name: generated/$name is missing (run: make regen)"; fail=1; continue; fi
     if diff -ru "generated/$name" "$tmp/$name"; then echo "ok   $name"; else echo "FAIL $name: generated/$name is stale (run: make regen)"; fail=1; fi
 done
+# names a reader can map back to the spec: no tensor id left as a suffix (graph.c
+# makes d_residual_attn_out_h_3_attn_179 and linear_h_3_fc_re_230 where a name
+# repeats; emit_c.c's tidy_names keeps the plain name, or numbers replays x_re2, ...)
+for pol in none selective full; do
+    "$TRAINC" emit specs/gpt_char.json -o "$tmp/names_$pol" --set recompute=$pol
+    if grep -nE '\b[a-z][a-z0-9_]*_[0-9]{3,}\b' "$tmp/names_$pol"/{host.c,model.h,kernels_cpu.c}; then
+        echo "FAIL gpt_char recompute=$pol: a tensor name ends in its id (above)"; fail=1
+    fi
+done
 exit $fail

@@ -784,7 +784,7 @@ static void backward(rt_exec *e)
     const float *P_h_11_ln_2_weight = e->params + 119750400; /* [768] */
     const float *ln_mean_h_11_ln_2 = ACT(410509312); /* [B, 1024] */
     const float *ln_rstd_h_11_ln_2 = ACT(410513408); /* [B, 1024] */
-    float *d_residual_attn_out_h_11_attn_491 = ACT(406585344); /* [B, 1024, 768] */
+    float *d_residual_attn_out_h_11_attn = ACT(406585344); /* [B, 1024, 768] */
     float *G_h_11_ln_2_weight = e->grads + 119750400; /* [768] */
     float *G_h_11_ln_2_bias = e->grads + 119751168; /* [768] */
     const float *P_h_11_attn_proj_weight = e->params + 119159808; /* [768, 768] */
@@ -804,7 +804,7 @@ static void backward(rt_exec *e)
     const float *P_h_11_ln_1_weight = e->params + 117386496; /* [768] */
     const float *ln_mean_h_11_ln_1 = ACT(410501120); /* [B, 1024] */
     const float *ln_rstd_h_11_ln_1 = ACT(410505216); /* [B, 1024] */
-    float *d_residual_linear_h_10_proj_496 = ACT(406585344); /* [B, 1024, 768] */
+    float *d_residual_linear_h_10_proj = ACT(406585344); /* [B, 1024, 768] */
     float *G_h_11_ln_1_weight = e->grads + 117386496; /* [768] */
     float *G_h_11_ln_1_bias = e->grads + 117387264; /* [768] */
     const float *gelu_h_10_2 = ACT(235143168); /* [B, 1024, 3072] */
@@ -822,7 +822,7 @@ static void backward(rt_exec *e)
     const float *P_h_10_ln_2_weight = e->params + 112662528; /* [768] */
     const float *ln_mean_h_10_ln_2 = ACT(410492928); /* [B, 1024] */
     const float *ln_rstd_h_10_ln_2 = ACT(410497024); /* [B, 1024] */
-    float *d_residual_attn_out_h_10_attn_501 = ACT(406585344); /* [B, 1024, 768] */
+    float *d_residual_attn_out_h_10_attn = ACT(406585344); /* [B, 1024, 768] */
     float *G_h_10_ln_2_weight = e->grads + 112662528; /* [768] */
     float *G_h_10_ln_2_bias = e->grads + 112663296; /* [768] */
     const float *P_h_10_attn_proj_weight = e->params + 112071936; /* [768, 768] */
@@ -842,7 +842,7 @@ static void backward(rt_exec *e)
     const float *P_h_10_ln_1_weight = e->params + 110298624; /* [768] */
     const float *ln_mean_h_10_ln_1 = ACT(410484736); /* [B, 1024] */
     const float *ln_rstd_h_10_ln_1 = ACT(410488832); /* [B, 1024] */
-    float *d_residual_linear_h_9_proj_506 = ACT(406585344); /* [B, 1024, 768] */
+    float *d_residual_linear_h_9_proj = ACT(406585344); /* [B, 1024, 768] */
     float *G_h_10_ln_1_weight = e->grads + 110298624; /* [768] */
     float *G_h_10_ln_1_bias = e->grads + 110299392; /* [768] */
     const float *gelu_h_9_2 = ACT(222560256); /* [B, 1024, 3072] */
@@ -860,7 +860,7 @@ static void backward(rt_exec *e)
     const float *P_h_9_ln_2_weight = e->params + 105574656; /* [768] */
     const float *ln_mean_h_9_ln_2 = ACT(410476544); /* [B, 1024] */
     const float *ln_rstd_h_9_ln_2 = ACT(410480640); /* [B, 1024] */
-    float *d_residual_attn_out_h_9_attn_511 = ACT(406585344); /* [B, 1024, 768] */
+    float *d_residual_attn_out_h_9_attn = ACT(406585344); /* [B, 1024, 768] */
     float *G_h_9_ln_2_weight = e->grads + 105574656; /* [768] */
     float *G_h_9_ln_2_bias = e->grads + 105575424; /* [768] */
     const float *P_h_9_attn_proj_weight = e->params + 104984064; /* [768, 768] */
@@ -880,7 +880,7 @@ static void backward(rt_exec *e)
     const float *P_h_9_ln_1_weight = e->params + 103210752; /* [768] */
     const float *ln_mean_h_9_ln_1 = ACT(410468352); /* [B, 1024] */
     const float *ln_rstd_h_9_ln_1 = ACT(410472448); /* [B, 1024] */
-    float *d_residual_linear_h_8_proj_516 = ACT(406585344); /* [B, 1024, 768] */
+    float *d_residual_linear_h_8_proj = ACT(406585344); /* [B, 1024, 768] */
     float *G_h_9_ln_1_weight = e->grads + 103210752; /* [768] */
     float *G_h_9_ln_1_bias = e->grads + 103211520; /* [768] */
     const float *gelu_h_8_2 = ACT(209977344); /* [B, 1024, 3072] */
@@ -898,7 +898,7 @@ static void backward(rt_exec *e)
     const float *P_h_8_ln_2_weight = e->params + 98486784; /* [768] */
     const float *ln_mean_h_8_ln_2 = ACT(410460160); /* [B, 1024] */
     const float *ln_rstd_h_8_ln_2 = ACT(410464256); /* [B, 1024] */
-    float *d_residual_attn_out_h_8_attn_521 = ACT(406585344); /* [B, 1024, 768] */
+    float *d_residual_attn_out_h_8_attn = ACT(406585344); /* [B, 1024, 768] */
     float *G_h_8_ln_2_weight = e->grads + 98486784; /* [768] */
     float *G_h_8_ln_2_bias = e->grads + 98487552; /* [768] */
     const float *P_h_8_attn_proj_weight = e->params + 97896192; /* [768, 768] */
@@ -918,7 +918,7 @@ static void backward(rt_exec *e)
     const float *P_h_8_ln_1_weight = e->params + 96122880; /* [768] */
     const float *ln_mean_h_8_ln_1 = ACT(410451968); /* [B, 1024] */
     const float *ln_rstd_h_8_ln_1 = ACT(410456064); /* [B, 1024] */
-    float *d_residual_linear_h_7_proj_526 = ACT(406585344); /* [B, 1024, 768] */
+    float *d_residual_linear_h_7_proj = ACT(406585344); /* [B, 1024, 768] */
     float *G_h_8_ln_1_weight = e->grads + 96122880; /* [768] */
     float *G_h_8_ln_1_bias = e->grads + 96123648; /* [768] */
     const float *gelu_h_7_2 = ACT(197394432); /* [B, 1024, 3072] */
@@ -936,7 +936,7 @@ static void backward(rt_exec *e)
     const float *P_h_7_ln_2_weight = e->params + 91398912; /* [768] */
     const float *ln_mean_h_7_ln_2 = ACT(410443776); /* [B, 1024] */
     const float *ln_rstd_h_7_ln_2 = ACT(410447872); /* [B, 1024] */
-    float *d_residual_attn_out_h_7_attn_531 = ACT(406585344); /* [B, 1024, 768] */
+    float *d_residual_attn_out_h_7_attn = ACT(406585344); /* [B, 1024, 768] */
     float *G_h_7_ln_2_weight = e->grads + 91398912; /* [768] */
     float *G_h_7_ln_2_bias = e->grads + 91399680; /* [768] */
     const float *P_h_7_attn_proj_weight = e->params + 90808320; /* [768, 768] */
@@ -956,7 +956,7 @@ static void backward(rt_exec *e)
     const float *P_h_7_ln_1_weight = e->params + 89035008; /* [768] */
     const float *ln_mean_h_7_ln_1 = ACT(410435584); /* [B, 1024] */
     const float *ln_rstd_h_7_ln_1 = ACT(410439680); /* [B, 1024] */
-    float *d_residual_linear_h_6_proj_536 = ACT(406585344); /* [B, 1024, 768] */
+    float *d_residual_linear_h_6_proj = ACT(406585344); /* [B, 1024, 768] */
     float *G_h_7_ln_1_weight = e->grads + 89035008; /* [768] */
     float *G_h_7_ln_1_bias = e->grads + 89035776; /* [768] */
     const float *gelu_h_6_2 = ACT(184811520); /* [B, 1024, 3072] */
@@ -974,7 +974,7 @@ static void backward(rt_exec *e)
     const float *P_h_6_ln_2_weight = e->params + 84311040; /* [768] */
     const float *ln_mean_h_6_ln_2 = ACT(410427392); /* [B, 1024] */
     const float *ln_rstd_h_6_ln_2 = ACT(410431488); /* [B, 1024] */
-    float *d_residual_attn_out_h_6_attn_541 = ACT(406585344); /* [B, 1024, 768] */
+    float *d_residual_attn_out_h_6_attn = ACT(406585344); /* [B, 1024, 768] */
     float *G_h_6_ln_2_weight = e->grads + 84311040; /* [768] */
     float *G_h_6_ln_2_bias = e->grads + 84311808; /* [768] */
     const float *P_h_6_attn_proj_weight = e->params + 83720448; /* [768, 768] */
@@ -994,7 +994,7 @@ static void backward(rt_exec *e)
     const float *P_h_6_ln_1_weight = e->params + 81947136; /* [768] */
     const float *ln_mean_h_6_ln_1 = ACT(410419200); /* [B, 1024] */
     const float *ln_rstd_h_6_ln_1 = ACT(410423296); /* [B, 1024] */
-    float *d_residual_linear_h_5_proj_546 = ACT(406585344); /* [B, 1024, 768] */
+    float *d_residual_linear_h_5_proj = ACT(406585344); /* [B, 1024, 768] */
     float *G_h_6_ln_1_weight = e->grads + 81947136; /* [768] */
     float *G_h_6_ln_1_bias = e->grads + 81947904; /* [768] */
     const float *gelu_h_5_2 = ACT(172228608); /* [B, 1024, 3072] */
@@ -1012,7 +1012,7 @@ static void backward(rt_exec *e)
     const float *P_h_5_ln_2_weight = e->params + 77223168; /* [768] */
     const float *ln_mean_h_5_ln_2 = ACT(410411008); /* [B, 1024] */
     const float *ln_rstd_h_5_ln_2 = ACT(410415104); /* [B, 1024] */
-    float *d_residual_attn_out_h_5_attn_551 = ACT(406585344); /* [B, 1024, 768] */
+    float *d_residual_attn_out_h_5_attn = ACT(406585344); /* [B, 1024, 768] */
     float *G_h_5_ln_2_weight = e->grads + 77223168; /* [768] */
     float *G_h_5_ln_2_bias = e->grads + 77223936; /* [768] */
     const float *P_h_5_attn_proj_weight = e->params + 76632576; /* [768, 768] */
@@ -1032,7 +1032,7 @@ static void backward(rt_exec *e)
     const float *P_h_5_ln_1_weight = e->params + 74859264; /* [768] */
     const float *ln_mean_h_5_ln_1 = ACT(410402816); /* [B, 1024] */
     const float *ln_rstd_h_5_ln_1 = ACT(410406912); /* [B, 1024] */
-    float *d_residual_linear_h_4_proj_556 = ACT(406585344); /* [B, 1024, 768] */
+    float *d_residual_linear_h_4_proj = ACT(406585344); /* [B, 1024, 768] */
     float *G_h_5_ln_1_weight = e->grads + 74859264; /* [768] */
     float *G_h_5_ln_1_bias = e->grads + 74860032; /* [768] */
     const float *gelu_h_4_2 = ACT(159645696); /* [B, 1024, 3072] */
@@ -1050,7 +1050,7 @@ static void backward(rt_exec *e)
     const float *P_h_4_ln_2_weight = e->params + 70135296; /* [768] */
     const float *ln_mean_h_4_ln_2 = ACT(410394624); /* [B, 1024] */
     const float *ln_rstd_h_4_ln_2 = ACT(410398720); /* [B, 1024] */
-    float *d_residual_attn_out_h_4_attn_561 = ACT(406585344); /* [B, 1024, 768] */
+    float *d_residual_attn_out_h_4_attn = ACT(406585344); /* [B, 1024, 768] */
     float *G_h_4_ln_2_weight = e->grads + 70135296; /* [768] */
     float *G_h_4_ln_2_bias = e->grads + 70136064; /* [768] */
     const float *P_h_4_attn_proj_weight = e->params + 69544704; /* [768, 768] */
@@ -1070,7 +1070,7 @@ static void backward(rt_exec *e)
     const float *P_h_4_ln_1_weight = e->params + 67771392; /* [768] */
     const float *ln_mean_h_4_ln_1 = ACT(410386432); /* [B, 1024] */
     const float *ln_rstd_h_4_ln_1 = ACT(410390528); /* [B, 1024] */
-    float *d_residual_linear_h_3_proj_566 = ACT(406585344); /* [B, 1024, 768] */
+    float *d_residual_linear_h_3_proj = ACT(406585344); /* [B, 1024, 768] */
     float *G_h_4_ln_1_weight = e->grads + 67771392; /* [768] */
     float *G_h_4_ln_1_bias = e->grads + 67772160; /* [768] */
     const float *gelu_h_3_2 = ACT(147062784); /* [B, 1024, 3072] */
@@ -1088,7 +1088,7 @@ static void backward(rt_exec *e)
     const float *P_h_3_ln_2_weight = e->params + 63047424; /* [768] */
     const float *ln_mean_h_3_ln_2 = ACT(410378240); /* [B, 1024] */
     const float *ln_rstd_h_3_ln_2 = ACT(410382336); /* [B, 1024] */
-    float *d_residual_attn_out_h_3_attn_571 = ACT(406585344); /* [B, 1024, 768] */
+    float *d_residual_attn_out_h_3_attn = ACT(406585344); /* [B, 1024, 768] */
     float *G_h_3_ln_2_weight = e->grads + 63047424; /* [768] */
     float *G_h_3_ln_2_bias = e->grads + 63048192; /* [768] */
     const float *P_h_3_attn_proj_weight = e->params + 62456832; /* [768, 768] */
@@ -1108,7 +1108,7 @@ static void backward(rt_exec *e)
     const float *P_h_3_ln_1_weight = e->params + 60683520; /* [768] */
     const float *ln_mean_h_3_ln_1 = ACT(410370048); /* [B, 1024] */
     const float *ln_rstd_h_3_ln_1 = ACT(410374144); /* [B, 1024] */
-    float *d_residual_linear_h_2_proj_576 = ACT(406585344); /* [B, 1024, 768] */
+    float *d_residual_linear_h_2_proj = ACT(406585344); /* [B, 1024, 768] */
     float *G_h_3_ln_1_weight = e->grads + 60683520; /* [768] */
     float *G_h_3_ln_1_bias = e->grads + 60684288; /* [768] */
     const float *gelu_h_2_2 = ACT(134479872); /* [B, 1024, 3072] */
@@ -1126,7 +1126,7 @@ static void backward(rt_exec *e)
     const float *P_h_2_ln_2_weight = e->params + 55959552; /* [768] */
     const float *ln_mean_h_2_ln_2 = ACT(410361856); /* [B, 1024] */
     const float *ln_rstd_h_2_ln_2 = ACT(410365952); /* [B, 1024] */
-    float *d_residual_attn_out_h_2_attn_581 = ACT(406585344); /* [B, 1024, 768] */
+    float *d_residual_attn_out_h_2_attn = ACT(406585344); /* [B, 1024, 768] */
     float *G_h_2_ln_2_weight = e->grads + 55959552; /* [768] */
     float *G_h_2_ln_2_bias = e->grads + 55960320; /* [768] */
     const float *P_h_2_attn_proj_weight = e->params + 55368960; /* [768, 768] */
@@ -1146,7 +1146,7 @@ static void backward(rt_exec *e)
     const float *P_h_2_ln_1_weight = e->params + 53595648; /* [768] */
     const float *ln_mean_h_2_ln_1 = ACT(410353664); /* [B, 1024] */
     const float *ln_rstd_h_2_ln_1 = ACT(410357760); /* [B, 1024] */
-    float *d_residual_linear_h_1_proj_586 = ACT(406585344); /* [B, 1024, 768] */
+    float *d_residual_linear_h_1_proj = ACT(406585344); /* [B, 1024, 768] */
     float *G_h_2_ln_1_weight = e->grads + 53595648; /* [768] */
     float *G_h_2_ln_1_bias = e->grads + 53596416; /* [768] */
     const float *gelu_h_1_2 = ACT(121896960); /* [B, 1024, 3072] */
@@ -1164,7 +1164,7 @@ static void backward(rt_exec *e)
     const float *P_h_1_ln_2_weight = e->params + 48871680; /* [768] */
     const float *ln_mean_h_1_ln_2 = ACT(410345472); /* [B, 1024] */
     const float *ln_rstd_h_1_ln_2 = ACT(410349568); /* [B, 1024] */
-    float *d_residual_attn_out_h_1_attn_591 = ACT(406585344); /* [B, 1024, 768] */
+    float *d_residual_attn_out_h_1_attn = ACT(406585344); /* [B, 1024, 768] */
     float *G_h_1_ln_2_weight = e->grads + 48871680; /* [768] */
     float *G_h_1_ln_2_bias = e->grads + 48872448; /* [768] */
     const float *P_h_1_attn_proj_weight = e->params + 48281088; /* [768, 768] */
@@ -1184,7 +1184,7 @@ static void backward(rt_exec *e)
     const float *P_h_1_ln_1_weight = e->params + 46507776; /* [768] */
     const float *ln_mean_h_1_ln_1 = ACT(410337280); /* [B, 1024] */
     const float *ln_rstd_h_1_ln_1 = ACT(410341376); /* [B, 1024] */
-    float *d_residual_linear_h_0_proj_596 = ACT(406585344); /* [B, 1024, 768] */
+    float *d_residual_linear_h_0_proj = ACT(406585344); /* [B, 1024, 768] */
     float *G_h_1_ln_1_weight = e->grads + 46507776; /* [768] */
     float *G_h_1_ln_1_bias = e->grads + 46508544; /* [768] */
     const float *gelu_h_0_2 = ACT(109314048); /* [B, 1024, 3072] */
@@ -1202,7 +1202,7 @@ static void backward(rt_exec *e)
     const float *P_h_0_ln_2_weight = e->params + 41783808; /* [768] */
     const float *ln_mean_h_0_ln_2 = ACT(410329088); /* [B, 1024] */
     const float *ln_rstd_h_0_ln_2 = ACT(410333184); /* [B, 1024] */
-    float *d_residual_attn_out_h_0_attn_601 = ACT(406585344); /* [B, 1024, 768] */
+    float *d_residual_attn_out_h_0_attn = ACT(406585344); /* [B, 1024, 768] */
     float *G_h_0_ln_2_weight = e->grads + 41783808; /* [768] */
     float *G_h_0_ln_2_bias = e->grads + 41784576; /* [768] */
     const float *P_h_0_attn_proj_weight = e->params + 41193216; /* [768, 768] */
@@ -1222,7 +1222,7 @@ static void backward(rt_exec *e)
     const float *P_h_0_ln_1_weight = e->params + 39419904; /* [768] */
     const float *ln_mean_h_0_ln_1 = ACT(410320896); /* [B, 1024] */
     const float *ln_rstd_h_0_ln_1 = ACT(410324992); /* [B, 1024] */
-    float *d_pos_embedding_wpe_606 = ACT(406585344); /* [B, 1024, 768] */
+    float *d_pos_embedding_wpe = ACT(406585344); /* [B, 1024, 768] */
     float *G_h_0_ln_1_weight = e->grads + 39419904; /* [768] */
     float *G_h_0_ln_1_bias = e->grads + 39420672; /* [768] */
     float *G_wpe_weight = e->grads + 38633472; /* [1024, 768] */
@@ -1285,7 +1285,7 @@ static void backward(rt_exec *e)
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_attn_out_h_11_attn, P_h_11_ln_2_weight, ln_mean_h_11_ln_2,
                      ln_rstd_h_11_ln_2, d_layernorm_h_11_ln_2, d_residual_linear_h_11_proj,
-                     d_residual_attn_out_h_11_attn_491, G_h_11_ln_2_weight, G_h_11_ln_2_bias,
+                     d_residual_attn_out_h_11_attn, G_h_11_ln_2_weight, G_h_11_ln_2_bias,
                      e->B * 1024, 768);
     RT_AT(207, "$.model.layers[2].body[1].body[0] #11 + $.model.layers[2].body[0] #11: "
           "h.11.ln_2.weight's gradient is final");
@@ -1294,14 +1294,14 @@ static void backward(rt_exec *e)
           "h.11.ln_2.bias's gradient is final");
     rt_grad_ready(e, 119751168, 768);
     RT_AT(210, "$.model.layers[2].body[0].body[1] #11: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_11_attn_491, 768,
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_11_attn, 768,
             P_h_11_attn_proj_weight, 768, 0.0f, d_attn_y_h_11_attn, 768);
     RT_AT(211, "$.model.layers[2].body[0].body[1] #11: the gradients of h.11.attn.proj.weight "
           "and h.11.attn.proj.bias are written from here on");
     rt_grad_begin(e, 119159808, 590592);
     RT_AT(212, "$.model.layers[2].body[0].body[1] #11: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_11_attn_491, 768,
+    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_11_attn, 768,
                   attn_y_h_11_attn, 768, 1.0f, G_h_11_attn_proj_weight, 768, G_h_11_attn_proj_bias,
                   1);
     RT_AT(213, "$.model.layers[2].body[0].body[1] #11: h.11.attn.proj.weight's gradient is final");
@@ -1332,9 +1332,9 @@ static void backward(rt_exec *e)
     RT_AT(224, "$.model.layers[2].body[0].body[0] #11 + $.model.layers[2].body[1] #10: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_linear_h_10_proj, P_h_11_ln_1_weight, ln_mean_h_11_ln_1,
-                     ln_rstd_h_11_ln_1, d_layernorm_h_11_ln_1, d_residual_attn_out_h_11_attn_491,
-                     d_residual_linear_h_10_proj_496, G_h_11_ln_1_weight, G_h_11_ln_1_bias,
-                     e->B * 1024, 768);
+                     ln_rstd_h_11_ln_1, d_layernorm_h_11_ln_1, d_residual_attn_out_h_11_attn,
+                     d_residual_linear_h_10_proj, G_h_11_ln_1_weight, G_h_11_ln_1_bias, e->B * 1024,
+                     768);
     RT_AT(225, "$.model.layers[2].body[0].body[0] #11 + $.model.layers[2].body[1] #10: "
           "h.11.ln_1.weight's gradient is final");
     rt_grad_ready(e, 117386496, 768);
@@ -1346,7 +1346,7 @@ static void backward(rt_exec *e)
     rt_grad_begin(e, 115026432, 2360064);
     RT_AT(230, "$.model.layers[2].body[1].body[3] #10: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_10_proj_496, 768,
+    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_10_proj, 768,
                   gelu_h_10_2, 3072, 1.0f, G_h_10_proj_weight, 3072, G_h_10_proj_bias, 1);
     RT_AT(231, "$.model.layers[2].body[1].body[3] #10: h.10.proj.weight's gradient is final");
     rt_grad_ready(e, 115026432, 2359296);
@@ -1354,7 +1354,7 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 117385728, 768);
     RT_AT(234, "$.model.layers[2].body[1].body[3] #10 + $.model.layers[2].body[1].body[2] #10: "
           "linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
-    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_10_proj_496, 768,
+    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_10_proj, 768,
                   P_h_10_proj_weight, 3072, d_linear_h_10_fc, 3072, linear_h_10_fc);
     RT_AT(235, "$.model.layers[2].body[1].body[1] #10: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_10_fc, 3072, P_h_10_fc_weight, 768,
@@ -1376,8 +1376,8 @@ static void backward(rt_exec *e)
     RT_AT(242, "$.model.layers[2].body[1].body[0] #10 + $.model.layers[2].body[0] #10: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_attn_out_h_10_attn, P_h_10_ln_2_weight, ln_mean_h_10_ln_2,
-                     ln_rstd_h_10_ln_2, d_layernorm_h_10_ln_2, d_residual_linear_h_10_proj_496,
-                     d_residual_attn_out_h_10_attn_501, G_h_10_ln_2_weight, G_h_10_ln_2_bias,
+                     ln_rstd_h_10_ln_2, d_layernorm_h_10_ln_2, d_residual_linear_h_10_proj,
+                     d_residual_attn_out_h_10_attn, G_h_10_ln_2_weight, G_h_10_ln_2_bias,
                      e->B * 1024, 768);
     RT_AT(243, "$.model.layers[2].body[1].body[0] #10 + $.model.layers[2].body[0] #10: "
           "h.10.ln_2.weight's gradient is final");
@@ -1386,14 +1386,14 @@ static void backward(rt_exec *e)
           "h.10.ln_2.bias's gradient is final");
     rt_grad_ready(e, 112663296, 768);
     RT_AT(246, "$.model.layers[2].body[0].body[1] #10: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_10_attn_501, 768,
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_10_attn, 768,
             P_h_10_attn_proj_weight, 768, 0.0f, d_attn_y_h_10_attn, 768);
     RT_AT(247, "$.model.layers[2].body[0].body[1] #10: the gradients of h.10.attn.proj.weight "
           "and h.10.attn.proj.bias are written from here on");
     rt_grad_begin(e, 112071936, 590592);
     RT_AT(248, "$.model.layers[2].body[0].body[1] #10: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_10_attn_501, 768,
+    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_10_attn, 768,
                   attn_y_h_10_attn, 768, 1.0f, G_h_10_attn_proj_weight, 768, G_h_10_attn_proj_bias,
                   1);
     RT_AT(249, "$.model.layers[2].body[0].body[1] #10: h.10.attn.proj.weight's gradient is final");
@@ -1424,9 +1424,9 @@ static void backward(rt_exec *e)
     RT_AT(260, "$.model.layers[2].body[0].body[0] #10 + $.model.layers[2].body[1] #9: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_linear_h_9_proj, P_h_10_ln_1_weight, ln_mean_h_10_ln_1,
-                     ln_rstd_h_10_ln_1, d_layernorm_h_10_ln_1, d_residual_attn_out_h_10_attn_501,
-                     d_residual_linear_h_9_proj_506, G_h_10_ln_1_weight, G_h_10_ln_1_bias,
-                     e->B * 1024, 768);
+                     ln_rstd_h_10_ln_1, d_layernorm_h_10_ln_1, d_residual_attn_out_h_10_attn,
+                     d_residual_linear_h_9_proj, G_h_10_ln_1_weight, G_h_10_ln_1_bias, e->B * 1024,
+                     768);
     RT_AT(261, "$.model.layers[2].body[0].body[0] #10 + $.model.layers[2].body[1] #9: "
           "h.10.ln_1.weight's gradient is final");
     rt_grad_ready(e, 110298624, 768);
@@ -1438,7 +1438,7 @@ static void backward(rt_exec *e)
     rt_grad_begin(e, 107938560, 2360064);
     RT_AT(266, "$.model.layers[2].body[1].body[3] #9: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_9_proj_506, 768,
+    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_9_proj, 768,
                   gelu_h_9_2, 3072, 1.0f, G_h_9_proj_weight, 3072, G_h_9_proj_bias, 1);
     RT_AT(267, "$.model.layers[2].body[1].body[3] #9: h.9.proj.weight's gradient is final");
     rt_grad_ready(e, 107938560, 2359296);
@@ -1446,7 +1446,7 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 110297856, 768);
     RT_AT(270, "$.model.layers[2].body[1].body[3] #9 + $.model.layers[2].body[1].body[2] #9: "
           "linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
-    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_9_proj_506, 768,
+    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_9_proj, 768,
                   P_h_9_proj_weight, 3072, d_linear_h_9_fc, 3072, linear_h_9_fc);
     RT_AT(271, "$.model.layers[2].body[1].body[1] #9: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_9_fc, 3072, P_h_9_fc_weight, 768,
@@ -1468,9 +1468,9 @@ static void backward(rt_exec *e)
     RT_AT(278, "$.model.layers[2].body[1].body[0] #9 + $.model.layers[2].body[0] #9: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_attn_out_h_9_attn, P_h_9_ln_2_weight, ln_mean_h_9_ln_2,
-                     ln_rstd_h_9_ln_2, d_layernorm_h_9_ln_2, d_residual_linear_h_9_proj_506,
-                     d_residual_attn_out_h_9_attn_511, G_h_9_ln_2_weight, G_h_9_ln_2_bias,
-                     e->B * 1024, 768);
+                     ln_rstd_h_9_ln_2, d_layernorm_h_9_ln_2, d_residual_linear_h_9_proj,
+                     d_residual_attn_out_h_9_attn, G_h_9_ln_2_weight, G_h_9_ln_2_bias, e->B * 1024,
+                     768);
     RT_AT(279, "$.model.layers[2].body[1].body[0] #9 + $.model.layers[2].body[0] #9: "
           "h.9.ln_2.weight's gradient is final");
     rt_grad_ready(e, 105574656, 768);
@@ -1478,14 +1478,14 @@ static void backward(rt_exec *e)
           "h.9.ln_2.bias's gradient is final");
     rt_grad_ready(e, 105575424, 768);
     RT_AT(282, "$.model.layers[2].body[0].body[1] #9: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_9_attn_511, 768,
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_9_attn, 768,
             P_h_9_attn_proj_weight, 768, 0.0f, d_attn_y_h_9_attn, 768);
     RT_AT(283, "$.model.layers[2].body[0].body[1] #9: the gradients of h.9.attn.proj.weight and "
           "h.9.attn.proj.bias are written from here on");
     rt_grad_begin(e, 104984064, 590592);
     RT_AT(284, "$.model.layers[2].body[0].body[1] #9: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_9_attn_511, 768,
+    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_9_attn, 768,
                   attn_y_h_9_attn, 768, 1.0f, G_h_9_attn_proj_weight, 768, G_h_9_attn_proj_bias, 1);
     RT_AT(285, "$.model.layers[2].body[0].body[1] #9: h.9.attn.proj.weight's gradient is final");
     rt_grad_ready(e, 104984064, 589824);
@@ -1515,9 +1515,9 @@ static void backward(rt_exec *e)
     RT_AT(296, "$.model.layers[2].body[0].body[0] #9 + $.model.layers[2].body[1] #8: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_linear_h_8_proj, P_h_9_ln_1_weight, ln_mean_h_9_ln_1,
-                     ln_rstd_h_9_ln_1, d_layernorm_h_9_ln_1, d_residual_attn_out_h_9_attn_511,
-                     d_residual_linear_h_8_proj_516, G_h_9_ln_1_weight, G_h_9_ln_1_bias,
-                     e->B * 1024, 768);
+                     ln_rstd_h_9_ln_1, d_layernorm_h_9_ln_1, d_residual_attn_out_h_9_attn,
+                     d_residual_linear_h_8_proj, G_h_9_ln_1_weight, G_h_9_ln_1_bias, e->B * 1024,
+                     768);
     RT_AT(297, "$.model.layers[2].body[0].body[0] #9 + $.model.layers[2].body[1] #8: "
           "h.9.ln_1.weight's gradient is final");
     rt_grad_ready(e, 103210752, 768);
@@ -1529,7 +1529,7 @@ static void backward(rt_exec *e)
     rt_grad_begin(e, 100850688, 2360064);
     RT_AT(302, "$.model.layers[2].body[1].body[3] #8: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_8_proj_516, 768,
+    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_8_proj, 768,
                   gelu_h_8_2, 3072, 1.0f, G_h_8_proj_weight, 3072, G_h_8_proj_bias, 1);
     RT_AT(303, "$.model.layers[2].body[1].body[3] #8: h.8.proj.weight's gradient is final");
     rt_grad_ready(e, 100850688, 2359296);
@@ -1537,7 +1537,7 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 103209984, 768);
     RT_AT(306, "$.model.layers[2].body[1].body[3] #8 + $.model.layers[2].body[1].body[2] #8: "
           "linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
-    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_8_proj_516, 768,
+    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_8_proj, 768,
                   P_h_8_proj_weight, 3072, d_linear_h_8_fc, 3072, linear_h_8_fc);
     RT_AT(307, "$.model.layers[2].body[1].body[1] #8: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_8_fc, 3072, P_h_8_fc_weight, 768,
@@ -1559,9 +1559,9 @@ static void backward(rt_exec *e)
     RT_AT(314, "$.model.layers[2].body[1].body[0] #8 + $.model.layers[2].body[0] #8: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_attn_out_h_8_attn, P_h_8_ln_2_weight, ln_mean_h_8_ln_2,
-                     ln_rstd_h_8_ln_2, d_layernorm_h_8_ln_2, d_residual_linear_h_8_proj_516,
-                     d_residual_attn_out_h_8_attn_521, G_h_8_ln_2_weight, G_h_8_ln_2_bias,
-                     e->B * 1024, 768);
+                     ln_rstd_h_8_ln_2, d_layernorm_h_8_ln_2, d_residual_linear_h_8_proj,
+                     d_residual_attn_out_h_8_attn, G_h_8_ln_2_weight, G_h_8_ln_2_bias, e->B * 1024,
+                     768);
     RT_AT(315, "$.model.layers[2].body[1].body[0] #8 + $.model.layers[2].body[0] #8: "
           "h.8.ln_2.weight's gradient is final");
     rt_grad_ready(e, 98486784, 768);
@@ -1569,14 +1569,14 @@ static void backward(rt_exec *e)
           "h.8.ln_2.bias's gradient is final");
     rt_grad_ready(e, 98487552, 768);
     RT_AT(318, "$.model.layers[2].body[0].body[1] #8: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_8_attn_521, 768,
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_8_attn, 768,
             P_h_8_attn_proj_weight, 768, 0.0f, d_attn_y_h_8_attn, 768);
     RT_AT(319, "$.model.layers[2].body[0].body[1] #8: the gradients of h.8.attn.proj.weight and "
           "h.8.attn.proj.bias are written from here on");
     rt_grad_begin(e, 97896192, 590592);
     RT_AT(320, "$.model.layers[2].body[0].body[1] #8: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_8_attn_521, 768,
+    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_8_attn, 768,
                   attn_y_h_8_attn, 768, 1.0f, G_h_8_attn_proj_weight, 768, G_h_8_attn_proj_bias, 1);
     RT_AT(321, "$.model.layers[2].body[0].body[1] #8: h.8.attn.proj.weight's gradient is final");
     rt_grad_ready(e, 97896192, 589824);
@@ -1606,9 +1606,9 @@ static void backward(rt_exec *e)
     RT_AT(332, "$.model.layers[2].body[0].body[0] #8 + $.model.layers[2].body[1] #7: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_linear_h_7_proj, P_h_8_ln_1_weight, ln_mean_h_8_ln_1,
-                     ln_rstd_h_8_ln_1, d_layernorm_h_8_ln_1, d_residual_attn_out_h_8_attn_521,
-                     d_residual_linear_h_7_proj_526, G_h_8_ln_1_weight, G_h_8_ln_1_bias,
-                     e->B * 1024, 768);
+                     ln_rstd_h_8_ln_1, d_layernorm_h_8_ln_1, d_residual_attn_out_h_8_attn,
+                     d_residual_linear_h_7_proj, G_h_8_ln_1_weight, G_h_8_ln_1_bias, e->B * 1024,
+                     768);
     RT_AT(333, "$.model.layers[2].body[0].body[0] #8 + $.model.layers[2].body[1] #7: "
           "h.8.ln_1.weight's gradient is final");
     rt_grad_ready(e, 96122880, 768);
@@ -1620,7 +1620,7 @@ static void backward(rt_exec *e)
     rt_grad_begin(e, 93762816, 2360064);
     RT_AT(338, "$.model.layers[2].body[1].body[3] #7: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_7_proj_526, 768,
+    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_7_proj, 768,
                   gelu_h_7_2, 3072, 1.0f, G_h_7_proj_weight, 3072, G_h_7_proj_bias, 1);
     RT_AT(339, "$.model.layers[2].body[1].body[3] #7: h.7.proj.weight's gradient is final");
     rt_grad_ready(e, 93762816, 2359296);
@@ -1628,7 +1628,7 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 96122112, 768);
     RT_AT(342, "$.model.layers[2].body[1].body[3] #7 + $.model.layers[2].body[1].body[2] #7: "
           "linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
-    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_7_proj_526, 768,
+    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_7_proj, 768,
                   P_h_7_proj_weight, 3072, d_linear_h_7_fc, 3072, linear_h_7_fc);
     RT_AT(343, "$.model.layers[2].body[1].body[1] #7: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_7_fc, 3072, P_h_7_fc_weight, 768,
@@ -1650,9 +1650,9 @@ static void backward(rt_exec *e)
     RT_AT(350, "$.model.layers[2].body[1].body[0] #7 + $.model.layers[2].body[0] #7: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_attn_out_h_7_attn, P_h_7_ln_2_weight, ln_mean_h_7_ln_2,
-                     ln_rstd_h_7_ln_2, d_layernorm_h_7_ln_2, d_residual_linear_h_7_proj_526,
-                     d_residual_attn_out_h_7_attn_531, G_h_7_ln_2_weight, G_h_7_ln_2_bias,
-                     e->B * 1024, 768);
+                     ln_rstd_h_7_ln_2, d_layernorm_h_7_ln_2, d_residual_linear_h_7_proj,
+                     d_residual_attn_out_h_7_attn, G_h_7_ln_2_weight, G_h_7_ln_2_bias, e->B * 1024,
+                     768);
     RT_AT(351, "$.model.layers[2].body[1].body[0] #7 + $.model.layers[2].body[0] #7: "
           "h.7.ln_2.weight's gradient is final");
     rt_grad_ready(e, 91398912, 768);
@@ -1660,14 +1660,14 @@ static void backward(rt_exec *e)
           "h.7.ln_2.bias's gradient is final");
     rt_grad_ready(e, 91399680, 768);
     RT_AT(354, "$.model.layers[2].body[0].body[1] #7: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_7_attn_531, 768,
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_7_attn, 768,
             P_h_7_attn_proj_weight, 768, 0.0f, d_attn_y_h_7_attn, 768);
     RT_AT(355, "$.model.layers[2].body[0].body[1] #7: the gradients of h.7.attn.proj.weight and "
           "h.7.attn.proj.bias are written from here on");
     rt_grad_begin(e, 90808320, 590592);
     RT_AT(356, "$.model.layers[2].body[0].body[1] #7: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_7_attn_531, 768,
+    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_7_attn, 768,
                   attn_y_h_7_attn, 768, 1.0f, G_h_7_attn_proj_weight, 768, G_h_7_attn_proj_bias, 1);
     RT_AT(357, "$.model.layers[2].body[0].body[1] #7: h.7.attn.proj.weight's gradient is final");
     rt_grad_ready(e, 90808320, 589824);
@@ -1697,9 +1697,9 @@ static void backward(rt_exec *e)
     RT_AT(368, "$.model.layers[2].body[0].body[0] #7 + $.model.layers[2].body[1] #6: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_linear_h_6_proj, P_h_7_ln_1_weight, ln_mean_h_7_ln_1,
-                     ln_rstd_h_7_ln_1, d_layernorm_h_7_ln_1, d_residual_attn_out_h_7_attn_531,
-                     d_residual_linear_h_6_proj_536, G_h_7_ln_1_weight, G_h_7_ln_1_bias,
-                     e->B * 1024, 768);
+                     ln_rstd_h_7_ln_1, d_layernorm_h_7_ln_1, d_residual_attn_out_h_7_attn,
+                     d_residual_linear_h_6_proj, G_h_7_ln_1_weight, G_h_7_ln_1_bias, e->B * 1024,
+                     768);
     RT_AT(369, "$.model.layers[2].body[0].body[0] #7 + $.model.layers[2].body[1] #6: "
           "h.7.ln_1.weight's gradient is final");
     rt_grad_ready(e, 89035008, 768);
@@ -1711,7 +1711,7 @@ static void backward(rt_exec *e)
     rt_grad_begin(e, 86674944, 2360064);
     RT_AT(374, "$.model.layers[2].body[1].body[3] #6: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_6_proj_536, 768,
+    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_6_proj, 768,
                   gelu_h_6_2, 3072, 1.0f, G_h_6_proj_weight, 3072, G_h_6_proj_bias, 1);
     RT_AT(375, "$.model.layers[2].body[1].body[3] #6: h.6.proj.weight's gradient is final");
     rt_grad_ready(e, 86674944, 2359296);
@@ -1719,7 +1719,7 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 89034240, 768);
     RT_AT(378, "$.model.layers[2].body[1].body[3] #6 + $.model.layers[2].body[1].body[2] #6: "
           "linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
-    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_6_proj_536, 768,
+    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_6_proj, 768,
                   P_h_6_proj_weight, 3072, d_linear_h_6_fc, 3072, linear_h_6_fc);
     RT_AT(379, "$.model.layers[2].body[1].body[1] #6: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_6_fc, 3072, P_h_6_fc_weight, 768,
@@ -1741,9 +1741,9 @@ static void backward(rt_exec *e)
     RT_AT(386, "$.model.layers[2].body[1].body[0] #6 + $.model.layers[2].body[0] #6: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_attn_out_h_6_attn, P_h_6_ln_2_weight, ln_mean_h_6_ln_2,
-                     ln_rstd_h_6_ln_2, d_layernorm_h_6_ln_2, d_residual_linear_h_6_proj_536,
-                     d_residual_attn_out_h_6_attn_541, G_h_6_ln_2_weight, G_h_6_ln_2_bias,
-                     e->B * 1024, 768);
+                     ln_rstd_h_6_ln_2, d_layernorm_h_6_ln_2, d_residual_linear_h_6_proj,
+                     d_residual_attn_out_h_6_attn, G_h_6_ln_2_weight, G_h_6_ln_2_bias, e->B * 1024,
+                     768);
     RT_AT(387, "$.model.layers[2].body[1].body[0] #6 + $.model.layers[2].body[0] #6: "
           "h.6.ln_2.weight's gradient is final");
     rt_grad_ready(e, 84311040, 768);
@@ -1751,14 +1751,14 @@ static void backward(rt_exec *e)
           "h.6.ln_2.bias's gradient is final");
     rt_grad_ready(e, 84311808, 768);
     RT_AT(390, "$.model.layers[2].body[0].body[1] #6: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_6_attn_541, 768,
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_6_attn, 768,
             P_h_6_attn_proj_weight, 768, 0.0f, d_attn_y_h_6_attn, 768);
     RT_AT(391, "$.model.layers[2].body[0].body[1] #6: the gradients of h.6.attn.proj.weight and "
           "h.6.attn.proj.bias are written from here on");
     rt_grad_begin(e, 83720448, 590592);
     RT_AT(392, "$.model.layers[2].body[0].body[1] #6: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_6_attn_541, 768,
+    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_6_attn, 768,
                   attn_y_h_6_attn, 768, 1.0f, G_h_6_attn_proj_weight, 768, G_h_6_attn_proj_bias, 1);
     RT_AT(393, "$.model.layers[2].body[0].body[1] #6: h.6.attn.proj.weight's gradient is final");
     rt_grad_ready(e, 83720448, 589824);
@@ -1788,9 +1788,9 @@ static void backward(rt_exec *e)
     RT_AT(404, "$.model.layers[2].body[0].body[0] #6 + $.model.layers[2].body[1] #5: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_linear_h_5_proj, P_h_6_ln_1_weight, ln_mean_h_6_ln_1,
-                     ln_rstd_h_6_ln_1, d_layernorm_h_6_ln_1, d_residual_attn_out_h_6_attn_541,
-                     d_residual_linear_h_5_proj_546, G_h_6_ln_1_weight, G_h_6_ln_1_bias,
-                     e->B * 1024, 768);
+                     ln_rstd_h_6_ln_1, d_layernorm_h_6_ln_1, d_residual_attn_out_h_6_attn,
+                     d_residual_linear_h_5_proj, G_h_6_ln_1_weight, G_h_6_ln_1_bias, e->B * 1024,
+                     768);
     RT_AT(405, "$.model.layers[2].body[0].body[0] #6 + $.model.layers[2].body[1] #5: "
           "h.6.ln_1.weight's gradient is final");
     rt_grad_ready(e, 81947136, 768);
@@ -1802,7 +1802,7 @@ static void backward(rt_exec *e)
     rt_grad_begin(e, 79587072, 2360064);
     RT_AT(410, "$.model.layers[2].body[1].body[3] #5: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_5_proj_546, 768,
+    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_5_proj, 768,
                   gelu_h_5_2, 3072, 1.0f, G_h_5_proj_weight, 3072, G_h_5_proj_bias, 1);
     RT_AT(411, "$.model.layers[2].body[1].body[3] #5: h.5.proj.weight's gradient is final");
     rt_grad_ready(e, 79587072, 2359296);
@@ -1810,7 +1810,7 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 81946368, 768);
     RT_AT(414, "$.model.layers[2].body[1].body[3] #5 + $.model.layers[2].body[1].body[2] #5: "
           "linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
-    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_5_proj_546, 768,
+    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_5_proj, 768,
                   P_h_5_proj_weight, 3072, d_linear_h_5_fc, 3072, linear_h_5_fc);
     RT_AT(415, "$.model.layers[2].body[1].body[1] #5: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_5_fc, 3072, P_h_5_fc_weight, 768,
@@ -1832,9 +1832,9 @@ static void backward(rt_exec *e)
     RT_AT(422, "$.model.layers[2].body[1].body[0] #5 + $.model.layers[2].body[0] #5: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_attn_out_h_5_attn, P_h_5_ln_2_weight, ln_mean_h_5_ln_2,
-                     ln_rstd_h_5_ln_2, d_layernorm_h_5_ln_2, d_residual_linear_h_5_proj_546,
-                     d_residual_attn_out_h_5_attn_551, G_h_5_ln_2_weight, G_h_5_ln_2_bias,
-                     e->B * 1024, 768);
+                     ln_rstd_h_5_ln_2, d_layernorm_h_5_ln_2, d_residual_linear_h_5_proj,
+                     d_residual_attn_out_h_5_attn, G_h_5_ln_2_weight, G_h_5_ln_2_bias, e->B * 1024,
+                     768);
     RT_AT(423, "$.model.layers[2].body[1].body[0] #5 + $.model.layers[2].body[0] #5: "
           "h.5.ln_2.weight's gradient is final");
     rt_grad_ready(e, 77223168, 768);
@@ -1842,14 +1842,14 @@ static void backward(rt_exec *e)
           "h.5.ln_2.bias's gradient is final");
     rt_grad_ready(e, 77223936, 768);
     RT_AT(426, "$.model.layers[2].body[0].body[1] #5: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_5_attn_551, 768,
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_5_attn, 768,
             P_h_5_attn_proj_weight, 768, 0.0f, d_attn_y_h_5_attn, 768);
     RT_AT(427, "$.model.layers[2].body[0].body[1] #5: the gradients of h.5.attn.proj.weight and "
           "h.5.attn.proj.bias are written from here on");
     rt_grad_begin(e, 76632576, 590592);
     RT_AT(428, "$.model.layers[2].body[0].body[1] #5: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_5_attn_551, 768,
+    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_5_attn, 768,
                   attn_y_h_5_attn, 768, 1.0f, G_h_5_attn_proj_weight, 768, G_h_5_attn_proj_bias, 1);
     RT_AT(429, "$.model.layers[2].body[0].body[1] #5: h.5.attn.proj.weight's gradient is final");
     rt_grad_ready(e, 76632576, 589824);
@@ -1879,9 +1879,9 @@ static void backward(rt_exec *e)
     RT_AT(440, "$.model.layers[2].body[0].body[0] #5 + $.model.layers[2].body[1] #4: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_linear_h_4_proj, P_h_5_ln_1_weight, ln_mean_h_5_ln_1,
-                     ln_rstd_h_5_ln_1, d_layernorm_h_5_ln_1, d_residual_attn_out_h_5_attn_551,
-                     d_residual_linear_h_4_proj_556, G_h_5_ln_1_weight, G_h_5_ln_1_bias,
-                     e->B * 1024, 768);
+                     ln_rstd_h_5_ln_1, d_layernorm_h_5_ln_1, d_residual_attn_out_h_5_attn,
+                     d_residual_linear_h_4_proj, G_h_5_ln_1_weight, G_h_5_ln_1_bias, e->B * 1024,
+                     768);
     RT_AT(441, "$.model.layers[2].body[0].body[0] #5 + $.model.layers[2].body[1] #4: "
           "h.5.ln_1.weight's gradient is final");
     rt_grad_ready(e, 74859264, 768);
@@ -1893,7 +1893,7 @@ static void backward(rt_exec *e)
     rt_grad_begin(e, 72499200, 2360064);
     RT_AT(446, "$.model.layers[2].body[1].body[3] #4: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_4_proj_556, 768,
+    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_4_proj, 768,
                   gelu_h_4_2, 3072, 1.0f, G_h_4_proj_weight, 3072, G_h_4_proj_bias, 1);
     RT_AT(447, "$.model.layers[2].body[1].body[3] #4: h.4.proj.weight's gradient is final");
     rt_grad_ready(e, 72499200, 2359296);
@@ -1901,7 +1901,7 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 74858496, 768);
     RT_AT(450, "$.model.layers[2].body[1].body[3] #4 + $.model.layers[2].body[1].body[2] #4: "
           "linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
-    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_4_proj_556, 768,
+    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_4_proj, 768,
                   P_h_4_proj_weight, 3072, d_linear_h_4_fc, 3072, linear_h_4_fc);
     RT_AT(451, "$.model.layers[2].body[1].body[1] #4: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_4_fc, 3072, P_h_4_fc_weight, 768,
@@ -1923,9 +1923,9 @@ static void backward(rt_exec *e)
     RT_AT(458, "$.model.layers[2].body[1].body[0] #4 + $.model.layers[2].body[0] #4: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_attn_out_h_4_attn, P_h_4_ln_2_weight, ln_mean_h_4_ln_2,
-                     ln_rstd_h_4_ln_2, d_layernorm_h_4_ln_2, d_residual_linear_h_4_proj_556,
-                     d_residual_attn_out_h_4_attn_561, G_h_4_ln_2_weight, G_h_4_ln_2_bias,
-                     e->B * 1024, 768);
+                     ln_rstd_h_4_ln_2, d_layernorm_h_4_ln_2, d_residual_linear_h_4_proj,
+                     d_residual_attn_out_h_4_attn, G_h_4_ln_2_weight, G_h_4_ln_2_bias, e->B * 1024,
+                     768);
     RT_AT(459, "$.model.layers[2].body[1].body[0] #4 + $.model.layers[2].body[0] #4: "
           "h.4.ln_2.weight's gradient is final");
     rt_grad_ready(e, 70135296, 768);
@@ -1933,14 +1933,14 @@ static void backward(rt_exec *e)
           "h.4.ln_2.bias's gradient is final");
     rt_grad_ready(e, 70136064, 768);
     RT_AT(462, "$.model.layers[2].body[0].body[1] #4: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_4_attn_561, 768,
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_4_attn, 768,
             P_h_4_attn_proj_weight, 768, 0.0f, d_attn_y_h_4_attn, 768);
     RT_AT(463, "$.model.layers[2].body[0].body[1] #4: the gradients of h.4.attn.proj.weight and "
           "h.4.attn.proj.bias are written from here on");
     rt_grad_begin(e, 69544704, 590592);
     RT_AT(464, "$.model.layers[2].body[0].body[1] #4: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_4_attn_561, 768,
+    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_4_attn, 768,
                   attn_y_h_4_attn, 768, 1.0f, G_h_4_attn_proj_weight, 768, G_h_4_attn_proj_bias, 1);
     RT_AT(465, "$.model.layers[2].body[0].body[1] #4: h.4.attn.proj.weight's gradient is final");
     rt_grad_ready(e, 69544704, 589824);
@@ -1970,9 +1970,9 @@ static void backward(rt_exec *e)
     RT_AT(476, "$.model.layers[2].body[0].body[0] #4 + $.model.layers[2].body[1] #3: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_linear_h_3_proj, P_h_4_ln_1_weight, ln_mean_h_4_ln_1,
-                     ln_rstd_h_4_ln_1, d_layernorm_h_4_ln_1, d_residual_attn_out_h_4_attn_561,
-                     d_residual_linear_h_3_proj_566, G_h_4_ln_1_weight, G_h_4_ln_1_bias,
-                     e->B * 1024, 768);
+                     ln_rstd_h_4_ln_1, d_layernorm_h_4_ln_1, d_residual_attn_out_h_4_attn,
+                     d_residual_linear_h_3_proj, G_h_4_ln_1_weight, G_h_4_ln_1_bias, e->B * 1024,
+                     768);
     RT_AT(477, "$.model.layers[2].body[0].body[0] #4 + $.model.layers[2].body[1] #3: "
           "h.4.ln_1.weight's gradient is final");
     rt_grad_ready(e, 67771392, 768);
@@ -1984,7 +1984,7 @@ static void backward(rt_exec *e)
     rt_grad_begin(e, 65411328, 2360064);
     RT_AT(482, "$.model.layers[2].body[1].body[3] #3: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_3_proj_566, 768,
+    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_3_proj, 768,
                   gelu_h_3_2, 3072, 1.0f, G_h_3_proj_weight, 3072, G_h_3_proj_bias, 1);
     RT_AT(483, "$.model.layers[2].body[1].body[3] #3: h.3.proj.weight's gradient is final");
     rt_grad_ready(e, 65411328, 2359296);
@@ -1992,7 +1992,7 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 67770624, 768);
     RT_AT(486, "$.model.layers[2].body[1].body[3] #3 + $.model.layers[2].body[1].body[2] #3: "
           "linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
-    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_3_proj_566, 768,
+    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_3_proj, 768,
                   P_h_3_proj_weight, 3072, d_linear_h_3_fc, 3072, linear_h_3_fc);
     RT_AT(487, "$.model.layers[2].body[1].body[1] #3: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_3_fc, 3072, P_h_3_fc_weight, 768,
@@ -2014,9 +2014,9 @@ static void backward(rt_exec *e)
     RT_AT(494, "$.model.layers[2].body[1].body[0] #3 + $.model.layers[2].body[0] #3: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, ln_mean_h_3_ln_2,
-                     ln_rstd_h_3_ln_2, d_layernorm_h_3_ln_2, d_residual_linear_h_3_proj_566,
-                     d_residual_attn_out_h_3_attn_571, G_h_3_ln_2_weight, G_h_3_ln_2_bias,
-                     e->B * 1024, 768);
+                     ln_rstd_h_3_ln_2, d_layernorm_h_3_ln_2, d_residual_linear_h_3_proj,
+                     d_residual_attn_out_h_3_attn, G_h_3_ln_2_weight, G_h_3_ln_2_bias, e->B * 1024,
+                     768);
     RT_AT(495, "$.model.layers[2].body[1].body[0] #3 + $.model.layers[2].body[0] #3: "
           "h.3.ln_2.weight's gradient is final");
     rt_grad_ready(e, 63047424, 768);
@@ -2024,14 +2024,14 @@ static void backward(rt_exec *e)
           "h.3.ln_2.bias's gradient is final");
     rt_grad_ready(e, 63048192, 768);
     RT_AT(498, "$.model.layers[2].body[0].body[1] #3: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_3_attn_571, 768,
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_3_attn, 768,
             P_h_3_attn_proj_weight, 768, 0.0f, d_attn_y_h_3_attn, 768);
     RT_AT(499, "$.model.layers[2].body[0].body[1] #3: the gradients of h.3.attn.proj.weight and "
           "h.3.attn.proj.bias are written from here on");
     rt_grad_begin(e, 62456832, 590592);
     RT_AT(500, "$.model.layers[2].body[0].body[1] #3: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_3_attn_571, 768,
+    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_3_attn, 768,
                   attn_y_h_3_attn, 768, 1.0f, G_h_3_attn_proj_weight, 768, G_h_3_attn_proj_bias, 1);
     RT_AT(501, "$.model.layers[2].body[0].body[1] #3: h.3.attn.proj.weight's gradient is final");
     rt_grad_ready(e, 62456832, 589824);
@@ -2061,9 +2061,9 @@ static void backward(rt_exec *e)
     RT_AT(512, "$.model.layers[2].body[0].body[0] #3 + $.model.layers[2].body[1] #2: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, ln_mean_h_3_ln_1,
-                     ln_rstd_h_3_ln_1, d_layernorm_h_3_ln_1, d_residual_attn_out_h_3_attn_571,
-                     d_residual_linear_h_2_proj_576, G_h_3_ln_1_weight, G_h_3_ln_1_bias,
-                     e->B * 1024, 768);
+                     ln_rstd_h_3_ln_1, d_layernorm_h_3_ln_1, d_residual_attn_out_h_3_attn,
+                     d_residual_linear_h_2_proj, G_h_3_ln_1_weight, G_h_3_ln_1_bias, e->B * 1024,
+                     768);
     RT_AT(513, "$.model.layers[2].body[0].body[0] #3 + $.model.layers[2].body[1] #2: "
           "h.3.ln_1.weight's gradient is final");
     rt_grad_ready(e, 60683520, 768);
@@ -2075,7 +2075,7 @@ static void backward(rt_exec *e)
     rt_grad_begin(e, 58323456, 2360064);
     RT_AT(518, "$.model.layers[2].body[1].body[3] #2: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_2_proj_576, 768,
+    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_2_proj, 768,
                   gelu_h_2_2, 3072, 1.0f, G_h_2_proj_weight, 3072, G_h_2_proj_bias, 1);
     RT_AT(519, "$.model.layers[2].body[1].body[3] #2: h.2.proj.weight's gradient is final");
     rt_grad_ready(e, 58323456, 2359296);
@@ -2083,7 +2083,7 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 60682752, 768);
     RT_AT(522, "$.model.layers[2].body[1].body[3] #2 + $.model.layers[2].body[1].body[2] #2: "
           "linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
-    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_2_proj_576, 768,
+    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_2_proj, 768,
                   P_h_2_proj_weight, 3072, d_linear_h_2_fc, 3072, linear_h_2_fc);
     RT_AT(523, "$.model.layers[2].body[1].body[1] #2: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_2_fc, 3072, P_h_2_fc_weight, 768,
@@ -2105,9 +2105,9 @@ static void backward(rt_exec *e)
     RT_AT(530, "$.model.layers[2].body[1].body[0] #2 + $.model.layers[2].body[0] #2: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, ln_mean_h_2_ln_2,
-                     ln_rstd_h_2_ln_2, d_layernorm_h_2_ln_2, d_residual_linear_h_2_proj_576,
-                     d_residual_attn_out_h_2_attn_581, G_h_2_ln_2_weight, G_h_2_ln_2_bias,
-                     e->B * 1024, 768);
+                     ln_rstd_h_2_ln_2, d_layernorm_h_2_ln_2, d_residual_linear_h_2_proj,
+                     d_residual_attn_out_h_2_attn, G_h_2_ln_2_weight, G_h_2_ln_2_bias, e->B * 1024,
+                     768);
     RT_AT(531, "$.model.layers[2].body[1].body[0] #2 + $.model.layers[2].body[0] #2: "
           "h.2.ln_2.weight's gradient is final");
     rt_grad_ready(e, 55959552, 768);
@@ -2115,14 +2115,14 @@ static void backward(rt_exec *e)
           "h.2.ln_2.bias's gradient is final");
     rt_grad_ready(e, 55960320, 768);
     RT_AT(534, "$.model.layers[2].body[0].body[1] #2: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_2_attn_581, 768,
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_2_attn, 768,
             P_h_2_attn_proj_weight, 768, 0.0f, d_attn_y_h_2_attn, 768);
     RT_AT(535, "$.model.layers[2].body[0].body[1] #2: the gradients of h.2.attn.proj.weight and "
           "h.2.attn.proj.bias are written from here on");
     rt_grad_begin(e, 55368960, 590592);
     RT_AT(536, "$.model.layers[2].body[0].body[1] #2: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_2_attn_581, 768,
+    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_2_attn, 768,
                   attn_y_h_2_attn, 768, 1.0f, G_h_2_attn_proj_weight, 768, G_h_2_attn_proj_bias, 1);
     RT_AT(537, "$.model.layers[2].body[0].body[1] #2: h.2.attn.proj.weight's gradient is final");
     rt_grad_ready(e, 55368960, 589824);
@@ -2152,9 +2152,9 @@ static void backward(rt_exec *e)
     RT_AT(548, "$.model.layers[2].body[0].body[0] #2 + $.model.layers[2].body[1] #1: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, ln_mean_h_2_ln_1,
-                     ln_rstd_h_2_ln_1, d_layernorm_h_2_ln_1, d_residual_attn_out_h_2_attn_581,
-                     d_residual_linear_h_1_proj_586, G_h_2_ln_1_weight, G_h_2_ln_1_bias,
-                     e->B * 1024, 768);
+                     ln_rstd_h_2_ln_1, d_layernorm_h_2_ln_1, d_residual_attn_out_h_2_attn,
+                     d_residual_linear_h_1_proj, G_h_2_ln_1_weight, G_h_2_ln_1_bias, e->B * 1024,
+                     768);
     RT_AT(549, "$.model.layers[2].body[0].body[0] #2 + $.model.layers[2].body[1] #1: "
           "h.2.ln_1.weight's gradient is final");
     rt_grad_ready(e, 53595648, 768);
@@ -2166,7 +2166,7 @@ static void backward(rt_exec *e)
     rt_grad_begin(e, 51235584, 2360064);
     RT_AT(554, "$.model.layers[2].body[1].body[3] #1: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_1_proj_586, 768,
+    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_1_proj, 768,
                   gelu_h_1_2, 3072, 1.0f, G_h_1_proj_weight, 3072, G_h_1_proj_bias, 1);
     RT_AT(555, "$.model.layers[2].body[1].body[3] #1: h.1.proj.weight's gradient is final");
     rt_grad_ready(e, 51235584, 2359296);
@@ -2174,7 +2174,7 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 53594880, 768);
     RT_AT(558, "$.model.layers[2].body[1].body[3] #1 + $.model.layers[2].body[1].body[2] #1: "
           "linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
-    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_1_proj_586, 768,
+    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_1_proj, 768,
                   P_h_1_proj_weight, 3072, d_linear_h_1_fc, 3072, linear_h_1_fc);
     RT_AT(559, "$.model.layers[2].body[1].body[1] #1: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_1_fc, 3072, P_h_1_fc_weight, 768,
@@ -2196,9 +2196,9 @@ static void backward(rt_exec *e)
     RT_AT(566, "$.model.layers[2].body[1].body[0] #1 + $.model.layers[2].body[0] #1: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, ln_mean_h_1_ln_2,
-                     ln_rstd_h_1_ln_2, d_layernorm_h_1_ln_2, d_residual_linear_h_1_proj_586,
-                     d_residual_attn_out_h_1_attn_591, G_h_1_ln_2_weight, G_h_1_ln_2_bias,
-                     e->B * 1024, 768);
+                     ln_rstd_h_1_ln_2, d_layernorm_h_1_ln_2, d_residual_linear_h_1_proj,
+                     d_residual_attn_out_h_1_attn, G_h_1_ln_2_weight, G_h_1_ln_2_bias, e->B * 1024,
+                     768);
     RT_AT(567, "$.model.layers[2].body[1].body[0] #1 + $.model.layers[2].body[0] #1: "
           "h.1.ln_2.weight's gradient is final");
     rt_grad_ready(e, 48871680, 768);
@@ -2206,14 +2206,14 @@ static void backward(rt_exec *e)
           "h.1.ln_2.bias's gradient is final");
     rt_grad_ready(e, 48872448, 768);
     RT_AT(570, "$.model.layers[2].body[0].body[1] #1: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_1_attn_591, 768,
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_1_attn, 768,
             P_h_1_attn_proj_weight, 768, 0.0f, d_attn_y_h_1_attn, 768);
     RT_AT(571, "$.model.layers[2].body[0].body[1] #1: the gradients of h.1.attn.proj.weight and "
           "h.1.attn.proj.bias are written from here on");
     rt_grad_begin(e, 48281088, 590592);
     RT_AT(572, "$.model.layers[2].body[0].body[1] #1: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_1_attn_591, 768,
+    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_1_attn, 768,
                   attn_y_h_1_attn, 768, 1.0f, G_h_1_attn_proj_weight, 768, G_h_1_attn_proj_bias, 1);
     RT_AT(573, "$.model.layers[2].body[0].body[1] #1: h.1.attn.proj.weight's gradient is final");
     rt_grad_ready(e, 48281088, 589824);
@@ -2243,9 +2243,9 @@ static void backward(rt_exec *e)
     RT_AT(584, "$.model.layers[2].body[0].body[0] #1 + $.model.layers[2].body[1] #0: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, ln_mean_h_1_ln_1,
-                     ln_rstd_h_1_ln_1, d_layernorm_h_1_ln_1, d_residual_attn_out_h_1_attn_591,
-                     d_residual_linear_h_0_proj_596, G_h_1_ln_1_weight, G_h_1_ln_1_bias,
-                     e->B * 1024, 768);
+                     ln_rstd_h_1_ln_1, d_layernorm_h_1_ln_1, d_residual_attn_out_h_1_attn,
+                     d_residual_linear_h_0_proj, G_h_1_ln_1_weight, G_h_1_ln_1_bias, e->B * 1024,
+                     768);
     RT_AT(585, "$.model.layers[2].body[0].body[0] #1 + $.model.layers[2].body[1] #0: "
           "h.1.ln_1.weight's gradient is final");
     rt_grad_ready(e, 46507776, 768);
@@ -2257,7 +2257,7 @@ static void backward(rt_exec *e)
     rt_grad_begin(e, 44147712, 2360064);
     RT_AT(590, "$.model.layers[2].body[1].body[3] #0: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_0_proj_596, 768,
+    rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_0_proj, 768,
                   gelu_h_0_2, 3072, 1.0f, G_h_0_proj_weight, 3072, G_h_0_proj_bias, 1);
     RT_AT(591, "$.model.layers[2].body[1].body[3] #0: h.0.proj.weight's gradient is final");
     rt_grad_ready(e, 44147712, 2359296);
@@ -2265,7 +2265,7 @@ static void backward(rt_exec *e)
     rt_grad_ready(e, 46507008, 768);
     RT_AT(594, "$.model.layers[2].body[1].body[3] #0 + $.model.layers[2].body[1].body[2] #0: "
           "linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
-    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_0_proj_596, 768,
+    rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_0_proj, 768,
                   P_h_0_proj_weight, 3072, d_linear_h_0_fc, 3072, linear_h_0_fc);
     RT_AT(595, "$.model.layers[2].body[1].body[1] #0: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_0_fc, 3072, P_h_0_fc_weight, 768,
@@ -2287,9 +2287,9 @@ static void backward(rt_exec *e)
     RT_AT(602, "$.model.layers[2].body[1].body[0] #0 + $.model.layers[2].body[0] #0: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, ln_mean_h_0_ln_2,
-                     ln_rstd_h_0_ln_2, d_layernorm_h_0_ln_2, d_residual_linear_h_0_proj_596,
-                     d_residual_attn_out_h_0_attn_601, G_h_0_ln_2_weight, G_h_0_ln_2_bias,
-                     e->B * 1024, 768);
+                     ln_rstd_h_0_ln_2, d_layernorm_h_0_ln_2, d_residual_linear_h_0_proj,
+                     d_residual_attn_out_h_0_attn, G_h_0_ln_2_weight, G_h_0_ln_2_bias, e->B * 1024,
+                     768);
     RT_AT(603, "$.model.layers[2].body[1].body[0] #0 + $.model.layers[2].body[0] #0: "
           "h.0.ln_2.weight's gradient is final");
     rt_grad_ready(e, 41783808, 768);
@@ -2297,14 +2297,14 @@ static void backward(rt_exec *e)
           "h.0.ln_2.bias's gradient is final");
     rt_grad_ready(e, 41784576, 768);
     RT_AT(606, "$.model.layers[2].body[0].body[1] #0: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_0_attn_601, 768,
+    rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_0_attn, 768,
             P_h_0_attn_proj_weight, 768, 0.0f, d_attn_y_h_0_attn, 768);
     RT_AT(607, "$.model.layers[2].body[0].body[1] #0: the gradients of h.0.attn.proj.weight and "
           "h.0.attn.proj.bias are written from here on");
     rt_grad_begin(e, 41193216, 590592);
     RT_AT(608, "$.model.layers[2].body[0].body[1] #0: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_0_attn_601, 768,
+    rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_0_attn, 768,
                   attn_y_h_0_attn, 768, 1.0f, G_h_0_attn_proj_weight, 768, G_h_0_attn_proj_bias, 1);
     RT_AT(609, "$.model.layers[2].body[0].body[1] #0: h.0.attn.proj.weight's gradient is final");
     rt_grad_ready(e, 41193216, 589824);
@@ -2334,8 +2334,8 @@ static void backward(rt_exec *e)
     RT_AT(620, "$.model.layers[2].body[0].body[0] #0 + $.model.layers[1]: layernorm backward, "
           "plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1,
-                     d_layernorm_h_0_ln_1, d_residual_attn_out_h_0_attn_601,
-                     d_pos_embedding_wpe_606, G_h_0_ln_1_weight, G_h_0_ln_1_bias, e->B * 1024, 768);
+                     d_layernorm_h_0_ln_1, d_residual_attn_out_h_0_attn, d_pos_embedding_wpe,
+                     G_h_0_ln_1_weight, G_h_0_ln_1_bias, e->B * 1024, 768);
     RT_AT(621, "$.model.layers[2].body[0].body[0] #0 + $.model.layers[1]: h.0.ln_1.weight's "
           "gradient is final");
     rt_grad_ready(e, 39419904, 768);
@@ -2345,11 +2345,11 @@ static void backward(rt_exec *e)
     RT_AT(624, "$.model.layers[1]: wpe.weight's gradient is written from here on");
     rt_grad_begin(e, 38633472, 786432);
     RT_AT(625, "$.model.layers[1]: pos_embedding backward: dW[t] += sum over the batch of dy[t]");
-    rt_colsum_add(e, d_pos_embedding_wpe_606, G_wpe_weight, e->B, 786432);
+    rt_colsum_add(e, d_pos_embedding_wpe, G_wpe_weight, e->B, 786432);
     RT_AT(626, "$.model.layers[1]: wpe.weight's gradient is final");
     rt_grad_ready(e, 38633472, 786432);
     RT_AT(627, "$.model.layers[0]: embedding backward: dW[id] += dy");
-    rt_embedding_bwd(e, in_x, d_pos_embedding_wpe_606, G_wte_weight, e->B * 1024, 50257, 768);
+    rt_embedding_bwd(e, in_x, d_pos_embedding_wpe, G_wte_weight, e->B * 1024, 50257, 768);
     RT_AT(628, "$.model.layers[0]: wte.weight's gradient is final");
     rt_grad_ready(e, 0, 38633472);
 }

@@ -323,53 +323,53 @@
  *                                   written over embedding_wte
  *   (in place)  -                   d_linear_lm_head            [B, 1024, 50257]
  *                                   written over linear_lm_head
- *   (in place)  -                   d_residual_attn_out_h_11_attn_491  [B, 1024, 768]
+ *   (in place)  -                   d_residual_attn_out_h_11_attn  [B, 1024, 768]
  *                                   written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_residual_linear_h_10_proj_496  [B, 1024, 768]
+ *   (in place)  -                   d_residual_linear_h_10_proj  [B, 1024, 768]
  *                                   written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_residual_attn_out_h_10_attn_501  [B, 1024, 768]
+ *   (in place)  -                   d_residual_attn_out_h_10_attn  [B, 1024, 768]
  *                                   written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_residual_linear_h_9_proj_506  [B, 1024, 768]
+ *   (in place)  -                   d_residual_linear_h_9_proj  [B, 1024, 768]
  *                                   written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_residual_attn_out_h_9_attn_511  [B, 1024, 768]
+ *   (in place)  -                   d_residual_attn_out_h_9_attn  [B, 1024, 768]
  *                                   written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_residual_linear_h_8_proj_516  [B, 1024, 768]
+ *   (in place)  -                   d_residual_linear_h_8_proj  [B, 1024, 768]
  *                                   written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_residual_attn_out_h_8_attn_521  [B, 1024, 768]
+ *   (in place)  -                   d_residual_attn_out_h_8_attn  [B, 1024, 768]
  *                                   written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_residual_linear_h_7_proj_526  [B, 1024, 768]
+ *   (in place)  -                   d_residual_linear_h_7_proj  [B, 1024, 768]
  *                                   written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_residual_attn_out_h_7_attn_531  [B, 1024, 768]
+ *   (in place)  -                   d_residual_attn_out_h_7_attn  [B, 1024, 768]
  *                                   written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_residual_linear_h_6_proj_536  [B, 1024, 768]
+ *   (in place)  -                   d_residual_linear_h_6_proj  [B, 1024, 768]
  *                                   written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_residual_attn_out_h_6_attn_541  [B, 1024, 768]
+ *   (in place)  -                   d_residual_attn_out_h_6_attn  [B, 1024, 768]
  *                                   written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_residual_linear_h_5_proj_546  [B, 1024, 768]
+ *   (in place)  -                   d_residual_linear_h_5_proj  [B, 1024, 768]
  *                                   written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_residual_attn_out_h_5_attn_551  [B, 1024, 768]
+ *   (in place)  -                   d_residual_attn_out_h_5_attn  [B, 1024, 768]
  *                                   written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_residual_linear_h_4_proj_556  [B, 1024, 768]
+ *   (in place)  -                   d_residual_linear_h_4_proj  [B, 1024, 768]
  *                                   written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_residual_attn_out_h_4_attn_561  [B, 1024, 768]
+ *   (in place)  -                   d_residual_attn_out_h_4_attn  [B, 1024, 768]
  *                                   written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_residual_linear_h_3_proj_566  [B, 1024, 768]
+ *   (in place)  -                   d_residual_linear_h_3_proj  [B, 1024, 768]
  *                                   written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_residual_attn_out_h_3_attn_571  [B, 1024, 768]
+ *   (in place)  -                   d_residual_attn_out_h_3_attn  [B, 1024, 768]
  *                                   written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_residual_linear_h_2_proj_576  [B, 1024, 768]
+ *   (in place)  -                   d_residual_linear_h_2_proj  [B, 1024, 768]
  *                                   written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_residual_attn_out_h_2_attn_581  [B, 1024, 768]
+ *   (in place)  -                   d_residual_attn_out_h_2_attn  [B, 1024, 768]
  *                                   written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_residual_linear_h_1_proj_586  [B, 1024, 768]
+ *   (in place)  -                   d_residual_linear_h_1_proj  [B, 1024, 768]
  *                                   written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_residual_attn_out_h_1_attn_591  [B, 1024, 768]
+ *   (in place)  -                   d_residual_attn_out_h_1_attn  [B, 1024, 768]
  *                                   written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_residual_linear_h_0_proj_596  [B, 1024, 768]
+ *   (in place)  -                   d_residual_linear_h_0_proj  [B, 1024, 768]
  *                                   written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_residual_attn_out_h_0_attn_601  [B, 1024, 768]
+ *   (in place)  -                   d_residual_attn_out_h_0_attn  [B, 1024, 768]
  *                                   written over d_residual_linear_h_11_proj
- *   (in place)  -                   d_pos_embedding_wpe_606     [B, 1024, 768]
+ *   (in place)  -                   d_pos_embedding_wpe         [B, 1024, 768]
  *                                   written over d_residual_linear_h_11_proj
  *
  * The plan for validation (forward only, no gradients), in the same memory.

@@ -312,7 +312,7 @@ static void backward(rt_exec *e)
     const float *P_h_3_ln_2_weight = e->params + 710272; /* [128] */
     const float *ln_mean_h_3_ln_2 = ACT(4537344); /* [B, 128] */
     const float *ln_rstd_h_3_ln_2 = ACT(4537856); /* [B, 128] */
-    float *d_residual_attn_out_h_3_attn_179 = ACT(4390912); /* [B, 128, 128] */
+    float *d_residual_attn_out_h_3_attn = ACT(4390912); /* [B, 128, 128] */
     float *G_h_3_ln_2_weight = e->grads + 710272; /* [128] */
     float *G_h_3_ln_2_bias = e->grads + 710400; /* [128] */
     const float *P_h_3_attn_proj_weight = e->params + 693760; /* [128, 128] */
@@ -332,7 +332,7 @@ static void backward(rt_exec *e)
     const float *P_h_3_ln_1_weight = e->params + 643968; /* [128] */
     const float *ln_mean_h_3_ln_1 = ACT(4536320); /* [B, 128] */
     const float *ln_rstd_h_3_ln_1 = ACT(4536832); /* [B, 128] */
-    float *d_residual_linear_h_2_proj_184 = ACT(4390912); /* [B, 128, 128] */
+    float *d_residual_linear_h_2_proj = ACT(4390912); /* [B, 128, 128] */
     float *G_h_3_ln_1_weight = e->grads + 643968; /* [128] */
     float *G_h_3_ln_1_bias = e->grads + 644096; /* [128] */
     const float *gelu_h_2_2 = ACT(1310720); /* [B, 128, 512] */
@@ -350,7 +350,7 @@ static void backward(rt_exec *e)
     const float *P_h_2_ln_2_weight = e->params + 512000; /* [128] */
     const float *ln_mean_h_2_ln_2 = ACT(4535296); /* [B, 128] */
     const float *ln_rstd_h_2_ln_2 = ACT(4535808); /* [B, 128] */
-    float *d_residual_attn_out_h_2_attn_189 = ACT(4390912); /* [B, 128, 128] */
+    float *d_residual_attn_out_h_2_attn = ACT(4390912); /* [B, 128, 128] */
     float *G_h_2_ln_2_weight = e->grads + 512000; /* [128] */
     float *G_h_2_ln_2_bias = e->grads + 512128; /* [128] */
     const float *P_h_2_attn_proj_weight = e->params + 495488; /* [128, 128] */
@@ -370,7 +370,7 @@ static void backward(rt_exec *e)
     const float *P_h_2_ln_1_weight = e->params + 445696; /* [128] */
     const float *ln_mean_h_2_ln_1 = ACT(4534272); /* [B, 128] */
     const float *ln_rstd_h_2_ln_1 = ACT(4534784); /* [B, 128] */
-    float *d_residual_linear_h_1_proj_194 = ACT(4390912); /* [B, 128, 128] */
+    float *d_residual_linear_h_1_proj = ACT(4390912); /* [B, 128, 128] */
     float *G_h_2_ln_1_weight = e->grads + 445696; /* [128] */
     float *G_h_2_ln_1_bias = e->grads + 445824; /* [128] */
     const float *gelu_h_1_2 = ACT(786432); /* [B, 128, 512] */
@@ -388,7 +388,7 @@ static void backward(rt_exec *e)
     const float *P_h_1_ln_2_weight = e->params + 313728; /* [128] */
     const float *ln_mean_h_1_ln_2 = ACT(4533248); /* [B, 128] */
     const float *ln_rstd_h_1_ln_2 = ACT(4533760); /* [B, 128] */
-    float *d_residual_attn_out_h_1_attn_199 = ACT(4390912); /* [B, 128, 128] */
+    float *d_residual_attn_out_h_1_attn = ACT(4390912); /* [B, 128, 128] */
     float *G_h_1_ln_2_weight = e->grads + 313728; /* [128] */
     float *G_h_1_ln_2_bias = e->grads + 313856; /* [128] */
     const float *P_h_1_attn_proj_weight = e->params + 297216; /* [128, 128] */
@@ -408,7 +408,7 @@ static void backward(rt_exec *e)
     const float *P_h_1_ln_1_weight = e->params + 247424; /* [128] */
     const float *ln_mean_h_1_ln_1 = ACT(4532224); /* [B, 128] */
     const float *ln_rstd_h_1_ln_1 = ACT(4532736); /* [B, 128] */
-    float *d_residual_linear_h_0_proj_204 = ACT(4390912); /* [B, 128, 128] */
+    float *d_residual_linear_h_0_proj = ACT(4390912); /* [B, 128, 128] */
     float *G_h_1_ln_1_weight = e->grads + 247424; /* [128] */
     float *G_h_1_ln_1_bias = e->grads + 247552; /* [128] */
     const float *gelu_h_0_2 = ACT(262144); /* [B, 128, 512] */
@@ -426,7 +426,7 @@ static void backward(rt_exec *e)
     const float *P_h_0_ln_2_weight = e->params + 115456; /* [128] */
     const float *ln_mean_h_0_ln_2 = ACT(4531200); /* [B, 128] */
     const float *ln_rstd_h_0_ln_2 = ACT(4531712); /* [B, 128] */
-    float *d_residual_attn_out_h_0_attn_209 = ACT(4390912); /* [B, 128, 128] */
+    float *d_residual_attn_out_h_0_attn = ACT(4390912); /* [B, 128, 128] */
     float *G_h_0_ln_2_weight = e->grads + 115456; /* [128] */
     float *G_h_0_ln_2_bias = e->grads + 115584; /* [128] */
     const float *P_h_0_attn_proj_weight = e->params + 98944; /* [128, 128] */
@@ -446,7 +446,7 @@ static void backward(rt_exec *e)
     const float *P_h_0_ln_1_weight = e->params + 49152; /* [128] */
     const float *ln_mean_h_0_ln_1 = ACT(4530176); /* [B, 128] */
     const float *ln_rstd_h_0_ln_1 = ACT(4530688); /* [B, 128] */
-    float *d_pos_embedding_wpe_214 = ACT(4390912); /* [B, 128, 128] */
+    float *d_pos_embedding_wpe = ACT(4390912); /* [B, 128, 128] */
     float *G_h_0_ln_1_weight = e->grads + 49152; /* [128] */
     float *G_h_0_ln_1_bias = e->grads + 49280; /* [128] */
     float *G_wpe_weight = e->grads + 32768; /* [128, 128] */
@@ -507,8 +507,8 @@ static void backward(rt_exec *e)
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, ln_mean_h_3_ln_2,
                      ln_rstd_h_3_ln_2, d_layernorm_h_3_ln_2, d_residual_linear_h_3_proj,
-                     d_residual_attn_out_h_3_attn_179, G_h_3_ln_2_weight, G_h_3_ln_2_bias,
-                     e->B * 128, 128);
+                     d_residual_attn_out_h_3_attn, G_h_3_ln_2_weight, G_h_3_ln_2_bias, e->B * 128,
+                     128);
     RT_AT(87, "$.model.layers[2].body[1].body[0] #3 + $.model.layers[2].body[0] #3: "
           "h.3.ln_2.weight's gradient is final");
     rt_grad_ready(e, 710272, 128);
@@ -516,14 +516,14 @@ static void backward(rt_exec *e)
           "h.3.ln_2.bias's gradient is final");
     rt_grad_ready(e, 710400, 128);
     RT_AT(90, "$.model.layers[2].body[0].body[1] #3: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 128, 128, 128, 1.0f, d_residual_attn_out_h_3_attn_179, 128,
+    rt_gemm(e, 0, 0, e->B * 128, 128, 128, 1.0f, d_residual_attn_out_h_3_attn, 128,
             P_h_3_attn_proj_weight, 128, 0.0f, d_attn_y_h_3_attn, 128);
     RT_AT(91, "$.model.layers[2].body[0].body[1] #3: the gradients of h.3.attn.proj.weight and "
           "h.3.attn.proj.bias are written from here on");
     rt_grad_begin(e, 693760, 16512);
     RT_AT(92, "$.model.layers[2].body[0].body[1] #3: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 128, 128, e->B * 128, 1.0f, d_residual_attn_out_h_3_attn_179, 128,
+    rt_gemm_dbias(e, 1, 0, 128, 128, e->B * 128, 1.0f, d_residual_attn_out_h_3_attn, 128,
                   attn_y_h_3_attn, 128, 1.0f, G_h_3_attn_proj_weight, 128, G_h_3_attn_proj_bias, 1);
     RT_AT(93, "$.model.layers[2].body[0].body[1] #3: h.3.attn.proj.weight's gradient is final");
     rt_grad_ready(e, 693760, 16384);
@@ -553,8 +553,8 @@ static void backward(rt_exec *e)
     RT_AT(104, "$.model.layers[2].body[0].body[0] #3 + $.model.layers[2].body[1] #2: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, ln_mean_h_3_ln_1,
-                     ln_rstd_h_3_ln_1, d_layernorm_h_3_ln_1, d_residual_attn_out_h_3_attn_179,
-                     d_residual_linear_h_2_proj_184, G_h_3_ln_1_weight, G_h_3_ln_1_bias, e->B * 128,
+                     ln_rstd_h_3_ln_1, d_layernorm_h_3_ln_1, d_residual_attn_out_h_3_attn,
+                     d_residual_linear_h_2_proj, G_h_3_ln_1_weight, G_h_3_ln_1_bias, e->B * 128,
                      128);
     RT_AT(105, "$.model.layers[2].body[0].body[0] #3 + $.model.layers[2].body[1] #2: "
           "h.3.ln_1.weight's gradient is final");
@@ -567,15 +567,15 @@ static void backward(rt_exec *e)
     rt_grad_begin(e, 578304, 65664);
     RT_AT(110, "$.model.layers[2].body[1].body[3] #2: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 128, 512, e->B * 128, 1.0f, d_residual_linear_h_2_proj_184, 128,
-                  gelu_h_2_2, 512, 1.0f, G_h_2_proj_weight, 512, G_h_2_proj_bias, 1);
+    rt_gemm_dbias(e, 1, 0, 128, 512, e->B * 128, 1.0f, d_residual_linear_h_2_proj, 128, gelu_h_2_2,
+                  512, 1.0f, G_h_2_proj_weight, 512, G_h_2_proj_bias, 1);
     RT_AT(111, "$.model.layers[2].body[1].body[3] #2: h.2.proj.weight's gradient is final");
     rt_grad_ready(e, 578304, 65536);
     RT_AT(112, "$.model.layers[2].body[1].body[3] #2: h.2.proj.bias's gradient is final");
     rt_grad_ready(e, 643840, 128);
     RT_AT(114, "$.model.layers[2].body[1].body[3] #2 + $.model.layers[2].body[1].body[2] #2: "
           "linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
-    rt_gemm_dgelu(e, 0, 0, e->B * 128, 512, 128, 1.0f, d_residual_linear_h_2_proj_184, 128,
+    rt_gemm_dgelu(e, 0, 0, e->B * 128, 512, 128, 1.0f, d_residual_linear_h_2_proj, 128,
                   P_h_2_proj_weight, 512, d_linear_h_2_fc, 512, linear_h_2_fc);
     RT_AT(115, "$.model.layers[2].body[1].body[1] #2: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 128, 128, 512, 1.0f, d_linear_h_2_fc, 512, P_h_2_fc_weight, 128, 0.0f,
@@ -597,9 +597,9 @@ static void backward(rt_exec *e)
     RT_AT(122, "$.model.layers[2].body[1].body[0] #2 + $.model.layers[2].body[0] #2: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, ln_mean_h_2_ln_2,
-                     ln_rstd_h_2_ln_2, d_layernorm_h_2_ln_2, d_residual_linear_h_2_proj_184,
-                     d_residual_attn_out_h_2_attn_189, G_h_2_ln_2_weight, G_h_2_ln_2_bias,
-                     e->B * 128, 128);
+                     ln_rstd_h_2_ln_2, d_layernorm_h_2_ln_2, d_residual_linear_h_2_proj,
+                     d_residual_attn_out_h_2_attn, G_h_2_ln_2_weight, G_h_2_ln_2_bias, e->B * 128,
+                     128);
     RT_AT(123, "$.model.layers[2].body[1].body[0] #2 + $.model.layers[2].body[0] #2: "
           "h.2.ln_2.weight's gradient is final");
     rt_grad_ready(e, 512000, 128);
@@ -607,14 +607,14 @@ static void backward(rt_exec *e)
           "h.2.ln_2.bias's gradient is final");
     rt_grad_ready(e, 512128, 128);
     RT_AT(126, "$.model.layers[2].body[0].body[1] #2: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 128, 128, 128, 1.0f, d_residual_attn_out_h_2_attn_189, 128,
+    rt_gemm(e, 0, 0, e->B * 128, 128, 128, 1.0f, d_residual_attn_out_h_2_attn, 128,
             P_h_2_attn_proj_weight, 128, 0.0f, d_attn_y_h_2_attn, 128);
     RT_AT(127, "$.model.layers[2].body[0].body[1] #2: the gradients of h.2.attn.proj.weight and "
           "h.2.attn.proj.bias are written from here on");
     rt_grad_begin(e, 495488, 16512);
     RT_AT(128, "$.model.layers[2].body[0].body[1] #2: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 128, 128, e->B * 128, 1.0f, d_residual_attn_out_h_2_attn_189, 128,
+    rt_gemm_dbias(e, 1, 0, 128, 128, e->B * 128, 1.0f, d_residual_attn_out_h_2_attn, 128,
                   attn_y_h_2_attn, 128, 1.0f, G_h_2_attn_proj_weight, 128, G_h_2_attn_proj_bias, 1);
     RT_AT(129, "$.model.layers[2].body[0].body[1] #2: h.2.attn.proj.weight's gradient is final");
     rt_grad_ready(e, 495488, 16384);
@@ -644,8 +644,8 @@ static void backward(rt_exec *e)
     RT_AT(140, "$.model.layers[2].body[0].body[0] #2 + $.model.layers[2].body[1] #1: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, ln_mean_h_2_ln_1,
-                     ln_rstd_h_2_ln_1, d_layernorm_h_2_ln_1, d_residual_attn_out_h_2_attn_189,
-                     d_residual_linear_h_1_proj_194, G_h_2_ln_1_weight, G_h_2_ln_1_bias, e->B * 128,
+                     ln_rstd_h_2_ln_1, d_layernorm_h_2_ln_1, d_residual_attn_out_h_2_attn,
+                     d_residual_linear_h_1_proj, G_h_2_ln_1_weight, G_h_2_ln_1_bias, e->B * 128,
                      128);
     RT_AT(141, "$.model.layers[2].body[0].body[0] #2 + $.model.layers[2].body[1] #1: "
           "h.2.ln_1.weight's gradient is final");
@@ -658,15 +658,15 @@ static void backward(rt_exec *e)
     rt_grad_begin(e, 380032, 65664);
     RT_AT(146, "$.model.layers[2].body[1].body[3] #1: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 128, 512, e->B * 128, 1.0f, d_residual_linear_h_1_proj_194, 128,
-                  gelu_h_1_2, 512, 1.0f, G_h_1_proj_weight, 512, G_h_1_proj_bias, 1);
+    rt_gemm_dbias(e, 1, 0, 128, 512, e->B * 128, 1.0f, d_residual_linear_h_1_proj, 128, gelu_h_1_2,
+                  512, 1.0f, G_h_1_proj_weight, 512, G_h_1_proj_bias, 1);
     RT_AT(147, "$.model.layers[2].body[1].body[3] #1: h.1.proj.weight's gradient is final");
     rt_grad_ready(e, 380032, 65536);
     RT_AT(148, "$.model.layers[2].body[1].body[3] #1: h.1.proj.bias's gradient is final");
     rt_grad_ready(e, 445568, 128);
     RT_AT(150, "$.model.layers[2].body[1].body[3] #1 + $.model.layers[2].body[1].body[2] #1: "
           "linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
-    rt_gemm_dgelu(e, 0, 0, e->B * 128, 512, 128, 1.0f, d_residual_linear_h_1_proj_194, 128,
+    rt_gemm_dgelu(e, 0, 0, e->B * 128, 512, 128, 1.0f, d_residual_linear_h_1_proj, 128,
                   P_h_1_proj_weight, 512, d_linear_h_1_fc, 512, linear_h_1_fc);
     RT_AT(151, "$.model.layers[2].body[1].body[1] #1: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 128, 128, 512, 1.0f, d_linear_h_1_fc, 512, P_h_1_fc_weight, 128, 0.0f,
@@ -688,9 +688,9 @@ static void backward(rt_exec *e)
     RT_AT(158, "$.model.layers[2].body[1].body[0] #1 + $.model.layers[2].body[0] #1: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, ln_mean_h_1_ln_2,
-                     ln_rstd_h_1_ln_2, d_layernorm_h_1_ln_2, d_residual_linear_h_1_proj_194,
-                     d_residual_attn_out_h_1_attn_199, G_h_1_ln_2_weight, G_h_1_ln_2_bias,
-                     e->B * 128, 128);
+                     ln_rstd_h_1_ln_2, d_layernorm_h_1_ln_2, d_residual_linear_h_1_proj,
+                     d_residual_attn_out_h_1_attn, G_h_1_ln_2_weight, G_h_1_ln_2_bias, e->B * 128,
+                     128);
     RT_AT(159, "$.model.layers[2].body[1].body[0] #1 + $.model.layers[2].body[0] #1: "
           "h.1.ln_2.weight's gradient is final");
     rt_grad_ready(e, 313728, 128);
@@ -698,14 +698,14 @@ static void backward(rt_exec *e)
           "h.1.ln_2.bias's gradient is final");
     rt_grad_ready(e, 313856, 128);
     RT_AT(162, "$.model.layers[2].body[0].body[1] #1: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 128, 128, 128, 1.0f, d_residual_attn_out_h_1_attn_199, 128,
+    rt_gemm(e, 0, 0, e->B * 128, 128, 128, 1.0f, d_residual_attn_out_h_1_attn, 128,
             P_h_1_attn_proj_weight, 128, 0.0f, d_attn_y_h_1_attn, 128);
     RT_AT(163, "$.model.layers[2].body[0].body[1] #1: the gradients of h.1.attn.proj.weight and "
           "h.1.attn.proj.bias are written from here on");
     rt_grad_begin(e, 297216, 16512);
     RT_AT(164, "$.model.layers[2].body[0].body[1] #1: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 128, 128, e->B * 128, 1.0f, d_residual_attn_out_h_1_attn_199, 128,
+    rt_gemm_dbias(e, 1, 0, 128, 128, e->B * 128, 1.0f, d_residual_attn_out_h_1_attn, 128,
                   attn_y_h_1_attn, 128, 1.0f, G_h_1_attn_proj_weight, 128, G_h_1_attn_proj_bias, 1);
     RT_AT(165, "$.model.layers[2].body[0].body[1] #1: h.1.attn.proj.weight's gradient is final");
     rt_grad_ready(e, 297216, 16384);
@@ -735,8 +735,8 @@ static void backward(rt_exec *e)
     RT_AT(176, "$.model.layers[2].body[0].body[0] #1 + $.model.layers[2].body[1] #0: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, ln_mean_h_1_ln_1,
-                     ln_rstd_h_1_ln_1, d_layernorm_h_1_ln_1, d_residual_attn_out_h_1_attn_199,
-                     d_residual_linear_h_0_proj_204, G_h_1_ln_1_weight, G_h_1_ln_1_bias, e->B * 128,
+                     ln_rstd_h_1_ln_1, d_layernorm_h_1_ln_1, d_residual_attn_out_h_1_attn,
+                     d_residual_linear_h_0_proj, G_h_1_ln_1_weight, G_h_1_ln_1_bias, e->B * 128,
                      128);
     RT_AT(177, "$.model.layers[2].body[0].body[0] #1 + $.model.layers[2].body[1] #0: "
           "h.1.ln_1.weight's gradient is final");
@@ -749,15 +749,15 @@ static void backward(rt_exec *e)
     rt_grad_begin(e, 181760, 65664);
     RT_AT(182, "$.model.layers[2].body[1].body[3] #0: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 128, 512, e->B * 128, 1.0f, d_residual_linear_h_0_proj_204, 128,
-                  gelu_h_0_2, 512, 1.0f, G_h_0_proj_weight, 512, G_h_0_proj_bias, 1);
+    rt_gemm_dbias(e, 1, 0, 128, 512, e->B * 128, 1.0f, d_residual_linear_h_0_proj, 128, gelu_h_0_2,
+                  512, 1.0f, G_h_0_proj_weight, 512, G_h_0_proj_bias, 1);
     RT_AT(183, "$.model.layers[2].body[1].body[3] #0: h.0.proj.weight's gradient is final");
     rt_grad_ready(e, 181760, 65536);
     RT_AT(184, "$.model.layers[2].body[1].body[3] #0: h.0.proj.bias's gradient is final");
     rt_grad_ready(e, 247296, 128);
     RT_AT(186, "$.model.layers[2].body[1].body[3] #0 + $.model.layers[2].body[1].body[2] #0: "
           "linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
-    rt_gemm_dgelu(e, 0, 0, e->B * 128, 512, 128, 1.0f, d_residual_linear_h_0_proj_204, 128,
+    rt_gemm_dgelu(e, 0, 0, e->B * 128, 512, 128, 1.0f, d_residual_linear_h_0_proj, 128,
                   P_h_0_proj_weight, 512, d_linear_h_0_fc, 512, linear_h_0_fc);
     RT_AT(187, "$.model.layers[2].body[1].body[1] #0: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 128, 128, 512, 1.0f, d_linear_h_0_fc, 512, P_h_0_fc_weight, 128, 0.0f,
@@ -779,9 +779,9 @@ static void backward(rt_exec *e)
     RT_AT(194, "$.model.layers[2].body[1].body[0] #0 + $.model.layers[2].body[0] #0: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, ln_mean_h_0_ln_2,
-                     ln_rstd_h_0_ln_2, d_layernorm_h_0_ln_2, d_residual_linear_h_0_proj_204,
-                     d_residual_attn_out_h_0_attn_209, G_h_0_ln_2_weight, G_h_0_ln_2_bias,
-                     e->B * 128, 128);
+                     ln_rstd_h_0_ln_2, d_layernorm_h_0_ln_2, d_residual_linear_h_0_proj,
+                     d_residual_attn_out_h_0_attn, G_h_0_ln_2_weight, G_h_0_ln_2_bias, e->B * 128,
+                     128);
     RT_AT(195, "$.model.layers[2].body[1].body[0] #0 + $.model.layers[2].body[0] #0: "
           "h.0.ln_2.weight's gradient is final");
     rt_grad_ready(e, 115456, 128);
@@ -789,14 +789,14 @@ static void backward(rt_exec *e)
           "h.0.ln_2.bias's gradient is final");
     rt_grad_ready(e, 115584, 128);
     RT_AT(198, "$.model.layers[2].body[0].body[1] #0: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 128, 128, 128, 1.0f, d_residual_attn_out_h_0_attn_209, 128,
+    rt_gemm(e, 0, 0, e->B * 128, 128, 128, 1.0f, d_residual_attn_out_h_0_attn, 128,
             P_h_0_attn_proj_weight, 128, 0.0f, d_attn_y_h_0_attn, 128);
     RT_AT(199, "$.model.layers[2].body[0].body[1] #0: the gradients of h.0.attn.proj.weight and "
           "h.0.attn.proj.bias are written from here on");
     rt_grad_begin(e, 98944, 16512);
     RT_AT(200, "$.model.layers[2].body[0].body[1] #0: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 128, 128, e->B * 128, 1.0f, d_residual_attn_out_h_0_attn_209, 128,
+    rt_gemm_dbias(e, 1, 0, 128, 128, e->B * 128, 1.0f, d_residual_attn_out_h_0_attn, 128,
                   attn_y_h_0_attn, 128, 1.0f, G_h_0_attn_proj_weight, 128, G_h_0_attn_proj_bias, 1);
     RT_AT(201, "$.model.layers[2].body[0].body[1] #0: h.0.attn.proj.weight's gradient is final");
     rt_grad_ready(e, 98944, 16384);
@@ -826,8 +826,8 @@ static void backward(rt_exec *e)
     RT_AT(212, "$.model.layers[2].body[0].body[0] #0 + $.model.layers[1]: layernorm backward, "
           "plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1,
-                     d_layernorm_h_0_ln_1, d_residual_attn_out_h_0_attn_209,
-                     d_pos_embedding_wpe_214, G_h_0_ln_1_weight, G_h_0_ln_1_bias, e->B * 128, 128);
+                     d_layernorm_h_0_ln_1, d_residual_attn_out_h_0_attn, d_pos_embedding_wpe,
+                     G_h_0_ln_1_weight, G_h_0_ln_1_bias, e->B * 128, 128);
     RT_AT(213, "$.model.layers[2].body[0].body[0] #0 + $.model.layers[1]: h.0.ln_1.weight's "
           "gradient is final");
     rt_grad_ready(e, 49152, 128);
@@ -837,11 +837,11 @@ static void backward(rt_exec *e)
     RT_AT(216, "$.model.layers[1]: wpe.weight's gradient is written from here on");
     rt_grad_begin(e, 32768, 16384);
     RT_AT(217, "$.model.layers[1]: pos_embedding backward: dW[t] += sum over the batch of dy[t]");
-    rt_colsum_add(e, d_pos_embedding_wpe_214, G_wpe_weight, e->B, 16384);
+    rt_colsum_add(e, d_pos_embedding_wpe, G_wpe_weight, e->B, 16384);
     RT_AT(218, "$.model.layers[1]: wpe.weight's gradient is final");
     rt_grad_ready(e, 32768, 16384);
     RT_AT(219, "$.model.layers[0]: embedding backward: dW[id] += dy");
-    rt_embedding_bwd(e, in_x, d_pos_embedding_wpe_214, G_wte_weight, e->B * 128, 256, 128);
+    rt_embedding_bwd(e, in_x, d_pos_embedding_wpe, G_wte_weight, e->B * 128, 256, 128);
     RT_AT(220, "$.model.layers[0]: wte.weight's gradient is final");
     rt_grad_ready(e, 0, 32768);
 }

@@ -116,21 +116,21 @@
  *                                   written over embedding_wte
  *   (in place)  -                   d_linear_lm_head            [B, 128, 256]
  *                                   written over linear_lm_head
- *   (in place)  -                   d_residual_attn_out_h_3_attn_179  [B, 128, 128]
+ *   (in place)  -                   d_residual_attn_out_h_3_attn  [B, 128, 128]
  *                                   written over d_residual_linear_h_3_proj
- *   (in place)  -                   d_residual_linear_h_2_proj_184  [B, 128, 128]
+ *   (in place)  -                   d_residual_linear_h_2_proj  [B, 128, 128]
  *                                   written over d_residual_linear_h_3_proj
- *   (in place)  -                   d_residual_attn_out_h_2_attn_189  [B, 128, 128]
+ *   (in place)  -                   d_residual_attn_out_h_2_attn  [B, 128, 128]
  *                                   written over d_residual_linear_h_3_proj
- *   (in place)  -                   d_residual_linear_h_1_proj_194  [B, 128, 128]
+ *   (in place)  -                   d_residual_linear_h_1_proj  [B, 128, 128]
  *                                   written over d_residual_linear_h_3_proj
- *   (in place)  -                   d_residual_attn_out_h_1_attn_199  [B, 128, 128]
+ *   (in place)  -                   d_residual_attn_out_h_1_attn  [B, 128, 128]
  *                                   written over d_residual_linear_h_3_proj
- *   (in place)  -                   d_residual_linear_h_0_proj_204  [B, 128, 128]
+ *   (in place)  -                   d_residual_linear_h_0_proj  [B, 128, 128]
  *                                   written over d_residual_linear_h_3_proj
- *   (in place)  -                   d_residual_attn_out_h_0_attn_209  [B, 128, 128]
+ *   (in place)  -                   d_residual_attn_out_h_0_attn  [B, 128, 128]
  *                                   written over d_residual_linear_h_3_proj
- *   (in place)  -                   d_pos_embedding_wpe_214     [B, 128, 128]
+ *   (in place)  -                   d_pos_embedding_wpe         [B, 128, 128]
  *                                   written over d_residual_linear_h_3_proj
  *
  * The plan for validation (forward only, no gradients), in the same memory.
