@@ -215,9 +215,11 @@ static void lower_conv_bwd(Program *p, Node *nd)
             pad = nd->conv[5], OH = nd->conv[6], OW = nd->conv[7];
     Tensor *dy = nd->in[0], *x = nd->in[1], *dx = nd->out;
     int64_t Cout = dy->shape[0], CKK = C * k * k, HW = OH * OW;
-    Tensor *dyt = gemm_temp(g, xasprintf("gemm_%s", dy->name), Cout, HW, nd->origin,
+    /* named after the forward pass's buffers (col_conv_3, gemm_conv_3) they mirror */
+    const char *y = nd->fwd->out->name;
+    Tensor *dyt = gemm_temp(g, xasprintf("d_gemm_%s", y), Cout, HW, nd->origin,
                             "gradient in GEMM layout [out, B*OH*OW]");
-    Tensor *col = gemm_temp(g, xasprintf("col_%s", dy->name), CKK, HW, nd->origin,
+    Tensor *col = gemm_temp(g, xasprintf("col_%s_again", y), CKK, HW, nd->origin,
                             "im2col columns, recomputed [C*k*k, B*OH*OW]");
     /* [B, out, HW] -> [out, B, HW]: element j of dyt reads dy[b, co, q] */
     char *perm = xasprintf("i %% (e->B * %lld) / %lld * %lld + i / (e->B * %lld) * %lld + i %% %lld",
@@ -250,7 +252,7 @@ static void lower_conv_bwd(Program *p, Node *nd)
     writes(b, nd->w->g);
     if (!dx)
         return;
-    Tensor *dcol = gemm_temp(g, xasprintf("dcol_%s", dy->name), CKK, HW, nd->origin,
+    Tensor *dcol = gemm_temp(g, xasprintf("d_col_%s", y), CKK, HW, nd->origin,
                              "column gradients [C*k*k, B*OH*OW]");
     Instr *c = add(p, I_GEMM, nd->origin, 1);
     c->what = xstrdup("conv2d backward: dcol = W^T dY");

@@ -94,20 +94,20 @@ static void backward(rt_exec *e)
     const float *relu_4 = ACT(0); /* [B, 32, 14, 14] */
     const float *d_maxpool_5 = ACT(169344); /* [B, 32, 7, 7] */
     float *d_relu_4 = ACT(25088); /* [B, 32, 14, 14] */
-    float *gemm_d_conv_3 = ACT(163072); /* [32, B*196] */
+    float *d_gemm_conv_3 = ACT(163072); /* [32, B*196] */
     float *G_3_bias = e->grads + 4768; /* [32] */
     const float *maxpool_2 = ACT(188160); /* [B, 16, 14, 14] */
-    float *col_d_conv_3 = ACT(0); /* [144, B*196] */
+    float *col_conv_3_again = ACT(0); /* [144, B*196] */
     float *G_3_weight = e->grads + 160; /* [32, 16, 3, 3] */
     const float *P_3_weight = e->params + 160; /* [32, 16, 3, 3] */
-    float *dcol_d_conv_3 = ACT(0); /* [144, B*196] */
+    float *d_col_conv_3 = ACT(0); /* [144, B*196] */
     float *d_maxpool_2 = ACT(163072); /* [B, 16, 14, 14] */
     const float *relu_1 = ACT(112896); /* [B, 16, 28, 28] */
     float *d_relu_1 = ACT(0); /* [B, 16, 28, 28] */
-    float *gemm_d_conv_0 = ACT(50176); /* [16, B*784] */
+    float *d_gemm_conv_0 = ACT(50176); /* [16, B*784] */
     float *G_0_bias = e->grads + 144; /* [16] */
     const float *x_f32 = ACT(200704); /* [B, 1, 28, 28] */
-    float *col_d_conv_0 = ACT(0); /* [9, B*784] */
+    float *col_conv_0_again = ACT(0); /* [9, B*784] */
     float *G_0_weight = e->grads + 0; /* [16, 1, 3, 3] */
 
     RT_AT(17, "$.model.layers[9]: linear backward: dx = dy W");
@@ -141,45 +141,45 @@ static void backward(rt_exec *e)
     rt_maxpool2d_bwd(e, relu_4, d_maxpool_5, d_relu_4, e->B * 32, 14, 14, 2, 2, 7, 7);
     RT_AT(32, "$.model.layers[4] + $.model.layers[3]: relu backward, then conv2d backward: [B, "
           "out, HW] -> [out, B, HW] (one pass: the first reads its operands in the new order)");
-    rt_launch(e, "k4", k4, e->B * 6272, 3, (void *[]){&d_relu_4, &relu_4, &gemm_d_conv_3});
+    rt_launch(e, "k4", k4, e->B * 6272, 3, (void *[]){&d_relu_4, &relu_4, &d_gemm_conv_3});
     RT_AT(33, "$.model.layers[3]: 3.bias's gradient is written from here on");
     rt_grad_begin(e, 4768, 32);
     RT_AT(34, "$.model.layers[3]: conv2d backward: bias gradient");
-    rt_rowsum_add(e, gemm_d_conv_3, G_3_bias, 32, e->B * 196);
+    rt_rowsum_add(e, d_gemm_conv_3, G_3_bias, 32, e->B * 196);
     RT_AT(35, "$.model.layers[3]: 3.bias's gradient is final");
     rt_grad_ready(e, 4768, 32);
     RT_AT(36, "$.model.layers[3]: conv2d backward: im2col again (cheaper than keeping it)");
-    rt_im2col(e, maxpool_2, col_d_conv_3, e->B, 16, 14, 14, 3, 1, 1, 14, 14);
+    rt_im2col(e, maxpool_2, col_conv_3_again, e->B, 16, 14, 14, 3, 1, 1, 14, 14);
     RT_AT(37, "$.model.layers[3]: 3.weight's gradient is written from here on");
     rt_grad_begin(e, 160, 4608);
     RT_AT(38, "$.model.layers[3]: conv2d backward: dW += dY col^T");
-    rt_gemm(e, 0, 1, 32, 144, e->B * 196, 1.0f, gemm_d_conv_3, e->B * 196, col_d_conv_3, e->B * 196,
-            1.0f, G_3_weight, 144);
+    rt_gemm(e, 0, 1, 32, 144, e->B * 196, 1.0f, d_gemm_conv_3, e->B * 196, col_conv_3_again,
+            e->B * 196, 1.0f, G_3_weight, 144);
     RT_AT(39, "$.model.layers[3]: 3.weight's gradient is final");
     rt_grad_ready(e, 160, 4608);
     RT_AT(40, "$.model.layers[3]: conv2d backward: dcol = W^T dY");
-    rt_gemm(e, 1, 0, 144, e->B * 196, 32, 1.0f, P_3_weight, 144, gemm_d_conv_3, e->B * 196, 0.0f,
-            dcol_d_conv_3, e->B * 196);
+    rt_gemm(e, 1, 0, 144, e->B * 196, 32, 1.0f, P_3_weight, 144, d_gemm_conv_3, e->B * 196, 0.0f,
+            d_col_conv_3, e->B * 196);
     RT_AT(41, "$.model.layers[3]: conv2d backward: col2im");
-    rt_col2im(e, dcol_d_conv_3, d_maxpool_2, e->B, 16, 14, 14, 3, 1, 1, 14, 14);
+    rt_col2im(e, d_col_conv_3, d_maxpool_2, e->B, 16, 14, 14, 3, 1, 1, 14, 14);
     RT_AT(42, "$.model.layers[2]: maxpool2d backward (argmax found again from x)");
     rt_maxpool2d_bwd(e, relu_1, d_maxpool_2, d_relu_1, e->B * 16, 28, 28, 2, 2, 14, 14);
     RT_AT(44, "$.model.layers[1] + $.model.layers[0]: relu backward, then conv2d backward: [B, "
           "out, HW] -> [out, B, HW] (one pass: the first reads its operands in the new order)");
-    rt_launch(e, "k5", k5, e->B * 12544, 3, (void *[]){&d_relu_1, &relu_1, &gemm_d_conv_0});
+    rt_launch(e, "k5", k5, e->B * 12544, 3, (void *[]){&d_relu_1, &relu_1, &d_gemm_conv_0});
     RT_AT(45, "$.model.layers[0]: 0.bias's gradient is written from here on");
     rt_grad_begin(e, 144, 16);
     RT_AT(46, "$.model.layers[0]: conv2d backward: bias gradient");
-    rt_rowsum_add(e, gemm_d_conv_0, G_0_bias, 16, e->B * 784);
+    rt_rowsum_add(e, d_gemm_conv_0, G_0_bias, 16, e->B * 784);
     RT_AT(47, "$.model.layers[0]: 0.bias's gradient is final");
     rt_grad_ready(e, 144, 16);
     RT_AT(48, "$.model.layers[0]: conv2d backward: im2col again (cheaper than keeping it)");
-    rt_im2col(e, x_f32, col_d_conv_0, e->B, 1, 28, 28, 3, 1, 1, 28, 28);
+    rt_im2col(e, x_f32, col_conv_0_again, e->B, 1, 28, 28, 3, 1, 1, 28, 28);
     RT_AT(49, "$.model.layers[0]: 0.weight's gradient is written from here on");
     rt_grad_begin(e, 0, 144);
     RT_AT(50, "$.model.layers[0]: conv2d backward: dW += dY col^T");
-    rt_gemm(e, 0, 1, 16, 9, e->B * 784, 1.0f, gemm_d_conv_0, e->B * 784, col_d_conv_0, e->B * 784,
-            1.0f, G_0_weight, 9);
+    rt_gemm(e, 0, 1, 16, 9, e->B * 784, 1.0f, d_gemm_conv_0, e->B * 784, col_conv_0_again,
+            e->B * 784, 1.0f, G_0_weight, 9);
     RT_AT(51, "$.model.layers[0]: 0.weight's gradient is final");
     rt_grad_ready(e, 0, 144);
 }

@@ -84,7 +84,7 @@ void k4(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_relu_4 = ACT(25088); /* [B, 32, 14, 14] */
     const float *relu_4 = ACT(0); /* [B, 32, 14, 14] */
-    float *gemm_d_conv_3 = ACT(163072); /* [32, B*196] */
+    float *d_gemm_conv_3 = ACT(163072); /* [32, B*196] */
     for (int64_t i0 = lo; i0 < hi;) {
         /* i in [i0, i0 + n): the rest of a run of 196 */
         int64_t i = i0, n = 196 - i0 % 196;
@@ -97,7 +97,7 @@ void k4(rt_exec *e, int64_t lo, int64_t hi)
             /* conv2d backward: [B, out, HW] -> [out, B, HW] (done by the reads above, in that
              * order) */
             float v1 = v0;
-            gemm_d_conv_3[i] = v1;
+            d_gemm_conv_3[i] = v1;
         }
         i0 += n;
     }
@@ -110,7 +110,7 @@ void k5(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_relu_1 = ACT(0); /* [B, 16, 28, 28] */
     const float *relu_1 = ACT(112896); /* [B, 16, 28, 28] */
-    float *gemm_d_conv_0 = ACT(50176); /* [16, B*784] */
+    float *d_gemm_conv_0 = ACT(50176); /* [16, B*784] */
     for (int64_t i0 = lo; i0 < hi;) {
         /* i in [i0, i0 + n): the rest of a run of 784 */
         int64_t i = i0, n = 784 - i0 % 784;
@@ -123,7 +123,7 @@ void k5(rt_exec *e, int64_t lo, int64_t hi)
             /* conv2d backward: [B, out, HW] -> [out, B, HW] (done by the reads above, in that
              * order) */
             float v1 = v0;
-            gemm_d_conv_0[i] = v1;
+            d_gemm_conv_0[i] = v1;
         }
         i0 += n;
     }

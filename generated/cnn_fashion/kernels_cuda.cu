@@ -150,18 +150,18 @@ extern "C" __global__ void k3(const float *d_relu_8, const float *__restrict__ r
 /* k4: relu backward, then conv2d backward: [B, out, HW] -> [out, B, HW] (one pass: the first reads
  *     its operands in the new order)
  *     from $.model.layers[4] + $.model.layers[3]
- *     d_relu_4 [B, 32, 14, 14], relu_4 [B, 32, 14, 14], gemm_d_conv_3 [32, B*196] */
+ *     d_relu_4 [B, 32, 14, 14], relu_4 [B, 32, 14, 14], d_gemm_conv_3 [32, B*196] */
 extern "C" __global__ void k4(const float *__restrict__ d_relu_4, const float *__restrict__ relu_4,
-                              float *__restrict__ gemm_d_conv_3, int64_t B, int64_t n,
+                              float *__restrict__ d_gemm_conv_3, int64_t B, int64_t n,
                               uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     int64_t done = 0;
-    if (rt_aligned16(gemm_d_conv_3)) {
+    if (rt_aligned16(d_gemm_conv_3)) {
         done = n & ~(int64_t)3;
         for (int64_t q = first; q < n / 4; q += stride) {
-            rt_vec<4> w_gemm_d_conv_3;
+            rt_vec<4> w_d_gemm_conv_3;
 #pragma unroll
             for (int l = 0; l < 4; l++) {
                 const int64_t i = 4 * q + l;
@@ -170,9 +170,9 @@ extern "C" __global__ void k4(const float *__restrict__ d_relu_4, const float *_
                 /* conv2d backward: [B, out, HW] -> [out, B, HW] (done by the reads above, in that
                  * order) */
                 float v1 = v0;
-                w_gemm_d_conv_3.v[l] = v1;
+                w_d_gemm_conv_3.v[l] = v1;
             }
-            rt_stv(gemm_d_conv_3 + 4 * q, w_gemm_d_conv_3);
+            rt_stv(d_gemm_conv_3 + 4 * q, w_d_gemm_conv_3);
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
@@ -180,25 +180,25 @@ extern "C" __global__ void k4(const float *__restrict__ d_relu_4, const float *_
         float v0 = relu_4[i % (B * 196) / 196 * 6272 + i / (B * 196) * 196 + i % 196] <= 0.0f ? 0.0f : d_relu_4[i % (B * 196) / 196 * 6272 + i / (B * 196) * 196 + i % 196];
         /* conv2d backward: [B, out, HW] -> [out, B, HW] (done by the reads above, in that order) */
         float v1 = v0;
-        gemm_d_conv_3[i] = v1;
+        d_gemm_conv_3[i] = v1;
     }
 }
 
 /* k5: relu backward, then conv2d backward: [B, out, HW] -> [out, B, HW] (one pass: the first reads
  *     its operands in the new order)
  *     from $.model.layers[1] + $.model.layers[0]
- *     d_relu_1 [B, 16, 28, 28], relu_1 [B, 16, 28, 28], gemm_d_conv_0 [16, B*784] */
+ *     d_relu_1 [B, 16, 28, 28], relu_1 [B, 16, 28, 28], d_gemm_conv_0 [16, B*784] */
 extern "C" __global__ void k5(const float *__restrict__ d_relu_1, const float *__restrict__ relu_1,
-                              float *__restrict__ gemm_d_conv_0, int64_t B, int64_t n,
+                              float *__restrict__ d_gemm_conv_0, int64_t B, int64_t n,
                               uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     int64_t done = 0;
-    if (rt_aligned16(gemm_d_conv_0)) {
+    if (rt_aligned16(d_gemm_conv_0)) {
         done = n & ~(int64_t)3;
         for (int64_t q = first; q < n / 4; q += stride) {
-            rt_vec<4> w_gemm_d_conv_0;
+            rt_vec<4> w_d_gemm_conv_0;
 #pragma unroll
             for (int l = 0; l < 4; l++) {
                 const int64_t i = 4 * q + l;
@@ -207,9 +207,9 @@ extern "C" __global__ void k5(const float *__restrict__ d_relu_1, const float *_
                 /* conv2d backward: [B, out, HW] -> [out, B, HW] (done by the reads above, in that
                  * order) */
                 float v1 = v0;
-                w_gemm_d_conv_0.v[l] = v1;
+                w_d_gemm_conv_0.v[l] = v1;
             }
-            rt_stv(gemm_d_conv_0 + 4 * q, w_gemm_d_conv_0);
+            rt_stv(d_gemm_conv_0 + 4 * q, w_d_gemm_conv_0);
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
@@ -217,7 +217,7 @@ extern "C" __global__ void k5(const float *__restrict__ d_relu_1, const float *_
         float v0 = relu_1[i % (B * 784) / 784 * 12544 + i / (B * 784) * 784 + i % 784] <= 0.0f ? 0.0f : d_relu_1[i % (B * 784) / 784 * 12544 + i / (B * 784) * 784 + i % 784];
         /* conv2d backward: [B, out, HW] -> [out, B, HW] (done by the reads above, in that order) */
         float v1 = v0;
-        gemm_d_conv_0[i] = v1;
+        d_gemm_conv_0[i] = v1;
     }
 }
 
