@@ -545,6 +545,26 @@ static void find_twins(Program *p, Program *ev)
     free(tk);
 }
 
+/* "e->B * 1" -> "e->B" in generated text: rows of one per sample (an MLP's GEMMs, its
+ * loss) read as the batch size itself. */
+static char *drop_times_one(const char *text)
+{
+    const char *pat = "e->B * 1";
+    size_t pl = strlen(pat);
+    Buf b = {0};
+    const char *s = text;
+    while (*s) {
+        if (!strncmp(s, pat, pl) && !ident_char(s[pl]) && s[pl] != '.') {
+            buf_puts(&b, "e->B");
+            s += pl;
+        } else {
+            char c[2] = {*s++, 0};
+            buf_puts(&b, c);
+        }
+    }
+    return b.s ? b.s : xstrdup("");   /* (text may be shared: a split loop's n) */
+}
+
 /* The names the reader sees. graph_tensor suffixes a repeated name with the tensor's
  * id (d_residual_attn_out_h_3_attn_179: the sum of a residual input's two gradient
  * contributions; linear_h_3_fc_re_230: a replay), which says nothing to a reader and
@@ -610,6 +630,18 @@ static void tidy_names(Program *p)
     }
     free(order);
     free(seen);
+}
+
+/* drop_times_one over every instruction's statement and loop size */
+static void tidy_counts(Program *p)
+{
+    for (int i = 0; i < p->n_ins; i++) {
+        Instr *in = p->ins[i];
+        if (in->text)
+            in->text = drop_times_one(in->text);
+        if (in->n)
+            in->n = drop_times_one(in->n);
+    }
 }
 
 static void emit_pass(Buf *b, Program *p, int from, int to, const char *sig, const char *doc,
@@ -999,6 +1031,8 @@ void emit_c(Program *p, Program *ev, Emitted *out)
     memset(out, 0, sizeof *out);
     tidy_names(p);
     tidy_names(ev);
+    tidy_counts(p);
+    tidy_counts(ev);
     find_twins(p, ev);
     emit_model_h(p, ev, &out->model_h);
     emit_host_c(p, ev, &out->host_c);

@@ -22,4 +22,6 @@ for pol in none selective full; do
         echo "FAIL gpt_char recompute=$pol: a tensor name ends in its id (above)"; fail=1
     fi
 done
+# a row a sample reads as the batch size: "e->B", not "e->B * 1" (emit_c.c: drop_times_one)
+if grep -nE 'e->B \* 1\b' generated/*/host.c; then echo "FAIL: e->B * 1 in host.c (above)"; fail=1; fi
 exit $fail

@@ -67,13 +67,13 @@ static void forward(rt_exec *e, int train)
     rt_maxpool2d_fwd(e, relu_4, maxpool_5, e->B * 32, 14, 14, 2, 2, 7, 7);
     RT_AT(11, "$.model.layers[7] + $.model.layers[8]: linear: y = relu(x W^T + b), in the GEMM's "
           "epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1, 128, 1568, 1.0f, flatten_6, 1568, P_7_weight, 1568, NULL, 128,
+    rt_gemm_bias(e, 0, 1, e->B, 128, 1568, 1.0f, flatten_6, 1568, P_7_weight, 1568, NULL, 128,
                  P_7_bias, NULL, RT_EPI_RELU, relu_8);
     RT_AT(14, "$.model.layers[9]: linear: y = x W^T + b, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1, 10, 128, 1.0f, relu_8, 128, P_9_weight, 128, linear_9, 10,
-                 P_9_bias, NULL, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B, 10, 128, 1.0f, relu_8, 128, P_9_weight, 128, linear_9, 10, P_9_bias,
+                 NULL, RT_EPI_NONE, NULL);
     RT_AT(16, "$.model.loss: cross entropy: loss, accuracy and d(logits) in one pass");
-    rt_cross_entropy(e, linear_9, in_y, e->train ? d_linear_9 : NULL, e->B * 1, 10, 10);
+    rt_cross_entropy(e, linear_9, in_y, e->train ? d_linear_9 : NULL, e->B, 10, 10);
 }
 
 /* The backward pass: activation gradients written, parameter gradients accumulated. */
@@ -111,13 +111,13 @@ static void backward(rt_exec *e)
     float *G_0_weight = e->grads + 0; /* [16, 1, 3, 3] */
 
     RT_AT(17, "$.model.layers[9]: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1, 128, 10, 1.0f, d_linear_9, 10, P_9_weight, 128, 0.0f, d_relu_8, 128);
+    rt_gemm(e, 0, 0, e->B, 128, 10, 1.0f, d_linear_9, 10, P_9_weight, 128, 0.0f, d_relu_8, 128);
     RT_AT(18, "$.model.layers[9]: the gradients of 9.weight and 9.bias are written from here on");
     rt_grad_begin(e, 205632, 1290);
     RT_AT(19, "$.model.layers[9]: linear backward: dW += dy^T x, and db += column sums of dy in "
           "the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 10, 128, e->B * 1, 1.0f, d_linear_9, 10, relu_8, 128, 1.0f, G_9_weight,
-                  128, G_9_bias, 1);
+    rt_gemm_dbias(e, 1, 0, 10, 128, e->B, 1.0f, d_linear_9, 10, relu_8, 128, 1.0f, G_9_weight, 128,
+                  G_9_bias, 1);
     RT_AT(20, "$.model.layers[9]: 9.weight's gradient is final");
     rt_grad_ready(e, 205632, 1280);
     RT_AT(21, "$.model.layers[9]: 9.bias's gradient is final");
@@ -125,13 +125,13 @@ static void backward(rt_exec *e)
     RT_AT(23, "$.model.layers[8]: relu backward");
     rt_launch(e, "k3", k3, e->B * 128, 3, (void *[]){&d_relu_8, &relu_8, &d_linear_7});
     RT_AT(24, "$.model.layers[7]: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1, 1568, 128, 1.0f, d_linear_7, 128, P_7_weight, 1568, 0.0f,
-            d_flatten_6, 1568);
+    rt_gemm(e, 0, 0, e->B, 1568, 128, 1.0f, d_linear_7, 128, P_7_weight, 1568, 0.0f, d_flatten_6,
+            1568);
     RT_AT(25, "$.model.layers[7]: the gradients of 7.weight and 7.bias are written from here on");
     rt_grad_begin(e, 4800, 200832);
     RT_AT(26, "$.model.layers[7]: linear backward: dW += dy^T x, and db += column sums of dy in "
           "the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 128, 1568, e->B * 1, 1.0f, d_linear_7, 128, flatten_6, 1568, 1.0f,
+    rt_gemm_dbias(e, 1, 0, 128, 1568, e->B, 1.0f, d_linear_7, 128, flatten_6, 1568, 1.0f,
                   G_7_weight, 1568, G_7_bias, 1);
     RT_AT(27, "$.model.layers[7]: 7.weight's gradient is final");
     rt_grad_ready(e, 4800, 200704);
@@ -234,13 +234,13 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[5]: maxpool2d */
     rt_maxpool2d_fwd(e, relu_4, maxpool_5, e->B * 32, 14, 14, 2, 2, 7, 7);
     /* $.model.layers[7] + $.model.layers[8]: linear: y = relu(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1, 128, 1568, 1.0f, flatten_6, 1568, P_7_weight, 1568, NULL, 128,
+    rt_gemm_bias(e, 0, 1, e->B, 128, 1568, 1.0f, flatten_6, 1568, P_7_weight, 1568, NULL, 128,
                  P_7_bias, NULL, RT_EPI_RELU, relu_8);
     /* $.model.layers[9]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1, 10, 128, 1.0f, relu_8, 128, P_9_weight, 128, linear_9, 10,
-                 P_9_bias, NULL, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B, 10, 128, 1.0f, relu_8, 128, P_9_weight, 128, linear_9, 10, P_9_bias,
+                 NULL, RT_EPI_NONE, NULL);
     /* $.model.loss: cross entropy: loss and accuracy (no gradient in validation) */
-    rt_cross_entropy(e, linear_9, in_y, NULL, e->B * 1, 10, 10);
+    rt_cross_entropy(e, linear_9, in_y, NULL, e->B, 10, 10);
 }
 
 /* name, rank, shape, numel, offset (floats into the parameter region), init,

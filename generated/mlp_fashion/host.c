@@ -38,17 +38,17 @@ static void forward(rt_exec *e, int train)
     rt_launch(e, "k0", k0, e->B * 784, 2, (void *[]){&in_x, &x_f32});
     RT_AT(1, "$.model.layers[1] + $.model.layers[2]: linear: y = relu(x W^T + b), in the GEMM's "
           "epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1, 256, 784, 1.0f, flatten_0, 784, P_1_weight, 784, NULL, 256,
+    rt_gemm_bias(e, 0, 1, e->B, 256, 784, 1.0f, flatten_0, 784, P_1_weight, 784, NULL, 256,
                  P_1_bias, NULL, RT_EPI_RELU, relu_2);
     RT_AT(4, "$.model.layers[3] + $.model.layers[4]: linear: y = relu(x W^T + b), in the GEMM's "
           "epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1, 256, 256, 1.0f, relu_2, 256, P_3_weight, 256, NULL, 256,
-                 P_3_bias, NULL, RT_EPI_RELU, relu_4);
+    rt_gemm_bias(e, 0, 1, e->B, 256, 256, 1.0f, relu_2, 256, P_3_weight, 256, NULL, 256, P_3_bias,
+                 NULL, RT_EPI_RELU, relu_4);
     RT_AT(7, "$.model.layers[5]: linear: y = x W^T + b, in the GEMM's epilogue");
-    rt_gemm_bias(e, 0, 1, e->B * 1, 10, 256, 1.0f, relu_4, 256, P_5_weight, 256, linear_5, 10,
-                 P_5_bias, NULL, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B, 10, 256, 1.0f, relu_4, 256, P_5_weight, 256, linear_5, 10, P_5_bias,
+                 NULL, RT_EPI_NONE, NULL);
     RT_AT(9, "$.model.loss: cross entropy: loss, accuracy and d(logits) in one pass");
-    rt_cross_entropy(e, linear_5, in_y, e->train ? d_linear_5 : NULL, e->B * 1, 10, 10);
+    rt_cross_entropy(e, linear_5, in_y, e->train ? d_linear_5 : NULL, e->B, 10, 10);
 }
 
 /* The backward pass: activation gradients written, parameter gradients accumulated. */
@@ -72,13 +72,13 @@ static void backward(rt_exec *e)
     float *G_1_bias = e->grads + 200704; /* [256] */
 
     RT_AT(10, "$.model.layers[5]: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1, 256, 10, 1.0f, d_linear_5, 10, P_5_weight, 256, 0.0f, d_relu_4, 256);
+    rt_gemm(e, 0, 0, e->B, 256, 10, 1.0f, d_linear_5, 10, P_5_weight, 256, 0.0f, d_relu_4, 256);
     RT_AT(11, "$.model.layers[5]: the gradients of 5.weight and 5.bias are written from here on");
     rt_grad_begin(e, 266752, 2570);
     RT_AT(12, "$.model.layers[5]: linear backward: dW += dy^T x, and db += column sums of dy in "
           "the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 10, 256, e->B * 1, 1.0f, d_linear_5, 10, relu_4, 256, 1.0f, G_5_weight,
-                  256, G_5_bias, 1);
+    rt_gemm_dbias(e, 1, 0, 10, 256, e->B, 1.0f, d_linear_5, 10, relu_4, 256, 1.0f, G_5_weight, 256,
+                  G_5_bias, 1);
     RT_AT(13, "$.model.layers[5]: 5.weight's gradient is final");
     rt_grad_ready(e, 266752, 2560);
     RT_AT(14, "$.model.layers[5]: 5.bias's gradient is final");
@@ -86,13 +86,12 @@ static void backward(rt_exec *e)
     RT_AT(16, "$.model.layers[4]: relu backward");
     rt_launch(e, "k1", k1, e->B * 256, 3, (void *[]){&d_relu_4, &relu_4, &d_linear_3});
     RT_AT(17, "$.model.layers[3]: linear backward: dx = dy W");
-    rt_gemm(e, 0, 0, e->B * 1, 256, 256, 1.0f, d_linear_3, 256, P_3_weight, 256, 0.0f, d_relu_2,
-            256);
+    rt_gemm(e, 0, 0, e->B, 256, 256, 1.0f, d_linear_3, 256, P_3_weight, 256, 0.0f, d_relu_2, 256);
     RT_AT(18, "$.model.layers[3]: the gradients of 3.weight and 3.bias are written from here on");
     rt_grad_begin(e, 200960, 65792);
     RT_AT(19, "$.model.layers[3]: linear backward: dW += dy^T x, and db += column sums of dy in "
           "the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 256, 256, e->B * 1, 1.0f, d_linear_3, 256, relu_2, 256, 1.0f, G_3_weight,
+    rt_gemm_dbias(e, 1, 0, 256, 256, e->B, 1.0f, d_linear_3, 256, relu_2, 256, 1.0f, G_3_weight,
                   256, G_3_bias, 1);
     RT_AT(20, "$.model.layers[3]: 3.weight's gradient is final");
     rt_grad_ready(e, 200960, 65536);
@@ -105,8 +104,8 @@ static void backward(rt_exec *e)
     rt_grad_begin(e, 0, 200960);
     RT_AT(25, "$.model.layers[1]: linear backward: dW += dy^T x, and db += column sums of dy in "
           "the GEMM's epilogue");
-    rt_gemm_dbias(e, 1, 0, 256, 784, e->B * 1, 1.0f, d_linear_1, 256, flatten_0, 784, 1.0f,
-                  G_1_weight, 784, G_1_bias, 1);
+    rt_gemm_dbias(e, 1, 0, 256, 784, e->B, 1.0f, d_linear_1, 256, flatten_0, 784, 1.0f, G_1_weight,
+                  784, G_1_bias, 1);
     RT_AT(26, "$.model.layers[1]: 1.weight's gradient is final");
     rt_grad_ready(e, 0, 200704);
     RT_AT(27, "$.model.layers[1]: 1.bias's gradient is final");
@@ -134,16 +133,16 @@ static void evaluate(rt_exec *e)
     /* $.model.inputs.x: input to f32 (training's k0, the same code) */
     rt_launch(e, "k0", k0, e->B * 784, 2, (void *[]){&in_x, &x_f32});
     /* $.model.layers[1] + $.model.layers[2]: linear: y = relu(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1, 256, 784, 1.0f, flatten_0, 784, P_1_weight, 784, NULL, 256,
+    rt_gemm_bias(e, 0, 1, e->B, 256, 784, 1.0f, flatten_0, 784, P_1_weight, 784, NULL, 256,
                  P_1_bias, NULL, RT_EPI_RELU, relu_2);
     /* $.model.layers[3] + $.model.layers[4]: linear: y = relu(x W^T + b), in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1, 256, 256, 1.0f, relu_2, 256, P_3_weight, 256, NULL, 256,
-                 P_3_bias, NULL, RT_EPI_RELU, relu_4);
+    rt_gemm_bias(e, 0, 1, e->B, 256, 256, 1.0f, relu_2, 256, P_3_weight, 256, NULL, 256, P_3_bias,
+                 NULL, RT_EPI_RELU, relu_4);
     /* $.model.layers[5]: linear: y = x W^T + b, in the GEMM's epilogue */
-    rt_gemm_bias(e, 0, 1, e->B * 1, 10, 256, 1.0f, relu_4, 256, P_5_weight, 256, linear_5, 10,
-                 P_5_bias, NULL, RT_EPI_NONE, NULL);
+    rt_gemm_bias(e, 0, 1, e->B, 10, 256, 1.0f, relu_4, 256, P_5_weight, 256, linear_5, 10, P_5_bias,
+                 NULL, RT_EPI_NONE, NULL);
     /* $.model.loss: cross entropy: loss and accuracy (no gradient in validation) */
-    rt_cross_entropy(e, linear_5, in_y, NULL, e->B * 1, 10, 10);
+    rt_cross_entropy(e, linear_5, in_y, NULL, e->B, 10, 10);
 }
 
 /* name, rank, shape, numel, offset (floats into the parameter region), init,
