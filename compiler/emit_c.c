@@ -746,9 +746,12 @@ static void emit_plan_comment(Buf *b, Program *p, const char *title)
     Graph *g = p->g;
     buf_printf(b, " *\n * %s\n * One arena of Bmax * %lld bytes (without reuse: Bmax * %lld; the most live at\n"
                   " * once: Bmax * %lld). A buffer's byte offset is Bmax * its offset below, so any\n"
-                  " * batch size fits the same plan.%s\n *\n",
+                  " * batch size fits the same plan. live: the first and last instruction using it\n"
+                  " * %s.%s\n *\n",
                title, (long long)p->arena_row_bytes, (long long)p->noreuse_row_bytes,
                (long long)p->lower_bound_row_bytes,
+               p->eval ? "(evaluate()'s calls counted from 0, those fusion merged too)"
+                       : "(the numbers of host.c's RT_AT and plan.json)",
                !g->act16 ? "" : g->act16 == RT_PREC_BF16
                ? "\n * bf16-mixed: the GPU's plan, activations in bf16 (2 bytes), the saved\n"
                  " * statistics marked (fp32) in fp32; the CPU runs it at twice the offsets."
@@ -827,7 +830,22 @@ static void emit_host_c(Program *p, Program *ev, Buf *b)
     emit_header(b, p, "host.c");
     buf_printf(b, " *\n * %d layers, %lld parameters, %lld FLOPs per sample (forward + backward).\n"
                   " * The runtime (trainc_rt.h) owns data, the loop, the optimizer and files; this\n"
-                  " * file only says what to compute, in order. */\n",
+                  " * file only says what to compute, in order:\n"
+                  " *\n"
+                  " *   forward()   the layers in the spec's order, then the loss\n"
+                  " *   backward()  their gradients, in reverse; the optimizer step that follows is\n"
+                  " *               the runtime's, over the params table below\n"
+                  " *   evaluate()  validation's forward pass\n"
+                  " *\n"
+                  " * Each call is preceded by RT_AT(i, \"PATH: WHAT\") (a comment in evaluate): i is\n"
+                  " * its index in plan.json's instructions, PATH the JSON path in the spec of the\n"
+                  " * layer or layers it computes, with \" #k\" for iteration k of a repeat (\" #k.j\"\n"
+                  " * nested). Names: P_x and G_x are parameter x and its gradient (floats into\n"
+                  " * e->params and e->grads), d_y is the gradient of y, and a name ending in _re\n"
+                  " * (_re2, ...) a value recomputed in the backward pass; ACT(off) is the arena at\n"
+                  " * the offset model.h's table gives. rt_gemm(e, trans_a, trans_b, M, N, K, alpha,\n"
+                  " * A, lda, B, ldb, beta, C, ldc) is C = alpha op(A) op(B) + beta C, row-major; its\n"
+                  " * variants add epilogues (trainc_rt.h). */\n",
                g->n_layers_total, (long long)nparams, (long long)(g->flops_fwd + g->flops_bwd));
     buf_puts(b, "#include \"model.h\"\n\n");
     buf_puts(b, "#ifndef TRAINC_DATA_DIR\n");

@@ -2,7 +2,22 @@
  *
  * 10 layers, 206922 parameters, 7402792 FLOPs per sample (forward + backward).
  * The runtime (trainc_rt.h) owns data, the loop, the optimizer and files; this
- * file only says what to compute, in order. */
+ * file only says what to compute, in order:
+ *
+ *   forward()   the layers in the spec's order, then the loss
+ *   backward()  their gradients, in reverse; the optimizer step that follows is
+ *               the runtime's, over the params table below
+ *   evaluate()  validation's forward pass
+ *
+ * Each call is preceded by RT_AT(i, "PATH: WHAT") (a comment in evaluate): i is
+ * its index in plan.json's instructions, PATH the JSON path in the spec of the
+ * layer or layers it computes, with " #k" for iteration k of a repeat (" #k.j"
+ * nested). Names: P_x and G_x are parameter x and its gradient (floats into
+ * e->params and e->grads), d_y is the gradient of y, and a name ending in _re
+ * (_re2, ...) a value recomputed in the backward pass; ACT(off) is the arena at
+ * the offset model.h's table gives. rt_gemm(e, trans_a, trans_b, M, N, K, alpha,
+ * A, lda, B, ldb, beta, C, ldc) is C = alpha op(A) op(B) + beta C, row-major; its
+ * variants add epilogues (trainc_rt.h). */
 #include "model.h"
 
 #ifndef TRAINC_DATA_DIR

@@ -4,7 +4,8 @@
  * gradients and scratch buffers.
  * One arena of Bmax * 203840 bytes (without reuse: Bmax * 738032; the most live at
  * once: Bmax * 203840). A buffer's byte offset is Bmax * its offset below, so any
- * batch size fits the same plan.
+ * batch size fits the same plan. live: the first and last instruction using it
+ * (the numbers of host.c's RT_AT and plan.json).
  *
  *   offset      bytes/row  live     buffer                      shape
  *   200704      3136         0-48   x_f32                       [B, 1, 28, 28]  input as f32
@@ -45,7 +46,8 @@
  * The plan for validation (forward only, no gradients), in the same memory.
  * One arena of Bmax * 137984 bytes (without reuse: Bmax * 314160; the most live at
  * once: Bmax * 137984). A buffer's byte offset is Bmax * its offset below, so any
- * batch size fits the same plan.
+ * batch size fits the same plan. live: the first and last instruction using it
+ * (evaluate()'s calls counted from 0, those fusion merged too).
  *
  *   offset      bytes/row  live     buffer                      shape
  *   28224       3136         0-1    x_f32                       [B, 1, 28, 28]  input as f32

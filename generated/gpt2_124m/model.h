@@ -4,7 +4,8 @@
  * gradients and scratch buffers.
  * One arena of Bmax * 410525696 bytes (without reuse: Bmax * 600842240; the most live at
  * once: Bmax * 410525696). A buffer's byte offset is Bmax * its offset below, so any
- * batch size fits the same plan.
+ * batch size fits the same plan. live: the first and last instruction using it
+ * (the numbers of host.c's RT_AT and plan.json).
  * bf16-mixed: the GPU's plan, activations in bf16 (2 bytes), the saved
  * statistics marked (fp32) in fp32; the CPU runs it at twice the offsets.
  *
@@ -375,7 +376,8 @@
  * The plan for validation (forward only, no gradients), in the same memory.
  * One arena of Bmax * 104595456 bytes (without reuse: Bmax * 333455360; the most live at
  * once: Bmax * 104595456). A buffer's byte offset is Bmax * its offset below, so any
- * batch size fits the same plan.
+ * batch size fits the same plan. live: the first and last instruction using it
+ * (evaluate()'s calls counted from 0, those fusion merged too).
  * bf16-mixed: the GPU's plan, activations in bf16 (2 bytes), the saved
  * statistics marked (fp32) in fp32; the CPU runs it at twice the offsets.
  *

@@ -4,7 +4,8 @@
  * gradients and scratch buffers.
  * One arena of Bmax * 4539392 bytes (without reuse: Bmax * 7226368; the most live at
  * once: Bmax * 4539392). A buffer's byte offset is Bmax * its offset below, so any
- * batch size fits the same plan.
+ * batch size fits the same plan. live: the first and last instruction using it
+ * (the numbers of host.c's RT_AT and plan.json).
  *
  *   offset      bytes/row  live     buffer                      shape
  *   3014656     65536        0-212  embedding_wte               [B, 128, 128]  embedding rows
@@ -136,7 +137,8 @@
  * The plan for validation (forward only, no gradients), in the same memory.
  * One arena of Bmax * 393216 bytes (without reuse: Bmax * 3425280; the most live at
  * once: Bmax * 393216). A buffer's byte offset is Bmax * its offset below, so any
- * batch size fits the same plan.
+ * batch size fits the same plan. live: the first and last instruction using it
+ * (evaluate()'s calls counted from 0, those fusion merged too).
  *
  *   offset      bytes/row  live     buffer                      shape
  *   196608      65536        0-6    embedding_wte               [B, 128, 128]  embedding rows

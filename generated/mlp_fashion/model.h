@@ -4,7 +4,8 @@
  * gradients and scratch buffers.
  * One arena of Bmax * 6256 bytes (without reuse: Bmax * 7280; the most live at
  * once: Bmax * 6256). A buffer's byte offset is Bmax * its offset below, so any
- * batch size fits the same plan.
+ * batch size fits the same plan. live: the first and last instruction using it
+ * (the numbers of host.c's RT_AT and plan.json).
  *
  *   offset      bytes/row  live     buffer                      shape
  *   0           3136         0-25   x_f32                       [B, 1, 28, 28]  input as f32
@@ -21,7 +22,8 @@
  * The plan for validation (forward only, no gradients), in the same memory.
  * One arena of Bmax * 4160 bytes (without reuse: Bmax * 5232; the most live at
  * once: Bmax * 4160). A buffer's byte offset is Bmax * its offset below, so any
- * batch size fits the same plan.
+ * batch size fits the same plan. live: the first and last instruction using it
+ * (evaluate()'s calls counted from 0, those fusion merged too).
  *
  *   offset      bytes/row  live     buffer                      shape
  *   0           3136         0-1    x_f32                       [B, 1, 28, 28]  input as f32
