@@ -271,6 +271,16 @@ static void lower_conv_bwd(Program *p, Node *nd)
     writes(d, dx);
 }
 
+/* A linear layer's description, saying when W is another layer's weight ("tie"): its
+ * name (P_wte_weight in the call) alone would not tell the reader why. */
+static char *tied_note(char *what, const Node *nd, int dw)
+{
+    if (!nd->layer || !nd->layer->tie)
+        return what;
+    return xasprintf("%s; W is %s (tied%s)", what, nd->w->name,
+                     dw ? ": the embedding's backward adds to the same gradient" : "");
+}
+
 static void lower_node(Program *p, Node *nd)
 {
     Graph *g = p->g;
@@ -296,6 +306,7 @@ static void lower_node(Program *p, Node *nd)
                                   "vocabulary: y's padding comes out 0)",
                                   (long long)nd->w->pad_rows)
                       : xasprintf("linear: y = x W^T%s", nd->b ? " (bias in the epilogue)" : "");
+        a->what = tied_note(a->what, nd, 0);
         textf(a, "rt_gemm(e, 0, 1, e->B * %lld, %lld, %lld, 1.0f, %s, %lld, %s, %lld, 0.0f, %s, %lld);",
               (long long)rows, (long long)padded_rows(nd->w, out, y), (long long)in, x->name, (long long)in,
               nd->w->t->name, (long long)in, y->name, (long long)tensor_ld(y));
@@ -472,6 +483,7 @@ static void lower_node(Program *p, Node *nd)
             a->what = xstrdup(pads(nd->w, out, dy) ? "linear backward: dx = dy W (over the padded "
                                                 "vocabulary: dy's padding is 0)"
                                               : "linear backward: dx = dy W");
+            a->what = tied_note(a->what, nd, 0);
             textf(a, "rt_gemm(e, 0, 0, e->B * %lld, %lld, %lld, 1.0f, %s, %lld, %s, %lld, 0.0f, %s, %lld);",
                   (long long)rows, (long long)in, (long long)padded_rows(nd->w, out, dy), dy->name, (long long)tensor_ld(dy),
                   nd->w->t->name, (long long)in, y->name, (long long)in);
@@ -483,6 +495,7 @@ static void lower_node(Program *p, Node *nd)
         b->what = xstrdup(pads(nd->w, out, dy) ? "linear backward: dW += dy^T x (the zero rows' "
                                             "gradient: 0, from dy's zero padding)"
                                           : "linear backward: dW += dy^T x");
+        b->what = tied_note(b->what, nd, 1);
         textf(b, "rt_gemm(e, 1, 0, %lld, %lld, e->B * %lld, 1.0f, %s, %lld, %s, %lld, 1.0f, %s, %lld);",
               (long long)padded_rows(nd->w, out, dy), (long long)in, (long long)rows, dy->name, (long long)tensor_ld(dy), x->name,
               (long long)in, nd->w->g->name, (long long)in);

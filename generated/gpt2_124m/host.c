@@ -761,7 +761,7 @@ static void forward(rt_exec *e, int train)
     rt_layernorm_fwd(e, residual_linear_h_11_proj, P_ln_f_weight, P_ln_f_bias, layernorm_ln_f,
                      ln_mean_ln_f, ln_rstd_ln_f, e->B * 1024, 768, 9.99999975e-06f);
     RT_AT(183, "$.model.layers[4]: linear: y = x W^T over W's 47 zero rows too (the padded "
-          "vocabulary: y's padding comes out 0)");
+          "vocabulary: y's padding comes out 0); W is wte.weight (tied)");
     rt_gemm(e, 0, 1, e->B * 1024, 50304, 768, 1.0f, layernorm_ln_f, 768, P_wte_weight, 768, 0.0f,
             linear_lm_head, 50304);
     RT_AT(184, "$.model.loss: cross entropy: loss, accuracy and d(logits) in one pass");
@@ -1244,13 +1244,14 @@ static void backward(rt_exec *e)
     const int32_t *in_x = (const int32_t *)e->in[0]; /* [B, 1024] */
 
     RT_AT(185, "$.model.layers[4]: linear backward: dx = dy W (over the padded vocabulary: dy's "
-          "padding is 0)");
+          "padding is 0); W is wte.weight (tied)");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 50304, 1.0f, d_linear_lm_head, 50304, P_wte_weight, 768,
             0.0f, d_layernorm_ln_f, 768);
     RT_AT(186, "$.model.layers[4]: wte.weight's gradient is written from here on");
     rt_grad_begin(e, 0, 38633472);
     RT_AT(187, "$.model.layers[4]: linear backward: dW += dy^T x (the zero rows' gradient: 0, "
-          "from dy's zero padding)");
+          "from dy's zero padding); W is wte.weight (tied: the embedding's backward adds to the "
+          "same gradient)");
     rt_gemm(e, 1, 0, 50304, 768, e->B * 1024, 1.0f, d_linear_lm_head, 50304, layernorm_ln_f, 768,
             1.0f, G_wte_weight, 768);
     RT_AT(188, "$.model.layers[3]: the gradients of ln_f.weight and ln_f.bias are written from "
@@ -3019,7 +3020,7 @@ static void evaluate(rt_exec *e)
     rt_layernorm_fwd(e, residual_linear_h_11_proj, P_ln_f_weight, P_ln_f_bias, layernorm_ln_f,
                      ln_mean_ln_f, ln_rstd_ln_f, e->B * 1024, 768, 9.99999975e-06f);
     /* $.model.layers[4]: linear: y = x W^T over W's 47 zero rows too (the padded vocabulary: y's
-     * padding comes out 0) */
+     * padding comes out 0); W is wte.weight (tied) */
     rt_gemm(e, 0, 1, e->B * 1024, 50304, 768, 1.0f, layernorm_ln_f, 768, P_wte_weight, 768, 0.0f,
             linear_lm_head, 50304);
     /* $.model.loss: cross entropy: loss and accuracy (no gradient in validation) */

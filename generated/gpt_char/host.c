@@ -289,7 +289,7 @@ static void forward(rt_exec *e, int train)
     RT_AT(62, "$.model.layers[3]: layernorm");
     rt_layernorm_fwd(e, residual_linear_h_3_proj, P_ln_f_weight, P_ln_f_bias, layernorm_ln_f,
                      ln_mean_ln_f, ln_rstd_ln_f, e->B * 128, 128, 9.99999975e-06f);
-    RT_AT(63, "$.model.layers[4]: linear: y = x W^T");
+    RT_AT(63, "$.model.layers[4]: linear: y = x W^T; W is wte.weight (tied)");
     rt_gemm(e, 0, 1, e->B * 128, 256, 128, 1.0f, layernorm_ln_f, 128, P_wte_weight, 128, 0.0f,
             linear_lm_head, 256);
     RT_AT(64, "$.model.loss: cross entropy: loss, accuracy and d(logits) in one pass");
@@ -467,12 +467,13 @@ static void backward(rt_exec *e)
     float *G_wpe_weight = e->grads + 32768; /* [128, 128] */
     const int32_t *in_x = (const int32_t *)e->in[0]; /* [B, 128] */
 
-    RT_AT(65, "$.model.layers[4]: linear backward: dx = dy W");
+    RT_AT(65, "$.model.layers[4]: linear backward: dx = dy W; W is wte.weight (tied)");
     rt_gemm(e, 0, 0, e->B * 128, 128, 256, 1.0f, d_linear_lm_head, 256, P_wte_weight, 128, 0.0f,
             d_layernorm_ln_f, 128);
     RT_AT(66, "$.model.layers[4]: wte.weight's gradient is written from here on");
     rt_grad_begin(e, 0, 32768);
-    RT_AT(67, "$.model.layers[4]: linear backward: dW += dy^T x");
+    RT_AT(67, "$.model.layers[4]: linear backward: dW += dy^T x; W is wte.weight (tied: the "
+          "embedding's backward adds to the same gradient)");
     rt_gemm(e, 1, 0, 256, 128, e->B * 128, 1.0f, d_linear_lm_head, 256, layernorm_ln_f, 128, 1.0f,
             G_wte_weight, 128);
     RT_AT(68, "$.model.layers[3]: the gradients of ln_f.weight and ln_f.bias are written from "
@@ -1094,7 +1095,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[3]: layernorm */
     rt_layernorm_fwd(e, residual_linear_h_3_proj, P_ln_f_weight, P_ln_f_bias, layernorm_ln_f,
                      ln_mean_ln_f, ln_rstd_ln_f, e->B * 128, 128, 9.99999975e-06f);
-    /* $.model.layers[4]: linear: y = x W^T */
+    /* $.model.layers[4]: linear: y = x W^T; W is wte.weight (tied) */
     rt_gemm(e, 0, 1, e->B * 128, 256, 128, 1.0f, layernorm_ln_f, 128, P_wte_weight, 128, 0.0f,
             linear_lm_head, 256);
     /* $.model.loss: cross entropy: loss and accuracy (no gradient in validation) */
