@@ -259,12 +259,19 @@ char *tensor_shape_text(const Tensor *t)
     return shape_of(t, t->kind != T_PARAM && t->kind != T_PGRAD);
 }
 
-static void declare(Buf *b, Tensor *t, int writable)
+/* g16: the graph where the pointer may hold 16-bit values on a GPU (host.c), NULL where
+ * it never does (kernels_cpu.c) */
+static void declare(Buf *b, Tensor *t, int writable, const Graph *g16)
 {
     /* the shape beside each pointer (and the rows' stride where it is not the shape's) */
     char *shape = tensor_shape_text(t);
     if (t->ld && t->ld != t->shape[t->rank - 1]) {
         char *s2 = xasprintf("%s, rows %lld apart", shape, (long long)t->ld);
+        free(shape);
+        shape = s2;
+    }
+    if (g16 && tensor_half(g16, t)) {   /* float * is the CPU's view of the buffer */
+        char *s2 = xasprintf("%s, %s on a GPU", shape, half_name(g16));
         free(shape);
         shape = s2;
     }
@@ -409,7 +416,7 @@ static void emit_kernel(Buf *b, Instr *in, const char *name)
     buf_puts(b, " */\n");
     buf_printf(b, "void %s(rt_exec *e, int64_t lo, int64_t hi)\n{\n", name);
     for (int i = 0; i < u.n; i++)
-        declare(b, u.t[i], u.w[i]);
+        declare(b, u.t[i], u.w[i], NULL);
     int64_t run = kernel_run(in);
     const EwOp *o0 = &in->ops[0];
     if (in->n_ops == 1 && !strcmp(o0->expr, "rt_gelu_tanh($0)") && o0->arg[0].t &&
@@ -663,7 +670,7 @@ static void emit_pass(Buf *b, Program *p, int from, int to, const char *sig, con
     }
     buf_printf(b, "/* %s */\n%s\n{\n%s", doc, sig, prologue);
     for (int i = 0; i < u.n; i++)
-        declare(b, u.t[i], u.w[i]);
+        declare(b, u.t[i], u.w[i], p->g);
     if (u.n)
         buf_puts(b, "\n");
     for (int i = from; i < to; i++) {
@@ -845,8 +852,16 @@ static void emit_host_c(Program *p, Program *ev, Buf *b)
                   " * (_re2, ...) a value recomputed in the backward pass; ACT(off) is the arena at\n"
                   " * the offset model.h's table gives. rt_gemm(e, trans_a, trans_b, M, N, K, alpha,\n"
                   " * A, lda, B, ldb, beta, C, ldc) is C = alpha op(A) op(B) + beta C, row-major; its\n"
-                  " * variants add epilogues (trainc_rt.h). */\n",
-               g->n_layers_total, (long long)nparams, (long long)(g->flops_fwd + g->flops_bwd));
+                  " * variants add epilogues (trainc_rt.h).%s */\n",
+               g->n_layers_total, (long long)nparams, (long long)(g->flops_fwd + g->flops_bwd),
+               !g->act16 ? ""
+               : g->act16 == RT_PREC_BF16
+               ? "\n *\n * bf16-mixed: on a GPU the buffers marked bf16 beside their pointers hold bf16\n"
+                 " * values; float * is the CPU's type, which runs the same plan in fp32 at twice\n"
+                 " * the offsets (model.h's ACT)."
+               : "\n *\n * fp16-mixed: on a GPU the buffers marked fp16 beside their pointers hold fp16\n"
+                 " * values; float * is the CPU's type, which runs the same plan in fp32 at twice\n"
+                 " * the offsets (model.h's ACT).");
     buf_puts(b, "#include \"model.h\"\n\n");
     buf_puts(b, "#ifndef TRAINC_DATA_DIR\n");
     buf_printf(b, "#define TRAINC_DATA_DIR ");
