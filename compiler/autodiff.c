@@ -39,6 +39,17 @@ static Tensor *total(Graph *g, Tensor *x, Contribs *c)
 {
     if (c->n == 0)
         return NULL;
+    /* a consumer's own contribution, named d_x so far, is only a part of d_x: the sum
+     * takes the name (the part is often folded into its sum by fusion, and gone) */
+    char *dname = xasprintf("d_%s", x->name);
+    for (int i = 0; i < c->n && c->n > 1; i++)
+        if (!strcmp(c->t[i]->want, dname) && !c->t[i]->alias) {
+            char *part = xasprintf("%s_part", dname);
+            graph_rename(g, c->t[i], part);
+            c->t[i]->what = "gradient, one consumer's part of the sum";
+            free(part);
+        }
+    free(dname);
     Tensor *sum = c->t[0];
     for (int i = 1; i < c->n; i++) {
         Tensor *t = grad_like(g, x, "gradient (sum of its consumers' contributions)");

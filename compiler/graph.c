@@ -83,6 +83,21 @@ static void gemm_dim(const Graph *g, const char *path, const char *op, const cha
                 "BLAS takes int)", op, what, n, MAX_GEMM_DIM);
 }
 
+/* Names tensor t `name`. C identifiers must be unique: the id is suffixed when the
+ * name repeats (emit_c.c's tidy_names drops the suffixes the output does not need). */
+void graph_rename(Graph *g, Tensor *t, const char *name)
+{
+    t->name = NULL;
+    for (int i = 0; i < g->n_tensors; i++)
+        if (g->tensors[i] != t && !strcmp(g->tensors[i]->name, name)) {
+            t->name = xasprintf("%s_%d", name, t->id);
+            break;
+        }
+    if (!t->name)
+        t->name = xstrdup(name);
+    t->want = xstrdup(name);
+}
+
 Tensor *graph_tensor(Graph *g, int kind, const char *name, int rank, const int64_t *shape)
 {
     Tensor *t = xcalloc(1, sizeof *t);
@@ -93,15 +108,7 @@ Tensor *graph_tensor(Graph *g, int kind, const char *name, int rank, const int64
     for (int i = 0; i < rank; i++)
         t->shape[i] = shape[i];
     t->numel = prod(rank, shape);
-    /* C identifiers must be unique: suffix the id when a name repeats */
-    for (int i = 0; i < g->n_tensors; i++)
-        if (!strcmp(g->tensors[i]->name, name)) {
-            t->name = xasprintf("%s_%d", name, t->id);
-            break;
-        }
-    if (!t->name)
-        t->name = xstrdup(name);
-    t->want = xstrdup(name);
+    graph_rename(g, t, name);
     t->input_index = -1;
     t->block = kind == T_ACT || kind == T_TEMP ? g->cur_block : -1;
     GROW(g->tensors, g->n_tensors, g->cap_tensors);

@@ -191,6 +191,7 @@ static inline const char *c_type(int dt)
 
 Graph *graph_build(const Spec *s);
 Tensor *graph_tensor(Graph *g, int kind, const char *name, int rank, const int64_t *shape);
+void graph_rename(Graph *g, Tensor *t, const char *name);
 Node *graph_node(Graph *g, int kind, const char *origin);
 void autodiff(Graph *g);
 

@@ -22,6 +22,21 @@ for pol in none selective full; do
         echo "FAIL gpt_char recompute=$pol: a tensor name ends in its id (above)"; fail=1
     fi
 done
+# a gradient with two contributions (a residual's input) is named for the sum, its
+# parts d_x_part (autodiff.c): here the layernorm's part of d_dropout_2, summed with the
+# residual's in the dropout's backward loop
+cat > "$tmp/part.json" <<'EOF'
+{"trainc": 1, "model": {"name": "part",
+ "inputs": {"x": {"shape": [784], "dtype": "f32"}, "y": {"shape": [], "dtype": "i32", "classes": 10}},
+ "layers": [{"op": "linear", "out": 64}, {"op": "relu"}, {"op": "dropout", "p": 0.1},
+            {"op": "residual", "name": "res", "body": [{"op": "layernorm"}, {"op": "linear", "out": 64}]},
+            {"op": "linear", "out": 10}],
+ "loss": {"op": "cross_entropy", "target": "y"}},
+ "train": {"data": {"train": {"x": "x.npy", "y": "y.npy"}}, "batch_size": 4}}
+EOF
+"$TRAINC" emit "$tmp/part.json" -o "$tmp/part"
+grep -qE 'v0 = d_residual_res\[i\] \+ d_dropout_2_part\[i\]; /\* sum of gradient contributions' "$tmp/part/kernels_cpu.c" ||
+    { echo "FAIL: the layernorm's part of d_dropout_2 is not named d_dropout_2_part"; grep -n 'sum of' "$tmp/part/kernels_cpu.c"; fail=1; }
 # a row a sample reads as the batch size: "e->B", not "e->B * 1" (emit_c.c: drop_times_one)
 if grep -nE 'e->B \* 1\b' generated/*/host.c; then echo "FAIL: e->B * 1 in host.c (above)"; fail=1; fi
 exit $fail
