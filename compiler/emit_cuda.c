@@ -244,8 +244,23 @@ static void instance_line(Program *p, const Instr *in, char *line)
         snprintf(line, 160, "RT_EMBEDDING_BWD(%lld)", num(a[6], in));
 }
 
-/* One line per template instance: where it is first called and how many calls of the
- * training step share it. */
+/* What an instance line's constants are (the templates' parameter names, said), or "". */
+static char *instance_doc(const char *line)
+{
+    long long a, b, c;
+    if (sscanf(line, "RT_LAYERNORM_%*3[FWDB](%lld)", &a) == 1 ||
+        sscanf(line, "RT_EMBEDDING_%*3[FWDB](%lld)", &a) == 1)
+        return xasprintf("rows of %lld", a);
+    if (sscanf(line, "RT_CROSS_ENTROPY(%lld, %lld)", &a, &b) == 2)
+        return a == b ? xasprintf("%lld classes", a)
+                      : xasprintf("%lld classes, rows %lld apart", a, b);
+    if (sscanf(line, "RT_ATTENTION_%*3[FWDB](%lld, %lld, %lld)", &a, &b, &c) == 3)
+        return xasprintf("T %lld, heads %lld wide, %s", a, b, c ? "causal" : "not causal");
+    return xstrdup("");
+}
+
+/* One line per template instance: what its constants are, where it is first called and
+ * how many calls of the training step share it. */
 static void instance(Program *p, Buf *b, Buf *seen, const Instr *in)
 {
     char line[160], other[160];
@@ -263,9 +278,13 @@ static void instance(Program *p, Buf *b, Buf *seen, const Instr *in)
             instance_line(p, p->ins[i], other);
             calls += !strcmp(line, other);
         }
-    char *c = calls > 1 ? xasprintf("first %s; %d calls a training step", in->origin, calls)
-                        : xstrdup(in->origin);
-    buf_commented(b, "", line, c);
+    char *doc = instance_doc(line);
+    char *c = calls > 1 ? xasprintf("%s%sfirst %s; %d calls a training step", doc,
+                                    *doc ? "; " : "", in->origin, calls)
+                        : xasprintf("%s%s%s", doc, *doc ? "; " : "", in->origin);
+    free(doc);
+    buf_comment(b, "", c);   /* above it, always: the list reads the same way down */
+    buf_printf(b, "%s\n", line);
     free(c);
 }
 

@@ -20,7 +20,8 @@
 #include "reduce.cuh"
 
 /* ==== instances for this model's shapes ==== */
-RT_CROSS_ENTROPY(10, 10) /* $.model.loss */
+/* 10 classes; $.model.loss */
+RT_CROSS_ENTROPY(10, 10)
 
 /* ==== the fused elementwise kernels ==== */
 

@@ -27,15 +27,22 @@
 #include "reduce.cuh"
 
 /* ==== instances for this model's shapes ==== */
-RT_EMBEDDING_FWD(768) /* $.model.layers[0] */
-RT_LAYERNORM_FWD(768) /* first $.model.layers[2].body[0].body[0] #0; 25 calls a training step */
-/* first $.model.layers[2].body[0].body[1] #0; 12 calls a training step */
+/* rows of 768; $.model.layers[0] */
+RT_EMBEDDING_FWD(768)
+/* rows of 768; first $.model.layers[2].body[0].body[0] #0; 25 calls a training step */
+RT_LAYERNORM_FWD(768)
+/* T 1024, heads 64 wide, causal; first $.model.layers[2].body[0].body[1] #0; 12 calls a training
+ * step */
 RT_ATTENTION_FWD(1024, 64, 1)
-RT_CROSS_ENTROPY(50257, 50304) /* $.model.loss */
-RT_LAYERNORM_BWD(768) /* first $.model.layers[3]; 25 calls a training step */
-/* first $.model.layers[2].body[0].body[1] #11; 12 calls a training step */
+/* 50257 classes, rows 50304 apart; $.model.loss */
+RT_CROSS_ENTROPY(50257, 50304)
+/* rows of 768; first $.model.layers[3]; 25 calls a training step */
+RT_LAYERNORM_BWD(768)
+/* T 1024, heads 64 wide, causal; first $.model.layers[2].body[0].body[1] #11; 12 calls a training
+ * step */
 RT_ATTENTION_BWD(1024, 64, 1)
-RT_EMBEDDING_BWD(768) /* $.model.layers[0] */
+/* rows of 768; $.model.layers[0] */
+RT_EMBEDDING_BWD(768)
 
 /* ==== the fused elementwise kernels ==== */
 

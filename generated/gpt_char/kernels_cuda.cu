@@ -22,15 +22,22 @@
 #include "reduce.cuh"
 
 /* ==== instances for this model's shapes ==== */
-RT_EMBEDDING_FWD(128) /* $.model.layers[0] */
-RT_LAYERNORM_FWD(128) /* first $.model.layers[2].body[0].body[0] #0; 9 calls a training step */
-/* first $.model.layers[2].body[0].body[1] #0; 4 calls a training step */
+/* rows of 128; $.model.layers[0] */
+RT_EMBEDDING_FWD(128)
+/* rows of 128; first $.model.layers[2].body[0].body[0] #0; 9 calls a training step */
+RT_LAYERNORM_FWD(128)
+/* T 128, heads 32 wide, causal; first $.model.layers[2].body[0].body[1] #0; 4 calls a training
+ * step */
 RT_ATTENTION_FWD(128, 32, 1)
-RT_CROSS_ENTROPY(256, 256) /* $.model.loss */
-RT_LAYERNORM_BWD(128) /* first $.model.layers[3]; 9 calls a training step */
-/* first $.model.layers[2].body[0].body[1] #3; 4 calls a training step */
+/* 256 classes; $.model.loss */
+RT_CROSS_ENTROPY(256, 256)
+/* rows of 128; first $.model.layers[3]; 9 calls a training step */
+RT_LAYERNORM_BWD(128)
+/* T 128, heads 32 wide, causal; first $.model.layers[2].body[0].body[1] #3; 4 calls a training
+ * step */
 RT_ATTENTION_BWD(128, 32, 1)
-RT_EMBEDDING_BWD(128) /* $.model.layers[0] */
+/* rows of 128; $.model.layers[0] */
+RT_EMBEDDING_BWD(128)
 
 /* ==== the fused elementwise kernels ==== */
 
