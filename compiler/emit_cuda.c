@@ -400,15 +400,26 @@ void emit_cuda(Program *p, Program *ev, Buf *b, Buf *file)
         for (int j = i + 1; j < p->n_ins; j++)
             if (!p->ins[j]->dead && p->ins[j]->kind == I_EW && p->ins[j]->same_gpu == in)
             {
-                buf_printf(&also, "%sk%d", !n_also ? "" : n_also % 10 ? ", " : ",\n *   ", p->ins[j]->id);
+                buf_printf(&also, "%sk%d", !n_also ? "" : ", ", p->ins[j]->id);
                 n_also++;
             }
-        if (n_also)
-            buf_printf(b, "/* k%d also runs loop%s %s\n *   (the same code; each launch passes its own "
-                       "tensors) */\n", in->id, n_also > 1 ? "s" : "", also.s);
-        free(also.s);
         snprintf(name, sizeof name, "k%d", in->id);
-        cuda_kernel(b, p->g, in, name);
+        Buf k = {0};
+        cuda_kernel(&k, p->g, in, name);
+        /* its comment names the first loop's layer and tensors; the others, after them */
+        const char *end = strstr(k.s, " */\n");
+        if (n_also && end) {
+            char *text = xasprintf("also launched for loop%s %s, the same code on their own "
+                                   "tensors", n_also > 1 ? "s" : "", also.s);
+            buf_printf(b, "%.*s\n *    ", (int)(end - k.s), k.s);
+            buf_words(b, 6, " *    ", text, 3);
+            buf_puts(b, end);
+            free(text);
+        } else {
+            buf_puts(b, k.s);
+        }
+        free(k.s);
+        free(also.s);
     }
     /* validation's own, those the training pass has word for word left out */
     for (int i = 0; i < ev->n_ins; i++)

@@ -79,11 +79,11 @@ extern "C" __global__ void k0(const act_t *embedding_wte, const float *__restric
     }
 }
 
-/* k1 also runs loops k2, k3, k4, k5, k6, k7, k8, k9, k10
- *   (the same code; each launch passes its own tensors) */
 /* k1: gelu (tanh), of linear_h_0_fc as stored (the backward pass reads it)
  *     from $.model.layers[2].body[1].body[2] #0
- *     linear_h_0_fc [B, 1024, 3072], gelu_h_0_2 [B, 1024, 3072] */
+ *     linear_h_0_fc [B, 1024, 3072], gelu_h_0_2 [B, 1024, 3072]
+ *     also launched for loops k2, k3, k4, k5, k6, k7, k8, k9, k10, the same code on their own
+ *     tensors */
 extern "C" __global__ void k1(const act_t *__restrict__ linear_h_0_fc,
                               act_t *__restrict__ gelu_h_0_2, int64_t B, int64_t n,
                               uint64_t rng_key, int train)
@@ -110,11 +110,10 @@ extern "C" __global__ void k1(const act_t *__restrict__ linear_h_0_fc,
     }
 }
 
-/* k11 also runs loop k12
- *   (the same code; each launch passes its own tensors) */
 /* k11: gelu (tanh), of linear_h_10_fc as stored (the backward pass reads it)
  *     from $.model.layers[2].body[1].body[2] #10
- *     linear_h_10_fc [B, 1024, 3072], gelu_h_10_2 [B, 1024, 3072] */
+ *     linear_h_10_fc [B, 1024, 3072], gelu_h_10_2 [B, 1024, 3072]
+ *     also launched for loop k12, the same code on their own tensors */
 extern "C" __global__ void k11(const act_t *__restrict__ linear_h_10_fc,
                                act_t *__restrict__ gelu_h_10_2, int64_t B, int64_t n,
                                uint64_t rng_key, int train)

@@ -73,11 +73,10 @@ extern "C" __global__ void k0(const float *embedding_wte, const float *__restric
     }
 }
 
-/* k1 also runs loops k2, k3, k4
- *   (the same code; each launch passes its own tensors) */
 /* k1: gelu (tanh), of linear_h_0_fc as stored (the backward pass reads it)
  *     from $.model.layers[2].body[1].body[2] #0
- *     linear_h_0_fc [B, 128, 512], gelu_h_0_2 [B, 128, 512] */
+ *     linear_h_0_fc [B, 128, 512], gelu_h_0_2 [B, 128, 512]
+ *     also launched for loops k2, k3, k4, the same code on their own tensors */
 extern "C" __global__ void k1(const float *__restrict__ linear_h_0_fc,
                               float *__restrict__ gelu_h_0_2, int64_t B, int64_t n,
                               uint64_t rng_key, int train)

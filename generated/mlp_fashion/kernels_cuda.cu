@@ -52,11 +52,10 @@ extern "C" __global__ void k0(const uint8_t *__restrict__ in_x, float *__restric
     }
 }
 
-/* k1 also runs loop k2
- *   (the same code; each launch passes its own tensors) */
 /* k1: relu backward
  *     from $.model.layers[4]
- *     d_relu_4 [B, 256], relu_4 [B, 256], d_linear_3 [B, 256] */
+ *     d_relu_4 [B, 256], relu_4 [B, 256], d_linear_3 [B, 256]
+ *     also launched for loop k2, the same code on their own tensors */
 extern "C" __global__ void k1(const float *d_relu_4, const float *__restrict__ relu_4,
                               float *d_linear_3, int64_t B, int64_t n, uint64_t rng_key, int train)
 {
