@@ -466,9 +466,9 @@ static void kernel_names(const Program *p, const Instr *in, char cpu[32], char g
         snprintf(gpu, 32, "%s%d", p->kprefix, in->id);
 }
 
-/* A CUDA kernel's text without its leading comment, each of its tensors' names (alone,
- * or ending a register's name: r_x) written as its parameter position: two loops with the same text here are the same kernel
- * over other pointers. */
+/* A CUDA kernel's text without its comments and line breaks, each of its tensors' names
+ * (alone, or ending a register's name: r_x) written as its parameter position: two loops
+ * with the same text here are the same kernel over other pointers. */
 static char *gpu_shape_text(const Graph *g, Instr *in)
 {
     Buf k = {0}, o = {0};
@@ -495,7 +495,24 @@ static char *gpu_shape_text(const Graph *g, Instr *in)
         }
     }
     free(k.s);
-    return o.s ? o.s : xstrdup("");
+    /* without comments, whitespace runs as one space: names of another length break the
+     * lines elsewhere (linear_h_10_fc vs linear_h_1_fc), and the same code is the same */
+    Buf c = {0};
+    for (const char *q = o.s ? o.s : ""; *q;) {
+        if (q[0] == '/' && q[1] == '*') {
+            const char *e = strstr(q + 2, "*/");
+            q = e ? e + 2 : q + strlen(q);
+        } else if (*q == ' ' || *q == '\n') {
+            while (*q == ' ' || *q == '\n')
+                q++;
+            buf_puts(&c, " ");
+        } else {
+            char ch[2] = {*q++, 0};
+            buf_puts(&c, ch);
+        }
+    }
+    free(o.s);
+    return c.s ? c.s : xstrdup("");
 }
 
 /* Kernels printed once. On the GPU a training loop whose kernel, names aside, is an

@@ -37,6 +37,25 @@ EOF
 "$TRAINC" emit "$tmp/part.json" -o "$tmp/part"
 grep -qE 'v0 = d_residual_res\[i\] \+ d_dropout_2_part\[i\]; /\* sum of gradient contributions' "$tmp/part/kernels_cpu.c" ||
     { echo "FAIL: the layernorm's part of d_dropout_2 is not named d_dropout_2_part"; grep -n 'sum of' "$tmp/part/kernels_cpu.c"; fail=1; }
+# no fused CUDA kernel printed twice: one that is another's code over other tensors
+# (gpt2_124m's GELU of blocks 10 and 11, whose longer names wrapped its signature
+# otherwise) is launched as that one (emit_c.c: gpu_shape_text)
+${PYTHON:-/usr/bin/python3} - generated/*/kernels_cuda.cu <<'PY' || fail=1
+import re, sys
+bad = 0
+for f in sys.argv[1:]:
+    seen = {}
+    for name, params, body in re.findall(r'extern "C" __global__ void (\w+)\((.*?)\)\n\{(.*?)\n\}', open(f).read(), re.S):
+        names = re.findall(r'(\w+)\s*(?:,|$)', params.replace("\n", " "))
+        text = re.sub(r"/\*.*?\*/", "", params + body, flags=re.S)
+        for k, n in enumerate(names):
+            text = re.sub(r"(?<![A-Za-z0-9])%s(?!\w)" % n, "$%d" % k, text)
+        text = " ".join(text.split())
+        if text in seen:
+            print("FAIL %s: %s is %s again" % (f, name, seen[text])); bad = 1
+        seen.setdefault(text, name)
+sys.exit(bad)
+PY
 # a row a sample reads as the batch size: "e->B", not "e->B * 1" (emit_c.c: drop_times_one)
 if grep -nE 'e->B \* 1\b' generated/*/host.c; then echo "FAIL: e->B * 1 in host.c (above)"; fail=1; fi
 exit $fail

@@ -721,7 +721,8 @@ static void forward(rt_exec *e, int train)
                  768, linear_h_10_fc, 3072, P_h_10_fc_bias, NULL, RT_EPI_NONE, NULL);
     RT_AT(162, "$.model.layers[2].body[1].body[2] #10: gelu (tanh), of linear_h_10_fc as stored "
           "(the backward pass reads it)");
-    rt_launch(e, "k11", k11, e->B * 3145728, 2, (void *[]){&linear_h_10_fc, &gelu_h_10_2});
+    /* on a GPU: k1's code, on these tensors */
+    rt_launch(e, "k1", k11, e->B * 3145728, 2, (void *[]){&linear_h_10_fc, &gelu_h_10_2});
     RT_AT(164, "$.model.layers[2].body[1].body[3] #10 + $.model.layers[2].body[1] #10: linear: y "
           "= x W^T + b + residual, in the GEMM's epilogue");
     rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_10_2, 3072, P_h_10_proj_weight, 3072,
@@ -754,8 +755,8 @@ static void forward(rt_exec *e, int train)
                  768, linear_h_11_fc, 3072, P_h_11_fc_bias, NULL, RT_EPI_NONE, NULL);
     RT_AT(177, "$.model.layers[2].body[1].body[2] #11: gelu (tanh), of linear_h_11_fc as stored "
           "(the backward pass reads it)");
-    /* on a GPU: k11's code, on these tensors */
-    rt_launch(e, "k11", k12, e->B * 3145728, 2, (void *[]){&linear_h_11_fc, &gelu_h_11_2});
+    /* on a GPU: k1's code, on these tensors */
+    rt_launch(e, "k1", k12, e->B * 3145728, 2, (void *[]){&linear_h_11_fc, &gelu_h_11_2});
     RT_AT(179, "$.model.layers[2].body[1].body[3] #11 + $.model.layers[2].body[1] #11: linear: y "
           "= x W^T + b + residual, in the GEMM's epilogue");
     rt_gemm_bias(e, 0, 1, e->B * 1024, 768, 3072, 1.0f, gelu_h_11_2, 3072, P_h_11_proj_weight, 3072,

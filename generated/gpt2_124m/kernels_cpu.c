@@ -119,7 +119,8 @@ void k10(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* k11: gelu (tanh), of linear_h_10_fc as stored (the backward pass reads it)
- *     from $.model.layers[2].body[1].body[2] #10 */
+ *     from $.model.layers[2].body[1].body[2] #10
+ *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
 void k11(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_10_fc = ACT(228851712); /* [B, 1024, 3072] */
@@ -129,7 +130,7 @@ void k11(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k12: gelu (tanh), of linear_h_11_fc as stored (the backward pass reads it)
  *     from $.model.layers[2].body[1].body[2] #11
- *     (on a GPU this loop runs k11's kernel, the same code, on its own tensors) */
+ *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
 void k12(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_11_fc = ACT(241434624); /* [B, 1024, 3072] */

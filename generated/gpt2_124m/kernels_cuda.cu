@@ -82,8 +82,8 @@ extern "C" __global__ void k0(const act_t *embedding_wte, const float *__restric
 /* k1: gelu (tanh), of linear_h_0_fc as stored (the backward pass reads it)
  *     from $.model.layers[2].body[1].body[2] #0
  *     linear_h_0_fc [B, 1024, 3072], gelu_h_0_2 [B, 1024, 3072]
- *     also launched for loops k2, k3, k4, k5, k6, k7, k8, k9, k10, the same code on their own
- *     tensors */
+ *     also launched for loops k2, k3, k4, k5, k6, k7, k8, k9, k10, k11, k12, the same code on their
+ *     own tensors */
 extern "C" __global__ void k1(const act_t *__restrict__ linear_h_0_fc,
                               act_t *__restrict__ gelu_h_0_2, int64_t B, int64_t n,
                               uint64_t rng_key, int train)
@@ -107,36 +107,6 @@ extern "C" __global__ void k1(const act_t *__restrict__ linear_h_0_fc,
     for (int64_t i = done + first; i < n; i += stride) {
         float v0 = rt_gelu_tanh(rt_ld(linear_h_0_fc + i)); /* gelu (tanh) */
         rt_st(gelu_h_0_2 + i, v0);
-    }
-}
-
-/* k11: gelu (tanh), of linear_h_10_fc as stored (the backward pass reads it)
- *     from $.model.layers[2].body[1].body[2] #10
- *     linear_h_10_fc [B, 1024, 3072], gelu_h_10_2 [B, 1024, 3072]
- *     also launched for loop k12, the same code on their own tensors */
-extern "C" __global__ void k11(const act_t *__restrict__ linear_h_10_fc,
-                               act_t *__restrict__ gelu_h_10_2, int64_t B, int64_t n,
-                               uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if (rt_aligned16(linear_h_10_fc, gelu_h_10_2)) {
-        done = n & ~(int64_t)7;
-        for (int64_t q = first; q < n / 8; q += stride) {
-            const rt_vec<8> r_linear_h_10_fc = rt_ldv<8>(linear_h_10_fc + 8 * q);
-            rt_vec<8> w_gelu_h_10_2;
-#pragma unroll
-            for (int l = 0; l < 8; l++) {
-                float v0 = rt_gelu_tanh(r_linear_h_10_fc.v[l]); /* gelu (tanh) */
-                w_gelu_h_10_2.v[l] = v0;
-            }
-            rt_stv(gelu_h_10_2 + 8 * q, w_gelu_h_10_2);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = rt_gelu_tanh(rt_ld(linear_h_10_fc + i)); /* gelu (tanh) */
-        rt_st(gelu_h_10_2 + i, v0);
     }
 }
 
