@@ -263,7 +263,8 @@ static void split_loop(Program *p, int i, int k)
         have_names &= a->ops[q].what && a->ops[q].origin;
     if (have_names) {
         char *rest = join_ops(a->ops, k + 1, a->n_ops, 0);
-        b->what = xasprintf("%s, of %s as stored (the backward pass reads it)", rest,
+        /* no parentheses at the end: a replay's "(recomputed)" follows */
+        b->what = xasprintf("%s, from %s as stored for the backward pass", rest,
                             a->ops[k].out->name);
         free(rest);
         b->origin = join_ops(a->ops, k + 1, a->n_ops, 1);

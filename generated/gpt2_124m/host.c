@@ -380,8 +380,8 @@ static void forward(rt_exec *e, int train)
           "epilogue");
     rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_0_ln_2, 768, P_h_0_fc_weight,
                  768, linear_h_0_fc, 3072, P_h_0_fc_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(12, "$.model.layers[2].body[1].body[2] #0: gelu (tanh), of linear_h_0_fc as stored "
-          "(the backward pass reads it)");
+    RT_AT(12, "$.model.layers[2].body[1].body[2] #0: gelu (tanh), from linear_h_0_fc as stored "
+          "for the backward pass");
     rt_launch(e, "k1", k1, e->B * 3145728, 2, (void *[]){&linear_h_0_fc, &gelu_h_0_2});
     RT_AT(14, "$.model.layers[2].body[1].body[3] #0 + $.model.layers[2].body[1] #0: linear: y = "
           "x W^T + b + residual, in the GEMM's epilogue");
@@ -413,8 +413,8 @@ static void forward(rt_exec *e, int train)
           "epilogue");
     rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_1_ln_2, 768, P_h_1_fc_weight,
                  768, linear_h_1_fc, 3072, P_h_1_fc_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(27, "$.model.layers[2].body[1].body[2] #1: gelu (tanh), of linear_h_1_fc as stored "
-          "(the backward pass reads it)");
+    RT_AT(27, "$.model.layers[2].body[1].body[2] #1: gelu (tanh), from linear_h_1_fc as stored "
+          "for the backward pass");
     /* on a GPU: k1's code, on these tensors */
     rt_launch(e, "k1", k2, e->B * 3145728, 2, (void *[]){&linear_h_1_fc, &gelu_h_1_2});
     RT_AT(29, "$.model.layers[2].body[1].body[3] #1 + $.model.layers[2].body[1] #1: linear: y = "
@@ -447,8 +447,8 @@ static void forward(rt_exec *e, int train)
           "epilogue");
     rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_2_ln_2, 768, P_h_2_fc_weight,
                  768, linear_h_2_fc, 3072, P_h_2_fc_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(42, "$.model.layers[2].body[1].body[2] #2: gelu (tanh), of linear_h_2_fc as stored "
-          "(the backward pass reads it)");
+    RT_AT(42, "$.model.layers[2].body[1].body[2] #2: gelu (tanh), from linear_h_2_fc as stored "
+          "for the backward pass");
     /* on a GPU: k1's code, on these tensors */
     rt_launch(e, "k1", k3, e->B * 3145728, 2, (void *[]){&linear_h_2_fc, &gelu_h_2_2});
     RT_AT(44, "$.model.layers[2].body[1].body[3] #2 + $.model.layers[2].body[1] #2: linear: y = "
@@ -481,8 +481,8 @@ static void forward(rt_exec *e, int train)
           "epilogue");
     rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_3_ln_2, 768, P_h_3_fc_weight,
                  768, linear_h_3_fc, 3072, P_h_3_fc_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(57, "$.model.layers[2].body[1].body[2] #3: gelu (tanh), of linear_h_3_fc as stored "
-          "(the backward pass reads it)");
+    RT_AT(57, "$.model.layers[2].body[1].body[2] #3: gelu (tanh), from linear_h_3_fc as stored "
+          "for the backward pass");
     /* on a GPU: k1's code, on these tensors */
     rt_launch(e, "k1", k4, e->B * 3145728, 2, (void *[]){&linear_h_3_fc, &gelu_h_3_2});
     RT_AT(59, "$.model.layers[2].body[1].body[3] #3 + $.model.layers[2].body[1] #3: linear: y = "
@@ -515,8 +515,8 @@ static void forward(rt_exec *e, int train)
           "epilogue");
     rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_4_ln_2, 768, P_h_4_fc_weight,
                  768, linear_h_4_fc, 3072, P_h_4_fc_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(72, "$.model.layers[2].body[1].body[2] #4: gelu (tanh), of linear_h_4_fc as stored "
-          "(the backward pass reads it)");
+    RT_AT(72, "$.model.layers[2].body[1].body[2] #4: gelu (tanh), from linear_h_4_fc as stored "
+          "for the backward pass");
     /* on a GPU: k1's code, on these tensors */
     rt_launch(e, "k1", k5, e->B * 3145728, 2, (void *[]){&linear_h_4_fc, &gelu_h_4_2});
     RT_AT(74, "$.model.layers[2].body[1].body[3] #4 + $.model.layers[2].body[1] #4: linear: y = "
@@ -549,8 +549,8 @@ static void forward(rt_exec *e, int train)
           "epilogue");
     rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_5_ln_2, 768, P_h_5_fc_weight,
                  768, linear_h_5_fc, 3072, P_h_5_fc_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(87, "$.model.layers[2].body[1].body[2] #5: gelu (tanh), of linear_h_5_fc as stored "
-          "(the backward pass reads it)");
+    RT_AT(87, "$.model.layers[2].body[1].body[2] #5: gelu (tanh), from linear_h_5_fc as stored "
+          "for the backward pass");
     /* on a GPU: k1's code, on these tensors */
     rt_launch(e, "k1", k6, e->B * 3145728, 2, (void *[]){&linear_h_5_fc, &gelu_h_5_2});
     RT_AT(89, "$.model.layers[2].body[1].body[3] #5 + $.model.layers[2].body[1] #5: linear: y = "
@@ -583,8 +583,8 @@ static void forward(rt_exec *e, int train)
           "epilogue");
     rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_6_ln_2, 768, P_h_6_fc_weight,
                  768, linear_h_6_fc, 3072, P_h_6_fc_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(102, "$.model.layers[2].body[1].body[2] #6: gelu (tanh), of linear_h_6_fc as stored "
-          "(the backward pass reads it)");
+    RT_AT(102, "$.model.layers[2].body[1].body[2] #6: gelu (tanh), from linear_h_6_fc as stored "
+          "for the backward pass");
     /* on a GPU: k1's code, on these tensors */
     rt_launch(e, "k1", k7, e->B * 3145728, 2, (void *[]){&linear_h_6_fc, &gelu_h_6_2});
     RT_AT(104, "$.model.layers[2].body[1].body[3] #6 + $.model.layers[2].body[1] #6: linear: y = "
@@ -617,8 +617,8 @@ static void forward(rt_exec *e, int train)
           "epilogue");
     rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_7_ln_2, 768, P_h_7_fc_weight,
                  768, linear_h_7_fc, 3072, P_h_7_fc_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(117, "$.model.layers[2].body[1].body[2] #7: gelu (tanh), of linear_h_7_fc as stored "
-          "(the backward pass reads it)");
+    RT_AT(117, "$.model.layers[2].body[1].body[2] #7: gelu (tanh), from linear_h_7_fc as stored "
+          "for the backward pass");
     /* on a GPU: k1's code, on these tensors */
     rt_launch(e, "k1", k8, e->B * 3145728, 2, (void *[]){&linear_h_7_fc, &gelu_h_7_2});
     RT_AT(119, "$.model.layers[2].body[1].body[3] #7 + $.model.layers[2].body[1] #7: linear: y = "
@@ -651,8 +651,8 @@ static void forward(rt_exec *e, int train)
           "epilogue");
     rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_8_ln_2, 768, P_h_8_fc_weight,
                  768, linear_h_8_fc, 3072, P_h_8_fc_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(132, "$.model.layers[2].body[1].body[2] #8: gelu (tanh), of linear_h_8_fc as stored "
-          "(the backward pass reads it)");
+    RT_AT(132, "$.model.layers[2].body[1].body[2] #8: gelu (tanh), from linear_h_8_fc as stored "
+          "for the backward pass");
     /* on a GPU: k1's code, on these tensors */
     rt_launch(e, "k1", k9, e->B * 3145728, 2, (void *[]){&linear_h_8_fc, &gelu_h_8_2});
     RT_AT(134, "$.model.layers[2].body[1].body[3] #8 + $.model.layers[2].body[1] #8: linear: y = "
@@ -685,8 +685,8 @@ static void forward(rt_exec *e, int train)
           "epilogue");
     rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_9_ln_2, 768, P_h_9_fc_weight,
                  768, linear_h_9_fc, 3072, P_h_9_fc_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(147, "$.model.layers[2].body[1].body[2] #9: gelu (tanh), of linear_h_9_fc as stored "
-          "(the backward pass reads it)");
+    RT_AT(147, "$.model.layers[2].body[1].body[2] #9: gelu (tanh), from linear_h_9_fc as stored "
+          "for the backward pass");
     /* on a GPU: k1's code, on these tensors */
     rt_launch(e, "k1", k10, e->B * 3145728, 2, (void *[]){&linear_h_9_fc, &gelu_h_9_2});
     RT_AT(149, "$.model.layers[2].body[1].body[3] #9 + $.model.layers[2].body[1] #9: linear: y = "
@@ -719,8 +719,8 @@ static void forward(rt_exec *e, int train)
           "epilogue");
     rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_10_ln_2, 768, P_h_10_fc_weight,
                  768, linear_h_10_fc, 3072, P_h_10_fc_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(162, "$.model.layers[2].body[1].body[2] #10: gelu (tanh), of linear_h_10_fc as stored "
-          "(the backward pass reads it)");
+    RT_AT(162, "$.model.layers[2].body[1].body[2] #10: gelu (tanh), from linear_h_10_fc as "
+          "stored for the backward pass");
     /* on a GPU: k1's code, on these tensors */
     rt_launch(e, "k1", k11, e->B * 3145728, 2, (void *[]){&linear_h_10_fc, &gelu_h_10_2});
     RT_AT(164, "$.model.layers[2].body[1].body[3] #10 + $.model.layers[2].body[1] #10: linear: y "
@@ -753,8 +753,8 @@ static void forward(rt_exec *e, int train)
           "epilogue");
     rt_gemm_bias(e, 0, 1, e->B * 1024, 3072, 768, 1.0f, layernorm_h_11_ln_2, 768, P_h_11_fc_weight,
                  768, linear_h_11_fc, 3072, P_h_11_fc_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(177, "$.model.layers[2].body[1].body[2] #11: gelu (tanh), of linear_h_11_fc as stored "
-          "(the backward pass reads it)");
+    RT_AT(177, "$.model.layers[2].body[1].body[2] #11: gelu (tanh), from linear_h_11_fc as "
+          "stored for the backward pass");
     /* on a GPU: k1's code, on these tensors */
     rt_launch(e, "k1", k12, e->B * 3145728, 2, (void *[]){&linear_h_11_fc, &gelu_h_11_2});
     RT_AT(179, "$.model.layers[2].body[1].body[3] #11 + $.model.layers[2].body[1] #11: linear: y "

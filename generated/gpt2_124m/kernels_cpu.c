@@ -19,7 +19,7 @@ void k0(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k1: gelu (tanh), of linear_h_0_fc as stored (the backward pass reads it)
+/* k1: gelu (tanh), from linear_h_0_fc as stored for the backward pass
  *     from $.model.layers[2].body[1].body[2] #0 */
 void k1(rt_exec *e, int64_t lo, int64_t hi)
 {
@@ -28,7 +28,7 @@ void k1(rt_exec *e, int64_t lo, int64_t hi)
     rt_gelu_tanh_rows(gelu_h_0_2 + lo, linear_h_0_fc + lo, hi - lo); /* gelu (tanh) */
 }
 
-/* k2: gelu (tanh), of linear_h_1_fc as stored (the backward pass reads it)
+/* k2: gelu (tanh), from linear_h_1_fc as stored for the backward pass
  *     from $.model.layers[2].body[1].body[2] #1
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
 void k2(rt_exec *e, int64_t lo, int64_t hi)
@@ -38,7 +38,7 @@ void k2(rt_exec *e, int64_t lo, int64_t hi)
     rt_gelu_tanh_rows(gelu_h_1_2 + lo, linear_h_1_fc + lo, hi - lo); /* gelu (tanh) */
 }
 
-/* k3: gelu (tanh), of linear_h_2_fc as stored (the backward pass reads it)
+/* k3: gelu (tanh), from linear_h_2_fc as stored for the backward pass
  *     from $.model.layers[2].body[1].body[2] #2
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
 void k3(rt_exec *e, int64_t lo, int64_t hi)
@@ -48,7 +48,7 @@ void k3(rt_exec *e, int64_t lo, int64_t hi)
     rt_gelu_tanh_rows(gelu_h_2_2 + lo, linear_h_2_fc + lo, hi - lo); /* gelu (tanh) */
 }
 
-/* k4: gelu (tanh), of linear_h_3_fc as stored (the backward pass reads it)
+/* k4: gelu (tanh), from linear_h_3_fc as stored for the backward pass
  *     from $.model.layers[2].body[1].body[2] #3
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
 void k4(rt_exec *e, int64_t lo, int64_t hi)
@@ -58,7 +58,7 @@ void k4(rt_exec *e, int64_t lo, int64_t hi)
     rt_gelu_tanh_rows(gelu_h_3_2 + lo, linear_h_3_fc + lo, hi - lo); /* gelu (tanh) */
 }
 
-/* k5: gelu (tanh), of linear_h_4_fc as stored (the backward pass reads it)
+/* k5: gelu (tanh), from linear_h_4_fc as stored for the backward pass
  *     from $.model.layers[2].body[1].body[2] #4
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
 void k5(rt_exec *e, int64_t lo, int64_t hi)
@@ -68,7 +68,7 @@ void k5(rt_exec *e, int64_t lo, int64_t hi)
     rt_gelu_tanh_rows(gelu_h_4_2 + lo, linear_h_4_fc + lo, hi - lo); /* gelu (tanh) */
 }
 
-/* k6: gelu (tanh), of linear_h_5_fc as stored (the backward pass reads it)
+/* k6: gelu (tanh), from linear_h_5_fc as stored for the backward pass
  *     from $.model.layers[2].body[1].body[2] #5
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
 void k6(rt_exec *e, int64_t lo, int64_t hi)
@@ -78,7 +78,7 @@ void k6(rt_exec *e, int64_t lo, int64_t hi)
     rt_gelu_tanh_rows(gelu_h_5_2 + lo, linear_h_5_fc + lo, hi - lo); /* gelu (tanh) */
 }
 
-/* k7: gelu (tanh), of linear_h_6_fc as stored (the backward pass reads it)
+/* k7: gelu (tanh), from linear_h_6_fc as stored for the backward pass
  *     from $.model.layers[2].body[1].body[2] #6
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
 void k7(rt_exec *e, int64_t lo, int64_t hi)
@@ -88,7 +88,7 @@ void k7(rt_exec *e, int64_t lo, int64_t hi)
     rt_gelu_tanh_rows(gelu_h_6_2 + lo, linear_h_6_fc + lo, hi - lo); /* gelu (tanh) */
 }
 
-/* k8: gelu (tanh), of linear_h_7_fc as stored (the backward pass reads it)
+/* k8: gelu (tanh), from linear_h_7_fc as stored for the backward pass
  *     from $.model.layers[2].body[1].body[2] #7
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
 void k8(rt_exec *e, int64_t lo, int64_t hi)
@@ -98,7 +98,7 @@ void k8(rt_exec *e, int64_t lo, int64_t hi)
     rt_gelu_tanh_rows(gelu_h_7_2 + lo, linear_h_7_fc + lo, hi - lo); /* gelu (tanh) */
 }
 
-/* k9: gelu (tanh), of linear_h_8_fc as stored (the backward pass reads it)
+/* k9: gelu (tanh), from linear_h_8_fc as stored for the backward pass
  *     from $.model.layers[2].body[1].body[2] #8
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
 void k9(rt_exec *e, int64_t lo, int64_t hi)
@@ -108,7 +108,7 @@ void k9(rt_exec *e, int64_t lo, int64_t hi)
     rt_gelu_tanh_rows(gelu_h_8_2 + lo, linear_h_8_fc + lo, hi - lo); /* gelu (tanh) */
 }
 
-/* k10: gelu (tanh), of linear_h_9_fc as stored (the backward pass reads it)
+/* k10: gelu (tanh), from linear_h_9_fc as stored for the backward pass
  *     from $.model.layers[2].body[1].body[2] #9
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
 void k10(rt_exec *e, int64_t lo, int64_t hi)
@@ -118,7 +118,7 @@ void k10(rt_exec *e, int64_t lo, int64_t hi)
     rt_gelu_tanh_rows(gelu_h_9_2 + lo, linear_h_9_fc + lo, hi - lo); /* gelu (tanh) */
 }
 
-/* k11: gelu (tanh), of linear_h_10_fc as stored (the backward pass reads it)
+/* k11: gelu (tanh), from linear_h_10_fc as stored for the backward pass
  *     from $.model.layers[2].body[1].body[2] #10
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
 void k11(rt_exec *e, int64_t lo, int64_t hi)
@@ -128,7 +128,7 @@ void k11(rt_exec *e, int64_t lo, int64_t hi)
     rt_gelu_tanh_rows(gelu_h_10_2 + lo, linear_h_10_fc + lo, hi - lo); /* gelu (tanh) */
 }
 
-/* k12: gelu (tanh), of linear_h_11_fc as stored (the backward pass reads it)
+/* k12: gelu (tanh), from linear_h_11_fc as stored for the backward pass
  *     from $.model.layers[2].body[1].body[2] #11
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
 void k12(rt_exec *e, int64_t lo, int64_t hi)

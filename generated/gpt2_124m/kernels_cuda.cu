@@ -79,7 +79,7 @@ extern "C" __global__ void k0(const act_t *embedding_wte, const float *__restric
     }
 }
 
-/* k1: gelu (tanh), of linear_h_0_fc as stored (the backward pass reads it)
+/* k1: gelu (tanh), from linear_h_0_fc as stored for the backward pass
  *     from $.model.layers[2].body[1].body[2] #0
  *     linear_h_0_fc [B, 1024, 3072], gelu_h_0_2 [B, 1024, 3072]
  *     also launched for loops k2, k3, k4, k5, k6, k7, k8, k9, k10, k11, k12, the same code on their

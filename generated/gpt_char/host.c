@@ -176,8 +176,8 @@ static void forward(rt_exec *e, int train)
           "epilogue");
     rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_0_ln_2, 128, P_h_0_fc_weight, 128,
                  linear_h_0_fc, 512, P_h_0_fc_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(12, "$.model.layers[2].body[1].body[2] #0: gelu (tanh), of linear_h_0_fc as stored "
-          "(the backward pass reads it)");
+    RT_AT(12, "$.model.layers[2].body[1].body[2] #0: gelu (tanh), from linear_h_0_fc as stored "
+          "for the backward pass");
     rt_launch(e, "k1", k1, e->B * 65536, 2, (void *[]){&linear_h_0_fc, &gelu_h_0_2});
     RT_AT(14, "$.model.layers[2].body[1].body[3] #0 + $.model.layers[2].body[1] #0: linear: y = "
           "x W^T + b + residual, in the GEMM's epilogue");
@@ -209,8 +209,8 @@ static void forward(rt_exec *e, int train)
           "epilogue");
     rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_1_ln_2, 128, P_h_1_fc_weight, 128,
                  linear_h_1_fc, 512, P_h_1_fc_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(27, "$.model.layers[2].body[1].body[2] #1: gelu (tanh), of linear_h_1_fc as stored "
-          "(the backward pass reads it)");
+    RT_AT(27, "$.model.layers[2].body[1].body[2] #1: gelu (tanh), from linear_h_1_fc as stored "
+          "for the backward pass");
     /* on a GPU: k1's code, on these tensors */
     rt_launch(e, "k1", k2, e->B * 65536, 2, (void *[]){&linear_h_1_fc, &gelu_h_1_2});
     RT_AT(29, "$.model.layers[2].body[1].body[3] #1 + $.model.layers[2].body[1] #1: linear: y = "
@@ -243,8 +243,8 @@ static void forward(rt_exec *e, int train)
           "epilogue");
     rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_2_ln_2, 128, P_h_2_fc_weight, 128,
                  linear_h_2_fc, 512, P_h_2_fc_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(42, "$.model.layers[2].body[1].body[2] #2: gelu (tanh), of linear_h_2_fc as stored "
-          "(the backward pass reads it)");
+    RT_AT(42, "$.model.layers[2].body[1].body[2] #2: gelu (tanh), from linear_h_2_fc as stored "
+          "for the backward pass");
     /* on a GPU: k1's code, on these tensors */
     rt_launch(e, "k1", k3, e->B * 65536, 2, (void *[]){&linear_h_2_fc, &gelu_h_2_2});
     RT_AT(44, "$.model.layers[2].body[1].body[3] #2 + $.model.layers[2].body[1] #2: linear: y = "
@@ -277,8 +277,8 @@ static void forward(rt_exec *e, int train)
           "epilogue");
     rt_gemm_bias(e, 0, 1, e->B * 128, 512, 128, 1.0f, layernorm_h_3_ln_2, 128, P_h_3_fc_weight, 128,
                  linear_h_3_fc, 512, P_h_3_fc_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(57, "$.model.layers[2].body[1].body[2] #3: gelu (tanh), of linear_h_3_fc as stored "
-          "(the backward pass reads it)");
+    RT_AT(57, "$.model.layers[2].body[1].body[2] #3: gelu (tanh), from linear_h_3_fc as stored "
+          "for the backward pass");
     /* on a GPU: k1's code, on these tensors */
     rt_launch(e, "k1", k4, e->B * 65536, 2, (void *[]){&linear_h_3_fc, &gelu_h_3_2});
     RT_AT(59, "$.model.layers[2].body[1].body[3] #3 + $.model.layers[2].body[1] #3: linear: y = "

@@ -19,7 +19,7 @@ void k0(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k1: gelu (tanh), of linear_h_0_fc as stored (the backward pass reads it)
+/* k1: gelu (tanh), from linear_h_0_fc as stored for the backward pass
  *     from $.model.layers[2].body[1].body[2] #0 */
 void k1(rt_exec *e, int64_t lo, int64_t hi)
 {
@@ -28,7 +28,7 @@ void k1(rt_exec *e, int64_t lo, int64_t hi)
     rt_gelu_tanh_rows(gelu_h_0_2 + lo, linear_h_0_fc + lo, hi - lo); /* gelu (tanh) */
 }
 
-/* k2: gelu (tanh), of linear_h_1_fc as stored (the backward pass reads it)
+/* k2: gelu (tanh), from linear_h_1_fc as stored for the backward pass
  *     from $.model.layers[2].body[1].body[2] #1
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
 void k2(rt_exec *e, int64_t lo, int64_t hi)
@@ -38,7 +38,7 @@ void k2(rt_exec *e, int64_t lo, int64_t hi)
     rt_gelu_tanh_rows(gelu_h_1_2 + lo, linear_h_1_fc + lo, hi - lo); /* gelu (tanh) */
 }
 
-/* k3: gelu (tanh), of linear_h_2_fc as stored (the backward pass reads it)
+/* k3: gelu (tanh), from linear_h_2_fc as stored for the backward pass
  *     from $.model.layers[2].body[1].body[2] #2
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
 void k3(rt_exec *e, int64_t lo, int64_t hi)
@@ -48,7 +48,7 @@ void k3(rt_exec *e, int64_t lo, int64_t hi)
     rt_gelu_tanh_rows(gelu_h_2_2 + lo, linear_h_2_fc + lo, hi - lo); /* gelu (tanh) */
 }
 
-/* k4: gelu (tanh), of linear_h_3_fc as stored (the backward pass reads it)
+/* k4: gelu (tanh), from linear_h_3_fc as stored for the backward pass
  *     from $.model.layers[2].body[1].body[2] #3
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
 void k4(rt_exec *e, int64_t lo, int64_t hi)

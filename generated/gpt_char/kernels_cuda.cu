@@ -73,7 +73,7 @@ extern "C" __global__ void k0(const float *embedding_wte, const float *__restric
     }
 }
 
-/* k1: gelu (tanh), of linear_h_0_fc as stored (the backward pass reads it)
+/* k1: gelu (tanh), from linear_h_0_fc as stored for the backward pass
  *     from $.model.layers[2].body[1].body[2] #0
  *     linear_h_0_fc [B, 128, 512], gelu_h_0_2 [B, 128, 512]
  *     also launched for loops k2, k3, k4, the same code on their own tensors */
