@@ -194,7 +194,10 @@ static Tensor *replay(Ctx *c, int pi, Tensor *want)
                 Operand *a = &n->ops[k].arg[j];
                 if (!a->t)
                     continue;
+                Tensor *was = a->t;
                 a->t = value_at(c, a->t, pi);
+                if (a->t != was)   /* the description names what the replay reads */
+                    n->what = text_subst(n->what, was->name, a->t->name);
                 n->reads = realloc(n->reads, (size_t)(n->n_reads + 1) * sizeof *n->reads);
                 n->reads[n->n_reads++] = a->t;
             }
@@ -203,6 +206,7 @@ static Tensor *replay(Ctx *c, int pi, Tensor *want)
             for (int q = 0; q < n->n_ops; q++)
                 if (n->ops[q].out == w)
                     n->ops[q].out = f;
+            n->what = text_subst(n->what, w->name, f->name);
             n->writes = realloc(n->writes, (size_t)(n->n_writes + 1) * sizeof *n->writes);
             n->writes[n->n_writes++] = f;
             memo_add(c, tensor_base(w), pi, f);
@@ -212,14 +216,17 @@ static Tensor *replay(Ctx *c, int pi, Tensor *want)
         char *text = xstrdup(o->text);
         for (int k = 0; k < o->n_reads; k++) {
             Tensor *r = o->reads[k], *v = value_at(c, r, pi);
-            if (v != r)
+            if (v != r) {
                 text = text_subst(text, r->name, v->name);
+                n->what = text_subst(n->what, r->name, v->name);
+            }
             n->reads = realloc(n->reads, (size_t)(n->n_reads + 1) * sizeof *n->reads);
             n->reads[n->n_reads++] = v;
         }
         for (int k = 0; k < o->n_writes; k++) {
             Tensor *w = o->writes[k], *f = fresh(c->p->g, w);
             text = text_subst(text, w->name, f->name);
+            n->what = text_subst(n->what, w->name, f->name);
             n->writes = realloc(n->writes, (size_t)(n->n_writes + 1) * sizeof *n->writes);
             n->writes[n->n_writes++] = f;
             memo_add(c, tensor_base(w), pi, f);

@@ -22,6 +22,19 @@ for pol in none selective full; do
         echo "FAIL gpt_char recompute=$pol: a tensor name ends in its id (above)"; fail=1
     fi
 done
+# a description that names a tensor names the one the call reads: a replay's "from X as
+# stored" names the replayed X_re it launches on (recompute.c), not the forward's X
+${PYTHON:-/usr/bin/python3} - "$tmp"/names_*/host.c <<'PY' || fail=1
+import re, sys
+bad = 0
+for f in sys.argv[1:]:
+    for m in re.finditer(r'RT_AT\(\d+, (".*?")\);\n\s*(?:/\*.*?\*/\n\s*)?(rt_\w+\(.*?\);)', open(f).read(), re.S):
+        what = "".join(re.findall(r'"((?:[^"\\]|\\.)*)"', m.group(1)))
+        for x in re.findall(r'from (\w+) as stored', what):
+            if not re.search(r'\b%s\b' % x, m.group(2)):
+                print("FAIL %s: '%s' but the call reads no %s" % (f, what, x)); bad = 1
+sys.exit(bad)
+PY
 # a gradient with two contributions (a residual's input) is named for the sum, its
 # parts d_x_part (autodiff.c): here the layernorm's part of d_dropout_2, summed with the
 # residual's in the dropout's backward loop
