@@ -305,7 +305,8 @@ static void lower_node(Program *p, Node *nd)
                       ? xasprintf("linear: y = x W^T over W's %lld zero rows too (the padded "
                                   "vocabulary: y's padding comes out 0)",
                                   (long long)nd->w->pad_rows)
-                      : xasprintf("linear: y = x W^T%s", nd->b ? " (bias in the epilogue)" : "");
+                      : xasprintf("linear: y = x W^T%s",
+                                  nd->b ? " (+ b in the loop after it, the linear epilogue)" : "");
         a->what = tied_note(a->what, nd, 0);
         textf(a, "rt_gemm(e, 0, 1, e->B * %lld, %lld, %lld, 1.0f, %s, %lld, %s, %lld, 0.0f, %s, %lld);",
               (long long)rows, (long long)padded_rows(nd->w, out, y), (long long)in, x->name, (long long)in,

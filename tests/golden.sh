@@ -50,6 +50,20 @@ EOF
 "$TRAINC" emit "$tmp/part.json" -o "$tmp/part"
 grep -qE 'v0 = d_residual_res\[i\] \+ d_dropout_2_part\[i\]; /\* sum of gradient contributions' "$tmp/part/kernels_cpu.c" ||
     { echo "FAIL: the layernorm's part of d_dropout_2 is not named d_dropout_2_part"; grep -n 'sum of' "$tmp/part/kernels_cpu.c"; fail=1; }
+# a GEMM whose bias stays out of its epilogue (a tanh follows: no cuBLASLt epilogue for
+# it) says the loop after it adds the bias, and that loop does (lower.c)
+sed 's/{"op": "relu"}/{"op": "tanh"}/' "$tmp/part.json" > "$tmp/tanh.json"
+"$TRAINC" emit "$tmp/tanh.json" -o "$tmp/tanh"
+${PYTHON:-/usr/bin/python3} - "$tmp/tanh/host.c" <<'PY' || fail=1
+import re, sys
+ats = ["".join(re.findall(r'"((?:[^"\\]|\\.)*)"', a))
+       for a in re.findall(r'RT_AT\(\d+, (".*?")\);', open(sys.argv[1]).read(), re.S)]
+later = [i for i, a in enumerate(ats) if "+ b in the loop after it" in a]
+ok = later and all(i + 1 < len(ats) and "linear epilogue: + bias" in ats[i + 1] for i in later)
+if not ok:
+    print("FAIL tanh.json: a GEMM's bias said to come in the loop after it:", ats[:4])
+sys.exit(0 if ok else 1)
+PY
 # no fused CUDA kernel printed twice: one that is another's code over other tensors
 # (gpt2_124m's GELU of blocks 10 and 11, whose longer names wrapped its signature
 # otherwise) is launched as that one (emit_c.c: gpu_shape_text)
