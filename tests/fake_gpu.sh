@@ -636,6 +636,51 @@ set -e
     { echo "FAIL: loader.on_gpu=always with token shards exited $rc with:"; cat "$d/ongpu_tokens.log"; exit 1; }
 echo "ok   loader.on_gpu=always with token shards: exit 1, nothing written"
 
+# attention over more sequences than a grid's z (the kernels' batch index, 65535 at
+# most): a validation batch of 65537 one-token sequences (--eval: the forward kernel
+# alone, 25 s in the emulator) runs as launches of at most 65535 rows (it stopped at an
+# internal error), the CPU's numbers; and cut every 2 rows (TRAINC_ATT_BATCH_CHUNK),
+# training on a batch of 5 in fp32 and bf16-mixed (heads 16 wide: the tensor-core
+# kernels), forward and backward, gives the bits of one launch a pass
+"$PY" - "$d" <<'PY'
+import json, numpy as np, sys
+r = np.random.default_rng(0)
+n = 65537
+np.save(sys.argv[1] + "/att_x.npy", r.integers(0, 5, (n, 1)).astype(np.int32))
+np.save(sys.argv[1] + "/att_y.npy", r.integers(0, 5, (n, 1)).astype(np.int32))
+data = {"x": "att_x.npy", "y": "att_y.npy"}
+spec = {"trainc": 1, "model": {"name": "att_batch",
+        "inputs": {"x": {"shape": [1], "dtype": "i32"}, "y": {"shape": [1], "dtype": "i32", "classes": 5}},
+        "layers": [{"op": "embedding", "name": "wte", "vocab": 5, "dim": 16, "input": "x"},
+                   {"op": "residual", "body": [{"op": "attention", "name": "attn", "heads": 1}]},
+                   {"op": "linear", "name": "head", "out": 5}],
+        "loss": {"op": "cross_entropy", "target": "y"}},
+        "train": {"data": {"train": data, "val": data}, "batch_size": n, "epochs": 1,
+                  "optimizer": {"type": "adamw", "lr": 0.01}, "loader": {"shuffle": False}, "log_every": 1, "seed": 1}}
+json.dump(spec, open(sys.argv[1] + "/att_batch.json", "w"))
+PY
+for p in fp32 bf16-mixed; do
+    "$TRAINC" build "$d/att_batch.json" --device both --arch sm_90 --set precision=$p -o "$d/att_batch.$p" 2>/dev/null
+done
+gpu "$d/att_batch.fp32" --device cuda --eval --quiet >"$d/att_batch.eval.gpu" 2>"$d/att_batch.eval.log" ||
+    { echo "FAIL: attention over a batch of 65537 on the GPU:"; cat "$d/att_batch.eval.log"; exit 1; }
+"$d/att_batch.fp32" --device cpu --eval --quiet --threads 1 >"$d/att_batch.eval.cpu" 2>/dev/null
+"$PY" - "$d/att_batch.eval.cpu" "$d/att_batch.eval.gpu" <<'PY'
+import json, sys
+a, b = (json.loads(open(f).read()) for f in sys.argv[1:])
+assert a["terms"] == b["terms"] == 65537, (a, b)
+r = abs(a["val_loss"] - b["val_loss"]) / a["val_loss"]
+assert r <= 1e-5 and a["val_acc"] == b["val_acc"], (a, b)
+print("ok   attention over a batch of 65537 sequences (past the grid's 65535): --eval within %.1e of the CPU" % r)
+PY
+for p in fp32 bf16-mixed; do
+    A=(--set max_steps=2 --set batch_size=5 --set data.val=null --threads 1 --quiet)
+    gpu "$d/att_batch.$p" --device cuda "${A[@]}" --out "$d/att_batch.$p.one" 2>/dev/null
+    TRAINC_ATT_BATCH_CHUNK=2 gpu "$d/att_batch.$p" --device cuda "${A[@]}" --out "$d/att_batch.$p.cut" 2>/dev/null
+    r=$(compare same "$d/att_batch.$p.one" "$d/att_batch.$p.cut")
+    echo "ok   attention ($p) launched 2 sequences at a time vs 5 at once: $r"
+done
+
 # tests/gpu/check_ops (every kernel against its CPU twin, on odd and large shapes)
 # through the real device layer, the lazy schedule: unlike tests/gpu_emu.sh's
 # synchronous stand-in for device_cuda.c, it finds missing waits between streams
