@@ -419,6 +419,12 @@ static void refuse_unsupported(const rt_model *m, const Opts *o, const rt_train_
     if (c->device == RT_DEVICE_CUDA && !(m->devices & RT_HAS_CUDA))
         rt_input_error("--device cuda: this trainer was built for the CPU only (no CUDA kernels "
                        "in it); rebuild it with trainc build --device cuda (or both)");
+    /* (trainc run: a model the GPU kernels do not take, e.g. heads wider than 128; a
+     * run time check would stop it at its first launch, after the output folder) */
+    if (c->device == RT_DEVICE_CUDA && (m->devices & RT_HAS_CUDA) && m->cuda &&
+        m->cuda->unsupported)
+        rt_input_error("--device cuda: %s (not supported on the GPU yet); run with --device cpu",
+                       m->cuda->unsupported);
     if (c->device == RT_DEVICE_CPU && !(m->devices & RT_HAS_CPU))
         rt_input_error("--device cpu: this trainer was built for CUDA only; rebuild it with "
                        "trainc build --device both (or cpu)");
@@ -661,6 +667,12 @@ static int pick_gpu(const Run *r)
     int can_cuda = (m->devices & RT_HAS_CUDA) && m->cuda;
     if (r->c.device == RT_DEVICE_CPU || !can_cuda)
         return 0;
+    if (m->cuda->unsupported) {   /* auto (refuse_unsupported took cuda): the CPU, said */
+        if (r->rank == 0)
+            fprintf(stderr, "trainc: note: %s: %s on the CPU\n", m->cuda->unsupported,
+                    r->o.eval ? "evaluating" : "training");
+        return 0;
+    }
     if (rt_cu_probe(why, sizeof why, &count) == 0)
         return 1;
     if (r->c.device == RT_DEVICE_CUDA || !(m->devices & RT_HAS_CPU))

@@ -658,6 +658,8 @@ spec = {"trainc": 1, "model": {"name": "att_batch",
         "train": {"data": {"train": data, "val": data}, "batch_size": n, "epochs": 1,
                   "optimizer": {"type": "adamw", "lr": 0.01}, "loader": {"shuffle": False}, "log_every": 1, "seed": 1}}
 json.dump(spec, open(sys.argv[1] + "/att_batch.json", "w"))
+spec["model"]["layers"][0]["dim"] = 136   # wider than the kernels' 128 (below)
+json.dump(spec, open(sys.argv[1] + "/att_wide.json", "w"))
 PY
 for p in fp32 bf16-mixed; do
     "$TRAINC" build "$d/att_batch.json" --device both --arch sm_90 --set precision=$p -o "$d/att_batch.$p" 2>/dev/null
@@ -680,6 +682,23 @@ for p in fp32 bf16-mixed; do
     r=$(compare same "$d/att_batch.$p.one" "$d/att_batch.$p.cut")
     echo "ok   attention ($p) launched 2 sequences at a time vs 5 at once: $r"
 done
+
+# heads wider than the kernels take (136) under trainc run, whose trainer has both
+# devices: --device cuda exits 1 naming the heads before anything is written (it
+# stopped at the first launch, exit 2, after the start record); auto trains on the CPU
+# and says why (it failed as cuda did)
+W=(--set max_steps=1 --set batch_size=2 --set data.val=null --threads 1 --quiet)
+set +e
+gpu "$TRAINC" run "$d/att_wide.json" --device cuda "${W[@]}" --out "$d/att_wide.cuda" 2>"$d/att_wide.cuda.log"
+rc=$?
+set -e
+[ $rc = 1 ] && grep -q "error: --device cuda: attention heads 136 wide: the GPU kernels take up to 128" "$d/att_wide.cuda.log" &&
+    [ ! -e "$d/att_wide.cuda" ] || { echo "FAIL: trainc run --device cuda, heads 136 wide: exit $rc with:"; cat "$d/att_wide.cuda.log"; exit 1; }
+gpu "$TRAINC" run "$d/att_wide.json" --device auto "${W[@]}" --out "$d/att_wide.auto" 2>"$d/att_wide.auto.log" ||
+    { echo "FAIL: trainc run --device auto, heads 136 wide:"; cat "$d/att_wide.auto.log"; exit 1; }
+grep -q '"device":"cpu"' "$d/att_wide.auto/metrics.jsonl" && grep -q "heads 136 wide.*training on the CPU" "$d/att_wide.auto.log" ||
+    { echo "FAIL: trainc run --device auto, heads 136 wide: not the CPU, or not said"; cat "$d/att_wide.auto.log"; exit 1; }
+echo "ok   trainc run, heads 136 wide: --device cuda exits 1 naming them, nothing written; auto trains on the CPU, saying why"
 
 # tests/gpu/check_ops (every kernel against its CPU twin, on odd and large shapes)
 # through the real device layer, the lazy schedule: unlike tests/gpu_emu.sh's
