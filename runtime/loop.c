@@ -1422,7 +1422,10 @@ static void sample(Run *r)
     int64_t ld = m->pred_ld > 0 ? m->pred_ld : m->pred_numel / T;   /* rows ld apart */
     int32_t *ctx = rt_xmalloc((size_t)T * sizeof *ctx), *tgt = rt_xmalloc((size_t)T * sizeof *tgt);
     int64_t n = 0;
-    const char *p = r->o.prompt ? r->o.prompt : "\n";
+    /* no prompt: the one id below, not the newline's 10, which a vocabulary of 10 or
+     * fewer does not have (an embedding index past it: an error on the CPU, NaN logits
+     * and zero bytes on the GPU) */
+    const char *p = r->o.prompt ? r->o.prompt : "";
     for (; *p; p++) {
         if (n == T) {
             memmove(ctx, ctx + 1, (size_t)(T - 1) * sizeof *ctx);

@@ -683,6 +683,21 @@ for p in fp32 bf16-mixed; do
     echo "ok   attention ($p) launched 2 sequences at a time vs 5 at once: $r"
 done
 
+# --sample without a prompt from a vocabulary of 5 (no newline id): it starts from id
+# 10 % 5, the same ids on the GPU and the CPU (it started from the newline's 10: the
+# CPU exited 2 after training, "index 10 ... out of range", and the GPU printed 20
+# zero bytes, exit 0, from NaN logits)
+S=(--set max_steps=1 --set batch_size=5 --set data.val=null --threads 1 --quiet --sample 20)
+gpu "$d/att_batch.fp32" --device cuda "${S[@]}" --out "$d/att_sample.gpu" >"$d/att_sample.gpu.out" 2>"$d/att_sample.gpu.log" &&
+    "$d/att_batch.fp32" --device cpu "${S[@]}" --out "$d/att_sample.cpu" >"$d/att_sample.cpu.out" 2>"$d/att_sample.cpu.log" ||
+    { echo "FAIL: --sample from a vocabulary of 5:"; cat "$d/att_sample.gpu.log" "$d/att_sample.cpu.log"; exit 1; }
+"$PY" - "$d/att_sample.cpu.out" "$d/att_sample.gpu.out" <<'PY'
+import sys
+a, b = (open(f, "rb").read() for f in sys.argv[1:])
+assert a == b and len(a) == 21 and a[-1:] == b"\n" and max(a[:-1]) < 5 and len(set(a[:-1])) > 1, (a, b)
+PY
+echo "ok   --sample from a vocabulary of 5 without a prompt: the CPU's 20 ids on the GPU"
+
 # heads wider than the kernels take (136) under trainc run, whose trainer has both
 # devices: --device cuda exits 1 naming the heads before anything is written (it
 # stopped at the first launch, exit 2, after the start record); auto trains on the CPU
