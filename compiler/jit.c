@@ -50,6 +50,8 @@ int jit_run(Compiled *c, const char *incdir, int argc, char **argv)
      * the CUDA kernels go to NVRTC for that GPU at start, through the disk cache */
     static rt_cuda_image image;
     image.source = c->em.kernels_cu.s;
+    /* a model the GPU kernels do not take: --device cuda refused, auto on the CPU */
+    image.unsupported = c->prog->cuda_unsupported;
     tcc_define_symbol(s, "TRAINC_DEVICES", "(RT_HAS_CPU | RT_HAS_CUDA)");
     tcc_define_symbol(s, "TRAINC_CUDA_IMAGE", "(&trainc_cuda_image)");
     tcc_add_symbol(s, "trainc_cuda_image", &image);

@@ -338,6 +338,31 @@ static void att_grid_fits(int64_t tiles, int64_t H, int64_t B)
                (long long)H, (long long)B);
 }
 
+/* The batch rows of one launch: the kernels take the batch index from blockIdx.z,
+ * whose limit is 65535, so a larger batch (a short sequence can have one) runs as
+ * several launches over consecutive rows, its tensors offset to the chunk's first row
+ * (each batch row's attention is independent of the others': the same bits however the
+ * batch is cut). TRAINC_ATT_BATCH_CHUNK=N (tests/fake_gpu.sh) cuts it every N rows, so
+ * that the chunked launches are checked on a batch the emulator runs in seconds. */
+static int64_t att_batch_chunk(int64_t B)
+{
+    static int64_t chunk;
+    if (!chunk) {
+        const char *s = getenv("TRAINC_ATT_BATCH_CHUNK");
+        long long v = s ? atoll(s) : 0;
+        chunk = v >= 1 && v < GYZ ? v : GYZ;
+    }
+    return B < chunk ? B : chunk;
+}
+
+/* p advanced by n elements of the activations' type (fp32, or bf16/fp16 in the mixed
+ * precisions), or of float for the fp32-only tensors (f32 = 1) */
+static void *att_adv(rt_exec *e, const void *p, int64_t n, int f32)
+{
+    size_t es = !f32 && rt_cu_act16(e) ? 2 : 4;
+    return (void *)((uintptr_t)p + (size_t)n * es);
+}
+
 void rt_cu_attention_fwd(rt_exec *e, const float *qkv, float *lse, float *y, int64_t B,
                          int64_t T, int64_t d, int64_t H, int causal)
 {
@@ -349,10 +374,16 @@ void rt_cu_attention_fwd(rt_exec *e, const float *qkv, float *lse, float *y, int
     char name[96];
     snprintf(name, sizeof name, "rt_attention_fwd_%lld_%lld_%d", (long long)T, (long long)hd,
              causal != 0);
-    void *args[] = {&qkv, &lse, &y, &h};
-    att_grid_fits(cdiv(T, att_fwd_rows(hd)), H, B);
-    rt_cu_launch(e, name, gdim(cdiv(T, att_fwd_rows(hd)), GX, name), (unsigned)H,
-                 gdim(B, GYZ, name), RT_ATT_THREADS, 1, 0, args);
+    int64_t bc = att_batch_chunk(B);
+    att_grid_fits(cdiv(T, att_fwd_rows(hd)), H, bc);
+    for (int64_t b0 = 0; b0 < B; b0 += bc) {
+        int64_t nb = B - b0 < bc ? B - b0 : bc;
+        const void *q = att_adv(e, qkv, b0 * T * 3 * d, 0);
+        void *l = att_adv(e, lse, b0 * H * T, 1), *o = att_adv(e, y, b0 * T * d, 0);
+        void *args[] = {&q, &l, &o, &h};
+        rt_cu_launch(e, name, gdim(cdiv(T, att_fwd_rows(hd)), GX, name), (unsigned)H,
+                     gdim(nb, GYZ, name), RT_ATT_THREADS, 1, 0, args);
+    }
 }
 
 void rt_cu_attention_bwd(rt_exec *e, const float *qkv, const float *lse, const float *y,
@@ -365,19 +396,28 @@ void rt_cu_attention_bwd(rt_exec *e, const float *qkv, const float *lse, const f
     int h = (int)H;
     /* D [B, H, T] = dy . y per query row, from the query-side kernel to the key-side one */
     rt_dptr D = rt_cu_scratch(e, (size_t)(B * H * T) * sizeof(float));
-    void *args[] = {&qkv, &lse, &y, &dy, &dqkv, &D, &h};
-    char name[96];
-    unsigned gx = gdim(cdiv(T, att_bwd_rows(hd)), GX, "attention"), gz = gdim(B, GYZ, "attention");
+    char name[96], name_kv[96];
+    unsigned gx = gdim(cdiv(T, att_bwd_rows(hd)), GX, "attention");
     /* on the tensor cores both kernels take 64 rows (queries, keys) a block */
     int tc = att_tc(e, hd, qkv, dy, dqkv);
     unsigned gq = tc ? gdim(cdiv(T, 64), GX, "attention") : gx;
-    att_grid_fits(gq, H, B);
+    int64_t bc = att_batch_chunk(B);
+    att_grid_fits(gq, H, bc);
     snprintf(name, sizeof name, "rt_attention_bwd_%lld_%lld_%d", (long long)T, (long long)hd,
              causal != 0);
-    rt_cu_launch(e, name, gq, (unsigned)H, gz, RT_ATT_THREADS, 1, 0, args);
-    snprintf(name, sizeof name, "rt_attention_bwd_kv_%lld_%lld_%d", (long long)T,
+    snprintf(name_kv, sizeof name_kv, "rt_attention_bwd_kv_%lld_%lld_%d", (long long)T,
              (long long)hd, causal != 0);
-    rt_cu_launch(e, name, gq, (unsigned)H, gz, RT_ATT_THREADS, 1, 0, args);
+    for (int64_t b0 = 0; b0 < B; b0 += bc) {
+        int64_t nb = B - b0 < bc ? B - b0 : bc;
+        const void *q = att_adv(e, qkv, b0 * T * 3 * d, 0), *l = att_adv(e, lse, b0 * H * T, 1);
+        const void *o = att_adv(e, y, b0 * T * d, 0), *g = att_adv(e, dy, b0 * T * d, 0);
+        void *dq = att_adv(e, dqkv, b0 * T * 3 * d, 0);
+        rt_dptr Dc = D + (rt_dptr)(b0 * H * T) * sizeof(float);
+        void *args[] = {&q, &l, &o, &g, &dq, &Dc, &h};
+        unsigned gz = gdim(nb, GYZ, "attention");
+        rt_cu_launch(e, name, gq, (unsigned)H, gz, RT_ATT_THREADS, 1, 0, args);
+        rt_cu_launch(e, name_kv, gq, (unsigned)H, gz, RT_ATT_THREADS, 1, 0, args);
+    }
 }
 
 /* ---- embedding --------------------------------------------------------------------------- */

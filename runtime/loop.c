@@ -423,6 +423,12 @@ static void refuse_unsupported(const rt_model *m, const Opts *o, const rt_train_
     if (c->device == RT_DEVICE_CUDA && !(m->devices & RT_HAS_CUDA))
         rt_input_error("--device cuda: this trainer was built for the CPU only (no CUDA kernels "
                        "in it); rebuild it with trainc build --device cuda (or both)");
+    /* (trainc run: a model the GPU kernels do not take, e.g. heads wider than 128; a
+     * run time check would stop it at its first launch, after the output folder) */
+    if (c->device == RT_DEVICE_CUDA && (m->devices & RT_HAS_CUDA) && m->cuda &&
+        m->cuda->unsupported)
+        rt_input_error("--device cuda: %s (not supported on the GPU yet); run with --device cpu",
+                       m->cuda->unsupported);
     if (c->device == RT_DEVICE_CPU && !(m->devices & RT_HAS_CPU))
         rt_input_error("--device cpu: this trainer was built for CUDA only; rebuild it with "
                        "trainc build --device both (or cpu)");
@@ -665,6 +671,12 @@ static int pick_gpu(const Run *r)
     int can_cuda = (m->devices & RT_HAS_CUDA) && m->cuda;
     if (r->c.device == RT_DEVICE_CPU || !can_cuda)
         return 0;
+    if (m->cuda->unsupported) {   /* auto (refuse_unsupported took cuda): the CPU, said */
+        if (r->rank == 0)
+            fprintf(stderr, "trainc: note: %s: %s on the CPU\n", m->cuda->unsupported,
+                    r->o.eval ? "evaluating" : "training");
+        return 0;
+    }
     if (rt_cu_probe(why, sizeof why, &count) == 0)
         return 1;
     if (r->c.device == RT_DEVICE_CUDA || !(m->devices & RT_HAS_CPU))
@@ -1435,7 +1447,10 @@ static void sample(Run *r)
     int64_t ld = m->pred_ld > 0 ? m->pred_ld : m->pred_numel / T;   /* rows ld apart */
     int32_t *ctx = rt_xmalloc((size_t)T * sizeof *ctx), *tgt = rt_xmalloc((size_t)T * sizeof *tgt);
     int64_t n = 0;
-    const char *p = r->o.prompt ? r->o.prompt : "\n";
+    /* no prompt: the one id below, not the newline's 10, which a vocabulary of 10 or
+     * fewer does not have (an embedding index past it: an error on the CPU, NaN logits
+     * and zero bytes on the GPU) */
+    const char *p = r->o.prompt ? r->o.prompt : "";
     for (; *p; p++) {
         if (n == T) {
             memmove(ctx, ctx + 1, (size_t)(T - 1) * sizeof *ctx);

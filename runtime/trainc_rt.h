@@ -87,6 +87,9 @@ typedef struct rt_cuda_image {
     int n_cubins;
     const rt_cubin *cubins;    /* one per --arch */
     const char *ptx;           /* for newer GPUs: the driver compiles it (may be NULL) */
+    const char *unsupported;   /* why this model cannot run on a GPU (NULL: it can). Set
+                                  by trainc run, whose trainers always have both devices;
+                                  trainc build refuses such a model for the GPU */
 } rt_cuda_image;
 /* Defined by the file trainc build writes next to the generated sources. */
 extern const rt_cuda_image trainc_cuda_image;

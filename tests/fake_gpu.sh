@@ -636,6 +636,85 @@ set -e
     { echo "FAIL: loader.on_gpu=always with token shards exited $rc with:"; cat "$d/ongpu_tokens.log"; exit 1; }
 echo "ok   loader.on_gpu=always with token shards: exit 1, nothing written"
 
+# attention over more sequences than a grid's z (the kernels' batch index, 65535 at
+# most): a validation batch of 65537 one-token sequences (--eval: the forward kernel
+# alone, 25 s in the emulator) runs as launches of at most 65535 rows (it stopped at an
+# internal error), the CPU's numbers; and cut every 2 rows (TRAINC_ATT_BATCH_CHUNK),
+# training on a batch of 5 in fp32 and bf16-mixed (heads 16 wide: the tensor-core
+# kernels), forward and backward, gives the bits of one launch a pass
+"$PY" - "$d" <<'PY'
+import json, numpy as np, sys
+r = np.random.default_rng(0)
+n = 65537
+np.save(sys.argv[1] + "/att_x.npy", r.integers(0, 5, (n, 1)).astype(np.int32))
+np.save(sys.argv[1] + "/att_y.npy", r.integers(0, 5, (n, 1)).astype(np.int32))
+data = {"x": "att_x.npy", "y": "att_y.npy"}
+spec = {"trainc": 1, "model": {"name": "att_batch",
+        "inputs": {"x": {"shape": [1], "dtype": "i32"}, "y": {"shape": [1], "dtype": "i32", "classes": 5}},
+        "layers": [{"op": "embedding", "name": "wte", "vocab": 5, "dim": 16, "input": "x"},
+                   {"op": "residual", "body": [{"op": "attention", "name": "attn", "heads": 1}]},
+                   {"op": "linear", "name": "head", "out": 5}],
+        "loss": {"op": "cross_entropy", "target": "y"}},
+        "train": {"data": {"train": data, "val": data}, "batch_size": n, "epochs": 1,
+                  "optimizer": {"type": "adamw", "lr": 0.01}, "loader": {"shuffle": False}, "log_every": 1, "seed": 1}}
+json.dump(spec, open(sys.argv[1] + "/att_batch.json", "w"))
+spec["model"]["layers"][0]["dim"] = 136   # wider than the kernels' 128 (below)
+json.dump(spec, open(sys.argv[1] + "/att_wide.json", "w"))
+PY
+for p in fp32 bf16-mixed; do
+    "$TRAINC" build "$d/att_batch.json" --device both --arch sm_90 --set precision=$p -o "$d/att_batch.$p" 2>/dev/null
+done
+gpu "$d/att_batch.fp32" --device cuda --eval --quiet >"$d/att_batch.eval.gpu" 2>"$d/att_batch.eval.log" ||
+    { echo "FAIL: attention over a batch of 65537 on the GPU:"; cat "$d/att_batch.eval.log"; exit 1; }
+"$d/att_batch.fp32" --device cpu --eval --quiet --threads 1 >"$d/att_batch.eval.cpu" 2>/dev/null
+"$PY" - "$d/att_batch.eval.cpu" "$d/att_batch.eval.gpu" <<'PY'
+import json, sys
+a, b = (json.loads(open(f).read()) for f in sys.argv[1:])
+assert a["terms"] == b["terms"] == 65537, (a, b)
+r = abs(a["val_loss"] - b["val_loss"]) / a["val_loss"]
+assert r <= 1e-5 and a["val_acc"] == b["val_acc"], (a, b)
+print("ok   attention over a batch of 65537 sequences (past the grid's 65535): --eval within %.1e of the CPU" % r)
+PY
+for p in fp32 bf16-mixed; do
+    A=(--set max_steps=2 --set batch_size=5 --set data.val=null --threads 1 --quiet)
+    gpu "$d/att_batch.$p" --device cuda "${A[@]}" --out "$d/att_batch.$p.one" 2>/dev/null
+    TRAINC_ATT_BATCH_CHUNK=2 gpu "$d/att_batch.$p" --device cuda "${A[@]}" --out "$d/att_batch.$p.cut" 2>/dev/null
+    r=$(compare same "$d/att_batch.$p.one" "$d/att_batch.$p.cut")
+    echo "ok   attention ($p) launched 2 sequences at a time vs 5 at once: $r"
+done
+
+# --sample without a prompt from a vocabulary of 5 (no newline id): it starts from id
+# 10 % 5, the same ids on the GPU and the CPU (it started from the newline's 10: the
+# CPU exited 2 after training, "index 10 ... out of range", and the GPU printed 20
+# zero bytes, exit 0, from NaN logits)
+S=(--set max_steps=1 --set batch_size=5 --set data.val=null --threads 1 --quiet --sample 20)
+gpu "$d/att_batch.fp32" --device cuda "${S[@]}" --out "$d/att_sample.gpu" >"$d/att_sample.gpu.out" 2>"$d/att_sample.gpu.log" &&
+    "$d/att_batch.fp32" --device cpu "${S[@]}" --out "$d/att_sample.cpu" >"$d/att_sample.cpu.out" 2>"$d/att_sample.cpu.log" ||
+    { echo "FAIL: --sample from a vocabulary of 5:"; cat "$d/att_sample.gpu.log" "$d/att_sample.cpu.log"; exit 1; }
+"$PY" - "$d/att_sample.cpu.out" "$d/att_sample.gpu.out" <<'PY'
+import sys
+a, b = (open(f, "rb").read() for f in sys.argv[1:])
+assert a == b and len(a) == 21 and a[-1:] == b"\n" and max(a[:-1]) < 5 and len(set(a[:-1])) > 1, (a, b)
+PY
+echo "ok   --sample from a vocabulary of 5 without a prompt: the CPU's 20 ids on the GPU"
+
+# heads wider than the kernels take (136) under trainc run, whose trainer has both
+# devices: --device cuda exits 1 naming the heads before anything is written (it
+# stopped at the first launch, exit 2, after the start record); auto trains on the CPU
+# and says why (it failed as cuda did)
+W=(--set max_steps=1 --set batch_size=2 --set data.val=null --threads 1 --quiet)
+set +e
+gpu "$TRAINC" run "$d/att_wide.json" --device cuda "${W[@]}" --out "$d/att_wide.cuda" 2>"$d/att_wide.cuda.log"
+rc=$?
+set -e
+[ $rc = 1 ] && grep -q "error: --device cuda: attention heads 136 wide: the GPU kernels take up to 128" "$d/att_wide.cuda.log" &&
+    [ ! -e "$d/att_wide.cuda" ] || { echo "FAIL: trainc run --device cuda, heads 136 wide: exit $rc with:"; cat "$d/att_wide.cuda.log"; exit 1; }
+gpu "$TRAINC" run "$d/att_wide.json" --device auto "${W[@]}" --out "$d/att_wide.auto" 2>"$d/att_wide.auto.log" ||
+    { echo "FAIL: trainc run --device auto, heads 136 wide:"; cat "$d/att_wide.auto.log"; exit 1; }
+grep -q '"device":"cpu"' "$d/att_wide.auto/metrics.jsonl" && grep -q "heads 136 wide.*training on the CPU" "$d/att_wide.auto.log" ||
+    { echo "FAIL: trainc run --device auto, heads 136 wide: not the CPU, or not said"; cat "$d/att_wide.auto.log"; exit 1; }
+echo "ok   trainc run, heads 136 wide: --device cuda exits 1 naming them, nothing written; auto trains on the CPU, saying why"
+
 # tests/gpu/check_ops (every kernel against its CPU twin, on odd and large shapes)
 # through the real device layer, the lazy schedule: unlike tests/gpu_emu.sh's
 # synchronous stand-in for device_cuda.c, it finds missing waits between streams

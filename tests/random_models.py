@@ -2,7 +2,7 @@
 the compiler's passes (fusion, the memory plan, recomputation) on layer combinations
 specs/ does not have.
 
-random_models.py [N [SEED]] [--fake-gpu=K]   (default 30 models, seed 1, no GPU)
+random_models.py [N [SEED]] [--fake-gpu=K] [--odd]   (default 30 models, seed 1, no GPU)
 
 Each model is drawn from a small grammar over SPEC.md's ops: images (conv2d, pools,
 a residual around a shape-keeping conv, flatten, linear), vectors (linear, the five
@@ -29,7 +29,11 @@ RANDOM_MODELS_ASAN=TRAINC every third model also goes through that sanitized tra
 and trained on the fake GPU (tests/fake_gpu/: the generated CUDA kernels run in the
 emulator): fp32 within 1e-5 of the CPU's records, and every other one in bf16-mixed
 (one in four of the rest in fp16-mixed, with loss scaling) within 5e-2 (losses) and
-1e-1 (gradient norms) of them.
+1e-1 (gradient norms) of them. With --odd the widths, sequence lengths, heads and
+vocabularies are drawn from sizes at the GPU kernels' edges instead (widths 1, 2, 5,
+33, 100, 129: no whole 16-byte vectors; T 1, 2, 17, 65: partial attention tiles; heads
+8 to 72 wide, 16 and 72 on the 16-bit tensor-core kernels; vocabularies of 2, 257
+and 1031: logits rows padded; 33 conv channels, 257 classes).
 """
 import json, math, os, struct, subprocess, sys, zlib
 import numpy as np
@@ -40,10 +44,13 @@ import st_check   # safetensors read and written by hand
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAINC = os.path.join(ROOT, os.environ.get("TRAINC", "build/trainc"))
-args = [a for a in sys.argv[1:] if not a.startswith("--fake-gpu=")]
+args = [a for a in sys.argv[1:] if not a.startswith("--fake-gpu=") and a != "--odd"]
+# --odd: sizes at the kernels' edges (above)
+ODD = "--odd" in sys.argv[1:]
+ODD_WIDTHS = [1, 2, 5, 33, 100, 129]
 N_MODELS = int(args[0]) if len(args) > 0 else 30
 SEED = int(args[1]) if len(args) > 1 else 1
-OUT = os.path.join(ROOT, "build", "tests", "random_models", "seed%d" % SEED)
+OUT = os.path.join(ROOT, "build", "tests", "random_models", "seed%d%s" % (SEED, "_odd" if ODD else ""))
 # --fake-gpu=K: the first K models also built with --device both and trained on the
 # fake GPU (tests/fake_gpu/: the generated CUDA kernels in the emulator), in fp32
 # against the CPU run, and every other one in bf16-mixed too
@@ -77,7 +84,7 @@ def image_model(r):
         k = int(r.integers(1, min(3, shape[1]) + 1))   # <= the input, padded or not
         p = int(r.integers(0, min(k, 2)))
         s = 2 if shape[1] >= 6 and r.random() < 0.3 else 1
-        out = int(r.integers(2, 6))
+        out = int(r.choice([1, 3, 7, 33])) if ODD else int(r.integers(2, 6))
         conv = {"op": "conv2d", "out": out, "kernel": k, "padding": p}
         if s != 1:
             conv["stride"] = s
@@ -109,7 +116,7 @@ def image_model(r):
 
 
 def vector_model(r):
-    D = int(r.integers(3, 12))
+    D = int(r.choice(ODD_WIDTHS)) if ODD else int(r.integers(3, 12))
     x = {"shape": [D], "dtype": "f32"}
     if r.random() < 0.3:
         x = {"shape": [D], "dtype": "u8", "scale": 1.0 / 255, "shift": -0.5}
@@ -117,7 +124,7 @@ def vector_model(r):
     for _ in range(int(r.integers(1, 4))):
         c = r.random()
         if c < 0.35:
-            d = int(r.integers(3, 12))
+            d = int(r.choice(ODD_WIDTHS)) if ODD else int(r.integers(3, 12))
             lin = {"op": "linear", "out": d}
             if r.random() < 0.2:
                 lin["bias"] = False
@@ -153,6 +160,9 @@ def sequence_model(r):
     T, d = int(r.integers(3, 9)), int(r.choice([4, 6, 8]))
     heads = int(r.choice([h for h in (1, 2, 4) if d % h == 0]))
     V = int(r.integers(5, 12))
+    if ODD:
+        T, heads = int(r.choice([1, 2, 17, 65])), int(r.choice([1, 2]))
+        d, V = heads * int(r.choice([8, 16, 24, 40, 72])), int(r.choice([2, 257, 1031]))
     tokens = r.random() < 0.7
     layers = []
     if tokens:
@@ -187,7 +197,7 @@ def draw(r, i):
     kind = ["image", "vector", "sequence"][i % 3]
     x, layers, loss = {"image": image_model, "vector": vector_model, "sequence": sequence_model}[kind](r)
     if loss is None:
-        k = int(r.integers(2, 7))
+        k = int(r.choice([2, 3, 257])) if ODD else int(r.integers(2, 7))
         if r.random() < 0.6:
             loss = ("ce", k, [])
         else:

@@ -68,6 +68,7 @@ check cuda_host           bash tests/cuda_host.sh
 check fake_gpu            bash tests/fake_gpu.sh
 check fake_ddp            bash tests/fake_ddp.sh
 check fake_gpu/random     $PYTHON tests/random_models.py 24 7 --fake-gpu=24
+check fake_gpu/odd        $PYTHON tests/random_models.py 6 3 --fake-gpu=6 --odd
 check gradcheck           bash tests/gradcheck.sh
 check vocab_pad           bash tests/vocab_pad.sh
 
