@@ -1853,6 +1853,11 @@ int rt_main(const rt_model *m, int argc, char **argv)
         rt_cu_put_params(&r->e, m, r->params, r->state, sf);
     r->t0 = rt_now() - s->elapsed;
     metrics_start(r, threads, resumed_from);
+    /* rank 0 has set OUT up alone (an earlier run moved aside, the folder made, fsynced
+     * and locked, the records cut or copied, the best weights restored: a copy where OUT
+     * is on another file system): the others wait for it here, not in the first step's
+     * collectives, whose watchdog would time rank 0's disk and end the job (exit 2) */
+    rt_barrier_solo();
 
     /* past a file size limit (ulimit -f) a write fails with EFBIG and is reported like a
      * full disk, instead of the signal killing the run mid-file */
