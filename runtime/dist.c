@@ -464,10 +464,17 @@ void rt_gather_f32(const float *in, float *out, const int64_t *counts, int root)
     int64_t total = v_counts("rt_gather_f32", counts);
     if (total == 0)
         return;
-    wd_begin("MPI_Gatherv", total, "floats");
+    /* The others not under the watchdog, as in rt_barrier_solo: the root writes what it
+     * gathers (a ZeRO checkpoint's optimizer state, ckpt.c) and the weights before it, so
+     * they wait on its disk, which a large checkpoint on a slow one keeps for minutes.
+     * The root's own wait is on ranks already waiting here: timed, so a dead one ends
+     * the job instead of hanging it. */
+    if (g.rank == root)
+        wd_begin("MPI_Gatherv", total, "floats");
     MPI_CHECK(MPI_Gatherv(in, g.icounts[g.rank], MPI_FLOAT, out, g.icounts, g.idispls, MPI_FLOAT,
                           root, g.comm));
-    wd_end();
+    if (g.rank == root)
+        wd_end();
 }
 
 /* ---- overlapped gradient buckets ---------------------------------------------------- */
