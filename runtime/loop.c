@@ -1804,8 +1804,10 @@ int rt_main(const rt_model *m, int argc, char **argv)
         check_position(r, s, ck, !r->o.eval && s->data_fp && s->data_fp != data_fp);
         if (!r->o.eval && r->rank == 0 && same_folder(r->out, r->o.resume))
             check_metrics_cut(r->out, s->metrics_bytes, ck);
-        fprintf(stderr, "trainc: %s %s from step %lld (epoch %lld)\n",
-                r->o.eval ? "evaluating" : "resuming", ck, (long long)s->step, (long long)s->epoch);
+        if (r->rank == 0)     /* (every rank reads it: one says so) */
+            fprintf(stderr, "trainc: %s %s from step %lld (epoch %lld)\n",
+                    r->o.eval ? "evaluating" : "resuming", ck, (long long)s->step,
+                    (long long)s->epoch);
     }
     s->data_rows = r->train.rows;   /* what this run's checkpoints record */
     s->data_fp = data_fp;

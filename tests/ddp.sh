@@ -52,9 +52,12 @@ while [ "$n" -lt 300 ]; do sleep 0.02; n=$(grep -c '"loss"' "$d/sig.cut/metrics.
 kill -TERM $pid
 wait $pid || true
 tail -n 1 "$d/sig.cut/metrics.jsonl" | grep -q '"reason":"interrupted"' || { echo "FAIL: no interrupted record"; exit 1; }
-"${MPIRUN[@]}" "$t" --resume "$d/sig.cut" "${S[@]}" 2>/dev/null
+"${MPIRUN[@]}" "$t" --resume "$d/sig.cut" "${S[@]}" 2>"$d/sig.resume.log"
 cmp "$d/sig.ref/model.safetensors" "$d/sig.cut/model.safetensors"
-echo "ok   2 ranks: SIGTERM at step $(grep -o '"resumed_from":[0-9]*' "$d/sig.cut/metrics.jsonl"), resumed bit-identical"
+# every rank reads the checkpoint; one says so (each rank printed the line)
+[ "$(grep -c "^trainc: resuming" "$d/sig.resume.log")" -eq 1 ] ||
+    { echo "FAIL: the resume's message, not once:"; cat "$d/sig.resume.log"; exit 1; }
+echo "ok   2 ranks: SIGTERM at step $(grep -o '"resumed_from":[0-9]*' "$d/sig.cut/metrics.jsonl"), resumed bit-identical, said once"
 
 # early stopping decided on agreed validation numbers: both ranks stop together
 "${MPIRUN[@]}" "$t" --out "$d/es" --set epochs=20 --set validate.every_steps=20 --set validate.batches=4 \
