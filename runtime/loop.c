@@ -1601,6 +1601,9 @@ int rt_main(const rt_model *m, int argc, char **argv)
     r->t0 = rt_now();
     r->rank = rt_dist_rank();
     r->world = rt_dist_world();
+    /* dropout: rank r draws the masks of rows r, r + N, ... of the batch one rank of N x B
+     * rows would have (rt_drop_index), not every rank the same ones */
+    r->e.rng_part = r->world > 1 ? (uint64_t)r->world << 32 | (uint64_t)r->rank : 0;
     parse_opts(m, argc, argv, &r->o);
     if (r->o.sample)
         sample_vocab(m, r->o.prompt);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # DDP over MPI on the CPU: 2 ranks with batch B each match 1 rank with batch 2B step by
 # step (shuffle off: DistributedSampler's rank r takes samples r, r+2, ..., so the two
-# ranks' batches together are the one rank's batch), for the MLP and gpt_char, with
+# ranks' batches together are the one rank's batch), for the MLP and gpt_char (and an
+# MLP with dropout, shuffled: each rank draws the one rank's masks of its rows), with
 # one gradient bucket and with many (overlapped with backward); only rank 0 writes.
 # Validation on 3 ranks sees each row once (the 1-rank numbers); ranks that do not
 # agree (bad input on one, another --set) exit 1 before anything is written.
@@ -38,6 +39,23 @@ for spec in mlp_fashion gpt_char; do
     cmp "$d/$spec.2/model.safetensors" "$d/$spec.2b/model.safetensors"
     echo "ok   $spec: 2 ranks x $B = 1 rank x $((2 * B)); 1 bucket = many buckets"
 done
+
+# dropout: rank r draws the masks of rows r, r + 2, ... of the one rank's batch of 2B
+# (shuffled, accumulate 2), so 2 x B = 1 x 2B holds with dropout too (every rank drew
+# the same masks for its own rows: 2e-3 apart from the first step)
+$PY - "$d/mlp_dropout.json" "$PWD/data/fashion" <<'PY'
+import json, sys
+spec = json.load(open("specs/mlp_fashion.json"))
+spec["model"]["name"] = "mlp_dropout"
+spec["model"]["layers"].insert(3, {"op": "dropout", "p": 0.3})
+spec["train"]["data"] = {"train": {"x": sys.argv[2] + "/train_x.npy", "y": sys.argv[2] + "/train_y.npy"}}
+json.dump(spec, open(sys.argv[1], "w"))
+PY
+"$TRAINC" build "$d/mlp_dropout.json" -o "$d/mlp_dropout" 2>/dev/null
+S=(--set max_steps=10 --set log_every=1 --set accumulate=2 --threads 1 --quiet)
+"$d/mlp_dropout" --out "$d/drop.1" "${S[@]}" --set batch_size=32 2>/dev/null
+"${MPIRUN[@]}" "$d/mlp_dropout" --out "$d/drop.2" "${S[@]}" --set batch_size=16 2>/dev/null
+echo "ok   MLP with dropout: 2 ranks x 16 = 1 rank x 32: $(compare "$d/drop.1" "$d/drop.2")"
 
 # signals: SIGTERM to mpirun reaches every rank; they stop at the same step, rank 0
 # writes the checkpoint, and a 2-rank --resume is bit-identical to the run left alone
