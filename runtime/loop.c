@@ -895,6 +895,55 @@ static void copy_history(const char *from, const char *to, int64_t bytes)
     }
 }
 
+/* Ranks started with another training config than rank 0's (another --set): rank 0's
+ * config lines (lines[n], "" where not compared) go to every rank, and each that differs
+ * names its first keys that do, with both values ("another training config" alone sent
+ * the user comparing command lines by eye). Every rank calls it. */
+static void config_differs(const Run *r, char **lines, int n, int differs)
+{
+    int64_t len = 0;
+    if (r->rank == 0)
+        for (int i = 0; i < n; i++)
+            len += (int64_t)strlen(lines[i]) + 1;
+    rt_broadcast(&len, sizeof len, 0);
+    char *text = rt_xmalloc((size_t)len + 1);
+    if (r->rank == 0) {
+        char *p = text;
+        for (int i = 0; i < n; i++)
+            p += sprintf(p, "%s\n", lines[i]);
+    }
+    rt_broadcast(text, len, 0);
+    text[len] = 0;
+    char said[1024] = "";
+    int shown = 0;
+    for (int i = 0; differs && i < n; i++) {
+        const char *eq = strchr(lines[i], '=');
+        if (!eq)
+            continue;
+        size_t kl = (size_t)(eq - lines[i]) + 1;   /* "KEY=" */
+        const char *there = NULL;
+        for (const char *l = text; *l; l = strchr(l, '\n') + 1)
+            if (!strncmp(l, lines[i], kl)) {
+                there = l + kl;
+                break;
+            }
+        size_t tl = there ? strcspn(there, "\n") : 0;
+        if (there && tl == strlen(eq + 1) && !strncmp(there, eq + 1, tl))
+            continue;
+        size_t u = strlen(said);
+        if (shown < 3)        /* the first three, then how many more */
+            snprintf(said + u, sizeof said - u, "%s%.*s: %s here, %.*s on rank 0", shown ? "; " : "",
+                     (int)kl - 1, lines[i], eq + 1, there ? (int)tl : 8, there ? there : "(absent)");
+        shown++;
+    }
+    if (differs)
+        fprintf(stderr, "trainc: error: rank %d of %d: another training config than rank 0's: "
+                "%s%s%.0d%s\n", r->rank, r->world,
+                said[0] ? said : "(a key rank 0 has and this rank not)",
+                shown > 3 ? "; and " : "", shown > 3 ? shown - 3 : 0, shown > 3 ? " more" : "");
+    rt_xfree(text);
+}
+
 /* Several ranks, before rank 0 writes anything: every rank has passed its checks of
  * the options, data and weights (one that found bad input has exited 1, and mpirun
  * ends the job while rank 0 waits here), and they run the same thing: the model, the
@@ -917,9 +966,9 @@ static void agree_on_run(Run *r, const rt_loop_state *s)
             skip |= !strncmp(lines[i], local[k], strlen(local[k]));
         if (!skip)
             mine[1] = rt_xxh64(lines[i], strlen(lines[i]) + 1, mine[1]);
-        free(lines[i]);
+        else
+            lines[i][0] = 0;  /* (not compared: left out of config_differs too) */
     }
-    free(lines);
     mine[2] = rt_xxh64(r->params, sizeof(float) * (size_t)r->m->param_floats, 0);
     /* the mode (--eval, --lr-find and its options): every rank takes part in the same
      * collectives, or the ones that differ wait for the others until the watchdog */
@@ -944,6 +993,11 @@ static void agree_on_run(Run *r, const rt_loop_state *s)
     for (int k = 0; k < N; k++)
         differ[k] = root[k] != mine[k];
     rt_allreduce_sum_f64(differ, N);
+    if (differ[1] > 0)        /* which keys: every rank takes part, those that differ say */
+        config_differs(r, lines, n, mine[1] != root[1]);
+    for (int i = 0; i < n; i++)
+        free(lines[i]);
+    free(lines);
     static const char *const what[N] = {
         "another model", "another training config", "from other weights",
         "in another mode (--eval, --lr-find and its options)",

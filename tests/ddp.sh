@@ -114,6 +114,10 @@ for case in "--init /nonexistent.safetensors|nonexistent" "--set optimizer.lr=0.
         --set max_steps=5 --threads 1 --quiet $opts >"$d/agree.log" 2>&1 || rc=$?
     [ $rc -eq 1 ] && [ ! -e "$d/agree" ] && grep -q -- "$msg" "$d/agree.log" ||
         { echo "FAIL: one rank with $opts: rc=$rc"; cat "$d/agree.log"; exit 1; }
+    # the rank that differs names the key, both values (it named none)
+    [ "$opts" != "--set optimizer.lr=0.1" ] ||
+        grep -q "rank 1 of 2: another training config than rank 0's: optimizer.lr: 0.1 here, 0.002 on rank 0$" \
+            "$d/agree.log" || { echo "FAIL: the differing key not named"; cat "$d/agree.log"; exit 1; }
 done
 # one rank resumed, the other started from the same weights (--init; the same config
 # otherwise): they would train from other steps, schedules and data positions
