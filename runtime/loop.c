@@ -944,6 +944,54 @@ static void config_differs(const Run *r, char **lines, int n, int differs)
     rt_xfree(text);
 }
 
+/* --resume on some ranks only: said before any rank reads a checkpoint, whose checks
+ * (another rank count, other data) only rank 0 reports, as every rank that resumes finds
+ * them alike: a rank resumed alone exited 1 without a word. Every rank calls it. */
+static void agree_on_resume(const Run *r)
+{
+    int64_t v[1] = {r->o.resume != NULL};   /* rank 0's */
+    rt_broadcast(v, sizeof v, 0);
+    double n = r->o.resume != NULL;
+    rt_allreduce_sum_f64(&n, 1);
+    if (n == 0 || n == r->world)
+        return;
+    if (r->rank == 0)
+        rt_input_error("%g of the %d ranks run from another starting point (--resume: another "
+                       "checkpoint, or none) than rank 0; start every rank with the same "
+                       "--resume DIR, or none", v[0] ? r->world - n : n, r->world);
+    if ((r->o.resume != NULL) != v[0])
+        fprintf(stderr, "trainc: error: rank %d of %d: %s%s here, %s on rank 0\n", r->rank,
+                r->world, r->o.resume ? "--resume " : "no --resume",
+                r->o.resume ? r->o.resume : "", v[0] ? "--resume" : "none");
+    exit(RT_EXIT_INPUT);
+}
+
+/* Ranks that start elsewhere than rank 0 (one resumed and another not, or another
+ * checkpoint: the same --resume DIR whose newest checkpoint is damaged, or missing, on
+ * some ranks' disks only, each taking its newest intact one): each such rank says where
+ * it starts and where rank 0 does (the warnings of damaged checkpoints are rank 0's
+ * alone). Every rank calls it. */
+static void start_differs(const Run *r, const rt_loop_state *s, int differs)
+{
+    int64_t root[2] = {r->o.resume != NULL, s->step};
+    rt_broadcast(root, sizeof root, 0);
+    if (!differs)
+        return;
+    char ck[RT_PATH_MAX + 64] = "";
+    if (r->o.resume && rt_ckpt_resume_point(r->o.resume, ck, sizeof ck) != 0)
+        ck[0] = 0;
+    char here[RT_PATH_MAX + 128];
+    if (r->o.resume)
+        snprintf(here, sizeof here, "its checkpoint %s (step %lld)", ck, (long long)s->step);
+    else
+        snprintf(here, sizeof here, "step %lld (no --resume)", (long long)s->step);
+    fprintf(stderr, "trainc: error: rank %d of %d: starts from %s, rank 0 from %s %lld%s\n",
+            r->rank, r->world, here, root[0] ? "a checkpoint at step" : "step", (long long)root[1],
+            !root[0] ? " (no --resume)"
+            : r->o.resume ? " (is a newer checkpoint damaged or missing where one of them reads "
+                            "it?)" : "");
+}
+
 /* Several ranks, before rank 0 writes anything: every rank has passed its checks of
  * the options, data and weights (one that found bad input has exited 1, and mpirun
  * ends the job while rank 0 waits here), and they run the same thing: the model, the
@@ -1004,8 +1052,11 @@ static void agree_on_run(Run *r, const rt_loop_state *s)
         "on training data of another size (batches an epoch)",
         "from another starting point (--resume: another checkpoint, or none)",
         "with other validation data (some where it has none, or none where it has some)"};
+    if (differ[5] > 0)        /* which step each starts from: every rank takes part */
+        start_differs(r, s, mine[5] != root[5]);
     for (int k = 0; k < N; k++) {
-        if (differ[k] == 0)
+        /* (other starting points load other weights: the cause is said, not that) */
+        if (differ[k] == 0 || (k == 2 && differ[5] > 0))
             continue;
         if (r->rank == 0)
             rt_input_error("%g of the %d ranks run %s than rank 0; start every rank with the "
@@ -1842,6 +1893,8 @@ int rt_main(const rt_model *m, int argc, char **argv)
     s->last_val_loss = s->last_val_acc = s->last_loss = NAN;
     int64_t resumed_from = -1;
     const uint64_t data_fp = data_fingerprint(r);
+    if (r->world > 1)
+        agree_on_resume(r);
     if (r->o.resume) {
         char ck[RT_PATH_MAX + 64];
         if (rt_ckpt_resume_point(r->o.resume, ck, sizeof ck) != 0)

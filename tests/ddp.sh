@@ -126,7 +126,27 @@ rc=0
     >"$d/agree.log" 2>&1 || rc=$?
 [ $rc -eq 1 ] && [ ! -e "$d/agree" ] && grep -q -- "run from another starting point" "$d/agree.log" ||
     { echo "FAIL: one rank with --resume: rc=$rc"; cat "$d/agree.log"; exit 1; }
-echo "ok   2 ranks: one with a bad --init, another --set, --lr-find, --eval, data size, --resume or no validation: exit 1, nothing written"
+# rank 1 alone resumes, a checkpoint of another rank count (a refusal rank 0 says for all
+# that resume): before, rank 1 exited 1 without a word; now the ranks say it first
+rc=0
+S2=(--set max_steps=2500 --set data.val=null --threads 1 --quiet)
+"${one[@]}" "$t" --out "$d/agree" "${S2[@]}" : -np 1 "$t" --out "$d/agree" --resume "$d/ev.w" "${S2[@]}" \
+    >"$d/agree.log" 2>&1 || rc=$?
+[ $rc -eq 1 ] && [ ! -e "$d/agree" ] && grep -q -- "run from another starting point" "$d/agree.log" &&
+    grep -q -- "rank 1 of 2: --resume $d/ev.w here, none on rank 0" "$d/agree.log" ||
+    { echo "FAIL: rank 1 alone with --resume: rc=$rc"; cat "$d/agree.log"; exit 1; }
+# the same --resume, its newest checkpoint damaged on rank 1's disk only (a copy here):
+# rank 1 takes an older one, and says where each starts (rank 0 warns of its own only)
+cp -r "$d/sig.cut" "$d/sig.dmg"
+newest=$(ls -d "$d/sig.dmg/checkpoints/step_"* | tail -n 1)
+printf X | dd of="$newest/model.safetensors" bs=1 seek=1000 conv=notrunc 2>/dev/null
+rc=0
+"${one[@]}" "$t" --out "$d/agree" --resume "$d/sig.cut" "${S[@]}" : -np 1 "$t" --out "$d/agree" \
+    --resume "$d/sig.dmg" "${S[@]}" >"$d/agree.log" 2>&1 || rc=$?
+[ $rc -eq 1 ] && [ ! -e "$d/agree" ] && grep -q -- "run from another starting point" "$d/agree.log" &&
+    grep -q -- "rank 1 of 2: starts from its checkpoint $d/sig.dmg/checkpoints/step_" "$d/agree.log" ||
+    { echo "FAIL: a damaged checkpoint on rank 1 only: rc=$rc"; cat "$d/agree.log"; exit 1; }
+echo "ok   2 ranks: one with a bad --init, another --set, --lr-find, --eval, data size, --resume (alone, or its newest checkpoint damaged there) or no validation: exit 1, each named, nothing written"
 
 # rank 0's work alone (here --sample after training, as its checkpoints and best
 # weights) is not a collective the others' watchdog times: a sample longer than
