@@ -110,12 +110,13 @@ _Noreturn static void wd_fire(const char *op, int64_t count, const char *unit, d
     if (atomic_exchange(&fired, 1))
         for (;;)
             pause();
-    fprintf(stderr, "trainc: error: rank %d of %d: %s", g.rank, g.world, op);
+    /* one write (rt_fail's reason): the survivors often fire together */
+    char what[64] = "";
     if (unit)
-        fprintf(stderr, " (%" PRId64 " %s)", count, unit);
-    fprintf(stderr, " has not completed after %.3g s: another rank has probably died or "
-            "hung (see its messages); stopping the job (TRAINC_DIST_TIMEOUT sets the wait "
-            "in seconds)\n", waited);
+        snprintf(what, sizeof what, " (%" PRId64 " %s)", count, unit);
+    fprintf(stderr, "trainc: error: rank %d of %d: %s%s has not completed after %.3g s: another "
+            "rank has probably died or hung (see its messages); stopping the job "
+            "(TRAINC_DIST_TIMEOUT sets the wait in seconds)\n", g.rank, g.world, op, what, waited);
     fflush(NULL);
     pthread_t t;
     if (g.multiple && !g.finalizing && pthread_create(&t, NULL, last_resort, NULL) == 0)
