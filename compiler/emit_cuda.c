@@ -4,8 +4,9 @@
  * loop: each thread takes elements of the index space by a grid-stride loop and
  * evaluates the same expressions, reading the same tensors at the same indices; the
  * device helpers (templates/cuda/prelude.cuh) are the twins of trainc_rt.h's. Tensors
- * arrive as pointers (the host adds the plan's offsets); `B`, `train` and `rng_key`
- * are arguments where the C code reads them from rt_exec. */
+ * arrive as pointers (the host adds the plan's offsets); `B`, `train`, `rng_key` (and
+ * `rng_part` where dropout draws) are arguments where the C code reads them from
+ * rt_exec. */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,7 +123,14 @@ void cuda_kernel(Buf *b, const Graph *g, Instr *in, const char *name)
                    tensor_half(g, t[q]) ? "act_t" : c_type(t[q]->dtype), both ? "" : "__restrict__ ",
                    t[q]->name);
     }
-    buf_printf(&sig, "%sint64_t B, int64_t n, uint64_t rng_key, int train)", n ? ", " : "");
+    /* dropout's rank part (rt_drop_index) only where a mask is drawn: the launch always
+     * passes it, a kernel without one leaves it out (the arguments past its own are not
+     * read), so the kernels of models without dropout stay as they were */
+    int part = 0;
+    for (int k = 0; k < in->n_ops; k++)
+        part |= strstr(in->ops[k].expr, "rng_part") != NULL;
+    buf_printf(&sig, "%sint64_t B, int64_t n, uint64_t rng_key, int train%s)", n ? ", " : "",
+               part ? ", uint64_t rng_part" : "");
     buf_wrapped(b, "", sig.s);
     buf_puts(b, "{\n");
     free(sig.s);

@@ -343,8 +343,10 @@ static void lower_node(Program *p, Node *nd)
         ew(p, nd, act_name(nd->act), y, act_fwd_expr(nd->act), 1, x, NULL);
         return;
     case N_DROPOUT: {
-        char *e = xasprintf("e->train ? (rt_uniform(e->rng_key ^ 0x%016llxull, (uint64_t)i) < %s ? 0.0f : $0 * %s) : $0",
-                            (unsigned long long)nd->key, flit(nd->p), flit(1.0 / (1.0 - nd->p)));
+        char *e = xasprintf("e->train ? (rt_uniform(e->rng_key ^ 0x%016llxull, rt_drop_index((uint64_t)i, "
+                            "%lld, e->rng_part)) < %s ? 0.0f : $0 * %s) : $0",
+                            (unsigned long long)nd->key, (long long)x->numel, flit(nd->p),
+                            flit(1.0 / (1.0 - nd->p)));
         ew(p, nd, "dropout (mask from a counter-based hash, never stored)", y, e, 1, x, NULL);
         return;
     }
@@ -547,8 +549,10 @@ static void lower_node(Program *p, Node *nd)
         return;
     }
     case N_DROPOUT_BWD: {
-        char *e = xasprintf("rt_uniform(e->rng_key ^ 0x%016llxull, (uint64_t)i) < %s ? 0.0f : $0 * %s",
-                            (unsigned long long)nd->key, flit(nd->p), flit(1.0 / (1.0 - nd->p)));
+        char *e = xasprintf("rt_uniform(e->rng_key ^ 0x%016llxull, rt_drop_index((uint64_t)i, %lld, "
+                            "e->rng_part)) < %s ? 0.0f : $0 * %s",
+                            (unsigned long long)nd->key, (long long)nd->in[0]->numel, flit(nd->p),
+                            flit(1.0 / (1.0 - nd->p)));
         ew(p, nd, "dropout backward (the same mask, regenerated)", y, e, 1, nd->in[0], NULL);
         return;
     }

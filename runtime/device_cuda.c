@@ -485,7 +485,7 @@ void rt_cu_launch_ew(rt_exec *e, const char *name, int64_t n, int nargs, void **
     rt_cu *d = dev_of(e);
     if (n <= 0)
         return;
-    void *all[64 + 4];
+    void *all[64 + 5];
     if (nargs > 64)
         rt_die("kernel %s has %d tensors", name, nargs);
     memcpy(all, args, sizeof(void *) * (size_t)nargs);
@@ -493,6 +493,7 @@ void rt_cu_launch_ew(rt_exec *e, const char *name, int64_t n, int nargs, void **
     all[nargs + 1] = &n;
     all[nargs + 2] = &e->rng_key;
     all[nargs + 3] = &e->train;
+    all[nargs + 4] = &e->rng_part;   /* (a kernel without dropout does not declare it) */
     /* grid-stride loops, four or eight elements a thread where aligned (emit_cuda.c): enough
      * blocks to fill every SM several times over */
     int64_t blocks = ((n + 3) / 4 + 255) / 256, cap = (int64_t)d->sm_count * 16;

@@ -110,12 +110,13 @@ _Noreturn static void wd_fire(const char *op, int64_t count, const char *unit, d
     if (atomic_exchange(&fired, 1))
         for (;;)
             pause();
-    fprintf(stderr, "trainc: error: rank %d of %d: %s", g.rank, g.world, op);
+    /* one write (rt_fail's reason): the survivors often fire together */
+    char what[64] = "";
     if (unit)
-        fprintf(stderr, " (%" PRId64 " %s)", count, unit);
-    fprintf(stderr, " has not completed after %.3g s: another rank has probably died or "
-            "hung (see its messages); stopping the job (TRAINC_DIST_TIMEOUT sets the wait "
-            "in seconds)\n", waited);
+        snprintf(what, sizeof what, " (%" PRId64 " %s)", count, unit);
+    fprintf(stderr, "trainc: error: rank %d of %d: %s%s has not completed after %.3g s: another "
+            "rank has probably died or hung (see its messages); stopping the job "
+            "(TRAINC_DIST_TIMEOUT sets the wait in seconds)\n", g.rank, g.world, op, what, waited);
     fflush(NULL);
     pthread_t t;
     if (g.multiple && !g.finalizing && pthread_create(&t, NULL, last_resort, NULL) == 0)
@@ -464,10 +465,17 @@ void rt_gather_f32(const float *in, float *out, const int64_t *counts, int root)
     int64_t total = v_counts("rt_gather_f32", counts);
     if (total == 0)
         return;
-    wd_begin("MPI_Gatherv", total, "floats");
+    /* The others not under the watchdog, as in rt_barrier_solo: the root writes what it
+     * gathers (a ZeRO checkpoint's optimizer state, ckpt.c) and the weights before it, so
+     * they wait on its disk, which a large checkpoint on a slow one keeps for minutes.
+     * The root's own wait is on ranks already waiting here: timed, so a dead one ends
+     * the job instead of hanging it. */
+    if (g.rank == root)
+        wd_begin("MPI_Gatherv", total, "floats");
     MPI_CHECK(MPI_Gatherv(in, g.icounts[g.rank], MPI_FLOAT, out, g.icounts, g.idispls, MPI_FLOAT,
                           root, g.comm));
-    wd_end();
+    if (g.rank == root)
+        wd_end();
 }
 
 /* ---- overlapped gradient buckets ---------------------------------------------------- */

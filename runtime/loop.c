@@ -907,6 +907,103 @@ static void copy_history(const char *from, const char *to, int64_t bytes)
     }
 }
 
+/* Ranks started with another training config than rank 0's (another --set): rank 0's
+ * config lines (lines[n], "" where not compared) go to every rank, and each that differs
+ * names its first keys that do, with both values ("another training config" alone sent
+ * the user comparing command lines by eye). Every rank calls it. */
+static void config_differs(const Run *r, char **lines, int n, int differs)
+{
+    int64_t len = 0;
+    if (r->rank == 0)
+        for (int i = 0; i < n; i++)
+            len += (int64_t)strlen(lines[i]) + 1;
+    rt_broadcast(&len, sizeof len, 0);
+    char *text = rt_xmalloc((size_t)len + 1);
+    if (r->rank == 0) {
+        char *p = text;
+        for (int i = 0; i < n; i++)
+            p += sprintf(p, "%s\n", lines[i]);
+    }
+    rt_broadcast(text, len, 0);
+    text[len] = 0;
+    char said[1024] = "";
+    int shown = 0;
+    for (int i = 0; differs && i < n; i++) {
+        const char *eq = strchr(lines[i], '=');
+        if (!eq)
+            continue;
+        size_t kl = (size_t)(eq - lines[i]) + 1;   /* "KEY=" */
+        const char *there = NULL;
+        for (const char *l = text; *l; l = strchr(l, '\n') + 1)
+            if (!strncmp(l, lines[i], kl)) {
+                there = l + kl;
+                break;
+            }
+        size_t tl = there ? strcspn(there, "\n") : 0;
+        if (there && tl == strlen(eq + 1) && !strncmp(there, eq + 1, tl))
+            continue;
+        size_t u = strlen(said);
+        if (shown < 3)        /* the first three, then how many more */
+            snprintf(said + u, sizeof said - u, "%s%.*s: %s here, %.*s on rank 0", shown ? "; " : "",
+                     (int)kl - 1, lines[i], eq + 1, there ? (int)tl : 8, there ? there : "(absent)");
+        shown++;
+    }
+    if (differs)
+        fprintf(stderr, "trainc: error: rank %d of %d: another training config than rank 0's: "
+                "%s%s%.0d%s\n", r->rank, r->world,
+                said[0] ? said : "(a key rank 0 has and this rank not)",
+                shown > 3 ? "; and " : "", shown > 3 ? shown - 3 : 0, shown > 3 ? " more" : "");
+    rt_xfree(text);
+}
+
+/* --resume on some ranks only: said before any rank reads a checkpoint, whose checks
+ * (another rank count, other data) only rank 0 reports, as every rank that resumes finds
+ * them alike: a rank resumed alone exited 1 without a word. Every rank calls it. */
+static void agree_on_resume(const Run *r)
+{
+    int64_t v[1] = {r->o.resume != NULL};   /* rank 0's */
+    rt_broadcast(v, sizeof v, 0);
+    double n = r->o.resume != NULL;
+    rt_allreduce_sum_f64(&n, 1);
+    if (n == 0 || n == r->world)
+        return;
+    if (r->rank == 0)
+        rt_input_error("%g of the %d ranks run from another starting point (--resume: another "
+                       "checkpoint, or none) than rank 0; start every rank with the same "
+                       "--resume DIR, or none", v[0] ? r->world - n : n, r->world);
+    if ((r->o.resume != NULL) != v[0])
+        fprintf(stderr, "trainc: error: rank %d of %d: %s%s here, %s on rank 0\n", r->rank,
+                r->world, r->o.resume ? "--resume " : "no --resume",
+                r->o.resume ? r->o.resume : "", v[0] ? "--resume" : "none");
+    exit(RT_EXIT_INPUT);
+}
+
+/* Ranks that start elsewhere than rank 0 (one resumed and another not, or another
+ * checkpoint: the same --resume DIR whose newest checkpoint is damaged, or missing, on
+ * some ranks' disks only, each taking its newest intact one): each such rank says where
+ * it starts and where rank 0 does (the warnings of damaged checkpoints are rank 0's
+ * alone). Every rank calls it. */
+static void start_differs(const Run *r, const rt_loop_state *s, int differs)
+{
+    int64_t root[2] = {r->o.resume != NULL, s->step};
+    rt_broadcast(root, sizeof root, 0);
+    if (!differs)
+        return;
+    char ck[RT_PATH_MAX + 64] = "";
+    if (r->o.resume && rt_ckpt_resume_point(r->o.resume, ck, sizeof ck) != 0)
+        ck[0] = 0;
+    char here[RT_PATH_MAX + 128];
+    if (r->o.resume)
+        snprintf(here, sizeof here, "its checkpoint %s (step %lld)", ck, (long long)s->step);
+    else
+        snprintf(here, sizeof here, "step %lld (no --resume)", (long long)s->step);
+    fprintf(stderr, "trainc: error: rank %d of %d: starts from %s, rank 0 from %s %lld%s\n",
+            r->rank, r->world, here, root[0] ? "a checkpoint at step" : "step", (long long)root[1],
+            !root[0] ? " (no --resume)"
+            : r->o.resume ? " (is a newer checkpoint damaged or missing where one of them reads "
+                            "it?)" : "");
+}
+
 /* Several ranks, before rank 0 writes anything: every rank has passed its checks of
  * the options, data and weights (one that found bad input has exited 1, and mpirun
  * ends the job while rank 0 waits here), and they run the same thing: the model, the
@@ -929,9 +1026,9 @@ static void agree_on_run(Run *r, const rt_loop_state *s)
             skip |= !strncmp(lines[i], local[k], strlen(local[k]));
         if (!skip)
             mine[1] = rt_xxh64(lines[i], strlen(lines[i]) + 1, mine[1]);
-        free(lines[i]);
+        else
+            lines[i][0] = 0;  /* (not compared: left out of config_differs too) */
     }
-    free(lines);
     mine[2] = rt_xxh64(r->params, sizeof(float) * (size_t)r->m->param_floats, 0);
     /* the mode (--eval, --lr-find and its options): every rank takes part in the same
      * collectives, or the ones that differ wait for the others until the watchdog */
@@ -956,14 +1053,22 @@ static void agree_on_run(Run *r, const rt_loop_state *s)
     for (int k = 0; k < N; k++)
         differ[k] = root[k] != mine[k];
     rt_allreduce_sum_f64(differ, N);
+    if (differ[1] > 0)        /* which keys: every rank takes part, those that differ say */
+        config_differs(r, lines, n, mine[1] != root[1]);
+    for (int i = 0; i < n; i++)
+        free(lines[i]);
+    free(lines);
     static const char *const what[N] = {
         "another model", "another training config", "from other weights",
         "in another mode (--eval, --lr-find and its options)",
         "on training data of another size (batches an epoch)",
         "from another starting point (--resume: another checkpoint, or none)",
         "with other validation data (some where it has none, or none where it has some)"};
+    if (differ[5] > 0)        /* which step each starts from: every rank takes part */
+        start_differs(r, s, mine[5] != root[5]);
     for (int k = 0; k < N; k++) {
-        if (differ[k] == 0)
+        /* (other starting points load other weights: the cause is said, not that) */
+        if (differ[k] == 0 || (k == 2 && differ[5] > 0))
             continue;
         if (r->rank == 0)
             rt_input_error("%g of the %d ranks run %s than rank 0; start every rank with the "
@@ -1616,6 +1721,9 @@ int rt_main(const rt_model *m, int argc, char **argv)
     r->t0 = rt_now();
     r->rank = rt_dist_rank();
     r->world = rt_dist_world();
+    /* dropout: rank r draws the masks of rows r, r + N, ... of the batch one rank of N x B
+     * rows would have (rt_drop_index), not every rank the same ones */
+    r->e.rng_part = r->world > 1 ? (uint64_t)r->world << 32 | (uint64_t)r->rank : 0;
     parse_opts(m, argc, argv, &r->o);
     if (r->o.sample)
         sample_vocab(m, r->o.prompt);
@@ -1800,6 +1908,8 @@ int rt_main(const rt_model *m, int argc, char **argv)
     s->last_val_loss = s->last_val_acc = s->last_loss = NAN;
     int64_t resumed_from = -1;
     const uint64_t data_fp = data_fingerprint(r);
+    if (r->world > 1)
+        agree_on_resume(r);
     if (r->o.resume) {
         char ck[RT_PATH_MAX + 64];
         if (rt_ckpt_resume_point(r->o.resume, ck, sizeof ck) != 0)
@@ -1819,8 +1929,10 @@ int rt_main(const rt_model *m, int argc, char **argv)
         check_position(r, s, ck, !r->o.eval && s->data_fp && s->data_fp != data_fp);
         if (!r->o.eval && r->rank == 0 && same_folder(r->out, r->o.resume))
             check_metrics_cut(r->out, s->metrics_bytes, ck);
-        fprintf(stderr, "trainc: %s %s from step %lld (epoch %lld)\n",
-                r->o.eval ? "evaluating" : "resuming", ck, (long long)s->step, (long long)s->epoch);
+        if (r->rank == 0)     /* (every rank reads it: one says so) */
+            fprintf(stderr, "trainc: %s %s from step %lld (epoch %lld)\n",
+                    r->o.eval ? "evaluating" : "resuming", ck, (long long)s->step,
+                    (long long)s->epoch);
     }
     s->data_rows = r->train.rows;   /* what this run's checkpoints record */
     s->data_fp = data_fp;
@@ -1868,6 +1980,11 @@ int rt_main(const rt_model *m, int argc, char **argv)
         rt_cu_put_params(&r->e, m, r->params, r->state, sf);
     r->t0 = rt_now() - s->elapsed;
     metrics_start(r, threads, resumed_from);
+    /* rank 0 has set OUT up alone (an earlier run moved aside, the folder made, fsynced
+     * and locked, the records cut or copied, the best weights restored: a copy where OUT
+     * is on another file system): the others wait for it here, not in the first step's
+     * collectives, whose watchdog would time rank 0's disk and end the job (exit 2) */
+    rt_barrier_solo();
 
     /* past a file size limit (ulimit -f) a write fails with EFBIG and is reported like a
      * full disk, instead of the signal killing the run mid-file */

@@ -48,7 +48,8 @@ unsigned rt_cu_grid_for(rt_exec *e, int64_t n);
 void rt_cu_sync(rt_exec *e);
 
 /* Elementwise kernels of the generated module: args point to the tensors' device
- * pointers; B, n, rng_key and train are appended (emit_cuda.c's signature). */
+ * pointers; B, n, rng_key, train and rng_part are appended (emit_cuda.c's signature;
+ * rng_part only where dropout draws, and the launch passes it to all). */
 void rt_cu_launch_ew(rt_exec *e, const char *name, int64_t n, int nargs, void **args);
 /* The stream kernels run on (a CUstream) and cuBLASLt's workspace. */
 void *rt_cu_stream(rt_exec *e);

@@ -56,7 +56,9 @@ void rt_barrier_solo(void);
 void rt_reduce_scatter_sum_f32(const float *in, float *out, const int64_t *counts);
 void rt_allgather_f32(const float *in, float *out, const int64_t *counts);
 /* gather: in holds this rank's part (counts[rank] floats); on `root`, out receives
- * every rank's part in order (elsewhere out is not touched). in must not overlap out. */
+ * every rank's part in order (elsewhere out is not touched). in must not overlap out.
+ * For checkpoints: the root writes between gathers, so, as in rt_barrier_solo, only the
+ * root's wait is under the watchdog. */
 void rt_gather_f32(const float *in, float *out, const int64_t *counts, int root);
 
 /* Overlapped all-reduce (DDP): starts summing grads[0, n) over ranks in place and

@@ -72,6 +72,7 @@ typedef struct rt_exec {
                                   starts (the first micro-batch of a step), so a call that
                                   is a gradient's first writer may store instead of add */
     void *prof;                /* --profile: this pass's timer (RT_AT), else NULL */
+    uint64_t rng_part;         /* dropout with N ranks: (N << 32) | rank, else 0 (rt_drop_index) */
 } rt_exec;
 
 typedef void (*rt_kernel_fn)(rt_exec *e, int64_t lo, int64_t hi);
@@ -158,7 +159,7 @@ void rt_prof_at(rt_exec *e, int index, const char *label);
 void rt_parallel_for(rt_exec *e, int64_t n, rt_kernel_fn fn);
 /* A generated elementwise kernel over [0, n): on the CPU fn over the thread pool; on a
  * GPU the module's kernel `name`, given the tensors (args: a pointer to each tensor's
- * pointer, in the kernel's parameter order), then B, n, rng_key and train. */
+ * pointer, in the kernel's parameter order), then B, n, rng_key, train and rng_part. */
 void rt_launch(rt_exec *e, const char *name, rt_kernel_fn fn, int64_t n, int nargs, void **args);
 /* y[j] = rt_gelu_tanh(x[j]) for j < n (y may be x): a generated CPU loop that is only
  * this calls the runtime's vectorized rows (baseline x86-64 or AVX2: the same bits). */
@@ -276,6 +277,20 @@ static inline float rt_uniform(uint64_t key, uint64_t idx)
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     z ^= z >> 31;
     return (float)(z >> 40) * (1.0f / 16777216.0f);
+}
+
+/* The element a dropout mask draws for element i of a [B, S] tensor. On one rank, i.
+ * With N ranks (part = (N << 32) | rank) rank r's row q is row q * N + r of the batch
+ * of N x B rows one rank would have (DistributedSampler gives rank r every N-th sample
+ * from r), so N ranks draw the masks of that one rank: different on every rank, and
+ * N x B trains as 1 x N B with dropout too. */
+static inline uint64_t rt_drop_index(uint64_t i, uint64_t S, uint64_t part)
+{
+    uint64_t n = part >> 32;
+    if (n <= 1)
+        return i;
+    uint64_t row = i / S;
+    return (row * n + (part & 0xffffffffu)) * S + (i - row * S);
 }
 
 /* Activations and their derivatives, shared by every generated CPU kernel. */

@@ -62,12 +62,14 @@ void rt_input_error(const char *fmt, ...)
 
 void rt_fail(const char *fmt, ...)
 {
+    /* one write: under mpirun the ranks' stderr meet in one stream, and a message
+     * written in pieces can have another rank's between them */
+    char msg[8192];
     va_list ap;
     va_start(ap, fmt);
-    fputs("trainc: error: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    fprintf(stderr, "trainc: error: %s\n", msg);
     exit(RT_EXIT_RUNTIME);
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # DDP over MPI on the CPU: 2 ranks with batch B each match 1 rank with batch 2B step by
 # step (shuffle off: DistributedSampler's rank r takes samples r, r+2, ..., so the two
-# ranks' batches together are the one rank's batch), for the MLP and gpt_char, with
+# ranks' batches together are the one rank's batch), for the MLP and gpt_char (and an
+# MLP with dropout, shuffled: each rank draws the one rank's masks of its rows), with
 # one gradient bucket and with many (overlapped with backward); only rank 0 writes.
 # Validation on 3 ranks sees each row once (the 1-rank numbers); ranks that do not
 # agree (bad input on one, another --set) exit 1 before anything is written.
@@ -39,6 +40,23 @@ for spec in mlp_fashion gpt_char; do
     echo "ok   $spec: 2 ranks x $B = 1 rank x $((2 * B)); 1 bucket = many buckets"
 done
 
+# dropout: rank r draws the masks of rows r, r + 2, ... of the one rank's batch of 2B
+# (shuffled, accumulate 2), so 2 x B = 1 x 2B holds with dropout too (every rank drew
+# the same masks for its own rows: 2e-3 apart from the first step)
+$PY - "$d/mlp_dropout.json" "$PWD/data/fashion" <<'PY'
+import json, sys
+spec = json.load(open("specs/mlp_fashion.json"))
+spec["model"]["name"] = "mlp_dropout"
+spec["model"]["layers"].insert(3, {"op": "dropout", "p": 0.3})
+spec["train"]["data"] = {"train": {"x": sys.argv[2] + "/train_x.npy", "y": sys.argv[2] + "/train_y.npy"}}
+json.dump(spec, open(sys.argv[1], "w"))
+PY
+"$TRAINC" build "$d/mlp_dropout.json" -o "$d/mlp_dropout" 2>/dev/null
+S=(--set max_steps=10 --set log_every=1 --set accumulate=2 --threads 1 --quiet)
+"$d/mlp_dropout" --out "$d/drop.1" "${S[@]}" --set batch_size=32 2>/dev/null
+"${MPIRUN[@]}" "$d/mlp_dropout" --out "$d/drop.2" "${S[@]}" --set batch_size=16 2>/dev/null
+echo "ok   MLP with dropout: 2 ranks x 16 = 1 rank x 32: $(compare "$d/drop.1" "$d/drop.2")"
+
 # signals: SIGTERM to mpirun reaches every rank; they stop at the same step, rank 0
 # writes the checkpoint, and a 2-rank --resume is bit-identical to the run left alone
 t="$d/mlp_fashion"
@@ -52,9 +70,12 @@ while [ "$n" -lt 300 ]; do sleep 0.02; n=$(grep -c '"loss"' "$d/sig.cut/metrics.
 kill -TERM $pid
 wait $pid || true
 tail -n 1 "$d/sig.cut/metrics.jsonl" | grep -q '"reason":"interrupted"' || { echo "FAIL: no interrupted record"; exit 1; }
-"${MPIRUN[@]}" "$t" --resume "$d/sig.cut" "${S[@]}" 2>/dev/null
+"${MPIRUN[@]}" "$t" --resume "$d/sig.cut" "${S[@]}" 2>"$d/sig.resume.log"
 cmp "$d/sig.ref/model.safetensors" "$d/sig.cut/model.safetensors"
-echo "ok   2 ranks: SIGTERM at step $(grep -o '"resumed_from":[0-9]*' "$d/sig.cut/metrics.jsonl"), resumed bit-identical"
+# every rank reads the checkpoint; one says so (each rank printed the line)
+[ "$(grep -c "^trainc: resuming" "$d/sig.resume.log")" -eq 1 ] ||
+    { echo "FAIL: the resume's message, not once:"; cat "$d/sig.resume.log"; exit 1; }
+echo "ok   2 ranks: SIGTERM at step $(grep -o '"resumed_from":[0-9]*' "$d/sig.cut/metrics.jsonl"), resumed bit-identical, said once"
 
 # early stopping decided on agreed validation numbers: both ranks stop together
 "${MPIRUN[@]}" "$t" --out "$d/es" --set epochs=20 --set validate.every_steps=20 --set validate.batches=4 \
@@ -93,6 +114,10 @@ for case in "--init /nonexistent.safetensors|nonexistent" "--set optimizer.lr=0.
         --set max_steps=5 --threads 1 --quiet $opts >"$d/agree.log" 2>&1 || rc=$?
     [ $rc -eq 1 ] && [ ! -e "$d/agree" ] && grep -q -- "$msg" "$d/agree.log" ||
         { echo "FAIL: one rank with $opts: rc=$rc"; cat "$d/agree.log"; exit 1; }
+    # the rank that differs names the key, both values (it named none)
+    [ "$opts" != "--set optimizer.lr=0.1" ] ||
+        grep -q "rank 1 of 2: another training config than rank 0's: optimizer.lr: 0.1 here, 0.002 on rank 0$" \
+            "$d/agree.log" || { echo "FAIL: the differing key not named"; cat "$d/agree.log"; exit 1; }
 done
 # one rank resumed, the other started from the same weights (--init; the same config
 # otherwise): they would train from other steps, schedules and data positions
@@ -101,7 +126,27 @@ rc=0
     >"$d/agree.log" 2>&1 || rc=$?
 [ $rc -eq 1 ] && [ ! -e "$d/agree" ] && grep -q -- "run from another starting point" "$d/agree.log" ||
     { echo "FAIL: one rank with --resume: rc=$rc"; cat "$d/agree.log"; exit 1; }
-echo "ok   2 ranks: one with a bad --init, another --set, --lr-find, --eval, data size, --resume or no validation: exit 1, nothing written"
+# rank 1 alone resumes, a checkpoint of another rank count (a refusal rank 0 says for all
+# that resume): before, rank 1 exited 1 without a word; now the ranks say it first
+rc=0
+S2=(--set max_steps=2500 --set data.val=null --threads 1 --quiet)
+"${one[@]}" "$t" --out "$d/agree" "${S2[@]}" : -np 1 "$t" --out "$d/agree" --resume "$d/ev.w" "${S2[@]}" \
+    >"$d/agree.log" 2>&1 || rc=$?
+[ $rc -eq 1 ] && [ ! -e "$d/agree" ] && grep -q -- "run from another starting point" "$d/agree.log" &&
+    grep -q -- "rank 1 of 2: --resume $d/ev.w here, none on rank 0" "$d/agree.log" ||
+    { echo "FAIL: rank 1 alone with --resume: rc=$rc"; cat "$d/agree.log"; exit 1; }
+# the same --resume, its newest checkpoint damaged on rank 1's disk only (a copy here):
+# rank 1 takes an older one, and says where each starts (rank 0 warns of its own only)
+cp -r "$d/sig.cut" "$d/sig.dmg"
+newest=$(ls -d "$d/sig.dmg/checkpoints/step_"* | tail -n 1)
+printf X | dd of="$newest/model.safetensors" bs=1 seek=1000 conv=notrunc 2>/dev/null
+rc=0
+"${one[@]}" "$t" --out "$d/agree" --resume "$d/sig.cut" "${S[@]}" : -np 1 "$t" --out "$d/agree" \
+    --resume "$d/sig.dmg" "${S[@]}" >"$d/agree.log" 2>&1 || rc=$?
+[ $rc -eq 1 ] && [ ! -e "$d/agree" ] && grep -q -- "run from another starting point" "$d/agree.log" &&
+    grep -q -- "rank 1 of 2: starts from its checkpoint $d/sig.dmg/checkpoints/step_" "$d/agree.log" ||
+    { echo "FAIL: a damaged checkpoint on rank 1 only: rc=$rc"; cat "$d/agree.log"; exit 1; }
+echo "ok   2 ranks: one with a bad --init, another --set, --lr-find, --eval, data size, --resume (alone, or its newest checkpoint damaged there) or no validation: exit 1, each named, nothing written"
 
 # rank 0's work alone (here --sample after training, as its checkpoints and best
 # weights) is not a collective the others' watchdog times: a sample longer than
@@ -120,6 +165,22 @@ TRAINC_DIST_TIMEOUT=2 timeout 60 "${MPIRUN[@]}" -x TRAINC_DIST_TIMEOUT "$t" --ou
 [ $rc -eq 0 ] && [ -s "$d/solo2/model.safetensors" ] ||
     { echo "FAIL: 2 ranks without checkpoints: rc=$rc"; tail -5 "$d/solo2.log"; exit 1; }
 echo "ok   2 ranks: rank 0's sample (past TRAINC_DIST_TIMEOUT), checkpoints and final weights are not timed as collectives"
+# nor rank 0 setting OUT up at the start (made, fsynced, locked; records cut or copied,
+# best weights restored on --resume): strace holds its lock 2 s past the others' 1 s
+# watchdog (rank 1 ended the job, exit 2, in the first step's collectives)
+if command -v strace >/dev/null; then
+    rc=0
+    TRAINC_DIST_TIMEOUT=1 timeout 60 mpirun --oversubscribe --allow-run-as-root -x TRAINC_DIST_TIMEOUT \
+        -np 1 strace -f -o /dev/null -e trace=flock -e inject=flock:delay_exit=2000000 "$t" --out "$d/solo3" \
+        --set max_steps=3 --set data.val=null --threads 1 --quiet : \
+        -np 1 "$t" --out "$d/solo3" --set max_steps=3 --set data.val=null --threads 1 --quiet \
+        2>"$d/solo3.log" || rc=$?
+    [ $rc -eq 0 ] && [ -s "$d/solo3/model.safetensors" ] ||
+        { echo "FAIL: 2 ranks, rank 0's start past TRAINC_DIST_TIMEOUT: rc=$rc"; tail -5 "$d/solo3.log"; exit 1; }
+    echo "ok   2 ranks: rank 0 setting OUT up (2 s, strace) is not timed as a collective (TRAINC_DIST_TIMEOUT=1)"
+else
+    echo "skip rank 0's slow start: no strace"
+fi
 
 # a rank that dies ends the job (mpirun stops the others) well within 60 s
 "${MPIRUN[@]}" "$t" --out "$d/kill" --set epochs=100 --set data.val=null --set batch_size=32 --threads 1 --quiet \

@@ -100,6 +100,25 @@ else bad "dist/hang (mpirun exit $rc, $secs s; want 2 within 5..30 s)"; tail -n 
 fault mismatch mismatch
 expect mismatch "rank 1 of 2: MPI_Bcast failed" "rank 1 exit 2"
 
+# Each message in one write (strace): the ranks' stderr meet in mpirun's, so a line
+# written in pieces (the watchdog's and rt_fail's were, 3 and 3 writes) can carry
+# another rank's between them.
+if command -v strace >/dev/null; then
+    for how in hang mismatch; do
+        rm -f "$T/dist_w_$how".*
+        # shellcheck disable=SC2016
+        env ASAN_OPTIONS=$MPI_ASAN TRAINC_DIST_TIMEOUT=5 timeout 120 "${MPIRUN[@]}" -np 2 sh -c \
+            'strace -f -qq -s 4000 -e trace=write -o "$0.$OMPI_COMM_WORLD_RANK" "$1" "$2"' \
+            "$T/dist_w_$how" $BIN "$how" >/dev/null 2>&1 || true
+    done
+    if grep -qE 'write\(2, "trainc: error: rank 0 of 2: MPI_Allreduce .* in seconds\)\\n"' "$T"/dist_w_hang.* &&
+       grep -qE 'write\(2, "trainc: error: rank 1 of 2: MPI_Bcast failed: .*\\n"' "$T"/dist_w_mismatch.*; then
+        ok "dist/one_write (the watchdog's and rt_fail's messages)"
+    else bad "dist/one_write"; grep -h 'write(2' "$T"/dist_w_* | head -n 8 | sed 's/^/    /'; fi
+else
+    echo "skip dist/one_write: no strace"
+fi
+
 # A bad timeout is bad input (exit 1), named.
 log=$T/dist_bad_timeout.log; secs=0
 env TRAINC_DIST_TIMEOUT=soon timeout 60 "${MPIRUN[@]}" -np 1 $BIN >"$log" 2>&1; rc=$?

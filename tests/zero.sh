@@ -142,6 +142,43 @@ rc=0
     { echo "FAIL: resume on 1 rank: exit $rc"; cat "$d/sig.np1.log"; exit 1; }
 echo "ok   zero2: resuming a 2-rank checkpoint on 1 rank is refused (exit 1)"
 
+# a checkpoint's gathers of the optimizer state wait on rank 0's disk (it writes the
+# weights first, then each chunk), not under the watchdog: strace makes two of rank 0's
+# fsyncs there (checkpoints/, model.safetensors) take 1.5 s each, past TRAINC_DIST_TIMEOUT=1
+# (rank 1 ended the job, exit 2, in MPI_Gatherv)
+if command -v strace >/dev/null; then
+    rc=0
+    C=(--set max_steps=2 --set data.val=null --threads 1 --quiet --set distributed.strategy=zero2)
+    TRAINC_DIST_TIMEOUT=1 timeout 60 mpirun --oversubscribe --allow-run-as-root -x TRAINC_DIST_TIMEOUT \
+        -np 1 strace -f -o /dev/null -e trace=fsync -e inject=fsync:delay_exit=1500000:when=3..4 \
+        "$t" --out "$d/slowck" "${C[@]}" : -np 1 "$t" --out "$d/slowck" "${C[@]}" 2>"$d/slowck.log" || rc=$?
+    [ $rc -eq 0 ] && [ -s "$d/slowck/checkpoints/step_00000002/exp_avg.safetensors" ] ||
+        { echo "FAIL: zero2, rank 0's checkpoint past TRAINC_DIST_TIMEOUT: rc=$rc"; tail -5 "$d/slowck.log"; exit 1; }
+    echo "ok   zero2: a checkpoint's gathers wait on rank 0's slow disk (3 s, strace) without the watchdog (TRAINC_DIST_TIMEOUT=1)"
+    # rank 0's own wait in them is timed: rank 1 killed while rank 0 writes the weights
+    # (mpirun --enable-recovery lets rank 0 go on) ends the job, exit 2, not a hang
+    C=(--set max_steps=100000 --set checkpoint.every_steps=5 --set data.val=null --threads 1 --quiet
+       --set distributed.strategy=zero2)
+    TRAINC_DIST_TIMEOUT=2 timeout 60 mpirun --oversubscribe --allow-run-as-root --enable-recovery \
+        -x TRAINC_DIST_TIMEOUT -np 1 "${RANKED[@]}" strace -f -o /dev/null -e trace=fsync \
+        -e inject=fsync:delay_exit=2000000:when=3..4 "$t" --out "$d/killck" "${C[@]}" : \
+        -np 1 "${RANKED[@]}" "$t" --out "$d/killck" "${C[@]}" >"$d/killck.log" 2>&1 &
+    pid=$!
+    n=0
+    while [ ! -d "$d/killck/checkpoints" ] && [ $n -lt 600 ]; do sleep 0.05; n=$((n + 1)); done
+    for p in $(pgrep -f "^$t --out $d/killck"); do
+        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 && kill -9 "$p"
+    done
+    start=$SECONDS
+    wait $pid || true
+    grep -q "rank 0 exit 2" "$d/killck.log" && grep -q "rank 0 of 2: MPI_Gatherv" "$d/killck.log" &&
+        [ $((SECONDS - start)) -le 30 ] ||
+        { echo "FAIL: rank 1 killed in rank 0's checkpoint ($((SECONDS - start)) s):"; tail -n 20 "$d/killck.log"; exit 1; }
+    echo "ok   zero2: rank 1 killed during rank 0's checkpoint: rank 0 exits 2 in $((SECONDS - start)) s (its gather is timed)"
+else
+    echo "skip zero2's slow checkpoint: no strace"
+fi
+
 # early stopping decided on agreed validation numbers: both ranks stop at the same step
 # (a rank that went on would wait in a collective and leave with exit 2)
 TRAINC_DIST_TIMEOUT=20 "${MPIRUN[@]}" "${RANKED[@]}" "$t" --out "$d/es" --set epochs=20 \

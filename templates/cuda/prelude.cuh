@@ -24,6 +24,17 @@ __device__ __forceinline__ float rt_uniform(uint64_t key, uint64_t idx)
     return (float)(z >> 40) * (1.0f / 16777216.0f);
 }
 
+/* the CPU's rt_drop_index: the element a dropout mask draws (one rank's batch of N x B
+ * rows numbers them) */
+__device__ __forceinline__ uint64_t rt_drop_index(uint64_t i, uint64_t S, uint64_t part)
+{
+    uint64_t n = part >> 32;
+    if (n <= 1)
+        return i;
+    uint64_t row = i / S;
+    return (row * n + (part & 0xffffffffu)) * S + (i - row * S);
+}
+
 /* the CPU's rt_tanhf (trainc_rt.h) is plain arithmetic for its vector units; here CUDA's */
 __device__ __forceinline__ float rt_tanhf(float x) { return tanhf(x); }
 __device__ __forceinline__ float rt_sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
