@@ -293,6 +293,11 @@ void fuse(Program *p);
 void passed(const Program *p, const char *pass);
 void passed_graph(const Graph *g, const char *pass);
 void set_dump_after(const char *pass);
+/* Plans compiled only to be compared (recompute auto's candidates, full's two ways) are
+ * verified but not dumped: dump_pause(1) while they compile (returns the previous
+ * state); dump_wanted() says whether the plan kept should be compiled once more, dumped. */
+int dump_pause(int on);
+int dump_wanted(void);
 /* The arguments of a runtime call's text "rt_x(e, a, b, 16, ...);", split at top-level
  * commas (fusion.c); returns the count (at most max). */
 #define CALL_ARG_MAX 160

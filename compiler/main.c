@@ -62,19 +62,27 @@ static void compile_pass(Compiled *c, int policy, int full_blocks, int sel_block
 
 /* compile_pass, where blocks are recomputed in full twice: their cheap replays shared
  * through a block's backward, or made again for each reader (recompute.c, jit_cheap);
- * the second where its arena is smaller, else the first (fewer replays). */
+ * the second where its arena is smaller, else the first (fewer replays). Both compile
+ * without --dump-after's dumps; the one kept is compiled again for them. */
 static void compile_train(Compiled *c, int policy, int full_blocks, int sel_blocks)
 {
+    int paused = dump_pause(1);
     compile_pass(c, policy, full_blocks, sel_blocks, 0);
-    if (policy != RT_RECOMPUTE_FULL && !(policy == RT_RECOMPUTE_SELECTIVE && full_blocks > 0))
-        return;
-    Graph *g = c->graph;
-    Program *p = c->prog;
-    compile_pass(c, policy, full_blocks, sel_blocks, 1);
-    if (c->prog->arena_row_bytes >= p->arena_row_bytes) {
-        c->graph = g;   /* (the other's memory is not freed: the compiler frees nothing) */
-        c->prog = p;
+    int jit = 0;
+    if (policy == RT_RECOMPUTE_FULL || (policy == RT_RECOMPUTE_SELECTIVE && full_blocks > 0)) {
+        Graph *g = c->graph;
+        Program *p = c->prog;
+        compile_pass(c, policy, full_blocks, sel_blocks, 1);
+        jit = 1;
+        if (c->prog->arena_row_bytes >= p->arena_row_bytes) {
+            c->graph = g;   /* (the other's memory is not freed: the compiler frees nothing) */
+            c->prog = p;
+            jit = 0;
+        }
     }
+    dump_pause(paused);
+    if (dump_wanted())
+        compile_pass(c, policy, full_blocks, sel_blocks, jit);
 }
 
 /* The GPU's fixed allocations at batch B (rt_gpu_fixed_bytes: input slots, loss
@@ -190,10 +198,11 @@ Compiled *compile_spec(Spec *s)
          * a whole block at once, so a partly full plan can be smaller than it). */
         double budget = s->train.memory_budget_mb * 1048576.0;
         int64_t B = s->train.batch_size, small = INT64_MAX;
-        int small_policy = 0, small_full = 0, small_sel = 0;
+        int small_policy = 0, small_full = 0, small_sel = 0, last_pol = 0, last_fb = 0, last_sb = 0;
 #define TRY(pol, fb, sb)                                                                   \
     do {                                                                                   \
         compile_train(c, pol, fb, sb);                                                     \
+        last_pol = pol, last_fb = fb, last_sb = sb;                                        \
         int64_t t_ = total_bytes(c, B);                                                    \
         fit = (double)t_ <= budget;                                                        \
         if (t_ < small) {                                                                  \
@@ -201,7 +210,7 @@ Compiled *compile_spec(Spec *s)
             small_policy = pol, small_full = fb, small_sel = sb;                           \
         }                                                                                  \
     } while (0)
-        int fit;
+        int fit, paused = dump_pause(1);   /* candidates: only the one kept is dumped */
         TRY(RT_RECOMPUTE_NONE, 0, 0);
         int nb = c->prog->n_blocks;
         for (int k = 1; k <= nb && !fit; k++)
@@ -211,8 +220,11 @@ Compiled *compile_spec(Spec *s)
         if (!fit)
             TRY(RT_RECOMPUTE_FULL, 0, 0);
 #undef TRY
+        dump_pause(paused);
         if (!fit)
             auto_does_not_fit(c, budget, small_policy, small_full, small_sel);
+        if (dump_wanted())   /* the plan kept (the last tried), once more for the dump */
+            compile_train(c, last_pol, last_fb, last_sb);
     }
     c->prog->eval_row_bytes = c->eval->arena_row_bytes;
     c->prog->workspace_bytes = workspace_bytes(c, s->train.batch_size);

@@ -42,6 +42,19 @@ static const char *const pass_names[] = {
 };
 
 static const char *dump_after;   /* NULL: no dump */
+static int dump_paused;          /* dump_pause */
+
+int dump_pause(int on)
+{
+    int was = dump_paused;
+    dump_paused = on;
+    return was;
+}
+
+int dump_wanted(void)
+{
+    return dump_after != NULL && !dump_paused;
+}
 
 void set_dump_after(const char *pass)
 {
@@ -363,7 +376,7 @@ static void check_plan(const Program *p)
 void passed_graph(const Graph *g, const char *pass)
 {
     pass_index(pass);
-    if (dump_after == pass || (dump_after && !strcmp(dump_after, pass)))
+    if (!dump_paused && dump_after && !strcmp(dump_after, pass))
         dump_graph(g, pass);
 }
 
@@ -378,6 +391,6 @@ void passed(const Program *p, const char *pass)
         check_hooks(p);
     if (at >= pass_index("memplan"))
         check_plan(p);
-    if (dump_after && !strcmp(dump_after, pass))
+    if (!dump_paused && dump_after && !strcmp(dump_after, pass))
         dump_program(p, pass, at >= pass_index("memplan"));
 }

@@ -47,6 +47,17 @@ grep -q "^== after memplan" "$d/emit.txt" && [ -s "$d/emit/host.c" ]
     --set validate.every_epochs=null --quiet --out "$d/run" 2>"$d/run.txt"
 grep -q "^== after lower" "$d/run.txt" && [ -s "$d/run/model.safetensors" ]
 echo "ok   --dump-after with plan --json, emit and run"
+# plans compiled only to be compared (full's two ways, auto's candidates) are not
+# dumped: one training program, the one emitted (its arena a row is plan.json's)
+for a in "recompute=full" "recompute=auto --set memory_budget_mb=40 --set device=cpu"; do
+    "$TRAINC" emit specs/gpt_char.json --set $a -o "$d/kept" --dump-after=memplan 2>"$d/kept.txt"
+    n=$(grep -c "^== after memplan: the training program" "$d/kept.txt")
+    row=$(sed -n 's/^== after memplan: the training program.*arena \([0-9]*\) bytes a row.*/\1/p' "$d/kept.txt")
+    want=$(python3 -c 'import json, sys; p = json.load(open(sys.argv[1])); print(p["arena_bytes"] // p["batch_size"])' "$d/kept/plan.json")
+    [ "$n" = 1 ] && [ "$row" = "$want" ] ||
+        { echo "FAIL: --set $a --dump-after memplan: $n training programs, arena $row a row (plan.json: $want)"; exit 1; }
+done
+echo "ok   --dump-after shows the plan kept, once (full's two ways, auto's candidates)"
 
 set +e
 "$TRAINC" check specs/mlp_fashion.json --dump-after=fusoin >"$d/bad.out" 2>"$d/bad.err"
