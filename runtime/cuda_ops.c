@@ -148,11 +148,9 @@ void rt_cu_im2col(rt_exec *e, const float *x, float *col, int64_t B, int64_t C, 
     if (n <= 0)
         return;
     int wide = wide_index(n, B * C * H * W);
-    fdiv_t f0 = fdiv(B * OH * OW), f1 = fdiv(k * k), f2 = fdiv(k), f3 = fdiv(OH * OW),
-           f4 = fdiv(OW);
-    void *args[] = {&x,  &col, &B,    &C,  &H,  &W,  &k,  &stride, &pad,
-                    &OH, &OW,  &wide, &f0, &f1, &f2, &f3, &f4};
-    rt_cu_launch(e, "rt_im2col", rt_cu_grid_for(e, n), 1, 1, 256, 1, 0, args);
+    fdiv_t f0 = fdiv(OH * OW), f1 = fdiv(OW);
+    void *args[] = {&x, &col, &B, &C, &H, &W, &k, &stride, &pad, &OH, &OW, &wide, &f0, &f1};
+    rt_cu_launch(e, "rt_im2col", rt_cu_grid_for(e, B * OH * OW), 1, 1, 256, 1, 0, args);
 }
 
 void rt_cu_col2im(rt_exec *e, const float *dcol, float *dx, int64_t B, int64_t C, int64_t H,
@@ -201,7 +199,20 @@ void rt_cu_maxpool2d_fwd(rt_exec *e, const float *x, float *y, int64_t planes, i
 void rt_cu_maxpool2d_bwd(rt_exec *e, const float *x, const float *dy, float *dx, int64_t planes,
                          int64_t H, int64_t W, int64_t k, int64_t s, int64_t OH, int64_t OW)
 {
-    pool_launch(e, "rt_maxpool2d_bwd", 0, &x, &dy, &dx, planes, H, W, k, s, OH, OW);
+    if (s != k) {
+        pool_launch(e, "rt_maxpool2d_bwd", 0, &x, &dy, &dx, planes, H, W, k, s, OH, OW);
+        return;
+    }
+    /* windows that tile the input: a thread per window (conv.cuh's
+     * rt_maxpool2d_bwd_tiles) instead of one per input element searching the windows
+     * that cover it (each window's maximum found k*k times) */
+    int64_t CH = cdiv(H, k), CW = cdiv(W, k), n = planes * CH * CW;
+    if (n <= 0)
+        return;
+    int wide = wide_index(planes * H * W, planes * OH * OW);
+    fdiv_t f0 = fdiv(CW), f1 = fdiv(CH);
+    void *args[] = {&x, &dy, &dx, &planes, &H, &W, &k, &OH, &OW, &wide, &f0, &f1};
+    rt_cu_launch(e, "rt_maxpool2d_bwd_tiles", rt_cu_grid_for(e, n), 1, 1, 256, 1, 0, args);
 }
 
 void rt_cu_avgpool2d_fwd(rt_exec *e, const float *x, float *y, int64_t planes, int64_t H,

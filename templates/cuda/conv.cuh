@@ -1,7 +1,9 @@
 /* conv.cuh: im2col / col2im for conv2d as GEMM, and max / average pooling (twins of
- * the functions of the same names in runtime/kernels.c). One thread per output element
- * in grid-stride loops; every output is a gather, so no two threads write one element
- * and each sum runs in the CPU's order: the results are the CPU's bit for bit.
+ * the functions of the same names in runtime/kernels.c). Grid-stride loops, a thread
+ * per output element (im2col: per column of outputs; the max-pool backward over
+ * windows that tile the input: per window); every output is a gather, so no two
+ * threads write one element and each sum runs in the CPU's order: the results are the
+ * CPU's bit for bit.
  * Shapes are run-time values (the batch size varies).
  *
  * Index arithmetic. Splitting a flat index into (batch, channel, row, column) takes
@@ -62,7 +64,9 @@ __device__ __forceinline__ void rt_split3(typename X::I i, int64_t w, rt_fdiv fw
 
 /* col[(ch*k + ki)*k + kj, (b*OH + oh)*OW + ow] = x[b, ch, oh*s - pad + ki, ow*s - pad + kj]
  * (0 outside the image)   x: [B, C, H, W], col: [C*k*k, B*OH*OW]
- * fd: B*OH*OW, k*k, k, OH*OW, OW */
+ * A thread takes a column (an output position) and walks its C*k*k rows: the column's
+ * place is split once, not per element, and a warp's stores to a row are consecutive.
+ * fd: OH*OW, OW */
 template <class X>
 __device__ __forceinline__ void rt_im2col_run(const act_t *x, act_t *col, int64_t B, int64_t C,
                                               int64_t H, int64_t W, int64_t k, int64_t s,
@@ -71,29 +75,31 @@ __device__ __forceinline__ void rt_im2col_run(const act_t *x, act_t *col, int64_
 {
     typedef typename X::I I;
     typedef typename X::S S;
-    const I ncol = (I)(B * OH * OW), n = (I)(C * k * k) * ncol, kk = (I)(k * k),
-            ohw = (I)(OH * OW);
-    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
-        I cr = RT_Q(X, i, fd[0], ncol), cc = i - cr * ncol;
-        I ch = RT_Q(X, cr, fd[1], kk), kr = cr - ch * kk;
-        I ki = RT_Q(X, kr, fd[2], k), kj = kr - ki * (I)k;
-        I b = RT_Q(X, cc, fd[3], ohw), p = cc - b * ohw;
-        I oh = RT_Q(X, p, fd[4], OW), ow = p - oh * (I)OW;
-        S ih = (S)(oh * (I)s + ki) - (S)pad, iw = (S)(ow * (I)s + kj) - (S)pad;
-        float v = 0.0f;
-        if (ih >= 0 && ih < (S)H && iw >= 0 && iw < (S)W)
-            v = rt_ld(x + (((I)b * (I)C + ch) * (I)H + (I)ih) * (I)W + (I)iw);
-        rt_st(col + i, v);
+    const I ncol = (I)(B * OH * OW), ohw = (I)(OH * OW), hw = (I)(H * W);
+    for (I cc = (I)blockIdx.x * blockDim.x + threadIdx.x; cc < ncol;
+         cc += (I)gridDim.x * blockDim.x) {
+        I b = RT_Q(X, cc, fd[0], ohw), p = cc - b * ohw;
+        I oh = RT_Q(X, p, fd[1], OW), ow = p - oh * (I)OW;
+        const S ih0 = (S)(oh * (I)s) - (S)pad, iw0 = (S)(ow * (I)s) - (S)pad;
+        const act_t *xb = x + (I)b * (I)C * hw;
+        act_t *out = col + cc;
+        for (I ch = 0; ch < (I)C; ch++, xb += hw)
+            for (S ih = ih0; ih < ih0 + (S)k; ih++)
+                for (S iw = iw0; iw < iw0 + (S)k; iw++, out += ncol) {
+                    float v = 0.0f;
+                    if (ih >= 0 && ih < (S)H && iw >= 0 && iw < (S)W)
+                        v = rt_ld(xb + (I)ih * (I)W + (I)iw);
+                    rt_st(out, v);
+                }
     }
 }
 
-/* Launch: grid-stride over C*k*k * B*OH*OW (blocks of 256); fd as rt_im2col_run's. */
+/* Launch: grid-stride over the B*OH*OW columns (blocks of 256); fd as rt_im2col_run's. */
 extern "C" __global__ void __launch_bounds__(256)
 rt_im2col(const act_t *x, act_t *col, int64_t B, int64_t C, int64_t H, int64_t W, int64_t k,
-          int64_t s, int64_t pad, int64_t OH, int64_t OW, int wide, rt_fdiv f0, rt_fdiv f1,
-          rt_fdiv f2, rt_fdiv f3, rt_fdiv f4)
+          int64_t s, int64_t pad, int64_t OH, int64_t OW, int wide, rt_fdiv f0, rt_fdiv f1)
 {
-    const rt_fdiv fd[5] = {f0, f1, f2, f3, f4};
+    const rt_fdiv fd[2] = {f0, f1};
     RT_BY_INDEX(rt_im2col_run, x, col, B, C, H, W, k, s, pad, OH, OW, fd);
 }
 
@@ -239,6 +245,39 @@ __device__ __forceinline__ void rt_maxpool_bwd_run(const act_t *x, const act_t *
     }
 }
 
+/* The same where the windows tile the input (stride = window): a thread per cell of
+ * [planes, ceil(H/k), ceil(W/k)] finds its window's maximum once and writes the cell's
+ * k*k elements of dx: dy + 0 at the maximum (the sum above over its one window, so a
+ * -0 becomes +0 as there) and 0 elsewhere; a cell past the last window (the rows and
+ * columns of an H or W that k does not divide) writes 0s. Each x and dy element is read
+ * once, each dx element written once. fd: the cells' width, then their height. */
+template <class X>
+__device__ __forceinline__ void rt_maxpool_bwd_tiles_run(const act_t *x, const act_t *dy,
+                                                         act_t *dx, int64_t planes, int64_t H,
+                                                         int64_t W, int64_t k, int64_t OH,
+                                                         int64_t OW, const rt_fdiv *fd)
+{
+    typedef typename X::I I;
+    const I CH = (I)((H + k - 1) / k), CW = (I)((W + k - 1) / k), n = (I)planes * CH * CW;
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
+        I pl, ch, cw;
+        rt_split3<X>(i, CW, fd[0], CH, fd[1], &pl, &ch, &cw);
+        const I ih0 = ch * (I)k, iw0 = cw * (I)k;
+        const act_t *xp = x + pl * (I)(H * W);
+        act_t *dxp = dx + pl * (I)(H * W);
+        I at = (I)(H * W);   /* no element: a cell past the last window */
+        float g = 0.0f;
+        if (ch < (I)OH && cw < (I)OW) {
+            float m;
+            at = rt_window_max<I>(xp, (I)W, (I)k, ih0, iw0, &m);
+            g = 0.0f + rt_ld(dy + (pl * (I)OH + ch) * (I)OW + cw);
+        }
+        for (I ih = ih0; ih < ih0 + (I)k && ih < (I)H; ih++)
+            for (I iw = iw0; iw < iw0 + (I)k && iw < (I)W; iw++)
+                rt_st(dxp + ih * (I)W + iw, ih * (I)W + iw == at ? g : 0.0f);
+    }
+}
+
 /* y = (sum of the window, row by row from 0) / (k*k)   (a division, as PyTorch) */
 template <class X>
 __device__ __forceinline__ void rt_avgpool_fwd_run(const act_t *x, act_t *y, int64_t planes,
@@ -296,6 +335,17 @@ rt_maxpool2d_bwd(const act_t *x, const act_t *dy, act_t *dx, int64_t planes, int
 {
     const rt_fdiv fd[3] = {f0, f1, f2};
     RT_BY_INDEX(rt_maxpool_bwd_run, x, dy, dx, planes, H, W, k, s, OH, OW, fd);
+}
+
+/* Launch: grid-stride over planes*ceil(H/k)*ceil(W/k), blocks of 256, where s = k; f0,
+ * f1 divide by ceil(W/k) and ceil(H/k). */
+extern "C" __global__ void __launch_bounds__(256)
+rt_maxpool2d_bwd_tiles(const act_t *x, const act_t *dy, act_t *dx, int64_t planes, int64_t H,
+                       int64_t W, int64_t k, int64_t OH, int64_t OW, int wide, rt_fdiv f0,
+                       rt_fdiv f1)
+{
+    const rt_fdiv fd[2] = {f0, f1};
+    RT_BY_INDEX(rt_maxpool_bwd_tiles_run, x, dy, dx, planes, H, W, k, OH, OW, fd);
 }
 
 extern "C" __global__ void __launch_bounds__(256)

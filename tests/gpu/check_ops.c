@@ -1616,6 +1616,8 @@ int main(int argc, char **argv)
         t_pool(4, 8, 8, 2, 2, 1, 1);
         t_pool(4, 9, 9, 3, 2, 0, 1);
         t_pool(3, 11, 10, 2, 3, 0, 0);  /* stride above the window: inputs no window covers */
+        t_pool(5, 9, 7, 2, 2, 1, 0);    /* tiles (stride = window), a row and a column past them */
+        t_pool(3, 10, 6, 3, 3, 0, 1);   /* 3x3 tiles, NaN windows, a row past them */
     }
     rt_cu_force_wide_index(0);
     wide = 0;

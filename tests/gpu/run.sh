@@ -4,6 +4,7 @@
 # carried:
 #
 #   bash tests/gpu/run.sh [checks|bench|all]      logs and results under $OUT
+#   BENCH_ONLY="cnn_fashion:4096 ..." bash tests/gpu/run.sh bench   those lines only
 #
 # checks: every runtime kernel against its C twin (check_ops, which also runs zero2's
 # gradient region through the driver's virtual memory calls); the MLP and CNN trained
@@ -167,8 +168,19 @@ if [ "$WHAT" != checks ]; then
     . bench/gpu_env.sh   # (the pack is unpacked already: its wide_data only)
     wide_data
     WX=(--set data.train.x=$D/data/wide/train_x.npy --set data.train.y=$D/data/wide/train_y.npy)
-    torch_side() { [ "$WHAT" = trainc ] || python3 "$ROOT/bench/gpu_torch.py" "$@"; }
+    # BENCH_ONLY="NAME:BATCH ...": only those trainers' lines (their variants too) and
+    # PyTorch's at that batch (its model named by the first word of NAME: cnn, mlp, wide)
+    only() {
+        [ -z "${BENCH_ONLY:-}" ] && return 0
+        local w
+        for w in $BENCH_ONLY; do
+            case $w in "$1:$2" | "$1"_*":$2") return 0 ;; esac
+        done
+        return 1
+    }
+    torch_side() { [ "$WHAT" = trainc ] || ! only "$1" "$2" || python3 "$ROOT/bench/gpu_torch.py" "$@"; }
     bench() {   # [BENV=VAR=VALUE] [BTAG=LABEL] bench NAME BATCH OPTIONS...: trainc on the GPU, one JSON line
+        only "$1" "$2" || return 0
         local name=$1 B=$2; shift 2
         BN=$((${BN:-0} + 1))   # each run its own directory (two BENV runs of one model differ)
         local t0 o=$D/b$BN.$name.$B; t0=$(date +%s.%N)
