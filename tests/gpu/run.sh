@@ -170,15 +170,16 @@ if [ "$WHAT" != checks ]; then
     WX=(--set data.train.x=$D/data/wide/train_x.npy --set data.train.y=$D/data/wide/train_y.npy)
     # BENCH_ONLY="NAME:BATCH ...": only those trainers' lines (their variants too) and
     # PyTorch's at that batch (its model named by the first word of NAME: cnn, mlp, wide)
-    only() {
+    only() {   # only NAME BATCH [prefix]: is NAME:BATCH (or, with prefix, NAME_...:BATCH) named
         [ -z "${BENCH_ONLY:-}" ] && return 0
         local w
         for w in $BENCH_ONLY; do
-            case $w in "$1:$2" | "$1"_*":$2") return 0 ;; esac
+            [ "$w" = "$1:$2" ] && return 0
+            [ -n "${3:-}" ] && case $w in "$1"_*":$2") return 0 ;; esac
         done
         return 1
     }
-    torch_side() { [ "$WHAT" = trainc ] || ! only "$1" "$2" || python3 "$ROOT/bench/gpu_torch.py" "$@"; }
+    torch_side() { [ "$WHAT" = trainc ] || ! only "$1" "$2" prefix || python3 "$ROOT/bench/gpu_torch.py" "$@"; }
     bench() {   # [BENV=VAR=VALUE] [BTAG=LABEL] bench NAME BATCH OPTIONS...: trainc on the GPU, one JSON line
         only "$1" "$2" || return 0
         local name=$1 B=$2; shift 2
