@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Data-parallel scaling across the GPUs of one machine (issue: distributed, item 7):
+# Data-parallel scaling across the GPUs of one machine:
 # the same trainer on 1, 2, 4, ... GPUs (one rank each, mpirun), per-rank batch fixed
 # (weak scaling, as DDP is used), throughput from the trainer's own records, and the
 # scaling efficiency  E(N) = throughput(N) / (N x throughput(1)).

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# GPT-2 124M on the GPU per recomputation policy (issue: recomputation, item 5), one
-# device call, after tests/gpu/pack.sh (which builds gpt2_124m_{none,selective,full})
-# and with build/devpack.tar.xz carried:
+# GPT-2 124M on the GPU per recomputation policy, in one run on
+# the GPU machine, after tests/gpu/pack.sh (which builds gpt2_124m_{none,selective,full})
+# and with build/devpack.tar.xz copied there:
 #
 #   bash bench/gpu_gpt2.sh [trainc]     results under $OUT/gpt2.jsonl
 #   POLICIES="none full" bash bench/gpu_gpt2.sh trainc    some policies only
@@ -14,7 +14,8 @@
 #                      TORCH_BATCH=77 does the same for PyTorch's without checkpointing,
 #                      TORCH_CKPT_BATCH=188 for PyTorch's with torch.utils.checkpoint
 #   GPT2_WHAT=goal GOAL_ROUNDS=2 KNOWN="none=358 selective=495 full=1162" TORCH_BATCH=138 TORCH_CKPT_BATCH=188 \
-#     bash bench/gpu_gpt2.sh      issue 7's goal alone on an H200 (session 24's batches):
+#     bash bench/gpu_gpt2.sh      the memory goal alone on an H200 (the batches measured
+#                      there on 2026-11-27 at fc5d978):
 #                      trainc none at PyTorch's batch and auto at twice PyTorch's larger
 #                      one, no PyTorch timings (about a minute)
 #
@@ -23,11 +24,11 @@
 # trainc allocates (linear in the batch: the plan's arena bytes a row) and the device's
 # used memory after the first step, then runs at the predicted batch and the one above, stepping on where they
 # disagree with it (the plan is allocated at start, so a batch that does not fit fails
-# at once with exit 2). Session 16's doubling from 1 took 18 runs, 150 s, a policy.
+# at once with exit 2). Doubling from 1 (2026-11-26, 8efc72d) took 18 runs, 150 s, a policy.
 # PyTorch's largest batch with and without torch.utils.checkpoint (predicted from its
 # peaks at batches 2 and 4, then the same search) and tokens/s; then trainc none at PyTorch's
-# batch, and the trainer recompute auto would take at twice PyTorch's batch (issue 7's
-# goal). Random tokens in llm.c's shard format. The trainers are what
+# batch, and the trainer recompute auto would take at twice PyTorch's batch (the memory
+# goal: at least 0.95x none's tokens/s at PyTorch's batch). Random tokens in llm.c's shard format. The trainers are what
 # specs/gpt2_124m.json asks for, bf16-mixed, and PyTorch runs with bf16 autocast
 # (PREC=fp32 compares against fp32 PyTorch, for trainers built with
 # --set precision=fp32); torch.compile is printed at PyTorch's batch for reference.
@@ -42,7 +43,7 @@ PROBES=${PROBES:-8 24}   # the two batches whose memory predicts trainc's larges
 
 fits_trainc() {   # fits_trainc POLICY B: runs 3 steps? A failure other than the GPU's
                   # memory is not "does not fit": it is kept in $D/g.failed, and the
-                  # search stops there (a device call is too dear to search on an error)
+                  # search stops there (GPU time is too dear to search on an error)
     local log="$D/g.$1.$2.log"
     [ -e "$D/g.failed" ] && return 1
     "$S/gpt2_124m_$1" "${GX[@]}" --set batch_size=$2 --set max_steps=3 --out "$D/g.$1.$2" >"$log" 2>&1 && return 0
@@ -151,7 +152,7 @@ PY
     [ "$tb" -gt 0 ] && speed_trainc none $tb
     gr=${GOAL_ROUNDS:-1}   # goal: none at PyTorch's batch and auto at twice it, GOAL_ROUNDS
                            # times alternately (2: one noisy run does not decide the 5%)
-    # issue 7's goal: recompute auto at twice the batch PyTorch fits (the larger of its
+    # the memory goal: recompute auto at twice the batch PyTorch fits (the larger of its
     # two, with and without checkpointing), against none's tokens/s at PyTorch's batch
     # (the line above). auto is planned at build time for a batch and a budget: the
     # pack's gpt2_124m_autoN trainers (tests/gpu/pack.sh) are planned for batch N in the

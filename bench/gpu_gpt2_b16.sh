@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# GPT-2 124M at B=16, T=1024, bf16-mixed (issue: transformers, item 6), one device
-# call, after tests/gpu/pack.sh, with build/devpack.tar.xz carried:
+# GPT-2 124M at B=16, T=1024, bf16-mixed, in one run
+# on the GPU machine, after tests/gpu/pack.sh, with build/devpack.tar.xz copied there:
 #
 #   bash bench/gpu_gpt2_b16.sh          results in $OUT/gpt2_b16.jsonl and a table
 #   STEPS=30 B=16 bash bench/gpu_gpt2_b16.sh

@@ -3,10 +3,11 @@
 # device machine has the NVIDIA driver, the CUDA toolkit and PyTorch, but none of our
 # Debian libraries (cJSON, OpenBLAS, Open MPI) and no trainc, so the trainers travel
 # as one --bundle (their libraries in lib/), as a user would ship them. cuBLASLt and
-# NVRTC are left out of the pack (620 MiB; the device tool carries 64 MiB) and taken
+# NVRTC are left out of the pack (620 MiB) and taken
 # from the device's toolkit: tests/gpu/run.sh points LD_LIBRARY_PATH at them.
 #
-#   bash tests/gpu/pack.sh        then run tests/gpu/run.sh there, carrying build/devpack.tar.xz
+#   bash tests/gpu/pack.sh        then, with build/devpack.tar.xz copied to the GPU machine,
+#                                 tests/gpu/run.sh or tests/gpu/measure.sh there
 set -eu
 cd "$(dirname "$0")/../.."
 TRAINC=${TRAINC:-build/trainc}
@@ -33,9 +34,9 @@ TRAINC_PAD_LOGITS=0 "$TRAINC" build specs/gpt2_124m.json --device both --arch "$
 # was kept in registers), for the A/B
 TRAINC_CE_REGS=0 "$TRAINC" build specs/gpt2_124m.json --device both --arch "$ARCH" \
     --bundle "$P/ship" -o gpt2_124m_ce3 2>>"$P/build.log"
-# issue 7's goal, auto at twice the batch PyTorch fits (bench/gpu_gpt2.sh runs
+# the memory goal, auto at twice the batch PyTorch fits (bench/gpu_gpt2.sh runs
 # gpt2_124m_autoN when N is that): on an H200, 2 x 188 (PyTorch with checkpointing,
-# bench/RESULTS.md session 24) in what trainc none used at its largest batch; on an
+# bench/RESULTS.md, 2026-11-27, fc5d978) in what trainc none used at its largest batch; on an
 # H100, 2 x 105 (PyTorch's 77 there, scaled as on the H200: a guess until measured)
 for bm in 376:142500 210:80500; do   # batch:budget; the plan's choice beside each trainer
     A=(specs/gpt2_124m.json --set batch_size=${bm%:*} --set memory_budget_mb=${bm#*:} --set recompute=auto)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The GPU checks and benchmark, in one device call (see tests/gpu/pack.sh, run here
-# first). On the device machine, from the repository root, with build/devpack.tar.xz
-# carried:
+# The GPU checks and benchmark, in one run on a GPU machine (see tests/gpu/pack.sh, run
+# on the build machine first). On the GPU machine, from the repository root, with
+# build/devpack.tar.xz copied there:
 #
 #   bash tests/gpu/run.sh [checks|bench|all]      logs and results under $OUT
 #   BENCH_ONLY="cnn_fashion:4096 ..." bash tests/gpu/run.sh bench   those lines only

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Runs the named GPU checks and benchmarks one after another, each under its own time
+# limit, all within BUDGET seconds, on a machine with a GPU. After each part it appends
+# the part's results to $OUT/summary.txt and packs every log so far into
+# $OUT/logs.tar.gz, so what finished is kept even when a later part runs out of time.
+#
+#   on the build machine:  bash tests/gpu/pack.sh        writes build/devpack.tar.xz
+#                          (with llm.c's source in LLMC_DIR, gpt2 also builds llm.c)
+#   on the GPU machine:    BUDGET=500 bash tests/gpu/measure.sh checks gpt2 profile bench
+#
+# Give the parts in the order of what matters most: what the budget cuts is the last.
+#
+# Parts, and each one's default time limit (seconds):
+#   checks     tests/gpu/run.sh checks: every kernel against its C twin in fp32, bf16
+#              and fp16; the MLP, CNN and gpt_char against the CPU; the MLP's accuracy;
+#              compute-sanitizer                                                     240
+#   gpt2       bench/gpu_gpt2_b16.sh: GPT-2 124M at B=16 in bf16-mixed against PyTorch
+#              eager and torch.compile, MFU, memory, --profile; llm.c when the pack
+#              has its source and LLMC is not 0 (its nvcc build takes a minute or two) 240
+#   bench      tests/gpu/run.sh bench: the MLP, CNN and wide MLP against PyTorch eager
+#              and torch.compile                                                     300
+#   recompute  bench/gpu_gpt2.sh: GPT-2's largest batch and tokens/s per
+#              recomputation policy against PyTorch with and without checkpointing    400
+#   profile    bench/gpu_profile.sh: Nsight Compute, by kernel: gpt2_124m_none at batch
+#              8 (the attention kernels and the classifier in detail: stall reasons),
+#              then wide_mlp_bf16 at 65536 with K-sliced weight gradients and with
+#              cuBLASLt's whole GEMMs                                                150
+# A part given as NAME=SECONDS takes that limit instead. Exit status: 0 when every part
+# ran to its end and passed, else 1.
+#
+# How long the parts took (2026-11-26 and 2026-11-27, H100 and H200): checks 46-69 s
+# (all three precisions at once); gpt2 72-78 s (llm.c's build adds a minute or two);
+# bench 140-150 s; profile 15-46 s; recompute: trainc's three policies about 60 s each
+# from their predicted batches, PyTorch's two searches the rest of 400 s. With the
+# largest batches known from an earlier run on the same kind of device,
+# bench/gpu_gpt2.sh measures only what is missing; the recompute goal alone on an H200
+# (none at PyTorch's batch and auto at twice PyTorch's checkpointed batch, twice,
+# alternately) takes about a minute:
+#   GPT2_WHAT=goal GOAL_ROUNDS=2 KNOWN="none=358 selective=495 full=1162" TORCH_BATCH=138 \
+#     TORCH_CKPT_BATCH=188 BUDGET=200 bash tests/gpu/measure.sh recompute=190
+# On an H100 the same with KNOWN="none=200 selective=276 full=648" TORCH_BATCH=77 and
+# PyTorch's checkpointed batch searched (no TORCH_CKPT_BATCH): about 3 minutes.
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+OUT=${OUT:-/tmp/gpu-out}
+BUDGET=${BUDGET:-450}
+W=/tmp/gpu-measure
+rm -rf "$W"; mkdir -p "$W" "$OUT"
+T0=$(date +%s)
+SUM=$OUT/summary.txt
+: >"$SUM"
+say() { echo "$*" | tee -a "$SUM"; }
+pack() {   # (a failed tar leaves the previous pack, and no extra file in $OUT)
+    tar -C "$W" -czf "$W.tgz" . 2>/dev/null
+    [ -s "$W.tgz" ] && mv "$W.tgz" "$OUT/logs.tar.gz"
+    rm -f "$W.tgz"
+}
+
+[ -f build/devpack.tar.xz ] || { say "FAIL no build/devpack.tar.xz: run tests/gpu/pack.sh on the build machine and copy it here"; exit 1; }
+say "device: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1)"
+[ $# -gt 0 ] || set -- checks gpt2
+say "budget ${BUDGET} s, parts: $*"
+status=0
+for part in "$@"; do
+    name=${part%%=*}
+    case $name in
+    checks) lim=240; cmd=(bash tests/gpu/run.sh checks) ;;
+    gpt2) lim=240; cmd=(bash bench/gpu_gpt2_b16.sh) ;;
+    bench) lim=300; cmd=(bash tests/gpu/run.sh bench) ;;
+    recompute) lim=400; cmd=(bash bench/gpu_gpt2.sh) ;;
+    profile) lim=150; cmd=(bash -c 'DETAIL="rt_attention_fwd:12 rt_attention_bwd_kv:12 rt_attention_bwd_[0-9]:12 rt_cross_entropy:1" bash bench/gpu_profile.sh gpt2_124m_none 8 && bash bench/gpu_profile.sh wide_mlp_bf16 65536 && TRAINC_GEMM_KSPLIT=0 PTAG=whole bash bench/gpu_profile.sh wide_mlp_bf16 65536') ;;
+    *) say "FAIL unknown part '$name' (checks, gpt2, bench, recompute, profile)"; status=1; continue ;;
+    esac
+    if [ "$part" != "$name" ]; then
+        lim=${part#*=}
+        case $lim in
+        '' | *[!0-9]*) say "FAIL $part: the limit is not a number of seconds"; status=1; continue ;;
+        esac
+    fi
+    left=$((BUDGET - ($(date +%s) - T0)))
+    if [ "$left" -lt 30 ]; then
+        say "skip $name: ${left} s left of the budget"
+        status=1
+        continue
+    fi
+    [ "$lim" -gt "$left" ] && lim=$left
+    mkdir -p "$W/$name"
+    t=$(date +%s)
+    # timeout signals the part's whole process group (trainers, python, nvcc included)
+    OUT=$W/$name timeout -k 5 "$lim" "${cmd[@]}" >"$W/$name/stdout.log" 2>&1
+    rc=$?
+    took=$(($(date +%s) - t))
+    case $rc in
+    0) say "ok   $name (${took} s)" ;;
+    124 | 137) say "FAIL $name: stopped at its limit of ${lim} s (what it wrote is in logs.tar.gz)"; status=1 ;;
+    *) say "FAIL $name: exit $rc (${took} s)"; status=1 ;;
+    esac
+    # the part's own summary lines (run.sh's ok/FAIL, a benchmark's table)
+    if [ -f "$W/$name/summary.txt" ]; then
+        sed 's/^/     /' "$W/$name/summary.txt" | tee -a "$SUM"
+    fi
+    tail -n 15 "$W/$name/stdout.log" | sed 's/^/   | /' | tee -a "$SUM"
+    pack
+done
+say "total: $(($(date +%s) - T0)) s"
+pack
+exit $status
