@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Where a training step's GPU time goes, by kernel, with Nsight Compute (one device
-# call, after tests/gpu/pack.sh, carrying build/devpack.tar.xz):
+# Where a training step's GPU time goes, by kernel, with Nsight Compute (on the GPU
+# machine, after tests/gpu/pack.sh, with build/devpack.tar.xz copied there):
 #
 #   bash bench/gpu_profile.sh TRAINER BATCH [--set ...]     table under $OUT/profile.TRAINER.txt
 #   PTAG=TAG bash bench/gpu_profile.sh ...                  under $OUT/profile.TRAINER.TAG.txt
