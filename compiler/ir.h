@@ -287,7 +287,7 @@ int grad_hook_args(const Instr *in, const char *name, int64_t *off, int64_t *n);
  * a GPU), at worst (no reduction passes before the host must wait for it). */
 int64_t zero2_peak_bytes(const Program *p, int64_t bucket_bytes, int rank, int world, int64_t unit);
 void fuse(Program *p);
-/* verify.c: after each pass the driver calls passed() (a program) or passed_graph(): the
+/* verify.c: after each pass pipeline.c calls passed() (a program) or passed_graph(): the
  * verifier's checks (die on a broken rule), and --dump-after's print when PASS is the
  * one asked for (set_dump_after: exit 1 naming the passes for an unknown one). */
 void passed(const Program *p, const char *pass);
@@ -379,6 +379,32 @@ typedef struct Compiled {
     Emitted em;
 } Compiled;
 Compiled *compile_spec(Spec *s);
+
+/* ---- the pipeline ---------------------------------------------------------- */
+
+/* The passes in order: the name --dump-after takes, the function pipeline.c calls, and
+ * the programs that run it (PASS_TRAIN: training's, PASS_EVAL: validation's, PASS_BOTH).
+ * After each, the verifier and --dump-after (verify.c, which takes the names from here). */
+enum { PASS_TRAIN = 1, PASS_EVAL = 2, PASS_BOTH = 3 };
+#define PASS_LIST(X)                                                                        \
+    X("graph", pass_graph, PASS_BOTH)                 /* graph_build: the forward nodes */  \
+    X("autodiff", pass_autodiff, PASS_TRAIN)          /* the backward nodes */              \
+    X("lower", pass_lower, PASS_BOTH)                 /* nodes -> instructions */           \
+    X("fusion", pass_fusion, PASS_BOTH)               /* elementwise chains into loops */   \
+    X("residual", pass_residual, PASS_BOTH)           /* residual adds into GEMMs */        \
+    X("recompute", pass_recompute, PASS_TRAIN)        /* activations dropped, replayed */   \
+    X("gemm-epilogues", pass_gemm_epilogues, PASS_BOTH) /* bias, activation into GEMMs */   \
+    X("layernorm-sums", pass_layernorm_sums, PASS_TRAIN) /* layernorm bwd's sums */         \
+    X("grad-epilogues", pass_grad_epilogues, PASS_TRAIN) /* DGELU, bias gradients */        \
+    X("grad-hooks", pass_grad_hooks, PASS_TRAIN)      /* rt_grad_begin, rt_grad_ready */    \
+    X("memplan", pass_memplan, PASS_BOTH)             /* the arena */
+/* Validation's program, into c->eval_graph and c->eval. */
+void compile_eval(Compiled *c);
+/* Training's program for one recomputation plan, into c->graph and c->prog: with
+ * selective, the first full_blocks blocks recomputed in full, and sel_blocks > 0:
+ * blocks from sel_blocks on kept whole. Where blocks are recomputed in full, the smaller
+ * of its two ways (recompute.c: jit_cheap). */
+void compile_train(Compiled *c, int policy, int full_blocks, int sel_blocks);
 int jit_run(Compiled *c, const char *incdir, int argc, char **argv);
 const char *trainc_home_include(void);  /* folder of trainc_rt.h */
 const char *trainc_home_lib(void);      /* folder of librt.a */

@@ -14,77 +14,6 @@
 #include <unistd.h>
 #include "ir.h"
 
-/* The passes, for one policy (with selective, the first full_blocks blocks recomputed
- * in full, and sel_blocks > 0: blocks from sel_blocks on not at all); after each, the
- * verifier (verify.c: passed) and --dump-after. */
-static void compile_pass(Compiled *c, int policy, int full_blocks, int sel_blocks, int jit)
-{
-    c->graph = graph_build(c->spec);
-    passed_graph(c->graph, "graph");
-    autodiff(c->graph);
-    passed_graph(c->graph, "autodiff");
-    c->prog = lower(c->graph);
-    passed(c->prog, "lower");
-    fuse(c->prog);
-    passed(c->prog, "fusion");
-    residual_epilogues(c->prog);
-    passed(c->prog, "residual");
-    recompute(c->prog, policy, full_blocks, sel_blocks, jit);
-    passed(c->prog, "recompute");
-    gemm_epilogues(c->prog);
-    passed(c->prog, "gemm-epilogues");
-    layernorm_bwd_sums(c->prog);
-    passed(c->prog, "layernorm-sums");
-    grad_epilogues(c->prog);
-    passed(c->prog, "grad-epilogues");
-    add_grad_hooks(c->prog);
-    passed(c->prog, "grad-hooks");
-    memplan(c->prog);
-    passed(c->prog, "memplan");
-    /* the replays as they run (the epilogue passes fuse some into others), and the
-     * buffers they write, each once (sized by memplan) */
-    Program *p = c->prog;
-    char *seen = xcalloc((size_t)p->g->n_tensors + 1, 1);
-    for (int i = 0; i < p->n_ins; i++) {
-        Instr *in = p->ins[i];
-        if (!in->recompute || in->dead)
-            continue;
-        p->n_replayed++;
-        p->n_replayed_light += in->flops == 0;
-        for (int k = 0; k < in->n_writes; k++) {
-            Tensor *t = tensor_base(in->writes[k]);
-            if (t->id < p->g->n_tensors && !seen[t->id]++)
-                p->replay_row_bytes += t->row_bytes;
-        }
-    }
-    free(seen);
-}
-
-/* compile_pass, where blocks are recomputed in full twice: their cheap replays shared
- * through a block's backward, or made again for each reader (recompute.c, jit_cheap);
- * the second where its arena is smaller, else the first (fewer replays). Both compile
- * without --dump-after's dumps; the one kept is compiled again for them. */
-static void compile_train(Compiled *c, int policy, int full_blocks, int sel_blocks)
-{
-    int paused = dump_pause(1);
-    compile_pass(c, policy, full_blocks, sel_blocks, 0);
-    int jit = 0;
-    if (policy == RT_RECOMPUTE_FULL || (policy == RT_RECOMPUTE_SELECTIVE && full_blocks > 0)) {
-        Graph *g = c->graph;
-        Program *p = c->prog;
-        compile_pass(c, policy, full_blocks, sel_blocks, 1);
-        jit = 1;
-        if (c->prog->arena_row_bytes >= p->arena_row_bytes) {
-            c->graph = g;   /* (the other's memory is not freed: the compiler frees nothing) */
-            c->prog = p;
-            jit = 0;
-        }
-    }
-    dump_pause(paused);
-    if (dump_wanted())
-        compile_pass(c, policy, full_blocks, sel_blocks, jit);
-}
-
 /* The GPU's fixed allocations at batch B (rt_gpu_fixed_bytes: input slots, loss
  * statistics, scratch, cuBLASLt's workspace), from what the trainer's rt_model says;
  * none for a spec whose device is cpu. */
@@ -176,17 +105,7 @@ Compiled *compile_spec(Spec *s)
     c->spec = s;
     /* validation's own plan: the forward pass alone, without what backward keeps; it
      * shares the arena, so it counts in recompute auto's totals */
-    c->eval_graph = graph_build(s);
-    c->eval = lower_eval(c->eval_graph);
-    passed(c->eval, "lower");
-    fuse(c->eval);
-    passed(c->eval, "fusion");
-    residual_epilogues(c->eval);
-    passed(c->eval, "residual");
-    gemm_epilogues(c->eval);
-    passed(c->eval, "gemm-epilogues");
-    memplan(c->eval);
-    passed(c->eval, "memplan");
+    compile_eval(c);
     int policy = s->train.recompute;
     if (policy != RT_RECOMPUTE_AUTO) {
         compile_train(c, policy, 0, 0);
