@@ -405,6 +405,12 @@ void compile_eval(Compiled *c);
  * blocks from sel_blocks on kept whole. Where blocks are recomputed in full, the smaller
  * of its two ways (recompute.c: jit_cheap). */
 void compile_train(Compiled *c, int policy, int full_blocks, int sel_blocks);
+/* recompute_auto.c: recompute auto's choice, compiled into c->graph and c->prog (exit 1
+ * when no plan fits memory_budget_mb); plan_totals: the kept program's memory at the
+ * spec's batch size (Program.eval_row_bytes, alloc_row_bytes, workspace_bytes,
+ * total_bytes: what memory_budget_mb counts). */
+void recompute_auto(Compiled *c);
+void plan_totals(Compiled *c);
 int jit_run(Compiled *c, const char *incdir, int argc, char **argv);
 const char *trainc_home_include(void);  /* folder of trainc_rt.h */
 const char *trainc_home_lib(void);      /* folder of librt.a */
