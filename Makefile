@@ -31,12 +31,13 @@ $(B)/rt/%.o: runtime/%.c runtime/rt.h runtime/rt_loop.h runtime/trainc_rt.h runt
 # only dist.c includes mpi.h
 $(B)/rt/dist.o: runtime/dist.c runtime/rt.h runtime/trainc_rt.h runtime/rt_dist.h | $(B)/rt
 	$(CC) $(CFLAGS) $(MPI_CFLAGS) -c $< -o $@
-$(B)/cc/%.o: compiler/%.c compiler/trainc.h compiler/ir.h compiler/ops.h runtime/rt.h runtime/trainc_rt.h | $(B)/cc
+$(B)/cc/%.o: compiler/%.c compiler/trainc.h compiler/ir.h compiler/ops.h compiler/cmd.h runtime/rt.h \
+              runtime/trainc_rt.h | $(B)/cc
 	$(CC) $(CFLAGS) -c $< -o $@
 $(B)/cc/build.o: override CFLAGS += -I$(CUDA_HOME)/include
 # trainc build links trainers with these too (override: survives CFLAGS=... on the
 # command line, as the sanitizer build passes it)
-$(B)/cc/main.o: override CFLAGS += -DTRAINC_LINK_EXTRA='"$(MPI_LIBS)"'
+$(B)/cc/cmd_build.o: override CFLAGS += -DTRAINC_LINK_EXTRA='"$(MPI_LIBS)"'
 $(B)/rt/ddp.o $(B)/rt/loop.o $(B)/rt/dist.o $(B)/rt/zero.o $(B)/rt/ckpt.o: runtime/rt_dist.h
 
 $(B)/rt $(B)/cc:

@@ -412,9 +412,6 @@ void compile_train(Compiled *c, int policy, int full_blocks, int sel_blocks);
 void recompute_auto(Compiled *c);
 void plan_totals(Compiled *c);
 int jit_run(Compiled *c, const char *incdir, int argc, char **argv);
-const char *trainc_home_include(void);  /* folder of trainc_rt.h */
-const char *trainc_home_lib(void);      /* folder of librt.a */
-int cmd_data(int argc, char **argv);
 
 /* build.c: trainc build's programs, temporary files, CUDA image and bundle. */
 void build_temp_setup(void);            /* atexit and signal handlers; once */
