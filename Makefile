@@ -31,7 +31,7 @@ $(B)/rt/%.o: runtime/%.c runtime/rt.h runtime/rt_loop.h runtime/trainc_rt.h runt
 # only dist.c includes mpi.h
 $(B)/rt/dist.o: runtime/dist.c runtime/rt.h runtime/trainc_rt.h runtime/rt_dist.h | $(B)/rt
 	$(CC) $(CFLAGS) $(MPI_CFLAGS) -c $< -o $@
-$(B)/cc/%.o: compiler/%.c compiler/trainc.h compiler/ir.h compiler/ops.h compiler/cmd.h runtime/rt.h \
+$(B)/cc/%.o: compiler/%.c compiler/trainc.h compiler/ir.h compiler/ops.h compiler/cmd.h compiler/buf.h runtime/rt.h \
               runtime/trainc_rt.h | $(B)/cc
 	$(CC) $(CFLAGS) -c $< -o $@
 $(B)/cc/build.o: override CFLAGS += -I$(CUDA_HOME)/include

@@ -15,6 +15,8 @@ Compiled *compile_spec(Spec *s)
     else
         compile_train(c, s->train.recompute, 0, 0);
     plan_totals(c);
+    emit_prepare(c->prog, c->eval);
     emit_c(c->prog, c->eval, &c->em);
+    emit_cuda(c->prog, c->eval, &c->em.kernels_cu, &c->em.kernels_cu_file);
     return c;
 }

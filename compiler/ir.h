@@ -12,6 +12,7 @@
 #define IR_H
 
 #include "trainc.h"
+#include "buf.h"
 
 /* ---- tensors ------------------------------------------------------------- */
 
@@ -271,6 +272,8 @@ typedef struct Program {
     int64_t workspace_bytes; /* the GPU's fixed allocations at the spec's batch size
                                 (rt_gpu_fixed_bytes): counted in the plan's total */
     int64_t total_bytes;     /* at the spec's batch size: what memory_budget_mb counts */
+    int64_t gpu_scratch_row_bytes; /* what the GPU's calls need a batch row (emit_cuda.c:
+                                      cuda_scratch_row_bytes), for host.c's rt_model */
     int n_replayed, n_replayed_light;  /* recompute's replays; elementwise or norm work */
     int64_t replay_row_bytes;          /* the bytes they write, a batch row (after memplan) */
 } Program;
@@ -333,17 +336,6 @@ void recompute(Program *p, int policy, int full_blocks, int sel_blocks, int jit_
 
 /* ---- output --------------------------------------------------------------- */
 
-typedef struct Buf {
-    char *s;
-    size_t len, cap;
-} Buf;
-void buf_printf(Buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void buf_puts(Buf *b, const char *s);
-void c_string(Buf *b, const char *s);
-void buf_wrapped(Buf *b, const char *indent, const char *stmt);
-void buf_words(Buf *b, size_t cur, const char *cont, const char *text, size_t last);
-void buf_comment(Buf *b, const char *indent, const char *text);
-void buf_commented(Buf *b, const char *indent, const char *code, const char *comment);
 void kernel_head(Buf *b, const char *name, const Instr *in);
 
 typedef struct Emitted {
@@ -351,6 +343,10 @@ typedef struct Emitted {
     Buf kernels_cu;        /* what NVRTC compiles: the templates inlined */
     Buf kernels_cu_file;   /* kernels_cuda.cu as written: the templates #included */
 } Emitted;
+/* The driver calls emit_prepare, then the two emitters: emit_c (model.h, host.c,
+ * kernels_cpu.c, plan.json) and emit_cuda (kernels_cuda.cu, as NVRTC compiles it in b and
+ * as written in file). */
+void emit_prepare(Program *p, Program *eval);
 void emit_cuda(Program *p, Program *eval, Buf *b, Buf *file);
 /* One fused kernel as CUDA, named `name`. */
 void cuda_kernel(Buf *b, const Graph *g, Instr *in, const char *name);
@@ -364,8 +360,10 @@ int64_t cuda_scratch_row_bytes(const Program *p);
 
 /* `data_dir` is recorded as given (the build and JIT override it with an absolute path). */
 void emit_c(Program *p, Program *eval, Emitted *out);
+/* One fused kernel as C, named `name` (kernels_cpu.c's). */
+void emit_kernel(Buf *b, Instr *in, const char *name);
 void emit_plan_json(Program *p, Buf *b);
-/* Writes the files of `out` into dir (created), each via a temporary name. */
+/* Writes the files of `out` into dir (created), each via a temporary name (emit.c). */
 int emit_write(const Emitted *out, const char *dir);
 
 /* ---- drivers -------------------------------------------------------------- */

@@ -156,4 +156,5 @@ void plan_totals(Compiled *c)
     c->prog->workspace_bytes = workspace_bytes(c, B);
     c->prog->alloc_row_bytes = alloc_row_bytes(c);
     c->prog->total_bytes = total_bytes(c, B);
+    c->prog->gpu_scratch_row_bytes = cuda_scratch_row_bytes(c->prog);
 }
