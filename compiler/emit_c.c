@@ -12,17 +12,6 @@
 #include <string.h>
 #include "ir.h"
 
-/* A fused kernel's comment up to its origin, "/" "* NAME: WHAT\n *     from ORIGIN", WHAT
- * filled within WRAP_COLS; the caller goes on with the comment. */
-void kernel_head(Buf *b, const char *name, const Instr *in)
-{
-    char *head = xasprintf("%s: %s", name, in->what);
-    buf_puts(b, "/*");
-    buf_words(b, 2, " *    ", head, 0);
-    free(head);
-    buf_printf(b, "\n *     from %s", in->origin);
-}
-
 /* Replaces whole identifiers `from` by `to` in a C statement. */
 char *text_subst(const char *text, const char *from, const char *to)
 {
@@ -39,26 +28,6 @@ char *text_subst(const char *text, const char *from, const char *to)
         }
     }
     return b.s ? b.s : xstrdup("");
-}
-
-static char *shape_of(const Tensor *t, int batch)
-{
-    Buf b = {0};
-    buf_puts(&b, batch ? "[B" : "[");
-    for (int i = 0; i < t->rank; i++)
-        buf_printf(&b, "%s%lld", (batch || i) ? ", " : "", (long long)t->shape[i]);
-    buf_puts(&b, "]");
-    return b.s;
-}
-
-
-
-/* "float *relu_2 = ACT(1024);" and friends, for a function's locals. */
-char *tensor_shape_text(const Tensor *t)
-{
-    if (tensor_base((Tensor *)t)->layout)
-        return xstrdup(tensor_base((Tensor *)t)->layout);
-    return shape_of(t, t->kind != T_PARAM && t->kind != T_PGRAD);
 }
 
 /* g16: the graph where the pointer may hold 16-bit values on a GPU (host.c), NULL where
@@ -108,53 +77,6 @@ static void declare(Buf *b, Tensor *t, int writable, const Graph *g16)
         unreachable();
     }
     free(shape);
-}
-
-/* The tensors an instruction range touches, each once, in first-use order. */
-typedef struct Uses {
-    Tensor **t;
-    char *w;
-    int n;
-} Uses;
-
-static void use(Uses *u, Tensor *t, int w)
-{
-    for (int i = 0; i < u->n; i++)
-        if (u->t[i] == t) {
-            u->w[i] |= (char)w;
-            return;
-        }
-    u->t = realloc(u->t, (size_t)(u->n + 1) * sizeof *u->t);
-    u->w = realloc(u->w, (size_t)(u->n + 1));
-    u->t[u->n] = t;
-    u->w[u->n++] = (char)w;
-}
-
-/* A fused kernel's tensors: operands in first-use order, then outputs not read. This
- * is the parameter order of its CUDA twin and so of rt_launch's argument list. */
-static void kernel_uses(Uses *u, const Instr *in)
-{
-    for (int k = 0; k < in->n_ops; k++)
-        for (int j = 0; j < in->ops[k].n_arg; j++)
-            if (in->ops[k].arg[j].t)
-                use(u, in->ops[k].arg[j].t, 0);
-    for (int k = 0; k < in->n_writes; k++)
-        use(u, in->writes[k], 1);
-}
-
-int kernel_tensors(const Instr *in, Tensor **t, char *w, int max)
-{
-    Uses u = {0};
-    kernel_uses(&u, in);
-    if (u.n > max)
-        die("kernel %d touches %d tensors (at most %d)", in->id, u.n, max);
-    for (int i = 0; i < u.n; i++) {
-        t[i] = u.t[i];
-        w[i] = u.w[i];
-    }
-    free(u.t);
-    free(u.w);
-    return u.n;
 }
 
 /* The run every operand read at an index of its own shares (Operand.run), or 0: then
@@ -281,9 +203,9 @@ static void emit_pass(Buf *b, Program *p, int from, int to, const char *sig, con
             continue;
         }
         for (int k = 0; k < in->n_reads; k++)
-            use(&u, in->reads[k], 0);
+            uses_add(&u, in->reads[k], 0);
         for (int k = 0; k < in->n_writes; k++)
-            use(&u, in->writes[k], 1);
+            uses_add(&u, in->writes[k], 1);
     }
     buf_printf(b, "/* %s */\n%s\n{\n%s", doc, sig, prologue);
     for (int i = 0; i < u.n; i++)

@@ -336,35 +336,51 @@ void recompute(Program *p, int policy, int full_blocks, int sel_blocks, int jit_
 
 /* ---- output --------------------------------------------------------------- */
 
+/* kernel.c: a fused kernel as both emitters see it. kernel_head: its comment up to its
+ * origin ("/" "* NAME: WHAT\n *     from ORIGIN"), the caller going on with it. */
 void kernel_head(Buf *b, const char *name, const Instr *in);
-
-typedef struct Emitted {
-    Buf model_h, host_c, kernels_c, plan_json;
-    Buf kernels_cu;        /* what NVRTC compiles: the templates inlined */
-    Buf kernels_cu_file;   /* kernels_cuda.cu as written: the templates #included */
-} Emitted;
-/* The driver calls emit_prepare, then the two emitters: emit_c (model.h, host.c,
- * kernels_cpu.c, plan.json) and emit_cuda (kernels_cuda.cu, as NVRTC compiles it in b and
- * as written in file). */
-void emit_prepare(Program *p, Program *eval);
-void emit_cuda(Program *p, Program *eval, Buf *b, Buf *file);
-/* One fused kernel as CUDA, named `name`. */
-void cuda_kernel(Buf *b, const Graph *g, Instr *in, const char *name);
+/* A fused kernel's tensors in its parameter order (both emitters and the launch). */
+int kernel_tensors(const Instr *in, Tensor **t, char *w, int max);
+/* The tensors an instruction range touches, each once, in first-use order, w[i] set
+ * where one is written (uses_add); kernel_uses adds a fused kernel's. */
+typedef struct Uses {
+    Tensor **t;
+    char *w;
+    int n;
+} Uses;
+void uses_add(Uses *u, Tensor *t, int w);
+void kernel_uses(Uses *u, const Instr *in);
 /* A tensor's shape for comments: parameters and their gradients whole, the rest per
  * batch of B rows ("[B, 128, 384]"), conv2d's GEMM operands as stored. Allocated. */
 char *tensor_shape_text(const Tensor *t);
-/* A fused kernel's tensors in its parameter order (both emitters and the launch). */
-int kernel_tensors(const Instr *in, Tensor **t, char *w, int max);
-/* Scratch the GPU's calls need per batch row (attention backward's row sums). */
-int64_t cuda_scratch_row_bytes(const Program *p);
+/* A tensor's shape "[B, 128, 384]" (batch: with the rows' B) or "[384, 128]". Allocated. */
+char *shape_of(const Tensor *t, int batch);
 
-/* `data_dir` is recorded as given (the build and JIT override it with an absolute path). */
+/* emit.c: the driver calls emit_prepare (the names, loop sizes and twin kernels both
+ * emitters read), then emit_c and emit_cuda, siblings; emit_write writes what they
+ * printed. */
+typedef struct Emitted {
+    Buf model_h, host_c, kernels_c, plan_json;   /* emit_c */
+    Buf kernels_cu;        /* emit_cuda: what NVRTC compiles, the templates inlined */
+    Buf kernels_cu_file;   /* kernels_cuda.cu as written: the templates #included */
+} Emitted;
+void emit_prepare(Program *p, Program *eval);
+/* Writes the files of `out` into dir (created), each via a temporary name. */
+int emit_write(const Emitted *out, const char *dir);
+
+/* emit_c.c: model.h, host.c, kernels_cpu.c and plan.json. `data_dir` is recorded as
+ * given (the build and JIT override it with an absolute path). */
 void emit_c(Program *p, Program *eval, Emitted *out);
 /* One fused kernel as C, named `name` (kernels_cpu.c's). */
 void emit_kernel(Buf *b, Instr *in, const char *name);
 void emit_plan_json(Program *p, Buf *b);
-/* Writes the files of `out` into dir (created), each via a temporary name (emit.c). */
-int emit_write(const Emitted *out, const char *dir);
+
+/* emit_cuda.c: kernels_cuda.cu, as NVRTC compiles it (b) and as written (file). */
+void emit_cuda(Program *p, Program *eval, Buf *b, Buf *file);
+/* One fused kernel as CUDA, named `name`. */
+void cuda_kernel(Buf *b, const Graph *g, Instr *in, const char *name);
+/* Scratch the GPU's calls need per batch row (attention backward's row sums). */
+int64_t cuda_scratch_row_bytes(const Program *p);
 
 /* ---- drivers -------------------------------------------------------------- */
 
