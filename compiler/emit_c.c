@@ -1,4 +1,5 @@
-/* emit_c.c: Program -> C sources.
+/* emit_c.c: Program -> C sources, the C emitter (the driver calls it after
+ * emit_prepare, beside emit_cuda.c).
  *
  *   model.h        the plan: where every buffer lives, the kernels' prototypes
  *   host.c         forward(), backward(), the parameter and input tables, the
@@ -6,7 +7,8 @@
  *   kernels_cpu.c  the fused elementwise loops, run over the runtime's thread pool
  *   plan.json      the memory plan as data
  *
- * Everything is printed into memory; files are written only when all succeeded. */
+ * Everything is printed into memory (Emitted); emit.c writes the files only when all
+ * succeeded. Also text_subst, the renaming of a tensor inside an instruction's text. */
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,12 +1,30 @@
-/* ir.h: the graph, the training graph and the program.
+/* ir.h: the graph, the training graph, the program, the pipeline and the emitters'
+ * interfaces. The compiler's files, in the order a spec goes through them:
  *
- *   graph.c     Spec -> Graph: forward nodes over tensors, shapes inferred, params named
- *   autodiff.c  Graph -> backward nodes appended (the training graph)
- *   lower.c     nodes -> Program: instructions (elementwise ops, GEMMs, runtime calls)
- *   fusion.c    elementwise chains -> one loop each; bias/activation/residual into GEMM
- *               epilogues; layernorm backward's gradient sum into its call
- *   memplan.c   liveness -> per-row offsets in one arena (best fit, biggest first)
- *   emit_c.c    Program -> model.h, host.c, kernels_cpu.c, plan.json
+ *   main.c       trainc's entry: the arguments normalized, the command dispatched
+ *   cmd_*.c      one command each (check, emit and build, run, plan, help; cmd_common.c
+ *                what they share; data_cmd.c trainc data), declared in cmd.h
+ *   spec.c       spec files -> Spec, validated (trainc.h)
+ *   driver.c     Spec -> Compiled: both programs, the memory totals, the sources
+ *   pipeline.c   the passes, one table (PASS_LIST below), each followed by verify.c
+ *   graph.c      Spec -> Graph: forward nodes over tensors, shapes inferred, params named
+ *   autodiff.c   Graph -> backward nodes appended (the training graph)
+ *   lower.c      nodes -> Program: instructions (elementwise ops, GEMMs, runtime calls)
+ *   fusion.c     elementwise chains -> one loop each; bias/activation/residual into GEMM
+ *                epilogues; layernorm backward's gradient sum into its call
+ *   recompute.c  saved activations dropped and replayed in the backward pass
+ *   memplan.c    liveness -> per-row offsets in one arena (best fit, biggest first)
+ *   verify.c     the verifier after every pass, and --dump-after
+ *   recompute_auto.c  recompute auto's search; the memory a run allocates
+ *   emit.c       the names and twin kernels both emitters read; the files written
+ *   emit_c.c     Program -> model.h, host.c, kernels_cpu.c, plan.json
+ *   emit_cuda.c  Program -> kernels_cuda.cu (the fused loops as CUDA, the templates)
+ *   kernel.c     a fused kernel as both emitters see it (tensor order, heading comment)
+ *   buf.c        the text buffer everything prints into (buf.h)
+ *   build.c      trainc build's temporary files, CUDA image and bundle
+ *   jit.c        trainc run: host code compiled in memory by libtcc
+ *   zero2.c      zero2's gradient memory at its worst (trainc plan --ranks)
+ *   util.c       the error tiers and allocation helpers (trainc.h)
  */
 #ifndef IR_H
 #define IR_H
@@ -30,7 +48,7 @@ typedef struct Tensor {
     int id;
     char *name;              /* C identifier in the generated code */
     char *want;              /* the name asked for: `name` has a suffix where it repeated
-                                one (emit_c.c's tidy_names drops what the output need not) */
+                                one (emit.c's tidy_names drops what the output need not) */
     int kind;                /* T_* */
     int dtype;               /* RT_F32 except raw inputs */
     int rank;                /* per row (T_INPUT, T_ACT, T_TEMP) or whole (params) */
@@ -247,7 +265,7 @@ typedef struct Instr {
     int64_t flops;           /* per sample (GEMMs and heavy calls; 0 = negligible) */
     /* I_EW of the validation program: the training kernel whose text this one's would
        repeat on the CPU (offsets included) or on the GPU, or NULL; the launch names
-       that kernel and this one is not printed (emit_c.c, find_twins) */
+       that kernel and this one is not printed (emit.c, find_twins) */
     struct Instr *same_cpu, *same_gpu;
 } Instr;
 
