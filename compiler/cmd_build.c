@@ -51,6 +51,63 @@ static void check_out_file(const char *path)
     free(dir);
 }
 
+/* The C compiler's command line that links the trainer at tmpout: host.c and
+ * kernels_cpu.c from tmp (emit_write's), the CUDA image for --device cuda or both
+ * (compiled here by NVRTC), the runtime and the libraries it needs. */
+static char **link_command(const Compiled *c, const char *tmp, const char *device,
+                           const char *arch, int bundle, char *tmpout)
+{
+    const Spec *s = c->spec;
+    int cuda = strcmp(device, "cpu") != 0;
+    char *abs = realpath(s->data_dir, NULL);
+    Buf ddef_b = {0};   /* a C string literal: the folder's name may hold " or \ */
+    buf_puts(&ddef_b, "-DTRAINC_DATA_DIR=");
+    c_string(&ddef_b, abs ? abs : s->data_dir);
+    char *ddef = ddef_b.s;
+    char *inc = xasprintf("-I%s", trainc_home_include());
+    char *lib = xasprintf("%s/librt.a", trainc_home_lib());
+    char *host = xasprintf("%s/host.c", tmp), *kern = xasprintf("%s/kernels_cpu.c", tmp);
+    /* $CC split at spaces and tabs, without quoting: CC="ccache cc", CC="gcc -m64" */
+    char **args = xcalloc(128, sizeof *args);
+    int na = 0;
+    add_words(args, &na, 16, getenv("CC"));
+    if (na == 0)
+        args[na++] = "cc";
+    char *const fixed[] = {"-std=gnu11", "-O2", "-ffp-contract=off", "-w", inc, ddef, host, kern};
+    for (size_t k = 0; k < sizeof fixed / sizeof *fixed; k++)
+        args[na++] = fixed[k];
+    /* TRAINC_CFLAGS: more compiler flags (-march=native, sanitizers) */
+    add_words(args, &na, 80, getenv("TRAINC_CFLAGS"));
+    if (cuda) {
+        double t = rt_now();
+        args[na++] = build_cuda_image(c->em.kernels_cu.s, arch, tmp);
+        args[na++] = !strcmp(device, "cuda") ? "-DTRAINC_DEVICES=RT_HAS_CUDA"
+                                             : "-DTRAINC_DEVICES=(RT_HAS_CPU|RT_HAS_CUDA)";
+        args[na++] = "-DTRAINC_CUDA_IMAGE=(&trainc_cuda_image)";
+        fprintf(stderr, "trainc: compiled the CUDA kernels for %s (+ PTX) with NVRTC in %.1f s\n",
+                arch, rt_now() - t);
+    }
+    if (bundle) {   /* DT_RPATH, not RUNPATH: it also serves the libraries' own needs */
+        args[na++] = "-Wl,-rpath,$ORIGIN/lib";
+        args[na++] = "-Wl,--disable-new-dtags";
+    }
+    args[na++] = lib;
+    args[na++] = "-lcjson";
+    args[na++] = "-lopenblas";
+    args[na++] = "-lm";
+    args[na++] = "-lpthread";
+    args[na++] = "-ldl";
+#ifndef TRAINC_LINK_EXTRA
+#define TRAINC_LINK_EXTRA ""
+#endif
+    /* MPI's link flags, as the Makefile found them (mpicc --showme:link) */
+    add_words(args, &na, 120, TRAINC_LINK_EXTRA);
+    args[na++] = "-o";
+    args[na++] = tmpout;
+    args[na] = NULL;
+    return args;
+}
+
 int cmd_emit(int argc, char **argv)
 {
     int n = spec_args(argc, argv, 1, "emit");
@@ -129,55 +186,10 @@ int cmd_build(int argc, char **argv)
     const char *tmp = build_temp_dir();
     if (emit_write(&c->em, tmp) != 0)
         rt_fail("build: cannot write %s: %s", tmp, strerror(errno));
-    char *abs = realpath(s->data_dir, NULL);
-    Buf ddef_b = {0};   /* a C string literal: the folder's name may hold " or \ */
-    buf_puts(&ddef_b, "-DTRAINC_DATA_DIR=");
-    c_string(&ddef_b, abs ? abs : s->data_dir);
-    char *ddef = ddef_b.s;
-    char *inc = xasprintf("-I%s", trainc_home_include());
-    char *lib = xasprintf("%s/librt.a", trainc_home_lib());
-    char *host = xasprintf("%s/host.c", tmp), *kern = xasprintf("%s/kernels_cpu.c", tmp);
     /* linked in the temporary folder, then put beside OUT whole (build_install: a build
      * killed outright while the linker wrote there left the partial executable) */
     char *tmpout = xasprintf("%s/trainer", tmp);
-    /* $CC split at spaces and tabs, without quoting: CC="ccache cc", CC="gcc -m64" */
-    char *args[128] = {0};
-    int na = 0;
-    add_words(args, &na, 16, getenv("CC"));
-    if (na == 0)
-        args[na++] = "cc";
-    char *const fixed[] = {"-std=gnu11", "-O2", "-ffp-contract=off", "-w", inc, ddef, host, kern};
-    for (size_t k = 0; k < sizeof fixed / sizeof *fixed; k++)
-        args[na++] = fixed[k];
-    /* TRAINC_CFLAGS: more compiler flags (-march=native, sanitizers) */
-    add_words(args, &na, 80, getenv("TRAINC_CFLAGS"));
-    if (cuda) {
-        double t = rt_now();
-        args[na++] = build_cuda_image(c->em.kernels_cu.s, arch, tmp);
-        args[na++] = !strcmp(device, "cuda") ? "-DTRAINC_DEVICES=RT_HAS_CUDA"
-                                             : "-DTRAINC_DEVICES=(RT_HAS_CPU|RT_HAS_CUDA)";
-        args[na++] = "-DTRAINC_CUDA_IMAGE=(&trainc_cuda_image)";
-        fprintf(stderr, "trainc: compiled the CUDA kernels for %s (+ PTX) with NVRTC in %.1f s\n",
-                arch, rt_now() - t);
-    }
-    if (bundle) {   /* DT_RPATH, not RUNPATH: it also serves the libraries' own needs */
-        args[na++] = "-Wl,-rpath,$ORIGIN/lib";
-        args[na++] = "-Wl,--disable-new-dtags";
-    }
-    args[na++] = lib;
-    args[na++] = "-lcjson";
-    args[na++] = "-lopenblas";
-    args[na++] = "-lm";
-    args[na++] = "-lpthread";
-    args[na++] = "-ldl";
-#ifndef TRAINC_LINK_EXTRA
-#define TRAINC_LINK_EXTRA ""
-#endif
-    /* MPI's link flags, as the Makefile found them (mpicc --showme:link) */
-    add_words(args, &na, 120, TRAINC_LINK_EXTRA);
-    args[na++] = "-o";
-    args[na++] = tmpout;
-    args[na] = NULL;
+    char **args = link_command(c, tmp, device, arch, bundle != NULL, tmpout);
     int rc = build_run(args, NULL, 0);
     if (rc < 0)
         rt_fail("build: cannot start the C compiler %s: %s (is one installed? set CC)", args[0],

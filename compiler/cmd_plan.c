@@ -142,47 +142,11 @@ static void plan_ranks_json(const Spec *s, const RankPlan *r, const char *plan)
     printf("}\n  }\n}\n");
 }
 
-int cmd_plan(int argc, char **argv)
+/* The memory plan as a table: every buffer, the arena against the no-reuse sum and the
+ * lower bound, the fixed allocations and the total, and the recomputation plan. */
+static void plan_table(const Compiled *c)
 {
-    int n = spec_args(argc, argv, 1, "plan");
-    int json = 0;
-    long ranks = 0, chunk_kb = 2048;
-    for (int i = 1 + n; i < argc; i++) {
-        if (!strcmp(argv[i], "--json"))
-            json = 1;
-        else if (!strcmp(argv[i], "--chunk-kb")) {
-            const char *v = opt_value(argc, argv, &i, "--chunk-kb");
-            char *end;
-            chunk_kb = strtol(v, &end, 10);
-            if (*end || chunk_kb < 4 || chunk_kb > 1048576 || chunk_kb % 4)
-                error_input("plan: --chunk-kb expects a multiple of 4 from 4 to 1048576, got '%s'", v);
-        }
-        else if (!strcmp(argv[i], "--ranks")) {
-            const char *v = opt_value(argc, argv, &i, "--ranks");
-            char *end;
-            ranks = strtol(v, &end, 10);
-            if (*end || ranks < 1 || ranks > 65536)
-                error_input("plan: --ranks expects an integer from 1 to 65536, got '%s'", v);
-        }
-        else if (!strcmp(argv[i], "--set"))
-            opt_value(argc, argv, &i, "--set");
-        else
-            unknown_arg("plan", argv[i]);
-    }
-    if (ranks == 0 && chunk_kb != 2048)
-        error_input("plan: --chunk-kb sizes the GPU's chunks of --ranks' table; add --ranks N");
-    Spec *s = load_with_sets(argc, argv, 1, n, 1);
-    Compiled *c = compile_spec(s);
-    RankPlan rp = {0};
-    if (ranks > 0)
-        rp = rank_plan(s, c->prog, c->graph->param_floats, (int)ranks, (int64_t)chunk_kb << 10);
-    if (json) {
-        if (ranks > 0)
-            plan_ranks_json(s, &rp, c->em.plan_json.s);
-        else
-            fputs(c->em.plan_json.s, stdout);
-        return 0;
-    }
+    const Spec *s = c->spec;
     Program *p = c->prog;
     Graph *g = c->graph;
     int64_t B = s->train.batch_size;
@@ -251,7 +215,51 @@ int cmd_plan(int argc, char **argv)
                "elementwise or norm work (not in the FLOPs),\n"
                "                          writing %lld bytes a step\n", p->n_replayed,
                p->n_replayed_light, (long long)(B * p->replay_row_bytes));
+}
+
+int cmd_plan(int argc, char **argv)
+{
+    int n = spec_args(argc, argv, 1, "plan");
+    int json = 0;
+    long ranks = 0, chunk_kb = 2048;
+    for (int i = 1 + n; i < argc; i++) {
+        if (!strcmp(argv[i], "--json"))
+            json = 1;
+        else if (!strcmp(argv[i], "--chunk-kb")) {
+            const char *v = opt_value(argc, argv, &i, "--chunk-kb");
+            char *end;
+            chunk_kb = strtol(v, &end, 10);
+            if (*end || chunk_kb < 4 || chunk_kb > 1048576 || chunk_kb % 4)
+                error_input("plan: --chunk-kb expects a multiple of 4 from 4 to 1048576, got '%s'", v);
+        }
+        else if (!strcmp(argv[i], "--ranks")) {
+            const char *v = opt_value(argc, argv, &i, "--ranks");
+            char *end;
+            ranks = strtol(v, &end, 10);
+            if (*end || ranks < 1 || ranks > 65536)
+                error_input("plan: --ranks expects an integer from 1 to 65536, got '%s'", v);
+        }
+        else if (!strcmp(argv[i], "--set"))
+            opt_value(argc, argv, &i, "--set");
+        else
+            unknown_arg("plan", argv[i]);
+    }
+    if (ranks == 0 && chunk_kb != 2048)
+        error_input("plan: --chunk-kb sizes the GPU's chunks of --ranks' table; add --ranks N");
+    Spec *s = load_with_sets(argc, argv, 1, n, 1);
+    Compiled *c = compile_spec(s);
+    RankPlan rp = {0};
     if (ranks > 0)
-        plan_ranks(s, &rp, g->param_floats);
+        rp = rank_plan(s, c->prog, c->graph->param_floats, (int)ranks, (int64_t)chunk_kb << 10);
+    if (json) {
+        if (ranks > 0)
+            plan_ranks_json(s, &rp, c->em.plan_json.s);
+        else
+            fputs(c->em.plan_json.s, stdout);
+        return 0;
+    }
+    plan_table(c);
+    if (ranks > 0)
+        plan_ranks(s, &rp, c->graph->param_floats);
     return 0;
 }
