@@ -1,4 +1,5 @@
-/* emit_c.c: Program -> C sources.
+/* emit_c.c: Program -> C sources, the C emitter (the driver calls it after
+ * emit_prepare, beside emit_cuda.c).
  *
  *   model.h        the plan: where every buffer lives, the kernels' prototypes
  *   host.c         forward(), backward(), the parameter and input tables, the
@@ -6,204 +7,12 @@
  *   kernels_cpu.c  the fused elementwise loops, run over the runtime's thread pool
  *   plan.json      the memory plan as data
  *
- * Everything is printed into memory; files are written only when all succeeded. */
-#include <errno.h>
+ * Everything is printed into memory (Emitted); emit.c writes the files only when all
+ * succeeded. Also text_subst, the renaming of a tensor inside an instruction's text. */
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include "ir.h"
-
-void buf_puts(Buf *b, const char *s)
-{
-    size_t n = strlen(s);
-    if (b->len + n + 1 > b->cap) {
-        b->cap = (b->len + n + 1) * 2 + 256;
-        b->s = realloc(b->s, b->cap);
-        if (!b->s)
-            die("out of memory");
-    }
-    memcpy(b->s + b->len, s, n + 1);
-    b->len += n;
-}
-
-void buf_printf(Buf *b, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    char *s = xcalloc(1, (size_t)n + 1);
-    va_start(ap, fmt);
-    vsnprintf(s, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    buf_puts(b, s);
-    free(s);
-}
-
-/* Generated lines stay within this many columns where a statement can be broken. */
-#define WRAP_COLS 100
-
-/* The end of the token at s: a string or character literal, a comment, or one char. */
-static const char *token_end(const char *s)
-{
-    if (*s == '"' || *s == '\'') {
-        char q = *s++;
-        while (*s && *s != q)
-            s += s[0] == '\\' && s[1] ? 2 : 1;
-        return *s ? s + 1 : s;
-    }
-    if (s[0] == '/' && s[1] == '*') {
-        const char *e = strstr(s + 2, "*/");
-        return e ? e + 2 : s + strlen(s);
-    }
-    return s + 1;
-}
-
-/* Prints a string literal's text [q, end) from column *cur on: cut after spaces into
- * adjacent literals, a line each, the next lines from column col, leaving room for
- * `tail` more characters after the last. */
-static void wrapped_literal(Buf *b, const char *q, const char *end, size_t *cur, size_t col,
-                            size_t tail)
-{
-    for (;;) {
-        size_t room = WRAP_COLS > *cur + 2 + tail ? WRAP_COLS - *cur - 2 - tail : 1;
-        const char *cut = end, *c = q;
-        if ((size_t)(end - q) > room) {
-            cut = NULL;
-            for (; c < end && (!cut || (size_t)(c - q) < room); c += c[0] == '\\' ? 2 : 1)
-                if (*c == ' ' && (!cut || (size_t)(c + 1 - q) <= room))
-                    cut = c + 1;
-            if (!cut || cut >= end)
-                cut = end;
-        }
-        buf_printf(b, "\"%.*s\"", (int)(cut - q), q);
-        *cur += (size_t)(cut - q) + 2;
-        q = cut;
-        if (q >= end)
-            return;
-        buf_printf(b, "\n%*s", (int)col, "");
-        *cur = col;
-    }
-}
-
-/* Prints INDENT STMT and a newline. A statement longer than WRAP_COLS is broken after
- * the commas inside its parentheses (and braces), filling each line, the continuation
- * lines lined up under the first argument (or 8 columns in when that is far); a string
- * literal that still does not fit is cut after spaces into adjacent literals. */
-void buf_wrapped(Buf *b, const char *indent, const char *stmt)
-{
-    size_t ind = strlen(indent);
-    const char *open = NULL;
-    for (const char *t = stmt; *t && !open; t = token_end(t))
-        if (*t == '(')
-            open = t;
-    if (ind + strlen(stmt) <= WRAP_COLS || !open) {
-        buf_printf(b, "%s%s\n", indent, stmt);
-        return;
-    }
-    size_t col = ind + (size_t)(open - stmt) + 1;
-    if (col > 60)
-        col = ind + 8;
-    buf_printf(b, "%s%.*s", indent, (int)(open - stmt + 1), stmt);
-    size_t cur = ind + (size_t)(open - stmt) + 1;
-    int fresh = 1, depth = 1;   /* fresh: nothing yet after the indentation or the '(' */
-    const char *p = open + 1;
-    while (*p) {
-        while (*p == ' ')
-            p++;
-        const char *e = p;   /* the piece: up to and with the next comma inside, or the rest */
-        while (*e) {
-            char c = *e;
-            e = token_end(e);
-            depth += (c == '(' || c == '{' || c == '[') - (c == ')' || c == '}' || c == ']');
-            if (c == ',' && depth >= 1)
-                break;
-        }
-        size_t len = (size_t)(e - p);
-        int literal = *p == '"';
-        if (!fresh && cur + 1 + len > WRAP_COLS && !(literal && cur + 24 < WRAP_COLS)) {
-            buf_printf(b, "\n%*s", (int)col, "");
-            cur = col;
-            fresh = 1;
-        }
-        if (!fresh) {
-            buf_puts(b, " ");
-            cur++;
-        }
-        if (literal && cur + len > WRAP_COLS) {
-            const char *lit = token_end(p);
-            wrapped_literal(b, p + 1, lit - 1, &cur, col, (size_t)(e - lit));
-            buf_printf(b, "%.*s", (int)(e - lit), lit);
-            cur += (size_t)(e - lit);
-        } else {
-            buf_printf(b, "%.*s", (int)len, p);
-            cur += len;
-        }
-        fresh = 0;
-        p = e;
-    }
-    buf_puts(b, "\n");
-}
-
-/* Prints TEXT's words, each after a space, from column `cur` on; a word that would
- * pass WRAP_COLS (the last with `last` more columns after it) starts a new line that
- * begins with `cont` instead. */
-void buf_words(Buf *b, size_t cur, const char *cont, const char *text, size_t last)
-{
-    size_t start = cur;
-    for (const char *w = text; *w;) {
-        while (*w == ' ')
-            w++;
-        size_t n = strcspn(w, " ");
-        if (!n)
-            break;
-        int end = !w[n + strspn(w + n, " ")];
-        if (cur + 1 + n + (end ? last : 0) > WRAP_COLS && cur > start) {
-            buf_printf(b, "\n%s", cont);
-            cur = strlen(cont);
-            start = cur;
-        }
-        buf_printf(b, " %.*s", (int)n, w);
-        cur += 1 + n;
-        w += n;
-    }
-}
-
-/* Prints INDENT, then TEXT as a comment filled within WRAP_COLS, continuation lines
- * INDENT " *". */
-void buf_comment(Buf *b, const char *indent, const char *text)
-{
-    char *cont = xasprintf("%s *", indent);
-    buf_printf(b, "%s/*", indent);
-    buf_words(b, strlen(indent) + 2, cont, text, 3);
-    buf_puts(b, " */\n");
-    free(cont);
-}
-
-/* A fused kernel's comment up to its origin, "/" "* NAME: WHAT\n *     from ORIGIN", WHAT
- * filled within WRAP_COLS; the caller goes on with the comment. */
-void kernel_head(Buf *b, const char *name, const Instr *in)
-{
-    char *head = xasprintf("%s: %s", name, in->what);
-    buf_puts(b, "/*");
-    buf_words(b, 2, " *    ", head, 0);
-    free(head);
-    buf_printf(b, "\n *     from %s", in->origin);
-}
-
-/* INDENT CODE and a comment after it on the line, or, when that would pass WRAP_COLS,
- * the comment on the lines before and CODE broken as buf_wrapped does. */
-void buf_commented(Buf *b, const char *indent, const char *code, const char *comment)
-{
-    if (strlen(indent) + strlen(code) + strlen(comment) + 7 <= WRAP_COLS) {
-        buf_printf(b, "%s%s /* %s */\n", indent, code, comment);
-        return;
-    }
-    buf_comment(b, indent, comment);
-    buf_wrapped(b, indent, code);
-}
 
 /* Replaces whole identifiers `from` by `to` in a C statement. */
 char *text_subst(const char *text, const char *from, const char *to)
@@ -221,42 +30,6 @@ char *text_subst(const char *text, const char *from, const char *to)
         }
     }
     return b.s ? b.s : xstrdup("");
-}
-
-/* s as a C string literal, quotes included (also what -D and libtcc's defines take). */
-void c_string(Buf *b, const char *s)
-{
-    buf_puts(b, "\"");
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            buf_printf(b, "\\%c", c);
-        else if (c < 32 || c >= 127)
-            buf_printf(b, "\\%03o", c);
-        else
-            buf_printf(b, "%c", c);
-    }
-    buf_puts(b, "\"");
-}
-
-static char *shape_of(const Tensor *t, int batch)
-{
-    Buf b = {0};
-    buf_puts(&b, batch ? "[B" : "[");
-    for (int i = 0; i < t->rank; i++)
-        buf_printf(&b, "%s%lld", (batch || i) ? ", " : "", (long long)t->shape[i]);
-    buf_puts(&b, "]");
-    return b.s;
-}
-
-
-
-/* "float *relu_2 = ACT(1024);" and friends, for a function's locals. */
-char *tensor_shape_text(const Tensor *t)
-{
-    if (tensor_base((Tensor *)t)->layout)
-        return xstrdup(tensor_base((Tensor *)t)->layout);
-    return shape_of(t, t->kind != T_PARAM && t->kind != T_PGRAD);
 }
 
 /* g16: the graph where the pointer may hold 16-bit values on a GPU (host.c), NULL where
@@ -306,53 +79,6 @@ static void declare(Buf *b, Tensor *t, int writable, const Graph *g16)
         unreachable();
     }
     free(shape);
-}
-
-/* The tensors an instruction range touches, each once, in first-use order. */
-typedef struct Uses {
-    Tensor **t;
-    char *w;
-    int n;
-} Uses;
-
-static void use(Uses *u, Tensor *t, int w)
-{
-    for (int i = 0; i < u->n; i++)
-        if (u->t[i] == t) {
-            u->w[i] |= (char)w;
-            return;
-        }
-    u->t = realloc(u->t, (size_t)(u->n + 1) * sizeof *u->t);
-    u->w = realloc(u->w, (size_t)(u->n + 1));
-    u->t[u->n] = t;
-    u->w[u->n++] = (char)w;
-}
-
-/* A fused kernel's tensors: operands in first-use order, then outputs not read. This
- * is the parameter order of its CUDA twin and so of rt_launch's argument list. */
-static void kernel_uses(Uses *u, const Instr *in)
-{
-    for (int k = 0; k < in->n_ops; k++)
-        for (int j = 0; j < in->ops[k].n_arg; j++)
-            if (in->ops[k].arg[j].t)
-                use(u, in->ops[k].arg[j].t, 0);
-    for (int k = 0; k < in->n_writes; k++)
-        use(u, in->writes[k], 1);
-}
-
-int kernel_tensors(const Instr *in, Tensor **t, char *w, int max)
-{
-    Uses u = {0};
-    kernel_uses(&u, in);
-    if (u.n > max)
-        die("kernel %d touches %d tensors (at most %d)", in->id, u.n, max);
-    for (int i = 0; i < u.n; i++) {
-        t[i] = u.t[i];
-        w[i] = u.w[i];
-    }
-    free(u.t);
-    free(u.w);
-    return u.n;
 }
 
 /* The run every operand read at an index of its own shares (Operand.run), or 0: then
@@ -405,7 +131,7 @@ static void emit_ops(Buf *b, const Instr *in, int runs, const char *ind)
     }
 }
 
-static void emit_kernel(Buf *b, Instr *in, const char *name)
+void emit_kernel(Buf *b, Instr *in, const char *name)
 {
     Uses u = {0};
     kernel_uses(&u, in);
@@ -466,208 +192,6 @@ static void kernel_names(const Program *p, const Instr *in, char cpu[32], char g
         snprintf(gpu, 32, "%s%d", p->kprefix, in->id);
 }
 
-/* A CUDA kernel's text without its comments and line breaks, each of its tensors' names
- * (alone, or ending a register's name: r_x) written as its parameter position: two loops
- * with the same text here are the same kernel over other pointers. */
-static char *gpu_shape_text(const Graph *g, Instr *in)
-{
-    Buf k = {0}, o = {0};
-    cuda_kernel(&k, g, in, "K");
-    Tensor *t[64];
-    char w[64];
-    int n = kernel_tensors(in, t, w, 64);
-    const char *s = strstr(k.s, " */\n");
-    s = s ? s + 4 : k.s;
-    while (*s) {
-        int hit = -1;
-        if (ident_char(*s) && (s == k.s || !ident_char(s[-1]) || s[-1] == '_'))
-            for (int q = 0; q < n && hit < 0; q++) {
-                size_t len = strlen(t[q]->name);
-                if (!strncmp(s, t[q]->name, len) && !ident_char(s[len]))
-                    hit = q;
-            }
-        if (hit >= 0) {
-            buf_printf(&o, "$%d", hit);
-            s += strlen(t[hit]->name);
-        } else {
-            char c[2] = {*s++, 0};
-            buf_puts(&o, c);
-        }
-    }
-    free(k.s);
-    /* without comments, whitespace runs as one space: names of another length break the
-     * lines elsewhere (linear_h_10_fc vs linear_h_1_fc), and the same code is the same */
-    Buf c = {0};
-    for (const char *q = o.s ? o.s : ""; *q;) {
-        if (q[0] == '/' && q[1] == '*') {
-            const char *e = strstr(q + 2, "*/");
-            q = e ? e + 2 : q + strlen(q);
-        } else if (*q == ' ' || *q == '\n') {
-            while (*q == ' ' || *q == '\n')
-                q++;
-            buf_puts(&c, " ");
-        } else {
-            char ch[2] = {*q++, 0};
-            buf_puts(&c, ch);
-        }
-    }
-    free(o.s);
-    return c.s ? c.s : xstrdup("");
-}
-
-/* Kernels printed once. On the GPU a training loop whose kernel, names aside, is an
- * earlier one's (the same ops in each block of a repeat) launches that one with its
- * own pointers (Instr.same_gpu). A validation kernel that reads as a training kernel
- * does (the same fused ops; on the CPU over the same tensors at the same arena offsets
- * too) is not printed twice: validation launches the training one (same_cpu,
- * same_gpu). */
-static void find_twins(Program *p, Program *ev)
-{
-    int n = 0;
-    for (int i = 0; i < p->n_ins; i++)
-        n += !p->ins[i]->dead && p->ins[i]->kind == I_EW;
-    Buf *cpu = calloc(n ? n : 1, sizeof *cpu);
-    char **gpu = calloc(n ? n : 1, sizeof *gpu);
-    Instr **tk = calloc(n ? n : 1, sizeof *tk);
-    if (!cpu || !gpu || !tk)
-        die("out of memory");
-    n = 0;
-    for (int i = 0; i < p->n_ins; i++)
-        if (!p->ins[i]->dead && p->ins[i]->kind == I_EW) {
-            Instr *in = tk[n] = p->ins[i];
-            in->same_cpu = in->same_gpu = NULL;
-            emit_kernel(&cpu[n], in, "K");
-            gpu[n] = gpu_shape_text(p->g, in);
-            for (int k = 0; k < n && !in->same_gpu; k++)
-                if (!tk[k]->same_gpu && !strcmp(gpu[n], gpu[k]))
-                    in->same_gpu = tk[k];
-            n++;
-        }
-    for (int i = 0; i < ev->n_ins; i++) {
-        Instr *in = ev->ins[i];
-        in->same_cpu = in->same_gpu = NULL;
-        if (in->dead || in->kind != I_EW)
-            continue;
-        Buf c = {0};
-        emit_kernel(&c, in, "K");
-        char *g = gpu_shape_text(ev->g, in);
-        for (int k = 0; k < n && !(in->same_cpu && in->same_gpu); k++) {
-            if (!in->same_cpu && !strcmp(c.s, cpu[k].s))
-                in->same_cpu = tk[k];
-            if (!in->same_gpu && !strcmp(g, gpu[k]))
-                in->same_gpu = tk[k]->same_gpu ? tk[k]->same_gpu : tk[k];
-        }
-        free(c.s);
-        free(g);
-    }
-    for (int k = 0; k < n; k++) {
-        free(cpu[k].s);
-        free(gpu[k]);
-    }
-    free(cpu);
-    free(gpu);
-    free(tk);
-}
-
-/* "e->B * 1" -> "e->B" in generated text: rows of one per sample (an MLP's GEMMs, its
- * loss) read as the batch size itself. */
-static char *drop_times_one(const char *text)
-{
-    const char *pat = "e->B * 1";
-    size_t pl = strlen(pat);
-    Buf b = {0};
-    const char *s = text;
-    while (*s) {
-        if (!strncmp(s, pat, pl) && !ident_char(s[pl]) && s[pl] != '.') {
-            buf_puts(&b, "e->B");
-            s += pl;
-        } else {
-            char c[2] = {*s++, 0};
-            buf_puts(&b, c);
-        }
-    }
-    return b.s ? b.s : xstrdup("");   /* (text may be shared: a split loop's n) */
-}
-
-/* The names the reader sees. graph_tensor suffixes a repeated name with the tensor's
- * id (d_residual_attn_out_h_3_attn_179: the sum of a residual input's two gradient
- * contributions; linear_h_3_fc_re_230: a replay), which says nothing to a reader and
- * is often not needed: the other tensor of that name was fused away. Here each tensor
- * the program still touches gets the name it asked for where no other such tensor has
- * it, else that name numbered in the order of first use (x_re, x_re2, x_re3; d_x,
- * d_x_2), and the instructions' text follows. Runs after every pass (they match
- * tensors by name in the text) and before anything is printed. */
-static void tidy_names(Program *p)
-{
-    Graph *g = p->g;
-    int nt = g->n_tensors;
-    int *order = xcalloc((size_t)nt + 1, sizeof *order);   /* touched tensors, first use first */
-    char *seen = xcalloc((size_t)nt + 1, 1);
-    int n = 0;
-#define TOUCH(t_)                                                                          \
-    do {                                                                                   \
-        Tensor *t1_ = (t_);                                                                \
-        for (int a_ = 0; a_ < 2 && t1_; a_++, t1_ = t1_->alias)                            \
-            if (t1_->id < nt && !seen[t1_->id]++)                                          \
-                order[n++] = t1_->id;                                                      \
-    } while (0)
-    for (int i = 0; i < p->n_ins; i++) {
-        Instr *in = p->ins[i];
-        if (in->dead)
-            continue;
-        for (int k = 0; k < in->n_reads; k++)
-            TOUCH(in->reads[k]);
-        for (int k = 0; k < in->n_writes; k++)
-            TOUCH(in->writes[k]);
-        for (int k = 0; k < in->n_ops; k++) {
-            TOUCH(in->ops[k].out);
-            for (int j = 0; j < in->ops[k].n_arg; j++)
-                TOUCH(in->ops[k].arg[j].t);
-        }
-    }
-#undef TOUCH
-    for (int q = 0; q < n; q++) {
-        Tensor *t = g->tensors[order[q]];
-        if (!strcmp(t->name, t->want))
-            continue;
-        char *name = xstrdup(t->want);
-        /* numbered: x_re2 after x_re, d_x_2 after d_x */
-        size_t wl = strlen(t->want);
-        int glue = !(wl > 3 && !strcmp(t->want + wl - 3, "_re"));
-        for (int k = 2;; k++) {
-            int taken = 0;
-            for (int r = 0; r < n && !taken; r++)
-                taken = r != q && !strcmp(g->tensors[order[r]]->name, name);
-            if (!taken)
-                break;
-            free(name);
-            name = xasprintf("%s%s%d", t->want, glue ? "_" : "", k);
-        }
-        for (int i = 0; i < p->n_ins; i++) {
-            Instr *in = p->ins[i];
-            if (in->text)
-                in->text = text_subst(in->text, t->name, name);
-            if (in->what)
-                in->what = text_subst(in->what, t->name, name);
-        }
-        t->name = name;
-    }
-    free(order);
-    free(seen);
-}
-
-/* drop_times_one over every instruction's statement and loop size */
-static void tidy_counts(Program *p)
-{
-    for (int i = 0; i < p->n_ins; i++) {
-        Instr *in = p->ins[i];
-        if (in->text)
-            in->text = drop_times_one(in->text);
-        if (in->n)
-            in->n = drop_times_one(in->n);
-    }
-}
-
 static void emit_pass(Buf *b, Program *p, int from, int to, const char *sig, const char *doc,
                       const char *prologue)
 {
@@ -681,9 +205,9 @@ static void emit_pass(Buf *b, Program *p, int from, int to, const char *sig, con
             continue;
         }
         for (int k = 0; k < in->n_reads; k++)
-            use(&u, in->reads[k], 0);
+            uses_add(&u, in->reads[k], 0);
         for (int k = 0; k < in->n_writes; k++)
-            use(&u, in->writes[k], 1);
+            uses_add(&u, in->writes[k], 1);
     }
     buf_printf(b, "/* %s */\n%s\n{\n%s", doc, sig, prologue);
     for (int i = 0; i < u.n; i++)
@@ -972,7 +496,7 @@ static void emit_host_c(Program *p, Program *ev, Buf *b)
         buf_printf(b, "    .pred_offset = %lld,\n    .pred_numel = %lld,\n    .pred_ld = %lld,\n",
                    (long long)pt->offset, (long long)g->pred->numel, (long long)tensor_ld(g->pred));
     }
-    buf_printf(b, "    .gpu_scratch_row_bytes = %lld,\n", (long long)cuda_scratch_row_bytes(p));
+    buf_printf(b, "    .gpu_scratch_row_bytes = %lld,\n", (long long)p->gpu_scratch_row_bytes);
     if (g->act16)
         buf_printf(b, "    .act16 = %s,\n", g->act16 == RT_PREC_BF16 ? "RT_PREC_BF16" : "RT_PREC_FP16");
     buf_printf(b, "    .train_defaults = train_defaults,\n    .n_train_defaults = %d,\n",
@@ -1078,59 +602,8 @@ void emit_plan_json(Program *p, Buf *b)
 
 void emit_c(Program *p, Program *ev, Emitted *out)
 {
-    memset(out, 0, sizeof *out);
-    tidy_names(p);
-    tidy_names(ev);
-    tidy_counts(p);
-    tidy_counts(ev);
-    find_twins(p, ev);
     emit_model_h(p, ev, &out->model_h);
     emit_host_c(p, ev, &out->host_c);
     emit_kernels_c(p, ev, &out->kernels_c);
     emit_plan_json(p, &out->plan_json);
-    emit_cuda(p, ev, &out->kernels_cu, &out->kernels_cu_file);
-}
-
-/* DIR/NAME.tmp with b's bytes; on a failure nothing of it is left. */
-static int write_tmp(const char *dir, const char *name, const Buf *b)
-{
-    char *tmp = xasprintf("%s/%s.tmp", dir, name);
-    FILE *f = fopen(tmp, "wb");
-    int ok = f && fwrite(b->s, 1, b->len, f) == b->len;
-    if (f && fclose(f) != 0)
-        ok = 0;
-    int err = errno;
-    if (!ok)
-        unlink(tmp);
-    free(tmp);
-    errno = err;
-    return ok ? 0 : -1;
-}
-
-/* The five files, all or none: each is written as NAME.tmp, then all are renamed (a
- * full disk leaves the folder as it was, not half of a new emit beside an old one). */
-int emit_write(const Emitted *out, const char *dir)
-{
-    if (rt_mkdir_p(dir) != 0)
-        return -1;
-    const char *names[5] = {"model.h", "host.c", "kernels_cpu.c", "kernels_cuda.cu", "plan.json"};
-    const Buf *bufs[5] = {&out->model_h, &out->host_c, &out->kernels_c, &out->kernels_cu_file,
-                          &out->plan_json};
-    int n = 0;
-    while (n < 5 && write_tmp(dir, names[n], bufs[n]) == 0)
-        n++;
-    int rc = n == 5 ? 0 : -1, err = errno;
-    for (int i = 0; i < n; i++) {
-        char *tmp = xasprintf("%s/%s.tmp", dir, names[i]), *path = xasprintf("%s/%s", dir, names[i]);
-        if (rc != 0 || rename(tmp, path) != 0) {
-            if (rc == 0)
-                err = errno;
-            rc = -1;
-            unlink(tmp);
-        }
-        free(tmp);
-        free(path);
-    }
-    errno = err;
-    return rc;
 }

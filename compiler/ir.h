@@ -1,17 +1,36 @@
-/* ir.h: the graph, the training graph and the program.
+/* ir.h: the graph, the training graph, the program, the pipeline and the emitters'
+ * interfaces. The compiler's files, in the order a spec goes through them:
  *
- *   graph.c     Spec -> Graph: forward nodes over tensors, shapes inferred, params named
- *   autodiff.c  Graph -> backward nodes appended (the training graph)
- *   lower.c     nodes -> Program: instructions (elementwise ops, GEMMs, runtime calls)
- *   fusion.c    elementwise chains -> one loop each; bias/activation/residual into GEMM
- *               epilogues; layernorm backward's gradient sum into its call
- *   memplan.c   liveness -> per-row offsets in one arena (best fit, biggest first)
- *   emit_c.c    Program -> model.h, host.c, kernels_cpu.c, plan.json
+ *   main.c       trainc's entry: the arguments normalized, the command dispatched
+ *   cmd_*.c      one command each (check, emit and build, run, plan, help; cmd_common.c
+ *                what they share; data_cmd.c trainc data), declared in cmd.h
+ *   spec.c       spec files -> Spec, validated (trainc.h)
+ *   driver.c     Spec -> Compiled: both programs, the memory totals, the sources
+ *   pipeline.c   the passes, one table (PASS_LIST below), each followed by verify.c
+ *   graph.c      Spec -> Graph: forward nodes over tensors, shapes inferred, params named
+ *   autodiff.c   Graph -> backward nodes appended (the training graph)
+ *   lower.c      nodes -> Program: instructions (elementwise ops, GEMMs, runtime calls)
+ *   fusion.c     elementwise chains -> one loop each; bias/activation/residual into GEMM
+ *                epilogues; layernorm backward's gradient sum into its call
+ *   recompute.c  saved activations dropped and replayed in the backward pass
+ *   memplan.c    liveness -> per-row offsets in one arena (best fit, biggest first)
+ *   verify.c     the verifier after every pass, and --dump-after
+ *   recompute_auto.c  recompute auto's search; the memory a run allocates
+ *   emit.c       the names and twin kernels both emitters read; the files written
+ *   emit_c.c     Program -> model.h, host.c, kernels_cpu.c, plan.json
+ *   emit_cuda.c  Program -> kernels_cuda.cu (the fused loops as CUDA, the templates)
+ *   kernel.c     a fused kernel as both emitters see it (tensor order, heading comment)
+ *   buf.c        the text buffer everything prints into (buf.h)
+ *   build.c      trainc build's temporary files, CUDA image and bundle
+ *   jit.c        trainc run: host code compiled in memory by libtcc
+ *   zero2.c      zero2's gradient memory at its worst (trainc plan --ranks)
+ *   util.c       the error tiers and allocation helpers (trainc.h)
  */
 #ifndef IR_H
 #define IR_H
 
 #include "trainc.h"
+#include "buf.h"
 
 /* ---- tensors ------------------------------------------------------------- */
 
@@ -29,7 +48,7 @@ typedef struct Tensor {
     int id;
     char *name;              /* C identifier in the generated code */
     char *want;              /* the name asked for: `name` has a suffix where it repeated
-                                one (emit_c.c's tidy_names drops what the output need not) */
+                                one (emit.c's tidy_names drops what the output need not) */
     int kind;                /* T_* */
     int dtype;               /* RT_F32 except raw inputs */
     int rank;                /* per row (T_INPUT, T_ACT, T_TEMP) or whole (params) */
@@ -246,7 +265,7 @@ typedef struct Instr {
     int64_t flops;           /* per sample (GEMMs and heavy calls; 0 = negligible) */
     /* I_EW of the validation program: the training kernel whose text this one's would
        repeat on the CPU (offsets included) or on the GPU, or NULL; the launch names
-       that kernel and this one is not printed (emit_c.c, find_twins) */
+       that kernel and this one is not printed (emit.c, find_twins) */
     struct Instr *same_cpu, *same_gpu;
 } Instr;
 
@@ -271,6 +290,8 @@ typedef struct Program {
     int64_t workspace_bytes; /* the GPU's fixed allocations at the spec's batch size
                                 (rt_gpu_fixed_bytes): counted in the plan's total */
     int64_t total_bytes;     /* at the spec's batch size: what memory_budget_mb counts */
+    int64_t gpu_scratch_row_bytes; /* what the GPU's calls need a batch row (emit_cuda.c:
+                                      cuda_scratch_row_bytes), for host.c's rt_model */
     int n_replayed, n_replayed_light;  /* recompute's replays; elementwise or norm work */
     int64_t replay_row_bytes;          /* the bytes they write, a batch row (after memplan) */
 } Program;
@@ -287,7 +308,7 @@ int grad_hook_args(const Instr *in, const char *name, int64_t *off, int64_t *n);
  * a GPU), at worst (no reduction passes before the host must wait for it). */
 int64_t zero2_peak_bytes(const Program *p, int64_t bucket_bytes, int rank, int world, int64_t unit);
 void fuse(Program *p);
-/* verify.c: after each pass the driver calls passed() (a program) or passed_graph(): the
+/* verify.c: after each pass pipeline.c calls passed() (a program) or passed_graph(): the
  * verifier's checks (die on a broken rule), and --dump-after's print when PASS is the
  * one asked for (set_dump_after: exit 1 naming the passes for an unknown one). */
 void passed(const Program *p, const char *pass);
@@ -333,40 +354,51 @@ void recompute(Program *p, int policy, int full_blocks, int sel_blocks, int jit_
 
 /* ---- output --------------------------------------------------------------- */
 
-typedef struct Buf {
-    char *s;
-    size_t len, cap;
-} Buf;
-void buf_printf(Buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void buf_puts(Buf *b, const char *s);
-void c_string(Buf *b, const char *s);
-void buf_wrapped(Buf *b, const char *indent, const char *stmt);
-void buf_words(Buf *b, size_t cur, const char *cont, const char *text, size_t last);
-void buf_comment(Buf *b, const char *indent, const char *text);
-void buf_commented(Buf *b, const char *indent, const char *code, const char *comment);
+/* kernel.c: a fused kernel as both emitters see it. kernel_head: its comment up to its
+ * origin ("/" "* NAME: WHAT\n *     from ORIGIN"), the caller going on with it. */
 void kernel_head(Buf *b, const char *name, const Instr *in);
-
-typedef struct Emitted {
-    Buf model_h, host_c, kernels_c, plan_json;
-    Buf kernels_cu;        /* what NVRTC compiles: the templates inlined */
-    Buf kernels_cu_file;   /* kernels_cuda.cu as written: the templates #included */
-} Emitted;
-void emit_cuda(Program *p, Program *eval, Buf *b, Buf *file);
-/* One fused kernel as CUDA, named `name`. */
-void cuda_kernel(Buf *b, const Graph *g, Instr *in, const char *name);
+/* A fused kernel's tensors in its parameter order (both emitters and the launch). */
+int kernel_tensors(const Instr *in, Tensor **t, char *w, int max);
+/* The tensors an instruction range touches, each once, in first-use order, w[i] set
+ * where one is written (uses_add); kernel_uses adds a fused kernel's. */
+typedef struct Uses {
+    Tensor **t;
+    char *w;
+    int n;
+} Uses;
+void uses_add(Uses *u, Tensor *t, int w);
+void kernel_uses(Uses *u, const Instr *in);
 /* A tensor's shape for comments: parameters and their gradients whole, the rest per
  * batch of B rows ("[B, 128, 384]"), conv2d's GEMM operands as stored. Allocated. */
 char *tensor_shape_text(const Tensor *t);
-/* A fused kernel's tensors in its parameter order (both emitters and the launch). */
-int kernel_tensors(const Instr *in, Tensor **t, char *w, int max);
-/* Scratch the GPU's calls need per batch row (attention backward's row sums). */
-int64_t cuda_scratch_row_bytes(const Program *p);
+/* A tensor's shape "[B, 128, 384]" (batch: with the rows' B) or "[384, 128]". Allocated. */
+char *shape_of(const Tensor *t, int batch);
 
-/* `data_dir` is recorded as given (the build and JIT override it with an absolute path). */
-void emit_c(Program *p, Program *eval, Emitted *out);
-void emit_plan_json(Program *p, Buf *b);
+/* emit.c: the driver calls emit_prepare (the names, loop sizes and twin kernels both
+ * emitters read), then emit_c and emit_cuda, siblings; emit_write writes what they
+ * printed. */
+typedef struct Emitted {
+    Buf model_h, host_c, kernels_c, plan_json;   /* emit_c */
+    Buf kernels_cu;        /* emit_cuda: what NVRTC compiles, the templates inlined */
+    Buf kernels_cu_file;   /* kernels_cuda.cu as written: the templates #included */
+} Emitted;
+void emit_prepare(Program *p, Program *eval);
 /* Writes the files of `out` into dir (created), each via a temporary name. */
 int emit_write(const Emitted *out, const char *dir);
+
+/* emit_c.c: model.h, host.c, kernels_cpu.c and plan.json. `data_dir` is recorded as
+ * given (the build and JIT override it with an absolute path). */
+void emit_c(Program *p, Program *eval, Emitted *out);
+/* One fused kernel as C, named `name` (kernels_cpu.c's). */
+void emit_kernel(Buf *b, Instr *in, const char *name);
+void emit_plan_json(Program *p, Buf *b);
+
+/* emit_cuda.c: kernels_cuda.cu, as NVRTC compiles it (b) and as written (file). */
+void emit_cuda(Program *p, Program *eval, Buf *b, Buf *file);
+/* One fused kernel as CUDA, named `name`. */
+void cuda_kernel(Buf *b, const Graph *g, Instr *in, const char *name);
+/* Scratch the GPU's calls need per batch row (attention backward's row sums). */
+int64_t cuda_scratch_row_bytes(const Program *p);
 
 /* ---- drivers -------------------------------------------------------------- */
 
@@ -379,10 +411,39 @@ typedef struct Compiled {
     Emitted em;
 } Compiled;
 Compiled *compile_spec(Spec *s);
+
+/* ---- the pipeline ---------------------------------------------------------- */
+
+/* The passes in order: the name --dump-after takes, the function pipeline.c calls, and
+ * the programs that run it (PASS_TRAIN: training's, PASS_EVAL: validation's, PASS_BOTH).
+ * After each, the verifier and --dump-after (verify.c, which takes the names from here). */
+enum { PASS_TRAIN = 1, PASS_EVAL = 2, PASS_BOTH = 3 };
+#define PASS_LIST(X)                                                                        \
+    X("graph", pass_graph, PASS_BOTH)                 /* graph_build: the forward nodes */  \
+    X("autodiff", pass_autodiff, PASS_TRAIN)          /* the backward nodes */              \
+    X("lower", pass_lower, PASS_BOTH)                 /* nodes -> instructions */           \
+    X("fusion", pass_fusion, PASS_BOTH)               /* elementwise chains into loops */   \
+    X("residual", pass_residual, PASS_BOTH)           /* residual adds into GEMMs */        \
+    X("recompute", pass_recompute, PASS_TRAIN)        /* activations dropped, replayed */   \
+    X("gemm-epilogues", pass_gemm_epilogues, PASS_BOTH) /* bias, activation into GEMMs */   \
+    X("layernorm-sums", pass_layernorm_sums, PASS_TRAIN) /* layernorm bwd's sums */         \
+    X("grad-epilogues", pass_grad_epilogues, PASS_TRAIN) /* DGELU, bias gradients */        \
+    X("grad-hooks", pass_grad_hooks, PASS_TRAIN)      /* rt_grad_begin, rt_grad_ready */    \
+    X("memplan", pass_memplan, PASS_BOTH)             /* the arena */
+/* Validation's program, into c->eval_graph and c->eval. */
+void compile_eval(Compiled *c);
+/* Training's program for one recomputation plan, into c->graph and c->prog: with
+ * selective, the first full_blocks blocks recomputed in full, and sel_blocks > 0:
+ * blocks from sel_blocks on kept whole. Where blocks are recomputed in full, the smaller
+ * of its two ways (recompute.c: jit_cheap). */
+void compile_train(Compiled *c, int policy, int full_blocks, int sel_blocks);
+/* recompute_auto.c: recompute auto's choice, compiled into c->graph and c->prog (exit 1
+ * when no plan fits memory_budget_mb); plan_totals: the kept program's memory at the
+ * spec's batch size (Program.eval_row_bytes, alloc_row_bytes, workspace_bytes,
+ * total_bytes: what memory_budget_mb counts). */
+void recompute_auto(Compiled *c);
+void plan_totals(Compiled *c);
 int jit_run(Compiled *c, const char *incdir, int argc, char **argv);
-const char *trainc_home_include(void);  /* folder of trainc_rt.h */
-const char *trainc_home_lib(void);      /* folder of librt.a */
-int cmd_data(int argc, char **argv);
 
 /* build.c: trainc build's programs, temporary files, CUDA image and bundle. */
 void build_temp_setup(void);            /* atexit and signal handlers; once */

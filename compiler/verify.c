@@ -1,8 +1,9 @@
 /* verify.c: the verifier that runs after every pass, and --dump-after=PASS.
  *
- * The driver (main.c) calls passed(p, PASS) after each pass over a program. That checks
- * what every later pass and both emitters rely on, and dies naming the pass that broke
- * it (an internal error: no input can cause one):
+ * The pipeline (pipeline.c) calls passed(p, PASS) after each pass over a program (the
+ * passes and their names: ir.h's PASS_LIST). That checks what every later pass and both
+ * emitters rely on, and dies naming the pass that broke it (an internal error: no input
+ * can cause one):
  *
  *   - every live instruction is well formed (a kind, a statement or a loop of ops whose
  *     register operands name earlier ops of the same loop, tensors for its reads and
@@ -26,18 +27,11 @@
 #include <string.h>
 #include "ir.h"
 
+/* the pipeline's passes, in order (ir.h: PASS_LIST) */
 static const char *const pass_names[] = {
-    "graph",          /* graph_build: the forward nodes */
-    "autodiff",       /* the backward nodes */
-    "lower",          /* nodes -> instructions */
-    "fusion",         /* elementwise chains into loops */
-    "residual",       /* residual adds into GEMM epilogues */
-    "recompute",      /* activations dropped and replayed in backward */
-    "gemm-epilogues", /* bias and activation into GEMM epilogues */
-    "layernorm-sums", /* layernorm backward's gradient sums into its call */
-    "grad-epilogues", /* backward GEMM epilogues (DGELU, bias gradients) */
-    "grad-hooks",     /* rt_grad_begin / rt_grad_ready around gradient writes */
-    "memplan",        /* the arena */
+#define X(name, fn, programs) name,
+    PASS_LIST(X)
+#undef X
     NULL,
 };
 

@@ -1,0 +1,35 @@
+/* cmd.h: trainc's commands (main.c dispatches them; one file each, data's in
+ * data_cmd.c, emit's beside build's) and what they share (cmd_common.c). */
+#ifndef CMD_H
+#define CMD_H
+
+#include "ir.h"
+
+/* Each takes argv[0] = its name, then its arguments; returns the exit status. */
+int cmd_check(int argc, char **argv);
+int cmd_emit(int argc, char **argv);
+int cmd_build(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
+int cmd_data(int argc, char **argv);
+int cmd_help(int argc, char **argv);
+void usage(FILE *f);   /* trainc's usage: commands and their arguments */
+
+/* SPEC... at argv[i..]: one or two files, the arguments before the first option (any
+ * name: a spec need not end in .json). Returns how many. */
+int spec_args(int argc, char **argv, int i, const char *cmd);
+/* The spec of argv[at .. at + n), with the --set options after it applied when
+ * allow_sets (the type keys first). */
+Spec *load_with_sets(int argc, char **argv, int at, int n, int allow_sets);
+/* An option's value: the next argument, which must not be an option itself. */
+const char *opt_value(int argc, char **argv, int *i, const char *name);
+/* An argument cmd does not take: exit 1, with the closest option of its own or the
+ * command that has it. */
+_Noreturn void unknown_arg(const char *cmd, const char *arg);
+/* path could not be written: exit 1 where the path is at fault, 2 otherwise. */
+_Noreturn void cannot_write(const char *cmd, const char *path);
+/* Where the runtime lives: installed (PREFIX/lib/trainc) or the build tree. */
+const char *trainc_home_include(void);  /* folder of trainc_rt.h */
+const char *trainc_home_lib(void);      /* folder of librt.a */
+
+#endif

@@ -1,0 +1,94 @@
+/* cmd_help.c: trainc help: the usage, and each command's text (trainc help COMMAND,
+ * trainc COMMAND --help). */
+#include <string.h>
+#include "cmd.h"
+
+void usage(FILE *f)
+{
+    fputs("usage: trainc COMMAND [ARGS]\n\n"
+          "  check SPEC...                   validate; print layers, parameters, FLOPs, memory\n"
+          "  emit SPEC... -o DIR             write the generated sources and plan.json\n"
+          "  build SPEC... -o FILE [--device cpu|cuda|both] [--arch LIST] [--bundle DIR] [--set K=V]\n"
+          "                                  compile a standalone trainer (with --bundle, -o may\n"
+          "                                  be left out: DIR/NAME, NAME the spec's)\n"
+          "  run SPEC... [trainer options]   compile in memory (libtcc) and train now\n"
+          "  plan SPEC... [--json] [--ranks N [--chunk-kb K]]\n"
+          "                                  the static memory plan\n"
+          "  data fashion-mnist DIR [--from SRC]\n"
+          "                                  convert Debian's Fashion-MNIST to .npy\n"
+          "  data text FILE DIR [--val-frac F] [--shard-tokens N]\n"
+          "                                  byte-level token shards of any text file\n"
+          "  help [COMMAND], --version\n\n"
+          "SPEC... is one file with \"model\" and \"train\", or the model file then the train file.\n"
+          "`trainc help COMMAND` says more; `trainc help run` lists the trainer options.\n",
+          f);
+}
+
+/* trainc help COMMAND */
+static const struct {
+    const char *name, *text;
+    int trainer_options;       /* followed by the trainer's options (rt_trainer_options) */
+} command_help[] = {
+    {"check", "trainc check SPEC... [--set KEY=VALUE]...\n\n"
+              "Parses and validates the spec (every error names its file and JSON path), builds the\n"
+              "training program and prints the layers, the parameter count, FLOPs per sample, and\n"
+              "the activation, arena and parameter bytes. Exit 0, or 1 with the errors.\n", 0},
+    {"emit", "trainc emit SPEC... -o DIR [--set KEY=VALUE]...\n\n"
+             "Writes the generated sources to DIR: model.h (the memory plan), host.c (the program),\n"
+             "kernels_cpu.c, kernels_cuda.cu (its templates #included from templates/cuda/) and\n"
+             "plan.json. The same input gives the same bytes. -o DIR is also --out DIR.\n", 0},
+    {"build", "trainc build SPEC... -o FILE [--device cpu|cuda|both] [--arch sm_80,sm_90,...]\n"
+              "             [--bundle DIR] [--set KEY=VALUE]...\n\n"
+              "Compiles a standalone trainer: the host code with $CC (plus $TRAINC_CFLAGS), the CUDA\n"
+              "kernels with NVRTC into a cubin per --arch (default sm_80,sm_86,sm_89,sm_90) and PTX.\n"
+              "--device: cpu (the default; both when --arch is given), cuda, or both (the trainer\n"
+              "picks at start). --bundle DIR puts the trainer and the libraries it needs in DIR\n"
+              "(rpath $ORIGIN/lib), to run where only the NVIDIA driver is installed; the trainer is\n"
+              "DIR/NAME, NAME the file name of -o or, without -o, the spec's name. The recomputation\n"
+              "policy and the precision given by --set are compiled in; other --set values become\n"
+              "the trainer's defaults. -o FILE is also --out FILE.\n", 0},
+    {"run", "trainc run SPEC... [trainer options]\n\n"
+            "Compiles the trainer in memory (libtcc; the CUDA kernels with NVRTC for the GPU it\n"
+            "finds, through the kernel cache) and trains at once. Trainer options, the same for a\n"
+            "built trainer:\n", 1},
+    {"plan", "trainc plan SPEC... [--json] [--ranks N [--chunk-kb K]] [--set KEY=VALUE]...\n\n"
+             "The static memory plan and the recomputation plan: every buffer's size, offset and\n"
+             "live range, the arena against the no-reuse sum and the lower bound, the FLOPs that\n"
+             "recomputation adds, the replayed instructions and the bytes they write, the GPU's\n"
+             "workspace and the total memory_budget_mb counts (no workspace with device cpu);\n"
+             "--ranks N: per-rank bytes and traffic under ddp, zero1, zero2,\n"
+             "and the most gradient memory zero2 backs at once (4 KB pages on CPUs, K KB chunks on\n"
+             "GPUs: the driver's granularity, default 2048). --json gives the plan as data\n"
+             "(plan.json's, with \"ranks\" added for --ranks N).\n", 0},
+    {"data", "trainc data fashion-mnist DIR [--from SRC]\n"
+             "trainc data text FILE DIR [--val-frac F] [--shard-tokens N]\n\n"
+             "fashion-mnist: Debian's dataset-fashion-mnist (or the IDX files in SRC) as\n"
+             "DIR/{train,test}_{x,y}.npy. text: the bytes of FILE as token shards (llm.c's format,\n"
+             "vocabulary 256), DIR/train_000000.bin and DIR/val_000000.bin (the last F of the bytes,\n"
+             "0 to 0.5, default 0.1); --shard-tokens N: at most N tokens a shard (train_000001.bin,\n"
+             "...; default: as many as one shard's header can count).\n", 0},
+    {"help", "trainc help [COMMAND]\n\nThe commands, or one command's usage.\n", 0},
+};
+
+int cmd_help(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stdout);
+        return 0;
+    }
+    if (argc > 2)
+        error_input("help: one command at a time (got '%s' after '%s')", argv[2], argv[1]);
+    const char *names[sizeof command_help / sizeof *command_help + 1] = {0};
+    for (size_t i = 0; i < sizeof command_help / sizeof *command_help; i++) {
+        if (!strcmp(argv[1], command_help[i].name)) {
+            fputs(command_help[i].text, stdout);
+            if (command_help[i].trainer_options)
+                rt_trainer_options(stdout, NULL);
+            return 0;
+        }
+        names[i] = command_help[i].name;
+    }
+    const char *near = rt_closest(argv[1], names);
+    error_input("help: unknown command '%s'%s%s%s", argv[1], near ? "; did you mean '" : "",
+                near ? near : "", near ? "'?" : "");
+}

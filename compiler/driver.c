@@ -1,0 +1,22 @@
+/* driver.c: the compile driver. A spec becomes a Compiled: validation's program, then
+ * training's under the recomputation plan asked for or found by recompute auto (both
+ * through pipeline.c's passes), the memory totals, then the sources. */
+#include "ir.h"
+
+Compiled *compile_spec(Spec *s)
+{
+    Compiled *c = xcalloc(1, sizeof *c);
+    c->spec = s;
+    /* validation's own plan: the forward pass alone, without what backward keeps; it
+     * shares the arena, so it counts in recompute auto's totals */
+    compile_eval(c);
+    if (s->train.recompute == RT_RECOMPUTE_AUTO)
+        recompute_auto(c);
+    else
+        compile_train(c, s->train.recompute, 0, 0);
+    plan_totals(c);
+    emit_prepare(c->prog, c->eval);
+    emit_c(c->prog, c->eval, &c->em);
+    emit_cuda(c->prog, c->eval, &c->em.kernels_cu, &c->em.kernels_cu_file);
+    return c;
+}

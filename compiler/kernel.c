@@ -1,0 +1,73 @@
+/* kernel.c: what the C and the CUDA emitter print alike about a fused kernel: its
+ * tensors in parameter order (kernel_uses, kernel_tensors: rt_launch's argument list
+ * too), its heading comment (kernel_head), and a tensor's shape for comments. */
+#include <stdlib.h>
+#include "ir.h"
+
+char *shape_of(const Tensor *t, int batch)
+{
+    Buf b = {0};
+    buf_puts(&b, batch ? "[B" : "[");
+    for (int i = 0; i < t->rank; i++)
+        buf_printf(&b, "%s%lld", (batch || i) ? ", " : "", (long long)t->shape[i]);
+    buf_puts(&b, "]");
+    return b.s;
+}
+
+char *tensor_shape_text(const Tensor *t)
+{
+    if (tensor_base((Tensor *)t)->layout)
+        return xstrdup(tensor_base((Tensor *)t)->layout);
+    return shape_of(t, t->kind != T_PARAM && t->kind != T_PGRAD);
+}
+
+void uses_add(Uses *u, Tensor *t, int w)
+{
+    for (int i = 0; i < u->n; i++)
+        if (u->t[i] == t) {
+            u->w[i] |= (char)w;
+            return;
+        }
+    u->t = realloc(u->t, (size_t)(u->n + 1) * sizeof *u->t);
+    u->w = realloc(u->w, (size_t)(u->n + 1));
+    u->t[u->n] = t;
+    u->w[u->n++] = (char)w;
+}
+
+/* A fused kernel's tensors: operands in first-use order, then outputs not read. This
+ * is the parameter order of its CUDA twin and so of rt_launch's argument list. */
+void kernel_uses(Uses *u, const Instr *in)
+{
+    for (int k = 0; k < in->n_ops; k++)
+        for (int j = 0; j < in->ops[k].n_arg; j++)
+            if (in->ops[k].arg[j].t)
+                uses_add(u, in->ops[k].arg[j].t, 0);
+    for (int k = 0; k < in->n_writes; k++)
+        uses_add(u, in->writes[k], 1);
+}
+
+int kernel_tensors(const Instr *in, Tensor **t, char *w, int max)
+{
+    Uses u = {0};
+    kernel_uses(&u, in);
+    if (u.n > max)
+        die("kernel %d touches %d tensors (at most %d)", in->id, u.n, max);
+    for (int i = 0; i < u.n; i++) {
+        t[i] = u.t[i];
+        w[i] = u.w[i];
+    }
+    free(u.t);
+    free(u.w);
+    return u.n;
+}
+
+/* A fused kernel's comment up to its origin, "/" "* NAME: WHAT\n *     from ORIGIN", WHAT
+ * filled within WRAP_COLS; the caller goes on with the comment. */
+void kernel_head(Buf *b, const char *name, const Instr *in)
+{
+    char *head = xasprintf("%s: %s", name, in->what);
+    buf_puts(b, "/*");
+    buf_words(b, 2, " *    ", head, 0);
+    free(head);
+    buf_printf(b, "\n *     from %s", in->origin);
+}
