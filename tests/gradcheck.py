@@ -12,7 +12,7 @@ Ops without parameters are checked through the parameters upstream of them.
 
 That check has blind spots: its floor of 1e-2 on the error's denominator passes a
 tensor whose directional derivative is below 1e-4 whatever its sign, and one random
-direction sees little of a tensor's gradient (10 of gpt_block's 28 tensors passed
+direction sees little of a tensor's gradient (9 of gpt_block's 28 tensors passed
 with their gradient's sign flipped, 11 with it doubled). So the test also judges by
 itself, from outside the trainer, every case but dropout (whose evaluation has no
 mask): the gradient g is one SGD step's change (lr 1, no decay or momentum, the 16
