@@ -10,10 +10,11 @@ ids show the masks of both steps.
 
 For p in 0.1, 0.5 and 0.8:
 - the kept fraction of each step's B x T x d = 4096 elements is within 5 standard
-  deviations of Binomial(4096, 1 - p) (drawing with p / 2, or keeping p, is 8 to 50
-  of them away), rows (a position's d features) and columns (a feature over the B x T
-  positions) are not all alike (a mask drawn per feature or per position), and the
-  two steps' masks differ (a key that does not change with the step);
+  deviations of Binomial(4096, 1 - p) (dropping with p / 2 is 10 to 64 of them away;
+  keeping with p instead of 1 - p, 96 and 170 at p 0.8 and 0.1), rows (a
+  position's d features) and columns (a feature over the B x T positions) are not
+  all alike (a mask drawn per feature or per position), and the two steps' masks
+  differ (a key that does not change with the step);
 - PyTorch (float64) trains the same two steps with those masks, scaled by 1 / (1 - p):
   each step's loss within 1e-5 relative and each tensor's change over the two steps
   within 1e-4 of its size (a scale of 1 / p, or none, or a backward that drew another
