@@ -102,18 +102,27 @@ same "trainc run: --set [0.8, 0.95], \"linear\", --out=DIR, --set=K=V" "$d/plain
     --set schedule.final_lr_frac=0.5 2>/dev/null
 same "trainer: --set in JSON form, --out=DIR" "$d/plain" "$d/t_json"
 
+# refused options make no output folder: the trainer runs in an empty folder, where
+# its default --out (runs/NAME) would appear
+mkdir -p "$d/cwd" && cd "$d/cwd"
 expect1 value_is_option   "--resume needs a value, got the option --quiet" "$d/trainer" --resume --quiet
 expect1 set_group_null    "schedule is a group of keys"  "$d/trainer" --set schedule=null
 expect1 set_object        "an object is set key by key"  "$d/trainer" --set 'early_stopping={"patience": 5}'
 expect1 set_list_for_int  "got [32]"                     "$d/trainer" --set 'batch_size=[32]'
 expect1 set_string_for_int 'got "32"'                    "$d/trainer" --set 'batch_size="32"'
 expect1 flag_with_value   "did you mean '--quiet'"       "$d/trainer" --quiet=1
-expect1 sample_not_tokens "--sample needs a token model"  "$d/trainer" --out "$d/sample_mlp" --sample 5
-[ -e "$d/sample_mlp" ] && bad "--sample on the MLP wrote $d/sample_mlp" || true
+# (checked before training: a step, then the refusal, would leave runs/NAME)
+expect1 sample_not_tokens "--sample needs a token model"  "$d/trainer" --set max_steps=1 --sample 5
 expect1 sample_opt_alone  "--temperature is an option of --sample" "$d/trainer" --temperature 0.5
 expect1 sample_too_many   "from 0 to 100000000"          "$d/trainer" --sample 1000000000
 expect1 sample_seed_range "from 0 to 9223372036854775807" "$d/trainer" --sample 1 --sample-seed 99999999999999999999
-[ -e "$d/trainer_out" ] && bad "an output folder was made" || true
+cd - >/dev/null
+[ -z "$(ls -A "$d/cwd")" ] && ok "refused trainer options: no output folder" ||
+    bad "refused trainer options made $(ls -A "$d/cwd")"
+# and that is where a folder appears: one step there makes runs/mlp_fashion
+(cd "$d/cwd" && "$d/trainer" --quiet --threads 1 --set max_steps=1 --set data.val=null >/dev/null 2>&1) &&
+    [ -s "$d/cwd/runs/mlp_fashion/metrics.jsonl" ] && ok "a trainer without --out writes runs/NAME in the current folder" ||
+    bad "a trainer without --out: $(ls -R "$d/cwd")"
 
 # output paths: exit 1, named, before compiling
 touch "$d/a_file"
