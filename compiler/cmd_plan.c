@@ -173,7 +173,8 @@ static void plan_table(const Compiled *c)
     for (int i = 0; i < g->n_params; i++)
         np += g->params[i]->numel;
     int64_t pb = g->param_floats * 4;   /* as allocated: each tensor padded to 16 floats */
-    int64_t opt = s->train.opt == RT_OPT_ADAMW ? 2 * pb : (s->train.momentum > 0 ? pb : 0);
+    int64_t ranks = s->train.ranks > 0 ? s->train.ranks : 1;
+    int64_t opt = (int64_t)rt_opt_state_bytes(&s->train, g->param_floats, ranks);
     printf("\n  arena                 %14lld bytes\n", (long long)(B * p->alloc_row_bytes));
     if (p->alloc_row_bytes > p->arena_row_bytes)
         printf("                          (validation's plan, %lld bytes at this batch, is the larger:\n"
@@ -186,7 +187,11 @@ static void plan_table(const Compiled *c)
     printf("  parameters            %14lld bytes (%lld floats, each tensor padded to 16)\n",
            (long long)pb, (long long)np);
     printf("  gradients             %14lld bytes\n", (long long)pb);
-    printf("  optimizer state       %14lld bytes\n", (long long)opt);
+    printf("  optimizer state       %14lld bytes", (long long)opt);
+    if (opt && ranks > 1 && s->train.dist != RT_DIST_DDP)
+        printf(" (rank 0's shard: %s over distributed.ranks %lld)", s->train.dist ==
+               RT_DIST_ZERO1 ? "zero1" : "zero2", (long long)ranks);
+    printf("\n");
     if (g->act16)
         printf("  %s parameter copy   %14lld bytes (%s-mixed: the arena above is the GPU's,\n"
                "                          %s activations; the CPU computes in fp32 and takes twice it)\n",

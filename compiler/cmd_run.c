@@ -16,8 +16,8 @@ int cmd_run(int argc, char **argv)
         rt_catch_signals();
     Spec *s = spec_load(n, argv + 1);
     /* the recomputation plan and the precision are compiled: those --set keys shape
-     * the program (auto's choice depends on the batch size too, and on the device: a
-     * CPU run has no GPU workspace to count) */
+     * the program (auto's choice depends on the batch size too, on the device: a
+     * CPU run has no GPU workspace to count, and on the ranks ZeRO shards over) */
     int sets = 0;
     for (int i = 1 + n; i < argc; i++) {   /* --set K=V or --set=K=V; --device D or --device=D */
         const char *kv = !strcmp(argv[i], "--set") && i + 1 < argc ? argv[i + 1]
@@ -26,7 +26,8 @@ int cmd_run(int argc, char **argv)
                           : !strncmp(argv[i], "--device=", 9) ? argv[i] + 9 : NULL;
         if (kv && (!strncmp(kv, "recompute=", 10) || !strncmp(kv, "memory_budget_mb=", 17) ||
                    !strncmp(kv, "batch_size=", 11) || !strncmp(kv, "precision=", 10) ||
-                   !strncmp(kv, "device=", 7))) {
+                   !strncmp(kv, "device=", 7) || !strncmp(kv, "distributed.strategy=", 21) ||
+                   !strncmp(kv, "distributed.ranks=", 18))) {
             spec_set(s, kv);
             sets++;
         } else if (dev && (!strcmp(dev, "cpu") || !strcmp(dev, "cuda"))) {

@@ -478,7 +478,7 @@ static void emit_host_c(Program *p, Program *ev, Buf *b)
     buf_printf(b, ",\n    .spec_hash = \"%s\",\n    .model_hash = \"%s\",\n    .data_dir = TRAINC_DATA_DIR,\n",
                s->hash, s->model_hash);
     buf_puts(b, "    .spec_file = ");
-    c_string(b, path_tidy(s->train_file));
+    c_string(b, path_canonical(s->train_file));
     buf_puts(b, ",\n");
     buf_printf(b, "    .n_params = %d,\n    .params = params,\n    .param_floats = %lld,\n",
                g->n_params, (long long)g->param_floats);

@@ -47,15 +47,24 @@ static int64_t alloc_row_bytes(const Compiled *c)
     return t > e ? t : e;
 }
 
-/* What a run allocates: the arena, parameters, gradients, optimizer state (and with
- * bf16-mixed the parameters' bf16 copy; the plan is then the GPU's) and the GPU's
+/* The ranks a rank's memory is planned for: distributed.ranks, else a world of one. */
+static int64_t plan_ranks(const Spec *s)
+{
+    return s->train.ranks > 0 ? s->train.ranks : 1;
+}
+
+/* What a run allocates on one rank: the arena, parameters, gradients, optimizer state
+ * (under ZeRO with distributed.ranks, the rank's shard of it, as trainc plan --ranks
+ * counts it; zero2's gradients are counted whole: what is resident beyond its shard
+ * depends on the buckets in flight, and with accumulate > 1 it is all of them), with
+ * bf16-mixed the parameters' bf16 copy (the plan is then the GPU's) and the GPU's
  * workspace: what memory_budget_mb counts (loop.c's check at start-up too). */
 static int64_t total_bytes(const Compiled *c, int64_t B)
 {
     const Graph *g = c->graph;
     int64_t pf = g->param_floats;
-    int64_t opt = c->spec->train.opt == RT_OPT_ADAMW ? 2 * pf : c->spec->train.momentum > 0 ? pf : 0;
-    return B * alloc_row_bytes(c) + 4 * (2 * pf + opt) + (g->act16 ? 2 * pf : 0) +
+    int64_t opt = (int64_t)rt_opt_state_bytes(&c->spec->train, pf, plan_ranks(c->spec));
+    return B * alloc_row_bytes(c) + 4 * 2 * pf + opt + (g->act16 ? 2 * pf : 0) +
            workspace_bytes(c, B);
 }
 

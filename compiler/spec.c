@@ -1609,7 +1609,7 @@ Spec *spec_load(int nfiles, char **files)
 
     s->model_file = xstrdup(files[0]);
     s->train_file = xstrdup(files[nfiles - 1]);
-    s->data_dir = dir_of(path_tidy(s->train_file)); /* emit's bytes: not the spelling */
+    s->data_dir = dir_of(path_canonical(s->train_file)); /* emit's bytes: not the spelling */
     KeyPaths keys = {0};
     Ctx c = {s->model_file, s, &keys};
     parse_model(&c, model);

@@ -26,6 +26,7 @@ void *xcalloc(size_t n, size_t size);
 char *xstrdup(const char *s);
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 char *path_tidy(const char *path); /* "./a//b" -> "a/b", lexically; ".." kept */
+char *path_canonical(const char *path); /* realpath, relative to the cwd if under it */
 
 /* ---- the spec (spec.c) --------------------------------------------------- */
 

@@ -79,6 +79,24 @@ char *path_tidy(const char *path)
     return out;
 }
 
+/* The one spelling of an existing file that emit writes, so that the same file gives
+ * the same bytes however it was named: links, "." and ".." resolved (realpath), then
+ * relative to the current folder when the file lies under it, else absolute. A path
+ * that does not resolve is only tidied. */
+char *path_canonical(const char *path)
+{
+    char *real = realpath(path, NULL);
+    if (!real)
+        return path_tidy(path);
+    char *cwd = realpath(".", NULL);
+    size_t n = cwd ? strlen(cwd) : 0;
+    char *out = cwd && n > 1 && strncmp(real, cwd, n) == 0 && real[n] == '/'
+        ? xstrdup(real + n + 1) : xstrdup(real);
+    free(cwd);
+    free(real);
+    return out;
+}
+
 char *xasprintf(const char *fmt, ...)
 {
     va_list ap;

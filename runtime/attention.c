@@ -5,10 +5,12 @@
  * views of qkv [B, T, 3d] (row stride 3d), its T x T probabilities a slice of att.
  * Pairs are split over the pool; each pair is computed by one thread with
  * single-threaded OpenBLAS calls whose shapes depend only on (T, hd, causal), so the
- * bits do not depend on the thread count. With a causal mask the T x T products are
- * cut into row (or column) blocks of ATT_NB and each block multiplies only the keys it
- * can see, which skips most of the masked upper triangle at the price of a few more
- * BLAS calls. Measured at T = 128, hd = 32 (the character GPT) on a 2-core AMD EPYC:
+ * bits do not depend on the thread count. The T x T products are cut into row blocks
+ * of ATT_NB queries (more without a mask at short T), so a thread's scratch grows with
+ * T, not T^2 (8 T^2 bytes would be 512 MiB a thread at T = 8192, outside the memory
+ * plan). With a causal mask each block multiplies only the keys it can see, which
+ * skips most of the masked upper triangle at the price of a few more BLAS calls.
+ * Measured at T = 128, hd = 32 (the character GPT) on a 2-core AMD EPYC:
  * blocks of 32 beat 16 and 64 slightly and unblocked products by 15-20%; hand-written
  * SSE loops over the exact triangle took 1.7x as long as OpenBLAS on the blocks
  * (the runtime is built without -march, OpenBLAS picks AVX2 + FMA kernels at run time).
@@ -23,9 +25,17 @@
 #include <string.h>
 #include "rt.h"
 
-/* Rows (queries) or columns (keys) per block of a causal product. */
+/* Rows (queries) per block of the products. */
 #ifndef ATT_NB
 #define ATT_NB 32
+#endif
+/* Without a mask no block skips work, and fewer, larger products are faster: a block
+ * takes ATT_FLOATS / T rows when that is more than ATT_NB (T = 128: all of them; blocks
+ * of 32 took up to 3 times as long there), so the scratch stays under 2 ATT_FLOATS
+ * floats until ATT_NB rows take more. (Built with -DATT_FLOATS=256, test_attention's
+ * shapes cut unmasked products into blocks too.) */
+#ifndef ATT_FLOATS
+#define ATT_FLOATS 65536
 #endif
 
 /* ---- short vectors (as in kernels.c) ------------------------------------------ */
@@ -215,7 +225,7 @@ typedef struct {
     const float *py;           /* [B, T, d] (backward: the forward's output) */
     const float *dy;           /* [B, T, d] (backward) */
     float *dqkv;               /* [B, T, 3d] (backward) */
-    int64_t T, d, H, hd, nb;   /* nb: block size, T when not causal */
+    int64_t T, d, H, hd, nb;   /* nb: rows a block (att_setup), at most T */
     int causal;
     float scale;
 } att_ctx;
@@ -249,50 +259,45 @@ static void att_fwd_task(void *ctx, int64_t lo, int64_t hi)
     free(P);
 }
 
-/* Pairs (b, h) in [lo, hi), with scratch P, dS [T, T] of its own:
+/* Pairs (b, h) in [lo, hi), a row block [r0, r1) (the keys [0, n) it sees) at a time,
+ * with scratch P, dS [nb, T] of its own:
  *   P = exp(q k^T * scale - lse)                                     (recomputed)
- *   dP = dy v^T, dS = P * (dP - dy . y), dq = dS k * scale           (row blocks)
- *   dv = P^T dy, dk = dS^T q * scale                                 (column blocks)
- * A causal column block [c0, c1) reads rows [c0, T) only: P and dS are 0 above the
- * diagonal, and row blocks aligned with the column blocks have written dS[i, c0:c1)
- * for every i >= c0. */
+ *   dP = dy v^T, dS = P * (dP - dy . y), dq = dS k * scale
+ *   dv[0, n) += P^T dy, dk[0, n) += dS^T q * scale                   (summed over blocks)
+ * so the scratch grows with T, not T^2 (Llama-length sequences, T = 2048 to 8192, would
+ * otherwise take 8 T^2 bytes a thread outside the memory plan). dk and dv add the row
+ * blocks in order: a fixed order, whatever the thread count. */
 static void att_bwd_task(void *ctx, int64_t lo, int64_t hi)
 {
     const att_ctx *c = ctx;
     int64_t T = c->T, d = c->d, hd = c->hd, ld = 3 * d;
-    float *P = malloc((size_t)(2 * T * T) * sizeof(float)), *dS = P + T * T;
+    float *P = malloc((size_t)(2 * c->nb * T) * sizeof(float)), *dS = P + c->nb * T;
     if (!P)
         rt_fail("out of memory allocating %lld bytes of attention scratch",
-                (long long)(2 * T * T * 4));
+                (long long)(2 * c->nb * T * 4));
     for (int64_t bh = lo; bh < hi; bh++) {
         int64_t b = bh / c->H, h = bh % c->H;
         const float *q = c->qkv + b * T * ld + h * hd, *k = q + d, *v = q + 2 * d;
         const float *lse = c->plse + bh * T;
         const float *dy = c->dy + b * T * d + h * hd, *y = c->py + b * T * d + h * hd;
         float *dq = c->dqkv + b * T * ld + h * hd, *dk = dq + d, *dv = dq + 2 * d;
+        zero_rows(dk, T, hd, ld);
+        zero_rows(dv, T, hd, ld);
         for (int64_t r0 = 0; r0 < T; r0 += c->nb) {
-            int64_t r1 = r0 + c->nb < T ? r0 + c->nb : T, n = c->causal ? r1 : T;
-            /* whole rows of P zeroed: the masked columns stay 0 for the column pass */
-            zero_rows(P + r0 * T, r1 - r0, T, T);
-            mm_acc(0, 1, r1 - r0, n, hd, c->scale, q + r0 * ld, ld, k, ld, P + r0 * T, T);
+            int64_t r1 = r0 + c->nb < T ? r0 + c->nb : T, n = c->causal ? r1 : T, m = r1 - r0;
+            zero_rows(P, m, n, T);
+            mm_acc(0, 1, m, n, hd, c->scale, q + r0 * ld, ld, k, ld, P, T);
             for (int64_t i = r0; i < r1; i++)
-                probs_row(P + i * T, lse[i], c->causal ? i + 1 : T, n);
-            zero_rows(dS + r0 * T, r1 - r0, n, T);
-            mm_acc(0, 1, r1 - r0, n, hd, 1.0f, dy + r0 * d, d, v, ld, dS + r0 * T, T);
+                probs_row(P + (i - r0) * T, lse[i], c->causal ? i + 1 : T, n);
+            zero_rows(dS, m, n, T);
+            mm_acc(0, 1, m, n, hd, 1.0f, dy + r0 * d, d, v, ld, dS, T);
             for (int64_t i = r0; i < r1; i++)
-                softmax_bwd_row(dS + i * T, P + i * T, dot_row(dy + i * d, y + i * d, hd),
-                                c->causal ? i + 1 : T, n);
-            zero_rows(dq + r0 * ld, r1 - r0, hd, ld);
-            mm_acc(0, 0, r1 - r0, hd, n, c->scale, dS + r0 * T, T, k, ld, dq + r0 * ld, ld);
-        }
-        for (int64_t c0 = 0; c0 < T; c0 += c->nb) {
-            int64_t c1 = c0 + c->nb < T ? c0 + c->nb : T, i0 = c->causal ? c0 : 0;
-            zero_rows(dv + c0 * ld, c1 - c0, hd, ld);
-            zero_rows(dk + c0 * ld, c1 - c0, hd, ld);
-            mm_acc(1, 0, c1 - c0, hd, T - i0, 1.0f, P + i0 * T + c0, T, dy + i0 * d, d,
-                   dv + c0 * ld, ld);
-            mm_acc(1, 0, c1 - c0, hd, T - i0, c->scale, dS + i0 * T + c0, T, q + i0 * ld, ld,
-                   dk + c0 * ld, ld);
+                softmax_bwd_row(dS + (i - r0) * T, P + (i - r0) * T,
+                                dot_row(dy + i * d, y + i * d, hd), c->causal ? i + 1 : T, n);
+            zero_rows(dq + r0 * ld, m, hd, ld);
+            mm_acc(0, 0, m, hd, n, c->scale, dS, T, k, ld, dq + r0 * ld, ld);
+            mm_acc(1, 0, n, hd, m, 1.0f, P, T, dy + r0 * d, d, dv, ld);
+            mm_acc(1, 0, n, hd, m, c->scale, dS, T, q + r0 * ld, ld, dk, ld);
         }
     }
     free(P);
@@ -302,11 +307,11 @@ static att_ctx att_setup(int64_t T, int64_t d, int64_t H, int causal)
 {
     if (H <= 0 || d % H != 0)
         rt_die("attention: d = %lld is not a multiple of H = %lld", (long long)d, (long long)H);
-    if (3 * d > INT_MAX || T * T > INT_MAX)
+    if (3 * d > INT_MAX || T > INT_MAX)
         rt_die("attention: T = %lld, d = %lld exceed the BLAS int range", (long long)T,
                (long long)d);
-    att_ctx c = {.T = T, .d = d, .H = H, .hd = d / H, .nb = causal ? ATT_NB : T,
-                 .causal = causal};
+    int64_t nb = causal || ATT_FLOATS / T < ATT_NB ? ATT_NB : ATT_FLOATS / T;
+    att_ctx c = {.T = T, .d = d, .H = H, .hd = d / H, .nb = nb < T ? nb : T, .causal = causal};
     c.scale = (float)(1.0 / sqrt((double)c.hd));
     return c;
 }

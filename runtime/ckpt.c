@@ -524,7 +524,7 @@ static int may_differ(const char *key)
                                       "checkpoint", "checkpoint.every_steps", "checkpoint.keep",
                                       "loader.workers", "loader.prefetch", "loader.on_gpu", "device",
                                       "distributed.bucket_mb", "distributed.strategy",
-                                      "recompute", "memory_budget_mb", NULL};
+                                      "distributed.ranks", "recompute", "memory_budget_mb", NULL};
     for (int i = 0; ok[i]; i++)
         if (!strcmp(key, ok[i]))
             return 1;

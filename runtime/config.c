@@ -74,6 +74,8 @@ typedef struct Field {
  *   early_stopping null; once enabled (any subkey, or {}): val_loss, min, patience 3,
  *     min_delta 0, no thresholds, check_finite true.
  *   checkpoint on: every_steps 1000, keep 2 (and at the end of a run); null turns it off.
+ *   distributed.ranks null: recompute auto counts a world of one (no shard of ZeRO's
+ *     optimizer state); the trainer's own check counts the ranks it runs on.
  *   loader.workers 2 (0..256; 0: on the training thread), prefetch 4 (1..1024), shuffle and drop_last true;
  *   on_gpu auto (the data arrays kept in GPU memory when training on a GPU and they
  *   fit; always: or an error; never). */
@@ -121,6 +123,7 @@ typedef struct Field {
     X("memory_budget_mb", "null", REAL_OR_NULL(memory_budget_mb, R_POS))                \
     X("distributed.strategy", "ddp", ENUM(dist, "ddp zero1 zero2"))                     \
     X("distributed.bucket_mb", "25", REAL(bucket_mb, R_POS))                            \
+    X("distributed.ranks", "null", INT_OR_NULL(ranks, 1))                               \
     X("loader.workers", "2", INT(workers, 0, 256))                                      \
     X("loader.prefetch", "4", INT(prefetch, 1, 1024))                                   \
     X("loader.shuffle", "true", BOOL(shuffle))                                          \
@@ -1152,6 +1155,14 @@ static int has_key(const rt_data_entry *e, int n, const char *key)
         if (!strcmp(e[i].key, key))
             return 1;
     return 0;
+}
+
+double rt_opt_state_bytes(const rt_train_config *c, int64_t param_floats, int64_t ranks)
+{
+    int64_t floats = c->dist != RT_DIST_DDP && ranks > 1
+                         ? (param_floats + ranks - 1) / ranks : param_floats;
+    double each = c->opt == RT_OPT_ADAMW ? 8 : c->momentum > 0 ? 4 : 0;   /* bytes a float */
+    return each * (double)floats;
 }
 
 int rt_config_validate(const rt_train_config *c, char *err, size_t errlen)

@@ -400,19 +400,27 @@ static void configure(const rt_model *m, const Opts *o, rt_train_config *c)
         c->device = o->device;
     if (c->recompute == RT_RECOMPUTE_AUTO) {
         double pf = (double)m->param_floats;
-        double opt = c->opt == RT_OPT_ADAMW ? 2 * pf : c->momentum > 0 ? pf : 0;
+        /* the shard of ZeRO's optimizer state for the ranks this run has (the compiler
+         * counted distributed.ranks: fewer ranks than that may not fit) */
+        double opt = rt_opt_state_bytes(c, m->param_floats, rt_dist_world()) / 4;
         double ws = c->device == RT_DEVICE_CPU   /* the GPU's workspace, as the plan counts it */
                         ? 0 : (double)rt_gpu_fixed_of(m, c->batch_size, (int)c->accumulate);
         double need = (double)c->batch_size * (double)arena_row(m) + 4 * (2 * pf + opt) +
                       (m->act16 ? 2 * pf : 0) + ws;
+        char fewer[200] = "";   /* the plan counted more ranks than this run has */
+        if (c->dist != RT_DIST_DDP && c->ranks > rt_dist_world())
+            snprintf(fewer, sizeof fewer, "; it was planned for distributed.ranks %lld and "
+                     "this run has %d: run on %lld ranks, or rebuild it with --set "
+                     "distributed.ranks=%d", (long long)c->ranks, rt_dist_world(),
+                     (long long)c->ranks, rt_dist_world());
         if (need > c->memory_budget_mb * 1048576.0)
             rt_input_error("$.train.memory_budget_mb: %g MiB does not fit this trainer's "
                            "plan (recompute auto chose it when compiling) at batch_size %lld: "
                            "it needs %.1f MiB; rebuild it with trainc build ... --set "
-                           "batch_size=%lld (trainc run applies batch_size when compiling)",
+                           "batch_size=%lld (trainc run applies batch_size when compiling)%s",
                            c->memory_budget_mb, (long long)c->batch_size,
                            ceil(need / 1048576.0 * 10) / 10,   /* up: a budget it names fits */
-                           (long long)c->batch_size);
+                           (long long)c->batch_size, fewer);
     }
 }
 

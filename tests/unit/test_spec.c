@@ -172,6 +172,7 @@ static const char *other_value(const char *key)
         {"memory_budget_mb", "1536.5"},
         {"distributed.strategy", "zero2"},
         {"distributed.bucket_mb", "0.5"},
+        {"distributed.ranks", "8"},
         {"loader.workers", "8"},
         {"loader.prefetch", "16"},
         {"loader.shuffle", "false"},
