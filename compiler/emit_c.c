@@ -205,24 +205,6 @@ void buf_commented(Buf *b, const char *indent, const char *code, const char *com
     buf_wrapped(b, indent, code);
 }
 
-/* Replaces whole identifiers `from` by `to` in a C statement. */
-char *text_subst(const char *text, const char *from, const char *to)
-{
-    Buf b = {0};
-    size_t fl = strlen(from);
-    const char *s = text;
-    while (*s) {
-        if (!strncmp(s, from, fl) && (s == text || !ident_char(s[-1])) && !ident_char(s[fl])) {
-            buf_puts(&b, to);
-            s += fl;
-        } else {
-            char c[2] = {*s++, 0};
-            buf_puts(&b, c);
-        }
-    }
-    return b.s ? b.s : xstrdup("");
-}
-
 /* s as a C string literal, quotes included (also what -D and libtcc's defines take). */
 void c_string(Buf *b, const char *s)
 {
@@ -419,7 +401,7 @@ static void emit_kernel(Buf *b, Instr *in, const char *name)
         declare(b, u.t[i], u.w[i], NULL);
     int64_t run = kernel_run(in);
     const EwOp *o0 = &in->ops[0];
-    if (in->n_ops == 1 && !strcmp(o0->expr, "rt_gelu_tanh($0)") && o0->arg[0].t &&
+    if (in->n_ops == 1 && o0->tag == EW_ACT && o0->act == ACT_GELU_TANH && o0->arg[0].t &&
         !o0->arg[0].index && o0->arg[0].t->kind != T_INPUT && in->n_writes == 1 &&
         in->writes[0] == o0->out) {
         /* only a GELU of a stored tensor: the runtime's vectorized rows, same bits */
@@ -595,8 +577,9 @@ static char *drop_times_one(const char *text)
  * is often not needed: the other tensor of that name was fused away. Here each tensor
  * the program still touches gets the name it asked for where no other such tensor has
  * it, else that name numbered in the order of first use (x_re, x_re2, x_re3; d_x,
- * d_x_2), and the instructions' text follows. Runs after every pass (they match
- * tensors by name in the text) and before anything is printed. */
+ * d_x_2); the calls and descriptions reference the tensors, so they follow. Runs after
+ * every pass and before anything is printed: the descriptions that name a tensor
+ * (Instr.what_t) are then written out whole. */
 static void tidy_names(Program *p)
 {
     Graph *g = p->g;
@@ -643,26 +626,25 @@ static void tidy_names(Program *p)
             free(name);
             name = xasprintf("%s%s%d", t->want, glue ? "_" : "", k);
         }
-        for (int i = 0; i < p->n_ins; i++) {
-            Instr *in = p->ins[i];
-            if (in->text)
-                in->text = text_subst(in->text, t->name, name);
-            if (in->what)
-                in->what = text_subst(in->what, t->name, name);
-        }
         t->name = name;
+    }
+    for (int i = 0; i < p->n_ins; i++) {
+        Instr *in = p->ins[i];
+        if (in->what_t) {
+            in->what = instr_what(in);
+            in->what_t = NULL;
+            in->what_rest = NULL;
+        }
     }
     free(order);
     free(seen);
 }
 
-/* drop_times_one over every instruction's statement and loop size */
+/* drop_times_one over every loop's size (a call's arguments print so: call.c) */
 static void tidy_counts(Program *p)
 {
     for (int i = 0; i < p->n_ins; i++) {
         Instr *in = p->ins[i];
-        if (in->text)
-            in->text = drop_times_one(in->text);
         if (in->n)
             in->n = drop_times_one(in->n);
     }
@@ -733,8 +715,11 @@ static void emit_pass(Buf *b, Program *p, int from, int to, const char *sig, con
             free(call.s);
             free(k.t);
             free(k.w);
-        } else
-            buf_wrapped(b, "    ", in->text);
+        } else {
+            char *call = call_text(in);
+            buf_wrapped(b, "    ", call);
+            free(call);
+        }
     }
     buf_puts(b, "}\n\n");
     free(u.t);

@@ -190,12 +190,17 @@ static void dump_program(const Program *p, const char *pass, int planned)
         if (in->dead)
             continue;
         const char *kind = in->kind == I_EW ? "loop" : in->kind == I_GEMM ? "gemm" : "call";
+        char *what = instr_what(in);
         fprintf(f, "%5d  %s  %s  %s  (%s)\n", i, in->recompute ? "rec" : in->backward ? "bwd" : "fwd",
-                kind, in->what ? in->what : "", in->origin ? in->origin : "");
+                kind, what, in->origin ? in->origin : "");
+        free(what);
         put_tensors(f, "reads ", in->reads, in->n_reads, planned);
         put_tensors(f, "writes", in->writes, in->n_writes, planned);
-        if (in->kind != I_EW && in->text && (!in->n_reads && !in->n_writes))
-            fprintf(f, "         %s\n", in->text);
+        if (in->kind != I_EW && !in->n_reads && !in->n_writes) {
+            char *call = call_text(in);
+            fprintf(f, "         %s\n", call);
+            free(call);
+        }
         for (int k = 0; in->kind == I_EW && k < in->n_ops; k++)
             put_op(f, &in->ops[k], k, in->n);
     }
@@ -217,7 +222,7 @@ static _Noreturn void broken(const Instr *in, int i, const char *fmt, ...)
     va_end(ap);
     die("verifier, after %s (%s program of %s): instruction %d (%s, %s): %s", cur_pass,
         cur_prog->eval ? "validation" : "training", cur_prog->g->spec->name, i,
-        in && in->what ? in->what : "-", in && in->origin ? in->origin : "-", msg);
+        in && in->what ? instr_what(in) : "-", in && in->origin ? in->origin : "-", msg);
 }
 
 static int in_arena(const Tensor *t) { return t->kind == T_ACT || t->kind == T_TEMP; }
@@ -250,8 +255,8 @@ static void check_form(const Program *p)
                     if (!in->ops[k].arg[j].t && (in->ops[k].arg[j].val < 0 || in->ops[k].arg[j].val >= k))
                         broken(in, i, "op %d's operand %d names op %d of the loop", k, j,
                                in->ops[k].arg[j].val);
-        } else if (!in->text) {
-            broken(in, i, "a call without its statement");
+        } else if (call_check(in)) {
+            broken(in, i, "call %d: %s", in->call, call_check(in));
         }
         for (int k = 0; k < in->n_reads; k++)
             if (!in->reads[k])
@@ -297,13 +302,13 @@ static void check_hooks(const Program *p)
             int64_t off, n;
             if (in->dead)
                 continue;
-            if (grad_hook_args(in, "rt_grad_begin", &off, &n) && off <= pa->offset &&
+            if (grad_hook(in, CALL_GRAD_BEGIN, &off, &n) && off <= pa->offset &&
                 pa->offset + param_extent(pa) <= off + n) {
                 if (begun >= 0)
                     broken(in, i, "a second rt_grad_begin for %s (the first: %d)", pa->name, begun);
                 begun = i;
             }
-            if (grad_hook_args(in, "rt_grad_ready", &off, &n) && off == pa->offset) {
+            if (grad_hook(in, CALL_GRAD_READY, &off, &n) && off == pa->offset) {
                 if (ready >= 0 || n != param_extent(pa))
                     broken(in, i, "rt_grad_ready for %s: a second one, or not its %" PRId64 " floats",
                            pa->name, param_extent(pa));
