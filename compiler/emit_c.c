@@ -551,26 +551,6 @@ static void find_twins(Program *p, Program *ev)
     free(tk);
 }
 
-/* "e->B * 1" -> "e->B" in generated text: rows of one per sample (an MLP's GEMMs, its
- * loss) read as the batch size itself. */
-static char *drop_times_one(const char *text)
-{
-    const char *pat = "e->B * 1";
-    size_t pl = strlen(pat);
-    Buf b = {0};
-    const char *s = text;
-    while (*s) {
-        if (!strncmp(s, pat, pl) && !ident_char(s[pl]) && s[pl] != '.') {
-            buf_puts(&b, "e->B");
-            s += pl;
-        } else {
-            char c[2] = {*s++, 0};
-            buf_puts(&b, c);
-        }
-    }
-    return b.s ? b.s : xstrdup("");   /* (text may be shared: a split loop's n) */
-}
-
 /* The names the reader sees. graph_tensor suffixes a repeated name with the tensor's
  * id (d_residual_attn_out_h_3_attn_179: the sum of a residual input's two gradient
  * contributions; linear_h_3_fc_re_230: a replay), which says nothing to a reader and
@@ -640,16 +620,6 @@ static void tidy_names(Program *p)
     free(seen);
 }
 
-/* drop_times_one over every loop's size (a call's arguments print so: call.c) */
-static void tidy_counts(Program *p)
-{
-    for (int i = 0; i < p->n_ins; i++) {
-        Instr *in = p->ins[i];
-        if (in->n)
-            in->n = drop_times_one(in->n);
-    }
-}
-
 static void emit_pass(Buf *b, Program *p, int from, int to, const char *sig, const char *doc,
                       const char *prologue)
 {
@@ -707,7 +677,10 @@ static void emit_pass(Buf *b, Program *p, int from, int to, const char *sig, con
             if (!p->eval && in->same_gpu)
                 buf_printf(b, "    /* on a GPU: %s's code, on these tensors */\n", gpu);
             Buf call = {0};
-            buf_printf(&call, "rt_launch(e, \"%s\", %s, %s, %d, (void *[]){", gpu, cpu, in->n, k.n);
+            /* rows of one per sample (an MLP's) read as the batch size itself */
+            char *n = in->n == 1 ? xstrdup("e->B") : xasprintf("e->B * %lld", (long long)in->n);
+            buf_printf(&call, "rt_launch(e, \"%s\", %s, %s, %d, (void *[]){", gpu, cpu, n, k.n);
+            free(n);
             for (int j = 0; j < k.n; j++)
                 buf_printf(&call, "%s&%s", j ? ", " : "", k.t[j]->name);
             buf_puts(&call, "});");
@@ -1066,8 +1039,6 @@ void emit_c(Program *p, Program *ev, Emitted *out)
     memset(out, 0, sizeof *out);
     tidy_names(p);
     tidy_names(ev);
-    tidy_counts(p);
-    tidy_counts(ev);
     find_twins(p, ev);
     emit_model_h(p, ev, &out->model_h);
     emit_host_c(p, ev, &out->host_c);

@@ -29,7 +29,7 @@ static int producer(const Instr *a, const Tensor *t)
 
 static int can_fuse(const Instr *a, const Instr *b)
 {
-    if (a->kind != I_EW || b->kind != I_EW || a->backward != b->backward || strcmp(a->n, b->n))
+    if (a->kind != I_EW || b->kind != I_EW || a->backward != b->backward || a->n != b->n)
         return 0;
     int linked = 0;
     for (int k = 0; k < b->n_ops; k++)
@@ -88,7 +88,7 @@ static void merge(Instr *a, Instr *b)
  * values there (NULL: not this pattern). */
 static const Operand *remap_index(const Program *p, const Instr *a, const Instr *b)
 {
-    if (a->kind != I_EW || b->kind != I_EW || a->backward != b->backward || strcmp(a->n, b->n))
+    if (a->kind != I_EW || b->kind != I_EW || a->backward != b->backward || a->n != b->n)
         return NULL;
     for (int k = 0; k < a->n_ops; k++) {
         if (!a->ops[k].out || a->ops[k].out->kind == T_PGRAD)
@@ -744,12 +744,10 @@ void layernorm_bwd_sums(Program *p)
             continue;
         int k = o->arg[1].t == dx;   /* which operand is dx */
         Tensor *G = o->arg[1 - k].t, *out = o->out;
-        char n[64];
-        snprintf(n, sizeof n, "e->B * %lld", (long long)dx->numel);
         if (o->arg[k].t != dx || dx->kind != T_ACT || dx->alias || tensor_base(G) == dx ||
             tensor_base(G)->kind != T_ACT || G->numel != dx->numel || out->numel != dx->numel ||
             tensor_half(gr, G) != tensor_half(gr, dx) || tensor_half(gr, out) != tensor_half(gr, dx) ||
-            strcmp(s->n, n) || s->n_writes != 1 || s->writes[0] != out ||
+            s->n != dx->numel || s->n_writes != 1 || s->writes[0] != out ||
             read_elsewhere(p, l, s, dx))
             continue;
         const Arg *a = l->args;

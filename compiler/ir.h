@@ -301,10 +301,10 @@ typedef struct Instr {
     Tensor *what_t;          /* with what_rest: the description goes on naming this tensor,
                                 then what_rest (a replay names the copy it reads) */
     char *what_rest;
-    /* I_EW: one loop over n elements (n is a C expression of B) */
+    /* I_EW: one loop over e->B * n elements */
     EwOp *ops;
     int n_ops;
-    char *n;
+    int64_t n;
     int id;                  /* kernel number */
     /* I_CALL and I_GEMM: the runtime call (CALL_*) and its arguments */
     int call;

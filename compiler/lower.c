@@ -64,7 +64,7 @@ static Instr *ew(Program *p, Node *nd, const char *what, Tensor *out, int tag, c
 {
     Instr *in = add(p, I_EW, nd->origin, nd->backward);
     in->what = xstrdup(what);
-    in->n = xasprintf("e->B * %lld", (long long)out->numel);
+    in->n = out->numel;
     EwOp *op = xcalloc(1, sizeof *op);
     op->tag = tag;
     op->act = tag == EW_ACT || tag == EW_ACT_BWD ? nd->act : 0;

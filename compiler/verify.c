@@ -125,7 +125,7 @@ static void put_tensors(FILE *f, const char *label, Tensor **ts, int n, int plan
 
 /* A fused loop's op k as the C emitter writes it: "v2 = v1 > 0 ? v0 : 0  (relu)", with
  * tensors read at their index, earlier ops of the loop by their v number. */
-static void put_op(FILE *f, const EwOp *op, int k, const char *n)
+static void put_op(FILE *f, const EwOp *op, int k, int64_t n)
 {
     fprintf(f, "         %s v%d = ", k ? "   " : "for", k);
     for (const char *s = op->expr; *s; s++) {
@@ -141,7 +141,7 @@ static void put_op(FILE *f, const EwOp *op, int k, const char *n)
     }
     fprintf(f, "  (%s)", op->what ? op->what : "");
     if (!k)
-        fprintf(f, ", i < %s", n);
+        fprintf(f, ", i < e->B * %" PRId64, n);
     fputc('\n', f);
 }
 
@@ -248,7 +248,7 @@ static void check_form(const Program *p)
         if (i < p->n_forward && in->backward)
             broken(in, i, "a backward instruction in the forward pass (%d instructions)", p->n_forward);
         if (in->kind == I_EW) {
-            if (in->n_ops <= 0 || !in->n)
+            if (in->n_ops <= 0 || in->n <= 0)
                 broken(in, i, "a loop without ops or a count");
             for (int k = 0; k < in->n_ops; k++)
                 for (int j = 0; j < in->ops[k].n_arg; j++)
