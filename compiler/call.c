@@ -40,7 +40,9 @@ const char *call_name(int call) { return calls[call].name; }
 static int fits(const Arg *a, char cls)
 {
     switch (cls) {
-    case 't': return (a->kind == ARG_TENSOR || a->kind == ARG_TRAIN) ? a->t != NULL : a->kind == ARG_NULL;
+    case 't':
+        return (a->kind == ARG_TENSOR || a->kind == ARG_TRAIN) ? a->t != NULL
+                                                               : a->kind == ARG_NULL;
     case 'n': return a->kind == ARG_INT || a->kind == ARG_ROWS;
     case 'f': return a->kind == ARG_FLOAT;
     case 'a': return a->kind == ARG_EPI && a->i >= RT_EPI_NONE && a->i <= RT_EPI_GELU_TANH;

@@ -224,8 +224,13 @@ static Instance instance_of(const Instr *in)
     case CALL_LAYERNORM_FWD: x.a = num(in, 7); break;
     case CALL_LAYERNORM_BWD: x.a = num(in, 10); break;
     case CALL_CROSS_ENTROPY: x.a = num(in, 4); x.b = num(in, 5); break;
-    case CALL_ATTENTION_FWD: x.a = num(in, 4); x.b = num(in, 5) / num(in, 6); x.c = num(in, 7); break;
-    case CALL_ATTENTION_BWD: x.a = num(in, 6); x.b = num(in, 7) / num(in, 8); x.c = num(in, 9); break;
+    /* T, the head width (d / H), causal */
+    case CALL_ATTENTION_FWD:
+        x.a = num(in, 4), x.b = num(in, 5) / num(in, 6), x.c = num(in, 7);
+        break;
+    case CALL_ATTENTION_BWD:
+        x.a = num(in, 6), x.b = num(in, 7) / num(in, 8), x.c = num(in, 9);
+        break;
     case CALL_EMBEDDING_FWD:
     case CALL_EMBEDDING_BWD: x.a = num(in, 5); break;
     default: x.call = -1;
@@ -239,15 +244,18 @@ static Instance instance_of(const Instr *in)
  * a comment instead, and the runtime says so if the model runs on a GPU. */
 static void instance_line(Program *p, const Instance *x, char *line)
 {
-    const char *fb = x->call == CALL_LAYERNORM_FWD || x->call == CALL_EMBEDDING_FWD ||
-                             x->call == CALL_ATTENTION_FWD ? "FWD" : "BWD";
+    int fwd = x->call == CALL_LAYERNORM_FWD || x->call == CALL_EMBEDDING_FWD ||
+              x->call == CALL_ATTENTION_FWD;
+    const char *fb = fwd ? "FWD" : "BWD";
     line[0] = 0;
     switch (x->call) {
     case CALL_LAYERNORM_FWD:
     case CALL_LAYERNORM_BWD: snprintf(line, 160, "RT_LAYERNORM_%s(%lld)", fb, x->a); return;
     case CALL_EMBEDDING_FWD:
     case CALL_EMBEDDING_BWD: snprintf(line, 160, "RT_EMBEDDING_%s(%lld)", fb, x->a); return;
-    case CALL_CROSS_ENTROPY: snprintf(line, 160, "RT_CROSS_ENTROPY(%lld, %lld)", x->a, x->b); return;
+    case CALL_CROSS_ENTROPY:
+        snprintf(line, 160, "RT_CROSS_ENTROPY(%lld, %lld)", x->a, x->b);
+        return;
     case CALL_ATTENTION_FWD:
     case CALL_ATTENTION_BWD:
         if (x->b > 128) {

@@ -174,12 +174,13 @@ static void lower_conv_fwd(Program *p, Node *nd)
     Instr *ep;
     if (nd->b) {
         char *bix = xasprintf("i / %lld %% %lld", (long long)HW, (long long)Cout);
-        ep = ew(p, nd, "conv2d epilogue: bias, [out, B, HW] -> [B, out, HW]", y, EW_ADD, "$0 + $1", 2, yt,
-                perm, nd->b->t, bix);
+        ep = ew(p, nd, "conv2d epilogue: bias, [out, B, HW] -> [B, out, HW]", y, EW_ADD,
+                "$0 + $1", 2, yt, perm, nd->b->t, bix);
         ep->ops[0].arg[1].run = HW;      /* the bias: one value a row of HW */
         ep->ops[0].arg[1].run_const = 1;
     } else {
-        ep = ew(p, nd, "conv2d epilogue: [out, B, HW] -> [B, out, HW]", y, EW_COPY, "$0", 1, yt, perm);
+        ep = ew(p, nd, "conv2d epilogue: [out, B, HW] -> [B, out, HW]", y, EW_COPY, "$0", 1, yt,
+                perm);
     }
     ep->ops[0].arg[0].run = HW;          /* rows of HW move whole */
 }
@@ -201,7 +202,8 @@ static void lower_conv_bwd(Program *p, Node *nd)
     char *perm = xasprintf("i %% (e->B * %lld) / %lld * %lld + i / (e->B * %lld) * %lld + i %% %lld",
                            (long long)HW, (long long)HW, (long long)(Cout * HW), (long long)HW,
                            (long long)HW, (long long)HW);
-    Instr *tr = ew(p, nd, "conv2d backward: [B, out, HW] -> [out, B, HW]", dyt, EW_COPY, "$0", 1, dy, perm);
+    Instr *tr = ew(p, nd, "conv2d backward: [B, out, HW] -> [out, B, HW]", dyt, EW_COPY, "$0", 1,
+                   dy, perm);
     tr->ops[0].arg[0].run = HW;          /* rows of HW move whole */
     if (nd->b) {
         Instr *r = add(p, I_CALL, nd->origin, 1);
@@ -238,8 +240,8 @@ static void lower_conv_bwd(Program *p, Node *nd)
     writes(c, dcol);
     Instr *d = add(p, I_CALL, nd->origin, 1);
     d->what = xstrdup("conv2d backward: col2im");
-    SET_CALL(d, CALL_COL2IM, arg_t(dcol), arg_t(dx), arg_rows(1), arg_int(C), arg_int(H), arg_int(W),
-             arg_int(k), arg_int(s), arg_int(pad), arg_int(OH), arg_int(OW));
+    SET_CALL(d, CALL_COL2IM, arg_t(dcol), arg_t(dx), arg_rows(1), arg_int(C), arg_int(H),
+             arg_int(W), arg_int(k), arg_int(s), arg_int(pad), arg_int(OH), arg_int(OW));
     reads(d, dcol);
     writes(d, dx);
 }
@@ -282,8 +284,9 @@ static void lower_node(Program *p, Node *nd)
                                   nd->b ? " (+ b in the loop after it, the linear epilogue)" : "");
         a->what = tied_note(a->what, nd, 0);
         SET_CALL(a, CALL_GEMM, arg_int(0), arg_int(1), arg_rows(rows),
-                 arg_int(padded_rows(nd->w, out, y)), arg_int(in), arg_float(1), arg_t(x), arg_int(in),
-                 arg_t(nd->w->t), arg_int(in), arg_float(0), arg_t(y), arg_int(tensor_ld(y)));
+                 arg_int(padded_rows(nd->w, out, y)), arg_int(in), arg_float(1), arg_t(x),
+                 arg_int(in), arg_t(nd->w->t), arg_int(in), arg_float(0), arg_t(y),
+                 arg_int(tensor_ld(y)));
         reads(a, x);
         reads(a, nd->w->t);
         writes(a, y);
@@ -320,7 +323,8 @@ static void lower_node(Program *p, Node *nd)
                             "%lld, e->rng_part)) < %s ? 0.0f : $0 * %s) : $0",
                             (unsigned long long)nd->key, (long long)x->numel, flit(nd->p),
                             flit(1.0 / (1.0 - nd->p)));
-        ew(p, nd, "dropout (mask from a counter-based hash, never stored)", y, EW_DROPOUT, e, 1, x, NULL);
+        ew(p, nd, "dropout (mask from a counter-based hash, never stored)", y, EW_DROPOUT, e, 1,
+           x, NULL);
         return;
     }
     case N_LAYERNORM: {
@@ -349,9 +353,10 @@ static void lower_node(Program *p, Node *nd)
             int64_t C = pred->shape[pred->rank - 1];
             a->what = xstrdup(p->eval ? "cross entropy: loss and accuracy (no gradient in validation)"
                                       : "cross entropy: loss, accuracy and d(logits) in one pass");
+            /* no gradient in validation's program; in training's, only while e->train */
             SET_CALL(a, CALL_CROSS_ENTROPY, arg_t(pred), arg_t(t),
-                     p->eval ? arg_null() : arg_train(nd->out2), arg_rows(pred->numel / C), arg_int(C),
-                     arg_int(tensor_ld(pred)));
+                     p->eval ? arg_null() : arg_train(nd->out2), arg_rows(pred->numel / C),
+                     arg_int(C), arg_int(tensor_ld(pred)));
         } else {
             a->what = xstrdup(p->eval ? "mean squared error (no gradient in validation)"
                                       : "mean squared error and d(prediction)");
@@ -409,8 +414,8 @@ static void lower_node(Program *p, Node *nd)
         Tensor *dy = nd->in[0], *ids = nd->in[1];
         Instr *a = add(p, I_CALL, nd->origin, 1);
         a->what = xstrdup("embedding backward: dW[id] += dy");
-        SET_CALL(a, CALL_EMBEDDING_BWD, arg_t(ids), arg_t(dy), arg_t(nd->w->g), arg_rows(ids->numel),
-                 arg_int(nd->w->shape[0]), arg_int(nd->w->shape[1]));
+        SET_CALL(a, CALL_EMBEDDING_BWD, arg_t(ids), arg_t(dy), arg_t(nd->w->g),
+                 arg_rows(ids->numel), arg_int(nd->w->shape[0]), arg_int(nd->w->shape[1]));
         reads(a, ids);
         reads(a, dy);
         writes(a, nd->w->g);
@@ -464,8 +469,8 @@ static void lower_node(Program *p, Node *nd)
                                           : "linear backward: dW += dy^T x");
         b->what = tied_note(b->what, nd, 1);
         SET_CALL(b, CALL_GEMM, arg_int(1), arg_int(0), arg_int(padded_rows(nd->w, out, dy)),
-                 arg_int(in), arg_rows(rows), arg_float(1), arg_t(dy), arg_int(tensor_ld(dy)), arg_t(x),
-                 arg_int(in), arg_float(1), arg_t(nd->w->g), arg_int(in));
+                 arg_int(in), arg_rows(rows), arg_float(1), arg_t(dy), arg_int(tensor_ld(dy)),
+                 arg_t(x), arg_int(in), arg_float(1), arg_t(nd->w->g), arg_int(in));
         reads(b, dy);
         reads(b, x);
         writes(b, nd->w->g);
@@ -492,11 +497,11 @@ static void lower_node(Program *p, Node *nd)
                         arg_int(nd->conv[3]), arg_int(nd->conv[4]), arg_int(nd->conv[6]),
                         arg_int(nd->conv[7])};
         if (mx)
-            SET_CALL(a, CALL_MAXPOOL_BWD, arg_t(x), arg_t(dy), arg_t(y), shape[0], shape[1], shape[2],
-                     shape[3], shape[4], shape[5], shape[6]);
+            SET_CALL(a, CALL_MAXPOOL_BWD, arg_t(x), arg_t(dy), arg_t(y), shape[0], shape[1],
+                     shape[2], shape[3], shape[4], shape[5], shape[6]);
         else
-            SET_CALL(a, CALL_AVGPOOL_BWD, arg_t(dy), arg_t(y), shape[0], shape[1], shape[2], shape[3],
-                     shape[4], shape[5], shape[6]);
+            SET_CALL(a, CALL_AVGPOOL_BWD, arg_t(dy), arg_t(y), shape[0], shape[1], shape[2],
+                     shape[3], shape[4], shape[5], shape[6]);
         if (mx)
             reads(a, x);
         reads(a, dy);
@@ -507,7 +512,8 @@ static void lower_node(Program *p, Node *nd)
         int uses_out;
         const char *e = act_bwd_expr(nd->act, &uses_out);
         char *what = xasprintf("%s backward", act_name(nd->act));
-        ew(p, nd, what, y, EW_ACT_BWD, e, 2, nd->in[0], NULL, uses_out ? nd->in[2] : nd->in[1], NULL);
+        ew(p, nd, what, y, EW_ACT_BWD, e, 2, nd->in[0], NULL, uses_out ? nd->in[2] : nd->in[1],
+           NULL);
         return;
     }
     case N_DROPOUT_BWD: {
@@ -515,7 +521,8 @@ static void lower_node(Program *p, Node *nd)
                             "e->rng_part)) < %s ? 0.0f : $0 * %s",
                             (unsigned long long)nd->key, (long long)nd->in[0]->numel, flit(nd->p),
                             flit(1.0 / (1.0 - nd->p)));
-        ew(p, nd, "dropout backward (the same mask, regenerated)", y, EW_DROPOUT, e, 1, nd->in[0], NULL);
+        ew(p, nd, "dropout backward (the same mask, regenerated)", y, EW_DROPOUT, e, 1, nd->in[0],
+           NULL);
         return;
     }
     case N_LAYERNORM_BWD: {
