@@ -35,7 +35,10 @@ static const struct {
     [CALL_GRAD_READY] = {"rt_grad_ready", "nn"},
 };
 
-const char *call_name(int call) { return calls[call].name; }
+const char *call_name(int call)
+{
+    return call >= 0 && call < N_CALLS && calls[call].name ? calls[call].name : "(no such call)";
+}
 
 static int fits(const Arg *a, char cls)
 {
@@ -72,7 +75,7 @@ void call_set(Instr *in, int call, const Arg *args, int n)
     memcpy(in->args, args, (size_t)n * sizeof *args);
     const char *bad = call_check(in);
     if (bad)
-        die("internal: %s: %s", call >= 0 && call < N_CALLS ? calls[call].name : "?", bad);
+        die("internal: %s: %s", call_name(call), bad);
 }
 
 int grad_hook(const Instr *in, int call, int64_t *off, int64_t *n)

@@ -4,9 +4,10 @@
  * what every later pass and both emitters rely on, and dies naming the pass that broke
  * it (an internal error: no input can cause one):
  *
- *   - every live instruction is well formed (a kind, a statement or a loop of ops whose
- *     register operands name earlier ops of the same loop, tensors for its reads and
- *     writes), the forward pass holds no backward instruction, and the validation
+ *   - every live instruction is well formed (a kind; a call whose arguments the call
+ *     table takes, its tensor arguments exactly its reads and writes; or a loop of ops
+ *     whose register operands name earlier ops of the same loop; tensors for its reads
+ *     and writes), the forward pass holds no backward instruction, and the validation
  *     program neither a backward one nor a write to a parameter or its gradient;
  *   - an activation or scratch buffer is read only after a live instruction has
  *     written it, or by the instruction that writes it (scratch, accumulation);
@@ -235,6 +236,41 @@ static int writes_base(const Instr *in, const Tensor *b)
     return 0;
 }
 
+static int listed(Tensor *const *ts, int n, const Tensor *t)
+{
+    for (int k = 0; k < n; k++)
+        if (ts[k] == t)
+            return 1;
+    return 0;
+}
+
+/* A call's tensor arguments are what it reads and writes, as memplan and recompute see
+ * them, and nothing else. */
+static void check_call(const Instr *in, int i)
+{
+    const char *bad = call_check(in);
+    if (bad)
+        broken(in, i, "%s: %s", call_name(in->call), bad);
+    Tensor *args[CALL_MAX_ARGS];
+    int n = 0;
+    for (int k = 0; k < in->n_args; k++)
+        if (in->args[k].kind == ARG_TENSOR || in->args[k].kind == ARG_TRAIN) {
+            Tensor *t = in->args[k].t;
+            if (!listed(in->reads, in->n_reads, t) && !listed(in->writes, in->n_writes, t))
+                broken(in, i, "%s's argument %d, %s, is neither read nor written",
+                       call_name(in->call), k + 1, t->name);
+            args[n++] = t;
+        }
+    for (int k = 0; k < in->n_reads; k++)
+        if (!listed(args, n, in->reads[k]))
+            broken(in, i, "%s reads %s, not one of its arguments", call_name(in->call),
+                   in->reads[k]->name);
+    for (int k = 0; k < in->n_writes; k++)
+        if (!listed(args, n, in->writes[k]))
+            broken(in, i, "%s writes %s, not one of its arguments", call_name(in->call),
+                   in->writes[k]->name);
+}
+
 static void check_form(const Program *p)
 {
     for (int i = 0; i < p->n_ins; i++) {
@@ -255,8 +291,8 @@ static void check_form(const Program *p)
                     if (!in->ops[k].arg[j].t && (in->ops[k].arg[j].val < 0 || in->ops[k].arg[j].val >= k))
                         broken(in, i, "op %d's operand %d names op %d of the loop", k, j,
                                in->ops[k].arg[j].val);
-        } else if (call_check(in)) {
-            broken(in, i, "call %d: %s", in->call, call_check(in));
+        } else {
+            check_call(in, i);
         }
         for (int k = 0; k < in->n_reads; k++)
             if (!in->reads[k])
