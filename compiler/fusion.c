@@ -144,6 +144,7 @@ static void remap_merge(Instr *a, Instr *b, const Operand *E)
         for (int j = 0; j < ops[k].n_arg; j++)
             if (ops[k].arg[j].t) {
                 ops[k].arg[j].index = xstrdup(E->index);
+                ops[k].arg[j].period = E->period;
                 ops[k].arg[j].run = E->run;
                 ops[k].arg[j].run_const = E->run_const;
             }
@@ -158,6 +159,7 @@ static void remap_merge(Instr *a, Instr *b, const Operand *E)
             else if (pk >= 0) {
                 o->t = NULL;
                 o->index = NULL;
+                o->period = 0;
                 o->val = pk;
             }
         }
@@ -250,6 +252,7 @@ static void split_loop(Program *p, int i, int k)
                 o->t = a->ops[o->val].out;
                 o->val = 0;
                 o->index = NULL;
+                o->period = 0;
                 o->run = 0;
                 o->run_const = 0;
             } else {
@@ -480,13 +483,11 @@ static Instr *bias_loop(Program *p, int i)
     if (b->kind != I_EW || b->backward != g->backward || b->n_ops < 1 || b->n_ops > 2)
         return NULL;
     const EwOp *o0 = &b->ops[0];
-    char bix[64];   /* the bias's index as lower.c writes it */
-    snprintf(bix, sizeof bix, "i %% %lld", (long long)a[3].i);
     /* in place over C, as lower.c writes it; a replayed loop writes a fresh tensor
      * (recompute.c), which must then be C's only reader */
     if (o0->tag != EW_ADD || o0->n_arg != 2 || o0->arg[0].t != C || o0->arg[0].index ||
-        !o0->arg[1].t || o0->arg[1].t->kind != T_PARAM || !o0->arg[1].index ||
-        strcmp(o0->arg[1].index, bix) || !o0->out ||
+        !o0->arg[1].t || o0->arg[1].t->kind != T_PARAM || o0->arg[1].period != a[3].i ||
+        !o0->out ||
         (o0->out != C && (!g->recompute || o0->out->numel != C->numel || read_elsewhere(p, g, b, C))))
         return NULL;
     return b;

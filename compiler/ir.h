@@ -209,6 +209,8 @@ typedef struct Operand {
      * with the operand at a pointer (contiguous reads, vectorized). run 0: unknown. */
     int64_t run;
     int run_const;
+    int64_t period;          /* > 0: index is "i % period", the operand repeating over rows
+                                of period elements (a linear layer's bias, position rows) */
 } Operand;
 
 /* What an elementwise op is, where a pass must recognise one (fusion's epilogues, the

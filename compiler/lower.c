@@ -293,7 +293,9 @@ static void lower_node(Program *p, Node *nd)
         if (nd->b) {
             /* epilogue, in place over the GEMM output; fusion pulls the activation in */
             char *bix = xasprintf("i %% %lld", (long long)out);
-            ew(p, nd, "linear epilogue: + bias", y, EW_ADD, "$0 + $1", 2, y, NULL, nd->b->t, bix);
+            Instr *e = ew(p, nd, "linear epilogue: + bias", y, EW_ADD, "$0 + $1", 2, y, NULL,
+                          nd->b->t, bix);
+            e->ops[0].arg[1].period = out;
         }
         return;
     }
@@ -388,7 +390,9 @@ static void lower_node(Program *p, Node *nd)
     }
     case N_POS_EMBEDDING: {
         char *ix = xasprintf("i %% %lld", (long long)x->numel);
-        ew(p, nd, "pos_embedding: + position rows", y, EW_ADD, "$0 + $1", 2, x, NULL, nd->w->t, ix);
+        Instr *e = ew(p, nd, "pos_embedding: + position rows", y, EW_ADD, "$0 + $1", 2, x, NULL,
+                      nd->w->t, ix);
+        e->ops[0].arg[1].period = x->numel;
         return;
     }
     case N_ATTENTION: {
