@@ -273,6 +273,8 @@ static void split_loop(Program *p, int i, int k)
         free(rest);
         b->origin = join_ops(a->ops, k + 1, a->n_ops, 1);
         a->what = join_ops(a->ops, 0, k + 1, 0);
+        a->what_t = NULL;   /* a rest split once already: its ops say it all now */
+        a->what_rest = NULL;
         a->origin = join_ops(a->ops, 0, k + 1, 1);
     }
     a->n_ops = k + 1;
