@@ -256,9 +256,230 @@ static char *tied_note(char *what, const Node *nd, int dw)
                      dw ? ": the embedding's backward adds to the same gradient" : "");
 }
 
-static void lower_node(Program *p, Node *nd)
+/* A linear layer: the GEMM, and the bias in a loop after it (fusion moves it into
+ * the GEMM's epilogue where it can). */
+static void lower_linear(Program *p, Node *nd)
+{
+    Tensor *x = nd->in[0], *y = nd->out;
+    int64_t in = x->shape[x->rank - 1], out = y->shape[y->rank - 1], rows = x->numel / in;
+    Instr *a = add(p, I_GEMM, nd->origin, 0);
+    a->flops = 2 * rows * in * out;
+    a->what = pads(nd->w, out, y)
+                  ? xasprintf("linear: y = x W^T over W's %lld zero rows too (the padded "
+                              "vocabulary: y's padding comes out 0)",
+                              (long long)nd->w->pad_rows)
+                  : xasprintf("linear: y = x W^T%s",
+                              nd->b ? " (+ b in the loop after it, the linear epilogue)" : "");
+    a->what = tied_note(a->what, nd, 0);
+    SET_CALL(a, CALL_GEMM, arg_int(0), arg_int(1), arg_rows(rows),
+             arg_int(padded_rows(nd->w, out, y)), arg_int(in), arg_float(1), arg_t(x),
+             arg_int(in), arg_t(nd->w->t), arg_int(in), arg_float(0), arg_t(y),
+             arg_int(tensor_ld(y)));
+    reads(a, x);
+    reads(a, nd->w->t);
+    writes(a, y);
+    if (nd->b) {
+        /* epilogue, in place over the GEMM output; fusion pulls the activation in */
+        char *bix = xasprintf("i %% %lld", (long long)out);
+        Instr *e = ew(p, nd, "linear epilogue: + bias", y, EW_ADD, "$0 + $1", 2, y, NULL,
+                      nd->b->t, bix);
+        e->ops[0].arg[1].period = out;
+    }
+}
+
+/* Max or average pooling. */
+static void lower_pool(Program *p, Node *nd)
+{
+    Tensor *x = nd->in[0], *y = nd->out;
+    Instr *a = add(p, I_CALL, nd->origin, 0);
+    int mx = nd->kind == N_MAXPOOL;
+    a->what = xstrdup(mx ? "maxpool2d" : "avgpool2d");
+    SET_CALL(a, mx ? CALL_MAXPOOL_FWD : CALL_AVGPOOL_FWD, arg_t(x), arg_t(y),
+             arg_rows(nd->conv[0]), arg_int(nd->conv[1]), arg_int(nd->conv[2]),
+             arg_int(nd->conv[3]), arg_int(nd->conv[4]), arg_int(nd->conv[6]),
+             arg_int(nd->conv[7]));
+    reads(a, x);
+    writes(a, y);
+}
+
+/* Layer normalization, its mean and 1/std saved for the backward pass. */
+static void lower_layernorm(Program *p, Node *nd)
+{
+    Tensor *x = nd->in[0], *y = nd->out;
+    int64_t d = x->shape[x->rank - 1];
+    Instr *a = add(p, I_CALL, nd->origin, 0);
+    a->what = xstrdup("layernorm");
+    if (p->eval) {   /* the call writes them; validation has no backward to read them */
+        nd->tmp[0]->what = "layernorm mean (validation: written, not read)";
+        nd->tmp[1]->what = "layernorm 1/std (validation: written, not read)";
+    }
+    SET_CALL(a, CALL_LAYERNORM_FWD, arg_t(x), arg_t(nd->w->t), arg_t(nd->b->t), arg_t(y),
+             arg_t(nd->tmp[0]), arg_t(nd->tmp[1]), arg_rows(x->numel / d), arg_int(d),
+             arg_float(nd->p));
+    reads(a, x);
+    reads(a, nd->w->t);
+    reads(a, nd->b->t);
+    writes(a, y);
+    writes(a, nd->tmp[0]);
+    writes(a, nd->tmp[1]);
+}
+
+/* The loss, and in training the gradient of the prediction. */
+static void lower_loss(Program *p, Node *nd)
+{
+    Tensor *pred = nd->in[0], *t = nd->in[1];
+    Instr *a = add(p, I_CALL, nd->origin, 0);
+    if (nd->loss == LOSS_CROSS_ENTROPY) {
+        int64_t C = pred->shape[pred->rank - 1];
+        a->what = xstrdup(p->eval ? "cross entropy: loss and accuracy (no gradient in validation)"
+                                  : "cross entropy: loss, accuracy and d(logits) in one pass");
+        /* no gradient in validation's program; in training's, only while e->train */
+        SET_CALL(a, CALL_CROSS_ENTROPY, arg_t(pred), arg_t(t),
+                 p->eval ? arg_null() : arg_train(nd->out2), arg_rows(pred->numel / C),
+                 arg_int(C), arg_int(tensor_ld(pred)));
+    } else {
+        a->what = xstrdup(p->eval ? "mean squared error (no gradient in validation)"
+                                  : "mean squared error and d(prediction)");
+        SET_CALL(a, CALL_MSE, arg_t(pred), arg_t(t), p->eval ? arg_null() : arg_train(nd->out2),
+                 arg_rows(pred->numel));
+    }
+    reads(a, pred);
+    reads(a, t);
+    if (!p->eval) {
+        writes(a, nd->out2);
+        /* the logits' gradient may take the logits' storage (rt_cross_entropy writes
+         * each logit after reading it, z[target] first), so the two [B, T, vocab]
+         * buffers of a language model are one: memplan decides */
+        if (nd->loss == LOSS_CROSS_ENTROPY)
+            a->inplace = pred;
+    }
+}
+
+/* The attention core, each query's log-sum-exp kept for the backward pass. */
+static void lower_attention(Program *p, Node *nd)
+{
+    Tensor *x = nd->in[0], *y = nd->out;
+    Instr *a = add(p, I_CALL, nd->origin, 0);
+    a->flops = 4 * nd->conv[0] * nd->conv[0] * nd->conv[1];
+    a->what = xstrdup(p->eval ? "attention: softmax(q k^T / sqrt(hd)) v per head"
+                              : "attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept");
+    if (p->eval)
+        nd->tmp[0]->what = "each query's log-sum-exp (validation: written, not read)";
+    SET_CALL(a, CALL_ATTENTION_FWD, arg_t(x), arg_t(nd->tmp[0]), arg_t(y), arg_rows(1),
+             arg_int(nd->conv[0]), arg_int(nd->conv[1]), arg_int(nd->conv[2]),
+             arg_int((int)nd->conv[3]));
+    reads(a, x);
+    writes(a, nd->tmp[0]);
+    writes(a, y);
+}
+
+/* Attention's backward pass. */
+static void lower_attention_bwd(Program *p, Node *nd)
+{
+    Tensor *dy = nd->in[0], *x = nd->in[1], *y = nd->out;
+    Instr *a = add(p, I_CALL, nd->origin, 1);
+    a->what = xstrdup("attention backward: d(qkv), probabilities recomputed from the log-sum-exp");
+    SET_CALL(a, CALL_ATTENTION_BWD, arg_t(x), arg_t(nd->tmp[0]), arg_t(nd->fwd->out), arg_t(dy),
+             arg_t(y), arg_rows(1), arg_int(nd->conv[0]), arg_int(nd->conv[1]),
+             arg_int(nd->conv[2]), arg_int((int)nd->conv[3]));
+    reads(a, x);
+    reads(a, nd->tmp[0]);
+    reads(a, nd->fwd->out);
+    reads(a, dy);
+    writes(a, y);
+}
+
+/* A linear layer's backward pass: dx, dW and db. */
+static void lower_linear_bwd(Program *p, Node *nd)
+{
+    Tensor *dy = nd->in[0], *x = nd->in[1], *y = nd->out;
+    int64_t in = x->shape[x->rank - 1], out = dy->shape[dy->rank - 1], rows = x->numel / in;
+    if (y) {
+        Instr *a = add(p, I_GEMM, nd->origin, 1);
+        a->what = xstrdup(pads(nd->w, out, dy) ? "linear backward: dx = dy W (over the padded "
+                                            "vocabulary: dy's padding is 0)"
+                                          : "linear backward: dx = dy W");
+        a->what = tied_note(a->what, nd, 0);
+        SET_CALL(a, CALL_GEMM, arg_int(0), arg_int(0), arg_rows(rows), arg_int(in),
+                 arg_int(padded_rows(nd->w, out, dy)), arg_float(1), arg_t(dy),
+                 arg_int(tensor_ld(dy)), arg_t(nd->w->t), arg_int(in), arg_float(0), arg_t(y),
+                 arg_int(in));
+        reads(a, dy);
+        reads(a, nd->w->t);
+        writes(a, y);
+    }
+    Instr *b = add(p, I_GEMM, nd->origin, 1);
+    b->what = xstrdup(pads(nd->w, out, dy) ? "linear backward: dW += dy^T x (the zero rows' "
+                                        "gradient: 0, from dy's zero padding)"
+                                      : "linear backward: dW += dy^T x");
+    b->what = tied_note(b->what, nd, 1);
+    SET_CALL(b, CALL_GEMM, arg_int(1), arg_int(0), arg_int(padded_rows(nd->w, out, dy)),
+             arg_int(in), arg_rows(rows), arg_float(1), arg_t(dy), arg_int(tensor_ld(dy)),
+             arg_t(x), arg_int(in), arg_float(1), arg_t(nd->w->g), arg_int(in));
+    reads(b, dy);
+    reads(b, x);
+    writes(b, nd->w->g);
+    if (nd->b) {
+        Instr *c = add(p, I_CALL, nd->origin, 1);
+        c->what = xstrdup("linear backward: db += column sums of dy");
+        SET_CALL(c, CALL_COLSUM_ADD, arg_t(dy), arg_t(nd->b->g), arg_rows(rows), arg_int(out));
+        reads(c, dy);
+        writes(c, nd->b->g);
+    }
+}
+
+/* Pooling's backward pass. */
+static void lower_pool_bwd(Program *p, Node *nd)
+{
+    Tensor *dy = nd->in[0], *x = nd->in[1], *y = nd->out;
+    int mx = nd->kind == N_MAXPOOL_BWD;
+    Instr *a = add(p, I_CALL, nd->origin, 1);
+    a->what = xstrdup(mx ? "maxpool2d backward (argmax found again from x)" : "avgpool2d backward");
+    Arg shape[7] = {arg_rows(nd->conv[0]), arg_int(nd->conv[1]), arg_int(nd->conv[2]),
+                    arg_int(nd->conv[3]), arg_int(nd->conv[4]), arg_int(nd->conv[6]),
+                    arg_int(nd->conv[7])};
+    if (mx)
+        SET_CALL(a, CALL_MAXPOOL_BWD, arg_t(x), arg_t(dy), arg_t(y), shape[0], shape[1],
+                 shape[2], shape[3], shape[4], shape[5], shape[6]);
+    else
+        SET_CALL(a, CALL_AVGPOOL_BWD, arg_t(dy), arg_t(y), shape[0], shape[1], shape[2],
+                 shape[3], shape[4], shape[5], shape[6]);
+    if (mx)
+        reads(a, x);
+    reads(a, dy);
+    writes(a, y);
+}
+
+/* Layer normalization's backward pass. */
+static void lower_layernorm_bwd(Program *p, Node *nd)
 {
     Graph *g = p->g;
+    Tensor *dy = nd->in[0], *x = nd->in[1], *y = nd->out;
+    int64_t d = x->shape[x->rank - 1];
+    Tensor *dx = y;
+    if (!dx)
+        dx = temp(g, xasprintf("d_%s_unused", x->name), x->numel, nd->origin,
+                  "input gradient nobody reads");
+    Instr *a = add(p, I_CALL, nd->origin, 1);
+    a->what = xstrdup("layernorm backward");
+    /* NULL: no addend (fusion.c's layernorm_bwd_sums may fold a gradient sum in) */
+    SET_CALL(a, CALL_LAYERNORM_BWD, arg_t(x), arg_t(nd->w->t), arg_t(nd->tmp[0]),
+             arg_t(nd->tmp[1]), arg_t(dy), arg_null(), arg_t(dx), arg_t(nd->w->g),
+             arg_t(nd->b->g), arg_rows(x->numel / d), arg_int(d));
+    reads(a, x);
+    reads(a, nd->w->t);
+    reads(a, nd->tmp[0]);
+    reads(a, nd->tmp[1]);
+    reads(a, dy);
+    writes(a, dx);
+    writes(a, nd->w->g);
+    writes(a, nd->b->g);
+}
+
+/* One node's instructions, appended to the program (the heavier kinds in their own
+ * functions above). */
+static void lower_node(Program *p, Node *nd)
+{
     Tensor *x = nd->n_in ? nd->in[0] : NULL, *y = nd->out;
     switch (nd->kind) {
     case N_CONVERT: {
@@ -272,49 +493,16 @@ static void lower_node(Program *p, Node *nd)
         ew(p, nd, "input to f32", y, EW_OTHER, e, 1, x, NULL);
         return;
     }
-    case N_LINEAR: {
-        int64_t in = x->shape[x->rank - 1], out = y->shape[y->rank - 1], rows = x->numel / in;
-        Instr *a = add(p, I_GEMM, nd->origin, 0);
-        a->flops = 2 * rows * in * out;
-        a->what = pads(nd->w, out, y)
-                      ? xasprintf("linear: y = x W^T over W's %lld zero rows too (the padded "
-                                  "vocabulary: y's padding comes out 0)",
-                                  (long long)nd->w->pad_rows)
-                      : xasprintf("linear: y = x W^T%s",
-                                  nd->b ? " (+ b in the loop after it, the linear epilogue)" : "");
-        a->what = tied_note(a->what, nd, 0);
-        SET_CALL(a, CALL_GEMM, arg_int(0), arg_int(1), arg_rows(rows),
-                 arg_int(padded_rows(nd->w, out, y)), arg_int(in), arg_float(1), arg_t(x),
-                 arg_int(in), arg_t(nd->w->t), arg_int(in), arg_float(0), arg_t(y),
-                 arg_int(tensor_ld(y)));
-        reads(a, x);
-        reads(a, nd->w->t);
-        writes(a, y);
-        if (nd->b) {
-            /* epilogue, in place over the GEMM output; fusion pulls the activation in */
-            char *bix = xasprintf("i %% %lld", (long long)out);
-            Instr *e = ew(p, nd, "linear epilogue: + bias", y, EW_ADD, "$0 + $1", 2, y, NULL,
-                          nd->b->t, bix);
-            e->ops[0].arg[1].period = out;
-        }
+    case N_LINEAR:
+        lower_linear(p, nd);
         return;
-    }
     case N_CONV2D:
         lower_conv_fwd(p, nd);
         return;
     case N_MAXPOOL:
-    case N_AVGPOOL: {
-        Instr *a = add(p, I_CALL, nd->origin, 0);
-        int mx = nd->kind == N_MAXPOOL;
-        a->what = xstrdup(mx ? "maxpool2d" : "avgpool2d");
-        SET_CALL(a, mx ? CALL_MAXPOOL_FWD : CALL_AVGPOOL_FWD, arg_t(x), arg_t(y),
-                 arg_rows(nd->conv[0]), arg_int(nd->conv[1]), arg_int(nd->conv[2]),
-                 arg_int(nd->conv[3]), arg_int(nd->conv[4]), arg_int(nd->conv[6]),
-                 arg_int(nd->conv[7]));
-        reads(a, x);
-        writes(a, y);
+    case N_AVGPOOL:
+        lower_pool(p, nd);
         return;
-    }
     case N_FLATTEN:
         return;                     /* a view: y shares x's storage */
     case N_ACT:
@@ -329,54 +517,12 @@ static void lower_node(Program *p, Node *nd)
            x, NULL);
         return;
     }
-    case N_LAYERNORM: {
-        int64_t d = x->shape[x->rank - 1];
-        Instr *a = add(p, I_CALL, nd->origin, 0);
-        a->what = xstrdup("layernorm");
-        if (p->eval) {   /* the call writes them; validation has no backward to read them */
-            nd->tmp[0]->what = "layernorm mean (validation: written, not read)";
-            nd->tmp[1]->what = "layernorm 1/std (validation: written, not read)";
-        }
-        SET_CALL(a, CALL_LAYERNORM_FWD, arg_t(x), arg_t(nd->w->t), arg_t(nd->b->t), arg_t(y),
-                 arg_t(nd->tmp[0]), arg_t(nd->tmp[1]), arg_rows(x->numel / d), arg_int(d),
-                 arg_float(nd->p));
-        reads(a, x);
-        reads(a, nd->w->t);
-        reads(a, nd->b->t);
-        writes(a, y);
-        writes(a, nd->tmp[0]);
-        writes(a, nd->tmp[1]);
+    case N_LAYERNORM:
+        lower_layernorm(p, nd);
         return;
-    }
-    case N_LOSS: {
-        Tensor *pred = nd->in[0], *t = nd->in[1];
-        Instr *a = add(p, I_CALL, nd->origin, 0);
-        if (nd->loss == LOSS_CROSS_ENTROPY) {
-            int64_t C = pred->shape[pred->rank - 1];
-            a->what = xstrdup(p->eval ? "cross entropy: loss and accuracy (no gradient in validation)"
-                                      : "cross entropy: loss, accuracy and d(logits) in one pass");
-            /* no gradient in validation's program; in training's, only while e->train */
-            SET_CALL(a, CALL_CROSS_ENTROPY, arg_t(pred), arg_t(t),
-                     p->eval ? arg_null() : arg_train(nd->out2), arg_rows(pred->numel / C),
-                     arg_int(C), arg_int(tensor_ld(pred)));
-        } else {
-            a->what = xstrdup(p->eval ? "mean squared error (no gradient in validation)"
-                                      : "mean squared error and d(prediction)");
-            SET_CALL(a, CALL_MSE, arg_t(pred), arg_t(t), p->eval ? arg_null() : arg_train(nd->out2),
-                     arg_rows(pred->numel));
-        }
-        reads(a, pred);
-        reads(a, t);
-        if (!p->eval) {
-            writes(a, nd->out2);
-            /* the logits' gradient may take the logits' storage (rt_cross_entropy writes
-             * each logit after reading it, z[target] first), so the two [B, T, vocab]
-             * buffers of a language model are one: memplan decides */
-            if (nd->loss == LOSS_CROSS_ENTROPY)
-                a->inplace = pred;
-        }
+    case N_LOSS:
+        lower_loss(p, nd);
         return;
-    }
     case N_EMBEDDING: {
         int64_t V = nd->w->shape[0], dim = nd->w->shape[1];
         Instr *a = add(p, I_CALL, nd->origin, 0);
@@ -395,21 +541,9 @@ static void lower_node(Program *p, Node *nd)
         e->ops[0].arg[1].period = x->numel;
         return;
     }
-    case N_ATTENTION: {
-        Instr *a = add(p, I_CALL, nd->origin, 0);
-        a->flops = 4 * nd->conv[0] * nd->conv[0] * nd->conv[1];
-        a->what = xstrdup(p->eval ? "attention: softmax(q k^T / sqrt(hd)) v per head"
-                                  : "attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept");
-        if (p->eval)
-            nd->tmp[0]->what = "each query's log-sum-exp (validation: written, not read)";
-        SET_CALL(a, CALL_ATTENTION_FWD, arg_t(x), arg_t(nd->tmp[0]), arg_t(y), arg_rows(1),
-                 arg_int(nd->conv[0]), arg_int(nd->conv[1]), arg_int(nd->conv[2]),
-                 arg_int((int)nd->conv[3]));
-        reads(a, x);
-        writes(a, nd->tmp[0]);
-        writes(a, y);
+    case N_ATTENTION:
+        lower_attention(p, nd);
         return;
-    }
     case N_ADD:
         ew(p, nd, nd->backward ? "sum of gradient contributions" : "residual: x + body(x)", y,
            EW_ADD, "$0 + $1", 2, nd->in[0], NULL, nd->in[1], NULL);
@@ -434,84 +568,19 @@ static void lower_node(Program *p, Node *nd)
         writes(a, nd->w->g);
         return;
     }
-    case N_ATTENTION_BWD: {
-        Tensor *dy = nd->in[0];
-        x = nd->in[1];
-        Instr *a = add(p, I_CALL, nd->origin, 1);
-        a->what = xstrdup("attention backward: d(qkv), probabilities recomputed from the log-sum-exp");
-        SET_CALL(a, CALL_ATTENTION_BWD, arg_t(x), arg_t(nd->tmp[0]), arg_t(nd->fwd->out), arg_t(dy),
-                 arg_t(y), arg_rows(1), arg_int(nd->conv[0]), arg_int(nd->conv[1]),
-                 arg_int(nd->conv[2]), arg_int((int)nd->conv[3]));
-        reads(a, x);
-        reads(a, nd->tmp[0]);
-        reads(a, nd->fwd->out);
-        reads(a, dy);
-        writes(a, y);
+    case N_ATTENTION_BWD:
+        lower_attention_bwd(p, nd);
         return;
-    }
-    case N_LINEAR_BWD: {
-        Tensor *dy = nd->in[0];
-        x = nd->in[1];
-        int64_t in = x->shape[x->rank - 1], out = dy->shape[dy->rank - 1], rows = x->numel / in;
-        if (y) {
-            Instr *a = add(p, I_GEMM, nd->origin, 1);
-            a->what = xstrdup(pads(nd->w, out, dy) ? "linear backward: dx = dy W (over the padded "
-                                                "vocabulary: dy's padding is 0)"
-                                              : "linear backward: dx = dy W");
-            a->what = tied_note(a->what, nd, 0);
-            SET_CALL(a, CALL_GEMM, arg_int(0), arg_int(0), arg_rows(rows), arg_int(in),
-                     arg_int(padded_rows(nd->w, out, dy)), arg_float(1), arg_t(dy),
-                     arg_int(tensor_ld(dy)), arg_t(nd->w->t), arg_int(in), arg_float(0), arg_t(y),
-                     arg_int(in));
-            reads(a, dy);
-            reads(a, nd->w->t);
-            writes(a, y);
-        }
-        Instr *b = add(p, I_GEMM, nd->origin, 1);
-        b->what = xstrdup(pads(nd->w, out, dy) ? "linear backward: dW += dy^T x (the zero rows' "
-                                            "gradient: 0, from dy's zero padding)"
-                                          : "linear backward: dW += dy^T x");
-        b->what = tied_note(b->what, nd, 1);
-        SET_CALL(b, CALL_GEMM, arg_int(1), arg_int(0), arg_int(padded_rows(nd->w, out, dy)),
-                 arg_int(in), arg_rows(rows), arg_float(1), arg_t(dy), arg_int(tensor_ld(dy)),
-                 arg_t(x), arg_int(in), arg_float(1), arg_t(nd->w->g), arg_int(in));
-        reads(b, dy);
-        reads(b, x);
-        writes(b, nd->w->g);
-        if (nd->b) {
-            Instr *c = add(p, I_CALL, nd->origin, 1);
-            c->what = xstrdup("linear backward: db += column sums of dy");
-            SET_CALL(c, CALL_COLSUM_ADD, arg_t(dy), arg_t(nd->b->g), arg_rows(rows), arg_int(out));
-            reads(c, dy);
-            writes(c, nd->b->g);
-        }
+    case N_LINEAR_BWD:
+        lower_linear_bwd(p, nd);
         return;
-    }
     case N_CONV2D_BWD:
         lower_conv_bwd(p, nd);
         return;
     case N_MAXPOOL_BWD:
-    case N_AVGPOOL_BWD: {
-        Tensor *dy = nd->in[0];
-        x = nd->in[1];
-        int mx = nd->kind == N_MAXPOOL_BWD;
-        Instr *a = add(p, I_CALL, nd->origin, 1);
-        a->what = xstrdup(mx ? "maxpool2d backward (argmax found again from x)" : "avgpool2d backward");
-        Arg shape[7] = {arg_rows(nd->conv[0]), arg_int(nd->conv[1]), arg_int(nd->conv[2]),
-                        arg_int(nd->conv[3]), arg_int(nd->conv[4]), arg_int(nd->conv[6]),
-                        arg_int(nd->conv[7])};
-        if (mx)
-            SET_CALL(a, CALL_MAXPOOL_BWD, arg_t(x), arg_t(dy), arg_t(y), shape[0], shape[1],
-                     shape[2], shape[3], shape[4], shape[5], shape[6]);
-        else
-            SET_CALL(a, CALL_AVGPOOL_BWD, arg_t(dy), arg_t(y), shape[0], shape[1], shape[2],
-                     shape[3], shape[4], shape[5], shape[6]);
-        if (mx)
-            reads(a, x);
-        reads(a, dy);
-        writes(a, y);
+    case N_AVGPOOL_BWD:
+        lower_pool_bwd(p, nd);
         return;
-    }
     case N_ACT_BWD: {
         int uses_out;
         const char *e = act_bwd_expr(nd->act, &uses_out);
@@ -529,30 +598,9 @@ static void lower_node(Program *p, Node *nd)
            NULL);
         return;
     }
-    case N_LAYERNORM_BWD: {
-        Tensor *dy = nd->in[0];
-        x = nd->in[1];
-        int64_t d = x->shape[x->rank - 1];
-        Tensor *dx = y;
-        if (!dx)
-            dx = temp(g, xasprintf("d_%s_unused", x->name), x->numel, nd->origin,
-                      "input gradient nobody reads");
-        Instr *a = add(p, I_CALL, nd->origin, 1);
-        a->what = xstrdup("layernorm backward");
-        /* NULL: no addend (fusion.c's layernorm_bwd_sums may fold a gradient sum in) */
-        SET_CALL(a, CALL_LAYERNORM_BWD, arg_t(x), arg_t(nd->w->t), arg_t(nd->tmp[0]),
-                 arg_t(nd->tmp[1]), arg_t(dy), arg_null(), arg_t(dx), arg_t(nd->w->g),
-                 arg_t(nd->b->g), arg_rows(x->numel / d), arg_int(d));
-        reads(a, x);
-        reads(a, nd->w->t);
-        reads(a, nd->tmp[0]);
-        reads(a, nd->tmp[1]);
-        reads(a, dy);
-        writes(a, dx);
-        writes(a, nd->w->g);
-        writes(a, nd->b->g);
+    case N_LAYERNORM_BWD:
+        lower_layernorm_bwd(p, nd);
         return;
-    }
     }
     unreachable();
 }
