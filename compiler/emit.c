@@ -1,5 +1,5 @@
 /* emit.c: between the last pass and the emitters, and after them. The names the reader
- * sees (tidy_names, tidy_counts) and the kernels printed once (find_twins, comparing
+ * sees (tidy_names) and the kernels printed once (find_twins, comparing
  * both emitters' text of each fused loop) are settled before emit_c and emit_cuda print
  * (emit_prepare); the files they printed are then written all or none (emit_write). */
 #include <errno.h>
@@ -111,34 +111,15 @@ static void find_twins(Program *p, Program *ev)
     free(tk);
 }
 
-/* "e->B * 1" -> "e->B" in generated text: rows of one per sample (an MLP's GEMMs, its
- * loss) read as the batch size itself. */
-static char *drop_times_one(const char *text)
-{
-    const char *pat = "e->B * 1";
-    size_t pl = strlen(pat);
-    Buf b = {0};
-    const char *s = text;
-    while (*s) {
-        if (!strncmp(s, pat, pl) && !ident_char(s[pl]) && s[pl] != '.') {
-            buf_puts(&b, "e->B");
-            s += pl;
-        } else {
-            char c[2] = {*s++, 0};
-            buf_puts(&b, c);
-        }
-    }
-    return b.s ? b.s : xstrdup("");   /* (text may be shared: a split loop's n) */
-}
-
 /* The names the reader sees. graph_tensor suffixes a repeated name with the tensor's
  * id (d_residual_attn_out_h_3_attn_179: the sum of a residual input's two gradient
  * contributions; linear_h_3_fc_re_230: a replay), which says nothing to a reader and
  * is often not needed: the other tensor of that name was fused away. Here each tensor
  * the program still touches gets the name it asked for where no other such tensor has
  * it, else that name numbered in the order of first use (x_re, x_re2, x_re3; d_x,
- * d_x_2), and the instructions' text follows. Runs after every pass (they match
- * tensors by name in the text) and before anything is printed. */
+ * d_x_2); the calls and descriptions reference the tensors, so they follow. Runs after
+ * every pass and before anything is printed: the descriptions that name a tensor
+ * (Instr.what_t) are then written out whole. */
 static void tidy_names(Program *p)
 {
     Graph *g = p->g;
@@ -185,29 +166,18 @@ static void tidy_names(Program *p)
             free(name);
             name = xasprintf("%s%s%d", t->want, glue ? "_" : "", k);
         }
-        for (int i = 0; i < p->n_ins; i++) {
-            Instr *in = p->ins[i];
-            if (in->text)
-                in->text = text_subst(in->text, t->name, name);
-            if (in->what)
-                in->what = text_subst(in->what, t->name, name);
-        }
         t->name = name;
+    }
+    for (int i = 0; i < p->n_ins; i++) {
+        Instr *in = p->ins[i];
+        if (in->what_t) {
+            in->what = instr_what(in);
+            in->what_t = NULL;
+            in->what_rest = NULL;
+        }
     }
     free(order);
     free(seen);
-}
-
-/* drop_times_one over every instruction's statement and loop size */
-static void tidy_counts(Program *p)
-{
-    for (int i = 0; i < p->n_ins; i++) {
-        Instr *in = p->ins[i];
-        if (in->text)
-            in->text = drop_times_one(in->text);
-        if (in->n)
-            in->n = drop_times_one(in->n);
-    }
 }
 
 /* What both emitters read, settled once: the names, the loop sizes, the twin kernels. */
@@ -215,8 +185,6 @@ void emit_prepare(Program *p, Program *ev)
 {
     tidy_names(p);
     tidy_names(ev);
-    tidy_counts(p);
-    tidy_counts(ev);
     find_twins(p, ev);
 }
 

@@ -8,29 +8,12 @@
  *   plan.json      the memory plan as data
  *
  * Everything is printed into memory (Emitted); emit.c writes the files only when all
- * succeeded. Also text_subst, the renaming of a tensor inside an instruction's text. */
+ * succeeded. */
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include "ir.h"
 
-/* Replaces whole identifiers `from` by `to` in a C statement. */
-char *text_subst(const char *text, const char *from, const char *to)
-{
-    Buf b = {0};
-    size_t fl = strlen(from);
-    const char *s = text;
-    while (*s) {
-        if (!strncmp(s, from, fl) && (s == text || !ident_char(s[-1])) && !ident_char(s[fl])) {
-            buf_puts(&b, to);
-            s += fl;
-        } else {
-            char c[2] = {*s++, 0};
-            buf_puts(&b, c);
-        }
-    }
-    return b.s ? b.s : xstrdup("");
-}
 
 /* g16: the graph where the pointer may hold 16-bit values on a GPU (host.c), NULL where
  * it never does (kernels_cpu.c) */
@@ -145,7 +128,7 @@ void emit_kernel(Buf *b, Instr *in, const char *name)
         declare(b, u.t[i], u.w[i], NULL);
     int64_t run = kernel_run(in);
     const EwOp *o0 = &in->ops[0];
-    if (in->n_ops == 1 && !strcmp(o0->expr, "rt_gelu_tanh($0)") && o0->arg[0].t &&
+    if (in->n_ops == 1 && o0->tag == EW_ACT && o0->act == ACT_GELU_TANH && o0->arg[0].t &&
         !o0->arg[0].index && o0->arg[0].t->kind != T_INPUT && in->n_writes == 1 &&
         in->writes[0] == o0->out) {
         /* only a GELU of a stored tensor: the runtime's vectorized rows, same bits */
@@ -249,7 +232,10 @@ static void emit_pass(Buf *b, Program *p, int from, int to, const char *sig, con
             if (!p->eval && in->same_gpu)
                 buf_printf(b, "    /* on a GPU: %s's code, on these tensors */\n", gpu);
             Buf call = {0};
-            buf_printf(&call, "rt_launch(e, \"%s\", %s, %s, %d, (void *[]){", gpu, cpu, in->n, k.n);
+            /* rows of one per sample (an MLP's) read as the batch size itself */
+            char *n = in->n == 1 ? xstrdup("e->B") : xasprintf("e->B * %lld", (long long)in->n);
+            buf_printf(&call, "rt_launch(e, \"%s\", %s, %s, %d, (void *[]){", gpu, cpu, n, k.n);
+            free(n);
             for (int j = 0; j < k.n; j++)
                 buf_printf(&call, "%s&%s", j ? ", " : "", k.t[j]->name);
             buf_puts(&call, "});");
@@ -257,8 +243,11 @@ static void emit_pass(Buf *b, Program *p, int from, int to, const char *sig, con
             free(call.s);
             free(k.t);
             free(k.w);
-        } else
-            buf_wrapped(b, "    ", in->text);
+        } else {
+            char *call = call_text(in);
+            buf_wrapped(b, "    ", call);
+            free(call);
+        }
     }
     buf_puts(b, "}\n\n");
     free(u.t);

@@ -128,7 +128,7 @@ void cuda_kernel(Buf *b, const Graph *g, Instr *in, const char *name)
      * read), so the kernels of models without dropout stay as they were */
     int part = 0;
     for (int k = 0; k < in->n_ops; k++)
-        part |= strstr(in->ops[k].expr, "rng_part") != NULL;
+        part |= in->ops[k].tag == EW_DROPOUT;
     buf_printf(&sig, "%sint64_t B, int64_t n, uint64_t rng_key, int train%s)", n ? ", " : "",
                part ? ", uint64_t rng_part" : "");
     buf_wrapped(b, "", sig.s);
@@ -201,69 +201,91 @@ void cuda_kernel(Buf *b, const Graph *g, Instr *in, const char *name)
 
 /* ---- the template instances a program needs ----------------------------------------- */
 
-static long long num(const char *a, const Instr *in)
+/* Integer argument k of a call whose template takes it as a compile-time constant. */
+static long long num(const Instr *in, int k)
 {
-    char *end;
-    long long v = strtoll(a, &end, 10);
-    if (end == a || *end)
-        die("call %s: expected a constant, got '%s'", in->text, a);
-    return v;
+    if (in->args[k].kind != ARG_INT)
+        die("call %s: argument %d is not a constant", call_name(in->call), k + 1);
+    return (long long)in->args[k].i;
+}
+
+/* A template instance: the call kind it serves and its constants (templates/cuda/). */
+typedef struct {
+    int call;            /* CALL_*; -1: none */
+    long long a, b, c;   /* rows (layernorm, embedding); classes, row stride (cross
+                            entropy); T, head width, causal (attention) */
+} Instance;
+
+/* The template instance a call needs (call -1 for none). */
+static Instance instance_of(const Instr *in)
+{
+    Instance x = {.call = in->call};
+    switch (in->call) {
+    case CALL_LAYERNORM_FWD: x.a = num(in, 7); break;
+    case CALL_LAYERNORM_BWD: x.a = num(in, 10); break;
+    case CALL_CROSS_ENTROPY: x.a = num(in, 4); x.b = num(in, 5); break;
+    /* T, the head width (d / H), causal */
+    case CALL_ATTENTION_FWD:
+        x.a = num(in, 4), x.b = num(in, 5) / num(in, 6), x.c = num(in, 7);
+        break;
+    case CALL_ATTENTION_BWD:
+        x.a = num(in, 6), x.b = num(in, 7) / num(in, 8), x.c = num(in, 9);
+        break;
+    case CALL_EMBEDDING_FWD:
+    case CALL_EMBEDDING_BWD: x.a = num(in, 5); break;
+    default: x.call = -1;
+    }
+    return x;
 }
 
 /* One line per distinct instance, e.g. "RT_LAYERNORM_FWD(128)": the kernels whose
- * shapes are compile-time constants (templates/cuda/). */
-/* attention.cuh's kernels take heads up to 128 wide (shared memory); a wider head gets
- * a comment instead, and the runtime says so if the model runs on a GPU */
-static void att_instance(Program *p, char *line, size_t n, const char *which, int64_t T,
-                         int64_t hd, int64_t causal)
+ * shapes are compile-time constants (templates/cuda/), into line[160] ("" for none).
+ * attention.cuh's kernels take heads up to 128 wide (shared memory); a wider head gets
+ * a comment instead, and the runtime says so if the model runs on a GPU. */
+static void instance_line(Program *p, const Instance *x, char *line)
 {
-    if (hd > 128) {
-        snprintf(line, n, "/* RT_ATTENTION_%s: no kernel for heads %lld wide (up to 128) */",
-                 which, (long long)hd);
-        p->cuda_unsupported = xasprintf("attention heads %lld wide: the GPU kernels take up "
-                                        "to 128", (long long)hd);
-    }
-    else
-        snprintf(line, n, "RT_ATTENTION_%s(%lld, %lld, %lld)", which, (long long)T,
-                 (long long)hd, (long long)causal);
-}
-
-/* The template instance a call needs ("" for none) into line[160]. */
-static void instance_line(Program *p, const Instr *in, char *line)
-{
-    char a[12][CALL_ARG_MAX];
-    int n = call_args(in->text, a, 12);
+    int fwd = x->call == CALL_LAYERNORM_FWD || x->call == CALL_EMBEDDING_FWD ||
+              x->call == CALL_ATTENTION_FWD;
+    const char *fb = fwd ? "FWD" : "BWD";
     line[0] = 0;
-    if (!strncmp(in->text, "rt_layernorm_fwd(", 17) && n == 10)
-        snprintf(line, 160, "RT_LAYERNORM_FWD(%lld)", num(a[8], in));
-    else if (!strncmp(in->text, "rt_layernorm_bwd(", 17) && n == 12)
-        snprintf(line, 160, "RT_LAYERNORM_BWD(%lld)", num(a[11], in));
-    else if (!strncmp(in->text, "rt_cross_entropy(", 17) && n == 7)
-        snprintf(line, 160, "RT_CROSS_ENTROPY(%lld, %lld)", num(a[5], in), num(a[6], in));
-    else if (!strncmp(in->text, "rt_attention_fwd(", 17) && n == 9)
-        att_instance(p, line, 160, "FWD", num(a[5], in), num(a[6], in) / num(a[7], in),
-                     num(a[8], in));
-    else if (!strncmp(in->text, "rt_attention_bwd(", 17) && n == 11)
-        att_instance(p, line, 160, "BWD", num(a[7], in), num(a[8], in) / num(a[9], in),
-                     num(a[10], in));
-    else if (!strncmp(in->text, "rt_embedding_fwd(", 17) && n == 7)
-        snprintf(line, 160, "RT_EMBEDDING_FWD(%lld)", num(a[6], in));
-    else if (!strncmp(in->text, "rt_embedding_bwd(", 17) && n == 7)
-        snprintf(line, 160, "RT_EMBEDDING_BWD(%lld)", num(a[6], in));
+    switch (x->call) {
+    case CALL_LAYERNORM_FWD:
+    case CALL_LAYERNORM_BWD: snprintf(line, 160, "RT_LAYERNORM_%s(%lld)", fb, x->a); return;
+    case CALL_EMBEDDING_FWD:
+    case CALL_EMBEDDING_BWD: snprintf(line, 160, "RT_EMBEDDING_%s(%lld)", fb, x->a); return;
+    case CALL_CROSS_ENTROPY:
+        snprintf(line, 160, "RT_CROSS_ENTROPY(%lld, %lld)", x->a, x->b);
+        return;
+    case CALL_ATTENTION_FWD:
+    case CALL_ATTENTION_BWD:
+        if (x->b > 128) {
+            snprintf(line, 160, "/* RT_ATTENTION_%s: no kernel for heads %lld wide (up to 128) */",
+                     fb, x->b);
+            p->cuda_unsupported = xasprintf("attention heads %lld wide: the GPU kernels take up "
+                                            "to 128", x->b);
+        } else
+            snprintf(line, 160, "RT_ATTENTION_%s(%lld, %lld, %lld)", fb, x->a, x->b, x->c);
+        return;
+    }
 }
 
-/* What an instance line's constants are (the templates' parameter names, said), or "". */
-static char *instance_doc(const char *line)
+/* What an instance's constants are (the templates' parameter names, said), or "". */
+static char *instance_doc(const Instance *x)
 {
-    long long a, b, c;
-    if (sscanf(line, "RT_LAYERNORM_%*3[FWDB](%lld)", &a) == 1 ||
-        sscanf(line, "RT_EMBEDDING_%*3[FWDB](%lld)", &a) == 1)
-        return xasprintf("rows of %lld", a);
-    if (sscanf(line, "RT_CROSS_ENTROPY(%lld, %lld)", &a, &b) == 2)
-        return a == b ? xasprintf("%lld classes", a)
-                      : xasprintf("%lld classes, rows %lld apart", a, b);
-    if (sscanf(line, "RT_ATTENTION_%*3[FWDB](%lld, %lld, %lld)", &a, &b, &c) == 3)
-        return xasprintf("T %lld, heads %lld wide, %s", a, b, c ? "causal" : "not causal");
+    switch (x->call) {
+    case CALL_LAYERNORM_FWD:
+    case CALL_LAYERNORM_BWD:
+    case CALL_EMBEDDING_FWD:
+    case CALL_EMBEDDING_BWD: return xasprintf("rows of %lld", x->a);
+    case CALL_CROSS_ENTROPY:
+        return x->a == x->b ? xasprintf("%lld classes", x->a)
+                            : xasprintf("%lld classes, rows %lld apart", x->a, x->b);
+    case CALL_ATTENTION_FWD:
+    case CALL_ATTENTION_BWD:
+        if (x->b > 128)
+            return xstrdup("");
+        return xasprintf("T %lld, heads %lld wide, %s", x->a, x->b, x->c ? "causal" : "not causal");
+    }
     return xstrdup("");
 }
 
@@ -272,7 +294,8 @@ static char *instance_doc(const char *line)
 static void instance(Program *p, Buf *b, Buf *seen, const Instr *in)
 {
     char line[160], other[160];
-    instance_line(p, in, line);
+    Instance x = instance_of(in);
+    instance_line(p, &x, line);
     if (!*line)
         return;
     char key[168];
@@ -283,10 +306,11 @@ static void instance(Program *p, Buf *b, Buf *seen, const Instr *in)
     int calls = 0;
     for (int i = 0; i < p->n_ins; i++)
         if (!p->ins[i]->dead && p->ins[i]->kind == I_CALL) {
-            instance_line(p, p->ins[i], other);
+            Instance y = instance_of(p->ins[i]);
+            instance_line(p, &y, other);
             calls += !strcmp(line, other);
         }
-    char *doc = instance_doc(line);
+    char *doc = instance_doc(&x);
     char *c = calls > 1 ? xasprintf("%s%sfirst %s; %d calls a training step", doc,
                                     *doc ? "; " : "", in->origin, calls)
                         : xasprintf("%s%s%s", doc, *doc ? "; " : "", in->origin);
@@ -301,11 +325,9 @@ int64_t cuda_scratch_row_bytes(const Program *p)
     int64_t most = 0;
     for (int i = 0; i < p->n_ins; i++) {
         const Instr *in = p->ins[i];
-        char a[12][CALL_ARG_MAX];
-        if (in->dead || in->kind != I_CALL || strncmp(in->text, "rt_attention_bwd(", 17) ||
-            call_args(in->text, a, 12) != 11)
+        if (in->dead || in->kind != I_CALL || in->call != CALL_ATTENTION_BWD)
             continue;
-        int64_t need = 4 * num(a[7], in) * num(a[9], in);   /* T x H floats: D = rowsum(dy * y) */
+        int64_t need = 4 * num(in, 6) * num(in, 8);   /* T x H floats: D = rowsum(dy * y) */
         if (need > most)
             most = need;
     }
@@ -319,19 +341,20 @@ extern const char *const tmpl_cuda_files[], *const tmpl_cuda_names[];
  * cold start, a reader reads less). The others (reductions, the loss, the optimizer,
  * the epilogues' fallbacks, the batch gather) serve every model. */
 static const struct {
-    const char *file, *calls[4];
+    const char *file;
+    int calls[7];   /* CALL_*, ended by 0 (CALL_GEMM: never one of these) */
 } tmpl_uses[] = {
-    {"attention.cuh", {"rt_attention_"}},
-    {"conv.cuh", {"rt_im2col(", "rt_col2im(", "rt_maxpool2d_", "rt_avgpool2d_"}},
-    {"embedding.cuh", {"rt_embedding_"}},
-    {"layernorm.cuh", {"rt_layernorm_"}},
+    {"attention.cuh", {CALL_ATTENTION_FWD, CALL_ATTENTION_BWD}},
+    {"conv.cuh", {CALL_IM2COL, CALL_COL2IM, CALL_MAXPOOL_FWD, CALL_MAXPOOL_BWD, CALL_AVGPOOL_FWD,
+                  CALL_AVGPOOL_BWD}},
+    {"embedding.cuh", {CALL_EMBEDDING_FWD, CALL_EMBEDDING_BWD}},
+    {"layernorm.cuh", {CALL_LAYERNORM_FWD, CALL_LAYERNORM_BWD}},
 };
 
-static int program_calls(const Program *p, const char *prefix)
+static int program_calls(const Program *p, int call)
 {
     for (int i = 0; i < p->n_ins; i++)
-        if (!p->ins[i]->dead && p->ins[i]->kind == I_CALL &&
-            !strncmp(p->ins[i]->text, prefix, strlen(prefix)))
+        if (!p->ins[i]->dead && p->ins[i]->kind == I_CALL && p->ins[i]->call == call)
             return 1;
     return 0;
 }
@@ -341,7 +364,7 @@ static int tmpl_needed(const char *file, const Program *p, const Program *ev)
     for (size_t i = 0; i < sizeof tmpl_uses / sizeof *tmpl_uses; i++) {
         if (strcmp(file, tmpl_uses[i].file))
             continue;
-        for (int k = 0; k < 4 && tmpl_uses[i].calls[k]; k++)
+        for (int k = 0; k < 7 && tmpl_uses[i].calls[k]; k++)
             if (program_calls(p, tmpl_uses[i].calls[k]) || program_calls(ev, tmpl_uses[i].calls[k]))
                 return 1;
         return 0;

@@ -29,7 +29,7 @@ static int producer(const Instr *a, const Tensor *t)
 
 static int can_fuse(const Instr *a, const Instr *b)
 {
-    if (a->kind != I_EW || b->kind != I_EW || a->backward != b->backward || strcmp(a->n, b->n))
+    if (a->kind != I_EW || b->kind != I_EW || a->backward != b->backward || a->n != b->n)
         return 0;
     int linked = 0;
     for (int k = 0; k < b->n_ops; k++)
@@ -88,7 +88,7 @@ static void merge(Instr *a, Instr *b)
  * values there (NULL: not this pattern). */
 static const Operand *remap_index(const Program *p, const Instr *a, const Instr *b)
 {
-    if (a->kind != I_EW || b->kind != I_EW || a->backward != b->backward || strcmp(a->n, b->n))
+    if (a->kind != I_EW || b->kind != I_EW || a->backward != b->backward || a->n != b->n)
         return NULL;
     for (int k = 0; k < a->n_ops; k++) {
         if (!a->ops[k].out || a->ops[k].out->kind == T_PGRAD)
@@ -144,6 +144,7 @@ static void remap_merge(Instr *a, Instr *b, const Operand *E)
         for (int j = 0; j < ops[k].n_arg; j++)
             if (ops[k].arg[j].t) {
                 ops[k].arg[j].index = xstrdup(E->index);
+                ops[k].arg[j].period = E->period;
                 ops[k].arg[j].run = E->run;
                 ops[k].arg[j].run_const = E->run_const;
             }
@@ -158,11 +159,12 @@ static void remap_merge(Instr *a, Instr *b, const Operand *E)
             else if (pk >= 0) {
                 o->t = NULL;
                 o->index = NULL;
+                o->period = 0;
                 o->val = pk;
             }
         }
         /* a layout change alone is now a copy: the order is in the operands' index */
-        if (!strcmp(op.expr, "$0") && op.n_arg == 1 && !op.arg[0].t && op.what)
+        if (op.tag == EW_COPY && op.n_arg == 1 && !op.arg[0].t && op.what)
             op.what = xasprintf("%s (done by the reads above, in that order)", op.what);
         ops[na + k] = op;
     }
@@ -250,6 +252,7 @@ static void split_loop(Program *p, int i, int k)
                 o->t = a->ops[o->val].out;
                 o->val = 0;
                 o->index = NULL;
+                o->period = 0;
                 o->run = 0;
                 o->run_const = 0;
             } else {
@@ -264,11 +267,14 @@ static void split_loop(Program *p, int i, int k)
     if (have_names) {
         char *rest = join_ops(a->ops, k + 1, a->n_ops, 0);
         /* no parentheses at the end: a replay's "(recomputed)" follows */
-        b->what = xasprintf("%s, from %s as stored for the backward pass", rest,
-                            a->ops[k].out->name);
+        b->what = xasprintf("%s, from ", rest);
+        b->what_t = a->ops[k].out;   /* a replay names the copy it reads (recompute.c) */
+        b->what_rest = " as stored for the backward pass";
         free(rest);
         b->origin = join_ops(a->ops, k + 1, a->n_ops, 1);
         a->what = join_ops(a->ops, 0, k + 1, 0);
+        a->what_t = NULL;   /* a rest split once already: its ops say it all now */
+        a->what_rest = NULL;
         a->origin = join_ops(a->ops, 0, k + 1, 1);
     }
     a->n_ops = k + 1;
@@ -416,49 +422,21 @@ void fuse(Program *p)
 
 /* ---- GEMM epilogues ------------------------------------------------------------------ */
 
-/* The arguments of a runtime call's text "rt_x(e, a, b, 16, ...);", split at top-level
- * commas; returns the count (at most max). An argument longer than CALL_ARG_MAX - 1
- * characters is cut there (emit_cuda.c reads only numbers; the passes that rewrite a
- * call use whole_args, which refuses a cut one). */
-int call_args(const char *text, char args[][CALL_ARG_MAX], int max)
+/* Are two call arguments the same (the same tensor, count, float or none)? */
+static int arg_eq(const Arg *a, const Arg *b)
 {
-    const char *s = strchr(text, '(');
-    int n = 0, depth = 0;
-    size_t len = 0;
-    if (!s)
+    if (a->kind != b->kind)
         return 0;
-    for (s++; *s; s++) {
-        if ((*s == ',' || *s == ')') && depth == 0) {
-            if (n < max)
-                args[n][len < CALL_ARG_MAX - 1 ? len : CALL_ARG_MAX - 1] = 0;
-            n++;
-            len = 0;
-            if (*s == ')')
-                break;
-            continue;
-        }
-        depth += *s == '(' ? 1 : *s == ')' ? -1 : 0;
-        if (*s == ' ' && len == 0)
-            continue;
-        if (n < max && len < CALL_ARG_MAX - 1)
-            args[n][len] = *s;
-        len++;
+    switch (a->kind) {
+    case ARG_TENSOR:
+    case ARG_TRAIN: return a->t == b->t;
+    case ARG_FLOAT: return a->f == b->f;
+    case ARG_NULL: return 1;
+    default: return a->i == b->i;
     }
-    return n < max ? n : max;
 }
 
-/* call_args for the passes that rewrite a call: the count when the text starts with
- * `prefix` and no argument was cut, else -1 */
-static int whole_args(const char *text, const char *prefix, char args[][CALL_ARG_MAX], int max)
-{
-    if (strncmp(text, prefix, strlen(prefix)))
-        return -1;
-    int n = call_args(text, args, max);
-    for (int k = 0; k < n; k++)
-        if (strlen(args[k]) >= CALL_ARG_MAX - 1)
-            return -1;
-    return n;
-}
+static int arg_is_float(const Arg *a, double f) { return a->kind == ARG_FLOAT && a->f == f; }
 
 /* Does an instruction other than a and b read t's storage? */
 static int read_elsewhere(const Program *p, const Instr *a, const Instr *b, const Tensor *t)
@@ -483,18 +461,19 @@ static void number_kernels(Program *p)
             p->ins[i]->id = p->n_kernels++;
 }
 
-/* A forward linear layer's GEMM at p->ins[i] ("rt_gemm(e, 0, 1, M, N, K, 1.0f, x, K, W,
- * K, 0.0f, C, N);" as lower.c writes it) and the fused loop right after it whose op 0
- * adds bias[i % N] to C in place, with at most one more op: that loop, the GEMM's
- * arguments in a; NULL when the pattern is not there. */
-static Instr *bias_loop(Program *p, int i, char a[16][CALL_ARG_MAX])
+/* A forward linear layer's GEMM at p->ins[i] (rt_gemm(e, 0, 1, M, N, K, 1.0f, x, K, W,
+ * K, 0.0f, C, N) as lower.c makes it) and the fused loop right after it whose op 0
+ * adds bias[i % N] to C in place, with at most one more op: that loop; NULL when the
+ * pattern is not there. */
+static Instr *bias_loop(Program *p, int i)
 {
     Instr *g = p->ins[i];
-    int na = g->dead || g->kind != I_GEMM ? -1 : whole_args(g->text, "rt_gemm(", a, 16);
+    const Arg *a = g->args;
     /* forward, or the forward replayed in backward (recompute full): the replay must
      * take the same path as the original, or its rounding differs in 16 bits */
-    if ((g->backward && !g->recompute) || g->n_writes != 1 || na != 14 ||
-        strcmp(a[11], "0.0f") || strcmp(a[4], a[13]))
+    if (g->dead || g->kind != I_GEMM || g->call != CALL_GEMM || (g->backward && !g->recompute) ||
+        g->n_writes != 1 || !arg_is_float(&a[10], 0) || !arg_eq(&a[3], &a[12]) ||
+        a[3].kind != ARG_INT)
         return NULL;
     int j = i + 1;
     while (j < p->n_ins && p->ins[j]->dead)
@@ -506,13 +485,11 @@ static Instr *bias_loop(Program *p, int i, char a[16][CALL_ARG_MAX])
     if (b->kind != I_EW || b->backward != g->backward || b->n_ops < 1 || b->n_ops > 2)
         return NULL;
     const EwOp *o0 = &b->ops[0];
-    char bix[CALL_ARG_MAX + 8];
-    snprintf(bix, sizeof bix, "i %% %s", a[4]);
     /* in place over C, as lower.c writes it; a replayed loop writes a fresh tensor
      * (recompute.c), which must then be C's only reader */
-    if (strcmp(o0->expr, "$0 + $1") || o0->n_arg != 2 || o0->arg[0].t != C || o0->arg[0].index ||
-        !o0->arg[1].t || o0->arg[1].t->kind != T_PARAM || !o0->arg[1].index ||
-        strcmp(o0->arg[1].index, bix) || !o0->out ||
+    if (o0->tag != EW_ADD || o0->n_arg != 2 || o0->arg[0].t != C || o0->arg[0].index ||
+        !o0->arg[1].t || o0->arg[1].t->kind != T_PARAM || o0->arg[1].period != a[3].i ||
+        !o0->out ||
         (o0->out != C && (!g->recompute || o0->out->numel != C->numel || read_elsewhere(p, g, b, C))))
         return NULL;
     return b;
@@ -521,15 +498,13 @@ static Instr *bias_loop(Program *p, int i, char a[16][CALL_ARG_MAX])
 /* GEMM g and its bias loop b become one rt_gemm_bias call: the product C plus the
  * residual R (or NULL), plus the bias, into `keep` (or NULL), then act into Y (or
  * NULL). The loop dies; C is no longer stored unless it is `keep`. */
-static void to_gemm_bias(Instr *g, Instr *b, char a[16][CALL_ARG_MAX], Tensor *keep, Tensor *R,
-                         int act, Tensor *Y, const char *what)
+static void to_gemm_bias(Instr *g, Instr *b, Tensor *keep, Tensor *R, int act, Tensor *Y,
+                         const char *what)
 {
-    static const char *const acts[] = {"RT_EPI_NONE", "RT_EPI_RELU", "RT_EPI_GELU_TANH"};
     Tensor *C = g->writes[0], *bias = b->ops[0].arg[1].t;
-    g->text = xasprintf("rt_gemm_bias(e, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
-                        "%s, %s, %s);", a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9],
-                        a[10], keep ? keep->name : "NULL", a[13], bias->name,
-                        R ? R->name : "NULL", acts[act], Y ? Y->name : "NULL");
+    const Arg *a = g->args;
+    SET_CALL(g, CALL_GEMM_BIAS, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9],
+             arg_opt(keep), a[12], arg_t(bias), arg_opt(R), arg_epi(act), arg_opt(Y));
     g->what = g->recompute ? xasprintf("%s (recomputed)", what) : xstrdup(what);
     g->origin = b->origin;   /* the linear layer's, and the activation's or the residual's */
     g->reads = realloc(g->reads, (size_t)(g->n_reads + 2) * sizeof *g->reads);
@@ -553,8 +528,7 @@ void residual_epilogues(Program *p)
 {
     Graph *gr = p->g;
     for (int i = 0; i < p->n_ins; i++) {
-        char a[16][CALL_ARG_MAX];
-        Instr *g = p->ins[i], *b = bias_loop(p, i, a);
+        Instr *g = p->ins[i], *b = bias_loop(p, i);
         if (!b || b->n_ops != 2)
             continue;
         /* op 1: R + op 0's value, in either order (one float add, commutative) */
@@ -562,13 +536,13 @@ void residual_epilogues(Program *p)
         int v = o1->n_arg == 2 && !o1->arg[1].t;   /* which operand is op 0's value */
         const Operand *val = &o1->arg[v], *res = &o1->arg[1 - v];
         Tensor *C = g->writes[0], *R = res->t, *Y = o1->out;
-        if (strcmp(o1->expr, "$0 + $1") || o1->n_arg != 2 || val->t || val->val != 0 || !R ||
+        if (o1->tag != EW_ADD || o1->n_arg != 2 || val->t || val->val != 0 || !R ||
             res->index || tensor_base(R)->kind != T_ACT || R->numel != C->numel ||
             tensor_half(gr, R) != tensor_half(gr, Y) || tensor_base(R) == tensor_base(C) ||
             tensor_base(R) == tensor_base(Y) || b->n_writes != 1 || b->writes[0] != Y ||
             Y == C || g->block != b->block || read_elsewhere(p, g, b, C))
             continue;   /* not exactly "+ bias + residual", or the product is read too */
-        to_gemm_bias(g, b, a, Y, R, RT_EPI_NONE, NULL,
+        to_gemm_bias(g, b, Y, R, RT_EPI_NONE, NULL,
                      "linear: y = x W^T + b + residual, in the GEMM's epilogue");
     }
     number_kernels(p);
@@ -577,8 +551,7 @@ void residual_epilogues(Program *p)
 void gemm_epilogues(Program *p)
 {
     for (int i = 0; i < p->n_ins; i++) {
-        char a[16][CALL_ARG_MAX];
-        Instr *g = p->ins[i], *b = bias_loop(p, i, a);
+        Instr *g = p->ins[i], *b = bias_loop(p, i);
         if (!b)
             continue;
         Tensor *C = b->ops[0].out;   /* the biased value: g's product, or a replay's copy */
@@ -587,7 +560,10 @@ void gemm_epilogues(Program *p)
         Tensor *Y = NULL;
         if (b->n_ops == 2) {
             const EwOp *o1 = &b->ops[1];
-            act = epilogue_act(o1->expr);
+            act = o1->tag != EW_ACT                 ? -1
+                  : o1->act == ACT_RELU      ? RT_EPI_RELU
+                  : o1->act == ACT_GELU_TANH ? RT_EPI_GELU_TANH
+                                             : -1;
             if (act < 0 || o1->n_arg != 1 || o1->arg[0].t || o1->arg[0].val != 0)
                 continue;
             Y = o1->out;
@@ -600,7 +576,7 @@ void gemm_epilogues(Program *p)
             continue;   /* cuBLASLt keeps no ReLU pre-activation: the loop stays */
         if (!c_needed)
             C->materialized = 0;
-        to_gemm_bias(g, b, a, c_needed ? C : NULL, NULL, act, Y,
+        to_gemm_bias(g, b, c_needed ? C : NULL, NULL, act, Y,
                      act == RT_EPI_RELU         ? "linear: y = relu(x W^T + b), in the GEMM's epilogue"
                      : act == RT_EPI_GELU_TANH ? "linear: y = gelu_tanh(x W^T + b), in the GEMM's epilogue"
                                                : "linear: y = x W^T + b, in the GEMM's epilogue");
@@ -629,12 +605,10 @@ static int touched_between(const Program *p, int i, int j, Tensor *t, int reads_
     return 0;
 }
 
-/* A backward GEMM's arguments in a when its text is "rt_gemm(e, ...)" as lower.c writes
- * it (14 arguments, none cut), else 0. */
-static int gemm_call(const Instr *g, char a[16][CALL_ARG_MAX])
+/* Is g a backward rt_gemm as lower.c makes it (no epilogue yet)? */
+static int gemm_call(const Instr *g)
 {
-    return !g->dead && g->kind == I_GEMM && g->backward && !g->recompute &&
-           whole_args(g->text, "rt_gemm(", a, 16) == 14;
+    return !g->dead && g->kind == I_GEMM && g->backward && !g->recompute && g->call == CALL_GEMM;
 }
 
 /* dx = dy W (beta 0) into dA, and the later loop that is only "gelu (tanh) backward"
@@ -647,12 +621,12 @@ static void dgelu_epilogues(Program *p)
 {
     Graph *gr = p->g;
     for (int i = p->n_forward; i < p->n_ins; i++) {
-        char a[16][CALL_ARG_MAX];
         Instr *g = p->ins[i];
-        if (!gemm_call(g, a) || g->n_writes != 1 || strcmp(a[11], "0.0f") || strcmp(a[4], a[13]))
+        const Arg *a = g->args;
+        if (!gemm_call(g) || g->n_writes != 1 || !arg_is_float(&a[10], 0) || !arg_eq(&a[3], &a[12]))
             continue;
         Tensor *dA = g->writes[0];
-        if (dA->alias || dA->kind != T_ACT || strcmp(a[12], dA->name))
+        if (dA->alias || dA->kind != T_ACT || a[11].t != dA)
             continue;
         int j = i + 1;   /* dA's first reader */
         for (; j < p->n_ins; j++) {
@@ -669,7 +643,7 @@ static void dgelu_epilogues(Program *p)
         if (b->kind != I_EW || !b->backward || b->n_ops != 1 || b->n_writes != 1)
             continue;
         const EwOp *o = &b->ops[0];
-        if (strcmp(o->expr, "rt_gelu_tanh_bwd($1, $0)") || o->n_arg != 2 || o->arg[0].t != dA ||
+        if (o->tag != EW_ACT_BWD || o->act != ACT_GELU_TANH || o->n_arg != 2 || o->arg[0].t != dA ||
             o->arg[0].index || !o->arg[1].t || o->arg[1].index || !o->out || b->writes[0] != o->out)
             continue;
         Tensor *x = o->arg[1].t, *D = o->out;
@@ -684,9 +658,8 @@ static void dgelu_epilogues(Program *p)
             moved |= touched_between(p, i, j, g->reads[k], 0);
         if (moved)
             continue;
-        g->text = xasprintf("rt_gemm_dgelu(e, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s);",
-                            a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], D->name,
-                            a[13], x->name);
+        SET_CALL(g, CALL_GEMM_DGELU, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9],
+                 arg_t(D), a[12], arg_t(x));
         g->what = xstrdup("linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
         g->origin = xasprintf("%s + %s", g->origin, b->origin);
         g->reads = realloc(g->reads, (size_t)(g->n_reads + 1) * sizeof *g->reads);
@@ -707,9 +680,9 @@ static void dgelu_epilogues(Program *p)
 static void dbias_epilogues(Program *p)
 {
     for (int i = p->n_forward; i < p->n_ins; i++) {
-        char a[16][CALL_ARG_MAX], c[8][CALL_ARG_MAX];
         Instr *g = p->ins[i];
-        if (!gemm_call(g, a) || strcmp(a[1], "1") || strcmp(a[3], a[8]))
+        const Arg *a = g->args;
+        if (!gemm_call(g) || a[0].kind != ARG_INT || a[0].i != 1 || !arg_eq(&a[2], &a[7]))
             continue;
         int j = i + 1;
         while (j < p->n_ins && p->ins[j]->dead)
@@ -717,20 +690,19 @@ static void dbias_epilogues(Program *p)
         if (j == p->n_ins)
             continue;
         Instr *s = p->ins[j];
-        if (s->kind != I_CALL || !s->backward || whole_args(s->text, "rt_colsum_add(", c, 8) != 5 ||
-            s->n_writes != 1)
+        if (s->kind != I_CALL || !s->backward || s->call != CALL_COLSUM_ADD || s->n_writes != 1)
             continue;
         /* rt_colsum_add(e, dy, db, rows, cols): dy is the GEMM's A, rows its K, cols its M */
-        if (strcmp(c[1], a[7]) || strcmp(c[3], a[5]) || strcmp(c[4], a[3]))
+        const Arg *c = s->args;
+        if (!arg_eq(&c[0], &a[6]) || !arg_eq(&c[2], &a[4]) || !arg_eq(&c[3], &a[2]))
             continue;
         Tensor *db = s->writes[0];
         int fresh = 1;
         for (int k = p->n_forward; k < i && fresh; k++)
             for (int w = 0; !p->ins[k]->dead && w < p->ins[k]->n_writes; w++)
                 fresh &= tensor_base(p->ins[k]->writes[w]) != tensor_base(db);
-        g->text = xasprintf("rt_gemm_dbias(e, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
-                            "%s, %d);", a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9],
-                            a[10], a[11], a[12], a[13], c[2], fresh);
+        SET_CALL(g, CALL_GEMM_DBIAS, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9],
+                 a[10], a[11], a[12], c[1], arg_int(fresh));
         g->what = xstrdup("linear backward: dW += dy^T x, and db += column sums of dy in the GEMM's epilogue");
         g->writes = realloc(g->writes, (size_t)(g->n_writes + 1) * sizeof *g->writes);
         if (!g->writes)
@@ -754,12 +726,11 @@ void layernorm_bwd_sums(Program *p)
     Graph *gr = p->g;
     for (int i = 0; i < p->n_ins; i++) {
         Instr *l = p->ins[i];
-        char a[12][CALL_ARG_MAX];
-        int na = l->dead || l->kind != I_CALL ? -1 : whole_args(l->text, "rt_layernorm_bwd(", a, 12);
-        if (na != 12 || strcmp(a[6], "NULL") || l->n_writes < 1)
+        if (l->dead || l->kind != I_CALL || l->call != CALL_LAYERNORM_BWD ||
+            l->args[5].kind != ARG_NULL || l->n_writes < 1)
             continue;
         Tensor *dx = l->writes[0];   /* lower.c: dx, then dw and db */
-        if (strcmp(a[7], dx->name))
+        if (l->args[6].t != dx)
             continue;
         int j = i + 1;
         while (j < p->n_ins && p->ins[j]->dead)
@@ -771,22 +742,20 @@ void layernorm_bwd_sums(Program *p)
         if (s->kind != I_EW || !s->backward || s->n_ops != 1)
             continue;
         const EwOp *o = &s->ops[0];
-        if (strcmp(o->expr, "$0 + $1") || o->n_arg != 2 || !o->arg[0].t || !o->arg[1].t ||
+        if (o->tag != EW_ADD || o->n_arg != 2 || !o->arg[0].t || !o->arg[1].t ||
             o->arg[0].index || o->arg[1].index)
             continue;
         int k = o->arg[1].t == dx;   /* which operand is dx */
         Tensor *G = o->arg[1 - k].t, *out = o->out;
-        char n[64];
-        snprintf(n, sizeof n, "e->B * %lld", (long long)dx->numel);
         if (o->arg[k].t != dx || dx->kind != T_ACT || dx->alias || tensor_base(G) == dx ||
             tensor_base(G)->kind != T_ACT || G->numel != dx->numel || out->numel != dx->numel ||
             tensor_half(gr, G) != tensor_half(gr, dx) || tensor_half(gr, out) != tensor_half(gr, dx) ||
-            strcmp(s->n, n) || s->n_writes != 1 || s->writes[0] != out ||
+            s->n != dx->numel || s->n_writes != 1 || s->writes[0] != out ||
             read_elsewhere(p, l, s, dx))
             continue;
-        l->text = xasprintf("rt_layernorm_bwd(e, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s);",
-                            a[1], a[2], a[3], a[4], a[5], G->name, out->name, a[8], a[9], a[10],
-                            a[11]);
+        const Arg *a = l->args;
+        SET_CALL(l, CALL_LAYERNORM_BWD, a[0], a[1], a[2], a[3], a[4], arg_t(G), arg_t(out), a[7],
+                 a[8], a[9], a[10]);
         l->what = xstrdup("layernorm backward, plus the other gradient contributions (their "
                           "sum folded in)");
         l->origin = xasprintf("%s + %s", l->origin, s->origin);

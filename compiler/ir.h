@@ -10,6 +10,7 @@
  *   graph.c      Spec -> Graph: forward nodes over tensors, shapes inferred, params named
  *   autodiff.c   Graph -> backward nodes appended (the training graph)
  *   lower.c      nodes -> Program: instructions (elementwise ops, GEMMs, runtime calls)
+ *   call.c       the runtime calls: kinds, typed arguments, the table that prints them
  *   fusion.c     elementwise chains -> one loop each; bias/activation/residual into GEMM
  *                epilogues; layernorm backward's gradient sum into its call
  *   recompute.c  saved activations dropped and replayed in the backward pass
@@ -175,8 +176,6 @@ static inline int ident_char(char c)
 {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
 }
-/* text with the whole identifiers `from` replaced by `to` (emit_c.c) */
-char *text_subst(const char *text, const char *from, const char *to);
 /* the distance between rows of the last axis, and the elements a batch row stores */
 static inline int64_t tensor_ld(const Tensor *t) { return t->ld ? t->ld : t->shape[t->rank - 1]; }
 /* The floats of a parameter (and of its gradient) its instructions may write: its own
@@ -229,9 +228,24 @@ typedef struct Operand {
      * with the operand at a pointer (contiguous reads, vectorized). run 0: unknown. */
     int64_t run;
     int run_const;
+    int64_t period;          /* > 0: index is "i % period", the operand repeating over rows
+                                of period elements (a linear layer's bias, position rows) */
 } Operand;
 
+/* What an elementwise op is, where a pass must recognise one (fusion's epilogues, the
+ * emitters' special cases); the expression itself stays C text for the emitters. */
+enum {
+    EW_OTHER,                /* anything else (input conversion, ...) */
+    EW_COPY,                 /* $0: a layout change, the order in the operand's index */
+    EW_ADD,                  /* $0 + $1 */
+    EW_ACT,                  /* the activation `act` of $0 */
+    EW_ACT_BWD,              /* activation `act`'s backward: $0 = dy, $1 = x or y */
+    EW_DROPOUT               /* a dropout mask applied (reads e->rng_part) */
+};
+
 typedef struct EwOp {
+    int tag;                 /* EW_* */
+    int act;                 /* EW_ACT, EW_ACT_BWD: ACT_* */
     char *expr;              /* C expression with $0, $1, $2 for the operands */
     Operand arg[3];
     int n_arg;
@@ -242,18 +256,81 @@ typedef struct EwOp {
 
 enum { I_EW, I_CALL, I_GEMM };
 
+/* The runtime calls an I_CALL or I_GEMM makes. call.c's table gives each its runtime
+ * function and its arguments' classes (after the rt_exec *e every call takes first). */
+enum {
+    CALL_GEMM,           /* ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc */
+    CALL_GEMM_BIAS,      /* ta .. ldb, C|NULL, ldc, bias, R|NULL, RT_EPI_*, Y|NULL */
+    CALL_GEMM_DGELU,     /* ta .. ldb, D, ldc, x (the GELU's input) */
+    CALL_GEMM_DBIAS,     /* ta .. ldc, db, fresh (the bias gradient's first writer) */
+    CALL_IM2COL,         /* x, col, B, C, H, W, k, stride, pad, OH, OW */
+    CALL_COL2IM,         /* dcol, dx, B, C, H, W, k, stride, pad, OH, OW */
+    CALL_MAXPOOL_FWD,    /* x, y, B*C, H, W, k, stride, OH, OW */
+    CALL_AVGPOOL_FWD,    /* x, y, B*C, H, W, k, stride, OH, OW */
+    CALL_MAXPOOL_BWD,    /* x, dy, dx, B*C, H, W, k, stride, OH, OW */
+    CALL_AVGPOOL_BWD,    /* dy, dx, B*C, H, W, k, stride, OH, OW */
+    CALL_LAYERNORM_FWD,  /* x, w, b, y, mean, rstd, rows, d, eps */
+    CALL_LAYERNORM_BWD,  /* x, w, mean, rstd, dy, addend|NULL, dx, dw, db, rows, d */
+    CALL_CROSS_ENTROPY,  /* logits, targets, dlogits (training only)|NULL, rows, C, ld */
+    CALL_MSE,            /* pred, targets, dpred (training only)|NULL, n */
+    CALL_EMBEDDING_FWD,  /* ids, W, y, n, V, dim */
+    CALL_EMBEDDING_BWD,  /* ids, dy, dW, n, V, dim */
+    CALL_ATTENTION_FWD,  /* qkv, lse, y, B, T, d, H, causal */
+    CALL_ATTENTION_BWD,  /* qkv, lse, y, dy, dqkv, B, T, d, H, causal */
+    CALL_COLSUM_ADD,     /* x, out, rows, cols: out += column sums */
+    CALL_ROWSUM_ADD,     /* x, out, rows, cols: out += row sums */
+    CALL_GRAD_BEGIN,     /* offset, floats: a parameter gradient's range about to be written */
+    CALL_GRAD_READY,     /* offset, floats: that range final */
+    N_CALLS
+};
+
+/* An argument of a call. */
+enum {
+    ARG_TENSOR,              /* t */
+    ARG_INT,                 /* i */
+    ARG_ROWS,                /* e->B * i: a count per batch row */
+    ARG_FLOAT,               /* f */
+    ARG_NULL,                /* no tensor */
+    ARG_TRAIN,               /* t while training, NULL in evaluation (e->train ? t : NULL) */
+    ARG_EPI                  /* i: an RT_EPI_* activation */
+};
+
+typedef struct Arg {
+    int kind;                /* ARG_* */
+    Tensor *t;
+    int64_t i;
+    double f;
+} Arg;
+
+#define CALL_MAX_ARGS 16
+
+static inline Arg arg_t(Tensor *t) { return (Arg){.kind = ARG_TENSOR, .t = t}; }
+static inline Arg arg_int(int64_t i) { return (Arg){.kind = ARG_INT, .i = i}; }
+static inline Arg arg_rows(int64_t i) { return (Arg){.kind = ARG_ROWS, .i = i}; }
+static inline Arg arg_float(double f) { return (Arg){.kind = ARG_FLOAT, .f = f}; }
+static inline Arg arg_null(void) { return (Arg){.kind = ARG_NULL}; }
+static inline Arg arg_train(Tensor *t) { return (Arg){.kind = ARG_TRAIN, .t = t}; }
+static inline Arg arg_epi(int act) { return (Arg){.kind = ARG_EPI, .i = act}; }
+/* a tensor, or NULL for none */
+static inline Arg arg_opt(Tensor *t) { return t ? arg_t(t) : arg_null(); }
+
 typedef struct Instr {
     int kind;
     int backward;
     const char *origin;      /* spec path(s) for the comment */
-    char *what;              /* one-line description */
-    /* I_EW: one loop over n elements (n is a C expression of B) */
+    char *what;              /* one-line description (instr_what prints it) */
+    Tensor *what_t;          /* with what_rest: the description goes on naming this tensor,
+                                then what_rest (a replay names the copy it reads) */
+    char *what_rest;
+    /* I_EW: one loop over e->B * n elements */
     EwOp *ops;
     int n_ops;
-    char *n;
+    int64_t n;
     int id;                  /* kernel number */
-    /* I_CALL and I_GEMM: a C statement with tensors named by $name */
-    char *text;
+    /* I_CALL and I_GEMM: the runtime call (CALL_*) and its arguments */
+    int call;
+    Arg args[CALL_MAX_ARGS];
+    int n_args;
     Tensor **reads, **writes;
     int n_reads, n_writes;
     int dead;                /* merged into another instruction by fusion */
@@ -300,9 +377,6 @@ Program *lower(Graph *g);
 Program *lower_eval(Graph *g);   /* a forward-only graph, for validation */
 void add_grad_hooks(Program *p); /* rt_grad_begin before each parameter's first gradient write,
                                     rt_grad_ready after its last */
-/* Is `in` a call of hook `name` ("rt_grad_begin", "rt_grad_ready")? Then its floats
- * [*off, *off + *n). */
-int grad_hook_args(const Instr *in, const char *name, int64_t *off, int64_t *n);
 /* zero2.c: the most gradient bytes rank `rank` of `world` backs at once under zero2 in
  * a backward pass, in units of `unit` bytes (4 KB pages on a CPU, the driver's chunks on
  * a GPU), at worst (no reduction passes before the host must wait for it). */
@@ -319,10 +393,6 @@ void set_dump_after(const char *pass);
  * state); dump_wanted() says whether the plan kept should be compiled once more, dumped. */
 int dump_pause(int on);
 int dump_wanted(void);
-/* The arguments of a runtime call's text "rt_x(e, a, b, 16, ...);", split at top-level
- * commas (fusion.c); returns the count (at most max). */
-#define CALL_ARG_MAX 160
-int call_args(const char *text, char args[][CALL_ARG_MAX], int max);
 /* A linear layer's GEMM and the fused loop after it that adds the bias and a residual
  * (and nothing else) become one rt_gemm_bias call with the residual as cuBLASLt's C
  * (beta 1), the residual added before the bias. Before recompute, so that a block
@@ -341,9 +411,6 @@ void layernorm_bwd_sums(Program *p);
  * GEMM and the bias gradient's column sums of the same dy become one rt_gemm_dbias
  * (cuBLASLt's DGELU and BGRADB on a GPU). After layernorm_bwd_sums. */
 void grad_epilogues(Program *p);
-/* RT_EPI_RELU or RT_EPI_GELU_TANH when expr is that activation's fused expression
- * (lower.c), else -1. */
-int epilogue_act(const char *expr);
 void memplan(Program *p);
 /* Drops saved activations per the recompute policy and replays their producers in
  * the backward pass (recompute.c); run after fuse, before memplan. With selective,
@@ -368,6 +435,30 @@ typedef struct Uses {
 } Uses;
 void uses_add(Uses *u, Tensor *t, int w);
 void kernel_uses(Uses *u, const Instr *in);
+
+/* ---- calls (call.c) ------------------------------------------------------------------ */
+
+/* Makes `in` call `call` with args[0 .. n); dies when the table refuses them (a
+ * compiler bug). SET_CALL(in, CALL_X, arg_t(x), arg_int(3), ...) counts them. */
+void call_set(Instr *in, int call, const Arg *args, int n);
+#define SET_CALL(in, call, ...)                                                            \
+    call_set((in), (call), (Arg[]){__VA_ARGS__}, (int)(sizeof((Arg[]){__VA_ARGS__}) / sizeof(Arg)))
+/* What is wrong with an I_CALL's or I_GEMM's arguments, by the table, or NULL. */
+const char *call_check(const Instr *in);
+/* The runtime function of a call kind ("rt_gemm"). */
+const char *call_name(int call);
+/* Is `in` the gradient hook `call` (CALL_GRAD_BEGIN, CALL_GRAD_READY)? Then its floats
+ * [*off, *off + *n). */
+int grad_hook(const Instr *in, int call, int64_t *off, int64_t *n);
+/* Every argument that references `from` references `to`. */
+void call_rename(Instr *in, const Tensor *from, Tensor *to);
+/* The call as a C statement, "rt_gemm(e, 0, 1, e->B * 64, ...);". Allocated. */
+char *call_text(const Instr *in);
+/* A float literal that reads back as the same float ("1.0f", "9.99999975e-06f"). */
+char *float_literal(double v);
+/* An instruction's description, with the tensor it names (what_t). Allocated. */
+char *instr_what(const Instr *in);
+
 /* A tensor's shape for comments: parameters and their gradients whole, the rest per
  * batch of B rows ("[B, 128, 384]"), conv2d's GEMM operands as stored. Allocated. */
 char *tensor_shape_text(const Tensor *t);

@@ -7,15 +7,7 @@
 #include <string.h>
 #include "ir.h"
 
-/* A float literal that reads back as the same float. */
-static char *flit(double v)
-{
-    char s[64];
-    snprintf(s, sizeof s, "%.9g", (double)(float)v);
-    if (!strpbrk(s, ".eEn"))
-        strcat(s, ".0");
-    return xasprintf("%sf", s);
-}
+static char *flit(double v) { return float_literal(v); }
 
 static Instr *add(Program *p, int kind, const char *origin, int backward)
 {
@@ -65,25 +57,17 @@ static int64_t padded_rows(const Param *w, int64_t out, const Tensor *y)
     return pads(w, out, y) ? out + w->pad_rows : out;
 }
 
-static void textf(Instr *in, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void textf(Instr *in, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    char buf[2048];
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    in->text = xstrdup(buf);
-}
-
-/* One elementwise op over n = e->B * numel elements: out = expr($0, $1, $2). */
-static Instr *ew(Program *p, Node *nd, const char *what, Tensor *out, const char *expr, int nargs,
-                 ...)
+/* One elementwise op over n = e->B * numel elements: out = expr($0, $1, $2), an EW_* op
+ * (EW_ACT, EW_ACT_BWD: the node's activation). */
+static Instr *ew(Program *p, Node *nd, const char *what, Tensor *out, int tag, const char *expr,
+                 int nargs, ...)
 {
     Instr *in = add(p, I_EW, nd->origin, nd->backward);
     in->what = xstrdup(what);
-    in->n = xasprintf("e->B * %lld", (long long)out->numel);
+    in->n = out->numel;
     EwOp *op = xcalloc(1, sizeof *op);
+    op->tag = tag;
+    op->act = tag == EW_ACT || tag == EW_ACT_BWD ? nd->act : 0;
     op->expr = xstrdup(expr);
     op->out = out;
     op->origin = nd->origin;
@@ -133,13 +117,6 @@ static const char *act_bwd_expr(int act, int *uses_output)
     unreachable();
 }
 
-int epilogue_act(const char *expr)
-{
-    return !strcmp(expr, act_fwd_expr(ACT_RELU))        ? RT_EPI_RELU
-           : !strcmp(expr, act_fwd_expr(ACT_GELU_TANH)) ? RT_EPI_GELU_TANH
-                                                        : -1;
-}
-
 static const char *act_name(int act)
 {
     static const char *n[] = {"relu", "gelu", "gelu (tanh)", "silu", "tanh", "sigmoid"};
@@ -177,17 +154,16 @@ static void lower_conv_fwd(Program *p, Node *nd)
                            "GEMM output [out, B*OH*OW]");
     Instr *a = add(p, I_CALL, nd->origin, 0);
     a->what = xstrdup("conv2d: im2col");
-    textf(a, "rt_im2col(e, %s, %s, e->B, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld);", x->name,
-          col->name, (long long)C, (long long)H, (long long)W, (long long)k, (long long)s,
-          (long long)pad, (long long)OH, (long long)OW);
+    SET_CALL(a, CALL_IM2COL, arg_t(x), arg_t(col), arg_rows(1), arg_int(C), arg_int(H), arg_int(W),
+             arg_int(k), arg_int(s), arg_int(pad), arg_int(OH), arg_int(OW));
     reads(a, x);
     writes(a, col);
     Instr *b = add(p, I_GEMM, nd->origin, 0);
     b->flops = 2 * Cout * CKK * HW;
     b->what = xstrdup("conv2d: weight x columns");
-    textf(b, "rt_gemm(e, 0, 0, %lld, e->B * %lld, %lld, 1.0f, %s, %lld, %s, e->B * %lld, 0.0f, %s, e->B * %lld);",
-          (long long)Cout, (long long)HW, (long long)CKK, nd->w->t->name, (long long)CKK, col->name,
-          (long long)HW, yt->name, (long long)HW);
+    SET_CALL(b, CALL_GEMM, arg_int(0), arg_int(0), arg_int(Cout), arg_rows(HW), arg_int(CKK),
+             arg_float(1), arg_t(nd->w->t), arg_int(CKK), arg_t(col), arg_rows(HW), arg_float(0),
+             arg_t(yt), arg_rows(HW));
     reads(b, nd->w->t);
     reads(b, col);
     writes(b, yt);
@@ -198,12 +174,13 @@ static void lower_conv_fwd(Program *p, Node *nd)
     Instr *ep;
     if (nd->b) {
         char *bix = xasprintf("i / %lld %% %lld", (long long)HW, (long long)Cout);
-        ep = ew(p, nd, "conv2d epilogue: bias, [out, B, HW] -> [B, out, HW]", y, "$0 + $1", 2, yt,
-                perm, nd->b->t, bix);
+        ep = ew(p, nd, "conv2d epilogue: bias, [out, B, HW] -> [B, out, HW]", y, EW_ADD,
+                "$0 + $1", 2, yt, perm, nd->b->t, bix);
         ep->ops[0].arg[1].run = HW;      /* the bias: one value a row of HW */
         ep->ops[0].arg[1].run_const = 1;
     } else {
-        ep = ew(p, nd, "conv2d epilogue: [out, B, HW] -> [B, out, HW]", y, "$0", 1, yt, perm);
+        ep = ew(p, nd, "conv2d epilogue: [out, B, HW] -> [B, out, HW]", y, EW_COPY, "$0", 1, yt,
+                perm);
     }
     ep->ops[0].arg[0].run = HW;          /* rows of HW move whole */
 }
@@ -225,28 +202,27 @@ static void lower_conv_bwd(Program *p, Node *nd)
     char *perm = xasprintf("i %% (e->B * %lld) / %lld * %lld + i / (e->B * %lld) * %lld + i %% %lld",
                            (long long)HW, (long long)HW, (long long)(Cout * HW), (long long)HW,
                            (long long)HW, (long long)HW);
-    Instr *tr = ew(p, nd, "conv2d backward: [B, out, HW] -> [out, B, HW]", dyt, "$0", 1, dy, perm);
+    Instr *tr = ew(p, nd, "conv2d backward: [B, out, HW] -> [out, B, HW]", dyt, EW_COPY, "$0", 1,
+                   dy, perm);
     tr->ops[0].arg[0].run = HW;          /* rows of HW move whole */
     if (nd->b) {
         Instr *r = add(p, I_CALL, nd->origin, 1);
         r->what = xstrdup("conv2d backward: bias gradient");
-        textf(r, "rt_rowsum_add(e, %s, %s, %lld, e->B * %lld);", dyt->name, nd->b->g->name,
-              (long long)Cout, (long long)HW);
+        SET_CALL(r, CALL_ROWSUM_ADD, arg_t(dyt), arg_t(nd->b->g), arg_int(Cout), arg_rows(HW));
         reads(r, dyt);
         writes(r, nd->b->g);
     }
     Instr *a = add(p, I_CALL, nd->origin, 1);
     a->what = xstrdup("conv2d backward: im2col again (cheaper than keeping it)");
-    textf(a, "rt_im2col(e, %s, %s, e->B, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld);", x->name,
-          col->name, (long long)C, (long long)H, (long long)W, (long long)k, (long long)s,
-          (long long)pad, (long long)OH, (long long)OW);
+    SET_CALL(a, CALL_IM2COL, arg_t(x), arg_t(col), arg_rows(1), arg_int(C), arg_int(H), arg_int(W),
+             arg_int(k), arg_int(s), arg_int(pad), arg_int(OH), arg_int(OW));
     reads(a, x);
     writes(a, col);
     Instr *b = add(p, I_GEMM, nd->origin, 1);
     b->what = xstrdup("conv2d backward: dW += dY col^T");
-    textf(b, "rt_gemm(e, 0, 1, %lld, %lld, e->B * %lld, 1.0f, %s, e->B * %lld, %s, e->B * %lld, 1.0f, %s, %lld);",
-          (long long)Cout, (long long)CKK, (long long)HW, dyt->name, (long long)HW, col->name,
-          (long long)HW, nd->w->g->name, (long long)CKK);
+    SET_CALL(b, CALL_GEMM, arg_int(0), arg_int(1), arg_int(Cout), arg_int(CKK), arg_rows(HW),
+             arg_float(1), arg_t(dyt), arg_rows(HW), arg_t(col), arg_rows(HW), arg_float(1),
+             arg_t(nd->w->g), arg_int(CKK));
     reads(b, dyt);
     reads(b, col);
     writes(b, nd->w->g);
@@ -256,17 +232,16 @@ static void lower_conv_bwd(Program *p, Node *nd)
                              "column gradients [C*k*k, B*OH*OW]");
     Instr *c = add(p, I_GEMM, nd->origin, 1);
     c->what = xstrdup("conv2d backward: dcol = W^T dY");
-    textf(c, "rt_gemm(e, 1, 0, %lld, e->B * %lld, %lld, 1.0f, %s, %lld, %s, e->B * %lld, 0.0f, %s, e->B * %lld);",
-          (long long)CKK, (long long)HW, (long long)Cout, nd->w->t->name, (long long)CKK, dyt->name,
-          (long long)HW, dcol->name, (long long)HW);
+    SET_CALL(c, CALL_GEMM, arg_int(1), arg_int(0), arg_int(CKK), arg_rows(HW), arg_int(Cout),
+             arg_float(1), arg_t(nd->w->t), arg_int(CKK), arg_t(dyt), arg_rows(HW), arg_float(0),
+             arg_t(dcol), arg_rows(HW));
     reads(c, nd->w->t);
     reads(c, dyt);
     writes(c, dcol);
     Instr *d = add(p, I_CALL, nd->origin, 1);
     d->what = xstrdup("conv2d backward: col2im");
-    textf(d, "rt_col2im(e, %s, %s, e->B, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld);", dcol->name,
-          dx->name, (long long)C, (long long)H, (long long)W, (long long)k, (long long)s,
-          (long long)pad, (long long)OH, (long long)OW);
+    SET_CALL(d, CALL_COL2IM, arg_t(dcol), arg_t(dx), arg_rows(1), arg_int(C), arg_int(H),
+             arg_int(W), arg_int(k), arg_int(s), arg_int(pad), arg_int(OH), arg_int(OW));
     reads(d, dcol);
     writes(d, dx);
 }
@@ -281,9 +256,230 @@ static char *tied_note(char *what, const Node *nd, int dw)
                      dw ? ": the embedding's backward adds to the same gradient" : "");
 }
 
-static void lower_node(Program *p, Node *nd)
+/* A linear layer: the GEMM, and the bias in a loop after it (fusion moves it into
+ * the GEMM's epilogue where it can). */
+static void lower_linear(Program *p, Node *nd)
+{
+    Tensor *x = nd->in[0], *y = nd->out;
+    int64_t in = x->shape[x->rank - 1], out = y->shape[y->rank - 1], rows = x->numel / in;
+    Instr *a = add(p, I_GEMM, nd->origin, 0);
+    a->flops = 2 * rows * in * out;
+    a->what = pads(nd->w, out, y)
+                  ? xasprintf("linear: y = x W^T over W's %lld zero rows too (the padded "
+                              "vocabulary: y's padding comes out 0)",
+                              (long long)nd->w->pad_rows)
+                  : xasprintf("linear: y = x W^T%s",
+                              nd->b ? " (+ b in the loop after it, the linear epilogue)" : "");
+    a->what = tied_note(a->what, nd, 0);
+    SET_CALL(a, CALL_GEMM, arg_int(0), arg_int(1), arg_rows(rows),
+             arg_int(padded_rows(nd->w, out, y)), arg_int(in), arg_float(1), arg_t(x),
+             arg_int(in), arg_t(nd->w->t), arg_int(in), arg_float(0), arg_t(y),
+             arg_int(tensor_ld(y)));
+    reads(a, x);
+    reads(a, nd->w->t);
+    writes(a, y);
+    if (nd->b) {
+        /* epilogue, in place over the GEMM output; fusion pulls the activation in */
+        char *bix = xasprintf("i %% %lld", (long long)out);
+        Instr *e = ew(p, nd, "linear epilogue: + bias", y, EW_ADD, "$0 + $1", 2, y, NULL,
+                      nd->b->t, bix);
+        e->ops[0].arg[1].period = out;
+    }
+}
+
+/* Max or average pooling. */
+static void lower_pool(Program *p, Node *nd)
+{
+    Tensor *x = nd->in[0], *y = nd->out;
+    Instr *a = add(p, I_CALL, nd->origin, 0);
+    int mx = nd->kind == N_MAXPOOL;
+    a->what = xstrdup(mx ? "maxpool2d" : "avgpool2d");
+    SET_CALL(a, mx ? CALL_MAXPOOL_FWD : CALL_AVGPOOL_FWD, arg_t(x), arg_t(y),
+             arg_rows(nd->conv[0]), arg_int(nd->conv[1]), arg_int(nd->conv[2]),
+             arg_int(nd->conv[3]), arg_int(nd->conv[4]), arg_int(nd->conv[6]),
+             arg_int(nd->conv[7]));
+    reads(a, x);
+    writes(a, y);
+}
+
+/* Layer normalization, its mean and 1/std saved for the backward pass. */
+static void lower_layernorm(Program *p, Node *nd)
+{
+    Tensor *x = nd->in[0], *y = nd->out;
+    int64_t d = x->shape[x->rank - 1];
+    Instr *a = add(p, I_CALL, nd->origin, 0);
+    a->what = xstrdup("layernorm");
+    if (p->eval) {   /* the call writes them; validation has no backward to read them */
+        nd->tmp[0]->what = "layernorm mean (validation: written, not read)";
+        nd->tmp[1]->what = "layernorm 1/std (validation: written, not read)";
+    }
+    SET_CALL(a, CALL_LAYERNORM_FWD, arg_t(x), arg_t(nd->w->t), arg_t(nd->b->t), arg_t(y),
+             arg_t(nd->tmp[0]), arg_t(nd->tmp[1]), arg_rows(x->numel / d), arg_int(d),
+             arg_float(nd->p));
+    reads(a, x);
+    reads(a, nd->w->t);
+    reads(a, nd->b->t);
+    writes(a, y);
+    writes(a, nd->tmp[0]);
+    writes(a, nd->tmp[1]);
+}
+
+/* The loss, and in training the gradient of the prediction. */
+static void lower_loss(Program *p, Node *nd)
+{
+    Tensor *pred = nd->in[0], *t = nd->in[1];
+    Instr *a = add(p, I_CALL, nd->origin, 0);
+    if (nd->loss == LOSS_CROSS_ENTROPY) {
+        int64_t C = pred->shape[pred->rank - 1];
+        a->what = xstrdup(p->eval ? "cross entropy: loss and accuracy (no gradient in validation)"
+                                  : "cross entropy: loss, accuracy and d(logits) in one pass");
+        /* no gradient in validation's program; in training's, only while e->train */
+        SET_CALL(a, CALL_CROSS_ENTROPY, arg_t(pred), arg_t(t),
+                 p->eval ? arg_null() : arg_train(nd->out2), arg_rows(pred->numel / C),
+                 arg_int(C), arg_int(tensor_ld(pred)));
+    } else {
+        a->what = xstrdup(p->eval ? "mean squared error (no gradient in validation)"
+                                  : "mean squared error and d(prediction)");
+        SET_CALL(a, CALL_MSE, arg_t(pred), arg_t(t), p->eval ? arg_null() : arg_train(nd->out2),
+                 arg_rows(pred->numel));
+    }
+    reads(a, pred);
+    reads(a, t);
+    if (!p->eval) {
+        writes(a, nd->out2);
+        /* the logits' gradient may take the logits' storage (rt_cross_entropy writes
+         * each logit after reading it, z[target] first), so the two [B, T, vocab]
+         * buffers of a language model are one: memplan decides */
+        if (nd->loss == LOSS_CROSS_ENTROPY)
+            a->inplace = pred;
+    }
+}
+
+/* The attention core, each query's log-sum-exp kept for the backward pass. */
+static void lower_attention(Program *p, Node *nd)
+{
+    Tensor *x = nd->in[0], *y = nd->out;
+    Instr *a = add(p, I_CALL, nd->origin, 0);
+    a->flops = 4 * nd->conv[0] * nd->conv[0] * nd->conv[1];
+    a->what = xstrdup(p->eval ? "attention: softmax(q k^T / sqrt(hd)) v per head"
+                              : "attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept");
+    if (p->eval)
+        nd->tmp[0]->what = "each query's log-sum-exp (validation: written, not read)";
+    SET_CALL(a, CALL_ATTENTION_FWD, arg_t(x), arg_t(nd->tmp[0]), arg_t(y), arg_rows(1),
+             arg_int(nd->conv[0]), arg_int(nd->conv[1]), arg_int(nd->conv[2]),
+             arg_int((int)nd->conv[3]));
+    reads(a, x);
+    writes(a, nd->tmp[0]);
+    writes(a, y);
+}
+
+/* Attention's backward pass. */
+static void lower_attention_bwd(Program *p, Node *nd)
+{
+    Tensor *dy = nd->in[0], *x = nd->in[1], *y = nd->out;
+    Instr *a = add(p, I_CALL, nd->origin, 1);
+    a->what = xstrdup("attention backward: d(qkv), probabilities recomputed from the log-sum-exp");
+    SET_CALL(a, CALL_ATTENTION_BWD, arg_t(x), arg_t(nd->tmp[0]), arg_t(nd->fwd->out), arg_t(dy),
+             arg_t(y), arg_rows(1), arg_int(nd->conv[0]), arg_int(nd->conv[1]),
+             arg_int(nd->conv[2]), arg_int((int)nd->conv[3]));
+    reads(a, x);
+    reads(a, nd->tmp[0]);
+    reads(a, nd->fwd->out);
+    reads(a, dy);
+    writes(a, y);
+}
+
+/* A linear layer's backward pass: dx, dW and db. */
+static void lower_linear_bwd(Program *p, Node *nd)
+{
+    Tensor *dy = nd->in[0], *x = nd->in[1], *y = nd->out;
+    int64_t in = x->shape[x->rank - 1], out = dy->shape[dy->rank - 1], rows = x->numel / in;
+    if (y) {
+        Instr *a = add(p, I_GEMM, nd->origin, 1);
+        a->what = xstrdup(pads(nd->w, out, dy) ? "linear backward: dx = dy W (over the padded "
+                                            "vocabulary: dy's padding is 0)"
+                                          : "linear backward: dx = dy W");
+        a->what = tied_note(a->what, nd, 0);
+        SET_CALL(a, CALL_GEMM, arg_int(0), arg_int(0), arg_rows(rows), arg_int(in),
+                 arg_int(padded_rows(nd->w, out, dy)), arg_float(1), arg_t(dy),
+                 arg_int(tensor_ld(dy)), arg_t(nd->w->t), arg_int(in), arg_float(0), arg_t(y),
+                 arg_int(in));
+        reads(a, dy);
+        reads(a, nd->w->t);
+        writes(a, y);
+    }
+    Instr *b = add(p, I_GEMM, nd->origin, 1);
+    b->what = xstrdup(pads(nd->w, out, dy) ? "linear backward: dW += dy^T x (the zero rows' "
+                                        "gradient: 0, from dy's zero padding)"
+                                      : "linear backward: dW += dy^T x");
+    b->what = tied_note(b->what, nd, 1);
+    SET_CALL(b, CALL_GEMM, arg_int(1), arg_int(0), arg_int(padded_rows(nd->w, out, dy)),
+             arg_int(in), arg_rows(rows), arg_float(1), arg_t(dy), arg_int(tensor_ld(dy)),
+             arg_t(x), arg_int(in), arg_float(1), arg_t(nd->w->g), arg_int(in));
+    reads(b, dy);
+    reads(b, x);
+    writes(b, nd->w->g);
+    if (nd->b) {
+        Instr *c = add(p, I_CALL, nd->origin, 1);
+        c->what = xstrdup("linear backward: db += column sums of dy");
+        SET_CALL(c, CALL_COLSUM_ADD, arg_t(dy), arg_t(nd->b->g), arg_rows(rows), arg_int(out));
+        reads(c, dy);
+        writes(c, nd->b->g);
+    }
+}
+
+/* Pooling's backward pass. */
+static void lower_pool_bwd(Program *p, Node *nd)
+{
+    Tensor *dy = nd->in[0], *x = nd->in[1], *y = nd->out;
+    int mx = nd->kind == N_MAXPOOL_BWD;
+    Instr *a = add(p, I_CALL, nd->origin, 1);
+    a->what = xstrdup(mx ? "maxpool2d backward (argmax found again from x)" : "avgpool2d backward");
+    Arg shape[7] = {arg_rows(nd->conv[0]), arg_int(nd->conv[1]), arg_int(nd->conv[2]),
+                    arg_int(nd->conv[3]), arg_int(nd->conv[4]), arg_int(nd->conv[6]),
+                    arg_int(nd->conv[7])};
+    if (mx)
+        SET_CALL(a, CALL_MAXPOOL_BWD, arg_t(x), arg_t(dy), arg_t(y), shape[0], shape[1],
+                 shape[2], shape[3], shape[4], shape[5], shape[6]);
+    else
+        SET_CALL(a, CALL_AVGPOOL_BWD, arg_t(dy), arg_t(y), shape[0], shape[1], shape[2],
+                 shape[3], shape[4], shape[5], shape[6]);
+    if (mx)
+        reads(a, x);
+    reads(a, dy);
+    writes(a, y);
+}
+
+/* Layer normalization's backward pass. */
+static void lower_layernorm_bwd(Program *p, Node *nd)
 {
     Graph *g = p->g;
+    Tensor *dy = nd->in[0], *x = nd->in[1], *y = nd->out;
+    int64_t d = x->shape[x->rank - 1];
+    Tensor *dx = y;
+    if (!dx)
+        dx = temp(g, xasprintf("d_%s_unused", x->name), x->numel, nd->origin,
+                  "input gradient nobody reads");
+    Instr *a = add(p, I_CALL, nd->origin, 1);
+    a->what = xstrdup("layernorm backward");
+    /* NULL: no addend (fusion.c's layernorm_bwd_sums may fold a gradient sum in) */
+    SET_CALL(a, CALL_LAYERNORM_BWD, arg_t(x), arg_t(nd->w->t), arg_t(nd->tmp[0]),
+             arg_t(nd->tmp[1]), arg_t(dy), arg_null(), arg_t(dx), arg_t(nd->w->g),
+             arg_t(nd->b->g), arg_rows(x->numel / d), arg_int(d));
+    reads(a, x);
+    reads(a, nd->w->t);
+    reads(a, nd->tmp[0]);
+    reads(a, nd->tmp[1]);
+    reads(a, dy);
+    writes(a, dx);
+    writes(a, nd->w->g);
+    writes(a, nd->b->g);
+}
+
+/* One node's instructions, appended to the program (the heavier kinds in their own
+ * functions above). */
+static void lower_node(Program *p, Node *nd)
+{
     Tensor *x = nd->n_in ? nd->in[0] : NULL, *y = nd->out;
     switch (nd->kind) {
     case N_CONVERT: {
@@ -294,123 +490,45 @@ static void lower_node(Program *p, Node *nd)
             e = xasprintf("(float)$0 * %s", flit(nd->scale));
         else
             e = xstrdup("(float)$0");
-        ew(p, nd, "input to f32", y, e, 1, x, NULL);
+        ew(p, nd, "input to f32", y, EW_OTHER, e, 1, x, NULL);
         return;
     }
-    case N_LINEAR: {
-        int64_t in = x->shape[x->rank - 1], out = y->shape[y->rank - 1], rows = x->numel / in;
-        Instr *a = add(p, I_GEMM, nd->origin, 0);
-        a->flops = 2 * rows * in * out;
-        a->what = pads(nd->w, out, y)
-                      ? xasprintf("linear: y = x W^T over W's %lld zero rows too (the padded "
-                                  "vocabulary: y's padding comes out 0)",
-                                  (long long)nd->w->pad_rows)
-                      : xasprintf("linear: y = x W^T%s",
-                                  nd->b ? " (+ b in the loop after it, the linear epilogue)" : "");
-        a->what = tied_note(a->what, nd, 0);
-        textf(a, "rt_gemm(e, 0, 1, e->B * %lld, %lld, %lld, 1.0f, %s, %lld, %s, %lld, 0.0f, %s, %lld);",
-              (long long)rows, (long long)padded_rows(nd->w, out, y), (long long)in, x->name, (long long)in,
-              nd->w->t->name, (long long)in, y->name, (long long)tensor_ld(y));
-        reads(a, x);
-        reads(a, nd->w->t);
-        writes(a, y);
-        if (nd->b) {
-            /* epilogue, in place over the GEMM output; fusion pulls the activation in */
-            char *bix = xasprintf("i %% %lld", (long long)out);
-            ew(p, nd, "linear epilogue: + bias", y, "$0 + $1", 2, y, NULL, nd->b->t, bix);
-        }
+    case N_LINEAR:
+        lower_linear(p, nd);
         return;
-    }
     case N_CONV2D:
         lower_conv_fwd(p, nd);
         return;
     case N_MAXPOOL:
-    case N_AVGPOOL: {
-        Instr *a = add(p, I_CALL, nd->origin, 0);
-        int mx = nd->kind == N_MAXPOOL;
-        a->what = xstrdup(mx ? "maxpool2d" : "avgpool2d");
-        textf(a, "rt_%spool2d_fwd(e, %s, %s, e->B * %lld, %lld, %lld, %lld, %lld, %lld, %lld);",
-              mx ? "max" : "avg", x->name, y->name, (long long)nd->conv[0], (long long)nd->conv[1],
-              (long long)nd->conv[2], (long long)nd->conv[3], (long long)nd->conv[4],
-              (long long)nd->conv[6], (long long)nd->conv[7]);
-        reads(a, x);
-        writes(a, y);
+    case N_AVGPOOL:
+        lower_pool(p, nd);
         return;
-    }
     case N_FLATTEN:
         return;                     /* a view: y shares x's storage */
     case N_ACT:
-        ew(p, nd, act_name(nd->act), y, act_fwd_expr(nd->act), 1, x, NULL);
+        ew(p, nd, act_name(nd->act), y, EW_ACT, act_fwd_expr(nd->act), 1, x, NULL);
         return;
     case N_DROPOUT: {
         char *e = xasprintf("e->train ? (rt_uniform(e->rng_key ^ 0x%016llxull, rt_drop_index((uint64_t)i, "
                             "%lld, e->rng_part)) < %s ? 0.0f : $0 * %s) : $0",
                             (unsigned long long)nd->key, (long long)x->numel, flit(nd->p),
                             flit(1.0 / (1.0 - nd->p)));
-        ew(p, nd, "dropout (mask from a counter-based hash, never stored)", y, e, 1, x, NULL);
+        ew(p, nd, "dropout (mask from a counter-based hash, never stored)", y, EW_DROPOUT, e, 1,
+           x, NULL);
         return;
     }
-    case N_LAYERNORM: {
-        int64_t d = x->shape[x->rank - 1];
-        Instr *a = add(p, I_CALL, nd->origin, 0);
-        a->what = xstrdup("layernorm");
-        if (p->eval) {   /* the call writes them; validation has no backward to read them */
-            nd->tmp[0]->what = "layernorm mean (validation: written, not read)";
-            nd->tmp[1]->what = "layernorm 1/std (validation: written, not read)";
-        }
-        textf(a, "rt_layernorm_fwd(e, %s, %s, %s, %s, %s, %s, e->B * %lld, %lld, %s);", x->name,
-              nd->w->t->name, nd->b->t->name, y->name, nd->tmp[0]->name, nd->tmp[1]->name,
-              (long long)(x->numel / d), (long long)d, flit(nd->p));
-        reads(a, x);
-        reads(a, nd->w->t);
-        reads(a, nd->b->t);
-        writes(a, y);
-        writes(a, nd->tmp[0]);
-        writes(a, nd->tmp[1]);
+    case N_LAYERNORM:
+        lower_layernorm(p, nd);
         return;
-    }
-    case N_LOSS: {
-        Tensor *pred = nd->in[0], *t = nd->in[1];
-        Instr *a = add(p, I_CALL, nd->origin, 0);
-        if (nd->loss == LOSS_CROSS_ENTROPY) {
-            int64_t C = pred->shape[pred->rank - 1];
-            a->what = xstrdup(p->eval ? "cross entropy: loss and accuracy (no gradient in validation)"
-                                      : "cross entropy: loss, accuracy and d(logits) in one pass");
-            if (p->eval)
-                textf(a, "rt_cross_entropy(e, %s, %s, NULL, e->B * %lld, %lld, %lld);", pred->name,
-                      t->name, (long long)(pred->numel / C), (long long)C, (long long)tensor_ld(pred));
-            else
-                textf(a, "rt_cross_entropy(e, %s, %s, e->train ? %s : NULL, e->B * %lld, %lld, %lld);",
-                      pred->name, t->name, nd->out2->name, (long long)(pred->numel / C), (long long)C,
-                      (long long)tensor_ld(pred));
-        } else {
-            a->what = xstrdup(p->eval ? "mean squared error (no gradient in validation)"
-                                      : "mean squared error and d(prediction)");
-            if (p->eval)
-                textf(a, "rt_mse(e, %s, %s, NULL, e->B * %lld);", pred->name, t->name,
-                      (long long)pred->numel);
-            else
-                textf(a, "rt_mse(e, %s, %s, e->train ? %s : NULL, e->B * %lld);", pred->name,
-                      t->name, nd->out2->name, (long long)pred->numel);
-        }
-        reads(a, pred);
-        reads(a, t);
-        if (!p->eval) {
-            writes(a, nd->out2);
-            /* the logits' gradient may take the logits' storage (rt_cross_entropy writes
-             * each logit after reading it, z[target] first), so the two [B, T, vocab]
-             * buffers of a language model are one: memplan decides */
-            if (nd->loss == LOSS_CROSS_ENTROPY)
-                a->inplace = pred;
-        }
+    case N_LOSS:
+        lower_loss(p, nd);
         return;
-    }
     case N_EMBEDDING: {
         int64_t V = nd->w->shape[0], dim = nd->w->shape[1];
         Instr *a = add(p, I_CALL, nd->origin, 0);
         a->what = xstrdup("embedding: rows of the weight picked by the ids");
-        textf(a, "rt_embedding_fwd(e, %s, %s, %s, e->B * %lld, %lld, %lld);", x->name, nd->w->t->name,
-              y->name, (long long)x->numel, (long long)V, (long long)dim);
+        SET_CALL(a, CALL_EMBEDDING_FWD, arg_t(x), arg_t(nd->w->t), arg_t(y), arg_rows(x->numel),
+                 arg_int(V), arg_int(dim));
         reads(a, x);
         reads(a, nd->w->t);
         writes(a, y);
@@ -418,35 +536,24 @@ static void lower_node(Program *p, Node *nd)
     }
     case N_POS_EMBEDDING: {
         char *ix = xasprintf("i %% %lld", (long long)x->numel);
-        ew(p, nd, "pos_embedding: + position rows", y, "$0 + $1", 2, x, NULL, nd->w->t, ix);
+        Instr *e = ew(p, nd, "pos_embedding: + position rows", y, EW_ADD, "$0 + $1", 2, x, NULL,
+                      nd->w->t, ix);
+        e->ops[0].arg[1].period = x->numel;
         return;
     }
-    case N_ATTENTION: {
-        Instr *a = add(p, I_CALL, nd->origin, 0);
-        a->flops = 4 * nd->conv[0] * nd->conv[0] * nd->conv[1];
-        a->what = xstrdup(p->eval ? "attention: softmax(q k^T / sqrt(hd)) v per head"
-                                  : "attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept");
-        if (p->eval)
-            nd->tmp[0]->what = "each query's log-sum-exp (validation: written, not read)";
-        textf(a, "rt_attention_fwd(e, %s, %s, %s, e->B, %lld, %lld, %lld, %d);", x->name,
-              nd->tmp[0]->name, y->name, (long long)nd->conv[0], (long long)nd->conv[1],
-              (long long)nd->conv[2], (int)nd->conv[3]);
-        reads(a, x);
-        writes(a, nd->tmp[0]);
-        writes(a, y);
+    case N_ATTENTION:
+        lower_attention(p, nd);
         return;
-    }
     case N_ADD:
         ew(p, nd, nd->backward ? "sum of gradient contributions" : "residual: x + body(x)", y,
-           "$0 + $1", 2, nd->in[0], NULL, nd->in[1], NULL);
+           EW_ADD, "$0 + $1", 2, nd->in[0], NULL, nd->in[1], NULL);
         return;
     case N_EMBEDDING_BWD: {
         Tensor *dy = nd->in[0], *ids = nd->in[1];
         Instr *a = add(p, I_CALL, nd->origin, 1);
         a->what = xstrdup("embedding backward: dW[id] += dy");
-        textf(a, "rt_embedding_bwd(e, %s, %s, %s, e->B * %lld, %lld, %lld);", ids->name, dy->name,
-              nd->w->g->name, (long long)ids->numel, (long long)nd->w->shape[0],
-              (long long)nd->w->shape[1]);
+        SET_CALL(a, CALL_EMBEDDING_BWD, arg_t(ids), arg_t(dy), arg_t(nd->w->g),
+                 arg_rows(ids->numel), arg_int(nd->w->shape[0]), arg_int(nd->w->shape[1]));
         reads(a, ids);
         reads(a, dy);
         writes(a, nd->w->g);
@@ -456,96 +563,30 @@ static void lower_node(Program *p, Node *nd)
         Tensor *dy = nd->in[0];
         Instr *a = add(p, I_CALL, nd->origin, 1);
         a->what = xstrdup("pos_embedding backward: dW[t] += sum over the batch of dy[t]");
-        textf(a, "rt_colsum_add(e, %s, %s, e->B, %lld);", dy->name, nd->w->g->name,
-              (long long)dy->numel);
+        SET_CALL(a, CALL_COLSUM_ADD, arg_t(dy), arg_t(nd->w->g), arg_rows(1), arg_int(dy->numel));
         reads(a, dy);
         writes(a, nd->w->g);
         return;
     }
-    case N_ATTENTION_BWD: {
-        Tensor *dy = nd->in[0];
-        x = nd->in[1];
-        Instr *a = add(p, I_CALL, nd->origin, 1);
-        a->what = xstrdup("attention backward: d(qkv), probabilities recomputed from the log-sum-exp");
-        textf(a, "rt_attention_bwd(e, %s, %s, %s, %s, %s, e->B, %lld, %lld, %lld, %d);", x->name,
-              nd->tmp[0]->name, nd->fwd->out->name, dy->name, y->name, (long long)nd->conv[0],
-              (long long)nd->conv[1], (long long)nd->conv[2], (int)nd->conv[3]);
-        reads(a, x);
-        reads(a, nd->tmp[0]);
-        reads(a, nd->fwd->out);
-        reads(a, dy);
-        writes(a, y);
+    case N_ATTENTION_BWD:
+        lower_attention_bwd(p, nd);
         return;
-    }
-    case N_LINEAR_BWD: {
-        Tensor *dy = nd->in[0];
-        x = nd->in[1];
-        int64_t in = x->shape[x->rank - 1], out = dy->shape[dy->rank - 1], rows = x->numel / in;
-        if (y) {
-            Instr *a = add(p, I_GEMM, nd->origin, 1);
-            a->what = xstrdup(pads(nd->w, out, dy) ? "linear backward: dx = dy W (over the padded "
-                                                "vocabulary: dy's padding is 0)"
-                                              : "linear backward: dx = dy W");
-            a->what = tied_note(a->what, nd, 0);
-            textf(a, "rt_gemm(e, 0, 0, e->B * %lld, %lld, %lld, 1.0f, %s, %lld, %s, %lld, 0.0f, %s, %lld);",
-                  (long long)rows, (long long)in, (long long)padded_rows(nd->w, out, dy), dy->name, (long long)tensor_ld(dy),
-                  nd->w->t->name, (long long)in, y->name, (long long)in);
-            reads(a, dy);
-            reads(a, nd->w->t);
-            writes(a, y);
-        }
-        Instr *b = add(p, I_GEMM, nd->origin, 1);
-        b->what = xstrdup(pads(nd->w, out, dy) ? "linear backward: dW += dy^T x (the zero rows' "
-                                            "gradient: 0, from dy's zero padding)"
-                                          : "linear backward: dW += dy^T x");
-        b->what = tied_note(b->what, nd, 1);
-        textf(b, "rt_gemm(e, 1, 0, %lld, %lld, e->B * %lld, 1.0f, %s, %lld, %s, %lld, 1.0f, %s, %lld);",
-              (long long)padded_rows(nd->w, out, dy), (long long)in, (long long)rows, dy->name, (long long)tensor_ld(dy), x->name,
-              (long long)in, nd->w->g->name, (long long)in);
-        reads(b, dy);
-        reads(b, x);
-        writes(b, nd->w->g);
-        if (nd->b) {
-            Instr *c = add(p, I_CALL, nd->origin, 1);
-            c->what = xstrdup("linear backward: db += column sums of dy");
-            textf(c, "rt_colsum_add(e, %s, %s, e->B * %lld, %lld);", dy->name, nd->b->g->name,
-                  (long long)rows, (long long)out);
-            reads(c, dy);
-            writes(c, nd->b->g);
-        }
+    case N_LINEAR_BWD:
+        lower_linear_bwd(p, nd);
         return;
-    }
     case N_CONV2D_BWD:
         lower_conv_bwd(p, nd);
         return;
     case N_MAXPOOL_BWD:
-    case N_AVGPOOL_BWD: {
-        Tensor *dy = nd->in[0];
-        x = nd->in[1];
-        int mx = nd->kind == N_MAXPOOL_BWD;
-        Instr *a = add(p, I_CALL, nd->origin, 1);
-        a->what = xstrdup(mx ? "maxpool2d backward (argmax found again from x)" : "avgpool2d backward");
-        if (mx)
-            textf(a, "rt_maxpool2d_bwd(e, %s, %s, %s, e->B * %lld, %lld, %lld, %lld, %lld, %lld, %lld);",
-                  x->name, dy->name, y->name, (long long)nd->conv[0], (long long)nd->conv[1],
-                  (long long)nd->conv[2], (long long)nd->conv[3], (long long)nd->conv[4],
-                  (long long)nd->conv[6], (long long)nd->conv[7]);
-        else
-            textf(a, "rt_avgpool2d_bwd(e, %s, %s, e->B * %lld, %lld, %lld, %lld, %lld, %lld, %lld);",
-                  dy->name, y->name, (long long)nd->conv[0], (long long)nd->conv[1],
-                  (long long)nd->conv[2], (long long)nd->conv[3], (long long)nd->conv[4],
-                  (long long)nd->conv[6], (long long)nd->conv[7]);
-        if (mx)
-            reads(a, x);
-        reads(a, dy);
-        writes(a, y);
+    case N_AVGPOOL_BWD:
+        lower_pool_bwd(p, nd);
         return;
-    }
     case N_ACT_BWD: {
         int uses_out;
         const char *e = act_bwd_expr(nd->act, &uses_out);
         char *what = xasprintf("%s backward", act_name(nd->act));
-        ew(p, nd, what, y, e, 2, nd->in[0], NULL, uses_out ? nd->in[2] : nd->in[1], NULL);
+        ew(p, nd, what, y, EW_ACT_BWD, e, 2, nd->in[0], NULL, uses_out ? nd->in[2] : nd->in[1],
+           NULL);
         return;
     }
     case N_DROPOUT_BWD: {
@@ -553,33 +594,13 @@ static void lower_node(Program *p, Node *nd)
                             "e->rng_part)) < %s ? 0.0f : $0 * %s",
                             (unsigned long long)nd->key, (long long)nd->in[0]->numel, flit(nd->p),
                             flit(1.0 / (1.0 - nd->p)));
-        ew(p, nd, "dropout backward (the same mask, regenerated)", y, e, 1, nd->in[0], NULL);
+        ew(p, nd, "dropout backward (the same mask, regenerated)", y, EW_DROPOUT, e, 1, nd->in[0],
+           NULL);
         return;
     }
-    case N_LAYERNORM_BWD: {
-        Tensor *dy = nd->in[0];
-        x = nd->in[1];
-        int64_t d = x->shape[x->rank - 1];
-        Tensor *dx = y;
-        if (!dx)
-            dx = temp(g, xasprintf("d_%s_unused", x->name), x->numel, nd->origin,
-                      "input gradient nobody reads");
-        Instr *a = add(p, I_CALL, nd->origin, 1);
-        a->what = xstrdup("layernorm backward");
-        /* NULL: no addend (fusion.c's layernorm_bwd_sums may fold a gradient sum in) */
-        textf(a, "rt_layernorm_bwd(e, %s, %s, %s, %s, %s, NULL, %s, %s, %s, e->B * %lld, %lld);",
-              x->name, nd->w->t->name, nd->tmp[0]->name, nd->tmp[1]->name, dy->name, dx->name,
-              nd->w->g->name, nd->b->g->name, (long long)(x->numel / d), (long long)d);
-        reads(a, x);
-        reads(a, nd->w->t);
-        reads(a, nd->tmp[0]);
-        reads(a, nd->tmp[1]);
-        reads(a, dy);
-        writes(a, dx);
-        writes(a, nd->w->g);
-        writes(a, nd->b->g);
+    case N_LAYERNORM_BWD:
+        lower_layernorm_bwd(p, nd);
         return;
-    }
     }
     unreachable();
 }
@@ -611,7 +632,7 @@ Program *lower_eval(Graph *g) { return lower_prog(g, 1); }
  * call), and after the last one that the gradient is final (rt_grad_ready:
  * data-parallel training starts reducing it while the rest of the backward pass
  * runs; a world of one returns at once). */
-static Instr *grad_hook(const char *origin, char *what, char *text)
+static Instr *hook(const char *origin, char *what, int call, int64_t off, int64_t n)
 {
     Instr *h = xcalloc(1, sizeof *h);
     h->kind = I_CALL;
@@ -619,7 +640,7 @@ static Instr *grad_hook(const char *origin, char *what, char *text)
     h->block = -1;
     h->origin = origin;
     h->what = what;
-    h->text = text;
+    SET_CALL(h, call, arg_int(off), arg_int(n));
     return h;
 }
 
@@ -663,18 +684,16 @@ void add_grad_hooks(Program *p)
                                                   a->name, b->name)
                                       : xasprintf("the gradients of %s to %s are written from here on",
                                                   a->name, b->name);
-            ins[n++] = grad_hook(p->ins[i]->origin, what,
-                                 xasprintf("rt_grad_begin(e, %lld, %lld);", (long long)a->offset,
-                                           (long long)(b->offset + param_extent(b) - a->offset)));
+            ins[n++] = hook(p->ins[i]->origin, what, CALL_GRAD_BEGIN, a->offset,
+                                 b->offset + param_extent(b) - a->offset);
         }
         ins[n++] = p->ins[i];
         for (int k = 0; k < g->n_params; k++) {
             if (last[k] != i)
                 continue;
             Param *pa = g->params[k];
-            ins[n++] = grad_hook(p->ins[i]->origin, xasprintf("%s's gradient is final", pa->name),
-                                 xasprintf("rt_grad_ready(e, %lld, %lld);", (long long)pa->offset,
-                                           (long long)param_extent(pa)));
+            ins[n++] = hook(p->ins[i]->origin, xasprintf("%s's gradient is final", pa->name),
+                                 CALL_GRAD_READY, pa->offset, param_extent(pa));
         }
     }
     free(p->ins);
@@ -683,16 +702,4 @@ void add_grad_hooks(Program *p)
     p->cap_ins = n;
     free(first);
     free(last);
-}
-
-int grad_hook_args(const Instr *in, const char *name, int64_t *off, int64_t *n)
-{
-    size_t len = strlen(name);
-    long long a, b;
-    if (in->kind != I_CALL || !in->text || strncmp(in->text, name, len) ||
-        sscanf(in->text + len, "(e, %lld, %lld);", &a, &b) != 2)
-        return 0;
-    *off = a;
-    *n = b;
-    return 1;
 }

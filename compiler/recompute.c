@@ -182,7 +182,10 @@ static Tensor *replay(Ctx *c, int pi, Tensor *want)
     *n = *o;
     n->backward = 1;
     n->recompute = 1;
-    n->what = xasprintf("%s (recomputed)", o->what);
+    if (o->what_t)
+        n->what_rest = xasprintf("%s (recomputed)", o->what_rest ? o->what_rest : "");
+    else
+        n->what = xasprintf("%s (recomputed)", o->what);
     n->reads = NULL;
     n->writes = NULL;
     n->n_reads = n->n_writes = 0;
@@ -196,8 +199,8 @@ static Tensor *replay(Ctx *c, int pi, Tensor *want)
                     continue;
                 Tensor *was = a->t;
                 a->t = value_at(c, a->t, pi);
-                if (a->t != was)   /* the description names what the replay reads */
-                    n->what = text_subst(n->what, was->name, a->t->name);
+                if (n->what_t == was)   /* the description names what the replay reads */
+                    n->what_t = a->t;
                 n->reads = realloc(n->reads, (size_t)(n->n_reads + 1) * sizeof *n->reads);
                 n->reads[n->n_reads++] = a->t;
             }
@@ -206,32 +209,35 @@ static Tensor *replay(Ctx *c, int pi, Tensor *want)
             for (int q = 0; q < n->n_ops; q++)
                 if (n->ops[q].out == w)
                     n->ops[q].out = f;
-            n->what = text_subst(n->what, w->name, f->name);
+            if (n->what_t == w)
+                n->what_t = f;
             n->writes = realloc(n->writes, (size_t)(n->n_writes + 1) * sizeof *n->writes);
             n->writes[n->n_writes++] = f;
             memo_add(c, tensor_base(w), pi, f);
         }
         n->id = c->p->n_kernels++;
     } else {
-        char *text = xstrdup(o->text);
+        /* the call's arguments (copied with *n) follow: each read the value replayed,
+         * each write a fresh tensor */
         for (int k = 0; k < o->n_reads; k++) {
             Tensor *r = o->reads[k], *v = value_at(c, r, pi);
             if (v != r) {
-                text = text_subst(text, r->name, v->name);
-                n->what = text_subst(n->what, r->name, v->name);
+                call_rename(n, r, v);
+                if (n->what_t == r)
+                    n->what_t = v;
             }
             n->reads = realloc(n->reads, (size_t)(n->n_reads + 1) * sizeof *n->reads);
             n->reads[n->n_reads++] = v;
         }
         for (int k = 0; k < o->n_writes; k++) {
             Tensor *w = o->writes[k], *f = fresh(c->p->g, w);
-            text = text_subst(text, w->name, f->name);
-            n->what = text_subst(n->what, w->name, f->name);
+            call_rename(n, w, f);
+            if (n->what_t == w)
+                n->what_t = f;
             n->writes = realloc(n->writes, (size_t)(n->n_writes + 1) * sizeof *n->writes);
             n->writes[n->n_writes++] = f;
             memo_add(c, tensor_base(w), pi, f);
         }
-        n->text = text;
     }
     emit(c, n);
     for (int i = c->n_memo - 1; i >= 0; i--)   /* (the newest: this replay's) */
@@ -246,7 +252,7 @@ static int cheap(const Instr *in)
 {
     if (in->kind == I_EW)
         return 1;
-    return in->kind == I_CALL && !strncmp(in->text, "rt_layernorm_fwd(", 17);
+    return in->kind == I_CALL && in->call == CALL_LAYERNORM_FWD;
 }
 
 void recompute(Program *p, int policy, int full_blocks, int sel_blocks, int jit_cheap)
@@ -357,7 +363,7 @@ void recompute(Program *p, int policy, int full_blocks, int sel_blocks, int jit_
                             if (in->ops[q].arg[j].t == r)
                                 in->ops[q].arg[j].t = v;
                 } else {
-                    in->text = text_subst(in->text, r->name, v->name);
+                    call_rename(in, r, v);
                 }
                 in->reads[k] = v;
             }

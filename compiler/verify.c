@@ -5,9 +5,10 @@
  * emitters rely on, and dies naming the pass that broke it (an internal error: no input
  * can cause one):
  *
- *   - every live instruction is well formed (a kind, a statement or a loop of ops whose
- *     register operands name earlier ops of the same loop, tensors for its reads and
- *     writes), the forward pass holds no backward instruction, and the validation
+ *   - every live instruction is well formed (a kind; a call whose arguments the call
+ *     table takes, its tensor arguments exactly its reads and writes; or a loop of ops
+ *     whose register operands name earlier ops of the same loop; tensors for its reads
+ *     and writes), the forward pass holds no backward instruction, and the validation
  *     program neither a backward one nor a write to a parameter or its gradient;
  *   - an activation or scratch buffer is read only after a live instruction has
  *     written it, or by the instruction that writes it (scratch, accumulation);
@@ -119,7 +120,7 @@ static void put_tensors(FILE *f, const char *label, Tensor **ts, int n, int plan
 
 /* A fused loop's op k as the C emitter writes it: "v2 = v1 > 0 ? v0 : 0  (relu)", with
  * tensors read at their index, earlier ops of the loop by their v number. */
-static void put_op(FILE *f, const EwOp *op, int k, const char *n)
+static void put_op(FILE *f, const EwOp *op, int k, int64_t n)
 {
     fprintf(f, "         %s v%d = ", k ? "   " : "for", k);
     for (const char *s = op->expr; *s; s++) {
@@ -135,7 +136,7 @@ static void put_op(FILE *f, const EwOp *op, int k, const char *n)
     }
     fprintf(f, "  (%s)", op->what ? op->what : "");
     if (!k)
-        fprintf(f, ", i < %s", n);
+        fprintf(f, ", i < e->B * %" PRId64, n);
     fputc('\n', f);
 }
 
@@ -184,12 +185,17 @@ static void dump_program(const Program *p, const char *pass, int planned)
         if (in->dead)
             continue;
         const char *kind = in->kind == I_EW ? "loop" : in->kind == I_GEMM ? "gemm" : "call";
+        char *what = instr_what(in);
         fprintf(f, "%5d  %s  %s  %s  (%s)\n", i, in->recompute ? "rec" : in->backward ? "bwd" : "fwd",
-                kind, in->what ? in->what : "", in->origin ? in->origin : "");
+                kind, what, in->origin ? in->origin : "");
+        free(what);
         put_tensors(f, "reads ", in->reads, in->n_reads, planned);
         put_tensors(f, "writes", in->writes, in->n_writes, planned);
-        if (in->kind != I_EW && in->text && (!in->n_reads && !in->n_writes))
-            fprintf(f, "         %s\n", in->text);
+        if (in->kind != I_EW && !in->n_reads && !in->n_writes) {
+            char *call = call_text(in);
+            fprintf(f, "         %s\n", call);
+            free(call);
+        }
         for (int k = 0; in->kind == I_EW && k < in->n_ops; k++)
             put_op(f, &in->ops[k], k, in->n);
     }
@@ -211,7 +217,7 @@ static _Noreturn void broken(const Instr *in, int i, const char *fmt, ...)
     va_end(ap);
     die("verifier, after %s (%s program of %s): instruction %d (%s, %s): %s", cur_pass,
         cur_prog->eval ? "validation" : "training", cur_prog->g->spec->name, i,
-        in && in->what ? in->what : "-", in && in->origin ? in->origin : "-", msg);
+        in && in->what ? instr_what(in) : "-", in && in->origin ? in->origin : "-", msg);
 }
 
 static int in_arena(const Tensor *t) { return t->kind == T_ACT || t->kind == T_TEMP; }
@@ -222,6 +228,41 @@ static int writes_base(const Instr *in, const Tensor *b)
         if (tensor_base(in->writes[k]) == b)
             return 1;
     return 0;
+}
+
+static int listed(Tensor *const *ts, int n, const Tensor *t)
+{
+    for (int k = 0; k < n; k++)
+        if (ts[k] == t)
+            return 1;
+    return 0;
+}
+
+/* A call's tensor arguments are what it reads and writes, as memplan and recompute see
+ * them, and nothing else. */
+static void check_call(const Instr *in, int i)
+{
+    const char *bad = call_check(in);
+    if (bad)
+        broken(in, i, "%s: %s", call_name(in->call), bad);
+    Tensor *args[CALL_MAX_ARGS];
+    int n = 0;
+    for (int k = 0; k < in->n_args; k++)
+        if (in->args[k].kind == ARG_TENSOR || in->args[k].kind == ARG_TRAIN) {
+            Tensor *t = in->args[k].t;
+            if (!listed(in->reads, in->n_reads, t) && !listed(in->writes, in->n_writes, t))
+                broken(in, i, "%s's argument %d, %s, is neither read nor written",
+                       call_name(in->call), k + 1, t->name);
+            args[n++] = t;
+        }
+    for (int k = 0; k < in->n_reads; k++)
+        if (!listed(args, n, in->reads[k]))
+            broken(in, i, "%s reads %s, not one of its arguments", call_name(in->call),
+                   in->reads[k]->name);
+    for (int k = 0; k < in->n_writes; k++)
+        if (!listed(args, n, in->writes[k]))
+            broken(in, i, "%s writes %s, not one of its arguments", call_name(in->call),
+                   in->writes[k]->name);
 }
 
 static void check_form(const Program *p)
@@ -237,15 +278,15 @@ static void check_form(const Program *p)
         if (i < p->n_forward && in->backward)
             broken(in, i, "a backward instruction in the forward pass (%d instructions)", p->n_forward);
         if (in->kind == I_EW) {
-            if (in->n_ops <= 0 || !in->n)
+            if (in->n_ops <= 0 || in->n <= 0)
                 broken(in, i, "a loop without ops or a count");
             for (int k = 0; k < in->n_ops; k++)
                 for (int j = 0; j < in->ops[k].n_arg; j++)
                     if (!in->ops[k].arg[j].t && (in->ops[k].arg[j].val < 0 || in->ops[k].arg[j].val >= k))
                         broken(in, i, "op %d's operand %d names op %d of the loop", k, j,
                                in->ops[k].arg[j].val);
-        } else if (!in->text) {
-            broken(in, i, "a call without its statement");
+        } else {
+            check_call(in, i);
         }
         for (int k = 0; k < in->n_reads; k++)
             if (!in->reads[k])
@@ -291,13 +332,13 @@ static void check_hooks(const Program *p)
             int64_t off, n;
             if (in->dead)
                 continue;
-            if (grad_hook_args(in, "rt_grad_begin", &off, &n) && off <= pa->offset &&
+            if (grad_hook(in, CALL_GRAD_BEGIN, &off, &n) && off <= pa->offset &&
                 pa->offset + param_extent(pa) <= off + n) {
                 if (begun >= 0)
                     broken(in, i, "a second rt_grad_begin for %s (the first: %d)", pa->name, begun);
                 begun = i;
             }
-            if (grad_hook_args(in, "rt_grad_ready", &off, &n) && off == pa->offset) {
+            if (grad_hook(in, CALL_GRAD_READY, &off, &n) && off == pa->offset) {
                 if (ready >= 0 || n != param_extent(pa))
                     broken(in, i, "rt_grad_ready for %s: a second one, or not its %" PRId64 " floats",
                            pa->name, param_extent(pa));

@@ -105,14 +105,14 @@ int64_t zero2_peak_bytes(const Program *p, int64_t bucket_bytes, int rank, int w
         int64_t off, n;
         if (in->dead)
             continue;
-        if (grad_hook_args(in, "rt_grad_begin", &off, &n)) {
+        if (grad_hook(in, CALL_GRAD_BEGIN, &off, &n)) {
             for (int c = unit_of(&s, off, 0); c < unit_of(&s, off + n, 1); c++)
                 if (!s.backed[c]) {
                     s.backed[c] = 1;
                     if (++s.now > s.peak)
                         s.peak = s.now;
                 }
-        } else if (grad_hook_args(in, "rt_grad_ready", &off, &n)) {
+        } else if (grad_hook(in, CALL_GRAD_READY, &off, &n)) {
             ready(&s, off);
         }
     }
