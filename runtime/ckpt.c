@@ -511,7 +511,7 @@ int rt_ckpt_save(const char *out, const rt_model *m, const rt_train_config *c,
  * where and with how much memory to compute, never what is computed (recomputation
  * gives the same bits: a run that ran out of memory may go on with recompute full);
  * and where the data files are (moved, or each rank's own): that they hold the same
- * data is the loop's check, by the fingerprint state.json records (loop.c,
+ * data is the loop's check, by the fingerprint state.json records (resume.c,
  * check_same_data). Early stopping may change but for what it monitors
  * (rt_ckpt_load compares best_monitor's then and now). */
 static int may_differ(const char *key)
@@ -550,7 +550,7 @@ static const char *array_value(const cJSON *tl, const char *key)
 }
 
 /* What best.safetensors and the early-stopping state are kept in the terms of: early
- * stopping's monitor and mode, or val_loss and min without it (loop.c's best_mode). */
+ * stopping's monitor and mode, or val_loss and min without it (train.c's best_mode). */
 static void best_monitor(const char *on, const char *mon, const char *mode, char *out, size_t n)
 {
     int es = on && !strcmp(on, "true");

@@ -614,7 +614,7 @@ void rt_cu_download(void *dst, rt_dptr src, size_t bytes)
         CU(p_cuMemcpyDtoH(dst, src, bytes));
 }
 
-/* ---- the trainer's use of the device (loop.c) ------------------------------------------ */
+/* ---- the trainer's use of the device (setup.c, step.c) ------------------------------ */
 
 static size_t align_up(size_t n) { return (n + 255) & ~(size_t)255; }
 

@@ -427,7 +427,7 @@ void rt_plot_lr_find(const char *dir, const double *lr, const double *loss, int6
                      double suggested);
 void rt_metrics_close(rt_metrics *mt);
 
-/* The trainer options, one a line (loop.c): a trainer's --help and `trainc help run`
+/* The trainer options, one a line (options.c): a trainer's --help and `trainc help run`
  * (m NULL: any trainer). */
 void rt_trainer_options(FILE *f, const rt_model *m);
 /* The trainer's options that take a value (--out, --set, ...), NULL-terminated: each

@@ -73,7 +73,7 @@ int rt_cu_probe(char *why, size_t n, int *count);
 /* "no CUDA device found" with the reason and a hint; exits 2. */
 _Noreturn void rt_cu_no_device(const char *why);
 
-/* The trainer's device (loop.c): opens GPU local_rank % count, loads the kernels and
+/* The trainer's device (setup.c): opens GPU local_rank % count, loads the kernels and
  * allocates everything (parameters + gradients + optimizer state in one block, the
  * arena of Bmax * arena_row_bytes in another, inputs/stats/scratch/workspace in a
  * third; the loss statistics of up to `passes` passes a step); sets e->dev, e->arena,
