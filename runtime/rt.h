@@ -62,7 +62,7 @@ uint64_t rt_xxh64(const void *p, size_t n, uint64_t seed);
 /* ---- the GPU's versions of the runtime calls -------------------------------- */
 
 /* On a GPU, e->dev points at the device layer's state, whose first member points at
- * this table (device_cuda.c fills it with cuda_ops.c's and cuda_blas.c's functions):
+ * this table (the ops files register their functions in it, rt_cu_register):
  * the CPU calls hand over through it, so CPU-only code links without the device layer. */
 typedef struct rt_gpu_calls {
     void (*launch_ew)(rt_exec *e, const char *name, int64_t n, int nargs, void **args);

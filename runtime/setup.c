@@ -193,6 +193,8 @@ void rt_run_device(Run *r)
     /* everything on the device, allocated now: nothing is allocated in the loop */
     /* zero2: this rank keeps its shard of the gradients only */
     int zero2 = rt_zero_on() && c->dist == RT_DIST_ZERO2;
+    rt_cu_ops_register();      /* the ops hand their calls to the device layer */
+    rt_cu_blas_register();
     rt_cu_init(&r->e, m, m->cuda, r->e.Bmax, row, r->state_floats, r->step_passes,
                rt_dist_local_rank(), zero2 ? rt_zero_part().lo : 0,
                zero2 ? rt_zero_part().hi : m->param_floats);
