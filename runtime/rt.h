@@ -361,19 +361,21 @@ void rt_loader_free(rt_loader *l);
 /* Calls fn on every batch buffer the loader fills (a GPU trainer page-locks them). */
 void rt_loader_each_buffer(rt_loader *l, void (*fn)(void *p, size_t n, void *ctx), void *ctx);
 
-/* ---- random numbers (seeded, reproducible, portable) --------------------- */
+/* ---- random numbers (rng.c: seeded, reproducible, portable) ---------------- */
 
 typedef struct rt_rng { uint64_t s[4]; } rt_rng;   /* xoshiro256** */
 void rt_rng_seed(rt_rng *r, uint64_t seed);
 uint64_t rt_rng_u64(rt_rng *r);
 double rt_rng_uniform(rt_rng *r);                   /* [0, 1) */
 double rt_rng_normal(rt_rng *r);                    /* Box-Muller */
+/* Uniform in [0, n), n >= 1, without modulo bias (the loader's shuffle). */
+uint64_t rt_rng_below(rt_rng *r, uint64_t n);
 /* Moves the state n draws on (rt_rng_u64 calls), in 256 steps whatever n is, so that
- * threads can each fill their part of one stream (data.c says how). */
+ * threads can each fill their part of one stream (rng.c says how). */
 void rt_rng_jump(rt_rng *r, uint64_t n);
 /* The same for 2^k draws, k < 256 (k = 128: the authors' jump(), 192: long_jump()). */
 void rt_rng_jump_pow2(rt_rng *r, int k);
-/* state = sum c_i T^i state, T one step and c_i bit i % 64 of c[i / 64] (data.c). */
+/* state = sum c_i T^i state, T one step and c_i bit i % 64 of c[i / 64] (rng.c). */
 void rt_rng_apply_poly(rt_rng *r, const uint64_t c[4]);
 
 /* ---- safetensors --------------------------------------------------------- */
