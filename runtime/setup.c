@@ -20,7 +20,7 @@ int rt_run_pick_gpu(const Run *r)
     int can_cuda = (m->devices & RT_HAS_CUDA) && m->cuda;
     if (r->c.device == RT_DEVICE_CPU || !can_cuda)
         return 0;
-    if (m->cuda->unsupported) {   /* auto (refuse_unsupported took cuda): the CPU, said */
+    if (m->cuda->unsupported) {   /* auto (run_config.c refused cuda): the CPU, said */
         if (r->rank == 0)
             fprintf(stderr, "trainc: note: %s: %s on the CPU\n", m->cuda->unsupported,
                     r->o.eval ? "evaluating" : "training");

@@ -28,7 +28,7 @@ static void upload(Run *r, const rt_batch *b, int slot, int set)
  * those of pass `pass` of a step; -1: the device's go on adding up). On a GPU the
  * inputs are copied asynchronously into device slot `slot` (RT_CU_SLOT_*): training
  * and validation each alternate two, so that the next batch's copy runs while this
- * one computes (see the step loop and validate); sampling uses the first validation
+ * one computes (see run_pass and validate.c); sampling uses the first validation
  * slot. On the CPU `slot` and `pass` mean nothing. */
 void rt_bind_slot(Run *r, const rt_batch *b, int slot, int uploaded, int set, int pass)
 {
@@ -48,7 +48,7 @@ void rt_bind_slot(Run *r, const rt_batch *b, int slot, int uploaded, int set, in
         r->e.in[k] = b->in[k];
 }
 
-/* A validation batch (set 1), a training batch outside the step loop (0), or one made
+/* A validation batch (set 1), a training batch outside a step (0), or one made
  * on the host (-1). */
 void rt_bind_batch(Run *r, const rt_batch *b, int set)
 {
@@ -76,7 +76,7 @@ void rt_diverged_why(char *why, size_t n, const char *what, double v, int64_t st
 /* Steps without a wait: on one GPU with the update queued, a step whose numbers nothing
  * needs at once (no record, validation, checkpoint, epoch's end or stop after it) is
  * queued and the host goes on to the next, its losses left in device_cuda.c's ring of
- * statistics; the next step that needs them waits once for all (take_pending). The GPU
+ * statistics; the next step that needs them waits once for all (rt_take_pending). The GPU
  * then never idles between steps while the host reads a loss. Must the host wait after
  * this step (k passes)? */
 static int step_needs_wait(const Run *r, const rt_train_config *c, const rt_loop_state *s,
@@ -92,7 +92,7 @@ static int step_needs_wait(const Run *r, const rt_train_config *c, const rt_loop
 }
 
 /* After a wait for the last queued step: the pending steps' losses, in order, into the
- * running sums of the records (as the step loop adds a step's at once); the first
+ * running sums of the records (as train.c adds a step's at once); the first
  * that is not finite ends the run there: 1, with s->step its step (the steps after it
  * ran, but a diverged run saves nothing) and the message in why. *sumsq: the last
  * step's gradients' sum of squares. */
@@ -261,7 +261,7 @@ static int gpu_step_end(Run *r, rt_loop_state *s, Loop *L, Step *st)
     }
     if (st->profiled)
         rt_prof_pass_end(&r->e);
-    if (L->lazy) {    /* steps without a wait (take_pending) */
+    if (L->lazy) {    /* steps without a wait (rt_take_pending) */
         struct pending *q = &r->pend[r->pend_n];
         *q = (struct pending){rt_cu_step_place(&r->e), s->step, st->k};
         memcpy(r->pend_terms + (size_t)r->pend_n * (size_t)r->step_passes, r->pass_terms,
