@@ -27,7 +27,8 @@ all: $(B)/trainc
 # The CUDA headers are needed to build the runtime (cuda.h, nvrtc.h, cublasLt.h); the
 # libraries are not linked: the device layer loads them when a trainer meets a GPU.
 $(B)/rt/%.o: CFLAGS += -O3 -fno-trapping-math -I$(CUDA_HOME)/include
-$(B)/rt/%.o: runtime/%.c runtime/rt.h runtime/rt_loop.h runtime/trainc_rt.h runtime/rt_cuda.h | $(B)/rt
+$(B)/rt/%.o: runtime/%.c runtime/rt.h runtime/rt_loop.h runtime/trainc_rt.h runtime/rt_cuda.h \
+              runtime/run.h runtime/rt_dist.h | $(B)/rt
 	$(CC) $(CFLAGS) -c $< -o $@
 # only dist.c includes mpi.h
 $(B)/rt/dist.o: runtime/dist.c runtime/rt.h runtime/trainc_rt.h runtime/rt_dist.h | $(B)/rt
@@ -38,7 +39,7 @@ $(B)/cc/build.o: override CFLAGS += -I$(CUDA_HOME)/include
 # trainc build links trainers with these too (override: survives CFLAGS=... on the
 # command line, as the sanitizer build passes it)
 $(B)/cc/cmd_build.o: override CFLAGS += -DTRAINC_LINK_EXTRA='"$(MPI_LIBS)"'
-$(B)/rt/ddp.o $(B)/rt/loop.o $(B)/rt/dist.o $(B)/rt/zero.o $(B)/rt/ckpt.o: runtime/rt_dist.h
+$(B)/rt/ddp.o $(B)/rt/dist.o $(B)/rt/zero.o $(B)/rt/ckpt.o: runtime/rt_dist.h
 
 $(B)/rt $(B)/cc:
 	mkdir -p $@

@@ -322,6 +322,150 @@ static void gather_part(rt_st_out *w, const rt_model *m, const float *mine, int6
     rt_xfree(shard);
 }
 
+/* The optimizer state's parts into tmp (part.sharded: gathered from every rank, which
+ * takes part even after a failure here); *failed and *err as rt_ckpt_save keeps them. */
+static void write_states(const char *tmp, const rt_model *m, const char *const *parts, int np,
+                         const float *state, rt_state_part part, int *failed, int *err)
+{
+    char f[RT_PATH_MAX + 160];
+    for (int k = 0; k < np; k++) {
+        StateModel sm;
+        state_model(&sm, m, parts[k]);
+        snprintf(f, sizeof f, "%s/%s.safetensors", tmp, parts[k]);
+        if (!part.sharded) {
+            if (!*failed && rt_safetensors_write(f, &sm.m, state + (size_t)k * (size_t)m->param_floats) != 0) {
+                *failed = 1;
+                *err = errno;
+            }
+        } else {
+            rt_st_out *w = *failed ? NULL : rt_st_open(f, &sm.m);
+            if (!*failed && !w) {
+                *failed = 1;
+                *err = errno;
+            }
+            gather_part(w, &sm.m, state + (size_t)k * (size_t)(part.hi - part.lo), part.lo);
+            if (w && rt_st_close(w) != 0) {
+                *failed = 1;
+                *err = errno;
+            }
+        }
+        state_model_free(&sm);
+    }
+}
+
+/* each file's size and XXH64 (what `xxhsum -H1` prints), checked before a resume
+ * (rt_ckpt_verify): a file changed on the disk since is found, not trained on */
+static cJSON *hash_files(const char *tmp, const char *const *parts, int np, int *failed, int *err)
+{
+    char f[RT_PATH_MAX + 160];
+    cJSON *files = cJSON_CreateObject();
+    char fnames[4][64];
+    int nf = 0;
+    snprintf(fnames[nf++], sizeof fnames[0], "model.safetensors");
+    snprintf(f, sizeof f, "%s/best.safetensors", tmp);
+    if (access(f, F_OK) == 0)
+        snprintf(fnames[nf++], sizeof fnames[0], "best.safetensors");
+    for (int k = 0; k < np; k++)
+        snprintf(fnames[nf++], sizeof fnames[0], "%s.safetensors", parts[k]);
+    for (int i = 0; !*failed && i < nf; i++) {
+        uint64_t h;
+        int64_t bytes;
+        snprintf(f, sizeof f, "%s/%.63s", tmp, fnames[i]);
+        if (rt_file_xxh64(f, &h, &bytes) != 0) {
+            *failed = 1;
+            *err = errno;
+            break;
+        }
+        char hex[17];
+        snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
+        cJSON *e = cJSON_CreateObject();
+        put_int(e, "bytes", bytes);
+        cJSON_AddItemToObject(e, "xxh64", cJSON_CreateString(hex));
+        cJSON_AddItemToObject(files, fnames[i], e);
+    }
+    return files;
+}
+
+/* state.json's contents (before its seal): the model, the loop's state, the two
+ * configs, the files' hashes (taken over) */
+static cJSON *state_json(const rt_model *m, const rt_loop_state *s, char *const *lines,
+                         int nlines, char *const *spec_lines, int n_spec, cJSON *files)
+{
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddItemToObject(j, "trainc_checkpoint", cJSON_CreateNumber(1));
+    cJSON_AddItemToObject(j, "model", cJSON_CreateString(m->name));
+    cJSON_AddItemToObject(j, "model_hash", cJSON_CreateString(m->model_hash));
+    cJSON_AddItemToObject(j, "ranks", cJSON_CreateNumber(rt_dist_world()));
+    cJSON *ls = cJSON_CreateObject();
+#define X(f) put_int(ls, #f, s->f);
+    LOOP_INTS(X)
+#undef X
+    put_int(ls, "es_stopped", s->es_stopped);
+    put_int(ls, "data_rows", s->data_rows);
+    char fp[24];
+    snprintf(fp, sizeof fp, "%016llx", (unsigned long long)s->data_fp);
+    cJSON_AddItemToObject(ls, "data_fingerprint", cJSON_CreateString(fp));
+#define X(f) cJSON_AddItemToObject(ls, #f, num(s->f));
+    LOOP_REALS(X)
+#undef X
+    cJSON_AddItemToObject(j, "loop", ls);
+    cJSON *tl = cJSON_CreateArray();
+    for (int i = 0; i < nlines; i++)
+        cJSON_AddItemToArray(tl, cJSON_CreateString(lines[i]));
+    cJSON_AddItemToObject(j, "train", tl);
+    cJSON *sl = cJSON_CreateArray();
+    for (int i = 0; i < n_spec; i++)
+        cJSON_AddItemToArray(sl, cJSON_CreateString(spec_lines[i]));
+    cJSON_AddItemToObject(j, "spec_train", sl);
+    cJSON_AddItemToObject(j, "files", files);
+    return j;
+}
+
+/* A checkpoint of the same step from an earlier life (a resume of a finished run)
+ * trades places with the new one in one rename (RENAME_EXCHANGE), then is removed
+ * under the temporary name: a crash at any instant leaves a complete folder of that
+ * step. Where the file system cannot exchange, the old one goes aside by one rename
+ * before the new one takes its name by another: a complete folder of that step or
+ * none, never a half-removed one that --resume would take for the newest. 0 or -1. */
+static int put_in_place(const char *dir, const char *tmp, const char *fin, int64_t step)
+{
+    char old[RT_PATH_MAX + 64];
+    snprintf(old, sizeof old, "%s/.old_step_%08lld", dir, (long long)step);
+    rm_rf(old);
+    int exchanged = 0;
+    if (access(fin, F_OK) == 0) {
+        exchanged = renameat2(AT_FDCWD, tmp, AT_FDCWD, fin, RENAME_EXCHANGE) == 0;
+        if (!exchanged && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
+            return -1;
+        if (exchanged ? fsync_path(dir) != 0 : rename(fin, old) != 0 || fsync_path(dir) != 0)
+            return -1;
+    }
+    if (exchanged)
+        rm_rf(tmp);   /* the earlier life's */
+    else if (rename(tmp, fin) != 0 || fsync_path(dir) != 0)
+        return -1;
+    rm_rf(old);
+    return 0;
+}
+
+/* keep the newest checkpoint.keep, never the one just written (fin) */
+static void keep_newest(const rt_train_config *c, const char *dir, const char *fin)
+{
+    char f[RT_PATH_MAX + 160];
+    char **names;
+    int n = list_ckpts(dir, &names);
+    /* (with checkpoints off, the checkpoint of a signal removes none: the earlier ones
+     * are a run's from before, with its own keep) */
+    int64_t keep = c->ckpt_keep > 0 ? c->ckpt_keep : 1;
+    for (int i = 0; i < n; i++) {
+        snprintf(f, sizeof f, "%s/%s", dir, names[i]);
+        if (c->has_checkpoint && i < n - keep && strcmp(f, fin))
+            rm_rf(f);
+        free(names[i]);
+    }
+    free(names);
+}
+
 int rt_ckpt_save(const char *out, const rt_model *m, const rt_train_config *c,
                  const rt_loop_state *s, const float *params, const float *state,
                  rt_state_part part, char *const *lines, int nlines,
@@ -365,89 +509,15 @@ int rt_ckpt_save(const char *out, const rt_model *m, const rt_train_config *c,
     }
     if (failed)
         err = errno;
-    for (int k = 0; k < np; k++) {
-        StateModel sm;
-        state_model(&sm, m, parts[k]);
-        snprintf(f, sizeof f, "%s/%s.safetensors", tmp, parts[k]);
-        if (!part.sharded) {
-            if (!failed && rt_safetensors_write(f, &sm.m, state + (size_t)k * (size_t)m->param_floats) != 0) {
-                failed = 1;
-                err = errno;
-            }
-        } else {
-            rt_st_out *w = failed ? NULL : rt_st_open(f, &sm.m);
-            if (!failed && !w) {
-                failed = 1;
-                err = errno;
-            }
-            gather_part(w, &sm.m, state + (size_t)k * (size_t)(part.hi - part.lo), part.lo);
-            if (w && rt_st_close(w) != 0) {
-                failed = 1;
-                err = errno;
-            }
-        }
-        state_model_free(&sm);
-    }
-    /* each file's size and XXH64 (what `xxhsum -H1` prints), checked before a resume
-     * (rt_ckpt_verify): a file changed on the disk since is found, not trained on */
-    cJSON *files = cJSON_CreateObject();
-    char fnames[4][64];
-    int nf = 0;
-    snprintf(fnames[nf++], sizeof fnames[0], "model.safetensors");
-    snprintf(f, sizeof f, "%s/best.safetensors", tmp);
-    if (access(f, F_OK) == 0)
-        snprintf(fnames[nf++], sizeof fnames[0], "best.safetensors");
-    for (int k = 0; k < np; k++)
-        snprintf(fnames[nf++], sizeof fnames[0], "%s.safetensors", parts[k]);
-    for (int i = 0; !failed && i < nf; i++) {
-        uint64_t h;
-        int64_t bytes;
-        snprintf(f, sizeof f, "%s/%.63s", tmp, fnames[i]);
-        if (rt_file_xxh64(f, &h, &bytes) != 0) {
-            failed = 1;
-            err = errno;
-            break;
-        }
-        char hex[17];
-        snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
-        cJSON *e = cJSON_CreateObject();
-        put_int(e, "bytes", bytes);
-        cJSON_AddItemToObject(e, "xxh64", cJSON_CreateString(hex));
-        cJSON_AddItemToObject(files, fnames[i], e);
-    }
+    write_states(tmp, m, parts, np, state, part, &failed, &err);
+    cJSON *files = hash_files(tmp, parts, np, &failed, &err);
     if (failed) {              /* no half-written folder left behind (a full disk) */
         cJSON_Delete(files);
         rm_rf(tmp);
         errno = err;
         return -1;
     }
-    cJSON *j = cJSON_CreateObject();
-    cJSON_AddItemToObject(j, "trainc_checkpoint", cJSON_CreateNumber(1));
-    cJSON_AddItemToObject(j, "model", cJSON_CreateString(m->name));
-    cJSON_AddItemToObject(j, "model_hash", cJSON_CreateString(m->model_hash));
-    cJSON_AddItemToObject(j, "ranks", cJSON_CreateNumber(rt_dist_world()));
-    cJSON *ls = cJSON_CreateObject();
-#define X(f) put_int(ls, #f, s->f);
-    LOOP_INTS(X)
-#undef X
-    put_int(ls, "es_stopped", s->es_stopped);
-    put_int(ls, "data_rows", s->data_rows);
-    char fp[24];
-    snprintf(fp, sizeof fp, "%016llx", (unsigned long long)s->data_fp);
-    cJSON_AddItemToObject(ls, "data_fingerprint", cJSON_CreateString(fp));
-#define X(f) cJSON_AddItemToObject(ls, #f, num(s->f));
-    LOOP_REALS(X)
-#undef X
-    cJSON_AddItemToObject(j, "loop", ls);
-    cJSON *tl = cJSON_CreateArray();
-    for (int i = 0; i < nlines; i++)
-        cJSON_AddItemToArray(tl, cJSON_CreateString(lines[i]));
-    cJSON_AddItemToObject(j, "train", tl);
-    cJSON *sl = cJSON_CreateArray();
-    for (int i = 0; i < n_spec; i++)
-        cJSON_AddItemToArray(sl, cJSON_CreateString(spec_lines[i]));
-    cJSON_AddItemToObject(j, "spec_train", sl);
-    cJSON_AddItemToObject(j, "files", files);
+    cJSON *j = state_json(m, s, lines, nlines, spec_lines, n_spec, files);
     char *text = cJSON_Print(j);
     cJSON_Delete(j);
     char *sealed = text ? seal_state(text) : NULL;
@@ -461,49 +531,11 @@ int rt_ckpt_save(const char *out, const rt_model *m, const rt_train_config *c,
         errno = err;
         return -1;
     }
-    /* A checkpoint of the same step from an earlier life (a resume of a finished run)
-     * trades places with the new one in one rename (RENAME_EXCHANGE), then is removed
-     * under the temporary name: a crash at any instant leaves a complete folder of that
-     * step. Where the file system cannot exchange, the old one goes aside by one rename
-     * before the new one takes its name by another: a complete folder of that step or
-     * none, never a half-removed one that --resume would take for the newest. */
-    char old[RT_PATH_MAX + 64];
-    snprintf(old, sizeof old, "%s/.old_step_%08lld", dir, (long long)s->step);
-    rm_rf(old);
-    int exchanged = 0;
-    if (access(fin, F_OK) == 0) {
-        exchanged = renameat2(AT_FDCWD, tmp, AT_FDCWD, fin, RENAME_EXCHANGE) == 0;
-        if (!exchanged && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
-            return -1;
-        if (exchanged ? fsync_path(dir) != 0 : rename(fin, old) != 0 || fsync_path(dir) != 0)
-            return -1;
-    }
-    if (exchanged)
-        rm_rf(tmp);   /* the earlier life's */
-    else if (rename(tmp, fin) != 0 || fsync_path(dir) != 0)
+    if (put_in_place(dir, tmp, fin, s->step) != 0)
         return -1;
-    rm_rf(old);
     /* the temporary folders of checkpoints a crash or a second signal cut short */
     clean_stale(dir, tmp);
-    /* keep the newest `keep` */
-    char **names;
-    int n = list_ckpts(dir, &names);
-    /* (with checkpoints off, the checkpoint of a signal removes none: the earlier ones
-     * are a run's from before, with its own keep) */
-    if (!c->has_checkpoint) {
-        for (int i = 0; i < n; i++)
-            free(names[i]);
-        free(names);
-        return 0;
-    }
-    int64_t keep = c->ckpt_keep > 0 ? c->ckpt_keep : 1;
-    for (int i = 0; i < n; i++) {
-        snprintf(f, sizeof f, "%s/%s", dir, names[i]);
-        if (i < n - keep && strcmp(f, fin))   /* never the one just written */
-            rm_rf(f);
-        free(names[i]);
-    }
-    free(names);
+    keep_newest(c, dir, fin);
     return 0;
 }
 
@@ -511,7 +543,7 @@ int rt_ckpt_save(const char *out, const rt_model *m, const rt_train_config *c,
  * where and with how much memory to compute, never what is computed (recomputation
  * gives the same bits: a run that ran out of memory may go on with recompute full);
  * and where the data files are (moved, or each rank's own): that they hold the same
- * data is the loop's check, by the fingerprint state.json records (loop.c,
+ * data is the loop's check, by the fingerprint state.json records (resume.c,
  * check_same_data). Early stopping may change but for what it monitors
  * (rt_ckpt_load compares best_monitor's then and now). */
 static int may_differ(const char *key)
@@ -550,7 +582,7 @@ static const char *array_value(const cJSON *tl, const char *key)
 }
 
 /* What best.safetensors and the early-stopping state are kept in the terms of: early
- * stopping's monitor and mode, or val_loss and min without it (loop.c's best_mode). */
+ * stopping's monitor and mode, or val_loss and min without it (train.c's best_mode). */
 static void best_monitor(const char *on, const char *mon, const char *mode, char *out, size_t n)
 {
     int es = on && !strcmp(on, "true");

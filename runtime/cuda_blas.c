@@ -685,3 +685,15 @@ void rt_cu_gemm_dgelu(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N
     void *args[] = {&d, &x0, &M, &N, &ldd};
     rt_cu_launch(e, "rt_dgelu", rt_cu_grid_for(e, M * N), 1, 1, 256, 1, 0, args);
 }
+
+/* The GEMMs as the GPU's twins of the CPU calls, handed to the device layer. */
+void rt_cu_blas_register(void)
+{
+    static const rt_gpu_calls gemms = {
+        .gemm = rt_cu_gemm,
+        .gemm_bias = rt_cu_gemm_bias,
+        .gemm_dbias = rt_cu_gemm_dbias,
+        .gemm_dgelu = rt_cu_gemm_dgelu,
+    };
+    rt_cu_register(&gemms);
+}

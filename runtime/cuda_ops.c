@@ -615,3 +615,29 @@ void rt_cu_optim_step_clip(rt_exec *e, const rt_train_config *c, const rt_model 
 {
     optim_step(e, c, m, params, grads, state, t, lr, 1.0f, sumsq);
 }
+
+/* ---- registration -------------------------------------------------------------------- */
+
+/* This file's twins of the CPU calls, handed to the device layer (which knows no op). */
+void rt_cu_ops_register(void)
+{
+    static const rt_gpu_calls ops = {
+        .colsum_add = rt_cu_colsum_add,
+        .rowsum_add = rt_cu_rowsum_add,
+        .im2col = rt_cu_im2col,
+        .col2im = rt_cu_col2im,
+        .maxpool2d_fwd = rt_cu_maxpool2d_fwd,
+        .maxpool2d_bwd = rt_cu_maxpool2d_bwd,
+        .avgpool2d_fwd = rt_cu_avgpool2d_fwd,
+        .avgpool2d_bwd = rt_cu_avgpool2d_bwd,
+        .layernorm_fwd = rt_cu_layernorm_fwd,
+        .layernorm_bwd = rt_cu_layernorm_bwd,
+        .cross_entropy = rt_cu_cross_entropy,
+        .mse = rt_cu_mse,
+        .attention_fwd = rt_cu_attention_fwd,
+        .attention_bwd = rt_cu_attention_bwd,
+        .embedding_fwd = rt_cu_embedding_fwd,
+        .embedding_bwd = rt_cu_embedding_bwd,
+    };
+    rt_cu_register(&ops);
+}

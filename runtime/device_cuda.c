@@ -389,29 +389,32 @@ static CUfunction lookup(rt_cu *d, const char *name)
     rt_die("more than %d kernels", FN_SLOTS);
 }
 
-static const rt_gpu_calls calls = {
-    .launch_ew = rt_cu_launch_ew,
-    .gemm = rt_cu_gemm,
-    .gemm_bias = rt_cu_gemm_bias,
-    .gemm_dbias = rt_cu_gemm_dbias,
-    .gemm_dgelu = rt_cu_gemm_dgelu,
-    .colsum_add = rt_cu_colsum_add,
-    .rowsum_add = rt_cu_rowsum_add,
-    .im2col = rt_cu_im2col,
-    .col2im = rt_cu_col2im,
-    .maxpool2d_fwd = rt_cu_maxpool2d_fwd,
-    .maxpool2d_bwd = rt_cu_maxpool2d_bwd,
-    .avgpool2d_fwd = rt_cu_avgpool2d_fwd,
-    .avgpool2d_bwd = rt_cu_avgpool2d_bwd,
-    .layernorm_fwd = rt_cu_layernorm_fwd,
-    .layernorm_bwd = rt_cu_layernorm_bwd,
-    .cross_entropy = rt_cu_cross_entropy,
-    .mse = rt_cu_mse,
-    .attention_fwd = rt_cu_attention_fwd,
-    .attention_bwd = rt_cu_attention_bwd,
-    .embedding_fwd = rt_cu_embedding_fwd,
-    .embedding_bwd = rt_cu_embedding_bwd,
-};
+/* The GPU's twins of the CPU calls (rt.h's rt_gpu_calls): the ops files register
+ * theirs (rt_cu_ops_register, rt_cu_blas_register call rt_cu_register); this layer
+ * adds its own elementwise launch and knows no op. */
+static rt_gpu_calls calls = {.launch_ew = rt_cu_launch_ew};
+
+void rt_cu_register(const rt_gpu_calls *part)
+{
+    enum { N = sizeof calls / sizeof(void (*)(void)) };
+    void (**to)(void) = (void (**)(void))&calls;
+    void (*const *from)(void) = (void (*const *)(void))part;
+    for (int i = 0; i < N; i++)
+        if (from[i])
+            to[i] = from[i];
+}
+
+/* every entry registered: an ops file left out fails here, at the device's opening,
+ * not at its first call */
+static void check_calls(void)
+{
+    enum { N = sizeof calls / sizeof(void (*)(void)) };
+    void (*const *at)(void) = (void (*const *)(void))&calls;
+    for (int i = 0; i < N; i++)
+        if (!at[i])
+            rt_die("GPU call %d of rt_gpu_calls is not registered (the ops files "
+                   "register before the device opens)", i);
+}
 
 static rt_cu *cu_open(const rt_cuda_image *img, int local_rank, int quiet)
 {
@@ -426,6 +429,7 @@ static rt_cu *cu_open(const rt_cuda_image *img, int local_rank, int quiet)
                 "--map-by ppr:%d:node), or train on the CPU with --device cpu",
                 rt_dist_local_world(), count, count == 1 ? "" : "s", count, count == 1 ? "" : "s",
                 count, count);
+    check_calls();
     rt_cu *d = rt_xmalloc(sizeof *d);
     d->calls = &calls;
     d->quiet = quiet;
@@ -614,7 +618,7 @@ void rt_cu_download(void *dst, rt_dptr src, size_t bytes)
         CU(p_cuMemcpyDtoH(dst, src, bytes));
 }
 
-/* ---- the trainer's use of the device (loop.c) ------------------------------------------ */
+/* ---- the trainer's use of the device (setup.c, step.c) ------------------------------ */
 
 static size_t align_up(size_t n) { return (n + 255) & ~(size_t)255; }
 

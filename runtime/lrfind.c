@@ -5,7 +5,7 @@
  * suggestion the rate where the smoothed loss falls fastest (the least of its
  * differences by step, central inside, one-sided at the ends: numpy.gradient), the
  * first 10 points and the last one left out, and (unlike Lightning) those after the
- * smoothed loss's least value. loop.c runs the steps; this file keeps
+ * smoothed loss's least value. mode_lrfind.c runs the steps; this file keeps
  * the curve and writes it (lr_find.jsonl, lr_find.svg by metrics.c). */
 #include <errno.h>
 #include <math.h>

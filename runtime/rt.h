@@ -62,7 +62,7 @@ uint64_t rt_xxh64(const void *p, size_t n, uint64_t seed);
 /* ---- the GPU's versions of the runtime calls -------------------------------- */
 
 /* On a GPU, e->dev points at the device layer's state, whose first member points at
- * this table (device_cuda.c fills it with cuda_ops.c's and cuda_blas.c's functions):
+ * this table (the ops files register their functions in it, rt_cu_register):
  * the CPU calls hand over through it, so CPU-only code links without the device layer. */
 typedef struct rt_gpu_calls {
     void (*launch_ew)(rt_exec *e, const char *name, int64_t n, int nargs, void **args);
@@ -367,19 +367,21 @@ void rt_loader_free(rt_loader *l);
 /* Calls fn on every batch buffer the loader fills (a GPU trainer page-locks them). */
 void rt_loader_each_buffer(rt_loader *l, void (*fn)(void *p, size_t n, void *ctx), void *ctx);
 
-/* ---- random numbers (seeded, reproducible, portable) --------------------- */
+/* ---- random numbers (rng.c: seeded, reproducible, portable) ---------------- */
 
 typedef struct rt_rng { uint64_t s[4]; } rt_rng;   /* xoshiro256** */
 void rt_rng_seed(rt_rng *r, uint64_t seed);
 uint64_t rt_rng_u64(rt_rng *r);
 double rt_rng_uniform(rt_rng *r);                   /* [0, 1) */
 double rt_rng_normal(rt_rng *r);                    /* Box-Muller */
+/* Uniform in [0, n), n >= 1, without modulo bias (the loader's shuffle). */
+uint64_t rt_rng_below(rt_rng *r, uint64_t n);
 /* Moves the state n draws on (rt_rng_u64 calls), in 256 steps whatever n is, so that
- * threads can each fill their part of one stream (data.c says how). */
+ * threads can each fill their part of one stream (rng.c says how). */
 void rt_rng_jump(rt_rng *r, uint64_t n);
 /* The same for 2^k draws, k < 256 (k = 128: the authors' jump(), 192: long_jump()). */
 void rt_rng_jump_pow2(rt_rng *r, int k);
-/* state = sum c_i T^i state, T one step and c_i bit i % 64 of c[i / 64] (data.c). */
+/* state = sum c_i T^i state, T one step and c_i bit i % 64 of c[i / 64] (rng.c). */
 void rt_rng_apply_poly(rt_rng *r, const uint64_t c[4]);
 
 /* ---- safetensors --------------------------------------------------------- */
@@ -433,7 +435,7 @@ void rt_plot_lr_find(const char *dir, const double *lr, const double *loss, int6
                      double suggested);
 void rt_metrics_close(rt_metrics *mt);
 
-/* The trainer options, one a line (loop.c): a trainer's --help and `trainc help run`
+/* The trainer options, one a line (options.c): a trainer's --help and `trainc help run`
  * (m NULL: any trainer). */
 void rt_trainer_options(FILE *f, const rt_model *m);
 /* The trainer's options that take a value (--out, --set, ...), NULL-terminated: each

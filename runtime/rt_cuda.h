@@ -9,6 +9,10 @@
  *                  entropy, attention, ...): each computes a launch configuration and
  *                  launches a kernel of templates/cuda/ by name
  *
+ * The device layer knows no op: the ops files register their twins of the CPU calls
+ * with it (rt_cu_ops_register, rt_cu_blas_register, before the device opens), and it hands them to the CPU calls
+ * through rt.h's rt_gpu_calls.
+ *
  * Device pointers travel in the same places host pointers do on the CPU (rt_exec's
  * arena, params, grads, in[]): the generated host code does the same pointer
  * arithmetic on both and never dereferences them, so one host.c serves both.
@@ -28,6 +32,15 @@ typedef struct rt_cu_stat {
 } rt_cu_stat;
 
 /* ---- the device layer (device_cuda.c) -------------------------------------------- */
+
+/* An ops file's twins of the CPU calls into the device's table (the entries `part`
+ * sets; the others stay as they are). The device dies at its opening when an entry
+ * is still missing. */
+void rt_cu_register(const rt_gpu_calls *part);
+/* Each ops file registers its part (a trainer before rt_cu_init, setup.c; a test
+ * before rt_cu_test_open). */
+void rt_cu_ops_register(void);    /* cuda_ops.c */
+void rt_cu_blas_register(void);   /* cuda_blas.c */
 
 /* Launch kernel `name` of the loaded module on the compute stream. `args` as for
  * cuLaunchKernel: one pointer to each argument's value. Dies naming the kernel when
@@ -73,7 +86,7 @@ int rt_cu_probe(char *why, size_t n, int *count);
 /* "no CUDA device found" with the reason and a hint; exits 2. */
 _Noreturn void rt_cu_no_device(const char *why);
 
-/* The trainer's device (loop.c): opens GPU local_rank % count, loads the kernels and
+/* The trainer's device (setup.c): opens GPU local_rank % count, loads the kernels and
  * allocates everything (parameters + gradients + optimizer state in one block, the
  * arena of Bmax * arena_row_bytes in another, inputs/stats/scratch/workspace in a
  * third; the loss statistics of up to `passes` passes a step); sets e->dev, e->arena,

@@ -1,4 +1,6 @@
-/* rt_loop.h: the training loop's pieces (optim.c, loop.c). */
+/* rt_loop.h: the training loop's pieces: the optimizer (optim.c), early stopping
+ * (earlystop.c), the lr range test's curve (lrfind.c), --profile (prof.c), data
+ * parallelism (ddp.c, zero.c), checkpoints (ckpt.c). run.h has the run's parts. */
 #ifndef RT_LOOP_H
 #define RT_LOOP_H
 

@@ -22,7 +22,7 @@
  * On GPUs the same shards, through NCCL (nccl.c): ddp.c hands each bucket to
  * rt_nccl_reduce_shards (one ncclReduce to each shard's owner, in place, so nothing
  * moves), cuda_ops.c's optimizer updates the shard with the shard's state, and
- * loop.c gathers the parameters with rt_nccl_gather_shards. zero2's region there is
+ * step.c gathers the parameters with rt_nccl_gather_shards. zero2's region there is
  * backed on demand with the driver's virtual memory calls (device_cuda.c, "zero2's
  * gradient region"), not by this file.
  *

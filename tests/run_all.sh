@@ -25,9 +25,9 @@ SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
 UCC="cc -std=gnu11 -O1 -g $SAN -Iruntime -Icompiler"
 
 # unit tests of the runtime, under AddressSanitizer and UBSan
-check unit/build_data     $UCC tests/unit/test_data.c runtime/data.c runtime/init.c runtime/kernels.c runtime/util.c -lopenblas -lpthread -lm -o $T/test_data
+check unit/build_data     $UCC tests/unit/test_data.c runtime/data.c runtime/rng.c runtime/init.c runtime/kernels.c runtime/util.c -lopenblas -lpthread -lm -o $T/test_data
 check unit/data           $T/test_data
-check unit/build_tokens   $UCC tests/unit/test_tokens.c runtime/data.c runtime/util.c -lpthread -lm -o $T/test_tokens
+check unit/build_tokens   $UCC tests/unit/test_tokens.c runtime/data.c runtime/rng.c runtime/util.c -lpthread -lm -o $T/test_tokens
 check unit/tokens         $T/test_tokens
 check unit/build_io       $UCC tests/unit/test_io.c runtime/safetensors.c runtime/metrics.c runtime/util.c -lcjson -lm -o $T/test_io
 check unit/io             $T/test_io

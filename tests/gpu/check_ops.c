@@ -1575,6 +1575,10 @@ int main(int argc, char **argv)
         src = rt_xmalloc(strlen(def) + strlen(body) + 1);
         strcat(strcpy(src, def), body);
     }
+#ifndef CHECK_OPS_EMU
+    rt_cu_ops_register();   /* the ops files register with the device layer */
+    rt_cu_blas_register();
+#endif
     G = rt_cu_test_open(src, 64u << 20);   /* exits 2 without a GPU */
     dev = (region){rt_cu_alloc(1u << 30), 0, 1u << 30};
     dev32 = (region){rt_cu_alloc(256u << 20), 0, 256u << 20};

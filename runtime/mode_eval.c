@@ -1,0 +1,38 @@
+/* mode_eval.c: --eval, the weights validated (and sampled) without training; the
+ * result one JSON line on stdout, nothing written. */
+#include "run.h"
+
+/* --eval: the weights as loaded (--init, --resume's checkpoint, or initialized) are
+ * validated once on data.val (validate.batches counts) and, with --sample, sampled;
+ * nothing is trained and nothing written: the result is one JSON line on stdout. */
+int rt_eval_mode(Run *r)
+{
+    const rt_model *m = r->m;
+    if (!r->has_val && r->o.sample <= 0)
+        rt_input_error("--eval needs validation data (data.val), or --sample to generate from "
+                       "the weights");
+    if (r->gpu)
+        rt_cu_put_params(&r->e, m, r->params, r->state, r->state_floats);
+    if (r->has_val) {
+        double t0 = rt_now();
+        Eval ev = rt_validate(r);
+        if (r->rank == 0) {
+            char a[40], b[40];
+            printf("{\"event\":\"eval\",\"val_loss\":%s", rt_json_num(a, ev.loss));
+            if (m->loss == RT_LOSS_CROSS_ENTROPY)
+                printf(",\"val_acc\":%s", rt_json_num(b, ev.acc));
+            printf(",\"terms\":%lld,\"time_s\":%.3f}\n", (long long)ev.terms, rt_now() - t0);
+            fflush(stdout);
+            fprintf(stderr, "trainc: eval: val_loss %.4f", rt_nan_plain(ev.loss));
+            if (m->loss == RT_LOSS_CROSS_ENTROPY)
+                fprintf(stderr, ", val_acc %.2f%%", 100.0 * ev.acc);
+            fprintf(stderr, " over %lld %s\n", (long long)ev.terms,
+                    m->loss == RT_LOSS_CROSS_ENTROPY ? "targets" : "values");
+        }
+    }
+    rt_run_close_gpu(r);
+    if (r->rank == 0 && r->o.sample > 0)
+        rt_sample(r);
+    rt_dist_finalize();
+    return RT_EXIT_OK;
+}

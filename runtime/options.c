@@ -1,0 +1,350 @@
+/* options.c: the trainer's command line, from one table of options. Each row gives an
+ * option's name, whether it takes a value, who sees it in --help and what it says
+ * there, and the function that reads it: the parser, --help (rt_trainer_options), the
+ * names suggested for a misspelt option and rt_trainer_value_options (trainc's own
+ * command line splits --NAME=VALUE with it) all come from these rows. */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include "run.h"
+
+/* ---- reading the values ------------------------------------------------------------- */
+
+static void set_out(Opts *o, const char *v) { o->out = v; }
+static void set_init(Opts *o, const char *v) { o->init = v; }
+static void set_resume(Opts *o, const char *v) { o->resume = v; }
+static void set_quiet(Opts *o, const char *v) { (void)v, o->quiet = 1; }
+static void set_eval(Opts *o, const char *v) { (void)v, o->eval = 1; }
+static void set_lr_find(Opts *o, const char *v) { (void)v, o->lr_find = 1; }
+static void set_profile(Opts *o, const char *v) { (void)v, o->profile = 1; }
+/* developer option: finite-difference check, see tests/ */
+static void set_gradcheck(Opts *o, const char *v) { (void)v, o->gradcheck = 1; }
+
+static void set_set(Opts *o, const char *v)
+{
+    if (o->n_sets == 256)
+        rt_input_error("too many --set options");
+    o->sets[o->n_sets++] = v;
+}
+
+static void set_device(Opts *o, const char *d)
+{
+    if (!strcmp(d, "cpu"))
+        o->device = RT_DEVICE_CPU;
+    else if (!strcmp(d, "auto"))
+        o->device = RT_DEVICE_AUTO;
+    else if (!strcmp(d, "cuda"))
+        o->device = RT_DEVICE_CUDA;
+    else
+        rt_input_error("--device: expected cpu, cuda or auto, got '%s'", d);
+}
+
+static void set_threads(Opts *o, const char *t)
+{
+    char *end;
+    long v = strtol(t, &end, 10);
+    if (*end || v < 1 || v > 1024)
+        rt_input_error("--threads: expected an integer from 1 to 1024, got '%s'", t);
+    o->threads = (int)v;
+}
+
+/* an integer from 0 to most for option `name` */
+static long long count_of(const char *name, const char *t, long long most)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(t, &end, 10);
+    if (*end || !*t || errno == ERANGE || v < 0 || v > most)
+        rt_input_error("%s: expected an integer from 0 to %lld, got '%s'", name, most, t);
+    return v;
+}
+
+static void set_sample(Opts *o, const char *t)
+{
+    o->sample = count_of("--sample", t, 100000000);
+    o->sampling = 1;
+}
+
+static void set_sample_seed(Opts *o, const char *t)
+{
+    o->sample_seed = count_of("--sample-seed", t, LLONG_MAX);
+    o->sampling_opt = "--sample-seed";
+}
+
+static void set_temperature(Opts *o, const char *t)
+{
+    char *end;
+    double v = strtod(t, &end);
+    if (*end || !(v > 0) || !isfinite(v))
+        rt_input_error("--temperature: expected a number > 0, got '%s'", t);
+    o->temperature = v;
+    o->sampling_opt = "--temperature";
+}
+
+static void set_prompt(Opts *o, const char *v)
+{
+    o->prompt = v;
+    o->sampling_opt = "--prompt";
+}
+
+static void set_lr_find_steps(Opts *o, const char *t)
+{
+    char *end;
+    long long v = strtoll(t, &end, 10);
+    if (*end || v < 2 || v > 100000)
+        rt_input_error("--lr-find-steps: expected an integer from 2 to 100000, got '%s'", t);
+    o->lr_find_steps = v;
+}
+
+static void set_lr_find_range(Opts *o, const char *t)
+{
+    char *end, *end2;
+    double lo = strtod(t, &end), hi = *end == ',' ? strtod(end + 1, &end2) : NAN;
+    if (*end != ',' || *end2 || !(lo > 0) || !(hi > lo) || !isfinite(hi))
+        rt_input_error("--lr-find-range: expected LO,HI with 0 < LO < HI, got '%s'", t);
+    o->lr_find_lo = lo;
+    o->lr_find_hi = hi;
+}
+
+/* ---- the table ------------------------------------------------------------------------ */
+
+/* Who sees an option in --help: every trainer; token models (and `trainc help run`,
+ * which has no model); nobody (--help itself, developer options, aliases). */
+enum { SHOWN, TOKENS, HIDDEN };
+/* What an option does besides setting a field. */
+enum { READ, HELP, VERSION };
+
+/* X(name, V: takes a value or F: a flag, metavar, who sees it, suggested for a
+ *   misspelt name, what it does, the function that reads it, its help)
+ * In --help the order of the rows, "name metavar" in 22 columns, the help's lines
+ * ("\n") under each other; {name}, {devices}, {whom} and {where} stand for the
+ * model's name and the devices it was built for. */
+#define TRAINER_OPTIONS(X)                                                                     \
+    X("--out", V, "DIR", SHOWN, 1, READ, set_out,                                              \
+      "where outputs go (default: out_dir, else runs/{name})")                                 \
+    X("--set", V, "KEY=VALUE", SHOWN, 1, READ, set_set,                                        \
+      "override a training-spec field, e.g. --set optimizer.lr=3e-4")                          \
+    X("--init", V, "FILE", SHOWN, 1, READ, set_init,                                           \
+      "start from these weights (safetensors)")                                                \
+    X("--device", V, "{devices}", SHOWN, 1, READ, set_device, "where to run ({whom}: {where})") \
+    X("--threads", V, "N", SHOWN, 1, READ, set_threads, "CPU threads (default: all cores)")     \
+    X("--quiet", F, "", SHOWN, 1, READ, set_quiet, "no progress line")                         \
+    X("--resume", V, "DIR", SHOWN, 1, READ, set_resume,                                        \
+      "continue DIR's run from its newest checkpoint")                                         \
+    X("--eval", F, "", SHOWN, 1, READ, set_eval,                                               \
+      "no training: validate the weights (--init FILE, --resume DIR's\n"                       \
+      "checkpoint, else the spec's initialization) on data.val, print\n"                       \
+      "the result as a JSON line, write nothing")                                              \
+    X("--sample", V, "N", TOKENS, 1, READ, set_sample,                                         \
+      "token models: print N generated tokens (bytes) after training")                         \
+    X("--temperature", V, "T", TOKENS, 1, READ, set_temperature,                               \
+      "sampling temperature (default 1.0)")                                                    \
+    X("--sample-seed", V, "S", TOKENS, 1, READ, set_sample_seed,                               \
+      "sampling seed (default: the training seed)")                                            \
+    X("--prompt", V, "TEXT", TOKENS, 1, READ, set_prompt,                                      \
+      "text the sample continues (default: a newline)")                                        \
+    X("--lr-find", F, "", SHOWN, 1, READ, set_lr_find,                                         \
+      "no training: the learning-rate range test (Lightning's\n"                               \
+      "lr_find): steps at rates growing from 1e-8 to 1, stopped when\n"                        \
+      "the loss blows up; writes OUT/lr_find.jsonl and lr_find.svg and\n"                      \
+      "prints the rate where the loss falls fastest")                                          \
+    X("--lr-find-steps", V, "N", SHOWN, 1, READ, set_lr_find_steps, "its steps (default 100)")  \
+    X("--lr-find-range", V, "LO,HI", SHOWN, 1, READ, set_lr_find_range,                        \
+      "its rates (default 1e-8,1)")                                                            \
+    X("--profile", F, "", SHOWN, 1, READ, set_profile,                                         \
+      "time each instruction of the training steps after the\n"                                \
+      "first two: OUT/profile.json and a table at the end")                                    \
+    X("--version", F, "", SHOWN, 1, VERSION, NULL,                                             \
+      "the model, its spec hash and the trainc that built this trainer")                       \
+    X("--help", F, "", HIDDEN, 1, HELP, NULL, "")                                              \
+    X("-h", F, "", HIDDEN, 0, HELP, NULL, "")                                                  \
+    X("--gradcheck", F, "", HIDDEN, 0, READ, set_gradcheck, "")
+
+typedef struct Option {
+    const char *name;
+    int value;                 /* takes a value */
+    const char *meta;
+    int shown, named, does;
+    void (*read)(Opts *o, const char *value);
+    const char *help;
+} Option;
+
+enum { F = 0, V = 1 };
+#define ROW(name, value, meta, shown, named, does, read, help) \
+    {name, value, meta, shown, named, does, read, help},
+static const Option options[] = {TRAINER_OPTIONS(ROW)};
+#undef ROW
+enum { N_OPTIONS = sizeof options / sizeof *options };
+
+/* the names of the options that take a value (V), NULL-terminated */
+#define VALUE_NAME_V(name) name,
+#define VALUE_NAME_F(name)
+#define VALUE_NAME(name, value, ...) VALUE_NAME_##value(name)
+const char *const rt_trainer_value_options[] = {TRAINER_OPTIONS(VALUE_NAME) NULL};
+#undef VALUE_NAME
+
+/* the names a misspelt option may be taken for, NULL-terminated (rt_closest) */
+static const char *const *named_options(void)
+{
+    static const char *names[N_OPTIONS + 1];
+    int n = 0;
+    for (int i = 0; i < N_OPTIONS; i++)
+        if (options[i].named)
+            names[n++] = options[i].name;
+    names[n] = NULL;
+    return names;
+}
+
+/* ---- --help ----------------------------------------------------------------------------- */
+
+/* A model --sample can draw from: an i32 [T] input and cross-entropy logits [T, vocab]. */
+int rt_token_model(const rt_model *m)
+{
+    const rt_input *in = &m->inputs[0];
+    int64_t T = in->rank == 1 ? in->shape[0] : 0;
+    return m->n_inputs == 2 && rt_batch_dtype(in) == RT_I32 && T > 0 &&
+           m->loss == RT_LOSS_CROSS_ENTROPY && m->pred_numel % T == 0;
+}
+
+/* s with {name}, {devices}, {whom}, {where} filled in, into buf */
+static const char *fill(char *buf, size_t n, const char *s, const rt_model *m)
+{
+    int cpu = !m || (m->devices & RT_HAS_CPU), cuda = !m || ((m->devices & RT_HAS_CUDA) && m->cuda);
+    const char *const keys[][2] = {
+        {"{name}", m ? m->name : "NAME"},
+        {"{devices}", cpu && cuda ? "cpu|cuda|auto" : cuda ? "cuda|auto" : "cpu|auto"},
+        {"{whom}", m ? "this trainer" : "as built"},
+        {"{where}", cpu && cuda ? "CPU or GPU; auto takes a GPU if there is one" : cuda ? "GPU" : "CPU"},
+    };
+    size_t u = 0;
+    buf[0] = 0;
+    while (*s && u + 1 < n) {
+        size_t k = 0, nk = sizeof keys / sizeof *keys;
+        while (k < nk && strncmp(s, keys[k][0], strlen(keys[k][0])))
+            k++;
+        if (k < nk) {
+            u += (size_t)snprintf(buf + u, n - u, "%s", keys[k][1]);
+            s += strlen(keys[k][0]);
+        } else
+            buf[u++] = *s++, buf[u] = 0;
+    }
+    return buf;
+}
+
+/* The options' lines of --help: "  NAME META" in 22 columns, the help beside it and its
+ * further lines under it (m NULL: `trainc help run`, for any trainer). */
+void rt_trainer_options(FILE *f, const rt_model *m)
+{
+    for (int i = 0; i < N_OPTIONS; i++) {
+        const Option *op = &options[i];
+        if (op->shown == HIDDEN || (op->shown == TOKENS && m && !rt_token_model(m)))
+            continue;
+        char meta[64], head[96], help[512];
+        snprintf(head, sizeof head, "%s%s%s", op->name, op->meta[0] ? " " : "",
+                 fill(meta, sizeof meta, op->meta, m));
+        fill(help, sizeof help, op->help, m);
+        fprintf(f, "  %-22s ", head);
+        for (const char *l = help; *l;) {
+            size_t len = strcspn(l, "\n");
+            fprintf(f, "%s%.*s\n", l == help ? "" : "                         ", (int)len, l);
+            l += len + (l[len] == '\n');
+        }
+    }
+}
+
+/* argv0: the trainer's own path as it was started, or "trainc run" (jit.c) */
+static void trainer_usage(const rt_model *m, const char *argv0)
+{
+    if (!strcmp(argv0, "trainc run"))
+        printf("usage: trainc run SPEC... [options]   (%s)\n\n", m->name);
+    else
+        printf("usage: %s [options]   (%s)\n\n", argv0, m->name);
+    rt_trainer_options(stdout, m);
+}
+
+/* ---- parsing ------------------------------------------------------------------------------ */
+
+static const Option *find(const char *name)
+{
+    for (int i = 0; i < N_OPTIONS; i++)
+        if (!strcmp(name, options[i].name))
+            return &options[i];
+    return NULL;
+}
+
+/* An option's value: its "=VALUE" part (--out=DIR) when it has one, else the next
+ * argument, which must not be an option itself (--resume --quiet). */
+static const char *need(int argc, char **argv, int *i, const char *inline_value)
+{
+    if (inline_value)
+        return inline_value;
+    if (*i + 1 >= argc)
+        rt_input_error("%s needs a value", argv[*i]);
+    const Option *op = find(argv[*i + 1]);
+    if (op && op->named)
+        rt_input_error("%s needs a value, got the option %s", argv[*i], argv[*i + 1]);
+    return argv[++*i];
+}
+
+/* The option argv[*i] names (--out=DIR as --out DIR: *inl then points at DIR), or exit 1
+ * naming the closest one. */
+static const Option *option_at(char **argv, int i, const char **inl)
+{
+    const char *a = argv[i], *eq = strchr(a, '=');
+    char name[32];
+    *inl = NULL;
+    if (!strncmp(a, "--", 2) && eq && (size_t)(eq - a) < sizeof name) {
+        snprintf(name, sizeof name, "%.*s", (int)(eq - a), a);
+        const Option *op = find(name);
+        if (op && op->value) {
+            *inl = eq + 1;
+            return op;
+        }
+    }
+    const Option *op = find(a);
+    if (op)
+        return op;
+    const char *near = rt_closest(a, named_options());
+    rt_input_error("unknown option '%s'%s%s%s", a, near ? "; did you mean '" : "",
+                   near ? near : "", near ? "'?" : "");
+}
+
+/* The options that belong to another or exclude each other. */
+static void check_together(const Opts *o)
+{
+    if (o->sampling_opt && !o->sampling)
+        rt_input_error("%s is an option of --sample; add --sample N", o->sampling_opt);
+    if ((o->lr_find_steps || o->lr_find_lo > 0) && !o->lr_find)
+        rt_input_error("%s is an option of --lr-find; add --lr-find",
+                       o->lr_find_steps ? "--lr-find-steps" : "--lr-find-range");
+    if (o->profile && (o->lr_find || o->eval || o->gradcheck))
+        rt_input_error("--profile times training: not with %s", o->lr_find ? "--lr-find"
+                       : o->eval ? "--eval" : "--gradcheck");
+    if (o->lr_find && (o->resume || o->eval || o->gradcheck || o->sample))
+        rt_input_error("--lr-find runs on its own: not with %s", o->resume ? "--resume"
+                       : o->eval ? "--eval" : o->gradcheck ? "--gradcheck" : "--sample");
+}
+
+void rt_opts_parse(const rt_model *m, int argc, char **argv, Opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->device = -1;
+    o->temperature = 1.0;
+    o->sample_seed = -1;
+    for (int i = 1; i < argc; i++) {
+        const char *inl;
+        const Option *op = option_at(argv, i, &inl);
+        if (op->does == HELP) {
+            trainer_usage(m, argc > 0 && argv[0] ? argv[0] : "trainer");
+            exit(0);
+        }
+        if (op->does == VERSION) {
+            printf("%s trainer (spec hash %s), built by trainc %s\n", m->name, m->spec_hash,
+                   TRAINC_VERSION);
+            exit(0);
+        }
+        op->read(o, op->value ? need(argc, argv, &i, inl) : NULL);
+    }
+    check_together(o);
+}

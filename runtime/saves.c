@@ -1,0 +1,76 @@
+/* saves.c: what a run saves of its weights: checkpoints (every rank takes part),
+ * best.safetensors and the final model.safetensors (rank 0 writes). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include "run.h"
+
+/* Rank 0 writes OUT/file */
+static void write_weights(Run *r, const char *file)
+{
+    rt_pull_params(r, 0);
+    char path[RT_PATH_MAX + 64];
+    rt_join_path(path, sizeof path, r->out, file);
+    if (rt_safetensors_write(path, r->m, r->params) != 0)
+        rt_fail("cannot write %s: %s%s", path, strerror(errno), rt_full_hint(errno));
+}
+
+/* Every rank calls it during training (rank 0 writes; the others wait in
+ * rt_barrier_solo, not in the next step's collectives, whose watchdog does not know
+ * rank 0 is writing). */
+void rt_save_weights(Run *r, const char *file)
+{
+    if (r->rank == 0)
+        write_weights(r, file);
+    rt_barrier_solo();
+}
+
+/* The final weights. Right after a checkpoint, model.safetensors is a second name of
+ * the weights file of that checkpoint (of this step: the same bytes, 0.5 GB once, not
+ * twice, for GPT-2); written where the file system has no hard links. */
+void rt_save_final(Run *r, int after_ckpt, int64_t step)
+{
+    if (r->rank != 0)
+        return;
+    rt_out_check(r->out);
+    char src[RT_PATH_MAX + 96], dst[RT_PATH_MAX + 64];
+    rt_join_path(dst, sizeof dst, r->out, "model.safetensors");
+    if (after_ckpt) {
+        snprintf(src, sizeof src, "%s/checkpoints/step_%08lld/model.safetensors", r->out,
+                 (long long)step);
+        if (rt_safetensors_link(src, dst) == 0)
+            return;
+    }
+    write_weights(r, "model.safetensors");   /* (rank 0 alone: the end's barrier waits) */
+}
+
+/* Every rank calls it, and waits for rank 0's files in rt_barrier_solo. */
+void rt_checkpoint(Run *r, rt_loop_state *s)
+{
+    if (r->rank != 0 && !rt_zero_on()) {
+        rt_barrier_solo();    /* DDP: every rank holds the same state; ZeRO: its shard */
+        return;
+    }
+    if (r->rank == 0)
+        rt_out_check(r->out);
+    rt_metrics_sync(r->mt);
+    s->metrics_bytes = rt_file_size(r->out, "metrics.jsonl");
+    rt_pull_params(r, 1);
+    int n;
+    char **lines = rt_config_dump(&r->c, &n);
+    s->elapsed = rt_now() - r->t0;
+    int n_spec;
+    char **spec = rt_spec_lines(r->m, &n_spec);
+    if (rt_ckpt_save(r->out, r->m, &r->c, s, r->params, r->state, rt_zero_part(), lines, n,
+                     spec, n_spec) != 0) {
+        int err = errno;
+        if (r->rank == 0)
+            rt_out_check(r->out);    /* a folder moved away says so, not "no such file" */
+        rt_fail("cannot write a checkpoint in %s/checkpoints: %s%s", r->out, strerror(err),
+                rt_full_hint(err));
+    }
+    rt_free_lines(lines, n);
+    rt_free_lines(spec, n_spec);
+    rt_have_ckpt = 1;
+    rt_barrier_solo();
+}

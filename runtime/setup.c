@@ -1,0 +1,211 @@
+#define _GNU_SOURCE
+/* setup.c: a run's resources. The device (--device, train.device, what the trainer
+ * was built for), the data and its loaders (each rank its share), the epochs and steps,
+ * the host memory (parameters initialized or read with --init, gradients, optimizer
+ * state), and the device's buffers, all allocated before the first step; and the GPU
+ * communicator closed at the end. */
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "run.h"
+
+/* cpu or cuda, per --device / train.device and what the trainer was built for; with
+ * "auto", a GPU when there is one. */
+int rt_run_pick_gpu(const Run *r)
+{
+    const rt_model *m = r->m;
+    char why[512];
+    int count = 0;
+    int can_cuda = (m->devices & RT_HAS_CUDA) && m->cuda;
+    if (r->c.device == RT_DEVICE_CPU || !can_cuda)
+        return 0;
+    if (m->cuda->unsupported) {   /* auto (run_config.c refused cuda): the CPU, said */
+        if (r->rank == 0)
+            fprintf(stderr, "trainc: note: %s: %s on the CPU\n", m->cuda->unsupported,
+                    r->o.eval ? "evaluating" : "training");
+        return 0;
+    }
+    if (rt_cu_probe(why, sizeof why, &count) == 0)
+        return 1;
+    if (r->c.device == RT_DEVICE_CUDA || !(m->devices & RT_HAS_CPU))
+        rt_cu_no_device(why);
+    if (r->rank == 0)
+        fprintf(stderr, "trainc: no GPU (%s): %s on the CPU\n", why,
+                r->o.eval ? "evaluating" : "training");
+    return 0;
+}
+
+/* The cores this process may use (mpirun binds ranks), shared among the ranks on
+ * this node when they are not bound apart. */
+static int default_threads(void)
+{
+    int all = (int)sysconf(_SC_NPROCESSORS_ONLN), n = all;
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        n = CPU_COUNT(&set);
+    if (n >= all && rt_dist_local_world() > 1)
+        n /= rt_dist_local_world();
+    return n < 1 ? 1 : n;
+}
+
+/* loader.on_gpu: the training (and validation) arrays copied to the GPU once, when
+ * asked (always) or when they fit in half the free memory left after the plan (auto);
+ * the loaders then deliver sample indices and the rows are gathered on the device. */
+static void data_to_gpu(Run *r)
+{
+    const rt_train_config *c = &r->c;
+    if (c->on_gpu == RT_ON_GPU_NEVER)
+        return;
+    size_t need = rt_cu_data_bytes(r->m, r->train.rows) +
+                  (r->has_val ? rt_cu_data_bytes(r->m, r->val.rows) : 0);
+    size_t fr = 0, tot = 0;
+    rt_cu_mem_info(&fr, &tot);
+    char why[256] = "";
+    if (r->train.tokens)
+        snprintf(why, sizeof why, "token shards are read on the host in this release");
+    else if (r->train.rows > INT32_MAX || (r->has_val && r->val.rows > INT32_MAX))
+        snprintf(why, sizeof why, "more than 2^31 rows");
+    else if (c->on_gpu == RT_ON_GPU_AUTO && need > fr / 2)
+        snprintf(why, sizeof why, "the data take %zu MiB, more than half the GPU's %zu MiB free",
+                 need >> 20, fr >> 20);
+    if (*why) {
+        if (c->on_gpu == RT_ON_GPU_ALWAYS)
+            rt_input_error("$.train.loader.on_gpu: always, but %s; use auto or never", why);
+        return;
+    }
+    rt_cu_data_put(&r->e, r->m, &r->train, 0);
+    rt_loader_indices_only(r->tl);
+    if (r->has_val) {
+        rt_cu_data_put(&r->e, r->m, &r->val, 1);
+        rt_loader_indices_only(r->vl);
+    }
+    r->data_on_gpu = 1;
+}
+
+/* Several GPUs: every rank's GPU finishes its collectives (zero1's last gather: only
+ * rank 0 reads the weights back) before the communicator goes and MPI ends. */
+void rt_run_close_gpu(Run *r)
+{
+    if (r->gpu && r->world > 1) {
+        rt_cu_sync(&r->e);
+        rt_nccl_close();
+    }
+}
+
+/* The training (and validation) data, checked before the output folder exists; the
+ * loaders (each rank its share); epochs and steps; --lr-find's own length. */
+void rt_run_data(Run *r)
+{
+    const rt_model *m = r->m;
+    const rt_train_config *c = &r->c;
+    rt_dataset_open(&r->train, m, c->train, c->n_train, m->data_dir, "train");
+    r->has_val = c->n_val > 0;
+    if (r->has_val)
+        rt_dataset_open(&r->val, m, c->val, c->n_val, m->data_dir, "val");
+    r->threads = r->o.threads ? r->o.threads : default_threads();
+    if (r->threads < 1)
+        r->threads = 1;
+    r->tl = rt_loader_new(m, &r->train, c->batch_size, c->shuffle, c->drop_last, c->seed,
+                          (int)c->workers, (int)c->prefetch);
+    if (r->world > 1)
+        rt_loader_set_shard(r->tl, r->rank, r->world);   /* DistributedSampler */
+    r->batches_per_epoch = rt_loader_batches(r->tl);
+    if (r->batches_per_epoch == 0 && r->world > 1)
+        rt_input_error("$.train.batch_size: each of the %d ranks reads %lld of the training "
+                       "data's %lld rows, fewer than batch_size %lld (per rank; with drop_last)",
+                       r->world, (long long)(r->train.rows / r->world), (long long)r->train.rows,
+                       (long long)c->batch_size);
+    if (r->batches_per_epoch == 0)
+        rt_input_error("$.train.batch_size: the training data has %lld rows, fewer than batch_size %lld (with drop_last)",
+                       (long long)r->train.rows, (long long)c->batch_size);
+    if (r->has_val) {
+        r->vl = rt_loader_new(m, &r->val, c->batch_size, 0, 0, c->seed, (int)c->workers,
+                              (int)c->prefetch);
+        if (r->world > 1)     /* each sample once: the numbers of one rank */
+            rt_loader_set_split(r->vl, r->rank, r->world);
+    }
+    r->steps_per_epoch = (r->batches_per_epoch + c->accumulate - 1) / c->accumulate;
+    r->total_steps = -1;
+    if (rt_epochs(c) > 0)
+        r->total_steps = rt_epochs(c) * r->steps_per_epoch;
+    if (c->max_steps > 0 && (r->total_steps < 0 || c->max_steps < r->total_steps))
+        r->total_steps = c->max_steps;
+    if (r->o.lr_find)
+        rt_lrfind_start(r);
+    if ((c->sched == RT_SCHED_COSINE || c->sched == RT_SCHED_LINEAR) && r->total_steps < 0)
+        rt_input_error("$.train.schedule: a %s schedule needs epochs or max_steps to know its length",
+                       c->sched == RT_SCHED_COSINE ? "cosine" : "linear");
+}
+
+/* --init's weights: read, and finite (the first loss would be NaN and the run
+ * "diverge" at step 0): bad input, before the output folder is touched */
+static void read_init(Run *r)
+{
+    const rt_model *m = r->m;
+    rt_safetensors_read(r->o.init, m, r->params);
+    for (int i = 0; i < m->n_params; i++) {
+        const rt_param *p = &m->params[i];
+        for (int64_t j = 0; j < p->numel; j++)
+            if (!isfinite(r->params[p->offset + j]))
+                rt_input_error("%s: tensor '%s' holds %g at index %lld: weights to start "
+                               "from must be finite", r->o.init, p->name,
+                               (double)r->params[p->offset + j], (long long)j);
+    }
+}
+
+void rt_run_memory(Run *r)
+{
+    const rt_model *m = r->m;
+    const rt_train_config *c = &r->c;
+    rt_zero_init(c, m);        /* zero1/zero2: which shard of the state this rank keeps */
+    r->params = rt_xmalloc((size_t)m->param_floats * sizeof(float));
+    /* a step has at most this many passes (accumulate, within an epoch) */
+    r->step_passes = (int)(c->accumulate < r->batches_per_epoch ? c->accumulate
+                                                                : r->batches_per_epoch);
+    r->pass_terms = rt_xmalloc((size_t)r->step_passes * sizeof *r->pass_terms);
+    r->pend_terms = rt_xmalloc((size_t)RT_CU_RING * (size_t)r->step_passes * sizeof *r->pend_terms);
+    r->grads = r->gpu ? NULL : rt_zero_alloc_grads(m);
+    int64_t sf = rt_optim_state_parts(c) * (rt_zero_part().hi - rt_zero_part().lo);
+    r->state = sf ? rt_xmalloc((size_t)sf * sizeof(float)) : NULL;
+    r->state_floats = sf;
+    r->e.rt = rt_pool_new(r->threads);
+    rt_blas_threads(r->threads);
+    if (r->o.init)
+        read_init(r);
+    else if (!r->o.resume)   /* a resume reads every parameter from its checkpoint */
+        rt_init_params(r->e.rt, m, r->params, c->seed);
+}
+
+void rt_run_device(Run *r)
+{
+    const rt_model *m = r->m;
+    const rt_train_config *c = &r->c;
+    r->e.Bmax = c->batch_size;
+    int64_t row = rt_arena_row(m);
+    if (!r->gpu) {
+        r->e.arena = rt_xmalloc((size_t)(r->e.Bmax * row * r->e.arena_scale));
+        r->e.params = r->params;
+        r->e.grads = r->grads;
+        rt_ddp_init(m, r->grads, (int64_t)(c->bucket_mb * 1048576.0));
+        return;
+    }
+    /* everything on the device, allocated now: nothing is allocated in the loop */
+    /* zero2: this rank keeps its shard of the gradients only */
+    int zero2 = rt_zero_on() && c->dist == RT_DIST_ZERO2;
+    rt_cu_ops_register();      /* the ops hand their calls to the device layer */
+    rt_cu_blas_register();
+    rt_cu_init(&r->e, m, m->cuda, r->e.Bmax, row, r->state_floats, r->step_passes,
+               rt_dist_local_rank(), zero2 ? rt_zero_part().lo : 0,
+               zero2 ? rt_zero_part().hi : m->param_floats);
+    rt_cu_optim_setup(&r->e, c, m, rt_zero_part().lo, rt_zero_part().hi);
+    if (r->world > 1) {    /* DDP across GPUs: NCCL, bootstrapped by MPI */
+        rt_nccl_open(&r->e);
+        rt_ddp_init(m, r->e.grads, (int64_t)(c->bucket_mb * 1048576.0));
+        rt_ddp_use_gpu(&r->e, zero2);
+    }
+    rt_loader_each_buffer(r->tl, rt_cu_pin, NULL);
+    if (r->vl)
+        rt_loader_each_buffer(r->vl, rt_cu_pin, NULL);
+    data_to_gpu(r);
+}

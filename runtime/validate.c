@@ -1,0 +1,92 @@
+/* validate.c: validation. A pass over data.val (validate.batches of it), summed over
+ * ranks; its record in metrics.jsonl; best.safetensors kept for a validation monitor. */
+#include <string.h>
+#include "run.h"
+
+Eval rt_validate(Run *r)
+{
+    Eval ev = {0};
+    double loss = 0;
+    int64_t terms = 0, correct = 0, n = 0;
+    rt_loader_start(r->vl, 0, 0);
+    const rt_batch *b;
+    while ((b = rt_loader_next(r->vl))) {
+        if (r->c.val_batches > 0 && n == r->c.val_batches)
+            break;
+        /* on a GPU queued without a wait: the slots alternate (the next batch's copy
+         * runs during this pass) and the device adds every pass's loss into one sum,
+         * read once at the end: the host's sum, in the same order */
+        rt_bind_slot(r, b, n % 2 ? RT_CU_SLOT_EVAL1 : RT_CU_SLOT_EVAL, 0, 1, n == 0 ? 0 : -1);
+        r->e.rng_key = 0;
+        /* (evaluate sets train too; a CUDA graph's key reads these first: fixed here, not
+         * the last training pass's, which validation does not use) */
+        r->e.train = 0;
+        r->e.grads_zero = 0;
+        r->e.grad_scale = 1.0f;
+        int graph = r->gpu ? rt_cu_graph_begin(&r->e) : RT_CU_GRAPH_NONE;
+        if (graph != RT_CU_GRAPH_RAN)
+            r->m->evaluate(&r->e);
+        if (graph == RT_CU_GRAPH_CAPTURE && !rt_cu_graph_end(&r->e))
+            r->m->evaluate(&r->e);   /* the capture failed and nothing ran */
+        terms += r->e.terms;
+        n++;
+        if (r->gpu) {
+            rt_cu_upload_done(&r->e);   /* b's host buffer is the loader's again */
+            continue;
+        }
+        loss += r->e.loss_sum;
+        correct += r->e.correct;
+    }
+    if (r->gpu && n > 0) {
+        rt_end_pass(r);
+        loss = r->e.loss_sum;
+        correct = r->e.correct;
+    }
+    if (r->world > 1) {           /* every rank sees the same numbers, so they stop together */
+        double v[3] = {loss, (double)terms, (double)correct};
+        rt_allreduce_sum_f64(v, 3);
+        loss = v[0];
+        terms = (int64_t)v[1];
+        correct = (int64_t)v[2];
+    }
+    ev.loss = terms ? loss / (double)terms : NAN;
+    ev.acc = terms ? (double)correct / (double)terms : NAN;
+    ev.terms = terms;
+    return ev;
+}
+
+static void write_val_record(Run *r, const rt_loop_state *s)
+{
+    char buf[512], a[32], b[32];
+    if (r->m->loss == RT_LOSS_CROSS_ENTROPY)
+        snprintf(buf, sizeof buf, "{\"step\":%lld,\"epoch\":%lld,\"val_loss\":%s,\"val_acc\":%s}",
+                 (long long)s->step, (long long)s->epoch, rt_json_num(a, s->last_val_loss),
+                 rt_json_num(b, s->last_val_acc));
+    else
+        snprintf(buf, sizeof buf, "{\"step\":%lld,\"epoch\":%lld,\"val_loss\":%s}", (long long)s->step,
+                 (long long)s->epoch, rt_json_num(a, s->last_val_loss));
+    rt_metrics_line(r->mt, buf);
+    rt_metrics_val_point(r->mt, s->step, s->last_val_loss);
+}
+
+/* Runs validation and records it; updates best.safetensors for a validation monitor. */
+void rt_validation(Run *r, rt_loop_state *s, int best_mode)
+{
+    Eval ev = rt_validate(r);
+    s->last_val_step = s->step;
+    s->last_val_loss = ev.loss;
+    s->last_val_acc = ev.acc;
+    write_val_record(r, s);
+    rt_metrics_plot(r->mt);
+    if (ev.loss < s->best_val)
+        s->best_val = ev.loss;
+    int mon = r->c.has_early_stopping ? r->c.es_monitor : RT_MON_VAL_LOSS;
+    if (mon != RT_MON_LOSS) {
+        double v = mon == RT_MON_VAL_LOSS ? ev.loss : ev.acc;
+        if (isfinite(v) && rt_better(best_mode, v, s->best_mon)) {
+            s->best_mon = v;
+            s->best_step = s->step;
+            rt_save_weights(r, "best.safetensors");
+        }
+    }
+}
