@@ -10,6 +10,8 @@
  *   graph.c      Spec -> Graph: forward nodes over tensors, shapes inferred, params named
  *   autodiff.c   Graph -> backward nodes appended (the training graph)
  *   lower.c      nodes -> Program: instructions (elementwise ops, GEMMs, runtime calls)
+ *   ops/NAME.c   one op each: its graph and shape rule, backward rule and lowering,
+ *                which the three above reach through ops/op.h's tables (ops/registry.c)
  *   call.c       the runtime calls: kinds, typed arguments, the table that prints them
  *   fusion.c     elementwise chains -> one loop each; bias/activation/residual into GEMM
  *                epilogues; layernorm backward's gradient sum into its call
@@ -119,6 +121,7 @@ enum {
     N_EMBEDDING_BWD,
     N_POS_EMBEDDING_BWD,
     N_ATTENTION_BWD,
+    N__COUNT
 };
 
 enum { ACT_RELU, ACT_GELU, ACT_GELU_TANH, ACT_SILU, ACT_TANH, ACT_SIGMOID };

@@ -1,11 +1,11 @@
-/* ops.h: the op table, the one place a spec op is declared.
+/* ops.h: the list of spec ops, the one place a spec op is declared.
  *
  * X(KIND, "spec name", "keys beside op/name/input/init", class)
  *
- * The parser reads the names and keys, graph.c the shape rules (shape_KIND in a
- * switch), autodiff.c the backward rules and lower.c the kernels; every switch over
- * OP_ kinds ends in unreachable(), so a new op that is missing somewhere fails loudly.
- */
+ * The parser reads the names and keys (spec.c's table-driven key checks); everything
+ * else about an op is its file under ops/, reached through ops/op.h's op_defs (the
+ * graph and shape rule) and node_defs (backward rule, lowering), which
+ * ops/registry.c fills and checks for holes. */
 #ifndef OPS_H
 #define OPS_H
 

@@ -1,0 +1,26 @@
+/* flatten.c: flatten, a view of its input as one axis: no instructions, and its
+ * gradient is the output's gradient seen with the input's shape (autodiff.c's
+ * GRAD_VIEW). */
+#include "op.h"
+
+static void build_flatten(GraphCtx *c, const LayerArgs *a)
+{
+    Graph *g = c->g;
+    const Layer *l = a->l;
+    Tensor *x = a->x;
+    const char *at = a->at;
+    const char *pfx = a->pfx;
+    int64_t n = x->numel;
+    Tensor *y = graph_tensor(g, T_ACT, layer_ident("flatten", pfx), 1, &n);   /* a view */
+          y->alias = x->alias ? x->alias : x;
+    y->origin = at;
+    y->what = "flatten (a view)";
+    Node *nd = graph_node(g, N_FLATTEN, at);
+    nd->layer = l;
+    nd->in[nd->n_in++] = x;
+    nd->out = y;
+    c->cur = y;
+}
+
+const OpDef op_flatten = {build_flatten};
+const NodeDef node_flatten = {"flatten", GRAD_VIEW, 0, NULL};
