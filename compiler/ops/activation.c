@@ -79,10 +79,10 @@ static void lower_act_bwd(Program *p, Node *nd)
                    NULL);
 }
 
-const OpDef op_relu = {build_activation};
-const OpDef op_gelu = {build_activation};
-const OpDef op_silu = {build_activation};
-const OpDef op_tanh = {build_activation};
-const OpDef op_sigmoid = {build_activation};
+const OpDef op_relu = {.build = build_activation};
+const OpDef op_gelu = {.build = build_activation};
+const OpDef op_silu = {.build = build_activation};
+const OpDef op_tanh = {.build = build_activation};
+const OpDef op_sigmoid = {.build = build_activation};
 const NodeDef node_act = {"act", GRAD_NODE, N_ACT_BWD, lower_act};
 const NodeDef node_act_bwd = {"act_bwd", GRAD_NONE, 0, lower_act_bwd};

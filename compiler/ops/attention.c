@@ -5,6 +5,15 @@
 #include <math.h>
 #include "op.h"
 
+static int attention_params(const Layer *l, const char **out)
+{
+    out[0] = "qkv.weight";
+    out[1] = "qkv.bias";
+    out[2] = "proj.weight";
+    out[3] = "proj.bias";
+    return 4;
+}
+
 static void build_attention(GraphCtx *c, const LayerArgs *a)
 {
     Graph *g = c->g;
@@ -104,6 +113,6 @@ static void lower_attention_bwd(Program *p, Node *nd)
     instr_writes(a, y);
 }
 
-const OpDef op_attention = {build_attention};
+const OpDef op_attention = {.build = build_attention, .params = attention_params};
 const NodeDef node_attention = {"attention", GRAD_NODE, N_ATTENTION_BWD, lower_attention};
 const NodeDef node_attention_bwd = {"attention_bwd", GRAD_NONE, 0, lower_attention_bwd};

@@ -6,6 +6,15 @@
 #include <string.h>
 #include "op.h"
 
+static int conv2d_params(const Layer *l, const char **out)
+{
+    int n = 0;
+    out[n++] = "weight";
+    if (l->bias)
+        out[n++] = "bias";
+    return n;
+}
+
 static void build_conv2d(GraphCtx *c, const LayerArgs *a)
 {
     Graph *g = c->g;
@@ -170,6 +179,6 @@ static void lower_conv_bwd(Program *p, Node *nd)
     instr_writes(d, dx);
 }
 
-const OpDef op_conv2d = {build_conv2d};
+const OpDef op_conv2d = {.build = build_conv2d, .params = conv2d_params};
 const NodeDef node_conv2d = {"conv2d", GRAD_NODE, N_CONV2D_BWD, lower_conv_fwd};
 const NodeDef node_conv2d_bwd = {"conv2d_bwd", GRAD_NONE, 0, lower_conv_bwd};

@@ -55,6 +55,6 @@ static void lower_dropout_bwd(Program *p, Node *nd)
                    nd->in[0], NULL);
 }
 
-const OpDef op_dropout = {build_dropout};
+const OpDef op_dropout = {.build = build_dropout};
 const NodeDef node_dropout = {"dropout", GRAD_NODE, N_DROPOUT_BWD, lower_dropout};
 const NodeDef node_dropout_bwd = {"dropout_bwd", GRAD_NONE, 0, lower_dropout_bwd};

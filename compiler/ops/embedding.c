@@ -5,6 +5,12 @@
 #include <string.h>
 #include "op.h"
 
+static int embedding_params(const Layer *l, const char **out)
+{
+    out[0] = "weight";
+    return 1;
+}
+
 static void build_embedding(GraphCtx *c, const LayerArgs *a)
 {
     Graph *g = c->g;
@@ -78,6 +84,6 @@ static void lower_embedding_bwd(Program *p, Node *nd)
     instr_writes(a, nd->w->g);
 }
 
-const OpDef op_embedding = {build_embedding};
+const OpDef op_embedding = {.build = build_embedding, .params = embedding_params};
 const NodeDef node_embedding = {"embedding", GRAD_PARAMS, N_EMBEDDING_BWD, lower_embedding};
 const NodeDef node_embedding_bwd = {"embedding_bwd", GRAD_NONE, 0, lower_embedding_bwd};

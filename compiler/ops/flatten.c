@@ -22,5 +22,5 @@ static void build_flatten(GraphCtx *c, const LayerArgs *a)
     c->cur = y;
 }
 
-const OpDef op_flatten = {build_flatten};
+const OpDef op_flatten = {.build = build_flatten};
 const NodeDef node_flatten = {"flatten", GRAD_VIEW, 0, NULL};

@@ -3,6 +3,13 @@
  * calls; fusion.c's layernorm_bwd_sums may fold a gradient sum into the backward call). */
 #include "op.h"
 
+static int layernorm_params(const Layer *l, const char **out)
+{
+    out[0] = "weight";
+    out[1] = "bias";
+    return 2;
+}
+
 static void build_layernorm(GraphCtx *c, const LayerArgs *a)
 {
     Graph *g = c->g;
@@ -84,6 +91,6 @@ static void lower_layernorm_bwd(Program *p, Node *nd)
     instr_writes(a, nd->b->g);
 }
 
-const OpDef op_layernorm = {build_layernorm};
+const OpDef op_layernorm = {.build = build_layernorm, .params = layernorm_params};
 const NodeDef node_layernorm = {"layernorm", GRAD_NODE, N_LAYERNORM_BWD, lower_layernorm};
 const NodeDef node_layernorm_bwd = {"layernorm_bwd", GRAD_NONE, 0, lower_layernorm_bwd};

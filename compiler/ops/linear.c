@@ -7,6 +7,16 @@
 #include <string.h>
 #include "op.h"
 
+static int linear_params(const Layer *l, const char **out)
+{
+    int n = 0;
+    if (!l->tie)
+        out[n++] = "weight";
+    if (l->bias)
+        out[n++] = "bias";
+    return n;
+}
+
 static void build_linear(GraphCtx *c, const LayerArgs *a)
 {
     Graph *g = c->g;
@@ -153,6 +163,6 @@ static void lower_linear_bwd(Program *p, Node *nd)
     }
 }
 
-const OpDef op_linear = {build_linear};
+const OpDef op_linear = {.build = build_linear, .params = linear_params};
 const NodeDef node_linear = {"linear", GRAD_NODE, N_LINEAR_BWD, lower_linear};
 const NodeDef node_linear_bwd = {"linear_bwd", GRAD_NONE, 0, lower_linear_bwd};

@@ -6,8 +6,9 @@
  *   node_defs[N_*]  a graph node kind (ir.h): its name in --dump-after, its backward rule
  *                   (read by autodiff.c) and its lowering to instructions (lower.c).
  * An op file holds its spec op's OpDef and the NodeDefs of the node kinds it makes, so
- * an op is read, and added, in one place. Spec keys stay in ops.h's OP_LIST, which
- * spec.c's table-driven key checks read. */
+ * an op is read, and added, in one place. Its spec keys (those it takes, those it
+ * needs) are its row in ops.h's OP_LIST, which spec.c's table-driven key checks read;
+ * spec.c reads the names of its parameters through OpDef.params. */
 #ifndef OPS_OP_H
 #define OPS_OP_H
 
@@ -49,6 +50,10 @@ typedef struct LayerArgs {
 typedef struct OpDef {
     /* appends the layer's nodes, checks its shapes, sets c->cur to its output */
     void (*build)(GraphCtx *c, const LayerArgs *a);
+    /* the names of the parameter tensors the layer owns, as suffixes of its name
+     * ("weight", "qkv.bias"), into out[8]; their number. NULL: none (spec.c checks
+     * the names a spec makes before the graph is built) */
+    int (*params)(const Layer *l, const char **out);
 } OpDef;
 
 extern const OpDef *const op_defs[OP__COUNT];

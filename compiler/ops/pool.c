@@ -72,8 +72,8 @@ static void lower_pool_bwd(Program *p, Node *nd)
     instr_writes(a, y);
 }
 
-const OpDef op_maxpool2d = {build_pool};
-const OpDef op_avgpool2d = {build_pool};
+const OpDef op_maxpool2d = {.build = build_pool};
+const OpDef op_avgpool2d = {.build = build_pool};
 const NodeDef node_maxpool = {"maxpool", GRAD_NODE, N_MAXPOOL_BWD, lower_pool};
 const NodeDef node_avgpool = {"avgpool", GRAD_NODE, N_AVGPOOL_BWD, lower_pool};
 const NodeDef node_maxpool_bwd = {"maxpool_bwd", GRAD_NONE, 0, lower_pool_bwd};

@@ -3,6 +3,12 @@
  * lowering (one elementwise add, fused later). */
 #include "op.h"
 
+static int pos_embedding_params(const Layer *l, const char **out)
+{
+    out[0] = "weight";
+    return 1;
+}
+
 static void build_pos_embedding(GraphCtx *c, const LayerArgs *a)
 {
     Graph *g = c->g;
@@ -50,7 +56,8 @@ static void lower_pos_embedding_bwd(Program *p, Node *nd)
     instr_writes(a, nd->w->g);
 }
 
-const OpDef op_pos_embedding = {build_pos_embedding};
+const OpDef op_pos_embedding = {.build = build_pos_embedding,
+                                 .params = pos_embedding_params};
 const NodeDef node_pos_embedding = {"pos_embedding", GRAD_PASS_PARAMS, N_POS_EMBEDDING_BWD,
                                     lower_pos_embedding};
 const NodeDef node_pos_embedding_bwd = {"pos_embedding_bwd", GRAD_NONE, 0,

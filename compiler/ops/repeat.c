@@ -25,4 +25,4 @@ static void build_repeat(GraphCtx *c, const LayerArgs *a)
     c->init = saved_init;
 }
 
-const OpDef op_repeat = {build_repeat};
+const OpDef op_repeat = {.build = build_repeat};

@@ -43,5 +43,5 @@ static void lower_add(Program *p, Node *nd)
                    nd->out, EW_ADD, "$0 + $1", 2, nd->in[0], NULL, nd->in[1], NULL);
 }
 
-const OpDef op_residual = {build_residual};
+const OpDef op_residual = {.build = build_residual};
 const NodeDef node_add = {"add", GRAD_PASS, 0, lower_add};
