@@ -279,18 +279,14 @@ static void build_layer(GraphCtx *c, const Layer *l, const char *prefix, const c
 /* Whether a layer owns parameters (a container: whether its body does). */
 static int has_params(const Layer *l)
 {
-    switch (op_info[l->op].cls) {
-    case OPC_CONTAINER:
+    if (op_info[l->op].cls == OPC_CONTAINER) {
         for (int i = 0; i < l->n_body; i++)
             if (has_params(l->body[i]))
                 return 1;
         return 0;
-    case OPC_PARAM:
-        return !(l->op == OP_LINEAR && l->tie && !l->bias);
-    case OPC_NORM: case OPC_SEQ:
-        return 1;
     }
-    return 0;
+    const char *names[8];
+    return op_defs[l->op]->params && op_defs[l->op]->params(l, names) > 0;
 }
 
 /* prefix: "" at the top, else the enclosing names and repeat indices with a trailing
