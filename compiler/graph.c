@@ -261,7 +261,7 @@ static void build_layer(GraphCtx *c, const Layer *l, const char *prefix, const c
         int k = find_model_input(c->s, l->input);
         if (k < 0)
             layer_error(c, l, "unknown input '%s'", l->input);
-        c->cur = l->op == OP_EMBEDDING ? c->g->inputs[k] : input_f32(c, k);
+        c->cur = op_defs[l->op]->reads_ids ? c->g->inputs[k] : input_f32(c, k);
     }
     /* what the layer's nodes and tensors say they came from: its spec path, and inside a
      * repeat the iteration (" #3"; nested " #3.1"), since the iterations share the path */
@@ -382,7 +382,7 @@ Graph *graph_build(const Spec *s)
     }
     /* the first input feeds the first layer unless a layer names its input */
     c.cur = s->layers[0]->input ? NULL
-            : s->layers[0]->op == OP_EMBEDDING ? g->inputs[0] : input_f32(&c, 0);
+            : op_defs[s->layers[0]->op]->reads_ids ? g->inputs[0] : input_f32(&c, 0);
     c.n_blocks = gpt2_blocks(s->layers, s->n_layers);
     build_layers(&c, s->layers, s->n_layers, "", 0);
     g->cur_block = -1;              /* the loss: never recomputed */

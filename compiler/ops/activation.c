@@ -4,6 +4,7 @@
  * can, so the pre-activation need not live). */
 #include "op.h"
 
+/* any shape, kept */
 static void build_activation(GraphCtx *c, const LayerArgs *a)
 {
     Graph *g = c->g;

@@ -14,6 +14,8 @@ static int attention_params(const Layer *l, const char **out)
     return 4;
 }
 
+/* [T, d] -> [T, d], heads dividing d: x -> qkv [T, 3d] (linear) -> the core [T, d]
+ * -> the output projection [T, d] (linear) */
 static void build_attention(GraphCtx *c, const LayerArgs *a)
 {
     Graph *g = c->g;

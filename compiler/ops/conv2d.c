@@ -15,6 +15,8 @@ static int conv2d_params(const Layer *l, const char **out)
     return n;
 }
 
+/* [C, H, W] -> [out, OH, OW], OH = (H + 2 padding - kernel) / stride + 1 (OW alike);
+ * W [out, C, k, k], b [out] */
 static void build_conv2d(GraphCtx *c, const LayerArgs *a)
 {
     Graph *g = c->g;

@@ -11,6 +11,7 @@ static uint64_t fnv_on(uint64_t h, const char *s)
 }
 static uint64_t fnv(const char *s) { return fnv_on(1469598103934665603ull, s); }
 
+/* any shape, kept */
 static void build_dropout(GraphCtx *c, const LayerArgs *a)
 {
     Graph *g = c->g;

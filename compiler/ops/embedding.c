@@ -11,6 +11,7 @@ static int embedding_params(const Layer *l, const char **out)
     return 1;
 }
 
+/* ids [...] -> [..., dim]; W [vocab, dim] */
 static void build_embedding(GraphCtx *c, const LayerArgs *a)
 {
     Graph *g = c->g;
@@ -84,6 +85,7 @@ static void lower_embedding_bwd(Program *p, Node *nd)
     instr_writes(a, nd->w->g);
 }
 
-const OpDef op_embedding = {.build = build_embedding, .params = embedding_params};
+const OpDef op_embedding = {.build = build_embedding, .params = embedding_params,
+                             .reads_ids = 1};
 const NodeDef node_embedding = {"embedding", GRAD_PARAMS, N_EMBEDDING_BWD, lower_embedding};
 const NodeDef node_embedding_bwd = {"embedding_bwd", GRAD_NONE, 0, lower_embedding_bwd};

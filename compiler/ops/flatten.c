@@ -3,6 +3,7 @@
  * GRAD_VIEW). */
 #include "op.h"
 
+/* any shape -> [numel]: a view of the same storage */
 static void build_flatten(GraphCtx *c, const LayerArgs *a)
 {
     Graph *g = c->g;

@@ -10,6 +10,7 @@ static int layernorm_params(const Layer *l, const char **out)
     return 2;
 }
 
+/* [..., d] kept; mean and 1/std [rows] saved; W, b [d] */
 static void build_layernorm(GraphCtx *c, const LayerArgs *a)
 {
     Graph *g = c->g;

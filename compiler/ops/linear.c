@@ -17,6 +17,7 @@ static int linear_params(const Layer *l, const char **out)
     return n;
 }
 
+/* [..., in] -> [..., out] (tied: out is the embedding's vocab); W [out, in], b [out] */
 static void build_linear(GraphCtx *c, const LayerArgs *a)
 {
     Graph *g = c->g;

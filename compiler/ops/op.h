@@ -54,6 +54,9 @@ typedef struct OpDef {
      * ("weight", "qkv.bias"), into out[8]; their number. NULL: none (spec.c checks
      * the names a spec makes before the graph is built) */
     int (*params)(const Layer *l, const char **out);
+    /* the layer reads a model input's raw integers (token ids), never its conversion
+     * to floats */
+    int reads_ids;
 } OpDef;
 
 extern const OpDef *const op_defs[OP__COUNT];

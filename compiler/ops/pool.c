@@ -4,6 +4,7 @@
 #include <string.h>
 #include "op.h"
 
+/* [C, H, W] -> [C, OH, OW], OH = (H - kernel) / stride + 1 (OW alike) */
 static void build_pool(GraphCtx *c, const LayerArgs *a)
 {
     Graph *g = c->g;

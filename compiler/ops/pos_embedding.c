@@ -9,6 +9,7 @@ static int pos_embedding_params(const Layer *l, const char **out)
     return 1;
 }
 
+/* [T, dim] kept (T <= max_len); W [max_len, dim] */
 static void build_pos_embedding(GraphCtx *c, const LayerArgs *a)
 {
     Graph *g = c->g;

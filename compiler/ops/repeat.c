@@ -3,6 +3,7 @@
  * makes no node of its own. */
 #include "op.h"
 
+/* the body built count times */
 static void build_repeat(GraphCtx *c, const LayerArgs *a)
 {
     Graph *g = c->g;

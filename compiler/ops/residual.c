@@ -4,6 +4,7 @@
 #include <string.h>
 #include "op.h"
 
+/* x -> x + body(x), the body keeping x's shape */
 static void build_residual(GraphCtx *c, const LayerArgs *a)
 {
     Graph *g = c->g;
