@@ -75,7 +75,7 @@ typedef struct Tensor {
     int keep32;              /* stays fp32 in a bf16-mixed arena (saved statistics, targets) */
     int64_t ld;              /* rows of the last axis this many elements apart, or 0: the
                                 last axis's size (contiguous). Only a large vocabulary's
-                                logits and their gradient (graph.c: build_loss) */
+                                logits and their gradient (ops/loss.c) */
 } Tensor;
 
 struct Param {
@@ -85,7 +85,7 @@ struct Param {
     int64_t numel;
     int64_t offset;          /* floats */
     int64_t pad_rows;        /* rows after the tensor's, kept zero: a language model head's
-                                weight whose GEMMs run over a padded vocabulary (graph.c) */
+                                weight whose GEMMs run over a padded vocabulary (ops/loss.c) */
     int init;                /* RT_INIT_* */
     double init_a;
     Tensor *t, *g;

@@ -4,7 +4,8 @@
  * layout, the model (keys, types and ranges of every value, with "did you mean"),
  * layer- and parameter-name collisions, then the training spec through the runtime's
  * config table (runtime/config.c), so the compiler and a trainer's --set take the same
- * values. Shapes are graph.c's business. Every error exits 1 through error_at().
+ * values. Shapes are the op files' business (ops/, from graph.c). Every error exits 1
+ * through error_at().
  */
 #include <ctype.h>
 #include <errno.h>

@@ -34,7 +34,7 @@ static void build_conv2d(GraphCtx *c, const LayerArgs *a)
         layer_error(c, l, "kernel %lld is larger than the padded input %lldx%lld",
                     (long long)k, (long long)(H + 2 * p), (long long)(W + 2 * p));
     int64_t OH = (H + 2 * p - k) / s + 1, OW = (W + 2 * p - k) / s + 1;
-    /* the GEMM [out, C*k*k] x [C*k*k, B*OH*OW] over im2col's columns (lower.c) */
+    /* the GEMM [out, C*k*k] x [C*k*k, B*OH*OW] over im2col's columns (lower_conv_fwd) */
     int64_t CKK, HW;
     if (__builtin_mul_overflow(C, k * k, &CKK))
         CKK = INT64_MAX;

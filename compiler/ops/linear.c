@@ -70,7 +70,7 @@ static void build_linear(GraphCtx *c, const LayerArgs *a)
 }
 
 /* Whether a linear layer's GEMMs run over its weight's zero rows too (a padded
- * vocabulary: Param.pad_rows, graph.c): where y's rows (the logits, or their gradient)
+ * vocabulary: Param.pad_rows, ops/loss.c): where y's rows (the logits, or their gradient)
  * have room for them. Another linear tied to the same weight, whose output is not the
  * padded logits, runs over the true rows. */
 static int pads(const Param *w, int64_t out, const Tensor *y)
