@@ -3,26 +3,34 @@
  * differentiated, and its lowering (one elementwise op, fused later). */
 #include "op.h"
 
-/* The f32 view of model input k, converting raw integers (x * scale + shift) once.
- * With mixed precision an fp32 input is converted too: the layers read act_t. */
+/* A new tensor `name`: model input k converted to f32 (x * scale + shift), and its node. */
+Tensor *convert_input(GraphCtx *c, int k, const char *name, const char *what)
+{
+    const InputSpec *in = &c->s->inputs[k];
+    Tensor *raw = c->g->inputs[k];
+    Tensor *t = act_tensor(c, in->path, name, raw->rank, raw->shape);
+    t->origin = in->path;
+    t->what = what;
+    Node *n = graph_node(c->g, N_CONVERT, in->path);
+    n->in[n->n_in++] = raw;
+    n->out = t;
+    n->scale = in->has_scale ? in->scale : 1.0;
+    n->shift = in->has_shift ? in->shift : 0.0;
+    return t;
+}
+
+/* The f32 view of model input k for the layers, converting raw integers (x * scale +
+ * shift) once. With mixed precision an fp32 input is converted too: the layers read
+ * act_t. */
 Tensor *input_f32(GraphCtx *c, int k)
 {
     c->as_float[k] = 1;
     if (c->converted[k])
         return c->converted[k];
     const InputSpec *in = &c->s->inputs[k];
-    Tensor *raw = c->g->inputs[k];
     if (in->dtype == RT_F32 && !in->has_scale && !in->has_shift && !c->g->act16)
-        return c->converted[k] = raw;
-    Tensor *t = act_tensor(c, in->path, xasprintf("%s_f32", in->name), raw->rank, raw->shape);
-    t->origin = in->path;
-    t->what = "input as f32";
-    Node *n = graph_node(c->g, N_CONVERT, in->path);
-    n->in[n->n_in++] = raw;
-    n->out = t;
-    n->scale = in->has_scale ? in->scale : 1.0;
-    n->shift = in->has_shift ? in->shift : 0.0;
-    return c->converted[k] = t;
+        return c->converted[k] = c->g->inputs[k];
+    return c->converted[k] = convert_input(c, k, xasprintf("%s_f32", in->name), "input as f32");
 }
 
 static void lower_convert(Program *p, Node *nd)

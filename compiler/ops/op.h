@@ -76,7 +76,8 @@ Param *add_param(Graph *g, const char *prefix, const char *what, int rank,
 double init_std(const GraphCtx *c, Init init, int resid_out);
 int find_model_input(const Spec *s, const char *name);
 void read_as_i32(Tensor *raw);
-Tensor *input_f32(GraphCtx *c, int k);   /* ops/convert.c */
+Tensor *input_f32(GraphCtx *c, int k);   /* ops/convert.c: the layers' view of input k */
+Tensor *convert_input(GraphCtx *c, int k, const char *name, const char *what);
 int64_t param_span(const Param *p);     /* the floats a parameter takes in the region */
 void build_layers(GraphCtx *c, Layer **layers, int n, const char *prefix, int residual_body);
 void build_loss(GraphCtx *c);           /* ops/loss.c: the loss node after the layers */
