@@ -450,6 +450,8 @@ void call_set(Instr *in, int call, const Arg *args, int n);
 const char *call_check(const Instr *in);
 /* The runtime function of a call kind ("rt_gemm"). */
 const char *call_name(int call);
+/* Does selective recomputation replay a call of this kind (layernorm)? */
+int call_cheap(int call);
 /* Is `in` the gradient hook `call` (CALL_GRAD_BEGIN, CALL_GRAD_READY)? Then its floats
  * [*off, *off + *n). */
 int grad_hook(const Instr *in, int call, int64_t *off, int64_t *n);
