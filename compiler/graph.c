@@ -75,7 +75,7 @@ static int64_t checked_numel(int rank, const int64_t *shape)
 }
 
 void gemm_dim(const Graph *g, const char *path, const char *op, const char *what,
-                     int64_t v)
+              int64_t v)
 {
     char n[32];
     snprintf(n, sizeof n, v == INT64_MAX ? "past 2^63" : "%lld", (long long)v);
@@ -146,7 +146,7 @@ int64_t param_span(const Param *p)
 }
 
 Param *add_param(Graph *g, const char *prefix, const char *what, int rank,
-                        const int64_t *shape, int init, double a, const char *origin)
+                 const int64_t *shape, int init, double a, const char *origin)
 {
     /* weights, gradients and AdamW's moments: 16 bytes an element */
     int64_t numel = checked_numel(rank, shape);
@@ -191,7 +191,7 @@ void count_act(GraphCtx *c, const char *path, int rank, const int64_t *shape)
 
 /* An activation of the layer at `path`, counted. */
 Tensor *act_tensor(GraphCtx *c, const char *path, const char *name, int rank,
-                          const int64_t *shape)
+                   const int64_t *shape)
 {
     count_act(c, path, rank, shape);
     return graph_tensor(c->g, T_ACT, name, rank, shape);

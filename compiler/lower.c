@@ -45,7 +45,7 @@ void instr_writes(Instr *in, Tensor *t)
 /* One elementwise op over n = e->B * numel elements: out = expr($0, $1, $2), an EW_* op
  * (EW_ACT, EW_ACT_BWD: the node's activation). */
 Instr *instr_ew(Program *p, Node *nd, const char *what, Tensor *out, int tag, const char *expr,
-                 int nargs, ...)
+                int nargs, ...)
 {
     Instr *in = instr_add(p, I_EW, nd->origin, nd->backward);
     in->what = xstrdup(what);
@@ -74,7 +74,7 @@ Instr *instr_ew(Program *p, Node *nd, const char *what, Tensor *out, int tag, co
 }
 
 Tensor *lower_temp(Graph *g, const char *name, int64_t per_row, const char *origin,
-                    const char *what)
+                   const char *what)
 {
     Tensor *t = graph_tensor(g, T_TEMP, name, 1, &per_row);
     t->origin = origin;
@@ -171,7 +171,7 @@ void add_grad_hooks(Program *p)
                                       : xasprintf("the gradients of %s to %s are written from here on",
                                                   a->name, b->name);
             ins[n++] = hook(p->ins[i]->origin, what, CALL_GRAD_BEGIN, a->offset,
-                                 b->offset + param_extent(b) - a->offset);
+                            b->offset + param_extent(b) - a->offset);
         }
         ins[n++] = p->ins[i];
         for (int k = 0; k < g->n_params; k++) {
@@ -179,7 +179,7 @@ void add_grad_hooks(Program *p)
                 continue;
             Param *pa = g->params[k];
             ins[n++] = hook(p->ins[i]->origin, xasprintf("%s's gradient is final", pa->name),
-                                 CALL_GRAD_READY, pa->offset, param_extent(pa));
+                            CALL_GRAD_READY, pa->offset, param_extent(pa));
         }
     }
     free(p->ins);

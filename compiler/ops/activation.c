@@ -77,7 +77,7 @@ static void lower_act_bwd(Program *p, Node *nd)
     const char *e = act_bwd_expr(nd->act, &uses_out);
     char *what = xasprintf("%s backward", act_name(nd->act));
     instr_ew(p, nd, what, nd->out, EW_ACT_BWD, e, 2, nd->in[0], NULL, uses_out ? nd->in[2] : nd->in[1],
-                   NULL);
+             NULL);
 }
 
 const OpDef op_relu = {.build = build_activation};

@@ -42,7 +42,7 @@ static void lower_dropout(Program *p, Node *nd)
                         (unsigned long long)nd->key, (long long)x->numel, float_literal(nd->p),
                         float_literal(1.0 / (1.0 - nd->p)));
     instr_ew(p, nd, "dropout (mask from a counter-based hash, never stored)", nd->out, EW_DROPOUT,
-                   e, 1, x, NULL);
+             e, 1, x, NULL);
 }
 
 /* in[0] = dy */
@@ -53,7 +53,7 @@ static void lower_dropout_bwd(Program *p, Node *nd)
                         (unsigned long long)nd->key, (long long)nd->in[0]->numel,
                         float_literal(nd->p), float_literal(1.0 / (1.0 - nd->p)));
     instr_ew(p, nd, "dropout backward (the same mask, regenerated)", nd->out, EW_DROPOUT, e, 1,
-                   nd->in[0], NULL);
+             nd->in[0], NULL);
 }
 
 const OpDef op_dropout = {.build = build_dropout};

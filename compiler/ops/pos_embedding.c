@@ -42,7 +42,7 @@ static void lower_pos_embedding(Program *p, Node *nd)
     Tensor *x = nd->in[0];
     char *ix = xasprintf("i %% %lld", (long long)x->numel);
     Instr *e = instr_ew(p, nd, "pos_embedding: + position rows", nd->out, EW_ADD, "$0 + $1", 2,
-                              x, NULL, nd->w->t, ix);
+                        x, NULL, nd->w->t, ix);
     e->ops[0].arg[1].period = x->numel;
 }
 

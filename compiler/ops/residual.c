@@ -26,7 +26,7 @@ static void build_residual(GraphCtx *c, const LayerArgs *a)
         layer_error(c, l, "the body's output %s does not match its input %s; a residual adds them",
                     shape_str(b->rank, b->shape), shape_str(in->rank, in->shape));
     Tensor *y = act_tensor(c, l->path, layer_ident("residual", l->name ? pfx : b->name), in->rank,
-                                 in->shape);
+                           in->shape);
     y->origin = at;
     y->what = "x + body(x)";
     Node *nd = graph_node(g, N_ADD, at);
@@ -41,7 +41,7 @@ static void build_residual(GraphCtx *c, const LayerArgs *a)
 static void lower_add(Program *p, Node *nd)
 {
     instr_ew(p, nd, nd->backward ? "sum of gradient contributions" : "residual: x + body(x)",
-                   nd->out, EW_ADD, "$0 + $1", 2, nd->in[0], NULL, nd->in[1], NULL);
+             nd->out, EW_ADD, "$0 + $1", 2, nd->in[0], NULL, nd->in[1], NULL);
 }
 
 const OpDef op_residual = {.build = build_residual};
