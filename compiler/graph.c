@@ -253,6 +253,15 @@ double init_std(const GraphCtx *c, Init init, int resid_out)
     return 0.02;
 }
 
+Node *layer_node(GraphCtx *c, const LayerArgs *a, int kind, Tensor *x, Tensor *y)
+{
+    Node *nd = graph_node(c->g, kind, a->at);
+    nd->layer = a->l;
+    nd->in[nd->n_in++] = x;
+    nd->out = y;
+    return nd;
+}
+
 /* One layer: its input (a named model input, else the previous layer's output), then
  * its op file's build. */
 static void build_layer(GraphCtx *c, const Layer *l, const char *prefix, const char *pfx)

@@ -7,7 +7,6 @@
 /* any shape, kept */
 static void build_activation(GraphCtx *c, const LayerArgs *a)
 {
-    Graph *g = c->g;
     const Layer *l = a->l;
     Tensor *x = a->x;
     const char *at = a->at;
@@ -21,11 +20,8 @@ static void build_activation(GraphCtx *c, const LayerArgs *a)
     Tensor *y = act_tensor(c, l->path, layer_ident(nm[act], pfx), x->rank, x->shape);
     y->origin = at;
     y->what = nm[act];
-    Node *nd = graph_node(g, N_ACT, at);
-    nd->layer = l;
+    Node *nd = layer_node(c, a, N_ACT, x, y);
     nd->act = act;
-    nd->in[nd->n_in++] = x;
-    nd->out = y;
     add_flops(c, l->path, (double)x->numel, 2.0 * x->numel);
     c->cur = y;
 }

@@ -38,10 +38,7 @@ static void build_attention(GraphCtx *c, const LayerArgs *a)
     Tensor *qkv = act_tensor(c, l->path, layer_ident("qkv", pfx), 2, s3);
     qkv->origin = at;
     qkv->what = "q, k, v side by side";
-    Node *n1 = graph_node(g, N_LINEAR, at);
-    n1->layer = l;
-    n1->in[n1->n_in++] = x;
-    n1->out = qkv;
+    Node *n1 = layer_node(c, a, N_LINEAR, x, qkv);
     int64_t w1[2] = {3 * d, d}, w2[2] = {d, d};
     double bound = 1.0 / sqrt((double)d);
     int wi = init.kind == INIT_DEFAULT ? RT_INIT_UNIFORM : RT_INIT_NORMAL;
@@ -56,10 +53,7 @@ static void build_attention(GraphCtx *c, const LayerArgs *a)
     Tensor *y = act_tensor(c, l->path, layer_ident("attn_y", pfx), 2, s1);
     y->origin = at;
     y->what = "attention heads' outputs";
-    Node *n2 = graph_node(g, N_ATTENTION, at);
-    n2->layer = l;
-    n2->in[n2->n_in++] = qkv;
-    n2->out = y;
+    Node *n2 = layer_node(c, a, N_ATTENTION, qkv, y);
     n2->tmp[0] = att;
     n2->conv[0] = T;
     n2->conv[1] = d;
@@ -68,10 +62,7 @@ static void build_attention(GraphCtx *c, const LayerArgs *a)
     Tensor *o = act_tensor(c, l->path, layer_ident("attn_out", pfx), 2, s1);
     o->origin = at;
     o->what = "attention output projection";
-    Node *n3 = graph_node(g, N_LINEAR, at);
-    n3->layer = l;
-    n3->in[n3->n_in++] = y;
-    n3->out = o;
+    Node *n3 = layer_node(c, a, N_LINEAR, y, o);
     n3->w = add_param(g, pp, "weight", 2, w2, wi,
                       init.kind == INIT_DEFAULT ? bound : init_std(c, init, c->resid_out), l->path);
     n3->b = add_param(g, pp, "bias", 1, &w2[0], bi, ba, l->path);

@@ -47,10 +47,7 @@ static void build_conv2d(GraphCtx *c, const LayerArgs *a)
     Tensor *y = act_tensor(c, l->path, layer_ident("conv", pfx), 3, shp);
     y->origin = at;
     y->what = "conv2d output";
-    Node *nd = graph_node(g, N_CONV2D, at);
-    nd->layer = l;
-    nd->in[nd->n_in++] = x;
-    nd->out = y;
+    Node *nd = layer_node(c, a, N_CONV2D, x, y);
     int64_t cv[8] = {C, H, W, k, s, p, OH, OW};
     memcpy(nd->conv, cv, sizeof cv);
     int64_t ws[4] = {l->out, C, k, k};

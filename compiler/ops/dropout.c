@@ -22,14 +22,11 @@ static void build_dropout(GraphCtx *c, const LayerArgs *a)
     Tensor *y = act_tensor(c, l->path, layer_ident("dropout", pfx), x->rank, x->shape);
     y->origin = at;
     y->what = "dropout";
-    Node *nd = graph_node(g, N_DROPOUT, at);
-    nd->layer = l;
+    Node *nd = layer_node(c, a, N_DROPOUT, x, y);
     nd->p = l->p;
     /* the mask's key: the layer's spec path, and in a repeat its iteration too
      * (the iterations share the path; one key would give them the same masks) */
     nd->key = c->iter ? fnv_on(fnv_on(fnv(l->path), "#"), c->iter) : fnv(l->path);
-    nd->in[nd->n_in++] = x;
-    nd->out = y;
     g->has_dropout = 1;
     c->cur = y;
 }

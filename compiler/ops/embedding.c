@@ -45,10 +45,7 @@ static void build_embedding(GraphCtx *c, const LayerArgs *a)
     Tensor *y = act_tensor(c, l->path, layer_ident("embedding", pfx), ids->rank + 1, shp);
     y->origin = at;
     y->what = "embedding rows";
-    Node *nd = graph_node(g, N_EMBEDDING, at);
-    nd->layer = l;
-    nd->in[nd->n_in++] = ids;
-    nd->out = y;
+    Node *nd = layer_node(c, a, N_EMBEDDING, ids, y);
     int64_t ws[2] = {l->vocab, l->dim};
     nd->w = add_param(g, pfx, "weight", 2, ws, RT_INIT_NORMAL,
                       init.kind == INIT_DEFAULT ? 1.0 : init_std(c, init, 0), l->path);

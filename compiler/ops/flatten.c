@@ -6,20 +6,15 @@
 /* any shape -> [numel]: a view of the same storage */
 static void build_flatten(GraphCtx *c, const LayerArgs *a)
 {
-    Graph *g = c->g;
-    const Layer *l = a->l;
     Tensor *x = a->x;
     const char *at = a->at;
     const char *pfx = a->pfx;
     int64_t n = x->numel;
-    Tensor *y = graph_tensor(g, T_ACT, layer_ident("flatten", pfx), 1, &n);   /* a view */
-          y->alias = x->alias ? x->alias : x;
+    Tensor *y = graph_tensor(c->g, T_ACT, layer_ident("flatten", pfx), 1, &n);   /* a view */
+    y->alias = x->alias ? x->alias : x;
     y->origin = at;
     y->what = "flatten (a view)";
-    Node *nd = graph_node(g, N_FLATTEN, at);
-    nd->layer = l;
-    nd->in[nd->n_in++] = x;
-    nd->out = y;
+    layer_node(c, a, N_FLATTEN, x, y);
     c->cur = y;
 }
 

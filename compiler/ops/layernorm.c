@@ -31,11 +31,8 @@ static void build_layernorm(GraphCtx *c, const LayerArgs *a)
     mean->origin = rstd->origin = at;
     mean->what = "layernorm mean, saved for backward";
     rstd->what = "layernorm 1/std, saved for backward";
-    Node *nd = graph_node(g, N_LAYERNORM, at);
-    nd->layer = l;
+    Node *nd = layer_node(c, a, N_LAYERNORM, x, y);
     nd->p = l->eps;
-    nd->in[nd->n_in++] = x;
-    nd->out = y;
     nd->tmp[0] = mean;
     nd->tmp[1] = rstd;
     nd->w = add_param(g, pfx, "weight", 1, &d, RT_INIT_CONST, 1.0, l->path);

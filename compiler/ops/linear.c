@@ -50,10 +50,7 @@ static void build_linear(GraphCtx *c, const LayerArgs *a)
     Tensor *y = act_tensor(c, l->path, layer_ident("linear", pfx), x->rank, shp);
     y->origin = at;
     y->what = "linear output";
-    Node *nd = graph_node(g, N_LINEAR, at);
-    nd->layer = l;
-    nd->in[nd->n_in++] = x;
-    nd->out = y;
+    Node *nd = layer_node(c, a, N_LINEAR, x, y);
     int64_t ws[2] = {out, in};
     double bound = 1.0 / sqrt((double)in);
     double std = init_std(c, init, c->resid_out);

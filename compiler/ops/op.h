@@ -79,6 +79,9 @@ void read_as_i32(Tensor *raw);
 Tensor *input_f32(GraphCtx *c, int k);   /* ops/convert.c: the layers' view of input k */
 Tensor *convert_input(GraphCtx *c, int k, const char *name, const char *what);
 int64_t param_span(const Param *p);     /* the floats a parameter takes in the region */
+/* A node of the layer being built: kind, from where the layer says, reading x (its
+ * in[0]) and writing y. */
+Node *layer_node(GraphCtx *c, const LayerArgs *a, int kind, Tensor *x, Tensor *y);
 void build_layers(GraphCtx *c, Layer **layers, int n, const char *prefix, int residual_body);
 void build_loss(GraphCtx *c);           /* ops/loss.c: the loss node after the layers */
 

@@ -7,7 +7,6 @@
 /* [C, H, W] -> [C, OH, OW], OH = (H - kernel) / stride + 1 (OW alike) */
 static void build_pool(GraphCtx *c, const LayerArgs *a)
 {
-    Graph *g = c->g;
     const Layer *l = a->l;
     Tensor *x = a->x;
     const char *at = a->at;
@@ -26,10 +25,7 @@ static void build_pool(GraphCtx *c, const LayerArgs *a)
     Tensor *y = act_tensor(c, l->path, layer_ident(mx ? "maxpool" : "avgpool", pfx), 3, shp);
     y->origin = at;
     y->what = mx ? "maxpool2d output" : "avgpool2d output";
-    Node *nd = graph_node(g, mx ? N_MAXPOOL : N_AVGPOOL, at);
-    nd->layer = l;
-    nd->in[nd->n_in++] = x;
-    nd->out = y;
+    Node *nd = layer_node(c, a, mx ? N_MAXPOOL : N_AVGPOOL, x, y);
     int64_t cv[8] = {C, H, W, k, s, 0, OH, OW};
     memcpy(nd->conv, cv, sizeof cv);
     add_flops(c, l->path, (double)C * OH * OW * k * k, (double)C * OH * OW * k * k);

@@ -26,10 +26,7 @@ static void build_pos_embedding(GraphCtx *c, const LayerArgs *a)
     Tensor *y = act_tensor(c, l->path, layer_ident("pos_embedding", pfx), 2, x->shape);
     y->origin = at;
     y->what = "x + position rows";
-    Node *nd = graph_node(g, N_POS_EMBEDDING, at);
-    nd->layer = l;
-    nd->in[nd->n_in++] = x;
-    nd->out = y;
+    Node *nd = layer_node(c, a, N_POS_EMBEDDING, x, y);
     int64_t ws[2] = {l->max_len, x->shape[1]};
     nd->w = add_param(g, pfx, "weight", 2, ws, RT_INIT_NORMAL,
                       init.kind == INIT_DEFAULT ? 1.0 : init_std(c, init, 0), l->path);

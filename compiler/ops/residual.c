@@ -7,7 +7,6 @@
 /* x -> x + body(x), the body keeping x's shape */
 static void build_residual(GraphCtx *c, const LayerArgs *a)
 {
-    Graph *g = c->g;
     const Layer *l = a->l;
     Tensor *x = a->x;
     const char *at = a->at;
@@ -29,11 +28,8 @@ static void build_residual(GraphCtx *c, const LayerArgs *a)
                            in->shape);
     y->origin = at;
     y->what = "x + body(x)";
-    Node *nd = graph_node(g, N_ADD, at);
-    nd->layer = l;
-    nd->in[nd->n_in++] = in;
+    Node *nd = layer_node(c, a, N_ADD, in, y);
     nd->in[nd->n_in++] = b;
-    nd->out = y;
     add_flops(c, l->path, (double)in->numel, 0);
     c->cur = y;
 }
