@@ -9,9 +9,9 @@ B       := build
 
 RT_SRC  := $(wildcard runtime/*.c)
 RT_OBJ  := $(RT_SRC:runtime/%.c=$(B)/rt/%.o)
-CC_SRC  := $(wildcard compiler/*.c)
+CC_SRC  := $(wildcard compiler/*.c compiler/ops/*.c)
 CC_OBJ  := $(CC_SRC:compiler/%.c=$(B)/cc/%.o) $(B)/cc/templates.o
-CC_HDR  := $(wildcard compiler/*.h)
+CC_HDR  := $(wildcard compiler/*.h compiler/ops/*.h)
 # MPI (runtime/dist.c): the wrapper compiler knows where Debian keeps mpi.h and libmpi
 MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null || pkg-config --cflags ompi-c 2>/dev/null)
 MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null || pkg-config --libs ompi-c 2>/dev/null || echo -lmpi)
@@ -33,7 +33,7 @@ $(B)/rt/%.o: runtime/%.c runtime/rt.h runtime/rt_loop.h runtime/trainc_rt.h runt
 # only dist.c includes mpi.h
 $(B)/rt/dist.o: runtime/dist.c runtime/rt.h runtime/trainc_rt.h runtime/rt_dist.h | $(B)/rt
 	$(CC) $(CFLAGS) $(MPI_CFLAGS) -c $< -o $@
-$(B)/cc/%.o: compiler/%.c $(CC_HDR) runtime/rt.h runtime/trainc_rt.h | $(B)/cc
+$(B)/cc/%.o: compiler/%.c $(CC_HDR) runtime/rt.h runtime/trainc_rt.h | $(B)/cc/ops
 	$(CC) $(CFLAGS) -c $< -o $@
 $(B)/cc/build.o: override CFLAGS += -I$(CUDA_HOME)/include
 # trainc build links trainers with these too (override: survives CFLAGS=... on the
@@ -41,7 +41,7 @@ $(B)/cc/build.o: override CFLAGS += -I$(CUDA_HOME)/include
 $(B)/cc/cmd_build.o: override CFLAGS += -DTRAINC_LINK_EXTRA='"$(MPI_LIBS)"'
 $(B)/rt/ddp.o $(B)/rt/dist.o $(B)/rt/zero.o $(B)/rt/ckpt.o: runtime/rt_dist.h
 
-$(B)/rt $(B)/cc:
+$(B)/rt $(B)/cc $(B)/cc/ops:
 	mkdir -p $@
 
 # templates/ are compiled into trainc as C strings (tmpl_cuda_<name>), and listed in

@@ -5,13 +5,15 @@
  * Each consumer of a tensor contributes a gradient; when the walk reaches the
  * tensor's producer (after all its consumers, since nodes are in forward order),
  * the contributions are summed by N_ADD nodes (a residual's input has two).
- * Pass-through rules (flatten, residual add, pos_embedding's input) contribute the
- * incoming gradient itself, without a copy. Parameter gradients are accumulated (+=)
+ * Each forward node kind's rule is its op file's NodeDef.grad (ops/op.h): a backward
+ * node of kind NodeDef.bwd, or a pass-through (flatten's view, a residual add's
+ * inputs, pos_embedding's input) that contributes the incoming gradient itself,
+ * without a copy. Parameter gradients are accumulated (+=)
  * by the backward kernels, which is what `accumulate` and tied weights need;
  * activation gradients are written (=). */
 #include <stdlib.h>
 #include <string.h>
-#include "ir.h"
+#include "ops/op.h"
 
 typedef struct Contribs {
     Tensor **t;
@@ -93,53 +95,41 @@ void autodiff(Graph *g)
 
     for (int i = g->n_forward - 1; i >= 0; i--) {
         Node *f = g->nodes[i];
-        if (f->kind == N_LOSS || f->kind == N_CONVERT)
+        const NodeDef *d = node_defs[f->kind];
+        if (d->grad == GRAD_NONE)
             continue;
         Tensor *dy = total(g, f->out, &con[f->out->id]);
         if (!dy)
             continue;               /* a dead branch: nothing downstream reads it */
         Tensor *x = f->in[0];
         int want_dx = req[x->id];
-        switch (f->kind) {
-        case N_FLATTEN:
+        switch (d->grad) {
+        case GRAD_VIEW:
             if (want_dx)
                 contribute(&con[x->id], view(g, x, dy));
             continue;
-        case N_ADD:
+        case GRAD_PASS:
             for (int k = 0; k < f->n_in; k++)
                 if (req[f->in[k]->id])
                     contribute(&con[f->in[k]->id], dy);
             continue;
-        default:
+        case GRAD_PARAMS:
+            want_dx = 0;
+            break;
+        case GRAD_PASS_PARAMS:
+            if (want_dx)
+                contribute(&con[x->id], dy);
+            want_dx = 0;
             break;
         }
         Tensor *dx = NULL;
-        int kind;
-        switch (f->kind) {
-        case N_LINEAR: kind = N_LINEAR_BWD; break;
-        case N_CONV2D: kind = N_CONV2D_BWD; break;
-        case N_MAXPOOL: kind = N_MAXPOOL_BWD; break;
-        case N_AVGPOOL: kind = N_AVGPOOL_BWD; break;
-        case N_ACT: kind = N_ACT_BWD; break;
-        case N_DROPOUT: kind = N_DROPOUT_BWD; break;
-        case N_LAYERNORM: kind = N_LAYERNORM_BWD; break;
-        case N_EMBEDDING: kind = N_EMBEDDING_BWD; want_dx = 0; break;
-        case N_POS_EMBEDDING:
-            kind = N_POS_EMBEDDING_BWD;
-            if (want_dx)
-                contribute(&con[x->id], dy);    /* y = x + rows: dx = dy */
-            want_dx = 0;
-            break;
-        case N_ATTENTION: kind = N_ATTENTION_BWD; break;
-        default: unreachable();
-        }
         if (want_dx) {
             dx = grad_like(g, x, "gradient");
             contribute(&con[x->id], dx);
         }
         if (!dx && !f->w)
             continue;               /* no parameter and no input gradient wanted */
-        Node *b = graph_node(g, kind, f->origin);
+        Node *b = graph_node(g, d->bwd, f->origin);
         b->backward = 1;
         b->fwd = f;
         b->layer = f->layer;

@@ -7,9 +7,12 @@
 #include "ir.h"
 
 /* Argument classes, one letter each: t a tensor (or NULL, or a tensor only while
- * training), n a count (an integer, or one per batch row), f a float, a an RT_EPI_*. */
+ * training), n a count (an integer, or one per batch row), f a float, a an RT_EPI_*.
+ * cheap: selective recomputation replays the call (recompute.c) rather than keep
+ * what it writes. */
 static const struct {
     const char *name, *args;
+    int cheap;
 } calls[N_CALLS] = {
     [CALL_GEMM] = {"rt_gemm", "nnnnnftntnftn"},
     [CALL_GEMM_BIAS] = {"rt_gemm_bias", "nnnnnftntntnttat"},
@@ -21,7 +24,7 @@ static const struct {
     [CALL_AVGPOOL_FWD] = {"rt_avgpool2d_fwd", "ttnnnnnnn"},
     [CALL_MAXPOOL_BWD] = {"rt_maxpool2d_bwd", "tttnnnnnnn"},
     [CALL_AVGPOOL_BWD] = {"rt_avgpool2d_bwd", "ttnnnnnnn"},
-    [CALL_LAYERNORM_FWD] = {"rt_layernorm_fwd", "ttttttnnf"},
+    [CALL_LAYERNORM_FWD] = {"rt_layernorm_fwd", "ttttttnnf", .cheap = 1},
     [CALL_LAYERNORM_BWD] = {"rt_layernorm_bwd", "tttttttttnn"},
     [CALL_CROSS_ENTROPY] = {"rt_cross_entropy", "tttnnn"},
     [CALL_MSE] = {"rt_mse", "tttn"},
@@ -38,6 +41,11 @@ static const struct {
 const char *call_name(int call)
 {
     return call >= 0 && call < N_CALLS && calls[call].name ? calls[call].name : "(no such call)";
+}
+
+int call_cheap(int call)
+{
+    return call >= 0 && call < N_CALLS && calls[call].cheap;
 }
 
 static int fits(const Arg *a, char cls)

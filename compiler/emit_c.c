@@ -38,7 +38,7 @@ static void declare(Buf *b, Tensor *t, int writable, const Graph *g16)
         break;
     case T_PARAM:
     case T_PGRAD: {
-        /* a padded vocabulary's zero rows follow the head's weight (graph.c) */
+        /* a padded vocabulary's zero rows follow the head's weight (ops/loss.c) */
         char *pad = t->param->pad_rows ? xasprintf(", then %lld zero rows",
                                                    (long long)t->param->pad_rows)
                                        : xstrdup("");

@@ -3,7 +3,7 @@
  * Two elementwise instructions next to each other in the program, over the same
  * index space, where the second reads what the first computes at the same index,
  * become one loop: the value passes in a register. This is also how a bias and an
- * activation land in a GEMM's epilogue: lower.c emits the bias as an in-place
+ * activation land in a GEMM's epilogue: ops/linear.c emits the bias as an in-place
  * elementwise op right after the GEMM, and the activation that follows fuses into
  * it. A fused value is written to memory only when an instruction outside its
  * loop reads it later (materialization), so most of them never take arena space.
@@ -462,7 +462,7 @@ static void number_kernels(Program *p)
 }
 
 /* A forward linear layer's GEMM at p->ins[i] (rt_gemm(e, 0, 1, M, N, K, 1.0f, x, K, W,
- * K, 0.0f, C, N) as lower.c makes it) and the fused loop right after it whose op 0
+ * K, 0.0f, C, N) as ops/linear.c makes it) and the fused loop right after it whose op 0
  * adds bias[i % N] to C in place, with at most one more op: that loop; NULL when the
  * pattern is not there. */
 static Instr *bias_loop(Program *p, int i)
@@ -485,7 +485,7 @@ static Instr *bias_loop(Program *p, int i)
     if (b->kind != I_EW || b->backward != g->backward || b->n_ops < 1 || b->n_ops > 2)
         return NULL;
     const EwOp *o0 = &b->ops[0];
-    /* in place over C, as lower.c writes it; a replayed loop writes a fresh tensor
+    /* in place over C, as ops/linear.c writes it; a replayed loop writes a fresh tensor
      * (recompute.c), which must then be C's only reader */
     if (o0->tag != EW_ADD || o0->n_arg != 2 || o0->arg[0].t != C || o0->arg[0].index ||
         !o0->arg[1].t || o0->arg[1].t->kind != T_PARAM || o0->arg[1].period != a[3].i ||
@@ -605,7 +605,7 @@ static int touched_between(const Program *p, int i, int j, Tensor *t, int reads_
     return 0;
 }
 
-/* Is g a backward rt_gemm as lower.c makes it (no epilogue yet)? */
+/* Is g a backward rt_gemm as ops/linear.c makes it (no epilogue yet)? */
 static int gemm_call(const Instr *g)
 {
     return !g->dead && g->kind == I_GEMM && g->backward && !g->recompute && g->call == CALL_GEMM;
@@ -729,7 +729,7 @@ void layernorm_bwd_sums(Program *p)
         if (l->dead || l->kind != I_CALL || l->call != CALL_LAYERNORM_BWD ||
             l->args[5].kind != ARG_NULL || l->n_writes < 1)
             continue;
-        Tensor *dx = l->writes[0];   /* lower.c: dx, then dw and db */
+        Tensor *dx = l->writes[0];   /* ops/linear.c: dx, then dw and db */
         if (l->args[6].t != dx)
             continue;
         int j = i + 1;

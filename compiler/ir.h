@@ -10,6 +10,8 @@
  *   graph.c      Spec -> Graph: forward nodes over tensors, shapes inferred, params named
  *   autodiff.c   Graph -> backward nodes appended (the training graph)
  *   lower.c      nodes -> Program: instructions (elementwise ops, GEMMs, runtime calls)
+ *   ops/NAME.c   one op each: its graph and shape rule, backward rule and lowering,
+ *                which the three above reach through ops/op.h's tables (ops/registry.c)
  *   call.c       the runtime calls: kinds, typed arguments, the table that prints them
  *   fusion.c     elementwise chains -> one loop each; bias/activation/residual into GEMM
  *                epilogues; layernorm backward's gradient sum into its call
@@ -73,7 +75,7 @@ typedef struct Tensor {
     int keep32;              /* stays fp32 in a bf16-mixed arena (saved statistics, targets) */
     int64_t ld;              /* rows of the last axis this many elements apart, or 0: the
                                 last axis's size (contiguous). Only a large vocabulary's
-                                logits and their gradient (graph.c: build_loss) */
+                                logits and their gradient (ops/loss.c) */
 } Tensor;
 
 struct Param {
@@ -83,7 +85,7 @@ struct Param {
     int64_t numel;
     int64_t offset;          /* floats */
     int64_t pad_rows;        /* rows after the tensor's, kept zero: a language model head's
-                                weight whose GEMMs run over a padded vocabulary (graph.c) */
+                                weight whose GEMMs run over a padded vocabulary (ops/loss.c) */
     int init;                /* RT_INIT_* */
     double init_a;
     Tensor *t, *g;
@@ -119,6 +121,7 @@ enum {
     N_EMBEDDING_BWD,
     N_POS_EMBEDDING_BWD,
     N_ATTENTION_BWD,
+    N__COUNT
 };
 
 enum { ACT_RELU, ACT_GELU, ACT_GELU_TANH, ACT_SILU, ACT_TANH, ACT_SIGMOID };
@@ -447,6 +450,8 @@ void call_set(Instr *in, int call, const Arg *args, int n);
 const char *call_check(const Instr *in);
 /* The runtime function of a call kind ("rt_gemm"). */
 const char *call_name(int call);
+/* Does selective recomputation replay a call of this kind (layernorm)? */
+int call_cheap(int call);
 /* Is `in` the gradient hook `call` (CALL_GRAD_BEGIN, CALL_GRAD_READY)? Then its floats
  * [*off, *off + *n). */
 int grad_hook(const Instr *in, int call, int64_t *off, int64_t *n);

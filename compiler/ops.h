@@ -1,37 +1,37 @@
-/* ops.h: the op table, the one place a spec op is declared.
+/* ops.h: the list of spec ops, the one place a spec op is declared.
  *
- * X(KIND, "spec name", "keys beside op/name/input/init", class)
+ * X(KIND, "spec name", "keys beside op/name/input/init", "the keys required", class)
  *
- * The parser reads the names and keys, graph.c the shape rules (shape_KIND in a
- * switch), autodiff.c the backward rules and lower.c the kernels; every switch over
- * OP_ kinds ends in unreachable(), so a new op that is missing somewhere fails loudly.
- */
+ * The parser reads the names and keys (spec.c's table-driven key checks); everything
+ * else about an op is its file under ops/, reached through ops/op.h's op_defs (the
+ * graph and shape rule) and node_defs (backward rule, lowering), which
+ * ops/registry.c fills and checks for holes. */
 #ifndef OPS_H
 #define OPS_H
 
 enum { OPC_PARAM, OPC_ELEMENTWISE, OPC_VIEW, OPC_POOL, OPC_NORM, OPC_CONTAINER, OPC_SEQ };
 
-#define OP_LIST(X)                                                         \
-    X(OP_LINEAR, "linear", "out bias tie", OPC_PARAM)                      \
-    X(OP_CONV2D, "conv2d", "out kernel stride padding bias", OPC_PARAM)    \
-    X(OP_MAXPOOL2D, "maxpool2d", "kernel stride", OPC_POOL)                \
-    X(OP_AVGPOOL2D, "avgpool2d", "kernel stride", OPC_POOL)                \
-    X(OP_FLATTEN, "flatten", "", OPC_VIEW)                                 \
-    X(OP_RELU, "relu", "", OPC_ELEMENTWISE)                                \
-    X(OP_GELU, "gelu", "approximate", OPC_ELEMENTWISE)                     \
-    X(OP_SILU, "silu", "", OPC_ELEMENTWISE)                                \
-    X(OP_TANH, "tanh", "", OPC_ELEMENTWISE)                                \
-    X(OP_SIGMOID, "sigmoid", "", OPC_ELEMENTWISE)                          \
-    X(OP_DROPOUT, "dropout", "p", OPC_ELEMENTWISE)                         \
-    X(OP_LAYERNORM, "layernorm", "eps", OPC_NORM)                          \
-    X(OP_EMBEDDING, "embedding", "vocab dim", OPC_PARAM)                   \
-    X(OP_POS_EMBEDDING, "pos_embedding", "max_len", OPC_PARAM)             \
-    X(OP_ATTENTION, "attention", "heads causal", OPC_SEQ)                  \
-    X(OP_RESIDUAL, "residual", "body", OPC_CONTAINER)                      \
-    X(OP_REPEAT, "repeat", "body count", OPC_CONTAINER)
+#define OP_LIST(X)                                                                    \
+    X(OP_LINEAR, "linear", "out bias tie", "out", OPC_PARAM)                          \
+    X(OP_CONV2D, "conv2d", "out kernel stride padding bias", "out kernel", OPC_PARAM) \
+    X(OP_MAXPOOL2D, "maxpool2d", "kernel stride", "kernel", OPC_POOL)                 \
+    X(OP_AVGPOOL2D, "avgpool2d", "kernel stride", "kernel", OPC_POOL)                 \
+    X(OP_FLATTEN, "flatten", "", "", OPC_VIEW)                                        \
+    X(OP_RELU, "relu", "", "", OPC_ELEMENTWISE)                                       \
+    X(OP_GELU, "gelu", "approximate", "", OPC_ELEMENTWISE)                            \
+    X(OP_SILU, "silu", "", "", OPC_ELEMENTWISE)                                       \
+    X(OP_TANH, "tanh", "", "", OPC_ELEMENTWISE)                                       \
+    X(OP_SIGMOID, "sigmoid", "", "", OPC_ELEMENTWISE)                                 \
+    X(OP_DROPOUT, "dropout", "p", "", OPC_ELEMENTWISE)                                \
+    X(OP_LAYERNORM, "layernorm", "eps", "", OPC_NORM)                                 \
+    X(OP_EMBEDDING, "embedding", "vocab dim", "vocab dim", OPC_PARAM)                 \
+    X(OP_POS_EMBEDDING, "pos_embedding", "max_len", "max_len", OPC_PARAM)             \
+    X(OP_ATTENTION, "attention", "heads causal", "heads", OPC_SEQ)                    \
+    X(OP_RESIDUAL, "residual", "body", "body", OPC_CONTAINER)                         \
+    X(OP_REPEAT, "repeat", "body count", "body count", OPC_CONTAINER)
 
 enum {
-#define X(kind, name, keys, cls) kind,
+#define X(kind, name, keys, required, cls) kind,
     OP_LIST(X)
 #undef X
     OP__COUNT
@@ -40,6 +40,7 @@ enum {
 typedef struct OpInfo {
     const char *name;
     const char *keys;   /* space-separated */
+    const char *required;   /* the keys a layer must give (linear: out unless tied) */
     int cls;
 } OpInfo;
 

@@ -246,13 +246,14 @@ static Tensor *replay(Ctx *c, int pi, Tensor *want)
     die("recompute: %s does not write %s", o->what, want->name);
 }
 
-/* Cheap to recompute: elementwise loops and layernorm. Attention is not (its output
- * costs as much as a GEMM's, and it keeps only a log-sum-exp a row anyway). */
+/* Cheap to recompute: elementwise loops and the calls call.c's table marks cheap
+ * (layernorm). Attention is not (its output costs as much as a GEMM's, and it keeps
+ * only a log-sum-exp a row anyway). */
 static int cheap(const Instr *in)
 {
     if (in->kind == I_EW)
         return 1;
-    return in->kind == I_CALL && in->call == CALL_LAYERNORM_FWD;
+    return in->kind == I_CALL && call_cheap(in->call);
 }
 
 void recompute(Program *p, int policy, int full_blocks, int sel_blocks, int jit_cheap)

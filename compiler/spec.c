@@ -4,7 +4,8 @@
  * layout, the model (keys, types and ranges of every value, with "did you mean"),
  * layer- and parameter-name collisions, then the training spec through the runtime's
  * config table (runtime/config.c), so the compiler and a trainer's --set take the same
- * values. Shapes are graph.c's business. Every error exits 1 through error_at().
+ * values. Shapes are the op files' business (ops/, from graph.c). Every error exits 1
+ * through error_at().
  */
 #include <ctype.h>
 #include <errno.h>
@@ -12,11 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include "trainc.h"
+#include "ops/op.h"
 
 
 const OpInfo op_info[OP__COUNT] = {
-#define X(kind, name, keys, cls) [kind] = {name, keys, cls},
+#define X(kind, name, keys, required, cls) [kind] = {name, keys, required, cls},
     OP_LIST(X)
 #undef X
 };
@@ -779,21 +780,6 @@ static const char **layer_keys(int op)
     return k;
 }
 
-static const char *required_keys(int op)
-{
-    switch (op) {
-    case OP_LINEAR: return "out";           /* unless tied (checked later) */
-    case OP_CONV2D: return "out kernel";
-    case OP_MAXPOOL2D: case OP_AVGPOOL2D: return "kernel";
-    case OP_EMBEDDING: return "vocab dim";
-    case OP_POS_EMBEDDING: return "max_len";
-    case OP_ATTENTION: return "heads";
-    case OP_RESIDUAL: return "body";
-    case OP_REPEAT: return "body count";
-    }
-    return "";
-}
-
 static Layer *parse_layer(const Ctx *c, const cJSON *v, const char *path);
 
 static void parse_body(const Ctx *c, Layer *l, const cJSON *v, const char *path)
@@ -922,11 +908,11 @@ static Layer *parse_layer(const Ctx *c, const cJSON *v, const char *path)
     }
 
     char req[64];
-    snprintf(req, sizeof req, "%s", required_keys(l->op));
+    snprintf(req, sizeof req, "%s", op_info[l->op].required);
     for (char *k = strtok(req, " "); k; k = strtok(NULL, " "))
         if (!member(v, k) && !(l->op == OP_LINEAR && l->tie))
             error_at(c->file, path, "missing key '%s' (%s needs %s)", k, op_info[l->op].name,
-                     required_keys(l->op));
+                     op_info[l->op].required);
     if (l->has_init && l->op == OP_LINEAR && l->tie && !l->bias) {
         char *ip = keep(path_key(path, "init"));
         error_at(c->file, ip, "this linear has no parameters of its own to initialize (its "
@@ -951,37 +937,11 @@ typedef struct PNames {
     int n, cap;
 } PNames;
 
-/* Parameter tensors a layer owns, as suffixes of its name. */
+/* Parameter tensors a layer owns, as suffixes of its name (its op file says). */
 static int layer_params(const Layer *l, const char **out)
 {
-    int n = 0;
-    switch (l->op) {
-    case OP_LINEAR:
-        if (!l->tie)
-            out[n++] = "weight";
-        if (l->bias)
-            out[n++] = "bias";
-        break;
-    case OP_CONV2D:
-        out[n++] = "weight";
-        if (l->bias)
-            out[n++] = "bias";
-        break;
-    case OP_LAYERNORM:
-        out[n++] = "weight";
-        out[n++] = "bias";
-        break;
-    case OP_EMBEDDING: case OP_POS_EMBEDDING:
-        out[n++] = "weight";
-        break;
-    case OP_ATTENTION:
-        out[n++] = "qkv.weight";
-        out[n++] = "qkv.bias";
-        out[n++] = "proj.weight";
-        out[n++] = "proj.bias";
-        break;
-    }
-    return n;
+    const OpDef *d = op_defs[l->op];
+    return d->params ? d->params(l, out) : 0;
 }
 
 /* Parameter tensors (layers: 0) or layers (1) in a list of layers with repeats

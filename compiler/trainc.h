@@ -91,7 +91,7 @@ typedef struct Spec {
 /* Reads one file (both "model" and "train") or two (model, then train); checks JSON
  * syntax (FILE:LINE:COL), keys (unknown ones with "did you mean"), types, ranges,
  * the data keys against the model inputs, and the training config. Shapes are
- * checked later by graph.c. Exits 1 on any error. */
+ * checked later, as the graph is built (graph.c, ops/). Exits 1 on any error. */
 Spec *spec_load(int nfiles, char **files);
 /* Applies one --set KEY=VALUE to spec->train; exits 1 on a bad key or value. After
  * the last one, spec_sets_done checks the rules between fields (exit 1) and

@@ -26,7 +26,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include "ir.h"
+#include "ops/op.h"
 
 /* the pipeline's passes, in order (ir.h: PASS_LIST) */
 static const char *const pass_names[] = {
@@ -74,15 +74,6 @@ static int pass_index(const char *pass)
 }
 
 /* ---- printing ---------------------------------------------------------------- */
-
-static const char *const node_names[] = {
-    "convert", "linear", "conv2d", "maxpool", "avgpool", "flatten", "act", "dropout",
-    "layernorm", "loss", "embedding", "pos_embedding", "attention", "add",
-    "linear_bwd", "conv2d_bwd", "maxpool_bwd", "avgpool_bwd", "act_bwd", "dropout_bwd",
-    "layernorm_bwd", "embedding_bwd", "pos_embedding_bwd", "attention_bwd",
-};
-_Static_assert(sizeof node_names / sizeof *node_names == N_ATTENTION_BWD + 1,
-               "node_names follows ir.h's N_* list");
 
 static void put_shape(FILE *f, const Tensor *t)
 {
@@ -147,7 +138,7 @@ static void dump_graph(const Graph *g, const char *pass)
             g->n_nodes, g->n_forward, g->n_params, g->param_floats);
     for (int i = 0; i < g->n_nodes; i++) {
         const Node *n = g->nodes[i];
-        fprintf(f, "%5d  %s  %-17s %s\n", i, n->backward ? "bwd" : "fwd", node_names[n->kind],
+        fprintf(f, "%5d  %s  %-17s %s\n", i, n->backward ? "bwd" : "fwd", node_defs[n->kind]->name,
                 n->origin ? n->origin : "");
         fputs("         ", f);
         for (int k = 0; k < n->n_in; k++)

@@ -54,7 +54,7 @@ EOF
 grep -qE 'v0 = d_residual_res\[i\] \+ d_dropout_2_part\[i\]; /\* sum of gradient contributions' "$tmp/part/kernels_cpu.c" ||
     { echo "FAIL: the layernorm's part of d_dropout_2 is not named d_dropout_2_part"; grep -n 'sum of' "$tmp/part/kernels_cpu.c"; fail=1; }
 # a GEMM whose bias stays out of its epilogue (a tanh follows: no cuBLASLt epilogue for
-# it) says the loop after it adds the bias, and that loop does (lower.c)
+# it) says the loop after it adds the bias, and that loop does (ops/linear.c)
 sed 's/{"op": "relu"}/{"op": "tanh"}/' "$tmp/part.json" > "$tmp/tanh.json"
 "$TRAINC" emit "$tmp/tanh.json" -o "$tmp/tanh"
 ${PYTHON:-/usr/bin/python3} - "$tmp/tanh/host.c" <<'PY' || fail=1

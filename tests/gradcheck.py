@@ -117,7 +117,8 @@ cases += [
                       {"op": "layernorm", "name": "ln_f"}, {"op": "linear", "tie": "wte", "bias": False}], init="gpt2"),
 ]
 # a vocabulary of 1030 (>= 1024, not a multiple of 64): the logits and their gradient
-# are stored with rows 1088 apart (graph.c), which the head's GEMMs and the loss honour
+# are stored with rows 1088 apart (compiler/ops/loss.c), which the head's GEMMs and the
+# loss honour
 cases.append(case("padded_vocab", [5], [
     {"op": "embedding", "name": "wte", "vocab": 1030, "dim": 6, "input": "x"}, {"op": "layernorm"},
     {"op": "linear", "tie": "wte", "bias": False}], classes=1030, target_shape=(5,), x_dtype="i32",

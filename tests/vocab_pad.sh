@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A vocabulary of 1024 or more that is not a multiple of 64 has its logits (and their
-# gradient) stored with rows padded to a multiple of 64 (compiler/graph.c; GPT-2's
+# gradient) stored with rows padded to a multiple of 64 (compiler/ops/loss.c; GPT-2's
 # 50257 -> rows 50304 apart), and the head's weight followed by as many zero rows in
 # the parameter region, so that the head's three GEMMs run over the padded vocabulary
 # (cuBLASLt's fast kernels want every dimension a multiple of 8). For

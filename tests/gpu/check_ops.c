@@ -1641,7 +1641,7 @@ int main(int argc, char **argv)
     t_cross_entropy(300, 13, 2, 13);
     t_cross_entropy(5, 50257, 1, 50257);
     t_cross_entropy(64, 50257, 2, 50257);
-    /* GPT-2's: rows padded to 50304 (graph.c), the gradient over the logits */
+    /* GPT-2's: rows padded to 50304 (ops/loss.c), the gradient over the logits */
     t_cross_entropy(3, 50257, 0, 50304);
     t_cross_entropy(5, 50257, 1, 50304);
     t_cross_entropy(64, 50257, 2, 50304);

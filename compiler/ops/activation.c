@@ -1,0 +1,85 @@
+/* activation.c: the elementwise activations relu, gelu (exact or tanh), silu, tanh and
+ * sigmoid, one node kind (Node.act says which): graph, backward rule and lowering (one
+ * elementwise op each way, fused later; the backward reads the output where its rule
+ * can, so the pre-activation need not live). */
+#include "op.h"
+
+/* any shape, kept */
+static void build_activation(GraphCtx *c, const LayerArgs *a)
+{
+    const Layer *l = a->l;
+    Tensor *x = a->x;
+    const char *at = a->at;
+    const char *pfx = a->pfx;
+    static const char *nm[] = {"relu", "gelu", "gelu", "silu", "tanh", "sigmoid"};
+    int act = l->op == OP_RELU ? ACT_RELU
+              : l->op == OP_GELU ? (l->gelu_tanh ? ACT_GELU_TANH : ACT_GELU)
+              : l->op == OP_SILU ? ACT_SILU
+              : l->op == OP_TANH ? ACT_TANH
+                                 : ACT_SIGMOID;
+    Tensor *y = act_tensor(c, l->path, layer_ident(nm[act], pfx), x->rank, x->shape);
+    y->origin = at;
+    y->what = nm[act];
+    Node *nd = layer_node(c, a, N_ACT, x, y);
+    nd->act = act;
+    add_flops(c, l->path, (double)x->numel, 2.0 * x->numel);
+    c->cur = y;
+}
+
+static const char *act_fwd_expr(int act)
+{
+    switch (act) {
+    case ACT_RELU: return "$0 < 0.0f ? 0.0f : $0";   /* NaN stays NaN, as torch.relu */
+    case ACT_GELU: return "rt_gelu($0)";
+    case ACT_GELU_TANH: return "rt_gelu_tanh($0)";
+    case ACT_SILU: return "rt_silu($0)";
+    case ACT_TANH: return "rt_tanhf($0)";
+    case ACT_SIGMOID: return "rt_sigmoidf($0)";
+    }
+    unreachable();
+}
+
+/* Backward of an activation: $0 = dy, $1 = what the rule needs (x or y). Rules that
+ * can use the output do, so the pre-activation (often a GEMM output) need not live. */
+static const char *act_bwd_expr(int act, int *uses_output)
+{
+    *uses_output = act == ACT_RELU || act == ACT_TANH || act == ACT_SIGMOID;
+    switch (act) {
+    case ACT_RELU: return "$1 <= 0.0f ? 0.0f : $0";  /* torch's threshold_backward */
+    case ACT_GELU: return "rt_gelu_bwd($1, $0)";
+    case ACT_GELU_TANH: return "rt_gelu_tanh_bwd($1, $0)";
+    case ACT_SILU: return "rt_silu_bwd($1, $0)";
+    case ACT_TANH: return "$0 * (1.0f - $1 * $1)";
+    case ACT_SIGMOID: return "$0 * $1 * (1.0f - $1)";
+    }
+    unreachable();
+}
+
+static const char *act_name(int act)
+{
+    static const char *n[] = {"relu", "gelu", "gelu (tanh)", "silu", "tanh", "sigmoid"};
+    return n[act];
+}
+
+static void lower_act(Program *p, Node *nd)
+{
+    instr_ew(p, nd, act_name(nd->act), nd->out, EW_ACT, act_fwd_expr(nd->act), 1, nd->in[0], NULL);
+}
+
+/* in[0] = dy, in[1] = x, in[2] = y */
+static void lower_act_bwd(Program *p, Node *nd)
+{
+    int uses_out;
+    const char *e = act_bwd_expr(nd->act, &uses_out);
+    char *what = xasprintf("%s backward", act_name(nd->act));
+    instr_ew(p, nd, what, nd->out, EW_ACT_BWD, e, 2, nd->in[0], NULL, uses_out ? nd->in[2] : nd->in[1],
+             NULL);
+}
+
+const OpDef op_relu = {.build = build_activation};
+const OpDef op_gelu = {.build = build_activation};
+const OpDef op_silu = {.build = build_activation};
+const OpDef op_tanh = {.build = build_activation};
+const OpDef op_sigmoid = {.build = build_activation};
+const NodeDef node_act = {"act", GRAD_NODE, N_ACT_BWD, lower_act};
+const NodeDef node_act_bwd = {"act_bwd", GRAD_NONE, 0, lower_act_bwd};

@@ -1,0 +1,183 @@
+/* conv2d.c: 2-D convolution over [C, H, W]: its graph and shapes, its backward rule and
+ * its lowering (im2col, one GEMM over the batch's columns, an epilogue that reorders
+ * [out, B, HW] to [B, out, HW] and adds the bias; backward: the bias gradient, im2col
+ * again, dW and dcol GEMMs, col2im). */
+#include <math.h>
+#include <string.h>
+#include "op.h"
+
+static int conv2d_params(const Layer *l, const char **out)
+{
+    int n = 0;
+    out[n++] = "weight";
+    if (l->bias)
+        out[n++] = "bias";
+    return n;
+}
+
+/* [C, H, W] -> [out, OH, OW], OH = (H + 2 padding - kernel) / stride + 1 (OW alike);
+ * W [out, C, k, k], b [out] */
+static void build_conv2d(GraphCtx *c, const LayerArgs *a)
+{
+    Graph *g = c->g;
+    const Layer *l = a->l;
+    Tensor *x = a->x;
+    Init init = a->init;
+    const char *at = a->at;
+    const char *pfx = a->pfx;
+    if (x->rank != 3)
+        layer_error(c, l, "conv2d needs a [channels, height, width] input, got %s",
+                    shape_str(x->rank, x->shape));
+    int64_t C = x->shape[0], H = x->shape[1], W = x->shape[2];
+    int64_t k = l->kernel, s = l->stride, p = l->padding;
+    if (H + 2 * p < k || W + 2 * p < k)
+        layer_error(c, l, "kernel %lld is larger than the padded input %lldx%lld",
+                    (long long)k, (long long)(H + 2 * p), (long long)(W + 2 * p));
+    int64_t OH = (H + 2 * p - k) / s + 1, OW = (W + 2 * p - k) / s + 1;
+    /* the GEMM [out, C*k*k] x [C*k*k, B*OH*OW] over im2col's columns (lower_conv_fwd) */
+    int64_t CKK, HW;
+    if (__builtin_mul_overflow(C, k * k, &CKK))
+        CKK = INT64_MAX;
+    if (__builtin_mul_overflow(OH, OW, &HW))
+        HW = INT64_MAX;
+    gemm_dim(g, l->path, "conv2d", "C*k*k (input channels times kernel area)", CKK);
+    gemm_dim(g, l->path, "conv2d", "OH*OW (output positions)", HW);
+    count_act(c, l->path, 2, (int64_t[]){CKK, HW});   /* im2col's columns */
+    int64_t shp[3] = {l->out, OH, OW};
+    Tensor *y = act_tensor(c, l->path, layer_ident("conv", pfx), 3, shp);
+    y->origin = at;
+    y->what = "conv2d output";
+    Node *nd = layer_node(c, a, N_CONV2D, x, y);
+    int64_t cv[8] = {C, H, W, k, s, p, OH, OW};
+    memcpy(nd->conv, cv, sizeof cv);
+    int64_t ws[4] = {l->out, C, k, k};
+    double bound = 1.0 / sqrt((double)CKK);
+    int wi = init.kind == INIT_DEFAULT ? RT_INIT_UNIFORM : RT_INIT_NORMAL;
+    double wa = init.kind == INIT_DEFAULT ? bound : init.kind == INIT_GPT2 ? 0.02 : init.std;
+    nd->w = add_param(g, pfx, "weight", 4, ws, wi, wa, l->path);
+    if (l->bias)
+        nd->b = add_param(g, pfx, "bias", 1, &ws[0],
+                          init.kind == INIT_DEFAULT ? RT_INIT_UNIFORM : RT_INIT_CONST,
+                          init.kind == INIT_DEFAULT ? bound : 0.0, l->path);
+    double macs = (double)l->out * CKK * HW;
+    add_flops(c, l->path, 2 * macs, 4 * macs);
+    c->cur = y;
+}
+
+/* a conv2d GEMM operand: `rows` rows of B * `cols` (per_row = rows * cols) */
+static Tensor *gemm_temp(Graph *g, const char *name, int64_t rows, int64_t cols,
+                         const char *origin, const char *what)
+{
+    Tensor *t = lower_temp(g, name, rows * cols, origin, what);
+    t->layout = xasprintf("[%lld, B*%lld]", (long long)rows, (long long)cols);
+    return t;
+}
+
+static void lower_conv_fwd(Program *p, Node *nd)
+{
+    Graph *g = p->g;
+    int64_t C = nd->conv[0], H = nd->conv[1], W = nd->conv[2], k = nd->conv[3], s = nd->conv[4],
+            pad = nd->conv[5], OH = nd->conv[6], OW = nd->conv[7];
+    int64_t Cout = nd->out->shape[0], CKK = C * k * k, HW = OH * OW;
+    Tensor *x = nd->in[0], *y = nd->out;
+    Tensor *col = gemm_temp(g, xasprintf("col_%s", y->name), CKK, HW, nd->origin,
+                            "im2col columns [C*k*k, B*OH*OW]");
+    Tensor *yt = gemm_temp(g, xasprintf("gemm_%s", y->name), Cout, HW, nd->origin,
+                           "GEMM output [out, B*OH*OW]");
+    Instr *a = instr_add(p, I_CALL, nd->origin, 0);
+    a->what = xstrdup("conv2d: im2col");
+    SET_CALL(a, CALL_IM2COL, arg_t(x), arg_t(col), arg_rows(1), arg_int(C), arg_int(H), arg_int(W),
+             arg_int(k), arg_int(s), arg_int(pad), arg_int(OH), arg_int(OW));
+    instr_reads(a, x);
+    instr_writes(a, col);
+    Instr *b = instr_add(p, I_GEMM, nd->origin, 0);
+    b->flops = 2 * Cout * CKK * HW;
+    b->what = xstrdup("conv2d: weight x columns");
+    SET_CALL(b, CALL_GEMM, arg_int(0), arg_int(0), arg_int(Cout), arg_rows(HW), arg_int(CKK),
+             arg_float(1), arg_t(nd->w->t), arg_int(CKK), arg_t(col), arg_rows(HW), arg_float(0),
+             arg_t(yt), arg_rows(HW));
+    instr_reads(b, nd->w->t);
+    instr_reads(b, col);
+    instr_writes(b, yt);
+    /* epilogue: [out, B, HW] -> [B, out, HW], plus bias */
+    char *perm = xasprintf("(i / %lld %% %lld) * (e->B * %lld) + i / %lld * %lld + i %% %lld",
+                           (long long)HW, (long long)Cout, (long long)HW, (long long)(Cout * HW),
+                           (long long)HW, (long long)HW);
+    Instr *ep;
+    if (nd->b) {
+        char *bix = xasprintf("i / %lld %% %lld", (long long)HW, (long long)Cout);
+        ep = instr_ew(p, nd, "conv2d epilogue: bias, [out, B, HW] -> [B, out, HW]", y, EW_ADD,
+                      "$0 + $1", 2, yt, perm, nd->b->t, bix);
+        ep->ops[0].arg[1].run = HW;      /* the bias: one value a row of HW */
+        ep->ops[0].arg[1].run_const = 1;
+    } else {
+        ep = instr_ew(p, nd, "conv2d epilogue: [out, B, HW] -> [B, out, HW]", y, EW_COPY, "$0", 1, yt,
+                      perm);
+    }
+    ep->ops[0].arg[0].run = HW;          /* rows of HW move whole */
+}
+
+static void lower_conv_bwd(Program *p, Node *nd)
+{
+    Graph *g = p->g;
+    int64_t C = nd->conv[0], H = nd->conv[1], W = nd->conv[2], k = nd->conv[3], s = nd->conv[4],
+            pad = nd->conv[5], OH = nd->conv[6], OW = nd->conv[7];
+    Tensor *dy = nd->in[0], *x = nd->in[1], *dx = nd->out;
+    int64_t Cout = dy->shape[0], CKK = C * k * k, HW = OH * OW;
+    /* named after the forward pass's buffers (col_conv_3, gemm_conv_3) they mirror */
+    const char *y = nd->fwd->out->name;
+    Tensor *dyt = gemm_temp(g, xasprintf("d_gemm_%s", y), Cout, HW, nd->origin,
+                            "gradient in GEMM layout [out, B*OH*OW]");
+    Tensor *col = gemm_temp(g, xasprintf("col_%s_again", y), CKK, HW, nd->origin,
+                            "im2col columns, recomputed [C*k*k, B*OH*OW]");
+    /* [B, out, HW] -> [out, B, HW]: element j of dyt reads dy[b, co, q] */
+    char *perm = xasprintf("i %% (e->B * %lld) / %lld * %lld + i / (e->B * %lld) * %lld + i %% %lld",
+                           (long long)HW, (long long)HW, (long long)(Cout * HW), (long long)HW,
+                           (long long)HW, (long long)HW);
+    Instr *tr = instr_ew(p, nd, "conv2d backward: [B, out, HW] -> [out, B, HW]", dyt, EW_COPY, "$0", 1,
+                         dy, perm);
+    tr->ops[0].arg[0].run = HW;          /* rows of HW move whole */
+    if (nd->b) {
+        Instr *r = instr_add(p, I_CALL, nd->origin, 1);
+        r->what = xstrdup("conv2d backward: bias gradient");
+        SET_CALL(r, CALL_ROWSUM_ADD, arg_t(dyt), arg_t(nd->b->g), arg_int(Cout), arg_rows(HW));
+        instr_reads(r, dyt);
+        instr_writes(r, nd->b->g);
+    }
+    Instr *a = instr_add(p, I_CALL, nd->origin, 1);
+    a->what = xstrdup("conv2d backward: im2col again (cheaper than keeping it)");
+    SET_CALL(a, CALL_IM2COL, arg_t(x), arg_t(col), arg_rows(1), arg_int(C), arg_int(H), arg_int(W),
+             arg_int(k), arg_int(s), arg_int(pad), arg_int(OH), arg_int(OW));
+    instr_reads(a, x);
+    instr_writes(a, col);
+    Instr *b = instr_add(p, I_GEMM, nd->origin, 1);
+    b->what = xstrdup("conv2d backward: dW += dY col^T");
+    SET_CALL(b, CALL_GEMM, arg_int(0), arg_int(1), arg_int(Cout), arg_int(CKK), arg_rows(HW),
+             arg_float(1), arg_t(dyt), arg_rows(HW), arg_t(col), arg_rows(HW), arg_float(1),
+             arg_t(nd->w->g), arg_int(CKK));
+    instr_reads(b, dyt);
+    instr_reads(b, col);
+    instr_writes(b, nd->w->g);
+    if (!dx)
+        return;
+    Tensor *dcol = gemm_temp(g, xasprintf("d_col_%s", y), CKK, HW, nd->origin,
+                             "column gradients [C*k*k, B*OH*OW]");
+    Instr *c = instr_add(p, I_GEMM, nd->origin, 1);
+    c->what = xstrdup("conv2d backward: dcol = W^T dY");
+    SET_CALL(c, CALL_GEMM, arg_int(1), arg_int(0), arg_int(CKK), arg_rows(HW), arg_int(Cout),
+             arg_float(1), arg_t(nd->w->t), arg_int(CKK), arg_t(dyt), arg_rows(HW), arg_float(0),
+             arg_t(dcol), arg_rows(HW));
+    instr_reads(c, nd->w->t);
+    instr_reads(c, dyt);
+    instr_writes(c, dcol);
+    Instr *d = instr_add(p, I_CALL, nd->origin, 1);
+    d->what = xstrdup("conv2d backward: col2im");
+    SET_CALL(d, CALL_COL2IM, arg_t(dcol), arg_t(dx), arg_rows(1), arg_int(C), arg_int(H),
+             arg_int(W), arg_int(k), arg_int(s), arg_int(pad), arg_int(OH), arg_int(OW));
+    instr_reads(d, dcol);
+    instr_writes(d, dx);
+}
+
+const OpDef op_conv2d = {.build = build_conv2d, .params = conv2d_params};
+const NodeDef node_conv2d = {"conv2d", GRAD_NODE, N_CONV2D_BWD, lower_conv_fwd};
+const NodeDef node_conv2d_bwd = {"conv2d_bwd", GRAD_NONE, 0, lower_conv_bwd};

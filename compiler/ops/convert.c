@@ -1,0 +1,48 @@
+/* convert.c: a model input converted to f32 (x * scale + shift) once for the layers
+ * that read floats (and, in 16-bit training, for an mse target): the node, not
+ * differentiated, and its lowering (one elementwise op, fused later). */
+#include "op.h"
+
+/* A new tensor `name`: model input k converted to f32 (x * scale + shift), and its node. */
+Tensor *convert_input(GraphCtx *c, int k, const char *name, const char *what)
+{
+    const InputSpec *in = &c->s->inputs[k];
+    Tensor *raw = c->g->inputs[k];
+    Tensor *t = act_tensor(c, in->path, name, raw->rank, raw->shape);
+    t->origin = in->path;
+    t->what = what;
+    Node *n = graph_node(c->g, N_CONVERT, in->path);
+    n->in[n->n_in++] = raw;
+    n->out = t;
+    n->scale = in->has_scale ? in->scale : 1.0;
+    n->shift = in->has_shift ? in->shift : 0.0;
+    return t;
+}
+
+/* The f32 view of model input k for the layers, converting raw integers (x * scale +
+ * shift) once. With mixed precision an fp32 input is converted too: the layers read
+ * act_t. */
+Tensor *input_f32(GraphCtx *c, int k)
+{
+    c->as_float[k] = 1;
+    if (c->converted[k])
+        return c->converted[k];
+    const InputSpec *in = &c->s->inputs[k];
+    if (in->dtype == RT_F32 && !in->has_scale && !in->has_shift && !c->g->act16)
+        return c->converted[k] = c->g->inputs[k];
+    return c->converted[k] = convert_input(c, k, xasprintf("%s_f32", in->name), "input as f32");
+}
+
+static void lower_convert(Program *p, Node *nd)
+{
+    char *e;
+    if (nd->shift != 0.0)
+        e = xasprintf("(float)$0 * %s + %s", float_literal(nd->scale), float_literal(nd->shift));
+    else if (nd->scale != 1.0)
+        e = xasprintf("(float)$0 * %s", float_literal(nd->scale));
+    else
+        e = xstrdup("(float)$0");
+    instr_ew(p, nd, "input to f32", nd->out, EW_OTHER, e, 1, nd->in[0], NULL);
+}
+
+const NodeDef node_convert = {"convert", GRAD_NONE, 0, lower_convert};

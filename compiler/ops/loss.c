@@ -1,0 +1,152 @@
+/* loss.c: the loss ("loss" in the spec: cross_entropy over the last axis's classes,
+ * or mse), after the last layer: its graph and shapes (a large vocabulary's logits
+ * padded for the GEMMs) and its lowering (one runtime call that in training also writes
+ * d(loss)/d(prediction), where the backward pass starts). */
+#include <stdlib.h>
+#include <string.h>
+#include "op.h"
+
+/* cross_entropy's target: the class labels [...] of the logits [..., C], read as i32. */
+static Tensor *class_target(GraphCtx *c, int k, Tensor *pred, const char *path)
+{
+    const Spec *s = c->s;
+    const InputSpec *tin = &s->inputs[k];
+    if (pred->rank < 1)
+        error_at(s->model_file, path, "cross_entropy needs logits with a class axis, got a scalar");
+    int64_t C = pred->shape[pred->rank - 1];
+    if (tin->rank != pred->rank - 1 || memcmp(tin->shape, pred->shape, sizeof(int64_t) * (size_t)tin->rank))
+        error_at(s->model_file, path,
+                 "target '%s' has shape %s but the logits %s need %s", tin->name,
+                 shape_str(tin->rank, tin->shape), shape_str(pred->rank, pred->shape),
+                 shape_str(pred->rank - 1, pred->shape));
+    if (tin->dtype == RT_F32)
+        error_at(s->model_file, path, "cross_entropy needs an integer target, '%s' is %s",
+                 tin->name, rt_dtype_name(tin->dtype));
+    if (tin->classes && tin->classes != C)
+        error_at(s->model_file, path,
+                 "the logits have %lld classes but $.model.inputs.%s.classes is %lld",
+                 (long long)C, tin->name, (long long)tin->classes);
+    Tensor *target = c->g->inputs[k];
+    read_as_i32(target);
+    c->g->input_classes[k] = C;
+    add_flops(c, path, 4.0 * pred->numel, 0);
+    return target;
+}
+
+/* mse's target: the prediction's shape, as fp32. */
+static Tensor *float_target(GraphCtx *c, int k, Tensor *pred, const char *path)
+{
+    const Spec *s = c->s;
+    const InputSpec *tin = &s->inputs[k];
+    if (tin->rank != pred->rank || memcmp(tin->shape, pred->shape, sizeof(int64_t) * (size_t)tin->rank))
+        error_at(s->model_file, path, "target '%s' has shape %s but the prediction has shape %s",
+                 tin->name, shape_str(tin->rank, tin->shape), shape_str(pred->rank, pred->shape));
+    c->as_float[k] = 1;
+    Tensor *t;
+    if (!c->g->act16)
+        t = input_f32(c, k);
+    else if (tin->dtype == RT_F32 && !tin->has_scale && !tin->has_shift)
+        t = c->g->inputs[k];
+    else {
+        /* the loss reads an fp32 target: its own conversion (the raw input when it is
+         * fp32 already), not the layers' bf16 one */
+        t = convert_input(c, k, xasprintf("%s_target", tin->name), "the target as f32");
+        t->keep32 = 1;
+    }
+    add_flops(c, path, 3.0 * pred->numel, 0);
+    return t;
+}
+
+/* A vocabulary's logits straight from a linear layer without bias (a language
+ * model's head) are stored with rows a multiple of 64 elements apart (GPT-2: 50257
+ * logits, rows 50304 apart), and the head's weight is followed by as many zero rows
+ * in the parameter region, as llm.c pads its vocabulary: the head's three GEMMs
+ * then run over the padded vocabulary (an odd one keeps cuBLASLt on its old
+ * align-1 kernels: on an H200, 41% of GPT-2's step). The padded logits come out 0,
+ * the loss writes 0 into their gradient's padding, so the zero rows get a zero
+ * gradient and stay zero; the parameter keeps its true shape everywhere else
+ * (files, counts, the embedding). TRAINC_PAD_LOGITS=0 (for tests and benchmarks)
+ * keeps the rows contiguous and the GEMMs over the true vocabulary: the same
+ * numbers up to float rounding (tests/vocab_pad.sh). */
+static void pad_logits(GraphCtx *c, Tensor *pred, Tensor *dpred)
+{
+    Graph *g = c->g;
+    const char *pad = getenv("TRAINC_PAD_LOGITS");
+    if (c->s->loss != LOSS_CROSS_ENTROPY || pred->alias || g->n_nodes == 0 ||
+        (pad && !strcmp(pad, "0")))
+        return;
+    int64_t C = pred->shape[pred->rank - 1];
+    const Node *last = g->nodes[g->n_nodes - 1];
+    if (C < 1024 || C % 64 == 0 || last->kind != N_LINEAR || last->out != pred || last->b ||
+        last->w->rank != 2 || last->w->shape[0] != C)
+        return;
+    pred->ld = dpred->ld = (C + 63) / 64 * 64;
+    pred->what = xasprintf("%s (rows %lld apart: aligned for the GEMMs)",
+                           pred->what ? pred->what : "logits", (long long)pred->ld);
+    last->w->pad_rows = pred->ld - C;
+    g->param_floats = 0;   /* the parameters' offsets again, with the zero rows */
+    for (int i = 0; i < g->n_params; i++) {
+        g->params[i]->offset = g->param_floats;
+        g->param_floats += param_span(g->params[i]);
+    }
+}
+
+/* The loss node after the last layer (c->cur, the prediction), and the tensor of
+ * d(loss)/d(prediction) it writes, where the backward pass starts. */
+void build_loss(GraphCtx *c)
+{
+    const Spec *s = c->s;
+    Graph *g = c->g;
+    const char *path = "$.model.loss";
+    int k = find_model_input(s, s->loss_target);
+    if (k < 0)
+        error_at(s->model_file, path, "target '%s' is not a model input", s->loss_target);
+    Tensor *pred = c->cur;
+    Tensor *target = s->loss == LOSS_CROSS_ENTROPY ? class_target(c, k, pred, path)
+                                                   : float_target(c, k, pred, path);
+    Tensor *dpred = act_tensor(c, path, xasprintf("d_%s", pred->name), pred->rank,
+                               pred->shape);
+    dpred->origin = path;
+    dpred->what = "d(loss)/d(prediction), written by the loss";
+    pad_logits(c, pred, dpred);
+    Node *nd = graph_node(g, N_LOSS, path);
+    nd->loss = s->loss;
+    nd->in[nd->n_in++] = pred;
+    nd->in[nd->n_in++] = target;
+    nd->out2 = dpred;
+    g->pred = pred;
+    g->dpred = dpred;
+}
+
+/* The loss, and in training the gradient of the prediction. */
+static void lower_loss(Program *p, Node *nd)
+{
+    Tensor *pred = nd->in[0], *t = nd->in[1];
+    Instr *a = instr_add(p, I_CALL, nd->origin, 0);
+    if (nd->loss == LOSS_CROSS_ENTROPY) {
+        int64_t C = pred->shape[pred->rank - 1];
+        a->what = xstrdup(p->eval ? "cross entropy: loss and accuracy (no gradient in validation)"
+                                  : "cross entropy: loss, accuracy and d(logits) in one pass");
+        /* no gradient in validation's program; in training's, only while e->train */
+        SET_CALL(a, CALL_CROSS_ENTROPY, arg_t(pred), arg_t(t),
+                 p->eval ? arg_null() : arg_train(nd->out2), arg_rows(pred->numel / C),
+                 arg_int(C), arg_int(tensor_ld(pred)));
+    } else {
+        a->what = xstrdup(p->eval ? "mean squared error (no gradient in validation)"
+                                  : "mean squared error and d(prediction)");
+        SET_CALL(a, CALL_MSE, arg_t(pred), arg_t(t), p->eval ? arg_null() : arg_train(nd->out2),
+                 arg_rows(pred->numel));
+    }
+    instr_reads(a, pred);
+    instr_reads(a, t);
+    if (!p->eval) {
+        instr_writes(a, nd->out2);
+        /* the logits' gradient may take the logits' storage (rt_cross_entropy writes
+         * each logit after reading it, z[target] first), so the two [B, T, vocab]
+         * buffers of a language model are one: memplan decides */
+        if (nd->loss == LOSS_CROSS_ENTROPY)
+            a->inplace = pred;
+    }
+}
+
+const NodeDef node_loss = {"loss", GRAD_NONE, 0, lower_loss};

@@ -1,0 +1,124 @@
+/* op.h: what an op file under compiler/ops/ defines, and the helpers it builds with.
+ *
+ * Two tables, both filled in ops/registry.c:
+ *   op_defs[OP_*]   a spec op (ops.h's OP_LIST): how its layer becomes graph nodes, its
+ *                   shapes checked (build);
+ *   node_defs[N_*]  a graph node kind (ir.h): its name in --dump-after, its backward rule
+ *                   (read by autodiff.c) and its lowering to instructions (lower.c).
+ * An op file holds its spec op's OpDef and the NodeDefs of the node kinds it makes, so
+ * an op is read, and added, in one place. Its spec keys (those it takes, those it
+ * needs) are its row in ops.h's OP_LIST, which spec.c's table-driven key checks read;
+ * spec.c reads the names of its parameters through OpDef.params. */
+#ifndef OPS_OP_H
+#define OPS_OP_H
+
+#include "../ir.h"
+
+/* ---- building the graph (graph.c) ------------------------------------------- */
+
+/* The state of graph_build's walk over the layers. */
+typedef struct GraphCtx {
+    Graph *g;
+    const Spec *s;
+    Tensor *cur;           /* output of the previous layer */
+    Tensor *converted[RT_MAX_INPUTS];
+    Init init;             /* the init in effect (model, then layer) */
+    int has_init;
+    int64_t n_blocks;      /* blocks holding a residual branch (gpt2_blocks) */
+    int resid_out;         /* the layer being built is the last of a residual body */
+    const char *emb_name[64];  /* named embeddings, for "tie" */
+    Param *emb_param[64];
+    int n_emb;
+    const char *iter;      /* inside a repeat: the iteration ("3"; nested "3.1"), else NULL */
+    int as_float[RT_MAX_INPUTS];  /* input k is read as floats (x * scale + shift) */
+    int as_ids[RT_MAX_INPUTS];    /* input k is read by an embedding */
+    int64_t act_bytes;     /* one sample's activations so far, without reuse */
+} GraphCtx;
+
+/* One layer being built: the layer, where its nodes say they came from (its spec path,
+ * and inside a repeat the iteration: "$.model.layers[2] #3"), its names' prefix ("h.3.attn"),
+ * the prefix of the list it is in ("h.3."), its input and the init in effect. */
+typedef struct LayerArgs {
+    const Layer *l;
+    const char *at;
+    const char *pfx;
+    const char *prefix;
+    Tensor *x;
+    Init init;
+} LayerArgs;
+
+typedef struct OpDef {
+    /* appends the layer's nodes, checks its shapes, sets c->cur to its output */
+    void (*build)(GraphCtx *c, const LayerArgs *a);
+    /* the names of the parameter tensors the layer owns, as suffixes of its name
+     * ("weight", "qkv.bias"), into out[8]; their number. NULL: none (spec.c checks
+     * the names a spec makes before the graph is built) */
+    int (*params)(const Layer *l, const char **out);
+    /* the layer reads a model input's raw integers (token ids), never its conversion
+     * to floats */
+    int reads_ids;
+} OpDef;
+
+extern const OpDef *const op_defs[OP__COUNT];
+
+/* graph.c's helpers for building */
+char *shape_str(int rank, const int64_t *shape);
+_Noreturn void layer_error(GraphCtx *c, const Layer *l, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void gemm_dim(const Graph *g, const char *path, const char *op, const char *what, int64_t n);
+void count_act(GraphCtx *c, const char *path, int rank, const int64_t *shape);
+Tensor *act_tensor(GraphCtx *c, const char *path, const char *name, int rank,
+                   const int64_t *shape);
+void add_flops(GraphCtx *c, const char *path, double fwd, double bwd);
+char *layer_ident(const char *op, const char *prefix);
+Param *add_param(Graph *g, const char *prefix, const char *what, int rank,
+                 const int64_t *shape, int init, double a, const char *origin);
+double init_std(const GraphCtx *c, Init init, int resid_out);
+int find_model_input(const Spec *s, const char *name);
+void read_as_i32(Tensor *raw);
+Tensor *input_f32(GraphCtx *c, int k);   /* ops/convert.c: the layers' view of input k */
+Tensor *convert_input(GraphCtx *c, int k, const char *name, const char *what);
+int64_t param_span(const Param *p);     /* the floats a parameter takes in the region */
+/* A node of the layer being built: kind, from where the layer says, reading x (its
+ * in[0]) and writing y. */
+Node *layer_node(GraphCtx *c, const LayerArgs *a, int kind, Tensor *x, Tensor *y);
+void build_layers(GraphCtx *c, Layer **layers, int n, const char *prefix, int residual_body);
+void build_loss(GraphCtx *c);           /* ops/loss.c: the loss node after the layers */
+
+/* ---- autodiff and lowering ---------------------------------------------------- */
+
+/* How a forward node's inputs get their gradients (autodiff.c). */
+enum {
+    GRAD_NONE,        /* not differentiated (input conversion, the loss) */
+    GRAD_NODE,        /* a backward node (NodeDef.bwd) writes d(in[0]) and the parameters'
+                         gradients */
+    GRAD_PARAMS,      /* a backward node writes the parameters' gradients only (the input
+                         is integer ids) */
+    GRAD_PASS_PARAMS, /* d(in[0]) is dy itself; a backward node writes the parameters' */
+    GRAD_VIEW,        /* d(in[0]) is dy seen with in[0]'s shape (same storage) */
+    GRAD_PASS,        /* every input's gradient is dy itself (a sum) */
+};
+
+typedef struct NodeDef {
+    const char *name;      /* in --dump-after */
+    int grad;              /* GRAD_*: forward nodes */
+    int bwd;               /* GRAD_NODE, GRAD_PARAMS, GRAD_PASS_PARAMS: the backward node's kind */
+    /* the node's instructions, appended to the program; NULL: none (a view) */
+    void (*lower)(Program *p, Node *nd);
+} NodeDef;
+
+extern const NodeDef *const node_defs[N__COUNT];
+void ops_check(void);   /* dies on a hole in either table */
+
+/* lower.c's helpers: an instruction appended, what it reads and writes, one elementwise
+ * op over n = e->B * out->numel elements (out = expr($0, $1, ...), EW_* tag; nargs
+ * pairs of a tensor and its index expression or NULL), scratch tensors */
+Instr *instr_add(Program *p, int kind, const char *origin, int backward);
+void instr_reads(Instr *in, Tensor *t);
+void instr_writes(Instr *in, Tensor *t);
+Instr *instr_ew(Program *p, Node *nd, const char *what, Tensor *out, int tag, const char *expr,
+                int nargs, ...);
+Tensor *lower_temp(Graph *g, const char *name, int64_t per_row, const char *origin,
+                   const char *what);
+
+#endif

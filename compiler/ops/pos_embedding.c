@@ -1,0 +1,62 @@
+/* pos_embedding.c: x + learned position rows over [T, dim] (T at most max_len): graph,
+ * backward rule (dx is dy itself; the weight's gradient sums dy over the batch) and
+ * lowering (one elementwise add, fused later). */
+#include "op.h"
+
+static int pos_embedding_params(const Layer *l, const char **out)
+{
+    out[0] = "weight";
+    return 1;
+}
+
+/* [T, dim] kept (T <= max_len); W [max_len, dim] */
+static void build_pos_embedding(GraphCtx *c, const LayerArgs *a)
+{
+    Graph *g = c->g;
+    const Layer *l = a->l;
+    Tensor *x = a->x;
+    Init init = a->init;
+    const char *at = a->at;
+    const char *pfx = a->pfx;
+    if (x->rank != 2)
+        layer_error(c, l, "pos_embedding needs a [T, dim] input, got %s", shape_str(x->rank, x->shape));
+    if (x->shape[0] > l->max_len)
+        layer_error(c, l, "the sequence has %lld positions but max_len is %lld", (long long)x->shape[0],
+                    (long long)l->max_len);
+    Tensor *y = act_tensor(c, l->path, layer_ident("pos_embedding", pfx), 2, x->shape);
+    y->origin = at;
+    y->what = "x + position rows";
+    Node *nd = layer_node(c, a, N_POS_EMBEDDING, x, y);
+    int64_t ws[2] = {l->max_len, x->shape[1]};
+    nd->w = add_param(g, pfx, "weight", 2, ws, RT_INIT_NORMAL,
+                      init.kind == INIT_DEFAULT ? 1.0 : init_std(c, init, 0), l->path);
+    add_flops(c, l->path, (double)x->numel, 0);
+    c->cur = y;
+}
+
+static void lower_pos_embedding(Program *p, Node *nd)
+{
+    Tensor *x = nd->in[0];
+    char *ix = xasprintf("i %% %lld", (long long)x->numel);
+    Instr *e = instr_ew(p, nd, "pos_embedding: + position rows", nd->out, EW_ADD, "$0 + $1", 2,
+                        x, NULL, nd->w->t, ix);
+    e->ops[0].arg[1].period = x->numel;
+}
+
+/* in[0] = dy */
+static void lower_pos_embedding_bwd(Program *p, Node *nd)
+{
+    Tensor *dy = nd->in[0];
+    Instr *a = instr_add(p, I_CALL, nd->origin, 1);
+    a->what = xstrdup("pos_embedding backward: dW[t] += sum over the batch of dy[t]");
+    SET_CALL(a, CALL_COLSUM_ADD, arg_t(dy), arg_t(nd->w->g), arg_rows(1), arg_int(dy->numel));
+    instr_reads(a, dy);
+    instr_writes(a, nd->w->g);
+}
+
+const OpDef op_pos_embedding = {.build = build_pos_embedding,
+                                 .params = pos_embedding_params};
+const NodeDef node_pos_embedding = {"pos_embedding", GRAD_PASS_PARAMS, N_POS_EMBEDDING_BWD,
+                                    lower_pos_embedding};
+const NodeDef node_pos_embedding_bwd = {"pos_embedding_bwd", GRAD_NONE, 0,
+                                        lower_pos_embedding_bwd};

@@ -1,0 +1,73 @@
+/* registry.c: the op tables, filled from the op files: op_defs by spec op (ops.h's
+ * OP_LIST order), node_defs by node kind (ir.h's N_* order). A new op adds its
+ * definitions here; ops_check() (graph_build) fails loudly on a hole. */
+#include "op.h"
+
+extern const OpDef op_linear, op_conv2d, op_maxpool2d, op_avgpool2d, op_flatten, op_relu,
+    op_gelu, op_silu, op_tanh, op_sigmoid, op_dropout, op_layernorm, op_embedding,
+    op_pos_embedding, op_attention, op_residual, op_repeat;
+
+const OpDef *const op_defs[OP__COUNT] = {
+    [OP_LINEAR] = &op_linear,
+    [OP_CONV2D] = &op_conv2d,
+    [OP_MAXPOOL2D] = &op_maxpool2d,
+    [OP_AVGPOOL2D] = &op_avgpool2d,
+    [OP_FLATTEN] = &op_flatten,
+    [OP_RELU] = &op_relu,
+    [OP_GELU] = &op_gelu,
+    [OP_SILU] = &op_silu,
+    [OP_TANH] = &op_tanh,
+    [OP_SIGMOID] = &op_sigmoid,
+    [OP_DROPOUT] = &op_dropout,
+    [OP_LAYERNORM] = &op_layernorm,
+    [OP_EMBEDDING] = &op_embedding,
+    [OP_POS_EMBEDDING] = &op_pos_embedding,
+    [OP_ATTENTION] = &op_attention,
+    [OP_RESIDUAL] = &op_residual,
+    [OP_REPEAT] = &op_repeat,
+};
+
+extern const NodeDef node_convert, node_linear, node_conv2d, node_maxpool, node_avgpool,
+    node_flatten, node_act, node_dropout, node_layernorm, node_loss, node_embedding,
+    node_pos_embedding, node_attention, node_add, node_linear_bwd, node_conv2d_bwd,
+    node_maxpool_bwd, node_avgpool_bwd, node_act_bwd, node_dropout_bwd, node_layernorm_bwd,
+    node_embedding_bwd, node_pos_embedding_bwd, node_attention_bwd;
+
+const NodeDef *const node_defs[N__COUNT] = {
+    [N_CONVERT] = &node_convert,
+    [N_LINEAR] = &node_linear,
+    [N_CONV2D] = &node_conv2d,
+    [N_MAXPOOL] = &node_maxpool,
+    [N_AVGPOOL] = &node_avgpool,
+    [N_FLATTEN] = &node_flatten,
+    [N_ACT] = &node_act,
+    [N_DROPOUT] = &node_dropout,
+    [N_LAYERNORM] = &node_layernorm,
+    [N_LOSS] = &node_loss,
+    [N_EMBEDDING] = &node_embedding,
+    [N_POS_EMBEDDING] = &node_pos_embedding,
+    [N_ATTENTION] = &node_attention,
+    [N_ADD] = &node_add,
+    [N_LINEAR_BWD] = &node_linear_bwd,
+    [N_CONV2D_BWD] = &node_conv2d_bwd,
+    [N_MAXPOOL_BWD] = &node_maxpool_bwd,
+    [N_AVGPOOL_BWD] = &node_avgpool_bwd,
+    [N_ACT_BWD] = &node_act_bwd,
+    [N_DROPOUT_BWD] = &node_dropout_bwd,
+    [N_LAYERNORM_BWD] = &node_layernorm_bwd,
+    [N_EMBEDDING_BWD] = &node_embedding_bwd,
+    [N_POS_EMBEDDING_BWD] = &node_pos_embedding_bwd,
+    [N_ATTENTION_BWD] = &node_attention_bwd,
+};
+
+/* Every spec op and node kind has its definition (a new kind in ops.h or ir.h that is
+ * missing here fails at the first build, not at the first spec that uses it). */
+void ops_check(void)
+{
+    for (int i = 0; i < OP__COUNT; i++)
+        if (!op_defs[i] || !op_defs[i]->build)
+            die("op '%s' has no definition in ops/registry.c", op_info[i].name);
+    for (int i = 0; i < N__COUNT; i++)
+        if (!node_defs[i] || !node_defs[i]->name)
+            die("node kind %d has no definition in ops/registry.c", i);
+}
