@@ -9,7 +9,7 @@
  * goes to NAME.tmp first and is renamed when complete.
  *
  * text tokenizes any file byte by byte (token = byte value, vocabulary 256) into
- * token shards (SPEC.md section 5): the first 1 - F of the bytes go to
+ * token shards (docs/spec.md, Data): the first 1 - F of the bytes go to
  * DIR/train_000000.bin, the last F to DIR/val_000000.bin (none when F = 0). A part
  * longer than --shard-tokens (default: the most one shard's int32 count allows)
  * continues in train_000001.bin and so on. Shards are written by rt_shard_write

@@ -1,6 +1,6 @@
 /* graph.c: Spec -> Graph. Walks the layers in order, each built by its op file under
  * ops/ (op_defs: its nodes, its shape rule with errors at the layer's JSON path); here
- * are the helpers they build with (tensors, parameters named as SPEC.md section 2
+ * are the helpers they build with (tensors, parameters named as docs/spec.md
  * says, the size limits, FLOP counts), the walk and the model inputs. */
 #include <math.h>
 #include <string.h>
@@ -243,7 +243,7 @@ static Init layer_init(GraphCtx *c, const Layer *l)
 }
 
 /* The std of a normal init: "gpt2" is 0.02, and 0.02 / sqrt(2 * number of blocks)
- * for a residual branch's output projection (SPEC.md; nanoGPT's 1/sqrt(2 n_layer)). */
+ * for a residual branch's output projection (docs/spec.md; nanoGPT's 1/sqrt(2 n_layer)). */
 double init_std(const GraphCtx *c, Init init, int resid_out)
 {
     if (init.kind == INIT_NORMAL)

@@ -1,4 +1,4 @@
-/* spec.c: reads the model and training specs (SPEC.md sections 2 and 3) into a Spec.
+/* spec.c: reads the model and training specs (docs/spec.md) into a Spec.
  *
  * Checks, in order: JSON syntax (FILE:LINE:COL), duplicate keys, the top-level
  * layout, the model (keys, types and ranges of every value, with "did you mean"),
@@ -923,7 +923,7 @@ static Layer *parse_layer(const Ctx *c, const cJSON *v, const char *path)
     return l;
 }
 
-/* ---- layer and parameter names (SPEC.md section 2) ------------------------- */
+/* ---- layer and parameter names (docs/spec.md) ------------------------- */
 
 typedef struct PName {
     char *name;
@@ -978,7 +978,7 @@ static void add_pname(PNames *p, char *name, const Layer *l, int param)
     p->n++;
 }
 
-/* Names per SPEC.md section 2: named containers add their name, unnamed ones
+/* Names per docs/spec.md: named containers add their name, unnamed ones
  * nothing; repeat adds the iteration index; a layer ends with its name or index. Every
  * layer's full name goes in (an unnamed container has none), then its parameters'. */
 static void collect_names(PNames *p, Layer **ls, int n, const char *prefix)
@@ -1025,8 +1025,8 @@ static int cmp_pname(const void *a, const void *b)
     return c ? c : x->order - y->order;
 }
 
-/* SPEC.md: "Two layers that end with the same name are an error that says to name
- * one": any two named layers or layers with parameters with the same full name
+/* Two layers that end with the same name are an error that says to name one
+ * (docs/spec.md, Parameter names): any two named layers or layers with parameters with the same full name
  * (repeat's iterations differ by their index), and any two parameters with the same
  * name. */
 static void check_names(const Ctx *c)
@@ -1153,7 +1153,7 @@ static void parse_model(const Ctx *c, const cJSON *m)
     if (s->loss == LOSS_CROSS_ENTROPY && s->inputs[t].dtype == RT_F32)
         error_at(c->file, "$.model.loss.target", "cross_entropy needs an integer target "
                  "(u8, u16 or i32); input '%s' is f32", s->loss_target);
-    /* SPEC.md: an integer target carries classes, which the data's labels are checked
+    /* docs/spec.md: an integer target carries classes, which the data's labels are checked
      * against before training (else a bad label fails mid-run) */
     if (s->loss == LOSS_CROSS_ENTROPY && !s->inputs[t].classes)
         error_at(c->file, s->inputs[t].path, "missing key 'classes': a cross_entropy target "

@@ -9,7 +9,7 @@
 #include "../runtime/rt.h"
 
 
-/* ---- errors: two tiers (DESIGN.md, house style) -------------------------- */
+/* ---- errors: two tiers (docs/internals.md) -------------------------- */
 
 /* Bad input at a JSON value: "FILE: error: PATH: MESSAGE", exit 1. */
 _Noreturn void error_at(const char *file, const char *path, const char *fmt, ...)
@@ -45,7 +45,7 @@ struct Layer {
     char *input;              /* the "input" key (a model input name), or NULL */
     int has_init;
     Init init;
-    /* op keys; a key that was not given holds its default (see ops.h and SPEC.md) */
+    /* op keys; a key that was not given holds its default (see ops.h and docs/spec.md) */
     int64_t out, kernel, stride, padding, vocab, dim, max_len, heads, count;
     int bias;                 /* default 1 */
     int causal;               /* default 1 */

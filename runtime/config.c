@@ -1,4 +1,4 @@
-/* config.c: the training configuration of SPEC.md section 3, driven by one table.
+/* config.c: the training configuration of docs/spec.md, The training, driven by one table.
  *
  * Every field of rt_train_config has one row below: its dotted key, how its text is
  * parsed and checked, where it lives, and its default as text. rt_config_set,

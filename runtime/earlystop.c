@@ -5,7 +5,7 @@
  *   1. check_finite and v is NaN or infinite               -> stop (diverged)
  *   2. stopping_threshold given and v is better than it    -> stop
  *   3. divergence_threshold given and v is worse than it   -> stop
- * Only 1 is a divergence (exit 3: SPEC.md's "non-finite loss or monitored value");
+ * Only 1 is a divergence (exit 3, a non-finite loss or monitored value: docs/runs.md);
  * a threshold crossed by a finite value stops the run as Lightning does, with the
  * end reason early_stopping and exit 0.
  *   4. v improves on the best by more than min_delta       -> best = v, wait = 0

@@ -1,6 +1,6 @@
 /* optim.c: the optimizers, the learning-rate schedules and gradient clipping, with
  * exactly the update rules of torch.optim.SGD, torch.optim.AdamW and
- * torch.nn.utils.clip_grad_norm_ (SPEC.md section 3). Arithmetic is fp32 like
+ * torch.nn.utils.clip_grad_norm_ (docs/spec.md, The training). Arithmetic is fp32 like
  * PyTorch's on fp32 tensors; norms are accumulated in double. */
 #include <math.h>
 #include <stdlib.h>

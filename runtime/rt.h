@@ -14,7 +14,7 @@
 
 /* ---- errors ------------------------------------------------------------ */
 
-/* Exit codes of SPEC.md section 6. */
+/* Exit codes of docs/runs.md. */
 enum { RT_EXIT_OK = 0, RT_EXIT_INPUT = 1, RT_EXIT_RUNTIME = 2, RT_EXIT_DIVERGED = 3,
        RT_EXIT_INTERRUPTED = 130 };
 
@@ -113,7 +113,7 @@ typedef struct rt_gpu_calls {
 } rt_gpu_calls;
 #define RT_GPU(e) (*(const rt_gpu_calls *const *)(e)->dev)
 
-/* ---- the training configuration (SPEC.md section 3) ---------------------- */
+/* ---- the training configuration (docs/spec.md, The training) ---------------------- */
 
 enum { RT_OPT_SGD, RT_OPT_ADAMW };
 enum { RT_SCHED_CONSTANT, RT_SCHED_STEP, RT_SCHED_COSINE, RT_SCHED_LINEAR };
@@ -272,7 +272,7 @@ void rt_npy_gather(const rt_npy *a, const int64_t *idx, int64_t n, void *dst, in
  * for u8/u16 ids and labels the generated code reads as i32 (rt_input.widen). */
 static inline int rt_batch_dtype(const rt_input *in) { return in->widen ? RT_I32 : in->dtype; }
 
-/* One token shard (SPEC.md section 5), memory-mapped: a header of 256 little-endian
+/* One token shard (docs/spec.md, Data), memory-mapped: a header of 256 little-endian
  * int32 ([0] = RT_SHARD_MAGIC, [1] = RT_SHARD_VERSION, [2] = token count), then
  * exactly that many uint16 tokens (llm.c's format). */
 #define RT_SHARD_MAGIC 20240520

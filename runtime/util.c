@@ -11,7 +11,7 @@
 
 const char *rt_spec_file;
 
-/* The place a message starts with comes first, as in SPEC.md's "FILE: error: MESSAGE".
+/* The place a message starts with comes first, as in docs/runs.md's "FILE: error: MESSAGE".
  * A message "PATH: ..." (a data file, weights, a checkpoint: a first part with a '/'
  * or a '.', no space unless it exists, not an option) becomes "PATH: error: ...". One
  * about a value of the training spec, "$.train.x: ..." or "training spec: ...",
