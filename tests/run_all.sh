@@ -3,7 +3,7 @@
 # (QUICK, under 5 minutes). Each `check NAME [--after=DEP,...] [--timeout=S] COMMAND...`
 # line is one check: COMMAND runs with its output in build/tests/NAME.log (/ as _),
 # after the checks it names in --after have passed, and fails if it runs past S
-# seconds (default $TIMEOUT, 600). Checks run JOBS at a time (default 2), started in
+# seconds (default $TIMEOUT, 900). Checks run JOBS at a time (default 2), started in
 # the order of the lines (the long ones first, so that the jobs end together); checks
 # that share a folder or a port are chained with --after. Each prints "ok   NAME (N s)",
 # "skip NAME" (it exited 77) or "FAIL NAME" with the end of its log; a line "skip ..."
@@ -24,7 +24,7 @@ export PYTHON=${PYTHON:-/usr/bin/python3}
 T=build/tests
 mkdir -p "$T"
 JOBS=${JOBS:-2}
-TIMEOUT=${TIMEOUT:-600}
+TIMEOUT=${TIMEOUT:-900}
 # the inner loop's tier: the unit tests, the compiler's output, bad input, the command
 # line, a short parity with PyTorch
 QUICK=(unit asan/build bad/specs bad/runtime cli data/text data/fashion golden verify parity/mlp_sgd)
@@ -46,13 +46,14 @@ check() {   # check NAME [--after=DEP,...] [--timeout=S] COMMAND...: registers a
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
 UCC="cc -std=gnu11 -O1 -g $SAN -Iruntime -Icompiler"
 
-# the fake GPU (tests/fake_gpu/): the generated CUDA code run in an emulator
-check fake_gpu            --timeout=1200 bash tests/fake_gpu.sh
+# the long checks first, so that the two jobs end together: the fake GPU
+# (tests/fake_gpu/: the generated CUDA code run in an emulator) and a whole training
+check fake_gpu            --timeout=1800 bash tests/fake_gpu.sh
+check learn/gpt_char      --timeout=1800 bash tests/gpt_learn.sh
+check gpu_emu             bash tests/gpu_emu.sh
 check fake_ddp            bash tests/fake_ddp.sh
 check fake_gpu/random     $PYTHON tests/random_models.py 24 7 --fake-gpu=24
 check fake_gpu/odd        $PYTHON tests/random_models.py 6 3 --fake-gpu=6 --odd
-check gpu_emu             bash tests/gpu_emu.sh
-check learn/gpt_char      --timeout=1200 bash tests/gpt_learn.sh
 
 # the distributed layer and the DistributedSampler, with mpirun (1-3 ranks, a dead peer)
 check dist                bash tests/dist.sh
