@@ -4,8 +4,9 @@
 # line is one check: COMMAND runs with its output in build/tests/NAME.log (/ as _),
 # after the checks it names in --after have passed, and fails if it runs past S
 # seconds (default $TIMEOUT, 900). Checks run JOBS at a time (default 2), started in
-# the order of the lines (the long ones first, so that the jobs end together); checks
-# that share a folder or a port are chained with --after. Each prints "ok   NAME (N s)",
+# the order of the lines (the long ones first, so that the jobs end together); no two
+# checks share a folder (each writes under build/tests/ its own), and mpirun's ports
+# are its own choice. Each prints "ok   NAME (N s)",
 # "skip NAME" (it exited 77) or "FAIL NAME" with the end of its log; a line "skip ..."
 # in a log is a part of a check that could not run here. The last line is
 # "N passed, M failed" (", K skipped" after it where something was skipped), and the
