@@ -49,7 +49,7 @@ UCC="cc -std=gnu11 -O1 -g $SAN -Iruntime -Icompiler"
 
 # the long checks first, so that the two jobs end together: the fake GPU
 # (tests/fake_gpu/: the generated CUDA code run in an emulator) and a whole training
-check fake_gpu            --timeout=1800 bash tests/fake_gpu.sh
+check fake_gpu            --timeout=2400 bash tests/fake_gpu.sh
 check learn/gpt_char      --timeout=1800 bash tests/gpt_learn.sh
 check gpu_emu             bash tests/gpu_emu.sh
 check fake_ddp            bash tests/fake_ddp.sh
