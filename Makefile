@@ -18,7 +18,7 @@ MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null || pkg-config --libs ompi-
 LIBS    := -lcjson -lopenblas -lz -lm -lpthread -ldl $(MPI_LIBS)
 TCC_LIB := -ltcc
 
-.PHONY: all install deps demo test bench regen clean help
+.PHONY: all install deps demo test check bench regen clean help
 all: $(B)/trainc
 
 # the runtime's loops are worth vectorizing (no fast-math: results do not change;
@@ -102,10 +102,18 @@ demo: deps
 	$(B)/mlp_fashion --out runs/mlp_fashion
 	@$(PYTHON) -c 'import json; r = [json.loads(l) for l in open("runs/mlp_fashion/metrics.jsonl") if "val_acc" in l][-1]; print("final test accuracy (Fashion-MNIST test set, %d steps): %.2f%%" % (r["step"], 100 * r["val_acc"]))'
 
+# tests/run_all.sh: JOBS checks at a time (2), TESTS='PATTERN ...' for some of them;
+# `make check` is its quick tier (the inner loop, under 5 minutes)
+JOBS ?= 2
 test: deps
 	$(MAKE) all
 	$(MAKE) data/fashion/train_x.npy data/text/train_000000.bin
-	bash tests/run_all.sh
+	JOBS='$(JOBS)' TESTS='$(TESTS)' bash tests/run_all.sh
+
+check: deps
+	$(MAKE) all
+	$(MAKE) data/fashion/train_x.npy data/text/train_000000.bin
+	JOBS='$(JOBS)' TESTS='$(TESTS)' TIER=check bash tests/run_all.sh
 
 bench: all data/fashion/train_x.npy
 	bash bench/run.sh
@@ -121,7 +129,8 @@ clean:
 help:
 	@echo "make          build build/trainc"
 	@echo "make demo     install deps, build, convert Fashion-MNIST, train specs/mlp_fashion.json"
-	@echo "make test     the whole test suite"
+	@echo "make test     the whole test suite (JOBS=2 at a time, TESTS='PATTERN ...' for some)"
+	@echo "make check    its quick tier: unit, golden, verify, bad input, cli, a parity"
 	@echo "make bench    trainc vs PyTorch samples/s"
 	@echo "make install PREFIX=/usr/local"
 

@@ -3,9 +3,8 @@
 #
 # For each tests/bad/NAME.json, NAME.expect holds two lines: the exit code, and a
 # substring that stderr must contain (with its place: "$.model.layers[1].strde" or
-# ":3:5:"). Runs `$TRAINC check NAME.json` (TRAINC defaults to build/trainc; the
-# parser alone: TRAINC=build/spec_driver). A bad spec must print nothing on stdout,
-# and a sanitizer report on stderr is a failure too.
+# ":3:5:"). Runs `$TRAINC check NAME.json` (TRAINC defaults to build/trainc). A bad
+# spec must print nothing on stdout, and a sanitizer report on stderr is a failure too.
 set -u
 cd "$(dirname "$0")/.."
 TRAINC=${TRAINC:-build/trainc}

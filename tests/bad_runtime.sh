@@ -7,7 +7,8 @@ set -u
 cd "$(dirname "$0")/.."
 TRAINC=${TRAINC:-build/trainc}
 PY=${PYTHON:-/usr/bin/python3}
-d=$(pwd)/build/tests/bad_runtime
+# (a folder of its own under the sanitizers: run_all.sh runs both at once)
+d=$(pwd)/build/tests/bad_runtime${TRAINC_CFLAGS:+_sanitized}
 rm -rf "$d"; mkdir -p "$d"
 "$TRAINC" build specs/mlp_fashion.json -o "$d/trainer" || exit 1
 $PY - "$d" <<'PY'

@@ -4,6 +4,7 @@
 # record's loss over its batches (log_every with steps of different batch counts).
 set -eu
 cd "$(dirname "$0")/.."
+. tests/wait_for.sh
 TRAINC=${TRAINC:-build/trainc}
 PY=${PYTHON:-/usr/bin/python3}
 d=$(pwd)/build/tests/control
@@ -206,7 +207,7 @@ echo "ok   accumulate with a short last batch: the same update as one batch of t
 # a second signal exits at once, leaving the last complete checkpoint intact
 "$d/t" --out "$d/sig2" "${q[@]}" --set epochs=50 --set checkpoint.every_steps=5 --set data.val=null &
 pid=$!
-while [ ! -d "$d/sig2/checkpoints/step_00000005" ]; do sleep 0.01; done
+wait_for $pid "sig2's checkpoint at step 5" test -d "$d/sig2/checkpoints/step_00000005"
 kill -TERM $pid; kill -TERM $pid
 rc=0; wait $pid || rc=$?
 [ $rc -eq 130 ] || { echo "FAIL second signal: exit $rc"; exit 1; }
@@ -218,7 +219,7 @@ echo "ok   second signal: exit 130, $last intact"
 # (SIGINT and SIGTERM pending together while it is stopped: handled back to back)
 "$d/t" --out "$d/sig3" "${q[@]}" --set epochs=50 --set checkpoint.every_steps=1000000 --set data.val=null 2>"$d/sig3.err" &
 pid=$!
-while ! grep -q '"loss"' "$d/sig3/metrics.jsonl" 2>/dev/null; do sleep 0.01; done
+wait_for $pid "sig3's first step" logged "$d/sig3/metrics.jsonl" 1
 kill -STOP $pid; kill -INT $pid; kill -TERM $pid; kill -CONT $pid
 rc=0; wait $pid || rc=$?
 [ $rc -eq 130 ] && grep -q "no checkpoint was complete yet: this run cannot be resumed" "$d/sig3.err" ||

@@ -8,6 +8,7 @@
 # agree (bad input on one, another --set) exit 1 before anything is written.
 set -eu
 cd "$(dirname "$0")/.."
+. tests/wait_for.sh
 TRAINC=${TRAINC:-build/trainc}
 PY=${PYTHON:-/usr/bin/python3}
 MPIRUN=(mpirun --oversubscribe --allow-run-as-root -np 2)
@@ -65,8 +66,7 @@ S=(--set max_steps=2500 --set log_every=1 --set validate.every_steps=100 --set v
 "${MPIRUN[@]}" "$t" --out "$d/sig.ref" "${S[@]}" 2>/dev/null
 "${MPIRUN[@]}" "$t" --out "$d/sig.cut" "${S[@]}" 2>/dev/null &
 pid=$!
-n=0
-while [ "$n" -lt 300 ]; do sleep 0.02; n=$(grep -c '"loss"' "$d/sig.cut/metrics.jsonl" 2>/dev/null) || true; n=${n:-0}; done
+wait_for $pid "300 steps of sig.cut" logged "$d/sig.cut/metrics.jsonl" 300
 kill -TERM $pid
 wait $pid || true
 tail -n 1 "$d/sig.cut/metrics.jsonl" | grep -q '"reason":"interrupted"' || { echo "FAIL: no interrupted record"; exit 1; }
@@ -186,7 +186,8 @@ fi
 "${MPIRUN[@]}" "$t" --out "$d/kill" --set epochs=100 --set data.val=null --set batch_size=32 --threads 1 --quiet \
     >"$d/kill.log" 2>&1 &
 pid=$!
-while [ "$(pgrep -f "^$t --out $d/kill" | wc -l)" -lt 2 ]; do sleep 0.1; done
+two_ranks() { [ "$(pgrep -f "^$t --out $d/kill" | wc -l)" -ge 2 ]; }
+wait_for $pid "the 2 ranks of kill" two_ranks
 sleep 0.5
 victim=$(pgrep -f "^$t --out $d/kill" | tail -n 1)
 kill -9 "$victim"

@@ -15,8 +15,9 @@
 #     bf16-mixed, with accumulate 3, and under the eager and sync schedules; less
 #     gradient memory mapped at once than the whole region (the fake unmaps at once, so
 #     a chunk handed back before its reduction ran would fault);
-#   - SIGTERM to one rank (ddp, zero1, zero2): both ranks stop at one step and exit 130, rank 0 writes the checkpoint,
-#     and a 2-rank --resume gives the uninterrupted run's records and weights, bit for bit;
+#   - SIGTERM to one rank (ddp, zero1, zero2): both ranks stop at one step and exit 130,
+#     rank 0 writes the checkpoint, and a 2-rank --resume gives the uninterrupted run's
+#     records and weights, bit for bit;
 #   - two ranks on a node with one GPU: exit 2 naming the problem (NCCL would refuse it);
 #   - a rank killed: the other sees NCCL's asynchronous error (a peer is gone) and exits 2
 #     within seconds; a rank stopped (SIGSTOP): the other's wait for NCCL ends at
@@ -47,10 +48,12 @@ MPIRUN=(mpirun --oversubscribe --allow-run-as-root -np 2 -x LD_LIBRARY_PATH -x T
 # each rank's exit status on its own line ("rank R exit S"), as mpirun reports one only
 RANKED=(sh -c '"$0" "$@"; echo "rank $OMPI_COMM_WORLD_RANK exit $?"')
 
-# rank1_of RUN STEPS: once STEPS steps of run RUN are logged, rank1 is its rank 1's pid
+. tests/wait_for.sh
+# rank1_of RUN STEPS PID: once STEPS steps of run RUN (mpirun's PID) are logged, rank1
+# is its rank 1's pid
 rank1_of() {
-    local n=0 p
-    while [ "$n" -lt "$2" ]; do sleep 0.02; n=$(grep -c '"loss"' "$d/$1/metrics.jsonl" 2>/dev/null) || true; n=${n:-0}; done
+    local p
+    wait_for "$3" "$2 steps of $1" logged "$d/$1/metrics.jsonl" "$2"
     rank1=""
     for p in $(pgrep -f "^$t --out $d/$1"); do
         tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 && rank1=$p
@@ -170,17 +173,19 @@ grep -q "16-bit copy, $(($(f param_bytes) / 2)) bytes" "$t.plan" ||
 echo "ok   mlp_fashion bf16-mixed: trainc plan --ranks 2 = the start records' bytes under ddp, zero1, zero2"
 
 # signals: SIGTERM to rank 1 alone; both ranks stop at one step and exit 130, rank 0
-# writes the checkpoint; a 2-rank --resume is bit-identical to the run left alone
+# writes the checkpoint; a 2-rank --resume is bit-identical to the run left alone. 60
+# steps, the signal after the 20th (a checkpoint and a validation on each side of it;
+# the signal lands within a few steps, so the run cannot end first)
 t=$d/mlp_fashion
 for strategy in ddp zero1 zero2; do
-S=(--device cuda --set max_steps=400 --set log_every=1 --set validate.every_steps=50
-   --set validate.batches=2 --set checkpoint.every_steps=25 --set batch_size=16 --threads 1 --quiet
+S=(--device cuda --set max_steps=60 --set log_every=1 --set validate.every_steps=10
+   --set validate.batches=2 --set checkpoint.every_steps=10 --set batch_size=16 --threads 1 --quiet
    --set distributed.strategy=$strategy)
 rm -rf "$d/sig.ref" "$d/sig.cut"
 "${MPIRUN[@]}" "$t" --out "$d/sig.ref" "${S[@]}" 2>"$d/sig.ref.log"
 "${MPIRUN[@]}" "${RANKED[@]}" "$t" --out "$d/sig.cut" "${S[@]}" >"$d/sig.log" 2>&1 &
 pid=$!
-rank1_of sig.cut 60
+rank1_of sig.cut 20 $pid
 kill -TERM "$rank1"
 wait $pid || true
 tail -n 1 "$d/sig.cut/metrics.jsonl" | grep -q '"reason":"interrupted"' &&
@@ -216,7 +221,7 @@ start_victim() {
         "$t" --out "$d/$1" --device cuda --set epochs=100 --set data.val=null --set batch_size=16 \
         --threads 1 --quiet >"$d/$1.log" 2>&1 &
     job=$!
-    rank1_of "$1" 20
+    rank1_of "$1" 20 $job
 }
 start_victim kill
 kill -9 "$rank1"

@@ -4,6 +4,7 @@
 # and --sample prints generated text.
 set -eu
 cd "$(dirname "$0")/.."
+. tests/wait_for.sh
 TRAINC=${TRAINC:-build/trainc}
 PY=${PYTHON:-/usr/bin/python3}
 d=build/tests/gpt_learn
@@ -39,13 +40,14 @@ echo "ok   --temperature below what logit / T can take: greedy"
 # exit 130, the run's outputs whole
 "$d/trainer" --eval --init "$d/run/model.safetensors" --quiet --sample 100000000 > "$d/ev.out" 2>"$d/ev.err" &
 pid=$!
-while [ ! -s "$d/ev.out" ] || [ "$(wc -c < "$d/ev.out")" -lt 20 ]; do sleep 0.02; done
+printed() { [ "$(wc -c < "$1" 2>/dev/null || echo 0)" -ge "$2" ]; }
+wait_for $pid "20 sampled bytes of --eval" printed "$d/ev.out" 20
 kill -TERM $pid; rc=0; wait $pid || rc=$?
 [ $rc -eq 130 ] && grep -q "interrupted (nothing was written)" "$d/ev.err" ||
     { echo "FAIL: --eval --sample and SIGTERM: exit $rc"; cat "$d/ev.err"; exit 1; }
 "$d/trainer" --out "$d/s2" --quiet --set max_steps=2 --set data.val=null --sample 100000000 > "$d/s2.out" 2>"$d/s2.err" &
 pid=$!
-while [ "$(wc -c < "$d/s2.out" 2>/dev/null || echo 0)" -lt 20 ]; do sleep 0.02; done
+wait_for $pid "20 sampled bytes after training" printed "$d/s2.out" 20
 kill -TERM $pid; rc=0; wait $pid || rc=$?
 [ $rc -eq 130 ] && grep -q "sampling interrupted; the run's outputs are written" "$d/s2.err" &&
     [ -s "$d/s2/model.safetensors" ] && tail -n 1 "$d/s2/metrics.jsonl" | grep -q '"reason":"max_steps"' ||

@@ -48,4 +48,6 @@ if [ -x "$CUDA/bin/nvcc" ]; then
             exit 1
         fi
     done
+else
+    echo "skip nvcc -c of a generated kernels_cuda.cu and ptxas's spills: no $CUDA/bin/nvcc"
 fi

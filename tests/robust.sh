@@ -16,6 +16,7 @@
 #    cannot take a checkpoint's folder with a name it never had on the disk.
 set -eu
 cd "$(dirname "$0")/.."
+. tests/wait_for.sh
 TRAINC=${TRAINC:-build/trainc}
 PY=${PYTHON:-/usr/bin/python3}
 d=$(pwd)/build/tests/robust
@@ -61,7 +62,7 @@ echo "ok   --resume DIR --out DIR/: metrics.jsonl truncated to the checkpoint, n
 "$d/t" --out "$d/two" --threads 1 --quiet --set max_steps=400 --set data.val=null \
     --set checkpoint.every_steps=100 &
 pid=$!
-while [ ! -s "$d/two/metrics.jsonl" ]; do sleep 0.01; done
+wait_for $pid "two's first record" test -s "$d/two/metrics.jsonl"
 rc=0
 "$d/t" --out "$d/two" --threads 1 --quiet --set max_steps=5 2>"$d/two.err" || rc=$?
 wait $pid
@@ -75,7 +76,7 @@ echo "ok   a second trainer into a folder in use: exit 1, the first run whole"
 "$d/t" --out "$d/busy" --threads 1 --quiet --set max_steps=1000000 --set data.val=null \
     --set checkpoint.every_steps=20 --set log_every=5 &
 pid=$!
-while ! grep -q '"step":25,' "$d/busy/metrics.jsonl" 2>/dev/null; do sleep 0.01; done
+wait_for $pid "busy's step 25" grep -qs '"step":25,' "$d/busy/metrics.jsonl"
 kill -STOP $pid
 before=$(md5sum < "$d/busy/metrics.jsonl")
 rc=0
@@ -98,7 +99,7 @@ echo "ok   --resume of a folder in use: exit 1, the running run's records untouc
 "$d/t" --out "$d/early" --threads 1 --quiet --set max_steps=1000000 --set data.val=null \
     --set checkpoint.every_steps=1000000 &
 pid=$!
-while [ ! -s "$d/early/metrics.jsonl" ]; do sleep 0.01; done
+wait_for $pid "early's first record" test -s "$d/early/metrics.jsonl"
 rc=0
 "$d/t" --resume "$d/early" --threads 1 --quiet 2>"$d/early.err" || rc=$?
 kill -TERM $pid; wait $pid || true
@@ -107,7 +108,8 @@ kill -TERM $pid; wait $pid || true
 "$d/t" --out "$d/churn" --threads 1 --quiet --set max_steps=1000000 --set data.val=null \
     --set checkpoint.every_steps=1 --set checkpoint.keep=1 &
 pid=$!
-while ! ls "$d/churn/checkpoints" 2>/dev/null | grep -q '^step_'; do sleep 0.01; done
+checkpointed() { ls "$1/checkpoints" 2>/dev/null | grep -q '^step_'; }
+wait_for $pid "churn's first checkpoint" checkpointed "$d/churn"
 for i in $(seq 1 20); do
     "$d/t" --resume "$d/churn" --threads 1 --quiet 2>>"$d/churn.err" && break
 done
@@ -120,7 +122,7 @@ echo "ok   --resume of a folder in use, before its first checkpoint and while it
 "$d/t" --out "$d/mv" --threads 1 --quiet --set max_steps=3000 --set data.val=null \
     --set checkpoint.every_steps=20 2>"$d/mv.err" &
 pid=$!
-while ! ls "$d/mv/checkpoints" 2>/dev/null | grep -q '^step_'; do sleep 0.01; done
+wait_for $pid "mv's first checkpoint" checkpointed "$d/mv"
 mv "$d/mv" "$d/mv.moved"
 rc=0; wait $pid || rc=$?
 [ $rc -eq 2 ] && grep -q "was moved or removed during the run" "$d/mv.err" && [ ! -e "$d/mv" ] ||

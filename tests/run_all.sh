@@ -1,48 +1,61 @@
 #!/usr/bin/env bash
-# The whole test suite (`make test`). Each check prints "ok NAME" or "FAIL NAME";
-# the last line is "N passed, M failed" and the exit status is nonzero on failure.
+# The test suite: `make test` runs every check below, `make check` the quick tier
+# (QUICK, under 5 minutes). Each `check NAME [--after=DEP,...] [--timeout=S] COMMAND...`
+# line is one check: COMMAND runs with its output in build/tests/NAME.log (/ as _),
+# after the checks it names in --after have passed, and fails if it runs past S
+# seconds (default $TIMEOUT, 900). Checks run JOBS at a time (default 2), started in
+# the order of the lines (the long ones first, so that the jobs end together); no two
+# checks share a folder (each writes under build/tests/ its own), and mpirun's ports
+# are its own choice. Each prints "ok   NAME (N s)",
+# "skip NAME" (it exited 77) or "FAIL NAME" with the end of its log; a line "skip ..."
+# in a log is a part of a check that could not run here. The last line is
+# "N passed, M failed" (", K skipped" after it where something was skipped), and the
+# exit status is nonzero on failure.
+#
+#   TESTS='PATTERN ...'   only the checks whose name matches a shell pattern, or
+#                         starts with PATTERN/ (TESTS=parity: every parity/ check);
+#                         the checks they need (--after) run too
+#   TIER=check            only QUICK's checks (what `make check` runs)
+#   JOBS=N, TIMEOUT=S     checks at a time; the default time limit of a check
+#   --list                print the selected checks and what each waits for, run none
 set -u
 cd "$(dirname "$0")/.."
 export TRAINC=${TRAINC:-build/trainc}
 export PYTHON=${PYTHON:-/usr/bin/python3}
 T=build/tests
 mkdir -p "$T"
-pass=0; fail=0; failed=()
+JOBS=${JOBS:-2}
+TIMEOUT=${TIMEOUT:-900}
+# the inner loop's tier: the unit tests, the compiler's output, bad input, the command
+# line, a short parity with PyTorch
+QUICK=(unit asan/build bad/specs bad/runtime cli data/text data/fashion golden verify parity/mlp_sgd
+       dropout_stats schedules max_time set_order auto_ranks)
 
-check() {   # check NAME COMMAND...: runs COMMAND, logs to build/tests/NAME.log
-    local name=$1; shift
-    local log="$T/${name//\//_}.log"
-    local t0=$SECONDS
-    if "$@" >"$log" 2>&1; then
-        pass=$((pass + 1)); echo "ok   $name ($((SECONDS - t0)) s)"
-    else
-        fail=$((fail + 1)); failed+=("$name"); echo "FAIL $name ($((SECONDS - t0)) s); last lines of $log:"
-        tail -n 15 "$log" | sed 's/^/    /'
-    fi
+names=(); cmds=(); afters=(); limits=()
+check() {   # check NAME [--after=DEP,...] [--timeout=S] COMMAND...: registers a check
+    local name=$1 after="" limit=$TIMEOUT; shift
+    while :; do
+        case $1 in
+            --after=*) after=${1#--after=}; shift ;;
+            --timeout=*) limit=${1#--timeout=}; shift ;;
+            *) break ;;
+        esac
+    done
+    names+=("$name"); afters+=("${after//,/ }"); limits+=("$limit")
+    cmds+=("$(printf '%q ' "$@")")
 }
 
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
 UCC="cc -std=gnu11 -O1 -g $SAN -Iruntime -Icompiler"
 
-# unit tests of the runtime, under AddressSanitizer and UBSan
-check unit/build_data     $UCC tests/unit/test_data.c runtime/data.c runtime/rng.c runtime/init.c runtime/kernels.c runtime/util.c -lopenblas -lpthread -lm -o $T/test_data
-check unit/data           $T/test_data
-check unit/build_tokens   $UCC tests/unit/test_tokens.c runtime/data.c runtime/rng.c runtime/util.c -lpthread -lm -o $T/test_tokens
-check unit/tokens         $T/test_tokens
-check unit/build_io       $UCC tests/unit/test_io.c runtime/safetensors.c runtime/metrics.c runtime/util.c -lcjson -lm -o $T/test_io
-check unit/io             $T/test_io
-check unit/build_half     $UCC tests/unit/test_half.c -lm -o $T/test_half
-check unit/half           $T/test_half
-check unit/build_kernels  $UCC tests/unit/test_kernels.c runtime/kernels.c runtime/util.c -lopenblas -lpthread -lm -o $T/test_kernels
-check unit/kernels        $T/test_kernels
-check unit/build_attention $UCC tests/unit/test_attention.c runtime/attention.c runtime/kernels.c runtime/util.c -lopenblas -lpthread -lm -o $T/test_attention
-check unit/attention      $T/test_attention
-check unit/build_config   $UCC tests/unit/test_spec.c runtime/config.c runtime/util.c -lm -o $T/test_spec
-check unit/config         $T/test_spec
-check unit/build_es       $UCC tests/unit/test_earlystop.c runtime/earlystop.c runtime/config.c runtime/util.c -lm -o $T/test_es
-check unit/earlystop      $T/test_es
-check unit/build_lrfind   $UCC tests/unit/test_lrfind.c runtime/lrfind.c runtime/metrics.c runtime/util.c -lcjson -lm -o $T/test_lrfind
-check unit/lrfind         $T/test_lrfind
+# the long checks first, so that the two jobs end together: the fake GPU
+# (tests/fake_gpu/: the generated CUDA code run in an emulator) and a whole training
+check fake_gpu            --timeout=2400 bash tests/fake_gpu.sh
+check learn/gpt_char      --timeout=1800 bash tests/gpt_learn.sh
+check gpu_emu             bash tests/gpu_emu.sh
+check fake_ddp            bash tests/fake_ddp.sh
+check fake_gpu/random     $PYTHON tests/random_models.py 24 7 --fake-gpu=24
+check fake_gpu/odd        $PYTHON tests/random_models.py 6 3 --fake-gpu=6 --odd
 
 # the distributed layer and the DistributedSampler, with mpirun (1-3 ranks, a dead peer)
 check dist                bash tests/dist.sh
@@ -50,11 +63,11 @@ check dist                bash tests/dist.sh
 # the parser and checker under sanitizers, on the bad-input corpus
 check asan/build          make -s B=build/asan CFLAGS="-O1 -g $SAN" build/asan/trainc
 # (leak checking off: the compiler exits on the first error without freeing, by design)
-check bad/specs           env TRAINC=build/asan/trainc ASAN_OPTIONS=detect_leaks=0 bash tests/bad_input.sh
+check bad/specs           --after=asan/build env TRAINC=build/asan/trainc ASAN_OPTIONS=detect_leaks=0 bash tests/bad_input.sh
 check bad/runtime         bash tests/bad_runtime.sh
 check cli                 bash tests/cli.sh
 # the same with the trainer and its runtime under the sanitizers (sanitizer exit code 86)
-check asan/runtime        env TRAINC=build/asan/trainc TRAINC_CFLAGS="$SAN" ASAN_OPTIONS=detect_leaks=0:exitcode=86 UBSAN_OPTIONS=exitcode=86 bash tests/bad_runtime.sh
+check asan/runtime        --after=asan/build env TRAINC=build/asan/trainc TRAINC_CFLAGS="$SAN" ASAN_OPTIONS=detect_leaks=0:exitcode=86 UBSAN_OPTIONS=exitcode=86 bash tests/bad_runtime.sh
 check data/text           bash tests/data_text.sh
 check data/fashion        bash tests/data_fashion.sh
 
@@ -63,16 +76,12 @@ check golden              bash tests/golden.sh
 check verify              bash tests/verify.sh
 check nvrtc               bash tests/nvrtc.sh
 check nvrtc_templates     bash tests/nvrtc_templates.sh
-check gpu_emu             bash tests/gpu_emu.sh
 check cuda_host           bash tests/cuda_host.sh
-check fake_gpu            bash tests/fake_gpu.sh
-check fake_ddp            bash tests/fake_ddp.sh
-check fake_gpu/random     $PYTHON tests/random_models.py 24 7 --fake-gpu=24
-check fake_gpu/odd        $PYTHON tests/random_models.py 6 3 --fake-gpu=6 --odd
 check gradcheck           bash tests/gradcheck.sh
 check vocab_pad           bash tests/vocab_pad.sh
 
 # whole runs
+check parity/random       --after=asan/build env RANDOM_MODELS_ASAN=build/asan/trainc $PYTHON tests/random_models.py 90 1
 check jit_vs_build        bash tests/jit_vs_build.sh
 check resume              bash tests/resume.sh
 check robust              bash tests/robust.sh
@@ -91,12 +100,154 @@ check parity/mlp_sgd      $PYTHON tests/torch_parity.py mlp sgd
 check parity/cnn_adamw    $PYTHON tests/torch_parity.py cnn adamw
 check parity/cnn_sgd      $PYTHON tests/torch_parity.py cnn sgd
 check parity/gpt_char     $PYTHON tests/gpt_parity.py
-check parity/random       env RANDOM_MODELS_ASAN=build/asan/trainc $PYTHON tests/random_models.py 90 1
 check learn/mlp           bash tests/learn.sh mlp_fashion 0.85
 check learn/cnn           bash tests/learn.sh cnn_fashion 0.88
-check learn/gpt_char      bash tests/gpt_learn.sh
+check dropout_stats       bash tests/dropout_stats.sh
+check schedules           $PYTHON tests/schedules.py
+check max_time            bash tests/max_time.sh
+check set_order           bash tests/set_order.sh
+check auto_ranks          bash tests/auto_ranks.sh
+
+# unit tests of the runtime, under AddressSanitizer and UBSan
+check unit/build_data     $UCC tests/unit/test_data.c runtime/data.c runtime/rng.c runtime/init.c runtime/kernels.c runtime/util.c -lopenblas -lpthread -lm -o $T/test_data
+check unit/data           --after=unit/build_data $T/test_data
+check unit/build_tokens   $UCC tests/unit/test_tokens.c runtime/data.c runtime/rng.c runtime/util.c -lpthread -lm -o $T/test_tokens
+check unit/tokens         --after=unit/build_tokens $T/test_tokens
+check unit/build_io       $UCC tests/unit/test_io.c runtime/safetensors.c runtime/metrics.c runtime/util.c -lcjson -lm -o $T/test_io
+check unit/io             --after=unit/build_io $T/test_io
+check unit/build_half     $UCC tests/unit/test_half.c -lm -o $T/test_half
+check unit/half           --after=unit/build_half $T/test_half
+check unit/build_kernels  $UCC tests/unit/test_kernels.c runtime/kernels.c runtime/util.c -lopenblas -lpthread -lm -o $T/test_kernels
+check unit/kernels        --after=unit/build_kernels $T/test_kernels
+check unit/build_attention $UCC tests/unit/test_attention.c runtime/attention.c runtime/kernels.c runtime/util.c -lopenblas -lpthread -lm -o $T/test_attention
+check unit/attention      --after=unit/build_attention $T/test_attention
+check unit/build_config   $UCC tests/unit/test_spec.c runtime/config.c runtime/util.c -lm -o $T/test_spec
+check unit/config         --after=unit/build_config $T/test_spec
+check unit/build_es       $UCC tests/unit/test_earlystop.c runtime/earlystop.c runtime/config.c runtime/util.c -lm -o $T/test_es
+check unit/earlystop      --after=unit/build_es $T/test_es
+check unit/build_lrfind   $UCC tests/unit/test_lrfind.c runtime/lrfind.c runtime/metrics.c runtime/util.c -lcjson -lm -o $T/test_lrfind
+check unit/lrfind         --after=unit/build_lrfind $T/test_lrfind
+check unit/build_losses   $UCC tests/unit/test_losses.c runtime/kernels.c runtime/util.c -lopenblas -lpthread -lm -o $T/test_losses
+check unit/losses         --after=unit/build_losses $T/test_losses
+# the attention's scratch grows with T, not T^2 (malloc wrapped and measured), and
+# the blocked unmasked path on the unit test's small shapes (ATT_FLOATS lowered)
+check unit/build_attention_scratch $UCC tests/unit/test_attention_scratch.c runtime/attention.c runtime/kernels.c runtime/util.c -Wl,--wrap=malloc -lopenblas -lpthread -lm -o $T/test_attention_scratch
+check unit/attention_scratch --after=unit/build_attention_scratch $T/test_attention_scratch
+check unit/build_attention_blocks $UCC -DATT_FLOATS=256 tests/unit/test_attention.c runtime/attention.c runtime/kernels.c runtime/util.c -lopenblas -lpthread -lm -o $T/test_attention_blocks
+check unit/attention_blocks --after=unit/build_attention_blocks $T/test_attention_blocks
+
+# ---- which checks: TESTS and TIER, and what they need ------------------------------
+n=${#names[@]}
+index_of() { local i; for ((i = 0; i < n; i++)); do [ "${names[i]}" = "$1" ] && echo $i && return; done; }
+matches() {   # matches NAME PATTERN...: NAME is PATTERN, or under PATTERN/
+    local name=$1 p; shift
+    for p in "$@"; do
+        # shellcheck disable=SC2053
+        [[ $name == $p || $name == $p/* ]] && return 0
+    done
+    return 1
+}
+want=()
+for ((i = 0; i < n; i++)); do
+    w=1
+    [ -n "${TESTS:-}" ] && { set -f; matches "${names[i]}" ${TESTS} || w=0; set +f; }
+    [ "${TIER:-}" = check ] && { matches "${names[i]}" "${QUICK[@]}" || w=0; }
+    want[i]=$w
+done
+for ((k = 0; k < n; k++)); do   # what a wanted check waits for is wanted (n passes: enough)
+    for ((i = 0; i < n; i++)); do
+        [ "${want[i]}" = 1 ] || continue
+        for dep in ${afters[i]}; do
+            j=$(index_of "$dep")
+            [ -n "$j" ] || { echo "run_all.sh: ${names[i]} waits for $dep, no such check" >&2; exit 2; }
+            want[j]=1
+        done
+    done
+done
+if [ "${1:-}" = --list ]; then
+    for ((i = 0; i < n; i++)); do
+        [ "${want[i]}" = 1 ] && echo "${names[i]}${afters[i]:+ (after ${afters[i]})}"
+    done
+    exit 0
+fi
+total=0; for ((i = 0; i < n; i++)); do total=$((total + want[i])); done
+[ $total -gt 0 ] || { echo "run_all.sh: no check matches TESTS='${TESTS:-}'${TIER:+ in TIER=$TIER}" >&2; exit 2; }
+echo "$total checks, $JOBS at a time"
+
+# ---- running them -------------------------------------------------------------------
+S=$T/.status; rm -rf "$S"; mkdir -p "$S"
+state=(); pids=()       # state: wait, run, pass, fail, skip
+for ((i = 0; i < n; i++)); do state[i]=$([ "${want[i]}" = 1 ] && echo wait || echo off); done
+pass=0; fail=0; skip=0; running=0; failed=(); skipped=()
+
+logof() { local name=${names[$1]}; echo "$T/${name//\//_}.log"; }
+start() {   # start I: check I in the background; its exit status and seconds go to $S/I
+    local i=$1
+    (
+        t0=$SECONDS
+        timeout -k 10 "${limits[i]}" bash -c "${cmds[i]}" </dev/null >"$(logof "$i")" 2>&1
+        echo "$? $((SECONDS - t0))" >"$S/$i.tmp" && mv "$S/$i.tmp" "$S/$i"
+    ) &
+    pids[i]=$!; state[i]=run; running=$((running + 1))
+}
+finish() {   # finish I RC SECONDS: reports check I
+    local i=$1 rc=$2 secs=$3 name=${names[$1]} log; log=$(logof "$1")
+    local parts; parts=$(grep -c '^ *skip ' "$log" 2>/dev/null) || true
+    if [ "$rc" = 0 ]; then
+        pass=$((pass + 1)); state[i]=pass; echo "ok   $name ($secs s)"
+    elif [ "$rc" = 77 ]; then
+        skip=$((skip + 1)); state[i]=skip; skipped+=("$name"); echo "skip $name: $(tail -n 1 "$log")"
+        return
+    else
+        fail=$((fail + 1)); state[i]=fail; failed+=("$name")
+        if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+            echo "FAIL $name: timed out after ${limits[i]} s (--timeout); last lines of $log:"
+        else
+            echo "FAIL $name ($secs s, exit $rc); last lines of $log:"
+        fi
+        tail -n 15 "$log" | sed 's/^/    /'
+    fi
+    if [ "${parts:-0}" -gt 0 ]; then   # parts of a check that could not run here
+        skip=$((skip + parts)); skipped+=("$name ($parts)")
+        grep '^ *skip ' "$log" | while IFS= read -r l; do echo "     ($name) ${l#"${l%%skip*}"}"; done
+    fi
+}
+stop_all() {
+    # (each check's timeout is its process group's leader: it passes the signal on)
+    for ((i = 0; i < n; i++)); do [ "${state[i]}" = run ] && pkill -TERM -P "${pids[i]}"; done
+    echo; echo "run_all.sh: interrupted"; exit 130
+}
+trap stop_all INT TERM
+
+while :; do
+    for ((i = 0; i < n && running < JOBS; i++)); do   # start what is ready
+        [ "${state[i]}" = wait ] || continue
+        ready=1
+        for dep in ${afters[i]}; do
+            case ${state[$(index_of "$dep")]} in
+                pass) ;;
+                fail|skip|cancel) ready=0; state[i]=cancel; fail=$((fail + 1)); failed+=("${names[i]}")
+                                  echo "FAIL ${names[i]}: not run, $dep did not pass"; break ;;
+                *) ready=0 ;;
+            esac
+        done
+        [ $ready = 1 ] && start "$i"
+    done
+    [ $running -gt 0 ] || break
+    wait -n 2>/dev/null
+    got=0
+    for ((i = 0; i < n; i++)); do   # report what ended
+        if [ "${state[i]}" = run ] && [ -e "$S/$i" ]; then
+            read -r rc secs <"$S/$i"
+            running=$((running - 1)); got=1
+            finish "$i" "$rc" "$secs"
+        fi
+    done
+    [ $got = 1 ] || sleep 0.2
+done
 
 echo
 [ $fail -gt 0 ] && echo "failed: ${failed[*]}"
-echo "$pass passed, $fail failed"
+[ $skip -gt 0 ] && echo "skipped: ${skipped[*]}"
+echo "$pass passed, $fail failed$([ $skip -gt 0 ] && echo ", $skip skipped")"
 [ $fail -eq 0 ]

@@ -33,9 +33,13 @@
  * memory calls: chunks mapped and zeroed under a write, given back after a reduction's
  * event, reused) on one GPU, the only part of zero2 a single GPU can run.
  *
- * Usage: build/tests/check_ops [--bf16|--fp16] [TEMPLATE_DIR]   (default templates/cuda, from
- * the repository root). The kernels are the templates, read at run time in the order trainc
- * writes them, plus the instances below for the shapes tested here. */
+ * Usage: build/tests/check_ops [--bf16|--fp16] [--short] [TEMPLATE_DIR]   (default
+ * templates/cuda, from the repository root). The kernels are the templates, read at run time
+ * in the order trainc writes them, plus the instances below for the shapes tested here.
+ * --short, for the emulators (tests/gpu_emu.sh, tests/fake_gpu.sh): with 16-bit activations,
+ * attention at T 128 where a GPU takes T 1024 (the tensor-core kernels' tiles, the causal
+ * skip and the online softmax over 4 key tiles, not 32; emulated, T 1024 cost more than
+ * half of gpu_emu.sh's time). */
 #include <dirent.h>
 #include <math.h>
 #include <stdarg.h>
@@ -60,6 +64,8 @@ static const char *const instances[] = {
     "RT_ATTENTION_FWD(40, 128, 1)", "RT_ATTENTION_BWD(40, 128, 1)",
     "RT_ATTENTION_FWD(1024, 64, 1)", "RT_ATTENTION_BWD(1024, 64, 1)",
     "RT_ATTENTION_FWD(1024, 64, 0)", "RT_ATTENTION_BWD(1024, 64, 0)",
+    "RT_ATTENTION_FWD(128, 64, 1)", "RT_ATTENTION_BWD(128, 64, 1)",
+    "RT_ATTENTION_FWD(128, 64, 0)", "RT_ATTENTION_BWD(128, 64, 0)",
     "RT_ATTENTION_FWD(65, 16, 1)", "RT_ATTENTION_BWD(65, 16, 1)",
     "RT_ATTENTION_FWD(200, 80, 0)", "RT_ATTENTION_BWD(200, 80, 0)",
     "RT_ATTENTION_FWD(100, 128, 1)", "RT_ATTENTION_BWD(100, 128, 1)",
@@ -70,6 +76,7 @@ static const char *const instances[] = {
 #define TOL_EW 1e-5            /* elementwise-like */
 #define TOL_RED 1e-4           /* reductions */
 static int half;               /* --bf16 (1), --fp16 (2): activations stored in 16 bits (act_t) */
+static int short_att;          /* --short: 16-bit attention at T 128, not 1024 (the emulators) */
 /* The tolerance of an activation output: plus the rounding of 16-bit storage (half a
  * unit in the last place: 2^-8 of the value for bf16, 2^-11 for fp16, at most). */
 static double TA(double tol) { return half == 1 ? tol + 4e-3 : half == 2 ? tol + 5e-4 : tol; }
@@ -1564,10 +1571,18 @@ static char *kernel_source(const char *dir)
 int main(int argc, char **argv)
 {
     int a = 1;
-    if (a < argc && !strcmp(argv[a], "--bf16"))
-        half = 1, a++;
-    else if (a < argc && !strcmp(argv[a], "--fp16"))
-        half = 2, a++;
+    for (; a < argc && !strncmp(argv[a], "--", 2); a++) {
+        if (!strcmp(argv[a], "--bf16"))
+            half = 1;
+        else if (!strcmp(argv[a], "--fp16"))
+            half = 2;
+        else if (!strcmp(argv[a], "--short"))
+            short_att = 1;
+        else {
+            fprintf(stderr, "check_ops: unknown option %s\n", argv[a]);
+            return 2;
+        }
+    }
     char *body = kernel_source(a < argc ? argv[a] : "templates/cuda");
     char *src = body;
     if (half) {   /* as trainc writes a mixed-precision model's kernels_cuda.cu */
@@ -1665,8 +1680,13 @@ int main(int argc, char **argv)
     t_attention(3, 128, 128, 4, 1);
     t_attention(2, 64, 128, 2, 0);
     t_attention(1, 40, 256, 2, 1);
-    t_attention(1, 1024, 128, 2, 1);
-    t_attention(1, 1024, 64, 1, 0);
+    if (half && short_att) {
+        t_attention(1, 128, 128, 2, 1);
+        t_attention(1, 128, 64, 1, 0);
+    } else {
+        t_attention(1, 1024, 128, 2, 1);
+        t_attention(1, 1024, 64, 1, 0);
+    }
     t_attention(3, 65, 48, 3, 1);   /* heads 16 wide; 65 rows: a tile of one row */
     /* heads wider than 64: the tensor-core kernels stream tiles of 32 rows */
     t_attention(1, 200, 160, 2, 0);
