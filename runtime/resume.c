@@ -228,6 +228,27 @@ void rt_resumed_at_limit(const rt_train_config *c, const rt_loop_state *s, int e
                 c->max_time);
 }
 
+/* --resume DIR where no checkpoint was ever completed (damaged ones are
+ * rt_ckpt_resume_point's error): a run killed outright (SIGKILL, the OOM killer, a
+ * preemption without grace) before its first checkpoint, or one with "checkpoint":
+ * null. There is nothing to go on from: the run starts over, and a new run into DIR
+ * moves its records aside (outdir.c), so the same folder serves. */
+static _Noreturn void no_checkpoint(const char *prog, const char *dir)
+{
+    if (access(dir, F_OK) != 0)
+        rt_input_error("--resume %s: %s", dir, strerror(errno));
+    char base[RT_PATH_MAX];
+    snprintf(base, sizeof base, "%s", dir);
+    for (size_t n = strlen(base); n > 1 && base[n - 1] == '/'; n--)
+        base[n - 1] = 0;
+    rt_input_error("--resume %s: no checkpoint was written in %s/checkpoints (the run "
+                   "ended before its first one, or \"checkpoint\" is null): there is nothing "
+                   "to resume from\n  hint: %s --out %s starts the run over, into the same "
+                   "folder (its earlier records are moved aside to %s.1, or the next free "
+                   "number), with the options it was started with", dir, base, prog, base,
+                   base);
+}
+
 /* --resume DIR: the checkpoint it continues from, into r's parameters and state and s
  * (every rank reads it), checked to continue this run (its data, its position); the
  * metrics it keeps, when the run goes on in its folder. */
@@ -235,9 +256,7 @@ void rt_resume_load(Run *r, rt_loop_state *s, uint64_t data_fp)
 {
     char ck[RT_PATH_MAX + 64];
     if (rt_ckpt_resume_point(r->o.resume, ck, sizeof ck) != 0)
-        rt_input_error("--resume %s: no complete checkpoint in %s/checkpoints\n  hint: a "
-                       "run stopped before its first checkpoint starts again without "
-                       "--resume", r->o.resume, r->o.resume);
+        no_checkpoint(r->prog, r->o.resume);
     int n;
     char **lines = rt_config_dump(&r->c, &n);
     rt_ckpt_load(ck, r->m, &r->c, s, r->params, r->state, rt_zero_part(), lines, n);

@@ -25,6 +25,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
     r->rank = rt_dist_rank();
     r->world = rt_dist_world();
     r->resumed_from = -1;
+    r->prog = argc > 0 && argv[0] ? argv[0] : "trainer";
     /* dropout: rank r draws the masks of rows r, r + N, ... of the batch one rank of N x B
      * rows would have (rt_drop_index), not every rank the same ones */
     r->e.rng_part = r->world > 1 ? (uint64_t)r->world << 32 | (uint64_t)r->rank : 0;

@@ -81,6 +81,7 @@ typedef struct Run {
     char out[RT_PATH_MAX];
     double t0;
     int rank, world;           /* data parallelism: rank 0 writes every file */
+    const char *prog;          /* argv[0]: the command a hint gives */
 } Run;
 
 /* How a training run ends (the end record's reason, END_* in end_names' order). */

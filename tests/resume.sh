@@ -309,3 +309,26 @@ assert all(r["lr"] == 5e-4 for r in recs if "lr" in r), [r["lr"] for r in recs i
 assert recs[-1]["reason"] == "max_steps" and recs[-1]["step"] == 40, recs[-1]
 PY
 echo "ok   a bare --resume keeps the run's --set options, an edited spec wins"
+
+# a run killed outright before its first checkpoint cannot be resumed: exit 1, saying
+# no checkpoint was written and giving the command that starts it over into the same
+# folder; that command moves the killed run's records aside and runs
+"$d/trainer" --out "$d/nockpt" --threads 1 --quiet --set max_steps=1000000 --set log_every=1 \
+    --set data.val=null --set checkpoint.every_steps=1000000 &
+pid=$!
+until grep -qs '"step":2,' "$d/nockpt/metrics.jsonl"; do
+    kill -0 $pid 2>/dev/null || { echo "FAIL nockpt: the run ended before its second step"; exit 1; }
+    sleep 0.02
+done
+kill -KILL $pid; wait $pid || true
+set +e
+"$d/trainer" --resume "$d/nockpt" --threads 1 --quiet 2>"$d/nockpt.err"
+rc=$?
+set -e
+again="$d/trainer --out $d/nockpt starts the run over"
+[ $rc -eq 1 ] && grep -q "no checkpoint was written" "$d/nockpt.err" && grep -qF "$again" "$d/nockpt.err" &&
+    [ ! -e "$d/nockpt.1" ] || { echo "FAIL nockpt: rc=$rc"; cat "$d/nockpt.err"; exit 1; }
+"$d/trainer" --out "$d/nockpt" --threads 1 --quiet --set max_steps=3 --set data.val=null 2>/dev/null
+grep -q '"step":2,' "$d/nockpt.1/metrics.jsonl" && grep -q '"reason":"max_steps","step":3' "$d/nockpt/metrics.jsonl" ||
+    { echo "FAIL nockpt: the run started over did not move the records aside"; exit 1; }
+echo "ok   --resume before the first checkpoint: exit 1, no checkpoint, the command to start over"
