@@ -99,6 +99,24 @@ void rt_out_hold_resumed(const char *dir)
         close(fd);
 }
 
+/* The temporary names of the files a run writes whole into OUT (written under NAME.tmp,
+ * then renamed): a run killed outright during such a write (SIGKILL, the OOM killer)
+ * leaves NAME.tmp, as large as NAME, for good (a checkpoint's temporary folder is
+ * removed by the next checkpoint; with "checkpoint": null there is none). The next
+ * run into the folder removes them, under the folder's lock (no run is writing them).
+ * One that cannot be removed stays: each write unlinks its .tmp before it starts. */
+static void remove_cut_writes(const char *out)
+{
+    static const char *const names[] = {"model.safetensors.tmp", "best.safetensors.tmp",
+                                        "metrics.jsonl.tmp", "loss.svg.tmp", "profile.json.tmp",
+                                        "lr_find.jsonl.tmp", "lr_find.svg.tmp"};
+    char p[RT_PATH_MAX + 32];
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        rt_join_path(p, sizeof p, out, names[i]);
+        unlink(p);
+    }
+}
+
 /* A new run into a folder that holds an earlier one (its metrics.jsonl, checkpoints or
  * weights) would write over its records and weights, and mix its checkpoints with this
  * run's (keep would prune the new ones, a later --resume take an old one): the earlier
@@ -131,6 +149,7 @@ static void keep_earlier_run(const char *out)
     int fd = lock_folder(dir);
     if (fd == -1)
         folder_in_use(out);
+    remove_cut_writes(dir);   /* the earlier run's, not worth keeping aside */
     int moved = rename(dir, to);
     if (fd >= 0)
         close(fd);
@@ -176,6 +195,7 @@ void rt_out_setup(Run *r, rt_loop_state *s)
                        "goes on in the run's folder\n  hint: --resume %s --out DIR writes "
                        "the rest of the run into DIR (its metrics.jsonl starts with this "
                        "run's records)", r->o.resume, r->o.resume);
+    remove_cut_writes(r->out);
     if (r->o.resume)
         rt_resume_into_out(r, s);
     r->mt = r->lf ? NULL : rt_metrics_open(r->out, r->o.resume != NULL);

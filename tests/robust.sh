@@ -8,6 +8,8 @@
 #    metrics.jsonl to the checkpoint: no record twice;
 #  - two trainers into one folder: the second exits 1 ("in use") and touches nothing,
 #    the first ends as if alone; a --resume says so before reading the checkpoints;
+#  - a final weights write cut short ("checkpoint": null, SIGKILL) leaves NAME.tmp: the
+#    next run into the folder removes it (moving the run aside or resuming in place);
 #  - the output folder moved away during a run: exit 2 and nothing written into a new
 #    folder of that name;
 #  - a run stopped by max_time and resumed with the same max_time takes no step more;
@@ -117,6 +119,20 @@ kill -TERM $pid; wait $pid || true
 [ "$(grep -c "is in use" "$d/churn.err")" = 20 ] && ! grep -q "damaged\|cannot open\|resuming" "$d/churn.err" ||
     { echo "FAIL: --resume of a folder whose run checkpoints every step:"; sort "$d/churn.err" | uniq -c; exit 1; }
 echo "ok   --resume of a folder in use, before its first checkpoint and while it prunes: exit 1, in use"
+
+# a final write cut short ("checkpoint": null, SIGKILL while model.safetensors is
+# written: its .tmp stays, as large as the weights): the next run into the folder
+# removes it, whether it moves the earlier run aside or resumes in place
+"$d/t" --out "$d/cut" --threads 1 --quiet --set max_steps=3 --set data.val=null --set checkpoint=null
+head -c 4000 "$d/cut/model.safetensors" > "$d/cut/model.safetensors.tmp"
+rm "$d/cut/model.safetensors"
+"$d/t" --out "$d/cut" --threads 1 --quiet --set max_steps=3 --set data.val=null 2>/dev/null
+cp "$d/cut/model.safetensors" "$d/cut/best.safetensors.tmp"
+"$d/t" --resume "$d/cut" --threads 1 --quiet --set max_steps=4 2>/dev/null
+[ -e "$d/cut.1/metrics.jsonl" ] && [ -e "$d/cut/model.safetensors" ] && [ ! -e "$d/cut.1/model.safetensors.tmp" ] &&
+    [ ! -e "$d/cut/model.safetensors.tmp" ] && [ ! -e "$d/cut/best.safetensors.tmp" ] ||
+    { echo "FAIL: a cut final write's .tmp left behind:"; ls "$d/cut" "$d/cut.1"; exit 1; }
+echo "ok   a final write cut short: the next run into the folder removes its .tmp"
 
 # the output folder moved away during the run
 "$d/t" --out "$d/mv" --threads 1 --quiet --set max_steps=3000 --set data.val=null \
