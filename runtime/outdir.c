@@ -81,22 +81,37 @@ void rt_out_check(const char *out)
                 "went with it); nothing more is written", out);
 }
 
-/* --resume DIR continuing in DIR: the folder is locked before its checkpoints are read,
- * not only once the run starts writing. A run still working there would otherwise be
- * read as it writes and prunes them (its newest taken for damaged, or none found:
- * "no complete checkpoint"), and a new run started into DIR at the same time could move
- * the folder aside under the resume, which then went on from the moved run's
- * checkpoint into a new, empty DIR. A folder that is not there is left to the resume's
- * own error. */
-void rt_out_hold_resumed(const char *dir)
+/* --resume DIR: the folder is locked before its checkpoints are read, not only once
+ * the run starts writing. A run still working there would otherwise be read as it
+ * writes and prunes them (its newest taken for damaged, or none found), and a new run
+ * started into DIR at the same time could move the folder aside under the resume:
+ * continuing in DIR, the resume then went on from the moved run's checkpoint into a
+ * new, empty DIR; --out elsewhere, it read a checkpoint, records and best weights
+ * that were being moved or pruned. Continuing in DIR, the lock is the run's
+ * (out_fd); --out elsewhere, it is held until rt_out_release_resumed, once the
+ * resume has read what it takes from DIR. A folder that is not there is left to the
+ * resume's own error. */
+static int read_fd = -1;
+
+void rt_out_hold_resumed(const char *dir, int in_place)
 {
+    rt_out_release_resumed();
     int fd = lock_folder(dir);
     if (fd == -1)
         folder_in_use(dir);
-    if (fd >= 0 && fstat(fd, &out_id) == 0)
+    if (fd >= 0 && !in_place)
+        read_fd = fd;
+    else if (fd >= 0 && fstat(fd, &out_id) == 0)
         out_fd = fd;
     else if (fd >= 0)
         close(fd);
+}
+
+void rt_out_release_resumed(void)
+{
+    if (read_fd >= 0)
+        close(read_fd);
+    read_fd = -1;
 }
 
 /* The temporary names of the files a run writes whole into OUT (written under NAME.tmp,
@@ -198,5 +213,6 @@ void rt_out_setup(Run *r, rt_loop_state *s)
     remove_cut_writes(r->out);
     if (r->o.resume)
         rt_resume_into_out(r, s);
+    rt_out_release_resumed();   /* --out elsewhere: the resumed folder is read */
     r->mt = r->lf ? NULL : rt_metrics_open(r->out, r->o.resume != NULL);
 }

@@ -39,9 +39,8 @@ int rt_main(const rt_model *m, int argc, char **argv)
         rt_catch_signals();
     else
         rt_catch_signals_eval();
-    if (r->o.resume && !r->o.eval && !r->o.gradcheck && r->rank == 0 &&
-        (!r->o.out || rt_same_folder(r->o.out, r->o.resume)))
-        rt_out_hold_resumed(r->o.resume);
+    if (r->o.resume && !r->o.eval && !r->o.gradcheck && r->rank == 0)
+        rt_out_hold_resumed(r->o.resume, !r->o.out || rt_same_folder(r->o.out, r->o.resume));
     rt_run_configure(r);
     r->gpu = rt_run_pick_gpu(r);
     if (r->gpu && r->o.gradcheck)

@@ -121,8 +121,10 @@ int rt_same_folder(const char *a, const char *b);
 int64_t rt_file_size(const char *dir, const char *name);
 /* r->out: --out, the resumed folder, out_dir or runs/NAME */
 void rt_out_name(Run *r);
-/* --resume DIR continuing in DIR: DIR locked before its checkpoints are read */
-void rt_out_hold_resumed(const char *dir);
+/* --resume DIR: DIR locked before its checkpoints are read; continuing in DIR for the
+ * run, --out elsewhere until rt_out_release_resumed (rt_out_setup, once it is read) */
+void rt_out_hold_resumed(const char *dir, int in_place);
+void rt_out_release_resumed(void);
 /* exit 2 when the output folder was moved or removed during the run */
 void rt_out_check(const char *out);
 /* Rank 0: the folder made, locked and set up (an earlier run moved aside, a resume's

@@ -10,6 +10,8 @@
 #    the first ends as if alone; a --resume says so before reading the checkpoints;
 #  - a final weights write cut short ("checkpoint": null, SIGKILL) leaves NAME.tmp: the
 #    next run into the folder removes it (moving the run aside or resuming in place);
+#  - --resume A --out B holds A's lock while it reads A: refused while a run works in
+#    A, and a trainer into A meanwhile is refused;
 #  - the output folder moved away during a run: exit 2 and nothing written into a new
 #    folder of that name;
 #  - a run stopped by max_time and resumed with the same max_time takes no step more;
@@ -133,6 +135,37 @@ cp "$d/cut/model.safetensors" "$d/cut/best.safetensors.tmp"
     [ ! -e "$d/cut/model.safetensors.tmp" ] && [ ! -e "$d/cut/best.safetensors.tmp" ] ||
     { echo "FAIL: a cut final write's .tmp left behind:"; ls "$d/cut" "$d/cut.1"; exit 1; }
 echo "ok   a final write cut short: the next run into the folder removes its .tmp"
+
+# --resume A --out B holds A's lock while it reads A: refused while a run works in A
+# (it read the checkpoints that run writes and prunes), and a trainer into A meanwhile
+# is refused (it could move A aside under the read); B's run then goes on alone
+"$d/t" --out "$d/ra" --threads 1 --quiet --set max_steps=1000000 --set data.val=null \
+    --set checkpoint.every_steps=5 &
+pid=$!
+wait_for $pid "ra's first checkpoint" checkpointed "$d/ra"
+rc=0
+"$d/t" --resume "$d/ra" --out "$d/rb" --threads 1 --quiet --set max_steps=1000000 2>"$d/rb.err" || rc=$?
+kill -TERM $pid; wait $pid || true
+[ $rc -eq 1 ] && grep -q "ra is in use" "$d/rb.err" && [ ! -e "$d/rb" ] ||
+    { echo "FAIL: --resume A --out B while a run works in A: rc=$rc"; cat "$d/rb.err"; exit 1; }
+if command -v strace >/dev/null; then
+    # the resume paused 3 s after its first flock (A's, before it reads A)
+    "$d/t" --out "$d/rc" --threads 1 --quiet --set max_steps=10 --set data.val=null 2>/dev/null
+    strace -f -e trace=flock -e inject=flock:delay_exit=3000000 -o "$d/rd.trace" \
+        "$d/t" --resume "$d/rc" --out "$d/rd" --threads 1 --quiet --set max_steps=12 2>"$d/rd.err" &
+    pid=$!
+    wait_for $pid "the resume's first flock" grep -qs 'flock(' "$d/rd.trace"
+    rc=0
+    "$d/t" --out "$d/rc" --threads 1 --quiet --set max_steps=2 2>"$d/rc2.err" || rc=$?
+    rc2=0; wait $pid || rc2=$?
+    [ $rc -eq 1 ] && grep -q "rc is in use" "$d/rc2.err" && [ ! -e "$d/rc.1" ] && [ $rc2 -eq 0 ] &&
+        grep -q '"reason":"max_steps","step":12' "$d/rd/metrics.jsonl" ||
+        { echo "FAIL: a trainer into A while --resume A --out B reads it: rc=$rc, resume rc=$rc2"
+          cat "$d/rc2.err" "$d/rd.err"; exit 1; }
+else
+    echo "skip a trainer into A while --resume A --out B reads it: no strace"
+fi
+echo "ok   --resume A --out B holds A while it reads it: a run into A refused"
 
 # the output folder moved away during the run
 "$d/t" --out "$d/mv" --threads 1 --quiet --set max_steps=3000 --set data.val=null \
