@@ -1,6 +1,7 @@
 /* records.c: the run's records in metrics.jsonl: the start (model, device, memory),
  * the device's memory after the first step, a training record every log_every steps
- * (with the progress line) and the end. Validation's record is validate.c's. */
+ * (with the progress line) and the end (with the loss of the steps after the last
+ * training record). Validation's record is validate.c's. */
 #include <string.h>
 #include "run.h"
 
@@ -98,13 +99,21 @@ const char *const rt_end_names[] = {"epochs", "max_steps", "max_time", "early_st
                                     "diverged", "interrupted"};
 
 /* The end record (best_val_loss null without validation); metrics.jsonl closed.
- * Returns the run's seconds the record says. */
+ * The steps after the last multiple of log_every had no training record: their mean
+ * loss (over their batches, as a training record's) and their number go into it, so
+ * the last stretch of a run is never invisible. Returns the run's seconds the record
+ * says. */
 double rt_record_end(Run *r, const rt_loop_state *s, int end)
 {
-    char buf[512], a[32];
+    char buf[640], a[32], tail[96] = "";
     double t = rt_now() - r->t0;
-    snprintf(buf, sizeof buf, "{\"event\":\"end\",\"reason\":\"%s\",\"step\":%lld,\"best_val_loss\":%s,\"time_s\":%.3f}",
-             rt_end_names[end], (long long)s->step, rt_json_num(a, r->has_val ? s->best_val : NAN), t);
+    int64_t since = s->step % r->c.log_every;
+    if (s->log_n > 0 && since > 0)
+        snprintf(tail, sizeof tail, ",\"loss\":%s,\"steps_since_record\":%lld",
+                 rt_json_num(a, s->log_loss / (double)s->log_n), (long long)since);
+    snprintf(buf, sizeof buf, "{\"event\":\"end\",\"reason\":\"%s\",\"step\":%lld%s,"
+             "\"best_val_loss\":%s,\"time_s\":%.3f}", rt_end_names[end], (long long)s->step, tail,
+             rt_json_num(a, r->has_val ? s->best_val : NAN), t);
     rt_metrics_line(r->mt, buf);
     rt_metrics_close(r->mt);
     return t;

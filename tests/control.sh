@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Training control end to end: the stop reasons (epochs, max_steps, max_time,
 # early_stopping, diverged), exit codes, checkpoint rotation, a second signal, a train
-# record's loss over its batches (log_every with steps of different batch counts).
+# record's loss over its batches (log_every with steps of different batch counts), the
+# end record's loss of the steps after the last record.
 set -eu
 cd "$(dirname "$0")/.."
 . tests/wait_for.sh
@@ -154,7 +155,7 @@ PY
 "$TRAINC" run "$d/lg.json" --out "$d/lg2" "${q[@]}" --set log_every=2 2>/dev/null
 $PY - "$d/lg1/metrics.jsonl" "$d/lg2/metrics.jsonl" <<'PY'
 import json, sys
-one, two = ([json.loads(l) for l in open(f) if '"loss"' in l] for f in sys.argv[1:])
+one, two = ([json.loads(l) for l in open(f) if '"loss"' in l and '"event"' not in l] for f in sys.argv[1:])
 k = {r["step"]: [3, 3, 2][(r["step"] - 1) % 3] for r in one}   # batches of each step
 assert len(one) == 9 and [r["step"] for r in two] == [2, 4, 6, 8], (len(one), two)
 for r in two:
@@ -166,8 +167,15 @@ for r in two:
     if k[s[0]] != k[s[1]]:   # the mean of the steps' means would be another number
         assert abs(steps_mean - want) > 1e-5 * want, (steps_mean, want)
 print("records", [(r["step"], r["loss"]) for r in two])
+# step 9 comes after the last multiple of log_every 2: the end record carries its loss
+# (its own 2 batches' mean); a run ending on a record's step has no loss in its end
+end1, end2 = (json.loads(open(f).readlines()[-1]) for f in sys.argv[1:])
+assert end2["event"] == "end" and end2["step"] == 9 and end2["steps_since_record"] == 1, end2
+assert abs(end2["loss"] - loss[9]) <= 1e-7 * loss[9], (end2, loss[9])
+assert "loss" not in end1 and "steps_since_record" not in end1, end1
 PY
 echo "ok   log_every: a record's loss is the mean over its batches (steps of 3 and 2 batches)"
+echo "ok   the end record: the loss of the steps after the last record"
 
 # accumulate with a short last batch (drop_last false): the update is that of one batch
 # of the step's samples (SPEC.md section 3), each micro-batch's mean loss weighed by its

@@ -57,7 +57,7 @@ rm -rf "$d/sp/checkpoints/step_00000012"
 "$d/t" --resume "$d/sp" --out "$d/sp/" "${S[@]}" 2>/dev/null
 $PY - "$d/sp/metrics.jsonl" <<'PY'
 import json, sys
-steps = [json.loads(l)["step"] for l in open(sys.argv[1]) if '"loss"' in l]
+steps = [json.loads(l)["step"] for l in open(sys.argv[1]) if '"loss"' in l and '"event"' not in l]
 assert steps == list(range(1, 21)), steps
 PY
 echo "ok   --resume DIR --out DIR/: metrics.jsonl truncated to the checkpoint, no step twice"
@@ -91,7 +91,7 @@ kill -CONT $pid; kill -TERM $pid; wait $pid || true
     { echo "FAIL: --resume of a folder in use: rc=$rc, metrics.jsonl changed: $([ "$before" = "$after" ] || echo yes)"; cat "$d/busy.err"; exit 1; }
 $PY - "$d/busy/metrics.jsonl" <<'PY'
 import json, sys
-steps = [json.loads(l)["step"] for l in open(sys.argv[1]) if '"loss"' in l]
+steps = [json.loads(l)["step"] for l in open(sys.argv[1]) if '"loss"' in l and '"event"' not in l]
 assert steps == list(range(5, 5 * len(steps) + 1, 5)) and len(steps) >= 5, steps
 PY
 echo "ok   --resume of a folder in use: exit 1, the running run's records untouched"
