@@ -241,12 +241,12 @@ static _Noreturn void no_checkpoint(const char *prog, const char *dir)
     snprintf(base, sizeof base, "%s", dir);
     for (size_t n = strlen(base); n > 1 && base[n - 1] == '/'; n--)
         base[n - 1] = 0;
-    rt_input_error("--resume %s: no checkpoint was written in %s/checkpoints (the run "
-                   "ended before its first one, or \"checkpoint\" is null): there is nothing "
-                   "to resume from\n  hint: %s --out %s starts the run over, into the same "
-                   "folder (its earlier records are moved aside to %s.1, or the next free "
-                   "number), with the options it was started with", dir, base, prog, base,
-                   base);
+    rt_input_error("--resume %s: no complete checkpoint was written in %s/checkpoints (the "
+                   "run ended before its first one, or \"checkpoint\" is null): there is "
+                   "nothing to resume from\n  hint: %s --out %s starts the run over, into the "
+                   "same folder (its earlier records are moved aside to %s.1, or the next "
+                   "free number), with the options it was started with", dir, base, prog,
+                   base, base);
 }
 
 /* --resume DIR: the checkpoint it continues from, into r's parameters and state and s

@@ -326,7 +326,7 @@ set +e
 rc=$?
 set -e
 again="$d/trainer --out $d/nockpt starts the run over"
-[ $rc -eq 1 ] && grep -q "no checkpoint was written" "$d/nockpt.err" && grep -qF "$again" "$d/nockpt.err" &&
+[ $rc -eq 1 ] && grep -q "no complete checkpoint was written" "$d/nockpt.err" && grep -qF "$again" "$d/nockpt.err" &&
     [ ! -e "$d/nockpt.1" ] || { echo "FAIL nockpt: rc=$rc"; cat "$d/nockpt.err"; exit 1; }
 "$d/trainer" --out "$d/nockpt" --threads 1 --quiet --set max_steps=3 --set data.val=null 2>/dev/null
 grep -q '"step":2,' "$d/nockpt.1/metrics.jsonl" && grep -q '"reason":"max_steps","step":3' "$d/nockpt/metrics.jsonl" ||
