@@ -2,7 +2,7 @@
 # Dropout masks come from rt_uniform(rng_key ^ KEY, element), KEY a hash of the layer:
 # its spec path, and inside a `repeat` its iteration too. The iterations of a repeat
 # share their spec path; with one key they drew the same mask at the same element in
-# the same step (a fault until session 12). Here: a repeat of 3 blocks with a dropout
+# the same step (a fault until db8f45f). Here: a repeat of 3 blocks with a dropout
 # each, plus one outside; the generated kernels must carry 4 different keys, the one
 # outside FNV-1a of its path (unchanged from before).
 set -eu
