@@ -586,9 +586,10 @@ void gemm_epilogues(Program *p)
 
 /* ---- backward GEMM epilogues ------------------------------------------------------------ */
 
-/* Does a live instruction strictly between i and j write t's storage (or, with
- * reads_too, read it)? */
-static int touched_between(const Program *p, int i, int j, Tensor *t, int reads_too)
+/* Does a live instruction strictly between i and j write t's storage? (Readers of a
+ * GEMM's product in between are ruled out by read_elsewhere: it must be read nowhere
+ * but in the loop it joins.) */
+static int touched_between(const Program *p, int i, int j, Tensor *t)
 {
     Tensor *base = tensor_base(t);
     for (int k = i + 1; k < j; k++) {
@@ -597,9 +598,6 @@ static int touched_between(const Program *p, int i, int j, Tensor *t, int reads_
             continue;
         for (int w = 0; w < in->n_writes; w++)
             if (tensor_base(in->writes[w]) == base)
-                return 1;
-        for (int r = 0; reads_too && r < in->n_reads; r++)
-            if (tensor_base(in->reads[r]) == base)
                 return 1;
     }
     return 0;
@@ -651,11 +649,11 @@ static void dgelu_epilogues(Program *p)
             x->numel != dA->numel || D->numel != dA->numel ||
             tensor_half(gr, x) != tensor_half(gr, D) || tensor_half(gr, D) != tensor_half(gr, dA) ||
             tensor_base(x) == tensor_base(D) || read_elsewhere(p, g, b, dA) ||
-            touched_between(p, i, j, dA, 0))
+            touched_between(p, i, j, dA))
             continue;
         int moved = 0;
         for (int k = 0; k < g->n_reads; k++)
-            moved |= touched_between(p, i, j, g->reads[k], 0);
+            moved |= touched_between(p, i, j, g->reads[k]);
         if (moved)
             continue;
         SET_CALL(g, CALL_GEMM_DGELU, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9],
