@@ -73,23 +73,31 @@ static Tensor *gemm_temp(Graph *g, const char *name, int64_t rows, int64_t cols,
     return t;
 }
 
+/* col [C*k*k, B*OH*OW] = the patches of x, a window a column (the conv's geometry in
+ * nd->conv): the forward pass's, and the backward pass's again for dW */
+static void im2col(Program *p, Node *nd, Tensor *x, Tensor *col, int backward, const char *what)
+{
+    const int64_t *v = nd->conv;   /* C, H, W, k, stride, pad, OH, OW */
+    Instr *a = instr_add(p, I_CALL, nd->origin, backward);
+    a->what = xstrdup(what);
+    SET_CALL(a, CALL_IM2COL, arg_t(x), arg_t(col), arg_rows(1), arg_int(v[0]), arg_int(v[1]),
+             arg_int(v[2]), arg_int(v[3]), arg_int(v[4]), arg_int(v[5]), arg_int(v[6]),
+             arg_int(v[7]));
+    instr_reads(a, x);
+    instr_writes(a, col);
+}
+
 static void lower_conv_fwd(Program *p, Node *nd)
 {
     Graph *g = p->g;
-    int64_t C = nd->conv[0], H = nd->conv[1], W = nd->conv[2], k = nd->conv[3], s = nd->conv[4],
-            pad = nd->conv[5], OH = nd->conv[6], OW = nd->conv[7];
+    int64_t C = nd->conv[0], k = nd->conv[3], OH = nd->conv[6], OW = nd->conv[7];
     int64_t Cout = nd->out->shape[0], CKK = C * k * k, HW = OH * OW;
     Tensor *x = nd->in[0], *y = nd->out;
     Tensor *col = gemm_temp(g, xasprintf("col_%s", y->name), CKK, HW, nd->origin,
                             "im2col columns [C*k*k, B*OH*OW]");
     Tensor *yt = gemm_temp(g, xasprintf("gemm_%s", y->name), Cout, HW, nd->origin,
                            "GEMM output [out, B*OH*OW]");
-    Instr *a = instr_add(p, I_CALL, nd->origin, 0);
-    a->what = xstrdup("conv2d: im2col");
-    SET_CALL(a, CALL_IM2COL, arg_t(x), arg_t(col), arg_rows(1), arg_int(C), arg_int(H), arg_int(W),
-             arg_int(k), arg_int(s), arg_int(pad), arg_int(OH), arg_int(OW));
-    instr_reads(a, x);
-    instr_writes(a, col);
+    im2col(p, nd, x, col, 0, "conv2d: im2col");
     Instr *b = instr_add(p, I_GEMM, nd->origin, 0);
     b->flops = 2 * Cout * CKK * HW;
     b->what = xstrdup("conv2d: weight x columns");
@@ -144,12 +152,7 @@ static void lower_conv_bwd(Program *p, Node *nd)
         instr_reads(r, dyt);
         instr_writes(r, nd->b->g);
     }
-    Instr *a = instr_add(p, I_CALL, nd->origin, 1);
-    a->what = xstrdup("conv2d backward: im2col again (cheaper than keeping it)");
-    SET_CALL(a, CALL_IM2COL, arg_t(x), arg_t(col), arg_rows(1), arg_int(C), arg_int(H), arg_int(W),
-             arg_int(k), arg_int(s), arg_int(pad), arg_int(OH), arg_int(OW));
-    instr_reads(a, x);
-    instr_writes(a, col);
+    im2col(p, nd, x, col, 1, "conv2d backward: im2col again (cheaper than keeping it)");
     Instr *b = instr_add(p, I_GEMM, nd->origin, 1);
     b->what = xstrdup("conv2d backward: dW += dY col^T");
     SET_CALL(b, CALL_GEMM, arg_int(0), arg_int(1), arg_int(Cout), arg_int(CKK), arg_rows(HW),
