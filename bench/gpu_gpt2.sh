@@ -55,29 +55,6 @@ TP=(--bf16); TL=bf16
 fits_torch() {    # fits_torch B [--ckpt]
     python3 "$ROOT/bench/gpu_gpt2_torch.py" "$@" "${TP[@]}" --steps 4 | grep -qv '"oom"'
 }
-near() {          # near PRED CMD...: the largest B for which CMD... B succeeds, the
-                  # search starting at PRED: steps of 1, 2, 4, ... up from a PRED that
-                  # fits (down from one that does not), then bisection between the last
-                  # B that fits and the first that does not (2 runs when PRED is right)
-    local pred=$1; shift
-    local lo hi step=1
-    [ "$pred" -lt 1 ] && pred=1
-    if "$@" $pred; then
-        lo=$pred
-        while hi=$((lo + step)); [ $hi -le 1048576 ] && "$@" $hi; do lo=$hi; step=$((step * 2)); done
-    else
-        hi=$pred; lo=0
-        while [ $((hi - step)) -ge 1 ]; do
-            if "$@" $((hi - step)); then lo=$((hi - step)); break; fi
-            hi=$((hi - step)); step=$((step * 2))
-        done
-    fi
-    while [ $((hi - lo)) -gt 1 ]; do
-        local mid=$(((lo + hi) / 2))
-        if "$@" $mid; then lo=$mid; else hi=$mid; fi
-    done
-    echo $lo
-}
 used_trainc() {   # used_trainc POLICY B: "allocated used total" bytes after the first step
     local o="$D/u.$1.$2"
     "$S/gpt2_124m_$1" "${GX[@]}" --set batch_size=$2 --set max_steps=2 --out "$o" >"$o.log" 2>&1

@@ -36,20 +36,7 @@ RES=$OUT/gpt2_b16.jsonl
 gpt2_shards
 
 # the bf16 matrix rate
-python3 - >>"$RES" 2>>"$OUT/gpt2_b16.err" <<'PY'
-import json, time, torch
-n = 8192
-a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-best = 0.0
-for _ in range(20):
-    torch.cuda.synchronize(); t = time.perf_counter()
-    for _ in range(5):
-        a @ b
-    torch.cuda.synchronize()
-    best = max(best, 5 * 2 * n ** 3 / (time.perf_counter() - t))
-print(json.dumps({"impl": "bf16 GEMM 8192^3", "flops_per_s": best, "device": torch.cuda.get_device_name()}))
-PY
+bf16_rate >>"$RES" 2>>"$OUT/gpt2_b16.err"
 
 # trainc, with cuBLASLt's epilogues (bias, GELU, residual; backward DGELU and BGRADB)
 # and without them (TRAINC_GEMM_EPILOGUE=0: the GEMMs, then epilogue.cuh's kernels), to

@@ -19,6 +19,9 @@
 #              has its source and LLMC is not 0 (its nvcc build takes a minute or two) 240
 #   bench      tests/gpu/run.sh bench: the MLP, CNN and wide MLP against PyTorch eager
 #              and torch.compile                                                     300
+#   llama      bench/gpu_llama.sh: llama_124m at B=16 and llama3_1b at PyTorch's
+#              largest batch, bf16-mixed, against PyTorch eager and torch.compile (3
+#              alternating runs each), MFU, memory; recompute auto at twice the batch  420
 #   recompute  bench/gpu_gpt2.sh: GPT-2's largest batch and tokens/s per
 #              recomputation policy against PyTorch with and without checkpointing    400
 #   profile    bench/gpu_profile.sh: Nsight Compute, by kernel: gpt2_124m_none at batch
@@ -67,9 +70,10 @@ for part in "$@"; do
     checks) lim=240; cmd=(bash tests/gpu/run.sh checks) ;;
     gpt2) lim=240; cmd=(bash bench/gpu_gpt2_b16.sh) ;;
     bench) lim=300; cmd=(bash tests/gpu/run.sh bench) ;;
+    llama) lim=420; cmd=(bash bench/gpu_llama.sh) ;;
     recompute) lim=400; cmd=(bash bench/gpu_gpt2.sh) ;;
     profile) lim=150; cmd=(bash -c 'DETAIL="rt_attention_fwd:12 rt_attention_bwd_kv:12 rt_attention_bwd_[0-9]:12 rt_cross_entropy:1" bash bench/gpu_profile.sh gpt2_124m_none 8 && bash bench/gpu_profile.sh wide_mlp_bf16 65536 && TRAINC_GEMM_KSPLIT=0 PTAG=whole bash bench/gpu_profile.sh wide_mlp_bf16 65536') ;;
-    *) say "FAIL unknown part '$name' (checks, gpt2, bench, recompute, profile)"; status=1; continue ;;
+    *) say "FAIL unknown part '$name' (checks, gpt2, llama, bench, recompute, profile)"; status=1; continue ;;
     esac
     if [ "$part" != "$name" ]; then
         lim=${part#*=}

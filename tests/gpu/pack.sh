@@ -43,6 +43,18 @@ for bm in 376:142500 210:80500; do   # batch:budget; the plan's choice beside ea
     "$TRAINC" build "${A[@]}" --device both --arch "$ARCH" --bundle "$P/ship" -o gpt2_124m_auto${bm%:*} 2>>"$P/build.log"
     "$TRAINC" plan "${A[@]}" | grep -A1 "^  recompute  " | tr -s ' \n' ' ' >"$P/ship/gpt2_124m_auto${bm%:*}.plan"
 done
+# bench/gpu_llama.sh: the Llama benchmark's trainers (bf16-mixed, as the specs say), and
+# llama3_1b with recompute auto planned at twice the batches PyTorch might fit (its
+# largest is measured there: 2 x 8 .. 2 x 20 in an H200's 142500 MiB)
+if [ -f specs/llama_124m.json ] && [ -f specs/llama3_1b.json ]; then
+    for spec in llama_124m llama3_1b; do
+        "$TRAINC" build specs/$spec.json --device both --arch "$ARCH" --bundle "$P/ship" -o $spec 2>>"$P/build.log"
+    done
+    for b in 16 20 24 28 32 36 40; do
+        "$TRAINC" build specs/llama3_1b.json --set batch_size=$b --set memory_budget_mb=142500 --set recompute=auto \
+            --device both --arch "$ARCH" --bundle "$P/ship" -o llama3_1b_auto$b 2>>"$P/build.log"
+    done
+fi
 "$TRAINC" build bench/wide_mlp.json --device both --arch "$ARCH" --bundle "$P/ship" -o wide_mlp 2>>"$P/build.log"
 "$TRAINC" build bench/wide_mlp.json --device both --arch "$ARCH" --set precision=bf16-mixed \
     --bundle "$P/ship" -o wide_mlp_bf16 2>>"$P/build.log"
