@@ -49,12 +49,16 @@ static void emit_body(Buf *b, const Graph *g, Instr *in, Tensor **t, const int *
                 v |= t[q] == o->t && vec[q];
             if (v)
                 buf_printf(&e, "r_%s.v[l]", o->t->name);
-            else if (o->t && tensor_half(g, o->t))   /* act_t: converted by rt_ld */
-                buf_printf(&e, o->index ? "rt_ld(%s + (%s))" : "rt_ld(%s + %s)", o->t->name,
-                           o->index ? o->index : "i");
-            else if (o->t)
-                buf_printf(&e, "%s[%s]", o->t->name, o->index ? o->index : "i");
-            else
+            else if (o->t && tensor_half(g, o->t)) {   /* act_t: converted by rt_ld */
+                int moved = ix_moved(o->ix);
+                buf_printf(&e, "rt_ld(%s + %s", o->t->name, moved ? "(" : "");
+                index_print(&e, o->ix, 1);
+                buf_puts(&e, moved ? "))" : ")");
+            } else if (o->t) {
+                buf_printf(&e, "%s[", o->t->name);
+                index_print(&e, o->ix, 1);
+                buf_puts(&e, "]");
+            } else
                 buf_printf(&e, "v%d", o->val);
         }
         char *d = devicify(e.s);
@@ -146,7 +150,7 @@ void cuda_kernel(Buf *b, const Graph *g, Instr *in, const char *name)
         int at_i = 1;
         for (int k = 0; k < in->n_ops; k++)
             for (int j = 0; j < in->ops[k].n_arg; j++)
-                if (in->ops[k].arg[j].t == t[q] && in->ops[k].arg[j].index)
+                if (in->ops[k].arg[j].t == t[q] && ix_moved(in->ops[k].arg[j].ix))
                     at_i = 0;
         vec[q] = at_i;
         nvec += at_i;

@@ -218,22 +218,53 @@ void autodiff(Graph *g);
 
 /* ---- the program ---------------------------------------------------------- */
 
-/* An operand of an elementwise op: a tensor read at an index expression, or the
- * value computed by an earlier op of the same fused loop. */
+/* Where an operand of an elementwise op reads its tensor, as a function of the loop's
+ * element i (i < e->B * n): integers, compared field by field (index_same) and printed
+ * by the emitters alone (kernel.c: index_print). A zeroed Index reads at i itself. */
+enum {
+    IX_SELF,       /* i */
+    IX_MOD,        /* i % a: a row of a elements repeated over the rows (a linear layer's
+                      bias, position rows) */
+    IX_DIV_MOD,    /* i / a % b: one value a run of a (conv2d's bias over [B, out, HW]:
+                      a = HW, b = out) */
+    IX_FROM_GEMM,  /* element i of [B, b, a] read from storage [b, B, a] (conv2d's GEMM
+                      output [out, B*HW] into [B, out, HW]: a = HW, b = out) */
+    IX_TO_GEMM     /* element i of [b, B, a] read from storage [B, b, a] (the way back,
+                      conv2d's backward) */
+};
+typedef struct Index {
+    int kind;                /* IX_* */
+    int64_t a, b;
+} Index;
+
+static inline Index ix_self(void) { return (Index){IX_SELF, 0, 0}; }
+static inline Index ix_mod(int64_t a) { return (Index){IX_MOD, a, 0}; }
+static inline Index ix_div_mod(int64_t a, int64_t b) { return (Index){IX_DIV_MOD, a, b}; }
+static inline Index ix_from_gemm(int64_t a, int64_t b) { return (Index){IX_FROM_GEMM, a, b}; }
+static inline Index ix_to_gemm(int64_t a, int64_t b) { return (Index){IX_TO_GEMM, a, b}; }
+static inline int ix_moved(Index x) { return x.kind != IX_SELF; }
+static inline int index_same(Index x, Index y) { return x.kind == y.kind && x.a == y.a && x.b == y.b; }
+/* > 0: the operand repeats over rows of this many elements (IX_MOD) */
+static inline int64_t ix_period(Index x) { return x.kind == IX_MOD ? x.a : 0; }
+/* How the index behaves over aligned runs of i, [q run, (q + 1) run): *run_const 0: it
+ * goes up by one with i (index(i) = index(q run) + i % run), a layout change that keeps
+ * rows of `run` elements whole; 1: it stays the same (a per-row value such as conv2d's
+ * bias). The C emitter then loops over each run with the operand at a pointer
+ * (contiguous reads, vectorized). 0: no run (IX_MOD's loop over i vectorizes as it is). */
+static inline int64_t ix_run(Index x, int *run_const)
+{
+    *run_const = x.kind == IX_DIV_MOD;
+    return x.kind == IX_DIV_MOD || x.kind == IX_FROM_GEMM || x.kind == IX_TO_GEMM ? x.a : 0;
+}
+/* An operand of an elementwise op: a tensor read at an index, or the value computed by
+ * an earlier op of the same fused loop. */
 typedef struct Operand {
     Tensor *t;               /* NULL: value of op `val` in the same loop */
     int val;
-    char *index;             /* C expression of `i` (NULL: "i") */
-    /* Where known, how index behaves over aligned runs of i, [q run, (q + 1) run):
-     * run_const 0: it goes up by one with i (index(i) = index(q run) + i % run), a
-     * layout change that keeps rows of `run` elements whole; run_const 1: it stays the
-     * same (a per-row value such as a bias). The C emitter then loops over each run
-     * with the operand at a pointer (contiguous reads, vectorized). run 0: unknown. */
-    int64_t run;
-    int run_const;
-    int64_t period;          /* > 0: index is "i % period", the operand repeating over rows
-                                of period elements (a linear layer's bias, position rows) */
+    Index ix;                /* where t is read (IX_SELF for a value) */
 } Operand;
+static inline Operand opd(Tensor *t) { return (Operand){.t = t}; }
+static inline Operand opd_at(Tensor *t, Index ix) { return (Operand){.t = t, .ix = ix}; }
 
 /* What an elementwise op is, where a pass must recognise one (fusion's epilogues, the
  * emitters' special cases); the expression itself stays C text for the emitters. */
@@ -427,6 +458,9 @@ void recompute(Program *p, int policy, int full_blocks, int sel_blocks, int jit_
 /* kernel.c: a fused kernel as both emitters see it. kernel_head: its comment up to its
  * origin ("/" "* NAME: WHAT\n *     from ORIGIN"), the caller going on with it. */
 void kernel_head(Buf *b, const char *name, const Instr *in);
+/* An operand's index as C (cuda 0: "e->B") or CUDA (1: the kernel's argument "B") text,
+ * "i / 64 % 16"; the emitters and --dump-after print indices through it alone. */
+void index_print(Buf *b, Index ix, int cuda);
 /* A fused kernel's tensors in its parameter order (both emitters and the launch). */
 int kernel_tensors(const Instr *in, Tensor **t, char *w, int max);
 /* The tensors an instruction range touches, each once, in first-use order, w[i] set

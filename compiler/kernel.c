@@ -1,6 +1,7 @@
 /* kernel.c: what the C and the CUDA emitter print alike about a fused kernel: its
  * tensors in parameter order (kernel_uses, kernel_tensors: rt_launch's argument list
- * too), its heading comment (kernel_head), and a tensor's shape for comments. */
+ * too), its heading comment (kernel_head), an operand's index as text (index_print) and
+ * a tensor's shape for comments. */
 #include <stdlib.h>
 #include "ir.h"
 
@@ -44,6 +45,28 @@ void kernel_uses(Uses *u, const Instr *in)
                 uses_add(u, in->ops[k].arg[j].t, 0);
     for (int k = 0; k < in->n_writes; k++)
         uses_add(u, in->writes[k], 1);
+}
+
+void index_print(Buf *b, Index ix, int cuda)
+{
+    const char *B = cuda ? "B" : "e->B";
+    long long a = (long long)ix.a, n = (long long)ix.b;
+    switch (ix.kind) {
+    case IX_SELF: buf_puts(b, "i"); return;
+    case IX_MOD: buf_printf(b, "i %% %lld", a); return;
+    case IX_DIV_MOD: buf_printf(b, "i / %lld %% %lld", a, n); return;
+    /* [B, n, a] from [n, B, a]: (o) * (B a) + (b) * a + q */
+    case IX_FROM_GEMM:
+        buf_printf(b, "(i / %lld %% %lld) * (%s * %lld) + i / %lld * %lld + i %% %lld", a, n, B, a,
+                   n * a, a, a);
+        return;
+    /* [n, B, a] from [B, n, a]: (b) * (n a) + (o) * a + q */
+    case IX_TO_GEMM:
+        buf_printf(b, "i %% (%s * %lld) / %lld * %lld + i / (%s * %lld) * %lld + i %% %lld", B, a, a,
+                   n * a, B, a, a, a);
+        return;
+    }
+    unreachable();
 }
 
 int kernel_tensors(const Instr *in, Tensor **t, char *w, int max)

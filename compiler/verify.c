@@ -122,8 +122,12 @@ static void put_op(FILE *f, const EwOp *op, int k, int64_t n)
         const Operand *o = &op->arg[*++s - '0'];
         if (!o->t)
             fprintf(f, "v%d", o->val);
-        else
-            fprintf(f, "%s[%s]", o->t->name, o->index ? o->index : "i");
+        else {
+            Buf ix = {0};
+            index_print(&ix, o->ix, 0);
+            fprintf(f, "%s[%s]", o->t->name, ix.s);
+            free(ix.s);
+        }
     }
     fprintf(f, "  (%s)", op->what ? op->what : "");
     if (!k)

@@ -63,7 +63,7 @@ static const char *act_name(int act)
 
 static void lower_act(Program *p, Node *nd)
 {
-    instr_ew(p, nd, act_name(nd->act), nd->out, EW_ACT, act_fwd_expr(nd->act), 1, nd->in[0], NULL);
+    INSTR_EW(p, nd, act_name(nd->act), nd->out, EW_ACT, act_fwd_expr(nd->act), opd(nd->in[0]));
 }
 
 /* in[0] = dy, in[1] = x, in[2] = y */
@@ -72,8 +72,7 @@ static void lower_act_bwd(Program *p, Node *nd)
     int uses_out;
     const char *e = act_bwd_expr(nd->act, &uses_out);
     char *what = xasprintf("%s backward", act_name(nd->act));
-    instr_ew(p, nd, what, nd->out, EW_ACT_BWD, e, 2, nd->in[0], NULL, uses_out ? nd->in[2] : nd->in[1],
-             NULL);
+    INSTR_EW(p, nd, what, nd->out, EW_ACT_BWD, e, opd(nd->in[0]), opd(uses_out ? nd->in[2] : nd->in[1]));
 }
 
 const OpDef op_relu = {.build = build_activation};

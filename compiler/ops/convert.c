@@ -42,7 +42,7 @@ static void lower_convert(Program *p, Node *nd)
         e = xasprintf("(float)$0 * %s", float_literal(nd->scale));
     else
         e = xstrdup("(float)$0");
-    instr_ew(p, nd, "input to f32", nd->out, EW_OTHER, e, 1, nd->in[0], NULL);
+    INSTR_EW(p, nd, "input to f32", nd->out, EW_OTHER, e, opd(nd->in[0]));
 }
 
 const NodeDef node_convert = {"convert", GRAD_NONE, 0, lower_convert};

@@ -38,8 +38,8 @@ static void lower_dropout(Program *p, Node *nd)
                         "%lld, e->rng_part)) < %s ? 0.0f : $0 * %s) : $0",
                         (unsigned long long)nd->key, (long long)x->numel, float_literal(nd->p),
                         float_literal(1.0 / (1.0 - nd->p)));
-    instr_ew(p, nd, "dropout (mask from a counter-based hash, never stored)", nd->out, EW_DROPOUT,
-             e, 1, x, NULL);
+    INSTR_EW(p, nd, "dropout (mask from a counter-based hash, never stored)", nd->out, EW_DROPOUT,
+             e, opd(x));
 }
 
 /* in[0] = dy */
@@ -49,8 +49,8 @@ static void lower_dropout_bwd(Program *p, Node *nd)
                         "e->rng_part)) < %s ? 0.0f : $0 * %s",
                         (unsigned long long)nd->key, (long long)nd->in[0]->numel,
                         float_literal(nd->p), float_literal(1.0 / (1.0 - nd->p)));
-    instr_ew(p, nd, "dropout backward (the same mask, regenerated)", nd->out, EW_DROPOUT, e, 1,
-             nd->in[0], NULL);
+    INSTR_EW(p, nd, "dropout backward (the same mask, regenerated)", nd->out, EW_DROPOUT, e,
+             opd(nd->in[0]));
 }
 
 const OpDef op_dropout = {.build = build_dropout};
