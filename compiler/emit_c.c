@@ -83,35 +83,40 @@ static int64_t kernel_run(const Instr *in)
     return run;
 }
 
-/* The loop's body: the ops, each value stored where a later kernel reads it. With
- * runs, operand (k, j) read at an index of its own is at pointer rk_j, element j
- * (or 0 where the index stays the same over the run). */
+/* Op k's operand j as the loop reads it (expr_print's callback). With runs, an operand
+ * read at an index of its own is at pointer rk_j, element j (or 0 where the index stays
+ * the same over the run). */
+typedef struct OpAt {
+    const EwOp *op;
+    int k, runs;
+} OpAt;
+
+static void put_operand(Buf *b, int j, void *ctx)
+{
+    const OpAt *at = ctx;
+    const Operand *o = &at->op->arg[j];
+    int run_const;
+    ix_run(o->ix, &run_const);
+    if (!o->t)
+        buf_printf(b, "v%d", o->val);
+    else if (at->runs && ix_moved(o->ix))
+        buf_printf(b, "r%d_%d[%s]", at->k, j, run_const ? "0" : "j");
+    else {
+        buf_printf(b, "%s[", o->t->name);
+        index_print(b, o->ix, 0);
+        buf_puts(b, "]");
+    }
+}
+
+/* The loop's body: the ops, each value stored where a later kernel reads it. */
 static void emit_ops(Buf *b, const Instr *in, int runs, const char *ind)
 {
     for (int k = 0; k < in->n_ops; k++) {
         const EwOp *op = &in->ops[k];
         Buf line = {0};   /* the statement, then printed with its comment */
         buf_printf(&line, "float v%d = ", k);
-        for (const char *s = op->expr; *s; s++) {
-            if (*s != '$') {
-                char c[2] = {*s, 0};
-                buf_puts(&line, c);
-                continue;
-            }
-            int j = *++s - '0';
-            const Operand *o = &op->arg[j];
-            int run_const;
-            ix_run(o->ix, &run_const);
-            if (!o->t)
-                buf_printf(&line, "v%d", o->val);
-            else if (runs && ix_moved(o->ix))
-                buf_printf(&line, "r%d_%d[%s]", k, j, run_const ? "0" : "j");
-            else {
-                buf_printf(&line, "%s[", o->t->name);
-                index_print(&line, o->ix, 0);
-                buf_puts(&line, "]");
-            }
-        }
+        OpAt at = {op, k, runs};
+        expr_print(&line, op->expr, 0, put_operand, &at);
         buf_puts(&line, ";");
         buf_commented(b, ind, line.s, op->what);
         free(line.s);

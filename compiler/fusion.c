@@ -645,7 +645,8 @@ static void dgelu_epilogues(Program *p)
             continue;
         const EwOp *o = &b->ops[0];
         if (o->tag != EW_ACT_BWD || o->act != ACT_GELU_TANH || o->n_arg != 2 || o->arg[0].t != dA ||
-            ix_moved(o->arg[0].ix) || !o->arg[1].t || ix_moved(o->arg[1].ix) || !o->out || b->writes[0] != o->out)
+            ix_moved(o->arg[0].ix) || !o->arg[1].t || ix_moved(o->arg[1].ix) || !o->out ||
+            b->writes[0] != o->out)
             continue;
         Tensor *x = o->arg[1].t, *D = o->out;
         if (tensor_base(x)->kind != T_ACT || tensor_base(D)->kind != T_ACT ||

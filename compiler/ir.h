@@ -13,6 +13,7 @@
  *   ops/NAME.c   one op each: its graph and shape rule, backward rule and lowering,
  *                which the three above reach through ops/op.h's tables (ops/registry.c)
  *   call.c       the runtime calls: kinds, typed arguments, the table that prints them
+ *   expr.c       the elementwise ops' values (Expr): the builders the op files call
  *   fusion.c     elementwise chains -> one loop each; bias/activation/residual into GEMM
  *                epilogues; layernorm backward's gradient sum into its call
  *   recompute.c  saved activations dropped and replayed in the backward pass
@@ -22,7 +23,8 @@
  *   emit.c       the names and twin kernels both emitters read; the files written
  *   emit_c.c     Program -> model.h, host.c, kernels_cpu.c, plan.json
  *   emit_cuda.c  Program -> kernels_cuda.cu (the fused loops as CUDA, the templates)
- *   kernel.c     a fused kernel as both emitters see it (tensor order, heading comment)
+ *   kernel.c     a fused kernel as both emitters see it (tensor order, heading comment,
+ *                its expressions and indices as C or CUDA text)
  *   buf.c        the text buffer everything prints into (buf.h)
  *   build.c      trainc build's temporary files, CUDA image and bundle
  *   jit.c        trainc run: host code compiled in memory by libtcc
@@ -243,7 +245,10 @@ static inline Index ix_div_mod(int64_t a, int64_t b) { return (Index){IX_DIV_MOD
 static inline Index ix_from_gemm(int64_t a, int64_t b) { return (Index){IX_FROM_GEMM, a, b}; }
 static inline Index ix_to_gemm(int64_t a, int64_t b) { return (Index){IX_TO_GEMM, a, b}; }
 static inline int ix_moved(Index x) { return x.kind != IX_SELF; }
-static inline int index_same(Index x, Index y) { return x.kind == y.kind && x.a == y.a && x.b == y.b; }
+static inline int index_same(Index x, Index y)
+{
+    return x.kind == y.kind && x.a == y.a && x.b == y.b;
+}
 /* > 0: the operand repeats over rows of this many elements (IX_MOD) */
 static inline int64_t ix_period(Index x) { return x.kind == IX_MOD ? x.a : 0; }
 /* How the index behaves over aligned runs of i, [q run, (q + 1) run): *run_const 0: it
@@ -266,21 +271,72 @@ typedef struct Operand {
 static inline Operand opd(Tensor *t) { return (Operand){.t = t}; }
 static inline Operand opd_at(Tensor *t, Index ix) { return (Operand){.t = t, .ix = ix}; }
 
+/* An elementwise op's value: a small tree of typed nodes over its operands, built by
+ * expr.c's helpers in the op files (x_add(x_arg(0), x_arg(1))) and printed by the
+ * emitters alone (kernel.c: expr_print). Nodes may be shared; none changes once built.
+ * Arithmetic is in float, as C evaluates it: the tree is the order of the operations. */
+enum {
+    X_ARG,                   /* operand `arg` of the op */
+    X_CONST,                 /* the float f rounds to */
+    X_CAST,                  /* a[0] as a float (a raw input's integer) */
+    X_ADD, X_SUB, X_MUL,     /* a[0] op a[1] */
+    X_LT, X_LE,              /* a[0] < a[1], a[0] <= a[1] */
+    X_SELECT,                /* a[0] ? a[1] : a[2] */
+    X_FN,                    /* the runtime's scalar function fn of a[0] (and a[1]) */
+    X_TRAIN,                 /* 1 in training, 0 in evaluation (the run's, at launch) */
+    X_UNIFORM                /* dropout's draw for element i, uniform in [0, 1): the run's
+                                rng_key mixed with `key`, i's place in rows of n, and the
+                                rank's rng_part */
+};
+/* X_FN's functions (trainc_rt.h and the CUDA prelude have each): of x, or (_BWD) of x
+ * and dy, the gradient through the activation at x */
+enum {
+    FN_GELU, FN_GELU_TANH, FN_SILU, FN_TANH, FN_SIGMOID,
+    FN_GELU_BWD, FN_GELU_TANH_BWD, FN_SILU_BWD
+};
+
+typedef struct Expr {
+    int kind;                /* X_* */
+    int arg;                 /* X_ARG */
+    int fn;                  /* X_FN: FN_* */
+    double f;                /* X_CONST */
+    uint64_t key;            /* X_UNIFORM: the layer's mask key */
+    int64_t n;               /* X_UNIFORM: the elements of a batch row */
+    const struct Expr *a[3];
+} Expr;
+
+const Expr *x_arg(int k);
+const Expr *x_const(double f);
+const Expr *x_cast(const Expr *a);
+const Expr *x_add(const Expr *a, const Expr *b);
+const Expr *x_sub(const Expr *a, const Expr *b);
+const Expr *x_mul(const Expr *a, const Expr *b);
+const Expr *x_lt(const Expr *a, const Expr *b);
+const Expr *x_le(const Expr *a, const Expr *b);
+const Expr *x_select(const Expr *c, const Expr *t, const Expr *f);
+const Expr *x_fn(int fn, const Expr *a, const Expr *b);   /* b NULL: a function of one */
+const Expr *x_train(void);
+const Expr *x_uniform(uint64_t key, int64_t n);
+/* Does the value depend on the element's number i itself (dropout's draw), beyond its
+ * operands? */
+int expr_reads_i(const Expr *x);
+
 /* What an elementwise op is, where a pass must recognise one (fusion's epilogues, the
- * emitters' special cases); the expression itself stays C text for the emitters. */
+ * emitters' special cases) without reading its expression. */
 enum {
     EW_OTHER,                /* anything else (input conversion, ...) */
-    EW_COPY,                 /* $0: a layout change, the order in the operand's index */
-    EW_ADD,                  /* $0 + $1 */
-    EW_ACT,                  /* the activation `act` of $0 */
-    EW_ACT_BWD,              /* activation `act`'s backward: $0 = dy, $1 = x or y */
-    EW_DROPOUT               /* a dropout mask applied (reads e->rng_part) */
+    EW_COPY,                 /* operand 0: a layout change, the order in its index */
+    EW_ADD,                  /* operand 0 + operand 1 */
+    EW_ACT,                  /* the activation `act` of operand 0 */
+    EW_ACT_BWD,              /* activation `act`'s backward: operand 0 = dy, 1 = x or y */
+    EW_DROPOUT               /* a dropout mask applied (its X_UNIFORM reads the rank's
+                                rng_part, which the CUDA kernel then takes) */
 };
 
 typedef struct EwOp {
     int tag;                 /* EW_* */
     int act;                 /* EW_ACT, EW_ACT_BWD: ACT_* */
-    char *expr;              /* C expression with $0, $1, $2 for the operands */
+    const Expr *expr;        /* its value, of arg[0 .. n_arg) */
     Operand arg[3];
     int n_arg;
     Tensor *out;             /* the tensor this value belongs to (written if materialized) */
@@ -461,6 +517,10 @@ void kernel_head(Buf *b, const char *name, const Instr *in);
 /* An operand's index as C (cuda 0: "e->B") or CUDA (1: the kernel's argument "B") text,
  * "i / 64 % 16"; the emitters and --dump-after print indices through it alone. */
 void index_print(Buf *b, Index ix, int cuda);
+/* An expression as C (cuda 0: rt_exec's e->train, e->rng_key, e->rng_part) or CUDA (1:
+ * the kernel's arguments train, rng_key, rng_part), parenthesized where C's precedence
+ * needs it to keep the tree's order; operand k printed by put(b, k, ctx). */
+void expr_print(Buf *b, const Expr *x, int cuda, void (*put)(Buf *b, int k, void *ctx), void *ctx);
 /* A fused kernel's tensors in its parameter order (both emitters and the launch). */
 int kernel_tensors(const Instr *in, Tensor **t, char *w, int max);
 /* The tensors an instruction range touches, each once, in first-use order, w[i] set

@@ -41,9 +41,9 @@ void instr_writes(Instr *in, Tensor *t)
     in->writes[in->n_writes++] = t;
 }
 
-/* One elementwise op over n = e->B * numel elements: out = expr($0, $1, $2) of the
- * operands args[0 .. nargs), an EW_* op (EW_ACT, EW_ACT_BWD: the node's activation). */
-Instr *instr_ew(Program *p, Node *nd, const char *what, Tensor *out, int tag, const char *expr,
+/* One elementwise op over n = e->B * numel elements: out = expr of the operands
+ * args[0 .. nargs), an EW_* op (EW_ACT, EW_ACT_BWD: the node's activation). */
+Instr *instr_ew(Program *p, Node *nd, const char *what, Tensor *out, int tag, const Expr *expr,
                 const Operand *args, int nargs)
 {
     Instr *in = instr_add(p, I_EW, nd->origin, nd->backward);
@@ -52,7 +52,7 @@ Instr *instr_ew(Program *p, Node *nd, const char *what, Tensor *out, int tag, co
     EwOp *op = xcalloc(1, sizeof *op);
     op->tag = tag;
     op->act = tag == EW_ACT || tag == EW_ACT_BWD ? nd->act : 0;
-    op->expr = xstrdup(expr);
+    op->expr = expr;
     op->out = out;
     op->origin = nd->origin;
     op->what = in->what;

@@ -110,10 +110,11 @@ static void lower_conv_fwd(Program *p, Node *nd)
     /* epilogue: [out, B, HW] -> [B, out, HW] (rows of HW move whole), plus the bias (one
      * value a row of HW) */
     if (nd->b)
-        INSTR_EW(p, nd, "conv2d epilogue: bias, [out, B, HW] -> [B, out, HW]", y, EW_ADD, "$0 + $1",
-                 opd_at(yt, ix_from_gemm(HW, Cout)), opd_at(nd->b->t, ix_div_mod(HW, Cout)));
+        INSTR_EW(p, nd, "conv2d epilogue: bias, [out, B, HW] -> [B, out, HW]", y, EW_ADD,
+                 x_add(x_arg(0), x_arg(1)), opd_at(yt, ix_from_gemm(HW, Cout)),
+                 opd_at(nd->b->t, ix_div_mod(HW, Cout)));
     else
-        INSTR_EW(p, nd, "conv2d epilogue: [out, B, HW] -> [B, out, HW]", y, EW_COPY, "$0",
+        INSTR_EW(p, nd, "conv2d epilogue: [out, B, HW] -> [B, out, HW]", y, EW_COPY, x_arg(0),
                  opd_at(yt, ix_from_gemm(HW, Cout)));
 }
 
@@ -131,7 +132,7 @@ static void lower_conv_bwd(Program *p, Node *nd)
     Tensor *col = gemm_temp(g, xasprintf("col_%s_again", y), CKK, HW, nd->origin,
                             "im2col columns, recomputed [C*k*k, B*OH*OW]");
     /* [B, out, HW] -> [out, B, HW]: element j of dyt reads dy[b, co, q] */
-    INSTR_EW(p, nd, "conv2d backward: [B, out, HW] -> [out, B, HW]", dyt, EW_COPY, "$0",
+    INSTR_EW(p, nd, "conv2d backward: [B, out, HW] -> [out, B, HW]", dyt, EW_COPY, x_arg(0),
              opd_at(dy, ix_to_gemm(HW, Cout)));   /* rows of HW move whole */
     if (nd->b) {
         Instr *r = instr_add(p, I_CALL, nd->origin, 1);

@@ -115,7 +115,7 @@ static void lower_linear(Program *p, Node *nd)
     instr_writes(a, y);
     if (nd->b) {
         /* epilogue, in place over the GEMM output; fusion pulls the activation in */
-        INSTR_EW(p, nd, "linear epilogue: + bias", y, EW_ADD, "$0 + $1", opd(y),
+        INSTR_EW(p, nd, "linear epilogue: + bias", y, EW_ADD, x_add(x_arg(0), x_arg(1)), opd(y),
                  opd_at(nd->b->t, ix_mod(out)));
     }
 }

@@ -116,7 +116,7 @@ void ops_check(void);   /* dies on a hole in either table */
 Instr *instr_add(Program *p, int kind, const char *origin, int backward);
 void instr_reads(Instr *in, Tensor *t);
 void instr_writes(Instr *in, Tensor *t);
-Instr *instr_ew(Program *p, Node *nd, const char *what, Tensor *out, int tag, const char *expr,
+Instr *instr_ew(Program *p, Node *nd, const char *what, Tensor *out, int tag, const Expr *expr,
                 const Operand *args, int nargs);
 #define INSTR_EW(p, nd, what, out, tag, expr, ...)                                          \
     instr_ew((p), (nd), (what), (out), (tag), (expr), (Operand[]){__VA_ARGS__},              \

@@ -38,8 +38,8 @@ static void lower_pos_embedding(Program *p, Node *nd)
 {
     Tensor *x = nd->in[0];
     /* the position rows: one row of x's size, repeated over the batch */
-    INSTR_EW(p, nd, "pos_embedding: + position rows", nd->out, EW_ADD, "$0 + $1", opd(x),
-             opd_at(nd->w->t, ix_mod(x->numel)));
+    INSTR_EW(p, nd, "pos_embedding: + position rows", nd->out, EW_ADD, x_add(x_arg(0), x_arg(1)),
+             opd(x), opd_at(nd->w->t, ix_mod(x->numel)));
 }
 
 /* in[0] = dy */

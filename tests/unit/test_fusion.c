@@ -64,8 +64,8 @@ static void overwrite_read_elsewhere(void)
     Tensor *x = graph_tensor(g, T_ACT, "x", 1, &n);
     Tensor *y = graph_tensor(g, T_ACT, "y", 1, &n);
     Node *nd = node();
-    INSTR_EW(p, nd, "permute", y, EW_COPY, "$0", opd_at(x, ix_to_gemm(2, 4)));
-    INSTR_EW(p, nd, "overwrite", x, EW_OTHER, "$0 + 1.0f", opd(y));
+    INSTR_EW(p, nd, "permute", y, EW_COPY, x_arg(0), opd_at(x, ix_to_gemm(2, 4)));
+    INSTR_EW(p, nd, "overwrite", x, EW_OTHER, x_add(x_arg(0), x_const(1)), opd(y));
     p->n_forward = p->n_ins;
     fuse(p);
     expect(live_loops(p) == 2, "a loop that overwrites what the one before reads at another index is not fused");
@@ -81,8 +81,8 @@ static void chain(void)
     Tensor *y = graph_tensor(g, T_ACT, "y", 1, &n);
     Tensor *z = graph_tensor(g, T_ACT, "z", 1, &n);
     Node *nd = node();
-    INSTR_EW(p, nd, "double", y, EW_OTHER, "$0 * 2.0f", opd(x));
-    INSTR_EW(p, nd, "add one", z, EW_OTHER, "$0 + 1.0f", opd(y));
+    INSTR_EW(p, nd, "double", y, EW_OTHER, x_mul(x_arg(0), x_const(2)), opd(x));
+    INSTR_EW(p, nd, "add one", z, EW_OTHER, x_add(x_arg(0), x_const(1)), opd(y));
     p->n_forward = p->n_ins;
     fuse(p);
     expect(live_loops(p) == 1, "an elementwise chain is one loop");
@@ -99,8 +99,9 @@ static void permuted(Index pi, Index qi, int same, const char *what)
     Tensor *y = graph_tensor(g, T_ACT, "y", 1, &n);
     Tensor *z = graph_tensor(g, T_ACT, "z", 1, &n);
     Node *nd = node();
-    INSTR_EW(p, nd, "double", y, EW_OTHER, "$0 * 2.0f", opd(x));
-    INSTR_EW(p, nd, "permuted sum", z, EW_ADD, "$0 + $1", opd_at(y, pi), opd_at(y, qi));
+    INSTR_EW(p, nd, "double", y, EW_OTHER, x_mul(x_arg(0), x_const(2)), opd(x));
+    INSTR_EW(p, nd, "permuted sum", z, EW_ADD, x_add(x_arg(0), x_arg(1)), opd_at(y, pi),
+             opd_at(y, qi));
     p->n_forward = p->n_ins;
     fuse(p);
     const Instr *last = p->ins[1];
