@@ -72,10 +72,10 @@ static int64_t kernel_run(const Instr *in)
     for (int k = 0; k < in->n_ops; k++)
         for (int j = 0; j < in->ops[k].n_arg; j++) {
             const Operand *o = &in->ops[k].arg[j];
-            int run_const;
-            int64_t r = ix_run(o->ix, &run_const);
             if (!o->t || !ix_moved(o->ix))
                 continue;
+            int run_const;
+            int64_t r = ix_run(o->ix, &run_const);
             if (r <= 0 || (run && r != run))
                 return 0;
             run = r;

@@ -244,7 +244,9 @@ static inline Index ix_mod(int64_t a) { return (Index){IX_MOD, a, 0}; }
 static inline Index ix_div_mod(int64_t a, int64_t b) { return (Index){IX_DIV_MOD, a, b}; }
 static inline Index ix_from_gemm(int64_t a, int64_t b) { return (Index){IX_FROM_GEMM, a, b}; }
 static inline Index ix_to_gemm(int64_t a, int64_t b) { return (Index){IX_TO_GEMM, a, b}; }
+/* read elsewhere than at i (a neighbour's element, or a row shared by many) */
 static inline int ix_moved(Index x) { return x.kind != IX_SELF; }
+/* the same index: every field equal (fusion's test) */
 static inline int index_same(Index x, Index y)
 {
     return x.kind == y.kind && x.a == y.a && x.b == y.b;
@@ -261,6 +263,7 @@ static inline int64_t ix_run(Index x, int *run_const)
     *run_const = x.kind == IX_DIV_MOD;
     return x.kind == IX_DIV_MOD || x.kind == IX_FROM_GEMM || x.kind == IX_TO_GEMM ? x.a : 0;
 }
+
 /* An operand of an elementwise op: a tensor read at an index, or the value computed by
  * an earlier op of the same fused loop. */
 typedef struct Operand {
