@@ -36,6 +36,12 @@ const Expr *x_le(const Expr *a, const Expr *b) { return node(X_LE, a, b, NULL); 
 const Expr *x_select(const Expr *c, const Expr *t, const Expr *f) { return node(X_SELECT, c, t, f); }
 const Expr *x_train(void) { return node(X_TRAIN, NULL, NULL, NULL); }
 
+const Expr *x_relu(const Expr *v)
+{
+    const Expr *zero = x_const(0);
+    return x_select(x_lt(v, zero), zero, v);
+}
+
 const Expr *x_fn(int fn, const Expr *a, const Expr *b)
 {
     Expr *x = node(X_FN, a, b, NULL);

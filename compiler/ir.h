@@ -320,6 +320,8 @@ const Expr *x_select(const Expr *c, const Expr *t, const Expr *f);
 const Expr *x_fn(int fn, const Expr *a, const Expr *b);   /* b NULL: a function of one */
 const Expr *x_train(void);
 const Expr *x_uniform(uint64_t key, int64_t n);
+/* max(v, 0) with NaN kept, as torch.relu: v < 0 ? 0 : v (for relu and what squares it) */
+const Expr *x_relu(const Expr *v);
 /* Does the value depend on the element's number i itself (dropout's draw), beyond its
  * operands? */
 int expr_reads_i(const Expr *x);

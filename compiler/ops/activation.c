@@ -29,9 +29,9 @@ static void build_activation(GraphCtx *c, const LayerArgs *a)
 /* An activation of x = operand 0. */
 static const Expr *act_fwd_expr(int act)
 {
-    const Expr *x = x_arg(0), *zero = x_const(0);
+    const Expr *x = x_arg(0);
     switch (act) {
-    case ACT_RELU: return x_select(x_lt(x, zero), zero, x);   /* NaN stays NaN, as torch.relu */
+    case ACT_RELU: return x_relu(x);
     case ACT_GELU: return x_fn(FN_GELU, x, NULL);
     case ACT_GELU_TANH: return x_fn(FN_GELU_TANH, x, NULL);
     case ACT_SILU: return x_fn(FN_SILU, x, NULL);
