@@ -64,47 +64,59 @@ static void declare(Buf *b, Tensor *t, int writable, const Graph *g16)
     free(shape);
 }
 
-/* The run every operand read at an index of its own shares (Operand.run), or 0: then
- * the loop can go over [lo, hi) a run at a time, those operands at pointers. */
+/* The run every operand read at an index of its own shares (ix_run), or 0: then the
+ * loop can go over [lo, hi) a run at a time, those operands at pointers. */
 static int64_t kernel_run(const Instr *in)
 {
     int64_t run = 0;
     for (int k = 0; k < in->n_ops; k++)
         for (int j = 0; j < in->ops[k].n_arg; j++) {
             const Operand *o = &in->ops[k].arg[j];
-            if (!o->t || !o->index)
+            if (!o->t || !ix_moved(o->ix))
                 continue;
-            if (o->run <= 0 || (run && o->run != run))
+            int run_const;
+            int64_t r = ix_run(o->ix, &run_const);
+            if (r <= 0 || (run && r != run))
                 return 0;
-            run = o->run;
+            run = r;
         }
     return run;
 }
 
-/* The loop's body: the ops, each value stored where a later kernel reads it. With
- * runs, operand (k, j) read at an index of its own is at pointer rk_j, element j
- * (or 0 where the index stays the same over the run). */
+/* Op k's operand j as the loop reads it (expr_print's callback). With runs, an operand
+ * read at an index of its own is at pointer rk_j, element j (or 0 where the index stays
+ * the same over the run). */
+typedef struct OpAt {
+    const EwOp *op;
+    int k, runs;
+} OpAt;
+
+static void put_operand(Buf *b, int j, void *ctx)
+{
+    const OpAt *at = ctx;
+    const Operand *o = &at->op->arg[j];
+    int run_const;
+    ix_run(o->ix, &run_const);
+    if (!o->t)
+        buf_printf(b, "v%d", o->val);
+    else if (at->runs && ix_moved(o->ix))
+        buf_printf(b, "r%d_%d[%s]", at->k, j, run_const ? "0" : "j");
+    else {
+        buf_printf(b, "%s[", o->t->name);
+        index_print(b, o->ix, 0);
+        buf_puts(b, "]");
+    }
+}
+
+/* The loop's body: the ops, each value stored where a later kernel reads it. */
 static void emit_ops(Buf *b, const Instr *in, int runs, const char *ind)
 {
     for (int k = 0; k < in->n_ops; k++) {
         const EwOp *op = &in->ops[k];
         Buf line = {0};   /* the statement, then printed with its comment */
         buf_printf(&line, "float v%d = ", k);
-        for (const char *s = op->expr; *s; s++) {
-            if (*s != '$') {
-                char c[2] = {*s, 0};
-                buf_puts(&line, c);
-                continue;
-            }
-            int j = *++s - '0';
-            const Operand *o = &op->arg[j];
-            if (!o->t)
-                buf_printf(&line, "v%d", o->val);
-            else if (runs && o->index)
-                buf_printf(&line, "r%d_%d[%s]", k, j, o->run_const ? "0" : "j");
-            else
-                buf_printf(&line, "%s[%s]", o->t->name, o->index ? o->index : "i");
-        }
+        OpAt at = {op, k, runs};
+        expr_print(&line, op->expr, 0, put_operand, &at);
         buf_puts(&line, ";");
         buf_commented(b, ind, line.s, op->what);
         free(line.s);
@@ -129,7 +141,7 @@ void emit_kernel(Buf *b, Instr *in, const char *name)
     int64_t run = kernel_run(in);
     const EwOp *o0 = &in->ops[0];
     if (in->n_ops == 1 && o0->tag == EW_ACT && o0->act == ACT_GELU_TANH && o0->arg[0].t &&
-        !o0->arg[0].index && o0->arg[0].t->kind != T_INPUT && in->n_writes == 1 &&
+        !ix_moved(o0->arg[0].ix) && o0->arg[0].t->kind != T_INPUT && in->n_writes == 1 &&
         in->writes[0] == o0->out) {
         /* only a GELU of a stored tensor: the runtime's vectorized rows, same bits */
         buf_printf(b, "    rt_gelu_tanh_rows(%s + lo, %s + lo, hi - lo); /* %s */\n}\n\n",
@@ -149,10 +161,13 @@ void emit_kernel(Buf *b, Instr *in, const char *name)
         for (int k = 0; k < in->n_ops; k++)
             for (int j = 0; j < in->ops[k].n_arg; j++) {
                 const Operand *o = &in->ops[k].arg[j];
-                if (o->t && o->index)
-                    buf_printf(b, "        const %s *r%d_%d = %s + (%s);\n",
+                if (o->t && ix_moved(o->ix)) {
+                    buf_printf(b, "        const %s *r%d_%d = %s + (",
                                o->t->kind == T_INPUT ? c_type(o->t->dtype) : "float", k, j,
-                               o->t->name, o->index);
+                               o->t->name);
+                    index_print(b, o->ix, 0);
+                    buf_puts(b, ");\n");
+                }
             }
         buf_puts(b, "        for (int64_t j = 0; j < n; j++, i++) {\n");
         emit_ops(b, in, 1, "            ");

@@ -7,62 +7,62 @@
  * arrive as pointers (the host adds the plan's offsets); `B`, `train`, `rng_key` (and
  * `rng_part` where dropout draws) are arguments where the C code reads them from
  * rt_exec. */
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "ir.h"
 
-/* "e->B * 784" -> "B * 784": the kernel's arguments carry what rt_exec holds. */
-static char *devicify(const char *s)
+/* What an op's operands read, for expr_print's callback: the kernel's tensors t[0 .. n),
+ * those with vec[q] in lanes of registers in the vector loop (lanes). */
+typedef struct Reads {
+    const Graph *g;
+    const EwOp *op;
+    Tensor **t;
+    const int *vec;
+    int n, lanes;
+    int uses_i;              /* set where an operand was read at (an index of) i */
+} Reads;
+
+static void put_operand(Buf *b, int j, void *ctx)
 {
-    Buf b = {0};
-    while (*s) {
-        if (!strncmp(s, "e->", 3)) {
-            s += 3;
-            continue;
-        }
-        char c[2] = {*s++, 0};
-        buf_puts(&b, c);
-    }
-    return b.s ? b.s : xstrdup("");
+    Reads *r = ctx;
+    const Operand *o = &r->op->arg[j];
+    int v = 0;
+    for (int q = 0; q < r->n && r->lanes && o->t; q++)
+        v |= r->t[q] == o->t && r->vec[q];
+    r->uses_i |= o->t && !v;
+    if (v)
+        buf_printf(b, "r_%s.v[l]", o->t->name);
+    else if (o->t && tensor_half(r->g, o->t)) {   /* act_t: converted by rt_ld */
+        int moved = ix_moved(o->ix);
+        buf_printf(b, "rt_ld(%s + %s", o->t->name, moved ? "(" : "");
+        index_print(b, o->ix, 1);
+        buf_puts(b, moved ? "))" : ")");
+    } else if (o->t) {
+        buf_printf(b, "%s[", o->t->name);
+        index_print(b, o->ix, 1);
+        buf_puts(b, "]");
+    } else
+        buf_printf(b, "v%d", o->val);
 }
 
-
 /* The fused ops of one element i. In the vector loop (`lanes`), the tensors read or
- * written at i are lane l of the rt_vec registers r_NAME / w_NAME. */
-static void emit_body(Buf *b, const Graph *g, Instr *in, Tensor **t, const int *vec, int n,
-                      const char *ind, int lanes)
+ * written at i are lane l of the rt_vec registers r_NAME / w_NAME. Returns whether the
+ * ops read i itself (an operand at an index of i, dropout's counter). */
+static int emit_body(Buf *b, const Graph *g, Instr *in, Tensor **t, const int *vec, int n,
+                     const char *ind, int lanes)
 {
+    int uses_i = 0;
     for (int k = 0; k < in->n_ops; k++) {
         EwOp *op = &in->ops[k];
-        Buf e = {0};
-        for (const char *s = op->expr; *s; s++) {
-            if (*s != '$') {
-                char c[2] = {*s, 0};
-                buf_puts(&e, c);
-                continue;
-            }
-            Operand *o = &op->arg[*++s - '0'];
-            int v = 0;
-            for (int q = 0; q < n && lanes && o->t; q++)
-                v |= t[q] == o->t && vec[q];
-            if (v)
-                buf_printf(&e, "r_%s.v[l]", o->t->name);
-            else if (o->t && tensor_half(g, o->t))   /* act_t: converted by rt_ld */
-                buf_printf(&e, o->index ? "rt_ld(%s + (%s))" : "rt_ld(%s + %s)", o->t->name,
-                           o->index ? o->index : "i");
-            else if (o->t)
-                buf_printf(&e, "%s[%s]", o->t->name, o->index ? o->index : "i");
-            else
-                buf_printf(&e, "v%d", o->val);
-        }
-        char *d = devicify(e.s);
-        char *line = xasprintf("float v%d = %s;", k, d);
-        buf_commented(b, ind, line, op->what);
-        free(line);
-        free(d);
-        free(e.s);
+        Buf line = {0};
+        Reads r = {g, op, t, vec, n, lanes, 0};
+        buf_printf(&line, "float v%d = ", k);
+        expr_print(&line, op->expr, 1, put_operand, &r);
+        buf_puts(&line, ";");
+        uses_i |= r.uses_i || expr_reads_i(op->expr);
+        buf_commented(b, ind, line.s, op->what);
+        free(line.s);
         for (int q = 0; q < in->n_writes; q++)
             if (in->writes[q] == op->out) {
                 if (lanes)
@@ -73,18 +73,7 @@ static void emit_body(Buf *b, const Graph *g, Instr *in, Tensor **t, const int *
                     buf_printf(b, "%s%s[i] = v%d;\n", ind, op->out->name, k);
             }
     }
-}
-
-/* Does C text use the identifier i? */
-static int uses_i(const char *s)
-{
-    for (const char *p = s; (p = strchr(p, 'i')); p++) {
-        int before = p > s && (isalnum((unsigned char)p[-1]) || p[-1] == '_');
-        int after = isalnum((unsigned char)p[1]) || p[1] == '_';
-        if (!before && !after)
-            return 1;
-    }
-    return 0;
+    return uses_i;
 }
 
 void cuda_kernel(Buf *b, const Graph *g, Instr *in, const char *name)
@@ -146,7 +135,7 @@ void cuda_kernel(Buf *b, const Graph *g, Instr *in, const char *name)
         int at_i = 1;
         for (int k = 0; k < in->n_ops; k++)
             for (int j = 0; j < in->ops[k].n_arg; j++)
-                if (in->ops[k].arg[j].t == t[q] && in->ops[k].arg[j].index)
+                if (in->ops[k].arg[j].t == t[q] && ix_moved(in->ops[k].arg[j].ix))
                     at_i = 0;
         vec[q] = at_i;
         nvec += at_i;
@@ -182,9 +171,9 @@ void cuda_kernel(Buf *b, const Graph *g, Instr *in, const char *name)
                 buf_printf(b, "            rt_vec<%d> w_%s;\n", lanes, t[q]->name);
             }
         Buf lane = {0};
-        emit_body(&lane, g, in, t, vec, n, "                ", 1);
+        int uses_i = emit_body(&lane, g, in, t, vec, n, "                ", 1);
         buf_printf(b, "#pragma unroll\n            for (int l = 0; l < %d; l++) {\n", lanes);
-        if (uses_i(lane.s))   /* a broadcast operand, or dropout's counter */
+        if (uses_i)   /* a broadcast operand, or dropout's counter */
             buf_printf(b, "                const int64_t i = %d * q + l;\n", lanes);
         buf_puts(b, lane.s);
         free(lane.s);

@@ -37,7 +37,7 @@ static int can_fuse(const Instr *a, const Instr *b)
             const Operand *o = &b->ops[k].arg[j];
             if (!o->t || producer(a, o->t) < 0)
                 continue;
-            if (o->index)
+            if (ix_moved(o->ix))
                 return 0;   /* reads a neighbour's element: needs the whole loop done */
             linked = 1;
         }
@@ -45,7 +45,7 @@ static int can_fuse(const Instr *a, const Instr *b)
     for (int k = 0; k < a->n_ops; k++)
         for (int j = 0; j < a->ops[k].n_arg; j++) {
             const Operand *o = &a->ops[k].arg[j];
-            if (o->t && o->index && producer(b, o->t) >= 0)
+            if (o->t && ix_moved(o->ix) && producer(b, o->t) >= 0)
                 return 0;
         }
     return linked;
@@ -80,8 +80,20 @@ static void merge(Instr *a, Instr *b)
     b->dead = 1;
 }
 
+/* Where an operand read at `outer` reads once its loop runs inside one that reads its
+ * values at `inner`: outer after inner. Fusion composes only where one of them is i
+ * itself (remap_index's rule); any other pair is a compiler bug. */
+static Index index_compose(Index outer, Index inner)
+{
+    if (!ix_moved(outer))
+        return inner;
+    if (!ix_moved(inner))
+        return outer;
+    die("internal: two moved indices (kinds %d and %d) composed", outer.kind, inner.kind);
+}
+
 /* A loop a whose values only the next loop b reads, b reading them all at one index
- * expression E (a layout change: conv2d's [B, out, HW] -> [out, B, HW]): a's ops can run
+ * E (a layout change: conv2d's [B, out, HW] -> [out, B, HW]): a's ops can run
  * inside b, each of a's operands read at E instead of i, so a's values are never
  * stored. a must read every operand at its own index, write no parameter gradient,
  * and read nothing b writes; b gives the index E, as the operand of b that reads a's
@@ -95,7 +107,7 @@ static const Operand *remap_index(const Program *p, const Instr *a, const Instr 
             return NULL;
         for (int j = 0; j < a->ops[k].n_arg; j++) {
             const Operand *o = &a->ops[k].arg[j];
-            if (o->t && (o->index || producer(b, o->t) >= 0))
+            if (o->t && (ix_moved(o->ix) || producer(b, o->t) >= 0))
                 return NULL;
         }
     }
@@ -105,8 +117,7 @@ static const Operand *remap_index(const Program *p, const Instr *a, const Instr 
             const Operand *o = &b->ops[k].arg[j];
             if (!o->t || producer(a, o->t) < 0)
                 continue;
-            if (!o->index || (E && (strcmp(E->index, o->index) || E->run != o->run ||
-                                    E->run_const != o->run_const)))
+            if (!ix_moved(o->ix) || (E && !index_same(E->ix, o->ix)))
                 return NULL;
             E = o;
         }
@@ -142,12 +153,8 @@ static void remap_merge(Instr *a, Instr *b, const Operand *E)
     for (int k = 0; k < na; k++) {
         ops[k] = a->ops[k];
         for (int j = 0; j < ops[k].n_arg; j++)
-            if (ops[k].arg[j].t) {
-                ops[k].arg[j].index = xstrdup(E->index);
-                ops[k].arg[j].period = E->period;
-                ops[k].arg[j].run = E->run;
-                ops[k].arg[j].run_const = E->run_const;
-            }
+            if (ops[k].arg[j].t)
+                ops[k].arg[j].ix = index_compose(ops[k].arg[j].ix, E->ix);
     }
     for (int k = 0; k < b->n_ops; k++) {
         EwOp op = b->ops[k];
@@ -158,8 +165,7 @@ static void remap_merge(Instr *a, Instr *b, const Operand *E)
                 o->val += na;
             else if (pk >= 0) {
                 o->t = NULL;
-                o->index = NULL;
-                o->period = 0;
+                o->ix = ix_self();
                 o->val = pk;
             }
         }
@@ -251,10 +257,7 @@ static void split_loop(Program *p, int i, int k)
             if (o->val <= k) {
                 o->t = a->ops[o->val].out;
                 o->val = 0;
-                o->index = NULL;
-                o->period = 0;
-                o->run = 0;
-                o->run_const = 0;
+                o->ix = ix_self();
             } else {
                 o->val -= k + 1;
             }
@@ -487,8 +490,8 @@ static Instr *bias_loop(Program *p, int i)
     const EwOp *o0 = &b->ops[0];
     /* in place over C, as ops/linear.c writes it; a replayed loop writes a fresh tensor
      * (recompute.c), which must then be C's only reader */
-    if (o0->tag != EW_ADD || o0->n_arg != 2 || o0->arg[0].t != C || o0->arg[0].index ||
-        !o0->arg[1].t || o0->arg[1].t->kind != T_PARAM || o0->arg[1].period != a[3].i ||
+    if (o0->tag != EW_ADD || o0->n_arg != 2 || o0->arg[0].t != C || ix_moved(o0->arg[0].ix) ||
+        !o0->arg[1].t || o0->arg[1].t->kind != T_PARAM || ix_period(o0->arg[1].ix) != a[3].i ||
         !o0->out ||
         (o0->out != C && (!g->recompute || o0->out->numel != C->numel || read_elsewhere(p, g, b, C))))
         return NULL;
@@ -537,7 +540,7 @@ void residual_epilogues(Program *p)
         const Operand *val = &o1->arg[v], *res = &o1->arg[1 - v];
         Tensor *C = g->writes[0], *R = res->t, *Y = o1->out;
         if (o1->tag != EW_ADD || o1->n_arg != 2 || val->t || val->val != 0 || !R ||
-            res->index || tensor_base(R)->kind != T_ACT || R->numel != C->numel ||
+            ix_moved(res->ix) || tensor_base(R)->kind != T_ACT || R->numel != C->numel ||
             tensor_half(gr, R) != tensor_half(gr, Y) || tensor_base(R) == tensor_base(C) ||
             tensor_base(R) == tensor_base(Y) || b->n_writes != 1 || b->writes[0] != Y ||
             Y == C || g->block != b->block || read_elsewhere(p, g, b, C))
@@ -642,7 +645,8 @@ static void dgelu_epilogues(Program *p)
             continue;
         const EwOp *o = &b->ops[0];
         if (o->tag != EW_ACT_BWD || o->act != ACT_GELU_TANH || o->n_arg != 2 || o->arg[0].t != dA ||
-            o->arg[0].index || !o->arg[1].t || o->arg[1].index || !o->out || b->writes[0] != o->out)
+            ix_moved(o->arg[0].ix) || !o->arg[1].t || ix_moved(o->arg[1].ix) || !o->out ||
+            b->writes[0] != o->out)
             continue;
         Tensor *x = o->arg[1].t, *D = o->out;
         if (tensor_base(x)->kind != T_ACT || tensor_base(D)->kind != T_ACT ||
@@ -741,7 +745,7 @@ void layernorm_bwd_sums(Program *p)
             continue;
         const EwOp *o = &s->ops[0];
         if (o->tag != EW_ADD || o->n_arg != 2 || !o->arg[0].t || !o->arg[1].t ||
-            o->arg[0].index || o->arg[1].index)
+            ix_moved(o->arg[0].ix) || ix_moved(o->arg[1].ix))
             continue;
         int k = o->arg[1].t == dx;   /* which operand is dx */
         Tensor *G = o->arg[1 - k].t, *out = o->out;

@@ -13,6 +13,7 @@
  *   ops/NAME.c   one op each: its graph and shape rule, backward rule and lowering,
  *                which the three above reach through ops/op.h's tables (ops/registry.c)
  *   call.c       the runtime calls: kinds, typed arguments, the table that prints them
+ *   expr.c       the elementwise ops' values (Expr): the builders the op files call
  *   fusion.c     elementwise chains -> one loop each; bias/activation/residual into GEMM
  *                epilogues; layernorm backward's gradient sum into its call
  *   recompute.c  saved activations dropped and replayed in the backward pass
@@ -22,7 +23,8 @@
  *   emit.c       the names and twin kernels both emitters read; the files written
  *   emit_c.c     Program -> model.h, host.c, kernels_cpu.c, plan.json
  *   emit_cuda.c  Program -> kernels_cuda.cu (the fused loops as CUDA, the templates)
- *   kernel.c     a fused kernel as both emitters see it (tensor order, heading comment)
+ *   kernel.c     a fused kernel as both emitters see it (tensor order, heading comment,
+ *                its expressions and indices as C or CUDA text)
  *   buf.c        the text buffer everything prints into (buf.h)
  *   build.c      trainc build's temporary files, CUDA image and bundle
  *   jit.c        trainc run: host code compiled in memory by libtcc
@@ -218,38 +220,128 @@ void autodiff(Graph *g);
 
 /* ---- the program ---------------------------------------------------------- */
 
-/* An operand of an elementwise op: a tensor read at an index expression, or the
- * value computed by an earlier op of the same fused loop. */
+/* Where an operand of an elementwise op reads its tensor, as a function of the loop's
+ * element i (i < e->B * n): integers, compared field by field (index_same) and printed
+ * by the emitters alone (kernel.c: index_print). A zeroed Index reads at i itself. */
+enum {
+    IX_SELF,       /* i */
+    IX_MOD,        /* i % a: a row of a elements repeated over the rows (a linear layer's
+                      bias, position rows) */
+    IX_DIV_MOD,    /* i / a % b: one value a run of a (conv2d's bias over [B, out, HW]:
+                      a = HW, b = out) */
+    IX_FROM_GEMM,  /* element i of [B, b, a] read from storage [b, B, a] (conv2d's GEMM
+                      output [out, B*HW] into [B, out, HW]: a = HW, b = out) */
+    IX_TO_GEMM     /* element i of [b, B, a] read from storage [B, b, a] (the way back,
+                      conv2d's backward) */
+};
+typedef struct Index {
+    int kind;                /* IX_* */
+    int64_t a, b;
+} Index;
+
+static inline Index ix_self(void) { return (Index){IX_SELF, 0, 0}; }
+static inline Index ix_mod(int64_t a) { return (Index){IX_MOD, a, 0}; }
+static inline Index ix_div_mod(int64_t a, int64_t b) { return (Index){IX_DIV_MOD, a, b}; }
+static inline Index ix_from_gemm(int64_t a, int64_t b) { return (Index){IX_FROM_GEMM, a, b}; }
+static inline Index ix_to_gemm(int64_t a, int64_t b) { return (Index){IX_TO_GEMM, a, b}; }
+/* read elsewhere than at i (a neighbour's element, or a row shared by many) */
+static inline int ix_moved(Index x) { return x.kind != IX_SELF; }
+/* the same index: every field equal (fusion's test) */
+static inline int index_same(Index x, Index y)
+{
+    return x.kind == y.kind && x.a == y.a && x.b == y.b;
+}
+/* > 0: the operand repeats over rows of this many elements (IX_MOD) */
+static inline int64_t ix_period(Index x) { return x.kind == IX_MOD ? x.a : 0; }
+/* How the index behaves over aligned runs of i, [q run, (q + 1) run): *run_const 0: it
+ * goes up by one with i (index(i) = index(q run) + i % run), a layout change that keeps
+ * rows of `run` elements whole; 1: it stays the same (a per-row value such as conv2d's
+ * bias). The C emitter then loops over each run with the operand at a pointer
+ * (contiguous reads, vectorized). 0: no run (IX_MOD's loop over i vectorizes as it is). */
+static inline int64_t ix_run(Index x, int *run_const)
+{
+    *run_const = x.kind == IX_DIV_MOD;
+    return x.kind == IX_DIV_MOD || x.kind == IX_FROM_GEMM || x.kind == IX_TO_GEMM ? x.a : 0;
+}
+
+/* An operand of an elementwise op: a tensor read at an index, or the value computed by
+ * an earlier op of the same fused loop. */
 typedef struct Operand {
     Tensor *t;               /* NULL: value of op `val` in the same loop */
     int val;
-    char *index;             /* C expression of `i` (NULL: "i") */
-    /* Where known, how index behaves over aligned runs of i, [q run, (q + 1) run):
-     * run_const 0: it goes up by one with i (index(i) = index(q run) + i % run), a
-     * layout change that keeps rows of `run` elements whole; run_const 1: it stays the
-     * same (a per-row value such as a bias). The C emitter then loops over each run
-     * with the operand at a pointer (contiguous reads, vectorized). run 0: unknown. */
-    int64_t run;
-    int run_const;
-    int64_t period;          /* > 0: index is "i % period", the operand repeating over rows
-                                of period elements (a linear layer's bias, position rows) */
+    Index ix;                /* where t is read (IX_SELF for a value) */
 } Operand;
+static inline Operand opd(Tensor *t) { return (Operand){.t = t}; }
+static inline Operand opd_at(Tensor *t, Index ix) { return (Operand){.t = t, .ix = ix}; }
+
+/* An elementwise op's value: a small tree of typed nodes over its operands, built by
+ * expr.c's helpers in the op files (x_add(x_arg(0), x_arg(1))) and printed by the
+ * emitters alone (kernel.c: expr_print). Nodes may be shared; none changes once built.
+ * Arithmetic is in float, as C evaluates it: the tree is the order of the operations. */
+enum {
+    X_ARG,                   /* operand `arg` of the op */
+    X_CONST,                 /* the float f rounds to */
+    X_CAST,                  /* a[0] as a float (a raw input's integer) */
+    X_ADD, X_SUB, X_MUL,     /* a[0] op a[1] */
+    X_LT, X_LE,              /* a[0] < a[1], a[0] <= a[1] */
+    X_SELECT,                /* a[0] ? a[1] : a[2] */
+    X_FN,                    /* the runtime's scalar function fn of a[0] (and a[1]) */
+    X_TRAIN,                 /* 1 in training, 0 in evaluation (the run's, at launch) */
+    X_UNIFORM                /* dropout's draw for element i, uniform in [0, 1): the run's
+                                rng_key mixed with `key`, i's place in rows of n, and the
+                                rank's rng_part */
+};
+/* X_FN's functions (trainc_rt.h and the CUDA prelude have each): of x, or (_BWD) of x
+ * and dy, the gradient through the activation at x */
+enum {
+    FN_GELU, FN_GELU_TANH, FN_SILU, FN_TANH, FN_SIGMOID,
+    FN_GELU_BWD, FN_GELU_TANH_BWD, FN_SILU_BWD
+};
+
+typedef struct Expr {
+    int kind;                /* X_* */
+    int arg;                 /* X_ARG */
+    int fn;                  /* X_FN: FN_* */
+    double f;                /* X_CONST */
+    uint64_t key;            /* X_UNIFORM: the layer's mask key */
+    int64_t n;               /* X_UNIFORM: the elements of a batch row */
+    const struct Expr *a[3];
+} Expr;
+
+const Expr *x_arg(int k);
+const Expr *x_const(double f);
+const Expr *x_cast(const Expr *a);
+const Expr *x_add(const Expr *a, const Expr *b);
+const Expr *x_sub(const Expr *a, const Expr *b);
+const Expr *x_mul(const Expr *a, const Expr *b);
+const Expr *x_lt(const Expr *a, const Expr *b);
+const Expr *x_le(const Expr *a, const Expr *b);
+const Expr *x_select(const Expr *c, const Expr *t, const Expr *f);
+const Expr *x_fn(int fn, const Expr *a, const Expr *b);   /* b NULL: a function of one */
+const Expr *x_train(void);
+const Expr *x_uniform(uint64_t key, int64_t n);
+/* max(v, 0) with NaN kept, as torch.relu: v < 0 ? 0 : v (for relu and what squares it) */
+const Expr *x_relu(const Expr *v);
+/* Does the value depend on the element's number i itself (dropout's draw), beyond its
+ * operands? */
+int expr_reads_i(const Expr *x);
 
 /* What an elementwise op is, where a pass must recognise one (fusion's epilogues, the
- * emitters' special cases); the expression itself stays C text for the emitters. */
+ * emitters' special cases) without reading its expression. */
 enum {
     EW_OTHER,                /* anything else (input conversion, ...) */
-    EW_COPY,                 /* $0: a layout change, the order in the operand's index */
-    EW_ADD,                  /* $0 + $1 */
-    EW_ACT,                  /* the activation `act` of $0 */
-    EW_ACT_BWD,              /* activation `act`'s backward: $0 = dy, $1 = x or y */
-    EW_DROPOUT               /* a dropout mask applied (reads e->rng_part) */
+    EW_COPY,                 /* operand 0: a layout change, the order in its index */
+    EW_ADD,                  /* operand 0 + operand 1 */
+    EW_ACT,                  /* the activation `act` of operand 0 */
+    EW_ACT_BWD,              /* activation `act`'s backward: operand 0 = dy, 1 = x or y */
+    EW_DROPOUT               /* a dropout mask applied (its X_UNIFORM reads the rank's
+                                rng_part, which the CUDA kernel then takes) */
 };
 
 typedef struct EwOp {
     int tag;                 /* EW_* */
     int act;                 /* EW_ACT, EW_ACT_BWD: ACT_* */
-    char *expr;              /* C expression with $0, $1, $2 for the operands */
+    const Expr *expr;        /* its value, of arg[0 .. n_arg) */
     Operand arg[3];
     int n_arg;
     Tensor *out;             /* the tensor this value belongs to (written if materialized) */
@@ -427,6 +519,13 @@ void recompute(Program *p, int policy, int full_blocks, int sel_blocks, int jit_
 /* kernel.c: a fused kernel as both emitters see it. kernel_head: its comment up to its
  * origin ("/" "* NAME: WHAT\n *     from ORIGIN"), the caller going on with it. */
 void kernel_head(Buf *b, const char *name, const Instr *in);
+/* An operand's index as C (cuda 0: "e->B") or CUDA (1: the kernel's argument "B") text,
+ * "i / 64 % 16"; the emitters and --dump-after print indices through it alone. */
+void index_print(Buf *b, Index ix, int cuda);
+/* An expression as C (cuda 0: rt_exec's e->train, e->rng_key, e->rng_part) or CUDA (1:
+ * the kernel's arguments train, rng_key, rng_part), parenthesized where C's precedence
+ * needs it to keep the tree's order; operand k printed by put(b, k, ctx). */
+void expr_print(Buf *b, const Expr *x, int cuda, void (*put)(Buf *b, int k, void *ctx), void *ctx);
 /* A fused kernel's tensors in its parameter order (both emitters and the launch). */
 int kernel_tensors(const Instr *in, Tensor **t, char *w, int max);
 /* The tensors an instruction range touches, each once, in first-use order, w[i] set

@@ -1,6 +1,7 @@
 /* kernel.c: what the C and the CUDA emitter print alike about a fused kernel: its
  * tensors in parameter order (kernel_uses, kernel_tensors: rt_launch's argument list
- * too), its heading comment (kernel_head), and a tensor's shape for comments. */
+ * too), its heading comment (kernel_head), an op's expression and an operand's index as
+ * text (expr_print, index_print) and a tensor's shape for comments. */
 #include <stdlib.h>
 #include "ir.h"
 
@@ -44,6 +45,122 @@ void kernel_uses(Uses *u, const Instr *in)
                 uses_add(u, in->ops[k].arg[j].t, 0);
     for (int k = 0; k < in->n_writes; k++)
         uses_add(u, in->writes[k], 1);
+}
+
+void index_print(Buf *b, Index ix, int cuda)
+{
+    const char *B = cuda ? "B" : "e->B";
+    long long a = (long long)ix.a, n = (long long)ix.b;
+    switch (ix.kind) {
+    case IX_SELF: buf_puts(b, "i"); return;
+    case IX_MOD: buf_printf(b, "i %% %lld", a); return;
+    case IX_DIV_MOD: buf_printf(b, "i / %lld %% %lld", a, n); return;
+    /* [B, n, a] from [n, B, a]: (o) * (B a) + (b) * a + q */
+    case IX_FROM_GEMM:
+        buf_printf(b, "(i / %lld %% %lld) * (%s * %lld) + i / %lld * %lld + i %% %lld", a, n, B, a,
+                   n * a, a, a);
+        return;
+    /* [n, B, a] from [B, n, a]: (b) * (n a) + (o) * a + q */
+    case IX_TO_GEMM:
+        buf_printf(b, "i %% (%s * %lld) / %lld * %lld + i / (%s * %lld) * %lld + i %% %lld", B,
+                   a, a, n * a, B, a, a, a);
+        return;
+    }
+    unreachable();
+}
+
+/* C's precedence of what an Expr node prints as: a child binding more loosely than its
+ * place allows is parenthesized. */
+enum { P_SELECT = 1, P_COMPARE, P_ADD, P_MUL, P_CAST, P_PRIMARY };
+
+static int expr_prec(const Expr *x)
+{
+    switch (x->kind) {
+    case X_SELECT: return P_SELECT;
+    case X_LT:
+    case X_LE: return P_COMPARE;
+    case X_ADD:
+    case X_SUB: return P_ADD;
+    case X_MUL: return P_MUL;
+    case X_CAST: return P_CAST;
+    default: return P_PRIMARY;
+    }
+}
+
+typedef struct Printer {
+    Buf *b;
+    int cuda;
+    void (*put)(Buf *b, int k, void *ctx);
+    void *ctx;
+} Printer;
+
+/* x where a node of precedence `need` or tighter may stand without parentheses */
+static void put_expr(const Printer *pr, const Expr *x, int need)
+{
+    static const char *const fn[] = {
+        [FN_GELU] = "rt_gelu", [FN_GELU_TANH] = "rt_gelu_tanh", [FN_SILU] = "rt_silu",
+        [FN_TANH] = "rt_tanhf", [FN_SIGMOID] = "rt_sigmoidf", [FN_GELU_BWD] = "rt_gelu_bwd",
+        [FN_GELU_TANH_BWD] = "rt_gelu_tanh_bwd", [FN_SILU_BWD] = "rt_silu_bwd"};
+    static const char *const op[] = {[X_ADD] = " + ", [X_SUB] = " - ", [X_MUL] = " * ",
+                                     [X_LT] = " < ", [X_LE] = " <= "};
+    Buf *b = pr->b;
+    const char *e = pr->cuda ? "" : "e->";   /* the kernel's arguments, or rt_exec's */
+    int prec = expr_prec(x), paren = prec < need;
+    if (paren)
+        buf_puts(b, "(");
+    switch (x->kind) {
+    case X_ARG: pr->put(b, x->arg, pr->ctx); break;
+    case X_CONST: {
+        char *f = float_literal(x->f);
+        buf_puts(b, f);
+        free(f);
+        break;
+    }
+    case X_CAST:
+        buf_puts(b, "(float)");
+        put_expr(pr, x->a[0], P_CAST);
+        break;
+    case X_ADD:
+    case X_SUB:
+    case X_MUL:
+    case X_LT:
+    case X_LE:   /* left to right: the right operand of the same precedence in parentheses */
+        put_expr(pr, x->a[0], prec);
+        buf_puts(b, op[x->kind]);
+        put_expr(pr, x->a[1], prec + 1);
+        break;
+    case X_SELECT:   /* a select inside another in parentheses */
+        put_expr(pr, x->a[0], P_COMPARE);
+        buf_puts(b, " ? ");
+        put_expr(pr, x->a[1], P_COMPARE);
+        buf_puts(b, " : ");
+        put_expr(pr, x->a[2], P_COMPARE);
+        break;
+    case X_FN:
+        buf_printf(b, "%s(", fn[x->fn]);
+        put_expr(pr, x->a[0], 0);
+        if (x->a[1]) {
+            buf_puts(b, ", ");
+            put_expr(pr, x->a[1], 0);
+        }
+        buf_puts(b, ")");
+        break;
+    case X_TRAIN: buf_printf(b, "%strain", e); break;
+    case X_UNIFORM:
+        buf_printf(b, "rt_uniform(%srng_key ^ 0x%016llxull, "
+                      "rt_drop_index((uint64_t)i, %lld, %srng_part))",
+                   e, (unsigned long long)x->key, (long long)x->n, e);
+        break;
+    default: unreachable();
+    }
+    if (paren)
+        buf_puts(b, ")");
+}
+
+void expr_print(Buf *b, const Expr *x, int cuda, void (*put)(Buf *b, int k, void *ctx), void *ctx)
+{
+    Printer pr = {b, cuda, put, ctx};
+    put_expr(&pr, x, 0);
 }
 
 int kernel_tensors(const Instr *in, Tensor **t, char *w, int max)

@@ -4,7 +4,6 @@
  * nodes, and the gradient hooks. Every instruction lists the tensors it reads and
  * writes: that is all fusion and memplan look at. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include "ops/op.h"
@@ -42,10 +41,10 @@ void instr_writes(Instr *in, Tensor *t)
     in->writes[in->n_writes++] = t;
 }
 
-/* One elementwise op over n = e->B * numel elements: out = expr($0, $1, $2), an EW_* op
- * (EW_ACT, EW_ACT_BWD: the node's activation). */
-Instr *instr_ew(Program *p, Node *nd, const char *what, Tensor *out, int tag, const char *expr,
-                int nargs, ...)
+/* One elementwise op over n = e->B * numel elements: out = expr of the operands
+ * args[0 .. nargs), an EW_* op (EW_ACT, EW_ACT_BWD: the node's activation). */
+Instr *instr_ew(Program *p, Node *nd, const char *what, Tensor *out, int tag, const Expr *expr,
+                const Operand *args, int nargs)
 {
     Instr *in = instr_add(p, I_EW, nd->origin, nd->backward);
     in->what = xstrdup(what);
@@ -53,19 +52,16 @@ Instr *instr_ew(Program *p, Node *nd, const char *what, Tensor *out, int tag, co
     EwOp *op = xcalloc(1, sizeof *op);
     op->tag = tag;
     op->act = tag == EW_ACT || tag == EW_ACT_BWD ? nd->act : 0;
-    op->expr = xstrdup(expr);
+    op->expr = expr;
     op->out = out;
     op->origin = nd->origin;
     op->what = in->what;
-    va_list ap;
-    va_start(ap, nargs);
+    if (nargs > 3)
+        die("an elementwise op of %d operands (at most 3)", nargs);
     for (int k = 0; k < nargs; k++) {
-        op->arg[k].t = va_arg(ap, Tensor *);
-        const char *ix = va_arg(ap, const char *);
-        op->arg[k].index = ix ? xstrdup(ix) : NULL;
+        op->arg[k] = args[k];
         instr_reads(in, op->arg[k].t);
     }
-    va_end(ap);
     op->n_arg = nargs;
     in->ops = op;
     in->n_ops = 1;

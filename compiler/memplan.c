@@ -73,7 +73,7 @@ static int reads_flat_only(const Instr *in, const Tensor *b)
     for (int k = 0; k < in->n_ops; k++)
         for (int j = 0; j < in->ops[k].n_arg; j++) {
             const Operand *o = &in->ops[k].arg[j];
-            if (o->t && tensor_base(o->t) == b && o->index)
+            if (o->t && tensor_base(o->t) == b && ix_moved(o->ix))
                 return 0;
         }
     return 1;

@@ -109,22 +109,27 @@ static void put_tensors(FILE *f, const char *label, Tensor **ts, int n, int plan
     fputc('\n', f);
 }
 
-/* A fused loop's op k as the C emitter writes it: "v2 = v1 > 0 ? v0 : 0  (relu)", with
- * tensors read at their index, earlier ops of the loop by their v number. */
+/* Operand j of an op (expr_print's callback): a tensor read at its index, an earlier op
+ * of the loop by its v number. */
+static void put_operand(Buf *b, int j, void *ctx)
+{
+    const Operand *o = &((const EwOp *)ctx)->arg[j];
+    if (!o->t)
+        buf_printf(b, "v%d", o->val);
+    else {
+        buf_printf(b, "%s[", o->t->name);
+        index_print(b, o->ix, 0);
+        buf_puts(b, "]");
+    }
+}
+
+/* A fused loop's op k as the C emitter writes it: "v2 = v1 > 0 ? v0 : 0  (relu)". */
 static void put_op(FILE *f, const EwOp *op, int k, int64_t n)
 {
-    fprintf(f, "         %s v%d = ", k ? "   " : "for", k);
-    for (const char *s = op->expr; *s; s++) {
-        if (*s != '$' || s[1] < '0' || s[1] > '2') {
-            fputc(*s, f);
-            continue;
-        }
-        const Operand *o = &op->arg[*++s - '0'];
-        if (!o->t)
-            fprintf(f, "v%d", o->val);
-        else
-            fprintf(f, "%s[%s]", o->t->name, o->index ? o->index : "i");
-    }
+    Buf e = {0};
+    expr_print(&e, op->expr, 0, put_operand, (void *)op);
+    fprintf(f, "         %s v%d = %s", k ? "   " : "for", k, e.s);
+    free(e.s);
     fprintf(f, "  (%s)", op->what ? op->what : "");
     if (!k)
         fprintf(f, ", i < e->B * %" PRId64, n);

@@ -128,8 +128,10 @@ check unit/earlystop      --after=unit/build_es $T/test_es
 check unit/build_lrfind   $UCC tests/unit/test_lrfind.c runtime/lrfind.c runtime/metrics.c runtime/util.c -lcjson -lm -o $T/test_lrfind
 check unit/lrfind         --after=unit/build_lrfind $T/test_lrfind
 # fuse() on hand-built programs (compiler sources; the compiler frees nothing by design)
-check unit/build_fusion   $UCC tests/unit/test_fusion.c compiler/fusion.c compiler/lower.c compiler/graph.c compiler/call.c compiler/util.c compiler/buf.c compiler/spec.c compiler/ops/*.c runtime/config.c runtime/util.c -lcjson -lm -o $T/test_fusion
+check unit/build_fusion   $UCC tests/unit/test_fusion.c compiler/fusion.c compiler/expr.c compiler/lower.c compiler/graph.c compiler/call.c compiler/util.c compiler/buf.c compiler/spec.c compiler/ops/*.c runtime/config.c runtime/util.c -lcjson -lm -o $T/test_fusion
 check unit/fusion         --after=unit/build_fusion env ASAN_OPTIONS=detect_leaks=0 $T/test_fusion
+check unit/build_expr     $UCC tests/unit/test_expr.c compiler/expr.c compiler/kernel.c compiler/call.c compiler/util.c compiler/buf.c -lm -o $T/test_expr
+check unit/expr           --after=unit/build_expr env ASAN_OPTIONS=detect_leaks=0 $T/test_expr
 check unit/build_losses   $UCC tests/unit/test_losses.c runtime/kernels.c runtime/util.c -lopenblas -lpthread -lm -o $T/test_losses
 check unit/losses         --after=unit/build_losses $T/test_losses
 # the attention's scratch grows with T, not T^2 (malloc wrapped and measured), and

@@ -26,31 +26,35 @@ static void build_activation(GraphCtx *c, const LayerArgs *a)
     c->cur = y;
 }
 
-static const char *act_fwd_expr(int act)
+/* An activation of x = operand 0. */
+static const Expr *act_fwd_expr(int act)
 {
+    const Expr *x = x_arg(0);
     switch (act) {
-    case ACT_RELU: return "$0 < 0.0f ? 0.0f : $0";   /* NaN stays NaN, as torch.relu */
-    case ACT_GELU: return "rt_gelu($0)";
-    case ACT_GELU_TANH: return "rt_gelu_tanh($0)";
-    case ACT_SILU: return "rt_silu($0)";
-    case ACT_TANH: return "rt_tanhf($0)";
-    case ACT_SIGMOID: return "rt_sigmoidf($0)";
+    case ACT_RELU: return x_relu(x);
+    case ACT_GELU: return x_fn(FN_GELU, x, NULL);
+    case ACT_GELU_TANH: return x_fn(FN_GELU_TANH, x, NULL);
+    case ACT_SILU: return x_fn(FN_SILU, x, NULL);
+    case ACT_TANH: return x_fn(FN_TANH, x, NULL);
+    case ACT_SIGMOID: return x_fn(FN_SIGMOID, x, NULL);
     }
     unreachable();
 }
 
-/* Backward of an activation: $0 = dy, $1 = what the rule needs (x or y). Rules that
- * can use the output do, so the pre-activation (often a GEMM output) need not live. */
-static const char *act_bwd_expr(int act, int *uses_output)
+/* Backward of an activation: operand 0 = dy, 1 = what the rule needs (x or y). Rules
+ * that can use the output do, so the pre-activation (often a GEMM output) need not
+ * live. */
+static const Expr *act_bwd_expr(int act, int *uses_output)
 {
     *uses_output = act == ACT_RELU || act == ACT_TANH || act == ACT_SIGMOID;
+    const Expr *dy = x_arg(0), *v = x_arg(1), *zero = x_const(0), *one = x_const(1);
     switch (act) {
-    case ACT_RELU: return "$1 <= 0.0f ? 0.0f : $0";  /* torch's threshold_backward */
-    case ACT_GELU: return "rt_gelu_bwd($1, $0)";
-    case ACT_GELU_TANH: return "rt_gelu_tanh_bwd($1, $0)";
-    case ACT_SILU: return "rt_silu_bwd($1, $0)";
-    case ACT_TANH: return "$0 * (1.0f - $1 * $1)";
-    case ACT_SIGMOID: return "$0 * $1 * (1.0f - $1)";
+    case ACT_RELU: return x_select(x_le(v, zero), zero, dy);   /* torch's threshold_backward */
+    case ACT_GELU: return x_fn(FN_GELU_BWD, v, dy);
+    case ACT_GELU_TANH: return x_fn(FN_GELU_TANH_BWD, v, dy);
+    case ACT_SILU: return x_fn(FN_SILU_BWD, v, dy);
+    case ACT_TANH: return x_mul(dy, x_sub(one, x_mul(v, v)));  /* dy (1 - y^2) */
+    case ACT_SIGMOID: return x_mul(x_mul(dy, v), x_sub(one, v));   /* dy y (1 - y) */
     }
     unreachable();
 }
@@ -63,17 +67,17 @@ static const char *act_name(int act)
 
 static void lower_act(Program *p, Node *nd)
 {
-    instr_ew(p, nd, act_name(nd->act), nd->out, EW_ACT, act_fwd_expr(nd->act), 1, nd->in[0], NULL);
+    INSTR_EW(p, nd, act_name(nd->act), nd->out, EW_ACT, act_fwd_expr(nd->act), opd(nd->in[0]));
 }
 
 /* in[0] = dy, in[1] = x, in[2] = y */
 static void lower_act_bwd(Program *p, Node *nd)
 {
     int uses_out;
-    const char *e = act_bwd_expr(nd->act, &uses_out);
+    const Expr *e = act_bwd_expr(nd->act, &uses_out);
     char *what = xasprintf("%s backward", act_name(nd->act));
-    instr_ew(p, nd, what, nd->out, EW_ACT_BWD, e, 2, nd->in[0], NULL, uses_out ? nd->in[2] : nd->in[1],
-             NULL);
+    INSTR_EW(p, nd, what, nd->out, EW_ACT_BWD, e, opd(nd->in[0]),
+             opd(uses_out ? nd->in[2] : nd->in[1]));
 }
 
 const OpDef op_relu = {.build = build_activation};

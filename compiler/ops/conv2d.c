@@ -107,22 +107,15 @@ static void lower_conv_fwd(Program *p, Node *nd)
     instr_reads(b, nd->w->t);
     instr_reads(b, col);
     instr_writes(b, yt);
-    /* epilogue: [out, B, HW] -> [B, out, HW], plus bias */
-    char *perm = xasprintf("(i / %lld %% %lld) * (e->B * %lld) + i / %lld * %lld + i %% %lld",
-                           (long long)HW, (long long)Cout, (long long)HW, (long long)(Cout * HW),
-                           (long long)HW, (long long)HW);
-    Instr *ep;
-    if (nd->b) {
-        char *bix = xasprintf("i / %lld %% %lld", (long long)HW, (long long)Cout);
-        ep = instr_ew(p, nd, "conv2d epilogue: bias, [out, B, HW] -> [B, out, HW]", y, EW_ADD,
-                      "$0 + $1", 2, yt, perm, nd->b->t, bix);
-        ep->ops[0].arg[1].run = HW;      /* the bias: one value a row of HW */
-        ep->ops[0].arg[1].run_const = 1;
-    } else {
-        ep = instr_ew(p, nd, "conv2d epilogue: [out, B, HW] -> [B, out, HW]", y, EW_COPY, "$0", 1, yt,
-                      perm);
-    }
-    ep->ops[0].arg[0].run = HW;          /* rows of HW move whole */
+    /* epilogue: [out, B, HW] -> [B, out, HW] (rows of HW move whole), plus the bias (one
+     * value a row of HW) */
+    if (nd->b)
+        INSTR_EW(p, nd, "conv2d epilogue: bias, [out, B, HW] -> [B, out, HW]", y, EW_ADD,
+                 x_add(x_arg(0), x_arg(1)), opd_at(yt, ix_from_gemm(HW, Cout)),
+                 opd_at(nd->b->t, ix_div_mod(HW, Cout)));
+    else
+        INSTR_EW(p, nd, "conv2d epilogue: [out, B, HW] -> [B, out, HW]", y, EW_COPY, x_arg(0),
+                 opd_at(yt, ix_from_gemm(HW, Cout)));
 }
 
 static void lower_conv_bwd(Program *p, Node *nd)
@@ -139,12 +132,8 @@ static void lower_conv_bwd(Program *p, Node *nd)
     Tensor *col = gemm_temp(g, xasprintf("col_%s_again", y), CKK, HW, nd->origin,
                             "im2col columns, recomputed [C*k*k, B*OH*OW]");
     /* [B, out, HW] -> [out, B, HW]: element j of dyt reads dy[b, co, q] */
-    char *perm = xasprintf("i %% (e->B * %lld) / %lld * %lld + i / (e->B * %lld) * %lld + i %% %lld",
-                           (long long)HW, (long long)HW, (long long)(Cout * HW), (long long)HW,
-                           (long long)HW, (long long)HW);
-    Instr *tr = instr_ew(p, nd, "conv2d backward: [B, out, HW] -> [out, B, HW]", dyt, EW_COPY, "$0", 1,
-                         dy, perm);
-    tr->ops[0].arg[0].run = HW;          /* rows of HW move whole */
+    INSTR_EW(p, nd, "conv2d backward: [B, out, HW] -> [out, B, HW]", dyt, EW_COPY, x_arg(0),
+             opd_at(dy, ix_to_gemm(HW, Cout)));   /* rows of HW move whole */
     if (nd->b) {
         Instr *r = instr_add(p, I_CALL, nd->origin, 1);
         r->what = xstrdup("conv2d backward: bias gradient");

@@ -35,14 +35,14 @@ Tensor *input_f32(GraphCtx *c, int k)
 
 static void lower_convert(Program *p, Node *nd)
 {
-    char *e;
+    /* x * scale + shift, each step where it changes x (but a scale of 1 is kept before a
+     * shift: the loops generated so far read that way) */
+    const Expr *e = x_cast(x_arg(0));
+    if (nd->shift != 0.0 || nd->scale != 1.0)
+        e = x_mul(e, x_const(nd->scale));
     if (nd->shift != 0.0)
-        e = xasprintf("(float)$0 * %s + %s", float_literal(nd->scale), float_literal(nd->shift));
-    else if (nd->scale != 1.0)
-        e = xasprintf("(float)$0 * %s", float_literal(nd->scale));
-    else
-        e = xstrdup("(float)$0");
-    instr_ew(p, nd, "input to f32", nd->out, EW_OTHER, e, 1, nd->in[0], NULL);
+        e = x_add(e, x_const(nd->shift));
+    INSTR_EW(p, nd, "input to f32", nd->out, EW_OTHER, e, opd(nd->in[0]));
 }
 
 const NodeDef node_convert = {"convert", GRAD_NONE, 0, lower_convert};

@@ -31,26 +31,29 @@ static void build_dropout(GraphCtx *c, const LayerArgs *a)
     c->cur = y;
 }
 
+/* Operand 0 through the mask: 0 where element i's draw (the layer's key, i's place in
+ * a row of n) falls below p, else scaled by 1 / (1 - p). */
+static const Expr *masked(const Node *nd, int64_t n)
+{
+    const Expr *x = x_arg(0);
+    return x_select(x_lt(x_uniform(nd->key, n), x_const(nd->p)), x_const(0),
+                    x_mul(x, x_const(1.0 / (1.0 - nd->p))));
+}
+
+/* the identity in evaluation */
 static void lower_dropout(Program *p, Node *nd)
 {
     Tensor *x = nd->in[0];
-    char *e = xasprintf("e->train ? (rt_uniform(e->rng_key ^ 0x%016llxull, rt_drop_index((uint64_t)i, "
-                        "%lld, e->rng_part)) < %s ? 0.0f : $0 * %s) : $0",
-                        (unsigned long long)nd->key, (long long)x->numel, float_literal(nd->p),
-                        float_literal(1.0 / (1.0 - nd->p)));
-    instr_ew(p, nd, "dropout (mask from a counter-based hash, never stored)", nd->out, EW_DROPOUT,
-             e, 1, x, NULL);
+    const Expr *e = x_select(x_train(), masked(nd, x->numel), x_arg(0));
+    INSTR_EW(p, nd, "dropout (mask from a counter-based hash, never stored)", nd->out, EW_DROPOUT,
+             e, opd(x));
 }
 
 /* in[0] = dy */
 static void lower_dropout_bwd(Program *p, Node *nd)
 {
-    char *e = xasprintf("rt_uniform(e->rng_key ^ 0x%016llxull, rt_drop_index((uint64_t)i, %lld, "
-                        "e->rng_part)) < %s ? 0.0f : $0 * %s",
-                        (unsigned long long)nd->key, (long long)nd->in[0]->numel,
-                        float_literal(nd->p), float_literal(1.0 / (1.0 - nd->p)));
-    instr_ew(p, nd, "dropout backward (the same mask, regenerated)", nd->out, EW_DROPOUT, e, 1,
-             nd->in[0], NULL);
+    INSTR_EW(p, nd, "dropout backward (the same mask, regenerated)", nd->out, EW_DROPOUT,
+             masked(nd, nd->in[0]->numel), opd(nd->in[0]));
 }
 
 const OpDef op_dropout = {.build = build_dropout};

@@ -115,10 +115,8 @@ static void lower_linear(Program *p, Node *nd)
     instr_writes(a, y);
     if (nd->b) {
         /* epilogue, in place over the GEMM output; fusion pulls the activation in */
-        char *bix = xasprintf("i %% %lld", (long long)out);
-        Instr *e = instr_ew(p, nd, "linear epilogue: + bias", y, EW_ADD, "$0 + $1", 2, y, NULL,
-                            nd->b->t, bix);
-        e->ops[0].arg[1].period = out;
+        INSTR_EW(p, nd, "linear epilogue: + bias", y, EW_ADD, x_add(x_arg(0), x_arg(1)), opd(y),
+                 opd_at(nd->b->t, ix_mod(out)));
     }
 }
 

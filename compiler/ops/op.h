@@ -111,13 +111,16 @@ extern const NodeDef *const node_defs[N__COUNT];
 void ops_check(void);   /* dies on a hole in either table */
 
 /* lower.c's helpers: an instruction appended, what it reads and writes, one elementwise
- * op over n = e->B * out->numel elements (out = expr($0, $1, ...), EW_* tag; nargs
- * pairs of a tensor and its index expression or NULL), scratch tensors */
+ * op over n = e->B * out->numel elements (out = expr of its operands, EW_* tag;
+ * INSTR_EW counts the operands, opd(t) or opd_at(t, index)), scratch tensors */
 Instr *instr_add(Program *p, int kind, const char *origin, int backward);
 void instr_reads(Instr *in, Tensor *t);
 void instr_writes(Instr *in, Tensor *t);
-Instr *instr_ew(Program *p, Node *nd, const char *what, Tensor *out, int tag, const char *expr,
-                int nargs, ...);
+Instr *instr_ew(Program *p, Node *nd, const char *what, Tensor *out, int tag, const Expr *expr,
+                const Operand *args, int nargs);
+#define INSTR_EW(p, nd, what, out, tag, expr, ...)                                          \
+    instr_ew((p), (nd), (what), (out), (tag), (expr), (Operand[]){__VA_ARGS__},              \
+             (int)(sizeof((Operand[]){__VA_ARGS__}) / sizeof(Operand)))
 Tensor *lower_temp(Graph *g, const char *name, int64_t per_row, const char *origin,
                    const char *what);
 

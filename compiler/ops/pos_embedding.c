@@ -37,10 +37,9 @@ static void build_pos_embedding(GraphCtx *c, const LayerArgs *a)
 static void lower_pos_embedding(Program *p, Node *nd)
 {
     Tensor *x = nd->in[0];
-    char *ix = xasprintf("i %% %lld", (long long)x->numel);
-    Instr *e = instr_ew(p, nd, "pos_embedding: + position rows", nd->out, EW_ADD, "$0 + $1", 2,
-                        x, NULL, nd->w->t, ix);
-    e->ops[0].arg[1].period = x->numel;
+    /* the position rows: one row of x's size, repeated over the batch */
+    INSTR_EW(p, nd, "pos_embedding: + position rows", nd->out, EW_ADD, x_add(x_arg(0), x_arg(1)),
+             opd(x), opd_at(nd->w->t, ix_mod(x->numel)));
 }
 
 /* in[0] = dy */

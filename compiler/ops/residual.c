@@ -36,8 +36,8 @@ static void build_residual(GraphCtx *c, const LayerArgs *a)
 
 static void lower_add(Program *p, Node *nd)
 {
-    instr_ew(p, nd, nd->backward ? "sum of gradient contributions" : "residual: x + body(x)",
-             nd->out, EW_ADD, "$0 + $1", 2, nd->in[0], NULL, nd->in[1], NULL);
+    INSTR_EW(p, nd, nd->backward ? "sum of gradient contributions" : "residual: x + body(x)",
+             nd->out, EW_ADD, x_add(x_arg(0), x_arg(1)), opd(nd->in[0]), opd(nd->in[1]));
 }
 
 const OpDef op_residual = {.build = build_residual};

@@ -1,0 +1,67 @@
+/* expr.c: the elementwise expression's builders (ir.h: Expr), which the op files under
+ * ops/ compose into each op's value, and the one question a pass asks of a built tree
+ * (expr_reads_i). The text comes from kernel.c's expr_print, for the emitters only. */
+#include "ir.h"
+
+static Expr *node(int kind, const Expr *a, const Expr *b, const Expr *c)
+{
+    Expr *x = xcalloc(1, sizeof *x);
+    x->kind = kind;
+    x->a[0] = a;
+    x->a[1] = b;
+    x->a[2] = c;
+    return x;
+}
+
+const Expr *x_arg(int k)
+{
+    Expr *x = node(X_ARG, NULL, NULL, NULL);
+    x->arg = k;
+    return x;
+}
+
+const Expr *x_const(double f)
+{
+    Expr *x = node(X_CONST, NULL, NULL, NULL);
+    x->f = f;
+    return x;
+}
+
+const Expr *x_cast(const Expr *a) { return node(X_CAST, a, NULL, NULL); }
+const Expr *x_add(const Expr *a, const Expr *b) { return node(X_ADD, a, b, NULL); }
+const Expr *x_sub(const Expr *a, const Expr *b) { return node(X_SUB, a, b, NULL); }
+const Expr *x_mul(const Expr *a, const Expr *b) { return node(X_MUL, a, b, NULL); }
+const Expr *x_lt(const Expr *a, const Expr *b) { return node(X_LT, a, b, NULL); }
+const Expr *x_le(const Expr *a, const Expr *b) { return node(X_LE, a, b, NULL); }
+const Expr *x_select(const Expr *c, const Expr *t, const Expr *f) { return node(X_SELECT, c, t, f); }
+const Expr *x_train(void) { return node(X_TRAIN, NULL, NULL, NULL); }
+
+const Expr *x_relu(const Expr *v)
+{
+    const Expr *zero = x_const(0);
+    return x_select(x_lt(v, zero), zero, v);
+}
+
+const Expr *x_fn(int fn, const Expr *a, const Expr *b)
+{
+    Expr *x = node(X_FN, a, b, NULL);
+    x->fn = fn;
+    return x;
+}
+
+const Expr *x_uniform(uint64_t key, int64_t n)
+{
+    Expr *x = node(X_UNIFORM, NULL, NULL, NULL);
+    x->key = key;
+    x->n = n;
+    return x;
+}
+
+int expr_reads_i(const Expr *x)
+{
+    if (!x)
+        return 0;
+    if (x->kind == X_UNIFORM)
+        return 1;
+    return expr_reads_i(x->a[0]) || expr_reads_i(x->a[1]) || expr_reads_i(x->a[2]);
+}
