@@ -1,5 +1,5 @@
-/* activation.c: the elementwise activations relu, gelu (exact or tanh), silu, tanh and
- * sigmoid, one node kind (Node.act says which): graph, backward rule and lowering (one
+/* activation.c: the elementwise activations relu, gelu (exact or tanh), silu, tanh,
+ * sigmoid and squared_relu, one node kind (Node.act says which): graph, backward rule and lowering (one
  * elementwise op each way, fused later; the backward reads the output where its rule
  * can, so the pre-activation need not live). */
 #include "op.h"
@@ -11,11 +11,12 @@ static void build_activation(GraphCtx *c, const LayerArgs *a)
     Tensor *x = a->x;
     const char *at = a->at;
     const char *pfx = a->pfx;
-    static const char *nm[] = {"relu", "gelu", "gelu", "silu", "tanh", "sigmoid"};
+    static const char *nm[] = {"relu", "gelu", "gelu", "silu", "tanh", "sigmoid", "squared_relu"};
     int act = l->op == OP_RELU ? ACT_RELU
               : l->op == OP_GELU ? (l->gelu_tanh ? ACT_GELU_TANH : ACT_GELU)
               : l->op == OP_SILU ? ACT_SILU
               : l->op == OP_TANH ? ACT_TANH
+              : l->op == OP_SQUARED_RELU ? ACT_SQUARED_RELU
                                  : ACT_SIGMOID;
     Tensor *y = act_tensor(c, l->path, layer_ident(nm[act], pfx), x->rank, x->shape);
     y->origin = at;
@@ -35,6 +36,7 @@ static const char *act_fwd_expr(int act)
     case ACT_SILU: return "rt_silu($0)";
     case ACT_TANH: return "rt_tanhf($0)";
     case ACT_SIGMOID: return "rt_sigmoidf($0)";
+    case ACT_SQUARED_RELU: return "$0 < 0.0f ? 0.0f : $0 * $0";   /* relu(x)^2 */
     }
     unreachable();
 }
@@ -51,13 +53,16 @@ static const char *act_bwd_expr(int act, int *uses_output)
     case ACT_SILU: return "rt_silu_bwd($1, $0)";
     case ACT_TANH: return "$0 * (1.0f - $1 * $1)";
     case ACT_SIGMOID: return "$0 * $1 * (1.0f - $1)";
+    /* torch's relu(x).pow(2): dy * (2 relu(x)), then threshold_backward at x */
+    case ACT_SQUARED_RELU: return "$1 <= 0.0f ? 0.0f : $0 * (2.0f * $1)";
     }
     unreachable();
 }
 
 static const char *act_name(int act)
 {
-    static const char *n[] = {"relu", "gelu", "gelu (tanh)", "silu", "tanh", "sigmoid"};
+    static const char *n[] = {"relu", "gelu", "gelu (tanh)", "silu", "tanh", "sigmoid",
+                              "squared relu"};
     return n[act];
 }
 
@@ -81,5 +86,6 @@ const OpDef op_gelu = {.build = build_activation};
 const OpDef op_silu = {.build = build_activation};
 const OpDef op_tanh = {.build = build_activation};
 const OpDef op_sigmoid = {.build = build_activation};
+const OpDef op_squared_relu = {.build = build_activation};
 const NodeDef node_act = {"act", GRAD_NODE, N_ACT_BWD, lower_act};
 const NodeDef node_act_bwd = {"act_bwd", GRAD_NONE, 0, lower_act_bwd};
