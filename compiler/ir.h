@@ -413,9 +413,9 @@ void residual_epilogues(Program *p);
  * applies a ReLU or a GELU tanh) become one rt_gemm_bias call (a cuBLASLt epilogue on
  * a GPU); fused loops are then numbered in program order. After recompute. */
 void gemm_epilogues(Program *p);
-/* A layernorm backward and the loop after it that adds its dx to another gradient
- * (autodiff's sum of gradient contributions) become one rt_layernorm_bwd with that
- * gradient as its addend: the same float add, per element. */
+/* A layernorm (or rmsnorm) backward and the loop after it that adds its dx to another
+ * gradient (autodiff's sum of gradient contributions) become one rt_layernorm_bwd
+ * (rt_rmsnorm_bwd) with that gradient as its addend: the same float add, per element. */
 void layernorm_bwd_sums(Program *p);
 /* The backward pass's GEMM epilogues: a data-gradient GEMM and the GELU (tanh)
  * backward loop that consumes its product become one rt_gemm_dgelu; a weight-gradient
