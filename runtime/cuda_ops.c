@@ -307,7 +307,8 @@ void rt_cu_glu_fwd(rt_exec *e, const float *x, float *y, int64_t rows, int64_t h
     if (rows <= 0 || h <= 0)
         return;
     void *args[] = {&x, &y, &rows, &h, &act};
-    rt_cu_launch(e, "rt_glu_fwd", rt_cu_grid_for(e, rows * h), 1, 1, 256, 1, 0, args);
+    /* a block a row at a time, at most rt_cu_grid_for's blocks (glu.cuh) */
+    rt_cu_launch(e, "rt_glu_fwd", rt_cu_grid_for(e, rows * 256), 1, 1, 256, 1, 0, args);
 }
 
 void rt_cu_glu_bwd(rt_exec *e, const float *x, const float *dy, float *dx, int64_t rows,
@@ -316,7 +317,7 @@ void rt_cu_glu_bwd(rt_exec *e, const float *x, const float *dy, float *dx, int64
     if (rows <= 0 || h <= 0)
         return;
     void *args[] = {&x, &dy, &dx, &rows, &h, &act};
-    rt_cu_launch(e, "rt_glu_bwd", rt_cu_grid_for(e, rows * h), 1, 1, 256, 1, 0, args);
+    rt_cu_launch(e, "rt_glu_bwd", rt_cu_grid_for(e, rows * 256), 1, 1, 256, 1, 0, args);
 }
 
 /* ---- losses ------------------------------------------------------------------------------ */

@@ -1742,7 +1742,8 @@ int main(int argc, char **argv)
     t_rmsnorm(3, 2048);       /* a block a row */
     t_glu(1, 1);
     t_glu(37, 13);
-    t_glu(64, 512);
+    t_glu(64, 512);           /* 16-byte accesses (glu.cuh) */
+    t_glu(5, 24);             /* the same: three vectors of 8 16-bit values a half row */
 
     t_cross_entropy(1, 10, 1, 10);
     t_cross_entropy(37, 10, 0, 10);
