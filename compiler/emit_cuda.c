@@ -212,8 +212,8 @@ static long long num(const Instr *in, int k)
 /* A template instance: the call kind it serves and its constants (templates/cuda/). */
 typedef struct {
     int call;            /* CALL_*; -1: none */
-    long long a, b, c;   /* rows (layernorm, rmsnorm, embedding); classes, row stride (cross
-                            entropy); T, head width, causal (attention) */
+    long long a, b, c;   /* rows (layernorm, rmsnorm, embedding); classes, row stride
+                            (cross entropy); T, head width, causal (attention) */
 } Instance;
 
 /* The template instance a call needs (call -1 for none). */

@@ -10,9 +10,9 @@
  *
  * Then the loops that library calls can take over: a GEMM's bias (+ activation, or +
  * residual) loop becomes its cuBLASLt epilogue (rt_gemm_bias), the sum of gradient
- * contributions after a layernorm (or rmsnorm) backward becomes that call's addend, and in the
- * backward pass a GELU's backward loop and a bias gradient's column sums join the GEMMs
- * next to them (rt_gemm_dgelu, rt_gemm_dbias). Each matches one exact pattern and
+ * contributions after a layernorm (or rmsnorm) backward becomes that call's addend, and
+ * in the backward pass a GELU's backward loop and a bias gradient's column sums join the
+ * GEMMs next to them (rt_gemm_dgelu, rt_gemm_dbias). Each matches one exact pattern and
  * otherwise leaves the code alone. */
 #include <stdlib.h>
 #include <string.h>
@@ -768,8 +768,8 @@ void layernorm_bwd_sums(Program *p)
         a[ad] = arg_t(G);
         a[xa] = arg_t(out);
         call_set(l, l->call, a, l->n_args);
-        l->what = xasprintf("%s backward, plus the other gradient contributions (their "
-                            "sum folded in)", l->call == CALL_RMSNORM_BWD ? "rmsnorm" : "layernorm");
+        l->what = xasprintf("%s backward, plus the other gradient contributions (their sum "
+                            "folded in)", l->call == CALL_RMSNORM_BWD ? "rmsnorm" : "layernorm");
         l->origin = xasprintf("%s + %s", l->origin, s->origin);
         l->reads = realloc(l->reads, (size_t)(l->n_reads + 1) * sizeof *l->reads);
         if (!l->reads)

@@ -1,7 +1,7 @@
 /* activation.c: the elementwise activations relu, gelu (exact or tanh), silu, tanh,
- * sigmoid and squared_relu, one node kind (Node.act says which): graph, backward rule and lowering (one
- * elementwise op each way, fused later; the backward reads the output where its rule
- * can, so the pre-activation need not live). */
+ * sigmoid and squared_relu, one node kind (Node.act says which): graph, backward rule
+ * and lowering (one elementwise op each way, fused later; the backward reads the output
+ * where its rule can, so the pre-activation need not live). */
 #include "op.h"
 
 /* any shape, kept */

@@ -1,7 +1,7 @@
 /* glu.cuh: the gated linear unit over rows of 2h, forward and backward, each one pass
  * over its tensors (twins of rt_glu_fwd and rt_glu_bwd in runtime/kernels.c, the same
- * float arithmetic); the shape is a runtime argument. act is trainc_rt.h's RT_GLU_*: 0 silu, 1 gelu,
- * 2 gelu (tanh), 3 sigmoid, 4 relu. */
+ * float arithmetic); the shape is a runtime argument. act is trainc_rt.h's RT_GLU_*:
+ * 0 silu, 1 gelu, 2 gelu (tanh), 3 sigmoid, 4 relu. */
 
 __device__ __forceinline__ float rt_glu_act(int act, float a)
 {
@@ -67,7 +67,8 @@ __device__ __forceinline__ void glu_bwd_rows(const act_t *x, const act_t *dy, ac
                 rt_st(da + j, rt_glu_act_bwd(act, av, gv * rt_ld(u + j)));
                 rt_st(du + j, rt_glu_act(act, av) * gv);
             } else {
-                const rt_vec<V> av = rt_ldv<V>(a + j), uv = rt_ldv<V>(u + j), gv = rt_ldv<V>(g + j);
+                const rt_vec<V> av = rt_ldv<V>(a + j), uv = rt_ldv<V>(u + j);
+                const rt_vec<V> gv = rt_ldv<V>(g + j);
                 rt_vec<V> oa, ou;
 #pragma unroll
                 for (int e = 0; e < V; e++) {
