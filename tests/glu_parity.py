@@ -11,7 +11,8 @@ nn.RMSNorm: it is written here from its formula, HF LlamaRMSNorm's (in fp32:
 x * rsqrt(mean(x^2) + eps) * weight). The same initial weights (written here, loaded
 with --init), the same batches in order, AdamW with warmup, cosine decay and gradient
 clipping, threads 1: every step's loss within 1e-5 relative, the final weights within
-1e-5.
+1e-4 (as torch_parity.py's MLP: AdamW turns float rounding in a near-zero gradient into
+a step of its own size, 1.4e-5 here at worst).
 """
 import json, math, os, subprocess, sys
 import numpy as np
@@ -24,7 +25,7 @@ import st_check
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAINC = os.path.join(ROOT, os.environ.get("TRAINC", "build/trainc"))
 STEPS, B, T, D, H, C = 12, 8, 5, 16, 24, 7
-EPS = 1e-6
+EPS, EPS_F = 1e-6, 1e-3   # the block's norm at the default, the final one given
 torch.set_num_threads(1)
 
 class RMSNorm(nn.Module):
@@ -47,7 +48,7 @@ class Model(nn.Module):
         self.norm = RMSNorm(D, EPS)
         self.up = nn.Linear(D, 2 * H if variant != "squared_relu" else H, bias=False)
         self.down = nn.Linear(H, D, bias=False)
-        self.norm_f = RMSNorm(D, EPS)
+        self.norm_f = RMSNorm(D, EPS_F)
         self.head = nn.Linear(D, C)
         with torch.no_grad():   # weights away from ones, so their gradients matter
             for n in (self.norm, self.norm_f):
@@ -77,7 +78,7 @@ def spec_for(variant, out):
                       "layers": [{"op": "linear", "name": "inp", "out": D},
                                  {"op": "residual", "name": "blk", "body": [{"op": "rmsnorm", "name": "norm"}] + mlp +
                                   [{"op": "linear", "name": "down", "out": D, "bias": False}]},
-                                 {"op": "rmsnorm", "name": "norm_f"},
+                                 {"op": "rmsnorm", "name": "norm_f", "eps": EPS_F},
                                  {"op": "linear", "name": "head", "out": C}],
                       "loss": {"op": "cross_entropy", "target": "y"}},
             "train": {"data": {"train": {"x": "x.npy", "y": "y.npy"}},
@@ -137,10 +138,10 @@ def run(variant):
     rel = [abs(a - b) / abs(b) for a, b in zip(ours, ref)]
     w = st_check.load(os.path.join(out, "run", "model.safetensors"))
     wd = max(float(np.max(np.abs(w[names[n]] - t.numpy()))) for n, t in model.state_dict().items())
-    ok = max(rel) <= 1e-5 and wd <= 1e-5
+    ok = max(rel) <= 1e-5 and wd <= 1e-4
     print(f"{'ok  ' if ok else 'FAIL'} {variant}: loss step 1 {ours[0]:.6f} vs {ref[0]:.6f}, step {STEPS} "
           f"{ours[-1]:.6f} vs {ref[-1]:.6f}; worst relative difference {max(rel):.1e}, weights {wd:.1e} "
-          f"(tolerance 1e-5)")
+          f"(tolerances 1e-5, 1e-4)")
     return ok
 
 variants = sys.argv[1:] or ["silu", "gelu_tanh", "relu", "squared_relu"]

@@ -1221,7 +1221,7 @@ static void test_rmsnorm(void)
     char nm[160];
     /* (no d = 1: there dx is the rounding left of x * rstd = +-1, relative to nothing) */
     const int64_t shapes[][2] = {{1, 3}, {3, 7}, {7, 64}, {300, 257}, {5, 20000}};
-    const float eps = 1e-6f;
+    const float eps = 1e-3f;   /* not the op's default: the eps given is the one used */
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         int64_t R = shapes[si][0], d = shapes[si][1], n = R * d;
         float *x = fvec(n), *w = fvec(d), *dy = fvec(n), *g = fvec(n), *dw0 = fvec(d);
