@@ -7,7 +7,8 @@
 #include "ir.h"
 
 /* Argument classes, one letter each: t a tensor (or NULL, or a tensor only while
- * training), n a count (an integer, or one per batch row), f a float, a an RT_EPI_*.
+ * training), n a count (an integer, or one per batch row), f a float, a an RT_EPI_*,
+ * g an RT_GLU_* (an integer, printed by its name).
  * cheap: selective recomputation replays the call (recompute.c) rather than keep
  * what it writes. */
 static const struct {
@@ -26,6 +27,10 @@ static const struct {
     [CALL_AVGPOOL_BWD] = {"rt_avgpool2d_bwd", "ttnnnnnnn"},
     [CALL_LAYERNORM_FWD] = {"rt_layernorm_fwd", "ttttttnnf", .cheap = 1},
     [CALL_LAYERNORM_BWD] = {"rt_layernorm_bwd", "tttttttttnn"},
+    [CALL_RMSNORM_FWD] = {"rt_rmsnorm_fwd", "ttttnnf", .cheap = 1},
+    [CALL_RMSNORM_BWD] = {"rt_rmsnorm_bwd", "tttttttnn"},
+    [CALL_GLU_FWD] = {"rt_glu_fwd", "ttnng", .cheap = 1},
+    [CALL_GLU_BWD] = {"rt_glu_bwd", "tttnng"},
     [CALL_CROSS_ENTROPY] = {"rt_cross_entropy", "tttnnn"},
     [CALL_MSE] = {"rt_mse", "tttn"},
     [CALL_EMBEDDING_FWD] = {"rt_embedding_fwd", "tttnnn"},
@@ -57,6 +62,7 @@ static int fits(const Arg *a, char cls)
     case 'n': return a->kind == ARG_INT || a->kind == ARG_ROWS;
     case 'f': return a->kind == ARG_FLOAT;
     case 'a': return a->kind == ARG_EPI && a->i >= RT_EPI_NONE && a->i <= RT_EPI_GELU_TANH;
+    case 'g': return a->kind == ARG_INT && a->i >= RT_GLU_SILU && a->i <= RT_GLU_RELU;
     }
     return 0;
 }
@@ -142,9 +148,14 @@ char *call_text(const Instr *in)
 {
     Buf b = {0};
     buf_printf(&b, "%s(e", calls[in->call].name);
+    static const char *const glu[] = {"RT_GLU_SILU", "RT_GLU_GELU", "RT_GLU_GELU_TANH",
+                                       "RT_GLU_SIGMOID", "RT_GLU_RELU"};
     for (int k = 0; k < in->n_args; k++) {
         buf_puts(&b, ", ");
-        put_arg(&b, &in->args[k]);
+        if (calls[in->call].args[k] == 'g')
+            buf_puts(&b, glu[in->args[k].i]);
+        else
+            put_arg(&b, &in->args[k]);
     }
     buf_puts(&b, ");");
     return b.s;

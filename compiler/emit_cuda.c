@@ -201,8 +201,8 @@ static long long num(const Instr *in, int k)
 /* A template instance: the call kind it serves and its constants (templates/cuda/). */
 typedef struct {
     int call;            /* CALL_*; -1: none */
-    long long a, b, c;   /* rows (layernorm, embedding); classes, row stride (cross
-                            entropy); T, head width, causal (attention) */
+    long long a, b, c;   /* rows (layernorm, rmsnorm, embedding); classes, row stride
+                            (cross entropy); T, head width, causal (attention) */
 } Instance;
 
 /* The template instance a call needs (call -1 for none). */
@@ -212,6 +212,8 @@ static Instance instance_of(const Instr *in)
     switch (in->call) {
     case CALL_LAYERNORM_FWD: x.a = num(in, 7); break;
     case CALL_LAYERNORM_BWD: x.a = num(in, 10); break;
+    case CALL_RMSNORM_FWD: x.a = num(in, 5); break;
+    case CALL_RMSNORM_BWD: x.a = num(in, 8); break;
     case CALL_CROSS_ENTROPY: x.a = num(in, 4); x.b = num(in, 5); break;
     /* T, the head width (d / H), causal */
     case CALL_ATTENTION_FWD:
@@ -234,12 +236,14 @@ static Instance instance_of(const Instr *in)
 static void instance_line(Program *p, const Instance *x, char *line)
 {
     int fwd = x->call == CALL_LAYERNORM_FWD || x->call == CALL_EMBEDDING_FWD ||
-              x->call == CALL_ATTENTION_FWD;
+              x->call == CALL_ATTENTION_FWD || x->call == CALL_RMSNORM_FWD;
     const char *fb = fwd ? "FWD" : "BWD";
     line[0] = 0;
     switch (x->call) {
     case CALL_LAYERNORM_FWD:
     case CALL_LAYERNORM_BWD: snprintf(line, 160, "RT_LAYERNORM_%s(%lld)", fb, x->a); return;
+    case CALL_RMSNORM_FWD:
+    case CALL_RMSNORM_BWD: snprintf(line, 160, "RT_RMSNORM_%s(%lld)", fb, x->a); return;
     case CALL_EMBEDDING_FWD:
     case CALL_EMBEDDING_BWD: snprintf(line, 160, "RT_EMBEDDING_%s(%lld)", fb, x->a); return;
     case CALL_CROSS_ENTROPY:
@@ -264,6 +268,8 @@ static char *instance_doc(const Instance *x)
     switch (x->call) {
     case CALL_LAYERNORM_FWD:
     case CALL_LAYERNORM_BWD:
+    case CALL_RMSNORM_FWD:
+    case CALL_RMSNORM_BWD:
     case CALL_EMBEDDING_FWD:
     case CALL_EMBEDDING_BWD: return xasprintf("rows of %lld", x->a);
     case CALL_CROSS_ENTROPY:
@@ -337,7 +343,8 @@ static const struct {
     {"conv.cuh", {CALL_IM2COL, CALL_COL2IM, CALL_MAXPOOL_FWD, CALL_MAXPOOL_BWD, CALL_AVGPOOL_FWD,
                   CALL_AVGPOOL_BWD}},
     {"embedding.cuh", {CALL_EMBEDDING_FWD, CALL_EMBEDDING_BWD}},
-    {"layernorm.cuh", {CALL_LAYERNORM_FWD, CALL_LAYERNORM_BWD}},
+    {"glu.cuh", {CALL_GLU_FWD, CALL_GLU_BWD}},
+    {"layernorm.cuh", {CALL_LAYERNORM_FWD, CALL_LAYERNORM_BWD, CALL_RMSNORM_FWD, CALL_RMSNORM_BWD}},
 };
 
 static int program_calls(const Program *p, int call)

@@ -10,9 +10,9 @@
  *
  * Then the loops that library calls can take over: a GEMM's bias (+ activation, or +
  * residual) loop becomes its cuBLASLt epilogue (rt_gemm_bias), the sum of gradient
- * contributions after a layernorm backward becomes that call's addend, and in the
- * backward pass a GELU's backward loop and a bias gradient's column sums join the GEMMs
- * next to them (rt_gemm_dgelu, rt_gemm_dbias). Each matches one exact pattern and
+ * contributions after a layernorm (or rmsnorm) backward becomes that call's addend, and
+ * in the backward pass a GELU's backward loop and a bias gradient's column sums join the
+ * GEMMs next to them (rt_gemm_dgelu, rt_gemm_dbias). Each matches one exact pattern and
  * otherwise leaves the code alone. */
 #include <stdlib.h>
 #include <string.h>
@@ -723,16 +723,28 @@ void grad_epilogues(Program *p)
 
 /* ---- layernorm backward's sum ----------------------------------------------------------- */
 
+/* The backward calls that take an addend: where it and dx are in their arguments. */
+static int addend_arg(const Instr *l, int *dx_arg)
+{
+    if (l->kind != I_CALL)
+        return -1;
+    switch (l->call) {
+    case CALL_LAYERNORM_BWD: *dx_arg = 6; return 5;
+    case CALL_RMSNORM_BWD: *dx_arg = 5; return 4;
+    }
+    return -1;
+}
+
 void layernorm_bwd_sums(Program *p)
 {
     Graph *gr = p->g;
     for (int i = 0; i < p->n_ins; i++) {
         Instr *l = p->ins[i];
-        if (l->dead || l->kind != I_CALL || l->call != CALL_LAYERNORM_BWD ||
-            l->args[5].kind != ARG_NULL || l->n_writes < 1)
+        int xa, ad = l->dead ? -1 : addend_arg(l, &xa);
+        if (ad < 0 || l->args[ad].kind != ARG_NULL || l->n_writes < 1)
             continue;
-        Tensor *dx = l->writes[0];   /* ops/linear.c: dx, then dw and db */
-        if (l->args[6].t != dx)
+        Tensor *dx = l->writes[0];   /* ops/layernorm.c, ops/rmsnorm.c: dx written first */
+        if (l->args[xa].t != dx)
             continue;
         int j = i + 1;
         while (j < p->n_ins && p->ins[j]->dead)
@@ -755,11 +767,13 @@ void layernorm_bwd_sums(Program *p)
             s->n != dx->numel || s->n_writes != 1 || s->writes[0] != out ||
             read_elsewhere(p, l, s, dx))
             continue;
-        const Arg *a = l->args;
-        SET_CALL(l, CALL_LAYERNORM_BWD, a[0], a[1], a[2], a[3], a[4], arg_t(G), arg_t(out), a[7],
-                 a[8], a[9], a[10]);
-        l->what = xstrdup("layernorm backward, plus the other gradient contributions (their "
-                          "sum folded in)");
+        Arg a[CALL_MAX_ARGS];
+        memcpy(a, l->args, (size_t)l->n_args * sizeof *a);
+        a[ad] = arg_t(G);
+        a[xa] = arg_t(out);
+        call_set(l, l->call, a, l->n_args);
+        l->what = xasprintf("%s backward, plus the other gradient contributions (their sum "
+                            "folded in)", l->call == CALL_RMSNORM_BWD ? "rmsnorm" : "layernorm");
         l->origin = xasprintf("%s + %s", l->origin, s->origin);
         l->reads = realloc(l->reads, (size_t)(l->n_reads + 1) * sizeof *l->reads);
         if (!l->reads)

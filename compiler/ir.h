@@ -104,9 +104,11 @@ enum {
     N_MAXPOOL,
     N_AVGPOOL,
     N_FLATTEN,     /* a view */
-    N_ACT,         /* relu, gelu, silu, tanh, sigmoid (act field) */
+    N_ACT,         /* relu, gelu, silu, tanh, sigmoid, squared_relu (act field) */
     N_DROPOUT,
     N_LAYERNORM,
+    N_RMSNORM,
+    N_GLU,         /* act(x[..., :h]) * x[..., h:] (act field: RT_GLU_*) */
     N_LOSS,        /* cross entropy or mse; in training also writes d(loss)/d(prediction) */
     N_EMBEDDING,   /* rows of a weight picked by i32 ids */
     N_POS_EMBEDDING, /* x + position rows */
@@ -120,13 +122,15 @@ enum {
     N_ACT_BWD,
     N_DROPOUT_BWD,
     N_LAYERNORM_BWD,
+    N_RMSNORM_BWD,
+    N_GLU_BWD,
     N_EMBEDDING_BWD,
     N_POS_EMBEDDING_BWD,
     N_ATTENTION_BWD,
     N__COUNT
 };
 
-enum { ACT_RELU, ACT_GELU, ACT_GELU_TANH, ACT_SILU, ACT_TANH, ACT_SIGMOID };
+enum { ACT_RELU, ACT_GELU, ACT_GELU_TANH, ACT_SILU, ACT_TANH, ACT_SIGMOID, ACT_SQUARED_RELU };
 
 typedef struct Node {
     int kind;                /* N_* */
@@ -138,8 +142,8 @@ typedef struct Node {
     Tensor *out2;            /* a second output (layernorm: dW/db live in params; loss: dpred) */
     Tensor *tmp[2];          /* scratch */
     Param *w, *b;
-    int act;                 /* N_ACT, N_ACT_BWD */
-    double p;                /* dropout probability, layernorm eps */
+    int act;                 /* N_ACT, N_ACT_BWD: ACT_*; N_GLU, N_GLU_BWD: RT_GLU_* */
+    double p;                /* dropout probability, layernorm and rmsnorm eps */
     double scale, shift;     /* N_CONVERT */
     int64_t conv[8];         /* C, H, W, k, stride, pad, OH, OW; attention: T, d, H, causal */
     int loss;                /* N_LOSS: LOSS_* */
@@ -366,6 +370,10 @@ enum {
     CALL_AVGPOOL_BWD,    /* dy, dx, B*C, H, W, k, stride, OH, OW */
     CALL_LAYERNORM_FWD,  /* x, w, b, y, mean, rstd, rows, d, eps */
     CALL_LAYERNORM_BWD,  /* x, w, mean, rstd, dy, addend|NULL, dx, dw, db, rows, d */
+    CALL_RMSNORM_FWD,    /* x, w, y, rstd, rows, d, eps */
+    CALL_RMSNORM_BWD,    /* x, w, rstd, dy, addend|NULL, dx, dw, rows, d */
+    CALL_GLU_FWD,        /* x [rows, 2h], y [rows, h], rows, h, RT_GLU_* */
+    CALL_GLU_BWD,        /* x, dy, dx, rows, h, RT_GLU_* */
     CALL_CROSS_ENTROPY,  /* logits, targets, dlogits (training only)|NULL, rows, C, ld */
     CALL_MSE,            /* pred, targets, dpred (training only)|NULL, n */
     CALL_EMBEDDING_FWD,  /* ids, W, y, n, V, dim */
@@ -497,9 +505,9 @@ void residual_epilogues(Program *p);
  * applies a ReLU or a GELU tanh) become one rt_gemm_bias call (a cuBLASLt epilogue on
  * a GPU); fused loops are then numbered in program order. After recompute. */
 void gemm_epilogues(Program *p);
-/* A layernorm backward and the loop after it that adds its dx to another gradient
- * (autodiff's sum of gradient contributions) become one rt_layernorm_bwd with that
- * gradient as its addend: the same float add, per element. */
+/* A layernorm (or rmsnorm) backward and the loop after it that adds its dx to another
+ * gradient (autodiff's sum of gradient contributions) become one rt_layernorm_bwd
+ * (rt_rmsnorm_bwd) with that gradient as its addend: the same float add, per element. */
 void layernorm_bwd_sums(Program *p);
 /* The backward pass's GEMM epilogues: a data-gradient GEMM and the GELU (tanh)
  * backward loop that consumes its product become one rt_gemm_dgelu; a weight-gradient

@@ -82,7 +82,8 @@ static int reads_flat_only(const Instr *in, const Tensor *b)
 /* In place: a fused elementwise loop whose output is born there and whose input of
  * the same size dies there writes over that input (element i is read before it is
  * written); so does a runtime call over the one read it names (Instr.inplace: a
- * layernorm backward's addend). The output becomes a view of the input's storage. */
+ * layernorm or rmsnorm backward's addend). The output becomes a view of the input's
+ * storage. */
 static void in_place(Program *p)
 {
     Graph *g = p->g;

@@ -166,7 +166,7 @@ static const struct {
     {"num_embeddings", "vocab"}, {"vocab_size", "vocab"}, {"n_vocab", "vocab"},
     {"embedding_dim", "dim"}, {"embed_dim", "dim"}, {"n_embd", "dim"}, {"d_model", "dim"},
     {"hidden_size", "dim"},
-    {"epsilon", "eps"}, {"layer_norm_eps", "eps"}, {"norm_eps", "eps"},
+    {"epsilon", "eps"}, {"layer_norm_eps", "eps"}, {"norm_eps", "eps"}, {"rms_norm_eps", "eps"},
     {"num_heads", "heads"}, {"n_head", "heads"}, {"n_heads", "heads"}, {"nhead", "heads"},
     {"num_attention_heads", "heads"}, {"is_causal", "causal"},
     {"block_size", "max_len"}, {"n_positions", "max_len"}, {"n_ctx", "max_len"},
@@ -828,6 +828,10 @@ static void parse_layer_key(const Ctx *c, Layer *l, const char *key, const cJSON
     else if (!strcmp(key, "approximate")) {
         static const char *const modes[] = {"none", "tanh", NULL};
         l->gelu_tanh = get_choice(c, v, path, modes) == 1;
+    } else if (!strcmp(key, "act")) {
+        /* RT_GLU_*'s order */
+        static const char *const acts[] = {"silu", "gelu", "gelu_tanh", "sigmoid", "relu", NULL};
+        l->glu_act = get_choice(c, v, path, acts);
     } else if (!strcmp(key, "p")) {
         l->p = get_number(c, v, path);
         if (l->p < 0 || l->p >= 1)
@@ -870,6 +874,8 @@ static Layer *parse_layer(const Ctx *c, const cJSON *v, const char *path)
         unknown(c, opp, "op", opname, names, NULL);
     }
     free(opp);
+    if (l->op == OP_RMSNORM)
+        l->eps = 1e-6;   /* torch.nn.RMSNorm's and HF Llama's usual; layernorm's is 1e-5 */
 
     const char **keys = layer_keys(l->op);
     const cJSON *ch;

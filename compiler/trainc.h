@@ -50,8 +50,9 @@ struct Layer {
     int bias;                 /* default 1 */
     int causal;               /* default 1 */
     int gelu_tanh;            /* "approximate": "tanh" */
+    int glu_act;              /* glu's "act": GLU_ACT_* (silu default) */
     double p;                 /* dropout; default 0.5 */
-    double eps;               /* layernorm; default 1e-5 */
+    double eps;               /* layernorm (default 1e-5), rmsnorm (default 1e-6) */
     char *tie;                /* linear: the name of an embedding, or NULL */
     Layer **body;             /* residual, repeat */
     int n_body;

@@ -270,6 +270,56 @@ void rt_cu_layernorm_bwd(rt_exec *e, const float *x, const float *w, const float
     colsum_finish(e, part + (rt_dptr)(nrb * d) * sizeof(double), db, nrb, d);
 }
 
+/* ---- RMSNorm and the gated linear unit ------------------------------------------------------ */
+
+void rt_cu_rmsnorm_fwd(rt_exec *e, const float *x, const float *w, float *y, float *rstd,
+                       int64_t rows, int64_t d, float eps)
+{
+    if (rows <= 0 || d <= 0)
+        return;
+    char name[64];
+    snprintf(name, sizeof name, "rt_rmsnorm_fwd_%lld", (long long)d);
+    void *args[] = {&x, &w, &y, &rstd, &eps, &rows};
+    ln_launch(e, name, rows, d, args);
+}
+
+void rt_cu_rmsnorm_bwd(rt_exec *e, const float *x, const float *w, const float *rstd,
+                       const float *dy, const float *add, float *dx, float *dw, int64_t rows,
+                       int64_t d)
+{
+    if (rows <= 0 || d <= 0)
+        return;
+    /* dw's partials first: they read x and dy, which dx may overwrite */
+    int64_t rb, nrb = row_blocks(rows, d, 1, &rb);
+    rt_dptr part = rt_cu_scratch(e, (size_t)(nrb * d) * sizeof(double));
+    void *a1[] = {&x, &dy, &rstd, &part, &rows, &d, &rb};
+    rt_cu_launch(e, "rt_rmsnorm_dw", gdim(cdiv(d, 32), GX, "rmsnorm"), gdim(nrb, GYZ, "rmsnorm"),
+                 1, 32, 8, 0, a1);
+    char name[64];
+    snprintf(name, sizeof name, "rt_rmsnorm_bwd_%lld", (long long)d);
+    void *a2[] = {&x, &w, &rstd, &dy, &add, &dx, &rows};
+    ln_launch(e, name, rows, d, a2);
+    colsum_finish(e, part, dw, nrb, d);
+}
+
+void rt_cu_glu_fwd(rt_exec *e, const float *x, float *y, int64_t rows, int64_t h, int act)
+{
+    if (rows <= 0 || h <= 0)
+        return;
+    void *args[] = {&x, &y, &rows, &h, &act};
+    /* a block a row at a time, at most rt_cu_grid_for's blocks (glu.cuh) */
+    rt_cu_launch(e, "rt_glu_fwd", rt_cu_grid_for(e, rows * 256), 1, 1, 256, 1, 0, args);
+}
+
+void rt_cu_glu_bwd(rt_exec *e, const float *x, const float *dy, float *dx, int64_t rows,
+                   int64_t h, int act)
+{
+    if (rows <= 0 || h <= 0)
+        return;
+    void *args[] = {&x, &dy, &dx, &rows, &h, &act};
+    rt_cu_launch(e, "rt_glu_bwd", rt_cu_grid_for(e, rows * 256), 1, 1, 256, 1, 0, args);
+}
+
 /* ---- losses ------------------------------------------------------------------------------ */
 
 /* stats += the sums of loss[0, n) and correct[0, n) (correct may be 0) */
@@ -632,6 +682,10 @@ void rt_cu_ops_register(void)
         .avgpool2d_bwd = rt_cu_avgpool2d_bwd,
         .layernorm_fwd = rt_cu_layernorm_fwd,
         .layernorm_bwd = rt_cu_layernorm_bwd,
+        .rmsnorm_fwd = rt_cu_rmsnorm_fwd,
+        .rmsnorm_bwd = rt_cu_rmsnorm_bwd,
+        .glu_fwd = rt_cu_glu_fwd,
+        .glu_bwd = rt_cu_glu_bwd,
         .cross_entropy = rt_cu_cross_entropy,
         .mse = rt_cu_mse,
         .attention_fwd = rt_cu_attention_fwd,

@@ -1,5 +1,5 @@
 /* kernels.c: the CPU thread pool and the heavy kernels that generated trainers call
- * (GEMM, im2col/col2im, pooling, LayerNorm, the losses).
+ * (GEMM, im2col/col2im, pooling, LayerNorm, RMSNorm, the gated linear unit, the losses).
  *
  * Determinism: every kernel here gives the same bits for the same shapes whatever the
  * thread count. Work is cut into tasks whose boundaries depend only on the shapes; a
@@ -1243,6 +1243,223 @@ void rt_layernorm_bwd(rt_exec *e, const float *x, const float *w, const float *m
     c.part = scratch(p, (size_t)(c.nrb * 2 * d));
     launch(p, c.nrb, 1, ln_bwd_task, &c);
     launch(p, d, grain_for(2 * c.nrb), ln_reduce_task, &c);
+}
+
+/* ---- RMSNorm ------------------------------------------------------------------- */
+
+typedef struct {
+    const float *x, *w, *dy;       /* [rows, d], [d], [rows, d] */
+    const float *add;              /* bwd: [rows, d] added to dx, or NULL; may be dx */
+    float *y, *dx;                 /* [rows, d] */
+    float *rstd;                   /* [rows] */
+    float *dw;                     /* [d] */
+    double *part;                  /* bwd: [nrb, d] partial dw */
+    int64_t rows, d, rb, nrb;
+    float eps;
+} rms_ctx;
+
+static void rms_fwd_task(void *ctx, int64_t lo, int64_t hi)
+{
+    const rms_ctx *c = ctx;
+    int64_t d = c->d;
+    const float *restrict w = c->w;
+    for (int64_t r = lo; r < hi; r++) {
+        const float *restrict x = c->x + r * d;
+        float *restrict y = c->y + r * d;
+        /* the mean square in double (HF's is fp32: within its rounding) */
+        double ms = sqdev_f64(x, d, 0.0) / (double)d;
+        float rs = (float)(1.0 / sqrt(ms + (double)c->eps));
+        c->rstd[r] = rs;
+        v4f rv = splat4(rs);
+        int64_t j = 0;
+        for (; j + 4 <= d; j += 4)
+            st4(y + j, ld4(x + j) * rv * ld4(w + j));
+        for (; j < d; j++)
+            y[j] = x[j] * rs * w[j];
+    }
+}
+
+void rt_rmsnorm_fwd(rt_exec *e, const float *x, const float *w, float *y, float *rstd,
+                    int64_t rows, int64_t d, float eps)
+{
+    if (e->dev) { /* on a GPU: cuda_ops.c */
+        RT_GPU(e)->rmsnorm_fwd(e, x, w, y, rstd, rows, d, eps);
+        return;
+    }
+    rms_ctx c = {.x = x, .w = w, .y = y, .rstd = rstd, .rows = rows, .d = d, .eps = eps};
+    if (d <= 0)
+        return;
+    launch(pool_of(e), rows, grain_for(3 * d), rms_fwd_task, &c);
+}
+
+/* Task t owns rows [t*rb, (t+1)*rb): their dx and its partial dw sums, part[t]. */
+static void rms_bwd_task(void *ctx, int64_t lo, int64_t hi)
+{
+    const rms_ctx *c = ctx;
+    int64_t d = c->d;
+    const float *restrict w = c->w;
+    for (int64_t t = lo; t < hi; t++) {
+        double *restrict pw = c->part + t * d;
+        for (int64_t j = 0; j < d; j++)
+            pw[j] = 0.0;
+        int64_t r1 = (t + 1) * c->rb < c->rows ? (t + 1) * c->rb : c->rows;
+        for (int64_t r = t * c->rb; r < r1; r++) {
+            const float *restrict x = c->x + r * d, *restrict dy = c->dy + r * d;
+            /* not restrict: the addend may be dx itself (read, then written) */
+            const float *add = c->add ? c->add + r * d : NULL;
+            float *dx = c->dx + r * d;
+            float rs = c->rstd[r];
+            /* g = dy * w, xh = x * rstd; dx = rstd * (g - xh * mean(g * xh)) */
+            v4f rv = splat4(rs);
+            d4 sv = {{0, 0}, {0, 0}};
+            int64_t j = 0;
+            for (; j + 4 <= d; j += 4) {
+                d4 xh = cvt4(ld4(x + j) * rv);
+                sv = add4d(sv, mul4d(cvt4(ld4(dy + j) * ld4(w + j)), xh));
+                st4d(pw + j, add4d(ld4d(pw + j), mul4d(cvt4(ld4(dy + j)), xh)));
+            }
+            double s = hsum4d(sv);
+            for (; j < d; j++) {
+                float xh = x[j] * rs;
+                s += (double)(dy[j] * w[j]) * xh;
+                pw[j] += (double)dy[j] * xh;
+            }
+            float m = (float)(s / (double)d);
+            v4f mv = splat4(m);
+            for (j = 0; j + 4 <= d; j += 4) {
+                v4f g = rv * (ld4(dy + j) * ld4(w + j) - ld4(x + j) * rv * mv);
+                st4(dx + j, add ? g + ld4(add + j) : g);
+            }
+            for (; j < d; j++) {
+                float g = rs * (dy[j] * w[j] - x[j] * rs * m);
+                dx[j] = add ? g + add[j] : g;
+            }
+        }
+    }
+}
+
+/* Column j of dw: the partials added in task order. */
+static void rms_reduce_task(void *ctx, int64_t lo, int64_t hi)
+{
+    const rms_ctx *c = ctx;
+    for (int64_t j = lo; j < hi; j++) {
+        double sw = 0.0;
+        for (int64_t t = 0; t < c->nrb; t++)
+            sw += c->part[t * c->d + j];
+        c->dw[j] += (float)sw;
+    }
+}
+
+void rt_rmsnorm_bwd(rt_exec *e, const float *x, const float *w, const float *rstd,
+                    const float *dy, const float *add, float *dx, float *dw, int64_t rows,
+                    int64_t d)
+{
+    if (e->dev) { /* on a GPU: cuda_ops.c */
+        RT_GPU(e)->rmsnorm_bwd(e, x, w, rstd, dy, add, dx, dw, rows, d);
+        return;
+    }
+    if (rows <= 0 || d <= 0)
+        return;
+    rt_pool *p = pool_of(e);
+    rms_ctx c = {.x = x, .w = w, .dy = dy, .add = add, .dx = dx, .rstd = (float *)rstd,
+                 .dw = dw, .rows = rows, .d = d};
+    /* row blocks as rt_layernorm_bwd's: they depend on the shape only, so dw does not
+     * depend on the thread count */
+    int64_t nrb = rows * d / 32768;
+    nrb = nrb > 64 ? 64 : nrb < 1 ? 1 : nrb;
+    c.rb = ceil_div(rows, nrb);
+    c.nrb = ceil_div(rows, c.rb);
+    c.part = scratch(p, (size_t)(c.nrb * d));
+    launch(p, c.nrb, 1, rms_bwd_task, &c);
+    launch(p, d, grain_for(c.nrb), rms_reduce_task, &c);
+}
+
+/* ---- gated linear unit --------------------------------------------------------- */
+
+typedef struct {
+    const float *x, *dy;   /* [rows, 2h], [rows, h] */
+    float *y, *dx;         /* [rows, h], [rows, 2h] */
+    int64_t h;
+    int act;               /* RT_GLU_* */
+} glu_ctx;
+
+static inline float glu_act(int act, float a)
+{
+    switch (act) {
+    case RT_GLU_SILU: return rt_silu(a);
+    case RT_GLU_GELU: return rt_gelu(a);
+    case RT_GLU_GELU_TANH: return rt_gelu_tanh(a);
+    case RT_GLU_SIGMOID: return rt_sigmoidf(a);
+    default: return a < 0.0f ? 0.0f : a;   /* NaN stays NaN, as torch.relu */
+    }
+}
+
+/* d act(a) times g (the activation's backward as the elementwise ops have it) */
+static inline float glu_act_bwd(int act, float a, float g)
+{
+    switch (act) {
+    case RT_GLU_SILU: return rt_silu_bwd(a, g);
+    case RT_GLU_GELU: return rt_gelu_bwd(a, g);
+    case RT_GLU_GELU_TANH: return rt_gelu_tanh_bwd(a, g);
+    case RT_GLU_SIGMOID: {
+        float s = rt_sigmoidf(a);
+        return g * s * (1.0f - s);
+    }
+    default: return a <= 0.0f ? 0.0f : g;   /* torch's threshold_backward */
+    }
+}
+
+static void glu_fwd_task(void *ctx, int64_t lo, int64_t hi)
+{
+    const glu_ctx *c = ctx;
+    int64_t h = c->h;
+    for (int64_t r = lo; r < hi; r++) {
+        const float *restrict a = c->x + r * 2 * h, *restrict u = a + h;
+        float *restrict y = c->y + r * h;
+        for (int64_t j = 0; j < h; j++)
+            y[j] = glu_act(c->act, a[j]) * u[j];
+    }
+}
+
+static void glu_bwd_task(void *ctx, int64_t lo, int64_t hi)
+{
+    const glu_ctx *c = ctx;
+    int64_t h = c->h;
+    for (int64_t r = lo; r < hi; r++) {
+        const float *restrict a = c->x + r * 2 * h, *restrict u = a + h;
+        const float *restrict dy = c->dy + r * h;
+        float *restrict da = c->dx + r * 2 * h, *restrict du = da + h;
+        for (int64_t j = 0; j < h; j++) {
+            float g = dy[j];
+            da[j] = glu_act_bwd(c->act, a[j], g * u[j]);
+            du[j] = glu_act(c->act, a[j]) * g;
+        }
+    }
+}
+
+void rt_glu_fwd(rt_exec *e, const float *x, float *y, int64_t rows, int64_t h, int act)
+{
+    if (e->dev) { /* on a GPU: cuda_ops.c */
+        RT_GPU(e)->glu_fwd(e, x, y, rows, h, act);
+        return;
+    }
+    glu_ctx c = {.x = x, .y = y, .h = h, .act = act};
+    if (h <= 0)
+        return;
+    launch(pool_of(e), rows, grain_for(8 * h), glu_fwd_task, &c);
+}
+
+void rt_glu_bwd(rt_exec *e, const float *x, const float *dy, float *dx, int64_t rows,
+                int64_t h, int act)
+{
+    if (e->dev) { /* on a GPU: cuda_ops.c */
+        RT_GPU(e)->glu_bwd(e, x, dy, dx, rows, h, act);
+        return;
+    }
+    glu_ctx c = {.x = x, .dy = dy, .dx = dx, .h = h, .act = act};
+    if (h <= 0)
+        return;
+    launch(pool_of(e), rows, grain_for(16 * h), glu_bwd_task, &c);
 }
 
 /* ---- losses -------------------------------------------------------------------- */

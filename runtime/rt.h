@@ -98,6 +98,14 @@ typedef struct rt_gpu_calls {
     void (*layernorm_bwd)(rt_exec *e, const float *x, const float *w, const float *mean,
                           const float *rstd, const float *dy, const float *add, float *dx,
                           float *dw, float *db, int64_t rows, int64_t d);
+    void (*rmsnorm_fwd)(rt_exec *e, const float *x, const float *w, float *y, float *rstd,
+                        int64_t rows, int64_t d, float eps);
+    void (*rmsnorm_bwd)(rt_exec *e, const float *x, const float *w, const float *rstd,
+                        const float *dy, const float *add, float *dx, float *dw, int64_t rows,
+                        int64_t d);
+    void (*glu_fwd)(rt_exec *e, const float *x, float *y, int64_t rows, int64_t h, int act);
+    void (*glu_bwd)(rt_exec *e, const float *x, const float *dy, float *dx, int64_t rows,
+                    int64_t h, int act);
     void (*cross_entropy)(rt_exec *e, const float *logits, const int32_t *target, float *dlogits,
                           int64_t rows, int64_t C, int64_t ld);
     void (*mse)(rt_exec *e, const float *y, const float *t, float *dy, int64_t n);

@@ -318,6 +318,14 @@ void rt_cu_layernorm_fwd(rt_exec *e, const float *x, const float *w, const float
 void rt_cu_layernorm_bwd(rt_exec *e, const float *x, const float *w, const float *mean,
                          const float *rstd, const float *dy, const float *add, float *dx,
                          float *dw, float *db, int64_t rows, int64_t d);
+void rt_cu_rmsnorm_fwd(rt_exec *e, const float *x, const float *w, float *y, float *rstd,
+                       int64_t rows, int64_t d, float eps);
+void rt_cu_rmsnorm_bwd(rt_exec *e, const float *x, const float *w, const float *rstd,
+                       const float *dy, const float *add, float *dx, float *dw, int64_t rows,
+                       int64_t d);
+void rt_cu_glu_fwd(rt_exec *e, const float *x, float *y, int64_t rows, int64_t h, int act);
+void rt_cu_glu_bwd(rt_exec *e, const float *x, const float *dy, float *dx, int64_t rows,
+                   int64_t h, int act);
 /* Adds to rt_cu_stats(e); e->terms is counted on the host by the caller's twin rules. */
 void rt_cu_cross_entropy(rt_exec *e, const float *logits, const int32_t *target, float *dlogits,
                          int64_t rows, int64_t C, int64_t ld);

@@ -235,6 +235,26 @@ void rt_layernorm_bwd(rt_exec *e, const float *x, const float *w, const float *m
                       const float *rstd, const float *dy, const float *add, float *dx,
                       float *dw, float *db, int64_t rows, int64_t d);
 
+/* RMSNorm over the last axis of [rows, d]: y = x * rstd * w, rstd = 1 / sqrt(mean(x^2)
+ * + eps) (the sum of squares in double), saved for backward. */
+void rt_rmsnorm_fwd(rt_exec *e, const float *x, const float *w, float *y, float *rstd,
+                    int64_t rows, int64_t d, float eps);
+/* dx = rstd * (dy w - xh mean(dy w xh)), xh = x * rstd, plus add[i] when add is not NULL
+ * (add may be dx itself, as rt_layernorm_bwd's); dw accumulated (+= sum over rows of
+ * dy xh). */
+void rt_rmsnorm_bwd(rt_exec *e, const float *x, const float *w, const float *rstd,
+                    const float *dy, const float *add, float *dx, float *dw, int64_t rows,
+                    int64_t d);
+
+/* A gated linear unit over rows of 2h: y[r, j] = act(x[r, j]) * x[r, h + j] for j < h
+ * (the gate half first, then the up half; SwiGLU with RT_GLU_SILU). */
+enum { RT_GLU_SILU, RT_GLU_GELU, RT_GLU_GELU_TANH, RT_GLU_SIGMOID, RT_GLU_RELU };
+void rt_glu_fwd(rt_exec *e, const float *x, float *y, int64_t rows, int64_t h, int act);
+/* dx [rows, 2h] overwritten from x and dy [rows, h]: the gate's d act(a) * u * dy, the
+ * up half's act(a) * dy (as torch's mul backward, then the activation's). */
+void rt_glu_bwd(rt_exec *e, const float *x, const float *dy, float *dx, int64_t rows,
+                int64_t h, int act);
+
 /* Softmax cross entropy over rows of C logits, ld apart (ld >= C: a vocabulary's rows
  * padded for aligned GEMMs; the padding is neither read nor written), with i32
  * targets. Adds the loss sum and correct count to e; with dlogits != NULL (same

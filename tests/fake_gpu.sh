@@ -23,6 +23,8 @@
 #   - gpt_char: --sample 50 prints what the CPU prints (batch 2: the emulator is slow);
 #   - tests/vocab/tiny_vocab.json (a vocabulary of 1030: logits rows 1088 apart): --device
 #     cuda vs cpu and --sample, in fp32; bf16-mixed against the CPU's fp32;
+#   - a tiny Llama (rmsnorm, glu, squared_relu): --device cuda vs cpu in fp32, recompute
+#     selective bit-identical to none on the GPU, bf16-mixed against the CPU's fp32;
 #   - gpt_char with recompute selective and full, fp32 and bf16-mixed: records and
 #     weights bit-identical to recompute none; an MLP with dropout (shuffled,
 #     accumulate 2) against the CPU, and its recomputed masks: bit-identical to none;
@@ -295,6 +297,44 @@ O=(--set max_steps=20 --set log_every=1 --set validate.every_steps=10 --set vali
 gpu "$t.bf16" --device cuda "${O[@]}" --out "$t.bf16.gpu" 2>"$t.bf16.gpu.log"
 r=$(close16 "$t.cpu" "$t.bf16.gpu" bf16-mixed)   # (not inside echo: its failure must stop us)
 echo "ok   tiny_vocab bf16-mixed on the GPU against fp32 on the CPU: $r"
+# a tiny Llama (rmsnorm with the residual's gradient folded in, a SwiGLU MLP through
+# glu, squared_relu in a second MLP, no biases): fp32 on the GPU against the CPU;
+# recompute selective (its rmsnorms and glus replayed) bit-identical to none on the
+# GPU; bf16-mixed against the CPU's fp32 by the bar above
+t=$d/llama_tiny
+"$PY" - "$t.json" <<'PY'
+import json, sys
+spec = json.load(open("specs/gpt_char.json"))
+spec["model"]["name"] = "llama_tiny"
+spec["model"]["inputs"]["x"]["shape"] = spec["model"]["inputs"]["y"]["shape"] = [32]
+spec["model"]["layers"] = [
+    {"op": "embedding", "name": "wte", "vocab": 256, "dim": 64, "input": "x"},
+    {"op": "repeat", "name": "h", "count": 2, "body": [
+        {"op": "residual", "body": [{"op": "rmsnorm", "name": "ln_1"}, {"op": "attention", "name": "attn", "heads": 4}]},
+        {"op": "residual", "body": [{"op": "rmsnorm", "name": "ln_2"}, {"op": "linear", "name": "fc", "out": 256, "bias": False},
+                                    {"op": "glu"}, {"op": "linear", "name": "proj", "out": 64, "bias": False}]}]},
+    {"op": "residual", "name": "sq", "body": [{"op": "rmsnorm", "name": "ln"}, {"op": "linear", "name": "fc", "out": 96, "bias": False},
+                                              {"op": "squared_relu"}, {"op": "linear", "name": "proj", "out": 64, "bias": False}]},
+    {"op": "rmsnorm", "name": "ln_f"}, {"op": "linear", "name": "lm_head", "out": 256, "bias": False}]
+for k in ("train", "val"):
+    spec["train"]["data"][k]["tokens"] = spec["train"]["data"][k]["tokens"].replace("../data", "../../../data")
+json.dump(spec, open(sys.argv[1], "w"), indent=1)
+PY
+O=(--set max_steps=10 --set log_every=1 --set loader.shuffle=false --set batch_size=4 --set data.val=null
+   --threads 1 --quiet)
+for pol in none selective; do
+    "$TRAINC" build "$t.json" --device both --arch sm_90 --set recompute=$pol -o "$t.$pol" 2>"$t.$pol.build.log"
+    gpu "$t.$pol" --device cuda "${O[@]}" --out "$t.$pol.gpu" 2>"$t.$pol.gpu.log"
+done
+"$t.none" --device cpu "${O[@]}" --out "$t.cpu" 2>"$t.cpu.log"
+r=$(compare close "$t.cpu" "$t.none.gpu" $TOL)
+echo "ok   llama_tiny (rmsnorm, glu, squared_relu): --device cuda vs cpu: $r"
+r=$(compare same "$t.none.gpu" "$t.selective.gpu")
+echo "ok   llama_tiny recompute selective on the GPU: none's numbers: $r"
+"$TRAINC" build "$t.json" --device both --arch sm_90 --set precision=bf16-mixed -o "$t.bf16" 2>"$t.bf16.build.log"
+gpu "$t.bf16" --device cuda "${O[@]}" --out "$t.bf16.gpu" 2>"$t.bf16.gpu.log"
+r=$(close16 "$t.cpu" "$t.bf16.gpu" bf16-mixed)
+echo "ok   llama_tiny bf16-mixed on the GPU against fp32 on the CPU: $r"
 for p in bf16 fp16; do
   for m in mlp_fashion cnn_fashion gpt_char; do
     t=$d/$m.$p

@@ -25,6 +25,8 @@ inst=$(grep -o '"RT_[A-Z_]*([0-9, ]*)"' tests/gpu/check_ops.c | tr -d '"')
   echo "$inst" | tr -d ' ' | sed -E \
     -e 's/^RT_LAYERNORM_FWD\(([0-9]+)\)/rt_layernorm_fwd_\1/' \
     -e 's/^RT_LAYERNORM_BWD\(([0-9]+)\)/rt_layernorm_bwd_\1/' \
+    -e 's/^RT_RMSNORM_FWD\(([0-9]+)\)/rt_rmsnorm_fwd_\1/' \
+    -e 's/^RT_RMSNORM_BWD\(([0-9]+)\)/rt_rmsnorm_bwd_\1/' \
     -e 's/^RT_CROSS_ENTROPY\(([0-9]+),([0-9]+)\)/rt_cross_entropy_\1_\2/' \
     -e 's/^RT_ATTENTION_FWD\(([0-9]+),([0-9]+),([0-9]+)\)/rt_attention_fwd_\1_\2_\3/' \
     -e 's/^RT_ATTENTION_BWD\(([0-9]+),([0-9]+),([0-9]+)\)/rt_attention_bwd_\1_\2_\3 rt_attention_bwd_kv_\1_\2_\3/' \

@@ -94,7 +94,13 @@ cases = [
     case("flatten", [2, 3, 3], [{"op": "conv2d", "out": 2, "kernel": 1}, {"op": "flatten"}, L(4)]),
     case("cross_entropy_seq", [5, 8], [L(6), {"op": "relu"}, L(4)], target_shape=(5,)),
     case("mse", [8], [L(6), {"op": "sigmoid"}, L(3)], loss="mse", target_shape=(3,)),
+    case("rmsnorm", [8], [L(6), {"op": "rmsnorm"}, L(4)]),
+    case("rmsnorm_rank2", [3, 8], [L(6), {"op": "rmsnorm", "eps": 1e-3}, {"op": "flatten"}, L(4)]),
+    case("squared_relu", [8], [L(6), {"op": "squared_relu"}, L(4)]),
 ]
+# glu: a linear of 2h = 12 (the gate rows, then the up rows), each activation
+cases += [case("glu_" + act, [8], [L(12), {"op": "glu", "act": act}, L(4)])
+          for act in ("silu", "gelu", "gelu_tanh", "sigmoid", "relu")]
 # token models: x holds ids in [0, 7), y the next ids
 E = lambda **k: dict({"op": "embedding", "name": "wte", "vocab": 7, "dim": 6, "input": "x"}, **k)
 tok = lambda name, layers, **k: case(name, [5], layers, classes=7, target_shape=(5,), x_dtype="i32",
@@ -109,6 +115,13 @@ cases += [
     tok("repeat", [E(), {"op": "repeat", "name": "h", "count": 2,
                          "body": [{"op": "residual", "body": [L(6, name="fc"), {"op": "gelu", "approximate": "tanh"}]}]}, L(7)]),
     tok("tie", [E(), {"op": "layernorm"}, {"op": "linear", "tie": "wte", "bias": False}]),
+    # the residual's gradient folded into the rmsnorm backward (fusion.c's layernorm-sums)
+    tok("rmsnorm_residual", [E(), {"op": "residual", "name": "r", "body": [{"op": "rmsnorm"}, L(6), {"op": "tanh"}]}, L(7)]),
+    tok("llama_block", [E(), {"op": "repeat", "name": "h", "count": 2, "body": [
+                            {"op": "residual", "body": [{"op": "rmsnorm", "name": "ln_1"}, {"op": "attention", "name": "attn", "heads": 2}]},
+                            {"op": "residual", "body": [{"op": "rmsnorm", "name": "ln_2"}, L(16, name="fc", bias=False),
+                                                        {"op": "glu"}, L(6, name="proj", bias=False)]}]},
+                        {"op": "rmsnorm", "name": "ln_f"}, L(7, bias=False)]),
     tok("gpt_block", [E(), {"op": "pos_embedding", "name": "wpe", "max_len": 5},
                       {"op": "repeat", "name": "h", "count": 2, "body": [
                           {"op": "residual", "body": [{"op": "layernorm", "name": "ln_1"}, {"op": "attention", "name": "attn", "heads": 2}]},

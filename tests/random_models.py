@@ -9,7 +9,10 @@ a residual around a shape-keeping conv, flatten, linear), vectors (linear, the f
 activations, layernorm, dropout, residuals and repeats (one in another), u8 input
 with scale and shift) and sequences (embedding, pos_embedding, repeated pre-norm
 attention blocks, causal or not, a tied or untied classifier; or f32 [T, d] input
-with an MSE target). The loss is cross entropy or MSE; the optimizer SGD (momentum,
+with an MSE target). Then, from a generator of its own (so the draws above, and every
+model of a seed but these swaps, stay as they were), a layernorm may become an
+rmsnorm, and an activation after a norm and a linear a glu (the linear's outputs
+doubled: gate, then up) or a squared_relu. The loss is cross entropy or MSE; the optimizer SGD (momentum,
 Nesterov, weight decay) or AdamW; accumulate 1 or 2 (with 3 or 4 batches an epoch, a
 step may have one); drop_last on or off (14 rows in batches of 4: the last has 2);
 grad_clip off or tight enough to clip; recompute none, selective or full; 1 or 2
@@ -193,9 +196,35 @@ def sequence_model(r):
     return x, layers, ("mse", k, [T, k])
 
 
+GLU_ACTS = ["silu", "gelu", "gelu_tanh", "sigmoid", "relu"]
+
+
+def llama_swaps(r2, layers):
+    """rmsnorm for layernorm (1 in 3), glu (1 in 4) or squared_relu (1 in 10) for an
+    activation right after a norm and a linear of its own width (both quadratic in
+    their input: unnormalized, repeated residual blocks of them diverge at SGD's rate),
+    in place, through containers."""
+    for k, l in enumerate(layers):
+        if "body" in l:
+            llama_swaps(r2, l["body"])
+        elif l["op"] == "layernorm" and r2.random() < 1 / 3:
+            l["op"] = "rmsnorm"
+        elif l["op"] in ACTS and k > 1 and layers[k - 1]["op"] == "linear" and "out" in layers[k - 1] \
+                and layers[k - 2]["op"] in ("layernorm", "rmsnorm"):
+            c = r2.random()
+            if c < 0.25:
+                layers[k - 1]["out"] *= 2
+                layers[k] = {"op": "glu"}
+                if r2.random() < 0.7:
+                    layers[k]["act"] = GLU_ACTS[r2.integers(len(GLU_ACTS))]
+            elif c < 0.35:
+                layers[k] = {"op": "squared_relu"}
+
+
 def draw(r, i):
     kind = ["image", "vector", "sequence"][i % 3]
     x, layers, loss = {"image": image_model, "vector": vector_model, "sequence": sequence_model}[kind](r)
+    llama_swaps(np.random.default_rng([SEED, i]), layers)
     if loss is None:
         k = int(r.choice([2, 3, 257])) if ODD else int(r.integers(2, 7))
         if r.random() < 0.6:
@@ -280,12 +309,24 @@ def reference(model, P, xin):
                 x = torch.tanh(x)
             elif op == "sigmoid":
                 x = torch.sigmoid(x)
+            elif op == "squared_relu":
+                x = F.relu(x) ** 2
+            elif op == "glu":
+                h = x.shape[-1] // 2
+                a = l.get("act", "silu")
+                g = F.gelu(x[..., :h], approximate="tanh") if a == "gelu_tanh" else \
+                    {"silu": F.silu, "gelu": F.gelu, "sigmoid": torch.sigmoid, "relu": F.relu}[a](x[..., :h])
+                x = g * x[..., h:]
             elif op == "dropout":
                 pass   # p 0; a model with p > 0 is not compared with this reference
             elif op == "layernorm":
                 d = x.shape[-1]
                 x = F.layer_norm(x, (d,), param(pfx + ".weight", (d,), "lnw"),
                                  param(pfx + ".bias", (d,), "b"), l.get("eps", 1e-5))
+            elif op == "rmsnorm":
+                d = x.shape[-1]
+                w = param(pfx + ".weight", (d,), "lnw")
+                x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + l.get("eps", 1e-6)) * w
             elif op == "embedding":
                 x = param(pfx + ".weight", (l["vocab"], l["dim"]), "emb")[xin.long()]
             elif op == "pos_embedding":

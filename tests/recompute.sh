@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Recomputation changes memory, never the numbers: for the MLP (with dropout), the
-# CNN and gpt_char, each policy gives bit-identical per-step losses and final weights
+# CNN, gpt_char and a tiny Llama (rmsnorm, SwiGLU), each policy gives bit-identical per-step losses and final weights
 # to "none". The plan: arena <= 1.10 x the lower bound for every spec and policy;
 # activation bytes none > selective > full for gpt_char and gpt2_124m; auto picks the
 # least recomputation that fits memory_budget_mb (none, selective in the first k
@@ -22,7 +22,23 @@ spec["model"]["layers"] = [{"op": "flatten"}, {"op": "linear", "out": 128}, {"op
 json.dump(spec, open(sys.argv[1] + "/mlp_dropout.json", "w"), indent=1)
 PY
 sed -i 's|\.\./data/fashion|../../../data/fashion|g' "$d/mlp_dropout.json"
-for spec in specs/mlp_fashion.json specs/cnn_fashion.json specs/gpt_char.json "$d/mlp_dropout.json"; do
+# gpt_char with a Llama's blocks: rmsnorm, a SwiGLU MLP (glu after a linear of 2h)
+$PY - "$d" <<'PY'
+import json, sys
+spec = json.load(open("specs/gpt_char.json"))
+m = spec["model"]
+m["name"] = "llama_tiny"
+m["layers"] = [{"op": "embedding", "name": "wte", "vocab": 256, "dim": 64, "input": "x"},
+               {"op": "repeat", "name": "h", "count": 2, "body": [
+                   {"op": "residual", "body": [{"op": "rmsnorm", "name": "ln_1"}, {"op": "attention", "name": "attn", "heads": 4}]},
+                   {"op": "residual", "body": [{"op": "rmsnorm", "name": "ln_2"}, {"op": "linear", "name": "fc", "out": 256, "bias": False},
+                                               {"op": "glu"}, {"op": "linear", "name": "proj", "out": 64, "bias": False}]}]},
+               {"op": "rmsnorm", "name": "ln_f"}, {"op": "linear", "name": "lm_head", "out": 256, "bias": False}]
+for k in ("train", "val"):
+    spec["train"]["data"][k]["tokens"] = spec["train"]["data"][k]["tokens"].replace("../data", "../../../data")
+json.dump(spec, open(sys.argv[1] + "/llama_tiny.json", "w"), indent=1)
+PY
+for spec in specs/mlp_fashion.json specs/cnn_fashion.json specs/gpt_char.json "$d/mlp_dropout.json" "$d/llama_tiny.json"; do
     name=$(basename "$spec" .json)
     for pol in none selective full; do
         "$TRAINC" run "$spec" --set recompute=$pol --set max_steps=6 --set log_every=1 --set data.val=null \
@@ -97,6 +113,17 @@ done
 for m in gpt_char gpt2_124m; do
     "$TRAINC" plan specs/$m.json --json --set recompute=full --set precision=bf16-mixed > "$d/full_${m}_bf16.json"
 done
+# the tiny Llama: selective replays each block's rmsnorms and its glu, and no GEMM
+"$TRAINC" plan "$d/llama_tiny.json" --json --set recompute=selective > "$d/llama_tiny.sel.json"
+$PY - "$d/llama_tiny.sel.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+whats = [i["what"] for i in p["instructions"] if "(recomputed)" in i["what"]]
+n_rms = sum(w.startswith("rmsnorm") for w in whats)
+n_glu = sum(w.startswith("glu") for w in whats)
+assert n_rms == 2 * 2 + 1 and n_glu == 2 and len(whats) == n_rms + n_glu, whats
+print(f"ok   llama_tiny: selective replays {n_rms} rmsnorms and {n_glu} glus, no GEMM")
+PY
 $PY - "$d" <<'PY'
 import glob, json, sys
 d = sys.argv[1]

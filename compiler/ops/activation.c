@@ -1,7 +1,7 @@
-/* activation.c: the elementwise activations relu, gelu (exact or tanh), silu, tanh and
- * sigmoid, one node kind (Node.act says which): graph, backward rule and lowering (one
- * elementwise op each way, fused later; the backward reads the output where its rule
- * can, so the pre-activation need not live). */
+/* activation.c: the elementwise activations relu, gelu (exact or tanh), silu, tanh,
+ * sigmoid and squared_relu, one node kind (Node.act says which): graph, backward rule
+ * and lowering (one elementwise op each way, fused later; the backward reads the output
+ * where its rule can, so the pre-activation need not live). */
 #include "op.h"
 
 /* any shape, kept */
@@ -11,11 +11,12 @@ static void build_activation(GraphCtx *c, const LayerArgs *a)
     Tensor *x = a->x;
     const char *at = a->at;
     const char *pfx = a->pfx;
-    static const char *nm[] = {"relu", "gelu", "gelu", "silu", "tanh", "sigmoid"};
+    static const char *nm[] = {"relu", "gelu", "gelu", "silu", "tanh", "sigmoid", "squared_relu"};
     int act = l->op == OP_RELU ? ACT_RELU
               : l->op == OP_GELU ? (l->gelu_tanh ? ACT_GELU_TANH : ACT_GELU)
               : l->op == OP_SILU ? ACT_SILU
               : l->op == OP_TANH ? ACT_TANH
+              : l->op == OP_SQUARED_RELU ? ACT_SQUARED_RELU
                                  : ACT_SIGMOID;
     Tensor *y = act_tensor(c, l->path, layer_ident(nm[act], pfx), x->rank, x->shape);
     y->origin = at;
@@ -29,7 +30,7 @@ static void build_activation(GraphCtx *c, const LayerArgs *a)
 /* An activation of x = operand 0. */
 static const Expr *act_fwd_expr(int act)
 {
-    const Expr *x = x_arg(0);
+    const Expr *x = x_arg(0), *zero = x_const(0);
     switch (act) {
     case ACT_RELU: return x_relu(x);
     case ACT_GELU: return x_fn(FN_GELU, x, NULL);
@@ -37,6 +38,7 @@ static const Expr *act_fwd_expr(int act)
     case ACT_SILU: return x_fn(FN_SILU, x, NULL);
     case ACT_TANH: return x_fn(FN_TANH, x, NULL);
     case ACT_SIGMOID: return x_fn(FN_SIGMOID, x, NULL);
+    case ACT_SQUARED_RELU: return x_select(x_lt(x, zero), zero, x_mul(x, x));   /* relu(x)^2 */
     }
     unreachable();
 }
@@ -55,13 +57,16 @@ static const Expr *act_bwd_expr(int act, int *uses_output)
     case ACT_SILU: return x_fn(FN_SILU_BWD, v, dy);
     case ACT_TANH: return x_mul(dy, x_sub(one, x_mul(v, v)));  /* dy (1 - y^2) */
     case ACT_SIGMOID: return x_mul(x_mul(dy, v), x_sub(one, v));   /* dy y (1 - y) */
+    /* torch's relu(x).pow(2): dy * (2 relu(x)), then threshold_backward at x */
+    case ACT_SQUARED_RELU: return x_select(x_le(v, zero), zero, x_mul(dy, x_mul(x_const(2), v)));
     }
     unreachable();
 }
 
 static const char *act_name(int act)
 {
-    static const char *n[] = {"relu", "gelu", "gelu (tanh)", "silu", "tanh", "sigmoid"};
+    static const char *n[] = {"relu", "gelu", "gelu (tanh)", "silu", "tanh", "sigmoid",
+                              "squared relu"};
     return n[act];
 }
 
@@ -85,5 +90,6 @@ const OpDef op_gelu = {.build = build_activation};
 const OpDef op_silu = {.build = build_activation};
 const OpDef op_tanh = {.build = build_activation};
 const OpDef op_sigmoid = {.build = build_activation};
+const OpDef op_squared_relu = {.build = build_activation};
 const NodeDef node_act = {"act", GRAD_NODE, N_ACT_BWD, lower_act};
 const NodeDef node_act_bwd = {"act_bwd", GRAD_NONE, 0, lower_act_bwd};

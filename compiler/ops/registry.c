@@ -5,7 +5,7 @@
 
 extern const OpDef op_linear, op_conv2d, op_maxpool2d, op_avgpool2d, op_flatten, op_relu,
     op_gelu, op_silu, op_tanh, op_sigmoid, op_dropout, op_layernorm, op_embedding,
-    op_pos_embedding, op_attention, op_residual, op_repeat;
+    op_pos_embedding, op_attention, op_residual, op_repeat, op_squared_relu, op_glu, op_rmsnorm;
 
 const OpDef *const op_defs[OP__COUNT] = {
     [OP_LINEAR] = &op_linear,
@@ -18,8 +18,11 @@ const OpDef *const op_defs[OP__COUNT] = {
     [OP_SILU] = &op_silu,
     [OP_TANH] = &op_tanh,
     [OP_SIGMOID] = &op_sigmoid,
+    [OP_SQUARED_RELU] = &op_squared_relu,
+    [OP_GLU] = &op_glu,
     [OP_DROPOUT] = &op_dropout,
     [OP_LAYERNORM] = &op_layernorm,
+    [OP_RMSNORM] = &op_rmsnorm,
     [OP_EMBEDDING] = &op_embedding,
     [OP_POS_EMBEDDING] = &op_pos_embedding,
     [OP_ATTENTION] = &op_attention,
@@ -31,7 +34,8 @@ extern const NodeDef node_convert, node_linear, node_conv2d, node_maxpool, node_
     node_flatten, node_act, node_dropout, node_layernorm, node_loss, node_embedding,
     node_pos_embedding, node_attention, node_add, node_linear_bwd, node_conv2d_bwd,
     node_maxpool_bwd, node_avgpool_bwd, node_act_bwd, node_dropout_bwd, node_layernorm_bwd,
-    node_embedding_bwd, node_pos_embedding_bwd, node_attention_bwd;
+    node_embedding_bwd, node_pos_embedding_bwd, node_attention_bwd, node_rmsnorm,
+    node_rmsnorm_bwd, node_glu, node_glu_bwd;
 
 const NodeDef *const node_defs[N__COUNT] = {
     [N_CONVERT] = &node_convert,
@@ -43,6 +47,8 @@ const NodeDef *const node_defs[N__COUNT] = {
     [N_ACT] = &node_act,
     [N_DROPOUT] = &node_dropout,
     [N_LAYERNORM] = &node_layernorm,
+    [N_RMSNORM] = &node_rmsnorm,
+    [N_GLU] = &node_glu,
     [N_LOSS] = &node_loss,
     [N_EMBEDDING] = &node_embedding,
     [N_POS_EMBEDDING] = &node_pos_embedding,
@@ -55,6 +61,8 @@ const NodeDef *const node_defs[N__COUNT] = {
     [N_ACT_BWD] = &node_act_bwd,
     [N_DROPOUT_BWD] = &node_dropout_bwd,
     [N_LAYERNORM_BWD] = &node_layernorm_bwd,
+    [N_RMSNORM_BWD] = &node_rmsnorm_bwd,
+    [N_GLU_BWD] = &node_glu_bwd,
     [N_EMBEDDING_BWD] = &node_embedding_bwd,
     [N_POS_EMBEDDING_BWD] = &node_pos_embedding_bwd,
     [N_ATTENTION_BWD] = &node_attention_bwd,

@@ -1,6 +1,7 @@
-/* layernorm.cuh: LayerNorm over the last axis of [rows, D] (twins of rt_layernorm_fwd
- * and rt_layernorm_bwd in runtime/kernels.c). Statistics in double, elementwise
- * arithmetic in float, as on the CPU. */
+/* layernorm.cuh: LayerNorm and RMSNorm over the last axis of [rows, D] (twins of
+ * rt_layernorm_fwd, rt_layernorm_bwd, rt_rmsnorm_fwd and rt_rmsnorm_bwd in
+ * runtime/kernels.c). Statistics in double, elementwise arithmetic in float, as on the
+ * CPU. */
 
 /* Rows whose width is a multiple of 128, up to 1024 (GPT-2's 768), take a warp a row
  * with the row in registers (rt_ln_warp): 8 rows a block of 256 threads, the sums
@@ -255,5 +256,178 @@ rt_layernorm_dwdb(const act_t *x, const act_t *dy, const float *mean, const floa
         }
         part[blockIdx.y * d + j] = pw;
         part[(nrb + blockIdx.y) * d + j] = pb;
+    }
+}
+
+/* ---- RMSNorm (twins of rt_rmsnorm_fwd and rt_rmsnorm_bwd in runtime/kernels.c) ------------
+ * The same shapes as layernorm's kernels (a warp a row where rt_ln_warp(D), else a block
+ * a row; the host launches them with ln_launch), without the mean: the sum of squares in
+ * double, elementwise arithmetic in float in the CPU's order.
+ *
+ * Launch: as RT_LAYERNORM_FWD.
+ *   rstd[r] = (float) 1 / sqrt(mean_j x[r, j]^2 + eps)    (double sum)
+ *   y[r, j] = x[r, j] * rstd * w[j]
+ * y may be x. */
+template <int D>
+__device__ __forceinline__ void rmsnorm_fwd_warp(const act_t *x, const float *w, act_t *y,
+                                                 float *rstd, float eps, int64_t rows)
+{
+    constexpr int G = rt_ln_group<D>(), C = D / (32 * G);   /* C groups of G a lane */
+    const int lane = threadIdx.x & 31;
+    const int64_t r = rt_ln_warp_row(rows);
+    if (r < 0)
+        return;
+    const act_t *xr = x + r * D;
+    rt_vec<G> v[C];
+    double q = 0.0;
+#pragma unroll
+    for (int k = 0; k < C; k++) {
+        v[k] = rt_ldv<G>(xr + G * (32 * k + lane));
+#pragma unroll
+        for (int e = 0; e < G; e++)
+            q += (double)v[k].v[e] * (double)v[k].v[e];
+    }
+    const double ms = rt_warp_sum(q) / (double)D;
+    const float rs = (float)(1.0 / sqrt(ms + (double)eps));
+#pragma unroll
+    for (int k = 0; k < C; k++) {
+        const int j = G * (32 * k + lane);
+        const rt_vec<G> wv = rt_ldv<G>(w + j);
+        rt_vec<G> o;
+#pragma unroll
+        for (int e = 0; e < G; e++)
+            o.v[e] = v[k].v[e] * rs * wv.v[e];
+        rt_stv(y + r * D + j, o);
+    }
+    if (lane == 0)
+        rstd[r] = rs;
+}
+
+template <int D>
+__device__ __forceinline__ void rmsnorm_fwd_row(const act_t *x, const float *w, act_t *y,
+                                                float *rstd, float eps)
+{
+    int64_t r = blockIdx.x;
+    const act_t *xr = x + r * D;           /* [D] */
+    double q = 0.0;
+    rt_row_each(xr, D, [&](int j, float v) { q += (double)v * (double)v; });
+    double ms = rt_block_sum(q) / (double)D;
+    float rs = (float)(1.0 / sqrt(ms + (double)eps));
+    rt_row_map(xr, y + r * D, D, [&](int j, float v) { return v * rs * w[j]; });
+    if (threadIdx.x == 0)
+        rstd[r] = rs;
+}
+
+#define RT_RMSNORM_FWD(D)                                                                     \
+    extern "C" __global__ void __launch_bounds__(rt_ln_threads(D)) rt_rmsnorm_fwd_##D(        \
+        const act_t *x, const float *w, act_t *y, float *rstd, float eps, int64_t rows)       \
+    {                                                                                         \
+        if constexpr (rt_ln_warp(D))                                                          \
+            rmsnorm_fwd_warp<D>(x, w, y, rstd, eps, rows);                                    \
+        else                                                                                  \
+            rmsnorm_fwd_row<D>(x, w, y, rstd, eps);                                           \
+    }
+
+/* The input gradient of a row (a warp a row where rt_ln_warp(D)).
+ *
+ * Launch: as RT_LAYERNORM_BWD.
+ *   xh = x * rstd, g = dy * w                    (float)
+ *   m  = mean_j g * xh                           (double sum, rounded to float)
+ *   dx = rstd * (g - xh * m)  (+ add)            (overwritten; dx may be dy, x or add)
+ * add as layernorm's: another gradient contribution (a residual's) summed in, read just
+ * before dx[j] is written. dw comes from rt_rmsnorm_dw, launched before this kernel. */
+template <int D>
+__device__ __forceinline__ void rmsnorm_bwd_warp(const act_t *x, const float *w,
+                                                 const float *rstd, const act_t *dy,
+                                                 const act_t *add, act_t *dx, int64_t rows)
+{
+    constexpr int G = rt_ln_group<D>(), C = D / (32 * G);   /* C groups of G a lane */
+    const int lane = threadIdx.x & 31;
+    const int64_t r = rt_ln_warp_row(rows);
+    if (r < 0)
+        return;
+    const float rs = rstd[r];
+    float xh[C][G], g[C][G];
+    double s = 0.0;
+#pragma unroll
+    for (int k = 0; k < C; k++) {   /* x and dy in, before dx (maybe x or dy) is written */
+        const int j = G * (32 * k + lane);
+        const rt_vec<G> xv = rt_ldv<G>(x + r * D + j), gv = rt_ldv<G>(dy + r * D + j);
+        const rt_vec<G> wv = rt_ldv<G>(w + j);
+#pragma unroll
+        for (int e = 0; e < G; e++) {
+            xh[k][e] = xv.v[e] * rs;
+            g[k][e] = gv.v[e] * wv.v[e];
+            s += (double)g[k][e] * xh[k][e];
+        }
+    }
+    const float m = (float)(rt_warp_sum(s) / (double)D);
+#pragma unroll
+    for (int k = 0; k < C; k++) {   /* add[j] is read just before dx[j] (maybe it) */
+        const int j = G * (32 * k + lane);
+        rt_vec<G> o = {};
+        if (add)
+            o = rt_ldv<G>(add + r * D + j);
+#pragma unroll
+        for (int e = 0; e < G; e++) {
+            const float gx = rs * (g[k][e] - xh[k][e] * m);
+            o.v[e] = add ? gx + o.v[e] : gx;
+        }
+        rt_stv(dx + r * D + j, o);
+    }
+}
+
+template <int D>
+__device__ __forceinline__ void rmsnorm_bwd_row(const act_t *x, const float *w,
+                                                const float *rstd, const act_t *dy,
+                                                const act_t *add, act_t *dx)
+{
+    int64_t r = blockIdx.x;
+    const act_t *xr = x + r * D, *dyr = dy + r * D;   /* [D] each */
+    float rs = rstd[r];
+    double s = 0.0;
+    rt_row_each(xr, D, [&](int j, float v) { s += (double)(rt_ld(dyr + j) * w[j]) * (v * rs); });
+    float m = (float)(rt_block_sum(s) / (double)D);
+    const act_t *addr = add ? add + r * D : NULL;
+    rt_row_map(xr, dx + r * D, D, [&](int j, float v) {
+        float gx = rs * (rt_ld(dyr + j) * w[j] - v * rs * m);
+        return addr ? gx + rt_ld(addr + j) : gx;
+    });
+}
+
+#define RT_RMSNORM_BWD(D)                                                                     \
+    extern "C" __global__ void __launch_bounds__(rt_ln_threads(D)) rt_rmsnorm_bwd_##D(        \
+        const act_t *x, const float *w, const float *rstd, const act_t *dy, const act_t *add, \
+        act_t *dx, int64_t rows)                                                              \
+    {                                                                                         \
+        if constexpr (rt_ln_warp(D))                                                          \
+            rmsnorm_bwd_warp<D>(x, w, rstd, dy, add, dx, rows);                               \
+        else                                                                                  \
+            rmsnorm_bwd_row<D>(x, w, rstd, dy, add, dx);                                      \
+    }
+
+/* Partial sums of dw over blocks of rows, as rt_layernorm_dwdb's (without db).
+ *
+ * Launch: grid (ceil(d / 32), nrb), block (32, 8); rows [by * rb, (by + 1) * rb).
+ *   part[by, j] = sum over the block's rows of dy[r, j] * (x[r, j] * rstd[r])   (double)
+ * rt_colsum_finish adds part [nrb, d] into dw. */
+extern "C" __global__ void __launch_bounds__(256)
+rt_rmsnorm_dw(const act_t *x, const act_t *dy, const float *rstd, double *part, int64_t rows,
+              int64_t d, int64_t rb)
+{
+    __shared__ double sw[8][32];
+    int tx = threadIdx.x, ty = threadIdx.y;
+    int64_t j = (int64_t)blockIdx.x * 32 + tx;
+    int64_t r0 = (int64_t)blockIdx.y * rb, r1 = r0 + rb < rows ? r0 + rb : rows;
+    double pw = 0.0;
+    if (j < d)
+        for (int64_t r = r0 + ty; r < r1; r += 8)
+            pw += (double)rt_ld(dy + r * d + j) * (double)(rt_ld(x + r * d + j) * rstd[r]);
+    sw[ty][tx] = pw;
+    __syncthreads();
+    if (ty == 0 && j < d) {
+        for (int k = 1; k < 8; k++)
+            pw += sw[k][tx];
+        part[blockIdx.y * d + j] = pw;
     }
 }

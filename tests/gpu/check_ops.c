@@ -55,6 +55,10 @@ static const char *const instances[] = {
     "RT_LAYERNORM_BWD(7)", "RT_LAYERNORM_BWD(64)", "RT_LAYERNORM_BWD(130)",
     "RT_LAYERNORM_BWD(768)", "RT_LAYERNORM_BWD(128)", "RT_LAYERNORM_BWD(1024)",
     "RT_LAYERNORM_BWD(2048)",
+    "RT_RMSNORM_FWD(7)", "RT_RMSNORM_FWD(130)", "RT_RMSNORM_FWD(768)", "RT_RMSNORM_FWD(128)",
+    "RT_RMSNORM_FWD(2048)",
+    "RT_RMSNORM_BWD(7)", "RT_RMSNORM_BWD(130)", "RT_RMSNORM_BWD(768)", "RT_RMSNORM_BWD(128)",
+    "RT_RMSNORM_BWD(2048)",
     "RT_CROSS_ENTROPY(10, 10)", "RT_CROSS_ENTROPY(13, 13)", "RT_CROSS_ENTROPY(50257, 50257)",
     "RT_CROSS_ENTROPY(50257, 50304)", "RT_CROSS_ENTROPY(8192, 8192)", "RT_CROSS_ENTROPY(8197, 8200)",
     "RT_ATTENTION_FWD(17, 48, 1)", "RT_ATTENTION_BWD(17, 48, 1)",
@@ -519,6 +523,86 @@ static void t_layernorm(int64_t rows, int64_t d)
     free(x), free(w), free(b), free(dy), free(g), free(y), free(mean), free(rstd), free(dx);
     free(dw0), free(db0), free(dw), free(db), free(dxa), free(dxi), free(sdw), free(sdb);
     free(pn), free(pr), reset();
+}
+
+/* ---- RMSNorm and the gated linear unit ------------------------------------------------------ */
+
+/* As t_layernorm: the backward also with an addend (a residual's gradient folded in),
+ * into its own buffer and in place. */
+static void t_rmsnorm(int64_t rows, int64_t d)
+{
+    SHAPE("[%lld, %lld]", (long long)rows, (long long)d);
+    int64_t n = rows * d;
+    float *x = fvec(n), *w = fvec(d), *dy = fvec(n), *g = avec(n);
+    for (int64_t i = 0; i < n; i++)   /* an offset, as a residual stream has */
+        x[i] = 0.5f + 2.0f * x[i];
+    round_act(x, n);
+    round_act(dy, n);
+    float *y = nans(n), *rstd = nans(rows), *dx = nans(n);
+    float *dw0 = fvec(d), *dw = fcopy(dw0, d), *sdw = fcopy(dw0, d);
+    float *dxa = nans(n), *dxi = fcopy(g, n);
+    rt_rmsnorm_fwd(&C, x, w, y, rstd, rows, d, 1e-6f);
+    rt_rmsnorm_bwd(&C, x, w, rstd, dy, NULL, dx, dw, rows, d);
+    rt_rmsnorm_bwd(&C, x, w, rstd, dy, g, dxa, sdw, rows, d);
+    rt_rmsnorm_bwd(&C, x, w, rstd, dy, dxi, dxi, sdw, rows, d);
+    float *gx = up_a(x, n), *gw = up(w, d * 4), *gdy = up_a(dy, n);
+    float *gy = dalloc_a(n), *grstd = dalloc(rows * 4), *gdx = dalloc_a(n), *gdw = dalloc(d * 4);
+    float *gg = up_a(g, n), *gdxa = dalloc_a(n), *gdxi = dalloc_a(n);
+    float *pn = nans(n), *pr = nans(rows);
+    out_t of[2] = {{"y", y, {0}, n}, {"rstd", rstd, {0}, rows}};
+    out_t ob[2] = {{"dx", dx, {0}, n}, {"dw", dw, {0}, d}};
+    out_t oa[2] = {{"dx + g", dxa, {0}, n}, {"dx + g in place", dxi, {0}, n}};
+    for (int rep = 0; rep < 2; rep++) {
+        upload_a(gy, pn, n), upload_a(gdx, pn, n), upload_a(gdxa, pn, n), upload_a(gdxi, g, n);
+        upload(grstd, pr, rows * 4), upload(gdw, dw0, d * 4);
+        rt_cu_rmsnorm_fwd(G, gx, gw, gy, grstd, rows, d, 1e-6f);
+        of[0].gpu[rep] = down_a(gy, n), of[1].gpu[rep] = down(grstd, rows);
+        /* the backward from the CPU's statistics, so that its check is its own */
+        upload(grstd, rstd, rows * 4);
+        rt_cu_rmsnorm_bwd(G, gx, gw, grstd, gdy, NULL, gdx, gdw, rows, d);
+        ob[0].gpu[rep] = down_a(gdx, n), ob[1].gpu[rep] = down(gdw, d);
+        rt_cu_rmsnorm_bwd(G, gx, gw, grstd, gdy, gg, gdxa, gdw, rows, d);
+        rt_cu_rmsnorm_bwd(G, gx, gw, grstd, gdy, gdxi, gdxi, gdw, rows, d);
+        oa[0].gpu[rep] = down_a(gdxa, n), oa[1].gpu[rep] = down_a(gdxi, n);
+    }
+    judge("rmsnorm_fwd", TA(TOL_EW), of, 1);
+    judge("rmsnorm_fwd rstd", TOL_EW, of + 1, 1);
+    judge("rmsnorm_bwd", TA(TOL_RED), ob, 1);
+    judge("rmsnorm_bwd dw", TOL_RED, ob + 1, 1);
+    judge("rmsnorm_bwd addend", TA(TOL_RED), oa, 2);
+    free(x), free(w), free(dy), free(g), free(y), free(rstd), free(dx), free(dw0), free(dw);
+    free(sdw), free(dxa), free(dxi), free(pn), free(pr), reset();
+}
+
+/* Each activation of glu (RT_GLU_*), forward and backward. */
+static void t_glu(int64_t rows, int64_t h)
+{
+    static const char *const acts[] = {"silu", "gelu", "gelu_tanh", "sigmoid", "relu"};
+    int64_t nx = rows * 2 * h, ny = rows * h;
+    float *x = fvec(nx), *dy = fvec(ny);
+    for (int64_t i = 0; i < nx; i++)   /* gates over [-3, 3): both tails of each act */
+        x[i] *= 3.0f;
+    round_act(x, nx);
+    round_act(dy, ny);
+    float *gx = up_a(x, nx), *gdy = up_a(dy, ny), *gy = dalloc_a(ny), *gdx = dalloc_a(nx);
+    float *py = nans(ny), *px = nans(nx);
+    for (int act = RT_GLU_SILU; act <= RT_GLU_RELU; act++) {
+        SHAPE("[%lld, 2 x %lld] %s", (long long)rows, (long long)h, acts[act]);
+        float *y = nans(ny), *dx = nans(nx);
+        rt_glu_fwd(&C, x, y, rows, h, act);
+        rt_glu_bwd(&C, x, dy, dx, rows, h, act);
+        out_t o[2] = {{"y", y, {0}, ny}, {"dx", dx, {0}, nx}};
+        for (int rep = 0; rep < 2; rep++) {
+            upload_a(gy, py, ny), upload_a(gdx, px, nx);
+            rt_cu_glu_fwd(G, gx, gy, rows, h, act);
+            rt_cu_glu_bwd(G, gx, gdy, gdx, rows, h, act);
+            o[0].gpu[rep] = down_a(gy, ny), o[1].gpu[rep] = down_a(gdx, nx);
+        }
+        judge("glu_fwd", TA(TOL_EW), o, 1);
+        judge("glu_bwd", TA(TOL_EW), o + 1, 1);
+        free(y), free(dx);
+    }
+    free(x), free(dy), free(py), free(px), reset();
 }
 
 /* ---- losses -------------------------------------------------------------------------------- */
@@ -1649,6 +1733,17 @@ int main(int argc, char **argv)
     t_layernorm(9, 128);      /* the same, one group of 4 a lane, a block not full */
     t_layernorm(45, 1024);    /* the same, 8 groups a lane */
     t_layernorm(3, 2048);     /* a block a row again (too wide for a warp's registers) */
+
+    t_rmsnorm(1, 7);
+    t_rmsnorm(37, 7);
+    t_rmsnorm(300, 130);
+    t_rmsnorm(257, 768);      /* a warp a row, as layernorm's */
+    t_rmsnorm(9, 128);
+    t_rmsnorm(3, 2048);       /* a block a row */
+    t_glu(1, 1);
+    t_glu(37, 13);
+    t_glu(64, 512);           /* 16-byte accesses (glu.cuh) */
+    t_glu(5, 24);             /* the same: three vectors of 8 16-bit values a half row */
 
     t_cross_entropy(1, 10, 1, 10);
     t_cross_entropy(37, 10, 0, 10);

@@ -1211,6 +1211,138 @@ static void fd_mse(void)
     free(y), free(t);
 }
 
+/* ---- RMSNorm and the gated linear unit ------------------------------------------- */
+
+/* rt_rmsnorm_fwd/bwd against a double reference; 1 vs 3 threads bitwise; the addend
+ * (in another buffer and in place) one float add after dx, as layernorm's. (300, 257)
+ * and (5, 20000) have several row blocks of dw partials. */
+static void test_rmsnorm(void)
+{
+    char nm[160];
+    /* (no d = 1: there dx is the rounding left of x * rstd = +-1, relative to nothing) */
+    const int64_t shapes[][2] = {{1, 3}, {3, 7}, {7, 64}, {300, 257}, {5, 20000}};
+    const float eps = 1e-3f;   /* not the op's default: the eps given is the one used */
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int64_t R = shapes[si][0], d = shapes[si][1], n = R * d;
+        float *x = fvec(n), *w = fvec(d), *dy = fvec(n), *g = fvec(n), *dw0 = fvec(d);
+        double *ry = dvec(n), *rr = dvec(R), *rdx = dvec(n), *rdw = dvec(d);
+        for (int64_t j = 0; j < d; j++)
+            rdw[j] = dw0[j];
+        for (int64_t r = 0; r < R; r++) {   /* the reference: all in double */
+            const float *xr = x + r * d, *gr = dy + r * d;
+            double ss = 0, s = 0;
+            for (int64_t j = 0; j < d; j++)
+                ss += (double)xr[j] * xr[j];
+            double rs = 1.0 / sqrt(ss / d + eps);
+            rr[r] = rs;
+            for (int64_t j = 0; j < d; j++) {
+                ry[r * d + j] = xr[j] * rs * w[j];
+                s += (double)gr[j] * w[j] * xr[j] * rs;
+                rdw[j] += (double)gr[j] * xr[j] * rs;
+            }
+            for (int64_t j = 0; j < d; j++)
+                rdx[r * d + j] = rs * ((double)gr[j] * w[j] - xr[j] * rs * s / d);
+        }
+        float *o[2][6];   /* y, rstd, dx, dw, dx + g, dx + g in place */
+        const int64_t sz[6] = {n, R, n, d, n, n};
+        for (int pi = 0; pi < 2; pi++) {
+            rt_exec e = exec_on(pi, 1);
+            for (int q = 0; q < 6; q++)
+                o[pi][q] = malloc((size_t)sz[q] * 4), fill_nan(o[pi][q], sz[q]);
+            memcpy(o[pi][3], dw0, (size_t)d * 4);
+            memcpy(o[pi][5], g, (size_t)n * 4);
+            rt_rmsnorm_fwd(&e, x, w, o[pi][0], o[pi][1], R, d, eps);
+            rt_rmsnorm_bwd(&e, x, w, o[pi][1], dy, NULL, o[pi][2], o[pi][3], R, d);
+            float *dw1 = malloc((size_t)d * 4);
+            rt_rmsnorm_bwd(&e, x, w, o[pi][1], dy, g, o[pi][4], dw1, R, d);
+            rt_rmsnorm_bwd(&e, x, w, o[pi][1], dy, o[pi][5], o[pi][5], dw1, R, d);
+            free(dw1);
+        }
+        char tag[64];
+        snprintf(tag, sizeof tag, "%lldx%lld", (long long)R, (long long)d);
+        const char *what[4] = {"y", "rstd", "dx", "dw"};
+        const double *ref[4] = {ry, rr, rdx, rdw};
+        for (int pi = 0; pi < 2; pi++)
+            for (int q = 0; q < 4; q++)
+                check_close(NAME("rmsnorm %s %s t=%d", what[q], tag, pool_threads[pi]), o[pi][q],
+                            ref[q], sz[q], 1e-5);
+        float *want = malloc((size_t)n * 4);
+        for (int64_t i = 0; i < n; i++)
+            want[i] = g[i] + o[0][2][i];   /* the sum loop, "G + dx" */
+        check_same(NAME("rmsnorm_bwd addend %s", tag), o[0][4], want, (size_t)n * 4);
+        check_same(NAME("rmsnorm_bwd addend in place %s", tag), o[0][5], want, (size_t)n * 4);
+        int same = 1;
+        for (int q = 0; q < 6; q++)
+            same &= !memcmp(o[0][q], o[1][q], (size_t)sz[q] * 4);
+        if (!same)
+            fail(NAME("rmsnorm %s t=1 vs t=3", tag), "results differ bitwise");
+        else
+            pass(NAME("rmsnorm %s t=1 vs t=3", tag));
+        free(x), free(w), free(dy), free(g), free(dw0), free(ry), free(rr), free(rdx), free(rdw);
+        free(want);
+        for (int pi = 0; pi < 2; pi++)
+            for (int q = 0; q < 6; q++)
+                free(o[pi][q]);
+    }
+}
+
+/* rt_glu_fwd/bwd for each RT_GLU_* against the elementwise rules of trainc_rt.h in
+ * double where they are plain arithmetic (sigmoid, relu: exact in float here too),
+ * within float rounding elsewhere; 1 vs 3 threads bitwise. */
+static void test_glu(void)
+{
+    char nm[160];
+    static const char *const acts[] = {"silu", "gelu", "gelu_tanh", "sigmoid", "relu"};
+    const int64_t R = 37, h = 13, nx = R * 2 * h, ny = R * h;
+    float *x = fvec(nx), *dy = fvec(ny);
+    for (int64_t i = 0; i < nx; i++)
+        x[i] *= 3.0f;
+    for (int act = RT_GLU_SILU; act <= RT_GLU_RELU; act++) {
+        double *ry = dvec(ny), *rdx = dvec(nx);
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t j = 0; j < h; j++) {
+                double a = x[r * 2 * h + j], u = x[r * 2 * h + h + j], g = dy[r * h + j];
+                double s = 1.0 / (1.0 + exp(-a)), f, df;
+                switch (act) {
+                case RT_GLU_SILU: f = a * s, df = s * (1.0 + a * (1.0 - s)); break;
+                case RT_GLU_GELU:
+                    f = 0.5 * a * (1.0 + erf(a / sqrt(2.0)));
+                    df = 0.5 * (1.0 + erf(a / sqrt(2.0))) + a * exp(-0.5 * a * a) / sqrt(2.0 * M_PI);
+                    break;
+                case RT_GLU_GELU_TANH: {
+                    double k = sqrt(2.0 / M_PI), t = tanh(k * (a + 0.044715 * a * a * a));
+                    f = 0.5 * a * (1.0 + t);
+                    df = 0.5 * (1.0 + t) + 0.5 * a * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * a * a);
+                    break;
+                }
+                case RT_GLU_SIGMOID: f = s, df = s * (1.0 - s); break;
+                default: f = a > 0 ? a : 0, df = a > 0; break;
+                }
+                ry[r * h + j] = f * u;
+                rdx[r * 2 * h + j] = df * g * u;
+                rdx[r * 2 * h + h + j] = f * g;
+            }
+        float *y[2], *dx[2];
+        for (int pi = 0; pi < 2; pi++) {
+            rt_exec e = exec_on(pi, 1);
+            y[pi] = malloc((size_t)ny * 4), dx[pi] = malloc((size_t)nx * 4);
+            fill_nan(y[pi], ny), fill_nan(dx[pi], nx);
+            rt_glu_fwd(&e, x, y[pi], R, h, act);
+            rt_glu_bwd(&e, x, dy, dx[pi], R, h, act);
+            check_close(NAME("glu %s y t=%d", acts[act], pool_threads[pi]), y[pi], ry, ny, 1e-5);
+            check_close(NAME("glu %s dx t=%d", acts[act], pool_threads[pi]), dx[pi], rdx, nx, 1e-5);
+        }
+        if (memcmp(y[0], y[1], (size_t)ny * 4) || memcmp(dx[0], dx[1], (size_t)nx * 4))
+            fail(NAME("glu %s t=1 vs t=3", acts[act]), "results differ bitwise");
+        else
+            pass(NAME("glu %s t=1 vs t=3", acts[act]));
+        for (int pi = 0; pi < 2; pi++)
+            free(y[pi]), free(dx[pi]);
+        free(ry), free(rdx);
+    }
+    free(x), free(dy);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 2 && !strcmp(argv[1], "--bad-label-child"))
@@ -1238,6 +1370,8 @@ int main(int argc, char **argv)
     fd_pools();
     fd_cross_entropy();
     fd_mse();
+    test_rmsnorm();   /* after the others: their random inputs stay as they were */
+    test_glu();
     rt_pool_free(pools[0]);
     rt_pool_free(pools[1]);
     printf("%s: %d failure%s\n", failures ? "FAIL" : "ok", failures, failures == 1 ? "" : "s");

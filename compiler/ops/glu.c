@@ -1,0 +1,63 @@
+/* glu.c: the gated linear unit over the last axis, act(x[..., :h]) * x[..., h:] (the
+ * gate half, then the up half: SwiGLU after a linear of 2h outputs): graph, backward
+ * rule and lowering to one runtime call each way (one fused loop over the two halves;
+ * the backward reads the input, not the output, so recompute may drop the output). */
+#include "op.h"
+
+static const char *const glu_names[] = {"silu", "gelu", "gelu_tanh", "sigmoid", "relu"};
+
+/* [..., 2h] -> [..., h] */
+static void build_glu(GraphCtx *c, const LayerArgs *a)
+{
+    const Layer *l = a->l;
+    Tensor *x = a->x;
+    if (x->rank < 1)
+        layer_error(c, l, "glu needs an input with at least one axis, got a scalar");
+    int64_t w = x->shape[x->rank - 1];
+    if (w % 2)
+        layer_error(c, l, "glu splits its input's last axis in two halves (gate, then up), "
+                    "got %s with an odd last axis", shape_str(x->rank, x->shape));
+    int64_t shape[RT_MAX_RANK];
+    for (int k = 0; k < x->rank; k++)
+        shape[k] = x->shape[k];
+    shape[x->rank - 1] = w / 2;
+    Tensor *y = act_tensor(c, l->path, layer_ident("glu", a->pfx), x->rank, shape);
+    y->origin = a->at;
+    y->what = "glu output";
+    Node *nd = layer_node(c, a, N_GLU, x, y);
+    nd->act = l->glu_act;
+    /* per output element: the activation and the product; backward: the activation's
+     * derivative and three products */
+    add_flops(c, l->path, 2.0 * y->numel, 5.0 * y->numel);
+    c->cur = y;
+}
+
+static void lower_glu(Program *p, Node *nd)
+{
+    Tensor *x = nd->in[0], *y = nd->out;
+    int64_t h = y->shape[y->rank - 1];
+    Instr *a = instr_add(p, I_CALL, nd->origin, 0);
+    a->what = xasprintf("glu (%s)", glu_names[nd->act]);
+    SET_CALL(a, CALL_GLU_FWD, arg_t(x), arg_t(y), arg_rows(y->numel / h), arg_int(h),
+             arg_int(nd->act));
+    instr_reads(a, x);
+    instr_writes(a, y);
+}
+
+/* in[0] = dy, in[1] = x */
+static void lower_glu_bwd(Program *p, Node *nd)
+{
+    Tensor *dy = nd->in[0], *x = nd->in[1], *dx = nd->out;
+    int64_t h = dy->shape[dy->rank - 1];
+    Instr *a = instr_add(p, I_CALL, nd->origin, 1);
+    a->what = xasprintf("glu (%s) backward", glu_names[nd->act]);
+    SET_CALL(a, CALL_GLU_BWD, arg_t(x), arg_t(dy), arg_t(dx), arg_rows(dy->numel / h),
+             arg_int(h), arg_int(nd->act));
+    instr_reads(a, x);
+    instr_reads(a, dy);
+    instr_writes(a, dx);
+}
+
+const OpDef op_glu = {.build = build_glu};
+const NodeDef node_glu = {"glu", GRAD_NODE, N_GLU_BWD, lower_glu};
+const NodeDef node_glu_bwd = {"glu_bwd", GRAD_NONE, 0, lower_glu_bwd};
