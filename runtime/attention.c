@@ -218,102 +218,328 @@ static void softmax_bwd_row(float *restrict g, const float *restrict p, float do
 }
 
 typedef struct {
-    const float *qkv;          /* [B, T, 3d] */
+    const float *qkv;          /* [B, T, ld]: H query heads, then KV key, then KV value heads */
+    const float *qn, *kn;      /* qk_norm's weights [hd], or NULL */
     float *lse;                /* [B, H, T] (forward) */
     const float *plse;         /* [B, H, T] (backward) */
     float *y;                  /* [B, T, d] (forward) */
     const float *py;           /* [B, T, d] (backward: the forward's output) */
     const float *dy;           /* [B, T, d] (backward) */
-    float *dqkv;               /* [B, T, 3d] (backward) */
-    int64_t T, d, H, hd, nb;   /* nb: rows a block (att_setup), at most T */
+    float *dqkv;               /* [B, T, ld] (backward) */
+    float *part;               /* [B * KV, 2 hd] qk_norm's weight gradients of each item */
+    const float *cos, *sin;    /* rope: [T, hd / 2] each, or NULL */
+    int64_t T, d, H, KV, g, hd, ld, nb;   /* g = H / KV; ld = (H + 2 KV) hd; nb: rows a block */
+    int64_t window;            /* 0: none */
     int causal;
     float scale;
 } att_ctx;
 
-/* Pairs (b, h) in [lo, hi): P = softmax(q k^T * scale) a row block [r0, r1) at a time
- * (the keys [0, n) it sees) in scratch of its own, y = P v; each row's log-sum-exp
- * goes to lse. No T x T buffer outlives the call. */
+/* Does q or k go through qk_norm or rope before the products (into scratch)? */
+static int att_transforms(const att_ctx *c) { return c->qn != NULL || c->cos != NULL; }
+
+/* Rows of a block [r0, r1) see keys [k0, kend): the causal prefix, from the first
+ * position the window lets its first row see. */
+static int64_t att_k0(const att_ctx *c, int64_t r0)
+{
+    return c->window && r0 >= c->window ? r0 - c->window + 1 : 0;
+}
+
+/* Row i's visible keys [first, end) (absolute positions). */
+static int64_t att_first(const att_ctx *c, int64_t i)
+{
+    return c->window && i >= c->window ? i - c->window + 1 : 0;
+}
+
+/* One head's q or k rows to scratch out [T, hd]: RMSNorm over hd with weight w
+ * (qk_norm, eps 1e-6, sum in double), then the rotation of dims (j, j + hd/2) by
+ * position t's angles (rope). x rows are ldx apart. */
+static void att_load(const att_ctx *c, const float *x, int64_t ldx, const float *w, float *out)
+{
+    int64_t hd = c->hd, h2 = hd / 2;
+    for (int64_t t = 0; t < c->T; t++) {
+        const float *xr = x + t * ldx;
+        float *o = out + t * hd;
+        float r = 1.0f;
+        if (w) {
+            double ss = 0;
+            for (int64_t j = 0; j < hd; j++)
+                ss += (double)xr[j] * xr[j];
+            r = (float)(1.0 / sqrt(ss / (double)hd + 1e-6));
+        }
+        for (int64_t j = 0; j < hd; j++)
+            o[j] = w ? xr[j] * r * w[j] : xr[j];
+        if (!c->cos)
+            continue;
+        const float *cs = c->cos + t * h2, *sn = c->sin + t * h2;
+        for (int64_t j = 0; j < h2; j++) {
+            float a = o[j], b = o[j + h2];
+            o[j] = a * cs[j] - b * sn[j];
+            o[j + h2] = b * cs[j] + a * sn[j];
+        }
+    }
+}
+
+/* The gradient of att_load's output, dt [T, hd], back to its input x (rows ldx apart):
+ * the inverse rotation, then RMSNorm's backward; written to dx (rows lddx apart) and
+ * the weight's gradient added to dw [hd] (double). */
+static void att_unload(const att_ctx *c, const float *x, int64_t ldx, const float *w,
+                       float *dt, float *dx, int64_t lddx, double *dw)
+{
+    int64_t hd = c->hd, h2 = hd / 2;
+    for (int64_t t = 0; t < c->T; t++) {
+        const float *xr = x + t * ldx;
+        float *gr = dt + t * hd, *o = dx + t * lddx;
+        if (c->cos) {
+            const float *cs = c->cos + t * h2, *sn = c->sin + t * h2;
+            for (int64_t j = 0; j < h2; j++) {
+                float a = gr[j], b = gr[j + h2];
+                gr[j] = a * cs[j] + b * sn[j];
+                gr[j + h2] = b * cs[j] - a * sn[j];
+            }
+        }
+        if (!w) {
+            memcpy(o, gr, (size_t)hd * sizeof(float));
+            continue;
+        }
+        double ss = 0, dot = 0;
+        for (int64_t j = 0; j < hd; j++)
+            ss += (double)xr[j] * xr[j];
+        float r = (float)(1.0 / sqrt(ss / (double)hd + 1e-6));
+        /* x^ = x r, y = w x^: dw += g x^, dx = r (u - x^ mean(u x^)) with u = g w */
+        for (int64_t j = 0; j < hd; j++) {
+            float xh = xr[j] * r;
+            dw[j] += (double)gr[j] * xh;
+            dot += (double)gr[j] * w[j] * xh;
+        }
+        float m = (float)(dot / (double)hd);
+        for (int64_t j = 0; j < hd; j++)
+            o[j] = r * (gr[j] * w[j] - xr[j] * r * m);
+    }
+}
+
+/* One query head's forward: P = softmax(q k^T * scale) a row block [r0, r1) at a time
+ * (the keys [k0, r1) it sees, or all T without a mask) in scratch P [nb, T], y = P v;
+ * each row's log-sum-exp to lse [T]. q, k, v rows are ldq, ldk, ld apart; y's d. */
+static void att_fwd_head(const att_ctx *c, const float *q, int64_t ldq, const float *k,
+                         int64_t ldk, const float *v, float *lse, float *y, float *P)
+{
+    int64_t T = c->T, d = c->d, hd = c->hd, ld = c->ld;
+    for (int64_t r0 = 0; r0 < T; r0 += c->nb) {
+        int64_t r1 = r0 + c->nb < T ? r0 + c->nb : T, k0 = att_k0(c, r0);
+        int64_t n = (c->causal ? r1 : T) - k0;
+        zero_rows(P, r1 - r0, n, T);
+        mm_acc(0, 1, r1 - r0, n, hd, c->scale, q + r0 * ldq, ldq, k + k0 * ldk, ldk, P, T);
+        for (int64_t i = r0; i < r1; i++) {
+            int64_t a = att_first(c, i) - k0, len = (c->causal ? i + 1 : T) - k0;
+            float *row = P + (i - r0) * T;
+            memset(row, 0, (size_t)a * sizeof(float));
+            lse[i] = softmax_row(row + a, len - a, n - a);
+        }
+        zero_rows(y + r0 * d, r1 - r0, hd, d);
+        mm_acc(0, 0, r1 - r0, hd, n, 1.0f, P, T, v + k0 * ld, ld, y + r0 * d, d);
+    }
+}
+
+/* Items (b, KV head) in [lo, hi): the KV head's k (through qk_norm and rope into
+ * scratch when they apply) serves its g query heads, each a row block at a time
+ * (att_fwd_head). No T x T buffer outlives the call. */
 static void att_fwd_task(void *ctx, int64_t lo, int64_t hi)
 {
     const att_ctx *c = ctx;
-    int64_t T = c->T, d = c->d, hd = c->hd, ld = 3 * d;
-    float *P = malloc((size_t)(c->nb * T) * sizeof(float));   /* [nb, T] */
+    int64_t T = c->T, d = c->d, hd = c->hd, ld = c->ld, tr = att_transforms(c);
+    size_t floats = (size_t)(c->nb * T + (tr ? 2 * T * hd : 0));
+    float *P = malloc(floats * sizeof(float));   /* [nb, T], then k and q [T, hd] */
     if (!P)
         rt_fail("out of memory allocating %lld bytes of attention scratch",
-                (long long)(c->nb * T * 4));
-    for (int64_t bh = lo; bh < hi; bh++) {
-        int64_t b = bh / c->H, h = bh % c->H;
-        const float *q = c->qkv + b * T * ld + h * hd, *k = q + d, *v = q + 2 * d;
-        float *lse = c->lse + bh * T;             /* [T] */
-        float *y = c->y + b * T * d + h * hd;     /* [T, hd], row stride d */
-        for (int64_t r0 = 0; r0 < T; r0 += c->nb) {
-            int64_t r1 = r0 + c->nb < T ? r0 + c->nb : T, n = c->causal ? r1 : T;
-            zero_rows(P, r1 - r0, n, T);
-            mm_acc(0, 1, r1 - r0, n, hd, c->scale, q + r0 * ld, ld, k, ld, P, T);
-            for (int64_t i = r0; i < r1; i++)
-                lse[i] = softmax_row(P + (i - r0) * T, c->causal ? i + 1 : T, n);
-            zero_rows(y + r0 * d, r1 - r0, hd, d);
-            mm_acc(0, 0, r1 - r0, hd, n, 1.0f, P, T, v, ld, y + r0 * d, d);
+                (long long)(floats * 4));
+    float *kt = P + c->nb * T, *qt = kt + T * hd;
+    for (int64_t it = lo; it < hi; it++) {
+        int64_t b = it / c->KV, kh = it % c->KV;
+        const float *base = c->qkv + b * T * ld, *k = base + (c->H + kh) * hd;
+        const float *v = base + (c->H + c->KV + kh) * hd;
+        int64_t ldk = ld;
+        if (tr) {
+            att_load(c, k, ld, c->kn, kt);
+            k = kt, ldk = hd;
+        }
+        for (int64_t h = kh * c->g; h < (kh + 1) * c->g; h++) {
+            const float *q = base + h * hd;
+            int64_t ldq = ld;
+            if (tr) {
+                att_load(c, q, ld, c->qn, qt);
+                q = qt, ldq = hd;
+            }
+            att_fwd_head(c, q, ldq, k, ldk, v, c->lse + (b * c->H + h) * T,
+                         c->y + b * T * d + h * hd, P);
         }
     }
     free(P);
 }
 
-/* Pairs (b, h) in [lo, hi), a row block [r0, r1) (the keys [0, n) it sees) at a time,
- * with scratch P, dS [nb, T] of its own:
+/* Where one query head's backward reads and writes: q, k (rows ldq, ldk apart), v (ld);
+ * dq (ldq), dk (ldk), dv (ld) are the gradients of q, k, v as the products saw them;
+ * dk and dv add over the head's blocks and the group's heads. */
+typedef struct {
+    const float *q, *k, *v, *lse, *dy, *y;
+    float *dq, *dk, *dv;
+    int64_t ldq, ldk;
+} att_head;
+
+/* One query head's backward, a row block [r0, r1) (the keys [k0, k0 + n) it sees) at a
+ * time, with scratch P, dS [nb, T]:
  *   P = exp(q k^T * scale - lse)                                     (recomputed)
  *   dP = dy v^T, dS = P * (dP - dy . y), dq = dS k * scale
- *   dv[0, n) += P^T dy, dk[0, n) += dS^T q * scale                   (summed over blocks)
+ *   dv[k0, k0 + n) += P^T dy, dk[k0, k0 + n) += dS^T q * scale       (summed over blocks)
  * so the scratch grows with T, not T^2 (Llama-length sequences, T = 2048 to 8192, would
  * otherwise take 8 T^2 bytes a thread outside the memory plan). dk and dv add the row
  * blocks in order: a fixed order, whatever the thread count. */
+static void att_bwd_head(const att_ctx *c, const att_head *a, float *P, float *dS)
+{
+    int64_t T = c->T, d = c->d, hd = c->hd, ld = c->ld;
+    for (int64_t r0 = 0; r0 < T; r0 += c->nb) {
+        int64_t r1 = r0 + c->nb < T ? r0 + c->nb : T, k0 = att_k0(c, r0), m = r1 - r0;
+        int64_t n = (c->causal ? r1 : T) - k0;
+        zero_rows(P, m, n, T);
+        mm_acc(0, 1, m, n, hd, c->scale, a->q + r0 * a->ldq, a->ldq, a->k + k0 * a->ldk,
+               a->ldk, P, T);
+        for (int64_t i = r0; i < r1; i++) {
+            int64_t f = att_first(c, i) - k0, len = (c->causal ? i + 1 : T) - k0;
+            float *row = P + (i - r0) * T;
+            memset(row, 0, (size_t)f * sizeof(float));
+            probs_row(row + f, a->lse[i], len - f, n - f);
+        }
+        zero_rows(dS, m, n, T);
+        mm_acc(0, 1, m, n, hd, 1.0f, a->dy + r0 * d, d, a->v + k0 * ld, ld, dS, T);
+        for (int64_t i = r0; i < r1; i++) {
+            int64_t f = att_first(c, i) - k0, len = (c->causal ? i + 1 : T) - k0;
+            float *row = dS + (i - r0) * T;
+            memset(row, 0, (size_t)f * sizeof(float));
+            softmax_bwd_row(row + f, P + (i - r0) * T + f,
+                            dot_row(a->dy + i * d, a->y + i * d, hd), len - f, n - f);
+        }
+        zero_rows(a->dq + r0 * a->ldq, m, hd, a->ldq);
+        mm_acc(0, 0, m, hd, n, c->scale, dS, T, a->k + k0 * a->ldk, a->ldk, a->dq + r0 * a->ldq,
+               a->ldq);
+        mm_acc(1, 0, n, hd, m, 1.0f, P, T, a->dy + r0 * d, d, a->dv + k0 * ld, ld);
+        mm_acc(1, 0, n, hd, m, c->scale, dS, T, a->q + r0 * a->ldq, a->ldq,
+               a->dk + k0 * a->ldk, a->ldk);
+    }
+}
+
+/* Items (b, KV head) in [lo, hi): dk and dv of the KV head summed over its g query
+ * heads (att_bwd_head); with qk_norm or rope, q and k are transformed into scratch as
+ * the forward did, and dq, dk taken back through the transforms (att_unload), the
+ * norms' weight gradients into the item's row of part. */
 static void att_bwd_task(void *ctx, int64_t lo, int64_t hi)
 {
     const att_ctx *c = ctx;
-    int64_t T = c->T, d = c->d, hd = c->hd, ld = 3 * d;
-    float *P = malloc((size_t)(2 * c->nb * T) * sizeof(float)), *dS = P + c->nb * T;
+    int64_t T = c->T, d = c->d, hd = c->hd, ld = c->ld, tr = att_transforms(c);
+    size_t floats = (size_t)(2 * c->nb * T + (tr ? 4 * T * hd : 0));
+    float *P = malloc(floats * sizeof(float)), *dS = P + c->nb * T;
     if (!P)
         rt_fail("out of memory allocating %lld bytes of attention scratch",
-                (long long)(2 * c->nb * T * 4));
-    for (int64_t bh = lo; bh < hi; bh++) {
-        int64_t b = bh / c->H, h = bh % c->H;
-        const float *q = c->qkv + b * T * ld + h * hd, *k = q + d, *v = q + 2 * d;
-        const float *lse = c->plse + bh * T;
-        const float *dy = c->dy + b * T * d + h * hd, *y = c->py + b * T * d + h * hd;
-        float *dq = c->dqkv + b * T * ld + h * hd, *dk = dq + d, *dv = dq + 2 * d;
-        zero_rows(dk, T, hd, ld);
-        zero_rows(dv, T, hd, ld);
-        for (int64_t r0 = 0; r0 < T; r0 += c->nb) {
-            int64_t r1 = r0 + c->nb < T ? r0 + c->nb : T, n = c->causal ? r1 : T, m = r1 - r0;
-            zero_rows(P, m, n, T);
-            mm_acc(0, 1, m, n, hd, c->scale, q + r0 * ld, ld, k, ld, P, T);
-            for (int64_t i = r0; i < r1; i++)
-                probs_row(P + (i - r0) * T, lse[i], c->causal ? i + 1 : T, n);
-            zero_rows(dS, m, n, T);
-            mm_acc(0, 1, m, n, hd, 1.0f, dy + r0 * d, d, v, ld, dS, T);
-            for (int64_t i = r0; i < r1; i++)
-                softmax_bwd_row(dS + (i - r0) * T, P + (i - r0) * T,
-                                dot_row(dy + i * d, y + i * d, hd), c->causal ? i + 1 : T, n);
-            zero_rows(dq + r0 * ld, m, hd, ld);
-            mm_acc(0, 0, m, hd, n, c->scale, dS, T, k, ld, dq + r0 * ld, ld);
-            mm_acc(1, 0, n, hd, m, 1.0f, P, T, dy + r0 * d, d, dv, ld);
-            mm_acc(1, 0, n, hd, m, c->scale, dS, T, q + r0 * ld, ld, dk, ld);
+                (long long)(floats * 4));
+    float *kt = dS + c->nb * T, *qt = kt + T * hd, *dkt = qt + T * hd, *dqt = dkt + T * hd;
+    double *dw = tr ? calloc((size_t)(2 * hd), sizeof(double)) : NULL;
+    for (int64_t it = lo; it < hi; it++) {
+        int64_t b = it / c->KV, kh = it % c->KV;
+        const float *base = c->qkv + b * T * ld;
+        float *dbase = c->dqkv + b * T * ld;
+        att_head a = {.k = base + (c->H + kh) * hd, .v = base + (c->H + c->KV + kh) * hd,
+                      .dk = dbase + (c->H + kh) * hd, .dv = dbase + (c->H + c->KV + kh) * hd,
+                      .ldq = ld, .ldk = ld};
+        if (tr) {
+            att_load(c, a.k, ld, c->kn, kt);
+            a.k = kt, a.dk = dkt, a.ldq = a.ldk = hd;
+            memset(dw, 0, (size_t)(2 * hd) * sizeof(double));
+        }
+        zero_rows(a.dk, T, hd, a.ldk);
+        zero_rows(a.dv, T, hd, ld);
+        for (int64_t h = kh * c->g; h < (kh + 1) * c->g; h++) {
+            a.q = base + h * hd, a.dq = dbase + h * hd;
+            if (tr) {
+                att_load(c, a.q, ld, c->qn, qt);
+                a.q = qt, a.dq = dqt;
+            }
+            a.lse = c->plse + (b * c->H + h) * T;
+            a.dy = c->dy + b * T * d + h * hd, a.y = c->py + b * T * d + h * hd;
+            att_bwd_head(c, &a, P, dS);
+            if (tr)
+                att_unload(c, base + h * hd, ld, c->qn, dqt, dbase + h * hd, ld, dw);
+        }
+        if (tr) {
+            att_unload(c, base + (c->H + kh) * hd, ld, c->kn, dkt, dbase + (c->H + kh) * hd, ld,
+                       dw + hd);
+            if (c->part)
+                for (int64_t j = 0; j < 2 * hd; j++)
+                    c->part[it * 2 * hd + j] = (float)dw[j];
         }
     }
+    free(dw);
     free(P);
 }
 
-static att_ctx att_setup(int64_t T, int64_t d, int64_t H, int causal)
+/* rope's angles, as Hugging Face computes them in float32 (LlamaRotaryEmbedding;
+ * llama3 scaling as transformers' _compute_llama3_parameters): inv_freq[j] =
+ * 1 / theta^(2j / hd), scaled for long wavelengths; cos, sin [T, hd/2] of t inv_freq[j]. */
+static void rope_table(float *cosv, float *sinv, int64_t T, int64_t hd, float theta,
+                       float factor, float low, float high, int64_t orig)
 {
-    if (H <= 0 || d % H != 0)
-        rt_die("attention: d = %lld is not a multiple of H = %lld", (long long)d, (long long)H);
-    if (3 * d > INT_MAX || T > INT_MAX)
+    int64_t h2 = hd / 2;
+    for (int64_t j = 0; j < h2; j++) {
+        float inv = 1.0f / powf(theta, (float)(2 * j) / (float)hd);
+        if (factor > 0) {
+            float wavelen = 2.0f * (float)M_PI / inv;
+            float lo_wl = (float)orig / low, hi_wl = (float)orig / high;
+            float scaled = wavelen > lo_wl ? inv / factor : inv;
+            if (!(wavelen < hi_wl) && !(wavelen > lo_wl)) {
+                float smooth = ((float)orig / wavelen - low) / (high - low);
+                scaled = (1 - smooth) * scaled / factor + smooth * scaled;
+            }
+            inv = scaled;
+        }
+        for (int64_t t = 0; t < T; t++) {
+            float a = (float)t * inv;
+            cosv[t * h2 + j] = cosf(a);
+            sinv[t * h2 + j] = sinf(a);
+        }
+    }
+}
+
+static att_ctx att_setup(int64_t T, int64_t d, int64_t H, int64_t KV, int causal)
+{
+    if (H <= 0 || d % H != 0 || KV <= 0 || H % KV != 0)
+        rt_die("attention: d = %lld, H = %lld, KV = %lld: need H | d and KV | H", (long long)d,
+               (long long)H, (long long)KV);
+    int64_t hd = d / H, ld = (H + 2 * KV) * hd;
+    if (ld > INT_MAX || T > INT_MAX)
         rt_die("attention: T = %lld, d = %lld exceed the BLAS int range", (long long)T,
                (long long)d);
     int64_t nb = causal || ATT_FLOATS / T < ATT_NB ? ATT_NB : ATT_FLOATS / T;
-    att_ctx c = {.T = T, .d = d, .H = H, .hd = d / H, .nb = nb < T ? nb : T, .causal = causal};
+    att_ctx c = {.T = T, .d = d, .H = H, .KV = KV, .g = H / KV, .hd = hd, .ld = ld,
+                 .nb = nb < T ? nb : T, .causal = causal};
     c.scale = (float)(1.0 / sqrt((double)c.hd));
     return c;
+}
+
+/* The options of rt_attention_ext_*: the window, qk_norm's weights and rope's table
+ * (malloc'd into c->cos, c->sin; att_done frees it). */
+static void att_options(att_ctx *c, const float *qn, const float *kn, int64_t window,
+                        float theta, float factor, float low, float high, int64_t orig)
+{
+    if ((qn != NULL) != (kn != NULL) || window < 0 || (theta > 0 && c->hd % 2))
+        rt_die("attention: bad options (qk_norm weights %p, %p; window %lld; rope with hd "
+               "%lld)", (const void *)qn, (const void *)kn, (long long)window,
+               (long long)c->hd);
+    c->qn = qn, c->kn = kn, c->window = window;
+    if (theta > 0) {
+        size_t n = (size_t)(c->T * (c->hd / 2));
+        float *t = malloc(2 * n * sizeof(float) + 1);
+        if (!t)
+            rt_fail("out of memory allocating the rope table (T = %lld)", (long long)c->T);
+        rope_table(t, t + n, c->T, c->hd, theta, factor, low, high, orig);
+        c->cos = t, c->sin = t + n;
+    }
 }
 
 void rt_attention_fwd(rt_exec *e, const float *qkv, float *lse, float *y, int64_t B, int64_t T,
@@ -325,7 +551,7 @@ void rt_attention_fwd(rt_exec *e, const float *qkv, float *lse, float *y, int64_
     }
     if (B <= 0 || T <= 0 || d <= 0)
         return;
-    att_ctx c = att_setup(T, d, H, causal);
+    att_ctx c = att_setup(T, d, H, H, causal);
     c.qkv = qkv;
     c.lse = lse;
     c.y = y;
@@ -342,13 +568,77 @@ void rt_attention_bwd(rt_exec *e, const float *qkv, const float *lse, const floa
     }
     if (B <= 0 || T <= 0 || d <= 0)
         return;
-    att_ctx c = att_setup(T, d, H, causal);
+    att_ctx c = att_setup(T, d, H, H, causal);
     c.qkv = qkv;
     c.plse = lse;
     c.py = y;
     c.dy = dy;
     c.dqkv = dqkv;
     rt_pool_run(e->rt, B * H, 1, att_bwd_task, &c);
+}
+
+void rt_attention_ext_fwd(rt_exec *e, const float *qkv, const float *qn, const float *kn,
+                          float *lse, float *y, int64_t B, int64_t T, int64_t d, int64_t H,
+                          int64_t KV, int causal, int64_t window, float theta, float factor,
+                          float low, float high, int64_t orig)
+{
+    if (e->dev) { /* on a GPU: cuda_ops.c */
+        if (!RT_GPU(e)->attention_ext_fwd)
+            rt_fail("attention with kv_heads, rope, qk_norm or a window has no GPU kernel in "
+                    "this build: run it with --device cpu");
+        RT_GPU(e)->attention_ext_fwd(e, qkv, qn, kn, lse, y, B, T, d, H, KV, causal, window, theta,
+                                 factor, low, high, orig);
+        return;
+    }
+    if (B <= 0 || T <= 0 || d <= 0)
+        return;
+    att_ctx c = att_setup(T, d, H, KV, causal);
+    att_options(&c, qn, kn, window, theta, factor, low, high, orig);
+    c.qkv = qkv;
+    c.lse = lse;
+    c.y = y;
+    rt_pool_run(e->rt, B * KV, 1, att_fwd_task, &c);
+    free((void *)c.cos);
+}
+
+void rt_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, const float *kn,
+                          const float *lse, const float *y, const float *dy, float *dqkv,
+                          float *dqn, float *dkn, int64_t B, int64_t T, int64_t d, int64_t H,
+                          int64_t KV, int causal, int64_t window, float theta, float factor,
+                          float low, float high, int64_t orig)
+{
+    if (e->dev) { /* on a GPU: cuda_ops.c */
+        if (!RT_GPU(e)->attention_ext_bwd)
+            rt_fail("attention with kv_heads, rope, qk_norm or a window has no GPU kernel in "
+                    "this build: run it with --device cpu");
+        RT_GPU(e)->attention_ext_bwd(e, qkv, qn, kn, lse, y, dy, dqkv, dqn, dkn, B, T, d, H, KV,
+                                 causal, window, theta, factor, low, high, orig);
+        return;
+    }
+    if (B <= 0 || T <= 0 || d <= 0)
+        return;
+    att_ctx c = att_setup(T, d, H, KV, causal);
+    att_options(&c, qn, kn, window, theta, factor, low, high, orig);
+    c.qkv = qkv;
+    c.plse = lse;
+    c.py = y;
+    c.dy = dy;
+    c.dqkv = dqkv;
+    /* qk_norm: each item's weight gradients, added up in item order after the run (the
+     * same bits whatever the thread count) */
+    if (qn && (dqn || dkn) && !(c.part = calloc((size_t)(B * KV * 2 * c.hd), sizeof(float))))
+        rt_fail("out of memory allocating qk_norm's gradient partials");
+    rt_pool_run(e->rt, B * KV, 1, att_bwd_task, &c);
+    for (int64_t j = 0; c.part && j < 2 * c.hd; j++) {
+        double s = 0;
+        for (int64_t it = 0; it < B * KV; it++)
+            s += c.part[it * 2 * c.hd + j];
+        float *dw = j < c.hd ? dqn : dkn;
+        if (dw)
+            dw[j % c.hd] += (float)s;
+    }
+    free(c.part);
+    free((void *)c.cos);
 }
 
 /* ---- embedding ----------------------------------------------------------------- */
