@@ -233,6 +233,8 @@ static Instance instance_of(const Instr *in)
         break;
     case CALL_EMBEDDING_FWD:
     case CALL_EMBEDDING_BWD: x.a = num(in, 5); break;
+    case CALL_ATTENTION_EXT_FWD:
+    case CALL_ATTENTION_EXT_BWD: break;   /* no template yet: instance_line says so */
     default: x.call = -1;
     }
     return x;
@@ -249,6 +251,13 @@ static void instance_line(Program *p, const Instance *x, char *line)
     const char *fb = fwd ? "FWD" : "BWD";
     line[0] = 0;
     switch (x->call) {
+    case CALL_ATTENTION_EXT_FWD:
+    case CALL_ATTENTION_EXT_BWD:
+        snprintf(line, 160, "/* attention with kv_heads, rope, qk_norm or a window: no GPU kernel "
+                            "yet */");
+        p->cuda_unsupported = xstrdup("attention with kv_heads, rope, qk_norm or a window (the "
+                                      "GPU kernels take GPT-2's attention only)");
+        return;
     case CALL_LAYERNORM_FWD:
     case CALL_LAYERNORM_BWD: snprintf(line, 160, "RT_LAYERNORM_%s(%lld)", fb, x->a); return;
     case CALL_EMBEDDING_FWD:
