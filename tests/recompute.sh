@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Recomputation changes memory, never the numbers: for the MLP (with dropout), the
-# CNN and gpt_char, each policy gives bit-identical per-step losses and final weights
+# CNN, gpt_char and gpt_char with attention's Llama-family options, each policy gives bit-identical per-step losses and final weights
 # to "none". The plan: arena <= 1.10 x the lower bound for every spec and policy;
 # activation bytes none > selective > full for gpt_char and gpt2_124m; auto picks the
 # least recomputation that fits memory_budget_mb (none, selective in the first k
@@ -20,9 +20,20 @@ spec["model"]["name"] = "mlp_dropout"
 spec["model"]["layers"] = [{"op": "flatten"}, {"op": "linear", "out": 128}, {"op": "relu"}, {"op": "dropout", "p": 0.2},
                            {"op": "linear", "out": 64}, {"op": "gelu"}, {"op": "dropout", "p": 0.1}, {"op": "linear", "out": 10}]
 json.dump(spec, open(sys.argv[1] + "/mlp_dropout.json", "w"), indent=1)
+# gpt_char, 2 blocks, with attention's Llama-family options (kv_heads, no biases, rope
+# with llama3 scaling, qk_norm, a window): the options call replays as GPT-2's does
+spec = json.load(open("specs/gpt_char.json"))
+spec["model"]["name"] = "gpt_opts"
+blocks = spec["model"]["layers"][2]
+blocks["count"] = 2
+blocks["body"][0]["body"][1].update({"kv_heads": 2, "bias": False, "qk_norm": True, "window": 40, "rope": {
+    "theta": 10000, "scaling": {"rope_type": "llama3", "factor": 8, "low_freq_factor": 1, "high_freq_factor": 4,
+                                "original_max_position_embeddings": 64}}})
+json.dump(spec, open(sys.argv[1] + "/gpt_opts.json", "w"), indent=1)
 PY
 sed -i 's|\.\./data/fashion|../../../data/fashion|g' "$d/mlp_dropout.json"
-for spec in specs/mlp_fashion.json specs/cnn_fashion.json specs/gpt_char.json "$d/mlp_dropout.json"; do
+sed -i 's|\.\./data/text|../../../data/text|g' "$d/gpt_opts.json"
+for spec in specs/mlp_fashion.json specs/cnn_fashion.json specs/gpt_char.json "$d/mlp_dropout.json" "$d/gpt_opts.json"; do
     name=$(basename "$spec" .json)
     for pol in none selective full; do
         "$TRAINC" run "$spec" --set recompute=$pol --set max_steps=6 --set log_every=1 --set data.val=null \
