@@ -237,6 +237,12 @@ typedef struct {
 /* Does q or k go through qk_norm or rope before the products (into scratch)? */
 static int att_transforms(const att_ctx *c) { return c->qn != NULL || c->cos != NULL; }
 
+/* Are a row block's query rows (and dy's) read in place, as GPT-2's heads are (one query
+ * head a key head, no transforms), or stacked into scratch: the rows of the block for
+ * each of the group's g heads, head after head, through the transforms, so that one
+ * product with the key head serves the whole group? */
+static int att_stacked(const att_ctx *c) { return c->g > 1 || att_transforms(c); }
+
 /* Rows of a block [r0, r1) see keys [k0, kend): the causal prefix, from the first
  * position the window lets its first row see. */
 static int64_t att_k0(const att_ctx *c, int64_t r0)
@@ -250,230 +256,261 @@ static int64_t att_first(const att_ctx *c, int64_t i)
     return c->window && i >= c->window ? i - c->window + 1 : 0;
 }
 
-/* One head's q or k rows to scratch out [T, hd]: RMSNorm over hd with weight w
- * (qk_norm, eps 1e-6, sum in double), then the rotation of dims (j, j + hd/2) by
- * position t's angles (rope). x rows are ldx apart. */
-static void att_load(const att_ctx *c, const float *x, int64_t ldx, const float *w, float *out)
+/* One q or k row x (position t) to o [hd]: RMSNorm over hd with weight w (qk_norm, eps
+ * 1e-6, sum in double; NULL: none), then the rotation of dims (j, j + hd/2) by t's
+ * angles (rope; none without a table). */
+static void att_load_row(const att_ctx *c, const float *x, const float *w, int64_t t, float *o)
 {
     int64_t hd = c->hd, h2 = hd / 2;
-    for (int64_t t = 0; t < c->T; t++) {
-        const float *xr = x + t * ldx;
-        float *o = out + t * hd;
-        float r = 1.0f;
-        if (w) {
-            double ss = 0;
-            for (int64_t j = 0; j < hd; j++)
-                ss += (double)xr[j] * xr[j];
-            r = (float)(1.0 / sqrt(ss / (double)hd + 1e-6));
-        }
+    float r = 1.0f;
+    if (w) {
+        double ss = 0;
         for (int64_t j = 0; j < hd; j++)
-            o[j] = w ? xr[j] * r * w[j] : xr[j];
-        if (!c->cos)
-            continue;
+            ss += (double)x[j] * x[j];
+        r = (float)(1.0 / sqrt(ss / (double)hd + 1e-6));
+    }
+    for (int64_t j = 0; j < hd; j++)
+        o[j] = w ? x[j] * r * w[j] : x[j];
+    if (!c->cos)
+        return;
+    const float *cs = c->cos + t * h2, *sn = c->sin + t * h2;
+    for (int64_t j = 0; j < h2; j++) {
+        float a = o[j], b = o[j + h2];
+        o[j] = a * cs[j] - b * sn[j];
+        o[j + h2] = b * cs[j] + a * sn[j];
+    }
+}
+
+/* att_load_row's backward: g [hd], the gradient of its output (overwritten), back
+ * through the inverse rotation and RMSNorm to x's gradient dx [hd]; the weight's
+ * gradient added to dw [hd] (double). */
+static void att_unload_row(const att_ctx *c, const float *x, const float *w, int64_t t,
+                           float *g, float *dx, double *dw)
+{
+    int64_t hd = c->hd, h2 = hd / 2;
+    if (c->cos) {
         const float *cs = c->cos + t * h2, *sn = c->sin + t * h2;
         for (int64_t j = 0; j < h2; j++) {
-            float a = o[j], b = o[j + h2];
-            o[j] = a * cs[j] - b * sn[j];
-            o[j + h2] = b * cs[j] + a * sn[j];
+            float a = g[j], b = g[j + h2];
+            g[j] = a * cs[j] + b * sn[j];
+            g[j + h2] = b * cs[j] - a * sn[j];
         }
     }
+    if (!w) {
+        memcpy(dx, g, (size_t)hd * sizeof(float));
+        return;
+    }
+    double ss = 0, dot = 0;
+    for (int64_t j = 0; j < hd; j++)
+        ss += (double)x[j] * x[j];
+    float r = (float)(1.0 / sqrt(ss / (double)hd + 1e-6));
+    /* x^ = x r, y = w x^: dw += g x^, dx = r (u - x^ mean(u x^)) with u = g w */
+    for (int64_t j = 0; j < hd; j++) {
+        float xh = x[j] * r;
+        dw[j] += (double)g[j] * xh;
+        dot += (double)g[j] * w[j] * xh;
+    }
+    float m = (float)(dot / (double)hd);
+    for (int64_t j = 0; j < hd; j++)
+        dx[j] = r * (g[j] * w[j] - x[j] * r * m);
 }
 
-/* The gradient of att_load's output, dt [T, hd], back to its input x (rows ldx apart):
- * the inverse rotation, then RMSNorm's backward; written to dx (rows lddx apart) and
- * the weight's gradient added to dw [hd] (double). */
-static void att_unload(const att_ctx *c, const float *x, int64_t ldx, const float *w,
-                       float *dt, float *dx, int64_t lddx, double *dw)
+/* The rows [r0, r0 + m) of the g heads at src (heads hd apart, rows lds apart) stacked
+ * into S [g m, hd] (head j's row r0 + i at row j m + i), through att_load_row with w
+ * when tr. */
+static void att_stack(const att_ctx *c, const float *src, int64_t lds, int64_t r0, int64_t m,
+                      const float *w, int tr, float *S)
 {
-    int64_t hd = c->hd, h2 = hd / 2;
-    for (int64_t t = 0; t < c->T; t++) {
-        const float *xr = x + t * ldx;
-        float *gr = dt + t * hd, *o = dx + t * lddx;
-        if (c->cos) {
-            const float *cs = c->cos + t * h2, *sn = c->sin + t * h2;
-            for (int64_t j = 0; j < h2; j++) {
-                float a = gr[j], b = gr[j + h2];
-                gr[j] = a * cs[j] + b * sn[j];
-                gr[j + h2] = b * cs[j] - a * sn[j];
-            }
+    for (int64_t j = 0; j < c->g; j++)
+        for (int64_t i = 0; i < m; i++) {
+            const float *x = src + j * c->hd + (r0 + i) * lds;
+            float *o = S + (j * m + i) * c->hd;
+            if (tr)
+                att_load_row(c, x, w, r0 + i, o);
+            else
+                memcpy(o, x, (size_t)c->hd * sizeof(float));
         }
-        if (!w) {
-            memcpy(o, gr, (size_t)hd * sizeof(float));
-            continue;
-        }
-        double ss = 0, dot = 0;
-        for (int64_t j = 0; j < hd; j++)
-            ss += (double)xr[j] * xr[j];
-        float r = (float)(1.0 / sqrt(ss / (double)hd + 1e-6));
-        /* x^ = x r, y = w x^: dw += g x^, dx = r (u - x^ mean(u x^)) with u = g w */
-        for (int64_t j = 0; j < hd; j++) {
-            float xh = xr[j] * r;
-            dw[j] += (double)gr[j] * xh;
-            dot += (double)gr[j] * w[j] * xh;
-        }
-        float m = (float)(dot / (double)hd);
-        for (int64_t j = 0; j < hd; j++)
-            o[j] = r * (gr[j] * w[j] - xr[j] * r * m);
-    }
 }
 
-/* One query head's forward: P = softmax(q k^T * scale) a row block [r0, r1) at a time
- * (the keys [k0, r1) it sees, or all T without a mask) in scratch P [nb, T], y = P v;
- * each row's log-sum-exp to lse [T]. q, k, v rows are ldq, ldk, ld apart; y's d. */
-static void att_fwd_head(const att_ctx *c, const float *q, int64_t ldq, const float *k,
-                         int64_t ldk, const float *v, float *lse, float *y, float *P)
+/* One work item: batch row b, key/value head kh and its g query heads. q, dq, y, py, dy
+ * point at the group's first head (the others hd further); lse at its first head's row
+ * (the others T further); k (rows ldk apart: qkv's, or the transformed copy's hd) and
+ * dk (the same layout), v and dv (rows ld apart). */
+typedef struct {
+    const float *q, *k, *v, *dy, *py;
+    float *lse, *y, *dq, *dk, *dv;
+    const float *plse;
+    int64_t ldk;
+} att_item;
+
+/* Forward of an item's row block [r0, r1) (the keys [k0, k0 + n) it sees): P =
+ * softmax(q k^T * scale) for all its query rows at once in scratch P [g nb, T] (each
+ * row's log-sum-exp to lse), y = P v. Stacked rows go through S [2 g nb, hd] (q, then
+ * y); GPT-2's heads are read and written in place. */
+static void att_fwd_block(const att_ctx *c, const att_item *it, int64_t r0, int64_t r1,
+                          float *P, float *S)
 {
-    int64_t T = c->T, d = c->d, hd = c->hd, ld = c->ld;
-    for (int64_t r0 = 0; r0 < T; r0 += c->nb) {
-        int64_t r1 = r0 + c->nb < T ? r0 + c->nb : T, k0 = att_k0(c, r0);
-        int64_t n = (c->causal ? r1 : T) - k0;
-        zero_rows(P, r1 - r0, n, T);
-        mm_acc(0, 1, r1 - r0, n, hd, c->scale, q + r0 * ldq, ldq, k + k0 * ldk, ldk, P, T);
-        for (int64_t i = r0; i < r1; i++) {
-            int64_t a = att_first(c, i) - k0, len = (c->causal ? i + 1 : T) - k0;
-            float *row = P + (i - r0) * T;
-            memset(row, 0, (size_t)a * sizeof(float));
-            lse[i] = softmax_row(row + a, len - a, n - a);
-        }
-        zero_rows(y + r0 * d, r1 - r0, hd, d);
-        mm_acc(0, 0, r1 - r0, hd, n, 1.0f, P, T, v + k0 * ld, ld, y + r0 * d, d);
+    int64_t T = c->T, d = c->d, hd = c->hd, ld = c->ld, m = r1 - r0, M = c->g * m;
+    int64_t k0 = att_k0(c, r0), n = (c->causal ? r1 : T) - k0;
+    int st = att_stacked(c);
+    const float *Q = it->q + r0 * ld;
+    int64_t ldq = ld;
+    if (st) {
+        att_stack(c, it->q, ld, r0, m, c->qn, att_transforms(c), S);
+        Q = S, ldq = hd;
     }
+    zero_rows(P, M, n, T);
+    mm_acc(0, 1, M, n, hd, c->scale, Q, ldq, it->k + k0 * it->ldk, it->ldk, P, T);
+    for (int64_t r = 0; r < M; r++) {
+        int64_t j = r / m, i = r0 + r % m;
+        int64_t a = att_first(c, i) - k0, len = (c->causal ? i + 1 : T) - k0;
+        float *row = P + r * T;
+        memset(row, 0, (size_t)a * sizeof(float));
+        it->lse[j * T + i] = softmax_row(row + a, len - a, n - a);
+    }
+    if (!st) {
+        zero_rows(it->y + r0 * d, m, hd, d);
+        mm_acc(0, 0, m, hd, n, 1.0f, P, T, it->v + k0 * ld, ld, it->y + r0 * d, d);
+        return;
+    }
+    float *Y = S + M * hd;   /* [M, hd] */
+    zero_rows(Y, M, hd, hd);
+    mm_acc(0, 0, M, hd, n, 1.0f, P, T, it->v + k0 * ld, ld, Y, hd);
+    for (int64_t r = 0; r < M; r++)
+        memcpy(it->y + (r / m) * hd + (r0 + r % m) * d, Y + r * hd, (size_t)hd * sizeof(float));
 }
 
-/* Items (b, KV head) in [lo, hi): the KV head's k (through qk_norm and rope into
- * scratch when they apply) serves its g query heads, each a row block at a time
- * (att_fwd_head). No T x T buffer outlives the call. */
+/* Items (b, KV head) in [lo, hi): the key head (through qk_norm and rope into scratch
+ * when they apply, once) serves its g query heads a row block at a time
+ * (att_fwd_block). No T x T buffer outlives the call. */
 static void att_fwd_task(void *ctx, int64_t lo, int64_t hi)
 {
     const att_ctx *c = ctx;
-    int64_t T = c->T, d = c->d, hd = c->hd, ld = c->ld, tr = att_transforms(c);
-    size_t floats = (size_t)(c->nb * T + (tr ? 2 * T * hd : 0));
-    float *P = malloc(floats * sizeof(float));   /* [nb, T], then k and q [T, hd] */
+    int64_t T = c->T, d = c->d, hd = c->hd, ld = c->ld, g = c->g, tr = att_transforms(c);
+    int64_t ns = att_stacked(c) ? 2 * g * c->nb * hd : 0;
+    size_t floats = (size_t)(g * c->nb * T + ns + (tr ? T * hd : 0));
+    float *P = malloc(floats * sizeof(float));   /* [g nb, T], S [2 g nb, hd], k [T, hd] */
     if (!P)
         rt_fail("out of memory allocating %lld bytes of attention scratch",
                 (long long)(floats * 4));
-    float *kt = P + c->nb * T, *qt = kt + T * hd;
-    for (int64_t it = lo; it < hi; it++) {
-        int64_t b = it / c->KV, kh = it % c->KV;
-        const float *base = c->qkv + b * T * ld, *k = base + (c->H + kh) * hd;
-        const float *v = base + (c->H + c->KV + kh) * hd;
-        int64_t ldk = ld;
+    float *S = P + g * c->nb * T, *kt = S + ns;
+    for (int64_t ix = lo; ix < hi; ix++) {
+        int64_t b = ix / c->KV, kh = ix % c->KV;
+        const float *base = c->qkv + b * T * ld;
+        att_item it = {.q = base + kh * g * hd, .k = base + (c->H + kh) * hd,
+                       .v = base + (c->H + c->KV + kh) * hd, .ldk = ld,
+                       .lse = c->lse + (b * c->H + kh * g) * T, .y = c->y + b * T * d + kh * g * hd};
         if (tr) {
-            att_load(c, k, ld, c->kn, kt);
-            k = kt, ldk = hd;
+            for (int64_t t = 0; t < T; t++)
+                att_load_row(c, it.k + t * ld, c->kn, t, kt + t * hd);
+            it.k = kt, it.ldk = hd;
         }
-        for (int64_t h = kh * c->g; h < (kh + 1) * c->g; h++) {
-            const float *q = base + h * hd;
-            int64_t ldq = ld;
-            if (tr) {
-                att_load(c, q, ld, c->qn, qt);
-                q = qt, ldq = hd;
-            }
-            att_fwd_head(c, q, ldq, k, ldk, v, c->lse + (b * c->H + h) * T,
-                         c->y + b * T * d + h * hd, P);
-        }
+        for (int64_t r0 = 0; r0 < T; r0 += c->nb)
+            att_fwd_block(c, &it, r0, r0 + c->nb < T ? r0 + c->nb : T, P, S);
     }
     free(P);
 }
 
-/* Where one query head's backward reads and writes: q, k (rows ldq, ldk apart), v (ld);
- * dq (ldq), dk (ldk), dv (ld) are the gradients of q, k, v as the products saw them;
- * dk and dv add over the head's blocks and the group's heads. */
-typedef struct {
-    const float *q, *k, *v, *lse, *dy, *y;
-    float *dq, *dk, *dv;
-    int64_t ldq, ldk;
-} att_head;
-
-/* One query head's backward, a row block [r0, r1) (the keys [k0, k0 + n) it sees) at a
- * time, with scratch P, dS [nb, T]:
+/* Backward of an item's row block [r0, r1) (the keys [k0, k0 + n) it sees), all the
+ * group's query rows at once, with scratch P, dS [g nb, T] and, for stacked rows, S
+ * [3 g nb, hd] (q, dy, dq):
  *   P = exp(q k^T * scale - lse)                                     (recomputed)
  *   dP = dy v^T, dS = P * (dP - dy . y), dq = dS k * scale
  *   dv[k0, k0 + n) += P^T dy, dk[k0, k0 + n) += dS^T q * scale       (summed over blocks)
  * so the scratch grows with T, not T^2 (Llama-length sequences, T = 2048 to 8192, would
  * otherwise take 8 T^2 bytes a thread outside the memory plan). dk and dv add the row
- * blocks in order: a fixed order, whatever the thread count. */
-static void att_bwd_head(const att_ctx *c, const att_head *a, float *P, float *dS)
+ * blocks in order: a fixed order, whatever the thread count. Stacked dq goes back
+ * through the transforms (att_unload_row; q_norm's weight gradient into dw). */
+static void att_bwd_block(const att_ctx *c, const att_item *it, int64_t r0, int64_t r1,
+                          float *P, float *dS, float *S, double *dw)
 {
-    int64_t T = c->T, d = c->d, hd = c->hd, ld = c->ld;
-    for (int64_t r0 = 0; r0 < T; r0 += c->nb) {
-        int64_t r1 = r0 + c->nb < T ? r0 + c->nb : T, k0 = att_k0(c, r0), m = r1 - r0;
-        int64_t n = (c->causal ? r1 : T) - k0;
-        zero_rows(P, m, n, T);
-        mm_acc(0, 1, m, n, hd, c->scale, a->q + r0 * a->ldq, a->ldq, a->k + k0 * a->ldk,
-               a->ldk, P, T);
-        for (int64_t i = r0; i < r1; i++) {
-            int64_t f = att_first(c, i) - k0, len = (c->causal ? i + 1 : T) - k0;
-            float *row = P + (i - r0) * T;
-            memset(row, 0, (size_t)f * sizeof(float));
-            probs_row(row + f, a->lse[i], len - f, n - f);
-        }
-        zero_rows(dS, m, n, T);
-        mm_acc(0, 1, m, n, hd, 1.0f, a->dy + r0 * d, d, a->v + k0 * ld, ld, dS, T);
-        for (int64_t i = r0; i < r1; i++) {
-            int64_t f = att_first(c, i) - k0, len = (c->causal ? i + 1 : T) - k0;
-            float *row = dS + (i - r0) * T;
-            memset(row, 0, (size_t)f * sizeof(float));
-            softmax_bwd_row(row + f, P + (i - r0) * T + f,
-                            dot_row(a->dy + i * d, a->y + i * d, hd), len - f, n - f);
-        }
-        zero_rows(a->dq + r0 * a->ldq, m, hd, a->ldq);
-        mm_acc(0, 0, m, hd, n, c->scale, dS, T, a->k + k0 * a->ldk, a->ldk, a->dq + r0 * a->ldq,
-               a->ldq);
-        mm_acc(1, 0, n, hd, m, 1.0f, P, T, a->dy + r0 * d, d, a->dv + k0 * ld, ld);
-        mm_acc(1, 0, n, hd, m, c->scale, dS, T, a->q + r0 * a->ldq, a->ldq,
-               a->dk + k0 * a->ldk, a->ldk);
+    int64_t T = c->T, d = c->d, hd = c->hd, ld = c->ld, m = r1 - r0, M = c->g * m;
+    int64_t k0 = att_k0(c, r0), n = (c->causal ? r1 : T) - k0;
+    int st = att_stacked(c);
+    const float *Q = it->q + r0 * ld, *DY = it->dy + r0 * d;
+    int64_t ldq = ld, lddy = d;
+    if (st) {
+        att_stack(c, it->q, ld, r0, m, c->qn, att_transforms(c), S);
+        att_stack(c, it->dy, d, r0, m, NULL, 0, S + M * hd);
+        Q = S, ldq = hd, DY = S + M * hd, lddy = hd;
+    }
+    zero_rows(P, M, n, T);
+    mm_acc(0, 1, M, n, hd, c->scale, Q, ldq, it->k + k0 * it->ldk, it->ldk, P, T);
+    for (int64_t r = 0; r < M; r++) {
+        int64_t j = r / m, i = r0 + r % m;
+        int64_t f = att_first(c, i) - k0, len = (c->causal ? i + 1 : T) - k0;
+        memset(P + r * T, 0, (size_t)f * sizeof(float));
+        probs_row(P + r * T + f, it->plse[j * T + i], len - f, n - f);
+    }
+    zero_rows(dS, M, n, T);
+    mm_acc(0, 1, M, n, hd, 1.0f, DY, lddy, it->v + k0 * ld, ld, dS, T);
+    for (int64_t r = 0; r < M; r++) {
+        int64_t j = r / m, i = r0 + r % m;
+        int64_t f = att_first(c, i) - k0, len = (c->causal ? i + 1 : T) - k0;
+        memset(dS + r * T, 0, (size_t)f * sizeof(float));
+        softmax_bwd_row(dS + r * T + f, P + r * T + f,
+                        dot_row(it->dy + j * hd + i * d, it->py + j * hd + i * d, hd), len - f,
+                        n - f);
+    }
+    float *dq = st ? S + 2 * M * hd : it->dq + r0 * ld;
+    int64_t lddq = st ? hd : ld;
+    zero_rows(dq, M, hd, lddq);
+    mm_acc(0, 0, M, hd, n, c->scale, dS, T, it->k + k0 * it->ldk, it->ldk, dq, lddq);
+    mm_acc(1, 0, n, hd, M, 1.0f, P, T, DY, lddy, it->dv + k0 * ld, ld);
+    mm_acc(1, 0, n, hd, M, c->scale, dS, T, Q, ldq, it->dk + k0 * it->ldk, it->ldk);
+    for (int64_t r = 0; st && r < M; r++) {
+        int64_t j = r / m, i = r0 + r % m;
+        att_unload_row(c, it->q + j * hd + i * ld, c->qn, i, dq + r * hd,
+                       it->dq + j * hd + i * ld, dw);
     }
 }
 
-/* Items (b, KV head) in [lo, hi): dk and dv of the KV head summed over its g query
- * heads (att_bwd_head); with qk_norm or rope, q and k are transformed into scratch as
- * the forward did, and dq, dk taken back through the transforms (att_unload), the
- * norms' weight gradients into the item's row of part. */
+/* Items (b, KV head) in [lo, hi): dk and dv of the key/value head summed over its g
+ * query heads, a row block at a time (att_bwd_block); with qk_norm or rope, k is
+ * transformed once into scratch as the forward did, and dk taken back through the
+ * transforms after the blocks; the norms' weight gradients go to the item's row of
+ * part. */
 static void att_bwd_task(void *ctx, int64_t lo, int64_t hi)
 {
     const att_ctx *c = ctx;
-    int64_t T = c->T, d = c->d, hd = c->hd, ld = c->ld, tr = att_transforms(c);
-    size_t floats = (size_t)(2 * c->nb * T + (tr ? 4 * T * hd : 0));
-    float *P = malloc(floats * sizeof(float)), *dS = P + c->nb * T;
+    int64_t T = c->T, d = c->d, hd = c->hd, ld = c->ld, g = c->g, tr = att_transforms(c);
+    int64_t ns = att_stacked(c) ? 3 * g * c->nb * hd : 0;
+    size_t floats = (size_t)(2 * g * c->nb * T + ns + (tr ? 2 * T * hd : 0));
+    float *P = malloc(floats * sizeof(float)), *dS = P + g * c->nb * T;
     if (!P)
         rt_fail("out of memory allocating %lld bytes of attention scratch",
                 (long long)(floats * 4));
-    float *kt = dS + c->nb * T, *qt = kt + T * hd, *dkt = qt + T * hd, *dqt = dkt + T * hd;
+    float *S = dS + g * c->nb * T, *kt = S + ns, *dkt = kt + T * hd;
     double *dw = tr ? calloc((size_t)(2 * hd), sizeof(double)) : NULL;
-    for (int64_t it = lo; it < hi; it++) {
-        int64_t b = it / c->KV, kh = it % c->KV;
-        const float *base = c->qkv + b * T * ld;
+    if (tr && !dw)
+        rt_fail("out of memory allocating attention scratch");
+    for (int64_t ix = lo; ix < hi; ix++) {
+        int64_t b = ix / c->KV, kh = ix % c->KV;
+        const float *base = c->qkv + b * T * ld, *k = base + (c->H + kh) * hd;
         float *dbase = c->dqkv + b * T * ld;
-        att_head a = {.k = base + (c->H + kh) * hd, .v = base + (c->H + c->KV + kh) * hd,
-                      .dk = dbase + (c->H + kh) * hd, .dv = dbase + (c->H + c->KV + kh) * hd,
-                      .ldq = ld, .ldk = ld};
+        att_item it = {.q = base + kh * g * hd, .k = k, .v = base + (c->H + c->KV + kh) * hd,
+                       .dy = c->dy + b * T * d + kh * g * hd, .py = c->py + b * T * d + kh * g * hd,
+                       .plse = c->plse + (b * c->H + kh * g) * T, .dq = dbase + kh * g * hd,
+                       .dk = dbase + (c->H + kh) * hd, .dv = dbase + (c->H + c->KV + kh) * hd,
+                       .ldk = ld};
         if (tr) {
-            att_load(c, a.k, ld, c->kn, kt);
-            a.k = kt, a.dk = dkt, a.ldq = a.ldk = hd;
+            for (int64_t t = 0; t < T; t++)
+                att_load_row(c, k + t * ld, c->kn, t, kt + t * hd);
+            it.k = kt, it.dk = dkt, it.ldk = hd;
             memset(dw, 0, (size_t)(2 * hd) * sizeof(double));
         }
-        zero_rows(a.dk, T, hd, a.ldk);
-        zero_rows(a.dv, T, hd, ld);
-        for (int64_t h = kh * c->g; h < (kh + 1) * c->g; h++) {
-            a.q = base + h * hd, a.dq = dbase + h * hd;
-            if (tr) {
-                att_load(c, a.q, ld, c->qn, qt);
-                a.q = qt, a.dq = dqt;
-            }
-            a.lse = c->plse + (b * c->H + h) * T;
-            a.dy = c->dy + b * T * d + h * hd, a.y = c->py + b * T * d + h * hd;
-            att_bwd_head(c, &a, P, dS);
-            if (tr)
-                att_unload(c, base + h * hd, ld, c->qn, dqt, dbase + h * hd, ld, dw);
-        }
-        if (tr) {
-            att_unload(c, base + (c->H + kh) * hd, ld, c->kn, dkt, dbase + (c->H + kh) * hd, ld,
-                       dw + hd);
-            if (c->part)
-                for (int64_t j = 0; j < 2 * hd; j++)
-                    c->part[it * 2 * hd + j] = (float)dw[j];
-        }
+        zero_rows(it.dk, T, hd, it.ldk);
+        zero_rows(it.dv, T, hd, ld);
+        for (int64_t r0 = 0; r0 < T; r0 += c->nb)
+            att_bwd_block(c, &it, r0, r0 + c->nb < T ? r0 + c->nb : T, P, dS, S, dw);
+        if (!tr)
+            continue;
+        for (int64_t t = 0; t < T; t++)
+            att_unload_row(c, k + t * ld, c->kn, t, dkt + t * hd, dbase + (c->H + kh) * hd + t * ld,
+                           dw + hd);
+        if (c->part)
+            for (int64_t j = 0; j < 2 * hd; j++)
+                c->part[ix * 2 * hd + j] = (float)dw[j];
     }
     free(dw);
     free(P);
