@@ -214,6 +214,7 @@ typedef struct {
     int call;            /* CALL_*; -1: none */
     long long a, b, c;   /* rows (layernorm, embedding); classes, row stride (cross
                             entropy); T, head width, causal (attention) */
+    long long g;         /* attention with kv_heads: query heads a key/value head */
 } Instance;
 
 /* The template instance a call needs (call -1 for none). */
@@ -235,9 +236,11 @@ static Instance instance_of(const Instr *in)
     case CALL_EMBEDDING_BWD: x.a = num(in, 5); break;
     case CALL_ATTENTION_EXT_FWD:   /* after its 5 tensors: B, T, d, H, KV, causal */
         x.a = num(in, 6), x.b = num(in, 7) / num(in, 8), x.c = num(in, 10);
+        x.g = num(in, 8) / num(in, 9);
         break;
     case CALL_ATTENTION_EXT_BWD:   /* after its 9 tensors */
         x.a = num(in, 10), x.b = num(in, 11) / num(in, 12), x.c = num(in, 14);
+        x.g = num(in, 12) / num(in, 13);
         break;
     default: x.call = -1;
     }
@@ -273,6 +276,14 @@ static void instance_line(Program *p, const Instance *x, char *line)
                      ext, fb, x->b);
             p->cuda_unsupported = xasprintf("attention heads %lld wide: the GPU kernels take up "
                                             "to 128", x->b);
+        } else if (x->g > 16 * (x->b > 64 ? 1 : 2)) {
+            /* attention.cuh's attention_ext_*: a query tile holds rows of each head of a
+             * group, 16 rt_att_br(hd) rows in the backward */
+            snprintf(line, 160, "/* RT_ATTENTION_%s%s: no kernel for %lld query heads a key/value "
+                                "head */", ext, fb, x->g);
+            p->cuda_unsupported = xasprintf("attention with %lld query heads a key/value head "
+                                            "(heads %lld wide): the GPU kernels take up to %d",
+                                            x->g, x->b, 16 * (x->b > 64 ? 1 : 2));
         } else
             snprintf(line, 160, "RT_ATTENTION_%s%s(%lld, %lld, %lld)", ext, fb, x->a, x->b, x->c);
         return;
@@ -294,7 +305,7 @@ static char *instance_doc(const Instance *x)
     case CALL_ATTENTION_BWD:
     case CALL_ATTENTION_EXT_FWD:
     case CALL_ATTENTION_EXT_BWD:
-        if (x->b > 128)
+        if (x->b > 128 || x->g > 16 * (x->b > 64 ? 1 : 2))
             return xstrdup("");
         return xasprintf("T %lld, heads %lld wide, %s", x->a, x->b, x->c ? "causal" : "not causal");
     }
