@@ -23,7 +23,8 @@
 #   - gpt_char: --sample 50 prints what the CPU prints (batch 2: the emulator is slow);
 #   - tests/vocab/tiny_vocab.json (a vocabulary of 1030: logits rows 1088 apart): --device
 #     cuda vs cpu and --sample, in fp32; bf16-mixed against the CPU's fp32;
-#   - a tiny model whose attention takes every Llama-family option: --device cuda vs cpu;
+#   - a tiny model whose attention takes every Llama-family option: --device cuda vs cpu,
+#     and with the attention's launches cut every 3 sequences;
 #   - gpt_char with recompute selective and full, fp32 and bf16-mixed: records and
 #     weights bit-identical to recompute none; an MLP with dropout (shuffled,
 #     accumulate 2) against the CPU, and its recomputed masks: bit-identical to none;
@@ -244,6 +245,10 @@ gpu "$t" --device cuda "${O[@]}" --out "$t.gpu" 2>"$t.gpu.log"
 "$t" --device cpu "${O[@]}" --out "$t.cpu" 2>"$t.cpu.log"
 r=$(compare close "$t.cpu" "$t.gpu" $TOL)
 echo "ok   tiny_llama_attn (kv_heads, rope with llama3 scaling, qk_norm, window): --device cuda vs cpu: $r"
+# the launches cut every 3 sequences (batch 8): qk_norm's partial gradients per chunk
+gpu env TRAINC_ATT_BATCH_CHUNK=3 "$t" --device cuda "${O[@]}" --out "$t.chunk" 2>"$t.chunk.log"
+r=$(compare close "$t.cpu" "$t.chunk" $TOL)
+echo "ok   tiny_llama_attn, attention launches cut every 3 sequences: $r"
 
 # u8 and u16 embedding ids and class targets (SPEC.md's integer dtypes) on the GPU: the
 # loader's widened i32 batches uploaded (loader.on_gpu never), or the dataset widened
