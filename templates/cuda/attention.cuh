@@ -21,7 +21,10 @@
  * HD + 1 (or width + 1) floats: the reads above hit distinct banks or broadcast.
  * Everything adds in a fixed order (row sums across the eight lanes by a butterfly):
  * the results do not change from run to run. No atomics: dq and dk/dv are two kernels.
- * Heads up to 128 wide (the compiler refuses wider ones for the GPU). */
+ * Heads up to 128 wide (the compiler refuses wider ones for the GPU).
+ *
+ * At the end of the file, attention_ext_*: the same with the Llama-family options
+ * (grouped-query heads, qk_norm, rope, a window), twins of rt_attention_ext_*. */
 
 #define RT_ATT_THREADS 128
 
