@@ -37,6 +37,8 @@ static const struct {
     [CALL_EMBEDDING_BWD] = {"rt_embedding_bwd", "tttnnn"},
     [CALL_ATTENTION_FWD] = {"rt_attention_fwd", "tttnnnnn"},
     [CALL_ATTENTION_BWD] = {"rt_attention_bwd", "tttttnnnnn"},
+    [CALL_ATTENTION_EXT_FWD] = {"rt_attention_ext_fwd", "tttttnnnnnnnffffn"},
+    [CALL_ATTENTION_EXT_BWD] = {"rt_attention_ext_bwd", "tttttttttnnnnnnnffffn"},
     [CALL_COLSUM_ADD] = {"rt_colsum_add", "ttnn"},
     [CALL_ROWSUM_ADD] = {"rt_rowsum_add", "ttnn"},
     [CALL_GRAD_BEGIN] = {"rt_grad_begin", "nn"},

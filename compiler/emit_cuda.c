@@ -203,6 +203,7 @@ typedef struct {
     int call;            /* CALL_*; -1: none */
     long long a, b, c;   /* rows (layernorm, rmsnorm, embedding); classes, row stride
                             (cross entropy); T, head width, causal (attention) */
+    long long g;         /* attention with kv_heads: query heads a key/value head */
 } Instance;
 
 /* The template instance a call needs (call -1 for none). */
@@ -224,6 +225,14 @@ static Instance instance_of(const Instr *in)
         break;
     case CALL_EMBEDDING_FWD:
     case CALL_EMBEDDING_BWD: x.a = num(in, 5); break;
+    case CALL_ATTENTION_EXT_FWD:   /* after its 5 tensors: B, T, d, H, KV, causal */
+        x.a = num(in, 6), x.b = num(in, 7) / num(in, 8), x.c = num(in, 10);
+        x.g = num(in, 8) / num(in, 9);
+        break;
+    case CALL_ATTENTION_EXT_BWD:   /* after its 9 tensors */
+        x.a = num(in, 10), x.b = num(in, 11) / num(in, 12), x.c = num(in, 14);
+        x.g = num(in, 12) / num(in, 13);
+        break;
     default: x.call = -1;
     }
     return x;
@@ -236,7 +245,10 @@ static Instance instance_of(const Instr *in)
 static void instance_line(Program *p, const Instance *x, char *line)
 {
     int fwd = x->call == CALL_LAYERNORM_FWD || x->call == CALL_EMBEDDING_FWD ||
-              x->call == CALL_ATTENTION_FWD || x->call == CALL_RMSNORM_FWD;
+              x->call == CALL_ATTENTION_FWD || x->call == CALL_ATTENTION_EXT_FWD ||
+              x->call == CALL_RMSNORM_FWD;
+    const char *ext = x->call == CALL_ATTENTION_EXT_FWD || x->call == CALL_ATTENTION_EXT_BWD
+                          ? "EXT_" : "";
     const char *fb = fwd ? "FWD" : "BWD";
     line[0] = 0;
     switch (x->call) {
@@ -251,13 +263,23 @@ static void instance_line(Program *p, const Instance *x, char *line)
         return;
     case CALL_ATTENTION_FWD:
     case CALL_ATTENTION_BWD:
+    case CALL_ATTENTION_EXT_FWD:
+    case CALL_ATTENTION_EXT_BWD:
         if (x->b > 128) {
-            snprintf(line, 160, "/* RT_ATTENTION_%s: no kernel for heads %lld wide (up to 128) */",
-                     fb, x->b);
+            snprintf(line, 160, "/* RT_ATTENTION_%s%s: no kernel for heads %lld wide (up to 128) */",
+                     ext, fb, x->b);
             p->cuda_unsupported = xasprintf("attention heads %lld wide: the GPU kernels take up "
                                             "to 128", x->b);
+        } else if (x->g > 16 * (x->b > 64 ? 1 : 2)) {
+            /* attention.cuh's attention_ext_*: a query tile holds rows of each head of a
+             * group, 16 rt_att_br(hd) rows in the backward */
+            snprintf(line, 160, "/* RT_ATTENTION_%s%s: no kernel for %lld query heads a key/value "
+                                "head */", ext, fb, x->g);
+            p->cuda_unsupported = xasprintf("attention with %lld query heads a key/value head "
+                                            "(heads %lld wide): the GPU kernels take up to %d",
+                                            x->g, x->b, 16 * (x->b > 64 ? 1 : 2));
         } else
-            snprintf(line, 160, "RT_ATTENTION_%s(%lld, %lld, %lld)", fb, x->a, x->b, x->c);
+            snprintf(line, 160, "RT_ATTENTION_%s%s(%lld, %lld, %lld)", ext, fb, x->a, x->b, x->c);
         return;
     }
 }
@@ -277,7 +299,9 @@ static char *instance_doc(const Instance *x)
                             : xasprintf("%lld classes, rows %lld apart", x->a, x->b);
     case CALL_ATTENTION_FWD:
     case CALL_ATTENTION_BWD:
-        if (x->b > 128)
+    case CALL_ATTENTION_EXT_FWD:
+    case CALL_ATTENTION_EXT_BWD:
+        if (x->b > 128 || x->g > 16 * (x->b > 64 ? 1 : 2))
             return xstrdup("");
         return xasprintf("T %lld, heads %lld wide, %s", x->a, x->b, x->c ? "causal" : "not causal");
     }
@@ -315,14 +339,31 @@ static void instance(Program *p, Buf *b, Buf *seen, const Instr *in)
     free(c);
 }
 
+/* rt_cu_attention_ext_bwd's scratch a batch row (runtime/cuda_ops.c's att_ext_bwd_grids):
+ * D [H, T] floats and, with qk_norm, hd doubles for each block of its two kernels, whose
+ * tiles (attention.cuh) are 16 rt_att_br(hd) queries (the query side: that many rows
+ * of the H / KV heads of a group) and as many keys */
+static int64_t ext_scratch_row_bytes(const Instr *in)
+{
+    int64_t T = num(in, 10), H = num(in, 12), KV = num(in, 13), hd = num(in, 11) / H;
+    int64_t rows = 16 * (hd > 64 ? 1 : 2), np = rows / (H / KV);
+    if (np < 1)   /* the runtime refuses such a group: nothing to plan */
+        np = 1;
+    int64_t gq = (T + np - 1) / np, gk = (T + rows - 1) / rows;
+    return 4 * H * T + (in->args[1].kind == ARG_NULL ? 0 : 8 * hd * KV * (gq + gk));
+}
+
 int64_t cuda_scratch_row_bytes(const Program *p)
 {
     int64_t most = 0;
     for (int i = 0; i < p->n_ins; i++) {
         const Instr *in = p->ins[i];
-        if (in->dead || in->kind != I_CALL || in->call != CALL_ATTENTION_BWD)
+        if (in->dead || in->kind != I_CALL ||
+            (in->call != CALL_ATTENTION_BWD && in->call != CALL_ATTENTION_EXT_BWD))
             continue;
-        int64_t need = 4 * num(in, 6) * num(in, 8);   /* T x H floats: D = rowsum(dy * y) */
+        int64_t need = in->call == CALL_ATTENTION_BWD
+                           ? 4 * num(in, 6) * num(in, 8)   /* T x H floats: D = rowsum(dy * y) */
+                           : ext_scratch_row_bytes(in);
         if (need > most)
             most = need;
     }
@@ -339,7 +380,8 @@ static const struct {
     const char *file;
     int calls[7];   /* CALL_*, ended by 0 (CALL_GEMM: never one of these) */
 } tmpl_uses[] = {
-    {"attention.cuh", {CALL_ATTENTION_FWD, CALL_ATTENTION_BWD}},
+    {"attention.cuh", {CALL_ATTENTION_FWD, CALL_ATTENTION_BWD, CALL_ATTENTION_EXT_FWD,
+                       CALL_ATTENTION_EXT_BWD}},
     {"conv.cuh", {CALL_IM2COL, CALL_COL2IM, CALL_MAXPOOL_FWD, CALL_MAXPOOL_BWD, CALL_AVGPOOL_FWD,
                   CALL_AVGPOOL_BWD}},
     {"embedding.cuh", {CALL_EMBEDDING_FWD, CALL_EMBEDDING_BWD}},

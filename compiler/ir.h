@@ -145,7 +145,8 @@ typedef struct Node {
     int act;                 /* N_ACT, N_ACT_BWD: ACT_*; N_GLU, N_GLU_BWD: RT_GLU_* */
     double p;                /* dropout probability, layernorm and rmsnorm eps */
     double scale, shift;     /* N_CONVERT */
-    int64_t conv[8];         /* C, H, W, k, stride, pad, OH, OW; attention: T, d, H, causal */
+    int64_t conv[8];         /* C, H, W, k, stride, pad, OH, OW; attention: T, d, H, causal,
+                                KV, window (0: none), the options call (ops/attention.c) */
     int loss;                /* N_LOSS: LOSS_* */
     uint64_t key;            /* dropout: per-layer RNG key */
     struct Node *fwd;        /* backward node: its forward node */
@@ -380,6 +381,11 @@ enum {
     CALL_EMBEDDING_BWD,  /* ids, dy, dW, n, V, dim */
     CALL_ATTENTION_FWD,  /* qkv, lse, y, B, T, d, H, causal */
     CALL_ATTENTION_BWD,  /* qkv, lse, y, dy, dqkv, B, T, d, H, causal */
+    /* with kv_heads, qk_norm (qn, kn weights or NULL), a window (0: none), rope (theta
+     * 0: none; factor 0: no llama3 scaling, else factor, low, high, orig) */
+    CALL_ATTENTION_EXT_FWD, /* qkv, qn, kn, lse, y, B, T, d, H, KV, causal, window, theta,
+                               factor, low, high, orig */
+    CALL_ATTENTION_EXT_BWD, /* qkv, qn, kn, lse, y, dy, dqkv, dqn, dkn, B, ... as _FWD */
     CALL_COLSUM_ADD,     /* x, out, rows, cols: out += column sums */
     CALL_ROWSUM_ADD,     /* x, out, rows, cols: out += row sums */
     CALL_GRAD_BEGIN,     /* offset, floats: a parameter gradient's range about to be written */
@@ -405,7 +411,7 @@ typedef struct Arg {
     double f;
 } Arg;
 
-#define CALL_MAX_ARGS 16
+#define CALL_MAX_ARGS 24   /* attention backward with its options: 21 */
 
 static inline Arg arg_t(Tensor *t) { return (Arg){.kind = ARG_TENSOR, .t = t}; }
 static inline Arg arg_int(int64_t i) { return (Arg){.kind = ARG_INT, .i = i}; }

@@ -169,6 +169,9 @@ static const struct {
     {"epsilon", "eps"}, {"layer_norm_eps", "eps"}, {"norm_eps", "eps"}, {"rms_norm_eps", "eps"},
     {"num_heads", "heads"}, {"n_head", "heads"}, {"n_heads", "heads"}, {"nhead", "heads"},
     {"num_attention_heads", "heads"}, {"is_causal", "causal"},
+    {"num_key_value_heads", "kv_heads"}, {"n_kv_heads", "kv_heads"},
+    {"num_kv_heads", "kv_heads"}, {"sliding_window", "window"}, {"rope_theta", "rope"},
+    {"rope_scaling", "rope"}, {"attention_bias", "bias"}, {"use_qk_norm", "qk_norm"},
     {"block_size", "max_len"}, {"n_positions", "max_len"}, {"n_ctx", "max_len"},
     {"max_position_embeddings", "max_len"}, {"max_seq_len", "max_len"},
     {"context_length", "max_len"},
@@ -798,6 +801,60 @@ static void parse_body(const Ctx *c, Layer *l, const cJSON *v, const char *path)
     }
 }
 
+/* attention's "scaling": HF's rope_scaling of type llama3 (transformers'
+ * _compute_llama3_parameters): factor, low_freq_factor, high_freq_factor,
+ * original_max_position_embeddings, all required; "rope_type" (or "type") llama3. */
+static void parse_rope_scaling(const Ctx *c, Layer *l, const cJSON *v, const char *path)
+{
+    static const char *const keys[] = {"rope_type", "type", "factor", "low_freq_factor",
+                                       "high_freq_factor", "original_max_position_embeddings",
+                                       NULL};
+    static const char *const types[] = {"llama3", NULL};
+    need_object(c, v, path, "an object {\"rope_type\": \"llama3\", \"factor\": ...}");
+    const cJSON *ch;
+    cJSON_ArrayForEach(ch, v) {
+        char *kp = keep(path_key(path, ch->string));
+        if (!in_list(ch->string, keys))
+            unknown(c, kp, "key", ch->string, keys, NULL);
+        if (!strcmp(ch->string, "rope_type") || !strcmp(ch->string, "type"))
+            get_choice(c, ch, kp, types);
+    }
+    double *to[4] = {&l->rope_factor, &l->rope_low, &l->rope_high, &l->rope_orig};
+    for (int k = 0; k < 4; k++) {
+        char *kp = keep(path_key(path, keys[k + 2]));
+        *to[k] = get_number(c, require(c, v, path, keys[k + 2]), kp);
+        if (!(*to[k] > 0))
+            error_at(c->file, kp, "expected a number > 0, got %g", *to[k]);
+    }
+    if (l->rope_factor < 1)
+        error_at(c->file, keep(path_key(path, "factor")), "expected a factor >= 1, got %g",
+                 l->rope_factor);
+    if (!(l->rope_high > l->rope_low))
+        error_at(c->file, keep(path_key(path, "high_freq_factor")),
+                 "expected high_freq_factor > low_freq_factor (%g), got %g", l->rope_low,
+                 l->rope_high);
+}
+
+/* attention's "rope": null, or {"theta": T} with an optional llama3 "scaling". */
+static void parse_rope(const Ctx *c, Layer *l, const cJSON *v, const char *path)
+{
+    static const char *const keys[] = {"theta", "scaling", NULL};
+    if (cJSON_IsNull(v))
+        return;
+    need_object(c, v, path, "null or an object {\"theta\": 10000}");
+    const cJSON *ch;
+    cJSON_ArrayForEach(ch, v)
+        if (!in_list(ch->string, keys))
+            unknown(c, keep(path_key(path, ch->string)), "key", ch->string, keys, NULL);
+    char *tp = keep(path_key(path, "theta"));
+    l->rope_theta = get_number(c, require(c, v, path, "theta"), tp);
+    if (!(l->rope_theta > 1))
+        error_at(c->file, tp, "expected a number > 1, got %g", l->rope_theta);
+    const cJSON *sc = member(v, "scaling");
+    if (sc && !cJSON_IsNull(sc))
+        parse_rope_scaling(c, l, sc, keep(path_key(path, "scaling")));
+}
+
 /* One op key of layer l (the key is known to be the op's). */
 static void parse_layer_key(const Ctx *c, Layer *l, const char *key, const cJSON *v,
                             const char *path)
@@ -825,6 +882,14 @@ static void parse_layer_key(const Ctx *c, Layer *l, const char *key, const cJSON
         l->bias = get_bool(c, v, path);
     else if (!strcmp(key, "causal"))
         l->causal = get_bool(c, v, path);
+    else if (!strcmp(key, "kv_heads"))
+        l->kv_heads = get_int(c, v, path, 1, MAX_DIM);
+    else if (!strcmp(key, "qk_norm"))
+        l->qk_norm = get_bool(c, v, path);
+    else if (!strcmp(key, "window"))
+        l->window = cJSON_IsNull(v) ? 0 : get_int(c, v, path, 1, MAX_DIM);
+    else if (!strcmp(key, "rope"))
+        parse_rope(c, l, v, path);
     else if (!strcmp(key, "approximate")) {
         static const char *const modes[] = {"none", "tanh", NULL};
         l->gelu_tanh = get_choice(c, v, path, modes) == 1;
@@ -849,6 +914,19 @@ static void parse_layer_key(const Ctx *c, Layer *l, const char *key, const cJSON
         parse_body(c, l, v, path);
     else
         die("op key '%s' of %s has no parser", key, op_info[l->op].name);
+}
+
+/* attention's keys against each other (those against the input's width are checked
+ * when the graph is built: hd even with rope). */
+static void check_attention_keys(const Ctx *c, const Layer *l, const char *path)
+{
+    if (l->kv_heads && l->heads % l->kv_heads)
+        error_at(c->file, keep(path_key(path, "kv_heads")), "kv_heads %lld does not divide "
+                 "heads %lld (each key/value head serves heads / kv_heads query heads)",
+                 (long long)l->kv_heads, (long long)l->heads);
+    if (l->window && !l->causal)
+        error_at(c->file, keep(path_key(path, "window")), "a window needs causal attention "
+                 "(a query sees the W most recent positions, itself included)");
 }
 
 static Layer *parse_layer(const Ctx *c, const cJSON *v, const char *path)
@@ -924,6 +1002,8 @@ static Layer *parse_layer(const Ctx *c, const cJSON *v, const char *path)
         error_at(c->file, ip, "this linear has no parameters of its own to initialize (its "
                  "weight is that of the embedding '%s', and it has no bias)", l->tie);
     }
+    if (l->op == OP_ATTENTION)
+        check_attention_keys(c, l, path);
     if (!l->stride)
         l->stride = l->op == OP_MAXPOOL2D || l->op == OP_AVGPOOL2D ? l->kernel : 1;
     return l;

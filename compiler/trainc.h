@@ -54,6 +54,12 @@ struct Layer {
     double p;                 /* dropout; default 0.5 */
     double eps;               /* layernorm (default 1e-5), rmsnorm (default 1e-6) */
     char *tie;                /* linear: the name of an embedding, or NULL */
+    /* attention: kv_heads (0: heads), qk_norm, window (0: none) and rope (theta 0: none;
+     * rope_factor 0: no llama3 scaling, else its factor, low and high frequency factors
+     * and original context length) */
+    int64_t kv_heads, window;
+    int qk_norm;
+    double rope_theta, rope_factor, rope_low, rope_high, rope_orig;
     Layer **body;             /* residual, repeat */
     int n_body;
 };

@@ -1,19 +1,26 @@
-/* attention.c: multi-head self-attention (forward and backward) and the embedding
- * lookup, the kernels behind the `attention` and `embedding` ops of GPT-style models.
+/* attention.c: multi-head self-attention (forward and backward), with the Llama-family
+ * options (grouped-query heads, qk_norm, rope with llama3 scaling, a sliding window),
+ * and the embedding lookup: the kernels behind the `attention` and `embedding` ops.
  *
- * Attention works on one (batch row, head) pair at a time: its q, k, v are strided
- * views of qkv [B, T, 3d] (row stride 3d), its T x T probabilities a slice of att.
- * Pairs are split over the pool; each pair is computed by one thread with
- * single-threaded OpenBLAS calls whose shapes depend only on (T, hd, causal), so the
- * bits do not depend on the thread count. The T x T products are cut into row blocks
- * of ATT_NB queries (more without a mask at short T), so a thread's scratch grows with
- * T, not T^2 (8 T^2 bytes would be 512 MiB a thread at T = 8192, outside the memory
- * plan). With a causal mask each block multiplies only the keys it can see, which
- * skips most of the masked upper triangle at the price of a few more BLAS calls.
+ * Attention works on one (batch row, key/value head) item at a time: its q, k, v are
+ * strided views of qkv [B, T, (H + 2 KV) hd] (GPT-2: KV = H, [B, T, 3d]). Items are
+ * split over the pool; each is computed by one thread with single-threaded OpenBLAS
+ * calls whose shapes depend only on the shapes and options, so the bits do not depend
+ * on the thread count. The T x T products are cut into row blocks of ATT_NB queries
+ * (more without a mask at short T), so a thread's scratch grows with T, not T^2 (8 T^2
+ * bytes would be 512 MiB a thread at T = 8192, outside the memory plan). With a causal
+ * mask each block multiplies only the keys it can see, which skips most of the masked
+ * upper triangle at the price of a few more BLAS calls; a window skips the keys before
+ * it the same way. An item's query heads (g = H / KV of them) are stacked into one
+ * product with their key head, through qk_norm and rope (applied as the rows are
+ * stacked; k once an item); GPT-2's heads are read in place.
  * Measured at T = 128, hd = 32 (the character GPT) on a 2-core AMD EPYC:
  * blocks of 32 beat 16 and 64 slightly and unblocked products by 15-20%; hand-written
  * SSE loops over the exact triangle took 1.7x as long as OpenBLAS on the blocks
  * (the runtime is built without -march, OpenBLAS picks AVX2 + FMA kernels at run time).
+ * At T = 1024, d = 768, 12 heads (one thread, forward and backward, 2026-11-28): 116 ms
+ * with 12 key/value heads, 73 with 4 (the group's stacked products), 83 with rope and
+ * qk_norm too, 46 with a window of 256.
  *
  * Softmax follows PyTorch: exp(s - max) / sum over the visible keys, masked
  * probabilities exactly 0. Its sums are in double, always in the same order. */
@@ -218,102 +225,365 @@ static void softmax_bwd_row(float *restrict g, const float *restrict p, float do
 }
 
 typedef struct {
-    const float *qkv;          /* [B, T, 3d] */
+    const float *qkv;          /* [B, T, ld]: H query heads, then KV key, then KV value heads */
+    const float *qn, *kn;      /* qk_norm's weights [hd], or NULL */
     float *lse;                /* [B, H, T] (forward) */
     const float *plse;         /* [B, H, T] (backward) */
     float *y;                  /* [B, T, d] (forward) */
     const float *py;           /* [B, T, d] (backward: the forward's output) */
     const float *dy;           /* [B, T, d] (backward) */
-    float *dqkv;               /* [B, T, 3d] (backward) */
-    int64_t T, d, H, hd, nb;   /* nb: rows a block (att_setup), at most T */
+    float *dqkv;               /* [B, T, ld] (backward) */
+    float *part;               /* [B * KV, 2 hd] qk_norm's weight gradients of each item */
+    const float *cos, *sin;    /* rope: [T, hd / 2] each, or NULL */
+    int64_t T, d, H, KV, g, hd, ld, nb;   /* g = H / KV; ld = (H + 2 KV) hd; nb: rows a block */
+    int64_t window;            /* 0: none */
     int causal;
     float scale;
 } att_ctx;
 
-/* Pairs (b, h) in [lo, hi): P = softmax(q k^T * scale) a row block [r0, r1) at a time
- * (the keys [0, n) it sees) in scratch of its own, y = P v; each row's log-sum-exp
- * goes to lse. No T x T buffer outlives the call. */
+/* Does q or k go through qk_norm or rope before the products (into scratch)? */
+static int att_transforms(const att_ctx *c) { return c->qn != NULL || c->cos != NULL; }
+
+/* Are a row block's query rows (and dy's) read in place, as GPT-2's heads are (one query
+ * head a key head, no transforms), or stacked into scratch: the rows of the block for
+ * each of the group's g heads, head after head, through the transforms, so that one
+ * product with the key head serves the whole group? */
+static int att_stacked(const att_ctx *c) { return c->g > 1 || att_transforms(c); }
+
+/* Rows of a block [r0, r1) see keys [k0, kend): the causal prefix, from the first
+ * position the window lets its first row see. */
+static int64_t att_k0(const att_ctx *c, int64_t r0)
+{
+    return c->window && r0 >= c->window ? r0 - c->window + 1 : 0;
+}
+
+/* Row i's visible keys [first, end) (absolute positions). */
+static int64_t att_first(const att_ctx *c, int64_t i)
+{
+    return c->window && i >= c->window ? i - c->window + 1 : 0;
+}
+
+/* One q or k row x (position t) to o [hd]: RMSNorm over hd with weight w (qk_norm, eps
+ * 1e-6, sum in double; NULL: none), then the rotation of dims (j, j + hd/2) by t's
+ * angles (rope; none without a table). */
+static void att_load_row(const att_ctx *c, const float *x, const float *w, int64_t t, float *o)
+{
+    int64_t hd = c->hd, h2 = hd / 2;
+    float r = 1.0f;
+    if (w) {
+        double ss = 0;
+        for (int64_t j = 0; j < hd; j++)
+            ss += (double)x[j] * x[j];
+        r = (float)(1.0 / sqrt(ss / (double)hd + 1e-6));
+    }
+    for (int64_t j = 0; j < hd; j++)
+        o[j] = w ? x[j] * r * w[j] : x[j];
+    if (!c->cos)
+        return;
+    const float *cs = c->cos + t * h2, *sn = c->sin + t * h2;
+    for (int64_t j = 0; j < h2; j++) {
+        float a = o[j], b = o[j + h2];
+        o[j] = a * cs[j] - b * sn[j];
+        o[j + h2] = b * cs[j] + a * sn[j];
+    }
+}
+
+/* att_load_row's backward: g [hd], the gradient of its output (overwritten), back
+ * through the inverse rotation and RMSNorm to x's gradient dx [hd]; the weight's
+ * gradient added to dw [hd] (double). */
+static void att_unload_row(const att_ctx *c, const float *x, const float *w, int64_t t,
+                           float *g, float *dx, double *dw)
+{
+    int64_t hd = c->hd, h2 = hd / 2;
+    if (c->cos) {
+        const float *cs = c->cos + t * h2, *sn = c->sin + t * h2;
+        for (int64_t j = 0; j < h2; j++) {
+            float a = g[j], b = g[j + h2];
+            g[j] = a * cs[j] + b * sn[j];
+            g[j + h2] = b * cs[j] - a * sn[j];
+        }
+    }
+    if (!w) {
+        memcpy(dx, g, (size_t)hd * sizeof(float));
+        return;
+    }
+    double ss = 0, dot = 0;
+    for (int64_t j = 0; j < hd; j++)
+        ss += (double)x[j] * x[j];
+    float r = (float)(1.0 / sqrt(ss / (double)hd + 1e-6));
+    /* x^ = x r, y = w x^: dw += g x^, dx = r (u - x^ mean(u x^)) with u = g w */
+    for (int64_t j = 0; j < hd; j++) {
+        float xh = x[j] * r;
+        dw[j] += (double)g[j] * xh;
+        dot += (double)g[j] * w[j] * xh;
+    }
+    float m = (float)(dot / (double)hd);
+    for (int64_t j = 0; j < hd; j++)
+        dx[j] = r * (g[j] * w[j] - x[j] * r * m);
+}
+
+/* The rows [r0, r0 + m) of the g heads at src (heads hd apart, rows lds apart) stacked
+ * into S [g m, hd] (head j's row r0 + i at row j m + i), through att_load_row with w
+ * when tr. */
+static void att_stack(const att_ctx *c, const float *src, int64_t lds, int64_t r0, int64_t m,
+                      const float *w, int tr, float *S)
+{
+    for (int64_t j = 0; j < c->g; j++)
+        for (int64_t i = 0; i < m; i++) {
+            const float *x = src + j * c->hd + (r0 + i) * lds;
+            float *o = S + (j * m + i) * c->hd;
+            if (tr)
+                att_load_row(c, x, w, r0 + i, o);
+            else
+                memcpy(o, x, (size_t)c->hd * sizeof(float));
+        }
+}
+
+/* One work item: batch row b, key/value head kh and its g query heads. q, dq, y, py, dy
+ * point at the group's first head (the others hd further); lse at its first head's row
+ * (the others T further); k (rows ldk apart: qkv's, or the transformed copy's hd) and
+ * dk (the same layout), v and dv (rows ld apart). */
+typedef struct {
+    const float *q, *k, *v, *dy, *py;
+    float *lse, *y, *dq, *dk, *dv;
+    const float *plse;
+    int64_t ldk;
+} att_item;
+
+/* Forward of an item's row block [r0, r1) (the keys [k0, k0 + n) it sees): P =
+ * softmax(q k^T * scale) for all its query rows at once in scratch P [g nb, T] (each
+ * row's log-sum-exp to lse), y = P v. Stacked rows go through S [2 g nb, hd] (q, then
+ * y); GPT-2's heads are read and written in place. */
+static void att_fwd_block(const att_ctx *c, const att_item *it, int64_t r0, int64_t r1,
+                          float *P, float *S)
+{
+    int64_t T = c->T, d = c->d, hd = c->hd, ld = c->ld, m = r1 - r0, M = c->g * m;
+    int64_t k0 = att_k0(c, r0), n = (c->causal ? r1 : T) - k0;
+    int st = att_stacked(c);
+    const float *Q = it->q + r0 * ld;
+    int64_t ldq = ld;
+    if (st) {
+        att_stack(c, it->q, ld, r0, m, c->qn, att_transforms(c), S);
+        Q = S, ldq = hd;
+    }
+    zero_rows(P, M, n, T);
+    mm_acc(0, 1, M, n, hd, c->scale, Q, ldq, it->k + k0 * it->ldk, it->ldk, P, T);
+    for (int64_t r = 0; r < M; r++) {
+        int64_t j = r / m, i = r0 + r % m;
+        int64_t a = att_first(c, i) - k0, len = (c->causal ? i + 1 : T) - k0;
+        float *row = P + r * T;
+        memset(row, 0, (size_t)a * sizeof(float));
+        it->lse[j * T + i] = softmax_row(row + a, len - a, n - a);
+    }
+    if (!st) {
+        zero_rows(it->y + r0 * d, m, hd, d);
+        mm_acc(0, 0, m, hd, n, 1.0f, P, T, it->v + k0 * ld, ld, it->y + r0 * d, d);
+        return;
+    }
+    float *Y = S + M * hd;   /* [M, hd] */
+    zero_rows(Y, M, hd, hd);
+    mm_acc(0, 0, M, hd, n, 1.0f, P, T, it->v + k0 * ld, ld, Y, hd);
+    for (int64_t r = 0; r < M; r++)
+        memcpy(it->y + (r / m) * hd + (r0 + r % m) * d, Y + r * hd, (size_t)hd * sizeof(float));
+}
+
+/* Items (b, KV head) in [lo, hi): the key head (through qk_norm and rope into scratch
+ * when they apply, once) serves its g query heads a row block at a time
+ * (att_fwd_block). No T x T buffer outlives the call. */
 static void att_fwd_task(void *ctx, int64_t lo, int64_t hi)
 {
     const att_ctx *c = ctx;
-    int64_t T = c->T, d = c->d, hd = c->hd, ld = 3 * d;
-    float *P = malloc((size_t)(c->nb * T) * sizeof(float));   /* [nb, T] */
+    int64_t T = c->T, d = c->d, hd = c->hd, ld = c->ld, g = c->g, tr = att_transforms(c);
+    int64_t ns = att_stacked(c) ? 2 * g * c->nb * hd : 0;
+    size_t floats = (size_t)(g * c->nb * T + ns + (tr ? T * hd : 0));
+    float *P = malloc(floats * sizeof(float));   /* [g nb, T], S [2 g nb, hd], k [T, hd] */
     if (!P)
         rt_fail("out of memory allocating %lld bytes of attention scratch",
-                (long long)(c->nb * T * 4));
-    for (int64_t bh = lo; bh < hi; bh++) {
-        int64_t b = bh / c->H, h = bh % c->H;
-        const float *q = c->qkv + b * T * ld + h * hd, *k = q + d, *v = q + 2 * d;
-        float *lse = c->lse + bh * T;             /* [T] */
-        float *y = c->y + b * T * d + h * hd;     /* [T, hd], row stride d */
-        for (int64_t r0 = 0; r0 < T; r0 += c->nb) {
-            int64_t r1 = r0 + c->nb < T ? r0 + c->nb : T, n = c->causal ? r1 : T;
-            zero_rows(P, r1 - r0, n, T);
-            mm_acc(0, 1, r1 - r0, n, hd, c->scale, q + r0 * ld, ld, k, ld, P, T);
-            for (int64_t i = r0; i < r1; i++)
-                lse[i] = softmax_row(P + (i - r0) * T, c->causal ? i + 1 : T, n);
-            zero_rows(y + r0 * d, r1 - r0, hd, d);
-            mm_acc(0, 0, r1 - r0, hd, n, 1.0f, P, T, v, ld, y + r0 * d, d);
+                (long long)(floats * 4));
+    float *S = P + g * c->nb * T, *kt = S + ns;
+    for (int64_t ix = lo; ix < hi; ix++) {
+        int64_t b = ix / c->KV, kh = ix % c->KV;
+        const float *base = c->qkv + b * T * ld;
+        att_item it = {.q = base + kh * g * hd, .k = base + (c->H + kh) * hd,
+                       .v = base + (c->H + c->KV + kh) * hd, .ldk = ld,
+                       .lse = c->lse + (b * c->H + kh * g) * T, .y = c->y + b * T * d + kh * g * hd};
+        if (tr) {
+            for (int64_t t = 0; t < T; t++)
+                att_load_row(c, it.k + t * ld, c->kn, t, kt + t * hd);
+            it.k = kt, it.ldk = hd;
         }
+        for (int64_t r0 = 0; r0 < T; r0 += c->nb)
+            att_fwd_block(c, &it, r0, r0 + c->nb < T ? r0 + c->nb : T, P, S);
     }
     free(P);
 }
 
-/* Pairs (b, h) in [lo, hi), a row block [r0, r1) (the keys [0, n) it sees) at a time,
- * with scratch P, dS [nb, T] of its own:
+/* Backward of an item's row block [r0, r1) (the keys [k0, k0 + n) it sees), all the
+ * group's query rows at once, with scratch P, dS [g nb, T] and, for stacked rows, S
+ * [3 g nb, hd] (q, dy, dq):
  *   P = exp(q k^T * scale - lse)                                     (recomputed)
  *   dP = dy v^T, dS = P * (dP - dy . y), dq = dS k * scale
- *   dv[0, n) += P^T dy, dk[0, n) += dS^T q * scale                   (summed over blocks)
+ *   dv[k0, k0 + n) += P^T dy, dk[k0, k0 + n) += dS^T q * scale       (summed over blocks)
  * so the scratch grows with T, not T^2 (Llama-length sequences, T = 2048 to 8192, would
  * otherwise take 8 T^2 bytes a thread outside the memory plan). dk and dv add the row
- * blocks in order: a fixed order, whatever the thread count. */
+ * blocks in order: a fixed order, whatever the thread count. Stacked dq goes back
+ * through the transforms (att_unload_row; q_norm's weight gradient into dw). */
+static void att_bwd_block(const att_ctx *c, const att_item *it, int64_t r0, int64_t r1,
+                          float *P, float *dS, float *S, double *dw)
+{
+    int64_t T = c->T, d = c->d, hd = c->hd, ld = c->ld, m = r1 - r0, M = c->g * m;
+    int64_t k0 = att_k0(c, r0), n = (c->causal ? r1 : T) - k0;
+    int st = att_stacked(c);
+    const float *Q = it->q + r0 * ld, *DY = it->dy + r0 * d;
+    int64_t ldq = ld, lddy = d;
+    if (st) {
+        att_stack(c, it->q, ld, r0, m, c->qn, att_transforms(c), S);
+        att_stack(c, it->dy, d, r0, m, NULL, 0, S + M * hd);
+        Q = S, ldq = hd, DY = S + M * hd, lddy = hd;
+    }
+    zero_rows(P, M, n, T);
+    mm_acc(0, 1, M, n, hd, c->scale, Q, ldq, it->k + k0 * it->ldk, it->ldk, P, T);
+    for (int64_t r = 0; r < M; r++) {
+        int64_t j = r / m, i = r0 + r % m;
+        int64_t f = att_first(c, i) - k0, len = (c->causal ? i + 1 : T) - k0;
+        memset(P + r * T, 0, (size_t)f * sizeof(float));
+        probs_row(P + r * T + f, it->plse[j * T + i], len - f, n - f);
+    }
+    zero_rows(dS, M, n, T);
+    mm_acc(0, 1, M, n, hd, 1.0f, DY, lddy, it->v + k0 * ld, ld, dS, T);
+    for (int64_t r = 0; r < M; r++) {
+        int64_t j = r / m, i = r0 + r % m;
+        int64_t f = att_first(c, i) - k0, len = (c->causal ? i + 1 : T) - k0;
+        memset(dS + r * T, 0, (size_t)f * sizeof(float));
+        softmax_bwd_row(dS + r * T + f, P + r * T + f,
+                        dot_row(it->dy + j * hd + i * d, it->py + j * hd + i * d, hd), len - f,
+                        n - f);
+    }
+    float *dq = st ? S + 2 * M * hd : it->dq + r0 * ld;
+    int64_t lddq = st ? hd : ld;
+    zero_rows(dq, M, hd, lddq);
+    mm_acc(0, 0, M, hd, n, c->scale, dS, T, it->k + k0 * it->ldk, it->ldk, dq, lddq);
+    mm_acc(1, 0, n, hd, M, 1.0f, P, T, DY, lddy, it->dv + k0 * ld, ld);
+    mm_acc(1, 0, n, hd, M, c->scale, dS, T, Q, ldq, it->dk + k0 * it->ldk, it->ldk);
+    for (int64_t r = 0; st && r < M; r++) {
+        int64_t j = r / m, i = r0 + r % m;
+        att_unload_row(c, it->q + j * hd + i * ld, c->qn, i, dq + r * hd,
+                       it->dq + j * hd + i * ld, dw);
+    }
+}
+
+/* Items (b, KV head) in [lo, hi): dk and dv of the key/value head summed over its g
+ * query heads, a row block at a time (att_bwd_block); with qk_norm or rope, k is
+ * transformed once into scratch as the forward did, and dk taken back through the
+ * transforms after the blocks; the norms' weight gradients go to the item's row of
+ * part. */
 static void att_bwd_task(void *ctx, int64_t lo, int64_t hi)
 {
     const att_ctx *c = ctx;
-    int64_t T = c->T, d = c->d, hd = c->hd, ld = 3 * d;
-    float *P = malloc((size_t)(2 * c->nb * T) * sizeof(float)), *dS = P + c->nb * T;
+    int64_t T = c->T, d = c->d, hd = c->hd, ld = c->ld, g = c->g, tr = att_transforms(c);
+    int64_t ns = att_stacked(c) ? 3 * g * c->nb * hd : 0;
+    size_t floats = (size_t)(2 * g * c->nb * T + ns + (tr ? 2 * T * hd : 0));
+    float *P = malloc(floats * sizeof(float)), *dS = P + g * c->nb * T;
     if (!P)
         rt_fail("out of memory allocating %lld bytes of attention scratch",
-                (long long)(2 * c->nb * T * 4));
-    for (int64_t bh = lo; bh < hi; bh++) {
-        int64_t b = bh / c->H, h = bh % c->H;
-        const float *q = c->qkv + b * T * ld + h * hd, *k = q + d, *v = q + 2 * d;
-        const float *lse = c->plse + bh * T;
-        const float *dy = c->dy + b * T * d + h * hd, *y = c->py + b * T * d + h * hd;
-        float *dq = c->dqkv + b * T * ld + h * hd, *dk = dq + d, *dv = dq + 2 * d;
-        zero_rows(dk, T, hd, ld);
-        zero_rows(dv, T, hd, ld);
-        for (int64_t r0 = 0; r0 < T; r0 += c->nb) {
-            int64_t r1 = r0 + c->nb < T ? r0 + c->nb : T, n = c->causal ? r1 : T, m = r1 - r0;
-            zero_rows(P, m, n, T);
-            mm_acc(0, 1, m, n, hd, c->scale, q + r0 * ld, ld, k, ld, P, T);
-            for (int64_t i = r0; i < r1; i++)
-                probs_row(P + (i - r0) * T, lse[i], c->causal ? i + 1 : T, n);
-            zero_rows(dS, m, n, T);
-            mm_acc(0, 1, m, n, hd, 1.0f, dy + r0 * d, d, v, ld, dS, T);
-            for (int64_t i = r0; i < r1; i++)
-                softmax_bwd_row(dS + (i - r0) * T, P + (i - r0) * T,
-                                dot_row(dy + i * d, y + i * d, hd), c->causal ? i + 1 : T, n);
-            zero_rows(dq + r0 * ld, m, hd, ld);
-            mm_acc(0, 0, m, hd, n, c->scale, dS, T, k, ld, dq + r0 * ld, ld);
-            mm_acc(1, 0, n, hd, m, 1.0f, P, T, dy + r0 * d, d, dv, ld);
-            mm_acc(1, 0, n, hd, m, c->scale, dS, T, q + r0 * ld, ld, dk, ld);
+                (long long)(floats * 4));
+    float *S = dS + g * c->nb * T, *kt = S + ns, *dkt = kt + T * hd;
+    double *dw = tr ? calloc((size_t)(2 * hd), sizeof(double)) : NULL;
+    if (tr && !dw)
+        rt_fail("out of memory allocating attention scratch");
+    for (int64_t ix = lo; ix < hi; ix++) {
+        int64_t b = ix / c->KV, kh = ix % c->KV;
+        const float *base = c->qkv + b * T * ld, *k = base + (c->H + kh) * hd;
+        float *dbase = c->dqkv + b * T * ld;
+        att_item it = {.q = base + kh * g * hd, .k = k, .v = base + (c->H + c->KV + kh) * hd,
+                       .dy = c->dy + b * T * d + kh * g * hd, .py = c->py + b * T * d + kh * g * hd,
+                       .plse = c->plse + (b * c->H + kh * g) * T, .dq = dbase + kh * g * hd,
+                       .dk = dbase + (c->H + kh) * hd, .dv = dbase + (c->H + c->KV + kh) * hd,
+                       .ldk = ld};
+        if (tr) {
+            for (int64_t t = 0; t < T; t++)
+                att_load_row(c, k + t * ld, c->kn, t, kt + t * hd);
+            it.k = kt, it.dk = dkt, it.ldk = hd;
+            memset(dw, 0, (size_t)(2 * hd) * sizeof(double));
         }
+        zero_rows(it.dk, T, hd, it.ldk);
+        zero_rows(it.dv, T, hd, ld);
+        for (int64_t r0 = 0; r0 < T; r0 += c->nb)
+            att_bwd_block(c, &it, r0, r0 + c->nb < T ? r0 + c->nb : T, P, dS, S, dw);
+        if (!tr)
+            continue;
+        for (int64_t t = 0; t < T; t++)
+            att_unload_row(c, k + t * ld, c->kn, t, dkt + t * hd, dbase + (c->H + kh) * hd + t * ld,
+                           dw + hd);
+        if (c->part)
+            for (int64_t j = 0; j < 2 * hd; j++)
+                c->part[ix * 2 * hd + j] = (float)dw[j];
     }
+    free(dw);
     free(P);
 }
 
-static att_ctx att_setup(int64_t T, int64_t d, int64_t H, int causal)
+/* rope's angles, as Hugging Face computes them in float32 (LlamaRotaryEmbedding;
+ * llama3 scaling as transformers' _compute_llama3_parameters): inv_freq[j] =
+ * 1 / theta^(2j / hd), scaled for long wavelengths; cos, sin [T, hd/2] of t inv_freq[j]. */
+static void rope_table(float *cosv, float *sinv, int64_t T, int64_t hd, float theta,
+                       float factor, float low, float high, int64_t orig)
 {
-    if (H <= 0 || d % H != 0)
-        rt_die("attention: d = %lld is not a multiple of H = %lld", (long long)d, (long long)H);
-    if (3 * d > INT_MAX || T > INT_MAX)
+    int64_t h2 = hd / 2;
+    for (int64_t j = 0; j < h2; j++) {
+        float inv = 1.0f / powf(theta, (float)(2 * j) / (float)hd);
+        if (factor > 0) {
+            float wavelen = 2.0f * (float)M_PI / inv;
+            float lo_wl = (float)orig / low, hi_wl = (float)orig / high;
+            float scaled = wavelen > lo_wl ? inv / factor : inv;
+            if (!(wavelen < hi_wl) && !(wavelen > lo_wl)) {
+                float smooth = ((float)orig / wavelen - low) / (high - low);
+                scaled = (1 - smooth) * scaled / factor + smooth * scaled;
+            }
+            inv = scaled;
+        }
+        for (int64_t t = 0; t < T; t++) {
+            float a = (float)t * inv;
+            cosv[t * h2 + j] = cosf(a);
+            sinv[t * h2 + j] = sinf(a);
+        }
+    }
+}
+
+static att_ctx att_setup(int64_t T, int64_t d, int64_t H, int64_t KV, int causal)
+{
+    if (H <= 0 || d % H != 0 || KV <= 0 || H % KV != 0)
+        rt_die("attention: d = %lld, H = %lld, KV = %lld: need H | d and KV | H", (long long)d,
+               (long long)H, (long long)KV);
+    int64_t hd = d / H, ld = (H + 2 * KV) * hd;
+    if (ld > INT_MAX || T > INT_MAX)
         rt_die("attention: T = %lld, d = %lld exceed the BLAS int range", (long long)T,
                (long long)d);
     int64_t nb = causal || ATT_FLOATS / T < ATT_NB ? ATT_NB : ATT_FLOATS / T;
-    att_ctx c = {.T = T, .d = d, .H = H, .hd = d / H, .nb = nb < T ? nb : T, .causal = causal};
+    att_ctx c = {.T = T, .d = d, .H = H, .KV = KV, .g = H / KV, .hd = hd, .ld = ld,
+                 .nb = nb < T ? nb : T, .causal = causal};
     c.scale = (float)(1.0 / sqrt((double)c.hd));
     return c;
+}
+
+/* The options of rt_attention_ext_*: the window, qk_norm's weights and rope's table
+ * (malloc'd into c->cos, c->sin; att_done frees it). */
+static void att_options(att_ctx *c, const float *qn, const float *kn, int64_t window,
+                        float theta, float factor, float low, float high, int64_t orig)
+{
+    if ((qn != NULL) != (kn != NULL) || window < 0 || (theta > 0 && c->hd % 2))
+        rt_die("attention: bad options (qk_norm weights %p, %p; window %lld; rope with hd "
+               "%lld)", (const void *)qn, (const void *)kn, (long long)window,
+               (long long)c->hd);
+    c->qn = qn, c->kn = kn, c->window = window;
+    if (theta > 0) {
+        size_t n = (size_t)(c->T * (c->hd / 2));
+        float *t = malloc(2 * n * sizeof(float) + 1);
+        if (!t)
+            rt_fail("out of memory allocating the rope table (T = %lld)", (long long)c->T);
+        rope_table(t, t + n, c->T, c->hd, theta, factor, low, high, orig);
+        c->cos = t, c->sin = t + n;
+    }
 }
 
 void rt_attention_fwd(rt_exec *e, const float *qkv, float *lse, float *y, int64_t B, int64_t T,
@@ -325,7 +595,7 @@ void rt_attention_fwd(rt_exec *e, const float *qkv, float *lse, float *y, int64_
     }
     if (B <= 0 || T <= 0 || d <= 0)
         return;
-    att_ctx c = att_setup(T, d, H, causal);
+    att_ctx c = att_setup(T, d, H, H, causal);
     c.qkv = qkv;
     c.lse = lse;
     c.y = y;
@@ -342,13 +612,77 @@ void rt_attention_bwd(rt_exec *e, const float *qkv, const float *lse, const floa
     }
     if (B <= 0 || T <= 0 || d <= 0)
         return;
-    att_ctx c = att_setup(T, d, H, causal);
+    att_ctx c = att_setup(T, d, H, H, causal);
     c.qkv = qkv;
     c.plse = lse;
     c.py = y;
     c.dy = dy;
     c.dqkv = dqkv;
     rt_pool_run(e->rt, B * H, 1, att_bwd_task, &c);
+}
+
+void rt_attention_ext_fwd(rt_exec *e, const float *qkv, const float *qn, const float *kn,
+                          float *lse, float *y, int64_t B, int64_t T, int64_t d, int64_t H,
+                          int64_t KV, int causal, int64_t window, float theta, float factor,
+                          float low, float high, int64_t orig)
+{
+    if (e->dev) { /* on a GPU: cuda_ops.c */
+        if (!RT_GPU(e)->attention_ext_fwd)
+            rt_fail("attention with kv_heads, rope, qk_norm or a window has no GPU kernel in "
+                    "this build: run it with --device cpu");
+        RT_GPU(e)->attention_ext_fwd(e, qkv, qn, kn, lse, y, B, T, d, H, KV, causal, window, theta,
+                                 factor, low, high, orig);
+        return;
+    }
+    if (B <= 0 || T <= 0 || d <= 0)
+        return;
+    att_ctx c = att_setup(T, d, H, KV, causal);
+    att_options(&c, qn, kn, window, theta, factor, low, high, orig);
+    c.qkv = qkv;
+    c.lse = lse;
+    c.y = y;
+    rt_pool_run(e->rt, B * KV, 1, att_fwd_task, &c);
+    free((void *)c.cos);
+}
+
+void rt_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, const float *kn,
+                          const float *lse, const float *y, const float *dy, float *dqkv,
+                          float *dqn, float *dkn, int64_t B, int64_t T, int64_t d, int64_t H,
+                          int64_t KV, int causal, int64_t window, float theta, float factor,
+                          float low, float high, int64_t orig)
+{
+    if (e->dev) { /* on a GPU: cuda_ops.c */
+        if (!RT_GPU(e)->attention_ext_bwd)
+            rt_fail("attention with kv_heads, rope, qk_norm or a window has no GPU kernel in "
+                    "this build: run it with --device cpu");
+        RT_GPU(e)->attention_ext_bwd(e, qkv, qn, kn, lse, y, dy, dqkv, dqn, dkn, B, T, d, H, KV,
+                                 causal, window, theta, factor, low, high, orig);
+        return;
+    }
+    if (B <= 0 || T <= 0 || d <= 0)
+        return;
+    att_ctx c = att_setup(T, d, H, KV, causal);
+    att_options(&c, qn, kn, window, theta, factor, low, high, orig);
+    c.qkv = qkv;
+    c.plse = lse;
+    c.py = y;
+    c.dy = dy;
+    c.dqkv = dqkv;
+    /* qk_norm: each item's weight gradients, added up in item order after the run (the
+     * same bits whatever the thread count) */
+    if (qn && (dqn || dkn) && !(c.part = calloc((size_t)(B * KV * 2 * c.hd), sizeof(float))))
+        rt_fail("out of memory allocating qk_norm's gradient partials");
+    rt_pool_run(e->rt, B * KV, 1, att_bwd_task, &c);
+    for (int64_t j = 0; c.part && j < 2 * c.hd; j++) {
+        double s = 0;
+        for (int64_t it = 0; it < B * KV; it++)
+            s += c.part[it * 2 * c.hd + j];
+        float *dw = j < c.hd ? dqn : dkn;
+        if (dw)
+            dw[j % c.hd] += (float)s;
+    }
+    free(c.part);
+    free((void *)c.cos);
 }
 
 /* ---- embedding ----------------------------------------------------------------- */

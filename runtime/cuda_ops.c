@@ -481,6 +481,107 @@ void rt_cu_attention_bwd(rt_exec *e, const float *qkv, const float *lse, const f
     }
 }
 
+/* ---- attention with the Llama-family options --------------------------------------------- */
+
+/* attention.cuh's attention_ext_*: a tile of BQ query rows holds BQ / G positions of each
+ * of the G query heads that share a key/value head (at least one each) */
+static int64_t att_ext_group(int64_t H, int64_t KV, int64_t rows)
+{
+    if (KV <= 0 || H % KV != 0 || KV > GYZ)
+        rt_die("attention: %lld key/value heads for %lld heads", (long long)KV, (long long)H);
+    if (H / KV > rows)
+        rt_fail("attention: %lld query heads a key/value head: the GPU kernels take up to %lld "
+                "at this head width\n  hint: --device cpu", (long long)(H / KV), (long long)rows);
+    return rows / (H / KV);   /* positions a tile */
+}
+
+/* the grids of rt_attention_ext_bwd's two kernels (x: query tiles, key tiles), and the
+ * bytes of scratch a batch row takes: D [H, T] floats, then with qk_norm one partial
+ * weight gradient of hd doubles per block and kernel (the compiler's
+ * cuda_scratch_row_bytes says the same) */
+static int64_t att_ext_bwd_grids(int64_t T, int64_t hd, int64_t H, int64_t KV, int qk_norm,
+                                 unsigned *gq, unsigned *gk)
+{
+    *gq = gdim(cdiv(T, att_ext_group(H, KV, att_bwd_rows(hd))), GX, "attention");
+    *gk = gdim(cdiv(T, att_bwd_rows(hd)), GX, "attention");
+    return 4 * H * T + (qk_norm ? 8 * hd * KV * ((int64_t)*gq + *gk) : 0);
+}
+
+void rt_cu_attention_ext_fwd(rt_exec *e, const float *qkv, const float *qn, const float *kn,
+                             float *lse, float *y, int64_t B, int64_t T, int64_t d, int64_t H,
+                             int64_t KV, int causal, int64_t window, float theta, float factor,
+                             float low, float high, int64_t orig)
+{
+    if (B <= 0 || T <= 0 || d <= 0)
+        return;
+    int64_t hd = att_head(d, H), ld = (H + 2 * KV) * hd;
+    int64_t tiles = cdiv(T, att_ext_group(H, KV, att_fwd_rows(hd)));
+    int h = (int)H, kv = (int)KV, w = (int)window, o = (int)orig;
+    char name[96];
+    snprintf(name, sizeof name, "rt_attention_ext_fwd_%lld_%lld_%d", (long long)T, (long long)hd,
+             causal != 0);
+    int64_t bc = att_batch_chunk(B);
+    att_grid_fits(tiles, KV, bc);
+    for (int64_t b0 = 0; b0 < B; b0 += bc) {
+        int64_t nb = B - b0 < bc ? B - b0 : bc;
+        const void *q = att_adv(e, qkv, b0 * T * ld, 0);
+        void *l = att_adv(e, lse, b0 * H * T, 1), *out = att_adv(e, y, b0 * T * d, 0);
+        void *args[] = {&q, &qn, &kn, &l, &out, &h, &kv, &w, &theta, &factor, &low, &high, &o};
+        rt_cu_launch(e, name, gdim(tiles, GX, name), (unsigned)KV, gdim(nb, GYZ, name),
+                     RT_ATT_THREADS, 1, 0, args);
+    }
+}
+
+void rt_cu_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, const float *kn,
+                             const float *lse, const float *y, const float *dy, float *dqkv,
+                             float *dqn, float *dkn, int64_t B, int64_t T, int64_t d, int64_t H,
+                             int64_t KV, int causal, int64_t window, float theta, float factor,
+                             float low, float high, int64_t orig)
+{
+    if (B <= 0 || T <= 0 || d <= 0)
+        return;
+    int64_t hd = att_head(d, H), ld = (H + 2 * KV) * hd;
+    int norm = qn != NULL;
+    unsigned gq, gk;
+    int64_t row = att_ext_bwd_grids(T, hd, H, KV, norm, &gq, &gk);
+    /* partials first (8-byte aligned), then D */
+    rt_dptr sc = rt_cu_scratch(e, (size_t)(B * row));
+    rt_dptr pq = sc, pk = pq + (rt_dptr)(norm ? B * KV * gq * hd * 8 : 0);
+    rt_dptr D = pk + (rt_dptr)(norm ? B * KV * gk * hd * 8 : 0);
+    int h = (int)H, kv = (int)KV, w = (int)window, o = (int)orig;
+    char name[96], name_kv[96];
+    snprintf(name, sizeof name, "rt_attention_ext_bwd_q_%lld_%lld_%d", (long long)T,
+             (long long)hd, causal != 0);
+    snprintf(name_kv, sizeof name_kv, "rt_attention_ext_bwd_kv_%lld_%lld_%d", (long long)T,
+             (long long)hd, causal != 0);
+    int64_t bc = att_batch_chunk(B);
+    att_grid_fits(gq > gk ? gq : gk, KV, bc);
+    for (int64_t b0 = 0; b0 < B; b0 += bc) {
+        int64_t nb = B - b0 < bc ? B - b0 : bc;
+        const void *q = att_adv(e, qkv, b0 * T * ld, 0), *l = att_adv(e, lse, b0 * H * T, 1);
+        const void *out = att_adv(e, y, b0 * T * d, 0), *g = att_adv(e, dy, b0 * T * d, 0);
+        void *dq = att_adv(e, dqkv, b0 * T * ld, 0);
+        rt_dptr Dc = D + (rt_dptr)(b0 * H * T) * sizeof(float);
+        rt_dptr pqc = pq + (rt_dptr)(norm ? b0 * KV * gq * hd * 8 : 0);
+        rt_dptr pkc = pk + (rt_dptr)(norm ? b0 * KV * gk * hd * 8 : 0);
+        void *args[] = {&q,  &qn, &kn, &l,     &out,    &g,   &dq,   &Dc, &pqc,
+                        &pkc, &h,  &kv, &w, &theta, &factor, &low, &high, &o};
+        unsigned gz = gdim(nb, GYZ, "attention");
+        rt_cu_launch(e, name, gq, (unsigned)KV, gz, RT_ATT_THREADS, 1, 0, args);
+        rt_cu_launch(e, name_kv, gk, (unsigned)KV, gz, RT_ATT_THREADS, 1, 0, args);
+    }
+    if (!norm)
+        return;
+    /* the norms' weight gradients: every block's partial, in order */
+    int ihd = (int)hd;
+    int64_t nq = B * KV * gq, nk = B * KV * gk;
+    void *aq[] = {&pq, &nq, &dqn, &ihd}, *ak[] = {&pk, &nk, &dkn, &ihd};
+    if (dqn)
+        rt_cu_launch(e, "rt_attention_ext_dw", 1, 1, 1, RT_ATT_THREADS, 1, 0, aq);
+    if (dkn)
+        rt_cu_launch(e, "rt_attention_ext_dw", 1, 1, 1, RT_ATT_THREADS, 1, 0, ak);
+}
+
 /* ---- embedding --------------------------------------------------------------------------- */
 
 void rt_cu_embedding_fwd(rt_exec *e, const int32_t *idx, const float *w, float *out,
@@ -690,6 +791,8 @@ void rt_cu_ops_register(void)
         .mse = rt_cu_mse,
         .attention_fwd = rt_cu_attention_fwd,
         .attention_bwd = rt_cu_attention_bwd,
+        .attention_ext_fwd = rt_cu_attention_ext_fwd,
+        .attention_ext_bwd = rt_cu_attention_ext_bwd,
         .embedding_fwd = rt_cu_embedding_fwd,
         .embedding_bwd = rt_cu_embedding_bwd,
     };

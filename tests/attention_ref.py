@@ -1,41 +1,98 @@
 #!/usr/bin/env python3
-"""PyTorch reference for runtime/attention.c: causal and full multi-head attention,
-forward (each query's log-sum-exp of its scores, and the output) and backward
-(d qkv), on fixed random inputs.
+"""PyTorch reference for runtime/attention.c: causal and full multi-head attention, and
+the options of docs/spec.md's attention row (grouped-query attention, rope with and
+without llama3 scaling, qk_norm, a sliding window), alone and together; forward (each
+query's log-sum-exp of its scores, and the output) and backward (d qkv, and with
+qk_norm d q_norm.weight, d k_norm.weight), on fixed random inputs.
 
-Writes FILE in the format test_attention --torch reads (per case: int64 B, T, d, H,
-causal; then float32 qkv, dy, lse, y, dqkv) and, given the test binary, runs it:
+Writes FILE in the format test_attention --torch reads (per case: int64 B, T, d, H, KV,
+causal, window, qk_norm, rope, orig; float64 theta, factor, low, high; then float32
+qkv, [qn, kn,] dy, lse, y, dqkv[, dqn, dkn]) and, given the test binary, runs it:
 
     /usr/bin/python3 tests/attention_ref.py build/tests/attention_ref.bin \
         build/tests/test_attention
 
-The attention is written out as GPT-2 (and F.scaled_dot_product_attention) computes
-it: softmax((q @ k^T) * scale + mask) @ v, mask -inf above the diagonal.
+The attention is written out from SPEC.md, as GPT-2 and Hugging Face's Llama compute
+it: q, k, v are the (H + 2 KV) hd columns of qkv in that order; qk_norm is an RMSNorm
+(eps 1e-6) over each head's hd on q and k; rope rotates q and k (after qk_norm) as
+LlamaRotaryEmbedding and apply_rotary_pos_emb do ("rotate half"; the llama3 scaling
+as transformers' _compute_llama3_parameters); key/value heads are repeated as
+repeat_kv does; softmax((q @ k^T) * scale + mask) @ v, mask -inf above the diagonal and,
+with a window W, at keys W or more positions back.
 """
+import math
 import subprocess
 import sys
 
 import numpy as np
 import torch
 
-CASES = [  # B, T, d, H, causal
-    (2, 5, 8, 2, 1),
-    (3, 17, 16, 4, 0),
-    (2, 33, 12, 3, 1),
-    (2, 128, 128, 4, 1),   # the character GPT's shape
-    (1, 256, 64, 1, 1),
-    (1, 100, 96, 2, 0),
+# B, T, d, H, KV, causal, window, qk_norm, rope: None or (theta, llama3 scaling or None)
+LLAMA3 = lambda factor, orig: {"factor": factor, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                               "original_max_position_embeddings": orig}
+CASES = [
+    (2, 5, 8, 2, 2, 1, 0, 0, None),
+    (3, 17, 16, 4, 4, 0, 0, 0, None),
+    (2, 33, 12, 3, 3, 1, 0, 0, None),
+    (2, 128, 128, 4, 4, 1, 0, 0, None),   # the character GPT's shape
+    (1, 256, 64, 1, 1, 1, 0, 0, None),
+    (1, 100, 96, 2, 2, 0, 0, 0, None),
+    (2, 37, 32, 4, 2, 1, 0, 0, None),     # grouped-query attention
+    (2, 37, 32, 4, 1, 0, 0, 0, None),     # one key/value head, no mask
+    (2, 70, 16, 2, 2, 1, 9, 0, None),     # a window: whole blocks of keys skipped
+    (2, 33, 16, 2, 2, 0, 0, 1, None),     # qk_norm
+    (2, 40, 32, 2, 2, 1, 0, 0, (10000.0, None)),
+    (1, 50, 64, 4, 4, 1, 0, 0, (500000.0, LLAMA3(32.0, 16))),
+    (2, 100, 64, 8, 2, 1, 40, 1, (10000.0, LLAMA3(8.0, 32))),   # all of them
 ]
 
 
-def attention(qkv, B, T, d, H, causal):
+def inv_freq(hd, theta, scaling):
+    """LlamaRotaryEmbedding's float32 frequencies, scaled as llama3's rope_scaling."""
+    inv = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd))
+    if scaling is None:
+        return inv
+    factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
+    old = scaling["original_max_position_embeddings"]
+    low_wl, high_wl = old / low, old / high
+    wavelen = 2 * math.pi / inv
+    inv_l = torch.where(wavelen > low_wl, inv / factor, inv)
+    smooth = (old / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * inv_l / factor + smooth * inv_l
+    medium = ~(wavelen < high_wl) * ~(wavelen > low_wl)
+    return torch.where(medium, smoothed, inv_l)
+
+
+def rotate_half(x):
+    h = x.shape[-1] // 2
+    return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+
+
+def rms(x, w):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+
+
+def attention(qkv, B, T, d, H, KV, causal, window, qn, kn, rope):
     hd = d // H
-    q, k, v = qkv.split(d, dim=2)
-    q, k, v = (t.view(B, T, H, hd).transpose(1, 2) for t in (q, k, v))   # [B, H, T, hd]
+    q, k, v = qkv.split([H * hd, KV * hd, KV * hd], dim=2)
+    q = q.view(B, T, H, hd).transpose(1, 2)                                 # [B, H, T, hd]
+    k, v = (t.view(B, T, KV, hd).transpose(1, 2) for t in (k, v))          # [B, KV, T, hd]
+    if qn is not None:
+        q, k = rms(q, qn), rms(k, kn)
+    if rope is not None:
+        freqs = torch.outer(torch.arange(T).float(), inv_freq(hd, *rope))
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = emb.cos(), emb.sin()
+        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+    k, v = (t.repeat_interleave(H // KV, dim=1) for t in (k, v))           # repeat_kv
     s = (q @ k.transpose(-2, -1)) * (1.0 / hd ** 0.5)
+    i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
+    masked = torch.zeros(T, T, dtype=torch.bool)
     if causal:
-        mask = torch.full((T, T), float("-inf")).triu(1)
-        s = s + mask
+        masked |= j > i
+    if window:
+        masked |= j <= i - window
+    s = s.masked_fill(masked, float("-inf"))
     lse = torch.logsumexp(s, dim=-1)                                        # [B, H, T]
     att = torch.softmax(s, dim=-1)
     y = (att @ v).transpose(1, 2).reshape(B, T, d)
@@ -46,13 +103,25 @@ def main():
     out = sys.argv[1]
     g = torch.Generator().manual_seed(1234)
     with open(out, "wb") as f:
-        for B, T, d, H, causal in CASES:
-            qkv = (torch.rand(B, T, 3 * d, generator=g) * 4 - 2).requires_grad_()
+        for B, T, d, H, KV, causal, window, qk_norm, rope in CASES:
+            hd = d // H
+            qkv = (torch.rand(B, T, (H + 2 * KV) * hd, generator=g) * 4 - 2).requires_grad_()
+            qn = kn = None
+            if qk_norm:
+                qn = (torch.rand(hd, generator=g) + 0.5).requires_grad_()
+                kn = (torch.rand(hd, generator=g) + 0.5).requires_grad_()
             dy = torch.rand(B, T, d, generator=g) * 2 - 1
-            lse, y = attention(qkv, B, T, d, H, causal)
+            lse, y = attention(qkv, B, T, d, H, KV, causal, window, qn, kn, rope)
             y.backward(dy)
-            f.write(np.array([B, T, d, H, causal], dtype="<i8").tobytes())
-            for t in (qkv, dy, lse, y, qkv.grad):
+            theta, sc = rope if rope else (0.0, None)
+            f.write(np.array([B, T, d, H, KV, causal, window, qk_norm, rope is not None,
+                              sc["original_max_position_embeddings"] if sc else 0],
+                             dtype="<i8").tobytes())
+            f.write(np.array([theta, sc["factor"] if sc else 0.0, sc["low_freq_factor"] if sc else 0.0,
+                              sc["high_freq_factor"] if sc else 0.0], dtype="<f8").tobytes())
+            ts = [qkv] + ([qn, kn] if qk_norm else []) + [dy, lse, y, qkv.grad]
+            ts += [qn.grad, kn.grad] if qk_norm else []
+            for t in ts:
                 f.write(t.detach().numpy().astype("<f4").tobytes())
     print(f"wrote {len(CASES)} cases to {out} (torch {torch.__version__})")
     if len(sys.argv) > 2:

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # DDP over MPI on the CPU: 2 ranks with batch B each match 1 rank with batch 2B step by
 # step (shuffle off: DistributedSampler's rank r takes samples r, r+2, ..., so the two
-# ranks' batches together are the one rank's batch), for the MLP and gpt_char (and an
-# MLP with dropout, shuffled: each rank draws the one rank's masks of its rows), with
-# one gradient bucket and with many (overlapped with backward); only rank 0 writes.
+# ranks' batches together are the one rank's batch), for the MLP and gpt_char (also
+# with attention's Llama-family options, under DDP, ZeRO-1 and ZeRO-2; and an MLP with
+# dropout, shuffled: each rank draws the one rank's masks of its rows), with one
+# gradient bucket and with many (overlapped with backward); only rank 0 writes.
 # Validation on 3 ranks sees each row once (the 1-rank numbers); ranks that do not
 # agree (bad input on one, another --set) exit 1 before anything is written.
 set -eu
@@ -39,6 +40,27 @@ for spec in mlp_fashion gpt_char; do
     compare "$d/$spec.1" "$d/$spec.2"
     cmp "$d/$spec.2/model.safetensors" "$d/$spec.2b/model.safetensors"
     echo "ok   $spec: 2 ranks x $B = 1 rank x $((2 * B)); 1 bucket = many buckets"
+done
+
+# attention's Llama-family options (qk_norm's weights: gradients from the attention's
+# own backward call): DDP, ZeRO-1 and ZeRO-2 on 2 ranks x 4 = 1 rank x 8
+$PY - "$d/gpt_opts.json" "$PWD/data/text" <<'PY'
+import json, sys
+spec = json.load(open("specs/gpt_char.json"))
+spec["model"]["name"] = "gpt_opts"
+spec["model"]["layers"][2]["count"] = 2
+spec["model"]["layers"][2]["body"][0]["body"][1].update({"kv_heads": 2, "bias": False, "qk_norm": True, "window": 40,
+    "rope": {"theta": 10000, "scaling": {"rope_type": "llama3", "factor": 8, "low_freq_factor": 1, "high_freq_factor": 4,
+                                         "original_max_position_embeddings": 64}}})
+spec["train"]["data"] = {"train": {"tokens": sys.argv[2] + "/train_*.bin"}}
+json.dump(spec, open(sys.argv[1], "w"))
+PY
+"$TRAINC" build "$d/gpt_opts.json" -o "$d/gpt_opts" 2>/dev/null
+S=(--set loader.shuffle=false --set max_steps=8 --set log_every=1 --set data.val=null --threads 1 --quiet)
+"$d/gpt_opts" --out "$d/opts.1" "${S[@]}" --set batch_size=8
+for st in ddp zero1 zero2; do
+    "${MPIRUN[@]}" "$d/gpt_opts" --out "$d/opts.$st" "${S[@]}" --set batch_size=4 --set distributed.strategy=$st
+    echo "ok   gpt_char with attention's options, $st: 2 ranks x 4 = 1 rank x 8: $(compare "$d/opts.1" "$d/opts.$st")"
 done
 
 # dropout: rank r draws the masks of rows r, r + 2, ... of the one rank's batch of 2B

@@ -25,6 +25,8 @@
 #     cuda vs cpu and --sample, in fp32; bf16-mixed against the CPU's fp32;
 #   - a tiny Llama (rmsnorm, glu, squared_relu): --device cuda vs cpu in fp32, recompute
 #     selective bit-identical to none on the GPU, bf16-mixed against the CPU's fp32;
+#   - a tiny model whose attention takes every Llama-family option: --device cuda vs cpu,
+#     and with the attention's launches cut every 3 sequences;
 #   - gpt_char with recompute selective and full, fp32 and bf16-mixed: records and
 #     weights bit-identical to recompute none; an MLP with dropout (shuffled,
 #     accumulate 2) against the CPU, and its recomputed masks: bit-identical to none;
@@ -218,6 +220,37 @@ r=$(compare close "$t.cpu" "$t.gpu" $TOL)
 [ "$(head -c 40 "$t.gpu.out" | wc -c)" = 40 ] && cmp -s "$t.cpu.out" "$t.gpu.out" ||
     { echo "FAIL: tiny_vocab --sample 40 on the GPU printed:"; cat "$t.gpu.out"; exit 1; }
 echo "ok   tiny_vocab (logits rows 1088 apart): --device cuda vs cpu: $r; --sample 40 the same"
+
+# attention's Llama-family options (kv_heads, rope with llama3 scaling, qk_norm, a window,
+# no biases: attention.cuh's attention_ext_* kernels) on the GPU against the CPU, fp32
+t="$d/tiny_llama_attn"
+"$PY" - "$t.json" <<'PY'
+import json, sys
+s = json.load(open("tests/vocab/tiny_vocab.json"))
+s["model"]["name"] = "tiny_llama_attn"
+s["model"]["inputs"]["y"]["classes"] = 256
+s["model"]["layers"] = [
+    {"op": "embedding", "name": "wte", "vocab": 256, "dim": 32, "input": "x"},
+    {"op": "residual", "body": [{"op": "layernorm", "name": "ln_1"}, {
+        "op": "attention", "name": "attn", "heads": 4, "kv_heads": 2, "bias": False, "qk_norm": True,
+        "window": 6, "rope": {"theta": 10000, "scaling": {"rope_type": "llama3", "factor": 8, "low_freq_factor": 1,
+                                                          "high_freq_factor": 4, "original_max_position_embeddings": 8}}}]},
+    {"op": "layernorm", "name": "ln_f"},
+    {"op": "linear", "name": "lm_head", "tie": "wte", "bias": False}]
+for k in ("train", "val"):
+    s["train"]["data"][k]["tokens"] = "../../../data/text/%s_*.bin" % k
+json.dump(s, open(sys.argv[1], "w"), indent=1)
+PY
+"$TRAINC" build "$t.json" --device both --arch sm_90 -o "$t" 2>"$t.build.log"
+O=(--set max_steps=10 --set log_every=1 --set validate.every_steps=5 --set validate.batches=2 --threads 1 --quiet)
+gpu "$t" --device cuda "${O[@]}" --out "$t.gpu" 2>"$t.gpu.log"
+"$t" --device cpu "${O[@]}" --out "$t.cpu" 2>"$t.cpu.log"
+r=$(compare close "$t.cpu" "$t.gpu" $TOL)
+echo "ok   tiny_llama_attn (kv_heads, rope with llama3 scaling, qk_norm, window): --device cuda vs cpu: $r"
+# the launches cut every 3 sequences (batch 8): qk_norm's partial gradients per chunk
+gpu env TRAINC_ATT_BATCH_CHUNK=3 "$t" --device cuda "${O[@]}" --out "$t.chunk" 2>"$t.chunk.log"
+r=$(compare close "$t.cpu" "$t.chunk" $TOL)
+echo "ok   tiny_llama_attn, attention launches cut every 3 sequences: $r"
 
 # u8 and u16 embedding ids and class targets (SPEC.md's integer dtypes) on the GPU: the
 # loader's widened i32 batches uploaded (loader.on_gpu never), or the dataset widened

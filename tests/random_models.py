@@ -8,11 +8,13 @@ Each model is drawn from a small grammar over SPEC.md's ops: images (conv2d, poo
 a residual around a shape-keeping conv, flatten, linear), vectors (linear, the five
 activations, layernorm, dropout, residuals and repeats (one in another), u8 input
 with scale and shift) and sequences (embedding, pos_embedding, repeated pre-norm
-attention blocks, causal or not, a tied or untied classifier; or f32 [T, d] input
-with an MSE target). Then, from a generator of its own (so the draws above, and every
-model of a seed but these swaps, stay as they were), a layernorm may become an
-rmsnorm, and an activation after a norm and a linear a glu (the linear's outputs
-doubled: gate, then up) or a squared_relu. The loss is cross entropy or MSE; the optimizer SGD (momentum,
+attention blocks, causal or not, in about 3 of 5 with some of attention's Llama-family
+options (kv_heads, bias false, rope with or without llama3 scaling, qk_norm, a window),
+a tied or untied classifier; or f32 [T, d] input with an MSE target). Then, from a
+generator of its own (so the draws above, and every model of a seed but these swaps,
+stay as they were), a layernorm may become an rmsnorm, and an activation after a norm
+and a linear a glu (the linear's outputs doubled: gate, then up) or a squared_relu.
+The loss is cross entropy or MSE; the optimizer SGD (momentum,
 Nesterov, weight decay) or AdamW; accumulate 1 or 2 (with 3 or 4 batches an epoch, a
 step may have one); drop_last on or off (14 rows in batches of 4: the last has 2);
 grad_clip off or tight enough to clip; recompute none, selective or full; 1 or 2
@@ -41,6 +43,8 @@ and 1031: logits rows padded; 33 conv channels, 257 classes).
 import json, math, os, struct, subprocess, sys, zlib
 import numpy as np
 import torch
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import attention_ref
 import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import st_check   # safetensors read and written by hand
@@ -159,6 +163,30 @@ def vector_model(r):
     return x, layers, None
 
 
+def attention_options(att, T, d, heads, causal, V, tokens):
+    """Attention's Llama-family options, drawn for about 3 models in 5 from a generator of
+    their own (seeded by the model's shape), so the other draws, and the models without
+    options, stay what they were."""
+    o = np.random.default_rng(zlib.crc32(json.dumps([T, d, heads, causal, V, tokens, ODD]).encode()))
+    if o.random() < 0.4:
+        return
+    hd = d // heads
+    if heads > 1 and o.random() < 0.5:
+        att["kv_heads"] = int(o.choice([k for k in range(1, heads) if heads % k == 0]))
+    if o.random() < 0.4:
+        att["bias"] = False
+    if hd % 2 == 0 and o.random() < 0.5:
+        att["rope"] = {"theta": float(o.choice([10000.0, 500000.0]))}
+        if o.random() < 0.5:
+            att["rope"]["scaling"] = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                      "high_freq_factor": 4.0,
+                                      "original_max_position_embeddings": int(o.choice([2, 4, 16]))}
+    if o.random() < 0.4:
+        att["qk_norm"] = True
+    if causal and o.random() < 0.4:
+        att["window"] = int(o.integers(1, T + 1))
+
+
 def sequence_model(r):
     T, d = int(r.integers(3, 9)), int(r.choice([4, 6, 8]))
     heads = int(r.choice([h for h in (1, 2, 4) if d % h == 0]))
@@ -179,6 +207,7 @@ def sequence_model(r):
     att = {"op": "attention", "name": "attn", "heads": heads}
     if not causal or r.random() < 0.3:
         att["causal"] = causal
+    attention_options(att, T, d, heads, causal, V, tokens)
     block = [{"op": "residual", "body": [{"op": "layernorm", "name": "ln_1"}, att]},
              {"op": "residual", "body": [{"op": "layernorm", "name": "ln_2"},
                                          {"op": "linear", "name": "fc", "out": 2 * d}, act(r),
@@ -332,6 +361,8 @@ def reference(model, P, xin):
             elif op == "pos_embedding":
                 w = param(pfx + ".weight", (l["max_len"], x.shape[-1]), "emb")
                 x = x + w[: x.shape[1]]
+            elif op == "attention" and set(l) & {"kv_heads", "bias", "rope", "qk_norm", "window"}:
+                x = attention_with_options(l, x, pfx, param)
             elif op == "attention":
                 b_, t, d = x.shape
                 H = l["heads"]
@@ -354,6 +385,25 @@ def reference(model, P, xin):
         return x
 
     return run(model["layers"], xin, "")
+
+
+def attention_with_options(l, x, pfx, param):
+    """attention with kv_heads, bias, rope, qk_norm or window: tests/attention_ref.py's
+    core, written from SPEC.md, between the qkv and output projections."""
+    b_, t, d = x.shape
+    H = l["heads"]
+    KV, hd, bias = l.get("kv_heads", H), d // H, l.get("bias", True)
+    wq = param(pfx + ".qkv.weight", ((H + 2 * KV) * hd, d), "w")
+    qkv = x @ wq.t() + (param(pfx + ".qkv.bias", ((H + 2 * KV) * hd,), "b") if bias else 0)
+    qn = kn = None
+    if l.get("qk_norm"):
+        qn = param(pfx + ".q_norm.weight", (hd,), "lnw")
+        kn = param(pfx + ".k_norm.weight", (hd,), "lnw")
+    rope = (l["rope"]["theta"], l["rope"].get("scaling")) if l.get("rope") else None
+    _, y = attention_ref.attention(qkv, b_, t, d, H, KV, l.get("causal", True), l.get("window") or 0,
+                                   qn, kn, rope)
+    y = y @ param(pfx + ".proj.weight", (d, d), "w").t()
+    return y + param(pfx + ".proj.bias", (d,), "b") if bias else y
 
 
 def loss_of(model, out, y):

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Recomputation changes memory, never the numbers: for the MLP (with dropout), the
-# CNN, gpt_char and a tiny Llama (rmsnorm, SwiGLU), each policy gives bit-identical per-step losses and final weights
+# CNN, gpt_char and a tiny Llama (rmsnorm, SwiGLU, attention's Llama-family options), each policy gives bit-identical per-step losses and final weights
 # to "none". The plan: arena <= 1.10 x the lower bound for every spec and policy;
 # activation bytes none > selective > full for gpt_char and gpt2_124m; auto picks the
 # least recomputation that fits memory_budget_mb (none, selective in the first k
@@ -22,7 +22,9 @@ spec["model"]["layers"] = [{"op": "flatten"}, {"op": "linear", "out": 128}, {"op
 json.dump(spec, open(sys.argv[1] + "/mlp_dropout.json", "w"), indent=1)
 PY
 sed -i 's|\.\./data/fashion|../../../data/fashion|g' "$d/mlp_dropout.json"
-# gpt_char with a Llama's blocks: rmsnorm, a SwiGLU MLP (glu after a linear of 2h)
+# gpt_char with a Llama's blocks: rmsnorm, a SwiGLU MLP (glu after a linear of 2h),
+# attention with every Llama-family option (kv_heads, no biases, rope with llama3
+# scaling, qk_norm, a window): the options call replays as GPT-2's does
 $PY - "$d" <<'PY'
 import json, sys
 spec = json.load(open("specs/gpt_char.json"))
@@ -30,7 +32,10 @@ m = spec["model"]
 m["name"] = "llama_tiny"
 m["layers"] = [{"op": "embedding", "name": "wte", "vocab": 256, "dim": 64, "input": "x"},
                {"op": "repeat", "name": "h", "count": 2, "body": [
-                   {"op": "residual", "body": [{"op": "rmsnorm", "name": "ln_1"}, {"op": "attention", "name": "attn", "heads": 4}]},
+                   {"op": "residual", "body": [{"op": "rmsnorm", "name": "ln_1"}, {"op": "attention", "name": "attn", "heads": 4,
+                        "kv_heads": 2, "bias": False, "qk_norm": True, "window": 40, "rope": {
+                        "theta": 10000, "scaling": {"rope_type": "llama3", "factor": 8, "low_freq_factor": 1,
+                                                    "high_freq_factor": 4, "original_max_position_embeddings": 64}}}]},
                    {"op": "residual", "body": [{"op": "rmsnorm", "name": "ln_2"}, {"op": "linear", "name": "fc", "out": 256, "bias": False},
                                                {"op": "glu"}, {"op": "linear", "name": "proj", "out": 64, "bias": False}]}]},
                {"op": "rmsnorm", "name": "ln_f"}, {"op": "linear", "name": "lm_head", "out": 256, "bias": False}]

@@ -29,7 +29,7 @@ TIMEOUT=${TIMEOUT:-900}
 # the inner loop's tier: the unit tests, the compiler's output, bad input, the command
 # line, a short parity with PyTorch
 QUICK=(unit asan/build bad/specs bad/runtime cli data/text data/fashion golden verify parity/mlp_sgd
-       dropout_stats schedules max_time set_order auto_ranks)
+       dropout_stats schedules max_time set_order auto_ranks attention_opts)
 
 names=(); cmds=(); afters=(); limits=()
 check() {   # check NAME [--after=DEP,...] [--timeout=S] COMMAND...: registers a check
@@ -78,6 +78,7 @@ check nvrtc               bash tests/nvrtc.sh
 check nvrtc_templates     bash tests/nvrtc_templates.sh
 check cuda_host           bash tests/cuda_host.sh
 check gradcheck           bash tests/gradcheck.sh
+check attention_opts      $PYTHON tests/attention_opts.py
 check vocab_pad           bash tests/vocab_pad.sh
 
 # whole runs
@@ -122,6 +123,7 @@ check unit/build_kernels  $UCC tests/unit/test_kernels.c runtime/kernels.c runti
 check unit/kernels        --after=unit/build_kernels $T/test_kernels
 check unit/build_attention $UCC tests/unit/test_attention.c runtime/attention.c runtime/kernels.c runtime/util.c -lopenblas -lpthread -lm -o $T/test_attention
 check unit/attention      --after=unit/build_attention $T/test_attention
+check unit/attention_torch --after=unit/build_attention $PYTHON tests/attention_ref.py $T/attention_ref.bin $T/test_attention
 check unit/build_config   $UCC tests/unit/test_spec.c runtime/config.c runtime/util.c -lm -o $T/test_spec
 check unit/config         --after=unit/build_config $T/test_spec
 check unit/build_es       $UCC tests/unit/test_earlystop.c runtime/earlystop.c runtime/config.c runtime/util.c -lm -o $T/test_es

@@ -1,21 +1,60 @@
 /* attention.c: multi-head self-attention over [T, d]: a qkv projection (a linear node,
  * ops/linear.c), the attention core and an output projection. The core's graph,
  * backward rule and lowering are here (runtime calls; each query's log-sum-exp is kept
- * so the backward pass recomputes the probabilities instead of storing them). */
+ * so the backward pass recomputes the probabilities instead of storing them).
+ * GPT-2's attention lowers to rt_attention_fwd/_bwd; with the Llama-family options
+ * (kv_heads, rope, qk_norm, window) to rt_attention_ext_fwd/_bwd, which apply qk_norm
+ * and rope inside the core (qk_norm's weights are the core node's w and b). */
 #include <math.h>
 #include "op.h"
 
-static int attention_params(const Layer *l, const char **out)
+/* Key/value heads: kv_heads, or heads when not given (multi-head attention). */
+static int64_t kv_heads(const Layer *l) { return l->kv_heads ? l->kv_heads : l->heads; }
+
+/* Does the layer take the options call (rt_attention_ext_*) rather than GPT-2's? */
+static int uses_options(const Layer *l)
 {
-    out[0] = "qkv.weight";
-    out[1] = "qkv.bias";
-    out[2] = "proj.weight";
-    out[3] = "proj.bias";
-    return 4;
+    return kv_heads(l) != l->heads || l->rope_theta > 0 || l->qk_norm || l->window;
 }
 
-/* [T, d] -> [T, d], heads dividing d: x -> qkv [T, 3d] (linear) -> the core [T, d]
- * -> the output projection [T, d] (linear) */
+static int attention_params(const Layer *l, const char **out)
+{
+    int n = 0;
+    out[n++] = "qkv.weight";
+    if (l->bias)
+        out[n++] = "qkv.bias";
+    if (l->qk_norm) {
+        out[n++] = "q_norm.weight";
+        out[n++] = "k_norm.weight";
+    }
+    out[n++] = "proj.weight";
+    if (l->bias)
+        out[n++] = "proj.bias";
+    return n;
+}
+
+/* The core's FLOPs a sample (forward): 4 hd H per (query, visible key) pair, the causal
+ * triangle counted as T^2 / 2; a window of w < T keys leaves T w - w^2 / 2 pairs (the
+ * blocks the kernels skip are not counted). */
+static double core_flops(const Layer *l, int64_t T, int64_t d)
+{
+    if (!l->window || l->window >= T)
+        return 4.0 * T * T * d / (l->causal ? 2 : 1);
+    double w = (double)l->window;
+    return 4.0 * d * ((double)T * w - w * w / 2);
+}
+
+/* qk_norm's weights [hd], ones: the first goes to the core node's w, the second to its b */
+static void add_qk_norm(GraphCtx *c, const LayerArgs *a, Node *core, int64_t hd)
+{
+    char *qn = xasprintf("%s.q_norm", a->pfx), *kn = xasprintf("%s.k_norm", a->pfx);
+    core->w = add_param(c->g, qn, "weight", 1, &hd, RT_INIT_CONST, 1.0, a->l->path);
+    core->b = add_param(c->g, kn, "weight", 1, &hd, RT_INIT_CONST, 1.0, a->l->path);
+}
+
+/* [T, d] -> [T, d], heads dividing d (hd = d / heads), kv_heads dividing heads: x -> qkv
+ * [T, (heads + 2 kv_heads) hd] (linear) -> the core [T, d] -> the output projection
+ * [T, d] (linear). */
 static void build_attention(GraphCtx *c, const LayerArgs *a)
 {
     Graph *g = c->g;
@@ -26,26 +65,33 @@ static void build_attention(GraphCtx *c, const LayerArgs *a)
     const char *pfx = a->pfx;
     if (x->rank != 2)
         layer_error(c, l, "attention needs a [T, d] input, got %s", shape_str(x->rank, x->shape));
-    int64_t T = x->shape[0], d = x->shape[1];
+    int64_t T = x->shape[0], d = x->shape[1], KV = kv_heads(l), hd = d / l->heads;
     if (d % l->heads)
         layer_error(c, l, "heads %lld does not divide the model width %lld", (long long)l->heads,
                     (long long)d);
-    gemm_dim(g, l->path, "attention", "qkv width (3 times the model width)", 3 * d);
+    if (l->rope_theta > 0 && hd % 2)
+        layer_error(c, l, "rope rotates pairs of a head's dimensions: the head width %lld "
+                    "(d / heads) must be even", (long long)hd);
+    int64_t wq = (l->heads + 2 * KV) * hd;   /* qkv's width: 3 d without kv_heads */
+    gemm_dim(g, l->path, "attention",
+             KV == l->heads ? "qkv width (3 times the model width)"
+                            : "qkv width ((heads + 2 kv_heads) head widths)", wq);
     gemm_dim(g, l->path, "attention", "sequence length", T);
     /* qkv projection, the attention core, the output projection */
-    int64_t s3[2] = {T, 3 * d}, s1[2] = {T, d};
+    int64_t s3[2] = {T, wq}, s1[2] = {T, d};
     char *qp = xasprintf("%s.qkv", pfx), *pp = xasprintf("%s.proj", pfx);
     Tensor *qkv = act_tensor(c, l->path, layer_ident("qkv", pfx), 2, s3);
     qkv->origin = at;
     qkv->what = "q, k, v side by side";
     Node *n1 = layer_node(c, a, N_LINEAR, x, qkv);
-    int64_t w1[2] = {3 * d, d}, w2[2] = {d, d};
+    int64_t w1[2] = {wq, d}, w2[2] = {d, d};
     double bound = 1.0 / sqrt((double)d);
     int wi = init.kind == INIT_DEFAULT ? RT_INIT_UNIFORM : RT_INIT_NORMAL;
     int bi = init.kind == INIT_DEFAULT ? RT_INIT_UNIFORM : RT_INIT_CONST;
     double ba = init.kind == INIT_DEFAULT ? bound : 0.0;
     n1->w = add_param(g, qp, "weight", 2, w1, wi, init.kind == INIT_DEFAULT ? bound : init_std(c, init, 0), l->path);
-    n1->b = add_param(g, qp, "bias", 1, &w1[0], bi, ba, l->path);
+    if (l->bias)
+        n1->b = add_param(g, qp, "bias", 1, &w1[0], bi, ba, l->path);
     Tensor *att = act_tensor(c, l->path, layer_ident("lse", pfx), 2, (int64_t[]){l->heads, T});
     att->origin = at;
     att->keep32 = 1;
@@ -59,17 +105,53 @@ static void build_attention(GraphCtx *c, const LayerArgs *a)
     n2->conv[1] = d;
     n2->conv[2] = l->heads;
     n2->conv[3] = l->causal;
+    n2->conv[4] = KV;
+    n2->conv[5] = l->window;
+    n2->conv[6] = uses_options(l);
+    if (l->qk_norm)
+        add_qk_norm(c, a, n2, hd);
     Tensor *o = act_tensor(c, l->path, layer_ident("attn_out", pfx), 2, s1);
     o->origin = at;
     o->what = "attention output projection";
     Node *n3 = layer_node(c, a, N_LINEAR, y, o);
     n3->w = add_param(g, pp, "weight", 2, w2, wi,
                       init.kind == INIT_DEFAULT ? bound : init_std(c, init, c->resid_out), l->path);
-    n3->b = add_param(g, pp, "bias", 1, &w2[0], bi, ba, l->path);
-    double proj = 2.0 * T * d * 3 * d + 2.0 * T * d * d;
-    double core = 4.0 * T * T * d / (l->causal ? 2 : 1);
+    if (l->bias)
+        n3->b = add_param(g, pp, "bias", 1, &w2[0], bi, ba, l->path);
+    double proj = 2.0 * T * d * wq + 2.0 * T * d * d;
+    double core = core_flops(l, T, d);
     add_flops(c, l->path, proj + core, 2 * (proj + core));
     c->cur = o;
+}
+
+/* The options call's arguments after the tensors: B, T, d, H, KV, causal, window, rope's
+ * theta, factor, low and high frequency factors, original context length. */
+static int options_args(const Node *nd, Arg *a)
+{
+    const Layer *l = nd->layer;
+    int n = 0;
+    a[n++] = arg_rows(1);
+    a[n++] = arg_int(nd->conv[0]);   /* T */
+    a[n++] = arg_int(nd->conv[1]);   /* d */
+    a[n++] = arg_int(nd->conv[2]);   /* H */
+    a[n++] = arg_int(nd->conv[4]);   /* KV */
+    a[n++] = arg_int(nd->conv[3]);   /* causal */
+    a[n++] = arg_int(nd->conv[5]);   /* window */
+    a[n++] = arg_float(l->rope_theta);
+    a[n++] = arg_float(l->rope_factor);
+    a[n++] = arg_float(l->rope_low);
+    a[n++] = arg_float(l->rope_high);
+    a[n++] = arg_int((int64_t)l->rope_orig);
+    return n;
+}
+
+/* The options call: its tensors, then options_args. */
+static void set_options_call(Instr *a, int call, const Node *nd, Tensor **t, int nt)
+{
+    Arg args[CALL_MAX_ARGS];
+    for (int k = 0; k < nt; k++)
+        args[k] = arg_opt(t[k]);
+    call_set(a, call, args, nt + options_args(nd, args + nt));
 }
 
 /* The attention core, each query's log-sum-exp kept for the backward pass. */
@@ -77,28 +159,48 @@ static void lower_attention(Program *p, Node *nd)
 {
     Tensor *x = nd->in[0], *y = nd->out;
     Instr *a = instr_add(p, I_CALL, nd->origin, 0);
-    a->flops = 4 * nd->conv[0] * nd->conv[0] * nd->conv[1];
+    int64_t T = nd->conv[0], w = nd->conv[5] && nd->conv[5] < T ? nd->conv[5] : T;
+    a->flops = 4 * T * w * nd->conv[1];
     a->what = xstrdup(p->eval ? "attention: softmax(q k^T / sqrt(hd)) v per head"
                               : "attention: softmax(q k^T / sqrt(hd)) v per head, log-sum-exp kept");
     if (p->eval)
         nd->tmp[0]->what = "each query's log-sum-exp (validation: written, not read)";
-    SET_CALL(a, CALL_ATTENTION_FWD, arg_t(x), arg_t(nd->tmp[0]), arg_t(y), arg_rows(1),
-             arg_int(nd->conv[0]), arg_int(nd->conv[1]), arg_int(nd->conv[2]),
-             arg_int((int)nd->conv[3]));
+    if (nd->conv[6]) {
+        Tensor *t[5] = {x, nd->w ? nd->w->t : NULL, nd->b ? nd->b->t : NULL, nd->tmp[0], y};
+        set_options_call(a, CALL_ATTENTION_EXT_FWD, nd, t, 5);
+        if (nd->w) {
+            instr_reads(a, nd->w->t);
+            instr_reads(a, nd->b->t);
+        }
+    } else
+        SET_CALL(a, CALL_ATTENTION_FWD, arg_t(x), arg_t(nd->tmp[0]), arg_t(y), arg_rows(1),
+                 arg_int(nd->conv[0]), arg_int(nd->conv[1]), arg_int(nd->conv[2]),
+                 arg_int((int)nd->conv[3]));
     instr_reads(a, x);
     instr_writes(a, nd->tmp[0]);
     instr_writes(a, y);
 }
 
-/* Attention's backward pass. */
+/* Attention's backward pass (with qk_norm, its weights' gradients too). */
 static void lower_attention_bwd(Program *p, Node *nd)
 {
     Tensor *dy = nd->in[0], *x = nd->in[1], *y = nd->out;
     Instr *a = instr_add(p, I_CALL, nd->origin, 1);
     a->what = xstrdup("attention backward: d(qkv), probabilities recomputed from the log-sum-exp");
-    SET_CALL(a, CALL_ATTENTION_BWD, arg_t(x), arg_t(nd->tmp[0]), arg_t(nd->fwd->out), arg_t(dy),
-             arg_t(y), arg_rows(1), arg_int(nd->conv[0]), arg_int(nd->conv[1]),
-             arg_int(nd->conv[2]), arg_int((int)nd->conv[3]));
+    if (nd->conv[6]) {
+        Tensor *t[9] = {x,  nd->w ? nd->w->t : NULL, nd->b ? nd->b->t : NULL, nd->tmp[0],
+                        nd->fwd->out, dy, y, nd->w ? nd->w->g : NULL, nd->b ? nd->b->g : NULL};
+        set_options_call(a, CALL_ATTENTION_EXT_BWD, nd, t, 9);
+        if (nd->w) {
+            instr_reads(a, nd->w->t);
+            instr_reads(a, nd->b->t);
+            instr_writes(a, nd->w->g);
+            instr_writes(a, nd->b->g);
+        }
+    } else
+        SET_CALL(a, CALL_ATTENTION_BWD, arg_t(x), arg_t(nd->tmp[0]), arg_t(nd->fwd->out),
+                 arg_t(dy), arg_t(y), arg_rows(1), arg_int(nd->conv[0]), arg_int(nd->conv[1]),
+                 arg_int(nd->conv[2]), arg_int((int)nd->conv[3]));
     instr_reads(a, x);
     instr_reads(a, nd->tmp[0]);
     instr_reads(a, nd->fwd->out);

@@ -21,7 +21,10 @@
  * HD + 1 (or width + 1) floats: the reads above hit distinct banks or broadcast.
  * Everything adds in a fixed order (row sums across the eight lanes by a butterfly):
  * the results do not change from run to run. No atomics: dq and dk/dv are two kernels.
- * Heads up to 128 wide (the compiler refuses wider ones for the GPU). */
+ * Heads up to 128 wide (the compiler refuses wider ones for the GPU).
+ *
+ * At the end of the file, attention_ext_*: the same with the Llama-family options
+ * (grouped-query heads, qk_norm, rope, a window), twins of rt_attention_ext_*. */
 
 #define RT_ATT_THREADS 128
 
@@ -1051,4 +1054,519 @@ __device__ __forceinline__ void attention_bwd_q_any(const act_t *qkv, const floa
                                                   act_t *dqkv, float *D, int H)               \
     {                                                                                         \
         attention_bwd_kv_any<T, HD, CAUSAL>(qkv, lse, dy, dqkv, D, H);                        \
+    }
+
+/* ---- attention with the Llama-family options (twins of rt_attention_ext_fwd and _bwd) ----
+ *
+ * qkv [B, T, (H + 2 KV) HD]: H query heads, then KV key heads, then KV value heads; query
+ * head h reads key/value head h / G (G = H / KV). qk_norm (weights qn, kn [HD], or NULL)
+ * and rope (theta > 0, llama3 scaling when factor > 0) are applied as the q and k tiles
+ * are loaded, a thread a row (atx_fwd_rows); a window W > 0 masks keys W or more
+ * positions back, and the tiles wholly outside it are never loaded. CUDA cores, fp32
+ * arithmetic, any activation type (the tensor-core kernels above take GPT-2's call).
+ *
+ * GQA: a block takes one key/value head and a tile of query rows that are (head,
+ * position) pairs of all its G query heads, NP = BQ / G positions each (row i: head
+ * G k + i / NP, position p0 + i % NP), so each K/V tile brought into shared memory
+ * serves the whole group; the key-side backward keeps its K/V tile while it walks the
+ * G heads' queries. The launches: grid (tiles, KV, B), 128 threads. */
+
+/* rope's inverse frequencies f[HD/2], in float32 as runtime/attention.c's rope_table */
+template <int HD>
+__device__ __forceinline__ void atx_freqs(float *f, float theta, float factor, float low,
+                                          float high, int orig)
+{
+    for (int j = threadIdx.x; j < HD / 2; j += RT_ATT_THREADS) {
+        float inv = 1.0f / powf(theta, (float)(2 * j) / (float)HD);
+        if (factor > 0.0f) {
+            const float wavelen = 2.0f * 3.14159265358979323846f / inv;
+            const float lo_wl = (float)orig / low, hi_wl = (float)orig / high;
+            float sc = wavelen > lo_wl ? inv / factor : inv;
+            if (!(wavelen < hi_wl) && !(wavelen > lo_wl)) {
+                const float sm = ((float)orig / wavelen - low) / (high - low);
+                sc = (1 - sm) * sc / factor + sm * sc;
+            }
+            inv = sc;
+        }
+        f[j] = inv;
+    }
+}
+
+/* rows [0, R) of a tile: row i the HD values at base + off[i] (0 where off[i] < 0) */
+template <int R, int HD>
+__device__ __forceinline__ void atx_load(float (*dst)[HD + 1], const act_t *base,
+                                         const long long *off)
+{
+    for (int e = threadIdx.x; e < R * HD; e += RT_ATT_THREADS) {
+        const int i = e / HD, c = e % HD;
+        dst[i][c] = off[i] >= 0 ? rt_ld(base + off[i] + c) : 0.0f;
+    }
+}
+
+/* qk_norm (w, or NULL: none) then rope (f, or NULL) on the rows whose pos >= 0, a thread
+ * a row: t = rope(t / rms(t) * w) at position pos[i] */
+template <int R, int HD>
+__device__ __forceinline__ void atx_fwd_rows(float (*t)[HD + 1], const int *pos, const float *w,
+                                             const float *f)
+{
+    for (int i = threadIdx.x; i < R; i += RT_ATT_THREADS) {
+        if (pos[i] < 0)
+            continue;
+        if (w) {
+            double ss = 0.0;
+            for (int c = 0; c < HD; c++)
+                ss += (double)t[i][c] * t[i][c];
+            const float r = (float)(1.0 / sqrt(ss / (double)HD + 1e-6));
+            for (int c = 0; c < HD; c++)
+                t[i][c] = t[i][c] * r * w[c];
+        }
+        if (f)
+            for (int j = 0; j < HD / 2; j++) {
+                const float ang = (float)pos[i] * f[j], cs = cosf(ang), sn = sinf(ang);
+                const float a = t[i][j], b = t[i][j + HD / 2];
+                t[i][j] = a * cs - b * sn;
+                t[i][j + HD / 2] = b * cs + a * sn;
+            }
+    }
+}
+
+/* atx_fwd_rows' backward, a thread a row: g (the gradient of the transformed rows) back
+ * through the inverse rotation and RMSNorm (from the raw rows at qkv + off[i]) to
+ * dqkv + off[i]; with w, xh[i] receives the row's x / rms(x) for the weight's gradient
+ * (atx_dw), g[i] the gradient after the rotation */
+template <int R, int HD>
+__device__ __forceinline__ void atx_bwd_rows(float (*g)[HD + 1], float (*xh)[HD + 1],
+                                             const act_t *qkv, act_t *dqkv, const long long *off,
+                                             const int *pos, const float *w, const float *f)
+{
+    for (int i = threadIdx.x; i < R; i += RT_ATT_THREADS) {
+        if (pos[i] < 0)
+            continue;
+        if (f)
+            for (int j = 0; j < HD / 2; j++) {
+                const float ang = (float)pos[i] * f[j], cs = cosf(ang), sn = sinf(ang);
+                const float a = g[i][j], b = g[i][j + HD / 2];
+                g[i][j] = a * cs + b * sn;
+                g[i][j + HD / 2] = b * cs - a * sn;
+            }
+        const act_t *x = qkv + off[i];
+        act_t *dx = dqkv + off[i];
+        if (!w) {
+            for (int c = 0; c < HD; c++)
+                rt_st(dx + c, g[i][c]);
+            continue;
+        }
+        double ss = 0.0, dot = 0.0;
+        for (int c = 0; c < HD; c++) {
+            const float v = rt_ld(x + c);
+            ss += (double)v * v;
+        }
+        const float r = (float)(1.0 / sqrt(ss / (double)HD + 1e-6));
+        for (int c = 0; c < HD; c++) {
+            const float v = rt_ld(x + c) * r;
+            xh[i][c] = v;
+            dot += (double)g[i][c] * w[c] * v;
+        }
+        const float m = (float)(dot / (double)HD);
+        for (int c = 0; c < HD; c++)
+            rt_st(dx + c, r * (g[i][c] * w[c] - rt_ld(x + c) * r * m));
+    }
+}
+
+/* column c's sum over the valid rows of g * xh (a norm weight's gradient), in double */
+template <int R, int HD>
+__device__ __forceinline__ double atx_dw(float (*g)[HD + 1], float (*xh)[HD + 1], const int *pos,
+                                         int c)
+{
+    double s = 0.0;
+    if (c < HD)
+        for (int i = 0; i < R; i++)
+            if (pos[i] >= 0)
+                s += (double)(g[i][c] * xh[i][c]);
+    return s;
+}
+
+/* The query rows of a tile of NP positions from p0 for the G heads of key/value head kh:
+ * pos[i] (-1: none) and off[i], the row's offset in a batch row of qkv (rows ld apart) */
+__device__ __forceinline__ void atx_qrows(int *pos, long long *off, int R, int p0, int NP, int G,
+                                          int kh, int T, int64_t ld, int HD)
+{
+    for (int i = threadIdx.x; i < R; i += RT_ATT_THREADS) {
+        const int p = p0 + i % NP, h = kh * G + i / NP;
+        const bool ok = i < G * NP && p < T;
+        pos[i] = ok ? p : -1;
+        off[i] = ok ? (long long)p * ld + (long long)h * HD : -1;
+    }
+}
+
+/* The key rows k0 .. k0 + n - 1 of key head kh (its value rows are KV HD further) */
+__device__ __forceinline__ void atx_krows(int *pos, long long *off, int R, int k0, int n, int H,
+                                          int kh, int64_t ld, int HD)
+{
+    for (int i = threadIdx.x; i < R; i += RT_ATT_THREADS) {
+        pos[i] = i < n ? k0 + i : -1;
+        off[i] = i < n ? (long long)(k0 + i) * ld + (long long)(H + kh) * HD : -1;
+    }
+}
+
+/* Is key kj hidden from the query at position p (p < 0: no query)? */
+template <int T, int CAUSAL>
+__device__ __forceinline__ bool atx_masked(int p, int kj, int W)
+{
+    return p < 0 || kj >= T || (CAUSAL && kj > p) || (W > 0 && kj <= p - W);
+}
+
+/* The forward: as attention_fwd, over tiles of (head, position) query rows; the keys a
+ * tile sees run from its first position's window start to its last position. */
+template <int T, int HD, int CAUSAL>
+__device__ __forceinline__ void attention_ext_fwd(const act_t *qkv, const float *qn,
+                                                  const float *kn, float *lse, act_t *y, int H,
+                                                  int KV, int W, float theta, float factor,
+                                                  float low, float high, int orig)
+{
+    constexpr int RS = rt_att_fr(HD), CS = rt_att_fc(HD), BQ = 16 * RS, BK = 8 * CS;
+    constexpr int CO = (HD + 7) / 8;
+    static_assert(HD <= 128, "attention heads wider than 128");
+    __shared__ float qs[BQ][HD + 1], ks[BK][HD + 1], vs[BK][HD + 1], ps[BQ][BK + 1];
+    __shared__ float fr[HD / 2 + 1];
+    __shared__ long long qoff[BQ], koff[BK];
+    __shared__ int qpos[BQ], kpos[BK];
+    const int b = blockIdx.z, kh = blockIdx.y, tx = threadIdx.x & 7, ty = threadIdx.x >> 3;
+    const int G = H / KV, NP = BQ / G, NPT = (T + NP - 1) / NP;
+    const int64_t d = (int64_t)H * HD, ld = (int64_t)(H + 2 * KV) * HD;
+    const act_t *base = qkv + (int64_t)b * T * ld;
+    const float *f = theta > 0.0f ? fr : nullptr;
+    const float scale = (float)(1.0 / sqrt((double)HD)), ninf = -rt_inf();
+    if (f)
+        atx_freqs<HD>(fr, theta, factor, low, high, orig);
+    for (int t = blockIdx.x; t < NPT; t += gridDim.x) {
+        const int p0 = (NPT - 1 - t) * NP, p1 = p0 + NP < T ? p0 + NP : T;
+        const int kbeg = W > 0 && p0 >= W ? p0 - W + 1 : 0, kend = CAUSAL ? p1 : T;
+        __syncthreads();
+        atx_qrows(qpos, qoff, BQ, p0, NP, G, kh, T, ld, HD);
+        __syncthreads();
+        atx_load<BQ, HD>(qs, base, qoff);
+        __syncthreads();
+        atx_fwd_rows<BQ, HD>(qs, qpos, qn, f);
+        float m[RS], l[RS], acc[RS][CO];
+        for (int r = 0; r < RS; r++) {
+            m[r] = ninf, l[r] = 0.0f;
+            for (int u = 0; u < CO; u++)
+                acc[r][u] = 0.0f;
+        }
+        for (int k0 = kbeg; k0 < kend; k0 += BK) {
+            __syncthreads();
+            atx_krows(kpos, koff, BK, k0, T - k0 < BK ? T - k0 : BK, H, kh, ld, HD);
+            __syncthreads();
+            atx_load<BK, HD>(ks, base, koff);
+            atx_load<BK, HD>(vs, base + KV * HD, koff);
+            __syncthreads();
+            atx_fwd_rows<BK, HD>(ks, kpos, kn, f);
+            __syncthreads();
+            float s[RS][CS];
+            att_dots<RS, CS, HD>(qs, ks, s);
+            for (int r = 0; r < RS; r++) {
+                const int i = ty + 16 * r;
+                float mx = ninf;
+                for (int j = 0; j < CS; j++) {
+                    const int kj = k0 + tx + 8 * j;
+                    s[r][j] = atx_masked<T, CAUSAL>(qpos[i], kj, W) ? ninf : scale * s[r][j];
+                    mx = fmaxf(mx, s[r][j]);
+                }
+                const float mn = fmaxf(m[r], att_max8(mx));
+                const float al = mn == ninf ? 1.0f : expf(m[r] - mn);
+                float sum = 0.0f;
+                for (int j = 0; j < CS; j++) {
+                    const float p = mn == ninf ? 0.0f : expf(s[r][j] - mn);
+                    ps[i][tx + 8 * j] = p;
+                    sum += p;
+                }
+                l[r] = al * l[r] + att_sum8(sum);
+                m[r] = mn;
+                for (int u = 0; u < CO; u++)
+                    acc[r][u] *= al;
+            }
+            __syncthreads();
+            att_acc<RS, CO, BK, HD>(acc, ps, vs);
+        }
+        for (int r = 0; r < RS; r++) {
+            const int i = ty + 16 * r, p = qpos[i], h = kh * G + i / NP;
+            if (p < 0)
+                continue;
+            act_t *yr = y + ((int64_t)b * T + p) * d + (int64_t)h * HD;
+            const float inv = 1.0f / l[r];
+            for (int u = 0; u < CO; u++)
+                if (tx + 8 * u < HD)
+                    rt_st(yr + tx + 8 * u, acc[r][u] * inv);
+            if (tx == 0)
+                lse[((int64_t)b * H + h) * T + p] = m[r] + logf(l[r]);
+        }
+    }
+}
+
+/* Backward, query side: as attention_bwd_q over (head, position) rows; D_i = dy_i . y_i
+ * to D [B, H, T]; dq through atx_bwd_rows when q was transformed, the rows' q_norm
+ * weight gradient summed into partq [B, KV, gridDim.x, HD] (a block's rows in order). */
+template <int T, int HD, int CAUSAL>
+__device__ __forceinline__ void attention_ext_bwd_q(
+    const act_t *qkv, const float *qn, const float *kn, const float *lse, const act_t *y,
+    const act_t *dy, act_t *dqkv, float *D, double *partq, double *partk, int H, int KV, int W,
+    float theta, float factor, float low, float high, int orig)
+{
+    constexpr int RS = rt_att_br(HD), CS = rt_att_bc(HD), BQ = 16 * RS, BK = 8 * CS;
+    constexpr int CO = (HD + 7) / 8;
+    static_assert(HD <= 128, "attention heads wider than 128");
+    __shared__ float qs[BQ][HD + 1], dys[BQ][HD + 1], ks[BK][HD + 1], vs[BK][HD + 1];
+    __shared__ float ds[BQ][BK + 1], Lt[BQ], Dt[BQ], fr[HD / 2 + 1];
+    __shared__ long long qoff[BQ], koff[BK];
+    __shared__ int qpos[BQ], kpos[BK];
+    const int b = blockIdx.z, kh = blockIdx.y, tx = threadIdx.x & 7, ty = threadIdx.x >> 3;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int G = H / KV, NP = BQ / G, NPT = (T + NP - 1) / NP;
+    const int64_t d = (int64_t)H * HD, ld = (int64_t)(H + 2 * KV) * HD;
+    const act_t *base = qkv + (int64_t)b * T * ld;
+    act_t *dbase = dqkv + (int64_t)b * T * ld;
+    const float *f = theta > 0.0f ? fr : nullptr;
+    const bool tr = qn != nullptr || f != nullptr;
+    const float scale = (float)(1.0 / sqrt((double)HD));
+    double dw = 0.0;
+    if (f)
+        atx_freqs<HD>(fr, theta, factor, low, high, orig);
+    for (int t = blockIdx.x; t < NPT; t += gridDim.x) {
+        const int p0 = (NPT - 1 - t) * NP, p1 = p0 + NP < T ? p0 + NP : T;
+        const int kbeg = W > 0 && p0 >= W ? p0 - W + 1 : 0, kend = CAUSAL ? p1 : T;
+        __syncthreads();
+        atx_qrows(qpos, qoff, BQ, p0, NP, G, kh, T, ld, HD);
+        __syncthreads();
+        atx_load<BQ, HD>(qs, base, qoff);
+        for (int e = threadIdx.x; e < BQ * HD; e += RT_ATT_THREADS) {
+            const int i = e / HD, c = e % HD, p = qpos[i], h = kh * G + i / NP;
+            dys[i][c] = p >= 0 ? rt_ld(dy + ((int64_t)b * T + p) * d + (int64_t)h * HD + c) : 0.0f;
+        }
+        __syncthreads();
+        atx_fwd_rows<BQ, HD>(qs, qpos, qn, f);
+        for (int i = warp; i < BQ; i += RT_ATT_THREADS / 32) {   /* D_i, a warp a row */
+            const int p = qpos[i], h = kh * G + i / NP;
+            double a = 0.0;
+            if (p >= 0)
+                for (int c = lane; c < HD; c += 32)
+                    a += (double)(dys[i][c] * rt_ld(y + ((int64_t)b * T + p) * d + (int64_t)h * HD + c));
+            const float Di = (float)rt_warp_sum(a);
+            if (lane == 0) {
+                Dt[i] = Di;
+                Lt[i] = p >= 0 ? lse[((int64_t)b * H + h) * T + p] : 0.0f;
+                if (p >= 0)
+                    D[((int64_t)b * H + h) * T + p] = Di;
+            }
+        }
+        float acc[RS][CO];
+        for (int r = 0; r < RS; r++)
+            for (int u = 0; u < CO; u++)
+                acc[r][u] = 0.0f;
+        for (int k0 = kbeg; k0 < kend; k0 += BK) {
+            __syncthreads();
+            atx_krows(kpos, koff, BK, k0, T - k0 < BK ? T - k0 : BK, H, kh, ld, HD);
+            __syncthreads();
+            atx_load<BK, HD>(ks, base, koff);
+            atx_load<BK, HD>(vs, base + KV * HD, koff);
+            __syncthreads();
+            atx_fwd_rows<BK, HD>(ks, kpos, kn, f);
+            __syncthreads();
+            float s[RS][CS], dp[RS][CS];
+            att_dots2<RS, CS, HD>(qs, ks, dys, vs, s, dp);
+            for (int r = 0; r < RS; r++)
+                for (int j = 0; j < CS; j++) {
+                    const int i = ty + 16 * r, kj = k0 + tx + 8 * j;
+                    ds[i][tx + 8 * j] = atx_masked<T, CAUSAL>(qpos[i], kj, W)
+                                            ? 0.0f
+                                            : expf(scale * s[r][j] - Lt[i]) * (dp[r][j] - Dt[i]);
+                }
+            __syncthreads();
+            att_acc<RS, CO, BK, HD>(acc, ds, ks);
+        }
+        if (!tr) {
+            for (int r = 0; r < RS; r++) {
+                const int i = ty + 16 * r;
+                if (qpos[i] >= 0)
+                    for (int u = 0; u < CO; u++)
+                        if (tx + 8 * u < HD)
+                            rt_st(dbase + qoff[i] + tx + 8 * u, scale * acc[r][u]);
+            }
+            continue;
+        }
+        __syncthreads();   /* qs and dys take d q' and q^ now */
+        for (int r = 0; r < RS; r++)
+            for (int u = 0; u < CO; u++)
+                if (tx + 8 * u < HD)
+                    qs[ty + 16 * r][tx + 8 * u] = scale * acc[r][u];
+        __syncthreads();
+        atx_bwd_rows<BQ, HD>(qs, dys, base, dbase, qoff, qpos, qn, f);
+        __syncthreads();
+        if (qn)
+            dw += atx_dw<BQ, HD>(qs, dys, qpos, threadIdx.x);
+    }
+    if (qn && threadIdx.x < HD)
+        partq[(((int64_t)b * KV + kh) * gridDim.x + blockIdx.x) * HD + threadIdx.x] = dw;
+}
+
+/* Backward, key side, after the query side (it reads D): a block keeps a tile of keys
+ * and values of head kh and walks the queries of the G heads that read it (from the
+ * tile's first key to its last key's window end):
+ *   dv_j = sum_i P_ij dy_i,  dk_j = scale * sum_i dS_ij q_i
+ * dk through atx_bwd_rows when k was transformed, the k_norm weight gradient into
+ * partk [B, KV, gridDim.x, HD]. */
+template <int T, int HD, int CAUSAL>
+__device__ __forceinline__ void attention_ext_bwd_kv(
+    const act_t *qkv, const float *qn, const float *kn, const float *lse, const act_t *y,
+    const act_t *dy, act_t *dqkv, float *D, double *partq, double *partk, int H, int KV, int W,
+    float theta, float factor, float low, float high, int orig)
+{
+    constexpr int RS = rt_att_br(HD), CS = rt_att_bc(HD), BK = 16 * RS, BQ = 8 * CS;
+    constexpr int CO = (HD + 7) / 8;
+    static_assert(HD <= 128, "attention heads wider than 128");
+    __shared__ float ks[BK][HD + 1], vs[BK][HD + 1], qs[BQ][HD + 1], dys[BQ][HD + 1];
+    __shared__ float ps[BK][BQ + 1], ds[BK][BQ + 1], Lt[BQ], Dt[BQ], fr[HD / 2 + 1];
+    __shared__ long long koff[BK], qoff[BQ];
+    __shared__ int kpos[BK], qpos[BQ];
+    const int b = blockIdx.z, kh = blockIdx.y, tx = threadIdx.x & 7, ty = threadIdx.x >> 3;
+    const int G = H / KV;
+    const int64_t d = (int64_t)H * HD, ld = (int64_t)(H + 2 * KV) * HD;
+    const act_t *base = qkv + (int64_t)b * T * ld;
+    act_t *dbase = dqkv + (int64_t)b * T * ld;
+    const float *f = theta > 0.0f ? fr : nullptr;
+    const bool tr = kn != nullptr || f != nullptr;
+    const float scale = (float)(1.0 / sqrt((double)HD));
+    double dw = 0.0;
+    if (f)
+        atx_freqs<HD>(fr, theta, factor, low, high, orig);
+    for (int k0 = blockIdx.x * BK; k0 < T; k0 += gridDim.x * BK) {
+        const int nk = T - k0 < BK ? T - k0 : BK;
+        const int qlo = CAUSAL ? k0 / BQ * BQ : 0;
+        const int qhi = W > 0 && k0 + nk - 1 + W < T ? k0 + nk - 1 + W : T;
+        __syncthreads();
+        atx_krows(kpos, koff, BK, k0, nk, H, kh, ld, HD);
+        __syncthreads();
+        atx_load<BK, HD>(ks, base, koff);
+        atx_load<BK, HD>(vs, base + KV * HD, koff);
+        __syncthreads();
+        atx_fwd_rows<BK, HD>(ks, kpos, kn, f);
+        float accv[RS][CO], acck[RS][CO];
+        for (int r = 0; r < RS; r++)
+            for (int u = 0; u < CO; u++)
+                accv[r][u] = acck[r][u] = 0.0f;
+        for (int h = kh * G; h < (kh + 1) * G; h++)
+            for (int q0 = qlo; q0 < qhi; q0 += BQ) {
+                const int nq = T - q0 < BQ ? T - q0 : BQ;
+                __syncthreads();
+                for (int i = threadIdx.x; i < BQ; i += RT_ATT_THREADS) {
+                    qpos[i] = i < nq ? q0 + i : -1;
+                    qoff[i] = i < nq ? (long long)(q0 + i) * ld + (long long)h * HD : -1;
+                    Lt[i] = i < nq ? lse[((int64_t)b * H + h) * T + q0 + i] : 0.0f;
+                    Dt[i] = i < nq ? D[((int64_t)b * H + h) * T + q0 + i] : 0.0f;
+                }
+                __syncthreads();
+                atx_load<BQ, HD>(qs, base, qoff);
+                for (int e = threadIdx.x; e < BQ * HD; e += RT_ATT_THREADS) {
+                    const int i = e / HD, c = e % HD;
+                    dys[i][c] = i < nq ? rt_ld(dy + ((int64_t)b * T + q0 + i) * d + (int64_t)h * HD + c) : 0.0f;
+                }
+                __syncthreads();
+                atx_fwd_rows<BQ, HD>(qs, qpos, qn, f);
+                __syncthreads();
+                float s[RS][CS], dp[RS][CS];   /* [key][query] */
+                att_dots2<RS, CS, HD>(ks, qs, vs, dys, s, dp);
+                for (int r = 0; r < RS; r++)
+                    for (int j = 0; j < CS; j++) {
+                        const int kj = k0 + ty + 16 * r, i = tx + 8 * j;
+                        const bool masked = atx_masked<T, CAUSAL>(qpos[i], kj, W);
+                        const float p = masked ? 0.0f : expf(scale * s[r][j] - Lt[i]);
+                        ps[ty + 16 * r][i] = p;
+                        ds[ty + 16 * r][i] = masked ? 0.0f : p * (dp[r][j] - Dt[i]);
+                    }
+                __syncthreads();
+                for (int i = 0; i < BQ; i++) {
+                    float p[RS], g[RS], a[CO], a2[CO];
+                    for (int r = 0; r < RS; r++)
+                        p[r] = ps[ty + 16 * r][i], g[r] = ds[ty + 16 * r][i];
+                    for (int u = 0; u < CO; u++) {
+                        const bool in = tx + 8 * u < HD;
+                        a[u] = in ? dys[i][tx + 8 * u] : 0.0f;
+                        a2[u] = in ? qs[i][tx + 8 * u] : 0.0f;
+                    }
+                    for (int r = 0; r < RS; r++)
+                        for (int u = 0; u < CO; u++) {
+                            accv[r][u] += p[r] * a[u];
+                            acck[r][u] += g[r] * a2[u];
+                        }
+                }
+            }
+        for (int r = 0; r < RS; r++) {
+            const int j = ty + 16 * r;
+            if (j < nk)
+                for (int u = 0; u < CO; u++)
+                    if (tx + 8 * u < HD) {
+                        rt_st(dbase + koff[j] + KV * HD + tx + 8 * u, accv[r][u]);
+                        if (!tr)
+                            rt_st(dbase + koff[j] + tx + 8 * u, scale * acck[r][u]);
+                    }
+        }
+        if (!tr)
+            continue;
+        __syncthreads();   /* ks and vs take d k' and k^ now */
+        for (int r = 0; r < RS; r++)
+            for (int u = 0; u < CO; u++)
+                if (tx + 8 * u < HD)
+                    ks[ty + 16 * r][tx + 8 * u] = scale * acck[r][u];
+        __syncthreads();
+        atx_bwd_rows<BK, HD>(ks, vs, base, dbase, koff, kpos, kn, f);
+        __syncthreads();
+        if (kn)
+            dw += atx_dw<BK, HD>(ks, vs, kpos, threadIdx.x);
+    }
+    if (kn && threadIdx.x < HD)
+        partk[(((int64_t)b * KV + kh) * gridDim.x + blockIdx.x) * HD + threadIdx.x] = dw;
+}
+
+/* dw[c] += the n partials of column c (rows of hd doubles), in row order: qk_norm's
+ * weight gradients from the two kernels above (one block) */
+extern "C" __global__ void __launch_bounds__(RT_ATT_THREADS)
+rt_attention_ext_dw(const double *part, int64_t n, float *dw, int hd)
+{
+    for (int c = threadIdx.x; c < hd; c += RT_ATT_THREADS) {
+        double s = 0.0;
+        for (int64_t i = 0; i < n; i++)
+            s += part[i * hd + c];
+        dw[c] += (float)s;
+    }
+}
+
+#define RT_ATTENTION_EXT_ARGS                                                                  \
+    const act_t *qkv, const float *qn, const float *kn, const float *lse, const act_t *y,       \
+        const act_t *dy, act_t *dqkv, float *D, double *partq, double *partk, int H, int KV,    \
+        int W, float theta, float factor, float low, float high, int orig
+#define RT_ATTENTION_EXT_PASS                                                                  \
+    qkv, qn, kn, lse, y, dy, dqkv, D, partq, partk, H, KV, W, theta, factor, low, high, orig
+
+#define RT_ATTENTION_EXT_FWD(T, HD, CAUSAL)                                                    \
+    extern "C" __global__ void __launch_bounds__(RT_ATT_THREADS)                               \
+        rt_attention_ext_fwd_##T##_##HD##_##CAUSAL(const act_t *qkv, const float *qn,           \
+                                                   const float *kn, float *lse, act_t *y,       \
+                                                   int H, int KV, int W, float theta,           \
+                                                   float factor, float low, float high,         \
+                                                   int orig)                                    \
+    {                                                                                          \
+        attention_ext_fwd<T, HD, CAUSAL>(qkv, qn, kn, lse, y, H, KV, W, theta, factor, low,     \
+                                         high, orig);                                          \
+    }
+
+#define RT_ATTENTION_EXT_BWD(T, HD, CAUSAL)                                                    \
+    extern "C" __global__ void __launch_bounds__(RT_ATT_THREADS)                               \
+        rt_attention_ext_bwd_q_##T##_##HD##_##CAUSAL(RT_ATTENTION_EXT_ARGS)                     \
+    {                                                                                          \
+        attention_ext_bwd_q<T, HD, CAUSAL>(RT_ATTENTION_EXT_PASS);                             \
+    }                                                                                          \
+    extern "C" __global__ void __launch_bounds__(RT_ATT_THREADS)                               \
+        rt_attention_ext_bwd_kv_##T##_##HD##_##CAUSAL(RT_ATTENTION_EXT_ARGS)                    \
+    {                                                                                          \
+        attention_ext_bwd_kv<T, HD, CAUSAL>(RT_ATTENTION_EXT_PASS);                            \
     }

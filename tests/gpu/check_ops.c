@@ -73,6 +73,13 @@ static const char *const instances[] = {
     "RT_ATTENTION_FWD(65, 16, 1)", "RT_ATTENTION_BWD(65, 16, 1)",
     "RT_ATTENTION_FWD(200, 80, 0)", "RT_ATTENTION_BWD(200, 80, 0)",
     "RT_ATTENTION_FWD(100, 128, 1)", "RT_ATTENTION_BWD(100, 128, 1)",
+    "RT_ATTENTION_EXT_FWD(37, 16, 1)", "RT_ATTENTION_EXT_BWD(37, 16, 1)",
+    "RT_ATTENTION_EXT_FWD(50, 16, 0)", "RT_ATTENTION_EXT_BWD(50, 16, 0)",
+    "RT_ATTENTION_EXT_FWD(100, 32, 1)", "RT_ATTENTION_EXT_BWD(100, 32, 1)",
+    "RT_ATTENTION_EXT_FWD(33, 32, 0)", "RT_ATTENTION_EXT_BWD(33, 32, 0)",
+    "RT_ATTENTION_EXT_FWD(40, 32, 1)", "RT_ATTENTION_EXT_BWD(40, 32, 1)",
+    "RT_ATTENTION_EXT_FWD(70, 32, 1)", "RT_ATTENTION_EXT_BWD(70, 32, 1)",
+    "RT_ATTENTION_EXT_FWD(65, 128, 1)", "RT_ATTENTION_EXT_BWD(65, 128, 1)",
     "RT_EMBEDDING_FWD(7)", "RT_EMBEDDING_BWD(7)", "RT_EMBEDDING_FWD(128)",
     "RT_EMBEDDING_BWD(128)", "RT_EMBEDDING_FWD(768)", "RT_EMBEDDING_BWD(768)",
     NULL};
@@ -914,6 +921,57 @@ static void t_attention(int64_t B, int64_t T, int64_t d, int64_t H, int causal)
     judge("attention_fwd", TATT(TOL_RED), of + 1, 1);
     judge("attention_bwd", TATT(TOL_RED), &ob, 1);
     free(qkv), free(dy), free(lse), free(y), free(yr), free(dqkv), free(pl), free(py), free(pq);
+    reset();
+}
+
+/* The Llama-family options (rt_attention_ext_*): KV key/value heads, a window W (0: none),
+ * qk_norm's weights (qkn), rope at theta (0: none) with llama3 scaling (l3) */
+static void t_attention_ext(int64_t B, int64_t T, int64_t d, int64_t H, int64_t KV, int causal,
+                            int64_t W, int qkn, float theta, int l3)
+{
+    SHAPE("B%lld T%lld d%lld H%lld KV%lld %s W%lld%s rope %g%s", (long long)B, (long long)T,
+          (long long)d, (long long)H, (long long)KV, causal ? "causal" : "full", (long long)W,
+          qkn ? " qk_norm" : "", (double)theta, l3 ? " llama3" : "");
+    int64_t hd = d / H, nq = B * T * (H + 2 * KV) * hd, nl = B * H * T, ny = B * T * d;
+    float fac = l3 ? 8.0f : 0.0f, lo = 1.0f, hi = 4.0f;
+    int64_t orig = l3 ? T / 4 + 1 : 0;
+    float *qkv = avec(nq), *dy = avec(ny), *lse = nans(nl), *y = nans(ny), *dqkv = nans(nq);
+    float *qn = fvec(hd), *kn = fvec(hd), *dqn = calloc((size_t)hd, 4), *dkn = calloc((size_t)hd, 4);
+    for (int64_t i = 0; i < hd; i++)
+        qn[i] += 1.5f, kn[i] += 1.5f;
+    const float *wq = qkn ? qn : NULL, *wk = qkn ? kn : NULL;
+    rt_attention_ext_fwd(&C, qkv, wq, wk, lse, y, B, T, d, H, KV, causal, W, theta, fac, lo, hi,
+                         orig);
+    float *yr = fcopy(y, ny);   /* y as the device stores it: what both backwards read */
+    round_act(yr, ny);
+    rt_attention_ext_bwd(&C, qkv, wq, wk, lse, yr, dy, dqkv, qkn ? dqn : NULL, qkn ? dkn : NULL,
+                         B, T, d, H, KV, causal, W, theta, fac, lo, hi, orig);
+    float *gq = up_a(qkv, nq), *gdy = up_a(dy, ny), *gl = dalloc(nl * 4);
+    float *gy = dalloc_a(ny), *gdq = dalloc_a(nq), *pl = nans(nl), *py = nans(ny);
+    float *pq = nans(nq), *zero = calloc((size_t)hd, 4);
+    float *gqn = up(qn, hd * 4), *gkn = up(kn, hd * 4), *gdqn = dalloc(hd * 4), *gdkn = dalloc(hd * 4);
+    const float *gwq = qkn ? gqn : NULL, *gwk = qkn ? gkn : NULL;
+    out_t of[2] = {{"lse", lse, {0}, nl}, {"y", y, {0}, ny}}, ob[3] = {
+        {"dqkv", dqkv, {0}, nq}, {"d q_norm", dqn, {0}, hd}, {"d k_norm", dkn, {0}, hd}};
+    for (int rep = 0; rep < 2; rep++) {
+        upload(gl, pl, nl * 4), upload_a(gy, py, ny), upload_a(gdq, pq, nq);
+        upload(gdqn, zero, hd * 4), upload(gdkn, zero, hd * 4);
+        rt_cu_attention_ext_fwd(G, gq, gwq, gwk, gl, gy, B, T, d, H, KV, causal, W, theta, fac, lo,
+                                hi, orig);
+        of[0].gpu[rep] = down(gl, nl), of[1].gpu[rep] = down_a(gy, ny);
+        /* the backward from the CPU's lse and y */
+        upload(gl, lse, nl * 4), upload_a(gy, yr, ny);
+        rt_cu_attention_ext_bwd(G, gq, gwq, gwk, gl, gy, gdy, gdq, qkn ? gdqn : NULL,
+                                qkn ? gdkn : NULL, B, T, d, H, KV, causal, W, theta, fac, lo, hi,
+                                orig);
+        ob[0].gpu[rep] = down_a(gdq, nq);
+        ob[1].gpu[rep] = down(gdqn, hd), ob[2].gpu[rep] = down(gdkn, hd);
+    }
+    judge("attention_ext_fwd lse", TOL_RED, of, 1);
+    judge("attention_ext_fwd", TATT(TOL_RED), of + 1, 1);
+    judge("attention_ext_bwd", TATT(TOL_RED), ob, qkn ? 3 : 1);
+    free(qkv), free(dy), free(lse), free(y), free(yr), free(dqkv), free(pl), free(py), free(pq);
+    free(qn), free(kn), free(dqn), free(dkn), free(zero);
     reset();
 }
 
@@ -1786,6 +1844,16 @@ int main(int argc, char **argv)
     /* heads wider than 64: the tensor-core kernels stream tiles of 32 rows */
     t_attention(1, 200, 160, 2, 0);
     t_attention(2, 100, 384, 3, 1);
+    /* the Llama-family options alone (GQA, a window, qk_norm, rope with and without llama3
+     * scaling) and together; a group of 3 heads leaves a query tile a row short */
+    t_attention_ext(2, 37, 64, 4, 2, 1, 0, 0, 0, 0);
+    t_attention_ext(2, 50, 96, 6, 2, 0, 0, 0, 0, 0);
+    t_attention_ext(2, 100, 64, 2, 2, 1, 9, 0, 0, 0);
+    t_attention_ext(2, 33, 64, 2, 2, 0, 0, 1, 0, 0);
+    t_attention_ext(2, 40, 64, 2, 2, 1, 0, 0, 10000.0f, 0);
+    t_attention_ext(1, 70, 128, 4, 4, 1, 0, 0, 500000.0f, 1);
+    t_attention_ext(2, 100, 256, 8, 2, 1, 40, 1, 10000.0f, 1);
+    t_attention_ext(1, 65, 384, 3, 1, 1, 30, 1, 10000.0f, 0);   /* heads 128 wide */
 
     t_embedding(1, 11, 7, 11);
     t_embedding(100, 300, 7, 20);

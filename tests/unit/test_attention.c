@@ -395,20 +395,104 @@ static void test_embedding_bad_index(void)
 }
 
 /* ---- PyTorch results (tests/attention_ref.py) ---------------------------------- *
- * FILE holds cases, each: int64 B, T, d, H, causal; then float32 qkv [B,T,3d],
- * dy [B,T,d], and PyTorch's lse [B,H,T] (torch.logsumexp of the scores), y [B,T,d],
- * dqkv [B,T,3d]; up to EOF. */
+ * FILE holds cases, each: int64 B, T, d, H, KV, causal, window, qk_norm, rope, orig;
+ * float64 theta, factor, low, high (rope and its llama3 scaling, rt_attention_ext_fwd's
+ * arguments); then float32 qkv [B,T,(H+2KV)hd], with qk_norm qn, kn [hd], dy [B,T,d],
+ * and PyTorch's lse [B,H,T] (torch.logsumexp of the scores), y [B,T,d], dqkv, with
+ * qk_norm dqn, dkn; up to EOF. */
 
 static int read_all(FILE *f, void *p, size_t n) { return fread(p, 1, n, f) == n; }
 
 static float *read_floats(FILE *f, int64_t n)
 {
-    float *p = malloc((size_t)n * sizeof(float));
+    float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
     if (!read_all(f, p, (size_t)n * sizeof(float))) {
         fprintf(stderr, "truncated reference file\n");
         exit(2);
     }
     return p;
+}
+
+typedef struct {
+    int64_t B, T, d, H, KV, causal, window, qk_norm, rope, orig;
+    double theta, factor, low, high;
+} ext_case;
+
+/* One case's forward and backward on pool pi: GPT-2's calls without options (and the
+ * options call beside them, which must give the same bits), rt_attention_ext_* with. */
+static void ext_run(const ext_case *c, int pi, const float *qkv, const float *qn,
+                    const float *kn, const float *dy, float *lse, float *y, float *dqkv,
+                    float *dqn, float *dkn)
+{
+    rt_exec e = exec_on(pools[pi]);
+    float th = c->rope ? (float)c->theta : 0.0f;
+    rt_attention_ext_fwd(&e, qkv, qn, kn, lse, y, c->B, c->T, c->d, c->H, c->KV, (int)c->causal,
+                         c->window, th, (float)c->factor, (float)c->low, (float)c->high,
+                         c->orig);
+    rt_attention_ext_bwd(&e, qkv, qn, kn, lse, y, dy, dqkv, dqn, dkn, c->B, c->T, c->d, c->H,
+                         c->KV, (int)c->causal, c->window, th, (float)c->factor, (float)c->low,
+                         (float)c->high, c->orig);
+}
+
+/* elementwise absolute error against torch's float32 results within 1e-4 */
+static void torch_cmp(const char *tag, const char *what, const float *got, const float *want,
+                      int64_t n)
+{
+    char nm[300];
+    double err = 0, mx = 0;
+    for (int64_t i = 0; i < n; i++) {
+        err = fmax(err, isnan(got[i]) ? INFINITY : fabs(got[i] - want[i]));
+        mx = fmax(mx, fabs(want[i]));
+    }
+    NAME("torch %s %s (max abs err %.2g, max |x| %.2g)", what, tag, err, mx);
+    if (!(err <= 1e-4))
+        fail(nm, "exceeds 1e-4");
+    else
+        pass(nm);
+}
+
+static void torch_case(FILE *f, const ext_case *c)
+{
+    char tag[200], nm[300];
+    int64_t hd = c->d / c->H, nqkv = c->B * c->T * (c->H + 2 * c->KV) * hd;
+    int64_t ny = c->B * c->T * c->d, nlse = c->B * c->H * c->T, nw = c->qk_norm ? hd : 0;
+    snprintf(tag, sizeof tag, "B=%lld T=%lld d=%lld H=%lld KV=%lld %s window %lld%s%s%s",
+             (long long)c->B, (long long)c->T, (long long)c->d, (long long)c->H,
+             (long long)c->KV, c->causal ? "causal" : "full", (long long)c->window,
+             c->qk_norm ? " qk_norm" : "", c->rope ? " rope" : "",
+             c->rope && c->factor > 0 ? " llama3" : "");
+    float *qkv = read_floats(f, nqkv), *qn = read_floats(f, nw), *kn = read_floats(f, nw);
+    float *dy = read_floats(f, ny), *tl = read_floats(f, nlse), *ty = read_floats(f, ny);
+    float *td = read_floats(f, nqkv), *tdq = read_floats(f, nw), *tdk = read_floats(f, nw);
+    float *lse[2], *y[2], *dqkv[2], *dqn[2], *dkn[2];
+    for (int pi = 0; pi < 2; pi++) {
+        lse[pi] = nanvec(nlse), y[pi] = nanvec(ny), dqkv[pi] = nanvec(nqkv);
+        dqn[pi] = calloc((size_t)hd, 4), dkn[pi] = calloc((size_t)hd, 4);
+        ext_run(c, pi, qkv, nw ? qn : NULL, nw ? kn : NULL, dy, lse[pi], y[pi], dqkv[pi],
+                nw ? dqn[pi] : NULL, nw ? dkn[pi] : NULL);
+    }
+    torch_cmp(tag, "lse", lse[0], tl, nlse);
+    torch_cmp(tag, "y", y[0], ty, ny);
+    torch_cmp(tag, "dqkv", dqkv[0], td, nqkv);
+    if (nw) {
+        torch_cmp(tag, "d q_norm.weight", dqn[0], tdq, hd);
+        torch_cmp(tag, "d k_norm.weight", dkn[0], tdk, hd);
+    }
+    check_same(NAME("ext threads 1 vs 3 y %s", tag), y[0], y[1], (size_t)ny * 4);
+    check_same(NAME("ext threads 1 vs 3 dqkv %s", tag), dqkv[0], dqkv[1], (size_t)nqkv * 4);
+    check_same(NAME("ext threads 1 vs 3 d norms %s", tag), dqn[0], dqn[1], (size_t)hd * 4);
+    if (c->KV == c->H && !c->window && !c->qk_norm && !c->rope) {
+        /* without options the options call is GPT-2's, bit for bit */
+        rt_exec e = exec_on(pools[1]);
+        rt_attention_fwd(&e, qkv, lse[1], y[1], c->B, c->T, c->d, c->H, (int)c->causal);
+        rt_attention_bwd(&e, qkv, lse[1], y[1], dy, dqkv[1], c->B, c->T, c->d, c->H,
+                         (int)c->causal);
+        check_same(NAME("ext = gpt-2's call y %s", tag), y[0], y[1], (size_t)ny * 4);
+        check_same(NAME("ext = gpt-2's call dqkv %s", tag), dqkv[0], dqkv[1], (size_t)nqkv * 4);
+    }
+    free(qkv), free(qn), free(kn), free(dy), free(tl), free(ty), free(td), free(tdq), free(tdk);
+    for (int pi = 0; pi < 2; pi++)
+        free(lse[pi]), free(y[pi]), free(dqkv[pi]), free(dqn[pi]), free(dkn[pi]);
 }
 
 static int torch_check(const char *path)
@@ -418,36 +502,16 @@ static int torch_check(const char *path)
         perror(path);
         return 2;
     }
-    char nm[160];
-    int64_t hdr[5];
+    int64_t hdr[10];
+    double fl[4];
     while (read_all(f, hdr, sizeof hdr)) {
-        att_shape s = {hdr[0], hdr[1], hdr[2], hdr[3], (int)hdr[4]};
-        int64_t nqkv = s.B * s.T * 3 * s.d, ny = s.B * s.T * s.d, natt = s.B * s.H * s.T;
-        float *qkv = read_floats(f, nqkv), *dy = read_floats(f, ny), *tatt = read_floats(f, natt),
-              *ty = read_floats(f, ny), *tdqkv = read_floats(f, nqkv);
-        float *att = nanvec(natt), *y = nanvec(ny), *dqkv = nanvec(nqkv);
-        rt_exec e = exec_on(pools[1]);
-        rt_attention_fwd(&e, qkv, att, y, s.B, s.T, s.d, s.H, s.causal);
-        rt_attention_bwd(&e, qkv, att, y, dy, dqkv, s.B, s.T, s.d, s.H, s.causal);
-        /* compare with torch's float32 results, elementwise absolute */
-        const struct { const char *what; const float *got, *want; int64_t n; } cmp[] = {
-            {"lse", att, tatt, natt}, {"y", y, ty, ny}, {"dqkv", dqkv, tdqkv, nqkv}};
-        for (int k = 0; k < 3; k++) {
-            double err = 0, mx = 0;
-            for (int64_t i = 0; i < cmp[k].n; i++) {
-                err = fmax(err, isnan(cmp[k].got[i]) ? INFINITY
-                                                     : fabs(cmp[k].got[i] - cmp[k].want[i]));
-                mx = fmax(mx, fabs(cmp[k].want[i]));
-            }
-            NAME("torch %s B=%lld T=%lld d=%lld H=%lld %s (max abs err %.2g, max |x| %.2g)",
-                 cmp[k].what, (long long)s.B, (long long)s.T, (long long)s.d, (long long)s.H,
-                 s.causal ? "causal" : "full", err, mx);
-            if (!(err <= 1e-4))
-                fail(nm, "exceeds 1e-4");
-            else
-                pass(nm);
+        if (!read_all(f, fl, sizeof fl)) {
+            fprintf(stderr, "truncated reference file\n");
+            exit(2);
         }
-        free(qkv), free(dy), free(tatt), free(ty), free(tdqkv), free(att), free(y), free(dqkv);
+        ext_case c = {hdr[0], hdr[1], hdr[2], hdr[3], hdr[4], hdr[5], hdr[6], hdr[7], hdr[8],
+                      hdr[9], fl[0], fl[1], fl[2], fl[3]};
+        torch_case(f, &c);
     }
     fclose(f);
     return failures ? 1 : 0;
