@@ -8,13 +8,15 @@
 # wrong offset, would change the loss at once). Also: the head's logits rows are
 # padded to 70016 (a multiple of 64, tests/vocab_pad.sh) in the plan; a shard holding
 # an id of 70000 is refused (exit 1) naming the shard and the position, as is a
-# uint32 shard whose length does not match its header.
+# uint32 shard whose length does not match its header. And Llama 3's vocabulary:
+# 128256 (a multiple of 64: rows unpadded, no zero rows) with the head tied to the
+# embedding, 3 steps on ids up to 128255, against PyTorch in the same way.
 set -eu
 cd "$(dirname "$0")/.."
 TRAINC=${TRAINC:-build/trainc}
 PY=${PYTHON:-/usr/bin/python3}
 d=$(pwd)/build/tests/tokens_u32
-rm -rf "$d"; mkdir -p "$d/good" "$d/bad" "$d/short"
+rm -rf "$d"; mkdir -p "$d/good" "$d/bad" "$d/short" "$d/l3"
 export TRAINC_CACHE_DIR=$d/cache   # this test's own shard cache
 
 $PY - "$d" <<'PY'
@@ -36,17 +38,25 @@ shard(f"{d}/good/b.bin", rng.integers(65536, V, 8))   # 8 tokens: no window of T
 bad = a.copy(); bad[123] = V
 shard(f"{d}/bad/a.bin", bad)
 shard(f"{d}/short/a.bin", a, count=len(a) + 1)
-spec = {"trainc": 1, "model": {
-    "name": "vocab70000",
-    "inputs": {"x": {"shape": [T], "dtype": "i32"},
-               "y": {"shape": [T], "dtype": "i32", "classes": V}},
-    "layers": [{"op": "embedding", "name": "wte", "vocab": V, "dim": 8, "input": "x"},
-               {"op": "linear", "name": "lm_head", "out": V, "bias": False}],
-    "loss": {"op": "cross_entropy", "target": "y"}},
-  "train": {"data": {"train": {"tokens": "good/*.bin"}}, "batch_size": 4, "max_steps": 4,
-            "optimizer": {"type": "adamw", "lr": 0.05}, "loader": {"shuffle": False},
-            "log_every": 1, "seed": 1}}
-json.dump(spec, open(f"{d}/spec.json", "w"), indent=1)
+l3 = rng.integers(0, 128256, 8 * 12 + 1)
+l3[::2] = rng.integers(100000, 128256, len(l3[::2]))
+l3[7] = 128255
+shard(f"{d}/l3/a.bin", l3)
+def spec(name, V, tie, data, steps):
+    head = {"op": "linear", "name": "lm_head", "out": V, "bias": False}
+    if tie:
+        head["tie"] = "wte"
+    return {"trainc": 1, "model": {
+        "name": name,
+        "inputs": {"x": {"shape": [T], "dtype": "i32"},
+                   "y": {"shape": [T], "dtype": "i32", "classes": V}},
+        "layers": [{"op": "embedding", "name": "wte", "vocab": V, "dim": 8, "input": "x"}, head],
+        "loss": {"op": "cross_entropy", "target": "y"}},
+      "train": {"data": {"train": {"tokens": data}}, "batch_size": 4, "max_steps": steps,
+                "optimizer": {"type": "adamw", "lr": 0.05}, "loader": {"shuffle": False},
+                "log_every": 1, "seed": 1}}
+json.dump(spec("vocab70000", V, False, "good/*.bin", 4), open(f"{d}/spec.json", "w"), indent=1)
+json.dump(spec("vocab128256", 128256, True, "l3/*.bin", 3), open(f"{d}/spec_l3.json", "w"), indent=1)
 PY
 
 "$TRAINC" plan "$d/spec.json" --json > "$d/plan.json"
@@ -56,50 +66,67 @@ p = json.load(open(sys.argv[1]))
 head = [b for b in p["buffers"] if b["name"] == "linear_lm_head"][0]
 assert head["row_bytes"] == 8 * 70016 * 4, head
 PY
-echo "ok   vocabulary 70000: the head's logits rows 70016 apart"
+"$TRAINC" plan "$d/spec_l3.json" --json > "$d/plan_l3.json"
+$PY - "$d/plan_l3.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+head = [b for b in p["buffers"] if b["name"] == "linear_lm_head"][0]
+assert head["row_bytes"] == 8 * 128256 * 4, head
+assert p["param_bytes"] == 128256 * 8 * 4, p["param_bytes"]   # wte alone, no zero rows
+PY
+echo "ok   vocabulary 70000: the head's logits rows 70016 apart; 128256 tied: unpadded"
 
 "$TRAINC" build "$d/spec.json" -o "$d/trainer" 2>/dev/null
+"$TRAINC" build "$d/spec_l3.json" -o "$d/trainer_l3" 2>/dev/null
 $PY - "$d" <<'PY'
-import os, sys
+import json, os, sys
 import numpy as np
 import torch
 import torch.nn.functional as F
 sys.path.insert(0, "tests")
 import st_check
 d = sys.argv[1]
-torch.manual_seed(0)
-V, D, T, B, STEPS = 70000, 8, 8, 4, 4
-wte = torch.nn.Parameter(torch.randn(V, D))
-head = torch.nn.Parameter(torch.randn(V, D) * 0.3)
-st_check.save(f"{d}/init.safetensors", {"wte.weight": wte.detach().numpy(),
-                                        "lm_head.weight": head.detach().numpy()})
-raw = open(f"{d}/good/a.bin", "rb").read()
-hdr = np.frombuffer(raw[:1024], "<i4")
-assert hdr[0] == 20240801 and hdr[1] == 7
-tok = torch.from_numpy(np.frombuffer(raw[1024:], "<u4").astype(np.int64))
-assert len(tok) == hdr[2] and int(tok.max()) > 65535
-rc = os.system(f"{d}/trainer --init {d}/init.safetensors --out {d}/run --threads 1 --quiet 2>/dev/null")
-assert rc == 0, rc
-import json
-ours = [json.loads(l)["loss"] for l in open(f"{d}/run/metrics.jsonl")
-        if '"loss"' in l and '"event"' not in l]
-assert len(ours) == STEPS, ours
-opt = torch.optim.AdamW([{"params": [wte, head], "weight_decay": 0.01}], lr=0.05,
-                        foreach=False)
-ref = []
-for step in range(STEPS):
-    w = [(step * B + i) * T for i in range(B)]
-    x = torch.stack([tok[o:o + T] for o in w])
-    y = torch.stack([tok[o + 1:o + T + 1] for o in w])
-    opt.zero_grad()
-    loss = F.cross_entropy((wte[x] @ head.t()).view(-1, V), y.view(-1))
-    loss.backward()
-    opt.step()
-    ref.append(loss.item())
-worst = max(abs(a - b) / abs(b) for a, b in zip(ours, ref))
-print("ok   ids above 65535 trained: losses %s vs PyTorch's %s, worst relative %.1e"
-      % (["%.5f" % v for v in ours], ["%.5f" % v for v in ref], worst))
-assert worst < 1e-5, (ours, ref)
+D, T, B = 8, 8, 4
+
+def parity(trainer, shard, V, tie, steps):
+    """trainer's losses against PyTorch's from the same weights on the same windows."""
+    torch.manual_seed(0)
+    wte = torch.nn.Parameter(torch.randn(V, D))
+    head = wte if tie else torch.nn.Parameter(torch.randn(V, D) * 0.3)
+    init = {"wte.weight": wte.detach().numpy()}
+    if not tie:
+        init["lm_head.weight"] = head.detach().numpy()
+    st_check.save(f"{d}/{trainer}.safetensors", init)
+    raw = open(shard, "rb").read()
+    hdr = np.frombuffer(raw[:1024], "<i4")
+    assert hdr[0] == 20240801 and hdr[1] == 7
+    tok = torch.from_numpy(np.frombuffer(raw[1024:], "<u4").astype(np.int64))
+    assert len(tok) == hdr[2] and int(tok.max()) > 65535
+    rc = os.system(f"{d}/{trainer} --init {d}/{trainer}.safetensors --out {d}/{trainer}.run "
+                   f"--threads 1 --quiet 2>/dev/null")
+    assert rc == 0, rc
+    ours = [json.loads(l)["loss"] for l in open(f"{d}/{trainer}.run/metrics.jsonl")
+            if '"loss"' in l and '"event"' not in l]
+    assert len(ours) == steps, ours
+    params = [wte] if tie else [wte, head]
+    opt = torch.optim.AdamW([{"params": params, "weight_decay": 0.01}], lr=0.05, foreach=False)
+    ref = []
+    for step in range(steps):
+        w = [(step * B + i) * T for i in range(B)]
+        x = torch.stack([tok[o:o + T] for o in w])
+        y = torch.stack([tok[o + 1:o + T + 1] for o in w])
+        opt.zero_grad()
+        loss = F.cross_entropy((wte[x] @ head.t()).view(-1, V), y.view(-1))
+        loss.backward()
+        opt.step()
+        ref.append(loss.item())
+    worst = max(abs(a - b) / abs(b) for a, b in zip(ours, ref))
+    print("ok   vocabulary %d%s, ids above 65535: losses %s vs PyTorch's %s, worst relative %.1e"
+          % (V, " tied" if tie else "", ["%.5f" % v for v in ours], ["%.5f" % v for v in ref], worst))
+    assert worst < 1e-5, (ours, ref)
+
+parity("trainer", f"{d}/good/a.bin", 70000, False, 4)
+parity("trainer_l3", f"{d}/l3/a.bin", 128256, True, 3)
 PY
 
 expect_fail() {   # expect_fail FOLDER TEXT...: the trainer exits 1 saying every TEXT
