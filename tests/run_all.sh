@@ -106,14 +106,16 @@ check parity/cnn_adamw    $PYTHON tests/torch_parity.py cnn adamw
 check parity/cnn_sgd      $PYTHON tests/torch_parity.py cnn sgd
 check parity/gpt_char     $PYTHON tests/gpt_parity.py
 # Llama: the SPEC reference of tests/llama_torch.py against HF's LlamaForCausalLM and
-# MistralForCausalLM, and its own consistency. The two rows marked #llama-ops# need
-# the rmsnorm, glu, squared_relu ops and attention's options; enable them with
+# MistralForCausalLM, and its own consistency. The rows marked #llama-ops# need the
+# rmsnorm, glu, squared_relu ops and attention's options (and llama_specs the specs
+# renamed from specs/*.json.pending); enable them with
 #   sed -i 's/^#llama-ops# //' tests/run_all.sh
 # (parity/llama_hf runs parity/llama_oracle's check first, so that row can then go).
 check parity/llama_oracle $HF_PYTHON tests/llama_hf.py --oracle-only
 check reference/llama     $PYTHON tests/llama_ref.py --reference-only
 #llama-ops# check parity/llama_hf     $HF_PYTHON tests/llama_hf.py
 #llama-ops# check parity/llama_ref    $PYTHON tests/llama_ref.py
+#llama-ops# check llama_specs          bash tests/llama_specs.sh
 check learn/mlp           bash tests/learn.sh mlp_fashion 0.85
 check learn/cnn           bash tests/learn.sh cnn_fashion 0.88
 check dropout_stats       bash tests/dropout_stats.sh
