@@ -116,6 +116,7 @@ check reference/llama     $PYTHON tests/llama_ref.py --reference-only
 #llama-ops# check parity/llama_hf     $HF_PYTHON tests/llama_hf.py
 #llama-ops# check parity/llama_ref    $PYTHON tests/llama_ref.py
 #llama-ops# check llama_specs          bash tests/llama_specs.sh
+#llama-ops# check learn/llama_char     bash tests/llama_learn.sh
 check learn/mlp           bash tests/learn.sh mlp_fashion 0.85
 check learn/cnn           bash tests/learn.sh cnn_fashion 0.88
 check dropout_stats       bash tests/dropout_stats.sh
