@@ -9,7 +9,8 @@ SPEC section 3), the train spec and a trainc run.
 
 The reference computes each op as Hugging Face's Llama does where HF has it (RMSNorm
 in float32 as LlamaRMSNorm, rotate-half RoPE with HF's cos/sin tables, repeat_kv,
-softmax over scores / sqrt(hd)), so that it reproduces LlamaForCausalLM: llama_hf.py
+softmax over scores / sqrt(hd), q, k, v and the SwiGLU halves each from its own rows),
+so that it reproduces LlamaForCausalLM bit for bit: llama_hf.py
 checks that before it trusts it (--oracle-only runs only that check).
 """
 import json
@@ -98,9 +99,12 @@ def attention(h, l, P, name):
     hd, g = d // H, H // KV
     bias = l.get("bias", True)
     rows = (H + 2 * KV) * hd
-    qkv = F.linear(h, P(name + ".qkv.weight", (rows, d), "w"),
-                   P(name + ".qkv.bias", (rows,), "b") if bias else None)
-    q, k, v = qkv.split([H * hd, KV * hd, KV * hd], dim=-1)
+    w = P(name + ".qkv.weight", (rows, d), "w")
+    b = P(name + ".qkv.bias", (rows,), "b") if bias else None
+    # q, k and v each from its own rows, as HF's q_proj, k_proj and v_proj compute them
+    # (the same numbers as one GEMM and a split, to the last bit as BLAS goes)
+    q, k, v = (F.linear(h, wp, bp) for wp, bp in zip(w.split([H * hd, KV * hd, KV * hd]),
+               b.split([H * hd, KV * hd, KV * hd]) if bias else (None,) * 3))
     q = q.view(B, T, H, hd).transpose(1, 2)
     k = k.view(B, T, KV, hd).transpose(1, 2)
     v = v.view(B, T, KV, hd).transpose(1, 2)
@@ -137,6 +141,7 @@ def run_layers(layers, h, x, P, prefix, embeds):
     """The layers of a list applied in order to h; x the token ids; embeds: an
     embedding's name -> its weight (for a linear's tie)."""
     for idx, l in enumerate(layers):
+        glu_next = idx + 1 < len(layers) and layers[idx + 1]["op"] == "glu"
         op, name = l["op"], layer_name(l, idx, prefix)
         own = prefix + [l["name"]] if "name" in l else prefix   # containers' names
         if op == "embedding":
@@ -151,7 +156,11 @@ def run_layers(layers, h, x, P, prefix, embeds):
             else:
                 w = P(name + ".weight", (l["out"], h.shape[-1]), "w")
             b = P(name + ".bias", (l["out"],), "b") if l.get("bias", True) else None
-            h = F.linear(h, w, b)
+            if glu_next:   # the gate rows and the up rows apart, as HF's gate_proj, up_proj
+                h = torch.cat([F.linear(h, wp, bp) for wp, bp in
+                               zip(w.chunk(2), b.chunk(2) if b is not None else (None, None))], dim=-1)
+            else:
+                h = F.linear(h, w, b)
         elif op == "rmsnorm":
             h = rmsnorm(h, P(name + ".weight", (h.shape[-1],), "norm"), l.get("eps", 1e-6))
         elif op == "layernorm":
