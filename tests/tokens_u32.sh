@@ -10,7 +10,8 @@
 # an id of 70000 is refused (exit 1) naming the shard and the position, as is a
 # uint32 shard whose length does not match its header. And Llama 3's vocabulary:
 # 128256 (a multiple of 64: rows unpadded, no zero rows) with the head tied to the
-# embedding, 3 steps on ids up to 128255, against PyTorch in the same way.
+# embedding, 3 steps on ids up to 128255, against PyTorch in the same way. Both
+# models also train on the fake GPU (tests/fake_gpu/) as on the CPU.
 set -eu
 cd "$(dirname "$0")/.."
 TRAINC=${TRAINC:-build/trainc}
@@ -128,6 +129,29 @@ def parity(trainer, shard, V, tie, steps):
 parity("trainer", f"{d}/good/a.bin", 70000, False, 4)
 parity("trainer_l3", f"{d}/l3/a.bin", 128256, True, 3)
 PY
+
+# The GPU path on the fake GPU (tests/fake_gpu/: a fake driver, NVRTC and cuBLASLt on
+# the CPU): both models built for both devices, the same windows uploaded as i32 and
+# the head's GEMMs and the loss over 70016 (padded) and 128256 rows: every step's loss
+# within 1e-5 of the CPU's
+lib=$d/fake_gpu_lib
+bash tests/fake_gpu/build.sh "$lib"
+for m in "spec trainer" "spec_l3 trainer_l3"; do
+    set -- $m
+    "$TRAINC" build "$d/$1.json" --device both --arch sm_90 -o "$d/$2_both" 2>/dev/null
+    env LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$d/$2_both" --device cuda \
+        --init "$d/$2.safetensors" --out "$d/$2.gpu" --threads 1 --quiet 2>/dev/null
+    $PY - "$d/$2.run/metrics.jsonl" "$d/$2.gpu/metrics.jsonl" <<'PY'
+import json, sys
+recs = [[json.loads(l) for l in open(f)] for f in sys.argv[1:]]
+start = recs[1][0]
+assert start["device"] == "cuda" and start["gpu"] == "trainc fake GPU (CPU emulation)", start
+cpu, gpu = ([r["loss"] for r in rs if "loss" in r and "event" not in r] for rs in recs)
+worst = max(abs(a - b) / abs(a) for a, b in zip(cpu, gpu))
+assert len(cpu) == len(gpu) and worst <= 1e-5, (cpu, gpu)
+print("ok   %s on the fake GPU: %d losses within %.1e of the CPU's" % (start["model"], len(gpu), worst))
+PY
+done
 
 expect_fail() {   # expect_fail FOLDER TEXT...: the trainer exits 1 saying every TEXT
     local f=$1; shift
