@@ -25,7 +25,7 @@ export PYTHON=${PYTHON:-/usr/bin/python3}
 # the Hugging Face oracle: the venv `make deps` makes (transformers over Debian's torch);
 # without one, the checks that need it skip (exit 77)
 export HF_PYTHON=${HF_PYTHON:-.venv/hf/bin/python}
-[ -x "$HF_PYTHON" ] || HF_PYTHON=$PYTHON
+command -v "$HF_PYTHON" >/dev/null || HF_PYTHON=$PYTHON
 T=build/tests
 mkdir -p "$T"
 JOBS=${JOBS:-2}
