@@ -299,7 +299,9 @@ static inline uint32_t rt_shard_token(const rt_shard *s, int64_t i)
 
 /* Opens and maps a shard; on a bad file exits 1 naming the file and the problem. With
  * vocab > 0 every token is scanned and one >= vocab is an error naming its position;
- * `vocab_from` (may be NULL) says where the vocabulary comes from, for that message. */
+ * `vocab_from` (may be NULL) says where the vocabulary comes from, for that message.
+ * A uint32 shard is scanned without one too, against 2^31 (its ids become i32). The
+ * scan's maximum is cached by the file's identity (rt_cache_dir). */
 void rt_shard_open(rt_shard *s, const char *path, int64_t vocab, const char *vocab_from);
 void rt_shard_close(rt_shard *s);
 /* Writes n tokens as a shard, atomically (PATH.tmp, fsync, rename). elem_bytes 1:
