@@ -18,7 +18,7 @@ MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null || pkg-config --libs ompi-
 LIBS    := -lcjson -lopenblas -lz -lm -lpthread -ldl $(MPI_LIBS)
 TCC_LIB := -ltcc
 
-.PHONY: all install deps demo test check bench regen clean help
+.PHONY: all install deps deps-deb demo test check bench regen clean help
 all: $(B)/trainc
 
 # the runtime's loops are worth vectorizing (no fast-math: results do not change;
@@ -76,9 +76,31 @@ install: $(B)/trainc
 
 # The Debian packages the project needs: installed when root, else printed.
 DEB_PKGS := build-essential libcjson-dev libtcc-dev tcc libopenblas-dev zlib1g-dev \
-            python3 python3-torch python3-numpy dataset-fashion-mnist \
+            python3 python3-torch python3-numpy python3-venv dataset-fashion-mnist \
             openmpi-bin libopenmpi-dev patchelf xxhash
-deps:
+# The Hugging Face oracle of the Llama parity tests: transformers from PyPI in a venv
+# over Debian's torch (--system-site-packages; 4.40.2 runs on Debian's torch 1.13).
+# Made once; the stamp names the version, so a new pin installs again. Tests find the
+# interpreter through HF_PYTHON (given on the command line, it is used as it is).
+HF_VENV      ?= .venv/hf
+HF_PYTHON    ?= $(HF_VENV)/bin/python
+TRANSFORMERS := 4.40.2
+HF_STAMP     := $(HF_VENV)/.transformers-$(TRANSFORMERS)
+ifeq ($(HF_PYTHON),$(HF_VENV)/bin/python)
+deps: deps-deb $(HF_STAMP)
+else
+deps: deps-deb   # HF_PYTHON given: used as it is
+endif
+$(HF_STAMP): | deps-deb
+	@echo "deps: transformers==$(TRANSFORMERS) into $(HF_VENV)"
+	@rm -f $(HF_VENV)/.transformers-*
+	/usr/bin/python3 -m venv --system-site-packages $(HF_VENV)
+	@$(HF_VENV)/bin/pip install -q --disable-pip-version-check 'transformers==$(TRANSFORMERS)' || \
+	  { echo "deps: pip could not install transformers==$(TRANSFORMERS) (no network?): run" \
+	    "make deps again, or set HF_PYTHON to a Python that has it"; exit 1; }
+	@$(HF_VENV)/bin/python -c 'import torch, transformers; assert transformers.__version__ == "$(TRANSFORMERS)"'
+	@touch $@
+deps-deb:
 	@missing=$$(for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -z "$$missing" ]; then echo "deps: all installed"; \
 	elif [ "$$(id -u)" = 0 ]; then \
@@ -95,7 +117,7 @@ data/text/train_000000.bin: $(B)/trainc
 	find /usr/share/common-licenses -type f | LC_ALL=C sort | xargs cat > $(B)/licenses.txt
 	$(B)/trainc data text $(B)/licenses.txt data/text
 
-demo: deps
+demo: deps-deb
 	$(MAKE) all
 	$(MAKE) data/fashion/train_x.npy
 	$(B)/trainc build specs/mlp_fashion.json -o $(B)/mlp_fashion
@@ -108,12 +130,12 @@ JOBS ?= 2
 test: deps
 	$(MAKE) all
 	$(MAKE) data/fashion/train_x.npy data/text/train_000000.bin
-	JOBS='$(JOBS)' TESTS='$(TESTS)' bash tests/run_all.sh
+	JOBS='$(JOBS)' TESTS='$(TESTS)' HF_PYTHON='$(HF_PYTHON)' bash tests/run_all.sh
 
 check: deps
 	$(MAKE) all
 	$(MAKE) data/fashion/train_x.npy data/text/train_000000.bin
-	JOBS='$(JOBS)' TESTS='$(TESTS)' TIER=check bash tests/run_all.sh
+	JOBS='$(JOBS)' TESTS='$(TESTS)' TIER=check HF_PYTHON='$(HF_PYTHON)' bash tests/run_all.sh
 
 bench: all data/fashion/train_x.npy
 	bash bench/run.sh
@@ -128,6 +150,7 @@ clean:
 
 help:
 	@echo "make          build build/trainc"
+	@echo "make deps     the Debian packages (as root), transformers in .venv/hf (HF_PYTHON)"
 	@echo "make demo     install deps, build, convert Fashion-MNIST, train specs/mlp_fashion.json"
 	@echo "make test     the whole test suite (JOBS=2 at a time, TESTS='PATTERN ...' for some)"
 	@echo "make check    its quick tier: unit, golden, verify, bad input, cli, a parity"

@@ -38,17 +38,22 @@ static char *gpu_shape_text(const Graph *g, Instr *in)
     }
     free(k.s);
     /* without comments, whitespace runs as one space: names of another length break the
-     * lines elsewhere (linear_h_10_fc vs linear_h_1_fc), and the same code is the same */
+     * lines elsewhere (linear_h_10_fc vs linear_h_1_fc), a comment may stand on a line of
+     * its own or after code, and the same code is the same */
     Buf c = {0};
+    int space = 0;   /* a run of spaces, line breaks and comments, written as one space */
     for (const char *q = o.s ? o.s : ""; *q;) {
         if (q[0] == '/' && q[1] == '*') {
             const char *e = strstr(q + 2, "*/");
             q = e ? e + 2 : q + strlen(q);
+            space = 1;
         } else if (*q == ' ' || *q == '\n') {
-            while (*q == ' ' || *q == '\n')
-                q++;
-            buf_puts(&c, " ");
+            q++;
+            space = 1;
         } else {
+            if (space)
+                buf_puts(&c, " ");
+            space = 0;
             char ch[2] = {*q++, 0};
             buf_puts(&c, ch);
         }
@@ -62,7 +67,8 @@ static char *gpu_shape_text(const Graph *g, Instr *in)
  * own pointers (Instr.same_gpu). A validation kernel that reads as a training kernel
  * does (the same fused ops; on the CPU over the same tensors at the same arena offsets
  * too) is not printed twice: validation launches the training one (same_cpu,
- * same_gpu). */
+ * same_gpu); on the GPU, else an earlier validation kernel that reads as it does
+ * (same_gpu_ev). */
 static void find_twins(Program *p, Program *ev)
 {
     int n = 0;
@@ -85,9 +91,15 @@ static void find_twins(Program *p, Program *ev)
                     in->same_gpu = tk[k];
             n++;
         }
+    char **ev_gpu = calloc(ev->n_ins ? ev->n_ins : 1, sizeof *ev_gpu);
+    Instr **ev_ins = calloc(ev->n_ins ? ev->n_ins : 1, sizeof *ev_ins);
+    int n_ev = 0;
+    if (!ev_gpu || !ev_ins)
+        die("out of memory");
     for (int i = 0; i < ev->n_ins; i++) {
         Instr *in = ev->ins[i];
         in->same_cpu = in->same_gpu = NULL;
+        in->same_gpu_ev = 0;
         if (in->dead || in->kind != I_EW)
             continue;
         Buf c = {0};
@@ -100,15 +112,30 @@ static void find_twins(Program *p, Program *ev)
                 in->same_gpu = tk[k]->same_gpu ? tk[k]->same_gpu : tk[k];
         }
         free(c.s);
-        free(g);
+        /* else an earlier validation kernel's, names aside (each block's residual add) */
+        for (int k = 0; k < n_ev && !in->same_gpu; k++)
+            if (!strcmp(g, ev_gpu[k])) {
+                in->same_gpu = ev_ins[k];
+                in->same_gpu_ev = 1;
+            }
+        if (in->same_gpu)
+            free(g);
+        else {
+            ev_gpu[n_ev] = g;
+            ev_ins[n_ev++] = in;
+        }
     }
     for (int k = 0; k < n; k++) {
         free(cpu[k].s);
         free(gpu[k]);
     }
+    for (int k = 0; k < n_ev; k++)
+        free(ev_gpu[k]);
     free(cpu);
     free(gpu);
     free(tk);
+    free(ev_gpu);
+    free(ev_ins);
 }
 
 /* The names the reader sees. graph_tensor suffixes a repeated name with the tensor's

@@ -132,8 +132,8 @@ void emit_kernel(Buf *b, Instr *in, const char *name)
     kernel_uses(&u, in);
     kernel_head(b, name, in);
     if (in->same_gpu && strcmp(name, "K"))
-        buf_printf(b, "\n *     (on a GPU this loop runs k%d's kernel, the same code, on its own tensors)",
-                   in->same_gpu->id);
+        buf_printf(b, "\n *     (on a GPU this loop runs %s%d's kernel, the same code, on its own tensors)",
+                   in->same_gpu_ev ? "ke" : "k", in->same_gpu->id);
     buf_puts(b, " */\n");
     buf_printf(b, "void %s(rt_exec *e, int64_t lo, int64_t hi)\n{\n", name);
     for (int i = 0; i < u.n; i++)
@@ -185,7 +185,7 @@ static void kernel_names(const Program *p, const Instr *in, char cpu[32], char g
     else
         snprintf(cpu, 32, "%s%d", p->kprefix, in->id);
     if (in->same_gpu)
-        snprintf(gpu, 32, "k%d", in->same_gpu->id);
+        snprintf(gpu, 32, "%s%d", in->same_gpu_ev ? "ke" : "k", in->same_gpu->id);
     else
         snprintf(gpu, 32, "%s%d", p->kprefix, in->id);
 }
@@ -217,9 +217,12 @@ static void emit_pass(Buf *b, Program *p, int from, int to, const char *sig, con
         if (in->dead)
             continue;
         if (p->eval && (in->same_cpu || in->same_gpu)) {
-            char *c = xasprintf("%s: %s (%straining's k%d, the same code)", in->origin, in->what,
-                                in->same_cpu ? "" : "on the GPU, ",
-                                (in->same_cpu ? in->same_cpu : in->same_gpu)->id);
+            char *c = in->same_cpu || !in->same_gpu_ev
+                          ? xasprintf("%s: %s (%straining's k%d, the same code)", in->origin, in->what,
+                                      in->same_cpu ? "" : "on the GPU, ",
+                                      (in->same_cpu ? in->same_cpu : in->same_gpu)->id)
+                          : xasprintf("%s: %s (on the GPU, ke%d's code on these tensors)", in->origin,
+                                      in->what, in->same_gpu->id);
             buf_comment(b, "    ", c);
             free(c);
         }

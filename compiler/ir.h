@@ -451,8 +451,11 @@ typedef struct Instr {
     int64_t flops;           /* per sample (GEMMs and heavy calls; 0 = negligible) */
     /* I_EW of the validation program: the training kernel whose text this one's would
        repeat on the CPU (offsets included) or on the GPU, or NULL; the launch names
-       that kernel and this one is not printed (emit.c, find_twins) */
+       that kernel and this one is not printed (emit.c, find_twins). On the GPU, a
+       validation kernel no training one repeats may repeat an earlier validation
+       kernel: same_gpu_ev says so (its name is then ke, not k) */
     struct Instr *same_cpu, *same_gpu;
+    int same_gpu_ev;
 } Instr;
 
 typedef struct Program {

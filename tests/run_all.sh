@@ -22,6 +22,10 @@ set -u
 cd "$(dirname "$0")/.."
 export TRAINC=${TRAINC:-build/trainc}
 export PYTHON=${PYTHON:-/usr/bin/python3}
+# the Hugging Face oracle: the venv `make deps` makes (transformers over Debian's torch);
+# without one, the checks that need it skip (exit 77)
+export HF_PYTHON=${HF_PYTHON:-.venv/hf/bin/python}
+command -v "$HF_PYTHON" >/dev/null || HF_PYTHON=$PYTHON
 T=build/tests
 mkdir -p "$T"
 JOBS=${JOBS:-2}
@@ -88,6 +92,7 @@ check resume              bash tests/resume.sh
 check robust              bash tests/robust.sh
 check control             bash tests/control.sh
 check int_dtypes          bash tests/int_dtypes.sh
+check tokens_u32          bash tests/tokens_u32.sh
 check lr_find             bash tests/lr_find.sh
 check profile             bash tests/profile.sh
 check scaler              bash tests/scaler.sh
@@ -102,6 +107,14 @@ check parity/cnn_adamw    $PYTHON tests/torch_parity.py cnn adamw
 check parity/cnn_sgd      $PYTHON tests/torch_parity.py cnn sgd
 check parity/gpt_char     $PYTHON tests/gpt_parity.py
 check parity/glu          $PYTHON tests/glu_parity.py
+# Llama: trainc against HF's LlamaForCausalLM (after checking tests/llama_torch.py's
+# SPEC reference against HF's Llama and Mistral), and against that reference for what
+# HF's Llama lacks; the shipped specs' counts; llama_char learning
+check reference/llama     $PYTHON tests/llama_ref.py --reference-only
+check parity/llama_hf     $HF_PYTHON tests/llama_hf.py
+check parity/llama_ref    $PYTHON tests/llama_ref.py
+check llama_specs          bash tests/llama_specs.sh
+check learn/llama_char     bash tests/llama_learn.sh
 check learn/mlp           bash tests/learn.sh mlp_fashion 0.85
 check learn/cnn           bash tests/learn.sh cnn_fashion 0.88
 check dropout_stats       bash tests/dropout_stats.sh

@@ -1,0 +1,167 @@
+"""A tiny Llama against Hugging Face transformers' LlamaForCausalLM, step by step.
+
+HF_PYTHON (the venv `make deps` makes, transformers 4.40.2 over Debian's torch) runs
+this. A random LlamaForCausalLM (GQA: 4 heads, 2 KV heads; RoPE theta 10000; RMSNorm
+eps 1e-5; SwiGLU hidden 128; no biases; untied head; vocabulary 256, d 64, 2 layers,
+T 32; eager attention) gives the initial weights, saved under trainc's names
+(qkv.weight = HF's q_proj, k_proj, v_proj weights one after the other; the SwiGLU
+`linear` before `glu` = gate_proj then up_proj), with the RMSNorm weights moved off 1
+so that a misplaced one shows. trainc trains the matching spec and HF trains itself,
+40 AdamW steps with warmup, cosine decay and gradient clipping on the same windows of
+data/text (byte-level), fp32, one thread: every step's loss within 1e-4 relative.
+
+First the oracle check that tests/llama_ref.py relies on: the SPEC reference of
+tests/llama_torch.py, from the same weights, must reproduce HF's logits bit for bit
+(and so the first loss), and its 40 training losses to float rounding (1e-6: the
+clipping norm sums per-tensor norms, and trainc's qkv and gate_up are one tensor
+each where HF has three and two), for this model, for the same with attention
+biases and a tied head (HF's attention_bias, tie_word_embeddings), and for a sliding
+window of 8 (HF's MistralForCausalLM with sliding_window 7: transformers 4.40 lets a
+query see that many positions before itself, SPEC's window counts itself).
+
+    $HF_PYTHON tests/llama_hf.py [--oracle-only]
+"""
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import llama_torch as lt
+
+try:
+    import transformers
+    from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM
+except ImportError:
+    print("skip llama_hf: transformers is not importable from %s (make deps makes a venv "
+          "with it; HF_PYTHON names its python)" % sys.executable)
+    sys.exit(77)
+
+OUT = os.path.join(lt.ROOT, "build", "tests", "llama_hf")
+V, D, L, H, KV, FF, T, B, STEPS = 256, 64, 2, 4, 2, 128, 32, 8, 40
+THETA, EPS = 10000.0, 1e-5
+torch.set_num_threads(1)
+
+
+def spec(bias=False, tie=False, window=None):
+    """The trainc spec of the HF model (the shape the issue gives for Llama)."""
+    att = {"op": "attention", "name": "attn", "heads": H, "kv_heads": KV, "bias": bias,
+           "rope": {"theta": THETA}}
+    if window:
+        att["window"] = window
+    head = {"op": "linear", "name": "lm_head", "out": V, "bias": False}
+    if tie:
+        head["tie"] = "embed"
+    model = {
+        "name": "llama_hf",
+        "inputs": {"x": {"shape": [T], "dtype": "i32"},
+                   "y": {"shape": [T], "dtype": "i32", "classes": V}},
+        "layers": [
+            {"op": "embedding", "name": "embed", "vocab": V, "dim": D, "input": "x"},
+            {"op": "repeat", "name": "layers", "count": L, "body": [
+                {"op": "residual", "body": [{"op": "rmsnorm", "name": "attn_norm", "eps": EPS}, att]},
+                {"op": "residual", "body": [
+                    {"op": "rmsnorm", "name": "mlp_norm", "eps": EPS},
+                    {"op": "linear", "name": "gate_up", "out": 2 * FF, "bias": False},
+                    {"op": "glu", "act": "silu"},
+                    {"op": "linear", "name": "down", "out": D, "bias": False}]}]},
+            {"op": "rmsnorm", "name": "norm", "eps": EPS},
+            head],
+        "loss": {"op": "cross_entropy", "target": "y"}}
+    return {"trainc": 1, "model": model, "train": lt.train_spec(STEPS, B)}
+
+
+def hf_model(bias=False, tie=False, window=None, seed=0):
+    kw = dict(vocab_size=V, hidden_size=D, intermediate_size=FF, num_hidden_layers=L,
+              num_attention_heads=H, num_key_value_heads=KV, max_position_embeddings=T,
+              rms_norm_eps=EPS, rope_theta=THETA, tie_word_embeddings=tie, hidden_act="silu",
+              attn_implementation="eager")
+    torch.manual_seed(seed)
+    if window:
+        assert not bias
+        # transformers 4.40's mask lets a query see sliding_window keys before itself
+        # (diagonal -sliding_window - 1 in _make_causal_mask; flash-attn's window_size
+        # alike): W + 1 positions, SPEC's window W + 1
+        m = MistralForCausalLM(MistralConfig(sliding_window=window - 1, **kw))
+    else:
+        m = LlamaForCausalLM(LlamaConfig(attention_bias=bias, **kw))
+    assert m.config._attn_implementation == "eager", m.config._attn_implementation
+    with torch.no_grad():   # norm weights off 1 and biases off 0, so each one counts
+        for n, p in m.named_parameters():
+            if "norm" in n or n.endswith(".bias"):
+                p.add_(0.1 * torch.randn(p.shape))
+    return m
+
+
+def trainc_weights(m, bias, tie):
+    """HF's state dict under trainc's names (fresh tensors)."""
+    sd = {n: t.detach().clone() for n, t in m.state_dict().items()}
+    w = {"embed.weight": sd["model.embed_tokens.weight"], "norm.weight": sd["model.norm.weight"]}
+    if not tie:
+        w["lm_head.weight"] = sd["lm_head.weight"]
+    for i in range(L):
+        p, q = "model.layers.%d." % i, "layers.%d." % i
+        a = p + "self_attn."
+        w[q + "attn_norm.weight"] = sd[p + "input_layernorm.weight"]
+        w[q + "attn.qkv.weight"] = torch.cat([sd[a + "q_proj.weight"], sd[a + "k_proj.weight"],
+                                              sd[a + "v_proj.weight"]])
+        w[q + "attn.proj.weight"] = sd[a + "o_proj.weight"]
+        if bias:
+            w[q + "attn.qkv.bias"] = torch.cat([sd[a + "q_proj.bias"], sd[a + "k_proj.bias"],
+                                                sd[a + "v_proj.bias"]])
+            w[q + "attn.proj.bias"] = sd[a + "o_proj.bias"]
+        w[q + "mlp_norm.weight"] = sd[p + "post_attention_layernorm.weight"]
+        w[q + "gate_up.weight"] = torch.cat([sd[p + "mlp.gate_proj.weight"], sd[p + "mlp.up_proj.weight"]])
+        w[q + "down.weight"] = sd[p + "mlp.down_proj.weight"]
+    return w
+
+
+def hf_losses(m, sp, x, y):
+    fwd = lambda xb: m(input_ids=xb).logits
+    return lt.train_torch(fwd, list(m.parameters()), sp["train"], x, y, V)
+
+
+def ref_losses(sp, w, x, y):
+    P = lt.Params()
+    P.t = {n: t.clone() for n, t in w.items()}
+    return lt.train_torch(lambda xb: lt.logits(sp["model"], P, xb), list(P.t.values()), sp["train"],
+                          x, y, V)
+
+
+def oracle(x, y):
+    """The SPEC reference against HF: logits and 40 steps, three variants."""
+    ok = True
+    for name, kw in [("llama", {}), ("llama bias+tied", {"bias": True, "tie": True}),
+                     ("mistral window 8", {"window": 8})]:
+        m = hf_model(**kw)
+        sp = spec(**kw)
+        w = trainc_weights(m, kw.get("bias", False), kw.get("tie", False))
+        P = lt.Params()
+        P.t = w
+        with torch.no_grad():
+            a, b = lt.logits(sp["model"], P, x[:B]), m(input_ids=x[:B]).logits
+        same = torch.equal(a, b)
+        print("%s reference vs HF %s: logits %s (max |difference| %.1e)" % (
+            "ok  " if same else "FAIL", name, "bit for bit" if same else "differ", (a - b).abs().max().item()))
+        ours, theirs = ref_losses(sp, w, x, y), hf_losses(m, sp, x, y)
+        ok &= same and ours[0] == theirs[0]
+        ok &= lt.compare("reference vs HF %s" % name, ours, theirs, 1e-6)
+    return ok
+
+
+def main():
+    print("transformers %s, torch %s" % (transformers.__version__, torch.__version__))
+    x, y = lt.token_windows(T, STEPS * B)
+    ok = oracle(x, y)
+    if "--oracle-only" in sys.argv[1:]:
+        sys.exit(0 if ok else 1)
+    m = hf_model()
+    sp = spec()
+    w = trainc_weights(m, False, False)
+    ours = lt.run_trainc(sp, w, OUT)
+    ok &= lt.compare("trainc vs HF LlamaForCausalLM", ours, hf_losses(m, sp, x, y), 1e-4)
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,127 @@
+"""Llama-family options that HF's LlamaForCausalLM lacks, step by step against the
+PyTorch reference of tests/llama_torch.py (written from SPEC.md; tests/llama_hf.py
+checks it against HF where HF has the op).
+
+Three tiny models (vocabulary 256, d 64, 2 layers, 4 heads, T 32) from the same random
+weights on both sides, each trained 40 AdamW steps with warmup, cosine decay and
+gradient clipping on the same windows of data/text, fp32, one thread; every step's
+loss within 1e-4 relative:
+  - options: GQA (2 KV heads), attention biases, qk_norm, a window of 8, RoPE with
+    llama3 scaling (factor 8, original context 64: one frequency kept, two
+    interpolated, the rest divided), SwiGLU, untied;
+  - squared_relu_tied: one KV head, biases, plain RoPE, a squared_relu MLP (4d), a
+    head tied to the embedding, RMSNorm's default eps;
+  - glu_gelu_window: multi-head (kv_heads left out), qk_norm without RoPE, a window
+    of 3, a GeGLU MLP (glu act gelu_tanh).
+Before that, the reference's own consistency: a window of T is no window, llama3
+scaling with factor 1 is none, and qk_norm's output has each head's RMS equal to its
+weight's.
+
+    $PYTHON tests/llama_ref.py [--reference-only] [NAME...]
+"""
+import copy
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import llama_torch as lt
+
+OUT = os.path.join(lt.ROOT, "build", "tests", "llama_ref")
+V, D, L, H, T, B, STEPS = 256, 64, 2, 4, 32, 8, 40
+torch.set_num_threads(1)
+
+
+def model(name, att, mlp, tie=False, norm=None):
+    norm = norm or {}
+    head = {"op": "linear", "name": "lm_head", "out": V, "bias": False}
+    if tie:
+        head["tie"] = "embed"
+    return {
+        "name": name,
+        "inputs": {"x": {"shape": [T], "dtype": "i32"},
+                   "y": {"shape": [T], "dtype": "i32", "classes": V}},
+        "layers": [
+            {"op": "embedding", "name": "embed", "vocab": V, "dim": D, "input": "x"},
+            {"op": "repeat", "name": "layers", "count": L, "body": [
+                {"op": "residual", "body": [dict({"op": "rmsnorm", "name": "attn_norm"}, **norm),
+                                            dict({"op": "attention", "name": "attn", "heads": H}, **att)]},
+                {"op": "residual", "body": [dict({"op": "rmsnorm", "name": "mlp_norm"}, **norm)] + mlp}]},
+            dict({"op": "rmsnorm", "name": "norm"}, **norm),
+            head],
+        "loss": {"op": "cross_entropy", "target": "y"}}
+
+
+def swiglu(act, hidden, bias=False):
+    return [{"op": "linear", "name": "gate_up", "out": 2 * hidden, "bias": bias},
+            {"op": "glu", "act": act},
+            {"op": "linear", "name": "down", "out": D, "bias": bias}]
+
+
+SCALING = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+           "original_max_position_embeddings": 64}
+MODELS = {
+    "options": model("options", {"kv_heads": 2, "bias": True, "qk_norm": True, "window": 8,
+                                 "rope": {"theta": 10000, "scaling": SCALING}},
+                     swiglu("silu", 128), norm={"eps": 1e-5}),
+    "squared_relu_tied": model("squared_relu_tied", {"kv_heads": 1, "bias": True, "rope": {"theta": 10000}},
+                               [{"op": "linear", "name": "fc", "out": 4 * D},
+                                {"op": "squared_relu"},
+                                {"op": "linear", "name": "proj", "out": D}], tie=True),
+    "glu_gelu_window": model("glu_gelu_window", {"bias": False, "qk_norm": True, "window": 3},
+                             swiglu("gelu_tanh", 96)),
+}
+
+
+def reference_checks(x):
+    """The reference's options where they must reduce to something simpler."""
+    ok = True
+    base = MODELS["options"]
+    P = lt.init_params(base, seed=3)
+
+    def variant(**att):
+        m = copy.deepcopy(base)
+        m["layers"][1]["body"][0]["body"][1].update(att)
+        with torch.no_grad():
+            return lt.logits(m, P, x)
+    same = [("window T", variant(window=T), variant(window=None)),
+            ("llama3 factor 1", variant(rope={"theta": 10000, "scaling": dict(SCALING, factor=1.0)}),
+             variant(rope={"theta": 10000}))]
+    for what, a, b in same:
+        d = (a - b).abs().max().item()
+        print("%s reference: %s is the plain op (max |difference| %.1e)" % ("ok  " if d < 1e-6 else "FAIL", what, d))
+        ok &= d < 1e-6
+    inv = lt.rope_inv_freq({"theta": 10000, "scaling": SCALING}, D // H)
+    plain = lt.rope_inv_freq({"theta": 10000}, D // H)
+    r = (plain / inv).tolist()   # 1 (kept), between 1 and 8 (interpolated), 8 (divided)
+    kinds = (r[0] == 1, 1 < r[1] < 8 and 1 < r[2] < 8, all(abs(v - 8) < 1e-5 for v in r[3:]))
+    print("%s reference: llama3 scaling divides the frequencies by %s" % (
+        "ok  " if all(kinds) else "FAIL", " ".join("%.3g" % v for v in r)))
+    ok &= all(kinds)
+    w = torch.rand(16) + 0.5
+    q = lt.rmsnorm(torch.randn(3, 5, 16) * 7, w, 1e-6)
+    d = ((q / w).pow(2).mean(-1).sqrt() - 1).abs().max().item()
+    print("%s reference: qk_norm's RMS per head is 1 before its weight (%.1e)" % ("ok  " if d < 1e-5 else "FAIL", d))
+    return ok and d < 1e-5
+
+
+def main():
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    x, y = lt.token_windows(T, STEPS * B)
+    ok = reference_checks(x[:B])
+    if "--reference-only" in sys.argv[1:]:
+        sys.exit(0 if ok else 1)
+    for name in args or MODELS:
+        m = MODELS[name]
+        sp = {"trainc": 1, "model": m, "train": lt.train_spec(STEPS, B)}
+        P = lt.init_params(m, seed=1)
+        ours = lt.run_trainc(sp, P.t, os.path.join(OUT, name))
+        fwd = lambda xb: lt.logits(m, P, xb)
+        ref = lt.train_torch(fwd, list(P.t.values()), sp["train"], x, y, V)
+        ok &= lt.compare("trainc vs reference %s" % name, ours, ref, 1e-4)
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The shipped Llama specs are the models they say they are: `trainc check` counts
+# llama_char's 1,049,984 parameters, llama_124m's 152,711,424 and llama3_1b's
+# 1,235,814,400 (Llama-3.2-1B's), and each count is also the sum of the shapes the
+# spec implies, computed here from the JSON alone (embedding V x d; attention's qkv
+# (heads + 2 kv_heads) x hd x d and proj d x d; rmsnorm d; a linear out x in, none
+# when tied; glu halving the width). llama3_1b's tied head over its 128256 rows (a
+# multiple of 64) needs no padding: the plan's parameter region is exactly the
+# parameters, the logits rows 128256 apart.
+set -eu
+cd "$(dirname "$0")/.."
+TRAINC=${TRAINC:-build/trainc}
+PY=${PYTHON:-/usr/bin/python3}
+d=build/tests/llama_specs
+rm -rf "$d"; mkdir -p "$d"
+for spec in llama_char:1049984 llama_124m:152711424 llama3_1b:1235814400; do
+    name=${spec%%:*} want=${spec##*:}
+    "$TRAINC" check "specs/$name.json" > "$d/$name.txt"
+    got=$(sed -n 's/^  parameters *\([0-9]*\) .*/\1/p' "$d/$name.txt")
+    [ "$got" = "$want" ] || { echo "FAIL $name: trainc check counts $got parameters, not $want"; exit 1; }
+    $PY - "specs/$name.json" "$want" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))["model"]
+
+vocab = {}   # an embedding's name -> its vocab
+
+
+def count(layers, d):
+    """Parameters of a list of layers fed width d; returns (count, output width)."""
+    n = 0
+    for l in layers:
+        op = l["op"]
+        if op == "embedding":
+            n, d = n + l["vocab"] * l["dim"], l["dim"]
+            vocab[l.get("name")] = l["vocab"]
+        elif op == "rmsnorm":
+            n += d
+        elif op == "linear":   # a tied one: the embedding's weight, its vocab wide
+            out = l["out"] if "out" in l else vocab[l["tie"]]
+            n += (0 if l.get("tie") else out * d) + (out if l.get("bias", True) else 0)
+            d = out
+        elif op == "glu":
+            d //= 2
+        elif op == "attention":
+            hd, kv = d // l["heads"], l.get("kv_heads", l["heads"])
+            rows = (l["heads"] + 2 * kv) * hd
+            n += rows * d + d * d + (rows + d if l.get("bias", True) else 0)
+            n += 2 * hd if l.get("qk_norm") else 0
+        elif op == "residual":
+            n += count(l["body"], d)[0]
+        elif op == "repeat":
+            n += l["count"] * count(l["body"], d)[0]
+        else:
+            raise SystemExit("llama_specs.sh: no rule for op " + op)
+    return n, d
+
+n = count(m["layers"], None)[0]
+assert n == int(sys.argv[2]), (sys.argv[1], n, sys.argv[2])
+PY
+    echo "ok   $name: $want parameters, as its shapes add up"
+done
+"$TRAINC" plan specs/llama3_1b.json --json > "$d/plan_1b.json"
+$PY - "$d/plan_1b.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert p["param_bytes"] == 1235814400 * 4, p["param_bytes"]
+head = [b for b in p["buffers"] if b["name"] == "linear_lm_head"][0]
+assert head["row_bytes"] == 2048 * 128256 * 2, head   # bf16-mixed logits, T 2048, unpadded
+PY
+echo "ok   llama3_1b: the tied head over 128256 rows unpadded"

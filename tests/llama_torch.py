@@ -1,0 +1,289 @@
+"""llama_torch.py: a PyTorch reference of a trainc model spec, written from SPEC.md
+section 2 for the Llama-family ops (rmsnorm, glu, squared_relu, attention with
+kv_heads, bias, rope with llama3 scaling, qk_norm and window) and the ones they sit
+between (embedding, pos_embedding, linear with tie, layernorm, the activations,
+residual, repeat, cross_entropy), with trainc's parameter names; and what
+tests/llama_hf.py and tests/llama_ref.py share: the token windows, the training loop
+(torch.optim.AdamW, decay on rank >= 2 only, warmup then cosine, gradient clipping:
+SPEC section 3), the train spec and a trainc run.
+
+The reference computes each op as Hugging Face's Llama does where HF has it (RMSNorm
+in float32 as LlamaRMSNorm, rotate-half RoPE with HF's cos/sin tables, repeat_kv,
+softmax over scores / sqrt(hd), q, k, v and the SwiGLU halves each from its own rows),
+so that it reproduces LlamaForCausalLM bit for bit: llama_hf.py
+checks that before it trusts it (--oracle-only runs only that check).
+"""
+import json
+import math
+import os
+import subprocess
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TRAINC = os.path.join(ROOT, os.environ.get("TRAINC", "build/trainc"))
+
+
+# ---- ops -------------------------------------------------------------------------
+
+def rmsnorm(x, w, eps):
+    """x / sqrt(mean(x^2) + eps) * w over the last axis (HF LlamaRMSNorm, fp32)."""
+    var = x.pow(2).mean(-1, keepdim=True)
+    return w * (x * torch.rsqrt(var + eps))
+
+
+def rope_inv_freq(rope, hd):
+    """Frequencies theta^(-2i/hd), i < hd/2 (HF LlamaRotaryEmbedding), with "scaling"
+    {"rope_type": "llama3", ...} as transformers' _compute_llama3_parameters: long
+    wavelengths divided by factor, short ones kept, the band between interpolated."""
+    theta = float(rope["theta"])
+    inv = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd))
+    sc = rope.get("scaling")
+    if not sc:
+        return inv
+    assert sc.get("rope_type", sc.get("type")) == "llama3", sc
+    factor, low, high = sc["factor"], sc["low_freq_factor"], sc["high_freq_factor"]
+    old = sc["original_max_position_embeddings"]
+    low_wavelen, high_wavelen = old / low, old / high
+    wavelen = 2 * math.pi / inv
+    inv_l = torch.where(wavelen > low_wavelen, inv / factor, inv)
+    smooth = (old / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * inv_l / factor + smooth * inv_l
+    medium = ~(wavelen < high_wavelen) * ~(wavelen > low_wavelen)
+    return torch.where(medium, smoothed, inv_l)
+
+
+def rope_tables(rope, hd, T):
+    """cos, sin [1, 1, T, hd] for positions 0 .. T-1, built as HF 4.40 builds them."""
+    inv = rope_inv_freq(rope, hd)
+    pos = torch.arange(T, dtype=torch.int64)[None, None, :].float()
+    freqs = (inv[None, :, None].float() @ pos).transpose(1, 2)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos()[:, None], emb.sin()[:, None]
+
+
+def rotate_half(x):
+    h = x.shape[-1] // 2
+    return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+
+
+GLU_ACTS = {"silu": F.silu, "gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+            "sigmoid": torch.sigmoid, "relu": F.relu}
+
+
+class Params:
+    """trainc's parameters by name. make=True creates each on first use (normal 0.02
+    for weights, 1 + N(0, 0.1) for norm weights so that a misplaced one shows, small
+    random biases), in the order a forward pass meets them; then it only hands them
+    out, checking shapes."""
+
+    def __init__(self, gen=None):
+        self.t, self.gen, self.make = {}, gen, gen is not None
+
+    def __call__(self, name, shape, kind):
+        if name not in self.t:
+            assert self.make, "no parameter " + name
+            r = torch.randn(*shape, generator=self.gen)
+            self.t[name] = r * 0.02 if kind == "w" else 1 + 0.1 * r if kind == "norm" else 0.02 * r
+        assert tuple(self.t[name].shape) == tuple(shape), (name, self.t[name].shape, shape)
+        return self.t[name]
+
+
+def attention(h, l, P, name):
+    """[B, T, d] -> [B, T, d] (SPEC's attention row)."""
+    B, T, d = h.shape
+    H = l["heads"]
+    KV = l.get("kv_heads", H)
+    hd, g = d // H, H // KV
+    bias = l.get("bias", True)
+    rows = (H + 2 * KV) * hd
+    w = P(name + ".qkv.weight", (rows, d), "w")
+    b = P(name + ".qkv.bias", (rows,), "b") if bias else None
+    # q, k and v each from its own rows, as HF's q_proj, k_proj and v_proj compute them
+    # (the same numbers as one GEMM and a split, to the last bit as BLAS goes)
+    q, k, v = (F.linear(h, wp, bp) for wp, bp in zip(w.split([H * hd, KV * hd, KV * hd]),
+               b.split([H * hd, KV * hd, KV * hd]) if bias else (None,) * 3))
+    q = q.view(B, T, H, hd).transpose(1, 2)
+    k = k.view(B, T, KV, hd).transpose(1, 2)
+    v = v.view(B, T, KV, hd).transpose(1, 2)
+    if l.get("qk_norm"):   # over each head's hd, eps 1e-6, before RoPE (Qwen3)
+        q = rmsnorm(q, P(name + ".q_norm.weight", (hd,), "norm"), 1e-6)
+        k = rmsnorm(k, P(name + ".k_norm.weight", (hd,), "norm"), 1e-6)
+    if l.get("rope"):
+        cos, sin = rope_tables(l["rope"], hd, T)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+    # query head j reads key/value head j // g (HF's repeat_kv)
+    k = k[:, :, None].expand(B, KV, g, T, hd).reshape(B, H, T, hd)
+    v = v[:, :, None].expand(B, KV, g, T, hd).reshape(B, H, T, hd)
+    s = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(hd)
+    i = torch.arange(T)[:, None]
+    j = torch.arange(T)[None, :]
+    seen = torch.ones(T, T, dtype=torch.bool)
+    if l.get("causal", True):
+        seen &= j <= i
+    if l.get("window"):   # the W most recent positions, itself included
+        seen &= i - j < l["window"]
+    s = s.masked_fill(~seen, torch.finfo(s.dtype).min)
+    a = F.softmax(s, dim=-1, dtype=torch.float32)
+    o = torch.matmul(a, v).transpose(1, 2).reshape(B, T, H * hd)
+    return F.linear(o, P(name + ".proj.weight", (d, d), "w"),
+                    P(name + ".proj.bias", (d,), "b") if bias else None)
+
+
+def layer_name(l, idx, prefix):
+    return ".".join(prefix + [l.get("name", str(idx))])
+
+
+def run_layers(layers, h, x, P, prefix, embeds):
+    """The layers of a list applied in order to h; x the token ids; embeds: an
+    embedding's name -> its weight (for a linear's tie)."""
+    for idx, l in enumerate(layers):
+        glu_next = idx + 1 < len(layers) and layers[idx + 1]["op"] == "glu"
+        op, name = l["op"], layer_name(l, idx, prefix)
+        own = prefix + [l["name"]] if "name" in l else prefix   # containers' names
+        if op == "embedding":
+            w = P(name + ".weight", (l["vocab"], l["dim"]), "w")
+            embeds[l.get("name", str(idx))] = w
+            h = w[x]
+        elif op == "pos_embedding":
+            h = h + P(name + ".weight", (l["max_len"], h.shape[-1]), "w")[: h.shape[1]]
+        elif op == "linear":
+            if l.get("tie"):
+                w = embeds[l["tie"]]
+            else:
+                w = P(name + ".weight", (l["out"], h.shape[-1]), "w")
+            b = P(name + ".bias", (l["out"],), "b") if l.get("bias", True) else None
+            if glu_next:   # the gate rows and the up rows apart, as HF's gate_proj, up_proj
+                h = torch.cat([F.linear(h, wp, bp) for wp, bp in
+                               zip(w.chunk(2), b.chunk(2) if b is not None else (None, None))], dim=-1)
+            else:
+                h = F.linear(h, w, b)
+        elif op == "rmsnorm":
+            h = rmsnorm(h, P(name + ".weight", (h.shape[-1],), "norm"), l.get("eps", 1e-6))
+        elif op == "layernorm":
+            d = h.shape[-1]
+            h = F.layer_norm(h, (d,), P(name + ".weight", (d,), "norm"), P(name + ".bias", (d,), "b"),
+                             l.get("eps", 1e-5))
+        elif op == "attention":
+            h = attention(h, l, P, name)
+        elif op == "glu":
+            a, b = h.chunk(2, dim=-1)
+            h = GLU_ACTS[l.get("act", "silu")](a) * b
+        elif op == "squared_relu":
+            h = F.relu(h).square()
+        elif op == "relu":
+            h = F.relu(h)
+        elif op == "silu":
+            h = F.silu(h)
+        elif op == "gelu":
+            h = F.gelu(h, approximate=l.get("approximate", "none"))
+        elif op == "residual":
+            h = h + run_layers(l["body"], h, x, P, own, embeds)
+        elif op == "repeat":
+            for it in range(l["count"]):
+                h = run_layers(l["body"], h, x, P, own + [str(it)], embeds)
+        else:
+            raise ValueError("llama_torch.py has no op " + op)
+    return h
+
+
+def logits(model, P, x):
+    """The model spec's logits for token ids x [B, T]."""
+    return run_layers(model["layers"], None, x, P, [], {})
+
+
+def init_params(model, seed):
+    """Fresh parameters for a model spec (a forward pass on one window makes them)."""
+    P = Params(torch.Generator().manual_seed(seed))
+    T = model["inputs"]["x"]["shape"][0]
+    logits(model, P, torch.zeros(1, T, dtype=torch.int64))
+    P.make = False
+    return P
+
+
+# ---- data, training, trainc ----------------------------------------------------------
+
+def token_windows(T, n):
+    """Windows 0 .. n-1 of data/text's first train shard (the order trainc reads them
+    in with shuffle off): x [n, T], y [n, T] int64."""
+    path = os.path.join(ROOT, "data", "text", "train_000000.bin")
+    raw = open(path, "rb").read()
+    hdr = np.frombuffer(raw[:1024], dtype="<i4")
+    assert hdr[0] == 20240520, "not a uint16 token shard: " + path
+    tok = torch.from_numpy(np.frombuffer(raw[1024:1024 + 2 * int(hdr[2])], dtype="<u2").astype(np.int64))
+    assert len(tok) >= n * T + 1, "data/text is too short"
+    x = torch.stack([tok[w * T:w * T + T] for w in range(n)])
+    y = torch.stack([tok[w * T + 1:w * T + T + 1] for w in range(n)])
+    return x, y
+
+
+def train_spec(steps, B, lr=1e-3, warmup=5):
+    """The training half of the spec both sides follow (fp32, shuffle off)."""
+    return {"data": {"train": {"tokens": os.path.join(ROOT, "data", "text", "train_*.bin")}},
+            "batch_size": B, "max_steps": steps, "precision": "fp32",
+            "optimizer": {"type": "adamw", "lr": lr, "betas": [0.9, 0.95], "eps": 1e-8,
+                          "weight_decay": 0.1},
+            "schedule": {"type": "cosine", "warmup_steps": warmup, "final_lr_frac": 0.1},
+            "grad_clip": 1.0, "loader": {"shuffle": False}, "log_every": 1, "seed": 1}
+
+
+def train_torch(forward, params, tr, x, y, vocab):
+    """Trains `params` (a list of tensors, each once) with forward(x) -> logits as
+    trainc trains by tr; returns each step's loss (computed before the update)."""
+    params = [p.requires_grad_() for p in params]
+    o, sc = tr["optimizer"], tr["schedule"]
+    opt = torch.optim.AdamW([{"params": [p for p in params if p.dim() >= 2],
+                              "weight_decay": o["weight_decay"]},
+                             {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}],
+                            lr=o["lr"], betas=tuple(o["betas"]), eps=o["eps"], foreach=False)
+    steps, B, warm, final = tr["max_steps"], tr["batch_size"], sc["warmup_steps"], sc["final_lr_frac"]
+
+    def lam(step):
+        if step < warm:
+            return (step + 1) / warm
+        prog = min(max((step - warm) / max(steps - warm, 1), 0.0), 1.0)
+        return final + (1 - final) * 0.5 * (1 + math.cos(math.pi * prog))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lam)
+    losses = []
+    for step in range(steps):
+        xb, yb = x[step * B:(step + 1) * B], y[step * B:(step + 1) * B]
+        opt.zero_grad()
+        loss = F.cross_entropy(forward(xb).reshape(-1, vocab), yb.reshape(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, tr["grad_clip"])
+        opt.step()
+        sched.step()
+        losses.append(loss.item())
+    return losses
+
+
+def run_trainc(spec, init, out):
+    """Writes spec to OUT/spec.json and init ({name: tensor}) to OUT/init.safetensors,
+    trains with `trainc run` on one thread, returns each step's loss."""
+    import st_check
+    os.makedirs(out, exist_ok=True)
+    sp = os.path.join(out, "spec.json")
+    json.dump(spec, open(sp, "w"), indent=1)
+    ip = os.path.join(out, "init.safetensors")
+    st_check.save(ip, {n: t.detach().numpy().astype(np.float32) for n, t in init.items()})
+    run = os.path.join(out, "run")
+    subprocess.run([TRAINC, "run", sp, "--init", ip, "--out", run, "--threads", "1", "--quiet"],
+                   check=True)
+    return [json.loads(l)["loss"] for l in open(os.path.join(run, "metrics.jsonl"))
+            if '"loss"' in l and '"event"' not in l]
+
+
+def compare(what, ours, ref, tol):
+    """Prints the worst relative difference of two loss lists; True when within tol."""
+    assert len(ours) == len(ref), (what, len(ours), len(ref))
+    worst = max(abs(a - b) / abs(b) for a, b in zip(ours, ref))
+    ok = worst <= tol
+    print("%s %s: %d steps, loss %.6f -> %.6f vs %.6f -> %.6f, worst relative difference %.1e"
+          % ("ok  " if ok else "FAIL", what, len(ref), ours[0], ours[-1], ref[0], ref[-1], worst))
+    if not ok:
+        for i, (a, b) in enumerate(zip(ours, ref)):
+            print("  step %d: %.7f vs %.7f  %.1e" % (i + 1, a, b, abs(a - b) / abs(b)))
+    return ok
