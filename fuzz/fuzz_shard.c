@@ -14,7 +14,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_RUN({
         rt_shard_open(&s, path, 50257, "fuzz");
         if (s.ntok > 0)   /* touch the first and the last token */
-            sink = s.tok[0] + s.tok[s.ntok - 1];
+            sink = rt_shard_token(&s, 0) + rt_shard_token(&s, s.ntok - 1);
         rt_shard_close(&s);
     });
     if (fuzz_jumped && s.map)

@@ -379,23 +379,36 @@ void rt_npy_gather(const rt_npy *a, const int64_t *idx, int64_t n, void *dst, in
 
 /* ---- token shards ------------------------------------------------------------ */
 
-/* The position of the first token >= vocab, or -1. Each chunk is reduced to its max
- * (a loop the compiler vectorizes; shards run to 10^8 tokens) and only a chunk
- * that fails is searched token by token. */
-static int64_t first_out_of_vocab(const uint16_t *tok, int64_t n, int64_t vocab)
+/* The position of the first token >= vocab, or -1: searched only once max_token
+ * (a loop the compiler vectorizes, one per token width; shards run to 10^8 tokens)
+ * has said that one exists. */
+static int64_t first_out_of_vocab(const rt_shard *s, int64_t vocab)
 {
-    for (int64_t i = 0; i < n; i++)
-        if (tok[i] >= vocab)
+    for (int64_t i = 0; i < s->ntok; i++)
+        if (rt_shard_token(s, i) >= vocab)
             return i;
     return -1;
 }
 
-static unsigned max_token(const uint16_t *tok, int64_t n)
+static uint32_t max_token16(const uint16_t *tok, int64_t n)
 {
     uint16_t mx = 0;
     for (int64_t i = 0; i < n; i++)
         mx = tok[i] > mx ? tok[i] : mx;   /* (vectorized) */
     return mx;
+}
+
+static uint32_t max_token32(const uint32_t *tok, int64_t n)
+{
+    uint32_t mx = 0;
+    for (int64_t i = 0; i < n; i++)
+        mx = tok[i] > mx ? tok[i] : mx;   /* (vectorized) */
+    return mx;
+}
+
+static uint32_t max_token(const rt_shard *s)
+{
+    return s->width == 4 ? max_token32(s->tok, s->ntok) : max_token16(s->tok, s->ntok);
 }
 
 /* A shard's largest token, remembered in the cache folder (rt_cache_dir, "shards/")
@@ -426,7 +439,7 @@ static int shard_cache_path(const char *key, char *path, size_t n)
                     (unsigned long long)rt_fnv1a(key, strlen(key))) < (int)n ? 0 : -1;
 }
 
-static int shard_max_cached(const char *key, unsigned *mx)
+static int shard_max_cached(const char *key, uint32_t *mx)
 {
     char path[RT_PATH_MAX + 64], line[512];
     if (shard_cache_path(key, path, sizeof path) != 0)
@@ -441,13 +454,13 @@ static int shard_max_cached(const char *key, unsigned *mx)
         return -1;
     char *end;
     unsigned long v = strtoul(line + kl + 1, &end, 10);
-    if (end == line + kl + 1 || *end != '\n' || v > UINT16_MAX)
+    if (end == line + kl + 1 || *end != '\n' || v > UINT32_MAX)
         return -1;
-    *mx = (unsigned)v;
+    *mx = (uint32_t)v;
     return 0;
 }
 
-static void shard_max_put(const char *key, unsigned mx)
+static void shard_max_put(const char *key, uint32_t mx)
 {
     char path[RT_PATH_MAX + 64], tmp[RT_PATH_MAX + 96], dir[RT_PATH_MAX + 64];
     if (shard_cache_path(key, path, sizeof path) != 0)
@@ -460,14 +473,47 @@ static void shard_max_put(const char *key, unsigned mx)
     FILE *f = fopen(tmp, "w");
     if (!f)
         return;
-    int bad = fprintf(f, "%s %u\n", key, mx) < 0;
+    int bad = fprintf(f, "%s %" PRIu32 "\n", key, mx) < 0;
     if (fclose(f) != 0 || bad || rename(tmp, path) != 0)
         unlink(tmp);
 }
 
-/* The header is 256 int32: [0] magic, [1] version, [2] token count, the rest zero.
- * The file must hold exactly that many tokens after it (llm.c checks the same), so
- * a shard written with another token width or cut short is caught here. */
+/* The header is 256 int32: [0] magic, [1] version, [2] token count, the rest zero;
+ * the magic and version give the token width (uint16, or uint32 for vocabularies
+ * over 65536). The file must hold exactly that many tokens after it (llm.c checks
+ * the same), so a shard written with another token width or cut short is caught. */
+static void shard_header(rt_shard *s, const char *path, size_t len)
+{
+    const unsigned char *b = s->map;
+    uint32_t magic = le32(b), version = le32(b + 4);
+    int32_t count = (int32_t)le32(b + 8);
+    if (magic != RT_SHARD_MAGIC && magic != RT_SHARD32_MAGIC)
+        rt_input_error("%s: not a token shard (bad magic %" PRIu32 ", expected %d for uint16 "
+                       "tokens or %d for uint32)", path, magic, RT_SHARD_MAGIC,
+                       RT_SHARD32_MAGIC);
+    s->width = magic == RT_SHARD32_MAGIC ? 4 : 2;
+    int want_version = s->width == 4 ? RT_SHARD32_VERSION : RT_SHARD_VERSION;
+    if (version != (uint32_t)want_version)
+        rt_input_error("%s: unsupported token shard version %" PRIu32 " (known with magic %"
+                       PRIu32 ": %d)", path, version, magic, want_version);
+    if (count < 0)
+        rt_input_error("%s: bad token shard header: negative token count %" PRId32, path,
+                       count);
+    const char *type = s->width == 4 ? "uint32" : "uint16";
+    uint64_t want = (uint64_t)s->width * (uint64_t)count, have = len - RT_SHARD_HEADER_BYTES;
+    if (want > have)
+        rt_input_error("%s: header says %" PRId32 " tokens (%" PRIu64 " bytes as %s) but the "
+                       "file holds only %" PRIu64 " bytes after the header (truncated?)", path,
+                       count, want, type, have);
+    if (want < have)
+        rt_input_error("%s: header says %" PRId32 " tokens (%" PRIu64 " bytes as %s) but the "
+                       "file holds %" PRIu64 " bytes after the header (not %s tokens, or a "
+                       "wrong count?)", path, count, want, type, have, type);
+    s->ntok = count;
+    /* The mapping is page-aligned and the header 1024 bytes: tokens are aligned. */
+    s->tok = b + RT_SHARD_HEADER_BYTES;
+}
+
 void rt_shard_open(rt_shard *s, const char *path, int64_t vocab, const char *vocab_from)
 {
     memset(s, 0, sizeof *s);
@@ -477,46 +523,29 @@ void rt_shard_open(rt_shard *s, const char *path, int64_t vocab, const char *voc
     s->map = map_file(path, &len, RT_SHARD_HEADER_BYTES, "token shard",
                       ", shorter than the 1024-byte header", key, sizeof key);
     s->map_len = len;
-    const unsigned char *b = s->map;
-    uint32_t magic = le32(b), version = le32(b + 4);
-    int32_t count = (int32_t)le32(b + 8);
-    if (magic != RT_SHARD_MAGIC)
-        rt_input_error("%s: not a token shard (bad magic %" PRIu32 ", expected %d)", path,
-                       magic, RT_SHARD_MAGIC);
-    if (version != RT_SHARD_VERSION)
-        rt_input_error("%s: unsupported token shard version %" PRIu32 " (known: %d)", path,
-                       version, RT_SHARD_VERSION);
-    if (count < 0)
-        rt_input_error("%s: bad token shard header: negative token count %" PRId32, path,
-                       count);
-    uint64_t want = 2 * (uint64_t)count, have = len - RT_SHARD_HEADER_BYTES;
-    if (want > have)
-        rt_input_error("%s: header says %" PRId32 " tokens (%" PRIu64 " bytes) but the file "
-                       "holds only %" PRIu64 " bytes after the header (truncated?)", path, count,
-                       want, have);
-    if (want < have)
-        rt_input_error("%s: header says %" PRId32 " tokens (%" PRIu64 " bytes) but the file "
-                       "holds %" PRIu64 " bytes after the header (not uint16 tokens, or a "
-                       "wrong count?)", path, count, want, have);
-    s->ntok = count;
-    /* The mapping is page-aligned and the header 1024 bytes: tokens are aligned. */
-    s->tok = (const uint16_t *)(b + RT_SHARD_HEADER_BYTES);
-    if (vocab <= 0 || vocab > UINT16_MAX)
+    shard_header(s, path, len);
+    /* uint16 tokens all lie inside a vocabulary over 65535; uint32 ones are read into
+     * i32 inputs, so they are checked against 2^31 at least */
+    if (s->width == 4 && (vocab <= 0 || vocab > INT32_MAX)) {
+        vocab = (int64_t)INT32_MAX + 1;
+        vocab_from = "token ids are read as i32";
+    }
+    if (vocab <= 0 || (s->width == 2 && vocab > UINT16_MAX))
         return;
-    unsigned mx;
+    uint32_t mx;
     int keyed = key[0] != 0;
     if (!keyed || shard_max_cached(key, &mx) != 0) {
-        mx = max_token(s->tok, s->ntok);
+        mx = max_token(s);
         if (keyed)
             shard_max_put(key, mx);
     }
     if (mx < vocab)
         return;
-    int64_t i = first_out_of_vocab(s->tok, s->ntok, vocab);
+    int64_t i = first_out_of_vocab(s, vocab);
     if (i >= 0)
-        rt_input_error("%s: token %u at position %" PRId64 " is outside the vocabulary "
-                       "[0, %" PRId64 ")%s%s%s", path, (unsigned)s->tok[i], i, vocab,
-                       vocab_from ? " (" : "", vocab_from ? vocab_from : "",
+        rt_input_error("%s: token %" PRIu32 " at position %" PRId64 " is outside the "
+                       "vocabulary [0, %" PRId64 ")%s%s%s", path, rt_shard_token(s, i), i,
+                       vocab, vocab_from ? " (" : "", vocab_from ? vocab_from : "",
                        vocab_from ? ")" : "");
 }
 
@@ -534,30 +563,37 @@ static void put_le32(unsigned char *p, uint32_t v)
         p[i] = (unsigned char)(v >> (8 * i));
 }
 
-/* Header, then the tokens converted to little-endian uint16 a chunk at a time (so
- * bytes need no second copy of the whole input). Returns 0 or -1 with errno. */
+/* Header, then the tokens converted to little-endian uint16 (elem_bytes 1, 2) or
+ * uint32 (4) a chunk at a time (so bytes need no second copy of the whole input).
+ * Returns 0 or -1 with errno. */
 static int shard_put(FILE *f, const void *tok, int elem_bytes, int64_t n)
 {
+    int width = elem_bytes == 4 ? 4 : 2;
     unsigned char hdr[RT_SHARD_HEADER_BYTES] = {0};
-    put_le32(hdr, RT_SHARD_MAGIC);
-    put_le32(hdr + 4, RT_SHARD_VERSION);
+    put_le32(hdr, width == 4 ? RT_SHARD32_MAGIC : RT_SHARD_MAGIC);
+    put_le32(hdr + 4, width == 4 ? RT_SHARD32_VERSION : RT_SHARD_VERSION);
     put_le32(hdr + 8, (uint32_t)n);
     if (fwrite(hdr, 1, sizeof hdr, f) != sizeof hdr)
         return -1;
-    unsigned char buf[1 << 16];   /* 32768 tokens, little-endian */
+    unsigned char buf[1 << 16];   /* 32768 uint16 or 16384 uint32 tokens, little-endian */
     const unsigned char *src = tok;
+    int64_t chunk = (int64_t)sizeof buf / width;
     for (int64_t lo = 0; lo < n;) {
-        int64_t k = n - lo < (int64_t)sizeof buf / 2 ? n - lo : (int64_t)sizeof buf / 2;
+        int64_t k = n - lo < chunk ? n - lo : chunk;
         for (int64_t i = 0; i < k; i++) {
-            uint16_t v;
+            uint32_t v = 0;
             if (elem_bytes == 1)
                 v = src[lo + i];
-            else
-                memcpy(&v, src + 2 * (lo + i), 2);
-            buf[2 * i] = (unsigned char)v;
-            buf[2 * i + 1] = (unsigned char)(v >> 8);
+            else if (elem_bytes == 2) {
+                uint16_t h;
+                memcpy(&h, src + 2 * (lo + i), 2);
+                v = h;
+            } else
+                memcpy(&v, src + 4 * (lo + i), 4);
+            for (int j = 0; j < width; j++)
+                buf[width * i + j] = (unsigned char)(v >> (8 * j));
         }
-        if (fwrite(buf, 2, (size_t)k, f) != (size_t)k)
+        if (fwrite(buf, (size_t)width, (size_t)k, f) != (size_t)k)
             return -1;
         lo += k;
     }
@@ -566,7 +602,7 @@ static int shard_put(FILE *f, const void *tok, int elem_bytes, int64_t n)
 
 int rt_shard_write(const char *path, const void *tok, int elem_bytes, int64_t n)
 {
-    if ((elem_bytes != 1 && elem_bytes != 2) || n < 0 || (n > 0 && !tok))
+    if ((elem_bytes != 1 && elem_bytes != 2 && elem_bytes != 4) || n < 0 || (n > 0 && !tok))
         rt_die("rt_shard_write(%s, elem_bytes %d, n %" PRId64 ")", path, elem_bytes, n);
     if (n > INT32_MAX) {
         errno = EFBIG;   /* the header's count is an int32 */
@@ -787,12 +823,23 @@ static void tokens_gather(const rt_dataset *d, const int64_t *idx, int64_t n, in
         if (w < 0 || w >= d->rows)
             rt_die("window %" PRId64 " out of [0, %" PRId64 ")", w, d->rows);
         int s = shard_of(d, w);
-        const uint16_t *p = d->shards[s].tok + (w - d->win_start[s]) * T;
+        const rt_shard *sh = &d->shards[s];
+        int64_t o = (w - d->win_start[s]) * T;
         int32_t *xi = x + i * T, *yi = y + i * T;
-        for (int64_t t = 0; t < T; t++)
-            xi[t] = p[t];
-        for (int64_t t = 0; t < T; t++)
-            yi[t] = p[t + 1];
+        /* uint32 ids fit an i32: rt_shard_open checked them against 2^31 at least */
+        if (sh->width == 4) {
+            const uint32_t *p = (const uint32_t *)sh->tok + o;
+            for (int64_t t = 0; t < T; t++)
+                xi[t] = (int32_t)p[t];
+            for (int64_t t = 0; t < T; t++)
+                yi[t] = (int32_t)p[t + 1];
+        } else {
+            const uint16_t *p = (const uint16_t *)sh->tok + o;
+            for (int64_t t = 0; t < T; t++)
+                xi[t] = p[t];
+            for (int64_t t = 0; t < T; t++)
+                yi[t] = p[t + 1];
+        }
     }
 }
 
@@ -884,7 +931,8 @@ uint64_t rt_dataset_fingerprint(const rt_dataset *d)
     uint64_t h = rt_xxh64(&d->rows, sizeof d->rows, 0x7261696e);
     if (d->tokens)
         for (int i = 0; i < d->n_shards; i++)
-            h = fp_bytes(h, (const unsigned char *)d->shards[i].tok, d->shards[i].ntok * 2);
+            h = fp_bytes(h, (const unsigned char *)d->shards[i].tok,
+                         d->shards[i].ntok * d->shards[i].width);
     else
         for (int i = 0; i < d->n; i++)
             h = fp_bytes(h, d->arr[i].data, d->arr[i].rows * d->arr[i].row_bytes);

@@ -273,19 +273,29 @@ void rt_npy_gather(const rt_npy *a, const int64_t *idx, int64_t n, void *dst, in
 static inline int rt_batch_dtype(const rt_input *in) { return in->widen ? RT_I32 : in->dtype; }
 
 /* One token shard (docs/spec.md, Data), memory-mapped: a header of 256 little-endian
- * int32 ([0] = RT_SHARD_MAGIC, [1] = RT_SHARD_VERSION, [2] = token count), then
- * exactly that many uint16 tokens (llm.c's format). */
+ * int32 ([0] magic, [1] version, [2] token count), then exactly that many tokens
+ * (llm.c's formats): uint16 under RT_SHARD_MAGIC / RT_SHARD_VERSION, uint32 under
+ * RT_SHARD32_MAGIC / RT_SHARD32_VERSION (vocabularies over 65536, Llama 3's 128256). */
 #define RT_SHARD_MAGIC 20240520
 #define RT_SHARD_VERSION 1
+#define RT_SHARD32_MAGIC 20240801
+#define RT_SHARD32_VERSION 7
 #define RT_SHARD_HEADER_BYTES 1024
 
 typedef struct rt_shard {
     char path[RT_PATH_MAX];
     int64_t ntok;
-    const uint16_t *tok;       /* [ntok], inside the mapping */
+    int width;                 /* bytes a token: 2 (uint16 shard) or 4 (uint32 shard) */
+    const void *tok;           /* [ntok] uint16 or uint32 (width), inside the mapping */
     void *map;
     size_t map_len;
 } rt_shard;
+
+/* Token i of s (i < s->ntok). */
+static inline uint32_t rt_shard_token(const rt_shard *s, int64_t i)
+{
+    return s->width == 4 ? ((const uint32_t *)s->tok)[i] : ((const uint16_t *)s->tok)[i];
+}
 
 /* Opens and maps a shard; on a bad file exits 1 naming the file and the problem. With
  * vocab > 0 every token is scanned and one >= vocab is an error naming its position;
@@ -293,8 +303,9 @@ typedef struct rt_shard {
 void rt_shard_open(rt_shard *s, const char *path, int64_t vocab, const char *vocab_from);
 void rt_shard_close(rt_shard *s);
 /* Writes n tokens as a shard, atomically (PATH.tmp, fsync, rename). elem_bytes 1:
- * tok holds bytes (each one a token 0..255); 2: tok holds uint16 tokens. n must fit
- * the header's int32. Returns 0 or -1 (errno set; nothing left at PATH or PATH.tmp). */
+ * tok holds bytes (each one a token 0..255) and 2: uint16 tokens, both written as a
+ * uint16 shard; 4: uint32 tokens, written as a uint32 shard. n must fit the header's
+ * int32. Returns 0 or -1 (errno set; nothing left at PATH or PATH.tmp). */
 int rt_shard_write(const char *path, const void *tok, int elem_bytes, int64_t n);
 
 /* A dataset: one mapped array per model input, checked against the model. */

@@ -7,6 +7,7 @@
  *   cc -std=gnu11 -O1 -g -fsanitize=address,undefined -Iruntime tests/unit/test_tokens.c \
  *      runtime/data.c runtime/util.c -lpthread -lm -o build/test_tokens */
 #include <errno.h>
+#include <glob.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -97,6 +98,23 @@ static void write_shard_raw(const char *name, int32_t magic, int32_t version, in
     free(b);
 }
 
+/* The same for uint32 tokens (magic 20240801, version 7). */
+static void write_shard32_raw(const char *name, int32_t magic, int32_t version, int32_t count,
+                              const uint32_t *tok, size_t ntok)
+{
+    size_t n = 1024 + 4 * ntok;
+    unsigned char *b = calloc(1, n);
+    int32_t h[3] = {magic, version, count};
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 4; j++)
+            b[4 * i + j] = (unsigned char)((uint32_t)h[i] >> (8 * j));
+    for (size_t i = 0; i < ntok; i++)
+        for (int j = 0; j < 4; j++)
+            b[1024 + 4 * i + j] = (unsigned char)(tok[i] >> (8 * j));
+    write_raw(name, b, n);
+    free(b);
+}
+
 static void write_shard(const char *name, const uint16_t *tok, size_t ntok)
 {
     write_shard_raw(name, 20240520, 1, (int32_t)ntok, tok, ntok);
@@ -153,7 +171,7 @@ static void child_shard(const void *arg)
     /* Touch every token the header promised: ASan/the MMU would catch a lie. */
     unsigned sum = 0;
     for (int64_t i = 0; i < s.ntok; i++)
-        sum += s.tok[i];
+        sum += rt_shard_token(&s, i);
     rt_shard_close(&s);
     exit(sum == 12345678 ? 0 : 0);
 }
@@ -249,7 +267,7 @@ static int test_shard_roundtrip(void)
     rt_shard_open(&s, p, 256, "bytes");
     CHECK(s.ntok == 300);
     for (int i = 0; i < 300; i++)
-        CHECK(s.tok[i] == bytes[i]);
+        CHECK(s.width == 2 && rt_shard_token(&s, i) == bytes[i]);
     rt_shard_close(&s);
 
     /* more tokens than one chunk of the writer's buffer (32768) */
@@ -683,6 +701,145 @@ static int test_dataset_errors(void)
     return ok;
 }
 
+/* ---- uint32 shards (vocabularies over 65536) ------------------------------------ */
+
+static int test_shard32(void)
+{
+    /* rt_shard_write's bytes: magic 20240801, version 7, count, then LE uint32 */
+    enum { N32 = 20000 };   /* more than one chunk of the writer's buffer (16384) */
+    static uint32_t tok[N32];
+    for (int i = 0; i < N32; i++)
+        tok[i] = (uint32_t)i * 2654435761u % 128256u;
+    tok[0] = 128255;
+    tok[1] = 65536;
+    tok[2] = 0;
+    const char *p = tpath("rt32.bin");
+    remember(p);
+    CHECK(rt_shard_write(p, tok, 4, N32) == 0);
+    int64_t size;
+    CHECK(file_size(p, &size) && size == 1024 + 4 * N32);
+    FILE *f = fopen(p, "rb");
+    CHECK(f);
+    unsigned char b[1024 + 8];
+    CHECK(fread(b, 1, sizeof b, f) == sizeof b && fclose(f) == 0);
+    CHECK(b[0] == 0xa1 && b[1] == 0xd9 && b[2] == 0x34 && b[3] == 0x01);   /* 20240801 LE */
+    CHECK(b[4] == 7 && b[5] == 0 && b[8] == 0x20 && b[9] == 0x4e && b[10] == 0);   /* 20000 */
+    for (int i = 12; i < 1024; i++)
+        CHECK(b[i] == 0);
+    CHECK(b[1024] == 0xff && b[1025] == 0xf4 && b[1026] == 0x01 && b[1027] == 0);  /* 128255 */
+    CHECK(b[1028] == 0 && b[1029] == 0 && b[1030] == 1 && b[1031] == 0);           /* 65536 */
+    rt_shard s;
+    rt_shard_open(&s, p, 128256, "llama 3");
+    CHECK(s.width == 4 && s.ntok == N32 && memcmp(s.tok, tok, sizeof tok) == 0);
+    CHECK(rt_shard_token(&s, 0) == 128255 && rt_shard_token(&s, 1) == 65536);
+    rt_shard_close(&s);
+
+    /* windows of a uint32 shard reach the i32 inputs whole: ids above 65535 */
+    make_dir("w32");
+    uint32_t w[41];
+    for (int i = 0; i < 41; i++)
+        w[i] = 70000u * (uint32_t)(i % 2) + (uint32_t)i;   /* 0, 70001, 2, 70003, ... */
+    write_shard32_raw("w32/a.bin", 20240801, 7, 41, w, 41);
+    tok_model tm;
+    tok_model_init(&tm, 8, 0, 0);
+    tm.in[0].vocab = 70041;
+    tok_case c = tokens_entry(&tm.m, "w32/*.bin");
+    rt_dataset d;
+    rt_dataset_open(&d, &tm.m, c.e, c.n, tmpdir, "train");
+    CHECK(d.rows == 5 && d.shards[0].width == 4);
+    rt_loader *l = rt_loader_new(&tm.m, &d, 5, 0, 1, 1, 0, 1);
+    const rt_batch *bt = rt_loader_next(l);
+    CHECK(bt && bt->rows == 5);
+    const int32_t *x = bt->in[0], *y = bt->in[1];
+    for (int i = 0; i < 5; i++)
+        for (int t = 0; t < 8; t++)
+            CHECK(x[8 * i + t] == (int32_t)w[8 * i + t] && y[8 * i + t] == (int32_t)w[8 * i + t + 1]);
+    rt_loader_free(l);
+    uint64_t fp = rt_dataset_fingerprint(&d);
+    rt_dataset_close(&d);
+    /* the fingerprint covers the uint32 tokens' high halves */
+    w[3] += 1u << 20;
+    write_shard32_raw("w32/a.bin", 20240801, 7, 41, w, 41);
+    tm.in[0].vocab = 0;
+    rt_dataset_open(&d, &tm.m, c.e, c.n, tmpdir, "train");
+    CHECK(rt_dataset_fingerprint(&d) != fp);
+    rt_dataset_close(&d);
+    return 1;
+}
+
+static int test_vocab32(void)
+{
+    int ok = 1;
+    make_dir("v32");
+    uint32_t tok[40];
+    for (int i = 0; i < 40; i++)
+        tok[i] = 69960u + (uint32_t)i;   /* 69960 .. 69999 */
+    write_shard32_raw("v32/a.bin", 20240801, 7, 40, tok, 40);
+    tok[31] = 70000;
+    write_shard32_raw("v32/b.bin", 20240801, 7, 40, tok, 40);
+    tok_model tm;
+    tok_model_init(&tm, 4, 0, 70000);
+    tm.in[0].vocab = 70000;
+    tok_case c;
+    rt_dataset d;
+    /* a vocabulary over 65535 no longer says "every token fits": uint32 ids are read;
+     * the scan's maximum (70000) is cached, in a cache folder of this test's own, and
+     * the second open fails on the cached maximum as the first did on the scan */
+    char cache[300], pat[400], entry[400];
+    snprintf(cache, sizeof cache, "%s", tpath("v32cache"));
+    setenv("TRAINC_CACHE_DIR", cache, 1);
+    c = tokens_entry(&tm.m, "v32/*.bin");
+    for (int pass = 0; pass < 2; pass++)
+        ok &= expect_input_error(child_dataset, &c, "v32/b.bin", "token 70000 at position 31",
+                                 "outside the vocabulary [0, 70000)", NULL);
+    /* entries "KEY MAX" hold maxima above 65535 (a.bin's 69999, b.bin's 70000) */
+    glob_t g;
+    snprintf(pat, sizeof pat, "%s/shards/*", cache);
+    CHECK(glob(pat, 0, NULL, &g) == 0 && g.gl_pathc == 2);
+    remember(cache);
+    snprintf(pat, sizeof pat, "%s/shards", cache);
+    remember(pat);
+    int seen = 0;
+    for (size_t k = 0; k < g.gl_pathc; k++) {
+        FILE *f = fopen(g.gl_pathv[k], "r");
+        CHECK(f && fgets(entry, sizeof entry, f));
+        fclose(f);
+        remember(g.gl_pathv[k]);
+        CHECK(strncmp(entry, "trainc-shard-max ", 17) == 0);
+        seen |= (strstr(entry, " 69999\n") != NULL) | (strstr(entry, " 70000\n") != NULL) << 1;
+    }
+    globfree(&g);
+    CHECK(seen == 3);
+    c = tokens_entry(&tm.m, "v32/a.bin");   /* passes on its cached 69999 */
+    rt_dataset_open(&d, &tm.m, c.e, c.n, tmpdir, "train");
+    rt_dataset_close(&d);
+    unsetenv("TRAINC_CACHE_DIR");
+    /* no vocabulary: ids must still fit the i32 inputs */
+    tok[5] = 0x80000000u;
+    write_shard32_raw("v32/big.bin", 20240801, 7, 40, tok, 40);
+    tok_model tn;
+    tok_model_init(&tn, 4, 0, 0);
+    c = tokens_entry(&tn.m, "v32/big.bin");
+    ok &= expect_input_error(child_dataset, &c, "v32/big.bin", "token 2147483648 at position 5",
+                             "[0, 2147483648)", "token ids are read as i32", NULL);
+    /* header errors of the uint32 format */
+    write_shard32_raw("v32/ver.bin", 20240801, 1, 40, tok, 40);
+    ok &= expect_input_error(child_shard, "v32/ver.bin", "unsupported token shard version 1",
+                             "magic 20240801: 7", NULL);
+    write_shard32_raw("v32/short.bin", 20240801, 7, 41, tok, 40);
+    ok &= expect_input_error(child_shard, "v32/short.bin", "header says 41 tokens",
+                             "164 bytes as uint32", "only 160 bytes", NULL);
+    /* uint16 tokens under the uint32 magic: the length gives it away */
+    uint16_t half[40] = {0};
+    write_shard_raw("v32/u16.bin", 20240801, 7, 40, half, 40);
+    ok &= expect_input_error(child_shard, "v32/u16.bin", "160 bytes as uint32",
+                             "holds only 80 bytes", NULL);
+    write_shard_raw("v32/u16b.bin", 20240801, 7, 10, half, 40);
+    ok &= expect_input_error(child_shard, "v32/u16b.bin", "header says 10 tokens",
+                             "not uint32 tokens", NULL);
+    return ok;
+}
+
 int main(void)
 {
     const char *base = getenv("TMPDIR");
@@ -698,6 +855,8 @@ int main(void)
     report("shard_errors", test_shard_errors());
     report("shard_fuzz", test_shard_fuzz());
     report("dataset_errors", test_dataset_errors());
+    report("shard32", test_shard32());
+    report("vocab32", test_vocab32());
     for (int i = n_made - 1; i >= 0; i--)
         if (remove(made[i]) != 0)
             perror(made[i]);
