@@ -36,6 +36,7 @@ $(B)/rt/dist.o: runtime/dist.c runtime/rt.h runtime/trainc_rt.h runtime/rt_dist.
 $(B)/cc/%.o: compiler/%.c $(CC_HDR) runtime/rt.h runtime/trainc_rt.h | $(B)/cc/ops
 	$(CC) $(CFLAGS) -c $< -o $@
 $(B)/cc/build.o: override CFLAGS += -I$(CUDA_HOME)/include
+$(B)/cc/data_cmd.o $(B)/rt/tokenizer.o $(B)/rt/mode_sample.o: runtime/tokenizer.h
 # trainc build links trainers with these too (override: survives CFLAGS=... on the
 # command line, as the sanitizer build passes it)
 $(B)/cc/cmd_build.o: override CFLAGS += -DTRAINC_LINK_EXTRA='"$(MPI_LIBS)"'
