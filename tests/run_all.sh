@@ -22,6 +22,10 @@ set -u
 cd "$(dirname "$0")/.."
 export TRAINC=${TRAINC:-build/trainc}
 export PYTHON=${PYTHON:-/usr/bin/python3}
+# the Hugging Face oracle: the venv `make deps` makes (transformers over Debian's torch);
+# without one, the checks that need it skip (exit 77)
+export HF_PYTHON=${HF_PYTHON:-.venv/hf/bin/python}
+command -v "$HF_PYTHON" >/dev/null || HF_PYTHON=$PYTHON
 T=build/tests
 mkdir -p "$T"
 JOBS=${JOBS:-2}
@@ -70,6 +74,7 @@ check cli                 bash tests/cli.sh
 check asan/runtime        --after=asan/build env TRAINC=build/asan/trainc TRAINC_CFLAGS="$SAN" ASAN_OPTIONS=detect_leaks=0:exitcode=86 UBSAN_OPTIONS=exitcode=86 bash tests/bad_runtime.sh
 check data/text           bash tests/data_text.sh
 check data/fashion        bash tests/data_fashion.sh
+check data/tokenizer_hf   $HF_PYTHON tests/tokenizer_hf.py
 
 # compiler output
 check golden              bash tests/golden.sh

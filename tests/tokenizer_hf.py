@@ -1,0 +1,201 @@
+"""`trainc data text --tokenizer` against Hugging Face `tokenizers`, id for id.
+
+Trains small byte-level BPE tokenizers here with `tokenizers` (no hub): GPT-2's
+pre-tokenizer (ByteLevel with its regex), Llama 3's and Qwen2's (Split(Regex) then
+ByteLevel; Llama 3's with ignore_merges and a BOS template), each with added special
+tokens, over Debian's license texts. Then tokenizes the license texts and a text of
+multi-byte UTF-8, emoji, digit runs, contractions (upper-case too), whitespace runs,
+tabs and newlines with trainc, whole and in tiny parts (TRAINC_TEXT_CHUNK), from the
+file as `tokenizers` writes it and with its merges rewritten as [a, b] pairs, and
+compares the shard's ids with Tokenizer.from_file(F).encode(text).ids. Also: a
+vocabulary over 65536 gives uint32 shards; unsupported parts are refused by name.
+
+Run with the venv's python (HF_PYTHON): exits 77 (skipped) without `tokenizers`.
+usage: HF_PYTHON tests/tokenizer_hf.py [OUTDIR]
+"""
+import glob
+import json
+import os
+import struct
+import subprocess
+import sys
+
+try:
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+except ImportError:
+    print("skip: the `tokenizers` package is not installed (make deps makes .venv/hf)")
+    sys.exit(77)
+
+TRAINC = os.environ.get("TRAINC", "build/trainc")
+OUT = sys.argv[1] if len(sys.argv) > 1 else "build/tests/tokenizer_hf"
+
+LLAMA3 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+          r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+         r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+# the hard cases, each a few times over, so that several parts of a small chunk meet them
+HARD = (
+    "Hello World! It's IT'S they're THEY'RE we've WE'VE I'm I'M you'll YOU'LL he'd HE'D "
+    "'s 't 'sound ''s ’s l'ſ'Ll\n"
+    "digits 1 12 123 1234 12345 1234567890 3.14159 1,000,000 ²³ ½ Ⅻ ٣٤٥ ４５\n"
+    "naïve café résumé e\u0301 Ünïcödé ß ẞ Ω ω Привет мир Γειά σου עברית العربية हिन्दी\n"
+    "日本語のテキスト 中文文本 한국어 텍스트 ｆｕｌｌ ｗｉｄｔｈ\n"
+    "emoji 🙂👍🏽 👨‍👩‍👧 🇫🇷 ❤️ 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 \U0001F600\U0001F600\n"
+    "\ttab\t\ttabs\t \t mixed\n"
+    "   leading spaces, trailing spaces   \n"
+    "many     spaces    between  words\n\n\n\n"
+    "crlf line\r\nand\r\n\r\nmore\r\r\n"
+    "nbsp\u00a0here\u00a0\u00a0twice, ideographic\u3000space, line\u2028separator\u2029para\n"
+    "punctuation!!! ...??? (parens) [brackets] {braces} <angles> \"quotes\" #hash @at $5.00 "
+    "100% a&b a|b a\\b ~!@#$%^&*()_+-=\n"
+    "special <|endoftext|> tokens<|begin_of_text|>inline<|end_of_text|>\n"
+    "code: if (x == 1) { return y->z[2]; }  // comment\n"
+    "\x00\x01\x7f control \x1b[0m\n"
+    "  \n \n\t\n  x\n"
+)
+TEXT = HARD * 3 + "end   "
+
+
+def license_text():
+    files = sorted(f for f in glob.glob("/usr/share/common-licenses/**", recursive=True)
+                   if os.path.isfile(f))
+    return "".join(open(f, encoding="utf-8", errors="replace").read() for f in files)
+
+
+def trained(kind, corpus, vocab):
+    """A tokenizer of the given kind trained over corpus (a list of strings)."""
+    specials = ["<|endoftext|>"] if kind == "gpt2" else ["<|begin_of_text|>", "<|end_of_text|>"]
+    tok = Tokenizer(models.BPE(ignore_merges=(kind == "llama3")))
+    if kind == "gpt2":
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    else:
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(LLAMA3 if kind == "llama3" else QWEN2), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab, special_tokens=specials, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(corpus, trainer)
+    if kind == "llama3":
+        bos = tok.token_to_id("<|begin_of_text|>")
+        tok.post_processor = processors.TemplateProcessing(
+            single="<|begin_of_text|> $A", special_tokens=[("<|begin_of_text|>", bos)])
+    else:
+        tok.post_processor = processors.ByteLevel(trim_offsets=True)
+    return tok
+
+
+def shard_ids(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    magic, version, n = struct.unpack("<3i", data[:12])
+    width = {(20240520, 1): 2, (20240801, 7): 4}[(magic, version)]
+    body = data[1024:]
+    assert len(body) == n * width, (path, len(body), n, width)
+    return list(struct.unpack("<%d%s" % (n, "H" if width == 2 else "I"), body)), width
+
+
+def trainc_ids(tok_json, text_file, name, chunk=None):
+    out = os.path.join(OUT, "shards_" + name)
+    env = dict(os.environ)
+    if chunk:
+        env["TRAINC_TEXT_CHUNK"] = str(chunk)
+    r = subprocess.run([TRAINC, "data", "text", text_file, out, "--tokenizer", tok_json,
+                        "--val-frac", "0"], env=env, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit("FAIL: %s: trainc data text exited %d: %s" % (name, r.returncode, r.stderr))
+    return shard_ids(os.path.join(out, "train_000000.bin"))
+
+
+def first_diff(a, b):
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return min(len(a), len(b))
+
+
+def compare(tok, tok_json, text, text_file, name, chunk=None, want_width=2):
+    want = tok.encode(text).ids
+    got, width = trainc_ids(tok_json, text_file, name, chunk)
+    if got != want or width != want_width:
+        i = first_diff(got, want)
+        sys.exit("FAIL: %s: %d ids (uint%d), tokenizers %d (uint%d expected); first difference "
+                 "at %d: trainc %s, tokenizers %s (tokens %s)" %
+                 (name, len(got), 8 * width, len(want), 8 * want_width, i, got[i:i + 5],
+                  want[i:i + 5], [tok.id_to_token(x) for x in want[i:i + 5]]))
+    print("ok   %-34s %7d ids%s" % (name, len(want), " (parts of %d bytes)" % chunk if chunk else ""))
+
+
+def pair_merges(src, dst):
+    """The same tokenizer with its merges as [a, b] pairs (tokenizers 0.20's form)."""
+    with open(src, encoding="utf-8") as f:
+        j = json.load(f)
+    j["model"]["merges"] = [m.split(" ") for m in j["model"]["merges"]]
+    with open(dst, "w", encoding="utf-8") as f:
+        json.dump(j, f, ensure_ascii=False)
+
+
+def refused(tok_json, edit, want, name):
+    with open(tok_json, encoding="utf-8") as f:
+        j = json.load(f)
+    edit(j)
+    bad = os.path.join(OUT, "bad_" + name + ".json")
+    with open(bad, "w", encoding="utf-8") as f:
+        json.dump(j, f)
+    r = subprocess.run([TRAINC, "data", "text", os.path.join(OUT, "hard.txt"),
+                        os.path.join(OUT, "shards_bad"), "--tokenizer", bad],
+                       capture_output=True, text=True)
+    if r.returncode != 1 or want not in r.stderr:
+        sys.exit("FAIL: refusal %s: exit %d, stderr %r (wanted exit 1 naming %r)" %
+                 (name, r.returncode, r.stderr, want))
+    print("ok   refused: %s" % r.stderr.strip())
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    lic = license_text()
+    files = {"licenses": lic, "hard": TEXT}
+    for k, v in files.items():
+        with open(os.path.join(OUT, k + ".txt"), "w", encoding="utf-8", newline="") as f:
+            f.write(v)
+    corpus = lic.split("\n\n") + [HARD]
+    for kind, vocab in (("gpt2", 2000), ("llama3", 3000), ("qwen2", 1500)):
+        tok = trained(kind, corpus, vocab)
+        tj = os.path.join(OUT, kind + ".json")
+        tok.save(tj)
+        tok = Tokenizer.from_file(tj)
+        pj = os.path.join(OUT, kind + "_pairs.json")
+        pair_merges(tj, pj)
+        for name, text in files.items():
+            tf = os.path.join(OUT, name + ".txt")
+            compare(tok, tj, text, tf, "%s/%s" % (kind, name))
+            compare(tok, pj, text, tf, "%s/%s (pair merges)" % (kind, name))
+            compare(tok, tj, text, tf, "%s/%s" % (kind, name), chunk=3 if name == "hard" else 61)
+    # a vocabulary over 65536: uint32 shards
+    tj = os.path.join(OUT, "llama3.json")
+    with open(tj, encoding="utf-8") as f:
+        j = json.load(f)
+    j["model"]["vocab"]["<|big|>"] = 70000   # a vocabulary entry with a high id, as GPT-2's
+    j["added_tokens"].append({"id": 70000, "content": "<|big|>", "single_word": False,
+                              "lstrip": False, "rstrip": False, "normalized": False,
+                              "special": True})
+    big = os.path.join(OUT, "llama3_big.json")
+    with open(big, "w", encoding="utf-8") as f:
+        json.dump(j, f, ensure_ascii=False)
+    text = TEXT + "<|big|> and <|big|>"
+    tf = os.path.join(OUT, "big.txt")
+    with open(tf, "w", encoding="utf-8", newline="") as f:
+        f.write(text)
+    compare(Tokenizer.from_file(big), big, text, tf, "llama3/big vocabulary", want_width=4)
+    # what is not supported is refused, named
+    refused(tj, lambda j: j.__setitem__("normalizer", {"type": "NFC"}), "'NFC'", "nfc")
+    refused(tj, lambda j: j["pre_tokenizer"]["pretokenizers"][0]["pattern"].__setitem__("Regex", r"\w+"),
+            r"'\w+'", "pattern")
+    refused(tj, lambda j: j["model"].__setitem__("type", "Unigram"), "'Unigram'", "model")
+    refused(tj, lambda j: j.__setitem__("pre_tokenizer", {"type": "Whitespace"}), "'Whitespace'",
+            "pre_tokenizer")
+    print("tokenizer_hf: all ids equal")
+
+
+main()
