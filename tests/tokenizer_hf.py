@@ -198,4 +198,5 @@ def main():
     print("tokenizer_hf: all ids equal")
 
 
-main()
+if __name__ == "__main__":
+    main()
