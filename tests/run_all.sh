@@ -75,6 +75,7 @@ check asan/runtime        --after=asan/build env TRAINC=build/asan/trainc TRAINC
 check data/text           bash tests/data_text.sh
 check data/fashion        bash tests/data_fashion.sh
 check data/tokenizer_hf   $HF_PYTHON tests/tokenizer_hf.py
+check sample/tokenizer    $HF_PYTHON tests/tokenizer_sample.py
 
 # compiler output
 check golden              bash tests/golden.sh
