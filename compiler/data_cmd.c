@@ -507,7 +507,7 @@ static int64_t bpe_stream(rt_tokenizer *t, const char *file, FILE *out, int widt
     size_t chunk = text_chunk(), n = 0, cap = 0, cut;
     char *buf = NULL;
     rt_ids ids = {0};
-    int64_t total = 0;
+    int64_t total = 0, done = 0;   /* ids written; bytes of the file encoded */
     int eof = 0;
     rt_tok_prefix(t, &ids);
     while (!eof) {
@@ -527,6 +527,14 @@ static int64_t bpe_stream(rt_tokenizer *t, const char *file, FILE *out, int widt
         cut = eof ? n : rt_tok_safe_cut(t, buf, n);
         if (cut == 0)
             continue;
+        uint32_t cp;
+        size_t at = rt_tok_unnormalized(t, buf, cut, &cp);
+        if (at < cut)
+            error_input("%s: byte %" PRId64 ": U+%04X, which the tokenizer's NFC normalizer may "
+                        "change; trainc implements NFC only on text it leaves as it is "
+                        "(normalize the file first: Python's unicodedata.normalize('NFC', s))",
+                        file, done + (int64_t)at, cp);
+        done += (int64_t)cut;
         rt_tok_encode_part(t, buf, cut, &ids);
         if (eof)
             rt_tok_suffix(t, &ids);

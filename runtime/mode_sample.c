@@ -28,7 +28,13 @@ static void prompt_ids(const Opts *o, rt_ids *ids)
 {
     const char *p = o->prompt ? o->prompt : "\n";
     if (o->tokenizer) {
-        rt_tok_encode(sample_tokenizer(o->tokenizer), p, strlen(p), ids);
+        rt_tokenizer *t = sample_tokenizer(o->tokenizer);
+        uint32_t cp;
+        size_t at = rt_tok_unnormalized(t, p, strlen(p), &cp);
+        if (at < strlen(p))
+            rt_input_error("--prompt: byte %zu: U+%04X, which the tokenizer's NFC normalizer may "
+                           "change; trainc implements NFC only on text it leaves as it is", at, cp);
+        rt_tok_encode(t, p, strlen(p), ids);
         return;
     }
     for (; *p; p++)

@@ -67,6 +67,7 @@ typedef struct {
 
 struct rt_tokenizer {
     Pattern pat;
+    int nfc;                     /* the normalizer is NFC (rt_tok_unnormalized) */
     int ignore_merges;
     int64_t unk;                 /* -1: none; a byte no vocabulary entry names is dropped */
     int64_t byte_id[256];        /* the id of the single byte, -1 when none */
@@ -91,8 +92,8 @@ struct rt_tokenizer {
     size_t mapped_cap;
 };
 
-extern const uint32_t rt_uni_letter[][2], rt_uni_number[][2];
-extern const int rt_uni_letter_n, rt_uni_number_n;
+extern const uint32_t rt_uni_letter[][2], rt_uni_number[][2], rt_uni_nfc_unsafe[][2];
+extern const int rt_uni_letter_n, rt_uni_number_n, rt_uni_nfc_unsafe_n;
 
 static void *xrealloc(void *p, size_t n)
 {
@@ -614,6 +615,26 @@ size_t rt_tok_safe_cut(const rt_tokenizer *t, const char *text, size_t n)
     return 0;
 }
 
+size_t rt_tok_unnormalized(const rt_tokenizer *t, const char *text, size_t n, uint32_t *cp)
+{
+    const unsigned char *s = (const unsigned char *)text;
+    if (!t->nfc)
+        return n;
+    size_t len;
+    for (size_t i = 0; i < n; i += len) {
+        if (s[i] < 0x80) {   /* ASCII is its own NFC */
+            len = 1;
+            continue;
+        }
+        uint32_t c = utf8_at(s, i, n, &len);
+        if (c <= 0x10FFFF && in_ranges(c, rt_uni_nfc_unsafe, rt_uni_nfc_unsafe_n)) {
+            *cp = c;
+            return i;
+        }
+    }
+    return n;
+}
+
 int64_t rt_tok_vocab(const rt_tokenizer *t)
 {
     return t->n_ids;
@@ -909,14 +930,24 @@ static int load_pre(rt_tokenizer *t, const cJSON *pt, char *err, size_t errlen)
     return 0;
 }
 
-static int load_normalizer(const cJSON *nm, char *err, size_t errlen)
+/* None, or NFC (Qwen2), alone or as a Sequence's one member: NFC is applied only
+ * where it is the identity (rt_tok_unnormalized). */
+static int load_normalizer(rt_tokenizer *t, const cJSON *nm, char *err, size_t errlen)
 {
     if (!nm || cJSON_IsNull(nm))
         return 0;
-    if (strcmp(type_of(nm), "Sequence") == 0 &&
-        cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(nm, "normalizers")) == 0)
+    if (strcmp(type_of(nm), "Sequence") == 0) {
+        const cJSON *list = cJSON_GetObjectItemCaseSensitive(nm, "normalizers");
+        if (cJSON_GetArraySize(list) == 0)
+            return 0;
+        if (cJSON_GetArraySize(list) == 1)
+            return load_normalizer(t, cJSON_GetArrayItem(list, 0), err, errlen);
+    }
+    if (strcmp(type_of(nm), "NFC") == 0) {
+        t->nfc = 1;
         return 0;
-    return FAIL("normalizer type '%s' is not supported (only none)", type_of(nm));
+    }
+    return FAIL("normalizer type '%s' is not supported (only none and NFC)", type_of(nm));
 }
 
 /* TemplateProcessing's "single": the special tokens before and after $A. */
@@ -1054,7 +1085,7 @@ rt_tokenizer *rt_tok_load(const char *path, char *err, size_t errlen)
     char msg[768] = "";
     int bad = load_model(t, cJSON_GetObjectItemCaseSensitive(root, "model"), msg, sizeof msg) ||
               load_added(t, cJSON_GetObjectItemCaseSensitive(root, "added_tokens"), msg, sizeof msg) ||
-              load_normalizer(cJSON_GetObjectItemCaseSensitive(root, "normalizer"), msg, sizeof msg) ||
+              load_normalizer(t, cJSON_GetObjectItemCaseSensitive(root, "normalizer"), msg, sizeof msg) ||
               load_pre(t, cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"), msg, sizeof msg) ||
               load_post(t, cJSON_GetObjectItemCaseSensitive(root, "post_processor"), msg, sizeof msg);
     cJSON_Delete(root);

@@ -5,9 +5,9 @@
  * ignore_merges, unk_token), added_tokens (matched in the text before
  * pre-tokenization, leftmost-longest, special ones too), the pre-tokenizer as GPT-2
  * (ByteLevel with its regex), Llama 3 and Qwen2 (Sequence[Split(Regex), ByteLevel])
- * write it, and a TemplateProcessing post-processor (a BOS before the text). Anything
- * else (a normalizer, another pattern or model type, lstrip/rstrip tokens) is refused
- * at load, named. Encoding gives the ids of `tokenizers`' Tokenizer.encode(text).ids. */
+ * write it, a TemplateProcessing post-processor (a BOS before the text), and an NFC
+ * normalizer on text it leaves as it is. Anything else (another normalizer, pattern or
+ * model type, lstrip/rstrip tokens) is refused at load, named. Encoding gives the ids of `tokenizers`' Tokenizer.encode(text).ids. */
 #ifndef RT_TOKENIZER_H
 #define RT_TOKENIZER_H
 #include <stddef.h>
@@ -43,6 +43,13 @@ void rt_tok_encode(rt_tokenizer *t, const char *text, size_t n, rt_ids *out);
  * text[0, n) (a newline between two printable ASCII characters, where every supported
  * pattern splits whatever follows), or 0 when there is none. */
 size_t rt_tok_safe_cut(const rt_tokenizer *t, const char *text, size_t n);
+
+/* With an NFC normalizer (Qwen2's): the offset of the first character in text[0, n)
+ * whose presence may make NFC change the text (its code point in *cp), or n when
+ * there is none, so that the text is its own NFC and encodes as it is. trainc does not
+ * implement NFC's changes: a caller refuses a text where this is below n. Without a
+ * normalizer: n. */
+size_t rt_tok_unnormalized(const rt_tokenizer *t, const char *text, size_t n, uint32_t *cp);
 
 /* The bytes id stands for: the byte-level map undone, an added token's content as
  * written; NULL for an id that names no token. */
