@@ -504,7 +504,7 @@ static int64_t bpe_stream(rt_tokenizer *t, const char *file, FILE *out, int widt
     FILE *in = fopen(file, "rb");
     if (!in)
         error_input("%s: cannot open: %s", file, strerror(errno));
-    size_t chunk = text_chunk(), n = 0, cap = 0, cut;
+    size_t chunk = text_chunk(), n = 0, cap = 0, cut, seen = 0;   /* seen: no cut below */
     char *buf = NULL;
     rt_ids ids = {0};
     int64_t total = 0, done = 0;   /* ids written; bytes of the file encoded */
@@ -524,9 +524,14 @@ static int64_t bpe_stream(rt_tokenizer *t, const char *file, FILE *out, int widt
                 error_input("%s: cannot read: %s", file, strerror(errno));
             eof = 1;
         }
-        cut = eof ? n : rt_tok_safe_cut(t, buf, n);
+        /* a cut needs the two bytes before it: search from the third-last byte seen */
+        size_t lo = seen > 2 ? seen - 2 : 0;
+        cut = eof ? n : rt_tok_safe_cut(t, buf + lo, n - lo);
+        seen = n;
         if (cut == 0)
             continue;
+        if (!eof)
+            cut += lo;
         uint32_t cp;
         size_t at = rt_tok_unnormalized(t, buf, cut, &cp);
         if (at < cut)
@@ -543,6 +548,7 @@ static int64_t bpe_stream(rt_tokenizer *t, const char *file, FILE *out, int widt
         ids.n = 0;
         memmove(buf, buf + cut, n - cut);
         n -= cut;
+        seen = n;
     }
     fclose(in);
     free(buf);

@@ -418,23 +418,115 @@ static uint32_t pair_rank(const rt_tokenizer *t, uint32_t a, uint32_t b, uint32_
     return p->rank;
 }
 
+/* The word's bytes as symbols, sym[0, m): a byte with no vocabulary entry is the unk
+ * id, or dropped when there is none (as `tokenizers` does). t->sym has room for 10 n ids:
+ * bpe_merge_long's lists and heap. */
+static size_t bpe_symbols(rt_tokenizer *t, const unsigned char *w, size_t n)
+{
+    if (10 * n > t->sym_cap) {
+        t->sym_cap = 10 * n + 64;
+        t->sym = xrealloc(t->sym, t->sym_cap * sizeof *t->sym);
+    }
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        int64_t id = t->byte_id[w[i]];
+        if (id >= 0 || t->unk >= 0)
+            t->sym[m++] = (uint32_t)(id < 0 ? t->unk : id);
+    }
+    return m;
+}
+
+/* A candidate merge of a long word: the pair starting at symbol pos. */
+typedef struct {
+    uint32_t rank, pos;
+} Cand;
+
+static int cand_less(Cand a, Cand b)
+{
+    return a.rank < b.rank || (a.rank == b.rank && a.pos < b.pos);
+}
+
+static void heap_push(Cand *h, size_t *n, Cand c)
+{
+    size_t i = (*n)++;
+    for (; i > 0 && cand_less(c, h[(i - 1) / 2]); i = (i - 1) / 2)
+        h[i] = h[(i - 1) / 2];
+    h[i] = c;
+}
+
+static Cand heap_pop(Cand *h, size_t *n)
+{
+    Cand top = h[0], last = h[--*n];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= *n)
+            break;
+        if (c + 1 < *n && cand_less(h[c + 1], h[c]))
+            c++;
+        if (!cand_less(h[c], last))
+            break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (*n > 0)
+        h[i] = last;
+    return top;
+}
+
+/* bpe_merge for long words, in O(m log m) as `tokenizers` does it: the symbols a
+ * linked list (a merged-away symbol is marked dead), the candidate pairs in a heap by
+ * (rank, position); a popped candidate whose pair has changed since is skipped. The
+ * same merges as the plain loop: the lowest rank first, the leftmost of equals. */
+static void bpe_merge_long(rt_tokenizer *t, size_t m, rt_ids *out)
+{
+    uint32_t *sym = t->sym, *next = sym + m, *prev = next + m, *dead = prev + m;
+    Cand *heap = (Cand *)(dead + m);   /* at most m - 1 + 2 (m - 1) candidates: the rest */
+    size_t nh = 0;
+    uint32_t id;
+    for (size_t i = 0; i < m; i++) {
+        next[i] = (uint32_t)i + 1;
+        prev[i] = (uint32_t)i - 1;   /* UINT32_MAX for the first */
+        dead[i] = 0;
+        uint32_t r = i + 1 < m ? pair_rank(t, sym[i], sym[i + 1], &id) : UINT32_MAX;
+        if (r != UINT32_MAX)
+            heap_push(heap, &nh, (Cand){r, (uint32_t)i});
+    }
+    while (nh > 0) {
+        Cand c = heap_pop(heap, &nh);
+        uint32_t p = c.pos, q = next[p];
+        if (dead[p] || q >= m || pair_rank(t, sym[p], sym[q], &id) != c.rank)
+            continue;   /* stale */
+        sym[p] = id;
+        dead[q] = 1;
+        next[p] = next[q];
+        if (next[q] < m)
+            prev[next[q]] = p;
+        uint32_t r;
+        if (prev[p] != UINT32_MAX && (r = pair_rank(t, sym[prev[p]], sym[p], &id)) != UINT32_MAX)
+            heap_push(heap, &nh, (Cand){r, prev[p]});
+        if (next[p] < m && (r = pair_rank(t, sym[p], sym[next[p]], &id)) != UINT32_MAX)
+            heap_push(heap, &nh, (Cand){r, p});
+    }
+    for (uint32_t i = 0; i < m; i = next[i])
+        rt_ids_push(out, sym[i]);
+}
+
+#ifndef BPE_LONG
+#define BPE_LONG 48   /* symbols from which the heap beats rescanning the pairs */
+#endif
+
 /* The word's bytes as symbols, then the pair of the lowest rank merged (the leftmost
  * of equals) until no pair has a merge. sym[m] symbols; rank[i] and nid[i] are the
  * rank and merged id of the pair (sym[i], sym[i + 1]). */
 static void bpe_merge(rt_tokenizer *t, const unsigned char *w, size_t n, rt_ids *out)
 {
-    if (3 * n > t->sym_cap) {
-        t->sym_cap = 3 * n + 64;
-        t->sym = xrealloc(t->sym, t->sym_cap * sizeof *t->sym);
+    size_t m = bpe_symbols(t, w, n);
+    if (m >= BPE_LONG) {
+        bpe_merge_long(t, m, out);
+        return;
     }
     uint32_t *sym = t->sym, *rank = sym + n, *nid = rank + n;
-    size_t m = 0;
-    for (size_t i = 0; i < n; i++) {
-        int64_t id = t->byte_id[w[i]];
-        if (id < 0 && t->unk < 0)
-            continue;   /* as `tokenizers`: a byte with no entry and no unk is dropped */
-        sym[m++] = (uint32_t)(id < 0 ? t->unk : id);
-    }
     for (size_t i = 0; i + 1 < m; i++)
         rank[i] = pair_rank(t, sym[i], sym[i + 1], &nid[i]);
     while (m > 1) {
@@ -786,7 +878,8 @@ static int added_cmp(const void *pa, const void *pb)
 
 static void added_index(AddedSet *set)
 {
-    qsort(set->a, (size_t)set->n, sizeof *set->a, added_cmp);
+    if (set->n > 1)
+        qsort(set->a, (size_t)set->n, sizeof *set->a, added_cmp);
     int k = 0;
     for (int b = 0; b <= 256; b++) {
         set->first[b] = k;

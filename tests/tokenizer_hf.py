@@ -5,7 +5,7 @@ pre-tokenizer (ByteLevel with its regex), Llama 3's and Qwen2's (Split(Regex) th
 ByteLevel; Llama 3's with ignore_merges and a BOS template), each with added special
 tokens, over Debian's license texts. Then tokenizes the license texts and a text of
 multi-byte UTF-8, emoji, digit runs, contractions (upper-case too), whitespace runs,
-tabs and newlines with trainc, whole and in tiny parts (TRAINC_TEXT_CHUNK), from the
+tabs and newlines, and a text of long words, with trainc, whole and in tiny parts (TRAINC_TEXT_CHUNK), from the
 file as `tokenizers` writes it and with its merges rewritten as [a, b] pairs, and
 compares the shard's ids with Tokenizer.from_file(F).encode(text).ids. Also: a
 vocabulary over 65536 gives uint32 shards; unsupported parts are refused by name.
@@ -58,6 +58,10 @@ HARD = (
 TEXT = HARD * 3 + "end   "
 # for Qwen2's NFC normalizer, which trainc applies only where it changes nothing: no
 # combining marks (a decomposed é, Devanagari's virama)
+# long words: BPE over a heap from 48 symbols on; words past the cache's 64 bytes
+LONG = ("=" * 5000 + " " * 3000 + "a" * 4000 + "ab" * 3000 + "\n" + "-" * 777 + "\n" + "0" * 100 +
+        "".join("abcdefghijklmnop"[(i * 7919) % 13] for i in range(20000)) + " " +
+        " ".join(["thethethe" * 30] * 10) + "\n\n" + "é" * 300 + "🙂" * 100)
 TEXT_NFC = TEXT.replace("e\u0301", "\u00e9").replace("हिन्दी", "Hindi")
 
 
@@ -161,7 +165,7 @@ def refused(tok_json, edit, want, name):
 def main():
     os.makedirs(OUT, exist_ok=True)
     lic = license_text()
-    files = {"licenses": lic, "hard": TEXT, "hard_nfc": TEXT_NFC}
+    files = {"licenses": lic, "hard": TEXT, "hard_nfc": TEXT_NFC, "long": LONG}
     for k, v in files.items():
         with open(os.path.join(OUT, k + ".txt"), "w", encoding="utf-8", newline="") as f:
             f.write(v)
