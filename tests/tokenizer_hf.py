@@ -16,6 +16,7 @@ usage: HF_PYTHON tests/tokenizer_hf.py [OUTDIR]
 import glob
 import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -163,7 +164,8 @@ def refused(tok_json, edit, want, name):
 
 
 def main():
-    os.makedirs(OUT, exist_ok=True)
+    shutil.rmtree(OUT, ignore_errors=True)
+    os.makedirs(OUT)
     lic = license_text()
     files = {"licenses": lic, "hard": TEXT, "hard_nfc": TEXT_NFC, "long": LONG}
     for k, v in files.items():

@@ -13,6 +13,7 @@ Run with the venv's python (HF_PYTHON): exits 77 (skipped) without `tokenizers`.
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -103,5 +104,6 @@ def run(kind, vocab):
     print("ok   %s: a prompt id past the model's vocabulary refused: %s" % (kind, r.stderr.strip()))
 
 
+shutil.rmtree(OUT, ignore_errors=True)
 run("gpt2", 600)
 run("llama3", 700)
