@@ -68,7 +68,7 @@ TEXT_NFC = TEXT.replace("e\u0301", "\u00e9").replace("हिन्दी", "Hind
 
 def license_text():
     files = sorted(f for f in glob.glob("/usr/share/common-licenses/**", recursive=True)
-                   if os.path.isfile(f))
+                   if os.path.isfile(f) and not os.path.islink(f))   # find -type f, as the Makefile
     return "".join(open(f, encoding="utf-8", errors="replace").read() for f in files)
 
 
