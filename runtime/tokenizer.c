@@ -779,16 +779,19 @@ static int is_empty_str(const cJSON *o, const char *key)
 /* One merge, "a b" or ["a", "b"], into the pair table with its rank. */
 static int add_merge(rt_tokenizer *t, const cJSON *mg, uint32_t rank, char *err, size_t errlen)
 {
-    char buf[1024];
+    char *own = NULL;   /* "a b" with the space cut: a, then b */
     const char *a, *b;
     if (cJSON_IsString(mg)) {
-        const char *sp = strchr(mg->valuestring, ' ');
-        if (!sp || strchr(sp + 1, ' ') || strlen(mg->valuestring) >= sizeof buf)
+        own = xrealloc(NULL, strlen(mg->valuestring) + 1);
+        strcpy(own, mg->valuestring);
+        char *sp = strchr(own, ' ');
+        if (!sp || strchr(sp + 1, ' ')) {
+            free(own);
             return FAIL("model.merges[%u]: '%s' is not two tokens a space apart", rank,
                         mg->valuestring);
-        memcpy(buf, mg->valuestring, (size_t)(sp - mg->valuestring));
-        buf[sp - mg->valuestring] = 0;
-        a = buf;
+        }
+        *sp = 0;
+        a = own;
         b = sp + 1;
     } else if (cJSON_IsArray(mg) && cJSON_GetArraySize(mg) == 2 &&
                cJSON_IsString(cJSON_GetArrayItem(mg, 0)) && cJSON_IsString(cJSON_GetArrayItem(mg, 1))) {
@@ -804,8 +807,11 @@ static int add_merge(rt_tokenizer *t, const cJSON *mg, uint32_t rank, char *err,
     int ok = vocab_id(t, a, &ia) && vocab_id(t, b, &ib) && vocab_id(t, ab, &inew);
     free(ab);
     if (!ok)
-        return FAIL("model.merges[%u]: '%s' + '%s': a token or their merge is not in the "
-                    "vocabulary", rank, a, b);
+        snprintf(err, errlen, "model.merges[%u]: '%s' + '%s': a token or their merge is not in "
+                 "the vocabulary", rank, a, b);
+    free(own);
+    if (!ok)
+        return -1;
     PairSlot *p = pair_slot(t, (uint32_t)ia, (uint32_t)ib);
     p->key = ((uint64_t)ia << 32 | (uint64_t)ib) + 1;   /* a later duplicate wins, as in tokenizers */
     p->rank = rank;

@@ -39,7 +39,8 @@ QWEN2 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{
 # the hard cases, each a few times over, so that several parts of a small chunk meet them
 HARD = (
     "Hello World! It's IT'S they're THEY'RE we've WE'VE I'm I'M you'll YOU'LL he'd HE'D "
-    "'s 't 'sound ''s ’s l'ſ'Ll\n"
+    "'s 't 'sound 'Sound 'LLama 'VEry 'Dare 'ſound ''s ’s l'ſ'Ll IT'Sound x'ſound WE'VEry "
+    "O'Neil don'T I'Mean she'Dare\n"
     "digits 1 12 123 1234 12345 1234567890 3.14159 1,000,000 ²³ ½ Ⅻ ٣٤٥ ４５\n"
     "naïve café résumé e\u0301 Ünïcödé ß ẞ Ω ω Привет мир Γειά σου עברית العربية हिन्दी\n"
     "日本語のテキスト 中文文本 한국어 텍스트 ｆｕｌｌ ｗｉｄｔｈ\n"
@@ -47,7 +48,9 @@ HARD = (
     "\ttab\t\ttabs\t \t mixed\n"
     "   leading spaces, trailing spaces   \n"
     "many     spaces    between  words\n\n\n\n"
-    "crlf line\r\nand\r\n\r\nmore\r\r\n"
+    "crlf line\r\nand\r\n\r\nmore\r\r\n old mac\rline\r x\r\x0bwords\n"
+    "spaces:\u2000en\u2005four\u200ahair\u205fmath\u1680ogham\u0085nel\x0bvt\x0cff\u200bzw "
+    "runs \u200a\u2009 of\u200a\u200a!? them\u3000 \u00a0\n\u2028 end\u200a\n"
     "nbsp\u00a0here\u00a0\u00a0twice, ideographic\u3000space, line\u2028separator\u2029para\n"
     "punctuation!!! ...??? (parens) [brackets] {braces} <angles> \"quotes\" #hash @at $5.00 "
     "100% a&b a|b a\\b ~!@#$%^&*()_+-=\n"
@@ -58,12 +61,12 @@ HARD = (
 )
 TEXT = HARD * 3 + "end   "
 # for Qwen2's NFC normalizer, which trainc applies only where it changes nothing: no
-# combining marks (a decomposed é, Devanagari's virama)
+# combining marks (a decomposed é, Devanagari's virama), no U+2000 (NFC: U+2002)
 # long words: BPE over a heap from 48 symbols on; words past the cache's 64 bytes
 LONG = ("=" * 5000 + " " * 3000 + "a" * 4000 + "ab" * 3000 + "\n" + "-" * 777 + "\n" + "0" * 100 +
         "".join("abcdefghijklmnop"[(i * 7919) % 13] for i in range(20000)) + " " +
         " ".join(["thethethe" * 30] * 10) + "\n\n" + "é" * 300 + "🙂" * 100)
-TEXT_NFC = TEXT.replace("e\u0301", "\u00e9").replace("हिन्दी", "Hindi")
+TEXT_NFC = TEXT.replace("e\u0301", "\u00e9").replace("हिन्दी", "Hindi").replace("\u2000", "\u2002")
 
 
 def license_text():
@@ -147,6 +150,22 @@ def pair_merges(src, dst):
         json.dump(j, f, ensure_ascii=False)
 
 
+def words_tokenizer(src, texts, dst):
+    """src with every word its pre-tokenizer cuts from texts in the vocabulary, whole."""
+    pre = Tokenizer.from_file(src).pre_tokenizer
+    with open(src, encoding="utf-8") as f:
+        j = json.load(f)
+    vocab = j["model"]["vocab"]
+    j["model"]["ignore_merges"] = True
+    j["model"]["merges"] = []   # a word not whole in the vocabulary: its bytes
+    for text in texts:
+        for word, _ in pre.pre_tokenize_str(text):
+            if word not in vocab:
+                vocab[word] = len(vocab)
+    with open(dst, "w", encoding="utf-8") as f:
+        json.dump(j, f, ensure_ascii=False)
+
+
 def refused(tok_json, edit, want, name):
     with open(tok_json, encoding="utf-8") as f:
         j = json.load(f)
@@ -186,6 +205,18 @@ def main():
             compare(tok, tj, text, tf, "%s/%s" % (kind, name))
             compare(tok, pj, text, tf, "%s/%s (pair merges)" % (kind, name))
             compare(tok, tj, text, tf, "%s/%s" % (kind, name), chunk=61 if name == "licenses" else 3)
+    # every word whole: each word `tokenizers`' pre-tokenizer cuts from the texts added
+    # to the vocabulary, with ignore_merges and no merges, so that a word is one id and
+    # a word cut elsewhere than tokenizers cuts it shows as its bytes (with trained
+    # merges the pieces of two cuts often coincide)
+    for kind in ("gpt2", "llama3", "qwen2"):
+        tj = os.path.join(OUT, kind + "_words.json")
+        names = ("licenses", "hard_nfc" if kind == "qwen2" else "hard", "long")
+        words_tokenizer(os.path.join(OUT, kind + ".json"), [files[n] for n in names], tj)
+        tok = Tokenizer.from_file(tj)
+        for name in names:
+            compare(tok, tj, files[name], os.path.join(OUT, name + ".txt"),
+                    "%s/%s (words whole, %d ids)" % (kind, name, tok.get_vocab_size()))
     # a vocabulary over 65536: uint32 shards
     tj = os.path.join(OUT, "llama3.json")
     with open(tj, encoding="utf-8") as f:
