@@ -5,7 +5,7 @@ pre-tokenizer (ByteLevel with its regex), Llama 3's and Qwen2's (Split(Regex) th
 ByteLevel; Llama 3's with ignore_merges and a BOS template), each with added special
 tokens, over Debian's license texts. Then tokenizes the license texts and a text of
 multi-byte UTF-8, emoji, digit runs, contractions (upper-case too), whitespace runs,
-tabs and newlines, and a text of long words, with trainc, whole and in tiny parts (TRAINC_TEXT_CHUNK), from the
+tabs and newlines, a text of long words and a random one, with trainc, whole and in tiny parts (TRAINC_TEXT_CHUNK), from the
 file as `tokenizers` writes it and with its merges rewritten as [a, b] pairs, and
 compares the shard's ids with Tokenizer.from_file(F).encode(text).ids. Also: a
 vocabulary over 65536 gives uint32 shards; unsupported parts are refused by name.
@@ -16,6 +16,7 @@ usage: HF_PYTHON tests/tokenizer_hf.py [OUTDIR]
 import glob
 import json
 import os
+import random
 import shutil
 import struct
 import subprocess
@@ -66,6 +67,12 @@ TEXT = HARD * 3 + "end   "
 LONG = ("=" * 5000 + " " * 3000 + "a" * 4000 + "ab" * 3000 + "\n" + "-" * 777 + "\n" + "0" * 100 +
         "".join("abcdefghijklmnop"[(i * 7919) % 13] for i in range(20000)) + " " +
         " ".join(["thethethe" * 30] * 10) + "\n\n" + "é" * 300 + "🙂" * 100)
+# random text from the characters the patterns treat apart (all NFC-stable)
+PALETTE = ["a", "B", "z", "é", "ß", "ſ", "Ω", "日", "1", "²", "٣", "'", "’", " ", "  ", "\t", "\n",
+           "\r", "\r\n", "\u00a0", "\u3000", "\u200a", "!", "?", ".", "-", "(", "🙂", "s", "t",
+           "re", "ve", "ll", "d", "m", "S", "T", "RE", "LL", "D", "M", "<|endoftext|>", "\x00"]
+_rng = random.Random(5)
+RANDOM = "".join(_rng.choice(PALETTE) for _ in range(20000))
 TEXT_NFC = TEXT.replace("e\u0301", "\u00e9").replace("हिन्दी", "Hindi").replace("\u2000", "\u2002")
 
 
@@ -186,7 +193,7 @@ def main():
     shutil.rmtree(OUT, ignore_errors=True)
     os.makedirs(OUT)
     lic = license_text()
-    files = {"licenses": lic, "hard": TEXT, "hard_nfc": TEXT_NFC, "long": LONG}
+    files = {"licenses": lic, "hard": TEXT, "hard_nfc": TEXT_NFC, "long": LONG, "random": RANDOM}
     for k, v in files.items():
         with open(os.path.join(OUT, k + ".txt"), "w", encoding="utf-8", newline="") as f:
             f.write(v)
@@ -211,7 +218,7 @@ def main():
     # merges the pieces of two cuts often coincide)
     for kind in ("gpt2", "llama3", "qwen2"):
         tj = os.path.join(OUT, kind + "_words.json")
-        names = ("licenses", "hard_nfc" if kind == "qwen2" else "hard", "long")
+        names = ("licenses", "hard_nfc" if kind == "qwen2" else "hard", "long", "random")
         words_tokenizer(os.path.join(OUT, kind + ".json"), [files[n] for n in names], tj)
         tok = Tokenizer.from_file(tj)
         for name in names:
