@@ -224,6 +224,24 @@ def main():
         for name in names:
             compare(tok, tj, files[name], os.path.join(OUT, name + ".txt"),
                     "%s/%s (words whole, %d ids)" % (kind, name, tok.get_vocab_size()))
+    # validation: the last tenth of the ids; shards of at most 10000 ids
+    tj = os.path.join(OUT, "gpt2.json")
+    want = Tokenizer.from_file(tj).encode(lic).ids
+    out = os.path.join(OUT, "shards_split")
+    subprocess.run([TRAINC, "data", "text", os.path.join(OUT, "licenses.txt"), out, "--tokenizer",
+                    tj, "--val-frac", "0.1", "--shard-tokens", "10000"], check=True,
+                   capture_output=True)
+    parts = {k: [shard_ids(f)[0] for f in sorted(glob.glob(os.path.join(out, k + "_*.bin")))]
+             for k in ("train", "val")}
+    n_val = len(want) // 10
+    got = [x for k in ("train", "val") for p in parts[k] for x in p]
+    if (got != want or sum(map(len, parts["val"])) != n_val or
+            any(len(p) > 10000 for k in parts for p in parts[k])):
+        sys.exit("FAIL: --val-frac 0.1 --shard-tokens 10000: shards of %s ids, %d wanted, "
+                 "the last %d for validation" % ({k: list(map(len, v)) for k, v in parts.items()},
+                                                 len(want), n_val))
+    print("ok   gpt2/licenses, --val-frac 0.1 --shard-tokens 10000: %d + %d shards" %
+          (len(parts["train"]), len(parts["val"])))
     # a vocabulary over 65536: uint32 shards
     tj = os.path.join(OUT, "llama3.json")
     with open(tj, encoding="utf-8") as f:
