@@ -85,8 +85,7 @@ struct rt_tokenizer {
     StrMap cache;                /* word bytes -> (offset, count) in cache_ids */
     uint32_t *cache_ids;
     size_t cache_ids_n;
-    uint32_t *sym;               /* BPE scratch: symbol ids and pair ranks */
-    uint32_t *rank;
+    uint32_t *sym;               /* BPE scratch, sym_cap ids (bpe_symbols sizes it) */
     size_t sym_cap;
     char *mapped;                /* scratch: a word in byte-mapped form */
     size_t mapped_cap;
