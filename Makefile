@@ -36,6 +36,7 @@ $(B)/rt/dist.o: runtime/dist.c runtime/rt.h runtime/trainc_rt.h runtime/rt_dist.
 $(B)/cc/%.o: compiler/%.c $(CC_HDR) runtime/rt.h runtime/trainc_rt.h | $(B)/cc/ops
 	$(CC) $(CFLAGS) -c $< -o $@
 $(B)/cc/build.o: override CFLAGS += -I$(CUDA_HOME)/include
+$(B)/cc/data_cmd.o $(B)/rt/tokenizer.o $(B)/rt/mode_sample.o: runtime/tokenizer.h
 # trainc build links trainers with these too (override: survives CFLAGS=... on the
 # command line, as the sanitizer build passes it)
 $(B)/cc/cmd_build.o: override CFLAGS += -DTRAINC_LINK_EXTRA='"$(MPI_LIBS)"'
@@ -170,7 +171,7 @@ test-gpu: $(B)/tests/gpu/check_ops
 
 # libFuzzer targets (fuzz/README.md): the npy, shard and safetensors readers, the
 # checkpoint state reader, the spec loader + compiler, a trainer's command line and
-# `trainc data fashion-mnist`'s IDX reader, built with clang,
+# `trainc data fashion-mnist`'s IDX reader and the BPE tokenizer, built with clang,
 # AddressSanitizer and UBSan. `make fuzz` runs each for FUZZ_SECONDS on its corpus in
 # fuzz/corpus/ (not part of `make test`).
 FUZZ_SECONDS ?= 60
@@ -179,7 +180,7 @@ FUZZ_FLAGS   := -O1 -g -std=gnu11 -fno-omit-frame-pointer -ffp-contract=off -fno
                 -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_RT_OBJ  := $(RT_SRC:runtime/%.c=$(B)/fuzz/rt/%.o)
 FUZZ_CC_OBJ  := $(CC_SRC:compiler/%.c=$(B)/fuzz/cc/%.o) $(B)/fuzz/cc/templates.o
-FUZZ_TARGETS := npy shard safetensors spec ckpt opts idx
+FUZZ_TARGETS := npy shard safetensors spec ckpt opts idx tokenizer
 .PHONY: fuzz fuzz-build
 $(B)/fuzz/rt/%.o: runtime/%.c runtime/rt.h runtime/trainc_rt.h
 	@mkdir -p $(@D)

@@ -16,8 +16,8 @@ void usage(FILE *f)
           "                                  the static memory plan\n"
           "  data fashion-mnist DIR [--from SRC]\n"
           "                                  convert Debian's Fashion-MNIST to .npy\n"
-          "  data text FILE DIR [--val-frac F] [--shard-tokens N]\n"
-          "                                  byte-level token shards of any text file\n"
+          "  data text FILE DIR [--val-frac F] [--shard-tokens N] [--tokenizer TOK.json]\n"
+          "                                  token shards of a text file (bytes, or BPE)\n"
           "  help [COMMAND], --version\n\n"
           "SPEC... is one file with \"model\" and \"train\", or the model file then the train file.\n"
           "`trainc help COMMAND` says more; `trainc help run` lists the trainer options.\n",
@@ -61,12 +61,15 @@ static const struct {
              "GPUs: the driver's granularity, default 2048). --json gives the plan as data\n"
              "(plan.json's, with \"ranks\" added for --ranks N).\n", 0},
     {"data", "trainc data fashion-mnist DIR [--from SRC]\n"
-             "trainc data text FILE DIR [--val-frac F] [--shard-tokens N]\n\n"
+             "trainc data text FILE DIR [--val-frac F] [--shard-tokens N] [--tokenizer TOK.json]\n\n"
              "fashion-mnist: Debian's dataset-fashion-mnist (or the IDX files in SRC) as\n"
              "DIR/{train,test}_{x,y}.npy. text: the bytes of FILE as token shards (llm.c's format,\n"
              "vocabulary 256), DIR/train_000000.bin and DIR/val_000000.bin (the last F of the bytes,\n"
              "0 to 0.5, default 0.1); --shard-tokens N: at most N tokens a shard (train_000001.bin,\n"
-             "...; default: as many as one shard's header can count).\n", 0},
+             "...; default: as many as one shard's header can count). --tokenizer: the ids of a\n"
+             "Hugging Face tokenizer.json's byte-level BPE (GPT-2, Llama 3, Qwen2), exactly those of\n"
+             "tokenizers' Tokenizer.encode on the whole file, read a part at a time; uint16 shards\n"
+             "for a vocabulary of at most 65536, else uint32; F is then a fraction of the tokens.\n", 0},
     {"help", "trainc help [COMMAND]\n\nThe commands, or one command's usage.\n", 0},
 };
 

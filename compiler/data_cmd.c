@@ -1,5 +1,5 @@
 /* data_cmd.c: `trainc data fashion-mnist DIR [--from SRC]` and
- * `trainc data text FILE DIR [--val-frac F] [--shard-tokens N]`.
+ * `trainc data text FILE DIR [--val-frac F] [--shard-tokens N] [--tokenizer TOK.json]`.
  *
  * fashion-mnist converts the four IDX files of Fashion-MNIST (gzip'd as Debian's
  * dataset-fashion-mnist ships them, or plain) into .npy arrays the trainers map:
@@ -13,7 +13,15 @@
  * DIR/train_000000.bin, the last F to DIR/val_000000.bin (none when F = 0). A part
  * longer than --shard-tokens (default: the most one shard's int32 count allows)
  * continues in train_000001.bin and so on. Shards are written by rt_shard_write
- * (temp name, fsync, rename). */
+ * (temp name, fsync, rename).
+ *
+ * With --tokenizer, the ids are those of a Hugging Face tokenizer.json's byte-level BPE
+ * (runtime/tokenizer.c), uint16 for a vocabulary of at most 65536, else uint32, and F
+ * is a fraction of the tokens. The file is read a part at a time (cut only where the
+ * tokenizer says the ids cannot change: rt_tok_safe_cut) and its ids go to a raw file
+ * in DIR, which is then mapped and cut into the shards; memory stays bounded by the
+ * part size (1 MiB, or TRAINC_TEXT_CHUNK bytes: the tests force tiny parts) and the
+ * longest stretch without a cut. */
 #include <errno.h>
 #include <glob.h>
 #include <inttypes.h>
@@ -26,6 +34,7 @@
 #include <unistd.h>
 #include <zlib.h>
 #include "trainc.h"
+#include "../runtime/tokenizer.h"
 
 #define FASHION_DEFAULT_SRC "/usr/share/datasets/fashion-mnist"
 #define FASHION_HINT "install Debian's dataset-fashion-mnist (make deps) or pass --from DIR"
@@ -34,7 +43,7 @@
 
 static const char data_usage[] =
     "usage: trainc data fashion-mnist DIR [--from SRC]\n"
-    "       trainc data text FILE DIR [--val-frac F] [--shard-tokens N]";
+    "       trainc data text FILE DIR [--val-frac F] [--shard-tokens N] [--tokenizer TOK.json]";
 
 /* One IDX array of unsigned bytes: dims[0] items of dims[1] x dims[2] (rank 1 or 3). */
 typedef struct IdxArray {
@@ -371,16 +380,17 @@ static const unsigned char *map_text(const char *path, size_t *len)
     return map;
 }
 
-/* Writes bytes [0, n) as DIR/PREFIX_000000.bin, _000001, ... of at most `per`
- * tokens each; returns the number of shards. */
-static int write_part(const char *dir, const char *prefix, const unsigned char *bytes,
+/* Writes tokens [0, n) (elem bytes each: 1, 2 or 4) as DIR/PREFIX_000000.bin,
+ * _000001, ... of at most `per` tokens each; returns the number of shards. */
+static int write_part(const char *dir, const char *prefix, const void *tok, int elem,
                       int64_t n, int64_t per)
 {
+    const unsigned char *bytes = tok;
     int k = 0;
     for (int64_t lo = 0; lo < n; lo += per, k++) {
         int64_t len = n - lo < per ? n - lo : per;
         char *path = xasprintf("%s/%s_%06d.bin", dir, prefix, k);
-        if (rt_shard_write(stage(path), bytes + lo, 1, len) != 0)
+        if (rt_shard_write(stage(path), bytes + lo * elem, elem, len) != 0)
             error_input("%s: cannot write: %s (the files written before it are removed: the "
                         "folder is as it was)", path, strerror(errno));
         printf("wrote %s: %" PRId64 " tokens\n", path, len);
@@ -433,8 +443,8 @@ static int text_to_shards(const char *file, const char *dir, double val_frac, in
     int64_t n_train = n - n_val;
     if (rt_mkdir_p(dir) != 0)
         error_input("%s: cannot create folder: %s", dir, strerror(errno));
-    int nt = write_part(dir, "train", bytes, n_train, per);
-    int nv = write_part(dir, "val", bytes + n_train, n_val, per);
+    int nt = write_part(dir, "train", bytes, 1, n_train, per);
+    int nv = write_part(dir, "val", bytes + n_train, 1, n_val, per);
     staged_commit();
     printf("%s: %" PRId64 " bytes -> %" PRId64 " train + %" PRId64 " val tokens "
            "(byte-level, vocabulary 256)\n", file, n, n_train, n_val);
@@ -446,9 +456,172 @@ static int text_to_shards(const char *file, const char *dir, double val_frac, in
     return 0;
 }
 
+/* ---- text -> BPE token shards ---------------------------------------------- */
+
+#define TEXT_CHUNK ((size_t)1 << 20)
+
+static char *ids_tmp;   /* the raw ids' file, removed at exit */
+
+static void ids_tmp_cleanup(void)
+{
+    if (ids_tmp)
+        unlink(ids_tmp);
+}
+
+/* The part size: TRAINC_TEXT_CHUNK bytes when set (the tests' small parts). */
+static size_t text_chunk(void)
+{
+    const char *e = getenv("TRAINC_TEXT_CHUNK");
+    if (!e || !*e)
+        return TEXT_CHUNK;
+    char *end;
+    unsigned long long v = strtoull(e, &end, 10);
+    if (*end || v < 1 || v > ((size_t)1 << 30))
+        error_input("TRAINC_TEXT_CHUNK must be a byte count in [1, 2^30], got '%s'", e);
+    return (size_t)v;
+}
+
+/* Appends ids to f as little-endian integers of `width` bytes. */
+static void put_ids(FILE *f, const rt_ids *ids, int width)
+{
+    unsigned char buf[1 << 16];
+    int64_t per = (int64_t)sizeof buf / width;
+    for (int64_t lo = 0; lo < ids->n; lo += per) {
+        int64_t k = ids->n - lo < per ? ids->n - lo : per;
+        for (int64_t i = 0; i < k; i++)
+            for (int j = 0; j < width; j++)
+                buf[width * i + j] = (unsigned char)(ids->v[lo + i] >> (8 * j));
+        if (fwrite(buf, (size_t)width, (size_t)k, f) != (size_t)k)
+            error_input("%s: cannot write: %s", ids_tmp, strerror(errno));
+    }
+}
+
+/* Tokenizes `file` a part at a time into `out`: each part ends at the last safe cut in
+ * what has been read (none yet: read on), the last one at the end of the file, so the
+ * ids are those of the whole file encoded at once. Returns the number of ids. */
+static int64_t bpe_stream(rt_tokenizer *t, const char *file, FILE *out, int width)
+{
+    FILE *in = fopen(file, "rb");
+    if (!in)
+        error_input("%s: cannot open: %s", file, strerror(errno));
+    size_t chunk = text_chunk(), n = 0, cap = 0, cut, seen = 0;   /* seen: no cut below */
+    char *buf = NULL;
+    rt_ids ids = {0};
+    int64_t total = 0, done = 0;   /* ids written; bytes of the file encoded */
+    int eof = 0;
+    rt_tok_prefix(t, &ids);
+    while (!eof) {
+        if (n + chunk > cap) {
+            cap = n + chunk;
+            buf = realloc(buf, cap);
+            if (!buf)
+                die("out of memory for a part of %zu bytes", cap);
+        }
+        size_t got = fread(buf + n, 1, chunk, in);
+        n += got;
+        if (got < chunk) {
+            if (ferror(in))
+                error_input("%s: cannot read: %s", file, strerror(errno));
+            eof = 1;
+        }
+        /* a cut needs the two bytes before it: search from the third-last byte seen */
+        size_t lo = seen > 2 ? seen - 2 : 0;
+        cut = eof ? n : rt_tok_safe_cut(t, buf + lo, n - lo);
+        seen = n;
+        if (cut == 0)
+            continue;
+        if (!eof)
+            cut += lo;
+        uint32_t cp;
+        size_t at = rt_tok_unnormalized(t, buf, cut, &cp);
+        if (at < cut)
+            error_input("%s: byte %" PRId64 ": U+%04X, which the tokenizer's NFC normalizer may "
+                        "change; trainc implements NFC only on text it leaves as it is "
+                        "(normalize the file first: Python's unicodedata.normalize('NFC', s))",
+                        file, done + (int64_t)at, cp);
+        done += (int64_t)cut;
+        rt_tok_encode_part(t, buf, cut, &ids);
+        if (eof)
+            rt_tok_suffix(t, &ids);
+        put_ids(out, &ids, width);
+        total += ids.n;
+        ids.n = 0;
+        memmove(buf, buf + cut, n - cut);
+        n -= cut;
+        seen = n;
+    }
+    fclose(in);
+    free(buf);
+    rt_ids_free(&ids);
+    return total;
+}
+
+/* The raw ids of `file` in DIR/.tokens.part, mapped: [*n] of `width` bytes each. */
+static const void *bpe_ids(rt_tokenizer *t, const char *file, const char *dir, int width,
+                           int64_t *n)
+{
+    ids_tmp = xasprintf("%s/.tokens.part", dir);
+    atexit(ids_tmp_cleanup);
+    FILE *f = fopen(ids_tmp, "w+b");
+    if (!f)
+        error_input("%s: cannot create: %s", ids_tmp, strerror(errno));
+    *n = bpe_stream(t, file, f, width);
+    if (fflush(f) != 0)
+        error_input("%s: cannot write: %s", ids_tmp, strerror(errno));
+    if (*n == 0)
+        error_input("%s: no tokens (the tokenizer gives no id for its bytes)", file);
+    void *map = mmap(NULL, (size_t)*n * (size_t)width, PROT_READ, MAP_PRIVATE, fileno(f), 0);
+    if (map == MAP_FAILED)
+        error_input("%s: cannot map: %s", ids_tmp, strerror(errno));
+    fclose(f);   /* the mapping stays */
+    return map;
+}
+
+static int text_bpe_to_shards(const char *file, const char *dir, double val_frac, int64_t per,
+                              const char *tok_path)
+{
+    char err[1024];
+    rt_tokenizer *t = rt_tok_load(tok_path, err, sizeof err);
+    if (!t)
+        error_input("%s", err);
+    struct stat st;
+    if (stat(file, &st) != 0)
+        error_input("%s: cannot open: %s", file, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        error_input("%s: not a regular file", file);
+    if (st.st_size == 0)
+        error_input("%s: the file is empty (nothing to tokenize)", file);
+    int64_t vocab = rt_tok_vocab(t);
+    int width = vocab <= 65536 ? 2 : 4;
+    if (rt_mkdir_p(dir) != 0)
+        error_input("%s: cannot create folder: %s", dir, strerror(errno));
+    int64_t n;
+    const unsigned char *ids = bpe_ids(t, file, dir, width, &n);
+    int64_t n_val = (int64_t)floor((double)n * val_frac);
+    if (n_val > n / 2)
+        n_val = n / 2;
+    if (val_frac > 0 && n_val == 0)
+        error_input("%s: %" PRId64 " token%s: --val-frac %g leaves no token for validation "
+                    "(use --val-frac 0 for no val shard)", file, n, n == 1 ? "" : "s", val_frac);
+    int64_t n_train = n - n_val;
+    int nt = write_part(dir, "train", ids, width, n_train, per);
+    int nv = write_part(dir, "val", ids + n_train * width, width, n_val, per);
+    staged_commit();
+    printf("%s: %" PRId64 " bytes -> %" PRId64 " train + %" PRId64 " val tokens (%s, "
+           "vocabulary %" PRId64 ", uint%d)\n", file, (int64_t)st.st_size, n_train, n_val,
+           tok_path, vocab, 8 * width);
+    note_stale(dir, "train", nt);
+    note_stale(dir, "val", nv);
+    munmap((void *)ids, (size_t)n * (size_t)width);
+    rt_tok_free(t);
+    if (fflush(stdout) != 0)
+        error_input("stdout: %s", strerror(errno));
+    return 0;
+}
+
 static int cmd_text(int argc, char **argv)
 {
-    const char *file = NULL, *dir = NULL;
+    const char *file = NULL, *dir = NULL, *tok = NULL;
     double val_frac = TEXT_VAL_FRAC;
     int64_t per = INT32_MAX;
     for (int i = 2; i < argc; i++) {
@@ -457,6 +630,8 @@ static int cmd_text(int argc, char **argv)
             val_frac = parse_val_frac(opt_value(argc, argv, &i, "--val-frac"));
         } else if (is_opt(a, "--shard-tokens")) {
             per = parse_shard_tokens(opt_value(argc, argv, &i, "--shard-tokens"));
+        } else if (is_opt(a, "--tokenizer")) {
+            tok = opt_value(argc, argv, &i, "--tokenizer");
         } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             printf("%s\n", data_usage);
             return 0;
@@ -474,6 +649,8 @@ static int cmd_text(int argc, char **argv)
         error_input("data text: missing the input file\n%s", data_usage);
     if (!dir || !*dir)
         error_input("data text: missing the output folder\n%s", data_usage);
+    if (tok)
+        return text_bpe_to_shards(file, dir, val_frac, per, tok);
     return text_to_shards(file, dir, val_frac, per);
 }
 

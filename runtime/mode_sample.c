@@ -1,17 +1,51 @@
 /* mode_sample.c: --sample, generation from a token model after training (or after
- * --eval): the vocabulary it may draw from, checked before training, and the sampling
- * loop. */
+ * --eval): the vocabulary it may draw from and the prompt's ids, checked before
+ * training, and the sampling loop. With --tokenizer the prompt is encoded and the
+ * ids decoded by a tokenizer.json's BPE (tokenizer.c); without, ids are bytes. */
 #include <stdlib.h>
 #include <string.h>
 #include "run.h"
+#include "tokenizer.h"
 
 static rt_dptr dptr(const void *p) { return (rt_dptr)(uintptr_t)p; }
 
+/* The --tokenizer of this run, loaded once (a bad file exits 1 before training). */
+static rt_tokenizer *sample_tokenizer(const char *path)
+{
+    static rt_tokenizer *tok;
+    if (!tok) {
+        char err[1024];
+        tok = rt_tok_load(path, err, sizeof err);
+        if (!tok)
+            rt_input_error("--tokenizer %s", err);
+    }
+    return tok;
+}
+
+/* The prompt's ids: its bytes, or with a tokenizer the ids `tokenizers` gives it (its
+ * post-processor's BOS included). No prompt: a newline. */
+static void prompt_ids(const Opts *o, rt_ids *ids)
+{
+    const char *p = o->prompt ? o->prompt : "\n";
+    if (o->tokenizer) {
+        rt_tokenizer *t = sample_tokenizer(o->tokenizer);
+        uint32_t cp;
+        size_t at = rt_tok_unnormalized(t, p, strlen(p), &cp);
+        if (at < strlen(p))
+            rt_input_error("--prompt: byte %zu: U+%04X, which the tokenizer's NFC normalizer may "
+                           "change; trainc implements NFC only on text it leaves as it is", at, cp);
+        rt_tok_encode(t, p, strlen(p), ids);
+        return;
+    }
+    for (; *p; p++)
+        rt_ids_push(ids, (unsigned char)*p);
+}
+
 /* --sample's vocabulary: the ids it may draw (the logits' width, or fewer when the
  * input's embedding has fewer rows: the logits past them are not drawn); exits 1 for
- * a model that is not a token model or a prompt byte that is no id. Checked before
- * training too, so a run is never trained and written, then refused. */
-int64_t rt_sample_vocab(const rt_model *m, const char *prompt)
+ * a model that is not a token model or a prompt id past the vocabulary. Checked
+ * before training too, so a run is never trained and written, then refused. */
+int64_t rt_sample_vocab(const rt_model *m, const Opts *o)
 {
     const rt_input *in = &m->inputs[0];
     int64_t T = in->rank == 1 ? in->shape[0] : 0;
@@ -20,38 +54,73 @@ int64_t rt_sample_vocab(const rt_model *m, const char *prompt)
     int64_t V = m->pred_numel / T;
     if (in->vocab > 0 && in->vocab < V)
         V = in->vocab;
-    for (const char *p = prompt; p && *p; p++)
-        if ((unsigned char)*p >= V)
+    rt_ids ids = {0};
+    if (o->prompt || o->tokenizer)
+        prompt_ids(o, &ids);
+    for (int64_t i = 0; i < ids.n; i++)
+        if (ids.v[i] >= V) {
+            if (o->tokenizer)
+                rt_input_error("--prompt: its token %lld is id %u, past the model's %lld ids "
+                               "(a tokenizer for another model?)", (long long)i, ids.v[i],
+                               (long long)V);
             rt_input_error("--prompt: byte 0x%02x is past the model's %lld ids (the prompt's "
-                           "bytes are its ids)", (unsigned char)*p, (long long)V);
+                           "bytes are its ids; --tokenizer encodes text)", ids.v[i], (long long)V);
+        }
+    rt_ids_free(&ids);
     return V;
+}
+
+/* One sampled id as output: its bytes by the tokenizer (an id it does not name prints
+ * nothing, as its decode skips it), its byte for a vocabulary of at most 256, else
+ * its number. */
+static void put_id(const Opts *o, int64_t id, int64_t k, int64_t V)
+{
+    if (o->tokenizer) {
+        size_t len;
+        const char *s = rt_tok_piece(sample_tokenizer(o->tokenizer), (uint32_t)id, &len);
+        if (s)
+            fwrite(s, 1, len, stdout);
+    } else if (V <= 256) {
+        putchar((int)id);
+    } else {
+        printf("%s%lld", k ? " " : "", (long long)id);
+    }
+}
+
+/* "WHAT: N tokens: ID ..." on stderr. */
+static void print_ids(const char *what, const uint32_t *v, int64_t n)
+{
+    fprintf(stderr, "%s: %lld tokens:", what, (long long)n);
+    for (int64_t i = 0; i < n; i++)
+        fprintf(stderr, " %u", v[i]);
+    fputc('\n', stderr);
 }
 
 /* Generation from a token model: the context window (at most T ids) goes through the
  * forward pass with B = 1, the logits at its last position are sampled with the
- * temperature, and the id is appended (the window slides once full). Ids are bytes
- * for `trainc data text` shards, so a vocabulary of at most 256 ids is printed as
- * bytes; a larger one as numbers a space apart. */
+ * temperature, and the id is appended (the window slides once full). Without a
+ * tokenizer ids are bytes for `trainc data text` shards, so a vocabulary of at most
+ * 256 ids is printed as bytes, a larger one as numbers a space apart. */
 void rt_sample(Run *r)
 {
     const rt_model *m = r->m;
     const rt_input *in = &m->inputs[0];
     int64_t T = in->shape[0];
-    int64_t V = rt_sample_vocab(m, r->o.prompt);
+    int64_t V = rt_sample_vocab(m, &r->o);
     int64_t ld = m->pred_ld > 0 ? m->pred_ld : m->pred_numel / T;   /* rows ld apart */
     int32_t *ctx = rt_xmalloc((size_t)T * sizeof *ctx), *tgt = rt_xmalloc((size_t)T * sizeof *tgt);
     int64_t n = 0;
-    /* no prompt: the one id below, not the newline's 10, which a vocabulary of 10 or
-     * fewer does not have (an embedding index past it: an error on the CPU, NaN logits
-     * and zero bytes on the GPU) */
-    const char *p = r->o.prompt ? r->o.prompt : "";
-    for (; *p; p++) {
-        if (n == T) {
-            memmove(ctx, ctx + 1, (size_t)(T - 1) * sizeof *ctx);
-            n--;
-        }
-        ctx[n++] = (unsigned char)*p;
-    }
+    rt_ids ids = {0};
+    /* no prompt, no tokenizer: the one id below, not the newline's 10, which a
+     * vocabulary of 10 or fewer does not have (an embedding index past it: an error on
+     * the CPU, NaN logits and zero bytes on the GPU) */
+    if (r->o.prompt || r->o.tokenizer)
+        prompt_ids(&r->o, &ids);
+    if (r->o.tokenizer && !r->o.quiet)   /* what the prompt became, for a reader to check */
+        print_ids("prompt", ids.v, ids.n);
+    for (int64_t i = ids.n > T ? ids.n - T : 0; i < ids.n; i++)   /* the last T */
+        ctx[n++] = (int32_t)ids.v[i];
+    ids.n = 0;   /* from here: the sample's ids */
     if (n == 0)
         ctx[n++] = 10 % (int32_t)V;   /* a newline, where the vocabulary has it */
     rt_rng rng;
@@ -103,10 +172,9 @@ void rt_sample(Run *r)
         }
         if (isinf(mx))   /* a temperature so small that logit / T overflows: greedy */
             pick = top;
-        if (V <= 256)
-            putchar((int)pick);
-        else
-            printf("%s%lld", k ? " " : "", (long long)pick);
+        put_id(&r->o, pick, k, V);
+        if (r->o.tokenizer)
+            rt_ids_push(&ids, (uint32_t)pick);
         if (n == T) {
             memmove(ctx, ctx + 1, (size_t)(T - 1) * sizeof *ctx);
             n--;
@@ -115,6 +183,9 @@ void rt_sample(Run *r)
     }
     putchar('\n');
     fflush(stdout);
+    if (r->o.tokenizer && !r->o.quiet)   /* the sample's ids, beside its text */
+        print_ids("sample", ids.v, ids.n);
+    rt_ids_free(&ids);
     rt_xfree(prob);
     rt_xfree(row);
     rt_xfree(ctx);

@@ -82,6 +82,8 @@ static void set_temperature(Opts *o, const char *t)
     o->sampling_opt = "--temperature";
 }
 
+static void set_tokenizer(Opts *o, const char *v) { o->tokenizer = v; }
+
 static void set_prompt(Opts *o, const char *v)
 {
     o->prompt = v;
@@ -144,6 +146,9 @@ enum { READ, HELP, VERSION };
       "sampling seed (default: the training seed)")                                            \
     X("--prompt", V, "TEXT", TOKENS, 1, READ, set_prompt,                                      \
       "text the sample continues (default: a newline)")                                        \
+    X("--tokenizer", V, "FILE", TOKENS, 1, READ, set_tokenizer,                                \
+      "a Hugging Face tokenizer.json: --prompt is encoded with it\n"                           \
+      "and the sample decoded, so both are text")                                              \
     X("--lr-find", F, "", SHOWN, 1, READ, set_lr_find,                                         \
       "no training: the learning-rate range test (Lightning's\n"                               \
       "lr_find): steps at rates growing from 1e-8 to 1, stopped when\n"                        \
@@ -313,6 +318,8 @@ static const Option *option_at(char **argv, int i, const char **inl)
 /* The options that belong to another or exclude each other. */
 static void check_together(const Opts *o)
 {
+    if (o->tokenizer && !o->sampling)
+        rt_input_error("--tokenizer is an option of --sample; add --sample N");
     if (o->sampling_opt && !o->sampling)
         rt_input_error("%s is an option of --sample; add --sample N", o->sampling_opt);
     if ((o->lr_find_steps || o->lr_find_lo > 0) && !o->lr_find)

@@ -15,6 +15,7 @@
 
 typedef struct Opts {
     const char *out, *init, *resume, *prompt;
+    const char *tokenizer;     /* --tokenizer: --prompt and --sample's output are text */
     int64_t sample;            /* characters to generate after training */
     double temperature;
     int64_t sample_seed;
@@ -240,7 +241,7 @@ extern const char *const rt_end_names[];
 
 int rt_eval_mode(Run *r);                         /* --eval (mode_eval.c) */
 int rt_token_model(const rt_model *m);            /* --sample (mode_sample.c) */
-int64_t rt_sample_vocab(const rt_model *m, const char *prompt);
+int64_t rt_sample_vocab(const rt_model *m, const Opts *o);
 void rt_sample(Run *r);
 void rt_lrfind_start(Run *r);                     /* --lr-find (mode_lrfind.c) */
 int rt_lrfind_end(Run *r, int interrupted);

@@ -74,6 +74,8 @@ check cli                 bash tests/cli.sh
 check asan/runtime        --after=asan/build env TRAINC=build/asan/trainc TRAINC_CFLAGS="$SAN" ASAN_OPTIONS=detect_leaks=0:exitcode=86 UBSAN_OPTIONS=exitcode=86 bash tests/bad_runtime.sh
 check data/text           bash tests/data_text.sh
 check data/fashion        bash tests/data_fashion.sh
+check data/tokenizer_hf   $HF_PYTHON tests/tokenizer_hf.py
+check sample/tokenizer    $HF_PYTHON tests/tokenizer_sample.py
 
 # compiler output
 check golden              bash tests/golden.sh
@@ -128,6 +130,8 @@ check unit/build_data     $UCC tests/unit/test_data.c runtime/data.c runtime/rng
 check unit/data           --after=unit/build_data $T/test_data
 check unit/build_tokens   $UCC tests/unit/test_tokens.c runtime/data.c runtime/rng.c runtime/util.c -lpthread -lm -o $T/test_tokens
 check unit/tokens         --after=unit/build_tokens $T/test_tokens
+check unit/build_tokenizer $UCC tests/unit/test_tokenizer.c runtime/tokenizer.c runtime/unicode.c -lcjson -o $T/test_tokenizer
+check unit/tokenizer      --after=unit/build_tokenizer $T/test_tokenizer
 check unit/build_io       $UCC tests/unit/test_io.c runtime/safetensors.c runtime/metrics.c runtime/util.c -lcjson -lm -o $T/test_io
 check unit/io             --after=unit/build_io $T/test_io
 check unit/build_half     $UCC tests/unit/test_half.c -lm -o $T/test_half

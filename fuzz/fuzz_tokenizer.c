@@ -1,0 +1,106 @@
+/* fuzz_tokenizer.c: runtime/tokenizer.c on any bytes. An input whose first byte is 'J'
+ * is a tokenizer.json for rt_tok_load (the loader's checks); any other is a text for
+ * small byte-level BPEs with each pattern (GPT-2's, Llama 3's, Qwen2's) and an added
+ * token, and each must decode back to the text and give the whole text's ids when cut
+ * at its safe cut (a difference aborts: a crash for the fuzzer). */
+#include "fuzz.h"
+#include "tokenizer.h"
+
+static const char *const patterns[] = {
+    NULL,
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}{1,3}| ?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|"
+    "\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+",
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}| ?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|"
+    "\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+",
+};
+
+/* A tokenizer.json: the 256 bytes (GPT-2's byte map), a few merges, one added token. */
+static rt_tokenizer *small(const char *pattern)
+{
+    static const char *const merges[] = {"t h", "th e", "i n", "in g", "\\u0120 t", "\\u0120t h",
+                                         "\\u0120th e", "e r", "a n", "\\u0120 a", "\\u0120a n",
+                                         "' s", "1 2", "\\u0120 \\u0120", "\\u010a \\u010a", "= =",
+                                         "== =="};
+    enum { N_MERGES = sizeof merges / sizeof *merges };
+    char *json = malloc(1 << 16);
+    int n = sprintf(json, "{\"model\": {\"type\": \"BPE\", \"vocab\": {");
+    int next = 0;
+    for (int b = 0; b < 256; b++) {
+        int keep = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+        int c = keep ? b : 256 + next++;
+        if (c == '"' || c == '\\')
+            n += sprintf(json + n, "\"\\%c\": %d, ", c, b);
+        else
+            n += sprintf(json + n, "\"\\u%04x\": %d, ", c, b);
+    }
+    for (int i = 0; i < N_MERGES; i++) {   /* each merge's result: its two sides joined */
+        const char *sp = strchr(merges[i], ' ');
+        n += sprintf(json + n, "\"%.*s%s\": %d, ", (int)(sp - merges[i]), merges[i], sp + 1, 256 + i);
+    }
+    n += sprintf(json + n, "\"<|x|>\": %d}, \"merges\": [", 256 + N_MERGES);
+    for (int i = 0; i < N_MERGES; i++)
+        n += sprintf(json + n, "%s\"%s\"", i ? ", " : "", merges[i]);
+    n += sprintf(json + n, "]}, \"added_tokens\": [{\"id\": %d, \"content\": \"<|x|>\", "
+                           "\"special\": true, \"normalized\": false}], \"pre_tokenizer\": ", 256 + N_MERGES);
+    if (!pattern)
+        n += sprintf(json + n, "{\"type\": \"ByteLevel\", \"add_prefix_space\": false}}");
+    else
+        n += sprintf(json + n, "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", "
+                               "\"pattern\": {\"Regex\": \"%s\"}, \"behavior\": \"Isolated\"}, "
+                               "{\"type\": \"ByteLevel\", \"use_regex\": false}]}}", pattern);
+    char err[1024];
+    rt_tokenizer *t = rt_tok_load(fuzz_file((const uint8_t *)json, (size_t)n, ".json"), err,
+                                  sizeof err);
+    if (!t) {
+        fprintf(stderr, "fuzz_tokenizer: %s\n", err);
+        abort();
+    }
+    free(json);
+    return t;
+}
+
+/* The two sides of the safe cut give the whole's ids; strict: the ids decode to the
+ * text (every byte has its id, as in the small tokenizers). */
+static void check_text(rt_tokenizer *t, const char *s, size_t n, int strict)
+{
+    rt_ids whole = {0}, two = {0};
+    rt_tok_encode_part(t, s, n, &whole);
+    size_t at = 0, len;
+    for (int64_t i = 0; strict && i < whole.n; i++) {
+        const char *p = rt_tok_piece(t, whole.v[i], &len);
+        if (!p || at + len > n || memcmp(p, s + at, len) != 0)
+            abort();
+        at += len;
+    }
+    if (strict && at != n)
+        abort();
+    size_t cut = rt_tok_safe_cut(t, s, n);
+    if (cut) {
+        rt_tok_encode_part(t, s, cut, &two);
+        rt_tok_encode_part(t, s + cut, n - cut, &two);
+        if (two.n != whole.n || memcmp(two.v, whole.v, (size_t)two.n * sizeof *two.v) != 0)
+            abort();
+    }
+    rt_ids_free(&whole);
+    rt_ids_free(&two);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static rt_tokenizer *small_t[3];
+    if (!small_t[0])
+        for (int k = 0; k < 3; k++)
+            small_t[k] = small(patterns[k]);
+    if (size > 0 && data[0] == 'J') {
+        char err[1024];
+        rt_tokenizer *t = rt_tok_load(fuzz_file(data + 1, size - 1, ".json"), err, sizeof err);
+        if (t) {
+            check_text(t, "Hello world, it's 2024!\n  x", 27, 0);
+            rt_tok_free(t);
+        }
+        return 0;
+    }
+    for (int k = 0; k < 3; k++)
+        check_text(small_t[k], (const char *)data, size, 1);
+    return 0;
+}

@@ -1,0 +1,1224 @@
+/* tokenizer.c: the byte-level BPE of a Hugging Face tokenizer.json (tokenizer.h says
+ * what is read and what is refused): loading, the pre-tokenizer patterns as
+ * hand-written matchers, the added-token split, the merges with a bounded word cache,
+ * and the safe cut that lets a long text be encoded a part at a time.
+ *
+ * Ids are computed as `tokenizers` 0.19 computes them: the text is split on the added
+ * tokens (the unnormalized ones first, then the normalized ones in what remains; each
+ * leftmost-longest), each remaining part is cut into words by the pattern, each word's
+ * bytes start as one symbol a byte (GPT-2's bytes_to_unicode names them in the
+ * vocabulary), and the adjacent pair of the lowest merge rank, leftmost on ties, is
+ * merged until none is left. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cjson/cJSON.h>
+#include "tokenizer.h"
+
+/* The patterns, by the exact string each file writes. */
+typedef enum { PT_NONE, PT_GPT2, PT_LLAMA3, PT_QWEN2 } Pattern;
+
+static const char re_gpt2[] =
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+static const char re_llama3[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+static const char re_qwen2[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+/* String -> value, open addressing; keys live in a pool. */
+typedef struct {
+    uint64_t h;             /* 0: empty */
+    uint32_t off, len;      /* the key in pool */
+    uint32_t val, val2;
+} Slot;
+
+typedef struct {
+    Slot *s;
+    size_t cap, n;          /* cap a power of two */
+    char *pool;
+    size_t pool_n, pool_cap;
+} StrMap;
+
+/* (left id, right id) -> merge rank and the merged id. */
+typedef struct {
+    uint64_t key;           /* (a << 32 | b) + 1; 0: empty */
+    uint32_t rank, id;
+} PairSlot;
+
+/* An added token: matched in the raw text before pre-tokenization. */
+typedef struct {
+    char *s;
+    uint32_t len, id;
+} Added;
+
+/* The added tokens of one pass, bucketed by first byte, longest first in a bucket. */
+typedef struct {
+    Added *a;
+    int n;
+    int first[257];         /* bucket b is a[first[b] .. first[b + 1]) */
+} AddedSet;
+
+#define CACHE_SLOTS (1u << 17)   /* the word cache: at most half of them used ... */
+#define CACHE_IDS (1u << 21)     /* ... and this many ids, then it starts over */
+#define CACHE_WORD_MAX 64        /* longer words are not cached */
+
+struct rt_tokenizer {
+    Pattern pat;
+    int nfc;                     /* the normalizer is NFC (rt_tok_unnormalized) */
+    int ignore_merges;
+    int64_t unk;                 /* -1: none; a byte no vocabulary entry names is dropped */
+    int64_t byte_id[256];        /* the id of the single byte, -1 when none */
+    uint32_t byte_char[256];     /* bytes_to_unicode */
+    int16_t char_byte[0x200];    /* its inverse, -1 elsewhere */
+    StrMap vocab;                /* the file's (byte-mapped) strings -> id */
+    PairSlot *merges;
+    size_t merges_cap;
+    AddedSet raw_set, norm_set;  /* unnormalized, then normalized added tokens */
+    int cut_ok;                  /* no added token holds a newline */
+    rt_ids prefix, suffix;       /* the post-processor's ids */
+    int64_t n_ids;
+    char **piece;                /* [n_ids] the bytes of each id, NULL for none */
+    uint32_t *piece_len;
+    StrMap cache;                /* word bytes -> (offset, count) in cache_ids */
+    uint32_t *cache_ids;
+    size_t cache_ids_n;
+    uint32_t *sym;               /* BPE scratch, sym_cap ids (bpe_symbols sizes it) */
+    size_t sym_cap;
+    char *mapped;                /* scratch: a word in byte-mapped form */
+    size_t mapped_cap;
+};
+
+extern const uint32_t rt_uni_letter[][2], rt_uni_number[][2], rt_uni_nfc_unsafe[][2];
+extern const int rt_uni_letter_n, rt_uni_number_n, rt_uni_nfc_unsafe_n;
+
+static void *xrealloc(void *p, size_t n)
+{
+    p = realloc(p, n ? n : 1);
+    if (!p) {
+        fprintf(stderr, "trainc: error: tokenizer: out of memory (%zu bytes)\n", n);
+        exit(2);
+    }
+    return p;
+}
+
+void rt_ids_push(rt_ids *a, uint32_t id)
+{
+    if (a->n == a->cap) {
+        a->cap = a->cap ? 2 * a->cap : 1024;
+        a->v = xrealloc(a->v, (size_t)a->cap * sizeof *a->v);
+    }
+    a->v[a->n++] = id;
+}
+
+void rt_ids_free(rt_ids *a)
+{
+    free(a->v);
+    memset(a, 0, sizeof *a);
+}
+
+/* ---- hashing ------------------------------------------------------------------ */
+
+static uint64_t hash_bytes(const void *key, size_t n)
+{
+    const unsigned char *p = key;
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0x2545F4914F6CDD1Dull);
+    for (; n >= 8; p += 8, n -= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        h = (h ^ v) * 0xff51afd7ed558ccdull;
+        h ^= h >> 32;
+    }
+    uint64_t v = 0;
+    memcpy(&v, p, n);
+    h = (h ^ v) * 0xc4ceb9fe1a85ec53ull;
+    h ^= h >> 29;
+    return h | 1;
+}
+
+static void map_init(StrMap *m, size_t cap)
+{
+    memset(m, 0, sizeof *m);
+    m->cap = cap;
+    m->s = xrealloc(NULL, cap * sizeof *m->s);
+    memset(m->s, 0, cap * sizeof *m->s);
+}
+
+static void map_free(StrMap *m)
+{
+    free(m->s);
+    free(m->pool);
+    memset(m, 0, sizeof *m);
+}
+
+/* The slot of key: its entry, or the empty slot where it would go. */
+static Slot *map_slot(const StrMap *m, const void *key, size_t len, uint64_t h)
+{
+    for (size_t i = h & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+        Slot *s = &m->s[i];
+        if (s->h == 0 || (s->h == h && s->len == len && memcmp(m->pool + s->off, key, len) == 0))
+            return s;
+    }
+}
+
+static Slot *map_find(const StrMap *m, const void *key, size_t len)
+{
+    Slot *s = map_slot(m, key, len, hash_bytes(key, len));
+    return s->h ? s : NULL;
+}
+
+static void map_grow(StrMap *m);
+
+/* Adds key (or finds it): the slot, its values for the caller to set. */
+static Slot *map_put(StrMap *m, const void *key, size_t len)
+{
+    if (2 * (m->n + 1) > m->cap)
+        map_grow(m);
+    uint64_t h = hash_bytes(key, len);
+    Slot *s = map_slot(m, key, len, h);
+    if (s->h)
+        return s;
+    if (m->pool_n + len > m->pool_cap) {
+        m->pool_cap = 2 * (m->pool_n + len) + 4096;
+        m->pool = xrealloc(m->pool, m->pool_cap);
+    }
+    memcpy(m->pool + m->pool_n, key, len);
+    *s = (Slot){.h = h, .off = (uint32_t)m->pool_n, .len = (uint32_t)len};
+    m->pool_n += len;
+    m->n++;
+    return s;
+}
+
+static void map_grow(StrMap *m)
+{
+    Slot *old = m->s;
+    size_t cap = m->cap;
+    m->cap *= 2;
+    m->s = xrealloc(NULL, m->cap * sizeof *m->s);
+    memset(m->s, 0, m->cap * sizeof *m->s);
+    for (size_t i = 0; i < cap; i++)
+        if (old[i].h) {
+            Slot *s = map_slot(m, m->pool + old[i].off, old[i].len, old[i].h);
+            *s = old[i];
+        }
+    free(old);
+}
+
+static PairSlot *pair_slot(const rt_tokenizer *t, uint32_t a, uint32_t b)
+{
+    uint64_t key = ((uint64_t)a << 32 | b) + 1, h = key * 0x9E3779B97F4A7C15ull;
+    for (size_t i = (h >> 20) & (t->merges_cap - 1);; i = (i + 1) & (t->merges_cap - 1))
+        if (t->merges[i].key == key || t->merges[i].key == 0)
+            return &t->merges[i];
+}
+
+/* ---- characters --------------------------------------------------------------- */
+
+enum { C_OTHER, C_LETTER, C_NUMBER, C_SPACE };
+
+static int in_ranges(uint32_t c, const uint32_t (*r)[2], int n)
+{
+    int lo = 0, hi = n - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        if (c < r[mid][0])
+            hi = mid - 1;
+        else if (c > r[mid][1])
+            lo = mid + 1;
+        else
+            return 1;
+    }
+    return 0;
+}
+
+/* \s as Oniguruma reads it: Unicode's White_Space. */
+static int is_space(uint32_t c)
+{
+    return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+           (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
+           c == 0x205F || c == 0x3000;
+}
+
+static int char_class(uint32_t c)
+{
+    if (c < 0x80) {
+        if ((c | 0x20) >= 'a' && (c | 0x20) <= 'z')
+            return C_LETTER;
+        if (c >= '0' && c <= '9')
+            return C_NUMBER;
+        return is_space(c) ? C_SPACE : C_OTHER;
+    }
+    if (is_space(c))
+        return C_SPACE;
+    if (in_ranges(c, rt_uni_letter, rt_uni_letter_n))
+        return C_LETTER;
+    if (in_ranges(c, rt_uni_number, rt_uni_number_n))
+        return C_NUMBER;
+    return C_OTHER;
+}
+
+/* The code point at s[i] (i < n) and its length in *len; a byte that starts no valid
+ * UTF-8 sequence is one character of class other. */
+static uint32_t utf8_at(const unsigned char *s, size_t i, size_t n, size_t *len)
+{
+    unsigned c = s[i];
+    *len = 1;
+    if (c < 0x80)
+        return c;
+    int k = c >= 0xF0 ? 3 : c >= 0xE0 ? 2 : c >= 0xC0 ? 1 : 0;
+    if (k == 0 || c > 0xF4 || i + (size_t)k >= n)
+        return 0xFFFFFFFFu;
+    uint32_t v = c & (0x3F >> k);
+    for (int j = 1; j <= k; j++) {
+        if ((s[i + j] & 0xC0) != 0x80)
+            return 0xFFFFFFFFu;
+        v = v << 6 | (s[i + j] & 0x3F);
+    }
+    *len = (size_t)k + 1;
+    return v;
+}
+
+/* The class of the character at i, or -1 at the end. */
+static int class_at(const unsigned char *s, size_t i, size_t n, size_t *len)
+{
+    if (i >= n) {
+        *len = 0;
+        return -1;
+    }
+    return char_class(utf8_at(s, i, n, len));
+}
+
+/* The end of the run of characters of class k from i (max chars, 0: no limit). */
+static size_t run_of(const unsigned char *s, size_t i, size_t n, int k, int max)
+{
+    size_t len;
+    for (int c = 0; i < n && (max == 0 || c < max); c++) {
+        if (class_at(s, i, n, &len) != k)
+            break;
+        i += len;
+    }
+    return i;
+}
+
+/* 's 't 're 've 'm 'll 'd at i (s[i] is the apostrophe): the end, or 0. Under (?i:)
+ * letters match either case, and 's also the long s (U+017F), which folds to it. */
+static size_t contraction(const unsigned char *s, size_t i, size_t n, int fold)
+{
+    static const char *const tails[] = {"s", "t", "re", "ve", "m", "ll", "d"};
+    for (int k = 0; k < 7; k++) {
+        size_t j = i + 1;
+        const char *p = tails[k];
+        for (; *p && j < n; p++) {
+            unsigned c = s[j];
+            if (c == (unsigned char)*p || (fold && (c | 0x20) == (unsigned char)*p))
+                j++;
+            else if (fold && *p == 's' && c == 0xC5 && j + 1 < n && s[j + 1] == 0xBF)
+                j += 2;
+            else
+                break;
+        }
+        if (!*p)
+            return j;
+    }
+    return 0;
+}
+
+/* A run of \s from i: its end, and where its last character starts. */
+static size_t space_run(const unsigned char *s, size_t i, size_t n, size_t *last, size_t *chars)
+{
+    size_t len;
+    *chars = 0;
+    *last = i;
+    while (i < n && class_at(s, i, n, &len) == C_SPACE) {
+        *last = i;
+        i += len;
+        ++*chars;
+    }
+    return i;
+}
+
+/* \s+(?!\S)|\s+ at a run [i, e): the whole run at the end of the text or when it is
+ * one character, else all but its last character (which goes with what follows). */
+static size_t space_tail(size_t e, size_t n, size_t last, size_t chars)
+{
+    return e == n || chars == 1 ? e : last;
+}
+
+/* GPT-2: 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ */
+static size_t match_gpt2(const unsigned char *s, size_t i, size_t n)
+{
+    size_t len, len2, e;
+    int k = class_at(s, i, n, &len);
+    if (s[i] == '\'' && (e = contraction(s, i, n, 0)))
+        return e;
+    if (k != C_SPACE)
+        return run_of(s, i, n, k, 0);
+    int k2 = class_at(s, i + 1, n, &len2);
+    if (s[i] == ' ' && k2 >= 0 && k2 != C_SPACE)
+        return run_of(s, i + 1, n, k2, 0);
+    size_t last, chars;
+    e = space_run(s, i, n, &last, &chars);
+    return space_tail(e, n, last, chars);
+}
+
+/* Llama 3 (digits 3) and Qwen2 (digits 1):
+ * (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
+ *  ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
+static size_t match_llama(const unsigned char *s, size_t i, size_t n, int digits)
+{
+    size_t len, len2, e;
+    int k = class_at(s, i, n, &len);
+    if (s[i] == '\'' && (e = contraction(s, i, n, 1)))
+        return e;
+    if (k == C_LETTER)
+        return run_of(s, i, n, C_LETTER, 0);
+    int k2 = class_at(s, i + len, n, &len2);
+    if (k2 == C_LETTER && s[i] != '\r' && s[i] != '\n' && k != C_NUMBER)
+        return run_of(s, i + len, n, C_LETTER, 0);
+    if (k == C_NUMBER)
+        return run_of(s, i, n, C_NUMBER, digits);
+    size_t j = s[i] == ' ' && k2 == C_OTHER ? i + 1 : i;
+    if (j > i || k == C_OTHER) {
+        e = run_of(s, j, n, C_OTHER, 0);
+        while (e < n && (s[e] == '\r' || s[e] == '\n'))
+            e++;
+        return e;
+    }
+    size_t last, chars;
+    e = space_run(s, i, n, &last, &chars);
+    for (size_t p = e; p > i; p--)   /* \s*[\r\n]+: through the run's last newline */
+        if (s[p - 1] == '\r' || s[p - 1] == '\n')
+            return p;
+    return space_tail(e, n, last, chars);
+}
+
+/* The end of the word that starts at i < n. */
+static size_t next_word(const rt_tokenizer *t, const unsigned char *s, size_t i, size_t n)
+{
+    switch (t->pat) {
+    case PT_GPT2: return match_gpt2(s, i, n);
+    case PT_LLAMA3: return match_llama(s, i, n, 3);
+    case PT_QWEN2: return match_llama(s, i, n, 1);
+    case PT_NONE: break;
+    }
+    return n;
+}
+
+/* ---- BPE ---------------------------------------------------------------------- */
+
+static uint32_t pair_rank(const rt_tokenizer *t, uint32_t a, uint32_t b, uint32_t *id)
+{
+    const PairSlot *p = pair_slot(t, a, b);
+    if (!p->key)
+        return UINT32_MAX;
+    *id = p->id;
+    return p->rank;
+}
+
+/* The word's bytes as symbols, sym[0, m): a byte with no vocabulary entry is the unk
+ * id, or dropped when there is none (as `tokenizers` does). t->sym has room for 10 n ids:
+ * bpe_merge_long's lists and heap. */
+static size_t bpe_symbols(rt_tokenizer *t, const unsigned char *w, size_t n)
+{
+    if (10 * n > t->sym_cap) {
+        t->sym_cap = 10 * n + 64;
+        t->sym = xrealloc(t->sym, t->sym_cap * sizeof *t->sym);
+    }
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        int64_t id = t->byte_id[w[i]];
+        if (id >= 0 || t->unk >= 0)
+            t->sym[m++] = (uint32_t)(id < 0 ? t->unk : id);
+    }
+    return m;
+}
+
+/* A candidate merge of a long word: the pair starting at symbol pos. */
+typedef struct {
+    uint32_t rank, pos;
+} Cand;
+
+static int cand_less(Cand a, Cand b)
+{
+    return a.rank < b.rank || (a.rank == b.rank && a.pos < b.pos);
+}
+
+static void heap_push(Cand *h, size_t *n, Cand c)
+{
+    size_t i = (*n)++;
+    for (; i > 0 && cand_less(c, h[(i - 1) / 2]); i = (i - 1) / 2)
+        h[i] = h[(i - 1) / 2];
+    h[i] = c;
+}
+
+static Cand heap_pop(Cand *h, size_t *n)
+{
+    Cand top = h[0], last = h[--*n];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= *n)
+            break;
+        if (c + 1 < *n && cand_less(h[c + 1], h[c]))
+            c++;
+        if (!cand_less(h[c], last))
+            break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (*n > 0)
+        h[i] = last;
+    return top;
+}
+
+/* bpe_merge for long words, in O(m log m) as `tokenizers` does it: the symbols a
+ * linked list (a merged-away symbol is marked dead), the candidate pairs in a heap by
+ * (rank, position); a popped candidate whose pair has changed since is skipped. The
+ * same merges as the plain loop: the lowest rank first, the leftmost of equals. */
+static void bpe_merge_long(rt_tokenizer *t, size_t m, rt_ids *out)
+{
+    uint32_t *sym = t->sym, *next = sym + m, *prev = next + m, *dead = prev + m;
+    Cand *heap = (Cand *)(dead + m);   /* at most m - 1 + 2 (m - 1) candidates: the rest */
+    size_t nh = 0;
+    uint32_t id;
+    for (size_t i = 0; i < m; i++) {
+        next[i] = (uint32_t)i + 1;
+        prev[i] = (uint32_t)i - 1;   /* UINT32_MAX for the first */
+        dead[i] = 0;
+        uint32_t r = i + 1 < m ? pair_rank(t, sym[i], sym[i + 1], &id) : UINT32_MAX;
+        if (r != UINT32_MAX)
+            heap_push(heap, &nh, (Cand){r, (uint32_t)i});
+    }
+    while (nh > 0) {
+        Cand c = heap_pop(heap, &nh);
+        uint32_t p = c.pos, q = next[p];
+        if (dead[p] || q >= m || pair_rank(t, sym[p], sym[q], &id) != c.rank)
+            continue;   /* stale */
+        sym[p] = id;
+        dead[q] = 1;
+        next[p] = next[q];
+        if (next[q] < m)
+            prev[next[q]] = p;
+        uint32_t r;
+        if (prev[p] != UINT32_MAX && (r = pair_rank(t, sym[prev[p]], sym[p], &id)) != UINT32_MAX)
+            heap_push(heap, &nh, (Cand){r, prev[p]});
+        if (next[p] < m && (r = pair_rank(t, sym[p], sym[next[p]], &id)) != UINT32_MAX)
+            heap_push(heap, &nh, (Cand){r, p});
+    }
+    for (uint32_t i = 0; i < m; i = next[i])
+        rt_ids_push(out, sym[i]);
+}
+
+#ifndef BPE_LONG
+#define BPE_LONG 48   /* symbols from which the heap beats rescanning the pairs */
+#endif
+
+/* The word's bytes as symbols, then the pair of the lowest rank merged (the leftmost
+ * of equals) until no pair has a merge. sym[m] symbols; rank[i] and nid[i] are the
+ * rank and merged id of the pair (sym[i], sym[i + 1]). */
+static void bpe_merge(rt_tokenizer *t, const unsigned char *w, size_t n, rt_ids *out)
+{
+    size_t m = bpe_symbols(t, w, n);
+    if (m >= BPE_LONG) {
+        bpe_merge_long(t, m, out);
+        return;
+    }
+    uint32_t *sym = t->sym, *rank = sym + n, *nid = rank + n;
+    for (size_t i = 0; i + 1 < m; i++)
+        rank[i] = pair_rank(t, sym[i], sym[i + 1], &nid[i]);
+    while (m > 1) {
+        size_t best = 0;
+        for (size_t i = 1; i + 1 < m; i++)
+            if (rank[i] < rank[best])
+                best = i;
+        if (rank[best] == UINT32_MAX)
+            break;
+        sym[best] = nid[best];
+        size_t tail = m - best - 2;   /* symbols after the merged pair */
+        memmove(sym + best + 1, sym + best + 2, tail * sizeof *sym);
+        if (tail > 0) {
+            memmove(rank + best + 1, rank + best + 2, (tail - 1) * sizeof *rank);
+            memmove(nid + best + 1, nid + best + 2, (tail - 1) * sizeof *nid);
+        }
+        m--;
+        if (best + 1 < m)
+            rank[best] = pair_rank(t, sym[best], sym[best + 1], &nid[best]);
+        if (best > 0)
+            rank[best - 1] = pair_rank(t, sym[best - 1], sym[best], &nid[best - 1]);
+    }
+    for (size_t i = 0; i < m; i++)
+        rt_ids_push(out, sym[i]);
+}
+
+static void cache_put(rt_tokenizer *t, const unsigned char *w, size_t n, const uint32_t *ids,
+                      size_t k)
+{
+    if (2 * (t->cache.n + 1) > t->cache.cap || t->cache_ids_n + k > CACHE_IDS) {
+        memset(t->cache.s, 0, t->cache.cap * sizeof *t->cache.s);   /* start over */
+        t->cache.n = t->cache.pool_n = t->cache_ids_n = 0;
+    }
+    Slot *s = map_put(&t->cache, w, n);
+    s->val = (uint32_t)t->cache_ids_n;
+    s->val2 = (uint32_t)k;
+    memcpy(t->cache_ids + t->cache_ids_n, ids, k * sizeof *ids);
+    t->cache_ids_n += k;
+}
+
+/* The vocabulary's id of the word as a whole (its bytes mapped), or -1. */
+static int64_t whole_word(rt_tokenizer *t, const unsigned char *w, size_t n)
+{
+    if (2 * n > t->mapped_cap) {
+        t->mapped_cap = 2 * n + 64;
+        t->mapped = xrealloc(t->mapped, t->mapped_cap);
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t c = t->byte_char[w[i]];
+        if (c < 0x80) {
+            t->mapped[k++] = (char)c;
+        } else {   /* all mapped characters are below U+0800 */
+            t->mapped[k++] = (char)(0xC0 | c >> 6);
+            t->mapped[k++] = (char)(0x80 | (c & 0x3F));
+        }
+    }
+    Slot *s = map_find(&t->vocab, t->mapped, k);
+    return s ? (int64_t)s->val : -1;
+}
+
+static void encode_word(rt_tokenizer *t, const unsigned char *w, size_t n, rt_ids *out)
+{
+    if (n == 1 && t->byte_id[w[0]] >= 0) {
+        rt_ids_push(out, (uint32_t)t->byte_id[w[0]]);
+        return;
+    }
+    if (t->ignore_merges) {
+        int64_t id = whole_word(t, w, n);
+        if (id >= 0) {
+            rt_ids_push(out, (uint32_t)id);
+            return;
+        }
+    }
+    if (n <= CACHE_WORD_MAX) {
+        Slot *s = map_find(&t->cache, w, n);
+        if (s) {
+            for (uint32_t i = 0; i < s->val2; i++)
+                rt_ids_push(out, t->cache_ids[s->val + i]);
+            return;
+        }
+    }
+    int64_t start = out->n;
+    bpe_merge(t, w, n, out);
+    if (n <= CACHE_WORD_MAX)
+        cache_put(t, w, n, out->v + start, (size_t)(out->n - start));
+}
+
+/* ---- encoding ----------------------------------------------------------------- */
+
+/* The leftmost-longest match of an added token of set in s[i, n): where it starts (n
+ * when there is none), the token in *tok. */
+static size_t added_find(const AddedSet *set, const unsigned char *s, size_t i, size_t n,
+                         const Added **tok)
+{
+    if (set->n == 0)
+        return n;
+    for (; i < n; i++)
+        for (int k = set->first[s[i]]; k < set->first[s[i] + 1]; k++) {
+            const Added *a = &set->a[k];
+            if (a->len <= n - i && memcmp(s + i, a->s, a->len) == 0) {
+                *tok = a;
+                return i;
+            }
+        }
+    return n;
+}
+
+static void encode_words(rt_tokenizer *t, const unsigned char *s, size_t n, rt_ids *out)
+{
+    for (size_t i = 0; i < n;) {
+        size_t e = next_word(t, s, i, n);
+        encode_word(t, s + i, e - i, out);
+        i = e;
+    }
+}
+
+/* The normalized added tokens, then the words of what lies between them. */
+static void encode_normalized(rt_tokenizer *t, const unsigned char *s, size_t n, rt_ids *out)
+{
+    for (size_t i = 0; i < n;) {
+        const Added *a = NULL;
+        size_t at = added_find(&t->norm_set, s, i, n, &a);
+        encode_words(t, s + i, at - i, out);
+        if (at == n)
+            break;
+        rt_ids_push(out, a->id);
+        i = at + a->len;
+    }
+}
+
+void rt_tok_encode_part(rt_tokenizer *t, const char *text, size_t n, rt_ids *out)
+{
+    const unsigned char *s = (const unsigned char *)text;
+    for (size_t i = 0; i < n;) {
+        const Added *a = NULL;
+        size_t at = added_find(&t->raw_set, s, i, n, &a);
+        encode_normalized(t, s + i, at - i, out);
+        if (at == n)
+            break;
+        rt_ids_push(out, a->id);
+        i = at + a->len;
+    }
+}
+
+void rt_tok_prefix(const rt_tokenizer *t, rt_ids *out)
+{
+    for (int64_t i = 0; i < t->prefix.n; i++)
+        rt_ids_push(out, t->prefix.v[i]);
+}
+
+void rt_tok_suffix(const rt_tokenizer *t, rt_ids *out)
+{
+    for (int64_t i = 0; i < t->suffix.n; i++)
+        rt_ids_push(out, t->suffix.v[i]);
+}
+
+void rt_tok_encode(rt_tokenizer *t, const char *text, size_t n, rt_ids *out)
+{
+    rt_tok_prefix(t, out);
+    rt_tok_encode_part(t, text, n, out);
+    rt_tok_suffix(t, out);
+}
+
+/* A cut after a newline that sits between two printable ASCII characters: every
+ * pattern ends a word at the newline whatever follows it (the newline is a word of
+ * its own, or ends one of punctuation), and starts the next word at the character
+ * after it, which no pattern joins to a newline before it. No added token spans it
+ * (none holds a newline: cut_ok). */
+size_t rt_tok_safe_cut(const rt_tokenizer *t, const char *text, size_t n)
+{
+    const unsigned char *s = (const unsigned char *)text;
+    if (!t->cut_ok || t->pat == PT_NONE || n < 3)
+        return 0;
+    for (size_t p = n - 1; p >= 2; p--)
+        if (s[p - 1] == '\n' && s[p - 2] > 0x20 && s[p - 2] < 0x7F && s[p] > 0x20 && s[p] < 0x7F)
+            return p;
+    return 0;
+}
+
+size_t rt_tok_unnormalized(const rt_tokenizer *t, const char *text, size_t n, uint32_t *cp)
+{
+    const unsigned char *s = (const unsigned char *)text;
+    if (!t->nfc)
+        return n;
+    size_t len;
+    for (size_t i = 0; i < n; i += len) {
+        if (s[i] < 0x80) {   /* ASCII is its own NFC */
+            len = 1;
+            continue;
+        }
+        uint32_t c = utf8_at(s, i, n, &len);
+        if (c <= 0x10FFFF && in_ranges(c, rt_uni_nfc_unsafe, rt_uni_nfc_unsafe_n)) {
+            *cp = c;
+            return i;
+        }
+    }
+    return n;
+}
+
+int64_t rt_tok_vocab(const rt_tokenizer *t)
+{
+    return t->n_ids;
+}
+
+const char *rt_tok_piece(const rt_tokenizer *t, uint32_t id, size_t *len)
+{
+    if (id >= t->n_ids || !t->piece[id])
+        return NULL;
+    *len = t->piece_len[id];
+    return t->piece[id];
+}
+
+/* ---- loading ------------------------------------------------------------------ */
+
+#define FAIL(...) (snprintf(err, errlen, __VA_ARGS__), -1)
+
+/* GPT-2's bytes_to_unicode: printable bytes stand for themselves, the others for
+ * U+0100 on, in byte order. */
+static void byte_map_init(rt_tokenizer *t)
+{
+    int next = 0;
+    memset(t->char_byte, 0xFF, sizeof t->char_byte);
+    for (int b = 0; b < 256; b++) {
+        int keep = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+        t->byte_char[b] = keep ? (uint32_t)b : 256u + (uint32_t)next++;
+        t->char_byte[t->byte_char[b]] = (int16_t)b;
+    }
+}
+
+static int vocab_id(const rt_tokenizer *t, const char *s, int64_t *id)
+{
+    Slot *sl = map_find(&t->vocab, s, strlen(s));
+    *id = sl ? (int64_t)sl->val : -1;
+    return sl != NULL;
+}
+
+static int is_false(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return !v || cJSON_IsNull(v) || cJSON_IsFalse(v);
+}
+
+static int is_empty_str(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return !v || cJSON_IsNull(v) || (cJSON_IsString(v) && !*v->valuestring);
+}
+
+/* One merge, "a b" or ["a", "b"], into the pair table with its rank. */
+static int add_merge(rt_tokenizer *t, const cJSON *mg, uint32_t rank, char *err, size_t errlen)
+{
+    char *own = NULL;   /* "a b" with the space cut: a, then b */
+    const char *a, *b;
+    if (cJSON_IsString(mg)) {
+        own = xrealloc(NULL, strlen(mg->valuestring) + 1);
+        strcpy(own, mg->valuestring);
+        char *sp = strchr(own, ' ');
+        if (!sp || strchr(sp + 1, ' ')) {
+            free(own);
+            return FAIL("model.merges[%u]: '%s' is not two tokens a space apart", rank,
+                        mg->valuestring);
+        }
+        *sp = 0;
+        a = own;
+        b = sp + 1;
+    } else if (cJSON_IsArray(mg) && cJSON_GetArraySize(mg) == 2 &&
+               cJSON_IsString(cJSON_GetArrayItem(mg, 0)) && cJSON_IsString(cJSON_GetArrayItem(mg, 1))) {
+        a = cJSON_GetArrayItem(mg, 0)->valuestring;
+        b = cJSON_GetArrayItem(mg, 1)->valuestring;
+    } else {
+        return FAIL("model.merges[%u]: neither a string \"a b\" nor a pair [a, b]", rank);
+    }
+    int64_t ia, ib, inew;
+    char *ab = xrealloc(NULL, strlen(a) + strlen(b) + 1);
+    strcpy(ab, a);
+    strcat(ab, b);
+    int ok = vocab_id(t, a, &ia) && vocab_id(t, b, &ib) && vocab_id(t, ab, &inew);
+    free(ab);
+    if (!ok)
+        snprintf(err, errlen, "model.merges[%u]: '%s' + '%s': a token or their merge is not in "
+                 "the vocabulary", rank, a, b);
+    free(own);
+    if (!ok)
+        return -1;
+    PairSlot *p = pair_slot(t, (uint32_t)ia, (uint32_t)ib);
+    p->key = ((uint64_t)ia << 32 | (uint64_t)ib) + 1;   /* a later duplicate wins, as in tokenizers */
+    p->rank = rank;
+    p->id = (uint32_t)inew;
+    return 0;
+}
+
+static int load_model(rt_tokenizer *t, const cJSON *model, char *err, size_t errlen)
+{
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(model, "type");
+    if (!cJSON_IsObject(model) || !cJSON_IsString(type))
+        return FAIL("model: missing, or without a \"type\"");
+    if (strcmp(type->valuestring, "BPE") != 0)
+        return FAIL("model type '%s' is not supported (only BPE)", type->valuestring);
+    const cJSON *drop = cJSON_GetObjectItemCaseSensitive(model, "dropout");
+    if (drop && !cJSON_IsNull(drop) && !(cJSON_IsNumber(drop) && drop->valuedouble == 0))
+        return FAIL("model.dropout: BPE dropout is not supported (random ids)");
+    if (!is_empty_str(model, "continuing_subword_prefix") || !is_empty_str(model, "end_of_word_suffix"))
+        return FAIL("model: continuing_subword_prefix and end_of_word_suffix are not supported");
+    if (!is_false(model, "byte_fallback"))
+        return FAIL("model.byte_fallback is not supported (a byte-level BPE needs none)");
+    t->ignore_merges = !is_false(model, "ignore_merges");
+    const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
+    const cJSON *merges = cJSON_GetObjectItemCaseSensitive(model, "merges");
+    if (!cJSON_IsObject(vocab) || !cJSON_IsArray(merges))
+        return FAIL("model: \"vocab\" must be an object and \"merges\" a list");
+    map_init(&t->vocab, 1024);
+    const cJSON *e;
+    cJSON_ArrayForEach(e, vocab) {
+        if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble >= 0x7FFFFFFF ||
+            e->valuedouble != (double)(int64_t)e->valuedouble)
+            return FAIL("model.vocab['%s']: the id must be an integer in [0, 2^31)", e->string);
+        map_put(&t->vocab, e->string, strlen(e->string))->val = (uint32_t)e->valuedouble;
+        if ((int64_t)e->valuedouble >= t->n_ids)
+            t->n_ids = (int64_t)e->valuedouble + 1;
+    }
+    size_t nm = (size_t)cJSON_GetArraySize(merges);
+    for (t->merges_cap = 1024; t->merges_cap < 2 * nm; t->merges_cap *= 2) {}
+    t->merges = xrealloc(NULL, t->merges_cap * sizeof *t->merges);
+    memset(t->merges, 0, t->merges_cap * sizeof *t->merges);
+    uint32_t rank = 0;
+    cJSON_ArrayForEach(e, merges)
+        if (add_merge(t, e, rank++, err, errlen))
+            return -1;
+    const cJSON *unk = cJSON_GetObjectItemCaseSensitive(model, "unk_token");
+    t->unk = -1;
+    if (cJSON_IsString(unk) && !vocab_id(t, unk->valuestring, &t->unk))
+        return FAIL("model.unk_token '%s' is not in the vocabulary", unk->valuestring);
+    for (int b = 0; b < 256; b++) {
+        char c[3] = {0};
+        uint32_t u = t->byte_char[b];
+        if (u < 0x80)
+            c[0] = (char)u;
+        else {
+            c[0] = (char)(0xC0 | u >> 6);
+            c[1] = (char)(0x80 | (u & 0x3F));
+        }
+        vocab_id(t, c, &t->byte_id[b]);
+    }
+    return 0;
+}
+
+static int added_cmp(const void *pa, const void *pb)
+{
+    const Added *a = pa, *b = pb;
+    if ((unsigned char)a->s[0] != (unsigned char)b->s[0])
+        return (unsigned char)a->s[0] - (unsigned char)b->s[0];
+    return a->len > b->len ? -1 : a->len < b->len;
+}
+
+static void added_index(AddedSet *set)
+{
+    if (set->n > 1)
+        qsort(set->a, (size_t)set->n, sizeof *set->a, added_cmp);
+    int k = 0;
+    for (int b = 0; b <= 256; b++) {
+        set->first[b] = k;
+        while (k < set->n && b < 256 && (unsigned char)set->a[k].s[0] == b)
+            k++;
+    }
+}
+
+/* The id `tokenizers` gives an added token, whatever id the file writes: an earlier
+ * added token's with the same content, else the vocabulary's, else the next after the
+ * vocabulary and the added tokens so far (AddedVocabulary::add_tokens). */
+static uint32_t added_id(const rt_tokenizer *t, const char *content, int64_t *max_added)
+{
+    const AddedSet *sets[2] = {&t->raw_set, &t->norm_set};
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < sets[k]->n; i++)
+            if (strcmp(sets[k]->a[i].s, content) == 0)
+                return sets[k]->a[i].id;
+    int64_t id, size = (int64_t)t->vocab.n;
+    if (!vocab_id(t, content, &id))
+        id = *max_added < 0 ? size : *max_added >= size ? *max_added + 1 : size;
+    if (id > *max_added)
+        *max_added = id;
+    return (uint32_t)id;
+}
+
+static int load_added(rt_tokenizer *t, const cJSON *added, char *err, size_t errlen)
+{
+    int64_t max_added = -1;
+    t->cut_ok = 1;
+    if (!added || cJSON_IsNull(added))
+        return 0;
+    if (!cJSON_IsArray(added))
+        return FAIL("added_tokens must be a list");
+    const cJSON *e;
+    int i = 0;
+    cJSON_ArrayForEach(e, added) {
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id");
+        const cJSON *content = cJSON_GetObjectItemCaseSensitive(e, "content");
+        if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble >= 0x7FFFFFFF ||
+            !cJSON_IsString(content) || !*content->valuestring)
+            return FAIL("added_tokens[%d]: needs an integer \"id\" and a non-empty \"content\"", i);
+        static const char *const unsupported[] = {"single_word", "lstrip", "rstrip"};
+        for (int k = 0; k < 3; k++)
+            if (!is_false(e, unsupported[k]))
+                return FAIL("added_tokens[%d] '%s': %s is not supported", i,
+                            content->valuestring, unsupported[k]);
+        uint32_t tid = added_id(t, content->valuestring, &max_added);
+        AddedSet *set = is_false(e, "normalized") ? &t->raw_set : &t->norm_set;
+        set->a = xrealloc(set->a, (size_t)(set->n + 1) * sizeof *set->a);
+        set->a[set->n++] = (Added){.s = strdup(content->valuestring),
+                                   .len = (uint32_t)strlen(content->valuestring), .id = tid};
+        if (strchr(content->valuestring, '\n'))
+            t->cut_ok = 0;
+        if ((int64_t)tid >= t->n_ids)
+            t->n_ids = (int64_t)tid + 1;
+        i++;
+    }
+    added_index(&t->raw_set);
+    added_index(&t->norm_set);
+    return 0;
+}
+
+static const char *type_of(const cJSON *o)
+{
+    const cJSON *ty = cJSON_GetObjectItemCaseSensitive(o, "type");
+    return cJSON_IsString(ty) ? ty->valuestring : "(no type)";
+}
+
+/* ByteLevel: no prefix space; its own regex (GPT-2's) or none. */
+static int byte_level(const cJSON *bl, int *use_regex, char *err, size_t errlen)
+{
+    if (!is_false(bl, "add_prefix_space"))
+        return FAIL("pre_tokenizer ByteLevel: add_prefix_space true is not supported");
+    const cJSON *ur = cJSON_GetObjectItemCaseSensitive(bl, "use_regex");
+    *use_regex = !ur || cJSON_IsTrue(ur);
+    return 0;
+}
+
+/* Split(Regex) with one of the known patterns, each match a word of its own. */
+static int split_pattern(rt_tokenizer *t, const cJSON *sp, char *err, size_t errlen)
+{
+    const cJSON *pat = cJSON_GetObjectItemCaseSensitive(sp, "pattern");
+    const cJSON *re = cJSON_GetObjectItemCaseSensitive(pat, "Regex");
+    const cJSON *beh = cJSON_GetObjectItemCaseSensitive(sp, "behavior");
+    if (!cJSON_IsString(re))
+        return FAIL("pre_tokenizer Split: only a {\"Regex\": ...} pattern is supported");
+    if (!cJSON_IsString(beh) || strcmp(beh->valuestring, "Isolated") != 0 || !is_false(sp, "invert"))
+        return FAIL("pre_tokenizer Split: only behavior Isolated, not inverted, is supported");
+    if (strcmp(re->valuestring, re_gpt2) == 0)
+        t->pat = PT_GPT2;
+    else if (strcmp(re->valuestring, re_llama3) == 0)
+        t->pat = PT_LLAMA3;
+    else if (strcmp(re->valuestring, re_qwen2) == 0)
+        t->pat = PT_QWEN2;
+    else
+        return FAIL("pre_tokenizer Split: the pattern '%s' is not supported (known: GPT-2's, "
+                    "Llama 3's and Qwen2's)", re->valuestring);
+    return 0;
+}
+
+/* ByteLevel (GPT-2), or Sequence[Split(Regex), ByteLevel(use_regex false)] (Llama 3,
+ * Qwen2), or Sequence[ByteLevel]. */
+static int load_pre(rt_tokenizer *t, const cJSON *pt, char *err, size_t errlen)
+{
+    int use_regex = 0;
+    if (!cJSON_IsObject(pt))
+        return FAIL("pre_tokenizer: none (only byte-level BPE is supported: a ByteLevel "
+                    "pre-tokenizer)");
+    if (strcmp(type_of(pt), "ByteLevel") == 0) {
+        if (byte_level(pt, &use_regex, err, errlen))
+            return -1;
+        t->pat = use_regex ? PT_GPT2 : PT_NONE;
+        return 0;
+    }
+    if (strcmp(type_of(pt), "Sequence") != 0)
+        return FAIL("pre_tokenizer type '%s' is not supported (ByteLevel, or Sequence of "
+                    "Split and ByteLevel)", type_of(pt));
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(pt, "pretokenizers");
+    int n = cJSON_GetArraySize(list), split = 0;
+    const cJSON *last = cJSON_GetArrayItem(list, n - 1);
+    if (n < 1 || n > 2 || strcmp(type_of(last), "ByteLevel") != 0)
+        return FAIL("pre_tokenizer Sequence: only [Split, ByteLevel] or [ByteLevel] is "
+                    "supported");
+    if (n == 2) {
+        const cJSON *first = cJSON_GetArrayItem(list, 0);
+        if (strcmp(type_of(first), "Split") != 0)
+            return FAIL("pre_tokenizer type '%s' is not supported in a Sequence (Split, "
+                        "ByteLevel)", type_of(first));
+        if (split_pattern(t, first, err, errlen))
+            return -1;
+        split = 1;
+    }
+    if (byte_level(last, &use_regex, err, errlen))
+        return -1;
+    if (split && use_regex)
+        return FAIL("pre_tokenizer Sequence: a Split before a ByteLevel that splits again "
+                    "(use_regex true) is not supported");
+    if (!split)
+        t->pat = use_regex ? PT_GPT2 : PT_NONE;
+    return 0;
+}
+
+/* None, or NFC (Qwen2), alone or as a Sequence's one member: NFC is applied only
+ * where it is the identity (rt_tok_unnormalized). */
+static int load_normalizer(rt_tokenizer *t, const cJSON *nm, char *err, size_t errlen)
+{
+    if (!nm || cJSON_IsNull(nm))
+        return 0;
+    if (strcmp(type_of(nm), "Sequence") == 0) {
+        const cJSON *list = cJSON_GetObjectItemCaseSensitive(nm, "normalizers");
+        if (cJSON_GetArraySize(list) == 0)
+            return 0;
+        if (cJSON_GetArraySize(list) == 1)
+            return load_normalizer(t, cJSON_GetArrayItem(list, 0), err, errlen);
+    }
+    if (strcmp(type_of(nm), "NFC") == 0) {
+        t->nfc = 1;
+        return 0;
+    }
+    return FAIL("normalizer type '%s' is not supported (only none and NFC)", type_of(nm));
+}
+
+/* TemplateProcessing's "single": the special tokens before and after $A. */
+static int template_ids(rt_tokenizer *t, const cJSON *pp, char *err, size_t errlen)
+{
+    const cJSON *single = cJSON_GetObjectItemCaseSensitive(pp, "single");
+    const cJSON *specials = cJSON_GetObjectItemCaseSensitive(pp, "special_tokens");
+    const cJSON *e;
+    int seen_a = 0;
+    cJSON_ArrayForEach(e, single) {
+        const cJSON *st = cJSON_GetObjectItemCaseSensitive(e, "SpecialToken");
+        const cJSON *sq = cJSON_GetObjectItemCaseSensitive(e, "Sequence");
+        if (sq) {
+            const cJSON *id = cJSON_GetObjectItemCaseSensitive(sq, "id");
+            if (seen_a || !cJSON_IsString(id) || strcmp(id->valuestring, "A") != 0)
+                return FAIL("post_processor TemplateProcessing: a single template with one $A "
+                            "is needed");
+            seen_a = 1;
+            continue;
+        }
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(st, "id");
+        const cJSON *tok = cJSON_GetObjectItemCaseSensitive(specials, cJSON_IsString(name) ? name->valuestring : "");
+        const cJSON *ids = cJSON_GetObjectItemCaseSensitive(tok, "ids"), *id;
+        if (!cJSON_IsArray(ids))
+            return FAIL("post_processor TemplateProcessing: a special token of \"single\" is "
+                        "not in \"special_tokens\"");
+        cJSON_ArrayForEach(id, ids)
+            rt_ids_push(seen_a ? &t->suffix : &t->prefix, (uint32_t)id->valuedouble);
+    }
+    return seen_a ? 0 : FAIL("post_processor TemplateProcessing: \"single\" has no $A");
+}
+
+/* ByteLevel (offsets only), TemplateProcessing, or a Sequence of them. */
+static int load_post(rt_tokenizer *t, const cJSON *pp, char *err, size_t errlen)
+{
+    if (!pp || cJSON_IsNull(pp) || strcmp(type_of(pp), "ByteLevel") == 0)
+        return 0;
+    if (strcmp(type_of(pp), "TemplateProcessing") == 0)
+        return template_ids(t, pp, err, errlen);
+    if (strcmp(type_of(pp), "Sequence") == 0) {
+        const cJSON *e;
+        cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(pp, "processors"))
+            if (load_post(t, e, err, errlen))
+                return -1;
+        return 0;
+    }
+    return FAIL("post_processor type '%s' is not supported (ByteLevel, TemplateProcessing)",
+                type_of(pp));
+}
+
+static void set_piece(rt_tokenizer *t, uint32_t id, const char *s, size_t len)
+{
+    free(t->piece[id]);
+    t->piece[id] = xrealloc(NULL, len + 1);
+    memcpy(t->piece[id], s, len);
+    t->piece[id][len] = 0;
+    t->piece_len[id] = (uint32_t)len;
+}
+
+/* Each id's bytes: a vocabulary entry with the byte map undone (a character outside
+ * the map kept as it is), an added token's content as written. */
+static void build_pieces(rt_tokenizer *t)
+{
+    t->piece = xrealloc(NULL, (size_t)t->n_ids * sizeof *t->piece);
+    t->piece_len = xrealloc(NULL, (size_t)t->n_ids * sizeof *t->piece_len);
+    memset(t->piece, 0, (size_t)t->n_ids * sizeof *t->piece);
+    char *buf = NULL;
+    size_t cap = 0;
+    for (size_t i = 0; i < t->vocab.cap; i++) {
+        const Slot *s = &t->vocab.s[i];
+        if (!s->h)
+            continue;
+        const unsigned char *p = (const unsigned char *)t->vocab.pool + s->off;
+        if (s->len + 1 > cap)
+            buf = xrealloc(buf, cap = s->len + 1);
+        size_t k = 0, len;
+        for (size_t j = 0; j < s->len; j += len) {
+            uint32_t c = utf8_at(p, j, s->len, &len);
+            if (c < 0x200 && t->char_byte[c] >= 0)
+                buf[k++] = (char)t->char_byte[c];
+            else
+                memcpy(buf + k, p + j, len), k += len;
+        }
+        set_piece(t, s->val, buf, k);
+    }
+    free(buf);
+    AddedSet *sets[2] = {&t->raw_set, &t->norm_set};
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < sets[k]->n; i++)
+            set_piece(t, sets[k]->a[i].id, sets[k]->a[i].s, sets[k]->a[i].len);
+}
+
+static char *read_all(const char *path, size_t *len, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    char *buf = NULL;
+    size_t n = 0, cap = 0, got;
+    do {
+        if (n == cap)
+            buf = xrealloc(buf, cap = cap ? 2 * cap : 1 << 20);
+        got = fread(buf + n, 1, cap - n, f);
+        n += got;
+    } while (got > 0);
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        snprintf(err, errlen, "%s: cannot read", path);
+        return NULL;
+    }
+    *len = n;
+    return buf;
+}
+
+rt_tokenizer *rt_tok_load(const char *path, char *err, size_t errlen)
+{
+    size_t len;
+    char *text = read_all(path, &len, err, errlen);
+    if (!text)
+        return NULL;
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    free(text);
+    if (!cJSON_IsObject(root)) {
+        snprintf(err, errlen, "%s: not a JSON object (a tokenizer.json)", path);
+        cJSON_Delete(root);
+        return NULL;
+    }
+    rt_tokenizer *t = xrealloc(NULL, sizeof *t);
+    memset(t, 0, sizeof *t);
+    byte_map_init(t);
+    char msg[768] = "";
+    int bad = load_model(t, cJSON_GetObjectItemCaseSensitive(root, "model"), msg, sizeof msg) ||
+              load_added(t, cJSON_GetObjectItemCaseSensitive(root, "added_tokens"), msg, sizeof msg) ||
+              load_normalizer(t, cJSON_GetObjectItemCaseSensitive(root, "normalizer"), msg, sizeof msg) ||
+              load_pre(t, cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"), msg, sizeof msg) ||
+              load_post(t, cJSON_GetObjectItemCaseSensitive(root, "post_processor"), msg, sizeof msg);
+    cJSON_Delete(root);
+    if (bad) {
+        snprintf(err, errlen, "%s: %s", path, msg);
+        rt_tok_free(t);
+        return NULL;
+    }
+    build_pieces(t);
+    map_init(&t->cache, CACHE_SLOTS);
+    t->cache_ids = xrealloc(NULL, CACHE_IDS * sizeof *t->cache_ids);
+    return t;
+}
+
+void rt_tok_free(rt_tokenizer *t)
+{
+    if (!t)
+        return;
+    map_free(&t->vocab);
+    map_free(&t->cache);
+    free(t->merges);
+    AddedSet *sets[2] = {&t->raw_set, &t->norm_set};
+    for (int k = 0; k < 2; k++) {
+        for (int i = 0; i < sets[k]->n; i++)
+            free(sets[k]->a[i].s);
+        free(sets[k]->a);
+    }
+    rt_ids_free(&t->prefix);
+    rt_ids_free(&t->suffix);
+    for (int64_t i = 0; t->piece && i < t->n_ids; i++)
+        free(t->piece[i]);
+    free(t->piece);
+    free(t->piece_len);
+    free(t->cache_ids);
+    free(t->sym);
+    free(t->mapped);
+    free(t);
+}

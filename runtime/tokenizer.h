@@ -1,0 +1,61 @@
+/* tokenizer.h: the byte-level BPE tokenizer of a Hugging Face tokenizer.json, shared
+ * by `trainc data text --tokenizer` and a trainer's --tokenizer (tokenizer.c).
+ *
+ * What it reads: model BPE (vocab, merges as "a b" strings or [a, b] pairs,
+ * ignore_merges, unk_token), added_tokens (matched in the text before
+ * pre-tokenization, leftmost-longest, special ones too), the pre-tokenizer as GPT-2
+ * (ByteLevel with its regex), Llama 3 and Qwen2 (Sequence[Split(Regex), ByteLevel])
+ * write it, a TemplateProcessing post-processor (a BOS before the text), and an NFC
+ * normalizer on text it leaves as it is. Anything else (another normalizer, pattern or
+ * model type, lstrip/rstrip tokens) is refused at load, named. Encoding gives the ids of `tokenizers`' Tokenizer.encode(text).ids. */
+#ifndef RT_TOKENIZER_H
+#define RT_TOKENIZER_H
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct rt_tokenizer rt_tokenizer;
+
+/* A growing array of token ids. */
+typedef struct rt_ids {
+    uint32_t *v;
+    int64_t n, cap;
+} rt_ids;
+
+/* Loads FILE; NULL with a message in err (naming what is not supported) on failure. */
+rt_tokenizer *rt_tok_load(const char *path, char *err, size_t errlen);
+void rt_tok_free(rt_tokenizer *t);
+
+/* The number of ids: the largest id in the vocabulary or the added tokens, plus one. */
+int64_t rt_tok_vocab(const rt_tokenizer *t);
+
+/* Appends the ids of text[0, n) without the post-processor's tokens: what a part of a
+ * longer text contributes when cut where rt_tok_safe_cut says. */
+void rt_tok_encode_part(rt_tokenizer *t, const char *text, size_t n, rt_ids *out);
+
+/* The post-processor's ids before (prefix) and after (suffix) a whole text. */
+void rt_tok_prefix(const rt_tokenizer *t, rt_ids *out);
+void rt_tok_suffix(const rt_tokenizer *t, rt_ids *out);
+
+/* Prefix, part, suffix: Tokenizer.encode(text).ids. */
+void rt_tok_encode(rt_tokenizer *t, const char *text, size_t n, rt_ids *out);
+
+/* The largest p in (0, n) at which text[0, p) and text[p, n) encode to the ids of
+ * text[0, n) (a newline between two printable ASCII characters, where every supported
+ * pattern splits whatever follows), or 0 when there is none. */
+size_t rt_tok_safe_cut(const rt_tokenizer *t, const char *text, size_t n);
+
+/* With an NFC normalizer (Qwen2's): the offset of the first character in text[0, n)
+ * whose presence may make NFC change the text (its code point in *cp), or n when
+ * there is none, so that the text is its own NFC and encodes as it is. trainc does not
+ * implement NFC's changes: a caller refuses a text where this is below n. Without a
+ * normalizer: n. */
+size_t rt_tok_unnormalized(const rt_tokenizer *t, const char *text, size_t n, uint32_t *cp);
+
+/* The bytes id stands for: the byte-level map undone, an added token's content as
+ * written; NULL for an id that names no token. */
+const char *rt_tok_piece(const rt_tokenizer *t, uint32_t id, size_t *len);
+
+void rt_ids_push(rt_ids *a, uint32_t id);
+void rt_ids_free(rt_ids *a);
+
+#endif

@@ -1,0 +1,273 @@
+"""`trainc data text --tokenizer` against Hugging Face `tokenizers`, id for id.
+
+Trains small byte-level BPE tokenizers here with `tokenizers` (no hub): GPT-2's
+pre-tokenizer (ByteLevel with its regex), Llama 3's and Qwen2's (Split(Regex) then
+ByteLevel; Llama 3's with ignore_merges and a BOS template), each with added special
+tokens, over Debian's license texts. Then tokenizes the license texts and a text of
+multi-byte UTF-8, emoji, digit runs, contractions (upper-case too), whitespace runs,
+tabs and newlines, a text of long words and a random one, with trainc, whole and in tiny parts (TRAINC_TEXT_CHUNK), from the
+file as `tokenizers` writes it and with its merges rewritten as [a, b] pairs, and
+compares the shard's ids with Tokenizer.from_file(F).encode(text).ids. Also: a
+vocabulary over 65536 gives uint32 shards; unsupported parts are refused by name.
+
+Run with the venv's python (HF_PYTHON): exits 77 (skipped) without `tokenizers`.
+usage: HF_PYTHON tests/tokenizer_hf.py [OUTDIR]
+"""
+import glob
+import json
+import os
+import random
+import shutil
+import struct
+import subprocess
+import sys
+
+try:
+    from tokenizers import (Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers,
+                            processors, trainers)
+except ImportError:
+    print("skip: the `tokenizers` package is not installed (make deps makes .venv/hf)")
+    sys.exit(77)
+
+TRAINC = os.environ.get("TRAINC", "build/trainc")
+OUT = sys.argv[1] if len(sys.argv) > 1 else "build/tests/tokenizer_hf"
+
+LLAMA3 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+          r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+         r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+# the hard cases, each a few times over, so that several parts of a small chunk meet them
+HARD = (
+    "Hello World! It's IT'S they're THEY'RE we've WE'VE I'm I'M you'll YOU'LL he'd HE'D "
+    "'s 't 'sound 'Sound 'LLama 'VEry 'Dare 'ſound ''s ’s l'ſ'Ll IT'Sound x'ſound WE'VEry "
+    "O'Neil don'T I'Mean she'Dare\n"
+    "digits 1 12 123 1234 12345 1234567890 3.14159 1,000,000 ²³ ½ Ⅻ ٣٤٥ ４５\n"
+    "naïve café résumé e\u0301 Ünïcödé ß ẞ Ω ω Привет мир Γειά σου עברית العربية हिन्दी\n"
+    "日本語のテキスト 中文文本 한국어 텍스트 ｆｕｌｌ ｗｉｄｔｈ\n"
+    "emoji 🙂👍🏽 👨‍👩‍👧 🇫🇷 ❤️ 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 \U0001F600\U0001F600\n"
+    "\ttab\t\ttabs\t \t mixed\n"
+    "   leading spaces, trailing spaces   \n"
+    "many     spaces    between  words\n\n\n\n"
+    "crlf line\r\nand\r\n\r\nmore\r\r\n old mac\rline\r x\r\x0bwords\n"
+    "spaces:\u2000en\u2005four\u200ahair\u205fmath\u1680ogham\u0085nel\x0bvt\x0cff\u200bzw "
+    "runs \u200a\u2009 of\u200a\u200a!? them\u3000 \u00a0\n\u2028 end\u200a\n"
+    "nbsp\u00a0here\u00a0\u00a0twice, ideographic\u3000space, line\u2028separator\u2029para\n"
+    "punctuation!!! ...??? (parens) [brackets] {braces} <angles> \"quotes\" #hash @at $5.00 "
+    "100% a&b a|b a\\b ~!@#$%^&*()_+-=\n"
+    "special <|endoftext|> tokens<|begin_of_text|>inline<|end_of_text|>\n"
+    "code: if (x == 1) { return y->z[2]; }  // comment\n"
+    "\x00\x01\x7f control \x1b[0m\n"
+    "  \n \n\t\n  x\n"
+)
+TEXT = HARD * 3 + "end   "
+# for Qwen2's NFC normalizer, which trainc applies only where it changes nothing: no
+# combining marks (a decomposed é, Devanagari's virama), no U+2000 (NFC: U+2002)
+# long words: BPE over a heap from 48 symbols on; words past the cache's 64 bytes
+LONG = ("=" * 5000 + " " * 3000 + "a" * 4000 + "ab" * 3000 + "\n" + "-" * 777 + "\n" + "0" * 100 +
+        "".join("abcdefghijklmnop"[(i * 7919) % 13] for i in range(20000)) + " " +
+        " ".join(["thethethe" * 30] * 10) + "\n\n" + "é" * 300 + "🙂" * 100)
+# random text from the characters the patterns treat apart (all NFC-stable)
+PALETTE = ["a", "B", "z", "é", "ß", "ſ", "Ω", "日", "1", "²", "٣", "'", "’", " ", "  ", "\t", "\n",
+           "\r", "\r\n", "\u00a0", "\u3000", "\u200a", "!", "?", ".", "-", "(", "🙂", "s", "t",
+           "re", "ve", "ll", "d", "m", "S", "T", "RE", "LL", "D", "M", "<|endoftext|>", "\x00"]
+_rng = random.Random(5)
+RANDOM = "".join(_rng.choice(PALETTE) for _ in range(20000))
+TEXT_NFC = TEXT.replace("e\u0301", "\u00e9").replace("हिन्दी", "Hindi").replace("\u2000", "\u2002")
+
+
+def license_text():
+    files = sorted(f for f in glob.glob("/usr/share/common-licenses/**", recursive=True)
+                   if os.path.isfile(f) and not os.path.islink(f))   # find -type f, as the Makefile
+    return "".join(open(f, encoding="utf-8", errors="replace").read() for f in files)
+
+
+def trained(kind, corpus, vocab):
+    """A tokenizer of the given kind trained over corpus (a list of strings)."""
+    specials = ["<|endoftext|>"] if kind == "gpt2" else ["<|begin_of_text|>", "<|end_of_text|>"]
+    tok = Tokenizer(models.BPE(ignore_merges=(kind == "llama3")))
+    if kind == "gpt2":
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    else:
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(LLAMA3 if kind == "llama3" else QWEN2), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    if kind == "qwen2":
+        tok.normalizer = normalizers.NFC()
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab, special_tokens=specials, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(corpus, trainer)
+    if kind == "llama3":
+        bos = tok.token_to_id("<|begin_of_text|>")
+        tok.post_processor = processors.TemplateProcessing(
+            single="<|begin_of_text|> $A", special_tokens=[("<|begin_of_text|>", bos)])
+    else:
+        tok.post_processor = processors.ByteLevel(trim_offsets=True)
+    return tok
+
+
+def shard_ids(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    magic, version, n = struct.unpack("<3i", data[:12])
+    width = {(20240520, 1): 2, (20240801, 7): 4}[(magic, version)]
+    body = data[1024:]
+    assert len(body) == n * width, (path, len(body), n, width)
+    return list(struct.unpack("<%d%s" % (n, "H" if width == 2 else "I"), body)), width
+
+
+def trainc_ids(tok_json, text_file, name, chunk=None):
+    out = os.path.join(OUT, "shards_" + name)
+    env = dict(os.environ)
+    if chunk:
+        env["TRAINC_TEXT_CHUNK"] = str(chunk)
+    r = subprocess.run([TRAINC, "data", "text", text_file, out, "--tokenizer", tok_json,
+                        "--val-frac", "0"], env=env, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit("FAIL: %s: trainc data text exited %d: %s" % (name, r.returncode, r.stderr))
+    return shard_ids(os.path.join(out, "train_000000.bin"))
+
+
+def first_diff(a, b):
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return min(len(a), len(b))
+
+
+def compare(tok, tok_json, text, text_file, name, chunk=None, want_width=2):
+    want = tok.encode(text).ids
+    got, width = trainc_ids(tok_json, text_file, name, chunk)
+    if got != want or width != want_width:
+        i = first_diff(got, want)
+        sys.exit("FAIL: %s: %d ids (uint%d), tokenizers %d (uint%d expected); first difference "
+                 "at %d: trainc %s, tokenizers %s (tokens %s)" %
+                 (name, len(got), 8 * width, len(want), 8 * want_width, i, got[i:i + 5],
+                  want[i:i + 5], [tok.id_to_token(x) for x in want[i:i + 5]]))
+    print("ok   %-34s %7d ids%s" % (name, len(want), " (parts of %d bytes)" % chunk if chunk else ""))
+
+
+def pair_merges(src, dst):
+    """The same tokenizer with its merges as [a, b] pairs (tokenizers 0.20's form)."""
+    with open(src, encoding="utf-8") as f:
+        j = json.load(f)
+    j["model"]["merges"] = [m.split(" ") for m in j["model"]["merges"]]
+    with open(dst, "w", encoding="utf-8") as f:
+        json.dump(j, f, ensure_ascii=False)
+
+
+def words_tokenizer(src, texts, dst):
+    """src with every word its pre-tokenizer cuts from texts in the vocabulary, whole."""
+    pre = Tokenizer.from_file(src).pre_tokenizer
+    with open(src, encoding="utf-8") as f:
+        j = json.load(f)
+    vocab = j["model"]["vocab"]
+    j["model"]["ignore_merges"] = True
+    j["model"]["merges"] = []   # a word not whole in the vocabulary: its bytes
+    for text in texts:
+        for word, _ in pre.pre_tokenize_str(text):
+            if word not in vocab:
+                vocab[word] = len(vocab)
+    with open(dst, "w", encoding="utf-8") as f:
+        json.dump(j, f, ensure_ascii=False)
+
+
+def refused(tok_json, edit, want, name):
+    with open(tok_json, encoding="utf-8") as f:
+        j = json.load(f)
+    edit(j)
+    bad = os.path.join(OUT, "bad_" + name + ".json")
+    with open(bad, "w", encoding="utf-8") as f:
+        json.dump(j, f)
+    r = subprocess.run([TRAINC, "data", "text", os.path.join(OUT, "hard.txt"),
+                        os.path.join(OUT, "shards_bad"), "--tokenizer", bad],
+                       capture_output=True, text=True)
+    if r.returncode != 1 or want not in r.stderr:
+        sys.exit("FAIL: refusal %s: exit %d, stderr %r (wanted exit 1 naming %r)" %
+                 (name, r.returncode, r.stderr, want))
+    print("ok   refused: %s" % r.stderr.strip())
+
+
+def main():
+    shutil.rmtree(OUT, ignore_errors=True)
+    os.makedirs(OUT)
+    lic = license_text()
+    files = {"licenses": lic, "hard": TEXT, "hard_nfc": TEXT_NFC, "long": LONG, "random": RANDOM}
+    for k, v in files.items():
+        with open(os.path.join(OUT, k + ".txt"), "w", encoding="utf-8", newline="") as f:
+            f.write(v)
+    corpus = lic.split("\n\n") + [HARD]
+    for kind, vocab in (("gpt2", 2000), ("llama3", 3000), ("qwen2", 1500)):
+        tok = trained(kind, corpus, vocab)
+        tj = os.path.join(OUT, kind + ".json")
+        tok.save(tj)
+        tok = Tokenizer.from_file(tj)
+        pj = os.path.join(OUT, kind + "_pairs.json")
+        pair_merges(tj, pj)
+        for name, text in files.items():
+            if (name == "hard") == (kind == "qwen2"):
+                continue   # Qwen2's NFC: the NFC text; the others: the text with marks
+            tf = os.path.join(OUT, name + ".txt")
+            compare(tok, tj, text, tf, "%s/%s" % (kind, name))
+            compare(tok, pj, text, tf, "%s/%s (pair merges)" % (kind, name))
+            compare(tok, tj, text, tf, "%s/%s" % (kind, name), chunk=61 if name == "licenses" else 3)
+    # every word whole: each word `tokenizers`' pre-tokenizer cuts from the texts added
+    # to the vocabulary, with ignore_merges and no merges, so that a word is one id and
+    # a word cut elsewhere than tokenizers cuts it shows as its bytes (with trained
+    # merges the pieces of two cuts often coincide)
+    for kind in ("gpt2", "llama3", "qwen2"):
+        tj = os.path.join(OUT, kind + "_words.json")
+        names = ("licenses", "hard_nfc" if kind == "qwen2" else "hard", "long", "random")
+        words_tokenizer(os.path.join(OUT, kind + ".json"), [files[n] for n in names], tj)
+        tok = Tokenizer.from_file(tj)
+        for name in names:
+            compare(tok, tj, files[name], os.path.join(OUT, name + ".txt"),
+                    "%s/%s (words whole, %d ids)" % (kind, name, tok.get_vocab_size()))
+    # validation: the last tenth of the ids; shards of at most 10000 ids
+    tj = os.path.join(OUT, "gpt2.json")
+    want = Tokenizer.from_file(tj).encode(lic).ids
+    out = os.path.join(OUT, "shards_split")
+    subprocess.run([TRAINC, "data", "text", os.path.join(OUT, "licenses.txt"), out, "--tokenizer",
+                    tj, "--val-frac", "0.1", "--shard-tokens", "10000"], check=True,
+                   capture_output=True)
+    parts = {k: [shard_ids(f)[0] for f in sorted(glob.glob(os.path.join(out, k + "_*.bin")))]
+             for k in ("train", "val")}
+    n_val = len(want) // 10
+    got = [x for k in ("train", "val") for p in parts[k] for x in p]
+    if (got != want or sum(map(len, parts["val"])) != n_val or
+            any(len(p) > 10000 for k in parts for p in parts[k])):
+        sys.exit("FAIL: --val-frac 0.1 --shard-tokens 10000: shards of %s ids, %d wanted, "
+                 "the last %d for validation" % ({k: list(map(len, v)) for k, v in parts.items()},
+                                                 len(want), n_val))
+    print("ok   gpt2/licenses, --val-frac 0.1 --shard-tokens 10000: %d + %d shards" %
+          (len(parts["train"]), len(parts["val"])))
+    # a vocabulary over 65536: uint32 shards
+    tj = os.path.join(OUT, "llama3.json")
+    with open(tj, encoding="utf-8") as f:
+        j = json.load(f)
+    j["model"]["vocab"]["<|big|>"] = 70000   # a vocabulary entry with a high id, as GPT-2's
+    j["added_tokens"].append({"id": 70000, "content": "<|big|>", "single_word": False,
+                              "lstrip": False, "rstrip": False, "normalized": False,
+                              "special": True})
+    big = os.path.join(OUT, "llama3_big.json")
+    with open(big, "w", encoding="utf-8") as f:
+        json.dump(j, f, ensure_ascii=False)
+    text = TEXT + "<|big|> and <|big|>"
+    tf = os.path.join(OUT, "big.txt")
+    with open(tf, "w", encoding="utf-8", newline="") as f:
+        f.write(text)
+    compare(Tokenizer.from_file(big), big, text, tf, "llama3/big vocabulary", want_width=4)
+    # what is not supported is refused, named
+    refused(tj, lambda j: j.__setitem__("normalizer", {"type": "NFKC"}), "'NFKC'", "nfkc")
+    refused(tj, lambda j: j.__setitem__("normalizer", {"type": "NFC"}), "U+0301", "nfc_marks")
+    refused(tj, lambda j: j["pre_tokenizer"]["pretokenizers"][0]["pattern"].__setitem__("Regex", r"\w+"),
+            r"'\w+'", "pattern")
+    refused(tj, lambda j: j["model"].__setitem__("type", "Unigram"), "'Unigram'", "model")
+    refused(tj, lambda j: j.__setitem__("pre_tokenizer", {"type": "Whitespace"}), "'Whitespace'",
+            "pre_tokenizer")
+    print("tokenizer_hf: all ids equal")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,109 @@
+"""The trainer's --tokenizer: --prompt encoded, --sample's output decoded.
+
+Trains a GPT-2-style and a Llama-3-style tokenizer (tests/tokenizer_hf.py's) over the
+license texts, tokenizes them with `trainc data text --tokenizer`, trains a tiny GPT
+over the tokenizer's vocabulary for a few steps with `trainc run`, and samples with
+--prompt and --tokenizer: the prompt's ids (printed on stderr) are those of
+`tokenizers`' encode (the Llama 3 one's BOS included), the printed text is
+`tokenizers`' decode of the sampled ids (printed on stderr too), and a prompt id past
+the model's vocabulary is refused.
+
+Run with the venv's python (HF_PYTHON): exits 77 (skipped) without `tokenizers`.
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+try:
+    from tokenizers import Tokenizer
+except ImportError:
+    print("skip: the `tokenizers` package is not installed (make deps makes .venv/hf)")
+    sys.exit(77)
+import tokenizer_hf as th  # noqa: E402
+
+TRAINC = os.environ.get("TRAINC", "build/trainc")
+OUT = "build/tests/tokenizer_sample"
+PROMPT = "Hello, the Licensor's WORK 2024\n"
+
+
+def spec(vocab, data):
+    return {"trainc": 1, "model": {
+        "name": "tok_gpt", "init": "gpt2",
+        "inputs": {"x": {"shape": [32], "dtype": "i32"},
+                   "y": {"shape": [32], "dtype": "i32", "classes": vocab}},
+        "layers": [
+            {"op": "embedding", "name": "wte", "vocab": vocab, "dim": 32, "input": "x"},
+            {"op": "pos_embedding", "name": "wpe", "max_len": 32},
+            {"op": "residual", "body": [{"op": "layernorm", "name": "ln_1"},
+                                        {"op": "attention", "name": "attn", "heads": 2}]},
+            {"op": "layernorm", "name": "ln_f"},
+            {"op": "linear", "name": "lm_head", "tie": "wte", "bias": False}],
+        "loss": {"op": "cross_entropy", "target": "y"}},
+        "train": {"data": {"train": {"tokens": data + "/train_*.bin"}},
+                  "batch_size": 8, "max_steps": 5, "optimizer": {"type": "adamw", "lr": 1e-2},
+                  "seed": 7, "log_every": 1, "device": "cpu"}}
+
+
+def ids_line(stderr, what):
+    m = re.search(r"^%s: (\d+) tokens:(.*)$" % what, stderr, re.M)
+    if not m:
+        sys.exit("FAIL: no '%s:' line on stderr:\n%s" % (what, stderr[-2000:]))
+    ids = [int(x) for x in m.group(2).split()]
+    assert len(ids) == int(m.group(1))
+    return ids
+
+
+def run(kind, vocab):
+    d = os.path.join(OUT, kind)
+    os.makedirs(d, exist_ok=True)
+    lic = th.license_text()
+    tj = os.path.join(d, "tokenizer.json")
+    th.trained(kind, lic.split("\n\n"), vocab).save(tj)
+    tok = Tokenizer.from_file(tj)
+    text = os.path.join(d, "licenses.txt")
+    with open(text, "w", encoding="utf-8") as f:
+        f.write(lic)
+    subprocess.run([TRAINC, "data", "text", text, d + "/data", "--tokenizer", tj, "--val-frac", "0"],
+                   check=True, capture_output=True)
+    V = tok.get_vocab_size()
+    sp = os.path.join(d, "spec.json")
+    with open(sp, "w") as f:
+        json.dump(spec(V, "data"), f)
+    cmd = [TRAINC, "run", sp, "--out", d + "/run", "--threads", "1", "--sample", "40",
+           "--prompt", PROMPT, "--tokenizer", tj]
+    r = subprocess.run(cmd, capture_output=True)
+    err = r.stderr.decode("utf-8", "replace")
+    if r.returncode != 0:
+        sys.exit("FAIL: %s: %s exited %d:\n%s" % (kind, " ".join(cmd), r.returncode, err[-2000:]))
+    prompt = ids_line(err, "prompt")
+    want = tok.encode(PROMPT).ids
+    if prompt != want:
+        sys.exit("FAIL: %s: the prompt's ids %s, tokenizers' %s" % (kind, prompt, want))
+    sample = ids_line(err, "sample")
+    text_out = r.stdout.decode("utf-8", "replace")
+    assert text_out.endswith("\n")
+    decoded = tok.decode(sample, skip_special_tokens=False)
+    if len(sample) != 40 or text_out[:-1] != decoded:
+        sys.exit("FAIL: %s: the sample printed %r, tokenizers decodes its %d ids as %r" %
+                 (kind, text_out, len(sample), decoded))
+    print("ok   %s (vocabulary %d): prompt %d ids as tokenizers'; sample %r" %
+          (kind, V, len(prompt), text_out[:60]))
+    # a tokenizer whose ids pass the model's: refused before training
+    with open(sp, "w") as f:
+        json.dump(spec(200, "data"), f)
+    r = subprocess.run([TRAINC, "run", sp, "--out", d + "/run_small", "--sample", "5",
+                        "--prompt", "zzzz Licensor", "--tokenizer", tj], capture_output=True,
+                       text=True)
+    if r.returncode != 1 or "past the model's 200 ids" not in r.stderr or os.path.exists(d + "/run_small"):
+        sys.exit("FAIL: %s: a prompt id past the vocabulary: exit %d, %r" % (kind, r.returncode,
+                                                                           r.stderr))
+    print("ok   %s: a prompt id past the model's vocabulary refused: %s" % (kind, r.stderr.strip()))
+
+
+shutil.rmtree(OUT, ignore_errors=True)
+run("gpt2", 600)
+run("llama3", 700)
