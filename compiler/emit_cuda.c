@@ -363,6 +363,10 @@ static int tmpl_needed(const char *file, const Program *p, const Program *ev)
 
 void emit_cuda(Program *p, Program *ev, Buf *b, Buf *file)
 {
+    /* batchnorm's running statistics (e->state) live on the host alone for now, and
+     * its kernels are the CPU's (runtime/batchnorm.c) */
+    if (program_calls(p, CALL_BATCHNORM_FWD))
+        p->cuda_unsupported = xstrdup("batchnorm has no GPU kernels yet");
     /* the two texts differ only in the templates: inlined in b, #included in file */
     for (int k = 0; k < 2; k++) {
         Buf *o = k ? file : b;

@@ -51,7 +51,10 @@ struct Layer {
     int causal;               /* default 1 */
     int gelu_tanh;            /* "approximate": "tanh" */
     double p;                 /* dropout; default 0.5 */
-    double eps;               /* layernorm; default 1e-5 */
+    double eps;               /* layernorm, batchnorm; default 1e-5 */
+    double momentum;          /* batchnorm's running statistics; default 0.1 */
+    int affine;               /* batchnorm: weight and bias; default 1 */
+    int sync;                 /* batchnorm: statistics over all ranks; default 0 */
     char *tie;                /* linear: the name of an embedding, or NULL */
     Layer **body;             /* residual, repeat */
     int n_body;

@@ -98,6 +98,9 @@ check zero                bash tests/zero.sh
 check parity/mlp_adamw    $PYTHON tests/torch_parity.py mlp adamw
 check parity/mlp_sgd      $PYTHON tests/torch_parity.py mlp sgd
 check parity/cnn_adamw    $PYTHON tests/torch_parity.py cnn adamw
+check parity/batchnorm    $PYTHON tests/batchnorm_parity.py
+check parity/batchnorm_accumulate $PYTHON tests/batchnorm_parity.py --accumulate
+check parity/batchnorm_recompute $PYTHON tests/batchnorm_parity.py --recompute full
 check parity/cnn_sgd      $PYTHON tests/torch_parity.py cnn sgd
 check parity/gpt_char     $PYTHON tests/gpt_parity.py
 check learn/mlp           bash tests/learn.sh mlp_fashion 0.85
