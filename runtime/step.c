@@ -340,6 +340,11 @@ void rt_step_agree(Run *r, Step *st)
     st->sig_stop = v[1] > 0;
     st->now_stop = v[2];
     st->samples *= r->world;
+    /* the layers' state (batchnorm's running statistics) is rank 0's, as DDP's
+     * broadcast_buffers makes it before each forward: every rank validates, saves and
+     * goes on with the same (with sync they are the same already) */
+    if (r->m->n_state)
+        rt_broadcast(r->layer_state, r->m->state_floats * (int64_t)sizeof(float), 0);
 }
 
 int rt_step_update(Run *r, rt_loop_state *s, Loop *L, Step *st, int lf_over)

@@ -94,6 +94,7 @@ check recompute           bash tests/recompute.sh
 check dropout_keys        bash tests/dropout_keys.sh
 check init_gpt2           bash tests/init_gpt2.sh
 check ddp                 bash tests/ddp.sh
+check batchnorm           bash tests/batchnorm.sh
 check zero                bash tests/zero.sh
 check parity/mlp_adamw    $PYTHON tests/torch_parity.py mlp adamw
 check parity/mlp_sgd      $PYTHON tests/torch_parity.py mlp sgd
