@@ -334,6 +334,7 @@ static const struct {
     int calls[7];   /* CALL_*, ended by 0 (CALL_GEMM: never one of these) */
 } tmpl_uses[] = {
     {"attention.cuh", {CALL_ATTENTION_FWD, CALL_ATTENTION_BWD}},
+    {"batchnorm.cuh", {CALL_BATCHNORM_FWD, CALL_BATCHNORM_BWD}},
     {"conv.cuh", {CALL_IM2COL, CALL_COL2IM, CALL_MAXPOOL_FWD, CALL_MAXPOOL_BWD, CALL_AVGPOOL_FWD,
                   CALL_AVGPOOL_BWD}},
     {"embedding.cuh", {CALL_EMBEDDING_FWD, CALL_EMBEDDING_BWD}},
@@ -363,10 +364,6 @@ static int tmpl_needed(const char *file, const Program *p, const Program *ev)
 
 void emit_cuda(Program *p, Program *ev, Buf *b, Buf *file)
 {
-    /* batchnorm's running statistics (e->state) live on the host alone for now, and
-     * its kernels are the CPU's (runtime/batchnorm.c) */
-    if (program_calls(p, CALL_BATCHNORM_FWD))
-        p->cuda_unsupported = xstrdup("batchnorm has no GPU kernels yet");
     /* the two texts differ only in the templates: inlined in b, #included in file */
     for (int k = 0; k < 2; k++) {
         Buf *o = k ? file : b;

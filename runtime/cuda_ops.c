@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include "rt_cuda.h"
+#include "rt_dist.h"
 
 /* The kernels' fixed block shapes and chunk sizes (the same numbers as templates/cuda/). */
 #define RT_ATT_THREADS 128     /* attention.cuh */
@@ -268,6 +269,68 @@ void rt_cu_layernorm_bwd(rt_exec *e, const float *x, const float *w, const float
     ln_launch(e, name, rows, d, a2);
     colsum_finish(e, part, dw, nrb, d);
     colsum_finish(e, part + (rt_dptr)(nrb * d) * sizeof(double), db, nrb, d);
+}
+
+/* ---- BatchNorm ---------------------------------------------------------------------------- */
+
+/* Parts a channel's n = B * HW values are cut into for its reductions: about 16K values
+ * a block, at most 64 (the shape's alone, so the sums' order is too). */
+static int64_t bn_parts(int64_t n)
+{
+    int64_t p = cdiv(n, 16384);
+    return p < 1 ? 1 : p > 64 ? 64 : p;
+}
+
+/* Statistics over several GPUs would need NCCL in the middle of a pass: not yet. */
+static void bn_no_sync(int64_t sync)
+{
+    if (sync && rt_dist_world() > 1)
+        rt_fail("batchnorm with sync true on several GPUs is not supported yet; train it on "
+                "the CPU or set sync false");
+}
+
+void rt_cu_batchnorm_fwd(rt_exec *e, const float *x, const float *w, const float *b, float *y,
+                         float *mean, float *rstd, float *run_mean, float *run_var, float *count,
+                         int64_t B, int64_t C, int64_t HW, float eps, float momentum, int64_t sync)
+{
+    if (B <= 0 || C <= 0)
+        return;
+    bn_no_sync(sync && e->train);
+    int64_t P = bn_parts(B * HW), total = B * C * HW;
+    rt_dptr part = rt_cu_scratch(e, (size_t)(C * P * 2) * sizeof(double) + (size_t)C * 8);
+    rt_dptr ab = part + (rt_dptr)(C * P * 2) * sizeof(double);
+    int train = e->train;
+    if (train) {
+        void *a1[] = {&x, &part, &B, &C, &HW};
+        rt_cu_launch(e, "rt_bn_stats", gdim(C, GX, "batchnorm"), gdim(P, GYZ, "batchnorm"), 1,
+                     256, 1, 0, a1);
+    }
+    double n = (double)B * (double)HW;
+    void *a2[] = {&part, &P, &C, &n, &w, &b, &mean, &rstd, &run_mean, &run_var, &count, &ab,
+                  &eps, &momentum, &train};
+    rt_cu_launch(e, "rt_bn_finish", gdim(cdiv(C, 256), GX, "batchnorm"), 1, 1, 256, 1, 0, a2);
+    void *a3[] = {&x, &y, &ab, &C, &HW, &total};
+    rt_cu_launch(e, "rt_bn_apply", rt_cu_grid_for(e, total), 1, 1, 256, 1, 0, a3);
+}
+
+void rt_cu_batchnorm_bwd(rt_exec *e, const float *x, const float *w, const float *mean,
+                         const float *rstd, const float *dy, float *dx, float *dw, float *db,
+                         int64_t B, int64_t C, int64_t HW, int64_t sync)
+{
+    if (B <= 0 || C <= 0)
+        return;
+    bn_no_sync(sync);
+    int64_t P = bn_parts(B * HW), total = B * C * HW;
+    rt_dptr part = rt_cu_scratch(e, (size_t)(C * P * 2) * sizeof(double) + (size_t)C * 8);
+    rt_dptr gk = part + (rt_dptr)(C * P * 2) * sizeof(double);
+    void *a1[] = {&x, &dy, &mean, &part, &B, &C, &HW};
+    rt_cu_launch(e, "rt_bn_bwd_stats", gdim(C, GX, "batchnorm"), gdim(P, GYZ, "batchnorm"), 1,
+                 256, 1, 0, a1);
+    double n = (double)B * (double)HW;
+    void *a2[] = {&part, &P, &C, &n, &rstd, &dw, &db, &gk};
+    rt_cu_launch(e, "rt_bn_bwd_finish", gdim(cdiv(C, 256), GX, "batchnorm"), 1, 1, 256, 1, 0, a2);
+    void *a3[] = {&x, &dy, &dx, &mean, &rstd, &w, &gk, &C, &HW, &total};
+    rt_cu_launch(e, "rt_bn_dx", rt_cu_grid_for(e, total), 1, 1, 256, 1, 0, a3);
 }
 
 /* ---- losses ------------------------------------------------------------------------------ */
@@ -632,6 +695,8 @@ void rt_cu_ops_register(void)
         .avgpool2d_bwd = rt_cu_avgpool2d_bwd,
         .layernorm_fwd = rt_cu_layernorm_fwd,
         .layernorm_bwd = rt_cu_layernorm_bwd,
+        .batchnorm_fwd = rt_cu_batchnorm_fwd,
+        .batchnorm_bwd = rt_cu_batchnorm_bwd,
         .cross_entropy = rt_cu_cross_entropy,
         .mse = rt_cu_mse,
         .attention_fwd = rt_cu_attention_fwd,

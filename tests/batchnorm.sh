@@ -12,7 +12,9 @@
 #     0, those of one rank trained on rank 0's rows alone, bit for bit), and both ranks
 #     validate with them (the last validation loss is --eval's of the saved weights);
 #   - 2 ranks, sync true: 2 ranks x B match 1 rank x 2B step by step (losses within 1e-5
-#     relative) and in the running statistics (1e-5).
+#     relative) and in the running statistics (1e-5);
+#   - on the fake GPU (tests/fake_gpu/): --device cuda matches --device cpu (1e-5, the
+#     running statistics too), a GPU resume is bit for bit, bf16-mixed runs close to fp32.
 set -eu
 cd "$(dirname "$0")/.."
 TRAINC=${TRAINC:-build/trainc}
@@ -136,3 +138,41 @@ print(f"worst loss difference {worst:.1e}, running statistics {stat:.1e}")
 assert worst <= 1e-5 and stat <= 1e-5, (worst, stat)
 PY
 echo "ok   2 ranks x 16 with sync = 1 rank x 32"
+
+# the GPU path on the fake GPU (tests/fake_gpu/: the kernels of batchnorm.cuh in the CPU
+# emulator): --device cuda against --device cpu, the running statistics too; a resume
+# on the GPU bit for bit; bf16-mixed (16-bit activations) against the CPU's fp32
+lib=$d/fake_lib
+mkdir -p "$lib"
+bash tests/fake_gpu/build.sh "$lib" >/dev/null
+"$TRAINC" build "$d/bn.json" --device both --arch sm_90 -o "$d/gpu_trainer" 2>/dev/null
+"$TRAINC" build "$d/bn.json" --device both --arch sm_90 --set precision=bf16-mixed -o "$d/gpu_bf16" 2>/dev/null
+export TRAINC_CACHE_DIR=$d/cache
+gpu() { env LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
+G=(--threads 1 --quiet --set max_steps=12 --set validate.every_steps=6 --set checkpoint.every_steps=6)
+"$d/gpu_trainer" --device cpu --out "$d/g.cpu" "${G[@]}"
+gpu "$d/gpu_trainer" --device cuda --out "$d/g.gpu" "${G[@]}"
+gpu "$d/gpu_trainer" --device cuda --out "$d/g.cut" "${G[@]}" --set max_steps=6
+gpu "$d/gpu_trainer" --resume "$d/g.cut" "${G[@]}"
+gpu "$d/gpu_bf16" --device cuda --out "$d/g.bf16" "${G[@]}"
+cmp "$d/g.gpu/model.safetensors" "$d/g.cut/model.safetensors"
+$PY - "$d/g.cpu" "$d/g.gpu" "$d/g.bf16" <<'PY'
+import json, sys
+sys.path.insert(0, "tests")
+import numpy as np, st_check
+def nums(p):
+    return [r[k] for r in map(json.loads, open(p + "/metrics.jsonl")) if "event" not in r
+            for k in ("loss", "val_loss") if k in r]
+a, b, h = (nums(p) for p in sys.argv[1:4])
+assert len(a) == len(b) == len(h) == 14, (len(a), len(b), len(h))
+worst = max(abs(x - y) / abs(x) for x, y in zip(a, b))
+wa, wb = (st_check.load(p + "/model.safetensors") for p in sys.argv[1:3])
+stat = max(float(np.max(np.abs(wa[k].astype(np.float64) - wb[k]))) for k in wa if "running" in k)
+assert all((wa[k] == wb[k]).all() for k in wa if "num_batches" in k)
+assert worst <= 1e-5 and stat <= 1e-5, (worst, stat)
+first, last = abs(h[0] - a[0]) / a[0], abs(h[-1] - a[-1]) / a[-1]
+assert first <= 1e-3 and last <= 2e-2, (first, last)
+print(f"cuda vs cpu: worst loss difference {worst:.1e}, running statistics {stat:.1e}; "
+      f"bf16-mixed: first loss {first:.1e}, last validation {last:.1e}")
+PY
+echo "ok   fake GPU: --device cuda = cpu (running statistics too), resume bit for bit, bf16-mixed"
