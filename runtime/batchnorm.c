@@ -66,6 +66,15 @@ static double *bn_scratch(int64_t C)
     return s;
 }
 
+/* The statistics over several GPUs would go through NCCL in the middle of a pass:
+ * not yet. */
+static void gpu_sync_refused(int64_t sync)
+{
+    if (sync && rt_dist_world() > 1)
+        rt_fail("batchnorm with sync true on several GPUs is not supported yet; train it on "
+                "the CPU (--device cpu) or set sync false");
+}
+
 static int64_t bn_grain(int64_t per_channel)
 {
     int64_t g = 32768 / (per_channel > 0 ? per_channel : 1);
@@ -121,6 +130,7 @@ void rt_batchnorm_fwd(rt_exec *e, const float *x, const float *w, const float *b
                       int64_t B, int64_t C, int64_t HW, float eps, float momentum, int64_t sync)
 {
     if (e->dev) { /* on a GPU: cuda_ops.c */
+        gpu_sync_refused(sync && e->train);
         RT_GPU(e)->batchnorm_fwd(e, x, w, b, y, mean, rstd, run_mean, run_var, count, B, C, HW,
                                  eps, momentum, sync);
         return;
@@ -196,6 +206,7 @@ void rt_batchnorm_bwd(rt_exec *e, const float *x, const float *w, const float *m
                       int64_t B, int64_t C, int64_t HW, int64_t sync)
 {
     if (e->dev) { /* on a GPU: cuda_ops.c */
+        gpu_sync_refused(sync);
         RT_GPU(e)->batchnorm_bwd(e, x, w, mean, rstd, dy, dx, dw, db, B, C, HW, sync);
         return;
     }
