@@ -587,6 +587,8 @@ void emit_plan_json(Program *p, Buf *b)
                (long long)(B * p->noreuse_row_bytes), (long long)(B * p->lower_bound_row_bytes));
     buf_printf(b, "  \"param_bytes\": %lld,\n  \"grad_bytes\": %lld,\n  \"optimizer_bytes\": %lld,\n",
                (long long)pbytes, (long long)pbytes, (long long)opt);
+    if (g->n_state)   /* batchnorm's running statistics (a start record's state_bytes) */
+        buf_printf(b, "  \"state_bytes\": %lld,\n", (long long)(g->state_floats * 4));
     /* bf16-mixed: the plan is the GPU's; the CPU's arena is twice arena_bytes */
     buf_printf(b, "  \"activations\": \"%s\",\n  \"param_copy_bytes\": %lld,\n",
                g->act16 ? half_name(g) : "fp32", (long long)(g->act16 ? pbytes / 2 : 0));

@@ -63,6 +63,14 @@ for pol in selective full; do
     diff <(losses "$d/rc.none") <(losses "$d/rc.$pol")
 done
 echo "ok   recompute selective and full: bit-identical to none (running statistics included)"
+# the plan counts the state as the trainer allocates it
+"$TRAINC" plan "$d/bn.json" --json > "$d/plan.json"
+$PY - "$d/rc.none/metrics.jsonl" "$d/plan.json" <<'PY'
+import json, sys
+start, plan = json.loads(open(sys.argv[1]).readline()), json.load(open(sys.argv[2]))
+assert start["state_bytes"] == plan["state_bytes"] == 512, (start.get("state_bytes"), plan.get("state_bytes"))
+PY
+echo "ok   the plan's state_bytes are the start record's"
 
 S=(--threads 1 --quiet --set max_steps=120 --set checkpoint.every_steps=25)
 "$d/trainer" --out "$d/ref" "${S[@]}"
