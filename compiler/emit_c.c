@@ -391,6 +391,8 @@ static void emit_state_table(Buf *b, const Graph *g)
         buf_printf(b, ", %d, {", pa->rank);
         for (int k = 0; k < pa->rank; k++)
             buf_printf(b, "%s%lld", k ? ", " : "", (long long)pa->shape[k]);
+        if (!pa->rank)
+            buf_puts(b, "0");   /* a scalar (the count): no empty initializer in C11 */
         char *lit = float_literal(pa->init_a);
         buf_printf(b, "}, %lld, %lld, RT_INIT_CONST, %s, %s},\n", (long long)pa->numel,
                    (long long)pa->offset, lit, pa->i64 ? "RT_I64" : "RT_F32");
