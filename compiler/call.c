@@ -36,7 +36,7 @@ static const struct {
     [CALL_ROWSUM_ADD] = {"rt_rowsum_add", "ttnn"},
     [CALL_GRAD_BEGIN] = {"rt_grad_begin", "nn"},
     [CALL_GRAD_READY] = {"rt_grad_ready", "nn"},
-    [CALL_BATCHNORM_FWD] = {"rt_batchnorm_fwd", "tttttttttnnnffn", .cheap = 1},
+    [CALL_BATCHNORM_FWD] = {"rt_batchnorm_fwd", "ttttttttttnnnffn", .cheap = 1},
     [CALL_BATCHNORM_BWD] = {"rt_batchnorm_bwd", "ttttttttnnnn"},
 };
 

@@ -142,6 +142,7 @@ typedef struct Node {
     Tensor *out;             /* forward output, or the gradient a backward node writes */
     Tensor *out2;            /* a second output (layernorm: dW/db live in params; loss: dpred) */
     Tensor *tmp[2];          /* scratch */
+    Tensor *tmp2;            /* batchnorm: the shift (out2 the scale) */
     Param *w, *b;
     Param *state[3];         /* batchnorm: running mean, running var, batches tracked */
     int act;                 /* N_ACT, N_ACT_BWD */
@@ -385,8 +386,9 @@ enum {
     CALL_ROWSUM_ADD,     /* x, out, rows, cols: out += row sums */
     CALL_GRAD_BEGIN,     /* offset, floats: a parameter gradient's range about to be written */
     CALL_GRAD_READY,     /* offset, floats: that range final */
-    CALL_BATCHNORM_FWD,  /* x, w|NULL, b|NULL, y, mean|NULL, rstd|NULL, running mean, var,
-                            count (NULL each in a replay), B, C, HW, eps, momentum, sync */
+    CALL_BATCHNORM_FWD,  /* x, w|NULL, b|NULL, scale, shift, mean|NULL, rstd|NULL, running
+                            mean, var, count (NULL each in a replay), B, C, HW, eps,
+                            momentum, sync */
     CALL_BATCHNORM_BWD,  /* x, w|NULL, mean, rstd, dy, dx, dw|NULL, db|NULL, B, C, HW, sync */
     N_CALLS
 };

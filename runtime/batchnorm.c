@@ -6,7 +6,9 @@
  * channel walks them in order, so every sum has the same bits whatever the thread
  * count. The statistics take one pass: the sum and the sum of squares in double (a
  * float's square is exact in double, and the cancellation in sumsq / N - mean^2 costs
- * at most mean^2 / var units of 2^-52); the normalization a second. The backward pass's
+ * at most mean^2 / var units of 2^-52); the normalization y = x scale + shift is the
+ * generated code's elementwise loop (fused with what follows): this file works out scale
+ * and shift. The backward pass's
  * two reductions (sum dy, sum (x - mean) dy) take one pass, dx a second, in the form
  * PyTorch's CPU kernel uses. With sync and several ranks the per-channel sums (and the
  * counts) are all-reduced between the passes; dw and db stay this rank's own (DDP
@@ -18,9 +20,9 @@
 #include "rt_dist.h"
 
 typedef struct {
-    const float *x, *dy, *w, *b;  /* [B, C, HW], [B, C, HW], [C], [C] (w, b may be NULL) */
-    float *y, *dx;                /* [B, C, HW] */
-    const float *alpha, *beta;    /* fwd's [C]: y = x alpha + beta */
+    const float *x, *dy, *w;      /* [B, C, HW], [B, C, HW], [C] (w may be NULL) */
+    float *dx;                    /* [B, C, HW] */
+    const float *gk;              /* bwd's [C, 2]: dx's mean of dy and its xhat factor */
     const float *mean, *rstd;     /* bwd's [C] */
     double *sums;                 /* [C, 2]: sum x and sum x^2, or sum dy and sum xmu dy */
     int64_t B, C, HW;
@@ -41,20 +43,6 @@ static void bn_stats_task(void *ctx, int64_t lo, int64_t hi)
         }
         c->sums[2 * ch] = s;
         c->sums[2 * ch + 1] = q;
-    }
-}
-
-static void bn_norm_task(void *ctx, int64_t lo, int64_t hi)
-{
-    const bn_ctx *c = ctx;
-    for (int64_t ch = lo; ch < hi; ch++) {
-        float a = c->alpha[ch], be = c->beta[ch];
-        for (int64_t b = 0; b < c->B; b++) {
-            const float *restrict x = c->x + (b * c->C + ch) * c->HW;
-            float *restrict y = c->y + (b * c->C + ch) * c->HW;
-            for (int64_t i = 0; i < c->HW; i++)
-                y[i] = x[i] * a + be;
-        }
     }
 }
 
@@ -93,10 +81,11 @@ static double bn_reduce(double *sums, int64_t C, double n, int64_t sync)
 }
 
 /* The batch's statistics: mean, 1/std saved, the running ones updated (run_mean NULL:
- * a replay, no update), alpha and beta of the normalization. */
-static void bn_train_stats(const bn_ctx *c, double *sums, float *mean, float *rstd,
-                           float *run_mean, float *run_var, float *count, float eps,
-                           float momentum, int64_t sync, float *alpha, float *beta)
+ * a replay, no update), the normalization's scale and shift. */
+static void bn_train_stats(const bn_ctx *c, const float *w, const float *b, double *sums,
+                           float *mean, float *rstd, float *run_mean, float *run_var,
+                           float *count, float eps, float momentum, int64_t sync,
+                           float *scale, float *shift)
 {
     double n = bn_reduce(sums, c->C, (double)c->B * (double)c->HW, sync);
     for (int64_t ch = 0; ch < c->C; ch++) {
@@ -106,9 +95,8 @@ static void bn_train_stats(const bn_ctx *c, double *sums, float *mean, float *rs
         float m = (float)mu, rs = (float)(1.0 / sqrt(var + (double)eps));
         mean[ch] = m;
         rstd[ch] = rs;
-        float w = c->w ? c->w[ch] : 1.0f, b = c->b ? c->b[ch] : 0.0f;
-        alpha[ch] = rs * w;
-        beta[ch] = b - m * alpha[ch];
+        scale[ch] = rs * (w ? w[ch] : 1.0f);
+        shift[ch] = (b ? b[ch] : 0.0f) - m * scale[ch];
         if (run_mean) {
             /* PyTorch: momentum * stat + (1 - momentum) * running, in double on the CPU;
              * the variance unbiased (n / (n - 1)) */
@@ -125,42 +113,34 @@ static void bn_train_stats(const bn_ctx *c, double *sums, float *mean, float *rs
     }
 }
 
-void rt_batchnorm_fwd(rt_exec *e, const float *x, const float *w, const float *b, float *y,
-                      float *mean, float *rstd, float *run_mean, float *run_var, float *count,
-                      int64_t B, int64_t C, int64_t HW, float eps, float momentum, int64_t sync)
+void rt_batchnorm_fwd(rt_exec *e, const float *x, const float *w, const float *b, float *scale,
+                      float *shift, float *mean, float *rstd, float *run_mean, float *run_var,
+                      float *count, int64_t B, int64_t C, int64_t HW, float eps, float momentum,
+                      int64_t sync)
 {
     if (e->dev) { /* on a GPU: cuda_ops.c */
         gpu_sync_refused(sync && e->train);
-        RT_GPU(e)->batchnorm_fwd(e, x, w, b, y, mean, rstd, run_mean, run_var, count, B, C, HW,
-                                 eps, momentum, sync);
+        RT_GPU(e)->batchnorm_fwd(e, x, w, b, scale, shift, mean, rstd, run_mean, run_var, count,
+                                 B, C, HW, eps, momentum, sync);
         return;
     }
     if (B <= 0 || C <= 0)
         return;
-    double *sums = bn_scratch(C);
-    float *alpha = malloc((size_t)C * 2 * sizeof *alpha);
-    if (!alpha)
-        rt_fail("out of memory allocating batchnorm's scales (%lld channels)", (long long)C);
-    float *beta = alpha + C;
-    bn_ctx c = {.x = x, .w = w, .b = b, .y = y, .alpha = alpha, .beta = beta, .sums = sums,
-                .B = B, .C = C, .HW = HW};
-    int64_t grain = bn_grain(B * HW);
-    if (e->train) {
-        rt_pool_run(e->rt, C, grain, bn_stats_task, &c);
-        bn_train_stats(&c, sums, mean, rstd, run_mean, run_var, count, eps, momentum, sync,
-                       alpha, beta);
-    } else {
-        /* evaluation: the running statistics, as PyTorch's eval mode */
+    if (!e->train) {   /* evaluation: the running statistics, as PyTorch's eval mode */
         if (!run_mean || !run_var)
             rt_die("batchnorm in evaluation without its running statistics");
         for (int64_t ch = 0; ch < C; ch++) {
             float rs = (float)(1.0 / sqrt((double)run_var[ch] + (double)eps));
-            alpha[ch] = rs * (w ? w[ch] : 1.0f);
-            beta[ch] = (b ? b[ch] : 0.0f) - run_mean[ch] * alpha[ch];
+            scale[ch] = rs * (w ? w[ch] : 1.0f);
+            shift[ch] = (b ? b[ch] : 0.0f) - run_mean[ch] * scale[ch];
         }
+        return;
     }
-    rt_pool_run(e->rt, C, grain, bn_norm_task, &c);
-    free(alpha);
+    double *sums = bn_scratch(C);
+    bn_ctx c = {.x = x, .sums = sums, .B = B, .C = C, .HW = HW};
+    rt_pool_run(e->rt, C, bn_grain(B * HW), bn_stats_task, &c);
+    bn_train_stats(&c, w, b, sums, mean, rstd, run_mean, run_var, count, eps, momentum, sync,
+                   scale, shift);
     free(sums);
 }
 
@@ -189,7 +169,7 @@ static void bn_dx_task(void *ctx, int64_t lo, int64_t hi)
 {
     const bn_ctx *c = ctx;
     for (int64_t ch = lo; ch < hi; ch++) {
-        float m = c->mean[ch], gm = c->alpha[2 * ch], k = c->alpha[2 * ch + 1];
+        float m = c->mean[ch], gm = c->gk[2 * ch], k = c->gk[2 * ch + 1];
         float sc = c->rstd[ch] * (c->w ? c->w[ch] : 1.0f);
         for (int64_t b = 0; b < c->B; b++) {
             const float *restrict x = c->x + (b * c->C + ch) * c->HW;
@@ -217,7 +197,7 @@ void rt_batchnorm_bwd(rt_exec *e, const float *x, const float *w, const float *m
     if (!gk)
         rt_fail("out of memory allocating batchnorm's scales (%lld channels)", (long long)C);
     bn_ctx c = {.x = x, .dy = dy, .w = w, .dx = dx, .mean = mean, .rstd = rstd, .sums = sums,
-                .alpha = gk, .B = B, .C = C, .HW = HW};
+                .gk = gk, .B = B, .C = C, .HW = HW};
     int64_t grain = bn_grain(B * HW);
     rt_pool_run(e->rt, C, grain, bn_bwd_sums_task, &c);
     /* this rank's dw, db; then the sums over all ranks for dx (sync) */

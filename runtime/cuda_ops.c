@@ -280,16 +280,16 @@ static int64_t bn_parts(int64_t n)
     return p < 1 ? 1 : p > 64 ? 64 : p;
 }
 
-void rt_cu_batchnorm_fwd(rt_exec *e, const float *x, const float *w, const float *b, float *y,
-                         float *mean, float *rstd, float *run_mean, float *run_var, float *count,
-                         int64_t B, int64_t C, int64_t HW, float eps, float momentum, int64_t sync)
+void rt_cu_batchnorm_fwd(rt_exec *e, const float *x, const float *w, const float *b,
+                         float *scale, float *shift, float *mean, float *rstd, float *run_mean,
+                         float *run_var, float *count, int64_t B, int64_t C, int64_t HW,
+                         float eps, float momentum, int64_t sync)
 {
     (void)sync;   /* one GPU: its batch is the whole batch (batchnorm.c refuses several) */
     if (B <= 0 || C <= 0)
         return;
-    int64_t P = bn_parts(B * HW), total = B * C * HW;
-    rt_dptr part = rt_cu_scratch(e, (size_t)(C * P * 2) * sizeof(double) + (size_t)C * 8);
-    rt_dptr ab = part + (rt_dptr)(C * P * 2) * sizeof(double);
+    int64_t P = bn_parts(B * HW);
+    rt_dptr part = rt_cu_scratch(e, (size_t)(C * P * 2) * sizeof(double));
     int train = e->train;
     if (train) {
         void *a1[] = {&x, &part, &B, &C, &HW};
@@ -297,11 +297,9 @@ void rt_cu_batchnorm_fwd(rt_exec *e, const float *x, const float *w, const float
                      256, 1, 0, a1);
     }
     double n = (double)B * (double)HW;
-    void *a2[] = {&part, &P, &C, &n, &w, &b, &mean, &rstd, &run_mean, &run_var, &count, &ab,
-                  &eps, &momentum, &train};
+    void *a2[] = {&part, &P, &C, &n, &w, &b, &mean, &rstd, &run_mean, &run_var, &count,
+                  &scale, &shift, &eps, &momentum, &train};
     rt_cu_launch(e, "rt_bn_finish", gdim(cdiv(C, 256), GX, "batchnorm"), 1, 1, 256, 1, 0, a2);
-    void *a3[] = {&x, &y, &ab, &C, &HW, &total};
-    rt_cu_launch(e, "rt_bn_apply", rt_cu_grid_for(e, total), 1, 1, 256, 1, 0, a3);
 }
 
 void rt_cu_batchnorm_bwd(rt_exec *e, const float *x, const float *w, const float *mean,

@@ -110,10 +110,10 @@ typedef struct rt_gpu_calls {
                           int64_t V, int64_t dim);
     void (*embedding_bwd)(rt_exec *e, const int32_t *idx, const float *dout, float *dw,
                           int64_t rows, int64_t V, int64_t dim);
-    void (*batchnorm_fwd)(rt_exec *e, const float *x, const float *w, const float *b, float *y,
-                          float *mean, float *rstd, float *run_mean, float *run_var,
-                          float *count, int64_t B, int64_t C, int64_t HW, float eps,
-                          float momentum, int64_t sync);
+    void (*batchnorm_fwd)(rt_exec *e, const float *x, const float *w, const float *b,
+                          float *scale, float *shift, float *mean, float *rstd, float *run_mean,
+                          float *run_var, float *count, int64_t B, int64_t C, int64_t HW,
+                          float eps, float momentum, int64_t sync);
     void (*batchnorm_bwd)(rt_exec *e, const float *x, const float *w, const float *mean,
                           const float *rstd, const float *dy, float *dx, float *dw, float *db,
                           int64_t B, int64_t C, int64_t HW, int64_t sync);

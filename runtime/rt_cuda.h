@@ -318,9 +318,10 @@ void rt_cu_avgpool2d_fwd(rt_exec *e, const float *x, float *y, int64_t planes, i
                          int64_t W, int64_t k, int64_t s, int64_t OH, int64_t OW);
 void rt_cu_avgpool2d_bwd(rt_exec *e, const float *dy, float *dx, int64_t planes, int64_t H,
                          int64_t W, int64_t k, int64_t s, int64_t OH, int64_t OW);
-void rt_cu_batchnorm_fwd(rt_exec *e, const float *x, const float *w, const float *b, float *y,
-                         float *mean, float *rstd, float *run_mean, float *run_var, float *count,
-                         int64_t B, int64_t C, int64_t HW, float eps, float momentum, int64_t sync);
+void rt_cu_batchnorm_fwd(rt_exec *e, const float *x, const float *w, const float *b,
+                         float *scale, float *shift, float *mean, float *rstd, float *run_mean,
+                         float *run_var, float *count, int64_t B, int64_t C, int64_t HW,
+                         float eps, float momentum, int64_t sync);
 void rt_cu_batchnorm_bwd(rt_exec *e, const float *x, const float *w, const float *mean,
                          const float *rstd, const float *dy, float *dx, float *dw, float *db,
                          int64_t B, int64_t C, int64_t HW, int64_t sync);

@@ -243,15 +243,18 @@ void rt_layernorm_bwd(rt_exec *e, const float *x, const float *w, const float *m
                       const float *rstd, const float *dy, const float *add, float *dx,
                       float *dw, float *db, int64_t rows, int64_t d);
 
-/* BatchNorm over x [B, C, HW] per channel c, PyTorch's BatchNorm1d/2d. Training
- * (e->train): the batch's mean and biased variance (over B and HW; with sync, over all
- * ranks' batches), y = (x - mean) * rstd * w + b, mean and rstd [C] saved; when
- * run_mean is not NULL also run_mean, run_var = (1 - momentum) * run + momentum * (mean,
- * unbiased variance) and *(int64_t *)count += 1 (a replay passes NULL: no second
- * update). Evaluation: the running statistics normalize. w, b NULL: affine false. */
-void rt_batchnorm_fwd(rt_exec *e, const float *x, const float *w, const float *b, float *y,
-                      float *mean, float *rstd, float *run_mean, float *run_var, float *count,
-                      int64_t B, int64_t C, int64_t HW, float eps, float momentum, int64_t sync);
+/* BatchNorm over x [B, C, HW] per channel c, PyTorch's BatchNorm1d/2d: the scale and
+ * shift [C] of its normalization y = x * scale + shift, which the generated code applies
+ * (an elementwise loop, fused with what follows). Training (e->train): the batch's mean
+ * and biased variance (over B and HW; with sync, over all ranks' batches), scale = rstd
+ * w, shift = b - mean scale, mean and rstd [C] saved; when run_mean is not NULL also
+ * run_mean, run_var = (1 - momentum) * run + momentum * (mean, unbiased variance) and
+ * *(int64_t *)count += 1 (a replay passes NULL: no second update). Evaluation: the
+ * running statistics instead of the batch's. w, b NULL: affine false. */
+void rt_batchnorm_fwd(rt_exec *e, const float *x, const float *w, const float *b, float *scale,
+                      float *shift, float *mean, float *rstd, float *run_mean, float *run_var,
+                      float *count, int64_t B, int64_t C, int64_t HW, float eps, float momentum,
+                      int64_t sync);
 /* dx = w rstd (dy - mean(dy) - xhat mean(dy xhat)) (overwritten; means over B and HW,
  * with sync over all ranks), dw += sum(dy xhat), db += sum(dy) (NULL: affine false). */
 void rt_batchnorm_bwd(rt_exec *e, const float *x, const float *w, const float *mean,

@@ -1,9 +1,12 @@
 /* batchnorm.c: batch normalization per channel (axis 0 of the per-sample shape) over the
  * batch and the remaining axes, PyTorch's BatchNorm1d/2d: graph, backward rule and
- * lowering (runtime calls). Training normalizes with the micro-batch's statistics and
- * updates the running ones (state tensors, saved with the weights); evaluation
- * (e->train 0) normalizes with the running ones. The mean and 1/std the backward pass
- * reads are [C] for the whole batch, kept in a per-row buffer of C floats (fp32). */
+ * lowering. Training normalizes with the micro-batch's statistics and updates the
+ * running ones (state tensors, saved with the weights); evaluation (e->train 0)
+ * normalizes with the running ones. The runtime call works out the statistics and each
+ * channel's scale and shift; the normalization y = x scale + shift is an elementwise
+ * op, which fusion merges with the activation (and whatever elementwise) after it. The
+ * per-channel values ([C] for the whole batch: mean, 1/std, scale, shift) live in
+ * per-row buffers of C floats, fp32, of which the first C hold them. */
 #include "op.h"
 
 static int batchnorm_params(const Layer *l, const char **out)
@@ -41,6 +44,12 @@ static void build_batchnorm(GraphCtx *c, const LayerArgs *a)
     mean->origin = rstd->origin = a->at;
     mean->what = "batchnorm's batch mean [C] (first C floats), saved for backward";
     rstd->what = "batchnorm's batch 1/std [C] (first C floats), saved for backward";
+    Tensor *scale = act_tensor(c, l->path, layer_ident("bn_scale", pfx), 1, &C);
+    Tensor *shift = act_tensor(c, l->path, layer_ident("bn_shift", pfx), 1, &C);
+    scale->keep32 = shift->keep32 = 1;
+    scale->origin = shift->origin = a->at;
+    scale->what = "batchnorm's scale rstd * w [C] (first C floats)";
+    shift->what = "batchnorm's shift b - mean * rstd * w [C] (first C floats)";
     Node *nd = layer_node(c, a, N_BATCHNORM, x, y);
     nd->p = l->eps;
     nd->scale = l->momentum;
@@ -49,6 +58,8 @@ static void build_batchnorm(GraphCtx *c, const LayerArgs *a)
     nd->conv[2] = l->sync;
     nd->tmp[0] = mean;
     nd->tmp[1] = rstd;
+    nd->out2 = scale;
+    nd->tmp2 = shift;
     if (l->affine) {
         nd->w = add_param(g, pfx, "weight", 1, &C, RT_INIT_CONST, 1.0, l->path);
         nd->b = add_param(g, pfx, "bias", 1, &C, RT_INIT_CONST, 0.0, l->path);
@@ -61,24 +72,27 @@ static void build_batchnorm(GraphCtx *c, const LayerArgs *a)
 }
 
 /* Training: the batch's statistics, saved, and the running ones updated; validation:
- * the running ones (the same call: it reads e->train). */
+ * the running ones (the same call: it reads e->train). Then y = x scale + shift. */
 static void lower_batchnorm(Program *p, Node *nd)
 {
-    Tensor *x = nd->in[0], *y = nd->out;
+    Tensor *x = nd->in[0], *y = nd->out, *scale = nd->out2, *shift = nd->tmp2;
     Tensor *rm = nd->state[0]->t, *rv = nd->state[1]->t, *nb = nd->state[2]->t;
     Tensor *mean = p->eval ? NULL : nd->tmp[0], *rstd = p->eval ? NULL : nd->tmp[1];
+    int64_t C = nd->conv[0], HW = nd->conv[1];
     Instr *a = instr_add(p, I_CALL, nd->origin, 0);
-    a->what = xstrdup(p->eval ? "batchnorm (running statistics)" : "batchnorm");
+    a->what = xstrdup(p->eval ? "batchnorm: scale and shift from the running statistics"
+                              : "batchnorm: the batch's statistics, scale and shift");
     SET_CALL(a, CALL_BATCHNORM_FWD, arg_t(x), arg_opt(nd->w ? nd->w->t : NULL),
-             arg_opt(nd->b ? nd->b->t : NULL), arg_t(y), arg_opt(mean), arg_opt(rstd),
-             arg_t(rm), arg_t(rv), arg_t(nb), arg_rows(1), arg_int(nd->conv[0]),
-             arg_int(nd->conv[1]), arg_float(nd->p), arg_float(nd->scale), arg_int(nd->conv[2]));
+             arg_opt(nd->b ? nd->b->t : NULL), arg_t(scale), arg_t(shift), arg_opt(mean),
+             arg_opt(rstd), arg_t(rm), arg_t(rv), arg_t(nb), arg_rows(1), arg_int(C),
+             arg_int(HW), arg_float(nd->p), arg_float(nd->scale), arg_int(nd->conv[2]));
     instr_reads(a, x);
     if (nd->w) {
         instr_reads(a, nd->w->t);
         instr_reads(a, nd->b->t);
     }
-    instr_writes(a, y);
+    instr_writes(a, scale);
+    instr_writes(a, shift);
     if (!p->eval) {
         instr_writes(a, mean);
         instr_writes(a, rstd);
@@ -90,6 +104,11 @@ static void lower_batchnorm(Program *p, Node *nd)
         instr_reads(a, rv);
         instr_reads(a, nb);
     }
+    /* channel c of [B, C, HW] is element i / HW % C (i % C for [C]) */
+    Index ch = HW == 1 ? ix_mod(C) : ix_div_mod(HW, C);
+    INSTR_EW(p, nd, "batchnorm: y = x * scale + shift", y, EW_OTHER,
+             x_add(x_mul(x_arg(0), x_arg(1)), x_arg(2)), opd(x), opd_at(scale, ch),
+             opd_at(shift, ch));
 }
 
 /* The input gradient and dW, db from the two per-channel sums of dy and dy * xhat. */

@@ -8,9 +8,9 @@
  *   rt_bn_finish  a thread a channel: the P partials added in order; training: mean,
  *                 1/std saved, the running statistics and the count updated (run_mean
  *                 NULL: a replay, no update); evaluation: from the running ones. Writes
- *                 the normalization's scale and shift ab[c] = (rstd w, b - mean rstd w)
- *                 ([C, 2] floats)
- *   rt_bn_apply   y = x ab[c].x + ab[c].y, a grid-stride loop
+ *                 the normalization's scale[c] = rstd w and shift[c] = b - mean scale[c]
+ * The normalization y = x scale + shift is the generated code's elementwise kernel, fused
+ * with the activation after it.
  * Backward:
  *   rt_bn_bwd_stats   the same grid: sum dy and sum (x - mean) dy in one pass
  *   rt_bn_bwd_finish  dw += sum (x - mean) dy rstd, db += sum dy (each NULL: affine
@@ -48,7 +48,7 @@ rt_bn_stats(const act_t *x, double *part, int64_t B, int64_t C, int64_t HW)
 extern "C" __global__ void __launch_bounds__(256)
 rt_bn_finish(const double *part, int64_t P, int64_t C, double n, const float *w, const float *b,
              float *mean, float *rstd, float *run_mean, float *run_var, long long *count,
-             float *ab, float eps, float momentum, int train)
+             float *scale, float *shift, float eps, float momentum, int train)
 {
     const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (train && run_mean && c == 0)
@@ -58,8 +58,8 @@ rt_bn_finish(const double *part, int64_t P, int64_t C, double n, const float *w,
     const float wc = w ? w[c] : 1.0f, bc = b ? b[c] : 0.0f;
     if (!train) {   /* evaluation: the running statistics */
         const float rs = (float)(1.0 / sqrt((double)run_var[c] + (double)eps)), a = rs * wc;
-        ab[2 * c] = a;
-        ab[2 * c + 1] = bc - run_mean[c] * a;
+        scale[c] = a;
+        shift[c] = bc - run_mean[c] * a;
         return;
     }
     double s = 0.0, q = 0.0;
@@ -73,22 +73,12 @@ rt_bn_finish(const double *part, int64_t P, int64_t C, double n, const float *w,
     const float m = (float)mu, rs = (float)(1.0 / sqrt(var + (double)eps)), a = rs * wc;
     mean[c] = m;
     rstd[c] = rs;
-    ab[2 * c] = a;
-    ab[2 * c + 1] = bc - m * a;
+    scale[c] = a;
+    shift[c] = bc - m * a;
     if (run_mean) {
         const double unb = n > 1.0 ? var * n / (n - 1.0) : rt_nan_d(), mo = momentum;
         run_mean[c] = (float)(mo * mu + (1.0 - mo) * run_mean[c]);
         run_var[c] = (float)(mo * unb + (1.0 - mo) * run_var[c]);
-    }
-}
-
-extern "C" __global__ void __launch_bounds__(256)
-rt_bn_apply(const act_t *x, act_t *y, const float *ab, int64_t C, int64_t HW, int64_t total)
-{
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t c = i / HW % C;
-        rt_st(y + i, rt_ld(x + i) * ab[2 * c] + ab[2 * c + 1]);
     }
 }
 
