@@ -118,6 +118,11 @@ void rt_batchnorm_fwd(rt_exec *e, const float *x, const float *w, const float *b
                       float *count, int64_t B, int64_t C, int64_t HW, float eps, float momentum,
                       int64_t sync)
 {
+    if (e->train && B * HW == 1 && !(sync && rt_dist_world() > 1))
+        /* PyTorch refuses it too: the unbiased variance would divide by zero */
+        rt_input_error("batchnorm: a training batch of one value per channel (a batch of 1 "
+                       "over [C]): its variance is undefined; use a batch of 2 or more (or "
+                       "loader.drop_last)");
     if (e->dev) { /* on a GPU: cuda_ops.c */
         gpu_sync_refused(sync && e->train);
         RT_GPU(e)->batchnorm_fwd(e, x, w, b, scale, shift, mean, rstd, run_mean, run_var, count,
