@@ -43,6 +43,8 @@ static const struct {
     [CALL_ROWSUM_ADD] = {"rt_rowsum_add", "ttnn"},
     [CALL_GRAD_BEGIN] = {"rt_grad_begin", "nn"},
     [CALL_GRAD_READY] = {"rt_grad_ready", "nn"},
+    [CALL_BATCHNORM_FWD] = {"rt_batchnorm_fwd", "ttttttttttnnnffn", .cheap = 1},
+    [CALL_BATCHNORM_BWD] = {"rt_batchnorm_bwd", "ttttttttnnnn"},
 };
 
 const char *call_name(int call)
@@ -109,6 +111,14 @@ void call_rename(Instr *in, const Tensor *from, Tensor *to)
         if ((in->args[k].kind == ARG_TENSOR || in->args[k].kind == ARG_TRAIN) &&
             in->args[k].t == from)
             in->args[k].t = to;
+}
+
+void call_drop(Instr *in, const Tensor *t)
+{
+    for (int k = 0; k < in->n_args; k++)
+        if ((in->args[k].kind == ARG_TENSOR || in->args[k].kind == ARG_TRAIN) &&
+            in->args[k].t == t)
+            in->args[k] = arg_null();
 }
 
 char *float_literal(double v)

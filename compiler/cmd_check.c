@@ -88,6 +88,11 @@ int cmd_check(int argc, char **argv)
     printf("  model        %s\n", s->name);
     printf("  layers       %d\n", g->n_layers_total);
     printf("  parameters   %lld (%s fp32)\n", (long long)np, pb);
+    if (g->n_state) {   /* batchnorm's running statistics: saved, never trained */
+        char sb[32];
+        human(sb, sizeof sb, (double)(g->state_floats * 4));
+        printf("  state        %d tensors, %s (running statistics, not trained)\n", g->n_state, sb);
+    }
     printf("  FLOPs/sample %lld forward, %lld forward+backward\n", (long long)g->flops_fwd,
            (long long)(g->flops_fwd + g->flops_bwd));
     if (s->train.n_train > 0 && !strcmp(s->train.train[0].key, "tokens") && s->inputs[0].rank == 1) {

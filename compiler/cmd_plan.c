@@ -187,6 +187,9 @@ static void plan_table(const Compiled *c)
     printf("  parameters            %14lld bytes (%lld floats, each tensor padded to 16)\n",
            (long long)pb, (long long)np);
     printf("  gradients             %14lld bytes\n", (long long)pb);
+    if (g->n_state)
+        printf("  layer state           %14lld bytes (%d tensors: running statistics, saved, not\n"
+               "                          trained)\n", (long long)(g->state_floats * 4), g->n_state);
     printf("  optimizer state       %14lld bytes", (long long)opt);
     if (opt && ranks > 1 && s->train.dist != RT_DIST_DDP)
         printf(" (rank 0's shard: %s over distributed.ranks %lld)", s->train.dist ==

@@ -51,6 +51,11 @@ static void declare(Buf *b, Tensor *t, int writable, const Graph *g16)
         free(pad);
         break;
     }
+    case T_STATE:   /* an int64 count is passed as its float slots; the runtime knows.
+                       Never const: validation reads what training updates, one call */
+        buf_printf(b, "    float *%s = e->state + %lld; /* %s%s */\n", t->name,
+                   (long long)t->param->offset, shape, t->param->i64 ? ", int64" : "");
+        break;
     case T_ACT:
     case T_TEMP:
         if (!tensor_base(t)->has_offset)
@@ -375,6 +380,29 @@ static void emit_model_h(Program *p, Program *ev, Buf *b)
     buf_puts(b, "\n#endif\n");
 }
 
+/* The layers' state (batchnorm's running statistics): the params table's columns,
+ * offsets into e->state, the int64 counts' dtype RT_I64. Only models that have any. */
+static void emit_state_table(Buf *b, const Graph *g)
+{
+    buf_puts(b, "};\n\n/* state: name, rank, shape, numel, offset (floats into e->state), init,\n"
+                " * init_a (the constant), dtype (RT_F32, or RT_I64 in two floats) */\n"
+                "static const rt_param state[] = {\n");
+    for (int i = 0; i < g->n_state; i++) {
+        const Param *pa = g->state[i];
+        buf_puts(b, "    {");
+        c_string(b, pa->name);
+        buf_printf(b, ", %d, {", pa->rank);
+        for (int k = 0; k < pa->rank; k++)
+            buf_printf(b, "%s%lld", k ? ", " : "", (long long)pa->shape[k]);
+        if (!pa->rank)
+            buf_puts(b, "0");   /* a scalar (the count): no empty initializer in C11 */
+        char *lit = float_literal(pa->init_a);
+        buf_printf(b, "}, %lld, %lld, RT_INIT_CONST, %s, %s},\n", (long long)pa->numel,
+                   (long long)pa->offset, lit, pa->i64 ? "RT_I64" : "RT_F32");
+        free(lit);
+    }
+}
+
 static void emit_host_c(Program *p, Program *ev, Buf *b)
 {
     Graph *g = p->g;
@@ -449,6 +477,8 @@ static void emit_host_c(Program *p, Program *ev, Buf *b)
     }
     if (!g->n_params)
         buf_puts(b, "    {0},\n");
+    if (g->n_state)
+        emit_state_table(b, g);
     buf_puts(b, "};\n\n/* name, dtype in the files, rank, shape, numel, classes (labels checked against\n"
                 " * them), vocab (embedding ids checked against it), widen (u8/u16 read as i32) */\n"
                 "static const rt_input inputs[] = {\n");
@@ -489,6 +519,9 @@ static void emit_host_c(Program *p, Program *ev, Buf *b)
     buf_puts(b, ",\n");
     buf_printf(b, "    .n_params = %d,\n    .params = params,\n    .param_floats = %lld,\n",
                g->n_params, (long long)g->param_floats);
+    if (g->n_state)
+        buf_printf(b, "    .n_state = %d,\n    .state = state,\n    .state_floats = %lld,\n",
+                   g->n_state, (long long)g->state_floats);
     buf_printf(b, "    .n_inputs = %d,\n    .inputs = inputs,\n", s->n_inputs);
     buf_printf(b, "    .arena_row_bytes = %lld,\n    .noreuse_row_bytes = %lld,\n",
                (long long)p->arena_row_bytes, (long long)p->noreuse_row_bytes);
@@ -559,6 +592,8 @@ void emit_plan_json(Program *p, Buf *b)
                (long long)(B * p->noreuse_row_bytes), (long long)(B * p->lower_bound_row_bytes));
     buf_printf(b, "  \"param_bytes\": %lld,\n  \"grad_bytes\": %lld,\n  \"optimizer_bytes\": %lld,\n",
                (long long)pbytes, (long long)pbytes, (long long)opt);
+    if (g->n_state)   /* batchnorm's running statistics (a start record's state_bytes) */
+        buf_printf(b, "  \"state_bytes\": %lld,\n", (long long)(g->state_floats * 4));
     /* bf16-mixed: the plan is the GPU's; the CPU's arena is twice arena_bytes */
     buf_printf(b, "  \"activations\": \"%s\",\n  \"param_copy_bytes\": %lld,\n",
                g->act16 ? half_name(g) : "fp32", (long long)(g->act16 ? pbytes / 2 : 0));

@@ -382,6 +382,7 @@ static const struct {
 } tmpl_uses[] = {
     {"attention.cuh", {CALL_ATTENTION_FWD, CALL_ATTENTION_BWD, CALL_ATTENTION_EXT_FWD,
                        CALL_ATTENTION_EXT_BWD}},
+    {"batchnorm.cuh", {CALL_BATCHNORM_FWD, CALL_BATCHNORM_BWD}},
     {"conv.cuh", {CALL_IM2COL, CALL_COL2IM, CALL_MAXPOOL_FWD, CALL_MAXPOOL_BWD, CALL_AVGPOOL_FWD,
                   CALL_AVGPOOL_BWD}},
     {"embedding.cuh", {CALL_EMBEDDING_FWD, CALL_EMBEDDING_BWD}},

@@ -178,6 +178,36 @@ Param *add_param(Graph *g, const char *prefix, const char *what, int rank,
 }
 
 
+/* A layer's state tensor (batchnorm's running statistics): named as a parameter, in its
+ * own region (e->state, state_floats), 64-byte aligned; i64 a count kept as an int64 in
+ * two floats. No gradient tensor: the optimizer never sees it. */
+Param *add_state(Graph *g, const char *prefix, const char *what, int rank,
+                 const int64_t *shape, double a, int i64, const char *origin)
+{
+    int64_t numel = checked_numel(rank, shape);
+    if (numel < 0 || g->state_floats + 2 * numel + 15 > MAX_BYTES / 4)
+        too_big(g, origin, "state %s.%s %s is past 2^47 bytes (128 TiB)", prefix, what,
+                shape_str(rank, shape));
+    Param *p = xcalloc(1, sizeof *p);
+    p->name = xasprintf("%s.%s", prefix, what);
+    p->rank = rank;
+    for (int i = 0; i < rank; i++)
+        p->shape[i] = shape[i];
+    p->numel = numel;
+    p->i64 = i64;
+    p->offset = g->state_floats;
+    g->state_floats += ((i64 ? 2 : 1) * numel + 15) / 16 * 16;
+    p->init = RT_INIT_CONST;
+    p->init_a = a;
+    p->origin = origin;
+    p->t = graph_tensor(g, T_STATE, layer_ident("S", p->name), rank, shape);
+    p->t->param = p;
+    p->t->origin = origin;
+    GROW(g->state, g->n_state, g->cap_state);
+    g->state[g->n_state++] = p;
+    return p;
+}
+
 /* Counts a buffer of the layer at `path` against MAX_BYTES. */
 void count_act(GraphCtx *c, const char *path, int rank, const int64_t *shape)
 {

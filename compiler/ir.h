@@ -44,7 +44,9 @@ enum {
     T_ACT,     /* an activation or activation gradient in the arena (B rows) */
     T_TEMP,    /* scratch in the arena, live within one node's instructions */
     T_PARAM,   /* a parameter (fp32 region) */
-    T_PGRAD    /* a parameter's gradient (same layout as params) */
+    T_PGRAD,   /* a parameter's gradient (same layout as params) */
+    T_STATE    /* a layer's state (batchnorm's running statistics): e->state, saved with
+                  the weights; no gradient, no optimizer */
 };
 
 typedef struct Param Param;
@@ -60,7 +62,7 @@ typedef struct Tensor {
     int64_t shape[RT_MAX_RANK];
     int64_t numel;           /* per row, or whole for params */
     int input_index;         /* T_INPUT */
-    Param *param;            /* T_PARAM, T_PGRAD */
+    Param *param;            /* T_PARAM, T_PGRAD, T_STATE */
     struct Tensor *alias;    /* a view (flatten) shares this tensor's storage */
     const char *origin;      /* spec path of the layer that made it */
     const char *what;        /* short description for comments */
@@ -90,8 +92,9 @@ struct Param {
                                 weight whose GEMMs run over a padded vocabulary (ops/loss.c) */
     int init;                /* RT_INIT_* */
     double init_a;
-    Tensor *t, *g;
+    Tensor *t, *g;           /* g: NULL for state */
     const char *origin;
+    int i64;                 /* state: an int64 count (num_batches_tracked) in two floats */
 };
 
 /* ---- nodes (forward and backward) ----------------------------------------- */
@@ -114,6 +117,7 @@ enum {
     N_POS_EMBEDDING, /* x + position rows */
     N_ATTENTION,   /* the attention core: qkv [T, 3d] -> y [T, d] (softmax saved) */
     N_ADD,         /* residual: x + body(x); in backward, a sum of gradient contributions */
+    N_BATCHNORM,   /* per-channel normalization over (batch, spatial); running statistics */
     /* backward */
     N_LINEAR_BWD,
     N_CONV2D_BWD,
@@ -127,6 +131,7 @@ enum {
     N_EMBEDDING_BWD,
     N_POS_EMBEDDING_BWD,
     N_ATTENTION_BWD,
+    N_BATCHNORM_BWD,
     N__COUNT
 };
 
@@ -141,9 +146,11 @@ typedef struct Node {
     Tensor *out;             /* forward output, or the gradient a backward node writes */
     Tensor *out2;            /* a second output (layernorm: dW/db live in params; loss: dpred) */
     Tensor *tmp[2];          /* scratch */
+    Tensor *tmp2;            /* batchnorm: the shift (out2 the scale) */
     Param *w, *b;
+    Param *state[3];         /* batchnorm: running mean, running var, batches tracked */
     int act;                 /* N_ACT, N_ACT_BWD: ACT_*; N_GLU, N_GLU_BWD: RT_GLU_* */
-    double p;                /* dropout probability, layernorm and rmsnorm eps */
+    double p;                /* dropout probability, layernorm, rmsnorm and batchnorm eps */
     double scale, shift;     /* N_CONVERT */
     int64_t conv[8];         /* C, H, W, k, stride, pad, OH, OW; attention: T, d, H, causal,
                                 KV, window (0: none), the options call (ops/attention.c) */
@@ -161,6 +168,9 @@ typedef struct Graph {
     Param **params;
     int n_params, cap_params;
     int64_t param_floats;
+    Param **state;           /* layers' state (T_STATE): its own region, e->state */
+    int n_state, cap_state;
+    int64_t state_floats;
     Node **nodes;            /* forward nodes, then (after autodiff) backward nodes */
     int n_nodes, cap_nodes;
     int n_forward;           /* nodes[0 .. n_forward) are the forward pass */
@@ -390,6 +400,10 @@ enum {
     CALL_ROWSUM_ADD,     /* x, out, rows, cols: out += row sums */
     CALL_GRAD_BEGIN,     /* offset, floats: a parameter gradient's range about to be written */
     CALL_GRAD_READY,     /* offset, floats: that range final */
+    CALL_BATCHNORM_FWD,  /* x, w|NULL, b|NULL, scale, shift, mean|NULL, rstd|NULL, running
+                            mean, var, count (NULL each in a replay), B, C, HW, eps,
+                            momentum, sync */
+    CALL_BATCHNORM_BWD,  /* x, w|NULL, mean, rstd, dy, dx, dw|NULL, db|NULL, B, C, HW, sync */
     N_CALLS
 };
 
@@ -573,6 +587,8 @@ int call_cheap(int call);
 int grad_hook(const Instr *in, int call, int64_t *off, int64_t *n);
 /* Every argument that references `from` references `to`. */
 void call_rename(Instr *in, const Tensor *from, Tensor *to);
+/* Every argument that references t becomes NULL (a replay's running statistics). */
+void call_drop(Instr *in, const Tensor *t);
 /* The call as a C statement, "rt_gemm(e, 0, 1, e->B * 64, ...);". Allocated. */
 char *call_text(const Instr *in);
 /* A float literal that reads back as the same float ("1.0f", "9.99999975e-06f"). */

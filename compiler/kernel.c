@@ -19,7 +19,7 @@ char *tensor_shape_text(const Tensor *t)
 {
     if (tensor_base((Tensor *)t)->layout)
         return xstrdup(tensor_base((Tensor *)t)->layout);
-    return shape_of(t, t->kind != T_PARAM && t->kind != T_PGRAD);
+    return shape_of(t, t->kind != T_PARAM && t->kind != T_PGRAD && t->kind != T_STATE);
 }
 
 void uses_add(Uses *u, Tensor *t, int w)

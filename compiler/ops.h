@@ -31,6 +31,7 @@ enum { OPC_PARAM, OPC_ELEMENTWISE, OPC_VIEW, OPC_POOL, OPC_NORM, OPC_CONTAINER, 
     X(OP_POS_EMBEDDING, "pos_embedding", "max_len", "max_len", OPC_PARAM)             \
     X(OP_ATTENTION, "attention", "heads causal kv_heads bias rope qk_norm window", "heads", \
       OPC_SEQ)                                                                        \
+    X(OP_BATCHNORM, "batchnorm", "eps momentum affine sync", "", OPC_NORM)             \
     X(OP_RESIDUAL, "residual", "body", "body", OPC_CONTAINER)                         \
     X(OP_REPEAT, "repeat", "body count", "body count", OPC_CONTAINER)
 

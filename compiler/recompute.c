@@ -87,7 +87,7 @@ static Tensor *replay(Ctx *c, int pi, Tensor *want);
 /* A tensor holding the value of t as instruction `at` read it. */
 static Tensor *value_at(Ctx *c, Tensor *t, int at)
 {
-    if (t->kind == T_PARAM || t->kind == T_PGRAD || t->kind == T_INPUT)
+    if (t->kind == T_PARAM || t->kind == T_PGRAD || t->kind == T_STATE || t->kind == T_INPUT)
         return t;
     Tensor *b = tensor_base(t);
     int w = writer_before(c, b, at);
@@ -230,6 +230,12 @@ static Tensor *replay(Ctx *c, int pi, Tensor *want)
             n->reads[n->n_reads++] = v;
         }
         for (int k = 0; k < o->n_writes; k++) {
+            if (o->writes[k]->kind == T_STATE) {
+                /* a replayed batchnorm normalizes again but must not update its
+                 * running statistics a second time: it gets NULL for them */
+                call_drop(n, o->writes[k]);
+                continue;
+            }
             Tensor *w = o->writes[k], *f = fresh(c->p->g, w);
             call_rename(n, w, f);
             if (n->what_t == w)

@@ -65,7 +65,7 @@ static int64_t total_bytes(const Compiled *c, int64_t B)
     int64_t pf = g->param_floats;
     int64_t opt = (int64_t)rt_opt_state_bytes(&c->spec->train, pf, plan_ranks(c->spec));
     return B * alloc_row_bytes(c) + 4 * 2 * pf + opt + (g->act16 ? 2 * pf : 0) +
-           workspace_bytes(c, B);
+           4 * g->state_floats + workspace_bytes(c, B);
 }
 
 /* recompute auto found no plan that fits: exit 1 with the smallest budget that would

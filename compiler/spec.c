@@ -905,7 +905,15 @@ static void parse_layer_key(const Ctx *c, Layer *l, const char *key, const cJSON
         l->eps = get_number(c, v, path);
         if (!(l->eps > 0))
             error_at(c->file, path, "expected a number > 0, got %s", got(v, b, sizeof b));
-    } else if (!strcmp(key, "tie")) {
+    } else if (!strcmp(key, "momentum")) {
+        l->momentum = get_number(c, v, path);
+        if (!(l->momentum >= 0 && l->momentum <= 1))
+            error_at(c->file, path, "expected a number in [0, 1], got %s", got(v, b, sizeof b));
+    } else if (!strcmp(key, "affine"))
+        l->affine = get_bool(c, v, path);
+    else if (!strcmp(key, "sync"))
+        l->sync = get_bool(c, v, path);
+    else if (!strcmp(key, "tie")) {
         l->tie = xstrdup(get_string(c, v, path));
         if (!is_ident(l->tie))
             error_at(c->file, path, "expected the name of an embedding layer, got %s",
@@ -938,6 +946,8 @@ static Layer *parse_layer(const Ctx *c, const cJSON *v, const char *path)
     l->causal = 1;
     l->p = 0.5;
     l->eps = 1e-5;
+    l->momentum = 0.1;
+    l->affine = 1;
     l->stride = 0;       /* filled below: 1 for conv2d, the kernel for pools */
 
     const cJSON *opv = require(c, v, path, "op");

@@ -52,7 +52,10 @@ struct Layer {
     int gelu_tanh;            /* "approximate": "tanh" */
     int glu_act;              /* glu's "act": GLU_ACT_* (silu default) */
     double p;                 /* dropout; default 0.5 */
-    double eps;               /* layernorm (default 1e-5), rmsnorm (default 1e-6) */
+    double eps;               /* layernorm, batchnorm (default 1e-5), rmsnorm (default 1e-6) */
+    double momentum;          /* batchnorm's running statistics; default 0.1 */
+    int affine;               /* batchnorm: weight and bias; default 1 */
+    int sync;                 /* batchnorm: statistics over all ranks; default 0 */
     char *tie;                /* linear: the name of an embedding, or NULL */
     /* attention: kv_heads (0: heads), qk_norm, window (0: none) and rope (theta 0: none;
      * rope_factor 0: no llama3 scaling, else its factor, low and high frequency factors

@@ -30,7 +30,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
                        .best_step = -1, .loss_scale = 1.0};
     static float w[16], st[32];
     rt_state_part part = {.lo = 0, .hi = 16};
-    if (rt_ckpt_save(out, &model, &cfg, &s, w, st, part, lines, nlines, lines, nlines) != 0) {
+    if (rt_ckpt_save(out, &model, &cfg, &s, w, NULL, st, part, lines, nlines, lines, nlines) != 0) {
         perror(out);
         abort();
     }
@@ -63,6 +63,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char why[1024];
     int best_bad;
     (void)rt_ckpt_verify(ckpt, why, sizeof why, &best_bad);
-    FUZZ_RUN(rt_ckpt_load(ckpt, &model, &cfg, &s, w, st, part, lines, nlines));
+    FUZZ_RUN(rt_ckpt_load(ckpt, &model, &cfg, &s, w, NULL, st, part, lines, nlines));
     return 0;
 }

@@ -15,6 +15,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const char *path = fuzz_file(data, size, ".safetensors");
     static float w[24];
-    FUZZ_RUN(rt_safetensors_read(path, &model, w));
+    FUZZ_RUN(rt_safetensors_read(path, &model, w, NULL));
     return 0;
 }

@@ -54,6 +54,7 @@ static void state_model(StateModel *s, const rt_model *m, const char *prefix)
         s->p[i].name = s->names[i];
     }
     s->m.params = s->p;
+    s->m.n_state = 0;   /* optimizer state: the parameters' shapes alone */
 }
 
 static void state_model_free(StateModel *s)
@@ -333,7 +334,7 @@ static void write_states(const char *tmp, const rt_model *m, const char *const *
         state_model(&sm, m, parts[k]);
         snprintf(f, sizeof f, "%s/%s.safetensors", tmp, parts[k]);
         if (!part.sharded) {
-            if (!*failed && rt_safetensors_write(f, &sm.m, state + (size_t)k * (size_t)m->param_floats) != 0) {
+            if (!*failed && rt_safetensors_write(f, &sm.m, state + (size_t)k * (size_t)m->param_floats, NULL) != 0) {
                 *failed = 1;
                 *err = errno;
             }
@@ -467,8 +468,8 @@ static void keep_newest(const rt_train_config *c, const char *dir, const char *f
 }
 
 int rt_ckpt_save(const char *out, const rt_model *m, const rt_train_config *c,
-                 const rt_loop_state *s, const float *params, const float *state,
-                 rt_state_part part, char *const *lines, int nlines,
+                 const rt_loop_state *s, const float *params, const float *layer_state,
+                 const float *state, rt_state_part part, char *const *lines, int nlines,
                  char *const *spec_lines, int n_spec)
 {
     char dir[RT_PATH_MAX + 32], tmp[RT_PATH_MAX + 64], fin[RT_PATH_MAX + 64], f[RT_PATH_MAX + 160];
@@ -496,7 +497,7 @@ int rt_ckpt_save(const char *out, const rt_model *m, const rt_train_config *c,
     }
     snprintf(f, sizeof f, "%s/model.safetensors", tmp);
     if (!failed)
-        failed = rt_safetensors_write(f, m, params) != 0;
+        failed = rt_safetensors_write(f, m, params, layer_state) != 0;
     /* the best weights so far (a second name of OUT/best.safetensors): a resume puts
      * them back, whatever a later validation of this run wrote there (a run that
      * stops at epochs, max_steps or max_time between validations validates once more
@@ -893,7 +894,8 @@ int rt_ckpt_configs(const char *ck, char ***spec, int *n_spec, char ***run, int 
 }
 
 void rt_ckpt_load(const char *ck, const rt_model *m, const rt_train_config *c, rt_loop_state *s,
-                  float *params, float *state, rt_state_part part, char *const *lines, int nlines)
+                  float *params, float *layer_state, float *state, rt_state_part part,
+                  char *const *lines, int nlines)
 {
     char f[RT_PATH_MAX + 64];
     cJSON *j = read_state(ck, f, sizeof f);
@@ -1026,7 +1028,7 @@ void rt_ckpt_load(const char *ck, const rt_model *m, const rt_train_config *c, r
     cJSON_Delete(j);
     check_loop(s, ck, f);
     snprintf(f, sizeof f, "%s/model.safetensors", ck);
-    rt_safetensors_read(f, m, params);
+    rt_safetensors_read(f, m, params, layer_state);
     const char *parts[2];
     int np = opt_parts(c, parts);
     for (int k = 0; k < np; k++) {

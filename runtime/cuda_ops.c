@@ -320,6 +320,58 @@ void rt_cu_glu_bwd(rt_exec *e, const float *x, const float *dy, float *dx, int64
     rt_cu_launch(e, "rt_glu_bwd", rt_cu_grid_for(e, rows * 256), 1, 1, 256, 1, 0, args);
 }
 
+/* ---- BatchNorm ---------------------------------------------------------------------------- */
+
+/* Parts a channel's n = B * HW values are cut into for its reductions: about 16K values
+ * a block, at most 64 (the shape's alone, so the sums' order is too). */
+static int64_t bn_parts(int64_t n)
+{
+    int64_t p = cdiv(n, 16384);
+    return p < 1 ? 1 : p > 64 ? 64 : p;
+}
+
+void rt_cu_batchnorm_fwd(rt_exec *e, const float *x, const float *w, const float *b,
+                         float *scale, float *shift, float *mean, float *rstd, float *run_mean,
+                         float *run_var, float *count, int64_t B, int64_t C, int64_t HW,
+                         float eps, float momentum, int64_t sync)
+{
+    (void)sync;   /* one GPU: its batch is the whole batch (batchnorm.c refuses several) */
+    if (B <= 0 || C <= 0)
+        return;
+    int64_t P = bn_parts(B * HW);
+    rt_dptr part = rt_cu_scratch(e, (size_t)(C * P * 2) * sizeof(double));
+    int train = e->train;
+    if (train) {
+        void *a1[] = {&x, &part, &B, &C, &HW};
+        rt_cu_launch(e, "rt_bn_stats", gdim(C, GX, "batchnorm"), gdim(P, GYZ, "batchnorm"), 1,
+                     256, 1, 0, a1);
+    }
+    double n = (double)B * (double)HW;
+    void *a2[] = {&part, &P, &C, &n, &w, &b, &mean, &rstd, &run_mean, &run_var, &count,
+                  &scale, &shift, &eps, &momentum, &train};
+    rt_cu_launch(e, "rt_bn_finish", gdim(cdiv(C, 256), GX, "batchnorm"), 1, 1, 256, 1, 0, a2);
+}
+
+void rt_cu_batchnorm_bwd(rt_exec *e, const float *x, const float *w, const float *mean,
+                         const float *rstd, const float *dy, float *dx, float *dw, float *db,
+                         int64_t B, int64_t C, int64_t HW, int64_t sync)
+{
+    (void)sync;
+    if (B <= 0 || C <= 0)
+        return;
+    int64_t P = bn_parts(B * HW), total = B * C * HW;
+    rt_dptr part = rt_cu_scratch(e, (size_t)(C * P * 2) * sizeof(double) + (size_t)C * 8);
+    rt_dptr gk = part + (rt_dptr)(C * P * 2) * sizeof(double);
+    void *a1[] = {&x, &dy, &mean, &part, &B, &C, &HW};
+    rt_cu_launch(e, "rt_bn_bwd_stats", gdim(C, GX, "batchnorm"), gdim(P, GYZ, "batchnorm"), 1,
+                 256, 1, 0, a1);
+    double n = (double)B * (double)HW;
+    void *a2[] = {&part, &P, &C, &n, &rstd, &dw, &db, &gk};
+    rt_cu_launch(e, "rt_bn_bwd_finish", gdim(cdiv(C, 256), GX, "batchnorm"), 1, 1, 256, 1, 0, a2);
+    void *a3[] = {&x, &dy, &dx, &mean, &rstd, &w, &gk, &C, &HW, &total};
+    rt_cu_launch(e, "rt_bn_dx", rt_cu_grid_for(e, total), 1, 1, 256, 1, 0, a3);
+}
+
 /* ---- losses ------------------------------------------------------------------------------ */
 
 /* stats += the sums of loss[0, n) and correct[0, n) (correct may be 0) */
@@ -787,6 +839,8 @@ void rt_cu_ops_register(void)
         .rmsnorm_bwd = rt_cu_rmsnorm_bwd,
         .glu_fwd = rt_cu_glu_fwd,
         .glu_bwd = rt_cu_glu_bwd,
+        .batchnorm_fwd = rt_cu_batchnorm_fwd,
+        .batchnorm_bwd = rt_cu_batchnorm_bwd,
         .cross_entropy = rt_cu_cross_entropy,
         .mse = rt_cu_mse,
         .attention_fwd = rt_cu_attention_fwd,

@@ -280,6 +280,8 @@ typedef struct rt_cu {
     size_t workspace_bytes;
     rt_dptr state;
     rt_dptr pcopy;             /* mixed precision: the parameters in 16 bits (in the pool) */
+    rt_dptr lstate;            /* the layers' state (rt_exec.state; in the pool) */
+    size_t lstate_bytes;
     int act16;                 /* rt_model.act16: the arena's activations are bf16 or fp16 */
     size_t param_bytes;        /* fp32 parameters (the region e->params points to) */
     int watch_comm;            /* NCCL in use: poll the compute stream (cu_wait) */
@@ -695,7 +697,9 @@ void rt_cu_init(rt_exec *e, const rt_model *m, const rt_cuda_image *img, int64_t
     /* zero2: the gradients outside the pool, in a region backed on demand */
     int sharded = glo != 0 || ghi != m->param_floats;
     size_t gb = sharded ? 0 : align_up(pf);
-    d->pool_bytes = align_up(pf) + gb + align_up((size_t)state_floats * 4) + copy;
+    d->lstate_bytes = (size_t)m->state_floats * 4;
+    d->pool_bytes = align_up(pf) + gb + align_up((size_t)state_floats * 4) +
+                    align_up(d->lstate_bytes) + copy;
     d->arena_bytes = align_up((size_t)(Bmax * arena_row_bytes));
     d->scratch_bytes = scratch_need(Bmax, m->loss_terms, m->param_floats,
                                     m->gpu_scratch_row_bytes);
@@ -738,6 +742,8 @@ void rt_cu_init(rt_exec *e, const rt_model *m, const rt_cuda_image *img, int64_t
         e->grads = (float *)(uintptr_t)(d->pool + align_up(pf));
     }
     d->state = d->pool + align_up(pf) + gb;
+    d->lstate = d->state + align_up((size_t)state_floats * 4);
+    e->state = m->n_state ? (float *)(uintptr_t)d->lstate : NULL;
     d->pcopy = d->act16 ? d->pool + d->pool_bytes - copy : 0;
     CU(p_cuStreamSynchronize(0));
 }
@@ -783,11 +789,13 @@ void rt_cu_mem_info(size_t *free_b, size_t *total)
     CU(p_cuMemGetInfo(free_b, total));
 }
 
-void rt_cu_put_params(rt_exec *e, const rt_model *m, const float *params, const float *state,
-                      int64_t state_floats)
+void rt_cu_put_params(rt_exec *e, const rt_model *m, const float *params,
+                      const float *layer_state, const float *state, int64_t state_floats)
 {
     rt_cu *d = dev_of(e);
     rt_cu_upload(d->pool, params, (size_t)m->param_floats * 4);
+    if (layer_state && d->lstate_bytes)
+        rt_cu_upload(d->lstate, layer_state, d->lstate_bytes);
     if (state && state_floats)
         rt_cu_upload(d->state, state, (size_t)state_floats * 4);
     rt_cu_copy_params16(e, m);
@@ -804,14 +812,29 @@ void rt_cu_copy_params16(rt_exec *e, const rt_model *m)
     }
 }
 
-void rt_cu_get_params(rt_exec *e, const rt_model *m, float *params, float *state,
-                      int64_t state_floats)
+void rt_cu_get_params(rt_exec *e, const rt_model *m, float *params, float *layer_state,
+                      float *state, int64_t state_floats)
 {
     rt_cu *d = dev_of(e);
     cu_wait(d, d->compute);
     rt_cu_download(params, d->pool, (size_t)m->param_floats * 4);
+    if (layer_state && d->lstate_bytes)
+        rt_cu_download(layer_state, d->lstate, d->lstate_bytes);
     if (state && state_floats)
         rt_cu_download(state, d->state, (size_t)state_floats * 4);
+}
+
+void rt_cu_layer_state(rt_exec *e, float *host, int upload)
+{
+    rt_cu *d = dev_of(e);
+    if (!d->lstate_bytes)
+        return;
+    if (upload) {
+        rt_cu_upload(d->lstate, host, d->lstate_bytes);
+        return;
+    }
+    cu_wait(d, d->compute);
+    rt_cu_download(host, d->lstate, d->lstate_bytes);
 }
 
 /* Loader buffers are page-locked once, so copies from them are true DMA and run

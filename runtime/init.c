@@ -7,6 +7,7 @@
  * fill has the one-thread bits on any number of threads (GPT-2's 124M normal values:
  * 3 s on one core). */
 #include <stdlib.h>
+#include <string.h>
 #include "rt.h"
 
 typedef struct InitCtx {
@@ -40,6 +41,19 @@ static void init_part(void *ctx, int64_t lo, int64_t hi)
             }
         }
         at = c->first[i] + k1;
+    }
+}
+
+void rt_init_state(const rt_model *m, float *state)
+{
+    for (int i = 0; i < m->n_state; i++) {
+        const rt_param *p = &m->state[i];
+        for (int64_t j = 0; j < p->numel; j++)
+            if (p->dtype == RT_I64) {
+                int64_t v = (int64_t)p->init_a;
+                memcpy(state + p->offset + 2 * j, &v, sizeof v);
+            } else
+                state[p->offset + j] = p->init_a;
     }
 }
 

@@ -12,7 +12,7 @@ int rt_eval_mode(Run *r)
         rt_input_error("--eval needs validation data (data.val), or --sample to generate from "
                        "the weights");
     if (r->gpu)
-        rt_cu_put_params(&r->e, m, r->params, r->state, r->state_floats);
+        rt_cu_put_params(&r->e, m, r->params, r->layer_state, r->state, r->state_floats);
     if (r->has_val) {
         double t0 = rt_now();
         Eval ev = rt_validate(r);

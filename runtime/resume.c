@@ -259,7 +259,7 @@ void rt_resume_load(Run *r, rt_loop_state *s, uint64_t data_fp)
         no_checkpoint(r->prog, r->o.resume);
     int n;
     char **lines = rt_config_dump(&r->c, &n);
-    rt_ckpt_load(ck, r->m, &r->c, s, r->params, r->state, rt_zero_part(), lines, n);
+    rt_ckpt_load(ck, r->m, &r->c, s, r->params, r->layer_state, r->state, rt_zero_part(), lines, n);
     rt_free_lines(lines, n);
     r->resumed_from = s->step;
     rt_have_ckpt = rt_same_folder(r->out, r->o.resume);   /* the one resumed from */

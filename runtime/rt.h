@@ -128,6 +128,13 @@ typedef struct rt_gpu_calls {
                           int64_t V, int64_t dim);
     void (*embedding_bwd)(rt_exec *e, const int32_t *idx, const float *dout, float *dw,
                           int64_t rows, int64_t V, int64_t dim);
+    void (*batchnorm_fwd)(rt_exec *e, const float *x, const float *w, const float *b,
+                          float *scale, float *shift, float *mean, float *rstd, float *run_mean,
+                          float *run_var, float *count, int64_t B, int64_t C, int64_t HW,
+                          float eps, float momentum, int64_t sync);
+    void (*batchnorm_bwd)(rt_exec *e, const float *x, const float *w, const float *mean,
+                          const float *rstd, const float *dy, float *dx, float *dw, float *db,
+                          int64_t B, int64_t C, int64_t HW, int64_t sync);
 } rt_gpu_calls;
 #define RT_GPU(e) (*(const rt_gpu_calls *const *)(e)->dev)
 
@@ -263,7 +270,7 @@ const char *rt_closest(const char *w, const char *const *words);
 
 /* ---- data (.npy, memory-mapped) ------------------------------------------ */
 
-enum { RT_I64 = 4 };          /* read from .npy files only, converted to RT_I32 */
+/* RT_I64 (trainc_rt.h): read from .npy files only, converted to RT_I32 */
 
 typedef struct rt_npy {
     char path[RT_PATH_MAX];
@@ -417,19 +424,23 @@ void rt_rng_apply_poly(rt_rng *r, const uint64_t c[4]);
 
 /* ---- safetensors --------------------------------------------------------- */
 
-/* Writes the parameters (fp32, shapes of rt_param) atomically: to PATH.tmp, fsync,
- * rename. Returns 0 or -1 (errno set). */
-int rt_safetensors_write(const char *path, const rt_model *m, const float *params);
+/* Writes the parameters (fp32, shapes of rt_param), then the layers' state (m->state:
+ * F32, or I64 counts) atomically: to PATH.tmp, fsync, rename. Returns 0 or -1 (errno
+ * set). state may be NULL only when m has none. */
+int rt_safetensors_write(const char *path, const rt_model *m, const float *params,
+                         const float *state);
 /* PATH becomes a second name of the file SRC (a hard link made at PATH.tmp and renamed
  * over PATH, the folder fsynced): the same bytes, once on disk. Returns 0, or -1 with
  * errno set (a file system without hard links: the caller writes the file instead). */
 int rt_safetensors_link(const char *src, const char *path);
-/* Reads the parameters of m from a safetensors file into params. Every parameter must
- * be present with its exact shape as F32 (F64/BF16/F16 are converted); extra tensors
- * are an error. Exits 1 naming the file and the tensor on any mismatch. */
-void rt_safetensors_read(const char *path, const rt_model *m, float *params);
+/* Reads the parameters of m from a safetensors file into params, and its layers' state
+ * into state. Every parameter must be present with its exact shape as F32 (F64/BF16/F16
+ * are converted), every state tensor too (its counts as I64); extra tensors are an
+ * error. Exits 1 naming the file and the tensor on any mismatch. */
+void rt_safetensors_read(const char *path, const rt_model *m, float *params, float *state);
 /* The same checks, but only the elements [lo, hi) of the flat parameter region are
- * read: dst[k - lo] receives element k (gaps between tensors are left alone). */
+ * read: dst[k - lo] receives element k (gaps between tensors are left alone); the
+ * state is checked, not read. */
 void rt_safetensors_read_range(const char *path, const rt_model *m, int64_t lo, int64_t hi,
                                float *dst);
 /* The writer in pieces, for data that arrives in parts (a ZeRO checkpoint gathered
@@ -437,7 +448,8 @@ void rt_safetensors_read_range(const char *path, const rt_model *m, int64_t lo, 
  * of the tensors' data in m->params order; close fsyncs and renames (or, after any
  * error, removes PATH.tmp) and frees w. NULL / -1 with errno set on failure; after a
  * failed put, further puts do nothing and close reports that first error. */
-typedef struct rt_st_out rt_st_out;
+typedef struct rt_st_out rt_st_out;   /* (its header lists m's state too: n_state 0 for
+                                          files that are not weights) */
 rt_st_out *rt_st_open(const char *path, const rt_model *m);
 int rt_st_put(rt_st_out *w, const float *x, int64_t n);
 int rt_st_close(rt_st_out *w);
@@ -506,6 +518,8 @@ void rt_blas_threads(int threads);
 /* The parameters' initial values from the model's init rules and the seed, on the
  * pool's threads; the same bits on any number of threads (init.c). */
 void rt_init_params(rt_pool *pool, const rt_model *m, float *params, uint64_t seed);
+/* The layers' state at its constants (running mean 0, variance 1, counts 0). */
+void rt_init_state(const rt_model *m, float *state);
 
 /* ---- helpers ------------------------------------------------------------- */
 

@@ -130,10 +130,15 @@ void rt_cu_mem_info(size_t *free_b, size_t *total);
  * and kernel module and had allocated nothing else: the CUDA context's share of what a
  * later measurement sees (with whatever else runs on the device). */
 size_t rt_cu_context_bytes(rt_exec *e);
-void rt_cu_put_params(rt_exec *e, const rt_model *m, const float *params, const float *state,
-                      int64_t state_floats);
-void rt_cu_get_params(rt_exec *e, const rt_model *m, float *params, float *state,
-                      int64_t state_floats);
+/* The parameters and the layers' state (m->state_floats; NULL when the model has none)
+ * to and from the device; with state, the optimizer state's state_floats too. */
+void rt_cu_put_params(rt_exec *e, const rt_model *m, const float *params,
+                      const float *layer_state, const float *state, int64_t state_floats);
+void rt_cu_get_params(rt_exec *e, const rt_model *m, float *params, float *layer_state,
+                      float *state, int64_t state_floats);
+/* The layers' state alone, from the device into host (upload 0, after the compute
+ * stream's work) or back (upload 1). */
+void rt_cu_layer_state(rt_exec *e, float *host, int upload);
 /* Mixed precision: rewrites the parameters' 16-bit copy from the fp32 parameters (after
  * an upload, or zero1's gather); nothing in fp32. */
 void rt_cu_copy_params16(rt_exec *e, const rt_model *m);
@@ -313,6 +318,13 @@ void rt_cu_avgpool2d_fwd(rt_exec *e, const float *x, float *y, int64_t planes, i
                          int64_t W, int64_t k, int64_t s, int64_t OH, int64_t OW);
 void rt_cu_avgpool2d_bwd(rt_exec *e, const float *dy, float *dx, int64_t planes, int64_t H,
                          int64_t W, int64_t k, int64_t s, int64_t OH, int64_t OW);
+void rt_cu_batchnorm_fwd(rt_exec *e, const float *x, const float *w, const float *b,
+                         float *scale, float *shift, float *mean, float *rstd, float *run_mean,
+                         float *run_var, float *count, int64_t B, int64_t C, int64_t HW,
+                         float eps, float momentum, int64_t sync);
+void rt_cu_batchnorm_bwd(rt_exec *e, const float *x, const float *w, const float *mean,
+                         const float *rstd, const float *dy, float *dx, float *dw, float *db,
+                         int64_t B, int64_t C, int64_t HW, int64_t sync);
 void rt_cu_layernorm_fwd(rt_exec *e, const float *x, const float *w, const float *b, float *y,
                          float *mean, float *rstd, int64_t rows, int64_t d, float eps);
 void rt_cu_layernorm_bwd(rt_exec *e, const float *x, const float *w, const float *mean,

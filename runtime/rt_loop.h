@@ -162,8 +162,8 @@ typedef struct rt_loop_state {
  * config (rt_config_dump), `spec_lines` its spec's before --set (rt_ckpt_configs). Rank 0 writes; with a sharded state
  * every rank must call it (the others send their shards and return 0). */
 int rt_ckpt_save(const char *out, const rt_model *m, const rt_train_config *c,
-                 const rt_loop_state *s, const float *params, const float *state,
-                 rt_state_part part, char *const *lines, int nlines,
+                 const rt_loop_state *s, const float *params, const float *layer_state,
+                 const float *state, rt_state_part part, char *const *lines, int nlines,
                  char *const *spec_lines, int n_spec);
 /* The two training configs checkpoint CK keeps (malloc'd arrays of malloc'd lines):
  * its spec's own (*spec: the trainer's embedded spec, before --set) and the run's
@@ -186,10 +186,12 @@ int rt_ckpt_resume_point(const char *out, char *path, size_t n);
 void rt_ckpt_set_aside_damaged(void);
 /* The checkpoint rt_ckpt_resume_point chose has a damaged best.safetensors (said). */
 int rt_ckpt_best_damaged(void);
-/* Loads a checkpoint (the whole parameters, the optimizer state's part `part`); exits
+/* Loads a checkpoint (the whole parameters and layer state, the optimizer state's part
+ * `part`); exits
  * 1 when it was made by another model, on another number of ranks, or with a training
  * config that differs in a field that changes the numbers (naming the fields). */
 void rt_ckpt_load(const char *ckpt, const rt_model *m, const rt_train_config *c, rt_loop_state *s,
-                  float *params, float *state, rt_state_part part, char *const *lines, int nlines);
+                  float *params, float *layer_state, float *state, rt_state_part part,
+                  char *const *lines, int nlines);
 
 #endif

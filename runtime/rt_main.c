@@ -71,7 +71,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
 
     rt_out_setup(r, s);
     if (r->gpu)               /* the weights as initialized, loaded or resumed */
-        rt_cu_put_params(&r->e, m, r->params, r->state, r->state_floats);
+        rt_cu_put_params(&r->e, m, r->params, r->layer_state, r->state, r->state_floats);
     r->t0 = rt_now() - s->elapsed;
     rt_record_start(r);
     /* rank 0 has set OUT up alone (an earlier run moved aside, the folder made, fsynced

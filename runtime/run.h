@@ -54,6 +54,8 @@ typedef struct Run {
     Opts o;
     rt_exec e;
     float *params, *grads, *state;   /* host memory (on a GPU: copies for files) */
+    float *layer_state;        /* the layers' state (rt_model.state: batchnorm's running
+                                  statistics), host memory (on a GPU: a copy for files) */
     int gpu;                   /* the exec runs on the GPU (device_cuda.c) */
     int slot;                  /* GPU: the training input slot of the next pass */
     const rt_batch *ahead;     /* GPU: the next batch, already fetched and being copied */

@@ -140,11 +140,13 @@ static int build_header(sbuf *b, const rt_model *m)
 {
     uint64_t off = 0;
     sb_printf(b, "{");
-    for (int i = 0; i < m->n_params; i++) {
-        const rt_param *p = &m->params[i];
-        uint64_t bytes = (uint64_t)p->numel * 4;
+    for (int i = 0; i < m->n_params + m->n_state; i++) {
+        /* the parameters, then the layers' state (int64 counts as I64) */
+        const rt_param *p = i < m->n_params ? &m->params[i] : &m->state[i - m->n_params];
+        int i64 = i >= m->n_params && p->dtype == RT_I64;
+        uint64_t bytes = (uint64_t)p->numel * (i64 ? 8 : 4);
         sb_json_str(b, p->name);
-        sb_printf(b, ":{\"dtype\":\"F32\",\"shape\":[");
+        sb_printf(b, ":{\"dtype\":\"%s\",\"shape\":[", i64 ? "I64" : "F32");
         for (int d = 0; d < p->rank; d++)
             sb_printf(b, "%s%lld", d ? "," : "", (long long)p->shape[d]);
         sb_printf(b, "],\"data_offsets\":[%llu,%llu]},", (unsigned long long)off,
@@ -312,19 +314,45 @@ int rt_st_close(rt_st_out *w)
     return rc;
 }
 
-int rt_safetensors_write(const char *path, const rt_model *m, const float *params)
+/* The layers' state after the parameters: F32 as it is, an int64 count as 8 bytes
+ * little-endian. */
+static void put_state(rt_st_out *w, const rt_model *m, const float *state)
 {
+    for (int i = 0; i < m->n_state; i++) {
+        const rt_param *p = &m->state[i];
+        if (p->dtype != RT_I64) {
+            rt_st_put(w, state + p->offset, p->numel);
+            continue;
+        }
+        for (int64_t j = 0; j < p->numel; j++) {
+            int64_t v;
+            unsigned char le[8];
+            memcpy(&v, state + p->offset + 2 * j, 8);
+            for (int b = 0; b < 8; b++)
+                le[b] = (unsigned char)((uint64_t)v >> (8 * b));
+            if (!w->err && write_all(w->fd, le, 8) != 0)
+                w->err = errno;
+        }
+    }
+}
+
+int rt_safetensors_write(const char *path, const rt_model *m, const float *params,
+                         const float *state)
+{
+    if (m->n_state && !state)
+        rt_die("writing %s: the model has state but none was given", path);
     rt_st_out *w = rt_st_open(path, m);
     if (!w)
         return -1;
     for (int i = 0; i < m->n_params; i++)
         rt_st_put(w, params + m->params[i].offset, m->params[i].numel);
+    put_state(w, m, state);
     return rt_st_close(w);
 }
 
 /* ---- reading --------------------------------------------------------------- */
 
-enum { ST_F32, ST_F64, ST_F16, ST_BF16 };
+enum { ST_F32, ST_F64, ST_F16, ST_BF16, ST_I64 };   /* ST_I64: state counts only */
 static const struct { const char *name; int dt, size; } st_dtypes[] = {
     {"F32", ST_F32, 4}, {"F64", ST_F64, 8}, {"F16", ST_F16, 2}, {"BF16", ST_BF16, 2},
 };
@@ -350,7 +378,7 @@ typedef struct st_file {
     uint64_t data_len;
     char *header;              /* N bytes + NUL */
     cJSON *root;
-    st_entry *ent;             /* one per model parameter */
+    st_entry *ent;             /* one per model parameter, then one per state tensor */
 } st_file;
 
 /* A name taken from the file, made safe to print: control bytes become '?' and long
@@ -486,7 +514,13 @@ static void check_entry(st_file *f, const rt_param *p, st_entry *e, const cJSON 
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(t, "dtype");
     if (!cJSON_IsString(dt))
         rt_input_error("%s: tensor '%s': \"dtype\" is missing or not a string", path, name);
-    if (!dtype_of(dt->valuestring, &e->dt, &e->esize)) {
+    if (p->dtype == RT_I64) {   /* a state count (num_batches_tracked) */
+        if (strcmp(dt->valuestring, "I64") != 0)
+            rt_input_error("%s: tensor '%s' has dtype %s; this count must be I64", path, name,
+                           dt->valuestring);
+        e->dt = ST_I64;
+        e->esize = 8;
+    } else if (!dtype_of(dt->valuestring, &e->dt, &e->esize)) {
         char buf[64];
         for (int i = 0; st_other_dtypes[i]; i++)
             if (strcmp(dt->valuestring, st_other_dtypes[i]) == 0)
@@ -541,7 +575,14 @@ static void check_entry(st_file *f, const rt_param *p, st_entry *e, const cJSON 
                        (long long)p->numel, (unsigned long long)want);
 }
 
-/* Matches every header entry with a parameter; unknown names and repeats are errors. */
+/* Entry k of a file: parameter k, then the state tensors. */
+static const rt_param *entry_param(const rt_model *m, int k)
+{
+    return k < m->n_params ? &m->params[k] : &m->state[k - m->n_params];
+}
+
+/* Matches every header entry with a parameter or state tensor; unknown names and
+ * repeats are errors. */
 static void check_entries(st_file *f, const rt_model *m)
 {
     for (const cJSON *t = f->root->child; t; t = t->next) {
@@ -552,31 +593,31 @@ static void check_entries(st_file *f, const rt_model *m)
             check_metadata(f, t);
             continue;
         }
-        int k = 0;
-        while (k < m->n_params && strcmp(m->params[k].name, t->string) != 0)
+        int k = 0, n = m->n_params + m->n_state;
+        while (k < n && strcmp(entry_param(m, k)->name, t->string) != 0)
             k++;
-        if (k == m->n_params)
+        if (k == n)
             rt_input_error("%s: unexpected tensor '%s' (the model has no parameter of that "
                            "name)", f->path, printable(buf, sizeof buf, t->string));
         if (f->ent[k].seen)
             rt_input_error("%s: tensor '%s' appears twice in the header", f->path,
-                           m->params[k].name);
+                           entry_param(m, k)->name);
         f->ent[k].seen = 1;
-        f->ent[k].name = m->params[k].name;
-        check_entry(f, &m->params[k], &f->ent[k], t);
+        f->ent[k].name = entry_param(m, k)->name;
+        check_entry(f, entry_param(m, k), &f->ent[k], t);
     }
     int missing = 0, first = -1;
-    for (int k = 0; k < m->n_params; k++)
+    for (int k = 0; k < m->n_params + m->n_state; k++)
         if (!f->ent[k].seen) {
             missing++;
             if (first < 0)
                 first = k;
         }
     if (missing == 1)
-        rt_input_error("%s: missing tensor '%s'", f->path, m->params[first].name);
+        rt_input_error("%s: missing tensor '%s'", f->path, entry_param(m, first)->name);
     if (missing > 1)
         rt_input_error("%s: missing tensor '%s' (and %d more)", f->path,
-                       m->params[first].name, missing - 1);
+                       entry_param(m, first)->name, missing - 1);
 }
 
 static int by_offsets(const void *a, const void *b)
@@ -703,8 +744,24 @@ static void load_tensor(const st_file *f, const st_entry *e, float *dst, int64_t
     free(buf);
 }
 
-void rt_safetensors_read_range(const char *path, const rt_model *m, int64_t lo, int64_t hi,
-                               float *dst)
+/* An int64 count into its two float slots. */
+static void load_i64(const st_file *f, const st_entry *e, float *dst, int64_t numel)
+{
+    for (int64_t j = 0; j < numel; j++) {
+        unsigned char le[8];
+        pread_all(f, le, 8, f->data_start + e->begin + (uint64_t)j * 8);
+        uint64_t u = 0;
+        for (int b = 0; b < 8; b++)
+            u |= (uint64_t)le[b] << (8 * b);
+        int64_t v = (int64_t)u;
+        memcpy(dst + 2 * j, &v, 8);
+    }
+}
+
+/* Parameters [lo, hi) into dst (dst[k - lo]: element k), and with state != NULL the
+ * layers' state; every tensor is checked either way. */
+static void read_file(const char *path, const rt_model *m, int64_t lo, int64_t hi, float *dst,
+                      float *state)
 {
     st_file f = {.path = path};
     int64_t size;
@@ -717,17 +774,25 @@ void rt_safetensors_read_range(const char *path, const rt_model *m, int64_t lo, 
     f.size = (uint64_t)size;
 
     read_header(&f);
-    f.ent = calloc((size_t)(m->n_params > 0 ? m->n_params : 1), sizeof *f.ent);
+    int n = m->n_params + m->n_state;
+    f.ent = calloc((size_t)(n > 0 ? n : 1), sizeof *f.ent);
     if (!f.ent)
         rt_fail("out of memory reading %s", path);
     check_entries(&f, m);
-    check_tiling(&f, m->n_params);
+    check_tiling(&f, n);
     for (int k = 0; k < m->n_params; k++) {
         const rt_param *p = &m->params[k];
         int64_t k0 = lo > p->offset ? lo - p->offset : 0;
         int64_t k1 = hi < p->offset + p->numel ? hi - p->offset : p->numel;
         if (k1 > k0)
             load_tensor(&f, &f.ent[k], dst + (p->offset + k0 - lo), k0, k1);
+    }
+    for (int k = 0; state && k < m->n_state; k++) {
+        const rt_param *p = &m->state[k];
+        if (p->dtype == RT_I64)
+            load_i64(&f, &f.ent[m->n_params + k], state + p->offset, p->numel);
+        else
+            load_tensor(&f, &f.ent[m->n_params + k], state + p->offset, 0, p->numel);
     }
 
     cJSON_Delete(f.root);
@@ -737,7 +802,15 @@ void rt_safetensors_read_range(const char *path, const rt_model *m, int64_t lo, 
         rt_input_error("%s: cannot read: %s", path, strerror(errno));
 }
 
-void rt_safetensors_read(const char *path, const rt_model *m, float *params)
+void rt_safetensors_read_range(const char *path, const rt_model *m, int64_t lo, int64_t hi,
+                               float *dst)
 {
-    rt_safetensors_read_range(path, m, 0, m->param_floats, params);
+    read_file(path, m, lo, hi, dst, NULL);
+}
+
+void rt_safetensors_read(const char *path, const rt_model *m, float *params, float *state)
+{
+    if (m->n_state && !state)
+        rt_die("reading %s: the model has state but no place for it was given", path);
+    read_file(path, m, 0, m->param_floats, params, state);
 }

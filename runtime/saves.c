@@ -11,7 +11,7 @@ static void write_weights(Run *r, const char *file)
     rt_pull_params(r, 0);
     char path[RT_PATH_MAX + 64];
     rt_join_path(path, sizeof path, r->out, file);
-    if (rt_safetensors_write(path, r->m, r->params) != 0)
+    if (rt_safetensors_write(path, r->m, r->params, r->layer_state) != 0)
         rt_fail("cannot write %s: %s%s", path, strerror(errno), rt_full_hint(errno));
 }
 
@@ -61,7 +61,7 @@ void rt_checkpoint(Run *r, rt_loop_state *s)
     s->elapsed = rt_now() - r->t0;
     int n_spec;
     char **spec = rt_spec_lines(r->m, &n_spec);
-    if (rt_ckpt_save(r->out, r->m, &r->c, s, r->params, r->state, rt_zero_part(), lines, n,
+    if (rt_ckpt_save(r->out, r->m, &r->c, s, r->params, r->layer_state, r->state, rt_zero_part(), lines, n,
                      spec, n_spec) != 0) {
         int err = errno;
         if (r->rank == 0)

@@ -143,7 +143,7 @@ void rt_run_data(Run *r)
 static void read_init(Run *r)
 {
     const rt_model *m = r->m;
-    rt_safetensors_read(r->o.init, m, r->params);
+    rt_safetensors_read(r->o.init, m, r->params, r->layer_state);
     for (int i = 0; i < m->n_params; i++) {
         const rt_param *p = &m->params[i];
         for (int64_t j = 0; j < p->numel; j++)
@@ -160,6 +160,7 @@ void rt_run_memory(Run *r)
     const rt_train_config *c = &r->c;
     rt_zero_init(c, m);        /* zero1/zero2: which shard of the state this rank keeps */
     r->params = rt_xmalloc((size_t)m->param_floats * sizeof(float));
+    r->layer_state = m->n_state ? rt_xmalloc((size_t)m->state_floats * sizeof(float)) : NULL;
     /* a step has at most this many passes (accumulate, within an epoch) */
     r->step_passes = (int)(c->accumulate < r->batches_per_epoch ? c->accumulate
                                                                 : r->batches_per_epoch);
@@ -173,8 +174,10 @@ void rt_run_memory(Run *r)
     rt_blas_threads(r->threads);
     if (r->o.init)
         read_init(r);
-    else if (!r->o.resume)   /* a resume reads every parameter from its checkpoint */
+    else if (!r->o.resume) {  /* a resume reads every parameter from its checkpoint */
         rt_init_params(r->e.rt, m, r->params, c->seed);
+        rt_init_state(m, r->layer_state);
+    }
 }
 
 void rt_run_device(Run *r)
@@ -187,6 +190,7 @@ void rt_run_device(Run *r)
         r->e.arena = rt_xmalloc((size_t)(r->e.Bmax * row * r->e.arena_scale));
         r->e.params = r->params;
         r->e.grads = r->grads;
+        r->e.state = r->layer_state;
         rt_ddp_init(m, r->grads, (int64_t)(c->bucket_mb * 1048576.0));
         return;
     }

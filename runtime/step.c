@@ -142,7 +142,7 @@ static void train_pass(Run *r, rt_prof *prof)
 void rt_pull_params(Run *r, int with_state)
 {
     if (r->gpu)
-        rt_cu_get_params(&r->e, r->m, r->params, with_state ? r->state : NULL,
+        rt_cu_get_params(&r->e, r->m, r->params, r->layer_state, with_state ? r->state : NULL,
                          with_state ? r->state_floats : 0);
 }
 
@@ -340,6 +340,16 @@ void rt_step_agree(Run *r, Step *st)
     st->sig_stop = v[1] > 0;
     st->now_stop = v[2];
     st->samples *= r->world;
+    /* the layers' state (batchnorm's running statistics) is rank 0's, as DDP's
+     * broadcast_buffers makes it before each forward: every rank validates, saves and
+     * goes on with the same (with sync they are the same already) */
+    if (r->m->n_state) {
+        if (r->gpu)
+            rt_cu_layer_state(&r->e, r->layer_state, 0);
+        rt_broadcast(r->layer_state, r->m->state_floats * (int64_t)sizeof(float), 0);
+        if (r->gpu)
+            rt_cu_layer_state(&r->e, r->layer_state, 1);
+    }
 }
 
 int rt_step_update(Run *r, rt_loop_state *s, Loop *L, Step *st, int lf_over)

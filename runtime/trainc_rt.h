@@ -16,7 +16,7 @@
 #define RT_MAX_INPUTS 8
 #define RT_MAX_RANK 4
 
-enum { RT_U8, RT_U16, RT_I32, RT_F32 };                  /* input dtypes */
+enum { RT_U8, RT_U16, RT_I32, RT_F32, RT_I64 };          /* input dtypes; RT_I64: state */
 enum { RT_PREC_FP32, RT_PREC_BF16, RT_PREC_FP16 };      /* precision */
 enum { RT_INIT_UNIFORM, RT_INIT_NORMAL, RT_INIT_CONST };  /* parameter init */
 enum { RT_LOSS_CROSS_ENTROPY, RT_LOSS_MSE };
@@ -30,6 +30,8 @@ typedef struct rt_param {
     int64_t offset;            /* in floats from the start of the region */
     int init;                  /* RT_INIT_* */
     float init_a;              /* uniform bound, normal std, or the constant */
+    int dtype;                 /* state only (rt_model.state): RT_F32, or RT_I64 (a count
+                                  held as an int64 in two floats); parameters: 0 */
 } rt_param;
 
 /* One model input as stored in the data files: per-sample shape and dtype. */
@@ -73,6 +75,8 @@ typedef struct rt_exec {
                                   is a gradient's first writer may store instead of add */
     void *prof;                /* --profile: this pass's timer (RT_AT), else NULL */
     uint64_t rng_part;         /* dropout with N ranks: (N << 32) | rank, else 0 (rt_drop_index) */
+    float *state;              /* the layers' state (rt_model.state: batchnorm's running
+                                  statistics), fp32 (int64 counts in two floats) */
 } rt_exec;
 
 typedef void (*rt_kernel_fn)(rt_exec *e, int64_t lo, int64_t hi);
@@ -133,6 +137,10 @@ typedef struct rt_model {
                                   runs it with arena_scale 2. RT_PREC_FP32: all fp32 */
     const char *spec_file;     /* the training spec's file as trainc was given it: errors
                                   about its values name it (NULL: "trainc") */
+    int n_state;               /* the layers' state: not trained (no gradient, no optimizer),
+                                  saved beside the parameters under its own names */
+    const rt_param *state;     /* offsets into rt_exec.state */
+    int64_t state_floats;
 } rt_model;
 
 /* Entry point of every trainer: parses the trainer options, trains, returns the exit code. */
@@ -254,6 +262,24 @@ void rt_glu_fwd(rt_exec *e, const float *x, float *y, int64_t rows, int64_t h, i
  * up half's act(a) * dy (as torch's mul backward, then the activation's). */
 void rt_glu_bwd(rt_exec *e, const float *x, const float *dy, float *dx, int64_t rows,
                 int64_t h, int act);
+
+/* BatchNorm over x [B, C, HW] per channel c, PyTorch's BatchNorm1d/2d: the scale and
+ * shift [C] of its normalization y = x * scale + shift, which the generated code applies
+ * (an elementwise loop, fused with what follows). Training (e->train): the batch's mean
+ * and biased variance (over B and HW; with sync, over all ranks' batches), scale = rstd
+ * w, shift = b - mean scale, mean and rstd [C] saved; when run_mean is not NULL also
+ * run_mean, run_var = (1 - momentum) * run + momentum * (mean, unbiased variance) and
+ * *(int64_t *)count += 1 (a replay passes NULL: no second update). Evaluation: the
+ * running statistics instead of the batch's. w, b NULL: affine false. */
+void rt_batchnorm_fwd(rt_exec *e, const float *x, const float *w, const float *b, float *scale,
+                      float *shift, float *mean, float *rstd, float *run_mean, float *run_var,
+                      float *count, int64_t B, int64_t C, int64_t HW, float eps, float momentum,
+                      int64_t sync);
+/* dx = w rstd (dy - mean(dy) - xhat mean(dy xhat)) (overwritten; means over B and HW,
+ * with sync over all ranks), dw += sum(dy xhat), db += sum(dy) (NULL: affine false). */
+void rt_batchnorm_bwd(rt_exec *e, const float *x, const float *w, const float *mean,
+                      const float *rstd, const float *dy, float *dx, float *dw, float *db,
+                      int64_t B, int64_t C, int64_t HW, int64_t sync);
 
 /* Softmax cross entropy over rows of C logits, ld apart (ld >= C: a vocabulary's rows
  * padded for aligned GEMMs; the padding is neither read nor written), with i32

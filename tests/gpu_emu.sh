@@ -43,9 +43,10 @@ for v in fp32 bf16 fp16; do
     g++ -std=c++17 $CFLAGS $def -fno-strict-aliasing -Wno-unused-function -Wno-unknown-pragmas -I"$d" -c tests/gpu/emu/emu_kernels.cc \
         -o "$d/emu_kernels.$v.o"
     cc -std=gnu11 $CFLAGS -DCHECK_OPS_EMU -Iruntime -I"${CUDA_HOME:-/usr/local/cuda}/include" \
-        tests/gpu/check_ops.c runtime/cuda_ops.c tests/gpu/emu/emu_device.c \
-        runtime/kernels.c runtime/attention.c runtime/optim.c runtime/config.c runtime/util.c \
-        "$d/emu_kernels.$v.o" -lstdc++ -lopenblas -lpthread -lm -o "$d/check_ops.$v"
+        $(mpicc --showme:compile) tests/gpu/check_ops.c runtime/cuda_ops.c tests/gpu/emu/emu_device.c \
+        runtime/kernels.c runtime/attention.c runtime/batchnorm.c runtime/dist.c runtime/optim.c \
+        runtime/config.c runtime/util.c \
+        "$d/emu_kernels.$v.o" -lstdc++ -lopenblas -lpthread -lm $(mpicc --showme:link) -o "$d/check_ops.$v"
 done
 "$d/check_ops.fp32" "${@}"
 "$d/check_ops.bf16" --bf16 --short "${@}"

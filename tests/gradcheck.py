@@ -21,7 +21,10 @@ loss at w +- h v is `--eval` of those weights on the same 16 rows, and for each
 tensor the central difference along v must agree with <g, v> within 2e-2 of |g|
 (floor 1e-3, well above the float32 noise of ~1e-5) along g / |g| itself (a flipped
 sign is off by 2 |g|, a doubled gradient by |g|), two random unit directions, and
-every coordinate of tensors of at most 16 elements (tests/MUTATIONS.md).
+every coordinate of tensors of at most 16 elements (tests/MUTATIONS.md). Batchnorm's
+cases are judged in training mode: the gradient from one batch of 16, the loss the
+first step's training loss at lr 0 (the batch's statistics), their running statistics
+skipped (no gradient).
 """
 import json, os, subprocess, sys
 import numpy as np
@@ -97,10 +100,18 @@ cases = [
     case("rmsnorm", [8], [L(6), {"op": "rmsnorm"}, L(4)]),
     case("rmsnorm_rank2", [3, 8], [L(6), {"op": "rmsnorm", "eps": 1e-3}, {"op": "flatten"}, L(4)]),
     case("squared_relu", [8], [L(6), {"op": "squared_relu"}, L(4)]),
+    # batchnorm in training mode (the batch's statistics): checked by the test from the
+    # training loss of one step at lr 0, not from --eval (which uses the running ones)
+    case("batchnorm2d", [2, 5, 5], [{"op": "conv2d", "out": 3, "kernel": 3, "bias": False},
+                                    {"op": "batchnorm", "momentum": 0.2, "eps": 1e-3},
+                                    {"op": "tanh"}, {"op": "flatten"}, L(4)]),
+    case("batchnorm1d", [8], [L(6), {"op": "batchnorm"}, {"op": "tanh"}, L(5),
+                              {"op": "batchnorm", "affine": False}, L(4)]),
 ]
 # glu: a linear of 2h = 12 (the gate rows, then the up rows), each activation
 cases += [case("glu_" + act, [8], [L(12), {"op": "glu", "act": act}, L(4)])
           for act in ("silu", "gelu", "gelu_tanh", "sigmoid", "relu")]
+TRAIN_MODE = {"batchnorm2d", "batchnorm1d"}
 # token models: x holds ids in [0, 7), y the next ids
 E = lambda **k: dict({"op": "embedding", "name": "wte", "vocab": 7, "dim": 6, "input": "x"}, **k)
 tok = lambda name, layers, **k: case(name, [5], layers, classes=7, target_shape=(5,), x_dtype="i32",
@@ -175,19 +186,27 @@ def fd_check(name, path):
     trainer("--set", "optimizer.lr=0", "--out", os.path.join(d, "w0"))
     w0_path = os.path.join(d, "w0", "model.safetensors")
     # the gradient of the 16 rows as two accumulated batches of 8: the weight
-    # gradients' GEMMs must add to what the first batch left
-    trainer("--set", "optimizer.lr=1", "--set", "batch_size=8", "--set", "accumulate=2", "--init", w0_path,
-            "--out", os.path.join(d, "w1"))
+    # gradients' GEMMs must add to what the first batch left (batchnorm: one batch of
+    # 16, whose statistics the training loss below normalizes with)
+    acc = [] if name in TRAIN_MODE else ["--set", "batch_size=8", "--set", "accumulate=2"]
+    trainer("--set", "optimizer.lr=1", *acc, "--init", w0_path, "--out", os.path.join(d, "w1"))
     w0 = st_check.load(w0_path)
     w1 = st_check.load(os.path.join(d, "w1", "model.safetensors"))
     pert = os.path.join(d, "pert.safetensors")
     def loss(t, w):
-        st_check.save(pert, dict(w0, **{t: w.astype(np.float32)}))
+        st_check.save(pert, dict(w0, **{t: w.astype(w0[t].dtype)}))
+        if name in TRAIN_MODE:   # the first step's training loss, at lr 0
+            run = os.path.join(d, "pert_run")
+            trainer("--set", "optimizer.lr=0", "--set", "log_every=1", "--init", pert, "--out", run)
+            recs = [json.loads(l) for l in open(os.path.join(run, "metrics.jsonl"))]
+            return next(r["loss"] for r in recs if r.get("step") == 1 and "loss" in r)
         out = trainer("--eval", "--init", pert)
         return json.loads(out.strip().splitlines()[-1])["val_loss"]
     dirs_rng = np.random.default_rng(11)
     bad = []
     for t in w0:
+        if w0[t].dtype == np.int64 or "running_" in t:
+            continue   # batchnorm's state: no gradient
         base = w0[t].astype(np.float64)
         g = base - w1[t].astype(np.float64)
         gn = float(np.linalg.norm(g))

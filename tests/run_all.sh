@@ -102,10 +102,14 @@ check recompute           bash tests/recompute.sh
 check dropout_keys        bash tests/dropout_keys.sh
 check init_gpt2           bash tests/init_gpt2.sh
 check ddp                 bash tests/ddp.sh
+check batchnorm           bash tests/batchnorm.sh
 check zero                bash tests/zero.sh
 check parity/mlp_adamw    $PYTHON tests/torch_parity.py mlp adamw
 check parity/mlp_sgd      $PYTHON tests/torch_parity.py mlp sgd
 check parity/cnn_adamw    $PYTHON tests/torch_parity.py cnn adamw
+check parity/batchnorm    $PYTHON tests/batchnorm_parity.py
+check parity/batchnorm_accumulate $PYTHON tests/batchnorm_parity.py --accumulate
+check parity/batchnorm_recompute $PYTHON tests/batchnorm_parity.py --recompute full
 check parity/cnn_sgd      $PYTHON tests/torch_parity.py cnn sgd
 check parity/gpt_char     $PYTHON tests/gpt_parity.py
 check parity/glu          $PYTHON tests/glu_parity.py

@@ -24,7 +24,7 @@ DTYPES = {"F32": np.float32, "F64": np.float64, "F16": np.float16, "BF16": np.ui
           "I64": np.int64, "I32": np.int32, "I16": np.int16, "I8": np.int8, "U8": np.uint8,
           "BOOL": np.bool_}
 CODES = {np.dtype(np.float32): "F32", np.dtype(np.float64): "F64",
-         np.dtype(np.float16): "F16"}
+         np.dtype(np.float16): "F16", np.dtype(np.int64): "I64"}
 
 
 class BadFile(Exception):
@@ -85,10 +85,11 @@ def load(path):
 
 
 def save(path, tensors):
-    """Writes {name: array} (float32/float64/float16) as safetensors, in dict order."""
+    """Writes {name: array} (float32/float64/float16, int64 counts) as safetensors, in
+    dict order."""
     header, blobs, off = {}, [], 0
     for name, a in tensors.items():
-        a = np.ascontiguousarray(a)
+        a = np.array(a, order="C")   # (ascontiguousarray would make a 0-d count 1-d)
         raw = a.astype(a.dtype.newbyteorder("<")).tobytes()
         header[name] = {"dtype": CODES[a.dtype], "shape": list(a.shape),
                         "data_offsets": [off, off + len(raw)]}

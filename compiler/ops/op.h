@@ -73,6 +73,8 @@ void add_flops(GraphCtx *c, const char *path, double fwd, double bwd);
 char *layer_ident(const char *op, const char *prefix);
 Param *add_param(Graph *g, const char *prefix, const char *what, int rank,
                  const int64_t *shape, int init, double a, const char *origin);
+Param *add_state(Graph *g, const char *prefix, const char *what, int rank,
+                 const int64_t *shape, double a, int i64, const char *origin);
 double init_std(const GraphCtx *c, Init init, int resid_out);
 int find_model_input(const Spec *s, const char *name);
 void read_as_i32(Tensor *raw);

@@ -6,6 +6,7 @@
 extern const OpDef op_linear, op_conv2d, op_maxpool2d, op_avgpool2d, op_flatten, op_relu,
     op_gelu, op_silu, op_tanh, op_sigmoid, op_dropout, op_layernorm, op_embedding,
     op_pos_embedding, op_attention, op_residual, op_repeat, op_squared_relu, op_glu, op_rmsnorm;
+extern const OpDef op_batchnorm;
 
 const OpDef *const op_defs[OP__COUNT] = {
     [OP_LINEAR] = &op_linear,
@@ -26,6 +27,7 @@ const OpDef *const op_defs[OP__COUNT] = {
     [OP_EMBEDDING] = &op_embedding,
     [OP_POS_EMBEDDING] = &op_pos_embedding,
     [OP_ATTENTION] = &op_attention,
+    [OP_BATCHNORM] = &op_batchnorm,
     [OP_RESIDUAL] = &op_residual,
     [OP_REPEAT] = &op_repeat,
 };
@@ -36,6 +38,7 @@ extern const NodeDef node_convert, node_linear, node_conv2d, node_maxpool, node_
     node_maxpool_bwd, node_avgpool_bwd, node_act_bwd, node_dropout_bwd, node_layernorm_bwd,
     node_embedding_bwd, node_pos_embedding_bwd, node_attention_bwd, node_rmsnorm,
     node_rmsnorm_bwd, node_glu, node_glu_bwd;
+extern const NodeDef node_batchnorm, node_batchnorm_bwd;
 
 const NodeDef *const node_defs[N__COUNT] = {
     [N_CONVERT] = &node_convert,
@@ -54,6 +57,7 @@ const NodeDef *const node_defs[N__COUNT] = {
     [N_POS_EMBEDDING] = &node_pos_embedding,
     [N_ATTENTION] = &node_attention,
     [N_ADD] = &node_add,
+    [N_BATCHNORM] = &node_batchnorm,
     [N_LINEAR_BWD] = &node_linear_bwd,
     [N_CONV2D_BWD] = &node_conv2d_bwd,
     [N_MAXPOOL_BWD] = &node_maxpool_bwd,
@@ -66,6 +70,7 @@ const NodeDef *const node_defs[N__COUNT] = {
     [N_EMBEDDING_BWD] = &node_embedding_bwd,
     [N_POS_EMBEDDING_BWD] = &node_pos_embedding_bwd,
     [N_ATTENTION_BWD] = &node_attention_bwd,
+    [N_BATCHNORM_BWD] = &node_batchnorm_bwd,
 };
 
 /* Every spec op and node kind has its definition (a new kind in ops.h or ir.h that is

@@ -612,6 +612,87 @@ static void t_glu(int64_t rows, int64_t h)
     free(x), free(dy), free(py), free(px), reset();
 }
 
+/* ---- batchnorm ------------------------------------------------------------------------------ */
+
+/* x [B, C, HW]: training's forward (scale and shift of the normalization, the saved
+ * statistics, the running ones and the count updated), a replay's (the same, running
+ * statistics NULL: left alone), evaluation's (from the running statistics), and the
+ * backward (dx, dw, db accumulated) from the CPU's statistics. */
+static void t_batchnorm(int64_t B, int64_t Ch, int64_t HW, int affine)
+{
+    SHAPE("[%lld, %lld, %lld]%s", (long long)B, (long long)Ch, (long long)HW, affine ? "" : " no affine");
+    int64_t n = B * Ch * HW;
+    float *x = fvec(n), *dy = fvec(n), *w = affine ? fvec(Ch) : NULL, *b = affine ? fvec(Ch) : NULL;
+    for (int64_t i = 0; i < n; i++)   /* an offset per channel, so the variance is not trivial */
+        x[i] = 2.0f + (float)(i / HW % Ch) * 0.25f + 1.5f * x[i];
+    round_act(x, n);
+    round_act(dy, n);
+    float *rm0 = fvec(Ch), *rv0 = fvec(Ch);
+    for (int64_t c = 0; c < Ch; c++)
+        rv0[c] = 1.5f + rv0[c];
+    float cnt0[2] = {0, 0};
+    int64_t seven = 7;
+    memcpy(cnt0, &seven, 8);
+    float *sc = nans(Ch), *sh = nans(Ch), *sce = nans(Ch), *she = nans(Ch), *mean = nans(Ch);
+    float *rstd = nans(Ch), *dx = nans(n), *rm = fcopy(rm0, Ch), *rv = fcopy(rv0, Ch);
+    float cnt[2] = {cnt0[0], cnt0[1]};
+    float *dw0 = fvec(Ch), *db0 = fvec(Ch), *dw = fcopy(dw0, Ch), *db = fcopy(db0, Ch);
+    C.train = 1;
+    rt_batchnorm_fwd(&C, x, w, b, sc, sh, mean, rstd, rm, rv, cnt, B, Ch, HW, 1e-3f, 0.3f, 0);
+    rt_batchnorm_bwd(&C, x, w, mean, rstd, dy, dx, affine ? dw : NULL, affine ? db : NULL, B, Ch, HW, 0);
+    C.train = 0;
+    rt_batchnorm_fwd(&C, x, w, b, sce, she, NULL, NULL, rm, rv, cnt, B, Ch, HW, 1e-3f, 0.3f, 0);
+    float *gx = up_a(x, n), *gdy = up_a(dy, n), *gdx = dalloc_a(n);
+    float *gw = affine ? up32(w, Ch) : NULL, *gb = affine ? up32(b, Ch) : NULL;
+    float *gsc = dalloc32(Ch * 4), *gsh = dalloc32(Ch * 4), *gmean = dalloc32(Ch * 4);
+    float *grstd = dalloc32(Ch * 4), *grm = dalloc32(Ch * 4), *grv = dalloc32(Ch * 4);
+    float *gcnt = dalloc32(8), *gdw = dalloc32(Ch * 4), *gdb = dalloc32(Ch * 4);
+    float *pn = nans(n), *pc = nans(Ch);
+    out_t os[7] = {{"scale", sc, {0}, Ch}, {"shift", sh, {0}, Ch}, {"mean", mean, {0}, Ch},
+                   {"rstd", rstd, {0}, Ch}, {"running_mean", rm, {0}, Ch},
+                   {"running_var", rv, {0}, Ch}, {"count", cnt, {0}, 2}};
+    out_t oe[2] = {{"scale (eval)", sce, {0}, Ch}, {"shift (eval)", she, {0}, Ch}};
+    out_t ob[1] = {{"dx", dx, {0}, n}};
+    out_t ow[2] = {{"dw", dw, {0}, Ch}, {"db", db, {0}, Ch}};
+    for (int rep = 0; rep < 2; rep++) {
+        upload_a(gdx, pn, n);
+        upload(gsc, pc, Ch * 4), upload(gsh, pc, Ch * 4), upload(gmean, pc, Ch * 4);
+        upload(grstd, pc, Ch * 4), upload(grm, rm0, Ch * 4), upload(grv, rv0, Ch * 4);
+        upload(gcnt, cnt0, 8);
+        if (affine)
+            upload(gdw, dw0, Ch * 4), upload(gdb, db0, Ch * 4);
+        G->train = 1;
+        rt_cu_batchnorm_fwd(G, gx, gw, gb, gsc, gsh, gmean, grstd, grm, grv, gcnt, B, Ch, HW,
+                            1e-3f, 0.3f, 0);
+        /* a replay: the same scale and shift, the running statistics left alone */
+        rt_cu_batchnorm_fwd(G, gx, gw, gb, gsc, gsh, gmean, grstd, NULL, NULL, NULL, B, Ch, HW,
+                            1e-3f, 0.3f, 0);
+        os[0].gpu[rep] = down(gsc, Ch), os[1].gpu[rep] = down(gsh, Ch);
+        os[2].gpu[rep] = down(gmean, Ch), os[3].gpu[rep] = down(grstd, Ch);
+        os[4].gpu[rep] = down(grm, Ch), os[5].gpu[rep] = down(grv, Ch), os[6].gpu[rep] = down(gcnt, 2);
+        G->train = 0;
+        rt_cu_batchnorm_fwd(G, gx, gw, gb, gsc, gsh, NULL, NULL, grm, grv, gcnt, B, Ch, HW,
+                            1e-3f, 0.3f, 0);
+        oe[0].gpu[rep] = down(gsc, Ch), oe[1].gpu[rep] = down(gsh, Ch);
+        G->train = 1;
+        upload(gmean, mean, Ch * 4), upload(grstd, rstd, Ch * 4);
+        rt_cu_batchnorm_bwd(G, gx, gw, gmean, grstd, gdy, gdx, affine ? gdw : NULL,
+                            affine ? gdb : NULL, B, Ch, HW, 0);
+        ob[0].gpu[rep] = down_a(gdx, n);
+        ow[0].gpu[rep] = down(gdw, Ch), ow[1].gpu[rep] = down(gdb, Ch);
+    }
+    judge("batchnorm_fwd", TOL_RED, os, 7);
+    judge("batchnorm_fwd eval", TOL_EW, oe, 2);
+    judge("batchnorm_bwd", TA(TOL_RED), ob, 1);
+    if (affine)
+        judge("batchnorm_bwd dw db", TOL_RED, ow, 2);
+    else
+        free(ow[0].gpu[0]), free(ow[0].gpu[1]), free(ow[1].gpu[0]), free(ow[1].gpu[1]);
+    free(x), free(dy), free(w), free(b), free(rm0), free(rv0), free(sc), free(sh), free(sce);
+    free(she), free(mean), free(rstd), free(dx), free(rm), free(rv), free(dw0), free(db0);
+    free(dw), free(db), free(pn), free(pc), reset();
+}
+
 /* ---- losses -------------------------------------------------------------------------------- */
 
 /* The device stats of one pass (rt_cu_begin_pass / rt_cu_end_pass, as the loop runs them)
@@ -1802,6 +1883,11 @@ int main(int argc, char **argv)
     t_glu(37, 13);
     t_glu(64, 512);           /* 16-byte accesses (glu.cuh) */
     t_glu(5, 24);             /* the same: three vectors of 8 16-bit values a half row */
+    t_batchnorm(4, 3, 25, 1);
+    t_batchnorm(32, 16, 196, 1);   /* a conv's [C, H, W], several parts a channel */
+    t_batchnorm(7, 33, 1, 1);      /* BatchNorm1d over [C] */
+    t_batchnorm(5, 8, 9, 0);       /* affine false */
+    t_batchnorm(256, 4, 1024, 1);  /* 64 parts a channel */
 
     t_cross_entropy(1, 10, 1, 10);
     t_cross_entropy(37, 10, 0, 10);

@@ -194,7 +194,7 @@ static void child_read(const void *arg)
 {
     const read_case *c = arg;
     float *p = calloc((size_t)c->m->param_floats + 1, sizeof *p);
-    rt_safetensors_read(c->path, c->m, p);
+    rt_safetensors_read(c->path, c->m, p, NULL);
     free(p);
 }
 
@@ -213,7 +213,7 @@ static int test_st_roundtrip(const char *keep)
     float p[TM_FLOATS], q[TM_FLOATS];
     fill_params(p, TM_FLOATS);
     const char *path = keep ? keep : tpath("rt.safetensors");
-    CHECK(rt_safetensors_write(path, &tm, p) == 0);
+    CHECK(rt_safetensors_write(path, &tm, p, NULL) == 0);
     char tmp[400];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     CHECK(!exists(tmp));
@@ -264,15 +264,15 @@ static int test_st_roundtrip(const char *keep)
     /* Read back bit for bit; the hole between parameters is left alone. */
     for (int i = 0; i < TM_FLOATS; i++)
         q[i] = -1234.5f;
-    rt_safetensors_read(path, &tm, q);
+    rt_safetensors_read(path, &tm, q, NULL);
     CHECK(same_params(p, q));
     CHECK(q[32] == -1234.5f && q[35] == -1234.5f && q[39] == -1234.5f);
 
     /* Overwriting is atomic and leaves no temporary. */
     for (int i = 0; i < TM_FLOATS; i++)
         p[i] *= 2;
-    CHECK(rt_safetensors_write(path, &tm, p) == 0);
-    rt_safetensors_read(path, &tm, q);
+    CHECK(rt_safetensors_write(path, &tm, p, NULL) == 0);
+    rt_safetensors_read(path, &tm, q, NULL);
     CHECK(same_params(p, q));
     CHECK(!exists(tmp));
     if (!keep)
@@ -286,17 +286,17 @@ static int test_st_roundtrip(const char *keep)
              d, sizeof d);
     fill_params(p, TM_FLOATS);
     memset(q, 0, sizeof q);
-    rt_safetensors_read(tpath("rev.safetensors"), &tm, q);
+    rt_safetensors_read(tpath("rev.safetensors"), &tm, q, NULL);
     CHECK(same_params(p, q));
 
     /* A model without parameters. */
     rt_model none = {.abi = RT_ABI_VERSION, .name = "none"};
-    CHECK(rt_safetensors_write(tpath("none.safetensors"), &none, q) == 0);
-    rt_safetensors_read(tpath("none.safetensors"), &none, q);
+    CHECK(rt_safetensors_write(tpath("none.safetensors"), &none, q, NULL) == 0);
+    rt_safetensors_read(tpath("none.safetensors"), &none, q, NULL);
 
     /* Failure reports errno and leaves nothing behind. */
     errno = 0;
-    CHECK(rt_safetensors_write(tpath("no/such/dir/w.safetensors"), &tm, p) == -1);
+    CHECK(rt_safetensors_write(tpath("no/such/dir/w.safetensors"), &tm, p, NULL) == -1);
     CHECK(errno == ENOENT);
     return 1;
 }
@@ -313,9 +313,9 @@ static int test_st_link(void)
     fill_params(p, TM_FLOATS);
     const char *src = tpath("ck.safetensors"), *dst = tpath("final.safetensors");
     const char *tmp = tpath("final.safetensors.tmp"), *old = tpath("old.safetensors");
-    CHECK(rt_safetensors_write(src, &tm, p) == 0);
+    CHECK(rt_safetensors_write(src, &tm, p, NULL) == 0);
     q[0] = 0;
-    CHECK(rt_safetensors_write(old, &tm, q) == 0);
+    CHECK(rt_safetensors_write(old, &tm, q, NULL) == 0);
     CHECK(link(old, dst) == 0);                 /* PATH exists: another file */
     struct stat a, b;
     CHECK(rt_safetensors_link(src, dst) == 0);
@@ -324,17 +324,17 @@ static int test_st_link(void)
     CHECK(rt_safetensors_link(src, dst) == 0);  /* again: PATH already names SRC */
     CHECK(stat(dst, &b) == 0 && a.st_ino == b.st_ino && b.st_nlink == 2 && !exists(tmp));
     memset(q, 0, sizeof q);
-    rt_safetensors_read(dst, &tm, q);
+    rt_safetensors_read(dst, &tm, q, NULL);
     CHECK(same_params(p, q));
     errno = 0;
     CHECK(rt_safetensors_link(tpath("no_such_ck.safetensors"), dst) == -1 && errno == ENOENT);
     CHECK(stat(dst, &b) == 0 && a.st_ino == b.st_ino && !exists(tmp));
     fill_params(q, TM_FLOATS);
     q[1] += 1.0f;
-    CHECK(rt_safetensors_write(dst, &tm, q) == 0);   /* a new file, by rename */
+    CHECK(rt_safetensors_write(dst, &tm, q, NULL) == 0);   /* a new file, by rename */
     CHECK(stat(src, &a) == 0 && a.st_nlink == 1);
     memset(q, 0, sizeof q);
-    rt_safetensors_read(src, &tm, q);
+    rt_safetensors_read(src, &tm, q, NULL);
     CHECK(same_params(p, q));
     return 1;
 }
@@ -345,7 +345,7 @@ static int test_st_pieces(void)
     fill_params(p, TM_FLOATS);
     char one[300];
     snprintf(one, sizeof one, "%s", tpath("one.safetensors"));
-    CHECK(rt_safetensors_write(one, &tm, p) == 0);
+    CHECK(rt_safetensors_write(one, &tm, p, NULL) == 0);
     for (int split = 1; split <= 5; split++) {
         char name[64];
         snprintf(name, sizeof name, "pieces%d.safetensors", split);
@@ -364,7 +364,7 @@ static int test_st_pieces(void)
         free(a);
         free(b);
     }
-    rt_safetensors_read(one, &tm, q);
+    rt_safetensors_read(one, &tm, q, NULL);
     for (int lo = 0; lo <= TM_FLOATS; lo += 3)
         for (int hi = lo; hi <= TM_FLOATS; hi += 5) {
             for (int i = 0; i <= TM_FLOATS; i++)
@@ -427,7 +427,7 @@ static int test_st_dtypes(void)
                  {"ln.w", "F32", "[2,2,2]", 126, 158}};
     write_st(tpath("dt.safetensors"), h, 4, NULL, data, sizeof data);
     float q[TM_FLOATS] = {0};
-    rt_safetensors_read(tpath("dt.safetensors"), &tm, q);
+    rt_safetensors_read(tpath("dt.safetensors"), &tm, q, NULL);
     for (int i = 0; i < 39; i++)
         CHECK(q[i] == want[i]);
     for (int lo = 0; lo < 39; lo += 5) {      /* converted in parts, from any offset */
@@ -451,7 +451,7 @@ static int test_st_dtypes(void)
     }
     hent he = {"h", "F16", "[65536]", 0, 2 * 65536};
     write_st(tpath("half.safetensors"), &he, 1, NULL, all, 2 * 65536);
-    rt_safetensors_read(tpath("half.safetensors"), &hm, got);
+    rt_safetensors_read(tpath("half.safetensors"), &hm, got, NULL);
     for (int i = 0; i < 65536; i++) {
         uint16_t u = (uint16_t)i;
         _Float16 x;
@@ -614,7 +614,7 @@ static int test_st_fuzz(void)
 {
     float p[TM_FLOATS];
     fill_params(p, TM_FLOATS);
-    CHECK(rt_safetensors_write(tpath("seed.st"), &tm, p) == 0);
+    CHECK(rt_safetensors_write(tpath("seed.st"), &tm, p, NULL) == 0);
     size_t n;
     unsigned char *seed = (unsigned char *)slurp(tpath("seed.st"), &n);
     CHECK(seed);
