@@ -115,6 +115,9 @@ check parity/llama_hf     $HF_PYTHON tests/llama_hf.py
 check parity/llama_ref    $PYTHON tests/llama_ref.py
 check llama_specs          bash tests/llama_specs.sh
 check learn/llama_char     bash tests/llama_learn.sh
+# trainc import hf / export hf against transformers: GPT-2, Llama, Mistral, a bf16
+# sharded checkpoint; refused configs and layers
+check parity/hf_io        $HF_PYTHON tests/hf_io.py
 check learn/mlp           bash tests/learn.sh mlp_fashion 0.85
 check learn/cnn           bash tests/learn.sh cnn_fashion 0.88
 check dropout_stats       bash tests/dropout_stats.sh

@@ -1,0 +1,203 @@
+"""trainc import hf and trainc export hf against Hugging Face transformers.
+
+HF_PYTHON (the venv `make deps` makes, transformers 4.40.2 over Debian's torch) runs
+this; without transformers it exits 77 (a skip). Random-weight models are made here
+with save_pretrained (no hub), tiny, fp32, CPU, one thread:
+
+- a GPT2LMHeadModel (tied head) and a LlamaForCausalLM (GQA 4/2, untied) are imported;
+  trainc's `--eval` validation loss on the imported weights equals transformers' mean
+  cross-entropy over the same windows (every non-overlapping T window of a val shard
+  made with numpy: what --eval reads) within 1e-5 relative;
+- trainc trains each 5 steps from the import, exports its model.safetensors, and
+  transformers' from_pretrained of the folder computes the loss trainc's --eval gives
+  for those weights, within 1e-5;
+- a Llama saved in bf16 and sharded (a model.safetensors.index.json) imports to the
+  same loss as transformers' fp32 load of it; a MistralForCausalLM with a sliding
+  window shorter than T imports to its loss (SPEC's window is transformers 4.40's
+  sliding_window + 1);
+- config.json with rope_scaling type "yarn", with model_type "bert", with model_type
+  "qwen2", and a spec with a dropout layer for export: exit 1 naming the key or layer,
+  nothing written.
+
+    $HF_PYTHON tests/hf_io.py
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+try:
+    import transformers
+    from transformers import (AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel, LlamaConfig,
+                              LlamaForCausalLM, MistralConfig, MistralForCausalLM)
+except ImportError:
+    print("skip hf_io: transformers is not importable from %s (make deps makes a venv with "
+          "it; HF_PYTHON names its python)" % sys.executable)
+    sys.exit(77)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TRAINC = os.path.join(ROOT, os.environ.get("TRAINC", "build/trainc"))
+OUT = os.path.join(ROOT, "build", "tests", "hf_io")
+V, T, NWIN = 256, 32, 12
+torch.set_num_threads(1)
+ok = True
+
+
+def check(cond, what):
+    global ok
+    ok &= bool(cond)
+    print("%s %s" % ("ok  " if cond else "FAIL", what))
+
+
+def shard(path, tokens):
+    """An llm.c uint16 token shard."""
+    hdr = np.zeros(256, dtype="<i4")
+    hdr[:3] = [20240520, 1, len(tokens)]
+    with open(path, "wb") as f:
+        f.write(hdr.tobytes())
+        f.write(np.asarray(tokens, dtype="<u2").tobytes())
+
+
+def hf_loss(m, tokens):
+    """Mean cross-entropy over every target of the windows at 0, T, 2T, ..."""
+    n = (len(tokens) - 1) // T
+    x = torch.tensor([tokens[w * T:w * T + T] for w in range(n)], dtype=torch.int64)
+    y = torch.tensor([tokens[w * T + 1:w * T + T + 1] for w in range(n)], dtype=torch.int64)
+    with torch.no_grad():
+        logits = m(input_ids=x).logits.double()
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1)).item()
+
+
+def trainc(*args, expect=0):
+    r = subprocess.run([TRAINC] + [str(a) for a in args], capture_output=True, text=True)
+    if r.returncode != expect:
+        print(r.stdout + r.stderr)
+        raise SystemExit("trainc %s: exit %d, expected %d" % (args[0], r.returncode, expect))
+    return r
+
+
+def train_spec(path, steps):
+    tr = {"data": {"train": {"tokens": "../train_*.bin"}, "val": {"tokens": "../val_*.bin"}},
+          "batch_size": 4, "max_steps": steps, "precision": "fp32",
+          "optimizer": {"type": "adamw", "lr": 1e-3}, "loader": {"shuffle": False},
+          "log_every": 1, "seed": 1}
+    json.dump({"trainc": 1, "train": tr}, open(path, "w"))
+
+
+def trainc_eval(d, weights):
+    r = trainc("run", d + "/model.json", d + "/eval.json", "--init", weights, "--eval",
+               "--threads", 1, "--out", d + "/eval_run")
+    return json.loads([l for l in r.stdout.splitlines() if l.startswith("{")][-1])["val_loss"]
+
+
+def rel(a, b):
+    return abs(a - b) / abs(b)
+
+
+def roundtrip(name, m, src, val):
+    """Import SRC, eval against m; train 5 steps, export, eval against the export."""
+    d = os.path.join(OUT, name)
+    trainc("import", "hf", src, "-o", d, "--seq-len", T)
+    train_spec(d + "/eval.json", 1)
+    train_spec(d + "/train5.json", 5)
+    ours, theirs = trainc_eval(d, d + "/init.safetensors"), hf_loss(m, val)
+    check(rel(ours, theirs) <= 1e-5, "%s imported: trainc --eval %.7f, transformers %.7f (%.1e)"
+          % (name, ours, theirs, rel(ours, theirs)))
+    trainc("run", d + "/model.json", d + "/train5.json", "--init", d + "/init.safetensors",
+           "--threads", 1, "--quiet", "--out", d + "/run")
+    trainc("export", "hf", d + "/model.json", d + "/train5.json", "--weights",
+           d + "/run/model.safetensors", "-o", d + "/export")
+    back = AutoModelForCausalLM.from_pretrained(d + "/export", attn_implementation="eager")
+    back.eval()
+    ours, theirs = trainc_eval(d, d + "/run/model.safetensors"), hf_loss(back, val)
+    check(rel(ours, theirs) <= 1e-5 and type(back) is type(m),
+          "%s trained 5 steps, exported: %s, trainc --eval %.7f, transformers %.7f (%.1e)"
+          % (name, type(back).__name__, ours, theirs, rel(ours, theirs)))
+    return d
+
+
+def models():
+    kw = dict(vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+              num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+              rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False,
+              attn_implementation="eager")
+    torch.manual_seed(0)
+    gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=V, n_embd=32, n_layer=2, n_head=4,
+                                      n_positions=64, attn_implementation="eager"))
+    llama = LlamaForCausalLM(LlamaConfig(**kw))
+    mistral = MistralForCausalLM(MistralConfig(sliding_window=7, **kw))
+    for m in (gpt2, llama, mistral):
+        m.eval()
+        with torch.no_grad():   # norm weights and biases off 1 and 0, so each one counts
+            for n, p in m.named_parameters():
+                if "norm" in n or "ln" in n or n.endswith(".bias"):
+                    p.add_(0.1 * torch.randn(p.shape))
+    return gpt2, llama, mistral
+
+
+def refused(name, args, words, out):
+    r = trainc(*args, expect=1)
+    said = all(w in r.stderr for w in words)
+    check(said and not os.path.exists(out), "%s: exit 1, %s" % (name, r.stderr.strip()[:150]))
+
+
+def bad_configs(src):
+    for name, edit, words in [
+            ("rope_scaling yarn", {"rope_scaling": {"rope_type": "yarn", "factor": 2.0}},
+             ["rope_scaling", "yarn"]),
+            ("model_type bert", {"model_type": "bert"}, ["model_type", "bert"]),
+            ("model_type qwen2", {"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"]},
+             ["qwen2", "o_proj"]),
+            ("unknown key", {"rope_wobble": 1}, ["rope_wobble"])]:
+        d = os.path.join(OUT, "bad")
+        shutil.rmtree(d, ignore_errors=True)
+        shutil.copytree(src, d)
+        cfg = json.load(open(d + "/config.json"))
+        cfg.update(edit)
+        json.dump(cfg, open(d + "/config.json", "w"))
+        refused("import " + name, ["import", "hf", d, "-o", d + "/out"], words, d + "/out")
+
+
+def main():
+    print("transformers %s, torch %s" % (transformers.__version__, torch.__version__))
+    shutil.rmtree(OUT, ignore_errors=True)
+    os.makedirs(OUT)
+    rng = np.random.default_rng(0)
+    val = rng.integers(0, V, NWIN * T + 1).tolist()
+    shard(OUT + "/val_000000.bin", val)
+    shard(OUT + "/train_000000.bin", rng.integers(0, V, 20 * 4 * T + 1).tolist())
+    gpt2, llama, mistral = models()
+    for name, m, kw in [("gpt2", gpt2, {}), ("llama", llama, {}), ("mistral", mistral, {}),
+                        ("llama_bf16_sharded", llama,
+                         {"max_shard_size": "40KB", "bf16": True})]:
+        src = os.path.join(OUT, "hf_" + name)
+        if kw.get("bf16"):
+            LlamaForCausalLM.from_pretrained(OUT + "/hf_llama", torch_dtype=torch.bfloat16) \
+                .save_pretrained(src, max_shard_size=kw["max_shard_size"], safe_serialization=True)
+            m = LlamaForCausalLM.from_pretrained(src, torch_dtype=torch.float32,
+                                                 attn_implementation="eager")
+            m.eval()
+            check(os.path.exists(src + "/model.safetensors.index.json"),
+                  "bf16 checkpoint saved in %d shards" % len(
+                      [f for f in os.listdir(src) if f.endswith(".safetensors")]))
+        else:
+            m.save_pretrained(src, safe_serialization=True)
+        roundtrip(name, m, src, val)
+    bad_configs(OUT + "/hf_llama")
+    d = OUT + "/llama"
+    spec = json.load(open(d + "/model.json"))
+    spec["model"]["layers"].insert(3, {"op": "dropout", "p": 0.1})
+    json.dump(spec, open(d + "/dropout.json", "w"))
+    refused("export with a dropout layer", ["export", "hf", d + "/dropout.json", d + "/train5.json",
+            "--weights", d + "/init.safetensors", "-o", d + "/bad_export"],
+            ["dropout", "layers[3]"], d + "/bad_export")
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
