@@ -15,6 +15,12 @@ with save_pretrained (no hub), tiny, fp32, CPU, one thread:
   same loss as transformers' fp32 load of it; a MistralForCausalLM with a sliding
   window shorter than T imports to its loss (SPEC's window is transformers 4.40's
   sliding_window + 1);
+- import then export without training gives back every tensor of the source folder,
+  bit for bit, under its name;
+- a Qwen3 folder (transformers 4.40 has no Qwen3: config.json written here, the Llama's
+  tensors plus q_norm and k_norm) and a Llama with Llama 3's rope_scaling import to the
+  loss tests/llama_torch.py's SPEC reference computes from the folder's tensors mapped
+  here by name (the spec's qk_norm and rope scaling as config.json says);
 - config.json with rope_scaling type "yarn", with model_type "bert", with model_type
   "qwen2", and a spec with a dropout layer for export: exit 1 naming the key or layer,
   nothing written.
@@ -30,6 +36,10 @@ import sys
 import numpy as np
 import torch
 import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import llama_torch as lt
 
 try:
     import transformers
@@ -112,6 +122,10 @@ def roundtrip(name, m, src, val):
            "--threads", 1, "--quiet", "--out", d + "/run")
     trainc("export", "hf", d + "/model.json", d + "/train5.json", "--weights",
            d + "/run/model.safetensors", "-o", d + "/export")
+    trainc("export", "hf", d + "/model.json", d + "/eval.json", "--weights",
+           d + "/init.safetensors", "-o", d + "/same")
+    check(same_tensors(src, d + "/same/model.safetensors"),
+          "%s imported and exported untrained: the source's tensors bit for bit" % name)
     back = AutoModelForCausalLM.from_pretrained(d + "/export", attn_implementation="eager")
     back.eval()
     ours, theirs = trainc_eval(d, d + "/run/model.safetensors"), hf_loss(back, val)
@@ -119,6 +133,75 @@ def roundtrip(name, m, src, val):
           "%s trained 5 steps, exported: %s, trainc --eval %.7f, transformers %.7f (%.1e)"
           % (name, type(back).__name__, ours, theirs, rel(ours, theirs)))
     return d
+
+
+def source_tensors(src):
+    """A folder's tensors as fp32, over its shards; a tied GPT-2 head left out."""
+    files = [f for f in os.listdir(src) if f.endswith(".safetensors")]
+    sd = {}
+    for f in files:
+        sd.update({n: t.float() for n, t in load_file(os.path.join(src, f)).items()})
+    return sd
+
+
+def same_tensors(src, path):
+    a, b = source_tensors(src), load_file(path)
+    if set(a) != set(b):
+        print("  names differ: %s / %s" % (sorted(set(a) - set(b)), sorted(set(b) - set(a))))
+        return False
+    bad = [n for n in a if not torch.equal(a[n], b[n])]
+    print("  %d tensors%s" % (len(a), ", differ: %s" % bad if bad else ""))
+    return not bad
+
+
+def reference_case(name, src, edit, extra, val):
+    """A hand-made folder: src's Llama tensors plus extra, config.json edited; trainc's
+    --eval of its import against the SPEC reference on the tensors mapped by name."""
+    d = os.path.join(OUT, "hf_" + name)
+    os.makedirs(d)
+    sd = source_tensors(src)
+    sd.update(extra)
+    save_file(sd, d + "/model.safetensors", metadata={"format": "pt"})
+    cfg = json.load(open(src + "/config.json"))
+    cfg.update(edit)
+    json.dump(cfg, open(d + "/config.json", "w"))
+    o = os.path.join(OUT, name)
+    trainc("import", "hf", d, "-o", o, "--seq-len", T)
+    train_spec(o + "/eval.json", 1)
+    model = json.load(open(o + "/model.json"))["model"]
+    att = model["layers"][1]["body"][0]["body"][1]
+    w = {"embed.weight": sd["model.embed_tokens.weight"], "norm.weight": sd["model.norm.weight"],
+         "lm_head.weight": sd["lm_head.weight"]}
+    for i in range(cfg["num_hidden_layers"]):
+        p, q = "model.layers.%d." % i, "layers.%d." % i
+        w[q + "attn_norm.weight"] = sd[p + "input_layernorm.weight"]
+        w[q + "attn.qkv.weight"] = torch.cat([sd[p + "self_attn.%s_proj.weight" % c] for c in "qkv"])
+        w[q + "attn.proj.weight"] = sd[p + "self_attn.o_proj.weight"]
+        if att.get("qk_norm"):
+            w[q + "attn.q_norm.weight"] = sd[p + "self_attn.q_norm.weight"]
+            w[q + "attn.k_norm.weight"] = sd[p + "self_attn.k_norm.weight"]
+        w[q + "mlp_norm.weight"] = sd[p + "post_attention_layernorm.weight"]
+        w[q + "gate_up.weight"] = torch.cat([sd[p + "mlp.gate_proj.weight"], sd[p + "mlp.up_proj.weight"]])
+        w[q + "down.weight"] = sd[p + "mlp.down_proj.weight"]
+    P = lt.Params()
+    P.t = w
+    n = (len(val) - 1) // T
+    x = torch.tensor([val[k * T:k * T + T] for k in range(n)], dtype=torch.int64)
+    y = torch.tensor([val[k * T + 1:k * T + T + 1] for k in range(n)], dtype=torch.int64)
+    with torch.no_grad():
+        ref = F.cross_entropy(lt.logits(model, P, x).double().reshape(-1, V), y.reshape(-1)).item()
+    ours = trainc_eval(o, o + "/init.safetensors")
+    want_rope = {"theta": cfg["rope_theta"]}
+    if cfg.get("rope_scaling"):
+        want_rope["scaling"] = cfg["rope_scaling"]
+    spec_ok = att["rope"] == want_rope and bool(att.get("qk_norm")) == (cfg["model_type"] == "qwen3")
+    check(spec_ok and rel(ours, ref) <= 1e-5, "%s imported: attention %s; trainc --eval %.7f, "
+          "reference %.7f (%.1e)" % (name, json.dumps(att), ours, ref, rel(ours, ref)))
+    trainc("export", "hf", o + "/model.json", o + "/eval.json", "--weights",
+           o + "/init.safetensors", "-o", o + "/same")
+    check(same_tensors(d, o + "/same/model.safetensors") and
+          json.load(open(o + "/same/config.json"))["model_type"] == cfg["model_type"],
+          "%s imported and exported: %s, its tensors bit for bit" % (name, cfg["model_type"]))
 
 
 def models():
@@ -188,6 +271,17 @@ def main():
         else:
             m.save_pretrained(src, safe_serialization=True)
         roundtrip(name, m, src, val)
+    g = torch.Generator().manual_seed(1)
+    norms = {"model.layers.%d.self_attn.%s_norm.weight" % (i, c): 1 + 0.1 * torch.randn(16, generator=g)
+             for i in range(2) for c in "qk"}
+    reference_case("qwen3", OUT + "/hf_llama",
+                   {"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"], "rms_norm_eps": 1e-6,
+                    "head_dim": 16, "use_sliding_window": False, "sliding_window": None,
+                    "max_window_layers": 2}, norms, val)
+    reference_case("llama3_rope", OUT + "/hf_llama",
+                   {"rope_theta": 500000.0, "rope_scaling": {
+                       "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                       "high_freq_factor": 4.0, "original_max_position_embeddings": 16}}, {}, val)
     bad_configs(OUT + "/hf_llama")
     d = OUT + "/llama"
     spec = json.load(open(d + "/model.json"))
