@@ -4,7 +4,8 @@ HF_PYTHON (the venv `make deps` makes, transformers 4.40.2 over Debian's torch) 
 this; without transformers it exits 77 (a skip). Random-weight models are made here
 with save_pretrained (no hub), tiny, fp32, CPU, one thread:
 
-- a GPT2LMHeadModel (tied head) and a LlamaForCausalLM (GQA 4/2, untied) are imported;
+- a GPT2LMHeadModel (tied head), a LlamaForCausalLM (GQA 4/2, untied) and one with
+  attention biases and a tied head are imported;
   trainc's `--eval` validation loss on the imported weights equals transformers' mean
   cross-entropy over the same windows (every non-overlapping T window of a val shard
   made with numpy: what --eval reads) within 1e-5 relative;
@@ -23,7 +24,8 @@ with save_pretrained (no hub), tiny, fp32, CPU, one thread:
   here by name (the spec's qk_norm and rope scaling as config.json says);
 - config.json with rope_scaling type "yarn", with model_type "bert", with model_type
   "qwen2", and a spec with a dropout layer for export: exit 1 naming the key or layer,
-  nothing written.
+  nothing written; GPT-2's tensors without the "transformer." prefix (the original
+  checkpoints' names) import alike; export's --tokenizer copies the file.
 
     $HF_PYTHON tests/hf_io.py
 """
@@ -214,13 +216,15 @@ def models():
                                       n_positions=64, attn_implementation="eager"))
     llama = LlamaForCausalLM(LlamaConfig(**kw))
     mistral = MistralForCausalLM(MistralConfig(sliding_window=7, **kw))
-    for m in (gpt2, llama, mistral):
+    kw["tie_word_embeddings"] = True
+    llama_bias = LlamaForCausalLM(LlamaConfig(attention_bias=True, **kw))
+    for m in (gpt2, llama, mistral, llama_bias):
         m.eval()
         with torch.no_grad():   # norm weights and biases off 1 and 0, so each one counts
             for n, p in m.named_parameters():
                 if "norm" in n or "ln" in n or n.endswith(".bias"):
                     p.add_(0.1 * torch.randn(p.shape))
-    return gpt2, llama, mistral
+    return gpt2, llama, mistral, llama_bias
 
 
 def refused(name, args, words, out):
@@ -254,8 +258,9 @@ def main():
     val = rng.integers(0, V, NWIN * T + 1).tolist()
     shard(OUT + "/val_000000.bin", val)
     shard(OUT + "/train_000000.bin", rng.integers(0, V, 20 * 4 * T + 1).tolist())
-    gpt2, llama, mistral = models()
+    gpt2, llama, mistral, llama_bias = models()
     for name, m, kw in [("gpt2", gpt2, {}), ("llama", llama, {}), ("mistral", mistral, {}),
+                        ("llama_bias_tied", llama_bias, {}),
                         ("llama_bf16_sharded", llama,
                          {"max_shard_size": "40KB", "bf16": True})]:
         src = os.path.join(OUT, "hf_" + name)
@@ -283,6 +288,24 @@ def main():
                        "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                        "high_freq_factor": 4.0, "original_max_position_embeddings": 16}}, {}, val)
     bad_configs(OUT + "/hf_llama")
+    # the names of the original GPT-2 checkpoints: no "transformer." prefix
+    d = OUT + "/hf_gpt2_bare"
+    os.makedirs(d)
+    shutil.copy(OUT + "/hf_gpt2/config.json", d)
+    save_file({n[len("transformer."):]: t for n, t in source_tensors(OUT + "/hf_gpt2").items()},
+              d + "/model.safetensors", metadata={"format": "pt"})
+    trainc("import", "hf", d, "-o", OUT + "/gpt2_bare", "--seq-len", T)
+    a, b = load_file(OUT + "/gpt2/init.safetensors"), load_file(OUT + "/gpt2_bare/init.safetensors")
+    check(a.keys() == b.keys() and all(torch.equal(a[n], b[n]) for n in a),
+          "gpt2 without the transformer. prefix: the same %d tensors" % len(a))
+    # --tokenizer: copied beside the export
+    tok = OUT + "/tokenizer.json"
+    json.dump({"version": "1.0", "model": {"type": "BPE"}}, open(tok, "w"))
+    d = OUT + "/llama"
+    trainc("export", "hf", d + "/model.json", d + "/eval.json", "--weights", d + "/init.safetensors",
+           "-o", d + "/with_tok", "--tokenizer", tok)
+    check(open(tok, "rb").read() == open(d + "/with_tok/tokenizer.json", "rb").read(),
+          "export --tokenizer: tokenizer.json copied")
     d = OUT + "/llama"
     spec = json.load(open(d + "/model.json"))
     spec["model"]["layers"].insert(3, {"op": "dropout", "p": 0.1})
