@@ -248,6 +248,7 @@ static void gpt2_tensors(Ex *e)
     add(e, "transformer.wpe.weight", xasprintf("%s.weight", e->pos), e->max_pos, D, 0,
         e->max_pos, 0);
     for (int64_t i = 0; i < e->L; i++) {
+/* our name of parameter s of block i's layer k (blk[k]); used by both families */
 #define O(k, s) xasprintf("%s%lld.%s.%s", e->rep, (long long)i, e->blk[k], s)
 #define H(s) xasprintf("transformer.h.%lld.%s", (long long)i, s)
         add(e, H("ln_1.weight"), O(0, "weight"), D, 0, 0, D, 0);
