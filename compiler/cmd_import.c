@@ -14,10 +14,9 @@
 typedef struct Arch {
     const char *type;          /* config's model_type: gpt2, llama, mistral, qwen3 */
     int gpt2;                  /* GPT-2's layout (layernorm, learned positions, Conv1D) */
-    int64_t V, D, L, H, KV, FF, max_pos;
+    HfDims d;
     double eps;
     const char *act;           /* gpt2: gelu's approximate ("tanh", "none"); else glu's act */
-    int tie, bias, qk_norm;
     double theta;
     cJSON *scaling;            /* llama3 rope scaling, or NULL */
     int64_t window;            /* SPEC's window, 0 for none */
@@ -35,7 +34,7 @@ typedef struct Imp {
     HfWeights w;
     HfOut out;
     Recipe *r;
-    const char *prefix;        /* "transformer." or "" (GPT-2), "model." (Llama) */
+    int gpt2;                  /* GPT-2's names (gpt2_names), else Llama's */
 } Imp;
 
 /* config keys that change nothing trainc computes (ids, dtypes, dropouts, defaults of
@@ -53,16 +52,16 @@ static const char *const ignored_keys[] = {
 static void gpt2_config(HfCfg *c, Arch *a)
 {
     a->gpt2 = 1;
-    a->V = hf_cfg_int(c, "vocab_size", 50257);
-    a->D = hf_cfg_int(c, "n_embd", 768);
-    a->L = hf_cfg_int(c, "n_layer", 12);
-    a->H = hf_cfg_int(c, "n_head", 12);
-    a->KV = a->H;
-    a->max_pos = hf_cfg_int(c, "n_positions", 1024);
-    a->FF = hf_cfg_get(c, "n_inner") ? hf_cfg_int(c, "n_inner", -1) : 4 * a->D;
+    a->d.V = hf_cfg_int(c, "vocab_size", 50257);
+    a->d.D = hf_cfg_int(c, "n_embd", 768);
+    a->d.L = hf_cfg_int(c, "n_layer", 12);
+    a->d.H = hf_cfg_int(c, "n_head", 12);
+    a->d.KV = a->d.H;
+    a->d.max_pos = hf_cfg_int(c, "n_positions", 1024);
+    a->d.FF = hf_cfg_get(c, "n_inner") ? hf_cfg_int(c, "n_inner", -1) : 4 * a->d.D;
     a->eps = hf_cfg_num(c, "layer_norm_epsilon", 1e-5);
-    a->tie = hf_cfg_bool(c, "tie_word_embeddings", 1);
-    a->bias = 1;
+    a->d.tie = hf_cfg_bool(c, "tie_word_embeddings", 1);
+    a->d.bias = 1;
     const char *act = hf_cfg_str(c, "activation_function", "gelu_new");
     if (!strcmp(act, "gelu_new") || !strcmp(act, "gelu_pytorch_tanh"))
         a->act = "tanh";
@@ -116,27 +115,27 @@ static cJSON *rope_scaling(HfCfg *c)
 
 static void llama_config(HfCfg *c, Arch *a)
 {
-    a->V = hf_cfg_int(c, "vocab_size", -1);
-    a->D = hf_cfg_int(c, "hidden_size", -1);
-    a->L = hf_cfg_int(c, "num_hidden_layers", -1);
-    a->H = hf_cfg_int(c, "num_attention_heads", -1);
-    a->KV = hf_cfg_int(c, "num_key_value_heads", a->H);
-    a->FF = hf_cfg_int(c, "intermediate_size", -1);
-    a->max_pos = hf_cfg_int(c, "max_position_embeddings", 2048);
+    a->d.V = hf_cfg_int(c, "vocab_size", -1);
+    a->d.D = hf_cfg_int(c, "hidden_size", -1);
+    a->d.L = hf_cfg_int(c, "num_hidden_layers", -1);
+    a->d.H = hf_cfg_int(c, "num_attention_heads", -1);
+    a->d.KV = hf_cfg_int(c, "num_key_value_heads", a->d.H);
+    a->d.FF = hf_cfg_int(c, "intermediate_size", -1);
+    a->d.max_pos = hf_cfg_int(c, "max_position_embeddings", 2048);
     a->eps = hf_cfg_num(c, "rms_norm_eps", 1e-6);
     a->theta = hf_cfg_num(c, "rope_theta", 10000);
     a->scaling = rope_scaling(c);
-    a->tie = hf_cfg_bool(c, "tie_word_embeddings", 0);
-    a->bias = hf_cfg_bool(c, "attention_bias", 0);
-    a->qk_norm = !strcmp(a->type, "qwen3");
-    if (a->H % a->KV || a->D % a->H)
+    a->d.tie = hf_cfg_bool(c, "tie_word_embeddings", 0);
+    a->d.bias = hf_cfg_bool(c, "attention_bias", 0);
+    a->d.qk_norm = !strcmp(a->type, "qwen3");
+    if (a->d.H % a->d.KV || a->d.D % a->d.H)
         hf_cfg_error(c, "num_key_value_heads", "%lld heads of %lld over %lld key/value heads: "
                      "trainc needs heads to divide hidden_size and kv heads to divide heads",
-                     (long long)a->H, (long long)a->D, (long long)a->KV);
-    if (hf_cfg_get(c, "head_dim") && hf_cfg_int(c, "head_dim", -1) != a->D / a->H)
+                     (long long)a->d.H, (long long)a->d.D, (long long)a->d.KV);
+    if (hf_cfg_get(c, "head_dim") && hf_cfg_int(c, "head_dim", -1) != a->d.D / a->d.H)
         hf_cfg_error(c, "head_dim", "%lld: trainc's heads are hidden_size / num_attention_heads "
                      "(%lld) wide", (long long)hf_cfg_int(c, "head_dim", -1),
-                     (long long)(a->D / a->H));
+                     (long long)(a->d.D / a->d.H));
     if (hf_cfg_bool(c, "mlp_bias", 0))
         hf_cfg_error(c, "mlp_bias", "true: trainc's Llama MLP has no biases");
     const char *act = hf_cfg_str(c, "hidden_act", "silu");
@@ -150,10 +149,10 @@ static void llama_config(HfCfg *c, Arch *a)
         /* transformers 4.40's mask lets a query see sliding_window positions before
          * itself (tests/llama_hf.py checks it): SPEC's window counts the query too */
         a->window = hf_cfg_int(c, "sliding_window", -1) + 1;
-    if (a->qk_norm && a->eps != 1e-6)
+    if (a->d.qk_norm && a->eps != 1e-6)
         hf_cfg_error(c, "rms_norm_eps", "%g: Qwen3's q_norm and k_norm use it, trainc's qk_norm "
                      "uses 1e-6", a->eps);
-    if (a->qk_norm && hf_cfg_bool(c, "use_sliding_window", 0))
+    if (a->d.qk_norm && hf_cfg_bool(c, "use_sliding_window", 0))
         hf_cfg_error(c, "use_sliding_window", "true: Qwen3 then windows only the layers from "
                      "max_window_layers on; trainc's window is every layer's");
     hf_cfg_get(c, "sliding_window");   /* Qwen3 writes it; it counts only with the above */
@@ -196,6 +195,13 @@ static void read_config(Imp *im, Arch *a)
                      "model computes what trainc would", a->type);
 }
 
+/* trainc's names of the slots' layers, in the model spec and the weights */
+static const char *const gpt2_names[HF_N_SLOTS] = {"wte", "wpe", "ln_1", "attn", "ln_2", "fc",
+                                                   "proj", "ln_f", "lm_head"};
+static const char *const llama_names[HF_N_SLOTS] = {"embed", NULL, "attn_norm", "attn",
+                                                    "mlp_norm", "gate_up", "down", "norm",
+                                                    "lm_head"};
+
 /* ---- the spec ------------------------------------------------------------------ */
 
 static cJSON *layer(cJSON *list, const char *op, const char *name)
@@ -217,11 +223,11 @@ static cJSON *norm(cJSON *list, const Arch *a, const char *name)
 
 static void attention(cJSON *list, const Arch *a)
 {
-    cJSON *l = layer(list, "attention", "attn");
-    cJSON_AddNumberToObject(l, "heads", (double)a->H);
-    if (a->KV != a->H)
-        cJSON_AddNumberToObject(l, "kv_heads", (double)a->KV);
-    if (!a->bias)
+    cJSON *l = layer(list, "attention", llama_names[HF_ATTN]);
+    cJSON_AddNumberToObject(l, "heads", (double)a->d.H);
+    if (a->d.KV != a->d.H)
+        cJSON_AddNumberToObject(l, "kv_heads", (double)a->d.KV);
+    if (!a->d.bias)
         cJSON_AddFalseToObject(l, "bias");
     if (!a->gpt2) {
         cJSON *r = cJSON_AddObjectToObject(l, "rope");
@@ -229,7 +235,7 @@ static void attention(cJSON *list, const Arch *a)
         if (a->scaling)
             cJSON_AddItemToObject(r, "scaling", cJSON_Duplicate(a->scaling, 1));
     }
-    if (a->qk_norm)
+    if (a->d.qk_norm)
         cJSON_AddTrueToObject(l, "qk_norm");
     if (a->window)
         cJSON_AddNumberToObject(l, "window", (double)a->window);
@@ -239,17 +245,17 @@ static void attention(cJSON *list, const Arch *a)
 static void mlp(cJSON *list, const Arch *a)
 {
     if (a->gpt2) {
-        cJSON_AddNumberToObject(layer(list, "linear", "fc"), "out", (double)a->FF);
+        cJSON_AddNumberToObject(layer(list, "linear", gpt2_names[HF_UP]), "out", (double)a->d.FF);
         cJSON_AddStringToObject(layer(list, "gelu", NULL), "approximate", a->act);
-        cJSON_AddNumberToObject(layer(list, "linear", "proj"), "out", (double)a->D);
+        cJSON_AddNumberToObject(layer(list, "linear", gpt2_names[HF_DOWN]), "out", (double)a->d.D);
         return;
     }
-    cJSON *l = layer(list, "linear", "gate_up");
-    cJSON_AddNumberToObject(l, "out", (double)(2 * a->FF));
+    cJSON *l = layer(list, "linear", llama_names[HF_UP]);
+    cJSON_AddNumberToObject(l, "out", (double)(2 * a->d.FF));
     cJSON_AddFalseToObject(l, "bias");
     cJSON_AddStringToObject(layer(list, "glu", NULL), "act", a->act);
-    l = layer(list, "linear", "down");
-    cJSON_AddNumberToObject(l, "out", (double)a->D);
+    l = layer(list, "linear", llama_names[HF_DOWN]);
+    cJSON_AddNumberToObject(l, "out", (double)a->d.D);
     cJSON_AddFalseToObject(l, "bias");
 }
 
@@ -257,6 +263,7 @@ static void mlp(cJSON *list, const Arch *a)
  * under specs/llama_char.json's. */
 static cJSON *model_spec(const Arch *a, const char *name, int64_t T)
 {
+    const char *const *N = a->gpt2 ? gpt2_names : llama_names;
     cJSON *root = cJSON_CreateObject();
     cJSON_AddNumberToObject(root, "trainc", 1);
     cJSON *m = cJSON_AddObjectToObject(root, "model");
@@ -267,29 +274,29 @@ static cJSON *model_spec(const Arch *a, const char *name, int64_t T)
     cJSON_AddStringToObject(x, "dtype", "i32");
     cJSON_AddItemToObject(y, "shape", cJSON_CreateIntArray((int[]){(int)T}, 1));
     cJSON_AddStringToObject(y, "dtype", "i32");
-    cJSON_AddNumberToObject(y, "classes", (double)a->V);
+    cJSON_AddNumberToObject(y, "classes", (double)a->d.V);
     cJSON *ls = cJSON_AddArrayToObject(m, "layers");
-    cJSON *e = layer(ls, "embedding", a->gpt2 ? "wte" : "embed");
-    cJSON_AddNumberToObject(e, "vocab", (double)a->V);
-    cJSON_AddNumberToObject(e, "dim", (double)a->D);
+    cJSON *e = layer(ls, "embedding", N[HF_EMBED]);
+    cJSON_AddNumberToObject(e, "vocab", (double)a->d.V);
+    cJSON_AddNumberToObject(e, "dim", (double)a->d.D);
     cJSON_AddStringToObject(e, "input", "x");
     if (a->gpt2)
-        cJSON_AddNumberToObject(layer(ls, "pos_embedding", "wpe"), "max_len", (double)a->max_pos);
+        cJSON_AddNumberToObject(layer(ls, "pos_embedding", N[HF_POS]), "max_len", (double)a->d.max_pos);
     cJSON *rep = layer(ls, "repeat", a->gpt2 ? "h" : "layers");
-    cJSON_AddNumberToObject(rep, "count", (double)a->L);
+    cJSON_AddNumberToObject(rep, "count", (double)a->d.L);
     cJSON *body = cJSON_AddArrayToObject(rep, "body");
     cJSON *b1 = cJSON_AddArrayToObject(layer(body, "residual", NULL), "body");
-    norm(b1, a, a->gpt2 ? "ln_1" : "attn_norm");
+    norm(b1, a, N[HF_NORM1]);
     attention(b1, a);
     cJSON *b2 = cJSON_AddArrayToObject(layer(body, "residual", NULL), "body");
-    norm(b2, a, a->gpt2 ? "ln_2" : "mlp_norm");
+    norm(b2, a, N[HF_NORM2]);
     mlp(b2, a);
-    norm(ls, a, a->gpt2 ? "ln_f" : "norm");
-    cJSON *head = layer(ls, "linear", "lm_head");
-    if (a->tie)
-        cJSON_AddStringToObject(head, "tie", a->gpt2 ? "wte" : "embed");
+    norm(ls, a, N[HF_FINAL]);
+    cJSON *head = layer(ls, "linear", N[HF_HEAD]);
+    if (a->d.tie)
+        cJSON_AddStringToObject(head, "tie", N[HF_EMBED]);
     else
-        cJSON_AddNumberToObject(head, "out", (double)a->V);
+        cJSON_AddNumberToObject(head, "out", (double)a->d.V);
     cJSON_AddFalseToObject(head, "bias");
     cJSON *loss = cJSON_AddObjectToObject(m, "loss");
     cJSON_AddStringToObject(loss, "op", "cross_entropy");
@@ -322,139 +329,80 @@ static const char train_defaults[] =
 
 /* ---- the weights ---------------------------------------------------------------- */
 
-/* The checkpoint's tensor NAME (under the family's prefix) with shape [d0] or [d0, d1]
- * (d1 0), taken. */
-static const HfTensor *take(Imp *im, const char *name, int64_t d0, int64_t d1)
+/* The checkpoint's tensor `p`, taken: it must be there with p's shape. */
+static const HfTensor *take(Imp *im, const HfPart *p)
 {
-    char *full = xasprintf("%s%s", im->prefix, name);
-    HfTensor *t = hf_find(&im->w, full);
+    HfTensor *t = hf_find(&im->w, p->name);
     if (!t)
         error_input("%s: no tensor '%s' in the weights (config.json's model needs it)", im->dir,
-                    full);
-    int rank = d1 ? 2 : 1;
-    if (t->rank != rank || t->shape[0] != d0 || (d1 && t->shape[1] != d1)) {
+                    p->name);
+    if (t->rank != p->rank || t->shape[0] != p->shape[0] ||
+        (p->rank > 1 && t->shape[1] != p->shape[1])) {
         char have[96] = "", *at = have;
         for (int d = 0; d < t->rank; d++)
             at += snprintf(at, 24, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
         error_input("%s: tensor '%s' has shape [%s], config.json's model needs [%lld%s%.0lld]",
-                    im->dir, full, have, (long long)d0, d1 ? ", " : "", (long long)d1);
+                    im->dir, p->name, have, (long long)p->shape[0], p->rank > 1 ? ", " : "",
+                    p->rank > 1 ? (long long)p->shape[1] : 0LL);
     }
     t->used = 1;
-    free(full);
     return t;
 }
 
-/* OURS is the sources' rows one after the other ([sum rows, cols] or [sum len]), or,
- * with transpose, the one source [d0, d1] transposed (GPT-2's Conv1D). */
-static void plan(Imp *im, const char *ours, int transpose, int n, const HfTensor *const *src)
+/* hf_walk's visit: one output tensor planned from its parts. */
+static void plan(void *ctx, const HfMap *m, int64_t block, int n, const HfPart *parts)
 {
-    int64_t shape[2] = {0, src[0]->rank > 1 ? src[0]->shape[1] : 0};
-    for (int k = 0; k < n; k++)
-        shape[0] += src[k]->shape[0];
-    if (transpose) {
-        shape[0] = src[0]->shape[1];
-        shape[1] = src[0]->shape[0];
-    }
+    Imp *im = ctx;
+    const char *layer = (im->gpt2 ? gpt2_names : llama_names)[m->slot];
+    char *ours = block < 0 ? xasprintf("%s.%s", layer, m->ours)
+                           : xasprintf("%s.%lld.%s.%s", im->gpt2 ? "h" : "layers",
+                                       (long long)block, layer, m->ours);
+    int64_t shape[2] = {0, parts[0].shape[1]};
     im->r = realloc(im->r, (size_t)(im->out.n + 1) * sizeof *im->r);
     if (!im->r)
         die("out of memory");
     Recipe *r = &im->r[im->out.n];
     memset(r, 0, sizeof *r);
-    for (int k = 0; k < n; k++)
-        r->src[k] = src[k];
+    for (int k = 0; k < n; k++) {
+        r->src[k] = take(im, &parts[k]);
+        shape[0] += parts[k].shape[0];
+    }
     r->n = n;
-    r->transpose = transpose;
-    hf_out_add(&im->out, ours, src[0]->rank, shape);
-}
-
-#define PLAN(ours, tr, ...) \
-    plan(im, ours, tr, sizeof (const HfTensor *[]){__VA_ARGS__} / sizeof(HfTensor *), \
-         (const HfTensor *[]){__VA_ARGS__})
-
-static void gpt2_weights(Imp *im, const Arch *a)
-{
-    int64_t D = a->D;
-    im->prefix = hf_find(&im->w, "transformer.wte.weight") ? "transformer." : "";
-    PLAN("wte.weight", 0, take(im, "wte.weight", a->V, D));
-    PLAN("wpe.weight", 0, take(im, "wpe.weight", a->max_pos, D));
-    for (int64_t i = 0; i < a->L; i++) {
-        char *h = xasprintf("h.%lld.", (long long)i);
-#define N(s) xasprintf("%s%s", h, s)
-        PLAN(N("ln_1.weight"), 0, take(im, N("ln_1.weight"), D, 0));
-        PLAN(N("ln_1.bias"), 0, take(im, N("ln_1.bias"), D, 0));
-        PLAN(N("attn.qkv.weight"), 1, take(im, N("attn.c_attn.weight"), D, 3 * D));
-        PLAN(N("attn.qkv.bias"), 0, take(im, N("attn.c_attn.bias"), 3 * D, 0));
-        PLAN(N("attn.proj.weight"), 1, take(im, N("attn.c_proj.weight"), D, D));
-        PLAN(N("attn.proj.bias"), 0, take(im, N("attn.c_proj.bias"), D, 0));
-        PLAN(N("ln_2.weight"), 0, take(im, N("ln_2.weight"), D, 0));
-        PLAN(N("ln_2.bias"), 0, take(im, N("ln_2.bias"), D, 0));
-        PLAN(N("fc.weight"), 1, take(im, N("mlp.c_fc.weight"), D, a->FF));
-        PLAN(N("fc.bias"), 0, take(im, N("mlp.c_fc.bias"), a->FF, 0));
-        PLAN(N("proj.weight"), 1, take(im, N("mlp.c_proj.weight"), a->FF, D));
-        PLAN(N("proj.bias"), 0, take(im, N("mlp.c_proj.bias"), D, 0));
-        /* the causal mask buffers older checkpoints store */
-        HfTensor *m1 = hf_find(&im->w, xasprintf("%s%sattn.bias", im->prefix, h));
-        HfTensor *m2 = hf_find(&im->w, xasprintf("%s%sattn.masked_bias", im->prefix, h));
-        if (m1)
-            m1->used = 1;
-        if (m2)
-            m2->used = 1;
-#undef N
+    r->transpose = m->transpose;
+    if (m->transpose) {
+        shape[0] = parts[0].shape[1];
+        shape[1] = parts[0].shape[0];
     }
-    PLAN("ln_f.weight", 0, take(im, "ln_f.weight", D, 0));
-    PLAN("ln_f.bias", 0, take(im, "ln_f.bias", D, 0));
+    hf_out_add(&im->out, ours, parts[0].rank, shape);
+    free(ours);
 }
 
-static void llama_weights(Imp *im, const Arch *a)
+/* What the checkpoint may hold beside the parameters: the causal-mask buffers of older
+ * GPT-2 files, rotary frequencies (recomputed from rope_theta, as transformers does), a
+ * tied head saved anyway. */
+static int ends(const char *s, const char *tail)
 {
-    int64_t D = a->D, hd = a->D / a->H, KD = a->KV * hd, FF = a->FF;
-    im->prefix = "model.";
-    PLAN("embed.weight", 0, take(im, "embed_tokens.weight", a->V, D));
-    for (int64_t i = 0; i < a->L; i++) {
-        char *p = xasprintf("layers.%lld.", (long long)i);
-#define T(s) xasprintf("%s%s", p, s)
-        PLAN(T("attn_norm.weight"), 0, take(im, T("input_layernorm.weight"), D, 0));
-        PLAN(T("attn.qkv.weight"), 0, take(im, T("self_attn.q_proj.weight"), D, D),
-             take(im, T("self_attn.k_proj.weight"), KD, D),
-             take(im, T("self_attn.v_proj.weight"), KD, D));
-        if (a->bias)
-            PLAN(T("attn.qkv.bias"), 0, take(im, T("self_attn.q_proj.bias"), D, 0),
-                 take(im, T("self_attn.k_proj.bias"), KD, 0),
-                 take(im, T("self_attn.v_proj.bias"), KD, 0));
-        PLAN(T("attn.proj.weight"), 0, take(im, T("self_attn.o_proj.weight"), D, D));
-        if (a->bias)
-            PLAN(T("attn.proj.bias"), 0, take(im, T("self_attn.o_proj.bias"), D, 0));
-        if (a->qk_norm) {
-            PLAN(T("attn.q_norm.weight"), 0, take(im, T("self_attn.q_norm.weight"), hd, 0));
-            PLAN(T("attn.k_norm.weight"), 0, take(im, T("self_attn.k_norm.weight"), hd, 0));
-        }
-        PLAN(T("mlp_norm.weight"), 0, take(im, T("post_attention_layernorm.weight"), D, 0));
-        PLAN(T("gate_up.weight"), 0, take(im, T("mlp.gate_proj.weight"), FF, D),
-             take(im, T("mlp.up_proj.weight"), FF, D));
-        PLAN(T("down.weight"), 0, take(im, T("mlp.down_proj.weight"), D, FF));
-        HfTensor *inv = hf_find(&im->w, xasprintf("model.%sself_attn.rotary_emb.inv_freq", p));
-        if (inv)   /* recomputed from rope_theta, as transformers does */
-            inv->used = 1;
-#undef T
-    }
-    PLAN("norm.weight", 0, take(im, "norm.weight", D, 0));
+    size_t n = strlen(s), k = strlen(tail);
+    return n >= k && !strcmp(s + n - k, tail);
 }
 
-/* The whole plan: the family's tensors, the head, and nothing left over. */
+static int extra(const Arch *a, const char *name)
+{
+    return (a->gpt2 && (ends(name, ".attn.masked_bias") || ends(name, ".attn.bias"))) ||
+           (!a->gpt2 && ends(name, ".self_attn.rotary_emb.inv_freq")) ||
+           (a->d.tie && !strcmp(name, "lm_head.weight"));
+}
+
+/* The whole plan: the family's table walked, and nothing left over. */
 static void plan_weights(Imp *im, const Arch *a)
 {
-    if (a->gpt2)
-        gpt2_weights(im, a);
-    else
-        llama_weights(im, a);
-    im->prefix = "";
-    HfTensor *head = hf_find(&im->w, "lm_head.weight");
-    if (!a->tie)
-        PLAN("lm_head.weight", 0, take(im, "lm_head.weight", a->V, a->D));
-    else if (head)   /* a tied head saved anyway is the embedding again */
-        head->used = 1;
+    im->gpt2 = a->gpt2;
+    const HfFamily *f = a->gpt2 ? &hf_gpt2 : &hf_llama;
+    /* the original GPT-2 files name their tensors without "transformer." */
+    const char *prefix = a->gpt2 && !hf_find(&im->w, "transformer.wte.weight") ? "" : f->prefix;
+    hf_walk(f, prefix, &a->d, plan, im);
     for (int i = 0; i < im->w.n; i++)
-        if (!im->w.t[i].used)
+        if (!im->w.t[i].used && !extra(a, im->w.t[i].name))
             error_input("%s: tensor '%s' (in %s) has no place in the %s model config.json "
                         "describes", im->dir, im->w.t[i].name, im->w.paths[im->w.t[i].file],
                         a->type);
@@ -537,10 +485,10 @@ int cmd_import(int argc, char **argv)
     hf_cfg_load(&im.cfg, xasprintf("%s/config.json", dir));
     read_config(&im, &a);
     if (!T)
-        T = a.max_pos < 1024 ? a.max_pos : 1024;
-    if (a.gpt2 && T > a.max_pos)
+        T = a.d.max_pos < 1024 ? a.d.max_pos : 1024;
+    if (a.gpt2 && T > a.d.max_pos)
         error_input("import: --seq-len %lld is over GPT-2's n_positions (%lld)", (long long)T,
-                    (long long)a.max_pos);
+                    (long long)a.d.max_pos);
     hf_weights_dir(&im.w, dir);
     plan_weights(&im, &a);
     /* everything checked: now the files */
@@ -555,6 +503,6 @@ int cmd_import(int argc, char **argv)
     hf_write_text("import", xasprintf("%s/model.json", out), text);
     hf_write_text("import", xasprintf("%s/train.json", out), train_defaults);
     printf("trainc: import: %s (%s, %lld layers, %d tensors) -> %s/model.json, %s/train.json, "
-           "%s/init.safetensors\n", dir, a.type, (long long)a.L, im.out.n, out, out, out);
+           "%s/init.safetensors\n", dir, a.type, (long long)a.d.L, im.out.n, out, out, out);
     return 0;
 }

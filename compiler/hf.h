@@ -43,6 +43,52 @@ void hf_out_add(HfOut *o, const char *name, int rank, const int64_t *shape);
 /* Writes the header at PATH.tmp; put the tensors' data in order, then close. */
 rt_st_out *hf_out_open(const HfOut *o, const char *path);
 
+/* ---- the families' tensor tables (hf_arch.c) ---- */
+
+/* The layers of a family's model that own parameters; a block's are under its index. */
+enum { HF_EMBED, HF_POS, HF_NORM1, HF_ATTN, HF_NORM2, HF_UP, HF_DOWN, HF_FINAL, HF_HEAD,
+       HF_N_SLOTS };
+/* The sizes shapes are made of; HF_KD = kv_heads * hd. */
+enum { HF_NONE, HF_D, HF_KD, HF_FF, HF_V, HF_HD, HF_POSN, HF_3D };
+/* When a parameter exists. */
+enum { HF_ALWAYS, HF_IF_BIAS, HF_IF_QK_NORM, HF_IF_UNTIED };
+
+/* One of trainc's parameters: slot's layer, suffix `ours`; made of the transformers
+ * tensors `theirs` ([rows[k], cols], cols HF_NONE for a vector), their rows one after
+ * the other, or, with transpose, of the one tensor transposed (GPT-2's Conv1D). */
+typedef struct HfMap {
+    int block;                 /* 1: in each block, named under the block's prefix */
+    int slot;
+    const char *ours;
+    int cond, transpose;
+    const char *theirs[3];
+    int rows[3], cols;
+} HfMap;
+
+typedef struct HfFamily {
+    const char *prefix;        /* the model's tensors' prefix: "transformer.", "model." */
+    const char *block;         /* a block's prefix, a printf format of its index */
+    const HfMap *map;          /* ended by an entry without `ours` */
+} HfFamily;
+extern const HfFamily hf_gpt2, hf_llama;
+
+/* What a model's shapes and optional tensors depend on. */
+typedef struct HfDims {
+    int64_t V, D, L, H, KV, FF, max_pos;
+    int bias, qk_norm, tie;
+} HfDims;
+
+typedef struct HfPart {
+    char *name;                /* in full: prefix, block prefix, name */
+    int rank;
+    int64_t shape[2];
+} HfPart;
+/* Called for each parameter the dims call for, in trainc's order (block -1: outside
+ * the blocks); parts are HF's tensors, named under `prefix` (the family's, or "" for
+ * checkpoints without it). */
+typedef void (*hf_visit)(void *ctx, const HfMap *m, int64_t block, int n, const HfPart *parts);
+void hf_walk(const HfFamily *f, const char *prefix, const HfDims *d, hf_visit fn, void *ctx);
+
 /* config.json's keys: each read marks it; hf_cfg_rest names the first key left that
  * is not in `ignored` (NULL-terminated), for the caller's error. */
 typedef struct HfCfg {
