@@ -2,7 +2,8 @@
  * model of GPT-2's or Llama's shape (the layouts `trainc import hf` writes; a sliding
  * window makes it Mistral, qk_norm Qwen3) as DIR/config.json and DIR/model.safetensors
  * that transformers' from_pretrained loads. A layer such a model has no place for
- * exits 1 naming it, before anything is written. */
+ * exits 1 naming it, before anything is written. The tensors come from the family's
+ * table (hf_arch.c), the one import walks. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,13 +19,13 @@ typedef struct Ex {
     int64_t *row0;             /* the first of its rows taken (a slice of qkv, gate_up) */
     int *tr;                   /* 1: transposed (GPT-2's Conv1D) */
     /* what the layers say */
-    int gpt2, tie, bias, qk_norm;
-    int64_t V, D, L, H, KV, FF, T, max_pos, window;
+    int gpt2;
+    HfDims d;
+    int64_t T, window;
     double eps, theta;
     const char *act;           /* gpt2: activation_function; llama: hidden_act */
     const cJSON *scaling;
-    char *embed, *pos, *final_norm, *head;   /* trainc layer names */
-    char *blk[6];              /* per block, after "PREFIX<i>.": norm1, attn, norm2, up, down */
+    char *names[HF_N_SLOTS];   /* the layers' names, a block's after "<rep><i>." */
     char *rep;                 /* the repeat's prefix ("h." or "") */
 } Ex;
 
@@ -87,22 +88,22 @@ static void attention(Ex *e, const cJSON *l, const char *path)
         refuse(e, path, l, "an attention layer expected here");
     if (!flag(l, "causal", 1))
         refuse(e, path, l, "causal false: a causal language model's attention is causal");
-    e->H = (int64_t)num(l, "heads", 0);
-    e->KV = (int64_t)num(l, "kv_heads", (double)e->H);
-    e->bias = flag(l, "bias", 1);
-    e->qk_norm = flag(l, "qk_norm", 0);
+    e->d.H = (int64_t)num(l, "heads", 0);
+    e->d.KV = (int64_t)num(l, "kv_heads", (double)e->d.H);
+    e->d.bias = flag(l, "bias", 1);
+    e->d.qk_norm = flag(l, "qk_norm", 0);
     e->window = (int64_t)num(l, "window", 0);
     const cJSON *rope = get(l, "rope");
-    if (e->gpt2 && (rope || e->KV != e->H || !e->bias || e->qk_norm || e->window))
+    if (e->gpt2 && (rope || e->d.KV != e->d.H || !e->d.bias || e->d.qk_norm || e->window))
         refuse(e, path, l, "rope, kv_heads, bias false, qk_norm and window have no place in "
                            "GPT-2 (with learned positions)");
     if (!e->gpt2 && !rope)
         refuse(e, path, l, "no rope: a Llama-shaped model takes its positions from rope");
     e->theta = num(rope, "theta", 10000);
     e->scaling = get(rope, "scaling");
-    if (e->window && (e->bias || e->qk_norm))
+    if (e->window && (e->d.bias || e->d.qk_norm))
         refuse(e, path, l, "a window with bias or qk_norm: Mistral has neither");
-    if (e->qk_norm && e->window)
+    if (e->d.qk_norm && e->window)
         refuse(e, path, l, "qk_norm with a window: Qwen3 windows only some layers");
 }
 
@@ -118,7 +119,7 @@ static void mlp(Ex *e, const cJSON *b, const char *prefix, const char *path)
          *p3 = xasprintf("%s[3]", path);
     if (strcmp(op(up), "linear") || get(up, "tie"))
         refuse(e, p1, up, "a linear expected here");
-    if (strcmp(op(down), "linear") || get(down, "tie") || num(down, "out", 0) != e->D)
+    if (strcmp(op(down), "linear") || get(down, "tie") || num(down, "out", 0) != e->d.D)
         refuse(e, p3, down, "a linear back to the model width expected here");
     if (flag(up, "bias", 1) != e->gpt2 || flag(down, "bias", 1) != e->gpt2)
         refuse(e, flag(up, "bias", 1) != e->gpt2 ? p1 : p3, NULL,
@@ -127,23 +128,23 @@ static void mlp(Ex *e, const cJSON *b, const char *prefix, const char *path)
         if (strcmp(op(act), "gelu"))
             refuse(e, p2, act, "GPT-2's MLP activation is gelu");
         e->act = !strcmp(str(act, "approximate", "none"), "tanh") ? "gelu_new" : "gelu";
-        e->FF = (int64_t)num(up, "out", 0);
+        e->d.FF = (int64_t)num(up, "out", 0);
     } else {
         if (strcmp(op(act), "glu"))
             refuse(e, p2, act, "Llama's MLP activation is a glu");
         const char *a = str(act, "act", "silu");
         e->act = !strcmp(a, "gelu_tanh") ? "gelu_pytorch_tanh" : a;
-        e->FF = (int64_t)num(up, "out", 0) / 2;
+        e->d.FF = (int64_t)num(up, "out", 0) / 2;
     }
-    e->blk[3] = lname(up, 1, prefix);
-    e->blk[4] = lname(down, 3, prefix);
+    e->names[HF_UP] = lname(up, 1, prefix);
+    e->names[HF_DOWN] = lname(down, 3, prefix);
 }
 
 /* The repeat's body: a residual [norm, attention], then a residual [norm, MLP]. */
 static void blocks(Ex *e, const cJSON *rep, const char *path)
 {
     const cJSON *body = get(rep, "body");
-    e->L = (int64_t)num(rep, "count", 0);
+    e->d.L = (int64_t)num(rep, "count", 0);
     e->rep = str(rep, "name", NULL) ? xasprintf("%s.", str(rep, "name", "")) : xstrdup("");
     if (cJSON_GetArraySize(body) != 2)
         refuse(e, path, rep, "a block holds two residual branches (attention, MLP), nothing else");
@@ -158,13 +159,13 @@ static void blocks(Ex *e, const cJSON *rep, const char *path)
         char *bp = xasprintf("%s.body", rp);
         if (cJSON_GetArraySize(b) < 2)
             refuse(e, bp, NULL, "a branch starts with a norm");
-        e->blk[2 * k] = norm(e, cJSON_GetArrayItem(b, 0), 0, prefix, xasprintf("%s[0]", bp));
+        e->names[k ? HF_NORM2 : HF_NORM1] = norm(e, cJSON_GetArrayItem(b, 0), 0, prefix, xasprintf("%s[0]", bp));
         if (k == 0) {
             if (cJSON_GetArraySize(b) != 2)
                 refuse(e, xasprintf("%s[2]", bp), cJSON_GetArrayItem(b, 2),
                        "the attention branch holds a norm and the attention, nothing else");
             attention(e, cJSON_GetArrayItem(b, 1), xasprintf("%s[1]", bp));
-            e->blk[1] = lname(cJSON_GetArrayItem(b, 1), 1, prefix);
+            e->names[HF_ATTN] = lname(cJSON_GetArrayItem(b, 1), 1, prefix);
         } else
             mlp(e, b, prefix, bp);
     }
@@ -180,14 +181,14 @@ static void match(Ex *e, const cJSON *model)
     const cJSON *l = cJSON_GetArrayItem(ls, 0);
     if (strcmp(op(l), "embedding"))
         refuse(e, "$.model.layers[0]", l, "a language model starts with its token embedding");
-    e->V = (int64_t)num(l, "vocab", 0);
-    e->D = (int64_t)num(l, "dim", 0);
-    e->embed = lname(l, 0, "");
+    e->d.V = (int64_t)num(l, "vocab", 0);
+    e->d.D = (int64_t)num(l, "dim", 0);
+    e->names[HF_EMBED] = lname(l, 0, "");
     l = cJSON_GetArrayItem(ls, ++i);
     e->gpt2 = l && !strcmp(op(l), "pos_embedding");
     if (e->gpt2) {
-        e->max_pos = (int64_t)num(l, "max_len", 0);
-        e->pos = lname(l, i, "");
+        e->d.max_pos = (int64_t)num(l, "max_len", 0);
+        e->names[HF_POS] = lname(l, i, "");
         l = cJSON_GetArrayItem(ls, ++i);
     }
     char *path = xasprintf("$.model.layers[%d]", i);
@@ -196,20 +197,20 @@ static void match(Ex *e, const cJSON *model)
     blocks(e, l, path);
     if (i + 3 > n)
         refuse(e, "$.model.layers", NULL, "after the blocks come the final norm and the head");
-    e->final_norm = norm(e, cJSON_GetArrayItem(ls, i + 1), i + 1, "",
+    e->names[HF_FINAL] = norm(e, cJSON_GetArrayItem(ls, i + 1), i + 1, "",
                          xasprintf("$.model.layers[%d]", i + 1));
     l = cJSON_GetArrayItem(ls, i + 2);
     path = xasprintf("$.model.layers[%d]", i + 2);
     if (strcmp(op(l), "linear") || flag(l, "bias", 1))
         refuse(e, path, l, "the head is a linear without bias");
-    e->tie = get(l, "tie") != NULL;
-    if (e->tie && strcmp(str(l, "tie", ""), str(cJSON_GetArrayItem(ls, 0), "name", "")))
+    e->d.tie = get(l, "tie") != NULL;
+    if (e->d.tie && strcmp(str(l, "tie", ""), str(cJSON_GetArrayItem(ls, 0), "name", "")))
         refuse(e, path, l, "a head tied to another layer than the token embedding");
-    e->head = lname(l, i + 2, "");
+    e->names[HF_HEAD] = lname(l, i + 2, "");
     if (i + 3 < n)
         refuse(e, xasprintf("$.model.layers[%d]", i + 3), cJSON_GetArrayItem(ls, i + 3),
                "after the blocks come the final norm and the head, nothing else");
-    if (!e->gpt2 && e->qk_norm && e->eps != 1e-6)
+    if (!e->gpt2 && e->d.qk_norm && e->eps != 1e-6)
         refuse(e, "$.model.layers", NULL, "qk_norm (Qwen3) with rmsnorm eps other than 1e-6: "
                                           "Qwen3's config holds one eps for all its norms");
 }
@@ -241,74 +242,30 @@ static void add(Ex *e, const char *theirs, const char *ours, int64_t d0, int64_t
     hf_out_add(&e->out, theirs, d1 ? 2 : 1, shape);
 }
 
-static void gpt2_tensors(Ex *e)
+/* hf_walk's visit: the transformers tensors of one of our parameters. */
+static void place(void *ctx, const HfMap *m, int64_t block, int n, const HfPart *parts)
 {
-    int64_t D = e->D, FF = e->FF;
-    add(e, "transformer.wte.weight", xasprintf("%s.weight", e->embed), e->V, D, 0, e->V, 0);
-    add(e, "transformer.wpe.weight", xasprintf("%s.weight", e->pos), e->max_pos, D, 0,
-        e->max_pos, 0);
-    for (int64_t i = 0; i < e->L; i++) {
-/* our name of parameter s of block i's layer k (blk[k]); used by both families */
-#define O(k, s) xasprintf("%s%lld.%s.%s", e->rep, (long long)i, e->blk[k], s)
-#define H(s) xasprintf("transformer.h.%lld.%s", (long long)i, s)
-        add(e, H("ln_1.weight"), O(0, "weight"), D, 0, 0, D, 0);
-        add(e, H("ln_1.bias"), O(0, "bias"), D, 0, 0, D, 0);
-        add(e, H("attn.c_attn.weight"), O(1, "qkv.weight"), 3 * D, D, 0, 0, 1);
-        add(e, H("attn.c_attn.bias"), O(1, "qkv.bias"), 3 * D, 0, 0, 3 * D, 0);
-        add(e, H("attn.c_proj.weight"), O(1, "proj.weight"), D, D, 0, 0, 1);
-        add(e, H("attn.c_proj.bias"), O(1, "proj.bias"), D, 0, 0, D, 0);
-        add(e, H("ln_2.weight"), O(2, "weight"), D, 0, 0, D, 0);
-        add(e, H("ln_2.bias"), O(2, "bias"), D, 0, 0, D, 0);
-        add(e, H("mlp.c_fc.weight"), O(3, "weight"), FF, D, 0, 0, 1);
-        add(e, H("mlp.c_fc.bias"), O(3, "bias"), FF, 0, 0, FF, 0);
-        add(e, H("mlp.c_proj.weight"), O(4, "weight"), D, FF, 0, 0, 1);
-        add(e, H("mlp.c_proj.bias"), O(4, "bias"), D, 0, 0, D, 0);
-#undef H
+    Ex *e = ctx;
+    char *ours = block < 0 ? xasprintf("%s.%s", e->names[m->slot], m->ours)
+                           : xasprintf("%s%lld.%s.%s", e->rep, (long long)block,
+                                       e->names[m->slot], m->ours);
+    int64_t d0 = 0, d1 = parts[0].rank > 1 ? parts[0].shape[1] : 0, row0 = 0;
+    for (int k = 0; k < n; k++)
+        d0 += parts[k].shape[0];
+    if (m->transpose) {   /* ours [out, in], theirs [in, out] */
+        d0 = parts[0].shape[1];
+        d1 = parts[0].shape[0];
     }
-    add(e, "transformer.ln_f.weight", xasprintf("%s.weight", e->final_norm), D, 0, 0, D, 0);
-    add(e, "transformer.ln_f.bias", xasprintf("%s.bias", e->final_norm), D, 0, 0, D, 0);
-}
-
-static void llama_tensors(Ex *e)
-{
-    int64_t D = e->D, hd = D / e->H, KD = e->KV * hd, FF = e->FF, Q = D + 2 * KD;
-    add(e, "model.embed_tokens.weight", xasprintf("%s.weight", e->embed), e->V, D, 0, e->V, 0);
-    for (int64_t i = 0; i < e->L; i++) {
-#define H(s) xasprintf("model.layers.%lld.%s", (long long)i, s)
-        add(e, H("input_layernorm.weight"), O(0, "weight"), D, 0, 0, D, 0);
-        add(e, H("self_attn.q_proj.weight"), O(1, "qkv.weight"), Q, D, 0, D, 0);
-        add(e, H("self_attn.k_proj.weight"), O(1, "qkv.weight"), Q, D, D, KD, 0);
-        add(e, H("self_attn.v_proj.weight"), O(1, "qkv.weight"), Q, D, D + KD, KD, 0);
-        if (e->bias) {
-            add(e, H("self_attn.q_proj.bias"), O(1, "qkv.bias"), Q, 0, 0, D, 0);
-            add(e, H("self_attn.k_proj.bias"), O(1, "qkv.bias"), Q, 0, D, KD, 0);
-            add(e, H("self_attn.v_proj.bias"), O(1, "qkv.bias"), Q, 0, D + KD, KD, 0);
-        }
-        add(e, H("self_attn.o_proj.weight"), O(1, "proj.weight"), D, D, 0, D, 0);
-        if (e->bias)
-            add(e, H("self_attn.o_proj.bias"), O(1, "proj.bias"), D, 0, 0, D, 0);
-        if (e->qk_norm) {
-            add(e, H("self_attn.q_norm.weight"), O(1, "q_norm.weight"), hd, 0, 0, hd, 0);
-            add(e, H("self_attn.k_norm.weight"), O(1, "k_norm.weight"), hd, 0, 0, hd, 0);
-        }
-        add(e, H("post_attention_layernorm.weight"), O(2, "weight"), D, 0, 0, D, 0);
-        add(e, H("mlp.gate_proj.weight"), O(3, "weight"), 2 * FF, D, 0, FF, 0);
-        add(e, H("mlp.up_proj.weight"), O(3, "weight"), 2 * FF, D, FF, FF, 0);
-        add(e, H("mlp.down_proj.weight"), O(4, "weight"), D, FF, 0, D, 0);
-#undef H
-#undef O
+    for (int k = 0; k < n; k++) {
+        add(e, parts[k].name, ours, d0, d1, row0, parts[k].shape[0], m->transpose);
+        row0 += parts[k].shape[0];
     }
-    add(e, "model.norm.weight", xasprintf("%s.weight", e->final_norm), D, 0, 0, D, 0);
 }
 
 static void plan_tensors(Ex *e)
 {
-    if (e->gpt2)
-        gpt2_tensors(e);
-    else
-        llama_tensors(e);
-    if (!e->tie)
-        add(e, "lm_head.weight", xasprintf("%s.weight", e->head), e->V, e->D, 0, e->V, 0);
+    const HfFamily *f = e->gpt2 ? &hf_gpt2 : &hf_llama;
+    hf_walk(f, f->prefix, &e->d, place, e);
     for (int i = 0; i < e->w.n; i++)
         if (!e->w.t[i].used)
             error_input("%s: tensor '%s' is no parameter of the spec's model", e->w.paths[0],
@@ -349,18 +306,18 @@ static void write_tensors(const Ex *e, const char *path)
 static cJSON *config(const Ex *e)
 {
     cJSON *c = cJSON_CreateObject();
-    const char *arch = e->gpt2 ? "GPT2LMHeadModel" : e->qk_norm ? "Qwen3ForCausalLM"
+    const char *arch = e->gpt2 ? "GPT2LMHeadModel" : e->d.qk_norm ? "Qwen3ForCausalLM"
                      : e->window ? "MistralForCausalLM" : "LlamaForCausalLM";
     cJSON_AddItemToObject(c, "architectures", cJSON_CreateStringArray(&arch, 1));
-    cJSON_AddStringToObject(c, "model_type", e->gpt2 ? "gpt2" : e->qk_norm ? "qwen3"
+    cJSON_AddStringToObject(c, "model_type", e->gpt2 ? "gpt2" : e->d.qk_norm ? "qwen3"
                                              : e->window ? "mistral" : "llama");
-    cJSON_AddNumberToObject(c, "vocab_size", (double)e->V);
+    cJSON_AddNumberToObject(c, "vocab_size", (double)e->d.V);
     if (e->gpt2) {
-        cJSON_AddNumberToObject(c, "n_embd", (double)e->D);
-        cJSON_AddNumberToObject(c, "n_layer", (double)e->L);
-        cJSON_AddNumberToObject(c, "n_head", (double)e->H);
-        cJSON_AddNumberToObject(c, "n_positions", (double)e->max_pos);
-        cJSON_AddNumberToObject(c, "n_inner", (double)e->FF);
+        cJSON_AddNumberToObject(c, "n_embd", (double)e->d.D);
+        cJSON_AddNumberToObject(c, "n_layer", (double)e->d.L);
+        cJSON_AddNumberToObject(c, "n_head", (double)e->d.H);
+        cJSON_AddNumberToObject(c, "n_positions", (double)e->d.max_pos);
+        cJSON_AddNumberToObject(c, "n_inner", (double)e->d.FF);
         cJSON_AddNumberToObject(c, "layer_norm_epsilon", e->eps);
         cJSON_AddStringToObject(c, "activation_function", e->act);
         /* trainc's spec has no dropout layer here: none in transformers either */
@@ -368,11 +325,11 @@ static cJSON *config(const Ex *e)
         cJSON_AddNumberToObject(c, "embd_pdrop", 0);
         cJSON_AddNumberToObject(c, "resid_pdrop", 0);
     } else {
-        cJSON_AddNumberToObject(c, "hidden_size", (double)e->D);
-        cJSON_AddNumberToObject(c, "intermediate_size", (double)e->FF);
-        cJSON_AddNumberToObject(c, "num_hidden_layers", (double)e->L);
-        cJSON_AddNumberToObject(c, "num_attention_heads", (double)e->H);
-        cJSON_AddNumberToObject(c, "num_key_value_heads", (double)e->KV);
+        cJSON_AddNumberToObject(c, "hidden_size", (double)e->d.D);
+        cJSON_AddNumberToObject(c, "intermediate_size", (double)e->d.FF);
+        cJSON_AddNumberToObject(c, "num_hidden_layers", (double)e->d.L);
+        cJSON_AddNumberToObject(c, "num_attention_heads", (double)e->d.H);
+        cJSON_AddNumberToObject(c, "num_key_value_heads", (double)e->d.KV);
         cJSON_AddNumberToObject(c, "max_position_embeddings", (double)e->T);
         cJSON_AddNumberToObject(c, "rms_norm_eps", e->eps);
         cJSON_AddNumberToObject(c, "rope_theta", e->theta);
@@ -380,15 +337,15 @@ static cJSON *config(const Ex *e)
         if (e->scaling)
             cJSON_AddItemToObject(c, "rope_scaling", cJSON_Duplicate(e->scaling, 1));
         if (!e->window)
-            cJSON_AddBoolToObject(c, "attention_bias", e->bias);
+            cJSON_AddBoolToObject(c, "attention_bias", e->d.bias);
         if (e->window)   /* transformers 4.40: a query sees sliding_window positions before it */
             cJSON_AddNumberToObject(c, "sliding_window", (double)(e->window - 1));
-        if (e->qk_norm) {
-            cJSON_AddNumberToObject(c, "head_dim", (double)(e->D / e->H));
+        if (e->d.qk_norm) {
+            cJSON_AddNumberToObject(c, "head_dim", (double)(e->d.D / e->d.H));
             cJSON_AddFalseToObject(c, "use_sliding_window");
         }
     }
-    cJSON_AddBoolToObject(c, "tie_word_embeddings", e->tie);
+    cJSON_AddBoolToObject(c, "tie_word_embeddings", e->d.tie);
     cJSON_AddStringToObject(c, "torch_dtype", "float32");
     return c;
 }
@@ -471,7 +428,7 @@ int cmd_export(int argc, char **argv)
     if (tok && copy_file(tok, xasprintf("%s/tokenizer.json", out)) != 0)
         cannot_write("export", xasprintf("%s/tokenizer.json", out));
     printf("trainc: export: %s -> %s/config.json (%s), %s/model.safetensors (%d tensors)\n",
-           weights, out, e.gpt2 ? "gpt2" : e.qk_norm ? "qwen3" : e.window ? "mistral" : "llama",
+           weights, out, e.gpt2 ? "gpt2" : e.d.qk_norm ? "qwen3" : e.window ? "mistral" : "llama",
            out, e.out.n);
     return 0;
 }
