@@ -74,9 +74,21 @@ static void add_entry(HfWeights *w, int file, const cJSON *e, uint64_t data0, ui
     snprintf(t->dtype, sizeof t->dtype, "%s", dt->valuestring);
     t->rank = cJSON_GetArraySize(sh);
     t->numel = 1;
+    /* every number checked before use: the sizes then cannot overflow (2^40 elements of
+     * at most 8 bytes, offsets within the file) */
     for (int d = 0; d < t->rank; d++) {
-        t->shape[d] = (int64_t)cJSON_GetArrayItem(sh, d)->valuedouble;
+        const cJSON *v = cJSON_GetArrayItem(sh, d);
+        if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble <= 0x1p40) ||
+            v->valuedouble != floor(v->valuedouble) || (double)t->numel * v->valuedouble > 0x1p40)
+            error_input("%s: tensor '%s': shape[%d] is not a size", path, t->name, d);
+        t->shape[d] = (int64_t)v->valuedouble;
         t->numel *= t->shape[d];
+    }
+    for (int k = 0; k < 2; k++) {
+        const cJSON *v = cJSON_GetArrayItem(off, k);
+        if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble <= (double)size))
+            error_input("%s: tensor '%s': data_offsets[%d] is not an offset in the file", path,
+                        t->name, k);
     }
     uint64_t a = (uint64_t)cJSON_GetArrayItem(off, 0)->valuedouble;
     uint64_t b = (uint64_t)cJSON_GetArrayItem(off, 1)->valuedouble;
