@@ -155,7 +155,8 @@ static void llama_config(HfCfg *c, Arch *a)
     if (a->d.qk_norm && hf_cfg_bool(c, "use_sliding_window", 0))
         hf_cfg_error(c, "use_sliding_window", "true: Qwen3 then windows only the layers from "
                      "max_window_layers on; trainc's window is every layer's");
-    hf_cfg_get(c, "sliding_window");   /* Qwen3 writes it; it counts only with the above */
+    if (a->d.qk_norm)   /* Qwen3 writes it; it counts only with use_sliding_window */
+        hf_cfg_get(c, "sliding_window");
 }
 
 /* model_type and architectures: which of the supported families, or exit 1 naming it. */

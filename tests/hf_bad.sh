@@ -88,6 +88,8 @@ make_folder "$d/arch" 'cfg["architectures"] = ["LlamaForSequenceClassification"]
 refused "a classifier head" "LlamaForSequenceClassification" -- import hf "$d/arch" -o "$d/out"
 make_folder "$d/mlp_bias" 'cfg["mlp_bias"] = True'
 refused "mlp_bias" "mlp_bias" -- import hf "$d/mlp_bias" -o "$d/out"
+make_folder "$d/window" 'cfg["sliding_window"] = 8'
+refused "a Llama with a sliding_window" "sliding_window" "does not know for llama" -- import hf "$d/window" -o "$d/out"
 make_folder "$d/noweights" 't = None; open(os.path.join(out, "pytorch_model.bin"), "w").write("x")'
 refused "only pytorch_model.bin" "pytorch_model.bin" "safe_serialization" -- import hf "$d/noweights" -o "$d/out"
 make_folder "$d/index" 't = None; json.dump({"weight_map": {"model.norm.weight": "model-00001-of-00002.safetensors"}}, open(os.path.join(out, "model.safetensors.index.json"), "w"))'
