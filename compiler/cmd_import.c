@@ -145,6 +145,8 @@ static void llama_config(HfCfg *c, Arch *a)
     if (!a->act)
         hf_cfg_error(c, "hidden_act", "\"%s\": trainc's glu takes silu, gelu, gelu_pytorch_tanh, "
                      "relu or sigmoid", act);
+    if (!strcmp(a->type, "mistral") && a->d.bias)
+        hf_cfg_error(c, "attention_bias", "true: transformers' Mistral has no attention biases");
     if (!strcmp(a->type, "mistral") && hf_cfg_get(c, "sliding_window"))
         /* transformers 4.40's mask lets a query see sliding_window positions before
          * itself (tests/llama_hf.py checks it): SPEC's window counts the query too */
