@@ -380,15 +380,15 @@ static void plan(void *ctx, const HfMap *m, int64_t block, int n, const HfPart *
     free(ours);
 }
 
-/* What the checkpoint may hold beside the parameters: the causal-mask buffers of older
- * GPT-2 files, rotary frequencies (recomputed from rope_theta, as transformers does), a
- * tied head saved anyway. */
 static int ends(const char *s, const char *tail)
 {
     size_t n = strlen(s), k = strlen(tail);
     return n >= k && !strcmp(s + n - k, tail);
 }
 
+/* What the checkpoint may hold beside the parameters: the causal-mask buffers of older
+ * GPT-2 files, rotary frequencies (recomputed from rope_theta, as transformers does), a
+ * tied head saved anyway. */
 static int extra(const Arch *a, const char *name)
 {
     return (a->gpt2 && (ends(name, ".attn.masked_bias") || ends(name, ".attn.bias"))) ||
