@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # trainc import hf and export hf on bad input, without transformers: a tiny Llama
-# folder written here (tests/st_check.py's safetensors writer) imports, and each
-# broken copy of it (a tensor missing, misshapen, left over, stored as I8; no
-# config.json; only pytorch_model.bin; an index naming a shard that is not there; a
-# config value out of range) exits 1 naming what is wrong, with nothing written; export
-# refuses a spec that is no causal language model and a weights file that does not fit.
+# folder written here (tests/st_check.py's safetensors writer) imports, stored in F32
+# or F16, and each broken copy of it (a tensor missing, misshapen, left over, stored as
+# I32; no config.json; only pytorch_model.bin; an index naming a shard that is not
+# there; a config value trainc cannot express) exits 1 naming what is wrong, with
+# nothing written; export refuses a spec that is no causal language model and a
+# weights file that does not fit, and gives the folder's tensors back bit for bit.
 set -u
 cd "$(dirname "$0")/.."
 TRAINC=${TRAINC:-build/trainc}
@@ -67,6 +68,15 @@ if "$TRAINC" import hf "$d/good" -o "$d/good_out" >/dev/null &&
    "$TRAINC" check "$d/good_out/model.json" "$d/good_out/train.json" >/dev/null; then
     ok "a Llama folder imports; its model.json and train.json check"
 else bad "the good folder did not import and check"; fi
+
+# F16 tensors read as fp32: the same weights as the F32 folder of the same values
+make_folder "$d/f16" 't = {n: a.astype(np.float16) for n, a in t.items()}'
+make_folder "$d/f16_as_f32" 't = {n: a.astype(np.float16).astype(np.float32) for n, a in t.items()}'
+if "$TRAINC" import hf "$d/f16" -o "$d/f16_out" >/dev/null &&
+   "$TRAINC" import hf "$d/f16_as_f32" -o "$d/f16_as_f32_out" >/dev/null &&
+   cmp -s "$d/f16_out/init.safetensors" "$d/f16_as_f32_out/init.safetensors"; then
+    ok "an F16 folder imports to the fp32 of its values"
+else bad "an F16 folder did not import to the fp32 of its values"; fi
 
 make_folder "$d/missing" 'del t[p + "self_attn.k_proj.weight"]'
 refused "a tensor missing" "model.layers.0.self_attn.k_proj.weight" -- import hf "$d/missing" -o "$d/out"
