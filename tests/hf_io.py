@@ -4,7 +4,7 @@ HF_PYTHON (the venv `make deps` makes, transformers 4.40.2 over Debian's torch) 
 this; without transformers it exits 77 (a skip). Random-weight models are made here
 with save_pretrained (no hub), tiny, fp32, CPU, one thread:
 
-- a GPT2LMHeadModel (tied head), a LlamaForCausalLM (GQA 4/2, untied) and one with
+- a GPT2LMHeadModel (tied head; and untied with the exact gelu), a LlamaForCausalLM (GQA 4/2, untied) and one with
   attention biases and a tied head are imported;
   trainc's `--eval` validation loss on the imported weights equals transformers' mean
   cross-entropy over the same windows (every non-overlapping T window of a val shard
@@ -214,17 +214,21 @@ def models():
     torch.manual_seed(0)
     gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=V, n_embd=32, n_layer=2, n_head=4,
                                       n_positions=64, attn_implementation="eager"))
+    gpt2_untied = GPT2LMHeadModel(GPT2Config(vocab_size=V, n_embd=32, n_layer=2, n_head=4,
+                                             n_positions=64, activation_function="gelu",
+                                             tie_word_embeddings=False,
+                                             attn_implementation="eager"))
     llama = LlamaForCausalLM(LlamaConfig(**kw))
     mistral = MistralForCausalLM(MistralConfig(sliding_window=7, **kw))
     kw["tie_word_embeddings"] = True
     llama_bias = LlamaForCausalLM(LlamaConfig(attention_bias=True, **kw))
-    for m in (gpt2, llama, mistral, llama_bias):
+    for m in (gpt2, gpt2_untied, llama, mistral, llama_bias):
         m.eval()
         with torch.no_grad():   # norm weights and biases off 1 and 0, so each one counts
             for n, p in m.named_parameters():
                 if "norm" in n or "ln" in n or n.endswith(".bias"):
                     p.add_(0.1 * torch.randn(p.shape))
-    return gpt2, llama, mistral, llama_bias
+    return gpt2, gpt2_untied, llama, mistral, llama_bias
 
 
 def refused(name, args, words, out):
@@ -258,8 +262,9 @@ def main():
     val = rng.integers(0, V, NWIN * T + 1).tolist()
     shard(OUT + "/val_000000.bin", val)
     shard(OUT + "/train_000000.bin", rng.integers(0, V, 20 * 4 * T + 1).tolist())
-    gpt2, llama, mistral, llama_bias = models()
-    for name, m, kw in [("gpt2", gpt2, {}), ("llama", llama, {}), ("mistral", mistral, {}),
+    gpt2, gpt2_untied, llama, mistral, llama_bias = models()
+    for name, m, kw in [("gpt2", gpt2, {}), ("gpt2_untied_exact_gelu", gpt2_untied, {}),
+                        ("llama", llama, {}), ("mistral", mistral, {}),
                         ("llama_bias_tied", llama_bias, {}),
                         ("llama_bf16_sharded", llama,
                          {"max_shard_size": "40KB", "bf16": True})]:
