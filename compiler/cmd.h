@@ -12,6 +12,8 @@ int cmd_build(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_data(int argc, char **argv);
+int cmd_import(int argc, char **argv);   /* import hf (cmd_import.c) */
+int cmd_export(int argc, char **argv);   /* export hf (cmd_export.c) */
 int cmd_help(int argc, char **argv);
 void usage(FILE *f);   /* trainc's usage: commands and their arguments */
 

@@ -18,6 +18,10 @@ void usage(FILE *f)
           "                                  convert Debian's Fashion-MNIST to .npy\n"
           "  data text FILE DIR [--val-frac F] [--shard-tokens N] [--tokenizer TOK.json]\n"
           "                                  token shards of a text file (bytes, or BPE)\n"
+          "  import hf DIR -o OUT [--seq-len T]\n"
+          "                                  a Hugging Face model folder as a spec and weights\n"
+          "  export hf SPEC... --weights FILE -o DIR [--tokenizer FILE]\n"
+          "                                  a spec and weights as a Hugging Face model folder\n"
           "  help [COMMAND], --version\n\n"
           "SPEC... is one file with \"model\" and \"train\", or the model file then the train file.\n"
           "`trainc help COMMAND` says more; `trainc help run` lists the trainer options.\n",
@@ -70,6 +74,23 @@ static const struct {
              "Hugging Face tokenizer.json's byte-level BPE (GPT-2, Llama 3, Qwen2), exactly those of\n"
              "tokenizers' Tokenizer.encode on the whole file, read a part at a time; uint16 shards\n"
              "for a vocabulary of at most 65536, else uint32; F is then a fraction of the tokens.\n", 0},
+    {"import", "trainc import hf DIR -o OUT [--seq-len T]\n\n"
+               "Reads a Hugging Face model folder: config.json and model.safetensors, or the files\n"
+               "model.safetensors.index.json names (F32, F16 or BF16, read as fp32). GPT-2\n"
+               "(GPT2LMHeadModel), Llama (LlamaForCausalLM, Llama 3's rope scaling included),\n"
+               "Mistral and Qwen3; a config key or a tensor trainc cannot express exits 1 naming it,\n"
+               "and nothing is written. Writes OUT/model.json (the model spec), OUT/train.json\n"
+               "(training defaults to edit: data paths, steps, learning rate) and\n"
+               "OUT/init.safetensors (the weights under trainc's names). --seq-len T: the\n"
+               "windows' length (default the model's maximum, at most 1024). Then:\n"
+               "  trainc run OUT/model.json OUT/train.json --init OUT/init.safetensors\n", 0},
+    {"export", "trainc export hf SPEC... --weights FILE -o DIR [--tokenizer FILE]\n\n"
+               "Writes DIR/config.json and DIR/model.safetensors (fp32) that transformers'\n"
+               "AutoModelForCausalLM.from_pretrained(DIR) loads and that compute the same logits,\n"
+               "for a model of the shape trainc import hf writes: GPT-2 (learned positions,\n"
+               "layernorm), Llama (rope, rmsnorm, a glu MLP), Mistral (Llama with a window) or\n"
+               "Qwen3 (Llama with qk_norm). A layer such a model has no place for exits 1 naming\n"
+               "it. --tokenizer FILE is copied to DIR/tokenizer.json.\n", 0},
     {"help", "trainc help [COMMAND]\n\nThe commands, or one command's usage.\n", 0},
 };
 

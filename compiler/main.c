@@ -9,7 +9,8 @@ static const struct {
     const char *name;
     int (*fn)(int, char **);
 } commands[] = {{"check", cmd_check}, {"emit", cmd_emit}, {"build", cmd_build}, {"run", cmd_run},
-                {"plan", cmd_plan},   {"data", cmd_data}};
+                {"plan", cmd_plan},   {"data", cmd_data}, {"import", cmd_import},
+                {"export", cmd_export}};
 #define N_COMMANDS (sizeof commands / sizeof *commands)
 
 /* argv without --dump-after=PASS (or --dump-after PASS), which any command that compiles
@@ -20,7 +21,7 @@ static char **normal_args(int *argc, char **argv)
 {
     static const char *const value_opts[] = {"--device", "--arch", "--bundle", "--ranks",
                                              "--chunk-kb", "--from", "--val-frac",
-                                             "--shard-tokens", NULL};
+                                             "--shard-tokens", "--seq-len", "--weights", "--tokenizer", NULL};
     char **args = xcalloc((size_t)2 * *argc + 1, sizeof *args);
     int n = 0;
     args[n++] = argv[0];

@@ -443,6 +443,9 @@ void rt_safetensors_read(const char *path, const rt_model *m, float *params, flo
  * state is checked, not read. */
 void rt_safetensors_read_range(const char *path, const rt_model *m, int64_t lo, int64_t hi,
                                float *dst);
+/* n elements stored as safetensors dtype ("F32", "F64", "F16", "BF16"; little-endian)
+ * to fp32; returns the bytes an element takes, or -1 for another dtype. */
+int rt_st_to_f32(float *dst, const void *src, int64_t n, const char *dtype);
 /* The writer in pieces, for data that arrives in parts (a ZeRO checkpoint gathered
  * chunk by chunk): open writes the header to PATH.tmp; put appends the next n floats
  * of the tensors' data in m->params order; close fsyncs and renames (or, after any

@@ -707,6 +707,15 @@ static void convert(float *dst, const unsigned char *src, int64_t n, int dt)
     }
 }
 
+int rt_st_to_f32(float *dst, const void *src, int64_t n, const char *dtype)
+{
+    int dt, size;
+    if (!dtype_of(dtype, &dt, &size))
+        return -1;
+    convert(dst, src, n, dt);
+    return size;
+}
+
 static void pread_all(const st_file *f, void *buf, size_t n, uint64_t at)
 {
     char *p = buf;

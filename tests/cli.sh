@@ -23,7 +23,7 @@ expect1() {   # expect1 NAME SUBSTRING COMMAND...: exit 1 and SUBSTRING on stder
 }
 
 # trainc COMMAND --help is trainc help COMMAND
-for c in check emit build run plan; do
+for c in check emit build run plan import export; do
     "$TRAINC" $c --help > "$d/help_$c.out" 2>&1 && "$TRAINC" help $c | cmp -s - "$d/help_$c.out" &&
         ok "trainc $c --help" || bad "trainc $c --help"
 done

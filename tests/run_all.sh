@@ -32,7 +32,7 @@ JOBS=${JOBS:-2}
 TIMEOUT=${TIMEOUT:-900}
 # the inner loop's tier: the unit tests, the compiler's output, bad input, the command
 # line, a short parity with PyTorch
-QUICK=(unit asan/build bad/specs bad/runtime cli data/text data/fashion golden verify parity/mlp_sgd
+QUICK=(unit asan/build bad/specs bad/hf bad/runtime cli data/text data/fashion golden verify parity/mlp_sgd
        dropout_stats schedules max_time set_order auto_ranks attention_opts)
 
 names=(); cmds=(); afters=(); limits=()
@@ -68,6 +68,7 @@ check dist                bash tests/dist.sh
 check asan/build          make -s B=build/asan CFLAGS="-O1 -g $SAN" build/asan/trainc
 # (leak checking off: the compiler exits on the first error without freeing, by design)
 check bad/specs           --after=asan/build env TRAINC=build/asan/trainc ASAN_OPTIONS=detect_leaks=0 bash tests/bad_input.sh
+check bad/hf              --after=asan/build env TRAINC=build/asan/trainc ASAN_OPTIONS=detect_leaks=0 bash tests/hf_bad.sh
 check bad/runtime         bash tests/bad_runtime.sh
 check cli                 bash tests/cli.sh
 # the same with the trainer and its runtime under the sanitizers (sanitizer exit code 86)
@@ -121,6 +122,9 @@ check parity/llama_hf     $HF_PYTHON tests/llama_hf.py
 check parity/llama_ref    $PYTHON tests/llama_ref.py
 check llama_specs          bash tests/llama_specs.sh
 check learn/llama_char     bash tests/llama_learn.sh
+# trainc import hf / export hf against transformers: GPT-2, Llama, Mistral, a bf16
+# sharded checkpoint; refused configs and layers
+check parity/hf_io        $HF_PYTHON tests/hf_io.py
 check learn/mlp           bash tests/learn.sh mlp_fashion 0.85
 check learn/cnn           bash tests/learn.sh cnn_fashion 0.88
 check dropout_stats       bash tests/dropout_stats.sh

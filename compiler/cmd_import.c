@@ -1,0 +1,511 @@
+/* cmd_import.c: trainc import hf DIR -o OUT [--seq-len T]: a Hugging Face model folder
+ * (config.json and its safetensors) as OUT/model.json (a model spec), OUT/train.json
+ * (training defaults to edit) and OUT/init.safetensors (the weights under trainc's
+ * names, fp32). GPT2LMHeadModel, and LlamaForCausalLM with its kin Mistral and Qwen3;
+ * a config key or tensor the spec cannot express exits 1 naming it, before anything is
+ * written. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cmd.h"
+#include "hf.h"
+
+/* What the spec needs of a config, GPT-2 and Llama alike. */
+typedef struct Arch {
+    const char *type;          /* config's model_type: gpt2, llama, mistral, qwen3 */
+    int gpt2;                  /* GPT-2's layout (layernorm, learned positions, Conv1D) */
+    HfDims d;
+    double eps;
+    const char *act;           /* gpt2: gelu's approximate ("tanh", "none"); else glu's act */
+    double theta;
+    cJSON *scaling;            /* llama3 rope scaling, or NULL */
+    int64_t window;            /* SPEC's window, 0 for none */
+} Arch;
+
+/* One output tensor: its sources (rows concatenated, in order), or one transposed. */
+typedef struct Recipe {
+    const HfTensor *src[3];
+    int n, transpose;
+} Recipe;
+
+typedef struct Imp {
+    const char *dir;
+    HfCfg cfg;
+    HfWeights w;
+    HfOut out;
+    Recipe *r;
+    int gpt2;                  /* GPT-2's names (gpt2_names), else Llama's */
+} Imp;
+
+/* config keys that change nothing trainc computes (ids, dtypes, dropouts, defaults of
+ * other heads, the cache) */
+static const char *const ignored_keys[] = {
+    "_name_or_path", "transformers_version", "torch_dtype", "bos_token_id", "eos_token_id",
+    "pad_token_id", "initializer_range", "use_cache", "attention_dropout", "pretraining_tp",
+    "attn_pdrop", "embd_pdrop", "resid_pdrop", "summary_type", "summary_use_proj",
+    "summary_activation", "summary_proj_to_labels", "summary_first_dropout",
+    "task_specific_params", "n_ctx", "output_past", "reorder_and_upcast_attn", "tokenizer_class",
+    "max_window_layers", "id2label", "label2id", NULL};
+
+/* ---- config ------------------------------------------------------------------- */
+
+static void gpt2_config(HfCfg *c, Arch *a)
+{
+    a->gpt2 = 1;
+    a->d.V = hf_cfg_int(c, "vocab_size", 50257);
+    a->d.D = hf_cfg_int(c, "n_embd", 768);
+    a->d.L = hf_cfg_int(c, "n_layer", 12);
+    a->d.H = hf_cfg_int(c, "n_head", 12);
+    a->d.KV = a->d.H;
+    a->d.max_pos = hf_cfg_int(c, "n_positions", 1024);
+    a->d.FF = hf_cfg_get(c, "n_inner") ? hf_cfg_int(c, "n_inner", -1) : 4 * a->d.D;
+    a->eps = hf_cfg_num(c, "layer_norm_epsilon", 1e-5);
+    a->d.tie = hf_cfg_bool(c, "tie_word_embeddings", 1);
+    a->d.bias = 1;
+    const char *act = hf_cfg_str(c, "activation_function", "gelu_new");
+    if (!strcmp(act, "gelu_new") || !strcmp(act, "gelu_pytorch_tanh"))
+        a->act = "tanh";
+    else if (!strcmp(act, "gelu"))
+        a->act = "none";
+    else
+        hf_cfg_error(c, "activation_function", "\"%s\": trainc's gelu is exact (gelu) or the "
+                     "tanh approximation (gelu_new, gelu_pytorch_tanh)", act);
+    if (!hf_cfg_bool(c, "scale_attn_weights", 1))
+        hf_cfg_error(c, "scale_attn_weights", "false: trainc's attention scales by 1/sqrt(hd)");
+    if (hf_cfg_bool(c, "scale_attn_by_inverse_layer_idx", 0))
+        hf_cfg_error(c, "scale_attn_by_inverse_layer_idx", "true: trainc's attention scales "
+                     "every layer alike");
+    if (hf_cfg_bool(c, "add_cross_attention", 0))
+        hf_cfg_error(c, "add_cross_attention", "true: trainc has no cross-attention");
+}
+
+/* rope_scaling: null, or llama3's (SPEC's "scaling"); any other type is refused. */
+static cJSON *rope_scaling(HfCfg *c)
+{
+    const cJSON *s = hf_cfg_get(c, "rope_scaling");
+    if (!s)
+        return NULL;
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(s, "rope_type");
+    if (!t)
+        t = cJSON_GetObjectItemCaseSensitive(s, "type");
+    if (!cJSON_IsString(t) || strcmp(t->valuestring, "llama3"))
+        hf_cfg_error(c, "rope_scaling", "type %s%s%s: trainc's rope takes llama3 scaling only",
+                     cJSON_IsString(t) ? "\"" : "", cJSON_IsString(t) ? t->valuestring : "missing",
+                     cJSON_IsString(t) ? "\"" : "");
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "rope_type", "llama3");
+    static const char *const keys[] = {"factor", "low_freq_factor", "high_freq_factor",
+                                       "original_max_position_embeddings", NULL};
+    for (int k = 0; keys[k]; k++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, keys[k]);
+        if (!cJSON_IsNumber(v))
+            hf_cfg_error(c, xasprintf("rope_scaling.%s", keys[k]), "a number expected");
+        cJSON_AddNumberToObject(o, keys[k], v->valuedouble);
+    }
+    for (const cJSON *e = s->child; e; e = e->next) {
+        int known = !strcmp(e->string, "rope_type") || !strcmp(e->string, "type");
+        for (int k = 0; keys[k]; k++)
+            known |= !strcmp(e->string, keys[k]);
+        if (!known)
+            hf_cfg_error(c, xasprintf("rope_scaling.%s", e->string), "not a key of llama3 "
+                         "scaling");
+    }
+    return o;
+}
+
+static void llama_config(HfCfg *c, Arch *a)
+{
+    a->d.V = hf_cfg_int(c, "vocab_size", -1);
+    a->d.D = hf_cfg_int(c, "hidden_size", -1);
+    a->d.L = hf_cfg_int(c, "num_hidden_layers", -1);
+    a->d.H = hf_cfg_int(c, "num_attention_heads", -1);
+    a->d.KV = hf_cfg_int(c, "num_key_value_heads", a->d.H);
+    a->d.FF = hf_cfg_int(c, "intermediate_size", -1);
+    a->d.max_pos = hf_cfg_int(c, "max_position_embeddings", 2048);
+    a->eps = hf_cfg_num(c, "rms_norm_eps", 1e-6);
+    a->theta = hf_cfg_num(c, "rope_theta", 10000);
+    a->scaling = rope_scaling(c);
+    a->d.tie = hf_cfg_bool(c, "tie_word_embeddings", 0);
+    a->d.bias = hf_cfg_bool(c, "attention_bias", 0);
+    a->d.qk_norm = !strcmp(a->type, "qwen3");
+    if (a->d.H % a->d.KV || a->d.D % a->d.H)
+        hf_cfg_error(c, "num_key_value_heads", "%lld heads of %lld over %lld key/value heads: "
+                     "trainc needs heads to divide hidden_size and kv heads to divide heads",
+                     (long long)a->d.H, (long long)a->d.D, (long long)a->d.KV);
+    if (hf_cfg_get(c, "head_dim") && hf_cfg_int(c, "head_dim", -1) != a->d.D / a->d.H)
+        hf_cfg_error(c, "head_dim", "%lld: trainc's heads are hidden_size / num_attention_heads "
+                     "(%lld) wide", (long long)hf_cfg_int(c, "head_dim", -1),
+                     (long long)(a->d.D / a->d.H));
+    if (hf_cfg_bool(c, "mlp_bias", 0))
+        hf_cfg_error(c, "mlp_bias", "true: trainc's Llama MLP has no biases");
+    const char *act = hf_cfg_str(c, "hidden_act", "silu");
+    a->act = !strcmp(act, "silu") ? "silu" : !strcmp(act, "gelu") ? "gelu"
+           : !strcmp(act, "gelu_pytorch_tanh") || !strcmp(act, "gelu_new") ? "gelu_tanh"
+           : !strcmp(act, "relu") ? "relu" : !strcmp(act, "sigmoid") ? "sigmoid" : NULL;
+    if (!a->act)
+        hf_cfg_error(c, "hidden_act", "\"%s\": trainc's glu takes silu, gelu, gelu_pytorch_tanh, "
+                     "relu or sigmoid", act);
+    if (!strcmp(a->type, "mistral") && a->d.bias)
+        hf_cfg_error(c, "attention_bias", "true: transformers' Mistral has no attention biases");
+    if (!strcmp(a->type, "mistral") && hf_cfg_get(c, "sliding_window"))
+        /* transformers 4.40's mask lets a query see sliding_window positions before
+         * itself (tests/llama_hf.py checks it): SPEC's window counts the query too */
+        a->window = hf_cfg_int(c, "sliding_window", -1) + 1;
+    if (a->d.qk_norm && a->eps != 1e-6)
+        hf_cfg_error(c, "rms_norm_eps", "%g: Qwen3's q_norm and k_norm use it, trainc's qk_norm "
+                     "uses 1e-6", a->eps);
+    if (a->d.qk_norm && hf_cfg_bool(c, "use_sliding_window", 0))
+        hf_cfg_error(c, "use_sliding_window", "true: Qwen3 then windows only the layers from "
+                     "max_window_layers on; trainc's window is every layer's");
+    if (a->d.qk_norm)   /* Qwen3 writes it; it counts only with use_sliding_window */
+        hf_cfg_get(c, "sliding_window");
+}
+
+/* model_type and architectures: which of the supported families, or exit 1 naming it. */
+static void read_config(Imp *im, Arch *a)
+{
+    HfCfg *c = &im->cfg;
+    a->type = hf_cfg_str(c, "model_type", NULL);
+    if (!a->type)
+        hf_cfg_error(c, "model_type", "missing");
+    static const char *const archs[][3] = {{"gpt2", "GPT2LMHeadModel", "GPT2Model"},
+                                           {"llama", "LlamaForCausalLM", "LlamaModel"},
+                                           {"mistral", "MistralForCausalLM", "MistralModel"},
+                                           {"qwen3", "Qwen3ForCausalLM", "Qwen3Model"}};
+    int k = 0, n = sizeof archs / sizeof *archs;
+    while (k < n && strcmp(archs[k][0], a->type))
+        k++;
+    if (!strcmp(a->type, "qwen2"))
+        hf_cfg_error(c, "model_type", "\"qwen2\": Qwen2 has biases on q, k and v but not on "
+                     "o_proj, and trainc's attention bias is both or neither");
+    if (k == n)
+        hf_cfg_error(c, "model_type", "\"%s\": trainc imports gpt2, llama, mistral and qwen3",
+                     a->type);
+    const cJSON *ar = hf_cfg_get(c, "architectures");
+    for (const cJSON *e = ar ? ar->child : NULL; e; e = e->next)
+        if (!cJSON_IsString(e) || (strcmp(e->valuestring, archs[k][1]) &&
+                                   strcmp(e->valuestring, archs[k][2])))
+            hf_cfg_error(c, "architectures", "%s%s: trainc imports %s (a language model's head)",
+                         cJSON_IsString(e) ? e->valuestring : "a non-string",
+                         cJSON_IsString(e) ? "" : " entry", archs[k][1]);
+    if (!strcmp(a->type, "gpt2"))
+        gpt2_config(c, a);
+    else
+        llama_config(c, a);
+    const char *rest = hf_cfg_rest(c, ignored_keys);
+    if (rest)
+        hf_cfg_error(c, rest, "a key trainc does not know for %s: it cannot tell whether the "
+                     "model computes what trainc would", a->type);
+}
+
+/* trainc's names of the slots' layers, in the model spec and the weights */
+static const char *const gpt2_names[HF_N_SLOTS] = {"wte", "wpe", "ln_1", "attn", "ln_2", "fc",
+                                                   "proj", "ln_f", "lm_head"};
+static const char *const llama_names[HF_N_SLOTS] = {"embed", NULL, "attn_norm", "attn",
+                                                    "mlp_norm", "gate_up", "down", "norm",
+                                                    "lm_head"};
+
+/* ---- the spec ------------------------------------------------------------------ */
+
+static cJSON *layer(cJSON *list, const char *op, const char *name)
+{
+    cJSON *l = cJSON_CreateObject();
+    cJSON_AddStringToObject(l, "op", op);
+    if (name)
+        cJSON_AddStringToObject(l, "name", name);
+    cJSON_AddItemToArray(list, l);
+    return l;
+}
+
+static cJSON *norm(cJSON *list, const Arch *a, const char *name)
+{
+    cJSON *l = layer(list, a->gpt2 ? "layernorm" : "rmsnorm", name);
+    cJSON_AddNumberToObject(l, "eps", a->eps);
+    return l;
+}
+
+static void attention(cJSON *list, const Arch *a)
+{
+    cJSON *l = layer(list, "attention", llama_names[HF_ATTN]);
+    cJSON_AddNumberToObject(l, "heads", (double)a->d.H);
+    if (a->d.KV != a->d.H)
+        cJSON_AddNumberToObject(l, "kv_heads", (double)a->d.KV);
+    if (!a->d.bias)
+        cJSON_AddFalseToObject(l, "bias");
+    if (!a->gpt2) {
+        cJSON *r = cJSON_AddObjectToObject(l, "rope");
+        cJSON_AddNumberToObject(r, "theta", a->theta);
+        if (a->scaling)
+            cJSON_AddItemToObject(r, "scaling", cJSON_Duplicate(a->scaling, 1));
+    }
+    if (a->d.qk_norm)
+        cJSON_AddTrueToObject(l, "qk_norm");
+    if (a->window)
+        cJSON_AddNumberToObject(l, "window", (double)a->window);
+}
+
+/* The MLP branch's layers after its norm. */
+static void mlp(cJSON *list, const Arch *a)
+{
+    if (a->gpt2) {
+        cJSON_AddNumberToObject(layer(list, "linear", gpt2_names[HF_UP]), "out", (double)a->d.FF);
+        cJSON_AddStringToObject(layer(list, "gelu", NULL), "approximate", a->act);
+        cJSON_AddNumberToObject(layer(list, "linear", gpt2_names[HF_DOWN]), "out", (double)a->d.D);
+        return;
+    }
+    cJSON *l = layer(list, "linear", llama_names[HF_UP]);
+    cJSON_AddNumberToObject(l, "out", (double)(2 * a->d.FF));
+    cJSON_AddFalseToObject(l, "bias");
+    cJSON_AddStringToObject(layer(list, "glu", NULL), "act", a->act);
+    l = layer(list, "linear", llama_names[HF_DOWN]);
+    cJSON_AddNumberToObject(l, "out", (double)a->d.D);
+    cJSON_AddFalseToObject(l, "bias");
+}
+
+/* The model spec: GPT-2's layout under GPT-2's names (specs/gpt2_124m.json), Llama's
+ * under specs/llama_char.json's. */
+static cJSON *model_spec(const Arch *a, const char *name, int64_t T)
+{
+    const char *const *N = a->gpt2 ? gpt2_names : llama_names;
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddNumberToObject(root, "trainc", 1);
+    cJSON *m = cJSON_AddObjectToObject(root, "model");
+    cJSON_AddStringToObject(m, "name", name);
+    cJSON *in = cJSON_AddObjectToObject(m, "inputs");
+    cJSON *x = cJSON_AddObjectToObject(in, "x"), *y = cJSON_AddObjectToObject(in, "y");
+    cJSON_AddItemToObject(x, "shape", cJSON_CreateIntArray((int[]){(int)T}, 1));
+    cJSON_AddStringToObject(x, "dtype", "i32");
+    cJSON_AddItemToObject(y, "shape", cJSON_CreateIntArray((int[]){(int)T}, 1));
+    cJSON_AddStringToObject(y, "dtype", "i32");
+    cJSON_AddNumberToObject(y, "classes", (double)a->d.V);
+    cJSON *ls = cJSON_AddArrayToObject(m, "layers");
+    cJSON *e = layer(ls, "embedding", N[HF_EMBED]);
+    cJSON_AddNumberToObject(e, "vocab", (double)a->d.V);
+    cJSON_AddNumberToObject(e, "dim", (double)a->d.D);
+    cJSON_AddStringToObject(e, "input", "x");
+    if (a->gpt2)
+        cJSON_AddNumberToObject(layer(ls, "pos_embedding", N[HF_POS]), "max_len", (double)a->d.max_pos);
+    cJSON *rep = layer(ls, "repeat", a->gpt2 ? "h" : "layers");
+    cJSON_AddNumberToObject(rep, "count", (double)a->d.L);
+    cJSON *body = cJSON_AddArrayToObject(rep, "body");
+    cJSON *b1 = cJSON_AddArrayToObject(layer(body, "residual", NULL), "body");
+    norm(b1, a, N[HF_NORM1]);
+    attention(b1, a);
+    cJSON *b2 = cJSON_AddArrayToObject(layer(body, "residual", NULL), "body");
+    norm(b2, a, N[HF_NORM2]);
+    mlp(b2, a);
+    norm(ls, a, N[HF_FINAL]);
+    cJSON *head = layer(ls, "linear", N[HF_HEAD]);
+    if (a->d.tie)
+        cJSON_AddStringToObject(head, "tie", N[HF_EMBED]);
+    else
+        cJSON_AddNumberToObject(head, "out", (double)a->d.V);
+    cJSON_AddFalseToObject(head, "bias");
+    cJSON *loss = cJSON_AddObjectToObject(m, "loss");
+    cJSON_AddStringToObject(loss, "op", "cross_entropy");
+    cJSON_AddStringToObject(loss, "target", "y");
+    return root;
+}
+
+/* train.json: a fine-tuning start the user edits (data paths relative to OUT). */
+static const char train_defaults[] =
+    "{\n"
+    "  \"trainc\": 1,\n"
+    "  \"train\": {\n"
+    "    \"data\": {\n"
+    "      \"train\": {\"tokens\": \"data/train_*.bin\"},\n"
+    "      \"val\": {\"tokens\": \"data/val_*.bin\"}\n"
+    "    },\n"
+    "    \"batch_size\": 8,\n"
+    "    \"max_steps\": 1000,\n"
+    "    \"optimizer\": {\"type\": \"adamw\", \"lr\": 3e-5, \"betas\": [0.9, 0.95], "
+    "\"eps\": 1e-8, \"weight_decay\": 0.0},\n"
+    "    \"schedule\": {\"type\": \"cosine\", \"warmup_steps\": 50, \"final_lr_frac\": 0.1},\n"
+    "    \"grad_clip\": 1.0,\n"
+    "    \"precision\": \"bf16-mixed\",\n"
+    "    \"validate\": {\"every_steps\": 100, \"batches\": 20},\n"
+    "    \"checkpoint\": {\"every_steps\": 500, \"keep\": 2},\n"
+    "    \"seed\": 1337,\n"
+    "    \"log_every\": 10\n"
+    "  }\n"
+    "}\n";
+
+/* ---- the weights ---------------------------------------------------------------- */
+
+/* The checkpoint's tensor `p`, taken: it must be there with p's shape. */
+static const HfTensor *take(Imp *im, const HfPart *p)
+{
+    HfTensor *t = hf_find(&im->w, p->name);
+    if (!t)
+        error_input("%s: no tensor '%s' in the weights (config.json's model needs it)", im->dir,
+                    p->name);
+    if (t->rank != p->rank || t->shape[0] != p->shape[0] ||
+        (p->rank > 1 && t->shape[1] != p->shape[1])) {
+        char have[96] = "", *at = have;
+        for (int d = 0; d < t->rank; d++)
+            at += snprintf(at, 24, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
+        error_input("%s: tensor '%s' has shape [%s], config.json's model needs [%lld%s%.0lld]",
+                    im->dir, p->name, have, (long long)p->shape[0], p->rank > 1 ? ", " : "",
+                    p->rank > 1 ? (long long)p->shape[1] : 0LL);
+    }
+    t->used = 1;
+    return t;
+}
+
+/* hf_walk's visit: one output tensor planned from its parts. */
+static void plan(void *ctx, const HfMap *m, int64_t block, int n, const HfPart *parts)
+{
+    Imp *im = ctx;
+    const char *layer = (im->gpt2 ? gpt2_names : llama_names)[m->slot];
+    char *ours = block < 0 ? xasprintf("%s.%s", layer, m->ours)
+                           : xasprintf("%s.%lld.%s.%s", im->gpt2 ? "h" : "layers",
+                                       (long long)block, layer, m->ours);
+    int64_t shape[2] = {0, parts[0].shape[1]};
+    im->r = realloc(im->r, (size_t)(im->out.n + 1) * sizeof *im->r);
+    if (!im->r)
+        die("out of memory");
+    Recipe *r = &im->r[im->out.n];
+    memset(r, 0, sizeof *r);
+    for (int k = 0; k < n; k++) {
+        r->src[k] = take(im, &parts[k]);
+        shape[0] += parts[k].shape[0];
+    }
+    r->n = n;
+    r->transpose = m->transpose;
+    if (m->transpose) {
+        shape[0] = parts[0].shape[1];
+        shape[1] = parts[0].shape[0];
+    }
+    hf_out_add(&im->out, ours, parts[0].rank, shape);
+    free(ours);
+}
+
+static int ends(const char *s, const char *tail)
+{
+    size_t n = strlen(s), k = strlen(tail);
+    return n >= k && !strcmp(s + n - k, tail);
+}
+
+/* What the checkpoint may hold beside the parameters: the causal-mask buffers of older
+ * GPT-2 files, rotary frequencies (recomputed from rope_theta, as transformers does), a
+ * tied head saved anyway. */
+static int extra(const Arch *a, const char *name)
+{
+    return (a->gpt2 && (ends(name, ".attn.masked_bias") || ends(name, ".attn.bias"))) ||
+           (!a->gpt2 && ends(name, ".self_attn.rotary_emb.inv_freq")) ||
+           (a->d.tie && !strcmp(name, "lm_head.weight"));
+}
+
+/* The whole plan: the family's table walked, and nothing left over. */
+static void plan_weights(Imp *im, const Arch *a)
+{
+    im->gpt2 = a->gpt2;
+    const HfFamily *f = a->gpt2 ? &hf_gpt2 : &hf_llama;
+    /* the original GPT-2 files name their tensors without "transformer." */
+    const char *prefix = a->gpt2 && !hf_find(&im->w, "transformer.wte.weight") ? "" : f->prefix;
+    hf_walk(f, prefix, &a->d, plan, im);
+    for (int i = 0; i < im->w.n; i++)
+        if (!im->w.t[i].used && !extra(a, im->w.t[i].name))
+            error_input("%s: tensor '%s' (in %s) has no place in the %s model config.json "
+                        "describes", im->dir, im->w.t[i].name, im->w.paths[im->w.t[i].file],
+                        a->type);
+}
+
+/* Each planned tensor read, assembled and appended. */
+static void write_weights(const Imp *im, const char *path)
+{
+    rt_st_out *o = hf_out_open(&im->out, path);
+    if (!o)
+        cannot_write("import", path);
+    for (int i = 0; i < im->out.n; i++) {
+        const Recipe *r = &im->r[i];
+        const rt_param *p = &im->out.p[i];
+        float *dst = malloc((size_t)p->numel * sizeof *dst);
+        if (!dst)
+            die("out of memory for %s", p->name);
+        int64_t at = 0;
+        for (int k = 0; k < r->n; k++) {
+            float *x = hf_read(&im->w, r->src[k]);
+            if (r->transpose) {   /* src [d0, d1] -> dst [d1, d0] */
+                int64_t d0 = r->src[k]->shape[0], d1 = r->src[k]->shape[1];
+                for (int64_t u = 0; u < d0; u++)
+                    for (int64_t v = 0; v < d1; v++)
+                        dst[v * d0 + u] = x[u * d1 + v];
+            } else
+                memcpy(dst + at, x, (size_t)r->src[k]->numel * sizeof *x);
+            at += r->src[k]->numel;
+            free(x);
+        }
+        rt_st_put(o, dst, p->numel);
+        free(dst);
+    }
+    if (rt_st_close(o) != 0)
+        cannot_write("import", path);
+}
+
+/* ---- the command ----------------------------------------------------------------- */
+
+/* OUT's last component as a model name: letters, digits and '_' kept, others '_'. */
+static char *name_of(const char *out, const char *type)
+{
+    char *s = xstrdup(out);
+    size_t n = strlen(s);
+    while (n > 1 && s[n - 1] == '/')
+        s[--n] = 0;
+    char *base = strrchr(s, '/') ? strrchr(s, '/') + 1 : s;
+    for (char *c = base; *c; c++)
+        if (!(*c == '_' || (*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'z') ||
+              (*c >= 'A' && *c <= 'Z')))
+            *c = '_';
+    return *base && strcmp(base, "_") && strcmp(base, "__") ? base : xstrdup(type);
+}
+
+int cmd_import(int argc, char **argv)
+{
+    if (argc < 2 || strcmp(argv[1], "hf"))
+        error_input("import: usage: trainc import hf DIR -o OUT [--seq-len T]%s%s",
+                    argc >= 2 ? " (the one format is hf, not " : "", argc >= 2 ? "another)" : "");
+    const char *dir = NULL, *out = NULL;
+    int64_t T = 0;
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "-o") || !strcmp(argv[i], "--out"))
+            out = opt_value(argc, argv, &i, argv[i]);
+        else if (!strcmp(argv[i], "--seq-len")) {
+            const char *v = opt_value(argc, argv, &i, "--seq-len");
+            char *end;
+            T = strtoll(v, &end, 10);
+            if (*end || T < 1 || T > 1 << 20)
+                error_input("import: --seq-len %s: a positive integer expected", v);
+        } else if (argv[i][0] == '-' || dir)
+            unknown_arg("import", argv[i]);
+        else
+            dir = argv[i];
+    }
+    if (!dir || !out)
+        error_input("import: usage: trainc import hf DIR -o OUT [--seq-len T]");
+    Imp im = {.dir = dir};
+    Arch a = {0};
+    hf_cfg_load(&im.cfg, xasprintf("%s/config.json", dir));
+    read_config(&im, &a);
+    if (!T)
+        T = a.d.max_pos < 1024 ? a.d.max_pos : 1024;
+    if (a.gpt2 && T > a.d.max_pos)
+        error_input("import: --seq-len %lld is over GPT-2's n_positions (%lld)", (long long)T,
+                    (long long)a.d.max_pos);
+    hf_weights_dir(&im.w, dir);
+    plan_weights(&im, &a);
+    /* everything checked: now the files */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    hf_print_json(f, model_spec(&a, name_of(out, a.type), T));
+    fclose(f);
+    if (rt_mkdir_p(out) != 0)
+        cannot_write("import", out);
+    write_weights(&im, xasprintf("%s/init.safetensors", out));
+    hf_write_text("import", xasprintf("%s/model.json", out), text);
+    hf_write_text("import", xasprintf("%s/train.json", out), train_defaults);
+    printf("trainc: import: %s (%s, %lld layers, %d tensors) -> %s/model.json, %s/train.json, "
+           "%s/init.safetensors\n", dir, a.type, (long long)a.d.L, im.out.n, out, out, out);
+    return 0;
+}

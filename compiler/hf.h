@@ -1,0 +1,117 @@
+/* hf.h: what `trainc import hf` (cmd_import.c) and `trainc export hf` (cmd_export.c)
+ * share (hf_io.c): the tensors of a Hugging Face folder's safetensors files (one file
+ * or a sharded index), a weights file written from named fp32 tensors, a config's keys
+ * read and checked off, and JSON printed as the example specs are laid out. */
+#ifndef HF_H
+#define HF_H
+
+#include "trainc.h"
+
+/* One tensor of a safetensors file: where its bytes are and what they hold. */
+typedef struct HfTensor {
+    char *name;
+    int file;                  /* index into HfWeights.paths */
+    char dtype[8];             /* "F32", "F16", "BF16", "F64" */
+    int rank;
+    int64_t shape[4];
+    int64_t numel;
+    uint64_t at, bytes;        /* absolute offset in its file, length */
+    int used;                  /* taken by a mapping (what is left over is an error) */
+} HfTensor;
+
+typedef struct HfWeights {
+    char **paths;
+    int n_paths;
+    HfTensor *t;
+    int n;
+} HfWeights;
+
+/* The tensors of one safetensors file, or of DIR/model.safetensors or the files that
+ * DIR/model.safetensors.index.json maps (exits 1 naming what is missing or broken). */
+void hf_weights_file(HfWeights *w, const char *path);
+void hf_weights_dir(HfWeights *w, const char *dir);
+HfTensor *hf_find(HfWeights *w, const char *name);
+/* The tensor's elements as fp32 (malloc'd; exits 1 on a short file or another dtype). */
+float *hf_read(const HfWeights *w, const HfTensor *t);
+
+/* A weights file being planned: each tensor's name and shape first, its data after. */
+typedef struct HfOut {
+    rt_param *p;
+    int n, cap;
+} HfOut;
+void hf_out_add(HfOut *o, const char *name, int rank, const int64_t *shape);
+/* Writes the header at PATH.tmp; put the tensors' data in order, then close. */
+rt_st_out *hf_out_open(const HfOut *o, const char *path);
+
+/* ---- the families' tensor tables (hf_arch.c) ---- */
+
+/* The layers of a family's model that own parameters; a block's are under its index. */
+enum { HF_EMBED, HF_POS, HF_NORM1, HF_ATTN, HF_NORM2, HF_UP, HF_DOWN, HF_FINAL, HF_HEAD,
+       HF_N_SLOTS };
+/* The sizes shapes are made of; HF_KD = kv_heads * hd. */
+enum { HF_NONE, HF_D, HF_KD, HF_FF, HF_V, HF_HD, HF_POSN, HF_3D };
+/* When a parameter exists. */
+enum { HF_ALWAYS, HF_IF_BIAS, HF_IF_QK_NORM, HF_IF_UNTIED };
+
+/* One of trainc's parameters: slot's layer, suffix `ours`; made of the transformers
+ * tensors `theirs` ([rows[k], cols], cols HF_NONE for a vector), their rows one after
+ * the other, or, with transpose, of the one tensor transposed (GPT-2's Conv1D). */
+typedef struct HfMap {
+    int block;                 /* 1: in each block, named under the block's prefix */
+    int slot;
+    const char *ours;
+    int cond, transpose;
+    const char *theirs[3];
+    int rows[3], cols;
+} HfMap;
+
+typedef struct HfFamily {
+    const char *prefix;        /* the model's tensors' prefix: "transformer.", "model." */
+    const char *block;         /* a block's prefix, a printf format of its index */
+    const HfMap *map;          /* ended by an entry without `ours` */
+} HfFamily;
+extern const HfFamily hf_gpt2, hf_llama;
+
+/* What a model's shapes and optional tensors depend on. */
+typedef struct HfDims {
+    int64_t V, D, L, H, KV, FF, max_pos;
+    int bias, qk_norm, tie;
+} HfDims;
+
+typedef struct HfPart {
+    char *name;                /* in full: prefix, block prefix, name */
+    int rank;
+    int64_t shape[2];
+} HfPart;
+/* Called for each parameter the dims call for, in trainc's order (block -1: outside
+ * the blocks); parts are HF's tensors, named under `prefix` (the family's, or "" for
+ * checkpoints without it). */
+typedef void (*hf_visit)(void *ctx, const HfMap *m, int64_t block, int n, const HfPart *parts);
+void hf_walk(const HfFamily *f, const char *prefix, const HfDims *d, hf_visit fn, void *ctx);
+
+/* config.json's keys: each read marks it; hf_cfg_rest names the first key left that
+ * is not in `ignored` (NULL-terminated), for the caller's error. */
+typedef struct HfCfg {
+    const char *file;
+    cJSON *root;
+    const char **seen;
+    int n_seen;
+} HfCfg;
+void hf_cfg_load(HfCfg *c, const char *path);
+const cJSON *hf_cfg_get(HfCfg *c, const char *key);            /* NULL when absent or null */
+int64_t hf_cfg_int(HfCfg *c, const char *key, int64_t dflt);   /* dflt < 0: required */
+double hf_cfg_num(HfCfg *c, const char *key, double dflt);
+int hf_cfg_bool(HfCfg *c, const char *key, int dflt);
+const char *hf_cfg_str(HfCfg *c, const char *key, const char *dflt);
+const char *hf_cfg_rest(const HfCfg *c, const char *const *ignored);
+_Noreturn void hf_cfg_error(const HfCfg *c, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* JSON as the example specs (specs/) are laid out: objects to depth 2 and "inputs" a member a line,
+ * "layers" and "body" lists an element a line, the rest on one line; numbers in the
+ * fewest digits that read back the same double. */
+void hf_print_json(FILE *f, const cJSON *v);
+/* Writes text to PATH atomically (PATH.tmp, renamed); exits as cannot_write does. */
+void hf_write_text(const char *cmd, const char *path, const char *text);
+
+#endif

@@ -1,0 +1,111 @@
+/* hf_arch.c: the Hugging Face families' tensor tables, which `trainc import hf` and
+ * `trainc export hf` both walk (hf.h): for each of trainc's parameters, the layer it
+ * belongs to, its suffix, and the transformers tensors it is made of (one, the row
+ * blocks of a concatenation, or one transposed), with their shapes. */
+#include <stdlib.h>
+#include <string.h>
+#include "hf.h"
+
+/* GPT-2: Conv1D weights are stored [in, out], trainc's linear weights [out, in]. */
+static const HfMap gpt2_map[] = {
+    {0, HF_EMBED, "weight", HF_ALWAYS, 0, {"wte.weight"}, {HF_V}, HF_D},
+    {0, HF_POS, "weight", HF_ALWAYS, 0, {"wpe.weight"}, {HF_POSN}, HF_D},
+    {1, HF_NORM1, "weight", HF_ALWAYS, 0, {"ln_1.weight"}, {HF_D}, 0},
+    {1, HF_NORM1, "bias", HF_ALWAYS, 0, {"ln_1.bias"}, {HF_D}, 0},
+    {1, HF_ATTN, "qkv.weight", HF_ALWAYS, 1, {"attn.c_attn.weight"}, {HF_D}, HF_3D},
+    {1, HF_ATTN, "qkv.bias", HF_ALWAYS, 0, {"attn.c_attn.bias"}, {HF_3D}, 0},
+    {1, HF_ATTN, "proj.weight", HF_ALWAYS, 1, {"attn.c_proj.weight"}, {HF_D}, HF_D},
+    {1, HF_ATTN, "proj.bias", HF_ALWAYS, 0, {"attn.c_proj.bias"}, {HF_D}, 0},
+    {1, HF_NORM2, "weight", HF_ALWAYS, 0, {"ln_2.weight"}, {HF_D}, 0},
+    {1, HF_NORM2, "bias", HF_ALWAYS, 0, {"ln_2.bias"}, {HF_D}, 0},
+    {1, HF_UP, "weight", HF_ALWAYS, 1, {"mlp.c_fc.weight"}, {HF_D}, HF_FF},
+    {1, HF_UP, "bias", HF_ALWAYS, 0, {"mlp.c_fc.bias"}, {HF_FF}, 0},
+    {1, HF_DOWN, "weight", HF_ALWAYS, 1, {"mlp.c_proj.weight"}, {HF_FF}, HF_D},
+    {1, HF_DOWN, "bias", HF_ALWAYS, 0, {"mlp.c_proj.bias"}, {HF_D}, 0},
+    {0, HF_FINAL, "weight", HF_ALWAYS, 0, {"ln_f.weight"}, {HF_D}, 0},
+    {0, HF_FINAL, "bias", HF_ALWAYS, 0, {"ln_f.bias"}, {HF_D}, 0},
+    {0, HF_HEAD, "weight", HF_IF_UNTIED, 0, {"lm_head.weight"}, {HF_V}, HF_D},
+    {0, 0, NULL, 0, 0, {NULL}, {0}, 0}};
+
+/* Llama, Mistral, Qwen3: qkv = q_proj, k_proj, v_proj; gate_up = gate_proj, up_proj. */
+static const HfMap llama_map[] = {
+    {0, HF_EMBED, "weight", HF_ALWAYS, 0, {"embed_tokens.weight"}, {HF_V}, HF_D},
+    {1, HF_NORM1, "weight", HF_ALWAYS, 0, {"input_layernorm.weight"}, {HF_D}, 0},
+    {1, HF_ATTN, "qkv.weight", HF_ALWAYS, 0,
+     {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"},
+     {HF_D, HF_KD, HF_KD}, HF_D},
+    {1, HF_ATTN, "qkv.bias", HF_IF_BIAS, 0,
+     {"self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias"},
+     {HF_D, HF_KD, HF_KD}, 0},
+    {1, HF_ATTN, "proj.weight", HF_ALWAYS, 0, {"self_attn.o_proj.weight"}, {HF_D}, HF_D},
+    {1, HF_ATTN, "proj.bias", HF_IF_BIAS, 0, {"self_attn.o_proj.bias"}, {HF_D}, 0},
+    {1, HF_ATTN, "q_norm.weight", HF_IF_QK_NORM, 0, {"self_attn.q_norm.weight"}, {HF_HD}, 0},
+    {1, HF_ATTN, "k_norm.weight", HF_IF_QK_NORM, 0, {"self_attn.k_norm.weight"}, {HF_HD}, 0},
+    {1, HF_NORM2, "weight", HF_ALWAYS, 0, {"post_attention_layernorm.weight"}, {HF_D}, 0},
+    {1, HF_UP, "weight", HF_ALWAYS, 0, {"mlp.gate_proj.weight", "mlp.up_proj.weight"},
+     {HF_FF, HF_FF}, HF_D},
+    {1, HF_DOWN, "weight", HF_ALWAYS, 0, {"mlp.down_proj.weight"}, {HF_D}, HF_FF},
+    {0, HF_FINAL, "weight", HF_ALWAYS, 0, {"norm.weight"}, {HF_D}, 0},
+    {0, HF_HEAD, "weight", HF_IF_UNTIED, 0, {"lm_head.weight"}, {HF_V}, HF_D},
+    {0, 0, NULL, 0, 0, {NULL}, {0}, 0}};
+
+const HfFamily hf_gpt2 = {"transformer.", "h.%lld.", gpt2_map};
+const HfFamily hf_llama = {"model.", "layers.%lld.", llama_map};
+
+static int64_t dim(const HfDims *d, int code)
+{
+    int64_t hd = d->D / d->H;
+    switch (code) {
+    case HF_D: return d->D;
+    case HF_KD: return d->KV * hd;
+    case HF_FF: return d->FF;
+    case HF_V: return d->V;
+    case HF_HD: return hd;
+    case HF_POSN: return d->max_pos;
+    case HF_3D: return 3 * d->D;
+    }
+    return 0;
+}
+
+static int wanted(const HfDims *d, int cond)
+{
+    return cond == HF_ALWAYS || (cond == HF_IF_BIAS && d->bias) ||
+           (cond == HF_IF_QK_NORM && d->qk_norm) || (cond == HF_IF_UNTIED && !d->tie);
+}
+
+/* One entry for one block (-1 outside the blocks): the transformers names in full. */
+static void visit(const HfFamily *f, const char *prefix, const HfDims *d, const HfMap *m,
+                  int64_t block, hf_visit fn, void *ctx)
+{
+    HfPart parts[3];
+    int n = 0;
+    char *at = block >= 0 ? xasprintf(f->block, (long long)block) : xstrdup("");
+    for (; n < 3 && m->theirs[n]; n++) {
+        /* the head sits beside the model's prefix, not under it */
+        parts[n].name = xasprintf("%s%s%s", m->slot == HF_HEAD ? "" : prefix, at, m->theirs[n]);
+        parts[n].rank = m->cols ? 2 : 1;
+        parts[n].shape[0] = dim(d, m->rows[n]);
+        parts[n].shape[1] = dim(d, m->cols);
+    }
+    free(at);
+    fn(ctx, m, block, n, parts);
+    for (int k = 0; k < n; k++)
+        free(parts[k].name);
+}
+
+void hf_walk(const HfFamily *f, const char *prefix, const HfDims *d, hf_visit fn, void *ctx)
+{
+    for (const HfMap *m = f->map; m->ours;) {
+        if (!m->block) {
+            if (wanted(d, m->cond))
+                visit(f, prefix, d, m, -1, fn, ctx);
+            m++;
+            continue;
+        }
+        const HfMap *first = m;   /* a run of block entries, block by block */
+        for (int64_t i = 0; i < d->L; i++)
+            for (m = first; m->ours && m->block; m++)
+                if (wanted(d, m->cond))
+                    visit(f, prefix, d, m, i, fn, ctx);
+    }
+}

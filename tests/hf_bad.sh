@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# trainc import hf and export hf on bad input, without transformers: a tiny Llama
+# folder written here (tests/st_check.py's safetensors writer) imports, stored in F32
+# or F16, and each broken copy of it (a tensor missing, misshapen, left over, stored as
+# I32; no config.json; only pytorch_model.bin; an index naming a shard that is not
+# there; a config value trainc cannot express) exits 1 naming what is wrong, with
+# nothing written; export refuses a spec that is no causal language model and a
+# weights file that does not fit, and gives the folder's tensors back bit for bit.
+set -u
+cd "$(dirname "$0")/.."
+TRAINC=${TRAINC:-build/trainc}
+PY=${PYTHON:-/usr/bin/python3}
+d=build/tests/hf_bad
+rm -rf "$d"; mkdir -p "$d"
+fails=0
+ok() { echo "ok   $1"; }
+bad() { echo "FAIL $1"; fails=$((fails + 1)); }
+
+# make SRC [EDIT]: a Llama folder (d 16, 2 heads, 1 kv head, 1 layer, vocabulary 32,
+# intermediate 24) with EDIT (python statements over `cfg` and `t`; `after`, a function
+# of the weights file's path, runs once it is written) applied
+make_folder() {
+    mkdir -p "$1"
+    $PY - "$1" "${2:-}" <<'PY'
+import json, os, sys
+import numpy as np
+sys.path.insert(0, "tests")
+import st_check
+out, edit = sys.argv[1], sys.argv[2]
+r = np.random.default_rng(0)
+f = lambda *s: r.standard_normal(s).astype(np.float32)
+cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 32,
+       "hidden_size": 16, "intermediate_size": 24, "num_hidden_layers": 1,
+       "num_attention_heads": 2, "num_key_value_heads": 1, "max_position_embeddings": 16,
+       "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": False,
+       "torch_dtype": "float32"}
+p = "model.layers.0."
+t = {"model.embed_tokens.weight": f(32, 16), p + "input_layernorm.weight": f(16),
+     p + "self_attn.q_proj.weight": f(16, 16), p + "self_attn.k_proj.weight": f(8, 16),
+     p + "self_attn.v_proj.weight": f(8, 16), p + "self_attn.o_proj.weight": f(16, 16),
+     p + "post_attention_layernorm.weight": f(16), p + "mlp.gate_proj.weight": f(24, 16),
+     p + "mlp.up_proj.weight": f(24, 16), p + "mlp.down_proj.weight": f(16, 24),
+     "model.norm.weight": f(16), "lm_head.weight": f(32, 16)}
+after = None
+exec(edit)
+json.dump(cfg, open(os.path.join(out, "config.json"), "w"))
+if t is not None:
+    st_check.save(os.path.join(out, "model.safetensors"), t)
+if after:
+    after(os.path.join(out, "model.safetensors"))
+PY
+}
+
+# refused NAME WORDS... -- ARGS: exit 1, stderr holding every word, OUT not made
+refused() {
+    local name=$1; shift
+    local words=()
+    while [ "$1" != -- ]; do words+=("$1"); shift; done; shift
+    "$TRAINC" "$@" >"$d/out.txt" 2>"$d/err.txt"
+    local rc=$? all=1
+    for w in "${words[@]}"; do grep -qF -- "$w" "$d/err.txt" || all=0; done
+    if [ $rc -eq 1 ] && [ $all = 1 ] && [ ! -e "$d/out" ]; then ok "$name: $(head -c 160 "$d/err.txt")"
+    else bad "$name: exit $rc, wanted 1 and '${words[*]}': $(cat "$d/err.txt")"; fi
+}
+
+make_folder "$d/good"
+if "$TRAINC" import hf "$d/good" -o "$d/good_out" >/dev/null &&
+   "$TRAINC" check "$d/good_out/model.json" "$d/good_out/train.json" >/dev/null; then
+    ok "a Llama folder imports; its model.json and train.json check"
+else bad "the good folder did not import and check"; fi
+
+# F16 tensors read as fp32: the same weights as the F32 folder of the same values
+make_folder "$d/f16" 't = {n: a.astype(np.float16) for n, a in t.items()}'
+make_folder "$d/f16_as_f32" 't = {n: a.astype(np.float16).astype(np.float32) for n, a in t.items()}'
+if "$TRAINC" import hf "$d/f16" -o "$d/f16_out" >/dev/null &&
+   "$TRAINC" import hf "$d/f16_as_f32" -o "$d/f16_as_f32_out" >/dev/null &&
+   cmp -s "$d/f16_out/init.safetensors" "$d/f16_as_f32_out/init.safetensors"; then
+    ok "an F16 folder imports to the fp32 of its values"
+else bad "an F16 folder did not import to the fp32 of its values"; fi
+
+make_folder "$d/missing" 'del t[p + "self_attn.k_proj.weight"]'
+refused "a tensor missing" "model.layers.0.self_attn.k_proj.weight" -- import hf "$d/missing" -o "$d/out"
+make_folder "$d/shape" 't[p + "mlp.up_proj.weight"] = f(24, 8)'
+refused "a tensor misshapen" "mlp.up_proj.weight" "[24, 8]" "[24, 16]" -- import hf "$d/shape" -o "$d/out"
+make_folder "$d/extra" 't[p + "mlp.up_proj.bias"] = f(24)'
+refused "a tensor left over" "mlp.up_proj.bias" "no place" -- import hf "$d/extra" -o "$d/out"
+# F32 relabelled I32 in the header: the same length, the same bytes
+make_folder "$d/i32" 'def after(path):
+    b = open(path, "rb").read()
+    k = b.index(b"\"model.norm.weight\":{\"dtype\":\"F32\"")
+    open(path, "wb").write(b[:k + 30] + b"I" + b[k + 31:])'
+refused "an I32 tensor" "model.norm.weight" "I32" -- import hf "$d/i32" -o "$d/out"
+make_folder "$d/heads" 'cfg["num_key_value_heads"] = 3'
+refused "kv heads not dividing heads" "num_key_value_heads" -- import hf "$d/heads" -o "$d/out"
+make_folder "$d/act" 'cfg["hidden_act"] = "swiglu_9000"'
+refused "hidden_act unknown" "hidden_act" "swiglu_9000" -- import hf "$d/act" -o "$d/out"
+make_folder "$d/arch" 'cfg["architectures"] = ["LlamaForSequenceClassification"]'
+refused "a classifier head" "LlamaForSequenceClassification" -- import hf "$d/arch" -o "$d/out"
+make_folder "$d/mlp_bias" 'cfg["mlp_bias"] = True'
+refused "mlp_bias" "mlp_bias" -- import hf "$d/mlp_bias" -o "$d/out"
+make_folder "$d/window" 'cfg["sliding_window"] = 8'
+refused "a Llama with a sliding_window" "sliding_window" "does not know for llama" -- import hf "$d/window" -o "$d/out"
+make_folder "$d/noweights" 't = None; open(os.path.join(out, "pytorch_model.bin"), "w").write("x")'
+refused "only pytorch_model.bin" "pytorch_model.bin" "safe_serialization" -- import hf "$d/noweights" -o "$d/out"
+make_folder "$d/index" 't = None; json.dump({"weight_map": {"model.norm.weight": "model-00001-of-00002.safetensors"}}, open(os.path.join(out, "model.safetensors.index.json"), "w"))'
+refused "an index naming a missing shard" "model-00001-of-00002.safetensors" -- import hf "$d/index" -o "$d/out"
+mkdir -p "$d/empty"
+refused "no config.json" "config.json" -- import hf "$d/empty" -o "$d/out"
+refused "import of another format" "hf" -- import onnx "$d/good" -o "$d/out"
+refused "an unknown option" "--sequence-len" -- import hf "$d/good" -o "$d/out" --sequence-len 8
+
+g=$d/good_out
+refused "export of an MLP" "layers[0]" "flatten" -- export hf specs/mlp_fashion.json --weights "$g/init.safetensors" -o "$d/out"
+refused "export with the weights of another model" "embed.weight" "the spec's model has it" -- \
+    export hf "$g/model.json" "$g/train.json" --weights "$d/good/model.safetensors" -o "$d/out"
+refused "export without --weights" "--weights" -- export hf "$g/model.json" "$g/train.json" -o "$d/out"
+if "$TRAINC" export hf "$g/model.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/back" >/dev/null &&
+   $PY - "$d/good/model.safetensors" "$d/back/model.safetensors" <<'PY'
+import sys
+import numpy as np
+sys.path.insert(0, "tests")
+import st_check
+a, b = st_check.load(sys.argv[1]), st_check.load(sys.argv[2])
+assert a.keys() == b.keys(), (sorted(a), sorted(b))
+assert all(np.array_equal(a[n], b[n]) for n in a)
+PY
+then ok "import then export: the folder's tensors bit for bit"
+else bad "import then export did not give the folder's tensors back"; fi
+
+[ $fails = 0 ] && echo "all hf bad-input checks passed" || { echo "$fails failed"; exit 1; }

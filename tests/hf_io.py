@@ -1,0 +1,325 @@
+"""trainc import hf and trainc export hf against Hugging Face transformers.
+
+HF_PYTHON (the venv `make deps` makes, transformers 4.40.2 over Debian's torch) runs
+this; without transformers it exits 77 (a skip). Random-weight models are made here
+with save_pretrained (no hub), tiny, fp32, CPU, one thread:
+
+- a GPT2LMHeadModel (tied head; and untied with the exact gelu), a LlamaForCausalLM (GQA 4/2, untied) and one with
+  attention biases and a tied head are imported;
+  trainc's `--eval` validation loss on the imported weights equals transformers' mean
+  cross-entropy over the same windows (every non-overlapping T window of a val shard
+  made with numpy: what --eval reads) within 1e-5 relative;
+- trainc trains each 5 steps from the import, exports its model.safetensors, and
+  transformers' from_pretrained of the folder computes the loss trainc's --eval gives
+  for those weights, within 1e-5;
+- a Llama saved in bf16 and sharded (a model.safetensors.index.json) imports to the
+  same loss as transformers' fp32 load of it; a MistralForCausalLM with a sliding
+  window shorter than T imports to its loss (SPEC's window is transformers 4.40's
+  sliding_window + 1);
+- import then export without training gives back every tensor of the source folder,
+  bit for bit, under its name;
+- a Qwen3 folder (transformers 4.40 has no Qwen3: config.json written here, the Llama's
+  tensors plus q_norm and k_norm) and a Llama with Llama 3's rope_scaling import to the
+  loss tests/llama_torch.py's SPEC reference computes from the folder's tensors mapped
+  here by name (the spec's qk_norm and rope scaling as config.json says);
+- config.json with rope_scaling type "yarn", with model_type "bert", with model_type
+  "qwen2", and a spec with a dropout layer for export: exit 1 naming the key or layer,
+  nothing written; GPT-2's tensors without the "transformer." prefix (the original
+  checkpoints' names) import alike; export's --tokenizer copies the file.
+
+    $HF_PYTHON tests/hf_io.py
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import llama_torch as lt
+
+try:
+    import transformers
+    from transformers import (AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel, LlamaConfig,
+                              LlamaForCausalLM, MistralConfig, MistralForCausalLM)
+except ImportError:
+    print("skip hf_io: transformers is not importable from %s (make deps makes a venv with "
+          "it; HF_PYTHON names its python)" % sys.executable)
+    sys.exit(77)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TRAINC = os.path.join(ROOT, os.environ.get("TRAINC", "build/trainc"))
+OUT = os.path.join(ROOT, "build", "tests", "hf_io")
+V, T, NWIN = 256, 32, 12
+torch.set_num_threads(1)
+ok = True
+
+
+def check(cond, what):
+    global ok
+    ok &= bool(cond)
+    print("%s %s" % ("ok  " if cond else "FAIL", what))
+
+
+def shard(path, tokens):
+    """An llm.c uint16 token shard."""
+    hdr = np.zeros(256, dtype="<i4")
+    hdr[:3] = [20240520, 1, len(tokens)]
+    with open(path, "wb") as f:
+        f.write(hdr.tobytes())
+        f.write(np.asarray(tokens, dtype="<u2").tobytes())
+
+
+def hf_loss(m, tokens):
+    """Mean cross-entropy over every target of the windows at 0, T, 2T, ..."""
+    n = (len(tokens) - 1) // T
+    x = torch.tensor([tokens[w * T:w * T + T] for w in range(n)], dtype=torch.int64)
+    y = torch.tensor([tokens[w * T + 1:w * T + T + 1] for w in range(n)], dtype=torch.int64)
+    with torch.no_grad():
+        logits = m(input_ids=x).logits.double()
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1)).item()
+
+
+def trainc(*args, expect=0):
+    r = subprocess.run([TRAINC] + [str(a) for a in args], capture_output=True, text=True)
+    if r.returncode != expect:
+        print(r.stdout + r.stderr)
+        raise SystemExit("trainc %s: exit %d, expected %d" % (args[0], r.returncode, expect))
+    return r
+
+
+def train_spec(path, steps):
+    tr = {"data": {"train": {"tokens": "../train_*.bin"}, "val": {"tokens": "../val_*.bin"}},
+          "batch_size": 4, "max_steps": steps, "precision": "fp32",
+          "optimizer": {"type": "adamw", "lr": 1e-3}, "loader": {"shuffle": False},
+          "log_every": 1, "seed": 1}
+    json.dump({"trainc": 1, "train": tr}, open(path, "w"))
+
+
+def trainc_eval(d, weights):
+    r = trainc("run", d + "/model.json", d + "/eval.json", "--init", weights, "--eval",
+               "--threads", 1, "--out", d + "/eval_run")
+    return json.loads([l for l in r.stdout.splitlines() if l.startswith("{")][-1])["val_loss"]
+
+
+def rel(a, b):
+    return abs(a - b) / abs(b)
+
+
+def roundtrip(name, m, src, val):
+    """Import SRC, eval against m; train 5 steps, export, eval against the export."""
+    d = os.path.join(OUT, name)
+    trainc("import", "hf", src, "-o", d, "--seq-len", T)
+    train_spec(d + "/eval.json", 1)
+    train_spec(d + "/train5.json", 5)
+    ours, theirs = trainc_eval(d, d + "/init.safetensors"), hf_loss(m, val)
+    check(rel(ours, theirs) <= 1e-5, "%s imported: trainc --eval %.7f, transformers %.7f (%.1e)"
+          % (name, ours, theirs, rel(ours, theirs)))
+    trainc("run", d + "/model.json", d + "/train5.json", "--init", d + "/init.safetensors",
+           "--threads", 1, "--quiet", "--out", d + "/run")
+    trainc("export", "hf", d + "/model.json", d + "/train5.json", "--weights",
+           d + "/run/model.safetensors", "-o", d + "/export")
+    trainc("export", "hf", d + "/model.json", d + "/eval.json", "--weights",
+           d + "/init.safetensors", "-o", d + "/same")
+    check(same_tensors(src, d + "/same/model.safetensors"),
+          "%s imported and exported untrained: the source's tensors bit for bit" % name)
+    back = AutoModelForCausalLM.from_pretrained(d + "/export", attn_implementation="eager")
+    back.eval()
+    ours, theirs = trainc_eval(d, d + "/run/model.safetensors"), hf_loss(back, val)
+    check(rel(ours, theirs) <= 1e-5 and type(back) is type(m),
+          "%s trained 5 steps, exported: %s, trainc --eval %.7f, transformers %.7f (%.1e)"
+          % (name, type(back).__name__, ours, theirs, rel(ours, theirs)))
+    return d
+
+
+def source_tensors(src):
+    """A folder's tensors as fp32, over its shards; a tied GPT-2 head left out."""
+    files = [f for f in os.listdir(src) if f.endswith(".safetensors")]
+    sd = {}
+    for f in files:
+        sd.update({n: t.float() for n, t in load_file(os.path.join(src, f)).items()})
+    return sd
+
+
+def same_tensors(src, path):
+    a, b = source_tensors(src), load_file(path)
+    if set(a) != set(b):
+        print("  names differ: %s / %s" % (sorted(set(a) - set(b)), sorted(set(b) - set(a))))
+        return False
+    bad = [n for n in a if not torch.equal(a[n], b[n])]
+    print("  %d tensors%s" % (len(a), ", differ: %s" % bad if bad else ""))
+    return not bad
+
+
+def reference_case(name, src, edit, extra, val):
+    """A hand-made folder: src's Llama tensors plus extra, config.json edited; trainc's
+    --eval of its import against the SPEC reference on the tensors mapped by name."""
+    d = os.path.join(OUT, "hf_" + name)
+    os.makedirs(d)
+    sd = source_tensors(src)
+    sd.update(extra)
+    save_file(sd, d + "/model.safetensors", metadata={"format": "pt"})
+    cfg = json.load(open(src + "/config.json"))
+    cfg.update(edit)
+    json.dump(cfg, open(d + "/config.json", "w"))
+    o = os.path.join(OUT, name)
+    trainc("import", "hf", d, "-o", o, "--seq-len", T)
+    train_spec(o + "/eval.json", 1)
+    model = json.load(open(o + "/model.json"))["model"]
+    att = model["layers"][1]["body"][0]["body"][1]
+    w = {"embed.weight": sd["model.embed_tokens.weight"], "norm.weight": sd["model.norm.weight"],
+         "lm_head.weight": sd["lm_head.weight"]}
+    for i in range(cfg["num_hidden_layers"]):
+        p, q = "model.layers.%d." % i, "layers.%d." % i
+        w[q + "attn_norm.weight"] = sd[p + "input_layernorm.weight"]
+        w[q + "attn.qkv.weight"] = torch.cat([sd[p + "self_attn.%s_proj.weight" % c] for c in "qkv"])
+        w[q + "attn.proj.weight"] = sd[p + "self_attn.o_proj.weight"]
+        if att.get("qk_norm"):
+            w[q + "attn.q_norm.weight"] = sd[p + "self_attn.q_norm.weight"]
+            w[q + "attn.k_norm.weight"] = sd[p + "self_attn.k_norm.weight"]
+        w[q + "mlp_norm.weight"] = sd[p + "post_attention_layernorm.weight"]
+        w[q + "gate_up.weight"] = torch.cat([sd[p + "mlp.gate_proj.weight"], sd[p + "mlp.up_proj.weight"]])
+        w[q + "down.weight"] = sd[p + "mlp.down_proj.weight"]
+    P = lt.Params()
+    P.t = w
+    n = (len(val) - 1) // T
+    x = torch.tensor([val[k * T:k * T + T] for k in range(n)], dtype=torch.int64)
+    y = torch.tensor([val[k * T + 1:k * T + T + 1] for k in range(n)], dtype=torch.int64)
+    with torch.no_grad():
+        ref = F.cross_entropy(lt.logits(model, P, x).double().reshape(-1, V), y.reshape(-1)).item()
+    ours = trainc_eval(o, o + "/init.safetensors")
+    want_rope = {"theta": cfg["rope_theta"]}
+    if cfg.get("rope_scaling"):
+        want_rope["scaling"] = cfg["rope_scaling"]
+    spec_ok = att["rope"] == want_rope and bool(att.get("qk_norm")) == (cfg["model_type"] == "qwen3")
+    check(spec_ok and rel(ours, ref) <= 1e-5, "%s imported: attention %s; trainc --eval %.7f, "
+          "reference %.7f (%.1e)" % (name, json.dumps(att), ours, ref, rel(ours, ref)))
+    trainc("export", "hf", o + "/model.json", o + "/eval.json", "--weights",
+           o + "/init.safetensors", "-o", o + "/same")
+    check(same_tensors(d, o + "/same/model.safetensors") and
+          json.load(open(o + "/same/config.json"))["model_type"] == cfg["model_type"],
+          "%s imported and exported: %s, its tensors bit for bit" % (name, cfg["model_type"]))
+
+
+def models():
+    kw = dict(vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+              num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+              rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False,
+              attn_implementation="eager")
+    torch.manual_seed(0)
+    gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=V, n_embd=32, n_layer=2, n_head=4,
+                                      n_positions=64, attn_implementation="eager"))
+    gpt2_untied = GPT2LMHeadModel(GPT2Config(vocab_size=V, n_embd=32, n_layer=2, n_head=4,
+                                             n_positions=64, activation_function="gelu",
+                                             tie_word_embeddings=False,
+                                             attn_implementation="eager"))
+    llama = LlamaForCausalLM(LlamaConfig(**kw))
+    mistral = MistralForCausalLM(MistralConfig(sliding_window=7, **kw))
+    kw["tie_word_embeddings"] = True
+    llama_bias = LlamaForCausalLM(LlamaConfig(attention_bias=True, **kw))
+    for m in (gpt2, gpt2_untied, llama, mistral, llama_bias):
+        m.eval()
+        with torch.no_grad():   # norm weights and biases off 1 and 0, so each one counts
+            for n, p in m.named_parameters():
+                if "norm" in n or "ln" in n or n.endswith(".bias"):
+                    p.add_(0.1 * torch.randn(p.shape))
+    return gpt2, gpt2_untied, llama, mistral, llama_bias
+
+
+def refused(name, args, words, out):
+    r = trainc(*args, expect=1)
+    said = all(w in r.stderr for w in words)
+    check(said and not os.path.exists(out), "%s: exit 1, %s" % (name, r.stderr.strip()[:150]))
+
+
+def bad_configs(src):
+    for name, edit, words in [
+            ("rope_scaling yarn", {"rope_scaling": {"rope_type": "yarn", "factor": 2.0}},
+             ["rope_scaling", "yarn"]),
+            ("model_type bert", {"model_type": "bert"}, ["model_type", "bert"]),
+            ("model_type qwen2", {"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"]},
+             ["qwen2", "o_proj"]),
+            ("unknown key", {"rope_wobble": 1}, ["rope_wobble"])]:
+        d = os.path.join(OUT, "bad")
+        shutil.rmtree(d, ignore_errors=True)
+        shutil.copytree(src, d)
+        cfg = json.load(open(d + "/config.json"))
+        cfg.update(edit)
+        json.dump(cfg, open(d + "/config.json", "w"))
+        refused("import " + name, ["import", "hf", d, "-o", d + "/out"], words, d + "/out")
+
+
+def main():
+    print("transformers %s, torch %s" % (transformers.__version__, torch.__version__))
+    shutil.rmtree(OUT, ignore_errors=True)
+    os.makedirs(OUT)
+    rng = np.random.default_rng(0)
+    val = rng.integers(0, V, NWIN * T + 1).tolist()
+    shard(OUT + "/val_000000.bin", val)
+    shard(OUT + "/train_000000.bin", rng.integers(0, V, 20 * 4 * T + 1).tolist())
+    gpt2, gpt2_untied, llama, mistral, llama_bias = models()
+    for name, m, kw in [("gpt2", gpt2, {}), ("gpt2_untied_exact_gelu", gpt2_untied, {}),
+                        ("llama", llama, {}), ("mistral", mistral, {}),
+                        ("llama_bias_tied", llama_bias, {}),
+                        ("llama_bf16_sharded", llama,
+                         {"max_shard_size": "40KB", "bf16": True})]:
+        src = os.path.join(OUT, "hf_" + name)
+        if kw.get("bf16"):
+            LlamaForCausalLM.from_pretrained(OUT + "/hf_llama", torch_dtype=torch.bfloat16) \
+                .save_pretrained(src, max_shard_size=kw["max_shard_size"], safe_serialization=True)
+            m = LlamaForCausalLM.from_pretrained(src, torch_dtype=torch.float32,
+                                                 attn_implementation="eager")
+            m.eval()
+            check(os.path.exists(src + "/model.safetensors.index.json"),
+                  "bf16 checkpoint saved in %d shards" % len(
+                      [f for f in os.listdir(src) if f.endswith(".safetensors")]))
+        else:
+            m.save_pretrained(src, safe_serialization=True)
+        roundtrip(name, m, src, val)
+    g = torch.Generator().manual_seed(1)
+    norms = {"model.layers.%d.self_attn.%s_norm.weight" % (i, c): 1 + 0.1 * torch.randn(16, generator=g)
+             for i in range(2) for c in "qk"}
+    reference_case("qwen3", OUT + "/hf_llama",
+                   {"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"], "rms_norm_eps": 1e-6,
+                    "head_dim": 16, "use_sliding_window": False, "sliding_window": None,
+                    "max_window_layers": 2}, norms, val)
+    reference_case("llama3_rope", OUT + "/hf_llama",
+                   {"rope_theta": 500000.0, "rope_scaling": {
+                       "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                       "high_freq_factor": 4.0, "original_max_position_embeddings": 16}}, {}, val)
+    bad_configs(OUT + "/hf_llama")
+    # the names of the original GPT-2 checkpoints: no "transformer." prefix
+    d = OUT + "/hf_gpt2_bare"
+    os.makedirs(d)
+    shutil.copy(OUT + "/hf_gpt2/config.json", d)
+    save_file({n[len("transformer."):]: t for n, t in source_tensors(OUT + "/hf_gpt2").items()},
+              d + "/model.safetensors", metadata={"format": "pt"})
+    trainc("import", "hf", d, "-o", OUT + "/gpt2_bare", "--seq-len", T)
+    a, b = load_file(OUT + "/gpt2/init.safetensors"), load_file(OUT + "/gpt2_bare/init.safetensors")
+    check(a.keys() == b.keys() and all(torch.equal(a[n], b[n]) for n in a),
+          "gpt2 without the transformer. prefix: the same %d tensors" % len(a))
+    # --tokenizer: copied beside the export
+    tok = OUT + "/tokenizer.json"
+    json.dump({"version": "1.0", "model": {"type": "BPE"}}, open(tok, "w"))
+    d = OUT + "/llama"
+    trainc("export", "hf", d + "/model.json", d + "/eval.json", "--weights", d + "/init.safetensors",
+           "-o", d + "/with_tok", "--tokenizer", tok)
+    check(open(tok, "rb").read() == open(d + "/with_tok/tokenizer.json", "rb").read(),
+          "export --tokenizer: tokenizer.json copied")
+    d = OUT + "/llama"
+    spec = json.load(open(d + "/model.json"))
+    spec["model"]["layers"].insert(3, {"op": "dropout", "p": 0.1})
+    json.dump(spec, open(d + "/dropout.json", "w"))
+    refused("export with a dropout layer", ["export", "hf", d + "/dropout.json", d + "/train5.json",
+            "--weights", d + "/init.safetensors", "-o", d + "/bad_export"],
+            ["dropout", "layers[3]"], d + "/bad_export")
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
