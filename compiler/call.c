@@ -36,6 +36,7 @@ static const struct {
     [CALL_ROWSUM_ADD] = {"rt_rowsum_add", "ttnn"},
     [CALL_GRAD_BEGIN] = {"rt_grad_begin", "nn"},
     [CALL_GRAD_READY] = {"rt_grad_ready", "nn"},
+    [CALL_CROSS_ENTROPY_LS] = {"rt_cross_entropy_ls", "tttnnnf"},
 };
 
 const char *call_name(int call)

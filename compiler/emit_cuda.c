@@ -213,6 +213,7 @@ static Instance instance_of(const Instr *in)
     case CALL_LAYERNORM_FWD: x.a = num(in, 7); break;
     case CALL_LAYERNORM_BWD: x.a = num(in, 10); break;
     case CALL_CROSS_ENTROPY: x.a = num(in, 4); x.b = num(in, 5); break;
+    case CALL_CROSS_ENTROPY_LS: x.a = num(in, 4); x.b = num(in, 5); break;
     /* T, the head width (d / H), causal */
     case CALL_ATTENTION_FWD:
         x.a = num(in, 4), x.b = num(in, 5) / num(in, 6), x.c = num(in, 7);
@@ -245,6 +246,9 @@ static void instance_line(Program *p, const Instance *x, char *line)
     case CALL_CROSS_ENTROPY:
         snprintf(line, 160, "RT_CROSS_ENTROPY(%lld, %lld)", x->a, x->b);
         return;
+    case CALL_CROSS_ENTROPY_LS:
+        snprintf(line, 160, "RT_CROSS_ENTROPY_LS(%lld, %lld)", x->a, x->b);
+        return;
     case CALL_ATTENTION_FWD:
     case CALL_ATTENTION_BWD:
         if (x->b > 128) {
@@ -267,6 +271,7 @@ static char *instance_doc(const Instance *x)
     case CALL_EMBEDDING_FWD:
     case CALL_EMBEDDING_BWD: return xasprintf("rows of %lld", x->a);
     case CALL_CROSS_ENTROPY:
+    case CALL_CROSS_ENTROPY_LS:
         return x->a == x->b ? xasprintf("%lld classes", x->a)
                             : xasprintf("%lld classes, rows %lld apart", x->a, x->b);
     case CALL_ATTENTION_FWD:

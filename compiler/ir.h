@@ -376,6 +376,7 @@ enum {
     CALL_ROWSUM_ADD,     /* x, out, rows, cols: out += row sums */
     CALL_GRAD_BEGIN,     /* offset, floats: a parameter gradient's range about to be written */
     CALL_GRAD_READY,     /* offset, floats: that range final */
+    CALL_CROSS_ENTROPY_LS, /* logits, targets, dlogits|NULL, rows, C, ld, label smoothing */
     N_CALLS
 };
 

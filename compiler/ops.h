@@ -27,7 +27,7 @@ enum { OPC_PARAM, OPC_ELEMENTWISE, OPC_VIEW, OPC_POOL, OPC_NORM, OPC_CONTAINER, 
     X(OP_EMBEDDING, "embedding", "vocab dim", "vocab dim", OPC_PARAM)                 \
     X(OP_POS_EMBEDDING, "pos_embedding", "max_len", "max_len", OPC_PARAM)             \
     X(OP_ATTENTION, "attention", "heads causal", "heads", OPC_SEQ)                    \
-    X(OP_RESIDUAL, "residual", "body", "body", OPC_CONTAINER)                         \
+    X(OP_RESIDUAL, "residual", "body shortcut", "body", OPC_CONTAINER)                \
     X(OP_REPEAT, "repeat", "body count", "body count", OPC_CONTAINER)
 
 enum {

@@ -782,18 +782,19 @@ static const char **layer_keys(int op)
 
 static Layer *parse_layer(const Ctx *c, const cJSON *v, const char *path);
 
-static void parse_body(const Ctx *c, Layer *l, const cJSON *v, const char *path)
+/* A container's list of layers (body, shortcut): into *out, its length into *n. */
+static void parse_body(const Ctx *c, Layer ***out, int *n, const cJSON *v, const char *path)
 {
     char b[300];
     if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) == 0)
         error_at(c->file, path, "expected a non-empty array of layers, got %s",
                  cJSON_IsArray(v) ? "[]" : got(v, b, sizeof b));
-    l->n_body = cJSON_GetArraySize(v);
-    l->body = xcalloc((size_t)l->n_body, sizeof *l->body);
+    *n = cJSON_GetArraySize(v);
+    *out = xcalloc((size_t)*n, sizeof **out);
     int i = 0;
     const cJSON *ch;
     cJSON_ArrayForEach(ch, v) {
-        l->body[i] = parse_layer(c, ch, path_index(path, i));
+        (*out)[i] = parse_layer(c, ch, path_index(path, i));
         i++;
     }
 }
@@ -842,7 +843,9 @@ static void parse_layer_key(const Ctx *c, Layer *l, const char *key, const cJSON
             error_at(c->file, path, "expected the name of an embedding layer, got %s",
                      got(v, b, sizeof b));
     } else if (!strcmp(key, "body"))
-        parse_body(c, l, v, path);
+        parse_body(c, &l->body, &l->n_body, v, path);
+    else if (!strcmp(key, "shortcut"))
+        parse_body(c, &l->shortcut, &l->n_shortcut, v, path);
     else
         die("op key '%s' of %s has no parser", key, op_info[l->op].name);
 }
@@ -954,7 +957,8 @@ static int64_t count_expanded(Layer **ls, int n, int layers, int64_t limit)
         const Layer *l = ls[i];
         int64_t t = layers ? 1 : layer_params(l, names);
         if (l->op == OP_RESIDUAL)
-            t += count_expanded(l->body, l->n_body, layers, limit);
+            t += count_expanded(l->body, l->n_body, layers, limit) +
+                 count_expanded(l->shortcut, l->n_shortcut, layers, limit);
         else if (l->op == OP_REPEAT) {
             int64_t b = count_expanded(l->body, l->n_body, layers, limit);
             t += b && l->count > limit / b ? limit + 1 : b * l->count;
@@ -994,9 +998,12 @@ static void collect_names(PNames *p, Layer **ls, int n, const char *prefix)
                 add_pname(p, full, l, 0);
             else
                 free(full);
-            if (l->op == OP_RESIDUAL)
+            if (l->op == OP_RESIDUAL) {
                 collect_names(p, l->body, l->n_body, inner);
-            else
+                char *sc = xasprintf("%sshortcut.", inner);   /* graph.c names them so */
+                collect_names(p, l->shortcut, l->n_shortcut, sc);
+                free(sc);
+            } else
                 for (int64_t it = 0; it < l->count; it++) {
                     char *iter = xasprintf("%s%lld.", inner, (long long)it);
                     collect_names(p, l->body, l->n_body, iter);
@@ -1086,6 +1093,8 @@ static void check_ties(const Ctx *c, Layer **ls, int n)
         Layer *l = ls[i];
         if (l->body)
             check_ties(c, l->body, l->n_body);
+        if (l->shortcut)
+            check_ties(c, l->shortcut, l->n_shortcut);
         if (!l->tie)
             continue;
         char *tp = path_key(l->path, "tie");
@@ -1106,6 +1115,21 @@ static void check_ties(const Ctx *c, Layer **ls, int n)
         l->out = e->vocab;
         free(tp);
     }
+}
+
+/* $.model.loss.label_smoothing: F.cross_entropy's, a number in [0, 1] (0: none) */
+static void parse_label_smoothing(const Ctx *c, Spec *s, const cJSON *loss)
+{
+    const char *path = "$.model.loss.label_smoothing";
+    const cJSON *v = member(loss, "label_smoothing");
+    char b[300];
+    if (!v)
+        return;
+    if (s->loss != LOSS_CROSS_ENTROPY)
+        error_at(c->file, path, "label_smoothing applies to cross_entropy, not mse");
+    s->label_smoothing = get_number(c, v, path);
+    if (!(s->label_smoothing >= 0 && s->label_smoothing <= 1))
+        error_at(c->file, path, "expected a number in [0, 1], got %s", got(v, b, sizeof b));
 }
 
 static void parse_model(const Ctx *c, const cJSON *m)
@@ -1141,7 +1165,7 @@ static void parse_model(const Ctx *c, const cJSON *m)
     }
 
     const cJSON *loss = require(c, m, mp, "loss");
-    static const char *const loss_keys[] = {"op", "target", NULL};
+    static const char *const loss_keys[] = {"op", "target", "label_smoothing", NULL};
     static const char *const losses[] = {"cross_entropy", "mse", NULL};
     need_object(c, loss, "$.model.loss", "an object {\"op\": ..., \"target\": ...}");
     check_keys(c, loss, "$.model.loss", loss_keys);
@@ -1150,6 +1174,7 @@ static void parse_model(const Ctx *c, const cJSON *m)
     int t = get_input_ref(c, require(c, loss, "$.model.loss", "target"),
                           "$.model.loss.target");
     s->loss_target = s->inputs[t].name;
+    parse_label_smoothing(c, s, loss);
     if (s->loss == LOSS_CROSS_ENTROPY && s->inputs[t].dtype == RT_F32)
         error_at(c->file, "$.model.loss.target", "cross_entropy needs an integer target "
                  "(u8, u16 or i32); input '%s' is f32", s->loss_target);

@@ -55,6 +55,8 @@ struct Layer {
     char *tie;                /* linear: the name of an embedding, or NULL */
     Layer **body;             /* residual, repeat */
     int n_body;
+    Layer **shortcut;         /* residual: applied to its input in place of the identity */
+    int n_shortcut;           /* (a ResNet's projection), or 0 */
 };
 
 typedef struct InputSpec {
@@ -81,6 +83,7 @@ typedef struct Spec {
     Init init;                /* model-level "init" */
     int loss;                 /* LOSS_* */
     char *loss_target;        /* an input name */
+    double label_smoothing;   /* cross_entropy's; 0 when not given */
     rt_train_config train;    /* validated, with defaults filled in */
     char **train_lines;       /* rt_config_dump(&train): the canonical form */
     int n_train_lines;

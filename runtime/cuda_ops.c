@@ -297,6 +297,22 @@ void rt_cu_cross_entropy(rt_exec *e, const float *logits, const int32_t *target,
     e->terms += rows;
 }
 
+void rt_cu_cross_entropy_ls(rt_exec *e, const float *logits, const int32_t *target,
+                            float *dlogits, int64_t rows, int64_t C, int64_t ld, float ls)
+{
+    if (rows <= 0)
+        return;
+    rt_dptr loss = rt_cu_scratch(e, (size_t)rows * 2 * sizeof(double));
+    rt_dptr correct = loss + (rt_dptr)rows * sizeof(double);
+    float gs = e->grad_scale;
+    char name[64];
+    snprintf(name, sizeof name, "rt_cross_entropy_ls_%lld_%lld", (long long)C, (long long)ld);
+    void *args[] = {&logits, &target, &dlogits, &loss, &correct, &gs, &ls};
+    rt_cu_launch(e, name, gdim(rows, GX, name), 1, 1, row_threads(C), 1, 0, args);
+    loss_total(e, loss, correct, rows);
+    e->terms += rows;
+}
+
 void rt_cu_mse(rt_exec *e, const float *y, const float *t, float *dy, int64_t n)
 {
     if (n <= 0)
@@ -633,6 +649,7 @@ void rt_cu_ops_register(void)
         .layernorm_fwd = rt_cu_layernorm_fwd,
         .layernorm_bwd = rt_cu_layernorm_bwd,
         .cross_entropy = rt_cu_cross_entropy,
+        .cross_entropy_ls = rt_cu_cross_entropy_ls,
         .mse = rt_cu_mse,
         .attention_fwd = rt_cu_attention_fwd,
         .attention_bwd = rt_cu_attention_bwd,

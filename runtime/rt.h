@@ -100,6 +100,8 @@ typedef struct rt_gpu_calls {
                           float *dw, float *db, int64_t rows, int64_t d);
     void (*cross_entropy)(rt_exec *e, const float *logits, const int32_t *target, float *dlogits,
                           int64_t rows, int64_t C, int64_t ld);
+    void (*cross_entropy_ls)(rt_exec *e, const float *logits, const int32_t *target,
+                             float *dlogits, int64_t rows, int64_t C, int64_t ld, float ls);
     void (*mse)(rt_exec *e, const float *y, const float *t, float *dy, int64_t n);
     void (*attention_fwd)(rt_exec *e, const float *qkv, float *lse, float *y, int64_t B, int64_t T,
                           int64_t d, int64_t H, int causal);

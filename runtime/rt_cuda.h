@@ -321,6 +321,8 @@ void rt_cu_layernorm_bwd(rt_exec *e, const float *x, const float *w, const float
 /* Adds to rt_cu_stats(e); e->terms is counted on the host by the caller's twin rules. */
 void rt_cu_cross_entropy(rt_exec *e, const float *logits, const int32_t *target, float *dlogits,
                          int64_t rows, int64_t C, int64_t ld);
+void rt_cu_cross_entropy_ls(rt_exec *e, const float *logits, const int32_t *target,
+                            float *dlogits, int64_t rows, int64_t C, int64_t ld, float ls);
 void rt_cu_mse(rt_exec *e, const float *y, const float *t, float *dy, int64_t n);
 void rt_cu_attention_fwd(rt_exec *e, const float *qkv, float *lse, float *y, int64_t B,
                          int64_t T, int64_t d, int64_t H, int causal);

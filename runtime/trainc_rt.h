@@ -242,6 +242,11 @@ void rt_layernorm_bwd(rt_exec *e, const float *x, const float *w, const float *m
  * Probabilities are never stored. */
 void rt_cross_entropy(rt_exec *e, const float *logits, const int32_t *target, float *dlogits,
                       int64_t rows, int64_t C, int64_t ld);
+/* rt_cross_entropy with label smoothing ls in (0, 1] (F.cross_entropy's
+ * label_smoothing): the targets (1 - ls) onehot + ls / C, so dlogits = (softmax - that)
+ * * e->grad_scale and each row's loss is the cross entropy against them. */
+void rt_cross_entropy_ls(rt_exec *e, const float *logits, const int32_t *target, float *dlogits,
+                         int64_t rows, int64_t C, int64_t ld, float ls);
 /* db[r] += sum_j x[r, j] over cols j (conv bias gradients). */
 void rt_rowsum_add(rt_exec *e, const float *x, float *db, int64_t rows, int64_t cols);
 

@@ -71,6 +71,7 @@ static const char *const instances[] = {
     "RT_ATTENTION_FWD(100, 128, 1)", "RT_ATTENTION_BWD(100, 128, 1)",
     "RT_EMBEDDING_FWD(7)", "RT_EMBEDDING_BWD(7)", "RT_EMBEDDING_FWD(128)",
     "RT_EMBEDDING_BWD(128)", "RT_EMBEDDING_FWD(768)", "RT_EMBEDDING_BWD(768)",
+    "RT_CROSS_ENTROPY_LS(10, 10)", "RT_CROSS_ENTROPY_LS(13, 16)", "RT_CROSS_ENTROPY_LS(1030, 1088)",
     NULL};
 
 #define TOL_EW 1e-5            /* elementwise-like */
@@ -609,6 +610,48 @@ static void t_cross_entropy(int64_t rows, int64_t Cn, int mode, int64_t ld)
     stats_judge("cross_entropy stats", &st);
     if (mode)
         judge("cross_entropy", TA(TOL_EW), &o, 1);
+    free(z), free(tg), free(dz), free(pn), reset();
+}
+
+/* Label-smoothed cross entropy (smoothing ls): as t_cross_entropy, modes 0-2. */
+static void t_cross_entropy_ls(int64_t rows, int64_t Cn, int mode, int64_t ld, float ls)
+{
+    static const char *const modes[] = {"loss only", "dlogits", "dlogits in place"};
+    SHAPE("[%lld, %lld] rows %lld apart, %s, smoothing %g", (long long)rows, (long long)Cn,
+          (long long)ld, modes[mode], ls);
+    int64_t n = rows * ld;
+    float *z = ce_logits(rows, Cn, ld);
+    int32_t *tg = rt_xmalloc((size_t)rows * sizeof *tg);
+    for (int64_t r = 0; r < rows; r++) {
+        tg[r] = (int32_t)irand(Cn);
+        if (r % 3 == 0)
+            z[r * ld + tg[r]] = 9.0f;
+    }
+    round_act(z, n);
+    float gs = (float)Cn / 8.0f, *dz = mode ? nans(n) : NULL;
+    C.grad_scale = G->grad_scale = gs;
+    float *gz = up_a(z, n), *gdz = mode == 1 ? dalloc_a(n) : mode == 2 ? gz : NULL;
+    int32_t *gtg = up(tg, (size_t)rows * 4);
+    float *pn = nans(n);
+    out_t o = {"dlogits", dz, {0}, n};
+    stats_t st;
+    for (int rep = 0; rep < 2; rep++) {
+        stats_begin();
+        if (mode == 2)
+            memcpy(dz, z, (size_t)n * sizeof *dz);
+        rt_cross_entropy_ls(&C, mode == 2 ? dz : z, tg, dz, rows, Cn, ld, ls);
+        if (mode == 1)
+            upload_a(gdz, pn, n);
+        if (mode == 2)
+            upload_a(gz, z, n);
+        rt_cu_cross_entropy_ls(G, gz, gtg, gdz, rows, Cn, ld, ls);
+        stats_end(&st, rep);
+        if (mode)
+            o.gpu[rep] = down_a(gdz, n);
+    }
+    stats_judge("cross_entropy_ls stats", &st);
+    if (mode)
+        judge("cross_entropy_ls", TA(TOL_EW), &o, 1);
     free(z), free(tg), free(dz), free(pn), reset();
 }
 
@@ -1651,6 +1694,10 @@ int main(int argc, char **argv)
     t_layernorm(3, 2048);     /* a block a row again (too wide for a warp's registers) */
 
     t_cross_entropy(1, 10, 1, 10);
+    t_cross_entropy_ls(37, 10, 0, 10, 0.1f);
+    t_cross_entropy_ls(37, 10, 1, 10, 0.1f);
+    t_cross_entropy_ls(300, 13, 2, 16, 0.25f);
+    t_cross_entropy_ls(9, 1030, 1, 1088, 1.0f);
     t_cross_entropy(37, 10, 0, 10);
     t_cross_entropy(37, 13, 1, 13);
     t_cross_entropy(300, 13, 2, 13);
