@@ -340,7 +340,7 @@ static const struct {
 } tmpl_uses[] = {
     {"attention.cuh", {CALL_ATTENTION_FWD, CALL_ATTENTION_BWD}},
     {"conv.cuh", {CALL_IM2COL, CALL_COL2IM, CALL_MAXPOOL_FWD, CALL_MAXPOOL_BWD, CALL_AVGPOOL_FWD,
-                  CALL_AVGPOOL_BWD}},
+                  CALL_AVGPOOL_BWD, CALL_GCONV_FWD}},
     {"embedding.cuh", {CALL_EMBEDDING_FWD, CALL_EMBEDDING_BWD}},
     {"layernorm.cuh", {CALL_LAYERNORM_FWD, CALL_LAYERNORM_BWD}},
 };

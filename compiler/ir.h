@@ -377,6 +377,9 @@ enum {
     CALL_GRAD_BEGIN,     /* offset, floats: a parameter gradient's range about to be written */
     CALL_GRAD_READY,     /* offset, floats: that range final */
     CALL_CROSS_ENTROPY_LS, /* logits, targets, dlogits|NULL, rows, C, ld, label smoothing */
+    CALL_GCONV_FWD,      /* x, w, bias|NULL, y, B, C, H, W, k, stride, pad, OH, OW, out, groups */
+    CALL_GCONV_BWD_DATA, /* dy, w, dx, B, C, H, W, k, stride, pad, OH, OW, out, groups */
+    CALL_GCONV_BWD_WEIGHT, /* x, dy, dw, db|NULL, B, C, H, W, k, stride, pad, OH, OW, out, groups */
     N_CALLS
 };
 

@@ -822,6 +822,8 @@ static void parse_layer_key(const Ctx *c, Layer *l, const char *key, const cJSON
         l->heads = get_int(c, v, path, 1, MAX_DIM);
     else if (!strcmp(key, "count"))
         l->count = get_int(c, v, path, 1, MAX_DIM);
+    else if (!strcmp(key, "groups"))
+        l->groups = get_int(c, v, path, 1, MAX_DIM);
     else if (!strcmp(key, "bias"))
         l->bias = get_bool(c, v, path);
     else if (!strcmp(key, "causal"))
@@ -857,6 +859,7 @@ static Layer *parse_layer(const Ctx *c, const cJSON *v, const char *path)
     l->path = (char *)path;
     l->bias = 1;
     l->causal = 1;
+    l->groups = 1;
     l->p = 0.5;
     l->eps = 1e-5;
     l->stride = 0;       /* filled below: 1 for conv2d, the kernel for pools */

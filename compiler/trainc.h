@@ -47,6 +47,7 @@ struct Layer {
     Init init;
     /* op keys; a key that was not given holds its default (see ops.h and docs/spec.md) */
     int64_t out, kernel, stride, padding, vocab, dim, max_len, heads, count;
+    int64_t groups;           /* conv2d; default 1 */
     int bias;                 /* default 1 */
     int causal;               /* default 1 */
     int gelu_tanh;            /* "approximate": "tanh" */

@@ -100,6 +100,15 @@ typedef struct rt_gpu_calls {
                           float *dw, float *db, int64_t rows, int64_t d);
     void (*cross_entropy)(rt_exec *e, const float *logits, const int32_t *target, float *dlogits,
                           int64_t rows, int64_t C, int64_t ld);
+    void (*gconv_fwd)(rt_exec *e, const float *x, const float *w, const float *bias, float *y,
+                      int64_t B, int64_t C, int64_t H, int64_t W, int64_t k, int64_t s,
+                      int64_t pad, int64_t OH, int64_t OW, int64_t Cout, int64_t G);
+    void (*gconv_bwd_data)(rt_exec *e, const float *dy, const float *w, float *dx, int64_t B,
+                           int64_t C, int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad,
+                           int64_t OH, int64_t OW, int64_t Cout, int64_t G);
+    void (*gconv_bwd_weight)(rt_exec *e, const float *x, const float *dy, float *dw, float *db,
+                             int64_t B, int64_t C, int64_t H, int64_t W, int64_t k, int64_t s,
+                             int64_t pad, int64_t OH, int64_t OW, int64_t Cout, int64_t G);
     void (*cross_entropy_ls)(rt_exec *e, const float *logits, const int32_t *target,
                              float *dlogits, int64_t rows, int64_t C, int64_t ld, float ls);
     void (*mse)(rt_exec *e, const float *y, const float *t, float *dy, int64_t n);

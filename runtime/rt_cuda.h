@@ -321,6 +321,15 @@ void rt_cu_layernorm_bwd(rt_exec *e, const float *x, const float *w, const float
 /* Adds to rt_cu_stats(e); e->terms is counted on the host by the caller's twin rules. */
 void rt_cu_cross_entropy(rt_exec *e, const float *logits, const int32_t *target, float *dlogits,
                          int64_t rows, int64_t C, int64_t ld);
+void rt_cu_gconv_fwd(rt_exec *e, const float *x, const float *w, const float *bias, float *y,
+                     int64_t B, int64_t C, int64_t H, int64_t W, int64_t k, int64_t s,
+                     int64_t pad, int64_t OH, int64_t OW, int64_t Cout, int64_t G);
+void rt_cu_gconv_bwd_data(rt_exec *e, const float *dy, const float *w, float *dx, int64_t B,
+                          int64_t C, int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad,
+                          int64_t OH, int64_t OW, int64_t Cout, int64_t G);
+void rt_cu_gconv_bwd_weight(rt_exec *e, const float *x, const float *dy, float *dw, float *db,
+                            int64_t B, int64_t C, int64_t H, int64_t W, int64_t k, int64_t s,
+                            int64_t pad, int64_t OH, int64_t OW, int64_t Cout, int64_t G);
 void rt_cu_cross_entropy_ls(rt_exec *e, const float *logits, const int32_t *target,
                             float *dlogits, int64_t rows, int64_t C, int64_t ld, float ls);
 void rt_cu_mse(rt_exec *e, const float *y, const float *t, float *dy, int64_t n);

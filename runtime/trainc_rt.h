@@ -210,6 +210,19 @@ void rt_gemm_dgelu(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, i
 /* conv2d as im2col + GEMM. col is [C*k*k, B*OH*OW]. */
 void rt_im2col(rt_exec *e, const float *x, float *col, int64_t B, int64_t C, int64_t H,
                int64_t W, int64_t k, int64_t stride, int64_t pad, int64_t OH, int64_t OW);
+/* conv2d with groups G > 1 (grouped, depthwise at G = C), direct (conv_grouped.c):
+ * x [B, C, H, W], w [Cout, C / G, k, k], bias [Cout] or NULL, y [B, Cout, OH, OW].
+ * The forward pass and the input gradient overwrite y and dx; the weight (and, with
+ * db != NULL, bias) gradients add into dw and db. */
+void rt_gconv_fwd(rt_exec *e, const float *x, const float *w, const float *bias, float *y,
+                  int64_t B, int64_t C, int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad,
+                  int64_t OH, int64_t OW, int64_t Cout, int64_t G);
+void rt_gconv_bwd_data(rt_exec *e, const float *dy, const float *w, float *dx, int64_t B,
+                       int64_t C, int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad,
+                       int64_t OH, int64_t OW, int64_t Cout, int64_t G);
+void rt_gconv_bwd_weight(rt_exec *e, const float *x, const float *dy, float *dw, float *db,
+                         int64_t B, int64_t C, int64_t H, int64_t W, int64_t k, int64_t s,
+                         int64_t pad, int64_t OH, int64_t OW, int64_t Cout, int64_t G);
 /* dx[B,C,H,W] = col2im(dcol) (overwrites dx). */
 void rt_col2im(rt_exec *e, const float *dcol, float *dx, int64_t B, int64_t C, int64_t H,
                int64_t W, int64_t k, int64_t stride, int64_t pad, int64_t OH, int64_t OW);

@@ -100,6 +100,7 @@ check parity/mlp_sgd      $PYTHON tests/torch_parity.py mlp sgd
 check parity/cnn_adamw    $PYTHON tests/torch_parity.py cnn adamw
 check parity/cnn_sgd      $PYTHON tests/torch_parity.py cnn sgd
 check parity/gpt_char     $PYTHON tests/gpt_parity.py
+check parity/resnet_block $PYTHON tests/resnet_parity.py
 check learn/mlp           bash tests/learn.sh mlp_fashion 0.85
 check learn/cnn           bash tests/learn.sh cnn_fashion 0.88
 check dropout_stats       bash tests/dropout_stats.sh

@@ -391,6 +391,49 @@ static void t_rowsum(int64_t rows, int64_t cols)
 
 /* ---- convolution and pooling ------------------------------------------------------------ */
 
+/* conv2d with groups G > 1 (runtime/conv_grouped.c against conv.cuh's rt_gconv_*): the
+ * forward pass (with or without bias), the input gradient, and the weight and bias
+ * gradients added to poisoned random values. Weights are fp32 parameters (up32). */
+static void t_gconv(int64_t B, int64_t Ch, int64_t H, int64_t W, int64_t k, int64_t s,
+                    int64_t pad, int64_t Cout, int64_t grp, int bias)
+{
+    int64_t OH = (H + 2 * pad - k) / s + 1, OW = (W + 2 * pad - k) / s + 1;
+    int64_t nx = B * Ch * H * W, ny = B * Cout * OH * OW, nw = Cout * (Ch / grp) * k * k;
+    SHAPE("B%lld C%lld %lldx%lld k%lld s%lld p%lld out%lld g%lld%s", (long long)B,
+          (long long)Ch, (long long)H, (long long)W, (long long)k, (long long)s, (long long)pad,
+          (long long)Cout, (long long)grp, bias ? "" : " no bias");
+    float *x = avec(nx), *w = fvec(nw), *b = bias ? fvec(Cout) : NULL, *dy = avec(ny);
+    float *y = nans(ny), *dx = nans(nx), *dw0 = fvec(nw), *db0 = fvec(Cout);
+    float *dw = fcopy(dw0, nw), *db = fcopy(db0, Cout);
+    rt_gconv_fwd(&C, x, w, b, y, B, Ch, H, W, k, s, pad, OH, OW, Cout, grp);
+    rt_gconv_bwd_data(&C, dy, w, dx, B, Ch, H, W, k, s, pad, OH, OW, Cout, grp);
+    rt_gconv_bwd_weight(&C, x, dy, dw, bias ? db : NULL, B, Ch, H, W, k, s, pad, OH, OW, Cout, grp);
+    float *gx = up_a(x, nx), *gdy = up_a(dy, ny), *gy = dalloc_a(ny), *gdx = dalloc_a(nx);
+    float *gw = up32(w, nw), *gb = bias ? up32(b, Cout) : NULL, *gdw = up32(dw0, nw),
+          *gdb = up32(db0, Cout), *py = nans(ny), *px = nans(nx);
+    out_t o[4] = {{"y", y, {0}, ny}, {"dx", dx, {0}, nx}, {"dw", dw, {0}, nw},
+                  {"db", db, {0}, Cout}};
+    for (int rep = 0; rep < 2; rep++) {
+        upload_a(gy, py, ny);
+        upload_a(gdx, px, nx);
+        upload(gdw, dw0, (size_t)nw * 4);
+        upload(gdb, db0, (size_t)Cout * 4);
+        rt_cu_gconv_fwd(G, gx, gw, gb, gy, B, Ch, H, W, k, s, pad, OH, OW, Cout, grp);
+        rt_cu_gconv_bwd_data(G, gdy, gw, gdx, B, Ch, H, W, k, s, pad, OH, OW, Cout, grp);
+        rt_cu_gconv_bwd_weight(G, gx, gdy, gdw, bias ? gdb : NULL, B, Ch, H, W, k, s, pad, OH, OW,
+                               Cout, grp);
+        o[0].gpu[rep] = down_a(gy, ny);
+        o[1].gpu[rep] = down_a(gdx, nx);
+        o[2].gpu[rep] = down(gdw, nw);
+        o[3].gpu[rep] = down(gdb, Cout);
+    }
+    judge("gconv_fwd", TA(TOL_EW), &o[0], 1);
+    judge("gconv_bwd_data", TA(TOL_EW), &o[1], 1);
+    judge("gconv_bwd_weight", TOL_RED, &o[2], 2);
+    free(x), free(w), free(b), free(dy), free(y), free(dx), free(dw0), free(db0), free(dw);
+    free(db), free(py), free(px), reset();
+}
+
 static int wide;   /* the 64-bit index path forced (rt_cu_force_wide_index) */
 
 static void t_conv(int64_t B, int64_t Ch, int64_t H, int64_t W, int64_t k, int64_t s,
@@ -1683,6 +1726,11 @@ int main(int argc, char **argv)
     }
     rt_cu_force_wide_index(0);
     wide = 0;
+    t_gconv(2, 4, 7, 9, 3, 1, 1, 6, 2, 1);      /* grouped */
+    t_gconv(3, 6, 8, 8, 3, 2, 1, 6, 6, 0);      /* depthwise, stride 2, no bias */
+    t_gconv(2, 8, 9, 7, 3, 1, 1, 16, 8, 1);     /* depthwise, 2 outputs a channel */
+    t_gconv(2, 6, 10, 10, 5, 2, 2, 9, 3, 0);    /* 5x5, stride 2 */
+    t_gconv(4, 32, 14, 14, 3, 1, 1, 32, 32, 1); /* a ResNet-sized depthwise layer */
 
     t_layernorm(1, 7);
     t_layernorm(37, 7);
