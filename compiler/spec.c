@@ -1253,6 +1253,33 @@ static int check_data(const Spec *s, const rt_data_entry *e, int n, const char *
 }
 
 /* Rules between the model and the training spec. */
+/* loader.augment crops and flips the image inputs ([C, H, W]); its zero padding is
+ * zero after scale and shift only when the shift is 0 (the loader moves raw values) */
+static int check_augment(const Spec *s, char *err, size_t errlen, char *key, size_t keylen)
+{
+    int images = 0;
+    for (int k = 0; k < s->n_inputs; k++) {
+        const InputSpec *in = &s->inputs[k];
+        if (in->rank != 3)
+            continue;
+        images++;
+        if (in->has_shift && in->shift != 0) {
+            snprintf(key, keylen, "loader.augment");
+            snprintf(err, errlen, "loader.augment pads with zeros after scale and shift, and "
+                     "input '%s' has shift %g: the loader moves its raw values, so only a "
+                     "shift of 0 is supported", in->name, in->shift);
+            return -1;
+        }
+    }
+    if (!images) {
+        snprintf(key, keylen, "loader.augment");
+        snprintf(err, errlen, "loader.augment crops and flips image inputs [C, H, W]; the "
+                 "model has none");
+        return -1;
+    }
+    return 0;
+}
+
 static int check_train_vs_model(const Spec *s, char *err, size_t errlen, char *key,
                                 size_t keylen)
 {
@@ -1271,6 +1298,8 @@ static int check_train_vs_model(const Spec *s, char *err, size_t errlen, char *k
         snprintf(err, errlen, "early_stopping.monitor val_acc needs a cross_entropy loss");
         return -1;
     }
+    if (t->has_augment)
+        return check_augment(s, err, errlen, key, keylen);
     return 0;
 }
 

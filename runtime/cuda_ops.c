@@ -202,6 +202,17 @@ void rt_cu_gconv_bwd_weight(rt_exec *e, const float *x, const float *dy, float *
                  0, args);
 }
 
+void rt_cu_gather_augment(rt_exec *e, const void *data, const int32_t *idx, void *dst,
+                          int64_t rows, int64_t C, int64_t H, int64_t W, int64_t elem,
+                          int64_t pad, int hflip, uint64_t seed, int64_t epoch)
+{
+    int64_t n = rows * C * H * W;
+    if (n <= 0)
+        return;
+    void *args[] = {&data, &idx, &dst, &rows, &C, &H, &W, &elem, &pad, &hflip, &seed, &epoch};
+    rt_cu_launch(e, "rt_gather_augment", rt_cu_grid_for(e, n), 1, 1, 256, 1, 0, args);
+}
+
 /* The pooling kernels: x [planes, H, W], y [planes, OH, OW]; a thread a forward output
  * (its row and plane: divisions by OW and OH) or a backward one (by W and H), then by
  * the stride. */

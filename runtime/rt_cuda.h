@@ -157,6 +157,17 @@ size_t rt_cu_data_bytes(const rt_model *m, int64_t rows);
 void rt_cu_data_put(rt_exec *e, const rt_model *m, const rt_dataset *ds, int set);
 size_t rt_cu_data_allocated(rt_exec *e);
 void rt_cu_upload_index(rt_exec *e, const int32_t *idx, int64_t rows, int slot, int set);
+/* loader.augment with the data on the GPU: the training set's [C, H, W] inputs are
+ * cropped and flipped as they are gathered (rt_cu_gather_augment), each sample's draw
+ * from (seed, the epoch of the batch in the slot, its index). rt_cu_slot_epoch says
+ * that epoch, after rt_cu_upload_index. */
+void rt_cu_set_augment(rt_exec *e, int64_t pad, int hflip, uint64_t seed);
+void rt_cu_slot_epoch(rt_exec *e, int slot, int64_t epoch);
+/* data.cuh's rt_gather_augment (the twin of data.c's rt_gather_augment): dst[r] = the
+ * augmented image of data[idx[r]], images [C, H, W] of `elem`-byte values. */
+void rt_cu_gather_augment(rt_exec *e, const void *data, const int32_t *idx, void *dst,
+                          int64_t rows, int64_t C, int64_t H, int64_t W, int64_t elem,
+                          int64_t pad, int hflip, uint64_t seed, int64_t epoch);
 void rt_cu_upload_done(rt_exec *e);
 /* Around a forward(/backward) pass: begin_pass resets the device loss stats of pass
  * `pass` of a step (0, 1, ... with accumulation; each pass has its own, so the host

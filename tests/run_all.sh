@@ -78,6 +78,7 @@ check nvrtc               bash tests/nvrtc.sh
 check nvrtc_templates     bash tests/nvrtc_templates.sh
 check cuda_host           bash tests/cuda_host.sh
 check gradcheck           bash tests/gradcheck.sh
+check augment             bash tests/augment.sh
 check vocab_pad           bash tests/vocab_pad.sh
 
 # whole runs

@@ -389,6 +389,43 @@ static void t_rowsum(int64_t rows, int64_t cols)
     free(x), free(db0), free(db), reset();
 }
 
+/* ---- loader.augment ------------------------------------------------------------------- */
+
+/* data.cuh's rt_gather_augment against data.c's rt_gather_augment: n images [C, H, W] of
+ * `elem`-byte values held on the device, rows picked by random indices, cropped (pad)
+ * and flipped as sample idx[r] of epoch 3 draws; a move of bytes, so exact. */
+static void t_gather_augment(int64_t n, int64_t rows, int64_t Ch, int64_t H, int64_t W,
+                             int elem, int64_t pad, int hflip)
+{
+    SHAPE("%lld of %lld images %lldx%lldx%lld, %d-byte values, pad %lld%s", (long long)rows,
+          (long long)n, (long long)Ch, (long long)H, (long long)W, elem, (long long)pad,
+          hflip ? ", flips" : "");
+    size_t img = (size_t)(Ch * H * W * elem), all = (size_t)n * img, out = (size_t)rows * img;
+    unsigned char *data = rt_xmalloc(all), *want = rt_xmalloc(out);
+    for (size_t i = 0; i < all; i++)
+        data[i] = (unsigned char)(irand(255) + 1);   /* no zeros: the padding shows */
+    int32_t *idx = rt_xmalloc((size_t)rows * sizeof *idx);
+    for (int64_t r = 0; r < rows; r++)
+        idx[r] = (int32_t)irand(n);
+    rt_gather_augment(data, idx, want, rows, Ch, H, W, elem, pad, hflip, 1337, 3);
+    void *gdata = up(data, all), *gidx = up(idx, (size_t)rows * 4), *gout = dalloc(out);
+    unsigned char *got = rt_xmalloc(out);
+    for (int rep = 0; rep < 2; rep++) {
+        rt_cu_gather_augment(G, gdata, gidx, gout, rows, Ch, H, W, elem, pad, hflip, 1337, 3);
+        rt_cu_sync(G);
+        rt_cu_download(got, (rt_dptr)(uintptr_t)gout, out);
+        size_t bad = 0;
+        for (size_t i = 0; i < out; i++)
+            bad += got[i] != want[i];
+        if (bad)
+            report("gather_augment", INFINITY, TOL_EW, " (%zu of %zu bytes differ, run %d)", bad,
+                   out, rep + 1);
+        else
+            report("gather_augment", 0.0, TOL_EW, NULL);
+    }
+    free(data), free(want), free(idx), free(got), reset();
+}
+
 /* ---- convolution and pooling ------------------------------------------------------------ */
 
 /* conv2d with groups G > 1 (runtime/conv_grouped.c against conv.cuh's rt_gconv_*): the
@@ -1726,6 +1763,9 @@ int main(int argc, char **argv)
     }
     rt_cu_force_wide_index(0);
     wide = 0;
+    t_gather_augment(50, 17, 1, 28, 28, 1, 4, 1);   /* Fashion-MNIST's u8 */
+    t_gather_augment(9, 8, 3, 9, 7, 4, 3, 1);       /* f32 colour images */
+    t_gather_augment(5, 6, 2, 5, 6, 2, 9, 0);       /* u16, pad wider than the image */
     t_gconv(2, 4, 7, 9, 3, 1, 1, 6, 2, 1);      /* grouped */
     t_gconv(3, 6, 8, 8, 3, 2, 1, 6, 6, 0);      /* depthwise, stride 2, no bias */
     t_gconv(2, 8, 9, 7, 3, 1, 1, 16, 8, 1);     /* depthwise, 2 outputs a channel */
