@@ -12,7 +12,10 @@ off: batch b is rows b*B .. b*B+B-1 of Fashion-MNIST's training set), threads 1 
 both sides; validation on 256 test images every 10 steps. Checks, for `trainc run` and
 for a trainer built by `trainc build` (which must agree with it bit for bit): every one
 of the 30 steps' losses within 1e-4 relative of PyTorch's, the label-smoothed
-validation losses within 1e-4 relative, and the final weights within 1e-4.
+validation losses within 1e-4 relative, and the final weights within 1e-4. Also:
+recompute full gives the same bits as none; and the GPU path (the
+grouped convolution's and the smoothed loss's CUDA kernels, emulated on the fake GPU of
+tests/fake_gpu.sh) gives every loss within 1e-6 of the CPU's.
 """
 import json, os, subprocess, sys
 import numpy as np
@@ -120,6 +123,22 @@ subprocess.run([trainer, "--out", aot_dir] + common, check=True)
 ours, ours_val = records(jit_dir)
 assert len(ours) == STEPS, len(ours)
 assert records(aot_dir) == (ours, ours_val), "the built trainer differs from trainc run"
+full_dir = os.path.join(OUT, "full")
+subprocess.run([TRAINC, "run", spec_path, "--out", full_dir, "--set", "recompute=full"] + common, check=True)
+assert records(full_dir) == (ours, ours_val), "recompute full differs from none"
+with open(os.path.join(full_dir, "model.safetensors"), "rb") as f, \
+        open(os.path.join(jit_dir, "model.safetensors"), "rb") as g:
+    assert f.read() == g.read(), "recompute full: other weights"
+print("ok   the built trainer, and trainc run with recompute full: the bits of trainc run")
+lib, both, gpu_dir = os.path.join(OUT, "lib"), os.path.join(OUT, "trainer_both"), os.path.join(OUT, "gpu")
+subprocess.run(["bash", os.path.join(ROOT, "tests", "fake_gpu", "build.sh"), lib], check=True)
+env = dict(os.environ, LD_LIBRARY_PATH=lib, TRAINC_CACHE_DIR=os.path.join(OUT, "cache"))
+subprocess.run([TRAINC, "build", spec_path, "-o", both, "--device", "both", "--arch", "sm_90"], check=True)
+subprocess.run([both, "--device", "cuda", "--out", gpu_dir] + common, check=True, env=env)
+gpu, gpu_val = records(gpu_dir)
+worst = max(abs(a - b) / abs(a) for a, b in zip(ours + ours_val, gpu + gpu_val))
+assert len(gpu) == STEPS and len(gpu_val) == len(ours_val) and worst <= 1e-6, (worst, gpu, gpu_val)
+print(f"ok   fake GPU: the {len(gpu) + len(gpu_val)} losses within {worst:.1e} of the CPU's")
 
 # the reference
 decay = [p for p in model.parameters() if p.dim() >= 2]
