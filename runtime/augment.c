@@ -35,6 +35,7 @@ void rt_gather_augment(const void *data, const int32_t *idx, void *dst, int64_t 
         int flip;
         rt_aug_draw(rt_aug_bits(seed, epoch, idx[r]), pad, hflip, &top, &left, &flip);
         rt_augment_image((const unsigned char *)data + (size_t)idx[r] * rb,
-                         (unsigned char *)dst + (size_t)r * rb, C, H, W, elem, pad, top, left, flip);
+                         (unsigned char *)dst + (size_t)r * rb, C, H, W, elem, pad, top, left,
+                         flip);
     }
 }

@@ -1,5 +1,6 @@
 /* data.c: memory-mapped .npy arrays, datasets checked against the model, the
- * threaded batch loader (its shuffle draws from rng.c's generator).
+ * threaded batch loader (its shuffle draws from rng.c's generator; loader.augment's
+ * crops and flips, augment.c's, applied to the training rows it gathers).
  *
  * Everything read from a file is distrusted: the .npy header is parsed with an
  * explicit end pointer, every size product is checked for overflow, and no byte

@@ -1,7 +1,7 @@
 /* loss.c: the loss ("loss" in the spec: cross_entropy over the last axis's classes,
- * or mse), after the last layer: its graph and shapes (a large vocabulary's logits
- * padded for the GEMMs) and its lowering (one runtime call that in training also writes
- * d(loss)/d(prediction), where the backward pass starts). */
+ * label-smoothed or not, or mse), after the last layer: its graph and shapes (a large
+ * vocabulary's logits padded for the GEMMs) and its lowering (one runtime call that in
+ * training also writes d(loss)/d(prediction), where the backward pass starts). */
 #include <stdlib.h>
 #include <string.h>
 #include "op.h"
