@@ -143,6 +143,11 @@ cases.append(case("residual_shortcut", [3, 6, 6], [
     Cv(4, 3, padding=1), {"op": "residual", "name": "b", "body": [
         Cv(5, 3, stride=2, padding=1, bias=False), {"op": "relu"}, Cv(5, 3, padding=1)],
         "shortcut": [Cv(5, 1, stride=2, bias=False)]}, {"op": "flatten"}, L(4)]))
+# in a repeat: unnamed residuals whose shortcut layers are named h.N.shortcut.0
+cases.append(case("residual_shortcut_repeat", [3, 5, 5], [
+    Cv(4, 3, padding=1), {"op": "repeat", "name": "h", "count": 2, "body": [
+        {"op": "residual", "body": [Cv(4, 3, padding=1, groups=4), {"op": "tanh"}],
+         "shortcut": [Cv(4, 1, bias=False)]}]}, {"op": "flatten"}, L(4)]))
 # grouped and depthwise convolution (conv_grouped.c's direct loops)
 cases.append(case("conv2d_groups", [4, 6, 6], [Cv(6, 3, groups=2, padding=1), {"op": "tanh"},
                                                Cv(4, 2, stride=2, groups=2, bias=False),
