@@ -370,7 +370,8 @@ rt_avgpool2d_bwd(const act_t *dy, act_t *dx, int64_t planes, int64_t H, int64_t 
  * sums in the CPU's order with __fmul_rn / __fadd_rn (no contraction into FMAs): the
  * forward pass and the input gradient are the CPU's bit for bit; the weight gradient
  * sums in double over the block (rt_block_sum's order), within rounding of the CPU's.
- * 64-bit indices throughout (these tensors are small next to im2col's columns). */
+ * 64-bit indices, but for a plane's positions (OH*OW < 2^31) in the weight gradient's
+ * inner loop. */
 
 /* Launch: grid-stride over the B*Cout*OH*OW outputs (blocks of 256). Overwrites y. */
 extern "C" __global__ void __launch_bounds__(256)
@@ -445,25 +446,27 @@ rt_gconv_bwd_weight(const act_t *x, const act_t *dy, float *dw, float *db, int64
                     int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad, int64_t OH,
                     int64_t OW, int64_t Cout, int64_t G)
 {
-    const int64_t Cg = C / G, Cog = Cout / G, nw = Cout * Cg * k * k, ohw = OH * OW;
-    const int64_t j = blockIdx.x, n = B * ohw;
+    const int64_t Cg = C / G, Cog = Cout / G, nw = Cout * Cg * k * k;
+    const int64_t j = blockIdx.x;
+    const int ohw = (int)(OH * OW), ow_n = (int)OW;   /* a plane's positions: 32 bits */
     double acc = 0.0;
     if (j < nw) {
         int64_t co = j / (Cg * k * k), cl = j / (k * k) % Cg, ki = j / k % k, kj = j % k;
         int64_t cx = co / Cog * Cg + cl;
-        for (int64_t t = threadIdx.x; t < n; t += blockDim.x) {
-            int64_t b = t / ohw, q = t - b * ohw, oh = q / OW, ow = q - oh * OW;
-            int64_t ih = oh * s - pad + ki, iw = ow * s - pad + kj;
-            if (ih >= 0 && ih < H && iw >= 0 && iw < W)
-                acc += (double)__fmul_rn(rt_ld(dy + (b * Cout + co) * ohw + q),
-                                         rt_ld(x + ((b * C + cx) * H + ih) * W + iw));
+        for (int64_t b = 0; b < B; b++) {
+            const act_t *dyp = dy + (b * Cout + co) * ohw, *xp = x + (b * C + cx) * H * W;
+            for (int q = threadIdx.x; q < ohw; q += blockDim.x) {
+                int oh = q / ow_n, ow = q - oh * ow_n;
+                int64_t ih = oh * s - pad + ki, iw = ow * s - pad + kj;
+                if (ih >= 0 && ih < H && iw >= 0 && iw < W)
+                    acc += (double)__fmul_rn(rt_ld(dyp + q), rt_ld(xp + ih * W + iw));
+            }
         }
     } else {
         int64_t co = j - nw;
-        for (int64_t t = threadIdx.x; t < n; t += blockDim.x) {
-            int64_t b = t / ohw, q = t - b * ohw;
-            acc += (double)rt_ld(dy + (b * Cout + co) * ohw + q);
-        }
+        for (int64_t b = 0; b < B; b++)
+            for (int q = threadIdx.x; q < ohw; q += blockDim.x)
+                acc += (double)rt_ld(dy + (b * Cout + co) * ohw + q);
     }
     acc = rt_block_sum(acc);
     if (threadIdx.x == 0) {
