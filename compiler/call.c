@@ -45,6 +45,10 @@ static const struct {
     [CALL_GRAD_READY] = {"rt_grad_ready", "nn"},
     [CALL_BATCHNORM_FWD] = {"rt_batchnorm_fwd", "ttttttttttnnnffn", .cheap = 1},
     [CALL_BATCHNORM_BWD] = {"rt_batchnorm_bwd", "ttttttttnnnn"},
+    [CALL_CROSS_ENTROPY_LS] = {"rt_cross_entropy_ls", "tttnnnf"},
+    [CALL_GCONV_FWD] = {"rt_gconv_fwd", "ttttnnnnnnnnnnn"},
+    [CALL_GCONV_BWD_DATA] = {"rt_gconv_bwd_data", "tttnnnnnnnnnnn"},
+    [CALL_GCONV_BWD_WEIGHT] = {"rt_gconv_bwd_weight", "ttttnnnnnnnnnnn"},
 };
 
 const char *call_name(int call)

@@ -216,6 +216,7 @@ static Instance instance_of(const Instr *in)
     case CALL_RMSNORM_FWD: x.a = num(in, 5); break;
     case CALL_RMSNORM_BWD: x.a = num(in, 8); break;
     case CALL_CROSS_ENTROPY: x.a = num(in, 4); x.b = num(in, 5); break;
+    case CALL_CROSS_ENTROPY_LS: x.a = num(in, 4); x.b = num(in, 5); break;
     /* T, the head width (d / H), causal */
     case CALL_ATTENTION_FWD:
         x.a = num(in, 4), x.b = num(in, 5) / num(in, 6), x.c = num(in, 7);
@@ -261,6 +262,9 @@ static void instance_line(Program *p, const Instance *x, char *line)
     case CALL_CROSS_ENTROPY:
         snprintf(line, 160, "RT_CROSS_ENTROPY(%lld, %lld)", x->a, x->b);
         return;
+    case CALL_CROSS_ENTROPY_LS:
+        snprintf(line, 160, "RT_CROSS_ENTROPY_LS(%lld, %lld)", x->a, x->b);
+        return;
     case CALL_ATTENTION_FWD:
     case CALL_ATTENTION_BWD:
     case CALL_ATTENTION_EXT_FWD:
@@ -295,6 +299,7 @@ static char *instance_doc(const Instance *x)
     case CALL_EMBEDDING_FWD:
     case CALL_EMBEDDING_BWD: return xasprintf("rows of %lld", x->a);
     case CALL_CROSS_ENTROPY:
+    case CALL_CROSS_ENTROPY_LS:
         return x->a == x->b ? xasprintf("%lld classes", x->a)
                             : xasprintf("%lld classes, rows %lld apart", x->a, x->b);
     case CALL_ATTENTION_FWD:
@@ -384,7 +389,7 @@ static const struct {
                        CALL_ATTENTION_EXT_BWD}},
     {"batchnorm.cuh", {CALL_BATCHNORM_FWD, CALL_BATCHNORM_BWD}},
     {"conv.cuh", {CALL_IM2COL, CALL_COL2IM, CALL_MAXPOOL_FWD, CALL_MAXPOOL_BWD, CALL_AVGPOOL_FWD,
-                  CALL_AVGPOOL_BWD}},
+                  CALL_AVGPOOL_BWD, CALL_GCONV_FWD}},
     {"embedding.cuh", {CALL_EMBEDDING_FWD, CALL_EMBEDDING_BWD}},
     {"glu.cuh", {CALL_GLU_FWD, CALL_GLU_BWD}},
     {"layernorm.cuh", {CALL_LAYERNORM_FWD, CALL_LAYERNORM_BWD, CALL_RMSNORM_FWD, CALL_RMSNORM_BWD}},

@@ -322,6 +322,9 @@ static int has_params(const Layer *l)
         for (int i = 0; i < l->n_body; i++)
             if (has_params(l->body[i]))
                 return 1;
+        for (int i = 0; i < l->n_shortcut; i++)
+            if (has_params(l->shortcut[i]))
+                return 1;
         return 0;
     }
     const char *names[8];

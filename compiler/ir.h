@@ -404,6 +404,10 @@ enum {
                             mean, var, count (NULL each in a replay), B, C, HW, eps,
                             momentum, sync */
     CALL_BATCHNORM_BWD,  /* x, w|NULL, mean, rstd, dy, dx, dw|NULL, db|NULL, B, C, HW, sync */
+    CALL_CROSS_ENTROPY_LS, /* logits, targets, dlogits|NULL, rows, C, ld, label smoothing */
+    CALL_GCONV_FWD,      /* x, w, bias|NULL, y, B, C, H, W, k, stride, pad, OH, OW, out, groups */
+    CALL_GCONV_BWD_DATA, /* dy, w, dx, B, C, H, W, k, stride, pad, OH, OW, out, groups */
+    CALL_GCONV_BWD_WEIGHT, /* x, dy, dw, db|NULL, B, C, H, W, k, stride, pad, OH, OW, out, groups */
     N_CALLS
 };
 

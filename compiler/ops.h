@@ -13,7 +13,7 @@ enum { OPC_PARAM, OPC_ELEMENTWISE, OPC_VIEW, OPC_POOL, OPC_NORM, OPC_CONTAINER, 
 
 #define OP_LIST(X)                                                                    \
     X(OP_LINEAR, "linear", "out bias tie", "out", OPC_PARAM)                          \
-    X(OP_CONV2D, "conv2d", "out kernel stride padding bias", "out kernel", OPC_PARAM) \
+    X(OP_CONV2D, "conv2d", "out kernel stride padding bias groups", "out kernel", OPC_PARAM) \
     X(OP_MAXPOOL2D, "maxpool2d", "kernel stride", "kernel", OPC_POOL)                 \
     X(OP_AVGPOOL2D, "avgpool2d", "kernel stride", "kernel", OPC_POOL)                 \
     X(OP_FLATTEN, "flatten", "", "", OPC_VIEW)                                        \
@@ -32,7 +32,7 @@ enum { OPC_PARAM, OPC_ELEMENTWISE, OPC_VIEW, OPC_POOL, OPC_NORM, OPC_CONTAINER, 
     X(OP_ATTENTION, "attention", "heads causal kv_heads bias rope qk_norm window", "heads", \
       OPC_SEQ)                                                                        \
     X(OP_BATCHNORM, "batchnorm", "eps momentum affine sync", "", OPC_NORM)             \
-    X(OP_RESIDUAL, "residual", "body", "body", OPC_CONTAINER)                         \
+    X(OP_RESIDUAL, "residual", "body shortcut", "body", OPC_CONTAINER)                \
     X(OP_REPEAT, "repeat", "body count", "body count", OPC_CONTAINER)
 
 enum {

@@ -785,18 +785,19 @@ static const char **layer_keys(int op)
 
 static Layer *parse_layer(const Ctx *c, const cJSON *v, const char *path);
 
-static void parse_body(const Ctx *c, Layer *l, const cJSON *v, const char *path)
+/* A container's list of layers (body, shortcut): into *out, its length into *n. */
+static void parse_body(const Ctx *c, Layer ***out, int *n, const cJSON *v, const char *path)
 {
     char b[300];
     if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) == 0)
         error_at(c->file, path, "expected a non-empty array of layers, got %s",
                  cJSON_IsArray(v) ? "[]" : got(v, b, sizeof b));
-    l->n_body = cJSON_GetArraySize(v);
-    l->body = xcalloc((size_t)l->n_body, sizeof *l->body);
+    *n = cJSON_GetArraySize(v);
+    *out = xcalloc((size_t)*n, sizeof **out);
     int i = 0;
     const cJSON *ch;
     cJSON_ArrayForEach(ch, v) {
-        l->body[i] = parse_layer(c, ch, path_index(path, i));
+        (*out)[i] = parse_layer(c, ch, path_index(path, i));
         i++;
     }
 }
@@ -878,6 +879,8 @@ static void parse_layer_key(const Ctx *c, Layer *l, const char *key, const cJSON
         l->heads = get_int(c, v, path, 1, MAX_DIM);
     else if (!strcmp(key, "count"))
         l->count = get_int(c, v, path, 1, MAX_DIM);
+    else if (!strcmp(key, "groups"))
+        l->groups = get_int(c, v, path, 1, MAX_DIM);
     else if (!strcmp(key, "bias"))
         l->bias = get_bool(c, v, path);
     else if (!strcmp(key, "causal"))
@@ -919,7 +922,9 @@ static void parse_layer_key(const Ctx *c, Layer *l, const char *key, const cJSON
             error_at(c->file, path, "expected the name of an embedding layer, got %s",
                      got(v, b, sizeof b));
     } else if (!strcmp(key, "body"))
-        parse_body(c, l, v, path);
+        parse_body(c, &l->body, &l->n_body, v, path);
+    else if (!strcmp(key, "shortcut"))
+        parse_body(c, &l->shortcut, &l->n_shortcut, v, path);
     else
         die("op key '%s' of %s has no parser", key, op_info[l->op].name);
 }
@@ -944,6 +949,7 @@ static Layer *parse_layer(const Ctx *c, const cJSON *v, const char *path)
     l->path = (char *)path;
     l->bias = 1;
     l->causal = 1;
+    l->groups = 1;
     l->p = 0.5;
     l->eps = 1e-5;
     l->momentum = 0.1;
@@ -1050,7 +1056,8 @@ static int64_t count_expanded(Layer **ls, int n, int layers, int64_t limit)
         const Layer *l = ls[i];
         int64_t t = layers ? 1 : layer_params(l, names);
         if (l->op == OP_RESIDUAL)
-            t += count_expanded(l->body, l->n_body, layers, limit);
+            t += count_expanded(l->body, l->n_body, layers, limit) +
+                 count_expanded(l->shortcut, l->n_shortcut, layers, limit);
         else if (l->op == OP_REPEAT) {
             int64_t b = count_expanded(l->body, l->n_body, layers, limit);
             t += b && l->count > limit / b ? limit + 1 : b * l->count;
@@ -1090,9 +1097,12 @@ static void collect_names(PNames *p, Layer **ls, int n, const char *prefix)
                 add_pname(p, full, l, 0);
             else
                 free(full);
-            if (l->op == OP_RESIDUAL)
+            if (l->op == OP_RESIDUAL) {
                 collect_names(p, l->body, l->n_body, inner);
-            else
+                char *sc = xasprintf("%sshortcut.", inner);   /* graph.c names them so */
+                collect_names(p, l->shortcut, l->n_shortcut, sc);
+                free(sc);
+            } else
                 for (int64_t it = 0; it < l->count; it++) {
                     char *iter = xasprintf("%s%lld.", inner, (long long)it);
                     collect_names(p, l->body, l->n_body, iter);
@@ -1182,6 +1192,8 @@ static void check_ties(const Ctx *c, Layer **ls, int n)
         Layer *l = ls[i];
         if (l->body)
             check_ties(c, l->body, l->n_body);
+        if (l->shortcut)
+            check_ties(c, l->shortcut, l->n_shortcut);
         if (!l->tie)
             continue;
         char *tp = path_key(l->path, "tie");
@@ -1202,6 +1214,21 @@ static void check_ties(const Ctx *c, Layer **ls, int n)
         l->out = e->vocab;
         free(tp);
     }
+}
+
+/* $.model.loss.label_smoothing: F.cross_entropy's, a number in [0, 1] (0: none) */
+static void parse_label_smoothing(const Ctx *c, Spec *s, const cJSON *loss)
+{
+    const char *path = "$.model.loss.label_smoothing";
+    const cJSON *v = member(loss, "label_smoothing");
+    char b[300];
+    if (!v)
+        return;
+    if (s->loss != LOSS_CROSS_ENTROPY)
+        error_at(c->file, path, "label_smoothing applies to cross_entropy, not mse");
+    s->label_smoothing = get_number(c, v, path);
+    if (!(s->label_smoothing >= 0 && s->label_smoothing <= 1))
+        error_at(c->file, path, "expected a number in [0, 1], got %s", got(v, b, sizeof b));
 }
 
 static void parse_model(const Ctx *c, const cJSON *m)
@@ -1237,7 +1264,7 @@ static void parse_model(const Ctx *c, const cJSON *m)
     }
 
     const cJSON *loss = require(c, m, mp, "loss");
-    static const char *const loss_keys[] = {"op", "target", NULL};
+    static const char *const loss_keys[] = {"op", "target", "label_smoothing", NULL};
     static const char *const losses[] = {"cross_entropy", "mse", NULL};
     need_object(c, loss, "$.model.loss", "an object {\"op\": ..., \"target\": ...}");
     check_keys(c, loss, "$.model.loss", loss_keys);
@@ -1246,6 +1273,7 @@ static void parse_model(const Ctx *c, const cJSON *m)
     int t = get_input_ref(c, require(c, loss, "$.model.loss", "target"),
                           "$.model.loss.target");
     s->loss_target = s->inputs[t].name;
+    parse_label_smoothing(c, s, loss);
     if (s->loss == LOSS_CROSS_ENTROPY && s->inputs[t].dtype == RT_F32)
         error_at(c->file, "$.model.loss.target", "cross_entropy needs an integer target "
                  "(u8, u16 or i32); input '%s' is f32", s->loss_target);
@@ -1321,6 +1349,33 @@ static int check_data(const Spec *s, const rt_data_entry *e, int n, const char *
 }
 
 /* Rules between the model and the training spec. */
+/* loader.augment crops and flips the image inputs ([C, H, W]); its zero padding is
+ * zero after scale and shift only when the shift is 0 (the loader moves raw values) */
+static int check_augment(const Spec *s, char *err, size_t errlen, char *key, size_t keylen)
+{
+    int images = 0;
+    for (int k = 0; k < s->n_inputs; k++) {
+        const InputSpec *in = &s->inputs[k];
+        if (in->rank != 3)
+            continue;
+        images++;
+        if (in->has_shift && in->shift != 0) {
+            snprintf(key, keylen, "loader.augment");
+            snprintf(err, errlen, "loader.augment pads with zeros after scale and shift, and "
+                     "input '%s' has shift %g: the loader moves its raw values, so only a "
+                     "shift of 0 is supported", in->name, in->shift);
+            return -1;
+        }
+    }
+    if (!images) {
+        snprintf(key, keylen, "loader.augment");
+        snprintf(err, errlen, "loader.augment crops and flips image inputs [C, H, W]; the "
+                 "model has none");
+        return -1;
+    }
+    return 0;
+}
+
 static int check_train_vs_model(const Spec *s, char *err, size_t errlen, char *key,
                                 size_t keylen)
 {
@@ -1339,6 +1394,8 @@ static int check_train_vs_model(const Spec *s, char *err, size_t errlen, char *k
         snprintf(err, errlen, "early_stopping.monitor val_acc needs a cross_entropy loss");
         return -1;
     }
+    if (t->has_augment)
+        return check_augment(s, err, errlen, key, keylen);
     return 0;
 }
 

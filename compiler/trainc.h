@@ -47,6 +47,7 @@ struct Layer {
     Init init;
     /* op keys; a key that was not given holds its default (see ops.h and docs/spec.md) */
     int64_t out, kernel, stride, padding, vocab, dim, max_len, heads, count;
+    int64_t groups;           /* conv2d; default 1 */
     int bias;                 /* default 1 */
     int causal;               /* default 1 */
     int gelu_tanh;            /* "approximate": "tanh" */
@@ -65,6 +66,8 @@ struct Layer {
     double rope_theta, rope_factor, rope_low, rope_high, rope_orig;
     Layer **body;             /* residual, repeat */
     int n_body;
+    Layer **shortcut;         /* residual: applied to its input in place of the identity */
+    int n_shortcut;           /* (a ResNet's projection), or 0 */
 };
 
 typedef struct InputSpec {
@@ -91,6 +94,7 @@ typedef struct Spec {
     Init init;                /* model-level "init" */
     int loss;                 /* LOSS_* */
     char *loss_target;        /* an input name */
+    double label_smoothing;   /* cross_entropy's; 0 when not given */
     rt_train_config train;    /* validated, with defaults filled in */
     char **train_lines;       /* rt_config_dump(&train): the canonical form */
     int n_train_lines;

@@ -38,6 +38,8 @@ typedef struct Field {
     int type;
     size_t off, off2;      /* off2: F_PAIR's second double, F_DATA's count */
     int nullable;
+    int quiet;             /* F_SECTION: left out of the dump while null (a section added
+                              after specs were hashed: theirs keep their hash) */
     int64_t min, max;      /* F_INT */
     int range;             /* F_REAL, F_PAIR */
     const char *names;     /* F_ENUM: values in the order of the RT_ enum, space-separated */
@@ -57,6 +59,7 @@ typedef struct Field {
 #define PAIR(a, b, r) .type = F_PAIR, .off = OFF(a), .off2 = OFF(b), .range = r
 #define PATH(f) .type = F_PATH, .off = OFF(f), .nullable = 1
 #define SECTION(f) .type = F_SECTION, .off = OFF(f), .nullable = 1
+#define SECTION_QUIET(f) .type = F_SECTION, .off = OFF(f), .nullable = 1, .quiet = 1
 
 /* The table: X(key, default, kind). Order is the canonical dump order; a section's
  * subkeys follow it directly. Defaults worth a word:
@@ -129,6 +132,10 @@ typedef struct Field {
     X("loader.shuffle", "true", BOOL(shuffle))                                          \
     X("loader.drop_last", "true", BOOL(drop_last))                                      \
     X("loader.on_gpu", "auto", ENUM(on_gpu, "auto always never"))                       \
+    X("loader.augment", "null", SECTION_QUIET(has_augment))                             \
+    X("loader.augment.random_crop", "null", SECTION(has_crop))                          \
+    X("loader.augment.random_crop.padding", "0", INT(crop_padding, 0, 4096))            \
+    X("loader.augment.hflip", "false", BOOL(hflip))                                     \
     X("seed", "1337", U64(seed))                                                        \
     X("log_every", "10", INT(log_every, 1, BIG))                                        \
     X("device", "auto", ENUM(device, "auto cpu cuda"))                                  \
@@ -1058,6 +1065,13 @@ char **rt_config_dump(const rt_train_config *c, int *n)
         }
         if (f->type == F_INT && *AT(c, f, const int64_t) == RT_UNSET)
             continue;   /* left out: its default follows other fields (rt_epochs) */
+        if (f->type == F_SECTION && f->quiet && !*AT(c, f, const int)) {
+            size_t len = strlen(f->key);   /* left out, with its subkeys */
+            while (i + 1 < N_FIELDS && !strncmp(fields[i + 1].key, f->key, len) &&
+                   fields[i + 1].key[len] == '.')
+                i++;
+            continue;
+        }
         fmt_value(c, f, buf, sizeof buf);
         lines[k++] = line_dup(f->key, buf);
         if (f->type == F_SECTION && !*AT(c, f, const int)) {

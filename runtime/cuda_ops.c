@@ -166,6 +166,53 @@ void rt_cu_col2im(rt_exec *e, const float *dcol, float *dx, int64_t B, int64_t C
     rt_cu_launch(e, "rt_col2im", rt_cu_grid_for(e, n), 1, 1, 256, 1, 0, args);
 }
 
+/* conv2d with groups > 1 (conv.cuh's rt_gconv_*): a thread an output of the forward
+ * pass and of the input gradient, a block a weight (and bias) gradient. */
+void rt_cu_gconv_fwd(rt_exec *e, const float *x, const float *w, const float *bias, float *y,
+                     int64_t B, int64_t C, int64_t H, int64_t W, int64_t k, int64_t s,
+                     int64_t pad, int64_t OH, int64_t OW, int64_t Cout, int64_t G)
+{
+    int64_t n = B * Cout * OH * OW;
+    if (n <= 0)
+        return;
+    void *args[] = {&x, &w, &bias, &y, &B, &C, &H, &W, &k, &s, &pad, &OH, &OW, &Cout, &G};
+    rt_cu_launch(e, "rt_gconv_fwd", rt_cu_grid_for(e, n), 1, 1, 256, 1, 0, args);
+}
+
+void rt_cu_gconv_bwd_data(rt_exec *e, const float *dy, const float *w, float *dx, int64_t B,
+                          int64_t C, int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad,
+                          int64_t OH, int64_t OW, int64_t Cout, int64_t G)
+{
+    int64_t n = B * C * H * W;
+    if (n <= 0)
+        return;
+    void *args[] = {&dy, &w, &dx, &B, &C, &H, &W, &k, &s, &pad, &OH, &OW, &Cout, &G};
+    rt_cu_launch(e, "rt_gconv_bwd_data", rt_cu_grid_for(e, n), 1, 1, 256, 1, 0, args);
+}
+
+void rt_cu_gconv_bwd_weight(rt_exec *e, const float *x, const float *dy, float *dw, float *db,
+                            int64_t B, int64_t C, int64_t H, int64_t W, int64_t k, int64_t s,
+                            int64_t pad, int64_t OH, int64_t OW, int64_t Cout, int64_t G)
+{
+    int64_t blocks = Cout * (C / G) * k * k + (db ? Cout : 0);
+    if (blocks <= 0)
+        return;
+    void *args[] = {&x, &dy, &dw, &db, &B, &C, &H, &W, &k, &s, &pad, &OH, &OW, &Cout, &G};
+    rt_cu_launch(e, "rt_gconv_bwd_weight", gdim(blocks, GX, "gconv_bwd_weight"), 1, 1, 256, 1,
+                 0, args);
+}
+
+void rt_cu_gather_augment(rt_exec *e, const void *data, const int32_t *idx, void *dst,
+                          int64_t rows, int64_t C, int64_t H, int64_t W, int64_t elem,
+                          int64_t pad, int hflip, uint64_t seed, int64_t epoch)
+{
+    int64_t n = rows * C * H * W;
+    if (n <= 0)
+        return;
+    void *args[] = {&data, &idx, &dst, &rows, &C, &H, &W, &elem, &pad, &hflip, &seed, &epoch};
+    rt_cu_launch(e, "rt_gather_augment", rt_cu_grid_for(e, n), 1, 1, 256, 1, 0, args);
+}
+
 /* The pooling kernels: x [planes, H, W], y [planes, OH, OW]; a thread a forward output
  * (its row and plane: divisions by OW and OH) or a backward one (by W and H), then by
  * the stride. */
@@ -394,6 +441,22 @@ void rt_cu_cross_entropy(rt_exec *e, const float *logits, const int32_t *target,
     snprintf(name, sizeof name, "rt_cross_entropy_%lld_%lld", (long long)C, (long long)ld);
     void *args[] = {&logits, &target, &dlogits, &loss, &correct, &gs};
     /* (1024 threads for a wide row: loss.cuh then keeps a 16-bit row in registers) */
+    rt_cu_launch(e, name, gdim(rows, GX, name), 1, 1, row_threads(C), 1, 0, args);
+    loss_total(e, loss, correct, rows);
+    e->terms += rows;
+}
+
+void rt_cu_cross_entropy_ls(rt_exec *e, const float *logits, const int32_t *target,
+                            float *dlogits, int64_t rows, int64_t C, int64_t ld, float ls)
+{
+    if (rows <= 0)
+        return;
+    rt_dptr loss = rt_cu_scratch(e, (size_t)rows * 2 * sizeof(double));
+    rt_dptr correct = loss + (rt_dptr)rows * sizeof(double);
+    float gs = e->grad_scale;
+    char name[64];
+    snprintf(name, sizeof name, "rt_cross_entropy_ls_%lld_%lld", (long long)C, (long long)ld);
+    void *args[] = {&logits, &target, &dlogits, &loss, &correct, &gs, &ls};
     rt_cu_launch(e, name, gdim(rows, GX, name), 1, 1, row_threads(C), 1, 0, args);
     loss_total(e, loss, correct, rows);
     e->terms += rows;
@@ -842,6 +905,10 @@ void rt_cu_ops_register(void)
         .batchnorm_fwd = rt_cu_batchnorm_fwd,
         .batchnorm_bwd = rt_cu_batchnorm_bwd,
         .cross_entropy = rt_cu_cross_entropy,
+        .cross_entropy_ls = rt_cu_cross_entropy_ls,
+        .gconv_fwd = rt_cu_gconv_fwd,
+        .gconv_bwd_data = rt_cu_gconv_bwd_data,
+        .gconv_bwd_weight = rt_cu_gconv_bwd_weight,
         .mse = rt_cu_mse,
         .attention_fwd = rt_cu_attention_fwd,
         .attention_bwd = rt_cu_attention_bwd,

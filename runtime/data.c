@@ -1,5 +1,6 @@
 /* data.c: memory-mapped .npy arrays, datasets checked against the model, the
- * threaded batch loader (its shuffle draws from rng.c's generator).
+ * threaded batch loader (its shuffle draws from rng.c's generator; loader.augment's
+ * crops and flips, augment.c's, applied to the training rows it gathers).
  *
  * Everything read from a file is distrusted: the .npy header is parsed with an
  * explicit end pointer, every size product is checked for overflow, and no byte
@@ -989,6 +990,7 @@ enum { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_HELD };
 typedef struct loader_slot {
     rt_batch b;                /* b.in[i]: [B, numel_i] in input i's dtype */
     int state;                 /* SLOT_* */
+    unsigned char *aug;        /* loader.augment: one image, the source of its crop */
 } loader_slot;
 
 struct rt_loader {
@@ -1001,6 +1003,8 @@ struct rt_loader {
     int64_t n;                 /* this rank's samples per epoch (N unsharded) */
     int nworkers, nslots;
     int indices;               /* rt_loader_indices_only: batches hold sample indices */
+    int64_t aug_pad;           /* loader.augment (rt_loader_set_augment): crop padding, */
+    int aug, aug_hflip;        /* on, flips */
     int64_t *order;            /* [n]: this rank's samples of the current epoch, in order */
     int64_t *perm;             /* [N]: the whole epoch's order when sharded, else NULL */
     loader_slot *slots;        /* [nslots] */
@@ -1056,6 +1060,44 @@ static void make_order(rt_loader *l, int64_t epoch)
         l->order[k] = l->perm[(l->rank + k * l->world) % N];
 }
 
+static size_t slot_bytes(const rt_loader *l, int i);
+
+/* loader.augment on the rows of a batch just gathered (each input [C, H, W]): row i, the
+ * dataset's row order[lo + i], copied aside and cropped and flipped back into place */
+static void augment_batch(const rt_loader *l, loader_slot *s, int64_t epoch, int64_t lo,
+                          int64_t rows)
+{
+    for (int i = 0; i < l->d->n; i++) {
+        const rt_input *in = &l->m->inputs[i];
+        if (in->rank != 3)
+            continue;
+        size_t elem = dtype_bytes(rt_batch_dtype(in)), rb = (size_t)in->numel * elem;
+        for (int64_t r = 0; r < rows; r++) {
+            unsigned char *row = (unsigned char *)s->b.in[i] + (size_t)r * rb;
+            int64_t top, left;
+            int flip;
+            rt_aug_draw(rt_aug_bits(l->seed, epoch, l->order[lo + r]), l->aug_pad, l->aug_hflip,
+                        &top, &left, &flip);
+            memcpy(s->aug, row, rb);
+            rt_augment_image(s->aug, row, in->shape[0], in->shape[1], in->shape[2], (int)elem,
+                             l->aug_pad, top, left, flip);
+        }
+    }
+}
+
+void rt_loader_set_augment(rt_loader *l, int64_t pad, int hflip)
+{
+    size_t most = 1;
+    for (int i = 0; i < l->m->n_inputs; i++)
+        if (slot_bytes(l, i) / (size_t)l->B > most)
+            most = slot_bytes(l, i) / (size_t)l->B;
+    for (int s = 0; s < l->nslots; s++)
+        l->slots[s].aug = rt_xmalloc(most);
+    l->aug = 1;
+    l->aug_pad = pad;
+    l->aug_hflip = hflip;
+}
+
 /* Assembles batch k of the current order into s (no lock needed: the caller owns s
  * and `order` does not change while any slot is being filled). */
 static void fill_batch(const rt_loader *l, loader_slot *s, int64_t epoch, int64_t k)
@@ -1071,6 +1113,8 @@ static void fill_batch(const rt_loader *l, loader_slot *s, int64_t epoch, int64_
         for (int i = 0; i < l->d->n; i++)
             rt_npy_gather(&l->d->arr[i], l->order + lo, rows, s->b.in[i],
                           rt_batch_dtype(&l->m->inputs[i]));
+    if (l->aug && !l->indices && !l->d->tokens)
+        augment_batch(l, s, epoch, lo, rows);
     s->b.rows = rows;
     s->b.epoch = epoch;
     s->b.index = k;
@@ -1144,10 +1188,14 @@ rt_loader *rt_loader_new(const rt_model *m, const rt_dataset *d, int64_t batch, 
     l->nslots = l->nworkers ? (prefetch > 1 ? prefetch : 1) + 1 : 1;
     l->order = rt_xmalloc(sizeof(int64_t) * (size_t)(d->rows > 0 ? d->rows : 1));
     l->slots = rt_xmalloc(sizeof(loader_slot) * (size_t)l->nslots);
-    for (int s = 0; s < l->nslots; s++)
+    for (int s = 0; s < l->nslots; s++) {
         for (int i = 0; i < m->n_inputs; i++) {
             l->slots[s].b.in[i] = rt_xmalloc(slot_bytes(l, i));
         }
+        l->slots[s].aug = NULL;
+    }
+    l->aug = l->aug_hflip = 0;
+    l->aug_pad = 0;
     PT_CHECK(pthread_mutex_init(&l->mu, NULL));
     PT_CHECK(pthread_cond_init(&l->work_cv, NULL));
     PT_CHECK(pthread_cond_init(&l->done_cv, NULL));
@@ -1290,9 +1338,11 @@ void rt_loader_free(rt_loader *l)
     PT_CHECK(pthread_cond_destroy(&l->work_cv));
     PT_CHECK(pthread_cond_destroy(&l->done_cv));
     PT_CHECK(pthread_mutex_destroy(&l->mu));
-    for (int s = 0; s < l->nslots; s++)
+    for (int s = 0; s < l->nslots; s++) {
         for (int i = 0; i < l->m->n_inputs; i++)
             rt_xfree(l->slots[s].b.in[i]);
+        rt_xfree(l->slots[s].aug);
+    }
     rt_xfree(l->slots);
     rt_xfree(l->order);
     rt_xfree(l->perm);

@@ -256,6 +256,10 @@ typedef struct rt_cu {
     size_t in_bytes[RT_MAX_INPUTS];
     rt_dptr idx[RT_CU_SLOTS];  /* a batch's sample indices (int32), for a dataset on the GPU */
     int slot_set[RT_CU_SLOTS]; /* what slot s holds: -1 its inputs, else indices into set */
+    int64_t slot_epoch[RT_CU_SLOTS]; /* the epoch of the batch whose indices it holds */
+    int aug, aug_hflip;        /* loader.augment on the training set's images */
+    int64_t aug_pad;
+    uint64_t aug_seed;
     rt_dptr data[2][RT_MAX_INPUTS]; /* loader.on_gpu: each input of set 0 (train), 1 (val) */
     size_t data_bytes;         /* allocated for them */
     CUevent in_done[RT_CU_SLOTS];
@@ -932,6 +936,17 @@ void rt_cu_upload_index(rt_exec *e, const int32_t *idx, int64_t rows, int slot, 
     d->slot_set[slot] = set;
 }
 
+void rt_cu_set_augment(rt_exec *e, int64_t pad, int hflip, uint64_t seed)
+{
+    rt_cu *d = dev_of(e);
+    d->aug = 1;
+    d->aug_pad = pad;
+    d->aug_hflip = hflip;
+    d->aug_seed = seed;
+}
+
+void rt_cu_slot_epoch(rt_exec *e, int slot, int64_t epoch) { dev_of(e)->slot_epoch[slot] = epoch; }
+
 /* The next kernels read slot `slot`: e->in points there, and the compute stream waits
  * for the slot's copy. */
 void rt_cu_use_slot(rt_exec *e, const rt_model *m, int slot, int64_t rows)
@@ -947,6 +962,15 @@ void rt_cu_use_slot(rt_exec *e, const rt_model *m, int slot, int64_t rows)
     int set = d->slot_set[slot];
     for (int k = 0; set >= 0 && k < m->n_inputs; k++) {   /* the rows, from the dataset */
         int64_t rb = (int64_t)input_row_bytes(&m->inputs[k]);
+        const rt_input *in = &m->inputs[k];
+        if (set == 0 && d->aug && in->rank == 3) {   /* training images: augmented */
+            rt_cu_gather_augment(e, (const void *)(uintptr_t)d->data[set][k],
+                                 (const int32_t *)(uintptr_t)d->idx[slot],
+                                 (void *)(uintptr_t)d->in[slot][k], rows, in->shape[0],
+                                 in->shape[1], in->shape[2], rb / in->numel, d->aug_pad,
+                                 d->aug_hflip, d->aug_seed, d->slot_epoch[slot]);
+            continue;
+        }
         void *args[] = {&d->data[set][k], &d->idx[slot], &d->in[slot][k], &rows, &rb};
         rt_cu_launch(e, "rt_gather_rows", rt_cu_grid_for(e, rows * rb / 16), 1, 1, 256, 1, 0, args);
     }

@@ -1578,6 +1578,107 @@ void rt_cross_entropy(rt_exec *e, const float *logits, const int32_t *target, fl
     e->terms += rows;
 }
 
+/* Label-smoothed cross entropy, as F.cross_entropy(label_smoothing=ls): the target
+ * distribution is (1 - ls) onehot + ls / C, so with lse = max + log(sum exp(z - max))
+ *   loss  = lse - (1 - ls) z[target] - (ls / C) sum_j z_j
+ *   dz_j  = (softmax_j - ls / C - (1 - ls) [j == target]) * grad_scale.
+ * A row of its own, plain loops (ls > 0 only: ls = 0 takes ce_task, whose bits stay
+ * those of every earlier run); the sums in double, in the row's order. */
+typedef struct {
+    ce_ctx ce;
+    float ls;
+} ce_ls_ctx;
+
+/* one row: its loss, whether its first argmax is the target; dlogits may be z */
+static double ce_ls_row(const ce_ls_ctx *c, const float *z, float *g, int32_t tg, int *hit)
+{
+    int64_t C = c->ce.C;
+    float zt = z[tg], m = z[0];
+    int64_t am = 0;
+    double sz = 0.0;
+    for (int64_t j = 0; j < C; j++) {
+        if (j > 0 && (z[j] > m || (isnan(z[j]) && !isnan(m)))) {
+            m = z[j];
+            am = j;
+        }
+        sz += (double)z[j];
+    }
+    double se = 0.0;
+    for (int64_t j = 0; j < C; j++) {
+        float ev = expf(z[j] - m);
+        se += (double)ev;
+        if (g)
+            g[j] = ev;
+    }
+    if (g) {
+        float inv = (float)(1.0 / se), u = c->ls / (float)C, gs = c->ce.gs;
+        for (int64_t j = 0; j < C; j++)
+            g[j] = (g[j] * inv - u - (j == tg ? 1.0f - c->ls : 0.0f)) * gs;
+        for (int64_t j = C; j < c->ce.ld; j++)
+            g[j] = 0.0f;
+    }
+    *hit = am == tg;
+    return (double)m + log(se) - (1.0 - (double)c->ls) * (double)zt -
+           (double)c->ls / (double)C * sz;
+}
+
+static void ce_ls_task(void *ctx, int64_t lo, int64_t hi)
+{
+    ce_ls_ctx *c = ctx;
+    ce_ctx *ce = &c->ce;
+    for (int64_t t = lo; t < hi; t++) {
+        double loss = 0.0, correct = 0.0;
+        int64_t r1 = (t + 1) * ce->rb < ce->rows ? (t + 1) * ce->rb : ce->rows;
+        for (int64_t r = t * ce->rb; r < r1; r++) {
+            int32_t tg = ce->target[r];
+            if (tg < 0 || tg >= ce->C) {
+                int64_t old = atomic_load(&ce->bad);
+                while (r < old && !atomic_compare_exchange_weak(&ce->bad, &old, r))
+                    ;
+                continue;
+            }
+            int hit;
+            loss += ce_ls_row(c, ce->logits + r * ce->ld,
+                              ce->dlogits ? ce->dlogits + r * ce->ld : NULL, tg, &hit);
+            correct += hit;
+        }
+        ce->part[2 * t] = loss;
+        ce->part[2 * t + 1] = correct;
+    }
+}
+
+void rt_cross_entropy_ls(rt_exec *e, const float *logits, const int32_t *target, float *dlogits,
+                         int64_t rows, int64_t C, int64_t ld, float ls)
+{
+    if (ld < C)
+        rt_die("rt_cross_entropy_ls: rows %lld apart hold %lld logits", (long long)ld,
+               (long long)C);
+    if (e->dev) { /* on a GPU: cuda_ops.c */
+        RT_GPU(e)->cross_entropy_ls(e, logits, target, dlogits, rows, C, ld, ls);
+        return;
+    }
+    if (rows <= 0)
+        return;
+    rt_pool *p = pool_of(e);
+    /* blocks fixed by C, as rt_cross_entropy's: the sum does not depend on the threads */
+    ce_ls_ctx c = {{logits, target, dlogits, NULL, rows, C, ceil_div(4096, C > 0 ? C : 1),
+                    e->grad_scale, rows, ld}, ls};
+    int64_t nblk = ceil_div(rows, c.ce.rb);
+    c.ce.part = scratch(p, (size_t)(2 * nblk));
+    launch(p, nblk, grain_for(c.ce.rb * C * 4), ce_ls_task, &c);
+    int64_t bad = atomic_load(&c.ce.bad);
+    if (bad < rows)
+        rt_fail("label %d out of range [0, %lld)", (int)target[bad], (long long)C);
+    double loss = 0.0, correct = 0.0;
+    for (int64_t t = 0; t < nblk; t++) {
+        loss += c.ce.part[2 * t];
+        correct += c.ce.part[2 * t + 1];
+    }
+    e->loss_sum += loss;
+    e->correct += (int64_t)correct;
+    e->terms += rows;
+}
+
 #define MSE_BLOCK 4096
 
 typedef struct {

@@ -108,6 +108,17 @@ typedef struct rt_gpu_calls {
                     int64_t h, int act);
     void (*cross_entropy)(rt_exec *e, const float *logits, const int32_t *target, float *dlogits,
                           int64_t rows, int64_t C, int64_t ld);
+    void (*gconv_fwd)(rt_exec *e, const float *x, const float *w, const float *bias, float *y,
+                      int64_t B, int64_t C, int64_t H, int64_t W, int64_t k, int64_t s,
+                      int64_t pad, int64_t OH, int64_t OW, int64_t Cout, int64_t G);
+    void (*gconv_bwd_data)(rt_exec *e, const float *dy, const float *w, float *dx, int64_t B,
+                           int64_t C, int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad,
+                           int64_t OH, int64_t OW, int64_t Cout, int64_t G);
+    void (*gconv_bwd_weight)(rt_exec *e, const float *x, const float *dy, float *dw, float *db,
+                             int64_t B, int64_t C, int64_t H, int64_t W, int64_t k, int64_t s,
+                             int64_t pad, int64_t OH, int64_t OW, int64_t Cout, int64_t G);
+    void (*cross_entropy_ls)(rt_exec *e, const float *logits, const int32_t *target,
+                             float *dlogits, int64_t rows, int64_t C, int64_t ld, float ls);
     void (*mse)(rt_exec *e, const float *y, const float *t, float *dy, int64_t n);
     void (*attention_fwd)(rt_exec *e, const float *qkv, float *lse, float *y, int64_t B, int64_t T,
                           int64_t d, int64_t H, int causal);
@@ -190,6 +201,9 @@ typedef struct rt_train_config {
     int64_t workers, prefetch;
     int shuffle, drop_last;
     int on_gpu;                /* RT_ON_GPU_*: the dataset kept in GPU memory */
+    int has_augment, has_crop; /* loader.augment and its random_crop given */
+    int64_t crop_padding;      /* loader.augment.random_crop.padding */
+    int hflip;                 /* loader.augment.hflip */
     uint64_t seed;
     int64_t log_every;
     int device;
@@ -402,6 +416,47 @@ const rt_batch *rt_loader_next(rt_loader *l);
  * (int32, `rows` of them) instead of their data, for a dataset kept on the GPU. */
 void rt_loader_indices_only(rt_loader *l);
 void rt_loader_free(rt_loader *l);
+/* loader.augment on the training batches this loader assembles (not in index mode: the
+ * GPU then augments, rt_cu_use_slot): every input of rank 3 ([C, H, W]) is cropped and
+ * flipped as rt_augment_image says. Call before the first start. */
+void rt_loader_set_augment(rt_loader *l, int64_t pad, int hflip);
+
+/* ---- loader.augment: random crop with zero padding, horizontal flip ----------------
+ * Sample `index` (its row in the dataset) of epoch `epoch` draws 64 bits, a pure function
+ * of (seed, epoch, index) (two rounds of splitmix64's finalizer), so the CPU loader, the
+ * GPU (data.cuh's rt_aug_bits, the twin) and a resumed run see the same images. From
+ * them: the crop's top and left offsets into the image padded by `pad` zeros on every
+ * side, each in [0, 2 pad] (the low and high 32 bits mod 2 pad + 1), and the flip (the
+ * top bit; with hflip only). */
+static inline uint64_t rt_aug_bits(uint64_t seed, int64_t epoch, int64_t index)
+{
+    uint64_t z = seed ^ 0x5851F42D4C957F2Dull;
+    for (int r = 0; r < 2; r++) {
+        z ^= (r ? (uint64_t)index : (uint64_t)epoch) * 0x9E3779B97F4A7C15ull;
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        z ^= z >> 31;
+    }
+    return z;
+}
+static inline void rt_aug_draw(uint64_t bits, int64_t pad, int hflip, int64_t *top, int64_t *left,
+                               int *flip)
+{
+    *top = (int64_t)((uint32_t)bits % (uint64_t)(2 * pad + 1));
+    *left = (int64_t)((uint32_t)(bits >> 32) % (uint64_t)(2 * pad + 1));
+    *flip = hflip && (bits >> 63);
+}
+/* One image [C, H, W] of `elem`-byte values: dst[c, y, x] = src[c, y + top - pad, sx +
+ * left - pad] with sx = W - 1 - x when flipped, else x, and 0 outside the image: what
+ * torchvision's RandomCrop(padding=pad) at (top, left) and then RandomHorizontalFlip
+ * give. Raw values are moved, so the zeros are zeros after scale (shift must be 0). */
+void rt_augment_image(const void *src, void *dst, int64_t C, int64_t H, int64_t W, int elem,
+                      int64_t pad, int64_t top, int64_t left, int flip);
+/* The C twin of data.cuh's rt_gather_augment: dst[r] = the augmented image of
+ * data[idx[r]] (its draw from (seed, epoch, idx[r])), r < rows. */
+void rt_gather_augment(const void *data, const int32_t *idx, void *dst, int64_t rows,
+                       int64_t C, int64_t H, int64_t W, int elem, int64_t pad, int hflip,
+                       uint64_t seed, int64_t epoch);
 /* Calls fn on every batch buffer the loader fills (a GPU trainer page-locks them). */
 void rt_loader_each_buffer(rt_loader *l, void (*fn)(void *p, size_t n, void *ctx), void *ctx);
 

@@ -162,6 +162,17 @@ size_t rt_cu_data_bytes(const rt_model *m, int64_t rows);
 void rt_cu_data_put(rt_exec *e, const rt_model *m, const rt_dataset *ds, int set);
 size_t rt_cu_data_allocated(rt_exec *e);
 void rt_cu_upload_index(rt_exec *e, const int32_t *idx, int64_t rows, int slot, int set);
+/* loader.augment with the data on the GPU: the training set's [C, H, W] inputs are
+ * cropped and flipped as they are gathered (rt_cu_gather_augment), each sample's draw
+ * from (seed, the epoch of the batch in the slot, its index). rt_cu_slot_epoch says
+ * that epoch, after rt_cu_upload_index. */
+void rt_cu_set_augment(rt_exec *e, int64_t pad, int hflip, uint64_t seed);
+void rt_cu_slot_epoch(rt_exec *e, int slot, int64_t epoch);
+/* data.cuh's rt_gather_augment (the twin of data.c's rt_gather_augment): dst[r] = the
+ * augmented image of data[idx[r]], images [C, H, W] of `elem`-byte values. */
+void rt_cu_gather_augment(rt_exec *e, const void *data, const int32_t *idx, void *dst,
+                          int64_t rows, int64_t C, int64_t H, int64_t W, int64_t elem,
+                          int64_t pad, int hflip, uint64_t seed, int64_t epoch);
 void rt_cu_upload_done(rt_exec *e);
 /* Around a forward(/backward) pass: begin_pass resets the device loss stats of pass
  * `pass` of a step (0, 1, ... with accumulation; each pass has its own, so the host
@@ -341,6 +352,17 @@ void rt_cu_glu_bwd(rt_exec *e, const float *x, const float *dy, float *dx, int64
 /* Adds to rt_cu_stats(e); e->terms is counted on the host by the caller's twin rules. */
 void rt_cu_cross_entropy(rt_exec *e, const float *logits, const int32_t *target, float *dlogits,
                          int64_t rows, int64_t C, int64_t ld);
+void rt_cu_gconv_fwd(rt_exec *e, const float *x, const float *w, const float *bias, float *y,
+                     int64_t B, int64_t C, int64_t H, int64_t W, int64_t k, int64_t s,
+                     int64_t pad, int64_t OH, int64_t OW, int64_t Cout, int64_t G);
+void rt_cu_gconv_bwd_data(rt_exec *e, const float *dy, const float *w, float *dx, int64_t B,
+                          int64_t C, int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad,
+                          int64_t OH, int64_t OW, int64_t Cout, int64_t G);
+void rt_cu_gconv_bwd_weight(rt_exec *e, const float *x, const float *dy, float *dw, float *db,
+                            int64_t B, int64_t C, int64_t H, int64_t W, int64_t k, int64_t s,
+                            int64_t pad, int64_t OH, int64_t OW, int64_t Cout, int64_t G);
+void rt_cu_cross_entropy_ls(rt_exec *e, const float *logits, const int32_t *target,
+                            float *dlogits, int64_t rows, int64_t C, int64_t ld, float ls);
 void rt_cu_mse(rt_exec *e, const float *y, const float *t, float *dy, int64_t n);
 void rt_cu_attention_fwd(rt_exec *e, const float *qkv, float *lse, float *y, int64_t B,
                          int64_t T, int64_t d, int64_t H, int causal);

@@ -76,6 +76,8 @@ static void data_to_gpu(Run *r)
     }
     rt_cu_data_put(&r->e, r->m, &r->train, 0);
     rt_loader_indices_only(r->tl);
+    if (c->has_augment)   /* the crops and flips then run on the device */
+        rt_cu_set_augment(&r->e, c->has_crop ? c->crop_padding : 0, c->hflip, c->seed);
     if (r->has_val) {
         rt_cu_data_put(&r->e, r->m, &r->val, 1);
         rt_loader_indices_only(r->vl);
@@ -110,6 +112,8 @@ void rt_run_data(Run *r)
                           (int)c->workers, (int)c->prefetch);
     if (r->world > 1)
         rt_loader_set_shard(r->tl, r->rank, r->world);   /* DistributedSampler */
+    if (c->has_augment)   /* training batches only */
+        rt_loader_set_augment(r->tl, c->has_crop ? c->crop_padding : 0, c->hflip);
     r->batches_per_epoch = rt_loader_batches(r->tl);
     if (r->batches_per_epoch == 0 && r->world > 1)
         rt_input_error("$.train.batch_size: each of the %d ranks reads %lld of the training "

@@ -18,9 +18,10 @@ uint64_t rt_mix(uint64_t a, uint64_t b)
  * the GPU (set 0 train, 1 val; -1: b holds data, as --sample's) its sample indices. */
 static void upload(Run *r, const rt_batch *b, int slot, int set)
 {
-    if (r->data_on_gpu && set >= 0)
+    if (r->data_on_gpu && set >= 0) {
         rt_cu_upload_index(&r->e, (const int32_t *)b->in[0], b->rows, slot, set);
-    else
+        rt_cu_slot_epoch(&r->e, slot, b->epoch);   /* loader.augment's draws */
+    } else
         rt_cu_upload_batch(&r->e, r->m, (const void *const *)b->in, b->rows, slot);
 }
 

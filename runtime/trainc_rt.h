@@ -218,6 +218,19 @@ void rt_gemm_dgelu(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, i
 /* conv2d as im2col + GEMM. col is [C*k*k, B*OH*OW]. */
 void rt_im2col(rt_exec *e, const float *x, float *col, int64_t B, int64_t C, int64_t H,
                int64_t W, int64_t k, int64_t stride, int64_t pad, int64_t OH, int64_t OW);
+/* conv2d with groups G > 1 (grouped, depthwise at G = C), direct (conv_grouped.c):
+ * x [B, C, H, W], w [Cout, C / G, k, k], bias [Cout] or NULL, y [B, Cout, OH, OW].
+ * The forward pass and the input gradient overwrite y and dx; the weight (and, with
+ * db != NULL, bias) gradients add into dw and db. */
+void rt_gconv_fwd(rt_exec *e, const float *x, const float *w, const float *bias, float *y,
+                  int64_t B, int64_t C, int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad,
+                  int64_t OH, int64_t OW, int64_t Cout, int64_t G);
+void rt_gconv_bwd_data(rt_exec *e, const float *dy, const float *w, float *dx, int64_t B,
+                       int64_t C, int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad,
+                       int64_t OH, int64_t OW, int64_t Cout, int64_t G);
+void rt_gconv_bwd_weight(rt_exec *e, const float *x, const float *dy, float *dw, float *db,
+                         int64_t B, int64_t C, int64_t H, int64_t W, int64_t k, int64_t s,
+                         int64_t pad, int64_t OH, int64_t OW, int64_t Cout, int64_t G);
 /* dx[B,C,H,W] = col2im(dcol) (overwrites dx). */
 void rt_col2im(rt_exec *e, const float *dcol, float *dx, int64_t B, int64_t C, int64_t H,
                int64_t W, int64_t k, int64_t stride, int64_t pad, int64_t OH, int64_t OW);
@@ -288,6 +301,11 @@ void rt_batchnorm_bwd(rt_exec *e, const float *x, const float *w, const float *m
  * Probabilities are never stored. */
 void rt_cross_entropy(rt_exec *e, const float *logits, const int32_t *target, float *dlogits,
                       int64_t rows, int64_t C, int64_t ld);
+/* rt_cross_entropy with label smoothing ls in (0, 1] (F.cross_entropy's
+ * label_smoothing): the targets (1 - ls) onehot + ls / C, so dlogits = (softmax - that)
+ * * e->grad_scale and each row's loss is the cross entropy against them. */
+void rt_cross_entropy_ls(rt_exec *e, const float *logits, const int32_t *target, float *dlogits,
+                         int64_t rows, int64_t C, int64_t ld, float ls);
 /* db[r] += sum_j x[r, j] over cols j (conv bias gradients). */
 void rt_rowsum_add(rt_exec *e, const float *x, float *db, int64_t rows, int64_t cols);
 

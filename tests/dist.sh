@@ -25,7 +25,7 @@ MPI_LIBS=$(mpicc --showme:link 2>/dev/null || pkg-config --libs ompi-c)
 BIN=$T/test_dist
 # shellcheck disable=SC2086
 if cc -std=gnu11 -O1 -g $SAN -Wall -Wextra -Wno-unused-parameter -Iruntime $MPI_CFLAGS \
-      tests/unit/test_dist.c runtime/dist.c runtime/data.c runtime/rng.c runtime/util.c $MPI_LIBS \
+      tests/unit/test_dist.c runtime/dist.c runtime/data.c runtime/augment.c runtime/rng.c runtime/util.c $MPI_LIBS \
       -lpthread -lm -o $BIN 2>$T/dist_build.log; then
     ok dist/build
 else

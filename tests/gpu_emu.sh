@@ -28,6 +28,7 @@ inst=$(grep -o '"RT_[A-Z_]*([0-9, ]*)"' tests/gpu/check_ops.c | tr -d '"')
     -e 's/^RT_RMSNORM_FWD\(([0-9]+)\)/rt_rmsnorm_fwd_\1/' \
     -e 's/^RT_RMSNORM_BWD\(([0-9]+)\)/rt_rmsnorm_bwd_\1/' \
     -e 's/^RT_CROSS_ENTROPY\(([0-9]+),([0-9]+)\)/rt_cross_entropy_\1_\2/' \
+    -e 's/^RT_CROSS_ENTROPY_LS\(([0-9]+),([0-9]+)\)/rt_cross_entropy_ls_\1_\2/' \
     -e 's/^RT_ATTENTION_FWD\(([0-9]+),([0-9]+),([0-9]+)\)/rt_attention_fwd_\1_\2_\3/' \
     -e 's/^RT_ATTENTION_BWD\(([0-9]+),([0-9]+),([0-9]+)\)/rt_attention_bwd_\1_\2_\3 rt_attention_bwd_kv_\1_\2_\3/' \
     -e 's/^RT_ATTENTION_EXT_FWD\(([0-9]+),([0-9]+),([0-9]+)\)/rt_attention_ext_fwd_\1_\2_\3/' \
@@ -44,8 +45,8 @@ for v in fp32 bf16 fp16; do
         -o "$d/emu_kernels.$v.o"
     cc -std=gnu11 $CFLAGS -DCHECK_OPS_EMU -Iruntime -I"${CUDA_HOME:-/usr/local/cuda}/include" \
         $(mpicc --showme:compile) tests/gpu/check_ops.c runtime/cuda_ops.c tests/gpu/emu/emu_device.c \
-        runtime/kernels.c runtime/attention.c runtime/batchnorm.c runtime/dist.c runtime/optim.c \
-        runtime/config.c runtime/util.c \
+        runtime/kernels.c runtime/conv_grouped.c runtime/augment.c runtime/attention.c \
+        runtime/batchnorm.c runtime/dist.c runtime/optim.c runtime/config.c runtime/util.c \
         "$d/emu_kernels.$v.o" -lstdc++ -lopenblas -lpthread -lm $(mpicc --showme:link) -o "$d/check_ops.$v"
 done
 "$d/check_ops.fp32" "${@}"

@@ -51,7 +51,7 @@ def data(name, shape, classes=None, target_shape=None, x_vocab=None):
     np.save(os.path.join(OUT, name + "_y.npy"), y)
 
 def case(name, in_shape, layers, loss="cross_entropy", classes=4, target_shape=(), x_dtype="f32",
-         x_vocab=None, init=None):
+         x_vocab=None, init=None, loss_keys=None):
     data(name, in_shape, classes if loss == "cross_entropy" else None, target_shape, x_vocab)
     y = {"shape": list(target_shape), "dtype": "i32", "classes": classes} if loss == "cross_entropy" \
         else {"shape": list(target_shape), "dtype": "f32"}
@@ -66,6 +66,8 @@ def case(name, in_shape, layers, loss="cross_entropy", classes=4, target_shape=(
     }
     if init:
         spec["model"]["init"] = init
+    if loss_keys:
+        spec["model"]["loss"].update(loss_keys)
     path = os.path.join(OUT, name + ".json")
     with open(path, "w") as f:
         json.dump(spec, f, indent=1)
@@ -167,6 +169,29 @@ cases.append(case("padded_vocab_tied_twice", [5], [
     {"op": "linear", "name": "down", "out": 6}, {"op": "layernorm"},
     {"op": "linear", "tie": "wte", "bias": False}], classes=1030, target_shape=(5,), x_dtype="i32",
     x_vocab=1030))
+# modern CNNs: label smoothing
+cases.append(case("label_smoothing", [8], [L(6), {"op": "tanh"}, L(4)],
+                  loss_keys={"label_smoothing": 0.2}))
+cases.append(case("label_smoothing_seq", [5, 8], [L(6), {"op": "relu"}, L(4)], target_shape=(5,),
+                  loss_keys={"label_smoothing": 1.0}))
+# modern CNNs: a residual whose shortcut is a strided 1x1 projection (a ResNet's)
+Cv = lambda out, k, **kw: dict({"op": "conv2d", "out": out, "kernel": k}, **kw)
+cases.append(case("residual_shortcut", [3, 6, 6], [
+    Cv(4, 3, padding=1), {"op": "residual", "name": "b", "body": [
+        Cv(5, 3, stride=2, padding=1, bias=False), {"op": "relu"}, Cv(5, 3, padding=1)],
+        "shortcut": [Cv(5, 1, stride=2, bias=False)]}, {"op": "flatten"}, L(4)]))
+# in a repeat: unnamed residuals whose shortcut layers are named h.N.shortcut.0
+cases.append(case("residual_shortcut_repeat", [3, 5, 5], [
+    Cv(4, 3, padding=1), {"op": "repeat", "name": "h", "count": 2, "body": [
+        {"op": "residual", "body": [Cv(4, 3, padding=1, groups=4), {"op": "tanh"}],
+         "shortcut": [Cv(4, 1, bias=False)]}]}, {"op": "flatten"}, L(4)]))
+# grouped and depthwise convolution (conv_grouped.c's direct loops)
+cases.append(case("conv2d_groups", [4, 6, 6], [Cv(6, 3, groups=2, padding=1), {"op": "tanh"},
+                                               Cv(4, 2, stride=2, groups=2, bias=False),
+                                               {"op": "flatten"}, L(4)]))
+cases.append(case("conv2d_depthwise", [3, 7, 7], [Cv(4, 1), Cv(8, 3, stride=2, padding=1, groups=4),
+                                                  {"op": "tanh"}, Cv(8, 3, groups=8, bias=False),
+                                                  {"op": "flatten"}, L(4)]))
 
 def fd_check(name, path):
     """The test's own finite differences; a list of failure lines."""

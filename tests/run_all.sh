@@ -86,6 +86,7 @@ check nvrtc_templates     bash tests/nvrtc_templates.sh
 check cuda_host           bash tests/cuda_host.sh
 check gradcheck           bash tests/gradcheck.sh
 check attention_opts      $PYTHON tests/attention_opts.py
+check augment             bash tests/augment.sh
 check vocab_pad           bash tests/vocab_pad.sh
 
 # whole runs
@@ -125,6 +126,7 @@ check learn/llama_char     bash tests/llama_learn.sh
 # trainc import hf / export hf against transformers: GPT-2, Llama, Mistral, a bf16
 # sharded checkpoint; refused configs and layers
 check parity/hf_io        $HF_PYTHON tests/hf_io.py
+check parity/resnet_block $PYTHON tests/resnet_parity.py
 check learn/mlp           bash tests/learn.sh mlp_fashion 0.85
 check learn/cnn           bash tests/learn.sh cnn_fashion 0.88
 check dropout_stats       bash tests/dropout_stats.sh
@@ -134,9 +136,9 @@ check set_order           bash tests/set_order.sh
 check auto_ranks          bash tests/auto_ranks.sh
 
 # unit tests of the runtime, under AddressSanitizer and UBSan
-check unit/build_data     $UCC tests/unit/test_data.c runtime/data.c runtime/rng.c runtime/init.c runtime/kernels.c runtime/util.c -lopenblas -lpthread -lm -o $T/test_data
+check unit/build_data     $UCC tests/unit/test_data.c runtime/data.c runtime/augment.c runtime/rng.c runtime/init.c runtime/kernels.c runtime/util.c -lopenblas -lpthread -lm -o $T/test_data
 check unit/data           --after=unit/build_data $T/test_data
-check unit/build_tokens   $UCC tests/unit/test_tokens.c runtime/data.c runtime/rng.c runtime/util.c -lpthread -lm -o $T/test_tokens
+check unit/build_tokens   $UCC tests/unit/test_tokens.c runtime/data.c runtime/augment.c runtime/rng.c runtime/util.c -lpthread -lm -o $T/test_tokens
 check unit/tokens         --after=unit/build_tokens $T/test_tokens
 check unit/build_tokenizer $UCC tests/unit/test_tokenizer.c runtime/tokenizer.c runtime/unicode.c -lcjson -o $T/test_tokenizer
 check unit/tokenizer      --after=unit/build_tokenizer $T/test_tokenizer

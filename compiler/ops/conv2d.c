@@ -1,7 +1,9 @@
 /* conv2d.c: 2-D convolution over [C, H, W]: its graph and shapes, its backward rule and
  * its lowering (im2col, one GEMM over the batch's columns, an epilogue that reorders
  * [out, B, HW] to [B, out, HW] and adds the bias; backward: the bias gradient, im2col
- * again, dW and dcol GEMMs, col2im). */
+ * again, dW and dcol GEMMs, col2im). With groups > 1 (grouped and depthwise
+ * convolution) the runtime's direct loops instead (rt_gconv_*, runtime/conv_grouped.c):
+ * one call forward, two backward. */
 #include <math.h>
 #include <string.h>
 #include "op.h"
@@ -15,8 +17,19 @@ static int conv2d_params(const Layer *l, const char **out)
     return n;
 }
 
+/* groups must divide both channel counts, as nn.Conv2d requires */
+static void check_groups(GraphCtx *c, const Layer *l, int64_t C)
+{
+    if (C % l->groups)
+        layer_error(c, l, "groups %lld does not divide the %lld input channels",
+                    (long long)l->groups, (long long)C);
+    if (l->out % l->groups)
+        layer_error(c, l, "groups %lld does not divide out %lld", (long long)l->groups,
+                    (long long)l->out);
+}
+
 /* [C, H, W] -> [out, OH, OW], OH = (H + 2 padding - kernel) / stride + 1 (OW alike);
- * W [out, C, k, k], b [out] */
+ * W [out, C / groups, k, k], b [out] */
 static void build_conv2d(GraphCtx *c, const LayerArgs *a)
 {
     Graph *g = c->g;
@@ -34,15 +47,19 @@ static void build_conv2d(GraphCtx *c, const LayerArgs *a)
         layer_error(c, l, "kernel %lld is larger than the padded input %lldx%lld",
                     (long long)k, (long long)(H + 2 * p), (long long)(W + 2 * p));
     int64_t OH = (H + 2 * p - k) / s + 1, OW = (W + 2 * p - k) / s + 1;
-    /* the GEMM [out, C*k*k] x [C*k*k, B*OH*OW] over im2col's columns (lower_conv_fwd) */
+    check_groups(c, l, C);
+    /* the GEMM [out, C*k*k] x [C*k*k, B*OH*OW] over im2col's columns (lower_conv_fwd);
+     * grouped: C / groups input channels an output, no columns */
     int64_t CKK, HW;
-    if (__builtin_mul_overflow(C, k * k, &CKK))
+    if (__builtin_mul_overflow(C / l->groups, k * k, &CKK))
         CKK = INT64_MAX;
     if (__builtin_mul_overflow(OH, OW, &HW))
         HW = INT64_MAX;
-    gemm_dim(g, l->path, "conv2d", "C*k*k (input channels times kernel area)", CKK);
-    gemm_dim(g, l->path, "conv2d", "OH*OW (output positions)", HW);
-    count_act(c, l->path, 2, (int64_t[]){CKK, HW});   /* im2col's columns */
+    if (l->groups == 1) {
+        gemm_dim(g, l->path, "conv2d", "C*k*k (input channels times kernel area)", CKK);
+        gemm_dim(g, l->path, "conv2d", "OH*OW (output positions)", HW);
+        count_act(c, l->path, 2, (int64_t[]){CKK, HW});   /* im2col's columns */
+    }
     int64_t shp[3] = {l->out, OH, OW};
     Tensor *y = act_tensor(c, l->path, layer_ident("conv", pfx), 3, shp);
     y->origin = at;
@@ -50,7 +67,7 @@ static void build_conv2d(GraphCtx *c, const LayerArgs *a)
     Node *nd = layer_node(c, a, N_CONV2D, x, y);
     int64_t cv[8] = {C, H, W, k, s, p, OH, OW};
     memcpy(nd->conv, cv, sizeof cv);
-    int64_t ws[4] = {l->out, C, k, k};
+    int64_t ws[4] = {l->out, C / l->groups, k, k};
     double bound = 1.0 / sqrt((double)CKK);
     int wi = init.kind == INIT_DEFAULT ? RT_INIT_UNIFORM : RT_INIT_NORMAL;
     double wa = init.kind == INIT_DEFAULT ? bound : init.kind == INIT_GPT2 ? 0.02 : init.std;
@@ -87,9 +104,61 @@ static void im2col(Program *p, Node *nd, Tensor *x, Tensor *col, int backward, c
     instr_writes(a, col);
 }
 
+/* The geometry arguments every rt_gconv_* call ends with: B, C, H, W, k, stride, pad, OH,
+ * OW (nd->conv), out, groups. */
+#define GCONV_GEOM(nd, cout)                                                                 \
+    arg_rows(1), arg_int((nd)->conv[0]), arg_int((nd)->conv[1]), arg_int((nd)->conv[2]),     \
+        arg_int((nd)->conv[3]), arg_int((nd)->conv[4]), arg_int((nd)->conv[5]),              \
+        arg_int((nd)->conv[6]), arg_int((nd)->conv[7]), arg_int(cout),                       \
+        arg_int((nd)->layer->groups)
+
+/* groups > 1: y = the direct grouped convolution of x, bias included */
+static void lower_gconv_fwd(Program *p, Node *nd)
+{
+    Instr *a = instr_add(p, I_CALL, nd->origin, 0);
+    a->what = xstrdup(nd->layer->groups == nd->conv[0] ? "conv2d: depthwise, direct"
+                                                       : "conv2d: grouped, direct");
+    SET_CALL(a, CALL_GCONV_FWD, arg_t(nd->in[0]), arg_t(nd->w->t), arg_opt(nd->b ? nd->b->t : NULL),
+             arg_t(nd->out), GCONV_GEOM(nd, nd->out->shape[0]));
+    instr_reads(a, nd->in[0]);
+    instr_reads(a, nd->w->t);
+    if (nd->b)
+        instr_reads(a, nd->b->t);
+    instr_writes(a, nd->out);
+}
+
+/* groups > 1: dW (and db) += from x and dy; dx = the transposed grouped convolution */
+static void lower_gconv_bwd(Program *p, Node *nd)
+{
+    Tensor *dy = nd->in[0], *x = nd->in[1], *dx = nd->out;
+    Instr *a = instr_add(p, I_CALL, nd->origin, 1);
+    a->what = xstrdup(nd->b ? "conv2d backward: weight and bias gradients, direct"
+                            : "conv2d backward: weight gradient, direct");
+    SET_CALL(a, CALL_GCONV_BWD_WEIGHT, arg_t(x), arg_t(dy), arg_t(nd->w->g),
+             arg_opt(nd->b ? nd->b->g : NULL), GCONV_GEOM(nd, dy->shape[0]));
+    instr_reads(a, x);
+    instr_reads(a, dy);
+    instr_writes(a, nd->w->g);
+    if (nd->b)
+        instr_writes(a, nd->b->g);
+    if (!dx)
+        return;
+    Instr *d = instr_add(p, I_CALL, nd->origin, 1);
+    d->what = xstrdup("conv2d backward: input gradient, direct");
+    SET_CALL(d, CALL_GCONV_BWD_DATA, arg_t(dy), arg_t(nd->w->t), arg_t(dx),
+             GCONV_GEOM(nd, dy->shape[0]));
+    instr_reads(d, dy);
+    instr_reads(d, nd->w->t);
+    instr_writes(d, dx);
+}
+
 static void lower_conv_fwd(Program *p, Node *nd)
 {
     Graph *g = p->g;
+    if (nd->layer->groups > 1) {
+        lower_gconv_fwd(p, nd);
+        return;
+    }
     int64_t C = nd->conv[0], k = nd->conv[3], OH = nd->conv[6], OW = nd->conv[7];
     int64_t Cout = nd->out->shape[0], CKK = C * k * k, HW = OH * OW;
     Tensor *x = nd->in[0], *y = nd->out;
@@ -121,6 +190,10 @@ static void lower_conv_fwd(Program *p, Node *nd)
 static void lower_conv_bwd(Program *p, Node *nd)
 {
     Graph *g = p->g;
+    if (nd->layer->groups > 1) {
+        lower_gconv_bwd(p, nd);
+        return;
+    }
     int64_t C = nd->conv[0], H = nd->conv[1], W = nd->conv[2], k = nd->conv[3], s = nd->conv[4],
             pad = nd->conv[5], OH = nd->conv[6], OW = nd->conv[7];
     Tensor *dy = nd->in[0], *x = nd->in[1], *dx = nd->out;

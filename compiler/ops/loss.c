@@ -1,7 +1,7 @@
 /* loss.c: the loss ("loss" in the spec: cross_entropy over the last axis's classes,
- * or mse), after the last layer: its graph and shapes (a large vocabulary's logits
- * padded for the GEMMs) and its lowering (one runtime call that in training also writes
- * d(loss)/d(prediction), where the backward pass starts). */
+ * label-smoothed or not, or mse), after the last layer: its graph and shapes (a large
+ * vocabulary's logits padded for the GEMMs) and its lowering (one runtime call that in
+ * training also writes d(loss)/d(prediction), where the backward pass starts). */
 #include <stdlib.h>
 #include <string.h>
 #include "op.h"
@@ -111,6 +111,7 @@ void build_loss(GraphCtx *c)
     pad_logits(c, pred, dpred);
     Node *nd = graph_node(g, N_LOSS, path);
     nd->loss = s->loss;
+    nd->p = s->label_smoothing;
     nd->in[nd->n_in++] = pred;
     nd->in[nd->n_in++] = target;
     nd->out2 = dpred;
@@ -127,10 +128,17 @@ static void lower_loss(Program *p, Node *nd)
         int64_t C = pred->shape[pred->rank - 1];
         a->what = xstrdup(p->eval ? "cross entropy: loss and accuracy (no gradient in validation)"
                                   : "cross entropy: loss, accuracy and d(logits) in one pass");
-        /* no gradient in validation's program; in training's, only while e->train */
-        SET_CALL(a, CALL_CROSS_ENTROPY, arg_t(pred), arg_t(t),
-                 p->eval ? arg_null() : arg_train(nd->out2), arg_rows(pred->numel / C),
-                 arg_int(C), arg_int(tensor_ld(pred)));
+        /* no gradient in validation's program; in training's, only while e->train.
+         * Label smoothing has its own call (validation's loss smoothed too, as
+         * F.cross_entropy's), so a model without it runs the kernel it always did. */
+        Arg d = p->eval ? arg_null() : arg_train(nd->out2);
+        if (nd->p > 0)
+            SET_CALL(a, CALL_CROSS_ENTROPY_LS, arg_t(pred), arg_t(t), d,
+                     arg_rows(pred->numel / C), arg_int(C), arg_int(tensor_ld(pred)),
+                     arg_float(nd->p));
+        else
+            SET_CALL(a, CALL_CROSS_ENTROPY, arg_t(pred), arg_t(t), d,
+                     arg_rows(pred->numel / C), arg_int(C), arg_int(tensor_ld(pred)));
     } else {
         a->what = xstrdup(p->eval ? "mean squared error (no gradient in validation)"
                                   : "mean squared error and d(prediction)");

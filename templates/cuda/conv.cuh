@@ -363,3 +363,116 @@ rt_avgpool2d_bwd(const act_t *dy, act_t *dx, int64_t planes, int64_t H, int64_t 
     const rt_fdiv fd[3] = {f0, f1, f2};
     RT_BY_INDEX(rt_avgpool_bwd_run, dy, dx, planes, H, W, k, s, OH, OW, fd);
 }
+
+/* ---- conv2d with groups > 1 (grouped, depthwise): twins of runtime/conv_grouped.c ----
+ * x [B, C, H, W], w [Cout, C / G, k, k] (fp32 parameters), y [B, Cout, OH, OW]; output
+ * channel co reads the input channels of its group g = co / (Cout / G). Products and
+ * sums in the CPU's order with __fmul_rn / __fadd_rn (no contraction into FMAs): the
+ * forward pass and the input gradient are the CPU's bit for bit; the weight gradient
+ * sums in double over the block (rt_block_sum's order), within rounding of the CPU's.
+ * 64-bit indices, but for a plane's positions (OH*OW < 2^31) in the weight gradient's
+ * inner loop. */
+
+/* Launch: grid-stride over the B*Cout*OH*OW outputs (blocks of 256). Overwrites y. */
+extern "C" __global__ void __launch_bounds__(256)
+rt_gconv_fwd(const act_t *x, const float *w, const float *bias, act_t *y, int64_t B, int64_t C,
+             int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad, int64_t OH, int64_t OW,
+             int64_t Cout, int64_t G)
+{
+    const int64_t Cg = C / G, Cog = Cout / G, n = B * Cout * OH * OW;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t ow = i % OW, r = i / OW, oh = r % OH, pl = r / OH, co = pl % Cout, b = pl / Cout;
+        const act_t *xb = x + (b * C + co / Cog * Cg) * H * W;
+        const float *wc = w + co * Cg * k * k;
+        const int64_t ih0 = oh * s - pad, iw0 = ow * s - pad;
+        float acc = 0.0f;
+        for (int64_t ci = 0; ci < Cg; ci++)
+            for (int64_t ki = 0; ki < k; ki++) {
+                int64_t ih = ih0 + ki;
+                if (ih < 0 || ih >= H)
+                    continue;
+                for (int64_t kj = 0; kj < k; kj++) {
+                    int64_t iw = iw0 + kj;
+                    if (iw >= 0 && iw < W)
+                        acc = __fadd_rn(acc, __fmul_rn(wc[(ci * k + ki) * k + kj],
+                                                       rt_ld(xb + (ci * H + ih) * W + iw)));
+                }
+            }
+        rt_st(y + i, bias ? __fadd_rn(acc, bias[co]) : acc);
+    }
+}
+
+/* dx[b, ci, ih, iw] = sum over (co', ki, kj) in order of dy[b, co, oh, ow] w[co, c', ki, kj]
+ * where oh s - pad + ki = ih (ow alike). Launch: grid-stride over B*C*H*W (blocks of
+ * 256). Overwrites dx. */
+extern "C" __global__ void __launch_bounds__(256)
+rt_gconv_bwd_data(const act_t *dy, const float *w, act_t *dx, int64_t B, int64_t C, int64_t H,
+                  int64_t W, int64_t k, int64_t s, int64_t pad, int64_t OH, int64_t OW,
+                  int64_t Cout, int64_t G)
+{
+    const int64_t Cg = C / G, Cog = Cout / G, n = B * C * H * W;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t iw = i % W, r = i / W, ih = r % H, pl = r / H, ci = pl % C, b = pl / C;
+        int64_t g = ci / Cg, cl = ci - g * Cg;
+        float acc = 0.0f;
+        for (int64_t cq = 0; cq < Cog; cq++) {
+            int64_t co = g * Cog + cq;
+            const act_t *dyp = dy + (b * Cout + co) * OH * OW;
+            const float *wc = w + (co * Cg + cl) * k * k;
+            for (int64_t ki = 0; ki < k; ki++) {
+                int64_t th = ih + pad - ki;   /* = oh s */
+                if (th < 0 || th % s || th / s >= OH)
+                    continue;
+                for (int64_t kj = 0; kj < k; kj++) {
+                    int64_t tw = iw + pad - kj;
+                    if (tw < 0 || tw % s || tw / s >= OW)
+                        continue;
+                    acc = __fadd_rn(acc, __fmul_rn(rt_ld(dyp + th / s * OW + tw / s),
+                                                   wc[ki * k + kj]));
+                }
+            }
+        }
+        rt_st(dx + i, acc);
+    }
+}
+
+/* Block j < Cout*Cg*k*k: dw[j] += sum over (b, oh, ow) of dy[b, co, oh, ow] x[b, c, ih, iw]
+ * (each product in float, the sum in double); block Cout*Cg*k*k + co (when db != NULL):
+ * db[co] += sum over (b, oh, ow) of dy. Launch: grid (Cout*Cg*k*k (+ Cout)), 256 threads. */
+extern "C" __global__ void __launch_bounds__(256)
+rt_gconv_bwd_weight(const act_t *x, const act_t *dy, float *dw, float *db, int64_t B, int64_t C,
+                    int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad, int64_t OH,
+                    int64_t OW, int64_t Cout, int64_t G)
+{
+    const int64_t Cg = C / G, Cog = Cout / G, nw = Cout * Cg * k * k;
+    const int64_t j = blockIdx.x;
+    const int ohw = (int)(OH * OW), ow_n = (int)OW;   /* a plane's positions: 32 bits */
+    double acc = 0.0;
+    if (j < nw) {
+        int64_t co = j / (Cg * k * k), cl = j / (k * k) % Cg, ki = j / k % k, kj = j % k;
+        int64_t cx = co / Cog * Cg + cl;
+        for (int64_t b = 0; b < B; b++) {
+            const act_t *dyp = dy + (b * Cout + co) * ohw, *xp = x + (b * C + cx) * H * W;
+            for (int q = threadIdx.x; q < ohw; q += blockDim.x) {
+                int oh = q / ow_n, ow = q - oh * ow_n;
+                int64_t ih = oh * s - pad + ki, iw = ow * s - pad + kj;
+                if (ih >= 0 && ih < H && iw >= 0 && iw < W)
+                    acc += (double)__fmul_rn(rt_ld(dyp + q), rt_ld(xp + ih * W + iw));
+            }
+        }
+    } else {
+        int64_t co = j - nw;
+        for (int64_t b = 0; b < B; b++)
+            for (int q = threadIdx.x; q < ohw; q += blockDim.x)
+                acc += (double)rt_ld(dy + (b * Cout + co) * ohw + q);
+    }
+    acc = rt_block_sum(acc);
+    if (threadIdx.x == 0) {
+        if (j < nw)
+            dw[j] += (float)acc;
+        else
+            db[j - nw] += (float)acc;
+    }
+}

@@ -232,6 +232,65 @@ __device__ __forceinline__ void cross_entropy(const act_t *logits, const int32_t
         cross_entropy<C, LD>(logits, target, dlogits, loss, correct, grad_scale);             \
     }
 
+/* Label-smoothed cross entropy (F.cross_entropy's label_smoothing = ls > 0): the twin
+ * of rt_cross_entropy_ls in runtime/kernels.c; launch and layout as cross_entropy_row.
+ * The targets are (1 - ls) onehot + ls / C, so with lse = max + log(sum exp(z - max))
+ *   loss[r]    = lse - (1 - ls) z[target] - (ls / C) sum_j z_j   (double)
+ *   dlogits[r] = (softmax - ls / C - (1 - ls) onehot(target)) * grad_scale
+ * Pass 1 also sums the logits (in double, with rt_block_sum's fixed order); dlogits may
+ * be logits, as in cross_entropy_row. */
+template <int C, int LD>
+__device__ __forceinline__ void cross_entropy_ls_row(const act_t *logits, const int32_t *target,
+                                                     act_t *dlogits, double *loss,
+                                                     double *correct, float grad_scale, float ls)
+{
+    int64_t r = blockIdx.x;
+    const act_t *z = logits + r * LD;      /* [C] */
+    int tg = target[r];
+    bool bad = tg < 0 || tg >= C;
+    float bv = -rt_inf();
+    int bi = 0x7fffffff;
+    double sz = 0.0;
+    rt_row_each(z, C, [&](int j, float v) {
+        if (rt_argmax_better(v, j, bv, bi)) {
+            bv = v;
+            bi = j;
+        }
+        sz += (double)v;
+    });
+    float m;
+    int am = rt_block_argmax(bv, bi, &m);
+    sz = rt_block_sum(sz);
+    double s = 0.0;
+    rt_row_each(z, C, [&](int j, float v) { s += (double)expf(v - m); });
+    s = rt_block_sum(s);
+    float zt = bad ? 0.0f : rt_ld(z + tg);
+    __syncthreads();   /* z[target] is read by every thread before pass 3 overwrites it */
+    if (dlogits) {
+        float inv = (float)(1.0 / s), u = ls / (float)C;
+        rt_row_map(z, dlogits + r * LD, C, [&](int j, float v) {
+            if (bad)
+                return 0.0f;
+            return (expf(v - m) * inv - u - (j == tg ? 1.0f - ls : 0.0f)) * grad_scale;
+        });
+        for (int j = C + threadIdx.x; j < LD; j += blockDim.x)
+            rt_st(dlogits + r * LD + j, 0.0f);
+    }
+    if (threadIdx.x == 0) {
+        loss[r] = bad ? rt_nan_d()
+                      : (double)m + log(s) - (1.0 - (double)ls) * (double)zt - (double)ls / C * sz;
+        correct[r] = !bad && am == tg ? 1.0 : 0.0;
+    }
+}
+
+#define RT_CROSS_ENTROPY_LS(C, LD)                                                            \
+    extern "C" __global__ void __launch_bounds__(1024) rt_cross_entropy_ls_##C##_##LD(        \
+        const act_t *logits, const int32_t *target, act_t *dlogits, double *loss,             \
+        double *correct, float grad_scale, float ls)                                          \
+    {                                                                                         \
+        cross_entropy_ls_row<C, LD>(logits, target, dlogits, loss, correct, grad_scale, ls);  \
+    }
+
 /* Mean squared error terms, RT_MSE_CHUNK elements per block.
  *
  * Launch: grid (ceil(n / RT_MSE_CHUNK)), block of 256 threads.

@@ -82,6 +82,7 @@ static const char *const instances[] = {
     "RT_ATTENTION_EXT_FWD(65, 128, 1)", "RT_ATTENTION_EXT_BWD(65, 128, 1)",
     "RT_EMBEDDING_FWD(7)", "RT_EMBEDDING_BWD(7)", "RT_EMBEDDING_FWD(128)",
     "RT_EMBEDDING_BWD(128)", "RT_EMBEDDING_FWD(768)", "RT_EMBEDDING_BWD(768)",
+    "RT_CROSS_ENTROPY_LS(10, 10)", "RT_CROSS_ENTROPY_LS(13, 16)", "RT_CROSS_ENTROPY_LS(1030, 1088)",
     NULL};
 
 #define TOL_EW 1e-5            /* elementwise-like */
@@ -399,7 +400,87 @@ static void t_rowsum(int64_t rows, int64_t cols)
     free(x), free(db0), free(db), reset();
 }
 
+/* ---- loader.augment ------------------------------------------------------------------- */
+
+/* data.cuh's rt_gather_augment against data.c's rt_gather_augment: n images [C, H, W] of
+ * `elem`-byte values held on the device, rows picked by random indices, cropped (pad)
+ * and flipped as sample idx[r] of epoch 3 draws; a move of bytes, so exact. */
+static void t_gather_augment(int64_t n, int64_t rows, int64_t Ch, int64_t H, int64_t W,
+                             int elem, int64_t pad, int hflip)
+{
+    SHAPE("%lld of %lld images %lldx%lldx%lld, %d-byte values, pad %lld%s", (long long)rows,
+          (long long)n, (long long)Ch, (long long)H, (long long)W, elem, (long long)pad,
+          hflip ? ", flips" : "");
+    size_t img = (size_t)(Ch * H * W * elem), all = (size_t)n * img, out = (size_t)rows * img;
+    unsigned char *data = rt_xmalloc(all), *want = rt_xmalloc(out);
+    for (size_t i = 0; i < all; i++)
+        data[i] = (unsigned char)(irand(255) + 1);   /* no zeros: the padding shows */
+    int32_t *idx = rt_xmalloc((size_t)rows * sizeof *idx);
+    for (int64_t r = 0; r < rows; r++)
+        idx[r] = (int32_t)irand(n);
+    rt_gather_augment(data, idx, want, rows, Ch, H, W, elem, pad, hflip, 1337, 3);
+    void *gdata = up(data, all), *gidx = up(idx, (size_t)rows * 4), *gout = dalloc(out);
+    unsigned char *got = rt_xmalloc(out);
+    for (int rep = 0; rep < 2; rep++) {
+        rt_cu_gather_augment(G, gdata, gidx, gout, rows, Ch, H, W, elem, pad, hflip, 1337, 3);
+        rt_cu_sync(G);
+        rt_cu_download(got, (rt_dptr)(uintptr_t)gout, out);
+        size_t bad = 0;
+        for (size_t i = 0; i < out; i++)
+            bad += got[i] != want[i];
+        if (bad)
+            report("gather_augment", INFINITY, TOL_EW, " (%zu of %zu bytes differ, run %d)", bad,
+                   out, rep + 1);
+        else
+            report("gather_augment", 0.0, TOL_EW, NULL);
+    }
+    free(data), free(want), free(idx), free(got), reset();
+}
+
 /* ---- convolution and pooling ------------------------------------------------------------ */
+
+/* conv2d with groups G > 1 (runtime/conv_grouped.c against conv.cuh's rt_gconv_*): the
+ * forward pass (with or without bias), the input gradient, and the weight and bias
+ * gradients added to poisoned random values. Weights are fp32 parameters (up32). */
+static void t_gconv(int64_t B, int64_t Ch, int64_t H, int64_t W, int64_t k, int64_t s,
+                    int64_t pad, int64_t Cout, int64_t grp, int bias)
+{
+    int64_t OH = (H + 2 * pad - k) / s + 1, OW = (W + 2 * pad - k) / s + 1;
+    int64_t nx = B * Ch * H * W, ny = B * Cout * OH * OW, nw = Cout * (Ch / grp) * k * k;
+    SHAPE("B%lld C%lld %lldx%lld k%lld s%lld p%lld out%lld g%lld%s", (long long)B,
+          (long long)Ch, (long long)H, (long long)W, (long long)k, (long long)s, (long long)pad,
+          (long long)Cout, (long long)grp, bias ? "" : " no bias");
+    float *x = avec(nx), *w = fvec(nw), *b = bias ? fvec(Cout) : NULL, *dy = avec(ny);
+    float *y = nans(ny), *dx = nans(nx), *dw0 = fvec(nw), *db0 = fvec(Cout);
+    float *dw = fcopy(dw0, nw), *db = fcopy(db0, Cout);
+    rt_gconv_fwd(&C, x, w, b, y, B, Ch, H, W, k, s, pad, OH, OW, Cout, grp);
+    rt_gconv_bwd_data(&C, dy, w, dx, B, Ch, H, W, k, s, pad, OH, OW, Cout, grp);
+    rt_gconv_bwd_weight(&C, x, dy, dw, bias ? db : NULL, B, Ch, H, W, k, s, pad, OH, OW, Cout, grp);
+    float *gx = up_a(x, nx), *gdy = up_a(dy, ny), *gy = dalloc_a(ny), *gdx = dalloc_a(nx);
+    float *gw = up32(w, nw), *gb = bias ? up32(b, Cout) : NULL, *gdw = up32(dw0, nw),
+          *gdb = up32(db0, Cout), *py = nans(ny), *px = nans(nx);
+    out_t o[4] = {{"y", y, {0}, ny}, {"dx", dx, {0}, nx}, {"dw", dw, {0}, nw},
+                  {"db", db, {0}, Cout}};
+    for (int rep = 0; rep < 2; rep++) {
+        upload_a(gy, py, ny);
+        upload_a(gdx, px, nx);
+        upload(gdw, dw0, (size_t)nw * 4);
+        upload(gdb, db0, (size_t)Cout * 4);
+        rt_cu_gconv_fwd(G, gx, gw, gb, gy, B, Ch, H, W, k, s, pad, OH, OW, Cout, grp);
+        rt_cu_gconv_bwd_data(G, gdy, gw, gdx, B, Ch, H, W, k, s, pad, OH, OW, Cout, grp);
+        rt_cu_gconv_bwd_weight(G, gx, gdy, gdw, bias ? gdb : NULL, B, Ch, H, W, k, s, pad, OH, OW,
+                               Cout, grp);
+        o[0].gpu[rep] = down_a(gy, ny);
+        o[1].gpu[rep] = down_a(gdx, nx);
+        o[2].gpu[rep] = down(gdw, nw);
+        o[3].gpu[rep] = down(gdb, Cout);
+    }
+    judge("gconv_fwd", TA(TOL_EW), &o[0], 1);
+    judge("gconv_bwd_data", TA(TOL_EW), &o[1], 1);
+    judge("gconv_bwd_weight", TOL_RED, &o[2], 2);
+    free(x), free(w), free(b), free(dy), free(y), free(dx), free(dw0), free(db0), free(dw);
+    free(db), free(py), free(px), reset();
+}
 
 static int wide;   /* the 64-bit index path forced (rt_cu_force_wide_index) */
 
@@ -781,6 +862,48 @@ static void t_cross_entropy(int64_t rows, int64_t Cn, int mode, int64_t ld)
     stats_judge("cross_entropy stats", &st);
     if (mode)
         judge("cross_entropy", TA(TOL_EW), &o, 1);
+    free(z), free(tg), free(dz), free(pn), reset();
+}
+
+/* Label-smoothed cross entropy (smoothing ls): as t_cross_entropy, modes 0-2. */
+static void t_cross_entropy_ls(int64_t rows, int64_t Cn, int mode, int64_t ld, float ls)
+{
+    static const char *const modes[] = {"loss only", "dlogits", "dlogits in place"};
+    SHAPE("[%lld, %lld] rows %lld apart, %s, smoothing %g", (long long)rows, (long long)Cn,
+          (long long)ld, modes[mode], ls);
+    int64_t n = rows * ld;
+    float *z = ce_logits(rows, Cn, ld);
+    int32_t *tg = rt_xmalloc((size_t)rows * sizeof *tg);
+    for (int64_t r = 0; r < rows; r++) {
+        tg[r] = (int32_t)irand(Cn);
+        if (r % 3 == 0)
+            z[r * ld + tg[r]] = 9.0f;
+    }
+    round_act(z, n);
+    float gs = (float)Cn / 8.0f, *dz = mode ? nans(n) : NULL;
+    C.grad_scale = G->grad_scale = gs;
+    float *gz = up_a(z, n), *gdz = mode == 1 ? dalloc_a(n) : mode == 2 ? gz : NULL;
+    int32_t *gtg = up(tg, (size_t)rows * 4);
+    float *pn = nans(n);
+    out_t o = {"dlogits", dz, {0}, n};
+    stats_t st;
+    for (int rep = 0; rep < 2; rep++) {
+        stats_begin();
+        if (mode == 2)
+            memcpy(dz, z, (size_t)n * sizeof *dz);
+        rt_cross_entropy_ls(&C, mode == 2 ? dz : z, tg, dz, rows, Cn, ld, ls);
+        if (mode == 1)
+            upload_a(gdz, pn, n);
+        if (mode == 2)
+            upload_a(gz, z, n);
+        rt_cu_cross_entropy_ls(G, gz, gtg, gdz, rows, Cn, ld, ls);
+        stats_end(&st, rep);
+        if (mode)
+            o.gpu[rep] = down_a(gdz, n);
+    }
+    stats_judge("cross_entropy_ls stats", &st);
+    if (mode)
+        judge("cross_entropy_ls", TA(TOL_EW), &o, 1);
     free(z), free(tg), free(dz), free(pn), reset();
 }
 
@@ -1863,6 +1986,14 @@ int main(int argc, char **argv)
     }
     rt_cu_force_wide_index(0);
     wide = 0;
+    t_gather_augment(50, 17, 1, 28, 28, 1, 4, 1);   /* Fashion-MNIST's u8 */
+    t_gather_augment(9, 8, 3, 9, 7, 4, 3, 1);       /* f32 colour images */
+    t_gather_augment(5, 6, 2, 5, 6, 2, 9, 0);       /* u16, pad wider than the image */
+    t_gconv(2, 4, 7, 9, 3, 1, 1, 6, 2, 1);      /* grouped */
+    t_gconv(3, 6, 8, 8, 3, 2, 1, 6, 6, 0);      /* depthwise, stride 2, no bias */
+    t_gconv(2, 8, 9, 7, 3, 1, 1, 16, 8, 1);     /* depthwise, 2 outputs a channel */
+    t_gconv(2, 6, 10, 10, 5, 2, 2, 9, 3, 0);    /* 5x5, stride 2 */
+    t_gconv(4, 32, 14, 14, 3, 1, 1, 32, 32, 1); /* a ResNet-sized depthwise layer */
 
     t_layernorm(1, 7);
     t_layernorm(37, 7);
@@ -1890,6 +2021,10 @@ int main(int argc, char **argv)
     t_batchnorm(256, 4, 1024, 1);  /* 64 parts a channel */
 
     t_cross_entropy(1, 10, 1, 10);
+    t_cross_entropy_ls(37, 10, 0, 10, 0.1f);
+    t_cross_entropy_ls(37, 10, 1, 10, 0.1f);
+    t_cross_entropy_ls(300, 13, 2, 16, 0.25f);
+    t_cross_entropy_ls(9, 1030, 1, 1088, 1.0f);
     t_cross_entropy(37, 10, 0, 10);
     t_cross_entropy(37, 13, 1, 13);
     t_cross_entropy(300, 13, 2, 13);

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# loader.augment (random crop with zero padding, horizontal flip): the transform and its
+# draws against PyTorch's (tests/augment.py, through tests/augment_check.c), then in
+# training on Fashion-MNIST, a small CNN with a crop of padding 2 and flips, threads 1:
+#   - runs with 0 and 3 loader workers give the same records and weights bit for bit
+#     (each image's draw depends on (seed, epoch, index) only, not on the thread);
+#   - a run stopped mid-epoch (max_steps 175: batch 19 of epoch 1, 156 batches an
+#     epoch) and resumed to step 200 gives the records and weights of the run straight
+#     to 200 (the draws of epoch 1 continue where they stopped);
+#   - without loader.augment the losses differ from the first step on (it is on), and
+#     validation is never augmented: an --eval of the same weights gives the same
+#     numbers with and without it.
+set -eu
+cd "$(dirname "$0")/.."
+TRAINC=${TRAINC:-build/trainc}
+PY=${PYTHON:-/usr/bin/python3}
+d=$(pwd)/build/tests/augment
+rm -rf "$d"; mkdir -p "$d"
+cc -std=gnu11 -O1 -Iruntime tests/augment_check.c build/librt.a -lcjson -lopenblas -lz -lm \
+    -lpthread -ldl $(mpicc --showme:link 2>/dev/null || echo -lmpi) -o "$d/augment_check"
+$PY tests/augment.py "$d/augment_check" "$d"
+
+$PY - "$d" "$(pwd)/data/fashion" <<'PY'
+import json, sys
+d, data = sys.argv[1], sys.argv[2]
+conv = lambda out, **k: dict({"op": "conv2d", "out": out, "kernel": 3, "padding": 1}, **k)
+spec = {"trainc": 1,
+        "model": {"name": "aug_cnn",
+                  "inputs": {"x": {"shape": [1, 28, 28], "dtype": "u8", "scale": 1 / 255},
+                             "y": {"shape": [], "dtype": "i32", "classes": 10}},
+                  "layers": [conv(8, stride=2), {"op": "relu"}, conv(8, stride=2), {"op": "relu"},
+                             {"op": "flatten"}, {"op": "linear", "out": 10}],
+                  "loss": {"op": "cross_entropy", "target": "y", "label_smoothing": 0.1}},
+        "train": {"data": {"train": {"x": f"{data}/test_x.npy", "y": f"{data}/test_y.npy"},
+                           "val": {"x": f"{data}/test_x.npy", "y": f"{data}/test_y.npy"}},
+                  "batch_size": 64, "epochs": 5, "log_every": 1,
+                  "optimizer": {"type": "sgd", "lr": 0.05, "momentum": 0.9, "nesterov": True},
+                  "validate": {"every_steps": 20, "batches": 4},
+                  "loader": {"augment": {"random_crop": {"padding": 2}, "hflip": True}}}}
+json.dump(spec, open(f"{d}/aug.json", "w"), indent=1)
+PY
+# 10000 rows (the test set as training data), batch 64: 156 batches an epoch
+"$TRAINC" build "$d/aug.json" -o "$d/trainer"
+common=(--threads 1 --quiet --set checkpoint.every_steps=10)
+"$d/trainer" --out "$d/ref" "${common[@]}" --set max_steps=200 --set loader.workers=0
+"$d/trainer" --out "$d/workers" "${common[@]}" --set max_steps=200 --set loader.workers=3
+"$d/trainer" --out "$d/cut" "${common[@]}" --set max_steps=175 --set loader.workers=0
+"$d/trainer" --resume "$d/cut" "${common[@]}" --set max_steps=200 --set loader.workers=0
+"$d/trainer" --out "$d/plain" "${common[@]}" --set max_steps=5 --set loader.augment=null
+$PY - "$d" <<'PY'
+import json, sys
+d = sys.argv[1]
+def recs(run):
+    out = []
+    for l in open(f"{d}/{run}/metrics.jsonl"):
+        r = json.loads(l)
+        if "event" not in r:
+            out.append({k: r[k] for k in ("step", "epoch", "loss", "grad_norm", "val_loss", "val_acc") if k in r})
+    return out
+ref, workers, cut, plain = recs("ref"), recs("workers"), recs("cut"), recs("plain")
+assert len([r for r in ref if "loss" in r]) == 200, len(ref)
+assert ref == workers, next((a, b) for a, b in zip(ref, workers) if a != b)
+print("ok   0 and 3 loader workers: the same", len(ref), "records")
+assert ref == cut, next(((a, b) for a, b in zip(ref, cut) if a != b), (len(ref), len(cut)))
+starts = [json.loads(l) for l in open(f"{d}/cut/metrics.jsonl") if '"start"' in l]
+assert len(starts) == 2 and starts[1].get("resumed_from") == 175, starts
+print("ok   stopped at step 175 (batch 19 of epoch 1), resumed: the same records as straight through")
+a = [r["loss"] for r in ref if "loss" in r][:5]
+b = [r["loss"] for r in plain if "loss" in r]
+assert all(x != y for x, y in zip(a, b)), (a, b)
+print("ok   augmentation changes every one of the first 5 losses:", a[0], "vs", b[0])
+PY
+cmp "$d/ref/model.safetensors" "$d/workers/model.safetensors"
+cmp "$d/ref/model.safetensors" "$d/cut/model.safetensors"
+# validation is not augmented: --eval of the same weights with and without it
+"$d/trainer" --init "$d/ref/model.safetensors" --eval --threads 1 --quiet > "$d/eval_aug.txt"
+"$d/trainer" --init "$d/ref/model.safetensors" --eval --threads 1 --quiet --set loader.augment=null > "$d/eval_plain.txt"
+cmp "$d/eval_aug.txt" "$d/eval_plain.txt"
+echo "ok   --eval: the same numbers with and without loader.augment"
+# the same images on the GPU: with the data kept on the device (loader.on_gpu always)
+# the crops and flips run there (data.cuh's rt_gather_augment), here on the fake GPU of
+# tests/fake_gpu.sh (kernels emulated on the CPU, GEMMs by OpenBLAS in another order):
+# every loss and validation number within 1e-6 of the CPU's (other images would be
+# off by 1e-3 and more: without augmentation the first loss moves by 1e-3)
+bash tests/fake_gpu/build.sh "$d/lib"
+export TRAINC_CACHE_DIR=$d/cache
+"$TRAINC" build "$d/aug.json" -o "$d/trainer_both" --device both --arch sm_90
+sets=(--threads 1 --quiet --set max_steps=10 --set validate.every_steps=5)
+"$d/trainer_both" --device cpu --out "$d/cpu" "${sets[@]}"
+env LD_LIBRARY_PATH="$d/lib" "$d/trainer_both" --device cuda --out "$d/gpu" "${sets[@]}" \
+    --set loader.on_gpu=always
+$PY - "$d" <<'PY'
+import json, sys
+d = sys.argv[1]
+def nums(run):
+    rs = [json.loads(l) for l in open(f"{d}/{run}/metrics.jsonl")]
+    start = [r for r in rs if r.get("event") == "start"][0]
+    return start, [(r["step"], k, r[k]) for r in rs if "event" not in r for k in ("loss", "val_loss", "val_acc") if k in r]
+(sc, a), (sg, b) = nums("cpu"), nums("gpu")
+assert sc["device"] == "cpu" and sg["device"] == "cuda" and sg["device_data_bytes"] > 0, (sc, sg)
+assert [x[:2] for x in a] == [x[:2] for x in b] and len(a) >= 12, (a, b)
+worst = max(abs(x[2] - y[2]) / max(abs(x[2]), 1e-6) for x, y in zip(a, b))
+assert worst <= 1e-6, (worst, a, b)
+print(f"ok   fake GPU, data and augmentation on the device: {len(a)} numbers within {worst:.1e} of the CPU's")
+PY

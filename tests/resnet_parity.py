@@ -1,0 +1,184 @@
+"""Step-by-step parity with PyTorch (Debian python3-torch, CPU) of a small ResNet-style
+model without batchnorm: a stem conv without bias, a residual block whose body is a
+strided conv, a depthwise conv (groups = channels) and a 1x1 conv, all without bias,
+and whose shortcut is a 1x1 projection with stride 2; then average pooling and a linear
+head. Cross entropy with label smoothing 0.1; SGD with Nesterov momentum 0.9 and weight
+decay 5e-4 (rank >= 2 only, as trainc's), constant learning rate.
+
+resnet_parity.py
+
+The same initial weights (written here, loaded with --init), the same batches (shuffle
+off: batch b is rows b*B .. b*B+B-1 of Fashion-MNIST's training set), threads 1 on
+both sides; validation on 256 test images every 10 steps. Checks, for `trainc run` and
+for a trainer built by `trainc build` (which must agree with it bit for bit): every one
+of the 30 steps' losses within 1e-4 relative of PyTorch's, the label-smoothed
+validation losses within 1e-4 relative, and the final weights within 1e-4. Also:
+recompute full gives the same bits as none; and the GPU path (the
+grouped convolution's and the smoothed loss's CUDA kernels, emulated on the fake GPU of
+tests/fake_gpu.sh) gives every loss within 1e-6 of the CPU's.
+"""
+import json, os, subprocess, sys
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import st_check   # safetensors by hand
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TRAINC = os.path.join(ROOT, os.environ.get("TRAINC", "build/trainc"))
+OUT = os.path.join(ROOT, "build", "tests", "resnet_parity")
+os.makedirs(OUT, exist_ok=True)
+STEPS, B, LR, MOM, WD, LS, NVAL, VAL_EVERY = 30, 32, 0.05, 0.9, 5e-4, 0.1, 256, 10
+torch.set_num_threads(1)
+torch.manual_seed(0)
+
+# the data: Fashion-MNIST, as the loader reads it (u8 scaled by 1/255)
+X = np.load(os.path.join(ROOT, "data", "fashion", "train_x.npy"), mmap_mode="r")
+Y = np.load(os.path.join(ROOT, "data", "fashion", "train_y.npy"), mmap_mode="r")
+VX = np.array(np.load(os.path.join(ROOT, "data", "fashion", "test_x.npy"), mmap_mode="r")[:NVAL])
+VY = np.array(np.load(os.path.join(ROOT, "data", "fashion", "test_y.npy"), mmap_mode="r")[:NVAL])
+np.save(os.path.join(OUT, "val_x.npy"), VX)
+np.save(os.path.join(OUT, "val_y.npy"), VY)
+SCALE = 1.0 / 255
+
+conv = lambda out, k, **kw: dict({"op": "conv2d", "out": out, "kernel": k, "bias": False}, **kw)
+spec = {
+    "trainc": 1,
+    "model": {
+        "name": "resnet_parity",
+        "inputs": {"x": {"shape": [1, 28, 28], "dtype": "u8", "scale": SCALE},
+                   "y": {"shape": [], "dtype": "i32", "classes": 10}},
+        "layers": [
+            conv(8, 3, padding=1), {"op": "relu"},
+            {"op": "residual", "name": "b1",
+             "body": [conv(16, 3, stride=2, padding=1), {"op": "relu"},
+                      conv(16, 3, padding=1, groups=16), {"op": "relu"}, conv(16, 1)],
+             "shortcut": [conv(16, 1, stride=2)]},
+            {"op": "relu"}, {"op": "avgpool2d", "kernel": 2}, {"op": "flatten"},
+            {"op": "linear", "out": 10}],
+        "loss": {"op": "cross_entropy", "target": "y", "label_smoothing": LS},
+    },
+    "train": {
+        "data": {"train": {"x": os.path.join(ROOT, "data", "fashion", "train_x.npy"),
+                           "y": os.path.join(ROOT, "data", "fashion", "train_y.npy")},
+                 "val": {"x": os.path.join(OUT, "val_x.npy"), "y": os.path.join(OUT, "val_y.npy")}},
+        "batch_size": B, "epochs": 1, "max_steps": STEPS, "log_every": 1,
+        "loader": {"shuffle": False},
+        "optimizer": {"type": "sgd", "lr": LR, "momentum": MOM, "nesterov": True, "weight_decay": WD},
+        "validate": {"every_steps": VAL_EVERY},
+    },
+}
+spec_path = os.path.join(OUT, "resnet_parity.json")
+json.dump(spec, open(spec_path, "w"), indent=1)
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(8, 16, 3, 2, 1, bias=False)
+        self.dw = nn.Conv2d(16, 16, 3, 1, 1, groups=16, bias=False)
+        self.c2 = nn.Conv2d(16, 16, 1, bias=False)
+        self.sc = nn.Conv2d(8, 16, 1, 2, bias=False)
+
+    def forward(self, x):
+        return self.sc(x) + self.c2(F.relu(self.dw(F.relu(self.c1(x)))))
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(1, 8, 3, 1, 1, bias=False)
+        self.b1 = Block()
+        self.head = nn.Linear(16 * 7 * 7, 10)
+
+    def forward(self, x):
+        y = F.relu(self.b1(F.relu(self.stem(x))))
+        return self.head(torch.flatten(F.avg_pool2d(y, 2), 1))
+
+
+model = Net()
+# trainc's names (docs/spec.md, Parameter names) for torch's parameters
+NAMES = {"stem.weight": "0.weight", "b1.c1.weight": "b1.0.weight", "b1.dw.weight": "b1.2.weight",
+         "b1.c2.weight": "b1.4.weight", "b1.sc.weight": "b1.shortcut.0.weight",
+         "head.weight": "6.weight", "head.bias": "6.bias"}
+init_path = os.path.join(OUT, "init.safetensors")
+st_check.save(init_path, {NAMES[n]: t.detach().numpy().astype(np.float32)
+                          for n, t in model.state_dict().items()})
+
+
+def records(run_dir):
+    recs = [json.loads(l) for l in open(os.path.join(run_dir, "metrics.jsonl"))]
+    train = [r["loss"] for r in recs if "loss" in r and "event" not in r]
+    val = [r["val_loss"] for r in recs if "val_loss" in r]
+    return train, val
+
+
+common = ["--init", init_path, "--threads", "1", "--quiet"]
+jit_dir, aot_dir = os.path.join(OUT, "run"), os.path.join(OUT, "aot")
+subprocess.run([TRAINC, "run", spec_path, "--out", jit_dir] + common, check=True)
+trainer = os.path.join(OUT, "trainer")
+subprocess.run([TRAINC, "build", spec_path, "-o", trainer], check=True)
+subprocess.run([trainer, "--out", aot_dir] + common, check=True)
+ours, ours_val = records(jit_dir)
+assert len(ours) == STEPS, len(ours)
+assert records(aot_dir) == (ours, ours_val), "the built trainer differs from trainc run"
+full_dir = os.path.join(OUT, "full")
+subprocess.run([TRAINC, "run", spec_path, "--out", full_dir, "--set", "recompute=full"] + common, check=True)
+assert records(full_dir) == (ours, ours_val), "recompute full differs from none"
+with open(os.path.join(full_dir, "model.safetensors"), "rb") as f, \
+        open(os.path.join(jit_dir, "model.safetensors"), "rb") as g:
+    assert f.read() == g.read(), "recompute full: other weights"
+print("ok   the built trainer, and trainc run with recompute full: the bits of trainc run")
+lib, both, gpu_dir = os.path.join(OUT, "lib"), os.path.join(OUT, "trainer_both"), os.path.join(OUT, "gpu")
+subprocess.run(["bash", os.path.join(ROOT, "tests", "fake_gpu", "build.sh"), lib], check=True)
+env = dict(os.environ, LD_LIBRARY_PATH=lib, TRAINC_CACHE_DIR=os.path.join(OUT, "cache"))
+subprocess.run([TRAINC, "build", spec_path, "-o", both, "--device", "both", "--arch", "sm_90"], check=True)
+subprocess.run([both, "--device", "cuda", "--out", gpu_dir] + common, check=True, env=env)
+gpu, gpu_val = records(gpu_dir)
+worst = max(abs(a - b) / abs(a) for a, b in zip(ours + ours_val, gpu + gpu_val))
+assert len(gpu) == STEPS and len(gpu_val) == len(ours_val) and worst <= 1e-6, (worst, gpu, gpu_val)
+print(f"ok   fake GPU: the {len(gpu) + len(gpu_val)} losses within {worst:.1e} of the CPU's")
+
+# the reference
+decay = [p for p in model.parameters() if p.dim() >= 2]
+no_decay = [p for p in model.parameters() if p.dim() < 2]
+opt = torch.optim.SGD([{"params": decay, "weight_decay": WD}, {"params": no_decay, "weight_decay": 0.0}],
+                      lr=LR, momentum=MOM, nesterov=True, foreach=False)
+vx = torch.from_numpy(VX).float() * torch.tensor(np.float32(SCALE))
+vy = torch.from_numpy(VY).long()
+ref, ref_val = [], []
+for step in range(STEPS):
+    xb = torch.from_numpy(np.array(X[step * B:(step + 1) * B])).float() * torch.tensor(np.float32(SCALE))
+    yb = torch.from_numpy(np.array(Y[step * B:(step + 1) * B])).long()
+    opt.zero_grad()
+    loss = F.cross_entropy(model(xb), yb, label_smoothing=LS)
+    loss.backward()
+    opt.step()
+    ref.append(loss.item())
+    if (step + 1) % VAL_EVERY == 0:
+        with torch.no_grad():
+            ref_val.append(F.cross_entropy(model(vx), vy, label_smoothing=LS).item())
+
+ok = True
+rel = [abs(a - b) / abs(b) for a, b in zip(ours, ref)]
+print(f"resnet parity: loss step 1 {ours[0]:.6f} vs {ref[0]:.6f}, step {STEPS} {ours[-1]:.6f} vs "
+      f"{ref[-1]:.6f}; worst relative difference {max(rel):.2e} (tolerance 1e-4)")
+if max(rel) > 1e-4:
+    ok = False
+    i = next(i for i in range(STEPS) if rel[i] > 1e-4)
+    print(f"  step {i + 1}: {ours[i]:.7f} vs {ref[i]:.7f}")
+if len(ours_val) != len(ref_val):
+    ok = False
+    print(f"  {len(ours_val)} validation losses, expected {len(ref_val)}")
+for a, b in zip(ours_val, ref_val):
+    print(f"  validation loss {a:.6f} vs {b:.6f} (relative {abs(a - b) / abs(b):.2e})")
+    if abs(a - b) / abs(b) > 1e-4:
+        ok = False
+w = st_check.load(os.path.join(jit_dir, "model.safetensors"))
+for name, t in model.state_dict().items():
+    d = np.max(np.abs(w[NAMES[name]] - t.numpy()))
+    print(f"  {NAMES[name]:22s} max |ours - torch| = {d:.2e}")
+    if d > 1e-4:
+        ok = False
+sys.exit(0 if ok else 1)
