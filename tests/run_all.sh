@@ -125,6 +125,9 @@ check learn/llama_char     bash tests/llama_learn.sh
 # trainc import hf / export hf against transformers: GPT-2, Llama, Mistral, a bf16
 # sharded checkpoint; refused configs and layers
 check parity/hf_io        $HF_PYTHON tests/hf_io.py
+# examples/finetune/run.sh as a user runs it: HF folder, import, tokenize, fine-tune,
+# sample, export, transformers loads it (skips without transformers in HF_PYTHON)
+check example/finetune    bash examples/finetune/run.sh build/tests/finetune
 check learn/mlp           bash tests/learn.sh mlp_fashion 0.85
 check learn/cnn           bash tests/learn.sh cnn_fashion 0.88
 check dropout_stats       bash tests/dropout_stats.sh

@@ -17,7 +17,7 @@ TEXT=${TEXT:-/usr/share/common-licenses/GPL-3}
 PROMPT="This License"
 HF="$HF_PYTHON examples/finetune/hf.py"
 M=$OUT/model   # import's folder: model.json, train.json, init.safetensors, data/
-rm -rf "$OUT"
+rm -rf "$OUT/hf" "$M" "$OUT/run" "$OUT/hf_tuned"   # this script's, from an earlier run
 
 step() { printf '\n== %s\n' "$*"; }
 val_loss() { sed -n 's/^{"event":"eval","val_loss":\([^,]*\),.*/\1/p'; }
