@@ -100,10 +100,12 @@ def check(d, shard, want, prompt):
     x = tok(prompt, return_tensors="pt")["input_ids"]   # BOS, then the prompt's ids
     torch.manual_seed(0)
     # sampled, as trainc's --sample (top_k 0: from the whole distribution): greedy decoding
-    # of a model this briefly trained repeats its likeliest token
+    # of a model this briefly trained repeats its likeliest token. The end-of-text id is
+    # the tokenizer's: the exported config.json names none, so LlamaConfig's default (2)
+    # would stop generation at an ordinary token
+    eot = tok.convert_tokens_to_ids("<|end_of_text|>")
     out = m.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=40, do_sample=True,
-                     temperature=0.7, top_k=0,
-                     pad_token_id=tok.convert_tokens_to_ids("<|end_of_text|>"))
+                     temperature=0.7, top_k=0, eos_token_id=eot, pad_token_id=eot)
     new = out[0, x.shape[1]:]
     print("model.generate, 40 tokens at temperature 0.7, decoded:")
     print(prompt + tok.decode(new))
