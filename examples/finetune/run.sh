@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Fine-tuning a Hugging Face model with trainc, end to end, checking each step
+# (examples/finetune/README.md): a model folder and its tokenizer, import, tokenize a
+# text, fine-tune, sample text, export, load the export in transformers and generate.
+#
+#   bash examples/finetune/run.sh [OUT]      (OUT: runs/finetune; from the repository root)
+#
+# TRAINC (build/trainc), HF_PYTHON (.venv/hf/bin/python: a python with transformers,
+# `make deps` makes it) and TEXT (the text to fine-tune on; GPL-3's) may be set.
+# Exits 77 when HF_PYTHON has no transformers, nonzero when a check fails.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${1:-runs/finetune}
+TRAINC=${TRAINC:-build/trainc}
+HF_PYTHON=${HF_PYTHON:-.venv/hf/bin/python}
+TEXT=${TEXT:-/usr/share/common-licenses/GPL-3}
+PROMPT="This License"
+HF="$HF_PYTHON examples/finetune/hf.py"
+M=$OUT/model   # import's folder: model.json, train.json, init.safetensors, data/
+rm -rf "$OUT/hf" "$M" "$OUT/run" "$OUT/hf_tuned"   # this script's, from an earlier run
+
+step() { printf '\n== %s\n' "$*"; }
+val_loss() { sed -n 's/^{"event":"eval","val_loss":\([^,]*\),.*/\1/p'; }
+
+step "1. a Hugging Face model folder: tokenizer.json and a tiny random Llama"
+$HF make "$OUT/hf"
+
+step "2. trainc import hf"
+$TRAINC import hf "$OUT/hf" -o "$M"
+
+step "3. tokenize $TEXT with its tokenizer.json"
+$TRAINC data text "$TEXT" "$M/data" --tokenizer "$OUT/hf/tokenizer.json"
+
+step "4. fine-tune 60 steps on the CPU"
+EVAL=(--eval --set validate.batches=null)   # every validation window, as hf.py reads them
+before=$($TRAINC run "$M/model.json" "$M/train.json" --init "$M/init.safetensors" "${EVAL[@]}" \
+         --quiet | val_loss)
+$TRAINC run "$M/model.json" "$M/train.json" --init "$M/init.safetensors" --out "$OUT/run" \
+    --set max_steps=60 --set optimizer.lr=1e-2 --set schedule.warmup_steps=5 \
+    --set validate.every_steps=20 --set log_every=5
+first=$(sed -n 's/.*"step":5,.*"loss":\([^,]*\),.*/\1/p' "$OUT/run/metrics.jsonl")
+last=$(sed -n 's/.*"step":60,.*"loss":\([^,]*\),.*/\1/p' "$OUT/run/metrics.jsonl")
+echo "training loss: $first at step 5, $last at step 60"
+awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 0.5) }' ||
+    { echo "FAIL: the training loss did not fall by 0.5"; exit 1; }
+
+step "5. sample text from the fine-tuned weights (and their validation loss)"
+sample=$($TRAINC run "$M/model.json" "$M/train.json" --init "$OUT/run/model.safetensors" \
+         "${EVAL[@]}" --sample 40 --temperature 0.7 --prompt "$PROMPT" \
+         --tokenizer "$OUT/hf/tokenizer.json" --quiet)
+after=$(printf '%s\n' "$sample" | val_loss)
+printf '%s' "$PROMPT"; printf '%s\n' "$sample" | sed 1d
+echo "validation loss: $before before fine-tuning, $after after"
+awk -v a="$before" -v b="$after" 'BEGIN { exit !(b < a) }' ||
+    { echo "FAIL: the validation loss did not fall"; exit 1; }
+[ "$(printf '%s\n' "$sample" | sed 1d | tr -d ' \n')" ] || { echo "FAIL: no text sampled"; exit 1; }
+
+step "6. trainc export hf"
+$TRAINC export hf "$M/model.json" "$M/train.json" --weights "$OUT/run/model.safetensors" \
+    -o "$OUT/hf_tuned" --tokenizer "$OUT/hf/tokenizer.json"
+
+step "7. transformers: from_pretrained, the same loss, generate"
+$HF check "$OUT/hf_tuned" "$M/data/val_000000.bin" "$after" "$PROMPT"
+echo "ok: fine-tuned, exported and loaded back ($OUT/hf_tuned)"
