@@ -107,7 +107,7 @@ enum {
     N_MAXPOOL,
     N_AVGPOOL,
     N_FLATTEN,     /* a view */
-    N_ACT,         /* relu, gelu, silu, tanh, sigmoid, squared_relu (act field) */
+    N_ACT,         /* relu, gelu, silu, tanh, sigmoid, squared_relu, leaky_relu (act field) */
     N_DROPOUT,
     N_LAYERNORM,
     N_RMSNORM,
@@ -118,6 +118,7 @@ enum {
     N_ATTENTION,   /* the attention core: qkv [T, 3d] -> y [T, d] (softmax saved) */
     N_ADD,         /* residual: x + body(x); in backward, a sum of gradient contributions */
     N_BATCHNORM,   /* per-channel normalization over (batch, spatial); running statistics */
+    N_CONV_T2D,    /* transposed conv: GEMM W^T x + col2im + bias (conv2d's data gradient) */
     /* backward */
     N_LINEAR_BWD,
     N_CONV2D_BWD,
@@ -132,10 +133,12 @@ enum {
     N_POS_EMBEDDING_BWD,
     N_ATTENTION_BWD,
     N_BATCHNORM_BWD,
+    N_CONV_T2D_BWD,
     N__COUNT
 };
 
-enum { ACT_RELU, ACT_GELU, ACT_GELU_TANH, ACT_SILU, ACT_TANH, ACT_SIGMOID, ACT_SQUARED_RELU };
+enum { ACT_RELU, ACT_GELU, ACT_GELU_TANH, ACT_SILU, ACT_TANH, ACT_SIGMOID, ACT_SQUARED_RELU,
+       ACT_LEAKY_RELU /* slope in Node.p */ };
 
 typedef struct Node {
     int kind;                /* N_* */
@@ -150,9 +153,11 @@ typedef struct Node {
     Param *w, *b;
     Param *state[3];         /* batchnorm: running mean, running var, batches tracked */
     int act;                 /* N_ACT, N_ACT_BWD: ACT_*; N_GLU, N_GLU_BWD: RT_GLU_* */
-    double p;                /* dropout probability, layernorm, rmsnorm and batchnorm eps */
+    double p;                /* dropout probability, layernorm, rmsnorm and batchnorm eps,
+                                leaky_relu's negative slope */
     double scale, shift;     /* N_CONVERT */
-    int64_t conv[8];         /* C, H, W, k, stride, pad, OH, OW; attention: T, d, H, causal,
+    int64_t conv[8];         /* C, H, W, k, stride, pad, OH, OW (conv_transpose2d: of the
+                                conv2d it is the data gradient of); attention: T, d, H, causal,
                                 KV, window (0: none), the options call (ops/attention.c) */
     int loss;                /* N_LOSS: LOSS_* */
     uint64_t key;            /* dropout: per-layer RNG key */

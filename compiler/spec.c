@@ -881,6 +881,13 @@ static void parse_layer_key(const Ctx *c, Layer *l, const char *key, const cJSON
         l->count = get_int(c, v, path, 1, MAX_DIM);
     else if (!strcmp(key, "groups"))
         l->groups = get_int(c, v, path, 1, MAX_DIM);
+    else if (!strcmp(key, "output_padding"))
+        l->output_padding = get_int(c, v, path, 0, MAX_DIM);
+    else if (!strcmp(key, "negative_slope")) {
+        l->negative_slope = get_number(c, v, path);
+        if (!isfinite(l->negative_slope))
+            error_at(c->file, path, "expected a finite number, got %s", got(v, b, sizeof b));
+    }
     else if (!strcmp(key, "bias"))
         l->bias = get_bool(c, v, path);
     else if (!strcmp(key, "causal"))
@@ -950,6 +957,7 @@ static Layer *parse_layer(const Ctx *c, const cJSON *v, const char *path)
     l->bias = 1;
     l->causal = 1;
     l->groups = 1;
+    l->negative_slope = 0.01;   /* torch.nn.LeakyReLU's */
     l->p = 0.5;
     l->eps = 1e-5;
     l->momentum = 0.1;

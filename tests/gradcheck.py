@@ -192,6 +192,18 @@ cases.append(case("conv2d_groups", [4, 6, 6], [Cv(6, 3, groups=2, padding=1), {"
 cases.append(case("conv2d_depthwise", [3, 7, 7], [Cv(4, 1), Cv(8, 3, stride=2, padding=1, groups=4),
                                                   {"op": "tanh"}, Cv(8, 3, groups=8, bias=False),
                                                   {"op": "flatten"}, L(4)]))
+# transposed convolution (a DCGAN generator's upsampling): stride 1 and 2, padding,
+# output_padding, with and without a bias
+Ct = lambda out, k, **kw: dict({"op": "conv_transpose2d", "out": out, "kernel": k}, **kw)
+cases.append(case("conv_transpose2d", [3, 3, 3], [Ct(4, 3), {"op": "tanh"},
+                                                  Ct(2, 3, stride=2, padding=1, output_padding=1),
+                                                  {"op": "flatten"}, L(4)]))
+cases.append(case("conv_transpose2d_nobias", [2, 4, 4], [Ct(3, 4, stride=2, padding=1, bias=False),
+                                                         {"op": "tanh"}, Cv(2, 3, stride=2),
+                                                         {"op": "flatten"}, L(4)]))
+# leaky_relu: the default slope and a custom one
+cases.append(case("leaky_relu", [8], [L(6), {"op": "leaky_relu"}, L(4)]))
+cases.append(case("leaky_relu_slope", [8], [L(6), {"op": "leaky_relu", "negative_slope": 0.2}, L(4)]))
 
 def fd_check(name, path):
     """The test's own finite differences; a list of failure lines."""

@@ -1,5 +1,5 @@
 /* activation.c: the elementwise activations relu, gelu (exact or tanh), silu, tanh,
- * sigmoid and squared_relu, one node kind (Node.act says which): graph, backward rule
+ * sigmoid, squared_relu and leaky_relu, one node kind (Node.act says which): graph, backward rule
  * and lowering (one elementwise op each way, fused later; the backward reads the output
  * where its rule can, so the pre-activation need not live). */
 #include "op.h"
@@ -11,24 +11,27 @@ static void build_activation(GraphCtx *c, const LayerArgs *a)
     Tensor *x = a->x;
     const char *at = a->at;
     const char *pfx = a->pfx;
-    static const char *nm[] = {"relu", "gelu", "gelu", "silu", "tanh", "sigmoid", "squared_relu"};
+    static const char *nm[] = {"relu", "gelu", "gelu", "silu", "tanh", "sigmoid", "squared_relu",
+                               "leaky_relu"};
     int act = l->op == OP_RELU ? ACT_RELU
               : l->op == OP_GELU ? (l->gelu_tanh ? ACT_GELU_TANH : ACT_GELU)
               : l->op == OP_SILU ? ACT_SILU
               : l->op == OP_TANH ? ACT_TANH
               : l->op == OP_SQUARED_RELU ? ACT_SQUARED_RELU
+              : l->op == OP_LEAKY_RELU ? ACT_LEAKY_RELU
                                  : ACT_SIGMOID;
     Tensor *y = act_tensor(c, l->path, layer_ident(nm[act], pfx), x->rank, x->shape);
     y->origin = at;
     y->what = nm[act];
     Node *nd = layer_node(c, a, N_ACT, x, y);
     nd->act = act;
+    nd->p = l->negative_slope;
     add_flops(c, l->path, (double)x->numel, 2.0 * x->numel);
     c->cur = y;
 }
 
-/* An activation of x = operand 0. */
-static const Expr *act_fwd_expr(int act)
+/* An activation of x = operand 0 (slope: leaky_relu's negative_slope). */
+static const Expr *act_fwd_expr(int act, double slope)
 {
     const Expr *x = x_arg(0), *zero = x_const(0);
     switch (act) {
@@ -39,6 +42,8 @@ static const Expr *act_fwd_expr(int act)
     case ACT_TANH: return x_fn(FN_TANH, x, NULL);
     case ACT_SIGMOID: return x_fn(FN_SIGMOID, x, NULL);
     case ACT_SQUARED_RELU: return x_select(x_lt(x, zero), zero, x_mul(x, x));   /* relu(x)^2 */
+    /* torch's leaky_relu: x > 0 ? x : x * slope (the slope as a float) */
+    case ACT_LEAKY_RELU: return x_select(x_lt(zero, x), x, x_mul(x, x_const(slope)));
     }
     unreachable();
 }
@@ -46,7 +51,7 @@ static const Expr *act_fwd_expr(int act)
 /* Backward of an activation: operand 0 = dy, 1 = what the rule needs (x or y). Rules
  * that can use the output do, so the pre-activation (often a GEMM output) need not
  * live. */
-static const Expr *act_bwd_expr(int act, int *uses_output)
+static const Expr *act_bwd_expr(int act, double slope, int *uses_output)
 {
     *uses_output = act == ACT_RELU || act == ACT_TANH || act == ACT_SIGMOID;
     const Expr *dy = x_arg(0), *v = x_arg(1), *zero = x_const(0), *one = x_const(1);
@@ -59,6 +64,8 @@ static const Expr *act_bwd_expr(int act, int *uses_output)
     case ACT_SIGMOID: return x_mul(x_mul(dy, v), x_sub(one, v));   /* dy y (1 - y) */
     /* torch's relu(x).pow(2): dy * (2 relu(x)), then threshold_backward at x */
     case ACT_SQUARED_RELU: return x_select(x_le(v, zero), zero, x_mul(dy, x_mul(x_const(2), v)));
+    /* torch's leaky_relu_backward reads the input: x > 0 ? dy : dy * slope */
+    case ACT_LEAKY_RELU: return x_select(x_lt(zero, v), dy, x_mul(dy, x_const(slope)));
     }
     unreachable();
 }
@@ -66,20 +73,20 @@ static const Expr *act_bwd_expr(int act, int *uses_output)
 static const char *act_name(int act)
 {
     static const char *n[] = {"relu", "gelu", "gelu (tanh)", "silu", "tanh", "sigmoid",
-                              "squared relu"};
+                              "squared relu", "leaky relu"};
     return n[act];
 }
 
 static void lower_act(Program *p, Node *nd)
 {
-    INSTR_EW(p, nd, act_name(nd->act), nd->out, EW_ACT, act_fwd_expr(nd->act), opd(nd->in[0]));
+    INSTR_EW(p, nd, act_name(nd->act), nd->out, EW_ACT, act_fwd_expr(nd->act, nd->p), opd(nd->in[0]));
 }
 
 /* in[0] = dy, in[1] = x, in[2] = y */
 static void lower_act_bwd(Program *p, Node *nd)
 {
     int uses_out;
-    const Expr *e = act_bwd_expr(nd->act, &uses_out);
+    const Expr *e = act_bwd_expr(nd->act, nd->p, &uses_out);
     char *what = xasprintf("%s backward", act_name(nd->act));
     INSTR_EW(p, nd, what, nd->out, EW_ACT_BWD, e, opd(nd->in[0]),
              opd(uses_out ? nd->in[2] : nd->in[1]));
@@ -91,5 +98,6 @@ const OpDef op_silu = {.build = build_activation};
 const OpDef op_tanh = {.build = build_activation};
 const OpDef op_sigmoid = {.build = build_activation};
 const OpDef op_squared_relu = {.build = build_activation};
+const OpDef op_leaky_relu = {.build = build_activation};
 const NodeDef node_act = {"act", GRAD_NODE, N_ACT_BWD, lower_act};
 const NodeDef node_act_bwd = {"act_bwd", GRAD_NONE, 0, lower_act_bwd};

@@ -7,6 +7,7 @@ extern const OpDef op_linear, op_conv2d, op_maxpool2d, op_avgpool2d, op_flatten,
     op_gelu, op_silu, op_tanh, op_sigmoid, op_dropout, op_layernorm, op_embedding,
     op_pos_embedding, op_attention, op_residual, op_repeat, op_squared_relu, op_glu, op_rmsnorm;
 extern const OpDef op_batchnorm;
+extern const OpDef op_conv_transpose2d, op_leaky_relu;
 
 const OpDef *const op_defs[OP__COUNT] = {
     [OP_LINEAR] = &op_linear,
@@ -30,6 +31,8 @@ const OpDef *const op_defs[OP__COUNT] = {
     [OP_BATCHNORM] = &op_batchnorm,
     [OP_RESIDUAL] = &op_residual,
     [OP_REPEAT] = &op_repeat,
+    [OP_CONV_TRANSPOSE2D] = &op_conv_transpose2d,
+    [OP_LEAKY_RELU] = &op_leaky_relu,
 };
 
 extern const NodeDef node_convert, node_linear, node_conv2d, node_maxpool, node_avgpool,
@@ -39,6 +42,7 @@ extern const NodeDef node_convert, node_linear, node_conv2d, node_maxpool, node_
     node_embedding_bwd, node_pos_embedding_bwd, node_attention_bwd, node_rmsnorm,
     node_rmsnorm_bwd, node_glu, node_glu_bwd;
 extern const NodeDef node_batchnorm, node_batchnorm_bwd;
+extern const NodeDef node_conv_t2d, node_conv_t2d_bwd;
 
 const NodeDef *const node_defs[N__COUNT] = {
     [N_CONVERT] = &node_convert,
@@ -71,6 +75,8 @@ const NodeDef *const node_defs[N__COUNT] = {
     [N_POS_EMBEDDING_BWD] = &node_pos_embedding_bwd,
     [N_ATTENTION_BWD] = &node_attention_bwd,
     [N_BATCHNORM_BWD] = &node_batchnorm_bwd,
+    [N_CONV_T2D] = &node_conv_t2d,
+    [N_CONV_T2D_BWD] = &node_conv_t2d_bwd,
 };
 
 /* Every spec op and node kind has its definition (a new kind in ops.h or ir.h that is
