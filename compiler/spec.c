@@ -883,11 +883,8 @@ static void parse_layer_key(const Ctx *c, Layer *l, const char *key, const cJSON
         l->groups = get_int(c, v, path, 1, MAX_DIM);
     else if (!strcmp(key, "output_padding"))
         l->output_padding = get_int(c, v, path, 0, MAX_DIM);
-    else if (!strcmp(key, "negative_slope")) {
-        l->negative_slope = get_number(c, v, path);
-        if (!isfinite(l->negative_slope))
-            error_at(c->file, path, "expected a finite number, got %s", got(v, b, sizeof b));
-    }
+    else if (!strcmp(key, "negative_slope"))
+        l->negative_slope = get_number(c, v, path);   /* any finite number, as torch's */
     else if (!strcmp(key, "bias"))
         l->bias = get_bool(c, v, path);
     else if (!strcmp(key, "causal"))

@@ -1,0 +1,119 @@
+"""conv_transpose2d and leaky_relu against PyTorch (Debian torch, CPU, fp32), step by step.
+
+A tiny generator-like stack on random f32 [4, 4, 4] inputs (no op reshapes a vector to
+[C, H, W], so the input is one already): nn.ConvTranspose2d stride 2 (4x4 -> 8x8),
+LeakyReLU 0.2, a second ConvTranspose2d with output_padding and no bias (8x8 -> 16x16),
+LeakyReLU at its default slope, a strided Conv2d (16x16 -> 4x4), flatten and a linear
+head; cross entropy. The same initial weights (written here, loaded with --init), the
+same batches in order, SGD with momentum, threads 1: every step's loss within 1e-5
+relative, the final weights within 1e-5.
+
+Then the initialization: a run from the spec's own init (PyTorch's default for
+nn.ConvTranspose2d: weight and bias uniform in +-1/sqrt(out k k), since its fan_in is
+weight.size(1) k k) must have every conv_transpose2d tensor inside that bound and
+spread over it (its largest magnitude above 0.9 of the bound; a weight's standard
+deviation within 15% of bound / sqrt(3)).
+"""
+import json, math, os, subprocess, sys
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import st_check
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TRAINC = os.path.join(ROOT, os.environ.get("TRAINC", "build/trainc"))
+OUT = os.path.join(ROOT, "build", "tests", "convt_parity")
+STEPS, B, C = 6, 8, 5
+torch.set_num_threads(1)
+
+LAYERS = [
+    {"op": "conv_transpose2d", "out": 6, "kernel": 4, "stride": 2, "padding": 1},
+    {"op": "leaky_relu", "negative_slope": 0.2},
+    {"op": "conv_transpose2d", "out": 3, "kernel": 3, "stride": 2, "padding": 1,
+     "output_padding": 1, "bias": False},
+    {"op": "leaky_relu"},
+    {"op": "conv2d", "out": 4, "kernel": 4, "stride": 4},
+    {"op": "flatten"},
+    {"op": "linear", "out": C},
+]
+
+def torch_model():
+    # nn.Sequential's names are the spec's unnamed layers' (their indices)
+    return nn.Sequential(
+        nn.ConvTranspose2d(4, 6, 4, stride=2, padding=1), nn.LeakyReLU(0.2),
+        nn.ConvTranspose2d(6, 3, 3, stride=2, padding=1, output_padding=1, bias=False),
+        nn.LeakyReLU(), nn.Conv2d(3, 4, 4, stride=4), nn.Flatten(), nn.Linear(64, C))
+
+def write_spec():
+    spec = {"trainc": 1,
+            "model": {"name": "convt_parity",
+                      "inputs": {"x": {"shape": [4, 4, 4], "dtype": "f32"},
+                                 "y": {"shape": [], "dtype": "i32", "classes": C}},
+                      "layers": LAYERS, "loss": {"op": "cross_entropy", "target": "y"}},
+            "train": {"data": {"train": {"x": "x.npy", "y": "y.npy"}},
+                      "batch_size": B, "epochs": 1, "max_steps": STEPS, "log_every": 1,
+                      "optimizer": {"type": "sgd", "lr": 0.05, "momentum": 0.9},
+                      "schedule": {"type": "constant"},
+                      "loader": {"shuffle": False, "workers": 0}}}
+    path = os.path.join(OUT, "spec.json")
+    json.dump(spec, open(path, "w"), indent=1)
+    return spec, path
+
+def parity(spec, path, X, Y):
+    torch.manual_seed(0)
+    model = torch_model()
+    init = os.path.join(OUT, "init.safetensors")
+    st_check.save(init, {n: t.detach().numpy().astype(np.float32) for n, t in model.state_dict().items()})
+    run = os.path.join(OUT, "run")
+    subprocess.run([TRAINC, "run", path, "--init", init, "--out", run, "--threads", "1", "--quiet"],
+                   check=True)
+    recs = [json.loads(l) for l in open(os.path.join(run, "metrics.jsonl"))]
+    ours = [r["loss"] for r in recs if "loss" in r and "event" not in r]
+    assert len(ours) == STEPS, len(ours)
+    o = spec["train"]["optimizer"]
+    opt = torch.optim.SGD(model.parameters(), lr=o["lr"], momentum=o["momentum"], foreach=False)
+    ref = []
+    for step in range(STEPS):
+        xb = torch.from_numpy(X[step * B:(step + 1) * B])
+        yb = torch.from_numpy(Y[step * B:(step + 1) * B]).long()
+        opt.zero_grad()
+        loss = F.cross_entropy(model(xb), yb)
+        loss.backward()
+        opt.step()
+        ref.append(loss.item())
+    rel = [abs(a - b) / abs(b) for a, b in zip(ours, ref)]
+    w = st_check.load(os.path.join(run, "model.safetensors"))
+    wd = max(float(np.max(np.abs(w[n] - t.numpy()))) for n, t in model.state_dict().items())
+    ok = max(rel) <= 1e-5 and wd <= 1e-5
+    print(f"{'ok  ' if ok else 'FAIL'} parity: loss step 1 {ours[0]:.6f} vs {ref[0]:.6f}, step {STEPS} "
+          f"{ours[-1]:.6f} vs {ref[-1]:.6f}; worst relative difference {max(rel):.1e}, weights {wd:.1e} "
+          f"(tolerances 1e-5, 1e-5)")
+    return ok
+
+def init_check(path):
+    run = os.path.join(OUT, "init_run")
+    subprocess.run([TRAINC, "run", path, "--out", run, "--threads", "1", "--quiet",
+                    "--set", "optimizer.lr=0", "--set", "optimizer.momentum=0", "--set", "max_steps=1"],
+                   check=True)
+    w = st_check.load(os.path.join(run, "model.safetensors"))
+    ok = True
+    for name, out, k in (("0.weight", 6, 4), ("0.bias", 6, 4), ("2.weight", 3, 3)):
+        t, bound = w[name].astype(np.float64), 1 / math.sqrt(out * k * k)
+        amax, std = float(np.abs(t).max()), float(t.std())
+        spread = t.size < 100 or abs(std / (bound / math.sqrt(3)) - 1) < 0.15   # a bias: too few
+        good = amax <= bound and amax > 0.9 * bound and spread
+        ok &= good
+        print(f"{'ok  ' if good else 'FAIL'} init {name} {list(t.shape)}: max |w| {amax:.4f}, std {std:.4f} "
+              f"(bound {bound:.4f}, uniform std {bound / math.sqrt(3):.4f})")
+    return ok
+
+os.makedirs(OUT, exist_ok=True)
+rng = np.random.default_rng(3)
+X = rng.standard_normal((STEPS * B, 4, 4, 4)).astype(np.float32)
+Y = rng.integers(0, C, size=(STEPS * B,)).astype(np.int32)
+np.save(os.path.join(OUT, "x.npy"), X)
+np.save(os.path.join(OUT, "y.npy"), Y)
+spec, path = write_spec()
+sys.exit(0 if all([parity(spec, path, X, Y), init_check(path)]) else 1)
