@@ -6,7 +6,9 @@ LeakyReLU 0.2, a second ConvTranspose2d with output_padding and no bias (8x8 -> 
 LeakyReLU at its default slope, a strided Conv2d (16x16 -> 4x4), flatten and a linear
 head; cross entropy. The same initial weights (written here, loaded with --init), the
 same batches in order, SGD with momentum, threads 1: every step's loss within 1e-5
-relative, the final weights within 1e-5.
+relative, the final weights within 1e-5. With recompute full the same bits; on the fake
+GPU of tests/fake_gpu.sh (the CUDA im2col, col2im and layout kernels emulated) every
+loss within 1e-6 of the CPU's.
 
 Then the initialization: a run from the spec's own init (PyTorch's default for
 nn.ConvTranspose2d: weight and bias uniform in +-1/sqrt(out k k), since its fan_in is
@@ -92,6 +94,27 @@ def parity(spec, path, X, Y):
           f"(tolerances 1e-5, 1e-5)")
     return ok
 
+def losses(run):
+    recs = [json.loads(l) for l in open(os.path.join(run, "metrics.jsonl"))]
+    return [r["loss"] for r in recs if "loss" in r and "event" not in r]
+
+def same_elsewhere(path):
+    """recompute full: trainc run's bits; the fake GPU: within 1e-6 of the CPU"""
+    common = ["--init", os.path.join(OUT, "init.safetensors"), "--threads", "1", "--quiet"]
+    cpu, full = losses(os.path.join(OUT, "run")), os.path.join(OUT, "full")
+    subprocess.run([TRAINC, "run", path, "--out", full, "--set", "recompute=full"] + common, check=True)
+    ok = losses(full) == cpu
+    print(f"{'ok  ' if ok else 'FAIL'} recompute full: the losses of recompute none, bit for bit")
+    lib, both, gpu = (os.path.join(OUT, n) for n in ("lib", "trainer_both", "gpu"))
+    subprocess.run(["bash", os.path.join(ROOT, "tests", "fake_gpu", "build.sh"), lib], check=True)
+    env = dict(os.environ, LD_LIBRARY_PATH=lib, TRAINC_CACHE_DIR=os.path.join(OUT, "cache"))
+    subprocess.run([TRAINC, "build", path, "-o", both, "--device", "both", "--arch", "sm_90"], check=True)
+    subprocess.run([both, "--device", "cuda", "--out", gpu] + common, check=True, env=env)
+    g = losses(gpu)
+    worst = max(abs(a - b) / abs(a) for a, b in zip(cpu, g)) if len(g) == len(cpu) else math.inf
+    print(f"{'ok  ' if worst <= 1e-6 else 'FAIL'} fake GPU: {len(g)} losses within {worst:.1e} of the CPU's")
+    return ok and worst <= 1e-6
+
 def init_check(path):
     run = os.path.join(OUT, "init_run")
     subprocess.run([TRAINC, "run", path, "--out", run, "--threads", "1", "--quiet",
@@ -116,4 +139,4 @@ Y = rng.integers(0, C, size=(STEPS * B,)).astype(np.int32)
 np.save(os.path.join(OUT, "x.npy"), X)
 np.save(os.path.join(OUT, "y.npy"), Y)
 spec, path = write_spec()
-sys.exit(0 if all([parity(spec, path, X, Y), init_check(path)]) else 1)
+sys.exit(0 if all([parity(spec, path, X, Y), same_elsewhere(path), init_check(path)]) else 1)
