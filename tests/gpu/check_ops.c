@@ -1975,6 +1975,10 @@ int main(int argc, char **argv)
         t_conv(1, 2, 9, 11, 5, 2, 2);
         t_conv(2, 3, 13, 6, 1, 3, 0);   /* 1x1, stride 3: col smaller than x */
         t_conv(3, 1, 7, 7, 7, 1, 3);    /* a window as wide as the image */
+        /* conv_transpose2d's geometry (its output is this conv's input): 3x4 -> 10x13 at
+         * kernel 4, stride 3, padding 1, output_padding 2: the last row and column lie in
+         * no window, so col2im must write them as zeros */
+        t_conv(2, 4, 10, 13, 4, 3, 1);
         t_pool(6, 8, 8, 2, 2, 0, 0);
         t_pool(5, 9, 7, 3, 2, 0, 0);
         t_pool(3, 5, 6, 3, 1, 1, 0);
