@@ -13,7 +13,8 @@ options (kv_heads, bias false, rope with or without llama3 scaling, qk_norm, a w
 a tied or untied classifier; or f32 [T, d] input with an MSE target). Then, from a
 generator of its own (so the draws above, and every model of a seed but these swaps,
 stay as they were), a layernorm may become an rmsnorm, and an activation after a norm
-and a linear a glu (the linear's outputs doubled: gate, then up) or a squared_relu.
+and a linear a glu (the linear's outputs doubled: gate, then up) or a squared_relu;
+from a third, an activation a leaky_relu and a shape-keeping conv2d a conv_transpose2d.
 The loss is cross entropy or MSE; the optimizer SGD (momentum,
 Nesterov, weight decay) or AdamW; accumulate 1 or 2 (with 3 or 4 batches an epoch, a
 step may have one); drop_last on or off (14 rows in batches of 4: the last has 2);
@@ -250,10 +251,27 @@ def llama_swaps(r2, layers):
                 layers[k] = {"op": "squared_relu"}
 
 
+def gan_swaps(r2, layers):
+    """A DCGAN's ops, in place, through containers: leaky_relu (1 in 5, half of them at
+    slope 0.2) for an activation; conv_transpose2d (1 in 3) for a conv2d of stride 1
+    that keeps the shape (kernel 2 padding + 1: the transposed one keeps it too)."""
+    for k, l in enumerate(layers):
+        if "body" in l:
+            gan_swaps(r2, l["body"])
+        elif l["op"] in ACTS and r2.random() < 0.2:
+            layers[k] = {"op": "leaky_relu"}
+            if r2.random() < 0.5:
+                layers[k]["negative_slope"] = 0.2
+        elif l["op"] == "conv2d" and l.get("stride", 1) == 1 and l["kernel"] == 2 * l.get("padding", 0) + 1 \
+                and r2.random() < 1 / 3:
+            l["op"] = "conv_transpose2d"
+
+
 def draw(r, i):
     kind = ["image", "vector", "sequence"][i % 3]
     x, layers, loss = {"image": image_model, "vector": vector_model, "sequence": sequence_model}[kind](r)
     llama_swaps(np.random.default_rng([SEED, i]), layers)
+    gan_swaps(np.random.default_rng([SEED, i, 2]), layers)
     if loss is None:
         k = int(r.choice([2, 3, 257])) if ODD else int(r.integers(2, 7))
         if r.random() < 0.6:
@@ -323,6 +341,14 @@ def reference(model, P, xin):
                 w = param(pfx + ".weight", (l["out"], x.shape[1], k, k), "w")
                 b = param(pfx + ".bias", (l["out"],), "b") if l.get("bias", True) else None
                 x = F.conv2d(x, w, b, l.get("stride", 1), l.get("padding", 0))
+            elif op == "conv_transpose2d":
+                k = l["kernel"]
+                w = param(pfx + ".weight", (x.shape[1], l["out"], k, k), "w")
+                b = param(pfx + ".bias", (l["out"],), "b") if l.get("bias", True) else None
+                x = F.conv_transpose2d(x, w, b, l.get("stride", 1), l.get("padding", 0),
+                                       l.get("output_padding", 0))
+            elif op == "leaky_relu":
+                x = F.leaky_relu(x, l.get("negative_slope", 0.01))
             elif op in ("maxpool2d", "avgpool2d"):
                 f = F.max_pool2d if op == "maxpool2d" else F.avg_pool2d
                 x = f(x, l["kernel"], l.get("stride", l["kernel"]))
