@@ -8,7 +8,7 @@ head; cross entropy. The same initial weights (written here, loaded with --init)
 same batches in order, SGD with momentum, threads 1: every step's loss within 1e-5
 relative, the final weights within 1e-5. With recompute full the same bits; on the fake
 GPU of tests/fake_gpu.sh (the CUDA im2col, col2im and layout kernels emulated) every
-loss within 1e-6 of the CPU's.
+loss within 1e-6 of the CPU's, and built for bf16-mixed within 5e-3 of them.
 
 Then the initialization: a run from the spec's own init (PyTorch's default for
 nn.ConvTranspose2d: weight and bias uniform in +-1/sqrt(out k k), since its fan_in is
@@ -113,7 +113,16 @@ def same_elsewhere(path):
     g = losses(gpu)
     worst = max(abs(a - b) / abs(a) for a, b in zip(cpu, g)) if len(g) == len(cpu) else math.inf
     print(f"{'ok  ' if worst <= 1e-6 else 'FAIL'} fake GPU: {len(g)} losses within {worst:.1e} of the CPU's")
-    return ok and worst <= 1e-6
+    spec = json.load(open(path))
+    spec["train"]["precision"] = "bf16-mixed"
+    path16, both16, gpu16 = (os.path.join(OUT, n) for n in ("spec_bf16.json", "trainer_bf16", "gpu_bf16"))
+    json.dump(spec, open(path16, "w"), indent=1)
+    subprocess.run([TRAINC, "build", path16, "-o", both16, "--device", "both", "--arch", "sm_90"], check=True)
+    subprocess.run([both16, "--device", "cuda", "--out", gpu16] + common, check=True, env=env)
+    g16 = losses(gpu16)
+    w16 = max(abs(a - b) / abs(a) for a, b in zip(cpu, g16)) if len(g16) == len(cpu) else math.inf
+    print(f"{'ok  ' if w16 <= 5e-3 else 'FAIL'} fake GPU, bf16-mixed: {len(g16)} losses within {w16:.1e} of the CPU's fp32")
+    return ok and worst <= 1e-6 and w16 <= 5e-3
 
 def init_check(path):
     run = os.path.join(OUT, "init_run")
