@@ -123,7 +123,7 @@ static void lower_conv_t2d(Program *p, Node *nd)
     Tensor *col = gemm_temp(g, xasprintf("col_%s", y->name), OKK, HW, nd->origin,
                             "columns [out*k*k, B*H*W]");
     Instr *b = instr_add(p, I_GEMM, nd->origin, 0);
-    b->flops = 2 * C * OKK * HW;
+    b->flops = 2 * C * OKK * HW;   /* what recomputation would replay */
     b->what = xstrdup("conv_transpose2d: cols = W^T x");
     SET_CALL(b, CALL_GEMM, arg_int(1), arg_int(0), arg_int(OKK), arg_rows(HW), arg_int(C),
              arg_float(1), arg_t(nd->w->t), arg_int(OKK), arg_t(xt), arg_rows(HW), arg_float(0),
@@ -180,7 +180,6 @@ static void lower_conv_t2d_bwd(Program *p, Node *nd)
     Tensor *dxt = gemm_temp(g, xasprintf("d_gemm_in_%s", y), C, HW, nd->origin,
                             "input gradient in GEMM layout [in, B*H*W]");
     Instr *c = instr_add(p, I_GEMM, nd->origin, 1);
-    c->flops = 2 * C * OKK * HW;
     c->what = xstrdup("conv_transpose2d backward: dx = W cols");
     SET_CALL(c, CALL_GEMM, arg_int(0), arg_int(0), arg_int(C), arg_rows(HW), arg_int(OKK),
              arg_float(1), arg_t(nd->w->t), arg_int(OKK), arg_t(col), arg_rows(HW), arg_float(0),
