@@ -6,7 +6,7 @@
 # once; a run held by min_steps stopped by SIGTERM (and one cut at max_steps) and
 # resumed ending where the uninterrupted run does; the steps where every_fraction
 # validates (Lightning's float val_check_interval: after the batches whose 1-based
-# index in the epoch is a multiple of max(1, int(f x batches))).
+# index in the epoch is a multiple of max(1, int(f x batches))); the same on the fake GPU.
 set -eu
 cd "$(dirname "$0")/.."
 . tests/wait_for.sh
@@ -158,4 +158,27 @@ expect frac_005 "epochs 20 $(seq -s, 1 20)" "${F[@]}" --set validate.every_fract
 expect frac_acc3 "epochs 8 1,2,3,4,5,6,7,8" "${F[@]}" --set validate.every_fraction=0.2 --set accumulate=3
 # every_epochs 2 picks the epochs: the second only
 expect frac_every2 "epochs 20 15,20" "${F[@]}" --set validate.every_fraction=0.5 --set validate.every_epochs=2
+
+# the GPU path on the fake GPU (tests/fake_gpu.sh), with log_every 1000 so that the
+# steps between validations are queued without a wait (step.c's step_needs_wait): it
+# validates and ends held runs at the same steps as the CPU
+if [ -e "${CUDA_HOME:-/usr/local/cuda}/include/cuda.h" ]; then
+    bash tests/fake_gpu/build.sh "$d/fake_lib"
+    "$TRAINC" build "$d/tiny.json" --device both --arch sm_90 -o "$d/tg" 2>"$d/tg.build.log"
+    export TRAINC_CACHE_DIR=$d/cache
+    gpu_expect() {  # gpu_expect NAME WANT SETS...
+        local name=$1 want=$2; shift 2
+        LD_LIBRARY_PATH="$d/fake_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$d/tg" --device cuda \
+            --out "$d/$name" "${q[@]}" --set log_every=1000 "$@" 2>"$d/$name.err" || true
+        local got; got=$(ends "$d/$name")
+        grep -q '"device":"cuda"' "$d/$name/metrics.jsonl" && [ "$got" = "$want" ] ||
+            { echo "FAIL $name: '$got', want '$want'"; cat "$d/$name.err"; exit 1; }
+        echo "ok   $name: $got"
+    }
+    gpu_expect gpu_frac_03 "epochs 20 3,6,9,13,16,19,20" "${F[@]}" --set validate.every_fraction=0.3
+    gpu_expect gpu_min_steps "early_stopping 7 2,4,6,7" "${ES[@]}" --set min_steps=7
+    gpu_expect gpu_both "early_stopping 15 2,4,6,8,10,12,14,15" "${ES[@]}" --set min_epochs=1 --set min_steps=15
+else
+    echo "skip the fake GPU part: no CUDA headers"
+fi
 echo "min_steps: all ok"
