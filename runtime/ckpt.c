@@ -555,7 +555,8 @@ static int may_differ(const char *key)
         !strcmp(key, "data.val") || !strncmp(key, "validate.", 9) ||
         !strncmp(key, "early_stopping", 14))
         return 1;
-    static const char *const ok[] = {"epochs", "max_steps", "max_time", "log_every", "out_dir",
+    static const char *const ok[] = {"epochs", "max_steps", "max_time", "min_epochs",
+                                      "min_steps", "log_every", "out_dir",
                                       "checkpoint", "checkpoint.every_steps", "checkpoint.keep",
                                       "loader.workers", "loader.prefetch", "loader.on_gpu", "device",
                                       "distributed.bucket_mb", "distributed.strategy",

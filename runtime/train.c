@@ -80,6 +80,15 @@ static void loop_start(Run *r, rt_loop_state *s, Loop *L)
         snprintf(L->why, sizeof L->why, "stopped early at step %lld, before this resume",
                  (long long)s->step);
     }
+    /* a stop held by min_epochs/min_steps that a resume lowering them frees: now */
+    if (L->end < 0 && c->has_early_stopping && s->es_pending &&
+        rt_es_min_reached(c, s->epoch, s->step)) {
+        L->end = END_EARLY;
+        L->es_deferred = 1;   /* (its last validation, as after_step's) */
+        s->es_stopped = 1;
+        snprintf(L->why, sizeof L->why, "patience ran out before step %lld; held until "
+                 "min_epochs and min_steps, reached now", (long long)s->step);
+    }
     if (L->end >= 0 && r->rank == 0)   /* resumed past a limit: say which, and how to go on */
         rt_resumed_at_limit(c, s, L->end);
 }

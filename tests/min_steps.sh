@@ -127,6 +127,13 @@ PY
 [ "$(ends "$d/cut")" = "$(ends "$d/whole_short")" ] && same "$d/whole_short" "$d/cut" ||
     { echo "FAIL resumed at max_steps: $(ends "$d/cut")"; cat "$d/cut.err"; exit 1; }
 echo "ok   held by min_steps, cut at max_steps 9, resumed: ends at step 10 as the whole run"
+# resumed with min_steps lowered to what is done: the held stop ends it at once
+"$d/t" --out "$d/cut2" "${q[@]}" --set validate.every_steps=4 --set early_stopping.patience=1 \
+    --set min_steps=10 --set max_steps=9 --set checkpoint.every_steps=1000 2>/dev/null
+"$d/t" --resume "$d/cut2" "${q[@]}" --set max_steps=null --set min_steps=null 2>"$d/cut2.err"
+[ "$(ends "$d/cut2")" = "early_stopping 9 4,8,9" ] && grep -q "early stopping ended this run at step 9" "$d/cut2.err" ||
+    { echo "FAIL resumed with min_steps lowered: $(ends "$d/cut2")"; cat "$d/cut2.err"; exit 1; }
+echo "ok   held, resumed with min_steps null: ends at once (step 9)"
 # and a run held by min_steps 300 (patience out at step 4) stopped by SIGTERM, resumed
 # with --resume alone: step 300 and the records of the uninterrupted run
 LONG=("${ES[@]}" --set epochs=100 --set min_steps=300)
