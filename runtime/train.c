@@ -138,9 +138,9 @@ static void monitor(Run *r, rt_loop_state *s, Loop *L, int val_now)
     if (stop == RT_ES_PATIENCE) {
         s->es_pending = 1;
         L->es_asked_step = s->step;
-    }
-    else if (stop)
+    } else if (stop) {
         L->end = stop == RT_ES_DIVERGED ? END_DIVERGED : END_EARLY;
+    }
     s->es_stopped = stop == RT_ES_STOP;
     if (stop == RT_ES_DIVERGED) {   /* checked after step s->step, the end record's */
         size_t u = strlen(L->why);

@@ -1,5 +1,6 @@
 /* validate.c: validation. A pass over data.val (validate.batches of it), summed over
- * ranks; its record in metrics.jsonl; best.safetensors kept for a validation monitor. */
+ * ranks; its record in metrics.jsonl; best.safetensors kept for a validation monitor;
+ * which steps validate (validate.every_steps, every_epochs, every_fraction). */
 #include <string.h>
 #include "run.h"
 
