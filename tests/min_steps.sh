@@ -6,7 +6,8 @@
 # once; a run held by min_steps stopped by SIGTERM (and one cut at max_steps) and
 # resumed ending where the uninterrupted run does; the steps where every_fraction
 # validates (Lightning's float val_check_interval: after the batches whose 1-based
-# index in the epoch is a multiple of max(1, int(f x batches))); the same on the fake GPU.
+# index in the epoch is a multiple of max(1, int(f x batches))); the same with 2 MPI
+# ranks and on the fake GPU.
 set -eu
 cd "$(dirname "$0")/.."
 . tests/wait_for.sh
@@ -165,6 +166,24 @@ expect frac_005 "epochs 20 $(seq -s, 1 20)" "${F[@]}" --set validate.every_fract
 expect frac_acc3 "epochs 8 1,2,3,4,5,6,7,8" "${F[@]}" --set validate.every_fraction=0.2 --set accumulate=3
 # every_epochs 2 picks the epochs: the second only
 expect frac_every2 "epochs 20 15,20" "${F[@]}" --set validate.every_fraction=0.5 --set validate.every_epochs=2
+
+# 2 ranks over MPI (batch 2 a rank: the same 10 steps an epoch): every rank takes the
+# same decisions, so the run ends and validates at the same steps
+if command -v mpirun >/dev/null; then
+    mpi_expect() {  # mpi_expect NAME WANT SETS...
+        local name=$1 want=$2; shift 2
+        timeout 120 mpirun --oversubscribe --allow-run-as-root -np 2 "$d/t" --out "$d/$name" \
+            "${q[@]}" --set batch_size=2 "$@" 2>"$d/$name.err" || true
+        local got; got=$(ends "$d/$name")
+        grep -q '"ranks":2' "$d/$name/metrics.jsonl" && [ "$got" = "$want" ] ||
+            { echo "FAIL $name: '$got', want '$want'"; cat "$d/$name.err"; exit 1; }
+        echo "ok   $name: $got"
+    }
+    mpi_expect ddp_min_steps "early_stopping 7 2,4,6,7" "${ES[@]}" --set min_steps=7
+    mpi_expect ddp_frac_03 "epochs 20 3,6,9,13,16,19,20" "${F[@]}" --set validate.every_fraction=0.3
+else
+    echo "skip the 2-rank part: no mpirun"
+fi
 
 # the GPU path on the fake GPU (tests/fake_gpu.sh), with log_every 1000 so that the
 # steps between validations are queued without a wait (step.c's step_needs_wait): it
