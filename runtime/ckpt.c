@@ -402,6 +402,8 @@ static cJSON *state_json(const rt_model *m, const rt_loop_state *s, char *const 
     LOOP_INTS(X)
 #undef X
     put_int(ls, "es_stopped", s->es_stopped);
+    if (s->es_pending)   /* (only then: other checkpoints read as before it existed) */
+        put_int(ls, "es_pending", s->es_pending);
     put_int(ls, "data_rows", s->data_rows);
     char fp[24];
     snprintf(fp, sizeof fp, "%016llx", (unsigned long long)s->data_fp);
@@ -553,7 +555,8 @@ static int may_differ(const char *key)
         !strcmp(key, "data.val") || !strncmp(key, "validate.", 9) ||
         !strncmp(key, "early_stopping", 14))
         return 1;
-    static const char *const ok[] = {"epochs", "max_steps", "max_time", "log_every", "out_dir",
+    static const char *const ok[] = {"epochs", "max_steps", "max_time", "min_epochs",
+                                      "min_steps", "log_every", "out_dir",
                                       "checkpoint", "checkpoint.every_steps", "checkpoint.keep",
                                       "loader.workers", "loader.prefetch", "loader.on_gpu", "device",
                                       "distributed.bucket_mb", "distributed.strategy",
@@ -626,6 +629,8 @@ static void check_loop(const rt_loop_state *s, const char *ck, const char *file)
         bad_loop(file, "best_step", s->best_step, "from -1 (none) to the step");
     if (s->es_stopped != 0 && s->es_stopped != 1)
         bad_loop(file, "es_stopped", s->es_stopped, "0 or 1");
+    if (s->es_pending != 0 && s->es_pending != 1)
+        bad_loop(file, "es_pending", s->es_pending, "0 or 1");
     const struct { const char *k; int64_t v; } nonneg[] = {
         {"log_n", s->log_n}, {"log_samples", s->log_samples}, {"since_val_n", s->since_val_n},
         {"es_wait", s->es_wait}, {"metrics_bytes", s->metrics_bytes}, {"scale_growth", s->scale_growth}};
@@ -1003,6 +1008,10 @@ void rt_ckpt_load(const char *ck, const rt_model *m, const rt_train_config *c, r
     /* (checkpoints written before it was recorded do not have it: not stopped) */
     s->es_stopped =
         cJSON_GetObjectItemCaseSensitive(ls, "es_stopped") ? get_int(ls, "es_stopped", f) : 0;
+    s->es_pending =
+        cJSON_GetObjectItemCaseSensitive(ls, "es_pending") ? get_int(ls, "es_pending", f) : 0;
+    if (s->es_pending && es_changed)
+        s->es_pending = 0;   /* (as es_stopped below: the next check decides again) */
     if (s->es_stopped && es_changed) {
         /* stopped by settings this resume changes: the next check decides again, from
          * the counts kept (a raised patience goes on where the old one stopped) */

@@ -30,7 +30,7 @@ enum {
     F_SECTION,   /* int has_*: an object that may be null; setting a subkey enables it */
 };
 
-enum { R_ANY, R_POS, R_NONNEG, R_UNIT_OPEN, R_UNIT };   /* ranges of reals */
+enum { R_ANY, R_POS, R_NONNEG, R_UNIT_OPEN, R_UNIT, R_FRAC };   /* ranges of reals */
 
 typedef struct Field {
     const char *key;
@@ -38,8 +38,9 @@ typedef struct Field {
     int type;
     size_t off, off2;      /* off2: F_PAIR's second double, F_DATA's count */
     int nullable;
-    int quiet;             /* F_SECTION: left out of the dump while null (a section added
-                              after specs were hashed: theirs keep their hash) */
+    int quiet;             /* F_SECTION, F_INT, F_REAL: left out of the dump while null
+                              (a key added after specs were hashed: theirs keep their
+                              hash) */
     int64_t min, max;      /* F_INT */
     int range;             /* F_REAL, F_PAIR */
     const char *names;     /* F_ENUM: values in the order of the RT_ enum, space-separated */
@@ -53,6 +54,8 @@ typedef struct Field {
 #define U64(f) .type = F_U64, .off = OFF(f)
 #define REAL(f, r) .type = F_REAL, .off = OFF(f), .range = r
 #define REAL_OR_NULL(f, r) .type = F_REAL, .off = OFF(f), .range = r, .nullable = 1
+#define INT_OR_NULL_QUIET(f, lo) INT_OR_NULL(f, lo), .quiet = 1
+#define REAL_OR_NULL_QUIET(f, r) REAL_OR_NULL(f, r), .quiet = 1
 #define BOOL(f) .type = F_BOOL, .off = OFF(f)
 #define ENUM(f, n) .type = F_ENUM, .off = OFF(f), .names = n
 #define DURATION(f) .type = F_DURATION, .off = OFF(f), .nullable = 1
@@ -90,6 +93,8 @@ typedef struct Field {
     X("epochs", NULL, INT_OR_NULL(epochs, 1))                                           \
     X("max_steps", "null", INT_OR_NULL(max_steps, 1))                                   \
     X("max_time", "null", DURATION(max_time))                                           \
+    X("min_epochs", "null", INT_OR_NULL_QUIET(min_epochs, 0))                           \
+    X("min_steps", "null", INT_OR_NULL_QUIET(min_steps, 0))                             \
     X("optimizer.type", "adamw", ENUM(opt, "sgd adamw"))                                \
     X("optimizer.lr", "0.001", REAL(lr, R_NONNEG))                                      \
     X("optimizer.betas", "0.9,0.999", PAIR(beta1, beta2, R_UNIT_OPEN))                  \
@@ -108,6 +113,7 @@ typedef struct Field {
     X("loss_scale.growth_interval", "2000", INT(ls_growth_interval, 1, BIG))            \
     X("validate.every_steps", "null", INT_OR_NULL(val_every_steps, 1))                  \
     X("validate.every_epochs", NULL, INT_OR_NULL(val_every_epochs, 1))                  \
+    X("validate.every_fraction", "null", REAL_OR_NULL_QUIET(val_every_fraction, R_FRAC)) \
     X("validate.batches", "null", INT_OR_NULL(val_batches, 1))                          \
     X("early_stopping", "null", SECTION(has_early_stopping))                            \
     X("early_stopping.monitor", "val_loss", ENUM(es_monitor, "val_loss val_acc loss"))  \
@@ -317,6 +323,7 @@ static int in_range(double v, int range)
     case R_NONNEG: return v >= 0;
     case R_UNIT_OPEN: return v >= 0 && v < 1;
     case R_UNIT: return v >= 0 && v <= 1;
+    case R_FRAC: return v > 0 && v <= 1;
     }
     return 1;
 }
@@ -328,6 +335,7 @@ static const char *range_text(int range)
     case R_NONNEG: return " >= 0";
     case R_UNIT_OPEN: return " in [0, 1)";
     case R_UNIT: return " in [0, 1]";
+    case R_FRAC: return " in (0, 1]";
     }
     return "";
 }
@@ -1065,6 +1073,9 @@ char **rt_config_dump(const rt_train_config *c, int *n)
         }
         if (f->type == F_INT && *AT(c, f, const int64_t) == RT_UNSET)
             continue;   /* left out: its default follows other fields (rt_epochs) */
+        if (f->quiet && ((f->type == F_INT && *AT(c, f, const int64_t) == -1) ||
+                         (f->type == F_REAL && isnan(*AT(c, f, const double)))))
+            continue;   /* left out while null */
         if (f->type == F_SECTION && f->quiet && !*AT(c, f, const int)) {
             size_t len = strlen(f->key);   /* left out, with its subkeys */
             while (i + 1 < N_FIELDS && !strncmp(fields[i + 1].key, f->key, len) &&
@@ -1249,6 +1260,17 @@ int rt_config_check(const rt_train_config *c, char *err, size_t errlen, char *ke
         return fail(err, errlen, "schedule.type %s needs epochs or max_steps to know its "
                     "length", c->sched == RT_SCHED_COSINE ? "cosine" : "linear");
     }
+    if (!isnan(c->val_every_fraction) && c->val_every_steps >= 0) {
+        fail(key, keylen, "validate.every_fraction");
+        return fail(err, errlen, "validate.every_fraction and validate.every_steps both say "
+                    "when to validate (Lightning's val_check_interval is one or the other): "
+                    "set one of them to null");
+    }
+    if (c->n_val == 0 && !isnan(c->val_every_fraction)) {
+        fail(key, keylen, "validate.every_fraction");
+        return fail(err, errlen, "validate.every_fraction needs data.val (to train without "
+                    "validation, set validate.every_fraction to null too)");
+    }
     if (c->n_val == 0 && (c->val_every_steps >= 0 || c->val_batches >= 0)) {
         int both = c->val_every_steps >= 0 && c->val_batches >= 0;
         const char *k = both ? "validate.every_steps and validate.batches"
@@ -1263,9 +1285,10 @@ int rt_config_check(const rt_train_config *c, char *err, size_t errlen, char *ke
         fail(key, keylen, "early_stopping.monitor");
         if (c->n_val == 0)
             return fail(err, errlen, "early_stopping.monitor %s needs data.val", m);
-        if (c->val_every_steps < 0 && rt_val_every_epochs(c) < 0)
+        if (c->val_every_steps < 0 && rt_val_every_epochs(c) < 0 && isnan(c->val_every_fraction))
             return fail(err, errlen, "early_stopping.monitor %s needs validation: set "
-                        "validate.every_epochs or validate.every_steps", m);
+                        "validate.every_epochs, validate.every_steps or "
+                        "validate.every_fraction", m);
         fail(key, keylen, "%s", "");
     }
     if (c->recompute == RT_RECOMPUTE_AUTO && isnan(c->memory_budget_mb)) {

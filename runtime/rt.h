@@ -186,6 +186,8 @@ typedef struct rt_train_config {
     double ls_init;            /* fp16-mixed: GradScaler's init_scale */
     int64_t ls_growth_interval;/* and growth_interval (factor 2 up, 0.5 down) */
     int64_t val_every_steps, val_every_epochs, val_batches;
+    double val_every_fraction; /* NAN = none; else in (0, 1] (rt_val_fraction_batches) */
+    int64_t min_epochs, min_steps; /* -1 = none: early stopping's patience waits for both */
     int has_early_stopping;
     int es_monitor, es_mode;
     int64_t es_patience;

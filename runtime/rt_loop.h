@@ -39,10 +39,16 @@ typedef struct rt_stopper {
     double best;
     int64_t wait;              /* validation checks without improvement */
 } rt_stopper;
-enum { RT_ES_GO_ON, RT_ES_STOP, RT_ES_DIVERGED };
+/* RT_ES_PATIENCE: patience ran out, a stop that min_epochs and min_steps may defer;
+ * RT_ES_STOP: a threshold crossed, a stop at once */
+enum { RT_ES_GO_ON, RT_ES_STOP, RT_ES_DIVERGED, RT_ES_PATIENCE };
 void rt_es_init(rt_stopper *s, const rt_train_config *c);
 /* One validation check's monitored value; returns RT_ES_* and says why in `why`. */
 int rt_es_check(const rt_train_config *c, rt_stopper *s, double v, char *why, size_t n);
+/* May early stopping's patience end the run after `epochs_done` whole epochs and
+ * `steps` optimizer steps (min_epochs and min_steps reached, as Lightning's
+ * _can_stop_early)? */
+int rt_es_min_reached(const rt_train_config *c, int64_t epochs_done, int64_t steps);
 
 /* The learning-rate range test, --lr-find (lrfind.c): `steps` optimizer steps at rates
  * from lo to hi, exponentially; the loss smoothed and watched as Lightning's
@@ -147,6 +153,8 @@ typedef struct rt_loop_state {
     double es_best;            /* early stopping: best value and checks without improvement */
     int64_t es_wait;
     int64_t es_stopped;        /* 1: early stopping ended this run (a resume trains nothing) */
+    int64_t es_pending;        /* 1: patience ran out before min_epochs/min_steps: the run
+                                  ends once both are reached */
     int64_t data_rows;         /* the training data's rows and rt_dataset_fingerprint (0: */
     uint64_t data_fp;          /* a checkpoint from before they were recorded) */
     double last_loss;

@@ -166,6 +166,8 @@ typedef struct Loop {
     int val_scheduled;         /* validation every so many steps or epochs */
     int end;                   /* END_*, or -1 while training goes on */
     char why[256];             /* why it ended (diverged, stopped early) */
+    int64_t es_asked_step;     /* the step after which patience last ran out (0: none) */
+    int es_deferred;           /* the run ended early after min_epochs/min_steps held it */
     double log_t;              /* samples_per_s counts from here */
     int64_t timed_samples;
     int64_t run_steps;         /* steps of this process */
@@ -224,6 +226,10 @@ typedef struct Eval {
 Eval rt_validate(Run *r);
 /* Runs validation and records it; updates best.safetensors for a validation monitor. */
 void rt_validation(Run *r, rt_loop_state *s, int best_mode);
+/* Is a validation due after the step of epoch `epoch` (from 0) that consumed its
+ * batches [before, after) and was optimizer step `step` (from 1)? (validate.every_steps,
+ * every_epochs, every_fraction: docs/spec.md) */
+int rt_val_due(const Run *r, int64_t epoch, int64_t before, int64_t after, int64_t step);
 
 /* ---- what a run saves (saves.c) ---------------------------------------------------------- */
 

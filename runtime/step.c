@@ -86,7 +86,8 @@ static int step_needs_wait(const Run *r, const rt_train_config *c, const rt_loop
     int64_t step = s->step + 1;
     return r->pend_n >= RT_CU_RING / 2 || !r->mem_logged || step % c->log_every == 0 ||
            s->batch + k >= r->batches_per_epoch ||
-           (r->has_val && c->val_every_steps > 0 && step % c->val_every_steps == 0) ||
+           rt_val_due(r, s->epoch, s->batch, s->batch + k, step) ||
+           (s->es_pending && c->min_steps > 0 && step >= c->min_steps) ||
            (c->has_checkpoint && step % c->ckpt_every_steps == 0) ||
            (c->max_steps > 0 && step >= c->max_steps) ||
            (!isnan(c->max_time) && rt_now() - r->t0 >= c->max_time) || rt_signal_seen;

@@ -58,7 +58,8 @@ static void loop_start(Run *r, rt_loop_state *s, Loop *L)
                                        !(cg && strcmp(cg, "0") == 0));
     }
     L->end = -1;
-    L->val_scheduled = r->has_val && (c->val_every_steps > 0 || rt_val_every_epochs(c) > 0);
+    L->val_scheduled = r->has_val && (c->val_every_steps > 0 || rt_val_every_epochs(c) > 0 ||
+                                      !isnan(c->val_every_fraction));
     /* samples_per_s: the samples since log_t, which restarts here (a resumed run's
      * log_samples holds samples trained before it) and leaves out the time spent in
      * validation and checkpoints */
@@ -78,6 +79,15 @@ static void loop_start(Run *r, rt_loop_state *s, Loop *L)
         L->end = END_EARLY;
         snprintf(L->why, sizeof L->why, "stopped early at step %lld, before this resume",
                  (long long)s->step);
+    }
+    /* a stop held by min_epochs/min_steps that a resume lowering them frees: now */
+    if (L->end < 0 && c->has_early_stopping && s->es_pending &&
+        rt_es_min_reached(c, s->epoch, s->step)) {
+        L->end = END_EARLY;
+        L->es_deferred = 1;   /* (its last validation, as after_step's) */
+        s->es_stopped = 1;
+        snprintf(L->why, sizeof L->why, "patience ran out before step %lld; held until "
+                 "min_epochs and min_steps, reached now", (long long)s->step);
     }
     if (L->end >= 0 && r->rank == 0)   /* resumed past a limit: say which, and how to go on */
         rt_resumed_at_limit(c, s, L->end);
@@ -122,8 +132,15 @@ static void monitor(Run *r, rt_loop_state *s, Loop *L, int val_now)
     int stop = rt_es_check(c, &L->es, v, L->why, sizeof L->why);
     s->es_best = L->es.best;
     s->es_wait = L->es.wait;
-    if (stop)
+    /* patience's stop waits for min_epochs and min_steps (after_step ends the run
+     * once both are reached, this step or a later one); once asked it stays asked,
+     * as Lightning's trainer.should_stop */
+    if (stop == RT_ES_PATIENCE) {
+        s->es_pending = 1;
+        L->es_asked_step = s->step;
+    } else if (stop) {
         L->end = stop == RT_ES_DIVERGED ? END_DIVERGED : END_EARLY;
+    }
     s->es_stopped = stop == RT_ES_STOP;
     if (stop == RT_ES_DIVERGED) {   /* checked after step s->step, the end record's */
         size_t u = strlen(L->why);
@@ -140,9 +157,21 @@ static int after_step(Run *r, rt_loop_state *s, Loop *L, const Step *st, int epo
     if (epoch_end) {
         s->epoch++;
         s->batch = 0;
-        if (L->end < 0 && rt_epochs(c) > 0 && s->epoch >= rt_epochs(c))
-            L->end = END_EPOCHS;
     }
+    /* (before the epochs limit: a stop asked for at the last epoch's end is early
+     * stopping's) */
+    if (L->end < 0 && s->es_pending && rt_es_min_reached(c, s->epoch, s->step)) {
+        L->end = END_EARLY;
+        s->es_stopped = 1;
+        L->es_deferred = L->es_asked_step != s->step;
+        if (L->es_deferred)
+            snprintf(L->why, sizeof L->why, "patience ran out earlier; held until %s%s%s reached",
+                     c->min_epochs > 0 ? "min_epochs" : "",
+                     c->min_epochs > 0 && c->min_steps > 0 ? " and " : "",
+                     c->min_steps > 0 ? "min_steps" : "");
+    }
+    if (epoch_end && L->end < 0 && rt_epochs(c) > 0 && s->epoch >= rt_epochs(c))
+        L->end = END_EPOCHS;
     if (L->end < 0 && c->max_steps > 0 && s->step >= c->max_steps)
         L->end = END_MAX_STEPS;
     if (L->end < 0 && !isnan(c->max_time) &&
@@ -190,10 +219,7 @@ static int train_step(Run *r, rt_loop_state *s, Loop *L)
     if (s->step % c->log_every == 0)
         rt_record_train(r, s, L, &st, now);
     int epoch_end = s->batch >= r->batches_per_epoch;
-    int val_now = r->has_val && c->val_every_steps > 0 && s->step % c->val_every_steps == 0;
-    if (r->has_val && epoch_end && rt_val_every_epochs(c) > 0 &&
-        (s->epoch + 1) % rt_val_every_epochs(c) == 0)
-        val_now = 1;
+    int val_now = rt_val_due(r, s->epoch, s->batch - st.k, s->batch, s->step);
     if (val_now) {
         double tv = rt_now();
         rt_validation(r, s, L->best_mode);
@@ -211,8 +237,11 @@ static int train_step(Run *r, rt_loop_state *s, Loop *L)
 static void last_validation(Run *r, rt_loop_state *s, Loop *L)
 {
     const rt_train_config *c = &r->c;
+    /* (a stop that min_epochs/min_steps held validates as Lightning's does when
+     * should_stop and _can_stop_early come true between validations) */
     if (!r->has_val || s->last_val_step == s->step ||
-        !(L->end == END_MAX_STEPS || L->end == END_MAX_TIME || L->end == END_EPOCHS))
+        !(L->end == END_MAX_STEPS || L->end == END_MAX_TIME || L->end == END_EPOCHS ||
+          (L->end == END_EARLY && L->es_deferred)))
         return;
     int64_t epoch = s->epoch;
     if (s->batch == 0 && s->epoch > 0)

@@ -1,5 +1,6 @@
 /* validate.c: validation. A pass over data.val (validate.batches of it), summed over
- * ranks; its record in metrics.jsonl; best.safetensors kept for a validation monitor. */
+ * ranks; its record in metrics.jsonl; best.safetensors kept for a validation monitor;
+ * which steps validate (validate.every_steps, every_epochs, every_fraction). */
 #include <string.h>
 #include "run.h"
 
@@ -89,4 +90,28 @@ void rt_validation(Run *r, rt_loop_state *s, int best_mode)
             rt_save_weights(r, "best.safetensors");
         }
     }
+}
+
+/* validate.every_fraction f as Lightning's float val_check_interval: every
+ * max(1, floor(f x batches per epoch)) batches of an epoch, counted from its start
+ * (Lightning: (batch_idx + 1) % val_check_batch == 0), in the epochs every_epochs
+ * picks; the epoch's end only where it is such a batch. A step of `accumulate`
+ * batches validates after its update when one of its batches is. The product in
+ * double and truncated, as Python's int(f * n). */
+int rt_val_due(const Run *r, int64_t epoch, int64_t before, int64_t after, int64_t step)
+{
+    const rt_train_config *c = &r->c;
+    if (!r->has_val)
+        return 0;
+    int64_t every_e = rt_val_every_epochs(c);
+    int in_epoch = every_e > 0 && (epoch + 1) % every_e == 0;
+    if (!isnan(c->val_every_fraction)) {
+        int64_t k = (int64_t)(c->val_every_fraction * (double)r->batches_per_epoch);
+        if (k < 1)
+            k = 1;
+        return (every_e <= 0 || in_epoch) && after / k > before / k;
+    }
+    if (c->val_every_steps > 0 && step % c->val_every_steps == 0)
+        return 1;
+    return in_epoch && after >= r->batches_per_epoch;
 }

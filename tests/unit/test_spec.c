@@ -138,6 +138,8 @@ static const char *other_value(const char *key)
         {"epochs", "null"},
         {"max_steps", "5000"},
         {"max_time", "01:02:03:04"},
+        {"min_epochs", "3"},
+        {"min_steps", "500"},
         {"optimizer.type", "sgd"},
         {"optimizer.lr", "0.1"},
         {"optimizer.betas", "0.8,0.95"},
@@ -156,6 +158,7 @@ static const char *other_value(const char *key)
         {"precision", "bf16-mixed"},
         {"validate.every_steps", "200"},
         {"validate.every_epochs", "null"},
+        {"validate.every_fraction", "0.25"},
         {"validate.batches", "20"},
         {"early_stopping", "true"},
         {"early_stopping.monitor", "val_acc"},
@@ -228,6 +231,12 @@ static void test_every_key(void)
     CHECK(has_line(&c, "optimizer.betas=0.8,0.95"), "betas dump");
     CHECK(has_line(&c, "out_dir=runs/a b=c"), "path dump");
     CHECK(has_line(&c, "data.val.y=d.npy"), "data dump");
+    CHECK(has_line(&c, "min_steps=500") && has_line(&c, "validate.every_fraction=0.25"),
+          "min_steps, every_fraction dump");
+    /* keys added after specs were hashed are left out of the dump while null */
+    rt_config_defaults(&c);
+    CHECK(!has_line(&c, "min_epochs=null") && !has_line(&c, "min_steps=null") &&
+          !has_line(&c, "validate.every_fraction=null"), "null min_*, every_fraction dumped");
 }
 
 static void test_defaults(void)
