@@ -127,7 +127,7 @@ check learn/llama_char     bash tests/llama_learn.sh
 # trainc import hf / export hf against transformers: GPT-2, Llama, Mistral, a bf16
 # sharded checkpoint; refused configs and layers
 check parity/hf_io        $HF_PYTHON tests/hf_io.py
-check parity/resnet_block $PYTHON tests/resnet_parity.py
+check parity/resnet       $PYTHON tests/resnet_parity.py
 check parity/convt        $PYTHON tests/convt_parity.py
 # examples/finetune/run.sh as a user runs it: HF folder, import, tokenize, fine-tune,
 # sample, export, transformers loads it (skips without transformers in HF_PYTHON)
