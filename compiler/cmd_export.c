@@ -282,13 +282,10 @@ static void write_tensors(const Ex *e, const char *path)
         float *x = hf_read(&e->w, t);
         const rt_param *p = &e->out.p[k];
         if (e->tr[k]) {   /* ours [d0, d1] -> theirs [d1, d0] */
-            int64_t d0 = t->shape[0], d1 = t->shape[1];
             float *y = malloc((size_t)t->numel * sizeof *y);
             if (!y)
                 die("out of memory");
-            for (int64_t u = 0; u < d0; u++)
-                for (int64_t v = 0; v < d1; v++)
-                    y[v * d0 + u] = x[u * d1 + v];
+            hf_transpose(y, x, t->shape[0], t->shape[1]);
             rt_st_put(o, y, p->numel);
             free(y);
         } else {

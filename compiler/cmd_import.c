@@ -426,12 +426,9 @@ static void write_weights(const Imp *im, const char *path)
         int64_t at = 0;
         for (int k = 0; k < r->n; k++) {
             float *x = hf_read(&im->w, r->src[k]);
-            if (r->transpose) {   /* src [d0, d1] -> dst [d1, d0] */
-                int64_t d0 = r->src[k]->shape[0], d1 = r->src[k]->shape[1];
-                for (int64_t u = 0; u < d0; u++)
-                    for (int64_t v = 0; v < d1; v++)
-                        dst[v * d0 + u] = x[u * d1 + v];
-            } else
+            if (r->transpose)   /* src [d0, d1] -> dst [d1, d0] */
+                hf_transpose(dst, x, r->src[k]->shape[0], r->src[k]->shape[1]);
+            else
                 memcpy(dst + at, x, (size_t)r->src[k]->numel * sizeof *x);
             at += r->src[k]->numel;
             free(x);

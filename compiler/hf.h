@@ -33,6 +33,7 @@ void hf_weights_dir(HfWeights *w, const char *dir);
 HfTensor *hf_find(HfWeights *w, const char *name);
 /* The tensor's elements as fp32 (malloc'd; exits 1 on a short file or another dtype). */
 float *hf_read(const HfWeights *w, const HfTensor *t);
+void hf_transpose(float *dst, const float *src, int64_t d0, int64_t d1);
 
 /* A weights file being planned: each tensor's name and shape first, its data after. */
 typedef struct HfOut {

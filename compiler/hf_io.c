@@ -400,3 +400,11 @@ void hf_write_text(const char *cmd, const char *path, const char *text)
     if (rt_tmp_commit(f, path) != 0)
         cannot_write(cmd, path);
 }
+
+/* src [d0, d1] -> dst [d1, d0] (GPT-2's Conv1D weights, either way) */
+void hf_transpose(float *dst, const float *src, int64_t d0, int64_t d1)
+{
+    for (int64_t u = 0; u < d0; u++)
+        for (int64_t v = 0; v < d1; v++)
+            dst[v * d0 + u] = src[u * d1 + v];
+}

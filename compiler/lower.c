@@ -78,6 +78,23 @@ Tensor *lower_temp(Graph *g, const char *name, int64_t per_row, const char *orig
     return t;
 }
 
+/* A GEMM operand: `rows` rows of B * `cols` (per_row = rows * cols), its layout said. */
+Tensor *gemm_temp(Graph *g, const char *name, int64_t rows, int64_t cols, const char *origin,
+                  const char *what)
+{
+    Tensor *t = lower_temp(g, name, rows * cols, origin, what);
+    t->layout = xasprintf("[%lld, B*%lld]", (long long)rows, (long long)cols);
+    return t;
+}
+
+/* A norm's input gradient dx, or where the backward call may write one nobody reads
+ * (the norm reads a model input: no gradient flows on). */
+Tensor *dx_or_unused(Graph *g, const Node *nd, const Tensor *x, Tensor *dx)
+{
+    return dx ? dx : lower_temp(g, xasprintf("d_%s_unused", x->name), x->numel, nd->origin,
+                                "input gradient nobody reads");
+}
+
 /* One node's instructions, appended to the program: its op file's lowering (a view
  * has none). */
 static void lower_node(Program *p, Node *nd)

@@ -250,14 +250,8 @@ static int att_transforms(const att_ctx *c) { return c->qn != NULL || c->cos != 
  * product with the key head serves the whole group? */
 static int att_stacked(const att_ctx *c) { return c->g > 1 || att_transforms(c); }
 
-/* Rows of a block [r0, r1) see keys [k0, kend): the causal prefix, from the first
- * position the window lets its first row see. */
-static int64_t att_k0(const att_ctx *c, int64_t r0)
-{
-    return c->window && r0 >= c->window ? r0 - c->window + 1 : 0;
-}
-
-/* Row i's visible keys [first, end) (absolute positions). */
+/* Row i's visible keys [first, end) (absolute positions); a block of rows [r0, r1) sees
+ * keys from its first row's first: the causal prefix, from where the window starts. */
 static int64_t att_first(const att_ctx *c, int64_t i)
 {
     return c->window && i >= c->window ? i - c->window + 1 : 0;
@@ -358,7 +352,7 @@ static void att_fwd_block(const att_ctx *c, const att_item *it, int64_t r0, int6
                           float *P, float *S)
 {
     int64_t T = c->T, d = c->d, hd = c->hd, ld = c->ld, m = r1 - r0, M = c->g * m;
-    int64_t k0 = att_k0(c, r0), n = (c->causal ? r1 : T) - k0;
+    int64_t k0 = att_first(c, r0), n = (c->causal ? r1 : T) - k0;
     int st = att_stacked(c);
     const float *Q = it->q + r0 * ld;
     int64_t ldq = ld;
@@ -432,7 +426,7 @@ static void att_bwd_block(const att_ctx *c, const att_item *it, int64_t r0, int6
                           float *P, float *dS, float *S, double *dw)
 {
     int64_t T = c->T, d = c->d, hd = c->hd, ld = c->ld, m = r1 - r0, M = c->g * m;
-    int64_t k0 = att_k0(c, r0), n = (c->causal ? r1 : T) - k0;
+    int64_t k0 = att_first(c, r0), n = (c->causal ? r1 : T) - k0;
     int st = att_stacked(c);
     const float *Q = it->q + r0 * ld, *DY = it->dy + r0 * d;
     int64_t ldq = ld, lddy = d;

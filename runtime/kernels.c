@@ -1221,6 +1221,17 @@ static void ln_reduce_task(void *ctx, int64_t lo, int64_t hi)
     }
 }
 
+/* The row blocks of a norm's backward over [rows, d]: about 32K elements each, at most
+ * 64 (partials: 64 * 2d doubles), *rb rows a block; their number. They depend on the
+ * shape only, so the weight gradients do not depend on the thread count. */
+static int64_t norm_row_blocks(int64_t rows, int64_t d, int64_t *rb)
+{
+    int64_t nrb = rows * d / 32768;
+    nrb = nrb > 64 ? 64 : nrb < 1 ? 1 : nrb;
+    *rb = ceil_div(rows, nrb);
+    return ceil_div(rows, *rb);
+}
+
 void rt_layernorm_bwd(rt_exec *e, const float *x, const float *w, const float *mean,
                       const float *rstd, const float *dy, const float *add, float *dx,
                       float *dw, float *db, int64_t rows, int64_t d)
@@ -1234,12 +1245,7 @@ void rt_layernorm_bwd(rt_exec *e, const float *x, const float *w, const float *m
     rt_pool *p = pool_of(e);
     ln_ctx c = {.x = x, .w = w, .dy = dy, .add = add, .dx = dx, .mean = (float *)mean,
                 .rstd = (float *)rstd, .dw = dw, .db = db, .rows = rows, .d = d};
-    /* Row blocks of about 32K elements, at most 64 of them (partials: 64 * 2d doubles);
-     * they depend on the shape only, so dw and db do not depend on the thread count. */
-    int64_t nrb = rows * d / 32768;
-    nrb = nrb > 64 ? 64 : nrb < 1 ? 1 : nrb;
-    c.rb = ceil_div(rows, nrb);
-    c.nrb = ceil_div(rows, c.rb);
+    c.nrb = norm_row_blocks(rows, d, &c.rb);
     c.part = scratch(p, (size_t)(c.nrb * 2 * d));
     launch(p, c.nrb, 1, ln_bwd_task, &c);
     launch(p, d, grain_for(2 * c.nrb), ln_reduce_task, &c);
@@ -1363,12 +1369,7 @@ void rt_rmsnorm_bwd(rt_exec *e, const float *x, const float *w, const float *rst
     rt_pool *p = pool_of(e);
     rms_ctx c = {.x = x, .w = w, .dy = dy, .add = add, .dx = dx, .rstd = (float *)rstd,
                  .dw = dw, .rows = rows, .d = d};
-    /* row blocks as rt_layernorm_bwd's: they depend on the shape only, so dw does not
-     * depend on the thread count */
-    int64_t nrb = rows * d / 32768;
-    nrb = nrb > 64 ? 64 : nrb < 1 ? 1 : nrb;
-    c.rb = ceil_div(rows, nrb);
-    c.nrb = ceil_div(rows, c.rb);
+    c.nrb = norm_row_blocks(rows, d, &c.rb);
     c.part = scratch(p, (size_t)(c.nrb * d));
     launch(p, c.nrb, 1, rms_bwd_task, &c);
     launch(p, d, grain_for(c.nrb), rms_reduce_task, &c);

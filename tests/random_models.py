@@ -44,10 +44,9 @@ and 1031: logits rows padded; 33 conv channels, 257 classes).
 import json, math, os, struct, subprocess, sys, zlib
 import numpy as np
 import torch
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import attention_ref
 import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import attention_ref
 import st_check   # safetensors read and written by hand
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

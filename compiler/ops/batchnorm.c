@@ -116,9 +116,7 @@ static void lower_batchnorm_bwd(Program *p, Node *nd)
 {
     Graph *g = p->g;
     Tensor *dy = nd->in[0], *x = nd->in[1], *dx = nd->out;
-    if (!dx)
-        dx = lower_temp(g, xasprintf("d_%s_unused", x->name), x->numel, nd->origin,
-                        "input gradient nobody reads");
+    dx = dx_or_unused(g, nd, x, dx);
     Instr *a = instr_add(p, I_CALL, nd->origin, 1);
     a->what = xstrdup("batchnorm backward");
     SET_CALL(a, CALL_BATCHNORM_BWD, arg_t(x), arg_opt(nd->w ? nd->w->t : NULL),

@@ -8,7 +8,7 @@
 #include <string.h>
 #include "op.h"
 
-static int conv2d_params(const Layer *l, const char **out)
+int conv_params(const Layer *l, const char **out)
 {
     int n = 0;
     out[n++] = "weight";
@@ -81,27 +81,20 @@ static void build_conv2d(GraphCtx *c, const LayerArgs *a)
     c->cur = y;
 }
 
-/* a conv2d GEMM operand: `rows` rows of B * `cols` (per_row = rows * cols) */
-static Tensor *gemm_temp(Graph *g, const char *name, int64_t rows, int64_t cols,
-                         const char *origin, const char *what)
+/* One runtime call im2col or col2im with the node's geometry (nd->conv: conv2d's C, H,
+ * W, k, stride, pad, OH, OW; conv_transpose2d's out, OH, OW, k, stride, pad, H, W): im2col
+ * gives col [C*k*k, B*OH*OW], the patches of x, a window a column. */
+void conv_call(Program *p, Node *nd, int kind, Tensor *src, Tensor *dst, int backward,
+               const char *what)
 {
-    Tensor *t = lower_temp(g, name, rows * cols, origin, what);
-    t->layout = xasprintf("[%lld, B*%lld]", (long long)rows, (long long)cols);
-    return t;
-}
-
-/* col [C*k*k, B*OH*OW] = the patches of x, a window a column (the conv's geometry in
- * nd->conv): the forward pass's, and the backward pass's again for dW */
-static void im2col(Program *p, Node *nd, Tensor *x, Tensor *col, int backward, const char *what)
-{
-    const int64_t *v = nd->conv;   /* C, H, W, k, stride, pad, OH, OW */
+    const int64_t *v = nd->conv;
     Instr *a = instr_add(p, I_CALL, nd->origin, backward);
     a->what = xstrdup(what);
-    SET_CALL(a, CALL_IM2COL, arg_t(x), arg_t(col), arg_rows(1), arg_int(v[0]), arg_int(v[1]),
+    SET_CALL(a, kind, arg_t(src), arg_t(dst), arg_rows(1), arg_int(v[0]), arg_int(v[1]),
              arg_int(v[2]), arg_int(v[3]), arg_int(v[4]), arg_int(v[5]), arg_int(v[6]),
              arg_int(v[7]));
-    instr_reads(a, x);
-    instr_writes(a, col);
+    instr_reads(a, src);
+    instr_writes(a, dst);
 }
 
 /* The geometry arguments every rt_gconv_* call ends with: B, C, H, W, k, stride, pad, OH,
@@ -166,7 +159,7 @@ static void lower_conv_fwd(Program *p, Node *nd)
                             "im2col columns [C*k*k, B*OH*OW]");
     Tensor *yt = gemm_temp(g, xasprintf("gemm_%s", y->name), Cout, HW, nd->origin,
                            "GEMM output [out, B*OH*OW]");
-    im2col(p, nd, x, col, 0, "conv2d: im2col");
+    conv_call(p, nd, CALL_IM2COL, x, col, 0, "conv2d: im2col");
     Instr *b = instr_add(p, I_GEMM, nd->origin, 0);
     b->flops = 2 * Cout * CKK * HW;
     b->what = xstrdup("conv2d: weight x columns");
@@ -194,8 +187,7 @@ static void lower_conv_bwd(Program *p, Node *nd)
         lower_gconv_bwd(p, nd);
         return;
     }
-    int64_t C = nd->conv[0], H = nd->conv[1], W = nd->conv[2], k = nd->conv[3], s = nd->conv[4],
-            pad = nd->conv[5], OH = nd->conv[6], OW = nd->conv[7];
+    int64_t C = nd->conv[0], k = nd->conv[3], OH = nd->conv[6], OW = nd->conv[7];
     Tensor *dy = nd->in[0], *x = nd->in[1], *dx = nd->out;
     int64_t Cout = dy->shape[0], CKK = C * k * k, HW = OH * OW;
     /* named after the forward pass's buffers (col_conv_3, gemm_conv_3) they mirror */
@@ -214,7 +206,7 @@ static void lower_conv_bwd(Program *p, Node *nd)
         instr_reads(r, dyt);
         instr_writes(r, nd->b->g);
     }
-    im2col(p, nd, x, col, 1, "conv2d backward: im2col again (cheaper than keeping it)");
+    conv_call(p, nd, CALL_IM2COL, x, col, 1, "conv2d backward: im2col again (cheaper than keeping it)");
     Instr *b = instr_add(p, I_GEMM, nd->origin, 1);
     b->what = xstrdup("conv2d backward: dW += dY col^T");
     SET_CALL(b, CALL_GEMM, arg_int(0), arg_int(1), arg_int(Cout), arg_int(CKK), arg_rows(HW),
@@ -235,14 +227,9 @@ static void lower_conv_bwd(Program *p, Node *nd)
     instr_reads(c, nd->w->t);
     instr_reads(c, dyt);
     instr_writes(c, dcol);
-    Instr *d = instr_add(p, I_CALL, nd->origin, 1);
-    d->what = xstrdup("conv2d backward: col2im");
-    SET_CALL(d, CALL_COL2IM, arg_t(dcol), arg_t(dx), arg_rows(1), arg_int(C), arg_int(H),
-             arg_int(W), arg_int(k), arg_int(s), arg_int(pad), arg_int(OH), arg_int(OW));
-    instr_reads(d, dcol);
-    instr_writes(d, dx);
+    conv_call(p, nd, CALL_COL2IM, dcol, dx, 1, "conv2d backward: col2im");
 }
 
-const OpDef op_conv2d = {.build = build_conv2d, .params = conv2d_params};
+const OpDef op_conv2d = {.build = build_conv2d, .params = conv_params};
 const NodeDef node_conv2d = {"conv2d", GRAD_NODE, N_CONV2D_BWD, lower_conv_fwd};
 const NodeDef node_conv2d_bwd = {"conv2d_bwd", GRAD_NONE, 0, lower_conv_bwd};

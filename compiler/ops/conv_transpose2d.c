@@ -10,14 +10,6 @@
 #include <string.h>
 #include "op.h"
 
-static int conv_t2d_params(const Layer *l, const char **out)
-{
-    int n = 0;
-    out[n++] = "weight";
-    if (l->bias)
-        out[n++] = "bias";
-    return n;
-}
 
 /* The output's side: (n - 1) stride - 2 padding + kernel + output_padding, or an error
  * when that is not positive. */
@@ -78,15 +70,6 @@ static void build_conv_t2d(GraphCtx *c, const LayerArgs *a)
     c->cur = y;
 }
 
-/* a GEMM operand: `rows` rows of B * `cols` (per_row = rows * cols) */
-static Tensor *gemm_temp(Graph *g, const char *name, int64_t rows, int64_t cols,
-                         const char *origin, const char *what)
-{
-    Tensor *t = lower_temp(g, name, rows * cols, origin, what);
-    t->layout = xasprintf("[%lld, B*%lld]", (long long)rows, (long long)cols);
-    return t;
-}
-
 /* t [B, rows, HW] -> [rows, B*HW] into a new GEMM operand */
 static Tensor *to_gemm(Program *p, Node *nd, Tensor *t, const char *name, const char *what,
                        const char *instr_what)
@@ -95,20 +78,6 @@ static Tensor *to_gemm(Program *p, Node *nd, Tensor *t, const char *name, const 
     Tensor *g = gemm_temp(p->g, name, rows, HW, nd->origin, what);
     INSTR_EW(p, nd, instr_what, g, EW_COPY, x_arg(0), opd_at(t, ix_to_gemm(HW, rows)));
     return g;
-}
-
-/* one runtime call im2col or col2im with the node's geometry */
-static void conv_call(Program *p, Node *nd, int kind, Tensor *src, Tensor *dst, int backward,
-                      const char *what)
-{
-    const int64_t *v = nd->conv;   /* out, OH, OW, k, stride, pad, H, W */
-    Instr *a = instr_add(p, I_CALL, nd->origin, backward);
-    a->what = xstrdup(what);
-    SET_CALL(a, kind, arg_t(src), arg_t(dst), arg_rows(1), arg_int(v[0]), arg_int(v[1]),
-             arg_int(v[2]), arg_int(v[3]), arg_int(v[4]), arg_int(v[5]), arg_int(v[6]),
-             arg_int(v[7]));
-    instr_reads(a, src);
-    instr_writes(a, dst);
 }
 
 static void lower_conv_t2d(Program *p, Node *nd)
@@ -191,6 +160,6 @@ static void lower_conv_t2d_bwd(Program *p, Node *nd)
              x_arg(0), opd_at(dxt, ix_from_gemm(HW, C)));
 }
 
-const OpDef op_conv_transpose2d = {.build = build_conv_t2d, .params = conv_t2d_params};
+const OpDef op_conv_transpose2d = {.build = build_conv_t2d, .params = conv_params};
 const NodeDef node_conv_t2d = {"conv_transpose2d", GRAD_NODE, N_CONV_T2D_BWD, lower_conv_t2d};
 const NodeDef node_conv_t2d_bwd = {"conv_transpose2d_bwd", GRAD_NONE, 0, lower_conv_t2d_bwd};

@@ -70,9 +70,7 @@ static void lower_layernorm_bwd(Program *p, Node *nd)
     Tensor *dy = nd->in[0], *x = nd->in[1], *y = nd->out;
     int64_t d = x->shape[x->rank - 1];
     Tensor *dx = y;
-    if (!dx)
-        dx = lower_temp(g, xasprintf("d_%s_unused", x->name), x->numel, nd->origin,
-                        "input gradient nobody reads");
+    dx = dx_or_unused(g, nd, x, dx);
     Instr *a = instr_add(p, I_CALL, nd->origin, 1);
     a->what = xstrdup("layernorm backward");
     /* NULL: no addend (fusion.c's layernorm_bwd_sums may fold a gradient sum in) */

@@ -125,5 +125,14 @@ Instr *instr_ew(Program *p, Node *nd, const char *what, Tensor *out, int tag, co
              (int)(sizeof((Operand[]){__VA_ARGS__}) / sizeof(Operand)))
 Tensor *lower_temp(Graph *g, const char *name, int64_t per_row, const char *origin,
                    const char *what);
+Tensor *dx_or_unused(Graph *g, const Node *nd, const Tensor *x, Tensor *dx);
+Tensor *gemm_temp(Graph *g, const char *name, int64_t rows, int64_t cols, const char *origin,
+                  const char *what);
+/* ops/conv2d.c, shared with conv_transpose2d.c: the parameter names (weight, and bias
+ * unless "bias": false), and one CALL_IM2COL or CALL_COL2IM with the node's eight
+ * geometry integers (nd->conv) in their order */
+int conv_params(const Layer *l, const char **out);
+void conv_call(Program *p, Node *nd, int kind, Tensor *src, Tensor *dst, int backward,
+               const char *what);
 
 #endif
