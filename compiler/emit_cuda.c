@@ -239,6 +239,11 @@ static Instance instance_of(const Instr *in)
     return x;
 }
 
+/* The query rows of attention.cuh's backward tile for heads hd wide (16 rt_att_br(hd)):
+ * attention_ext_*'s tile holds rows of each head of a group, so a group takes at most
+ * that many query heads. */
+static int64_t att_tile_rows(int64_t hd) { return 16 * (hd > 64 ? 1 : 2); }
+
 /* One line per distinct instance, e.g. "RT_LAYERNORM_FWD(128)": the kernels whose
  * shapes are compile-time constants (templates/cuda/), into line[160] ("" for none).
  * attention.cuh's kernels take heads up to 128 wide (shared memory); a wider head gets
@@ -274,14 +279,12 @@ static void instance_line(Program *p, const Instance *x, char *line)
                      ext, fb, x->b);
             p->cuda_unsupported = xasprintf("attention heads %lld wide: the GPU kernels take up "
                                             "to 128", x->b);
-        } else if (x->g > 16 * (x->b > 64 ? 1 : 2)) {
-            /* attention.cuh's attention_ext_*: a query tile holds rows of each head of a
-             * group, 16 rt_att_br(hd) rows in the backward */
+        } else if (x->g > att_tile_rows(x->b)) {
             snprintf(line, 160, "/* RT_ATTENTION_%s%s: no kernel for %lld query heads a key/value "
                                 "head */", ext, fb, x->g);
             p->cuda_unsupported = xasprintf("attention with %lld query heads a key/value head "
                                             "(heads %lld wide): the GPU kernels take up to %d",
-                                            x->g, x->b, 16 * (x->b > 64 ? 1 : 2));
+                                            x->g, x->b, (int)att_tile_rows(x->b));
         } else
             snprintf(line, 160, "RT_ATTENTION_%s%s(%lld, %lld, %lld)", ext, fb, x->a, x->b, x->c);
         return;
@@ -306,7 +309,7 @@ static char *instance_doc(const Instance *x)
     case CALL_ATTENTION_BWD:
     case CALL_ATTENTION_EXT_FWD:
     case CALL_ATTENTION_EXT_BWD:
-        if (x->b > 128 || x->g > 16 * (x->b > 64 ? 1 : 2))
+        if (x->b > 128 || x->g > att_tile_rows(x->b))
             return xstrdup("");
         return xasprintf("T %lld, heads %lld wide, %s", x->a, x->b, x->c ? "causal" : "not causal");
     }
@@ -351,7 +354,7 @@ static void instance(Program *p, Buf *b, Buf *seen, const Instr *in)
 static int64_t ext_scratch_row_bytes(const Instr *in)
 {
     int64_t T = num(in, 10), H = num(in, 12), KV = num(in, 13), hd = num(in, 11) / H;
-    int64_t rows = 16 * (hd > 64 ? 1 : 2), np = rows / (H / KV);
+    int64_t rows = att_tile_rows(hd), np = rows / (H / KV);
     if (np < 1)   /* the runtime refuses such a group: nothing to plan */
         np = 1;
     int64_t gq = (T + np - 1) / np, gk = (T + rows - 1) / rows;

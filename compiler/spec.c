@@ -607,6 +607,7 @@ static void check_duplicates(const char *file, const cJSON *v, const char *path)
 /* ---- the model ------------------------------------------------------------- */
 
 static const char *const dtype_names[] = {"u8", "u16", "i32", "f32", NULL};
+const char *const glu_act_names[] = {"silu", "gelu", "gelu_tanh", "sigmoid", "relu", NULL};
 
 static int find_input(const Spec *s, const char *name)
 {
@@ -901,9 +902,7 @@ static void parse_layer_key(const Ctx *c, Layer *l, const char *key, const cJSON
         static const char *const modes[] = {"none", "tanh", NULL};
         l->gelu_tanh = get_choice(c, v, path, modes) == 1;
     } else if (!strcmp(key, "act")) {
-        /* RT_GLU_*'s order */
-        static const char *const acts[] = {"silu", "gelu", "gelu_tanh", "sigmoid", "relu", NULL};
-        l->glu_act = get_choice(c, v, path, acts);
+        l->glu_act = get_choice(c, v, path, glu_act_names);
     } else if (!strcmp(key, "p")) {
         l->p = get_number(c, v, path);
         if (l->p < 0 || l->p >= 1)

@@ -53,7 +53,7 @@ struct Layer {
     int bias;                 /* default 1 */
     int causal;               /* default 1 */
     int gelu_tanh;            /* "approximate": "tanh" */
-    int glu_act;              /* glu's "act": GLU_ACT_* (silu default) */
+    int glu_act;              /* glu's "act": RT_GLU_* (silu default), glu_act_names[] */
     double p;                 /* dropout; default 0.5 */
     double eps;               /* layernorm, batchnorm (default 1e-5), rmsnorm (default 1e-6) */
     double momentum;          /* batchnorm's running statistics; default 0.1 */
@@ -71,6 +71,9 @@ struct Layer {
     Layer **shortcut;         /* residual: applied to its input in place of the identity */
     int n_shortcut;           /* (a ResNet's projection), or 0 */
 };
+
+/* glu's "act" words in RT_GLU_*'s order, NULL-terminated (spec.c) */
+extern const char *const glu_act_names[];
 
 typedef struct InputSpec {
     char *name;

@@ -17,6 +17,7 @@
 #     running statistics too), a GPU resume is bit for bit, bf16-mixed runs close to fp32.
 set -eu
 cd "$(dirname "$0")/.."
+. tests/wait_for.sh
 TRAINC=${TRAINC:-build/trainc}
 PY=${PYTHON:-/usr/bin/python3}
 MPIRUN=(mpirun --oversubscribe --allow-run-as-root -np 2)
@@ -76,13 +77,8 @@ S=(--threads 1 --quiet --set max_steps=120 --set checkpoint.every_steps=25)
 "$d/trainer" --out "$d/ref" "${S[@]}"
 "$d/trainer" --out "$d/cut" "${S[@]}" &
 pid=$!
-n=0
-while [ "$n" -lt 60 ]; do
-    sleep 0.01
-    n=$(grep -c '"loss"' "$d/cut/metrics.jsonl" 2>/dev/null) || true
-    n=${n:-0}
-    kill -0 $pid 2>/dev/null || break
-done
+wait_for $pid "the interrupted run's step 60" logged "$d/cut/metrics.jsonl" 60
+n=$(grep -c '"loss"' "$d/cut/metrics.jsonl")
 kill -TERM $pid 2>/dev/null || true
 rc=0; wait $pid || rc=$?
 [ $rc -eq 130 ] || [ $rc -eq 0 ] || { echo "FAIL resume: the interrupted run exited $rc"; exit 1; }

@@ -10,6 +10,7 @@
 # every 2 steps, then resumed to the end: the same records and weights.
 set -eu
 cd "$(dirname "$0")/.."
+. tests/wait_for.sh
 TRAINC=${TRAINC:-build/trainc}
 PY=${PYTHON:-/usr/bin/python3}
 d=$(pwd)/build/tests/resume
@@ -316,10 +317,7 @@ echo "ok   a bare --resume keeps the run's --set options, an edited spec wins"
 "$d/trainer" --out "$d/nockpt" --threads 1 --quiet --set max_steps=1000000 --set log_every=1 \
     --set data.val=null --set checkpoint.every_steps=1000000 &
 pid=$!
-until grep -qs '"step":2,' "$d/nockpt/metrics.jsonl"; do
-    kill -0 $pid 2>/dev/null || { echo "FAIL nockpt: the run ended before its second step"; exit 1; }
-    sleep 0.02
-done
+wait_for $pid "nockpt's second step" grep -qs '"step":2,' "$d/nockpt/metrics.jsonl"
 kill -KILL $pid; wait $pid || true
 set +e
 "$d/trainer" --resume "$d/nockpt" --threads 1 --quiet 2>"$d/nockpt.err"

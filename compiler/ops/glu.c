@@ -4,8 +4,6 @@
  * the backward reads the input, not the output, so recompute may drop the output). */
 #include "op.h"
 
-static const char *const glu_names[] = {"silu", "gelu", "gelu_tanh", "sigmoid", "relu"};
-
 /* [..., 2h] -> [..., h] */
 static void build_glu(GraphCtx *c, const LayerArgs *a)
 {
@@ -37,7 +35,7 @@ static void lower_glu(Program *p, Node *nd)
     Tensor *x = nd->in[0], *y = nd->out;
     int64_t h = y->shape[y->rank - 1];
     Instr *a = instr_add(p, I_CALL, nd->origin, 0);
-    a->what = xasprintf("glu (%s)", glu_names[nd->act]);
+    a->what = xasprintf("glu (%s)", glu_act_names[nd->act]);
     SET_CALL(a, CALL_GLU_FWD, arg_t(x), arg_t(y), arg_rows(y->numel / h), arg_int(h),
              arg_int(nd->act));
     instr_reads(a, x);
@@ -50,7 +48,7 @@ static void lower_glu_bwd(Program *p, Node *nd)
     Tensor *dy = nd->in[0], *x = nd->in[1], *dx = nd->out;
     int64_t h = dy->shape[dy->rank - 1];
     Instr *a = instr_add(p, I_CALL, nd->origin, 1);
-    a->what = xasprintf("glu (%s) backward", glu_names[nd->act]);
+    a->what = xasprintf("glu (%s) backward", glu_act_names[nd->act]);
     SET_CALL(a, CALL_GLU_BWD, arg_t(x), arg_t(dy), arg_t(dx), arg_rows(dy->numel / h),
              arg_int(h), arg_int(nd->act));
     instr_reads(a, x);
