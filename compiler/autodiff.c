@@ -76,24 +76,34 @@ static Tensor *view(Graph *g, Tensor *x, Tensor *dy)
     return d;
 }
 
-void autodiff(Graph *g)
+/* Does a node's parameter get a gradient in this walk (net: the discriminator's, 1, or
+ * the others, 0; -1: every parameter)? */
+static int differentiated(const Node *n, int net)
+{
+    return n->w && (net < 0 || n->w->disc == net);
+}
+
+void autodiff_from(Graph *g, Tensor **pred, Tensor **dpred, int n_seed, int net, int phase)
 {
     int nt = g->n_tensors;
     char *req = xcalloc((size_t)nt, 1);      /* requires_grad, by tensor id */
     Contribs *con = xcalloc((size_t)nt, sizeof *con);
+    int nf = g->n_forward;
+    g->phase = phase;
 
-    for (int i = 0; i < g->n_forward; i++) {
+    for (int i = 0; i < nf; i++) {
         Node *n = g->nodes[i];
         if (!n->out)
             continue;
-        int r = n->w != NULL;
+        int r = differentiated(n, net);
         for (int k = 0; k < n->n_in; k++)
             r |= req[n->in[k]->id];
         req[n->out->id] = (char)r;
     }
-    contribute(&con[g->pred->id], g->dpred);
+    for (int k = 0; k < n_seed; k++)
+        contribute(&con[pred[k]->id], dpred[k]);
 
-    for (int i = g->n_forward - 1; i >= 0; i--) {
+    for (int i = nf - 1; i >= 0; i--) {
         Node *f = g->nodes[i];
         const NodeDef *d = node_defs[f->kind];
         if (d->grad == GRAD_NONE)
@@ -103,6 +113,7 @@ void autodiff(Graph *g)
             continue;               /* a dead branch: nothing downstream reads it */
         Tensor *x = f->in[0];
         int want_dx = req[x->id];
+        int want_dw = differentiated(f, net);
         switch (d->grad) {
         case GRAD_VIEW:
             if (want_dx)
@@ -127,10 +138,11 @@ void autodiff(Graph *g)
             dx = grad_like(g, x, "gradient");
             contribute(&con[x->id], dx);
         }
-        if (!dx && !f->w)
+        if (!dx && !want_dw)
             continue;               /* no parameter and no input gradient wanted */
         Node *b = graph_node(g, d->bwd, f->origin);
         b->backward = 1;
+        b->frozen = f->w && !want_dw;
         b->fwd = f;
         b->layer = f->layer;
         b->act = f->act;
@@ -150,4 +162,13 @@ void autodiff(Graph *g)
         free(con[i].t);
     free(con);
     free(req);
+}
+
+void autodiff(Graph *g)
+{
+    if (g->gan) {
+        gan_autodiff(g);
+        return;
+    }
+    autodiff_from(g, &g->pred, &g->dpred, 1, -1, 1);
 }

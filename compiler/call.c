@@ -49,6 +49,7 @@ static const struct {
     [CALL_GCONV_FWD] = {"rt_gconv_fwd", "ttttnnnnnnnnnnn"},
     [CALL_GCONV_BWD_DATA] = {"rt_gconv_bwd_data", "tttnnnnnnnnnnn"},
     [CALL_GCONV_BWD_WEIGHT] = {"rt_gconv_bwd_weight", "ttttnnnnnnnnnnn"},
+    [CALL_GAN_LOSS] = {"rt_gan_loss", "ttnn"},
 };
 
 const char *call_name(int call)

@@ -403,6 +403,59 @@ static void emit_state_table(Buf *b, const Graph *g)
     }
 }
 
+/* Instructions [*from, *to) of a GAN's phase ph (contiguous: lower.c). */
+static void phase_range(const Program *p, int ph, int *from, int *to)
+{
+    int i = 0;
+    while (i < p->n_ins && p->ins[i]->phase < ph)
+        i++;
+    *from = i;
+    while (i < p->n_ins && p->ins[i]->phase == ph)
+        i++;
+    *to = i;
+}
+
+/* A GAN's step as four functions (compiler/gan.c): the runtime updates D between the
+ * second and the third on the step's last micro-batch, G after the fourth. */
+static void emit_gan_passes(Buf *b, Program *p)
+{
+    static const struct {
+        const char *sig, *doc, *prologue;
+    } f[PH__COUNT] = {
+        {"static void forward(rt_exec *e, int train)",
+         "The discriminator's forward passes: G(z) (kept for the generator's turn), D(x) and\n"
+         " * its loss term against real, D(G(z)) and its term against fake, each term's\n"
+         " * d(loss)/d(logits). RT_AT(i, ...) names instruction i of plan.json's list.",
+         "    e->train = train; /* read by dropout and the loss */\n"},
+        {"static void backward(rt_exec *e)",
+         "The discriminator's gradients from both terms (G(z) detached: none reaches G).", ""},
+        {"static void forward_g(rt_exec *e)",
+         "The generator's turn, after the discriminator's update: D(G(z)) again and the\n"
+         " * generator's loss term.", ""},
+        {"static void backward_g(rt_exec *e)",
+         "The generator's gradients, back through the discriminator (whose own gradients\n"
+         " * are not computed) and the generator's forward pass kept since forward().", ""},
+    };
+    for (int ph = 0; ph < PH__COUNT; ph++) {
+        int from, to;
+        phase_range(p, ph, &from, &to);
+        emit_pass(b, p, from, to, f[ph].sig, f[ph].doc, f[ph].prologue);
+    }
+}
+
+/* rt_model's GAN fields (trainc_rt.h). */
+static void emit_gan_model(Buf *b, const Graph *g)
+{
+    const Spec *s = g->spec;
+    int64_t z = 1;
+    for (int k = 0; k < s->latent_rank; k++)
+        z *= s->latent_shape[k];
+    buf_printf(b, "    .gan = 1,\n    .gan_gen_floats = %lld,\n    .gan_latent_input = %d,\n"
+                  "    .gan_latent_numel = %lld,\n    .gan_forward_g = forward_g,\n"
+                  "    .gan_backward_g = backward_g,\n",
+               (long long)g->gen_floats, s->latent_input, (long long)z);
+}
+
 static void emit_host_c(Program *p, Program *ev, Buf *b)
 {
     Graph *g = p->g;
@@ -446,6 +499,9 @@ static void emit_host_c(Program *p, Program *ev, Buf *b)
     buf_puts(b, "#ifndef TRAINC_DEVICES /* trainc build --device cuda|both and trainc run set these */\n"
                 "#define TRAINC_DEVICES RT_HAS_CPU\n#define TRAINC_CUDA_IMAGE NULL\n#endif\n\n");
 
+    if (g->gan)
+        emit_gan_passes(b, p);
+    else {
     emit_pass(b, p, 0, p->n_forward, "static void forward(rt_exec *e, int train)",
               "The forward pass: the loss, and in training d(loss)/d(prediction). RT_AT(i, ...)\n"
               " * names instruction i of plan.json's list (for --profile and errors); the numbers\n"
@@ -453,8 +509,10 @@ static void emit_host_c(Program *p, Program *ev, Buf *b)
               "    e->train = train; /* read by dropout and the loss */\n");
     emit_pass(b, p, p->n_forward, p->n_ins, "static void backward(rt_exec *e)",
               "The backward pass: activation gradients written, parameter gradients accumulated.", "");
+    }
     emit_pass(b, ev, 0, ev->n_ins, "static void evaluate(rt_exec *e)",
-              "Validation: the forward pass alone, with its own smaller plan (no gradient buffers).",
+              g->gan ? "The generator alone in evaluation mode, from z to samples: what --sample runs."
+                     : "Validation: the forward pass alone, with its own smaller plan (no gradient buffers).",
               "    e->train = 0;\n");
 
     buf_puts(b, "/* name, rank, shape, numel, offset (floats into the parameter region), init,\n"
@@ -507,9 +565,11 @@ static void emit_host_c(Program *p, Program *ev, Buf *b)
         buf_puts(b, ",\n");
     }
     buf_puts(b, "};\n\n");
-    int64_t terms = g->pred->numel;
+    /* a GAN's: the samples --sample reads, from validation's program (G alone) */
+    Tensor *pred = g->gan ? ev->g->pred : g->pred;
+    int64_t terms = g->gan ? 1 : pred->numel;
     if (s->loss == LOSS_CROSS_ENTROPY)
-        terms /= g->pred->shape[g->pred->rank - 1];
+        terms /= pred->shape[pred->rank - 1];
     buf_puts(b, "const rt_model trainc_model = {\n    .abi = RT_ABI_VERSION,\n    .name = ");
     c_string(b, s->name);
     buf_printf(b, ",\n    .spec_hash = \"%s\",\n    .model_hash = \"%s\",\n    .data_dir = TRAINC_DATA_DIR,\n",
@@ -529,13 +589,18 @@ static void emit_host_c(Program *p, Program *ev, Buf *b)
     buf_printf(b, "    .flops_per_sample = %lld,\n", (long long)(g->flops_fwd + g->flops_bwd));
     buf_printf(b, "    .n_instructions = %d,\n", p->n_ins);
     buf_printf(b, "    .loss = %s,\n    .loss_terms = %lld,\n    .has_dropout = %d,\n",
-               s->loss == LOSS_CROSS_ENTROPY ? "RT_LOSS_CROSS_ENTROPY" : "RT_LOSS_MSE",
+               s->loss == LOSS_CROSS_ENTROPY ? "RT_LOSS_CROSS_ENTROPY"
+               : s->loss == LOSS_MSE         ? "RT_LOSS_MSE"
+               : s->loss == LOSS_GAN_BCE     ? "RT_LOSS_GAN_BCE"
+                                             : "RT_LOSS_GAN_HINGE",
                (long long)terms, g->has_dropout);
     {
-        Tensor *pt = tensor_base(g->pred);
+        Tensor *pt = tensor_base(pred);
         buf_printf(b, "    .pred_offset = %lld,\n    .pred_numel = %lld,\n    .pred_ld = %lld,\n",
-                   (long long)pt->offset, (long long)g->pred->numel, (long long)tensor_ld(g->pred));
+                   (long long)pt->offset, (long long)pred->numel, (long long)tensor_ld(pred));
     }
+    if (g->gan)
+        emit_gan_model(b, g);
     buf_printf(b, "    .gpu_scratch_row_bytes = %lld,\n", (long long)p->gpu_scratch_row_bytes);
     if (g->act16)
         buf_printf(b, "    .act16 = %s,\n", g->act16 == RT_PREC_BF16 ? "RT_PREC_BF16" : "RT_PREC_FP16");

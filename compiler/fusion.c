@@ -352,8 +352,8 @@ void fuse(Program *p)
         if (a->dead || a->kind != I_EW)
             continue;
         for (int j = i + 1; j < p->n_ins; j++) {
-            if (j == p->n_forward)
-                break;
+            if (j == p->n_forward || p->ins[j]->phase != a->phase)
+                break;   /* (a GAN's phases are functions of their own) */
             Instr *b = p->ins[j];
             if (b->dead)
                 continue;
@@ -368,7 +368,8 @@ void fuse(Program *p)
         int j = i + 1;
         while (j < p->n_ins && p->ins[j]->dead)
             j++;
-        if (a->dead || j >= p->n_ins || (i < p->n_forward) != (j < p->n_forward))
+        if (a->dead || j >= p->n_ins || (i < p->n_forward) != (j < p->n_forward) ||
+            a->phase != p->ins[j]->phase)
             continue;
         const Operand *E = remap_index(p, a, p->ins[j]);
         if (E)
@@ -624,7 +625,8 @@ static void dgelu_epilogues(Program *p)
     for (int i = p->n_forward; i < p->n_ins; i++) {
         Instr *g = p->ins[i];
         const Arg *a = g->args;
-        if (!gemm_call(g) || g->n_writes != 1 || !arg_is_float(&a[10], 0) || !arg_eq(&a[3], &a[12]))
+        if (!g->backward || !gemm_call(g) || g->n_writes != 1 || !arg_is_float(&a[10], 0) ||
+            !arg_eq(&a[3], &a[12]))
             continue;
         Tensor *dA = g->writes[0];
         if (dA->alias || dA->kind != T_ACT || a[11].t != dA)
@@ -684,7 +686,8 @@ static void dbias_epilogues(Program *p)
     for (int i = p->n_forward; i < p->n_ins; i++) {
         Instr *g = p->ins[i];
         const Arg *a = g->args;
-        if (!gemm_call(g) || a[0].kind != ARG_INT || a[0].i != 1 || !arg_eq(&a[2], &a[7]))
+        if (!g->backward || !gemm_call(g) || a[0].kind != ARG_INT || a[0].i != 1 ||
+            !arg_eq(&a[2], &a[7]))
             continue;
         int j = i + 1;
         while (j < p->n_ins && p->ins[j]->dead)

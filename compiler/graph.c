@@ -123,6 +123,7 @@ Node *graph_node(Graph *g, int kind, const char *origin)
     n->kind = kind;
     n->origin = origin;
     n->block = g->cur_block;
+    n->phase = g->phase;
     GROW(g->nodes, g->n_nodes, g->cap_nodes);
     g->nodes[g->n_nodes++] = n;
     return n;
@@ -145,9 +146,24 @@ int64_t param_span(const Param *p)
     return (param_extent(p) + 15) / 16 * 16;
 }
 
+/* A GAN discriminator's later passes (share_params): its parameter or state of that
+ * name, made by the first pass. */
+static Param *shared(Param **ps, int n, const char *prefix, const char *what)
+{
+    char *name = xasprintf("%s.%s", prefix, what);
+    for (int i = 0; i < n; i++)
+        if (!strcmp(ps[i]->name, name)) {
+            free(name);
+            return ps[i];
+        }
+    die("no parameter %s to share", name);
+}
+
 Param *add_param(Graph *g, const char *prefix, const char *what, int rank,
                  const int64_t *shape, int init, double a, const char *origin)
 {
+    if (g->share_params)
+        return shared(g->params, g->n_params, prefix, what);
     /* weights, gradients and AdamW's moments: 16 bytes an element */
     int64_t numel = checked_numel(rank, shape);
     if (numel < 0 || g->param_floats + numel + 15 > MAX_BYTES / 16)
@@ -166,6 +182,7 @@ Param *add_param(Graph *g, const char *prefix, const char *what, int rank,
     p->init = init;
     p->init_a = a;
     p->origin = origin;
+    p->disc = g->disc_params;
     char *tn = layer_ident("P", p->name);
     p->t = graph_tensor(g, T_PARAM, tn, rank, shape);
     p->t->param = p;
@@ -184,6 +201,8 @@ Param *add_param(Graph *g, const char *prefix, const char *what, int rank,
 Param *add_state(Graph *g, const char *prefix, const char *what, int rank,
                  const int64_t *shape, double a, int i64, const char *origin)
 {
+    if (g->share_params)
+        return shared(g->state, g->n_state, prefix, what);
     int64_t numel = checked_numel(rank, shape);
     if (numel < 0 || g->state_floats + 2 * numel + 15 > MAX_BYTES / 4)
         too_big(g, origin, "state %s.%s %s is past 2^47 bytes (128 TiB)", prefix, what,
@@ -402,7 +421,7 @@ static void check_conversions(GraphCtx *c)
     }
 }
 
-Graph *graph_build(const Spec *s)
+Graph *graph_build(const Spec *s, int eval)
 {
     ops_check();
     Graph *g = xcalloc(1, sizeof *g);
@@ -421,6 +440,12 @@ Graph *graph_build(const Spec *s)
         t->origin = in->path;
         t->what = "model input";
         g->inputs[k] = t;
+    }
+    if (s->gan) {
+        gan_build(&c, eval);
+        if (!eval)   /* (validation's reads z alone: the generator, for --sample) */
+            check_conversions(&c);
+        return g;
     }
     /* the first input feeds the first layer unless a layer names its input */
     c.cur = s->layers[0]->input ? NULL

@@ -95,6 +95,7 @@ struct Param {
     Tensor *t, *g;           /* g: NULL for state */
     const char *origin;
     int i64;                 /* state: an int64 count (num_batches_tracked) in two floats */
+    int disc;                /* a GAN discriminator's (gan.c): its own optimizer */
 };
 
 /* ---- nodes (forward and backward) ----------------------------------------- */
@@ -164,6 +165,9 @@ typedef struct Node {
     struct Node *fwd;        /* backward node: its forward node */
     int block;               /* top-level layer (repeat iterations apart): recompute's unit */
     int backward;            /* part of the backward pass */
+    int phase;               /* a GAN's step (gan.c: PH_*); else 0 forward, 1 backward */
+    int frozen;              /* backward node: the input's gradient only, no parameter's
+                                (a GAN's discriminator seen by the generator's loss) */
 } Node;
 
 typedef struct Graph {
@@ -192,7 +196,23 @@ typedef struct Graph {
     int cur_block;           /* while building: the block new nodes belong to */
     int act16;               /* RT_PREC_BF16 or RT_PREC_FP16: the GPU stores activations in
                                 16 bits (act_t); RT_PREC_FP32 (0): in fp32 */
+    /* a GAN (gan.c) */
+    int gan;
+    int phase;               /* while building: the phase of new nodes (PH_*) */
+    int share_params;        /* while building: add_param and add_state return the
+                                parameter of that name made before (the discriminator's
+                                later passes) */
+    int disc_params;         /* while building: new parameters are the discriminator's */
+    int64_t gen_floats;      /* the generator's parameters are [0, gen_floats), the
+                                discriminator's the rest */
+    Tensor *gan_pred[3], *gan_dpred[3]; /* D's logits on x, on G(z) detached, on G(z) */
+    Tensor *latent;          /* z as the generator reads it */
+    int latent_drawn;        /* z drawn by the runtime into e->in[n_inputs] */
 } Graph;
+
+/* A GAN's step, in order (gan.c): the discriminator's forward passes (G(z) first), its
+ * backward; the generator's loss through the updated discriminator, its backward. */
+enum { PH_D_FWD, PH_D_BWD, PH_G_FWD, PH_G_BWD, PH__COUNT };
 
 /* The storage a tensor lives in: a view (flatten, an in-place output) shares its base's. */
 static inline Tensor *tensor_base(Tensor *t) { return t->alias ? t->alias : t; }
@@ -232,11 +252,18 @@ static inline const char *c_type(int dt)
     return dt == RT_U8 ? "uint8_t" : dt == RT_U16 ? "uint16_t" : dt == RT_I32 ? "int32_t" : "float";
 }
 
-Graph *graph_build(const Spec *s);
+/* eval: validation's graph (a GAN's: the generator alone, for --sample) */
+Graph *graph_build(const Spec *s, int eval);
 Tensor *graph_tensor(Graph *g, int kind, const char *name, int rank, const int64_t *shape);
 void graph_rename(Graph *g, Tensor *t, const char *name);
 Node *graph_node(Graph *g, int kind, const char *origin);
 void autodiff(Graph *g);
+/* The backward nodes of phase `phase`: reverse mode from seeds pred[k] (gradient
+ * dpred[k]) over the forward nodes, differentiating the parameters with disc == net
+ * (the others frozen: their backward nodes marked, their gradients never written). */
+void autodiff_from(Graph *g, Tensor **pred, Tensor **dpred, int n, int net, int phase);
+/* gan.c: a GAN's backward nodes (autodiff's, for a graph that is a GAN) */
+void gan_autodiff(Graph *g);
 
 /* ---- the program ---------------------------------------------------------- */
 
@@ -413,6 +440,7 @@ enum {
     CALL_GCONV_FWD,      /* x, w, bias|NULL, y, B, C, H, W, k, stride, pad, OH, OW, out, groups */
     CALL_GCONV_BWD_DATA, /* dy, w, dx, B, C, H, W, k, stride, pad, OH, OW, out, groups */
     CALL_GCONV_BWD_WEIGHT, /* x, dy, dw, db|NULL, B, C, H, W, k, stride, pad, OH, OW, out, groups */
+    CALL_GAN_LOSS,       /* logits, dlogits|NULL, rows, RT_GAN_* term */
     N_CALLS
 };
 
@@ -471,6 +499,7 @@ typedef struct Instr {
                                 before writing that element); memplan decides */
     int block;               /* forward instructions: the block they belong to */
     int recompute;           /* a forward instruction replayed in the backward pass */
+    int phase;               /* its node's (Node.phase): a GAN's emitters split by it */
     int64_t flops;           /* per sample (GEMMs and heavy calls; 0 = negligible) */
     /* I_EW of the validation program: the training kernel whose text this one's would
        repeat on the CPU (offsets included) or on the GPU, or NULL; the launch names
@@ -490,6 +519,7 @@ typedef struct Program {
     int eval;                /* forward only, no loss gradient: validation's own plan */
     const char *kprefix;     /* kernel names: "k" (training) or "ke" (evaluation) */
     int cur_block;           /* while lowering: the block of the node being lowered */
+    int cur_phase;           /* while lowering: the phase of the node being lowered */
     int policy;              /* RT_RECOMPUTE_* applied */
     int full_blocks;         /* with selective: blocks 0 .. full_blocks-1 recomputed in full */
     int sel_blocks;          /* blocks full_blocks .. sel_blocks-1 selective, the rest kept */

@@ -15,6 +15,7 @@ Instr *instr_add(Program *p, int kind, const char *origin, int backward)
     in->origin = origin;
     in->backward = backward;
     in->block = p->cur_block;
+    in->phase = p->cur_phase;
     if (p->n_ins == p->cap_ins) {
         p->cap_ins = p->cap_ins ? 2 * p->cap_ins : 64;
         p->ins = realloc(p->ins, (size_t)p->cap_ins * sizeof *p->ins);
@@ -95,13 +96,46 @@ Tensor *dx_or_unused(Graph *g, const Node *nd, const Tensor *x, Tensor *dx)
                                 "input gradient nobody reads");
 }
 
+/* A frozen backward node (a GAN's discriminator under the generator's loss) computes
+ * its input's gradient only: of the instructions its lowering appended from `from`,
+ * those that write parameter gradients alone go, and a call that writes them besides
+ * its input's gradient gets NULL there (such calls take NULL for a gradient not
+ * wanted: batchnorm, layernorm). */
+static void drop_frozen_grads(Program *p, int from)
+{
+    int n = from;
+    for (int i = from; i < p->n_ins; i++) {
+        Instr *in = p->ins[i];
+        int other = 0;
+        for (int w = 0; w < in->n_writes; w++)
+            other |= in->writes[w]->kind != T_PGRAD;
+        if (!other)
+            continue;            /* dW, db: not wanted */
+        int k = 0;
+        for (int w = 0; w < in->n_writes; w++) {
+            if (in->writes[w]->kind == T_PGRAD) {
+                if (in->kind == I_EW)
+                    die("%s: a fused loop writes a frozen parameter's gradient", in->origin);
+                call_drop(in, in->writes[w]);
+            } else
+                in->writes[k++] = in->writes[w];
+        }
+        in->n_writes = k;
+        p->ins[n++] = in;
+    }
+    p->n_ins = n;
+}
+
 /* One node's instructions, appended to the program: its op file's lowering (a view
  * has none). */
 static void lower_node(Program *p, Node *nd)
 {
     const NodeDef *d = node_defs[nd->kind];
+    int from = p->n_ins;
     if (d->lower)
         d->lower(p, nd);
+    if (nd->frozen)
+        drop_frozen_grads(p, from);
 }
 
 static Program *lower_prog(Graph *g, int eval)
@@ -110,10 +144,24 @@ static Program *lower_prog(Graph *g, int eval)
     p->g = g;
     p->eval = eval;
     p->kprefix = eval ? "ke" : "k";
+    if (g->gan) {   /* phase by phase (gan.c): the nodes were made in another order */
+        for (int ph = 0; ph < PH__COUNT; ph++)
+            for (int i = 0; i < g->n_nodes; i++)
+                if (g->nodes[i]->phase == ph) {
+                    p->cur_block = g->nodes[i]->block;
+                    p->cur_phase = ph;
+                    lower_node(p, g->nodes[i]);
+                }
+        p->n_forward = 0;
+        while (p->n_forward < p->n_ins && p->ins[p->n_forward]->phase == PH_D_FWD)
+            p->n_forward++;
+        return p;
+    }
     for (int i = 0; i < g->n_nodes; i++) {
         if (i == g->n_forward)
             p->n_forward = p->n_ins;
         p->cur_block = g->nodes[i]->block;
+        p->cur_phase = g->nodes[i]->phase;
         lower_node(p, g->nodes[i]);
     }
     if (g->n_forward == g->n_nodes)
@@ -131,11 +179,13 @@ Program *lower_eval(Graph *g) { return lower_prog(g, 1); }
  * call), and after the last one that the gradient is final (rt_grad_ready:
  * data-parallel training starts reducing it while the rest of the backward pass
  * runs; a world of one returns at once). */
-static Instr *hook(const char *origin, char *what, int call, int64_t off, int64_t n)
+static Instr *hook(const Instr *at, char *what, int call, int64_t off, int64_t n)
 {
     Instr *h = xcalloc(1, sizeof *h);
     h->kind = I_CALL;
     h->backward = 1;
+    h->phase = at->phase;
+    const char *origin = at->origin;
     h->block = -1;
     h->origin = origin;
     h->what = what;
@@ -152,7 +202,7 @@ void add_grad_hooks(Program *p)
         first[k] = last[k] = -1;
     for (int i = p->n_forward; i < p->n_ins; i++) {
         Instr *in = p->ins[i];
-        if (in->dead)
+        if (in->dead || !in->backward)
             continue;
         for (int w = 0; w < in->n_writes; w++)
             if (in->writes[w]->kind == T_PGRAD)
@@ -183,7 +233,7 @@ void add_grad_hooks(Program *p)
                                                   a->name, b->name)
                                       : xasprintf("the gradients of %s to %s are written from here on",
                                                   a->name, b->name);
-            ins[n++] = hook(p->ins[i]->origin, what, CALL_GRAD_BEGIN, a->offset,
+            ins[n++] = hook(p->ins[i], what, CALL_GRAD_BEGIN, a->offset,
                             b->offset + param_extent(b) - a->offset);
         }
         ins[n++] = p->ins[i];
@@ -191,7 +241,7 @@ void add_grad_hooks(Program *p)
             if (last[k] != i)
                 continue;
             Param *pa = g->params[k];
-            ins[n++] = hook(p->ins[i]->origin, xasprintf("%s's gradient is final", pa->name),
+            ins[n++] = hook(p->ins[i], xasprintf("%s's gradient is final", pa->name),
                             CALL_GRAD_READY, pa->offset, param_extent(pa));
         }
     }

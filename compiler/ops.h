@@ -55,6 +55,6 @@ typedef struct OpInfo {
 extern const OpInfo op_info[OP__COUNT];
 
 /* Losses (the "loss" object), not layers. */
-enum { LOSS_CROSS_ENTROPY, LOSS_MSE };
+enum { LOSS_CROSS_ENTROPY, LOSS_MSE, LOSS_GAN_BCE, LOSS_GAN_HINGE /* a GAN's ($.model.gan.loss) */ };
 
 #endif

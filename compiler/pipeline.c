@@ -21,7 +21,7 @@ typedef struct Pipeline {
 } Pipeline;
 
 /* Each pass behind one signature, for the table. */
-static void pass_graph(Pipeline *x) { x->g = graph_build(x->spec); }
+static void pass_graph(Pipeline *x) { x->g = graph_build(x->spec, x->eval); }
 static void pass_autodiff(Pipeline *x) { autodiff(x->g); }
 static void pass_lower(Pipeline *x) { x->p = x->eval ? lower_eval(x->g) : lower(x->g); }
 static void pass_fusion(Pipeline *x) { fuse(x->p); }

@@ -1148,8 +1148,14 @@ static void check_names(const Ctx *c)
     if (count_expanded(s->layers, s->n_layers, 1, MAX_LAYERS) > MAX_LAYERS)
         error_at(c->file, "$.model.layers", "more than %d layers (after expanding repeat); "
                  "this is surely a mistake", MAX_LAYERS);
+    if (s->gan && count_expanded(s->disc, s->n_disc, 0, MAX_TENSORS) > MAX_TENSORS)
+        error_at(c->file, "$.model.gan.discriminator", "more than %d parameter tensors "
+                 "(after expanding repeat); this is surely a mistake", MAX_TENSORS);
     PNames p = {0};
-    collect_names(&p, s->layers, s->n_layers, "");
+    /* a GAN's parameters are generator.NAME and discriminator.NAME */
+    collect_names(&p, s->layers, s->n_layers, s->gan ? "generator." : "");
+    if (s->gan)
+        collect_names(&p, s->disc, s->n_disc, "discriminator.");
     if (p.n > 1)   /* (none: p.v is NULL, which qsort may not be given) */
         qsort(p.v, (size_t)p.n, sizeof *p.v, cmp_pname);
     /* report the clash whose second layer comes first in the file */
@@ -1190,19 +1196,21 @@ static const Layer *find_named(Layer **ls, int n, const char *name, int in_repea
     return NULL;
 }
 
-static void check_ties(const Ctx *c, Layer **ls, int n)
+/* The ties of layers ls[0 .. n), each naming an embedding of its network's layers
+ * (root: the model's, or a GAN generator's or discriminator's). */
+static void check_ties(const Ctx *c, Layer **ls, int n, Layer **root, int n_root)
 {
     for (int i = 0; i < n; i++) {
         Layer *l = ls[i];
         if (l->body)
-            check_ties(c, l->body, l->n_body);
+            check_ties(c, l->body, l->n_body, root, n_root);
         if (l->shortcut)
-            check_ties(c, l->shortcut, l->n_shortcut);
+            check_ties(c, l->shortcut, l->n_shortcut, root, n_root);
         if (!l->tie)
             continue;
         char *tp = path_key(l->path, "tie");
         int in_repeat = 0;
-        const Layer *e = find_named(c->s->layers, c->s->n_layers, l->tie, 0, &in_repeat);
+        const Layer *e = find_named(root, n_root, l->tie, 0, &in_repeat);
         if (!e)
             error_at(c->file, tp, "no layer is named '%s' (tie names an embedding layer)",
                      l->tie);
@@ -1235,38 +1243,106 @@ static void parse_label_smoothing(const Ctx *c, Spec *s, const cJSON *loss)
         error_at(c->file, path, "expected a number in [0, 1], got %s", got(v, b, sizeof b));
 }
 
-static void parse_model(const Ctx *c, const cJSON *m)
+/* A non-empty array of layers at path into *out. */
+static void parse_layer_list(const Ctx *c, const cJSON *v, const char *path, Layer ***out, int *n)
+{
+    char b[300];
+    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) == 0)
+        error_at(c->file, path, "expected a non-empty array of layers, got %s",
+                 cJSON_IsArray(v) ? "[]" : got(v, b, sizeof b));
+    *n = cJSON_GetArraySize(v);
+    *out = xcalloc((size_t)*n, sizeof **out);
+    int i = 0;
+    const cJSON *ch;
+    cJSON_ArrayForEach(ch, v) {
+        (*out)[i] = parse_layer(c, ch, path_index(path, i));
+        i++;
+    }
+}
+
+/* $.model.gan.latent: {"shape": [...], "input": null or a model input's name}. */
+static void parse_latent(const Ctx *c, const cJSON *v)
+{
+    Spec *s = c->s;
+    const char *lp = "$.model.gan.latent";
+    static const char *const keys[] = {"shape", "input", NULL};
+    need_object(c, v, lp, "an object {\"shape\": [...], \"input\": null}");
+    check_keys(c, v, lp, keys);
+    const cJSON *shape = require(c, v, lp, "shape");
+    char b[300];
+    if (!cJSON_IsArray(shape) || cJSON_GetArraySize(shape) < 1 ||
+        cJSON_GetArraySize(shape) > RT_MAX_RANK)
+        error_at(c->file, "$.model.gan.latent.shape", "expected an array of 1 to %d sizes, "
+                 "got %s", RT_MAX_RANK, got(shape, b, sizeof b));
+    const cJSON *d;
+    cJSON_ArrayForEach(d, shape) {
+        char *dp = path_index("$.model.gan.latent.shape", s->latent_rank);
+        s->latent_shape[s->latent_rank++] = get_int(c, d, dp, 1, MAX_DIM);
+        free(dp);
+    }
+    s->latent_input = -1;
+    const cJSON *in = member(v, "input");
+    if (!in || cJSON_IsNull(in))
+        return;
+    const char *ip = "$.model.gan.latent.input";
+    s->latent_input = get_input_ref(c, in, ip);
+    const InputSpec *z = &s->inputs[s->latent_input];
+    if (z->rank != s->latent_rank ||
+        memcmp(z->shape, s->latent_shape, sizeof(int64_t) * (size_t)z->rank))
+        error_at(c->file, ip, "input '%s' has shape %s, the latent shape is %s", z->name,
+                 shape_str(z->rank, z->shape), shape_str(s->latent_rank, s->latent_shape));
+    if (z->dtype != RT_F32)
+        error_at(c->file, ip, "input '%s' is %s; latent vectors are f32", z->name,
+                 rt_dtype_name(z->dtype));
+}
+
+/* $.model.gan (docs/spec.md, "GANs"): the generator's layers go into s->layers, the
+ * discriminator's into s->disc; the real samples are the one other input. */
+static void parse_gan(const Ctx *c, const cJSON *v)
+{
+    Spec *s = c->s;
+    const char *gp = "$.model.gan";
+    static const char *const keys[] = {"latent", "generator", "discriminator", "loss", NULL};
+    static const char *const losses[] = {"bce", "hinge", NULL};
+    need_object(c, v, gp, "an object {\"latent\", \"generator\", \"discriminator\", "
+                "\"loss\"}");
+    check_keys(c, v, gp, keys);
+    s->gan = 1;
+    parse_latent(c, require(c, v, gp, "latent"));
+    parse_layer_list(c, require(c, v, gp, "generator"), "$.model.gan.generator", &s->layers,
+                     &s->n_layers);
+    parse_layer_list(c, require(c, v, gp, "discriminator"), "$.model.gan.discriminator",
+                     &s->disc, &s->n_disc);
+    s->loss = get_choice(c, require(c, v, gp, "loss"), "$.model.gan.loss", losses) == 0
+                  ? LOSS_GAN_BCE : LOSS_GAN_HINGE;
+    s->loss_target = "";
+    s->real_input = -1;
+    for (int k = 0; k < s->n_inputs; k++) {
+        if (k == s->latent_input)
+            continue;
+        if (s->real_input >= 0)
+            error_at(c->file, s->inputs[k].path, "a GAN reads one input of real samples "
+                     "('%s') besides the latent one; '%s' is read by nothing",
+                     s->inputs[s->real_input].name, s->inputs[k].name);
+        s->real_input = k;
+    }
+    if (s->real_input < 0)
+        error_at(c->file, "$.model.inputs", "a GAN needs an input of real samples besides "
+                 "the latent one");
+    for (int i = 0; i < s->n_layers + s->n_disc; i++) {
+        const Layer *l = i < s->n_layers ? s->layers[i] : s->disc[i - s->n_layers];
+        if (l->input)
+            error_at(c->file, l->path, "a GAN's layers read their network's input: "
+                     "\"input\" is for models with \"layers\"");
+    }
+}
+
+/* $.model.layers and $.model.loss. */
+static void parse_layers_loss(const Ctx *c, const cJSON *m)
 {
     Spec *s = c->s;
     const char *mp = "$.model";
-    static const char *const keys[] = {"name", "inputs", "layers", "loss", "init", NULL};
-    need_object(c, m, mp, "an object");
-    check_keys(c, m, mp, keys);
-
-    const cJSON *name = require(c, m, mp, "name");
-    s->name = (char *)get_string(c, name, "$.model.name");
-    size_t len = strlen(s->name), ok = strspn(s->name, "abcdefghijklmnopqrstuvwxyz"
-                                              "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-");
-    if (len == 0 || ok != len || strspn(s->name, ".") == len || len > 100)
-        error_at(c->file, "$.model.name", "expected a name of letters, digits, '_', '.' "
-                 "and '-' (it names the run folder), got \"%s\"", show(s->name));
-
-    parse_inputs(c, require(c, m, mp, "inputs"), "$.model.inputs");
-
-    const cJSON *layers = require(c, m, mp, "layers");
-    char b[300];
-    if (!cJSON_IsArray(layers) || cJSON_GetArraySize(layers) == 0)
-        error_at(c->file, "$.model.layers", "expected a non-empty array of layers, got %s",
-                 cJSON_IsArray(layers) ? "[]" : got(layers, b, sizeof b));
-    s->n_layers = cJSON_GetArraySize(layers);
-    s->layers = xcalloc((size_t)s->n_layers, sizeof *s->layers);
-    int i = 0;
-    const cJSON *ch;
-    cJSON_ArrayForEach(ch, layers) {
-        s->layers[i] = parse_layer(c, ch, path_index("$.model.layers", i));
-        i++;
-    }
-
+    parse_layer_list(c, require(c, m, mp, "layers"), "$.model.layers", &s->layers, &s->n_layers);
     const cJSON *loss = require(c, m, mp, "loss");
     static const char *const loss_keys[] = {"op", "target", "label_smoothing", NULL};
     static const char *const losses[] = {"cross_entropy", "mse", NULL};
@@ -1287,13 +1363,44 @@ static void parse_model(const Ctx *c, const cJSON *m)
         error_at(c->file, s->inputs[t].path, "missing key 'classes': a cross_entropy target "
                  "needs its number of classes (the logits' width), e.g. \"classes\": 10, to "
                  "check the labels against");
+}
+
+static void parse_model(const Ctx *c, const cJSON *m)
+{
+    Spec *s = c->s;
+    const char *mp = "$.model";
+    static const char *const keys[] = {"name", "inputs", "layers", "loss", "gan", "init", NULL};
+    need_object(c, m, mp, "an object");
+    check_keys(c, m, mp, keys);
+
+    const cJSON *name = require(c, m, mp, "name");
+    s->name = (char *)get_string(c, name, "$.model.name");
+    size_t len = strlen(s->name), ok = strspn(s->name, "abcdefghijklmnopqrstuvwxyz"
+                                              "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-");
+    if (len == 0 || ok != len || strspn(s->name, ".") == len || len > 100)
+        error_at(c->file, "$.model.name", "expected a name of letters, digits, '_', '.' "
+                 "and '-' (it names the run folder), got \"%s\"", show(s->name));
+
+    parse_inputs(c, require(c, m, mp, "inputs"), "$.model.inputs");
+    const cJSON *gan = member(m, "gan");
+    if (gan) {
+        const char *both = member(m, "layers") ? "layers" : member(m, "loss") ? "loss" : NULL;
+        if (both)
+            error_at(c->file, xasprintf("$.model.%s", both), "a model with \"gan\" has no "
+                     "\"%s\": the generator and discriminator are its layers, gan.loss "
+                     "its loss", both);
+        parse_gan(c, gan);
+    } else
+        parse_layers_loss(c, m);
 
     const cJSON *init = member(m, "init");
     if (init) {
         parse_init(c, init, "$.model.init", &s->init);
         s->has_init = 1;
     }
-    check_ties(c, s->layers, s->n_layers);
+    check_ties(c, s->layers, s->n_layers, s->layers, s->n_layers);
+    if (s->gan)
+        check_ties(c, s->disc, s->n_disc, s->disc, s->n_disc);
     check_names(c);
 }
 
@@ -1380,10 +1487,42 @@ static int check_augment(const Spec *s, char *err, size_t errlen, char *key, siz
     return 0;
 }
 
+/* What a GAN's training cannot have (docs/spec.md, "GANs"): 0, or -1 with the key. */
+static int check_gan_train(const Spec *s, char *err, size_t errlen, char *key, size_t keylen)
+{
+    const rt_train_config *t = &s->train;
+    const char *k = NULL, *why = NULL;
+    if (!s->gan && t->has_opt_d)
+        k = "optimizer_d", why = "optimizer_d is a GAN discriminator's optimizer; this model "
+                                 "has layers, not \"gan\"";
+    else if (!s->gan)
+        return 0;
+    else if (t->n_val)
+        k = "data.val", why = "a GAN has no validation loss: give data.train only";
+    else if (t->has_early_stopping)
+        k = "early_stopping", why = "a GAN has no validation to stop on: remove early_stopping";
+    else if (t->recompute != RT_RECOMPUTE_NONE)
+        k = "recompute", why = "a GAN trains with recompute none (recomputation does not "
+                               "reach a GAN's second network yet)";
+    else if (t->dist != RT_DIST_DDP)
+        k = "distributed.strategy", why = "a GAN trains with the ddp strategy (ZeRO does not "
+                                          "shard two optimizers yet)";
+    else if (t->precision == RT_PREC_FP16)
+        k = "precision", why = "a GAN trains in fp32 or bf16-mixed (fp16-mixed's loss scale "
+                               "per network is not there yet)";
+    if (!k)
+        return 0;
+    snprintf(key, keylen, "%s", k);
+    snprintf(err, errlen, "%s", why);
+    return -1;
+}
+
 static int check_train_vs_model(const Spec *s, char *err, size_t errlen, char *key,
                                 size_t keylen)
 {
     const rt_train_config *t = &s->train;
+    if (check_gan_train(s, err, errlen, key, keylen))
+        return -1;
     if (check_data(s, t->train, t->n_train, "train", err, errlen)) {
         snprintf(key, keylen, "data.train");
         return -1;

@@ -97,8 +97,16 @@ typedef struct Spec {
     int n_layers;
     int has_init;
     Init init;                /* model-level "init" */
-    int loss;                 /* LOSS_* */
-    char *loss_target;        /* an input name */
+    int loss;                 /* LOSS_*; a GAN's LOSS_GAN_* */
+    char *loss_target;        /* an input name ("" for a GAN) */
+    /* A GAN ($.model.gan, in place of layers and loss): layers are the generator's */
+    int gan;
+    Layer **disc;             /* the discriminator's layers */
+    int n_disc;
+    int latent_rank;
+    int64_t latent_shape[RT_MAX_RANK];
+    int latent_input;         /* the input z is read from, or -1: drawn from (seed, step) */
+    int real_input;           /* the input of the real samples */
     double label_smoothing;   /* cross_entropy's; 0 when not given */
     rt_train_config train;    /* validated, with defaults filled in */
     char **train_lines;       /* rt_config_dump(&train): the canonical form */

@@ -65,15 +65,17 @@ static void state_model_free(StateModel *s)
     rt_xfree(s->p);
 }
 
-/* Optimizer state: [exp_avg | exp_avg_sq] for AdamW, [momentum] for SGD. */
+/* Optimizer state: [exp_avg | exp_avg_sq] for AdamW, [momentum] for SGD. A GAN's two
+ * optimizers share the parts (rt_optim_state_parts: the larger one's), each over its
+ * network's range: AdamW's names when either is AdamW. */
 static int opt_parts(const rt_train_config *c, const char **names)
 {
-    if (c->opt == RT_OPT_ADAMW) {
+    if (c->opt == RT_OPT_ADAMW || (c->has_opt_d && c->d_opt == RT_OPT_ADAMW)) {
         names[0] = "exp_avg";
         names[1] = "exp_avg_sq";
         return 2;
     }
-    if (c->momentum > 0) {
+    if (c->momentum > 0 || (c->has_opt_d && c->d_momentum > 0)) {
         names[0] = "momentum_buffer";
         return 1;
     }
@@ -411,6 +413,8 @@ static cJSON *state_json(const rt_model *m, const rt_loop_state *s, char *const 
 #define X(f) cJSON_AddItemToObject(ls, #f, num(s->f));
     LOOP_REALS(X)
 #undef X
+    if (m->gan)   /* (only a GAN's: other checkpoints read as before it existed) */
+        cJSON_AddItemToObject(ls, "log_g_loss", num(s->log_g_loss));
     cJSON_AddItemToObject(j, "loop", ls);
     cJSON *tl = cJSON_CreateArray();
     for (int i = 0; i < nlines; i++)
@@ -1034,6 +1038,8 @@ void rt_ckpt_load(const char *ck, const rt_model *m, const rt_train_config *c, r
 #define X(fld) s->fld = get_num(ls, #fld, f);
     LOOP_REALS(X)
 #undef X
+    s->log_g_loss =
+        cJSON_GetObjectItemCaseSensitive(ls, "log_g_loss") ? get_num(ls, "log_g_loss", f) : 0;
     cJSON_Delete(j);
     check_loop(s, ck, f);
     snprintf(f, sizeof f, "%s/model.safetensors", ck);

@@ -69,6 +69,8 @@ typedef struct Field {
  *   optimizer: adamw, lr 1e-3, betas 0.9,0.999, eps 1e-8, weight_decay 0.01. Setting
  *     optimizer.type to a different type resets the type-specific fields to that
  *     type's defaults (sgd: weight_decay 0, momentum 0, nesterov false), keeping lr.
+ *   optimizer_d (a GAN's discriminator): null = optimizer; once given, a whole optimizer
+ *     of its own with optimizer's defaults (its keys are not taken from optimizer).
  *   schedule: constant, warmup_steps 0, final_lr_frac 0 (cosine/linear end at
  *     lr * final_lr_frac), every_steps 1000 and gamma 0.1 (step: lr *= gamma every
  *     every_steps optimizer steps).
@@ -102,6 +104,14 @@ typedef struct Field {
     X("optimizer.weight_decay", "0.01", REAL(weight_decay, R_NONNEG))                   \
     X("optimizer.momentum", "0", REAL(momentum, R_NONNEG))                              \
     X("optimizer.nesterov", "false", BOOL(nesterov))                                    \
+    X("optimizer_d", "null", SECTION_QUIET(has_opt_d))                                  \
+    X("optimizer_d.type", "adamw", ENUM(d_opt, "sgd adamw"))                            \
+    X("optimizer_d.lr", "0.001", REAL(d_lr, R_NONNEG))                                  \
+    X("optimizer_d.betas", "0.9,0.999", PAIR(d_beta1, d_beta2, R_UNIT_OPEN))            \
+    X("optimizer_d.eps", "1e-8", REAL(d_eps, R_POS))                                    \
+    X("optimizer_d.weight_decay", "0.01", REAL(d_weight_decay, R_NONNEG))               \
+    X("optimizer_d.momentum", "0", REAL(d_momentum, R_NONNEG))                          \
+    X("optimizer_d.nesterov", "false", BOOL(d_nesterov))                                \
     X("schedule.type", "constant", ENUM(sched, "constant step cosine linear"))          \
     X("schedule.warmup_steps", "0", INT(warmup_steps, 0, BIG))                          \
     X("schedule.final_lr_frac", "0", REAL(final_lr_frac, R_UNIT))                       \
@@ -838,6 +848,17 @@ int rt_config_set_typed(rt_train_config *c, const char *key, int jtype, const ch
         }
         return 0;
     }
+    if (f->type == F_ENUM && f->off == OFF(d_opt)) {   /* as optimizer.type */
+        int old = c->d_opt;
+        if (set_field(c, f, jtype, value, err, errlen))
+            return -1;
+        if (c->d_opt != old) {
+            reset_prefix(c, "optimizer_d", "optimizer_d.type", "optimizer_d.lr");
+            if (c->d_opt == RT_OPT_SGD)
+                c->d_weight_decay = 0;
+        }
+        return 0;
+    }
     if (f->type == F_ENUM && f->off == OFF(sched)) {
         /* likewise a new schedule type: its own fields back to their defaults (a
          * --set schedule.type=constant must not trip over the spec's final_lr_frac);
@@ -1195,6 +1216,41 @@ int rt_config_validate(const rt_train_config *c, char *err, size_t errlen)
     return rt_config_check(c, err, errlen, NULL, 0);
 }
 
+/* The rules between one optimizer group's keys ("optimizer" or "optimizer_d"). */
+static int check_opt(const rt_opt_group *g, const char *grp, char *err, size_t errlen, char *key,
+                     size_t keylen)
+{
+    rt_train_config d;
+    rt_config_defaults(&d);
+    if (g->opt == RT_OPT_ADAMW && (g->momentum != 0 || g->nesterov)) {
+        fail(key, keylen, "%s.%s", grp, g->momentum != 0 ? "momentum" : "nesterov");
+        return fail(err, errlen, "%s.momentum and %s.nesterov apply to sgd only (%s.type is "
+                    "adamw)", grp, grp, grp);
+    }
+    if (g->nesterov && !(g->momentum > 0)) {
+        fail(key, keylen, "%s.nesterov", grp);
+        return fail(err, errlen, "%s.nesterov needs %s.momentum > 0", grp, grp);
+    }
+    if (g->opt == RT_OPT_SGD && (g->beta1 != d.beta1 || g->beta2 != d.beta2 || g->eps != d.eps)) {
+        fail(key, keylen, "%s.%s", grp,
+             g->eps != d.eps && g->beta1 == d.beta1 && g->beta2 == d.beta2 ? "eps" : "betas");
+        return fail(err, errlen, "%s.betas and %s.eps apply to adamw only (%s.type is sgd)",
+                    grp, grp, grp);
+    }
+    return 0;
+}
+
+/* An optimizer group's fields: the model's (d 0: optimizer) or a GAN discriminator's
+ * (d 1: optimizer_d when given, else optimizer). */
+rt_opt_group rt_opt_of(const rt_train_config *c, int d)
+{
+    if (d && c->has_opt_d)
+        return (rt_opt_group){c->d_opt, c->d_lr, c->d_beta1, c->d_beta2, c->d_eps,
+                              c->d_weight_decay, c->d_momentum, c->d_nesterov};
+    return (rt_opt_group){c->opt, c->lr, c->beta1, c->beta2, c->eps, c->weight_decay,
+                          c->momentum, c->nesterov};
+}
+
 int rt_config_check(const rt_train_config *c, char *err, size_t errlen, char *key,
                     size_t keylen)
 {
@@ -1224,23 +1280,12 @@ int rt_config_check(const rt_train_config *c, char *err, size_t errlen, char *ke
             }
     if (rt_epochs(c) < 0 && c->max_steps < 0 && isnan(c->max_time))
         return fail(err, errlen, "no stop condition: set epochs, max_steps or max_time");
-    if (c->opt == RT_OPT_ADAMW && (c->momentum != 0 || c->nesterov)) {
-        fail(key, keylen, "%s",
-              c->momentum != 0 ? "optimizer.momentum" : "optimizer.nesterov");
-        return fail(err, errlen, "optimizer.momentum and optimizer.nesterov apply to sgd "
-                    "only (optimizer.type is adamw)");
-    }
-    if (c->nesterov && !(c->momentum > 0)) {
-        fail(key, keylen, "optimizer.nesterov");
-        return fail(err, errlen, "optimizer.nesterov needs optimizer.momentum > 0");
-    }
-    if (c->opt == RT_OPT_SGD &&
-        (c->beta1 != d.beta1 || c->beta2 != d.beta2 || c->eps != d.eps)) {
-        fail(key, keylen, "%s", c->eps != d.eps && c->beta1 == d.beta1 &&
-                                 c->beta2 == d.beta2 ? "optimizer.eps" : "optimizer.betas");
-        return fail(err, errlen, "optimizer.betas and optimizer.eps apply to adamw only "
-                    "(optimizer.type is sgd)");
-    }
+    rt_opt_group g = rt_opt_of(c, 0);
+    if (check_opt(&g, "optimizer", err, errlen, key, keylen))
+        return -1;
+    g = rt_opt_of(c, 1);
+    if (c->has_opt_d && check_opt(&g, "optimizer_d", err, errlen, key, keylen))
+        return -1;
     if (c->sched != RT_SCHED_STEP &&
         (c->sched_every_steps != d.sched_every_steps || c->gamma != d.gamma)) {
         fail(key, keylen, "%s", c->sched_every_steps != d.sched_every_steps

@@ -475,6 +475,18 @@ void rt_cu_mse(rt_exec *e, const float *y, const float *t, float *dy, int64_t n)
     e->terms += n;
 }
 
+void rt_cu_gan_loss(rt_exec *e, const float *z, float *dz, int64_t rows, int term)
+{
+    if (rows <= 0)
+        return;
+    int64_t nblk = cdiv(rows, RT_MSE_CHUNK);
+    rt_dptr part = rt_cu_scratch(e, (size_t)nblk * sizeof(double));
+    float gs = e->grad_scale;
+    void *args[] = {&z, &dz, &part, &rows, &term, &gs};
+    rt_cu_launch(e, "rt_gan_loss", gdim(nblk, GX, "gan_loss"), 1, 1, 256, 1, 0, args);
+    loss_total(e, part, 0, nblk);
+}
+
 /* ---- attention --------------------------------------------------------------------------- */
 
 /* attention.cuh's tiles: rows of the forward's query tile, and of the backward's query
@@ -910,6 +922,7 @@ void rt_cu_ops_register(void)
         .gconv_bwd_data = rt_cu_gconv_bwd_data,
         .gconv_bwd_weight = rt_cu_gconv_bwd_weight,
         .mse = rt_cu_mse,
+        .gan_loss = rt_cu_gan_loss,
         .attention_fwd = rt_cu_attention_fwd,
         .attention_bwd = rt_cu_attention_bwd,
         .attention_ext_fwd = rt_cu_attention_ext_fwd,

@@ -146,11 +146,33 @@ double rt_grad_norm(rt_pool *pool, const rt_model *m, const float *grads)
     return sqrt(rt_grad_sumsq(pool, m, 0, m->param_floats, grads));
 }
 
+static int group_parts(const rt_opt_group *g)
+{
+    if (g->opt == RT_OPT_ADAMW)
+        return 2;
+    return g->momentum > 0 ? 1 : 0;
+}
+
 int rt_optim_state_parts(const rt_train_config *c)
 {
-    if (c->opt == RT_OPT_ADAMW)
-        return 2;
-    return c->momentum > 0 ? 1 : 0;
+    rt_opt_group g = rt_opt_of(c, 0), d = rt_opt_of(c, 1);
+    int a = group_parts(&g), b = group_parts(&d);
+    return a > b ? a : b;   /* a GAN's two optimizers share the parts */
+}
+
+void rt_config_for_net(const rt_train_config *c, int d, rt_train_config *out)
+{
+    *out = *c;
+    rt_opt_group g = rt_opt_of(c, d);
+    out->opt = g.opt;
+    out->lr = g.lr;
+    out->beta1 = g.beta1;
+    out->beta2 = g.beta2;
+    out->eps = g.eps;
+    out->weight_decay = g.weight_decay;
+    out->momentum = g.momentum;
+    out->nesterov = g.nesterov;
+    out->has_opt_d = 0;
 }
 
 int64_t rt_optim_state_floats(const rt_train_config *c, const rt_model *m)
@@ -229,6 +251,13 @@ void rt_optim_step_range(rt_pool *pool, const rt_train_config *c, const rt_model
                          int64_t hi, float *params, const float *grads, float *state, int64_t t,
                          double lr, float gscale, int clip)
 {
+    rt_optim_step_strided(pool, c, m, lo, hi, params, grads, state, hi - lo, t, lr, gscale, clip);
+}
+
+void rt_optim_step_strided(rt_pool *pool, const rt_train_config *c, const rt_model *m, int64_t lo,
+                           int64_t hi, float *params, const float *grads, float *state,
+                           int64_t stride, int64_t t, double lr, float gscale, int clip)
+{
     for (int i = 0; i < m->n_params; i++) {
         const rt_param *pp = &m->params[i];
         int64_t k0, k1;
@@ -238,7 +267,7 @@ void rt_optim_step_range(rt_pool *pool, const rt_train_config *c, const rt_model
         opt_job j = {c, pp, params + pp->offset + k0, NULL, NULL, grads + at, t, lr, gscale, clip};
         if (c->opt == RT_OPT_ADAMW) {
             j.m1 = state + at;
-            j.m2 = state + (hi - lo) + at;
+            j.m2 = state + stride + at;
         } else if (c->momentum > 0) {
             j.m1 = state + at;
         }

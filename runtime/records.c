@@ -84,14 +84,26 @@ void rt_record_train(Run *r, rt_loop_state *s, Loop *L, const Step *st, double n
         snprintf(tps + u, sizeof tps - u, ",\"loss_scale\":%s,\"skipped_steps\":%lld",
                  rt_json_num(t1, s->loss_scale), (long long)s->skipped);
     }
-    snprintf(buf, sizeof buf,
-             "{\"step\":%lld,\"epoch\":%lld,\"loss\":%s,\"lr\":%s,\"grad_norm\":%s,\"samples_per_s\":%s%s,\"time_s\":%.3f}",
-             (long long)s->step, (long long)s->epoch, rt_json_num(a, mean),
-             rt_json_num(bb, st->lr), rt_json_num(cc, st->norm), rt_json_num(d, sps), tps, now - r->t0);
+    if (r->m->gan) {   /* a GAN's: each network's loss and gradient norm */
+        char g[32], nd[32];
+        snprintf(buf, sizeof buf,
+                 "{\"step\":%lld,\"epoch\":%lld,\"d_loss\":%s,\"g_loss\":%s,\"lr\":%s,"
+                 "\"grad_norm_d\":%s,\"grad_norm_g\":%s,\"samples_per_s\":%s,\"time_s\":%.3f}",
+                 (long long)s->step, (long long)s->epoch, rt_json_num(a, mean),
+                 rt_json_num(g, s->log_g_loss / (double)s->log_n), rt_json_num(bb, st->lr),
+                 rt_json_num(nd, st->norm_d), rt_json_num(cc, st->norm_g), rt_json_num(d, sps),
+                 now - r->t0);
+    } else
+        snprintf(buf, sizeof buf,
+                 "{\"step\":%lld,\"epoch\":%lld,\"loss\":%s,\"lr\":%s,\"grad_norm\":%s,\"samples_per_s\":%s%s,\"time_s\":%.3f}",
+                 (long long)s->step, (long long)s->epoch, rt_json_num(a, mean),
+                 rt_json_num(bb, st->lr), rt_json_num(cc, st->norm), rt_json_num(d, sps), tps,
+                 now - r->t0);
     rt_metrics_line(r->mt, buf);
     rt_metrics_train_point(r->mt, s->step, mean);
     rt_progress(r->o.quiet, s->step, r->total_steps, s->epoch, mean, sps, now - r->t0);
     s->log_loss = 0;
+    s->log_g_loss = 0;
     s->log_n = 0;
     s->log_samples = 0;
     L->timed_samples = 0;

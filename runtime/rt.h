@@ -120,6 +120,7 @@ typedef struct rt_gpu_calls {
     void (*cross_entropy_ls)(rt_exec *e, const float *logits, const int32_t *target,
                              float *dlogits, int64_t rows, int64_t C, int64_t ld, float ls);
     void (*mse)(rt_exec *e, const float *y, const float *t, float *dy, int64_t n);
+    void (*gan_loss)(rt_exec *e, const float *z, float *dz, int64_t rows, int term);
     void (*attention_fwd)(rt_exec *e, const float *qkv, float *lse, float *y, int64_t B, int64_t T,
                           int64_t d, int64_t H, int causal);
     void (*attention_bwd)(rt_exec *e, const float *qkv, const float *lse, const float *y,
@@ -178,6 +179,10 @@ typedef struct rt_train_config {
     int opt;                   /* RT_OPT_* */
     double lr, beta1, beta2, eps, weight_decay, momentum;
     int nesterov;
+    int has_opt_d;             /* optimizer_d given (a GAN's discriminator) */
+    int d_opt;                 /* its fields, as the ones above (rt_opt_of) */
+    double d_lr, d_beta1, d_beta2, d_eps, d_weight_decay, d_momentum;
+    int d_nesterov;
     int sched;                 /* RT_SCHED_* */
     int64_t warmup_steps, sched_every_steps;
     double final_lr_frac, gamma;
@@ -219,6 +224,14 @@ enum { RT_ON_GPU_AUTO, RT_ON_GPU_ALWAYS, RT_ON_GPU_NEVER };
 int rt_cache_dir(char *dir, size_t n);
 uint64_t rt_fnv1a(const void *p, size_t n);   /* FNV-1a, 64 bits (util.c) */
 void rt_config_defaults(rt_train_config *c);
+/* One optimizer's fields (optimizer, or a GAN discriminator's optimizer_d). */
+typedef struct rt_opt_group {
+    int opt;
+    double lr, beta1, beta2, eps, weight_decay, momentum;
+    int nesterov;
+} rt_opt_group;
+/* d 0: optimizer's; d 1: optimizer_d's when given, else optimizer's. */
+rt_opt_group rt_opt_of(const rt_train_config *c, int d);
 /* What a GPU trainer allocates besides parameters, gradients, optimizer state and the
  * arena (device_cuda.c): each input's batch slots, the index slots, the loss statistics
  * of `passes` passes, scratch and cuBLASLt's 32 MiB workspace. From the model alone, so

@@ -364,6 +364,7 @@ void rt_cu_gconv_bwd_weight(rt_exec *e, const float *x, const float *dy, float *
 void rt_cu_cross_entropy_ls(rt_exec *e, const float *logits, const int32_t *target,
                             float *dlogits, int64_t rows, int64_t C, int64_t ld, float ls);
 void rt_cu_mse(rt_exec *e, const float *y, const float *t, float *dy, int64_t n);
+void rt_cu_gan_loss(rt_exec *e, const float *z, float *dz, int64_t rows, int term);
 void rt_cu_attention_fwd(rt_exec *e, const float *qkv, float *lse, float *y, int64_t B,
                          int64_t T, int64_t d, int64_t H, int causal);
 void rt_cu_attention_bwd(rt_exec *e, const float *qkv, const float *lse, const float *y,

@@ -30,6 +30,14 @@ void rt_optim_step(rt_pool *pool, const rt_train_config *c, const rt_model *m, f
 void rt_optim_step_range(rt_pool *pool, const rt_train_config *c, const rt_model *m, int64_t lo,
                          int64_t hi, float *params, const float *grads, float *state, int64_t t,
                          double lr, float gscale, int clip);
+/* rt_optim_step_range with the state parts `stride` floats apart: element k's part p at
+ * state[p * stride + k - lo] (a GAN network's range of parts over the whole region). */
+void rt_optim_step_strided(rt_pool *pool, const rt_train_config *c, const rt_model *m, int64_t lo,
+                           int64_t hi, float *params, const float *grads, float *state,
+                           int64_t stride, int64_t t, double lr, float gscale, int clip);
+/* c with the optimizer fields of network d (0: optimizer; 1: a GAN discriminator's,
+ * optimizer_d when given): the config a network's update runs with. */
+void rt_config_for_net(const rt_train_config *c, int d, rt_train_config *out);
 
 /* a better than b for a monitored value in mode RT_MODE_MIN or RT_MODE_MAX */
 static inline int rt_better(int mode, double a, double b) { return mode == RT_MODE_MIN ? a < b : a > b; }
@@ -140,7 +148,9 @@ typedef struct rt_loop_state {
     int64_t epoch;             /* the current epoch, from 0 */
     int64_t batch;             /* batches of this epoch already consumed */
     double elapsed;            /* training seconds before this process started */
-    double log_loss;           /* sum of batch losses since the last train record */
+    double log_loss;           /* sum of batch losses since the last train record (a
+                                  GAN's: of the discriminator's, d_loss) */
+    double log_g_loss;         /* a GAN's: the generator's (g_loss) */
     int64_t log_n, log_samples; /* batches (not steps: a step of a short epoch end has
                                    fewer with accumulate) and samples since it */
     double since_val_loss;     /* for monitor "loss": batch losses since the last check */

@@ -85,6 +85,7 @@ typedef struct Run {
     double t0;
     int rank, world;           /* data parallelism: rank 0 writes every file */
     const char *prog;          /* argv[0]: the command a hint gives */
+    float *gan_z;              /* a GAN's drawn latent batch (rt_model.gan_latent_input -1) */
 } Run;
 
 /* How a training run ends (the end record's reason, END_* in end_names' order). */
@@ -187,6 +188,8 @@ typedef struct Step {
     double t0;
     int sig_stop;              /* every rank stops after this step (a signal) */
     double now_stop;           /* several ranks: max_time passed on one of them */
+    double gan_d, gan_g;       /* a GAN: the sums of its batches' d_loss and g_loss */
+    double norm_d, norm_g;     /* and each network's gradient norm */
 } Step;
 
 /* A batch's inputs for the next pass, into device slot `slot` (RT_CU_SLOT_*) on a GPU
@@ -202,6 +205,12 @@ void rt_diverged_why(char *why, size_t n, const char *what, double v, int64_t st
 /* A step's forward and backward passes and, where queued, its update: st's numbers;
  * 1 when a step queued without a wait diverged (L->why says so). */
 int rt_step_passes(Run *r, rt_loop_state *s, Loop *L, Step *st);
+/* A GAN's step (gan_step.c): both networks' turns and updates; st as
+ * rt_step_passes leaves it, the update already made (st->queued). */
+int rt_gan_step_passes(Run *r, rt_loop_state *s, Loop *L, Step *st);
+/* A GAN's latent batch for micro-batch j of the step after s->step, rows rows (drawn,
+ * when the model reads no z input), bound as input n_inputs. */
+void rt_gan_latent(Run *r, uint64_t step, int64_t j, int64_t rows);
 /* The losses and stop requests of every rank made every rank's. */
 void rt_step_agree(Run *r, Step *st);
 /* The norm and the update, unless the run diverged here (then L->end is set: 1). */

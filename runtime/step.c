@@ -282,6 +282,8 @@ static int gpu_step_end(Run *r, rt_loop_state *s, Loop *L, Step *st)
 
 int rt_step_passes(Run *r, rt_loop_state *s, Loop *L, Step *st)
 {
+    if (r->m->gan)
+        return rt_gan_step_passes(r, s, L, st);
     const rt_train_config *c = &r->c;
     int64_t k = r->batches_per_epoch - s->batch;
     if (k > c->accumulate)

@@ -208,7 +208,8 @@ static int train_step(Run *r, rt_loop_state *s, Loop *L)
         rt_record_memory(r, s);
     if (!L->lazy) {   /* (lazy: rt_take_pending adds them) */
         s->last_loss = st.loss;
-        s->log_loss += st.batch_sum;
+        s->log_loss += r->m->gan ? st.gan_d : st.batch_sum;
+        s->log_g_loss += st.gan_g;
         s->log_n += st.k;
         s->since_val_loss += st.batch_sum;
         s->since_val_n += st.k;

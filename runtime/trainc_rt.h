@@ -12,14 +12,17 @@
 #include <stdint.h>
 #include <math.h>
 
-#define RT_ABI_VERSION 8
+#define RT_ABI_VERSION 9
 #define RT_MAX_INPUTS 8
 #define RT_MAX_RANK 4
 
 enum { RT_U8, RT_U16, RT_I32, RT_F32, RT_I64 };          /* input dtypes; RT_I64: state */
 enum { RT_PREC_FP32, RT_PREC_BF16, RT_PREC_FP16 };      /* precision */
 enum { RT_INIT_UNIFORM, RT_INIT_NORMAL, RT_INIT_CONST };  /* parameter init */
-enum { RT_LOSS_CROSS_ENTROPY, RT_LOSS_MSE };
+enum { RT_LOSS_CROSS_ENTROPY, RT_LOSS_MSE, RT_LOSS_GAN_BCE, RT_LOSS_GAN_HINGE };
+/* A GAN's loss terms on the discriminator's logits z (rt_gan_loss): BCEWithLogitsLoss
+ * against 1 and 0, hinge's relu(1 - z), relu(1 + z), and the generator's -z */
+enum { RT_GAN_BCE_REAL, RT_GAN_BCE_FAKE, RT_GAN_HINGE_REAL, RT_GAN_HINGE_FAKE, RT_GAN_HINGE_GEN };
 
 /* One trainable tensor in the parameter region (fp32, PyTorch layout). */
 typedef struct rt_param {
@@ -141,6 +144,17 @@ typedef struct rt_model {
                                   saved beside the parameters under its own names */
     const rt_param *state;     /* offsets into rt_exec.state */
     int64_t state_floats;
+    /* A GAN (docs/spec.md, "GANs"): forward and backward are the discriminator's turn
+     * (G(z) computed first and kept, D's two loss terms), forward_g and backward_g the
+     * generator's, through D as updated; parameters [0, gan_gen_floats) are G's, the
+     * rest D's; evaluate is G alone (pred_*: its samples). z is input gan_latent_input,
+     * or (-1) drawn by the runtime into in[n_inputs], gan_latent_numel floats a row. */
+    int gan;
+    int64_t gan_gen_floats;
+    int gan_latent_input;
+    int64_t gan_latent_numel;
+    void (*gan_forward_g)(rt_exec *e);
+    void (*gan_backward_g)(rt_exec *e);
 } rt_model;
 
 /* Entry point of every trainer: parses the trainer options, trains, returns the exit code. */
@@ -309,6 +323,11 @@ void rt_cross_entropy_ls(rt_exec *e, const float *logits, const int32_t *target,
 /* db[r] += sum_j x[r, j] over cols j (conv bias gradients). */
 void rt_rowsum_add(rt_exec *e, const float *x, float *db, int64_t rows, int64_t cols);
 
+/* A GAN's loss term (RT_GAN_*) on the discriminator's logits z [rows]: adds the sum of
+ * the rows' losses to e->loss_sum (not to e->terms: the runtime knows a GAN's terms);
+ * dz = d(term)/dz * e->grad_scale when dz != NULL. BCEWithLogitsLoss's loss is
+ * max(z, 0) - y z + log1p(exp(-|z|)) in double, its gradient sigmoid(z) - y in float. */
+void rt_gan_loss(rt_exec *e, const float *z, float *dz, int64_t rows, int term);
 /* Mean squared error terms over n elements; dy = 2 (y - t) * e->grad_scale when dy != NULL. */
 void rt_mse(rt_exec *e, const float *y, const float *t, float *dy, int64_t n);
 

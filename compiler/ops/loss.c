@@ -119,9 +119,47 @@ void build_loss(GraphCtx *c)
     g->dpred = dpred;
 }
 
+Tensor *build_gan_loss(GraphCtx *c, Tensor *logits, int term)
+{
+    const char *path = "$.model.gan.loss";
+    Tensor *d = act_tensor(c, path, xasprintf("d_%s", logits->name), logits->rank, logits->shape);
+    d->origin = path;
+    d->what = "d(loss term)/d(logits), written by the loss";
+    Node *nd = graph_node(c->g, N_LOSS, path);
+    nd->loss = c->s->loss;
+    nd->act = term;
+    nd->in[nd->n_in++] = logits;
+    nd->out2 = d;
+    add_flops(c, path, 4.0 * logits->numel, 0);
+    return d;
+}
+
+/* A GAN's loss term: its mean over the batch into the pass's loss, d(logits). */
+static void lower_gan_loss(Program *p, Node *nd)
+{
+    static const char *const what[] = {
+        [RT_GAN_BCE_REAL] = "bce against real (1): loss term and d(logits)",
+        [RT_GAN_BCE_FAKE] = "bce against fake (0): loss term and d(logits)",
+        [RT_GAN_HINGE_REAL] = "hinge, real: mean relu(1 - D(x)) and d(logits)",
+        [RT_GAN_HINGE_FAKE] = "hinge, fake: mean relu(1 + D(G(z))) and d(logits)",
+        [RT_GAN_HINGE_GEN] = "hinge, generator: -mean D(G(z)) and d(logits)",
+    };
+    Tensor *z = nd->in[0];
+    Instr *a = instr_add(p, I_CALL, nd->origin, 0);
+    a->what = xstrdup(what[nd->act]);
+    SET_CALL(a, CALL_GAN_LOSS, arg_t(z), arg_train(nd->out2), arg_rows(z->numel),
+             arg_int(nd->act));
+    instr_reads(a, z);
+    instr_writes(a, nd->out2);
+}
+
 /* The loss, and in training the gradient of the prediction. */
 static void lower_loss(Program *p, Node *nd)
 {
+    if (nd->loss == LOSS_GAN_BCE || nd->loss == LOSS_GAN_HINGE) {
+        lower_gan_loss(p, nd);
+        return;
+    }
     Tensor *pred = nd->in[0], *t = nd->in[1];
     Instr *a = instr_add(p, I_CALL, nd->origin, 0);
     if (nd->loss == LOSS_CROSS_ENTROPY) {

@@ -86,6 +86,12 @@ int64_t param_span(const Param *p);     /* the floats a parameter takes in the r
 Node *layer_node(GraphCtx *c, const LayerArgs *a, int kind, Tensor *x, Tensor *y);
 void build_layers(GraphCtx *c, Layer **layers, int n, const char *prefix, int residual_body);
 void build_loss(GraphCtx *c);           /* ops/loss.c: the loss node after the layers */
+/* ops/loss.c: a GAN's loss term (RT_GAN_*) on the discriminator's logits: its node and
+ * d(term)/d(logits), which it returns */
+Tensor *build_gan_loss(GraphCtx *c, Tensor *logits, int term);
+/* gan.c: a GAN's forward graph: training's (every phase), or validation's (eval: the
+ * generator alone, in eval mode, for --sample) */
+void gan_build(GraphCtx *c, int eval);
 
 /* ---- autodiff and lowering ---------------------------------------------------- */
 

@@ -299,6 +299,41 @@ __device__ __forceinline__ void cross_entropy_ls_row(const act_t *logits, const 
  *   dy      = 2 (y - t) grad_scale                         when dy != NULL
  * dy may be y. */
 #define RT_MSE_CHUNK 8192
+
+/* A GAN's loss term on the discriminator's logits z [rows] (twin of kernels.c's
+ * rt_gan_loss; term: RT_GAN_*, trainc_rt.h's order), RT_MSE_CHUNK rows per block.
+ *   part[b] = sum over the block's rows of the term's loss  (in double)
+ *   dz      = d(term)/dz * grad_scale                         when dz != NULL */
+extern "C" __global__ void __launch_bounds__(256)
+rt_gan_loss(const act_t *z, act_t *dz, double *part, int64_t rows, int term, float grad_scale)
+{
+    int64_t i0 = (int64_t)blockIdx.x * RT_MSE_CHUNK;
+    int len = rows - i0 < RT_MSE_CHUNK ? (int)(rows - i0) : RT_MSE_CHUNK;
+    double s = 0.0;
+    for (int k = threadIdx.x; k < len; k += blockDim.x) {
+        float v = rt_ld(z + i0 + k), d;
+        double x = (double)v;
+        if (term <= 1) {         /* bce: softplus(z) - y z, its gradient sigmoid(z) - y */
+            float y = term == 0 ? 1.0f : 0.0f;
+            s += (x > 0 ? x : 0.0) - (double)y * x + log1p(exp(-fabs(x)));
+            d = 1.0f / (1.0f + expf(-v)) - y;
+        } else if (term == 2) {  /* relu(1 - z) */
+            s += v < 1.0f ? 1.0 - x : 0.0;
+            d = v < 1.0f ? -1.0f : 0.0f;
+        } else if (term == 3) {  /* relu(1 + z) */
+            s += v > -1.0f ? 1.0 + x : 0.0;
+            d = v > -1.0f ? 1.0f : 0.0f;
+        } else {                 /* -z */
+            s -= x;
+            d = -1.0f;
+        }
+        if (dz)
+            rt_st(dz + i0 + k, d * grad_scale);
+    }
+    s = rt_block_sum(s);
+    if (threadIdx.x == 0)
+        part[blockIdx.x] = s;
+}
 extern "C" __global__ void __launch_bounds__(256)
 rt_mse(const act_t *y, const float *t, act_t *dy, double *part, int64_t n, float grad_scale)
 {

@@ -1,0 +1,100 @@
+/* gan_step.c: a GAN's optimizer step (docs/spec.md, "GANs"; compiler/gan.c says what
+ * the model's four functions compute). For each micro-batch j of the step: its real
+ * samples and z bound, the discriminator's turn (forward, backward); on the last one
+ * the discriminator's update; then the generator's turn through the discriminator as
+ * it is now; on the last one the generator's update. Each network clips its gradients
+ * by their own norm and updates with its own optimizer (rt_config_for_net) over its
+ * own range of the parameter region; the optimizer state's parts span the whole region
+ * (rt_optim_state_parts), each network using its range. */
+#include <string.h>
+#include "run.h"
+
+void rt_gan_latent(Run *r, uint64_t step, int64_t j, int64_t rows)
+{
+    const rt_model *m = r->m;
+    if (m->gan_latent_input >= 0)
+        return;                  /* read from the data like any input */
+    int64_t n = m->gan_latent_numel;
+    if (!r->gan_z)
+        r->gan_z = rt_xmalloc((size_t)(r->c.batch_size * n) * sizeof(float));
+    /* a function of (seed, step, micro-batch, rank): the same z on every device and
+     * after a resume, each rank its own */
+    rt_rng g;
+    rt_rng_seed(&g, rt_mix(rt_mix(rt_mix(r->c.seed ^ 0x6A09E667F3BCC909ull, step), (uint64_t)j),
+                           (uint64_t)r->rank));
+    for (int64_t i = 0; i < rows * n; i++)
+        r->gan_z[i] = (float)rt_rng_normal(&g);
+    r->e.in[m->n_inputs] = r->gan_z;
+}
+
+/* Network d's update (0: the generator, 1: the discriminator) from its gradients, at
+ * optimizer step t; returns their norm. */
+static double net_update(Run *r, const rt_loop_state *s, int d, int64_t t)
+{
+    const rt_model *m = r->m;
+    rt_train_config cn;
+    rt_config_for_net(&r->c, d, &cn);
+    int64_t lo = d ? m->gan_gen_floats : 0, hi = d ? m->param_floats : m->gan_gen_floats;
+    double norm = sqrt(rt_grad_sumsq(r->e.rt, m, lo, hi, r->grads + lo)) / s->loss_scale;
+    /* clip_grad_norm_ of this network's parameters, as step.c's update */
+    float coef = isnan(cn.grad_clip) ? 1.0f : (float)(cn.grad_clip / (norm + 1e-6));
+    int clip = coef < 1.0f;
+    float gs = (float)((clip ? (double)coef : 1.0) / s->loss_scale);
+    clip |= s->loss_scale != 1.0;
+    double lr = rt_lr_at(&cn, s->step, r->total_steps > 0 ? r->total_steps : 1);
+    rt_optim_step_strided(r->e.rt, &cn, m, lo, hi, r->params, r->grads + lo,
+                          r->state ? r->state + lo : NULL, m->param_floats, t, lr, gs, clip);
+    return norm;
+}
+
+/* Micro-batch j of the step's k: both turns, and after the last one's each the update.
+ * Returns the batch's rows. */
+static int64_t gan_pass(Run *r, rt_loop_state *s, Step *st, int64_t j, int64_t window)
+{
+    const rt_model *m = r->m;
+    const rt_batch *b = rt_loader_next(r->tl);
+    if (!b)
+        rt_die("loader ended early");
+    rt_bind_slot(r, b, r->slot, 0, 0, (int)j);
+    int64_t rows = b->rows;
+    rt_gan_latent(r, (uint64_t)s->step, j, rows);
+    r->e.rng_key = rt_mix(rt_mix(r->c.seed, (uint64_t)s->step), (uint64_t)j);
+    r->e.grad_scale = (float)(s->loss_scale / ((double)window * (double)r->world));
+    r->e.grads_zero = j == 0;
+    r->e.train = 1;
+    m->forward(&r->e, 1);
+    st->gan_d += r->e.loss_sum / (double)rows;
+    m->backward(&r->e);
+    if (j == st->k - 1)
+        st->norm_d = net_update(r, s, 1, s->updates);
+    r->e.loss_sum = 0;
+    m->gan_forward_g(&r->e);
+    st->gan_g += r->e.loss_sum / (double)rows;
+    m->gan_backward_g(&r->e);
+    if (j == st->k - 1)
+        st->norm_g = net_update(r, s, 0, s->updates);
+    return rows;
+}
+
+int rt_gan_step_passes(Run *r, rt_loop_state *s, Loop *L, Step *st)
+{
+    const rt_train_config *c = &r->c;
+    int64_t k = r->batches_per_epoch - s->batch;
+    if (k > c->accumulate)
+        k = c->accumulate;
+    int64_t window = 0;
+    for (int64_t j = 0; j < k; j++)
+        window += rt_loader_rows(r->tl, s->batch + j);
+    rt_zero_clear_grads(r->grads);
+    *st = (Step){.k = k, .norm = NAN, .t0 = rt_now()};
+    (void)L;
+    st->lr = rt_lr_at(c, s->step, r->total_steps > 0 ? r->total_steps : 1);
+    s->updates++;                /* both networks' t (AdamW's bias correction) */
+    for (int64_t j = 0; j < k; j++)
+        st->samples += gan_pass(r, s, st, j, window);
+    /* the updates are made: what rt_step_update checks */
+    st->loss = st->gan_d + st->gan_g;
+    st->queued = 1;
+    st->gpu_sumsq = st->norm_d * st->norm_d + st->norm_g * st->norm_g;
+    return 0;
+}
