@@ -527,6 +527,34 @@ rt_st_out *rt_st_open(const char *path, const rt_model *m);
 int rt_st_put(rt_st_out *w, const float *x, int64_t n);
 int rt_st_close(rt_st_out *w);
 
+/* ---- samples as files (image.c) ------------------------------------------ */
+
+/* Writes samples [n, ...shape] (fp32, row-major) as a NumPy .npy file, byte for byte
+ * what np.save writes: format 1.0, '<f4', C order, the header padded so the data
+ * starts at a multiple of 64; rank 0-7 (shape [] gives (n,)). Through PATH.tmp renamed
+ * into place. 0, or -1 with errno set (EINVAL: a bad argument). */
+int rt_npy_write_f32(const char *path, const float *x, int64_t n, int rank, const int64_t *shape);
+/* Writes n images [C, H, W] (fp32, C 1 or 3) as one PNG, the pixels
+ * torchvision's save_image(make_grid(x, nrow, padding=2, normalize=True, pad_value=0))
+ * saves (torchvision/utils.py since make_grid's `value_range`; before it, d was
+ * max - min + 1e-5):
+ * - values: lo, hi the batch's min and max (NaN if any is NaN); each value becomes
+ *   (x - lo) / d in fp32, d = max(hi - lo, 1e-5) (a constant batch: all 0), then
+ *   x*255 + 0.5 (fp32, two roundings), clamped to [0, 255], truncated to 8 bits (NaN: 0);
+ * - layout: ncol = min(nrow, n) images a row, rows = ceil(n / ncol); 2 pixels of
+ *   padding (pad_value 0: bytes 0) between the images and around the grid (make_grid
+ *   pads the outer border too): (ncol*(W+2) + 2) x (rows*(H+2) + 2) pixels
+ *   (width x height), image k's top-left
+ *   pixel at row 2 + (k / ncol)*(H+2), column 2 + (k % ncol)*(W+2); the cells after
+ *   the last image are padding. A batch of one is the image alone, W x H, no padding
+ *   (make_grid returns it as it is);
+ * - an 8-bit gray PNG when C is 1 (the pixels of make_grid's 3-channel copy: its three
+ *   channels are equal), 8-bit RGB when C is 3.
+ * No library: stored (uncompressed) deflate blocks, filter 0 on every row. Through
+ * PATH.tmp renamed into place. 0, or -1 with errno set (EINVAL: a bad argument;
+ * EFBIG: a side over 2^31 - 1 pixels, or over 2 GiB of pixels). */
+int rt_png_grid_write(const char *path, const float *x, int64_t n, int C, int H, int W, int nrow);
+
 /* ---- metrics, progress, plot --------------------------------------------- */
 
 typedef struct rt_metrics rt_metrics;

@@ -162,6 +162,10 @@ check unit/build_es       $UCC tests/unit/test_earlystop.c runtime/earlystop.c r
 check unit/earlystop      --after=unit/build_es $T/test_es
 check unit/build_lrfind   $UCC tests/unit/test_lrfind.c runtime/lrfind.c runtime/metrics.c runtime/util.c -lcjson -lm -o $T/test_lrfind
 check unit/lrfind         --after=unit/build_lrfind $T/test_lrfind
+# a GAN's --sample files: the PNG grid against a NumPy make_grid + save_image, the .npy
+# against np.save (tests/image_check.py runs the binary, then reads its files back)
+check unit/build_image    $UCC tests/unit/test_image.c runtime/image.c runtime/util.c -lm -o $T/test_image
+check unit/image          --after=unit/build_image $PYTHON tests/image_check.py $T/test_image $T/image
 # fuse() on hand-built programs (compiler sources; the compiler frees nothing by design)
 check unit/build_fusion   $UCC tests/unit/test_fusion.c compiler/fusion.c compiler/expr.c compiler/lower.c compiler/graph.c compiler/call.c compiler/util.c compiler/buf.c compiler/spec.c compiler/ops/*.c runtime/config.c runtime/util.c -lcjson -lm -o $T/test_fusion
 check unit/fusion         --after=unit/build_fusion env ASAN_OPTIONS=detect_leaks=0 $T/test_fusion
