@@ -34,7 +34,7 @@ tutorial's loop written out as the tutorial has it (D's real and fake losses bac
 one at a time, torch.optim.Adam, D's gradients from the G phase left to the next
 zero_grad) on the dcgan and batchnorm cases: losses and weights within 1e-5.
 """
-import copy, json, os, subprocess, sys
+import json, os, shutil, subprocess, sys
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -184,17 +184,21 @@ def worst_tensor(ours, ref):
 
 
 def records(run):
-    recs = [json.loads(l) for l in open(os.path.join(run, "metrics.jsonl"))]
+    path = os.path.join(run, "metrics.jsonl")
+    recs = [json.loads(l) for l in open(path)] if os.path.exists(path) else []
     return recs, [r for r in recs if "event" not in r and "step" in r and "val_loss" not in r]
 
 
 def check_records(name, run, steps):
     """The train records' shape: one a step, d_loss and g_loss, no loss; start and end."""
     recs, train = records(run)
+    if not recs:
+        print(f"FAIL {name}: no metrics.jsonl records in {os.path.relpath(run, ROOT)}")
+        return False, train
     problems = []
-    if not recs or recs[0].get("event") != "start":
+    if recs[0].get("event") != "start":
         problems.append("the first record is not the start record")
-    if not recs or recs[-1].get("event") != "end":
+    if recs[-1].get("event") != "end":
         problems.append("the last record is not the end record")
     if [r["step"] for r in train] != list(range(1, steps + 1)):
         problems.append(f"train records for steps {[r['step'] for r in train]}, expected 1..{steps}")
@@ -227,6 +231,9 @@ def compare_losses(name, train, ref):
 def compare_weights(name, path, ref):
     """model.safetensors against torch's state_dict: each parameter and running
     statistic within TOL, num_batches_tracked exactly, no name missing or extra."""
+    if not os.path.exists(path):
+        print(f"FAIL {name} weights: no {os.path.relpath(path, ROOT)}")
+        return False
     w = st_check.load(path)
     worst = {"params": (0.0, "-"), "state": (0.0, "-")}
     problems, counts = [], []
@@ -264,7 +271,13 @@ def compare_weights(name, path, ref):
 # ---- trainc's side
 
 def trainc(name, args):
-    """Runs a trainc command; False (with what it said) if it fails."""
+    """Runs a trainc command (its --out or -o removed first: nothing stale is judged);
+    False (with what it said) if it fails."""
+    for flag in ("--out", "-o"):
+        if flag in args:
+            shutil.rmtree(args[args.index(flag) + 1], ignore_errors=True)
+            if os.path.exists(args[args.index(flag) + 1]):
+                os.remove(args[args.index(flag) + 1])
     r = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if r.returncode:
         print(f"FAIL {name}: {' '.join(os.path.relpath(a, ROOT) if a.startswith(ROOT) else a for a in args)} "
@@ -303,8 +316,8 @@ def built(ref):
     ok, a = check_records("built", aot, BUILT_STEPS)
     b = records(jit)[1]
     same = strip(a) == strip(b)
-    same_w = open(os.path.join(aot, "model.safetensors"), "rb").read() == \
-        open(os.path.join(jit, "model.safetensors"), "rb").read()
+    weights = [os.path.join(d, "model.safetensors") for d in (aot, jit)]
+    same_w = all(map(os.path.exists, weights)) and open(weights[0], "rb").read() == open(weights[1], "rb").read()
     print(f"{'ok  ' if same and same_w else 'FAIL'} built: {len(a)} records "
           f"{'the same as' if same else 'other than'} trainc run's (timings aside), model.safetensors "
           f"{'the same bytes' if same_w else 'differs'}")
