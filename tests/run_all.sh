@@ -129,6 +129,7 @@ check learn/llama_char     bash tests/llama_learn.sh
 check parity/hf_io        $HF_PYTHON tests/hf_io.py
 check parity/resnet       $PYTHON tests/resnet_parity.py
 check parity/convt        $PYTHON tests/convt_parity.py
+check parity/gan          $PYTHON tests/gan_parity.py
 # examples/finetune/run.sh as a user runs it: HF folder, import, tokenize, fine-tune,
 # sample, export, transformers loads it (skips without transformers in HF_PYTHON)
 check example/finetune    bash examples/finetune/run.sh build/tests/finetune
