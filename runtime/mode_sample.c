@@ -2,6 +2,7 @@
  * --eval): the vocabulary it may draw from and the prompt's ids, checked before
  * training, and the sampling loop. With --tokenizer the prompt is encoded and the
  * ids decoded by a tokenizer.json's BPE (tokenizer.c); without, ids are bytes. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include "run.h"
@@ -47,6 +48,8 @@ static void prompt_ids(const Opts *o, rt_ids *ids)
  * before training too, so a run is never trained and written, then refused. */
 int64_t rt_sample_vocab(const rt_model *m, const Opts *o)
 {
+    if (m->gan)
+        return 0;   /* a GAN's samples are its generator's (gan_sample) */
     const rt_input *in = &m->inputs[0];
     int64_t T = in->rank == 1 ? in->shape[0] : 0;
     if (!rt_token_model(m))
@@ -101,9 +104,57 @@ static void print_ids(const char *what, const uint32_t *v, int64_t n)
  * temperature, and the id is appended (the window slides once full). Without a
  * tokenizer ids are bytes for `trainc data text` shards, so a vocabulary of at most
  * 256 ids is printed as bytes, a larger one as numbers a space apart. */
+/* A GAN's --sample N: the generator in evaluation mode (batchnorm's running statistics)
+ * on N latent vectors drawn from --sample-seed (else the seed), Bmax at a time, into
+ * OUT/samples.npy [N, sample shape] and, for images [C, H, W] with C 1 or 3, OUT/samples.png
+ * (a grid 8 wide, as torchvision's make_grid with normalize). Under --eval nothing else is
+ * written. */
+static void gan_sample(Run *r)
+{
+    const rt_model *m = r->m;
+    const rt_input *x = &m->inputs[m->gan_latent_input == 0 ? 1 : 0];
+    int64_t N = r->o.sample, per = m->pred_numel, zn = m->gan_latent_numel;
+    float *out = rt_xmalloc((size_t)(N * per) * sizeof(float));
+    float *z = rt_xmalloc((size_t)(r->e.Bmax * zn) * sizeof(float));
+    rt_rng g;
+    rt_rng_seed(&g, rt_mix(r->o.sample_seed >= 0 ? (uint64_t)r->o.sample_seed : r->c.seed,
+                           0x5A4D504C45ull));
+    for (int64_t at = 0; at < N && !rt_signal_seen; at += r->e.Bmax) {
+        int64_t rows = N - at < r->e.Bmax ? N - at : r->e.Bmax;
+        for (int64_t i = 0; i < rows * zn; i++)
+            z[i] = (float)rt_rng_normal(&g);
+        rt_batch one = {.rows = rows};
+        one.in[m->gan_latent_input >= 0 ? m->gan_latent_input : m->n_inputs] = z;
+        rt_bind_batch(r, &one, -1);
+        m->evaluate(&r->e);
+        rt_end_pass(r);
+        const float *y = (const float *)(r->e.arena + r->e.Bmax * m->pred_offset * r->e.arena_scale);
+        memcpy(out + at * per, y, (size_t)(rows * per) * sizeof(float));
+    }
+    char path[RT_PATH_MAX + 32];
+    rt_join_path(path, sizeof path, r->out, "samples.npy");
+    if (rt_npy_write_f32(path, out, N, x->rank, x->shape) != 0)
+        rt_die("cannot write %s: %s", path, strerror(errno));
+    fprintf(stderr, "trainc: %lld samples in %s", (long long)N, path);
+    if (x->rank == 3 && (x->shape[0] == 1 || x->shape[0] == 3)) {
+        rt_join_path(path, sizeof path, r->out, "samples.png");
+        if (rt_png_grid_write(path, out, N, (int)x->shape[0], (int)x->shape[1], (int)x->shape[2],
+                              8) != 0)
+            rt_die("cannot write %s: %s", path, strerror(errno));
+        fprintf(stderr, " and %s", path);
+    }
+    fputc('\n', stderr);
+    rt_xfree(z);
+    rt_xfree(out);
+}
+
 void rt_sample(Run *r)
 {
     const rt_model *m = r->m;
+    if (m->gan) {
+        gan_sample(r);
+        return;
+    }
     const rt_input *in = &m->inputs[0];
     int64_t T = in->shape[0];
     int64_t V = rt_sample_vocab(m, &r->o);

@@ -243,7 +243,7 @@ void rt_trainer_options(FILE *f, const rt_model *m)
 {
     for (int i = 0; i < N_OPTIONS; i++) {
         const Option *op = &options[i];
-        if (op->shown == HIDDEN || (op->shown == TOKENS && m && !rt_token_model(m)))
+        if (op->shown == HIDDEN || (op->shown == TOKENS && m && !rt_token_model(m) && !m->gan))
             continue;
         char meta[64], head[96], help[512];
         snprintf(head, sizeof head, "%s%s%s", op->name, op->meta[0] ? " " : "",

@@ -124,7 +124,8 @@ static void remove_cut_writes(const char *out)
 {
     static const char *const names[] = {"model.safetensors.tmp", "best.safetensors.tmp",
                                         "metrics.jsonl.tmp", "loss.svg.tmp", "profile.json.tmp",
-                                        "lr_find.jsonl.tmp", "lr_find.svg.tmp"};
+                                        "lr_find.jsonl.tmp", "lr_find.svg.tmp",
+                                        "samples.npy.tmp", "samples.png.tmp"};
     char p[RT_PATH_MAX + 32];
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         rt_join_path(p, sizeof p, out, names[i]);

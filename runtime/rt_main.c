@@ -7,6 +7,20 @@
 #include <string.h>
 #include "run.h"
 
+/* What a GAN cannot do yet (docs/spec.md, "GANs"). */
+static void gan_refusals(const Run *r)
+{
+    if (r->gpu)
+        rt_input_error("a GAN trains on the CPU for now (its GPU step is not there yet): add "
+                       "--device cpu");
+    if (r->world > 1)
+        rt_input_error("a GAN trains on one rank for now (its two networks' gradient "
+                       "synchronization is not there yet)");
+    if (r->o.lr_find || r->o.gradcheck)
+        rt_input_error("%s is for models with one loss; a GAN has two",
+                       r->o.lr_find ? "--lr-find" : "--gradcheck");
+}
+
 int rt_main(const rt_model *m, int argc, char **argv)
 {
     if (m->abi != RT_ABI_VERSION)
@@ -45,6 +59,8 @@ int rt_main(const rt_model *m, int argc, char **argv)
     r->gpu = rt_run_pick_gpu(r);
     if (r->gpu && r->o.gradcheck)
         rt_input_error("--gradcheck runs on the CPU: add --device cpu");
+    if (m->gan)
+        gan_refusals(r);
     rt_run_precision(r);
 
     /* data and weights: all bad input is found before the output folder exists */
