@@ -37,7 +37,8 @@ struct rt_metrics {
     char path[RT_PATH_MAX + 16];   /* DIR/metrics.jsonl */
     FILE *f;
     off_t whole;                   /* the file's length up to its last whole record */
-    series train, val;
+    series train, val;          /* a GAN's: d_loss and g_loss (rt_metrics_gan) */
+    int gan;
 };
 
 /* Keeps the steps increasing: a resumed run repeats the steps after its checkpoint,
@@ -73,6 +74,10 @@ static void reload_points(rt_metrics *mt)
         const cJSON *step = cJSON_GetObjectItemCaseSensitive(o, "step");
         const cJSON *loss = cJSON_GetObjectItemCaseSensitive(o, "loss");
         const cJSON *val = cJSON_GetObjectItemCaseSensitive(o, "val_loss");
+        if (!loss && !val) {   /* a GAN's record: its two losses */
+            loss = cJSON_GetObjectItemCaseSensitive(o, "d_loss");
+            val = cJSON_GetObjectItemCaseSensitive(o, "g_loss");
+        }
         int event = cJSON_GetObjectItemCaseSensitive(o, "event") != NULL;
         if (!event && cJSON_IsNumber(step)) {
             if (cJSON_IsNumber(loss))
@@ -174,6 +179,12 @@ void rt_metrics_train_point(rt_metrics *mt, int64_t step, double loss)
 {
     if (mt)
         series_add(&mt->train, step, loss);
+}
+
+void rt_metrics_gan(rt_metrics *mt)
+{
+    if (mt)
+        mt->gan = 1;
 }
 
 void rt_metrics_val_point(rt_metrics *mt, int64_t step, double val_loss)
@@ -415,12 +426,13 @@ static char *draw_svg(const rt_metrics *mt, size_t *out_len)
     ADD("<rect x=\"%.1f\" y=\"%.1f\" width=\"120\" height=\"44\" fill=\"white\" "
         "stroke=\"#888\"/>\n"
         "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"1.5\"/>"
-        "<text x=\"%.1f\" y=\"%.1f\">train</text>\n"
+        "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n"
         "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"1.5\"/>"
         "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>"
-        "<text x=\"%.1f\" y=\"%.1f\">validation</text>\n</svg>\n",
+        "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n</svg>\n",
         lgx, lgy, lgx + 8, lgy + 14, lgx + 32, lgy + 14, tc, lgx + 40, lgy + 18,
-        lgx + 8, lgy + 32, lgx + 32, lgy + 32, vc, lgx + 20, lgy + 32, vc, lgx + 40, lgy + 36);
+        mt->gan ? "d_loss" : "train", lgx + 8, lgy + 32, lgx + 32, lgy + 32, vc, lgx + 20,
+        lgy + 32, vc, lgx + 40, lgy + 36, mt->gan ? "g_loss" : "validation");
 #undef YV
     *out_len = len;
     return svg;

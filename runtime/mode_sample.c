@@ -3,6 +3,7 @@
  * training, and the sampling loop. With --tokenizer the prompt is encoded and the
  * ids decoded by a tokenizer.json's BPE (tokenizer.c); without, ids are bytes. */
 #include <errno.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include "run.h"
@@ -107,8 +108,8 @@ static void print_ids(const char *what, const uint32_t *v, int64_t n)
 /* A GAN's --sample N: the generator in evaluation mode (batchnorm's running statistics)
  * on N latent vectors drawn from --sample-seed (else the seed), Bmax at a time, into
  * OUT/samples.npy [N, sample shape] and, for images [C, H, W] with C 1 or 3, OUT/samples.png
- * (a grid 8 wide, as torchvision's make_grid with normalize). Under --eval nothing else is
- * written. */
+ * (a grid 8 wide, as torchvision's make_grid with normalize). Under --eval these two are
+ * all it writes (into --out, made if missing). */
 static void gan_sample(Run *r)
 {
     const rt_model *m = r->m;
@@ -124,23 +125,28 @@ static void gan_sample(Run *r)
         for (int64_t i = 0; i < rows * zn; i++)
             z[i] = (float)rt_rng_normal(&g);
         rt_batch one = {.rows = rows};
-        one.in[m->gan_latent_input >= 0 ? m->gan_latent_input : m->n_inputs] = z;
+        if (m->gan_latent_input >= 0)
+            one.in[m->gan_latent_input] = z;
         rt_bind_batch(r, &one, -1);
+        if (m->gan_latent_input < 0)
+            r->e.in[m->n_inputs] = z;   /* (past the inputs a batch binds) */
         m->evaluate(&r->e);
         rt_end_pass(r);
         const float *y = (const float *)(r->e.arena + r->e.Bmax * m->pred_offset * r->e.arena_scale);
         memcpy(out + at * per, y, (size_t)(rows * per) * sizeof(float));
     }
     char path[RT_PATH_MAX + 32];
+    if (mkdir(r->out, 0777) != 0 && errno != EEXIST)   /* --eval makes no folder of its own */
+        rt_input_error("cannot make %s for the samples: %s", r->out, strerror(errno));
     rt_join_path(path, sizeof path, r->out, "samples.npy");
     if (rt_npy_write_f32(path, out, N, x->rank, x->shape) != 0)
-        rt_die("cannot write %s: %s", path, strerror(errno));
+        rt_input_error("cannot write %s: %s", path, strerror(errno));
     fprintf(stderr, "trainc: %lld samples in %s", (long long)N, path);
     if (x->rank == 3 && (x->shape[0] == 1 || x->shape[0] == 3)) {
         rt_join_path(path, sizeof path, r->out, "samples.png");
         if (rt_png_grid_write(path, out, N, (int)x->shape[0], (int)x->shape[1], (int)x->shape[2],
                               8) != 0)
-            rt_die("cannot write %s: %s", path, strerror(errno));
+            rt_input_error("cannot write %s: %s", path, strerror(errno));
         fprintf(stderr, " and %s", path);
     }
     fputc('\n', stderr);

@@ -101,6 +101,10 @@ void rt_record_train(Run *r, rt_loop_state *s, Loop *L, const Step *st, double n
                  now - r->t0);
     rt_metrics_line(r->mt, buf);
     rt_metrics_train_point(r->mt, s->step, mean);
+    if (r->m->gan) {
+        rt_metrics_gan(r->mt);
+        rt_metrics_val_point(r->mt, s->step, s->log_g_loss / (double)s->log_n);
+    }
     rt_progress(r->o.quiet, s->step, r->total_steps, s->epoch, mean, sps, now - r->t0);
     s->log_loss = 0;
     s->log_g_loss = 0;

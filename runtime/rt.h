@@ -571,6 +571,8 @@ void rt_metrics_sync(rt_metrics *mt);
 /* Remembers points for the plot. */
 void rt_metrics_train_point(rt_metrics *mt, int64_t step, double loss);
 void rt_metrics_val_point(rt_metrics *mt, int64_t step, double val_loss);
+/* A GAN's plot: the two series are d_loss and g_loss (train and val points), so named. */
+void rt_metrics_gan(rt_metrics *mt);
 /* Redraws DIR/loss.svg (atomically) from the points so far. */
 void rt_metrics_plot(rt_metrics *mt);
 /* DIR/lr_find.svg: the smoothed loss against the learning rate (log scale), the

@@ -282,8 +282,9 @@ static int say_end(Run *r, const rt_loop_state *s, const Loop *L, double t, int 
 {
     const rt_train_config *c = &r->c;
     int end = L->end;
-    fprintf(stderr, "trainc: %s after %lld step%s in %.1f s: loss %.4f", rt_end_names[end],
-            (long long)s->step, s->step == 1 ? "" : "s", t, rt_nan_plain(s->last_loss));
+    fprintf(stderr, "trainc: %s after %lld step%s in %.1f s: %s %.4f", rt_end_names[end],
+            (long long)s->step, s->step == 1 ? "" : "s", t,
+            r->m->gan ? "d_loss + g_loss" : "loss", rt_nan_plain(s->last_loss));
     if (r->has_val && s->last_val_step >= 0) {
         fprintf(stderr, ", val_loss %.4f", rt_nan_plain(s->last_val_loss));
         if (r->m->loss == RT_LOSS_CROSS_ENTROPY)

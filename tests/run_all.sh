@@ -96,6 +96,7 @@ check resume              bash tests/resume.sh
 check robust              bash tests/robust.sh
 check control             bash tests/control.sh
 check min_steps           bash tests/min_steps.sh
+check gan                 bash tests/gan.sh
 check int_dtypes          bash tests/int_dtypes.sh
 check tokens_u32          bash tests/tokens_u32.sh
 check lr_find             bash tests/lr_find.sh

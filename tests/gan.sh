@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# The gan model form end to end on a tiny convolutional GAN (drawn latent vectors,
+# batchnorm in both networks, conv_transpose2d, accumulate 2): two runs are the same
+# bits; a run cut at a checkpoint and resumed ends with the same records and weights
+# as the whole run; --sample writes samples.npy [N, 1, 8, 8] and a PNG grid of the
+# generator in evaluation mode (and --eval --sample the same from the saved weights,
+# nothing else written); loss.svg draws d_loss and g_loss; and what a GAN refuses
+# exits 1 naming it. (tests/gan_parity.py checks the numbers against PyTorch.)
+set -eu
+cd "$(dirname "$0")/.."
+TRAINC=${TRAINC:-build/trainc}
+PY=${PYTHON:-/usr/bin/python3}
+d=$(pwd)/build/tests/gan
+rm -rf "$d"; mkdir -p "$d"
+$PY - "$d" <<'PY'
+import numpy as np, sys
+np.save(sys.argv[1] + "/x.npy", np.random.default_rng(0).integers(0, 256, (48, 1, 8, 8), dtype=np.uint8))
+PY
+cat >"$d/tiny.json" <<'JSON'
+{"trainc": 1,
+ "model": {"name": "tiny_gan",
+  "inputs": {"x": {"shape": [1, 8, 8], "dtype": "u8", "scale": 0.00784313725490196, "shift": -1}},
+  "gan": {"latent": {"shape": [6, 1, 1]},
+   "generator": [{"op": "conv_transpose2d", "out": 8, "kernel": 4, "bias": false}, {"op": "batchnorm"},
+                 {"op": "relu"}, {"op": "conv_transpose2d", "out": 1, "kernel": 4, "stride": 2, "padding": 1},
+                 {"op": "tanh"}],
+   "discriminator": [{"op": "conv2d", "out": 8, "kernel": 4, "stride": 2, "padding": 1},
+                     {"op": "batchnorm"}, {"op": "leaky_relu", "negative_slope": 0.2},
+                     {"op": "flatten"}, {"op": "linear", "out": 1}],
+   "loss": "bce"}},
+ "train": {"data": {"train": {"x": "x.npy"}}, "batch_size": 4, "accumulate": 2, "max_steps": 6,
+  "optimizer": {"type": "adamw", "lr": 0.001, "betas": [0.5, 0.999], "weight_decay": 0},
+  "optimizer_d": {"type": "sgd", "lr": 0.01, "momentum": 0.9},
+  "schedule": {"type": "cosine", "warmup_steps": 2}, "grad_clip": 1.0,
+  "checkpoint": {"every_steps": 3, "keep": 2}, "log_every": 1,
+  "loader": {"shuffle": true, "workers": 0}}}
+JSON
+q=(--threads 1 --quiet)
+records() {  # a run's train records, clock fields left out
+    $PY - "$1/metrics.jsonl" <<'PY'
+import json, sys
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    if "event" not in r:
+        assert "d_loss" in r and "g_loss" in r and "loss" not in r, r
+        print({k: v for k, v in r.items() if k not in ("time_s", "samples_per_s")})
+PY
+}
+"$TRAINC" build "$d/tiny.json" -o "$d/t" 2>/dev/null
+"$d/t" --out "$d/a" "${q[@]}" --sample 10 2>/dev/null
+"$d/t" --out "$d/b" "${q[@]}" 2>/dev/null
+cmp "$d/a/model.safetensors" "$d/b/model.safetensors" || { echo "FAIL two runs differ"; exit 1; }
+[ "$(records "$d/a" | wc -l)" = 6 ] || { echo "FAIL records"; records "$d/a"; exit 1; }
+echo "ok   two runs: the same weights; 6 records with d_loss and g_loss"
+
+# the whole run's folder with its last checkpoint gone: resumed from step 3's
+cp -r "$d/a" "$d/cut"
+rm -rf "$d/cut/checkpoints/step_00000006" "$d/cut/samples."*
+"$d/t" --resume "$d/cut" "${q[@]}" 2>/dev/null
+cmp "$d/a/model.safetensors" "$d/cut/model.safetensors" || { echo "FAIL resumed weights differ"; exit 1; }
+[ "$(records "$d/a")" = "$(records "$d/cut")" ] || { echo "FAIL resumed records differ"; exit 1; }
+echo "ok   cut at step 3 and resumed: the same records and weights as the whole run"
+
+# --sample: the generator's samples; --eval --sample from the weights alone
+"$d/t" --eval --init "$d/a/model.safetensors" --out "$d/ev" "${q[@]}" --sample 10 >/dev/null 2>&1
+$PY - "$d" <<'PY'
+import numpy as np, sys, zlib, struct
+d = sys.argv[1]
+a = np.load(d + "/a/samples.npy")
+assert a.shape == (10, 1, 8, 8) and a.dtype == np.float32, (a.shape, a.dtype)
+assert np.all(np.abs(a) <= 1) and a.std() > 0, "tanh outputs expected"
+png = open(d + "/a/samples.png", "rb").read()
+assert png[:8] == b"\x89PNG\r\n\x1a\n"
+w, h = struct.unpack(">II", png[16:24])
+assert (w, h) == (8 * 10 + 2, 2 * 10 + 2), (w, h)   # 8 a row, 2 rows of 8 x 8, padding 2
+ev = np.load(d + "/ev/samples.npy")
+assert np.array_equal(a, ev), "--eval --sample from the final weights differs"
+PY
+[ ! -e "$d/ev/metrics.jsonl" ] || { echo "FAIL --eval wrote records"; exit 1; }
+grep -q "g_loss" "$d/a/loss.svg" || { echo "FAIL loss.svg has no g_loss"; exit 1; }
+echo "ok   --sample 10: samples.npy [10, 1, 8, 8] and an 82 x 22 PNG grid; --eval --sample the same"
+
+refuse() {  # name, what the message must say, trainer or spec arguments...
+    local name=$1 want=$2; shift 2
+    if "$@" >"$d/$name.out" 2>"$d/$name.err"; then echo "FAIL $name: exit 0"; exit 1; fi
+    grep -q -- "$want" "$d/$name.err" || { echo "FAIL $name: $(cat "$d/$name.err")"; exit 1; }
+}
+refuse val "a GAN has no validation" "$TRAINC" check "$d/tiny.json" --set data.val.x="$d/x.npy"
+refuse es "early_stopping" "$TRAINC" check "$d/tiny.json" --set early_stopping.patience=2
+refuse recompute "recompute none" "$TRAINC" check "$d/tiny.json" --set recompute=full
+refuse zero "ddp strategy" "$TRAINC" check "$d/tiny.json" --set distributed.strategy=zero1
+refuse lrfind "a GAN has two" "$d/t" --out "$d/lf" "${q[@]}" --lr-find
+sed 's/"gan": {/"layers": [{"op": "flatten"}], "gan": {/' "$d/tiny.json" >"$d/both.json"
+refuse both 'a model with "gan" has no "layers"' "$TRAINC" check "$d/both.json"
+echo "ok   refused: data.val, early_stopping, recompute, zero1, --lr-find, layers beside gan"
