@@ -124,10 +124,14 @@ const char *const rt_end_names[] = {"epochs", "max_steps", "max_time", "early_st
  * says. */
 double rt_record_end(Run *r, const rt_loop_state *s, int end)
 {
-    char buf[640], a[32], tail[96] = "";
+    char buf[640], a[32], g[32], tail[128] = "";
     double t = rt_now() - r->t0;
     int64_t since = s->step % r->c.log_every;
-    if (s->log_n > 0 && since > 0)
+    if (s->log_n > 0 && since > 0 && r->m->gan)
+        snprintf(tail, sizeof tail, ",\"d_loss\":%s,\"g_loss\":%s,\"steps_since_record\":%lld",
+                 rt_json_num(a, s->log_loss / (double)s->log_n),
+                 rt_json_num(g, s->log_g_loss / (double)s->log_n), (long long)since);
+    else if (s->log_n > 0 && since > 0)
         snprintf(tail, sizeof tail, ",\"loss\":%s,\"steps_since_record\":%lld",
                  rt_json_num(a, s->log_loss / (double)s->log_n), (long long)since);
     snprintf(buf, sizeof buf, "{\"event\":\"end\",\"reason\":\"%s\",\"step\":%lld%s,"
