@@ -759,13 +759,15 @@ size_t rt_opt_table_bytes(int n_params, const int64_t *numel)
 }
 
 /* The chunk table on the device, uploaded once for the model and the range of the
- * parameter region this process updates (one GPU per process). */
-static struct {
+ * parameter region this process updates (one GPU per process); a GAN's network each
+ * its own (gan_opt: the generator's, the discriminator's). */
+typedef struct opt_table {
     const rt_model *m;
     rt_dptr chunks;
     int64_t n;
     int64_t lo, hi;            /* the range; the optimizer state holds it only */
-} opt;
+} opt_table;
+static opt_table opt, gan_opt[2];
 
 /* The chunks of [lo, hi): each tensor's part inside it, in pieces of RT_OPT_CHUNK. t may
  * be NULL (counting only). */
@@ -784,12 +786,9 @@ static int64_t cut_chunks(const rt_model *m, int64_t lo, int64_t hi, opt_chunk *
     return k;
 }
 
-void rt_cu_optim_setup(rt_exec *e, const rt_train_config *c, const rt_model *m, int64_t lo,
-                       int64_t hi)
+static void table_setup(rt_exec *e, opt_table *tab, const rt_model *m, int64_t lo, int64_t hi)
 {
-    (void)c;
-    if (opt.m == m && opt.lo == lo && opt.hi == hi)
-        return;
+    opt_table opt = {0};
     if (lo < 0 || hi > m->param_floats || lo > hi)
         rt_die("optimizer: range [%lld, %lld) of %lld floats", (long long)lo, (long long)hi,
                (long long)m->param_floats);
@@ -805,6 +804,20 @@ void rt_cu_optim_setup(rt_exec *e, const rt_train_config *c, const rt_model *m, 
     opt.n = n;
     opt.lo = lo;
     opt.hi = hi;
+    *tab = opt;
+}
+
+void rt_cu_optim_setup(rt_exec *e, const rt_train_config *c, const rt_model *m, int64_t lo,
+                       int64_t hi)
+{
+    (void)c;
+    if (opt.m == m && opt.lo == lo && opt.hi == hi)
+        return;
+    table_setup(e, &opt, m, lo, hi);
+    if (m->gan) {   /* the generator's parameters, then the discriminator's */
+        table_setup(e, &gan_opt[0], m, 0, m->gan_gen_floats);
+        table_setup(e, &gan_opt[1], m, m->gan_gen_floats, m->param_floats);
+    }
 }
 
 static void opt_check(const rt_model *m)
@@ -813,9 +826,9 @@ static void opt_check(const rt_model *m)
         rt_die("rt_cu_optim_setup was not called for model %s", m->name);
 }
 
-rt_dptr rt_cu_grad_sumsq_queue(rt_exec *e, const rt_model *m, rt_dptr grads)
+static rt_dptr sumsq_queue(rt_exec *e, const opt_table *t, rt_dptr grads)
 {
-    opt_check(m);
+    opt_table opt = *t;
     if (opt.n == 0)
         return 0;
     /* per-chunk sums of squares, then their sum in chunk order, in double */
@@ -826,6 +839,24 @@ rt_dptr rt_cu_grad_sumsq_queue(rt_exec *e, const rt_model *m, rt_dptr grads)
     void *a2[] = {&part, &opt.n, &total};
     rt_cu_launch(e, "rt_sum_f64", 1, 1, 1, 1024, 1, 0, a2);
     return total;
+}
+
+rt_dptr rt_cu_grad_sumsq_queue(rt_exec *e, const rt_model *m, rt_dptr grads)
+{
+    opt_check(m);
+    return sumsq_queue(e, &opt, grads);
+}
+
+double rt_cu_gan_grad_sumsq(rt_exec *e, const rt_model *m, int d, rt_dptr grads)
+{
+    opt_check(m);
+    rt_dptr total = sumsq_queue(e, &gan_opt[d], grads);
+    if (!total)
+        return 0.0;
+    rt_cu_sync(e);
+    double s;
+    rt_cu_download(&s, total, sizeof s);
+    return s;
 }
 
 double rt_cu_grad_sumsq(rt_exec *e, const rt_model *m, rt_dptr grads)
@@ -848,25 +879,26 @@ double rt_cu_grad_norm(rt_exec *e, const rt_model *m, rt_dptr grads)
  * rounded to float) and the elements updated by optim.cuh's rt_adamw or rt_sgd; the
  * gradients' scale gs given, or (sumsq not 0) worked out by the kernel from the sum of
  * squares at sumsq and c->grad_clip. */
-static void optim_step(rt_exec *e, const rt_train_config *c, const rt_model *m, rt_dptr params,
-                       rt_dptr grads, rt_dptr state, int64_t t, double lr, float gs,
-                       rt_dptr sumsq)
+static void optim_step(rt_exec *e, const opt_table *tab, const rt_train_config *c,
+                       const rt_model *m, rt_dptr params, rt_dptr grads, rt_dptr state,
+                       int64_t stride, int64_t t, double lr, float gs, rt_dptr sumsq)
 {
     opt_check(m);
+    opt_table opt = *tab;
     if (opt.n == 0)
         return;
     double max_norm = c->grad_clip;
     float wd = (float)c->weight_decay;
     /* the 16-bit copy of the weights: written here for the whole region; a shard's
      * (zero1) is rebuilt whole after the gather (rt_cu_copy_params16), so not twice */
-    rt_dptr pc = opt.lo == 0 && opt.hi == m->param_floats ? rt_cu_param_copy(e) : 0;
+    rt_dptr pc = (opt.lo == 0 && opt.hi == m->param_floats) || m->gan ? rt_cu_param_copy(e) : 0;
     if (c->opt == RT_OPT_ADAMW) {
         float b1 = (float)c->beta1, b2 = (float)c->beta2;
         float a1 = (float)(1.0 - c->beta1), a2 = (float)(1.0 - c->beta2);
         double bc1 = 1.0 - pow(c->beta1, (double)t), bc2 = 1.0 - pow(c->beta2, (double)t);
         float step_size = (float)(lr / bc1), bc2_sqrt = (float)sqrt(bc2);
         float decay = (float)(1.0 - lr * wd), eps = (float)c->eps;
-        rt_dptr m1 = state, m2 = state + (rt_dptr)(opt.hi - opt.lo) * sizeof(float);
+        rt_dptr m1 = state, m2 = state + (rt_dptr)stride * sizeof(float);
         void *args[] = {&params, &pc, &grads, &m1, &m2, &opt.lo, &opt.chunks, &gs, &sumsq,
                         &max_norm, &decay, &b1, &b2, &a1, &a2, &step_size, &bc2_sqrt, &eps};
         rt_cu_launch(e, "rt_adamw", (unsigned)opt.n, 1, 1, 256, 1, 0, args);
@@ -884,14 +916,26 @@ static void optim_step(rt_exec *e, const rt_train_config *c, const rt_model *m, 
 void rt_cu_optim_step(rt_exec *e, const rt_train_config *c, const rt_model *m, rt_dptr params,
                       rt_dptr grads, rt_dptr state, int64_t t, double lr, float gscale, int clip)
 {
-    optim_step(e, c, m, params, grads, state, t, lr, clip ? gscale : 1.0f, 0);
+    optim_step(e, &opt, c, m, params, grads, state, opt.hi - opt.lo, t, lr,
+               clip ? gscale : 1.0f, 0);
+}
+
+void rt_cu_gan_optim_step(rt_exec *e, const rt_train_config *c, const rt_model *m, int d,
+                          rt_dptr params, rt_dptr grads, rt_dptr state, int64_t t, double lr,
+                          float gscale, int clip)
+{
+    /* the state's parts span the whole region (rt_optim_state_parts): this network's
+     * range of each, param_floats apart */
+    rt_dptr at = state ? state + (rt_dptr)gan_opt[d].lo * sizeof(float) : 0;
+    optim_step(e, &gan_opt[d], c, m, params, grads, at, m->param_floats, t, lr,
+               clip ? gscale : 1.0f, 0);
 }
 
 void rt_cu_optim_step_clip(rt_exec *e, const rt_train_config *c, const rt_model *m,
                            rt_dptr params, rt_dptr grads, rt_dptr state, int64_t t, double lr,
                            rt_dptr sumsq)
 {
-    optim_step(e, c, m, params, grads, state, t, lr, 1.0f, sumsq);
+    optim_step(e, &opt, c, m, params, grads, state, opt.hi - opt.lo, t, lr, 1.0f, sumsq);
 }
 
 /* ---- registration -------------------------------------------------------------------- */

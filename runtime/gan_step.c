@@ -5,7 +5,9 @@
  * it is now; on the last one the generator's update. Each network clips its gradients
  * by their own norm and updates with its own optimizer (rt_config_for_net) over its
  * own range of the parameter region; the optimizer state's parts span the whole region
- * (rt_optim_state_parts), each network using its range. */
+ * (rt_optim_state_parts), each network using its range. On a GPU the same calls run on
+ * the device; the host waits for each turn's loss and each update's norm (a GAN's step
+ * is not queued without a wait, nor a CUDA graph). */
 #include <string.h>
 #include "run.h"
 
@@ -24,7 +26,16 @@ void rt_gan_latent(Run *r, uint64_t step, int64_t j, int64_t rows)
                            (uint64_t)r->rank));
     for (int64_t i = 0; i < rows * n; i++)
         r->gan_z[i] = (float)rt_rng_normal(&g);
-    r->e.in[m->n_inputs] = r->gan_z;
+    if (!r->gpu) {
+        r->e.in[m->n_inputs] = r->gan_z;
+        return;
+    }
+    static rt_dptr dz;           /* on a GPU: its device copy, one a process */
+    if (!dz)
+        dz = rt_cu_alloc_fixed(&r->e, (size_t)(r->c.batch_size * n) * sizeof(float));
+    rt_cu_sync(&r->e);           /* (the pass before may still read it) */
+    rt_cu_upload(dz, r->gan_z, (size_t)(rows * n) * sizeof(float));
+    r->e.in[m->n_inputs] = (void *)(uintptr_t)dz;
 }
 
 /* Network d's update (0: the generator, 1: the discriminator) from its gradients, at
@@ -35,13 +46,20 @@ static double net_update(Run *r, const rt_loop_state *s, int d, int64_t t)
     rt_train_config cn;
     rt_config_for_net(&r->c, d, &cn);
     int64_t lo = d ? m->gan_gen_floats : 0, hi = d ? m->param_floats : m->gan_gen_floats;
-    double norm = sqrt(rt_grad_sumsq(r->e.rt, m, lo, hi, r->grads + lo)) / s->loss_scale;
+    double ss = r->gpu ? rt_cu_gan_grad_sumsq(&r->e, m, d, (rt_dptr)(uintptr_t)r->e.grads)
+                       : rt_grad_sumsq(r->e.rt, m, lo, hi, r->grads + lo);
+    double norm = sqrt(ss) / s->loss_scale;
     /* clip_grad_norm_ of this network's parameters, as step.c's update */
     float coef = isnan(cn.grad_clip) ? 1.0f : (float)(cn.grad_clip / (norm + 1e-6));
     int clip = coef < 1.0f;
     float gs = (float)((clip ? (double)coef : 1.0) / s->loss_scale);
     clip |= s->loss_scale != 1.0;
     double lr = rt_lr_at(&cn, s->step, r->total_steps > 0 ? r->total_steps : 1);
+    if (r->gpu) {
+        rt_cu_gan_optim_step(&r->e, &cn, m, d, (rt_dptr)(uintptr_t)r->e.params,
+                             (rt_dptr)(uintptr_t)r->e.grads, rt_cu_state(&r->e), t, lr, gs, clip);
+        return norm;
+    }
     rt_optim_step_strided(r->e.rt, &cn, m, lo, hi, r->params, r->grads + lo,
                           r->state ? r->state + lo : NULL, m->param_floats, t, lr, gs, clip);
     return norm;
@@ -63,12 +81,16 @@ static int64_t gan_pass(Run *r, rt_loop_state *s, Step *st, int64_t j, int64_t w
     r->e.grads_zero = j == 0;
     r->e.train = 1;
     m->forward(&r->e, 1);
+    rt_end_pass(r);              /* (on a GPU: its loss read) */
     st->gan_d += r->e.loss_sum / (double)rows;
     m->backward(&r->e);
     if (j == st->k - 1)
         st->norm_d = net_update(r, s, 1, s->updates);
     r->e.loss_sum = 0;
+    if (r->gpu)
+        rt_cu_begin_pass(&r->e, (int)j);
     m->gan_forward_g(&r->e);
+    rt_end_pass(r);
     st->gan_g += r->e.loss_sum / (double)rows;
     m->gan_backward_g(&r->e);
     if (j == st->k - 1)
@@ -85,7 +107,10 @@ int rt_gan_step_passes(Run *r, rt_loop_state *s, Loop *L, Step *st)
     int64_t window = 0;
     for (int64_t j = 0; j < k; j++)
         window += rt_loader_rows(r->tl, s->batch + j);
-    rt_zero_clear_grads(r->grads);
+    if (r->gpu)
+        rt_cu_grads_clear(&r->e, r->m->param_floats);
+    else
+        rt_zero_clear_grads(r->grads);
     *st = (Step){.k = k, .norm = NAN, .t0 = rt_now()};
     (void)L;
     st->lr = rt_lr_at(c, s->step, r->total_steps > 0 ? r->total_steps : 1);

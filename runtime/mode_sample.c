@@ -105,6 +105,27 @@ static void print_ids(const char *what, const uint32_t *v, int64_t n)
  * temperature, and the id is appended (the window slides once full). Without a
  * tokenizer ids are bytes for `trainc data text` shards, so a vocabulary of at most
  * 256 ids is printed as bytes, a larger one as numbers a space apart. */
+/* The first n values of the prediction (pred_offset) into y: from the arena, on a GPU
+ * downloaded (16-bit values widened). */
+static void samples_out(Run *r, int64_t n, float *y)
+{
+    const rt_model *m = r->m;
+    const char *at = r->e.arena + r->e.Bmax * m->pred_offset * (r->gpu ? 1 : r->e.arena_scale);
+    if (!r->gpu) {
+        memcpy(y, at, (size_t)n * sizeof(float));
+        return;
+    }
+    if (!m->act16) {
+        rt_cu_download(y, dptr(at), (size_t)n * sizeof(float));
+        return;
+    }
+    uint16_t *h = rt_xmalloc((size_t)n * sizeof *h);
+    rt_cu_download(h, dptr(at), (size_t)n * sizeof *h);
+    for (int64_t i = 0; i < n; i++)
+        y[i] = m->act16 == RT_PREC_BF16 ? rt_bf16_to_float(h[i]) : rt_f16_to_float(h[i]);
+    rt_xfree(h);
+}
+
 /* A GAN's --sample N: the generator in evaluation mode (batchnorm's running statistics)
  * on N latent vectors drawn from --sample-seed (else the seed), Bmax at a time, into
  * OUT/samples.npy [N, sample shape] and, for images [C, H, W] with C 1 or 3, OUT/samples.png
@@ -117,6 +138,13 @@ static void gan_sample(Run *r)
     int64_t N = r->o.sample, per = m->pred_numel, zn = m->gan_latent_numel;
     float *out = rt_xmalloc((size_t)(N * per) * sizeof(float));
     float *z = rt_xmalloc((size_t)(r->e.Bmax * zn) * sizeof(float));
+    /* (as wide as any input's batch row) */
+    int64_t widest = zn;
+    for (int k = 0; k < m->n_inputs; k++)
+        widest = m->inputs[k].numel > widest ? m->inputs[k].numel : widest;
+    float *blank = rt_xmalloc((size_t)(r->e.Bmax * widest) * sizeof(float));
+    memset(blank, 0, (size_t)(r->e.Bmax * widest) * sizeof(float));
+    rt_dptr dz = r->gpu ? rt_cu_alloc_fixed(&r->e, (size_t)(r->e.Bmax * zn) * sizeof(float)) : 0;
     rt_rng g;
     rt_rng_seed(&g, rt_mix(r->o.sample_seed >= 0 ? (uint64_t)r->o.sample_seed : r->c.seed,
                            0x5A4D504C45ull));
@@ -125,15 +153,18 @@ static void gan_sample(Run *r)
         for (int64_t i = 0; i < rows * zn; i++)
             z[i] = (float)rt_rng_normal(&g);
         rt_batch one = {.rows = rows};
-        if (m->gan_latent_input >= 0)
-            one.in[m->gan_latent_input] = z;
+        for (int k = 0; k < m->n_inputs; k++)   /* (the real samples: read by nothing here) */
+            one.in[k] = k == m->gan_latent_input ? (void *)z : (void *)blank;
         rt_bind_batch(r, &one, -1);
-        if (m->gan_latent_input < 0)
-            r->e.in[m->n_inputs] = z;   /* (past the inputs a batch binds) */
+        if (m->gan_latent_input < 0 && r->gpu) {   /* (past the inputs a batch binds) */
+            rt_cu_sync(&r->e);
+            rt_cu_upload(dz, z, (size_t)(rows * zn) * sizeof(float));
+            r->e.in[m->n_inputs] = (void *)(uintptr_t)dz;
+        } else if (m->gan_latent_input < 0)
+            r->e.in[m->n_inputs] = z;
         m->evaluate(&r->e);
         rt_end_pass(r);
-        const float *y = (const float *)(r->e.arena + r->e.Bmax * m->pred_offset * r->e.arena_scale);
-        memcpy(out + at * per, y, (size_t)(rows * per) * sizeof(float));
+        samples_out(r, rows * per, out + at * per);
     }
     char path[RT_PATH_MAX + 32];
     if (mkdir(r->out, 0777) != 0 && errno != EEXIST)   /* --eval makes no folder of its own */
@@ -150,6 +181,7 @@ static void gan_sample(Run *r)
         fprintf(stderr, " and %s", path);
     }
     fputc('\n', stderr);
+    rt_xfree(blank);
     rt_xfree(z);
     rt_xfree(out);
 }

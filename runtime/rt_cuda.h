@@ -404,5 +404,12 @@ void rt_cu_optim_step(rt_exec *e, const rt_train_config *c, const rt_model *m, r
 void rt_cu_optim_step_clip(rt_exec *e, const rt_train_config *c, const rt_model *m,
                            rt_dptr params, rt_dptr grads, rt_dptr state, int64_t t, double lr,
                            rt_dptr sumsq);
+/* A GAN's network d (0: the generator, 1: the discriminator; rt_model.gan_gen_floats
+ * splits the region): its gradients' sum of squares (synchronizes), and its update with
+ * c its optimizer (rt_config_for_net), state's parts over the whole region. */
+double rt_cu_gan_grad_sumsq(rt_exec *e, const rt_model *m, int d, rt_dptr grads);
+void rt_cu_gan_optim_step(rt_exec *e, const rt_train_config *c, const rt_model *m, int d,
+                          rt_dptr params, rt_dptr grads, rt_dptr state, int64_t t, double lr,
+                          float gscale, int clip);
 
 #endif

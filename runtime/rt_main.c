@@ -10,9 +10,6 @@
 /* What a GAN cannot do yet (docs/spec.md, "GANs"). */
 static void gan_refusals(const Run *r)
 {
-    if (r->gpu)
-        rt_input_error("a GAN trains on the CPU for now (its GPU step is not there yet): add "
-                       "--device cpu");
     if (r->world > 1)
         rt_input_error("a GAN trains on one rank for now (its two networks' gradient "
                        "synchronization is not there yet)");

@@ -38,7 +38,8 @@ static void loop_start(Run *r, rt_loop_state *s, Loop *L)
      * it. TRAINC_QUEUED_UPDATE=0: the old order everywhere (to measure what this is
      * worth; the numbers are the same). */
     const char *qu = getenv("TRAINC_QUEUED_UPDATE");
-    L->queued_update = r->gpu && !L->scaler && r->world == 1 && !(qu && strcmp(qu, "0") == 0);
+    L->queued_update = r->gpu && !L->scaler && r->world == 1 && !r->m->gan &&
+                       !(qu && strcmp(qu, "0") == 0);   /* (a GAN's step: gan_step.c) */
     /* and the host does not wait for a step's loss until a step needs it (step.c's
      * step_needs_wait; not for --lr-find, whose every step decides; TRAINC_STEP_WAIT=1:
      * a wait every step) */

@@ -5,7 +5,9 @@
 # as the whole run; --sample writes samples.npy [N, 1, 8, 8] and a PNG grid of the
 # generator in evaluation mode (and --eval --sample the same from the saved weights,
 # nothing else written); loss.svg draws d_loss and g_loss; and what a GAN refuses
-# exits 1 naming it. (tests/gan_parity.py checks the numbers against PyTorch.)
+# exits 1 naming it; on the fake GPU (tests/fake_gpu.sh) the same records and samples
+# as the CPU in fp32 (within 1e-5), close in bf16-mixed, and a resume bit for bit.
+# (tests/gan_parity.py checks the numbers against PyTorch.)
 set -eu
 cd "$(dirname "$0")/.."
 TRAINC=${TRAINC:-build/trainc}
@@ -93,3 +95,43 @@ refuse lrfind "a GAN has two" "$d/t" --out "$d/lf" "${q[@]}" --lr-find
 sed 's/"gan": {/"layers": [{"op": "flatten"}], "gan": {/' "$d/tiny.json" >"$d/both.json"
 refuse both 'a model with "gan" has no "layers"' "$TRAINC" check "$d/both.json"
 echo "ok   refused: data.val, early_stopping, recompute, zero1, --lr-find, layers beside gan"
+
+# the GPU path on the fake GPU: fp32 against the CPU's run a, bf16-mixed close to it,
+# a resume from step 3's checkpoint the same bits as the whole GPU run
+if [ -e "${CUDA_HOME:-/usr/local/cuda}/include/cuda.h" ]; then
+    bash tests/fake_gpu/build.sh "$d/fake_lib"
+    export TRAINC_CACHE_DIR=$d/cache
+    gpu() { LD_LIBRARY_PATH="$d/fake_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
+    for p in fp32 bf16-mixed; do
+        "$TRAINC" build "$d/tiny.json" --device both --arch sm_90 --set precision=$p -o "$d/tg_$p" 2>/dev/null
+        gpu "$d/tg_$p" --device cuda --out "$d/g_$p" "${q[@]}" --sample 10 2>/dev/null
+    done
+    cp -r "$d/g_fp32" "$d/g_cut"
+    rm -rf "$d/g_cut/checkpoints/step_00000006" "$d/g_cut/samples."*
+    gpu "$d/tg_fp32" --device cuda --resume "$d/g_cut" "${q[@]}" 2>/dev/null
+    cmp "$d/g_fp32/model.safetensors" "$d/g_cut/model.safetensors" ||
+        { echo "FAIL the GPU's resumed weights differ"; exit 1; }
+    $PY - "$d" <<'PY'
+import json, sys, numpy as np
+d = sys.argv[1]
+def recs(run):
+    rs = [json.loads(l) for l in open("%s/%s/metrics.jsonl" % (d, run))]
+    assert [r for r in rs if r.get("event") == "start"][-1]["device"] == ("cpu" if run == "a" else "cuda")
+    return [(r["d_loss"], r["g_loss"]) for r in rs if "event" not in r]
+a = np.array(recs("a"))
+for run, tol in (("g_fp32", 1e-5), ("g_bf16-mixed", 2e-2), ("g_cut", 1e-5)):
+    g = np.array(recs(run))
+    assert g.shape == a.shape, (run, g.shape)
+    worst = float(np.max(np.abs(g - a) / np.abs(a)))
+    assert worst <= tol, "%s: d_loss/g_loss %.2g from the CPU's (tolerance %g)" % (run, worst, tol)
+    if run != "g_cut":
+        s = np.abs(np.load("%s/%s/samples.npy" % (d, run)) - np.load(d + "/a/samples.npy")).max()
+        assert s <= 10 * tol, "%s: samples %.2g from the CPU's" % (run, s)
+    print("ok   fake GPU %s: d_loss and g_loss within %.2g of the CPU's%s" % (run, worst,
+          "" if run == "g_cut" else ", samples too"))
+PY
+    echo "ok   fake GPU: resumed from step 3, the whole run's weights"
+else
+    echo "skip the fake GPU part: no CUDA headers"
+fi
+echo "gan: all ok"
