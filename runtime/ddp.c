@@ -10,7 +10,8 @@
  * `accumulate`, only the last micro-batch of a step synchronizes. Under ZeRO
  * (zero.c) the same buckets are reduce-scattered instead of all-reduced; zero2 on GPUs
  * also hears of each parameter's first gradient write (rt_grad_begin), so that
- * device_cuda.c backs the region with memory only where it is being written. */
+ * device_cuda.c backs the region with memory only where it is being written. A GAN's
+ * backward passes each reduce their network's range of the region (rt_ddp_begin_range). */
 #include <string.h>
 #include "rt_cuda.h"
 #include "rt_dist.h"
@@ -20,6 +21,8 @@ static struct {
     float *grads;
     int sync;                  /* this backward pass reduces */
     int next;                  /* highest parameter not yet known final */
+    int last;                  /* the range's last parameter */
+    int64_t lo;                /* the range's first float: [lo, bucket_end) is left to send */
     char *ready;               /* by parameter */
     int64_t bucket_end;        /* floats [bucket_end, end) are sent */
     int64_t bucket_floats;
@@ -48,14 +51,23 @@ void rt_ddp_init(const rt_model *m, float *grads, int64_t bucket_bytes)
     D.bucket_floats = bucket_bytes / 4 > 0 ? bucket_bytes / 4 : 1;
 }
 
-void rt_ddp_begin(int sync)
+void rt_ddp_begin_range(int sync, int64_t lo, int64_t hi)
 {
     D.sync = sync && rt_dist_world() > 1;
     if (!D.sync)
         return;
     memset(D.ready, 0, (size_t)(D.m->n_params ? D.m->n_params : 1));
     D.next = D.m->n_params - 1;
-    D.bucket_end = D.m->param_floats;
+    while (D.next >= 0 && D.m->params[D.next].offset >= hi)
+        D.next--;
+    D.last = D.next;
+    D.lo = lo;
+    D.bucket_end = hi;
+}
+
+void rt_ddp_begin(int sync)
+{
+    rt_ddp_begin_range(sync, 0, D.m->param_floats);
 }
 
 static void send(int64_t lo)
@@ -93,9 +105,10 @@ void rt_grad_ready(rt_exec *e, int64_t off, int64_t n)
     D.ready[lo] = 1;
     while (D.next >= 0 && D.ready[D.next])
         D.next--;
-    int64_t start = D.next >= 0 ? D.m->params[D.next + 1].offset : 0;
-    if (D.next + 1 >= D.m->n_params)
+    if (D.next >= D.last)
         return;                 /* nothing final at the end yet */
+    int64_t start = D.next >= 0 && D.m->params[D.next].offset >= D.lo
+                        ? D.m->params[D.next + 1].offset : D.lo;
     if (D.bucket_end - start >= D.bucket_floats)
         send(start);
     else if (!D.gpu)
@@ -108,7 +121,7 @@ void rt_ddp_finish(void)
 {
     if (!D.sync)
         return;
-    send(0);
+    send(D.lo);
     if (D.gpu) {
         rt_nccl_join(D.gpu);
         D.sync = 0;

@@ -83,7 +83,10 @@ static int64_t gan_pass(Run *r, rt_loop_state *s, Step *st, int64_t j, int64_t w
     m->forward(&r->e, 1);
     rt_end_pass(r);              /* (on a GPU: its loss read) */
     st->gan_d += r->e.loss_sum / (double)rows;
+    /* each network's gradients are reduced over ranks on the last micro-batch only */
+    rt_ddp_begin_range(j == st->k - 1, m->gan_gen_floats, m->param_floats);
     m->backward(&r->e);
+    rt_ddp_finish();
     if (j == st->k - 1)
         st->norm_d = net_update(r, s, 1, s->updates);
     r->e.loss_sum = 0;
@@ -92,7 +95,9 @@ static int64_t gan_pass(Run *r, rt_loop_state *s, Step *st, int64_t j, int64_t w
     m->gan_forward_g(&r->e);
     rt_end_pass(r);
     st->gan_g += r->e.loss_sum / (double)rows;
+    rt_ddp_begin_range(j == st->k - 1, 0, m->gan_gen_floats);
     m->gan_backward_g(&r->e);
+    rt_ddp_finish();
     if (j == st->k - 1)
         st->norm_g = net_update(r, s, 0, s->updates);
     return rows;

@@ -98,6 +98,9 @@ void rt_prof_free(rt_prof *p);
 /* Data parallelism (ddp.c): reduce gradients across ranks during backward. */
 void rt_ddp_init(const rt_model *m, float *grads, int64_t bucket_bytes);
 void rt_ddp_begin(int sync);   /* before a backward pass; sync: its gradients are reduced */
+/* the same for the gradients [lo, hi) of the region only (a GAN's network: its backward
+ * pass writes no other) */
+void rt_ddp_begin_range(int sync, int64_t lo, int64_t hi);
 void rt_ddp_finish(void);      /* after it: send the rest, wait for all buckets */
 /* On GPUs: the buckets of rt_ddp_init's (device) gradients go through NCCL (nccl.c);
  * zero2: the gradient region is backed on demand (rt_grad_begin maps, each sent bucket

@@ -10,9 +10,6 @@
 /* What a GAN cannot do yet (docs/spec.md, "GANs"). */
 static void gan_refusals(const Run *r)
 {
-    if (r->world > 1)
-        rt_input_error("a GAN trains on one rank for now (its two networks' gradient "
-                       "synchronization is not there yet)");
     if (r->o.lr_find || r->o.gradcheck)
         rt_input_error("%s is for models with one loss; a GAN has two",
                        r->o.lr_find ? "--lr-find" : "--gradcheck");

@@ -334,9 +334,12 @@ void rt_step_agree(Run *r, Step *st)
         return;
     /* the mean loss over ranks, and stop requests any rank has (a signal, its clock)
      * become every rank's, so all stop at the same step */
-    double v[3] = {st->batch_sum, rt_signal_seen ? 1.0 : 0.0,
-                   !isnan(c->max_time) && rt_now() - r->t0 >= c->max_time ? 1.0 : 0.0};
-    rt_allreduce_sum_f64(v, 3);
+    double v[5] = {st->batch_sum, rt_signal_seen ? 1.0 : 0.0,
+                   !isnan(c->max_time) && rt_now() - r->t0 >= c->max_time ? 1.0 : 0.0,
+                   st->gan_d, st->gan_g};
+    rt_allreduce_sum_f64(v, 5);
+    st->gan_d = v[3] / (double)r->world;   /* (a GAN's two losses: 0 otherwise) */
+    st->gan_g = v[4] / (double)r->world;
     /* every rank has the same k (the sampler gives each the same number of
      * batches), so these are the same numbers on every rank */
     st->batch_sum = v[0] / (double)r->world;

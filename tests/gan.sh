@@ -6,7 +6,9 @@
 # generator in evaluation mode (and --eval --sample the same from the saved weights,
 # nothing else written); loss.svg draws d_loss and g_loss; and what a GAN refuses
 # exits 1 naming it; on the fake GPU (tests/fake_gpu.sh) the same records and samples
-# as the CPU in fp32 (within 1e-5), close in bf16-mixed, and a resume bit for bit.
+# as the CPU in fp32 (within 1e-5), close in bf16-mixed, and a resume bit for bit; with
+# 2 MPI ranks of batch 4 an MLP GAN reading z from the data is 1 rank of batch 8 (each
+# network's gradients reduced on the last micro-batch of accumulate 2).
 # (tests/gan_parity.py checks the numbers against PyTorch.)
 set -eu
 cd "$(dirname "$0")/.."
@@ -95,6 +97,53 @@ refuse lrfind "a GAN has two" "$d/t" --out "$d/lf" "${q[@]}" --lr-find
 sed 's/"gan": {/"layers": [{"op": "flatten"}], "gan": {/' "$d/tiny.json" >"$d/both.json"
 refuse both 'a model with "gan" has no "layers"' "$TRAINC" check "$d/both.json"
 echo "ok   refused: data.val, early_stopping, recompute, zero1, --lr-find, layers beside gan"
+
+# 2 ranks x batch 4 = 1 rank x batch 8: an MLP GAN whose z is a data input (so both
+# read the same z), no batchnorm (each rank normalizes its own batch), accumulate 2
+if command -v mpirun >/dev/null; then
+    $PY - "$d" <<'PY'
+import numpy as np, sys
+np.save(sys.argv[1] + "/z.npy", np.random.default_rng(1).standard_normal((48, 6)).astype(np.float32))
+PY
+    cat >"$d/mlp.json" <<'JSON'
+{"trainc": 1,
+ "model": {"name": "mlp_gan",
+  "inputs": {"x": {"shape": [64], "dtype": "u8", "scale": 0.00784313725490196, "shift": -1},
+             "z": {"shape": [6], "dtype": "f32"}},
+  "gan": {"latent": {"shape": [6], "input": "z"},
+   "generator": [{"op": "linear", "out": 32}, {"op": "relu"}, {"op": "linear", "out": 64}, {"op": "tanh"}],
+   "discriminator": [{"op": "linear", "out": 32}, {"op": "leaky_relu", "negative_slope": 0.2},
+                     {"op": "linear", "out": 1}],
+   "loss": "hinge"}},
+ "train": {"data": {"train": {"x": "x64.npy", "z": "z.npy"}}, "batch_size": 8, "accumulate": 2,
+  "max_steps": 3, "optimizer": {"type": "adamw", "lr": 0.001, "betas": [0.5, 0.999]},
+  "grad_clip": 0.5, "checkpoint": null, "log_every": 1, "loader": {"shuffle": true, "workers": 0}}}
+JSON
+    $PY -c "import numpy as np; np.save('$d/x64.npy', np.load('$d/x.npy').reshape(48, 64))"
+    "$TRAINC" build "$d/mlp.json" -o "$d/tm" 2>/dev/null
+    "$d/tm" --out "$d/one" "${q[@]}" 2>/dev/null
+    mpirun --oversubscribe --allow-run-as-root -np 2 "$d/tm" --out "$d/two" "${q[@]}" \
+        --set batch_size=4 >"$d/two.log" 2>&1 || { echo "FAIL 2 ranks"; cat "$d/two.log"; exit 1; }
+    $PY - "$d" <<'PY'
+import json, sys, numpy as np
+sys.path.insert(0, "tests")
+import st_check
+d = sys.argv[1]
+def recs(run):
+    return np.array([(r["d_loss"], r["g_loss"]) for r in map(json.loads, open("%s/%s/metrics.jsonl" % (d, run)))
+                     if "event" not in r])
+a, b = recs("one"), recs("two")
+assert a.shape == b.shape == (3, 2), (a.shape, b.shape)
+worst = float(np.max(np.abs(a - b) / np.abs(a)))
+wa, wb = st_check.load(d + "/one/model.safetensors"), st_check.load(d + "/two/model.safetensors")
+assert sorted(wa) == sorted(wb)
+ww = max(float(np.max(np.abs(wa[k] - wb[k]))) for k in wa)
+assert worst <= 1e-5 and ww <= 1e-5, (worst, ww)
+print("ok   2 ranks x batch 4 = 1 rank x batch 8: losses within %.2g, weights within %.2g" % (worst, ww))
+PY
+else
+    echo "skip the 2-rank part: no mpirun"
+fi
 
 # the GPU path on the fake GPU: fp32 against the CPU's run a, bf16-mixed close to it,
 # a resume from step 3's checkpoint the same bits as the whole GPU run
