@@ -1507,9 +1507,6 @@ static int check_gan_train(const Spec *s, char *err, size_t errlen, char *key, s
     else if (t->dist != RT_DIST_DDP)
         k = "distributed.strategy", why = "a GAN trains with the ddp strategy (ZeRO does not "
                                           "shard two optimizers yet)";
-    else if (t->precision == RT_PREC_FP16)
-        k = "precision", why = "a GAN trains in fp32 or bf16-mixed (fp16-mixed's loss scale "
-                               "per network is not there yet)";
     if (!k)
         return 0;
     snprintf(key, keylen, "%s", k);

@@ -413,8 +413,12 @@ static cJSON *state_json(const rt_model *m, const rt_loop_state *s, char *const 
 #define X(f) cJSON_AddItemToObject(ls, #f, num(s->f));
     LOOP_REALS(X)
 #undef X
-    if (m->gan)   /* (only a GAN's: other checkpoints read as before it existed) */
+    if (m->gan) {   /* (only a GAN's: other checkpoints read as before they existed) */
         cJSON_AddItemToObject(ls, "log_g_loss", num(s->log_g_loss));
+        cJSON_AddItemToObject(ls, "loss_scale_d", num(s->loss_scale_d));
+        put_int(ls, "scale_growth_d", s->scale_growth_d);
+        put_int(ls, "skipped_d", s->skipped_d);
+    }
     cJSON_AddItemToObject(j, "loop", ls);
     cJSON *tl = cJSON_CreateArray();
     for (int i = 0; i < nlines; i++)
@@ -637,13 +641,17 @@ static void check_loop(const rt_loop_state *s, const char *ck, const char *file)
         bad_loop(file, "es_pending", s->es_pending, "0 or 1");
     const struct { const char *k; int64_t v; } nonneg[] = {
         {"log_n", s->log_n}, {"log_samples", s->log_samples}, {"since_val_n", s->since_val_n},
-        {"es_wait", s->es_wait}, {"metrics_bytes", s->metrics_bytes}, {"scale_growth", s->scale_growth}};
+        {"es_wait", s->es_wait}, {"metrics_bytes", s->metrics_bytes}, {"scale_growth", s->scale_growth},
+        {"scale_growth_d", s->scale_growth_d}, {"skipped_d", s->skipped_d}};
     for (size_t i = 0; i < sizeof nonneg / sizeof *nonneg; i++)
         if (nonneg[i].v < 0)
             bad_loop(file, nonneg[i].k, nonneg[i].v, ">= 0");
     if (!(s->elapsed >= 0) || isinf(s->elapsed))
         rt_input_error("%s: field 'elapsed' is %g, expected a finite number of seconds >= 0 (a "
                        "damaged checkpoint?)", file, s->elapsed);
+    if (!(s->loss_scale_d > 0) || isinf(s->loss_scale_d))
+        rt_input_error("%s: field 'loss_scale_d' is %g, expected a finite number > 0 (a damaged "
+                       "checkpoint?)", file, s->loss_scale_d);
     if (!(s->loss_scale > 0) || isinf(s->loss_scale))
         rt_input_error("%s: field 'loss_scale' is %g, expected a finite number > 0 (a damaged "
                        "checkpoint?)", file, s->loss_scale);
@@ -1040,6 +1048,11 @@ void rt_ckpt_load(const char *ck, const rt_model *m, const rt_train_config *c, r
 #undef X
     s->log_g_loss =
         cJSON_GetObjectItemCaseSensitive(ls, "log_g_loss") ? get_num(ls, "log_g_loss", f) : 0;
+    s->loss_scale_d = cJSON_GetObjectItemCaseSensitive(ls, "loss_scale_d")
+                          ? get_num(ls, "loss_scale_d", f) : s->loss_scale;
+    s->scale_growth_d = cJSON_GetObjectItemCaseSensitive(ls, "scale_growth_d")
+                            ? get_int(ls, "scale_growth_d", f) : 0;
+    s->skipped_d = cJSON_GetObjectItemCaseSensitive(ls, "skipped_d") ? get_int(ls, "skipped_d", f) : 0;
     cJSON_Delete(j);
     check_loop(s, ck, f);
     snprintf(f, sizeof f, "%s/model.safetensors", ck);

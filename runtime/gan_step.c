@@ -38,9 +38,30 @@ void rt_gan_latent(Run *r, uint64_t step, int64_t j, int64_t rows)
     r->e.in[m->n_inputs] = (void *)(uintptr_t)dz;
 }
 
+/* Network d's loss scale, its clean steps since it changed, its skipped steps (fp16-mixed:
+ * one GradScaler a network; 1, unused, otherwise). */
+static double *scale_of(rt_loop_state *s, int d) { return d ? &s->loss_scale_d : &s->loss_scale; }
+
+/* GradScaler's rule after network d's update was made (finite) or skipped. */
+static void scaler_after(const Run *r, rt_loop_state *s, int d, int finite)
+{
+    double *scale = scale_of(s, d);
+    int64_t *growth = d ? &s->scale_growth_d : &s->scale_growth;
+    if (!finite) {
+        *scale *= 0.5;
+        *growth = 0;
+        ++*(d ? &s->skipped_d : &s->skipped);
+    } else if (++*growth == r->c.ls_growth_interval) {
+        if (isfinite((float)(*scale * 2.0)))   /* kept in fp32, grown to a finite value */
+            *scale *= 2.0;
+        *growth = 0;
+    }
+}
+
 /* Network d's update (0: the generator, 1: the discriminator) from its gradients, at
- * optimizer step t; returns their norm. */
-static double net_update(Run *r, const rt_loop_state *s, int d, int64_t t)
+ * optimizer step t; returns their norm (unscaled). In fp16-mixed, gradients that are
+ * not finite skip the update and halve the network's loss scale. */
+static double net_update(Run *r, rt_loop_state *s, int d, int64_t t, int scaler)
 {
     const rt_model *m = r->m;
     rt_train_config cn;
@@ -48,26 +69,33 @@ static double net_update(Run *r, const rt_loop_state *s, int d, int64_t t)
     int64_t lo = d ? m->gan_gen_floats : 0, hi = d ? m->param_floats : m->gan_gen_floats;
     double ss = r->gpu ? rt_cu_gan_grad_sumsq(&r->e, m, d, (rt_dptr)(uintptr_t)r->e.grads)
                        : rt_grad_sumsq(r->e.rt, m, lo, hi, r->grads + lo);
-    double norm = sqrt(ss) / s->loss_scale;
+    double scale = *scale_of(s, d);
+    double norm = sqrt(ss) / scale;
+    if (scaler && !isfinite(norm)) {
+        scaler_after(r, s, d, 0);
+        return norm;
+    }
     /* clip_grad_norm_ of this network's parameters, as step.c's update */
     float coef = isnan(cn.grad_clip) ? 1.0f : (float)(cn.grad_clip / (norm + 1e-6));
     int clip = coef < 1.0f;
-    float gs = (float)((clip ? (double)coef : 1.0) / s->loss_scale);
-    clip |= s->loss_scale != 1.0;
+    float gs = (float)((clip ? (double)coef : 1.0) / scale);
+    clip |= scale != 1.0;
     double lr = rt_lr_at(&cn, s->step, r->total_steps > 0 ? r->total_steps : 1);
-    if (r->gpu) {
+    if (r->gpu)
         rt_cu_gan_optim_step(&r->e, &cn, m, d, (rt_dptr)(uintptr_t)r->e.params,
                              (rt_dptr)(uintptr_t)r->e.grads, rt_cu_state(&r->e), t, lr, gs, clip);
-        return norm;
-    }
-    rt_optim_step_strided(r->e.rt, &cn, m, lo, hi, r->params, r->grads + lo,
-                          r->state ? r->state + lo : NULL, m->param_floats, t, lr, gs, clip);
+    else
+        rt_optim_step_strided(r->e.rt, &cn, m, lo, hi, r->params, r->grads + lo,
+                              r->state ? r->state + lo : NULL, m->param_floats, t, lr, gs, clip);
+    if (scaler)
+        scaler_after(r, s, d, 1);
     return norm;
 }
 
 /* Micro-batch j of the step's k: both turns, and after the last one's each the update.
  * Returns the batch's rows. */
-static int64_t gan_pass(Run *r, rt_loop_state *s, Step *st, int64_t j, int64_t window)
+static int64_t gan_pass(Run *r, rt_loop_state *s, Step *st, int64_t j, int64_t window,
+                        int scaler)
 {
     const rt_model *m = r->m;
     const rt_batch *b = rt_loader_next(r->tl);
@@ -77,7 +105,8 @@ static int64_t gan_pass(Run *r, rt_loop_state *s, Step *st, int64_t j, int64_t w
     int64_t rows = b->rows;
     rt_gan_latent(r, (uint64_t)s->step, j, rows);
     r->e.rng_key = rt_mix(rt_mix(r->c.seed, (uint64_t)s->step), (uint64_t)j);
-    r->e.grad_scale = (float)(s->loss_scale / ((double)window * (double)r->world));
+    /* each turn's loss gradient times its network's loss scale (fp16-mixed) */
+    r->e.grad_scale = (float)(s->loss_scale_d / ((double)window * (double)r->world));
     r->e.grads_zero = j == 0;
     r->e.train = 1;
     m->forward(&r->e, 1);
@@ -88,8 +117,9 @@ static int64_t gan_pass(Run *r, rt_loop_state *s, Step *st, int64_t j, int64_t w
     m->backward(&r->e);
     rt_ddp_finish();
     if (j == st->k - 1)
-        st->norm_d = net_update(r, s, 1, s->updates);
+        st->norm_d = net_update(r, s, 1, s->updates - s->skipped_d, scaler);
     r->e.loss_sum = 0;
+    r->e.grad_scale = (float)(s->loss_scale / ((double)window * (double)r->world));
     if (r->gpu)
         rt_cu_begin_pass(&r->e, (int)j);
     m->gan_forward_g(&r->e);
@@ -99,7 +129,7 @@ static int64_t gan_pass(Run *r, rt_loop_state *s, Step *st, int64_t j, int64_t w
     m->gan_backward_g(&r->e);
     rt_ddp_finish();
     if (j == st->k - 1)
-        st->norm_g = net_update(r, s, 0, s->updates);
+        st->norm_g = net_update(r, s, 0, s->updates - s->skipped, scaler);
     return rows;
 }
 
@@ -117,14 +147,14 @@ int rt_gan_step_passes(Run *r, rt_loop_state *s, Loop *L, Step *st)
     else
         rt_zero_clear_grads(r->grads);
     *st = (Step){.k = k, .norm = NAN, .t0 = rt_now()};
-    (void)L;
     st->lr = rt_lr_at(c, s->step, r->total_steps > 0 ? r->total_steps : 1);
-    s->updates++;                /* both networks' t (AdamW's bias correction) */
+    s->updates++;   /* a network's t (AdamW's bias correction): this, less its skipped steps */
     for (int64_t j = 0; j < k; j++)
-        st->samples += gan_pass(r, s, st, j, window);
+        st->samples += gan_pass(r, s, st, j, window, L->scaler);
     /* the updates are made: what rt_step_update checks */
     st->loss = st->gan_d + st->gan_g;
     st->queued = 1;
-    st->gpu_sumsq = st->norm_d * st->norm_d + st->norm_g * st->norm_g;
+    /* (fp16-mixed: a skipped update's norm is not finite; the step goes on) */
+    st->gpu_sumsq = L->scaler ? 0.0 : st->norm_d * st->norm_d + st->norm_g * st->norm_g;
     return 0;
 }

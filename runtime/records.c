@@ -64,6 +64,18 @@ void rt_record_memory(Run *r, const rt_loop_state *s)
     r->mem_logged = 1;
 }
 
+/* fp16-mixed, a GAN's: each network's loss scale and skipped steps, into buf. */
+static const char *gan_scales(const Loop *L, const rt_loop_state *s, char *buf, size_t n)
+{
+    char a[32], b[32];
+    buf[0] = 0;
+    if (L->scaler)
+        snprintf(buf, n, ",\"loss_scale_d\":%s,\"loss_scale_g\":%s,\"skipped_steps_d\":%lld,"
+                 "\"skipped_steps_g\":%lld", rt_json_num(a, s->loss_scale_d),
+                 rt_json_num(b, s->loss_scale), (long long)s->skipped_d, (long long)s->skipped);
+    return buf;
+}
+
 /* The training record of the last log_every steps (the mean of their batches'
  * losses, the samples a second since L->log_t) and the progress line; the sums
  * start again. */
@@ -88,11 +100,11 @@ void rt_record_train(Run *r, rt_loop_state *s, Loop *L, const Step *st, double n
         char g[32], nd[32];
         snprintf(buf, sizeof buf,
                  "{\"step\":%lld,\"epoch\":%lld,\"d_loss\":%s,\"g_loss\":%s,\"lr\":%s,"
-                 "\"grad_norm_d\":%s,\"grad_norm_g\":%s,\"samples_per_s\":%s,\"time_s\":%.3f}",
+                 "\"grad_norm_d\":%s,\"grad_norm_g\":%s,\"samples_per_s\":%s%s,\"time_s\":%.3f}",
                  (long long)s->step, (long long)s->epoch, rt_json_num(a, mean),
                  rt_json_num(g, s->log_g_loss / (double)s->log_n), rt_json_num(bb, st->lr),
                  rt_json_num(nd, st->norm_d), rt_json_num(cc, st->norm_g), rt_json_num(d, sps),
-                 now - r->t0);
+                 gan_scales(L, s, tps, sizeof tps), now - r->t0);
     } else
         snprintf(buf, sizeof buf,
                  "{\"step\":%lld,\"epoch\":%lld,\"loss\":%s,\"lr\":%s,\"grad_norm\":%s,\"samples_per_s\":%s%s,\"time_s\":%.3f}",

@@ -176,6 +176,9 @@ typedef struct rt_loop_state {
     double loss_scale;         /* fp16-mixed: the dynamic loss scale (1 otherwise) */
     int64_t scale_growth;      /* fp16-mixed: finite steps since the scale last changed */
     int64_t skipped;           /* fp16-mixed: steps skipped for inf/NaN gradients */
+    double loss_scale_d;       /* a GAN in fp16-mixed: the discriminator's own (the three */
+    int64_t scale_growth_d;    /* above are then the generator's) */
+    int64_t skipped_d;
 } rt_loop_state;
 
 /* Writes OUT/checkpoints/step_NNNNNNNN atomically and keeps the newest

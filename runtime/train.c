@@ -15,6 +15,7 @@ void rt_state_fresh(const Run *r, rt_loop_state *s)
     memset(s, 0, sizeof *s);
     s->es_best = c->es_mode == RT_MODE_MIN ? INFINITY : -INFINITY;
     s->loss_scale = c->precision == RT_PREC_FP16 ? c->ls_init : 1.0;
+    s->loss_scale_d = s->loss_scale;
     s->best_val = INFINITY;
     s->best_mon = best_mode == RT_MODE_MIN ? INFINITY : -INFINITY;
     s->best_step = -1;

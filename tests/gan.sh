@@ -6,7 +6,8 @@
 # generator in evaluation mode (and --eval --sample the same from the saved weights,
 # nothing else written); loss.svg draws d_loss and g_loss; and what a GAN refuses
 # exits 1 naming it; on the fake GPU (tests/fake_gpu.sh) the same records and samples
-# as the CPU in fp32 (within 1e-5), close in bf16-mixed, and a resume bit for bit; with
+# as the CPU in fp32 (within 1e-5), close in bf16-mixed and fp16-mixed (a loss scale a
+# network, skipping and halving apart), and a resume bit for bit; with
 # 2 MPI ranks of batch 4 an MLP GAN reading z from the data is 1 rank of batch 8 (each
 # network's gradients reduced on the last micro-batch of accumulate 2).
 # (tests/gan_parity.py checks the numbers against PyTorch.)
@@ -151,10 +152,13 @@ if [ -e "${CUDA_HOME:-/usr/local/cuda}/include/cuda.h" ]; then
     bash tests/fake_gpu/build.sh "$d/fake_lib"
     export TRAINC_CACHE_DIR=$d/cache
     gpu() { LD_LIBRARY_PATH="$d/fake_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
-    for p in fp32 bf16-mixed; do
+    for p in fp32 bf16-mixed fp16-mixed; do
         "$TRAINC" build "$d/tiny.json" --device both --arch sm_90 --set precision=$p -o "$d/tg_$p" 2>/dev/null
         gpu "$d/tg_$p" --device cuda --out "$d/g_$p" "${q[@]}" --sample 10 2>/dev/null
     done
+    # fp16-mixed from a loss scale so large that every update overflows: each network
+    # skips its update and halves its own scale, every step
+    gpu "$d/tg_fp16-mixed" --device cuda --out "$d/g_skip" "${q[@]}" --set loss_scale.init=1e30 2>/dev/null
     cp -r "$d/g_fp32" "$d/g_cut"
     rm -rf "$d/g_cut/checkpoints/step_00000006" "$d/g_cut/samples."*
     gpu "$d/tg_fp32" --device cuda --resume "$d/g_cut" "${q[@]}" 2>/dev/null
@@ -168,7 +172,7 @@ def recs(run):
     assert [r for r in rs if r.get("event") == "start"][-1]["device"] == ("cpu" if run == "a" else "cuda")
     return [(r["d_loss"], r["g_loss"]) for r in rs if "event" not in r]
 a = np.array(recs("a"))
-for run, tol in (("g_fp32", 1e-5), ("g_bf16-mixed", 2e-2), ("g_cut", 1e-5)):
+for run, tol in (("g_fp32", 1e-5), ("g_bf16-mixed", 2e-2), ("g_fp16-mixed", 2e-2), ("g_cut", 1e-5)):
     g = np.array(recs(run))
     assert g.shape == a.shape, (run, g.shape)
     worst = float(np.max(np.abs(g - a) / np.abs(a)))
@@ -178,6 +182,14 @@ for run, tol in (("g_fp32", 1e-5), ("g_bf16-mixed", 2e-2), ("g_cut", 1e-5)):
         assert s <= 10 * tol, "%s: samples %.2g from the CPU's" % (run, s)
     print("ok   fake GPU %s: d_loss and g_loss within %.2g of the CPU's%s" % (run, worst,
           "" if run == "g_cut" else ", samples too"))
+skip = [json.loads(l) for l in open(d + "/g_skip/metrics.jsonl") if '"d_loss"' in l]
+for r in skip:
+    k = r["step"]
+    assert r["skipped_steps_d"] == r["skipped_steps_g"] == k, r
+    assert r["loss_scale_d"] == r["loss_scale_g"] == 1e30 / 2 ** k, r
+fp16 = [json.loads(l) for l in open(d + "/g_fp16-mixed/metrics.jsonl") if '"d_loss"' in l]
+assert all(r["skipped_steps_d"] == r["skipped_steps_g"] == 0 and r["loss_scale_d"] == 65536 for r in fp16)
+print("ok   fake GPU fp16-mixed: no step skipped at 65536; from 1e30 each network skips and halves its scale")
 PY
     echo "ok   fake GPU: resumed from step 3, the whole run's weights"
 else
