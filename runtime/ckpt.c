@@ -649,12 +649,12 @@ static void check_loop(const rt_loop_state *s, const char *ck, const char *file)
     if (!(s->elapsed >= 0) || isinf(s->elapsed))
         rt_input_error("%s: field 'elapsed' is %g, expected a finite number of seconds >= 0 (a "
                        "damaged checkpoint?)", file, s->elapsed);
-    if (!(s->loss_scale_d > 0) || isinf(s->loss_scale_d))
-        rt_input_error("%s: field 'loss_scale_d' is %g, expected a finite number > 0 (a damaged "
-                       "checkpoint?)", file, s->loss_scale_d);
     if (!(s->loss_scale > 0) || isinf(s->loss_scale))
         rt_input_error("%s: field 'loss_scale' is %g, expected a finite number > 0 (a damaged "
                        "checkpoint?)", file, s->loss_scale);
+    if (!(s->loss_scale_d > 0) || isinf(s->loss_scale_d))
+        rt_input_error("%s: field 'loss_scale_d' is %g, expected a finite number > 0 (a damaged "
+                       "checkpoint?)", file, s->loss_scale_d);
 }
 
 /* CK/state.json parsed, its path in f; NULL with the reason in why when it cannot be

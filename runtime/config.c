@@ -235,7 +235,8 @@ static int starts(const char *w, const char *word)
 static int last_part(const char *w, const char *word)
 {
     const char *dot = strrchr(word, '.');
-    return !strchr(w, '.') && dot && !strcmp(dot + 1, w);
+    /* (optimizer_d's repeat optimizer's: "lr" means optimizer.lr) */
+    return !strchr(w, '.') && dot && !strcmp(dot + 1, w) && strncmp(word, "optimizer_d.", 12);
 }
 
 /* In order: the same word but for case (BATCH_SIZE: batch_size); the one word that w
@@ -857,6 +858,7 @@ int rt_config_set_typed(rt_train_config *c, const char *key, int jtype, const ch
             if (c->d_opt == RT_OPT_SGD)
                 c->d_weight_decay = 0;
         }
+        c->has_opt_d = 1;   /* (a subkey enables its section, as below) */
         return 0;
     }
     if (f->type == F_ENUM && f->off == OFF(sched)) {
