@@ -36,7 +36,9 @@ static int64_t workspace_bytes(const Compiled *c, int64_t B)
         numel[i] = g->params[i]->numel;
     size_t table = rt_opt_table_bytes(g->n_params, numel);
     free(numel);
-    return (int64_t)(rt_gpu_fixed_bytes(B, s->n_inputs, rows, (int)s->train.accumulate, terms,
+    /* (a GAN's step: two passes a micro-batch, gan_step.c) */
+    int passes = (int)s->train.accumulate * (g->gan ? 2 : 1);
+    return (int64_t)(rt_gpu_fixed_bytes(B, s->n_inputs, rows, passes, terms,
                                         g->param_floats, cuda_scratch_row_bytes(c->prog)) + table);
 }
 

@@ -920,6 +920,21 @@ void rt_cu_optim_step(rt_exec *e, const rt_train_config *c, const rt_model *m, r
                clip ? gscale : 1.0f, 0);
 }
 
+void rt_cu_gan_update_queued(rt_exec *e, const rt_train_config *c, const rt_model *m, int d,
+                             rt_dptr params, rt_dptr grads, rt_dptr state, int64_t t, double lr,
+                             rt_dptr sumsq_out)
+{
+    opt_check(m);
+    rt_dptr total = sumsq_queue(e, &gan_opt[d], grads);
+    if (!total)
+        return;
+    int64_t one = 1;   /* (rt_sum_f64 of one double: its copy, out of scratch) */
+    void *a[] = {&total, &one, &sumsq_out};
+    rt_cu_launch(e, "rt_sum_f64", 1, 1, 1, 1024, 1, 0, a);
+    rt_dptr at = state ? state + (rt_dptr)gan_opt[d].lo * sizeof(float) : 0;
+    optim_step(e, &gan_opt[d], c, m, params, grads, at, m->param_floats, t, lr, 1.0f, total);
+}
+
 void rt_cu_gan_optim_step(rt_exec *e, const rt_train_config *c, const rt_model *m, int d,
                           rt_dptr params, rt_dptr grads, rt_dptr state, int64_t t, double lr,
                           float gscale, int clip)

@@ -5,37 +5,57 @@
  * it is now; on the last one the generator's update. Each network clips its gradients
  * by their own norm and updates with its own optimizer (rt_config_for_net) over its
  * own range of the parameter region; the optimizer state's parts span the whole region
- * (rt_optim_state_parts), each network using its range. On a GPU the same calls run on
- * the device; the host waits for each turn's loss and each update's norm (a GAN's step
- * is not queued without a wait, nor a CUDA graph). */
+ * (rt_optim_state_parts), each network using its range.
+ *
+ * On a GPU the same calls run on the device and the host waits once a step, at its
+ * end: the step's latent batches are copied before its first pass, each turn adds its
+ * loss into its own pass statistics (2j: the discriminator's, 2j + 1: the
+ * generator's), and each update's clip factor is worked out on the device from the
+ * sum of squares there. In fp16-mixed the host reads each norm before its update (a
+ * network's update may be skipped). */
 #include <string.h>
 #include "run.h"
 
-void rt_gan_latent(Run *r, uint64_t step, int64_t j, int64_t rows)
+static rt_dptr dptr(const void *p) { return (rt_dptr)(uintptr_t)p; }
+
+/* The step's drawn latent batches (none when z is a data input): micro-batch j's at
+ * r->gan_z + j B n, a function of (seed, step, micro-batch, rank), so the same z on
+ * every device and after a resume, each rank its own. On a GPU copied to the device
+ * at once (the step before ended with a wait: nothing reads it now). */
+static void draw_latents(Run *r, const rt_loop_state *s, int64_t k)
+{
+    const rt_model *m = r->m;
+    int64_t n = m->gan_latent_numel, B = r->c.batch_size;
+    if (m->gan_latent_input >= 0)
+        return;
+    if (!r->gan_z) {
+        r->gan_z = rt_xmalloc((size_t)(r->step_passes * B * n) * sizeof(float));
+        if (r->gpu)
+            r->gan_dz = rt_cu_alloc_fixed(&r->e, (size_t)(r->step_passes * B * n) * sizeof(float));
+    }
+    for (int64_t j = 0; j < k; j++) {
+        rt_rng g;
+        rt_rng_seed(&g, rt_mix(rt_mix(rt_mix(r->c.seed ^ 0x6A09E667F3BCC909ull, (uint64_t)s->step),
+                                      (uint64_t)j), (uint64_t)r->rank));
+        int64_t rows = rt_loader_rows(r->tl, s->batch + j);
+        for (int64_t i = 0; i < rows * n; i++)
+            r->gan_z[j * B * n + i] = (float)rt_rng_normal(&g);
+    }
+    if (r->gpu) {
+        rt_cu_sync(&r->e);
+        rt_cu_upload(r->gan_dz, r->gan_z, (size_t)(k * B * n) * sizeof(float));
+    }
+}
+
+/* Micro-batch j's z as input n_inputs (drawn), after its batch is bound. */
+static void bind_latent(Run *r, int64_t j)
 {
     const rt_model *m = r->m;
     if (m->gan_latent_input >= 0)
-        return;                  /* read from the data like any input */
-    int64_t n = m->gan_latent_numel;
-    if (!r->gan_z)
-        r->gan_z = rt_xmalloc((size_t)(r->c.batch_size * n) * sizeof(float));
-    /* a function of (seed, step, micro-batch, rank): the same z on every device and
-     * after a resume, each rank its own */
-    rt_rng g;
-    rt_rng_seed(&g, rt_mix(rt_mix(rt_mix(r->c.seed ^ 0x6A09E667F3BCC909ull, step), (uint64_t)j),
-                           (uint64_t)r->rank));
-    for (int64_t i = 0; i < rows * n; i++)
-        r->gan_z[i] = (float)rt_rng_normal(&g);
-    if (!r->gpu) {
-        r->e.in[m->n_inputs] = r->gan_z;
         return;
-    }
-    static rt_dptr dz;           /* on a GPU: its device copy, one a process */
-    if (!dz)
-        dz = rt_cu_alloc_fixed(&r->e, (size_t)(r->c.batch_size * n) * sizeof(float));
-    rt_cu_sync(&r->e);           /* (the pass before may still read it) */
-    rt_cu_upload(dz, r->gan_z, (size_t)(rows * n) * sizeof(float));
-    r->e.in[m->n_inputs] = (void *)(uintptr_t)dz;
+    int64_t at = j * r->c.batch_size * m->gan_latent_numel;
+    r->e.in[m->n_inputs] = r->gpu ? (void *)(uintptr_t)(r->gan_dz + (rt_dptr)at * sizeof(float))
+                                  : (void *)(r->gan_z + at);
 }
 
 /* Network d's loss scale, its clean steps since it changed, its skipped steps (fp16-mixed:
@@ -67,7 +87,13 @@ static double net_update(Run *r, rt_loop_state *s, int d, int64_t t, int scaler)
     rt_train_config cn;
     rt_config_for_net(&r->c, d, &cn);
     int64_t lo = d ? m->gan_gen_floats : 0, hi = d ? m->param_floats : m->gan_gen_floats;
-    double ss = r->gpu ? rt_cu_gan_grad_sumsq(&r->e, m, d, (rt_dptr)(uintptr_t)r->e.grads)
+    double lr = rt_lr_at(&cn, s->step, r->total_steps > 0 ? r->total_steps : 1);
+    if (r->gpu && !scaler) {     /* clipped on the device; the norm read at the step's end */
+        rt_cu_gan_update_queued(&r->e, &cn, m, d, dptr(r->e.params), dptr(r->e.grads),
+                                rt_cu_state(&r->e), t, lr, r->gan_norms + (rt_dptr)d * sizeof(double));
+        return NAN;
+    }
+    double ss = r->gpu ? rt_cu_gan_grad_sumsq(&r->e, m, d, dptr(r->e.grads))
                        : rt_grad_sumsq(r->e.rt, m, lo, hi, r->grads + lo);
     double scale = *scale_of(s, d);
     double norm = sqrt(ss) / scale;
@@ -80,16 +106,23 @@ static double net_update(Run *r, rt_loop_state *s, int d, int64_t t, int scaler)
     int clip = coef < 1.0f;
     float gs = (float)((clip ? (double)coef : 1.0) / scale);
     clip |= scale != 1.0;
-    double lr = rt_lr_at(&cn, s->step, r->total_steps > 0 ? r->total_steps : 1);
     if (r->gpu)
-        rt_cu_gan_optim_step(&r->e, &cn, m, d, (rt_dptr)(uintptr_t)r->e.params,
-                             (rt_dptr)(uintptr_t)r->e.grads, rt_cu_state(&r->e), t, lr, gs, clip);
+        rt_cu_gan_optim_step(&r->e, &cn, m, d, dptr(r->e.params), dptr(r->e.grads),
+                             rt_cu_state(&r->e), t, lr, gs, clip);
     else
         rt_optim_step_strided(r->e.rt, &cn, m, lo, hi, r->params, r->grads + lo,
                               r->state ? r->state + lo : NULL, m->param_floats, t, lr, gs, clip);
     if (scaler)
         scaler_after(r, s, d, 1);
     return norm;
+}
+
+/* After a turn's forward pass: on the CPU its loss term's mean into *sum (on a GPU it
+ * is read at the step's end, from the pass's statistics). */
+static void turn_loss(Run *r, double *sum, int64_t rows)
+{
+    if (!r->gpu)
+        *sum += r->e.loss_sum / (double)rows;
 }
 
 /* Micro-batch j of the step's k: both turns, and after the last one's each the update.
@@ -101,17 +134,16 @@ static int64_t gan_pass(Run *r, rt_loop_state *s, Step *st, int64_t j, int64_t w
     const rt_batch *b = rt_loader_next(r->tl);
     if (!b)
         rt_die("loader ended early");
-    rt_bind_slot(r, b, r->slot, 0, 0, (int)j);
+    rt_bind_slot(r, b, r->slot, 0, 0, (int)(2 * j));
     int64_t rows = b->rows;
-    rt_gan_latent(r, (uint64_t)s->step, j, rows);
+    bind_latent(r, j);
     r->e.rng_key = rt_mix(rt_mix(r->c.seed, (uint64_t)s->step), (uint64_t)j);
     /* each turn's loss gradient times its network's loss scale (fp16-mixed) */
     r->e.grad_scale = (float)(s->loss_scale_d / ((double)window * (double)r->world));
     r->e.grads_zero = j == 0;
     r->e.train = 1;
     m->forward(&r->e, 1);
-    rt_end_pass(r);              /* (on a GPU: its loss read) */
-    st->gan_d += r->e.loss_sum / (double)rows;
+    turn_loss(r, &st->gan_d, rows);
     /* each network's gradients are reduced over ranks on the last micro-batch only */
     rt_ddp_begin_range(j == st->k - 1, m->gan_gen_floats, m->param_floats);
     m->backward(&r->e);
@@ -121,16 +153,38 @@ static int64_t gan_pass(Run *r, rt_loop_state *s, Step *st, int64_t j, int64_t w
     r->e.loss_sum = 0;
     r->e.grad_scale = (float)(s->loss_scale / ((double)window * (double)r->world));
     if (r->gpu)
-        rt_cu_begin_pass(&r->e, (int)j);
+        rt_cu_begin_pass(&r->e, (int)(2 * j + 1));
     m->gan_forward_g(&r->e);
-    rt_end_pass(r);
-    st->gan_g += r->e.loss_sum / (double)rows;
+    turn_loss(r, &st->gan_g, rows);
     rt_ddp_begin_range(j == st->k - 1, 0, m->gan_gen_floats);
     m->gan_backward_g(&r->e);
     rt_ddp_finish();
     if (j == st->k - 1)
         st->norm_g = net_update(r, s, 0, s->updates - s->skipped, scaler);
+    if (r->gpu) {   /* the batch's copy done (the loader may refill its buffer); the next
+                       batch into the other slot, while this one's passes run */
+        rt_cu_upload_done(&r->e);
+        r->slot ^= 1;
+    }
     return rows;
+}
+
+/* On a GPU, the step's one wait: then each turn's loss from its pass's statistics and,
+ * where the updates were queued, the two norms. */
+static void gpu_step_end(Run *r, Step *st, const int64_t *rows, int scaler)
+{
+    rt_cu_step_queue(&r->e, 0);
+    rt_cu_step_wait(&r->e);
+    for (int64_t j = 0; j < st->k; j++) {
+        st->gan_d += rt_cu_pass_stat(&r->e, (int)(2 * j))->loss_sum / (double)rows[j];
+        st->gan_g += rt_cu_pass_stat(&r->e, (int)(2 * j + 1))->loss_sum / (double)rows[j];
+    }
+    if (scaler)
+        return;
+    double ss[2];
+    rt_cu_download(ss, r->gan_norms, sizeof ss);
+    st->norm_d = sqrt(ss[1]);
+    st->norm_g = sqrt(ss[0]);
 }
 
 int rt_gan_step_passes(Run *r, rt_loop_state *s, Loop *L, Step *st)
@@ -149,8 +203,14 @@ int rt_gan_step_passes(Run *r, rt_loop_state *s, Loop *L, Step *st)
     *st = (Step){.k = k, .norm = NAN, .t0 = rt_now()};
     st->lr = rt_lr_at(c, s->step, r->total_steps > 0 ? r->total_steps : 1);
     s->updates++;   /* a network's t (AdamW's bias correction): this, less its skipped steps */
+    if (r->gpu && !r->gan_norms)
+        r->gan_norms = rt_cu_alloc_fixed(&r->e, 2 * sizeof(double));
+    draw_latents(r, s, k);
+    int64_t *rows = r->pass_terms;   /* (step_passes of them) */
     for (int64_t j = 0; j < k; j++)
-        st->samples += gan_pass(r, s, st, j, window, L->scaler);
+        st->samples += rows[j] = gan_pass(r, s, st, j, window, L->scaler);
+    if (r->gpu)
+        gpu_step_end(r, st, rows, L->scaler);
     /* the updates are made: what rt_step_update checks */
     st->loss = st->gan_d + st->gan_g;
     st->queued = 1;

@@ -408,6 +408,11 @@ void rt_cu_optim_step_clip(rt_exec *e, const rt_train_config *c, const rt_model 
  * splits the region): its gradients' sum of squares (synchronizes), and its update with
  * c its optimizer (rt_config_for_net), state's parts over the whole region. */
 double rt_cu_gan_grad_sumsq(rt_exec *e, const rt_model *m, int d, rt_dptr grads);
+/* network d's update queued without a wait: its sum of squares copied to sumsq_out (a
+ * device double), the clip factor worked out by the kernel from it (loss scale 1) */
+void rt_cu_gan_update_queued(rt_exec *e, const rt_train_config *c, const rt_model *m, int d,
+                             rt_dptr params, rt_dptr grads, rt_dptr state, int64_t t, double lr,
+                             rt_dptr sumsq_out);
 void rt_cu_gan_optim_step(rt_exec *e, const rt_train_config *c, const rt_model *m, int d,
                           rt_dptr params, rt_dptr grads, rt_dptr state, int64_t t, double lr,
                           float gscale, int clip);

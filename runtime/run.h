@@ -85,7 +85,10 @@ typedef struct Run {
     double t0;
     int rank, world;           /* data parallelism: rank 0 writes every file */
     const char *prog;          /* argv[0]: the command a hint gives */
-    float *gan_z;              /* a GAN's drawn latent batch (rt_model.gan_latent_input -1) */
+    float *gan_z;              /* a GAN's drawn latent batches (rt_model.gan_latent_input -1),
+                                  step_passes of batch_size rows */
+    rt_dptr gan_dz;            /* on a GPU: their device copy */
+    rt_dptr gan_norms;         /* on a GPU: each network's gradients' sum of squares */
 } Run;
 
 /* How a training run ends (the end record's reason, END_* in end_names' order). */
@@ -208,9 +211,6 @@ int rt_step_passes(Run *r, rt_loop_state *s, Loop *L, Step *st);
 /* A GAN's step (gan_step.c): both networks' turns and updates; st as
  * rt_step_passes leaves it, the update already made (st->queued). */
 int rt_gan_step_passes(Run *r, rt_loop_state *s, Loop *L, Step *st);
-/* A GAN's latent batch for micro-batch j of the step after s->step, rows rows (drawn,
- * when the model reads no z input), bound as input n_inputs. */
-void rt_gan_latent(Run *r, uint64_t step, int64_t j, int64_t rows);
 /* The losses and stop requests of every rank made every rank's. */
 void rt_step_agree(Run *r, Step *st);
 /* The norm and the update, unless the run diverged here (then L->end is set: 1). */

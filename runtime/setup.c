@@ -203,7 +203,8 @@ void rt_run_device(Run *r)
     int zero2 = rt_zero_on() && c->dist == RT_DIST_ZERO2;
     rt_cu_ops_register();      /* the ops hand their calls to the device layer */
     rt_cu_blas_register();
-    rt_cu_init(&r->e, m, m->cuda, r->e.Bmax, row, r->state_floats, r->step_passes,
+    /* (a GAN's step: two passes a micro-batch, each its own statistics) */
+    rt_cu_init(&r->e, m, m->cuda, r->e.Bmax, row, r->state_floats, r->step_passes * (m->gan ? 2 : 1),
                rt_dist_local_rank(), zero2 ? rt_zero_part().lo : 0,
                zero2 ? rt_zero_part().hi : m->param_floats);
     rt_cu_optim_setup(&r->e, c, m, rt_zero_part().lo, rt_zero_part().hi);

@@ -156,6 +156,12 @@ if [ -e "${CUDA_HOME:-/usr/local/cuda}/include/cuda.h" ]; then
         "$TRAINC" build "$d/tiny.json" --device both --arch sm_90 --set precision=$p -o "$d/tg_$p" 2>/dev/null
         gpu "$d/tg_$p" --device cuda --out "$d/g_$p" "${q[@]}" --sample 10 2>/dev/null
     done
+    # the queued step under the fake's other orders of the streams: the same bits
+    for sch in sync lazy; do
+        TRAINC_FAKE_GPU_SCHEDULE=$sch gpu "$d/tg_fp32" --device cuda --out "$d/g_$sch" "${q[@]}" 2>/dev/null
+        cmp "$d/g_fp32/model.safetensors" "$d/g_$sch/model.safetensors" ||
+            { echo "FAIL the GPU's weights differ under schedule $sch"; exit 1; }
+    done
     # fp16-mixed from a loss scale so large that every update overflows: each network
     # skips its update and halves its own scale, every step
     gpu "$d/tg_fp16-mixed" --device cuda --out "$d/g_skip" "${q[@]}" --set loss_scale.init=1e30 2>/dev/null
