@@ -11,8 +11,9 @@
  * end: the step's latent batches are copied before its first pass, each turn adds its
  * loss into its own pass statistics (2j: the discriminator's, 2j + 1: the
  * generator's), and each update's clip factor is worked out on the device from the
- * sum of squares there. In fp16-mixed the host reads each norm before its update (a
- * network's update may be skipped). */
+ * sum of squares there; each turn's passes are one CUDA graph from the second step on.
+ * In fp16-mixed the host reads each norm before its update (a network's update may be
+ * skipped). */
 #include <string.h>
 #include "run.h"
 
@@ -117,10 +118,34 @@ static double net_update(Run *r, rt_loop_state *s, int d, int64_t t, int scaler)
     return norm;
 }
 
-/* After a turn's forward pass: on the CPU its loss term's mean into *sum (on a GPU it
- * is read at the step's end, from the pass's statistics). */
-static void turn_loss(Run *r, double *sum, int64_t rows)
+/* A turn's two passes (d 1: the discriminator's, 0: the generator's), each network's
+ * gradients reduced over ranks on the step's last micro-batch only. */
+static void turn_calls(Run *r, int d, int last)
 {
+    const rt_model *m = r->m;
+    if (d)
+        m->forward(&r->e, 1);
+    else
+        m->gan_forward_g(&r->e);
+    rt_ddp_begin_range(last, d ? m->gan_gen_floats : 0, d ? m->param_floats : m->gan_gen_floats);
+    if (d)
+        m->backward(&r->e);
+    else
+        m->gan_backward_g(&r->e);
+    rt_ddp_finish();
+}
+
+/* A turn: on a GPU as a CUDA graph once a turn of its kind has run (device_cuda.c's
+ * graphs of training passes, keyed by the pass statistics it adds into, its input slot
+ * and grad_scale); its loss term's mean into *sum on the CPU (a GPU's is read at the
+ * step's end, from the pass's statistics). */
+static void turn(Run *r, int d, int last, double *sum, int64_t rows)
+{
+    int graph = r->gpu ? rt_cu_graph_begin(&r->e) : RT_CU_GRAPH_NONE;
+    if (graph != RT_CU_GRAPH_RAN)
+        turn_calls(r, d, last);
+    if (graph == RT_CU_GRAPH_CAPTURE && !rt_cu_graph_end(&r->e))
+        turn_calls(r, d, last);    /* the capture failed and nothing ran */
     if (!r->gpu)
         *sum += r->e.loss_sum / (double)rows;
 }
@@ -130,7 +155,6 @@ static void turn_loss(Run *r, double *sum, int64_t rows)
 static int64_t gan_pass(Run *r, rt_loop_state *s, Step *st, int64_t j, int64_t window,
                         int scaler)
 {
-    const rt_model *m = r->m;
     const rt_batch *b = rt_loader_next(r->tl);
     if (!b)
         rt_die("loader ended early");
@@ -142,23 +166,14 @@ static int64_t gan_pass(Run *r, rt_loop_state *s, Step *st, int64_t j, int64_t w
     r->e.grad_scale = (float)(s->loss_scale_d / ((double)window * (double)r->world));
     r->e.grads_zero = j == 0;
     r->e.train = 1;
-    m->forward(&r->e, 1);
-    turn_loss(r, &st->gan_d, rows);
-    /* each network's gradients are reduced over ranks on the last micro-batch only */
-    rt_ddp_begin_range(j == st->k - 1, m->gan_gen_floats, m->param_floats);
-    m->backward(&r->e);
-    rt_ddp_finish();
+    turn(r, 1, j == st->k - 1, &st->gan_d, rows);
     if (j == st->k - 1)
         st->norm_d = net_update(r, s, 1, s->updates - s->skipped_d, scaler);
     r->e.loss_sum = 0;
     r->e.grad_scale = (float)(s->loss_scale / ((double)window * (double)r->world));
     if (r->gpu)
         rt_cu_begin_pass(&r->e, (int)(2 * j + 1));
-    m->gan_forward_g(&r->e);
-    turn_loss(r, &st->gan_g, rows);
-    rt_ddp_begin_range(j == st->k - 1, 0, m->gan_gen_floats);
-    m->gan_backward_g(&r->e);
-    rt_ddp_finish();
+    turn(r, 0, j == st->k - 1, &st->gan_g, rows);
     if (j == st->k - 1)
         st->norm_g = net_update(r, s, 0, s->updates - s->skipped, scaler);
     if (r->gpu) {   /* the batch's copy done (the loader may refill its buffer); the next

@@ -7,7 +7,8 @@
 # nothing else written); loss.svg draws d_loss and g_loss; and what a GAN refuses
 # exits 1 naming it; on the fake GPU (tests/fake_gpu.sh) the same records and samples
 # as the CPU in fp32 (within 1e-5), close in bf16-mixed and fp16-mixed (a loss scale a
-# network, skipping and halving apart), and a resume bit for bit; with
+# network, skipping and halving apart), a resume bit for bit, each turn a CUDA graph
+# from the second step on with the bits of none, the same under the fake's stream orders; with
 # 2 MPI ranks of batch 4 an MLP GAN reading z from the data is 1 rank of batch 8 (each
 # network's gradients reduced on the last micro-batch of accumulate 2).
 # (tests/gan_parity.py checks the numbers against PyTorch.)
@@ -156,6 +157,15 @@ if [ -e "${CUDA_HOME:-/usr/local/cuda}/include/cuda.h" ]; then
         "$TRAINC" build "$d/tiny.json" --device both --arch sm_90 --set precision=$p -o "$d/tg_$p" 2>/dev/null
         gpu "$d/tg_$p" --device cuda --out "$d/g_$p" "${q[@]}" --sample 10 2>/dev/null
     done
+    # each turn a CUDA graph from the second step on (6 steps x 2 micro-batches x 2
+    # turns, the first step's 4 run as usual): the bits of a run without graphs
+    TRAINC_FAKE_GPU_TRACE=1 gpu "$d/tg_fp32" --device cuda --out "$d/g_graph" "${q[@]}" 2>"$d/g_graph.log"
+    TRAINC_CUDA_GRAPH=0 gpu "$d/tg_fp32" --device cuda --out "$d/g_nograph" "${q[@]}" 2>/dev/null
+    [ "$(grep -c "launch graph" "$d/g_graph.log")" = 20 ] ||
+        { echo "FAIL $(grep -c "launch graph" "$d/g_graph.log") turns as graphs, want 20"; exit 1; }
+    cmp "$d/g_graph/model.safetensors" "$d/g_nograph/model.safetensors" ||
+        { echo "FAIL the GPU's weights differ without graphs"; exit 1; }
+    echo "ok   fake GPU: 20 of 24 turns as CUDA graphs, the bits of none"
     # the queued step under the fake's other orders of the streams: the same bits
     for sch in sync lazy; do
         TRAINC_FAKE_GPU_SCHEDULE=$sch gpu "$d/tg_fp32" --device cuda --out "$d/g_$sch" "${q[@]}" 2>/dev/null
