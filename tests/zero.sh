@@ -183,12 +183,15 @@ if command -v strace >/dev/null; then
         { echo "FAIL: zero2, rank 0's checkpoint past TRAINC_DIST_TIMEOUT: rc=$rc"; tail -5 "$d/slowck.log"; exit 1; }
     echo "ok   zero2: a checkpoint's gathers wait on rank 0's slow disk (3 s, strace) without the watchdog (TRAINC_DIST_TIMEOUT=1)"
     # rank 0's own wait in them is timed: rank 1 killed while rank 0 writes the weights
-    # (mpirun --enable-recovery lets rank 0 go on) ends the job, exit 2, not a hang
+    # (mpirun --enable-recovery lets rank 0 go on) ends the job, exit 2, not a hang. The
+    # two fsyncs take 4 s each: the kill must land before rank 0 reaches the gathers, and
+    # on a loaded machine the poll for the folder can take seconds (with 2 s each, rank 0
+    # was sometimes past them, and failed in a later collective instead)
     C=(--set max_steps=100000 --set checkpoint.every_steps=5 --set data.val=null --threads 1 --quiet
        --set distributed.strategy=zero2)
     TRAINC_DIST_TIMEOUT=2 timeout 60 mpirun --oversubscribe --allow-run-as-root --enable-recovery \
         -x TRAINC_DIST_TIMEOUT -np 1 "${RANKED[@]}" strace -f -o /dev/null -e trace=fsync \
-        -e inject=fsync:delay_exit=2000000:when=3..4 "$t" --out "$d/killck" "${C[@]}" : \
+        -e inject=fsync:delay_exit=4000000:when=3..4 "$t" --out "$d/killck" "${C[@]}" : \
         -np 1 "${RANKED[@]}" "$t" --out "$d/killck" "${C[@]}" >"$d/killck.log" 2>&1 &
     pid=$!
     wait_for $pid "killck's first checkpoint" test -d "$d/killck/checkpoints"
