@@ -24,7 +24,8 @@
 #      at TTA_CAP_X (default 2.2) times trainc's time, when trainc reached TARGET: not
 #      reached by then is a ratio above that, which answers the 2x goal in less time;
 #      TTA_CAP_X=0 lets them run their course, up to TTA_MAX seconds (default 240).
-#   2. samples/s, ROUNDS (3) alternating runs of trainc, eager and torch.compile, each
+#   2. samples/s, ROUNDS (3) alternating runs of trainc, eager and torch.compile (round
+#      by round over the rows, so a budget cut leaves every row its first runs), each
 #      WARM (20) steps then STEPS (100) timed, total samples over the total time with
 #      the device synchronized at both clock reads (trainc: between its records at
 #      steps WARM and WARM + STEPS, which wait for the device): cnn_fashion at 4096 in
@@ -107,8 +108,10 @@ budget() { # budget WHAT: may a run start? (else a skip record)
     echo "{\"kind\":\"skip\",\"what\":\"$1\",\"left_s\":$l}"
     return 1
 }
-capped() { # capped CMD...: CMD under timeout at what is left of the budget
-    timeout -k 5 $(($(left) - 5)) "$@"
+capped() { # capped CMD...: CMD under timeout at what is left of the budget (timeout's
+           # 0 would mean none: at least 1)
+    local l; l=$(($(left) - 5))
+    timeout -k 5 $((l > 0 ? l : 1)) "$@"
 }
 torch_run() {   # torch_run SPEC ARGS...: one JSON line from gpu_resnet_torch.py, wall_s added
     local spec=$1 t0 line rc; shift
@@ -170,7 +173,7 @@ PY
 }
 
 tta() {   # time to TARGET: trainc, then PyTorch eager and compiled, each from cold caches
-    local i cap t
+    local i cap t l
     for ((i = 0; i < TTA_ROUNDS; i++)); do
         budget "tta trainc" || return
         t=$(TRAINC_CACHE_DIR=$D/cache.tta.$i.$RANDOM trainc_run tta resnet_fashion fp32 \
@@ -182,36 +185,41 @@ tta() {   # time to TARGET: trainc, then PyTorch eager and compiled, each from c
 import json, sys
 r = json.loads(sys.stdin.read()); x, m = float('$TTA_CAP_X'), float('$TTA_MAX')
 print(int(min(m, x * r['wall_s'])) + 1 if x > 0 and r.get('reached') else int(m))")
+        cap=${cap:-$TTA_MAX}
         for c in "" --compile; do
             budget "tta torch $c" || return
+            l=$(($(left) - 10))   # stop by itself, with its record, before the budget's end
+            [ "$l" -lt "$cap" ] && cap=$l
             TORCHINDUCTOR_CACHE_DIR=$D/inductor.tta.$i.$RANDOM TRITON_CACHE_DIR=$D/triton.tta.$i.$RANDOM \
                 torch_run resnet_fashion tta ${TTA_B[@]+"${TTA_B[@]}"} --target "$TARGET" --max-time "$cap" $c --mode "$TORCH_MODE" \
                 ${TTA_TORCH[@]+"${TTA_TORCH[@]}"}
         done
     done
 }
-speed_row() {   # speed_row SPEC TRAINER PRECISION BATCH: ROUNDS alternating runs of the three
-    local spec=$1 exe=$2 prec=$3 b=$4 i
+speed_once() {  # speed_once SPEC TRAINER PRECISION BATCH: one run of each side
+    local spec=$1 exe=$2 prec=$3 b=$4
+    budget "speed $exe $b trainc" || return 1
+    trainc_run speed "$exe" "$prec" --set batch_size="$b" --set max_steps=$((WARM + STEPS)) --set epochs=100000 \
+        --set log_every=$LOG --set data.val=null
+    budget "speed $exe $b eager" || return 1
+    torch_run "$spec" speed "$b" --precision "$prec" --warm "$WARM" --steps "$STEPS"
+    budget "speed $exe $b compile" || return 1
+    torch_run "$spec" speed "$b" --precision "$prec" --warm "$WARM" --steps "$STEPS" --compile --mode "$TORCH_MODE"
+}
+speed() {       # ROUNDS rounds over the rows, so a budget cut leaves every row its first runs
+    local i
     for ((i = 0; i < ROUNDS; i++)); do
-        budget "speed $exe $b trainc" || return
-        trainc_run speed "$exe" "$prec" --set batch_size="$b" --set max_steps=$((WARM + STEPS)) --set epochs=100000 \
-            --set log_every=$LOG --set data.val=null
-        budget "speed $exe $b eager" || return
-        torch_run "$spec" speed "$b" --precision "$prec" --warm "$WARM" --steps "$STEPS"
-        budget "speed $exe $b compile" || return
-        torch_run "$spec" speed "$b" --precision "$prec" --warm "$WARM" --steps "$STEPS" --compile --mode "$TORCH_MODE"
+        speed_once cnn_fashion cnn_fashion fp32 "$LARGE" &&
+            speed_once resnet_fashion resnet_fashion fp32 "$LARGE" &&
+            speed_once resnet_fashion resnet_fashion_bf16 bf16-mixed "$LARGE" &&
+            speed_once resnet_fashion resnet_fashion fp32 "$SMALL" &&
+            speed_once resnet_fashion resnet_fashion_bf16 bf16-mixed "$SMALL" || return
     done
 }
 
 {
     echo "{\"kind\":\"meta\",\"date\":\"$(date -u +%F)\",\"commit\":\"$COMMIT\",\"device\":\"$DEVICE_NAME\",\"target\":$TARGET,\"warm\":$WARM,\"steps\":$STEPS,\"rounds\":$ROUNDS,\"torch_mode\":\"$TORCH_MODE\",\"smoke\":${SMOKE:-0}}"
     [ "$WHAT" != speed ] && tta
-    if [ "$WHAT" != tta ]; then
-        speed_row cnn_fashion cnn_fashion fp32 "$LARGE"
-        speed_row resnet_fashion resnet_fashion fp32 "$LARGE"
-        speed_row resnet_fashion resnet_fashion_bf16 bf16-mixed "$LARGE"
-        speed_row resnet_fashion resnet_fashion fp32 "$SMALL"
-        speed_row resnet_fashion resnet_fashion_bf16 bf16-mixed "$SMALL"
-    fi
+    [ "$WHAT" != tta ] && speed
 } 2>>"$ERR" | tee -a "$RES"
 "$PY" "$ROOT/bench/resnet_table.py" "$RES" | tee "$OUT/summary.txt"

@@ -32,7 +32,8 @@ included), reached or not.
 
 speed: WARM steps, then STEPS steps timed (the device synchronized at both clock reads),
 as bench/gpu_torch.py; one JSON line: samples/s, the time from --t0 to the end of the
-first step (compilation included), torch.cuda.max_memory_allocated.
+first step (compilation included), torch.cuda.max_memory_allocated (the data sets held
+on the device included: data_bytes says how much).
 """
 import argparse, json, math, os, sys, time
 
@@ -99,8 +100,8 @@ def optimizer(model, opt_spec, device):
     else:
         raise SystemExit(f"gpu_resnet_torch: optimizer {kind} is not handled")
     for kw in ({"fused": True}, {"foreach": True}):
-        if kw.get("fused") and device != "cuda":
-            continue
+        if kw.get("fused") and device != "cuda" and int(torch.__version__.split(".")[0]) < 2:
+            continue   # 1.x's fused kernels are CUDA's only
         try:
             return make(**kw), next(iter(kw))
         except (TypeError, RuntimeError):   # this PyTorch has no fused kernel for it
@@ -261,8 +262,9 @@ def speed(run, a):
     run.sync()
     sps = a.steps * B / (time.perf_counter() - t0)
     peak = torch.cuda.max_memory_allocated() if run.dev == "cuda" else None
+    data = sum(t.numel() * t.element_size() for t in (run.X, run.Y, run.VX, run.VY))
     return run.record(kind="speed", batch=B, steps=a.steps, samples_per_s=round(sps, 1),
-                      first_step_s=round(first, 3), peak_bytes=peak)
+                      first_step_s=round(first, 3), peak_bytes=peak, data_bytes=data)
 
 
 def main():

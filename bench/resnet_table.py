@@ -7,7 +7,8 @@ ratio to each PyTorch side (a side stopped before the target gives a lower bound
 tables (model | batch | precision | trainc | PyTorch eager | torch.compile | llm.c | vs
 eager | vs compile | memory | date, commit): each side's median over its runs with the
 range beside it, the ratios of the medians, trainc's arena + parameters against
-PyTorch eager's peak. Then every error and skipped run.
+PyTorch eager's peak less the data sets it holds on the device (trainc's are apart from
+its arena too). Then every error and skipped run.
 """
 import json, statistics, sys
 
@@ -79,7 +80,8 @@ def speed_rows(rows, meta):
         cells = [fmt_range([r["samples_per_s"] for r in runs[k]]) if runs[k] else "not run" for k in SIDES]
         ratio = lambda k: f"{med['trainc'] / med[k]:.2f}x" if "trainc" in med and k in med else ""
         ours = max((r.get("arena_params_bytes") or 0 for r in runs["trainc"]), default=0)
-        theirs = max((r.get("peak_bytes") or 0 for r in runs["eager"]), default=0)
+        # both without the data sets they hold on the device
+        theirs = max(((r.get("peak_bytes") or 0) - (r.get("data_bytes") or 0) for r in runs["eager"]), default=0)
         mem = f"{ours / 1e6:.1f} MB vs {theirs / 1e6:.1f} MB" if ours and theirs else ""
         print(f"| {model} | {batch} | {prec} | {cells[0]} | {cells[1]} | {cells[2]} | | {ratio('eager')} | "
               f"{ratio('compile')} | {mem} | {meta.get('date', '?')}, {meta.get('commit', '?')} |")
