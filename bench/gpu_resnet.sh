@@ -5,7 +5,7 @@
 #
 #   bash bench/gpu_resnet.sh            results in $OUT/resnet.jsonl, the table in
 #                                       $OUT/summary.txt (bench/resnet_table.py)
-#   WHAT=speed bash bench/gpu_resnet.sh     the samples/s rows only (WHAT=tta: time to 94%)
+#   RESNET_WHAT=speed bash bench/gpu_resnet.sh   the samples/s rows only (tta: time to 94%)
 #   TTA_CAP_X=0 TTA_MAX=900 bash bench/gpu_resnet.sh   PyTorch's whole time to 94%
 #   SMOKE=1 bash bench/gpu_resnet.sh    here, without a GPU: the plumbing (below)
 #
@@ -41,15 +41,18 @@
 # PyTorch on the CPU (its compile lines say so when it has no torch.compile), the
 # first 512 training and 256 test images, batches 16 and 32 for 512 and 4096,
 # WARM 2 and STEPS 4 (multiples of the trainer's log_every, set to the same), time to
-# TARGET 0.15 at batch 32 over at most 2 epochs. About 3 minutes on 2 shared cores:
+# TARGET 0.15 at batch 32 over at most 2 epochs. With Debian's PyTorch 1.13 (no
+# torch.compile: those lines are error records) about 2 minutes on 2 cores; with a
+# PyTorch 2 in a virtual environment, compile lines included, about 6:
 #   SMOKE=1 PYTHON=/usr/bin/python3 bash bench/gpu_resnet.sh
+#   SMOKE=1 PYTHON=/path/to/venv/bin/python3 bash bench/gpu_resnet.sh
 set -u
 ROOT=$(pwd)
 PY=${PYTHON:-python3}
 T_BEGIN=$(date +%s)
 LIMIT=${PART_LIMIT:-0}
 MIN_LEFT=${MIN_LEFT:-20}
-WHAT=${WHAT:-all}          # all | tta | speed
+WHAT=${RESNET_WHAT:-all}   # all | tta | speed (not WHAT: bench/gpu_llama.sh reads that)
 ROUNDS=${ROUNDS:-3}
 TTA_ROUNDS=${TTA_ROUNDS:-1}
 TTA_CAP_X=${TTA_CAP_X:-2.2}
@@ -187,7 +190,7 @@ r = json.loads(sys.stdin.read()); x, m = float('$TTA_CAP_X'), float('$TTA_MAX')
 print(int(min(m, x * r['wall_s'])) + 1 if x > 0 and r.get('reached') else int(m))")
         cap=${cap:-$TTA_MAX}
         for c in "" --compile; do
-            budget "tta torch $c" || return
+            budget "tta torch${c:+ compile}" || return
             l=$(($(left) - 10))   # stop by itself, with its record, before the budget's end
             [ "$l" -lt "$cap" ] && cap=$l
             TORCHINDUCTOR_CACHE_DIR=$D/inductor.tta.$i.$RANDOM TRITON_CACHE_DIR=$D/triton.tta.$i.$RANDOM \

@@ -29,7 +29,8 @@
 #              PyTorch's stopped at 2.2x trainc's time), then samples/s of cnn_fashion
 #              at 4096 fp32 and resnet_fashion at 4096 and 512 in fp32 and bf16-mixed,
 #              3 alternating runs of 10 + 50 steps; the script stops starting runs
-#              20 s before the limit and prints what it has                          300
+#              20 s before the limit and prints what it has (RESNET_WHAT=tta or speed
+#              in the environment: one half; TORCH_MODE: another compile mode)       300
 #   profile    bench/gpu_profile.sh: Nsight Compute, by kernel: gpt2_124m_none at batch
 #              8 (the attention kernels and the classifier in detail: stall reasons),
 #              then wide_mlp_bf16 at 65536 with K-sliced weight gradients and with
