@@ -18,7 +18,9 @@
 #      above it), then bench/gpu_resnet_torch.py eager and torch.compile (fullgraph,
 #      mode TORCH_MODE, default max-autotune: its CUDA graphs included). The figure:
 #      wall clock from launch to exit, so the process's start, trainc's NVRTC kernels
-#      and PyTorch's imports and compilation are in it; each side starts from an empty
+#      and PyTorch's imports and compilation are in it. PyTorch eager captures its
+#      whole step as one CUDA graph after 3 steps (--graph; TTA_GRAPH=0: plain eager),
+#      the strongest eager at batch 128's small step. Each side starts from an empty
 #      kernel cache (trainc's TRAINC_CACHE_DIR, Inductor's and Triton's). Both validate
 #      on the 10,000 test images after each epoch, in eval mode. PyTorch's runs stop
 #      at TTA_CAP_X (default 2.2) times trainc's time, when trainc reached TARGET: not
@@ -31,7 +33,8 @@
 #      steps WARM and WARM + STEPS, which wait for the device): cnn_fashion at 4096 in
 #      fp32 first (the row that stood at 0.87x torch.compile), then resnet_fashion at
 #      4096 and 512, fp32 and bf16-mixed. The same recipe on both sides (the spec's
-#      optimizer, augmentation and loss; no validation).
+#      optimizer, augmentation and loss; no validation); PyTorch eager with --graph at
+#      batches up to GRAPH_MAX_BATCH (512, the smaller batch).
 # Budget: with PART_LIMIT (seconds, as tests/gpu/measure.sh passes its part's limit) a
 # run starts only with MIN_LEFT (20) seconds left before it, and is stopped at it, so the
 # table is printed in time; what is cut is the last of the list above.
@@ -58,6 +61,7 @@ TTA_ROUNDS=${TTA_ROUNDS:-1}
 TTA_CAP_X=${TTA_CAP_X:-2.2}
 TTA_MAX=${TTA_MAX:-240}
 TORCH_MODE=${TORCH_MODE:-max-autotune}
+TTA_GRAPH=${TTA_GRAPH:-1}          # PyTorch eager's time to accuracy with --graph (0: plain)
 if [ "${SMOKE:-0}" = 1 ]; then
     OUT=${OUT:-$ROOT/build/resnet_smoke/out}
     D=$ROOT/build/resnet_smoke
@@ -95,6 +99,7 @@ else
     COMMIT=$(cat "$D/commit" 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo "?")
     DEVICE_NAME=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)
 fi
+GRAPH_MAX_BATCH=${GRAPH_MAX_BATCH:-$SMALL}   # eager's samples/s runs with --graph up to this batch
 RES=$OUT/resnet.jsonl
 ERR=$OUT/resnet.err
 : >"$RES"
@@ -176,7 +181,7 @@ PY
 }
 
 tta() {   # time to TARGET: trainc, then PyTorch eager and compiled, each from cold caches
-    local i cap t l
+    local i cap t l g c
     for ((i = 0; i < TTA_ROUNDS; i++)); do
         budget "tta trainc" || return
         t=$(TRAINC_CACHE_DIR=$D/cache.tta.$i.$RANDOM trainc_run tta resnet_fashion fp32 \
@@ -189,8 +194,9 @@ import json, sys
 r = json.loads(sys.stdin.read()); x, m = float('$TTA_CAP_X'), float('$TTA_MAX')
 print(int(min(m, x * r['wall_s'])) + 1 if x > 0 and r.get('reached') else int(m))")
         cap=${cap:-$TTA_MAX}
-        for c in "" --compile; do
-            budget "tta torch${c:+ compile}" || return
+        g=""; [ "$TTA_GRAPH" = 1 ] && g=--graph
+        for c in "$g" --compile; do
+            budget "tta torch${c:+ $c}" || return
             l=$(($(left) - 10))   # stop by itself, with its record, before the budget's end
             [ "$l" -lt "$cap" ] && cap=$l
             TORCHINDUCTOR_CACHE_DIR=$D/inductor.tta.$i.$RANDOM TRITON_CACHE_DIR=$D/triton.tta.$i.$RANDOM \
@@ -205,7 +211,8 @@ speed_once() {  # speed_once SPEC TRAINER PRECISION BATCH: one run of each side
     trainc_run speed "$exe" "$prec" --set batch_size="$b" --set max_steps=$((WARM + STEPS)) --set epochs=100000 \
         --set log_every=$LOG --set data.val=null
     budget "speed $exe $b eager" || return 1
-    torch_run "$spec" speed "$b" --precision "$prec" --warm "$WARM" --steps "$STEPS"
+    local g=""; [ "$b" -le "$GRAPH_MAX_BATCH" ] && g=--graph
+    torch_run "$spec" speed "$b" --precision "$prec" --warm "$WARM" --steps "$STEPS" $g
     budget "speed $exe $b compile" || return 1
     torch_run "$spec" speed "$b" --precision "$prec" --warm "$WARM" --steps "$STEPS" --compile --mode "$TORCH_MODE"
 }

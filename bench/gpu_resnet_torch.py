@@ -2,7 +2,7 @@
 
     gpu_resnet_torch.py SPEC tta [BATCH] [--target 0.94] [--max-time S] [--epochs N]
     gpu_resnet_torch.py SPEC speed BATCH [--steps 100] [--warm 20]
-    options: --compile [--mode max-autotune] --precision fp32|bf16-mixed
+    options: --compile [--mode max-autotune] | --graph;  --precision fp32|bf16-mixed
              --device cuda|cpu --data DIR --t0 UNIX_SECONDS --threads N
 
 The model is the spec's layers built by tests/spec_torch.py (the same modules
@@ -22,6 +22,11 @@ bench/gpu_torch.py. bf16-mixed is bf16 autocast around the model (the loss in fp
 step that torch.compile can take whole: the backward is AOTAutograd's, the optimizer
 runs fused outside); the default mode max-autotune also replays the compiled forward
 and backward as CUDA graphs (cudagraph trees). The augmentation stays eager.
+--graph (eager, where the step is small): after 3 eager steps on a side stream the whole
+step (batch gather, augmentation with its random draws, forward, backward, the fused
+optimizer reading its rate from a device tensor) is captured as one CUDA graph and
+replayed (torch.cuda.graph's whole-network recipe); the record's impl is then
+eager+graph, or eager with a graph_note saying why nothing was captured.
 
 tta: trains the spec's recipe (at BATCH instead of its batch_size when given), validates on the spec's val set after every epoch in
 eval mode (the running statistics; eager, no autocast change) and stops once the
@@ -58,6 +63,7 @@ def parse():
     p.add_argument("batch", type=int, nargs="?")
     p.add_argument("--compile", action="store_true")
     p.add_argument("--mode", default="max-autotune")
+    p.add_argument("--graph", action="store_true", help="eager: the whole step as one CUDA graph")
     p.add_argument("--precision", default=None, help="fp32 or bf16-mixed (default: the spec's)")
     p.add_argument("--device", default="cuda")
     p.add_argument("--data", default=None, help="a folder with train_x.npy ... test_y.npy (default: the spec's)")
@@ -84,29 +90,33 @@ def load_data(spec_path, train, folder, device):
     return t["train_x"], t["train_y"].long(), t["test_x"], t["test_y"].long()
 
 
-def optimizer(model, opt_spec, device):
-    """The spec's optimizer: decay on rank >= 2 only; fused where this PyTorch has it."""
+def optimizer(model, opt_spec, device, tensor_lr=False):
+    """The spec's optimizer: decay on rank >= 2 only; fused where this PyTorch has it.
+    tensor_lr: the fused one's rate a device tensor (one, shared by the groups), which a
+    captured CUDA graph reads at each replay."""
     decay = [p for p in model.parameters() if p.dim() >= 2]
     rest = [p for p in model.parameters() if p.dim() < 2]
     kind = opt_spec.get("type", "adamw")
     wd = opt_spec.get("weight_decay", 0.01 if kind == "adamw" else 0.0)
     groups = [{"params": decay, "weight_decay": wd}, {"params": rest, "weight_decay": 0.0}]
+    lr = opt_spec.get("lr", 1e-3)
     if kind == "sgd":
-        make = lambda **kw: torch.optim.SGD(groups, lr=opt_spec.get("lr", 1e-3), momentum=opt_spec.get("momentum", 0.0),
-                                            nesterov=opt_spec.get("nesterov", False), **kw)
+        make = lambda lr, **kw: torch.optim.SGD(groups, lr=lr, momentum=opt_spec.get("momentum", 0.0),
+                                                nesterov=opt_spec.get("nesterov", False), **kw)
     elif kind == "adamw":
-        make = lambda **kw: torch.optim.AdamW(groups, lr=opt_spec.get("lr", 1e-3), betas=tuple(opt_spec.get("betas", (0.9, 0.999))),
-                                              eps=opt_spec.get("eps", 1e-8), **kw)
+        make = lambda lr, **kw: torch.optim.AdamW(groups, lr=lr, betas=tuple(opt_spec.get("betas", (0.9, 0.999))),
+                                                  eps=opt_spec.get("eps", 1e-8), **kw)
     else:
         raise SystemExit(f"gpu_resnet_torch: optimizer {kind} is not handled")
     for kw in ({"fused": True}, {"foreach": True}):
         if kw.get("fused") and device != "cuda" and int(torch.__version__.split(".")[0]) < 2:
             continue   # 1.x's fused kernels are CUDA's only
         try:
-            return make(**kw), next(iter(kw))
-        except (TypeError, RuntimeError):   # this PyTorch has no fused kernel for it
+            rate = torch.tensor(float(lr), device=device) if tensor_lr and kw.get("fused") else lr
+            return make(rate, **kw), next(iter(kw))
+        except (TypeError, RuntimeError, ValueError):   # this PyTorch has no fused kernel for it
             pass
-    return make(), "single-tensor"
+    return make(lr), "single-tensor"
 
 
 def lr_at(sch, lr, step, total):
@@ -148,6 +158,8 @@ def augment(x, aug):
 class Run:
     """The model, optimizer, data and one training step of a spec's recipe."""
 
+    GRAPH_WARM = 3   # eager steps on a side stream before the capture (PyTorch's recipe)
+
     def __init__(self, a):
         spec = json.load(open(a.spec))
         self.a, self.model_spec, self.train = a, spec["model"], spec["train"]
@@ -160,18 +172,29 @@ class Run:
         self.scale = float(np.float32(xin.get("scale", 1.0)))
         self.model = spec_torch.build(self.model_spec["layers"], xin["shape"]).to(self.dev)
         self.model = self.model.to(memory_format=torch.channels_last)
-        self.opt, self.opt_kind = optimizer(self.model, self.train.get("optimizer", {}), self.dev)
+        # --graph: the whole step (batch gather, augmentation, forward, backward, the
+        # fused optimizer with its rate in a device tensor) captured once as a CUDA graph
+        # and replayed; eager only, and only on CUDA
+        self.graph_wanted = a.graph and not a.compile and self.dev == "cuda"
+        self.graph_note = "no CUDA graphs off CUDA" if a.graph and self.dev != "cuda" else None
+        self.opt, self.opt_kind = optimizer(self.model, self.train.get("optimizer", {}), self.dev,
+                                            tensor_lr=self.graph_wanted)
+        rate = self.opt.param_groups[0]["lr"]
+        self.lr_t = rate if isinstance(rate, torch.Tensor) else None
+        if self.graph_wanted and self.lr_t is None:
+            self.graph_wanted, self.graph_note = False, "no fused optimizer with a tensor rate: not captured"
+        self.graph, self.done = None, 0
+        self.side = torch.cuda.Stream() if self.graph_wanted else None
         self.X, self.Y, self.VX, self.VY = load_data(a.spec, self.train, a.data, self.dev)
         self.aug = (self.train.get("loader") or {}).get("augment")
         loss = spec_torch.loss_fn(self.model_spec)
-        model, bf16, dev = self.model, self.bf16, self.dev
+        model, bf16, dev, cache = self.model, self.bf16, self.dev, not self.graph_wanted
 
-        def fwd(x, y):
-            with torch.autocast(dev, dtype=torch.bfloat16, enabled=bf16):
+        def fwd(x, y):   # (autocast's weight cache must be off in a captured graph)
+            with torch.autocast(dev, dtype=torch.bfloat16, enabled=bf16, cache_enabled=cache):
                 out = model(x)
             return loss(out.float(), y)
         self.fwd = torch.compile(fwd, fullgraph=True, mode=a.mode) if a.compile else fwd
-        self.impl = ("compile" if a.compile else "eager")
         self.mark = getattr(getattr(torch, "compiler", None), "cudagraph_mark_step_begin", None)
 
     def batch(self, idx, train=True):
@@ -181,9 +204,14 @@ class Run:
             x = augment(x, self.aug)
         return x.contiguous(memory_format=torch.channels_last)
 
-    def step(self, idx, lr):
-        for g in self.opt.param_groups:
-            g["lr"] = lr
+    def set_lr(self, lr):
+        if self.lr_t is not None:
+            self.lr_t.fill_(lr)
+        else:
+            for g in self.opt.param_groups:
+                g["lr"] = lr
+
+    def eager_step(self, idx):
         x, y = self.batch(idx), self.Y[idx]
         if self.mark and self.a.compile:
             self.mark()
@@ -191,6 +219,37 @@ class Run:
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         self.opt.step()
+        return loss
+
+    def capture(self, idx):
+        """The whole step as a CUDA graph reading static_idx (and the rate tensor): its
+        gradients are written, not accumulated, as they are None when captured."""
+        self.static_idx = idx.clone()
+        self.opt.zero_grad(set_to_none=True)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            self.static_loss = self.eager_step(self.static_idx)
+        self.graph = g
+
+    def step(self, idx, lr):
+        self.set_lr(lr)
+        self.done += 1
+        if self.graph is None and self.graph_wanted and self.done > self.GRAPH_WARM:
+            try:
+                self.capture(idx)
+            except Exception as e:   # recorded; the run goes on eager
+                self.graph_wanted, self.graph_note = False, f"capture failed: {e!r}"[:400]
+                torch.cuda.synchronize()
+        if self.graph is not None:
+            self.static_idx.copy_(idx)
+            self.graph.replay()
+            return self.static_loss
+        if not self.graph_wanted:
+            return self.eager_step(idx)
+        self.side.wait_stream(torch.cuda.current_stream())   # warm-up off the default stream
+        with torch.cuda.stream(self.side):
+            loss = self.eager_step(idx)
+        torch.cuda.current_stream().wait_stream(self.side)
         return loss
 
     def accuracy(self):
@@ -209,10 +268,13 @@ class Run:
             torch.cuda.synchronize()
 
     def record(self, **kw):
-        r = {"impl": self.impl, "model": self.name, "precision": self.precision, "optimizer": self.opt_kind,
+        impl = "compile" if self.a.compile else "eager+graph" if self.graph is not None else "eager"
+        r = {"impl": impl, "model": self.name, "precision": self.precision, "optimizer": self.opt_kind,
              "device": torch.cuda.get_device_name() if self.dev == "cuda" else "cpu", "torch": torch.__version__}
         if self.a.compile:
             r["mode"] = self.a.mode
+        if self.graph_note:
+            r["graph_note"] = self.graph_note
         r.update(kw)
         return r
 

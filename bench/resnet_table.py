@@ -5,7 +5,8 @@ launch to exit, each side's runs: the median when there are several), with train
 ratio to each PyTorch side (a side stopped before the target gives a lower bound,
 "> Nx"); then samples/s per model, batch and precision in the columns of the device
 tables (model | batch | precision | trainc | PyTorch eager | torch.compile | llm.c | vs
-eager | vs compile | memory | date, commit): each side's median over its runs with the
+eager | vs compile | memory | date, commit), PyTorch eager's column with its whole-step
+CUDA graph where the runs had one (said beside the figure): each side's median over its runs with the
 range beside it, the ratios of the medians, trainc's arena + parameters against
 PyTorch eager's peak less the data sets it holds on the device (trainc's are apart from
 its arena too). Then every error and skipped run.
@@ -15,6 +16,17 @@ import json, statistics, sys
 SIDES = ("trainc", "eager", "compile")
 
 
+def side(r):
+    """The column of a record: PyTorch eager with or without its whole-step CUDA graph
+    in one (the impl, eager+graph or eager, is printed beside the figure)."""
+    return "eager" if r.get("impl") == "eager+graph" else r.get("impl")
+
+
+def graph_mark(runs):
+    kinds = {r.get("impl") for r in runs}
+    return " (CUDA graph)" if kinds == {"eager+graph"} else " (some with a CUDA graph)" if "eager+graph" in kinds else ""
+
+
 def fmt_range(v, unit=""):
     med = statistics.median(v)
     s = f"{med:,.0f}{unit}"
@@ -22,7 +34,7 @@ def fmt_range(v, unit=""):
 
 
 def tta_rows(rows, meta):
-    runs = {k: [r for r in rows if r.get("kind") == "tta" and r.get("impl") == k and "error" not in r] for k in SIDES}
+    runs = {k: [r for r in rows if r.get("kind") == "tta" and side(r) == k and "error" not in r] for k in SIDES}
     if not any(runs.values()):
         return
     target = meta.get("target", 0.94)
@@ -32,10 +44,11 @@ def tta_rows(rows, meta):
             acc = r.get("val_acc")
             state = "reached" if r.get("reached") else "NOT reached"
             end = "" if k == "trainc" or r.get("reached") else f" (stopped: {r.get('stopped') or 'epochs done'})"
-            print(f"  {k:8s} {state} in {r['wall_s']:.1f} s, {r.get('steps')} steps, last val_acc "
-                  + (f"{100 * acc:.2f}%" if acc is not None else "none") + end)
+            print(f"  {r.get('impl'):11s} {state} in {r['wall_s']:.1f} s, {r.get('steps')} steps, last val_acc "
+                  + (f"{100 * acc:.2f}%" if acc is not None else "none") + end
+                  + (f" [{r['graph_note']}]" if r.get("graph_note") else ""))
             if r.get("curve"):
-                print("           by epoch:", ", ".join(f"{c[0]}: {100 * c[2]:.2f}%" + (f" at {c[3]:.0f} s" if c[3] else "")
+                print("              by epoch:", ", ".join(f"{c[0]}: {100 * c[2]:.2f}%" + (f" at {c[3]:.0f} s" if c[3] else "")
                                                       for c in r["curve"]))
     t = [r["wall_s"] for r in runs["trainc"] if r.get("reached")]
     tm = statistics.median(t) if t else None
@@ -47,10 +60,10 @@ def tta_rows(rows, meta):
         reached = [r["wall_s"] for r in v if r.get("reached")]
         if reached:
             m = statistics.median(reached)
-            return f"{m:.1f} s", (f"{m / tm:.2f}x" if tm else "")
+            return f"{m:.1f} s{graph_mark(v)}", (f"{m / tm:.2f}x" if tm else "")
         m = max(r["wall_s"] for r in v)
         best = max((r.get("val_acc") or 0) for r in v)
-        return f"not reached in {m:.0f} s ({100 * best:.2f}%)", (f"> {m / tm:.2f}x" if tm else "")
+        return f"not reached in {m:.0f} s ({100 * best:.2f}%){graph_mark(v)}", (f"> {m / tm:.2f}x" if tm else "")
     spec = runs["trainc"][0] if runs["trainc"] else next(r for k in SIDES for r in runs[k])
     tc, _ = cell("trainc")
     (e, ve), (c, vc) = cell("eager"), cell("compile")
@@ -73,11 +86,12 @@ def speed_rows(rows, meta):
           "memory, trainc vs PyTorch | date, commit |")
     print("| --- | ---: | --- | ---: | ---: | ---: | --- | ---: | ---: | --- | --- |")
     for model, batch, prec in keys:
-        runs = {k: [r for r in rows if r.get("kind") == "speed" and r.get("impl") == k and r.get("model") == model
+        runs = {k: [r for r in rows if r.get("kind") == "speed" and side(r) == k and r.get("model") == model
                     and r.get("batch") == batch and r.get("precision") == prec and r.get("samples_per_s")]
                 for k in SIDES}
         med = {k: statistics.median(r["samples_per_s"] for r in v) for k, v in runs.items() if v}
-        cells = [fmt_range([r["samples_per_s"] for r in runs[k]]) if runs[k] else "not run" for k in SIDES]
+        cells = [fmt_range([r["samples_per_s"] for r in runs[k]]) + graph_mark(runs[k]) if runs[k] else "not run"
+                 for k in SIDES]
         ratio = lambda k: f"{med['trainc'] / med[k]:.2f}x" if "trainc" in med and k in med else ""
         ours = max((r.get("arena_params_bytes") or 0 for r in runs["trainc"]), default=0)
         # both without the data sets they hold on the device
@@ -90,10 +104,10 @@ def speed_rows(rows, meta):
         print("PyTorch's first step (launch to its end, compilation included), the slowest run of each:")
         seen = {}
         for r in first:
-            k = (r["impl"], r["model"], r["batch"], r["precision"])
+            k = (r["impl"], r["model"], r["batch"], r["precision"])   # eager+graph apart
             seen[k] = max(seen.get(k, 0), r["first_step_s"])
         for (impl, model, batch, prec), s in seen.items():
-            print(f"  {impl:8s} {model} {batch} {prec}: {s:.1f} s")
+            print(f"  {impl:11s} {model} {batch} {prec}: {s:.1f} s")
 
 
 def main(path):
@@ -106,6 +120,12 @@ def main(path):
     for r in rows:
         if "error" in r or r.get("kind") == "skip" or r.get("exit"):
             print("note:", json.dumps(r))
+    notes = {}
+    for r in rows:
+        if r.get("graph_note"):
+            notes.setdefault(r["graph_note"], []).append(f"{r.get('kind')} {r.get('model')} {r.get('batch')}")
+    for note, where in notes.items():
+        print(f"note: eager without its CUDA graph in {len(where)} runs ({', '.join(sorted(set(where)))}): {note}")
 
 
 if __name__ == "__main__":
