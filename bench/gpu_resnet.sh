@@ -18,7 +18,8 @@
 #      above it), then bench/gpu_resnet_torch.py eager and torch.compile (fullgraph,
 #      mode TORCH_MODE, default max-autotune: its CUDA graphs included). The figure:
 #      wall clock from launch to exit, so the process's start, trainc's NVRTC kernels
-#      and PyTorch's imports and compilation are in it. PyTorch eager captures its
+#      and PyTorch's imports and compilation are in it (trainc build's C compilation
+#      ran on the build machine, in tests/gpu/pack.sh: a few seconds, not counted). PyTorch eager captures its
 #      whole step as one CUDA graph after 3 steps (--graph; TTA_GRAPH=0: plain eager),
 #      the strongest eager at batch 128's small step. Each side starts from an empty
 #      kernel cache (trainc's TRAINC_CACHE_DIR, Inductor's and Triton's). Both validate
@@ -46,7 +47,7 @@
 # WARM 2 and STEPS 4 (multiples of the trainer's log_every, set to the same), time to
 # TARGET 0.15 at batch 32 over at most 2 epochs. With Debian's PyTorch 1.13 (no
 # torch.compile: those lines are error records) about 2 minutes on 2 cores; with a
-# PyTorch 2 in a virtual environment, compile lines included, about 6:
+# PyTorch 2 in a virtual environment, compile lines included, 6 to 11 (shared cores):
 #   SMOKE=1 PYTHON=/usr/bin/python3 bash bench/gpu_resnet.sh
 #   SMOKE=1 PYTHON=/path/to/venv/bin/python3 bash bench/gpu_resnet.sh
 set -u
@@ -76,10 +77,11 @@ if [ "${SMOKE:-0}" = 1 ]; then
     TORCH_THREADS=(--threads 1)
     DATA=$D/data
     mkdir -p "$S" "$DATA" "$OUT"
+    fresh() { [ "$1" -nt "$2" ] && [ "$1" -nt build/trainc ]; }   # built after the spec and trainc
     for spec in resnet_fashion cnn_fashion; do   # CPU trainers (bf16-mixed runs fp32 there)
-        [ -x "$S/$spec" ] || build/trainc build specs/$spec.json -o "$S/$spec" || exit 1
-        [ -x "$S/${spec}_bf16" ] || build/trainc build specs/$spec.json --set precision=bf16-mixed \
-            -o "$S/${spec}_bf16" || exit 1
+        fresh "$S/$spec" specs/$spec.json || build/trainc build specs/$spec.json -o "$S/$spec" || exit 1
+        fresh "$S/${spec}_bf16" specs/$spec.json || build/trainc build specs/$spec.json \
+            --set precision=bf16-mixed -o "$S/${spec}_bf16" || exit 1
     done
     "$PY" - "$DATA" <<'PY'
 import numpy as np, sys
