@@ -26,8 +26,8 @@
 #              recomputation policy against PyTorch with and without checkpointing    400
 #   resnet     bench/gpu_resnet.sh, short: resnet_fashion's time to 94.0% test accuracy,
 #              trainc against PyTorch eager (its step one CUDA graph) and torch.compile
-#              max-autotune (once each,
-#              PyTorch's stopped at 2.2x trainc's time), then samples/s of cnn_fashion
+#              max-autotune (once each, PyTorch's stopped at 2.2x trainc's time), then
+#              samples/s of cnn_fashion
 #              at 4096 fp32 and resnet_fashion at 4096 and 512 in fp32 and bf16-mixed,
 #              3 alternating runs of 10 + 50 steps; the script stops starting runs
 #              20 s before the limit and prints what it has (RESNET_WHAT=tta or speed
