@@ -12,7 +12,8 @@ and by 2e-3 at step 27, agreeing to 3e-8 before), so no tolerance could tell a b
 
 resnet_parity.py
 
-The same initial weights (written here, loaded with --init), the same batches (shuffle
+PyTorch's model is built from the spec's layers by tests/spec_torch.py (as
+bench/gpu_resnet_torch.py's), its state_dict under trainc's names. The same initial weights (written here, loaded with --init), the same batches (shuffle
 off: batch b is rows b*B .. b*B+B-1 of Fashion-MNIST's training set), threads 1 on
 both sides; validation on 256 test images every 10 steps. Checks, for `trainc run` and
 for a trainer built by `trainc build` (which must agree with it bit for bit): every one
@@ -30,6 +31,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import spec_torch   # the spec's model in torch
 import st_check   # safetensors by hand
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -83,46 +85,8 @@ spec_path = os.path.join(OUT, "resnet_parity.json")
 json.dump(spec, open(spec_path, "w"), indent=1)
 
 
-class Block(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.c1 = nn.Conv2d(8, 16, 3, 2, 1, bias=False)
-        self.n1 = nn.BatchNorm2d(16, momentum=0.2)
-        self.dw = nn.Conv2d(16, 16, 3, 1, 1, groups=16, bias=False)
-        self.n2 = nn.BatchNorm2d(16)
-        self.c2 = nn.Conv2d(16, 16, 1, bias=False)
-        self.n3 = nn.BatchNorm2d(16, eps=1e-4)
-        self.sc = nn.Conv2d(8, 16, 1, 2, bias=False)
-        self.sn = nn.BatchNorm2d(16, momentum=0.05)
-
-    def forward(self, x):
-        y = F.relu(self.n2(self.dw(F.relu(self.n1(self.c1(x))))))
-        return self.sn(self.sc(x)) + self.n3(self.c2(y))
-
-
-class Net(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.stem = nn.Conv2d(1, 8, 3, 1, 1, bias=False)
-        self.sn = nn.BatchNorm2d(8, eps=1e-3, momentum=0.3)
-        self.b1 = Block()
-        self.head = nn.Linear(16 * 7 * 7, 10)
-
-    def forward(self, x):
-        y = F.relu(self.b1(F.relu(self.sn(self.stem(x)))))
-        return self.head(torch.flatten(F.avg_pool2d(y, 2), 1))
-
-
-model = Net()
-# trainc's names (docs/spec.md, Parameter names) for torch's parameters
-# (batchnorm: weight, bias and the state running_mean, running_var, num_batches_tracked)
-NAMES = {"stem.weight": "0.weight", "b1.c1.weight": "b1.0.weight", "b1.dw.weight": "b1.3.weight",
-         "b1.c2.weight": "b1.6.weight", "b1.sc.weight": "b1.shortcut.0.weight",
-         "head.weight": "7.weight", "head.bias": "7.bias"}
-BNS = {"sn": "1", "b1.n1": "b1.1", "b1.n2": "b1.4", "b1.n3": "b1.7", "b1.sn": "b1.shortcut.1"}
-for ours_bn, theirs in BNS.items():
-    for k in ("weight", "bias", "running_mean", "running_var", "num_batches_tracked"):
-        NAMES[f"{ours_bn}.{k}"] = f"{theirs}.{k}"
+# the same model in PyTorch, from the spec's layers: its state_dict has trainc's names
+model = spec_torch.build(spec["model"]["layers"], spec["model"]["inputs"]["x"]["shape"])
 with torch.no_grad():   # statistics and affine parameters away from their defaults
     for m in model.modules():
         if isinstance(m, nn.BatchNorm2d):
@@ -132,7 +96,7 @@ with torch.no_grad():   # statistics and affine parameters away from their defau
             m.weight.uniform_(0.5, 1.5)
             m.bias.uniform_(-0.2, 0.2)
 init_path = os.path.join(OUT, "init.safetensors")
-st_check.save(init_path, {NAMES[n]: t.detach().numpy() for n, t in model.state_dict().items()})
+st_check.save(init_path, {n: t.detach().numpy() for n, t in model.state_dict().items()})
 
 
 def records(run_dir):
@@ -208,18 +172,18 @@ for a, b in zip(ours_val, ref_val):
         ok = False
 w = st_check.load(os.path.join(jit_dir, "model.safetensors"))
 for name, t in model.state_dict().items():
-    a, b = w[NAMES[name]], t.numpy()
+    a, b = w[name], t.numpy()
     if a.dtype != b.dtype or a.shape != b.shape:
         ok = False
-        print(f"  {NAMES[name]}: {a.dtype}{list(a.shape)}, torch {b.dtype}{list(b.shape)}")
+        print(f"  {name}: {a.dtype}{list(a.shape)}, torch {b.dtype}{list(b.shape)}")
         continue
     if "num_batches" in name:
-        print(f"  {NAMES[name]:32s} {int(a)} vs {int(b)}")
+        print(f"  {name:32s} {int(a)} vs {int(b)}")
         ok &= int(a) == int(b)
         continue
     # the running variances are O(1) and above: relative to max(|torch|, 1)
     d = float(np.max(np.abs(a.astype(np.float64) - b) / np.maximum(np.abs(b), 1.0)))
-    print(f"  {NAMES[name]:32s} max |ours - torch| / max(|torch|, 1) = {d:.2e}")
+    print(f"  {name:32s} max |ours - torch| / max(|torch|, 1) = {d:.2e}")
     if d > 1e-4:
         ok = False
 sys.exit(0 if ok else 1)

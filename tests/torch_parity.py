@@ -15,9 +15,9 @@ so the first 40 steps within 1e-5, all 100 within 2e-3 and the weights within 2e
 import json, math, os, subprocess, sys
 import numpy as np
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import spec_torch   # the spec's model in torch
 import st_check   # safetensors by hand
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -37,30 +37,8 @@ torch.manual_seed(0)
 spec = json.load(open(spec_path))
 model_spec, train_spec = spec["model"], spec["train"]
 
-def build(layers, in_shape):
-    mods, shape = [], list(in_shape)
-    for l in layers:
-        op = l["op"]
-        if op == "flatten":
-            mods.append(nn.Flatten()); shape = [int(np.prod(shape))]
-        elif op == "linear":
-            mods.append(nn.Linear(shape[-1], l["out"], bias=l.get("bias", True))); shape[-1] = l["out"]
-        elif op == "conv2d":
-            k, s, p = l["kernel"], l.get("stride", 1), l.get("padding", 0)
-            mods.append(nn.Conv2d(shape[0], l["out"], k, s, p, bias=l.get("bias", True)))
-            shape = [l["out"], (shape[1] + 2 * p - k) // s + 1, (shape[2] + 2 * p - k) // s + 1]
-        elif op in ("maxpool2d", "avgpool2d"):
-            k = l["kernel"]; s = l.get("stride", k)
-            mods.append((nn.MaxPool2d if op == "maxpool2d" else nn.AvgPool2d)(k, s))
-            shape = [shape[0], (shape[1] - k) // s + 1, (shape[2] - k) // s + 1]
-        elif op == "relu":
-            mods.append(nn.ReLU())
-        else:
-            raise SystemExit(f"parity: op {op} not handled by this test")
-    return nn.Sequential(*mods)
-
 xin = model_spec["inputs"]["x"]
-model = build(model_spec["layers"], xin["shape"])
+model = spec_torch.build(model_spec["layers"], xin["shape"])   # trainc's names
 scale = np.float32(xin.get("scale", 1.0))
 
 init_path = os.path.join(OUT, "init.safetensors")

@@ -24,6 +24,14 @@
 #              alternating runs each), MFU, memory; recompute auto at twice the batch  420
 #   recompute  bench/gpu_gpt2.sh: GPT-2's largest batch and tokens/s per
 #              recomputation policy against PyTorch with and without checkpointing    400
+#   resnet     bench/gpu_resnet.sh, short: resnet_fashion's time to 94.0% test accuracy,
+#              trainc against PyTorch eager (its step one CUDA graph) and torch.compile
+#              max-autotune (once each, PyTorch's stopped at 2.2x trainc's time), then
+#              samples/s of cnn_fashion
+#              at 4096 fp32 and resnet_fashion at 4096 and 512 in fp32 and bf16-mixed,
+#              3 alternating runs of 10 + 50 steps; the script stops starting runs
+#              20 s before the limit and prints what it has (RESNET_WHAT=tta or speed
+#              in the environment: one half; TORCH_MODE: another compile mode)       300
 #   profile    bench/gpu_profile.sh: Nsight Compute, by kernel: gpt2_124m_none at batch
 #              8 (the attention kernels and the classifier in detail: stall reasons),
 #              then wide_mlp_bf16 at 65536 with K-sliced weight gradients and with
@@ -72,8 +80,9 @@ for part in "$@"; do
     bench) lim=300; cmd=(bash tests/gpu/run.sh bench) ;;
     llama) lim=420; cmd=(bash bench/gpu_llama.sh) ;;
     recompute) lim=400; cmd=(bash bench/gpu_gpt2.sh) ;;
+    resnet) lim=300; cmd=(env WARM=10 STEPS=50 bash bench/gpu_resnet.sh) ;;
     profile) lim=150; cmd=(bash -c 'DETAIL="rt_attention_fwd:12 rt_attention_bwd_kv:12 rt_attention_bwd_[0-9]:12 rt_cross_entropy:1" bash bench/gpu_profile.sh gpt2_124m_none 8 && bash bench/gpu_profile.sh wide_mlp_bf16 65536 && TRAINC_GEMM_KSPLIT=0 PTAG=whole bash bench/gpu_profile.sh wide_mlp_bf16 65536') ;;
-    *) say "FAIL unknown part '$name' (checks, gpt2, llama, bench, recompute, profile)"; status=1; continue ;;
+    *) say "FAIL unknown part '$name' (checks, gpt2, llama, bench, recompute, resnet, profile)"; status=1; continue ;;
     esac
     if [ "$part" != "$name" ]; then
         lim=${part#*=}
@@ -90,8 +99,9 @@ for part in "$@"; do
     [ "$lim" -gt "$left" ] && lim=$left
     mkdir -p "$W/$name"
     t=$(date +%s)
-    # timeout signals the part's whole process group (trainers, python, nvcc included)
-    OUT=$W/$name timeout -k 5 "$lim" "${cmd[@]}" >"$W/$name/stdout.log" 2>&1
+    # timeout signals the part's whole process group (trainers, python, nvcc included);
+    # PART_LIMIT tells a part that watches its time (bench/gpu_resnet.sh) what it has
+    OUT=$W/$name PART_LIMIT=$lim timeout -k 5 "$lim" "${cmd[@]}" >"$W/$name/stdout.log" 2>&1
     rc=$?
     took=$(($(date +%s) - t))
     case $rc in

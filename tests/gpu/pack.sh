@@ -55,6 +55,11 @@ if [ -f specs/llama_124m.json ] && [ -f specs/llama3_1b.json ]; then
             --device both --arch "$ARCH" --bundle "$P/ship" -o llama3_1b_auto$b 2>>"$P/build.log"
     done
 fi
+# bench/gpu_resnet.sh: the ResNet as its spec says (fp32) and in bf16-mixed (cnn_fashion's
+# two are above)
+"$TRAINC" build specs/resnet_fashion.json --device both --arch "$ARCH" --bundle "$P/ship" -o resnet_fashion 2>>"$P/build.log"
+"$TRAINC" build specs/resnet_fashion.json --device both --arch "$ARCH" --set precision=bf16-mixed \
+    --bundle "$P/ship" -o resnet_fashion_bf16 2>>"$P/build.log"
 "$TRAINC" build bench/wide_mlp.json --device both --arch "$ARCH" --bundle "$P/ship" -o wide_mlp 2>>"$P/build.log"
 "$TRAINC" build bench/wide_mlp.json --device both --arch "$ARCH" --set precision=bf16-mixed \
     --bundle "$P/ship" -o wide_mlp_bf16 2>>"$P/build.log"
@@ -87,5 +92,10 @@ if [ -f "$P/llm.c/train_gpt2.cu" ] && [ -x "$NVCC" ]; then
         train_gpt2.cu -lcublas -lcublasLt -o train_gpt2cu ) >>"$P/build.log" 2>&1 ||
         echo "pack.sh: llm.c's train_gpt2cu did not build here (see $P/build.log); the device will try"
 fi
+# the commit the pack was built from, for the benchmarks' records (the device's copy of
+# the tree may have no git history); -dirty when the tree had changes
+c=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+git diff --quiet HEAD 2>/dev/null || c=$c-dirty
+printf %s "$c" >"$P/commit"
 tar -C build -cJf build/devpack.tar.xz devpack
 ls -la build/devpack.tar.xz
