@@ -1,10 +1,12 @@
 /* cmd_export.c: trainc export hf SPEC... --weights FILE -o DIR [--tokenizer FILE]: a
  * model of GPT-2's or Llama's shape (the layouts `trainc import hf` writes; a sliding
  * window makes it Mistral, qk_norm Qwen3) as DIR/config.json and DIR/model.safetensors
- * that transformers' from_pretrained loads. A layer such a model has no place for
- * exits 1 naming it, before anything is written. The layers are spec_load's (its
- * defaults, its input the embedding reads), never the file read again. The tensors
- * come from the family's table (hf_arch.c), the one import walks. */
+ * that transformers' from_pretrained loads; with --tokenizer, config.json's
+ * bos_token_id and eos_token_id (the generation config's) come from the tokenizer's
+ * special tokens. A layer such a model has no place for exits 1 naming it, before
+ * anything is written. The layers are spec_load's (its defaults, its input the
+ * embedding reads), never the file read again. The tensors come from the family's
+ * table (hf_arch.c), the one import walks. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +31,7 @@ typedef struct Ex {
     const Layer *scaled;       /* the attention with Llama 3's rope scaling, or NULL */
     char *names[HF_N_SLOTS];   /* the layers' names, a block's after "<rep><i>." */
     char *rep;                 /* the repeat's prefix ("h." or "") */
+    int64_t bos, eos;          /* the tokenizer's, or -1 (none given, or none found) */
 } Ex;
 
 static const char *op(const Layer *l) { return op_info[l->op].name; }
@@ -294,6 +297,10 @@ static cJSON *config(const Ex *e)
     cJSON_AddStringToObject(c, "model_type", e->gpt2 ? "gpt2" : e->d.qk_norm ? "qwen3"
                                              : e->window ? "mistral" : "llama");
     cJSON_AddNumberToObject(c, "vocab_size", (double)e->d.V);
+    if (e->bos >= 0)
+        cJSON_AddNumberToObject(c, "bos_token_id", (double)e->bos);
+    if (e->eos >= 0)
+        cJSON_AddNumberToObject(c, "eos_token_id", (double)e->eos);
     if (e->gpt2) {
         cJSON_AddNumberToObject(c, "n_embd", (double)e->d.D);
         cJSON_AddNumberToObject(c, "n_layer", (double)e->d.L);
@@ -330,6 +337,50 @@ static cJSON *config(const Ex *e)
     cJSON_AddBoolToObject(c, "tie_word_embeddings", e->d.tie);
     cJSON_AddStringToObject(c, "torch_dtype", "float32");
     return c;
+}
+
+/* The id of the first of NAMES (NULL-terminated) that tokenizer.json's ADDED list
+ * holds as a special token, or -1. */
+static int64_t special_id(const cJSON *added, const char *const *names)
+{
+    for (; *names; names++) {
+        const cJSON *t;
+        cJSON_ArrayForEach(t, added) {
+            const cJSON *id = cJSON_GetObjectItemCaseSensitive(t, "id");
+            const cJSON *content = cJSON_GetObjectItemCaseSensitive(t, "content");
+            if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(t, "special")) &&
+                cJSON_IsNumber(id) && cJSON_IsString(content) &&
+                !strcmp(content->valuestring, *names))
+                return (int64_t)id->valuedouble;
+        }
+    }
+    return -1;
+}
+
+/* bos_token_id and eos_token_id from tokenizer file TOK's special tokens, by the names
+ * the families' tokenizer_config.json give them: Llama 3's <|begin_of_text|> and
+ * <|end_of_text|>, Llama 2's and Mistral's <s> and </s>, Gemma's <bos> and <eos>, GPT-2's
+ * (and Qwen's base models') <|endoftext|> for both. An id the model cannot produce
+ * means another model's tokenizer: exit 1. */
+static void token_ids(Ex *e, const char *tok)
+{
+    static const char *const bos[] = {"<|begin_of_text|>", "<s>", "<bos>", "<|endoftext|>", NULL};
+    static const char *const eos[] = {"<|end_of_text|>", "</s>", "<eos>", "<|endoftext|>", NULL};
+    e->bos = e->eos = -1;
+    if (!tok)
+        return;
+    char *text = hf_slurp(tok, NULL);
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    const cJSON *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
+    e->bos = special_id(added, bos);
+    e->eos = special_id(added, eos);
+    int64_t past = e->bos >= e->d.V ? e->bos : e->eos >= e->d.V ? e->eos : -1;
+    if (past >= 0)
+        error_input("export: --tokenizer %s: special token id %lld is past the model's "
+                    "vocabulary (%lld): the tokenizer of another model", tok, (long long)past,
+                    (long long)e->d.V);
+    cJSON_Delete(root);
 }
 
 static int copy_file(const char *src, const char *dst)
@@ -373,6 +424,7 @@ int cmd_export(int argc, char **argv)
     const Spec *s = spec_load(n, argv + 2);   /* every error a spec can have, as check's */
     Ex e = {.file = s->model_file};
     match(&e, s);
+    token_ids(&e, tok);
     hf_weights_file(&e.w, weights);
     plan_tensors(&e);
     char *text = NULL;

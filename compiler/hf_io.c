@@ -15,7 +15,7 @@
 
 /* ---- reading safetensors ---------------------------------------------------- */
 
-static char *slurp(const char *path, size_t *len)
+char *hf_slurp(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
@@ -152,7 +152,7 @@ void hf_weights_dir(HfWeights *w, const char *dir)
                                              "not read: save the model with safe_serialization)"
                                            : "");
     }
-    cJSON *root = cJSON_Parse(slurp(index, NULL));
+    cJSON *root = cJSON_Parse(hf_slurp(index, NULL));
     const cJSON *map = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
     if (!cJSON_IsObject(map))
         error_input("%s: no \"weight_map\" object", index);
@@ -241,7 +241,7 @@ void hf_cfg_load(HfCfg *c, const char *path)
     c->file = path;
     if (access(path, F_OK) != 0)
         error_input("%s: no such file (a Hugging Face model folder holds config.json)", path);
-    c->root = cJSON_Parse(slurp(path, NULL));
+    c->root = cJSON_Parse(hf_slurp(path, NULL));
     if (!cJSON_IsObject(c->root))
         error_input("%s: not a JSON object", path);
     c->seen = xcalloc((size_t)cJSON_GetArraySize(c->root) + 1, sizeof *c->seen);
