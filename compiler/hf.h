@@ -21,6 +21,7 @@ typedef struct HfTensor {
 
 typedef struct HfWeights {
     char **paths;
+    int *fds;                  /* per path: the file, open until the command exits */
     int n_paths;
     HfTensor *t;
     int n;
