@@ -263,8 +263,7 @@ void rt_pool_run(rt_pool *p, int64_t n, int64_t grain, void (*fn)(void *ctx, int
     launch(p, n, grain, fn, ctx);
 }
 
-/* Caller-owned scratch for partial sums; valid until the next call. */
-static double *scratch(rt_pool *p, size_t n)
+double *rt_pool_scratch(rt_pool *p, size_t n)
 {
     if (n > p->scratch_n) {
         free(p->scratch);
@@ -298,8 +297,7 @@ void rt_parallel_for(rt_exec *e, int64_t n, rt_kernel_fn fn)
     launch(pool_of(e), n, RT_GRAIN, pfor_task, &c);
 }
 
-/* Tasks per chunk so that a chunk does about 32K units of work. */
-static int64_t grain_for(int64_t work_per_item)
+int64_t rt_grain_for(int64_t work_per_item)
 {
     int64_t g = 32768 / (work_per_item > 0 ? work_per_item : 1);
     return g < 1 ? 1 : g;
@@ -531,7 +529,7 @@ void rt_rowsum_add(rt_exec *e, const float *x, float *db, int64_t rows, int64_t 
         return;
     }
     rowsum_ctx c = {x, db, cols};
-    launch(pool_of(e), rows, grain_for(cols), rowsum_task, &c);
+    launch(pool_of(e), rows, rt_grain_for(cols), rowsum_task, &c);
 }
 
 /* The GELU (tanh) rows of the GEMM epilogues, where a CPU step of a GPT spends most of
@@ -652,7 +650,7 @@ void rt_colsum_add(rt_exec *e, const float *dy, float *db, int64_t rows, int64_t
     c.rb = ceil_div(rows, nrb);
     c.nrb = ceil_div(rows, c.rb);
     if (c.nrb > 1)
-        c.part = scratch(p, (size_t)(c.nrb * cols));
+        c.part = rt_pool_scratch(p, (size_t)(c.nrb * cols));
     launch(p, c.nrb * c.ncb, 1, colsum_task, &c);
     if (c.nrb > 1)
         for (int64_t j = 0; j < cols; j++) {
@@ -801,7 +799,7 @@ void rt_im2col(rt_exec *e, const float *x, float *col, int64_t B, int64_t C, int
         return;
     }
     conv_ctx c = {x, col, NULL, NULL, B, C, H, W, k, stride, pad, OH, OW};
-    launch(pool_of(e), C * B * k * k, grain_for(OH * OW), im2col_task, &c);
+    launch(pool_of(e), C * B * k * k, rt_grain_for(OH * OW), im2col_task, &c);
 }
 
 /* col2im for one image plane and one kernel offset: dp += the (ki, kj) segment src. */
@@ -856,7 +854,7 @@ void rt_col2im(rt_exec *e, const float *dcol, float *dx, int64_t B, int64_t C, i
         return;
     }
     conv_ctx c = {NULL, NULL, dcol, dx, B, C, H, W, k, stride, pad, OH, OW};
-    launch(pool_of(e), C * B, grain_for(k * k * OH * OW), col2im_task, &c);
+    launch(pool_of(e), C * B, rt_grain_for(k * k * OH * OW), col2im_task, &c);
 }
 
 /* ---- pooling ----------------------------------------------------------------- */
@@ -1003,7 +1001,7 @@ void rt_maxpool2d_fwd(rt_exec *e, const float *x, float *y, int64_t planes, int6
         return;
     }
     pool_ctx c = {x, NULL, y, NULL, H, W, k, s, OH, OW};
-    launch(pool_of(e), planes, grain_for(OH * OW * k * k), maxpool_fwd_task, &c);
+    launch(pool_of(e), planes, rt_grain_for(OH * OW * k * k), maxpool_fwd_task, &c);
 }
 
 void rt_maxpool2d_bwd(rt_exec *e, const float *x, const float *dy, float *dx, int64_t planes,
@@ -1014,7 +1012,7 @@ void rt_maxpool2d_bwd(rt_exec *e, const float *x, const float *dy, float *dx, in
         return;
     }
     pool_ctx c = {x, dy, NULL, dx, H, W, k, s, OH, OW};
-    launch(pool_of(e), planes, grain_for(OH * OW * k * k + H * W), maxpool_bwd_task, &c);
+    launch(pool_of(e), planes, rt_grain_for(OH * OW * k * k + H * W), maxpool_bwd_task, &c);
 }
 
 static void avgpool_fwd_task(void *ctx, int64_t lo, int64_t hi)
@@ -1085,7 +1083,7 @@ void rt_avgpool2d_fwd(rt_exec *e, const float *x, float *y, int64_t planes, int6
         return;
     }
     pool_ctx c = {x, NULL, y, NULL, H, W, k, s, OH, OW};
-    launch(pool_of(e), planes, grain_for(OH * OW * k * k), avgpool_fwd_task, &c);
+    launch(pool_of(e), planes, rt_grain_for(OH * OW * k * k), avgpool_fwd_task, &c);
 }
 
 void rt_avgpool2d_bwd(rt_exec *e, const float *dy, float *dx, int64_t planes, int64_t H,
@@ -1096,7 +1094,7 @@ void rt_avgpool2d_bwd(rt_exec *e, const float *dy, float *dx, int64_t planes, in
         return;
     }
     pool_ctx c = {NULL, dy, NULL, dx, H, W, k, s, OH, OW};
-    launch(pool_of(e), planes, grain_for(OH * OW * k * k + H * W), avgpool_bwd_task, &c);
+    launch(pool_of(e), planes, rt_grain_for(OH * OW * k * k + H * W), avgpool_bwd_task, &c);
 }
 
 /* ---- LayerNorm ----------------------------------------------------------------- */
@@ -1146,7 +1144,7 @@ void rt_layernorm_fwd(rt_exec *e, const float *x, const float *w, const float *b
                 .d = d, .eps = eps};
     if (d <= 0)
         return;
-    launch(pool_of(e), rows, grain_for(4 * d), ln_fwd_task, &c);
+    launch(pool_of(e), rows, rt_grain_for(4 * d), ln_fwd_task, &c);
 }
 
 /* Task t owns rows [t*rb, (t+1)*rb): it writes their dx and its partial dw, db sums,
@@ -1246,9 +1244,9 @@ void rt_layernorm_bwd(rt_exec *e, const float *x, const float *w, const float *m
     ln_ctx c = {.x = x, .w = w, .dy = dy, .add = add, .dx = dx, .mean = (float *)mean,
                 .rstd = (float *)rstd, .dw = dw, .db = db, .rows = rows, .d = d};
     c.nrb = norm_row_blocks(rows, d, &c.rb);
-    c.part = scratch(p, (size_t)(c.nrb * 2 * d));
+    c.part = rt_pool_scratch(p, (size_t)(c.nrb * 2 * d));
     launch(p, c.nrb, 1, ln_bwd_task, &c);
-    launch(p, d, grain_for(2 * c.nrb), ln_reduce_task, &c);
+    launch(p, d, rt_grain_for(2 * c.nrb), ln_reduce_task, &c);
 }
 
 /* ---- RMSNorm ------------------------------------------------------------------- */
@@ -1295,7 +1293,7 @@ void rt_rmsnorm_fwd(rt_exec *e, const float *x, const float *w, float *y, float 
     rms_ctx c = {.x = x, .w = w, .y = y, .rstd = rstd, .rows = rows, .d = d, .eps = eps};
     if (d <= 0)
         return;
-    launch(pool_of(e), rows, grain_for(3 * d), rms_fwd_task, &c);
+    launch(pool_of(e), rows, rt_grain_for(3 * d), rms_fwd_task, &c);
 }
 
 /* Task t owns rows [t*rb, (t+1)*rb): their dx and its partial dw sums, part[t]. */
@@ -1370,9 +1368,9 @@ void rt_rmsnorm_bwd(rt_exec *e, const float *x, const float *w, const float *rst
     rms_ctx c = {.x = x, .w = w, .dy = dy, .add = add, .dx = dx, .rstd = (float *)rstd,
                  .dw = dw, .rows = rows, .d = d};
     c.nrb = norm_row_blocks(rows, d, &c.rb);
-    c.part = scratch(p, (size_t)(c.nrb * d));
+    c.part = rt_pool_scratch(p, (size_t)(c.nrb * d));
     launch(p, c.nrb, 1, rms_bwd_task, &c);
-    launch(p, d, grain_for(c.nrb), rms_reduce_task, &c);
+    launch(p, d, rt_grain_for(c.nrb), rms_reduce_task, &c);
 }
 
 /* ---- gated linear unit --------------------------------------------------------- */
@@ -1447,7 +1445,7 @@ void rt_glu_fwd(rt_exec *e, const float *x, float *y, int64_t rows, int64_t h, i
     glu_ctx c = {.x = x, .y = y, .h = h, .act = act};
     if (h <= 0)
         return;
-    launch(pool_of(e), rows, grain_for(8 * h), glu_fwd_task, &c);
+    launch(pool_of(e), rows, rt_grain_for(8 * h), glu_fwd_task, &c);
 }
 
 void rt_glu_bwd(rt_exec *e, const float *x, const float *dy, float *dx, int64_t rows,
@@ -1460,7 +1458,7 @@ void rt_glu_bwd(rt_exec *e, const float *x, const float *dy, float *dx, int64_t 
     glu_ctx c = {.x = x, .dy = dy, .dx = dx, .h = h, .act = act};
     if (h <= 0)
         return;
-    launch(pool_of(e), rows, grain_for(16 * h), glu_bwd_task, &c);
+    launch(pool_of(e), rows, rt_grain_for(16 * h), glu_bwd_task, &c);
 }
 
 /* ---- losses -------------------------------------------------------------------- */
@@ -1564,8 +1562,8 @@ void rt_cross_entropy(rt_exec *e, const float *logits, const int32_t *target, fl
     ce_ctx c = {logits, target, dlogits, NULL, rows, C, ceil_div(4096, C > 0 ? C : 1),
                 e->grad_scale, rows, ld};
     int64_t nblk = ceil_div(rows, c.rb);
-    c.part = scratch(p, (size_t)(2 * nblk));
-    launch(p, nblk, grain_for(c.rb * C * 4), ce_task, &c);
+    c.part = rt_pool_scratch(p, (size_t)(2 * nblk));
+    launch(p, nblk, rt_grain_for(c.rb * C * 4), ce_task, &c);
     int64_t bad = atomic_load(&c.bad);
     if (bad < rows)
         rt_fail("label %d out of range [0, %lld)", (int)target[bad], (long long)C);
@@ -1665,8 +1663,8 @@ void rt_cross_entropy_ls(rt_exec *e, const float *logits, const int32_t *target,
     ce_ls_ctx c = {{logits, target, dlogits, NULL, rows, C, ceil_div(4096, C > 0 ? C : 1),
                     e->grad_scale, rows, ld}, ls};
     int64_t nblk = ceil_div(rows, c.ce.rb);
-    c.ce.part = scratch(p, (size_t)(2 * nblk));
-    launch(p, nblk, grain_for(c.ce.rb * C * 4), ce_ls_task, &c);
+    c.ce.part = rt_pool_scratch(p, (size_t)(2 * nblk));
+    launch(p, nblk, rt_grain_for(c.ce.rb * C * 4), ce_ls_task, &c);
     int64_t bad = atomic_load(&c.ce.bad);
     if (bad < rows)
         rt_fail("label %d out of range [0, %lld)", (int)target[bad], (long long)C);
@@ -1727,8 +1725,8 @@ void rt_mse(rt_exec *e, const float *y, const float *t, float *dy, int64_t n)
         return;
     rt_pool *p = pool_of(e);
     int64_t nblk = ceil_div(n, MSE_BLOCK);
-    mse_ctx c = {y, t, dy, scratch(p, (size_t)nblk), n, e->grad_scale};
-    launch(p, nblk, grain_for(MSE_BLOCK * 2), mse_task, &c);
+    mse_ctx c = {y, t, dy, rt_pool_scratch(p, (size_t)nblk), n, e->grad_scale};
+    launch(p, nblk, rt_grain_for(MSE_BLOCK * 2), mse_task, &c);
     double s = 0.0;
     for (int64_t b = 0; b < nblk; b++)
         s += c.part[b];
