@@ -712,18 +712,24 @@ typedef struct {
     int64_t B, C, H, W, k, s, pad, OH, OW;
 } conv_ctx;
 
-/* The outputs ow whose input column ow*s - pad + kj lies in [0, W): [*ow0, *ow1). */
-static void valid_cols(const conv_ctx *c, int64_t kj, int64_t *ow0, int64_t *ow1)
+void rt_conv_span(int64_t kj, int64_t s, int64_t pad, int64_t W, int64_t OW, int64_t *ow0,
+                  int64_t *ow1)
 {
-    int64_t lo = c->pad - kj > 0 ? ceil_div(c->pad - kj, c->s) : 0;
-    int64_t last = c->W - 1 + c->pad - kj;  /* ow*s <= last */
-    int64_t hi = last < 0 ? 0 : last / c->s + 1;
-    if (hi > c->OW)
-        hi = c->OW;
+    int64_t lo = pad - kj > 0 ? ceil_div(pad - kj, s) : 0;
+    int64_t last = W - 1 + pad - kj;  /* ow*s <= last */
+    int64_t hi = last < 0 ? 0 : last / s + 1;
+    if (hi > OW)
+        hi = OW;
     if (lo > hi)
         lo = hi;
     *ow0 = lo;
     *ow1 = hi;
+}
+
+/* The outputs ow whose input column ow*s - pad + kj lies in [0, W): [*ow0, *ow1). */
+static void valid_cols(const conv_ctx *c, int64_t kj, int64_t *ow0, int64_t *ow1)
+{
+    rt_conv_span(kj, c->s, c->pad, c->W, c->OW, ow0, ow1);
 }
 
 /* One image plane into its OH*OW segment of col row (ki, kj). */
