@@ -1399,18 +1399,37 @@ static inline float glu_act(int act, float a)
     }
 }
 
-/* d act(a) times g (the activation's backward as the elementwise ops have it) */
-static inline float glu_act_bwd(int act, float a, float g)
+/* d act(a) times g (the activation's backward as the elementwise ops have it), and
+ * act(a) in *y, from one evaluation of the activation's exp, erf or tanh: the bits of
+ * trainc_rt.h's rt_silu_bwd, rt_gelu_bwd, rt_gelu_tanh_bwd and of glu_act. */
+static inline float glu_act_bwd(int act, float a, float g, float *y)
 {
     switch (act) {
-    case RT_GLU_SILU: return rt_silu_bwd(a, g);
-    case RT_GLU_GELU: return rt_gelu_bwd(a, g);
-    case RT_GLU_GELU_TANH: return rt_gelu_tanh_bwd(a, g);
+    case RT_GLU_SILU: {
+        float d = 1.0f + expf(-a), s = 1.0f / d;
+        *y = a / d;
+        return g * s * (1.0f + a * (1.0f - s));
+    }
+    case RT_GLU_GELU: {
+        float t = 1.0f + erff(a * 0.70710678118654752f);
+        float pdf = expf(-0.5f * a * a) * 0.39894228040143268f;
+        *y = 0.5f * a * t;
+        return g * (0.5f * t + a * pdf);
+    }
+    case RT_GLU_GELU_TANH: {
+        float t = rt_tanhf(0.79788456080286536f * (a + 0.044715f * a * a * a));
+        float du = 0.79788456080286536f * (1.0f + 3.0f * 0.044715f * a * a);
+        *y = 0.5f * a * (1.0f + t);
+        return g * (0.5f * (1.0f + t) + 0.5f * a * (1.0f - t * t) * du);
+    }
     case RT_GLU_SIGMOID: {
         float s = rt_sigmoidf(a);
+        *y = s;
         return g * s * (1.0f - s);
     }
-    default: return a <= 0.0f ? 0.0f : g;   /* torch's threshold_backward */
+    default:
+        *y = a < 0.0f ? 0.0f : a;
+        return a <= 0.0f ? 0.0f : g;   /* torch's threshold_backward */
     }
 }
 
@@ -1435,9 +1454,9 @@ static void glu_bwd_task(void *ctx, int64_t lo, int64_t hi)
         const float *restrict dy = c->dy + r * h;
         float *restrict da = c->dx + r * 2 * h, *restrict du = da + h;
         for (int64_t j = 0; j < h; j++) {
-            float g = dy[j];
-            da[j] = glu_act_bwd(c->act, a[j], g * u[j]);
-            du[j] = glu_act(c->act, a[j]) * g;
+            float g = dy[j], y;
+            da[j] = glu_act_bwd(c->act, a[j], g * u[j], &y);
+            du[j] = y * g;
         }
     }
 }
