@@ -1488,7 +1488,12 @@ void rt_glu_bwd(rt_exec *e, const float *x, const float *dy, float *dx, int64_t 
 
 /* ---- losses -------------------------------------------------------------------- */
 
-typedef struct {
+typedef struct ce_ctx ce_ctx;
+/* One row's loss from its logits z (and its gradient into g when g is not NULL; g may
+ * be z); *hit: whether its first argmax is the target tg (in range). */
+typedef double (*ce_row_fn)(const ce_ctx *c, const float *z, float *g, int32_t tg, int *hit);
+
+struct ce_ctx {
     const float *logits;       /* [rows, C] */
     const int32_t *target;     /* [rows] */
     float *dlogits;            /* [rows, C] or NULL */
@@ -1497,126 +1502,73 @@ typedef struct {
     float gs;
     _Atomic int64_t bad;       /* first row with a target out of range, or rows */
     int64_t ld;                /* rows of logits and dlogits this far apart */
-} ce_ctx;
+    float ls;                  /* label smoothing (ce_ls_row only) */
+    ce_row_fn row;
+};
 
-static void ce_task(void *ctx, int64_t lo, int64_t hi)
+/* the plain cross entropy of one row (dlogits may be the logits themselves, written
+ * over: no restrict, and z[target] is read before anything is written) */
+static double ce_row(const ce_ctx *c, const float *z, float *g, int32_t tg, int *hit)
 {
-    ce_ctx *c = ctx;
     int64_t C = c->C;
-    for (int64_t t = lo; t < hi; t++) {
-        double loss = 0.0, correct = 0.0;
-        int64_t r1 = (t + 1) * c->rb < c->rows ? (t + 1) * c->rb : c->rows;
-        for (int64_t r = t * c->rb; r < r1; r++) {
-            /* dlogits may be the logits themselves (written over): no restrict, and
-             * z[target] is read before anything is written */
-            const float *z = c->logits + r * c->ld;
-            int32_t tg = c->target[r];
-            if (tg < 0 || tg >= C) {
-                int64_t old = atomic_load(&c->bad);
-                while (r < old && !atomic_compare_exchange_weak(&c->bad, &old, r))
-                    ;
-                continue;
-            }
-            float zt = z[tg];
-            /* max and first argmax (a NaN counts as the maximum, as in torch.argmax) */
-            float m = z[0];
-            int64_t am = 0;
-            for (int64_t j = 1; j < C; j++)
-                if (z[j] > m || (isnan(z[j]) && !isnan(m))) {
-                    m = z[j];
-                    am = j;
-                }
-            /* exp(z - max) in float (kept in dlogits when wanted), summed in double */
-            float *g = c->dlogits ? c->dlogits + r * c->ld : NULL;
-            v4f mv = splat4(m);
-            d4 sv = {{0, 0}, {0, 0}};
-            for (int64_t j = 0; j < C; j += 4) {
-                v4f zv;
-                if (j + 4 <= C) {
-                    zv = ld4(z + j);
-                } else {   /* the tail, padded with -inf, whose exp is 0 */
-                    zv = splat4(-INFINITY);
-                    memcpy(&zv, z + j, (size_t)(C - j) * sizeof(float));
-                }
-                v4f ev = exp4(zv - mv);
-                sv = add4d(sv, cvt4(ev));
-                if (!g)
-                    continue;
-                if (j + 4 <= C)
-                    st4(g + j, ev);
-                else
-                    memcpy(g + j, &ev, (size_t)(C - j) * sizeof(float));
-            }
-            double se = hsum4d(sv);
-            if (g) {
-                float inv = (float)(1.0 / se), et = g[tg];
-                v4f sc = splat4(inv) * splat4(c->gs);
-                int64_t j = 0;
-                for (; j + 4 <= C; j += 4)
-                    st4(g + j, ld4(g + j) * sc);
-                for (; j < C; j++)
-                    g[j] = g[j] * (inv * c->gs);
-                g[tg] = (et * inv - 1.0f) * c->gs;
-                /* the padding of a padded vocabulary: 0, which the head's backward GEMMs
-                 * read (lower.c's padded_rows) */
-                for (j = C; j < c->ld; j++)
-                    g[j] = 0.0f;
-            }
-            loss += (double)m + log(se) - (double)zt;
-            correct += am == tg;
+    float zt = z[tg];
+    /* max and first argmax (a NaN counts as the maximum, as in torch.argmax) */
+    float m = z[0];
+    int64_t am = 0;
+    for (int64_t j = 1; j < C; j++)
+        if (z[j] > m || (isnan(z[j]) && !isnan(m))) {
+            m = z[j];
+            am = j;
         }
-        c->part[2 * t] = loss;
-        c->part[2 * t + 1] = correct;
+    /* exp(z - max) in float (kept in dlogits when wanted), summed in double */
+    v4f mv = splat4(m);
+    d4 sv = {{0, 0}, {0, 0}};
+    for (int64_t j = 0; j < C; j += 4) {
+        v4f zv;
+        if (j + 4 <= C) {
+            zv = ld4(z + j);
+        } else {   /* the tail, padded with -inf, whose exp is 0 */
+            zv = splat4(-INFINITY);
+            memcpy(&zv, z + j, (size_t)(C - j) * sizeof(float));
+        }
+        v4f ev = exp4(zv - mv);
+        sv = add4d(sv, cvt4(ev));
+        if (!g)
+            continue;
+        if (j + 4 <= C)
+            st4(g + j, ev);
+        else
+            memcpy(g + j, &ev, (size_t)(C - j) * sizeof(float));
     }
-}
-
-void rt_cross_entropy(rt_exec *e, const float *logits, const int32_t *target, float *dlogits,
-                      int64_t rows, int64_t C, int64_t ld)
-{
-    if (ld < C)
-        rt_die("rt_cross_entropy: rows %lld apart hold %lld logits", (long long)ld, (long long)C);
-    if (e->dev) { /* on a GPU: cuda_ops.c, cuda_blas.c */
-        RT_GPU(e)->cross_entropy(e, logits, target, dlogits, rows, C, ld);
-        return;
+    double se = hsum4d(sv);
+    if (g) {
+        float inv = (float)(1.0 / se), et = g[tg];
+        v4f sc = splat4(inv) * splat4(c->gs);
+        int64_t j = 0;
+        for (; j + 4 <= C; j += 4)
+            st4(g + j, ld4(g + j) * sc);
+        for (; j < C; j++)
+            g[j] = g[j] * (inv * c->gs);
+        g[tg] = (et * inv - 1.0f) * c->gs;
+        /* the padding of a padded vocabulary: 0, which the head's backward GEMMs
+         * read (lower.c's padded_rows) */
+        for (j = C; j < c->ld; j++)
+            g[j] = 0.0f;
     }
-    if (rows <= 0)
-        return;
-    rt_pool *p = pool_of(e);
-    /* Blocks of about 4K logits, fixed by C, so the loss sum does not depend on the
-     * thread count. */
-    ce_ctx c = {logits, target, dlogits, NULL, rows, C, ceil_div(4096, C > 0 ? C : 1),
-                e->grad_scale, rows, ld};
-    int64_t nblk = ceil_div(rows, c.rb);
-    c.part = rt_pool_scratch(p, (size_t)(2 * nblk));
-    launch(p, nblk, rt_grain_for(c.rb * C * 4), ce_task, &c);
-    int64_t bad = atomic_load(&c.bad);
-    if (bad < rows)
-        rt_fail("label %d out of range [0, %lld)", (int)target[bad], (long long)C);
-    double loss = 0.0, correct = 0.0;
-    for (int64_t t = 0; t < nblk; t++) {
-        loss += c.part[2 * t];
-        correct += c.part[2 * t + 1];
-    }
-    e->loss_sum += loss;
-    e->correct += (int64_t)correct;
-    e->terms += rows;
+    *hit = am == tg;
+    return (double)m + log(se) - (double)zt;
 }
 
 /* Label-smoothed cross entropy, as F.cross_entropy(label_smoothing=ls): the target
  * distribution is (1 - ls) onehot + ls / C, so with lse = max + log(sum exp(z - max))
  *   loss  = lse - (1 - ls) z[target] - (ls / C) sum_j z_j
  *   dz_j  = (softmax_j - ls / C - (1 - ls) [j == target]) * grad_scale.
- * A row of its own, plain loops (ls > 0 only: ls = 0 takes ce_task, whose bits stay
+ * A row of its own, plain loops (ls > 0 only: ls = 0 takes ce_row, whose bits stay
  * those of every earlier run); the sums in double, in the row's order. */
-typedef struct {
-    ce_ctx ce;
-    float ls;
-} ce_ls_ctx;
-
 /* one row: its loss, whether its first argmax is the target; dlogits may be z */
-static double ce_ls_row(const ce_ls_ctx *c, const float *z, float *g, int32_t tg, int *hit)
+static double ce_ls_row(const ce_ctx *c, const float *z, float *g, int32_t tg, int *hit)
 {
-    int64_t C = c->ce.C;
+    int64_t C = c->C;
     float zt = z[tg], m = z[0];
     int64_t am = 0;
     double sz = 0.0;
@@ -1635,10 +1587,10 @@ static double ce_ls_row(const ce_ls_ctx *c, const float *z, float *g, int32_t tg
             g[j] = ev;
     }
     if (g) {
-        float inv = (float)(1.0 / se), u = c->ls / (float)C, gs = c->ce.gs;
+        float inv = (float)(1.0 / se), u = c->ls / (float)C, gs = c->gs;
         for (int64_t j = 0; j < C; j++)
             g[j] = (g[j] * inv - u - (j == tg ? 1.0f - c->ls : 0.0f)) * gs;
-        for (int64_t j = C; j < c->ce.ld; j++)
+        for (int64_t j = C; j < c->ld; j++)
             g[j] = 0.0f;
     }
     *hit = am == tg;
@@ -1646,29 +1598,68 @@ static double ce_ls_row(const ce_ls_ctx *c, const float *z, float *g, int32_t tg
            (double)c->ls / (double)C * sz;
 }
 
-static void ce_ls_task(void *ctx, int64_t lo, int64_t hi)
+/* Blocks [lo, hi) of c->rb rows: each row's loss by c->row, summed in double into
+ * c->part; a target out of range is not computed but kept in c->bad (the first). */
+static void ce_task(void *ctx, int64_t lo, int64_t hi)
 {
-    ce_ls_ctx *c = ctx;
-    ce_ctx *ce = &c->ce;
+    ce_ctx *c = ctx;
     for (int64_t t = lo; t < hi; t++) {
         double loss = 0.0, correct = 0.0;
-        int64_t r1 = (t + 1) * ce->rb < ce->rows ? (t + 1) * ce->rb : ce->rows;
-        for (int64_t r = t * ce->rb; r < r1; r++) {
-            int32_t tg = ce->target[r];
-            if (tg < 0 || tg >= ce->C) {
-                int64_t old = atomic_load(&ce->bad);
-                while (r < old && !atomic_compare_exchange_weak(&ce->bad, &old, r))
+        int64_t r1 = (t + 1) * c->rb < c->rows ? (t + 1) * c->rb : c->rows;
+        for (int64_t r = t * c->rb; r < r1; r++) {
+            int32_t tg = c->target[r];
+            if (tg < 0 || tg >= c->C) {
+                int64_t old = atomic_load(&c->bad);
+                while (r < old && !atomic_compare_exchange_weak(&c->bad, &old, r))
                     ;
                 continue;
             }
             int hit;
-            loss += ce_ls_row(c, ce->logits + r * ce->ld,
-                              ce->dlogits ? ce->dlogits + r * ce->ld : NULL, tg, &hit);
+            loss += c->row(c, c->logits + r * c->ld, c->dlogits ? c->dlogits + r * c->ld : NULL,
+                           tg, &hit);
             correct += hit;
         }
-        ce->part[2 * t] = loss;
-        ce->part[2 * t + 1] = correct;
+        c->part[2 * t] = loss;
+        c->part[2 * t + 1] = correct;
     }
+}
+
+/* Both losses' CPU driver: blocks of about 4K logits, fixed by C, so the loss sum does
+ * not depend on the thread count; the block sums added in order into e. */
+static void ce_run(rt_exec *e, const float *logits, const int32_t *target, float *dlogits,
+                   int64_t rows, int64_t C, int64_t ld, float ls, ce_row_fn row)
+{
+    if (rows <= 0)
+        return;
+    rt_pool *p = pool_of(e);
+    ce_ctx c = {logits, target, dlogits, NULL, rows, C, ceil_div(4096, C > 0 ? C : 1),
+                e->grad_scale, rows, ld, ls, row};
+    int64_t nblk = ceil_div(rows, c.rb);
+    c.part = rt_pool_scratch(p, (size_t)(2 * nblk));
+    launch(p, nblk, rt_grain_for(c.rb * C * 4), ce_task, &c);
+    int64_t bad = atomic_load(&c.bad);
+    if (bad < rows)
+        rt_fail("label %d out of range [0, %lld)", (int)target[bad], (long long)C);
+    double loss = 0.0, correct = 0.0;
+    for (int64_t t = 0; t < nblk; t++) {
+        loss += c.part[2 * t];
+        correct += c.part[2 * t + 1];
+    }
+    e->loss_sum += loss;
+    e->correct += (int64_t)correct;
+    e->terms += rows;
+}
+
+void rt_cross_entropy(rt_exec *e, const float *logits, const int32_t *target, float *dlogits,
+                      int64_t rows, int64_t C, int64_t ld)
+{
+    if (ld < C)
+        rt_die("rt_cross_entropy: rows %lld apart hold %lld logits", (long long)ld, (long long)C);
+    if (e->dev) { /* on a GPU: cuda_ops.c, cuda_blas.c */
+        RT_GPU(e)->cross_entropy(e, logits, target, dlogits, rows, C, ld);
+        return;
+    }
+    ce_run(e, logits, target, dlogits, rows, C, ld, 0.0f, ce_row);
 }
 
 void rt_cross_entropy_ls(rt_exec *e, const float *logits, const int32_t *target, float *dlogits,
@@ -1681,26 +1672,7 @@ void rt_cross_entropy_ls(rt_exec *e, const float *logits, const int32_t *target,
         RT_GPU(e)->cross_entropy_ls(e, logits, target, dlogits, rows, C, ld, ls);
         return;
     }
-    if (rows <= 0)
-        return;
-    rt_pool *p = pool_of(e);
-    /* blocks fixed by C, as rt_cross_entropy's: the sum does not depend on the threads */
-    ce_ls_ctx c = {{logits, target, dlogits, NULL, rows, C, ceil_div(4096, C > 0 ? C : 1),
-                    e->grad_scale, rows, ld}, ls};
-    int64_t nblk = ceil_div(rows, c.ce.rb);
-    c.ce.part = rt_pool_scratch(p, (size_t)(2 * nblk));
-    launch(p, nblk, rt_grain_for(c.ce.rb * C * 4), ce_ls_task, &c);
-    int64_t bad = atomic_load(&c.ce.bad);
-    if (bad < rows)
-        rt_fail("label %d out of range [0, %lld)", (int)target[bad], (long long)C);
-    double loss = 0.0, correct = 0.0;
-    for (int64_t t = 0; t < nblk; t++) {
-        loss += c.ce.part[2 * t];
-        correct += c.ce.part[2 * t + 1];
-    }
-    e->loss_sum += loss;
-    e->correct += (int64_t)correct;
-    e->terms += rows;
+    ce_run(e, logits, target, dlogits, rows, C, ld, ls, ce_ls_row);
 }
 
 #define MSE_BLOCK 4096
