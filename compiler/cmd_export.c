@@ -1,8 +1,11 @@
 /* cmd_export.c: trainc export hf SPEC... --weights FILE -o DIR [--tokenizer FILE]: a
  * model of GPT-2's or Llama's shape (the layouts `trainc import hf` writes; a sliding
  * window makes it Mistral, qk_norm Qwen3) as DIR/config.json and DIR/model.safetensors
- * that transformers' from_pretrained loads. A layer such a model has no place for
- * exits 1 naming it, before anything is written. The tensors come from the family's
+ * that transformers' from_pretrained loads; with --tokenizer, config.json's
+ * bos_token_id and eos_token_id (the generation config's) come from the tokenizer's
+ * special tokens. A layer such a model has no place for exits 1 naming it, before
+ * anything is written. The layers are spec_load's (its defaults, its input the
+ * embedding reads), never the file read again. The tensors come from the family's
  * table (hf_arch.c), the one import walks. */
 #include <errno.h>
 #include <stdlib.h>
@@ -10,6 +13,7 @@
 #include <unistd.h>
 #include "cmd.h"
 #include "hf.h"
+#include "ops/op.h"
 
 typedef struct Ex {
     const char *file;          /* the model spec, for errors */
@@ -24,195 +28,167 @@ typedef struct Ex {
     int64_t T, window;
     double eps, theta;
     const char *act;           /* gpt2: activation_function; llama: hidden_act */
-    const cJSON *scaling;
+    const Layer *scaled;       /* the attention with Llama 3's rope scaling, or NULL */
     char *names[HF_N_SLOTS];   /* the layers' names, a block's after "<rep><i>." */
     char *rep;                 /* the repeat's prefix ("h." or "") */
+    int64_t bos, eos;          /* the tokenizer's, or -1 (none given, or none found) */
 } Ex;
 
-static const cJSON *get(const cJSON *o, const char *k)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsNull(v) ? NULL : v;
-}
-static double num(const cJSON *o, const char *k, double d)
-{
-    const cJSON *v = get(o, k);
-    return cJSON_IsNumber(v) ? v->valuedouble : d;
-}
-static int flag(const cJSON *o, const char *k, int d)
-{
-    const cJSON *v = get(o, k);
-    return v ? cJSON_IsTrue(v) : d;
-}
-static const char *str(const cJSON *o, const char *k, const char *d)
-{
-    const cJSON *v = get(o, k);
-    return cJSON_IsString(v) ? v->valuestring : d;
-}
-static const char *op(const cJSON *l) { return str(l, "op", ""); }
+static const char *op(const Layer *l) { return op_info[l->op].name; }
+
+/* Layer i of a list of n, or NULL past its end. */
+static const Layer *at(Layer *const *ls, int n, int i) { return i < n ? ls[i] : NULL; }
 
 /* A layer's name as SPEC section 2 makes it: PREFIX then its name or its index. */
-static char *lname(const cJSON *l, int idx, const char *prefix)
+static char *lname(const Layer *l, int idx, const char *prefix)
 {
-    const char *n = str(l, "name", NULL);
-    return n ? xasprintf("%s%s", prefix, n) : xasprintf("%s%d", prefix, idx);
+    return l->name ? xasprintf("%s%s", prefix, l->name) : xasprintf("%s%d", prefix, idx);
 }
 
-_Noreturn static void refuse(const Ex *e, const char *path, const cJSON *l, const char *why)
+/* Exits 1 naming PATH (L's own, or where a layer is missing when L is NULL). */
+_Noreturn static void refuse(const Ex *e, const char *path, const Layer *l, const char *why)
 {
-    error_at(e->file, path, "%s%s%s: %s", l ? "op '" : "", l ? op(l) : "", l ? "'" : "", why);
+    error_at(e->file, l ? l->path : path, "%s%s%s: %s", l ? "op '" : "", l ? op(l) : "",
+             l ? "'" : "", why);
 }
 
-static void same_eps(Ex *e, const cJSON *l, const char *path)
+static void same_eps(Ex *e, const Layer *l)
 {
-    double eps = num(l, "eps", e->gpt2 ? 1e-5 : 1e-6);
     if (e->eps == 0)
-        e->eps = eps;
-    else if (eps != e->eps)
-        refuse(e, path, l, xasprintf("eps %g where an earlier norm has %g: config.json holds one",
-                                     eps, e->eps));
+        e->eps = l->eps;
+    else if (l->eps != e->eps)
+        refuse(e, NULL, l, xasprintf("eps %g where an earlier norm has %g: config.json holds "
+                                     "one", l->eps, e->eps));
 }
 
-/* One norm layer at PATH: layernorm for GPT-2, rmsnorm for Llama. */
-static char *norm(Ex *e, const cJSON *l, int idx, const char *prefix, const char *path)
+/* One norm layer: layernorm for GPT-2, rmsnorm for Llama. */
+static char *norm(Ex *e, const Layer *l, int idx, const char *prefix)
 {
-    if (strcmp(op(l), e->gpt2 ? "layernorm" : "rmsnorm"))
-        refuse(e, path, l, e->gpt2 ? "GPT-2 has a layernorm here" : "Llama has an rmsnorm here");
-    same_eps(e, l, path);
+    if (l->op != (e->gpt2 ? OP_LAYERNORM : OP_RMSNORM))
+        refuse(e, NULL, l, e->gpt2 ? "GPT-2 has a layernorm here" : "Llama has an rmsnorm here");
+    same_eps(e, l);
     return lname(l, idx, prefix);
 }
 
-static void attention(Ex *e, const cJSON *l, const char *path)
+static void attention(Ex *e, const Layer *l)
 {
-    if (strcmp(op(l), "attention"))
-        refuse(e, path, l, "an attention layer expected here");
-    if (!flag(l, "causal", 1))
-        refuse(e, path, l, "causal false: a causal language model's attention is causal");
-    e->d.H = (int64_t)num(l, "heads", 0);
-    e->d.KV = (int64_t)num(l, "kv_heads", (double)e->d.H);
-    e->d.bias = flag(l, "bias", 1);
-    e->d.qk_norm = flag(l, "qk_norm", 0);
-    e->window = (int64_t)num(l, "window", 0);
-    const cJSON *rope = get(l, "rope");
+    if (l->op != OP_ATTENTION)
+        refuse(e, NULL, l, "an attention layer expected here");
+    if (!l->causal)
+        refuse(e, NULL, l, "causal false: a causal language model's attention is causal");
+    e->d.H = l->heads;
+    e->d.KV = l->kv_heads ? l->kv_heads : l->heads;
+    e->d.bias = l->bias;
+    e->d.qk_norm = l->qk_norm;
+    e->window = l->window;
+    int rope = l->rope_theta > 0;
     if (e->gpt2 && (rope || e->d.KV != e->d.H || !e->d.bias || e->d.qk_norm || e->window))
-        refuse(e, path, l, "rope, kv_heads, bias false, qk_norm and window have no place in "
+        refuse(e, NULL, l, "rope, kv_heads, bias false, qk_norm and window have no place in "
                            "GPT-2 (with learned positions)");
     if (!e->gpt2 && !rope)
-        refuse(e, path, l, "no rope: a Llama-shaped model takes its positions from rope");
-    e->theta = num(rope, "theta", 10000);
-    e->scaling = get(rope, "scaling");
+        refuse(e, NULL, l, "no rope: a Llama-shaped model takes its positions from rope");
+    e->theta = l->rope_theta;
+    e->scaled = l->rope_factor ? l : NULL;
     if (e->window && (e->d.bias || e->d.qk_norm))
-        refuse(e, path, l, "a window with bias or qk_norm: Mistral has neither");
+        refuse(e, NULL, l, "a window with bias or qk_norm: Mistral has neither");
     if (e->d.qk_norm && e->window)
-        refuse(e, path, l, "qk_norm with a window: Qwen3 windows only some layers");
+        refuse(e, NULL, l, "qk_norm with a window: Qwen3 windows only some layers");
 }
 
-/* The MLP branch after its norm: fc, gelu, proj (GPT-2) or gate_up, glu, down. */
-static void mlp(Ex *e, const cJSON *b, const char *prefix, const char *path)
+/* The MLP branch R after its norm: fc, gelu, proj (GPT-2) or gate_up, glu, down. */
+static void mlp(Ex *e, const Layer *r, const char *prefix)
 {
-    if (cJSON_GetArraySize(b) != 4)
-        refuse(e, path, NULL, "the MLP branch holds a norm, a linear, the activation and a "
-                              "linear, and nothing else");
-    const cJSON *up = cJSON_GetArrayItem(b, 1), *act = cJSON_GetArrayItem(b, 2),
-                *down = cJSON_GetArrayItem(b, 3);
-    char *p1 = xasprintf("%s[1]", path), *p2 = xasprintf("%s[2]", path),
-         *p3 = xasprintf("%s[3]", path);
-    if (strcmp(op(up), "linear") || get(up, "tie"))
-        refuse(e, p1, up, "a linear expected here");
-    if (strcmp(op(down), "linear") || get(down, "tie") || num(down, "out", 0) != e->d.D)
-        refuse(e, p3, down, "a linear back to the model width expected here");
-    if (flag(up, "bias", 1) != e->gpt2 || flag(down, "bias", 1) != e->gpt2)
-        refuse(e, flag(up, "bias", 1) != e->gpt2 ? p1 : p3, NULL,
+    if (r->n_body != 4)
+        refuse(e, xasprintf("%s.body", r->path), NULL, "the MLP branch holds a norm, a linear, "
+               "the activation and a linear, and nothing else");
+    const Layer *up = r->body[1], *act = r->body[2], *down = r->body[3];
+    if (up->op != OP_LINEAR || up->tie)
+        refuse(e, NULL, up, "a linear expected here");
+    if (down->op != OP_LINEAR || down->tie || down->out != e->d.D)
+        refuse(e, NULL, down, "a linear back to the model width expected here");
+    if (up->bias != e->gpt2 || down->bias != e->gpt2)
+        refuse(e, up->bias != e->gpt2 ? up->path : down->path, NULL,
                e->gpt2 ? "GPT-2's MLP linears have biases" : "Llama's MLP linears have no bias");
     if (e->gpt2) {
-        if (strcmp(op(act), "gelu"))
-            refuse(e, p2, act, "GPT-2's MLP activation is gelu");
-        e->act = !strcmp(str(act, "approximate", "none"), "tanh") ? "gelu_new" : "gelu";
-        e->d.FF = (int64_t)num(up, "out", 0);
+        if (act->op != OP_GELU)
+            refuse(e, NULL, act, "GPT-2's MLP activation is gelu");
+        e->act = act->gelu_tanh ? "gelu_new" : "gelu";
+        e->d.FF = up->out;
     } else {
-        if (strcmp(op(act), "glu"))
-            refuse(e, p2, act, "Llama's MLP activation is a glu");
-        const char *a = str(act, "act", "silu");
+        if (act->op != OP_GLU)
+            refuse(e, NULL, act, "Llama's MLP activation is a glu");
+        const char *a = glu_act_names[act->glu_act];
         e->act = !strcmp(a, "gelu_tanh") ? "gelu_pytorch_tanh" : a;
-        e->d.FF = (int64_t)num(up, "out", 0) / 2;
+        e->d.FF = up->out / 2;
     }
     e->names[HF_UP] = lname(up, 1, prefix);
     e->names[HF_DOWN] = lname(down, 3, prefix);
 }
 
 /* The repeat's body: a residual [norm, attention], then a residual [norm, MLP]. */
-static void blocks(Ex *e, const cJSON *rep, const char *path)
+static void blocks(Ex *e, const Layer *rep)
 {
-    const cJSON *body = get(rep, "body");
-    e->d.L = (int64_t)num(rep, "count", 0);
-    e->rep = str(rep, "name", NULL) ? xasprintf("%s.", str(rep, "name", "")) : xstrdup("");
-    if (cJSON_GetArraySize(body) != 2)
-        refuse(e, path, rep, "a block holds two residual branches (attention, MLP), nothing else");
+    e->d.L = rep->count;
+    e->rep = rep->name ? xasprintf("%s.", rep->name) : xstrdup("");
+    if (rep->n_body != 2)
+        refuse(e, NULL, rep, "a block holds two residual branches (attention, MLP), nothing else");
     for (int k = 0; k < 2; k++) {
-        const cJSON *r = cJSON_GetArrayItem(body, k);
-        char *rp = xasprintf("%s.body[%d]", path, k);
-        if (strcmp(op(r), "residual") || get(r, "shortcut"))
-            refuse(e, rp, r, "a residual branch without shortcut expected here");
-        const char *rn = str(r, "name", NULL);
-        char *prefix = rn ? xasprintf("%s.", rn) : xstrdup("");
-        const cJSON *b = get(r, "body");
-        char *bp = xasprintf("%s.body", rp);
-        if (cJSON_GetArraySize(b) < 2)
-            refuse(e, bp, NULL, "a branch starts with a norm");
-        e->names[k ? HF_NORM2 : HF_NORM1] = norm(e, cJSON_GetArrayItem(b, 0), 0, prefix, xasprintf("%s[0]", bp));
+        const Layer *r = rep->body[k];
+        if (r->op != OP_RESIDUAL || r->n_shortcut)
+            refuse(e, NULL, r, "a residual branch without shortcut expected here");
+        char *prefix = r->name ? xasprintf("%s.", r->name) : xstrdup("");
+        if (r->n_body < 2)
+            refuse(e, xasprintf("%s.body", r->path), NULL, "a branch starts with a norm");
+        e->names[k ? HF_NORM2 : HF_NORM1] = norm(e, r->body[0], 0, prefix);
         if (k == 0) {
-            if (cJSON_GetArraySize(b) != 2)
-                refuse(e, xasprintf("%s[2]", bp), cJSON_GetArrayItem(b, 2),
+            if (r->n_body != 2)
+                refuse(e, NULL, r->body[2],
                        "the attention branch holds a norm and the attention, nothing else");
-            attention(e, cJSON_GetArrayItem(b, 1), xasprintf("%s[1]", bp));
-            e->names[HF_ATTN] = lname(cJSON_GetArrayItem(b, 1), 1, prefix);
+            attention(e, r->body[1]);
+            e->names[HF_ATTN] = lname(r->body[1], 1, prefix);
         } else
-            mlp(e, b, prefix, bp);
+            mlp(e, r, prefix);
     }
 }
 
 /* The model's layers: embedding, [pos_embedding], repeat, norm, head linear. */
-static void match(Ex *e, const cJSON *model)
+static void match(Ex *e, const Spec *s)
 {
-    if (get(model, "gan"))
-        refuse(e, "$.model.gan", NULL, "a GAN is no causal language model");
-    const cJSON *ls = get(model, "layers");
-    int n = cJSON_GetArraySize(ls), i = 0;
-    const cJSON *l = cJSON_GetArrayItem(ls, 0);
-    if (strcmp(op(l), "embedding"))
-        refuse(e, "$.model.layers[0]", l, "a language model starts with its token embedding");
-    e->d.V = (int64_t)num(l, "vocab", 0);
-    e->d.D = (int64_t)num(l, "dim", 0);
+    Layer *const *ls = s->layers;
+    int n = s->n_layers, i = 0;
+    const Layer *l = ls[0];
+    if (l->op != OP_EMBEDDING)
+        refuse(e, NULL, l, "a language model starts with its token embedding");
+    e->d.V = l->vocab;
+    e->d.D = l->dim;
     e->names[HF_EMBED] = lname(l, 0, "");
-    l = cJSON_GetArrayItem(ls, ++i);
-    e->gpt2 = l && !strcmp(op(l), "pos_embedding");
+    l = at(ls, n, ++i);
+    e->gpt2 = l && l->op == OP_POS_EMBEDDING;
     if (e->gpt2) {
-        e->d.max_pos = (int64_t)num(l, "max_len", 0);
+        e->d.max_pos = l->max_len;
         e->names[HF_POS] = lname(l, i, "");
-        l = cJSON_GetArrayItem(ls, ++i);
+        l = at(ls, n, ++i);
     }
-    char *path = xasprintf("$.model.layers[%d]", i);
-    if (!l || strcmp(op(l), "repeat"))
-        refuse(e, path, l, "the blocks are a repeat here");
-    blocks(e, l, path);
+    if (!l || l->op != OP_REPEAT)
+        refuse(e, xasprintf("$.model.layers[%d]", i), l, "the blocks are a repeat here");
+    blocks(e, l);
     if (i + 3 > n)
         refuse(e, "$.model.layers", NULL, "after the blocks come the final norm and the head");
-    e->names[HF_FINAL] = norm(e, cJSON_GetArrayItem(ls, i + 1), i + 1, "",
-                         xasprintf("$.model.layers[%d]", i + 1));
-    l = cJSON_GetArrayItem(ls, i + 2);
-    path = xasprintf("$.model.layers[%d]", i + 2);
-    if (strcmp(op(l), "linear") || flag(l, "bias", 1))
-        refuse(e, path, l, "the head is a linear without bias");
-    e->d.tie = get(l, "tie") != NULL;
-    if (e->d.tie && strcmp(str(l, "tie", ""), str(cJSON_GetArrayItem(ls, 0), "name", "")))
-        refuse(e, path, l, "a head tied to another layer than the token embedding");
+    e->names[HF_FINAL] = norm(e, ls[i + 1], i + 1, "");
+    l = ls[i + 2];
+    if (l->op != OP_LINEAR || l->bias)
+        refuse(e, NULL, l, "the head is a linear without bias");
+    e->d.tie = l->tie != NULL;
+    if (e->d.tie && strcmp(l->tie, ls[0]->name ? ls[0]->name : ""))
+        refuse(e, NULL, l, "a head tied to another layer than the token embedding");
     e->names[HF_HEAD] = lname(l, i + 2, "");
     if (i + 3 < n)
-        refuse(e, xasprintf("$.model.layers[%d]", i + 3), cJSON_GetArrayItem(ls, i + 3),
-               "after the blocks come the final norm and the head, nothing else");
+        refuse(e, NULL, ls[i + 3], "after the blocks come the final norm and the head, nothing else");
     if (!e->gpt2 && e->d.qk_norm && e->eps != 1e-6)
         refuse(e, "$.model.layers", NULL, "qk_norm (Qwen3) with rmsnorm eps other than 1e-6: "
                                           "Qwen3's config holds one eps for all its norms");
+    /* T: the length of the input the embedding reads (the first unless it names one) */
+    e->T = s->inputs[ls[0]->input ? find_model_input(s, ls[0]->input) : 0].shape[0];
 }
 
 /* ---- the weights ----------------------------------------------------------------- */
@@ -300,6 +276,18 @@ static void write_tensors(const Ex *e, const char *path)
 
 /* ---- config.json and the command ---------------------------------------------------- */
 
+/* Llama 3's rope scaling of attention L as transformers 4.43's rope_scaling. */
+static cJSON *rope_scaling(const Layer *l)
+{
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "rope_type", "llama3");
+    cJSON_AddNumberToObject(r, "factor", l->rope_factor);
+    cJSON_AddNumberToObject(r, "low_freq_factor", l->rope_low);
+    cJSON_AddNumberToObject(r, "high_freq_factor", l->rope_high);
+    cJSON_AddNumberToObject(r, "original_max_position_embeddings", l->rope_orig);
+    return r;
+}
+
 static cJSON *config(const Ex *e)
 {
     cJSON *c = cJSON_CreateObject();
@@ -309,6 +297,10 @@ static cJSON *config(const Ex *e)
     cJSON_AddStringToObject(c, "model_type", e->gpt2 ? "gpt2" : e->d.qk_norm ? "qwen3"
                                              : e->window ? "mistral" : "llama");
     cJSON_AddNumberToObject(c, "vocab_size", (double)e->d.V);
+    if (e->bos >= 0)
+        cJSON_AddNumberToObject(c, "bos_token_id", (double)e->bos);
+    if (e->eos >= 0)
+        cJSON_AddNumberToObject(c, "eos_token_id", (double)e->eos);
     if (e->gpt2) {
         cJSON_AddNumberToObject(c, "n_embd", (double)e->d.D);
         cJSON_AddNumberToObject(c, "n_layer", (double)e->d.L);
@@ -331,8 +323,8 @@ static cJSON *config(const Ex *e)
         cJSON_AddNumberToObject(c, "rms_norm_eps", e->eps);
         cJSON_AddNumberToObject(c, "rope_theta", e->theta);
         cJSON_AddStringToObject(c, "hidden_act", e->act);
-        if (e->scaling)
-            cJSON_AddItemToObject(c, "rope_scaling", cJSON_Duplicate(e->scaling, 1));
+        if (e->scaled)
+            cJSON_AddItemToObject(c, "rope_scaling", rope_scaling(e->scaled));
         if (!e->window)
             cJSON_AddBoolToObject(c, "attention_bias", e->d.bias);
         if (e->window)   /* transformers 4.40: a query sees sliding_window positions before it */
@@ -347,23 +339,48 @@ static cJSON *config(const Ex *e)
     return c;
 }
 
-/* The model object of SPEC...'s first file (spec_load has validated it). */
-static cJSON *model_of(const char *file)
+/* The id of the first of NAMES (NULL-terminated) that tokenizer.json's ADDED list
+ * holds as a special token, or -1. */
+static int64_t special_id(const cJSON *added, const char *const *names)
 {
-    FILE *f = fopen(file, "rb");
-    if (!f)
-        error_input("%s: cannot read: %s", file, strerror(errno));
-    char *s = NULL;
-    size_t cap = 0, n = 0, r;
-    do {
-        if (n + 4096 > cap && !(s = realloc(s, cap = 2 * cap + 4096)))
-            die("out of memory");
-        n += r = fread(s + n, 1, cap - n - 1, f);
-    } while (r > 0);
-    fclose(f);
-    s[n] = 0;
-    cJSON *root = cJSON_Parse(s);
-    return cJSON_GetObjectItemCaseSensitive(root, "model");
+    for (; *names; names++) {
+        const cJSON *t;
+        cJSON_ArrayForEach(t, added) {
+            const cJSON *id = cJSON_GetObjectItemCaseSensitive(t, "id");
+            const cJSON *content = cJSON_GetObjectItemCaseSensitive(t, "content");
+            if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(t, "special")) &&
+                cJSON_IsNumber(id) && cJSON_IsString(content) &&
+                !strcmp(content->valuestring, *names))
+                return (int64_t)id->valuedouble;
+        }
+    }
+    return -1;
+}
+
+/* bos_token_id and eos_token_id from tokenizer file TOK's special tokens, by the names
+ * the families' tokenizer_config.json give them: Llama 3's <|begin_of_text|> and
+ * <|end_of_text|>, Llama 2's and Mistral's <s> and </s>, Gemma's <bos> and <eos>, GPT-2's
+ * (and Qwen's base models') <|endoftext|> for both. An id the model cannot produce
+ * means another model's tokenizer: exit 1. */
+static void token_ids(Ex *e, const char *tok)
+{
+    static const char *const bos[] = {"<|begin_of_text|>", "<s>", "<bos>", "<|endoftext|>", NULL};
+    static const char *const eos[] = {"<|end_of_text|>", "</s>", "<eos>", "<|endoftext|>", NULL};
+    e->bos = e->eos = -1;
+    if (!tok)
+        return;
+    char *text = hf_slurp(tok, NULL);
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    const cJSON *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
+    e->bos = special_id(added, bos);
+    e->eos = special_id(added, eos);
+    int64_t past = e->bos >= e->d.V ? e->bos : e->eos >= e->d.V ? e->eos : -1;
+    if (past >= 0)
+        error_input("export: --tokenizer %s: special token id %lld is past the model's "
+                    "vocabulary (%lld): the tokenizer of another model", tok, (long long)past,
+                    (long long)e->d.V);
+    cJSON_Delete(root);
 }
 
 static int copy_file(const char *src, const char *dst)
@@ -404,13 +421,10 @@ int cmd_export(int argc, char **argv)
                     "[--tokenizer FILE]");
     if (tok && access(tok, R_OK) != 0)
         error_input("export: --tokenizer %s: %s", tok, strerror(errno));
-    spec_load(n, argv + 2);   /* every error a spec can have, reported as check does */
-    Ex e = {.file = argv[2]};
-    const cJSON *model = model_of(argv[2]);
-    match(&e, model);
-    const cJSON *in = get(get(model, "inputs"), str(cJSON_GetArrayItem(get(model, "layers"), 0),
-                                                    "input", "x"));
-    e.T = (int64_t)cJSON_GetArrayItem(get(in, "shape"), 0)->valuedouble;
+    const Spec *s = spec_load(n, argv + 2);   /* every error a spec can have, as check's */
+    Ex e = {.file = s->model_file};
+    match(&e, s);
+    token_ids(&e, tok);
     hf_weights_file(&e.w, weights);
     plan_tensors(&e);
     char *text = NULL;

@@ -21,6 +21,7 @@ typedef struct HfTensor {
 
 typedef struct HfWeights {
     char **paths;
+    int *fds;                  /* per path: the file, open until the command exits */
     int n_paths;
     HfTensor *t;
     int n;
@@ -31,6 +32,8 @@ typedef struct HfWeights {
 void hf_weights_file(HfWeights *w, const char *path);
 void hf_weights_dir(HfWeights *w, const char *dir);
 HfTensor *hf_find(HfWeights *w, const char *name);
+/* A file's bytes, NUL-terminated (len: their count, or NULL); exits 1 when unreadable. */
+char *hf_slurp(const char *path, size_t *len);
 /* The tensor's elements as fp32 (malloc'd; exits 1 on a short file or another dtype). */
 float *hf_read(const HfWeights *w, const HfTensor *t);
 void hf_transpose(float *dst, const float *src, int64_t d0, int64_t d1);

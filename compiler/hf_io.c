@@ -15,7 +15,7 @@
 
 /* ---- reading safetensors ---------------------------------------------------- */
 
-static char *slurp(const char *path, size_t *len)
+char *hf_slurp(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
@@ -108,13 +108,15 @@ void hf_weights_file(HfWeights *w, const char *path)
 {
     int file = w->n_paths++;
     w->paths = realloc(w->paths, (size_t)w->n_paths * sizeof *w->paths);
-    if (!w->paths)
+    w->fds = realloc(w->fds, (size_t)w->n_paths * sizeof *w->fds);
+    if (!w->paths || !w->fds)
         die("out of memory");
     w->paths[file] = xstrdup(path);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0)
         error_input("%s: cannot read: %s", path, strerror(errno));
+    w->fds[file] = fd;   /* kept: hf_read reads each tensor from it */
     unsigned char len8[8];
     if ((uint64_t)st.st_size < 8)
         error_input("%s: not a safetensors file", path);
@@ -126,7 +128,6 @@ void hf_weights_file(HfWeights *w, const char *path)
         error_input("%s: not a safetensors file (header length %llu)", path, (unsigned long long)n);
     char *h = xcalloc(n + 1, 1);
     read_exact(fd, h, n, 8, path);
-    close(fd);
     cJSON *root = cJSON_Parse(h);
     if (!cJSON_IsObject(root))
         error_input("%s: not a safetensors file (the header is not a JSON object)", path);
@@ -152,7 +153,7 @@ void hf_weights_dir(HfWeights *w, const char *dir)
                                              "not read: save the model with safe_serialization)"
                                            : "");
     }
-    cJSON *root = cJSON_Parse(slurp(index, NULL));
+    cJSON *root = cJSON_Parse(hf_slurp(index, NULL));
     const cJSON *map = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
     if (!cJSON_IsObject(map))
         error_input("%s: no \"weight_map\" object", index);
@@ -194,11 +195,7 @@ float *hf_read(const HfWeights *w, const HfTensor *t)
     float *x = malloc((size_t)(t->numel ? t->numel : 1) * sizeof *x);
     if (!raw || !x)
         die("out of memory reading %s from %s", t->name, path);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        error_input("%s: cannot read: %s", path, strerror(errno));
-    read_exact(fd, raw, t->bytes, t->at, path);
-    close(fd);
+    read_exact(w->fds[t->file], raw, t->bytes, t->at, path);
     rt_st_to_f32(x, raw, t->numel, t->dtype);
     free(raw);
     return x;
@@ -241,7 +238,7 @@ void hf_cfg_load(HfCfg *c, const char *path)
     c->file = path;
     if (access(path, F_OK) != 0)
         error_input("%s: no such file (a Hugging Face model folder holds config.json)", path);
-    c->root = cJSON_Parse(slurp(path, NULL));
+    c->root = cJSON_Parse(hf_slurp(path, NULL));
     if (!cJSON_IsObject(c->root))
         error_input("%s: not a JSON object", path);
     c->seen = xcalloc((size_t)cJSON_GetArraySize(c->root) + 1, sizeof *c->seen);

@@ -12,9 +12,10 @@
  * two reductions (sum dy, sum (x - mean) dy) take one pass, dx a second, in the form
  * PyTorch's CPU kernel uses. With sync and several ranks the per-channel sums (and the
  * counts) are all-reduced between the passes; dw and db stay this rank's own (DDP
- * averages them as it does every gradient), as in SyncBatchNorm. */
+ * averages them as it does every gradient), as in SyncBatchNorm. The per-channel sums
+ * and dx's factors live in the thread pool's scratch, kept from step to step; chunks
+ * take kernels.c's rt_grain_for. */
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 #include "rt.h"
 #include "rt_dist.h"
@@ -46,12 +47,11 @@ static void bn_stats_task(void *ctx, int64_t lo, int64_t hi)
     }
 }
 
-static double *bn_scratch(int64_t C)
+/* The per-channel sums [C, 2] (and the count, sums[2 C], for the all-reduce), then
+ * extra doubles: the pool's scratch, kept from step to step. */
+static double *bn_scratch(rt_exec *e, int64_t C, int64_t extra)
 {
-    double *s = malloc((size_t)(2 * C + 1) * sizeof *s);
-    if (!s)
-        rt_fail("out of memory allocating batchnorm's sums (%lld channels)", (long long)C);
-    return s;
+    return rt_pool_scratch(e->rt, (size_t)(2 * C + 1 + extra));
 }
 
 /* The statistics over several GPUs would go through NCCL in the middle of a pass:
@@ -61,12 +61,6 @@ static void gpu_sync_refused(int64_t sync)
     if (sync && rt_dist_world() > 1)
         rt_fail("batchnorm with sync true on several GPUs is not supported yet; train it on "
                 "the CPU (--device cpu) or set sync false");
-}
-
-static int64_t bn_grain(int64_t per_channel)
-{
-    int64_t g = 32768 / (per_channel > 0 ? per_channel : 1);
-    return g < 1 ? 1 : g;
 }
 
 /* With sync on several ranks: the sums [C, 2] and the count, added over all ranks (in
@@ -141,12 +135,11 @@ void rt_batchnorm_fwd(rt_exec *e, const float *x, const float *w, const float *b
         }
         return;
     }
-    double *sums = bn_scratch(C);
+    double *sums = bn_scratch(e, C, 0);
     bn_ctx c = {.x = x, .sums = sums, .B = B, .C = C, .HW = HW};
-    rt_pool_run(e->rt, C, bn_grain(B * HW), bn_stats_task, &c);
+    rt_pool_run(e->rt, C, rt_grain_for(B * HW), bn_stats_task, &c);
     bn_train_stats(&c, w, b, sums, mean, rstd, run_mean, run_var, count, eps, momentum, sync,
                    scale, shift);
-    free(sums);
 }
 
 /* sums[c] = (sum dy, sum (x - mean) dy) over channel c */
@@ -197,13 +190,11 @@ void rt_batchnorm_bwd(rt_exec *e, const float *x, const float *w, const float *m
     }
     if (B <= 0 || C <= 0)
         return;
-    double *sums = bn_scratch(C);
-    float *gk = malloc((size_t)C * 2 * sizeof *gk);
-    if (!gk)
-        rt_fail("out of memory allocating batchnorm's scales (%lld channels)", (long long)C);
+    double *sums = bn_scratch(e, C, C);
+    float *gk = (float *)(sums + 2 * C + 1);   /* [C, 2] floats in the C doubles after */
     bn_ctx c = {.x = x, .dy = dy, .w = w, .dx = dx, .mean = mean, .rstd = rstd, .sums = sums,
                 .gk = gk, .B = B, .C = C, .HW = HW};
-    int64_t grain = bn_grain(B * HW);
+    int64_t grain = rt_grain_for(B * HW);
     rt_pool_run(e->rt, C, grain, bn_bwd_sums_task, &c);
     /* this rank's dw, db; then the sums over all ranks for dx (sync) */
     for (int64_t ch = 0; ch < C; ch++) {
@@ -219,6 +210,4 @@ void rt_batchnorm_bwd(rt_exec *e, const float *x, const float *w, const float *m
         gk[2 * ch + 1] = (float)(sums[2 * ch + 1] * r * r / n);
     }
     rt_pool_run(e->rt, C, grain, bn_dx_task, &c);
-    free(gk);
-    free(sums);
 }

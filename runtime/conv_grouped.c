@@ -8,7 +8,8 @@
  * one input channel an output channel, k*k products an output: im2col's columns would
  * be mostly the GEMM's zero blocks, so every groups > 1 takes these loops. Each output
  * is one thread's gather in a fixed order (the GPU's the same), so no two threads write
- * one element. */
+ * one element. The loops run over the kernel offsets and outputs that fall on the input
+ * (worked out before them), never testing an index inside them. */
 #include <math.h>
 #include "rt.h"
 
@@ -18,34 +19,46 @@ typedef struct {
     int64_t B, C, H, W, k, s, pad, OH, OW, Cout, G;
 } gconv_ctx;
 
-/* one plane (b, co) of y: y = sum over (c', ki, kj) in order of w x, then + bias */
+/* The kernel offsets t in [0, k) whose input i0 + t lies in [0, n): [*t0, *t1). */
+static void taps(int64_t i0, int64_t k, int64_t n, int64_t *t0, int64_t *t1)
+{
+    int64_t lo = i0 < 0 ? -i0 : 0, hi = n - i0 < k ? n - i0 : k;
+    *t0 = lo;
+    *t1 = hi > lo ? hi : lo;
+}
+
+/* one plane (b, co) of y: y = sum over (c', ki, kj) in order of w x, then + bias. A row
+ * of y gathers its terms tap by tap, each tap over the outputs whose input is no
+ * padding (rt_conv_span, as im2col's): every output adds the same terms in the same
+ * order as one at a time, without a bounds test in the loops. */
 static void gconv_fwd_task(void *ctx, int64_t lo, int64_t hi)
 {
     const gconv_ctx *c = ctx;
-    int64_t Cg = c->C / c->G, Cog = c->Cout / c->G, k = c->k;
+    int64_t Cg = c->C / c->G, Cog = c->Cout / c->G, k = c->k, H = c->H, W = c->W, s = c->s;
     for (int64_t pl = lo; pl < hi; pl++) {
         int64_t b = pl / c->Cout, co = pl % c->Cout, g = co / Cog;
-        const float *xb = c->x + (b * c->C + g * Cg) * c->H * c->W;
+        const float *xb = c->x + (b * c->C + g * Cg) * H * W;
         const float *wc = c->w + co * Cg * k * k;
-        float *yp = c->y + pl * c->OH * c->OW;
-        for (int64_t oh = 0; oh < c->OH; oh++)
-            for (int64_t ow = 0; ow < c->OW; ow++) {
-                int64_t ih0 = oh * c->s - c->pad, iw0 = ow * c->s - c->pad;
-                float acc = 0.0f;
-                for (int64_t ci = 0; ci < Cg; ci++)
-                    for (int64_t ki = 0; ki < k; ki++) {
-                        int64_t ih = ih0 + ki;
-                        if (ih < 0 || ih >= c->H)
-                            continue;
-                        for (int64_t kj = 0; kj < k; kj++) {
-                            int64_t iw = iw0 + kj;
-                            if (iw >= 0 && iw < c->W)
-                                acc += wc[(ci * k + ki) * k + kj] *
-                                       xb[(ci * c->H + ih) * c->W + iw];
-                        }
+        for (int64_t oh = 0; oh < c->OH; oh++) {
+            float *restrict yr = c->y + (pl * c->OH + oh) * c->OW;
+            int64_t ih0 = oh * s - c->pad, ki0, ki1;
+            taps(ih0, k, H, &ki0, &ki1);
+            for (int64_t ow = 0; ow < c->OW; ow++)
+                yr[ow] = 0.0f;
+            for (int64_t ci = 0; ci < Cg; ci++)
+                for (int64_t ki = ki0; ki < ki1; ki++)
+                    for (int64_t kj = 0; kj < k; kj++) {
+                        int64_t ow0, ow1;
+                        rt_conv_span(kj, s, c->pad, W, c->OW, &ow0, &ow1);
+                        float wv = wc[(ci * k + ki) * k + kj];
+                        const float *restrict xr = xb + (ci * H + ih0 + ki) * W - c->pad + kj;
+                        for (int64_t ow = ow0; ow < ow1; ow++)
+                            yr[ow] += wv * xr[ow * s];
                     }
-                yp[oh * c->OW + ow] = c->b ? acc + c->b[co] : acc;
-            }
+            if (c->b)
+                for (int64_t ow = 0; ow < c->OW; ow++)
+                    yr[ow] += c->b[co];
+        }
     }
 }
 
@@ -63,8 +76,22 @@ void rt_gconv_fwd(rt_exec *e, const float *x, const float *w, const float *bias,
     rt_pool_run(e->rt, B * Cout, per > 0 ? 32768 / per + 1 : 1, gconv_fwd_task, &c);
 }
 
+/* The kernel offsets t in [0, k) that reach input i from an output o (o s - pad + t =
+ * i, 0 <= o < n): every s-th from *t0 to *t1 inclusive (*t0 > *t1: none). */
+static void taps_back(int64_t i, int64_t k, int64_t s, int64_t pad, int64_t n, int64_t *t0,
+                      int64_t *t1)
+{
+    int64_t q = i + pad;                          /* = o s + t */
+    int64_t lo = q - (n - 1) * s > 0 ? q - (n - 1) * s : 0;
+    if (lo <= q)
+        lo += (q - lo) % s;                       /* the first with o s = q - t */
+    *t0 = lo;
+    *t1 = q < k - 1 ? q : k - 1;
+}
+
 /* one plane (b, ci) of dx: dx[b, ci, ih, iw] = sum over (co', ki, kj) in order of
- * dy[b, co, oh, ow] w[co, ci - g Cg, ki, kj] where oh s - pad + ki = ih (ow alike) */
+ * dy[b, co, oh, ow] w[co, ci - g Cg, ki, kj] where oh s - pad + ki = ih (ow alike); the
+ * offsets that reach no output are left out of the loops, not tested in them */
 static void gconv_bwd_data_task(void *ctx, int64_t lo, int64_t hi)
 {
     const gconv_ctx *c = ctx;
@@ -72,27 +99,26 @@ static void gconv_bwd_data_task(void *ctx, int64_t lo, int64_t hi)
     for (int64_t pl = lo; pl < hi; pl++) {
         int64_t b = pl / c->C, ci = pl % c->C, g = ci / Cg, cl = ci - g * Cg;
         float *dxp = c->dx + pl * c->H * c->W;
-        for (int64_t ih = 0; ih < c->H; ih++)
+        for (int64_t ih = 0; ih < c->H; ih++) {
+            int64_t ki0, ki1;
+            taps_back(ih, k, s, c->pad, c->OH, &ki0, &ki1);
             for (int64_t iw = 0; iw < c->W; iw++) {
+                int64_t kj0, kj1;
+                taps_back(iw, k, s, c->pad, c->OW, &kj0, &kj1);
                 float acc = 0.0f;
                 for (int64_t cq = 0; cq < Cog; cq++) {
                     int64_t co = g * Cog + cq;
                     const float *dyp = c->dy + (b * c->Cout + co) * c->OH * c->OW;
                     const float *wc = c->w + (co * Cg + cl) * k * k;
-                    for (int64_t ki = 0; ki < k; ki++) {
-                        int64_t th = ih + c->pad - ki;   /* = oh s */
-                        if (th < 0 || th % s || th / s >= c->OH)
-                            continue;
-                        for (int64_t kj = 0; kj < k; kj++) {
-                            int64_t tw = iw + c->pad - kj;
-                            if (tw < 0 || tw % s || tw / s >= c->OW)
-                                continue;
-                            acc += dyp[th / s * c->OW + tw / s] * wc[ki * k + kj];
-                        }
+                    for (int64_t ki = ki0; ki <= ki1; ki += s) {
+                        const float *dyr = dyp + (ih + c->pad - ki) / s * c->OW;
+                        for (int64_t kj = kj0; kj <= kj1; kj += s)
+                            acc += dyr[(iw + c->pad - kj) / s] * wc[ki * k + kj];
                     }
                 }
                 dxp[ih * c->W + iw] = acc;
             }
+        }
     }
 }
 
@@ -116,24 +142,23 @@ void rt_gconv_bwd_data(rt_exec *e, const float *dy, const float *w, float *dx, i
 static void gconv_bwd_weight_task(void *ctx, int64_t lo, int64_t hi)
 {
     const gconv_ctx *c = ctx;
-    int64_t Cg = c->C / c->G, Cog = c->Cout / c->G, k = c->k, ohw = c->OH * c->OW;
+    int64_t Cg = c->C / c->G, Cog = c->Cout / c->G, k = c->k, s = c->s, ohw = c->OH * c->OW;
     for (int64_t co = lo; co < hi; co++) {
         int64_t g = co / Cog;
         for (int64_t j = 0; j < Cg * k * k; j++) {
             int64_t cl = j / (k * k), ki = j / k % k, kj = j % k;
+            int64_t oh0, oh1, ow0, ow1;   /* the outputs whose input is no padding */
+            rt_conv_span(ki, s, c->pad, c->H, c->OH, &oh0, &oh1);
+            rt_conv_span(kj, s, c->pad, c->W, c->OW, &ow0, &ow1);
             double acc = 0.0;
             for (int64_t b = 0; b < c->B; b++) {
                 const float *dyp = c->dy + (b * c->Cout + co) * ohw;
                 const float *xp = c->x + (b * c->C + g * Cg + cl) * c->H * c->W;
-                for (int64_t oh = 0; oh < c->OH; oh++) {
-                    int64_t ih = oh * c->s - c->pad + ki;
-                    if (ih < 0 || ih >= c->H)
-                        continue;
-                    for (int64_t ow = 0; ow < c->OW; ow++) {
-                        int64_t iw = ow * c->s - c->pad + kj;
-                        if (iw >= 0 && iw < c->W)
-                            acc += (double)(dyp[oh * c->OW + ow] * xp[ih * c->W + iw]);
-                    }
+                for (int64_t oh = oh0; oh < oh1; oh++) {
+                    const float *dyr = dyp + oh * c->OW;
+                    const float *xr = xp + (oh * s - c->pad + ki) * c->W - c->pad + kj;
+                    for (int64_t ow = ow0; ow < ow1; ow++)
+                        acc += (double)(dyr[ow] * xr[ow * s]);
                 }
             }
             c->dw[co * Cg * k * k + j] += (float)acc;

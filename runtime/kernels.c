@@ -263,8 +263,7 @@ void rt_pool_run(rt_pool *p, int64_t n, int64_t grain, void (*fn)(void *ctx, int
     launch(p, n, grain, fn, ctx);
 }
 
-/* Caller-owned scratch for partial sums; valid until the next call. */
-static double *scratch(rt_pool *p, size_t n)
+double *rt_pool_scratch(rt_pool *p, size_t n)
 {
     if (n > p->scratch_n) {
         free(p->scratch);
@@ -298,8 +297,7 @@ void rt_parallel_for(rt_exec *e, int64_t n, rt_kernel_fn fn)
     launch(pool_of(e), n, RT_GRAIN, pfor_task, &c);
 }
 
-/* Tasks per chunk so that a chunk does about 32K units of work. */
-static int64_t grain_for(int64_t work_per_item)
+int64_t rt_grain_for(int64_t work_per_item)
 {
     int64_t g = 32768 / (work_per_item > 0 ? work_per_item : 1);
     return g < 1 ? 1 : g;
@@ -531,7 +529,7 @@ void rt_rowsum_add(rt_exec *e, const float *x, float *db, int64_t rows, int64_t 
         return;
     }
     rowsum_ctx c = {x, db, cols};
-    launch(pool_of(e), rows, grain_for(cols), rowsum_task, &c);
+    launch(pool_of(e), rows, rt_grain_for(cols), rowsum_task, &c);
 }
 
 /* The GELU (tanh) rows of the GEMM epilogues, where a CPU step of a GPT spends most of
@@ -652,7 +650,7 @@ void rt_colsum_add(rt_exec *e, const float *dy, float *db, int64_t rows, int64_t
     c.rb = ceil_div(rows, nrb);
     c.nrb = ceil_div(rows, c.rb);
     if (c.nrb > 1)
-        c.part = scratch(p, (size_t)(c.nrb * cols));
+        c.part = rt_pool_scratch(p, (size_t)(c.nrb * cols));
     launch(p, c.nrb * c.ncb, 1, colsum_task, &c);
     if (c.nrb > 1)
         for (int64_t j = 0; j < cols; j++) {
@@ -714,18 +712,24 @@ typedef struct {
     int64_t B, C, H, W, k, s, pad, OH, OW;
 } conv_ctx;
 
-/* The outputs ow whose input column ow*s - pad + kj lies in [0, W): [*ow0, *ow1). */
-static void valid_cols(const conv_ctx *c, int64_t kj, int64_t *ow0, int64_t *ow1)
+void rt_conv_span(int64_t kj, int64_t s, int64_t pad, int64_t W, int64_t OW, int64_t *ow0,
+                  int64_t *ow1)
 {
-    int64_t lo = c->pad - kj > 0 ? ceil_div(c->pad - kj, c->s) : 0;
-    int64_t last = c->W - 1 + c->pad - kj;  /* ow*s <= last */
-    int64_t hi = last < 0 ? 0 : last / c->s + 1;
-    if (hi > c->OW)
-        hi = c->OW;
+    int64_t lo = pad - kj > 0 ? ceil_div(pad - kj, s) : 0;
+    int64_t last = W - 1 + pad - kj;  /* ow*s <= last */
+    int64_t hi = last < 0 ? 0 : last / s + 1;
+    if (hi > OW)
+        hi = OW;
     if (lo > hi)
         lo = hi;
     *ow0 = lo;
     *ow1 = hi;
+}
+
+/* The outputs ow whose input column ow*s - pad + kj lies in [0, W): [*ow0, *ow1). */
+static void valid_cols(const conv_ctx *c, int64_t kj, int64_t *ow0, int64_t *ow1)
+{
+    rt_conv_span(kj, c->s, c->pad, c->W, c->OW, ow0, ow1);
 }
 
 /* One image plane into its OH*OW segment of col row (ki, kj). */
@@ -801,7 +805,7 @@ void rt_im2col(rt_exec *e, const float *x, float *col, int64_t B, int64_t C, int
         return;
     }
     conv_ctx c = {x, col, NULL, NULL, B, C, H, W, k, stride, pad, OH, OW};
-    launch(pool_of(e), C * B * k * k, grain_for(OH * OW), im2col_task, &c);
+    launch(pool_of(e), C * B * k * k, rt_grain_for(OH * OW), im2col_task, &c);
 }
 
 /* col2im for one image plane and one kernel offset: dp += the (ki, kj) segment src. */
@@ -856,7 +860,7 @@ void rt_col2im(rt_exec *e, const float *dcol, float *dx, int64_t B, int64_t C, i
         return;
     }
     conv_ctx c = {NULL, NULL, dcol, dx, B, C, H, W, k, stride, pad, OH, OW};
-    launch(pool_of(e), C * B, grain_for(k * k * OH * OW), col2im_task, &c);
+    launch(pool_of(e), C * B, rt_grain_for(k * k * OH * OW), col2im_task, &c);
 }
 
 /* ---- pooling ----------------------------------------------------------------- */
@@ -1003,7 +1007,7 @@ void rt_maxpool2d_fwd(rt_exec *e, const float *x, float *y, int64_t planes, int6
         return;
     }
     pool_ctx c = {x, NULL, y, NULL, H, W, k, s, OH, OW};
-    launch(pool_of(e), planes, grain_for(OH * OW * k * k), maxpool_fwd_task, &c);
+    launch(pool_of(e), planes, rt_grain_for(OH * OW * k * k), maxpool_fwd_task, &c);
 }
 
 void rt_maxpool2d_bwd(rt_exec *e, const float *x, const float *dy, float *dx, int64_t planes,
@@ -1014,7 +1018,7 @@ void rt_maxpool2d_bwd(rt_exec *e, const float *x, const float *dy, float *dx, in
         return;
     }
     pool_ctx c = {x, dy, NULL, dx, H, W, k, s, OH, OW};
-    launch(pool_of(e), planes, grain_for(OH * OW * k * k + H * W), maxpool_bwd_task, &c);
+    launch(pool_of(e), planes, rt_grain_for(OH * OW * k * k + H * W), maxpool_bwd_task, &c);
 }
 
 static void avgpool_fwd_task(void *ctx, int64_t lo, int64_t hi)
@@ -1085,7 +1089,7 @@ void rt_avgpool2d_fwd(rt_exec *e, const float *x, float *y, int64_t planes, int6
         return;
     }
     pool_ctx c = {x, NULL, y, NULL, H, W, k, s, OH, OW};
-    launch(pool_of(e), planes, grain_for(OH * OW * k * k), avgpool_fwd_task, &c);
+    launch(pool_of(e), planes, rt_grain_for(OH * OW * k * k), avgpool_fwd_task, &c);
 }
 
 void rt_avgpool2d_bwd(rt_exec *e, const float *dy, float *dx, int64_t planes, int64_t H,
@@ -1096,7 +1100,7 @@ void rt_avgpool2d_bwd(rt_exec *e, const float *dy, float *dx, int64_t planes, in
         return;
     }
     pool_ctx c = {NULL, dy, NULL, dx, H, W, k, s, OH, OW};
-    launch(pool_of(e), planes, grain_for(OH * OW * k * k + H * W), avgpool_bwd_task, &c);
+    launch(pool_of(e), planes, rt_grain_for(OH * OW * k * k + H * W), avgpool_bwd_task, &c);
 }
 
 /* ---- LayerNorm ----------------------------------------------------------------- */
@@ -1146,7 +1150,7 @@ void rt_layernorm_fwd(rt_exec *e, const float *x, const float *w, const float *b
                 .d = d, .eps = eps};
     if (d <= 0)
         return;
-    launch(pool_of(e), rows, grain_for(4 * d), ln_fwd_task, &c);
+    launch(pool_of(e), rows, rt_grain_for(4 * d), ln_fwd_task, &c);
 }
 
 /* Task t owns rows [t*rb, (t+1)*rb): it writes their dx and its partial dw, db sums,
@@ -1246,9 +1250,9 @@ void rt_layernorm_bwd(rt_exec *e, const float *x, const float *w, const float *m
     ln_ctx c = {.x = x, .w = w, .dy = dy, .add = add, .dx = dx, .mean = (float *)mean,
                 .rstd = (float *)rstd, .dw = dw, .db = db, .rows = rows, .d = d};
     c.nrb = norm_row_blocks(rows, d, &c.rb);
-    c.part = scratch(p, (size_t)(c.nrb * 2 * d));
+    c.part = rt_pool_scratch(p, (size_t)(c.nrb * 2 * d));
     launch(p, c.nrb, 1, ln_bwd_task, &c);
-    launch(p, d, grain_for(2 * c.nrb), ln_reduce_task, &c);
+    launch(p, d, rt_grain_for(2 * c.nrb), ln_reduce_task, &c);
 }
 
 /* ---- RMSNorm ------------------------------------------------------------------- */
@@ -1295,7 +1299,7 @@ void rt_rmsnorm_fwd(rt_exec *e, const float *x, const float *w, float *y, float 
     rms_ctx c = {.x = x, .w = w, .y = y, .rstd = rstd, .rows = rows, .d = d, .eps = eps};
     if (d <= 0)
         return;
-    launch(pool_of(e), rows, grain_for(3 * d), rms_fwd_task, &c);
+    launch(pool_of(e), rows, rt_grain_for(3 * d), rms_fwd_task, &c);
 }
 
 /* Task t owns rows [t*rb, (t+1)*rb): their dx and its partial dw sums, part[t]. */
@@ -1370,9 +1374,9 @@ void rt_rmsnorm_bwd(rt_exec *e, const float *x, const float *w, const float *rst
     rms_ctx c = {.x = x, .w = w, .dy = dy, .add = add, .dx = dx, .rstd = (float *)rstd,
                  .dw = dw, .rows = rows, .d = d};
     c.nrb = norm_row_blocks(rows, d, &c.rb);
-    c.part = scratch(p, (size_t)(c.nrb * d));
+    c.part = rt_pool_scratch(p, (size_t)(c.nrb * d));
     launch(p, c.nrb, 1, rms_bwd_task, &c);
-    launch(p, d, grain_for(c.nrb), rms_reduce_task, &c);
+    launch(p, d, rt_grain_for(c.nrb), rms_reduce_task, &c);
 }
 
 /* ---- gated linear unit --------------------------------------------------------- */
@@ -1395,18 +1399,37 @@ static inline float glu_act(int act, float a)
     }
 }
 
-/* d act(a) times g (the activation's backward as the elementwise ops have it) */
-static inline float glu_act_bwd(int act, float a, float g)
+/* d act(a) times g (the activation's backward as the elementwise ops have it), and
+ * act(a) in *y, from one evaluation of the activation's exp, erf or tanh: the bits of
+ * trainc_rt.h's rt_silu_bwd, rt_gelu_bwd, rt_gelu_tanh_bwd and of glu_act. */
+static inline float glu_act_bwd(int act, float a, float g, float *y)
 {
     switch (act) {
-    case RT_GLU_SILU: return rt_silu_bwd(a, g);
-    case RT_GLU_GELU: return rt_gelu_bwd(a, g);
-    case RT_GLU_GELU_TANH: return rt_gelu_tanh_bwd(a, g);
+    case RT_GLU_SILU: {
+        float d = 1.0f + expf(-a), s = 1.0f / d;
+        *y = a / d;
+        return g * s * (1.0f + a * (1.0f - s));
+    }
+    case RT_GLU_GELU: {
+        float t = 1.0f + erff(a * 0.70710678118654752f);
+        float pdf = expf(-0.5f * a * a) * 0.39894228040143268f;
+        *y = 0.5f * a * t;
+        return g * (0.5f * t + a * pdf);
+    }
+    case RT_GLU_GELU_TANH: {
+        float t = rt_tanhf(0.79788456080286536f * (a + 0.044715f * a * a * a));
+        float du = 0.79788456080286536f * (1.0f + 3.0f * 0.044715f * a * a);
+        *y = 0.5f * a * (1.0f + t);
+        return g * (0.5f * (1.0f + t) + 0.5f * a * (1.0f - t * t) * du);
+    }
     case RT_GLU_SIGMOID: {
         float s = rt_sigmoidf(a);
+        *y = s;
         return g * s * (1.0f - s);
     }
-    default: return a <= 0.0f ? 0.0f : g;   /* torch's threshold_backward */
+    default:
+        *y = a < 0.0f ? 0.0f : a;
+        return a <= 0.0f ? 0.0f : g;   /* torch's threshold_backward */
     }
 }
 
@@ -1431,9 +1454,9 @@ static void glu_bwd_task(void *ctx, int64_t lo, int64_t hi)
         const float *restrict dy = c->dy + r * h;
         float *restrict da = c->dx + r * 2 * h, *restrict du = da + h;
         for (int64_t j = 0; j < h; j++) {
-            float g = dy[j];
-            da[j] = glu_act_bwd(c->act, a[j], g * u[j]);
-            du[j] = glu_act(c->act, a[j]) * g;
+            float g = dy[j], y;
+            da[j] = glu_act_bwd(c->act, a[j], g * u[j], &y);
+            du[j] = y * g;
         }
     }
 }
@@ -1447,7 +1470,7 @@ void rt_glu_fwd(rt_exec *e, const float *x, float *y, int64_t rows, int64_t h, i
     glu_ctx c = {.x = x, .y = y, .h = h, .act = act};
     if (h <= 0)
         return;
-    launch(pool_of(e), rows, grain_for(8 * h), glu_fwd_task, &c);
+    launch(pool_of(e), rows, rt_grain_for(8 * h), glu_fwd_task, &c);
 }
 
 void rt_glu_bwd(rt_exec *e, const float *x, const float *dy, float *dx, int64_t rows,
@@ -1460,12 +1483,17 @@ void rt_glu_bwd(rt_exec *e, const float *x, const float *dy, float *dx, int64_t 
     glu_ctx c = {.x = x, .dy = dy, .dx = dx, .h = h, .act = act};
     if (h <= 0)
         return;
-    launch(pool_of(e), rows, grain_for(16 * h), glu_bwd_task, &c);
+    launch(pool_of(e), rows, rt_grain_for(16 * h), glu_bwd_task, &c);
 }
 
 /* ---- losses -------------------------------------------------------------------- */
 
-typedef struct {
+typedef struct ce_ctx ce_ctx;
+/* One row's loss from its logits z (and its gradient into g when g is not NULL; g may
+ * be z); *hit: whether its first argmax is the target tg (in range). */
+typedef double (*ce_row_fn)(const ce_ctx *c, const float *z, float *g, int32_t tg, int *hit);
+
+struct ce_ctx {
     const float *logits;       /* [rows, C] */
     const int32_t *target;     /* [rows] */
     float *dlogits;            /* [rows, C] or NULL */
@@ -1474,126 +1502,73 @@ typedef struct {
     float gs;
     _Atomic int64_t bad;       /* first row with a target out of range, or rows */
     int64_t ld;                /* rows of logits and dlogits this far apart */
-} ce_ctx;
+    float ls;                  /* label smoothing (ce_ls_row only) */
+    ce_row_fn row;
+};
 
-static void ce_task(void *ctx, int64_t lo, int64_t hi)
+/* the plain cross entropy of one row (dlogits may be the logits themselves, written
+ * over: no restrict, and z[target] is read before anything is written) */
+static double ce_row(const ce_ctx *c, const float *z, float *g, int32_t tg, int *hit)
 {
-    ce_ctx *c = ctx;
     int64_t C = c->C;
-    for (int64_t t = lo; t < hi; t++) {
-        double loss = 0.0, correct = 0.0;
-        int64_t r1 = (t + 1) * c->rb < c->rows ? (t + 1) * c->rb : c->rows;
-        for (int64_t r = t * c->rb; r < r1; r++) {
-            /* dlogits may be the logits themselves (written over): no restrict, and
-             * z[target] is read before anything is written */
-            const float *z = c->logits + r * c->ld;
-            int32_t tg = c->target[r];
-            if (tg < 0 || tg >= C) {
-                int64_t old = atomic_load(&c->bad);
-                while (r < old && !atomic_compare_exchange_weak(&c->bad, &old, r))
-                    ;
-                continue;
-            }
-            float zt = z[tg];
-            /* max and first argmax (a NaN counts as the maximum, as in torch.argmax) */
-            float m = z[0];
-            int64_t am = 0;
-            for (int64_t j = 1; j < C; j++)
-                if (z[j] > m || (isnan(z[j]) && !isnan(m))) {
-                    m = z[j];
-                    am = j;
-                }
-            /* exp(z - max) in float (kept in dlogits when wanted), summed in double */
-            float *g = c->dlogits ? c->dlogits + r * c->ld : NULL;
-            v4f mv = splat4(m);
-            d4 sv = {{0, 0}, {0, 0}};
-            for (int64_t j = 0; j < C; j += 4) {
-                v4f zv;
-                if (j + 4 <= C) {
-                    zv = ld4(z + j);
-                } else {   /* the tail, padded with -inf, whose exp is 0 */
-                    zv = splat4(-INFINITY);
-                    memcpy(&zv, z + j, (size_t)(C - j) * sizeof(float));
-                }
-                v4f ev = exp4(zv - mv);
-                sv = add4d(sv, cvt4(ev));
-                if (!g)
-                    continue;
-                if (j + 4 <= C)
-                    st4(g + j, ev);
-                else
-                    memcpy(g + j, &ev, (size_t)(C - j) * sizeof(float));
-            }
-            double se = hsum4d(sv);
-            if (g) {
-                float inv = (float)(1.0 / se), et = g[tg];
-                v4f sc = splat4(inv) * splat4(c->gs);
-                int64_t j = 0;
-                for (; j + 4 <= C; j += 4)
-                    st4(g + j, ld4(g + j) * sc);
-                for (; j < C; j++)
-                    g[j] = g[j] * (inv * c->gs);
-                g[tg] = (et * inv - 1.0f) * c->gs;
-                /* the padding of a padded vocabulary: 0, which the head's backward GEMMs
-                 * read (lower.c's padded_rows) */
-                for (j = C; j < c->ld; j++)
-                    g[j] = 0.0f;
-            }
-            loss += (double)m + log(se) - (double)zt;
-            correct += am == tg;
+    float zt = z[tg];
+    /* max and first argmax (a NaN counts as the maximum, as in torch.argmax) */
+    float m = z[0];
+    int64_t am = 0;
+    for (int64_t j = 1; j < C; j++)
+        if (z[j] > m || (isnan(z[j]) && !isnan(m))) {
+            m = z[j];
+            am = j;
         }
-        c->part[2 * t] = loss;
-        c->part[2 * t + 1] = correct;
+    /* exp(z - max) in float (kept in dlogits when wanted), summed in double */
+    v4f mv = splat4(m);
+    d4 sv = {{0, 0}, {0, 0}};
+    for (int64_t j = 0; j < C; j += 4) {
+        v4f zv;
+        if (j + 4 <= C) {
+            zv = ld4(z + j);
+        } else {   /* the tail, padded with -inf, whose exp is 0 */
+            zv = splat4(-INFINITY);
+            memcpy(&zv, z + j, (size_t)(C - j) * sizeof(float));
+        }
+        v4f ev = exp4(zv - mv);
+        sv = add4d(sv, cvt4(ev));
+        if (!g)
+            continue;
+        if (j + 4 <= C)
+            st4(g + j, ev);
+        else
+            memcpy(g + j, &ev, (size_t)(C - j) * sizeof(float));
     }
-}
-
-void rt_cross_entropy(rt_exec *e, const float *logits, const int32_t *target, float *dlogits,
-                      int64_t rows, int64_t C, int64_t ld)
-{
-    if (ld < C)
-        rt_die("rt_cross_entropy: rows %lld apart hold %lld logits", (long long)ld, (long long)C);
-    if (e->dev) { /* on a GPU: cuda_ops.c, cuda_blas.c */
-        RT_GPU(e)->cross_entropy(e, logits, target, dlogits, rows, C, ld);
-        return;
+    double se = hsum4d(sv);
+    if (g) {
+        float inv = (float)(1.0 / se), et = g[tg];
+        v4f sc = splat4(inv) * splat4(c->gs);
+        int64_t j = 0;
+        for (; j + 4 <= C; j += 4)
+            st4(g + j, ld4(g + j) * sc);
+        for (; j < C; j++)
+            g[j] = g[j] * (inv * c->gs);
+        g[tg] = (et * inv - 1.0f) * c->gs;
+        /* the padding of a padded vocabulary: 0, which the head's backward GEMMs
+         * read (lower.c's padded_rows) */
+        for (j = C; j < c->ld; j++)
+            g[j] = 0.0f;
     }
-    if (rows <= 0)
-        return;
-    rt_pool *p = pool_of(e);
-    /* Blocks of about 4K logits, fixed by C, so the loss sum does not depend on the
-     * thread count. */
-    ce_ctx c = {logits, target, dlogits, NULL, rows, C, ceil_div(4096, C > 0 ? C : 1),
-                e->grad_scale, rows, ld};
-    int64_t nblk = ceil_div(rows, c.rb);
-    c.part = scratch(p, (size_t)(2 * nblk));
-    launch(p, nblk, grain_for(c.rb * C * 4), ce_task, &c);
-    int64_t bad = atomic_load(&c.bad);
-    if (bad < rows)
-        rt_fail("label %d out of range [0, %lld)", (int)target[bad], (long long)C);
-    double loss = 0.0, correct = 0.0;
-    for (int64_t t = 0; t < nblk; t++) {
-        loss += c.part[2 * t];
-        correct += c.part[2 * t + 1];
-    }
-    e->loss_sum += loss;
-    e->correct += (int64_t)correct;
-    e->terms += rows;
+    *hit = am == tg;
+    return (double)m + log(se) - (double)zt;
 }
 
 /* Label-smoothed cross entropy, as F.cross_entropy(label_smoothing=ls): the target
  * distribution is (1 - ls) onehot + ls / C, so with lse = max + log(sum exp(z - max))
  *   loss  = lse - (1 - ls) z[target] - (ls / C) sum_j z_j
  *   dz_j  = (softmax_j - ls / C - (1 - ls) [j == target]) * grad_scale.
- * A row of its own, plain loops (ls > 0 only: ls = 0 takes ce_task, whose bits stay
+ * A row of its own, plain loops (ls > 0 only: ls = 0 takes ce_row, whose bits stay
  * those of every earlier run); the sums in double, in the row's order. */
-typedef struct {
-    ce_ctx ce;
-    float ls;
-} ce_ls_ctx;
-
 /* one row: its loss, whether its first argmax is the target; dlogits may be z */
-static double ce_ls_row(const ce_ls_ctx *c, const float *z, float *g, int32_t tg, int *hit)
+static double ce_ls_row(const ce_ctx *c, const float *z, float *g, int32_t tg, int *hit)
 {
-    int64_t C = c->ce.C;
+    int64_t C = c->C;
     float zt = z[tg], m = z[0];
     int64_t am = 0;
     double sz = 0.0;
@@ -1612,10 +1587,10 @@ static double ce_ls_row(const ce_ls_ctx *c, const float *z, float *g, int32_t tg
             g[j] = ev;
     }
     if (g) {
-        float inv = (float)(1.0 / se), u = c->ls / (float)C, gs = c->ce.gs;
+        float inv = (float)(1.0 / se), u = c->ls / (float)C, gs = c->gs;
         for (int64_t j = 0; j < C; j++)
             g[j] = (g[j] * inv - u - (j == tg ? 1.0f - c->ls : 0.0f)) * gs;
-        for (int64_t j = C; j < c->ce.ld; j++)
+        for (int64_t j = C; j < c->ld; j++)
             g[j] = 0.0f;
     }
     *hit = am == tg;
@@ -1623,29 +1598,68 @@ static double ce_ls_row(const ce_ls_ctx *c, const float *z, float *g, int32_t tg
            (double)c->ls / (double)C * sz;
 }
 
-static void ce_ls_task(void *ctx, int64_t lo, int64_t hi)
+/* Blocks [lo, hi) of c->rb rows: each row's loss by c->row, summed in double into
+ * c->part; a target out of range is not computed but kept in c->bad (the first). */
+static void ce_task(void *ctx, int64_t lo, int64_t hi)
 {
-    ce_ls_ctx *c = ctx;
-    ce_ctx *ce = &c->ce;
+    ce_ctx *c = ctx;
     for (int64_t t = lo; t < hi; t++) {
         double loss = 0.0, correct = 0.0;
-        int64_t r1 = (t + 1) * ce->rb < ce->rows ? (t + 1) * ce->rb : ce->rows;
-        for (int64_t r = t * ce->rb; r < r1; r++) {
-            int32_t tg = ce->target[r];
-            if (tg < 0 || tg >= ce->C) {
-                int64_t old = atomic_load(&ce->bad);
-                while (r < old && !atomic_compare_exchange_weak(&ce->bad, &old, r))
+        int64_t r1 = (t + 1) * c->rb < c->rows ? (t + 1) * c->rb : c->rows;
+        for (int64_t r = t * c->rb; r < r1; r++) {
+            int32_t tg = c->target[r];
+            if (tg < 0 || tg >= c->C) {
+                int64_t old = atomic_load(&c->bad);
+                while (r < old && !atomic_compare_exchange_weak(&c->bad, &old, r))
                     ;
                 continue;
             }
             int hit;
-            loss += ce_ls_row(c, ce->logits + r * ce->ld,
-                              ce->dlogits ? ce->dlogits + r * ce->ld : NULL, tg, &hit);
+            loss += c->row(c, c->logits + r * c->ld, c->dlogits ? c->dlogits + r * c->ld : NULL,
+                           tg, &hit);
             correct += hit;
         }
-        ce->part[2 * t] = loss;
-        ce->part[2 * t + 1] = correct;
+        c->part[2 * t] = loss;
+        c->part[2 * t + 1] = correct;
     }
+}
+
+/* Both losses' CPU driver: blocks of about 4K logits, fixed by C, so the loss sum does
+ * not depend on the thread count; the block sums added in order into e. */
+static void ce_run(rt_exec *e, const float *logits, const int32_t *target, float *dlogits,
+                   int64_t rows, int64_t C, int64_t ld, float ls, ce_row_fn row)
+{
+    if (rows <= 0)
+        return;
+    rt_pool *p = pool_of(e);
+    ce_ctx c = {logits, target, dlogits, NULL, rows, C, ceil_div(4096, C > 0 ? C : 1),
+                e->grad_scale, rows, ld, ls, row};
+    int64_t nblk = ceil_div(rows, c.rb);
+    c.part = rt_pool_scratch(p, (size_t)(2 * nblk));
+    launch(p, nblk, rt_grain_for(c.rb * C * 4), ce_task, &c);
+    int64_t bad = atomic_load(&c.bad);
+    if (bad < rows)
+        rt_fail("label %d out of range [0, %lld)", (int)target[bad], (long long)C);
+    double loss = 0.0, correct = 0.0;
+    for (int64_t t = 0; t < nblk; t++) {
+        loss += c.part[2 * t];
+        correct += c.part[2 * t + 1];
+    }
+    e->loss_sum += loss;
+    e->correct += (int64_t)correct;
+    e->terms += rows;
+}
+
+void rt_cross_entropy(rt_exec *e, const float *logits, const int32_t *target, float *dlogits,
+                      int64_t rows, int64_t C, int64_t ld)
+{
+    if (ld < C)
+        rt_die("rt_cross_entropy: rows %lld apart hold %lld logits", (long long)ld, (long long)C);
+    if (e->dev) { /* on a GPU: cuda_ops.c, cuda_blas.c */
+        RT_GPU(e)->cross_entropy(e, logits, target, dlogits, rows, C, ld);
+        return;
+    }
+    ce_run(e, logits, target, dlogits, rows, C, ld, 0.0f, ce_row);
 }
 
 void rt_cross_entropy_ls(rt_exec *e, const float *logits, const int32_t *target, float *dlogits,
@@ -1658,26 +1672,7 @@ void rt_cross_entropy_ls(rt_exec *e, const float *logits, const int32_t *target,
         RT_GPU(e)->cross_entropy_ls(e, logits, target, dlogits, rows, C, ld, ls);
         return;
     }
-    if (rows <= 0)
-        return;
-    rt_pool *p = pool_of(e);
-    /* blocks fixed by C, as rt_cross_entropy's: the sum does not depend on the threads */
-    ce_ls_ctx c = {{logits, target, dlogits, NULL, rows, C, ceil_div(4096, C > 0 ? C : 1),
-                    e->grad_scale, rows, ld}, ls};
-    int64_t nblk = ceil_div(rows, c.ce.rb);
-    c.ce.part = scratch(p, (size_t)(2 * nblk));
-    launch(p, nblk, grain_for(c.ce.rb * C * 4), ce_ls_task, &c);
-    int64_t bad = atomic_load(&c.ce.bad);
-    if (bad < rows)
-        rt_fail("label %d out of range [0, %lld)", (int)target[bad], (long long)C);
-    double loss = 0.0, correct = 0.0;
-    for (int64_t t = 0; t < nblk; t++) {
-        loss += c.ce.part[2 * t];
-        correct += c.ce.part[2 * t + 1];
-    }
-    e->loss_sum += loss;
-    e->correct += (int64_t)correct;
-    e->terms += rows;
+    ce_run(e, logits, target, dlogits, rows, C, ld, ls, ce_ls_row);
 }
 
 #define MSE_BLOCK 4096
@@ -1727,8 +1722,8 @@ void rt_mse(rt_exec *e, const float *y, const float *t, float *dy, int64_t n)
         return;
     rt_pool *p = pool_of(e);
     int64_t nblk = ceil_div(n, MSE_BLOCK);
-    mse_ctx c = {y, t, dy, scratch(p, (size_t)nblk), n, e->grad_scale};
-    launch(p, nblk, grain_for(MSE_BLOCK * 2), mse_task, &c);
+    mse_ctx c = {y, t, dy, rt_pool_scratch(p, (size_t)nblk), n, e->grad_scale};
+    launch(p, nblk, rt_grain_for(MSE_BLOCK * 2), mse_task, &c);
     double s = 0.0;
     for (int64_t b = 0; b < nblk; b++)
         s += c.part[b];

@@ -616,6 +616,17 @@ int rt_have_avx2(void);
 void rt_pool_run(rt_pool *p, int64_t n, int64_t grain, void (*fn)(void *ctx, int64_t lo, int64_t hi),
                  void *ctx);
 void rt_pool_free(rt_pool *p);
+/* The grain for rt_pool_run when each item does work_per_item units: about 32K units a
+ * chunk. */
+int64_t rt_grain_for(int64_t work_per_item);
+/* Scratch of n doubles owned by the pool, for the caller of a launch (reductions'
+ * partial sums, batchnorm's per-channel sums): kept between calls, grown when too
+ * small, freed with the pool; valid until the next call. */
+double *rt_pool_scratch(rt_pool *p, size_t n);
+/* A convolution's outputs o in [0, OW) whose input o s - pad + kj lies in [0, W), for
+ * kernel offset kj: [*o0, *o1) (kernels.c; the loops over them need no bounds test). */
+void rt_conv_span(int64_t kj, int64_t s, int64_t pad, int64_t W, int64_t OW, int64_t *o0,
+                  int64_t *o1);
 /* Sets the BLAS library's thread count (OpenBLAS). */
 void rt_blas_threads(int threads);
 /* The parameters' initial values from the model's init rules and the seed, on the

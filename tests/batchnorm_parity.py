@@ -18,6 +18,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import st_check
+import run_log
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAINC = os.path.join(ROOT, os.environ.get("TRAINC", "build/trainc"))
@@ -76,8 +77,8 @@ st_check.save(init_path, {n: t.detach().numpy() for n, t in model.state_dict().i
 run = os.path.join(OUT, "run")
 subprocess.run([TRAINC, "run", spec_path, "--init", init_path, "--out", run, "--threads", "1",
                 "--quiet"], check=True)
-recs = [json.loads(l) for l in open(os.path.join(run, "metrics.jsonl"))]
-ours = [r["loss"] for r in recs if "loss" in r and "event" not in r]
+recs = run_log.records(run)
+ours = run_log.losses(run)
 our_val = [r["val_loss"] for r in recs if "val_loss" in r and "event" not in r]
 assert len(ours) == STEPS, len(ours)
 

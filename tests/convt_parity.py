@@ -23,6 +23,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import st_check
+import run_log
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAINC = os.path.join(ROOT, os.environ.get("TRAINC", "build/trainc"))
@@ -71,8 +72,7 @@ def parity(spec, path, X, Y):
     run = os.path.join(OUT, "run")
     subprocess.run([TRAINC, "run", path, "--init", init, "--out", run, "--threads", "1", "--quiet"],
                    check=True)
-    recs = [json.loads(l) for l in open(os.path.join(run, "metrics.jsonl"))]
-    ours = [r["loss"] for r in recs if "loss" in r and "event" not in r]
+    ours = run_log.losses(run)
     assert len(ours) == STEPS, len(ours)
     o = spec["train"]["optimizer"]
     opt = torch.optim.SGD(model.parameters(), lr=o["lr"], momentum=o["momentum"], foreach=False)
@@ -94,23 +94,19 @@ def parity(spec, path, X, Y):
           f"(tolerances 1e-5, 1e-5)")
     return ok
 
-def losses(run):
-    recs = [json.loads(l) for l in open(os.path.join(run, "metrics.jsonl"))]
-    return [r["loss"] for r in recs if "loss" in r and "event" not in r]
-
 def same_elsewhere(path):
     """recompute full: trainc run's bits; the fake GPU: within 1e-6 of the CPU"""
     common = ["--init", os.path.join(OUT, "init.safetensors"), "--threads", "1", "--quiet"]
-    cpu, full = losses(os.path.join(OUT, "run")), os.path.join(OUT, "full")
+    cpu, full = run_log.losses(os.path.join(OUT, "run")), os.path.join(OUT, "full")
     subprocess.run([TRAINC, "run", path, "--out", full, "--set", "recompute=full"] + common, check=True)
-    ok = losses(full) == cpu
+    ok = run_log.losses(full) == cpu
     print(f"{'ok  ' if ok else 'FAIL'} recompute full: the losses of recompute none, bit for bit")
     lib, both, gpu = (os.path.join(OUT, n) for n in ("lib", "trainer_both", "gpu"))
     subprocess.run(["bash", os.path.join(ROOT, "tests", "fake_gpu", "build.sh"), lib], check=True)
     env = dict(os.environ, LD_LIBRARY_PATH=lib, TRAINC_CACHE_DIR=os.path.join(OUT, "cache"))
     subprocess.run([TRAINC, "build", path, "-o", both, "--device", "both", "--arch", "sm_90"], check=True)
     subprocess.run([both, "--device", "cuda", "--out", gpu] + common, check=True, env=env)
-    g = losses(gpu)
+    g = run_log.losses(gpu)
     worst = max(abs(a - b) / abs(a) for a, b in zip(cpu, g)) if len(g) == len(cpu) else math.inf
     print(f"{'ok  ' if worst <= 1e-6 else 'FAIL'} fake GPU: {len(g)} losses within {worst:.1e} of the CPU's")
     spec = json.load(open(path))
@@ -119,7 +115,7 @@ def same_elsewhere(path):
     json.dump(spec, open(path16, "w"), indent=1)
     subprocess.run([TRAINC, "build", path16, "-o", both16, "--device", "both", "--arch", "sm_90"], check=True)
     subprocess.run([both16, "--device", "cuda", "--out", gpu16] + common, check=True, env=env)
-    g16 = losses(gpu16)
+    g16 = run_log.losses(gpu16)
     w16 = max(abs(a - b) / abs(a) for a, b in zip(cpu, g16)) if len(g16) == len(cpu) else math.inf
     print(f"{'ok  ' if w16 <= 5e-3 else 'FAIL'} fake GPU, bf16-mixed: {len(g16)} losses within {w16:.1e} of the CPU's fp32")
     return ok and worst <= 1e-6 and w16 <= 5e-3

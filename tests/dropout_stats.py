@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import st_check
+import run_log
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAINC = os.path.join(ROOT, os.environ.get("TRAINC", "build/trainc"))
@@ -105,8 +106,7 @@ for p in (0.1, 0.5, 0.8):
     spec = spec_for(p)
     run = os.path.join(OUT, f"run_p{p}")
     trainc(spec, "--init", init_path, "--out", run)
-    recs = [json.loads(l) for l in open(os.path.join(run, "metrics.jsonl"))]
-    ours_loss = [r["loss"] for r in recs if "loss" in r and "event" not in r]
+    ours_loss = run_log.losses(run)
     final = st_check.load(os.path.join(run, "model.safetensors"))
     # every id is in one step's batch: its row moved where the mask kept it
     kept = (final["wte.weight"] != init["wte.weight"]).reshape(STEPS, B, T, D)

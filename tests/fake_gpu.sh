@@ -335,24 +335,7 @@ echo "ok   tiny_vocab bf16-mixed on the GPU against fp32 on the CPU: $r"
 # recompute selective (its rmsnorms and glus replayed) bit-identical to none on the
 # GPU; bf16-mixed against the CPU's fp32 by the bar above
 t=$d/llama_tiny
-"$PY" - "$t.json" <<'PY'
-import json, sys
-spec = json.load(open("specs/gpt_char.json"))
-spec["model"]["name"] = "llama_tiny"
-spec["model"]["inputs"]["x"]["shape"] = spec["model"]["inputs"]["y"]["shape"] = [32]
-spec["model"]["layers"] = [
-    {"op": "embedding", "name": "wte", "vocab": 256, "dim": 64, "input": "x"},
-    {"op": "repeat", "name": "h", "count": 2, "body": [
-        {"op": "residual", "body": [{"op": "rmsnorm", "name": "ln_1"}, {"op": "attention", "name": "attn", "heads": 4}]},
-        {"op": "residual", "body": [{"op": "rmsnorm", "name": "ln_2"}, {"op": "linear", "name": "fc", "out": 256, "bias": False},
-                                    {"op": "glu"}, {"op": "linear", "name": "proj", "out": 64, "bias": False}]}]},
-    {"op": "residual", "name": "sq", "body": [{"op": "rmsnorm", "name": "ln"}, {"op": "linear", "name": "fc", "out": 96, "bias": False},
-                                              {"op": "squared_relu"}, {"op": "linear", "name": "proj", "out": 64, "bias": False}]},
-    {"op": "rmsnorm", "name": "ln_f"}, {"op": "linear", "name": "lm_head", "out": 256, "bias": False}]
-for k in ("train", "val"):
-    spec["train"]["data"][k]["tokens"] = spec["train"]["data"][k]["tokens"].replace("../data", "../../../data")
-json.dump(spec, open(sys.argv[1], "w"), indent=1)
-PY
+"$PY" tests/llama_tiny.py "$t.json" --squared-relu --T 32
 O=(--set max_steps=10 --set log_every=1 --set loader.shuffle=false --set batch_size=4 --set data.val=null
    --threads 1 --quiet)
 for pol in none selective; do

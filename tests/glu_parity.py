@@ -7,23 +7,23 @@ A tiny model on random f32 sequences, a Llama block's MLP half: a linear to d, t
 x + down(glu(up(rmsnorm(x)))) with up of 2h outputs (the gate rows, then the up rows)
 and no biases, a final rmsnorm and a head; the squared_relu variant has an MLP of
 linear h, squared_relu, linear d in place of the glu (as Nemotron's). Torch 1.13 has no
-nn.RMSNorm: it is written here from its formula, HF LlamaRMSNorm's (in fp32:
-x * rsqrt(mean(x^2) + eps) * weight). The same initial weights (written here, loaded
-with --init), the same batches in order, AdamW with warmup, cosine decay and gradient
-clipping, threads 1: every step's loss within 1e-5 relative, the final weights within
+nn.RMSNorm: tests/llama_torch.py's rmsnorm is HF LlamaRMSNorm's formula (in fp32:
+x * rsqrt(mean(x^2) + eps) * weight). The same initial weights (loaded with --init),
+the same batches in order, AdamW with warmup, cosine decay and gradient clipping
+(llama_torch.py's run_trainc and train_torch), threads 1: every step's loss within 1e-5 relative, the final weights within
 1e-4 (as torch_parity.py's MLP: AdamW turns float rounding in a near-zero gradient into
 a step of its own size, 1.4e-5 here at worst).
 """
-import json, math, os, subprocess, sys
+import os, sys
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import llama_torch as lt   # the RMSNorm, the glu's activations, the training loop, the run
 import st_check
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TRAINC = os.path.join(ROOT, os.environ.get("TRAINC", "build/trainc"))
 STEPS, B, T, D, H, C = 12, 8, 5, 16, 24, 7
 EPS, EPS_F = 1e-6, 1e-3   # the block's norm at the default, the final one given
 torch.set_num_threads(1)
@@ -34,11 +34,7 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(d))
         self.eps = eps
     def forward(self, x):
-        var = x.pow(2).mean(-1, keepdim=True)
-        return self.weight * (x * torch.rsqrt(var + self.eps))
-
-ACTS = {"silu": F.silu, "gelu": F.gelu, "gelu_tanh": lambda a: F.gelu(a, approximate="tanh"),
-        "sigmoid": torch.sigmoid, "relu": F.relu}
+        return lt.rmsnorm(x, self.weight, self.eps)
 
 class Model(nn.Module):
     def __init__(self, variant):
@@ -59,7 +55,7 @@ class Model(nn.Module):
         if self.variant == "squared_relu":
             m = F.relu(u).pow(2)
         else:
-            m = ACTS[self.variant](u[..., :H]) * u[..., H:]
+            m = lt.GLU_ACTS[self.variant](u[..., :H]) * u[..., H:]
         x = x + self.down(m)
         return self.head(self.norm_f(x))
     def names(self):   # torch's state-dict names -> the spec's
@@ -97,44 +93,13 @@ def run(variant):
     np.save(os.path.join(out, "x.npy"), X)
     np.save(os.path.join(out, "y.npy"), Y)
     spec = spec_for(variant, out)
-    spec_path = os.path.join(out, "spec.json")
-    json.dump(spec, open(spec_path, "w"), indent=1)
     torch.manual_seed(0)
     model = Model(variant)
     names = model.names()
-    init = os.path.join(out, "init.safetensors")
-    st_check.save(init, {names[n]: t.detach().numpy().astype(np.float32) for n, t in model.state_dict().items()})
-    subprocess.run([TRAINC, "run", spec_path, "--init", init, "--out", os.path.join(out, "run"),
-                    "--threads", "1", "--quiet"], check=True)
-    recs = [json.loads(l) for l in open(os.path.join(out, "run", "metrics.jsonl"))]
-    ours = [r["loss"] for r in recs if "loss" in r and "event" not in r]
+    ours = lt.run_trainc(spec, {names[n]: t for n, t in model.state_dict().items()}, out)
     assert len(ours) == STEPS, len(ours)
-
-    o = spec["train"]["optimizer"]
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": o["weight_decay"]},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=o["lr"], betas=tuple(o["betas"]), eps=o["eps"], foreach=False)
-    s = spec["train"]["schedule"]
-    warm, final = s["warmup_steps"], s["final_lr_frac"]
-    def lam(step):   # docs/spec.md's schedule
-        if step < warm:
-            return (step + 1) / warm
-        p = min(max((step - warm) / (STEPS - warm), 0.0), 1.0)
-        return final + (1 - final) * 0.5 * (1 + math.cos(math.pi * p))
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lam)
-    ref = []
-    for step in range(STEPS):
-        xb = torch.from_numpy(X[step * B:(step + 1) * B])
-        yb = torch.from_numpy(Y[step * B:(step + 1) * B]).long()
-        opt.zero_grad()
-        loss = F.cross_entropy(model(xb).reshape(-1, C), yb.reshape(-1))
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), spec["train"]["grad_clip"])
-        opt.step()
-        sched.step()
-        ref.append(loss.item())
+    ref = lt.train_torch(model, list(model.parameters()), spec["train"], torch.from_numpy(X),
+                         torch.from_numpy(Y).long(), C)
     rel = [abs(a - b) / abs(b) for a, b in zip(ours, ref)]
     w = st_check.load(os.path.join(out, "run", "model.safetensors"))
     wd = max(float(np.max(np.abs(w[names[n]] - t.numpy()))) for n, t in model.state_dict().items())

@@ -27,6 +27,7 @@ spec = json.load(open(spec_path))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch_gpt
 import st_check   # safetensors by hand
+import run_log
 V, D, T, L, H, FF, _ = torch_gpt.dims(spec)
 model = torch_gpt.gpt(spec)   # GPT-2's init, so the loss curve is a real one
 
@@ -40,8 +41,7 @@ for s in ["loader.shuffle=false", "log_every=1", f"max_steps={STEPS}", "data.val
           f"optimizer.lr={LR}"]:
     cmd += ["--set", s]
 subprocess.run(cmd, check=True)
-ours = [json.loads(l)["loss"] for l in open(os.path.join(OUT, "run", "metrics.jsonl"))
-        if '"loss"' in l and '"event"' not in l]
+ours = run_log.losses(os.path.join(OUT, "run"))
 assert len(ours) == STEPS, len(ours)
 
 raw = open(sorted(p for p in (os.path.join(data_dir, f) for f in os.listdir(data_dir)) if os.path.basename(p).startswith("train_"))[0], "rb").read()

@@ -30,6 +30,7 @@ import json, os, subprocess, sys
 import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import st_check
+import run_log
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAINC = os.path.join(ROOT, os.environ.get("TRAINC", "build/trainc"))
@@ -235,8 +236,7 @@ def fd_check(name, path):
         if name in TRAIN_MODE:   # the first step's training loss, at lr 0
             run = os.path.join(d, "pert_run")
             trainer("--set", "optimizer.lr=0", "--set", "log_every=1", "--init", pert, "--out", run)
-            recs = [json.loads(l) for l in open(os.path.join(run, "metrics.jsonl"))]
-            return next(r["loss"] for r in recs if r.get("step") == 1 and "loss" in r)
+            return next(r["loss"] for r in run_log.records(run) if r.get("step") == 1 and "loss" in r)
         out = trainer("--eval", "--init", pert)
         return json.loads(out.strip().splitlines()[-1])["val_loss"]
     dirs_rng = np.random.default_rng(11)

@@ -5,7 +5,8 @@
 # I32; no config.json; only pytorch_model.bin; an index naming a shard that is not
 # there; a config value trainc cannot express) exits 1 naming what is wrong, with
 # nothing written; export refuses a spec that is no causal language model and a
-# weights file that does not fit, and gives the folder's tensors back bit for bit.
+# weights file that does not fit, and gives the folder's tensors back bit for bit,
+# also from a model spec whose embedding reads an input not named x.
 set -u
 cd "$(dirname "$0")/.."
 TRAINC=${TRAINC:-build/trainc}
@@ -126,5 +127,21 @@ assert all(np.array_equal(a[n], b[n]) for n in a)
 PY
 then ok "import then export: the folder's tensors bit for bit"
 else bad "import then export did not give the folder's tensors back"; fi
+# the model spec and the training spec as two files, the token input renamed and the
+# embedding naming none (the first input feeds it): the same export as above
+$PY - "$g/model.json" "$g/renamed.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+m = s["model"]
+m["inputs"] = {"ids" if k == "x" else k: v for k, v in m["inputs"].items()}
+del m["layers"][0]["input"]
+json.dump(s, open(sys.argv[2], "w"))
+PY
+if "$TRAINC" export hf "$g/renamed.json" "$g/train.json" --weights "$g/init.safetensors" \
+       -o "$d/renamed" >/dev/null &&
+   cmp -s "$d/back/config.json" "$d/renamed/config.json" &&
+   cmp -s "$d/back/model.safetensors" "$d/renamed/model.safetensors"
+then ok "export of two spec files, the input renamed: the same config.json and tensors"
+else bad "export of two spec files with the input renamed differs or failed"; fi
 
 [ $fails = 0 ] && echo "all hf bad-input checks passed" || { echo "$fails failed"; exit 1; }

@@ -25,7 +25,12 @@ with save_pretrained (no hub), tiny, fp32, CPU, one thread:
 - config.json with rope_scaling type "yarn", with model_type "bert", with model_type
   "qwen2", and a spec with a dropout layer for export: exit 1 naming the key or layer,
   nothing written; GPT-2's tensors without the "transformer." prefix (the original
-  checkpoints' names) import alike; export's --tokenizer copies the file.
+  checkpoints' names) import alike; export's --tokenizer copies the file;
+- export --tokenizer with a GPT-2-like and a Llama-3-like tokenizer.json (made here with
+  `tokenizers`) writes the bos/eos ids transformers' configs hold (<|endoftext|> both;
+  <|begin_of_text|>, <|end_of_text|>): from_pretrained's config and generation config
+  hold them, GPT-2's AutoTokenizer agrees; without --tokenizer there are none; a
+  tokenizer whose special ids are past the model's vocabulary is refused.
 
     $HF_PYTHON tests/hf_io.py
 """
@@ -254,6 +259,60 @@ def bad_configs(src):
         refused("import " + name, ["import", "hf", d, "-o", d + "/out"], words, d + "/out")
 
 
+def special_tokenizer(path, specials, bos=None):
+    """A byte-level BPE tokenizer.json of V ids, specials last (GPT-2's <|endoftext|> is
+    its last id; Llama 3's begin at 128000), with bos a template's BOS."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())[:V - len(specials)]
+    tok = Tokenizer(models.BPE(vocab={c: i for i, c in enumerate(alphabet)}, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.add_special_tokens(specials)
+    if bos:
+        tok.post_processor = processors.TemplateProcessing(
+            single=bos + " $A", special_tokens=[(bos, tok.token_to_id(bos))])
+    tok.save(path)
+    return tok
+
+
+def token_ids():
+    """--tokenizer: bos_token_id and eos_token_id from its special tokens, as
+    transformers' configs hold them; none without it."""
+    gpt2_tok = special_tokenizer(OUT + "/gpt2_tok.json", ["<|endoftext|>"])
+    llama_tok = special_tokenizer(OUT + "/llama3_tok.json", [
+        "<|reserved_special_token_0|>", "<|eot_id|>", "<|begin_of_text|>", "<|end_of_text|>",
+        "<|start_header_id|>", "<|end_header_id|>"], bos="<|begin_of_text|>")
+    for name, tok, file, bos, eos in [
+            ("gpt2", gpt2_tok, "gpt2_tok.json", "<|endoftext|>", "<|endoftext|>"),
+            ("llama", llama_tok, "llama3_tok.json", "<|begin_of_text|>", "<|end_of_text|>")]:
+        d = os.path.join(OUT, name)
+        trainc("export", "hf", d + "/model.json", d + "/eval.json", "--weights",
+               d + "/init.safetensors", "-o", d + "/ids", "--tokenizer", OUT + "/" + file)
+        m = AutoModelForCausalLM.from_pretrained(d + "/ids")
+        want = (tok.token_to_id(bos), tok.token_to_id(eos))
+        got = [(c.bos_token_id, c.eos_token_id) for c in (m.config, m.generation_config)]
+        said = ""
+        if name == "gpt2":   # GPT2TokenizerFast's own bos and eos: <|endoftext|>
+            t = transformers.AutoTokenizer.from_pretrained(d + "/ids")
+            got.append((t.bos_token_id, t.eos_token_id))
+            said = ", as %s's" % type(t).__name__
+        else:                # the template's BOS
+            got.append((tok.encode("hi").ids[0], want[1]))
+            said = ", the BOS encode puts first"
+        check(all(g == want for g in got), "%s export --tokenizer: bos/eos ids %s in config.json "
+              "and the generation config%s: %s" % (name, want, said, got))
+        plain = json.load(open(d + "/same/config.json"))
+        check("bos_token_id" not in plain and "eos_token_id" not in plain,
+              "%s export without --tokenizer: no bos/eos ids" % name)
+    big = json.load(open(OUT + "/llama3_tok.json"))
+    big["added_tokens"][3]["id"] = V + 1
+    json.dump(big, open(OUT + "/big_tok.json", "w"))
+    d = OUT + "/llama"
+    refused("export with another model's tokenizer", [
+        "export", "hf", d + "/model.json", d + "/eval.json", "--weights", d + "/init.safetensors",
+        "-o", d + "/big", "--tokenizer", OUT + "/big_tok.json"], ["%d" % (V + 1), "vocabulary"],
+        d + "/big")
+
+
 def main():
     print("transformers %s, torch %s" % (transformers.__version__, torch.__version__))
     shutil.rmtree(OUT, ignore_errors=True)
@@ -311,6 +370,7 @@ def main():
            "-o", d + "/with_tok", "--tokenizer", tok)
     check(open(tok, "rb").read() == open(d + "/with_tok/tokenizer.json", "rb").read(),
           "export --tokenizer: tokenizer.json copied")
+    token_ids()
     d = OUT + "/llama"
     spec = json.load(open(d + "/model.json"))
     spec["model"]["layers"].insert(3, {"op": "dropout", "p": 0.1})

@@ -17,10 +17,15 @@ import json
 import math
 import os
 import subprocess
+import sys
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import attention_ref   # noqa: E402  (its RoPE frequencies and rotate_half)
+import run_log         # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAINC = os.path.join(ROOT, os.environ.get("TRAINC", "build/trainc"))
@@ -36,23 +41,12 @@ def rmsnorm(x, w, eps):
 
 def rope_inv_freq(rope, hd):
     """Frequencies theta^(-2i/hd), i < hd/2 (HF LlamaRotaryEmbedding), with "scaling"
-    {"rope_type": "llama3", ...} as transformers' _compute_llama3_parameters: long
-    wavelengths divided by factor, short ones kept, the band between interpolated."""
-    theta = float(rope["theta"])
-    inv = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd))
+    {"rope_type": "llama3", ...} as transformers' _compute_llama3_parameters
+    (attention_ref.py's)."""
     sc = rope.get("scaling")
-    if not sc:
-        return inv
-    assert sc.get("rope_type", sc.get("type")) == "llama3", sc
-    factor, low, high = sc["factor"], sc["low_freq_factor"], sc["high_freq_factor"]
-    old = sc["original_max_position_embeddings"]
-    low_wavelen, high_wavelen = old / low, old / high
-    wavelen = 2 * math.pi / inv
-    inv_l = torch.where(wavelen > low_wavelen, inv / factor, inv)
-    smooth = (old / wavelen - low) / (high - low)
-    smoothed = (1 - smooth) * inv_l / factor + smooth * inv_l
-    medium = ~(wavelen < high_wavelen) * ~(wavelen > low_wavelen)
-    return torch.where(medium, smoothed, inv_l)
+    if sc:
+        assert sc.get("rope_type", sc.get("type")) == "llama3", sc
+    return attention_ref.inv_freq(hd, float(rope["theta"]), sc or None)
 
 
 def rope_tables(rope, hd, T):
@@ -64,9 +58,7 @@ def rope_tables(rope, hd, T):
     return emb.cos()[:, None], emb.sin()[:, None]
 
 
-def rotate_half(x):
-    h = x.shape[-1] // 2
-    return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+rotate_half = attention_ref.rotate_half
 
 
 GLU_ACTS = {"silu": F.silu, "gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
@@ -272,8 +264,7 @@ def run_trainc(spec, init, out):
     run = os.path.join(out, "run")
     subprocess.run([TRAINC, "run", sp, "--init", ip, "--out", run, "--threads", "1", "--quiet"],
                    check=True)
-    return [json.loads(l)["loss"] for l in open(os.path.join(run, "metrics.jsonl"))
-            if '"loss"' in l and '"event"' not in l]
+    return run_log.losses(run)
 
 
 def compare(what, ours, ref, tol):

@@ -48,6 +48,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import attention_ref
 import st_check   # safetensors read and written by hand
+import run_log   # a run's metrics.jsonl: one train record a step (log_every 1)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAINC = os.path.join(ROOT, os.environ.get("TRAINC", "build/trainc"))
@@ -447,15 +448,6 @@ def input_batch(spec, x):
     return t
 
 
-def recs_of(out):
-    return [json.loads(l) for l in open(os.path.join(out, "metrics.jsonl"))]
-
-
-def steps_of(recs):
-    """the train records (one a step: log_every is 1)"""
-    return [r for r in recs if "loss" in r and "event" not in r]
-
-
 def compare_steps(who, got, ref, ref_who, tol):
     """each step's loss and gradient norm of `got` against `ref` (lists of records),
     within tol[what] relative (floor 1e-3): the problems found"""
@@ -476,7 +468,7 @@ def trainc(spec_path, out, init, threads, recompute=None):
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         raise RuntimeError("trainc run failed (exit %d):\n%s" % (p.returncode, p.stderr[-3000:]))
-    return steps_of(recs_of(out))
+    return run_log.steps(out)
 
 
 def sanitized(d, spec_path, init, threads, ours):
@@ -503,7 +495,7 @@ def sanitized(d, spec_path, init, threads, ours):
                        capture_output=True, text=True, env=env)
     if p.returncode != 0 or "runtime error" in p.stderr:
         return problems + ["the sanitized trainer: exit %d\n%s" % (p.returncode, p.stderr[-3000:])]
-    return problems + compare_steps("the sanitized trainer", steps_of(recs_of(out)), ours, "the JIT run",
+    return problems + compare_steps("the sanitized trainer", run_log.steps(out), ours, "the JIT run",
                                     {"loss": 1e-5, "grad_norm": 1e-5})
 
 
@@ -527,7 +519,7 @@ def fake_gpu(d, spec_path, init, threads, ours, precision):
                        + sets, capture_output=True, text=True, env=env)
     if p.returncode != 0:
         return ["on the fake GPU (%s): exit %d\n%s" % (precision, p.returncode, p.stderr[-3000:])]
-    recs = recs_of(out)
+    recs = run_log.records(out)
     if recs[0].get("device") != "cuda":
         return ["on the fake GPU: the start record says %s" % recs[0].get("device")]
     # bf16: losses within 5e-2 (the weights drift apart over the steps: 3.1% in a
@@ -535,9 +527,9 @@ def fake_gpu(d, spec_path, init, threads, ours, precision):
     # through bf16 activations and are stored in bf16: 2.2% and 5.3% measured in a CNN of 9
     # layers with tanh and silu and in a transformer; a wrong kernel is off by far more)
     tol = {"loss": 1e-5, "grad_norm": 1e-5} if precision == "fp32" else {"loss": 5e-2, "grad_norm": 1e-1}
-    problems = compare_steps("fake GPU " + precision, steps_of(recs), ours, "the CPU", tol)
+    problems = compare_steps("fake GPU " + precision, run_log.steps(out), ours, "the CPU", tol)
     gv = [x for x in recs if "val_loss" in x]
-    cv = [x for x in recs_of(os.path.join(d, "run")) if "val_loss" in x]
+    cv = [x for x in run_log.records(os.path.join(d, "run")) if "val_loss" in x]
     if len(gv) != len(cv) or any(abs(a["val_loss"] - b["val_loss"]) > tol["loss"] * max(abs(b["val_loss"]), 1e-3)
                                  for a, b in zip(gv, cv)):
         problems.append("fake GPU %s: validation %s, the CPU %s" % (precision, [x["val_loss"] for x in gv],
@@ -667,7 +659,7 @@ def against_torch(spec, P, x, y, xv, yv, ours, d):
             n_terms = logits.shape[0]
         else:
             val_loss, val_acc = F.mse_loss(out, tv).item(), None
-    vrec = [x for x in recs_of(os.path.join(d, "run")) if "val_loss" in x]
+    vrec = [x for x in run_log.records(os.path.join(d, "run")) if "val_loss" in x]
     if len(vrec) != 1:
         problems.append("%d validation records, not 1" % len(vrec))
     else:

@@ -25,24 +25,7 @@ sed -i 's|\.\./data/fashion|../../../data/fashion|g' "$d/mlp_dropout.json"
 # gpt_char with a Llama's blocks: rmsnorm, a SwiGLU MLP (glu after a linear of 2h),
 # attention with every Llama-family option (kv_heads, no biases, rope with llama3
 # scaling, qk_norm, a window): the options call replays as GPT-2's does
-$PY - "$d" <<'PY'
-import json, sys
-spec = json.load(open("specs/gpt_char.json"))
-m = spec["model"]
-m["name"] = "llama_tiny"
-m["layers"] = [{"op": "embedding", "name": "wte", "vocab": 256, "dim": 64, "input": "x"},
-               {"op": "repeat", "name": "h", "count": 2, "body": [
-                   {"op": "residual", "body": [{"op": "rmsnorm", "name": "ln_1"}, {"op": "attention", "name": "attn", "heads": 4,
-                        "kv_heads": 2, "bias": False, "qk_norm": True, "window": 40, "rope": {
-                        "theta": 10000, "scaling": {"rope_type": "llama3", "factor": 8, "low_freq_factor": 1,
-                                                    "high_freq_factor": 4, "original_max_position_embeddings": 64}}}]},
-                   {"op": "residual", "body": [{"op": "rmsnorm", "name": "ln_2"}, {"op": "linear", "name": "fc", "out": 256, "bias": False},
-                                               {"op": "glu"}, {"op": "linear", "name": "proj", "out": 64, "bias": False}]}]},
-               {"op": "rmsnorm", "name": "ln_f"}, {"op": "linear", "name": "lm_head", "out": 256, "bias": False}]
-for k in ("train", "val"):
-    spec["train"]["data"][k]["tokens"] = spec["train"]["data"][k]["tokens"].replace("../data", "../../../data")
-json.dump(spec, open(sys.argv[1] + "/llama_tiny.json", "w"), indent=1)
-PY
+$PY tests/llama_tiny.py "$d/llama_tiny.json" --llama-attention
 for spec in specs/mlp_fashion.json specs/cnn_fashion.json specs/gpt_char.json "$d/mlp_dropout.json" "$d/llama_tiny.json"; do
     name=$(basename "$spec" .json)
     for pol in none selective full; do

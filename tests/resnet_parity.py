@@ -33,6 +33,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import spec_torch   # the spec's model in torch
 import st_check   # safetensors by hand
+import run_log
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAINC = os.path.join(ROOT, os.environ.get("TRAINC", "build/trainc"))
@@ -100,9 +101,8 @@ st_check.save(init_path, {n: t.detach().numpy() for n, t in model.state_dict().i
 
 
 def records(run_dir):
-    recs = [json.loads(l) for l in open(os.path.join(run_dir, "metrics.jsonl"))]
-    train = [r["loss"] for r in recs if "loss" in r and "event" not in r]
-    val = [r["val_loss"] for r in recs if "val_loss" in r]
+    train = run_log.losses(run_dir)
+    val = [r["val_loss"] for r in run_log.records(run_dir) if "val_loss" in r]
     return train, val
 
 

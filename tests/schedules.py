@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from torch.optim import lr_scheduler as S
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import st_check
+import run_log
 
 warnings.filterwarnings("ignore")   # SequentialLR's step(0) deprecation note
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -104,8 +105,7 @@ for name, sets, make_sched, acc in cases:
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode:
         sys.exit(f"{name}: {' '.join(cmd)}: exit {p.returncode}\n{p.stderr}")
-    recs = [json.loads(l) for l in open(os.path.join(out, "metrics.jsonl"))]
-    steps = [r for r in recs if "loss" in r and "event" not in r]
+    steps = run_log.steps(out)
     lrs, losses, weights = torch_run(make_sched, acc)
     ours_lr = [r["lr"] for r in steps]
     final = st_check.load(os.path.join(out, "model.safetensors"))

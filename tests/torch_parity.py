@@ -19,6 +19,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import spec_torch   # the spec's model in torch
 import st_check   # safetensors by hand
+import run_log
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAINC = os.path.join(ROOT, os.environ.get("TRAINC", "build/trainc"))
@@ -54,8 +55,7 @@ cmd = [TRAINC, "run", spec_path, "--init", init_path, "--out", os.path.join(OUT,
 for s in sets:
     cmd += ["--set", s]
 subprocess.run(cmd, check=True)
-recs = [json.loads(l) for l in open(os.path.join(OUT, "run", "metrics.jsonl"))]
-ours = [r["loss"] for r in recs if "loss" in r and "event" not in r]
+ours = run_log.losses(os.path.join(OUT, "run"))
 assert len(ours) == STEPS, len(ours)
 
 # the reference

@@ -97,21 +97,7 @@ PY
 done
 # a tiny Llama (rmsnorm weights, a SwiGLU MLP, no biases): its parameters register
 # their gradient hooks as layernorm's do, so the strategies agree with one rank
-$PY - "$d" <<'PY'
-import json, sys
-spec = json.load(open("specs/gpt_char.json"))
-spec["model"]["name"] = "llama_tiny"
-spec["model"]["layers"] = [
-    {"op": "embedding", "name": "wte", "vocab": 256, "dim": 64, "input": "x"},
-    {"op": "repeat", "name": "h", "count": 2, "body": [
-        {"op": "residual", "body": [{"op": "rmsnorm", "name": "ln_1"}, {"op": "attention", "name": "attn", "heads": 4}]},
-        {"op": "residual", "body": [{"op": "rmsnorm", "name": "ln_2"}, {"op": "linear", "name": "fc", "out": 256, "bias": False},
-                                    {"op": "glu"}, {"op": "linear", "name": "proj", "out": 64, "bias": False}]}]},
-    {"op": "rmsnorm", "name": "ln_f"}, {"op": "linear", "name": "lm_head", "out": 256, "bias": False}]
-for k in ("train", "val"):
-    spec["train"]["data"][k]["tokens"] = spec["train"]["data"][k]["tokens"].replace("../data", "../../../data")
-json.dump(spec, open(sys.argv[1] + "/llama_tiny.json", "w"), indent=1)
-PY
+$PY tests/llama_tiny.py "$d/llama_tiny.json"
 t="$d/llama_tiny"
 "$TRAINC" build "$d/llama_tiny.json" -o "$t" 2>/dev/null
 S=(--set loader.shuffle=false --set max_steps=8 --set log_every=1 --set data.val=null --threads 1 --quiet)

@@ -1286,9 +1286,27 @@ static void test_rmsnorm(void)
     }
 }
 
+/* The bits of trainc_rt.h's elementwise rules for glu's act(a) and d act(a) times g:
+ * what rt_glu_bwd's one evaluation of the activation must give. */
+static void glu_rules(int act, float a, float g, float *y, float *d)
+{
+    switch (act) {
+    case RT_GLU_SILU: *y = rt_silu(a), *d = rt_silu_bwd(a, g); break;
+    case RT_GLU_GELU: *y = rt_gelu(a), *d = rt_gelu_bwd(a, g); break;
+    case RT_GLU_GELU_TANH: *y = rt_gelu_tanh(a), *d = rt_gelu_tanh_bwd(a, g); break;
+    case RT_GLU_SIGMOID: {
+        float s = rt_sigmoidf(a);
+        *y = s, *d = g * s * (1.0f - s);
+        break;
+    }
+    default: *y = a < 0.0f ? 0.0f : a, *d = a <= 0.0f ? 0.0f : g; break;
+    }
+}
+
 /* rt_glu_fwd/bwd for each RT_GLU_* against the elementwise rules of trainc_rt.h in
  * double where they are plain arithmetic (sigmoid, relu: exact in float here too),
- * within float rounding elsewhere; 1 vs 3 threads bitwise. */
+ * within float rounding elsewhere, and bwd bitwise against the rules in float;
+ * 1 vs 3 threads bitwise. */
 static void test_glu(void)
 {
     char nm[160];
@@ -1332,6 +1350,20 @@ static void test_glu(void)
             check_close(NAME("glu %s y t=%d", acts[act], pool_threads[pi]), y[pi], ry, ny, 1e-5);
             check_close(NAME("glu %s dx t=%d", acts[act], pool_threads[pi]), dx[pi], rdx, nx, 1e-5);
         }
+        int64_t off = -1;
+        for (int64_t i = 0; i < ny && off < 0; i++) {
+            int64_t r = i / h, j = i % h, ia = r * 2 * h + j;
+            float fy, fd, g = dy[i];
+            glu_rules(act, x[ia], g * x[ia + h], &fy, &fd);
+            float du = fy * g;
+            if (memcmp(&dx[0][ia], &fd, 4) || memcmp(&dx[0][ia + h], &du, 4))
+                off = i;
+        }
+        if (off >= 0)
+            fail(NAME("glu %s dx bitwise the float rules'", acts[act]), "output %lld differs",
+                 (long long)off);
+        else
+            pass(NAME("glu %s dx bitwise the float rules'", acts[act]));
         if (memcmp(y[0], y[1], (size_t)ny * 4) || memcmp(dx[0], dx[1], (size_t)nx * 4))
             fail(NAME("glu %s t=1 vs t=3", acts[act]), "results differ bitwise");
         else

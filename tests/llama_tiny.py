@@ -1,0 +1,61 @@
+#!/usr/bin/python3
+"""llama_tiny.py: specs/gpt_char.json with a tiny Llama's blocks in place of GPT-2's, the
+spec tests/zero.sh, recompute.sh and fake_gpu.sh train: two blocks of rmsnorm and
+attention (4 heads), rmsnorm and a SwiGLU MLP (a linear of 2h without bias, glu, a
+linear back), then rmsnorm and a bias-free head; data paths as seen from
+build/tests/NAME/.
+
+    /usr/bin/python3 tests/llama_tiny.py OUT.json [--llama-attention] [--squared-relu] [--T N]
+
+--llama-attention gives the attention every Llama-family option (kv_heads, no biases,
+qk_norm, a window, rope with llama3 scaling); --squared-relu adds a residual MLP
+through squared_relu after the blocks; --T sets the inputs' length.
+"""
+import json
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LLAMA_ATTENTION = {"kv_heads": 2, "bias": False, "qk_norm": True, "window": 40, "rope": {
+    "theta": 10000, "scaling": {"rope_type": "llama3", "factor": 8, "low_freq_factor": 1,
+                                "high_freq_factor": 4, "original_max_position_embeddings": 64}}}
+
+
+def spec(llama_attention=False, squared_relu=False, T=None):
+    s = json.load(open(os.path.join(ROOT, "specs", "gpt_char.json")))
+    m = s["model"]
+    m["name"] = "llama_tiny"
+    if T:
+        m["inputs"]["x"]["shape"] = m["inputs"]["y"]["shape"] = [T]
+    attn = {"op": "attention", "name": "attn", "heads": 4}
+    if llama_attention:
+        attn.update(LLAMA_ATTENTION)
+    m["layers"] = [
+        {"op": "embedding", "name": "wte", "vocab": 256, "dim": 64, "input": "x"},
+        {"op": "repeat", "name": "h", "count": 2, "body": [
+            {"op": "residual", "body": [{"op": "rmsnorm", "name": "ln_1"}, attn]},
+            {"op": "residual", "body": [{"op": "rmsnorm", "name": "ln_2"},
+                                        {"op": "linear", "name": "fc", "out": 256, "bias": False},
+                                        {"op": "glu"},
+                                        {"op": "linear", "name": "proj", "out": 64, "bias": False}]}]}]
+    if squared_relu:
+        m["layers"].append(
+            {"op": "residual", "name": "sq", "body": [
+                {"op": "rmsnorm", "name": "ln"}, {"op": "linear", "name": "fc", "out": 96, "bias": False},
+                {"op": "squared_relu"}, {"op": "linear", "name": "proj", "out": 64, "bias": False}]})
+    m["layers"] += [{"op": "rmsnorm", "name": "ln_f"},
+                    {"op": "linear", "name": "lm_head", "out": 256, "bias": False}]
+    for k in ("train", "val"):
+        s["train"]["data"][k]["tokens"] = s["train"]["data"][k]["tokens"].replace("../data", "../../../data")
+    return s
+
+
+def main():
+    args = sys.argv[1:]
+    T = int(args[args.index("--T") + 1]) if "--T" in args else None
+    s = spec("--llama-attention" in args, "--squared-relu" in args, T)
+    json.dump(s, open(args[0], "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()
