@@ -423,6 +423,9 @@ int cmd_export(int argc, char **argv)
         error_input("export: --tokenizer %s: %s", tok, strerror(errno));
     const Spec *s = spec_load(n, argv + 2);   /* every error a spec can have, as check's */
     Ex e = {.file = s->model_file};
+    if (s->gan)
+        error_at(s->model_file, "$.model.gan", "a GAN has no Hugging Face architecture to "
+                 "export to; export hf takes a language model's spec");
     match(&e, s);
     token_ids(&e, tok);
     hf_weights_file(&e.w, weights);
