@@ -345,6 +345,13 @@ static void split_saved(Program *p)
     number_kernels(p);
 }
 
+/* A GAN's validation program (the generator alone) ends with what --sample reads: its
+ * samples are stored though no instruction reads them (memplan keeps them to the end). */
+static int gan_samples(const Program *p, Tensor *t)
+{
+    return p->eval && p->g->gan && tensor_base(t) == tensor_base(p->g->pred);
+}
+
 void fuse(Program *p)
 {
     for (int i = 0; i < p->n_ins; i++) {
@@ -405,7 +412,7 @@ void fuse(Program *p)
             Tensor *t = a->ops[k].out;
             if (producer(a, t) != k)
                 continue;            /* a later op of this loop overwrites it */
-            int needed = t->kind == T_PGRAD;
+            int needed = t->kind == T_PGRAD || gan_samples(p, t);
             for (int j = i + 1; j < p->n_ins && !needed; j++) {
                 Instr *b = p->ins[j];
                 if (b->dead)

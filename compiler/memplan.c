@@ -64,6 +64,10 @@ static void liveness(Program *p)
         for (int k = 0; k < in->n_writes; k++)
             touch(in->writes[k], i);
     }
+    /* a GAN's samples (its validation program's output: --sample reads them after the
+     * pass) live to the end, nothing written over them */
+    if (p->eval && g->gan && p->n_ins > 0)
+        touch(g->pred, p->n_ins - 1);
 }
 
 /* Does fused loop `in` read storage b only at its own index (so writing element i

@@ -83,8 +83,26 @@ ev = np.load(d + "/ev/samples.npy")
 assert np.array_equal(a, ev), "--eval --sample from the final weights differs"
 PY
 [ ! -e "$d/ev/metrics.jsonl" ] || { echo "FAIL --eval wrote records"; exit 1; }
+# the samples are the generator's last layer's output: its bias raised by 0.5 moves each
+# sample s to tanh(atanh(s) + 0.5) (a sample read before the bias and tanh would not move)
+$PY - "$d" <<'PY'
+import sys
+sys.path.insert(0, "tests")
+import st_check
+w = st_check.load(sys.argv[1] + "/a/model.safetensors")
+w["generator.3.bias"] = w["generator.3.bias"] + 0.5
+st_check.save(sys.argv[1] + "/bias.safetensors", w)
+PY
+"$d/t" --eval --init "$d/bias.safetensors" --out "$d/ev_bias" "${q[@]}" --sample 10 >/dev/null 2>&1
+$PY - "$d" <<'PY'
+import numpy as np, sys
+d = sys.argv[1]
+s0, s1 = np.load(d + "/ev/samples.npy"), np.load(d + "/ev_bias/samples.npy")
+want = np.tanh(np.arctanh(s0.astype(np.float64)) + 0.5)
+assert np.abs(s1 - want).max() < 1e-5, np.abs(s1 - want).max()
+PY
 grep -q "g_loss" "$d/a/loss.svg" || { echo "FAIL loss.svg has no g_loss"; exit 1; }
-echo "ok   --sample 10: samples.npy [10, 1, 8, 8] and an 82 x 22 PNG grid; --eval --sample the same"
+echo "ok   --sample 10: samples.npy [10, 1, 8, 8] and an 82 x 22 PNG grid; --eval --sample the same; the last bias + 0.5 moves them to tanh(atanh(s) + 0.5)"
 
 refuse() {  # name, what the message must say, trainer or spec arguments...
     local name=$1 want=$2; shift 2

@@ -800,8 +800,9 @@ static void evaluate(rt_exec *e)
     float *gemm_in_convt_generator_6 = ACT(0); /* [128, B*196] */
     const float *P_generator_6_weight = e->params + 1779456; /* [128, 1, 4, 4] */
     float *col_convt_generator_6 = ACT(100352); /* [16, B*196] */
-    float *raw_convt_generator_6 = ACT(0); /* [B, 784] */
+    float *raw_convt_generator_6 = ACT(3136); /* [B, 784] */
     const float *P_generator_6_bias = e->params + 1781504; /* [1] */
+    float *tanh_generator_7 = ACT(0); /* [B, 1, 28, 28] */
 
     /* $.model.gan.generator[0]: conv_transpose2d: [B, in, HW] -> [in, B, HW] (on the GPU,
      * training's k0, the same code) */
@@ -849,9 +850,10 @@ static void evaluate(rt_exec *e)
             e->B * 196, 0.0f, col_convt_generator_6, e->B * 196);
     /* $.model.gan.generator[6]: conv_transpose2d: col2im */
     rt_col2im(e, col_convt_generator_6, raw_convt_generator_6, e->B, 1, 28, 28, 4, 2, 1, 14, 14);
-    /* $.model.gan.generator[6] + $.model.gan.generator[7]: conv_transpose2d: bias + tanh */
-    rt_launch(e, "ke5", ke5, e->B * 784, 2, (void *[]){&raw_convt_generator_6,
-              &P_generator_6_bias});
+    /* $.model.gan.generator[6] + $.model.gan.generator[7]: conv_transpose2d: bias + tanh (on the
+     * GPU, training's k5, the same code) */
+    rt_launch(e, "k5", ke5, e->B * 784, 3, (void *[]){&raw_convt_generator_6, &P_generator_6_bias,
+              &tanh_generator_7});
 }
 
 /* name, rank, shape, numel, offset (floats into the parameter region), init,

@@ -987,11 +987,13 @@ void ke4(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* ke5: conv_transpose2d: bias + tanh
- *     from $.model.gan.generator[6] + $.model.gan.generator[7] */
+ *     from $.model.gan.generator[6] + $.model.gan.generator[7]
+ *     (on a GPU this loop runs k5's kernel, the same code, on its own tensors) */
 void ke5(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *raw_convt_generator_6 = ACT(0); /* [B, 784] */
+    const float *raw_convt_generator_6 = ACT(3136); /* [B, 784] */
     const float *P_generator_6_bias = e->params + 1781504; /* [1] */
+    float *tanh_generator_7 = ACT(0); /* [B, 1, 28, 28] */
     for (int64_t i0 = lo; i0 < hi;) {
         /* i in [i0, i0 + n): the rest of a run of 784 */
         int64_t i = i0, n = 784 - i0 % 784;
@@ -1001,6 +1003,7 @@ void ke5(rt_exec *e, int64_t lo, int64_t hi)
         for (int64_t j = 0; j < n; j++, i++) {
             float v0 = raw_convt_generator_6[i] + r0_1[0]; /* conv_transpose2d: bias */
             float v1 = rt_tanhf(v0); /* tanh */
+            tanh_generator_7[i] = v1;
         }
         i0 += n;
     }

@@ -862,33 +862,3 @@ extern "C" __global__ void ke3(const float *convt_generator_3,
     }
 }
 
-/* ke5: conv_transpose2d: bias + tanh
- *     from $.model.gan.generator[6] + $.model.gan.generator[7]
- *     raw_convt_generator_6 [B, 784], P_generator_6_bias [1] */
-extern "C" __global__ void ke5(const float *__restrict__ raw_convt_generator_6,
-                               const float *__restrict__ P_generator_6_bias, int64_t B, int64_t n,
-                               uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if (rt_aligned16(raw_convt_generator_6)) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const rt_vec<4> r_raw_convt_generator_6 = rt_ldv<4>(raw_convt_generator_6 + 4 * q);
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const int64_t i = 4 * q + l;
-                /* conv_transpose2d: bias */
-                float v0 = r_raw_convt_generator_6.v[l] + P_generator_6_bias[i / 784 % 1];
-                float v1 = rt_tanhf(v0); /* tanh */
-            }
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        /* conv_transpose2d: bias */
-        float v0 = raw_convt_generator_6[i] + P_generator_6_bias[i / 784 % 1];
-        float v1 = rt_tanhf(v0); /* tanh */
-    }
-}
-

@@ -236,7 +236,7 @@
  *                                   d_flatten_discriminator_6_92's memory
  *
  * The plan for validation (forward only, no gradients), in the same memory.
- * One arena of Bmax * 501760 bytes (without reuse: Bmax * 771792; the most live at
+ * One arena of Bmax * 501760 bytes (without reuse: Bmax * 774928; the most live at
  * once: Bmax * 501760). A buffer's byte offset is Bmax * its offset below, so any
  * batch size fits the same plan. live: the first and last instruction using it
  * (evaluate()'s calls counted from 0, those fusion merged too).
@@ -254,6 +254,7 @@
  *                                   batchnorm's scale rstd * w [C] (first C floats)
  *   512         512          9-10   bn_shift_generator_4        [B, 128]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
+ *   0           3136        15-16   tanh_generator_7            [B, 1, 28, 28]  tanh
  *   0           400          0-1    gemm_in_convt_generator_0   [100, B*1]
  *                                   input in GEMM layout [in, B*H*W]
  *   50176       50176        1-2    col_convt_generator_0       [12544, B*1]
@@ -266,7 +267,7 @@
  *                                   input in GEMM layout [in, B*H*W]
  *   100352      12544       13-14   col_convt_generator_6       [16, B*196]
  *                                   columns [out*k*k, B*H*W]
- *   0           3136        14-15   raw_convt_generator_6       [B, 784]
+ *   3136        3136        14-15   raw_convt_generator_6       [B, 784]
  *                                   col2im output before the bias [B, out, OH*OW]
  *   (in place)  -                   relu_generator_2            [B, 256, 7, 7]
  *                                   written over convt_generator_0
