@@ -67,7 +67,8 @@ void rt_ddp_begin_range(int sync, int64_t lo, int64_t hi)
 
 void rt_ddp_begin(int sync)
 {
-    rt_ddp_begin_range(sync, 0, D.m->param_floats);
+    /* (D.m is set only where a run reduces: one GPU never calls rt_ddp_init) */
+    rt_ddp_begin_range(sync, 0, D.m ? D.m->param_floats : 0);
 }
 
 static void send(int64_t lo)
