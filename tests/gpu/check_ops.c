@@ -80,6 +80,7 @@ static const char *const instances[] = {
     "RT_ATTENTION_EXT_FWD(40, 32, 1)", "RT_ATTENTION_EXT_BWD(40, 32, 1)",
     "RT_ATTENTION_EXT_FWD(70, 32, 1)", "RT_ATTENTION_EXT_BWD(70, 32, 1)",
     "RT_ATTENTION_EXT_FWD(65, 128, 1)", "RT_ATTENTION_EXT_BWD(65, 128, 1)",
+    "RT_ATTENTION_EXT_FWD(37, 8, 1)", "RT_ATTENTION_EXT_BWD(37, 8, 1)",
     "RT_ATTENTION_EXT_FWD(200, 64, 1)", "RT_ATTENTION_EXT_BWD(200, 64, 1)",
     "RT_ATTENTION_EXT_FWD(130, 64, 0)", "RT_ATTENTION_EXT_BWD(130, 64, 0)",
     "RT_EMBEDDING_FWD(7)", "RT_EMBEDDING_BWD(7)", "RT_EMBEDDING_FWD(128)",
@@ -1190,8 +1191,8 @@ static void t_attention_ext(int64_t B, int64_t T, int64_t d, int64_t H, int64_t 
         ob[0].gpu[rep] = down_a(gdq, nq);
         ob[1].gpu[rep] = down(gdqn, hd), ob[2].gpu[rep] = down(gdkn, hd);
     }
-    if (half && (qkn || theta > 0.0f)) {
-        /* 16 bits, q and k transformed: the tensor-core kernels round q and k after
+    if (half && hd % 16 == 0 && hd <= 128 && (qkn || theta > 0.0f)) {
+        /* 16 bits on the tensor cores, q and k transformed: the kernels round q and k after
          * qk_norm and rope to 16 bits for their products (as a 16-bit model stores them),
          * where the CPU keeps them in fp32; a score's error is then that rounding times
          * the score (qk_norm's weights here reach 2.5, scores 10 and more), and what
@@ -2119,6 +2120,8 @@ int main(int argc, char **argv)
      * group of 2 without the causal mask, a window of 20 */
     t_attention_ext(1, 200, 256, 4, 1, 1, 50, 1, 10000.0f, 1);
     t_attention_ext(2, 130, 128, 2, 1, 0, 20, 1, 500000.0f, 0);
+    /* heads 8 wide: the CUDA-core kernels in every precision (a group of 5, every option) */
+    t_attention_ext(2, 37, 40, 5, 1, 1, 9, 1, 10000.0f, 1);
 
     t_embedding(1, 11, 7, 11);
     t_embedding(100, 300, 7, 20);
