@@ -625,12 +625,14 @@ static int64_t att_ext_group(int64_t H, int64_t KV, int64_t rows)
 /* the grids of rt_attention_ext_bwd's two kernels (x: query tiles, key tiles), and the
  * bytes of scratch a batch row takes: D [H, T] floats, then with qk_norm one partial
  * weight gradient of hd doubles per block and kernel (the compiler's
- * cuda_scratch_row_bytes says the same) */
+ * cuda_scratch_row_bytes says the same for the CUDA-core kernels; the tensor-core
+ * ones (tc), 64 rows a tile on both sides, take fewer blocks, so less) */
 static int64_t att_ext_bwd_grids(int64_t T, int64_t hd, int64_t H, int64_t KV, int qk_norm,
-                                 unsigned *gq, unsigned *gk)
+                                 int tc, unsigned *gq, unsigned *gk)
 {
-    *gq = gdim(cdiv(T, att_ext_group(H, KV, att_bwd_rows(hd))), GX, "attention");
-    *gk = gdim(cdiv(T, att_bwd_rows(hd)), GX, "attention");
+    int64_t rows = tc ? 64 : att_bwd_rows(hd);
+    *gq = gdim(cdiv(T, att_ext_group(H, KV, rows)), GX, "attention");
+    *gk = gdim(cdiv(T, rows), GX, "attention");
     return 4 * H * T + (qk_norm ? 8 * hd * KV * ((int64_t)*gq + *gk) : 0);
 }
 
@@ -642,7 +644,9 @@ void rt_cu_attention_ext_fwd(rt_exec *e, const float *qkv, const float *qn, cons
     if (B <= 0 || T <= 0 || d <= 0)
         return;
     int64_t hd = att_head(d, H), ld = (H + 2 * KV) * hd;
-    int64_t tiles = cdiv(T, att_ext_group(H, KV, att_fwd_rows(hd)));
+    /* the tensor-core kernel (attention.cuh's rt_att_tc) takes 64 query rows a tile */
+    int tc = att_tc(e, hd, qkv, y, y);
+    int64_t tiles = cdiv(T, att_ext_group(H, KV, tc ? 64 : att_fwd_rows(hd)));
     int h = (int)H, kv = (int)KV, w = (int)window, o = (int)orig;
     char name[96];
     snprintf(name, sizeof name, "rt_attention_ext_fwd_%lld_%lld_%d", (long long)T, (long long)hd,
@@ -668,9 +672,9 @@ void rt_cu_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, cons
     if (B <= 0 || T <= 0 || d <= 0)
         return;
     int64_t hd = att_head(d, H), ld = (H + 2 * KV) * hd;
-    int norm = qn != NULL;
+    int norm = qn != NULL, tc = att_tc(e, hd, qkv, dy, dqkv);
     unsigned gq, gk;
-    int64_t row = att_ext_bwd_grids(T, hd, H, KV, norm, &gq, &gk);
+    int64_t row = att_ext_bwd_grids(T, hd, H, KV, norm, tc, &gq, &gk);
     /* partials first (8-byte aligned), then D */
     rt_dptr sc = rt_cu_scratch(e, (size_t)(B * row));
     rt_dptr pq = sc, pk = pq + (rt_dptr)(norm ? B * KV * gq * hd * 8 : 0);

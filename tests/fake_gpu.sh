@@ -26,7 +26,8 @@
 #   - a tiny Llama (rmsnorm, glu, squared_relu): --device cuda vs cpu in fp32, recompute
 #     selective bit-identical to none on the GPU, bf16-mixed against the CPU's fp32;
 #   - a tiny model whose attention takes every Llama-family option: --device cuda vs cpu,
-#     and with the attention's launches cut every 3 sequences;
+#     and with the attention's launches cut every 3 sequences (in fp32; the options'
+#     tensor-core kernels in bf16- and fp16-mixed: tests/fake_gpu_attn16.sh);
 #   - gpt_char with recompute selective and full, fp32 and bf16-mixed: records and
 #     weights bit-identical to recompute none; an MLP with dropout (shuffled,
 #     accumulate 2) against the CPU, and its recomputed masks: bit-identical to none;

@@ -24,7 +24,8 @@
  * Heads up to 128 wide (the compiler refuses wider ones for the GPU).
  *
  * At the end of the file, attention_ext_*: the same with the Llama-family options
- * (grouped-query heads, qk_norm, rope, a window), twins of rt_attention_ext_*. */
+ * (grouped-query heads, qk_norm, rope, a window), twins of rt_attention_ext_*, on the
+ * CUDA cores and, with 16-bit activations, on the tensor cores (attention_ext_*_tc). */
 
 #define RT_ATT_THREADS 128
 
@@ -1063,7 +1064,8 @@ __device__ __forceinline__ void attention_bwd_q_any(const act_t *qkv, const floa
  * and rope (theta > 0, llama3 scaling when factor > 0) are applied as the q and k tiles
  * are loaded, a thread a row (atx_fwd_rows); a window W > 0 masks keys W or more
  * positions back, and the tiles wholly outside it are never loaded. CUDA cores, fp32
- * arithmetic, any activation type (the tensor-core kernels above take GPT-2's call).
+ * arithmetic, any activation type; with 16-bit activations and heads a multiple of 16
+ * wide, the tensor-core versions further down (attention_ext_*_tc) take the call.
  *
  * GQA: a block takes one key/value head and a tile of query rows that are (head,
  * position) pairs of all its G query heads, NP = BQ / G positions each (row i: head
@@ -1547,6 +1549,699 @@ rt_attention_ext_dw(const double *part, int64_t n, float *dw, int hd)
 #define RT_ATTENTION_EXT_PASS                                                                  \
     qkv, qn, kn, lse, y, dy, dqkv, D, partq, partk, H, KV, W, theta, factor, low, high, orig
 
+#if defined(RT_ACT_BF16) || defined(RT_ACT_F16)
+/* ---- the Llama-family options on the tensor cores (16-bit activations) --------------------
+ *
+ * The tensor-core kernels above (same fragments, tiles of 64 rows, K and V or Q and dY
+ * streamed through two 16-bit shared tiles by cp.async, online softmax in log2 units)
+ * over attention_ext's rows: a block takes one key/value head kh, and its 64 query rows
+ * are (head, position) pairs of the G query heads that share it (row i: head
+ * G kh + i / NP, position p0 + i % NP, NP = 64 / G), so each K/V tile serves them all;
+ * the key-side backward keeps its 64 keys while it walks the G heads' query tiles.
+ *
+ * qk_norm and rope run in fp32: on a warp's own rows in registers (atx_tc_fwd: a
+ * thread's values of rows g, g + 8 at columns 8n + 2t and 8n + 2t + 1, n < HD / 8, so
+ * rope's partner of column c < HD / 2, c + HD / 2, is the same thread's n + HD / 16, and
+ * a row's RMS sums over its four lanes), and on a streamed tile in shared memory after
+ * its copy lands (atx_tc_tile: 128 / R threads a row), rounded to 16 bits there as the
+ * products' operands are. The backward recomputes P from lse, and takes dq and dk back
+ * through the inverse rotation and the norm (atx_tc_bwd) in the accumulators' layout,
+ * the norm weights' gradients summed a column a thread, then over the block in a fixed
+ * order, into the same partials as the CUDA-core kernels (block slot = its tile0).
+ * Heads a multiple of 16 wide up to 128 (rt_att_tc); others take the kernels above. */
+
+/* a thread's values of its two rows: v[n][u][e] at row g + 8u, column 8n + 2t + e */
+template <int DN> struct atx_rows2 {
+    float v[DN][2][2];
+};
+
+/* the two rows at p[0], p[1] (NULL: zeros) into a thread's columns */
+template <int DN>
+__device__ __forceinline__ void atx_tc_ld(atx_rows2<DN> &x, const act_t *const p[2], int t4)
+{
+    for (int u = 0; u < 2; u++)
+        for (int n = 0; n < DN; n++)
+            for (int e = 0; e < 2; e++)
+                x.v[n][u][e] = p[u] ? rt_ld(p[u] + 8 * n + 2 * t4 + e) : 0.0f;
+}
+
+/* x's A fragments of a product (k-step s: columns 16s .. 16s + 15) */
+template <int DN>
+__device__ __forceinline__ void atx_tc_frag(unsigned (*a)[4], const atx_rows2<DN> &x)
+{
+    for (int s = 0; s < DN / 2; s++)
+        for (int r = 0; r < 4; r++) {
+            const int n = 2 * s + (r >> 1), u = r & 1;
+            a[s][r] = att_pack2(x.v[n][u][0], x.v[n][u][1]);
+        }
+}
+
+/* a row's sum over its four lanes (the lanes of one g) */
+__device__ __forceinline__ float atx_sum4(float v)
+{
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+/* qk_norm (w, or NULL) then rope (f, or NULL) on a thread's two rows at positions
+ * pos[u] (rows with pos < 0 hold zeros and stay so): as atx_fwd_rows, the RMS in fp32 */
+template <int DN>
+__device__ __forceinline__ void atx_tc_fwd(atx_rows2<DN> &x, const int pos[2], const float *w,
+                                           const float *f, int t4)
+{
+    constexpr int HD = 8 * DN;
+    for (int u = 0; u < 2; u++) {
+        if (w) {
+            float ss = 0.0f;
+            for (int n = 0; n < DN; n++)
+                ss += x.v[n][u][0] * x.v[n][u][0] + x.v[n][u][1] * x.v[n][u][1];
+            const float r = 1.0f / sqrtf(atx_sum4(ss) / (float)HD + 1e-6f);
+            for (int n = 0; n < DN; n++)
+                for (int e = 0; e < 2; e++)
+                    x.v[n][u][e] = x.v[n][u][e] * r * w[8 * n + 2 * t4 + e];
+        }
+        if (f && pos[u] >= 0)
+            for (int n = 0; n < DN / 2; n++)
+                for (int e = 0; e < 2; e++) {
+                    float sn, cs;
+                    sincosf((float)pos[u] * f[8 * n + 2 * t4 + e], &sn, &cs);
+                    const float a = x.v[n][u][e], b = x.v[n + DN / 2][u][e];
+                    x.v[n][u][e] = a * cs - b * sn;
+                    x.v[n + DN / 2][u][e] = b * cs + a * sn;
+                }
+    }
+}
+
+/* atx_tc_fwd's backward: g (the gradient of the transformed rows) through the inverse
+ * rotation and the norm (from the raw rows x) to the raw rows' gradient, in place; with
+ * w, dw[n][e] += the column's g w-less product with x / rms(x) over the two rows */
+template <int DN>
+__device__ __forceinline__ void atx_tc_bwd(atx_rows2<DN> &g, const atx_rows2<DN> &x,
+                                           const int pos[2], const float *w, const float *f,
+                                           float (*dw)[2], int t4)
+{
+    constexpr int HD = 8 * DN;
+    for (int u = 0; u < 2; u++) {
+        if (f && pos[u] >= 0)
+            for (int n = 0; n < DN / 2; n++)
+                for (int e = 0; e < 2; e++) {
+                    float sn, cs;
+                    sincosf((float)pos[u] * f[8 * n + 2 * t4 + e], &sn, &cs);
+                    const float a = g.v[n][u][e], b = g.v[n + DN / 2][u][e];
+                    g.v[n][u][e] = a * cs + b * sn;
+                    g.v[n + DN / 2][u][e] = b * cs - a * sn;
+                }
+        if (!w)
+            continue;
+        float ss = 0.0f, dot = 0.0f;
+        for (int n = 0; n < DN; n++)
+            ss += x.v[n][u][0] * x.v[n][u][0] + x.v[n][u][1] * x.v[n][u][1];
+        const float r = 1.0f / sqrtf(atx_sum4(ss) / (float)HD + 1e-6f);
+        for (int n = 0; n < DN; n++)
+            for (int e = 0; e < 2; e++) {
+                const float xh = x.v[n][u][e] * r, gw = g.v[n][u][e] * w[8 * n + 2 * t4 + e];
+                dw[n][e] += g.v[n][u][e] * xh;
+                dot += gw * xh;
+            }
+        const float m = atx_sum4(dot) / (float)HD;
+        for (int n = 0; n < DN; n++)
+            for (int e = 0; e < 2; e++)
+                g.v[n][u][e] = r * (g.v[n][u][e] * w[8 * n + 2 * t4 + e] - x.v[n][u][e] * r * m);
+    }
+}
+
+/* qk_norm (w, or NULL) then rope (f, or NULL) on the R rows of a shared 16-bit tile
+ * (rows of W values), row i at position pos0 + i (rows past T hold zeros: they stay
+ * zeros); 128 / R threads a row, each the column pairs (j, j + HD / 2) with
+ * j = its lane in the row's group, then every 128 / R'th */
+template <int R, int HD, int W>
+__device__ __forceinline__ void atx_tc_tile(unsigned short (*M)[W], int pos0, const float *w,
+                                            const float *f)
+{
+    constexpr int TPR = RT_ATT_THREADS / R;
+    static_assert(TPR * R == RT_ATT_THREADS && (TPR == 2 || TPR == 4), "tile rows");
+    const int i = threadIdx.x / TPR, j0 = threadIdx.x % TPR, pos = pos0 + i;
+    act_t *row = (act_t *)M[i];
+    if (w) {
+        float ss = 0.0f;
+        for (int c = j0; c < HD; c += TPR) {
+            const float v = rt_ld(row + c);
+            ss += v * v;
+        }
+        ss += __shfl_xor_sync(0xffffffffu, ss, 1);
+        if (TPR == 4)
+            ss += __shfl_xor_sync(0xffffffffu, ss, 2);
+        const float r = 1.0f / sqrtf(ss / (float)HD + 1e-6f);
+        for (int c = j0; c < HD; c += TPR)
+            rt_st(row + c, rt_ld(row + c) * r * w[c]);
+    }
+    if (f)
+        for (int j = j0; j < HD / 2; j += TPR) {
+            float sn, cs;
+            sincosf((float)pos * f[j], &sn, &cs);
+            const float a = rt_ld(row + j), b = rt_ld(row + j + HD / 2);
+            rt_st(row + j, a * cs - b * sn);
+            rt_st(row + j + HD / 2, b * cs + a * sn);
+        }
+}
+
+/* Is key kj hidden from the query at position p (p < 0: no query)? As atx_masked. */
+template <int T, int CAUSAL>
+__device__ __forceinline__ bool atx_tc_masked(int p, int kj, int W)
+{
+    return p < 0 || kj >= T || (CAUSAL && kj > p) || (W > 0 && kj <= p - W);
+}
+
+/* The thread's two query rows of tile p0: position (-1: none) and head */
+__device__ __forceinline__ void atx_tc_qrows(int pos[2], int hq[2], int p0, int NP, int G, int kh,
+                                             int T, int warp, int g)
+{
+    for (int u = 0; u < 2; u++) {
+        const int i = 16 * warp + g + 8 * u, p = p0 + i % NP;
+        pos[u] = i < G * NP && p < T ? p : -1;
+        hq[u] = kh * G + (i < G * NP ? i / NP : 0);
+    }
+}
+
+/* a tile's norm-weight gradient (dw: a thread's columns over its rows, zeroed here)
+ * summed over a column's lanes and then the warps in a fixed order into acc[c], the
+ * running sum of column c (thread c's alone; in shared memory, not a register, since
+ * the backward kernels have none to spare). Every thread calls it. */
+template <int DN>
+__device__ __forceinline__ void atx_tc_dw_add(float (*dw)[2], double *acc, int lane, int warp)
+{
+    constexpr int HD = 8 * DN;
+    __shared__ float red[RT_ATT_THREADS / 32][HD];
+    for (int n = 0; n < DN; n++)
+        for (int e = 0; e < 2; e++) {
+            float v = dw[n][e];
+            for (int o = 4; o < 32; o <<= 1)
+                v += __shfl_xor_sync(0xffffffffu, v, o);
+            if (lane < 4)
+                red[warp][8 * n + 2 * lane + e] = v;
+            dw[n][e] = 0.0f;
+        }
+    __syncthreads();
+    if (threadIdx.x < HD)
+        for (int w = 0; w < RT_ATT_THREADS / 32; w++)
+            acc[threadIdx.x] += (double)red[w][threadIdx.x];
+    __syncthreads();   /* red read: the next tile may write it */
+}
+
+/* The forward: grid (ceil(T / NP), KV, B), NP = 64 / G; query tile t covers positions
+ * p0 .. p0 + NP - 1 (the last tile first), its keys from the first position's window
+ * start (down to a tile boundary) to the last position. */
+template <int T, int HD, int CAUSAL>
+__device__ __forceinline__ void attention_ext_fwd_tc(const act_t *qkv, const float *qn,
+                                                     const float *kn, float *lse, act_t *y,
+                                                     int H, int KV, int W, float theta,
+                                                     float factor, float low, float high,
+                                                     int orig)
+{
+    constexpr int BQ = 64, BK = rt_att_tc_stream(HD), KS = HD / 16, DN = HD / 8, WD = HD + 8;
+    __shared__ __align__(16) unsigned short ks[2][BK][WD], vs[2][BK][WD];
+    __shared__ float fr[HD / 2];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t4 = lane & 3;
+    int b, kh, tile0;
+    att_block_order(b, kh, tile0);
+    const int G = H / KV, NP = BQ / G, NPT = (T + NP - 1) / NP;
+    const int64_t d = (int64_t)H * HD, ld = (int64_t)(H + 2 * KV) * HD;
+    const act_t *base = qkv + (int64_t)b * T * ld;
+    const act_t *k = base + (int64_t)(H + kh) * HD, *v = k + (int64_t)KV * HD;
+    const float *f = theta > 0.0f ? fr : nullptr;
+    const bool trk = kn != nullptr || f != nullptr;
+    const float sl2 = (float)(1.4426950408889634 / sqrt((double)HD)), ninf = -rt_inf();
+    if (f)
+        atx_freqs<HD>(fr, theta, factor, low, high, orig);
+    __syncthreads();
+    for (int tile = tile0; tile < NPT; tile += gridDim.x) {
+        const int p0 = (NPT - 1 - tile) * NP, p1 = p0 + NP < T ? p0 + NP : T;
+        const int kbeg = W > 0 && p0 >= W ? (p0 - W + 1) / BK * BK : 0, kend = CAUSAL ? p1 : T;
+        const bool full = G * NP == BQ && p0 + NP <= T;   /* every row a position */
+        att_tiles16<BK, HD, WD, T>(ks[0], vs[0], k, ld, v, ld, kbeg);
+        att_cp_commit();
+        int pos[2], hq[2];
+        atx_tc_qrows(pos, hq, p0, NP, G, kh, T, warp, g);
+        unsigned qa[KS][4];
+        {
+            atx_rows2<DN> x;
+            const act_t *pr[2];
+            for (int u = 0; u < 2; u++)
+                pr[u] = pos[u] >= 0 ? base + (int64_t)pos[u] * ld + (int64_t)hq[u] * HD : nullptr;
+            atx_tc_ld(x, pr, t4);
+            atx_tc_fwd(x, pos, qn, f, t4);
+            atx_tc_frag(qa, x);
+        }
+        float m[2] = {ninf, ninf}, l[2] = {0.0f, 0.0f}, o[DN][4];
+        for (int n = 0; n < DN; n++)
+            o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+        for (int k0 = kbeg, cb = 0; k0 < kend; k0 += BK, cb ^= 1) {
+            if (k0 + BK < kend) {   /* the next tile in, then this one waited for */
+                att_tiles16<BK, HD, WD, T>(ks[cb ^ 1], vs[cb ^ 1], k, ld, v, ld, k0 + BK);
+                att_cp_commit();
+                att_cp_wait<1>();
+            } else {
+                att_cp_wait<0>();
+            }
+            __syncthreads();
+            if (trk) {
+                atx_tc_tile<BK, HD, WD>(ks[cb], k0, kn, f);
+                __syncthreads();
+            }
+            float sc[BK / 8][4];
+            for (int n = 0; n < BK / 8; n += 2) {
+                for (int r = 0; r < 4; r++)
+                    sc[n][r] = sc[n + 1][r] = 0.0f;
+                for (int s = 0; s < KS; s++) {
+                    unsigned kb[4];
+                    att_bfrag<WD>(kb, ks[cb], n, s, lane);
+                    att_mma(sc[n], qa[s], kb);
+                    att_mma(sc[n + 1], qa[s], kb + 2);
+                }
+            }
+            /* only a tile that reaches past a row's diagonal or window start, past T,
+             * or with rows of no position has keys to mask */
+            const bool edge = !full || k0 + BK > T || (CAUSAL && k0 + BK - 1 > p0) ||
+                              (W > 0 && k0 <= p1 - 1 - W);
+            float mx[2] = {ninf, ninf};
+            for (int n = 0; n < BK / 8; n++)
+                for (int r = 0; r < 4; r++) {
+                    const int kj = k0 + 8 * n + 2 * t4 + (r & 1), u = r >> 1;
+                    sc[n][r] = edge && atx_tc_masked<T, CAUSAL>(pos[u], kj, W) ? ninf : sl2 * sc[n][r];
+                    mx[u] = fmaxf(mx[u], sc[n][r]);
+                }
+            float al[2], ms[2];
+            for (int u = 0; u < 2; u++) {
+                mx[u] = fmaxf(mx[u], __shfl_xor_sync(0xffffffffu, mx[u], 1));
+                mx[u] = fmaxf(mx[u], __shfl_xor_sync(0xffffffffu, mx[u], 2));
+                const float mn = fmaxf(m[u], mx[u]);
+                al[u] = mn == ninf ? 1.0f : rt_exp2_approx(m[u] - mn);
+                m[u] = mn;
+                l[u] *= al[u];
+                ms[u] = mn == ninf ? 0.0f : mn;   /* a row with no key yet: p = 0 */
+            }
+            for (int n = 0; n < DN; n++)
+                for (int r = 0; r < 4; r++)
+                    o[n][r] *= al[r >> 1];
+            for (int j = 0; j < BK / 16; j++) {   /* O += P V */
+                unsigned pa[4];
+                for (int r = 0; r < 4; r++) {
+                    const int n = 2 * j + (r >> 1), u = r & 1;
+                    const float e0 = rt_exp2_approx(sc[n][2 * u] - ms[u]);
+                    const float e1 = rt_exp2_approx(sc[n][2 * u + 1] - ms[u]);
+                    l[u] += e0 + e1;
+                    pa[r] = att_pack2(e0, e1);
+                }
+                for (int n = 0; n < DN; n += 2) {
+                    unsigned vb[4];
+                    att_bfrag_t<WD>(vb, vs[cb], j, n, lane);
+                    att_mma(o[n], pa, vb);
+                    att_mma(o[n + 1], pa, vb + 2);
+                }
+            }
+            __syncthreads();   /* tile cb read by all: the next pass may copy into it */
+        }
+        for (int u = 0; u < 2; u++) {
+            l[u] = atx_sum4(l[u]);
+            if (pos[u] < 0)
+                continue;
+            act_t *yr = y + ((int64_t)b * T + pos[u]) * d + (int64_t)hq[u] * HD;
+            const float inv = 1.0f / l[u];
+            for (int n = 0; n < DN; n++)
+                att_st2(yr + 8 * n + 2 * t4, o[n][2 * u] * inv, o[n][2 * u + 1] * inv);
+            if (t4 == 0)
+                lse[((int64_t)b * H + hq[u]) * T + pos[u]] = (m[u] + log2f(l[u])) * RT_LN2;
+        }
+    }
+}
+
+/* Backward, query side: grid (ceil(T / NP), KV, B) as the forward's. Per key tile
+ * S = Q K^T and dP = dY V^T, P = exp(scale S - lse), dS = P (dP - D), dQ += dS K;
+ * D_i = dy_i . y_i (double over a thread's columns, then its row's four lanes) to
+ * D [B, H, T]; dq through atx_tc_bwd when q was transformed, the q_norm weight's
+ * gradient into partq [B, KV, gridDim.x, HD] (slot tile0). */
+template <int T, int HD, int CAUSAL>
+__device__ __forceinline__ void attention_ext_bwd_q_tc(
+    const act_t *qkv, const float *qn, const float *kn, const float *lse, const act_t *y,
+    const act_t *dy, act_t *dqkv, float *D, double *partq, double *partk, int H, int KV, int W,
+    float theta, float factor, float low, float high, int orig)
+{
+    constexpr int BQ = 64, BK = rt_att_tc_stream(HD), KS = HD / 16, DN = HD / 8, WD = HD + 8;
+    __shared__ __align__(16) unsigned short ks[2][BK][WD], vs[2][BK][WD];
+    __shared__ float fr[HD / 2], Lt[BQ], Dt[BQ];   /* the tile's rows' lse (log2 units), D */
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t4 = lane & 3;
+    int b, kh, tile0;
+    att_block_order(b, kh, tile0);
+    const int G = H / KV, NP = BQ / G, NPT = (T + NP - 1) / NP;
+    const int64_t d = (int64_t)H * HD, ld = (int64_t)(H + 2 * KV) * HD;
+    const act_t *base = qkv + (int64_t)b * T * ld;
+    const act_t *k = base + (int64_t)(H + kh) * HD, *v = k + (int64_t)KV * HD;
+    act_t *dbase = dqkv + (int64_t)b * T * ld;
+    const float *f = theta > 0.0f ? fr : nullptr;
+    const bool trk = kn != nullptr || f != nullptr, trq = qn != nullptr || f != nullptr;
+    const float scale = (float)(1.0 / sqrt((double)HD));
+    const float sl2 = (float)(1.4426950408889634 / sqrt((double)HD));
+    __shared__ double dwc[HD];   /* q_norm's weight gradient, column c thread c's */
+    if (threadIdx.x < HD)
+        dwc[threadIdx.x] = 0.0;
+    if (f)
+        atx_freqs<HD>(fr, theta, factor, low, high, orig);
+    __syncthreads();
+    for (int tile = tile0; tile < NPT; tile += gridDim.x) {
+        const int p0 = (NPT - 1 - tile) * NP, p1 = p0 + NP < T ? p0 + NP : T;
+        const int kbeg = W > 0 && p0 >= W ? (p0 - W + 1) / BK * BK : 0, kend = CAUSAL ? p1 : T;
+        const bool full = G * NP == BQ && p0 + NP <= T;
+        att_tiles16<BK, HD, WD, T>(ks[0], vs[0], k, ld, v, ld, kbeg);
+        att_cp_commit();
+        int pos[2], hq[2];
+        atx_tc_qrows(pos, hq, p0, NP, G, kh, T, warp, g);
+        /* the thread's query rows, NULL for none */
+        auto qrow = [&](int u) -> const act_t * {
+            return pos[u] >= 0 ? base + (int64_t)pos[u] * ld + (int64_t)hq[u] * HD : nullptr;
+        };
+        unsigned qa[KS][4], da[KS][4];   /* Q and dY fragments of the thread's rows */
+        {
+            atx_rows2<DN> x, dyr;
+            const act_t *pq[2] = {qrow(0), qrow(1)}, *pd[2];
+            for (int u = 0; u < 2; u++) {
+                const bool in = pos[u] >= 0;
+                const int64_t at = ((int64_t)b * T + pos[u]) * d + (int64_t)hq[u] * HD;
+                pd[u] = in ? dy + at : nullptr;
+                double a = 0.0;   /* D: the thread's part of dy . y */
+                if (in)
+                    for (int n = 0; n < DN; n++)
+                        for (int e = 0; e < 2; e++) {
+                            const int c = 8 * n + 2 * t4 + e;
+                            a += (double)(rt_ld(dy + at + c) * rt_ld(y + at + c));
+                        }
+                a += __shfl_xor_sync(0xffffffffu, a, 1);
+                a += __shfl_xor_sync(0xffffffffu, a, 2);
+                const int64_t row = ((int64_t)b * H + hq[u]) * T + pos[u];
+                const int i = 16 * warp + g + 8 * u;
+                /* (the previous tile's last pass ended with a barrier: Lt, Dt are free) */
+                if (t4 == 0) {
+                    Dt[i] = (float)a;
+                    Lt[i] = in ? lse[row] * RT_LOG2E : 0.0f;
+                    if (in)
+                        D[row] = (float)a;
+                }
+            }
+            atx_tc_ld(x, pq, t4);
+            atx_tc_ld(dyr, pd, t4);
+            atx_tc_fwd(x, pos, qn, f, t4);
+            atx_tc_frag(qa, x);
+            atx_tc_frag(da, dyr);
+        }
+        float acc[DN][4];
+        for (int n = 0; n < DN; n++)
+            acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+        for (int k0 = kbeg, cb = 0; k0 < kend; k0 += BK, cb ^= 1) {
+            if (k0 + BK < kend) {
+                att_tiles16<BK, HD, WD, T>(ks[cb ^ 1], vs[cb ^ 1], k, ld, v, ld, k0 + BK);
+                att_cp_commit();
+                att_cp_wait<1>();
+            } else {
+                att_cp_wait<0>();
+            }
+            __syncthreads();
+            if (trk) {
+                atx_tc_tile<BK, HD, WD>(ks[cb], k0, kn, f);
+                __syncthreads();
+            }
+            const bool edge = !full || k0 + BK > T || (CAUSAL && k0 + BK - 1 > p0) ||
+                              (W > 0 && k0 <= p1 - 1 - W);
+            float sc[BK / 8][4], dp[BK / 8][4];
+            for (int n = 0; n < BK / 8; n += 2) {
+                for (int r = 0; r < 4; r++)
+                    sc[n][r] = dp[n][r] = sc[n + 1][r] = dp[n + 1][r] = 0.0f;
+                for (int s = 0; s < KS; s++) {
+                    unsigned kb[4], vb[4];
+                    att_bfrag<WD>(kb, ks[cb], n, s, lane);
+                    att_bfrag<WD>(vb, vs[cb], n, s, lane);
+                    att_mma(sc[n], qa[s], kb);
+                    att_mma(dp[n], da[s], vb);
+                    att_mma(sc[n + 1], qa[s], kb + 2);
+                    att_mma(dp[n + 1], da[s], vb + 2);
+                }
+                for (int c = n; c < n + 2; c++)
+                    for (int r = 0; r < 4; r++) {   /* dS = P (dP - D), 0 where masked */
+                        const int kj = k0 + 8 * c + 2 * t4 + (r & 1), u = r >> 1;
+                        const int i = 16 * warp + g + 8 * u;
+                        const bool masked = edge && atx_tc_masked<T, CAUSAL>(pos[u], kj, W);
+                        const float p = rt_exp2_approx(sl2 * sc[c][r] - Lt[i]);
+                        sc[c][r] = masked ? 0.0f : p * (dp[c][r] - Dt[i]);
+                    }
+            }
+            for (int j = 0; j < BK / 16; j++) {   /* dQ += dS K */
+                unsigned sa[4];
+                for (int r = 0; r < 4; r++) {
+                    const int n = 2 * j + (r >> 1), u = r & 1;
+                    sa[r] = att_pack2(sc[n][2 * u], sc[n][2 * u + 1]);
+                }
+                for (int n = 0; n < DN; n += 2) {
+                    unsigned kb[4];
+                    att_bfrag_t<WD>(kb, ks[cb], j, n, lane);
+                    att_mma(acc[n], sa, kb);
+                    att_mma(acc[n + 1], sa, kb + 2);
+                }
+            }
+            __syncthreads();   /* tile cb read by all: the next pass may copy into it */
+        }
+        atx_rows2<DN> gq, x;
+        for (int n = 0; n < DN; n++)
+            for (int u = 0; u < 2; u++)
+                for (int e = 0; e < 2; e++)
+                    gq.v[n][u][e] = scale * acc[n][2 * u + e];
+        float dw[DN][2] = {};
+        if (trq) {
+            const act_t *pq[2] = {qrow(0), qrow(1)};
+            atx_tc_ld(x, pq, t4);
+            atx_tc_bwd(gq, x, pos, qn, f, dw, t4);
+        }
+        for (int u = 0; u < 2; u++)
+            if (pos[u] >= 0) {
+                act_t *dq = dbase + (int64_t)pos[u] * ld + (int64_t)hq[u] * HD;
+                for (int n = 0; n < DN; n++)
+                    att_st2(dq + 8 * n + 2 * t4, gq.v[n][u][0], gq.v[n][u][1]);
+            }
+        if (qn)
+            atx_tc_dw_add<DN>(dw, dwc, lane, warp);
+    }
+    if (qn && threadIdx.x < HD)
+        partq[(((int64_t)b * KV + kh) * gridDim.x + tile0) * HD + threadIdx.x] = dwc[threadIdx.x];
+}
+
+/* Backward, key side, after the query side (it reads D): grid (ceil(T / 64), KV, B); a
+ * block keeps 64 keys of head kh (16 a warp; K through atx_tc_fwd as A fragments, V as
+ * they are) and walks the query tiles of the G heads that read them, from the tile's
+ * first key to its last key's window end: per 16 queries S^T = K Q^T and dP^T = V dY^T,
+ * P^T = exp(scale S^T - lse), dS^T = P^T (dP^T - D), dV += P^T dY, dK += dS^T Q (Q
+ * through atx_tc_tile in shared memory). dk through atx_tc_bwd when k was transformed,
+ * the k_norm weight's gradient into partk [B, KV, gridDim.x, HD] (slot tile0). */
+template <int T, int HD, int CAUSAL>
+__device__ __forceinline__ void attention_ext_bwd_kv_tc(
+    const act_t *qkv, const float *qn, const float *kn, const float *lse, const act_t *y,
+    const act_t *dy, act_t *dqkv, float *D, double *partq, double *partk, int H, int KV, int W,
+    float theta, float factor, float low, float high, int orig)
+{
+    constexpr int BQ = rt_att_tc_stream(HD), BK = 64, KS = HD / 16, DN = HD / 8, WD = HD + 8;
+    constexpr int NKT = (T + BK - 1) / BK;
+    __shared__ __align__(16) unsigned short qs[2][BQ][WD], dys[2][BQ][WD];
+    __shared__ __align__(16) float Lt[2][BQ], Dt[2][BQ];
+    __shared__ float fr[HD / 2];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t4 = lane & 3;
+    int b, kh, tile0;
+    att_block_order(b, kh, tile0);
+    const int G = H / KV;
+    const int64_t d = (int64_t)H * HD, ld = (int64_t)(H + 2 * KV) * HD;
+    const act_t *base = qkv + (int64_t)b * T * ld;
+    act_t *dbase = dqkv + (int64_t)b * T * ld;
+    const float *f = theta > 0.0f ? fr : nullptr;
+    const bool trk = kn != nullptr || f != nullptr, trq = qn != nullptr || f != nullptr;
+    const float scale = (float)(1.0 / sqrt((double)HD));
+    const float sl2 = (float)(1.4426950408889634 / sqrt((double)HD));
+    __shared__ double dwc[HD];   /* k_norm's weight gradient, column c thread c's */
+    if (threadIdx.x < HD)
+        dwc[threadIdx.x] = 0.0;
+    if (f)
+        atx_freqs<HD>(fr, theta, factor, low, high, orig);
+    __syncthreads();
+    const act_t *dyb = dy + (int64_t)b * T * d;
+    const float *Lb = lse + (int64_t)b * H * T, *Db = D + (int64_t)b * H * T;
+    /* query tile i0 of head h (its Q, dY, lse and D) into buffer u, as one group */
+    auto tiles = [&](int u, int h, int i0) {
+        const float *Lh = Lb + (int64_t)h * T, *Dh = Db + (int64_t)h * T;
+        att_tiles16<BQ, HD, WD, T>(qs[u], dys[u], base + (int64_t)h * HD, ld,
+                                    dyb + (int64_t)h * HD, d, i0);
+        for (int e = threadIdx.x; e < BQ; e += RT_ATT_THREADS) {
+            const bool in = i0 + e < T;
+            att_cp4(&Lt[u][e], Lh + (in ? i0 + e : 0), in);
+            att_cp4(&Dt[u][e], Dh + (in ? i0 + e : 0), in);
+        }
+        att_cp_commit();
+    };
+    for (int tile = tile0; tile < NKT; tile += gridDim.x) {
+        const int k0 = tile * BK, j0 = k0 + 16 * warp + g;   /* the warp's keys j0, j0 + 8 */
+        const int nk = T - k0 < BK ? T - k0 : BK;
+        const int qlo = CAUSAL ? k0 : 0;
+        const int qhi = W > 0 && k0 + nk - 1 + W < T ? k0 + nk - 1 + W : T;
+        const int NQ = (qhi - qlo + BQ - 1) / BQ;   /* query tiles a head */
+        tiles(0, kh * G, qlo);
+        /* the thread's key rows j0 + 8u (v: KV HD further), NULL past T */
+        auto krow = [&](int u) -> const act_t * {
+            const int j = j0 + 8 * u;
+            return j < T ? base + (int64_t)j * ld + (int64_t)(H + kh) * HD : nullptr;
+        };
+        unsigned ka[KS][4], va[KS][4];
+        {
+            const int pos[2] = {j0 < T ? j0 : -1, j0 + 8 < T ? j0 + 8 : -1};
+            atx_rows2<DN> x, vr;
+            const act_t *pk[2] = {krow(0), krow(1)};
+            const act_t *pv[2] = {pk[0] ? pk[0] + (int64_t)KV * HD : nullptr,
+                                  pk[1] ? pk[1] + (int64_t)KV * HD : nullptr};
+            atx_tc_ld(x, pk, t4);
+            atx_tc_ld(vr, pv, t4);
+            atx_tc_fwd(x, pos, kn, f, t4);
+            atx_tc_frag(ka, x);
+            atx_tc_frag(va, vr);
+        }
+        float gk[DN][4], gv[DN][4];
+        for (int n = 0; n < DN; n++)
+            for (int r = 0; r < 4; r++)
+                gk[n][r] = gv[n][r] = 0.0f;
+        for (int it = 0, cb = 0; it < G * NQ; it++, cb ^= 1) {   /* (head, query tile) */
+            const int i0 = qlo + it % NQ * BQ;
+            if (it + 1 < G * NQ) {   /* the next tile in, then this one waited for */
+                tiles(cb ^ 1, kh * G + (it + 1) / NQ, qlo + (it + 1) % NQ * BQ);
+                att_cp_wait<1>();
+            } else {
+                att_cp_wait<0>();
+            }
+            __syncthreads();
+            if (trq) {
+                atx_tc_tile<BQ, HD, WD>(qs[cb], i0, qn, f);
+                __syncthreads();
+            }
+            const bool edge = (CAUSAL && i0 < k0 + BK - 1) || i0 + BQ > T || k0 + BK > T ||
+                              (W > 0 && k0 <= i0 + BQ - 1 - W);
+            for (int j = 0; j < BQ / 16; j++) {   /* 16 queries at a time */
+                float st[2][4], dpt[2][4];
+                for (int r = 0; r < 4; r++)
+                    st[0][r] = dpt[0][r] = st[1][r] = dpt[1][r] = 0.0f;
+                for (int s = 0; s < KS; s++) {
+                    unsigned qb[4], db[4];
+                    att_bfrag<WD>(qb, qs[cb], 2 * j, s, lane);
+                    att_bfrag<WD>(db, dys[cb], 2 * j, s, lane);
+                    att_mma(st[0], ka[s], qb);
+                    att_mma(dpt[0], va[s], db);
+                    att_mma(st[1], ka[s], qb + 2);
+                    att_mma(dpt[1], va[s], db + 2);
+                }
+                for (int c = 0; c < 2; c++) {
+                    const int n = 2 * j + c;
+                    for (int r = 0; r < 4; r++) {   /* P^T into st, dS^T into dpt */
+                        const int il = 8 * n + 2 * t4 + (r & 1), i = i0 + il, kj = j0 + 8 * (r >> 1);
+                        const bool masked = edge && (i >= T || atx_tc_masked<T, CAUSAL>(i, kj, W));
+                        const float lt = Lt[cb][il] * RT_LOG2E;   /* in log2 units */
+                        const float p = masked ? 0.0f : rt_exp2_approx(sl2 * st[c][r] - lt);
+                        st[c][r] = p;
+                        dpt[c][r] = p * (dpt[c][r] - Dt[cb][il]);
+                    }
+                }
+                unsigned pa[4], sa[4];
+                for (int r = 0; r < 4; r++) {
+                    const int c = r >> 1, u = r & 1;
+                    pa[r] = att_pack2(st[c][2 * u], st[c][2 * u + 1]);
+                    sa[r] = att_pack2(dpt[c][2 * u], dpt[c][2 * u + 1]);
+                }
+                for (int n = 0; n < DN; n += 2) {   /* dV += P^T dY, dK += dS^T Q */
+                    unsigned yb[4], qb[4];
+                    att_bfrag_t<WD>(yb, dys[cb], j, n, lane);
+                    att_bfrag_t<WD>(qb, qs[cb], j, n, lane);
+                    att_mma(gv[n], pa, yb);
+                    att_mma(gk[n], sa, qb);
+                    att_mma(gv[n + 1], pa, yb + 2);
+                    att_mma(gk[n + 1], sa, qb + 2);
+                }
+            }
+            __syncthreads();   /* tile cb read by all: the next pass may copy into it */
+        }
+        const int pos[2] = {j0 < T ? j0 : -1, j0 + 8 < T ? j0 + 8 : -1};
+        for (int u = 0; u < 2; u++)   /* dv, then dk */
+            if (pos[u] >= 0) {
+                act_t *dv = dbase + (int64_t)pos[u] * ld + (int64_t)(H + KV + kh) * HD;
+                for (int n = 0; n < DN; n++)
+                    att_st2(dv + 8 * n + 2 * t4, gv[n][2 * u], gv[n][2 * u + 1]);
+            }
+        atx_rows2<DN> gr, x;
+        for (int n = 0; n < DN; n++)
+            for (int u = 0; u < 2; u++)
+                for (int e = 0; e < 2; e++)
+                    gr.v[n][u][e] = scale * gk[n][2 * u + e];
+        float dw[DN][2] = {};
+        if (trk) {
+            const act_t *pk[2] = {krow(0), krow(1)};
+            atx_tc_ld(x, pk, t4);
+            atx_tc_bwd(gr, x, pos, kn, f, dw, t4);
+        }
+        for (int u = 0; u < 2; u++)
+            if (pos[u] >= 0) {
+                act_t *dk = dbase + (int64_t)pos[u] * ld + (int64_t)(H + kh) * HD;
+                for (int n = 0; n < DN; n++)
+                    att_st2(dk + 8 * n + 2 * t4, gr.v[n][u][0], gr.v[n][u][1]);
+            }
+        if (kn)
+            atx_tc_dw_add<DN>(dw, dwc, lane, warp);
+    }
+    if (kn && threadIdx.x < HD)
+        partk[(((int64_t)b * KV + kh) * gridDim.x + tile0) * HD + threadIdx.x] = dwc[threadIdx.x];
+}
+#else
+template <int T, int HD, int CAUSAL>
+__device__ __forceinline__ void attention_ext_fwd_tc(const act_t *qkv, const float *qn,
+                                                     const float *kn, float *lse, act_t *y,
+                                                     int H, int KV, int W, float theta,
+                                                     float factor, float low, float high,
+                                                     int orig) {}
+template <int T, int HD, int CAUSAL>
+__device__ __forceinline__ void attention_ext_bwd_q_tc(RT_ATTENTION_EXT_ARGS) {}
+template <int T, int HD, int CAUSAL>
+__device__ __forceinline__ void attention_ext_bwd_kv_tc(RT_ATTENTION_EXT_ARGS) {}
+#endif
+
+/* the tensor-core kernels where they apply (rt_att_tc), else the CUDA-core ones; the
+ * launch's grid follows (cuda_ops.c: 64 rows a tile on the tensor cores) */
+template <int T, int HD, int CAUSAL>
+__device__ __forceinline__ void attention_ext_fwd_any(const act_t *qkv, const float *qn,
+                                                      const float *kn, float *lse, act_t *y,
+                                                      int H, int KV, int W, float theta,
+                                                      float factor, float low, float high,
+                                                      int orig)
+{
+    if constexpr (rt_att_tc(HD))
+        attention_ext_fwd_tc<T, HD, CAUSAL>(qkv, qn, kn, lse, y, H, KV, W, theta, factor, low,
+                                            high, orig);
+    else
+        attention_ext_fwd<T, HD, CAUSAL>(qkv, qn, kn, lse, y, H, KV, W, theta, factor, low, high,
+                                         orig);
+}
+template <int T, int HD, int CAUSAL>
+__device__ __forceinline__ void attention_ext_bwd_q_any(RT_ATTENTION_EXT_ARGS)
+{
+    if constexpr (rt_att_tc(HD))
+        attention_ext_bwd_q_tc<T, HD, CAUSAL>(RT_ATTENTION_EXT_PASS);
+    else
+        attention_ext_bwd_q<T, HD, CAUSAL>(RT_ATTENTION_EXT_PASS);
+}
+template <int T, int HD, int CAUSAL>
+__device__ __forceinline__ void attention_ext_bwd_kv_any(RT_ATTENTION_EXT_ARGS)
+{
+    if constexpr (rt_att_tc(HD))
+        attention_ext_bwd_kv_tc<T, HD, CAUSAL>(RT_ATTENTION_EXT_PASS);
+    else
+        attention_ext_bwd_kv<T, HD, CAUSAL>(RT_ATTENTION_EXT_PASS);
+}
+
 #define RT_ATTENTION_EXT_FWD(T, HD, CAUSAL)                                                    \
     extern "C" __global__ void __launch_bounds__(RT_ATT_THREADS)                               \
         rt_attention_ext_fwd_##T##_##HD##_##CAUSAL(const act_t *qkv, const float *qn,           \
@@ -1555,18 +2250,18 @@ rt_attention_ext_dw(const double *part, int64_t n, float *dw, int hd)
                                                    float factor, float low, float high,         \
                                                    int orig)                                    \
     {                                                                                          \
-        attention_ext_fwd<T, HD, CAUSAL>(qkv, qn, kn, lse, y, H, KV, W, theta, factor, low,     \
-                                         high, orig);                                          \
+        attention_ext_fwd_any<T, HD, CAUSAL>(qkv, qn, kn, lse, y, H, KV, W, theta, factor,      \
+                                             low, high, orig);                                 \
     }
 
 #define RT_ATTENTION_EXT_BWD(T, HD, CAUSAL)                                                    \
     extern "C" __global__ void __launch_bounds__(RT_ATT_THREADS)                               \
         rt_attention_ext_bwd_q_##T##_##HD##_##CAUSAL(RT_ATTENTION_EXT_ARGS)                     \
     {                                                                                          \
-        attention_ext_bwd_q<T, HD, CAUSAL>(RT_ATTENTION_EXT_PASS);                             \
+        attention_ext_bwd_q_any<T, HD, CAUSAL>(RT_ATTENTION_EXT_PASS);                         \
     }                                                                                          \
     extern "C" __global__ void __launch_bounds__(RT_ATT_THREADS)                               \
         rt_attention_ext_bwd_kv_##T##_##HD##_##CAUSAL(RT_ATTENTION_EXT_ARGS)                    \
     {                                                                                          \
-        attention_ext_bwd_kv<T, HD, CAUSAL>(RT_ATTENTION_EXT_PASS);                            \
+        attention_ext_bwd_kv_any<T, HD, CAUSAL>(RT_ATTENTION_EXT_PASS);                        \
     }

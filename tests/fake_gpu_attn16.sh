@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Attention's Llama-family options on the tensor cores, without a GPU: attention.cuh's
+# attention_ext_*_tc kernels (16-bit activations, heads a multiple of 16 wide) in the
+# fake GPU's emulator (tests/fake_gpu.sh says what it is; emu.h emulates mma.sync,
+# ldmatrix and cp.async). Tiny models, T 160 (three 64-row tiles, the last ragged), each
+# trained in bf16-mixed and fp16-mixed on the GPU against its fp32 run on the CPU by
+# fake_gpu.sh's bar for 16-bit activations (first loss within 1e-3 relative, the mean of
+# the last steps' within 2e-2):
+#   - g2: 4 heads on 2 key/value heads 32 wide, no biases, qk_norm, rope with llama3
+#     scaling, a window of 40 (whole tiles skipped on both sides of the backward);
+#   - g4: 4 heads on 1 key/value head 32 wide, biases, rope without scaling;
+#   - hd64: 2 heads on 1 key/value head 64 wide, qk_norm, no rope, a window of 100;
+# and that the tensor-core grids ran (the key-side backward's 64 keys a block: 3 blocks
+# along T where the CUDA-core kernel takes 5 at heads 32 wide, 10 at 64).
+# Usage: tests/fake_gpu_attn16.sh [LIBDIR] (LIBDIR: fake libraries already built there,
+# as tests/fake_gpu.sh passes its own; else they are built).
+set -eu
+cd "$(dirname "$0")/.."
+TRAINC=${TRAINC:-build/trainc}
+PY=${PYTHON:-/usr/bin/python3}
+d=build/tests/fake_gpu_attn16
+rm -rf "$d"; mkdir -p "$d"
+lib=${1:-$d/lib}
+[ $# -ge 1 ] || bash tests/fake_gpu/build.sh "$lib"
+lib=$(cd "$lib" && pwd)
+export TRAINC_CACHE_DIR=$PWD/$d/cache
+gpu() { env LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
+"$PY" - "$d" <<'PY'
+import json, sys
+d = sys.argv[1]
+llama3 = {"rope_type": "llama3", "factor": 8, "low_freq_factor": 1, "high_freq_factor": 4,
+          "original_max_position_embeddings": 32}
+cases = {
+    "g2": {"heads": 4, "kv_heads": 2, "bias": False, "qk_norm": True, "window": 40,
+           "rope": {"theta": 10000, "scaling": llama3}},
+    "g4": {"heads": 4, "kv_heads": 1, "rope": {"theta": 10000}},
+    "hd64": {"heads": 2, "kv_heads": 1, "qk_norm": True, "window": 100},
+}
+for name, att in cases.items():
+    s = json.load(open("tests/vocab/tiny_vocab.json"))
+    s["model"]["name"] = "attn16_" + name
+    s["model"]["inputs"]["x"]["shape"] = s["model"]["inputs"]["y"]["shape"] = [160]
+    s["model"]["inputs"]["y"]["classes"] = 256
+    s["model"]["layers"] = [
+        {"op": "embedding", "name": "wte", "vocab": 256, "dim": 128, "input": "x"},
+        {"op": "residual", "body": [{"op": "rmsnorm", "name": "ln_1"},
+                                    dict({"op": "attention", "name": "attn"}, **att)]},
+        {"op": "rmsnorm", "name": "ln_f"},
+        {"op": "linear", "name": "lm_head", "tie": "wte", "bias": False}]
+    for k in ("train", "val"):
+        s["train"]["data"][k]["tokens"] = "../../../data/text/%s_*.bin" % k
+    json.dump(s, open("%s/%s.json" % (d, name), "w"), indent=1)
+PY
+close16() {
+    "$PY" - "$1" "$2" "$3" <<'PY'
+import json, sys
+def recs(run):
+    return [json.loads(l) for l in open(run + "/metrics.jsonl")]
+a, b = recs(sys.argv[1]), recs(sys.argv[2])
+sb = [r for r in b if r.get("event") == "start"][-1]
+assert sb["device"] == "cuda" and sb["precision"] == sys.argv[3], sb
+la = [r["loss"] for r in a if "loss" in r and "event" not in r]
+lb = [r["loss"] for r in b if "loss" in r and "event" not in r]
+assert len(la) == len(lb) > 1, (len(la), len(lb))
+k = max(1, len(la) // 10)
+fa, fb = sum(la[-k:]) / k, sum(lb[-k:]) / k
+first, last = abs(la[0] - lb[0]) / la[0], abs(fa - fb) / fa
+assert first <= 1e-3, "first loss %g (cpu) vs %g (gpu): %.3g relative" % (la[0], lb[0], first)
+assert last <= 2e-2, "final loss %g (cpu) vs %g (gpu): %.3g relative" % (fa, fb, last)
+print("first loss within %.1e, final (mean of the last %d of %d steps) within %.1e of fp32" %
+      (first, k, len(la), last))
+PY
+}
+O=(--set max_steps=12 --set log_every=1 --set batch_size=2 --set loader.shuffle=false
+   --set data.val=null --threads 1 --quiet)
+for c in g2 g4 hd64; do
+    hd=32; [ $c = hd64 ] && hd=64
+    for p in bf16 fp16; do
+        t=$d/$c.$p
+        "$TRAINC" build "$d/$c.json" --device both --arch sm_90 --set precision=$p-mixed -o "$t" 2>"$t.build.log"
+        TRAINC_FAKE_GPU_TRACE=1 gpu "$t" --device cuda "${O[@]}" --out "$t.gpu" 2>"$t.gpu.log"
+        [ $p = bf16 ] && "$t" --device cpu "${O[@]}" --out "$d/$c.cpu" 2>"$d/$c.cpu.log"
+        grep -q "run rt_attention_ext_bwd_kv_160_${hd}_1 grid 3,[0-9]*,2 " "$t.gpu.log" ||
+            { echo "FAIL: $c $p-mixed: no tensor-core key-side backward (grid 3 along T) ran"; exit 1; }
+        r=$(close16 "$d/$c.cpu" "$t.gpu" $p-mixed)
+        echo "ok   attention $c $p-mixed on the tensor cores against fp32 on the CPU: $r"
+    done
+done
