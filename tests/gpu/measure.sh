@@ -24,6 +24,11 @@
 #              alternating runs each), MFU, memory; recompute auto at twice the batch  420
 #   recompute  bench/gpu_gpt2.sh: GPT-2's largest batch and tokens/s per
 #              recomputation policy against PyTorch with and without checkpointing    400
+#   dcgan      bench/gpu_dcgan.sh: specs/dcgan_fashion.json at batches 128 and 1024, fp32
+#              and bf16-mixed, against PyTorch eager, torch.compile (max-autotune), the
+#              whole step in a CUDA graph and Lightning's manual-optimization GAN loop,
+#              3 alternating rounds; it starts no run after the part's limit less 15 s
+#              (PART_LIMIT) and prints its table with what it has                   240
 #   profile    bench/gpu_profile.sh: Nsight Compute, by kernel: gpt2_124m_none at batch
 #              8 (the attention kernels and the classifier in detail: stall reasons),
 #              then wide_mlp_bf16 at 65536 with K-sliced weight gradients and with
@@ -72,8 +77,9 @@ for part in "$@"; do
     bench) lim=300; cmd=(bash tests/gpu/run.sh bench) ;;
     llama) lim=420; cmd=(bash bench/gpu_llama.sh) ;;
     recompute) lim=400; cmd=(bash bench/gpu_gpt2.sh) ;;
+    dcgan) lim=240; cmd=(bash bench/gpu_dcgan.sh) ;;
     profile) lim=150; cmd=(bash -c 'DETAIL="rt_attention_fwd:12 rt_attention_bwd_kv:12 rt_attention_bwd_[0-9]:12 rt_cross_entropy:1" bash bench/gpu_profile.sh gpt2_124m_none 8 && bash bench/gpu_profile.sh wide_mlp_bf16 65536 && TRAINC_GEMM_KSPLIT=0 PTAG=whole bash bench/gpu_profile.sh wide_mlp_bf16 65536') ;;
-    *) say "FAIL unknown part '$name' (checks, gpt2, llama, bench, recompute, profile)"; status=1; continue ;;
+    *) say "FAIL unknown part '$name' (checks, gpt2, llama, bench, recompute, dcgan, profile)"; status=1; continue ;;
     esac
     if [ "$part" != "$name" ]; then
         lim=${part#*=}
@@ -90,8 +96,9 @@ for part in "$@"; do
     [ "$lim" -gt "$left" ] && lim=$left
     mkdir -p "$W/$name"
     t=$(date +%s)
-    # timeout signals the part's whole process group (trainers, python, nvcc included)
-    OUT=$W/$name timeout -k 5 "$lim" "${cmd[@]}" >"$W/$name/stdout.log" 2>&1
+    # timeout signals the part's whole process group (trainers, python, nvcc included);
+    # PART_LIMIT tells a part that watches its own time (gpu_dcgan.sh) when it will be cut
+    OUT=$W/$name PART_LIMIT=$lim timeout -k 5 "$lim" "${cmd[@]}" >"$W/$name/stdout.log" 2>&1
     rc=$?
     took=$(($(date +%s) - t))
     case $rc in

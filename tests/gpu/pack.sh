@@ -55,6 +55,10 @@ if [ -f specs/llama_124m.json ] && [ -f specs/llama3_1b.json ]; then
             --device both --arch "$ARCH" --bundle "$P/ship" -o llama3_1b_auto$b 2>>"$P/build.log"
     done
 fi
+# bench/gpu_dcgan.sh: the DCGAN in fp32 and bf16-mixed
+"$TRAINC" build specs/dcgan_fashion.json --device both --arch "$ARCH" --bundle "$P/ship" -o dcgan_fashion 2>>"$P/build.log"
+"$TRAINC" build specs/dcgan_fashion.json --device both --arch "$ARCH" --set precision=bf16-mixed \
+    --bundle "$P/ship" -o dcgan_fashion_bf16 2>>"$P/build.log"
 "$TRAINC" build bench/wide_mlp.json --device both --arch "$ARCH" --bundle "$P/ship" -o wide_mlp 2>>"$P/build.log"
 "$TRAINC" build bench/wide_mlp.json --device both --arch "$ARCH" --set precision=bf16-mixed \
     --bundle "$P/ship" -o wide_mlp_bf16 2>>"$P/build.log"
