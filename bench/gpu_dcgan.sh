@@ -19,7 +19,9 @@
 #   compile     torch.compile of G and D, mode max-autotune (COMPILE_MODE), fullgraph
 #   graph       eager with the whole step captured in one CUDA graph (capturable AdamW)
 #   lightning   PyTorch Lightning's manual-optimization GAN loop (its docs' example)
-# and compile+graph where ROWS names it. Each run: WARM steps (default 20, compilation
+# and, where ROWS names them, compile+graph (compiled max-autotune-no-cudagraphs inside
+# the whole-step capture) and compile:MODE (torch.compile in another mode, e.g.
+# compile:default or compile:max-autotune-no-cudagraphs: BENCHMARKING.md's best of). Each run: WARM steps (default 20, compilation
 # and autotuning included), then STEPS timed steps (default 200): samples over the wall
 # time of the timed steps, the device synchronized at both clock reads (trainc: the
 # records at steps WARM and WARM + STEPS, log_every 10). The rounds go round by round
@@ -130,26 +132,28 @@ except Exception as e:   # the trainer's last words: why it did not train
 print(json.dumps(rec))
 PY
 }
-torch_run() {      # torch_run B PREC ROUND ROW: one JSON line
-    local b=$1 p=$2 r=$3 m=$4 lim line rc
-    case $SKIP in *" $m+$p "*) return ;; esac
+torch_run() {      # torch_run B PREC ROUND ROW: one JSON line (ROW compile:MODE: that mode)
+    local b=$1 p=$2 r=$3 row=$4 m=${4%%:*} cm=$COMPILE_MODE lim line rc
+    case $row in compile:*) cm=${row#compile:} ;; esac
+    [ "$m" = compile ] && row=compile && [ "$cm" != max-autotune ] && row=compile:$cm
+    case $SKIP in *" $row+$p "*) return ;; esac
     local tag="{\"label\":\"dcgan_b$b\",\"round\":$r"
     lim=$(left)
     if [ "$lim" -le 0 ]; then
-        line="{\"impl\":\"torch+$m+$p\",\"batch\":$b,\"precision\":\"$p\",\"skipped\":\"past the deadline\"}"
+        line="{\"impl\":\"torch+$row+$p\",\"batch\":$b,\"precision\":\"$p\",\"skipped\":\"past the deadline\"}"
     else
-        local o=$OUT/runs/torch.$m.$b.$p.$r
+        local o=$OUT/runs/torch.$row.$b.$p.$r
         timeout -k 5 "$lim" "$PY" "$ROOT/bench/gpu_dcgan_torch.py" "$b" --mode "$m" \
             $([ "$p" = bf16 ] && echo --bf16) --steps "$STEPS" --warm "$WARM" --device "$DEV" \
-            --data "$DATA" --compile-mode "$COMPILE_MODE" >"$o.out" 2>"$o.log"
+            --data "$DATA" --compile-mode "$cm" >"$o.out" 2>"$o.log"
         rc=$?
         line=$(tail -n 1 "$o.out")
         case $line in
         '{'*) ;;
-        *) line="{\"impl\":\"torch+$m+$p\",\"batch\":$b,\"precision\":\"$p\",\"error\":\"exit $rc without a record (124: its limit of $lim s; see runs/torch.$m.$b.$p.$r.log)\"}" ;;
+        *) line="{\"impl\":\"torch+$row+$p\",\"batch\":$b,\"precision\":\"$p\",\"error\":\"exit $rc without a record (124: its limit of $lim s; see runs/torch.$row.$b.$p.$r.log)\"}" ;;
         esac
     fi
-    case $line in *'"skipped": "'*'installed'* | *'"skipped": "'*'no torch.compile'* | *'"skipped": "CUDA graphs'*) SKIP="$SKIP$m+$p " ;; esac
+    case $line in *'"skipped": "'*'installed'* | *'"skipped": "'*'no torch.compile'* | *'"skipped": "CUDA graphs'*) SKIP="$SKIP$row+$p " ;; esac
     echo "$tag, ${line#\{}"
 }
 

@@ -15,7 +15,8 @@ Modes (one per process; each prints one JSON line):
   eager          the modules as written: channels_last, cudnn.benchmark, fused AdamW
   compile        torch.compile of G and of D (--compile-mode, default max-autotune,
                  which replays CUDA graphs itself), fullgraph=True, or False when the
-                 full graph fails (the record says which)
+                 full graph fails (the record says which); in another mode than
+                 max-autotune the record's impl is torch+compile:MODE+PRECISION
   graph          eager, the whole step captured once in a torch.cuda.graph and
                  replayed (capturable fused AdamW; the batch copied into the graph's
                  input): the host's per-step cost gone, as BENCHMARKING.md asks for
@@ -311,7 +312,10 @@ def main():
     with open(a["spec"]) as f:
         spec = json.load(f)
     prec = "bf16" if a["bf16"] else "fp32"
-    rec = {"impl": f"torch+{a['mode']}+{prec}", "mode": a["mode"], "precision": prec, "batch": a["B"],
+    row = a["mode"]
+    if row == "compile" and a["compile_mode"] != "max-autotune":
+        row = "compile:" + a["compile_mode"]
+    rec = {"impl": f"torch+{row}+{prec}", "mode": a["mode"], "precision": prec, "batch": a["B"],
            "steps": a["steps"], "warm": a["warm"], "torch": torch.__version__, "device": a["device"]}
     if a["device"] == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = False
