@@ -127,8 +127,8 @@ try:
                built_precision=start.get("precision"), device=start.get("device"),
                device_bytes=start.get("device_bytes"), d_loss=r1["d_loss"], g_loss=r1["g_loss"])
 except Exception as e:   # the trainer's last words: why it did not train
-    tail = [l.strip() for l in open(log) if l.strip()][-2:] if log else []
-    rec["error"] = f"{e!r}; trainer: {' | '.join(tail)}"[:500]
+    tail = [l.strip() for l in open(log) if l.strip()][-2:]
+    rec["error"] = f"trainer: {' | '.join(tail)}; {e!r}"[:500]
 print(json.dumps(rec))
 PY
 }
