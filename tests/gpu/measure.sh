@@ -32,6 +32,11 @@
 #              3 alternating runs of 10 + 50 steps; the script stops starting runs
 #              20 s before the limit and prints what it has (RESNET_WHAT=tta or speed
 #              in the environment: one half; TORCH_MODE: another compile mode)       300
+#   dcgan      bench/gpu_dcgan.sh: specs/dcgan_fashion.json at batches 128 and 1024, fp32
+#              and bf16-mixed, against PyTorch eager, torch.compile (max-autotune), the
+#              whole step in a CUDA graph and Lightning's manual-optimization GAN loop,
+#              3 alternating rounds; it starts no run after the part's limit less 15 s
+#              (PART_LIMIT) and prints its table with what it has                   240
 #   profile    bench/gpu_profile.sh: Nsight Compute, by kernel: gpt2_124m_none at batch
 #              8 (the attention kernels and the classifier in detail: stall reasons),
 #              then wide_mlp_bf16 at 65536 with K-sliced weight gradients and with
@@ -81,8 +86,9 @@ for part in "$@"; do
     llama) lim=420; cmd=(bash bench/gpu_llama.sh) ;;
     recompute) lim=400; cmd=(bash bench/gpu_gpt2.sh) ;;
     resnet) lim=300; cmd=(env WARM=10 STEPS=50 bash bench/gpu_resnet.sh) ;;
+    dcgan) lim=240; cmd=(bash bench/gpu_dcgan.sh) ;;
     profile) lim=150; cmd=(bash -c 'DETAIL="rt_attention_fwd:12 rt_attention_bwd_kv:12 rt_attention_bwd_[0-9]:12 rt_cross_entropy:1" bash bench/gpu_profile.sh gpt2_124m_none 8 && bash bench/gpu_profile.sh wide_mlp_bf16 65536 && TRAINC_GEMM_KSPLIT=0 PTAG=whole bash bench/gpu_profile.sh wide_mlp_bf16 65536') ;;
-    *) say "FAIL unknown part '$name' (checks, gpt2, llama, bench, recompute, resnet, profile)"; status=1; continue ;;
+    *) say "FAIL unknown part '$name' (checks, gpt2, llama, bench, recompute, resnet, dcgan, profile)"; status=1; continue ;;
     esac
     if [ "$part" != "$name" ]; then
         lim=${part#*=}
@@ -100,7 +106,8 @@ for part in "$@"; do
     mkdir -p "$W/$name"
     t=$(date +%s)
     # timeout signals the part's whole process group (trainers, python, nvcc included);
-    # PART_LIMIT tells a part that watches its time (bench/gpu_resnet.sh) what it has
+    # PART_LIMIT tells a part that watches its own time (bench/gpu_resnet.sh,
+    # bench/gpu_dcgan.sh) when it will be cut
     OUT=$W/$name PART_LIMIT=$lim timeout -k 5 "$lim" "${cmd[@]}" >"$W/$name/stdout.log" 2>&1
     rc=$?
     took=$(($(date +%s) - t))

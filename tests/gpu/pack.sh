@@ -60,6 +60,10 @@ fi
 "$TRAINC" build specs/resnet_fashion.json --device both --arch "$ARCH" --bundle "$P/ship" -o resnet_fashion 2>>"$P/build.log"
 "$TRAINC" build specs/resnet_fashion.json --device both --arch "$ARCH" --set precision=bf16-mixed \
     --bundle "$P/ship" -o resnet_fashion_bf16 2>>"$P/build.log"
+# bench/gpu_dcgan.sh: the DCGAN in fp32 and bf16-mixed
+"$TRAINC" build specs/dcgan_fashion.json --device both --arch "$ARCH" --bundle "$P/ship" -o dcgan_fashion 2>>"$P/build.log"
+"$TRAINC" build specs/dcgan_fashion.json --device both --arch "$ARCH" --set precision=bf16-mixed \
+    --bundle "$P/ship" -o dcgan_fashion_bf16 2>>"$P/build.log"
 "$TRAINC" build bench/wide_mlp.json --device both --arch "$ARCH" --bundle "$P/ship" -o wide_mlp 2>>"$P/build.log"
 "$TRAINC" build bench/wide_mlp.json --device both --arch "$ARCH" --set precision=bf16-mixed \
     --bundle "$P/ship" -o wide_mlp_bf16 2>>"$P/build.log"
