@@ -1,7 +1,7 @@
 """Checks of a short DCGAN run (examples/dcgan/run.sh): the files trainc wrote, finite
 losses, and that the generator's samples resemble Fashion-MNIST rather than noise.
 
-    python3 check.py OUT REAL.npy [--quick]
+    python3 check.py OUT REAL.npy [--smoke]
 
 OUT holds run/ (the training run, with --sample 64), step0/ (--eval --sample 64 of the
 spec's initial weights: the same latent vectors, the untrained generator) and eval/
@@ -21,7 +21,7 @@ this example (examples/dcgan/README.md has the values):
          samples differ from one another (a collapsed generator that draws one image
          has a good mean and match and a spread near 0)
 
---quick (a few dozen steps) asks only that mean rose well above step 0's.
+--smoke (a few dozen steps) asks only that mean rose well above step 0's.
 """
 import json
 import math
@@ -31,7 +31,7 @@ import sys
 import numpy as np
 
 N_SAMPLES = 64
-QUICK_MEAN_GAIN = 0.2   # quick: mean at least step 0's + this
+SMOKE_MEAN_GAIN = 0.2   # smoke: mean at least step 0's + this
 FULL_MEAN = 0.9         # full: mean at least this ...
 FULL_MATCH = 0.5        # ... match at least this ...
 FULL_SPREAD = 0.5       # ... and spread at least this
@@ -105,7 +105,7 @@ def measure(s, real_mean, ref, real_spread):
 
 def main():
     out, real_path = sys.argv[1], sys.argv[2]
-    quick = "--quick" in sys.argv[3:]
+    smoke = "--smoke" in sys.argv[3:]
     check_files(out)
     trained = samples(out + "/run/samples.npy")
     step0 = samples(out + "/step0/samples.npy")
@@ -123,11 +123,11 @@ def main():
     for name, m in rows:
         print("     %-15s mean %6.3f   match %6.3f   spread %5.2f" % ((name,) + tuple(m.values())))
     m0, m = rows[0][1], rows[1][1]
-    if quick:
-        if m["mean"] < m0["mean"] + QUICK_MEAN_GAIN:
+    if smoke:
+        if m["mean"] < m0["mean"] + SMOKE_MEAN_GAIN:
             fail("the mean sample is no closer to the mean image than step 0's (+%g)"
-                 % QUICK_MEAN_GAIN)
-        ok("quick: the mean sample moved towards the mean image (%.3f from %.3f)"
+                 % SMOKE_MEAN_GAIN)
+        ok("smoke: the mean sample moved towards the mean image (%.3f from %.3f)"
            % (m["mean"], m0["mean"]))
         return
     if m["mean"] < FULL_MEAN:

@@ -7,7 +7,7 @@
 #
 #   bash examples/dcgan/run.sh [OUT]      (OUT: runs/dcgan; from the repository root)
 #
-# STEPS (300) and BATCH (128, the spec's) set the run's length; QUICK=1 makes it 30
+# STEPS (300) and BATCH (128, the spec's) set the run's length; SMOKE=1 makes it 30
 # steps of 32 and checks only that the samples moved away from noise (under a minute).
 # TRAINC (build/trainc) and PYTHON (/usr/bin/python3, with numpy) may be set. Exits
 # nonzero when a check fails.
@@ -18,8 +18,8 @@ TRAINC=${TRAINC:-build/trainc}
 PYTHON=${PYTHON:-/usr/bin/python3}
 SPEC=specs/dcgan_fashion.json
 REAL=data/fashion/train_x.npy   # what the spec trains on
-if [ "${QUICK:-0}" = 1 ]; then
-    STEPS=${STEPS:-30} BATCH=${BATCH:-32} LOG=10 CHECK=--quick
+if [ "${SMOKE:-0}" = 1 ]; then
+    STEPS=${STEPS:-30} BATCH=${BATCH:-32} LOG=10 CHECK=--smoke
 else
     STEPS=${STEPS:-300} BATCH=${BATCH:-128} LOG=50 CHECK=
 fi
