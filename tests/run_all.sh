@@ -135,6 +135,8 @@ check parity/gan          $PYTHON tests/gan_parity.py
 # examples/finetune/run.sh as a user runs it: HF folder, import, tokenize, fine-tune,
 # sample, export, transformers loads it (skips without transformers in HF_PYTHON)
 check example/finetune    bash examples/finetune/run.sh build/tests/finetune
+# examples/dcgan/run.sh's smoke mode: 30 steps of the DCGAN, its files, samples and checks
+check example/dcgan       env SMOKE=1 bash examples/dcgan/run.sh build/tests/dcgan
 check learn/mlp           bash tests/learn.sh mlp_fashion 0.85
 check learn/cnn           bash tests/learn.sh cnn_fashion 0.88
 check dropout_stats       bash tests/dropout_stats.sh
