@@ -3,7 +3,6 @@
  * training, and the sampling loop. With --tokenizer the prompt is encoded and the
  * ids decoded by a tokenizer.json's BPE (tokenizer.c); without, ids are bytes. */
 #include <errno.h>
-#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include "run.h"
@@ -167,7 +166,7 @@ static void gan_sample(Run *r)
         samples_out(r, rows * per, out + at * per);
     }
     char path[RT_PATH_MAX + 32];
-    if (mkdir(r->out, 0777) != 0 && errno != EEXIST)   /* --eval makes no folder of its own */
+    if (rt_mkdir_p(r->out) != 0)   /* (--eval makes no folder of its own) */
         rt_input_error("cannot make %s for the samples: %s", r->out, strerror(errno));
     rt_join_path(path, sizeof path, r->out, "samples.npy");
     if (rt_npy_write_f32(path, out, N, x->rank, x->shape) != 0)
