@@ -205,16 +205,7 @@ static void gpu_step_end(Run *r, Step *st, const int64_t *rows, int scaler)
 int rt_gan_step_passes(Run *r, rt_loop_state *s, Loop *L, Step *st)
 {
     const rt_train_config *c = &r->c;
-    int64_t k = r->batches_per_epoch - s->batch;
-    if (k > c->accumulate)
-        k = c->accumulate;
-    int64_t window = 0;
-    for (int64_t j = 0; j < k; j++)
-        window += rt_loader_rows(r->tl, s->batch + j);
-    if (r->gpu)
-        rt_cu_grads_clear(&r->e, r->m->param_floats);
-    else
-        rt_zero_clear_grads(r->grads);
+    int64_t k, window = rt_step_start(r, s, &k);
     *st = (Step){.k = k, .norm = NAN, .t0 = rt_now()};
     st->lr = rt_lr_at(c, s->step, r->total_steps > 0 ? r->total_steps : 1);
     s->updates++;   /* a network's t (AdamW's bias correction): this, less its skipped steps */

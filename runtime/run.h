@@ -208,6 +208,9 @@ void rt_diverged_why(char *why, size_t n, const char *what, double v, int64_t st
 /* A step's forward and backward passes and, where queued, its update: st's numbers;
  * 1 when a step queued without a wait diverged (L->why says so). */
 int rt_step_passes(Run *r, rt_loop_state *s, Loop *L, Step *st);
+/* A step's micro-batches *k (accumulate, or the epoch's rest) and their rows (the
+ * window each micro-batch's loss is scaled by); every gradient zeroed. */
+int64_t rt_step_start(Run *r, const rt_loop_state *s, int64_t *k);
 /* A GAN's step (gan_step.c): both networks' turns and updates; st as
  * rt_step_passes leaves it, the update already made (st->queued). */
 int rt_gan_step_passes(Run *r, rt_loop_state *s, Loop *L, Step *st);

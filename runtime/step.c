@@ -280,24 +280,30 @@ static int gpu_step_end(Run *r, rt_loop_state *s, Loop *L, Step *st)
     return 0;
 }
 
-int rt_step_passes(Run *r, rt_loop_state *s, Loop *L, Step *st)
+int64_t rt_step_start(Run *r, const rt_loop_state *s, int64_t *k)
 {
-    if (r->m->gan)
-        return rt_gan_step_passes(r, s, L, st);
-    const rt_train_config *c = &r->c;
-    int64_t k = r->batches_per_epoch - s->batch;
-    if (k > c->accumulate)
-        k = c->accumulate;
+    *k = r->batches_per_epoch - s->batch;
+    if (*k > r->c.accumulate)
+        *k = r->c.accumulate;
     /* the step's samples: each micro-batch's mean loss weighs its rows / window,
      * so the update is that of one batch of them all, also when the epoch's
      * last batch is short (drop_last false) */
     int64_t window = 0;
-    for (int64_t j = 0; j < k; j++)
+    for (int64_t j = 0; j < *k; j++)
         window += rt_loader_rows(r->tl, s->batch + j);
     if (r->gpu)
         rt_cu_grads_clear(&r->e, r->m->param_floats);
     else
         rt_zero_clear_grads(r->grads);
+    return window;
+}
+
+int rt_step_passes(Run *r, rt_loop_state *s, Loop *L, Step *st)
+{
+    if (r->m->gan)
+        return rt_gan_step_passes(r, s, L, st);
+    const rt_train_config *c = &r->c;
+    int64_t k, window = rt_step_start(r, s, &k);
     /* (st->loss adds the passes' mean losses; rt_step_agree makes it their mean) */
     *st = (Step){.k = k, .norm = NAN, .profiled = L->prof && L->run_steps >= 2, .t0 = rt_now()};
     st->lr = r->lf ? rt_lrfind_lr(r->lf, s->step)
