@@ -851,10 +851,9 @@ rt_dptr rt_cu_grad_sumsq_queue(rt_exec *e, const rt_model *m, rt_dptr grads)
     return sumsq_queue(e, &opt, grads);
 }
 
-double rt_cu_gan_grad_sumsq(rt_exec *e, const rt_model *m, int d, rt_dptr grads)
+/* The sum of squares at device address total (0: none), waited for. */
+static double sumsq_read(rt_exec *e, rt_dptr total)
 {
-    opt_check(m);
-    rt_dptr total = sumsq_queue(e, &gan_opt[d], grads);
     if (!total)
         return 0.0;
     rt_cu_sync(e);
@@ -863,15 +862,15 @@ double rt_cu_gan_grad_sumsq(rt_exec *e, const rt_model *m, int d, rt_dptr grads)
     return s;
 }
 
+double rt_cu_gan_grad_sumsq(rt_exec *e, const rt_model *m, int d, rt_dptr grads)
+{
+    opt_check(m);
+    return sumsq_read(e, sumsq_queue(e, &gan_opt[d], grads));
+}
+
 double rt_cu_grad_sumsq(rt_exec *e, const rt_model *m, rt_dptr grads)
 {
-    rt_dptr total = rt_cu_grad_sumsq_queue(e, m, grads);
-    if (!total)
-        return 0.0;
-    rt_cu_sync(e);
-    double s;
-    rt_cu_download(&s, total, sizeof s);
-    return s;
+    return sumsq_read(e, rt_cu_grad_sumsq_queue(e, m, grads));
 }
 
 double rt_cu_grad_norm(rt_exec *e, const rt_model *m, rt_dptr grads)
