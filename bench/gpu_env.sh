@@ -10,8 +10,9 @@
 # bf16_rate the device's bf16 matrix rate as one JSON line.
 OUT=${OUT:-/tmp/gpu-out}
 mkdir -p "$OUT"
-D=/tmp/devpack
-[ -d "$D/ship" ] || tar -C /tmp -xJf build/devpack.tar.xz
+D=${DEVPACK_DIR:-/tmp/devpack}   # (DEVPACK_DIR: another folder, for a dry run here)
+export DEVPACK_DIR=$D
+[ -d "$D/ship" ] || { mkdir -p "$D" && tar -C "$D" --strip-components=1 -xJf build/devpack.tar.xz; }
 S=$D/ship
 for lib in libcublasLt.so.13 libnvrtc.so.13; do
     f=$(find /usr/local /opt /usr/lib -name "$lib*" 2>/dev/null | head -1)
@@ -24,34 +25,34 @@ export LD_LIBRARY_PATH TRAINC_CACHE_DIR=/tmp/trainc-cache
 gpt2_shards() {
     python3 - <<'PY'
 import numpy as np, os
-os.makedirs("/tmp/devpack/data/gpt2", exist_ok=True)
+os.makedirs(os.environ["DEVPACK_DIR"] + "/data/gpt2", exist_ok=True)
 r = np.random.default_rng(0)
 for name, n in (("train_000000.bin", 8 << 20), ("val_000000.bin", 1 << 20)):
     hdr = np.zeros(256, np.int32); hdr[:3] = (20240520, 1, n)
-    with open(f"/tmp/devpack/data/gpt2/{name}", "wb") as f:
+    with open(os.environ["DEVPACK_DIR"] + f"/data/gpt2/{name}", "wb") as f:
         f.write(hdr.tobytes()); f.write(r.integers(0, 50257, n, dtype=np.uint16).tobytes())
 PY
 }
 wide_data() {
-    [ -f /tmp/devpack/data/wide/train_y.npy ] && return
+    [ -f "$D/data/wide/train_y.npy" ] && return
     python3 - <<'PY'
 import numpy as np, os
-os.makedirs("/tmp/devpack/data/wide", exist_ok=True)
+os.makedirs(os.environ["DEVPACK_DIR"] + "/data/wide", exist_ok=True)
 r = np.random.default_rng(0)
 x = r.random((1 << 20, 32), dtype=np.float32)
 w = r.standard_normal((32, 16)).astype(np.float32)
-np.save("/tmp/devpack/data/wide/train_x.npy", x)
-np.save("/tmp/devpack/data/wide/train_y.npy", np.sin(x @ w).astype(np.float32))
+np.save(os.environ["DEVPACK_DIR"] + "/data/wide/train_x.npy", x)
+np.save(os.environ["DEVPACK_DIR"] + "/data/wide/train_y.npy", np.sin(x @ w).astype(np.float32))
 PY
 }
 llama3_shards() {
     python3 - <<'PY'
 import numpy as np, os
-os.makedirs("/tmp/devpack/data/llama3", exist_ok=True)
+os.makedirs(os.environ["DEVPACK_DIR"] + "/data/llama3", exist_ok=True)
 r = np.random.default_rng(0)
 for name, n in (("train_000000.bin", 8 << 20), ("val_000000.bin", 1 << 20)):
     hdr = np.zeros(256, np.int32); hdr[:3] = (20240801, 7, n)
-    with open(f"/tmp/devpack/data/llama3/{name}", "wb") as f:
+    with open(os.environ["DEVPACK_DIR"] + f"/data/llama3/{name}", "wb") as f:
         f.write(hdr.tobytes()); f.write(r.integers(0, 128256, n, dtype=np.uint32).tobytes())
 PY
 }

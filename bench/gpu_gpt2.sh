@@ -36,6 +36,9 @@ set -u
 ROOT=$(pwd)
 . bench/gpu_env.sh
 gpt2_shards
+# PyTorch's allocator grows its segments in place instead of leaving fragments between
+# fixed-size ones: its largest batch as PyTorch's users search it (BENCHMARKING.md)
+export PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True}
 GX=(--set "data.train.tokens=$D/data/gpt2/train_*.bin" --set data.val=null --set validate.every_steps=null --set validate.batches=null
     --set checkpoint=null --set log_every=1 --quiet --device cuda)
 WHAT=${1:-${GPT2_WHAT:-all}}   # all | trainc (its side alone) | goal (no PyTorch timings: below)

@@ -1,90 +1,232 @@
-"""PyTorch's side of the GPT-2 124M GPU benchmark (bench/gpu_gpt2.sh runs it there).
+"""PyTorch's side of the GPT-2 124M GPU benchmarks (bench/gpu_gpt2_b16.sh and
+bench/gpu_gpt2.sh run it there), at its strongest by ../shared/BENCHMARKING.md.
 
 GPT-2 small as specs/gpt2_124m.json describes it (12 blocks, d 768, 12 heads, T 1024,
-vocab 50257, tied head, tanh GELU), trained with AdamW (fused) on random tokens, in
-fp32 or with bf16 autocast, with or without torch.utils.checkpoint around each block.
-Attention is F.scaled_dot_product_attention (flash attention on the GPU).
+vocab 50257, tied head, tanh GELU), trained with AdamW on random tokens, in fp32 or
+with bf16 autocast, with or without torch.utils.checkpoint around each block:
+  - the vocabulary padded to 50304 rows as trainc pads it on a GPU (and llm.c and
+    nanoGPT do): the head's GEMMs run over 50304 rows; --pad slice (the default)
+    takes the loss over the first 50257 columns of the logits, as trainc's and
+    llm.c's classifiers do (the padding is never read, its gradient is 0); --pad full
+    is nanoGPT's way (all 50304 columns in the softmax, the extra 47 never a target);
+    --pad none is the unpadded 50257 (the old baseline, for the A/B)
+  - the loss inside the compiled region: with --compile one function (model, head,
+    cross-entropy, under autocast) goes through torch.compile(fullgraph=True), so
+    inductor fuses the cross-entropy over bf16 logits; --mode picks the compile mode
+  - attention: F.scaled_dot_product_attention, held to flash attention in bf16 (the
+    other CUDA back ends switched off)
+  - AdamW fused on CUDA (lr 6e-4, betas 0.9/0.95, weight decay 0.1 on tensors of rank
+    2 and more, as trainc's spec.md says), gradient clipping at 1.0
+Timing: total tokens over the wall time of the timed steps (the steps after --warm),
+the device synchronized at both clock reads; compile time apart (the first step's
+time less a timed step's); the wall time from the process's launch to the end of
+its first step.
 
-usage: gpu_gpt2_torch.py BATCH [--bf16] [--ckpt] [--compile] [--steps N]
-prints one JSON line: tokens/s (after 3 warm-up steps), peak memory (and the device's
-total and what it holds outside PyTorch's allocator), or "oom".
+usage: gpu_gpt2_torch.py BATCH [--bf16] [--ckpt] [--compile] [--mode MODE] [--steps N]
+                         [--warm W] [--pad slice|full|none] [--device cuda|cpu] [--tiny]
+  --steps N  steps in all (default 10), the first W (default 3) untimed
+  --mode     default | max-autotune-no-cudagraphs | max-autotune | reduce-overhead
+  --tiny     2 blocks of d 64, 4 heads, T 64 (the plumbing on a CPU, no figure)
+prints one JSON line: tokens/s, compile and first-step times, peak memory
+(max_memory_allocated and max_memory_reserved, the device's total, what it holds
+outside PyTorch's allocator, the context before any tensor), or "oom"; with
+--compile where this torch has no torch.compile, a line with "skipped".
 """
-import json, sys, time
+import argparse, json, os, sys, time
 import torch, torch.nn as nn, torch.nn.functional as F
 import torch.utils.checkpoint as cp
 
-V, T, D, H, L = 50257, 1024, 768, 12, 12
+V, V_PAD = 50257, 50304
+FULL = dict(T=1024, D=768, H=12, L=12)
+TINY = dict(T=64, D=64, H=4, L=2)
+OOM = getattr(torch, "OutOfMemoryError", getattr(torch.cuda, "OutOfMemoryError", RuntimeError))
+
+
+def process_age():
+    """Seconds since this process was launched (its start time in /proc), or None."""
+    try:
+        start = float(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19])
+        return float(open("/proc/uptime").read().split()[0]) - start / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def attention(q, k, v):
+    if hasattr(F, "scaled_dot_product_attention"):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    T = q.shape[-2]   # torch 1.x: the same arithmetic, unfused (CPU plumbing runs only)
+    a = (q @ k.transpose(-2, -1)) / q.shape[-1] ** 0.5
+    a = a.masked_fill(torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+    return a.softmax(-1) @ v
 
 
 class Block(nn.Module):
-    def __init__(self):
+    def __init__(self, c):
         super().__init__()
+        D = c["D"]
+        self.c = c
         self.ln_1, self.ln_2 = nn.LayerNorm(D), nn.LayerNorm(D)
         self.qkv, self.proj = nn.Linear(D, 3 * D), nn.Linear(D, D)
         self.fc, self.fc_proj = nn.Linear(D, 4 * D), nn.Linear(4 * D, D)
 
     def forward(self, x):
-        B = x.shape[0]
+        (B, T, D), H = x.shape, self.c["H"]
         q, k, v = self.qkv(self.ln_1(x)).split(D, dim=2)
         q, k, v = (t.view(B, T, H, D // H).transpose(1, 2) for t in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        y = attention(q, k, v)
         x = x + self.proj(y.transpose(1, 2).reshape(B, T, D))
         return x + self.fc_proj(F.gelu(self.fc(self.ln_2(x)), approximate="tanh"))
 
 
 class GPT(nn.Module):
-    def __init__(self, ckpt):
+    def __init__(self, c, ckpt, rows):
         super().__init__()
-        self.wte, self.wpe = nn.Embedding(V, D), nn.Embedding(T, D)
-        self.h = nn.ModuleList(Block() for _ in range(L))
-        self.ln_f = nn.LayerNorm(D)
-        self.ckpt = ckpt
+        self.c, self.ckpt = c, ckpt
+        self.wte, self.wpe = nn.Embedding(rows, c["D"]), nn.Embedding(c["T"], c["D"])
+        self.h = nn.ModuleList(Block(c) for _ in range(c["L"]))
+        self.ln_f = nn.LayerNorm(c["D"])
+        for mod in self.modules():   # GPT-2's init (nanoGPT's, trainc's "init": "gpt2")
+            if isinstance(mod, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(mod.weight, std=0.02)
+            if isinstance(mod, nn.Linear) and mod.bias is not None:
+                nn.init.zeros_(mod.bias)
 
-    def forward(self, idx):
-        x = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))
+    def forward(self, idx):   # the logits [B, T, rows], rows the (padded) vocabulary
+        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
         for b in self.h:
             x = cp.checkpoint(b, x, use_reentrant=False) if self.ckpt else b(x)
         return self.ln_f(x) @ self.wte.weight.T
 
 
-def run(B, bf16, ckpt, compiled, steps):
+def make_loss(m, bf16, dev, pad):
+    """The step's forward and loss as one function (what --compile compiles whole)."""
+    def loss_fn(x, y):
+        with torch.autocast(dev, dtype=torch.bfloat16, enabled=bf16):
+            logits = m(x)
+            if pad == "slice":   # the padding's columns never read: trainc's and llm.c's
+                logits = logits[..., :V]
+            # under autocast cross_entropy runs in fp32; compiled, on the bf16 logits
+            # without an fp32 copy of them
+            return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+    return loss_fn
+
+
+def sdpa_flash_only():
+    """Leave flash attention the only CUDA back end of SDPA (bf16 runs; fp32 has none)."""
+    for name in ("enable_mem_efficient_sdp", "enable_math_sdp", "enable_cudnn_sdp"):
+        f = getattr(torch.backends.cuda, name, None)
+        if f:
+            f(False)
+    torch.backends.cuda.enable_flash_sdp(True)
+
+
+def optimizer(m, dev):
+    decay = [p for p in m.parameters() if p.dim() >= 2]
+    rest = [p for p in m.parameters() if p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}]
+    kw = {"fused": True} if dev == "cuda" else {}
+    return torch.optim.AdamW(groups, lr=6e-4, betas=(0.9, 0.95), **kw)
+
+
+def sync(dev):
+    if dev == "cuda":
+        torch.cuda.synchronize()
+
+
+def run(a, c):
+    dev, rows = a.device, (V if a.pad == "none" else V_PAD)
     torch.manual_seed(0)
-    m = GPT(ckpt).cuda()
-    opt = torch.optim.AdamW(m.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1, fused=True)
-    fwd = torch.compile(m) if compiled else m
-    x = torch.randint(0, V, (B, T), device="cuda")
-    y = torch.randint(0, V, (B, T), device="cuda")
-    torch.cuda.reset_peak_memory_stats()
-    t0 = None
-    for s in range(steps):
-        if s == 3:
-            torch.cuda.synchronize()
+    context = None
+    if dev == "cuda":
+        torch.cuda.init()
+        torch.empty(1, device=dev)   # the context exists now: what it holds, before any tensor
+        free, total = torch.cuda.mem_get_info()
+        context = total - free
+        if a.bf16:
+            sdpa_flash_only()
+    m = GPT(c, a.ckpt, rows).to(dev)
+    opt = optimizer(m, dev)
+    loss_fn = make_loss(m, a.bf16, dev, a.pad)
+    if a.compile:
+        loss_fn = torch.compile(loss_fn, fullgraph=True, mode=None if a.mode == "default" else a.mode)
+    x = torch.randint(0, V, (a.batch, c["T"]), device=dev)
+    y = torch.randint(0, V, (a.batch, c["T"]), device=dev)
+    if dev == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    step_s, first_wall, t0 = [], None, None
+    for s in range(a.steps):
+        if s == a.warm:
+            sync(dev)
             t0 = time.perf_counter()
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
-            loss = F.cross_entropy(fwd(x).float().view(-1, V), y.view(-1))
+        ts = time.perf_counter() if s < a.warm else None
+        loss = loss_fn(x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
         opt.step()
-    torch.cuda.synchronize()
-    return (steps - 3) * B * T / (time.perf_counter() - t0), torch.cuda.max_memory_allocated()
-
-
-if __name__ == "__main__":
-    a = sys.argv[1:]
-    B = int(next(x for x in a if x.isdigit()))
-    steps = int(a[a.index("--steps") + 1]) if "--steps" in a else 10
-    bf16, ckpt, compiled = "--bf16" in a, "--ckpt" in a, "--compile" in a
-    rec = {"impl": "torch" + ("+compile" if compiled else "") + ("+bf16" if bf16 else "+fp32") +
-           ("+checkpoint" if ckpt else ""), "batch": B}
-    try:
-        tps, peak = run(B, bf16, ckpt, compiled, steps)
+        if ts is not None:   # warm-up steps: each timed alone (compile is in the first)
+            sync(dev)
+            step_s.append(time.perf_counter() - ts)
+            if s == 0:
+                first_wall = process_age()
+    sync(dev)
+    timed = a.steps - a.warm
+    wall = time.perf_counter() - t0
+    rec = {"tokens_per_s": round(timed * a.batch * c["T"] / wall, 1), "timed_steps": timed,
+           "timed_wall_s": round(wall, 4), "warm_step_s": [round(t, 4) for t in step_s],
+           "compile_s": round(step_s[0] - wall / timed, 3) if a.compile else None,
+           "first_step_wall_s": round(first_wall, 3) if first_wall is not None else None,
+           "final_loss": round(loss.item(), 4)}
+    if dev == "cuda":
         free, total = torch.cuda.mem_get_info()
         # what the device holds besides PyTorch's allocator (the context, cuBLAS's own):
         # bench/gpu_gpt2.sh predicts the largest batch from two small ones with it
-        rec.update(tokens_per_s=round(tps, 1), peak_bytes=peak, total_bytes=total,
-                   other_bytes=total - free - torch.cuda.memory_reserved(),
-                   device=torch.cuda.get_device_name())
-    except torch.OutOfMemoryError:
-        rec["oom"] = True
+        rec.update(peak_bytes=torch.cuda.max_memory_allocated(), reserved_bytes=torch.cuda.max_memory_reserved(),
+                   total_bytes=total, other_bytes=total - free - torch.cuda.memory_reserved(),
+                   used_bytes=total - free, context_bytes=context, device=torch.cuda.get_device_name())
+    return rec
+
+
+def parse(argv):
+    p = argparse.ArgumentParser(description="PyTorch's GPT-2 124M step, timed")
+    p.add_argument("batch", type=int)
+    p.add_argument("--bf16", action="store_true")
+    p.add_argument("--ckpt", action="store_true")
+    p.add_argument("--compile", action="store_true")
+    p.add_argument("--mode", default="default",
+                   choices=["default", "max-autotune-no-cudagraphs", "max-autotune", "reduce-overhead"])
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--warm", type=int, default=3)
+    p.add_argument("--pad", default="slice", choices=["slice", "full", "none"])
+    p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    p.add_argument("--tiny", action="store_true")
+    a = p.parse_args(argv)
+    if not 1 <= a.warm < a.steps:
+        p.error("--warm must be at least 1 and below --steps")
+    return a
+
+
+def label(a):
+    s = "torch" + ("+compile" if a.compile else "") + ("+bf16" if a.bf16 else "+fp32") + ("+checkpoint" if a.ckpt else "")
+    return s + (" (%s)" % a.mode if a.compile and a.mode != "default" else "")
+
+
+def main(argv):
+    a = parse(argv)
+    c = TINY if a.tiny else FULL
+    rec = {"impl": label(a), "batch": a.batch, "seq": c["T"], "layers": c["L"], "mode": a.mode if a.compile else None,
+           "vocab_rows": V if a.pad == "none" else V_PAD, "pad": a.pad, "torch": torch.__version__}
+    if a.compile and not hasattr(torch, "compile"):
+        print("gpu_gpt2_torch.py: torch %s has no torch.compile (PyTorch 2 or later has it); "
+              "no compiled run" % torch.__version__, file=sys.stderr)
+        rec["skipped"] = "torch %s has no torch.compile" % torch.__version__
+    else:
+        try:
+            rec.update(run(a, c))
+        except OOM:
+            rec["oom"] = True
     print(json.dumps(rec), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -11,9 +11,18 @@ fp32 is fp32 arithmetic, as trainc's fp32 (cuBLASLt with CUBLAS_COMPUTE_32F): TF
 off for cuDNN's convolutions too (PyTorch's default has it on for them, off for
 matmuls; on 2026-11-26 the CNN's fp32 lines on an H200 ran with TF32 convolutions).
 
+Beside them, where the host's per-step overhead dominates small models, the whole step
+(forward, loss, backward, clipping, the fused AdamW with capturable=True) captured
+once as one torch.cuda.graph and replayed ("graph+fp32", "graph+bf16"; autocast's
+weight cache off inside the capture, as PyTorch's CUDA-graph notes ask; each step's
+batch copied into the captured input tensors first). torch.compile's
+mode="reduce-overhead" (its CUDA graphs, "compile-ro") runs where IMPLS names it (its
+compile costs tens of seconds a model).
+
 usage: gpu_torch.py MODEL BATCH [STEPS]   MODEL: mlp | cnn | wide
+  IMPLS="eager compile graph" (the default; also compile-ro) picks the rows
 """
-import json, sys, time
+import json, os, sys, time
 import torch, torch.nn as nn, torch.nn.functional as F
 
 torch.backends.cuda.matmul.allow_tf32 = False
@@ -39,7 +48,7 @@ def model(name):
     raise SystemExit(f"unknown model {name}")
 
 
-def run(name, B, steps, compiled, bf16):
+def run(name, B, steps, compiled, bf16, mode=None):
     torch.manual_seed(0)
     t_start = time.perf_counter()
     m, shape, classes = model(name)
@@ -47,7 +56,7 @@ def run(name, B, steps, compiled, bf16):
     opt = torch.optim.AdamW(m.parameters(), lr=1e-3, weight_decay=0.01, fused=True)
     X = torch.rand((4 * B,) + shape, device="cuda")
     Y = torch.randint(0, classes, (4 * B,), device="cuda") if classes else torch.rand(4 * B, 16, device="cuda")
-    fwd = torch.compile(m) if compiled else m
+    fwd = torch.compile(m, mode=mode) if compiled else m
     torch.cuda.reset_peak_memory_stats()
     first = None
     t0 = None
@@ -69,14 +78,81 @@ def run(name, B, steps, compiled, bf16):
             first = time.perf_counter() - t_start
     torch.cuda.synchronize()
     sps = (steps - WARM) * B / (time.perf_counter() - t0)
-    return {"model": name, "batch": B, "impl": ("compile" if compiled else "eager") + ("+bf16" if bf16 else "+fp32"),
+    impl = ("compile-ro" if mode == "reduce-overhead" else "compile") if compiled else "eager"
+    return {"model": name, "batch": B, "impl": impl + ("+bf16" if bf16 else "+fp32"),
             "samples_per_s": round(sps, 1), "peak_bytes": torch.cuda.max_memory_allocated(),
             "first_step_s": round(first, 3), "device": torch.cuda.get_device_name()}
+
+
+def run_graph(name, B, steps, bf16):
+    """The whole step as one CUDA graph: captured after 3 steps on a side stream (the
+    fused AdamW's state and the gradients then exist), replayed each step."""
+    torch.manual_seed(0)
+    t_start = time.perf_counter()
+    m, shape, classes = model(name)
+    m = m.cuda()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-3, weight_decay=0.01, fused=True, capturable=True)
+    X = torch.rand((4 * B,) + shape, device="cuda")
+    Y = torch.randint(0, classes, (4 * B,), device="cuda") if classes else torch.rand(4 * B, 16, device="cuda")
+    sx, sy = X[:B].clone(), Y[:B].clone()   # the captured step's inputs
+
+    def step():
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16, cache_enabled=False):
+            out = m(sx)
+            loss = F.cross_entropy(out.float(), sy) if classes else F.mse_loss(out.float(), sy)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
+        opt.step()
+        return loss
+
+    torch.cuda.reset_peak_memory_stats()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            opt.zero_grad(set_to_none=True)
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    opt.zero_grad(set_to_none=True)   # the gradients are then the graph's, from its pool
+    with torch.cuda.graph(g):
+        step()
+    first = None
+    t0 = None
+    for s in range(steps):
+        if s == WARM:
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+        i = s % 4
+        sx.copy_(X[i * B:(i + 1) * B])
+        sy.copy_(Y[i * B:(i + 1) * B])
+        g.replay()
+        if s == 0:
+            torch.cuda.synchronize()
+            first = time.perf_counter() - t_start
+    torch.cuda.synchronize()
+    sps = (steps - WARM) * B / (time.perf_counter() - t0)
+    return {"model": name, "batch": B, "impl": "graph" + ("+bf16" if bf16 else "+fp32"),
+            "samples_per_s": round(sps, 1), "peak_bytes": torch.cuda.max_memory_allocated(),
+            "first_step_s": round(first, 3), "device": torch.cuda.get_device_name()}
+
+
+def one(impl, name, B, steps, bf16):
+    if impl == "graph":
+        return run_graph(name, B, steps, bf16)
+    if impl != "eager" and not hasattr(torch, "compile"):
+        return {"model": name, "batch": B, "impl": impl + ("+bf16" if bf16 else "+fp32"),
+                "skipped": "torch %s has no torch.compile" % torch.__version__}
+    return run(name, B, steps, impl != "eager", bf16, "reduce-overhead" if impl == "compile-ro" else None)
 
 
 if __name__ == "__main__":
     name, B = sys.argv[1], int(sys.argv[2])
     steps = int(sys.argv[3]) if len(sys.argv) > 3 else 300
-    for compiled in (False, True):
+    for impl in os.environ.get("IMPLS", "eager compile graph").split():
         for bf16 in (False, True):
-            print(json.dumps(run(name, B, steps, compiled, bf16)), flush=True)
+            try:
+                rec = one(impl, name, B, steps, bf16)
+            except Exception as e:   # one row's failure is that row's note, not the rest's
+                rec = {"model": name, "batch": B, "impl": impl + ("+bf16" if bf16 else "+fp32"), "error": repr(e)[:300]}
+            print(json.dumps(rec), flush=True)

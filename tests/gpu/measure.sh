@@ -5,7 +5,7 @@
 # $OUT/logs.tar.gz, so what finished is kept even when a later part runs out of time.
 #
 #   on the build machine:  bash tests/gpu/pack.sh        writes build/devpack.tar.xz
-#                          (with llm.c's source in LLMC_DIR, gpt2 also builds llm.c)
+#                          (with llm.c binaries in the pack: pack.sh LLMC_BIN)
 #   on the GPU machine:    BUDGET=500 bash tests/gpu/measure.sh checks gpt2 profile bench
 #
 # Give the parts in the order of what matters most: what the budget cuts is the last.
@@ -14,9 +14,18 @@
 #   checks     tests/gpu/run.sh checks: every kernel against its C twin in fp32, bf16
 #              and fp16; the MLP, CNN and gpt_char against the CPU; the MLP's accuracy;
 #              compute-sanitizer                                                     240
-#   gpt2       bench/gpu_gpt2_b16.sh: GPT-2 124M at B=16 in bf16-mixed against PyTorch
-#              eager and torch.compile, MFU, memory, --profile; llm.c when the pack
-#              has its source and LLMC is not 0 (its nvcc build takes a minute or two) 240
+#   gpt2       bench/gpu_gpt2_b16.sh: GPT-2 124M at B=16 in bf16-mixed, 3 alternating
+#              rounds of 10 + 100 steps: trainc, PyTorch's torch.compile (the whole
+#              step, fullgraph, the vocabulary padded) in the default mode and in
+#              max-autotune-no-cudagraphs, llm.c with cuDNN; llm.c without cuDNN
+#              once; MFU over 989 TFLOP/s and over the measured bf16 rate, compile
+#              times, start-up, memory (EXTRAS=1: the A/B rows and --profile)        420
+#   gpt2b64    the same at B=64, PyTorch in the faster mode of the gpt2 part's
+#              (its jsonl; the default mode without it)                              240
+#   fp8        bench/gpu_fp8.sh: GPT-2 124M 1000 steps on the pack's Debian text
+#              shards in bf16-mixed and fp8-mixed, the final loss and tokens/s
+#              ratios; a skipped row when the pack has no fp8 trainer (trainc
+#              refused the precision when it was packed)                             150
 #   bench      tests/gpu/run.sh bench: the MLP, CNN and wide MLP against PyTorch eager
 #              and torch.compile                                                     300
 #   llama      bench/gpu_llama.sh: llama_124m at B=16 and llama3_1b at PyTorch's
@@ -42,10 +51,23 @@
 #              then wide_mlp_bf16 at 65536 with K-sliced weight gradients and with
 #              cuBLASLt's whole GEMMs                                                150
 # A part given as NAME=SECONDS takes that limit instead. Exit status: 0 when every part
-# ran to its end and passed, else 1.
+# ran to its end and passed, else 1. Every part, run or not, leaves one row in
+# $OUT/parts.jsonl (ok, fail or skip, its seconds), and the JSONL files it wrote are
+# copied to $OUT beside it (the raw records for bench/raw/).
+#
+# The GPT-2 baselines, llm.c's terms and fp8 in one call (about 9 minutes of device
+# time with the machine's start; the B=16 baseline first, as what a cut loses is the
+# last). Each part gives its runs what is left of its limit and prints its table with
+# what it has. The unknown is max-autotune's first compile (a minute or several: a
+# 2-step prewarm run pays it before the rounds, which then reuse the inductor cache,
+# about 10-20 s a run; gpt2b64 compiles its new shapes again, in one mode). The rest
+# of gpt2 is about 3 x 30 s of trainc and llm.c runs and 2 x 3 PyTorch runs:
+#   BUDGET=450 bash tests/gpu/measure.sh gpt2=330 gpt2b64=100 fp8=20
+# (fp8 takes seconds while the pack has no fp8 trainer: its bf16 run is left out then;
+# with one, give it 150 and the budget 580.)
 #
 # How long the parts took (2026-11-26 and 2026-11-27, H100 and H200): checks 46-69 s
-# (all three precisions at once); gpt2 72-78 s (llm.c's build adds a minute or two);
+# (all three precisions at once); gpt2 72-78 s;
 # bench 140-150 s; profile 15-46 s; recompute: trainc's three policies about 60 s each
 # from their predicted batches, PyTorch's two searches the rest of 400 s. With the
 # largest batches known from an earlier run on the same kind of device,
@@ -65,7 +87,11 @@ rm -rf "$W"; mkdir -p "$W" "$OUT"
 T0=$(date +%s)
 SUM=$OUT/summary.txt
 : >"$SUM"
+: >"$OUT/parts.jsonl"
 say() { echo "$*" | tee -a "$SUM"; }
+part_row() {   # part_row NAME STATUS SECONDS [WHY]: the part's line in $OUT/parts.jsonl
+    printf '{"part":"%s","status":"%s","seconds":%s,"why":"%s"}\n' "$1" "$2" "$3" "${4:-}" >>"$OUT/parts.jsonl"
+}
 pack() {   # (a failed tar leaves the previous pack, and no extra file in $OUT)
     tar -C "$W" -czf "$W.tgz" . 2>/dev/null
     [ -s "$W.tgz" ] && mv "$W.tgz" "$OUT/logs.tar.gz"
@@ -81,24 +107,28 @@ for part in "$@"; do
     name=${part%%=*}
     case $name in
     checks) lim=240; cmd=(bash tests/gpu/run.sh checks) ;;
-    gpt2) lim=240; cmd=(bash bench/gpu_gpt2_b16.sh) ;;
+    gpt2) lim=420; cmd=(bash bench/gpu_gpt2_b16.sh) ;;
+    gpt2b64) lim=240; cmd=(env B=64 MODES=best BEST_FROM="$W/gpt2/gpt2_b16.jsonl" bash bench/gpu_gpt2_b16.sh) ;;
+    fp8) lim=150; cmd=(bash bench/gpu_fp8.sh) ;;
     bench) lim=300; cmd=(bash tests/gpu/run.sh bench) ;;
     llama) lim=420; cmd=(bash bench/gpu_llama.sh) ;;
     recompute) lim=400; cmd=(bash bench/gpu_gpt2.sh) ;;
     resnet) lim=300; cmd=(env WARM=10 STEPS=50 bash bench/gpu_resnet.sh) ;;
     dcgan) lim=240; cmd=(bash bench/gpu_dcgan.sh) ;;
     profile) lim=150; cmd=(bash -c 'DETAIL="rt_attention_fwd:12 rt_attention_bwd_kv:12 rt_attention_bwd_[0-9]:12 rt_cross_entropy:1" bash bench/gpu_profile.sh gpt2_124m_none 8 && bash bench/gpu_profile.sh wide_mlp_bf16 65536 && TRAINC_GEMM_KSPLIT=0 PTAG=whole bash bench/gpu_profile.sh wide_mlp_bf16 65536') ;;
-    *) say "FAIL unknown part '$name' (checks, gpt2, llama, bench, recompute, resnet, dcgan, profile)"; status=1; continue ;;
+    *) say "FAIL unknown part '$name' (checks, gpt2, gpt2b64, fp8, llama, bench, recompute, resnet, dcgan, profile)"
+       part_row "$name" fail 0 "unknown part"; status=1; continue ;;
     esac
     if [ "$part" != "$name" ]; then
         lim=${part#*=}
         case $lim in
-        '' | *[!0-9]*) say "FAIL $part: the limit is not a number of seconds"; status=1; continue ;;
+        '' | *[!0-9]*) say "FAIL $part: the limit is not a number of seconds"; part_row "$name" fail 0 "limit $lim"; status=1; continue ;;
         esac
     fi
     left=$((BUDGET - ($(date +%s) - T0)))
     if [ "$left" -lt 30 ]; then
         say "skip $name: ${left} s left of the budget"
+        part_row "$name" skip 0 "${left} s left of the budget"
         status=1
         continue
     fi
@@ -112,10 +142,18 @@ for part in "$@"; do
     rc=$?
     took=$(($(date +%s) - t))
     case $rc in
-    0) say "ok   $name (${took} s)" ;;
-    124 | 137) say "FAIL $name: stopped at its limit of ${lim} s (what it wrote is in logs.tar.gz)"; status=1 ;;
-    *) say "FAIL $name: exit $rc (${took} s)"; status=1 ;;
+    0) say "ok   $name (${took} s)"; part_row "$name" ok "$took" ;;
+    124 | 137) say "FAIL $name: stopped at its limit of ${lim} s (what it wrote is in logs.tar.gz)"; status=1
+       part_row "$name" fail "$took" "stopped at its limit of $lim s" ;;
+    *) say "FAIL $name: exit $rc (${took} s)"; status=1; part_row "$name" fail "$took" "exit $rc" ;;
     esac
+    # the part's raw records beside the summary (at most 8 files come back from the
+    # device: keep the parts few, or take them from logs.tar.gz)
+    # (the training curves, *.metrics.jsonl, stay in logs.tar.gz)
+    for j in "$W/$name"/*.jsonl; do
+        case $j in *.metrics.jsonl) continue ;; esac
+        [ -f "$j" ] && cp "$j" "$OUT/"
+    done
     # the part's own summary lines (run.sh's ok/FAIL, a benchmark's table)
     if [ -f "$W/$name/summary.txt" ]; then
         sed 's/^/     /' "$W/$name/summary.txt" | tee -a "$SUM"

@@ -34,6 +34,15 @@ TRAINC_PAD_LOGITS=0 "$TRAINC" build specs/gpt2_124m.json --device both --arch "$
 # was kept in registers), for the A/B
 TRAINC_CE_REGS=0 "$TRAINC" build specs/gpt2_124m.json --device both --arch "$ARCH" \
     --bundle "$P/ship" -o gpt2_124m_ce3 2>>"$P/build.log"
+# bench/gpu_fp8.sh: GPT-2 in fp8-mixed beside gpt2_124m_none (bf16-mixed); a trainc
+# that refuses the precision leaves its message in gpt2_124m_fp8.refused instead, and
+# the benchmark records a skipped row
+if ! "$TRAINC" build specs/gpt2_124m.json --device both --arch "$ARCH" --set recompute=none --set precision=fp8-mixed \
+        --bundle "$P/ship" -o gpt2_124m_fp8 >"$P/ship/gpt2_124m_fp8.refused" 2>&1; then
+    echo "pack.sh: no fp8-mixed GPT-2: $(tail -n 1 "$P/ship/gpt2_124m_fp8.refused")"
+else
+    rm -f "$P/ship/gpt2_124m_fp8.refused"
+fi
 # the memory goal, auto at twice the batch PyTorch fits (bench/gpu_gpt2.sh runs
 # gpt2_124m_autoN when N is that): on an H200, 2 x 188 (PyTorch with checkpointing,
 # bench/RESULTS.md, 2026-11-27, fc5d978) in what trainc none used at its largest batch; on an
@@ -73,28 +82,31 @@ rm -f "$P"/ship/lib/libcublasLt* "$P"/ship/lib/libnvrtc* "$P"/ship/lib/libnccl*
 mkdir -p "$P/data/fashion" "$P/data/text" "$P/templates"
 cp data/fashion/*.npy "$P/data/fashion/"
 cp data/text/*.bin "$P/data/text/"
-cp -r templates/cuda "$P/templates/"
-# llm.c's source, for bench/gpu_gpt2_b16.sh to build there with nvcc (a comparison, not
-# part of trainc): from LLMC_DIR, or the library's mirror of karpathy/llm.c when present
-LLMC=${LLMC_DIR:-/work/.mirror/karpathy+llm.c/repo}
-if [ -d "$LLMC/.git" ] || [ -f "$LLMC/HEAD" ]; then
-    mkdir -p "$P/llm.c" && git -C "$LLMC" archive HEAD | tar -x -C "$P/llm.c"
-elif [ -f "$LLMC/train_gpt2.cu" ]; then
-    cp -r "$LLMC" "$P/llm.c"
+# bench/gpu_fp8.sh's real text: GPT-2 BPE shards of Debian's prose (bench/text_shards.py:
+# its own tokenizer trained here with Hugging Face `tokenizers`, about 10M tokens, 5 MB
+# in the pack), made once into data/gpt2text where HF_PYTHON has `tokenizers`
+HF_PYTHON=${HF_PYTHON:-.venv/hf/bin/python}
+[ -f data/gpt2text/train_000000.bin ] || { [ -x "$HF_PYTHON" ] &&
+    "$HF_PYTHON" bench/text_shards.py data/gpt2text >>"$P/build.log" 2>&1; } ||
+    echo "pack.sh: no GPT-2 text shards (bench/text_shards.py needs HF_PYTHON with tokenizers); gpu_fp8.sh will skip"
+if [ -f data/gpt2text/train_000000.bin ]; then
+    mkdir -p "$P/data/gpt2text"
+    cp data/gpt2text/*.bin data/gpt2text/source.json data/gpt2text/tokenizer.json "$P/data/gpt2text/"
 fi
-# and built here when this machine has nvcc (seconds; the device then only runs it):
-# CUDA 13's cudaMemAdvise takes a cudaMemLocation, not a device number (the one line of
-# llm.c's source that CUDA 13's nvcc refuses), and without a GPU there is no NVML
-# library to link (its GPU-utilisation printout, off); sm_90 cubin + PTX
-NVCC=${CUDA_HOME:-/usr/local/cuda}/bin/nvcc
-if [ -f "$P/llm.c/train_gpt2.cu" ] && [ -x "$NVCC" ]; then
-    sed -i 's/cudaMemAdviseSetPreferredLocation, cudaCpuDeviceId)/cudaMemAdviseSetPreferredLocation, cudaMemLocation{cudaMemLocationTypeHost, 0})/' \
-        "$P/llm.c/llmc/cuda_utils.cuh"
-    sed -i 's/^#if __has_include(<nvml.h>)$/#if 0/' "$P/llm.c/llmc/mfu.h"
-    ( cd "$P/llm.c" && "$NVCC" --threads=0 -t=0 --use_fast_math -std=c++17 -O3 \
-        --generate-code "arch=compute_${ARCH#sm_},code=[compute_${ARCH#sm_},$ARCH]" -DENABLE_BF16 \
-        train_gpt2.cu -lcublas -lcublasLt -o train_gpt2cu ) >>"$P/build.log" 2>&1 ||
-        echo "pack.sh: llm.c's train_gpt2cu did not build here (see $P/build.log); the device will try"
+cp -r templates/cuda "$P/templates/"
+# llm.c, for bench/gpu_gpt2_b16.sh (bench/llmc.sh) to run there beside trainc (a
+# comparison, not part of trainc): its binaries only, built elsewhere for $ARCH and
+# placed in LLMC_BIN (train_gpt2cu_cudnn with USE_CUDNN=1, llm.c's fastest, and
+# train_gpt2cu without cuDNN, the extra row; build_flags.txt says how each was built).
+# The project ships no copy of llm.c and no recipe to build it; without LLMC_BIN the
+# benchmark records llm.c's rows as skipped.
+if [ -n "${LLMC_BIN:-}" ] && ls "$LLMC_BIN"/train_gpt2cu* >/dev/null 2>&1; then
+    mkdir -p "$P/llm.c"
+    cp "$LLMC_BIN"/train_gpt2cu* "$P/llm.c/"
+    cp "$LLMC_BIN/build_flags.txt" "$P/llm.c/" 2>/dev/null ||
+        echo "binaries from $LLMC_BIN (no build_flags.txt)" >"$P/llm.c/build_flags.txt"
+else
+    echo "pack.sh: no llm.c binaries (LLMC_BIN): the benchmark will skip llm.c's rows"
 fi
 # the commit the pack was built from, for the benchmarks' records (the device's copy of
 # the tree may have no git history); -dirty when the tree had changes
