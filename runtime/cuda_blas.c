@@ -694,6 +694,10 @@ void rt_cu_blas_register(void)
         .gemm_bias = rt_cu_gemm_bias,
         .gemm_dbias = rt_cu_gemm_dbias,
         .gemm_dgelu = rt_cu_gemm_dgelu,
+        .gemm_fp8 = rt_cu_gemm,
+        .gemm_bias_fp8 = rt_cu_gemm_bias,
+        .gemm_dbias_fp8 = rt_cu_gemm_dbias,
+        .gemm_dgelu_fp8 = rt_cu_gemm_dgelu,
     };
     rt_cu_register(&gemms);
 }

@@ -240,6 +240,7 @@ typedef struct rt_cu {
     CUevent fork_ev, join_ev;      /* compute -> comm, comm -> compute */
     CUmodule mod;
     int sm_count, cc_major, cc_minor;
+    int fp8;                   /* fp8-mixed: the linear layers' GEMMs in FP8 (cuda_blas.c) */
     char name[256], arch[16];
     const char *kernels_from;  /* "cubin", "cache", "nvrtc", "ptx" */
     int quiet;                 /* not rank 0: no notes */
@@ -688,6 +689,12 @@ void rt_cu_init(rt_exec *e, const rt_model *m, const rt_cuda_image *img, int64_t
 {
     rt_cu *d = cu_open(img, local_rank, local_rank != 0);
     e->dev = d;
+    if (m->fp8 && d->cc_major * 10 + d->cc_minor < 89)
+        rt_input_error("precision fp8-mixed: the GPU is %s, compute capability %d.%d, without "
+                       "FP8 tensor cores (8.9 or newer: L4, L40, RTX 40xx, H100 and later)\n  hint: "
+                       "build the trainer with --set precision=bf16-mixed, or train on the CPU "
+                       "with --device cpu (fp32)", d->name, d->cc_major, d->cc_minor);
+    d->fp8 = m->fp8;
     d->n_stats = passes > 1 ? passes : 1;
     d->n_graphs = 2 * d->n_stats + 12;   /* (validation: 2 slots x 2 batch sizes) */
     d->graphs = calloc((size_t)d->n_graphs, sizeof *d->graphs);

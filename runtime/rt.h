@@ -79,6 +79,20 @@ typedef struct rt_gpu_calls {
     void (*gemm_dgelu)(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                        float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
                        float *D, int64_t ldd, const float *pre);
+    /* fp8-mixed's linear GEMMs (rt_gemm_fp8 ...): the four above's signatures */
+    void (*gemm_fp8)(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                     float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                     float beta, float *C, int64_t ldc);
+    void (*gemm_bias_fp8)(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                          float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                          float *C, int64_t ldc, const float *bias, const float *R, int act,
+                          float *Y);
+    void (*gemm_dbias_fp8)(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                           float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                           float beta, float *C, int64_t ldc, float *db, int fresh);
+    void (*gemm_dgelu_fp8)(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                           float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                           float *D, int64_t ldd, const float *pre);
     void (*colsum_add)(rt_exec *e, const float *dy, float *db, int64_t rows, int64_t cols);
     void (*rowsum_add)(rt_exec *e, const float *x, float *db, int64_t rows, int64_t cols);
     void (*im2col)(rt_exec *e, const float *x, float *col, int64_t B, int64_t C, int64_t H,
