@@ -240,7 +240,6 @@ typedef struct rt_cu {
     CUevent fork_ev, join_ev;      /* compute -> comm, comm -> compute */
     CUmodule mod;
     int sm_count, cc_major, cc_minor;
-    int fp8;                   /* fp8-mixed: the linear layers' GEMMs in FP8 (cuda_blas.c) */
     char name[256], arch[16];
     const char *kernels_from;  /* "cubin", "cache", "nvrtc", "ptx" */
     int quiet;                 /* not rank 0: no notes */
@@ -641,13 +640,14 @@ static size_t input_row_bytes(const rt_input *in)
  * per-block partials of reductions over a parameter (grad norm, layernorm's dw/db),
  * and a fixed part. Computed from the model, so no call in the loop can outgrow it. */
 static size_t scratch_need(int64_t Bmax, int64_t loss_terms, int64_t param_floats,
-                           int64_t scratch_row_bytes)
+                           int64_t scratch_row_bytes, int64_t scratch_fixed)
 {
     size_t s = (size_t)Bmax * (size_t)(loss_terms > 0 ? loss_terms : 1) * 16;
     size_t p = (size_t)param_floats * 4 / 16;   /* generous for block partials */
     if (p > s)
         s = p;
-    size_t a = (size_t)Bmax * (size_t)scratch_row_bytes;   /* attention backward */
+    /* attention backward; fp8-mixed's FP8 copies: their rows', then the weight's */
+    size_t a = (size_t)Bmax * (size_t)scratch_row_bytes + (size_t)scratch_fixed;
     if (a > s)
         s = a;
     return align_up(s) + (16u << 20);
@@ -655,15 +655,26 @@ static size_t scratch_need(int64_t Bmax, int64_t loss_terms, int64_t param_float
 
 #define CUBLASLT_WORKSPACE (32u << 20)
 
+int64_t rt_fp8_scratch_fixed(int fp8, int n_params, const int64_t *numel)
+{
+    int64_t most = 0;
+    for (int i = 0; fp8 && i < n_params; i++)
+        if (numel[i] > most)
+            most = numel[i];
+    /* one byte an element, 256 for the scales, the partials, and each copy's alignment */
+    return fp8 ? most + 256 + 1024 + 2 * 256 : 0;
+}
+
 size_t rt_gpu_fixed_bytes(int64_t Bmax, int n_inputs, const int64_t *in_row_bytes, int passes,
-                          int64_t loss_terms, int64_t param_floats, int64_t scratch_row_bytes)
+                          int64_t loss_terms, int64_t param_floats, int64_t scratch_row_bytes,
+                          int64_t scratch_fixed)
 {
     size_t fixed = 0;
     for (int k = 0; k < n_inputs; k++)
         fixed += RT_CU_SLOTS * align_up((size_t)Bmax * (size_t)in_row_bytes[k]);
     fixed += RT_CU_SLOTS * align_up((size_t)Bmax * 4);   /* the index slots */
     fixed += align_up((size_t)(passes > 1 ? passes : 1) * sizeof(rt_cu_stat));
-    return fixed + scratch_need(Bmax, loss_terms, param_floats, scratch_row_bytes) +
+    return fixed + scratch_need(Bmax, loss_terms, param_floats, scratch_row_bytes, scratch_fixed) +
            CUBLASLT_WORKSPACE;
 }
 
@@ -676,9 +687,10 @@ size_t rt_gpu_fixed_of(const rt_model *m, int64_t Bmax, int passes)
     for (int i = 0; i < m->n_params; i++)
         numel[i] = m->params[i].numel;
     size_t table = rt_opt_table_bytes(m->n_params, numel);
+    int64_t fp8 = rt_fp8_scratch_fixed(m->fp8, m->n_params, numel);
     rt_xfree(numel);
     return rt_gpu_fixed_bytes(Bmax, m->n_inputs, rows, passes, m->loss_terms, m->param_floats,
-                              m->gpu_scratch_row_bytes) + table;
+                              m->gpu_scratch_row_bytes, fp8) + table;
 }
 
 static void gr_setup(rt_cu *d, int64_t P, int64_t lo, int64_t hi);
@@ -694,7 +706,6 @@ void rt_cu_init(rt_exec *e, const rt_model *m, const rt_cuda_image *img, int64_t
                        "FP8 tensor cores (8.9 or newer: L4, L40, RTX 40xx, H100 and later)\n  hint: "
                        "build the trainer with --set precision=bf16-mixed, or train on the CPU "
                        "with --device cpu (fp32)", d->name, d->cc_major, d->cc_minor);
-    d->fp8 = m->fp8;
     d->n_stats = passes > 1 ? passes : 1;
     d->n_graphs = 2 * d->n_stats + 12;   /* (validation: 2 slots x 2 batch sizes) */
     d->graphs = calloc((size_t)d->n_graphs, sizeof *d->graphs);
@@ -712,8 +723,12 @@ void rt_cu_init(rt_exec *e, const rt_model *m, const rt_cuda_image *img, int64_t
     d->pool_bytes = align_up(pf) + gb + align_up((size_t)state_floats * 4) +
                     align_up(d->lstate_bytes) + copy;
     d->arena_bytes = align_up((size_t)(Bmax * arena_row_bytes));
+    int64_t most = 0;   /* the largest parameter tensor: fp8-mixed's weight copies */
+    for (int i = 0; i < m->n_params; i++)
+        most = m->params[i].numel > most ? m->params[i].numel : most;
+    int64_t fp8 = rt_fp8_scratch_fixed(m->fp8, 1, &most);
     d->scratch_bytes = scratch_need(Bmax, m->loss_terms, m->param_floats,
-                                    m->gpu_scratch_row_bytes);
+                                    m->gpu_scratch_row_bytes, fp8);
     d->workspace_bytes = CUBLASLT_WORKSPACE;
     for (int k = 0; k < m->n_inputs; k++)
         d->in_bytes[k] = (size_t)Bmax * input_row_bytes(&m->inputs[k]);
@@ -723,7 +738,7 @@ void rt_cu_init(rt_exec *e, const rt_model *m, const rt_cuda_image *img, int64_t
     for (int k = 0; k < m->n_inputs; k++)
         rows[k] = (int64_t)input_row_bytes(&m->inputs[k]);
     d->fixed_bytes = rt_gpu_fixed_bytes(Bmax, m->n_inputs, rows, d->n_stats, m->loss_terms,
-                                        m->param_floats, m->gpu_scratch_row_bytes);
+                                        m->param_floats, m->gpu_scratch_row_bytes, fp8);
     d->pool = rt_cu_alloc(d->pool_bytes);
     d->arena = rt_cu_alloc(d->arena_bytes);
     d->fixed = rt_cu_alloc(d->fixed_bytes);

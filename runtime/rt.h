@@ -252,7 +252,12 @@ rt_opt_group rt_opt_of(const rt_train_config *c, int d);
  * the compiler counts it too (trainc plan's workspace_bytes, recompute auto's budget);
  * in_row_bytes: a batch row of each input as the kernels read it. */
 size_t rt_gpu_fixed_bytes(int64_t Bmax, int n_inputs, const int64_t *in_row_bytes, int passes,
-                          int64_t loss_terms, int64_t param_floats, int64_t scratch_row_bytes);
+                          int64_t loss_terms, int64_t param_floats, int64_t scratch_row_bytes,
+                          int64_t scratch_fixed);
+/* fp8-mixed (fp8 1): scratch beyond the per-row part (scratch_row_bytes) for the linear
+ * GEMMs' FP8 copies (cuda_blas.c): the largest weight (parameter tensor), the scales
+ * and the partial maxima; 0 otherwise */
+int64_t rt_fp8_scratch_fixed(int fp8, int n_params, const int64_t *numel);
 /* The optimizer's chunk table on the GPU for these parameter tensors (cuda_ops.c),
  * and rt_gpu_fixed_bytes with it for a model on one GPU: what its start record's
  * device_fixed_bytes says and trainc plan's workspace_bytes counts. */
