@@ -6,11 +6,11 @@
 # with fp32 activations, and with bf16-mixed's and fp16-mixed's 16-bit ones (where
 # attention takes the tensor cores); fp8.cuh (fp8-mixed's casts) for sm_89 and sm_90
 # too. Then, where the toolkit has nvcc, a generated kernels_cuda.cu (gpt_char's)
-# compiled by nvcc -c for sm_80, and ptxas's account of the tensor-core attention kernels (bf16, sm_80 and sm_90): at most 16
-# bytes of register spills a kernel (the key-side backward at heads 128 wide uses
-# 254-255 of the 255 registers a thread may have; spilling its accumulators would cost
-# more than the tensor cores win; ptxas gives the forward at heads 80 wide 128
-# registers and a 4-byte spill on sm_90).
+# compiled by nvcc -c for sm_80, and ptxas's account of the tensor-core attention
+# kernels (bf16, sm_80 and sm_90): at most 16 bytes of register spills a kernel (the
+# key-side backward at heads 128 wide uses 254-255 of the 255 registers a thread may
+# have; spilling its accumulators would cost more than the tensor cores win; ptxas
+# gives the forward at heads 80 wide 128 registers and a 4-byte spill on sm_90).
 # Needs no GPU.
 set -eu
 cd "$(dirname "$0")/.."
