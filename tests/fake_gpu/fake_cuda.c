@@ -8,7 +8,9 @@
  *
  *   device     one, "trainc fake GPU (CPU emulation)", compute capability 9.0, 4 SMs
  *              (TRAINC_FAKE_GPU_SMS to change: grids follow it, results must not);
- *              compute capability 9.0 (TRAINC_FAKE_GPU_CC=75 for 7.5);
+ *              compute capability 9.0 unless TRAINC_FAKE_CC="MAJOR.MINOR" says another
+ *              (8.0: an A100, without FP8; 8.9: an L4, with it; TRAINC_FAKE_GPU_CC=75,
+ *              major x 10 + minor, is the older spelling of 7.5);
  *              TRAINC_FAKE_GPU_COUNT=N shows N such devices, of which a process may
  *              use one (ranks of one node each take their own, as with NCCL),
  *              16 GiB (TRAINC_FAKE_GPU_MEM_MB to change), checked by cuMemAlloc
@@ -112,7 +114,7 @@ static void tr(const char *fmt, ...)
 
 #define DEV_NAME "trainc fake GPU (CPU emulation)"
 static int sms = 4, n_devices = 1, ctx_dev = -1;
-static int cc = 90;   /* compute capability x 10 (TRAINC_FAKE_GPU_CC=75: a Turing GPU) */   /* ctx_dev: the primary context's */
+static int cc = 90;   /* compute capability x 10 (TRAINC_FAKE_CC=7.5: a Turing GPU) */   /* ctx_dev: the primary context's */
 static size_t total_mem = (size_t)16 << 30, used_mem;
 static size_t gran = (size_t)2 << 20;   /* cuMemGetAllocationGranularity */
 static size_t page_size(void);
@@ -172,6 +174,14 @@ CUresult cuInit(unsigned int flags)
     s = getenv("TRAINC_FAKE_GPU_CC");
     if (s && *s && atoi(s) >= 10)
         cc = atoi(s);
+    s = getenv("TRAINC_FAKE_CC");
+    if (s && *s) {
+        int major = 0, minor = 0, end = 0;
+        if (sscanf(s, "%d.%d%n", &major, &minor, &end) != 2 || s[end] || major < 1 || major > 99 ||
+            minor < 0 || minor > 9)
+            return refuse(CUDA_ERROR_INVALID_VALUE, "TRAINC_FAKE_CC=%s: MAJOR.MINOR, as 8.9", s);
+        cc = major * 10 + minor;
+    }
     initialized = 1;
     tr("cuInit: %s, %zu MiB, %s streams", DEV_NAME, total_mem >> 20,
        schedule_names[schedule]);
