@@ -6,7 +6,8 @@
  *     ties to the even code, past the largest finite value's half-way point saturated
  *     (SATFINITE) or NaN / infinity (NOSAT), at every midpoint between codes and one
  *     float ulp either side, at every code, and at random floats;
- *   - the structs: one byte, constructors from float, double and int, x4 packing;
+ *   - the structs: one byte, constructors from float, double and int, x2 and x4
+ *     packing;
  *   - built with -DFP8_TOOLKIT (tests/fake_fp8.sh does where the CUDA toolkit's
  *     cuda_fp8.h compiles for the host): every conversion bit for bit against NVIDIA's
  *     header (fp8_toolkit.cc) over 2^20 float patterns (sign, exponent, 11 mantissa
@@ -27,6 +28,7 @@ extern "C" unsigned char tk_double_to_fp8(double x, int satfinite, int e5m2);
 extern "C" float tk_fp8_to_float(unsigned char v, int e5m2);
 extern "C" unsigned char tk_ctor(float x, int e5m2);
 extern "C" unsigned tk_x4(float a, float b, float c, float d);
+extern "C" unsigned tk_x2_e5m2(float a, float b);
 #endif
 
 static int failures;
@@ -172,7 +174,11 @@ static void structs()
         fail("__nv_fp8x4_e4m3{1, -2, 448, 0}: 0x%08X (0x007EC038)", q.__x);
     if (__nv_cvt_float2_to_fp8x2(make_float2(1.0f, -2.0f), __NV_SATFINITE, __NV_E4M3) != 0xC038u)
         fail("__nv_cvt_float2_to_fp8x2{1, -2}: x in the low byte");
-    part("fp8 structs: one byte, constructors (float, double, int: SATFINITE), x4 packing");
+    __nv_fp8x2_e5m2 p(make_float2(-1e9f, 1.5f));
+    float2 pb = float2(p);
+    if (sizeof p != 2 || p.__x != 0x3EFBu || pb.x != -57344.0f || pb.y != 1.5f)
+        fail("__nv_fp8x2_e5m2{-1e9, 1.5}: 0x%04X (0x3EFB)", p.__x);
+    part("fp8 structs: one byte, constructors (float, double, int: SATFINITE), x2 and x4 packing");
 }
 
 #ifdef FP8_TOOLKIT
@@ -225,8 +231,9 @@ static void toolkit()
             if (std::isnan(tk) ? got != 0x7FFFE000u : got != want)
                 fail("%s 0x%02X widens to 0x%08X, the toolkit's 0x%08X", NAME[f], c, got, want);
         }
-    if (__nv_fp8x4_e4m3(float4{1.0f, -2.0f, 448.0f, 3e-3f}).__x != tk_x4(1.0f, -2.0f, 448.0f, 3e-3f))
-        fail("__nv_fp8x4_e4m3's packing differs from the toolkit's");
+    if (__nv_fp8x4_e4m3(float4{1.0f, -2.0f, 448.0f, 3e-3f}).__x != tk_x4(1.0f, -2.0f, 448.0f, 3e-3f) ||
+        __nv_fp8x2_e5m2(make_float2(-1e9f, 0.3f)).__x != tk_x2_e5m2(-1e9f, 0.3f))
+        fail("__nv_fp8x4_e4m3's or __nv_fp8x2_e5m2's packing differs from the toolkit's");
     printf("     %ld narrowings, 512 widenings\n", n);
     part("fp8 bit for bit against the CUDA toolkit's cuda_fp8.h");
 }

@@ -36,3 +36,8 @@ extern "C" unsigned tk_x4(float a, float b, float c, float d)
 {
     return __nv_fp8x4_e4m3(float4{a, b, c, d}).__x;
 }
+
+extern "C" unsigned tk_x2_e5m2(float a, float b)
+{
+    return __nv_fp8x2_e5m2(float2{a, b}).__x;
+}
