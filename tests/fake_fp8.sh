@@ -12,7 +12,8 @@
 #   - the fake cuBLASLt's FP8 GEMMs against a double reference, and what it refuses
 #     (tests/fake_gpu/fp8_lt_check.c says which);
 #   - TRAINC_FAKE_CC: the compute capability the fake device reports (9.0 unless set;
-#     8.0, 8.9, 12.1), a malformed value refused by cuInit.
+#     8.0, 8.9, 12.1), a malformed value refused by cuInit; and the fake NVRTC's modules
+#     load only where a real cubin of their architecture would run.
 set -eu
 cd "$(dirname "$0")/.."
 CUDA=${CUDA_HOME:-/usr/local/cuda}
@@ -54,4 +55,15 @@ for v in 8 8.10 9.0a x.y; do
     fi
 done
 echo "ok   TRAINC_FAKE_CC: 9.0 unless set, 8.0, 8.9 and 12.1 reported, 8, 8.10, 9.0a, x.y refused"
-gpu "$d/fp8_lt_check" tests/fake_gpu/fp8_kernel.cu 2>"$d/fp8_lt_check.log"
+# the driver loads a module where a real cubin of its architecture runs
+for a in sm_80 sm_89 sm_90a sm_120a; do
+    gpu "$d/fp8_lt_check" --compile $a tests/fake_gpu/fp8_kernel.cu "$d/$a.img"
+done
+for t in "8.0 sm_80 0" "8.0 sm_89 3" "8.9 sm_80 0" "8.9 sm_89 0" "9.0 sm_89 3" "9.0 sm_90a 0" "10.0 sm_90a 3" \
+         "12.0 sm_120a 0" "12.1 sm_120a 3"; do
+    set -- $t
+    rc=0; TRAINC_FAKE_CC=$1 gpu "$d/fp8_lt_check" --load "$d/$2.img" 2>>"$d/load.log" || rc=$?
+    [ $rc = $3 ] || { echo "FAIL a module for $2 on compute capability $1: exit $rc, not $3"; exit 1; }
+done
+echo "ok   modules load where their architecture runs: sm_80 on 8.0 and 8.9, sm_89 on 8.9 (not 8.0 or 9.0), sm_90a on 9.0 (not 10.0), sm_120a on 12.0 (not 12.1)"
+TRAINC_FAKE_CC=8.9 gpu "$d/fp8_lt_check" tests/fake_gpu/fp8_kernel.cu 2>"$d/fp8_lt_check.log"

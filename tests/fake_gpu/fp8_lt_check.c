@@ -2,14 +2,19 @@
  * it with LD_LIBRARY_PATH at tests/fake_gpu's build):
  *   --cc                 prints the compute capability the fake device reports
  *                        (TRAINC_FAKE_CC), exit 1 when cuInit refuses;
+ *   --compile ARCH KERNEL.cu OUT   the fake NVRTC's image of KERNEL.cu for ARCH, into OUT;
+ *   --load OUT           loads it: exit 0, or 3 when the driver says
+ *                        CUDA_ERROR_NO_BINARY_FOR_GPU (an architecture the device does
+ *                        not run);
  *   KERNEL.cu            fp8_kernel.cu compiled by the fake NVRTC for sm_89 (its
- *                        #include <cuda_fp8.h> the emulator's), run by the fake driver on
- *                        special and random floats: its codes are __nv_cvt_float_to_fp8's;
+ *                        #include <cuda_fp8.h> the emulator's), run by the fake driver (of
+ *                        8.9: TRAINC_FAKE_CC) on special and random floats: its codes are
+ *                        __nv_cvt_float_to_fp8's;
  *                        then the fake cuBLASLt's FP8 GEMMs (TN, E4M3 x E4M3 and E4M3 x
  *                        E5M2, A and B scales, alpha, out-of-place C with beta 1, the bias
  *                        epilogue) against a double reference: D in fp32, bf16 and fp16,
  *                        and an FP8 D with its scale and amax; and the refusals: NN and
- *                        NT, E5M2 x E5M2, m, n, k and ld not multiples of 16, a matrix 8
+ *                        TT, E5M2 x E5M2, m, n, k and ld not multiples of 16, a matrix 8
  *                        bytes off, an epilogue other than BIAS, an fp32 bias, amax or D's
  *                        scale beside a bf16 D, an E5M2 D from E4M3 inputs, scale pointers
  *                        on a bf16 GEMM.
@@ -62,7 +67,8 @@ static CUdeviceptr dev(size_t n)
 
 /* ---- the kernel: fake NVRTC, emulator, driver ---------------------------------------- */
 
-static void kernel_part(const char *path)
+/* KERNEL.cu compiled for arch by the (fake) NVRTC: the image, its size in *size */
+static char *compile(const char *path, const char *arch, size_t *size)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
@@ -73,7 +79,9 @@ static void kernel_part(const char *path)
     nvrtcProgram prog;
     if (nvrtcCreateProgram(&prog, src, "fp8_kernel.cu", 0, NULL, NULL) != NVRTC_SUCCESS)
         die("nvrtcCreateProgram", 0);
-    const char *opts[] = {"--gpu-architecture=sm_89", "--std=c++17", "-default-device"};
+    char opt[64];
+    snprintf(opt, sizeof opt, "--gpu-architecture=%s", arch);
+    const char *opts[] = {opt, "--std=c++17", "-default-device"};
     nvrtcResult r = nvrtcCompileProgram(prog, 3, opts);
     if (r != NVRTC_SUCCESS) {
         size_t n = 0;
@@ -83,10 +91,17 @@ static void kernel_part(const char *path)
         printf("%s\n", log);
         die("nvrtcCompileProgram(fp8_kernel.cu)", r);
     }
-    size_t n = 0;
-    nvrtcGetCUBINSize(prog, &n);
-    char *cubin = malloc(n);
+    nvrtcGetCUBINSize(prog, size);
+    char *cubin = malloc(*size);
     nvrtcGetCUBIN(prog, cubin);
+    nvrtcDestroyProgram(&prog);
+    return cubin;
+}
+
+static void kernel_part(const char *path)
+{
+    size_t n = 0;
+    char *cubin = compile(path, "sm_89", &n);
     CUmodule mod;
     CUfunction fn;
     CU(p_cuModuleLoadData(&mod, cubin));
@@ -294,6 +309,29 @@ int main(int argc, char **argv)
 {
     load_driver();
     CUresult r = p_cuInit(0);
+    if (argc == 5 && !strcmp(argv[1], "--compile")) {
+        size_t n = 0;
+        char *cubin = compile(argv[3], argv[2], &n);
+        FILE *f = fopen(argv[4], "wb");
+        if (!f || fwrite(cubin, 1, n, f) != n || fclose(f) != 0)
+            die(argv[4], 0);
+        return 0;
+    }
+    if (argc == 3 && !strcmp(argv[1], "--load")) {
+        static char img[1 << 24];
+        FILE *f = fopen(argv[2], "rb");
+        if (!f || fread(img, 1, sizeof img, f) == 0)
+            die(argv[2], 0);
+        fclose(f);
+        CUcontext ctx;
+        CUdevice dv;
+        CUmodule mod;
+        CU(p_cuDeviceGet(&dv, 0));
+        CU(p_cuDevicePrimaryCtxRetain(&ctx, dv));
+        CU(p_cuCtxSetCurrent(ctx));
+        r = p_cuModuleLoadData(&mod, img);
+        return r == CUDA_SUCCESS ? 0 : r == CUDA_ERROR_NO_BINARY_FOR_GPU ? 3 : 1;
+    }
     if (argc > 1 && !strcmp(argv[1], "--cc")) {
         if (r != CUDA_SUCCESS)
             return 1;
