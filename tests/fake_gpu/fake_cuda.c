@@ -1323,7 +1323,7 @@ CUresult cuModuleLoadData(CUmodule *pm, const void *image)
         free(m);
         return refuse(CUDA_ERROR_INVALID_IMAGE, "cuModuleLoadData: not a fake NVRTC module");
     }
-    const char *(*arch_fn)(void) = (const char *(*)(void))dlsym(h, "trainc_fake_arch");
+    fake_arch_fn arch_fn = (fake_arch_fn)dlsym(h, "trainc_fake_arch");
     char arch[32] = "";   /* none in modules cached before it was recorded */
     if (arch_fn)
         snprintf(arch, sizeof arch, "%s", arch_fn());
