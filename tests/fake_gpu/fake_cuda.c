@@ -42,7 +42,9 @@
  *              at the call (staging), from page-locked memory when the copy runs; to
  *              pageable memory the copy waits for its stream.
  *   modules    the fake NVRTC's images (FAKE_CUBIN_MAGIC + a shared object, loaded
- *              with dlopen from a memfd); a real cubin is refused with
+ *              with dlopen from a memfd), where a real cubin of their architecture
+ *              would run: sm_XY on compute capability X.Z with Z >= Y, sm_XYa on X.Y
+ *              only, else CUDA_ERROR_NO_BINARY_FOR_GPU; a real cubin is refused with
  *              CUDA_ERROR_NO_BINARY_FOR_GPU and PTX with CUDA_ERROR_JIT_COMPILER_NOT_FOUND,
  *              so a trainer falls back to the (fake) NVRTC or its kernel cache
  *   launches   arguments copied at the call (as the driver does), the kernel run later
@@ -1263,6 +1265,18 @@ struct CUfunc_st {
     int max_dyn_smem;
 };
 
+/* A cubin for `arch` ("sm_89", "sm_90a", "sm_100f") runs on this device: the same major
+ * version and a minor one no higher; the architecture-specific sm_XYa on X.Y only */
+static int arch_runs(const char *arch)
+{
+    int n = 0, end = 0;
+    if (sscanf(arch, "sm_%d%n", &n, &end) != 1)
+        return 0;
+    if (arch[end] == 'a')
+        return n == cc;
+    return n / 10 == cc / 10 && n % 10 <= cc % 10;
+}
+
 CUresult cuModuleLoadData(CUmodule *pm, const void *image)
 {
     NEED_CTX("cuModuleLoadData");
@@ -1308,6 +1322,16 @@ CUresult cuModuleLoadData(CUmodule *pm, const void *image)
         dlclose(h);
         free(m);
         return refuse(CUDA_ERROR_INVALID_IMAGE, "cuModuleLoadData: not a fake NVRTC module");
+    }
+    fake_arch_fn arch_fn = (fake_arch_fn)dlsym(h, "trainc_fake_arch");
+    char arch[32] = "";   /* none in modules cached before it was recorded */
+    if (arch_fn)
+        snprintf(arch, sizeof arch, "%s", arch_fn());
+    if (*arch && !arch_runs(arch)) {
+        dlclose(h);
+        free(m);
+        return refuse(CUDA_ERROR_NO_BINARY_FOR_GPU, "cuModuleLoadData: a module for %s does not run on "
+                      "compute capability %d.%d", arch, cc / 10, cc % 10);
     }
     tr("cuModuleLoadData: %d kernels", m->m.count());
     *pm = m;

@@ -16,6 +16,9 @@
  * adds DIR after it, as real NVRTC, which has no built-in cuda_fp8.h, needs the
  * toolkit's include folder for that header.
  *
+ * The module records its architecture (trainc_fake_arch(): "sm_89", "sm_90a"), so that
+ * the fake driver loads it only where a real cubin of it would run.
+ *
  * compute_XX (PTX) fails with NVRTC_ERROR_INVALID_OPTION, as does any option the fake
  * does not know (it could change the arithmetic). The version is 13.0. The compiler is
  * $TRAINC_FAKE_NVRTC_CXX, else g++; FAKE_EMU_DIR (set when this is built) is
@@ -349,8 +352,9 @@ static nvrtcResult compile(nvrtcProgram p, const char *arch, const char *incs)
     snprintf(path, sizeof path, "%s/pre.ii", dir);
     if (!(pre = read_file(path, &n)) || find_kernels(p, pre, &list, &count) != 0)
         goto out;
-    /* the source without `extern "C"` (the kernels go into a namespace), then the table */
-    body = malloc(srclen + sizeof appendix + 1);
+    /* the source without `extern "C"` (the kernels go into a namespace), then the table
+     * and the architecture */
+    body = malloc(srclen + sizeof appendix + strlen(arch) + 128);
     size_t len = 0;
     for (const char *s = p->src; *s;) {
         if (strncmp(s, "extern \"C\"", 10) == 0) {
@@ -360,6 +364,8 @@ static nvrtcResult compile(nvrtcProgram p, const char *arch, const char *incs)
         body[len++] = *s++;
     }
     memcpy(body + len, appendix, sizeof appendix);
+    len += sizeof appendix - 1;
+    sprintf(body + len, "extern \"C\" const char *trainc_fake_arch(void) { return \"%s\"; }\n", arch);
     snprintf(path, sizeof path, "%s/kernels.inc", dir);
     if (write_file(path, body, strlen(body)) != 0)
         goto out;
@@ -394,7 +400,6 @@ static nvrtcResult compile(nvrtcProgram p, const char *arch, const char *incs)
     for (int i = 0; i < 8; i++)
         p->cubin[FAKE_CUBIN_MAGIC_LEN + i] = (unsigned char)((uint64_t)n >> (8 * i));
     memcpy(p->cubin + FAKE_CUBIN_MAGIC_LEN + 8, so, n);
-    (void)arch;
     r = NVRTC_SUCCESS;
 out:
     free(pre);
@@ -446,7 +451,8 @@ nvrtcResult nvrtcCompileProgram(nvrtcProgram p, int n, const char *const *opts)
             inc_len += (size_t)k;
         }
     }
-    if (!arch || strncmp(arch, "sm_", 3) != 0 || !arch[3]) {
+    if (!arch || strncmp(arch, "sm_", 3) != 0 || !arch[3] || strspn(arch + 3, "0123456789") < 2 ||
+        strspn(arch + 3, "0123456789af") != strlen(arch + 3)) {
         logf_(p, "fake NVRTC: --gpu-architecture=%s: only sm_XX (a \"cubin\" for the CPU); no PTX\n",
               arch ? arch : "(none)");
         return NVRTC_ERROR_INVALID_OPTION;

@@ -13,8 +13,9 @@
  *   __nv_fp8_e4m3 and __nv_fp8_e5m2 (member __x): explicit constructors from float,
  *   double and the integer types (through float), all __NV_SATFINITE; explicit
  *   conversions to float and double;
- *   __nv_fp8x4_e4m3 and __nv_fp8x4_e5m2: from and to float4 (x in the low byte).
- * Not here: __half and __nv_bfloat16 conversions, the x2 structs, e8m0, arithmetic.
+ *   __nv_fp8x2_e4m3, __nv_fp8x2_e5m2, __nv_fp8x4_e4m3 and __nv_fp8x4_e5m2: from and
+ *   to float2 and float4 (x in the low byte).
+ * Not here: __half and __nv_bfloat16 conversions, e8m0, arithmetic.
  * The scalar part (the types, the enums, the conversion functions and
  * emu_fp8_to_float, the exact widening) is C too: the fake cuBLASLt
  * (tests/fake_gpu/fake_cublaslt.c) takes its FP8 from here. The includer brings
@@ -30,8 +31,8 @@
  * 0x7FFFFFFF first); a double NaN keeps its sign, and in E5M2 its two top payload bits
  * (quiet). Widening is exact; every NaN becomes the float 0x7FFFE000, as the header's
  * device code makes it (through fp16's canonical NaN 0x7FFF and cvt.f32.f16; its host
- * code gives 0x7FFFFFFF). On the GPU, __NV_SATFINITE
- * is the cvt.rn.satfinite instruction: the same values, a NaN's bits its own. */
+ * code gives 0x7FFFFFFF). On the GPU, __NV_SATFINITE is the cvt.rn.satfinite
+ * instruction: the same values, a NaN's bits its own. */
 #ifndef __CUDA_FP8_H__
 #define __CUDA_FP8_H__
 
@@ -139,6 +140,23 @@ struct __nv_fp8_e5m2 : emu_fp8<__NV_E5M2> {
     using emu_fp8::emu_fp8;
 };
 static_assert(sizeof(__nv_fp8_e4m3) == 1 && alignof(__nv_fp8_e4m3) == 1, "one byte, as on the GPU");
+
+template <__nv_fp8_interpretation_t F> struct alignas(2) emu_fp8x2 {
+    __nv_fp8x2_storage_t __x;
+    emu_fp8x2() = default;
+    explicit emu_fp8x2(const float2 f) { __x = __nv_cvt_float2_to_fp8x2(f, __NV_SATFINITE, F); }
+    explicit operator float2() const
+    {
+        return float2{emu_fp8_to_float((__nv_fp8_storage_t)__x, F),
+                      emu_fp8_to_float((__nv_fp8_storage_t)(__x >> 8), F)};
+    }
+};
+struct __nv_fp8x2_e4m3 : emu_fp8x2<__NV_E4M3> {
+    using emu_fp8x2::emu_fp8x2;
+};
+struct __nv_fp8x2_e5m2 : emu_fp8x2<__NV_E5M2> {
+    using emu_fp8x2::emu_fp8x2;
+};
 
 template <__nv_fp8_interpretation_t F> struct alignas(4) emu_fp8x4 {
     __nv_fp8x4_storage_t __x;
