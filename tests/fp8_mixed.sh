@@ -7,7 +7,8 @@
 #   - the fake GPU (tests/fake_gpu/, compute capability 9.0): mlp_fashion trained in
 #     fp8-mixed, its losses within 2% of bf16-mixed's on the same fake GPU, and not
 #     equal to them (the FP8 GEMMs ran); with TRAINC_FAKE_CC=8.0 the trainer refuses
-#     (exit 1, naming the capability), and runs on 8.9.
+#     (exit 1, naming the capability), and runs on 8.9; a GAN of linear layers trains
+#     in fp8-mixed as in bf16-mixed (within 2%).
 # The casts' kernels and the FP8 GEMMs against their C twins are check_ops's (run by
 # fake_gpu and gpu_emu).
 set -eu
@@ -99,3 +100,39 @@ set -e
 TRAINC_FAKE_CC=8.9 gpu "$d/mlp_fp8-mixed" "${G[@]}" --set max_steps=2 --out "$d/cc89" 2>"$d/cc89.log" ||
     { echo "FAIL: fp8-mixed on a GPU of compute capability 8.9:"; cat "$d/cc89.log"; exit 1; }
 echo "ok   fp8-mixed refused on compute capability 8.0 (exit 1, said), trained on 8.9"
+
+# a GAN of linear layers: both networks' GEMMs in FP8 but the discriminator's last (one
+# logit: not a multiple of 16, bf16, said), its losses within 2% of bf16-mixed's
+"$PY" -c "import numpy as np; np.save('$d/x64.npy', np.random.default_rng(0).integers(0, 256, (64, 64), dtype=np.uint8))"
+cat >"$d/gan.json" <<'JSON'
+{"trainc": 1,
+ "model": {"name": "mlp_gan",
+  "inputs": {"x": {"shape": [64], "dtype": "u8", "scale": 0.00784313725490196, "shift": -1}},
+  "gan": {"latent": {"shape": [16]},
+   "generator": [{"op": "linear", "out": 32}, {"op": "relu"}, {"op": "linear", "out": 64}, {"op": "tanh"}],
+   "discriminator": [{"op": "linear", "out": 32}, {"op": "leaky_relu", "negative_slope": 0.2},
+                     {"op": "linear", "out": 1}],
+   "loss": "bce"}},
+ "train": {"data": {"train": {"x": "x64.npy"}}, "batch_size": 16, "max_steps": 4,
+  "optimizer": {"type": "adamw", "lr": 0.001, "betas": [0.5, 0.999]},
+  "checkpoint": null, "log_every": 1, "loader": {"shuffle": false, "workers": 0}}}
+JSON
+for p in bf16-mixed fp8-mixed; do
+    "$TRAINC" build "$d/gan.json" --set precision=$p --device cuda --arch sm_90 -o "$d/gan_$p" 2>/dev/null
+    gpu "$d/gan_$p" --out "$d/gan_run_$p" --threads 1 --quiet 2>"$d/gan_$p.log" ||
+        { echo "FAIL: the GAN in $p on the fake GPU:"; cat "$d/gan_$p.log"; exit 1; }
+done
+grep -q "fp8-mixed: a 16 x 1 x 32 linear GEMM runs in bf16" "$d/gan_fp8-mixed.log" ||
+    { echo "FAIL: the GAN's one-logit GEMM was not said to run in bf16:"; cat "$d/gan_fp8-mixed.log"; exit 1; }
+"$PY" - "$d" <<'PY'
+import json, sys
+d = sys.argv[1]
+def recs(p):
+    return [(r["d_loss"], r["g_loss"]) for r in map(json.loads, open("%s/gan_run_%s/metrics.jsonl" % (d, p)))
+            if "event" not in r]
+a, b = recs("bf16-mixed"), recs("fp8-mixed")
+assert len(a) == len(b) == 4, (a, b)
+worst = max(abs(x - y) / abs(x) for ra, rb in zip(a, b) for x, y in zip(ra, rb))
+assert 0 < worst <= 2e-2, worst
+print("ok   a GAN of linear layers in fp8-mixed on the fake GPU: d_loss and g_loss within %.2g of bf16-mixed's" % worst)
+PY
