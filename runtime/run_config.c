@@ -168,17 +168,17 @@ void rt_run_precision(Run *r)
 {
     const rt_model *m = r->m;
     const rt_train_config *c = &r->c;
-    const char *(*precs)(int) = rt_precision_name;
     int built = rt_model_precision(m);
     if (r->gpu && m->act16 && c->precision != built)
         rt_input_error("precision: this trainer was built for %s, which its GPU kernels and "
                        "memory plan follow; build it again with --set precision=%s (or run it "
-                       "with --device cpu, which computes in fp32)", precs(built),
-                       precs(c->precision));
+                       "with --device cpu, which computes in fp32)", rt_precision_name(built),
+                       rt_precision_name(c->precision));
     r->e.arena_scale = m->act16 && !r->gpu ? 2 : 1;
     if (c->precision != RT_PREC_FP32 && r->rank == 0 && !(r->gpu && m->act16))
         fprintf(stderr, "trainc: note: %s stores and computes in fp32 (the spec asks for %s)%s\n",
-                !r->gpu ? "the CPU" : "this trainer (built for fp32)", precs(c->precision),
+                !r->gpu ? "the CPU" : "this trainer (built for fp32)",
+                rt_precision_name(c->precision),
                 c->precision == RT_PREC_FP16 ? "; fp16's dynamic loss scaling is on" : "");
     if (r->e.arena_scale == 2 && c->recompute == RT_RECOMPUTE_AUTO && !isnan(c->memory_budget_mb) &&
         r->rank == 0) {
