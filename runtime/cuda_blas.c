@@ -9,7 +9,8 @@
  * bf16-mixed (fp16-mixed), A and B are bf16 (fp16): activations and the parameters'
  * 16-bit copy, on the tensor cores; C is 16-bit for an activation and fp32 for a
  * parameter gradient; the accumulation stays fp32 (rt_cu_operand tells the storage
- * from the address).
+ * from the address). With fp8-mixed the linear layers' GEMMs take FP8 operands (the
+ * last section).
  *
  * Loaded with dlopen (dl.c) for the reason nvrtc.c gives. */
 #include <cublasLt.h>
