@@ -422,7 +422,20 @@ static void check_calls(void)
                    "register before the device opens)", i);
 }
 
-static rt_cu *cu_open(const rt_cuda_image *img, int local_rank, int quiet)
+/* fp8-mixed needs FP8 tensor cores: refused (exit 1) on an older GPU, before its
+ * kernels are compiled */
+static void need_fp8(const rt_cu *d)
+{
+    if (d->cc_major * 10 + d->cc_minor < 89)
+        rt_input_error("precision fp8-mixed: the GPU is %s, compute capability %d.%d, without "
+                       "FP8 tensor cores (8.9 or newer: L4, L40, RTX 40xx, H100 and later)\n  hint: "
+                       "build the trainer with --set precision=bf16-mixed, or train on the CPU "
+                       "with --device cpu (fp32)", d->name, d->cc_major, d->cc_minor);
+}
+
+/* The GPU of local_rank opened, its context, streams and events made and the kernels
+ * of img loaded; fp8: the trainer is fp8-mixed's (need_fp8) */
+static rt_cu *cu_open(const rt_cuda_image *img, int local_rank, int quiet, int fp8)
 {
     char why[512];
     int count = 0;
@@ -449,6 +462,8 @@ static rt_cu *cu_open(const rt_cuda_image *img, int local_rank, int quiet)
         rt_fail("CUDA: the GPU is %s, compute capability %d.%d; trainc's kernels need %d.%d or "
                 "newer (A100, A10, L4, RTX 30xx, H100 and later)\n  hint: --device cpu trains on "
                 "the CPU", d->name, d->cc_major, d->cc_minor, RT_CU_MIN_SM / 10, RT_CU_MIN_SM % 10);
+    if (fp8)
+        need_fp8(d);
     /* the primary context: the one cuBLASLt (through the CUDA runtime) also uses */
     CU(p_cuDevicePrimaryCtxRetain(&d->ctx, d->dev));
     CU(p_cuCtxSetCurrent(d->ctx));
@@ -699,13 +714,8 @@ void rt_cu_init(rt_exec *e, const rt_model *m, const rt_cuda_image *img, int64_t
                 int64_t arena_row_bytes, int64_t state_floats, int passes, int local_rank,
                 int64_t glo, int64_t ghi)
 {
-    rt_cu *d = cu_open(img, local_rank, local_rank != 0);
+    rt_cu *d = cu_open(img, local_rank, local_rank != 0, m->fp8);
     e->dev = d;
-    if (m->fp8 && d->cc_major * 10 + d->cc_minor < 89)
-        rt_input_error("precision fp8-mixed: the GPU is %s, compute capability %d.%d, without "
-                       "FP8 tensor cores (8.9 or newer: L4, L40, RTX 40xx, H100 and later)\n  hint: "
-                       "build the trainer with --set precision=bf16-mixed, or train on the CPU "
-                       "with --device cpu (fp32)", d->name, d->cc_major, d->cc_minor);
     d->n_stats = passes > 1 ? passes : 1;
     d->n_graphs = 2 * d->n_stats + 12;   /* (validation: 2 slots x 2 batch sizes) */
     d->graphs = calloc((size_t)d->n_graphs, sizeof *d->graphs);
@@ -1462,7 +1472,7 @@ size_t rt_cu_grads_mapped(rt_exec *e, size_t *peak, size_t *chunk)
 rt_exec *rt_cu_test_open(const char *source, size_t scratch)
 {
     rt_cuda_image img = {.source = source};
-    rt_cu *d = cu_open(&img, 0, 0);
+    rt_cu *d = cu_open(&img, 0, 0, 0);
     rt_exec *e = rt_xmalloc(sizeof *e);
     e->dev = d;
     d->scratch_bytes = scratch;

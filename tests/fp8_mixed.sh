@@ -7,7 +7,7 @@
 #   - the fake GPU (tests/fake_gpu/, compute capability 9.0): mlp_fashion trained in
 #     fp8-mixed, its losses within 2% of bf16-mixed's on the same fake GPU, and not
 #     equal to them (the FP8 GEMMs ran); with TRAINC_FAKE_CC=8.0 the trainer refuses
-#     (exit 1, naming the capability), and runs on 8.9; a GAN of linear layers trains
+#     (exit 1, naming the capability, before compiling its kernels), and runs on 8.9; a GAN of linear layers trains
 #     in fp8-mixed as in bf16-mixed (within 2%).
 # The casts' kernels and the FP8 GEMMs against their C twins are check_ops's (run by
 # fake_gpu and gpu_emu).
@@ -97,6 +97,7 @@ set -e
 [ $rc = 1 ] && grep -q "precision fp8-mixed: the GPU is .*compute capability 8.0, without FP8 tensor cores" "$d/cc80.log" ||
     { echo "FAIL: fp8-mixed on a GPU of compute capability 8.0: exit $rc, want 1 with the reason:"; cat "$d/cc80.log"; exit 1; }
 [ ! -e "$d/cc80" ] || { echo "FAIL: the refused run made its output folder"; exit 1; }
+! grep -q "compiled the kernels" "$d/cc80.log" || { echo "FAIL: refused after compiling its kernels"; exit 1; }
 TRAINC_FAKE_CC=8.9 gpu "$d/mlp_fp8-mixed" "${G[@]}" --set max_steps=2 --out "$d/cc89" 2>"$d/cc89.log" ||
     { echo "FAIL: fp8-mixed on a GPU of compute capability 8.9:"; cat "$d/cc89.log"; exit 1; }
 echo "ok   fp8-mixed refused on compute capability 8.0 (exit 1, said), trained on 8.9"
