@@ -1450,50 +1450,77 @@ static float *fp8_dequant(const float *x, int64_t rows, int64_t cols, int64_t ld
     return d;
 }
 
-/* rt_gemm_fp8 and rt_gemm_bias_fp8 on the GPU (bf16 operands cast to FP8, cuBLASLt's FP8
- * GEMM, or the bf16 GEMM where refused) against the CPU's fp32 GEMM of the operands as
- * FP8 gives them back (fp8_dequant: the same codes and scales): the layouts, the
- * transposed copies and the scales. kind 0: the forward y = x W^T (+ bias), 1: dx =
- * dy W, 2: dW += dy^T x (fp32, beta 1). The product is summed in another order, and
- * rounded to bf16 except dW: TEPI(TOL_RED). Only with --bf16 (FP8 takes bf16 operands).
- * A shape FP8 does not take runs the bf16 GEMM: the twin is then the plain one. */
-static void t_gemm_fp8(int kind, int64_t rows, int64_t in, int64_t out, int bias)
+/* The CPU's twin of an FP8 GEMM's call: the GEMM of A and B as FP8 gives them back
+ * (fp8_dequant; kind 0's A E4M3, else E5M2) or, with fp8 0, as they are; rows of Y
+ * ldc apart */
+static float *gemm_fp8_twin(int kind, int fp8, int64_t M, int64_t N, int64_t K, const float *A,
+                            int64_t lda, const float *B, int64_t ldb, const float *W0,
+                            int64_t ldc, const float *bias)
 {
-    static const char *const kinds[] = {"y = x W^T", "dx = dy W", "dW += dy^T x"};
-    SHAPE("%s rows %lld in %lld out %lld%s", kinds[kind], (long long)rows, (long long)in,
-          (long long)out, bias ? " + bias" : "");
     int ta = kind == 2, tb = kind == 0;
-    int64_t M = kind == 0 ? rows : kind == 1 ? rows : out, N = kind == 1 ? in : kind == 0 ? out : in;
-    int64_t K = kind == 0 ? in : kind == 1 ? out : rows;
-    int64_t lda = kind == 0 ? in : out, ldb = kind == 0 ? in : kind == 1 ? in : in;
     int64_t ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
-    float *A = avec(ar * ac), *B = avec(br * bc), *b = fvec(N), *W0 = fvec(M * N);
-    /* a dimension not a multiple of 16: the bf16 GEMM, the operands as they are */
-    int fp8 = !(M % 16 || N % 16 || K % 16);
     float *Ad = fp8 ? fp8_dequant(A, ar, ac, lda, kind != 0) : fcopy(A, ar * ac);
     float *Bd = fp8 ? fp8_dequant(B, br, bc, ldb, 0) : fcopy(B, br * bc);
-    float *Y = fcopy(W0, M * N);
+    float *Y = fcopy(W0, M * ldc);
     if (bias)
-        rt_gemm_bias(&C, ta, tb, M, N, K, 1.0f, Ad, lda, Bd, ldb, Y, N, b, NULL, RT_EPI_NONE, NULL);
+        rt_gemm_bias(&C, ta, tb, M, N, K, 1.0f, Ad, lda, Bd, ldb, Y, ldc, bias, NULL, RT_EPI_NONE,
+                     NULL);
     else
-        rt_gemm(&C, ta, tb, M, N, K, 1.0f, Ad, lda, Bd, ldb, kind == 2 ? 1.0f : 0.0f, Y, N);
+        rt_gemm(&C, ta, tb, M, N, K, 1.0f, Ad, lda, Bd, ldb, kind == 2 ? 1.0f : 0.0f, Y, ldc);
+    free(Ad), free(Bd);
+    return Y;
+}
+
+/* rt_gemm_fp8 and rt_gemm_bias_fp8 on the GPU (bf16 operands cast to FP8, cuBLASLt's FP8
+ * GEMM, or the bf16 GEMM where refused) against the CPU's fp32 GEMM of the operands as
+ * FP8 gives them back (the same codes and scales): the layouts, the transposed copies
+ * and the scales. kind 0: the forward y = x W^T (+ bias), 1: dx = dy W, 2: dW += dy^T x
+ * (fp32, beta 1). The product is summed in another order, and rounded to bf16 except
+ * dW: TEPI(TOL_RED). Only with --bf16 (FP8 takes bf16 operands). A dimension not a
+ * multiple of 16 runs the bf16 GEMM: the twin is then the plain one. Rows of the output
+ * `pad` elements longer than N: 8 bytes short of a multiple of 16, which cuBLASLt's FP8
+ * kernels do not take (the fake GPU's heuristic refuses it, as the runtime's fallback
+ * to bf16 must handle): there the output must be either twin's. */
+static void t_gemm_fp8(int kind, int64_t rows, int64_t in, int64_t out, int bias, int64_t pad)
+{
+    static const char *const kinds[] = {"y = x W^T", "dx = dy W", "dW += dy^T x"};
+    SHAPE("%s rows %lld in %lld out %lld%s%s", kinds[kind], (long long)rows, (long long)in,
+          (long long)out, bias ? " + bias" : "", pad ? ", rows padded" : "");
+    int ta = kind == 2, tb = kind == 0;
+    int64_t M = kind == 2 ? out : rows, N = kind == 0 ? out : in;
+    int64_t K = kind == 0 ? in : kind == 1 ? out : rows;
+    int64_t lda = kind == 0 ? in : out, ldb = in, ldc = N + pad;
+    int64_t ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+    float *A = avec(ar * ac), *B = avec(br * bc), *b = fvec(N), *W0 = fvec(M * ldc);
+    int fp8 = !(M % 16 || N % 16 || K % 16);
+    float *Y = gemm_fp8_twin(kind, fp8, M, N, K, A, lda, B, ldb, W0, ldc, bias ? b : NULL);
     void *ga = up_a(A, ar * ac), *gb = up_a(B, br * bc), *gbias = up_param(b, N);
-    void *gy = kind == 2 ? dalloc32((size_t)(M * N) * 4) : dalloc_a(M * N);
-    out_t o = {kind == 2 ? "dW" : "y", Y, {0}, M * N};
+    void *gy = kind == 2 ? dalloc32((size_t)(M * ldc) * 4) : dalloc_a(M * ldc);
+    out_t o = {kind == 2 ? "dW" : "y", Y, {0}, M * ldc};
     for (int rep = 0; rep < 2; rep++) {
         if (kind == 2)
-            upload(gy, W0, (size_t)(M * N) * 4);
+            upload(gy, W0, (size_t)(M * ldc) * 4);
         else
-            upload_a(gy, W0, M * N);
+            upload_a(gy, W0, M * ldc);
         if (bias)
-            rt_gemm_bias_fp8(G, ta, tb, M, N, K, 1.0f, ga, lda, gb, ldb, gy, N, gbias, NULL,
+            rt_gemm_bias_fp8(G, ta, tb, M, N, K, 1.0f, ga, lda, gb, ldb, gy, ldc, gbias, NULL,
                              RT_EPI_NONE, NULL);
         else
-            rt_gemm_fp8(G, ta, tb, M, N, K, 1.0f, ga, lda, gb, ldb, kind == 2 ? 1.0f : 0.0f, gy, N);
-        o.gpu[rep] = kind == 2 ? down(gy, M * N) : down_a(gy, M * N);
+            rt_gemm_fp8(G, ta, tb, M, N, K, 1.0f, ga, lda, gb, ldb, kind == 2 ? 1.0f : 0.0f, gy,
+                        ldc);
+        o.gpu[rep] = kind == 2 ? down(gy, M * ldc) : down_a(gy, M * ldc);
+    }
+    if (pad && fp8) {   /* FP8 or its bf16 fallback: the twin nearer the output */
+        float *Yp = gemm_fp8_twin(kind, 0, M, N, K, A, lda, B, ldb, W0, ldc, bias ? b : NULL);
+        if (worst(o.gpu[0], Yp, NULL, M * ldc) < worst(o.gpu[0], Y, NULL, M * ldc)) {
+            free(Y);
+            Y = Yp;
+            o.cpu = Yp;
+        } else
+            free(Yp);
     }
     judge("gemm_fp8", kind == 2 ? TOL_RED : TEPI(TOL_RED), &o, 1);
-    free(A), free(B), free(b), free(W0), free(Ad), free(Bd), free(Y), reset();
+    free(A), free(B), free(b), free(W0), free(Y), reset();
 }
 #endif
 
@@ -2340,12 +2367,13 @@ int main(int argc, char **argv)
     t_gemm_dgelu(1024, 3072, 768);
     t_gemm_dgelu(33, 13, 7);   /* ld 13: no multiple of 8, cuBLASLt's DGELU refuses */
     if (half == 1) {   /* fp8-mixed's GEMMs: a GPT block's shapes, and 40: not FP8's */
-        t_gemm_fp8(0, 256, 128, 384, 0);
-        t_gemm_fp8(0, 256, 512, 128, 1);
-        t_gemm_fp8(1, 256, 128, 512, 0);
-        t_gemm_fp8(2, 256, 128, 512, 0);
-        t_gemm_fp8(2, 1024, 768, 3072, 0);
-        t_gemm_fp8(1, 40, 64, 32, 0);
+        t_gemm_fp8(0, 256, 128, 384, 0, 0);
+        t_gemm_fp8(0, 256, 512, 128, 1, 0);
+        t_gemm_fp8(1, 256, 128, 512, 0, 0);
+        t_gemm_fp8(2, 256, 128, 512, 0, 0);
+        t_gemm_fp8(2, 1024, 768, 3072, 0, 0);
+        t_gemm_fp8(1, 40, 64, 32, 0, 0);
+        t_gemm_fp8(1, 64, 128, 64, 0, 4);   /* cuBLASLt refuses: bf16, said */
     }
 #endif
     t_gather(1000, 333, 3);
