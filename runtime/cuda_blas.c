@@ -246,10 +246,10 @@ static Plan *plan_for(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_t 
                       align_of(aux), align_of(second ? bias16 : NULL)};
     for (int i = 0; i < n_plans; i++) {
         Plan *p = &plans[i];
-        if (!p->slices && !p->a8 && p->ta == ta && p->tb == tb && p->M == M && p->N == N && p->K == K &&
-            p->lda == lda && p->ldb == ldb && p->ldc == ldc && p->accumulate == accumulate &&
-            p->ab16 == ab16 &&
-            p->c16 == c16 && p->epi == epi && !memcmp(p->align, al, sizeof al))
+        if (!p->slices && !p->a8 && p->ta == ta && p->tb == tb && p->M == M && p->N == N &&
+            p->K == K && p->lda == lda && p->ldb == ldb && p->ldc == ldc &&
+            p->accumulate == accumulate && p->ab16 == ab16 && p->c16 == c16 && p->epi == epi &&
+            !memcmp(p->align, al, sizeof al))
             return p;
     }
     Plan init = {.ta = ta, .tb = tb, .epi = epi, .ab16 = ab16, .c16 = c16, .M = M, .N = N, .K = K,
@@ -773,7 +773,8 @@ static Plan *fp8_plan(rt_exec *e, int64_t M, int64_t N, int64_t K, int a8, int c
     memcpy(init.align, al, sizeof al);
     Plan *p = plan_new(&init);
     /* cuBLASLt's A is our B (its scale at scales + 12), its B our A (scales + 4) */
-    const void *sa = (const void *)(uintptr_t)(scales + 12), *sb = (const void *)(uintptr_t)(scales + 4);
+    const void *sa = (const void *)(uintptr_t)(scales + 12);
+    const void *sb = (const void *)(uintptr_t)(scales + 4);
     cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
     const char *why = "a descriptor attribute refused";
     for (int t = 0; t < 1 + second; t++) {
