@@ -609,7 +609,8 @@ static void emit_host_c(Program *p, Program *ev, Buf *b)
     if (g->act16)
         buf_printf(b, "    .act16 = %s,\n", g->act16 == RT_PREC_BF16 ? "RT_PREC_BF16" : "RT_PREC_FP16");
     if (g->fp8)
-        buf_puts(b, "    .fp8 = 1,\n");
+        buf_printf(b, "    .fp8 = 1,\n    .fp8_weight_bytes = %lld,\n",
+                   (long long)cuda_fp8_weight_bytes(p));
     buf_printf(b, "    .train_defaults = train_defaults,\n    .n_train_defaults = %d,\n",
                s->n_train_lines);
     buf_puts(b, "    .forward = forward,\n    .backward = backward,\n    .evaluate = evaluate,\n"

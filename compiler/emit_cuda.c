@@ -363,7 +363,7 @@ static int64_t ext_scratch_row_bytes(const Instr *in)
 
 /* fp8-mixed: a marked GEMM's FP8 copies of its operands, the bytes a batch row (an
  * operand with a dimension of rows per sample; the weight's part is not per row:
- * rt_fp8_scratch_fixed) */
+ * cuda_fp8_weight_bytes) */
 static int64_t fp8_row_bytes(const Instr *in)
 {
     const Arg *M = &in->args[2], *N = &in->args[3], *K = &in->args[4];
@@ -373,6 +373,22 @@ static int64_t fp8_row_bytes(const Instr *in)
     if (N->kind == ARG_ROWS || K->kind == ARG_ROWS)   /* B: N x K */
         r += N->i * K->i;
     return r;
+}
+
+int64_t cuda_fp8_weight_bytes(const Program *p)
+{
+    int64_t most = 0;
+    for (int i = 0; i < p->n_ins; i++) {
+        const Instr *in = p->ins[i];
+        if (in->dead || in->kind != I_GEMM || !in->fp8)
+            continue;
+        const Arg *M = &in->args[2], *N = &in->args[3], *K = &in->args[4];
+        if (M->kind != ARG_ROWS && K->kind != ARG_ROWS && M->i * K->i > most)
+            most = M->i * K->i;
+        if (N->kind != ARG_ROWS && K->kind != ARG_ROWS && N->i * K->i > most)
+            most = N->i * K->i;
+    }
+    return most;
 }
 
 int64_t cuda_scratch_row_bytes(const Program *p)

@@ -670,6 +670,9 @@ void emit_cuda(Program *p, Program *eval, Buf *b, Buf *file);
 void cuda_kernel(Buf *b, const Graph *g, Instr *in, const char *name);
 /* Scratch the GPU's calls need per batch row (attention backward's row sums). */
 int64_t cuda_scratch_row_bytes(const Program *p);
+/* fp8-mixed: the largest weight its marked GEMMs cast to FP8, in bytes (rt_model's
+ * fp8_weight_bytes); 0 without such GEMMs */
+int64_t cuda_fp8_weight_bytes(const Program *p);
 
 /* ---- drivers -------------------------------------------------------------- */
 

@@ -35,7 +35,7 @@ static int64_t workspace_bytes(const Compiled *c, int64_t B)
     for (int i = 0; i < g->n_params; i++)
         numel[i] = g->params[i]->numel;
     size_t table = rt_opt_table_bytes(g->n_params, numel);
-    int64_t fp8 = rt_fp8_scratch_fixed(g->fp8, g->n_params, numel);
+    int64_t fp8 = rt_fp8_scratch_fixed(cuda_fp8_weight_bytes(c->prog));
     free(numel);
     /* (a GAN's step: two passes a micro-batch, gan_step.c) */
     int passes = (int)s->train.accumulate * (g->gan ? 2 : 1);

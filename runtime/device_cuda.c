@@ -670,14 +670,10 @@ static size_t scratch_need(int64_t Bmax, int64_t loss_terms, int64_t param_float
 
 #define CUBLASLT_WORKSPACE (32u << 20)
 
-int64_t rt_fp8_scratch_fixed(int fp8, int n_params, const int64_t *numel)
+int64_t rt_fp8_scratch_fixed(int64_t weight_bytes)
 {
-    int64_t most = 0;
-    for (int i = 0; fp8 && i < n_params; i++)
-        if (numel[i] > most)
-            most = numel[i];
-    /* one byte an element, 256 for the scales, the partials, and each copy's alignment */
-    return fp8 ? most + 256 + 1024 + 2 * 256 : 0;
+    /* 256 for the scales, the partials, and each copy's alignment */
+    return weight_bytes > 0 ? weight_bytes + 256 + 1024 + 2 * 256 : 0;
 }
 
 size_t rt_gpu_fixed_bytes(int64_t Bmax, int n_inputs, const int64_t *in_row_bytes, int passes,
@@ -702,7 +698,7 @@ size_t rt_gpu_fixed_of(const rt_model *m, int64_t Bmax, int passes)
     for (int i = 0; i < m->n_params; i++)
         numel[i] = m->params[i].numel;
     size_t table = rt_opt_table_bytes(m->n_params, numel);
-    int64_t fp8 = rt_fp8_scratch_fixed(m->fp8, m->n_params, numel);
+    int64_t fp8 = rt_fp8_scratch_fixed(m->fp8 ? m->fp8_weight_bytes : 0);
     rt_xfree(numel);
     return rt_gpu_fixed_bytes(Bmax, m->n_inputs, rows, passes, m->loss_terms, m->param_floats,
                               m->gpu_scratch_row_bytes, fp8) + table;
@@ -733,10 +729,7 @@ void rt_cu_init(rt_exec *e, const rt_model *m, const rt_cuda_image *img, int64_t
     d->pool_bytes = align_up(pf) + gb + align_up((size_t)state_floats * 4) +
                     align_up(d->lstate_bytes) + copy;
     d->arena_bytes = align_up((size_t)(Bmax * arena_row_bytes));
-    int64_t most = 0;   /* the largest parameter tensor: fp8-mixed's weight copies */
-    for (int i = 0; i < m->n_params; i++)
-        most = m->params[i].numel > most ? m->params[i].numel : most;
-    int64_t fp8 = rt_fp8_scratch_fixed(m->fp8, 1, &most);
+    int64_t fp8 = rt_fp8_scratch_fixed(m->fp8 ? m->fp8_weight_bytes : 0);
     d->scratch_bytes = scratch_need(Bmax, m->loss_terms, m->param_floats,
                                     m->gpu_scratch_row_bytes, fp8);
     d->workspace_bytes = CUBLASLT_WORKSPACE;

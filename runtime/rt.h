@@ -254,10 +254,10 @@ rt_opt_group rt_opt_of(const rt_train_config *c, int d);
 size_t rt_gpu_fixed_bytes(int64_t Bmax, int n_inputs, const int64_t *in_row_bytes, int passes,
                           int64_t loss_terms, int64_t param_floats, int64_t scratch_row_bytes,
                           int64_t scratch_fixed);
-/* fp8-mixed (fp8 1): scratch beyond the per-row part (scratch_row_bytes) for the linear
- * GEMMs' FP8 copies (cuda_blas.c): the largest weight (parameter tensor), the scales
- * and the partial maxima; 0 otherwise */
-int64_t rt_fp8_scratch_fixed(int fp8, int n_params, const int64_t *numel);
+/* fp8-mixed: scratch beyond the per-row part (scratch_row_bytes) for the linear GEMMs'
+ * FP8 copies (cuda_blas.c): the largest weight's (weight_bytes, rt_model's
+ * fp8_weight_bytes), the scales and the partial maxima; 0 without (weight_bytes 0) */
+int64_t rt_fp8_scratch_fixed(int64_t weight_bytes);
 /* The optimizer's chunk table on the GPU for these parameter tensors (cuda_ops.c),
  * and rt_gpu_fixed_bytes with it for a model on one GPU: what its start record's
  * device_fixed_bytes says and trainc plan's workspace_bytes counts. */

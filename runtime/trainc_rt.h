@@ -160,6 +160,8 @@ typedef struct rt_model {
     int fp8;                   /* fp8-mixed (act16 is then RT_PREC_BF16): the calls
                                   rt_gemm_fp8 ... mark the linear layers' GEMMs, which a GPU
                                   of compute capability 8.9 or later runs in FP8 */
+    int64_t fp8_weight_bytes;  /* fp8-mixed: the largest weight those GEMMs cast (its FP8
+                                  copy's bytes), scratch beyond gpu_scratch_row_bytes */
 } rt_model;
 
 /* Entry point of every trainer: parses the trainer options, trains, returns the exit code. */

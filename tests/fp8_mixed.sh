@@ -2,7 +2,7 @@
 # precision fp8-mixed without a GPU:
 #   - the plan: gpt_char's linear GEMMs are rt_gemm*_fp8 calls, the classifier's (the
 #     tied head) plain; trainc check counts them; bf16-mixed's plan otherwise, with
-#     scratch for the FP8 copies;
+#     scratch for the FP8 copies (per row, and the largest marked weight's);
 #   - the CPU: fp32, said once, records bit-identical to bf16-mixed's CPU run;
 #   - the fake GPU (tests/fake_gpu/, compute capability 9.0): mlp_fashion trained in
 #     fp8-mixed, its losses within 2% of bf16-mixed's on the same fake GPU, and not
@@ -35,13 +35,15 @@ def norm(p):
     s = re.sub(r"\n \*\n \* fp8-mixed: .*?_fp8\.", "", s, flags=re.S)   # the header's note
     s = re.sub(r"\s+", "", s).replace("_fp8(", "(").replace(".fp8=1,", "")
     s = re.sub(r'"precision=(fp8|bf16)-mixed",', "", s)
-    s = re.sub(r"\.gpu_scratch_row_bytes=[0-9]+,", "", s)   # (below)
+    s = re.sub(r"\.(gpu_scratch_row_bytes|fp8_weight_bytes)=[0-9]+,", "", s)   # (below)
     return re.sub(r'(spec_hash|model_hash)="[0-9a-f]*"', "", s)
 assert norm(d + "/emit8/host.c") == norm(d + "/emit16/host.c")
 # scratch a row for the FP8 copies: the largest, dW of fc or proj, dy^T and x^T
 # (T 128 x (512 + 128) bytes); attention's 2048 under bf16-mixed
 scratch = lambda p: int(re.search(r"\.gpu_scratch_row_bytes = ([0-9]+)", open(p).read()).group(1))
 assert scratch(d + "/emit8/host.c") == 128 * 640 and scratch(d + "/emit16/host.c") == 2048
+# and beyond the rows, the largest weight a marked GEMM casts: fc's and proj's 512 x 128
+assert re.search(r"\.fp8_weight_bytes = 65536,", open(d + "/emit8/host.c").read())
 PY
 "$TRAINC" check specs/gpt_char.json --set precision=fp8-mixed | grep -q "fp8-mixed    48 of 51 GEMMs in FP8" ||
     { echo "FAIL: trainc check does not count the FP8 GEMMs"; exit 1; }
